@@ -1,0 +1,513 @@
+//! Mode configuration: TOML text in, a validated [`ModeGraph`] out.
+//!
+//! Parsing happens in two layers. Raw serde structs (`deny_unknown_fields`, camelCase keys, every
+//! semantic field wrapped in [`toml::Spanned`]) catch syntax, unknown keys and wrong types; then a
+//! validation pass turns them into a [`ModeGraph`] and reports graph errors (duplicate ids, unknown
+//! or self targets, conflicting defaults) at the line and column of the offending text.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::mode::{Mode, ModeGraph, ModeId, ToolRef};
+use crate::tool::SUBMIT_PLAN;
+
+/// The plans directory used when a config does not set `plansDir`, relative to the workspace.
+pub const DEFAULT_PLANS_DIR: &str = ".agent/plans";
+
+/// What kind of problem a [`ConfigError`] reports; callers match on this, users read the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::Display, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
+#[non_exhaustive]
+pub enum ConfigErrorKind {
+    /// The file could not be read.
+    Io,
+    /// The text is not valid TOML.
+    Syntax,
+    /// A key the format does not define (for example `transitionTo` for `transitionsTo`).
+    UnknownField,
+    /// A value of the wrong type (for example a list where a mode id is expected).
+    InvalidType,
+    /// A required key is missing (for example a mode without `id`).
+    MissingField,
+    /// The file defines no `[[modes]]` at all.
+    NoModes,
+    /// A mode id is empty or uses characters other than ASCII letters, digits, `-` and `_`.
+    InvalidId,
+    /// Two modes share an id.
+    DuplicateId,
+    /// A mode's `transitionsTo` names the mode itself.
+    SelfTransition,
+    /// A mode's `transitionsTo` names a mode that does not exist (ids are case-sensitive).
+    UnknownTarget,
+    /// `defaultModeId` names a mode that does not exist.
+    UnknownDefaultModeId,
+    /// More than one mode is marked `default = true`.
+    MultipleDefaults,
+    /// `defaultModeId` names a different mode than the one marked `default = true`.
+    ConflictingDefault,
+    /// `availableTools` names a tool the controller has no implementation for.
+    UnknownTool,
+    /// A mode sets `transitionsTo` but its `availableTools` leaves out `submit_plan`, so it could
+    /// never hand over.
+    TargetWithoutSubmitPlan,
+}
+
+/// A 1-based line and column in a config file (columns count characters, not bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Location {
+    /// Line number, starting at 1.
+    pub line: usize,
+    /// Column number, starting at 1, in characters.
+    pub column: usize,
+}
+
+/// A config that cannot be used: what is wrong, and where (`file:line:col` plus the source line).
+///
+/// Rendered as `origin:line:col: message`, followed by the offending source line and a caret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigError {
+    kind: ConfigErrorKind,
+    origin: String,
+    location: Option<Location>,
+    message: String,
+    snippet: String,
+}
+
+impl ConfigError {
+    /// The kind of problem, for callers that want to match on it.
+    pub fn kind(&self) -> ConfigErrorKind {
+        self.kind
+    }
+
+    /// Where the problem is, or `None` for errors that have no place in the text (an I/O error).
+    pub fn location(&self) -> Option<Location> {
+        self.location
+    }
+
+    /// The file name (or other origin label) the config came from.
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// The message alone, without location or snippet.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    fn io(origin: &str, err: &std::io::Error) -> Self {
+        Self {
+            kind: ConfigErrorKind::Io,
+            origin: origin.to_owned(),
+            location: None,
+            message: format!("cannot read config: {err}"),
+            snippet: String::new(),
+        }
+    }
+
+    pub(crate) fn unknown_tool(
+        origin: &str,
+        location: Location,
+        snippet: String,
+        message: String,
+    ) -> Self {
+        Self {
+            kind: ConfigErrorKind::UnknownTool,
+            origin: origin.to_owned(),
+            location: Some(location),
+            message,
+            snippet,
+        }
+    }
+
+    pub(crate) fn at(
+        kind: ConfigErrorKind,
+        source: &Source<'_>,
+        span: Range<usize>,
+        message: String,
+    ) -> Self {
+        let (location, snippet) = source.locate(span);
+        Self {
+            kind,
+            origin: source.origin.to_owned(),
+            location: Some(location),
+            message,
+            snippet,
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.location {
+            Some(Location { line, column }) => {
+                write!(f, "{}:{line}:{column}: {}", self.origin, self.message)?
+            }
+            None => write!(f, "{}: {}", self.origin, self.message)?,
+        }
+        if !self.snippet.is_empty() {
+            write!(f, "\n{}", self.snippet)?;
+        }
+        Ok(())
+    }
+}
+
+/// The config text together with the label used in error messages.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Source<'a> {
+    pub(crate) origin: &'a str,
+    pub(crate) text: &'a str,
+}
+
+impl Source<'_> {
+    /// Turns a byte span into a location and a two-line snippet (source line, caret line).
+    pub(crate) fn locate(&self, span: Range<usize>) -> (Location, String) {
+        let start = floor_char_boundary(self.text, span.start.min(self.text.len()));
+        let line_start = self.text[..start].rfind('\n').map_or(0, |i| i + 1);
+        let line = self.text[..start].matches('\n').count() + 1;
+        let column = self.text[line_start..start].chars().count() + 1;
+        let line_end = self.text[line_start..]
+            .find('\n')
+            .map_or(self.text.len(), |i| line_start + i);
+        let line_text = self.text[line_start..line_end].trim_end_matches('\r');
+        let end = floor_char_boundary(self.text, span.end.clamp(start, line_end));
+        let width = self.text[start..end].chars().count().max(1);
+        let gutter = line.to_string();
+        let snippet = format!(
+            "{gutter} | {line_text}\n{pad} | {caret_pad}{carets}",
+            pad = " ".repeat(gutter.len()),
+            caret_pad = " ".repeat(column - 1),
+            carets = "^".repeat(width),
+        );
+        (Location { line, column }, snippet)
+    }
+}
+
+fn floor_char_boundary(text: &str, mut index: usize) -> usize {
+    while index > 0 && !text.is_char_boundary(index) {
+        index -= 1;
+    }
+    index
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawConfig {
+    default_mode_id: Option<Spanned<String>>,
+    plans_dir: Option<String>,
+    #[serde(default)]
+    modes: Vec<RawMode>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawMode {
+    id: Spanned<String>,
+    name: Option<String>,
+    description: Option<String>,
+    instructions: Option<String>,
+    default: Option<Spanned<bool>>,
+    transitions_to: Option<Spanned<String>>,
+    available_tools: Option<Spanned<Vec<Spanned<String>>>>,
+    default_model_id: Option<String>,
+    metadata: Option<toml::Table>,
+}
+
+/// Reads and validates a config file. Tool names are not checked here: the controller checks them
+/// against its registry when it is built ([`ModeGraph::check_tools`]).
+///
+/// # Errors
+/// [`ConfigErrorKind::Io`] when the file cannot be read, otherwise every error of [`parse`].
+pub fn load(path: impl AsRef<Path>) -> Result<ModeGraph, ConfigError> {
+    let path = path.as_ref();
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::io(&origin, &e))?;
+    parse(&text, &origin)
+}
+
+/// Parses and validates config text; `origin` labels the text in error messages (a file name).
+///
+/// Returns the validated graph; the default mode is resolved as Mastra's `AgentController` does:
+/// `defaultModeId`, else the mode marked `default = true`, else the first mode.
+///
+/// # Errors
+/// The first problem in text order (see [`check`] for all of them): invalid TOML, unknown keys,
+/// wrong types, no modes, invalid or duplicate ids, self or unknown `transitionsTo`, an unknown
+/// `defaultModeId`, two defaults, a `defaultModeId` that conflicts with `default = true`, and a
+/// `transitionsTo` whose `availableTools` lacks `submit_plan`.
+///
+/// # Examples
+/// ```
+/// let graph = agent_controller::config::parse(
+///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+///     "modes.toml",
+/// )
+/// .unwrap();
+/// assert_eq!(graph.default_mode().id(), "build");
+/// let plan = graph.get("plan").unwrap();
+/// assert_eq!(graph.mode(graph.approval_target(plan)).id(), "build");
+///
+/// let err = agent_controller::config::parse("[[modes]]\nid = \"plan\"\ntransitionsTo = \"plan\"\n", "bad.toml")
+///     .unwrap_err();
+/// assert_eq!(err.location().unwrap().line, 3);
+/// ```
+pub fn parse(text: &str, origin: &str) -> Result<ModeGraph, ConfigError> {
+    parse_all(text, origin).map_err(|mut errors| errors.swap_remove(0))
+}
+
+/// Like [`parse`] but reports every problem it can find at once, sorted by position; an empty list
+/// means the text is valid (tool names aside).
+pub fn check(text: &str, origin: &str) -> Vec<ConfigError> {
+    parse_all(text, origin).err().unwrap_or_default()
+}
+
+fn parse_all(text: &str, origin: &str) -> Result<ModeGraph, Vec<ConfigError>> {
+    let source = Source { origin, text };
+    let raw: RawConfig = toml::from_str(text).map_err(|e| vec![syntax_error(&source, &e)])?;
+    let mut errors = Vec::new();
+    let graph = validate(raw, &source, &mut errors);
+    match graph {
+        Some(graph) if errors.is_empty() => Ok(graph),
+        _ => {
+            errors.sort_by_key(|e| e.location);
+            Err(errors)
+        }
+    }
+}
+
+fn syntax_error(source: &Source<'_>, err: &toml::de::Error) -> ConfigError {
+    let message = err.message().trim().to_owned();
+    let kind = if message.starts_with("unknown field") {
+        ConfigErrorKind::UnknownField
+    } else if message.starts_with("invalid type") {
+        ConfigErrorKind::InvalidType
+    } else if message.starts_with("missing field") {
+        ConfigErrorKind::MissingField
+    } else {
+        ConfigErrorKind::Syntax
+    };
+    ConfigError::at(kind, source, err.span().unwrap_or(0..0), message)
+}
+
+fn is_valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+fn validate(
+    raw: RawConfig,
+    source: &Source<'_>,
+    errors: &mut Vec<ConfigError>,
+) -> Option<ModeGraph> {
+    let err =
+        |kind, span: Range<usize>, message: String| ConfigError::at(kind, source, span, message);
+    if raw.modes.is_empty() {
+        errors.push(err(
+            ConfigErrorKind::NoModes,
+            0..0,
+            "the config defines no modes: add at least one [[modes]] table with an id".to_owned(),
+        ));
+        return None;
+    }
+
+    let mut index: HashMap<Arc<str>, ModeId> = HashMap::with_capacity(raw.modes.len());
+    let mut ids: Vec<Arc<str>> = Vec::with_capacity(raw.modes.len());
+    for (i, mode) in raw.modes.iter().enumerate() {
+        let id = mode.id.get_ref().as_str();
+        ids.push(Arc::from(id));
+        if !is_valid_id(id) {
+            let message = if id.is_empty() {
+                "mode id is empty".to_owned()
+            } else {
+                format!("mode id `{id}` is invalid: use only ASCII letters, digits, `-` and `_`")
+            };
+            errors.push(err(ConfigErrorKind::InvalidId, mode.id.span(), message));
+        } else if index.contains_key(id) {
+            errors.push(err(
+                ConfigErrorKind::DuplicateId,
+                mode.id.span(),
+                format!("duplicate mode id `{id}`: another mode already uses it"),
+            ));
+        } else {
+            index.insert(ids[i].clone(), ModeId::from_index(i));
+        }
+    }
+
+    let mut marked_default: Option<(usize, Range<usize>)> = None;
+    for (i, mode) in raw.modes.iter().enumerate() {
+        if let Some(flag) = &mode.default
+            && *flag.get_ref()
+        {
+            match &marked_default {
+                Some((first, _)) => errors.push(err(
+                    ConfigErrorKind::MultipleDefaults,
+                    flag.span(),
+                    format!(
+                        "mode `{}` is marked default, but mode `{}` already is: only one mode may set `default = true`",
+                        mode.id.get_ref(),
+                        raw.modes[*first].id.get_ref()
+                    ),
+                )),
+                None => marked_default = Some((i, flag.span())),
+            }
+        }
+    }
+
+    let mut default = marked_default.as_ref().map_or(0, |(i, _)| *i);
+    if let Some(default_id) = &raw.default_mode_id {
+        match index.get(default_id.get_ref().as_str()) {
+            None => errors.push(err(
+                ConfigErrorKind::UnknownDefaultModeId,
+                default_id.span(),
+                format!(
+                    "defaultModeId `{}` names no mode (known: {})",
+                    default_id.get_ref(),
+                    known_ids(&raw.modes)
+                ),
+            )),
+            Some(id) => {
+                if let Some((marked, _)) = &marked_default
+                    && *marked != id.index()
+                {
+                    errors.push(err(
+                        ConfigErrorKind::ConflictingDefault,
+                        default_id.span(),
+                        format!(
+                            "defaultModeId `{}` conflicts with mode `{}`, which is marked `default = true`: name one default mode",
+                            default_id.get_ref(),
+                            raw.modes[*marked].id.get_ref()
+                        ),
+                    ));
+                }
+                default = id.index();
+            }
+        }
+    }
+
+    let mut modes = Vec::with_capacity(raw.modes.len());
+    let mut tool_refs = Vec::new();
+    for (i, mode) in raw.modes.into_iter().enumerate() {
+        let this = ModeId::from_index(i);
+        let id = mode.id.get_ref();
+        let mut transitions_to = None;
+        if let Some(target) = &mode.transitions_to {
+            match index.get(target.get_ref().as_str()) {
+                Some(t) if *t == this => errors.push(err(
+                    ConfigErrorKind::SelfTransition,
+                    target.span(),
+                    format!("mode `{id}` has transitionsTo naming itself: a plan approved in `{id}` must hand over to another mode"),
+                )),
+                Some(t) => transitions_to = Some(*t),
+                None => errors.push(err(
+                    ConfigErrorKind::UnknownTarget,
+                    target.span(),
+                    format!(
+                        "mode `{id}` has transitionsTo `{}`, which names no mode (ids are case-sensitive; known: {})",
+                        target.get_ref(),
+                        index_ids(&index)
+                    ),
+                )),
+            }
+        }
+        let available_tools = mode.available_tools.map(|list| {
+            let span = list.span();
+            let names: Vec<Arc<str>> = list
+                .into_inner()
+                .into_iter()
+                .map(|name| {
+                    let location = source.locate(name.span());
+                    let name: Arc<str> = Arc::from(name.into_inner());
+                    tool_refs.push(ToolRef {
+                        mode: this,
+                        name: name.clone(),
+                        location: location.0,
+                        snippet: location.1,
+                    });
+                    name
+                })
+                .collect();
+            (span, names)
+        });
+        if let (Some(_), Some((span, names))) = (&mode.transitions_to, &available_tools)
+            && !names.iter().any(|n| &**n == SUBMIT_PLAN)
+        {
+            errors.push(err(
+                ConfigErrorKind::TargetWithoutSubmitPlan,
+                span.clone(),
+                format!("mode `{id}` sets transitionsTo but its availableTools leaves out `{SUBMIT_PLAN}`, so a plan could never be submitted in it: add `{SUBMIT_PLAN}`"),
+            ));
+        }
+        modes.push(Mode::new(
+            ids[i].clone(),
+            mode.name,
+            mode.description,
+            mode.instructions,
+            marked_default.as_ref().is_some_and(|(m, _)| *m == i),
+            transitions_to,
+            available_tools.map(|(_, names)| names),
+            mode.default_model_id,
+            mode.metadata.unwrap_or_default(),
+        ));
+    }
+
+    let plans_dir = raw
+        .plans_dir
+        .unwrap_or_else(|| DEFAULT_PLANS_DIR.to_owned());
+    Some(ModeGraph::new(
+        modes,
+        ModeId::from_index(default),
+        index,
+        plans_dir.into(),
+        source.origin.to_owned(),
+        tool_refs,
+    ))
+}
+
+fn known_ids(modes: &[RawMode]) -> String {
+    let ids: Vec<&str> = modes.iter().map(|m| m.id.get_ref().as_str()).collect();
+    ids.join(", ")
+}
+
+fn index_ids(index: &HashMap<Arc<str>, ModeId>) -> String {
+    let mut ids: Vec<(&str, usize)> = index.iter().map(|(k, v)| (&**k, v.index())).collect();
+    ids.sort_by_key(|(_, i)| *i);
+    if ids.len() > 8 {
+        ids.truncate(8);
+        return format!(
+            "{}, ...",
+            ids.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", ")
+        );
+    }
+    ids.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locate_reports_line_column_and_caret() {
+        let source = Source {
+            origin: "f.toml",
+            text: "a = 1\nbé = \"x\"\n",
+        };
+        let (loc, snippet) = source.locate(11..14);
+        assert_eq!(loc, Location { line: 2, column: 6 });
+        assert_eq!(snippet, "2 | bé = \"x\"\n  |      ^^^");
+    }
+
+    #[test]
+    fn ids_allow_ascii_letters_digits_dash_underscore_only() {
+        assert!(is_valid_id("plan-2_b"));
+        assert!(!is_valid_id(""));
+        assert!(!is_valid_id("plan mode"));
+        assert!(!is_valid_id("計画"));
+    }
+}

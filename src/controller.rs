@@ -1,0 +1,308 @@
+//! The [`AgentController`]: a validated mode graph, a tool registry and a model, from which
+//! sessions are started.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::config::ConfigError;
+use crate::event::ModeChangeReason;
+use crate::mode::{ModeGraph, ModeId};
+use crate::model::LanguageModel;
+use crate::session::{Session, SessionError, SessionOptions};
+use crate::tool::submit_plan::{self, SUBMIT_PLAN};
+use crate::tool::{ToolRegistry, ToolSpec};
+
+/// Default limit of model calls in one run.
+pub const DEFAULT_MAX_STEPS: usize = 50;
+
+/// What a mode needs at run time, built once when the controller is built.
+#[derive(Debug)]
+pub(crate) struct ModeRuntime {
+    pub(crate) system_prompt: String,
+    pub(crate) specs: Vec<ToolSpec>,
+    pub(crate) tool_list: String,
+    name: String,
+    id: Arc<str>,
+}
+
+impl ModeRuntime {
+    pub(crate) fn allows(&self, tool: &str) -> bool {
+        self.specs.iter().any(|s| &*s.name == tool)
+    }
+
+    /// The notice the model reads after a switch into this mode.
+    pub(crate) fn mode_notice(&self, previous: &str, reason: ModeChangeReason) -> String {
+        let why = match reason {
+            ModeChangeReason::Manual => "switched by the user",
+            ModeChangeReason::PlanApproved => "your plan was approved",
+        };
+        format!(
+            "Mode changed: you are now in the {} mode (`{}`), previously `{previous}` ({why}). \
+             Follow this mode's instructions from now on. Your tools are now: {}.",
+            self.name, self.id, self.tool_list
+        )
+    }
+}
+
+/// Everything sessions share: read-only after build.
+pub(crate) struct Shared {
+    pub(crate) graph: ModeGraph,
+    pub(crate) tools: ToolRegistry,
+    pub(crate) model: Arc<dyn LanguageModel>,
+    pub(crate) workspace: PathBuf,
+    pub(crate) plans_dir: PathBuf,
+    pub(crate) max_steps: usize,
+    runtimes: Vec<ModeRuntime>,
+}
+
+impl Shared {
+    pub(crate) fn runtime(&self, mode: ModeId) -> &ModeRuntime {
+        &self.runtimes[mode.index().min(self.runtimes.len() - 1)]
+    }
+}
+
+/// Builds an [`AgentController`]; see [`AgentController::builder`].
+pub struct AgentControllerBuilder {
+    graph: ModeGraph,
+    model: Arc<dyn LanguageModel>,
+    tools: ToolRegistry,
+    workspace: PathBuf,
+    max_steps: usize,
+}
+
+impl std::fmt::Debug for AgentControllerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentControllerBuilder")
+            .field("modes", &self.graph.len())
+            .field("tools", &self.tools)
+            .field("workspace", &self.workspace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AgentControllerBuilder {
+    /// The tools modes may name (default: none but the built-in `submit_plan`).
+    pub fn tools(mut self, tools: ToolRegistry) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// The workspace root tools work in (default: the current directory). The plans directory is
+    /// the config's `plansDir` resolved against it.
+    pub fn workspace(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.workspace = dir.into();
+        self
+    }
+
+    /// The limit of model calls per run (default [`DEFAULT_MAX_STEPS`]); a run that reaches it
+    /// ends with reason `error`.
+    pub fn max_steps(mut self, steps: usize) -> Self {
+        self.max_steps = steps.max(1);
+        self
+    }
+
+    /// Checks the config's tool names against the registry and builds the controller: system
+    /// prompts and tool specs are built here, once per mode.
+    ///
+    /// # Errors
+    /// [`crate::config::ConfigErrorKind::UnknownTool`] for the first `availableTools` name that
+    /// is neither registered nor `submit_plan`, at its line and column.
+    pub fn build(self) -> Result<AgentController, ConfigError> {
+        self.graph.check_tools(|name| self.tools.knows(name))?;
+        let plans_dir = self.workspace.join(self.graph.plans_dir());
+        let runtimes = self
+            .graph
+            .ids()
+            .map(|id| mode_runtime(&self.graph, &self.tools, id, &plans_dir))
+            .collect();
+        Ok(AgentController {
+            shared: Arc::new(Shared {
+                graph: self.graph,
+                tools: self.tools,
+                model: self.model,
+                workspace: self.workspace,
+                plans_dir,
+                max_steps: self.max_steps,
+                runtimes,
+            }),
+        })
+    }
+}
+
+fn mode_runtime(
+    graph: &ModeGraph,
+    tools: &ToolRegistry,
+    id: ModeId,
+    plans_dir: &Path,
+) -> ModeRuntime {
+    let mode = graph.mode(id);
+    let mut specs: Vec<ToolSpec> = Vec::new();
+    let mut push = |name: &str| {
+        if name == SUBMIT_PLAN {
+            let target = graph.mode(graph.approval_target(id));
+            specs.push(ToolSpec {
+                name: Arc::from(SUBMIT_PLAN),
+                description: submit_plan::description(
+                    target.id(),
+                    target.name(),
+                    target.id() == mode.id(),
+                ),
+                input_schema: submit_plan::input_schema(),
+            });
+        } else if let Some(tool) = tools.get(name) {
+            specs.push(ToolSpec {
+                name: Arc::from(tool.name()),
+                description: tool.description(),
+                input_schema: tool.input_schema(),
+            });
+        }
+    };
+    match mode.available_tools() {
+        Some(list) => {
+            for name in list {
+                push(name);
+            }
+        }
+        None => {
+            for name in tools.names() {
+                push(name);
+            }
+            if mode.is_planning() {
+                push(SUBMIT_PLAN);
+            }
+        }
+    }
+    specs.dedup_by(|a, b| a.name == b.name);
+    let tool_list = if specs.is_empty() {
+        "none".to_owned()
+    } else {
+        specs
+            .iter()
+            .map(|s| &*s.name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut system_prompt = format!("You are in the {} mode (`{}`).", mode.name(), mode.id());
+    if !mode.description().is_empty() {
+        system_prompt.push(' ');
+        system_prompt.push_str(mode.description());
+    }
+    if !mode.instructions().is_empty() {
+        system_prompt.push_str("\n\n");
+        system_prompt.push_str(mode.instructions());
+    }
+    if mode.is_planning() {
+        let target = graph.mode(graph.approval_target(id));
+        system_prompt.push_str(&format!(
+            "\n\nWhen your plan is ready, write it as a markdown file inside {} and call {SUBMIT_PLAN} with its path. \
+             On approval the session continues in the {} mode (`{}`).",
+            plans_dir.display(),
+            target.name(),
+            target.id()
+        ));
+    }
+    ModeRuntime {
+        system_prompt,
+        specs,
+        tool_list,
+        name: mode.name().to_owned(),
+        id: mode.id_arc().clone(),
+    }
+}
+
+/// Loads modes, owns the tools and the model, and starts [`Session`]s. Cheap to clone (shared).
+///
+/// # Examples
+/// ```
+/// use std::sync::Arc;
+/// use agent_controller::{AgentController, SessionOptions, config, model::scripted::ScriptedModel};
+///
+/// let graph = config::parse(
+///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n[[modes]]\nid = \"build\"\ndefault = true\n",
+///     "modes.toml",
+/// )?;
+/// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new())).build()?;
+/// let mut session = controller.start_session(SessionOptions::new())?;
+/// assert_eq!(session.mode().id(), "build");
+/// assert!(session.switch_mode("plan")?);
+/// assert!(session.switch_mode("nope").is_err());
+/// assert_eq!(session.mode().id(), "plan");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct AgentController {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for AgentController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentController")
+            .field("modes", &self.shared.graph.len())
+            .field("workspace", &self.shared.workspace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AgentController {
+    /// Starts building a controller over a validated `graph`, driving `model`.
+    pub fn builder(graph: ModeGraph, model: Arc<dyn LanguageModel>) -> AgentControllerBuilder {
+        AgentControllerBuilder {
+            graph,
+            model,
+            tools: ToolRegistry::new(),
+            workspace: PathBuf::from("."),
+            max_steps: DEFAULT_MAX_STEPS,
+        }
+    }
+
+    /// The mode graph.
+    pub fn modes(&self) -> &ModeGraph {
+        &self.shared.graph
+    }
+
+    /// The tool specs the model is offered in `mode`, in order (built once at build time).
+    pub fn tool_specs(&self, mode: ModeId) -> &[ToolSpec] {
+        &self.shared.runtime(mode).specs
+    }
+
+    /// The system prompt of `mode` (built once at build time).
+    pub fn system_prompt(&self, mode: ModeId) -> &str {
+        &self.shared.runtime(mode).system_prompt
+    }
+
+    /// The absolute-or-workspace-relative plans directory.
+    pub fn plans_dir(&self) -> &Path {
+        &self.shared.plans_dir
+    }
+
+    /// The workspace root.
+    pub fn workspace(&self) -> &Path {
+        &self.shared.workspace
+    }
+
+    /// Starts a session in the resolved default mode, or in the mode `options` names; emits
+    /// `session_started`.
+    ///
+    /// # Errors
+    /// [`SessionError::UnknownMode`] when `options` names a mode that does not exist.
+    pub fn start_session(&self, options: SessionOptions) -> Result<Session, SessionError> {
+        let mode = match &options.mode {
+            Some(id) => self
+                .shared
+                .graph
+                .get(id)
+                .ok_or_else(|| SessionError::UnknownMode(id.clone()))?,
+            None => self.shared.graph.default_mode_id(),
+        };
+        let id: Arc<str> = match options.id {
+            Some(id) => Arc::from(id),
+            None => Arc::from(uuid::Uuid::new_v4().to_string()),
+        };
+        Ok(Session::new(
+            self.shared.clone(),
+            id,
+            mode,
+            options.subscribers,
+        ))
+    }
+}

@@ -1,0 +1,214 @@
+//! Events a session emits, in order, to its subscribers.
+//!
+//! Serialized with `type` in snake_case and fields in camelCase, as Mastra's `AgentController`
+//! events are, so hosts written against either read the same shapes.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::tool::submit_plan::PlanSubmission;
+
+/// Why the mode changed.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::Display,
+    strum::EnumString,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum ModeChangeReason {
+    /// The host switched mode ([`crate::Session::switch_mode`]).
+    Manual,
+    /// A plan was approved and the session handed over to the planning mode's target.
+    PlanApproved,
+}
+
+/// How a run ended (or paused).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::Display,
+    strum::EnumString,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum EndReason {
+    /// The model finished (or a plan was rejected without feedback).
+    Complete,
+    /// The run is suspended on `submit_plan`, awaiting a decision.
+    Suspended,
+    /// The run was aborted (abort, a user message or a mode switch while suspended).
+    Aborted,
+    /// The model failed or the run exceeded its step limit.
+    Error,
+}
+
+/// Why a suspension was cancelled without a decision (each counts as *not approved*).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::Display,
+    strum::EnumString,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum CancelReason {
+    /// The host aborted the run.
+    Aborted,
+    /// The user sent a new message instead of deciding.
+    UserMessage,
+    /// The host switched mode by hand.
+    ModeSwitch,
+}
+
+/// What `tool_suspended` carries for `submit_plan`: the captured plan and where approval leads.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SuspendPayload {
+    /// The plan as captured at submit time (`path`, `title`, `plan`, `sha256`).
+    #[serde(flatten)]
+    pub submission: PlanSubmission,
+    /// The mode approval hands over to, fixed at submit time.
+    pub target_mode_id: Arc<str>,
+}
+
+/// One thing that happened in a session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+#[non_exhaustive]
+pub enum Event {
+    /// A session was created (or restored) in `modeId`.
+    SessionStarted {
+        /// The session id.
+        session_id: Arc<str>,
+        /// The mode it starts in.
+        mode_id: Arc<str>,
+    },
+    /// A run started.
+    AgentStart {
+        /// The run id.
+        run_id: Arc<str>,
+        /// The mode it starts in.
+        mode_id: Arc<str>,
+    },
+    /// The model replied with text.
+    AssistantMessage {
+        /// The run id.
+        run_id: Arc<str>,
+        /// The text.
+        text: String,
+    },
+    /// A tool call starts.
+    ToolStart {
+        /// The run id.
+        run_id: Arc<str>,
+        /// The tool call id.
+        tool_call_id: String,
+        /// The tool name.
+        tool_name: String,
+        /// The call's arguments.
+        args: Value,
+    },
+    /// A tool call suspended the run; the host must decide.
+    ToolSuspended {
+        /// The run id.
+        run_id: Arc<str>,
+        /// The tool call id.
+        tool_call_id: String,
+        /// The tool name (`submit_plan`).
+        tool_name: String,
+        /// The captured plan.
+        suspend_payload: SuspendPayload,
+    },
+    /// A tool call finished with a result for the model.
+    ToolEnd {
+        /// The run id.
+        run_id: Arc<str>,
+        /// The tool call id.
+        tool_call_id: String,
+        /// The tool name.
+        tool_name: String,
+        /// The result text the model receives.
+        result: String,
+        /// Whether the result reports an error.
+        is_error: bool,
+    },
+    /// The session's mode changed.
+    ModeChanged {
+        /// The new mode.
+        mode_id: Arc<str>,
+        /// The mode before.
+        previous_mode_id: Arc<str>,
+        /// Why.
+        reason: ModeChangeReason,
+    },
+    /// A suspended tool call was cancelled without a decision (not approved).
+    ToolSuspensionCancelled {
+        /// The run id.
+        run_id: Arc<str>,
+        /// The tool call id.
+        tool_call_id: String,
+        /// The tool name.
+        tool_name: String,
+        /// Why.
+        reason: CancelReason,
+    },
+    /// A run ended or paused.
+    AgentEnd {
+        /// The run id.
+        run_id: Arc<str>,
+        /// How.
+        reason: EndReason,
+    },
+    /// Something went wrong in a run (a model error, the step limit).
+    Error {
+        /// What went wrong.
+        message: String,
+    },
+}
+
+impl Event {
+    /// The `type` tag of the event as serialized (`mode_changed`, `tool_suspended`, ...).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::SessionStarted { .. } => "session_started",
+            Event::AgentStart { .. } => "agent_start",
+            Event::AssistantMessage { .. } => "assistant_message",
+            Event::ToolStart { .. } => "tool_start",
+            Event::ToolSuspended { .. } => "tool_suspended",
+            Event::ToolEnd { .. } => "tool_end",
+            Event::ModeChanged { .. } => "mode_changed",
+            Event::ToolSuspensionCancelled { .. } => "tool_suspension_cancelled",
+            Event::AgentEnd { .. } => "agent_end",
+            Event::Error { .. } => "error",
+        }
+    }
+}
+
+/// A callback that receives every event of a session, in order.
+pub type Subscriber = Box<dyn FnMut(&Event) + Send>;

@@ -1,0 +1,81 @@
+//! # agent-controller
+//!
+//! The mode state machine and plan-approval hand-over of an AI-agent harness.
+//!
+//! A harness runs a model in *modes*: a read-only **plan** mode where the agent explores and
+//! writes a plan, and a **build** mode where it carries the plan out. Modes come from TOML
+//! ([`config`]); an [`AgentController`] starts [`Session`]s; in a planning mode the model calls the
+//! built-in `submit_plan` tool, which captures the plan file and *suspends* the run
+//! ([`Event::ToolSuspended`]); the host shows the plan and resumes with a [`Decision`]. Approval
+//! switches the session to the planning mode's `transitionsTo` (else the default mode) before the
+//! next model call; rejection, abort, a new user message or a dismissed prompt leave the mode as
+//! it was.
+//!
+//! ```
+//! use std::sync::{Arc, Mutex};
+//! use agent_controller::{AgentController, Decision, Event, RunOutcome, SessionOptions, ToolRegistry};
+//! use agent_controller::model::scripted::ScriptedModel;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let workspace = std::env::temp_dir().join(format!("ac-doc-{}", std::process::id()));
+//! std::fs::create_dir_all(&workspace)?;
+//! let graph = agent_controller::config::parse(r#"
+//!     [[modes]]
+//!     id = "plan"
+//!     transitionsTo = "build"
+//!     availableTools = ["read_file", "write_plan", "submit_plan"]
+//!
+//!     [[modes]]
+//!     id = "build"
+//!     default = true
+//! "#, "modes.toml")?;
+//! let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+//!     .tools(ToolRegistry::with_workspace_tools())
+//!     .workspace(&workspace)
+//!     .build()?;
+//!
+//! let events = Arc::new(Mutex::new(Vec::new()));
+//! let sink = events.clone();
+//! let mut session = controller.start_session(
+//!     SessionOptions::new().mode("plan").on_event(move |e| sink.lock().unwrap().push(e.kind())),
+//! )?;
+//! let RunOutcome::Suspended { run_id, tool_call_id, payload } = session.send_message("Add dark mode").await? else {
+//!     panic!("the scripted model submits a plan in plan mode");
+//! };
+//! assert_eq!(payload.submission.title, "Add dark mode");
+//! assert_eq!(&*payload.target_mode_id, "build");
+//!
+//! session.resume(&run_id, &tool_call_id, Decision::approve()).await?;
+//! assert_eq!(session.mode().id(), "build");
+//! // A second decision for the same tool call is refused and changes nothing.
+//! assert!(session.resume(&run_id, &tool_call_id, Decision::approve()).await.is_err());
+//! assert_eq!(events.lock().unwrap().iter().filter(|k| **k == "mode_changed").count(), 1);
+//! # std::fs::remove_dir_all(&workspace)?;
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod config;
+pub mod controller;
+pub mod error;
+pub mod event;
+pub mod mode;
+pub mod model;
+pub mod run;
+pub mod session;
+pub mod tool;
+
+pub use crate::config::{ConfigError, ConfigErrorKind};
+pub use crate::controller::{AgentController, AgentControllerBuilder};
+pub use crate::error::{Error, Result};
+pub use crate::event::{Event, ModeChangeReason, SuspendPayload};
+pub use crate::mode::{Mode, ModeGraph, ModeId};
+pub use crate::model::{LanguageModel, Message, ModelRequest, ModelResponse};
+pub use crate::run::{Decision, DecisionAction, PendingDecision, RunOutcome, RunState};
+pub use crate::session::{Session, SessionError, SessionOptions};
+pub use crate::tool::{Tool, ToolRegistry};
+
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -1,0 +1,278 @@
+//! The validated mode graph: modes, the default mode and the approval hand-over edges.
+//!
+//! A [`ModeGraph`] only comes out of [`crate::config::parse`] (or [`crate::config::load`]), so
+//! every [`ModeId`] it hands out names a mode that exists: an unknown mode id cannot reach a
+//! running session.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::config::{ConfigError, Location};
+use crate::tool::SUBMIT_PLAN;
+
+/// A handle to a mode of one [`ModeGraph`]: a small copyable index, valid for the graph that
+/// handed it out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ModeId(u32);
+
+impl ModeId {
+    pub(crate) fn from_index(index: usize) -> Self {
+        // A config with more than u32::MAX modes cannot be parsed into memory anyway.
+        Self(u32::try_from(index).unwrap_or(u32::MAX))
+    }
+
+    /// The position of the mode in its config file, starting at 0.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// One mode as configured: id, display name, instructions, tool allowlist and hand-over target.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mode {
+    id: Arc<str>,
+    name: String,
+    description: String,
+    instructions: String,
+    marked_default: bool,
+    transitions_to: Option<ModeId>,
+    available_tools: Option<Vec<Arc<str>>>,
+    default_model_id: Option<String>,
+    metadata: toml::Table,
+}
+
+impl Mode {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        id: Arc<str>,
+        name: Option<String>,
+        description: Option<String>,
+        instructions: Option<String>,
+        marked_default: bool,
+        transitions_to: Option<ModeId>,
+        available_tools: Option<Vec<Arc<str>>>,
+        default_model_id: Option<String>,
+        metadata: toml::Table,
+    ) -> Self {
+        Self {
+            name: name.unwrap_or_else(|| id.to_string()),
+            id,
+            description: description.unwrap_or_default(),
+            instructions: instructions.unwrap_or_default(),
+            marked_default,
+            transitions_to,
+            available_tools,
+            default_model_id,
+            metadata,
+        }
+    }
+
+    /// The mode id (`id` in TOML): ASCII letters, digits, `-` and `_`.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub(crate) fn id_arc(&self) -> &Arc<str> {
+        &self.id
+    }
+
+    /// The display name (`name`); the id when the config gives none.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The description (`description`); empty when the config gives none.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// The instructions given to the model in this mode (`instructions`); may be empty.
+    pub fn instructions(&self) -> &str {
+        &self.instructions
+    }
+
+    /// Whether the config marks this mode `default = true`. The resolved default mode may differ
+    /// when no mode is marked; see [`ModeGraph::default_mode_id`].
+    pub fn is_marked_default(&self) -> bool {
+        self.marked_default
+    }
+
+    /// The mode a plan approved in this mode hands over to (`transitionsTo`), if set.
+    pub fn transitions_to(&self) -> Option<ModeId> {
+        self.transitions_to
+    }
+
+    /// The tool allowlist (`availableTools`); `None` means every tool the controller has
+    /// (plus `submit_plan` when this is a planning mode).
+    pub fn available_tools(&self) -> Option<&[Arc<str>]> {
+        self.available_tools.as_deref()
+    }
+
+    /// The model id this mode prefers (`defaultModelId`, `provider/model`), if set.
+    pub fn default_model_id(&self) -> Option<&str> {
+        self.default_model_id.as_deref()
+    }
+
+    /// The free `[modes.metadata]` table (colours, icons, ...); empty when absent.
+    pub fn metadata(&self) -> &toml::Table {
+        &self.metadata
+    }
+
+    /// Whether `submit_plan` is registered in this mode: it sets `transitionsTo` or lists
+    /// `submit_plan` in `availableTools`.
+    pub fn is_planning(&self) -> bool {
+        self.transitions_to.is_some()
+            || self
+                .available_tools
+                .as_ref()
+                .is_some_and(|tools| tools.iter().any(|t| &**t == SUBMIT_PLAN))
+    }
+}
+
+/// Where a config names a tool, kept so unknown tool names can be reported at their line.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ToolRef {
+    pub(crate) mode: ModeId,
+    pub(crate) name: Arc<str>,
+    pub(crate) location: Location,
+    pub(crate) snippet: String,
+}
+
+/// A validated set of modes: ids are unique, every `transitionsTo` names another existing mode,
+/// and exactly one default mode is resolved.
+#[derive(Debug, Clone)]
+pub struct ModeGraph {
+    modes: Vec<Mode>,
+    index: HashMap<Arc<str>, ModeId>,
+    default: ModeId,
+    plans_dir: PathBuf,
+    origin: String,
+    tool_refs: Vec<ToolRef>,
+}
+
+impl ModeGraph {
+    pub(crate) fn new(
+        modes: Vec<Mode>,
+        default: ModeId,
+        index: HashMap<Arc<str>, ModeId>,
+        plans_dir: PathBuf,
+        origin: String,
+        tool_refs: Vec<ToolRef>,
+    ) -> Self {
+        Self {
+            modes,
+            index,
+            default,
+            plans_dir,
+            origin,
+            tool_refs,
+        }
+    }
+
+    /// Looks a mode up by its id (case-sensitive); `None` when no mode has that id.
+    pub fn get(&self, id: &str) -> Option<ModeId> {
+        self.index.get(id).copied()
+    }
+
+    /// The mode behind a handle.
+    ///
+    /// A [`ModeId`] from another graph may name a different mode or, when out of range, the
+    /// default mode; handles are only meaningful for the graph that handed them out.
+    pub fn mode(&self, id: ModeId) -> &Mode {
+        self.modes
+            .get(id.index())
+            .unwrap_or(&self.modes[self.default.index()])
+    }
+
+    /// All modes in config order.
+    pub fn modes(&self) -> &[Mode] {
+        &self.modes
+    }
+
+    /// All mode handles in config order.
+    pub fn ids(&self) -> impl ExactSizeIterator<Item = ModeId> + '_ {
+        (0..self.modes.len()).map(ModeId::from_index)
+    }
+
+    /// The number of modes (at least 1).
+    pub fn len(&self) -> usize {
+        self.modes.len()
+    }
+
+    /// Always `false`: a validated graph has at least one mode.
+    pub fn is_empty(&self) -> bool {
+        self.modes.is_empty()
+    }
+
+    /// The resolved default mode: `defaultModeId`, else the mode marked `default = true`, else
+    /// the first mode (the resolution order of Mastra's `AgentController`).
+    pub fn default_mode_id(&self) -> ModeId {
+        self.default
+    }
+
+    /// The resolved default mode itself.
+    pub fn default_mode(&self) -> &Mode {
+        self.mode(self.default)
+    }
+
+    /// Where a plan approved in `mode` hands over to: its `transitionsTo`, else the default mode.
+    /// Equal to `mode` when a default planning mode has no `transitionsTo` (no switch happens).
+    pub fn approval_target(&self, mode: ModeId) -> ModeId {
+        self.mode(mode).transitions_to.unwrap_or(self.default)
+    }
+
+    /// The planning modes (where `submit_plan` is registered), in config order.
+    pub fn planning_modes(&self) -> impl Iterator<Item = ModeId> + '_ {
+        self.ids().filter(|id| self.mode(*id).is_planning())
+    }
+
+    /// Every approval hand-over edge `(planning mode, target)`, in config order; an edge may be a
+    /// loop (`from == to`) for a default mode that plans without a `transitionsTo`.
+    pub fn handover_edges(&self) -> impl Iterator<Item = (ModeId, ModeId)> + '_ {
+        self.planning_modes()
+            .map(|from| (from, self.approval_target(from)))
+    }
+
+    /// The plans directory as configured (`plansDir`, default `.agent/plans`), relative to the
+    /// workspace unless absolute.
+    pub fn plans_dir(&self) -> &Path {
+        &self.plans_dir
+    }
+
+    /// Checks every `availableTools` name against the tools a controller has; `submit_plan` is
+    /// always known.
+    ///
+    /// # Errors
+    /// One [`ConfigErrorKind::UnknownTool`] error per unknown name, at the name's line and column,
+    /// in text order. An empty list means every name is known.
+    pub fn unknown_tools(&self, is_known: impl Fn(&str) -> bool) -> Vec<ConfigError> {
+        self.tool_refs
+            .iter()
+            .filter(|r| &*r.name != SUBMIT_PLAN && !is_known(&r.name))
+            .map(|r| {
+                ConfigError::unknown_tool(
+                    &self.origin,
+                    r.location,
+                    r.snippet.clone(),
+                    format!(
+                        "mode `{}` lists unknown tool `{}` in availableTools",
+                        self.mode(r.mode).id,
+                        r.name
+                    ),
+                )
+            })
+            .collect()
+    }
+
+    /// Like [`ModeGraph::unknown_tools`] but stops at the first unknown name.
+    ///
+    /// # Errors
+    /// [`ConfigErrorKind::UnknownTool`] for the first name `is_known` rejects.
+    pub fn check_tools(&self, is_known: impl Fn(&str) -> bool) -> Result<(), ConfigError> {
+        match self.unknown_tools(is_known).into_iter().next() {
+            Some(err) => Err(err),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,282 @@
+//! Deterministic models: [`ScriptedModel`] plays a planner from the conversation alone (the CLI's
+//! built-in model), [`ReplayModel`] replays canned replies and records what it was asked (tests).
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use serde_json::json;
+
+use super::{LanguageModel, Message, ModelError, ModelRequest, ModelResponse};
+use crate::tool::ToolCall;
+use crate::tool::submit_plan::{APPROVED_RESULT, REJECTED_WITH_FEEDBACK_PREFIX, SUBMIT_PLAN};
+
+const WRITE_PLAN: &str = "write_plan";
+
+/// A model that acts out the plan -> approve -> build cycle deterministically.
+///
+/// Its reply depends only on the request: in a planning mode it writes a plan for the user's
+/// prompt with `write_plan` (when offered) and submits it, or submits the file given with
+/// [`ScriptedModel::with_plan_path`] as is. A refused file is reported and the run ends. After a
+/// rejection with feedback it revises and resubmits once. After approval it says what it does in
+/// the new mode. In other modes it answers in one line.
+#[derive(Debug, Clone, Default)]
+pub struct ScriptedModel {
+    plan_path: Option<String>,
+}
+
+impl ScriptedModel {
+    /// A model that writes its own plans (with `write_plan`).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A model that submits the plan file at `path` (relative to the workspace) as is.
+    pub fn with_plan_path(path: impl Into<String>) -> Self {
+        Self {
+            plan_path: Some(path.into()),
+        }
+    }
+
+    /// The plan the model writes for `prompt`, with the feedback it was given so far.
+    pub fn plan_for(prompt: &str, feedback: &[&str]) -> String {
+        let title = prompt.lines().next().unwrap_or("").trim();
+        let title = if title.is_empty() { "Plan" } else { title };
+        let mut plan = format!(
+            "# {title}\n\n## Steps\n1. Read the code this change touches.\n2. Make the change in small steps.\n3. Add tests for it and run the whole suite.\n"
+        );
+        if !feedback.is_empty() {
+            plan.push_str("\n## Revisions\n");
+            for f in feedback {
+                plan.push_str(&format!("- Addressed: {f}\n"));
+            }
+        }
+        plan
+    }
+
+    /// The file name the model uses for `prompt`'s plan: a lower-case slug plus `.md`.
+    pub fn plan_file_name(prompt: &str) -> String {
+        let mut slug = String::new();
+        for c in prompt.chars().flat_map(char::to_lowercase) {
+            if c.is_ascii_alphanumeric() {
+                slug.push(c);
+            } else if !slug.ends_with('-') && !slug.is_empty() {
+                slug.push('-');
+            }
+            if slug.len() >= 48 {
+                break;
+            }
+        }
+        let slug = slug.trim_end_matches('-');
+        if slug.is_empty() {
+            "plan.md".to_owned()
+        } else {
+            format!("{slug}.md")
+        }
+    }
+
+    fn reply(&self, request: &ModelRequest<'_>) -> ModelResponse {
+        let offers = |name: &str| request.tools.iter().any(|t| &*t.name == name);
+        let turn_start = request
+            .messages
+            .iter()
+            .rposition(|m| matches!(m, Message::User { .. }));
+        let prompt = turn_start.map_or("", |i| match &request.messages[i] {
+            Message::User { content } => content.as_str(),
+            _ => "",
+        });
+        let turn = &request.messages[turn_start.map_or(0, |i| i + 1)..];
+        let next_id = format!(
+            "call_{}",
+            request
+                .messages
+                .iter()
+                .map(|m| match m {
+                    Message::Assistant { tool_calls, .. } => tool_calls.len(),
+                    _ => 0,
+                })
+                .sum::<usize>()
+                + 1
+        );
+        let call = |name: &str, args: serde_json::Value| ModelResponse {
+            text: String::new(),
+            tool_calls: vec![ToolCall {
+                id: next_id.clone(),
+                name: name.to_owned(),
+                args,
+            }],
+        };
+        let say = |text: String| ModelResponse {
+            text,
+            tool_calls: Vec::new(),
+        };
+        let feedback: Vec<&str> = turn
+            .iter()
+            .filter_map(|m| match m {
+                Message::Tool {
+                    tool_name, content, ..
+                } if tool_name == SUBMIT_PLAN => content
+                    .strip_prefix(REJECTED_WITH_FEEDBACK_PREFIX)
+                    .and_then(|rest| rest.trim_start().lines().next()),
+                _ => None,
+            })
+            .collect();
+        let approved = turn.iter().any(|m| {
+            matches!(m, Message::Tool { tool_name, content, .. } if tool_name == SUBMIT_PLAN && content == APPROVED_RESULT)
+        });
+        let start_plan = |feedback: &[&str]| -> ModelResponse {
+            if let Some(path) = &self.plan_path {
+                call(SUBMIT_PLAN, json!({ "path": path }))
+            } else if offers(WRITE_PLAN) {
+                call(
+                    WRITE_PLAN,
+                    json!({ "path": Self::plan_file_name(prompt), "content": Self::plan_for(prompt, feedback) }),
+                )
+            } else {
+                say(format!(
+                    "I cannot submit a plan in mode `{}`: no plan file was given and `write_plan` is not offered.",
+                    request.mode_id
+                ))
+            }
+        };
+        let work = || {
+            if approved {
+                say(format!(
+                    "Now in mode `{}`: implementing the approved plan for \"{prompt}\".",
+                    request.mode_id
+                ))
+            } else {
+                say(format!("In mode `{}`: {prompt}", request.mode_id))
+            }
+        };
+        match request.messages.last() {
+            None | Some(Message::User { .. }) => {
+                if offers(SUBMIT_PLAN) {
+                    start_plan(&[])
+                } else {
+                    work()
+                }
+            }
+            Some(Message::Tool {
+                tool_name,
+                content,
+                is_error,
+                ..
+            }) => match (tool_name.as_str(), *is_error) {
+                (WRITE_PLAN, false) => call(SUBMIT_PLAN, json!({ "path": content })),
+                (WRITE_PLAN, true) => say(format!("I could not write the plan: {content}")),
+                (SUBMIT_PLAN, true) => say(format!("The plan was refused: {content}")),
+                (SUBMIT_PLAN, false) if content == APPROVED_RESULT => work(),
+                (SUBMIT_PLAN, false) if content.starts_with(REJECTED_WITH_FEEDBACK_PREFIX) => {
+                    if feedback.len() >= 2 {
+                        say("The revised plan was rejected too; tell me how to proceed.".to_owned())
+                    } else {
+                        start_plan(&feedback)
+                    }
+                }
+                (SUBMIT_PLAN, false) => say("Waiting for your next message.".to_owned()),
+                (_, true) => say(format!("Tool `{tool_name}` failed: {content}")),
+                (_, false) => work(),
+            },
+            Some(Message::System { .. }) => work(),
+            Some(Message::Assistant { .. }) => say(String::new()),
+        }
+    }
+}
+
+#[async_trait]
+impl LanguageModel for ScriptedModel {
+    async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        Ok(self.reply(&request))
+    }
+}
+
+/// What a [`ReplayModel`] saw in one call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordedRequest {
+    /// The mode id of the call.
+    pub mode_id: String,
+    /// The system prompt of the call.
+    pub system_prompt: String,
+    /// The names of the tools offered.
+    pub tool_names: Vec<String>,
+    /// The tool specs offered.
+    pub tools: Vec<crate::tool::ToolSpec>,
+    /// The conversation the call saw.
+    pub messages: Vec<Message>,
+}
+
+/// A model that returns canned replies in order and records every request; when the replies run
+/// out it returns a [`ModelError`].
+#[derive(Debug, Default)]
+pub struct ReplayModel {
+    replies: Mutex<VecDeque<Result<ModelResponse, ModelError>>>,
+    seen: Mutex<Vec<RecordedRequest>>,
+}
+
+impl ReplayModel {
+    /// A model that returns `replies` one per call.
+    pub fn new(replies: impl IntoIterator<Item = ModelResponse>) -> Self {
+        Self {
+            replies: Mutex::new(replies.into_iter().map(Ok).collect()),
+            seen: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Appends a reply (or an error) to the queue.
+    pub fn push(&self, reply: Result<ModelResponse, ModelError>) {
+        self.replies
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push_back(reply);
+    }
+
+    /// Every request seen so far, oldest first.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// A reply with one tool call.
+    pub fn call(id: &str, name: &str, args: serde_json::Value) -> ModelResponse {
+        ModelResponse {
+            text: String::new(),
+            tool_calls: vec![ToolCall {
+                id: id.to_owned(),
+                name: name.to_owned(),
+                args,
+            }],
+        }
+    }
+
+    /// A text-only reply (the model is done).
+    pub fn text(text: &str) -> ModelResponse {
+        ModelResponse {
+            text: text.to_owned(),
+            tool_calls: Vec::new(),
+        }
+    }
+}
+
+#[async_trait]
+impl LanguageModel for ReplayModel {
+    async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        self.seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(RecordedRequest {
+                mode_id: request.mode_id.to_owned(),
+                system_prompt: request.system_prompt.to_owned(),
+                tool_names: request.tools.iter().map(|t| t.name.to_string()).collect(),
+                tools: request.tools.to_vec(),
+                messages: request.messages.to_vec(),
+            });
+        self.replies
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pop_front()
+            .unwrap_or_else(|| Err(ModelError::new("the replay script is exhausted")))
+    }
+}

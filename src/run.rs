@@ -1,0 +1,568 @@
+//! The run loop: model call -> tool calls -> model call ..., until the model is done, a plan
+//! suspends the run, or the run fails; and the decision that resumes a suspended run.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::event::{CancelReason, EndReason, Event, ModeChangeReason, SuspendPayload};
+use crate::mode::ModeId;
+use crate::model::{Message, ModelRequest};
+use crate::session::{Session, SessionError};
+use crate::tool::submit_plan::{
+    self, APPROVED_RESULT, PlanSubmission, REJECTED_RESULT, SUBMIT_PLAN,
+};
+use crate::tool::{ToolCall, ToolContext, ToolOutput};
+
+/// The lifecycle of one run; a `match` on it is the spine of the state machine.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::Display,
+    strum::EnumString,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum RunState {
+    /// The run loop is calling the model or executing tools.
+    Running,
+    /// The run waits for a decision on a submitted plan.
+    Suspended,
+    /// The model finished, or a plan was rejected without feedback.
+    Completed,
+    /// The run was aborted (abort, a user message or a manual switch while suspended).
+    Aborted,
+    /// The model failed or the step limit was reached.
+    Failed,
+}
+
+/// How a call that drives a run returned.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunOutcome {
+    /// The model finished; `text` is its last reply.
+    Completed {
+        /// The run id.
+        run_id: Arc<str>,
+        /// The model's last text (empty when a rejection ended the run).
+        text: String,
+    },
+    /// The run is suspended on `submit_plan`; decide with [`Session::resume`].
+    Suspended {
+        /// The run id.
+        run_id: Arc<str>,
+        /// The `submit_plan` call id.
+        tool_call_id: String,
+        /// The captured plan and the hand-over target.
+        payload: SuspendPayload,
+    },
+    /// The model failed or the step limit was reached; the session stays usable.
+    Failed {
+        /// The run id.
+        run_id: Arc<str>,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+impl RunOutcome {
+    /// The run id.
+    pub fn run_id(&self) -> &Arc<str> {
+        match self {
+            RunOutcome::Completed { run_id, .. }
+            | RunOutcome::Suspended { run_id, .. }
+            | RunOutcome::Failed { run_id, .. } => run_id,
+        }
+    }
+}
+
+/// The host's answer to a submitted plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, strum::Display)]
+#[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
+pub enum DecisionAction {
+    /// The plan is approved: hand over to the target mode.
+    Approved,
+    /// The plan is rejected: stay in the mode.
+    Rejected,
+}
+
+/// Resume data for a suspended `submit_plan`: `{ "action": "approved" | "rejected", "feedback"?,
+/// "sha256"? }`. When `sha256` is given it must equal the captured plan's hash, so a host never
+/// approves a plan other than the one it showed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Decision {
+    /// Approved or rejected.
+    pub action: DecisionAction,
+    /// Feedback for the model (rejections); blank feedback counts as none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<String>,
+    /// The SHA-256 (hex) of the plan the user saw.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+impl Decision {
+    /// Approve.
+    pub fn approve() -> Self {
+        Self {
+            action: DecisionAction::Approved,
+            feedback: None,
+            sha256: None,
+        }
+    }
+
+    /// Reject without feedback: the run ends and the model waits for the next message.
+    pub fn reject() -> Self {
+        Self {
+            action: DecisionAction::Rejected,
+            feedback: None,
+            sha256: None,
+        }
+    }
+
+    /// Reject with feedback: the model revises and submits again.
+    pub fn reject_with(feedback: impl Into<String>) -> Self {
+        Self {
+            feedback: Some(feedback.into()),
+            ..Self::reject()
+        }
+    }
+
+    /// The same decision, bound to the plan with this SHA-256.
+    pub fn with_sha256(mut self, sha256: impl Into<String>) -> Self {
+        self.sha256 = Some(sha256.into());
+        self
+    }
+
+    /// Parses resume data as a host sends it.
+    ///
+    /// # Errors
+    /// [`SessionError::MalformedDecision`] for anything but the shape above (for example
+    /// `{"action": "approve"}`), naming the problem.
+    pub fn from_json(value: &Value) -> Result<Self, SessionError> {
+        Self::deserialize(value).map_err(|e| SessionError::MalformedDecision(e.to_string()))
+    }
+
+    /// Reads a person's typed answer to "approve this plan?", as the CLI prompt does:
+    /// `y`/`yes` approves, `n`/`no` rejects, any other text rejects with that text as feedback,
+    /// and `None` (end of input, Ctrl-C) rejects without feedback: a dismissed prompt never
+    /// approves. Returns `None` for a blank line (ask again).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{Decision, DecisionAction};
+    /// assert_eq!(Decision::from_answer(Some(" Yes\n")).unwrap().action, DecisionAction::Approved);
+    /// assert_eq!(Decision::from_answer(Some("add tests")), Some(Decision::reject_with("add tests")));
+    /// assert_eq!(Decision::from_answer(None), Some(Decision::reject()));
+    /// assert_eq!(Decision::from_answer(Some("  \n")), None);
+    /// ```
+    pub fn from_answer(answer: Option<&str>) -> Option<Self> {
+        let Some(answer) = answer else {
+            return Some(Self::reject());
+        };
+        let answer = answer.trim();
+        match answer.to_ascii_lowercase().as_str() {
+            "" => None,
+            "y" | "yes" => Some(Self::approve()),
+            "n" | "no" => Some(Self::reject()),
+            _ => Some(Self::reject_with(answer)),
+        }
+    }
+
+    fn feedback(&self) -> Option<&str> {
+        self.feedback
+            .as_deref()
+            .map(str::trim)
+            .filter(|f| !f.is_empty())
+    }
+}
+
+/// A plan waiting for a decision: which run and tool call, the captured plan, and the target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingDecision {
+    pub(crate) run_id: Arc<str>,
+    pub(crate) tool_call_id: String,
+    pub(crate) target: ModeId,
+    pub(crate) payload: SuspendPayload,
+}
+
+impl PendingDecision {
+    /// The suspended run.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// The `submit_plan` call awaiting the decision.
+    pub fn tool_call_id(&self) -> &str {
+        &self.tool_call_id
+    }
+
+    /// The mode approval hands over to, fixed at submit time.
+    pub fn target(&self) -> ModeId {
+        self.target
+    }
+
+    /// The captured plan and the target mode id.
+    pub fn payload(&self) -> &SuspendPayload {
+        &self.payload
+    }
+}
+
+/// The not-approved tool result for a suspension cancelled for `reason`.
+fn cancelled_result(reason: CancelReason) -> &'static str {
+    match reason {
+        CancelReason::Aborted => "Plan not approved: the run was aborted. Stay in this mode.",
+        CancelReason::UserMessage => {
+            "Plan not approved: the user sent a new message instead of deciding. Read it and continue in this mode."
+        }
+        CancelReason::ModeSwitch => "Plan not approved: the user switched mode by hand.",
+    }
+}
+
+impl Session {
+    /// Starts a run: appends the user message and drives the loop.
+    pub(crate) async fn start_run(&mut self, text: String) -> RunOutcome {
+        self.counter += 1;
+        let run_id: Arc<str> = Arc::from(format!("run_{}", self.counter));
+        self.run = Some((run_id.clone(), RunState::Running));
+        self.messages.push(Message::User { content: text });
+        let mode_id = self.mode_arc();
+        self.emit(Event::AgentStart {
+            run_id: run_id.clone(),
+            mode_id,
+        });
+        self.drive(run_id).await
+    }
+
+    /// Cancels a pending decision as *not approved*: the model gets a result saying so, the run
+    /// ends as aborted, the mode stays.
+    pub(crate) fn cancel_pending(&mut self, reason: CancelReason) -> bool {
+        let Some(pending) = self.pending.take() else {
+            return false;
+        };
+        self.messages.push(Message::Tool {
+            tool_call_id: pending.tool_call_id.clone(),
+            tool_name: SUBMIT_PLAN.to_owned(),
+            content: cancelled_result(reason).to_owned(),
+            is_error: false,
+        });
+        self.emit(Event::ToolSuspensionCancelled {
+            run_id: pending.run_id.clone(),
+            tool_call_id: pending.tool_call_id.clone(),
+            tool_name: SUBMIT_PLAN.to_owned(),
+            reason,
+        });
+        self.emit(Event::AgentEnd {
+            run_id: pending.run_id.clone(),
+            reason: EndReason::Aborted,
+        });
+        self.run = Some((pending.run_id.clone(), RunState::Aborted));
+        self.last_decided = Some((pending.run_id, pending.tool_call_id));
+        true
+    }
+
+    /// Checks that `decision` may be applied to the pending plan; changes nothing.
+    pub(crate) fn check_decision(
+        &self,
+        run_id: &str,
+        tool_call_id: &str,
+        decision: &Decision,
+    ) -> Result<(), SessionError> {
+        let decided = self
+            .last_decided
+            .as_ref()
+            .is_some_and(|(r, c)| &**r == run_id && c == tool_call_id);
+        let Some(pending) = &self.pending else {
+            return Err(if decided {
+                SessionError::AlreadyDecided(tool_call_id.to_owned())
+            } else if self.knows_run(run_id) {
+                SessionError::NotSuspended(run_id.to_owned())
+            } else {
+                SessionError::UnknownRun(run_id.to_owned())
+            });
+        };
+        if decided {
+            return Err(SessionError::AlreadyDecided(tool_call_id.to_owned()));
+        }
+        if &*pending.run_id != run_id {
+            return Err(if self.knows_run(run_id) {
+                SessionError::NotSuspended(run_id.to_owned())
+            } else {
+                SessionError::UnknownRun(run_id.to_owned())
+            });
+        }
+        if pending.tool_call_id != tool_call_id {
+            return Err(SessionError::UnknownToolCall {
+                run_id: run_id.to_owned(),
+                tool_call_id: tool_call_id.to_owned(),
+            });
+        }
+        if let Some(given) = &decision.sha256
+            && !given.eq_ignore_ascii_case(&pending.payload.submission.sha256)
+        {
+            return Err(SessionError::Sha256Mismatch {
+                expected: pending.payload.submission.sha256.clone(),
+                given: given.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    fn knows_run(&self, run_id: &str) -> bool {
+        run_id
+            .strip_prefix("run_")
+            .and_then(|n| n.parse::<u64>().ok())
+            .is_some_and(|n| n >= 1 && n <= self.counter)
+    }
+
+    /// Applies a checked decision and carries the run on.
+    pub(crate) async fn apply_decision(&mut self, decision: Decision) -> RunOutcome {
+        let Some(pending) = self.pending.take() else {
+            // check_decision ran first; keep the state machine total anyway.
+            let run_id = self
+                .run
+                .as_ref()
+                .map_or_else(|| Arc::from(""), |(r, _)| r.clone());
+            return RunOutcome::Failed {
+                run_id,
+                message: "no plan is pending".to_owned(),
+            };
+        };
+        let run_id = pending.run_id.clone();
+        self.last_decided = Some((pending.run_id.clone(), pending.tool_call_id.clone()));
+        self.run = Some((run_id.clone(), RunState::Running));
+        let result = match (decision.action, decision.feedback()) {
+            (DecisionAction::Approved, _) => APPROVED_RESULT.to_owned(),
+            (DecisionAction::Rejected, Some(feedback)) => {
+                submit_plan::rejected_with_feedback(feedback)
+            }
+            (DecisionAction::Rejected, None) => REJECTED_RESULT.to_owned(),
+        };
+        self.finish_tool(
+            &run_id,
+            &pending.tool_call_id,
+            SUBMIT_PLAN,
+            ToolOutput::ok(result),
+        );
+        match (decision.action, decision.feedback()) {
+            (DecisionAction::Approved, _) => {
+                // The switch happens before any model call in the new mode.
+                self.set_mode(pending.target, ModeChangeReason::PlanApproved);
+                self.drive(run_id).await
+            }
+            (DecisionAction::Rejected, Some(_)) => self.drive(run_id).await,
+            (DecisionAction::Rejected, None) => {
+                self.end_run(run_id, RunState::Completed, String::new())
+            }
+        }
+    }
+
+    fn end_run(&mut self, run_id: Arc<str>, state: RunState, text: String) -> RunOutcome {
+        self.run = Some((run_id.clone(), state));
+        let reason = match state {
+            RunState::Failed => EndReason::Error,
+            RunState::Aborted => EndReason::Aborted,
+            RunState::Suspended => EndReason::Suspended,
+            RunState::Running | RunState::Completed => EndReason::Complete,
+        };
+        if state == RunState::Failed {
+            self.emit(Event::Error {
+                message: text.clone(),
+            });
+        }
+        self.emit(Event::AgentEnd {
+            run_id: run_id.clone(),
+            reason,
+        });
+        match state {
+            RunState::Failed => RunOutcome::Failed {
+                run_id,
+                message: text,
+            },
+            _ => RunOutcome::Completed { run_id, text },
+        }
+    }
+
+    fn finish_tool(&mut self, run_id: &Arc<str>, call_id: &str, name: &str, output: ToolOutput) {
+        self.emit(Event::ToolEnd {
+            run_id: run_id.clone(),
+            tool_call_id: call_id.to_owned(),
+            tool_name: name.to_owned(),
+            result: output.content.clone(),
+            is_error: output.is_error,
+        });
+        self.messages.push(Message::Tool {
+            tool_call_id: call_id.to_owned(),
+            tool_name: name.to_owned(),
+            content: output.content,
+            is_error: output.is_error,
+        });
+    }
+
+    /// The loop: call the model in the current mode, run its tool calls, repeat.
+    async fn drive(&mut self, run_id: Arc<str>) -> RunOutcome {
+        let shared = self.shared.clone();
+        let mut steps = 0usize;
+        loop {
+            if steps >= shared.max_steps {
+                let message = format!(
+                    "the run exceeded its limit of {} model calls",
+                    shared.max_steps
+                );
+                return self.end_run(run_id, RunState::Failed, message);
+            }
+            steps += 1;
+            let mode = self.mode;
+            let runtime = shared.runtime(mode);
+            let request = ModelRequest {
+                mode_id: shared.graph.mode(mode).id(),
+                model_id: shared.graph.mode(mode).default_model_id(),
+                system_prompt: &runtime.system_prompt,
+                tools: &runtime.specs,
+                messages: &self.messages,
+            };
+            let response = match shared.model.generate(request).await {
+                Ok(r) => r,
+                Err(e) => return self.end_run(run_id, RunState::Failed, e.to_string()),
+            };
+            if !response.text.is_empty() {
+                self.emit(Event::AssistantMessage {
+                    run_id: run_id.clone(),
+                    text: response.text.clone(),
+                });
+            }
+            let calls = response.tool_calls;
+            self.messages.push(Message::Assistant {
+                content: response.text,
+                tool_calls: calls.clone(),
+            });
+            if calls.is_empty() {
+                let text = match self.messages.last() {
+                    Some(Message::Assistant { content, .. }) => content.clone(),
+                    _ => String::new(),
+                };
+                return self.end_run(run_id, RunState::Completed, text);
+            }
+            if let Some(outcome) = self.run_tool_calls(&run_id, calls).await {
+                return outcome;
+            }
+        }
+    }
+
+    /// Runs one step's tool calls in order; returns `Some` when the run suspends.
+    async fn run_tool_calls(
+        &mut self,
+        run_id: &Arc<str>,
+        calls: Vec<ToolCall>,
+    ) -> Option<RunOutcome> {
+        let shared = self.shared.clone();
+        let mut calls = calls.into_iter();
+        while let Some(call) = calls.next() {
+            self.emit(Event::ToolStart {
+                run_id: run_id.clone(),
+                tool_call_id: call.id.clone(),
+                tool_name: call.name.clone(),
+                args: call.args.clone(),
+            });
+            let mode = self.mode;
+            if !shared.runtime(mode).allows(&call.name) {
+                let output = ToolOutput::error(format!(
+                    "Tool `{}` is not available in mode `{}`; it was not executed. Available tools: {}.",
+                    call.name,
+                    shared.graph.mode(mode).id(),
+                    shared.runtime(mode).tool_list
+                ));
+                self.finish_tool(run_id, &call.id, &call.name, output);
+                continue;
+            }
+            if call.name == SUBMIT_PLAN {
+                let captured = submit_plan::path_arg(&call.args).and_then(|path| {
+                    submit_plan::read_plan(&shared.workspace, &shared.plans_dir, path)
+                });
+                match captured {
+                    Ok(submission) => {
+                        for rest in calls {
+                            self.emit(Event::ToolStart {
+                                run_id: run_id.clone(),
+                                tool_call_id: rest.id.clone(),
+                                tool_name: rest.name.clone(),
+                                args: rest.args.clone(),
+                            });
+                            let output = ToolOutput::error(
+                                "Not executed: the run suspended for plan approval first. Call it again after the decision.",
+                            );
+                            self.finish_tool(run_id, &rest.id, &rest.name, output);
+                        }
+                        return Some(self.suspend(run_id.clone(), call.id, submission));
+                    }
+                    Err(e) => {
+                        self.finish_tool(
+                            run_id,
+                            &call.id,
+                            &call.name,
+                            ToolOutput::error(e.to_string()),
+                        );
+                        continue;
+                    }
+                }
+            }
+            let output = match shared.tools.get(&call.name) {
+                Some(tool) => {
+                    let ctx = ToolContext {
+                        workspace: &shared.workspace,
+                        plans_dir: &shared.plans_dir,
+                        mode_id: shared.graph.mode(mode).id(),
+                    };
+                    tool.execute(&call.args, &ctx).await
+                }
+                None => ToolOutput::error(format!("Tool `{}` has no implementation.", call.name)),
+            };
+            self.finish_tool(run_id, &call.id, &call.name, output);
+        }
+        None
+    }
+
+    fn suspend(
+        &mut self,
+        run_id: Arc<str>,
+        tool_call_id: String,
+        submission: PlanSubmission,
+    ) -> RunOutcome {
+        // The hand-over target is fixed now, at submit time.
+        let target = self.shared.graph.approval_target(self.mode);
+        let payload = SuspendPayload {
+            submission,
+            target_mode_id: self.shared.graph.mode(target).id_arc().clone(),
+        };
+        self.pending = Some(PendingDecision {
+            run_id: run_id.clone(),
+            tool_call_id: tool_call_id.clone(),
+            target,
+            payload: payload.clone(),
+        });
+        self.run = Some((run_id.clone(), RunState::Suspended));
+        self.emit(Event::ToolSuspended {
+            run_id: run_id.clone(),
+            tool_call_id: tool_call_id.clone(),
+            tool_name: SUBMIT_PLAN.to_owned(),
+            suspend_payload: payload.clone(),
+        });
+        self.emit(Event::AgentEnd {
+            run_id: run_id.clone(),
+            reason: EndReason::Suspended,
+        });
+        RunOutcome::Suspended {
+            run_id,
+            tool_call_id,
+            payload,
+        }
+    }
+}

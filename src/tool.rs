@@ -1,0 +1,177 @@
+//! Tools: the [`Tool`] trait, the [`ToolRegistry`] a controller is built with, and the shapes
+//! exchanged with the model ([`ToolSpec`], [`ToolCall`], [`ToolOutput`]).
+//!
+//! `submit_plan` is built in ([`submit_plan`]): it is not registered by hand, the controller
+//! offers it in planning modes and handles its suspension itself.
+
+pub mod fs;
+pub mod submit_plan;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use self::submit_plan::SUBMIT_PLAN;
+
+/// What the model is told about a tool: name, description and JSON Schema of its input.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolSpec {
+    /// The tool name the model calls it by.
+    pub name: Arc<str>,
+    /// What the tool does, for the model.
+    pub description: String,
+    /// JSON Schema of the tool's input object.
+    pub input_schema: Value,
+}
+
+/// One tool call the model made: its id (unique within the run), the tool name and the arguments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCall {
+    /// The id the model gave the call; results are addressed by it.
+    pub id: String,
+    /// The tool name.
+    pub name: String,
+    /// The arguments, a JSON object.
+    pub args: Value,
+}
+
+/// The result of executing a tool: text for the model, and whether it reports an error.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolOutput {
+    /// The text the model receives.
+    pub content: String,
+    /// Whether the content reports a failure.
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    /// A successful result with `content`.
+    pub fn ok(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            is_error: false,
+        }
+    }
+
+    /// An error result with `content`.
+    pub fn error(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            is_error: true,
+        }
+    }
+}
+
+/// What a tool sees of the session that runs it.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolContext<'a> {
+    /// The workspace root; relative paths are resolved against it.
+    pub workspace: &'a Path,
+    /// The plans directory (absolute, inside or outside the workspace).
+    pub plans_dir: &'a Path,
+    /// The id of the mode the call runs in.
+    pub mode_id: &'a str,
+}
+
+/// A tool the model can call.
+///
+/// Implementations report failures as [`ToolOutput::error`] results for the model rather than
+/// panicking or returning Rust errors: a tool failure is part of the conversation.
+#[async_trait]
+pub trait Tool: Send + Sync {
+    /// The name the model calls the tool by; unique within a registry.
+    fn name(&self) -> &str;
+    /// What the tool does, for the model.
+    fn description(&self) -> String;
+    /// JSON Schema of the input object.
+    fn input_schema(&self) -> Value;
+    /// Runs the tool on `args` (a JSON object).
+    async fn execute(&self, args: &Value, ctx: &ToolContext<'_>) -> ToolOutput;
+}
+
+/// Errors from building a [`ToolRegistry`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ToolError {
+    /// Two tools were registered under the same name.
+    #[error("tool `{0}` is registered twice")]
+    Duplicate(String),
+    /// A tool tried to take the built-in `submit_plan` name.
+    #[error("tool name `{0}` is reserved for the built-in plan tool")]
+    Reserved(String),
+}
+
+/// The tools a controller can offer, by name. `submit_plan` is built in and never registered here.
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    tools: Vec<Arc<dyn Tool>>,
+    by_name: HashMap<String, usize>,
+}
+
+impl std::fmt::Debug for ToolRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.names()).finish()
+    }
+}
+
+impl ToolRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A registry with the workspace tools the CLI uses: `read_file`, `list_files`, `write_file`
+    /// (all confined to the workspace) and `write_plan` (confined to the plans directory).
+    pub fn with_workspace_tools() -> Self {
+        let mut registry = Self::new();
+        for tool in fs::workspace_tools() {
+            // The built-in names are distinct and not reserved.
+            let _ = registry.register(tool);
+        }
+        registry
+    }
+
+    /// Adds a tool.
+    ///
+    /// # Errors
+    /// [`ToolError::Duplicate`] if the name is taken, [`ToolError::Reserved`] for `submit_plan`.
+    pub fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), ToolError> {
+        let name = tool.name().to_owned();
+        if name == SUBMIT_PLAN {
+            return Err(ToolError::Reserved(name));
+        }
+        if self.by_name.contains_key(&name) {
+            return Err(ToolError::Duplicate(name));
+        }
+        self.by_name.insert(name, self.tools.len());
+        self.tools.push(tool);
+        Ok(())
+    }
+
+    /// The tool with this name, if registered.
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.by_name.get(name).map(|i| &self.tools[*i])
+    }
+
+    /// Whether a config may name this tool: a registered name or `submit_plan`.
+    pub fn knows(&self, name: &str) -> bool {
+        name == SUBMIT_PLAN || self.by_name.contains_key(name)
+    }
+
+    /// Registered tool names in registration order (without `submit_plan`).
+    pub fn names(&self) -> impl Iterator<Item = &str> + '_ {
+        self.tools.iter().map(|t| t.name())
+    }
+
+    /// All registered tools in registration order.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> + '_ {
+        self.tools.iter()
+    }
+}

@@ -1,0 +1,375 @@
+//! The built-in `submit_plan` tool: reads a plan file, captures it, and suspends the run until
+//! the host approves or rejects it.
+//!
+//! The file is read once, at submit time ([`read_plan`]); what the user approves is exactly what
+//! was captured (its SHA-256 travels with the suspension), not whatever the file holds later.
+
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::{Tool, ToolContext, ToolOutput};
+
+/// The name of the built-in plan tool.
+pub const SUBMIT_PLAN: &str = "submit_plan";
+
+/// Largest plan file accepted, in bytes (1 MiB).
+pub const MAX_PLAN_BYTES: u64 = 1024 * 1024;
+
+/// The tool result the model receives when its plan is approved.
+pub const APPROVED_RESULT: &str =
+    "Plan approved. Proceed with implementation following the approved plan.";
+
+/// The tool result the model receives when its plan is rejected without feedback; the run ends.
+pub const REJECTED_RESULT: &str =
+    "Plan rejected. Stop here and wait for the user's next message before doing anything else.";
+
+/// The start of the tool result for a plan rejected with feedback.
+pub const REJECTED_WITH_FEEDBACK_PREFIX: &str = "Plan rejected. Feedback from the user:";
+
+/// The tool result for a rejection with `feedback`: the feedback, and a request to revise.
+pub fn rejected_with_feedback(feedback: &str) -> String {
+    format!(
+        "{REJECTED_WITH_FEEDBACK_PREFIX} {feedback}\n\nRevise the plan to address this feedback, \
+         then call {SUBMIT_PLAN} again with the revised plan."
+    )
+}
+
+/// A captured plan: what the host shows the user and what the `tool_suspended` event carries.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanSubmission {
+    /// The path as the model gave it.
+    pub path: String,
+    /// The plan's title (first level-1 heading), or `""` when it has none.
+    pub title: String,
+    /// The plan body: text after the title line, blank lines around it removed, CRLF as LF.
+    pub plan: String,
+    /// Lower-case hex SHA-256 of the file's bytes as read at submit time.
+    pub sha256: String,
+}
+
+/// Why `submit_plan` refused a file; the message goes to the model as an error result.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlanError {
+    /// The arguments carry no string `path`.
+    #[error("submit_plan needs a string argument `path` naming the plan file")]
+    MissingPath,
+    /// The file name does not end in `.md` (any case).
+    #[error("plan file `{0}` is not a markdown file: the name must end in .md")]
+    NotMarkdown(String),
+    /// The file does not exist (or cannot be resolved).
+    #[error("plan file `{0}` does not exist: write the plan first, inside {1}")]
+    NotFound(String, String),
+    /// The path resolves, after symlinks, outside the plans directory.
+    #[error("plan file `{0}` is outside the plans directory {1}: write plans inside it")]
+    OutsidePlansDir(String, String),
+    /// The path names something other than a regular file.
+    #[error("plan path `{0}` is not a regular file")]
+    NotAFile(String),
+    /// The file is larger than [`MAX_PLAN_BYTES`].
+    #[error("plan file `{0}` is larger than 1 MiB ({1} bytes): shorten it")]
+    TooLarge(String, u64),
+    /// The file is empty or holds only white space.
+    #[error("plan file `{0}` is empty: write the plan into it before submitting")]
+    Empty(String),
+    /// The file is not valid UTF-8.
+    #[error("plan file `{0}` is not valid UTF-8 text")]
+    NotUtf8(String),
+    /// Another I/O error.
+    #[error("cannot read plan file `{0}`: {1}")]
+    Io(String, String),
+}
+
+/// The path argument of a `submit_plan` call.
+///
+/// # Errors
+/// [`PlanError::MissingPath`] when `args` has no string `path`.
+pub fn path_arg(args: &Value) -> Result<&str, PlanError> {
+    args.get("path")
+        .and_then(Value::as_str)
+        .ok_or(PlanError::MissingPath)
+}
+
+/// Resolves `path` (relative to `workspace` unless absolute), checks it is a `.md` file inside
+/// `plans_dir` after symlinks, reads it (at most [`MAX_PLAN_BYTES`]) and captures title, body and
+/// SHA-256. Sub-folders of the plans directory are fine.
+///
+/// # Errors
+/// Every [`PlanError`] but `MissingPath`: not `.md`, missing, outside the plans directory, not a
+/// regular file, too large, empty or blank, not UTF-8, other I/O errors.
+pub fn read_plan(
+    workspace: &Path,
+    plans_dir: &Path,
+    path: &str,
+) -> Result<PlanSubmission, PlanError> {
+    let has_md = Path::new(path)
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("md"));
+    if !has_md {
+        return Err(PlanError::NotMarkdown(path.to_owned()));
+    }
+    let joined = workspace.join(path);
+    let shown_dir = plans_dir.display().to_string();
+    let resolved = match joined.canonicalize() {
+        Ok(p) => p,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(PlanError::NotFound(path.to_owned(), shown_dir));
+        }
+        Err(e) => return Err(PlanError::Io(path.to_owned(), e.to_string())),
+    };
+    let root = plans_dir
+        .canonicalize()
+        .map_err(|_| PlanError::OutsidePlansDir(path.to_owned(), shown_dir.clone()))?;
+    if !resolved.starts_with(&root) {
+        return Err(PlanError::OutsidePlansDir(path.to_owned(), shown_dir));
+    }
+    let bytes = read_limited(&resolved, path)?;
+    let text = std::str::from_utf8(&bytes).map_err(|_| PlanError::NotUtf8(path.to_owned()))?;
+    if text.trim_start_matches('\u{feff}').trim().is_empty() {
+        return Err(PlanError::Empty(path.to_owned()));
+    }
+    let (title, body) = parse_plan(text);
+    Ok(PlanSubmission {
+        path: path.to_owned(),
+        title: title.to_owned(),
+        plan: body.replace("\r\n", "\n"),
+        sha256: sha256_hex(&bytes),
+    })
+}
+
+fn read_limited(resolved: &PathBuf, shown: &str) -> Result<Vec<u8>, PlanError> {
+    use std::io::Read;
+    let io = |e: std::io::Error| PlanError::Io(shown.to_owned(), e.to_string());
+    let file = std::fs::File::open(resolved).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(PlanError::NotAFile(shown.to_owned()));
+    }
+    if meta.len() > MAX_PLAN_BYTES {
+        return Err(PlanError::TooLarge(shown.to_owned(), meta.len()));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    // Read one byte past the limit so a file that grew since the metadata call is still caught.
+    file.take(MAX_PLAN_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > MAX_PLAN_BYTES {
+        return Err(PlanError::TooLarge(shown.to_owned(), bytes.len() as u64));
+    }
+    Ok(bytes)
+}
+
+/// Lower-case hex SHA-256 of `bytes` (64 characters).
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let digest = Sha256::digest(bytes);
+    let mut hex = String::with_capacity(64);
+    for byte in digest.iter() {
+        let _ = write!(hex, "{byte:02x}");
+    }
+    hex
+}
+
+/// Splits plan text into `(title, body)`.
+///
+/// The title is the text of the first level-1 ATX heading (`# `, CommonMark rules: up to three
+/// spaces of indent, optional closing `#`s) found before any other content, after an optional
+/// UTF-8 byte-order mark and an optional YAML front matter block (`---` ... `---`); `""` when there
+/// is none. The body is the text after the title line with leading blank lines and trailing white
+/// space removed, or the whole text (BOM removed) when there is no title.
+///
+/// # Examples
+/// ```
+/// use agent_controller::tool::submit_plan::parse_plan;
+/// assert_eq!(parse_plan("# Add dark mode\n\n1. Theme\n"), ("Add dark mode", "1. Theme"));
+/// assert_eq!(parse_plan("## Steps\n1. Go\n"), ("", "## Steps\n1. Go"));
+/// ```
+pub fn parse_plan(text: &str) -> (&str, &str) {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let after_front_matter = skip_front_matter(text);
+    let mut rest = after_front_matter;
+    while let Some((line, next)) = split_line(rest) {
+        if line.trim().is_empty() {
+            rest = next;
+            continue;
+        }
+        if let Some(title) = atx_h1(line) {
+            return (title, trim_body(next));
+        }
+        break;
+    }
+    ("", trim_body(text))
+}
+
+fn trim_body(text: &str) -> &str {
+    let mut rest = text;
+    while let Some((line, next)) = split_line(rest) {
+        if !line.trim().is_empty() {
+            break;
+        }
+        rest = next;
+    }
+    rest.trim_end()
+}
+
+/// The first line of `text` (without its `\n` / `\r\n`) and the rest; `None` when `text` is empty.
+fn split_line(text: &str) -> Option<(&str, &str)> {
+    if text.is_empty() {
+        return None;
+    }
+    let (line, rest) = match text.find('\n') {
+        Some(i) => (&text[..i], &text[i + 1..]),
+        None => (text, ""),
+    };
+    Some((line.strip_suffix('\r').unwrap_or(line), rest))
+}
+
+fn skip_front_matter(text: &str) -> &str {
+    let Some((first, mut rest)) = split_line(text) else {
+        return text;
+    };
+    if first.trim_end() != "---" {
+        return text;
+    }
+    while let Some((line, next)) = split_line(rest) {
+        if matches!(line.trim_end(), "---" | "...") {
+            return next;
+        }
+        rest = next;
+    }
+    // An unclosed block is not front matter.
+    text
+}
+
+fn atx_h1(line: &str) -> Option<&str> {
+    let indent = line.len() - line.trim_start_matches(' ').len();
+    if indent > 3 {
+        return None;
+    }
+    let after = line[indent..].strip_prefix('#')?;
+    if !(after.is_empty() || after.starts_with([' ', '\t'])) {
+        return None;
+    }
+    let content = after.trim();
+    // An optional closing sequence of '#'s, preceded by a space, is not part of the title.
+    let without_closing = content.trim_end_matches('#');
+    let title = if without_closing.is_empty() {
+        ""
+    } else if without_closing.len() < content.len() {
+        if without_closing.ends_with([' ', '\t']) {
+            without_closing.trim_end()
+        } else {
+            content
+        }
+    } else {
+        content
+    };
+    Some(title)
+}
+
+/// The description the model sees for `submit_plan` in a mode whose approved plans hand over to
+/// `target_name` (`target_id`); names the target, unlike Mastra's generic "the default mode".
+pub fn description(target_id: &str, target_name: &str, same_mode: bool) -> String {
+    let handover = if same_mode {
+        format!(
+            "On approval you stay in the current mode ({target_name}, `{target_id}`) and carry out the plan."
+        )
+    } else {
+        format!(
+            "On approval the session switches to the {target_name} mode (`{target_id}`) and you carry out the plan there."
+        )
+    };
+    format!(
+        "Submit your plan for the user's approval. Write the plan as a markdown (.md) file inside \
+         the plans directory first, then call this tool with its path. The run pauses until the \
+         user decides. {handover} On rejection you stay in this mode: revise the plan using the \
+         feedback, or wait for the user's next message when there is none."
+    )
+}
+
+/// JSON Schema of `submit_plan`'s input: `{ "path": string }`.
+pub fn input_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "path": {
+                "type": "string",
+                "description": "Path of the plan file (.md), relative to the workspace, inside the plans directory."
+            }
+        },
+        "required": ["path"],
+        "additionalProperties": false
+    })
+}
+
+/// `submit_plan` as a plain [`Tool`], for use outside a run.
+///
+/// Outside a run there is nothing to suspend, so executing it only checks and reads the file and
+/// returns a readable text naming the path (and the title); inside a run the controller handles
+/// `submit_plan` itself and suspends.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SubmitPlan;
+
+#[async_trait]
+impl Tool for SubmitPlan {
+    fn name(&self) -> &str {
+        SUBMIT_PLAN
+    }
+
+    fn description(&self) -> String {
+        "Submit a plan file for the user's approval.".to_owned()
+    }
+
+    fn input_schema(&self) -> Value {
+        input_schema()
+    }
+
+    async fn execute(&self, args: &Value, ctx: &ToolContext<'_>) -> ToolOutput {
+        let plan = path_arg(args).and_then(|p| read_plan(ctx.workspace, ctx.plans_dir, p));
+        match plan {
+            Ok(plan) => ToolOutput::ok(format!(
+                "Plan \"{}\" at {} is ready for review. No run is active, so nothing was suspended: \
+                 show the plan to the user and ask for a decision.",
+                plan.title, plan.path
+            )),
+            Err(e) => ToolOutput::error(e.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atx_heading_rules() {
+        assert_eq!(atx_h1("# Title"), Some("Title"));
+        assert_eq!(atx_h1("   #   Title  "), Some("Title"));
+        assert_eq!(atx_h1("# Title ##"), Some("Title"));
+        assert_eq!(atx_h1("# C#"), Some("C#"));
+        assert_eq!(atx_h1("#"), Some(""));
+        assert_eq!(atx_h1("#Title"), None);
+        assert_eq!(atx_h1("    # code"), None);
+        assert_eq!(atx_h1("## Two"), None);
+    }
+
+    #[test]
+    fn front_matter_is_skipped_only_when_closed() {
+        assert_eq!(parse_plan("---\na: 1\n---\n# T\nbody").0, "T");
+        assert_eq!(parse_plan("---\na: 1\n# T\n").0, "");
+    }
+
+    #[test]
+    fn sha256_is_lower_hex() {
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+}
