@@ -438,11 +438,29 @@ fn validate(
         if let (Some(_), Some((span, names))) = (&mode.transitions_to, &available_tools)
             && !names.iter().any(|n| &**n == SUBMIT_PLAN)
         {
-            errors.push(err(
+            // A near miss of the built-in name is a typo: report the unknown tool itself.
+            let typo = tool_refs
+                .iter()
+                .rev()
+                .take(names.len())
+                .find(|r| strsim::levenshtein(&r.name, SUBMIT_PLAN) <= 2);
+            if let Some(typo) = typo {
+                errors.push(ConfigError::unknown_tool(
+                    source.origin,
+                    typo.location,
+                    typo.snippet.clone(),
+                    format!(
+                        "mode `{id}` lists unknown tool `{}` in availableTools: did you mean `{SUBMIT_PLAN}`?",
+                        typo.name
+                    ),
+                ));
+            } else {
+                errors.push(err(
                 ConfigErrorKind::TargetWithoutSubmitPlan,
                 span.clone(),
                 format!("mode `{id}` sets transitionsTo but its availableTools leaves out `{SUBMIT_PLAN}`, so a plan could never be submitted in it: add `{SUBMIT_PLAN}`"),
             ));
+            }
         }
         modes.push(Mode::new(
             ids[i].clone(),

@@ -1,0 +1,105 @@
+//! Shared test helpers: fixtures, a temporary workspace, an event recorder.
+#![allow(dead_code, unreachable_pub)]
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use agent_controller::model::scripted::ReplayModel;
+use agent_controller::{
+    AgentController, Event, LanguageModel, ModeGraph, SessionOptions, ToolRegistry,
+};
+
+pub fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(rel)
+}
+
+pub fn read_fixture(rel: &str) -> String {
+    std::fs::read_to_string(fixture(rel)).expect("fixture")
+}
+
+/// A temporary workspace with `.agent/plans/` created.
+pub struct Workspace {
+    pub dir: tempfile::TempDir,
+}
+
+impl Workspace {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(dir.path().join(".agent/plans")).expect("plans dir");
+        Self { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Writes a plan file under `.agent/plans/` and returns its workspace-relative path.
+    pub fn plan(&self, name: &str, text: &str) -> String {
+        let rel = format!(".agent/plans/{name}");
+        let path = self.path().join(&rel);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write plan");
+        rel
+    }
+}
+
+pub const PLAN_BUILD: &str = r#"
+[[modes]]
+id = "plan"
+name = "Plan"
+instructions = "PLAN INSTRUCTIONS"
+transitionsTo = "build"
+availableTools = ["read_file", "submit_plan"]
+
+[[modes]]
+id = "build"
+name = "Build"
+default = true
+instructions = "BUILD INSTRUCTIONS"
+"#;
+
+pub fn graph(text: &str) -> ModeGraph {
+    agent_controller::config::parse(text, "test.toml").expect("valid config")
+}
+
+pub fn controller(text: &str, ws: &Workspace, model: Arc<dyn LanguageModel>) -> AgentController {
+    AgentController::builder(graph(text), model)
+        .tools(ToolRegistry::with_workspace_tools())
+        .workspace(ws.path())
+        .build()
+        .expect("controller")
+}
+
+/// Records every event of a session.
+#[derive(Clone, Default)]
+pub struct Recorder(pub Arc<Mutex<Vec<Event>>>);
+
+impl Recorder {
+    pub fn options(&self) -> SessionOptions {
+        let sink = self.0.clone();
+        SessionOptions::new().on_event(move |e| sink.lock().expect("lock").push(e.clone()))
+    }
+
+    pub fn take(&self) -> Vec<Event> {
+        std::mem::take(&mut *self.0.lock().expect("lock"))
+    }
+
+    pub fn kinds(&self) -> Vec<&'static str> {
+        self.0
+            .lock()
+            .expect("lock")
+            .iter()
+            .map(Event::kind)
+            .collect()
+    }
+}
+
+pub fn kinds(events: &[Event]) -> Vec<&'static str> {
+    events.iter().map(Event::kind).collect()
+}
+
+pub fn replay(replies: Vec<agent_controller::ModelResponse>) -> Arc<ReplayModel> {
+    Arc::new(ReplayModel::new(replies))
+}

@@ -1,0 +1,276 @@
+//! Config loading: every valid and invalid case file, default-mode resolution, planning modes and
+//! hand-over targets, error locations and messages.
+
+mod common;
+
+use agent_controller::ToolRegistry;
+use agent_controller::config::{self, ConfigErrorKind};
+use common::{fixture, read_fixture};
+
+fn expected(dir: &str) -> toml::Table {
+    read_fixture(&format!("configs/{dir}/expected.toml"))
+        .parse()
+        .expect("expected.toml")
+}
+
+/// Files in a fixture folder other than expected.toml, so no case file goes untested.
+fn case_files(dir: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(fixture(&format!("configs/{dir}")))
+        .expect("dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "expected.toml")
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn every_valid_case_loads_with_the_expected_default_planning_modes_and_targets() {
+    let expected = expected("valid");
+    let files = case_files("valid");
+    assert_eq!(
+        files.len(),
+        expected.len(),
+        "every case file has an expectation"
+    );
+    for name in files {
+        let case = expected[&name].as_table().expect("case table");
+        let graph = config::load(fixture(&format!("configs/valid/{name}")))
+            .unwrap_or_else(|e| panic!("{name} must load: {e}"));
+        let tools = ToolRegistry::with_workspace_tools();
+        graph
+            .check_tools(|t| tools.knows(t))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            graph.default_mode().id(),
+            case["default"].as_str().expect("default"),
+            "{name}: default"
+        );
+        let planning: Vec<&str> = graph.planning_modes().map(|m| graph.mode(m).id()).collect();
+        let want: Vec<&str> = case["planning"]
+            .as_array()
+            .expect("planning")
+            .iter()
+            .map(|v| v.as_str().expect("id"))
+            .collect();
+        assert_eq!(planning, want, "{name}: planning modes");
+        let approve = case["approve"].as_table().expect("approve");
+        assert_eq!(
+            approve.len(),
+            planning.len(),
+            "{name}: one target per planning mode"
+        );
+        for (from, to) in approve {
+            let from_id = graph.get(from).expect("from mode");
+            assert_eq!(
+                graph.mode(graph.approval_target(from_id)).id(),
+                to.as_str().expect("to"),
+                "{name}: {from}"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_invalid_case_is_refused_at_the_expected_line_with_the_expected_words() {
+    let expected = expected("invalid");
+    let files = case_files("invalid");
+    assert_eq!(
+        files.len(),
+        expected.len(),
+        "every case file has an expectation"
+    );
+    let tools = ToolRegistry::with_workspace_tools();
+    for name in files {
+        let case = expected[&name].as_table().expect("case table");
+        let path = fixture(&format!("configs/invalid/{name}"));
+        let err = match config::load(&path) {
+            Err(e) => e,
+            Ok(graph) => graph
+                .check_tools(|t| tools.knows(t))
+                .expect_err(&format!("{name} must be refused")),
+        };
+        let line = case["line"].as_integer().expect("line") as usize;
+        assert_eq!(
+            err.location().map(|l| l.line),
+            Some(line),
+            "{name}: line in {err}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.starts_with(&format!("{}:{line}:", path.display())),
+            "{name}: message starts with file:line:col: {text}"
+        );
+        for word in case["mentions"].as_array().expect("mentions") {
+            let word = word.as_str().expect("word");
+            assert!(
+                text.to_lowercase().contains(&word.to_lowercase()),
+                "{name}: `{word}` missing from: {text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn invalid_cases_report_their_kind() {
+    let cases = [
+        ("duplicate-id.toml", ConfigErrorKind::DuplicateId),
+        ("self-transition.toml", ConfigErrorKind::SelfTransition),
+        ("unknown-target.toml", ConfigErrorKind::UnknownTarget),
+        ("unknown-field.toml", ConfigErrorKind::UnknownField),
+        ("two-defaults.toml", ConfigErrorKind::MultipleDefaults),
+        (
+            "unknown-default-id.toml",
+            ConfigErrorKind::UnknownDefaultModeId,
+        ),
+        ("no-modes.toml", ConfigErrorKind::NoModes),
+        ("wrong-type.toml", ConfigErrorKind::InvalidType),
+        ("empty-id.toml", ConfigErrorKind::InvalidId),
+        (
+            "conflicting-default.toml",
+            ConfigErrorKind::ConflictingDefault,
+        ),
+        ("missing-id.toml", ConfigErrorKind::MissingField),
+        ("not-toml.toml", ConfigErrorKind::Syntax),
+        (
+            "target-without-submit-plan.toml",
+            ConfigErrorKind::TargetWithoutSubmitPlan,
+        ),
+    ];
+    for (name, kind) in cases {
+        let err = config::load(fixture(&format!("configs/invalid/{name}"))).expect_err(name);
+        assert_eq!(err.kind(), kind, "{name}: {err}");
+    }
+    // A typo of `submit_plan` is an unknown tool (not a missing submit_plan), with a suggestion.
+    let err = config::load(fixture("configs/invalid/unknown-tool.toml")).expect_err("typo");
+    assert_eq!(err.kind(), ConfigErrorKind::UnknownTool);
+    assert!(
+        err.to_string().contains("did you mean `submit_plan`"),
+        "{err}"
+    );
+    // Any other unknown name is caught against the controller's registry.
+    let graph = config::parse(
+        "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"submit_plan\", \"grep\"]\n[[modes]]\nid = \"build\"\n",
+        "t.toml",
+    )
+    .expect("parses");
+    let err = graph
+        .check_tools(|t| ToolRegistry::with_workspace_tools().knows(t))
+        .expect_err("unknown tool");
+    assert_eq!(err.kind(), ConfigErrorKind::UnknownTool);
+    assert_eq!(err.location().map(|l| (l.line, l.column)), Some((4, 34)));
+    assert!(err.to_string().contains("`grep`"), "{err}");
+}
+
+#[test]
+fn errors_show_the_offending_text_with_a_caret() {
+    let err = config::load(fixture("configs/invalid/unknown-target.toml")).expect_err("refused");
+    let text = err.to_string();
+    assert!(text.contains("3 | transitionsTo = \"biuld\""), "{text}");
+    assert!(text.contains("^^^^^^^"), "{text}");
+    assert_eq!(err.location().map(|l| l.column), Some(17));
+}
+
+#[test]
+fn mode_ids_are_case_sensitive_and_must_be_ascii_words() {
+    let err = config::parse(
+        "[[modes]]\nid = \"plan\"\ntransitionsTo = \"Build\"\n[[modes]]\nid = \"build\"\n",
+        "t",
+    )
+    .expect_err("Build is not build");
+    assert_eq!(err.kind(), ConfigErrorKind::UnknownTarget);
+    let err = config::parse("[[modes]]\nid = \"plan mode\"\n", "t").expect_err("space");
+    assert_eq!(err.kind(), ConfigErrorKind::InvalidId);
+    assert_eq!(err.location().map(|l| l.line), Some(2));
+}
+
+#[test]
+fn default_mode_resolution_order() {
+    let text = |top: &str, flag_on: &str| {
+        let flag = |id: &str| {
+            if id == flag_on {
+                "default = true\n"
+            } else {
+                ""
+            }
+        };
+        format!(
+            "{top}[[modes]]\nid = \"a\"\n{}[[modes]]\nid = \"b\"\n{}[[modes]]\nid = \"c\"\n{}",
+            flag("a"),
+            flag("b"),
+            flag("c")
+        )
+    };
+    let default_of = |t: String| {
+        config::parse(&t, "t")
+            .expect("valid")
+            .default_mode()
+            .id()
+            .to_owned()
+    };
+    assert_eq!(default_of(text("", "")), "a", "first mode");
+    assert_eq!(default_of(text("", "c")), "c", "marked default");
+    assert_eq!(
+        default_of(text("defaultModeId = \"b\"\n", "")),
+        "b",
+        "defaultModeId"
+    );
+    assert_eq!(
+        default_of(text("defaultModeId = \"b\"\n", "b")),
+        "b",
+        "both agree"
+    );
+}
+
+#[test]
+fn check_reports_every_problem_at_once_in_text_order() {
+    let text = "[[modes]]\nid = \"a\"\ntransitionsTo = \"a\"\n[[modes]]\nid = \"a\"\n[[modes]]\nid = \"b\"\ntransitionsTo = \"zz\"\n";
+    let errors = config::check(text, "t");
+    let lines: Vec<usize> = errors
+        .iter()
+        .filter_map(|e| e.location())
+        .map(|l| l.line)
+        .collect();
+    assert_eq!(lines, vec![3, 5, 8]);
+    assert!(config::check(&read_fixture("configs/valid/chain.toml"), "t").is_empty());
+}
+
+#[test]
+fn metadata_model_and_texts_are_kept() {
+    let graph = config::load(fixture("configs/valid/three-modes.toml")).expect("valid");
+    let plan = graph.mode(graph.get("plan").expect("plan"));
+    assert_eq!(plan.default_model_id(), Some("openai/o3"));
+    assert_eq!(plan.metadata()["color"].as_str(), Some("#3b82f6"));
+    let fast = graph.mode(graph.get("fast").expect("fast"));
+    assert_eq!(fast.instructions(), "Answer briefly.");
+    assert_eq!(fast.available_tools().map(<[_]>::len), Some(0));
+    let unicode = config::load(fixture("configs/valid/unicode.toml")).expect("valid");
+    assert_eq!(
+        unicode.mode(unicode.get("plan").expect("plan")).name(),
+        "計画"
+    );
+}
+
+#[test]
+fn the_shipped_config_is_the_plan_build_pair() {
+    let graph =
+        config::load(concat!(env!("CARGO_MANIFEST_DIR"), "/config/modes.toml")).expect("valid");
+    let tools = ToolRegistry::with_workspace_tools();
+    graph.check_tools(|t| tools.knows(t)).expect("known tools");
+    assert_eq!(graph.default_mode().id(), "build");
+    let plan = graph.get("plan").expect("plan");
+    assert_eq!(graph.mode(graph.approval_target(plan)).id(), "build");
+    let plan_tools = graph.mode(plan).available_tools().expect("allowlist");
+    assert!(plan_tools.iter().any(|t| &**t == "submit_plan"));
+    assert!(
+        !plan_tools.iter().any(|t| &**t == "write_file"),
+        "plan mode must not write files"
+    );
+}
+
+#[test]
+fn loading_a_missing_file_is_an_io_error() {
+    let err = config::load("does/not/exist.toml").expect_err("missing");
+    assert_eq!(err.kind(), ConfigErrorKind::Io);
+    assert!(err.to_string().contains("does/not/exist.toml"));
+}
