@@ -1,0 +1,247 @@
+//! The `agent-controller` binary: `check` and `run` end to end on real files.
+
+mod common;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use common::{Workspace, fixture, read_fixture};
+use serde_json::Value;
+
+const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/modes.toml");
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+}
+
+fn run(ws: &Path, args: &[&str], stdin: Option<&str>) -> Output {
+    let mut cmd = bin();
+    cmd.arg("run")
+        .arg("--config")
+        .arg(SHIPPED)
+        .arg("--workspace")
+        .arg(ws)
+        .args(args);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn");
+    let mut pipe = child.stdin.take().expect("stdin");
+    if let Some(text) = stdin {
+        pipe.write_all(text.as_bytes()).expect("write stdin");
+    }
+    drop(pipe);
+    child.wait_with_output().expect("wait")
+}
+
+fn events(out: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line: {l}: {e}")))
+        .collect()
+}
+
+fn types(events: &[Value]) -> Vec<&str> {
+    events
+        .iter()
+        .map(|e| e["type"].as_str().expect("type"))
+        .collect()
+}
+
+fn mode_changes(events: &[Value]) -> Vec<(&str, &str)> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "mode_changed")
+        .map(|e| {
+            (
+                e["previousModeId"].as_str().expect("prev"),
+                e["modeId"].as_str().expect("mode"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn check_prints_modes_default_and_edges() {
+    let out = bin().arg("check").arg(SHIPPED).output().expect("run");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("default mode: build"), "{text}");
+    assert!(text.contains("plan -> build"), "{text}");
+}
+
+#[test]
+fn check_refuses_an_invalid_config_with_file_line_col() {
+    let path = fixture("configs/invalid/duplicate-id.toml");
+    let out = bin().arg("check").arg(&path).output().expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("{}:10:6", path.display())), "{err}");
+    assert!(err.contains("duplicate"), "{err}");
+}
+
+#[test]
+fn run_approve_json_shows_the_plan_then_hands_over_to_build() {
+    let ws = Workspace::new();
+    let out = run(
+        ws.path(),
+        &["--mode", "plan", "--approve", "--json", "Add dark mode"],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events = events(&out);
+    let suspended = events
+        .iter()
+        .find(|e| e["type"] == "tool_suspended")
+        .expect("tool_suspended");
+    assert_eq!(suspended["suspendPayload"]["title"], "Add dark mode");
+    assert!(
+        suspended["suspendPayload"]["plan"]
+            .as_str()
+            .expect("plan")
+            .contains("## Steps")
+    );
+    assert_eq!(
+        suspended["suspendPayload"]["sha256"].as_str().map(str::len),
+        Some(64)
+    );
+    let kinds = types(&events);
+    let at = |k: &str| kinds.iter().position(|t| *t == k).expect(k);
+    assert!(at("tool_suspended") < at("mode_changed"));
+    assert_eq!(mode_changes(&events), [("plan", "build")]);
+    assert_eq!(kinds.last(), Some(&"agent_end"));
+}
+
+#[test]
+fn run_reject_with_feedback_never_changes_mode() {
+    let ws = Workspace::new();
+    let out = run(
+        ws.path(),
+        &[
+            "--mode",
+            "plan",
+            "--reject",
+            "more tests",
+            "--json",
+            "Add dark mode",
+        ],
+        None,
+    );
+    assert!(out.status.success());
+    let events = events(&out);
+    assert!(mode_changes(&events).is_empty());
+    let results: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_end" && e["toolName"] == "submit_plan")
+        .map(|e| e["result"].as_str().expect("result"))
+        .collect();
+    assert_eq!(results.len(), 2, "the model revises and resubmits once");
+    assert!(results.iter().all(|r| r.contains("more tests")));
+}
+
+#[test]
+fn run_with_case_plan_files_suspends_or_refuses_as_expected() {
+    let expected: toml::Table = read_fixture("plans/expected.toml")
+        .parse()
+        .expect("expected");
+    for (name, case) in &expected {
+        let ws = Workspace::new();
+        let plan = fixture(&format!("plans/{name}"));
+        let out = run(
+            ws.path(),
+            &[
+                "--mode",
+                "plan",
+                "--plan",
+                plan.to_str().expect("utf8"),
+                "--approve",
+                "--json",
+                "Do it",
+            ],
+            None,
+        );
+        assert!(out.status.success(), "{name}");
+        let events = events(&out);
+        let suspended = events.iter().find(|e| e["type"] == "tool_suspended");
+        match case["submit"].as_str() {
+            Some("suspends") => {
+                let s = suspended.unwrap_or_else(|| panic!("{name} suspends"));
+                assert_eq!(
+                    s["suspendPayload"]["title"],
+                    case["title"].as_str().expect("title"),
+                    "{name}"
+                );
+                assert_eq!(mode_changes(&events), [("plan", "build")], "{name}");
+            }
+            _ => {
+                assert!(suspended.is_none(), "{name} is refused");
+                assert!(mode_changes(&events).is_empty(), "{name}");
+            }
+        }
+    }
+}
+
+#[test]
+fn interactive_answers_from_stdin() {
+    let cases = [
+        ("y\n", Some("build")),
+        ("yes\n", Some("build")),
+        ("n\n", None),
+        ("please add tests\nno\n", None),
+        ("", None),
+        ("\n\n", None),
+    ];
+    for (input, to) in cases {
+        let ws = Workspace::new();
+        let out = run(
+            ws.path(),
+            &["--mode", "plan", "--json", "Add dark mode"],
+            Some(input),
+        );
+        assert!(out.status.success(), "{input:?}");
+        let events = events(&out);
+        let changes = mode_changes(&events);
+        match to {
+            Some(target) => assert_eq!(changes, [("plan", target)], "{input:?}"),
+            None => assert!(changes.is_empty(), "{input:?} must not approve"),
+        }
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("Add dark mode"), "the plan is shown: {err}");
+    }
+    let ws = Workspace::new();
+    let out = run(
+        ws.path(),
+        &["--mode", "plan", "--json", "Add dark mode"],
+        Some("please add tests\nno\n"),
+    );
+    let feedback = events(&out)
+        .into_iter()
+        .filter(|e| e["type"] == "tool_end" && e["toolName"] == "submit_plan")
+        .map(|e| e["result"].as_str().expect("result").to_owned())
+        .next()
+        .expect("first decision");
+    assert!(feedback.contains("please add tests"), "{feedback}");
+}
+
+#[test]
+fn run_outside_a_planning_mode_just_answers() {
+    let ws = Workspace::new();
+    let out = run(ws.path(), &["--json", "hello"], None);
+    assert!(out.status.success());
+    let events = events(&out);
+    assert_eq!(events[0]["modeId"], "build");
+    assert!(!types(&events).contains(&"tool_suspended"));
+}
+
+#[test]
+fn run_with_an_unknown_mode_fails_cleanly() {
+    let ws = Workspace::new();
+    let out = run(ws.path(), &["--mode", "review", "x"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown mode `review`"));
+}

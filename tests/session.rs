@@ -1,0 +1,715 @@
+//! Sessions and transitions: the rules of the plan -> approve -> build hand-over, each a test,
+//! with exact event order.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use agent_controller::event::{CancelReason, EndReason};
+use agent_controller::model::scripted::ReplayModel;
+use agent_controller::model::{LanguageModel, ModelError, ModelRequest, ModelResponse};
+use agent_controller::tool::submit_plan::{APPROVED_RESULT, REJECTED_RESULT};
+use agent_controller::{
+    Decision, Event, Message, ModeChangeReason, RunOutcome, RunState, SessionError, SessionOptions,
+};
+use async_trait::async_trait;
+use common::{PLAN_BUILD, Recorder, Workspace, controller, kinds, replay};
+use serde_json::json;
+
+const PLAN_TEXT: &str = "# Add dark mode\n\n1. Theme setting\n2. Toggle\n";
+
+fn submit(id: &str, path: &str) -> ModelResponse {
+    ReplayModel::call(id, "submit_plan", json!({ "path": path }))
+}
+
+/// A session in plan mode suspended on `submit_plan`; returns (run id, tool call id).
+async fn suspended(
+    ws: &Workspace,
+    extra: Vec<ModelResponse>,
+) -> (
+    agent_controller::Session,
+    Arc<ReplayModel>,
+    Recorder,
+    String,
+    String,
+) {
+    let path = ws.plan("p.md", PLAN_TEXT);
+    let mut replies = vec![submit("c1", &path)];
+    replies.extend(extra);
+    let model = replay(replies);
+    let controller = controller(PLAN_BUILD, ws, model.clone());
+    let recorder = Recorder::default();
+    let mut session = controller
+        .start_session(recorder.options().mode("plan"))
+        .expect("session");
+    let outcome = session.send_message("Add dark mode").await.expect("run");
+    let RunOutcome::Suspended {
+        run_id,
+        tool_call_id,
+        ..
+    } = outcome
+    else {
+        panic!("must suspend: {outcome:?}");
+    };
+    (session, model, recorder, run_id.to_string(), tool_call_id)
+}
+
+#[tokio::test]
+async fn a_new_session_starts_in_the_default_mode_or_the_named_one() {
+    let ws = Workspace::new();
+    let controller = controller(PLAN_BUILD, &ws, replay(vec![]));
+    let recorder = Recorder::default();
+    let session = controller
+        .start_session(recorder.options())
+        .expect("session");
+    assert_eq!(session.mode().id(), "build");
+    assert_eq!(
+        recorder.take(),
+        vec![Event::SessionStarted {
+            session_id: session.id().into(),
+            mode_id: "build".into()
+        }]
+    );
+    let session = controller
+        .start_session(SessionOptions::new().mode("plan").id("s-1"))
+        .expect("session");
+    assert_eq!((session.mode().id(), session.id()), ("plan", "s-1"));
+    let err = controller
+        .start_session(SessionOptions::new().mode("Plan"))
+        .expect_err("case-sensitive");
+    assert_eq!(err, SessionError::UnknownMode("Plan".into()));
+}
+
+#[tokio::test]
+async fn manual_switch_emits_mode_changed_and_unknown_or_same_mode_change_nothing() {
+    let ws = Workspace::new();
+    let controller = controller(PLAN_BUILD, &ws, replay(vec![]));
+    let recorder = Recorder::default();
+    let mut session = controller
+        .start_session(recorder.options())
+        .expect("session");
+    recorder.take();
+    assert_eq!(session.switch_mode("plan"), Ok(true));
+    assert_eq!(
+        recorder.take(),
+        vec![Event::ModeChanged {
+            mode_id: "plan".into(),
+            previous_mode_id: "build".into(),
+            reason: ModeChangeReason::Manual
+        }]
+    );
+    assert_eq!(session.switch_mode("plan"), Ok(false));
+    assert_eq!(
+        session.switch_mode("biuld"),
+        Err(SessionError::UnknownMode("biuld".into()))
+    );
+    assert!(
+        recorder.take().is_empty(),
+        "no event for a no-op or an error"
+    );
+    assert_eq!(session.mode().id(), "plan");
+    // The model is told about the switch.
+    assert!(
+        matches!(session.messages().last(), Some(Message::System { content }) if content.contains("`build`") && content.contains("`plan`"))
+    );
+}
+
+#[tokio::test]
+async fn approval_hands_over_before_the_next_model_call_with_the_new_modes_prompt_and_tools() {
+    let ws = Workspace::new();
+    let (mut session, model, recorder, run_id, call_id) =
+        suspended(&ws, vec![ReplayModel::text("building")]).await;
+    let events = recorder.take();
+    assert_eq!(
+        kinds(&events),
+        [
+            "session_started",
+            "agent_start",
+            "tool_start",
+            "tool_suspended",
+            "agent_end"
+        ]
+    );
+    let Event::ToolSuspended {
+        suspend_payload,
+        tool_name,
+        ..
+    } = &events[3]
+    else {
+        unreachable!()
+    };
+    assert_eq!(tool_name, "submit_plan");
+    assert_eq!(suspend_payload.submission.path, ".agent/plans/p.md");
+    assert_eq!(suspend_payload.submission.title, "Add dark mode");
+    assert_eq!(
+        suspend_payload.submission.plan,
+        "1. Theme setting\n2. Toggle"
+    );
+    assert_eq!(suspend_payload.submission.sha256.len(), 64);
+    assert_eq!(&*suspend_payload.target_mode_id, "build");
+    assert_eq!(
+        events[4],
+        Event::AgentEnd {
+            run_id: run_id.as_str().into(),
+            reason: EndReason::Suspended
+        }
+    );
+    assert_eq!(
+        session.run_state(),
+        Some((run_id.as_str(), RunState::Suspended))
+    );
+
+    let outcome = session
+        .resume(&run_id, &call_id, Decision::approve())
+        .await
+        .expect("approve");
+    assert!(matches!(outcome, RunOutcome::Completed { ref text, .. } if text == "building"));
+    let events = recorder.take();
+    assert_eq!(
+        kinds(&events),
+        ["tool_end", "mode_changed", "assistant_message", "agent_end"]
+    );
+    assert_eq!(
+        events[0],
+        Event::ToolEnd {
+            run_id: run_id.as_str().into(),
+            tool_call_id: call_id.clone(),
+            tool_name: "submit_plan".into(),
+            result: APPROVED_RESULT.into(),
+            is_error: false
+        }
+    );
+    assert_eq!(
+        events[1],
+        Event::ModeChanged {
+            mode_id: "build".into(),
+            previous_mode_id: "plan".into(),
+            reason: ModeChangeReason::PlanApproved
+        }
+    );
+    assert_eq!(session.mode().id(), "build");
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0].mode_id, "plan");
+    assert_eq!(requests[0].tool_names, ["read_file", "submit_plan"]);
+    assert!(requests[0].system_prompt.contains("PLAN INSTRUCTIONS"));
+    let after = &requests[1];
+    assert_eq!(after.mode_id, "build");
+    assert!(
+        after.system_prompt.contains("BUILD INSTRUCTIONS")
+            && !after.system_prompt.contains("PLAN INSTRUCTIONS")
+    );
+    assert_eq!(
+        after.tool_names,
+        ["read_file", "list_files", "write_file", "write_plan"]
+    );
+    assert!(
+        matches!(after.messages.last(), Some(Message::System { content }) if content.contains("now in the Build mode"))
+    );
+    assert!(
+        after
+            .messages
+            .iter()
+            .any(|m| matches!(m, Message::Tool { content, .. } if content == APPROVED_RESULT))
+    );
+}
+
+/// A model that logs its calls into the same log as the events, to prove their order.
+struct Logging {
+    inner: ReplayModel,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+#[async_trait]
+impl LanguageModel for Logging {
+    async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        self.log
+            .lock()
+            .expect("lock")
+            .push(format!("model_call:{}", request.mode_id));
+        self.inner.generate(request).await
+    }
+}
+
+#[tokio::test]
+async fn mode_changed_comes_before_any_model_call_in_the_new_mode() {
+    let ws = Workspace::new();
+    let path = ws.plan("p.md", PLAN_TEXT);
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let model = Arc::new(Logging {
+        inner: ReplayModel::new([submit("c1", &path), ReplayModel::text("ok")]),
+        log: log.clone(),
+    });
+    let controller = controller(PLAN_BUILD, &ws, model);
+    let sink = log.clone();
+    let mut session = controller
+        .start_session(
+            SessionOptions::new()
+                .mode("plan")
+                .on_event(move |e| sink.lock().expect("lock").push(e.kind().to_owned())),
+        )
+        .expect("session");
+    let RunOutcome::Suspended {
+        run_id,
+        tool_call_id,
+        ..
+    } = session.send_message("go").await.expect("run")
+    else {
+        panic!("suspends")
+    };
+    session
+        .resume(&run_id, &tool_call_id, Decision::approve())
+        .await
+        .expect("approve");
+    let log = log.lock().expect("lock").clone();
+    let changed = log
+        .iter()
+        .position(|l| l == "mode_changed")
+        .expect("mode_changed");
+    let build_call = log
+        .iter()
+        .position(|l| l == "model_call:build")
+        .expect("model call in build");
+    assert!(changed < build_call, "{log:?}");
+}
+
+#[tokio::test]
+async fn rejection_with_feedback_keeps_the_mode_and_asks_for_a_revision() {
+    let ws = Workspace::new();
+    let (mut session, model, recorder, run_id, call_id) =
+        suspended(&ws, vec![submit("c2", ".agent/plans/p.md")]).await;
+    recorder.take();
+    let outcome = session
+        .resume(&run_id, &call_id, Decision::reject_with("add more tests"))
+        .await
+        .expect("reject");
+    assert!(
+        matches!(outcome, RunOutcome::Suspended { ref tool_call_id, .. } if tool_call_id == "c2")
+    );
+    assert_eq!(session.mode().id(), "plan");
+    let events = recorder.take();
+    assert!(!kinds(&events).contains(&"mode_changed"));
+    let Event::ToolEnd {
+        result, is_error, ..
+    } = &events[0]
+    else {
+        panic!("{events:?}")
+    };
+    assert!(!is_error);
+    assert!(
+        result.contains("add more tests") && result.contains("submit_plan again"),
+        "{result}"
+    );
+    assert_eq!(
+        model.requests()[1].mode_id,
+        "plan",
+        "the model revises in plan mode"
+    );
+    assert_eq!(session.pending().map(|p| p.tool_call_id()), Some("c2"));
+}
+
+#[tokio::test]
+async fn rejection_without_feedback_ends_the_run_and_keeps_the_mode() {
+    let ws = Workspace::new();
+    let (mut session, model, recorder, run_id, call_id) = suspended(&ws, vec![]).await;
+    recorder.take();
+    // Blank feedback counts as none.
+    let outcome = session
+        .resume(&run_id, &call_id, Decision::reject_with("  "))
+        .await
+        .expect("reject");
+    assert!(matches!(outcome, RunOutcome::Completed { .. }));
+    assert_eq!(session.mode().id(), "plan");
+    assert_eq!(kinds(&recorder.take()), ["tool_end", "agent_end"]);
+    assert_eq!(
+        model.requests().len(),
+        1,
+        "no model call after a rejection without feedback"
+    );
+    assert!(
+        matches!(session.messages().last(), Some(Message::Tool { content, .. }) if content == REJECTED_RESULT)
+    );
+    assert_eq!(
+        session.run_state(),
+        Some((run_id.as_str(), RunState::Completed))
+    );
+    assert!(session.pending().is_none());
+}
+
+#[tokio::test]
+async fn abort_while_suspended_is_not_approved() {
+    let ws = Workspace::new();
+    let (mut session, _, recorder, run_id, call_id) = suspended(&ws, vec![]).await;
+    recorder.take();
+    assert!(session.abort());
+    assert_eq!(session.mode().id(), "plan");
+    assert_eq!(
+        recorder.take(),
+        vec![
+            Event::ToolSuspensionCancelled {
+                run_id: run_id.as_str().into(),
+                tool_call_id: call_id.clone(),
+                tool_name: "submit_plan".into(),
+                reason: CancelReason::Aborted
+            },
+            Event::AgentEnd {
+                run_id: run_id.as_str().into(),
+                reason: EndReason::Aborted
+            },
+        ]
+    );
+    assert!(!session.abort(), "nothing left to abort");
+    let err = session
+        .resume(&run_id, &call_id, Decision::approve())
+        .await
+        .expect_err("too late");
+    assert_eq!(err, SessionError::AlreadyDecided(call_id));
+    assert_eq!(session.mode().id(), "plan");
+}
+
+#[tokio::test]
+async fn a_dismissed_decision_prompt_is_not_approved() {
+    let ws = Workspace::new();
+    let (mut session, _, _, run_id, call_id) = suspended(&ws, vec![]).await;
+    let decision = Decision::from_answer(None).expect("end of input decides");
+    session
+        .resume(&run_id, &call_id, decision)
+        .await
+        .expect("reject");
+    assert_eq!(session.mode().id(), "plan");
+}
+
+#[tokio::test]
+async fn a_user_message_while_pending_cancels_the_plan_and_keeps_the_mode() {
+    let ws = Workspace::new();
+    let (mut session, model, recorder, run_id, call_id) =
+        suspended(&ws, vec![ReplayModel::text("ok, revising")]).await;
+    recorder.take();
+    let outcome = session.send_message("actually, wait").await.expect("run");
+    assert!(matches!(outcome, RunOutcome::Completed { .. }));
+    assert_eq!(session.mode().id(), "plan");
+    let events = recorder.take();
+    assert_eq!(
+        kinds(&events),
+        [
+            "tool_suspension_cancelled",
+            "agent_end",
+            "agent_start",
+            "assistant_message",
+            "agent_end"
+        ]
+    );
+    assert!(matches!(
+        &events[0],
+        Event::ToolSuspensionCancelled {
+            reason: CancelReason::UserMessage,
+            ..
+        }
+    ));
+    // The model sees a result for the cancelled call before the new message.
+    let seen = &model.requests()[1].messages;
+    assert!(
+        matches!(&seen[seen.len() - 2], Message::Tool { tool_call_id, content, .. } if *tool_call_id == call_id && content.contains("not approved"))
+    );
+    assert_eq!(
+        session.resume(&run_id, &call_id, Decision::approve()).await,
+        Err(SessionError::AlreadyDecided(call_id))
+    );
+}
+
+#[tokio::test]
+async fn a_manual_switch_while_pending_cancels_the_suspension_first() {
+    let ws = Workspace::new();
+    let (mut session, _, recorder, _, _) = suspended(&ws, vec![]).await;
+    recorder.take();
+    assert_eq!(session.switch_mode("build"), Ok(true));
+    assert_eq!(
+        kinds(&recorder.take()),
+        ["tool_suspension_cancelled", "agent_end", "mode_changed"]
+    );
+    assert!(session.pending().is_none());
+}
+
+#[tokio::test]
+async fn bad_decisions_are_typed_errors_that_change_nothing() {
+    let ws = Workspace::new();
+    let (mut session, _, recorder, run_id, call_id) =
+        suspended(&ws, vec![ReplayModel::text("ok")]).await;
+    recorder.take();
+    let before = (
+        session.mode().id().to_owned(),
+        session.pending().cloned(),
+        session.messages().len(),
+    );
+    let cases: Vec<(Result<RunOutcome, SessionError>, SessionError)> = vec![
+        (
+            session.resume("run_9", &call_id, Decision::approve()).await,
+            SessionError::UnknownRun("run_9".into()),
+        ),
+        (
+            session.resume(&run_id, "c9", Decision::approve()).await,
+            SessionError::UnknownToolCall {
+                run_id: run_id.clone(),
+                tool_call_id: "c9".into(),
+            },
+        ),
+        (
+            session
+                .resume_json(&run_id, &call_id, &json!({ "action": "approve" }))
+                .await,
+            SessionError::MalformedDecision(String::new()),
+        ),
+        (
+            session
+                .resume_json(
+                    &run_id,
+                    &call_id,
+                    &json!({ "action": "approved", "extra": 1 }),
+                )
+                .await,
+            SessionError::MalformedDecision(String::new()),
+        ),
+        (
+            session
+                .resume(
+                    &run_id,
+                    &call_id,
+                    Decision::approve().with_sha256("00".repeat(32)),
+                )
+                .await,
+            SessionError::Sha256Mismatch {
+                expected: String::new(),
+                given: String::new(),
+            },
+        ),
+    ];
+    for (got, want) in cases {
+        let err = got.expect_err("refused");
+        assert_eq!(
+            std::mem::discriminant(&err),
+            std::mem::discriminant(&want),
+            "{err}"
+        );
+        if let SessionError::MalformedDecision(m) = &err {
+            assert!(!m.is_empty());
+        } else if !matches!(want, SessionError::Sha256Mismatch { .. }) {
+            assert_eq!(err, want);
+        }
+    }
+    assert!(recorder.take().is_empty(), "no events");
+    assert_eq!(
+        (
+            session.mode().id().to_owned(),
+            session.pending().cloned(),
+            session.messages().len()
+        ),
+        before
+    );
+    // Still suspended, and can still be decided, once, with the right hash.
+    let sha = session
+        .pending()
+        .expect("pending")
+        .payload()
+        .submission
+        .sha256
+        .clone();
+    session
+        .resume_json(
+            &run_id,
+            &call_id,
+            &json!({ "action": "approved", "sha256": sha }),
+        )
+        .await
+        .expect("approve");
+    assert_eq!(session.mode().id(), "build");
+    recorder.take();
+    let err = session
+        .resume(&run_id, &call_id, Decision::approve())
+        .await
+        .expect_err("second decision");
+    assert_eq!(err, SessionError::AlreadyDecided(call_id));
+    assert!(recorder.take().is_empty(), "no second switch");
+    assert_eq!(session.mode().id(), "build");
+}
+
+#[tokio::test]
+async fn a_decision_for_a_finished_run_is_refused() {
+    let ws = Workspace::new();
+    let controller = controller(PLAN_BUILD, &ws, replay(vec![ReplayModel::text("hi")]));
+    let mut session = controller
+        .start_session(SessionOptions::new())
+        .expect("session");
+    session.send_message("hello").await.expect("run");
+    assert_eq!(
+        session.resume("run_1", "c1", Decision::approve()).await,
+        Err(SessionError::NotSuspended("run_1".into()))
+    );
+}
+
+#[tokio::test]
+async fn tools_outside_the_mode_are_not_offered_and_not_executed() {
+    let ws = Workspace::new();
+    std::fs::write(ws.path().join("a.txt"), "hello").expect("write");
+    let model = replay(vec![
+        ModelResponse {
+            text: String::new(),
+            tool_calls: vec![
+                agent_controller::tool::ToolCall {
+                    id: "r".into(),
+                    name: "read_file".into(),
+                    args: json!({ "path": "a.txt" }),
+                },
+                agent_controller::tool::ToolCall {
+                    id: "w".into(),
+                    name: "write_file".into(),
+                    args: json!({ "path": "pwned.txt", "content": "x" }),
+                },
+                agent_controller::tool::ToolCall {
+                    id: "n".into(),
+                    name: "no_such_tool".into(),
+                    args: json!({}),
+                },
+            ],
+        },
+        ReplayModel::call(
+            "w2",
+            "write_file",
+            json!({ "path": "pwned2.txt", "content": "x" }),
+        ),
+        ReplayModel::text("done"),
+    ]);
+    let controller = controller(PLAN_BUILD, &ws, model.clone());
+    let recorder = Recorder::default();
+    let mut session = controller
+        .start_session(recorder.options().mode("plan"))
+        .expect("session");
+    session.send_message("look around").await.expect("run");
+    assert!(!ws.path().join("pwned.txt").exists() && !ws.path().join("pwned2.txt").exists());
+    let ends: Vec<(String, bool)> = recorder
+        .take()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::ToolEnd {
+                tool_call_id,
+                is_error,
+                ..
+            } => Some((tool_call_id, is_error)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        ends,
+        [
+            ("r".into(), false),
+            ("w".into(), true),
+            ("n".into(), true),
+            ("w2".into(), true)
+        ]
+    );
+    for request in model.requests() {
+        assert_eq!(request.tool_names, ["read_file", "submit_plan"]);
+    }
+    assert_eq!(session.mode().id(), "plan");
+}
+
+#[tokio::test]
+async fn calls_after_a_suspending_submit_plan_are_not_executed() {
+    let ws = Workspace::new();
+    let path = ws.plan("p.md", PLAN_TEXT);
+    let model = replay(vec![ModelResponse {
+        text: String::new(),
+        tool_calls: vec![
+            agent_controller::tool::ToolCall {
+                id: "s".into(),
+                name: "submit_plan".into(),
+                args: json!({ "path": path }),
+            },
+            agent_controller::tool::ToolCall {
+                id: "r".into(),
+                name: "read_file".into(),
+                args: json!({ "path": "p" }),
+            },
+        ],
+    }]);
+    let controller = controller(PLAN_BUILD, &ws, model);
+    let recorder = Recorder::default();
+    let mut session = controller
+        .start_session(recorder.options().mode("plan"))
+        .expect("session");
+    let outcome = session.send_message("go").await.expect("run");
+    assert!(matches!(outcome, RunOutcome::Suspended { .. }));
+    let events = recorder.take();
+    assert!(events.iter().any(
+        |e| matches!(e, Event::ToolEnd { tool_call_id, is_error: true, .. } if tool_call_id == "r")
+    ));
+}
+
+#[tokio::test]
+async fn the_submit_plan_description_names_the_mode_it_hands_over_to() {
+    let ws = Workspace::new();
+    let chain = common::read_fixture("configs/valid/chain.toml");
+    let controller = controller(&chain, &ws, replay(vec![]));
+    let graph = controller.modes();
+    for (from, to) in graph.handover_edges() {
+        let spec = controller
+            .tool_specs(from)
+            .iter()
+            .find(|s| &*s.name == "submit_plan")
+            .expect("submit_plan offered in a planning mode");
+        let target = graph.mode(to).id();
+        assert!(
+            spec.description.contains(&format!("`{target}`")),
+            "{}: {}",
+            graph.mode(from).id(),
+            spec.description
+        );
+    }
+    let build = graph.get("build").expect("build");
+    assert!(
+        controller
+            .tool_specs(build)
+            .iter()
+            .all(|s| &*s.name != "submit_plan"),
+        "not a planning mode"
+    );
+}
+
+#[tokio::test]
+async fn a_model_error_ends_the_run_with_error_and_keeps_the_session_usable() {
+    let ws = Workspace::new();
+    let model = replay(vec![]);
+    model.push(Err(ModelError::new("503 from provider")));
+    model.push(Ok(ReplayModel::text("back")));
+    let controller = controller(PLAN_BUILD, &ws, model);
+    let recorder = Recorder::default();
+    let mut session = controller
+        .start_session(recorder.options().mode("plan"))
+        .expect("session");
+    let outcome = session.send_message("go").await.expect("run");
+    assert!(matches!(outcome, RunOutcome::Failed { ref message, .. } if message.contains("503")));
+    assert_eq!(kinds(&recorder.take())[2..], ["error", "agent_end"]);
+    assert_eq!(session.mode().id(), "plan");
+    let outcome = session.send_message("again").await.expect("run");
+    assert!(matches!(outcome, RunOutcome::Completed { .. }));
+}
+
+#[tokio::test]
+async fn a_model_that_never_stops_calling_tools_hits_the_step_limit() {
+    let ws = Workspace::new();
+    let model = replay(
+        (0..10)
+            .map(|i| ReplayModel::call(&format!("c{i}"), "read_file", json!({ "path": "x" })))
+            .collect(),
+    );
+    let controller = agent_controller::AgentController::builder(common::graph(PLAN_BUILD), model)
+        .tools(agent_controller::ToolRegistry::with_workspace_tools())
+        .workspace(ws.path())
+        .max_steps(3)
+        .build()
+        .expect("controller");
+    let mut session = controller
+        .start_session(SessionOptions::new().mode("plan"))
+        .expect("session");
+    let outcome = session.send_message("loop").await.expect("run");
+    assert!(matches!(outcome, RunOutcome::Failed { ref message, .. } if message.contains("3")));
+}

@@ -1,0 +1,276 @@
+//! `submit_plan`: title and body of every case plan, what suspends and what is refused, the
+//! captured sha256, path confinement, and the tool outside a run.
+
+mod common;
+
+use std::sync::Arc;
+
+use agent_controller::model::scripted::ReplayModel;
+use agent_controller::tool::submit_plan::{self, SubmitPlan, parse_plan, read_plan, sha256_hex};
+use agent_controller::tool::{Tool, ToolContext};
+use agent_controller::{Event, RunOutcome};
+use common::{PLAN_BUILD, Recorder, Workspace, controller, fixture, read_fixture};
+use serde_json::json;
+
+fn expected() -> toml::Table {
+    read_fixture("plans/expected.toml")
+        .parse()
+        .expect("expected.toml")
+}
+
+fn copy_case(ws: &Workspace, name: &str) -> String {
+    let bytes = std::fs::read(fixture(&format!("plans/{name}"))).expect("case");
+    let rel = format!(".agent/plans/{name}");
+    std::fs::write(ws.path().join(&rel), bytes).expect("copy");
+    rel
+}
+
+/// Submits `path` through a real run and returns the outcome and the events.
+async fn submit(ws: &Workspace, path: &str) -> (RunOutcome, Vec<Event>) {
+    let model = Arc::new(ReplayModel::new([
+        ReplayModel::call("c1", "submit_plan", json!({ "path": path })),
+        ReplayModel::text("done"),
+    ]));
+    let controller = controller(PLAN_BUILD, ws, model);
+    let recorder = Recorder::default();
+    let mut session = controller
+        .start_session(recorder.options().mode("plan"))
+        .expect("session");
+    let outcome = session.send_message("plan it").await.expect("run");
+    assert_eq!(session.mode().id(), "plan");
+    (outcome, recorder.take())
+}
+
+#[tokio::test]
+async fn every_case_plan_gives_the_expected_title_body_and_outcome() {
+    let expected = expected();
+    let mut names: Vec<String> = std::fs::read_dir(fixture("plans"))
+        .expect("dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".md"))
+        .collect();
+    names.sort();
+    assert_eq!(
+        names.len(),
+        expected.len(),
+        "every case file has an expectation"
+    );
+    for name in names {
+        let case = expected[&name].as_table().expect("case");
+        let ws = Workspace::new();
+        let rel = copy_case(&ws, &name);
+        let (outcome, events) = submit(&ws, &rel).await;
+        match case["submit"].as_str().expect("submit") {
+            "suspends" => {
+                let RunOutcome::Suspended { payload, .. } = outcome else {
+                    panic!("{name} must suspend: {outcome:?}");
+                };
+                let plan = &payload.submission;
+                assert_eq!(
+                    plan.title,
+                    case["title"].as_str().expect("title"),
+                    "{name}: title"
+                );
+                let starts = case["body_starts"].as_str().expect("body_starts");
+                let ends = case["body_ends"].as_str().expect("body_ends");
+                assert!(
+                    plan.plan.starts_with(starts),
+                    "{name}: body starts {:?}",
+                    plan.plan
+                );
+                assert!(
+                    plan.plan.ends_with(ends),
+                    "{name}: body ends {:?}",
+                    plan.plan
+                );
+                let bytes = std::fs::read(ws.path().join(&rel)).expect("read");
+                assert_eq!(
+                    plan.sha256,
+                    sha256_hex(&bytes),
+                    "{name}: sha256 of the file's bytes"
+                );
+                assert!(events.iter().any(|e| matches!(e, Event::ToolSuspended { suspend_payload, .. } if suspend_payload.submission == *plan)));
+            }
+            "refused" => {
+                assert!(
+                    matches!(outcome, RunOutcome::Completed { .. }),
+                    "{name}: {outcome:?}"
+                );
+                assert!(
+                    !events
+                        .iter()
+                        .any(|e| matches!(e, Event::ToolSuspended { .. })),
+                    "{name}"
+                );
+                assert!(
+                    events.iter().any(|e| matches!(e, Event::ToolEnd { tool_name, is_error: true, .. } if tool_name == "submit_plan")),
+                    "{name}: error result to the model"
+                );
+            }
+            other => panic!("unknown outcome {other}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn paths_outside_the_plans_directory_or_not_markdown_are_refused() {
+    let ws = Workspace::new();
+    std::fs::write(ws.path().join("x.md"), "# Outside\n\nbody\n").expect("write");
+    std::fs::write(ws.path().join(".agent/secrets.md"), "# Secret\n\nbody\n").expect("write");
+    std::fs::write(ws.path().join(".agent/plans/notes.txt"), "# Notes\n").expect("write");
+    for path in [
+        "../secrets.md",
+        "/etc/passwd",
+        ".agent/plans/../../x.md",
+        "x.md",
+        "notes.txt",
+        ".agent/plans/notes.txt",
+        "does-not-exist.md",
+        ".agent/plans/does-not-exist.md",
+    ] {
+        let (outcome, events) = submit(&ws, path).await;
+        assert!(
+            matches!(outcome, RunOutcome::Completed { .. }),
+            "{path}: {outcome:?}"
+        );
+        assert!(
+            !events
+                .iter()
+                .any(|e| matches!(e, Event::ToolSuspended { .. })),
+            "{path}"
+        );
+    }
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_symlink_inside_the_plans_directory_pointing_outside_is_refused() {
+    let ws = Workspace::new();
+    let outside = tempfile::tempdir().expect("tempdir");
+    std::fs::write(outside.path().join("evil.md"), "# Evil\n\nsteps\n").expect("write");
+    std::os::unix::fs::symlink(
+        outside.path().join("evil.md"),
+        ws.path().join(".agent/plans/link.md"),
+    )
+    .expect("symlink");
+    let (outcome, _) = submit(&ws, ".agent/plans/link.md").await;
+    assert!(
+        matches!(outcome, RunOutcome::Completed { .. }),
+        "{outcome:?}"
+    );
+    // A symlinked plans directory entry pointing inside it is fine.
+    ws.plan("real.md", "# Real\n\nsteps\n");
+    std::os::unix::fs::symlink(
+        ws.path().join(".agent/plans/real.md"),
+        ws.path().join(".agent/plans/alias.md"),
+    )
+    .expect("symlink");
+    let (outcome, _) = submit(&ws, ".agent/plans/alias.md").await;
+    assert!(
+        matches!(outcome, RunOutcome::Suspended { .. }),
+        "{outcome:?}"
+    );
+}
+
+#[tokio::test]
+async fn sub_folders_upper_case_extensions_and_absolute_paths_inside_are_fine() {
+    let ws = Workspace::new();
+    let nested = ws.plan("team/web/dark.MD", "# Dark\n\n1. go\n");
+    let (outcome, _) = submit(&ws, &nested).await;
+    assert!(
+        matches!(outcome, RunOutcome::Suspended { .. }),
+        "{outcome:?}"
+    );
+    let absolute = ws.path().join(&nested).display().to_string();
+    let (outcome, _) = submit(&ws, &absolute).await;
+    assert!(
+        matches!(outcome, RunOutcome::Suspended { .. }),
+        "{outcome:?}"
+    );
+}
+
+#[tokio::test]
+async fn large_non_utf8_and_missing_path_arguments_are_refused() {
+    let ws = Workspace::new();
+    let big = ws.plan("big.md", &format!("# Big\n\n{}", "x".repeat(1024 * 1024)));
+    let bad = ".agent/plans/latin1.md";
+    std::fs::write(ws.path().join(bad), b"# Caf\xe9\n\nsteps\n").expect("write");
+    for path in [big.as_str(), bad] {
+        let (outcome, _) = submit(&ws, path).await;
+        assert!(
+            matches!(outcome, RunOutcome::Completed { .. }),
+            "{path}: {outcome:?}"
+        );
+    }
+    let exactly = ws.plan("limit.md", &format!("# L\n{}", "y".repeat(1024 * 1024 - 4)));
+    assert_eq!(
+        std::fs::metadata(ws.path().join(&exactly))
+            .expect("meta")
+            .len(),
+        1024 * 1024
+    );
+    let (outcome, _) = submit(&ws, &exactly).await;
+    assert!(
+        matches!(outcome, RunOutcome::Suspended { .. }),
+        "1 MiB exactly is accepted"
+    );
+
+    let err = submit_plan::path_arg(&json!({ "file": "x.md" })).expect_err("no path");
+    assert_eq!(err, submit_plan::PlanError::MissingPath);
+}
+
+#[test]
+fn the_plan_is_read_at_submit_time() {
+    let ws = Workspace::new();
+    let rel = ws.plan("p.md", "# First\n\nv1\n");
+    let plans = ws.path().join(".agent/plans");
+    let first = read_plan(ws.path(), &plans, &rel).expect("read");
+    std::fs::write(ws.path().join(&rel), "# Second\n\nv2\n").expect("rewrite");
+    let second = read_plan(ws.path(), &plans, &rel).expect("read");
+    assert_eq!(first.title, "First");
+    assert_ne!(first.sha256, second.sha256);
+}
+
+#[test]
+fn title_rules_for_edge_cases() {
+    assert_eq!(
+        parse_plan("\u{feff}---\na: b\n---\n\n# T #\n\nbody\n"),
+        ("T", "body")
+    );
+    assert_eq!(
+        parse_plan("#Not a heading\n\ntext"),
+        ("", "#Not a heading\n\ntext")
+    );
+    assert_eq!(
+        parse_plan("text first\n# Late title\n"),
+        ("", "text first\n# Late title")
+    );
+    assert_eq!(parse_plan("# Only a title\n"), ("Only a title", ""));
+}
+
+#[tokio::test]
+async fn outside_a_run_the_tool_returns_a_readable_text_with_the_path() {
+    let ws = Workspace::new();
+    let rel = ws.plan("add-dark-mode.md", &read_fixture("plans/add-dark-mode.md"));
+    let plans = ws.path().join(".agent/plans");
+    let ctx = ToolContext {
+        workspace: ws.path(),
+        plans_dir: &plans,
+        mode_id: "plan",
+    };
+    let out = SubmitPlan.execute(&json!({ "path": rel }), &ctx).await;
+    assert!(!out.is_error, "{out:?}");
+    assert!(
+        out.content.contains(".agent/plans/add-dark-mode.md"),
+        "{}",
+        out.content
+    );
+    assert!(out.content.contains("Add dark mode"), "{}", out.content);
+    let out = SubmitPlan
+        .execute(&json!({ "path": "missing.md" }), &ctx)
+        .await;
+    assert!(
+        out.is_error && out.content.contains("missing.md"),
+        "{out:?}"
+    );
+}
