@@ -516,7 +516,7 @@ mod tests {
             origin: "f.toml",
             text: "a = 1\nbé = \"x\"\n",
         };
-        let (loc, snippet) = source.locate(11..14);
+        let (loc, snippet) = source.locate(12..15);
         assert_eq!(loc, Location { line: 2, column: 6 });
         assert_eq!(snippet, "2 | bé = \"x\"\n  |      ^^^");
     }
