@@ -9,6 +9,7 @@ use crate::event::ModeChangeReason;
 use crate::mode::{ModeGraph, ModeId};
 use crate::model::LanguageModel;
 use crate::session::{Session, SessionError, SessionOptions};
+use crate::store::{PendingSummary, SessionStore};
 use crate::tool::submit_plan::{self, SUBMIT_PLAN};
 use crate::tool::{ToolRegistry, ToolSpec};
 
@@ -52,6 +53,8 @@ pub(crate) struct Shared {
     pub(crate) workspace: PathBuf,
     pub(crate) plans_dir: PathBuf,
     pub(crate) max_steps: usize,
+    pub(crate) store: Option<Arc<dyn SessionStore>>,
+    pub(crate) fingerprint: String,
     runtimes: Vec<ModeRuntime>,
 }
 
@@ -68,6 +71,7 @@ pub struct AgentControllerBuilder {
     tools: ToolRegistry,
     workspace: PathBuf,
     max_steps: usize,
+    store: Option<Arc<dyn SessionStore>>,
 }
 
 impl std::fmt::Debug for AgentControllerBuilder {
@@ -101,6 +105,14 @@ impl AgentControllerBuilder {
         self
     }
 
+    /// Persists sessions in `store` at every state change that matters (suspend, decision, mode
+    /// change, run end), so they can be restored in another process
+    /// ([`AgentController::restore_session`]). Without a store, sessions live in memory only.
+    pub fn store(mut self, store: Arc<dyn SessionStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
     /// Checks the config's tool names against the registry and builds the controller: system
     /// prompts and tool specs are built here, once per mode.
     ///
@@ -115,6 +127,7 @@ impl AgentControllerBuilder {
             .ids()
             .map(|id| mode_runtime(&self.graph, &self.tools, id, &plans_dir))
             .collect();
+        let fingerprint = self.graph.fingerprint();
         Ok(AgentController {
             shared: Arc::new(Shared {
                 graph: self.graph,
@@ -123,6 +136,8 @@ impl AgentControllerBuilder {
                 workspace: self.workspace,
                 plans_dir,
                 max_steps: self.max_steps,
+                fingerprint,
+                store: self.store,
                 runtimes,
             }),
         })
@@ -217,6 +232,8 @@ fn mode_runtime(
 /// use std::sync::Arc;
 /// use agent_controller::{AgentController, SessionOptions, config, model::scripted::ScriptedModel};
 ///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let graph = config::parse(
 ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n[[modes]]\nid = \"build\"\ndefault = true\n",
 ///     "modes.toml",
@@ -224,10 +241,11 @@ fn mode_runtime(
 /// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new())).build()?;
 /// let mut session = controller.start_session(SessionOptions::new())?;
 /// assert_eq!(session.mode().id(), "build");
-/// assert!(session.switch_mode("plan")?);
-/// assert!(session.switch_mode("nope").is_err());
+/// assert!(session.switch_mode("plan").await?);
+/// assert!(session.switch_mode("nope").await.is_err());
 /// assert_eq!(session.mode().id(), "plan");
-/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # Ok(())
+/// # }
 /// ```
 #[derive(Clone)]
 pub struct AgentController {
@@ -252,6 +270,7 @@ impl AgentController {
             tools: ToolRegistry::new(),
             workspace: PathBuf::from("."),
             max_steps: DEFAULT_MAX_STEPS,
+            store: None,
         }
     }
 
@@ -304,5 +323,53 @@ impl AgentController {
             mode,
             options.subscribers,
         ))
+    }
+
+    /// The session store, if one is configured.
+    pub fn store(&self) -> Option<&Arc<dyn SessionStore>> {
+        self.shared.store.as_ref()
+    }
+
+    /// Restores a session from the store: its persisted mode is the mode reported and enforced,
+    /// and a pending plan can be decided as if the process had never stopped. `options` supplies
+    /// subscribers (its mode and id are ignored). No `session_started` event is emitted.
+    ///
+    /// When the config changed since the plan was submitted so that its hand-over target is gone
+    /// or different, the plan stays pending and can be rejected, but approving it gives
+    /// [`SessionError::ConfigChanged`].
+    ///
+    /// # Errors
+    /// [`SessionError::NoStore`], [`SessionError::UnknownSession`], [`SessionError::Store`] (an
+    /// unreadable record), [`SessionError::ConfigChanged`] when the persisted current mode no
+    /// longer exists.
+    pub async fn restore_session(
+        &self,
+        id: &str,
+        options: SessionOptions,
+    ) -> Result<Session, SessionError> {
+        let store = self.shared.store.as_ref().ok_or(SessionError::NoStore)?;
+        let record = store
+            .load(id)
+            .await?
+            .ok_or_else(|| SessionError::UnknownSession(id.to_owned()))?;
+        Session::from_record(self.shared.clone(), record, options.subscribers)
+    }
+
+    /// Every pending decision in the store, oldest first.
+    ///
+    /// # Errors
+    /// [`SessionError::NoStore`], [`SessionError::Store`].
+    pub async fn list_pending(&self) -> Result<Vec<PendingSummary>, SessionError> {
+        let store = self.shared.store.as_ref().ok_or(SessionError::NoStore)?;
+        Ok(store.list_pending().await?)
+    }
+
+    /// Deletes a session from the store; returns whether it existed.
+    ///
+    /// # Errors
+    /// [`SessionError::NoStore`], [`SessionError::Store`].
+    pub async fn delete_session(&self, id: &str) -> Result<bool, SessionError> {
+        let store = self.shared.store.as_ref().ok_or(SessionError::NoStore)?;
+        Ok(store.delete(id).await?)
     }
 }

@@ -64,6 +64,7 @@ pub mod mode;
 pub mod model;
 pub mod run;
 pub mod session;
+pub mod store;
 pub mod tool;
 
 pub use crate::config::{ConfigError, ConfigErrorKind};

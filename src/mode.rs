@@ -240,6 +240,39 @@ impl ModeGraph {
         &self.plans_dir
     }
 
+    /// A SHA-256 (hex) over what decides behaviour: each mode's id, instructions, `transitionsTo`
+    /// and `availableTools`, the default mode and the plans directory (names, descriptions and
+    /// metadata do not count). Persisted sessions carry it so a restore can tell a changed config.
+    pub fn fingerprint(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut hash = Sha256::new();
+        let mut field = |bytes: &[u8]| {
+            hash.update((bytes.len() as u64).to_le_bytes());
+            hash.update(bytes);
+        };
+        field(self.default_mode().id().as_bytes());
+        field(self.plans_dir.to_string_lossy().as_bytes());
+        for mode in &self.modes {
+            field(mode.id.as_bytes());
+            field(mode.instructions.as_bytes());
+            field(
+                mode.transitions_to
+                    .map_or("", |t| self.mode(t).id())
+                    .as_bytes(),
+            );
+            match &mode.available_tools {
+                None => field(b"*"),
+                Some(tools) => {
+                    field(&(tools.len() as u64).to_le_bytes());
+                    for tool in tools {
+                        field(tool.as_bytes());
+                    }
+                }
+            }
+        }
+        crate::tool::submit_plan::hex(&hash.finalize())
+    }
+
     /// Checks every `availableTools` name against the tools a controller has; `submit_plan` is
     /// always known.
     ///

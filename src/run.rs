@@ -192,6 +192,8 @@ pub struct PendingDecision {
     pub(crate) tool_call_id: String,
     pub(crate) target: ModeId,
     pub(crate) payload: SuspendPayload,
+    /// Why approval is impossible after a restore under a changed config (`None`: it is fine).
+    pub(crate) stale: Option<String>,
 }
 
 impl PendingDecision {
@@ -214,6 +216,12 @@ impl PendingDecision {
     pub fn payload(&self) -> &SuspendPayload {
         &self.payload
     }
+
+    /// Why this plan can no longer be approved (the config changed since it was submitted so
+    /// that its hand-over target is gone or different), or `None`. It can still be rejected.
+    pub fn stale_reason(&self) -> Option<&str> {
+        self.stale.as_deref()
+    }
 }
 
 /// The not-approved tool result for a suspension cancelled for `reason`.
@@ -229,7 +237,7 @@ fn cancelled_result(reason: CancelReason) -> &'static str {
 
 impl Session {
     /// Starts a run: appends the user message and drives the loop.
-    pub(crate) async fn start_run(&mut self, text: String) -> RunOutcome {
+    pub(crate) async fn start_run(&mut self, text: String) -> Result<RunOutcome, SessionError> {
         self.counter += 1;
         let run_id: Arc<str> = Arc::from(format!("run_{}", self.counter));
         self.run = Some((run_id.clone(), RunState::Running));
@@ -243,7 +251,7 @@ impl Session {
     }
 
     /// Cancels a pending decision as *not approved*: the model gets a result saying so, the run
-    /// ends as aborted, the mode stays.
+    /// ends as aborted, the mode stays. Callers persist the change.
     pub(crate) fn cancel_pending(&mut self, reason: CancelReason) -> bool {
         let Some(pending) = self.pending.take() else {
             return false;
@@ -313,6 +321,9 @@ impl Session {
                 given: given.clone(),
             });
         }
+        if let (DecisionAction::Approved, Some(reason)) = (decision.action, &pending.stale) {
+            return Err(SessionError::ConfigChanged(reason.clone()));
+        }
         Ok(())
     }
 
@@ -323,23 +334,22 @@ impl Session {
             .is_some_and(|n| n >= 1 && n <= self.counter)
     }
 
-    /// Applies a checked decision and carries the run on.
-    pub(crate) async fn apply_decision(&mut self, decision: Decision) -> RunOutcome {
+    /// Applies a checked decision, persists it (compare-and-swap), then carries the run on.
+    /// When the save fails nothing has changed: the run is still suspended.
+    pub(crate) async fn apply_decision(
+        &mut self,
+        decision: Decision,
+    ) -> Result<RunOutcome, SessionError> {
+        let checkpoint = self.begin();
         let Some(pending) = self.pending.take() else {
-            // check_decision ran first; keep the state machine total anyway.
-            let run_id = self
-                .run
-                .as_ref()
-                .map_or_else(|| Arc::from(""), |(r, _)| r.clone());
-            return RunOutcome::Failed {
-                run_id,
-                message: "no plan is pending".to_owned(),
-            };
+            self.rollback(checkpoint);
+            return Err(SessionError::NotSuspended(String::new()));
         };
         let run_id = pending.run_id.clone();
         self.last_decided = Some((pending.run_id.clone(), pending.tool_call_id.clone()));
         self.run = Some((run_id.clone(), RunState::Running));
-        let result = match (decision.action, decision.feedback()) {
+        let feedback = decision.feedback();
+        let result = match (decision.action, feedback) {
             (DecisionAction::Approved, _) => APPROVED_RESULT.to_owned(),
             (DecisionAction::Rejected, Some(feedback)) => {
                 submit_plan::rejected_with_feedback(feedback)
@@ -352,20 +362,26 @@ impl Session {
             SUBMIT_PLAN,
             ToolOutput::ok(result),
         );
-        match (decision.action, decision.feedback()) {
-            (DecisionAction::Approved, _) => {
-                // The switch happens before any model call in the new mode.
-                self.set_mode(pending.target, ModeChangeReason::PlanApproved);
-                self.drive(run_id).await
-            }
-            (DecisionAction::Rejected, Some(_)) => self.drive(run_id).await,
-            (DecisionAction::Rejected, None) => {
-                self.end_run(run_id, RunState::Completed, String::new())
-            }
+        let ends_run = decision.action == DecisionAction::Rejected && feedback.is_none();
+        if decision.action == DecisionAction::Approved {
+            // The switch happens before any model call in the new mode.
+            self.set_mode(pending.target, ModeChangeReason::PlanApproved);
         }
+        if ends_run {
+            self.close_run(&run_id, RunState::Completed, None);
+        }
+        self.commit(checkpoint).await?;
+        if ends_run {
+            return Ok(RunOutcome::Completed {
+                run_id,
+                text: String::new(),
+            });
+        }
+        self.drive(run_id).await
     }
 
-    fn end_run(&mut self, run_id: Arc<str>, state: RunState, text: String) -> RunOutcome {
+    /// Marks the run ended and emits `error` (for failures) and `agent_end`.
+    fn close_run(&mut self, run_id: &Arc<str>, state: RunState, error: Option<&str>) {
         self.run = Some((run_id.clone(), state));
         let reason = match state {
             RunState::Failed => EndReason::Error,
@@ -373,22 +389,36 @@ impl Session {
             RunState::Suspended => EndReason::Suspended,
             RunState::Running | RunState::Completed => EndReason::Complete,
         };
-        if state == RunState::Failed {
+        if let Some(message) = error {
             self.emit(Event::Error {
-                message: text.clone(),
+                message: message.to_owned(),
             });
         }
         self.emit(Event::AgentEnd {
             run_id: run_id.clone(),
             reason,
         });
-        match state {
-            RunState::Failed => RunOutcome::Failed {
+    }
+
+    /// Ends the run (completed or failed) and persists the session.
+    async fn end_run(
+        &mut self,
+        run_id: Arc<str>,
+        state: RunState,
+        text: String,
+    ) -> Result<RunOutcome, SessionError> {
+        let checkpoint = self.begin();
+        let failed = state == RunState::Failed;
+        self.close_run(&run_id, state, failed.then_some(text.as_str()));
+        self.commit(checkpoint).await?;
+        Ok(if failed {
+            RunOutcome::Failed {
                 run_id,
                 message: text,
-            },
-            _ => RunOutcome::Completed { run_id, text },
-        }
+            }
+        } else {
+            RunOutcome::Completed { run_id, text }
+        })
     }
 
     fn finish_tool(&mut self, run_id: &Arc<str>, call_id: &str, name: &str, output: ToolOutput) {
@@ -408,7 +438,7 @@ impl Session {
     }
 
     /// The loop: call the model in the current mode, run its tool calls, repeat.
-    async fn drive(&mut self, run_id: Arc<str>) -> RunOutcome {
+    async fn drive(&mut self, run_id: Arc<str>) -> Result<RunOutcome, SessionError> {
         let shared = self.shared.clone();
         let mut steps = 0usize;
         loop {
@@ -417,7 +447,7 @@ impl Session {
                     "the run exceeded its limit of {} model calls",
                     shared.max_steps
                 );
-                return self.end_run(run_id, RunState::Failed, message);
+                return self.end_run(run_id, RunState::Failed, message).await;
             }
             steps += 1;
             let mode = self.mode;
@@ -431,7 +461,7 @@ impl Session {
             };
             let response = match shared.model.generate(request).await {
                 Ok(r) => r,
-                Err(e) => return self.end_run(run_id, RunState::Failed, e.to_string()),
+                Err(e) => return self.end_run(run_id, RunState::Failed, e.to_string()).await,
             };
             if !response.text.is_empty() {
                 self.emit(Event::AssistantMessage {
@@ -440,29 +470,32 @@ impl Session {
                 });
             }
             let calls = response.tool_calls;
+            if calls.is_empty() {
+                self.messages.push(Message::Assistant {
+                    content: response.text.clone(),
+                    tool_calls: Vec::new(),
+                });
+                return self
+                    .end_run(run_id, RunState::Completed, response.text)
+                    .await;
+            }
             self.messages.push(Message::Assistant {
                 content: response.text,
                 tool_calls: calls.clone(),
             });
-            if calls.is_empty() {
-                let text = match self.messages.last() {
-                    Some(Message::Assistant { content, .. }) => content.clone(),
-                    _ => String::new(),
-                };
-                return self.end_run(run_id, RunState::Completed, text);
-            }
             if let Some(outcome) = self.run_tool_calls(&run_id, calls).await {
                 return outcome;
             }
         }
     }
 
-    /// Runs one step's tool calls in order; returns `Some` when the run suspends.
+    /// Runs one step's tool calls in order; returns `Some` when the run suspends (or its
+    /// suspension could not be saved).
     async fn run_tool_calls(
         &mut self,
         run_id: &Arc<str>,
         calls: Vec<ToolCall>,
-    ) -> Option<RunOutcome> {
+    ) -> Option<Result<RunOutcome, SessionError>> {
         let shared = self.shared.clone();
         let mut calls = calls.into_iter();
         while let Some(call) = calls.next() {
@@ -501,7 +534,7 @@ impl Session {
                             );
                             self.finish_tool(run_id, &rest.id, &rest.name, output);
                         }
-                        return Some(self.suspend(run_id.clone(), call.id, submission));
+                        return Some(self.suspend(run_id.clone(), call.id, submission).await);
                     }
                     Err(e) => {
                         self.finish_tool(
@@ -530,12 +563,16 @@ impl Session {
         None
     }
 
-    fn suspend(
+    /// Suspends the run on `submit_plan` and persists the pending decision. If it cannot be
+    /// saved, the plan is refused to the model and the run fails: a suspension that a restart
+    /// would lose is never reported as pending.
+    async fn suspend(
         &mut self,
         run_id: Arc<str>,
         tool_call_id: String,
         submission: PlanSubmission,
-    ) -> RunOutcome {
+    ) -> Result<RunOutcome, SessionError> {
+        let checkpoint = self.begin();
         // The hand-over target is fixed now, at submit time.
         let target = self.shared.graph.approval_target(self.mode);
         let payload = SuspendPayload {
@@ -547,22 +584,31 @@ impl Session {
             tool_call_id: tool_call_id.clone(),
             target,
             payload: payload.clone(),
+            stale: None,
         });
-        self.run = Some((run_id.clone(), RunState::Suspended));
         self.emit(Event::ToolSuspended {
             run_id: run_id.clone(),
             tool_call_id: tool_call_id.clone(),
             tool_name: SUBMIT_PLAN.to_owned(),
             suspend_payload: payload.clone(),
         });
-        self.emit(Event::AgentEnd {
-            run_id: run_id.clone(),
-            reason: EndReason::Suspended,
-        });
-        RunOutcome::Suspended {
+        self.close_run(&run_id, RunState::Suspended, None);
+        if let Err(err) = self.commit(checkpoint).await {
+            let output =
+                ToolOutput::error(format!("The plan could not be saved for review: {err}"));
+            self.finish_tool(&run_id, &tool_call_id, SUBMIT_PLAN, output);
+            return match self
+                .end_run(run_id, RunState::Failed, err.to_string())
+                .await
+            {
+                Ok(_) => Err(err),
+                Err(second) => Err(second),
+            };
+        }
+        Ok(RunOutcome::Suspended {
             run_id,
             tool_call_id,
             payload,
-        }
+        })
     }
 }

@@ -10,6 +10,20 @@ use crate::event::{CancelReason, Event, ModeChangeReason, Subscriber};
 use crate::mode::{Mode, ModeId};
 use crate::model::Message;
 use crate::run::{Decision, PendingDecision, RunOutcome, RunState};
+use crate::store::{
+    DecidedRecord, PendingRecord, RunRecord, SCHEMA_VERSION, SessionRecord, StoreError,
+};
+use crate::tool::SUBMIT_PLAN;
+
+/// The state a failed save rolls back to; taken only when a store is configured.
+pub(crate) struct Checkpoint {
+    mode: ModeId,
+    messages: usize,
+    counter: u64,
+    run: Option<(Arc<str>, RunState)>,
+    pending: Option<PendingDecision>,
+    last_decided: Option<(Arc<str>, String)>,
+}
 
 /// Errors from session operations. Each leaves the session exactly as it was: a suspended run
 /// stays suspended and can still be decided.
@@ -49,6 +63,27 @@ pub enum SessionError {
     /// The resume data is not `{ action: "approved" | "rejected", feedback?, sha256? }`.
     #[error("malformed resume data: {0}")]
     MalformedDecision(String),
+    /// The plan cannot be approved: the config changed since it was submitted so that its
+    /// hand-over target is gone or different. It can still be rejected.
+    #[error("the plan cannot be approved: {0}")]
+    ConfigChanged(String),
+    /// The session store failed or another writer changed the session first
+    /// ([`StoreError::Conflict`]); nothing changed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The controller has no session store, so sessions cannot be restored.
+    #[error("the controller has no session store")]
+    NoStore,
+    /// The store has no session with this id.
+    #[error("unknown session `{0}`")]
+    UnknownSession(String),
+}
+
+impl SessionError {
+    /// Whether another writer decided or changed the session first (a lost race).
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, SessionError::Store(StoreError::Conflict { .. }))
+    }
 }
 
 /// Options for [`crate::AgentController::start_session`].
@@ -108,6 +143,11 @@ pub struct Session {
     pub(crate) pending: Option<PendingDecision>,
     pub(crate) last_decided: Option<(Arc<str>, String)>,
     pub(crate) subscribers: Vec<Subscriber>,
+    /// The store version this session last saved or loaded (0: never saved).
+    pub(crate) version: u64,
+    /// Events of a state change held back until the change is saved.
+    outbox: Vec<Event>,
+    in_change: bool,
 }
 
 impl std::fmt::Debug for Session {
@@ -138,12 +178,69 @@ impl Session {
             pending: None,
             last_decided: None,
             subscribers,
+            version: 0,
+            outbox: Vec::new(),
+            in_change: false,
         };
         session.emit(Event::SessionStarted {
             session_id: session.id.clone(),
             mode_id: session.mode_arc(),
         });
         session
+    }
+
+    /// Rebuilds a session from a stored record under the current config.
+    pub(crate) fn from_record(
+        shared: Arc<Shared>,
+        record: SessionRecord,
+        subscribers: Vec<Subscriber>,
+    ) -> Result<Self, SessionError> {
+        let graph = &shared.graph;
+        let mode = graph.get(&record.mode_id).ok_or_else(|| {
+            SessionError::ConfigChanged(format!(
+                "session `{}` was in mode `{}`, which the config no longer has",
+                record.session_id, record.mode_id
+            ))
+        })?;
+        let changed = record.config_fingerprint != shared.fingerprint;
+        let pending = record.pending.map(|p| {
+            let wanted = p.suspend_payload.target_mode_id.clone();
+            let (target, stale) = match graph.get(&wanted) {
+                None => (mode, Some(format!("its hand-over target `{wanted}` no longer exists in the config"))),
+                Some(t) if changed && graph.approval_target(mode) != t => (
+                    t,
+                    Some(format!(
+                        "the config now hands plans from `{}` over to `{}`, not `{wanted}` as when it was submitted",
+                        record.mode_id,
+                        graph.mode(graph.approval_target(mode)).id()
+                    )),
+                ),
+                Some(t) => (t, None),
+            };
+            PendingDecision {
+                run_id: Arc::from(p.run_id),
+                tool_call_id: p.tool_call_id,
+                target,
+                payload: p.suspend_payload,
+                stale,
+            }
+        });
+        Ok(Self {
+            id: Arc::from(record.session_id),
+            mode,
+            messages: record.messages,
+            counter: record.run_counter,
+            run: record.run.map(|r| (Arc::from(r.run_id), r.state)),
+            pending,
+            last_decided: record
+                .last_decided
+                .map(|d| (Arc::from(d.run_id), d.tool_call_id)),
+            subscribers,
+            version: record.version,
+            outbox: Vec::new(),
+            in_change: false,
+            shared,
+        })
     }
 
     /// The session id.
@@ -186,9 +283,101 @@ impl Session {
     }
 
     pub(crate) fn emit(&mut self, event: Event) {
+        if self.in_change {
+            self.outbox.push(event);
+            return;
+        }
         for subscriber in &mut self.subscribers {
             subscriber(&event);
         }
+    }
+
+    /// Starts a state change: its events are held back until [`Session::commit`] saves it.
+    pub(crate) fn begin(&mut self) -> Option<Checkpoint> {
+        self.in_change = true;
+        self.shared.store.as_ref().map(|_| Checkpoint {
+            mode: self.mode,
+            messages: self.messages.len(),
+            counter: self.counter,
+            run: self.run.clone(),
+            pending: self.pending.clone(),
+            last_decided: self.last_decided.clone(),
+        })
+    }
+
+    /// Restores the state of `checkpoint` and drops the held-back events.
+    pub(crate) fn rollback(&mut self, checkpoint: Option<Checkpoint>) {
+        self.in_change = false;
+        self.outbox.clear();
+        if let Some(cp) = checkpoint {
+            self.mode = cp.mode;
+            self.messages.truncate(cp.messages);
+            self.counter = cp.counter;
+            self.run = cp.run;
+            self.pending = cp.pending;
+            self.last_decided = cp.last_decided;
+        }
+    }
+
+    /// Saves the state change (compare-and-swap on the version) and then delivers its events;
+    /// when the save fails, rolls back and delivers nothing.
+    pub(crate) async fn commit(
+        &mut self,
+        checkpoint: Option<Checkpoint>,
+    ) -> Result<(), SessionError> {
+        if let Some(store) = self.shared.store.clone() {
+            let record = self.record();
+            let expected = (self.version > 0).then_some(self.version);
+            if let Err(err) = store.save(&record, expected).await {
+                self.rollback(checkpoint);
+                return Err(SessionError::Store(err));
+            }
+            self.version = record.version;
+        }
+        self.in_change = false;
+        let mut events = std::mem::take(&mut self.outbox);
+        for event in events.drain(..) {
+            self.emit(event);
+        }
+        // Keep the buffer's allocation for the next change.
+        self.outbox = events;
+        Ok(())
+    }
+
+    /// The session as a store record, with the next version number.
+    pub fn record(&self) -> SessionRecord {
+        SessionRecord {
+            schema_version: SCHEMA_VERSION,
+            session_id: self.id.to_string(),
+            version: self.version + 1,
+            config_fingerprint: self.shared.fingerprint.clone(),
+            mode_id: self.mode().id().to_owned(),
+            messages: self.messages.clone(),
+            run_counter: self.counter,
+            run: self.run.as_ref().map(|(run_id, state)| RunRecord {
+                run_id: run_id.to_string(),
+                state: *state,
+            }),
+            pending: self.pending.as_ref().map(|p| PendingRecord {
+                run_id: p.run_id.to_string(),
+                tool_call_id: p.tool_call_id.clone(),
+                tool_name: SUBMIT_PLAN.to_owned(),
+                suspend_payload: p.payload.clone(),
+            }),
+            last_decided: self
+                .last_decided
+                .as_ref()
+                .map(|(run_id, call)| DecidedRecord {
+                    run_id: run_id.to_string(),
+                    tool_call_id: call.clone(),
+                }),
+            updated_at: crate::store::now_secs(),
+        }
+    }
+
+    /// The store version this session last saved or was restored at (0: never saved).
+    pub fn version(&self) -> u64 {
+        self.version
     }
 
     /// Sends a user message and runs until the model is done or a plan suspends the run.
@@ -197,13 +386,18 @@ impl Session {
     /// cancelled (`tool_suspension_cancelled`, the old run ends `aborted`) and the mode stays.
     ///
     /// # Errors
-    /// None today; the `Result` leaves room for stores that can fail.
+    /// [`SessionError::Store`] when a store is configured and a save fails (including a
+    /// [`StoreError::Conflict`] when another writer changed the session first).
     pub async fn send_message(
         &mut self,
         text: impl Into<String>,
     ) -> Result<RunOutcome, SessionError> {
-        self.cancel_pending(CancelReason::UserMessage);
-        Ok(self.start_run(text.into()).await)
+        if self.pending.is_some() {
+            let checkpoint = self.begin();
+            self.cancel_pending(CancelReason::UserMessage);
+            self.commit(checkpoint).await?;
+        }
+        self.start_run(text.into()).await
     }
 
     /// Decides the pending plan of `run_id` / `tool_call_id` and carries the run on.
@@ -216,8 +410,12 @@ impl Session {
     ///
     /// # Errors
     /// [`SessionError::UnknownRun`], [`SessionError::NotSuspended`],
-    /// [`SessionError::UnknownToolCall`], [`SessionError::AlreadyDecided`] and
-    /// [`SessionError::Sha256Mismatch`]; on error nothing changes.
+    /// [`SessionError::UnknownToolCall`], [`SessionError::AlreadyDecided`],
+    /// [`SessionError::Sha256Mismatch`], [`SessionError::ConfigChanged`] (approval after a restore
+    /// under a config whose target is gone or different), and [`SessionError::Store`] when the
+    /// decision cannot be saved or another decider won the race; in all these cases nothing
+    /// changes. A store failure later in the run (after the decision was saved) is also
+    /// [`SessionError::Store`].
     pub async fn resume(
         &mut self,
         run_id: &str,
@@ -225,7 +423,7 @@ impl Session {
         decision: Decision,
     ) -> Result<RunOutcome, SessionError> {
         self.check_decision(run_id, tool_call_id, &decision)?;
-        Ok(self.apply_decision(decision).await)
+        self.apply_decision(decision).await
     }
 
     /// Like [`Session::resume`] with resume data as JSON (`{"action": "approved"}`, ...).
@@ -245,8 +443,17 @@ impl Session {
 
     /// Aborts a suspended run: the plan counts as *not approved*, the mode stays. Returns whether
     /// there was a pending plan to abort.
-    pub fn abort(&mut self) -> bool {
-        self.cancel_pending(CancelReason::Aborted)
+    ///
+    /// # Errors
+    /// [`SessionError::Store`] when the change cannot be saved; nothing changes.
+    pub async fn abort(&mut self) -> Result<bool, SessionError> {
+        if self.pending.is_none() {
+            return Ok(false);
+        }
+        let checkpoint = self.begin();
+        self.cancel_pending(CancelReason::Aborted);
+        self.commit(checkpoint).await?;
+        Ok(true)
     }
 
     /// Switches to mode `id` by hand; returns whether the mode changed.
@@ -255,8 +462,9 @@ impl Session {
     /// event. A pending plan is cancelled first (`tool_suspension_cancelled`, not approved).
     ///
     /// # Errors
-    /// [`SessionError::UnknownMode`] when no mode has this id; nothing changes.
-    pub fn switch_mode(&mut self, id: &str) -> Result<bool, SessionError> {
+    /// [`SessionError::UnknownMode`] when no mode has this id, [`SessionError::Store`] when the
+    /// change cannot be saved; nothing changes.
+    pub async fn switch_mode(&mut self, id: &str) -> Result<bool, SessionError> {
         let target = self
             .shared
             .graph
@@ -265,8 +473,11 @@ impl Session {
         if target == self.mode {
             return Ok(false);
         }
+        let checkpoint = self.begin();
         self.cancel_pending(CancelReason::ModeSwitch);
-        Ok(self.set_mode(target, ModeChangeReason::Manual))
+        self.set_mode(target, ModeChangeReason::Manual);
+        self.commit(checkpoint).await?;
+        Ok(true)
     }
 
     /// Moves to `target`, emitting `mode_changed` and telling the model; no-op for the same mode.

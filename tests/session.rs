@@ -89,7 +89,7 @@ async fn manual_switch_emits_mode_changed_and_unknown_or_same_mode_change_nothin
         .start_session(recorder.options())
         .expect("session");
     recorder.take();
-    assert_eq!(session.switch_mode("plan"), Ok(true));
+    assert_eq!(session.switch_mode("plan").await, Ok(true));
     assert_eq!(
         recorder.take(),
         vec![Event::ModeChanged {
@@ -98,9 +98,9 @@ async fn manual_switch_emits_mode_changed_and_unknown_or_same_mode_change_nothin
             reason: ModeChangeReason::Manual
         }]
     );
-    assert_eq!(session.switch_mode("plan"), Ok(false));
+    assert_eq!(session.switch_mode("plan").await, Ok(false));
     assert_eq!(
-        session.switch_mode("biuld"),
+        session.switch_mode("biuld").await,
         Err(SessionError::UnknownMode("biuld".into()))
     );
     assert!(
@@ -341,7 +341,7 @@ async fn abort_while_suspended_is_not_approved() {
     let ws = Workspace::new();
     let (mut session, _, recorder, run_id, call_id) = suspended(&ws, vec![]).await;
     recorder.take();
-    assert!(session.abort());
+    assert_eq!(session.abort().await, Ok(true));
     assert_eq!(session.mode().id(), "plan");
     assert_eq!(
         recorder.take(),
@@ -358,7 +358,7 @@ async fn abort_while_suspended_is_not_approved() {
             },
         ]
     );
-    assert!(!session.abort(), "nothing left to abort");
+    assert_eq!(session.abort().await, Ok(false), "nothing left to abort");
     let err = session
         .resume(&run_id, &call_id, Decision::approve())
         .await
@@ -422,7 +422,7 @@ async fn a_manual_switch_while_pending_cancels_the_suspension_first() {
     let ws = Workspace::new();
     let (mut session, _, recorder, _, _) = suspended(&ws, vec![]).await;
     recorder.take();
-    assert_eq!(session.switch_mode("build"), Ok(true));
+    assert_eq!(session.switch_mode("build").await, Ok(true));
     assert_eq!(
         kinds(&recorder.take()),
         ["tool_suspension_cancelled", "agent_end", "mode_changed"]

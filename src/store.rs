@@ -1,0 +1,277 @@
+//! Durable sessions: the [`SessionStore`] trait, the persisted [`SessionRecord`], and backends
+//! ([`MemoryStore`], [`FileStore`], and `SqliteStore` behind the `sqlite` feature).
+//!
+//! Every save is a compare-and-swap on the record's `version`: a save names the version it read,
+//! and fails with [`StoreError::Conflict`] if another writer saved in between. Two deciders racing
+//! on one pending plan therefore cannot both win, and no lock is held across an `await`.
+
+pub mod file;
+pub mod memory;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+pub use self::file::FileStore;
+pub use self::memory::MemoryStore;
+#[cfg(feature = "sqlite")]
+pub use self::sqlite::SqliteStore;
+
+use crate::event::SuspendPayload;
+use crate::model::Message;
+use crate::run::RunState;
+
+/// The record layout version written by this crate; records of another version are refused.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Everything a session needs to continue in another process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionRecord {
+    /// Layout version ([`SCHEMA_VERSION`]).
+    pub schema_version: u32,
+    /// The session id.
+    pub session_id: String,
+    /// Compare-and-swap version: 1 for the first save, +1 for each later save.
+    pub version: u64,
+    /// Fingerprint of the mode config the session ran under (see
+    /// [`crate::ModeGraph::fingerprint`]).
+    pub config_fingerprint: String,
+    /// The current mode id.
+    pub mode_id: String,
+    /// The conversation.
+    pub messages: Vec<Message>,
+    /// How many runs were started (run ids are `run_1`, `run_2`, ...).
+    pub run_counter: u64,
+    /// The latest run and its state.
+    pub run: Option<RunRecord>,
+    /// The plan waiting for a decision.
+    pub pending: Option<PendingRecord>,
+    /// The last decided (or cancelled) tool call, so a second decision is recognised.
+    pub last_decided: Option<DecidedRecord>,
+    /// When the record was saved, in seconds since the Unix epoch.
+    pub updated_at: u64,
+}
+
+/// The latest run of a [`SessionRecord`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunRecord {
+    /// The run id.
+    pub run_id: String,
+    /// Its state.
+    pub state: RunState,
+}
+
+/// A decided (or cancelled) tool call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DecidedRecord {
+    /// The run id.
+    pub run_id: String,
+    /// The tool call id.
+    pub tool_call_id: String,
+}
+
+/// A suspended `submit_plan` call of a [`SessionRecord`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PendingRecord {
+    /// The suspended run.
+    pub run_id: String,
+    /// The suspended tool call.
+    pub tool_call_id: String,
+    /// The tool name (`submit_plan`).
+    pub tool_name: String,
+    /// The captured plan (path, title, plan, sha256) and the hand-over target fixed at submit time.
+    pub suspend_payload: SuspendPayload,
+}
+
+/// One pending decision, as [`SessionStore::list_pending`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingSummary {
+    /// The session id.
+    pub session_id: String,
+    /// The suspended run.
+    pub run_id: String,
+    /// The suspended tool call.
+    pub tool_call_id: String,
+    /// The mode the plan was submitted in.
+    pub mode_id: String,
+    /// The mode approval hands over to.
+    pub target_mode_id: String,
+    /// The plan's title.
+    pub title: String,
+    /// When the session was last saved (seconds since the Unix epoch).
+    pub updated_at: u64,
+}
+
+impl SessionRecord {
+    /// The pending decision of this record as a summary, if one is pending.
+    pub fn pending_summary(&self) -> Option<PendingSummary> {
+        self.pending.as_ref().map(|p| PendingSummary {
+            session_id: self.session_id.clone(),
+            run_id: p.run_id.clone(),
+            tool_call_id: p.tool_call_id.clone(),
+            mode_id: self.mode_id.clone(),
+            target_mode_id: p.suspend_payload.target_mode_id.to_string(),
+            title: p.suspend_payload.submission.title.clone(),
+            updated_at: self.updated_at,
+        })
+    }
+}
+
+/// Errors from a [`SessionStore`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// Another writer saved the session since it was read: reload and try again.
+    #[error(
+        "session `{session_id}` was changed by another writer (expected version {expected:?}, found {found:?})"
+    )]
+    Conflict {
+        /// The session id.
+        session_id: String,
+        /// The version the save expected (`None`: the session must not exist yet).
+        expected: Option<u64>,
+        /// The version found (`None`: the session does not exist).
+        found: Option<u64>,
+    },
+    /// A stored record cannot be read (corrupt, or of another schema version).
+    #[error("session `{session_id}` cannot be read: {message}")]
+    Corrupt {
+        /// The session id.
+        session_id: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The store itself failed (I/O, database).
+    #[error("session store failed: {0}")]
+    Backend(String),
+    /// A session id that cannot be stored (empty, or with characters other than ASCII letters,
+    /// digits, `-` and `_`).
+    #[error("invalid session id `{0}`: use ASCII letters, digits, `-` and `_`")]
+    InvalidId(String),
+}
+
+/// Where sessions are kept between processes.
+///
+/// Implementations must make [`SessionStore::save`] atomic (a reader sees the old or the new
+/// record, never a mix) and a compare-and-swap on `version`. The same conformance suite
+/// (`tests/store.rs`) runs against every backend.
+#[async_trait]
+pub trait SessionStore: Send + Sync {
+    /// Loads a session; `Ok(None)` when it does not exist.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] for an unreadable record, [`StoreError::Backend`] on I/O failure.
+    async fn load(&self, session_id: &str) -> Result<Option<SessionRecord>, StoreError>;
+
+    /// Saves `record` if the stored version is `expected` (`None`: the session must not exist).
+    /// `record.version` is the new version and must be `expected + 1` (or 1).
+    ///
+    /// # Errors
+    /// [`StoreError::Conflict`] when another writer saved first; [`StoreError::Backend`] on I/O
+    /// failure, in which case the previous record is intact.
+    async fn save(&self, record: &SessionRecord, expected: Option<u64>) -> Result<(), StoreError>;
+
+    /// Deletes a session; returns whether it existed.
+    ///
+    /// # Errors
+    /// [`StoreError::Backend`] on I/O failure.
+    async fn delete(&self, session_id: &str) -> Result<bool, StoreError>;
+
+    /// Every pending decision, oldest first, without reading sessions that have none.
+    ///
+    /// # Errors
+    /// [`StoreError::Backend`] on I/O failure, [`StoreError::Corrupt`] for an unreadable record.
+    async fn list_pending(&self) -> Result<Vec<PendingSummary>, StoreError>;
+
+    /// Deletes sessions with nothing pending that were last saved before `before` (seconds since
+    /// the Unix epoch); returns how many were deleted.
+    ///
+    /// # Errors
+    /// [`StoreError::Backend`] on I/O failure.
+    async fn expire(&self, before: u64) -> Result<usize, StoreError>;
+}
+
+#[async_trait]
+impl<S: SessionStore + ?Sized> SessionStore for Arc<S> {
+    async fn load(&self, session_id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        (**self).load(session_id).await
+    }
+    async fn save(&self, record: &SessionRecord, expected: Option<u64>) -> Result<(), StoreError> {
+        (**self).save(record, expected).await
+    }
+    async fn delete(&self, session_id: &str) -> Result<bool, StoreError> {
+        (**self).delete(session_id).await
+    }
+    async fn list_pending(&self) -> Result<Vec<PendingSummary>, StoreError> {
+        (**self).list_pending().await
+    }
+    async fn expire(&self, before: u64) -> Result<usize, StoreError> {
+        (**self).expire(before).await
+    }
+}
+
+/// Seconds since the Unix epoch, now.
+pub fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Checks a session id before it becomes a file name or key.
+///
+/// # Errors
+/// [`StoreError::InvalidId`] for an empty id or one with characters other than ASCII letters,
+/// digits, `-` and `_`, or longer than 128 bytes.
+pub fn check_session_id(id: &str) -> Result<(), StoreError> {
+    let ok = !id.is_empty()
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::InvalidId(id.to_owned()))
+    }
+}
+
+/// Parses a stored record, checking its schema version.
+pub(crate) fn decode(session_id: &str, bytes: &[u8]) -> Result<SessionRecord, StoreError> {
+    let record: SessionRecord = serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt {
+        session_id: session_id.to_owned(),
+        message: e.to_string(),
+    })?;
+    if record.schema_version != SCHEMA_VERSION {
+        return Err(StoreError::Corrupt {
+            session_id: session_id.to_owned(),
+            message: format!(
+                "schema version {} is not the supported {SCHEMA_VERSION}",
+                record.schema_version
+            ),
+        });
+    }
+    Ok(record)
+}
+
+/// Checks that a save's new version follows the expected one.
+pub(crate) fn check_next_version(
+    record: &SessionRecord,
+    expected: Option<u64>,
+) -> Result<(), StoreError> {
+    if record.version == expected.map_or(1, |v| v + 1) {
+        Ok(())
+    } else {
+        Err(StoreError::Backend(format!(
+            "record version {} does not follow expected version {expected:?}",
+            record.version
+        )))
+    }
+}

@@ -1,0 +1,252 @@
+//! [`FileStore`]: a directory of JSON files, one per session, written atomically.
+//!
+//! Layout: `<id>.json` for a session with nothing pending, `<id>.pending.json` for one with a
+//! pending decision (so [`SessionStore::list_pending`] reads only those), `<id>.lock` for the
+//! short compare-and-swap section. A save writes a temporary file, fsyncs it, renames it into
+//! place and fsyncs the directory: two fsyncs, and a process killed at any moment leaves the old
+//! or the new record, never a torn one. Should a crash leave both names, the higher version wins.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+
+use super::{
+    PendingSummary, SessionRecord, SessionStore, StoreError, check_next_version, check_session_id,
+    decode,
+};
+
+const PENDING_SUFFIX: &str = ".pending.json";
+const PLAIN_SUFFIX: &str = ".json";
+const LOCK_SUFFIX: &str = ".lock";
+const TEMP_PREFIX: &str = ".tmp-";
+
+/// Sessions as JSON files in a directory, safe for several processes at once.
+#[derive(Debug)]
+pub struct FileStore {
+    dir: PathBuf,
+    fsyncs: AtomicU64,
+}
+
+fn backend(context: &str, err: std::io::Error) -> StoreError {
+    StoreError::Backend(format!("{context}: {err}"))
+}
+
+impl FileStore {
+    /// Opens (creating it if needed) the store in `dir`, and removes temporary files that a
+    /// killed writer left more than a minute ago.
+    ///
+    /// # Errors
+    /// [`StoreError::Backend`] when the directory cannot be created or read.
+    pub fn open(dir: impl Into<PathBuf>) -> Result<Self, StoreError> {
+        let dir = dir.into();
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| backend(&format!("create {}", dir.display()), e))?;
+        let store = Self {
+            dir,
+            fsyncs: AtomicU64::new(0),
+        };
+        store.remove_stale_temp_files()?;
+        Ok(store)
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// How many fsyncs this store has issued (files and directory), for benchmarks.
+    pub fn fsyncs(&self) -> u64 {
+        self.fsyncs.load(Ordering::Relaxed)
+    }
+
+    fn path(&self, id: &str, suffix: &str) -> PathBuf {
+        self.dir.join(format!("{id}{suffix}"))
+    }
+
+    fn remove_stale_temp_files(&self) -> Result<(), StoreError> {
+        let entries =
+            std::fs::read_dir(&self.dir).map_err(|e| backend("read store directory", e))?;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if !name.to_string_lossy().starts_with(TEMP_PREFIX) {
+                continue;
+            }
+            let old = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age.as_secs() > 60);
+            if old {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+        Ok(())
+    }
+
+    fn read(&self, id: &str, suffix: &str) -> Result<Option<SessionRecord>, StoreError> {
+        match std::fs::read(self.path(id, suffix)) {
+            Ok(bytes) => decode(id, &bytes).map(Some),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(backend(&format!("read session {id}"), e)),
+        }
+    }
+
+    /// The current record: of the two possible names, the one with the higher version.
+    fn read_current(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        let plain = self.read(id, PLAIN_SUFFIX)?;
+        let pending = self.read(id, PENDING_SUFFIX)?;
+        Ok(match (plain, pending) {
+            (Some(a), Some(b)) => Some(if a.version >= b.version { a } else { b }),
+            (a, b) => a.or(b),
+        })
+    }
+
+    /// Takes the per-session lock for the compare-and-swap section; released on drop.
+    fn lock(&self, id: &str) -> Result<File, StoreError> {
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(self.path(id, LOCK_SUFFIX))
+            .map_err(|e| backend("open lock file", e))?;
+        file.lock().map_err(|e| backend("lock session", e))?;
+        Ok(file)
+    }
+
+    fn sync_dir(&self) -> Result<(), StoreError> {
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| backend("fsync store directory", e))?;
+        self.fsyncs.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn save_sync(&self, record: &SessionRecord, expected: Option<u64>) -> Result<(), StoreError> {
+        let id = record.session_id.as_str();
+        check_session_id(id)?;
+        check_next_version(record, expected)?;
+        let bytes = serde_json::to_vec(record).map_err(|e| StoreError::Backend(e.to_string()))?;
+        let _lock = self.lock(id)?;
+        let found = self.read_current(id)?.map(|r| r.version);
+        if found != expected {
+            return Err(StoreError::Conflict {
+                session_id: id.to_owned(),
+                expected,
+                found,
+            });
+        }
+        let mut temp = tempfile::Builder::new()
+            .prefix(TEMP_PREFIX)
+            .tempfile_in(&self.dir)
+            .map_err(|e| backend("create temporary file", e))?;
+        temp.write_all(&bytes)
+            .map_err(|e| backend("write session", e))?;
+        temp.as_file()
+            .sync_all()
+            .map_err(|e| backend("fsync session", e))?;
+        self.fsyncs.fetch_add(1, Ordering::Relaxed);
+        let (name, other) = if record.pending.is_some() {
+            (PENDING_SUFFIX, PLAIN_SUFFIX)
+        } else {
+            (PLAIN_SUFFIX, PENDING_SUFFIX)
+        };
+        temp.persist(self.path(id, name))
+            .map_err(|e| backend("rename session into place", e.error))?;
+        match std::fs::remove_file(self.path(id, other)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(backend("remove the previous session file", e)),
+        }
+        self.sync_dir()
+    }
+
+    fn delete_sync(&self, id: &str) -> Result<bool, StoreError> {
+        check_session_id(id)?;
+        let lock = self.lock(id)?;
+        let mut existed = false;
+        for suffix in [PLAIN_SUFFIX, PENDING_SUFFIX] {
+            match std::fs::remove_file(self.path(id, suffix)) {
+                Ok(()) => existed = true,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(backend("delete session", e)),
+            }
+        }
+        let _ = std::fs::remove_file(self.path(id, LOCK_SUFFIX));
+        drop(lock);
+        if existed {
+            self.sync_dir()?;
+        }
+        Ok(existed)
+    }
+
+    /// Session ids whose file name ends in `suffix` (and not in the pending suffix, for plain).
+    fn ids_with(&self, suffix: &str) -> Result<Vec<String>, StoreError> {
+        let entries =
+            std::fs::read_dir(&self.dir).map_err(|e| backend("read store directory", e))?;
+        let mut ids = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| backend("read store directory", e))?;
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with(TEMP_PREFIX) {
+                continue;
+            }
+            let id = match suffix {
+                PENDING_SUFFIX => name.strip_suffix(PENDING_SUFFIX),
+                _ if name.ends_with(PENDING_SUFFIX) => None,
+                _ => name.strip_suffix(suffix),
+            };
+            if let Some(id) = id
+                && check_session_id(id).is_ok()
+            {
+                ids.push(id.to_owned());
+            }
+        }
+        ids.sort();
+        Ok(ids)
+    }
+}
+
+#[async_trait]
+impl SessionStore for FileStore {
+    async fn load(&self, session_id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        check_session_id(session_id)?;
+        self.read_current(session_id)
+    }
+
+    async fn save(&self, record: &SessionRecord, expected: Option<u64>) -> Result<(), StoreError> {
+        self.save_sync(record, expected)
+    }
+
+    async fn delete(&self, session_id: &str) -> Result<bool, StoreError> {
+        self.delete_sync(session_id)
+    }
+
+    async fn list_pending(&self) -> Result<Vec<PendingSummary>, StoreError> {
+        let mut pending = Vec::new();
+        for id in self.ids_with(PENDING_SUFFIX)? {
+            if let Some(summary) = self.read_current(&id)?.and_then(|r| r.pending_summary()) {
+                pending.push(summary);
+            }
+        }
+        pending.sort_by(|a, b| (a.updated_at, &a.session_id).cmp(&(b.updated_at, &b.session_id)));
+        Ok(pending)
+    }
+
+    async fn expire(&self, before: u64) -> Result<usize, StoreError> {
+        let mut deleted = 0;
+        for id in self.ids_with(PLAIN_SUFFIX)? {
+            let stale = self
+                .read_current(&id)?
+                .is_some_and(|r| r.pending.is_none() && r.updated_at < before);
+            if stale && self.delete_sync(&id)? {
+                deleted += 1;
+            }
+        }
+        Ok(deleted)
+    }
+}

@@ -1,0 +1,83 @@
+//! [`MemoryStore`]: sessions in a map, for one process (tests, servers without restarts).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+
+use super::{
+    PendingSummary, SessionRecord, SessionStore, StoreError, check_next_version, check_session_id,
+};
+
+/// Sessions in memory, behind a mutex that is never held across an `await`.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    records: Mutex<HashMap<String, SessionRecord>>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many sessions are stored.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether no session is stored.
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, SessionRecord>> {
+        self.records
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[async_trait]
+impl SessionStore for MemoryStore {
+    async fn load(&self, session_id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        Ok(self.lock().get(session_id).cloned())
+    }
+
+    async fn save(&self, record: &SessionRecord, expected: Option<u64>) -> Result<(), StoreError> {
+        check_session_id(&record.session_id)?;
+        check_next_version(record, expected)?;
+        let mut records = self.lock();
+        let found = records.get(&record.session_id).map(|r| r.version);
+        if found != expected {
+            return Err(StoreError::Conflict {
+                session_id: record.session_id.clone(),
+                expected,
+                found,
+            });
+        }
+        records.insert(record.session_id.clone(), record.clone());
+        Ok(())
+    }
+
+    async fn delete(&self, session_id: &str) -> Result<bool, StoreError> {
+        Ok(self.lock().remove(session_id).is_some())
+    }
+
+    async fn list_pending(&self) -> Result<Vec<PendingSummary>, StoreError> {
+        let mut pending: Vec<PendingSummary> = self
+            .lock()
+            .values()
+            .filter_map(SessionRecord::pending_summary)
+            .collect();
+        pending.sort_by(|a, b| (a.updated_at, &a.session_id).cmp(&(b.updated_at, &b.session_id)));
+        Ok(pending)
+    }
+
+    async fn expire(&self, before: u64) -> Result<usize, StoreError> {
+        let mut records = self.lock();
+        let old = records.len();
+        records.retain(|_, r| r.pending.is_some() || r.updated_at >= before);
+        Ok(old - records.len())
+    }
+}

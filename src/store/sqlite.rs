@@ -1,0 +1,174 @@
+//! [`SqliteStore`]: sessions in an SQLite database (bundled SQLite, WAL, `synchronous = FULL`).
+//!
+//! One row per session; the compare-and-swap is an `UPDATE ... WHERE version = ?` (or an
+//! `INSERT` that fails on an existing id) inside one transaction, so several processes can share
+//! the file. Calls run on tokio's blocking pool; the connection mutex is never held across an
+//! `await`.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::{
+    PendingSummary, SessionRecord, SessionStore, StoreError, check_next_version, check_session_id,
+    decode,
+};
+
+/// Sessions in an SQLite database file.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    conn: Arc<Mutex<Connection>>,
+}
+
+fn db(err: rusqlite::Error) -> StoreError {
+    StoreError::Backend(format!("sqlite: {err}"))
+}
+
+impl SqliteStore {
+    /// Opens (creating it if needed) the database at `path`, in WAL mode with full sync.
+    ///
+    /// # Errors
+    /// [`StoreError::Backend`] when the file cannot be opened or the schema created.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let conn = Connection::open(path).map_err(db)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(db)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(db)?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(db)?;
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS sessions (
+                 id TEXT PRIMARY KEY,
+                 version INTEGER NOT NULL,
+                 pending INTEGER NOT NULL,
+                 updated_at INTEGER NOT NULL,
+                 record TEXT NOT NULL
+             );
+             CREATE INDEX IF NOT EXISTS sessions_pending ON sessions (pending) WHERE pending = 1;",
+        )
+        .map_err(db)?;
+        Ok(Self {
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    async fn with<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let conn = self.conn.clone();
+        let work = move || {
+            let mut guard = conn
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            f(&mut guard)
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle)
+                if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::CurrentThread =>
+            {
+                handle
+                    .spawn_blocking(work)
+                    .await
+                    .map_err(|e| StoreError::Backend(format!("sqlite task failed: {e}")))?
+            }
+            _ => work(),
+        }
+    }
+}
+
+#[async_trait]
+impl SessionStore for SqliteStore {
+    async fn load(&self, session_id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        let id = session_id.to_owned();
+        self.with(move |conn| {
+            let text: Option<String> = conn
+                .query_row(
+                    "SELECT record FROM sessions WHERE id = ?1",
+                    params![id],
+                    |row| row.get(0),
+                )
+                .optional()
+                .map_err(db)?;
+            text.map(|t| decode(&id, t.as_bytes())).transpose()
+        })
+        .await
+    }
+
+    async fn save(&self, record: &SessionRecord, expected: Option<u64>) -> Result<(), StoreError> {
+        check_session_id(&record.session_id)?;
+        check_next_version(record, expected)?;
+        let text = serde_json::to_string(record).map_err(|e| StoreError::Backend(e.to_string()))?;
+        let id = record.session_id.clone();
+        let version = record.version as i64;
+        let pending = record.pending.is_some();
+        let updated_at = record.updated_at as i64;
+        self.with(move |conn| {
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(db)?;
+            let found: Option<i64> = tx
+                .query_row("SELECT version FROM sessions WHERE id = ?1", params![id], |row| row.get(0))
+                .optional()
+                .map_err(db)?;
+            let found = found.map(|v| v as u64);
+            if found != expected {
+                return Err(StoreError::Conflict { session_id: id, expected, found });
+            }
+            tx.execute(
+                "INSERT INTO sessions (id, version, pending, updated_at, record) VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT(id) DO UPDATE SET version = ?2, pending = ?3, updated_at = ?4, record = ?5",
+                params![id, version, pending, updated_at, text],
+            )
+            .map_err(db)?;
+            tx.commit().map_err(db)
+        })
+        .await
+    }
+
+    async fn delete(&self, session_id: &str) -> Result<bool, StoreError> {
+        let id = session_id.to_owned();
+        self.with(move |conn| {
+            conn.execute("DELETE FROM sessions WHERE id = ?1", params![id])
+                .map(|n| n > 0)
+                .map_err(db)
+        })
+        .await
+    }
+
+    async fn list_pending(&self) -> Result<Vec<PendingSummary>, StoreError> {
+        self.with(|conn| {
+            let mut stmt = conn
+                .prepare(
+                    "SELECT id, record FROM sessions WHERE pending = 1 ORDER BY updated_at, id",
+                )
+                .map_err(db)?;
+            let rows = stmt
+                .query_map([], |row| {
+                    Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+                })
+                .map_err(db)?;
+            let mut pending = Vec::new();
+            for row in rows {
+                let (id, text) = row.map_err(db)?;
+                if let Some(summary) = decode(&id, text.as_bytes())?.pending_summary() {
+                    pending.push(summary);
+                }
+            }
+            Ok(pending)
+        })
+        .await
+    }
+
+    async fn expire(&self, before: u64) -> Result<usize, StoreError> {
+        self.with(move |conn| {
+            conn.execute(
+                "DELETE FROM sessions WHERE pending = 0 AND updated_at < ?1",
+                params![before as i64],
+            )
+            .map_err(db)
+        })
+        .await
+    }
+}
