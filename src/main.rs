@@ -8,9 +8,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use agent_controller::model::scripted::ScriptedModel;
+use agent_controller::store::open_store;
 use agent_controller::tool::SUBMIT_PLAN;
 use agent_controller::{
-    AgentController, Decision, Event, ModeGraph, RunOutcome, SessionOptions, ToolRegistry, config,
+    AgentController, Decision, Event, ModeGraph, RunOutcome, Session, SessionOptions, ToolRegistry,
+    config,
 };
 use clap::{Args, Parser, Subcommand};
 
@@ -37,6 +39,41 @@ enum Command {
     },
     /// Run one session with the built-in scripted model.
     Run(RunArgs),
+    /// List the plans waiting for a decision in a session store.
+    Pending {
+        /// The store: a directory, or `sqlite:FILE`.
+        #[arg(long)]
+        store: String,
+        /// Print one JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Decide a pending plan from a session store, in a fresh process, and carry the run on.
+    Decide(DecideArgs),
+}
+
+#[derive(Debug, Args)]
+struct DecideArgs {
+    /// The store: a directory, or `sqlite:FILE`.
+    #[arg(long)]
+    store: String,
+    /// The session whose pending plan to decide.
+    session: String,
+    /// The config file.
+    #[arg(long, default_value = DEFAULT_CONFIG)]
+    config: PathBuf,
+    /// The workspace the tools work in.
+    #[arg(long, default_value = ".")]
+    workspace: PathBuf,
+    /// Approve the plan.
+    #[arg(long, conflicts_with = "reject")]
+    approve: bool,
+    /// Reject the plan, with optional feedback.
+    #[arg(long, num_args = 0..=1, default_missing_value = "")]
+    reject: Option<String>,
+    /// Print one JSON event per line on stdout.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -62,6 +99,12 @@ struct RunArgs {
     /// Print one JSON event per line on stdout.
     #[arg(long)]
     json: bool,
+    /// Persist the session in this store (a directory, or `sqlite:FILE`).
+    #[arg(long)]
+    store: Option<String>,
+    /// With --store: stop once a plan is suspended and print the session and run ids.
+    #[arg(long, requires = "store")]
+    detach: bool,
     /// The user's message.
     #[arg(default_value = "Plan the next change")]
     prompt: String,
@@ -72,6 +115,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Check { config } => check(&config),
         Command::Run(args) => run(args),
+        Command::Pending { store, json } => pending(&store, json),
+        Command::Decide(args) => decide(args),
     };
     match result {
         Ok(code) => code,
@@ -196,11 +241,13 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
         Some(path) => ScriptedModel::with_plan_path(path),
         None => ScriptedModel::new(),
     };
-    let controller = AgentController::builder(graph, Arc::new(model))
+    let mut builder = AgentController::builder(graph, Arc::new(model))
         .tools(tools)
-        .workspace(&args.workspace)
-        .build()
-        .map_err(|e| e.to_string())?;
+        .workspace(&args.workspace);
+    if let Some(spec) = &args.store {
+        builder = builder.store(open_store(spec).map_err(|e| e.to_string())?);
+    }
+    let controller = builder.build().map_err(|e| e.to_string())?;
     let json = args.json;
     let mut options = SessionOptions::new().on_event(move |event| print_event(event, json));
     if let Some(mode) = &args.mode {
@@ -209,53 +256,156 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
     let mut session = controller
         .start_session(options)
         .map_err(|e| e.to_string())?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
+    let fixed = fixed_decision(args.approve, args.reject.as_deref());
+    let runtime = runtime()?;
+    runtime.block_on(async {
+        let outcome = session
+            .send_message(args.prompt.clone())
+            .await
+            .map_err(|e| e.to_string())?;
+        let stop_at_suspension = args.detach.then_some(args.store.as_deref()).flatten();
+        decide_until_done(
+            &mut session,
+            outcome,
+            fixed.as_ref(),
+            json,
+            stop_at_suspension,
+        )
+        .await
+    })
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_current_thread()
         .build()
-        .map_err(|e| e.to_string())?;
-    let fixed = if args.approve {
+        .map_err(|e| e.to_string())
+}
+
+fn fixed_decision(approve: bool, reject: Option<&str>) -> Option<Decision> {
+    if approve {
         Some(Decision::approve())
     } else {
-        args.reject.as_deref().map(|f| {
+        reject.map(|f| {
             if f.trim().is_empty() {
                 Decision::reject()
             } else {
                 Decision::reject_with(f)
             }
         })
-    };
+    }
+}
+
+/// Answers suspended plans (with `fixed`, or by asking on stdin) until the run ends; with
+/// `detach_store`, stops at the first suspension and says how to decide it later.
+async fn decide_until_done(
+    session: &mut Session,
+    mut outcome: RunOutcome,
+    fixed: Option<&Decision>,
+    json: bool,
+    detach_store: Option<&str>,
+) -> Result<ExitCode, String> {
     let mut stdin = std::io::stdin().lock();
-    runtime.block_on(async {
-        let mut outcome = session
-            .send_message(args.prompt.clone())
+    while let RunOutcome::Suspended {
+        run_id,
+        tool_call_id,
+        payload,
+    } = &outcome
+    {
+        if let Some(store) = detach_store {
+            if !json {
+                println!(
+                    "suspended: session {} run {run_id} tool call {tool_call_id}",
+                    session.id()
+                );
+            }
+            eprintln!(
+                "decide later with: agent-controller decide --store {store} {} --approve | --reject [FEEDBACK]",
+                session.id()
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        let decision = match fixed {
+            Some(d) => d.clone(),
+            None => ask(
+                &payload.submission.title,
+                &payload.submission.plan,
+                &payload.target_mode_id,
+                &mut stdin,
+            ),
+        };
+        outcome = session
+            .resume(run_id, tool_call_id, decision)
             .await
             .map_err(|e| e.to_string())?;
-        while let RunOutcome::Suspended {
-            run_id,
-            tool_call_id,
-            payload,
-        } = &outcome
-        {
-            let decision = match &fixed {
-                Some(d) => d.clone(),
-                None => ask(
-                    &payload.submission.title,
-                    &payload.submission.plan,
-                    &payload.target_mode_id,
-                    &mut stdin,
-                ),
-            };
-            outcome = session
-                .resume(run_id, tool_call_id, decision)
-                .await
-                .map_err(|e| e.to_string())?;
+    }
+    if !json {
+        println!("mode: {}", session.mode().id());
+    }
+    Ok(match outcome {
+        RunOutcome::Failed { .. } => ExitCode::FAILURE,
+        _ => ExitCode::SUCCESS,
+    })
+}
+
+fn pending(spec: &str, json: bool) -> Result<ExitCode, String> {
+    let store = open_store(spec).map_err(|e| e.to_string())?;
+    let pending = runtime()?
+        .block_on(store.list_pending())
+        .map_err(|e| e.to_string())?;
+    for p in &pending {
+        if json {
+            println!("{}", serde_json::to_string(p).map_err(|e| e.to_string())?);
+        } else {
+            println!(
+                "{}\t{}\t{}\t{} -> {}\t{}",
+                p.session_id, p.run_id, p.tool_call_id, p.mode_id, p.target_mode_id, p.title
+            );
         }
-        if !json {
-            println!("mode: {}", session.mode().id());
-        }
-        Ok(match outcome {
-            RunOutcome::Failed { .. } => ExitCode::FAILURE,
-            _ => ExitCode::SUCCESS,
-        })
+    }
+    if !json && pending.is_empty() {
+        eprintln!("no pending plans");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn decide(args: DecideArgs) -> Result<ExitCode, String> {
+    let (graph, tools) = load(&args.config)?;
+    let store = open_store(&args.store).map_err(|e| e.to_string())?;
+    let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+        .tools(tools)
+        .workspace(&args.workspace)
+        .store(store)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let json = args.json;
+    let fixed = fixed_decision(args.approve, args.reject.as_deref());
+    runtime()?.block_on(async {
+        let options = SessionOptions::new().on_event(move |event| print_event(event, json));
+        let mut session = controller
+            .restore_session(&args.session, options)
+            .await
+            .map_err(|e| e.to_string())?;
+        let Some(pending) = session.pending().cloned() else {
+            return Err(format!("session {} has no pending plan", args.session));
+        };
+        let decision = match &fixed {
+            Some(d) => d.clone(),
+            None => {
+                let plan = &pending.payload().submission;
+                ask(
+                    &plan.title,
+                    &plan.plan,
+                    &pending.payload().target_mode_id,
+                    &mut std::io::stdin().lock(),
+                )
+            }
+        };
+        let outcome = session
+            .resume(pending.run_id(), pending.tool_call_id(), decision)
+            .await
+            .map_err(|e| e.to_string())?;
+        // A plan resubmitted after feedback is a new decision: leave it pending for the next `decide`.
+        decide_until_done(&mut session, outcome, None, json, Some(&args.store)).await
     })
 }
 
