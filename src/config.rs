@@ -157,35 +157,84 @@ impl fmt::Display for ConfigError {
     }
 }
 
-/// The config text together with the label used in error messages.
-#[derive(Debug, Clone, Copy)]
+/// The config text together with the label used in error messages, and an index of its line
+/// starts (built on first use) so that locating a span costs a binary search, not a scan: a
+/// config names thousands of tools, each located for a possible error.
+#[derive(Debug)]
 pub(crate) struct Source<'a> {
     pub(crate) origin: &'a str,
     pub(crate) text: &'a str,
+    line_starts: std::cell::OnceCell<Vec<usize>>,
 }
 
-impl Source<'_> {
+/// Where a span is: its location, the text of its line, and its width in characters.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Position<'a> {
+    pub(crate) location: Location,
+    pub(crate) line_text: &'a str,
+    pub(crate) width: usize,
+}
+
+impl<'a> Source<'a> {
+    pub(crate) fn new(origin: &'a str, text: &'a str) -> Self {
+        Self {
+            origin,
+            text,
+            line_starts: std::cell::OnceCell::new(),
+        }
+    }
+
+    fn line_starts(&self) -> &[usize] {
+        self.line_starts.get_or_init(|| {
+            std::iter::once(0)
+                .chain(self.text.match_indices('\n').map(|(i, _)| i + 1))
+                .collect()
+        })
+    }
+
+    /// The position of a byte span: 1-based line and column (in characters), the line's text
+    /// and the span's width on that line (at least 1).
+    pub(crate) fn position(&self, span: Range<usize>) -> Position<'a> {
+        let text = self.text;
+        let start = floor_char_boundary(text, span.start.min(text.len()));
+        let starts = self.line_starts();
+        // The last line start at or before `start`.
+        let line_index = starts.partition_point(|&s| s <= start).saturating_sub(1);
+        let line_start = starts[line_index];
+        let column = text[line_start..start].chars().count() + 1;
+        let line_end = starts
+            .get(line_index + 1)
+            .map_or(text.len(), |next| next - 1);
+        let line_text = text[line_start..line_end].trim_end_matches('\r');
+        let end = floor_char_boundary(text, span.end.clamp(start, line_end));
+        let width = text[start..end].chars().count().max(1);
+        Position {
+            location: Location {
+                line: line_index + 1,
+                column,
+            },
+            line_text,
+            width,
+        }
+    }
+
     /// Turns a byte span into a location and a two-line snippet (source line, caret line).
     pub(crate) fn locate(&self, span: Range<usize>) -> (Location, String) {
-        let start = floor_char_boundary(self.text, span.start.min(self.text.len()));
-        let line_start = self.text[..start].rfind('\n').map_or(0, |i| i + 1);
-        let line = self.text[..start].matches('\n').count() + 1;
-        let column = self.text[line_start..start].chars().count() + 1;
-        let line_end = self.text[line_start..]
-            .find('\n')
-            .map_or(self.text.len(), |i| line_start + i);
-        let line_text = self.text[line_start..line_end].trim_end_matches('\r');
-        let end = floor_char_boundary(self.text, span.end.clamp(start, line_end));
-        let width = self.text[start..end].chars().count().max(1);
-        let gutter = line.to_string();
-        let snippet = format!(
-            "{gutter} | {line_text}\n{pad} | {caret_pad}{carets}",
-            pad = " ".repeat(gutter.len()),
-            caret_pad = " ".repeat(column - 1),
-            carets = "^".repeat(width),
-        );
-        (Location { line, column }, snippet)
+        let p = self.position(span);
+        (p.location, snippet(p.location, p.line_text, p.width))
     }
+}
+
+/// The two-line snippet of an error: the source line with its number, and carets under the
+/// offending text.
+pub(crate) fn snippet(location: Location, line_text: &str, width: usize) -> String {
+    let gutter = location.line.to_string();
+    format!(
+        "{gutter} | {line_text}\n{pad} | {caret_pad}{carets}",
+        pad = " ".repeat(gutter.len()),
+        caret_pad = " ".repeat(location.column - 1),
+        carets = "^".repeat(width),
+    )
 }
 
 fn floor_char_boundary(text: &str, mut index: usize) -> usize {
@@ -267,10 +316,14 @@ pub fn check(text: &str, origin: &str) -> Vec<ConfigError> {
 }
 
 fn parse_all(text: &str, origin: &str) -> Result<ModeGraph, Vec<ConfigError>> {
-    let source = Source { origin, text };
+    let source = Source::new(origin, text);
     let raw: RawConfig = toml::from_str(text).map_err(|e| vec![syntax_error(&source, &e)])?;
+    validated(raw, &source)
+}
+
+fn validated(raw: RawConfig, source: &Source<'_>) -> Result<ModeGraph, Vec<ConfigError>> {
     let mut errors = Vec::new();
-    let graph = validate(raw, &source, &mut errors);
+    let graph = validate(raw, source, &mut errors);
     match graph {
         Some(graph) if errors.is_empty() => Ok(graph),
         _ => {
@@ -299,6 +352,38 @@ fn is_valid_id(id: &str) -> bool {
         && id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// Shares the strings a config repeats across modes: tool names (every planning mode lists
+/// `submit_plan`) and the text of the line a tool name is on (for its error snippet). Local to one
+/// parse.
+#[derive(Default)]
+struct Interner {
+    names: HashMap<Box<str>, Arc<str>>,
+    line: Option<(usize, Arc<str>)>,
+}
+
+impl Interner {
+    fn intern(&mut self, name: &str) -> Arc<str> {
+        if let Some(shared) = self.names.get(name) {
+            return shared.clone();
+        }
+        let shared: Arc<str> = Arc::from(name);
+        self.names.insert(Box::from(name), shared.clone());
+        shared
+    }
+
+    /// The text of line `number`, shared with the previous call when it asked for the same line.
+    fn line(&mut self, number: usize, text: &str) -> Arc<str> {
+        match &self.line {
+            Some((n, shared)) if *n == number => shared.clone(),
+            _ => {
+                let shared: Arc<str> = Arc::from(text);
+                self.line = Some((number, shared.clone()));
+                shared
+            }
+        }
+    }
 }
 
 fn validate(
@@ -393,6 +478,7 @@ fn validate(
 
     let mut modes = Vec::with_capacity(raw.modes.len());
     let mut tool_refs = Vec::new();
+    let mut interned = Interner::default();
     for (i, mode) in raw.modes.into_iter().enumerate() {
         let this = ModeId::from_index(i);
         let id = mode.id.get_ref();
@@ -422,13 +508,15 @@ fn validate(
                 .into_inner()
                 .into_iter()
                 .map(|name| {
-                    let location = source.locate(name.span());
-                    let name: Arc<str> = Arc::from(name.into_inner());
+                    let position = source.position(name.span());
+                    let name = interned.intern(name.get_ref());
+                    let line_text = interned.line(position.location.line, position.line_text);
                     tool_refs.push(ToolRef {
                         mode: this,
                         name: name.clone(),
-                        location: location.0,
-                        snippet: location.1,
+                        location: position.location,
+                        line_text,
+                        width: position.width,
                     });
                     name
                 })
@@ -448,7 +536,7 @@ fn validate(
                 errors.push(ConfigError::unknown_tool(
                     source.origin,
                     typo.location,
-                    typo.snippet.clone(),
+                    typo.snippet(),
                     format!(
                         "mode `{id}` lists unknown tool `{}` in availableTools: did you mean `{SUBMIT_PLAN}`?",
                         typo.name
@@ -512,10 +600,7 @@ mod tests {
 
     #[test]
     fn locate_reports_line_column_and_caret() {
-        let source = Source {
-            origin: "f.toml",
-            text: "a = 1\nbé = \"x\"\n",
-        };
+        let source = Source::new("f.toml", "a = 1\nbé = \"x\"\n");
         let (loc, snippet) = source.locate(12..15);
         assert_eq!(loc, Location { line: 2, column: 6 });
         assert_eq!(snippet, "2 | bé = \"x\"\n  |      ^^^");

@@ -130,13 +130,21 @@ impl Mode {
     }
 }
 
-/// Where a config names a tool, kept so unknown tool names can be reported at their line.
+/// Where a config names a tool, kept so unknown tool names can be reported at their line. The
+/// snippet is rendered only for an error; the line's text is shared by the names on it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ToolRef {
     pub(crate) mode: ModeId,
     pub(crate) name: Arc<str>,
     pub(crate) location: Location,
-    pub(crate) snippet: String,
+    pub(crate) line_text: Arc<str>,
+    pub(crate) width: usize,
+}
+
+impl ToolRef {
+    pub(crate) fn snippet(&self) -> String {
+        crate::config::snippet(self.location, &self.line_text, self.width)
+    }
 }
 
 /// A validated set of modes: ids are unique, every `transitionsTo` names another existing mode,
@@ -287,7 +295,7 @@ impl ModeGraph {
                 ConfigError::unknown_tool(
                     &self.origin,
                     r.location,
-                    r.snippet.clone(),
+                    r.snippet(),
                     format!(
                         "mode `{}` lists unknown tool `{}` in availableTools",
                         self.mode(r.mode).id,
