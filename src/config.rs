@@ -5,7 +5,7 @@
 //! validation pass turns them into a [`ModeGraph`] and reports graph errors (duplicate ids, unknown
 //! or self targets, conflicting defaults) at the line and column of the offending text.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
 use std::fmt;
 use std::ops::Range;
 use std::path::Path;
@@ -14,8 +14,10 @@ use std::sync::Arc;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::mode::{Mode, ModeGraph, ModeId, ToolRef};
+use crate::mode::{IdMap, Mode, ModeGraph, ModeId, ToolRef};
 use crate::tool::SUBMIT_PLAN;
+
+mod fast;
 
 /// The plans directory used when a config does not set `plansDir`, relative to the workspace.
 pub const DEFAULT_PLANS_DIR: &str = ".agent/plans";
@@ -157,14 +159,24 @@ impl fmt::Display for ConfigError {
     }
 }
 
-/// The config text together with the label used in error messages, and an index of its line
-/// starts (built on first use) so that locating a span costs a binary search, not a scan: a
-/// config names thousands of tools, each located for a possible error.
+/// The config text together with the label used in error messages, and what locating spans
+/// needs: a config names thousands of tools, each located for a possible error, so spans are
+/// located from a cursor that only moves forward (spans come in text order), or, for a span
+/// before the cursor, by binary search in an index of line starts built on first need.
 #[derive(Debug)]
 pub(crate) struct Source<'a> {
     pub(crate) origin: &'a str,
     pub(crate) text: &'a str,
+    cursor: std::cell::Cell<Cursor>,
     line_starts: std::cell::OnceCell<Vec<usize>>,
+}
+
+/// A byte offset with its 0-based line number and the offset where that line starts.
+#[derive(Debug, Clone, Copy, Default)]
+struct Cursor {
+    offset: usize,
+    line: usize,
+    line_start: usize,
 }
 
 /// Where a span is: its location, the text of its line, and its width in characters.
@@ -180,16 +192,42 @@ impl<'a> Source<'a> {
         Self {
             origin,
             text,
+            cursor: std::cell::Cell::new(Cursor::default()),
             line_starts: std::cell::OnceCell::new(),
         }
     }
 
-    fn line_starts(&self) -> &[usize] {
-        self.line_starts.get_or_init(|| {
-            std::iter::once(0)
-                .chain(self.text.match_indices('\n').map(|(i, _)| i + 1))
-                .collect()
-        })
+    /// The line number and line start of byte `offset` (a char boundary).
+    fn line_of(&self, offset: usize) -> Cursor {
+        let cursor = self.cursor.get();
+        let found = if offset >= cursor.offset {
+            let passed = &self.text.as_bytes()[cursor.offset..offset];
+            let newlines = passed.iter().filter(|&&b| b == b'\n').count();
+            let line_start = match passed.iter().rposition(|&b| b == b'\n') {
+                Some(i) => cursor.offset + i + 1,
+                None => cursor.line_start,
+            };
+            let found = Cursor {
+                offset,
+                line: cursor.line + newlines,
+                line_start,
+            };
+            self.cursor.set(found);
+            found
+        } else {
+            let starts = self.line_starts.get_or_init(|| {
+                std::iter::once(0)
+                    .chain(self.text.match_indices('\n').map(|(i, _)| i + 1))
+                    .collect()
+            });
+            let line = starts.partition_point(|&s| s <= offset).saturating_sub(1);
+            Cursor {
+                offset,
+                line,
+                line_start: starts[line],
+            }
+        };
+        found
     }
 
     /// The position of a byte span: 1-based line and column (in characters), the line's text
@@ -197,20 +235,17 @@ impl<'a> Source<'a> {
     pub(crate) fn position(&self, span: Range<usize>) -> Position<'a> {
         let text = self.text;
         let start = floor_char_boundary(text, span.start.min(text.len()));
-        let starts = self.line_starts();
-        // The last line start at or before `start`.
-        let line_index = starts.partition_point(|&s| s <= start).saturating_sub(1);
-        let line_start = starts[line_index];
+        let Cursor {
+            line, line_start, ..
+        } = self.line_of(start);
         let column = text[line_start..start].chars().count() + 1;
-        let line_end = starts
-            .get(line_index + 1)
-            .map_or(text.len(), |next| next - 1);
+        let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
         let line_text = text[line_start..line_end].trim_end_matches('\r');
         let end = floor_char_boundary(text, span.end.clamp(start, line_end));
         let width = text[start..end].chars().count().max(1);
         Position {
             location: Location {
-                line: line_index + 1,
+                line: line + 1,
                 column,
             },
             line_text,
@@ -244,25 +279,28 @@ fn floor_char_boundary(text: &str, mut index: usize) -> usize {
     index
 }
 
+/// The config as read, before validation. Strings that validation only looks up or copies
+/// (ids, targets, tool names) are `Cow`s: the fast reader borrows them from the text, serde owns
+/// them.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct RawConfig {
-    default_mode_id: Option<Spanned<String>>,
+struct RawConfig<'a> {
+    default_mode_id: Option<Spanned<Cow<'a, str>>>,
     plans_dir: Option<String>,
     #[serde(default)]
-    modes: Vec<RawMode>,
+    modes: Vec<RawMode<'a>>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct RawMode {
-    id: Spanned<String>,
+struct RawMode<'a> {
+    id: Spanned<Cow<'a, str>>,
     name: Option<String>,
     description: Option<String>,
     instructions: Option<String>,
     default: Option<Spanned<bool>>,
-    transitions_to: Option<Spanned<String>>,
-    available_tools: Option<Spanned<Vec<Spanned<String>>>>,
+    transitions_to: Option<Spanned<Cow<'a, str>>>,
+    available_tools: Option<Spanned<Vec<Spanned<Cow<'a, str>>>>>,
     default_model_id: Option<String>,
     metadata: Option<toml::Table>,
 }
@@ -317,11 +355,22 @@ pub fn check(text: &str, origin: &str) -> Vec<ConfigError> {
 
 fn parse_all(text: &str, origin: &str) -> Result<ModeGraph, Vec<ConfigError>> {
     let source = Source::new(origin, text);
-    let raw: RawConfig = toml::from_str(text).map_err(|e| vec![syntax_error(&source, &e)])?;
+    let raw = match fast::parse(text) {
+        Some(raw) => raw,
+        None => toml::from_str(text).map_err(|e| vec![syntax_error(&source, &e)])?,
+    };
     validated(raw, &source)
 }
 
-fn validated(raw: RawConfig, source: &Source<'_>) -> Result<ModeGraph, Vec<ConfigError>> {
+/// [`parse`] without the fast reader, to check that both give the same result.
+#[cfg(test)]
+pub(crate) fn parse_with_toml(text: &str, origin: &str) -> Result<ModeGraph, ConfigError> {
+    let source = Source::new(origin, text);
+    let raw: RawConfig<'_> = toml::from_str(text).map_err(|e| syntax_error(&source, &e))?;
+    validated(raw, &source).map_err(|mut errors| errors.swap_remove(0))
+}
+
+fn validated(raw: RawConfig<'_>, source: &Source<'_>) -> Result<ModeGraph, Vec<ConfigError>> {
     let mut errors = Vec::new();
     let graph = validate(raw, source, &mut errors);
     match graph {
@@ -359,7 +408,7 @@ fn is_valid_id(id: &str) -> bool {
 /// parse.
 #[derive(Default)]
 struct Interner {
-    names: HashMap<Box<str>, Arc<str>>,
+    names: IdMap<Box<str>, Arc<str>>,
     line: Option<(usize, Arc<str>)>,
 }
 
@@ -387,7 +436,7 @@ impl Interner {
 }
 
 fn validate(
-    raw: RawConfig,
+    raw: RawConfig<'_>,
     source: &Source<'_>,
     errors: &mut Vec<ConfigError>,
 ) -> Option<ModeGraph> {
@@ -402,10 +451,11 @@ fn validate(
         return None;
     }
 
-    let mut index: HashMap<Arc<str>, ModeId> = HashMap::with_capacity(raw.modes.len());
+    let mut index: IdMap<Arc<str>, ModeId> = IdMap::default();
+    index.reserve(raw.modes.len());
     let mut ids: Vec<Arc<str>> = Vec::with_capacity(raw.modes.len());
     for (i, mode) in raw.modes.iter().enumerate() {
-        let id = mode.id.get_ref().as_str();
+        let id: &str = mode.id.get_ref();
         ids.push(Arc::from(id));
         if !is_valid_id(id) {
             let message = if id.is_empty() {
@@ -447,7 +497,7 @@ fn validate(
 
     let mut default = marked_default.as_ref().map_or(0, |(i, _)| *i);
     if let Some(default_id) = &raw.default_mode_id {
-        match index.get(default_id.get_ref().as_str()) {
+        match index.get(&**default_id.get_ref()) {
             None => errors.push(err(
                 ConfigErrorKind::UnknownDefaultModeId,
                 default_id.span(),
@@ -484,7 +534,7 @@ fn validate(
         let id = mode.id.get_ref();
         let mut transitions_to = None;
         if let Some(target) = &mode.transitions_to {
-            match index.get(target.get_ref().as_str()) {
+            match index.get(&**target.get_ref()) {
                 Some(t) if *t == this => errors.push(err(
                     ConfigErrorKind::SelfTransition,
                     target.span(),
@@ -576,12 +626,12 @@ fn validate(
     ))
 }
 
-fn known_ids(modes: &[RawMode]) -> String {
-    let ids: Vec<&str> = modes.iter().map(|m| m.id.get_ref().as_str()).collect();
+fn known_ids(modes: &[RawMode<'_>]) -> String {
+    let ids: Vec<&str> = modes.iter().map(|m| &**m.id.get_ref()).collect();
     ids.join(", ")
 }
 
-fn index_ids(index: &HashMap<Arc<str>, ModeId>) -> String {
+fn index_ids(index: &IdMap<Arc<str>, ModeId>) -> String {
     let mut ids: Vec<(&str, usize)> = index.iter().map(|(k, v)| (&**k, v.index())).collect();
     ids.sort_by_key(|(_, i)| *i);
     if ids.len() > 8 {
@@ -604,6 +654,26 @@ mod tests {
         let (loc, snippet) = source.locate(12..15);
         assert_eq!(loc, Location { line: 2, column: 6 });
         assert_eq!(snippet, "2 | bé = \"x\"\n  |      ^^^");
+    }
+
+    #[test]
+    fn spans_are_located_forwards_and_backwards_alike() {
+        let text = "a = 1\n\nbé = \"x\"\n  c = [\"y\"]\nlast";
+        let spans = [0..1, 8..11, 13..16, 23..26, 31..35, 34..35];
+        let expected: Vec<(Location, String)> = spans
+            .iter()
+            .map(|span| Source::new("f", text).locate(span.clone()))
+            .collect();
+        let source = Source::new("f", text);
+        let forwards: Vec<_> = spans.iter().map(|s| source.locate(s.clone())).collect();
+        assert_eq!(forwards, expected);
+        let backwards: Vec<_> = spans
+            .iter()
+            .rev()
+            .map(|s| source.locate(s.clone()))
+            .collect();
+        assert_eq!(backwards, expected.into_iter().rev().collect::<Vec<_>>());
+        assert_eq!(source.locate(23..26).0, Location { line: 4, column: 7 });
     }
 
     #[test]
