@@ -200,7 +200,7 @@ impl<'a> Source<'a> {
     /// The line number and line start of byte `offset` (a char boundary).
     fn line_of(&self, offset: usize) -> Cursor {
         let cursor = self.cursor.get();
-        let found = if offset >= cursor.offset {
+        if offset >= cursor.offset {
             let passed = &self.text.as_bytes()[cursor.offset..offset];
             let newlines = passed.iter().filter(|&&b| b == b'\n').count();
             let line_start = match passed.iter().rposition(|&b| b == b'\n') {
@@ -226,8 +226,7 @@ impl<'a> Source<'a> {
                 line,
                 line_start: starts[line],
             }
-        };
-        found
+        }
     }
 
     /// The position of a byte span: 1-based line and column (in characters), the line's text

@@ -446,7 +446,7 @@ fn plain_run(bytes: &[u8]) -> usize {
 
 /// The spans a config's fields carry, for comparing both readers.
 #[cfg(test)]
-pub(super) fn spans(config: &RawConfig) -> Vec<std::ops::Range<usize>> {
+pub(super) fn spans(config: &RawConfig<'_>) -> Vec<std::ops::Range<usize>> {
     let mut spans = Vec::new();
     if let Some(d) = &config.default_mode_id {
         spans.push(d.span());
@@ -477,7 +477,7 @@ mod tests {
         let Some(fast) = parse(text) else {
             return false;
         };
-        let full: RawConfig = match toml::from_str(text) {
+        let full: RawConfig<'_> = match toml::from_str(text) {
             Ok(full) => full,
             Err(e) => panic!("the fast reader accepted text the full parser rejects: {e}\n{text}"),
         };
