@@ -339,8 +339,11 @@ impl Session {
         for event in events.drain(..) {
             self.emit(event);
         }
-        // Keep the buffer's allocation for the next change.
-        self.outbox = events;
+        // Keep the buffer for the next change of a running run; a session that now waits (for
+        // a decision or a message) gives it back: a held session costs memory, not time.
+        if matches!(self.run, Some((_, RunState::Running))) {
+            self.outbox = events;
+        }
         Ok(())
     }
 
