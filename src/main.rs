@@ -1,16 +1,20 @@
-//! The `agent-controller` command: `check` a mode config, `run` a session on it.
+//! The `agent-controller` command: `check` a mode config, draw its `graph`, print its `schema`,
+//! `run` a session on it.
 //!
 //! A thin layer over the library: everything here can be done with the public API.
 
-use std::io::{BufRead, Write};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use agent_controller::diagram::{self, DiagramFormat};
 use agent_controller::model::scripted::ScriptedModel;
+use agent_controller::terminal::{self, PromptAnswer, SpinnerModel, StdinLines, Style};
 use agent_controller::tool::SUBMIT_PLAN;
 use agent_controller::{
-    AgentController, Decision, Event, ModeGraph, RunOutcome, SessionOptions, ToolRegistry, config,
+    AgentController, Decision, Event, LanguageModel, ModeGraph, RunOutcome, SessionOptions,
+    ToolRegistry, config,
 };
 use clap::{Args, Parser, Subcommand};
 
@@ -29,14 +33,31 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Validate a mode config and print its modes, default mode and hand-over edges.
+    /// Validate a mode config and print its modes, default mode and hand-over edges; on errors,
+    /// print every one of them with its source line.
     Check {
         /// The config file.
         #[arg(default_value = DEFAULT_CONFIG)]
         config: PathBuf,
     },
-    /// Run one session with the built-in scripted model.
+    /// Draw the modes and the hand-over edges (default and planning modes marked).
+    Graph {
+        /// The config file.
+        #[arg(default_value = DEFAULT_CONFIG)]
+        config: PathBuf,
+        /// The output format.
+        #[arg(long, default_value = "mermaid", value_parser = parse_format)]
+        format: DiagramFormat,
+    },
+    /// Print the JSON Schema of the config format (for editor completion and validation).
+    Schema,
+    /// Run one session (with the built-in scripted model, or a real one with --model).
     Run(RunArgs),
+}
+
+fn parse_format(text: &str) -> Result<DiagramFormat, String> {
+    text.parse()
+        .map_err(|_| format!("unknown format `{text}`: use mermaid or dot"))
 }
 
 #[derive(Debug, Args)]
@@ -62,6 +83,11 @@ struct RunArgs {
     /// Print one JSON event per line on stdout.
     #[arg(long)]
     json: bool,
+    /// The model: `scripted` (built in, the default) or `openai/MODEL` for an OpenAI-compatible
+    /// endpoint (`OPENAI_API_KEY`, `OPENAI_BASE_URL`; a mode's `defaultModelId` wins, `openai`
+    /// alone uses `OPENAI_MODEL`). Needs the `openai` feature.
+    #[arg(long, default_value = "scripted")]
+    model: String,
     /// The user's message.
     #[arg(default_value = "Plan the next change")]
     prompt: String,
@@ -71,6 +97,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Check { config } => check(&config),
+        Command::Graph { config, format } => graph(&config, format),
+        Command::Schema => {
+            print!("{}", config::schema_json());
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Run(args) => run(args),
     };
     match result {
@@ -92,6 +123,20 @@ fn load(path: &Path) -> Result<(ModeGraph, ToolRegistry), String> {
 }
 
 fn check(path: &Path) -> Result<ExitCode, String> {
+    let origin = path.display().to_string();
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("{origin}: cannot read config: {e}"))?;
+    let tools = ToolRegistry::with_workspace_tools();
+    let errors = config::check_with_tools(&text, &origin, |name| tools.knows(name));
+    if !errors.is_empty() {
+        for error in &errors {
+            eprintln!("error: {error}\n");
+        }
+        let count = errors.len();
+        let s = if count == 1 { "" } else { "s" };
+        eprintln!("{origin}: {count} error{s}");
+        return Ok(ExitCode::FAILURE);
+    }
     let (graph, _) = load(path)?;
     let default = graph.default_mode_id();
     println!("{}: ok, {} modes", path.display(), graph.len());
@@ -121,6 +166,51 @@ fn check(path: &Path) -> Result<ExitCode, String> {
         println!("  {} -> {}", graph.mode(from).id(), graph.mode(to).id());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn graph(path: &Path, format: DiagramFormat) -> Result<ExitCode, String> {
+    let (graph, _) = load(path)?;
+    print!("{}", diagram::render(&graph, format));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The model `--model` names, behind a spinner (quiet with `--json` or when stdout is piped).
+fn model_for(args: &RunArgs, scripted: ScriptedModel) -> Result<Arc<dyn LanguageModel>, String> {
+    let spin = !args.json && std::io::stdout().is_terminal();
+    let (provider, name) = match args.model.split_once('/') {
+        Some((provider, name)) => (provider, Some(name)),
+        None => (args.model.as_str(), None),
+    };
+    match provider {
+        "scripted" => Ok(Arc::new(SpinnerModel::new(scripted, spin))),
+        "openai" => openai_model(name, args).map(|m| Arc::new(SpinnerModel::new(m, spin)) as _),
+        other => Err(format!(
+            "unknown model provider `{other}`: use `scripted` or `openai/MODEL`"
+        )),
+    }
+}
+
+#[cfg(feature = "openai")]
+fn openai_model(
+    name: Option<&str>,
+    args: &RunArgs,
+) -> Result<agent_controller::model::openai::OpenAiModel, String> {
+    use agent_controller::model::openai::{OpenAiModel, OpenAiSettings};
+    if args.plan.is_some() {
+        return Err(
+            "--plan is for the scripted model: a real model writes its own plan".to_owned(),
+        );
+    }
+    let mut settings = OpenAiSettings::from_env();
+    if let Some(name) = name.filter(|n| !n.is_empty()) {
+        settings = settings.default_model(name);
+    }
+    OpenAiModel::new(settings).map_err(|e| e.message)
+}
+
+#[cfg(not(feature = "openai"))]
+fn openai_model(_: Option<&str>, _: &RunArgs) -> Result<ScriptedModel, String> {
+    Err("this build has no `openai` provider: rebuild with `--features openai`".to_owned())
 }
 
 /// Places the plan the scripted model will submit, when it cannot write one itself.
@@ -173,6 +263,7 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
             .ok_or_else(|| format!("unknown mode `{id}`"))?,
         None => graph.default_mode_id(),
     };
+    let scripted = args.model == "scripted";
     // A probe controller tells whether the start mode offers write_plan; building is cheap.
     let probe = AgentController::builder(graph.clone(), Arc::new(ScriptedModel::new()))
         .tools(tools.clone())
@@ -187,22 +278,30 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
         .tool_specs(start)
         .iter()
         .any(|s| &*s.name == SUBMIT_PLAN);
-    let plan_path = if offers_submit || args.plan.is_some() {
+    let plan_path = if scripted && (offers_submit || args.plan.is_some()) {
         place_plan(&args, &probe, offers_write_plan)?
     } else {
         None
     };
-    let model = match plan_path {
+    let scripted_model = match plan_path {
         Some(path) => ScriptedModel::with_plan_path(path),
         None => ScriptedModel::new(),
     };
-    let controller = AgentController::builder(graph, Arc::new(model))
+    let model = model_for(&args, scripted_model)?;
+    let controller = AgentController::builder(graph.clone(), model)
         .tools(tools)
         .workspace(&args.workspace)
         .build()
         .map_err(|e| e.to_string())?;
     let json = args.json;
-    let mut options = SessionOptions::new().on_event(move |event| print_event(event, json));
+    let out_style = if std::io::stdout().is_terminal() {
+        Style::for_stderr()
+    } else {
+        Style::plain(100)
+    };
+    let labels = graph.clone();
+    let mut options =
+        SessionOptions::new().on_event(move |event| print_event(event, json, &labels, &out_style));
     if let Some(mode) = &args.mode {
         options = options.mode(mode.clone());
     }
@@ -210,6 +309,7 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
         .start_session(options)
         .map_err(|e| e.to_string())?;
     let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
     let fixed = if args.approve {
@@ -223,72 +323,98 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
             }
         })
     };
-    let mut stdin = std::io::stdin().lock();
+    let err_style = Style::for_stderr();
+    let mut input = fixed.is_none().then(StdinLines::spawn);
     runtime.block_on(async {
-        let mut outcome = session
-            .send_message(args.prompt.clone())
-            .await
-            .map_err(|e| e.to_string())?;
+        let interrupted = || {
+            eprintln!("\ninterrupted: the mode stays `{}`", graph.mode(start).id());
+            Ok(ExitCode::from(130))
+        };
+        let outcome = tokio::select! {
+            outcome = session.send_message(args.prompt.clone()) => outcome,
+            _ = tokio::signal::ctrl_c() => return interrupted(),
+        };
+        let mut outcome = outcome.map_err(|e| e.to_string())?;
         while let RunOutcome::Suspended {
             run_id,
             tool_call_id,
             payload,
         } = &outcome
         {
-            let decision = match &fixed {
-                Some(d) => d.clone(),
-                None => ask(
-                    &payload.submission.title,
-                    &payload.submission.plan,
-                    &payload.target_mode_id,
-                    &mut stdin,
-                ),
+            let decision = match (&fixed, input.as_mut()) {
+                (Some(decision), _) => decision.clone(),
+                (None, None) => Decision::reject(),
+                (None, Some(input)) => {
+                    let target = graph
+                        .get(&payload.target_mode_id)
+                        .map_or_else(|| session.mode(), |id| graph.mode(id));
+                    eprintln!(
+                        "\n{}\n{}",
+                        err_style.render_plan(&payload.submission.title, &payload.submission.plan),
+                        plan_origin(&payload.submission.path, &payload.submission.sha256)
+                    );
+                    let answer = terminal::ask(
+                        &err_style,
+                        target,
+                        input,
+                        &mut std::io::stderr(),
+                        tokio::signal::ctrl_c(),
+                    )
+                    .await;
+                    if let Some(notice) = answer.notice(session.mode().id()) {
+                        eprintln!("{notice}");
+                    }
+                    match answer {
+                        PromptAnswer::Decided(decision) => decision,
+                        PromptAnswer::EndOfInput => Decision::reject(),
+                        PromptAnswer::Interrupted => {
+                            session.abort();
+                            finish(&session, json, &out_style);
+                            return Ok(ExitCode::from(130));
+                        }
+                    }
+                }
             };
-            outcome = session
-                .resume(run_id, tool_call_id, decision)
-                .await
-                .map_err(|e| e.to_string())?;
+            let next = tokio::select! {
+                next = session.resume(run_id, tool_call_id, decision) => next,
+                _ = tokio::signal::ctrl_c() => return interrupted(),
+            };
+            outcome = next.map_err(|e| e.to_string())?;
         }
-        if !json {
-            println!("mode: {}", session.mode().id());
-        }
+        finish(&session, json, &out_style);
         Ok(match outcome {
-            RunOutcome::Failed { .. } => ExitCode::FAILURE,
+            RunOutcome::Failed { message, .. } => {
+                eprintln!("error: {message}");
+                ExitCode::FAILURE
+            }
             _ => ExitCode::SUCCESS,
         })
     })
 }
 
-/// Shows the plan on stderr and reads the decision from stdin.
-fn ask(title: &str, plan: &str, target: &str, input: &mut impl BufRead) -> Decision {
-    let mut err = std::io::stderr().lock();
-    let shown_title = if title.is_empty() {
-        "(untitled plan)"
-    } else {
-        title
-    };
-    let _ = writeln!(err, "\n=== Plan: {shown_title} ===\n{plan}\n");
-    loop {
-        let _ = write!(
-            err,
-            "Approve and switch to `{target}`? [y]es / [n]o / or type feedback to reject with: "
-        );
-        let _ = err.flush();
-        let mut line = String::new();
-        let answer = match input.read_line(&mut line) {
-            Ok(0) | Err(_) => None,
-            Ok(_) => Some(line.as_str()),
-        };
-        if answer.is_none() {
-            let _ = writeln!(err, "\n(end of input: not approved, the mode stays)");
-        }
-        if let Some(decision) = Decision::from_answer(answer) {
-            return decision;
+/// Where the shown plan came from, so the person knows what approving binds to.
+fn plan_origin(path: &str, sha256: &str) -> String {
+    let short = sha256.get(..12).unwrap_or(sha256);
+    format!("(plan file {path}, sha256 {short}...)")
+}
+
+/// The closing line: the mode the session ends in.
+fn finish(session: &agent_controller::Session, json: bool, style: &Style) {
+    if !json {
+        if style.is_colored() {
+            println!("mode: {}", style.mode_label(session.mode()));
+        } else {
+            println!("mode: {}", session.mode().id());
         }
     }
 }
 
-fn print_event(event: &Event, json: bool) {
+fn print_event(event: &Event, json: bool, graph: &ModeGraph, style: &Style) {
+    // On a terminal, modes show as their coloured labels; piped output keeps the bare ids.
+    let mode = |id: &str| match graph.get(id) {
+        Some(m) if style.is_colored() => style.mode_label(graph.mode(m)),
+        _ => id.to_owned(),
+    };
     if json {
         if let Ok(line) = serde_json::to_string(event) {
             println!("{line}");
@@ -299,7 +425,7 @@ fn print_event(event: &Event, json: bool) {
         Event::SessionStarted {
             session_id,
             mode_id,
-        } => format!("session {session_id} started in mode {mode_id}"),
+        } => format!("session {session_id} started in mode {}", mode(mode_id)),
         Event::AgentStart { run_id, mode_id } => format!("[{run_id}] started in mode {mode_id}"),
         Event::AssistantMessage { text, .. } => format!("model: {text}"),
         Event::ToolStart {
@@ -328,7 +454,11 @@ fn print_event(event: &Event, json: bool) {
             previous_mode_id,
             reason,
         } => {
-            format!("mode changed: {previous_mode_id} -> {mode_id} ({reason})")
+            format!(
+                "mode changed: {} -> {} ({reason})",
+                mode(previous_mode_id),
+                mode(mode_id)
+            )
         }
         Event::ToolSuspensionCancelled {
             tool_name, reason, ..

@@ -1,0 +1,62 @@
+//! The JSON Schema of the config format, derived with `schemars` from the same raw structs the
+//! parser deserializes into, so the two cannot drift apart.
+//!
+//! The schema checks what a schema can: keys (unknown keys are refused, as the parser refuses
+//! them), value types, the mode id pattern, and that `modes` is a non-empty list. Graph rules
+//! that span several values (unique ids, `transitionsTo` naming an existing other mode, a single
+//! default, `submit_plan` listed next to `transitionsTo`) are left to [`super::check`]: run
+//! `agent-controller check` for those.
+
+use serde_json::Value;
+
+use super::RawConfig;
+
+/// The `$id` the schema is published under: the file name shipped in `config/`.
+pub const SCHEMA_ID: &str = "modes.schema.json";
+
+/// The JSON Schema (draft 2020-12) of a mode config file, with descriptions taken from the field
+/// docs. TOML editors (Even Better TOML / taplo) use it for completion and validation.
+///
+/// # Examples
+/// ```
+/// let schema = agent_controller::config::schema();
+/// assert_eq!(schema["additionalProperties"], false);
+/// assert_eq!(schema["required"], serde_json::json!(["modes"]));
+/// assert_eq!(schema["$defs"]["Mode"]["properties"]["transitionsTo"]["type"], "string");
+/// ```
+pub fn schema() -> Value {
+    let mut schema = schemars::schema_for!(RawConfig).to_value();
+    drop_null_types(&mut schema);
+    if let Some(object) = schema.as_object_mut() {
+        object.insert("$id".to_owned(), Value::from(SCHEMA_ID));
+    }
+    schema
+}
+
+/// TOML has no null: an optional key is one that may be left out, not one that may be null, so
+/// `"type": ["string", "null"]` (what `Option<String>` derives) becomes `"type": "string"`.
+fn drop_null_types(value: &mut Value) {
+    match value {
+        Value::Object(object) => {
+            if let Some(Value::Array(types)) = object.get_mut("type") {
+                types.retain(|t| t != "null");
+                if types.len() == 1 {
+                    let only = types.remove(0);
+                    object.insert("type".to_owned(), only);
+                }
+            }
+            object.values_mut().for_each(drop_null_types);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_null_types),
+        _ => {}
+    }
+}
+
+/// [`schema`] as pretty-printed JSON text with a final newline, as `agent-controller schema`
+/// prints it and as `config/modes.schema.json` holds it.
+pub fn schema_json() -> String {
+    // Serializing a `serde_json::Value` cannot fail: its map keys are strings.
+    let mut text = serde_json::to_string_pretty(&schema()).unwrap_or_default();
+    text.push('\n');
+    text
+}
