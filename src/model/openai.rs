@@ -15,7 +15,9 @@
 //! - the model of the mode's `defaultModelId` (`openai/MODEL`), else the default model the
 //!   caller set (the CLI's `--model openai/MODEL`), else `$OPENAI_MODEL`.
 //!
-//! Failures become a [`ModelError`] that says what to fix (missing key, unreachable endpoint,
+//! A 429, a 5xx or a refused connection is retried three times with a short backoff (100, 200,
+//! 400 ms, or the server's `Retry-After`), as `async-openai` does by default; a 4xx other than
+//! 429 is not. Failures then become a [`ModelError`] that says what to fix (missing key, unreachable endpoint,
 //! HTTP status with the server's message, malformed or cut-off stream); the run then ends with
 //! reason `error` and the session keeps its mode and any pending plan.
 
