@@ -206,7 +206,12 @@ fn floor_char_boundary(text: &str, mut index: usize) -> usize {
 /// Schema of [`schema`] is derived from these structs, so it cannot drift from the parser.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-#[schemars(rename = "ModeConfig", title = "agent-controller mode config")]
+// The parser reads a file without `modes` and reports "no modes"; the schema says it up front.
+#[schemars(
+    rename = "ModeConfig",
+    title = "agent-controller mode config",
+    extend("required" = ["modes"])
+)]
 struct RawConfig {
     /// The mode a new session starts in. Default resolution: `defaultModeId`, else the mode
     /// marked `default = true`, else the first mode.
@@ -217,7 +222,7 @@ struct RawConfig {
     plans_dir: Option<String>,
     /// The modes, in order; at least one.
     #[serde(default)]
-    #[schemars(required, length(min = 1))]
+    #[schemars(length(min = 1))]
     modes: Vec<RawMode>,
 }
 

@@ -368,7 +368,9 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
                         PromptAnswer::Decided(decision) => decision,
                         PromptAnswer::EndOfInput => Decision::reject(),
                         PromptAnswer::Interrupted => {
-                            session.abort();
+                            if let Err(e) = session.abort().await {
+                                eprintln!("error: {e}");
+                            }
                             finish(&session, json, &out_style);
                             return Ok(ExitCode::from(130));
                         }
