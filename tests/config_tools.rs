@@ -14,19 +14,19 @@ fn bin(args: &[&str]) -> Output {
 }
 
 fn stdout(out: &Output) -> String {
-    String::from_utf8(out.stdout.clone()).unwrap()
+    String::from_utf8(out.stdout.clone()).expect("from_utf8")
 }
 
 fn stderr(out: &Output) -> String {
-    String::from_utf8(out.stderr.clone()).unwrap()
+    String::from_utf8(out.stderr.clone()).expect("from_utf8")
 }
 
 #[test]
 fn graph_prints_the_mermaid_picture_of_the_shipped_config_by_default() {
     let out = bin(&["graph"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let graph =
-        config::load(Path::new(env!("CARGO_MANIFEST_DIR")).join("config/modes.toml")).unwrap();
+    let graph = config::load(Path::new(env!("CARGO_MANIFEST_DIR")).join("config/modes.toml"))
+        .expect("value");
     assert_eq!(stdout(&out), diagram::mermaid(&graph));
     assert!(stdout(&out).contains("mode_plan -->|plan approved| mode_build"));
 }
@@ -75,9 +75,9 @@ fn schema_prints_the_shipped_schema_file() {
     let shipped = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("config/modes.schema.json"),
     )
-    .unwrap();
+    .expect("value");
     assert_eq!(stdout(&out), shipped);
-    let schema: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let schema: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("from_str");
     assert_eq!(
         schema["$schema"],
         "https://json-schema.org/draft/2020-12/schema"
@@ -86,7 +86,7 @@ fn schema_prints_the_shipped_schema_file() {
 
 #[test]
 fn check_prints_every_error_of_a_file_with_its_source_line() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("multi.toml");
     std::fs::write(
         &file,
@@ -101,8 +101,8 @@ availableTools = ["read_file", "grep"]
 id = "plan"
 "#,
     )
-    .unwrap();
-    let out = bin(&["check", file.to_str().unwrap()]);
+    .expect("write");
+    let out = bin(&["check", file.to_str().expect("to_str")]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stdout(&out).is_empty(), "errors go to stderr");
     let err = stderr(&out);

@@ -12,14 +12,14 @@ fn manifest(path: &str) -> PathBuf {
 fn valid_fixtures() -> Vec<(String, ModeGraph)> {
     let mut graphs: Vec<(String, ModeGraph)> =
         std::fs::read_dir(manifest("tests/fixtures/configs/valid"))
-            .unwrap()
-            .map(|entry| entry.unwrap().path())
+            .expect("read_dir")
+            .map(|entry| entry.expect("entry").path())
             .filter(|p| p.extension().is_some_and(|e| e == "toml") && !p.ends_with("expected.toml"))
-            .map(|p| (p.display().to_string(), config::load(&p).unwrap()))
+            .map(|p| (p.display().to_string(), config::load(&p).expect("load")))
             .collect();
     graphs.push((
         "config/modes.toml".to_owned(),
-        config::load(manifest("config/modes.toml")).unwrap(),
+        config::load(manifest("config/modes.toml")).expect("load"),
     ));
     graphs.sort_by(|a, b| a.0.cmp(&b.0));
     assert!(graphs.len() >= 8, "the fixtures are there");
@@ -28,7 +28,7 @@ fn valid_fixtures() -> Vec<(String, ModeGraph)> {
 
 #[test]
 fn the_shipped_config_as_mermaid() {
-    let graph = config::load(manifest("config/modes.toml")).unwrap();
+    let graph = config::load(manifest("config/modes.toml")).expect("load");
     assert_eq!(
         diagram::mermaid(&graph),
         r#"flowchart LR
@@ -45,7 +45,7 @@ fn the_shipped_config_as_mermaid() {
 
 #[test]
 fn the_shipped_config_as_dot() {
-    let graph = config::load(manifest("config/modes.toml")).unwrap();
+    let graph = config::load(manifest("config/modes.toml")).expect("load");
     assert_eq!(
         diagram::render(&graph, DiagramFormat::Dot),
         r#"digraph modes {
@@ -61,7 +61,7 @@ fn the_shipped_config_as_dot() {
 
 #[test]
 fn a_chain_draws_every_hand_over_and_marks_each_planning_mode() {
-    let graph = config::load(manifest("tests/fixtures/configs/valid/chain.toml")).unwrap();
+    let graph = config::load(manifest("tests/fixtures/configs/valid/chain.toml")).expect("load");
     let chart = diagram::mermaid(&graph);
     assert!(
         chart.contains("mode_research -->|plan approved| mode_plan\n"),
@@ -88,7 +88,7 @@ fn a_chain_draws_every_hand_over_and_marks_each_planning_mode() {
 
 #[test]
 fn a_default_mode_that_is_also_planning_carries_both_marks_and_a_cycle_draws_both_ways() {
-    let graph = config::load(manifest("tests/fixtures/configs/valid/cycle.toml")).unwrap();
+    let graph = config::load(manifest("tests/fixtures/configs/valid/cycle.toml")).expect("load");
     let chart = diagram::mermaid(&graph);
     assert!(
         chart.contains(r#"mode_build(["build (build)<br/><i>default, planning</i>"])"#),
@@ -114,7 +114,7 @@ fn a_planning_mode_without_target_hands_over_to_the_default() {
     let graph = config::load(manifest(
         "tests/fixtures/configs/valid/plan-without-target.toml",
     ))
-    .unwrap();
+    .expect("load");
     let chart = diagram::mermaid(&graph);
     assert!(
         chart.contains("mode_draft -->|plan approved| mode_build\n"),
@@ -132,7 +132,7 @@ fn a_default_planning_mode_without_target_gets_a_loop() {
         "[[modes]]\nid = \"solo\"\navailableTools = [\"submit_plan\"]\n",
         "solo.toml",
     )
-    .unwrap();
+    .expect("parse");
     assert!(diagram::mermaid(&graph).contains("mode_solo -->|plan approved (stays)| mode_solo\n"));
     assert!(diagram::dot(&graph).contains(r#""solo" -> "solo" [label="plan approved (stays)"];"#));
 }
@@ -156,7 +156,7 @@ color = "red; stroke-width:99px"
 "##,
         "odd.toml",
     )
-    .unwrap();
+    .expect("parse");
     let chart = diagram::mermaid(&graph);
     assert!(
         chart.contains(r#"mode_end(["The #quot;end#quot; #lt;b#gt;#35;1#lt;/b#gt; (end)<br/><i>default, planning</i>"])"#),

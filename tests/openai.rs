@@ -38,7 +38,7 @@ impl Respond for Script {
     fn respond(&self, _: &Request) -> ResponseTemplate {
         self.0
             .lock()
-            .unwrap()
+            .expect("lock")
             .pop_front()
             .unwrap_or_else(|| ResponseTemplate::new(500).set_body_string("script exhausted"))
     }
@@ -123,17 +123,17 @@ impl Harness {
     }
 
     fn with_base(server: MockServer, base: &str) -> Self {
-        let workspace = tempfile::tempdir().unwrap();
+        let workspace = tempfile::tempdir().expect("tempdir");
         let settings = OpenAiSettings::new(base)
             .api_key("sk-test")
             .default_model("openai/test-model");
-        let model = OpenAiModel::new(settings).unwrap();
-        let graph = config::parse(CONFIG, "modes.toml").unwrap();
+        let model = OpenAiModel::new(settings).expect("new");
+        let graph = config::parse(CONFIG, "modes.toml").expect("parse");
         let controller = AgentController::builder(graph, Arc::new(model))
             .tools(ToolRegistry::with_workspace_tools())
             .workspace(workspace.path())
             .build()
-            .unwrap();
+            .expect("build");
         Self {
             server,
             controller,
@@ -148,25 +148,25 @@ impl Harness {
             .start_session(
                 SessionOptions::new()
                     .mode(mode)
-                    .on_event(move |e| sink.lock().unwrap().push(e.clone())),
+                    .on_event(move |e| sink.lock().expect("lock").push(e.clone())),
             )
-            .unwrap()
+            .expect("value")
     }
 
     async fn bodies(&self) -> Vec<Value> {
         self.server
             .received_requests()
             .await
-            .unwrap()
+            .expect("received_requests")
             .iter()
-            .map(|r| r.body_json().unwrap())
+            .map(|r| r.body_json().expect("body_json"))
             .collect()
     }
 
     fn kinds(&self) -> Vec<&'static str> {
         self.events
             .lock()
-            .unwrap()
+            .expect("lock")
             .iter()
             .map(Event::kind)
             .collect()
@@ -179,7 +179,7 @@ fn tool_names(body: &Value) -> Vec<String> {
         .map(|tools| {
             tools
                 .iter()
-                .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+                .map(|t| t["function"]["name"].as_str().expect("as_str").to_owned())
                 .collect()
         })
         .unwrap_or_default()
@@ -188,9 +188,9 @@ fn tool_names(body: &Value) -> Vec<String> {
 fn roles(body: &Value) -> Vec<&str> {
     body["messages"]
         .as_array()
-        .unwrap()
+        .expect("as_array")
         .iter()
-        .map(|m| m["role"].as_str().unwrap())
+        .map(|m| m["role"].as_str().expect("as_str"))
         .collect()
 }
 
@@ -216,7 +216,10 @@ async fn the_whole_plan_approve_build_cycle_runs_through_http() {
     .await;
     let mut session = h.session("plan");
 
-    let outcome = session.send_message("Add dark mode").await.unwrap();
+    let outcome = session
+        .send_message("Add dark mode")
+        .await
+        .expect("send_message");
     let RunOutcome::Suspended {
         run_id,
         tool_call_id,
@@ -236,7 +239,7 @@ async fn the_whole_plan_approve_build_cycle_runs_through_http() {
     let outcome = session
         .resume(&run_id, &tool_call_id, Decision::approve())
         .await
-        .unwrap();
+        .expect("resume");
     assert_eq!(
         outcome,
         RunOutcome::Completed {
@@ -252,16 +255,20 @@ async fn the_whole_plan_approve_build_cycle_runs_through_http() {
         assert_eq!(body["model"], "test-model");
         assert_eq!(body["stream"], true);
     }
-    let requests = h.server.received_requests().await.unwrap();
+    let requests = h
+        .server
+        .received_requests()
+        .await
+        .expect("received_requests");
     assert_eq!(
-        requests[0].headers.get("authorization").unwrap(),
+        requests[0].headers.get("authorization").expect("get"),
         "Bearer sk-test"
     );
 
     // Plan mode: its instructions first, its tools only.
     let first = &bodies[0];
     assert_eq!(roles(first), ["system", "user"]);
-    let system = first["messages"][0]["content"].as_str().unwrap();
+    let system = first["messages"][0]["content"].as_str().expect("as_str");
     assert!(system.contains("You are planning."), "{system}");
     assert_eq!(
         tool_names(first),
@@ -270,7 +277,10 @@ async fn the_whole_plan_approve_build_cycle_runs_through_http() {
     let submit = &first["tools"][3]["function"];
     assert_eq!(submit["parameters"]["required"], json!(["path"]));
     assert!(
-        submit["description"].as_str().unwrap().contains("build"),
+        submit["description"]
+            .as_str()
+            .expect("as_str")
+            .contains("build"),
         "the submit_plan description names the hand-over target"
     );
 
@@ -279,14 +289,14 @@ async fn the_whole_plan_approve_build_cycle_runs_through_http() {
     assert_eq!(roles(second), ["system", "user", "assistant", "tool"]);
     let call = &second["messages"][2]["tool_calls"][0];
     assert_eq!(call["id"], "call_write");
-    let args: Value =
-        serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+    let args: Value = serde_json::from_str(call["function"]["arguments"].as_str().expect("as_str"))
+        .expect("from_str");
     assert_eq!(args["path"], "dark-mode.md");
     assert_eq!(second["messages"][3]["tool_call_id"], "call_write");
 
     // Build mode after the hand-over: its instructions, its tools, the approval and the notice.
     let third = &bodies[2];
-    let system = third["messages"][0]["content"].as_str().unwrap();
+    let system = third["messages"][0]["content"].as_str().expect("as_str");
     assert!(
         system.contains("Implement the approved plan step by step."),
         "{system}"
@@ -296,21 +306,27 @@ async fn the_whole_plan_approve_build_cycle_runs_through_http() {
         tool_names(third),
         ["read_file", "list_files", "write_file", "write_plan"]
     );
-    let messages = third["messages"].as_array().unwrap();
+    let messages = third["messages"].as_array().expect("as_array");
     let last_two = &messages[messages.len() - 2..];
     assert_eq!(last_two[0]["role"], "tool");
     assert_eq!(last_two[0]["tool_call_id"], "call_submit");
     assert_eq!(last_two[0]["content"], APPROVED_RESULT);
     assert_eq!(last_two[1]["role"], "system");
-    let notice = last_two[1]["content"].as_str().unwrap();
+    let notice = last_two[1]["content"].as_str().expect("as_str");
     assert!(
         notice.contains("Mode changed") && notice.contains("`build`"),
         "{notice}"
     );
 
     let kinds = h.kinds();
-    let changed = kinds.iter().position(|k| *k == "mode_changed").unwrap();
-    let suspended = kinds.iter().position(|k| *k == "tool_suspended").unwrap();
+    let changed = kinds
+        .iter()
+        .position(|k| *k == "mode_changed")
+        .expect("position");
+    let suspended = kinds
+        .iter()
+        .position(|k| *k == "tool_suspended")
+        .expect("position");
     assert!(suspended < changed);
     assert_eq!(kinds.last(), Some(&"agent_end"));
 }
@@ -327,12 +343,12 @@ async fn a_call_to_a_tool_outside_the_mode_gets_an_error_result_over_http() {
     ])
     .await;
     let mut session = h.session("plan");
-    let outcome = session.send_message("Plan it").await.unwrap();
+    let outcome = session.send_message("Plan it").await.expect("send_message");
     assert!(matches!(outcome, RunOutcome::Completed { .. }));
     let bodies = h.bodies().await;
     let result = &bodies[1]["messages"][3];
     assert_eq!(result["role"], "tool");
-    let content = result["content"].as_str().unwrap();
+    let content = result["content"].as_str().expect("as_str");
     assert!(
         content.contains("`write_file` is not available in mode `plan`"),
         "{content}"
@@ -344,7 +360,7 @@ async fn a_call_to_a_tool_outside_the_mode_gets_an_error_result_over_http() {
 async fn failure(replies: Vec<ResponseTemplate>) -> (String, Harness) {
     let h = Harness::new(replies).await;
     let mut session = h.session("plan");
-    let outcome = session.send_message("Plan it").await.unwrap();
+    let outcome = session.send_message("Plan it").await.expect("send_message");
     let RunOutcome::Failed { message, .. } = outcome else {
         panic!("expected a failure, got {outcome:?}");
     };
@@ -353,12 +369,12 @@ async fn failure(replies: Vec<ResponseTemplate>) -> (String, Harness) {
     let ends: Vec<Value> = h
         .events
         .lock()
-        .unwrap()
+        .expect("lock")
         .iter()
         .filter(|e| e.kind() == "agent_end")
-        .map(|e| serde_json::to_value(e).unwrap())
+        .map(|e| serde_json::to_value(e).expect("to_value"))
         .collect();
-    assert_eq!(ends.last().unwrap()["reason"], "error");
+    assert_eq!(ends.last().expect("last")["reason"], "error");
     (message, h)
 }
 
@@ -419,14 +435,14 @@ async fn a_stream_cut_off_before_finish_reason_is_an_error_not_a_reply() {
 async fn an_unreachable_endpoint_is_a_clear_error() {
     // A port that was just free: nothing listens on it.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
+        .expect("bind")
         .local_addr()
-        .unwrap()
+        .expect("local_addr")
         .port();
     let server = MockServer::start().await;
     let h = Harness::with_base(server, &format!("http://127.0.0.1:{port}/v1"));
     let mut session = h.session("plan");
-    let outcome = session.send_message("Plan it").await.unwrap();
+    let outcome = session.send_message("Plan it").await.expect("send_message");
     let RunOutcome::Failed { message, .. } = outcome else {
         panic!("expected a failure, got {outcome:?}");
     };
@@ -441,10 +457,13 @@ async fn a_failed_model_call_leaves_the_session_usable() {
     let h = Harness::new(replies).await;
     let mut session = h.session("plan");
     assert!(matches!(
-        session.send_message("Plan it").await.unwrap(),
+        session.send_message("Plan it").await.expect("send_message"),
         RunOutcome::Failed { .. }
     ));
-    let outcome = session.send_message("Plan it again").await.unwrap();
+    let outcome = session
+        .send_message("Plan it again")
+        .await
+        .expect("send_message");
     assert!(
         matches!(&outcome, RunOutcome::Completed { text, .. } if text == "Back again."),
         "{outcome:?}"
@@ -468,21 +487,21 @@ async fn a_model_failure_after_a_rejection_keeps_the_mode_and_the_next_plan_can_
     replies.extend([submit(), text(&["Building."])]);
     let h = Harness::new(replies).await;
     let plans = h.controller.plans_dir().to_owned();
-    std::fs::create_dir_all(&plans).unwrap();
-    std::fs::write(plans.join("p.md"), "# P\n\nDo it.\n").unwrap();
+    std::fs::create_dir_all(&plans).expect("create_dir_all");
+    std::fs::write(plans.join("p.md"), "# P\n\nDo it.\n").expect("write");
     let mut session = h.session("plan");
     let RunOutcome::Suspended {
         run_id,
         tool_call_id,
         ..
-    } = session.send_message("Plan").await.unwrap()
+    } = session.send_message("Plan").await.expect("send_message")
     else {
         panic!("expected a suspension");
     };
     let outcome = session
         .resume(&run_id, &tool_call_id, Decision::reject_with("more tests"))
         .await
-        .unwrap();
+        .expect("resume");
     assert!(matches!(outcome, RunOutcome::Failed { .. }), "{outcome:?}");
     assert_eq!(session.mode().id(), "plan");
     // The decision was applied once: it cannot be applied again.
@@ -496,13 +515,16 @@ async fn a_model_failure_after_a_rejection_keeps_the_mode_and_the_next_plan_can_
         run_id,
         tool_call_id,
         ..
-    } = session.send_message("Plan again").await.unwrap()
+    } = session
+        .send_message("Plan again")
+        .await
+        .expect("send_message")
     else {
         panic!("expected a new suspension");
     };
     session
         .resume(&run_id, &tool_call_id, Decision::approve())
         .await
-        .unwrap();
+        .expect("resume");
     assert_eq!(session.mode().id(), "build");
 }

@@ -16,7 +16,7 @@ fn validator() -> jsonschema::Validator {
 
 /// A TOML file as the JSON value an editor validates.
 fn as_json(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path).unwrap();
+    let text = std::fs::read_to_string(path).expect("read_to_string");
     toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
@@ -29,7 +29,8 @@ fn schema_errors(instance: &Value) -> Vec<String> {
 
 #[test]
 fn the_shipped_schema_file_is_what_the_types_derive() {
-    let shipped = std::fs::read_to_string(manifest("config/modes.schema.json")).unwrap();
+    let shipped =
+        std::fs::read_to_string(manifest("config/modes.schema.json")).expect("read_to_string");
     assert_eq!(
         shipped,
         config::schema_json(),
@@ -40,8 +41,8 @@ fn the_shipped_schema_file_is_what_the_types_derive() {
 #[test]
 fn the_shipped_config_and_every_valid_fixture_validate() {
     let mut files = vec![manifest("config/modes.toml")];
-    for entry in std::fs::read_dir(manifest("tests/fixtures/configs/valid")).unwrap() {
-        let path = entry.unwrap().path();
+    for entry in std::fs::read_dir(manifest("tests/fixtures/configs/valid")).expect("read_dir") {
+        let path = entry.expect("entry").path();
         if !path.ends_with("expected.toml") {
             files.push(path);
         }
@@ -84,16 +85,16 @@ fn structural_errors_are_refused_and_graph_rules_are_left_to_check() {
     for name in left_to_check {
         let path = dir.join(name);
         assert!(schema_errors(&as_json(&path)).is_empty(), "{name}");
-        let text = std::fs::read_to_string(&path).unwrap();
+        let text = std::fs::read_to_string(&path).expect("read_to_string");
         let tools = ToolRegistry::with_workspace_tools();
         let errors = config::check_with_tools(&text, name, |t| tools.knows(t));
         assert!(!errors.is_empty(), "{name} must be refused by check");
     }
     // Every invalid fixture but the one that is not TOML is covered above.
     let listed = std::fs::read_dir(&dir)
-        .unwrap()
+        .expect("read_dir")
         .filter(|e| {
-            let name = e.as_ref().unwrap().file_name();
+            let name = e.as_ref().expect("as_ref").file_name();
             name != "expected.toml" && name != "not-toml.toml"
         })
         .count();
@@ -147,7 +148,7 @@ fn every_key_the_parser_knows_has_a_description() {
     let mode = &schema["$defs"]["Mode"]["properties"];
     let keys: Vec<&str> = mode
         .as_object()
-        .unwrap()
+        .expect("as_object")
         .keys()
         .map(String::as_str)
         .collect();
@@ -165,7 +166,7 @@ fn every_key_the_parser_knows_has_a_description() {
             "transitionsTo"
         ]
     );
-    for (key, property) in mode.as_object().unwrap() {
+    for (key, property) in mode.as_object().expect("as_object") {
         assert!(property["description"].is_string(), "{key}");
     }
     for key in ["defaultModeId", "plansDir", "modes"] {
