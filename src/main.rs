@@ -428,7 +428,9 @@ fn print_event(event: &Event, json: bool, graph: &ModeGraph, style: &Style) {
             session_id,
             mode_id,
         } => format!("session {session_id} started in mode {}", mode(mode_id)),
-        Event::AgentStart { run_id, mode_id } => format!("[{run_id}] started in mode {mode_id}"),
+        Event::AgentStart { run_id, mode_id } => {
+            format!("[{run_id}] started in mode {}", mode(mode_id))
+        }
         Event::AssistantMessage { text, .. } => format!("model: {text}"),
         Event::ToolStart {
             tool_name, args, ..

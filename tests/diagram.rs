@@ -39,6 +39,8 @@ fn the_shipped_config_as_mermaid() {
     classDef planning stroke-dasharray:5 3
     class mode_build defaultMode
     class mode_plan planning
+    style mode_plan stroke:#3b82f6
+    style mode_build stroke:#22c55e
 "#
     );
 }
@@ -48,14 +50,14 @@ fn the_shipped_config_as_dot() {
     let graph = config::load(manifest("config/modes.toml")).expect("load");
     assert_eq!(
         diagram::render(&graph, DiagramFormat::Dot),
-        r#"digraph modes {
+        r##"digraph modes {
     rankdir=LR;
     node [shape=box, style=rounded];
-    "plan" [label="Plan\n(plan)\nplanning", style="rounded,dashed"];
-    "build" [label="Build\n(build)\ndefault", peripheries=2];
+    "plan" [label="Plan\n(plan)\nplanning", style="rounded,dashed", color="#3b82f6"];
+    "build" [label="Build\n(build)\ndefault", peripheries=2, color="#22c55e"];
     "plan" -> "build" [label="plan approved"];
 }
-"#
+"##
     );
 }
 
