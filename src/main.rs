@@ -294,11 +294,7 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
         .build()
         .map_err(|e| e.to_string())?;
     let json = args.json;
-    let out_style = if std::io::stdout().is_terminal() {
-        Style::for_stderr()
-    } else {
-        Style::plain(100)
-    };
+    let out_style = Style::for_stdout();
     let labels = graph.clone();
     let mut options =
         SessionOptions::new().on_event(move |event| print_event(event, json, &labels, &out_style));
@@ -326,13 +322,17 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
     let err_style = Style::for_stderr();
     let mut input = fixed.is_none().then(StdinLines::spawn);
     runtime.block_on(async {
-        let interrupted = || {
-            eprintln!("\ninterrupted: the mode stays `{}`", graph.mode(start).id());
+        // Ctrl-C while the model works stops the run; the session keeps the mode it is in now.
+        let interrupted = |mode: &str| {
+            eprintln!("\ninterrupted: the mode stays `{mode}`");
             Ok(ExitCode::from(130))
         };
         let outcome = tokio::select! {
-            outcome = session.send_message(args.prompt.clone()) => outcome,
-            _ = tokio::signal::ctrl_c() => return interrupted(),
+            outcome = session.send_message(args.prompt.clone()) => Some(outcome),
+            _ = tokio::signal::ctrl_c() => None,
+        };
+        let Some(outcome) = outcome else {
+            return interrupted(session.mode().id());
         };
         let mut outcome = outcome.map_err(|e| e.to_string())?;
         while let RunOutcome::Suspended {
@@ -378,8 +378,11 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
                 }
             };
             let next = tokio::select! {
-                next = session.resume(run_id, tool_call_id, decision) => next,
-                _ = tokio::signal::ctrl_c() => return interrupted(),
+                next = session.resume(run_id, tool_call_id, decision) => Some(next),
+                _ = tokio::signal::ctrl_c() => None,
+            };
+            let Some(next) = next else {
+                return interrupted(session.mode().id());
             };
             outcome = next.map_err(|e| e.to_string())?;
         }

@@ -11,7 +11,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressFinish, ProgressStyle};
 use termimad::MadSkin;
 use termimad::crossterm::style::{Color, Stylize};
 use tokio::sync::mpsc;
@@ -47,8 +47,16 @@ impl Style {
     /// The style for stderr: colours when stderr is a terminal and `NO_COLOR` is unset (see
     /// <https://no-color.org>), the terminal's width up to 100 columns.
     pub fn for_stderr() -> Self {
-        let color = std::io::stderr().is_terminal()
-            && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+        Self::for_stream(std::io::stderr().is_terminal())
+    }
+
+    /// The style for stdout, by the same rules as [`Style::for_stderr`].
+    pub fn for_stdout() -> Self {
+        Self::for_stream(std::io::stdout().is_terminal())
+    }
+
+    fn for_stream(is_terminal: bool) -> Self {
+        let color = is_terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
         let (columns, _) = termimad::terminal_size();
         let width = usize::from(columns).clamp(20, 100);
         if color {
@@ -324,7 +332,9 @@ impl<M: LanguageModel> SpinnerModel<M> {
         if !self.enabled {
             return ProgressBar::hidden();
         }
-        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+        // Cleared also when the call is dropped half-way (Ctrl-C), not only when it returns.
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr())
+            .with_finish(ProgressFinish::AndClear);
         if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} {elapsed}") {
             bar.set_style(style);
         }

@@ -183,3 +183,61 @@ fn ctrl_c_at_the_prompt_is_not_approved_keeps_the_mode_and_says_so() {
     assert_eq!(events.last().expect("events")["type"], "agent_end");
     assert_eq!(events.last().expect("events")["reason"], "aborted");
 }
+
+/// Ctrl-C while the model works (not at the prompt) stops the run and names the mode the session
+/// is in at that moment: after an approved hand-over that is the new mode.
+#[cfg(feature = "openai")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_while_the_model_works_names_the_current_mode() {
+    use wiremock::matchers::method;
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    let submit = concat!(
+        "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",",
+        "\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",",
+        "\"type\":\"function\",\"function\":{\"name\":\"submit_plan\",",
+        "\"arguments\":\"{\\\"path\\\": \\\".agent/plans/p.md\\\"}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n",
+        "data: [DONE]\n\n"
+    );
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(submit, "text/event-stream"))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    // The build-mode call never answers in time.
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(500).set_delay(Duration::from_secs(60)))
+        .mount(&server)
+        .await;
+
+    let ws = tempfile::tempdir().expect("tempdir");
+    let plans = ws.path().join(".agent/plans");
+    std::fs::create_dir_all(&plans).expect("mkdir");
+    std::fs::write(plans.join("p.md"), "# P\n\nDo it.\n").expect("write");
+    let mut child = run(ws.path(), &["--model", "openai/test-model"])
+        .env("OPENAI_BASE_URL", format!("{}/v1", server.uri()))
+        .env_remove("OPENAI_API_KEY")
+        .spawn()
+        .expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let stdout = collect(child.stdout.take().expect("stdout"));
+    let stderr = collect(child.stderr.take().expect("stderr"));
+    wait_for(&mut child, &stderr, "> ");
+    stdin.write_all(b"y\n").expect("answer");
+    wait_for(&mut child, &stdout, "mode changed: plan -> build");
+    std::thread::sleep(Duration::from_millis(300));
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let status = child.wait().expect("wait");
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(status.code(), Some(130), "{}", text(&stderr));
+    assert!(
+        text(&stderr).contains("interrupted: the mode stays `build`"),
+        "{}",
+        text(&stderr)
+    );
+}
