@@ -19,7 +19,7 @@ use crate::tool::SUBMIT_PLAN;
 
 mod schema;
 
-pub use self::schema::{SCHEMA_ID, schema, schema_json};
+pub use self::schema::{schema, schema_json};
 
 /// The plans directory used when a config does not set `plansDir`, relative to the workspace.
 pub const DEFAULT_PLANS_DIR: &str = ".agent/plans";

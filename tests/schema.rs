@@ -145,7 +145,7 @@ fn ids_follow_the_parsers_pattern() {
 #[test]
 fn every_key_the_parser_knows_has_a_description() {
     let schema = config::schema();
-    let mode = &schema["$defs"]["Mode"]["properties"];
+    let mode = &schema["definitions"]["Mode"]["properties"];
     let keys: Vec<&str> = mode
         .as_object()
         .expect("as_object")

@@ -11,10 +11,7 @@ use serde_json::Value;
 
 use super::RawConfig;
 
-/// The `$id` the schema is published under: the file name shipped in `config/`.
-pub const SCHEMA_ID: &str = "modes.schema.json";
-
-/// The JSON Schema (draft 2020-12) of a mode config file, with descriptions taken from the field
+/// The JSON Schema (draft-07) of a mode config file, with descriptions taken from the field
 /// docs. TOML editors (Even Better TOML / taplo) use it for completion and validation.
 ///
 /// # Examples
@@ -22,14 +19,15 @@ pub const SCHEMA_ID: &str = "modes.schema.json";
 /// let schema = agent_controller::config::schema();
 /// assert_eq!(schema["additionalProperties"], false);
 /// assert_eq!(schema["required"], serde_json::json!(["modes"]));
-/// assert_eq!(schema["$defs"]["Mode"]["properties"]["transitionsTo"]["type"], "string");
+/// assert_eq!(schema["$schema"], "http://json-schema.org/draft-07/schema#");
+/// assert_eq!(schema["definitions"]["Mode"]["properties"]["transitionsTo"]["type"], "string");
 /// ```
 pub fn schema() -> Value {
-    let mut schema = schemars::schema_for!(RawConfig).to_value();
+    // Draft-07: what TOML editors' validators (taplo, behind Even Better TOML) and VS Code's
+    // JSON tooling support most widely; nothing here needs a later draft.
+    let generator = schemars::generate::SchemaSettings::draft07().into_generator();
+    let mut schema = generator.into_root_schema_for::<RawConfig>().to_value();
     drop_null_types(&mut schema);
-    if let Some(object) = schema.as_object_mut() {
-        object.insert("$id".to_owned(), Value::from(SCHEMA_ID));
-    }
     schema
 }
 
