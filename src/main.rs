@@ -1,5 +1,5 @@
 //! The `agent-controller` command: `check` a mode config, draw its `graph`, print its `schema`,
-//! `run` a session on it.
+//! `run` a session on it, list `pending` plans and `decide` them from a session store.
 //!
 //! A thin layer over the library: everything here can be done with the public API.
 
@@ -10,15 +10,21 @@ use std::sync::Arc;
 
 use agent_controller::diagram::{self, DiagramFormat};
 use agent_controller::model::scripted::ScriptedModel;
+use agent_controller::store::open_store;
 use agent_controller::terminal::{self, PromptAnswer, SpinnerModel, StdinLines, Style};
 use agent_controller::tool::SUBMIT_PLAN;
 use agent_controller::{
-    AgentController, Decision, Event, LanguageModel, ModeGraph, RunOutcome, SessionOptions,
-    ToolRegistry, config,
+    AgentController, Decision, Event, LanguageModel, ModeGraph, RunOutcome, Session,
+    SessionOptions, SuspendPayload, ToolRegistry, config,
 };
 use clap::{Args, Parser, Subcommand};
 
 const DEFAULT_CONFIG: &str = "config/modes.toml";
+
+/// `--model`: the built-in scripted model unless a real one is named.
+const MODEL_HELP: &str = "The model: `scripted` (built in, the default) or `openai/MODEL` for an \
+OpenAI-compatible endpoint (`OPENAI_API_KEY`, `OPENAI_BASE_URL`; a mode's `defaultModelId` wins; \
+`openai` alone uses `OPENAI_MODEL`). Needs the `openai` feature.";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -53,6 +59,43 @@ enum Command {
     Schema,
     /// Run one session (with the built-in scripted model, or a real one with --model).
     Run(RunArgs),
+    /// List the plans waiting for a decision in a session store.
+    Pending {
+        /// The store: a directory, or `sqlite:FILE`.
+        #[arg(long)]
+        store: String,
+        /// Print one JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Decide a pending plan from a session store, in a fresh process, and carry the run on.
+    Decide(DecideArgs),
+}
+
+#[derive(Debug, Args)]
+struct DecideArgs {
+    /// The store: a directory, or `sqlite:FILE`.
+    #[arg(long)]
+    store: String,
+    /// The session whose pending plan to decide.
+    session: String,
+    /// The config file.
+    #[arg(long, default_value = DEFAULT_CONFIG)]
+    config: PathBuf,
+    /// The workspace the tools work in.
+    #[arg(long, default_value = ".")]
+    workspace: PathBuf,
+    /// Approve the plan.
+    #[arg(long, conflicts_with = "reject")]
+    approve: bool,
+    /// Reject the plan, with optional feedback.
+    #[arg(long, num_args = 0..=1, default_missing_value = "")]
+    reject: Option<String>,
+    /// Print one JSON event per line on stdout.
+    #[arg(long)]
+    json: bool,
+    #[arg(long, default_value = "scripted", help = MODEL_HELP)]
+    model: String,
 }
 
 fn parse_format(text: &str) -> Result<DiagramFormat, String> {
@@ -83,11 +126,14 @@ struct RunArgs {
     /// Print one JSON event per line on stdout.
     #[arg(long)]
     json: bool,
-    /// The model: `scripted` (built in, the default) or `openai/MODEL` for an OpenAI-compatible
-    /// endpoint (`OPENAI_API_KEY`, `OPENAI_BASE_URL`; a mode's `defaultModelId` wins, `openai`
-    /// alone uses `OPENAI_MODEL`). Needs the `openai` feature.
-    #[arg(long, default_value = "scripted")]
+    #[arg(long, default_value = "scripted", help = MODEL_HELP)]
     model: String,
+    /// Persist the session in this store (a directory, or `sqlite:FILE`).
+    #[arg(long)]
+    store: Option<String>,
+    /// With --store: stop once a plan is suspended and print the session and run ids.
+    #[arg(long, requires = "store")]
+    detach: bool,
     /// The user's message.
     #[arg(default_value = "Plan the next change")]
     prompt: String,
@@ -103,6 +149,8 @@ fn main() -> ExitCode {
             Ok(ExitCode::SUCCESS)
         }
         Command::Run(args) => run(args),
+        Command::Pending { store, json } => pending(&store, json),
+        Command::Decide(args) => decide(args),
     };
     match result {
         Ok(code) => code,
@@ -175,15 +223,20 @@ fn graph(path: &Path, format: DiagramFormat) -> Result<ExitCode, String> {
 }
 
 /// The model `--model` names, behind a spinner (quiet with `--json` or when stdout is piped).
-fn model_for(args: &RunArgs, scripted: ScriptedModel) -> Result<Arc<dyn LanguageModel>, String> {
-    let spin = !args.json && std::io::stdout().is_terminal();
-    let (provider, name) = match args.model.split_once('/') {
+fn model_for(
+    spec: &str,
+    json: bool,
+    plan: Option<&Path>,
+    scripted: ScriptedModel,
+) -> Result<Arc<dyn LanguageModel>, String> {
+    let spin = !json && std::io::stdout().is_terminal();
+    let (provider, name) = match spec.split_once('/') {
         Some((provider, name)) => (provider, Some(name)),
-        None => (args.model.as_str(), None),
+        None => (spec, None),
     };
     match provider {
         "scripted" => Ok(Arc::new(SpinnerModel::new(scripted, spin))),
-        "openai" => openai_model(name, args).map(|m| Arc::new(SpinnerModel::new(m, spin)) as _),
+        "openai" => openai_model(name, plan).map(|m| Arc::new(SpinnerModel::new(m, spin)) as _),
         other => Err(format!(
             "unknown model provider `{other}`: use `scripted` or `openai/MODEL`"
         )),
@@ -193,10 +246,10 @@ fn model_for(args: &RunArgs, scripted: ScriptedModel) -> Result<Arc<dyn Language
 #[cfg(feature = "openai")]
 fn openai_model(
     name: Option<&str>,
-    args: &RunArgs,
+    plan: Option<&Path>,
 ) -> Result<agent_controller::model::openai::OpenAiModel, String> {
     use agent_controller::model::openai::{OpenAiModel, OpenAiSettings};
-    if args.plan.is_some() {
+    if plan.is_some() {
         return Err(
             "--plan is for the scripted model: a real model writes its own plan".to_owned(),
         );
@@ -209,7 +262,7 @@ fn openai_model(
 }
 
 #[cfg(not(feature = "openai"))]
-fn openai_model(_: Option<&str>, _: &RunArgs) -> Result<ScriptedModel, String> {
+fn openai_model(_: Option<&str>, _: Option<&Path>) -> Result<ScriptedModel, String> {
     Err("this build has no `openai` provider: rebuild with `--features openai`".to_owned())
 }
 
@@ -287,113 +340,245 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
         Some(path) => ScriptedModel::with_plan_path(path),
         None => ScriptedModel::new(),
     };
-    let model = model_for(&args, scripted_model)?;
-    let controller = AgentController::builder(graph.clone(), model)
+    let model = model_for(&args.model, args.json, args.plan.as_deref(), scripted_model)?;
+    let mut builder = AgentController::builder(graph.clone(), model)
         .tools(tools)
-        .workspace(&args.workspace)
-        .build()
-        .map_err(|e| e.to_string())?;
-    let json = args.json;
-    let out_style = Style::for_stdout();
-    let labels = graph.clone();
-    let mut options =
-        SessionOptions::new().on_event(move |event| print_event(event, json, &labels, &out_style));
+        .workspace(&args.workspace);
+    if let Some(spec) = &args.store {
+        builder = builder.store(open_store(spec).map_err(|e| e.to_string())?);
+    }
+    let controller = builder.build().map_err(|e| e.to_string())?;
+    let mut options = SessionOptions::new().on_event(event_printer(args.json, graph.clone()));
     if let Some(mode) = &args.mode {
         options = options.mode(mode.clone());
     }
     let mut session = controller
         .start_session(options)
         .map_err(|e| e.to_string())?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
+    let fixed = fixed_decision(args.approve, args.reject.as_deref());
+    let runtime = runtime()?;
+    runtime.block_on(async {
+        // Ctrl-C while the model works stops the run; the session keeps the mode it is in now.
+        let outcome = tokio::select! {
+            outcome = session.send_message(args.prompt.clone()) => Some(outcome),
+            _ = tokio::signal::ctrl_c() => None,
+        };
+        let Some(outcome) = outcome else {
+            return Ok(interrupted(&session));
+        };
+        let outcome = outcome.map_err(|e| e.to_string())?;
+        let stop_at_suspension = args.detach.then_some(args.store.as_deref()).flatten();
+        let mut prompt = fixed.is_none().then(|| Prompt::new(graph));
+        decide_until_done(
+            &mut session,
+            outcome,
+            fixed.as_ref(),
+            prompt.as_mut(),
+            args.json,
+            stop_at_suspension,
+        )
+        .await
+    })
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| e.to_string())?;
-    let fixed = if args.approve {
+        .map_err(|e| e.to_string())
+}
+
+/// Says where a Ctrl-C outside the prompt left the session; exit status 130.
+fn interrupted(session: &Session) -> ExitCode {
+    eprintln!("\ninterrupted: the mode stays `{}`", session.mode().id());
+    ExitCode::from(130)
+}
+
+/// The approval prompt on the terminal: the plan rendered on stderr, answers from stdin.
+struct Prompt {
+    style: Style,
+    input: StdinLines,
+    graph: ModeGraph,
+}
+
+impl Prompt {
+    fn new(graph: ModeGraph) -> Self {
+        Self {
+            style: Style::for_stderr(),
+            input: StdinLines::spawn(),
+            graph,
+        }
+    }
+
+    /// Shows the plan and asks; `None` when Ctrl-C dismissed the prompt.
+    async fn ask(&mut self, session: &Session, payload: &SuspendPayload) -> Option<Decision> {
+        let graph = &self.graph;
+        let target = graph
+            .get(&payload.target_mode_id)
+            .map_or_else(|| session.mode(), |id| graph.mode(id));
+        eprintln!(
+            "\n{}\n{}",
+            self.style
+                .render_plan(&payload.submission.title, &payload.submission.plan),
+            plan_origin(&payload.submission.path, &payload.submission.sha256)
+        );
+        let answer = terminal::ask(
+            &self.style,
+            target,
+            &mut self.input,
+            &mut std::io::stderr(),
+            tokio::signal::ctrl_c(),
+        )
+        .await;
+        if let Some(notice) = answer.notice(session.mode().id()) {
+            eprintln!("{notice}");
+        }
+        match answer {
+            PromptAnswer::Decided(decision) => Some(decision),
+            PromptAnswer::EndOfInput => Some(Decision::reject()),
+            PromptAnswer::Interrupted => None,
+        }
+    }
+}
+
+fn fixed_decision(approve: bool, reject: Option<&str>) -> Option<Decision> {
+    if approve {
         Some(Decision::approve())
     } else {
-        args.reject.as_deref().map(|f| {
+        reject.map(|f| {
             if f.trim().is_empty() {
                 Decision::reject()
             } else {
                 Decision::reject_with(f)
             }
         })
-    };
-    let err_style = Style::for_stderr();
-    let mut input = fixed.is_none().then(StdinLines::spawn);
-    runtime.block_on(async {
-        // Ctrl-C while the model works stops the run; the session keeps the mode it is in now.
-        let interrupted = |mode: &str| {
-            eprintln!("\ninterrupted: the mode stays `{mode}`");
-            Ok(ExitCode::from(130))
+    }
+}
+
+/// Answers suspended plans (with `fixed`, or with the `prompt`) until the run ends; with
+/// `detach_store`, stops at the first suspension and says how to decide it later. Ctrl-C at the
+/// prompt aborts the suspended run (not approved); Ctrl-C while the model works stops the run.
+async fn decide_until_done(
+    session: &mut Session,
+    mut outcome: RunOutcome,
+    fixed: Option<&Decision>,
+    mut prompt: Option<&mut Prompt>,
+    json: bool,
+    detach_store: Option<&str>,
+) -> Result<ExitCode, String> {
+    let out_style = Style::for_stdout();
+    while let RunOutcome::Suspended {
+        run_id,
+        tool_call_id,
+        payload,
+    } = &outcome
+    {
+        if let Some(store) = detach_store {
+            if !json {
+                println!(
+                    "suspended: session {} run {run_id} tool call {tool_call_id}",
+                    session.id()
+                );
+            }
+            eprintln!(
+                "decide later with: agent-controller decide --store {store} {} --approve | --reject [FEEDBACK]",
+                session.id()
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        let decision = match (fixed, prompt.as_deref_mut()) {
+            (Some(decision), _) => decision.clone(),
+            (None, None) => Decision::reject(),
+            (None, Some(prompt)) => match prompt.ask(session, payload).await {
+                Some(decision) => decision,
+                None => {
+                    session.abort().await.map_err(|e| e.to_string())?;
+                    finish(session, json, &out_style);
+                    return Ok(ExitCode::from(130));
+                }
+            },
+        };
+        let next = tokio::select! {
+            next = session.resume(run_id, tool_call_id, decision) => Some(next),
+            _ = tokio::signal::ctrl_c() => None,
+        };
+        let Some(next) = next else {
+            return Ok(interrupted(session));
+        };
+        outcome = next.map_err(|e| e.to_string())?;
+    }
+    finish(session, json, &out_style);
+    Ok(match outcome {
+        RunOutcome::Failed { message, .. } => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+        _ => ExitCode::SUCCESS,
+    })
+}
+
+fn pending(spec: &str, json: bool) -> Result<ExitCode, String> {
+    let store = open_store(spec).map_err(|e| e.to_string())?;
+    let pending = runtime()?
+        .block_on(store.list_pending())
+        .map_err(|e| e.to_string())?;
+    for p in &pending {
+        if json {
+            println!("{}", serde_json::to_string(p).map_err(|e| e.to_string())?);
+        } else {
+            println!(
+                "{}\t{}\t{}\t{} -> {}\t{}",
+                p.session_id, p.run_id, p.tool_call_id, p.mode_id, p.target_mode_id, p.title
+            );
+        }
+    }
+    if !json && pending.is_empty() {
+        eprintln!("no pending plans");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn decide(args: DecideArgs) -> Result<ExitCode, String> {
+    let (graph, tools) = load(&args.config)?;
+    let store = open_store(&args.store).map_err(|e| e.to_string())?;
+    let model = model_for(&args.model, args.json, None, ScriptedModel::new())?;
+    let controller = AgentController::builder(graph.clone(), model)
+        .tools(tools)
+        .workspace(&args.workspace)
+        .store(store)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let json = args.json;
+    let fixed = fixed_decision(args.approve, args.reject.as_deref());
+    runtime()?.block_on(async {
+        let options = SessionOptions::new().on_event(event_printer(json, graph.clone()));
+        let mut session = controller
+            .restore_session(&args.session, options)
+            .await
+            .map_err(|e| e.to_string())?;
+        let Some(pending) = session.pending().cloned() else {
+            return Err(format!("session {} has no pending plan", args.session));
+        };
+        let decision = match &fixed {
+            Some(d) => d.clone(),
+            None => match Prompt::new(graph).ask(&session, pending.payload()).await {
+                Some(decision) => decision,
+                None => {
+                    eprintln!("the plan stays pending in the store");
+                    return Ok(ExitCode::from(130));
+                }
+            },
         };
         let outcome = tokio::select! {
-            outcome = session.send_message(args.prompt.clone()) => Some(outcome),
+            outcome = session.resume(pending.run_id(), pending.tool_call_id(), decision) => Some(outcome),
             _ = tokio::signal::ctrl_c() => None,
         };
         let Some(outcome) = outcome else {
-            return interrupted(session.mode().id());
+            return Ok(interrupted(&session));
         };
-        let mut outcome = outcome.map_err(|e| e.to_string())?;
-        while let RunOutcome::Suspended {
-            run_id,
-            tool_call_id,
-            payload,
-        } = &outcome
-        {
-            let decision = match (&fixed, input.as_mut()) {
-                (Some(decision), _) => decision.clone(),
-                (None, None) => Decision::reject(),
-                (None, Some(input)) => {
-                    let target = graph
-                        .get(&payload.target_mode_id)
-                        .map_or_else(|| session.mode(), |id| graph.mode(id));
-                    eprintln!(
-                        "\n{}\n{}",
-                        err_style.render_plan(&payload.submission.title, &payload.submission.plan),
-                        plan_origin(&payload.submission.path, &payload.submission.sha256)
-                    );
-                    let answer = terminal::ask(
-                        &err_style,
-                        target,
-                        input,
-                        &mut std::io::stderr(),
-                        tokio::signal::ctrl_c(),
-                    )
-                    .await;
-                    if let Some(notice) = answer.notice(session.mode().id()) {
-                        eprintln!("{notice}");
-                    }
-                    match answer {
-                        PromptAnswer::Decided(decision) => decision,
-                        PromptAnswer::EndOfInput => Decision::reject(),
-                        PromptAnswer::Interrupted => {
-                            if let Err(e) = session.abort().await {
-                                eprintln!("error: {e}");
-                            }
-                            finish(&session, json, &out_style);
-                            return Ok(ExitCode::from(130));
-                        }
-                    }
-                }
-            };
-            let next = tokio::select! {
-                next = session.resume(run_id, tool_call_id, decision) => Some(next),
-                _ = tokio::signal::ctrl_c() => None,
-            };
-            let Some(next) = next else {
-                return interrupted(session.mode().id());
-            };
-            outcome = next.map_err(|e| e.to_string())?;
-        }
-        finish(&session, json, &out_style);
-        Ok(match outcome {
-            RunOutcome::Failed { message, .. } => {
-                eprintln!("error: {message}");
-                ExitCode::FAILURE
-            }
-            _ => ExitCode::SUCCESS,
-        })
+        let outcome = outcome.map_err(|e| e.to_string())?;
+        // A plan resubmitted after feedback is a new decision: leave it pending for the next `decide`.
+        decide_until_done(&mut session, outcome, None, None, json, Some(&args.store)).await
     })
 }
 
@@ -412,6 +597,13 @@ fn finish(session: &agent_controller::Session, json: bool, style: &Style) {
             println!("mode: {}", session.mode().id());
         }
     }
+}
+
+/// The event subscriber of `run` and `decide`: JSON lines, or readable lines where modes show as
+/// their coloured labels on a terminal.
+fn event_printer(json: bool, graph: ModeGraph) -> impl FnMut(&Event) + Send + 'static {
+    let style = Style::for_stdout();
+    move |event| print_event(event, json, &graph, &style)
 }
 
 fn print_event(event: &Event, json: bool, graph: &ModeGraph, style: &Style) {

@@ -218,6 +218,24 @@ impl<S: SessionStore + ?Sized> SessionStore for Arc<S> {
     }
 }
 
+/// Opens a store from a spec as the CLI takes it: `sqlite:FILE` for [`SqliteStore`] (with the
+/// `sqlite` feature), anything else is a directory for [`FileStore`].
+///
+/// # Errors
+/// [`StoreError::Backend`] when the store cannot be opened, or for `sqlite:` without the
+/// `sqlite` feature.
+pub fn open_store(spec: &str) -> Result<Arc<dyn SessionStore>, StoreError> {
+    match spec.strip_prefix("sqlite:") {
+        #[cfg(feature = "sqlite")]
+        Some(file) => Ok(Arc::new(SqliteStore::open(file)?)),
+        #[cfg(not(feature = "sqlite"))]
+        Some(_) => Err(StoreError::Backend(
+            "this build has no SQLite support: rebuild with `--features sqlite`".to_owned(),
+        )),
+        None => Ok(Arc::new(FileStore::open(spec)?)),
+    }
+}
+
 /// Seconds since the Unix epoch, now.
 pub fn now_secs() -> u64 {
     std::time::SystemTime::now()

@@ -245,3 +245,103 @@ fn run_with_an_unknown_mode_fails_cleanly() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown mode `review`"));
 }
+
+/// `run --detach` / `pending` / `decide --approve` across three processes, on both stores.
+#[test]
+fn detach_pending_decide_across_three_processes() {
+    let mut stores = vec!["dir"];
+    if cfg!(feature = "sqlite") {
+        stores.push("sqlite");
+    }
+    for kind in stores {
+        let ws = Workspace::new();
+        let spec = match kind {
+            "sqlite" => format!("sqlite:{}", ws.path().join("sessions.db").display()),
+            _ => ws.path().join("sessions").display().to_string(),
+        };
+        // Process 1: plan, suspend, detach.
+        let out = run(
+            ws.path(),
+            &[
+                "--store",
+                &spec,
+                "--detach",
+                "--mode",
+                "plan",
+                "--json",
+                "Add dark mode",
+            ],
+            None,
+        );
+        assert!(
+            out.status.success(),
+            "{kind}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let first = events(&out);
+        assert_eq!(types(&first).last(), Some(&"agent_end"));
+        assert!(mode_changes(&first).is_empty());
+        let session = first[0]["sessionId"]
+            .as_str()
+            .expect("session id")
+            .to_owned();
+        // Process 2: list what is pending.
+        let out = bin()
+            .args(["pending", "--store", &spec, "--json"])
+            .output()
+            .expect("pending");
+        assert!(out.status.success());
+        let pending = events(&out);
+        assert_eq!(pending.len(), 1, "{kind}");
+        assert_eq!(pending[0]["sessionId"], session.as_str());
+        assert_eq!(pending[0]["title"], "Add dark mode");
+        assert_eq!(pending[0]["modeId"], "plan");
+        // Process 3: decide; the run carries on in build.
+        let out = bin()
+            .args([
+                "decide",
+                "--store",
+                &spec,
+                &session,
+                "--approve",
+                "--json",
+                "--config",
+                SHIPPED,
+            ])
+            .arg("--workspace")
+            .arg(ws.path())
+            .output()
+            .expect("decide");
+        assert!(
+            out.status.success(),
+            "{kind}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let decided = events(&out);
+        assert_eq!(
+            types(&decided),
+            ["tool_end", "mode_changed", "assistant_message", "agent_end"],
+            "{kind}"
+        );
+        assert_eq!(mode_changes(&decided), [("plan", "build")]);
+        // Deciding again is refused; nothing is pending any more.
+        let again = bin()
+            .args([
+                "decide",
+                "--store",
+                &spec,
+                &session,
+                "--approve",
+                "--config",
+                SHIPPED,
+            ])
+            .output()
+            .expect("decide again");
+        assert_eq!(again.status.code(), Some(1), "{kind}");
+        let out = bin()
+            .args(["pending", "--store", &spec, "--json"])
+            .output()
+            .expect("pending");
+        assert!(events(&out).is_empty(), "{kind}");
+    }
+}

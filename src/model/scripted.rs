@@ -124,6 +124,15 @@ impl ScriptedModel {
         let approved = turn.iter().any(|m| {
             matches!(m, Message::Tool { tool_name, content, .. } if tool_name == SUBMIT_PLAN && content == APPROVED_RESULT)
         });
+        // The plan submitted last in this conversation, to resubmit when no other is at hand.
+        let last_submitted = request.messages.iter().rev().find_map(|m| match m {
+            Message::Assistant { tool_calls, .. } => tool_calls
+                .iter()
+                .rev()
+                .find(|c| c.name == SUBMIT_PLAN)
+                .and_then(|c| c.args.get("path").and_then(|p| p.as_str())),
+            _ => None,
+        });
         let start_plan = |feedback: &[&str]| -> ModelResponse {
             if let Some(path) = &self.plan_path {
                 call(SUBMIT_PLAN, json!({ "path": path }))
@@ -132,6 +141,8 @@ impl ScriptedModel {
                     WRITE_PLAN,
                     json!({ "path": Self::plan_file_name(prompt), "content": Self::plan_for(prompt, feedback) }),
                 )
+            } else if let (Some(path), false) = (last_submitted, feedback.is_empty()) {
+                call(SUBMIT_PLAN, json!({ "path": path }))
             } else {
                 say(format!(
                     "I cannot submit a plan in mode `{}`: no plan file was given and `write_plan` is not offered.",

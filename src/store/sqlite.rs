@@ -165,7 +165,7 @@ impl SessionStore for SqliteStore {
         self.with(move |conn| {
             conn.execute(
                 "DELETE FROM sessions WHERE pending = 0 AND updated_at < ?1",
-                params![before as i64],
+                params![i64::try_from(before).unwrap_or(i64::MAX)],
             )
             .map_err(db)
         })

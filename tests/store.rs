@@ -1,0 +1,731 @@
+//! Durable sessions: one conformance suite run against every backend, restore after a restart,
+//! decided exactly once, racing deciders, config changes, and SIGKILL during saves.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use agent_controller::model::scripted::ReplayModel;
+use agent_controller::store::{
+    FileStore, MemoryStore, SCHEMA_VERSION, SessionRecord, SessionStore, StoreError,
+};
+use agent_controller::{
+    AgentController, Decision, Event, LanguageModel, ModeChangeReason, RunOutcome, SessionError,
+    SessionOptions, ToolRegistry,
+};
+use common::{PLAN_BUILD, Recorder, Workspace};
+use serde_json::json;
+
+#[derive(Clone, Copy, Debug)]
+enum Backend {
+    Memory,
+    Files,
+    #[cfg(feature = "sqlite")]
+    Sqlite,
+}
+
+const BACKENDS: &[Backend] = &[
+    Backend::Memory,
+    Backend::Files,
+    #[cfg(feature = "sqlite")]
+    Backend::Sqlite,
+];
+
+/// Opens the backend's store at `dir`; for Memory the same instance must be passed around.
+fn open(backend: Backend, dir: &Path) -> Arc<dyn SessionStore> {
+    match backend {
+        Backend::Memory => Arc::new(MemoryStore::new()),
+        Backend::Files => Arc::new(FileStore::open(dir.join("sessions")).expect("file store")),
+        #[cfg(feature = "sqlite")]
+        Backend::Sqlite => Arc::new(
+            agent_controller::store::SqliteStore::open(dir.join("sessions.db")).expect("sqlite"),
+        ),
+    }
+}
+
+/// A reopened store: a new instance on the same files (Memory has no files: the same instance).
+fn reopen(backend: Backend, dir: &Path, current: &Arc<dyn SessionStore>) -> Arc<dyn SessionStore> {
+    match backend {
+        Backend::Memory => current.clone(),
+        _ => open(backend, dir),
+    }
+}
+
+fn record(id: &str, version: u64, pending: bool) -> SessionRecord {
+    let text = format!(
+        r#"{{"schemaVersion":{SCHEMA_VERSION},"sessionId":"{id}","version":{version},"configFingerprint":"f","modeId":"plan",
+        "messages":[{{"role":"user","content":"v{version}"}}],"runCounter":1,"run":{{"runId":"run_1","state":"{state}"}},
+        "pending":{pending_json},"lastDecided":null,"updatedAt":{version}}}"#,
+        state = if pending { "suspended" } else { "completed" },
+        pending_json = if pending {
+            r#"{"runId":"run_1","toolCallId":"c1","toolName":"submit_plan","suspendPayload":{"path":"p.md","title":"T","plan":"b","sha256":"00","targetModeId":"build"}}"#
+        } else {
+            "null"
+        }
+    );
+    serde_json::from_str(&text).expect("record")
+}
+
+#[tokio::test]
+async fn conformance_save_load_cas_list_delete_expire() {
+    for &backend in BACKENDS {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let store = open(backend, tmp.path());
+        assert_eq!(store.load("a").await, Ok(None), "{backend:?}");
+        store
+            .save(&record("a", 1, false), None)
+            .await
+            .expect("first save");
+        assert_eq!(
+            store.load("a").await.expect("load"),
+            Some(record("a", 1, false)),
+            "{backend:?}"
+        );
+        // Compare-and-swap: a save must name the version it read.
+        let conflict = store
+            .save(&record("a", 1, false), None)
+            .await
+            .expect_err("exists");
+        assert!(
+            matches!(conflict, StoreError::Conflict { found: Some(1), .. }),
+            "{backend:?}: {conflict}"
+        );
+        let stale = store
+            .save(&record("a", 3, false), Some(2))
+            .await
+            .expect_err("stale");
+        assert!(
+            matches!(
+                stale,
+                StoreError::Conflict {
+                    expected: Some(2),
+                    found: Some(1),
+                    ..
+                }
+            ),
+            "{backend:?}"
+        );
+        assert!(
+            store.save(&record("a", 5, false), Some(1)).await.is_err(),
+            "version must follow"
+        );
+        store
+            .save(&record("a", 2, true), Some(1))
+            .await
+            .expect("second save");
+        store.save(&record("b", 1, false), None).await.expect("b");
+        let pending = store.list_pending().await.expect("pending");
+        assert_eq!(pending.len(), 1, "{backend:?}");
+        assert_eq!(
+            (pending[0].session_id.as_str(), pending[0].title.as_str()),
+            ("a", "T")
+        );
+        assert_eq!(pending[0].target_mode_id, "build");
+        // Expiry never deletes pending sessions.
+        assert_eq!(store.expire(u64::MAX).await, Ok(1), "{backend:?}");
+        assert_eq!(store.load("b").await, Ok(None));
+        assert!(store.load("a").await.expect("a").is_some());
+        assert_eq!(store.delete("a").await, Ok(true));
+        assert_eq!(store.delete("a").await, Ok(false));
+        assert!(store.list_pending().await.expect("pending").is_empty());
+        assert!(matches!(
+            store.save(&record("../x", 1, false), None).await,
+            Err(StoreError::InvalidId(_))
+        ));
+    }
+}
+
+#[tokio::test]
+async fn file_store_leaves_nothing_behind_for_deleted_sessions() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let store = FileStore::open(tmp.path()).expect("store");
+    store.save(&record("a", 1, true), None).await.expect("save");
+    store
+        .save(&record("a", 2, false), Some(1))
+        .await
+        .expect("save");
+    assert_eq!(
+        store.fsyncs(),
+        4,
+        "two fsyncs per save: the file and the directory"
+    );
+    store.delete("a").await.expect("delete");
+    assert_eq!(std::fs::read_dir(tmp.path()).expect("dir").count(), 0);
+}
+
+#[tokio::test]
+async fn a_corrupt_record_is_a_typed_error() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let store = FileStore::open(tmp.path()).expect("store");
+    std::fs::write(tmp.path().join("bad.json"), "{ not json").expect("write");
+    assert!(matches!(
+        store.load("bad").await,
+        Err(StoreError::Corrupt { .. })
+    ));
+    let mut future = record("f", 1, false);
+    future.schema_version = 99;
+    std::fs::write(
+        tmp.path().join("f.json"),
+        serde_json::to_vec(&future).expect("json"),
+    )
+    .expect("write");
+    assert!(matches!(
+        store.load("f").await,
+        Err(StoreError::Corrupt { .. })
+    ));
+}
+
+fn controller_with(
+    text: &str,
+    ws: &Workspace,
+    model: Arc<dyn LanguageModel>,
+    store: Arc<dyn SessionStore>,
+) -> AgentController {
+    AgentController::builder(common::graph(text), model)
+        .tools(ToolRegistry::with_workspace_tools())
+        .workspace(ws.path())
+        .store(store)
+        .build()
+        .expect("controller")
+}
+
+/// Suspends a plan in a fresh controller on `store`, then drops the controller.
+async fn suspend_and_drop(
+    ws: &Workspace,
+    store: Arc<dyn SessionStore>,
+) -> (String, String, String) {
+    let path = ws.plan("p.md", "# Durable\n\n1. step\n");
+    let model = Arc::new(ReplayModel::new([ReplayModel::call(
+        "c1",
+        "submit_plan",
+        json!({ "path": path }),
+    )]));
+    let controller = controller_with(PLAN_BUILD, ws, model, store);
+    let mut session = controller
+        .start_session(SessionOptions::new().mode("plan").id("s1"))
+        .expect("session");
+    let RunOutcome::Suspended {
+        run_id,
+        tool_call_id,
+        ..
+    } = session.send_message("plan it").await.expect("run")
+    else {
+        panic!("suspends")
+    };
+    (session.id().to_owned(), run_id.to_string(), tool_call_id)
+}
+
+#[tokio::test]
+async fn a_pending_plan_survives_a_restart_and_hands_over_exactly_once() {
+    for &backend in BACKENDS {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ws = Workspace::new();
+        let store = open(backend, tmp.path());
+        let (session_id, run_id, call_id) = suspend_and_drop(&ws, store.clone()).await;
+
+        // A new controller (a new process, as far as the store is concerned).
+        let store = reopen(backend, tmp.path(), &store);
+        let pending = store.list_pending().await.expect("pending");
+        assert_eq!(pending.len(), 1, "{backend:?}");
+        assert_eq!(pending[0].title, "Durable");
+        let model = Arc::new(ReplayModel::new([ReplayModel::text("building")]));
+        let controller = controller_with(PLAN_BUILD, &ws, model.clone(), store.clone());
+        let recorder = Recorder::default();
+        let mut session = controller
+            .restore_session(&session_id, recorder.options())
+            .await
+            .expect("restore");
+        assert_eq!(
+            session.mode().id(),
+            "plan",
+            "{backend:?}: the persisted mode"
+        );
+        assert_eq!(
+            session.pending().map(|p| p.tool_call_id()),
+            Some(call_id.as_str())
+        );
+        session
+            .resume(&run_id, &call_id, Decision::approve())
+            .await
+            .expect("approve");
+        assert_eq!(session.mode().id(), "build");
+        let changes: Vec<Event> = recorder
+            .take()
+            .into_iter()
+            .filter(|e| matches!(e, Event::ModeChanged { .. }))
+            .collect();
+        assert_eq!(
+            changes,
+            vec![Event::ModeChanged {
+                mode_id: "build".into(),
+                previous_mode_id: "plan".into(),
+                reason: ModeChangeReason::PlanApproved
+            }]
+        );
+        assert_eq!(
+            model.requests()[0].mode_id,
+            "build",
+            "the model runs in the new mode"
+        );
+        assert!(store.list_pending().await.expect("pending").is_empty());
+
+        // A third process restores and tries to decide again: refused, nothing changes.
+        let store = reopen(backend, tmp.path(), &store);
+        let controller = controller_with(PLAN_BUILD, &ws, Arc::new(ReplayModel::new([])), store);
+        let mut again = controller
+            .restore_session(&session_id, SessionOptions::new())
+            .await
+            .expect("restore");
+        assert_eq!(
+            again.mode().id(),
+            "build",
+            "{backend:?}: restored in the mode it ended in"
+        );
+        let err = again
+            .resume(&run_id, &call_id, Decision::approve())
+            .await
+            .expect_err("decided once");
+        assert_eq!(err, SessionError::AlreadyDecided(call_id.clone()));
+    }
+}
+
+#[test]
+fn two_deciders_racing_on_one_plan_exactly_one_wins() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        for &backend in BACKENDS {
+            for round in 0..10 {
+                let tmp = tempfile::tempdir().expect("tmp");
+                let ws = Workspace::new();
+                let store = open(backend, tmp.path());
+                let (session_id, run_id, call_id) = suspend_and_drop(&ws, store.clone()).await;
+                // Both deciders read the pending plan before either decides.
+                let mut sessions = Vec::new();
+                for _ in 0..2 {
+                    let store = reopen(backend, tmp.path(), &store);
+                    let model = Arc::new(ReplayModel::new([ReplayModel::text("done")]));
+                    let controller = controller_with(PLAN_BUILD, &ws, model, store);
+                    sessions.push(
+                        controller
+                            .restore_session(&session_id, SessionOptions::new())
+                            .await
+                            .expect("restore"),
+                    );
+                }
+                let mut tasks = Vec::new();
+                for (decider, mut session) in sessions.into_iter().enumerate() {
+                    let (run_id, call_id) = (run_id.clone(), call_id.clone());
+                    tasks.push(tokio::spawn(async move {
+                        let decision = if decider == 0 {
+                            Decision::approve()
+                        } else {
+                            Decision::reject_with("no")
+                        };
+                        session.resume(&run_id, &call_id, decision).await
+                    }));
+                }
+                let mut wins = 0;
+                for task in tasks {
+                    match task.await.expect("task") {
+                        Ok(_) => wins += 1,
+                        Err(e) => assert!(e.is_conflict(), "{backend:?} round {round}: {e}"),
+                    }
+                }
+                assert_eq!(wins, 1, "{backend:?} round {round}");
+                let stored = store_for_check(backend, tmp.path(), &store)
+                    .load(&session_id)
+                    .await
+                    .expect("load")
+                    .expect("some");
+                assert!(
+                    stored.pending.is_none()
+                        || stored
+                            .pending
+                            .as_ref()
+                            .is_some_and(|p| p.tool_call_id != call_id)
+                );
+            }
+        }
+    });
+}
+
+fn store_for_check(
+    backend: Backend,
+    dir: &Path,
+    current: &Arc<dyn SessionStore>,
+) -> Arc<dyn SessionStore> {
+    reopen(backend, dir, current)
+}
+
+const PLAN_ONLY: &str = r#"
+[[modes]]
+id = "plan"
+transitionsTo = "review"
+availableTools = ["submit_plan"]
+
+[[modes]]
+id = "review"
+default = true
+"#;
+
+#[tokio::test]
+async fn a_config_change_that_removes_the_target_blocks_approval_but_keeps_the_plan() {
+    for &backend in BACKENDS {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let ws = Workspace::new();
+        let store = open(backend, tmp.path());
+        let (session_id, run_id, call_id) = suspend_and_drop(&ws, store.clone()).await;
+        let store = reopen(backend, tmp.path(), &store);
+        let controller = controller_with(
+            PLAN_ONLY,
+            &ws,
+            Arc::new(ReplayModel::new([])),
+            store.clone(),
+        );
+        let mut session = controller
+            .restore_session(&session_id, SessionOptions::new())
+            .await
+            .expect("restore");
+        assert!(
+            session
+                .pending()
+                .and_then(|p| p.stale_reason())
+                .is_some_and(|r| r.contains("build"))
+        );
+        let err = session
+            .resume(&run_id, &call_id, Decision::approve())
+            .await
+            .expect_err("target gone");
+        assert!(
+            matches!(err, SessionError::ConfigChanged(ref m) if m.contains("build")),
+            "{err}"
+        );
+        assert_eq!(session.mode().id(), "plan");
+        assert_eq!(
+            store.list_pending().await.expect("pending").len(),
+            1,
+            "{backend:?}: nothing lost"
+        );
+        // The user can still reject.
+        session
+            .resume(&run_id, &call_id, Decision::reject())
+            .await
+            .expect("reject");
+        assert!(store.list_pending().await.expect("pending").is_empty());
+    }
+}
+
+#[tokio::test]
+async fn a_config_change_elsewhere_does_not_block_approval() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ws = Workspace::new();
+    let store = open(Backend::Files, tmp.path());
+    let (session_id, run_id, call_id) = suspend_and_drop(&ws, store.clone()).await;
+    let changed = format!("{PLAN_BUILD}\n[[modes]]\nid = \"ask\"\n");
+    let controller = controller_with(
+        &changed,
+        &ws,
+        Arc::new(ReplayModel::new([ReplayModel::text("ok")])),
+        store,
+    );
+    let mut session = controller
+        .restore_session(&session_id, SessionOptions::new())
+        .await
+        .expect("restore");
+    session
+        .resume(&run_id, &call_id, Decision::approve())
+        .await
+        .expect("approve");
+    assert_eq!(session.mode().id(), "build");
+}
+
+#[tokio::test]
+async fn restoring_needs_a_store_a_known_session_and_an_existing_mode() {
+    let ws = Workspace::new();
+    let plain = common::controller(PLAN_BUILD, &ws, Arc::new(ReplayModel::new([])));
+    assert_eq!(
+        plain
+            .restore_session("x", SessionOptions::new())
+            .await
+            .err(),
+        Some(SessionError::NoStore)
+    );
+    let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
+    let controller = controller_with(
+        PLAN_BUILD,
+        &ws,
+        Arc::new(ReplayModel::new([])),
+        store.clone(),
+    );
+    assert_eq!(
+        controller
+            .restore_session("x", SessionOptions::new())
+            .await
+            .err(),
+        Some(SessionError::UnknownSession("x".into()))
+    );
+    let mut session = controller
+        .start_session(SessionOptions::new().id("m"))
+        .expect("session");
+    session.switch_mode("plan").await.expect("switch is saved");
+    let other = controller_with(
+        "[[modes]]\nid = \"only\"\n",
+        &ws,
+        Arc::new(ReplayModel::new([])),
+        store,
+    );
+    assert!(matches!(
+        other.restore_session("m", SessionOptions::new()).await,
+        Err(SessionError::ConfigChanged(_))
+    ));
+}
+
+#[tokio::test]
+async fn a_failed_save_changes_nothing() {
+    /// A store whose saves always conflict, as if another process always wins.
+    struct Losing;
+    #[async_trait::async_trait]
+    impl SessionStore for Losing {
+        async fn load(&self, _: &str) -> Result<Option<SessionRecord>, StoreError> {
+            Ok(None)
+        }
+        async fn save(&self, r: &SessionRecord, e: Option<u64>) -> Result<(), StoreError> {
+            Err(StoreError::Conflict {
+                session_id: r.session_id.clone(),
+                expected: e,
+                found: Some(7),
+            })
+        }
+        async fn delete(&self, _: &str) -> Result<bool, StoreError> {
+            Ok(false)
+        }
+        async fn list_pending(
+            &self,
+        ) -> Result<Vec<agent_controller::store::PendingSummary>, StoreError> {
+            Ok(Vec::new())
+        }
+        async fn expire(&self, _: u64) -> Result<usize, StoreError> {
+            Ok(0)
+        }
+    }
+    let ws = Workspace::new();
+    let controller = controller_with(
+        PLAN_BUILD,
+        &ws,
+        Arc::new(ReplayModel::new([])),
+        Arc::new(Losing),
+    );
+    let recorder = Recorder::default();
+    let mut session = controller
+        .start_session(recorder.options())
+        .expect("session");
+    recorder.take();
+    let err = session.switch_mode("plan").await.expect_err("save fails");
+    assert!(err.is_conflict());
+    assert_eq!(session.mode().id(), "build", "rolled back");
+    assert!(
+        recorder.take().is_empty(),
+        "no event for a change that did not happen"
+    );
+}
+
+/// Child process of the kill test: saves a growing session in a loop until killed.
+#[test]
+#[ignore = "run by kill_during_saves_leaves_the_last_complete_state as a child process"]
+fn store_writer_child() {
+    let Ok(dir) = std::env::var("AC_STORE_WRITER_DIR") else {
+        return;
+    };
+    let backend = std::env::var("AC_STORE_WRITER_BACKEND").unwrap_or_default();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let store: Arc<dyn SessionStore> = match backend.as_str() {
+            #[cfg(feature = "sqlite")]
+            "sqlite" => Arc::new(
+                agent_controller::store::SqliteStore::open(Path::new(&dir).join("sessions.db"))
+                    .expect("sqlite"),
+            ),
+            _ => Arc::new(FileStore::open(Path::new(&dir).join("sessions")).expect("files")),
+        };
+        let mut version = store
+            .load("k")
+            .await
+            .expect("load")
+            .map_or(0, |r| r.version);
+        loop {
+            let mut next = record("k", version + 1, version % 2 == 0);
+            // The record's content is tied to its version, so a torn mix would be caught.
+            next.messages = (0..=version % 50)
+                .map(|i| agent_controller::Message::User {
+                    content: format!("{}-{i}-{}", version + 1, "x".repeat(200)),
+                })
+                .collect();
+            store
+                .save(&next, (version > 0).then_some(version))
+                .await
+                .expect("save");
+            version += 1;
+        }
+    });
+}
+
+#[test]
+fn kill_during_saves_leaves_the_last_complete_state() {
+    let mut backends = vec!["files"];
+    if cfg!(feature = "sqlite") {
+        backends.push("sqlite");
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    for backend in backends {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let mut last = 0;
+        for round in 0..15u64 {
+            let mut child = std::process::Command::new(std::env::current_exe().expect("exe"))
+                .args([
+                    "--exact",
+                    "store_writer_child",
+                    "--include-ignored",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env("AC_STORE_WRITER_DIR", tmp.path())
+                .env("AC_STORE_WRITER_BACKEND", backend)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("spawn writer");
+            // Pseudo-random kill points between 20 and 120 ms.
+            std::thread::sleep(std::time::Duration::from_millis(20 + (round * 37) % 100));
+            child.kill().expect("SIGKILL");
+            child.wait().expect("reap");
+            let record = runtime.block_on(async {
+                let store: Arc<dyn SessionStore> = match backend {
+                    #[cfg(feature = "sqlite")]
+                    "sqlite" => Arc::new(
+                        agent_controller::store::SqliteStore::open(tmp.path().join("sessions.db"))
+                            .expect("reopen"),
+                    ),
+                    _ => Arc::new(FileStore::open(tmp.path().join("sessions")).expect("reopen")),
+                };
+                store.load("k").await.expect("the store loads after a kill")
+            });
+            let Some(record) = record else { continue };
+            assert!(
+                record.version >= last,
+                "{backend}: versions never go back ({} < {last})",
+                record.version
+            );
+            let first = match &record.messages[0] {
+                agent_controller::Message::User { content } => content.clone(),
+                other => panic!("{other:?}"),
+            };
+            assert!(
+                first.starts_with(&format!("{}-0-", record.version)),
+                "{backend}: a complete record"
+            );
+            assert_eq!(
+                record.messages.len() as u64,
+                (record.version - 1) % 50 + 1,
+                "{backend}"
+            );
+            last = record.version;
+        }
+        assert!(last > 0, "{backend}: the writer got to save something");
+        println!("{backend}: survived 15 kills, last version {last}");
+    }
+}
+
+#[tokio::test]
+async fn a_decision_abandoned_mid_save_changes_nothing() {
+    /// A store whose saves never finish once `stall` is set.
+    struct Stalling {
+        inner: MemoryStore,
+        stall: std::sync::atomic::AtomicBool,
+    }
+    #[async_trait::async_trait]
+    impl SessionStore for Stalling {
+        async fn load(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+            self.inner.load(id).await
+        }
+        async fn save(&self, r: &SessionRecord, e: Option<u64>) -> Result<(), StoreError> {
+            if self.stall.load(std::sync::atomic::Ordering::SeqCst) {
+                std::future::pending::<()>().await;
+            }
+            self.inner.save(r, e).await
+        }
+        async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+            self.inner.delete(id).await
+        }
+        async fn list_pending(
+            &self,
+        ) -> Result<Vec<agent_controller::store::PendingSummary>, StoreError> {
+            self.inner.list_pending().await
+        }
+        async fn expire(&self, before: u64) -> Result<usize, StoreError> {
+            self.inner.expire(before).await
+        }
+    }
+    let ws = Workspace::new();
+    let store = Arc::new(Stalling {
+        inner: MemoryStore::new(),
+        stall: false.into(),
+    });
+    let path = ws.plan("p.md", "# P\n\n1. x\n");
+    let model = Arc::new(ReplayModel::new([
+        ReplayModel::call("c1", "submit_plan", json!({ "path": path })),
+        ReplayModel::text("done"),
+    ]));
+    let controller = controller_with(PLAN_BUILD, &ws, model, store.clone());
+    let recorder = Recorder::default();
+    let mut session = controller
+        .start_session(recorder.options().mode("plan"))
+        .expect("session");
+    let RunOutcome::Suspended {
+        run_id,
+        tool_call_id,
+        ..
+    } = session.send_message("go").await.expect("run")
+    else {
+        panic!("suspends")
+    };
+    recorder.take();
+    store.stall.store(true, std::sync::atomic::Ordering::SeqCst);
+    let abandoned = tokio::time::timeout(
+        std::time::Duration::from_millis(20),
+        session.resume(&run_id, &tool_call_id, Decision::approve()),
+    )
+    .await;
+    assert!(
+        abandoned.is_err(),
+        "the save stalls and the caller gives up"
+    );
+    // Nothing was saved, so nothing is reported as changed.
+    assert_eq!(session.mode().id(), "plan");
+    assert!(session.pending().is_some());
+    assert!(
+        recorder.take().is_empty(),
+        "no events for an unsaved change"
+    );
+    store
+        .stall
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    session
+        .resume(&run_id, &tool_call_id, Decision::approve())
+        .await
+        .expect("decide again");
+    assert_eq!(session.mode().id(), "build");
+    let changes = recorder
+        .take()
+        .into_iter()
+        .filter(|e| matches!(e, Event::ModeChanged { .. }))
+        .count();
+    assert_eq!(changes, 1, "exactly one hand-over");
+}
