@@ -445,7 +445,7 @@ fn validate(
                 format!(
                     "defaultModeId `{}` names no mode (known: {})",
                     default_id.get_ref(),
-                    known_ids(&raw.modes)
+                    index_ids(&index)
                 ),
             )),
             Some(id) => {
@@ -562,11 +562,6 @@ fn validate(
         source.origin.to_owned(),
         tool_refs,
     ))
-}
-
-fn known_ids(modes: &[RawMode]) -> String {
-    let ids: Vec<&str> = modes.iter().map(|m| m.id.get_ref().as_str()).collect();
-    ids.join(", ")
 }
 
 fn index_ids(index: &HashMap<Arc<str>, ModeId>) -> String {
