@@ -79,16 +79,24 @@ struct DecideArgs {
     store: String,
     /// The session whose pending plan to decide.
     session: String,
+    #[command(flatten)]
+    common: SessionArgs,
+}
+
+/// Options `run` and `decide` share: where the config and workspace are, how plans are decided,
+/// how events are printed, and which model runs.
+#[derive(Debug, Args)]
+struct SessionArgs {
     /// The config file.
     #[arg(long, default_value = DEFAULT_CONFIG)]
     config: PathBuf,
     /// The workspace the tools work in.
     #[arg(long, default_value = ".")]
     workspace: PathBuf,
-    /// Approve the plan.
+    /// Approve the plan (every plan of a `run`).
     #[arg(long, conflicts_with = "reject")]
     approve: bool,
-    /// Reject the plan, with optional feedback.
+    /// Reject the plan (every plan of a `run`), with optional feedback.
     #[arg(long, num_args = 0..=1, default_missing_value = "")]
     reject: Option<String>,
     /// Print one JSON event per line on stdout.
@@ -105,29 +113,14 @@ fn parse_format(text: &str) -> Result<DiagramFormat, String> {
 
 #[derive(Debug, Args)]
 struct RunArgs {
-    /// The config file.
-    #[arg(long, default_value = DEFAULT_CONFIG)]
-    config: PathBuf,
-    /// The workspace the tools work in.
-    #[arg(long, default_value = ".")]
-    workspace: PathBuf,
+    #[command(flatten)]
+    common: SessionArgs,
     /// The mode to start in (default: the config's default mode).
     #[arg(long)]
     mode: Option<String>,
     /// A plan file to submit as is (copied into the plans directory when outside it).
     #[arg(long)]
     plan: Option<PathBuf>,
-    /// Approve every plan of the run.
-    #[arg(long, conflicts_with = "reject")]
-    approve: bool,
-    /// Reject every plan of the run, with optional feedback.
-    #[arg(long, num_args = 0..=1, default_missing_value = "")]
-    reject: Option<String>,
-    /// Print one JSON event per line on stdout.
-    #[arg(long)]
-    json: bool,
-    #[arg(long, default_value = "scripted", help = MODEL_HELP)]
-    model: String,
     /// Persist the session in this store (a directory, or `sqlite:FILE`).
     #[arg(long)]
     store: Option<String>,
@@ -309,18 +302,18 @@ fn place_plan(
 }
 
 fn run(args: RunArgs) -> Result<ExitCode, String> {
-    let (graph, tools) = load(&args.config)?;
+    let (graph, tools) = load(&args.common.config)?;
     let start = match &args.mode {
         Some(id) => graph
             .get(id)
             .ok_or_else(|| format!("unknown mode `{id}`"))?,
         None => graph.default_mode_id(),
     };
-    let scripted = args.model == "scripted";
+    let scripted = args.common.model == "scripted";
     // A probe controller tells whether the start mode offers write_plan; building is cheap.
     let probe = AgentController::builder(graph.clone(), Arc::new(ScriptedModel::new()))
         .tools(tools.clone())
-        .workspace(&args.workspace)
+        .workspace(&args.common.workspace)
         .build()
         .map_err(|e| e.to_string())?;
     let offers_write_plan = probe
@@ -340,22 +333,28 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
         Some(path) => ScriptedModel::with_plan_path(path),
         None => ScriptedModel::new(),
     };
-    let model = model_for(&args.model, args.json, args.plan.as_deref(), scripted_model)?;
+    let model = model_for(
+        &args.common.model,
+        args.common.json,
+        args.plan.as_deref(),
+        scripted_model,
+    )?;
     let mut builder = AgentController::builder(graph.clone(), model)
         .tools(tools)
-        .workspace(&args.workspace);
+        .workspace(&args.common.workspace);
     if let Some(spec) = &args.store {
         builder = builder.store(open_store(spec).map_err(|e| e.to_string())?);
     }
     let controller = builder.build().map_err(|e| e.to_string())?;
-    let mut options = SessionOptions::new().on_event(event_printer(args.json, graph.clone()));
+    let mut options =
+        SessionOptions::new().on_event(event_printer(args.common.json, graph.clone()));
     if let Some(mode) = &args.mode {
         options = options.mode(mode.clone());
     }
     let mut session = controller
         .start_session(options)
         .map_err(|e| e.to_string())?;
-    let fixed = fixed_decision(args.approve, args.reject.as_deref());
+    let fixed = fixed_decision(args.common.approve, args.common.reject.as_deref());
     let runtime = runtime()?;
     runtime.block_on(async {
         // Ctrl-C while the model works stops the run; the session keeps the mode it is in now.
@@ -374,7 +373,7 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
             outcome,
             fixed.as_ref(),
             prompt.as_mut(),
-            args.json,
+            args.common.json,
             stop_at_suspension,
         )
         .await
@@ -539,17 +538,22 @@ fn pending(spec: &str, json: bool) -> Result<ExitCode, String> {
 }
 
 fn decide(args: DecideArgs) -> Result<ExitCode, String> {
-    let (graph, tools) = load(&args.config)?;
+    let (graph, tools) = load(&args.common.config)?;
     let store = open_store(&args.store).map_err(|e| e.to_string())?;
-    let model = model_for(&args.model, args.json, None, ScriptedModel::new())?;
+    let model = model_for(
+        &args.common.model,
+        args.common.json,
+        None,
+        ScriptedModel::new(),
+    )?;
     let controller = AgentController::builder(graph.clone(), model)
         .tools(tools)
-        .workspace(&args.workspace)
+        .workspace(&args.common.workspace)
         .store(store)
         .build()
         .map_err(|e| e.to_string())?;
-    let json = args.json;
-    let fixed = fixed_decision(args.approve, args.reject.as_deref());
+    let json = args.common.json;
+    let fixed = fixed_decision(args.common.approve, args.common.reject.as_deref());
     runtime()?.block_on(async {
         let options = SessionOptions::new().on_event(event_printer(json, graph.clone()));
         let mut session = controller
