@@ -68,6 +68,8 @@ pub mod session;
 pub mod store;
 #[cfg(feature = "terminal")]
 pub mod terminal;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod tool;
 
 pub use crate::config::{ConfigError, ConfigErrorKind};
