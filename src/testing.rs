@@ -49,6 +49,7 @@ mod facts;
 mod harness;
 mod reference;
 
+use std::cell::RefCell;
 use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
@@ -259,20 +260,23 @@ where
         failure_persistence: None,
         ..Config::default()
     });
+    // One controller and workspace for all cases: each case starts a fresh session.
+    let harness = RefCell::new(Harness::new(graph.clone(), facts.clone(), build)?);
     let result = runner.run(&strategy, |(initial, ops, seen)| {
-        run_case(graph, facts, &initial, &ops, seen.as_deref(), build)
+        run_case(&mut harness.borrow_mut(), &initial, &ops, seen.as_deref())
             .map_err(|e| TestCaseError::fail(e.to_string()))
     });
     match result {
         Ok(()) => Ok(()),
         Err(TestError::Fail(reason, (initial, ops, _))) => {
-            match run_case(graph, facts, &initial, &ops, None, build) {
-                Err(CaseError::Diverged(divergence)) => Err(CheckError::Diverged {
+            // Replay the shrunk case on a fresh controller for a typed report.
+            let mut fresh = Harness::new(graph.clone(), facts.clone(), build)?;
+            match run_case(&mut fresh, &initial, &ops, None) {
+                Err(divergence) => Err(CheckError::Diverged {
                     start: initial.start().map(|m| facts.id(m).to_owned()),
                     ops,
                     divergence: Box::new(divergence),
                 }),
-                Err(CaseError::Setup(e)) => Err(CheckError::Setup(e)),
                 Ok(()) => Err(CheckError::Stopped(reason.to_string())),
             }
         }
@@ -280,27 +284,12 @@ where
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-enum CaseError {
-    #[error(transparent)]
-    Setup(#[from] HarnessError),
-    #[error(transparent)]
-    Diverged(#[from] Divergence),
-}
-
-fn run_case<F, E>(
-    graph: &ModeGraph,
-    facts: &Arc<ConfigFacts>,
+fn run_case(
+    harness: &mut Harness,
     initial: &ReferenceSession,
     ops: &[Op],
     seen: Option<&AtomicUsize>,
-    build: &F,
-) -> Result<(), CaseError>
-where
-    F: Fn(AgentControllerBuilder) -> Result<AgentController, E>,
-    E: fmt::Display,
-{
-    let mut harness = Harness::new(graph.clone(), facts.clone(), build)?;
+) -> Result<(), Divergence> {
     harness.start(initial)?;
     let mut reference = initial.clone();
     for op in ops {
