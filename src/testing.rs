@@ -161,7 +161,8 @@ fn diverged_message(start: &Option<String>, ops: &[Op], divergence: &Divergence)
 
 /// Checks your controller against the reference model on the config at `config`: runs the
 /// property test ([`CheckOptions::default`] cases of random operation sequences, compared after
-/// every step) and the exhaustive edge walk.
+/// every step) and the exhaustive edge walk. When your controller has a session store, the
+/// sequences also restart the process ([`Op::Restart`]): a restored session must be the same.
 ///
 /// `build` receives a builder over the config's mode graph with the check's scripted model and
 /// a temporary workspace; add what your controller has (tools, step limit) and build it. Leave
@@ -217,11 +218,13 @@ where
 
 /// A strategy for a new reference session on `facts` (started in the default mode or in a
 /// named mode) and up to `max_ops` operations that make sense in turn, for a proptest
-/// [`TestRunner`]. The third element counts the operations applied, for shrinking: increment it
-/// before each one, as [`proptest_state_machine::StateMachineTest`] does.
+/// [`TestRunner`]; `restarts` adds [`Op::Restart`] (for a controller with a store). The third
+/// element counts the operations applied, for shrinking: increment it before each one, as
+/// [`proptest_state_machine::StateMachineTest`] does.
 pub fn sessions(
     facts: &Arc<ConfigFacts>,
     max_ops: usize,
+    restarts: bool,
 ) -> impl Strategy<Value = (ReferenceSession, Vec<Op>, Option<Arc<AtomicUsize>>)> + use<> {
     let facts = facts.clone();
     Sequential::new(
@@ -232,6 +235,7 @@ pub fn sessions(
             (0..=n)
                 .prop_map(move |start| {
                     ReferenceSession::new(facts.clone(), (start < n).then_some(start))
+                        .with_restarts(restarts)
                 })
                 .boxed()
         },
@@ -254,14 +258,16 @@ where
     F: Fn(AgentControllerBuilder) -> Result<AgentController, E>,
     E: fmt::Display,
 {
-    let strategy = sessions(facts, options.max_ops);
+    // One controller and workspace for all cases: each case starts a fresh session.
+    let harness = RefCell::new(Harness::new(graph.clone(), facts.clone(), build)?);
+    // A controller with a store must survive restarts in any state.
+    let restarts = harness.borrow().controller().store().is_some();
+    let strategy = sessions(facts, options.max_ops, restarts);
     let mut runner = TestRunner::new(Config {
         cases: options.cases,
         failure_persistence: None,
         ..Config::default()
     });
-    // One controller and workspace for all cases: each case starts a fresh session.
-    let harness = RefCell::new(Harness::new(graph.clone(), facts.clone(), build)?);
     let result = runner.run(&strategy, |(initial, ops, seen)| {
         run_case(&mut harness.borrow_mut(), &initial, &ops, seen.as_deref())
             .map_err(|e| TestCaseError::fail(e.to_string()))

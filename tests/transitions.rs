@@ -14,6 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use agent_controller::store::FileStore;
 use agent_controller::testing::{
     self, CheckError, CheckOptions, ConfigFacts, EdgeReport, Harness, Mutation, Op,
     ReferenceSession,
@@ -77,10 +78,11 @@ fn harness_for(facts: &Arc<ConfigFacts>, origin: &str) -> Harness {
 // ---------------------------------------------------------------------------------------------
 // The reference model against the real session.
 
-/// The reference side: a generated config, a start mode, and the rules.
-struct SessionRules;
+/// The reference side: a generated config, a start mode, and the rules; with `RESTARTS`, process
+/// restarts among the operations.
+struct SessionRules<const RESTARTS: bool>;
 
-impl ReferenceStateMachine for SessionRules {
+impl<const RESTARTS: bool> ReferenceStateMachine for SessionRules<RESTARTS> {
     type State = ReferenceSession;
     type Transition = Op;
 
@@ -93,7 +95,7 @@ impl ReferenceStateMachine for SessionRules {
             })
             .prop_map(|(facts, start)| {
                 let named = (start < facts.len()).then_some(start);
-                ReferenceSession::new(facts, named)
+                ReferenceSession::new(facts, named).with_restarts(RESTARTS)
             })
             .boxed()
     }
@@ -112,26 +114,43 @@ impl ReferenceStateMachine for SessionRules {
     }
 }
 
-/// The real side: an `AgentController` with the workspace tools, driven by the harness.
-struct RealSession;
+/// The real side: an `AgentController` with the workspace tools, driven by the harness; with
+/// `STORE`, saving sessions in a `FileStore` (kept in the temporary directory beside it).
+struct RealSession<const STORE: bool>;
 
-impl StateMachineTest for RealSession {
-    type SystemUnderTest = Harness;
-    type Reference = SessionRules;
+impl<const STORE: bool> StateMachineTest for RealSession<STORE> {
+    type SystemUnderTest = (Harness, Option<tempfile::TempDir>);
+    type Reference = SessionRules<STORE>;
 
-    fn init_test(reference: &ReferenceSession) -> Harness {
-        let mut harness = harness_for(reference.facts(), "generated.toml");
+    fn init_test(reference: &ReferenceSession) -> Self::SystemUnderTest {
+        let graph = config::parse(reference.facts().text(), "generated.toml").expect("valid");
+        let store_dir = STORE.then(|| tempfile::tempdir().expect("a store directory"));
+        let store = store_dir
+            .as_ref()
+            .map(|dir| FileStore::open(dir.path()).expect("a file store"));
+        let mut harness = Harness::new(graph, reference.facts().clone(), |builder| {
+            let builder = match store {
+                Some(store) => builder.store(Arc::new(store)),
+                None => builder,
+            };
+            build(builder)
+        })
+        .expect("a harness");
         if let Err(divergence) = harness.start(reference) {
             panic!("{divergence}");
         }
-        harness
+        (harness, store_dir)
     }
 
-    fn apply(mut harness: Harness, reference: &ReferenceSession, _op: Op) -> Harness {
+    fn apply(
+        (mut harness, store_dir): Self::SystemUnderTest,
+        reference: &ReferenceSession,
+        _op: Op,
+    ) -> Self::SystemUnderTest {
         if let Err(divergence) = harness.step(reference) {
             panic!("{divergence}");
         }
-        harness
+        (harness, store_dir)
     }
 }
 
@@ -139,7 +158,16 @@ prop_state_machine! {
     #![proptest_config(config(cases(1)))]
 
     #[test]
-    fn session_follows_the_reference_model(sequential 1..40 => RealSession);
+    fn session_follows_the_reference_model(sequential 1..40 => RealSession<false>);
+}
+
+prop_state_machine! {
+    #![proptest_config(config(cases(16)))]
+
+    #[test]
+    fn a_stored_session_follows_the_reference_model_across_restarts(
+        sequential 1..40 => RealSession<true>
+    );
 }
 
 #[test]

@@ -198,6 +198,12 @@ impl Harness {
         })
     }
 
+    /// Session options whose subscriber logs every event for the comparison.
+    fn options(&self) -> SessionOptions {
+        let log = self.model.log.clone();
+        SessionOptions::new().on_event(move |e| lock(&log).push(Record::Event(e.clone())))
+    }
+
     /// The controller under test.
     pub fn controller(&self) -> &AgentController {
         &self.controller
@@ -216,12 +222,10 @@ impl Harness {
     pub fn start(&mut self, reference: &ReferenceSession) -> Result<(), Divergence> {
         lock(&self.model.log).clear();
         self.run_ids.clear();
-        let mut options = SessionOptions::new();
+        let mut options = self.options();
         if let Some(start) = reference.start() {
             options = options.mode(self.facts.id(start));
         }
-        let log = self.model.log.clone();
-        options = options.on_event(move |e| lock(&log).push(Record::Event(e.clone())));
         let controller = &self.controller;
         let started = catch_unwind(AssertUnwindSafe(|| controller.start_session(options)));
         let session = match started {
@@ -313,12 +317,15 @@ impl Harness {
             Action::Send(text) => Resolved::Send(text.clone()),
             Action::Abort => Resolved::Abort,
             Action::Switch(id) => Resolved::Switch(id.clone()),
+            Action::Restore => Resolved::Restore,
             Action::Nothing => Resolved::Nothing,
         };
+        let options = self.options();
         let Some(session) = self.session.as_mut() else {
             return Ok(Outcome::NoDecision);
         };
         let runtime = &self.runtime;
+        let controller = &self.controller;
         let outcome = catch_unwind(AssertUnwindSafe(|| match action {
             Resolved::Send(text) => run_outcome(runtime.block_on(session.send_message(text))),
             Resolved::Resume(run, call, decision) => {
@@ -335,6 +342,15 @@ impl Harness {
                 Ok(changed) => Outcome::Switched(changed),
                 Err(e) => Outcome::Refused(refusal(&e)),
             },
+            Resolved::Restore => {
+                match runtime.block_on(controller.restore_session(session.id(), options)) {
+                    Ok(restored) => {
+                        *session = restored;
+                        Outcome::Restored
+                    }
+                    Err(e) => Outcome::Refused(refusal(&e)),
+                }
+            }
             Resolved::Nothing => Outcome::NoDecision,
         }));
         lock(&self.model.replies).clear();
@@ -537,6 +553,7 @@ enum Resolved {
     ResumeJson(String, String, serde_json::Value),
     Abort,
     Switch(String),
+    Restore,
     Nothing,
 }
 
@@ -568,9 +585,8 @@ fn refusal(error: &SessionError) -> Refusal {
         SessionError::Sha256Mismatch { .. } => Refusal::Sha256Mismatch,
         SessionError::MalformedDecision(_) => Refusal::MalformedDecision,
         SessionError::ConfigChanged(_) => Refusal::ConfigChanged,
-        SessionError::Store(_) | SessionError::NoStore | SessionError::UnknownSession(_) => {
-            Refusal::Store
-        }
+        SessionError::UnknownSession(_) => Refusal::UnknownSession,
+        SessionError::Store(_) | SessionError::NoStore => Refusal::Store,
         #[allow(unreachable_patterns)]
         _ => Refusal::Other,
     }

@@ -151,6 +151,11 @@ pub enum Op {
     Malformed(Value),
     /// The host switches mode by hand.
     Switch(SwitchTo),
+    /// The host process restarts: the session is restored from the controller's store
+    /// ([`crate::AgentController::restore_session`]). Nothing may change; a session with no
+    /// state change since it started was never saved and is unknown to the store. Generated
+    /// only for a reference built [`ReferenceSession::with_restarts`].
+    Restart,
 }
 
 /// A run, as the reference names it: its ordinal (the first run is 1) or an id never issued.
@@ -189,6 +194,8 @@ pub enum Action {
     Abort,
     /// [`crate::Session::switch_mode`].
     Switch(String),
+    /// [`crate::AgentController::restore_session`] by the session's id.
+    Restore,
     /// Nothing (a blank answer: the prompt asks again).
     Nothing,
 }
@@ -226,6 +233,8 @@ pub enum Outcome {
     Aborted(bool),
     /// No call was made.
     NoDecision,
+    /// The session was restored from the store.
+    Restored,
     /// The call was refused with this error; nothing changed.
     Refused(Refusal),
 }
@@ -250,7 +259,9 @@ pub enum Refusal {
     MalformedDecision,
     /// [`crate::SessionError::ConfigChanged`].
     ConfigChanged,
-    /// A store error ([`crate::SessionError::Store`], `NoStore`, `UnknownSession`).
+    /// [`crate::SessionError::UnknownSession`].
+    UnknownSession,
+    /// A store error ([`crate::SessionError::Store`], [`crate::SessionError::NoStore`]).
     Store,
     /// A variant this version of the reference does not know.
     Other,
@@ -391,6 +402,8 @@ pub struct ReferenceSession {
     runs: usize,
     tool_calls: usize,
     decided: Option<(usize, String)>,
+    restarts: bool,
+    saved: bool,
     last: Option<Step>,
 }
 
@@ -420,8 +433,17 @@ impl ReferenceSession {
             runs: 0,
             tool_calls: 0,
             decided: None,
+            restarts: false,
+            saved: false,
             last: None,
         }
+    }
+
+    /// The same session, with [`Op::Restart`] among its operations when `restarts` is true (for
+    /// a controller with a session store).
+    pub fn with_restarts(mut self, restarts: bool) -> Self {
+        self.restarts = restarts;
+        self
     }
 
     /// The config facts.
@@ -472,6 +494,7 @@ impl ReferenceSession {
             Op::DecideAgain => self.decided.is_some(),
             Op::Switch(SwitchTo::Mode(m)) => *m < self.facts.len(),
             Op::Switch(SwitchTo::Unknown(id)) => self.facts.index_of(id).is_none(),
+            Op::Restart => self.restarts,
             Op::Abort | Op::DecideUnknownCall | Op::DecideUnknownRun | Op::Malformed(_) => true,
         }
     }
@@ -485,6 +508,11 @@ impl ReferenceSession {
         } else {
             (Action::Nothing, Vec::new(), Outcome::NoDecision)
         };
+        // A store saves a session at its first state change, not when it starts.
+        self.saved |= matches!(
+            outcome,
+            Outcome::Run(_) | Outcome::Switched(true) | Outcome::Aborted(true)
+        );
         self.last.insert(Step {
             op: op.clone(),
             action,
@@ -508,6 +536,14 @@ impl ReferenceSession {
                 let aborted = self.cancel(CancelReason::Aborted, trace);
                 (Action::Abort, Vec::new(), Outcome::Aborted(aborted))
             }
+            // A restored session is the session: same mode, pending plan, runs and decisions.
+            // One never saved (nothing happened since it started) is not in the store.
+            Op::Restart if !self.saved => (
+                Action::Restore,
+                Vec::new(),
+                Outcome::Refused(Refusal::UnknownSession),
+            ),
+            Op::Restart => (Action::Restore, Vec::new(), Outcome::Restored),
             Op::DecideAgain => {
                 let (run, call) = self.decided.clone().unwrap_or_default();
                 let action = Action::Resume {
@@ -984,6 +1020,9 @@ impl ReferenceSession {
         }
         if self.decided.is_some() {
             choices.push((1, Just(Op::DecideAgain).boxed()));
+        }
+        if self.restarts {
+            choices.push((2, Just(Op::Restart).boxed()));
         }
         proptest::strategy::Union::new_weighted(choices).boxed()
     }
