@@ -11,9 +11,10 @@
 //! - [`ReferenceSession`] is a small pure model of a session: the current mode, the pending
 //!   decision (tool call id, target fixed at submit time, SHA-256) and the run state. Each
 //!   [`Op`] (a message, a `submit_plan` call on a valid or refused file, a decision, an abort,
-//!   a manual switch, a call to a tool outside the mode, ...) becomes a [`Step`] saying what the
-//!   real session must return and emit, in order. [`ReferenceSession::ops`] is a strategy for
-//!   the operations that make sense in the current state.
+//!   a manual switch, a call to a tool outside the mode, a process restart, ...) becomes a
+//!   [`Step`] saying what the real session must return and emit, in order.
+//!   [`ReferenceSession::ops`] is a strategy for the operations that make sense in the current
+//!   state; [`sessions`] a strategy for whole operation sequences.
 //! - [`Harness`] drives a real [`crate::Session`] with a scripted model in a temporary
 //!   workspace, performs each step and reports the first [`Divergence`].
 //! - [`walk_edges`] fires every edge `(from, cause, to)` of the transition relation after a
@@ -25,7 +26,8 @@
 //! model and on your controller, compared after every step) and the exhaustive edge walk on a
 //! config file. You give it the config and the way you build your controller: it hands you a
 //! builder that already has the config's mode graph, a scripted model and a temporary
-//! workspace, and you add what your harness adds (your tools, your step limit).
+//! workspace, and you add what your harness adds (your tools, your step limit, your session
+//! store: with one, the sequences also restart the process and restore the session).
 //!
 //! ```
 //! use agent_controller::ToolRegistry;
@@ -42,6 +44,14 @@
 //!
 //! Call it from a plain `#[test]`, not from inside an async runtime. The case count follows
 //! proptest's (`PROPTEST_CASES`); [`check_controller_with`] takes [`CheckOptions`].
+//!
+//! # Your own state machine test
+//!
+//! With `proptest-state-machine`, use [`ReferenceSession`] as the reference state
+//! ([`ReferenceSession::ops`] for the transitions, [`ReferenceSession::can_apply`] as the
+//! preconditions, [`ReferenceSession::apply`] to move it) and a [`Harness`] as the system under
+//! test ([`Harness::step`] after each transition); the crate's `tests/transitions.rs` does this
+//! for generated configs.
 
 mod configs;
 mod edges;
