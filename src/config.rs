@@ -18,6 +18,9 @@ use crate::mode::{IdMap, Mode, ModeGraph, ModeId, ToolRef};
 use crate::tool::SUBMIT_PLAN;
 
 mod fast;
+mod schema;
+
+pub use self::schema::{schema, schema_json};
 
 /// The plans directory used when a config does not set `plansDir`, relative to the workspace.
 pub const DEFAULT_PLANS_DIR: &str = ".agent/plans";
@@ -278,29 +281,66 @@ fn floor_char_boundary(text: &str, mut index: usize) -> usize {
     index
 }
 
-/// The config as read, before validation. Strings that validation only looks up or copies
-/// (ids, targets, tool names) are `Cow`s: the fast reader borrows them from the text, serde owns
-/// them.
-#[derive(Debug, Deserialize)]
+// Strings that validation only looks up or copies (ids, targets, tool names) are `Cow`s: the
+// fast reader (`fast`) borrows them from the text, serde owns them. (Doc comments here are the
+// JSON Schema's descriptions.)
+/// The config file as written: a mode set for `agent-controller`.
+///
+/// The raw layer: keys, types and the mode id pattern. [`parse`] adds the graph rules (unique ids,
+/// existing `transitionsTo` targets, one default) and the controller checks tool names. The JSON
+/// Schema of [`schema`] is derived from these structs, so it cannot drift from the parser.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+// The parser reads a file without `modes` and reports "no modes"; the schema says it up front.
+#[schemars(
+    rename = "ModeConfig",
+    title = "agent-controller mode config",
+    extend("required" = ["modes"])
+)]
 struct RawConfig<'a> {
+    /// The mode a new session starts in. Default resolution: `defaultModeId`, else the mode
+    /// marked `default = true`, else the first mode.
+    #[schemars(with = "Option<String>", pattern(r"^[A-Za-z0-9_-]+$"))]
     default_mode_id: Option<Spanned<Cow<'a, str>>>,
+    /// Where plans are written and read from, relative to the workspace unless absolute
+    /// (default `.agent/plans`).
     plans_dir: Option<String>,
+    /// The modes, in order; at least one.
     #[serde(default)]
+    #[schemars(length(min = 1))]
     modes: Vec<RawMode<'a>>,
 }
 
-#[derive(Debug, Deserialize)]
+/// One mode: its id, what the model is told in it, its tools and where an approved plan hands
+/// over to.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "Mode")]
 struct RawMode<'a> {
+    /// The mode id: ASCII letters, digits, `-` and `_`; unique; case-sensitive.
+    #[schemars(with = "String", pattern(r"^[A-Za-z0-9_-]+$"))]
     id: Spanned<Cow<'a, str>>,
+    /// The display name (default: the id).
     name: Option<String>,
+    /// A one-line description, added to the system prompt.
     description: Option<String>,
+    /// The instructions the model gets in this mode (its system prompt).
     instructions: Option<String>,
+    /// Marks the default mode; at most one mode may set it.
+    #[schemars(with = "Option<bool>")]
     default: Option<Spanned<bool>>,
+    /// The mode a plan approved in this mode hands over to; another mode's id. Makes this a
+    /// planning mode (`submit_plan` is offered).
+    #[schemars(with = "Option<String>", pattern(r"^[A-Za-z0-9_-]+$"))]
     transitions_to: Option<Spanned<Cow<'a, str>>>,
+    /// The tools the model may call in this mode (absent: every tool the controller has). Listing
+    /// `submit_plan` makes this a planning mode; a mode with `transitionsTo` must list it.
+    #[schemars(with = "Option<Vec<String>>")]
     available_tools: Option<Spanned<Vec<Spanned<Cow<'a, str>>>>>,
+    /// The model this mode prefers, as `provider/model` (for example `openai/gpt-4.1`).
     default_model_id: Option<String>,
+    /// Free data for hosts, such as `color` (`#rrggbb` or a colour name) and `icon`.
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     metadata: Option<toml::Table>,
 }
 
@@ -352,11 +392,54 @@ pub fn check(text: &str, origin: &str) -> Vec<ConfigError> {
     parse_all(text, origin).err().unwrap_or_default()
 }
 
+/// Like [`check`], and also checks every `availableTools` name with `is_known` (the controller's
+/// registry, for example [`crate::ToolRegistry::knows`]; `submit_plan` is always known): every
+/// problem of the file at once, sorted by position, each with its source snippet. An empty list
+/// means a controller with those tools accepts the file. Unknown tools are reported even when
+/// the file has graph errors too; a syntax error or a wrong key stops the reading, so it is the
+/// only error reported then.
+///
+/// # Examples
+/// ```
+/// let text = "[[modes]]\nid = \"plan\"\ntransitionsTo = \"nope\"\navailableTools = [\"grep\", \"submit_plan\"]\n";
+/// let errors = agent_controller::config::check_with_tools(text, "modes.toml", |name| name == "read_file");
+/// let lines: Vec<usize> = errors.iter().map(|e| e.location().unwrap().line).collect();
+/// assert_eq!(lines, [3, 4]);
+/// assert!(errors[1].to_string().contains("unknown tool `grep`"));
+/// ```
+pub fn check_with_tools(
+    text: &str,
+    origin: &str,
+    is_known: impl Fn(&str) -> bool,
+) -> Vec<ConfigError> {
+    let (graph, mut errors) = parse_lenient(text, origin);
+    if let Some(graph) = graph {
+        errors.extend(graph.unknown_tools(is_known));
+        errors.sort_by_key(|e| e.location);
+    }
+    errors
+}
+
 fn parse_all(text: &str, origin: &str) -> Result<ModeGraph, Vec<ConfigError>> {
+    match parse_lenient(text, origin) {
+        (Some(graph), errors) if errors.is_empty() => Ok(graph),
+        (_, errors) => Err(errors),
+    }
+}
+
+/// Parses and validates, keeping the graph even when it has errors (for tool name checks);
+/// `None` when the text could not be read into modes at all. Errors are sorted by position.
+///
+/// The fast reader ([`fast`]) reads the common shape of a config; anything else, and every
+/// syntax error, goes to the toml crate.
+fn parse_lenient(text: &str, origin: &str) -> (Option<ModeGraph>, Vec<ConfigError>) {
     let source = Source::new(origin, text);
     let raw = match fast::parse(text) {
         Some(raw) => raw,
-        None => toml::from_str(text).map_err(|e| vec![syntax_error(&source, &e)])?,
+        None => match toml::from_str(text) {
+            Ok(raw) => raw,
+            Err(e) => return (None, vec![syntax_error(&source, &e)]),
+        },
     };
     validated(raw, &source)
 }
@@ -366,19 +449,17 @@ fn parse_all(text: &str, origin: &str) -> Result<ModeGraph, Vec<ConfigError>> {
 pub(crate) fn parse_with_toml(text: &str, origin: &str) -> Result<ModeGraph, ConfigError> {
     let source = Source::new(origin, text);
     let raw: RawConfig<'_> = toml::from_str(text).map_err(|e| syntax_error(&source, &e))?;
-    validated(raw, &source).map_err(|mut errors| errors.swap_remove(0))
+    match validated(raw, &source) {
+        (Some(graph), errors) if errors.is_empty() => Ok(graph),
+        (_, mut errors) => Err(errors.swap_remove(0)),
+    }
 }
 
-fn validated(raw: RawConfig<'_>, source: &Source<'_>) -> Result<ModeGraph, Vec<ConfigError>> {
+fn validated(raw: RawConfig<'_>, source: &Source<'_>) -> (Option<ModeGraph>, Vec<ConfigError>) {
     let mut errors = Vec::new();
     let graph = validate(raw, source, &mut errors);
-    match graph {
-        Some(graph) if errors.is_empty() => Ok(graph),
-        _ => {
-            errors.sort_by_key(|e| e.location);
-            Err(errors)
-        }
-    }
+    errors.sort_by_key(|e| e.location);
+    (graph, errors)
 }
 
 fn syntax_error(source: &Source<'_>, err: &toml::de::Error) -> ConfigError {
@@ -503,7 +584,7 @@ fn validate(
                 format!(
                     "defaultModeId `{}` names no mode (known: {})",
                     default_id.get_ref(),
-                    known_ids(&raw.modes)
+                    index_ids(&index)
                 ),
             )),
             Some(id) => {
@@ -623,11 +704,6 @@ fn validate(
         source.origin.to_owned(),
         tool_refs,
     ))
-}
-
-fn known_ids(modes: &[RawMode<'_>]) -> String {
-    let ids: Vec<&str> = modes.iter().map(|m| &**m.id.get_ref()).collect();
-    ids.join(", ")
 }
 
 fn index_ids(index: &IdMap<Arc<str>, ModeId>) -> String {

@@ -172,6 +172,11 @@ fn mode_runtime(
     let mode = graph.mode(id);
     let mut specs: Vec<ToolSpec> = Vec::new();
     let mut push = |name: &str| {
+        // A name listed twice is offered once: a tool list is a set, and model providers refuse
+        // requests that name a tool twice.
+        if specs.iter().any(|s| &*s.name == name) {
+            return;
+        }
         if name == SUBMIT_PLAN {
             let target = graph.mode(graph.approval_target(id));
             specs.push(ToolSpec {
@@ -206,7 +211,6 @@ fn mode_runtime(
             }
         }
     }
-    specs.dedup_by(|a, b| a.name == b.name);
     let tool_list = if specs.is_empty() {
         "none".to_owned()
     } else {
@@ -390,5 +394,35 @@ impl AgentController {
     pub async fn delete_session(&self, id: &str) -> Result<bool, SessionError> {
         let store = self.shared.store.as_ref().ok_or(SessionError::NoStore)?;
         Ok(store.delete(id).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::scripted::ScriptedModel;
+
+    #[test]
+    fn a_tool_listed_twice_is_offered_once() {
+        let graph = crate::config::parse(
+            "[[modes]]\nid = \"plan\"\navailableTools = [\"read_file\", \"submit_plan\", \"read_file\"]\n",
+            "modes.toml",
+        )
+        .expect("a valid config");
+        let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+            .tools(ToolRegistry::with_workspace_tools())
+            .build()
+            .expect("a controller");
+        let plan = controller.modes().get("plan").expect("the plan mode");
+        let names: Vec<&str> = controller
+            .tool_specs(plan)
+            .iter()
+            .map(|s| &*s.name)
+            .collect();
+        assert_eq!(names, ["read_file", "submit_plan"]);
+        assert_eq!(
+            controller.shared.runtime(plan).tool_list,
+            "read_file, submit_plan"
+        );
     }
 }

@@ -58,6 +58,7 @@
 
 pub mod config;
 pub mod controller;
+pub mod diagram;
 pub mod error;
 pub mod event;
 pub mod mode;
@@ -65,6 +66,10 @@ pub mod model;
 pub mod run;
 pub mod session;
 pub mod store;
+#[cfg(feature = "terminal")]
+pub mod terminal;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod tool;
 
 pub use crate::config::{ConfigError, ConfigErrorKind};

@@ -329,7 +329,7 @@ impl ModeGraph {
     /// always known.
     ///
     /// # Errors
-    /// One [`ConfigErrorKind::UnknownTool`] error per unknown name, at the name's line and column,
+    /// One [`ConfigErrorKind::UnknownTool`](crate::config::ConfigErrorKind::UnknownTool) error per unknown name, at the name's line and column,
     /// in text order. An empty list means every name is known.
     pub fn unknown_tools(&self, is_known: impl Fn(&str) -> bool) -> Vec<ConfigError> {
         self.tool_refs
@@ -353,7 +353,7 @@ impl ModeGraph {
     /// Like [`ModeGraph::unknown_tools`] but stops at the first unknown name.
     ///
     /// # Errors
-    /// [`ConfigErrorKind::UnknownTool`] for the first name `is_known` rejects.
+    /// [`ConfigErrorKind::UnknownTool`](crate::config::ConfigErrorKind::UnknownTool) for the first name `is_known` rejects.
     pub fn check_tools(&self, is_known: impl Fn(&str) -> bool) -> Result<(), ConfigError> {
         match self.unknown_tools(is_known).into_iter().next() {
             Some(err) => Err(err),

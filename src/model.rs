@@ -1,6 +1,8 @@
 //! Models plug in through [`LanguageModel`]: given the current mode's system prompt, its tools and
 //! the conversation, return text and tool calls.
 
+#[cfg(feature = "openai")]
+pub mod openai;
 pub mod scripted;
 
 use std::sync::Arc;

@@ -340,9 +340,9 @@ impl Session {
         &mut self,
         decision: Decision,
     ) -> Result<RunOutcome, SessionError> {
-        let checkpoint = self.begin();
+        self.begin();
         let Some(pending) = self.pending.take() else {
-            self.rollback(checkpoint);
+            self.recover();
             return Err(SessionError::NotSuspended(String::new()));
         };
         let run_id = pending.run_id.clone();
@@ -370,7 +370,7 @@ impl Session {
         if ends_run {
             self.close_run(&run_id, RunState::Completed, None);
         }
-        self.commit(checkpoint).await?;
+        self.commit().await?;
         if ends_run {
             return Ok(RunOutcome::Completed {
                 run_id,
@@ -407,10 +407,10 @@ impl Session {
         state: RunState,
         text: String,
     ) -> Result<RunOutcome, SessionError> {
-        let checkpoint = self.begin();
+        self.begin();
         let failed = state == RunState::Failed;
         self.close_run(&run_id, state, failed.then_some(text.as_str()));
-        self.commit(checkpoint).await?;
+        self.commit().await?;
         Ok(if failed {
             RunOutcome::Failed {
                 run_id,
@@ -572,7 +572,7 @@ impl Session {
         tool_call_id: String,
         submission: PlanSubmission,
     ) -> Result<RunOutcome, SessionError> {
-        let checkpoint = self.begin();
+        self.begin();
         // The hand-over target is fixed now, at submit time.
         let target = self.shared.graph.approval_target(self.mode);
         let payload = SuspendPayload {
@@ -593,7 +593,7 @@ impl Session {
             suspend_payload: payload.clone(),
         });
         self.close_run(&run_id, RunState::Suspended, None);
-        if let Err(err) = self.commit(checkpoint).await {
+        if let Err(err) = self.commit().await {
             let output =
                 ToolOutput::error(format!("The plan could not be saved for review: {err}"));
             self.finish_tool(&run_id, &tool_call_id, SUBMIT_PLAN, output);

@@ -148,6 +148,8 @@ pub struct Session {
     /// Events of a state change held back until the change is saved.
     outbox: Vec<Event>,
     in_change: bool,
+    /// The state to roll back to if the change being saved fails (only with a store).
+    checkpoint: Option<Checkpoint>,
 }
 
 impl std::fmt::Debug for Session {
@@ -181,6 +183,7 @@ impl Session {
             version: 0,
             outbox: Vec::new(),
             in_change: false,
+            checkpoint: None,
         };
         session.emit(Event::SessionStarted {
             session_id: session.id.clone(),
@@ -239,6 +242,7 @@ impl Session {
             version: record.version,
             outbox: Vec::new(),
             in_change: false,
+            checkpoint: None,
             shared,
         })
     }
@@ -250,31 +254,46 @@ impl Session {
 
     /// The current mode: the one whose instructions and tools the next model call uses.
     pub fn mode(&self) -> &Mode {
-        self.shared.graph.mode(self.mode)
+        self.shared.graph.mode(self.mode_id())
     }
 
     /// The current mode's handle.
     pub fn mode_id(&self) -> ModeId {
-        self.mode
+        self.unsaved().map_or(self.mode, |cp| cp.mode)
+    }
+
+    /// The last saved state while a change is being saved (or was abandoned mid-save): what
+    /// the accessors report until the change is saved.
+    fn unsaved(&self) -> Option<&Checkpoint> {
+        self.checkpoint.as_ref().filter(|_| self.in_change)
     }
 
     pub(crate) fn mode_arc(&self) -> Arc<str> {
-        self.mode().id_arc().clone()
+        // The working mode (inside a change too), not the last saved one.
+        self.shared.graph.mode(self.mode).id_arc().clone()
     }
 
     /// The conversation so far.
     pub fn messages(&self) -> &[Message] {
-        &self.messages
+        let len = self.unsaved().map_or(self.messages.len(), |cp| cp.messages);
+        &self.messages[..len]
     }
 
     /// The plan waiting for a decision, if any.
     pub fn pending(&self) -> Option<&PendingDecision> {
-        self.pending.as_ref()
+        match self.unsaved() {
+            Some(cp) => cp.pending.as_ref(),
+            None => self.pending.as_ref(),
+        }
     }
 
     /// The latest run's id and state, if a run was started.
     pub fn run_state(&self) -> Option<(&str, RunState)> {
-        self.run.as_ref().map(|(id, state)| (&**id, *state))
+        let run = match self.unsaved() {
+            Some(cp) => &cp.run,
+            None => &self.run,
+        };
+        run.as_ref().map(|(id, state)| (&**id, *state))
     }
 
     /// Adds an event subscriber; it receives every event from now on, in order.
@@ -292,21 +311,30 @@ impl Session {
         }
     }
 
+    /// Drops what an abandoned operation (a future dropped mid-save) left half done, so held-back
+    /// events of a change that was never saved are never delivered.
+    pub(crate) fn recover(&mut self) {
+        if self.in_change {
+            let checkpoint = self.checkpoint.take();
+            self.rollback(checkpoint);
+        }
+    }
+
     /// Starts a state change: its events are held back until [`Session::commit`] saves it.
-    pub(crate) fn begin(&mut self) -> Option<Checkpoint> {
+    pub(crate) fn begin(&mut self) {
         self.in_change = true;
-        self.shared.store.as_ref().map(|_| Checkpoint {
+        self.checkpoint = self.shared.store.as_ref().map(|_| Checkpoint {
             mode: self.mode,
             messages: self.messages.len(),
             counter: self.counter,
             run: self.run.clone(),
             pending: self.pending.clone(),
             last_decided: self.last_decided.clone(),
-        })
+        });
     }
 
     /// Restores the state of `checkpoint` and drops the held-back events.
-    pub(crate) fn rollback(&mut self, checkpoint: Option<Checkpoint>) {
+    fn rollback(&mut self, checkpoint: Option<Checkpoint>) {
         self.in_change = false;
         self.outbox.clear();
         if let Some(cp) = checkpoint {
@@ -321,19 +349,21 @@ impl Session {
 
     /// Saves the state change (compare-and-swap on the version) and then delivers its events;
     /// when the save fails, rolls back and delivers nothing.
-    pub(crate) async fn commit(
-        &mut self,
-        checkpoint: Option<Checkpoint>,
-    ) -> Result<(), SessionError> {
+    ///
+    /// Cancel-safe: if the future is dropped during the save, the checkpoint stays in the session
+    /// and the next operation rolls back to it ([`Session::recover`]).
+    pub(crate) async fn commit(&mut self) -> Result<(), SessionError> {
         if let Some(store) = self.shared.store.clone() {
             let record = self.record();
             let expected = (self.version > 0).then_some(self.version);
             if let Err(err) = store.save(&record, expected).await {
+                let checkpoint = self.checkpoint.take();
                 self.rollback(checkpoint);
                 return Err(SessionError::Store(err));
             }
             self.version = record.version;
         }
+        self.checkpoint = None;
         self.in_change = false;
         let mut events = std::mem::take(&mut self.outbox);
         for event in events.drain(..) {
@@ -354,7 +384,7 @@ impl Session {
             session_id: self.id.to_string(),
             version: self.version + 1,
             config_fingerprint: self.shared.fingerprint.clone(),
-            mode_id: self.mode().id().to_owned(),
+            mode_id: self.shared.graph.mode(self.mode).id().to_owned(),
             messages: self.messages.clone(),
             run_counter: self.counter,
             run: self.run.as_ref().map(|(run_id, state)| RunRecord {
@@ -395,10 +425,11 @@ impl Session {
         &mut self,
         text: impl Into<String>,
     ) -> Result<RunOutcome, SessionError> {
+        self.recover();
         if self.pending.is_some() {
-            let checkpoint = self.begin();
+            self.begin();
             self.cancel_pending(CancelReason::UserMessage);
-            self.commit(checkpoint).await?;
+            self.commit().await?;
         }
         self.start_run(text.into()).await
     }
@@ -425,6 +456,7 @@ impl Session {
         tool_call_id: &str,
         decision: Decision,
     ) -> Result<RunOutcome, SessionError> {
+        self.recover();
         self.check_decision(run_id, tool_call_id, &decision)?;
         self.apply_decision(decision).await
     }
@@ -450,12 +482,13 @@ impl Session {
     /// # Errors
     /// [`SessionError::Store`] when the change cannot be saved; nothing changes.
     pub async fn abort(&mut self) -> Result<bool, SessionError> {
+        self.recover();
         if self.pending.is_none() {
             return Ok(false);
         }
-        let checkpoint = self.begin();
+        self.begin();
         self.cancel_pending(CancelReason::Aborted);
-        self.commit(checkpoint).await?;
+        self.commit().await?;
         Ok(true)
     }
 
@@ -476,10 +509,11 @@ impl Session {
         if target == self.mode {
             return Ok(false);
         }
-        let checkpoint = self.begin();
+        self.recover();
+        self.begin();
         self.cancel_pending(CancelReason::ModeSwitch);
         self.set_mode(target, ModeChangeReason::Manual);
-        self.commit(checkpoint).await?;
+        self.commit().await?;
         Ok(true)
     }
 

@@ -274,3 +274,18 @@ fn loading_a_missing_file_is_an_io_error() {
     assert_eq!(err.kind(), ConfigErrorKind::Io);
     assert!(err.to_string().contains("does/not/exist.toml"));
 }
+
+#[test]
+fn the_known_ids_in_a_message_are_listed_once() {
+    let text = "defaultModeId = \"bild\"\n[[modes]]\nid = \"plan\"\n[[modes]]\nid = \"plan\"\n[[modes]]\nid = \"build\"\n";
+    let errors = config::check(text, "t.toml");
+    let unknown = errors
+        .iter()
+        .find(|e| e.kind() == ConfigErrorKind::UnknownDefaultModeId)
+        .expect("unknown default");
+    assert!(
+        unknown.message().ends_with("(known: plan, build)"),
+        "{}",
+        unknown.message()
+    );
+}

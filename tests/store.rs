@@ -642,3 +642,90 @@ fn kill_during_saves_leaves_the_last_complete_state() {
         println!("{backend}: survived 15 kills, last version {last}");
     }
 }
+
+#[tokio::test]
+async fn a_decision_abandoned_mid_save_changes_nothing() {
+    /// A store whose saves never finish once `stall` is set.
+    struct Stalling {
+        inner: MemoryStore,
+        stall: std::sync::atomic::AtomicBool,
+    }
+    #[async_trait::async_trait]
+    impl SessionStore for Stalling {
+        async fn load(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+            self.inner.load(id).await
+        }
+        async fn save(&self, r: &SessionRecord, e: Option<u64>) -> Result<(), StoreError> {
+            if self.stall.load(std::sync::atomic::Ordering::SeqCst) {
+                std::future::pending::<()>().await;
+            }
+            self.inner.save(r, e).await
+        }
+        async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+            self.inner.delete(id).await
+        }
+        async fn list_pending(
+            &self,
+        ) -> Result<Vec<agent_controller::store::PendingSummary>, StoreError> {
+            self.inner.list_pending().await
+        }
+        async fn expire(&self, before: u64) -> Result<usize, StoreError> {
+            self.inner.expire(before).await
+        }
+    }
+    let ws = Workspace::new();
+    let store = Arc::new(Stalling {
+        inner: MemoryStore::new(),
+        stall: false.into(),
+    });
+    let path = ws.plan("p.md", "# P\n\n1. x\n");
+    let model = Arc::new(ReplayModel::new([
+        ReplayModel::call("c1", "submit_plan", json!({ "path": path })),
+        ReplayModel::text("done"),
+    ]));
+    let controller = controller_with(PLAN_BUILD, &ws, model, store.clone());
+    let recorder = Recorder::default();
+    let mut session = controller
+        .start_session(recorder.options().mode("plan"))
+        .expect("session");
+    let RunOutcome::Suspended {
+        run_id,
+        tool_call_id,
+        ..
+    } = session.send_message("go").await.expect("run")
+    else {
+        panic!("suspends")
+    };
+    recorder.take();
+    store.stall.store(true, std::sync::atomic::Ordering::SeqCst);
+    let abandoned = tokio::time::timeout(
+        std::time::Duration::from_millis(20),
+        session.resume(&run_id, &tool_call_id, Decision::approve()),
+    )
+    .await;
+    assert!(
+        abandoned.is_err(),
+        "the save stalls and the caller gives up"
+    );
+    // Nothing was saved, so nothing is reported as changed.
+    assert_eq!(session.mode().id(), "plan");
+    assert!(session.pending().is_some());
+    assert!(
+        recorder.take().is_empty(),
+        "no events for an unsaved change"
+    );
+    store
+        .stall
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    session
+        .resume(&run_id, &tool_call_id, Decision::approve())
+        .await
+        .expect("decide again");
+    assert_eq!(session.mode().id(), "build");
+    let changes = recorder
+        .take()
+        .into_iter()
+        .filter(|e| matches!(e, Event::ModeChanged { .. }))
+        .count();
+    assert_eq!(changes, 1, "exactly one hand-over");
+}

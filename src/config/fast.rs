@@ -1,11 +1,13 @@
 //! A fast reader for the shape mode configs are written in: top-level `defaultModeId` and
-//! `plansDir`, then `[[modes]]` tables of strings, booleans and arrays of strings, with comments.
+//! `plansDir`, then `[[modes]]` tables of strings, booleans and arrays of strings, each with an
+//! optional `[modes.metadata]` table of strings and booleans, with comments.
 //!
 //! The full TOML parser builds a document tree before serde walks it, which costs about 7 ms per
 //! 1,000 modes. This reader makes the same [`RawConfig`] (values and spans) in one pass. It is
 //! conservative: anything outside the subset, and anything the full parser would reject or read
 //! differently (an unknown key, a duplicate key, a wrong type, a missing `id`, CRLF line ends, an
-//! escape other than the common ones, a `[modes.metadata]` table, ...), makes it return `None`,
+//! escape other than the common ones, a nested table or a number in metadata, ...), makes it
+//! return `None`,
 //! and the full parser then reads the text and reports its errors exactly as before. The unit
 //! tests check that both readers agree, spans included, on every fixture and on generated
 //! configs.
@@ -59,6 +61,7 @@ struct ModeFields<'a> {
     transitions_to: Option<Str<'a>>,
     available_tools: Option<Spanned<Vec<Str<'a>>>>,
     default_model_id: Option<String>,
+    metadata: Option<toml::Table>,
 }
 
 impl<'a> ModeFields<'a> {
@@ -106,7 +109,7 @@ impl<'a> ModeFields<'a> {
             transitions_to: self.transitions_to,
             available_tools: self.available_tools,
             default_model_id: self.default_model_id,
-            metadata: None,
+            metadata: self.metadata,
         })
     }
 }
@@ -175,20 +178,51 @@ impl<'a> Reader<'a> {
             modes: Vec::new(),
         };
         let mut mode: Option<ModeFields<'a>> = None;
+        // Whether the keys being read belong to the current mode's `[modes.metadata]`.
+        let mut in_metadata = false;
         loop {
             self.skip_blanks();
             match self.peek() {
                 None => break,
                 Some(b'\n') => self.newline(),
                 Some(b'#') => self.comment()?,
-                Some(b'[') => {
-                    if !self.rest().starts_with(b"[[modes]]") {
-                        return None;
-                    }
+                Some(b'[') if self.rest().starts_with(b"[[modes]]") => {
                     self.pos += "[[modes]]".len();
                     self.end_of_line()?;
                     if let Some(done) = mode.replace(ModeFields::default()) {
                         config.modes.push(done.finish()?);
+                    }
+                    in_metadata = false;
+                }
+                Some(b'[') if self.rest().starts_with(b"[modes.metadata]") => {
+                    self.pos += "[modes.metadata]".len();
+                    self.end_of_line()?;
+                    // Only once per mode, and only after a `[[modes]]` header.
+                    let fields = mode.as_mut()?;
+                    if fields.metadata.is_some() {
+                        return None;
+                    }
+                    fields.metadata = Some(toml::Table::new());
+                    in_metadata = true;
+                }
+                Some(b'[') => return None,
+                Some(_) if in_metadata => {
+                    let key = self.bare_key()?;
+                    self.skip_blanks();
+                    if self.peek() != Some(b'=') {
+                        return None;
+                    }
+                    self.pos += 1;
+                    self.skip_blanks();
+                    let value = match self.value()? {
+                        Value::Str(s) => toml::Value::String(s.into_inner().into_owned()),
+                        Value::Bool(b) => toml::Value::Boolean(b.into_inner()),
+                        Value::Strings(_) => return None,
+                    };
+                    self.end_of_line()?;
+                    let table = mode.as_mut()?.metadata.as_mut()?;
+                    if table.insert(key.to_owned(), value).is_some() {
+                        return None;
                     }
                 }
                 Some(_) => {
@@ -572,6 +606,8 @@ mod tests {
             "defaultModeId = \"b\" # trailing\nplansDir='plans'\n[[modes]]\nid = \"b\"\n",
             "[[modes]] # header comment\nid=\"a\"\ndefault=true\n[[modes]]\nid = 'b'\ndefault = false\n",
             "[[modes]]\nid = \"a\"\navailableTools = []\n",
+            "[[modes]]\nid = \"a\"\n[modes.metadata]\ncolor = \"#3b82f6\" # blue\nshown = true\n\n[[modes]]\nid = \"b\"\n",
+            "[[modes]]\nid = \"a\"\n[modes.metadata]\n",
             "[[modes]]\nid = \"a\"\navailableTools = [ \"x\" , 'y', ]\n",
             "[[modes]]\nid = \"a\"\navailableTools = [\n  \"x\", # why\n  # own line\n  \"y\"\n]\n",
             "[[modes]]\nid = \"a\"\ninstructions = \"\"\"\nline one\nline \"two\" \\\"q\\\"\n\"\"\"\n",
@@ -589,7 +625,13 @@ mod tests {
         for text in [
             "[[modes]]\r\nid = \"a\"\r\n",
             "\u{feff}[[modes]]\nid = \"a\"\n",
-            "[[modes]]\nid = \"a\"\n[modes.metadata]\ncolor = \"red\"\n",
+            "[modes.metadata]\ncolor = \"red\"\n",
+            "[[modes]]\nid = \"a\"\n[modes.metadata]\ncolor = \"red\"\n[modes.metadata]\n",
+            "[[modes]]\nid = \"a\"\n[modes.metadata]\nsize = 3\n",
+            "[[modes]]\nid = \"a\"\n[modes.metadata]\ntags = [\"x\"]\n",
+            "[[modes]]\nid = \"a\"\n[modes.metadata]\na = \"x\"\na = \"y\"\n",
+            "[[modes]]\nid = \"a\"\n[modes.metadata.icons]\nsmall = \"x\"\n",
+            "[[modes]]\nid = \"a\"\n[modes.metadata]\nicon.small = \"x\"\n",
             "[[ modes ]]\nid = \"a\"\n",
             "[[modes]]\nid = \"a\"\nid = \"b\"\n",
             "[[modes]]\nname = \"no id\"\n",
@@ -719,6 +761,9 @@ mod tests {
                     if style == 1 {
                         text.push('\n');
                     }
+                }
+                if comment {
+                    text.push_str("[modes.metadata]\ncolor = \"#3b82f6\"\nshown = true\n");
                 }
                 text
             })

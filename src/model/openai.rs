@@ -1,0 +1,648 @@
+//! [`OpenAiModel`]: a [`LanguageModel`] for OpenAI-compatible chat-completions endpoints
+//! (OpenAI itself, and the local servers people run: Ollama, llama.cpp's `llama-server`, vLLM).
+//! Needs the cargo feature `openai`.
+//!
+//! Built on [`async_openai`] (its typed chat-completions requests and its server-sent-events
+//! reader). Every call streams (`"stream": true`): text deltas are passed to an optional
+//! callback as they arrive, and tool-call deltas (an id and a name first, then argument
+//! fragments split across chunks) are put back together by their `index`.
+//!
+//! What a call sends, from the [`ModelRequest`] the controller builds:
+//! - the mode's system prompt as the first `system` message;
+//! - the conversation in order; the controller's notices (such as the mode change after an
+//!   approved plan) as `system` messages where they happened;
+//! - only the current mode's tools, with their JSON Schemas (no `tools` key when it has none);
+//! - the model of the mode's `defaultModelId` (`openai/MODEL`), else the default model the
+//!   caller set (the CLI's `--model openai/MODEL`), else `$OPENAI_MODEL`.
+//!
+//! A 429, a 5xx or a refused connection is retried three times with a short backoff (100, 200,
+//! 400 ms, or the server's `Retry-After`), as `async-openai` does by default; a 4xx other than
+//! 429 is not. Failures then become a [`ModelError`] that says what to fix (missing key, unreachable endpoint,
+//! HTTP status with the server's message, malformed or cut-off stream); the run then ends with
+//! reason `error` and the session keeps its mode and any pending plan.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_openai::Client;
+use async_openai::config::OpenAIConfig;
+use async_openai::error::OpenAIError;
+use async_openai::types::chat::{
+    ChatCompletionMessageToolCall, ChatCompletionMessageToolCalls,
+    ChatCompletionRequestAssistantMessage, ChatCompletionRequestMessage,
+    ChatCompletionRequestSystemMessage, ChatCompletionRequestToolMessage,
+    ChatCompletionRequestUserMessage, ChatCompletionTool, ChatCompletionTools,
+    CreateChatCompletionRequest, CreateChatCompletionStreamResponse, FinishReason, FunctionCall,
+    FunctionObject,
+};
+use async_trait::async_trait;
+use futures_util::StreamExt;
+use serde_json::Value;
+
+use super::{LanguageModel, Message, ModelError, ModelRequest, ModelResponse};
+use crate::tool::{ToolCall, ToolSpec};
+
+/// The provider prefix of model ids this model serves: `openai/MODEL`.
+pub const PROVIDER: &str = "openai";
+
+/// The environment variable holding the API key.
+pub const API_KEY_ENV: &str = "OPENAI_API_KEY";
+
+/// The environment variable holding the endpoint's base URL (up to and including `/v1`).
+pub const BASE_URL_ENV: &str = "OPENAI_BASE_URL";
+
+/// The environment variable naming the model used when neither the mode nor the caller names one.
+pub const MODEL_ENV: &str = "OPENAI_MODEL";
+
+/// The base URL used when `OPENAI_BASE_URL` is not set.
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// Where and how to reach the endpoint. Build with [`OpenAiSettings::from_env`] or
+/// [`OpenAiSettings::new`], then adjust with the setters.
+#[derive(Clone)]
+pub struct OpenAiSettings {
+    base_url: String,
+    api_key: Option<String>,
+    default_model: Option<String>,
+    env_model: Option<String>,
+    connect_timeout: Duration,
+    read_timeout: Duration,
+}
+
+impl fmt::Debug for OpenAiSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiSettings")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("default_model", &self.default_model)
+            .field("env_model", &self.env_model)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpenAiSettings {
+    /// Settings for the endpoint at `base_url` (for example `http://localhost:11434/v1` for
+    /// Ollama), with no key and no default model.
+    pub fn new(base_url: impl Into<String>) -> Self {
+        Self {
+            base_url: base_url.into(),
+            api_key: None,
+            default_model: None,
+            env_model: None,
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(300),
+        }
+    }
+
+    /// Settings from the environment, as OpenAI's own clients read it: `OPENAI_API_KEY`,
+    /// `OPENAI_BASE_URL` (default [`DEFAULT_BASE_URL`]) and `OPENAI_MODEL` (the last-resort
+    /// model). Empty variables count as unset.
+    pub fn from_env() -> Self {
+        Self::from_vars(|name| std::env::var(name).ok())
+    }
+
+    /// Like [`OpenAiSettings::from_env`], reading variables through `var` (for tests and hosts
+    /// with their own settings store).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::model::openai::OpenAiSettings;
+    /// let settings = OpenAiSettings::from_vars(|name| match name {
+    ///     "OPENAI_BASE_URL" => Some("http://localhost:11434/v1/".to_owned()),
+    ///     _ => None,
+    /// });
+    /// assert_eq!(settings.base_url(), "http://localhost:11434/v1");
+    /// assert!(!settings.has_api_key());
+    /// ```
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Self {
+        let var = |name: &str| {
+            var(name)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+        };
+        let mut settings =
+            Self::new(var(BASE_URL_ENV).unwrap_or_else(|| DEFAULT_BASE_URL.to_owned()));
+        settings.api_key = var(API_KEY_ENV);
+        settings.env_model = var(MODEL_ENV);
+        settings
+    }
+
+    /// Uses `key` as the API key (sent as `Authorization: Bearer KEY`).
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    /// The model used in modes without a `defaultModelId` (the CLI's `--model openai/MODEL`);
+    /// it wins over `OPENAI_MODEL`. Takes `MODEL` or `openai/MODEL`.
+    pub fn default_model(mut self, model: impl Into<String>) -> Self {
+        let model = model.into();
+        let model = match model
+            .strip_prefix(PROVIDER)
+            .and_then(|m| m.strip_prefix('/'))
+        {
+            Some(rest) => rest.to_owned(),
+            None => model,
+        };
+        self.default_model = Some(model);
+        self
+    }
+
+    /// How long to wait for the connection (default 10 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long to wait for the next bytes of a response (default 300 s).
+    pub fn read_timeout(mut self, timeout: Duration) -> Self {
+        self.read_timeout = timeout;
+        self
+    }
+
+    /// The base URL requests go to, without a trailing slash.
+    pub fn base_url(&self) -> &str {
+        self.base_url.trim_end_matches('/')
+    }
+
+    /// Whether an API key is set.
+    pub fn has_api_key(&self) -> bool {
+        self.api_key.is_some()
+    }
+
+    /// Picks the model for a call in a mode whose `defaultModelId` is `mode_model`: that model
+    /// when it names this provider (`openai/MODEL`, or a bare `MODEL`), else the default model,
+    /// else `OPENAI_MODEL`.
+    ///
+    /// # Errors
+    /// A [`ModelError`] when the mode names another provider's model (`anthropic/...`), or when
+    /// no model is named anywhere.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::model::openai::OpenAiSettings;
+    /// let settings = OpenAiSettings::new("http://localhost:8080/v1").default_model("openai/qwen3");
+    /// assert_eq!(settings.resolve_model(Some("openai/gpt-4.1")).unwrap(), "gpt-4.1");
+    /// assert_eq!(settings.resolve_model(None).unwrap(), "qwen3");
+    /// assert!(settings.resolve_model(Some("anthropic/claude")).is_err());
+    /// ```
+    pub fn resolve_model(&self, mode_model: Option<&str>) -> Result<String, ModelError> {
+        if let Some(id) = mode_model.map(str::trim).filter(|id| !id.is_empty()) {
+            return match id.split_once('/') {
+                Some((PROVIDER, model)) if !model.is_empty() => Ok(model.to_owned()),
+                Some((provider, _)) => Err(ModelError::new(format!(
+                    "the mode's defaultModelId `{id}` names provider `{provider}`, but this run uses the `{PROVIDER}` provider: use `{PROVIDER}/MODEL`"
+                ))),
+                None => Ok(id.to_owned()),
+            };
+        }
+        self.default_model
+            .clone()
+            .or_else(|| self.env_model.clone())
+            .ok_or_else(|| {
+                ModelError::new(format!(
+                    "no model to call: set defaultModelId = \"{PROVIDER}/MODEL\" in the mode, pass --model {PROVIDER}/MODEL, or set {MODEL_ENV}"
+                ))
+            })
+    }
+}
+
+/// A callback receiving the model's text as it streams in, chunk by chunk.
+pub type TextDeltaHandler = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// A [`LanguageModel`] talking to an OpenAI-compatible `/chat/completions` endpoint, streaming.
+///
+/// # Examples
+/// ```no_run
+/// use std::sync::Arc;
+/// use agent_controller::{AgentController, config, model::openai::OpenAiModel};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // OPENAI_API_KEY (and optionally OPENAI_BASE_URL, OPENAI_MODEL) from the environment.
+/// let model = OpenAiModel::from_env()?;
+/// let controller = AgentController::builder(config::load("config/modes.toml")?, Arc::new(model)).build()?;
+/// # Ok(()) }
+/// ```
+pub struct OpenAiModel {
+    client: Client<OpenAIConfig>,
+    settings: OpenAiSettings,
+    on_text: Option<TextDeltaHandler>,
+}
+
+impl fmt::Debug for OpenAiModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiModel")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpenAiModel {
+    /// A model for the endpoint `settings` describe.
+    ///
+    /// Installs the `ring` TLS provider as the process default when none is installed yet (the
+    /// HTTP client needs one for `https://` endpoints).
+    ///
+    /// # Errors
+    /// A [`ModelError`] when no API key is set for OpenAI's own endpoint (local servers at other
+    /// base URLs may go without one), or when the HTTP client cannot be built.
+    pub fn new(settings: OpenAiSettings) -> Result<Self, ModelError> {
+        if settings.api_key.is_none() && settings.base_url() == DEFAULT_BASE_URL {
+            return Err(ModelError::new(format!(
+                "{API_KEY_ENV} is not set: export {API_KEY_ENV}=sk-... (or point {BASE_URL_ENV} at a local OpenAI-compatible server such as http://localhost:11434/v1)"
+            )));
+        }
+        // Err means another provider is installed already, which reqwest then uses.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .connect_timeout(settings.connect_timeout)
+            .read_timeout(settings.read_timeout)
+            .build()
+            .map_err(|e| ModelError::new(format!("cannot build the HTTP client: {}", chain(&e))))?;
+        let config = OpenAIConfig::new()
+            .with_api_base(settings.base_url())
+            .with_api_key(settings.api_key.clone().unwrap_or_default())
+            .with_org_id("")
+            .with_project_id("");
+        Ok(Self {
+            client: Client::with_config(config).with_http_client(http),
+            settings,
+            on_text: None,
+        })
+    }
+
+    /// A model configured from the environment ([`OpenAiSettings::from_env`]).
+    ///
+    /// # Errors
+    /// As [`OpenAiModel::new`]: `OPENAI_API_KEY` unset while `OPENAI_BASE_URL` is unset too.
+    pub fn from_env() -> Result<Self, ModelError> {
+        Self::new(OpenAiSettings::from_env())
+    }
+
+    /// Calls `handler` with each text fragment as it streams in (for live output).
+    pub fn on_text_delta(mut self, handler: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        self.on_text = Some(Arc::new(handler));
+        self
+    }
+
+    /// The settings in use.
+    pub fn settings(&self) -> &OpenAiSettings {
+        &self.settings
+    }
+
+    fn map_error(&self, error: OpenAIError) -> ModelError {
+        let base = self.settings.base_url();
+        let message = match error {
+            OpenAIError::Reqwest(e) if e.is_connect() || e.is_timeout() => format!(
+                "cannot reach {base}: {} (is the server running? check {BASE_URL_ENV})",
+                chain(&e)
+            ),
+            OpenAIError::Reqwest(e) => format!("request to {base} failed: {}", chain(&e)),
+            OpenAIError::ApiError(response) => {
+                let status = response.status_code;
+                let hint = match status.as_u16() {
+                    401 | 403 => format!(" (check {API_KEY_ENV})"),
+                    404 => " (check the model name and the base URL, which must end in /v1 for most servers)".to_owned(),
+                    429 => " (rate limited or out of quota)".to_owned(),
+                    _ => String::new(),
+                };
+                format!(
+                    "{base} answered HTTP {status}: {}{hint}",
+                    response.api_error
+                )
+            }
+            OpenAIError::JSONDeserialize(e, content) => format!(
+                "malformed response from {base}: {e}; got: {}",
+                truncate(&content, 200)
+            ),
+            OpenAIError::StreamError(e) => format!("the event stream from {base} broke: {e}"),
+            other => other.to_string(),
+        };
+        ModelError::new(format!("{PROVIDER}: {message}"))
+    }
+}
+
+/// An error with its sources, `outer: inner: innermost`.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(inner) = source {
+        let inner_text = inner.to_string();
+        if !text.contains(&inner_text) {
+            text.push_str(": ");
+            text.push_str(&inner_text);
+        }
+        source = inner.source();
+    }
+    text
+}
+
+fn truncate(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        Some((at, _)) => format!("{}...", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+/// The chat-completions request for `request` with model `model`, streaming.
+fn chat_request(model: String, request: &ModelRequest<'_>) -> CreateChatCompletionRequest {
+    let mut messages = Vec::with_capacity(request.messages.len() + 1);
+    if !request.system_prompt.is_empty() {
+        messages.push(ChatCompletionRequestMessage::System(
+            ChatCompletionRequestSystemMessage::from(request.system_prompt),
+        ));
+    }
+    messages.extend(request.messages.iter().map(wire_message));
+    let tools: Vec<ChatCompletionTools> = request.tools.iter().map(wire_tool).collect();
+    CreateChatCompletionRequest {
+        model,
+        messages,
+        tools: (!tools.is_empty()).then_some(tools),
+        stream: Some(true),
+        ..Default::default()
+    }
+}
+
+fn wire_tool(spec: &ToolSpec) -> ChatCompletionTools {
+    ChatCompletionTools::Function(ChatCompletionTool {
+        function: FunctionObject {
+            name: spec.name.to_string(),
+            description: Some(spec.description.clone()),
+            parameters: Some(spec.input_schema.clone()),
+            strict: None,
+        },
+    })
+}
+
+/// Tool-call arguments as the wire carries them: a JSON text. Arguments that did not parse as
+/// JSON were kept as the raw string ([`StreamState::finish`]) and go back unchanged.
+fn wire_arguments(args: &Value) -> String {
+    match args {
+        Value::String(raw) => raw.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn wire_message(message: &Message) -> ChatCompletionRequestMessage {
+    match message {
+        Message::System { content } => ChatCompletionRequestMessage::System(
+            ChatCompletionRequestSystemMessage::from(content.as_str()),
+        ),
+        Message::User { content } => ChatCompletionRequestMessage::User(
+            ChatCompletionRequestUserMessage::from(content.as_str()),
+        ),
+        Message::Assistant {
+            content,
+            tool_calls,
+        } => {
+            let calls: Vec<ChatCompletionMessageToolCalls> = tool_calls
+                .iter()
+                .map(|call| {
+                    ChatCompletionMessageToolCalls::Function(ChatCompletionMessageToolCall {
+                        id: call.id.clone(),
+                        function: FunctionCall {
+                            name: call.name.clone(),
+                            arguments: wire_arguments(&call.args),
+                        },
+                    })
+                })
+                .collect();
+            let mut assistant = ChatCompletionRequestAssistantMessage::from(content.as_str());
+            if content.is_empty() {
+                assistant.content = None;
+            }
+            assistant.tool_calls = (!calls.is_empty()).then_some(calls);
+            ChatCompletionRequestMessage::Assistant(assistant)
+        }
+        Message::Tool {
+            tool_call_id,
+            content,
+            ..
+        } => ChatCompletionRequestMessage::Tool(ChatCompletionRequestToolMessage {
+            content: content.as_str().into(),
+            tool_call_id: tool_call_id.clone(),
+        }),
+    }
+}
+
+/// A tool call being put together from its deltas.
+#[derive(Debug, Default)]
+struct PartialCall {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+/// The reply being put together from stream chunks (choice 0 only: we never ask for more).
+#[derive(Debug, Default)]
+struct StreamState {
+    text: String,
+    calls: BTreeMap<u32, PartialCall>,
+    finish: Option<FinishReason>,
+    chunks: usize,
+}
+
+impl StreamState {
+    /// Folds one chunk in; returns its text delta, if any.
+    fn push(&mut self, chunk: CreateChatCompletionStreamResponse) -> Option<String> {
+        self.chunks += 1;
+        let choice = chunk.choices.into_iter().find(|c| c.index == 0)?;
+        if let Some(reason) = choice.finish_reason {
+            self.finish = Some(reason);
+        }
+        for delta in choice.delta.tool_calls.unwrap_or_default() {
+            let call = self.calls.entry(delta.index).or_default();
+            if let Some(id) = delta.id.filter(|id| !id.is_empty()) {
+                call.id = id;
+            }
+            if let Some(function) = delta.function {
+                if let Some(name) = function.name {
+                    // Names come whole in the first delta; some servers repeat them.
+                    if !call.name.ends_with(&name) {
+                        call.name.push_str(&name);
+                    }
+                }
+                if let Some(fragment) = function.arguments {
+                    call.arguments.push_str(&fragment);
+                }
+            }
+        }
+        let text = choice.delta.content.filter(|t| !t.is_empty())?;
+        self.text.push_str(&text);
+        Some(text)
+    }
+
+    /// The finished reply.
+    ///
+    /// # Errors
+    /// When the stream ended before the model said it was done (no `finish_reason`: a cut-off
+    /// stream), or held no chunk at all.
+    fn finish(self) -> Result<ModelResponse, String> {
+        if self.chunks == 0 {
+            return Err("the stream ended without a single chunk".to_owned());
+        }
+        match self.finish {
+            None => {
+                return Err(format!(
+                    "the stream ended before the model finished (no finish_reason after {} chunks)",
+                    self.chunks
+                ));
+            }
+            Some(FinishReason::Length) if !self.calls.is_empty() => {
+                return Err(
+                    "the model hit its output token limit in the middle of a tool call".to_owned(),
+                );
+            }
+            Some(_) => {}
+        }
+        let tool_calls = self
+            .calls
+            .into_iter()
+            .map(|(index, call)| {
+                let arguments = call.arguments.trim();
+                let args = if arguments.is_empty() {
+                    Value::Object(Default::default())
+                } else {
+                    // Arguments that are not JSON stay a raw string: the tool reports the bad
+                    // input to the model as an error result, and the model can try again.
+                    serde_json::from_str(arguments)
+                        .unwrap_or_else(|_| Value::String(call.arguments.clone()))
+                };
+                ToolCall {
+                    id: if call.id.is_empty() {
+                        format!("call_{index}")
+                    } else {
+                        call.id
+                    },
+                    name: call.name,
+                    args,
+                }
+            })
+            .collect();
+        Ok(ModelResponse {
+            text: self.text,
+            tool_calls,
+        })
+    }
+}
+
+#[async_trait]
+impl LanguageModel for OpenAiModel {
+    async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        let model = self.settings.resolve_model(request.model_id)?;
+        let body = chat_request(model, &request);
+        let mut stream = self
+            .client
+            .chat()
+            .create_stream(body)
+            .await
+            .map_err(|e| self.map_error(e))?;
+        let mut state = StreamState::default();
+        while let Some(item) = stream.next().await {
+            let chunk = item.map_err(|e| self.map_error(e))?;
+            if let Some(delta) = state.push(chunk)
+                && let Some(handler) = &self.on_text
+            {
+                handler(&delta);
+            }
+        }
+        state.finish().map_err(|message| {
+            ModelError::new(format!(
+                "{PROVIDER}: malformed stream from {}: {message}",
+                self.settings.base_url()
+            ))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn chunk(value: Value) -> CreateChatCompletionStreamResponse {
+        let mut base = json!({
+            "id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m"
+        });
+        if let (Some(base), Some(extra)) = (base.as_object_mut(), value.as_object()) {
+            base.extend(extra.clone());
+        }
+        serde_json::from_value(base).expect("a valid chunk")
+    }
+
+    #[test]
+    fn tool_call_arguments_split_across_chunks_are_joined_by_index() {
+        let mut state = StreamState::default();
+        for c in [
+            json!({"choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [
+                {"index": 0, "id": "call_a", "type": "function", "function": {"name": "submit_plan", "arguments": ""}},
+            ]}}]}),
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{\"pa"}}]}}]}),
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": 1, "id": "call_b", "function": {"name": "read_file", "arguments": "{}"}},
+                {"index": 0, "function": {"arguments": "th\": \"x.md\"}"}},
+            ]}}]}),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+        ] {
+            state.push(chunk(c));
+        }
+        let reply = state.finish().expect("finished");
+        assert_eq!(reply.tool_calls.len(), 2);
+        assert_eq!(reply.tool_calls[0].id, "call_a");
+        assert_eq!(reply.tool_calls[0].name, "submit_plan");
+        assert_eq!(reply.tool_calls[0].args, json!({"path": "x.md"}));
+        assert_eq!(reply.tool_calls[1].name, "read_file");
+    }
+
+    #[test]
+    fn a_stream_without_finish_reason_is_an_error() {
+        let mut state = StreamState::default();
+        state.push(chunk(
+            json!({"choices": [{"index": 0, "delta": {"content": "Hel"}}]}),
+        ));
+        let err = state.finish().expect_err("cut off");
+        assert!(err.contains("no finish_reason"), "{err}");
+        assert!(StreamState::default().finish().is_err());
+    }
+
+    #[test]
+    fn arguments_that_are_not_json_stay_raw_and_go_back_unchanged() {
+        let mut state = StreamState::default();
+        state.push(chunk(json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "id": "c", "function": {"name": "submit_plan", "arguments": "{\"path\": "}},
+        ]}, "finish_reason": "tool_calls"}]})));
+        let reply = state.finish().expect("finished");
+        assert_eq!(reply.tool_calls[0].args, json!("{\"path\": "));
+        assert_eq!(wire_arguments(&reply.tool_calls[0].args), "{\"path\": ");
+        assert_eq!(wire_arguments(&json!({"a": 1})), "{\"a\":1}");
+    }
+
+    #[test]
+    fn a_missing_key_for_openai_itself_is_refused_but_local_servers_need_none() {
+        let err = OpenAiModel::new(OpenAiSettings::from_vars(|_| None)).expect_err("no key");
+        assert!(err.message.contains("OPENAI_API_KEY is not set"), "{err}");
+        assert!(OpenAiModel::new(OpenAiSettings::new("http://127.0.0.1:9/v1")).is_ok());
+    }
+
+    #[test]
+    fn the_mode_model_wins_then_the_default_then_the_environment() {
+        let env =
+            OpenAiSettings::from_vars(|name| (name == MODEL_ENV).then(|| "env-model".to_owned()));
+        assert_eq!(env.resolve_model(None).expect("env"), "env-model");
+        let flag = env.clone().default_model("openai/flag-model");
+        assert_eq!(flag.resolve_model(None).expect("flag"), "flag-model");
+        assert_eq!(
+            flag.resolve_model(Some("openai/meta-llama/Llama-3.1-8B"))
+                .expect("mode"),
+            "meta-llama/Llama-3.1-8B"
+        );
+        let none = OpenAiSettings::new("http://x/v1");
+        assert!(
+            none.resolve_model(None)
+                .expect_err("none")
+                .message
+                .contains("OPENAI_MODEL")
+        );
+    }
+}

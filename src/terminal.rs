@@ -1,0 +1,396 @@
+//! The terminal front end the CLI uses, as a library module so other hosts can reuse it (cargo
+//! feature `terminal`, on by default): the plan rendered as markdown, the mode shown in its
+//! `metadata.color`, a spinner while the model works, and the approve / reject / feedback prompt
+//! where Ctrl-C or end of input count as *not approved*.
+//!
+//! Markdown goes through [`termimad`] (headings, ordered and bulleted lists, code blocks, inline
+//! styles, tables); the spinner is [`indicatif`]'s. Everything is written to a writer the caller
+//! gives (stderr in the CLI), so stdout stays free for events and results.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressFinish, ProgressStyle};
+use termimad::MadSkin;
+use termimad::crossterm::style::{Color, Stylize};
+use tokio::sync::mpsc;
+
+use crate::mode::Mode;
+use crate::model::{LanguageModel, ModelError, ModelRequest, ModelResponse};
+use crate::run::Decision;
+
+/// How to draw for one output stream: with colours or plain, and how wide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Style {
+    color: bool,
+    width: usize,
+}
+
+impl Style {
+    /// Plain text (no escape codes) wrapped at `width` columns.
+    pub fn plain(width: usize) -> Self {
+        Self {
+            color: false,
+            width: width.max(20),
+        }
+    }
+
+    /// Colours on, wrapped at `width` columns.
+    pub fn colored(width: usize) -> Self {
+        Self {
+            color: true,
+            ..Self::plain(width)
+        }
+    }
+
+    /// The style for stderr: colours when stderr is a terminal and `NO_COLOR` is unset (see
+    /// <https://no-color.org>), the terminal's width up to 100 columns.
+    pub fn for_stderr() -> Self {
+        Self::for_stream(std::io::stderr().is_terminal())
+    }
+
+    /// The style for stdout, by the same rules as [`Style::for_stderr`].
+    pub fn for_stdout() -> Self {
+        Self::for_stream(std::io::stdout().is_terminal())
+    }
+
+    fn for_stream(is_terminal: bool) -> Self {
+        let color = is_terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+        let (columns, _) = termimad::terminal_size();
+        let width = usize::from(columns).clamp(20, 100);
+        if color {
+            Self::colored(width)
+        } else {
+            Self::plain(width)
+        }
+    }
+
+    /// Whether escape codes are written.
+    pub fn is_colored(&self) -> bool {
+        self.color
+    }
+
+    /// The wrap width in columns.
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    fn skin(&self) -> MadSkin {
+        if !self.color {
+            return MadSkin::no_style();
+        }
+        let mut skin = MadSkin::default();
+        skin.set_headers_fg(Color::Cyan);
+        skin.bold.set_fg(Color::Yellow);
+        skin
+    }
+
+    /// A plan as the user should read it: the title as a heading, then the body, rendered as
+    /// markdown (headings, lists, code blocks, emphasis) and wrapped to the width.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::terminal::Style;
+    /// let shown = Style::plain(60).render_plan("Add dark mode", "## Steps\n1. Add a **toggle**.\n2. Test it.\n\n```sh\ncargo test\n```\n");
+    /// assert!(shown.contains("Add dark mode"));
+    /// assert!(shown.contains("1. Add a toggle."), "{shown}");
+    /// assert!(shown.contains("cargo test"));
+    /// assert!(!shown.contains("**"), "emphasis markers are rendered, not shown: {shown}");
+    /// ```
+    pub fn render_plan(&self, title: &str, plan: &str) -> String {
+        let title = if title.trim().is_empty() {
+            "(untitled plan)"
+        } else {
+            title.trim()
+        };
+        let source = format!("# {title}\n\n{plan}");
+        let skin = self.skin();
+        skin.text(&source, Some(self.width)).to_string()
+    }
+
+    /// A mode as a short label: `● Name (id)`, in the mode's `metadata.color` when colours are on
+    /// and the colour is `#rgb`, `#rrggbb` or a name such as `blue` or `dark_green`.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::terminal::Style;
+    /// let graph = agent_controller::config::parse(
+    ///     "[[modes]]\nid = \"plan\"\nname = \"Plan\"\n[modes.metadata]\ncolor = \"#3b82f6\"\n",
+    ///     "modes.toml",
+    /// )?;
+    /// let plan = graph.mode(graph.default_mode_id());
+    /// assert_eq!(Style::plain(80).mode_label(plan), "● Plan (plan)");
+    /// assert_eq!(Style::colored(80).mode_label(plan), "\u{1b}[38;2;59;130;246m\u{1b}[1m● Plan (plan)\u{1b}[0m");
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
+    pub fn mode_label(&self, mode: &Mode) -> String {
+        let label = format!("● {} ({})", mode.name(), mode.id());
+        if !self.color {
+            return label;
+        }
+        match mode_color(mode) {
+            Some(color) => label.with(color).bold().to_string(),
+            None => label.bold().to_string(),
+        }
+    }
+}
+
+/// The colour a mode's `metadata.color` names: `#rgb`, `#rrggbb`, or a colour name (`blue`,
+/// `dark_green`, ...); `None` when unset or not understood (a colour is decoration, never an
+/// error).
+pub fn mode_color(mode: &Mode) -> Option<Color> {
+    let text = mode.metadata().get("color")?.as_str()?.trim();
+    let Some(hex) = text.strip_prefix('#') else {
+        return Color::try_from(text).ok();
+    };
+    if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let channel = |s: &str| u8::from_str_radix(s, 16).ok();
+    let (r, g, b) = match hex.len() {
+        3 => {
+            let double = |i: usize| channel(&hex[i..=i].repeat(2));
+            (double(0)?, double(1)?, double(2)?)
+        }
+        6 => (
+            channel(&hex[0..2])?,
+            channel(&hex[2..4])?,
+            channel(&hex[4..6])?,
+        ),
+        _ => return None,
+    };
+    Some(Color::Rgb { r, g, b })
+}
+
+/// What the person at the prompt did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PromptAnswer {
+    /// A decision from a typed answer (`y`, `n`, or feedback text).
+    Decided(Decision),
+    /// End of input (Ctrl-D, a closed pipe): rejected without feedback; the mode stays.
+    EndOfInput,
+    /// Ctrl-C at the prompt: not approved; the host aborts the suspended run; the mode stays.
+    Interrupted,
+}
+
+impl PromptAnswer {
+    /// What to tell the person about an answer that was not a typed decision.
+    pub fn notice(&self, mode_id: &str) -> Option<String> {
+        match self {
+            PromptAnswer::Decided(_) => None,
+            PromptAnswer::EndOfInput => Some(format!(
+                "end of input: the plan is not approved; the mode stays `{mode_id}`"
+            )),
+            PromptAnswer::Interrupted => Some(format!(
+                "interrupted: the plan is not approved; the mode stays `{mode_id}`"
+            )),
+        }
+    }
+}
+
+/// Lines from stdin, read on a background thread so the prompt can also wait for Ctrl-C.
+///
+/// A blocking read cannot be cancelled, so the thread lives until stdin ends or the process
+/// exits; it is not joined.
+#[derive(Debug)]
+pub struct StdinLines {
+    lines: mpsc::UnboundedReceiver<String>,
+}
+
+impl StdinLines {
+    /// Starts the reader thread.
+    pub fn spawn() -> Self {
+        Self::from_reader(std::io::stdin())
+    }
+
+    /// Reads lines from any reader (tests, other hosts) on a background thread.
+    pub fn from_reader<R: std::io::Read + Send + 'static>(reader: R) -> Self {
+        let (tx, lines) = mpsc::unbounded_channel();
+        std::thread::spawn(move || {
+            let mut reader = std::io::BufReader::new(reader);
+            loop {
+                let mut line = String::new();
+                match reader.read_line(&mut line) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        if tx.send(line).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+        Self { lines }
+    }
+
+    /// The next line, or `None` at end of input.
+    pub async fn next_line(&mut self) -> Option<String> {
+        self.lines.recv().await
+    }
+}
+
+/// The question under a plan: where approval leads and how to answer.
+pub fn prompt_text(style: &Style, target: &Mode) -> String {
+    let keys = if style.color {
+        format!(
+            "[{}]es approve  [{}]o reject  or type feedback to reject with it",
+            "y".bold(),
+            "n".bold()
+        )
+    } else {
+        "[y]es approve  [n]o reject  or type feedback to reject with it".to_owned()
+    };
+    format!(
+        "Approve this plan and switch to {}?\n{keys}\n> ",
+        style.mode_label(target)
+    )
+}
+
+/// Asks until the person decides: writes [`prompt_text`] to `out`, reads `input`, and returns on
+/// `y`/`yes`, `n`/`no`, other text (feedback), end of input, or `interrupt` completing (the CLI
+/// passes `tokio::signal::ctrl_c()`). A blank line asks again.
+///
+/// # Examples
+/// ```
+/// use agent_controller::terminal::{PromptAnswer, StdinLines, Style, ask};
+/// use agent_controller::Decision;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), agent_controller::ConfigError> {
+/// let graph = agent_controller::config::parse("[[modes]]\nid = \"build\"\n", "m.toml")?;
+/// let build = graph.mode(graph.default_mode_id());
+/// let mut out = Vec::new();
+/// let mut input = StdinLines::from_reader(&b"\nadd tests\n"[..]);
+/// let answer = ask(&Style::plain(80), build, &mut input, &mut out, std::future::pending::<()>()).await;
+/// assert_eq!(answer, PromptAnswer::Decided(Decision::reject_with("add tests")));
+/// let mut input = StdinLines::from_reader(&b""[..]);
+/// let answer = ask(&Style::plain(80), build, &mut input, &mut out, std::future::pending::<()>()).await;
+/// assert_eq!(answer, PromptAnswer::EndOfInput);
+/// # Ok(()) }
+/// ```
+pub async fn ask<F>(
+    style: &Style,
+    target: &Mode,
+    input: &mut StdinLines,
+    out: &mut impl Write,
+    interrupt: F,
+) -> PromptAnswer
+where
+    F: std::future::Future,
+{
+    let mut interrupt = std::pin::pin!(interrupt);
+    loop {
+        // A closed stderr must not stop the decision: it is still read from stdin.
+        let _ = write!(out, "{}", prompt_text(style, target));
+        let _ = out.flush();
+        let line = tokio::select! {
+            line = input.next_line() => line,
+            _ = &mut interrupt => {
+                let _ = writeln!(out);
+                return PromptAnswer::Interrupted;
+            }
+        };
+        let Some(line) = line else {
+            let _ = writeln!(out);
+            return PromptAnswer::EndOfInput;
+        };
+        if let Some(decision) = Decision::from_answer(Some(&line)) {
+            return PromptAnswer::Decided(decision);
+        }
+    }
+}
+
+/// A [`LanguageModel`] that shows a spinner on stderr while the wrapped model works.
+///
+/// Quiet when `enabled` is false (the CLI disables it with `--json` and when stdout is not a
+/// terminal) and when stderr is not a terminal.
+pub struct SpinnerModel<M> {
+    inner: M,
+    enabled: bool,
+}
+
+impl<M> std::fmt::Debug for SpinnerModel<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpinnerModel")
+            .field("enabled", &self.enabled)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<M: LanguageModel> SpinnerModel<M> {
+    /// Wraps `inner`; the spinner shows only when `enabled`.
+    pub fn new(inner: M, enabled: bool) -> Self {
+        Self { inner, enabled }
+    }
+
+    /// Whether the spinner may show.
+    pub fn is_enabled(&self) -> bool {
+        self.enabled
+    }
+
+    fn spinner(&self, mode_id: &str) -> ProgressBar {
+        if !self.enabled {
+            return ProgressBar::hidden();
+        }
+        // Cleared also when the call is dropped half-way (Ctrl-C), not only when it returns.
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr())
+            .with_finish(ProgressFinish::AndClear);
+        if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} {elapsed}") {
+            bar.set_style(style);
+        }
+        bar.set_message(format!("model working in mode `{mode_id}`..."));
+        bar.enable_steady_tick(Duration::from_millis(100));
+        bar
+    }
+}
+
+#[async_trait]
+impl<M: LanguageModel> LanguageModel for SpinnerModel<M> {
+    async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        let bar = self.spinner(request.mode_id);
+        let reply = self.inner.generate(request).await;
+        bar.finish_and_clear();
+        reply
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mode_with_color(color: &str) -> crate::ModeGraph {
+        crate::config::parse(
+            &format!("[[modes]]\nid = \"m\"\n[modes.metadata]\ncolor = \"{color}\"\n"),
+            "m.toml",
+        )
+        .expect("valid")
+    }
+
+    #[test]
+    fn colors_parse_from_hex_and_names_and_bad_ones_are_ignored() {
+        let color = |c: &str| {
+            let graph = mode_with_color(c);
+            mode_color(graph.mode(graph.default_mode_id()))
+        };
+        assert_eq!(
+            color("#3b82f6"),
+            Some(Color::Rgb {
+                r: 59,
+                g: 130,
+                b: 246
+            })
+        );
+        assert_eq!(
+            color("#fff"),
+            Some(Color::Rgb {
+                r: 255,
+                g: 255,
+                b: 255
+            })
+        );
+        assert_eq!(color("dark_green"), Some(Color::DarkGreen));
+        assert_eq!(color("#12345"), None);
+        assert_eq!(color("#ééé"), None);
+        assert_eq!(color("chartreuse-ish"), None);
+    }
+}

@@ -1,0 +1,286 @@
+//! The exhaustive edge walk: every edge `(from, cause, to)` of a config's transition relation,
+//! reached by a shortest path from the default mode in a fresh session and fired, each step
+//! compared with the reference model.
+
+use std::collections::VecDeque;
+use std::fmt;
+
+use super::facts::ConfigFacts;
+use super::harness::{Divergence, Harness};
+use super::reference::{
+    Call, Feedback, Op, PlanFile, ReferenceSession, Revision, ShaChoice, SwitchTo, Then,
+};
+use crate::run::DecisionAction;
+
+/// What moves a session along an edge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, strum::Display)]
+#[strum(serialize_all = "snake_case")]
+#[non_exhaustive]
+pub enum Cause {
+    /// A plan submitted in `from` is approved: the session hands over to `from`'s target.
+    Approve,
+    /// A plan is rejected without feedback: the mode stays.
+    Reject,
+    /// A plan is rejected with feedback: the mode stays.
+    RejectWithFeedback,
+    /// The run is aborted while the plan is pending: the mode stays.
+    Abort,
+    /// A user message arrives while the plan is pending: the mode stays.
+    UserMessage,
+    /// The host switches to `to` by hand.
+    Manual,
+}
+
+/// One edge of the transition relation, by mode ids.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Edge {
+    /// The mode the edge starts in.
+    pub from: String,
+    /// What fires it.
+    pub cause: Cause,
+    /// The mode the session is in afterwards.
+    pub to: String,
+}
+
+impl fmt::Display for Edge {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} --{}--> {}", self.from, self.cause, self.to)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct IndexEdge {
+    from: usize,
+    cause: Cause,
+    to: usize,
+}
+
+fn index_edges(facts: &ConfigFacts) -> Vec<IndexEdge> {
+    let mut edges = Vec::new();
+    for from in 0..facts.len() {
+        if facts.is_planning(from) {
+            edges.push(IndexEdge {
+                from,
+                cause: Cause::Approve,
+                to: facts.approval_target(from),
+            });
+            for cause in [
+                Cause::Reject,
+                Cause::RejectWithFeedback,
+                Cause::Abort,
+                Cause::UserMessage,
+            ] {
+                edges.push(IndexEdge {
+                    from,
+                    cause,
+                    to: from,
+                });
+            }
+        }
+        for to in (0..facts.len()).filter(|to| *to != from) {
+            edges.push(IndexEdge {
+                from,
+                cause: Cause::Manual,
+                to,
+            });
+        }
+    }
+    edges
+}
+
+/// Every edge of the config's transition relation: for each planning mode an approval
+/// hand-over and the four ways a plan is not approved (rejection with and without feedback,
+/// abort, a user message), and a manual switch between every ordered pair of modes.
+pub fn edges(facts: &ConfigFacts) -> Vec<Edge> {
+    index_edges(facts)
+        .into_iter()
+        .map(|e| named(facts, e))
+        .collect()
+}
+
+fn named(facts: &ConfigFacts, e: IndexEdge) -> Edge {
+    Edge {
+        from: facts.id(e.from).to_owned(),
+        cause: e.cause,
+        to: facts.id(e.to).to_owned(),
+    }
+}
+
+/// The operations that fire `edge` from a session in `edge.from` with nothing pending; they
+/// leave nothing pending.
+fn fire(edge: IndexEdge) -> Vec<Op> {
+    let submit = Op::Message {
+        calls: vec![Call::SubmitPlan(PlanFile::Valid(0))],
+        then: Then::Text,
+    };
+    let decide = |action, feedback| Op::Decide {
+        action,
+        feedback,
+        sha256: ShaChoice::Matching,
+        json: false,
+        revision: Revision::Text,
+    };
+    match edge.cause {
+        Cause::Manual => vec![Op::Switch(SwitchTo::Mode(edge.to))],
+        Cause::Approve => vec![submit, decide(DecisionAction::Approved, Feedback::Omitted)],
+        Cause::Reject => vec![submit, decide(DecisionAction::Rejected, Feedback::Omitted)],
+        Cause::RejectWithFeedback => vec![
+            submit,
+            decide(
+                DecisionAction::Rejected,
+                Feedback::Text("add tests".to_owned()),
+            ),
+        ],
+        Cause::Abort => vec![submit, Op::Abort],
+        Cause::UserMessage => vec![
+            submit,
+            Op::Message {
+                calls: Vec::new(),
+                then: Then::Text,
+            },
+        ],
+    }
+}
+
+/// A shortest path of edges from `start` to `goal` (breadth first, edges in config order).
+fn shortest_path(
+    edges: &[IndexEdge],
+    n: usize,
+    start: usize,
+    goal: usize,
+) -> Option<Vec<IndexEdge>> {
+    let mut via: Vec<Option<IndexEdge>> = vec![None; n];
+    let mut seen = vec![false; n];
+    let mut queue = VecDeque::from([start]);
+    seen[start] = true;
+    while let Some(mode) = queue.pop_front() {
+        if mode == goal {
+            let mut path = Vec::new();
+            let mut at = goal;
+            while let Some(edge) = via[at] {
+                path.push(edge);
+                at = edge.from;
+            }
+            path.reverse();
+            return Some(path);
+        }
+        for edge in edges.iter().filter(|e| e.from == mode) {
+            if seen[edge.to] {
+                continue;
+            }
+            seen[edge.to] = true;
+            via[edge.to] = Some(*edge);
+            queue.push_back(edge.to);
+        }
+    }
+    None
+}
+
+/// Why an edge was not exercised.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Miss {
+    /// No path from the default mode reaches the edge's start.
+    Unreachable,
+    /// The session diverged from the reference on the way or when firing.
+    Diverged(Divergence),
+    /// The reference model could not fire the edge (a bug in the walk, not in the session).
+    Reference(String),
+}
+
+impl fmt::Display for Miss {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Miss::Unreachable => write!(f, "unreachable from the default mode"),
+            Miss::Diverged(d) => write!(f, "{d}"),
+            Miss::Reference(e) => write!(f, "the reference model could not fire it: {e}"),
+        }
+    }
+}
+
+/// The result of an edge walk: every edge, and those not exercised with the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EdgeReport {
+    /// Every edge of the relation, in walk order.
+    pub edges: Vec<Edge>,
+    /// The edges not exercised, with why.
+    pub missed: Vec<(Edge, Miss)>,
+}
+
+impl EdgeReport {
+    /// The number of edges.
+    pub fn total(&self) -> usize {
+        self.edges.len()
+    }
+
+    /// The number of edges reached and fired with the session matching the reference.
+    pub fn covered(&self) -> usize {
+        self.edges.len() - self.missed.len()
+    }
+
+    /// Whether every edge was exercised.
+    pub fn is_complete(&self) -> bool {
+        self.missed.is_empty()
+    }
+
+    /// Adds another report's edges (for a total over several configs).
+    pub fn merge(&mut self, other: EdgeReport) {
+        self.edges.extend(other.edges);
+        self.missed.extend(other.missed);
+    }
+}
+
+impl fmt::Display for EdgeReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "edges covered: {}/{}", self.covered(), self.total())?;
+        for (edge, miss) in &self.missed {
+            write!(f, "\n  not exercised: {edge}: {miss}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Walks every edge of `harness`'s config: for each, a fresh session in the default mode
+/// follows a shortest path to the edge's start, fires the edge, and every step is compared
+/// with a [`ReferenceSession`]; an edge counts as covered when all steps matched and the
+/// session ended in the edge's target.
+pub fn walk_edges(harness: &mut Harness, facts: &std::sync::Arc<ConfigFacts>) -> EdgeReport {
+    let all = index_edges(facts);
+    let mut report = EdgeReport {
+        edges: all.iter().map(|e| named(facts, *e)).collect(),
+        missed: Vec::new(),
+    };
+    for edge in &all {
+        if let Err(miss) = walk_one(harness, facts, &all, *edge) {
+            report.missed.push((named(facts, *edge), miss));
+        }
+    }
+    report
+}
+
+fn walk_one(
+    harness: &mut Harness,
+    facts: &std::sync::Arc<ConfigFacts>,
+    all: &[IndexEdge],
+    edge: IndexEdge,
+) -> Result<(), Miss> {
+    let mut reference = ReferenceSession::new(facts.clone(), None);
+    let path =
+        shortest_path(all, facts.len(), reference.mode(), edge.from).ok_or(Miss::Unreachable)?;
+    harness.start(&reference).map_err(Miss::Diverged)?;
+    let ops = path.into_iter().chain([edge]).flat_map(fire);
+    for op in ops {
+        if !reference.can_apply(&op) {
+            return Err(Miss::Reference(format!("{op:?} does not apply")));
+        }
+        reference.apply(&op);
+        harness.step(&reference).map_err(Miss::Diverged)?;
+    }
+    if reference.mode() != edge.to {
+        return Err(Miss::Reference(format!(
+            "the reference ended in `{}`",
+            facts.id(reference.mode())
+        )));
+    }
+    Ok(())
+}

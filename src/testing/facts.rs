@@ -1,0 +1,237 @@
+//! What a mode config means, read straight from the TOML text by the rules of the config format,
+//! without [`crate::config`]: the oracle the reference model is built on.
+
+use std::sync::Arc;
+
+use toml::Value;
+
+use crate::config::DEFAULT_PLANS_DIR;
+use crate::tool::SUBMIT_PLAN;
+
+/// A tool name no controller is expected to register: a call to it is always outside the mode's
+/// tools.
+pub const UNKNOWN_TOOL: &str = "not_a_registered_tool";
+
+/// One mode as the reference model sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModeFacts {
+    /// The mode id.
+    pub id: String,
+    /// The index of the `transitionsTo` mode, if set.
+    pub transitions_to: Option<usize>,
+    /// The `availableTools` list as written (`None` when absent: every tool of the controller).
+    pub tools: Option<Vec<String>>,
+}
+
+impl ModeFacts {
+    /// Whether `submit_plan` is offered in this mode: it sets `transitionsTo` or lists
+    /// `submit_plan`.
+    pub fn is_planning(&self) -> bool {
+        self.transitions_to.is_some()
+            || self
+                .tools
+                .as_ref()
+                .is_some_and(|tools| tools.iter().any(|t| t == SUBMIT_PLAN))
+    }
+}
+
+/// Why [`ConfigFacts::from_toml`] could not read a config; it expects text that
+/// [`crate::config::parse`] accepts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot read the config as a mode graph: {0}")]
+pub struct FactsError(String);
+
+/// The facts of a valid config the reference model needs: the modes in order, the resolved
+/// default mode, the hand-over targets, the tool lists and the plans directory.
+///
+/// Read independently of [`crate::config`] so that a bug there cannot hide in the reference.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigFacts {
+    modes: Vec<ModeFacts>,
+    default: usize,
+    plans_dir: String,
+    text: Arc<str>,
+}
+
+impl ConfigFacts {
+    /// Reads the facts of config `text` by the rules of the format: the default mode is
+    /// `defaultModeId`, else the mode marked `default = true`, else the first mode.
+    ///
+    /// # Errors
+    /// [`FactsError`] when the text is not TOML or lacks what a valid config has (modes with
+    /// string ids, known `transitionsTo` and `defaultModeId` ids, string tool names). Run
+    /// [`crate::config::parse`] first for a precise error.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ConfigFacts;
+    /// let facts = ConfigFacts::from_toml(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// )?;
+    /// assert_eq!(facts.default_mode(), 1);
+    /// assert_eq!(facts.approval_target(0), 1);
+    /// assert!(facts.modes()[0].is_planning());
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
+    pub fn from_toml(text: &str) -> Result<Self, FactsError> {
+        let table: toml::Table = toml::from_str(text).map_err(|e| FactsError(e.to_string()))?;
+        let raw_modes = table
+            .get("modes")
+            .and_then(Value::as_array)
+            .filter(|modes| !modes.is_empty())
+            .ok_or_else(|| FactsError("no [[modes]]".to_owned()))?;
+        let ids = raw_modes
+            .iter()
+            .map(|m| m.get("id").and_then(Value::as_str).map(str::to_owned))
+            .collect::<Option<Vec<String>>>()
+            .ok_or_else(|| FactsError("a mode has no string id".to_owned()))?;
+        let index_of = |id: &str| {
+            ids.iter()
+                .position(|known| known == id)
+                .ok_or_else(|| FactsError(format!("`{id}` names no mode")))
+        };
+        let mut modes = Vec::with_capacity(raw_modes.len());
+        for (raw, id) in raw_modes.iter().zip(&ids) {
+            let transitions_to = match raw.get("transitionsTo") {
+                None => None,
+                Some(target) => Some(index_of(target.as_str().unwrap_or_default())?),
+            };
+            let tools = match raw.get("availableTools") {
+                None => None,
+                Some(list) => Some(
+                    list.as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(|t| t.as_str().map(str::to_owned))
+                        .collect::<Option<Vec<String>>>()
+                        .ok_or_else(|| FactsError(format!("mode `{id}` has a bad tool list")))?,
+                ),
+            };
+            modes.push(ModeFacts {
+                id: id.clone(),
+                transitions_to,
+                tools,
+            });
+        }
+        let marked = raw_modes
+            .iter()
+            .position(|m| m.get("default").and_then(Value::as_bool) == Some(true));
+        let default = match table.get("defaultModeId") {
+            Some(id) => index_of(id.as_str().unwrap_or_default())?,
+            None => marked.unwrap_or(0),
+        };
+        let plans_dir = table
+            .get("plansDir")
+            .and_then(Value::as_str)
+            .unwrap_or(DEFAULT_PLANS_DIR)
+            .to_owned();
+        Ok(Self {
+            modes,
+            default,
+            plans_dir,
+            text: Arc::from(text),
+        })
+    }
+
+    pub(crate) fn new(
+        modes: Vec<ModeFacts>,
+        default: usize,
+        plans_dir: String,
+        text: String,
+    ) -> Self {
+        Self {
+            modes,
+            default,
+            plans_dir,
+            text: Arc::from(text),
+        }
+    }
+
+    /// The modes in config order.
+    pub fn modes(&self) -> &[ModeFacts] {
+        &self.modes
+    }
+
+    /// The number of modes.
+    pub fn len(&self) -> usize {
+        self.modes.len()
+    }
+
+    /// Always `false`: a config has at least one mode.
+    pub fn is_empty(&self) -> bool {
+        self.modes.is_empty()
+    }
+
+    /// The mode at `index`: its id. Out of range gives `""`.
+    pub fn id(&self, index: usize) -> &str {
+        self.modes.get(index).map_or("", |m| m.id.as_str())
+    }
+
+    /// The index of the mode with this id (case-sensitive), if any.
+    pub fn index_of(&self, id: &str) -> Option<usize> {
+        self.modes.iter().position(|m| m.id == id)
+    }
+
+    /// The index of the resolved default mode.
+    pub fn default_mode(&self) -> usize {
+        self.default
+    }
+
+    /// Where approving a plan submitted in `mode` hands over to: its `transitionsTo`, else the
+    /// default mode.
+    pub fn approval_target(&self, mode: usize) -> usize {
+        self.modes
+            .get(mode)
+            .and_then(|m| m.transitions_to)
+            .unwrap_or(self.default)
+    }
+
+    /// Whether `mode` is a planning mode (where `submit_plan` is offered).
+    pub fn is_planning(&self, mode: usize) -> bool {
+        self.modes.get(mode).is_some_and(ModeFacts::is_planning)
+    }
+
+    /// Whether the model is offered `tool` in `mode`: `Some(answer)` when the config decides it,
+    /// `None` when it depends on the controller's registry (a mode without `availableTools`).
+    /// [`UNKNOWN_TOOL`] is never offered.
+    pub fn offers(&self, mode: usize, tool: &str) -> Option<bool> {
+        if tool == UNKNOWN_TOOL {
+            return Some(false);
+        }
+        if tool == SUBMIT_PLAN {
+            return Some(self.is_planning(mode));
+        }
+        let list = self.modes.get(mode)?.tools.as_ref()?;
+        Some(list.iter().any(|t| t == tool))
+    }
+
+    /// Tool names a call to which in `mode` must be refused: [`UNKNOWN_TOOL`], `submit_plan` in
+    /// a mode that does not plan, and tools other modes list but this mode's list leaves out.
+    pub fn forbidden_tools(&self, mode: usize) -> Vec<String> {
+        let mut names = vec![UNKNOWN_TOOL.to_owned()];
+        let mut candidates: Vec<&str> = vec![SUBMIT_PLAN];
+        for m in &self.modes {
+            for t in m.tools.iter().flatten() {
+                if !candidates.contains(&t.as_str()) {
+                    candidates.push(t);
+                }
+            }
+        }
+        for name in candidates {
+            if self.offers(mode, name) == Some(false) {
+                names.push(name.to_owned());
+            }
+        }
+        names
+    }
+
+    /// The plans directory as configured (`plansDir`, default `.agent/plans`).
+    pub fn plans_dir(&self) -> &str {
+        &self.plans_dir
+    }
+
+    /// The config text the facts were read from (or rendered for).
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+}

@@ -1,0 +1,633 @@
+//! The harness: a real [`Session`] of a real [`AgentController`], driven by a scripted model in
+//! a temporary workspace, doing what a [`ReferenceSession`] step says and comparing the result.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use async_trait::async_trait;
+use serde_json::json;
+
+use super::facts::ConfigFacts;
+use super::reference::{
+    Action, Offered, Outcome, PLAN_COUNT, PendingPlan, PlanFile, ReferenceSession, Refusal, Reply,
+    ResultKind, RunRef, Step, Trace, plan_text,
+};
+use crate::controller::{AgentController, AgentControllerBuilder};
+use crate::event::Event;
+use crate::mode::ModeGraph;
+use crate::model::{LanguageModel, Message, ModelError, ModelRequest, ModelResponse};
+use crate::run::{RunOutcome, RunState};
+use crate::session::{Session, SessionError, SessionOptions};
+use crate::tool::ToolCall;
+use crate::tool::submit_plan::{
+    APPROVED_RESULT, REJECTED_RESULT, REJECTED_WITH_FEEDBACK_PREFIX, SUBMIT_PLAN,
+};
+
+/// Why a [`Harness`] could not be set up.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HarnessError {
+    /// The temporary workspace or its plan files could not be written.
+    #[error("cannot prepare the workspace: {0}")]
+    Io(#[from] std::io::Error),
+    /// The async runtime could not be started, or a check was started inside one.
+    #[error("cannot run sessions: {0}")]
+    Runtime(String),
+    /// The caller's build function failed.
+    #[error("building the controller failed: {0}")]
+    Build(String),
+    /// The session could not be started.
+    #[error("starting the session failed: {0}")]
+    Start(#[from] SessionError),
+}
+
+/// Which part of the session differed from the reference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::Display)]
+#[strum(serialize_all = "snake_case")]
+#[non_exhaustive]
+pub enum Aspect {
+    /// The return value of the host call.
+    Outcome,
+    /// The events emitted and model calls made, in order.
+    Events,
+    /// The current mode afterwards.
+    Mode,
+    /// The pending decision afterwards.
+    Pending,
+    /// The latest run's state afterwards.
+    Run,
+    /// The session panicked.
+    Panic,
+}
+
+/// A place where the real session did not do what the reference model says.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{aspect} differs after {op}\n  expected: {expected}\n  actual:   {actual}")]
+pub struct Divergence {
+    /// What differed.
+    pub aspect: Aspect,
+    /// The operation that caused it (`start` for the new session).
+    pub op: String,
+    /// What the reference expected.
+    pub expected: String,
+    /// What the session did.
+    pub actual: String,
+}
+
+/// What the harness records, in order: session events and model calls.
+#[derive(Debug, Clone)]
+enum Record {
+    Event(Event),
+    ModelCall {
+        mode_id: String,
+        tools: Vec<String>,
+        last_message: Option<Message>,
+    },
+}
+
+type Log = Arc<Mutex<Vec<Record>>>;
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The model the harness hands the controller: it replays the replies of the current step and
+/// logs each call where the events are logged, so their order is seen.
+#[derive(Debug, Default)]
+struct StepModel {
+    replies: Mutex<VecDeque<Result<ModelResponse, ModelError>>>,
+    log: Log,
+}
+
+#[async_trait]
+impl LanguageModel for StepModel {
+    async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        lock(&self.log).push(Record::ModelCall {
+            mode_id: request.mode_id.to_owned(),
+            tools: request.tools.iter().map(|t| t.name.to_string()).collect(),
+            last_message: request.messages.last().cloned(),
+        });
+        lock(&self.replies)
+            .pop_front()
+            .unwrap_or_else(|| Err(ModelError::new("the step's script has no more replies")))
+    }
+}
+
+/// A real session driven step by step next to a [`ReferenceSession`].
+///
+/// The harness builds the controller with its own scripted model and a temporary workspace
+/// (removed on drop) holding the plan files the steps submit: [`PLAN_COUNT`] valid plans, an
+/// empty one, one not named `.md`, and one outside the plans directory.
+pub struct Harness {
+    runtime: tokio::runtime::Runtime,
+    controller: AgentController,
+    facts: Arc<ConfigFacts>,
+    model: Arc<StepModel>,
+    session: Option<Session>,
+    run_ids: Vec<String>,
+    plans_dir: PathBuf,
+    outside: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl fmt::Debug for Harness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Harness")
+            .field("controller", &self.controller)
+            .field("session", &self.session)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Harness {
+    /// Sets up a workspace and builds the controller: `build` gets a builder over `graph` with
+    /// the harness's model and workspace and adds what the caller's controller has (tools, step
+    /// limit, ...). It should leave the workspace alone: plan files are written to the built
+    /// controller's plans directory.
+    ///
+    /// # Errors
+    /// [`HarnessError::Io`] when the workspace cannot be written, [`HarnessError::Runtime`] when
+    /// no runtime can be started (or this runs inside one), [`HarnessError::Build`] when `build`
+    /// fails.
+    pub fn new<E: fmt::Display>(
+        graph: ModeGraph,
+        facts: Arc<ConfigFacts>,
+        build: impl FnOnce(AgentControllerBuilder) -> Result<AgentController, E>,
+    ) -> Result<Self, HarnessError> {
+        if tokio::runtime::Handle::try_current().is_ok() {
+            return Err(HarnessError::Runtime(
+                "called inside an async runtime: run the check from a plain #[test]".to_owned(),
+            ));
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| HarnessError::Runtime(e.to_string()))?;
+        let dir = tempfile::Builder::new()
+            .prefix("agent-controller-testing-")
+            .tempdir()?;
+        // Canonical, so paths in plan submissions and the plans directory agree after symlinks.
+        let root = dir.path().canonicalize()?;
+        let workspace = root.join("workspace");
+        std::fs::create_dir_all(&workspace)?;
+        let model = Arc::new(StepModel::default());
+        let builder = AgentController::builder(graph, model.clone()).workspace(&workspace);
+        let controller = build(builder).map_err(|e| HarnessError::Build(e.to_string()))?;
+        let plans_dir = controller.plans_dir().to_owned();
+        std::fs::create_dir_all(&plans_dir)?;
+        for k in 0..PLAN_COUNT {
+            std::fs::write(plans_dir.join(format!("plan-{k}.md")), plan_text(k))?;
+        }
+        std::fs::write(plans_dir.join("empty.md"), "")?;
+        std::fs::write(plans_dir.join("plan.txt"), plan_text(0))?;
+        let outside = root.join("outside.md");
+        std::fs::write(&outside, plan_text(0))?;
+        Ok(Self {
+            runtime,
+            controller,
+            facts,
+            model,
+            session: None,
+            run_ids: Vec::new(),
+            plans_dir,
+            outside,
+            _dir: dir,
+        })
+    }
+
+    /// Session options whose subscriber logs every event for the comparison.
+    fn options(&self) -> SessionOptions {
+        let log = self.model.log.clone();
+        SessionOptions::new().on_event(move |e| lock(&log).push(Record::Event(e.clone())))
+    }
+
+    /// The controller under test.
+    pub fn controller(&self) -> &AgentController {
+        &self.controller
+    }
+
+    /// The current session, once [`Harness::start`] ran.
+    pub fn session(&self) -> Option<&Session> {
+        self.session.as_ref()
+    }
+
+    /// Starts a new session as `reference` was started (in its start mode, or the default) and
+    /// compares the starting state.
+    ///
+    /// # Errors
+    /// [`Divergence`] when the new session differs from the reference, including a refused start.
+    pub fn start(&mut self, reference: &ReferenceSession) -> Result<(), Divergence> {
+        lock(&self.model.log).clear();
+        self.run_ids.clear();
+        let mut options = self.options();
+        if let Some(start) = reference.start() {
+            options = options.mode(self.facts.id(start));
+        }
+        let controller = &self.controller;
+        let started = catch_unwind(AssertUnwindSafe(|| controller.start_session(options)));
+        let session = match started {
+            Ok(Ok(session)) => session,
+            Ok(Err(e)) => return Err(divergence(Aspect::Outcome, "start", "a session", e)),
+            Err(panic) => return Err(panicked("start", &panic)),
+        };
+        self.session = Some(session);
+        let events = std::mem::take(&mut *lock(&self.model.log));
+        let started_in: Vec<String> = events
+            .iter()
+            .filter_map(|r| match r {
+                Record::Event(Event::SessionStarted { mode_id, .. }) => Some(mode_id.to_string()),
+                _ => None,
+            })
+            .collect();
+        let expected = vec![self.facts.id(reference.mode()).to_owned()];
+        if started_in != expected {
+            return Err(divergence(
+                Aspect::Events,
+                "start",
+                format!("session_started in {expected:?}"),
+                format!("session_started in {started_in:?}"),
+            ));
+        }
+        self.compare_state(reference, "start")
+    }
+
+    /// Performs the last step `reference` recorded ([`ReferenceSession::apply`]) on the real
+    /// session and compares outcome, events and model calls, mode, pending decision and run
+    /// state.
+    ///
+    /// # Errors
+    /// [`Divergence`] naming the first aspect that differs (a panic counts as one).
+    pub fn step(&mut self, reference: &ReferenceSession) -> Result<(), Divergence> {
+        let Some(step) = reference.last_step() else {
+            return self.compare_state(reference, "start");
+        };
+        let op = format!("{:?}", step.op);
+        let outcome = self.perform(step).map_err(|panic| panicked(&op, &panic))?;
+        let records = std::mem::take(&mut *lock(&self.model.log));
+        let trace = self.trace(records);
+        if outcome != step.expected.outcome {
+            return Err(divergence(
+                Aspect::Outcome,
+                &op,
+                format!("{:?}", step.expected.outcome),
+                format!("{outcome:?}"),
+            ));
+        }
+        if trace != step.expected.trace {
+            return Err(divergence(
+                Aspect::Events,
+                &op,
+                format!("{:?}", step.expected.trace),
+                format!("{trace:?}"),
+            ));
+        }
+        self.compare_state(reference, &op)
+    }
+
+    fn perform(&mut self, step: &Step) -> Result<Outcome, Box<dyn std::any::Any + Send>> {
+        {
+            let mut replies = lock(&self.model.replies);
+            replies.clear();
+            for reply in &step.replies {
+                replies.push_back(self.response(reply));
+            }
+        }
+        let run_id = |run: &RunRef| match run {
+            RunRef::Run(n) => self
+                .run_ids
+                .get(n.wrapping_sub(1))
+                .cloned()
+                .unwrap_or_else(|| format!("run #{n} was never started")),
+            RunRef::Unknown(id) => id.clone(),
+        };
+        let action = match &step.action {
+            Action::Resume {
+                run,
+                tool_call_id,
+                decision,
+            } => Resolved::Resume(run_id(run), tool_call_id.clone(), decision.clone()),
+            Action::ResumeJson {
+                run,
+                tool_call_id,
+                data,
+            } => Resolved::ResumeJson(run_id(run), tool_call_id.clone(), data.clone()),
+            Action::Send(text) => Resolved::Send(text.clone()),
+            Action::Abort => Resolved::Abort,
+            Action::Switch(id) => Resolved::Switch(id.clone()),
+            Action::Restore => Resolved::Restore,
+            Action::Nothing => Resolved::Nothing,
+        };
+        let options = self.options();
+        let Some(session) = self.session.as_mut() else {
+            return Ok(Outcome::NoDecision);
+        };
+        let runtime = &self.runtime;
+        let controller = &self.controller;
+        let outcome = catch_unwind(AssertUnwindSafe(|| match action {
+            Resolved::Send(text) => run_outcome(runtime.block_on(session.send_message(text))),
+            Resolved::Resume(run, call, decision) => {
+                run_outcome(runtime.block_on(session.resume(&run, &call, decision)))
+            }
+            Resolved::ResumeJson(run, call, data) => {
+                run_outcome(runtime.block_on(session.resume_json(&run, &call, &data)))
+            }
+            Resolved::Abort => match runtime.block_on(session.abort()) {
+                Ok(aborted) => Outcome::Aborted(aborted),
+                Err(e) => Outcome::Refused(refusal(&e)),
+            },
+            Resolved::Switch(id) => match runtime.block_on(session.switch_mode(&id)) {
+                Ok(changed) => Outcome::Switched(changed),
+                Err(e) => Outcome::Refused(refusal(&e)),
+            },
+            Resolved::Restore => {
+                match runtime.block_on(controller.restore_session(session.id(), options)) {
+                    Ok(restored) => {
+                        *session = restored;
+                        Outcome::Restored
+                    }
+                    Err(e) => Outcome::Refused(refusal(&e)),
+                }
+            }
+            Resolved::Nothing => Outcome::NoDecision,
+        }));
+        lock(&self.model.replies).clear();
+        outcome
+    }
+
+    fn response(&self, reply: &Reply) -> Result<ModelResponse, ModelError> {
+        match reply {
+            Reply::Text(text) => Ok(ModelResponse {
+                text: text.clone(),
+                tool_calls: Vec::new(),
+            }),
+            Reply::Fail => Err(ModelError::new("scripted model failure")),
+            Reply::Calls(calls) => Ok(ModelResponse {
+                text: String::new(),
+                tool_calls: calls
+                    .iter()
+                    .map(|call| ToolCall {
+                        id: call.id.clone(),
+                        name: call.tool.clone(),
+                        args: match call.plan {
+                            Some(plan) => json!({ "path": self.plan_path(plan) }),
+                            None => json!({}),
+                        },
+                    })
+                    .collect(),
+            }),
+        }
+    }
+
+    fn plan_path(&self, plan: PlanFile) -> String {
+        let path: PathBuf = match plan {
+            PlanFile::Valid(k) => self.plans_dir.join(format!("plan-{k}.md")),
+            PlanFile::Missing => self.plans_dir.join("missing.md"),
+            PlanFile::Empty => self.plans_dir.join("empty.md"),
+            PlanFile::NotMarkdown => self.plans_dir.join("plan.txt"),
+            PlanFile::Outside => self.outside.clone(),
+        };
+        path.display().to_string()
+    }
+
+    fn run_ordinal(&self, run_id: &str) -> usize {
+        self.run_ids
+            .iter()
+            .position(|id| id == run_id)
+            .map_or(0, |i| i + 1)
+    }
+
+    fn trace(&mut self, records: Vec<Record>) -> Vec<Trace> {
+        let mut trace = Vec::new();
+        for record in records {
+            let item = match record {
+                Record::ModelCall {
+                    mode_id,
+                    tools,
+                    last_message,
+                } => Some(self.model_called(mode_id, tools, last_message.as_ref())),
+                Record::Event(event) => self.event_trace(event),
+            };
+            trace.extend(item);
+        }
+        trace
+    }
+
+    fn model_called(&self, mode: String, mut tools: Vec<String>, last: Option<&Message>) -> Trace {
+        let has_list = self
+            .facts
+            .index_of(&mode)
+            .is_some_and(|m| self.facts.modes()[m].tools.is_some());
+        let told_mode_change = matches!(last, Some(Message::System { content }) if content.contains(&format!("`{mode}`")));
+        tools.sort();
+        Trace::ModelCalled {
+            offered: Offered {
+                submit_plan: tools.iter().any(|t| t == SUBMIT_PLAN),
+                listed: has_list.then_some(tools),
+            },
+            mode,
+            told_mode_change,
+        }
+    }
+
+    fn event_trace(&mut self, event: Event) -> Option<Trace> {
+        Some(match event {
+            Event::AgentStart { run_id, mode_id } => {
+                if self.run_ordinal(&run_id) == 0 {
+                    self.run_ids.push(run_id.to_string());
+                }
+                Trace::RunStarted {
+                    run: self.run_ordinal(&run_id),
+                    mode: mode_id.to_string(),
+                }
+            }
+            Event::ToolEnd {
+                tool_call_id,
+                result,
+                is_error,
+                ..
+            } => Trace::ToolEnded {
+                tool_call_id,
+                is_error,
+                result: result_kind(&result),
+            },
+            Event::ToolSuspended {
+                tool_call_id,
+                suspend_payload,
+                ..
+            } => Trace::Suspended {
+                tool_call_id,
+                target: suspend_payload.target_mode_id.to_string(),
+                sha256: suspend_payload.submission.sha256,
+            },
+            Event::ToolSuspensionCancelled {
+                tool_call_id,
+                reason,
+                ..
+            } => Trace::Cancelled {
+                tool_call_id,
+                reason,
+            },
+            Event::ModeChanged {
+                mode_id,
+                previous_mode_id,
+                reason,
+            } => Trace::ModeChanged {
+                mode: mode_id.to_string(),
+                previous: previous_mode_id.to_string(),
+                reason,
+            },
+            Event::AgentEnd { run_id, reason } => Trace::RunEnded {
+                run: self.run_ordinal(&run_id),
+                reason,
+            },
+            _ => return None,
+        })
+    }
+
+    fn compare_state(&self, reference: &ReferenceSession, op: &str) -> Result<(), Divergence> {
+        let Some(session) = &self.session else {
+            return Err(divergence(Aspect::Mode, op, "a session", "none"));
+        };
+        let expected_mode = self.facts.id(reference.mode());
+        if session.mode().id() != expected_mode {
+            return Err(divergence(
+                Aspect::Mode,
+                op,
+                expected_mode,
+                session.mode().id(),
+            ));
+        }
+        let expected_pending = reference.pending().map(|p| self.pending_view(p));
+        let actual_pending = session.pending().map(|p| PendingView {
+            run: self.run_ordinal(p.run_id()),
+            tool_call_id: p.tool_call_id().to_owned(),
+            target: self.controller.modes().mode(p.target()).id().to_owned(),
+            payload_target: p.payload().target_mode_id.to_string(),
+            sha256: p.payload().submission.sha256.clone(),
+        });
+        if expected_pending != actual_pending {
+            return Err(divergence(
+                Aspect::Pending,
+                op,
+                format!("{expected_pending:?}"),
+                format!("{actual_pending:?}"),
+            ));
+        }
+        let actual_run = session
+            .run_state()
+            .map(|(id, state)| (self.run_ordinal(id), state));
+        if actual_run != reference.run() {
+            return Err(divergence(
+                Aspect::Run,
+                op,
+                format!("{:?}", reference.run()),
+                format!("{actual_run:?}"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn pending_view(&self, pending: &PendingPlan) -> PendingView {
+        let target = self.facts.id(pending.target).to_owned();
+        PendingView {
+            run: pending.run,
+            tool_call_id: pending.tool_call_id.clone(),
+            payload_target: target.clone(),
+            target,
+            sha256: pending.sha256.clone(),
+        }
+    }
+
+    /// Where the harness keeps its plan files (the controller's plans directory).
+    pub fn plans_dir(&self) -> &Path {
+        &self.plans_dir
+    }
+}
+
+enum Resolved {
+    Send(String),
+    Resume(String, String, crate::run::Decision),
+    ResumeJson(String, String, serde_json::Value),
+    Abort,
+    Switch(String),
+    Restore,
+    Nothing,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+struct PendingView {
+    run: usize,
+    tool_call_id: String,
+    target: String,
+    payload_target: String,
+    sha256: String,
+}
+
+fn run_outcome(result: Result<RunOutcome, SessionError>) -> Outcome {
+    match result {
+        Ok(RunOutcome::Completed { .. }) => Outcome::Run(RunState::Completed),
+        Ok(RunOutcome::Suspended { .. }) => Outcome::Run(RunState::Suspended),
+        Ok(RunOutcome::Failed { .. }) => Outcome::Run(RunState::Failed),
+        Err(e) => Outcome::Refused(refusal(&e)),
+    }
+}
+
+fn refusal(error: &SessionError) -> Refusal {
+    match error {
+        SessionError::UnknownMode(_) => Refusal::UnknownMode,
+        SessionError::UnknownRun(_) => Refusal::UnknownRun,
+        SessionError::NotSuspended(_) => Refusal::NotSuspended,
+        SessionError::UnknownToolCall { .. } => Refusal::UnknownToolCall,
+        SessionError::AlreadyDecided(_) => Refusal::AlreadyDecided,
+        SessionError::Sha256Mismatch { .. } => Refusal::Sha256Mismatch,
+        SessionError::MalformedDecision(_) => Refusal::MalformedDecision,
+        SessionError::ConfigChanged(_) => Refusal::ConfigChanged,
+        SessionError::UnknownSession(_) => Refusal::UnknownSession,
+        SessionError::Store(_) | SessionError::NoStore => Refusal::Store,
+        #[allow(unreachable_patterns)]
+        _ => Refusal::Other,
+    }
+}
+
+fn result_kind(result: &str) -> ResultKind {
+    if result == APPROVED_RESULT {
+        ResultKind::Approved
+    } else if result == REJECTED_RESULT {
+        ResultKind::Rejected
+    } else if result.starts_with(REJECTED_WITH_FEEDBACK_PREFIX) {
+        ResultKind::RejectedWithFeedback
+    } else {
+        ResultKind::Other
+    }
+}
+
+fn divergence(
+    aspect: Aspect,
+    op: &str,
+    expected: impl fmt::Display,
+    actual: impl fmt::Display,
+) -> Divergence {
+    Divergence {
+        aspect,
+        op: op.to_owned(),
+        expected: expected.to_string(),
+        actual: actual.to_string(),
+    }
+}
+
+fn panicked(op: &str, panic: &Box<dyn std::any::Any + Send>) -> Divergence {
+    let message = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".to_owned());
+    divergence(
+        Aspect::Panic,
+        op,
+        "no panic",
+        format!("panicked: {message}"),
+    )
+}

@@ -1,0 +1,1093 @@
+//! The reference model: a small, pure session that follows the rules of the mode state machine
+//! (the current mode, the pending decision, the run state) and says, for every operation, what
+//! the real session must do: its outcome and the exact order of what it emits.
+
+use std::fmt;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::facts::ConfigFacts;
+use crate::event::{CancelReason, EndReason, ModeChangeReason};
+use crate::run::{Decision, DecisionAction, RunState};
+use crate::tool::SUBMIT_PLAN;
+
+/// How many distinct valid plan files a harness provides ([`PlanFile::Valid`] `0..PLAN_COUNT`).
+pub const PLAN_COUNT: u8 = 4;
+
+/// The text of valid plan file `k`; the files differ, so their SHA-256 differ.
+pub fn plan_text(k: u8) -> String {
+    format!("# Plan {k}\n\n1. Do step {k}.\n2. Test it.\n")
+}
+
+/// Lower-case hex SHA-256 of valid plan file `k`, computed here rather than by the tool.
+pub fn plan_sha256(k: u8) -> String {
+    hex(&Sha256::digest(plan_text(k).as_bytes()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A plan file the model may submit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PlanFile {
+    /// A valid plan inside the plans directory ([`plan_text`]).
+    Valid(u8),
+    /// A path inside the plans directory where no file is.
+    Missing,
+    /// An empty `.md` file inside the plans directory.
+    Empty,
+    /// A valid plan whose name does not end in `.md`.
+    NotMarkdown,
+    /// A valid `.md` plan outside the plans directory.
+    Outside,
+}
+
+impl PlanFile {
+    /// Whether `submit_plan` accepts the file and suspends.
+    pub fn is_valid(self) -> bool {
+        matches!(self, PlanFile::Valid(_))
+    }
+}
+
+/// One tool call the model makes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Call {
+    /// `submit_plan` on a plan file.
+    SubmitPlan(PlanFile),
+    /// A tool the current mode does not offer (see [`ConfigFacts::forbidden_tools`]).
+    Forbidden(String),
+}
+
+/// What the model does last in a turn, once its tool calls (if any) are answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Then {
+    /// It replies with text: the run completes.
+    Text,
+    /// The model call fails: the run fails.
+    ModelFails,
+}
+
+/// Which `sha256` a decision carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ShaChoice {
+    /// None.
+    Omitted,
+    /// The captured plan's hash.
+    Matching,
+    /// The captured plan's hash in upper case (hex is case-insensitive).
+    MatchingUppercase,
+    /// The hash of another plan: the decision must be refused.
+    Stale,
+}
+
+/// The feedback a rejection carries.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Feedback {
+    /// None.
+    Omitted,
+    /// Only white space: counts as none.
+    Blank,
+    /// Feedback text: the model revises.
+    Text(String),
+}
+
+/// What the model does after a rejection with feedback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Revision {
+    /// It answers with text: the run completes.
+    Text,
+    /// It submits valid plan `k` again: the run suspends again.
+    Resubmit(u8),
+}
+
+/// Where a manual switch goes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum SwitchTo {
+    /// The mode at this index (possibly the current mode: a no-op).
+    Mode(usize),
+    /// An id no mode has.
+    Unknown(String),
+}
+
+/// An operation on a session: what the host does, and what the model answers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op {
+    /// The user sends a message (cancelling a pending plan first); the model makes `calls` in
+    /// one step (parallel calls), then does `then`. No calls: the model just replies.
+    Message {
+        /// The model's tool calls in its first reply.
+        calls: Vec<Call>,
+        /// What the model does last.
+        then: Then,
+    },
+    /// The host decides the pending plan.
+    Decide {
+        /// Approve or reject.
+        action: DecisionAction,
+        /// Feedback (rejections use it).
+        feedback: Feedback,
+        /// The `sha256` the decision carries.
+        sha256: ShaChoice,
+        /// Send it as JSON resume data instead of a [`Decision`].
+        json: bool,
+        /// What the model does after a rejection with feedback.
+        revision: Revision,
+    },
+    /// A person answers the approval prompt ([`Decision::from_answer`]); `None` is end of input.
+    Answer(Option<String>),
+    /// The host aborts.
+    Abort,
+    /// The host decides, again, the tool call decided (or cancelled) last.
+    DecideAgain,
+    /// The host decides a tool call id that was never made.
+    DecideUnknownCall,
+    /// The host decides a run id that was never started.
+    DecideUnknownRun,
+    /// The host resumes with data that is not a decision.
+    Malformed(Value),
+    /// The host switches mode by hand.
+    Switch(SwitchTo),
+    /// The host process restarts: the session is restored from the controller's store
+    /// ([`crate::AgentController::restore_session`]). Nothing may change; a session with no
+    /// state change since it started was never saved and is unknown to the store. Generated
+    /// only for a reference built [`ReferenceSession::with_restarts`].
+    Restart,
+}
+
+/// A run, as the reference names it: its ordinal (the first run is 1) or an id never issued.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum RunRef {
+    /// The n-th run started in the session (1-based).
+    Run(usize),
+    /// An id no run has.
+    Unknown(String),
+}
+
+/// The concrete host call an [`Op`] becomes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// [`crate::Session::send_message`].
+    Send(String),
+    /// [`crate::Session::resume`].
+    Resume {
+        /// The run addressed.
+        run: RunRef,
+        /// The tool call addressed.
+        tool_call_id: String,
+        /// The decision.
+        decision: Decision,
+    },
+    /// [`crate::Session::resume_json`].
+    ResumeJson {
+        /// The run addressed.
+        run: RunRef,
+        /// The tool call addressed.
+        tool_call_id: String,
+        /// The resume data.
+        data: Value,
+    },
+    /// [`crate::Session::abort`].
+    Abort,
+    /// [`crate::Session::switch_mode`].
+    Switch(String),
+    /// [`crate::AgentController::restore_session`] by the session's id.
+    Restore,
+    /// Nothing (a blank answer: the prompt asks again).
+    Nothing,
+}
+
+/// One tool call in a scripted model reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScriptedCall {
+    /// The tool call id.
+    pub id: String,
+    /// The tool name.
+    pub tool: String,
+    /// The plan file, for `submit_plan` calls (the harness turns it into a `path`).
+    pub plan: Option<PlanFile>,
+}
+
+/// One scripted model reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// Tool calls (several are parallel calls of one step).
+    Calls(Vec<ScriptedCall>),
+    /// Text: the model is done.
+    Text(String),
+    /// The model call fails.
+    Fail,
+}
+
+/// How a host call returned, reduced to what the rules decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// A run was driven and stopped in this state (completed, suspended or failed).
+    Run(RunState),
+    /// `switch_mode` returned whether the mode changed.
+    Switched(bool),
+    /// `abort` returned whether a plan was pending.
+    Aborted(bool),
+    /// No call was made.
+    NoDecision,
+    /// The session was restored from the store.
+    Restored,
+    /// The call was refused with this error; nothing changed.
+    Refused(Refusal),
+}
+
+/// The kind of a refused session call ([`crate::SessionError`] without its data).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// [`crate::SessionError::UnknownMode`].
+    UnknownMode,
+    /// [`crate::SessionError::UnknownRun`].
+    UnknownRun,
+    /// [`crate::SessionError::NotSuspended`].
+    NotSuspended,
+    /// [`crate::SessionError::UnknownToolCall`].
+    UnknownToolCall,
+    /// [`crate::SessionError::AlreadyDecided`].
+    AlreadyDecided,
+    /// [`crate::SessionError::Sha256Mismatch`].
+    Sha256Mismatch,
+    /// [`crate::SessionError::MalformedDecision`].
+    MalformedDecision,
+    /// [`crate::SessionError::ConfigChanged`].
+    ConfigChanged,
+    /// [`crate::SessionError::UnknownSession`].
+    UnknownSession,
+    /// A store error ([`crate::SessionError::Store`], [`crate::SessionError::NoStore`]).
+    Store,
+    /// A variant this version of the reference does not know.
+    Other,
+}
+
+/// What a `submit_plan` or other tool result told the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ResultKind {
+    /// The approval text.
+    Approved,
+    /// A rejection with the user's feedback.
+    RejectedWithFeedback,
+    /// A rejection without feedback: stop and wait.
+    Rejected,
+    /// Anything else (tool errors, refusals).
+    Other,
+}
+
+/// What the model was offered in one call.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Offered {
+    /// Whether `submit_plan` was among the tools.
+    pub submit_plan: bool,
+    /// For a mode with `availableTools`: the names offered, sorted (repeats kept); `None` for a
+    /// mode without a list (its tools depend on the registry).
+    pub listed: Option<Vec<String>>,
+}
+
+/// One thing the session did, in order: the significant events plus every model call.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Trace {
+    /// `agent_start`: run n (1-based) started in `mode`.
+    RunStarted {
+        /// The run ordinal.
+        run: usize,
+        /// The mode id.
+        mode: String,
+    },
+    /// The model was called in `mode`.
+    ModelCalled {
+        /// The mode id of the request.
+        mode: String,
+        /// The tools offered.
+        offered: Offered,
+        /// Whether the last message before the call tells the model it is now in `mode`.
+        told_mode_change: bool,
+    },
+    /// `tool_end`.
+    ToolEnded {
+        /// The tool call id.
+        tool_call_id: String,
+        /// Whether the result is an error.
+        is_error: bool,
+        /// What the result says.
+        result: ResultKind,
+    },
+    /// `tool_suspended` on `submit_plan`.
+    Suspended {
+        /// The tool call id.
+        tool_call_id: String,
+        /// The hand-over target's id in the payload.
+        target: String,
+        /// The captured plan's SHA-256.
+        sha256: String,
+    },
+    /// `tool_suspension_cancelled`.
+    Cancelled {
+        /// The tool call id.
+        tool_call_id: String,
+        /// Why.
+        reason: CancelReason,
+    },
+    /// `mode_changed`.
+    ModeChanged {
+        /// The new mode id.
+        mode: String,
+        /// The `previousModeId`.
+        previous: String,
+        /// The reason.
+        reason: ModeChangeReason,
+    },
+    /// `agent_end`.
+    RunEnded {
+        /// The run ordinal.
+        run: usize,
+        /// The reason.
+        reason: EndReason,
+    },
+}
+
+/// What one operation must do.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Expected {
+    /// The host call's outcome.
+    pub outcome: Outcome,
+    /// Everything it emits and every model call, in order.
+    pub trace: Vec<Trace>,
+}
+
+/// One operation made concrete: the host call, the model's script, and what must happen.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// The operation.
+    pub op: Op,
+    /// The host call.
+    pub action: Action,
+    /// The model's replies, in order (replies the session does not ask for are dropped).
+    pub replies: Vec<Reply>,
+    /// What must happen.
+    pub expected: Expected,
+}
+
+/// The plan waiting for a decision, as the reference holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PendingPlan {
+    /// The suspended run's ordinal.
+    pub run: usize,
+    /// The `submit_plan` call id.
+    pub tool_call_id: String,
+    /// The hand-over target, fixed at submit time (a mode index).
+    pub target: usize,
+    /// The captured plan's SHA-256.
+    pub sha256: String,
+}
+
+/// The reference model of a session: current mode, pending decision and run state, moved by
+/// [`Op`]s under the rules of the mode state machine.
+///
+/// [`ReferenceSession::apply`] records a [`Step`] saying what the real session must do; a
+/// [`super::Harness`] performs it on a real session and compares.
+#[derive(Clone)]
+pub struct ReferenceSession {
+    facts: Arc<ConfigFacts>,
+    start: Option<usize>,
+    mode: usize,
+    pending: Option<PendingPlan>,
+    run: Option<(usize, RunState)>,
+    runs: usize,
+    tool_calls: usize,
+    decided: Option<(usize, String)>,
+    restarts: bool,
+    saved: bool,
+    last: Option<Step>,
+}
+
+impl fmt::Debug for ReferenceSession {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReferenceSession")
+            .field("config", &self.facts.text())
+            .field("start", &self.start.map(|m| self.facts.id(m)))
+            .field("mode", &self.facts.id(self.mode))
+            .field("pending", &self.pending)
+            .field("run", &self.run)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ReferenceSession {
+    /// A new session in mode `start`, or in the default mode for `None` (rule 1).
+    pub fn new(facts: Arc<ConfigFacts>, start: Option<usize>) -> Self {
+        let start = start.filter(|m| *m < facts.len());
+        let mode = start.unwrap_or_else(|| facts.default_mode());
+        Self {
+            facts,
+            start,
+            mode,
+            pending: None,
+            run: None,
+            runs: 0,
+            tool_calls: 0,
+            decided: None,
+            restarts: false,
+            saved: false,
+            last: None,
+        }
+    }
+
+    /// The same session, with [`Op::Restart`] among its operations when `restarts` is true (for
+    /// a controller with a session store).
+    pub fn with_restarts(mut self, restarts: bool) -> Self {
+        self.restarts = restarts;
+        self
+    }
+
+    /// The config facts.
+    pub fn facts(&self) -> &Arc<ConfigFacts> {
+        &self.facts
+    }
+
+    /// The mode the session was started in by name; `None` when it started in the default.
+    pub fn start(&self) -> Option<usize> {
+        self.start
+    }
+
+    /// The current mode's index.
+    pub fn mode(&self) -> usize {
+        self.mode
+    }
+
+    /// The plan waiting for a decision, if any.
+    pub fn pending(&self) -> Option<&PendingPlan> {
+        self.pending.as_ref()
+    }
+
+    /// The latest run's ordinal and state, if a run was started.
+    pub fn run(&self) -> Option<(usize, RunState)> {
+        self.run
+    }
+
+    /// The step the last [`ReferenceSession::apply`] recorded.
+    pub fn last_step(&self) -> Option<&Step> {
+        self.last.as_ref()
+    }
+
+    /// Whether `op` makes sense now: decisions need a pending plan, `DecideAgain` a decided
+    /// tool call, `Forbidden` calls a tool the current mode does not offer, switches an existing
+    /// (or, for `Unknown`, a missing) mode.
+    pub fn can_apply(&self, op: &Op) -> bool {
+        match op {
+            Op::Message { calls, .. } => calls.iter().all(|call| match call {
+                Call::SubmitPlan(PlanFile::Valid(k)) => *k < PLAN_COUNT,
+                Call::SubmitPlan(_) => true,
+                Call::Forbidden(name) => self.facts.offers(self.mode, name) == Some(false),
+            }),
+            Op::Decide { revision, .. } => {
+                self.pending.is_some()
+                    && !matches!(revision, Revision::Resubmit(k) if *k >= PLAN_COUNT)
+            }
+            Op::Answer(_) => self.pending.is_some(),
+            Op::DecideAgain => self.decided.is_some(),
+            Op::Switch(SwitchTo::Mode(m)) => *m < self.facts.len(),
+            Op::Switch(SwitchTo::Unknown(id)) => self.facts.index_of(id).is_none(),
+            Op::Restart => self.restarts,
+            Op::Abort | Op::DecideUnknownCall | Op::DecideUnknownRun | Op::Malformed(_) => true,
+        }
+    }
+
+    /// Applies `op` and returns the recorded [`Step`]. An op that [`ReferenceSession::can_apply`]
+    /// refuses becomes a step that does nothing.
+    pub fn apply(&mut self, op: &Op) -> &Step {
+        let mut trace = Vec::new();
+        let (action, replies, outcome) = if self.can_apply(op) {
+            self.step(op, &mut trace)
+        } else {
+            (Action::Nothing, Vec::new(), Outcome::NoDecision)
+        };
+        // A store saves a session at its first state change, not when it starts.
+        self.saved |= matches!(
+            outcome,
+            Outcome::Run(_) | Outcome::Switched(true) | Outcome::Aborted(true)
+        );
+        self.last.insert(Step {
+            op: op.clone(),
+            action,
+            replies,
+            expected: Expected { outcome, trace },
+        })
+    }
+
+    fn step(&mut self, op: &Op, trace: &mut Vec<Trace>) -> (Action, Vec<Reply>, Outcome) {
+        match op {
+            Op::Message { calls, then } => self.message(calls, *then, trace),
+            Op::Decide {
+                action,
+                feedback,
+                sha256,
+                json,
+                revision,
+            } => self.decide(*action, feedback, *sha256, *json, *revision, trace),
+            Op::Answer(answer) => self.answer(answer.as_deref(), trace),
+            Op::Abort => {
+                let aborted = self.cancel(CancelReason::Aborted, trace);
+                (Action::Abort, Vec::new(), Outcome::Aborted(aborted))
+            }
+            // A restored session is the session: same mode, pending plan, runs and decisions.
+            // One never saved (nothing happened since it started) is not in the store.
+            Op::Restart if !self.saved => (
+                Action::Restore,
+                Vec::new(),
+                Outcome::Refused(Refusal::UnknownSession),
+            ),
+            Op::Restart => (Action::Restore, Vec::new(), Outcome::Restored),
+            Op::DecideAgain => {
+                let (run, call) = self.decided.clone().unwrap_or_default();
+                let action = Action::Resume {
+                    run: RunRef::Run(run),
+                    tool_call_id: call,
+                    decision: Decision::approve(),
+                };
+                (
+                    action,
+                    Vec::new(),
+                    Outcome::Refused(Refusal::AlreadyDecided),
+                )
+            }
+            Op::DecideUnknownCall => {
+                let (run, refusal) = match (&self.pending, self.run) {
+                    (Some(p), _) => (RunRef::Run(p.run), Refusal::UnknownToolCall),
+                    (None, Some((run, _))) => (RunRef::Run(run), Refusal::NotSuspended),
+                    (None, None) => (RunRef::Unknown(UNKNOWN_RUN.into()), Refusal::UnknownRun),
+                };
+                let action = Action::Resume {
+                    run,
+                    tool_call_id: UNKNOWN_CALL.into(),
+                    decision: Decision::approve(),
+                };
+                (action, Vec::new(), Outcome::Refused(refusal))
+            }
+            Op::DecideUnknownRun => {
+                let action = Action::Resume {
+                    run: RunRef::Unknown(UNKNOWN_RUN.into()),
+                    tool_call_id: self.addressed_call(),
+                    decision: Decision::approve(),
+                };
+                (action, Vec::new(), Outcome::Refused(Refusal::UnknownRun))
+            }
+            Op::Malformed(data) => {
+                let action = Action::ResumeJson {
+                    run: self.addressed_run(),
+                    tool_call_id: self.addressed_call(),
+                    data: data.clone(),
+                };
+                (
+                    action,
+                    Vec::new(),
+                    Outcome::Refused(Refusal::MalformedDecision),
+                )
+            }
+            Op::Switch(SwitchTo::Unknown(id)) => (
+                Action::Switch(id.clone()),
+                Vec::new(),
+                Outcome::Refused(Refusal::UnknownMode),
+            ),
+            Op::Switch(SwitchTo::Mode(target)) => {
+                let action = Action::Switch(self.facts.id(*target).to_owned());
+                if *target == self.mode {
+                    // Rule 2: switching to the current mode is a no-op; a pending plan stays.
+                    return (action, Vec::new(), Outcome::Switched(false));
+                }
+                self.cancel(CancelReason::ModeSwitch, trace);
+                self.change_mode(*target, ModeChangeReason::Manual, trace);
+                (action, Vec::new(), Outcome::Switched(true))
+            }
+        }
+    }
+
+    /// The run a decision addresses when the op does not care: the pending one, else the latest.
+    fn addressed_run(&self) -> RunRef {
+        match (&self.pending, self.run) {
+            (Some(p), _) => RunRef::Run(p.run),
+            (None, Some((run, _))) => RunRef::Run(run),
+            (None, None) => RunRef::Unknown(UNKNOWN_RUN.into()),
+        }
+    }
+
+    fn addressed_call(&self) -> String {
+        self.pending
+            .as_ref()
+            .map_or_else(|| UNKNOWN_CALL.to_owned(), |p| p.tool_call_id.clone())
+    }
+
+    fn next_call_id(&mut self) -> String {
+        self.tool_calls += 1;
+        format!("call_{}", self.tool_calls)
+    }
+
+    fn model_called(&self, told_mode_change: bool) -> Trace {
+        let mode = &self.facts.modes()[self.mode];
+        let listed = mode.tools.as_ref().map(|tools| {
+            let mut names = tools.clone();
+            names.sort();
+            names.dedup();
+            names
+        });
+        Trace::ModelCalled {
+            mode: mode.id.clone(),
+            offered: Offered {
+                submit_plan: mode.is_planning(),
+                listed,
+            },
+            told_mode_change,
+        }
+    }
+
+    /// Rule 6: a pending plan is cancelled as not approved; the mode stays.
+    fn cancel(&mut self, reason: CancelReason, trace: &mut Vec<Trace>) -> bool {
+        let Some(pending) = self.pending.take() else {
+            return false;
+        };
+        trace.push(Trace::Cancelled {
+            tool_call_id: pending.tool_call_id.clone(),
+            reason,
+        });
+        trace.push(Trace::RunEnded {
+            run: pending.run,
+            reason: EndReason::Aborted,
+        });
+        self.run = Some((pending.run, RunState::Aborted));
+        self.decided = Some((pending.run, pending.tool_call_id));
+        true
+    }
+
+    fn change_mode(&mut self, target: usize, reason: ModeChangeReason, trace: &mut Vec<Trace>) {
+        if target == self.mode {
+            return;
+        }
+        trace.push(Trace::ModeChanged {
+            mode: self.facts.id(target).to_owned(),
+            previous: self.facts.id(self.mode).to_owned(),
+            reason,
+        });
+        self.mode = target;
+    }
+
+    fn end_run(&mut self, run: usize, then: Then, trace: &mut Vec<Trace>) -> Outcome {
+        let (state, reason) = match then {
+            Then::Text => (RunState::Completed, EndReason::Complete),
+            Then::ModelFails => (RunState::Failed, EndReason::Error),
+        };
+        trace.push(Trace::RunEnded { run, reason });
+        self.run = Some((run, state));
+        Outcome::Run(state)
+    }
+
+    fn message(
+        &mut self,
+        calls: &[Call],
+        then: Then,
+        trace: &mut Vec<Trace>,
+    ) -> (Action, Vec<Reply>, Outcome) {
+        self.cancel(CancelReason::UserMessage, trace);
+        self.runs += 1;
+        let run = self.runs;
+        self.run = Some((run, RunState::Running));
+        trace.push(Trace::RunStarted {
+            run,
+            mode: self.facts.id(self.mode).to_owned(),
+        });
+        let action = Action::Send(format!("message {run}"));
+        let last = match then {
+            Then::Text => Reply::Text(format!("done with message {run}")),
+            Then::ModelFails => Reply::Fail,
+        };
+        trace.push(self.model_called(false));
+        if calls.is_empty() {
+            let outcome = self.end_run(run, then, trace);
+            return (action, vec![last], outcome);
+        }
+        let scripted: Vec<ScriptedCall> = calls
+            .iter()
+            .map(|call| {
+                let id = self.next_call_id();
+                match call {
+                    Call::SubmitPlan(plan) => ScriptedCall {
+                        id,
+                        tool: SUBMIT_PLAN.to_owned(),
+                        plan: Some(*plan),
+                    },
+                    Call::Forbidden(name) => ScriptedCall {
+                        id,
+                        tool: name.clone(),
+                        plan: None,
+                    },
+                }
+            })
+            .collect();
+        let replies = vec![Reply::Calls(scripted.clone()), last];
+        let outcome = match self.tool_calls_then(run, &scripted, trace) {
+            Some(outcome) => outcome,
+            None => {
+                trace.push(self.model_called(false));
+                self.end_run(run, then, trace)
+            }
+        };
+        (action, replies, outcome)
+    }
+
+    /// Rules 3, 8, 9: runs one step's calls in order; returns `Some` when the run suspends.
+    fn tool_calls_then(
+        &mut self,
+        run: usize,
+        calls: &[ScriptedCall],
+        trace: &mut Vec<Trace>,
+    ) -> Option<Outcome> {
+        for (i, call) in calls.iter().enumerate() {
+            let offered = self.facts.offers(self.mode, &call.tool) == Some(true);
+            match call.plan {
+                Some(PlanFile::Valid(k)) if offered => {
+                    for rest in &calls[i + 1..] {
+                        trace.push(Trace::ToolEnded {
+                            tool_call_id: rest.id.clone(),
+                            is_error: true,
+                            result: ResultKind::Other,
+                        });
+                    }
+                    return Some(self.suspend(run, call.id.clone(), k, trace));
+                }
+                _ => trace.push(Trace::ToolEnded {
+                    tool_call_id: call.id.clone(),
+                    is_error: true,
+                    result: ResultKind::Other,
+                }),
+            }
+        }
+        None
+    }
+
+    fn suspend(
+        &mut self,
+        run: usize,
+        tool_call_id: String,
+        k: u8,
+        trace: &mut Vec<Trace>,
+    ) -> Outcome {
+        // Rule 3: the hand-over target is fixed now, at submit time.
+        let target = self.facts.approval_target(self.mode);
+        let sha256 = plan_sha256(k);
+        trace.push(Trace::Suspended {
+            tool_call_id: tool_call_id.clone(),
+            target: self.facts.id(target).to_owned(),
+            sha256: sha256.clone(),
+        });
+        trace.push(Trace::RunEnded {
+            run,
+            reason: EndReason::Suspended,
+        });
+        self.pending = Some(PendingPlan {
+            run,
+            tool_call_id,
+            target,
+            sha256,
+        });
+        self.run = Some((run, RunState::Suspended));
+        Outcome::Run(RunState::Suspended)
+    }
+
+    fn decide(
+        &mut self,
+        action: DecisionAction,
+        feedback: &Feedback,
+        sha256: ShaChoice,
+        json: bool,
+        revision: Revision,
+        trace: &mut Vec<Trace>,
+    ) -> (Action, Vec<Reply>, Outcome) {
+        let Some(pending) = self.pending.clone() else {
+            return (Action::Nothing, Vec::new(), Outcome::NoDecision);
+        };
+        let sha = match sha256 {
+            ShaChoice::Omitted => None,
+            ShaChoice::Matching => Some(pending.sha256.clone()),
+            ShaChoice::MatchingUppercase => Some(pending.sha256.to_ascii_uppercase()),
+            ShaChoice::Stale => Some(hex(&Sha256::digest(b"a plan the user never saw"))),
+        };
+        let feedback_text = match feedback {
+            Feedback::Omitted => None,
+            Feedback::Blank => Some("   ".to_owned()),
+            Feedback::Text(text) => Some(text.clone()),
+        };
+        let host_action = if json {
+            let mut data = json!({ "action": action.to_string() });
+            if let Some(f) = &feedback_text {
+                data["feedback"] = json!(f);
+            }
+            if let Some(s) = &sha {
+                data["sha256"] = json!(s);
+            }
+            Action::ResumeJson {
+                run: RunRef::Run(pending.run),
+                tool_call_id: pending.tool_call_id.clone(),
+                data,
+            }
+        } else {
+            Action::Resume {
+                run: RunRef::Run(pending.run),
+                tool_call_id: pending.tool_call_id.clone(),
+                decision: Decision {
+                    action,
+                    feedback: feedback_text,
+                    sha256: sha,
+                },
+            }
+        };
+        if sha256 == ShaChoice::Stale {
+            // Rule 7: a different sha256 is refused and changes nothing.
+            return (
+                host_action,
+                Vec::new(),
+                Outcome::Refused(Refusal::Sha256Mismatch),
+            );
+        }
+        let (replies, outcome) = self.decided_plan(pending, action, feedback, revision, trace);
+        (host_action, replies, outcome)
+    }
+
+    /// Rules 4 and 5: the decision on the pending plan and what the run does next.
+    fn decided_plan(
+        &mut self,
+        pending: PendingPlan,
+        action: DecisionAction,
+        feedback: &Feedback,
+        revision: Revision,
+        trace: &mut Vec<Trace>,
+    ) -> (Vec<Reply>, Outcome) {
+        self.pending = None;
+        self.decided = Some((pending.run, pending.tool_call_id.clone()));
+        let run = pending.run;
+        let has_feedback = matches!(feedback, Feedback::Text(t) if !t.trim().is_empty());
+        let result = match (action, has_feedback) {
+            (DecisionAction::Approved, _) => ResultKind::Approved,
+            (DecisionAction::Rejected, true) => ResultKind::RejectedWithFeedback,
+            (DecisionAction::Rejected, false) => ResultKind::Rejected,
+        };
+        trace.push(Trace::ToolEnded {
+            tool_call_id: pending.tool_call_id,
+            is_error: false,
+            result,
+        });
+        let text = Reply::Text(format!("done with run {run}"));
+        match result {
+            ResultKind::Approved => {
+                let before = self.mode;
+                self.change_mode(pending.target, ModeChangeReason::PlanApproved, trace);
+                trace.push(self.model_called(before != self.mode));
+                (vec![text], self.end_run(run, Then::Text, trace))
+            }
+            ResultKind::RejectedWithFeedback => {
+                trace.push(self.model_called(false));
+                match revision {
+                    Revision::Text => (vec![text], self.end_run(run, Then::Text, trace)),
+                    Revision::Resubmit(k) => {
+                        let call = ScriptedCall {
+                            id: self.next_call_id(),
+                            tool: SUBMIT_PLAN.to_owned(),
+                            plan: Some(PlanFile::Valid(k)),
+                        };
+                        let replies = vec![Reply::Calls(vec![call.clone()]), text];
+                        let outcome =
+                            self.tool_calls_then(run, &[call], trace)
+                                .unwrap_or_else(|| {
+                                    trace.push(self.model_called(false));
+                                    self.end_run(run, Then::Text, trace)
+                                });
+                        (replies, outcome)
+                    }
+                }
+            }
+            ResultKind::Rejected | ResultKind::Other => {
+                trace.push(Trace::RunEnded {
+                    run,
+                    reason: EndReason::Complete,
+                });
+                self.run = Some((run, RunState::Completed));
+                (vec![text], Outcome::Run(RunState::Completed))
+            }
+        }
+    }
+
+    /// The approval prompt's rules: `y`/`yes` approves, `n`/`no` rejects, other text rejects
+    /// with it as feedback, end of input rejects, a blank line decides nothing.
+    fn answer(
+        &mut self,
+        answer: Option<&str>,
+        trace: &mut Vec<Trace>,
+    ) -> (Action, Vec<Reply>, Outcome) {
+        let Some(pending) = self.pending.clone() else {
+            return (Action::Nothing, Vec::new(), Outcome::NoDecision);
+        };
+        let trimmed = answer.map(str::trim);
+        let (action, feedback) = match trimmed.map(str::to_ascii_lowercase).as_deref() {
+            Some("") => return (Action::Nothing, Vec::new(), Outcome::NoDecision),
+            Some("y" | "yes") => (DecisionAction::Approved, Feedback::Omitted),
+            None | Some("n" | "no") => (DecisionAction::Rejected, Feedback::Omitted),
+            Some(_) => (
+                DecisionAction::Rejected,
+                Feedback::Text(trimmed.unwrap_or_default().to_owned()),
+            ),
+        };
+        let decision = Decision {
+            action,
+            feedback: match &feedback {
+                Feedback::Text(t) => Some(t.clone()),
+                _ => None,
+            },
+            sha256: None,
+        };
+        let host_action = Action::Resume {
+            run: RunRef::Run(pending.run),
+            tool_call_id: pending.tool_call_id.clone(),
+            decision,
+        };
+        let (replies, outcome) =
+            self.decided_plan(pending, action, &feedback, Revision::Text, trace);
+        (host_action, replies, outcome)
+    }
+
+    /// A strategy for the operations that make sense now, weighted towards the plan cycle.
+    pub fn ops(&self) -> BoxedStrategy<Op> {
+        let n = self.facts.len();
+        let forbidden = self.facts.forbidden_tools(self.mode);
+        let plan_file = prop_oneof![
+            6 => (0..PLAN_COUNT).prop_map(PlanFile::Valid),
+            1 => Just(PlanFile::Missing),
+            1 => Just(PlanFile::Empty),
+            1 => Just(PlanFile::NotMarkdown),
+            1 => Just(PlanFile::Outside),
+        ];
+        let call = prop_oneof![
+            3 => plan_file.prop_map(Call::SubmitPlan),
+            1 => proptest::sample::select(forbidden).prop_map(Call::Forbidden),
+        ];
+        let then = prop_oneof![8 => Just(Then::Text), 1 => Just(Then::ModelFails)];
+        let message = (
+            prop_oneof![
+                2 => Just(Vec::new()),
+                5 => proptest::collection::vec(call.clone(), 1..=1),
+                2 => proptest::collection::vec(call, 2..=3),
+            ],
+            then,
+        )
+            .prop_map(|(calls, then)| Op::Message { calls, then });
+        let unknown_ids: Vec<String> = [
+            "no-such-mode".to_owned(),
+            String::new(),
+            "plan mode".to_owned(),
+            self.facts.id(self.mode).to_ascii_uppercase(),
+            format!("{} ", self.facts.id(self.mode)),
+        ]
+        .into_iter()
+        .filter(|id| self.facts.index_of(id).is_none())
+        .collect();
+        let mut choices: Vec<(u32, BoxedStrategy<Op>)> = vec![
+            (6, message.boxed()),
+            (
+                3,
+                (0..n).prop_map(|m| Op::Switch(SwitchTo::Mode(m))).boxed(),
+            ),
+            (1, Just(Op::Switch(SwitchTo::Mode(self.mode))).boxed()),
+            (1, Just(Op::Abort).boxed()),
+            (1, Just(Op::DecideUnknownCall).boxed()),
+            (1, Just(Op::DecideUnknownRun).boxed()),
+            (1, malformed_data().prop_map(Op::Malformed).boxed()),
+        ];
+        if !unknown_ids.is_empty() {
+            choices.push((
+                1,
+                proptest::sample::select(unknown_ids)
+                    .prop_map(|id| Op::Switch(SwitchTo::Unknown(id)))
+                    .boxed(),
+            ));
+        }
+        if self.pending.is_some() {
+            choices.push((16, decide_op().boxed()));
+            choices.push((4, answer_op().boxed()));
+            choices.push((2, Just(Op::Abort).boxed()));
+        }
+        if self.decided.is_some() {
+            choices.push((1, Just(Op::DecideAgain).boxed()));
+        }
+        if self.restarts {
+            choices.push((2, Just(Op::Restart).boxed()));
+        }
+        proptest::strategy::Union::new_weighted(choices).boxed()
+    }
+}
+
+const UNKNOWN_RUN: &str = "no-such-run";
+const UNKNOWN_CALL: &str = "no-such-call";
+
+fn decide_op() -> impl Strategy<Value = Op> {
+    let action = prop_oneof![
+        3 => Just(DecisionAction::Approved),
+        2 => Just(DecisionAction::Rejected),
+    ];
+    let feedback = prop_oneof![
+        2 => Just(Feedback::Omitted),
+        1 => Just(Feedback::Blank),
+        2 => proptest::sample::select(vec!["add tests", "split step 2", "  more detail \n"])
+            .prop_map(|f| Feedback::Text(f.to_owned())),
+    ];
+    let sha256 = prop_oneof![
+        3 => Just(ShaChoice::Omitted),
+        2 => Just(ShaChoice::Matching),
+        1 => Just(ShaChoice::MatchingUppercase),
+        1 => Just(ShaChoice::Stale),
+    ];
+    let revision = prop_oneof![
+        1 => Just(Revision::Text),
+        1 => (0..PLAN_COUNT).prop_map(Revision::Resubmit),
+    ];
+    (action, feedback, sha256, any::<bool>(), revision).prop_map(
+        |(action, feedback, sha256, json, revision)| Op::Decide {
+            action,
+            feedback,
+            sha256,
+            json,
+            revision,
+        },
+    )
+}
+
+fn answer_op() -> impl Strategy<Value = Op> {
+    let answers = vec![
+        None,
+        Some("y"),
+        Some(" Yes\n"),
+        Some("no"),
+        Some("N"),
+        Some(""),
+        Some("  \n"),
+        Some("add tests"),
+        Some(" yes please "),
+    ];
+    proptest::sample::select(answers).prop_map(|a| Op::Answer(a.map(str::to_owned)))
+}
+
+fn malformed_data() -> impl Strategy<Value = Value> {
+    proptest::sample::select(vec![
+        json!({ "action": "approve" }),
+        json!({ "action": "yes" }),
+        json!({ "action": "Approved" }),
+        json!({ "action": "approved", "extra": true }),
+        json!({}),
+        json!("approved"),
+        json!(null),
+        json!({ "action": "rejected", "feedback": 3 }),
+        json!({ "action": "approved", "sha256": 5 }),
+    ])
+}

@@ -1,0 +1,530 @@
+//! The OpenAI-compatible model against a loopback server speaking the real wire format: streamed
+//! `chat.completion.chunk` events over server-sent events, tool-call arguments split across
+//! chunks. The whole plan -> approve -> build cycle runs through HTTP, and what we send is checked
+//! request by request.
+#![cfg(feature = "openai")]
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use agent_controller::model::openai::{OpenAiModel, OpenAiSettings};
+use agent_controller::tool::submit_plan::APPROVED_RESULT;
+use agent_controller::{
+    AgentController, Decision, Event, RunOutcome, SessionOptions, ToolRegistry, config,
+};
+use serde_json::{Value, json};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+const CONFIG: &str = r#"
+[[modes]]
+id = "plan"
+name = "Plan"
+instructions = "You are planning. Write the plan with write_plan, then call submit_plan."
+transitionsTo = "build"
+availableTools = ["read_file", "list_files", "write_plan", "submit_plan"]
+
+[[modes]]
+id = "build"
+name = "Build"
+default = true
+instructions = "Implement the approved plan step by step."
+"#;
+
+/// Replies in order, one per request; a 500 once the script runs out.
+struct Script(Mutex<VecDeque<ResponseTemplate>>);
+
+impl Respond for Script {
+    fn respond(&self, _: &Request) -> ResponseTemplate {
+        self.0
+            .lock()
+            .expect("lock")
+            .pop_front()
+            .unwrap_or_else(|| ResponseTemplate::new(500).set_body_string("script exhausted"))
+    }
+}
+
+async fn server(replies: Vec<ResponseTemplate>) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(Script(Mutex::new(replies.into())))
+        .mount(&server)
+        .await;
+    server
+}
+
+/// One `chat.completion.chunk` with a delta for choice 0.
+fn chunk(delta: Value, finish_reason: Option<&str>) -> Value {
+    json!({
+        "id": "chatcmpl-test", "object": "chat.completion.chunk", "created": 1_700_000_000,
+        "model": "test-model",
+        "choices": [{ "index": 0, "delta": delta, "finish_reason": finish_reason }]
+    })
+}
+
+/// The client retries a 429, a 5xx or a refused connection three times (with a short backoff)
+/// before it reports the error: a failing server answers four times.
+const ATTEMPTS: usize = 4;
+
+fn failing(reply: ResponseTemplate) -> Vec<ResponseTemplate> {
+    vec![reply; ATTEMPTS]
+}
+
+/// A streamed reply: `data: {chunk}` events, then `data: [DONE]`.
+fn sse(chunks: &[Value]) -> ResponseTemplate {
+    let mut body = String::new();
+    for c in chunks {
+        body.push_str(&format!("data: {c}\n\n"));
+    }
+    body.push_str("data: [DONE]\n\n");
+    ResponseTemplate::new(200).set_body_raw(body, "text/event-stream")
+}
+
+/// A streamed tool call whose JSON arguments arrive in `fragments`, split mid-token.
+fn tool_call(id: &str, name: &str, fragments: &[&str]) -> ResponseTemplate {
+    let mut chunks = vec![chunk(
+        json!({"role": "assistant", "content": null, "tool_calls": [
+            {"index": 0, "id": id, "type": "function", "function": {"name": name, "arguments": ""}}
+        ]}),
+        None,
+    )];
+    for fragment in fragments {
+        chunks.push(chunk(
+            json!({"tool_calls": [{"index": 0, "function": {"arguments": fragment}}]}),
+            None,
+        ));
+    }
+    chunks.push(chunk(json!({}), Some("tool_calls")));
+    sse(&chunks)
+}
+
+fn text(parts: &[&str]) -> ResponseTemplate {
+    let mut chunks = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
+    for part in parts {
+        chunks.push(chunk(json!({"content": part}), None));
+    }
+    chunks.push(chunk(json!({}), Some("stop")));
+    sse(&chunks)
+}
+
+struct Harness {
+    server: MockServer,
+    controller: AgentController,
+    events: Arc<Mutex<Vec<Event>>>,
+    _workspace: tempfile::TempDir,
+}
+
+impl Harness {
+    async fn new(replies: Vec<ResponseTemplate>) -> Self {
+        let server = server(replies).await;
+        let base = format!("{}/v1", server.uri());
+        Self::with_base(server, &base)
+    }
+
+    fn with_base(server: MockServer, base: &str) -> Self {
+        let workspace = tempfile::tempdir().expect("tempdir");
+        let settings = OpenAiSettings::new(base)
+            .api_key("sk-test")
+            .default_model("openai/test-model");
+        let model = OpenAiModel::new(settings).expect("new");
+        let graph = config::parse(CONFIG, "modes.toml").expect("parse");
+        let controller = AgentController::builder(graph, Arc::new(model))
+            .tools(ToolRegistry::with_workspace_tools())
+            .workspace(workspace.path())
+            .build()
+            .expect("build");
+        Self {
+            server,
+            controller,
+            events: Arc::new(Mutex::new(Vec::new())),
+            _workspace: workspace,
+        }
+    }
+
+    fn session(&self, mode: &str) -> agent_controller::Session {
+        let sink = self.events.clone();
+        self.controller
+            .start_session(
+                SessionOptions::new()
+                    .mode(mode)
+                    .on_event(move |e| sink.lock().expect("lock").push(e.clone())),
+            )
+            .expect("value")
+    }
+
+    async fn bodies(&self) -> Vec<Value> {
+        self.server
+            .received_requests()
+            .await
+            .expect("received_requests")
+            .iter()
+            .map(|r| r.body_json().expect("body_json"))
+            .collect()
+    }
+
+    fn kinds(&self) -> Vec<&'static str> {
+        self.events
+            .lock()
+            .expect("lock")
+            .iter()
+            .map(Event::kind)
+            .collect()
+    }
+}
+
+fn tool_names(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .map(|t| t["function"]["name"].as_str().expect("as_str").to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn roles(body: &Value) -> Vec<&str> {
+    body["messages"]
+        .as_array()
+        .expect("as_array")
+        .iter()
+        .map(|m| m["role"].as_str().expect("as_str"))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_whole_plan_approve_build_cycle_runs_through_http() {
+    let h = Harness::new(vec![
+        tool_call(
+            "call_write",
+            "write_plan",
+            &[
+                r#"{"path": "dark-mo"#,
+                r##"de.md", "content": "# Add dark mode\n\n## Steps\n1. Add a toggle"##,
+                r#".\n2. Test it.\n"}"#,
+            ],
+        ),
+        tool_call(
+            "call_submit",
+            "submit_plan",
+            &[r#"{"pa"#, r#"th": ".agent/plans/dark"#, r#"-mode.md"}"#],
+        ),
+        text(&["Implementing ", "the approved ", "plan."]),
+    ])
+    .await;
+    let mut session = h.session("plan");
+
+    let outcome = session
+        .send_message("Add dark mode")
+        .await
+        .expect("send_message");
+    let RunOutcome::Suspended {
+        run_id,
+        tool_call_id,
+        payload,
+    } = outcome
+    else {
+        panic!("expected a suspension, got {outcome:?}");
+    };
+    assert_eq!(tool_call_id, "call_submit");
+    assert_eq!(payload.submission.title, "Add dark mode");
+    assert_eq!(
+        payload.submission.plan,
+        "## Steps\n1. Add a toggle.\n2. Test it."
+    );
+    assert_eq!(&*payload.target_mode_id, "build");
+
+    let outcome = session
+        .resume(&run_id, &tool_call_id, Decision::approve())
+        .await
+        .expect("resume");
+    assert_eq!(
+        outcome,
+        RunOutcome::Completed {
+            run_id: run_id.clone(),
+            text: "Implementing the approved plan.".to_owned()
+        }
+    );
+    assert_eq!(session.mode().id(), "build");
+
+    let bodies = h.bodies().await;
+    assert_eq!(bodies.len(), 3, "three model calls");
+    for body in &bodies {
+        assert_eq!(body["model"], "test-model");
+        assert_eq!(body["stream"], true);
+    }
+    let requests = h
+        .server
+        .received_requests()
+        .await
+        .expect("received_requests");
+    assert_eq!(
+        requests[0].headers.get("authorization").expect("get"),
+        "Bearer sk-test"
+    );
+
+    // Plan mode: its instructions first, its tools only.
+    let first = &bodies[0];
+    assert_eq!(roles(first), ["system", "user"]);
+    let system = first["messages"][0]["content"].as_str().expect("as_str");
+    assert!(system.contains("You are planning."), "{system}");
+    assert_eq!(
+        tool_names(first),
+        ["read_file", "list_files", "write_plan", "submit_plan"]
+    );
+    let submit = &first["tools"][3]["function"];
+    assert_eq!(submit["parameters"]["required"], json!(["path"]));
+    assert!(
+        submit["description"]
+            .as_str()
+            .expect("as_str")
+            .contains("build"),
+        "the submit_plan description names the hand-over target"
+    );
+
+    // The joined write_plan arguments went back as one JSON text, with the tool's result.
+    let second = &bodies[1];
+    assert_eq!(roles(second), ["system", "user", "assistant", "tool"]);
+    let call = &second["messages"][2]["tool_calls"][0];
+    assert_eq!(call["id"], "call_write");
+    let args: Value = serde_json::from_str(call["function"]["arguments"].as_str().expect("as_str"))
+        .expect("from_str");
+    assert_eq!(args["path"], "dark-mode.md");
+    assert_eq!(second["messages"][3]["tool_call_id"], "call_write");
+
+    // Build mode after the hand-over: its instructions, its tools, the approval and the notice.
+    let third = &bodies[2];
+    let system = third["messages"][0]["content"].as_str().expect("as_str");
+    assert!(
+        system.contains("Implement the approved plan step by step."),
+        "{system}"
+    );
+    assert!(!system.contains("You are planning."));
+    assert_eq!(
+        tool_names(third),
+        ["read_file", "list_files", "write_file", "write_plan"]
+    );
+    let messages = third["messages"].as_array().expect("as_array");
+    let last_two = &messages[messages.len() - 2..];
+    assert_eq!(last_two[0]["role"], "tool");
+    assert_eq!(last_two[0]["tool_call_id"], "call_submit");
+    assert_eq!(last_two[0]["content"], APPROVED_RESULT);
+    assert_eq!(last_two[1]["role"], "system");
+    let notice = last_two[1]["content"].as_str().expect("as_str");
+    assert!(
+        notice.contains("Mode changed") && notice.contains("`build`"),
+        "{notice}"
+    );
+
+    let kinds = h.kinds();
+    let changed = kinds
+        .iter()
+        .position(|k| *k == "mode_changed")
+        .expect("position");
+    let suspended = kinds
+        .iter()
+        .position(|k| *k == "tool_suspended")
+        .expect("position");
+    assert!(suspended < changed);
+    assert_eq!(kinds.last(), Some(&"agent_end"));
+}
+
+#[tokio::test]
+async fn a_call_to_a_tool_outside_the_mode_gets_an_error_result_over_http() {
+    let h = Harness::new(vec![
+        tool_call(
+            "call_1",
+            "write_file",
+            &[r#"{"path": "x", "content": "y"}"#],
+        ),
+        text(&["Sorry."]),
+    ])
+    .await;
+    let mut session = h.session("plan");
+    let outcome = session.send_message("Plan it").await.expect("send_message");
+    assert!(matches!(outcome, RunOutcome::Completed { .. }));
+    let bodies = h.bodies().await;
+    let result = &bodies[1]["messages"][3];
+    assert_eq!(result["role"], "tool");
+    let content = result["content"].as_str().expect("as_str");
+    assert!(
+        content.contains("`write_file` is not available in mode `plan`"),
+        "{content}"
+    );
+    assert!(!h._workspace.path().join("x").exists());
+}
+
+/// Runs one message against a server that answers `replies`; returns the failure message.
+async fn failure(replies: Vec<ResponseTemplate>) -> (String, Harness) {
+    let h = Harness::new(replies).await;
+    let mut session = h.session("plan");
+    let outcome = session.send_message("Plan it").await.expect("send_message");
+    let RunOutcome::Failed { message, .. } = outcome else {
+        panic!("expected a failure, got {outcome:?}");
+    };
+    assert_eq!(session.mode().id(), "plan", "the mode stays");
+    assert!(session.pending().is_none());
+    let ends: Vec<Value> = h
+        .events
+        .lock()
+        .expect("lock")
+        .iter()
+        .filter(|e| e.kind() == "agent_end")
+        .map(|e| serde_json::to_value(e).expect("to_value"))
+        .collect();
+    assert_eq!(ends.last().expect("last")["reason"], "error");
+    (message, h)
+}
+
+#[tokio::test]
+async fn an_http_401_is_a_clear_error_naming_the_key() {
+    let (message, h) = failure(vec![ResponseTemplate::new(401).set_body_json(json!({
+        "error": {"message": "Incorrect API key provided", "type": "invalid_request_error", "param": null, "code": "invalid_api_key"}
+    }))])
+    .await;
+    assert_eq!(h.bodies().await.len(), 1, "a 4xx is not retried");
+    assert!(message.contains("HTTP 401"), "{message}");
+    assert!(message.contains("Incorrect API key provided"), "{message}");
+    assert!(message.contains("OPENAI_API_KEY"), "{message}");
+}
+
+#[tokio::test]
+async fn an_http_500_is_a_clear_error_with_the_servers_text() {
+    let (message, h) = failure(failing(
+        ResponseTemplate::new(500).set_body_string("upstream overloaded"),
+    ))
+    .await;
+    assert_eq!(
+        h.bodies().await.len(),
+        ATTEMPTS,
+        "a 5xx is retried, then reported"
+    );
+    assert!(message.contains("HTTP 500"), "{message}");
+    assert!(message.contains("upstream overloaded"), "{message}");
+}
+
+#[tokio::test]
+async fn a_malformed_chunk_is_a_clear_error() {
+    let body = "data: {\"id\": \"x\", \"choices\": [\n\ndata: [DONE]\n\n";
+    let (message, _) = failure(vec![
+        ResponseTemplate::new(200).set_body_raw(body, "text/event-stream"),
+    ])
+    .await;
+    assert!(message.contains("malformed"), "{message}");
+}
+
+#[tokio::test]
+async fn a_stream_cut_off_before_finish_reason_is_an_error_not_a_reply() {
+    let body = format!(
+        "data: {}\n\n",
+        chunk(
+            json!({"tool_calls": [{"index": 0, "id": "c", "function": {"name": "submit_plan", "arguments": "{\"pa"}}]}),
+            None
+        )
+    );
+    let (message, _) = failure(vec![
+        ResponseTemplate::new(200).set_body_raw(body, "text/event-stream"),
+    ])
+    .await;
+    assert!(message.contains("no finish_reason"), "{message}");
+}
+
+#[tokio::test]
+async fn an_unreachable_endpoint_is_a_clear_error() {
+    // A port that was just free: nothing listens on it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("local_addr")
+        .port();
+    let server = MockServer::start().await;
+    let h = Harness::with_base(server, &format!("http://127.0.0.1:{port}/v1"));
+    let mut session = h.session("plan");
+    let outcome = session.send_message("Plan it").await.expect("send_message");
+    let RunOutcome::Failed { message, .. } = outcome else {
+        panic!("expected a failure, got {outcome:?}");
+    };
+    assert!(message.contains("cannot reach"), "{message}");
+    assert!(message.contains(&port.to_string()), "{message}");
+}
+
+#[tokio::test]
+async fn a_failed_model_call_leaves_the_session_usable() {
+    let mut replies = failing(ResponseTemplate::new(503).set_body_string("try later"));
+    replies.push(text(&["Back again."]));
+    let h = Harness::new(replies).await;
+    let mut session = h.session("plan");
+    assert!(matches!(
+        session.send_message("Plan it").await.expect("send_message"),
+        RunOutcome::Failed { .. }
+    ));
+    let outcome = session
+        .send_message("Plan it again")
+        .await
+        .expect("send_message");
+    assert!(
+        matches!(&outcome, RunOutcome::Completed { text, .. } if text == "Back again."),
+        "{outcome:?}"
+    );
+    // The second call carries the whole conversation, the failed turn's user message included.
+    let bodies = h.bodies().await;
+    assert_eq!(roles(&bodies[ATTEMPTS]), ["system", "user", "user"]);
+}
+
+#[tokio::test]
+async fn a_model_failure_after_a_rejection_keeps_the_mode_and_the_next_plan_can_be_approved() {
+    let submit = || {
+        tool_call(
+            "call_submit",
+            "submit_plan",
+            &[r#"{"path": ".agent/plans/p.md"}"#],
+        )
+    };
+    let mut replies = vec![submit()];
+    replies.extend(failing(ResponseTemplate::new(500).set_body_string("boom")));
+    replies.extend([submit(), text(&["Building."])]);
+    let h = Harness::new(replies).await;
+    let plans = h.controller.plans_dir().to_owned();
+    std::fs::create_dir_all(&plans).expect("create_dir_all");
+    std::fs::write(plans.join("p.md"), "# P\n\nDo it.\n").expect("write");
+    let mut session = h.session("plan");
+    let RunOutcome::Suspended {
+        run_id,
+        tool_call_id,
+        ..
+    } = session.send_message("Plan").await.expect("send_message")
+    else {
+        panic!("expected a suspension");
+    };
+    let outcome = session
+        .resume(&run_id, &tool_call_id, Decision::reject_with("more tests"))
+        .await
+        .expect("resume");
+    assert!(matches!(outcome, RunOutcome::Failed { .. }), "{outcome:?}");
+    assert_eq!(session.mode().id(), "plan");
+    // The decision was applied once: it cannot be applied again.
+    assert!(
+        session
+            .resume(&run_id, &tool_call_id, Decision::approve())
+            .await
+            .is_err()
+    );
+    let RunOutcome::Suspended {
+        run_id,
+        tool_call_id,
+        ..
+    } = session
+        .send_message("Plan again")
+        .await
+        .expect("send_message")
+    else {
+        panic!("expected a new suspension");
+    };
+    session
+        .resume(&run_id, &tool_call_id, Decision::approve())
+        .await
+        .expect("resume");
+    assert_eq!(session.mode().id(), "build");
+}

@@ -1,0 +1,178 @@
+//! The JSON Schema of the config format: shipped beside the config, derived from the parser's own
+//! types, and honest about what it checks (structure) and what only `check` can (graph rules).
+
+use std::path::{Path, PathBuf};
+
+use agent_controller::{ToolRegistry, config};
+use serde_json::Value;
+
+fn manifest(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+fn validator() -> jsonschema::Validator {
+    jsonschema::validator_for(&config::schema()).expect("the schema is a valid JSON Schema")
+}
+
+/// A TOML file as the JSON value an editor validates.
+fn as_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).expect("read_to_string");
+    toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn schema_errors(instance: &Value) -> Vec<String> {
+    validator()
+        .iter_errors(instance)
+        .map(|e| e.to_string())
+        .collect()
+}
+
+#[test]
+fn the_shipped_schema_file_is_what_the_types_derive() {
+    let shipped =
+        std::fs::read_to_string(manifest("config/modes.schema.json")).expect("read_to_string");
+    assert_eq!(
+        shipped,
+        config::schema_json(),
+        "config/modes.schema.json is stale: run `cargo run -- schema > config/modes.schema.json`"
+    );
+}
+
+#[test]
+fn the_shipped_config_and_every_valid_fixture_validate() {
+    let mut files = vec![manifest("config/modes.toml")];
+    for entry in std::fs::read_dir(manifest("tests/fixtures/configs/valid")).expect("read_dir") {
+        let path = entry.expect("entry").path();
+        if !path.ends_with("expected.toml") {
+            files.push(path);
+        }
+    }
+    assert!(files.len() >= 8);
+    for file in files {
+        let errors = schema_errors(&as_json(&file));
+        assert!(errors.is_empty(), "{}: {errors:?}", file.display());
+    }
+}
+
+/// The schema refuses what the parser's raw layer refuses: unknown keys, wrong types, a missing
+/// or malformed id, no modes. Graph rules that span values (duplicates, targets, defaults, tool
+/// names) pass the schema and are left to `check`: the split is asserted so it cannot shift
+/// unnoticed.
+#[test]
+fn structural_errors_are_refused_and_graph_rules_are_left_to_check() {
+    let dir = manifest("tests/fixtures/configs/invalid");
+    let refused_by_schema = [
+        "unknown-field.toml",
+        "wrong-type.toml",
+        "missing-id.toml",
+        "empty-id.toml",
+        "no-modes.toml",
+    ];
+    let left_to_check = [
+        "duplicate-id.toml",
+        "self-transition.toml",
+        "unknown-target.toml",
+        "two-defaults.toml",
+        "unknown-default-id.toml",
+        "conflicting-default.toml",
+        "unknown-tool.toml",
+        "target-without-submit-plan.toml",
+    ];
+    for name in refused_by_schema {
+        let errors = schema_errors(&as_json(&dir.join(name)));
+        assert!(!errors.is_empty(), "{name} must be refused by the schema");
+    }
+    for name in left_to_check {
+        let path = dir.join(name);
+        assert!(schema_errors(&as_json(&path)).is_empty(), "{name}");
+        let text = std::fs::read_to_string(&path).expect("read_to_string");
+        let tools = ToolRegistry::with_workspace_tools();
+        let errors = config::check_with_tools(&text, name, |t| tools.knows(t));
+        assert!(!errors.is_empty(), "{name} must be refused by check");
+    }
+    // Every invalid fixture but the one that is not TOML is covered above.
+    let listed = std::fs::read_dir(&dir)
+        .expect("read_dir")
+        .filter(|e| {
+            let name = e.as_ref().expect("as_ref").file_name();
+            name != "expected.toml" && name != "not-toml.toml"
+        })
+        .count();
+    assert_eq!(listed, refused_by_schema.len() + left_to_check.len());
+}
+
+#[test]
+fn unknown_keys_are_refused_in_the_file_and_in_each_mode() {
+    let top: Value = serde_json::json!({"defaultMode": "build", "modes": [{"id": "build"}]});
+    assert!(
+        schema_errors(&top)
+            .iter()
+            .any(|e| e.contains("defaultMode")),
+        "{:?}",
+        schema_errors(&top)
+    );
+    let mode: Value = serde_json::json!({"modes": [{"id": "plan", "transitionTo": "build"}]});
+    assert!(
+        schema_errors(&mode)
+            .iter()
+            .any(|e| e.contains("transitionTo"))
+    );
+    // Metadata is free.
+    let free: Value =
+        serde_json::json!({"modes": [{"id": "plan", "metadata": {"color": "#fff", "x": [1]}}]});
+    assert!(schema_errors(&free).is_empty());
+}
+
+#[test]
+fn ids_follow_the_parsers_pattern() {
+    for (id, ok) in [
+        ("plan-2_b", true),
+        ("plan mode", false),
+        ("計画", false),
+        ("", false),
+    ] {
+        let instance = serde_json::json!({"modes": [{"id": id}]});
+        assert_eq!(schema_errors(&instance).is_empty(), ok, "schema on {id:?}");
+        let text = format!("[[modes]]\nid = {}\n", Value::from(id));
+        assert_eq!(
+            config::parse(&text, "m.toml").is_ok(),
+            ok,
+            "parser on {id:?}"
+        );
+    }
+}
+
+#[test]
+fn every_key_the_parser_knows_has_a_description() {
+    let schema = config::schema();
+    let mode = &schema["definitions"]["Mode"]["properties"];
+    let keys: Vec<&str> = mode
+        .as_object()
+        .expect("as_object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "availableTools",
+            "default",
+            "defaultModelId",
+            "description",
+            "id",
+            "instructions",
+            "metadata",
+            "name",
+            "transitionsTo"
+        ]
+    );
+    for (key, property) in mode.as_object().expect("as_object") {
+        assert!(property["description"].is_string(), "{key}");
+    }
+    for key in ["defaultModeId", "plansDir", "modes"] {
+        assert!(
+            schema["properties"][key]["description"].is_string(),
+            "{key}"
+        );
+    }
+}

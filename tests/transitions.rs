@@ -1,0 +1,495 @@
+//! Every transition of the mode state machine, tested against the reference model of
+//! `agent_controller::testing` (issue 3):
+//!
+//! - random operation sequences on the reference model and a real session, compared after every
+//!   step (`session_follows_the_reference_model`);
+//! - every edge of every shipped and generated config, reached by a shortest path from the
+//!   default mode and fired (`every_edge_of_the_shipped_configs_is_exercised` prints
+//!   `edges covered: N/N`);
+//! - the loader on generated, broken, mangled and arbitrary input.
+//!
+//! Run with `cargo test --all-features --test transitions`; `PROPTEST_CASES=10000` for a long run.
+#![cfg(feature = "testing")]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use agent_controller::store::FileStore;
+use agent_controller::testing::{
+    self, CheckError, CheckOptions, ConfigFacts, EdgeReport, Harness, Mutation, Op,
+    ReferenceSession,
+};
+use agent_controller::{
+    AgentController, AgentControllerBuilder, ConfigError, ConfigErrorKind, SessionError,
+    SessionOptions, ToolRegistry, config,
+};
+use proptest::prelude::*;
+use proptest::sample::Index;
+use proptest::test_runner::FileFailurePersistence;
+use proptest_state_machine::{ReferenceStateMachine, StateMachineTest, prop_state_machine};
+
+fn manifest_path(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
+}
+
+/// The tools of the controller under test: the workspace tools the CLI registers.
+fn tool_names() -> Vec<String> {
+    ToolRegistry::with_workspace_tools()
+        .names()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn build(builder: AgentControllerBuilder) -> Result<AgentController, ConfigError> {
+    builder.tools(ToolRegistry::with_workspace_tools()).build()
+}
+
+/// Failures found once are replayed first on every later run (committed).
+const REGRESSIONS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/proptest-regressions/transitions.txt"
+);
+
+/// A share of the case count (`PROPTEST_CASES`, default 256): the main properties run all of
+/// it, the slower walks over whole configs a fraction, so `PROPTEST_CASES=10000` stays in minutes.
+fn cases(divisor: u32) -> u32 {
+    let total = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256u32);
+    (total / divisor).max(1)
+}
+
+/// The proptest config of this file: `cases` cases, failures saved to [`REGRESSIONS`].
+fn config(cases: u32) -> ProptestConfig {
+    ProptestConfig {
+        cases,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(REGRESSIONS))),
+        max_shrink_iters: 20_000,
+        ..ProptestConfig::default()
+    }
+}
+
+fn harness_for(facts: &Arc<ConfigFacts>, origin: &str) -> Harness {
+    let graph = config::parse(facts.text(), origin).expect("a valid config");
+    Harness::new(graph, facts.clone(), build).expect("a harness")
+}
+
+// ---------------------------------------------------------------------------------------------
+// The reference model against the real session.
+
+/// The reference side: a generated config, a start mode, and the rules; with `RESTARTS`, process
+/// restarts among the operations.
+struct SessionRules<const RESTARTS: bool>;
+
+impl<const RESTARTS: bool> ReferenceStateMachine for SessionRules<RESTARTS> {
+    type State = ReferenceSession;
+    type Transition = Op;
+
+    fn init_state() -> BoxedStrategy<ReferenceSession> {
+        testing::valid_configs(&tool_names())
+            .prop_flat_map(|spec| {
+                let facts = Arc::new(spec.facts());
+                let n = facts.len();
+                (Just(facts), 0..=n)
+            })
+            .prop_map(|(facts, start)| {
+                let named = (start < facts.len()).then_some(start);
+                ReferenceSession::new(facts, named).with_restarts(RESTARTS)
+            })
+            .boxed()
+    }
+
+    fn transitions(state: &ReferenceSession) -> BoxedStrategy<Op> {
+        state.ops()
+    }
+
+    fn preconditions(state: &ReferenceSession, op: &Op) -> bool {
+        state.can_apply(op)
+    }
+
+    fn apply(mut state: ReferenceSession, op: &Op) -> ReferenceSession {
+        state.apply(op);
+        state
+    }
+}
+
+/// The real side: an `AgentController` with the workspace tools, driven by the harness; with
+/// `STORE`, saving sessions in a `FileStore` (kept in the temporary directory beside it).
+struct RealSession<const STORE: bool>;
+
+impl<const STORE: bool> StateMachineTest for RealSession<STORE> {
+    type SystemUnderTest = (Harness, Option<tempfile::TempDir>);
+    type Reference = SessionRules<STORE>;
+
+    fn init_test(reference: &ReferenceSession) -> Self::SystemUnderTest {
+        let graph = config::parse(reference.facts().text(), "generated.toml").expect("valid");
+        let store_dir = STORE.then(|| tempfile::tempdir().expect("a store directory"));
+        let store = store_dir
+            .as_ref()
+            .map(|dir| FileStore::open(dir.path()).expect("a file store"));
+        let mut harness = Harness::new(graph, reference.facts().clone(), |builder| {
+            let builder = match store {
+                Some(store) => builder.store(Arc::new(store)),
+                None => builder,
+            };
+            build(builder)
+        })
+        .expect("a harness");
+        if let Err(divergence) = harness.start(reference) {
+            panic!("{divergence}");
+        }
+        (harness, store_dir)
+    }
+
+    fn apply(
+        (mut harness, store_dir): Self::SystemUnderTest,
+        reference: &ReferenceSession,
+        _op: Op,
+    ) -> Self::SystemUnderTest {
+        if let Err(divergence) = harness.step(reference) {
+            panic!("{divergence}");
+        }
+        (harness, store_dir)
+    }
+}
+
+prop_state_machine! {
+    #![proptest_config(config(cases(1)))]
+
+    #[test]
+    fn session_follows_the_reference_model(sequential 1..40 => RealSession<false>);
+}
+
+prop_state_machine! {
+    #![proptest_config(config(cases(16)))]
+
+    #[test]
+    fn a_stored_session_follows_the_reference_model_across_restarts(
+        sequential 1..40 => RealSession<true>
+    );
+}
+
+#[test]
+fn a_session_refuses_to_start_in_an_unknown_mode() {
+    let graph = config::load(manifest_path("config/modes.toml")).expect("the shipped config");
+    let controller = AgentController::builder(
+        graph,
+        Arc::new(agent_controller::model::scripted::ScriptedModel::new()),
+    )
+    .tools(ToolRegistry::with_workspace_tools())
+    .build()
+    .expect("a controller");
+    let err = controller
+        .start_session(SessionOptions::new().mode("Plan"))
+        .expect_err("ids are case-sensitive");
+    assert_eq!(err, SessionError::UnknownMode("Plan".to_owned()));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The exhaustive edge walk.
+
+fn shipped_configs() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(manifest_path("tests/fixtures/configs/valid"))
+        .expect("the valid fixtures")
+        .map(|entry| entry.expect("a directory entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .filter(|p| p.file_name().is_some_and(|n| n != "expected.toml"))
+        .collect();
+    files.sort();
+    files.insert(0, manifest_path("config/modes.toml"));
+    files
+}
+
+#[test]
+fn every_edge_of_the_shipped_configs_is_exercised() {
+    let expected: toml::Table = toml::from_str(
+        &std::fs::read_to_string(manifest_path("tests/fixtures/configs/valid/expected.toml"))
+            .expect("expected.toml"),
+    )
+    .expect("expected.toml is TOML");
+    let mut total = EdgeReport {
+        edges: Vec::new(),
+        missed: Vec::new(),
+    };
+    let mut expected_total = 0;
+    for path in shipped_configs() {
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("?")
+            .to_owned();
+        let text = std::fs::read_to_string(&path).expect("a shipped config");
+        let facts = Arc::new(ConfigFacts::from_toml(&text).expect("facts"));
+        let n = facts.len();
+        let planning = (0..n).filter(|m| facts.is_planning(*m)).count();
+        expected_total += n * (n - 1) + 5 * planning;
+
+        // The relation's approval edges are the hand-overs the fixture file names.
+        if let Some(case) = expected.get(&name) {
+            let approve: Vec<(String, String)> = testing::edges(&facts)
+                .into_iter()
+                .filter(|e| e.cause == testing::Cause::Approve)
+                .map(|e| (e.from, e.to))
+                .collect();
+            let mut want: Vec<(String, String)> = case["approve"]
+                .as_table()
+                .expect("an approve table")
+                .iter()
+                .map(|(from, to)| (from.clone(), to.as_str().unwrap_or_default().to_owned()))
+                .collect();
+            let mut got = approve.clone();
+            want.sort();
+            got.sort();
+            assert_eq!(got, want, "{name}: approval edges");
+        }
+
+        let mut harness = harness_for(&facts, &path.display().to_string());
+        let report = testing::walk_edges(&mut harness, &facts);
+        println!("{name}: {report}");
+        total.merge(report);
+    }
+    println!("{total}");
+    assert_eq!(total.total(), expected_total, "the relation has every edge");
+    assert!(total.is_complete(), "{total}");
+}
+
+proptest! {
+    #![proptest_config(config(cases(5)))]
+
+    #[test]
+    fn every_edge_of_generated_configs_is_exercised(spec in testing::valid_configs(&tool_names())) {
+        let facts = Arc::new(spec.facts());
+        let mut harness = harness_for(&facts, "generated.toml");
+        let report = testing::walk_edges(&mut harness, &facts);
+        prop_assert!(report.is_complete(), "{}\n{}", report, spec.to_toml());
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The one-call helper on shipped configs and on controllers wired wrong.
+
+#[test]
+fn check_controller_passes_on_the_shipped_configs() {
+    for path in shipped_configs() {
+        // The helper on each shipped config; the rules themselves get the full case count in
+        // session_follows_the_reference_model.
+        let options = CheckOptions {
+            cases: cases(8),
+            ..CheckOptions::default()
+        };
+        match testing::check_controller_with(&path, options, build) {
+            Ok(report) => println!("{report}"),
+            Err(e) => panic!("{}: {e}", path.display()),
+        }
+    }
+}
+
+#[test]
+fn check_controller_reports_a_controller_that_cannot_finish_a_turn() {
+    // One model call per run segment is too few: a refused tool call needs a second one.
+    let result = testing::check_controller(manifest_path("config/modes.toml"), |builder| {
+        build(builder.max_steps(1))
+    });
+    match result {
+        Err(CheckError::Diverged {
+            ops, divergence, ..
+        }) => {
+            assert!(!ops.is_empty());
+            println!("caught: {divergence}");
+        }
+        other => panic!("the broken controller passed: {other:?}"),
+    }
+}
+
+#[test]
+fn check_controller_reports_a_controller_without_the_configs_tools() {
+    let result = testing::check_controller(
+        manifest_path("config/modes.toml"),
+        AgentControllerBuilder::build,
+    );
+    match result {
+        Err(CheckError::Setup(e)) => assert!(e.to_string().contains("read_file"), "{e}"),
+        other => panic!("expected a setup error, got {other:?}"),
+    }
+}
+
+#[test]
+fn check_controller_reports_an_invalid_config() {
+    let path = manifest_path("tests/fixtures/configs/invalid/self-transition.toml");
+    match testing::check_controller(&path, build) {
+        Err(CheckError::Config(e)) => assert_eq!(e.kind(), ConfigErrorKind::SelfTransition),
+        other => panic!("expected a config error, got {other:?}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The loader.
+
+/// Where an error on `text` points must be a line of it (or the line after its last newline).
+fn assert_names_a_line(text: &str, error: &ConfigError) -> Result<(), TestCaseError> {
+    let location = error.location();
+    prop_assert!(location.is_some(), "no location: {error}");
+    let line = location.map_or(0, |l| l.line);
+    let lines = text.split('\n').count();
+    prop_assert!(
+        line >= 1 && line <= lines,
+        "line {line} of {lines}: {error}"
+    );
+    prop_assert!(error.to_string().contains(&format!(":{line}:")), "{error}");
+    Ok(())
+}
+
+/// One edit of a config's text.
+#[derive(Debug, Clone)]
+enum Edit {
+    Delete(Index, usize),
+    Insert(Index, char),
+    DuplicateLine(Index),
+    SwapLines(Index, Index),
+    Truncate(Index),
+}
+
+fn edit() -> impl Strategy<Value = Edit> {
+    let noise = prop_oneof![
+        proptest::sample::select(vec![
+            '[', ']', '"', '=', '\n', '#', '\'', '{', ',', '\\', 'é', '\u{0}'
+        ]),
+        any::<char>(),
+    ];
+    prop_oneof![
+        (any::<Index>(), 1..12usize).prop_map(|(at, len)| Edit::Delete(at, len)),
+        (any::<Index>(), noise).prop_map(|(at, c)| Edit::Insert(at, c)),
+        any::<Index>().prop_map(Edit::DuplicateLine),
+        (any::<Index>(), any::<Index>()).prop_map(|(a, b)| Edit::SwapLines(a, b)),
+        any::<Index>().prop_map(Edit::Truncate),
+    ]
+}
+
+fn apply_edit(text: &str, edit: &Edit) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut lines: Vec<&str> = text.split('\n').collect();
+    match edit {
+        Edit::Delete(at, len) if !chars.is_empty() => {
+            let start = at.index(chars.len());
+            let end = (start + len).min(chars.len());
+            chars[..start].iter().chain(&chars[end..]).collect()
+        }
+        Edit::Insert(at, c) => {
+            let at = at.index(chars.len() + 1);
+            let mut out: String = chars[..at].iter().collect();
+            out.push(*c);
+            out.extend(&chars[at..]);
+            out
+        }
+        Edit::DuplicateLine(at) => {
+            let i = at.index(lines.len());
+            lines.insert(i, lines[i]);
+            lines.join("\n")
+        }
+        Edit::SwapLines(a, b) => {
+            let (a, b) = (a.index(lines.len()), b.index(lines.len()));
+            lines.swap(a, b);
+            lines.join("\n")
+        }
+        Edit::Truncate(at) => chars[..at.index(chars.len() + 1)].iter().collect(),
+        Edit::Delete(..) => String::new(),
+    }
+}
+
+proptest! {
+    #![proptest_config(config(cases(1)))]
+
+    #[test]
+    fn generated_configs_load_and_mean_what_they_say(spec in testing::valid_configs(&tool_names())) {
+        let text = spec.to_toml();
+        let graph = config::parse(&text, "generated.toml")
+            .map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+        prop_assert!(config::check(&text, "generated.toml").is_empty());
+        let registry = ToolRegistry::with_workspace_tools();
+        prop_assert!(graph.check_tools(|t| registry.knows(t)).is_ok());
+
+        let facts = spec.facts();
+        let read = ConfigFacts::from_toml(&text).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(&read, &facts, "the text says what the spec says");
+        prop_assert_eq!(graph.len(), facts.len());
+        prop_assert_eq!(graph.default_mode_id().index(), facts.default_mode());
+        for id in graph.ids() {
+            let m = id.index();
+            prop_assert_eq!(graph.mode(id).id(), facts.id(m));
+            prop_assert_eq!(graph.approval_target(id).index(), facts.approval_target(m));
+            prop_assert_eq!(graph.mode(id).is_planning(), facts.is_planning(m));
+        }
+        prop_assert_eq!(graph.plans_dir(), Path::new(facts.plans_dir()));
+    }
+
+    #[test]
+    fn each_mutation_gives_its_error_kind(broken in testing::invalid_configs(&tool_names())) {
+        let errors = config::check(&broken.text, "broken.toml");
+        let kinds: Vec<ConfigErrorKind> = errors.iter().map(ConfigError::kind).collect();
+        prop_assert_eq!(kinds, vec![broken.kind], "{}\n{}", broken.mutation, broken.text);
+        let err = config::parse(&broken.text, "broken.toml").err();
+        prop_assert_eq!(err.as_ref().map(ConfigError::kind), Some(broken.kind));
+        if let Some(err) = &err {
+            assert_names_a_line(&broken.text, err)?;
+        }
+    }
+
+    #[test]
+    fn the_loader_never_panics_on_arbitrary_text(text in any::<String>()) {
+        if let Err(e) = config::parse(&text, "arbitrary.toml") {
+            assert_names_a_line(&text, &e)?;
+        }
+        for e in config::check(&text, "arbitrary.toml") {
+            assert_names_a_line(&text, &e)?;
+        }
+    }
+
+    #[test]
+    fn the_loader_never_panics_on_toml_like_text(
+        text in "(\\[\\[?modes\\]\\]?\n|id = \"[a-z]{0,3}\"\n|default = (true|1)\n|transitionsTo = \"[a-z]{0,3}\"\n|availableTools = \\[\"submit_plan\"\\]\n|defaultModeId = \"[a-z]?\"\n|[a-zA-Z=\"\\[\\]{}, \n#]{0,8}){0,12}"
+    ) {
+        if let Err(e) = config::parse(&text, "tomlish.toml") {
+            assert_names_a_line(&text, &e)?;
+        }
+    }
+
+    #[test]
+    fn the_loader_never_panics_on_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+        let dir = tempfile::tempdir().map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let path = dir.path().join("bytes.toml");
+        std::fs::write(&path, &bytes).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        match (config::load(&path), std::str::from_utf8(&bytes)) {
+            (Ok(_), _) => {}
+            (Err(e), Ok(text)) => assert_names_a_line(text, &e)?,
+            (Err(e), Err(_)) => prop_assert_eq!(e.kind(), ConfigErrorKind::Io),
+        }
+    }
+
+    #[test]
+    fn the_loader_never_panics_on_mangled_configs(
+        spec in testing::valid_configs(&tool_names()),
+        edits in proptest::collection::vec(edit(), 1..4),
+    ) {
+        let text = edits.iter().fold(spec.to_toml(), |text: String, e| apply_edit(&text, e));
+        if let Err(e) = config::parse(&text, "mangled.toml") {
+            assert_names_a_line(&text, &e)?;
+        }
+    }
+}
+
+#[test]
+fn every_mutation_is_generated() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let strategy = testing::invalid_configs(&tool_names());
+    let mut runner = TestRunner::deterministic();
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..400 {
+        let broken = strategy.new_tree(&mut runner).expect("a value").current();
+        seen.insert(broken.mutation);
+    }
+    for mutation in Mutation::ALL {
+        assert!(seen.contains(&mutation), "{mutation} never generated");
+    }
+}
