@@ -308,16 +308,27 @@ fn retained_bytes_per_cycle(counts: Counts) -> f64 {
 }
 
 /// Median milliseconds to load and validate a config of `modes` modes from a file (wall, CPU).
-fn load_ms(modes: usize, rounds: usize) -> (f64, f64) {
+///
+/// Warm (`cold == false`): each graph is dropped before the next load, as criterion measures, so
+/// a load reuses memory the allocator already has. Cold: every graph stays alive until the
+/// rounds are over, so each load runs in fresh memory as at a host's start (page faults
+/// included), and no load pays for merging the blocks a dropped graph freed (glibc merges them
+/// during the next large allocation).
+fn load_ms(modes: usize, rounds: usize, cold: bool) -> (f64, f64) {
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("modes.toml");
     std::fs::write(&path, fixture::many_modes_toml(modes)).expect("write config");
     let tools = ToolRegistry::with_workspace_tools();
     let mut times = Samples::default();
+    let mut held = Vec::with_capacity(rounds);
     for _ in 0..rounds {
         let graph = times.time(1, 1e3, || fixture::load_and_validate(&path, &tools));
         assert_eq!(graph.len(), modes);
+        if cold {
+            held.push(graph);
+        }
     }
+    drop(held);
     times.medians()
 }
 
@@ -597,13 +608,22 @@ fn main() {
     }
     if wanted("load") {
         progress("config load");
-        let (ten, ten_cpu) = load_ms(10_000, counts.rounds.min(11));
-        let (hundred, hundred_cpu) = load_ms(100_000, counts.big_config_rounds);
+        let rounds = counts.rounds.min(11);
+        let (ten, ten_cpu) = load_ms(10_000, rounds, false);
+        let (hundred, hundred_cpu) = load_ms(100_000, counts.big_config_rounds, false);
         put("load_10k_modes_ms", json!(round_to(ten, 2)));
         put("load_100k_modes_ms", json!(round_to(hundred, 2)));
         put("load_100k_over_10k", json!(round_to(hundred / ten, 2)));
         put("load_10k_modes_cpu_ms", json!(round_to(ten_cpu, 2)));
         put("load_100k_modes_cpu_ms", json!(round_to(hundred_cpu, 2)));
+        let (ten_cold, _) = load_ms(10_000, rounds, true);
+        let (hundred_cold, _) = load_ms(100_000, counts.big_config_rounds, true);
+        put("load_10k_modes_cold_ms", json!(round_to(ten_cold, 2)));
+        put("load_100k_modes_cold_ms", json!(round_to(hundred_cold, 2)));
+        put(
+            "load_100k_over_10k_cold",
+            json!(round_to(hundred_cold / ten_cold, 2)),
+        );
         put(
             "build_10k_modes_ms",
             json!(round_to(build_ms(10_000, counts.rounds.min(11)), 2)),
