@@ -174,12 +174,31 @@ pub(crate) struct Source<'a> {
     line_starts: std::cell::OnceCell<Vec<usize>>,
 }
 
-/// A byte offset with its 0-based line number and the offset where that line starts.
+/// A byte offset with its 0-based line number, the offset where that line starts, and where it
+/// ends (0 until known: the names of one `availableTools` list share their line).
 #[derive(Debug, Clone, Copy, Default)]
 struct Cursor {
     offset: usize,
     line: usize,
     line_start: usize,
+    line_end: usize,
+}
+
+/// How many `\n` bytes `bytes` holds, eight bytes at a step.
+fn count_newlines(bytes: &[u8]) -> usize {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    const NEWLINES: u64 = 0x0a0a_0a0a_0a0a_0a0a;
+    let mut chunks = bytes.chunks_exact(8);
+    let mut count = 0;
+    for chunk in &mut chunks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let t = u64::from_le_bytes(word) ^ NEWLINES;
+        // Exactly the high bit of every zero byte of `t` (no borrow between bytes).
+        let zero = !(((t & LOW7) + LOW7) | t | LOW7);
+        count += zero.count_ones() as usize;
+    }
+    count + chunks.remainder().iter().filter(|&&b| b == b'\n').count()
 }
 
 /// Where a span is: its location, the text of its line, and its width in characters.
@@ -205,7 +224,7 @@ impl<'a> Source<'a> {
         let cursor = self.cursor.get();
         if offset >= cursor.offset {
             let passed = &self.text.as_bytes()[cursor.offset..offset];
-            let newlines = passed.iter().filter(|&&b| b == b'\n').count();
+            let newlines = count_newlines(passed);
             let line_start = match passed.iter().rposition(|&b| b == b'\n') {
                 Some(i) => cursor.offset + i + 1,
                 None => cursor.line_start,
@@ -214,6 +233,7 @@ impl<'a> Source<'a> {
                 offset,
                 line: cursor.line + newlines,
                 line_start,
+                line_end: if newlines == 0 { cursor.line_end } else { 0 },
             };
             self.cursor.set(found);
             found
@@ -228,6 +248,7 @@ impl<'a> Source<'a> {
                 offset,
                 line,
                 line_start: starts[line],
+                line_end: 0,
             }
         }
     }
@@ -237,14 +258,26 @@ impl<'a> Source<'a> {
     pub(crate) fn position(&self, span: Range<usize>) -> Position<'a> {
         let text = self.text;
         let start = floor_char_boundary(text, span.start.min(text.len()));
+        let cursor = self.line_of(start);
         let Cursor {
             line, line_start, ..
-        } = self.line_of(start);
-        let column = text[line_start..start].chars().count() + 1;
-        let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
+        } = cursor;
+        let column = char_len(&text[line_start..start]) + 1;
+        let line_end = if cursor.line_end > start {
+            cursor.line_end
+        } else {
+            let end = text[start..].find('\n').map_or(text.len(), |i| start + i);
+            if self.cursor.get().offset == start {
+                self.cursor.set(Cursor {
+                    line_end: end,
+                    ..cursor
+                });
+            }
+            end
+        };
         let line_text = text[line_start..line_end].trim_end_matches('\r');
         let end = floor_char_boundary(text, span.end.clamp(start, line_end));
-        let width = text[start..end].chars().count().max(1);
+        let width = char_len(&text[start..end]).max(1);
         Position {
             location: Location {
                 line: line + 1,
@@ -272,6 +305,16 @@ pub(crate) fn snippet(location: Location, line_text: &str, width: usize) -> Stri
         caret_pad = " ".repeat(location.column - 1),
         carets = "^".repeat(width),
     )
+}
+
+/// The length of `text` in characters (its byte length when it is ASCII, as config text mostly
+/// is: checking that is cheaper than counting characters).
+fn char_len(text: &str) -> usize {
+    if text.is_ascii() {
+        text.len()
+    } else {
+        text.chars().count()
+    }
 }
 
 fn floor_char_boundary(text: &str, mut index: usize) -> usize {
@@ -729,6 +772,18 @@ mod tests {
         let (loc, snippet) = source.locate(12..15);
         assert_eq!(loc, Location { line: 2, column: 6 });
         assert_eq!(snippet, "2 | bé = \"x\"\n  |      ^^^");
+    }
+
+    #[test]
+    fn newlines_are_counted_exactly() {
+        let text = "a\n\n\x0b\x0a\u{8a}\n é\n\n\n\n\n\n\n\n x\n\x01\n\x09\x0b";
+        for start in 0..text.len() {
+            for end in start..=text.len() {
+                let bytes = &text.as_bytes()[start..end];
+                let expected = bytes.iter().filter(|&&b| b == b'\n').count();
+                assert_eq!(count_newlines(bytes), expected, "{start}..{end}");
+            }
+        }
     }
 
     #[test]
