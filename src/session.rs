@@ -149,7 +149,9 @@ pub struct Session {
     outbox: Vec<Event>,
     in_change: bool,
     /// The state to roll back to if the change being saved fails (only with a store).
-    checkpoint: Option<Checkpoint>,
+    /// Boxed: only sessions with a store take checkpoints, and only during a change; inline it
+    /// would add ~270 bytes to every session.
+    checkpoint: Option<Box<Checkpoint>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -265,7 +267,7 @@ impl Session {
     /// The last saved state while a change is being saved (or was abandoned mid-save): what
     /// the accessors report until the change is saved.
     fn unsaved(&self) -> Option<&Checkpoint> {
-        self.checkpoint.as_ref().filter(|_| self.in_change)
+        self.checkpoint.as_deref().filter(|_| self.in_change)
     }
 
     pub(crate) fn mode_arc(&self) -> Arc<str> {
@@ -323,18 +325,20 @@ impl Session {
     /// Starts a state change: its events are held back until [`Session::commit`] saves it.
     pub(crate) fn begin(&mut self) {
         self.in_change = true;
-        self.checkpoint = self.shared.store.as_ref().map(|_| Checkpoint {
-            mode: self.mode,
-            messages: self.messages.len(),
-            counter: self.counter,
-            run: self.run.clone(),
-            pending: self.pending.clone(),
-            last_decided: self.last_decided.clone(),
+        self.checkpoint = self.shared.store.as_ref().map(|_| {
+            Box::new(Checkpoint {
+                mode: self.mode,
+                messages: self.messages.len(),
+                counter: self.counter,
+                run: self.run.clone(),
+                pending: self.pending.clone(),
+                last_decided: self.last_decided.clone(),
+            })
         });
     }
 
     /// Restores the state of `checkpoint` and drops the held-back events.
-    fn rollback(&mut self, checkpoint: Option<Checkpoint>) {
+    fn rollback(&mut self, checkpoint: Option<Box<Checkpoint>>) {
         self.in_change = false;
         self.outbox.clear();
         if let Some(cp) = checkpoint {
