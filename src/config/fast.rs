@@ -350,9 +350,11 @@ impl<'a> Reader<'a> {
             let value = Cow::Borrowed(&self.text[body..self.pos]);
             self.pos += 1;
             value
-        } else {
+        } else if self.peek() == Some(b'"') {
             self.pos += 1;
             self.basic_body(false)?
+        } else {
+            return None;
         };
         Some(Spanned::new(start..self.pos, value))
     }
@@ -649,6 +651,9 @@ mod tests {
             "[[modes]]\nid = \"a\"\ninstructions = '''literal'''\n",
             "[[modes]]\nid = \"a\"\ninstructions = \"\"\"line \\\n  joined\"\"\"\n",
             "[[modes]]\nid = \"a\"\navailableTools = [\"x\", 1]\n",
+            "[[modes]]\nid = \"a\"\navailableTools = [\"x\",é \"y\"]\n",
+            "[[modes]]\nid = \"a\"\navailableTools = [é]\n",
+            "[[modes]]\nid = é\"a\"\n",
             "[[modes]]\nid = \"a\"\navailableTools = \"x\"\n",
             "[[modes]]\nid = \"a\"\nmetadata = { color = \"red\" }\n",
             "defaultModeId = \"a\"\ndefaultModeId = \"a\"\n[[modes]]\nid = \"a\"\n",
@@ -778,6 +783,31 @@ mod tests {
             let mut text = top.map(|t| format!("defaultModeId = {t}\n\n")).unwrap_or_default();
             text.push_str(&modes.join("\n"));
             prop_assert!(agree(&text), "the fast reader reads generated subset configs\n{}", text);
+            prop_assert_eq!(same_result(&text), same_result_with_toml(&text));
+        }
+
+        /// The shipped config with one character inserted, deleted or replaced anywhere: the
+        /// fast reader never panics, and the result (graph or first error) is the toml path's.
+        #[test]
+        fn both_readers_agree_on_mangled_configs(
+            at in 0usize..1000,
+            edit in 0u8..3,
+            c in prop_oneof![Just('"'), Just('\''), Just('['), Just(']'), Just(','), Just('\n'),
+                Just('#'), Just('='), Just('\\'), Just('é'), Just(' '), Just('x'), Just('\t')],
+        ) {
+            let shipped = include_str!("../../config/modes.toml");
+            let mut chars: Vec<char> = shipped.chars().collect();
+            let at = at % (chars.len() + 1);
+            match edit {
+                0 => chars.insert(at, c),
+                1 if at < chars.len() => { chars.remove(at); }
+                _ if at < chars.len() => chars[at] = c,
+                _ => chars.push(c),
+            }
+            let text: String = chars.into_iter().collect();
+            if parse(&text).is_some() {
+                agree(&text);
+            }
             prop_assert_eq!(same_result(&text), same_result_with_toml(&text));
         }
 
