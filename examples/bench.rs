@@ -81,6 +81,10 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
+/// Allocations per mode of the last config load, and live heap bytes per mode of its graph.
+static LOAD_ALLOCATIONS_PER_MODE: AtomicU64 = AtomicU64::new(0);
+static GRAPH_BYTES_PER_MODE: AtomicU64 = AtomicU64::new(0);
+
 /// fsync and fdatasync calls made by this process (see [`fsync`]).
 static FSYNCS: AtomicU64 = AtomicU64::new(0);
 
@@ -322,8 +326,18 @@ fn load_ms(modes: usize, rounds: usize, cold: bool) -> (f64, f64) {
     let mut times = Samples::default();
     let mut held = Vec::with_capacity(rounds);
     for _ in 0..rounds {
+        let allocations = ALLOCATIONS.load(Ordering::Relaxed);
+        let live = LIVE_BYTES.load(Ordering::Relaxed);
         let graph = times.time(1, 1e3, || fixture::load_and_validate(&path, &tools));
         assert_eq!(graph.len(), modes);
+        LOAD_ALLOCATIONS_PER_MODE.store(
+            (ALLOCATIONS.load(Ordering::Relaxed) - allocations) / modes as u64,
+            Ordering::Relaxed,
+        );
+        GRAPH_BYTES_PER_MODE.store(
+            (LIVE_BYTES.load(Ordering::Relaxed) - live) as u64 / modes as u64,
+            Ordering::Relaxed,
+        );
         if cold {
             held.push(graph);
         }
@@ -616,6 +630,14 @@ fn main() {
         put("load_100k_over_10k", json!(round_to(hundred / ten, 2)));
         put("load_10k_modes_cpu_ms", json!(round_to(ten_cpu, 2)));
         put("load_100k_modes_cpu_ms", json!(round_to(hundred_cpu, 2)));
+        put(
+            "load_allocations_per_mode",
+            json!(LOAD_ALLOCATIONS_PER_MODE.load(Ordering::Relaxed)),
+        );
+        put(
+            "graph_bytes_per_mode",
+            json!(GRAPH_BYTES_PER_MODE.load(Ordering::Relaxed)),
+        );
         let (ten_cold, _) = load_ms(10_000, rounds, true);
         let (hundred_cold, _) = load_ms(100_000, counts.big_config_rounds, true);
         put("load_10k_modes_cold_ms", json!(round_to(ten_cold, 2)));
