@@ -17,7 +17,6 @@ use toml::Spanned;
 use crate::mode::{IdMap, Mode, ModeGraph, ModeId, ToolRef};
 use crate::tool::SUBMIT_PLAN;
 
-mod fast;
 mod schema;
 
 pub use self::schema::{schema, schema_json};
@@ -324,9 +323,9 @@ fn floor_char_boundary(text: &str, mut index: usize) -> usize {
     index
 }
 
-// Strings that validation only looks up or copies (ids, targets, tool names) are `Cow`s: the
-// fast reader (`fast`) borrows them from the text, serde owns them. (Doc comments here are the
-// JSON Schema's descriptions.)
+// Strings that validation only looks up or copies (ids, targets, tool names) are `Cow`s, so a
+// deserializer that can borrow from the text does. (Doc comments here are the JSON Schema's
+// descriptions.)
 /// The config file as written: a mode set for `agent-controller`.
 ///
 /// The raw layer: keys, types and the mode id pattern. [`parse`] adds the graph rules (unique ids,
@@ -472,29 +471,11 @@ fn parse_all(text: &str, origin: &str) -> Result<ModeGraph, Vec<ConfigError>> {
 
 /// Parses and validates, keeping the graph even when it has errors (for tool name checks);
 /// `None` when the text could not be read into modes at all. Errors are sorted by position.
-///
-/// The fast reader ([`fast`]) reads the common shape of a config; anything else, and every
-/// syntax error, goes to the toml crate.
 fn parse_lenient(text: &str, origin: &str) -> (Option<ModeGraph>, Vec<ConfigError>) {
     let source = Source::new(origin, text);
-    let raw = match fast::parse(text) {
-        Some(raw) => raw,
-        None => match toml::from_str(text) {
-            Ok(raw) => raw,
-            Err(e) => return (None, vec![syntax_error(&source, &e)]),
-        },
-    };
-    validated(raw, &source)
-}
-
-/// [`parse`] without the fast reader, to check that both give the same result.
-#[cfg(test)]
-pub(crate) fn parse_with_toml(text: &str, origin: &str) -> Result<ModeGraph, ConfigError> {
-    let source = Source::new(origin, text);
-    let raw: RawConfig<'_> = toml::from_str(text).map_err(|e| syntax_error(&source, &e))?;
-    match validated(raw, &source) {
-        (Some(graph), errors) if errors.is_empty() => Ok(graph),
-        (_, mut errors) => Err(errors.swap_remove(0)),
+    match toml::from_str(text) {
+        Ok(raw) => validated(raw, &source),
+        Err(e) => (None, vec![syntax_error(&source, &e)]),
     }
 }
 

@@ -5,55 +5,17 @@
 //! running session.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::config::{ConfigError, Location};
 use crate::tool::SUBMIT_PLAN;
 
-/// The hasher of mode-id and tool-name maps: the multiply-rotate hash of rustc's `FxHasher`,
-/// eight bytes at a step. These keys are short strings from the operator's config and lookups
-/// happen on every session start and mode switch; SipHash's protection against chosen keys buys
-/// nothing here (a caller can look ids up, not insert them) and costs four times as much.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct IdHasher(u64);
-
-impl IdHasher {
-    const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(Self::SEED);
-    }
-}
-
-impl Hasher for IdHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            self.add(u64::from_le_bytes(word));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut word = [0u8; 8];
-            word[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(word) ^ ((rest.len() as u64) << 59));
-        }
-    }
-
-    fn write_u8(&mut self, byte: u8) {
-        self.add(u64::from(byte));
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-/// A map keyed by mode ids or tool names, hashed with [`IdHasher`].
-pub(crate) type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+/// A map keyed by mode ids or tool names, hashed with rustc's Fx hash (`rustc-hash`): these keys
+/// are short strings from the operator's config, looked up on every session start and mode
+/// switch; SipHash's protection against chosen keys buys nothing here (callers look ids up, they
+/// do not insert them) and costs several times as much.
+pub(crate) type IdMap<K, V> = HashMap<K, V, rustc_hash::FxBuildHasher>;
 
 /// A handle to a mode of one [`ModeGraph`]: a small copyable index, valid for the graph that
 /// handed it out.
