@@ -338,7 +338,11 @@ impl AgentController {
         };
         let id: Arc<str> = match options.id {
             Some(id) => Arc::from(id),
-            None => Arc::from(uuid::Uuid::new_v4().to_string()),
+            None => {
+                // Straight into the Arc: no intermediate String.
+                let mut text = uuid::Uuid::encode_buffer();
+                Arc::from(&*uuid::Uuid::new_v4().hyphenated().encode_lower(&mut text))
+            }
         };
         Ok(Session::new(
             self.shared.clone(),

@@ -224,6 +224,17 @@ impl PendingDecision {
     }
 }
 
+/// `run_<n>`, built straight into the `Arc` (no intermediate `String`).
+fn run_id_for(n: u64) -> Arc<str> {
+    use std::io::Write;
+    let mut text = [0u8; 24];
+    let mut rest = &mut text[..];
+    // "run_" plus at most 20 digits fits in 24 bytes, so the write cannot fail.
+    let _ = write!(rest, "run_{n}");
+    let len = 24 - rest.len();
+    Arc::from(std::str::from_utf8(&text[..len]).unwrap_or("run"))
+}
+
 /// The not-approved tool result for a suspension cancelled for `reason`.
 fn cancelled_result(reason: CancelReason) -> &'static str {
     match reason {
@@ -239,7 +250,7 @@ impl Session {
     /// Starts a run: appends the user message and drives the loop.
     pub(crate) async fn start_run(&mut self, text: String) -> Result<RunOutcome, SessionError> {
         self.counter += 1;
-        let run_id: Arc<str> = Arc::from(format!("run_{}", self.counter));
+        let run_id = run_id_for(self.counter);
         self.run = Some((run_id.clone(), RunState::Running));
         self.messages.push(Message::User { content: text });
         let mode_id = self.mode_arc();
@@ -479,11 +490,13 @@ impl Session {
                     .end_run(run_id, RunState::Completed, response.text)
                     .await;
             }
+            // The conversation keeps the calls; the loop reads them from there (no copy).
             self.messages.push(Message::Assistant {
                 content: response.text,
-                tool_calls: calls.clone(),
+                tool_calls: calls,
             });
-            if let Some(outcome) = self.run_tool_calls(&run_id, calls).await {
+            let at = self.messages.len() - 1;
+            if let Some(outcome) = self.run_tool_calls(&run_id, at).await {
                 return outcome;
             }
         }
@@ -494,73 +507,89 @@ impl Session {
     async fn run_tool_calls(
         &mut self,
         run_id: &Arc<str>,
-        calls: Vec<ToolCall>,
+        at: usize,
     ) -> Option<Result<RunOutcome, SessionError>> {
         let shared = self.shared.clone();
-        let mut calls = calls.into_iter();
-        while let Some(call) = calls.next() {
-            self.emit(Event::ToolStart {
-                run_id: run_id.clone(),
-                tool_call_id: call.id.clone(),
-                tool_name: call.name.clone(),
-                args: call.args.clone(),
-            });
+        let mut next = 0;
+        while let Some((id, name)) = self.start_tool(run_id, at, next) {
+            next += 1;
             let mode = self.mode;
-            if !shared.runtime(mode).allows(&call.name) {
+            if !shared.runtime(mode).allows(&name) {
                 let output = ToolOutput::error(format!(
-                    "Tool `{}` is not available in mode `{}`; it was not executed. Available tools: {}.",
-                    call.name,
+                    "Tool `{name}` is not available in mode `{}`; it was not executed. Available tools: {}.",
                     shared.graph.mode(mode).id(),
                     shared.runtime(mode).tool_list
                 ));
-                self.finish_tool(run_id, &call.id, &call.name, output);
+                self.finish_tool(run_id, &id, &name, output);
                 continue;
             }
-            if call.name == SUBMIT_PLAN {
-                let captured = submit_plan::path_arg(&call.args).and_then(|path| {
-                    submit_plan::read_plan(&shared.workspace, &shared.plans_dir, path)
-                });
+            let args = self.tool_call(at, next - 1).map(|call| &call.args);
+            if name == SUBMIT_PLAN {
+                let captured = args
+                    .ok_or(submit_plan::PlanError::MissingPath)
+                    .and_then(submit_plan::path_arg)
+                    .and_then(|path| {
+                        submit_plan::read_plan(&shared.workspace, &shared.plans_dir, path)
+                    });
                 match captured {
                     Ok(submission) => {
-                        for rest in calls {
-                            self.emit(Event::ToolStart {
-                                run_id: run_id.clone(),
-                                tool_call_id: rest.id.clone(),
-                                tool_name: rest.name.clone(),
-                                args: rest.args.clone(),
-                            });
+                        while let Some((rest_id, rest_name)) = self.start_tool(run_id, at, next) {
+                            next += 1;
                             let output = ToolOutput::error(
                                 "Not executed: the run suspended for plan approval first. Call it again after the decision.",
                             );
-                            self.finish_tool(run_id, &rest.id, &rest.name, output);
+                            self.finish_tool(run_id, &rest_id, &rest_name, output);
                         }
-                        return Some(self.suspend(run_id.clone(), call.id, submission).await);
+                        return Some(self.suspend(run_id.clone(), id, submission).await);
                     }
                     Err(e) => {
-                        self.finish_tool(
-                            run_id,
-                            &call.id,
-                            &call.name,
-                            ToolOutput::error(e.to_string()),
-                        );
+                        self.finish_tool(run_id, &id, &name, ToolOutput::error(e.to_string()));
                         continue;
                     }
                 }
             }
-            let output = match shared.tools.get(&call.name) {
-                Some(tool) => {
+            let output = match (shared.tools.get(&name), args) {
+                (Some(tool), Some(args)) => {
                     let ctx = ToolContext {
                         workspace: &shared.workspace,
                         plans_dir: &shared.plans_dir,
                         mode_id: shared.graph.mode(mode).id(),
                     };
-                    tool.execute(&call.args, &ctx).await
+                    tool.execute(args, &ctx).await
                 }
-                None => ToolOutput::error(format!("Tool `{}` has no implementation.", call.name)),
+                _ => ToolOutput::error(format!("Tool `{name}` has no implementation.")),
             };
-            self.finish_tool(run_id, &call.id, &call.name, output);
+            self.finish_tool(run_id, &id, &name, output);
         }
         None
+    }
+
+    /// The `index`-th tool call of the assistant message at `at` in the conversation.
+    fn tool_call(&self, at: usize, index: usize) -> Option<&ToolCall> {
+        match self.messages.get(at)? {
+            Message::Assistant { tool_calls, .. } => tool_calls.get(index),
+            _ => None,
+        }
+    }
+
+    /// Emits `tool_start` for the `index`-th call of the assistant message at `at`; returns its
+    /// id and tool name, or `None` when there is no such call.
+    fn start_tool(
+        &mut self,
+        run_id: &Arc<str>,
+        at: usize,
+        index: usize,
+    ) -> Option<(String, String)> {
+        let call = self.tool_call(at, index)?;
+        let (id, name) = (call.id.clone(), call.name.clone());
+        let event = Event::ToolStart {
+            run_id: run_id.clone(),
+            tool_call_id: id.clone(),
+            tool_name: name.clone(),
+            args: call.args.clone(),
+        };
+        self.emit(event);
+        Some((id, name))
     }
 
     /// Suspends the run on `submit_plan` and persists the pending decision. If it cannot be

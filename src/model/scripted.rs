@@ -86,22 +86,19 @@ impl ScriptedModel {
             _ => "",
         });
         let turn = &request.messages[turn_start.map_or(0, |i| i + 1)..];
-        let next_id = format!(
-            "call_{}",
-            request
-                .messages
-                .iter()
-                .map(|m| match m {
-                    Message::Assistant { tool_calls, .. } => tool_calls.len(),
-                    _ => 0,
-                })
-                .sum::<usize>()
-                + 1
-        );
+        let calls_so_far: usize = request
+            .messages
+            .iter()
+            .map(|m| match m {
+                Message::Assistant { tool_calls, .. } => tool_calls.len(),
+                _ => 0,
+            })
+            .sum();
+        // The id is formatted only when the reply is a call.
         let call = |name: &str, args: serde_json::Value| ModelResponse {
             text: String::new(),
             tool_calls: vec![ToolCall {
-                id: next_id.clone(),
+                id: format!("call_{}", calls_so_far + 1),
                 name: name.to_owned(),
                 args,
             }],
