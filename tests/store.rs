@@ -484,41 +484,65 @@ async fn restoring_needs_a_store_a_known_session_and_an_existing_mode() {
     ));
 }
 
+/// How a [`Faulty`] store treats saves.
+const SAVE_OK: u8 = 0;
+const SAVE_CONFLICTS: u8 = 1;
+const SAVE_STALLS: u8 = 2;
+
+/// A memory store whose saves can be made to conflict (as if another process always wins) or to
+/// never finish (as if the disk hung).
+#[derive(Default)]
+struct Faulty {
+    inner: MemoryStore,
+    saves: std::sync::atomic::AtomicU8,
+}
+
+impl Faulty {
+    fn set(&self, mode: u8) {
+        self.saves.store(mode, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[async_trait::async_trait]
+impl SessionStore for Faulty {
+    async fn load(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        self.inner.load(id).await
+    }
+    async fn save(&self, r: &SessionRecord, e: Option<u64>) -> Result<(), StoreError> {
+        match self.saves.load(std::sync::atomic::Ordering::SeqCst) {
+            SAVE_CONFLICTS => {
+                return Err(StoreError::Conflict {
+                    session_id: r.session_id.clone(),
+                    expected: e,
+                    found: Some(7),
+                });
+            }
+            SAVE_STALLS => std::future::pending::<()>().await,
+            _ => {}
+        }
+        self.inner.save(r, e).await
+    }
+    async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+        self.inner.delete(id).await
+    }
+    async fn list_pending(
+        &self,
+    ) -> Result<Vec<agent_controller::store::PendingSummary>, StoreError> {
+        self.inner.list_pending().await
+    }
+    async fn expire(&self, before: u64) -> Result<usize, StoreError> {
+        self.inner.expire(before).await
+    }
+}
+
 #[tokio::test]
 async fn a_failed_save_changes_nothing() {
-    /// A store whose saves always conflict, as if another process always wins.
-    struct Losing;
-    #[async_trait::async_trait]
-    impl SessionStore for Losing {
-        async fn load(&self, _: &str) -> Result<Option<SessionRecord>, StoreError> {
-            Ok(None)
-        }
-        async fn save(&self, r: &SessionRecord, e: Option<u64>) -> Result<(), StoreError> {
-            Err(StoreError::Conflict {
-                session_id: r.session_id.clone(),
-                expected: e,
-                found: Some(7),
-            })
-        }
-        async fn delete(&self, _: &str) -> Result<bool, StoreError> {
-            Ok(false)
-        }
-        async fn list_pending(
-            &self,
-        ) -> Result<Vec<agent_controller::store::PendingSummary>, StoreError> {
-            Ok(Vec::new())
-        }
-        async fn expire(&self, _: u64) -> Result<usize, StoreError> {
-            Ok(0)
-        }
-    }
     let ws = Workspace::new();
-    let controller = controller_with(
-        PLAN_BUILD,
-        &ws,
-        Arc::new(ReplayModel::new([])),
-        Arc::new(Losing),
-    );
+    let controller = controller_with(PLAN_BUILD, &ws, Arc::new(ReplayModel::new([])), {
+        let store = Arc::new(Faulty::default());
+        store.set(SAVE_CONFLICTS);
+        store
+    });
     let recorder = Recorder::default();
     let mut session = controller
         .start_session(recorder.options())
@@ -645,39 +669,8 @@ fn kill_during_saves_leaves_the_last_complete_state() {
 
 #[tokio::test]
 async fn a_decision_abandoned_mid_save_changes_nothing() {
-    /// A store whose saves never finish once `stall` is set.
-    struct Stalling {
-        inner: MemoryStore,
-        stall: std::sync::atomic::AtomicBool,
-    }
-    #[async_trait::async_trait]
-    impl SessionStore for Stalling {
-        async fn load(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
-            self.inner.load(id).await
-        }
-        async fn save(&self, r: &SessionRecord, e: Option<u64>) -> Result<(), StoreError> {
-            if self.stall.load(std::sync::atomic::Ordering::SeqCst) {
-                std::future::pending::<()>().await;
-            }
-            self.inner.save(r, e).await
-        }
-        async fn delete(&self, id: &str) -> Result<bool, StoreError> {
-            self.inner.delete(id).await
-        }
-        async fn list_pending(
-            &self,
-        ) -> Result<Vec<agent_controller::store::PendingSummary>, StoreError> {
-            self.inner.list_pending().await
-        }
-        async fn expire(&self, before: u64) -> Result<usize, StoreError> {
-            self.inner.expire(before).await
-        }
-    }
     let ws = Workspace::new();
-    let store = Arc::new(Stalling {
-        inner: MemoryStore::new(),
-        stall: false.into(),
-    });
+    let store = Arc::new(Faulty::default());
     let path = ws.plan("p.md", "# P\n\n1. x\n");
     let model = Arc::new(ReplayModel::new([
         ReplayModel::call("c1", "submit_plan", json!({ "path": path })),
@@ -697,7 +690,7 @@ async fn a_decision_abandoned_mid_save_changes_nothing() {
         panic!("suspends")
     };
     recorder.take();
-    store.stall.store(true, std::sync::atomic::Ordering::SeqCst);
+    store.set(SAVE_STALLS);
     let abandoned = tokio::time::timeout(
         std::time::Duration::from_millis(20),
         session.resume(&run_id, &tool_call_id, Decision::approve()),
@@ -714,9 +707,7 @@ async fn a_decision_abandoned_mid_save_changes_nothing() {
         recorder.take().is_empty(),
         "no events for an unsaved change"
     );
-    store
-        .stall
-        .store(false, std::sync::atomic::Ordering::SeqCst);
+    store.set(SAVE_OK);
     session
         .resume(&run_id, &tool_call_id, Decision::approve())
         .await
