@@ -336,7 +336,7 @@ fn two_deciders_racing_on_one_plan_exactly_one_wins() {
                     }
                 }
                 assert_eq!(wins, 1, "{backend:?} round {round}");
-                let stored = store_for_check(backend, tmp.path(), &store)
+                let stored = reopen(backend, tmp.path(), &store)
                     .load(&session_id)
                     .await
                     .expect("load")
@@ -351,14 +351,6 @@ fn two_deciders_racing_on_one_plan_exactly_one_wins() {
             }
         }
     });
-}
-
-fn store_for_check(
-    backend: Backend,
-    dir: &Path,
-    current: &Arc<dyn SessionStore>,
-) -> Arc<dyn SessionStore> {
-    reopen(backend, dir, current)
 }
 
 const PLAN_ONLY: &str = r#"
