@@ -60,6 +60,9 @@ pub enum ConfigErrorKind {
     /// A mode sets `transitionsTo` but its `availableTools` leaves out `submit_plan`, so it could
     /// never hand over.
     TargetWithoutSubmitPlan,
+    /// A planning mode lists `submit_plan`, sets no `transitionsTo` and is itself the default
+    /// mode, so approving its plan would hand over to itself.
+    SelfHandover,
 }
 
 /// A 1-based line and column in a config file (columns count characters, not bytes).
@@ -579,6 +582,9 @@ fn validate(
         }
     }
 
+    // Errors before the default mode is resolved: when resolving it fails, which mode is the
+    // default is unclear, and rules that depend on it are not checked.
+    let errors_before_default = errors.len();
     let mut marked_default: Option<(usize, Range<usize>)> = None;
     for (i, mode) in raw.modes.iter().enumerate() {
         if let Some(flag) = &mode.default
@@ -630,6 +636,7 @@ fn validate(
         }
     }
 
+    let default_is_clear = errors.len() == errors_before_default;
     let mut modes = Vec::with_capacity(raw.modes.len());
     let mut tool_refs = Vec::new();
     let mut interned = Interner::default();
@@ -656,8 +663,15 @@ fn validate(
                 )),
             }
         }
+        // Where the list names `submit_plan`: a planning mode without a target.
+        let mut submit_span = None;
         let available_tools = mode.available_tools.map(|list| {
             let span = list.span();
+            submit_span = list
+                .get_ref()
+                .iter()
+                .find(|name| name.get_ref() == SUBMIT_PLAN)
+                .map(Spanned::span);
             let names: Vec<Arc<str>> = list
                 .into_inner()
                 .into_iter()
@@ -703,6 +717,17 @@ fn validate(
                 format!("mode `{id}` sets transitionsTo but its availableTools leaves out `{SUBMIT_PLAN}`, so a plan could never be submitted in it: add `{SUBMIT_PLAN}`"),
             ));
             }
+        }
+        if let (None, Some(span), true) = (
+            &mode.transitions_to,
+            submit_span,
+            default_is_clear && i == default,
+        ) {
+            errors.push(err(
+                ConfigErrorKind::SelfHandover,
+                span,
+                format!("mode `{id}` lists `{SUBMIT_PLAN}` but sets no transitionsTo and is itself the default mode, so an approved plan would hand over to `{id}` itself: add `transitionsTo` naming the mode to hand over to, or mark another mode default"),
+            ));
         }
         modes.push(Mode::new(
             ids[i].clone(),
