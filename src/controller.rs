@@ -409,7 +409,8 @@ mod tests {
     #[test]
     fn a_tool_listed_twice_is_offered_once() {
         let graph = crate::config::parse(
-            "[[modes]]\nid = \"plan\"\navailableTools = [\"read_file\", \"submit_plan\", \"read_file\"]\n",
+            "[[modes]]\nid = \"plan\"\navailableTools = [\"read_file\", \"submit_plan\", \"read_file\"]\n\
+             [[modes]]\nid = \"build\"\ndefault = true\n",
             "modes.toml",
         )
         .expect("a valid config");

@@ -129,14 +129,14 @@ fn a_planning_mode_without_target_hands_over_to_the_default() {
 }
 
 #[test]
-fn a_default_planning_mode_without_target_gets_a_loop() {
-    let graph = config::parse(
+fn a_default_planning_mode_without_target_is_refused_before_it_can_be_drawn() {
+    // Its approval would hand over to itself (issue 14, fault 7): the loader refuses it.
+    let err = config::parse(
         "[[modes]]\nid = \"solo\"\navailableTools = [\"submit_plan\"]\n",
         "solo.toml",
     )
-    .expect("parse");
-    assert!(diagram::mermaid(&graph).contains("mode_solo -->|plan approved (stays)| mode_solo\n"));
-    assert!(diagram::dot(&graph).contains(r#""solo" -> "solo" [label="plan approved (stays)"];"#));
+    .expect_err("a self hand-over");
+    assert_eq!(err.kind(), agent_controller::ConfigErrorKind::SelfHandover);
 }
 
 #[test]
