@@ -11,7 +11,7 @@ use crate::model::LanguageModel;
 use crate::session::{Session, SessionError, SessionOptions};
 use crate::store::{PendingSummary, SessionStore};
 use crate::tool::submit_plan::{self, SUBMIT_PLAN};
-use crate::tool::{ToolRegistry, ToolSpec};
+use crate::tool::{Tool, ToolRegistry, ToolSpec};
 
 /// Default limit of model calls in one run.
 pub const DEFAULT_MAX_STEPS: usize = 50;
@@ -83,6 +83,10 @@ impl Shared {
     }
 }
 
+/// Wraps each registered tool when a controller is built (the testing kit's spy).
+#[cfg_attr(not(feature = "testing"), allow(dead_code))]
+pub(crate) type ToolLayer = Arc<dyn Fn(Arc<dyn Tool>) -> Arc<dyn Tool> + Send + Sync>;
+
 /// Builds an [`AgentController`]; see [`AgentController::builder`].
 pub struct AgentControllerBuilder {
     graph: ModeGraph,
@@ -91,6 +95,7 @@ pub struct AgentControllerBuilder {
     workspace: PathBuf,
     max_steps: usize,
     store: Option<Arc<dyn SessionStore>>,
+    tool_layer: Option<ToolLayer>,
 }
 
 impl std::fmt::Debug for AgentControllerBuilder {
@@ -132,14 +137,30 @@ impl AgentControllerBuilder {
         self
     }
 
+    /// Wraps every registered tool in `layer` at build time, outside any wrapping of the
+    /// caller's (the testing kit's spy).
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
+    pub(crate) fn tool_layer(mut self, layer: ToolLayer) -> Self {
+        self.tool_layer = Some(layer);
+        self
+    }
+
     /// Checks the config's tool names against the registry and builds the controller: system
     /// prompts and tool specs are built here, once per mode.
     ///
     /// # Errors
     /// [`crate::config::ConfigErrorKind::UnknownTool`] for the first `availableTools` name that
     /// is neither registered nor `submit_plan`, at its line and column.
-    pub fn build(self) -> Result<AgentController, ConfigError> {
+    pub fn build(mut self) -> Result<AgentController, ConfigError> {
         self.graph.check_tools(|name| self.tools.knows(name))?;
+        if let Some(layer) = &self.tool_layer {
+            let mut layered = ToolRegistry::new();
+            for tool in self.tools.iter() {
+                // The names are those of a registry that already accepted them.
+                let _ = layered.register(layer(tool.clone()));
+            }
+            self.tools = layered;
+        }
         let plans_dir = self.workspace.join(self.graph.plans_dir());
         let runtimes = self
             .graph
@@ -294,12 +315,25 @@ impl AgentController {
             workspace: PathBuf::from("."),
             max_steps: DEFAULT_MAX_STEPS,
             store: None,
+            tool_layer: None,
         }
     }
 
     /// The mode graph.
     pub fn modes(&self) -> &ModeGraph {
         &self.shared.graph
+    }
+
+    /// The registered tools (without the built-in `submit_plan`).
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
+    pub(crate) fn registry(&self) -> &ToolRegistry {
+        &self.shared.tools
+    }
+
+    /// The limit of model calls per run segment ([`AgentControllerBuilder::max_steps`]).
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
+    pub(crate) fn max_steps(&self) -> usize {
+        self.shared.max_steps
     }
 
     /// The tool specs the model is offered in `mode`, in order (built once at build time).

@@ -1,5 +1,6 @@
-//! The `agent-controller` command: `check` a mode config, draw its `graph`, print its `schema`,
-//! `run` a session on it, list `pending` plans and `decide` them from a session store.
+//! The `agent-controller` command: `check` a mode config, `verify` it with the property tests,
+//! draw its `graph`, print its `schema`, `run` a session on it, list `pending` plans and
+//! `decide` them from a session store.
 //!
 //! A thin layer over the library: everything here can be done with the public API.
 
@@ -70,6 +71,27 @@ enum Command {
     },
     /// Decide a pending plan from a session store, in a fresh process, and carry the run on.
     Decide(DecideArgs),
+    /// Property-test a mode config with the built-in tools: explore every reachable state of a
+    /// session and run the random state-machine test against the reference model; print the
+    /// coverage (states, transitions, cases, seed). Exit 1 when the controller diverges.
+    Verify(VerifyArgs),
+}
+
+#[derive(Debug, Args)]
+struct VerifyArgs {
+    /// The config file.
+    #[arg(default_value = DEFAULT_CONFIG)]
+    config: PathBuf,
+    /// Random operation sequences to run (default: `PROPTEST_CASES`, else 256).
+    #[arg(long)]
+    cases: Option<u32>,
+    /// The seed of the random test (every run prints its seed: give it to replay a failure).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Keep failing cases in this file, replayed first next time (default:
+    /// proptest-regressions/agent-controller-check.txt).
+    #[arg(long)]
+    regressions: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -144,6 +166,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run(args),
         Command::Pending { store, json } => pending(&store, json),
         Command::Decide(args) => decide(args),
+        Command::Verify(args) => verify(args),
     };
     match result {
         Ok(code) => code,
@@ -207,6 +230,37 @@ fn check(path: &Path) -> Result<ExitCode, String> {
         println!("  {} -> {}", graph.mode(from).id(), graph.mode(to).id());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
+    use agent_controller::testing::{Check, CheckError};
+    let mut check = Check::new(&args.config);
+    if let Some(cases) = args.cases {
+        check = check.cases(cases);
+    }
+    if let Some(seed) = args.seed {
+        check = check.seed(seed);
+    }
+    if let Some(file) = args.regressions {
+        check = check.regressions(file);
+    }
+    let result = check.run(|setup| {
+        setup
+            .builder()
+            .tools(ToolRegistry::with_workspace_tools())
+            .build()
+    });
+    match result {
+        Ok(report) => {
+            println!("{report}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(CheckError::Failed(report)) => {
+            println!("{report}");
+            Ok(ExitCode::FAILURE)
+        }
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 fn graph(path: &Path, format: DiagramFormat) -> Result<ExitCode, String> {

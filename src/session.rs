@@ -529,7 +529,11 @@ impl Session {
         let previous = self.mode_arc();
         self.mode = target;
         let notice = self.shared.runtime(target).mode_notice(&previous, reason);
-        self.messages.push(Message::System { content: notice });
+        let planted = reason == ModeChangeReason::Manual
+            && crate::run::planted::bug(&crate::run::planted::NO_MANUAL_NOTICE);
+        if !planted {
+            self.messages.push(Message::System { content: notice });
+        }
         let mode_id = self.mode_arc();
         self.emit(Event::ModeChanged {
             mode_id,

@@ -16,34 +16,44 @@
 //!   [`ReferenceSession::ops`] is a strategy for the operations that make sense in the current
 //!   state; [`sessions`] a strategy for whole operation sequences.
 //! - [`Harness`] drives a real [`crate::Session`] with a scripted model in a temporary
-//!   workspace, performs each step and reports the first [`Divergence`].
-//! - [`walk_edges`] fires every edge `(from, cause, to)` of the transition relation after a
-//!   shortest path from the default mode.
+//!   workspace, performs each step and reports the first [`Divergence`]. Every registered
+//!   tool is wrapped by a spy, so a tool counts as executed exactly when its `execute` ran,
+//!   and the workspace is compared before and after every step in which no tool ran.
+//! - [`explore`] walks every reachable state (mode, pending decision, run state) breadth first
+//!   and performs every operation of [`operations`] from each; [`walk_edges`] fires every edge
+//!   `(from, cause, to)` of the transition relation after a shortest path from the default mode.
 //!
 //! # Checking your controller
 //!
-//! [`check_controller`] runs the property test (random operation sequences on the reference
-//! model and on your controller, compared after every step) and the exhaustive edge walk on a
-//! config file. You give it the config and the way you build your controller: it hands you a
-//! builder that already has the config's mode graph, a scripted model and a temporary
-//! workspace, and you add what your harness adds (your tools, your step limit, your session
-//! store: with one, the sequences also restart the process and restore the session).
+//! [`check_controller`] (or a [`Check`], for options and your own invariants) explores every
+//! state, walks every edge and runs the random state-machine test (operation sequences on the
+//! reference model and on your controller, compared after every step) on a config file. You
+//! give it the config and the way you build your controller from a [`Setup`]: the config's
+//! mode graph, the kit's scripted model (wrap it in your own model layer if you have one) and a
+//! temporary workspace. Add what your harness adds: your tools (the kit calls each of them, and
+//! a name no tool has, in every mode), your step limit, your session store (with one, the
+//! sequences also restart the process and restore the session).
 //!
 //! ```
 //! use agent_controller::ToolRegistry;
 //! use agent_controller::testing::check_controller;
 //!
-//! let report = check_controller("config/modes.toml", |builder| {
-//!     builder.tools(ToolRegistry::with_workspace_tools()).build()
+//! let report = check_controller("config/modes.toml", |setup| {
+//!     setup.builder().tools(ToolRegistry::with_workspace_tools()).build()
 //! })?;
-//! assert!(report.edges.is_complete());
+//! assert!(report.is_ok());
 //! assert_eq!(report.edges.total(), 7); // plan: approve + 4 ways not to; 2 manual switches
-//! println!("{report}"); // config/modes.toml: 256 cases passed, edges covered: 7/7
+//! println!("{report}");
+//! // config/modes.toml: explored N states, M transitions, all checked
+//! // config/modes.toml: 256 random cases passed (seed S), edges covered: 7/7
 //! # Ok::<(), agent_controller::testing::CheckError>(())
 //! ```
 //!
 //! Call it from a plain `#[test]`, not from inside an async runtime. The case count follows
-//! proptest's (`PROPTEST_CASES`); [`check_controller_with`] takes [`CheckOptions`].
+//! proptest's (`PROPTEST_CASES`); a failure prints the seed ([`Check::seed`] replays it) and is
+//! kept in a regression file ([`DEFAULT_REGRESSIONS`]), with modes named by id and only the
+//! first item that differs shown. The same check runs from the command line, with the built-in
+//! tools: `agent-controller verify CONFIG`.
 //!
 //! # Your own state machine test
 //!
@@ -55,77 +65,348 @@
 
 mod configs;
 mod edges;
+mod explore;
 mod facts;
 mod harness;
 mod reference;
 
 use std::cell::RefCell;
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use proptest::collection::SizeRange;
 use proptest::strategy::Strategy;
-use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
+use proptest::test_runner::{
+    Config, FileFailurePersistence, RngSeed, TestCaseError, TestError, TestRunner,
+};
 use proptest_state_machine::Sequential;
 
 pub use self::configs::{
     ConfigSpec, InvalidConfig, MAX_MODES, ModeSpec, Mutation, invalid_configs, valid_configs,
 };
 pub use self::edges::{Cause, Edge, EdgeReport, Miss, edges, walk_edges};
+pub use self::explore::{Counterexample, Exploration, explore, operations};
 pub use self::facts::{ConfigFacts, FactsError, ModeFacts, UNKNOWN_TOOL};
-pub use self::harness::{Aspect, Divergence, Harness, HarnessError};
+pub use self::harness::{Aspect, Divergence, Harness, HarnessError, Invariant, Setup};
 pub use self::reference::{
     Action, Call, Expected, Feedback, Offered, Op, Outcome, PLAN_COUNT, PendingPlan, PlanFile,
     ReferenceSession, Refusal, Reply, ResultKind, Revision, RunRef, ScriptedCall, ShaChoice, Step,
-    SwitchTo, Then, Trace, plan_sha256, plan_text,
+    Then, Trace, plan_sha256, plan_text,
 };
 use crate::config::{self, ConfigError};
-use crate::controller::{AgentController, AgentControllerBuilder};
+use crate::controller::AgentController;
 use crate::mode::ModeGraph;
+use crate::session::Session;
 
-/// How much [`check_controller_with`] tries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CheckOptions {
-    /// Random operation sequences to run (default: proptest's case count, 256 unless
-    /// `PROPTEST_CASES` says otherwise).
-    pub cases: u32,
-    /// The longest operation sequence (default 32).
-    pub max_ops: usize,
+/// Where [`Check`] keeps failing cases by default (relative to the working directory, which is
+/// the package root under `cargo test`); they are replayed first on every later run.
+pub const DEFAULT_REGRESSIONS: &str = "proptest-regressions/agent-controller-check.txt";
+
+/// A check of your controller on one config: the exploration of every state ([`explore`]),
+/// the edge walk ([`walk_edges`]) and the random state-machine test, with your invariants.
+///
+/// ```
+/// use agent_controller::ToolRegistry;
+/// use agent_controller::testing::Check;
+///
+/// let report = Check::new("config/modes.toml")
+///     .cases(32)
+///     .seed(7)
+///     .without_regressions()
+///     .invariant(|session, reference| {
+///         // Your own rule, after every step: here, a pending plan always waits in `plan`.
+///         match session.pending() {
+///             Some(_) if session.mode().id() != "plan" => Err("a plan pending outside plan".into()),
+///             _ => Ok(()),
+///         }
+///     })
+///     .run(|setup| setup.builder().tools(ToolRegistry::with_workspace_tools()).build())?;
+/// assert!(report.is_ok());
+/// println!("{report}");
+/// # Ok::<(), agent_controller::testing::CheckError>(())
+/// ```
+#[derive(Clone)]
+pub struct Check {
+    config: PathBuf,
+    cases: u32,
+    max_ops: usize,
+    seed: Option<u64>,
+    regressions: Option<PathBuf>,
+    invariants: Vec<Invariant>,
 }
 
-impl Default for CheckOptions {
-    fn default() -> Self {
-        Self {
-            cases: Config::default().cases,
-            max_ops: 32,
-        }
+impl fmt::Debug for Check {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Check")
+            .field("config", &self.config)
+            .field("cases", &self.cases)
+            .field("max_ops", &self.max_ops)
+            .field("seed", &self.seed)
+            .field("regressions", &self.regressions)
+            .field("invariants", &self.invariants.len())
+            .finish()
     }
 }
 
-/// What a passing [`check_controller`] did.
-#[derive(Debug, Clone, PartialEq, Eq)]
+impl Check {
+    /// A check of the config file at `config`: proptest's case count (256 unless
+    /// `PROPTEST_CASES` says otherwise), sequences of up to 32 operations, a random seed
+    /// (`PROPTEST_RNG_SEED` fixes it), failures kept in [`DEFAULT_REGRESSIONS`].
+    pub fn new(config: impl AsRef<Path>) -> Self {
+        let defaults = Config::default();
+        Self {
+            config: config.as_ref().to_owned(),
+            cases: defaults.cases,
+            max_ops: 32,
+            seed: match defaults.rng_seed {
+                RngSeed::Fixed(seed) => Some(seed),
+                RngSeed::Random => None,
+            },
+            regressions: Some(PathBuf::from(DEFAULT_REGRESSIONS)),
+            invariants: Vec::new(),
+        }
+    }
+
+    /// Random operation sequences to run.
+    pub fn cases(mut self, cases: u32) -> Self {
+        self.cases = cases;
+        self
+    }
+
+    /// The longest random operation sequence.
+    pub fn max_ops(mut self, max_ops: usize) -> Self {
+        self.max_ops = max_ops.max(1);
+        self
+    }
+
+    /// The seed of the random test: the report prints the one used, so a failure can be
+    /// replayed with it.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Keep failing cases in `file` (proptest's regression format), replayed first next time.
+    pub fn regressions(mut self, file: impl Into<PathBuf>) -> Self {
+        self.regressions = Some(file.into());
+        self
+    }
+
+    /// Keep no regression file.
+    pub fn without_regressions(mut self) -> Self {
+        self.regressions = None;
+        self
+    }
+
+    /// Adds a check of your own, called with the real session and the reference model after
+    /// the start and after every step of the exploration, the edge walk and the random test
+    /// (as proptest-state-machine's `check_invariants` and Hypothesis' `@invariant`).
+    /// `Err(message)` fails the check there.
+    pub fn invariant(
+        mut self,
+        check: impl Fn(&Session, &ReferenceSession) -> Result<(), String> + Send + Sync + 'static,
+    ) -> Self {
+        self.invariants.push(Arc::new(check));
+        self
+    }
+
+    /// Runs the check. `build` receives a [`Setup`] (the config's mode graph, the kit's
+    /// scripted model and a temporary workspace) and builds your controller from it:
+    /// `setup.builder()` and your tools, step limit, store; or `setup.builder_with(model)`
+    /// with your model layer around `setup.model()`. It is called once per harness (a few
+    /// times per check). With a session store, the random sequences and the exploration also
+    /// restart the process ([`Op::Restart`]): a restored session must be the same.
+    ///
+    /// Every part runs to its end (an edge-walk miss does not stop the random test).
+    ///
+    /// # Errors
+    /// [`CheckError::Config`] for an invalid config, [`CheckError::Facts`] when the reference
+    /// cannot read it, [`CheckError::Setup`] when `build` or the workspace fails, and
+    /// [`CheckError::Failed`] with the whole report when anything diverged.
+    pub fn run<F, E>(&self, build: F) -> Result<CheckReport, CheckError>
+    where
+        F: Fn(Setup) -> Result<AgentController, E>,
+        E: fmt::Display,
+    {
+        let path = &self.config;
+        let graph = config::load(path)?;
+        let text = std::fs::read_to_string(path).map_err(HarnessError::Io)?;
+        let facts = Arc::new(ConfigFacts::from_toml(&text)?);
+
+        let mut harness = self.harness(&graph, &facts, &build)?;
+        let facts = harness.facts().clone();
+        let exploration = explore(&mut harness);
+        let edges = walk_edges(&mut harness);
+        drop(harness);
+
+        let seed = self.seed.unwrap_or_else(random_seed);
+        let counterexample = self.property(&graph, &facts, seed, &build)?;
+        let report = CheckReport {
+            config: path.display().to_string(),
+            exploration,
+            edges,
+            cases: self.cases,
+            seed,
+            counterexample,
+        };
+        if report.is_ok() {
+            Ok(report)
+        } else {
+            Err(CheckError::Failed(Box::new(report)))
+        }
+    }
+
+    fn harness<F, E>(
+        &self,
+        graph: &ModeGraph,
+        facts: &Arc<ConfigFacts>,
+        build: &F,
+    ) -> Result<Harness, HarnessError>
+    where
+        F: Fn(Setup) -> Result<AgentController, E>,
+        E: fmt::Display,
+    {
+        let mut harness = Harness::new(graph.clone(), facts.clone(), build)?;
+        for check in &self.invariants {
+            harness.invariant(check.clone());
+        }
+        Ok(harness)
+    }
+
+    /// The random state-machine test; a failure comes back shrunk, without the operations it
+    /// does not need, as a counterexample.
+    fn property<F, E>(
+        &self,
+        graph: &ModeGraph,
+        facts: &Arc<ConfigFacts>,
+        seed: u64,
+        build: &F,
+    ) -> Result<Option<Counterexample>, CheckError>
+    where
+        F: Fn(Setup) -> Result<AgentController, E>,
+        E: fmt::Display,
+    {
+        // One controller and workspace for all cases: each case starts a fresh session.
+        let harness = RefCell::new(self.harness(graph, facts, build)?);
+        // A controller with a store must survive restarts in any state.
+        let restarts = harness.borrow().controller().store().is_some();
+        let strategy = sessions(facts, self.max_ops, restarts);
+        let persistence = self.regressions.as_ref().map(|file| {
+            // proptest wants a `'static` path: one small string per check.
+            let file: &'static str = Box::leak(file.display().to_string().into_boxed_str());
+            Box::new(FileFailurePersistence::Direct(file)) as _
+        });
+        let mut runner = TestRunner::new(Config {
+            cases: self.cases,
+            failure_persistence: persistence,
+            rng_seed: RngSeed::Fixed(seed),
+            ..Config::default()
+        });
+        let result = runner.run(&strategy, |(initial, ops, seen)| {
+            run_case(&mut harness.borrow_mut(), &initial, &ops, seen.as_deref())
+                .map_err(|e| TestCaseError::fail(e.to_string()))
+        });
+        let (initial, ops) = match result {
+            Ok(()) => return Ok(None),
+            Err(TestError::Fail(_, (initial, ops, _))) => (initial, ops),
+            Err(TestError::Abort(reason)) => {
+                return Err(CheckError::Stopped(reason.to_string()));
+            }
+        };
+        // Replay the shrunk case on a fresh controller, then drop the operations it does not
+        // need (no-ops the shrinker left, steps before an earlier divergence).
+        let mut fresh = self.harness(graph, facts, build)?;
+        let Err((at, divergence)) = fresh.run(&initial, &ops) else {
+            return Err(CheckError::Stopped(
+                "a failing case passed when replayed on a fresh controller".to_owned(),
+            ));
+        };
+        let mut ops = ops;
+        ops.truncate(at.map_or(0, |i| i + 1));
+        let (ops, divergence) = without_unneeded_ops(&mut fresh, &initial, ops, divergence);
+        Ok(Some(Counterexample {
+            start: facts.id(initial.mode()).to_owned(),
+            ops,
+            divergence,
+        }))
+    }
+}
+
+/// Removes, one at a time from the end, every operation without which the sequence still
+/// diverges in the same way (the same aspect).
+fn without_unneeded_ops(
+    harness: &mut Harness,
+    initial: &ReferenceSession,
+    mut ops: Vec<Op>,
+    mut divergence: Divergence,
+) -> (Vec<Op>, Divergence) {
+    let mut i = ops.len();
+    while i > 0 {
+        i -= 1;
+        let mut shorter = ops.clone();
+        shorter.remove(i);
+        if let Err((Some(at), d)) = harness.run(initial, &shorter)
+            && d.aspect == divergence.aspect
+        {
+            shorter.truncate(at + 1);
+            ops = shorter;
+            divergence = d;
+            i = i.min(ops.len());
+        }
+    }
+    (ops, divergence)
+}
+
+fn random_seed() -> u64 {
+    uuid::Uuid::new_v4().as_u64_pair().0
+}
+
+/// What a [`Check`] did: the exploration, the edge walk and the random test, each with what
+/// failed in it.
+#[derive(Debug, Clone, PartialEq)]
 pub struct CheckReport {
     /// The config file checked.
     pub config: String,
-    /// The number of random operation sequences that passed.
-    pub cases: u32,
-    /// The edge walk (complete when the check passed).
+    /// The exploration of every state.
+    pub exploration: Exploration,
+    /// The edge walk.
     pub edges: EdgeReport,
+    /// The number of random operation sequences run.
+    pub cases: u32,
+    /// The seed of the random test ([`Check::seed`] replays it).
+    pub seed: u64,
+    /// The random test's shrunk failure, if it failed.
+    pub counterexample: Option<Counterexample>,
+}
+
+impl CheckReport {
+    /// Whether everything matched the reference.
+    pub fn is_ok(&self) -> bool {
+        self.exploration.is_ok() && self.edges.is_complete() && self.counterexample.is_none()
+    }
 }
 
 impl fmt::Display for CheckReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}: {} cases passed, {}",
-            self.config, self.cases, self.edges
-        )
+        writeln!(f, "{}: explored {}", self.config, self.exploration)?;
+        match &self.counterexample {
+            None => write!(
+                f,
+                "{}: {} random cases passed (seed {}), {}",
+                self.config, self.cases, self.seed, self.edges
+            ),
+            Some(c) => write!(
+                f,
+                "{}: {}\n{}: a random case failed (seed {}; replay with it):\n{c}",
+                self.config, self.edges, self.config, self.seed
+            ),
+        }
     }
 }
 
-/// Why [`check_controller`] failed.
+/// Why a [`Check`] failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CheckError {
@@ -138,92 +419,30 @@ pub enum CheckError {
     /// The controller or its workspace could not be set up.
     #[error(transparent)]
     Setup(#[from] HarnessError),
-    /// Some edges were not exercised (the session diverged on them).
+    /// The controller diverged from the reference model: the report says where (a shortest
+    /// counterexample from the exploration, the edges not exercised, the random test's shrunk
+    /// failure with its seed).
     #[error("{0}")]
-    Edges(EdgeReport),
-    /// A random operation sequence made the controller diverge from the reference model; `ops`
-    /// is the shrunk sequence, the last of which diverged.
-    #[error("{}", diverged_message(.start, .ops, .divergence))]
-    Diverged {
-        /// The mode the session was started in by name (`None`: the default mode).
-        start: Option<String>,
-        /// The operations applied, the last of which diverged.
-        ops: Vec<Op>,
-        /// What differed.
-        divergence: Box<Divergence>,
-    },
-    /// The property test gave up or failed without a reproducible divergence.
+    Failed(Box<CheckReport>),
+    /// The random test gave up without a reproducible divergence.
     #[error("the property test stopped: {0}")]
     Stopped(String),
 }
 
-fn diverged_message(start: &Option<String>, ops: &[Op], divergence: &Divergence) -> String {
-    let mut message = format!(
-        "the controller diverged from the reference model in a session started in {}:",
-        start.as_deref().unwrap_or("the default mode")
-    );
-    for (i, op) in ops.iter().enumerate() {
-        message.push_str(&format!("\n  {}. {op:?}", i + 1));
-    }
-    message.push_str(&format!("\n{divergence}"));
-    message
-}
-
-/// Checks your controller against the reference model on the config at `config`: runs the
-/// property test ([`CheckOptions::default`] cases of random operation sequences, compared after
-/// every step) and the exhaustive edge walk. When your controller has a session store, the
-/// sequences also restart the process ([`Op::Restart`]): a restored session must be the same.
-///
-/// `build` receives a builder over the config's mode graph with the check's scripted model and
-/// a temporary workspace; add what your controller has (tools, step limit) and build it. Leave
-/// the workspace as it is: plan files are placed in the built controller's plans directory.
+/// Checks your controller against the reference model on the config at `config`: a [`Check`]
+/// with its defaults.
 ///
 /// # Errors
-/// [`CheckError::Config`] for an invalid config, [`CheckError::Setup`] when `build` or the
-/// workspace fails, [`CheckError::Edges`] naming every edge not exercised, and
-/// [`CheckError::Diverged`] with a shrunk operation sequence and the first difference.
+/// As [`Check::run`].
 ///
 /// # Examples
 /// See the [module docs](self).
 pub fn check_controller<F, E>(config: impl AsRef<Path>, build: F) -> Result<CheckReport, CheckError>
 where
-    F: Fn(AgentControllerBuilder) -> Result<AgentController, E>,
+    F: Fn(Setup) -> Result<AgentController, E>,
     E: fmt::Display,
 {
-    check_controller_with(config, CheckOptions::default(), build)
-}
-
-/// [`check_controller`] with explicit [`CheckOptions`].
-///
-/// # Errors
-/// As [`check_controller`].
-pub fn check_controller_with<F, E>(
-    config: impl AsRef<Path>,
-    options: CheckOptions,
-    build: F,
-) -> Result<CheckReport, CheckError>
-where
-    F: Fn(AgentControllerBuilder) -> Result<AgentController, E>,
-    E: fmt::Display,
-{
-    let path = config.as_ref();
-    let graph = config::load(path)?;
-    let text = std::fs::read_to_string(path).map_err(HarnessError::Io)?;
-    let facts = Arc::new(ConfigFacts::from_toml(&text)?);
-
-    let mut harness = Harness::new(graph.clone(), facts.clone(), &build)?;
-    let edges = walk_edges(&mut harness, &facts);
-    if !edges.is_complete() {
-        return Err(CheckError::Edges(edges));
-    }
-    drop(harness);
-
-    property(&graph, &facts, options, &build)?;
-    Ok(CheckReport {
-        config: path.display().to_string(),
-        cases: options.cases,
-        edges,
-    })
+    Check::new(config).run(build)
 }
 
 /// A strategy for a new reference session on `facts` (started in the default mode or in a
@@ -258,48 +477,6 @@ pub fn sessions(
     )
 }
 
-fn property<F, E>(
-    graph: &ModeGraph,
-    facts: &Arc<ConfigFacts>,
-    options: CheckOptions,
-    build: &F,
-) -> Result<(), CheckError>
-where
-    F: Fn(AgentControllerBuilder) -> Result<AgentController, E>,
-    E: fmt::Display,
-{
-    // One controller and workspace for all cases: each case starts a fresh session.
-    let harness = RefCell::new(Harness::new(graph.clone(), facts.clone(), build)?);
-    // A controller with a store must survive restarts in any state.
-    let restarts = harness.borrow().controller().store().is_some();
-    let strategy = sessions(facts, options.max_ops, restarts);
-    let mut runner = TestRunner::new(Config {
-        cases: options.cases,
-        failure_persistence: None,
-        ..Config::default()
-    });
-    let result = runner.run(&strategy, |(initial, ops, seen)| {
-        run_case(&mut harness.borrow_mut(), &initial, &ops, seen.as_deref())
-            .map_err(|e| TestCaseError::fail(e.to_string()))
-    });
-    match result {
-        Ok(()) => Ok(()),
-        Err(TestError::Fail(reason, (initial, ops, _))) => {
-            // Replay the shrunk case on a fresh controller for a typed report.
-            let mut fresh = Harness::new(graph.clone(), facts.clone(), build)?;
-            match run_case(&mut fresh, &initial, &ops, None) {
-                Err(divergence) => Err(CheckError::Diverged {
-                    start: initial.start().map(|m| facts.id(m).to_owned()),
-                    ops,
-                    divergence: Box::new(divergence),
-                }),
-                Ok(()) => Err(CheckError::Stopped(reason.to_string())),
-            }
-        }
-        Err(TestError::Abort(reason)) => Err(CheckError::Stopped(reason.to_string())),
-    }
-}
-
 fn run_case(
     harness: &mut Harness,
     initial: &ReferenceSession,
@@ -317,3 +494,6 @@ fn run_case(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

@@ -345,3 +345,42 @@ fn detach_pending_decide_across_three_processes() {
         assert!(events(&out).is_empty(), "{kind}");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// `verify` (issue 14): the exploration and the random state-machine test on a config.
+
+#[test]
+fn verify_prints_states_transitions_cases_and_seed() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let out = bin()
+        .current_dir(dir.path())
+        .args(["verify", SHIPPED, "--cases", "16", "--seed", "7"])
+        .output()
+        .expect("run verify");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let explored = stdout.lines().next().unwrap_or_default();
+    assert!(
+        explored.starts_with(&format!("{SHIPPED}: explored ")),
+        "{stdout}"
+    );
+    assert!(explored.ends_with(" transitions, all checked"), "{stdout}");
+    assert!(
+        stdout.contains("16 random cases passed (seed 7), edges covered: 7/7"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn verify_refuses_an_invalid_config_with_exit_status_1() {
+    let path = fixture("configs/invalid/self-handover-default.toml");
+    let out = bin().arg("verify").arg(&path).output().expect("run verify");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("self-handover-default.toml:5:"), "{stderr}");
+    assert!(stderr.contains("transitionsTo"), "{stderr}");
+}

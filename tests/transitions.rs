@@ -6,6 +6,11 @@
 //! - every edge of every shipped and generated config, reached by a shortest path from the
 //!   default mode and fired (`every_edge_of_the_shipped_configs_is_exercised` prints
 //!   `edges covered: N/N`);
+//! - every reachable state of every shipped config and every operation from each
+//!   (`every_state_of_the_shipped_configs_is_explored` prints `N states, M transitions`, beside
+//!   the random test's case count);
+//! - the one-call check (`testing::Check`) with your model and tool layers, invariants and a
+//!   step limit;
 //! - the loader on generated, broken, mangled and arbitrary input.
 //!
 //! Run with `cargo test --all-features --test transitions`; `PROPTEST_CASES=10000` for a long run.
@@ -16,12 +21,12 @@ use std::sync::Arc;
 
 use agent_controller::store::FileStore;
 use agent_controller::testing::{
-    self, CheckError, CheckOptions, ConfigFacts, EdgeReport, Harness, Mutation, Op,
-    ReferenceSession,
+    self, Check, CheckError, ConfigFacts, EdgeReport, Harness, Mutation, Op, ReferenceSession,
+    Setup,
 };
 use agent_controller::{
-    AgentController, AgentControllerBuilder, ConfigError, ConfigErrorKind, SessionError,
-    SessionOptions, ToolRegistry, config,
+    AgentController, ConfigError, ConfigErrorKind, LanguageModel, SessionError, SessionOptions,
+    ToolRegistry, config,
 };
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -40,8 +45,11 @@ fn tool_names() -> Vec<String> {
         .collect()
 }
 
-fn build(builder: AgentControllerBuilder) -> Result<AgentController, ConfigError> {
-    builder.tools(ToolRegistry::with_workspace_tools()).build()
+fn build(setup: Setup) -> Result<AgentController, ConfigError> {
+    setup
+        .builder()
+        .tools(ToolRegistry::with_workspace_tools())
+        .build()
 }
 
 /// Failures found once are replayed first on every later run (committed).
@@ -89,7 +97,7 @@ impl<const RESTARTS: bool> ReferenceStateMachine for SessionRules<RESTARTS> {
     fn init_state() -> BoxedStrategy<ReferenceSession> {
         testing::valid_configs(&tool_names())
             .prop_flat_map(|spec| {
-                let facts = Arc::new(spec.facts());
+                let facts = Arc::new(spec.facts().with_tools(tool_names()));
                 let n = facts.len();
                 (Just(facts), 0..=n)
             })
@@ -128,12 +136,13 @@ impl<const STORE: bool> StateMachineTest for RealSession<STORE> {
         let store = store_dir
             .as_ref()
             .map(|dir| FileStore::open(dir.path()).expect("a file store"));
-        let mut harness = Harness::new(graph, reference.facts().clone(), |builder| {
+        let mut harness = Harness::new(graph, reference.facts().clone(), |setup: Setup| {
+            let builder = setup.builder().tools(ToolRegistry::with_workspace_tools());
             let builder = match store {
                 Some(store) => builder.store(Arc::new(store)),
                 None => builder,
             };
-            build(builder)
+            builder.build()
         })
         .expect("a harness");
         if let Err(divergence) = harness.start(reference) {
@@ -245,7 +254,7 @@ fn every_edge_of_the_shipped_configs_is_exercised() {
         }
 
         let mut harness = harness_for(&facts, &path.display().to_string());
-        let report = testing::walk_edges(&mut harness, &facts);
+        let report = testing::walk_edges(&mut harness);
         println!("{name}: {report}");
         total.merge(report);
     }
@@ -261,7 +270,7 @@ proptest! {
     fn every_edge_of_generated_configs_is_exercised(spec in testing::valid_configs(&tool_names())) {
         let facts = Arc::new(spec.facts());
         let mut harness = harness_for(&facts, "generated.toml");
-        let report = testing::walk_edges(&mut harness, &facts);
+        let report = testing::walk_edges(&mut harness);
         prop_assert!(report.is_complete(), "{}\n{}", report, spec.to_toml());
     }
 }
@@ -270,15 +279,53 @@ proptest! {
 // The one-call helper on shipped configs and on controllers wired wrong.
 
 #[test]
+fn every_state_of_the_shipped_configs_is_explored() {
+    // Issue 14, fault 6: random cases leave (state, operation) pairs unvisited; the walk visits
+    // every one, on the real controller beside the reference.
+    for path in shipped_configs() {
+        let text = std::fs::read_to_string(&path).expect("a shipped config");
+        let facts = Arc::new(ConfigFacts::from_toml(&text).expect("facts"));
+        let mut harness = harness_for(&facts, &path.display().to_string());
+        let exploration = testing::explore(&mut harness);
+        println!(
+            "{}: explored {exploration}; random: {} cases",
+            path.display(),
+            cases(1)
+        );
+        assert!(exploration.is_ok(), "{}: {exploration}", path.display());
+        // Every mode is reached, each with and without a run behind it.
+        assert!(exploration.states >= 2 * facts.len(), "{exploration}");
+    }
+}
+
+#[test]
+fn every_state_of_a_stored_session_is_explored_across_restarts() {
+    let path = manifest_path("config/modes.toml");
+    let graph = config::load(&path).expect("the shipped config");
+    let text = std::fs::read_to_string(&path).expect("the shipped config");
+    let facts = Arc::new(ConfigFacts::from_toml(&text).expect("facts"));
+    let store_dir = tempfile::tempdir().expect("a store directory");
+    let store = Arc::new(FileStore::open(store_dir.path()).expect("a file store"));
+    let mut harness = Harness::new(graph, facts, |setup: Setup| {
+        setup
+            .builder()
+            .tools(ToolRegistry::with_workspace_tools())
+            .store(store.clone())
+            .build()
+    })
+    .expect("a harness");
+    let exploration = testing::explore(&mut harness);
+    println!("config/modes.toml with a store: explored {exploration}");
+    assert!(exploration.is_ok(), "{exploration}");
+}
+
+#[test]
 fn check_controller_passes_on_the_shipped_configs() {
     for path in shipped_configs() {
         // The helper on each shipped config; the rules themselves get the full case count in
         // session_follows_the_reference_model.
-        let options = CheckOptions {
-            cases: cases(8),
-            ..CheckOptions::default()
-        };
-        match testing::check_controller_with(&path, options, build) {
+        let check = Check::new(&path).cases(cases(8)).without_regressions();
+        match check.run(build) {
             Ok(report) => println!("{report}"),
             Err(e) => panic!("{}: {e}", path.display()),
         }
@@ -286,28 +333,165 @@ fn check_controller_passes_on_the_shipped_configs() {
 }
 
 #[test]
-fn check_controller_reports_a_controller_that_cannot_finish_a_turn() {
-    // One model call per run segment is too few: a refused tool call needs a second one.
-    let result = testing::check_controller(manifest_path("config/modes.toml"), |builder| {
-        build(builder.max_steps(1))
-    });
-    match result {
-        Err(CheckError::Diverged {
-            ops, divergence, ..
-        }) => {
-            assert!(!ops.is_empty());
-            println!("caught: {divergence}");
+fn a_step_limit_of_one_is_no_divergence() {
+    // Issue 14, fault 4: the reference knows step limits (one model call per message or
+    // decision: a refused tool call fails the run for want of a second).
+    let report = Check::new(manifest_path("config/modes.toml"))
+        .cases(cases(4))
+        .without_regressions()
+        .run(|setup| {
+            setup
+                .builder()
+                .tools(ToolRegistry::with_workspace_tools())
+                .max_steps(1)
+                .build()
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    println!("max_steps(1): {report}");
+}
+
+/// A model layer of the user's: counts the calls and passes them on, leaving out the
+/// mode-change notices of manual switches when `drop_manual_notices` (a deliberate bug).
+struct Layer {
+    inner: Arc<dyn LanguageModel>,
+    calls: Arc<std::sync::atomic::AtomicUsize>,
+    drop_manual_notices: bool,
+}
+
+#[async_trait::async_trait]
+impl LanguageModel for Layer {
+    async fn generate(
+        &self,
+        request: agent_controller::model::ModelRequest<'_>,
+    ) -> Result<agent_controller::model::ModelResponse, agent_controller::model::ModelError> {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if !self.drop_manual_notices {
+            return self.inner.generate(request).await;
         }
-        other => panic!("the broken controller passed: {other:?}"),
+        let messages: Vec<agent_controller::model::Message> = request
+            .messages
+            .iter()
+            .filter(|m| {
+                !matches!(m, agent_controller::model::Message::System { content } if content.contains("switched by the user"))
+            })
+            .cloned()
+            .collect();
+        let request = agent_controller::model::ModelRequest {
+            messages: &messages,
+            ..request
+        };
+        self.inner.generate(request).await
+    }
+}
+
+fn layered(
+    drop_manual_notices: bool,
+) -> (
+    Arc<std::sync::atomic::AtomicUsize>,
+    Result<testing::CheckReport, CheckError>,
+) {
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = calls.clone();
+    let result = Check::new(manifest_path("config/modes.toml"))
+        .cases(cases(8))
+        .seed(11)
+        .without_regressions()
+        .run(move |setup| {
+            let model = Arc::new(Layer {
+                inner: setup.model(),
+                calls: counter.clone(),
+                drop_manual_notices,
+            });
+            setup
+                .builder_with(model)
+                .tools(ToolRegistry::with_workspace_tools())
+                .build()
+        });
+    (calls, result)
+}
+
+#[test]
+fn your_model_layer_is_driven_by_the_check() {
+    // Issue 14, fault 3: the builder handed to the user no longer holds the kit's model.
+    let (calls, result) = layered(false);
+    let report = result.unwrap_or_else(|e| panic!("{e}"));
+    assert!(report.is_ok());
+    assert!(
+        calls.load(std::sync::atomic::Ordering::SeqCst) > 0,
+        "the layer was never called"
+    );
+}
+
+#[test]
+fn a_model_layer_that_drops_manual_switch_notices_is_caught() {
+    // Issue 14, fault 2: every mode change needs a notice, manual ones included.
+    let (_, result) = layered(true);
+    match result {
+        Err(CheckError::Failed(report)) => {
+            println!("caught: {report}");
+            let found = report
+                .exploration
+                .counterexample
+                .as_ref()
+                .expect("the exploration finds it");
+            assert!(
+                found.divergence.expected.contains("told_mode_change: true"),
+                "{found}"
+            );
+            assert!(
+                found.ops.iter().any(|op| matches!(op, Op::Switch(_))),
+                "{found}"
+            );
+        }
+        other => panic!("the dropped notice passed: {other:?}"),
     }
 }
 
 #[test]
+fn your_invariants_run_after_every_step() {
+    let steps = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = steps.clone();
+    let result = Check::new(manifest_path("config/modes.toml"))
+        .cases(cases(16))
+        .seed(12)
+        .without_regressions()
+        .invariant(move |session, reference| {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            // A rule of the user's that is wrong: a plan is never pending.
+            match (session.pending(), reference.pending()) {
+                (Some(_), _) => Err("a plan is pending".to_owned()),
+                _ => Ok(()),
+            }
+        })
+        .run(build);
+    match result {
+        Err(CheckError::Failed(report)) => {
+            let found = report
+                .exploration
+                .counterexample
+                .as_ref()
+                .expect("the exploration finds it");
+            assert_eq!(
+                found.divergence.aspect,
+                testing::Aspect::Invariant,
+                "{found}"
+            );
+            assert_eq!(
+                found.ops,
+                vec![Op::switch("plan"), Op::submit(0)],
+                "{found}"
+            );
+        }
+        other => panic!("the invariant never failed: {other:?}"),
+    }
+    assert!(steps.load(std::sync::atomic::Ordering::SeqCst) > 0);
+}
+
+#[test]
 fn check_controller_reports_a_controller_without_the_configs_tools() {
-    let result = testing::check_controller(
-        manifest_path("config/modes.toml"),
-        AgentControllerBuilder::build,
-    );
+    let result = testing::check_controller(manifest_path("config/modes.toml"), |setup: Setup| {
+        setup.builder().build()
+    });
     match result {
         Err(CheckError::Setup(e)) => assert!(e.to_string().contains("read_file"), "{e}"),
         other => panic!("expected a setup error, got {other:?}"),

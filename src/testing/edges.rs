@@ -7,9 +7,7 @@ use std::fmt;
 
 use super::facts::ConfigFacts;
 use super::harness::{Divergence, Harness};
-use super::reference::{
-    Call, Feedback, Op, PlanFile, ReferenceSession, Revision, ShaChoice, SwitchTo, Then,
-};
+use super::reference::{Call, Feedback, Op, PlanFile, ReferenceSession, Revision, ShaChoice, Then};
 use crate::run::DecisionAction;
 
 /// What moves a session along an edge.
@@ -108,7 +106,7 @@ fn named(facts: &ConfigFacts, e: IndexEdge) -> Edge {
 
 /// The operations that fire `edge` from a session in `edge.from` with nothing pending; they
 /// leave nothing pending.
-fn fire(edge: IndexEdge) -> Vec<Op> {
+fn fire(facts: &ConfigFacts, edge: IndexEdge) -> Vec<Op> {
     let submit = Op::Message {
         calls: vec![Call::SubmitPlan(PlanFile::Valid(0))],
         then: Then::Text,
@@ -121,7 +119,7 @@ fn fire(edge: IndexEdge) -> Vec<Op> {
         revision: Revision::Text,
     };
     match edge.cause {
-        Cause::Manual => vec![Op::Switch(SwitchTo::Mode(edge.to))],
+        Cause::Manual => vec![Op::switch(facts.id(edge.to))],
         Cause::Approve => vec![submit, decide(DecisionAction::Approved, Feedback::Omitted)],
         Cause::Reject => vec![submit, decide(DecisionAction::Rejected, Feedback::Omitted)],
         Cause::RejectWithFeedback => vec![
@@ -243,8 +241,9 @@ impl fmt::Display for EdgeReport {
 /// Walks every edge of `harness`'s config: for each, a fresh session in the default mode
 /// follows a shortest path to the edge's start, fires the edge, and every step is compared
 /// with a [`ReferenceSession`]; an edge counts as covered when all steps matched and the
-/// session ended in the edge's target.
-pub fn walk_edges(harness: &mut Harness, facts: &std::sync::Arc<ConfigFacts>) -> EdgeReport {
+/// session ended in the edge's target. A miss is recorded and the walk goes on.
+pub fn walk_edges(harness: &mut Harness) -> EdgeReport {
+    let facts = &harness.facts().clone();
     let all = index_edges(facts);
     let mut report = EdgeReport {
         edges: all.iter().map(|e| named(facts, *e)).collect(),
@@ -268,7 +267,7 @@ fn walk_one(
     let path =
         shortest_path(all, facts.len(), reference.mode(), edge.from).ok_or(Miss::Unreachable)?;
     harness.start(&reference).map_err(Miss::Diverged)?;
-    let ops = path.into_iter().chain([edge]).flat_map(fire);
+    let ops = path.into_iter().chain([edge]).flat_map(|e| fire(facts, e));
     for op in ops {
         if !reference.can_apply(&op) {
             return Err(Miss::Reference(format!("{op:?} does not apply")));

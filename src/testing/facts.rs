@@ -6,6 +6,7 @@ use std::sync::Arc;
 use toml::Value;
 
 use crate::config::DEFAULT_PLANS_DIR;
+use crate::controller::DEFAULT_MAX_STEPS;
 use crate::tool::SUBMIT_PLAN;
 
 /// A tool name no controller is expected to register: a call to it is always outside the mode's
@@ -42,7 +43,9 @@ impl ModeFacts {
 pub struct FactsError(String);
 
 /// The facts of a valid config the reference model needs: the modes in order, the resolved
-/// default mode, the hand-over targets, the tool lists and the plans directory.
+/// default mode, the hand-over targets, the tool lists and the plans directory; and, once
+/// known, two facts of the controller under test: the names of its registered tools (what a
+/// mode without `availableTools` offers) and its step limit.
 ///
 /// Read independently of [`crate::config`] so that a bug there cannot hide in the reference.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,6 +54,8 @@ pub struct ConfigFacts {
     default: usize,
     plans_dir: String,
     text: Arc<str>,
+    registered: Option<Vec<String>>,
+    max_steps: usize,
 }
 
 impl ConfigFacts {
@@ -130,6 +135,8 @@ impl ConfigFacts {
             default,
             plans_dir,
             text: Arc::from(text),
+            registered: None,
+            max_steps: DEFAULT_MAX_STEPS,
         })
     }
 
@@ -144,7 +151,33 @@ impl ConfigFacts {
             default,
             plans_dir,
             text: Arc::from(text),
+            registered: None,
+            max_steps: DEFAULT_MAX_STEPS,
         }
+    }
+
+    /// The same facts for a controller that registers the tools `names` (without
+    /// `submit_plan`): a mode without `availableTools` offers exactly these.
+    pub fn with_tools(mut self, names: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.registered = Some(names.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// The same facts for a controller whose runs make at most `steps` model calls per drive
+    /// (per message or decision; [`crate::AgentControllerBuilder::max_steps`]).
+    pub fn with_max_steps(mut self, steps: usize) -> Self {
+        self.max_steps = steps.max(1);
+        self
+    }
+
+    /// The registered tool names, once known ([`ConfigFacts::with_tools`]).
+    pub fn registered(&self) -> Option<&[String]> {
+        self.registered.as_deref()
+    }
+
+    /// The step limit (default [`DEFAULT_MAX_STEPS`]).
+    pub fn max_steps(&self) -> usize {
+        self.max_steps
     }
 
     /// The modes in config order.
@@ -191,9 +224,9 @@ impl ConfigFacts {
         self.modes.get(mode).is_some_and(ModeFacts::is_planning)
     }
 
-    /// Whether the model is offered `tool` in `mode`: `Some(answer)` when the config decides it,
-    /// `None` when it depends on the controller's registry (a mode without `availableTools`).
-    /// [`UNKNOWN_TOOL`] is never offered.
+    /// Whether the model is offered `tool` in `mode`: `Some(answer)` when the config (and, for a
+    /// mode without `availableTools`, the registered tools) decide it, `None` when the tools are
+    /// not known. [`UNKNOWN_TOOL`] is never offered.
     pub fn offers(&self, mode: usize, tool: &str) -> Option<bool> {
         if tool == UNKNOWN_TOOL {
             return Some(false);
@@ -201,25 +234,24 @@ impl ConfigFacts {
         if tool == SUBMIT_PLAN {
             return Some(self.is_planning(mode));
         }
-        let list = self.modes.get(mode)?.tools.as_ref()?;
-        Some(list.iter().any(|t| t == tool))
+        match &self.modes.get(mode)?.tools {
+            Some(list) => Some(list.iter().any(|t| t == tool)),
+            None => Some(self.registered.as_ref()?.iter().any(|t| t == tool)),
+        }
     }
 
-    /// Tool names a call to which in `mode` must be refused: [`UNKNOWN_TOOL`], `submit_plan` in
-    /// a mode that does not plan, and tools other modes list but this mode's list leaves out.
-    pub fn forbidden_tools(&self, mode: usize) -> Vec<String> {
-        let mut names = vec![UNKNOWN_TOOL.to_owned()];
-        let mut candidates: Vec<&str> = vec![SUBMIT_PLAN];
-        for m in &self.modes {
-            for t in m.tools.iter().flatten() {
-                if !candidates.contains(&t.as_str()) {
-                    candidates.push(t);
-                }
-            }
-        }
-        for name in candidates {
-            if self.offers(mode, name) == Some(false) {
-                names.push(name.to_owned());
+    /// Every tool name the kit calls in every mode: [`UNKNOWN_TOOL`], `submit_plan` and each
+    /// registered tool (when not known: each tool some mode lists).
+    pub fn tool_names(&self) -> Vec<String> {
+        let mut names = vec![UNKNOWN_TOOL.to_owned(), SUBMIT_PLAN.to_owned()];
+        let listed = self.modes.iter().flat_map(|m| m.tools.iter().flatten());
+        let known: Vec<&String> = match &self.registered {
+            Some(registered) => registered.iter().collect(),
+            None => listed.collect(),
+        };
+        for name in known {
+            if !names.contains(name) {
+                names.push(name.clone());
             }
         }
         names

@@ -1,7 +1,7 @@
 //! The harness: a real [`Session`] of a real [`AgentController`], driven by a scripted model in
 //! a temporary workspace, doing what a [`ReferenceSession`] step says and comparing the result.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
@@ -12,19 +12,19 @@ use serde_json::json;
 
 use super::facts::ConfigFacts;
 use super::reference::{
-    Action, Offered, Outcome, PLAN_COUNT, PendingPlan, PlanFile, ReferenceSession, Refusal, Reply,
-    ResultKind, RunRef, Step, Trace, plan_text,
+    Action, Offered, Op, Outcome, PLAN_COUNT, PendingPlan, PlanFile, ReferenceSession, Refusal,
+    Reply, ResultKind, RunRef, Step, Trace, plan_text,
 };
-use crate::controller::{AgentController, AgentControllerBuilder};
+use crate::controller::{AgentController, AgentControllerBuilder, ToolLayer};
 use crate::event::Event;
 use crate::mode::ModeGraph;
 use crate::model::{LanguageModel, Message, ModelError, ModelRequest, ModelResponse};
 use crate::run::{RunOutcome, RunState};
 use crate::session::{Session, SessionError, SessionOptions};
-use crate::tool::ToolCall;
 use crate::tool::submit_plan::{
     APPROVED_RESULT, REJECTED_RESULT, REJECTED_WITH_FEEDBACK_PREFIX, SUBMIT_PLAN,
 };
+use crate::tool::{Tool, ToolCall, ToolContext, ToolOutput};
 
 /// Why a [`Harness`] could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -59,6 +59,10 @@ pub enum Aspect {
     Pending,
     /// The latest run's state afterwards.
     Run,
+    /// The workspace changed in a step in which no tool ran.
+    Workspace,
+    /// An invariant of yours ([`Harness::invariant`]) failed.
+    Invariant,
     /// The session panicked.
     Panic,
 }
@@ -77,14 +81,20 @@ pub struct Divergence {
     pub actual: String,
 }
 
-/// What the harness records, in order: session events and model calls.
+/// What the harness records, in order: session events, model calls and tool executions.
 #[derive(Debug, Clone)]
 enum Record {
     Event(Event),
     ModelCall {
         mode_id: String,
         tools: Vec<String>,
-        last_message: Option<Message>,
+        /// The last mode-change notice among the messages added since the previous call.
+        notice: Option<String>,
+    },
+    /// A registered tool's `execute` ran (seen by the spy).
+    ToolExecuted {
+        tool: String,
+        mode: String,
     },
 }
 
@@ -100,21 +110,121 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 struct StepModel {
     replies: Mutex<VecDeque<Result<ModelResponse, ModelError>>>,
     log: Log,
+    /// How many messages of the session the model had seen at its previous call.
+    seen: Mutex<usize>,
 }
 
 #[async_trait]
 impl LanguageModel for StepModel {
     async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        let notice = {
+            let mut seen = lock(&self.seen);
+            let fresh = request.messages.get(*seen..).unwrap_or_default();
+            *seen = request.messages.len();
+            fresh.iter().rev().find_map(|m| match m {
+                Message::System { content } => Some(content.clone()),
+                _ => None,
+            })
+        };
         lock(&self.log).push(Record::ModelCall {
             mode_id: request.mode_id.to_owned(),
             tools: request.tools.iter().map(|t| t.name.to_string()).collect(),
-            last_message: request.messages.last().cloned(),
+            notice,
         });
         lock(&self.replies)
             .pop_front()
             .unwrap_or_else(|| Err(ModelError::new("the step's script has no more replies")))
     }
 }
+
+/// Wraps every registered tool: logs each `execute` where the events are logged, so "not
+/// executed" means `execute` never ran (not merely that the result was an error).
+struct Spy {
+    tool: Arc<dyn Tool>,
+    log: Log,
+}
+
+#[async_trait]
+impl Tool for Spy {
+    fn name(&self) -> &str {
+        self.tool.name()
+    }
+
+    fn description(&self) -> String {
+        self.tool.description()
+    }
+
+    fn input_schema(&self) -> serde_json::Value {
+        self.tool.input_schema()
+    }
+
+    async fn execute(&self, args: &serde_json::Value, ctx: &ToolContext<'_>) -> ToolOutput {
+        lock(&self.log).push(Record::ToolExecuted {
+            tool: self.tool.name().to_owned(),
+            mode: ctx.mode_id.to_owned(),
+        });
+        self.tool.execute(args, ctx).await
+    }
+}
+
+/// What the kit hands your build function: the mode graph, the kit's scripted model and a
+/// temporary workspace. Build your controller from [`Setup::builder`] (the kit's model) or
+/// from [`Setup::builder_with`] (your model layer around [`Setup::model`]), add your tools,
+/// step limit and store, and build it. Every tool you register is wrapped by the kit's spy
+/// when the controller is built, outside your own tool layers.
+pub struct Setup {
+    graph: ModeGraph,
+    model: Arc<StepModel>,
+    workspace: PathBuf,
+    spy: ToolLayer,
+}
+
+impl fmt::Debug for Setup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Setup")
+            .field("modes", &self.graph.len())
+            .field("workspace", &self.workspace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Setup {
+    /// The kit's scripted model: wrap it in your own model layer and pass the layer to
+    /// [`Setup::builder_with`]. Your layer must pass requests on (it may look at or change
+    /// them: the kit checks what reaches this model).
+    pub fn model(&self) -> Arc<dyn LanguageModel> {
+        self.model.clone()
+    }
+
+    /// The config's mode graph.
+    pub fn graph(&self) -> &ModeGraph {
+        &self.graph
+    }
+
+    /// The temporary workspace (leave it as it is: the kit compares it before and after
+    /// every step; keep a session store outside it).
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    /// A builder over the graph with the kit's model and workspace.
+    pub fn builder(self) -> AgentControllerBuilder {
+        let model = self.model();
+        self.builder_with(model)
+    }
+
+    /// A builder over the graph with `model` (your layer around [`Setup::model`]) and the kit's
+    /// workspace.
+    pub fn builder_with(self, model: Arc<dyn LanguageModel>) -> AgentControllerBuilder {
+        AgentController::builder(self.graph, model)
+            .workspace(&self.workspace)
+            .tool_layer(self.spy)
+    }
+}
+
+/// A check of your own, run after every step: it gets the real session and the reference
+/// model and returns `Err(message)` when something is wrong.
+pub type Invariant = Arc<dyn Fn(&Session, &ReferenceSession) -> Result<(), String> + Send + Sync>;
 
 /// A real session driven step by step next to a [`ReferenceSession`].
 ///
@@ -130,6 +240,7 @@ pub struct Harness {
     run_ids: Vec<String>,
     plans_dir: PathBuf,
     outside: PathBuf,
+    invariants: Vec<Invariant>,
     _dir: tempfile::TempDir,
 }
 
@@ -143,19 +254,22 @@ impl fmt::Debug for Harness {
 }
 
 impl Harness {
-    /// Sets up a workspace and builds the controller: `build` gets a builder over `graph` with
-    /// the harness's model and workspace and adds what the caller's controller has (tools, step
-    /// limit, ...). It should leave the workspace alone: plan files are written to the built
-    /// controller's plans directory.
+    /// Sets up a workspace and builds the controller: `build` gets a [`Setup`] (the graph, the
+    /// harness's model and workspace) and adds what the caller's controller has (tools, step
+    /// limit, store, model layer). It should leave the workspace alone: plan files are written
+    /// to the built controller's plans directory.
+    ///
+    /// `facts` without registered tools ([`ConfigFacts::with_tools`]) are completed from the
+    /// built controller (its tools and step limit); see [`Harness::facts`].
     ///
     /// # Errors
     /// [`HarnessError::Io`] when the workspace cannot be written, [`HarnessError::Runtime`] when
     /// no runtime can be started (or this runs inside one), [`HarnessError::Build`] when `build`
-    /// fails.
+    /// fails or the controller's tools or step limit are not the ones `facts` name.
     pub fn new<E: fmt::Display>(
         graph: ModeGraph,
         facts: Arc<ConfigFacts>,
-        build: impl FnOnce(AgentControllerBuilder) -> Result<AgentController, E>,
+        build: impl FnOnce(Setup) -> Result<AgentController, E>,
     ) -> Result<Self, HarnessError> {
         if tokio::runtime::Handle::try_current().is_ok() {
             return Err(HarnessError::Runtime(
@@ -174,8 +288,21 @@ impl Harness {
         let workspace = root.join("workspace");
         std::fs::create_dir_all(&workspace)?;
         let model = Arc::new(StepModel::default());
-        let builder = AgentController::builder(graph, model.clone()).workspace(&workspace);
-        let controller = build(builder).map_err(|e| HarnessError::Build(e.to_string()))?;
+        let log = model.log.clone();
+        let spy: ToolLayer = Arc::new(move |tool: Arc<dyn Tool>| -> Arc<dyn Tool> {
+            Arc::new(Spy {
+                tool,
+                log: log.clone(),
+            })
+        });
+        let setup = Setup {
+            graph,
+            model: model.clone(),
+            workspace,
+            spy,
+        };
+        let controller = build(setup).map_err(|e| HarnessError::Build(e.to_string()))?;
+        let facts = controller_facts(facts, &controller)?;
         let plans_dir = controller.plans_dir().to_owned();
         std::fs::create_dir_all(&plans_dir)?;
         for k in 0..PLAN_COUNT {
@@ -194,8 +321,20 @@ impl Harness {
             run_ids: Vec::new(),
             plans_dir,
             outside,
+            invariants: Vec::new(),
             _dir: dir,
         })
+    }
+
+    /// The facts the harness compares against: the config's, with the controller's registered
+    /// tools and step limit.
+    pub fn facts(&self) -> &Arc<ConfigFacts> {
+        &self.facts
+    }
+
+    /// Adds a check of your own, run after the start and after every step.
+    pub fn invariant(&mut self, check: Invariant) {
+        self.invariants.push(check);
     }
 
     /// Session options whose subscriber logs every event for the comparison.
@@ -221,6 +360,7 @@ impl Harness {
     /// [`Divergence`] when the new session differs from the reference, including a refused start.
     pub fn start(&mut self, reference: &ReferenceSession) -> Result<(), Divergence> {
         lock(&self.model.log).clear();
+        *lock(&self.model.seen) = 0;
         self.run_ids.clear();
         let mut options = self.options();
         if let Some(start) = reference.start() {
@@ -251,7 +391,44 @@ impl Harness {
                 format!("session_started in {started_in:?}"),
             ));
         }
-        self.compare_state(reference, "start")
+        self.compare_state(reference, "start")?;
+        self.check_invariants(reference, "start")
+    }
+
+    /// Starts a session as `initial` was started and performs `ops` one by one, comparing after
+    /// each; returns the reference as it ended.
+    ///
+    /// # Errors
+    /// The index of the operation that diverged (`None`: the start) and the [`Divergence`].
+    pub fn run(
+        &mut self,
+        initial: &ReferenceSession,
+        ops: &[Op],
+    ) -> Result<ReferenceSession, (Option<usize>, Divergence)> {
+        self.start(initial).map_err(|d| (None, d))?;
+        let mut reference = initial.clone();
+        for (i, op) in ops.iter().enumerate() {
+            reference.apply(op);
+            self.step(&reference).map_err(|d| (Some(i), d))?;
+        }
+        Ok(reference)
+    }
+
+    fn check_invariants(&self, reference: &ReferenceSession, op: &str) -> Result<(), Divergence> {
+        let Some(session) = &self.session else {
+            return Ok(());
+        };
+        for check in &self.invariants {
+            let result = catch_unwind(AssertUnwindSafe(|| check(session, reference)));
+            match result {
+                Ok(Ok(())) => {}
+                Ok(Err(message)) => {
+                    return Err(divergence(Aspect::Invariant, op, "it holds", message));
+                }
+                Err(panic) => return Err(panicked(op, &panic)),
+            }
+        }
+        Ok(())
     }
 
     /// Performs the last step `reference` recorded ([`ReferenceSession::apply`]) on the real
@@ -265,6 +442,7 @@ impl Harness {
             return self.compare_state(reference, "start");
         };
         let op = format!("{:?}", step.op);
+        let before = workspace_files(self.controller.workspace());
         let outcome = self.perform(step).map_err(|panic| panicked(&op, &panic))?;
         let records = std::mem::take(&mut *lock(&self.model.log));
         let trace = self.trace(records);
@@ -277,14 +455,21 @@ impl Harness {
             ));
         }
         if trace != step.expected.trace {
+            let (expected, actual) = first_difference(&step.expected.trace, &trace);
+            return Err(divergence(Aspect::Events, &op, expected, actual));
+        }
+        let ran = trace.iter().any(|t| matches!(t, Trace::ToolRan { .. }));
+        let after = workspace_files(self.controller.workspace());
+        if !ran && before != after {
             return Err(divergence(
-                Aspect::Events,
+                Aspect::Workspace,
                 &op,
-                format!("{:?}", step.expected.trace),
-                format!("{trace:?}"),
+                "no change (no tool ran)",
+                changed_files(&before, &after),
             ));
         }
-        self.compare_state(reference, &op)
+        self.compare_state(reference, &op)?;
+        self.check_invariants(reference, &op)
     }
 
     fn perform(&mut self, step: &Step) -> Result<Outcome, Box<dyn std::any::Any + Send>> {
@@ -401,13 +586,27 @@ impl Harness {
 
     fn trace(&mut self, records: Vec<Record>) -> Vec<Trace> {
         let mut trace = Vec::new();
+        // A spied execution, until the `tool_end` of its call folds it into `ToolRan`.
+        let mut executed: Option<(String, String)> = None;
         for record in records {
             let item = match record {
                 Record::ModelCall {
                     mode_id,
                     tools,
-                    last_message,
-                } => Some(self.model_called(mode_id, tools, last_message.as_ref())),
+                    notice,
+                } => Some(self.model_called(mode_id, tools, notice.as_deref())),
+                Record::ToolExecuted { tool, mode } => {
+                    executed = Some((tool, mode));
+                    None
+                }
+                Record::Event(Event::ToolEnd { tool_call_id, .. }) if executed.is_some() => {
+                    let (tool, mode) = executed.take().unwrap_or_default();
+                    Some(Trace::ToolRan {
+                        tool_call_id,
+                        tool,
+                        mode,
+                    })
+                }
                 Record::Event(event) => self.event_trace(event),
             };
             trace.extend(item);
@@ -415,12 +614,14 @@ impl Harness {
         trace
     }
 
-    fn model_called(&self, mode: String, mut tools: Vec<String>, last: Option<&Message>) -> Trace {
+    fn model_called(&self, mode: String, mut tools: Vec<String>, notice: Option<&str>) -> Trace {
         let has_list = self
             .facts
             .index_of(&mode)
             .is_some_and(|m| self.facts.modes()[m].tools.is_some());
-        let told_mode_change = matches!(last, Some(Message::System { content }) if content.contains(&format!("`{mode}`")));
+        // The notice names the new mode as "... now in the Build mode (`build`), previously
+        // `plan` ...": the model must be told the mode it is in now.
+        let told_mode_change = notice.is_some_and(|n| n.contains(&format!("mode (`{mode}`)")));
         tools.sort();
         Trace::ModelCalled {
             offered: Offered {
@@ -509,12 +710,14 @@ impl Harness {
             sha256: p.payload().submission.sha256.clone(),
         });
         if expected_pending != actual_pending {
-            return Err(divergence(
-                Aspect::Pending,
-                op,
-                format!("{expected_pending:?}"),
-                format!("{actual_pending:?}"),
-            ));
+            let (expected, actual) = match (&expected_pending, &actual_pending) {
+                (Some(e), Some(a)) => e.difference(a),
+                _ => (
+                    format!("{expected_pending:?}"),
+                    format!("{actual_pending:?}"),
+                ),
+            };
+            return Err(divergence(Aspect::Pending, op, expected, actual));
         }
         let actual_run = session
             .run_state()
@@ -564,6 +767,91 @@ struct PendingView {
     target: String,
     payload_target: String,
     sha256: String,
+}
+
+impl PendingView {
+    /// Only the fields that differ, as `field: value` lists for the expected and actual side.
+    fn difference(&self, actual: &PendingView) -> (String, String) {
+        let fields = [
+            ("run", self.run.to_string(), actual.run.to_string()),
+            (
+                "tool_call_id",
+                self.tool_call_id.clone(),
+                actual.tool_call_id.clone(),
+            ),
+            ("target", self.target.clone(), actual.target.clone()),
+            (
+                "payload_target",
+                self.payload_target.clone(),
+                actual.payload_target.clone(),
+            ),
+            ("sha256", self.sha256.clone(), actual.sha256.clone()),
+        ];
+        let differ: Vec<_> = fields.iter().filter(|(_, e, a)| e != a).collect();
+        let side = |expected: bool| {
+            differ
+                .iter()
+                .map(|(name, e, a)| format!("{name}: {}", if expected { e } else { a }))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        (side(true), side(false))
+    }
+}
+
+/// The first item where two traces differ, with its position: the rest is noise.
+fn first_difference(expected: &[Trace], actual: &[Trace]) -> (String, String) {
+    let at = expected
+        .iter()
+        .zip(actual)
+        .position(|(e, a)| e != a)
+        .unwrap_or(expected.len().min(actual.len()));
+    let show = |trace: &[Trace]| match trace.get(at) {
+        Some(item) => format!("item {} of {}: {item:?}", at + 1, trace.len()),
+        None => format!("nothing after item {at} of {}", trace.len()),
+    };
+    (show(expected), show(actual))
+}
+
+/// Every file under `root` with its contents (a workspace is small: the plan files and what
+/// tools write).
+fn workspace_files(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => dirs.push(path),
+                _ => {
+                    let bytes = std::fs::read(&path).unwrap_or_default();
+                    files.insert(path, bytes);
+                }
+            }
+        }
+    }
+    files
+}
+
+fn changed_files(
+    before: &BTreeMap<PathBuf, Vec<u8>>,
+    after: &BTreeMap<PathBuf, Vec<u8>>,
+) -> String {
+    let mut changed: Vec<String> = Vec::new();
+    for (path, bytes) in after {
+        match before.get(path) {
+            None => changed.push(format!("created {}", path.display())),
+            Some(old) if old != bytes => changed.push(format!("changed {}", path.display())),
+            Some(_) => {}
+        }
+    }
+    for path in before.keys().filter(|p| !after.contains_key(*p)) {
+        changed.push(format!("removed {}", path.display()));
+    }
+    changed.join(", ")
 }
 
 fn run_outcome(result: Result<RunOutcome, SessionError>) -> Outcome {
@@ -630,4 +918,23 @@ fn panicked(op: &str, panic: &Box<dyn std::any::Any + Send>) -> Divergence {
         "no panic",
         format!("panicked: {message}"),
     )
+}
+
+/// `facts` completed with (or checked against) the controller's tools and step limit.
+fn controller_facts(
+    facts: Arc<ConfigFacts>,
+    controller: &AgentController,
+) -> Result<Arc<ConfigFacts>, HarnessError> {
+    let names: Vec<String> = controller.registry().names().map(str::to_owned).collect();
+    let max_steps = controller.max_steps();
+    match facts.registered() {
+        None => Ok(Arc::new(
+            (*facts).clone().with_tools(names).with_max_steps(max_steps),
+        )),
+        Some(named) if named == names.as_slice() && facts.max_steps() == max_steps => Ok(facts),
+        Some(named) => Err(HarnessError::Build(format!(
+            "the reference expects tools {named:?} and a step limit of {}, the controller has {names:?} and {max_steps}",
+            facts.max_steps()
+        ))),
+    }
 }

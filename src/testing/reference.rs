@@ -58,8 +58,10 @@ impl PlanFile {
 pub enum Call {
     /// `submit_plan` on a plan file.
     SubmitPlan(PlanFile),
-    /// A tool the current mode does not offer (see [`ConfigFacts::forbidden_tools`]).
-    Forbidden(String),
+    /// A call to the tool with this name and `{}` as arguments, offered in the current mode or
+    /// not (see [`ConfigFacts::tool_names`]): an offered registered tool runs, anything else is
+    /// refused with an error result and never executed.
+    Tool(String),
 }
 
 /// What the model does last in a turn, once its tool calls (if any) are answered.
@@ -104,15 +106,6 @@ pub enum Revision {
     Resubmit(u8),
 }
 
-/// Where a manual switch goes.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum SwitchTo {
-    /// The mode at this index (possibly the current mode: a no-op).
-    Mode(usize),
-    /// An id no mode has.
-    Unknown(String),
-}
-
 /// An operation on a session: what the host does, and what the model answers.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
@@ -149,13 +142,83 @@ pub enum Op {
     DecideUnknownRun,
     /// The host resumes with data that is not a decision.
     Malformed(Value),
-    /// The host switches mode by hand.
-    Switch(SwitchTo),
+    /// The host switches by hand to the mode with this id (the current mode: a no-op; an id no
+    /// mode has: refused).
+    Switch(String),
     /// The host process restarts: the session is restored from the controller's store
     /// ([`crate::AgentController::restore_session`]). Nothing may change; a session with no
     /// state change since it started was never saved and is unknown to the store. Generated
     /// only for a reference built [`ReferenceSession::with_restarts`].
     Restart,
+}
+
+impl Op {
+    /// A user message the model answers with text.
+    pub fn message() -> Self {
+        Op::Message {
+            calls: Vec::new(),
+            then: Then::Text,
+        }
+    }
+
+    /// A user message after which the model call fails.
+    pub fn model_fails() -> Self {
+        Op::Message {
+            calls: Vec::new(),
+            then: Then::ModelFails,
+        }
+    }
+
+    /// A user message on which the model submits valid plan file `k` (`0..PLAN_COUNT`).
+    pub fn submit(k: u8) -> Self {
+        Self::submit_file(PlanFile::Valid(k))
+    }
+
+    /// A user message on which the model submits `plan` (valid or not).
+    pub fn submit_file(plan: PlanFile) -> Self {
+        Op::Message {
+            calls: vec![Call::SubmitPlan(plan)],
+            then: Then::Text,
+        }
+    }
+
+    /// A user message on which the model calls tool `name` with `{}` and then answers.
+    pub fn call(name: impl Into<String>) -> Self {
+        Op::Message {
+            calls: vec![Call::Tool(name.into())],
+            then: Then::Text,
+        }
+    }
+
+    /// Approve the pending plan (no `sha256`, as [`crate::Decision::approve`]).
+    pub fn approve() -> Self {
+        Self::decide(DecisionAction::Approved, Feedback::Omitted)
+    }
+
+    /// Reject the pending plan without feedback: the run ends.
+    pub fn reject() -> Self {
+        Self::decide(DecisionAction::Rejected, Feedback::Omitted)
+    }
+
+    /// Reject the pending plan with `feedback`: the model answers in the same mode.
+    pub fn reject_with(feedback: impl Into<String>) -> Self {
+        Self::decide(DecisionAction::Rejected, Feedback::Text(feedback.into()))
+    }
+
+    fn decide(action: DecisionAction, feedback: Feedback) -> Self {
+        Op::Decide {
+            action,
+            feedback,
+            sha256: ShaChoice::Omitted,
+            json: false,
+            revision: Revision::Text,
+        }
+    }
+
+    /// Switch by hand to the mode with `id`.
+    pub fn switch(id: impl Into<String>) -> Self {
+        Op::Switch(id.into())
+    }
 }
 
 /// A run, as the reference names it: its ordinal (the first run is 1) or an id never issued.
@@ -306,10 +369,22 @@ pub enum Trace {
         mode: String,
         /// The tools offered.
         offered: Offered,
-        /// Whether the last message before the call tells the model it is now in `mode`.
+        /// Whether, among the messages added since the model's previous call in this session,
+        /// the last mode-change notice names `mode`; expected exactly when the mode changed
+        /// since that call (by approval or by hand).
         told_mode_change: bool,
     },
-    /// `tool_end`.
+    /// A registered tool ran (its `execute` was called, seen by the kit's spy) in `mode`, and
+    /// its `tool_end` followed; what it returned is the tool's business and not compared.
+    ToolRan {
+        /// The tool call id.
+        tool_call_id: String,
+        /// The tool name.
+        tool: String,
+        /// The mode it ran in.
+        mode: String,
+    },
+    /// `tool_end` of a call that did not run a registered tool (`submit_plan`, or a refusal).
     ToolEnded {
         /// The tool call id.
         tool_call_id: String,
@@ -404,16 +479,26 @@ pub struct ReferenceSession {
     decided: Option<(usize, String)>,
     restarts: bool,
     saved: bool,
+    /// The mode changed since the model's last call: its next call must carry a notice.
+    notice_due: bool,
     last: Option<Step>,
 }
 
+/// Short, with modes by id: the config is not repeated in every failure report.
 impl fmt::Debug for ReferenceSession {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let pending = self.pending.as_ref().map(|p| {
+            format!(
+                "{} of run {} -> {}",
+                p.tool_call_id,
+                p.run,
+                self.facts.id(p.target)
+            )
+        });
         f.debug_struct("ReferenceSession")
-            .field("config", &self.facts.text())
             .field("start", &self.start.map(|m| self.facts.id(m)))
             .field("mode", &self.facts.id(self.mode))
-            .field("pending", &self.pending)
+            .field("pending", &pending)
             .field("run", &self.run)
             .finish_non_exhaustive()
     }
@@ -435,6 +520,7 @@ impl ReferenceSession {
             decided: None,
             restarts: false,
             saved: false,
+            notice_due: false,
             last: None,
         }
     }
@@ -477,14 +563,14 @@ impl ReferenceSession {
     }
 
     /// Whether `op` makes sense now: decisions need a pending plan, `DecideAgain` a decided
-    /// tool call, `Forbidden` calls a tool the current mode does not offer, switches an existing
-    /// (or, for `Unknown`, a missing) mode.
+    /// tool call, and `Tool` calls a tool whose offer the facts decide (a mode without
+    /// `availableTools` needs [`ConfigFacts::with_tools`]).
     pub fn can_apply(&self, op: &Op) -> bool {
         match op {
             Op::Message { calls, .. } => calls.iter().all(|call| match call {
                 Call::SubmitPlan(PlanFile::Valid(k)) => *k < PLAN_COUNT,
                 Call::SubmitPlan(_) => true,
-                Call::Forbidden(name) => self.facts.offers(self.mode, name) == Some(false),
+                Call::Tool(name) => self.facts.offers(self.mode, name).is_some(),
             }),
             Op::Decide { revision, .. } => {
                 self.pending.is_some()
@@ -492,10 +578,12 @@ impl ReferenceSession {
             }
             Op::Answer(_) => self.pending.is_some(),
             Op::DecideAgain => self.decided.is_some(),
-            Op::Switch(SwitchTo::Mode(m)) => *m < self.facts.len(),
-            Op::Switch(SwitchTo::Unknown(id)) => self.facts.index_of(id).is_none(),
             Op::Restart => self.restarts,
-            Op::Abort | Op::DecideUnknownCall | Op::DecideUnknownRun | Op::Malformed(_) => true,
+            Op::Abort
+            | Op::DecideUnknownCall
+            | Op::DecideUnknownRun
+            | Op::Malformed(_)
+            | Op::Switch(_) => true,
         }
     }
 
@@ -590,19 +678,17 @@ impl ReferenceSession {
                     Outcome::Refused(Refusal::MalformedDecision),
                 )
             }
-            Op::Switch(SwitchTo::Unknown(id)) => (
-                Action::Switch(id.clone()),
-                Vec::new(),
-                Outcome::Refused(Refusal::UnknownMode),
-            ),
-            Op::Switch(SwitchTo::Mode(target)) => {
-                let action = Action::Switch(self.facts.id(*target).to_owned());
-                if *target == self.mode {
+            Op::Switch(id) => {
+                let action = Action::Switch(id.clone());
+                let Some(target) = self.facts.index_of(id) else {
+                    return (action, Vec::new(), Outcome::Refused(Refusal::UnknownMode));
+                };
+                if target == self.mode {
                     // Rule 2: switching to the current mode is a no-op; a pending plan stays.
                     return (action, Vec::new(), Outcome::Switched(false));
                 }
                 self.cancel(CancelReason::ModeSwitch, trace);
-                self.change_mode(*target, ModeChangeReason::Manual, trace);
+                self.change_mode(target, ModeChangeReason::Manual, trace);
                 (action, Vec::new(), Outcome::Switched(true))
             }
         }
@@ -628,7 +714,25 @@ impl ReferenceSession {
         format!("call_{}", self.tool_calls)
     }
 
-    fn model_called(&self, told_mode_change: bool) -> Trace {
+    /// One model call of the current drive (the message or decision being handled), unless the
+    /// drive already made as many as the step limit allows: then the run fails and this
+    /// returns `false`.
+    fn call_model(&mut self, run: usize, steps: &mut usize, trace: &mut Vec<Trace>) -> bool {
+        if *steps >= self.facts.max_steps() {
+            trace.push(Trace::RunEnded {
+                run,
+                reason: EndReason::Error,
+            });
+            self.run = Some((run, RunState::Failed));
+            return false;
+        }
+        *steps += 1;
+        trace.push(self.model_called());
+        self.notice_due = false;
+        true
+    }
+
+    fn model_called(&self) -> Trace {
         let mode = &self.facts.modes()[self.mode];
         let listed = mode.tools.as_ref().map(|tools| {
             let mut names = tools.clone();
@@ -642,7 +746,7 @@ impl ReferenceSession {
                 submit_plan: mode.is_planning(),
                 listed,
             },
-            told_mode_change,
+            told_mode_change: self.notice_due,
         }
     }
 
@@ -674,6 +778,7 @@ impl ReferenceSession {
             reason,
         });
         self.mode = target;
+        self.notice_due = true;
     }
 
     fn end_run(&mut self, run: usize, then: Then, trace: &mut Vec<Trace>) -> Outcome {
@@ -705,7 +810,8 @@ impl ReferenceSession {
             Then::Text => Reply::Text(format!("done with message {run}")),
             Then::ModelFails => Reply::Fail,
         };
-        trace.push(self.model_called(false));
+        let mut steps = 0;
+        self.call_model(run, &mut steps, trace);
         if calls.is_empty() {
             let outcome = self.end_run(run, then, trace);
             return (action, vec![last], outcome);
@@ -720,7 +826,7 @@ impl ReferenceSession {
                         tool: SUBMIT_PLAN.to_owned(),
                         plan: Some(*plan),
                     },
-                    Call::Forbidden(name) => ScriptedCall {
+                    Call::Tool(name) => ScriptedCall {
                         id,
                         tool: name.clone(),
                         plan: None,
@@ -731,12 +837,24 @@ impl ReferenceSession {
         let replies = vec![Reply::Calls(scripted.clone()), last];
         let outcome = match self.tool_calls_then(run, &scripted, trace) {
             Some(outcome) => outcome,
-            None => {
-                trace.push(self.model_called(false));
-                self.end_run(run, then, trace)
-            }
+            None => self.call_model_then(run, &mut steps, then, trace),
         };
         (action, replies, outcome)
+    }
+
+    /// The model's last call of a drive and how it ends the run (or the step limit fails it).
+    fn call_model_then(
+        &mut self,
+        run: usize,
+        steps: &mut usize,
+        then: Then,
+        trace: &mut Vec<Trace>,
+    ) -> Outcome {
+        if self.call_model(run, steps, trace) {
+            self.end_run(run, then, trace)
+        } else {
+            Outcome::Run(RunState::Failed)
+        }
     }
 
     /// Rules 3, 8, 9: runs one step's calls in order; returns `Some` when the run suspends.
@@ -748,6 +866,14 @@ impl ReferenceSession {
     ) -> Option<Outcome> {
         for (i, call) in calls.iter().enumerate() {
             let offered = self.facts.offers(self.mode, &call.tool) == Some(true);
+            if offered && call.tool != SUBMIT_PLAN {
+                trace.push(Trace::ToolRan {
+                    tool_call_id: call.id.clone(),
+                    tool: call.tool.clone(),
+                    mode: self.facts.id(self.mode).to_owned(),
+                });
+                continue;
+            }
             match call.plan {
                 Some(PlanFile::Valid(k)) if offered => {
                     for rest in &calls[i + 1..] {
@@ -881,15 +1007,16 @@ impl ReferenceSession {
             result,
         });
         let text = Reply::Text(format!("done with run {run}"));
+        // The decision starts a new drive: the step limit counts from zero again.
+        let mut steps = 0;
         match result {
             ResultKind::Approved => {
-                let before = self.mode;
                 self.change_mode(pending.target, ModeChangeReason::PlanApproved, trace);
-                trace.push(self.model_called(before != self.mode));
-                (vec![text], self.end_run(run, Then::Text, trace))
+                let outcome = self.call_model_then(run, &mut steps, Then::Text, trace);
+                (vec![text], outcome)
             }
             ResultKind::RejectedWithFeedback => {
-                trace.push(self.model_called(false));
+                self.call_model(run, &mut steps, trace);
                 match revision {
                     Revision::Text => (vec![text], self.end_run(run, Then::Text, trace)),
                     Revision::Resubmit(k) => {
@@ -899,12 +1026,10 @@ impl ReferenceSession {
                             plan: Some(PlanFile::Valid(k)),
                         };
                         let replies = vec![Reply::Calls(vec![call.clone()]), text];
-                        let outcome =
-                            self.tool_calls_then(run, &[call], trace)
-                                .unwrap_or_else(|| {
-                                    trace.push(self.model_called(false));
-                                    self.end_run(run, Then::Text, trace)
-                                });
+                        let outcome = match self.tool_calls_then(run, &[call], trace) {
+                            Some(outcome) => outcome,
+                            None => self.call_model_then(run, &mut steps, Then::Text, trace),
+                        };
                         (replies, outcome)
                     }
                 }
@@ -960,8 +1085,14 @@ impl ReferenceSession {
 
     /// A strategy for the operations that make sense now, weighted towards the plan cycle.
     pub fn ops(&self) -> BoxedStrategy<Op> {
-        let n = self.facts.len();
-        let forbidden = self.facts.forbidden_tools(self.mode);
+        // Every tool in every mode: offered or not, registered or not.
+        let tools: Vec<String> = self
+            .facts
+            .tool_names()
+            .into_iter()
+            .filter(|t| self.facts.offers(self.mode, t).is_some())
+            .collect();
+        let ids: Vec<String> = self.facts.modes().iter().map(|m| m.id.clone()).collect();
         let plan_file = prop_oneof![
             6 => (0..PLAN_COUNT).prop_map(PlanFile::Valid),
             1 => Just(PlanFile::Missing),
@@ -971,7 +1102,7 @@ impl ReferenceSession {
         ];
         let call = prop_oneof![
             3 => plan_file.prop_map(Call::SubmitPlan),
-            1 => proptest::sample::select(forbidden).prop_map(Call::Forbidden),
+            2 => proptest::sample::select(tools).prop_map(Call::Tool),
         ];
         let then = prop_oneof![8 => Just(Then::Text), 1 => Just(Then::ModelFails)];
         let message = (
@@ -997,9 +1128,12 @@ impl ReferenceSession {
             (6, message.boxed()),
             (
                 3,
-                (0..n).prop_map(|m| Op::Switch(SwitchTo::Mode(m))).boxed(),
+                proptest::sample::select(ids).prop_map(Op::Switch).boxed(),
             ),
-            (1, Just(Op::Switch(SwitchTo::Mode(self.mode))).boxed()),
+            (
+                1,
+                Just(Op::Switch(self.facts.id(self.mode).to_owned())).boxed(),
+            ),
             (1, Just(Op::Abort).boxed()),
             (1, Just(Op::DecideUnknownCall).boxed()),
             (1, Just(Op::DecideUnknownRun).boxed()),
@@ -1009,7 +1143,7 @@ impl ReferenceSession {
             choices.push((
                 1,
                 proptest::sample::select(unknown_ids)
-                    .prop_map(|id| Op::Switch(SwitchTo::Unknown(id)))
+                    .prop_map(Op::Switch)
                     .boxed(),
             ));
         }

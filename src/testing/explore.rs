@@ -1,0 +1,208 @@
+//! The exhaustive exploration: every reachable state of a session for a config, every
+//! operation from each, on the real controller beside the reference model.
+//!
+//! A state is what the rules of the mode state machine look at: the current mode, the target
+//! of the pending decision (if a plan waits) and the latest run's state. From the start state
+//! (a new session in the default mode) the walk goes breadth first; from each state it applies
+//! every operation of a fixed list that makes sense there ([`operations`]): a message, a message
+//! on which the model submits a valid or a refused plan, calls each tool (registered or not,
+//! offered or not) or fails; every kind of decision, an abort, decisions on unknown runs and
+//! tool calls and malformed ones, a manual switch to every mode and to an unknown id, and a
+//! restart when the controller has a store. Each (state, operation) pair is one transition:
+//! a fresh session replays the shortest path to the state and then the operation, compared with
+//! the reference after every step. Because states are visited in order of distance, the first
+//! transition that diverges has a shortest path: it is reported as the counterexample.
+//!
+//! Why a small breadth-first walk and not a model checker such as `stateright`: the state space
+//! is small (tens to a few hundred states for real configs), and the system under test, a real
+//! session on an async runtime with a scripted model, can be neither cloned, hashed nor moved
+//! between checker threads, so a checker would replay paths from a fresh session just as this
+//! walk does; what it adds (parallel and symmetry-reduced search, liveness properties) buys
+//! nothing here, and it would bring its own dependency tree into the `testing` feature. The
+//! walk is a queue and a set.
+
+use std::collections::{HashSet, VecDeque};
+use std::fmt;
+
+use serde_json::json;
+
+use super::facts::ConfigFacts;
+use super::harness::{Divergence, Harness};
+use super::reference::{Call, Op, PlanFile, ReferenceSession, Revision, ShaChoice, Then};
+use crate::run::RunState;
+
+/// A state of the walk: mode, pending target, run state.
+type State = (usize, Option<usize>, Option<RunState>);
+
+fn state(reference: &ReferenceSession) -> State {
+    (
+        reference.mode(),
+        reference.pending().map(|p| p.target),
+        reference.run().map(|(_, s)| s),
+    )
+}
+
+/// What [`explore`] found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Exploration {
+    /// Distinct states reached (mode, pending target, run state).
+    pub states: usize,
+    /// (state, operation) pairs performed and compared.
+    pub transitions: usize,
+    /// The first divergence, with a shortest operation sequence; `None` when all matched.
+    pub counterexample: Option<Counterexample>,
+}
+
+impl Exploration {
+    /// Whether every transition matched the reference.
+    pub fn is_ok(&self) -> bool {
+        self.counterexample.is_none()
+    }
+}
+
+impl fmt::Display for Exploration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.counterexample {
+            None => write!(
+                f,
+                "{} states, {} transitions, all checked",
+                self.states, self.transitions
+            ),
+            Some(c) => write!(
+                f,
+                "{} states, {} transitions checked before a divergence:\n{c}",
+                self.states, self.transitions
+            ),
+        }
+    }
+}
+
+/// A failing operation sequence: from a new session in `start`, the operations in order, the
+/// last of which diverged as `divergence` says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Counterexample {
+    /// The mode the session started in (by id).
+    pub start: String,
+    /// The operations, modes named by id; the last one diverged.
+    pub ops: Vec<Op>,
+    /// What differed.
+    pub divergence: Divergence,
+}
+
+impl fmt::Display for Counterexample {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "  a session started in `{}`", self.start)?;
+        for (i, op) in self.ops.iter().enumerate() {
+            write!(f, "\n  {}. {op:?}", i + 1)?;
+        }
+        write!(f, "\n{}", self.divergence)
+    }
+}
+
+/// The operations the walk tries from every state (those that apply there): one of each kind
+/// the reference model knows, every tool of [`ConfigFacts::tool_names`], a switch to every mode
+/// and to an unknown id, and [`Op::Restart`] when `restarts`.
+pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
+    let mut ops = vec![
+        Op::message(),
+        Op::model_fails(),
+        Op::submit(0),
+        Op::submit_file(PlanFile::Missing),
+        Op::Message {
+            calls: vec![
+                Call::Tool(super::UNKNOWN_TOOL.to_owned()),
+                Call::SubmitPlan(PlanFile::Valid(1)),
+            ],
+            then: Then::Text,
+        },
+    ];
+    ops.extend(facts.tool_names().into_iter().map(Op::call));
+    ops.extend([
+        Op::approve(),
+        Op::Decide {
+            action: crate::run::DecisionAction::Approved,
+            feedback: super::Feedback::Omitted,
+            sha256: ShaChoice::MatchingUppercase,
+            json: true,
+            revision: Revision::Text,
+        },
+        Op::Decide {
+            action: crate::run::DecisionAction::Approved,
+            feedback: super::Feedback::Omitted,
+            sha256: ShaChoice::Stale,
+            json: false,
+            revision: Revision::Text,
+        },
+        Op::reject(),
+        Op::reject_with("add tests"),
+        Op::Decide {
+            action: crate::run::DecisionAction::Rejected,
+            feedback: super::Feedback::Text("split step 2".to_owned()),
+            sha256: ShaChoice::Matching,
+            json: false,
+            revision: Revision::Resubmit(2),
+        },
+        Op::Answer(None),
+        Op::Answer(Some("y".to_owned())),
+        Op::Answer(Some(String::new())),
+        Op::Abort,
+        Op::DecideAgain,
+        Op::DecideUnknownCall,
+        Op::DecideUnknownRun,
+        Op::Malformed(json!({ "action": "approve" })),
+    ]);
+    ops.extend(facts.modes().iter().map(|m| Op::switch(m.id.clone())));
+    ops.push(Op::switch("no-such-mode"));
+    if restarts {
+        ops.push(Op::Restart);
+    }
+    ops
+}
+
+/// Walks every reachable state of a session on `harness`'s controller, breadth first, and
+/// every operation of [`operations`] from each, comparing the real session with the reference
+/// after every step (see the [module docs](self)). With a session store on the controller,
+/// restarts are among the operations.
+///
+/// Stops at the first divergence, which has a shortest path to it.
+pub fn explore(harness: &mut Harness) -> Exploration {
+    let facts = harness.facts().clone();
+    let restarts = harness.controller().store().is_some();
+    let root = ReferenceSession::new(facts.clone(), None).with_restarts(restarts);
+    let ops = operations(&facts, restarts);
+    let mut seen: HashSet<State> = HashSet::from([state(&root)]);
+    let mut queue: VecDeque<(ReferenceSession, Vec<Op>)> =
+        VecDeque::from([(root.clone(), Vec::new())]);
+    let mut transitions = 0;
+    while let Some((at, path)) = queue.pop_front() {
+        for op in ops.iter().filter(|op| at.can_apply(op)) {
+            transitions += 1;
+            let mut next_path = path.clone();
+            next_path.push(op.clone());
+            match harness.run(&root, &next_path) {
+                Ok(next) => {
+                    if seen.insert(state(&next)) {
+                        queue.push_back((next, next_path));
+                    }
+                }
+                Err((failed, divergence)) => {
+                    next_path.truncate(failed.map_or(0, |i| i + 1));
+                    return Exploration {
+                        states: seen.len(),
+                        transitions,
+                        counterexample: Some(Counterexample {
+                            start: facts.id(root.mode()).to_owned(),
+                            ops: next_path,
+                            divergence,
+                        }),
+                    };
+                }
+            }
+        }
+    }
+    Exploration {
+        states: seen.len(),
+        transitions,
+        counterexample: None,
+    }
+}
