@@ -251,7 +251,7 @@ fn openai_model(
     if let Some(name) = name.filter(|n| !n.is_empty()) {
         settings = settings.default_model(name);
     }
-    OpenAiModel::new(settings).map_err(|e| e.message)
+    OpenAiModel::new(settings).map_err(|e| e.message().to_owned())
 }
 
 #[cfg(not(feature = "openai"))]
@@ -508,8 +508,8 @@ async fn decide_until_done(
     }
     finish(session, json, &out_style);
     Ok(match outcome {
-        RunOutcome::Failed { message, .. } => {
-            eprintln!("error: {message}");
+        RunOutcome::Failed { error, .. } => {
+            eprintln!("error: {}", error.message());
             ExitCode::FAILURE
         }
         _ => ExitCode::SUCCESS,

@@ -76,7 +76,7 @@ pub struct FileStore {
 }
 
 fn backend(context: &str, err: std::io::Error) -> StoreError {
-    StoreError::Backend(format!("{context}: {err}"))
+    StoreError::backend(context, err)
 }
 
 impl FileStore {
@@ -174,7 +174,8 @@ impl FileStore {
         let id = record.session_id.as_str();
         check_session_id(id)?;
         check_next_version(record, expected)?;
-        let bytes = serde_json::to_vec(record).map_err(|e| StoreError::Backend(e.to_string()))?;
+        let bytes =
+            serde_json::to_vec(record).map_err(|e| StoreError::backend("encode session", e))?;
         let _lock = self.lock(id)?;
         let found = self.read_current(id)?.map(|r| r.version);
         if found != expected {
