@@ -73,7 +73,7 @@ pub mod terminal;
 pub mod testing;
 pub mod tool;
 
-pub use crate::config::{ConfigError, ConfigErrorKind, Location};
+pub use crate::config::{ConfigError, ConfigErrorKind, Location, ModeBuilder, ModeGraphBuilder};
 pub use crate::controller::{AgentController, AgentControllerBuilder};
 pub use crate::error::{Error, Result};
 pub use crate::event::{CancelReason, EndReason, Event, ModeChangeReason, SuspendPayload};
