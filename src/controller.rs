@@ -327,7 +327,7 @@ impl AgentController {
     ///
     /// # Errors
     /// [`SessionError::UnknownMode`] when `options` names a mode that does not exist.
-    pub fn start_session(&self, options: SessionOptions) -> Result<Session, SessionError> {
+    pub fn start_session(&self, mut options: SessionOptions) -> Result<Session, SessionError> {
         let mode = match &options.mode {
             Some(id) => self
                 .shared
@@ -336,7 +336,7 @@ impl AgentController {
                 .ok_or_else(|| SessionError::UnknownMode(id.clone()))?,
             None => self.shared.graph.default_mode_id(),
         };
-        let id: Arc<str> = match options.id {
+        let id: Arc<str> = match options.id.take() {
             Some(id) => Arc::from(id),
             None => {
                 // Straight into the Arc: no intermediate String.
@@ -344,12 +344,7 @@ impl AgentController {
                 Arc::from(&*uuid::Uuid::new_v4().hyphenated().encode_lower(&mut text))
             }
         };
-        Ok(Session::new(
-            self.shared.clone(),
-            id,
-            mode,
-            options.subscribers,
-        ))
+        Ok(Session::new(self.shared.clone(), id, mode, options))
     }
 
     /// The session store, if one is configured.
@@ -379,7 +374,7 @@ impl AgentController {
             .load(id)
             .await?
             .ok_or_else(|| SessionError::UnknownSession(id.to_owned()))?;
-        Session::from_record(self.shared.clone(), record, options.subscribers)
+        Session::from_record(self.shared.clone(), record, options)
     }
 
     /// Every pending decision in the store, oldest first.

@@ -607,10 +607,22 @@ fn finish(session: &agent_controller::Session, json: bool, style: &Style) {
 /// their coloured labels on a terminal.
 fn event_printer(json: bool, graph: ModeGraph) -> impl FnMut(&Event) + Send + 'static {
     let style = Style::for_stdout();
-    move |event| print_event(event, json, &graph, &style)
+    let mut started: Vec<Arc<str>> = Vec::new();
+    move |event| {
+        // A run resumed after a decision starts again with the same id: say "resumed".
+        let resumed = match event {
+            Event::AgentStart { run_id, .. } if started.contains(run_id) => true,
+            Event::AgentStart { run_id, .. } => {
+                started.push(run_id.clone());
+                false
+            }
+            _ => false,
+        };
+        print_event(event, json, &graph, &style, resumed)
+    }
 }
 
-fn print_event(event: &Event, json: bool, graph: &ModeGraph, style: &Style) {
+fn print_event(event: &Event, json: bool, graph: &ModeGraph, style: &Style, resumed: bool) {
     // On a terminal, modes show as their coloured labels; piped output keeps the bare ids.
     let mode = |id: &str| match graph.get(id) {
         Some(m) if style.is_colored() => style.mode_label(graph.mode(m)),
@@ -628,7 +640,8 @@ fn print_event(event: &Event, json: bool, graph: &ModeGraph, style: &Style) {
             mode_id,
         } => format!("session {session_id} started in mode {}", mode(mode_id)),
         Event::AgentStart { run_id, mode_id } => {
-            format!("[{run_id}] started in mode {}", mode(mode_id))
+            let verb = if resumed { "resumed" } else { "started" };
+            format!("[{run_id}] {verb} in mode {}", mode(mode_id))
         }
         Event::AssistantMessage { text, .. } => format!("model: {text}"),
         Event::ToolStart {
