@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::event::{CancelReason, EndReason, Event, ModeChangeReason, SuspendPayload};
 use crate::mode::ModeId;
-use crate::model::{Message, ModelRequest};
+use crate::model::{Message, ModelError, ModelErrorKind, ModelRequest};
 use crate::session::{Session, SessionError};
 use crate::tool::submit_plan::{
     self, APPROVED_RESULT, PlanSubmission, REJECTED_RESULT, SUBMIT_PLAN,
@@ -66,8 +66,9 @@ pub enum RunOutcome {
     Failed {
         /// The run id.
         run_id: Arc<str>,
-        /// What went wrong.
-        message: String,
+        /// What went wrong: its kind (rate limited, authentication, step limit, ...), a message
+        /// and the underlying error as its source.
+        error: ModelError,
     },
     /// The host cancelled the run ([`crate::session::CancelHandle::cancel`]): every tool call
     /// of the last model reply has a result (a "cancelled" one where none arrived), the run
@@ -157,32 +158,6 @@ impl Decision {
     /// `{"action": "approve"}`), naming the problem.
     pub fn from_json(value: &Value) -> Result<Self, SessionError> {
         Self::deserialize(value).map_err(|e| SessionError::MalformedDecision(e.to_string()))
-    }
-
-    /// Reads a person's typed answer to "approve this plan?", as the CLI prompt does:
-    /// `y`/`yes` approves, `n`/`no` rejects, any other text rejects with that text as feedback,
-    /// and `None` (end of input, Ctrl-C) rejects without feedback: a dismissed prompt never
-    /// approves. Returns `None` for a blank line (ask again).
-    ///
-    /// # Examples
-    /// ```
-    /// use agent_controller::{Decision, DecisionAction};
-    /// assert_eq!(Decision::from_answer(Some(" Yes\n")).unwrap().action, DecisionAction::Approved);
-    /// assert_eq!(Decision::from_answer(Some("add tests")), Some(Decision::reject_with("add tests")));
-    /// assert_eq!(Decision::from_answer(None), Some(Decision::reject()));
-    /// assert_eq!(Decision::from_answer(Some("  \n")), None);
-    /// ```
-    pub fn from_answer(answer: Option<&str>) -> Option<Self> {
-        let Some(answer) = answer else {
-            return Some(Self::reject());
-        };
-        let answer = answer.trim();
-        match answer.to_ascii_lowercase().as_str() {
-            "" => None,
-            "y" | "yes" => Some(Self::approve()),
-            "n" | "no" => Some(Self::reject()),
-            _ => Some(Self::reject_with(answer)),
-        }
     }
 
     fn feedback(&self) -> Option<&str> {
@@ -490,24 +465,22 @@ impl Session {
         self.close_run(run_id, RunState::Aborted, None);
     }
 
-    /// Ends the run (completed or failed) and persists the session.
+    /// Ends the run and persists the session: completed with the model's last text, or failed
+    /// with the error.
     async fn end_run(
         &mut self,
         run_id: Arc<str>,
-        state: RunState,
-        text: String,
+        end: Result<String, ModelError>,
     ) -> Result<RunOutcome, SessionError> {
         self.begin();
-        let failed = state == RunState::Failed;
-        self.close_run(&run_id, state, failed.then_some(text.as_str()));
+        match &end {
+            Ok(_) => self.close_run(&run_id, RunState::Completed, None),
+            Err(error) => self.close_run(&run_id, RunState::Failed, Some(&error.to_string())),
+        }
         self.commit().await?;
-        Ok(if failed {
-            RunOutcome::Failed {
-                run_id,
-                message: text,
-            }
-        } else {
-            RunOutcome::Completed { run_id, text }
+        Ok(match end {
+            Ok(text) => RunOutcome::Completed { run_id, text },
+            Err(error) => RunOutcome::Failed { run_id, error },
         })
     }
 
@@ -537,11 +510,12 @@ impl Session {
                 return self.abort_run(run_id).await;
             }
             if steps >= shared.max_steps {
-                let message = format!(
+                let error = ModelError::new(format!(
                     "the run exceeded its limit of {} model calls",
                     shared.max_steps
-                );
-                return self.end_run(run_id, RunState::Failed, message).await;
+                ))
+                .with_kind(ModelErrorKind::StepLimit);
+                return self.end_run(run_id, Err(error)).await;
             }
             steps += 1;
             let mode = self.mode;
@@ -563,9 +537,7 @@ impl Session {
             let response = match response {
                 None => return self.abort_run(run_id).await,
                 Some(Ok(r)) => r,
-                Some(Err(e)) => {
-                    return self.end_run(run_id, RunState::Failed, e.to_string()).await;
-                }
+                Some(Err(error)) => return self.end_run(run_id, Err(error)).await,
             };
             if !response.text.is_empty() {
                 self.emit(Event::AssistantMessage {
@@ -579,9 +551,7 @@ impl Session {
                     content: response.text.clone(),
                     tool_calls: Vec::new(),
                 });
-                return self
-                    .end_run(run_id, RunState::Completed, response.text)
-                    .await;
+                return self.end_run(run_id, Ok(response.text)).await;
             }
             // The conversation keeps the calls; the loop reads them from there (no copy).
             self.messages.push(Message::Assistant {
@@ -730,11 +700,10 @@ impl Session {
             let output =
                 ToolOutput::error(format!("The plan could not be saved for review: {err}"));
             self.finish_tool(&run_id, &tool_call_id, SUBMIT_PLAN, output);
-            return match self
-                .end_run(run_id, RunState::Failed, err.to_string())
-                .await
-            {
-                Ok(_) => Err(err),
+            self.begin();
+            self.close_run(&run_id, RunState::Failed, Some(&err.to_string()));
+            return match self.commit().await {
+                Ok(()) => Err(err),
                 Err(second) => Err(second),
             };
         }

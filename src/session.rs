@@ -124,7 +124,7 @@ impl CancelHandle {
 
 /// Errors from session operations. Each leaves the session exactly as it was: a suspended run
 /// stays suspended and can still be decided.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SessionError {
     /// No mode has this id (ids are case-sensitive).
@@ -605,9 +605,7 @@ impl Session {
                     let saving = self.saving.insert(Saving { version, task });
                     let joined = (&mut saving.task).await;
                     self.saving = None;
-                    joined.unwrap_or_else(|e| {
-                        Err(StoreError::Backend(format!("the save task failed: {e}")))
-                    })
+                    joined.unwrap_or_else(|e| Err(StoreError::backend("the save task failed", e)))
                 }
                 Err(_) => store.save(&record, expected).await,
             };

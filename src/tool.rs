@@ -7,6 +7,7 @@
 pub mod fs;
 pub mod submit_plan;
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -17,7 +18,6 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::extensions::Extensions;
-use crate::mode::IdMap;
 
 pub use self::submit_plan::SUBMIT_PLAN;
 
@@ -151,7 +151,7 @@ pub enum ToolError {
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     tools: Vec<Arc<dyn Tool>>,
-    by_name: IdMap<String, usize>,
+    by_name: HashMap<String, usize>,
 }
 
 impl std::fmt::Debug for ToolRegistry {
