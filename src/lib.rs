@@ -62,6 +62,7 @@ pub mod diagram;
 pub mod display;
 pub mod error;
 pub mod event;
+pub mod extensions;
 pub mod mode;
 pub mod model;
 pub mod run;
@@ -77,12 +78,13 @@ pub use crate::config::{ConfigError, ConfigErrorKind, Location, ModeBuilder, Mod
 pub use crate::controller::{AgentController, AgentControllerBuilder};
 pub use crate::error::{Error, Result};
 pub use crate::event::{CancelReason, EndReason, Event, ModeChangeReason, SuspendPayload};
+pub use crate::extensions::Extensions;
 pub use crate::mode::{Mode, ModeGraph, ModeId};
 pub use crate::model::{
     LanguageModel, Message, ModelError, ModelErrorKind, ModelRequest, ModelResponse,
 };
 pub use crate::run::{Decision, DecisionAction, PendingDecision, RunOutcome, RunState};
-pub use crate::session::{Session, SessionError, SessionOptions};
+pub use crate::session::{CancelHandle, Session, SessionError, SessionOptions};
 pub use crate::store::{
     FileStore, MemoryStore, PendingSummary, SessionRecord, SessionStore, StoreError,
 };

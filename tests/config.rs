@@ -316,7 +316,9 @@ fn a_mode_graph_built_in_code_follows_the_toml_rules() {
             "defaultModeId = \"b\"\n[[modes]]\nid = \"a\"",
         ),
         (
-            G::new().mode(M::new("a").default_mode()).mode(M::new("b").default_mode()),
+            G::new()
+                .mode(M::new("a").default_mode())
+                .mode(M::new("b").default_mode()),
             "[[modes]]\nid = \"a\"\ndefault = true\n[[modes]]\nid = \"b\"\ndefault = true",
         ),
         (
@@ -328,7 +330,11 @@ fn a_mode_graph_built_in_code_follows_the_toml_rules() {
         ),
         (
             G::new()
-                .mode(M::new("plan").transitions_to("build").available_tools(["read_file"]))
+                .mode(
+                    M::new("plan")
+                        .transitions_to("build")
+                        .available_tools(["read_file"]),
+                )
                 .mode(M::new("build")),
             "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\"]\n[[modes]]\nid = \"build\"",
         ),
@@ -340,7 +346,10 @@ fn a_mode_graph_built_in_code_follows_the_toml_rules() {
         assert_eq!(from_code.message(), from_toml.message(), "{text}");
         assert_eq!(from_code.location(), None, "{text}");
         assert_eq!(from_code.origin(), config::BUILDER_ORIGIN);
-        assert!(!from_code.to_string().contains('\n'), "no snippet: {from_code}");
+        assert!(
+            !from_code.to_string().contains('\n'),
+            "no snippet: {from_code}"
+        );
     }
 }
 
@@ -369,7 +378,14 @@ fn a_mode_graph_built_in_code_equals_its_toml_twin() {
     assert_eq!(built.fingerprint(), parsed.fingerprint());
     let unknown = built.unknown_tools(|t| t != "grep");
     assert_eq!(unknown.len(), 1);
-    assert_eq!(unknown[0].kind(), agent_controller::ConfigErrorKind::UnknownTool);
+    assert_eq!(
+        unknown[0].kind(),
+        agent_controller::ConfigErrorKind::UnknownTool
+    );
     assert_eq!(unknown[0].location(), None);
-    assert!(parsed.unknown_tools(|t| t != "grep")[0].location().is_some());
+    assert!(
+        parsed.unknown_tools(|t| t != "grep")[0]
+            .location()
+            .is_some()
+    );
 }
