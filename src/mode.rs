@@ -1,8 +1,8 @@
 //! The validated mode graph: modes, the default mode and the approval hand-over edges.
 //!
-//! A [`ModeGraph`] only comes out of [`crate::config::parse`] (or [`crate::config::load`]), so
-//! every [`ModeId`] it hands out names a mode that exists: an unknown mode id cannot reach a
-//! running session.
+//! A [`ModeGraph`] only comes out of [`crate::config::parse`] (or [`crate::config::load`], or
+//! [`crate::config::ModeGraphBuilder`] in code), so every [`ModeId`] it hands out names a mode
+//! that exists: an unknown mode id cannot reach a running session.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -10,12 +10,6 @@ use std::sync::Arc;
 
 use crate::config::{ConfigError, Location};
 use crate::tool::SUBMIT_PLAN;
-
-/// A map keyed by mode ids or tool names, hashed with rustc's Fx hash (`rustc-hash`): these keys
-/// are short strings from the operator's config, looked up on every session start and mode
-/// switch; SipHash's protection against chosen keys buys nothing here (callers look ids up, they
-/// do not insert them) and costs several times as much.
-pub(crate) type IdMap<K, V> = HashMap<K, V, rustc_hash::FxBuildHasher>;
 
 /// A handle to a mode of one [`ModeGraph`]: a small copyable index, valid for the graph that
 /// handed it out.
@@ -158,18 +152,21 @@ impl ToolRef {
 #[derive(Debug, Clone)]
 pub struct ModeGraph {
     modes: Vec<Mode>,
-    index: IdMap<Arc<str>, ModeId>,
+    index: HashMap<Arc<str>, ModeId>,
     default: ModeId,
     plans_dir: PathBuf,
     origin: String,
     tool_refs: Vec<ToolRef>,
+    /// Whether the graph came from text, so its errors can point into it (not for a graph built
+    /// in code).
+    positions: bool,
 }
 
 impl ModeGraph {
     pub(crate) fn new(
         modes: Vec<Mode>,
         default: ModeId,
-        index: IdMap<Arc<str>, ModeId>,
+        index: HashMap<Arc<str>, ModeId>,
         plans_dir: PathBuf,
         origin: String,
         tool_refs: Vec<ToolRef>,
@@ -181,6 +178,20 @@ impl ModeGraph {
             plans_dir,
             origin,
             tool_refs,
+            positions: true,
+        }
+    }
+
+    /// Marks the graph as built in code: its tool errors carry no file position.
+    pub(crate) fn drop_positions(&mut self) {
+        self.positions = false;
+    }
+
+    fn placed(&self, error: ConfigError) -> ConfigError {
+        if self.positions {
+            error
+        } else {
+            error.stripped()
         }
     }
 
@@ -298,7 +309,7 @@ impl ModeGraph {
             .iter()
             .filter(|r| &*r.name != SUBMIT_PLAN && !is_known(&r.name))
             .map(|r| {
-                ConfigError::unknown_tool(
+                self.placed(ConfigError::unknown_tool(
                     &self.origin,
                     r.location,
                     r.snippet(),
@@ -307,9 +318,57 @@ impl ModeGraph {
                         self.mode(r.mode).id,
                         r.name
                     ),
-                )
+                ))
             })
             .collect()
+    }
+
+    /// Warnings, not errors: every planning mode whose `availableTools` lists no tool for which
+    /// `writes_plans` holds (for the built-in tools, [`crate::tool::fs::PLAN_WRITING_TOOLS`]), so
+    /// a real model there has nothing to write a plan with. One warning per mode, of kind
+    /// [`ConfigErrorKind::NoPlanWriter`](crate::config::ConfigErrorKind::NoPlanWriter), at the
+    /// mode's first tool name. A mode without `availableTools` is offered every tool and is not
+    /// reported.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::tool::fs::PLAN_WRITING_TOOLS;
+    /// let graph = agent_controller::config::parse(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"submit_plan\"]\n[[modes]]\nid = \"build\"\n",
+    ///     "modes.toml",
+    /// )?;
+    /// let warnings = graph.planning_modes_without_plan_writer(|t| PLAN_WRITING_TOOLS.contains(&t));
+    /// assert_eq!(warnings.len(), 1);
+    /// assert_eq!(warnings[0].location().unwrap().line, 4);
+    /// assert!(warnings[0].message().contains("no tool that can write a plan"));
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
+    pub fn planning_modes_without_plan_writer(
+        &self,
+        writes_plans: impl Fn(&str) -> bool,
+    ) -> Vec<ConfigError> {
+        let mut warnings = Vec::new();
+        for (index, mode) in self.modes.iter().enumerate() {
+            let Some(tools) = mode.available_tools() else {
+                continue;
+            };
+            if !mode.is_planning() || tools.iter().any(|t| writes_plans(t)) {
+                continue;
+            }
+            let Some(first) = self.tool_refs.iter().find(|r| r.mode.index() == index) else {
+                continue;
+            };
+            warnings.push(self.placed(ConfigError::no_plan_writer(
+                &self.origin,
+                first.location,
+                first.snippet(),
+                format!(
+                    "planning mode `{}` offers no tool that can write a plan (its availableTools has none of the plan-writing tools, such as `write_plan`): a model there cannot author a plan to submit",
+                    mode.id
+                ),
+            )));
+        }
+        warnings
     }
 
     /// Like [`ModeGraph::unknown_tools`] but stops at the first unknown name.

@@ -359,8 +359,15 @@ fn without_unneeded_ops(
     (ops, divergence)
 }
 
+/// A fresh seed: std's randomly keyed hasher over the time.
 fn random_seed() -> u64 {
-    uuid::Uuid::new_v4().as_u64_pair().0
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    hasher.write_u128(now);
+    hasher.finish()
 }
 
 /// What a [`Check`] did: the exploration, the edge walk and the random test, each with what

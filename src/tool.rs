@@ -7,6 +7,7 @@
 pub mod fs;
 pub mod submit_plan;
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -14,7 +15,9 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::mode::IdMap;
+use tokio_util::sync::CancellationToken;
+
+use crate::extensions::Extensions;
 
 pub use self::submit_plan::SUBMIT_PLAN;
 
@@ -70,8 +73,13 @@ impl ToolOutput {
     }
 }
 
-/// What a tool sees of the session that runs it.
-#[derive(Debug, Clone, Copy)]
+/// What a tool sees of the session that runs it: where it works, which session, run, mode and
+/// tool call it serves, a cancellation token, and the host's extensions.
+///
+/// `#[non_exhaustive]` so fields can be added; build one outside a session (to test a tool)
+/// with [`ToolContext::new`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ToolContext<'a> {
     /// The workspace root; relative paths are resolved against it.
     pub workspace: &'a Path,
@@ -79,12 +87,84 @@ pub struct ToolContext<'a> {
     pub plans_dir: &'a Path,
     /// The id of the mode the call runs in.
     pub mode_id: &'a str,
+    /// The id of the session the call belongs to.
+    pub session_id: &'a str,
+    /// The id of the run the call belongs to (unique within the session).
+    pub run_id: &'a str,
+    /// The id of this tool call, as the model gave it.
+    pub tool_call_id: &'a str,
+    /// Cancelled when the host cancels the run ([`crate::session::CancelHandle`]). The run loop
+    /// stops waiting for the tool at once either way (the tool's future is dropped, and the
+    /// model gets a "cancelled" result); a tool may watch the token to stop work that outlives
+    /// its future.
+    pub cancel: CancellationToken,
+    /// The host's state for this session ([`crate::SessionOptions::extension`]).
+    pub extensions: &'a Extensions,
+}
+
+impl<'a> ToolContext<'a> {
+    /// A context outside any session (for testing a tool on its own): empty session, run and
+    /// tool-call ids, a token nobody cancels, and no extensions.
+    pub fn new(workspace: &'a Path, plans_dir: &'a Path, mode_id: &'a str) -> Self {
+        Self {
+            workspace,
+            plans_dir,
+            mode_id,
+            session_id: "",
+            run_id: "",
+            tool_call_id: "",
+            cancel: CancellationToken::new(),
+            extensions: &crate::extensions::EMPTY,
+        }
+    }
 }
 
 /// A tool the model can call.
 ///
 /// Implementations report failures as [`ToolOutput::error`] results for the model rather than
-/// panicking or returning Rust errors: a tool failure is part of the conversation.
+/// panicking or returning Rust errors: a tool failure is part of the conversation. The trait is
+/// async through [`async_trait`](crate::async_trait): implement it with
+/// `#[agent_controller::async_trait]` on the `impl` block.
+///
+/// # Examples
+/// A tool that counts the words of its `text` argument, registered and offered in a mode that
+/// lists it:
+/// ```
+/// use std::path::Path;
+/// use std::sync::Arc;
+/// use agent_controller::{Tool, ToolContext, ToolOutput, ToolRegistry};
+/// use serde_json::{json, Value};
+///
+/// struct WordCount;
+///
+/// #[agent_controller::async_trait]
+/// impl Tool for WordCount {
+///     fn name(&self) -> &str {
+///         "word_count"
+///     }
+///     fn description(&self) -> String {
+///         "Counts the words of `text`.".to_owned()
+///     }
+///     fn input_schema(&self) -> Value {
+///         json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})
+///     }
+///     async fn execute(&self, args: &Value, _ctx: &ToolContext<'_>) -> ToolOutput {
+///         match args["text"].as_str() {
+///             Some(text) => ToolOutput::ok(text.split_whitespace().count().to_string()),
+///             None => ToolOutput::error("`text` must be a string"),
+///         }
+///     }
+/// }
+///
+/// let mut tools = ToolRegistry::new();
+/// tools.register(Arc::new(WordCount))?;
+/// let ctx = ToolContext::new(Path::new("."), Path::new(".agent/plans"), "build");
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let tool = tools.get("word_count").unwrap();
+/// assert_eq!(tool.execute(&json!({"text": "a b c"}), &ctx).await, ToolOutput::ok("3"));
+/// # });
+/// # Ok::<(), agent_controller::Error>(())
+/// ```
 #[async_trait]
 pub trait Tool: Send + Sync {
     /// The name the model calls the tool by; unique within a registry.
@@ -113,7 +193,7 @@ pub enum ToolError {
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     tools: Vec<Arc<dyn Tool>>,
-    by_name: IdMap<String, usize>,
+    by_name: HashMap<String, usize>,
 }
 
 impl std::fmt::Debug for ToolRegistry {

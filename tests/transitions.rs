@@ -376,10 +376,9 @@ impl LanguageModel for Layer {
             })
             .cloned()
             .collect();
-        let request = agent_controller::model::ModelRequest {
-            messages: &messages,
-            ..request
-        };
+        // Covariant in its lifetime: the request may borrow the shorter list.
+        let mut request: agent_controller::model::ModelRequest<'_> = request;
+        request.messages = &messages;
         self.inner.generate(request).await
     }
 }
