@@ -77,14 +77,16 @@ pub mod tool;
 pub use crate::config::{ConfigError, ConfigErrorKind};
 pub use crate::controller::{AgentController, AgentControllerBuilder};
 pub use crate::error::{Error, Result};
-pub use crate::event::{Event, ModeChangeReason, SuspendPayload};
+pub use crate::event::{
+    Event, EventStream, ModeChangeReason, Subscription, SuspendPayload, TokenUsage,
+};
 pub use crate::extensions::Extensions;
 pub use crate::mode::{Mode, ModeGraph, ModeId};
 pub use crate::model::{
     LanguageModel, Message, ModelError, ModelErrorKind, ModelRequest, ModelResponse,
 };
 pub use crate::run::{Decision, DecisionAction, PendingDecision, RunOutcome, RunState};
-pub use crate::session::{Session, SessionError, SessionOptions};
+pub use crate::session::{CancelHandle, Session, SessionError, SessionOptions};
 pub use crate::store::{FileStore, MemoryStore, SessionStore, StoreError};
 pub use crate::tool::{Tool, ToolRegistry};
 
