@@ -524,7 +524,7 @@ impl StreamState {
             Some(_) => {}
         }
         // As the wire names it (`stop`, `tool_calls`, ...).
-        let finish_reason = serde_json::to_value(&self.finish)
+        let finish_reason = serde_json::to_value(self.finish)
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned));
         let tool_calls = self
