@@ -1,5 +1,10 @@
 //! The run loop: model call -> tool calls -> model call ..., until the model is done, a plan
 //! suspends the run, or the run fails; and the decision that resumes a suspended run.
+//!
+//! Run ids are per session: `run_1`, `run_2`, ... count the runs of one session, so every session
+//! has a `run_1`. A host that tracks runs of several sessions keys them by (session id, run id);
+//! [`crate::ToolContext`] and [`crate::ModelRequest`] carry both, and every event a session
+//! emits belongs to that session.
 
 use std::sync::Arc;
 
@@ -504,15 +509,16 @@ impl Session {
     async fn drive(&mut self, run_id: Arc<str>) -> Result<RunOutcome, SessionError> {
         let shared = self.shared.clone();
         let token = self.run_token.clone();
+        let model = self.model.clone().unwrap_or_else(|| shared.model.clone());
+        let max_steps = self.max_steps.unwrap_or(shared.max_steps);
         let mut steps = 0usize;
         loop {
             if token.is_cancelled() {
                 return self.abort_run(run_id).await;
             }
-            if steps >= shared.max_steps {
+            if steps >= max_steps {
                 let error = ModelError::new(format!(
-                    "the run exceeded its limit of {} model calls",
-                    shared.max_steps
+                    "the run exceeded its limit of {max_steps} model calls"
                 ))
                 .with_kind(ModelErrorKind::StepLimit);
                 return self.end_run(run_id, Err(error)).await;
@@ -531,9 +537,7 @@ impl Session {
                 cancel: token.clone(),
                 extensions: &self.extensions,
             };
-            let response = token
-                .run_until_cancelled(shared.model.generate(request))
-                .await;
+            let response = token.run_until_cancelled(model.generate(request)).await;
             let response = match response {
                 None => return self.abort_run(run_id).await,
                 Some(Ok(r)) => r,
