@@ -58,6 +58,7 @@ fn call(id: &str, name: &str, args: Value) -> ModelResponse {
             name: name.to_owned(),
             args,
         }],
+        ..ModelResponse::default()
     }
 }
 
@@ -82,7 +83,7 @@ impl LanguageModel for Planner {
             }
             ("build", Some(("word_count", counted))) => ModelResponse {
                 text: format!("Built it; the plan had {counted}."),
-                tool_calls: Vec::new(),
+                ..ModelResponse::default()
             },
             ("build", _) => call(
                 "c3",
