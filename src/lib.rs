@@ -61,6 +61,7 @@ pub mod controller;
 pub mod diagram;
 pub mod error;
 pub mod event;
+pub mod jail;
 pub mod mode;
 pub mod model;
 pub mod run;

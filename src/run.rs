@@ -13,7 +13,8 @@ use crate::session::{Session, SessionError};
 use crate::tool::submit_plan::{
     self, APPROVED_RESULT, PlanSubmission, REJECTED_RESULT, SUBMIT_PLAN,
 };
-use crate::tool::{ToolCall, ToolContext, ToolOutput};
+use crate::store::SessionStore;
+use crate::tool::{PendingPlans, ToolCall, ToolContext, ToolOutput};
 
 /// The lifecycle of one run; a `match` on it is the spine of the state machine.
 #[derive(
@@ -550,10 +551,12 @@ impl Session {
             }
             let output = match (shared.tools.get(&name), args) {
                 (Some(tool), Some(args)) => {
+                    let pending_plans = StorePending(shared.store.as_ref());
                     let ctx = ToolContext {
                         workspace: &shared.workspace,
                         plans_dir: &shared.plans_dir,
                         mode_id: shared.graph.mode(mode).id(),
+                        pending_plans: &pending_plans,
                     };
                     tool.execute(args, &ctx).await
                 }
@@ -639,5 +642,20 @@ impl Session {
             tool_call_id,
             payload,
         })
+    }
+}
+
+/// The plan files pending in the controller's store, read only when a tool asks (a tool that is
+/// about to change a file).
+struct StorePending<'a>(Option<&'a Arc<dyn SessionStore>>);
+
+#[async_trait::async_trait]
+impl PendingPlans for StorePending<'_> {
+    async fn pending_plan_paths(&self) -> Result<Vec<String>, String> {
+        let Some(store) = self.0 else {
+            return Ok(Vec::new());
+        };
+        let pending = store.list_pending().await.map_err(|e| e.to_string())?;
+        Ok(pending.into_iter().map(|p| p.plan_path).collect())
     }
 }

@@ -79,6 +79,54 @@ pub struct ToolContext<'a> {
     pub plans_dir: &'a Path,
     /// The id of the mode the call runs in.
     pub mode_id: &'a str,
+    /// The plan files pending a decision in any session of the store; tools must not change
+    /// them (the workspace tools refuse to, or write the new plan under a fresh name).
+    pub pending_plans: &'a dyn PendingPlans,
+}
+
+impl std::fmt::Debug for dyn PendingPlans + '_ {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PendingPlans")
+    }
+}
+
+/// Tells a tool which plan files are pending a decision, asked only when a tool is about to
+/// change a file (the store behind it may have to be read).
+///
+/// # Examples
+/// ```
+/// use agent_controller::tool::PendingPlans;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let pending = vec![".agent/plans/add-dark-mode.md".to_owned()];
+/// assert_eq!(pending.pending_plan_paths().await.unwrap(), [".agent/plans/add-dark-mode.md"]);
+/// assert!(().pending_plan_paths().await.unwrap().is_empty());
+/// # }
+/// ```
+#[async_trait]
+pub trait PendingPlans: Send + Sync {
+    /// The paths of the pending plan files, relative to the workspace (as submitted).
+    ///
+    /// # Errors
+    /// A message when they cannot be known (the store cannot be read); tools then refuse to
+    /// change files rather than risk changing a pending plan.
+    async fn pending_plan_paths(&self) -> Result<Vec<String>, String>;
+}
+
+/// A fixed list of pending plan paths.
+#[async_trait]
+impl PendingPlans for Vec<String> {
+    async fn pending_plan_paths(&self) -> Result<Vec<String>, String> {
+        Ok(self.clone())
+    }
+}
+
+/// No plan is pending.
+#[async_trait]
+impl PendingPlans for () {
+    async fn pending_plan_paths(&self) -> Result<Vec<String>, String> {
+        Ok(Vec::new())
+    }
 }
 
 /// A tool the model can call.

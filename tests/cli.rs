@@ -165,7 +165,6 @@ fn run_with_case_plan_files_suspends_or_refuses_as_expected() {
             ],
             None,
         );
-        assert!(out.status.success(), "{name}");
         let events = events(&out);
         let suspended = events.iter().find(|e| e["type"] == "tool_suspended");
         match case["submit"].as_str() {
@@ -179,9 +178,18 @@ fn run_with_case_plan_files_suspends_or_refuses_as_expected() {
                 assert_eq!(mode_changes(&events), [("plan", "build")], "{name}");
             }
             _ => {
-                assert!(suspended.is_none(), "{name} is refused");
-                assert!(mode_changes(&events).is_empty(), "{name}");
+                // `--plan` checks the file before it copies anything or starts a session.
+                assert!(!out.status.success(), "{name} is refused");
+                assert!(events.is_empty(), "{name}: no session started");
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                assert!(stderr.contains(name.as_str()), "{name}: {stderr}");
+                let plans = ws.path().join(".agent/plans");
+                let copied = std::fs::read_dir(&plans).map_or(0, |d| d.count());
+                assert_eq!(copied, 0, "{name}: nothing copied");
             }
+        }
+        if case["submit"].as_str() == Some("suspends") {
+            assert!(out.status.success(), "{name}");
         }
     }
 }
