@@ -823,7 +823,9 @@ fn plans_dir_problem(dir: &str) -> Option<&'static str> {
     if named {
         None
     } else {
-        Some("names no folder: plansDir must be a non-empty relative path inside the workspace (for example `.agent/plans`)")
+        Some(
+            "names no folder: plansDir must be a non-empty relative path inside the workspace (for example `.agent/plans`)",
+        )
     }
 }
 

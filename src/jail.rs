@@ -355,7 +355,10 @@ mod tests {
     #[test]
     fn numbered_names_keep_the_extension() {
         assert_eq!(numbered(Path::new("a/plan.md"), 1), Path::new("a/plan.md"));
-        assert_eq!(numbered(Path::new("a/plan.md"), 3), Path::new("a/plan-3.md"));
+        assert_eq!(
+            numbered(Path::new("a/plan.md"), 3),
+            Path::new("a/plan-3.md")
+        );
         assert_eq!(numbered(Path::new("notes"), 2), Path::new("notes-2"));
     }
 

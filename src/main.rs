@@ -9,10 +9,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use agent_controller::diagram::{self, DiagramFormat};
+use agent_controller::jail::{self, Jail};
 use agent_controller::model::scripted::ScriptedModel;
 use agent_controller::store::open_store;
 use agent_controller::terminal::{self, PromptAnswer, SpinnerModel, StdinLines, Style};
-use agent_controller::jail::{self, Jail};
 use agent_controller::tool::SUBMIT_PLAN;
 use agent_controller::tool::submit_plan::{self, PlanError};
 use agent_controller::{
@@ -281,8 +281,12 @@ fn place_plan(
         if !submit_plan::is_markdown(&shown) {
             return Err(format!("--plan: {}", PlanError::NotMarkdown(shown)));
         }
-        let bytes = jail::read_file(plan, submit_plan::MAX_PLAN_BYTES)
-            .map_err(|e| format!("--plan: plan file {e}"))?;
+        let bytes = jail::read_file(plan, submit_plan::MAX_PLAN_BYTES).map_err(|e| match e {
+            jail::JailError::TooLarge { len, .. } => {
+                format!("--plan: {}", PlanError::TooLarge(shown.clone(), len))
+            }
+            other => format!("--plan: plan file {other}"),
+        })?;
         submit_plan::capture_plan(&shown, &bytes).map_err(|e| format!("--plan: {e}"))?;
         if let Some(inside) = inside_plans_dir(plan, controller) {
             return Ok(Some(inside));

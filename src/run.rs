@@ -10,10 +10,10 @@ use crate::event::{CancelReason, EndReason, Event, ModeChangeReason, SuspendPayl
 use crate::mode::ModeId;
 use crate::model::{Message, ModelRequest};
 use crate::session::{Session, SessionError};
+use crate::store::SessionStore;
 use crate::tool::submit_plan::{
     self, APPROVED_RESULT, PlanSubmission, REJECTED_RESULT, SUBMIT_PLAN,
 };
-use crate::store::SessionStore;
 use crate::tool::{PendingPlans, ToolCall, ToolContext, ToolOutput};
 
 /// The lifecycle of one run; a `match` on it is the spine of the state machine.

@@ -293,9 +293,20 @@ fn the_known_ids_in_a_message_are_listed_once() {
 
 #[test]
 fn plans_dir_must_be_a_non_empty_relative_path_inside_the_workspace() {
-    let refused = ["/", "", "../x", ".", "./", "a/../../b", "a/../b", "/tmp/plans"];
+    let refused = [
+        "/",
+        "",
+        "../x",
+        ".",
+        "./",
+        "a/../../b",
+        "a/../b",
+        "/tmp/plans",
+    ];
     for dir in refused {
-        let text = format!("defaultModeId = \"build\"\nplansDir = \"{dir}\"\n\n[[modes]]\nid = \"build\"\n");
+        let text = format!(
+            "defaultModeId = \"build\"\nplansDir = \"{dir}\"\n\n[[modes]]\nid = \"build\"\n"
+        );
         let err = config::parse(&text, "modes.toml").expect_err(dir);
         assert_eq!(err.kind(), ConfigErrorKind::InvalidPlansDir, "{dir}: {err}");
         assert_eq!(

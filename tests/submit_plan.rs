@@ -160,7 +160,8 @@ async fn a_symlink_inside_the_plans_directory_pointing_outside_is_refused() {
     );
     // A relative symlink that stays inside the plans directory is followed.
     ws.plan("real.md", "# Real\n\nsteps\n");
-    std::os::unix::fs::symlink("real.md", ws.path().join(".agent/plans/alias.md")).expect("symlink");
+    std::os::unix::fs::symlink("real.md", ws.path().join(".agent/plans/alias.md"))
+        .expect("symlink");
     let (outcome, _) = submit(&ws, ".agent/plans/alias.md").await;
     assert!(
         matches!(outcome, RunOutcome::Suspended { .. }),

@@ -215,7 +215,9 @@ async fn write_plan(args: &Value, ctx: &ToolContext<'_>) -> Result<String, Strin
         .subdir(&plans_rel, true, &label)
         .map_err(|e| format!("cannot create the plans directory: {e}"))?;
     let protected = protected(&workspace, ctx).await?;
-    let pending = plans.file_id(&rel).is_some_and(|id| protected.contains(&id));
+    let pending = plans
+        .file_id(&rel)
+        .is_some_and(|id| protected.contains(&id));
     let written = if pending {
         plans.write_new(&rel, content.as_bytes())
     } else {
