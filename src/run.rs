@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::event::{CancelReason, EndReason, Event, ModeChangeReason, SuspendPayload};
 use crate::mode::ModeId;
-use crate::model::{Message, ModelRequest};
+use crate::model::{Message, ModelError, ModelErrorKind, ModelRequest};
 use crate::session::{Session, SessionError};
 use crate::store::SessionStore;
 use crate::tool::submit_plan::{
@@ -67,8 +67,16 @@ pub enum RunOutcome {
     Failed {
         /// The run id.
         run_id: Arc<str>,
-        /// What went wrong.
-        message: String,
+        /// What went wrong: its kind (rate limited, authentication, step limit, ...), a message
+        /// and the underlying error as its source.
+        error: ModelError,
+    },
+    /// The host cancelled the run ([`crate::session::CancelHandle::cancel`]): every tool call
+    /// of the last model reply has a result (a "cancelled" one where none arrived), the run
+    /// ended `aborted`, and the session is ready for the next message.
+    Aborted {
+        /// The run id.
+        run_id: Arc<str>,
     },
 }
 
@@ -78,7 +86,8 @@ impl RunOutcome {
         match self {
             RunOutcome::Completed { run_id, .. }
             | RunOutcome::Suspended { run_id, .. }
-            | RunOutcome::Failed { run_id, .. } => run_id,
+            | RunOutcome::Failed { run_id, .. }
+            | RunOutcome::Aborted { run_id } => run_id,
         }
     }
 }
@@ -152,32 +161,6 @@ impl Decision {
         Self::deserialize(value).map_err(|e| SessionError::MalformedDecision(e.to_string()))
     }
 
-    /// Reads a person's typed answer to "approve this plan?", as the CLI prompt does:
-    /// `y`/`yes` approves, `n`/`no` rejects, any other text rejects with that text as feedback,
-    /// and `None` (end of input, Ctrl-C) rejects without feedback: a dismissed prompt never
-    /// approves. Returns `None` for a blank line (ask again).
-    ///
-    /// # Examples
-    /// ```
-    /// use agent_controller::{Decision, DecisionAction};
-    /// assert_eq!(Decision::from_answer(Some(" Yes\n")).unwrap().action, DecisionAction::Approved);
-    /// assert_eq!(Decision::from_answer(Some("add tests")), Some(Decision::reject_with("add tests")));
-    /// assert_eq!(Decision::from_answer(None), Some(Decision::reject()));
-    /// assert_eq!(Decision::from_answer(Some("  \n")), None);
-    /// ```
-    pub fn from_answer(answer: Option<&str>) -> Option<Self> {
-        let Some(answer) = answer else {
-            return Some(Self::reject());
-        };
-        let answer = answer.trim();
-        match answer.to_ascii_lowercase().as_str() {
-            "" => None,
-            "y" | "yes" => Some(Self::approve()),
-            "n" | "no" => Some(Self::reject()),
-            _ => Some(Self::reject_with(answer)),
-        }
-    }
-
     fn feedback(&self) -> Option<&str> {
         self.feedback
             .as_deref()
@@ -236,6 +219,13 @@ fn run_id_for(n: u64) -> Arc<str> {
     Arc::from(std::str::from_utf8(&text[..len]).unwrap_or("run"))
 }
 
+/// The result of a tool call a cancelled (or dropped) run was waiting for.
+pub(crate) const CANCELLED_RESULT: &str =
+    "Cancelled: the run was cancelled before this tool call finished; it returned nothing.";
+
+/// The result of a tool call a cancelled (or dropped) run never started.
+pub(crate) const NOT_STARTED_RESULT: &str = "Not executed: the run was cancelled first.";
+
 /// The not-approved tool result for a suspension cancelled for `reason`.
 fn cancelled_result(reason: CancelReason) -> &'static str {
     match reason {
@@ -273,6 +263,12 @@ impl Session {
             tool_name: SUBMIT_PLAN.to_owned(),
             content: cancelled_result(reason).to_owned(),
             is_error: false,
+        });
+        // The suspended run resumes to end: its events lie between `agent_start` and `agent_end`.
+        let mode_id = self.mode_arc();
+        self.emit(Event::AgentStart {
+            run_id: pending.run_id.clone(),
+            mode_id,
         });
         self.emit(Event::ToolSuspensionCancelled {
             run_id: pending.run_id.clone(),
@@ -352,14 +348,24 @@ impl Session {
         &mut self,
         decision: Decision,
     ) -> Result<RunOutcome, SessionError> {
+        if self.pending.is_none() {
+            return Err(SessionError::NotSuspended(String::new()));
+        }
+        // The checkpoint must hold the pending plan.
         self.begin();
         let Some(pending) = self.pending.take() else {
-            self.recover();
             return Err(SessionError::NotSuspended(String::new()));
         };
         let run_id = pending.run_id.clone();
         self.last_decided = Some((pending.run_id.clone(), pending.tool_call_id.clone()));
         self.run = Some((run_id.clone(), RunState::Running));
+        // The run resumes: `agent_start` again (same run id) before its next events, as
+        // Mastra's AgentController does, so every `agent_end` pairs with an `agent_start`.
+        let mode_id = self.mode_arc();
+        self.emit(Event::AgentStart {
+            run_id: run_id.clone(),
+            mode_id,
+        });
         let feedback = decision.feedback();
         let result = match (decision.action, feedback) {
             (DecisionAction::Approved, _) => APPROVED_RESULT.to_owned(),
@@ -412,24 +418,70 @@ impl Session {
         });
     }
 
-    /// Ends the run (completed or failed) and persists the session.
+    /// Ends a run the host cancelled: see [`Session::close_interrupted`]; persists the session.
+    async fn abort_run(&mut self, run_id: Arc<str>) -> Result<RunOutcome, SessionError> {
+        self.begin();
+        self.close_interrupted(&run_id);
+        self.commit().await?;
+        Ok(RunOutcome::Aborted { run_id })
+    }
+
+    /// Ends a run that was cancelled, or whose future was dropped, as `aborted`: every tool call
+    /// of the last assistant message without a result gets one, so the conversation stays one
+    /// a provider accepts (OpenAI refuses an assistant message whose calls lack results). The
+    /// first such call was running (`tool_end` with [`CANCELLED_RESULT`]); the calls after it
+    /// never started (`tool_start` and `tool_end` with [`NOT_STARTED_RESULT`]), as calls
+    /// skipped by a suspension are reported. Callers persist the change.
+    pub(crate) fn close_interrupted(&mut self, run_id: &Arc<str>) {
+        if let Some(at) = self
+            .messages
+            .iter()
+            .rposition(|m| matches!(m, Message::Assistant { .. }))
+        {
+            // Results, by id (one result answers one call: a model may repeat an id).
+            let mut answered: Vec<String> = self.messages[at + 1..]
+                .iter()
+                .filter_map(|m| match m {
+                    Message::Tool { tool_call_id, .. } => Some(tool_call_id.clone()),
+                    _ => None,
+                })
+                .collect();
+            let mut running = true;
+            let mut index = 0;
+            while let Some(call) = self.tool_call(at, index) {
+                let (id, name) = (call.id.clone(), call.name.clone());
+                if let Some(found) = answered.iter().position(|a| *a == id) {
+                    answered.swap_remove(found);
+                } else if running {
+                    // Calls run in order: the first one without a result was running.
+                    running = false;
+                    self.finish_tool(run_id, &id, &name, ToolOutput::error(CANCELLED_RESULT));
+                } else {
+                    self.start_tool(run_id, at, index);
+                    self.finish_tool(run_id, &id, &name, ToolOutput::error(NOT_STARTED_RESULT));
+                }
+                index += 1;
+            }
+        }
+        self.close_run(run_id, RunState::Aborted, None);
+    }
+
+    /// Ends the run and persists the session: completed with the model's last text, or failed
+    /// with the error.
     async fn end_run(
         &mut self,
         run_id: Arc<str>,
-        state: RunState,
-        text: String,
+        end: Result<String, ModelError>,
     ) -> Result<RunOutcome, SessionError> {
         self.begin();
-        let failed = state == RunState::Failed;
-        self.close_run(&run_id, state, failed.then_some(text.as_str()));
+        match &end {
+            Ok(_) => self.close_run(&run_id, RunState::Completed, None),
+            Err(error) => self.close_run(&run_id, RunState::Failed, Some(&error.to_string())),
+        }
         self.commit().await?;
-        Ok(if failed {
-            RunOutcome::Failed {
-                run_id,
-                message: text,
-            }
-        } else {
-            RunOutcome::Completed { run_id, text }
+        Ok(match end {
+            Ok(text) => RunOutcome::Completed { run_id, text },
+            Err(error) => RunOutcome::Failed { run_id, error },
         })
     }
 
@@ -452,28 +504,41 @@ impl Session {
     /// The loop: call the model in the current mode, run its tool calls, repeat.
     async fn drive(&mut self, run_id: Arc<str>) -> Result<RunOutcome, SessionError> {
         let shared = self.shared.clone();
+        let token = self.run_token.clone();
         let mut steps = 0usize;
         loop {
+            if token.is_cancelled() {
+                return self.abort_run(run_id).await;
+            }
             if steps >= shared.max_steps {
-                let message = format!(
+                let error = ModelError::new(format!(
                     "the run exceeded its limit of {} model calls",
                     shared.max_steps
-                );
-                return self.end_run(run_id, RunState::Failed, message).await;
+                ))
+                .with_kind(ModelErrorKind::StepLimit);
+                return self.end_run(run_id, Err(error)).await;
             }
             steps += 1;
             let mode = self.mode;
             let runtime = shared.runtime(mode);
             let request = ModelRequest {
+                session_id: &self.id,
+                run_id: &run_id,
                 mode_id: shared.graph.mode(mode).id(),
                 model_id: shared.graph.mode(mode).default_model_id(),
                 system_prompt: &runtime.system_prompt,
                 tools: &runtime.specs,
                 messages: &self.messages,
+                cancel: token.clone(),
+                extensions: &self.extensions,
             };
-            let response = match shared.model.generate(request).await {
-                Ok(r) => r,
-                Err(e) => return self.end_run(run_id, RunState::Failed, e.to_string()).await,
+            let response = token
+                .run_until_cancelled(shared.model.generate(request))
+                .await;
+            let response = match response {
+                None => return self.abort_run(run_id).await,
+                Some(Ok(r)) => r,
+                Some(Err(error)) => return self.end_run(run_id, Err(error)).await,
             };
             if !response.text.is_empty() {
                 self.emit(Event::AssistantMessage {
@@ -487,9 +552,7 @@ impl Session {
                     content: response.text.clone(),
                     tool_calls: Vec::new(),
                 });
-                return self
-                    .end_run(run_id, RunState::Completed, response.text)
-                    .await;
+                return self.end_run(run_id, Ok(response.text)).await;
             }
             // The conversation keeps the calls; the loop reads them from there (no copy).
             self.messages.push(Message::Assistant {
@@ -552,13 +615,24 @@ impl Session {
             let output = match (shared.tools.get(&name), args) {
                 (Some(tool), Some(args)) => {
                     let pending_plans = StorePending(shared.store.as_ref());
+                    let token = self.run_token.clone();
                     let ctx = ToolContext {
                         workspace: &shared.workspace,
                         plans_dir: &shared.plans_dir,
                         mode_id: shared.graph.mode(mode).id(),
+                        session_id: &self.id,
+                        run_id,
+                        tool_call_id: &id,
+                        cancel: token.clone(),
+                        extensions: &self.extensions,
                         pending_plans: &pending_plans,
                     };
-                    tool.execute(args, &ctx).await
+                    let output = token.run_until_cancelled(tool.execute(args, &ctx)).await;
+                    match output {
+                        Some(output) => output,
+                        // The call stays without a result; `abort_run` gives it one.
+                        None => return Some(self.abort_run(run_id.clone()).await),
+                    }
                 }
                 _ => ToolOutput::error(format!("Tool `{name}` has no implementation.")),
             };
@@ -629,11 +703,10 @@ impl Session {
             let output =
                 ToolOutput::error(format!("The plan could not be saved for review: {err}"));
             self.finish_tool(&run_id, &tool_call_id, SUBMIT_PLAN, output);
-            return match self
-                .end_run(run_id, RunState::Failed, err.to_string())
-                .await
-            {
-                Ok(_) => Err(err),
+            self.begin();
+            self.close_run(&run_id, RunState::Failed, Some(&err.to_string()));
+            return match self.commit().await {
+                Ok(()) => Err(err),
                 Err(second) => Err(second),
             };
         }

@@ -7,6 +7,7 @@
 pub mod fs;
 pub mod submit_plan;
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -14,7 +15,9 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::mode::IdMap;
+use tokio_util::sync::CancellationToken;
+
+use crate::extensions::Extensions;
 
 pub use self::submit_plan::SUBMIT_PLAN;
 
@@ -70,18 +73,61 @@ impl ToolOutput {
     }
 }
 
-/// What a tool sees of the session that runs it.
-#[derive(Debug, Clone, Copy)]
+/// What a tool sees of the session that runs it: where it works, which session, run, mode and
+/// tool call it serves, a cancellation token, and the host's extensions.
+///
+/// `#[non_exhaustive]` so fields can be added; build one outside a session (to test a tool)
+/// with [`ToolContext::new`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ToolContext<'a> {
     /// The workspace root; relative paths are resolved against it.
     pub workspace: &'a Path,
-    /// The plans directory (absolute, inside or outside the workspace).
+    /// The plans directory: the workspace joined with the config's `plansDir`, which lies inside
+    /// the workspace.
     pub plans_dir: &'a Path,
     /// The id of the mode the call runs in.
     pub mode_id: &'a str,
+    /// The id of the session the call belongs to.
+    pub session_id: &'a str,
+    /// The id of the run the call belongs to (unique within the session).
+    pub run_id: &'a str,
+    /// The id of this tool call, as the model gave it.
+    pub tool_call_id: &'a str,
+    /// Cancelled when the host cancels the run ([`crate::session::CancelHandle`]). The run loop
+    /// stops waiting for the tool at once either way (the tool's future is dropped, and the
+    /// model gets a "cancelled" result); a tool may watch the token to stop work that outlives
+    /// its future.
+    pub cancel: CancellationToken,
+    /// The host's state for this session ([`crate::SessionOptions::extension`]).
+    pub extensions: &'a Extensions,
     /// The plan files pending a decision in any session of the store; tools must not change
     /// them (the workspace tools refuse to, or write the new plan under a fresh name).
     pub pending_plans: &'a dyn PendingPlans,
+}
+
+impl<'a> ToolContext<'a> {
+    /// A context outside any session (for testing a tool on its own): empty session, run and
+    /// tool-call ids, a token nobody cancels, and no extensions.
+    pub fn new(workspace: &'a Path, plans_dir: &'a Path, mode_id: &'a str) -> Self {
+        Self {
+            workspace,
+            plans_dir,
+            mode_id,
+            session_id: "",
+            run_id: "",
+            tool_call_id: "",
+            cancel: CancellationToken::new(),
+            extensions: &crate::extensions::EMPTY,
+            pending_plans: &(),
+        }
+    }
+
+    /// The same context, telling the tools which plan files are pending a decision.
+    pub fn with_pending_plans(mut self, pending_plans: &'a dyn PendingPlans) -> Self {
+        self.pending_plans = pending_plans;
+        self
+    }
 }
 
 impl std::fmt::Debug for dyn PendingPlans + '_ {
@@ -161,7 +207,7 @@ pub enum ToolError {
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     tools: Vec<Arc<dyn Tool>>,
-    by_name: IdMap<String, usize>,
+    by_name: HashMap<String, usize>,
 }
 
 impl std::fmt::Debug for ToolRegistry {

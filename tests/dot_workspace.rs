@@ -16,12 +16,7 @@ use serde_json::{Value, json};
 async fn call(tool: &dyn Tool, args: Value) -> ToolOutput {
     let workspace = Path::new(".");
     let plans = workspace.join(".agent/plans");
-    let ctx = ToolContext {
-        workspace,
-        plans_dir: &plans,
-        mode_id: "plan",
-        pending_plans: &(),
-    };
+    let ctx = ToolContext::new(workspace, &plans, "plan");
     tool.execute(&args, &ctx).await
 }
 

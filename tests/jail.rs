@@ -20,12 +20,7 @@ const PLANS: &str = ".agent/plans";
 
 async fn call_with(tool: &dyn Tool, ws: &Path, args: Value, pending: Vec<String>) -> ToolOutput {
     let plans = ws.join(PLANS);
-    let ctx = ToolContext {
-        workspace: ws,
-        plans_dir: &plans,
-        mode_id: "plan",
-        pending_plans: &pending,
-    };
+    let ctx = ToolContext::new(ws, &plans, "plan").with_pending_plans(&pending);
     tool.execute(&args, &ctx).await
 }
 

@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex};
 
 use agent_controller::event::{CancelReason, EndReason};
 use agent_controller::model::scripted::ReplayModel;
-use agent_controller::model::{LanguageModel, ModelError, ModelRequest, ModelResponse};
+use agent_controller::model::{
+    LanguageModel, ModelError, ModelErrorKind, ModelRequest, ModelResponse,
+};
 use agent_controller::tool::submit_plan::{APPROVED_RESULT, REJECTED_RESULT};
 use agent_controller::{
     Decision, Event, Message, ModeChangeReason, RunOutcome, RunState, SessionError, SessionOptions,
@@ -167,10 +169,24 @@ async fn approval_hands_over_before_the_next_model_call_with_the_new_modes_promp
     let events = recorder.take();
     assert_eq!(
         kinds(&events),
-        ["tool_end", "mode_changed", "assistant_message", "agent_end"]
+        [
+            "agent_start",
+            "tool_end",
+            "mode_changed",
+            "assistant_message",
+            "agent_end"
+        ]
     );
     assert_eq!(
         events[0],
+        Event::AgentStart {
+            run_id: run_id.as_str().into(),
+            mode_id: "plan".into()
+        },
+        "the resumed run starts again, with its id, before the hand-over"
+    );
+    assert_eq!(
+        events[1],
         Event::ToolEnd {
             run_id: run_id.as_str().into(),
             tool_call_id: call_id.clone(),
@@ -180,7 +196,7 @@ async fn approval_hands_over_before_the_next_model_call_with_the_new_modes_promp
         }
     );
     assert_eq!(
-        events[1],
+        events[2],
         Event::ModeChanged {
             mode_id: "build".into(),
             previous_mode_id: "plan".into(),
@@ -289,9 +305,17 @@ async fn rejection_with_feedback_keeps_the_mode_and_asks_for_a_revision() {
     assert_eq!(session.mode().id(), "plan");
     let events = recorder.take();
     assert!(!kinds(&events).contains(&"mode_changed"));
+    assert_eq!(
+        events[0],
+        Event::AgentStart {
+            run_id: run_id.as_str().into(),
+            mode_id: "plan".into()
+        },
+        "the resumed run starts again"
+    );
     let Event::ToolEnd {
         result, is_error, ..
-    } = &events[0]
+    } = &events[1]
     else {
         panic!("{events:?}")
     };
@@ -320,7 +344,10 @@ async fn rejection_without_feedback_ends_the_run_and_keeps_the_mode() {
         .expect("reject");
     assert!(matches!(outcome, RunOutcome::Completed { .. }));
     assert_eq!(session.mode().id(), "plan");
-    assert_eq!(kinds(&recorder.take()), ["tool_end", "agent_end"]);
+    assert_eq!(
+        kinds(&recorder.take()),
+        ["agent_start", "tool_end", "agent_end"]
+    );
     assert_eq!(
         model.requests().len(),
         1,
@@ -346,6 +373,10 @@ async fn abort_while_suspended_is_not_approved() {
     assert_eq!(
         recorder.take(),
         vec![
+            Event::AgentStart {
+                run_id: run_id.as_str().into(),
+                mode_id: "plan".into(),
+            },
             Event::ToolSuspensionCancelled {
                 run_id: run_id.as_str().into(),
                 tool_call_id: call_id.clone(),
@@ -370,13 +401,11 @@ async fn abort_while_suspended_is_not_approved() {
 #[tokio::test]
 async fn a_dismissed_decision_prompt_is_not_approved() {
     let ws = Workspace::new();
-    let (mut session, _, _, run_id, call_id) = suspended(&ws, vec![]).await;
-    let decision = Decision::from_answer(None).expect("end of input decides");
-    session
-        .resume(&run_id, &call_id, decision)
-        .await
-        .expect("reject");
+    let (mut session, _, _, _run_id, _call_id) = suspended(&ws, vec![]).await;
+    // A dismissed prompt decides nothing: the host aborts the run (or leaves it pending).
+    assert_eq!(session.abort().await, Ok(true));
     assert_eq!(session.mode().id(), "plan");
+    assert!(session.pending().is_none());
 }
 
 #[tokio::test]
@@ -392,6 +421,7 @@ async fn a_user_message_while_pending_cancels_the_plan_and_keeps_the_mode() {
     assert_eq!(
         kinds(&events),
         [
+            "agent_start",
             "tool_suspension_cancelled",
             "agent_end",
             "agent_start",
@@ -400,7 +430,7 @@ async fn a_user_message_while_pending_cancels_the_plan_and_keeps_the_mode() {
         ]
     );
     assert!(matches!(
-        &events[0],
+        &events[1],
         Event::ToolSuspensionCancelled {
             reason: CancelReason::UserMessage,
             ..
@@ -425,7 +455,12 @@ async fn a_manual_switch_while_pending_cancels_the_suspension_first() {
     assert_eq!(session.switch_mode("build").await, Ok(true));
     assert_eq!(
         kinds(&recorder.take()),
-        ["tool_suspension_cancelled", "agent_end", "mode_changed"]
+        [
+            "agent_start",
+            "tool_suspension_cancelled",
+            "agent_end",
+            "mode_changed"
+        ]
     );
     assert!(session.pending().is_none());
 }
@@ -686,7 +721,9 @@ async fn a_model_error_ends_the_run_with_error_and_keeps_the_session_usable() {
         .start_session(recorder.options().mode("plan"))
         .expect("session");
     let outcome = session.send_message("go").await.expect("run");
-    assert!(matches!(outcome, RunOutcome::Failed { ref message, .. } if message.contains("503")));
+    assert!(
+        matches!(outcome, RunOutcome::Failed { ref error, .. } if error.message().contains("503") && error.kind() == ModelErrorKind::Other)
+    );
     assert_eq!(kinds(&recorder.take())[2..], ["error", "agent_end"]);
     assert_eq!(session.mode().id(), "plan");
     let outcome = session.send_message("again").await.expect("run");
@@ -711,5 +748,12 @@ async fn a_model_that_never_stops_calling_tools_hits_the_step_limit() {
         .start_session(SessionOptions::new().mode("plan"))
         .expect("session");
     let outcome = session.send_message("loop").await.expect("run");
-    assert!(matches!(outcome, RunOutcome::Failed { ref message, .. } if message.contains("3")));
+    let RunOutcome::Failed { error, .. } = outcome else {
+        panic!("expected the step limit, got {outcome:?}");
+    };
+    assert_eq!(error.kind(), agent_controller::ModelErrorKind::StepLimit);
+    assert_eq!(
+        error.to_string(),
+        "the run exceeded its limit of 3 model calls"
+    );
 }
