@@ -12,9 +12,12 @@
 use std::io::{Read, Write};
 use std::path::{Component, Path, PathBuf};
 
-use cap_fs_ext::OpenOptionsSyncExt;
 use cap_std::ambient_authority;
-use cap_std::fs::{Dir, File, MetadataExt, OpenOptions};
+use cap_std::fs::{Dir, File, MetadataExt, OpenOptions, OpenOptionsExt};
+
+/// `O_NONBLOCK`: opening a FIFO or device never waits (for a writer, a carrier, ...); on a
+/// regular file it changes nothing.
+const NONBLOCK: i32 = rustix::fs::OFlags::NONBLOCK.bits() as i32;
 
 /// Why a jailed file operation was refused; the message names the path as it was given.
 #[derive(Debug, thiserror::Error)]
@@ -109,7 +112,7 @@ impl Jail {
     pub fn read(&self, path: &Path, limit: u64) -> Result<Vec<u8>, JailError> {
         let shown = path.display().to_string();
         let mut options = OpenOptions::new();
-        options.read(true).nonblock(true);
+        options.read(true).custom_flags(NONBLOCK);
         let file = self
             .dir
             .open_with(path, &options)
@@ -120,7 +123,7 @@ impl Jail {
     /// The identity of the file at `path`, or `None` when it cannot be opened inside.
     pub fn file_id(&self, path: &Path) -> Option<FileId> {
         let mut options = OpenOptions::new();
-        options.read(true).nonblock(true);
+        options.read(true).custom_flags(NONBLOCK);
         let file = self.dir.open_with(path, &options).ok()?;
         let meta = file.metadata().ok()?;
         Some(FileId {
@@ -163,7 +166,7 @@ impl Jail {
         self.create_parent(path, &shown)?;
         let mut options = OpenOptions::new();
         // No truncation before the handle is checked: a FIFO or a protected file stays as it is.
-        options.write(true).create(true).nonblock(true);
+        options.write(true).create(true).custom_flags(NONBLOCK);
         let mut file = self.dir.open_with(path, &options).map_err(err)?;
         let meta = file.metadata().map_err(err)?;
         if !meta.is_file() {
@@ -198,7 +201,7 @@ impl Jail {
             let candidate = numbered(path, n);
             let mut options = OpenOptions::new();
             // O_CREAT | O_EXCL: never follows a symlink, dangling or not.
-            options.write(true).create_new(true).nonblock(true);
+            options.write(true).create_new(true).custom_flags(NONBLOCK);
             match self.dir.open_with(&candidate, &options) {
                 Ok(mut file) => {
                     let shown = candidate.display().to_string();
@@ -306,7 +309,7 @@ pub(crate) fn normalize(path: &Path) -> Option<PathBuf> {
 pub fn read_file(path: &Path, limit: u64) -> Result<Vec<u8>, JailError> {
     let shown = path.display().to_string();
     let mut options = OpenOptions::new();
-    options.read(true).nonblock(true);
+    options.read(true).custom_flags(NONBLOCK);
     let file = File::open_ambient_with(path, &options, ambient_authority())
         .map_err(|e| io_error(&shown, "", e))?;
     read_regular(file, &shown, limit)

@@ -191,7 +191,10 @@ fn run_with_case_plan_files_suspends_or_refuses_as_expected() {
             _ => {
                 // `--plan` checks the file before it copies anything or starts a session.
                 assert_eq!(out.status.code(), Some(INVALID), "{name} is refused");
-                assert!(suspended.is_none() && events.is_empty(), "{name}: no session");
+                assert!(
+                    suspended.is_none() && events.is_empty(),
+                    "{name}: no session"
+                );
                 let stderr = String::from_utf8_lossy(&out.stderr);
                 assert!(stderr.contains(name.as_str()), "{name}: {stderr}");
                 let plans = ws.path().join(".agent/plans");
