@@ -15,10 +15,11 @@ use crate::event::{CancelReason, EndReason, Event, ModeChangeReason, SuspendPayl
 use crate::mode::ModeId;
 use crate::model::{Message, ModelError, ModelErrorKind, ModelRequest, TextSink};
 use crate::session::{Session, SessionError};
+use crate::store::SessionStore;
 use crate::tool::submit_plan::{
     self, APPROVED_RESULT, PlanSubmission, REJECTED_RESULT, SUBMIT_PLAN,
 };
-use crate::tool::{ToolCall, ToolContext, ToolOutput};
+use crate::tool::{PendingPlans, ToolCall, ToolContext, ToolOutput};
 
 /// The lifecycle of one run; a `match` on it is the spine of the state machine.
 #[derive(
@@ -634,6 +635,7 @@ impl Session {
             }
             let output = match (shared.tools.get(&name), args) {
                 (Some(tool), Some(args)) => {
+                    let pending_plans = StorePending(shared.store.as_ref());
                     let token = self.run_token.clone();
                     let ctx = ToolContext {
                         workspace: &shared.workspace,
@@ -644,6 +646,7 @@ impl Session {
                         tool_call_id: &id,
                         cancel: token.clone(),
                         extensions: &self.extensions,
+                        pending_plans: &pending_plans,
                     };
                     let output = token.run_until_cancelled(tool.execute(args, &ctx)).await;
                     match output {
@@ -733,5 +736,20 @@ impl Session {
             tool_call_id,
             payload,
         })
+    }
+}
+
+/// The plan files pending in the controller's store, read only when a tool asks (a tool that is
+/// about to change a file).
+struct StorePending<'a>(Option<&'a Arc<dyn SessionStore>>);
+
+#[async_trait::async_trait]
+impl PendingPlans for StorePending<'_> {
+    async fn pending_plan_paths(&self) -> Result<Vec<String>, String> {
+        let Some(store) = self.0 else {
+            return Ok(Vec::new());
+        };
+        let pending = store.list_pending().await.map_err(|e| e.to_string())?;
+        Ok(pending.into_iter().map(|p| p.plan_path).collect())
     }
 }

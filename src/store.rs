@@ -119,6 +119,9 @@ pub struct PendingSummary {
     /// The SHA-256 (hex) of the captured plan: pin a decision to it (`decide --sha256`).
     #[serde(default)]
     pub sha256: String,
+    /// The plan file's path as submitted (relative to the workspace, unless absolute).
+    #[serde(default)]
+    pub plan_path: String,
     /// When the session was last saved (seconds since the Unix epoch).
     pub updated_at: u64,
 }
@@ -134,6 +137,7 @@ impl SessionRecord {
             target_mode_id: p.suspend_payload.target_mode_id.to_string(),
             title: p.suspend_payload.submission.title.clone(),
             sha256: p.suspend_payload.submission.sha256.clone(),
+            plan_path: p.suspend_payload.submission.path.clone(),
             updated_at: self.updated_at,
         })
     }
