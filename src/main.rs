@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use agent_controller::diagram::{self, DiagramFormat};
 use agent_controller::model::scripted::ScriptedModel;
-use agent_controller::store::open_store;
+use agent_controller::store::{PendingSummary, display_spec, open_store};
 use agent_controller::terminal::{self, PromptAnswer, SpinnerModel, StdinLines, Style};
 use agent_controller::tool::SUBMIT_PLAN;
 use agent_controller::{
@@ -61,12 +61,16 @@ enum Command {
     Run(RunArgs),
     /// List the plans waiting for a decision in a session store.
     Pending {
-        /// The store: a directory, or `sqlite:FILE`.
+        /// The store: a directory, `sqlite:FILE`, or `postgres://USER@HOST:PORT/DB`.
         #[arg(long)]
         store: String,
         /// Print one JSON object per line.
         #[arg(long)]
         json: bool,
+        /// Keep going: after the plans pending now, print each new one as it arrives, until
+        /// Ctrl-C (a `postgres://` store; it hears about them through LISTEN/NOTIFY).
+        #[arg(long)]
+        watch: bool,
     },
     /// Decide a pending plan from a session store, in a fresh process, and carry the run on.
     Decide(DecideArgs),
@@ -74,7 +78,7 @@ enum Command {
 
 #[derive(Debug, Args)]
 struct DecideArgs {
-    /// The store: a directory, or `sqlite:FILE`.
+    /// The store: a directory, `sqlite:FILE`, or `postgres://USER@HOST:PORT/DB`.
     #[arg(long)]
     store: String,
     /// The session whose pending plan to decide.
@@ -121,7 +125,8 @@ struct RunArgs {
     /// A plan file to submit as is (copied into the plans directory when outside it).
     #[arg(long)]
     plan: Option<PathBuf>,
-    /// Persist the session in this store (a directory, or `sqlite:FILE`).
+    /// Persist the session in this store (a directory, `sqlite:FILE`, or
+    /// `postgres://USER@HOST:PORT/DB`).
     #[arg(long)]
     store: Option<String>,
     /// With --store: stop once a plan is suspended and print the session and run ids.
@@ -142,7 +147,12 @@ fn main() -> ExitCode {
             Ok(ExitCode::SUCCESS)
         }
         Command::Run(args) => run(args),
-        Command::Pending { store, json } => pending(&store, json),
+        Command::Pending {
+            store,
+            json,
+            watch: true,
+        } => watch_pending(&store, json),
+        Command::Pending { store, json, .. } => pending(&store, json),
         Command::Decide(args) => decide(args),
     };
     match result {
@@ -480,7 +490,8 @@ async fn decide_until_done(
                 );
             }
             eprintln!(
-                "decide later with: agent-controller decide --store {store} {} --approve | --reject [FEEDBACK]",
+                "decide later with: agent-controller decide --store {} {} --approve | --reject [FEEDBACK]",
+                display_spec(store),
                 session.id()
             );
             return Ok(ExitCode::SUCCESS);
@@ -522,19 +533,71 @@ fn pending(spec: &str, json: bool) -> Result<ExitCode, String> {
         .block_on(store.list_pending())
         .map_err(|e| e.to_string())?;
     for p in &pending {
-        if json {
-            println!("{}", serde_json::to_string(p).map_err(|e| e.to_string())?);
-        } else {
-            println!(
-                "{}\t{}\t{}\t{} -> {}\t{}",
-                p.session_id, p.run_id, p.tool_call_id, p.mode_id, p.target_mode_id, p.title
-            );
-        }
+        println!("{}", pending_line(p, json)?);
     }
     if !json && pending.is_empty() {
         eprintln!("no pending plans");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One pending plan as `pending` prints it: a JSON object, or tab-separated fields.
+fn pending_line(p: &PendingSummary, json: bool) -> Result<String, String> {
+    if json {
+        serde_json::to_string(p).map_err(|e| e.to_string())
+    } else {
+        Ok(format!(
+            "{}\t{}\t{}\t{} -> {}\t{}",
+            p.session_id, p.run_id, p.tool_call_id, p.mode_id, p.target_mode_id, p.title
+        ))
+    }
+}
+
+/// `pending --watch`: the plans pending now, then each new one as its save is committed, until
+/// Ctrl-C or a closed stdout.
+#[cfg(feature = "postgres")]
+fn watch_pending(spec: &str, json: bool) -> Result<ExitCode, String> {
+    use agent_controller::store::postgres::{PostgresConfig, PostgresStore, is_postgres_url};
+    use futures_util::StreamExt;
+    use std::io::Write;
+
+    if !is_postgres_url(spec) {
+        return Err(format!(
+            "--watch needs a postgres:// store: `{}` has no change notifications",
+            display_spec(spec)
+        ));
+    }
+    let config = PostgresConfig::from_url(spec).map_err(|e| e.to_string())?;
+    let store = PostgresStore::open(config).map_err(|e| e.to_string())?;
+    runtime()?.block_on(async {
+        let plans = store.watch_pending(true).await.map_err(|e| e.to_string())?;
+        let mut plans = std::pin::pin!(plans);
+        eprintln!(
+            "watching {} for pending plans (Ctrl-C to stop)",
+            display_spec(spec)
+        );
+        loop {
+            let plan = tokio::select! {
+                plan = plans.next() => plan,
+                _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
+            };
+            match plan {
+                Some(Ok(plan)) => {
+                    let line = pending_line(&plan, json)?;
+                    if writeln!(std::io::stdout().lock(), "{line}").is_err() {
+                        return Ok(ExitCode::SUCCESS);
+                    }
+                }
+                Some(Err(e)) => return Err(e.to_string()),
+                None => return Ok(ExitCode::SUCCESS),
+            }
+        }
+    })
+}
+
+#[cfg(not(feature = "postgres"))]
+fn watch_pending(_: &str, _: bool) -> Result<ExitCode, String> {
+    Err("--watch needs a postgres:// store, and this build has no PostgreSQL support: rebuild with `--features postgres`".to_owned())
 }
 
 fn decide(args: DecideArgs) -> Result<ExitCode, String> {
