@@ -115,7 +115,7 @@ impl PostgresStore {
             .max_size(config.pool_size())
             .runtime(Runtime::Tokio1)
             .build()
-            .map_err(|e| StoreError::Backend(format!("postgres pool: {e}")))?;
+            .map_err(|e| StoreError::backend("postgres pool", e))?;
         Ok(Self {
             pool,
             config: Arc::new(config),
@@ -229,14 +229,17 @@ impl PostgresStore {
     }
 
     fn unreachable(&self, err: deadpool_postgres::PoolError) -> StoreError {
-        StoreError::Backend(format!(
-            "cannot connect to {}: {err}",
-            self.config.redacted()
-        ))
+        let what = format!(
+            "cannot connect to {}{}",
+            self.config.redacted(),
+            causes(&err)
+        );
+        StoreError::backend(what, err)
     }
 
     fn db(&self, err: tokio_postgres::Error) -> StoreError {
-        StoreError::Backend(format!("postgres ({}): {err}", self.config.redacted()))
+        let what = format!("postgres ({}){}", self.config.redacted(), causes(&err));
+        StoreError::backend(what, err)
     }
 
     /// The compare-and-swap: one statement that writes the row if the version matches and
@@ -308,6 +311,18 @@ impl PostgresStore {
     }
 }
 
+/// The causes under `err` (its sources), as `: cause (: deeper cause)`, for a message that says
+/// more than "error performing TLS handshake". Sources never hold the password.
+fn causes(err: &dyn std::error::Error) -> String {
+    let mut out = String::new();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        out.push_str(&format!(" (because: {cause})"));
+        source = cause.source();
+    }
+    out
+}
+
 fn to_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
@@ -338,20 +353,24 @@ impl SessionStore for PostgresStore {
     async fn save(&self, record: &SessionRecord, expected: Option<u64>) -> Result<(), StoreError> {
         check_session_id(&record.session_id)?;
         check_next_version(record, expected)?;
-        let text = serde_json::to_string(record).map_err(|e| StoreError::Backend(e.to_string()))?;
+        let text = serde_json::to_string(record)
+            .map_err(|e| StoreError::backend("cannot encode the record", e))?;
         let pending = record
             .pending_summary()
             .map(|s| serde_json::to_string(&s))
             .transpose()
-            .map_err(|e| StoreError::Backend(e.to_string()))?;
+            .map_err(|e| StoreError::backend("cannot encode the pending summary", e))?;
         let mut client = self.client().await?;
         let channel = &self.ready().await?.channel;
         let lost_before_commit = |e: tokio_postgres::Error| {
-            StoreError::Backend(format!(
-                "postgres ({}): saving session `{}` failed before COMMIT, nothing was saved: {e}",
-                self.config.redacted(),
-                record.session_id
-            ))
+            StoreError::backend(
+                format!(
+                    "postgres ({}): saving session `{}` failed before COMMIT, nothing was saved",
+                    self.config.redacted(),
+                    record.session_id
+                ),
+                e,
+            )
         };
         let tx = client.transaction().await.map_err(lost_before_commit)?;
         let wrote = self
@@ -368,6 +387,7 @@ impl SessionStore for PostgresStore {
                 .await
                 .map_err(lost_before_commit)?
                 .map(|row| row.get::<_, i64>(0).cast_unsigned());
+            tx.rollback().await.map_err(lost_before_commit)?;
             return Err(StoreError::Conflict {
                 session_id: record.session_id.clone(),
                 expected,

@@ -82,7 +82,7 @@ impl TestSchema {
         if skipped() {
             return None;
         }
-        let name = format!("ac_test_{}", uuid::Uuid::new_v4().simple());
+        let name = format!("ac_test_{}", unique());
         Some(Self::named(name))
     }
 
@@ -116,6 +116,20 @@ impl Drop for TestSchema {
             );
         }
     }
+}
+
+/// A name part no other test (in this or another process) uses at the same time.
+pub fn unique() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!(
+        "{}_{}_{nanos}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 fn schema_name_of(dir: &Path) -> String {

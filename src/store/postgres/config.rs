@@ -87,7 +87,7 @@ pub fn is_postgres_url(spec: &str) -> bool {
 }
 
 fn invalid(url: &str, what: impl std::fmt::Display) -> StoreError {
-    StoreError::Backend(format!(
+    StoreError::backend_message(format!(
         "invalid PostgreSQL URL `{}`: {what}",
         redact_url(url)
     ))
@@ -222,7 +222,7 @@ impl PostgresConfig {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
-            .map_err(|e| StoreError::Backend(format!("TLS: {e}")))?;
+            .map_err(|e| StoreError::backend("TLS", e))?;
         let config = match self.ssl_mode {
             // No TLS happens with `disable`; `prefer` and `require` encrypt without checking
             // the certificate, as libpq does (use verify-full to know who you talk to).
@@ -235,7 +235,7 @@ impl PostgresConfig {
                 let webpki =
                     rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider)
                         .build()
-                        .map_err(|e| StoreError::Backend(format!("TLS: {e}")))?;
+                        .map_err(|e| StoreError::backend("TLS", e))?;
                 if self.ssl_mode == SslMode::VerifyFull {
                     builder.with_webpki_verifier(webpki).with_no_client_auth()
                 } else {
@@ -256,7 +256,7 @@ impl PostgresConfig {
             RootCerts::File(path) => CertificateDer::pem_file_iter(path)
                 .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
                 .map_err(|e| {
-                    StoreError::Backend(format!(
+                    StoreError::backend_message(format!(
                         "sslmode={}: cannot read root certificates from {}: {e} (set sslrootcert=FILE or sslrootcert=system)",
                         self.ssl_mode_name(),
                         path.display()
@@ -265,7 +265,7 @@ impl PostgresConfig {
         };
         roots.add_parsable_certificates(certs);
         if roots.is_empty() {
-            return Err(StoreError::Backend(format!(
+            return Err(StoreError::backend_message(format!(
                 "sslmode={}: no usable root certificate in {:?}",
                 self.ssl_mode_name(),
                 self.root_certs

@@ -96,14 +96,15 @@ impl PostgresStore {
                 let item = match message {
                     Some(Ok(AsyncMessage::Notification(note))) => {
                         serde_json::from_str::<SessionChange>(note.payload()).map_err(|e| {
-                            StoreError::Backend(format!("postgres: unreadable notification: {e}"))
+                            StoreError::backend("postgres: unreadable notification", e)
                         })
                     }
                     Some(Ok(_)) => continue,
-                    Some(Err(e)) => Err(StoreError::Backend(format!(
-                        "postgres ({redacted}): the listening connection failed: {e}"
-                    ))),
-                    None => Err(StoreError::Backend(format!(
+                    Some(Err(e)) => Err(StoreError::backend(
+                        format!("postgres ({redacted}): the listening connection failed"),
+                        e,
+                    )),
+                    None => Err(StoreError::backend_message(format!(
                         "postgres ({redacted}): the listening connection was closed"
                     ))),
                 };
@@ -208,7 +209,7 @@ impl PostgresStore {
                     Some(Ok(_)) => {}
                     Some(Err(e)) => return Err(e),
                     None => {
-                        return Err(StoreError::Backend(
+                        return Err(StoreError::backend_message(
                             "postgres: the listening connection ended".to_owned(),
                         ));
                     }

@@ -35,7 +35,8 @@ pub(super) async fn run(
     let tx = client.transaction().await?;
     let schema: Option<String> = tx.query_one("SELECT current_schema()", &[]).await?.get(0);
     let Some(schema) = schema else {
-        return Ok(Err(StoreError::Backend(
+        tx.rollback().await?;
+        return Ok(Err(StoreError::backend_message(
             "postgres: no schema to create the session tables in: the search_path names no \
              existing schema (create it, or set search_path with the URL's `options`)"
                 .to_owned(),
@@ -62,7 +63,9 @@ pub(super) async fn run(
         .await?
         .get(0);
     if applied > LATEST {
-        return Ok(Err(StoreError::Backend(format!(
+        // Rolled back here, not on drop: a dropped transaction's ROLLBACK waits for the runtime.
+        tx.rollback().await?;
+        return Ok(Err(StoreError::backend_message(format!(
             "postgres: schema `{schema}` is at migration {applied}, newer than this build's \
              {LATEST}: upgrade agent-controller on this host"
         ))));
