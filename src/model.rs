@@ -10,6 +10,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use tokio_util::sync::CancellationToken;
+
+use crate::event::TokenUsage;
+use crate::extensions::Extensions;
 use crate::tool::{ToolCall, ToolSpec};
 
 /// One message of a session's conversation.
@@ -50,9 +54,17 @@ pub enum Message {
     },
 }
 
-/// What a model call sees: the current mode, its system prompt and tools, and the conversation.
-#[derive(Debug, Clone, Copy)]
+/// What a model call sees: the session, run and mode it runs in, the mode's system prompt and
+/// tools, the conversation, a cancellation token, and the host's extensions.
+///
+/// Built by the run loop for every model call; `#[non_exhaustive]` so fields can be added.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ModelRequest<'a> {
+    /// The id of the session the call belongs to.
+    pub session_id: &'a str,
+    /// The id of the run the call belongs to (unique within the session).
+    pub run_id: &'a str,
     /// The id of the mode the call runs in.
     pub mode_id: &'a str,
     /// The mode's preferred model (`defaultModelId`), if any.
@@ -63,9 +75,63 @@ pub struct ModelRequest<'a> {
     pub tools: &'a [ToolSpec],
     /// The conversation so far, oldest first.
     pub messages: &'a [Message],
+    /// Cancelled when the host cancels the run ([`crate::session::CancelHandle`]). The run loop
+    /// stops waiting for the call at once either way (the call's future is dropped); a model
+    /// may watch the token to stop work that outlives its future (a spawned task, a request to
+    /// a server that bills by the token).
+    pub cancel: CancellationToken,
+    /// The host's state for this session ([`crate::SessionOptions::extension`]).
+    pub extensions: &'a Extensions,
+    /// Where a streaming model sends its reply text as it arrives; each piece reaches the
+    /// session's subscribers at once as a `text_delta` event (with the session and run ids).
+    pub text: TextSink<'a>,
 }
 
-/// A model's reply: text and zero or more tool calls (several are parallel calls of one step).
+/// Where a streaming model sends pieces of its reply text ([`ModelRequest::text`]).
+///
+/// # Examples
+/// ```
+/// use agent_controller::model::TextSink;
+/// let seen = std::sync::Mutex::new(String::new());
+/// let deliver = |text: &str| seen.lock().unwrap().push_str(text);
+/// let sink = TextSink::new(&deliver);
+/// sink.send("Hel");
+/// sink.send("lo");
+/// assert_eq!(*seen.lock().unwrap(), "Hello");
+/// TextSink::none().send("goes nowhere");
+/// ```
+#[derive(Clone, Copy)]
+pub struct TextSink<'a> {
+    deliver: &'a (dyn Fn(&str) + Send + Sync),
+}
+
+impl std::fmt::Debug for TextSink<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TextSink")
+    }
+}
+
+impl<'a> TextSink<'a> {
+    /// A sink that hands every piece to `deliver`.
+    pub fn new(deliver: &'a (dyn Fn(&str) + Send + Sync)) -> Self {
+        Self { deliver }
+    }
+
+    /// A sink that drops every piece (for calling a model outside a session).
+    pub fn none() -> TextSink<'static> {
+        TextSink { deliver: &|_| {} }
+    }
+
+    /// Sends a piece of reply text; empty pieces are skipped.
+    pub fn send(&self, text: &str) {
+        if !text.is_empty() {
+            (self.deliver)(text);
+        }
+    }
+}
+
+/// A model's reply: text and zero or more tool calls (several are parallel calls of one step),
+/// and what the provider says about the call (finish reason, token usage), when it says it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelResponse {
@@ -73,6 +139,12 @@ pub struct ModelResponse {
     pub text: String,
     /// Tool calls; empty when the model is done.
     pub tool_calls: Vec<ToolCall>,
+    /// Why the model stopped (`stop`, `tool_calls`, `length`, ...), if the provider says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
+    /// Tokens the call used, if the provider says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<TokenUsage>,
 }
 
 /// What kind of failure a [`ModelError`] is, for a host that reacts differently to each (wait
@@ -183,6 +255,40 @@ impl ModelError {
 }
 
 /// A language model the controller drives.
+///
+/// The trait is async through [`async_trait`](crate::async_trait): implement it with
+/// `#[agent_controller::async_trait]` on the `impl` block.
+///
+/// # Examples
+/// A model that answers every message with its last words, in every mode:
+/// ```
+/// use std::sync::Arc;
+/// use agent_controller::{
+///     AgentController, LanguageModel, Message, ModelError, ModelRequest, ModelResponse, RunOutcome,
+///     SessionOptions,
+/// };
+///
+/// struct Echo;
+///
+/// #[agent_controller::async_trait]
+/// impl LanguageModel for Echo {
+///     async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+///         let Some(Message::User { content }) = request.messages.last() else {
+///             return Err(ModelError::new("nothing to answer"));
+///         };
+///         Ok(ModelResponse { text: format!("[{}] {content}", request.mode_id), ..Default::default() })
+///     }
+/// }
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let graph = agent_controller::config::parse("[[modes]]\nid = \"build\"", "modes.toml")?;
+/// let controller = AgentController::builder(graph, Arc::new(Echo)).build()?;
+/// let mut session = controller.start_session(SessionOptions::new())?;
+/// let outcome = session.send_message("hello").await?;
+/// assert!(matches!(outcome, RunOutcome::Completed { text, .. } if text == "[build] hello"));
+/// # Ok::<(), agent_controller::Error>(())
+/// # }).unwrap();
+/// ```
 #[async_trait]
 pub trait LanguageModel: Send + Sync {
     /// Produces the next reply for `request`.

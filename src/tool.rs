@@ -15,6 +15,10 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use tokio_util::sync::CancellationToken;
+
+use crate::extensions::Extensions;
+
 pub use self::submit_plan::SUBMIT_PLAN;
 
 /// What the model is told about a tool: name, description and JSON Schema of its input.
@@ -69,21 +73,154 @@ impl ToolOutput {
     }
 }
 
-/// What a tool sees of the session that runs it.
-#[derive(Debug, Clone, Copy)]
+/// What a tool sees of the session that runs it: where it works, which session, run, mode and
+/// tool call it serves, a cancellation token, and the host's extensions.
+///
+/// `#[non_exhaustive]` so fields can be added; build one outside a session (to test a tool)
+/// with [`ToolContext::new`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ToolContext<'a> {
     /// The workspace root; relative paths are resolved against it.
     pub workspace: &'a Path,
-    /// The plans directory (absolute, inside or outside the workspace).
+    /// The plans directory: the workspace joined with the config's `plansDir`, which lies inside
+    /// the workspace.
     pub plans_dir: &'a Path,
     /// The id of the mode the call runs in.
     pub mode_id: &'a str,
+    /// The id of the session the call belongs to.
+    pub session_id: &'a str,
+    /// The id of the run the call belongs to (unique within the session).
+    pub run_id: &'a str,
+    /// The id of this tool call, as the model gave it.
+    pub tool_call_id: &'a str,
+    /// Cancelled when the host cancels the run ([`crate::session::CancelHandle`]). The run loop
+    /// stops waiting for the tool at once either way (the tool's future is dropped, and the
+    /// model gets a "cancelled" result); a tool may watch the token to stop work that outlives
+    /// its future.
+    pub cancel: CancellationToken,
+    /// The host's state for this session ([`crate::SessionOptions::extension`]).
+    pub extensions: &'a Extensions,
+    /// The plan files pending a decision in any session of the store; tools must not change
+    /// them (the workspace tools refuse to, or write the new plan under a fresh name).
+    pub pending_plans: &'a dyn PendingPlans,
+}
+
+impl<'a> ToolContext<'a> {
+    /// A context outside any session (for testing a tool on its own): empty session, run and
+    /// tool-call ids, a token nobody cancels, and no extensions.
+    pub fn new(workspace: &'a Path, plans_dir: &'a Path, mode_id: &'a str) -> Self {
+        Self {
+            workspace,
+            plans_dir,
+            mode_id,
+            session_id: "",
+            run_id: "",
+            tool_call_id: "",
+            cancel: CancellationToken::new(),
+            extensions: &crate::extensions::EMPTY,
+            pending_plans: &(),
+        }
+    }
+
+    /// The same context, telling the tools which plan files are pending a decision.
+    pub fn with_pending_plans(mut self, pending_plans: &'a dyn PendingPlans) -> Self {
+        self.pending_plans = pending_plans;
+        self
+    }
+}
+
+impl std::fmt::Debug for dyn PendingPlans + '_ {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PendingPlans")
+    }
+}
+
+/// Tells a tool which plan files are pending a decision, asked only when a tool is about to
+/// change a file (the store behind it may have to be read).
+///
+/// # Examples
+/// ```
+/// use agent_controller::tool::PendingPlans;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let pending = vec![".agent/plans/add-dark-mode.md".to_owned()];
+/// assert_eq!(pending.pending_plan_paths().await.unwrap(), [".agent/plans/add-dark-mode.md"]);
+/// assert!(().pending_plan_paths().await.unwrap().is_empty());
+/// # }
+/// ```
+#[async_trait]
+pub trait PendingPlans: Send + Sync {
+    /// The paths of the pending plan files, relative to the workspace (as submitted).
+    ///
+    /// # Errors
+    /// A message when they cannot be known (the store cannot be read); tools then refuse to
+    /// change files rather than risk changing a pending plan.
+    async fn pending_plan_paths(&self) -> Result<Vec<String>, String>;
+}
+
+/// A fixed list of pending plan paths.
+#[async_trait]
+impl PendingPlans for Vec<String> {
+    async fn pending_plan_paths(&self) -> Result<Vec<String>, String> {
+        Ok(self.clone())
+    }
+}
+
+/// No plan is pending.
+#[async_trait]
+impl PendingPlans for () {
+    async fn pending_plan_paths(&self) -> Result<Vec<String>, String> {
+        Ok(Vec::new())
+    }
 }
 
 /// A tool the model can call.
 ///
 /// Implementations report failures as [`ToolOutput::error`] results for the model rather than
-/// panicking or returning Rust errors: a tool failure is part of the conversation.
+/// panicking or returning Rust errors: a tool failure is part of the conversation. The trait is
+/// async through [`async_trait`](crate::async_trait): implement it with
+/// `#[agent_controller::async_trait]` on the `impl` block.
+///
+/// # Examples
+/// A tool that counts the words of its `text` argument, registered and offered in a mode that
+/// lists it:
+/// ```
+/// use std::path::Path;
+/// use std::sync::Arc;
+/// use agent_controller::{Tool, ToolContext, ToolOutput, ToolRegistry};
+/// use serde_json::{json, Value};
+///
+/// struct WordCount;
+///
+/// #[agent_controller::async_trait]
+/// impl Tool for WordCount {
+///     fn name(&self) -> &str {
+///         "word_count"
+///     }
+///     fn description(&self) -> String {
+///         "Counts the words of `text`.".to_owned()
+///     }
+///     fn input_schema(&self) -> Value {
+///         json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})
+///     }
+///     async fn execute(&self, args: &Value, _ctx: &ToolContext<'_>) -> ToolOutput {
+///         match args["text"].as_str() {
+///             Some(text) => ToolOutput::ok(text.split_whitespace().count().to_string()),
+///             None => ToolOutput::error("`text` must be a string"),
+///         }
+///     }
+/// }
+///
+/// let mut tools = ToolRegistry::new();
+/// tools.register(Arc::new(WordCount))?;
+/// let ctx = ToolContext::new(Path::new("."), Path::new(".agent/plans"), "build");
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let tool = tools.get("word_count").unwrap();
+/// assert_eq!(tool.execute(&json!({"text": "a b c"}), &ctx).await, ToolOutput::ok("3"));
+/// # });
+/// # Ok::<(), agent_controller::Error>(())
+/// ```
 #[async_trait]
 pub trait Tool: Send + Sync {
     /// The name the model calls the tool by; unique within a registry.

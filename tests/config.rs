@@ -136,6 +136,7 @@ fn invalid_cases_report_their_kind() {
             "target-without-submit-plan.toml",
             ConfigErrorKind::TargetWithoutSubmitPlan,
         ),
+        ("plans-dir-outside.toml", ConfigErrorKind::InvalidPlansDir),
     ];
     for (name, kind) in cases {
         let err = config::load(fixture(&format!("configs/invalid/{name}"))).expect_err(name);
@@ -287,5 +288,192 @@ fn the_known_ids_in_a_message_are_listed_once() {
         unknown.message().ends_with("(known: plan, build)"),
         "{}",
         unknown.message()
+    );
+}
+
+#[test]
+fn plans_dir_must_be_a_non_empty_relative_path_inside_the_workspace() {
+    let refused = [
+        "/",
+        "",
+        "../x",
+        ".",
+        "./",
+        "a/../../b",
+        "a/../b",
+        "/tmp/plans",
+    ];
+    for dir in refused {
+        let text = format!(
+            "defaultModeId = \"build\"\nplansDir = \"{dir}\"\n\n[[modes]]\nid = \"build\"\n"
+        );
+        let err = config::parse(&text, "modes.toml").expect_err(dir);
+        assert_eq!(err.kind(), ConfigErrorKind::InvalidPlansDir, "{dir}: {err}");
+        assert_eq!(
+            err.location().map(|l| (l.line, l.column)),
+            Some((2, 12)),
+            "{dir}: {err}"
+        );
+        assert!(err.to_string().contains("plansDir"), "{err}");
+        // `check` reports it with the other errors, at the same place.
+        let all = config::check(&text, "modes.toml");
+        assert_eq!(all.len(), 1, "{dir}: {all:?}");
+    }
+    for dir in [".agent/plans", "plans", "./docs/plans", "a/b/c"] {
+        let text = format!("plansDir = \"{dir}\"\n[[modes]]\nid = \"build\"\n");
+        let graph = config::parse(&text, "modes.toml").unwrap_or_else(|e| panic!("{dir}: {e}"));
+        assert_eq!(graph.plans_dir(), std::path::Path::new(dir));
+    }
+}
+
+#[test]
+fn a_config_that_is_not_utf8_is_an_error_at_the_first_bad_byte() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("modes.toml");
+    let mut bytes = b"[[modes]]\nid = \"b\"\nname = \"Bu".to_vec();
+    bytes.extend_from_slice(&[0xff, 0xfe]);
+    bytes.extend_from_slice(b"ild\"\n");
+    std::fs::write(&path, &bytes).expect("write");
+    let err = config::load(&path).expect_err("not UTF-8");
+    assert_eq!(err.kind(), ConfigErrorKind::NotUtf8, "{err}");
+    let loc = err.location().expect("a location");
+    assert_eq!((loc.line, loc.column), (3, 11), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with(&format!("{}:3:11: ", path.display())),
+        "{err}"
+    );
+    assert!(err.to_string().contains("UTF-8"), "{err}");
+}
+
+#[test]
+fn configs_that_are_not_regular_files_or_too_large_are_refused_at_once() {
+    let started = std::time::Instant::now();
+    // /dev/zero never ends: reading it grew to gigabytes before.
+    let err = config::load("/dev/zero").expect_err("a device");
+    assert_eq!(err.kind(), ConfigErrorKind::Io, "{err}");
+    assert!(err.to_string().contains("not a regular file"), "{err}");
+    // A config linked to it, as `config/modes.toml -> /dev/zero`.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let link = dir.path().join("modes.toml");
+    std::os::unix::fs::symlink("/dev/zero", &link).expect("symlink");
+    let err = config::load(&link).expect_err("a link to a device");
+    assert!(err.to_string().contains("not a regular file"), "{err}");
+    // A FIFO with no writer would block a plain read for ever.
+    let fifo = dir.path().join("fifo.toml");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(status.success());
+    let err = config::load(&fifo).expect_err("a FIFO");
+    assert!(err.to_string().contains("not a regular file"), "{err}");
+    // Over the 4 MiB limit.
+    let big = dir.path().join("big.toml");
+    let mut text = "[[modes]]\nid = \"b\"\n".to_owned();
+    text.push_str(&"#".repeat(config::MAX_CONFIG_BYTES as usize));
+    std::fs::write(&big, text).expect("write");
+    let err = config::load(&big).expect_err("too large");
+    assert!(err.to_string().contains("limit"), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+}
+
+/// A graph built in code is validated by the rules of a TOML config: each case gives the same
+/// error kind and message as the TOML text with the same values, without a file position.
+#[test]
+fn a_mode_graph_built_in_code_follows_the_toml_rules() {
+    use agent_controller::{ModeBuilder as M, ModeGraphBuilder as G};
+    let plan = || M::new("plan").available_tools(["read_file", "submit_plan"]);
+    let cases: Vec<(G, &str)> = vec![
+        (G::new(), "modes = []"),
+        (G::new().mode(M::new("a b")), "[[modes]]\nid = \"a b\""),
+        (
+            G::new().mode(M::new("x")).mode(M::new("x")),
+            "[[modes]]\nid = \"x\"\n[[modes]]\nid = \"x\"",
+        ),
+        (
+            G::new().mode(plan().transitions_to("plan")),
+            "[[modes]]\nid = \"plan\"\navailableTools = [\"read_file\", \"submit_plan\"]\ntransitionsTo = \"plan\"",
+        ),
+        (
+            G::new().mode(plan().transitions_to("biuld")),
+            "[[modes]]\nid = \"plan\"\navailableTools = [\"read_file\", \"submit_plan\"]\ntransitionsTo = \"biuld\"",
+        ),
+        (
+            G::new().mode(M::new("a")).default_mode_id("b"),
+            "defaultModeId = \"b\"\n[[modes]]\nid = \"a\"",
+        ),
+        (
+            G::new()
+                .mode(M::new("a").default_mode())
+                .mode(M::new("b").default_mode()),
+            "[[modes]]\nid = \"a\"\ndefault = true\n[[modes]]\nid = \"b\"\ndefault = true",
+        ),
+        (
+            G::new()
+                .mode(M::new("a").default_mode())
+                .mode(M::new("b"))
+                .default_mode_id("b"),
+            "defaultModeId = \"b\"\n[[modes]]\nid = \"a\"\ndefault = true\n[[modes]]\nid = \"b\"",
+        ),
+        (
+            G::new()
+                .mode(
+                    M::new("plan")
+                        .transitions_to("build")
+                        .available_tools(["read_file"]),
+                )
+                .mode(M::new("build")),
+            "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\"]\n[[modes]]\nid = \"build\"",
+        ),
+    ];
+    for (builder, text) in cases {
+        let from_code = builder.build().expect_err(text);
+        let from_toml = config::parse(text, "modes.toml").expect_err(text);
+        assert_eq!(from_code.kind(), from_toml.kind(), "{text}");
+        assert_eq!(from_code.message(), from_toml.message(), "{text}");
+        assert_eq!(from_code.location(), None, "{text}");
+        assert_eq!(from_code.origin(), config::BUILDER_ORIGIN);
+        assert!(
+            !from_code.to_string().contains('\n'),
+            "no snippet: {from_code}"
+        );
+    }
+}
+
+/// A graph built in code is the graph the same TOML gives: same modes, default, hand-over
+/// targets and fingerprint; an unknown tool is reported without a position.
+#[test]
+fn a_mode_graph_built_in_code_equals_its_toml_twin() {
+    use agent_controller::{ModeBuilder, ModeGraphBuilder};
+    let built = ModeGraphBuilder::new()
+        .mode(
+            ModeBuilder::new("plan")
+                .name("Plan")
+                .instructions("Plan first.")
+                .transitions_to("build")
+                .available_tools(["read_file", "write_plan", "submit_plan", "grep"]),
+        )
+        .mode(ModeBuilder::new("build").name("Build").default_mode())
+        .plans_dir("plans")
+        .build()
+        .expect("valid");
+    let text = "plansDir = \"plans\"\n[[modes]]\nid = \"plan\"\nname = \"Plan\"\ninstructions = \"Plan first.\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\", \"grep\"]\n[[modes]]\nid = \"build\"\nname = \"Build\"\ndefault = true\n";
+    let parsed = config::parse(text, "modes.toml").expect("valid");
+    assert_eq!(built.modes(), parsed.modes());
+    assert_eq!(built.default_mode_id(), parsed.default_mode_id());
+    assert_eq!(built.plans_dir(), parsed.plans_dir());
+    assert_eq!(built.fingerprint(), parsed.fingerprint());
+    let unknown = built.unknown_tools(|t| t != "grep");
+    assert_eq!(unknown.len(), 1);
+    assert_eq!(
+        unknown[0].kind(),
+        agent_controller::ConfigErrorKind::UnknownTool
+    );
+    assert_eq!(unknown[0].location(), None);
+    assert!(
+        parsed.unknown_tools(|t| t != "grep")[0]
+            .location()
+            .is_some()
     );
 }

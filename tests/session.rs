@@ -169,10 +169,24 @@ async fn approval_hands_over_before_the_next_model_call_with_the_new_modes_promp
     let events = recorder.take();
     assert_eq!(
         kinds(&events),
-        ["tool_end", "mode_changed", "assistant_message", "agent_end"]
+        [
+            "agent_start",
+            "tool_end",
+            "mode_changed",
+            "assistant_message",
+            "agent_end"
+        ]
     );
     assert_eq!(
         events[0],
+        Event::AgentStart {
+            run_id: run_id.as_str().into(),
+            mode_id: "plan".into()
+        },
+        "the resumed run starts again, with its id, before the hand-over"
+    );
+    assert_eq!(
+        events[1],
         Event::ToolEnd {
             run_id: run_id.as_str().into(),
             tool_call_id: call_id.clone(),
@@ -182,7 +196,7 @@ async fn approval_hands_over_before_the_next_model_call_with_the_new_modes_promp
         }
     );
     assert_eq!(
-        events[1],
+        events[2],
         Event::ModeChanged {
             mode_id: "build".into(),
             previous_mode_id: "plan".into(),
@@ -291,9 +305,17 @@ async fn rejection_with_feedback_keeps_the_mode_and_asks_for_a_revision() {
     assert_eq!(session.mode().id(), "plan");
     let events = recorder.take();
     assert!(!kinds(&events).contains(&"mode_changed"));
+    assert_eq!(
+        events[0],
+        Event::AgentStart {
+            run_id: run_id.as_str().into(),
+            mode_id: "plan".into()
+        },
+        "the resumed run starts again"
+    );
     let Event::ToolEnd {
         result, is_error, ..
-    } = &events[0]
+    } = &events[1]
     else {
         panic!("{events:?}")
     };
@@ -322,7 +344,10 @@ async fn rejection_without_feedback_ends_the_run_and_keeps_the_mode() {
         .expect("reject");
     assert!(matches!(outcome, RunOutcome::Completed { .. }));
     assert_eq!(session.mode().id(), "plan");
-    assert_eq!(kinds(&recorder.take()), ["tool_end", "agent_end"]);
+    assert_eq!(
+        kinds(&recorder.take()),
+        ["agent_start", "tool_end", "agent_end"]
+    );
     assert_eq!(
         model.requests().len(),
         1,
@@ -348,6 +373,10 @@ async fn abort_while_suspended_is_not_approved() {
     assert_eq!(
         recorder.take(),
         vec![
+            Event::AgentStart {
+                run_id: run_id.as_str().into(),
+                mode_id: "plan".into(),
+            },
             Event::ToolSuspensionCancelled {
                 run_id: run_id.as_str().into(),
                 tool_call_id: call_id.clone(),
@@ -392,6 +421,7 @@ async fn a_user_message_while_pending_cancels_the_plan_and_keeps_the_mode() {
     assert_eq!(
         kinds(&events),
         [
+            "agent_start",
             "tool_suspension_cancelled",
             "agent_end",
             "agent_start",
@@ -400,7 +430,7 @@ async fn a_user_message_while_pending_cancels_the_plan_and_keeps_the_mode() {
         ]
     );
     assert!(matches!(
-        &events[0],
+        &events[1],
         Event::ToolSuspensionCancelled {
             reason: CancelReason::UserMessage,
             ..
@@ -425,7 +455,12 @@ async fn a_manual_switch_while_pending_cancels_the_suspension_first() {
     assert_eq!(session.switch_mode("build").await, Ok(true));
     assert_eq!(
         kinds(&recorder.take()),
-        ["tool_suspension_cancelled", "agent_end", "mode_changed"]
+        [
+            "agent_start",
+            "tool_suspension_cancelled",
+            "agent_end",
+            "mode_changed"
+        ]
     );
     assert!(session.pending().is_none());
 }
@@ -570,6 +605,7 @@ async fn tools_outside_the_mode_are_not_offered_and_not_executed() {
                     args: json!({}),
                 },
             ],
+            ..ModelResponse::default()
         },
         ReplayModel::call(
             "w2",
@@ -630,6 +666,7 @@ async fn calls_after_a_suspending_submit_plan_are_not_executed() {
                 args: json!({ "path": "p" }),
             },
         ],
+        ..ModelResponse::default()
     }]);
     let controller = controller(PLAN_BUILD, &ws, model);
     let recorder = Recorder::default();
@@ -720,5 +757,59 @@ async fn a_model_that_never_stops_calling_tools_hits_the_step_limit() {
     assert_eq!(
         error.to_string(),
         "the run exceeded its limit of 3 model calls"
+    );
+}
+
+/// A session can run with its own model and its own step limit; other sessions of the same
+/// controller keep the controller's.
+#[tokio::test]
+async fn a_session_can_override_the_model_and_the_step_limit() {
+    let ws = Workspace::new();
+    let looping = || {
+        replay(
+            (0..10)
+                .map(|i| ReplayModel::call(&format!("c{i}"), "read_file", json!({ "path": "x" })))
+                .collect(),
+        )
+    };
+    let controller =
+        agent_controller::AgentController::builder(common::graph(PLAN_BUILD), looping())
+            .tools(agent_controller::ToolRegistry::with_workspace_tools())
+            .workspace(ws.path())
+            .max_steps(5)
+            .build()
+            .expect("controller");
+
+    let mut limited = controller
+        .start_session(SessionOptions::new().max_steps(2))
+        .expect("session");
+    let outcome = limited.send_message("loop").await.expect("run");
+    let RunOutcome::Failed { error, .. } = outcome else {
+        panic!("expected the step limit, got {outcome:?}");
+    };
+    assert_eq!(
+        error.to_string(),
+        "the run exceeded its limit of 2 model calls"
+    );
+
+    let mut own_model = controller
+        .start_session(SessionOptions::new().model(replay(vec![ReplayModel::text("mine")])))
+        .expect("session");
+    let outcome = own_model.send_message("hi").await.expect("run");
+    assert!(
+        matches!(&outcome, RunOutcome::Completed { text, .. } if text == "mine"),
+        "{outcome:?}"
+    );
+
+    let mut plain = controller
+        .start_session(SessionOptions::new())
+        .expect("session");
+    let outcome = plain.send_message("loop").await.expect("run");
+    let RunOutcome::Failed { error, .. } = outcome else {
+        panic!("expected the step limit, got {outcome:?}");
+    };
+    assert_eq!(
+        error.to_string(),
+        "the run exceeded its limit of 5 model calls"
     );
 }

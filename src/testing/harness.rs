@@ -362,6 +362,7 @@ impl Harness {
             Reply::Text(text) => Ok(ModelResponse {
                 text: text.clone(),
                 tool_calls: Vec::new(),
+                ..ModelResponse::default()
             }),
             Reply::Fail => Err(ModelError::new("scripted model failure")),
             Reply::Calls(calls) => Ok(ModelResponse {
@@ -377,6 +378,7 @@ impl Harness {
                         },
                     })
                     .collect(),
+                ..ModelResponse::default()
             }),
         }
     }
@@ -571,6 +573,7 @@ fn run_outcome(result: Result<RunOutcome, SessionError>) -> Outcome {
         Ok(RunOutcome::Completed { .. }) => Outcome::Run(RunState::Completed),
         Ok(RunOutcome::Suspended { .. }) => Outcome::Run(RunState::Suspended),
         Ok(RunOutcome::Failed { .. }) => Outcome::Run(RunState::Failed),
+        Ok(RunOutcome::Aborted { .. }) => Outcome::Run(RunState::Aborted),
         Err(e) => Outcome::Refused(refusal(&e)),
     }
 }
