@@ -79,6 +79,46 @@ The answer is pinned to the sha256 of the plan shown.";
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Trace runs, model calls, tool calls, decisions and saves on stderr at this level.
+    #[arg(long, global = true, value_enum, default_value_t = LogLevel::Off)]
+    log_level: LogLevel,
+}
+
+/// How much the library's `tracing` spans and events print (`--log-level`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogLevel {
+    Off,
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
+}
+
+/// Installs a `tracing` subscriber writing to stderr (stdout carries events and results).
+fn init_logging(level: LogLevel) {
+    use tracing_subscriber::filter::LevelFilter;
+    use tracing_subscriber::fmt::format::FmtSpan;
+    let filter = match level {
+        LogLevel::Off => return,
+        LogLevel::Error => LevelFilter::ERROR,
+        LogLevel::Warn => LevelFilter::WARN,
+        LogLevel::Info => LevelFilter::INFO,
+        LogLevel::Debug => LevelFilter::DEBUG,
+        LogLevel::Trace => LevelFilter::TRACE,
+    };
+    // Err only when a subscriber is installed already, which then keeps the job.
+    // From debug on, a line when each span closes, with its time.
+    let spans = if filter >= LevelFilter::DEBUG {
+        FmtSpan::CLOSE
+    } else {
+        FmtSpan::NONE
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_max_level(filter)
+        .with_span_events(spans)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 #[derive(Debug, Subcommand)]
@@ -326,6 +366,7 @@ type Outcome = Result<Exit, Failure>;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    init_logging(cli.log_level);
     let result = match cli.command {
         Command::Check { config } => check(&config),
         Command::Graph { config, format } => graph(&config, format),
