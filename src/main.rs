@@ -351,12 +351,13 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
     if let Some(mode) = &args.mode {
         options = options.mode(mode.clone());
     }
-    let mut session = controller
-        .start_session(options)
-        .map_err(|e| e.to_string())?;
     let fixed = fixed_decision(args.common.approve, args.common.reject.as_deref());
     let runtime = runtime()?;
     runtime.block_on(async {
+        let mut session = controller
+            .start_session(options)
+            .await
+            .map_err(|e| e.to_string())?;
         // Ctrl-C while the model works stops the run; the session keeps the mode it is in now.
         let outcome = tokio::select! {
             outcome = session.send_message(args.prompt.clone()) => Some(outcome),

@@ -41,6 +41,7 @@ async fn suspended(
     let recorder = Recorder::default();
     let mut session = controller
         .start_session(recorder.options().mode("plan"))
+        .await
         .expect("session");
     let outcome = session.send_message("Add dark mode").await.expect("run");
     let RunOutcome::Suspended {
@@ -61,6 +62,7 @@ async fn a_new_session_starts_in_the_default_mode_or_the_named_one() {
     let recorder = Recorder::default();
     let session = controller
         .start_session(recorder.options())
+        .await
         .expect("session");
     assert_eq!(session.mode().id(), "build");
     assert_eq!(
@@ -72,10 +74,12 @@ async fn a_new_session_starts_in_the_default_mode_or_the_named_one() {
     );
     let session = controller
         .start_session(SessionOptions::new().mode("plan").id("s-1"))
+        .await
         .expect("session");
     assert_eq!((session.mode().id(), session.id()), ("plan", "s-1"));
     let err = controller
         .start_session(SessionOptions::new().mode("Plan"))
+        .await
         .expect_err("case-sensitive");
     assert_eq!(err, SessionError::UnknownMode("Plan".into()));
 }
@@ -87,6 +91,7 @@ async fn manual_switch_emits_mode_changed_and_unknown_or_same_mode_change_nothin
     let recorder = Recorder::default();
     let mut session = controller
         .start_session(recorder.options())
+        .await
         .expect("session");
     recorder.take();
     assert_eq!(session.switch_mode("plan").await, Ok(true));
@@ -248,6 +253,7 @@ async fn mode_changed_comes_before_any_model_call_in_the_new_mode() {
                 .mode("plan")
                 .on_event(move |e| sink.lock().expect("lock").push(e.kind().to_owned())),
         )
+        .await
         .expect("session");
     let RunOutcome::Suspended {
         run_id,
@@ -538,6 +544,7 @@ async fn a_decision_for_a_finished_run_is_refused() {
     let controller = controller(PLAN_BUILD, &ws, replay(vec![ReplayModel::text("hi")]));
     let mut session = controller
         .start_session(SessionOptions::new())
+        .await
         .expect("session");
     session.send_message("hello").await.expect("run");
     assert_eq!(
@@ -582,6 +589,7 @@ async fn tools_outside_the_mode_are_not_offered_and_not_executed() {
     let recorder = Recorder::default();
     let mut session = controller
         .start_session(recorder.options().mode("plan"))
+        .await
         .expect("session");
     session.send_message("look around").await.expect("run");
     assert!(!ws.path().join("pwned.txt").exists() && !ws.path().join("pwned2.txt").exists());
@@ -635,6 +643,7 @@ async fn calls_after_a_suspending_submit_plan_are_not_executed() {
     let recorder = Recorder::default();
     let mut session = controller
         .start_session(recorder.options().mode("plan"))
+        .await
         .expect("session");
     let outcome = session.send_message("go").await.expect("run");
     assert!(matches!(outcome, RunOutcome::Suspended { .. }));
@@ -684,6 +693,7 @@ async fn a_model_error_ends_the_run_with_error_and_keeps_the_session_usable() {
     let recorder = Recorder::default();
     let mut session = controller
         .start_session(recorder.options().mode("plan"))
+        .await
         .expect("session");
     let outcome = session.send_message("go").await.expect("run");
     assert!(matches!(outcome, RunOutcome::Failed { ref message, .. } if message.contains("503")));
@@ -709,6 +719,7 @@ async fn a_model_that_never_stops_calling_tools_hits_the_step_limit() {
         .expect("controller");
     let mut session = controller
         .start_session(SessionOptions::new().mode("plan"))
+        .await
         .expect("session");
     let outcome = session.send_message("loop").await.expect("run");
     assert!(matches!(outcome, RunOutcome::Failed { ref message, .. } if message.contains("3")));
