@@ -106,6 +106,9 @@ pub struct PendingSummary {
     pub target_mode_id: String,
     /// The plan's title.
     pub title: String,
+    /// The SHA-256 (hex) of the captured plan: pin a decision to it (`decide --sha256`).
+    #[serde(default)]
+    pub sha256: String,
     /// When the session was last saved (seconds since the Unix epoch).
     pub updated_at: u64,
 }
@@ -120,6 +123,7 @@ impl SessionRecord {
             mode_id: self.mode_id.clone(),
             target_mode_id: p.suspend_payload.target_mode_id.to_string(),
             title: p.suspend_payload.submission.title.clone(),
+            sha256: p.suspend_payload.submission.sha256.clone(),
             updated_at: self.updated_at,
         })
     }
