@@ -341,7 +341,10 @@ impl AgentController {
     /// [`SessionError::SessionExists`] when the store already has a session with that id (it is
     /// left untouched); [`SessionError::Store`] when the first save fails. On error no session
     /// is started and no event is emitted.
-    pub async fn start_session(&self, options: SessionOptions) -> Result<Session, SessionError> {
+    pub async fn start_session(
+        &self,
+        mut options: SessionOptions,
+    ) -> Result<Session, SessionError> {
         let mode = match &options.mode {
             Some(id) => self
                 .shared
@@ -350,14 +353,14 @@ impl AgentController {
                 .ok_or_else(|| SessionError::UnknownMode(id.clone()))?,
             None => self.shared.graph.default_mode_id(),
         };
-        let id: Arc<str> = match options.id {
+        let id: Arc<str> = match options.id.take() {
             Some(id) => {
                 check_session_id(&id).map_err(|_| SessionError::InvalidSessionId(id.clone()))?;
                 Arc::from(id)
             }
             None => Arc::from(new_session_id()),
         };
-        Session::start(self.shared.clone(), id, mode, options.subscribers).await
+        Session::start(self.shared.clone(), id, mode, options).await
     }
 
     /// The session store, if one is configured.
@@ -387,7 +390,7 @@ impl AgentController {
             .load(id)
             .await?
             .ok_or_else(|| SessionError::UnknownSession(id.to_owned()))?;
-        Session::from_record(self.shared.clone(), record, options.subscribers)
+        Session::from_record(self.shared.clone(), record, options)
     }
 
     /// Every pending decision in the store, oldest first.

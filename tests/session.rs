@@ -174,10 +174,24 @@ async fn approval_hands_over_before_the_next_model_call_with_the_new_modes_promp
     let events = recorder.take();
     assert_eq!(
         kinds(&events),
-        ["tool_end", "mode_changed", "assistant_message", "agent_end"]
+        [
+            "agent_start",
+            "tool_end",
+            "mode_changed",
+            "assistant_message",
+            "agent_end"
+        ]
     );
     assert_eq!(
         events[0],
+        Event::AgentStart {
+            run_id: run_id.as_str().into(),
+            mode_id: "plan".into()
+        },
+        "the resumed run starts again, with its id, before the hand-over"
+    );
+    assert_eq!(
+        events[1],
         Event::ToolEnd {
             run_id: run_id.as_str().into(),
             tool_call_id: call_id.clone(),
@@ -187,7 +201,7 @@ async fn approval_hands_over_before_the_next_model_call_with_the_new_modes_promp
         }
     );
     assert_eq!(
-        events[1],
+        events[2],
         Event::ModeChanged {
             mode_id: "build".into(),
             previous_mode_id: "plan".into(),
@@ -297,9 +311,17 @@ async fn rejection_with_feedback_keeps_the_mode_and_asks_for_a_revision() {
     assert_eq!(session.mode().id(), "plan");
     let events = recorder.take();
     assert!(!kinds(&events).contains(&"mode_changed"));
+    assert_eq!(
+        events[0],
+        Event::AgentStart {
+            run_id: run_id.as_str().into(),
+            mode_id: "plan".into()
+        },
+        "the resumed run starts again"
+    );
     let Event::ToolEnd {
         result, is_error, ..
-    } = &events[0]
+    } = &events[1]
     else {
         panic!("{events:?}")
     };
@@ -328,7 +350,10 @@ async fn rejection_without_feedback_ends_the_run_and_keeps_the_mode() {
         .expect("reject");
     assert!(matches!(outcome, RunOutcome::Completed { .. }));
     assert_eq!(session.mode().id(), "plan");
-    assert_eq!(kinds(&recorder.take()), ["tool_end", "agent_end"]);
+    assert_eq!(
+        kinds(&recorder.take()),
+        ["agent_start", "tool_end", "agent_end"]
+    );
     assert_eq!(
         model.requests().len(),
         1,
@@ -354,6 +379,10 @@ async fn abort_while_suspended_is_not_approved() {
     assert_eq!(
         recorder.take(),
         vec![
+            Event::AgentStart {
+                run_id: run_id.as_str().into(),
+                mode_id: "plan".into(),
+            },
             Event::ToolSuspensionCancelled {
                 run_id: run_id.as_str().into(),
                 tool_call_id: call_id.clone(),
@@ -398,6 +427,7 @@ async fn a_user_message_while_pending_cancels_the_plan_and_keeps_the_mode() {
     assert_eq!(
         kinds(&events),
         [
+            "agent_start",
             "tool_suspension_cancelled",
             "agent_end",
             "agent_start",
@@ -406,7 +436,7 @@ async fn a_user_message_while_pending_cancels_the_plan_and_keeps_the_mode() {
         ]
     );
     assert!(matches!(
-        &events[0],
+        &events[1],
         Event::ToolSuspensionCancelled {
             reason: CancelReason::UserMessage,
             ..
@@ -431,7 +461,12 @@ async fn a_manual_switch_while_pending_cancels_the_suspension_first() {
     assert_eq!(session.switch_mode("build").await, Ok(true));
     assert_eq!(
         kinds(&recorder.take()),
-        ["tool_suspension_cancelled", "agent_end", "mode_changed"]
+        [
+            "agent_start",
+            "tool_suspension_cancelled",
+            "agent_end",
+            "mode_changed"
+        ]
     );
     assert!(session.pending().is_none());
 }
