@@ -77,7 +77,10 @@ pub mod tool;
 pub use crate::config::{ConfigError, ConfigErrorKind, Location, ModeBuilder, ModeGraphBuilder};
 pub use crate::controller::{AgentController, AgentControllerBuilder};
 pub use crate::error::{Error, Result};
-pub use crate::event::{CancelReason, EndReason, Event, ModeChangeReason, SuspendPayload};
+pub use crate::event::{
+    CancelReason, EndReason, Event, EventStream, ModeChangeReason, Subscription, SuspendPayload,
+    TokenUsage,
+};
 pub use crate::extensions::Extensions;
 pub use crate::mode::{Mode, ModeGraph, ModeId};
 pub use crate::model::{

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::event::{CancelReason, EndReason, Event, ModeChangeReason, SuspendPayload};
 use crate::mode::ModeId;
-use crate::model::{Message, ModelError, ModelErrorKind, ModelRequest};
+use crate::model::{Message, ModelError, ModelErrorKind, ModelRequest, TextSink};
 use crate::session::{Session, SessionError};
 use crate::tool::submit_plan::{
     self, APPROVED_RESULT, PlanSubmission, REJECTED_RESULT, SUBMIT_PLAN,
@@ -520,6 +520,15 @@ impl Session {
             steps += 1;
             let mode = self.mode;
             let runtime = shared.runtime(mode);
+            let (session_id, delta_run) = (self.id.clone(), run_id.clone());
+            let this = &*self;
+            let deliver = move |text: &str| {
+                this.deliver_shared(&Event::TextDelta {
+                    session_id: session_id.clone(),
+                    run_id: delta_run.clone(),
+                    text: text.to_owned(),
+                });
+            };
             let request = ModelRequest {
                 session_id: &self.id,
                 run_id: &run_id,
@@ -530,6 +539,7 @@ impl Session {
                 messages: &self.messages,
                 cancel: token.clone(),
                 extensions: &self.extensions,
+                text: TextSink::new(&deliver),
             };
             let response = token
                 .run_until_cancelled(shared.model.generate(request))
@@ -539,6 +549,13 @@ impl Session {
                 Some(Ok(r)) => r,
                 Some(Err(error)) => return self.end_run(run_id, Err(error)).await,
             };
+            if response.finish_reason.is_some() || response.usage.is_some() {
+                self.emit(Event::ModelEnd {
+                    run_id: run_id.clone(),
+                    finish_reason: response.finish_reason.clone(),
+                    usage: response.usage,
+                });
+            }
             if !response.text.is_empty() {
                 self.emit(Event::AssistantMessage {
                     run_id: run_id.clone(),

@@ -118,6 +118,7 @@ impl LanguageModel for Model {
                 String::new()
             },
             tool_calls,
+            ..ModelResponse::default()
         })
     }
 }
