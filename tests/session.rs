@@ -793,6 +793,7 @@ async fn a_session_can_override_the_model_and_the_step_limit() {
 
     let mut limited = controller
         .start_session(SessionOptions::new().max_steps(2))
+        .await
         .expect("session");
     let outcome = limited.send_message("loop").await.expect("run");
     let RunOutcome::Failed { error, .. } = outcome else {
@@ -805,6 +806,7 @@ async fn a_session_can_override_the_model_and_the_step_limit() {
 
     let mut own_model = controller
         .start_session(SessionOptions::new().model(replay(vec![ReplayModel::text("mine")])))
+        .await
         .expect("session");
     let outcome = own_model.send_message("hi").await.expect("run");
     assert!(
@@ -814,6 +816,7 @@ async fn a_session_can_override_the_model_and_the_step_limit() {
 
     let mut plain = controller
         .start_session(SessionOptions::new())
+        .await
         .expect("session");
     let outcome = plain.send_message("loop").await.expect("run");
     let RunOutcome::Failed { error, .. } = outcome else {
