@@ -771,8 +771,8 @@ async fn a_decision_abandoned_mid_save_changes_nothing() {
 
 #[tokio::test]
 async fn a_started_session_is_saved_at_once_and_restorable() {
-    for &backend in BACKENDS {
-        let tmp = tempfile::tempdir().expect("tmp");
+    for backend in backends() {
+        let tmp = Scratch::new();
         let ws = Workspace::new();
         let store = open(backend, tmp.path());
         let controller = controller_with(
@@ -827,8 +827,8 @@ async fn a_malformed_session_id_is_refused_at_start() {
 
 #[tokio::test]
 async fn an_id_already_in_the_store_is_refused_at_start() {
-    for &backend in BACKENDS {
-        let tmp = tempfile::tempdir().expect("tmp");
+    for backend in backends() {
+        let tmp = Scratch::new();
         let ws = Workspace::new();
         let store = open(backend, tmp.path());
         let (session_id, _, call_id) = suspend_and_drop(&ws, store.clone()).await;
