@@ -1,6 +1,8 @@
 //! Shared test helpers: fixtures, a temporary workspace, an event recorder.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod openai_server;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
