@@ -82,7 +82,8 @@ pub enum CancelReason {
     ModeSwitch,
 }
 
-/// What `tool_suspended` carries for `submit_plan`: the captured plan and where approval leads.
+/// What `tool_suspended` carries for `submit_plan`: the captured plan, where approval leads, and
+/// the decision id hosts address the decision by.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SuspendPayload {
@@ -91,6 +92,72 @@ pub struct SuspendPayload {
     pub submission: PlanSubmission,
     /// The mode approval hands over to, fixed at submit time.
     pub target_mode_id: Arc<str>,
+    /// The id the controller gave this decision (`decision_1`, `decision_2`, ...), unique in the
+    /// session. Unlike the model's tool-call id, which a model may reuse, it names exactly one
+    /// submitted plan: decide by it with [`crate::Session::decide`]. Empty only in records
+    /// written before decision ids existed (restoring such a record assigns one).
+    #[serde(default)]
+    pub decision_id: String,
+}
+
+/// How a submitted plan was settled.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::Display,
+    strum::EnumString,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum DecisionOutcome {
+    /// The host approved it.
+    Approved,
+    /// The host rejected it (with or without feedback).
+    Rejected,
+    /// It was cancelled without a decision (abort, a new user message, a manual switch): not
+    /// approved.
+    Cancelled,
+}
+
+/// The audit record of one settled plan decision: which decision, how, when and by whom. The
+/// session record keeps the latest (`lastDecided`) and all of them (`history`); the events that
+/// settle a decision (`tool_end` of `submit_plan`, `tool_suspension_cancelled`) carry it as
+/// `decision`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DecidedRecord {
+    /// The run the plan suspended.
+    pub run_id: String,
+    /// The model's `submit_plan` tool-call id (not necessarily unique).
+    pub tool_call_id: String,
+    /// The controller's decision id, unique in the session (empty in records written before
+    /// decision ids existed).
+    #[serde(default)]
+    pub decision_id: String,
+    /// Approved, rejected or cancelled (`None` in records written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<DecisionOutcome>,
+    /// The SHA-256 of the plan that was decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// When, as RFC 3339 in UTC with seconds (`2026-11-30T12:35:43Z`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_at: Option<String>,
+    /// Who, as the host named them ([`crate::Decision::decided_by`]); `None` when the host did
+    /// not say (and for cancellations).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+}
+
+/// Now, as RFC 3339 in UTC with whole seconds.
+pub(crate) fn rfc3339_now() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }
 
 /// One thing that happened in a session.
@@ -157,6 +224,10 @@ pub enum Event {
         result: String,
         /// Whether the result reports an error.
         is_error: bool,
+        /// For the `submit_plan` call a decision settled: the audit record (decision id,
+        /// outcome, `decidedAt`, `decidedBy`); absent for every other tool call.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        decision: Option<DecidedRecord>,
     },
     /// The session's mode changed.
     ModeChanged {
@@ -177,6 +248,9 @@ pub enum Event {
         tool_name: String,
         /// Why.
         reason: CancelReason,
+        /// The audit record (decision id, outcome `cancelled`, `decidedAt`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        decision: Option<DecidedRecord>,
     },
     /// A run ended or paused.
     AgentEnd {

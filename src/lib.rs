@@ -75,7 +75,7 @@ pub mod tool;
 pub use crate::config::{ConfigError, ConfigErrorKind};
 pub use crate::controller::{AgentController, AgentControllerBuilder};
 pub use crate::error::{Error, Result};
-pub use crate::event::{Event, ModeChangeReason, SuspendPayload};
+pub use crate::event::{DecidedRecord, DecisionOutcome, Event, ModeChangeReason, SuspendPayload};
 pub use crate::mode::{Mode, ModeGraph, ModeId};
 pub use crate::model::{LanguageModel, Message, ModelRequest, ModelResponse};
 pub use crate::run::{Decision, DecisionAction, PendingDecision, RunOutcome, RunState};

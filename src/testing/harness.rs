@@ -420,7 +420,9 @@ impl Harness {
             .facts
             .index_of(&mode)
             .is_some_and(|m| self.facts.modes()[m].tools.is_some());
-        let told_mode_change = matches!(last, Some(Message::System { content }) if content.contains(&format!("`{mode}`")));
+        // A manual switch tells the model with a notice in the conversation; an approval tells it
+        // inside the approval result.
+        let told_mode_change = matches!(last, Some(Message::System { content } | Message::Tool { content, .. }) if content.contains("Mode changed: you are now in the ") && content.contains(&format!("`{mode}`")));
         tools.sort();
         Trace::ModelCalled {
             offered: Offered {
@@ -593,7 +595,7 @@ fn refusal(error: &SessionError) -> Refusal {
 }
 
 fn result_kind(result: &str) -> ResultKind {
-    if result == APPROVED_RESULT {
+    if result.starts_with(APPROVED_RESULT) {
         ResultKind::Approved
     } else if result == REJECTED_RESULT {
         ResultKind::Rejected
