@@ -60,6 +60,9 @@ pub enum ConfigErrorKind {
     /// A mode sets `transitionsTo` but its `availableTools` leaves out `submit_plan`, so it could
     /// never hand over.
     TargetWithoutSubmitPlan,
+    /// A warning, not an error ([`warnings`]): a planning mode offers no tool that can write a
+    /// plan file, so a real model there cannot author a plan.
+    NoPlanWriter,
 }
 
 /// A 1-based line and column in a config file (columns count characters, not bytes).
@@ -126,6 +129,18 @@ impl ConfigError {
             location: Some(location),
             message,
             snippet,
+        }
+    }
+
+    pub(crate) fn no_plan_writer(
+        origin: &str,
+        location: Location,
+        snippet: String,
+        message: String,
+    ) -> Self {
+        Self {
+            kind: ConfigErrorKind::NoPlanWriter,
+            ..Self::unknown_tool(origin, location, snippet, message)
         }
     }
 
@@ -458,8 +473,32 @@ pub fn check_with_tools(
     if let Some(graph) = graph {
         errors.extend(graph.unknown_tools(is_known));
         errors.sort_by_key(|e| e.location);
+        // A typo of `submit_plan` is found by the graph rules and as an unknown tool: once.
+        errors
+            .dedup_by(|later, first| later.location == first.location && later.kind == first.kind);
     }
     errors
+}
+
+/// What is valid but will not work as meant: every planning mode that offers no tool for which
+/// `writes_plans` holds ([`ModeGraph::planning_modes_without_plan_writer`]; for the built-in tools
+/// pass `|t| PLAN_WRITING_TOOLS.contains(&t)`, see [`crate::tool::fs::PLAN_WRITING_TOOLS`]),
+/// sorted by position, with snippets like the errors of [`check_with_tools`]. Reported also when
+/// the file has errors, as long as its modes could be read.
+///
+/// # Examples
+/// ```
+/// use agent_controller::tool::fs::PLAN_WRITING_TOOLS;
+/// let text = "[[modes]]\nid = \"plan\"\navailableTools = [\"read_file\", \"list_files\", \"submit_plan\"]\n";
+/// let warnings = agent_controller::config::warnings(text, "modes.toml", |t| PLAN_WRITING_TOOLS.contains(&t));
+/// assert_eq!(warnings.len(), 1);
+/// assert_eq!(warnings[0].kind(), agent_controller::ConfigErrorKind::NoPlanWriter);
+/// ```
+pub fn warnings(text: &str, origin: &str, writes_plans: impl Fn(&str) -> bool) -> Vec<ConfigError> {
+    match parse_lenient(text, origin) {
+        (Some(graph), _) => graph.planning_modes_without_plan_writer(writes_plans),
+        (None, _) => Vec::new(),
+    }
 }
 
 fn parse_all(text: &str, origin: &str) -> Result<ModeGraph, Vec<ConfigError>> {

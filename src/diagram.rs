@@ -5,10 +5,12 @@
 //! border in DOT); planning modes, where `submit_plan` is offered, are marked `planning` (dashed).
 //! Every hand-over edge of [`ModeGraph::handover_edges`] is drawn, labelled `plan approved`; a
 //! default mode that plans without a `transitionsTo` gets a loop (approval keeps the mode).
-//! A `metadata.color` in `#rgb` / `#rrggbb` form colours the node's border.
+//! A `metadata.color` in `#rgb` / `#rrggbb` form colours the node's border. Mode names are shown
+//! through [`neutralize_line`]: a control or invisible character in a name shows as its escape.
 
 use std::fmt::Write as _;
 
+use crate::display::neutralize_line;
 use crate::mode::{Mode, ModeGraph, ModeId};
 
 /// The text formats [`render`] can draw a mode graph in.
@@ -123,7 +125,11 @@ pub fn mermaid(graph: &ModeGraph) -> String {
     for id in graph.ids() {
         let mode = graph.mode(id);
         let marks = marks(graph, id);
-        let mut label = format!("{} ({})", mermaid_text(mode.name()), mode.id());
+        let mut label = format!(
+            "{} ({})",
+            mermaid_text(&neutralize_line(mode.name())),
+            mode.id()
+        );
         if !marks.is_empty() {
             let _ = write!(label, "<br/><i>{}</i>", marks.join(", "));
         }
@@ -209,7 +215,7 @@ pub fn dot(graph: &ModeGraph) -> String {
     for id in graph.ids() {
         let mode = graph.mode(id);
         let marks = marks(graph, id);
-        let mut label = format!("{}\n({})", mode.name(), mode.id());
+        let mut label = format!("{}\n({})", neutralize_line(mode.name()), mode.id());
         if !marks.is_empty() {
             label.push('\n');
             label.push_str(&marks.join(", "));

@@ -59,6 +59,7 @@
 pub mod config;
 pub mod controller;
 pub mod diagram;
+pub mod display;
 pub mod error;
 pub mod event;
 pub mod mode;

@@ -3,21 +3,37 @@
 //!
 //! A thin layer over the library: everything here can be done with the public API.
 
-use std::io::IsTerminal;
+use std::fmt::Display;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use agent_controller::diagram::{self, DiagramFormat};
+use agent_controller::display::{neutralize, neutralize_line};
 use agent_controller::model::scripted::ScriptedModel;
 use agent_controller::store::open_store;
 use agent_controller::terminal::{self, PromptAnswer, SpinnerModel, StdinLines, Style};
 use agent_controller::tool::SUBMIT_PLAN;
+use agent_controller::tool::fs::PLAN_WRITING_TOOLS;
 use agent_controller::{
-    AgentController, Decision, Event, LanguageModel, ModeGraph, RunOutcome, Session,
-    SessionOptions, SuspendPayload, ToolRegistry, config,
+    AgentController, Decision, DecisionAction, Event, LanguageModel, ModeGraph, RunOutcome,
+    Session, SessionError, SessionOptions, SuspendPayload, ToolRegistry, config,
 };
 use clap::{Args, Parser, Subcommand};
+
+/// Writes a line to stdout. A reader that closed stdout (`| head -1`) ends the process at once,
+/// quietly, with [`Exit::StdoutClosed`], as a process killed by SIGPIPE would.
+macro_rules! say {
+    ($($arg:tt)*) => { emit(format_args!("{}\n", format_args!($($arg)*))) };
+}
+
+/// Writes a line to stderr; a closed stderr is ignored (the outcome is still in the exit status).
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
 
 const DEFAULT_CONFIG: &str = "config/modes.toml";
 
@@ -26,11 +42,37 @@ const MODEL_HELP: &str = "The model: `scripted` (built in, the default) or `open
 OpenAI-compatible endpoint (`OPENAI_API_KEY`, `OPENAI_BASE_URL`; a mode's `defaultModelId` wins; \
 `openai` alone uses `OPENAI_MODEL`). Needs the `openai` feature.";
 
+/// The exit statuses, in `--help` (README "Exit status" says the same).
+const EXIT_STATUS_HELP: &str = "\
+Exit status:
+  0    done: the run completed (any plan in it approved), or the command succeeded
+  1    runtime error: the model, a tool or the store failed
+  2    invalid config or usage (also `check` finding errors)
+  3    plan not approved: rejected, or the prompt dismissed without a store; the mode is unchanged
+  4    still pending: detached, or the prompt dismissed with a store; decide later with `decide`
+  5    decision refused: already decided, lost a race, stale --sha256, changed config, unknown session
+  130  interrupted (Ctrl-C while the model works)
+  141  stdout closed by its reader (`| head`): stopped quietly";
+
+/// The prompt's grammar, in `run --help` and `decide --help`.
+const PROMPT_HELP: &str = "\
+The prompt (without --approve or --reject) shows the plan on stderr and reads stdin:
+  y, yes       approve (any case)
+  n, no        reject
+  approve, ok, okay, accept, lgtm, sure, reject, deny, ... (one word that looks like a decision)
+               asks again, with a hint
+  other text   reject, with the text as feedback (the model revises and submits again)
+  end of input, Ctrl-C
+               no decision: a stored plan stays pending (exit 4); without a store the run
+               ends unapproved and the mode is unchanged (exit 3)
+The answer is pinned to the sha256 of the plan shown.";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "agent-controller",
     version,
-    about = "Plan/build mode controller for agent harnesses"
+    about = "Plan/build mode controller for agent harnesses",
+    after_help = EXIT_STATUS_HELP
 )]
 struct Cli {
     #[command(subcommand)]
@@ -58,6 +100,7 @@ enum Command {
     /// Print the JSON Schema of the config format (for editor completion and validation).
     Schema,
     /// Run one session (with the built-in scripted model, or a real one with --model).
+    #[command(after_help = format!("{PROMPT_HELP}\n\n{EXIT_STATUS_HELP}"))]
     Run(RunArgs),
     /// List the plans waiting for a decision in a session store.
     Pending {
@@ -69,6 +112,7 @@ enum Command {
         json: bool,
     },
     /// Decide a pending plan from a session store, in a fresh process, and carry the run on.
+    #[command(after_help = format!("{PROMPT_HELP}\n\n{EXIT_STATUS_HELP}"))]
     Decide(DecideArgs),
 }
 
@@ -93,17 +137,76 @@ struct SessionArgs {
     /// The workspace the tools work in.
     #[arg(long, default_value = ".")]
     workspace: PathBuf,
-    /// Approve the plan (every plan of a `run`).
-    #[arg(long, conflicts_with = "reject")]
-    approve: bool,
-    /// Reject the plan (every plan of a `run`), with optional feedback.
-    #[arg(long, num_args = 0..=1, default_missing_value = "")]
-    reject: Option<String>,
+    #[command(flatten)]
+    decision: DecisionArgs,
     /// Print one JSON event per line on stdout.
     #[arg(long)]
     json: bool,
     #[arg(long, default_value = "scripted", help = MODEL_HELP)]
     model: String,
+}
+
+/// The decision flags of `run` and `decide`: a verdict flag takes no value, so a word after it is
+/// never taken for feedback (`run --reject "Add dark mode"` plans "Add dark mode").
+#[derive(Debug, Args)]
+struct DecisionArgs {
+    /// Approve the plan (every plan of a `run`) without asking.
+    #[arg(long, group = "verdict")]
+    approve: bool,
+    /// Reject the plan (every plan of a `run`) without asking.
+    #[arg(long, group = "verdict")]
+    reject: bool,
+    /// A note for the model with --approve or --reject (a rejection with feedback makes the model
+    /// revise and submit again).
+    #[arg(long, value_name = "TEXT", requires = "verdict")]
+    feedback: Option<String>,
+    /// Decide only the plan with this SHA-256 (64 hex digits, as `pending --json` and the
+    /// `tool_suspended` event show it); any other plan is refused (exit 5) and nothing changes.
+    #[arg(long, value_name = "HASH", value_parser = parse_sha256)]
+    sha256: Option<String>,
+}
+
+impl DecisionArgs {
+    /// The decision the flags give, or `None` when the prompt asks.
+    fn fixed(&self) -> Option<Decision> {
+        let mut decision = if self.approve {
+            Decision::approve()
+        } else if self.reject {
+            Decision::reject()
+        } else {
+            return None;
+        };
+        decision.feedback = self
+            .feedback
+            .as_deref()
+            .map(str::trim)
+            .filter(|f| !f.is_empty())
+            .map(str::to_owned);
+        if let Some(sha256) = &self.sha256 {
+            decision = decision.with_sha256(sha256);
+        }
+        Some(decision)
+    }
+
+    /// Refuses a plan other than the one `--sha256` names, before it is shown or decided.
+    fn check_pinned(&self, payload: &SuspendPayload) -> Result<(), Failure> {
+        match &self.sha256 {
+            Some(pinned) if *pinned != payload.submission.sha256 => Err(Failure::refused(format!(
+                "the pending plan has sha256 {}, not {pinned}: it is not the plan you meant; nothing was decided",
+                payload.submission.sha256
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn parse_sha256(text: &str) -> Result<String, String> {
+    let hash = text.trim().to_ascii_lowercase();
+    if hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(hash)
+    } else {
+        Err("a SHA-256 is 64 hex digits".to_owned())
+    }
 }
 
 fn parse_format(text: &str) -> Result<DiagramFormat, String> {
@@ -132,63 +235,172 @@ struct RunArgs {
     prompt: String,
 }
 
+/// How a command ended; the process exit status (`--help`, README "Exit status").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Exit {
+    /// The run completed (any plan in it approved), or the command succeeded.
+    Done,
+    /// The model, a tool or the store failed.
+    RuntimeError,
+    /// An invalid config, or a usage error (clap uses 2 as well).
+    Invalid,
+    /// A plan was rejected, or the prompt dismissed without a store: the mode is unchanged.
+    NotApproved,
+    /// The plan is still pending in the store: detached, or the prompt dismissed.
+    Pending,
+    /// A decision was refused: already decided, lost race, stale sha256, changed config, unknown
+    /// session.
+    Refused,
+    /// Ctrl-C while the model works.
+    Interrupted,
+    /// Stdout was closed by its reader.
+    StdoutClosed,
+}
+
+impl Exit {
+    fn code(self) -> u8 {
+        match self {
+            Exit::Done => 0,
+            Exit::RuntimeError => 1,
+            Exit::Invalid => 2,
+            Exit::NotApproved => 3,
+            Exit::Pending => 4,
+            Exit::Refused => 5,
+            Exit::Interrupted => 130,
+            Exit::StdoutClosed => 141,
+        }
+    }
+}
+
+/// A command that could not do its job: the message for stderr and the exit status.
+#[derive(Debug)]
+struct Failure {
+    exit: Exit,
+    message: String,
+}
+
+impl Failure {
+    fn new(exit: Exit, message: impl Display) -> Self {
+        Self {
+            exit,
+            message: message.to_string(),
+        }
+    }
+    fn runtime(message: impl Display) -> Self {
+        Self::new(Exit::RuntimeError, message)
+    }
+    fn invalid(message: impl Display) -> Self {
+        Self::new(Exit::Invalid, message)
+    }
+    fn refused(message: impl Display) -> Self {
+        Self::new(Exit::Refused, message)
+    }
+}
+
+impl From<SessionError> for Failure {
+    fn from(error: SessionError) -> Self {
+        let exit = match &error {
+            SessionError::AlreadyDecided(_)
+            | SessionError::Sha256Mismatch { .. }
+            | SessionError::ConfigChanged(_)
+            | SessionError::UnknownSession(_)
+            | SessionError::UnknownRun(_)
+            | SessionError::UnknownToolCall { .. }
+            | SessionError::NotSuspended(_) => Exit::Refused,
+            e if e.is_conflict() => Exit::Refused,
+            SessionError::UnknownMode(_) | SessionError::MalformedDecision(_) => Exit::Invalid,
+            _ => Exit::RuntimeError,
+        };
+        Self::new(exit, error)
+    }
+}
+
+type Outcome = Result<Exit, Failure>;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Check { config } => check(&config),
         Command::Graph { config, format } => graph(&config, format),
         Command::Schema => {
-            print!("{}", config::schema_json());
-            Ok(ExitCode::SUCCESS)
+            emit(format_args!("{}", config::schema_json()));
+            Ok(Exit::Done)
         }
         Command::Run(args) => run(args),
         Command::Pending { store, json } => pending(&store, json),
         Command::Decide(args) => decide(args),
     };
-    match result {
-        Ok(code) => code,
-        Err(message) => {
-            eprintln!("error: {message}");
-            ExitCode::FAILURE
+    let exit = match result {
+        Ok(exit) => exit,
+        Err(failure) => {
+            note!("error: {}", neutralize(&failure.message));
+            failure.exit
         }
+    };
+    ExitCode::from(exit.code())
+}
+
+/// Writes to stdout; see [`say!`].
+fn emit(text: std::fmt::Arguments<'_>) {
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_fmt(text).and_then(|()| stdout.flush()) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            note!("error: cannot write to stdout: {e}");
+        }
+        std::process::exit(i32::from(Exit::StdoutClosed.code()));
     }
 }
 
-fn load(path: &Path) -> Result<(ModeGraph, ToolRegistry), String> {
-    let graph = config::load(path).map_err(|e| e.to_string())?;
+fn load(path: &Path) -> Result<(ModeGraph, ToolRegistry), Failure> {
+    let graph = config::load(path).map_err(Failure::invalid)?;
     let tools = ToolRegistry::with_workspace_tools();
     graph
         .check_tools(|name| tools.knows(name))
-        .map_err(|e| e.to_string())?;
+        .map_err(Failure::invalid)?;
     Ok((graph, tools))
 }
 
-fn check(path: &Path) -> Result<ExitCode, String> {
+fn writes_plans(tool: &str) -> bool {
+    PLAN_WRITING_TOOLS.contains(&tool)
+}
+
+fn check(path: &Path) -> Outcome {
     let origin = path.display().to_string();
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("{origin}: cannot read config: {e}"))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Failure::invalid(format!("{origin}: cannot read config: {e}")))?;
     let tools = ToolRegistry::with_workspace_tools();
     let errors = config::check_with_tools(&text, &origin, |name| tools.knows(name));
+    let warnings = config::warnings(&text, &origin, writes_plans);
+    let mut reports: Vec<(&str, &config::ConfigError)> = errors
+        .iter()
+        .map(|e| ("error", e))
+        .chain(warnings.iter().map(|w| ("warning", w)))
+        .collect();
+    reports.sort_by_key(|(_, e)| e.location());
+    for (level, report) in &reports {
+        note!("{level}: {}\n", neutralize(&report.to_string()));
+    }
+    let origin = neutralize_line(&origin);
     if !errors.is_empty() {
-        for error in &errors {
-            eprintln!("error: {error}\n");
-        }
-        let count = errors.len();
-        let s = if count == 1 { "" } else { "s" };
-        eprintln!("{origin}: {count} error{s}");
-        return Ok(ExitCode::FAILURE);
+        note!("{origin}: {}", counted(errors.len(), "error"));
+        return Ok(Exit::Invalid);
     }
     let (graph, _) = load(path)?;
     let default = graph.default_mode_id();
-    println!("{}: ok, {} modes", path.display(), graph.len());
+    let warned = if warnings.is_empty() {
+        String::new()
+    } else {
+        format!(", {}", counted(warnings.len(), "warning"))
+    };
+    say!("{origin}: ok, {}{warned}", counted(graph.len(), "mode"));
     for id in graph.ids() {
         let mode = graph.mode(id);
         let mut marks = Vec::new();
         if id == default {
-            marks.push("default".to_owned());
+            marks.push("default");
         }
         if mode.is_planning() {
-            marks.push("planning".to_owned());
+            marks.push("planning");
         }
         let tools = match mode.available_tools() {
             Some(list) => list.iter().map(|t| &**t).collect::<Vec<_>>().join(", "),
@@ -199,20 +411,31 @@ fn check(path: &Path) -> Result<ExitCode, String> {
         } else {
             format!(" [{}]", marks.join(", "))
         };
-        println!("  {} ({}){marks}  tools: {tools}", mode.id(), mode.name());
+        say!(
+            "  {} ({}){marks}  tools: {}",
+            mode.id(),
+            neutralize_line(mode.name()),
+            neutralize_line(&tools)
+        );
     }
-    println!("default mode: {}", graph.default_mode().id());
-    println!("hand-over edges (on approval):");
+    say!("default mode: {}", graph.default_mode().id());
+    say!("hand-over edges (on approval):");
     for (from, to) in graph.handover_edges() {
-        println!("  {} -> {}", graph.mode(from).id(), graph.mode(to).id());
+        say!("  {} -> {}", graph.mode(from).id(), graph.mode(to).id());
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Done)
 }
 
-fn graph(path: &Path, format: DiagramFormat) -> Result<ExitCode, String> {
+/// `1 mode`, `2 modes`.
+fn counted(count: usize, noun: &str) -> String {
+    let s = if count == 1 { "" } else { "s" };
+    format!("{count} {noun}{s}")
+}
+
+fn graph(path: &Path, format: DiagramFormat) -> Outcome {
     let (graph, _) = load(path)?;
-    print!("{}", diagram::render(&graph, format));
-    Ok(ExitCode::SUCCESS)
+    emit(format_args!("{}", diagram::render(&graph, format)));
+    Ok(Exit::Done)
 }
 
 /// The model `--model` names, behind a spinner (quiet with `--json` or when stdout is piped).
@@ -221,7 +444,7 @@ fn model_for(
     json: bool,
     plan: Option<&Path>,
     scripted: ScriptedModel,
-) -> Result<Arc<dyn LanguageModel>, String> {
+) -> Result<Arc<dyn LanguageModel>, Failure> {
     let spin = !json && std::io::stdout().is_terminal();
     let (provider, name) = match spec.split_once('/') {
         Some((provider, name)) => (provider, Some(name)),
@@ -230,9 +453,9 @@ fn model_for(
     match provider {
         "scripted" => Ok(Arc::new(SpinnerModel::new(scripted, spin))),
         "openai" => openai_model(name, plan).map(|m| Arc::new(SpinnerModel::new(m, spin)) as _),
-        other => Err(format!(
+        other => Err(Failure::invalid(format!(
             "unknown model provider `{other}`: use `scripted` or `openai/MODEL`"
-        )),
+        ))),
     }
 }
 
@@ -240,23 +463,25 @@ fn model_for(
 fn openai_model(
     name: Option<&str>,
     plan: Option<&Path>,
-) -> Result<agent_controller::model::openai::OpenAiModel, String> {
+) -> Result<agent_controller::model::openai::OpenAiModel, Failure> {
     use agent_controller::model::openai::{OpenAiModel, OpenAiSettings};
     if plan.is_some() {
-        return Err(
-            "--plan is for the scripted model: a real model writes its own plan".to_owned(),
-        );
+        return Err(Failure::invalid(
+            "--plan is for the scripted model: a real model writes its own plan",
+        ));
     }
     let mut settings = OpenAiSettings::from_env();
     if let Some(name) = name.filter(|n| !n.is_empty()) {
         settings = settings.default_model(name);
     }
-    OpenAiModel::new(settings).map_err(|e| e.message)
+    OpenAiModel::new(settings).map_err(|e| Failure::invalid(e.message))
 }
 
 #[cfg(not(feature = "openai"))]
-fn openai_model(_: Option<&str>, _: Option<&Path>) -> Result<ScriptedModel, String> {
-    Err("this build has no `openai` provider: rebuild with `--features openai`".to_owned())
+fn openai_model(_: Option<&str>, _: Option<&Path>) -> Result<ScriptedModel, Failure> {
+    Err(Failure::invalid(
+        "this build has no `openai` provider: rebuild with `--features openai`",
+    ))
 }
 
 /// Places the plan the scripted model will submit, when it cannot write one itself.
@@ -264,7 +489,7 @@ fn place_plan(
     args: &RunArgs,
     controller: &AgentController,
     start_offers_write_plan: bool,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, Failure> {
     let plans_dir = controller.plans_dir();
     let workspace = controller.workspace();
     let relative = |p: &Path| -> String {
@@ -273,40 +498,48 @@ fn place_plan(
             .unwrap_or_else(|_| workspace.to_owned());
         p.strip_prefix(&ws).unwrap_or(p).display().to_string()
     };
+    let create_dir = || {
+        std::fs::create_dir_all(plans_dir)
+            .and_then(|()| plans_dir.canonicalize())
+            .map_err(|e| Failure::runtime(format!("cannot create {}: {e}", plans_dir.display())))
+    };
     if let Some(plan) = &args.plan {
         let source = plan
             .canonicalize()
-            .map_err(|e| format!("--plan {}: {e}", plan.display()))?;
-        std::fs::create_dir_all(plans_dir)
-            .map_err(|e| format!("cannot create {}: {e}", plans_dir.display()))?;
-        let dir = plans_dir.canonicalize().map_err(|e| e.to_string())?;
+            .map_err(|e| Failure::invalid(format!("--plan {}: {e}", plan.display())))?;
+        let dir = create_dir()?;
         if source.starts_with(&dir) {
             return Ok(Some(relative(&source)));
         }
-        let name = source.file_name().ok_or("--plan names no file")?;
+        let name = source
+            .file_name()
+            .ok_or_else(|| Failure::invalid("--plan names no file"))?;
         let target = dir.join(name);
-        std::fs::copy(&source, &target).map_err(|e| format!("cannot copy the plan: {e}"))?;
-        eprintln!("(copied {} to {})", plan.display(), relative(&target));
+        std::fs::copy(&source, &target)
+            .map_err(|e| Failure::runtime(format!("cannot copy the plan: {e}")))?;
+        note!(
+            "(copied {} to {})",
+            neutralize_line(&plan.display().to_string()),
+            neutralize_line(&relative(&target))
+        );
         return Ok(Some(relative(&target)));
     }
     if start_offers_write_plan {
         return Ok(None);
     }
-    std::fs::create_dir_all(plans_dir)
-        .map_err(|e| format!("cannot create {}: {e}", plans_dir.display()))?;
-    let dir = plans_dir.canonicalize().map_err(|e| e.to_string())?;
+    let dir = create_dir()?;
     let target = dir.join(ScriptedModel::plan_file_name(&args.prompt));
     std::fs::write(&target, ScriptedModel::plan_for(&args.prompt, &[]))
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Failure::runtime(format!("cannot write {}: {e}", target.display())))?;
     Ok(Some(relative(&target)))
 }
 
-fn run(args: RunArgs) -> Result<ExitCode, String> {
+fn run(args: RunArgs) -> Outcome {
     let (graph, tools) = load(&args.common.config)?;
     let start = match &args.mode {
         Some(id) => graph
             .get(id)
-            .ok_or_else(|| format!("unknown mode `{id}`"))?,
+            .ok_or_else(|| Failure::invalid(format!("unknown mode `{}`", neutralize_line(id))))?,
         None => graph.default_mode_id(),
     };
     let scripted = args.common.model == "scripted";
@@ -315,7 +548,7 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
         .tools(tools.clone())
         .workspace(&args.common.workspace)
         .build()
-        .map_err(|e| e.to_string())?;
+        .map_err(Failure::invalid)?;
     let offers_write_plan = probe
         .tool_specs(start)
         .iter()
@@ -343,18 +576,15 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
         .tools(tools)
         .workspace(&args.common.workspace);
     if let Some(spec) = &args.store {
-        builder = builder.store(open_store(spec).map_err(|e| e.to_string())?);
+        builder = builder.store(open_store(spec).map_err(Failure::runtime)?);
     }
-    let controller = builder.build().map_err(|e| e.to_string())?;
+    let controller = builder.build().map_err(Failure::invalid)?;
     let mut options =
         SessionOptions::new().on_event(event_printer(args.common.json, graph.clone()));
     if let Some(mode) = &args.mode {
         options = options.mode(mode.clone());
     }
-    let mut session = controller
-        .start_session(options)
-        .map_err(|e| e.to_string())?;
-    let fixed = fixed_decision(args.common.approve, args.common.reject.as_deref());
+    let mut session = controller.start_session(options)?;
     let runtime = runtime()?;
     runtime.block_on(async {
         // Ctrl-C while the model works stops the run; the session keeps the mode it is in now.
@@ -365,32 +595,41 @@ fn run(args: RunArgs) -> Result<ExitCode, String> {
         let Some(outcome) = outcome else {
             return Ok(interrupted(&session));
         };
-        let outcome = outcome.map_err(|e| e.to_string())?;
-        let stop_at_suspension = args.detach.then_some(args.store.as_deref()).flatten();
-        let mut prompt = fixed.is_none().then(|| Prompt::new(graph));
-        decide_until_done(
-            &mut session,
-            outcome,
-            fixed.as_ref(),
-            prompt.as_mut(),
-            args.common.json,
-            stop_at_suspension,
-        )
-        .await
+        let outcome = outcome?;
+        let mut prompt = args
+            .common
+            .decision
+            .fixed()
+            .is_none()
+            .then(|| Prompt::new(graph));
+        let mut decider = Decider {
+            flags: &args.common.decision,
+            prompt: prompt.as_mut(),
+            json: args.common.json,
+            store: args.store.as_deref(),
+            detach: args.detach,
+            last: None,
+        };
+        let exit = decider.until_done(&mut session, outcome).await?;
+        // A `--plan` that was never approved (refused, or rejected) is not a completed job.
+        Ok(match (exit, &args.plan, decider.last) {
+            (Exit::Done, Some(_), None) => Exit::NotApproved,
+            _ => exit,
+        })
     })
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, String> {
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| e.to_string())
+        .map_err(Failure::runtime)
 }
 
-/// Says where a Ctrl-C outside the prompt left the session; exit status 130.
-fn interrupted(session: &Session) -> ExitCode {
-    eprintln!("\ninterrupted: the mode stays `{}`", session.mode().id());
-    ExitCode::from(130)
+/// Says where a Ctrl-C outside the prompt left the session.
+fn interrupted(session: &Session) -> Exit {
+    note!("\ninterrupted: the mode stays `{}`", session.mode().id());
+    Exit::Interrupted
 }
 
 /// The approval prompt on the terminal: the plan rendered on stderr, answers from stdin.
@@ -409,13 +648,14 @@ impl Prompt {
         }
     }
 
-    /// Shows the plan and asks; `None` when Ctrl-C dismissed the prompt.
+    /// Shows the plan and asks; `None` when end of input or Ctrl-C dismissed the prompt (no
+    /// decision). A decision is pinned to the sha256 of the plan shown.
     async fn ask(&mut self, session: &Session, payload: &SuspendPayload) -> Option<Decision> {
         let graph = &self.graph;
         let target = graph
             .get(&payload.target_mode_id)
             .map_or_else(|| session.mode(), |id| graph.mode(id));
-        eprintln!(
+        note!(
             "\n{}\n{}",
             self.style
                 .render_plan(&payload.submission.title, &payload.submission.plan),
@@ -424,122 +664,143 @@ impl Prompt {
         let answer = terminal::ask(
             &self.style,
             target,
+            &payload.submission.sha256,
             &mut self.input,
             &mut std::io::stderr(),
             tokio::signal::ctrl_c(),
         )
         .await;
         if let Some(notice) = answer.notice(session.mode().id()) {
-            eprintln!("{notice}");
+            note!("{notice}");
         }
         match answer {
             PromptAnswer::Decided(decision) => Some(decision),
-            PromptAnswer::EndOfInput => Some(Decision::reject()),
-            PromptAnswer::Interrupted => None,
+            PromptAnswer::EndOfInput | PromptAnswer::Interrupted => None,
         }
     }
 }
 
-fn fixed_decision(approve: bool, reject: Option<&str>) -> Option<Decision> {
-    if approve {
-        Some(Decision::approve())
-    } else {
-        reject.map(|f| {
-            if f.trim().is_empty() {
-                Decision::reject()
-            } else {
-                Decision::reject_with(f)
-            }
-        })
-    }
-}
-
-/// Answers suspended plans (with `fixed`, or with the `prompt`) until the run ends; with
-/// `detach_store`, stops at the first suspension and says how to decide it later. Ctrl-C at the
-/// prompt aborts the suspended run (not approved); Ctrl-C while the model works stops the run.
-async fn decide_until_done(
-    session: &mut Session,
-    mut outcome: RunOutcome,
-    fixed: Option<&Decision>,
-    mut prompt: Option<&mut Prompt>,
+/// Decides suspended plans until the run ends: with the decision flags, else with the prompt.
+struct Decider<'a> {
+    flags: &'a DecisionArgs,
+    prompt: Option<&'a mut Prompt>,
     json: bool,
-    detach_store: Option<&str>,
-) -> Result<ExitCode, String> {
-    let out_style = Style::for_stdout();
-    while let RunOutcome::Suspended {
-        run_id,
-        tool_call_id,
-        payload,
-    } = &outcome
-    {
-        if let Some(store) = detach_store {
-            if !json {
-                println!(
-                    "suspended: session {} run {run_id} tool call {tool_call_id}",
-                    session.id()
-                );
+    /// The store spec, when the session is stored.
+    store: Option<&'a str>,
+    /// Stop at the first suspension (the plan stays pending in the store).
+    detach: bool,
+    /// The last decision taken in this process.
+    last: Option<DecisionAction>,
+}
+
+impl Decider<'_> {
+    /// Answers suspended plans until the run ends and tells how it ended. A plan stays pending
+    /// (exit 4) when detaching, when there is neither a prompt nor a flag decision (a revision
+    /// after `decide`), or when the prompt is dismissed with a store; a prompt dismissed without
+    /// a store aborts the run, not approved (exit 3). Ctrl-C while the model works stops the run.
+    async fn until_done(&mut self, session: &mut Session, mut outcome: RunOutcome) -> Outcome {
+        let out_style = Style::for_stdout();
+        while let RunOutcome::Suspended {
+            run_id,
+            tool_call_id,
+            payload,
+        } = &outcome
+        {
+            if self.detach {
+                return Ok(self.leave_pending(session, run_id, tool_call_id));
             }
-            eprintln!(
-                "decide later with: agent-controller decide --store {store} {} --approve | --reject [FEEDBACK]",
-                session.id()
-            );
-            return Ok(ExitCode::SUCCESS);
-        }
-        let decision = match (fixed, prompt.as_deref_mut()) {
-            (Some(decision), _) => decision.clone(),
-            (None, None) => Decision::reject(),
-            (None, Some(prompt)) => match prompt.ask(session, payload).await {
+            self.flags.check_pinned(payload)?;
+            let decision = match self.flags.fixed() {
                 Some(decision) => decision,
                 None => {
-                    session.abort().await.map_err(|e| e.to_string())?;
-                    finish(session, json, &out_style);
-                    return Ok(ExitCode::from(130));
+                    let Some(prompt) = self.prompt.as_deref_mut() else {
+                        return Ok(self.leave_pending(session, run_id, tool_call_id));
+                    };
+                    match prompt.ask(session, payload).await {
+                        Some(decision) => decision,
+                        None if self.store.is_some() => {
+                            return Ok(self.leave_pending(session, run_id, tool_call_id));
+                        }
+                        None => {
+                            session.abort().await?;
+                            finish(session, self.json, &out_style);
+                            return Ok(Exit::NotApproved);
+                        }
+                    }
                 }
-            },
-        };
-        let next = tokio::select! {
-            next = session.resume(run_id, tool_call_id, decision) => Some(next),
-            _ = tokio::signal::ctrl_c() => None,
-        };
-        let Some(next) = next else {
-            return Ok(interrupted(session));
-        };
-        outcome = next.map_err(|e| e.to_string())?;
-    }
-    finish(session, json, &out_style);
-    Ok(match outcome {
-        RunOutcome::Failed { message, .. } => {
-            eprintln!("error: {message}");
-            ExitCode::FAILURE
+            };
+            self.last = Some(decision.action);
+            let next = tokio::select! {
+                next = session.resume(run_id, tool_call_id, decision) => Some(next),
+                _ = tokio::signal::ctrl_c() => None,
+            };
+            let Some(next) = next else {
+                return Ok(interrupted(session));
+            };
+            outcome = next?;
         }
-        _ => ExitCode::SUCCESS,
-    })
+        finish(session, self.json, &out_style);
+        Ok(match outcome {
+            RunOutcome::Failed { message, .. } => {
+                note!("error: {}", neutralize(&message));
+                Exit::RuntimeError
+            }
+            _ if self.last == Some(DecisionAction::Rejected) => Exit::NotApproved,
+            _ => Exit::Done,
+        })
+    }
+
+    /// Says how to decide the plan later; it stays pending in the store.
+    fn leave_pending(&self, session: &Session, run_id: &str, tool_call_id: &str) -> Exit {
+        let store = self.store.unwrap_or("STORE");
+        if !self.json {
+            say!(
+                "suspended: session {} run {} tool call {}",
+                session.id(),
+                neutralize_line(run_id),
+                neutralize_line(tool_call_id)
+            );
+        }
+        note!(
+            "the plan stays pending; decide later with: agent-controller decide --store {} {} (--approve | --reject) [--feedback TEXT]",
+            neutralize_line(store),
+            session.id()
+        );
+        Exit::Pending
+    }
 }
 
-fn pending(spec: &str, json: bool) -> Result<ExitCode, String> {
-    let store = open_store(spec).map_err(|e| e.to_string())?;
+fn pending(spec: &str, json: bool) -> Outcome {
+    let store = open_store(spec).map_err(Failure::runtime)?;
     let pending = runtime()?
         .block_on(store.list_pending())
-        .map_err(|e| e.to_string())?;
+        .map_err(Failure::runtime)?;
     for p in &pending {
         if json {
-            println!("{}", serde_json::to_string(p).map_err(|e| e.to_string())?);
+            let line = serde_json::to_string(p).map_err(Failure::runtime)?;
+            say!("{line}");
         } else {
-            println!(
-                "{}\t{}\t{}\t{} -> {}\t{}",
-                p.session_id, p.run_id, p.tool_call_id, p.mode_id, p.target_mode_id, p.title
+            say!(
+                "{}\t{}\t{}\t{} -> {}\t{}\t{}",
+                neutralize_line(&p.session_id),
+                neutralize_line(&p.run_id),
+                neutralize_line(&p.tool_call_id),
+                neutralize_line(&p.mode_id),
+                neutralize_line(&p.target_mode_id),
+                short_sha256(&p.sha256),
+                neutralize_line(&p.title)
             );
         }
     }
     if !json && pending.is_empty() {
-        eprintln!("no pending plans");
+        note!("no pending plans");
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Done)
 }
 
-fn decide(args: DecideArgs) -> Result<ExitCode, String> {
+fn decide(args: DecideArgs) -> Outcome {
     let (graph, tools) = load(&args.common.config)?;
-    let store = open_store(&args.store).map_err(|e| e.to_string())?;
+    let store = open_store(&args.store).map_err(Failure::runtime)?;
     let model = model_for(
         &args.common.model,
         args.common.json,
@@ -551,28 +812,30 @@ fn decide(args: DecideArgs) -> Result<ExitCode, String> {
         .workspace(&args.common.workspace)
         .store(store)
         .build()
-        .map_err(|e| e.to_string())?;
+        .map_err(Failure::invalid)?;
     let json = args.common.json;
-    let fixed = fixed_decision(args.common.approve, args.common.reject.as_deref());
+    let flags = &args.common.decision;
     runtime()?.block_on(async {
         let options = SessionOptions::new().on_event(event_printer(json, graph.clone()));
-        let mut session = controller
-            .restore_session(&args.session, options)
-            .await
-            .map_err(|e| e.to_string())?;
+        let mut session = controller.restore_session(&args.session, options).await?;
         let Some(pending) = session.pending().cloned() else {
-            return Err(format!("session {} has no pending plan", args.session));
+            return Err(Failure::refused(format!(
+                "session {} has no pending plan (already decided?)",
+                neutralize_line(&args.session)
+            )));
         };
-        let decision = match &fixed {
-            Some(d) => d.clone(),
+        flags.check_pinned(pending.payload())?;
+        let decision = match flags.fixed() {
+            Some(decision) => decision,
             None => match Prompt::new(graph).ask(&session, pending.payload()).await {
                 Some(decision) => decision,
                 None => {
-                    eprintln!("the plan stays pending in the store");
-                    return Ok(ExitCode::from(130));
+                    note!("the plan stays pending in the store");
+                    return Ok(Exit::Pending);
                 }
             },
         };
+        let action = decision.action;
         let outcome = tokio::select! {
             outcome = session.resume(pending.run_id(), pending.tool_call_id(), decision) => Some(outcome),
             _ = tokio::signal::ctrl_c() => None,
@@ -580,67 +843,100 @@ fn decide(args: DecideArgs) -> Result<ExitCode, String> {
         let Some(outcome) = outcome else {
             return Ok(interrupted(&session));
         };
-        let outcome = outcome.map_err(|e| e.to_string())?;
+        let outcome = outcome?;
         // A plan resubmitted after feedback is a new decision: leave it pending for the next `decide`.
-        decide_until_done(&mut session, outcome, None, None, json, Some(&args.store)).await
+        let idle = DecisionArgs {
+            approve: false,
+            reject: false,
+            feedback: None,
+            sha256: None,
+        };
+        let mut decider = Decider {
+            flags: &idle,
+            prompt: None,
+            json,
+            store: Some(&args.store),
+            detach: false,
+            last: Some(action),
+        };
+        decider.until_done(&mut session, outcome).await
     })
+}
+
+fn short_sha256(sha256: &str) -> &str {
+    sha256.get(..12).unwrap_or(sha256)
 }
 
 /// Where the shown plan came from, so the person knows what approving binds to.
 fn plan_origin(path: &str, sha256: &str) -> String {
-    let short = sha256.get(..12).unwrap_or(sha256);
-    format!("(plan file {path}, sha256 {short}...)")
+    format!(
+        "(plan file {}, sha256 {}...)",
+        neutralize_line(path),
+        neutralize_line(short_sha256(sha256))
+    )
 }
 
 /// The closing line: the mode the session ends in.
-fn finish(session: &agent_controller::Session, json: bool, style: &Style) {
+fn finish(session: &Session, json: bool, style: &Style) {
     if !json {
         if style.is_colored() {
-            println!("mode: {}", style.mode_label(session.mode()));
+            say!("mode: {}", style.mode_label(session.mode()));
         } else {
-            println!("mode: {}", session.mode().id());
+            say!("mode: {}", session.mode().id());
         }
     }
 }
 
 /// The event subscriber of `run` and `decide`: JSON lines, or readable lines where modes show as
-/// their coloured labels on a terminal.
+/// their coloured labels on a terminal. Text from the model, tools and files is neutralised.
 fn event_printer(json: bool, graph: ModeGraph) -> impl FnMut(&Event) + Send + 'static {
     let style = Style::for_stdout();
     move |event| print_event(event, json, &graph, &style)
 }
 
 fn print_event(event: &Event, json: bool, graph: &ModeGraph, style: &Style) {
-    // On a terminal, modes show as their coloured labels; piped output keeps the bare ids.
-    let mode = |id: &str| match graph.get(id) {
-        Some(m) if style.is_colored() => style.mode_label(graph.mode(m)),
-        _ => id.to_owned(),
-    };
     if json {
         if let Ok(line) = serde_json::to_string(event) {
-            println!("{line}");
+            say!("{line}");
         }
         return;
     }
-    let line = match event {
+    if let Some(line) = event_line(event, graph, style) {
+        say!("{line}");
+    }
+}
+
+/// One event as a readable line; model-, tool- and file-derived text through [`neutralize_line`].
+fn event_line(event: &Event, graph: &ModeGraph, style: &Style) -> Option<String> {
+    // On a terminal, modes show as their coloured labels; piped output keeps the bare ids.
+    let mode = |id: &str| match graph.get(id) {
+        Some(m) if style.is_colored() => style.mode_label(graph.mode(m)),
+        _ => neutralize_line(id).into_owned(),
+    };
+    let line = |text: &str| neutralize_line(text).into_owned();
+    Some(match event {
         Event::SessionStarted {
             session_id,
             mode_id,
-        } => format!("session {session_id} started in mode {}", mode(mode_id)),
+        } => format!(
+            "session {} started in mode {}",
+            line(session_id),
+            mode(mode_id)
+        ),
         Event::AgentStart { run_id, mode_id } => {
-            format!("[{run_id}] started in mode {}", mode(mode_id))
+            format!("[{}] started in mode {}", line(run_id), mode(mode_id))
         }
-        Event::AssistantMessage { text, .. } => format!("model: {text}"),
+        Event::AssistantMessage { text, .. } => format!("model: {}", line(text)),
         Event::ToolStart {
             tool_name, args, ..
-        } => format!("tool {tool_name} {args}"),
+        } => format!("tool {} {}", line(tool_name), line(&args.to_string())),
         Event::ToolSuspended {
             suspend_payload, ..
         } => format!(
             "plan submitted: \"{}\" ({}), sha256 {}; waiting for a decision",
-            suspend_payload.submission.title,
-            suspend_payload.submission.path,
-            suspend_payload.submission.sha256
+            line(&suspend_payload.submission.title),
+            line(&suspend_payload.submission.path),
+            line(&suspend_payload.submission.sha256)
         ),
         Event::ToolEnd {
             tool_name,
@@ -650,25 +946,22 @@ fn print_event(event: &Event, json: bool, graph: &ModeGraph, style: &Style) {
         } => {
             let status = if *is_error { "error" } else { "ok" };
             let first = result.lines().next().unwrap_or("");
-            format!("tool {tool_name} {status}: {first}")
+            format!("tool {} {status}: {}", line(tool_name), line(first))
         }
         Event::ModeChanged {
             mode_id,
             previous_mode_id,
             reason,
-        } => {
-            format!(
-                "mode changed: {} -> {} ({reason})",
-                mode(previous_mode_id),
-                mode(mode_id)
-            )
-        }
+        } => format!(
+            "mode changed: {} -> {} ({reason})",
+            mode(previous_mode_id),
+            mode(mode_id)
+        ),
         Event::ToolSuspensionCancelled {
             tool_name, reason, ..
-        } => format!("{tool_name} cancelled ({reason}): not approved"),
-        Event::AgentEnd { run_id, reason } => format!("[{run_id}] ended: {reason}"),
-        Event::Error { message } => format!("error: {message}"),
-        _ => return,
-    };
-    println!("{line}");
+        } => format!("{} cancelled ({reason}): not approved", line(tool_name)),
+        Event::AgentEnd { run_id, reason } => format!("[{}] ended: {reason}", line(run_id)),
+        Event::Error { message } => format!("error: {}", line(message)),
+        _ => return None,
+    })
 }

@@ -312,6 +312,54 @@ impl ModeGraph {
             .collect()
     }
 
+    /// Warnings, not errors: every planning mode whose `availableTools` lists no tool for which
+    /// `writes_plans` holds (for the built-in tools, [`crate::tool::fs::PLAN_WRITING_TOOLS`]), so
+    /// a real model there has nothing to write a plan with. One warning per mode, of kind
+    /// [`ConfigErrorKind::NoPlanWriter`](crate::config::ConfigErrorKind::NoPlanWriter), at the
+    /// mode's first tool name. A mode without `availableTools` is offered every tool and is not
+    /// reported.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::tool::fs::PLAN_WRITING_TOOLS;
+    /// let graph = agent_controller::config::parse(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"submit_plan\"]\n[[modes]]\nid = \"build\"\n",
+    ///     "modes.toml",
+    /// )?;
+    /// let warnings = graph.planning_modes_without_plan_writer(|t| PLAN_WRITING_TOOLS.contains(&t));
+    /// assert_eq!(warnings.len(), 1);
+    /// assert_eq!(warnings[0].location().unwrap().line, 4);
+    /// assert!(warnings[0].message().contains("no tool that can write a plan"));
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
+    pub fn planning_modes_without_plan_writer(
+        &self,
+        writes_plans: impl Fn(&str) -> bool,
+    ) -> Vec<ConfigError> {
+        let mut warnings = Vec::new();
+        for (index, mode) in self.modes.iter().enumerate() {
+            let Some(tools) = mode.available_tools() else {
+                continue;
+            };
+            if !mode.is_planning() || tools.iter().any(|t| writes_plans(t)) {
+                continue;
+            }
+            let Some(first) = self.tool_refs.iter().find(|r| r.mode.index() == index) else {
+                continue;
+            };
+            warnings.push(ConfigError::no_plan_writer(
+                &self.origin,
+                first.location,
+                first.snippet(),
+                format!(
+                    "planning mode `{}` offers no tool that can write a plan (its availableTools has none of the plan-writing tools, such as `write_plan`): a model there cannot author a plan to submit",
+                    mode.id
+                ),
+            ));
+        }
+        warnings
+    }
+
     /// Like [`ModeGraph::unknown_tools`] but stops at the first unknown name.
     ///
     /// # Errors

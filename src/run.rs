@@ -187,32 +187,6 @@ impl Decision {
         Self::deserialize(value).map_err(|e| SessionError::MalformedDecision(e.to_string()))
     }
 
-    /// Reads a person's typed answer to "approve this plan?", as the CLI prompt does:
-    /// `y`/`yes` approves, `n`/`no` rejects, any other text rejects with that text as feedback,
-    /// and `None` (end of input, Ctrl-C) rejects without feedback: a dismissed prompt never
-    /// approves. Returns `None` for a blank line (ask again).
-    ///
-    /// # Examples
-    /// ```
-    /// use agent_controller::{Decision, DecisionAction};
-    /// assert_eq!(Decision::from_answer(Some(" Yes\n")).unwrap().action, DecisionAction::Approved);
-    /// assert_eq!(Decision::from_answer(Some("add tests")), Some(Decision::reject_with("add tests")));
-    /// assert_eq!(Decision::from_answer(None), Some(Decision::reject()));
-    /// assert_eq!(Decision::from_answer(Some("  \n")), None);
-    /// ```
-    pub fn from_answer(answer: Option<&str>) -> Option<Self> {
-        let Some(answer) = answer else {
-            return Some(Self::reject());
-        };
-        let answer = answer.trim();
-        match answer.to_ascii_lowercase().as_str() {
-            "" => None,
-            "y" | "yes" => Some(Self::approve()),
-            "n" | "no" => Some(Self::reject()),
-            _ => Some(Self::reject_with(answer)),
-        }
-    }
-
     fn feedback(&self) -> Option<&str> {
         self.feedback
             .as_deref()

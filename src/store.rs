@@ -98,15 +98,18 @@ pub struct PendingSummary {
     /// The suspended tool call (the model's id; not necessarily unique).
     pub tool_call_id: String,
     /// The controller's decision id, unique in the session: what hosts address the decision by.
+    #[serde(default)]
     pub decision_id: String,
-    /// The SHA-256 of the captured plan: pin a decision to it with [`crate::Decision::with_sha256`].
-    pub sha256: String,
     /// The mode the plan was submitted in.
     pub mode_id: String,
     /// The mode approval hands over to.
     pub target_mode_id: String,
     /// The plan's title.
     pub title: String,
+    /// The SHA-256 (hex) of the captured plan: pin a decision to it (`decide --sha256`,
+    /// [`crate::Decision::with_sha256`]).
+    #[serde(default)]
+    pub sha256: String,
     /// When the session was last saved (seconds since the Unix epoch).
     pub updated_at: u64,
 }
@@ -119,10 +122,10 @@ impl SessionRecord {
             run_id: p.run_id.clone(),
             tool_call_id: p.tool_call_id.clone(),
             decision_id: p.suspend_payload.decision_id.clone(),
-            sha256: p.suspend_payload.submission.sha256.clone(),
             mode_id: self.mode_id.clone(),
             target_mode_id: p.suspend_payload.target_mode_id.to_string(),
             title: p.suspend_payload.submission.title.clone(),
+            sha256: p.suspend_payload.submission.sha256.clone(),
             updated_at: self.updated_at,
         })
     }

@@ -1,7 +1,7 @@
 //! The terminal front end the CLI uses, as a library module so other hosts can reuse it (cargo
 //! feature `terminal`, on by default): the plan rendered as markdown, the mode shown in its
 //! `metadata.color`, a spinner while the model works, and the approve / reject / feedback prompt
-//! where Ctrl-C or end of input count as *not approved*.
+//! ([`read_answer`] is its grammar) where Ctrl-C or end of input are no decision.
 //!
 //! Markdown goes through [`termimad`] (headings, ordered and bulleted lists, code blocks, inline
 //! styles, tables); the spinner is [`indicatif`]'s. Everything is written to a writer the caller
@@ -16,6 +16,7 @@ use termimad::MadSkin;
 use termimad::crossterm::style::{Color, Stylize};
 use tokio::sync::mpsc;
 
+use crate::display::{neutralize, neutralize_line};
 use crate::mode::Mode;
 use crate::model::{LanguageModel, ModelError, ModelRequest, ModelResponse};
 use crate::run::Decision;
@@ -89,6 +90,10 @@ impl Style {
     /// A plan as the user should read it: the title as a heading, then the body, rendered as
     /// markdown (headings, lists, code blocks, emphasis) and wrapped to the width.
     ///
+    /// Nothing of the text is hidden: control characters, escape sequences, bidirectional
+    /// overrides and zero-width characters are shown as escapes ([`neutralize`]), and HTML
+    /// comments and link targets are printed as written, not swallowed.
+    ///
     /// # Examples
     /// ```
     /// use agent_controller::terminal::Style;
@@ -97,6 +102,8 @@ impl Style {
     /// assert!(shown.contains("1. Add a toggle."), "{shown}");
     /// assert!(shown.contains("cargo test"));
     /// assert!(!shown.contains("**"), "emphasis markers are rendered, not shown: {shown}");
+    /// let shown = Style::plain(60).render_plan("T", "1. Run it as root\n\u{1b}[2K\r2. Test it\n");
+    /// assert!(shown.contains("1. Run it as root\n\\u{1b}[2K\\u{d}2. Test it"), "{shown}");
     /// ```
     pub fn render_plan(&self, title: &str, plan: &str) -> String {
         let title = if title.trim().is_empty() {
@@ -104,7 +111,7 @@ impl Style {
         } else {
             title.trim()
         };
-        let source = format!("# {title}\n\n{plan}");
+        let source = format!("# {}\n\n{}", neutralize_line(title), neutralize(plan));
         let skin = self.skin();
         skin.text(&source, Some(self.width)).to_string()
     }
@@ -124,8 +131,10 @@ impl Style {
     /// assert_eq!(Style::colored(80).mode_label(plan), "\u{1b}[38;2;59;130;246m\u{1b}[1m● Plan (plan)\u{1b}[0m");
     /// # Ok::<(), agent_controller::ConfigError>(())
     /// ```
+    ///
+    /// The name is shown through [`neutralize_line`].
     pub fn mode_label(&self, mode: &Mode) -> String {
-        let label = format!("● {} ({})", mode.name(), mode.id());
+        let label = format!("● {} ({})", neutralize_line(mode.name()), mode.id());
         if !self.color {
             return label;
         }
@@ -166,27 +175,154 @@ pub fn mode_color(mode: &Mode) -> Option<Color> {
 /// What the person at the prompt did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PromptAnswer {
-    /// A decision from a typed answer (`y`, `n`, or feedback text).
+    /// A decision from a typed answer (`y`, `n`, or feedback text), pinned to the SHA-256 of the
+    /// plan the prompt showed.
     Decided(Decision),
-    /// End of input (Ctrl-D, a closed pipe): rejected without feedback; the mode stays.
+    /// End of input (Ctrl-D, a closed pipe): no decision. A stored plan stays pending; without a
+    /// store the host ends the run unapproved; the mode stays.
     EndOfInput,
-    /// Ctrl-C at the prompt: not approved; the host aborts the suspended run; the mode stays.
+    /// Ctrl-C at the prompt: no decision, as [`PromptAnswer::EndOfInput`].
     Interrupted,
 }
 
 impl PromptAnswer {
     /// What to tell the person about an answer that was not a typed decision.
     pub fn notice(&self, mode_id: &str) -> Option<String> {
-        match self {
-            PromptAnswer::Decided(_) => None,
-            PromptAnswer::EndOfInput => Some(format!(
-                "end of input: the plan is not approved; the mode stays `{mode_id}`"
-            )),
-            PromptAnswer::Interrupted => Some(format!(
-                "interrupted: the plan is not approved; the mode stays `{mode_id}`"
-            )),
-        }
+        let what = match self {
+            PromptAnswer::Decided(_) => return None,
+            PromptAnswer::EndOfInput => "end of input",
+            PromptAnswer::Interrupted => "interrupted",
+        };
+        Some(format!(
+            "{what}: the plan is not approved; the mode stays `{}`",
+            neutralize_line(mode_id)
+        ))
     }
+}
+
+/// One typed line at the approval prompt, read by the prompt's grammar ([`read_answer`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// `y` or `yes` (any case): approve.
+    Approve,
+    /// `n` or `no` (any case): reject without feedback.
+    Reject,
+    /// Any other text: reject, with the text (trimmed) as feedback for the model.
+    Feedback(String),
+    /// A single word that looks like a decision but is not `y`/`yes`/`n`/`no` (`approve`, `ok`,
+    /// `lgtm`, `deny`, `yes!`, ...): ask again; the text says why.
+    Unclear(String),
+    /// A blank line: ask again.
+    Blank,
+}
+
+/// Single words people type to decide that are not the prompt's keys; typed alone they are
+/// neither taken as an approval nor sent to the model as feedback.
+const DECISION_WORDS: &[&str] = &[
+    "a",
+    "abort",
+    "accept",
+    "accepted",
+    "affirmative",
+    "agree",
+    "agreed",
+    "all",
+    "allow",
+    "alright",
+    "approve",
+    "approved",
+    "approval",
+    "aye",
+    "cancel",
+    "confirm",
+    "confirmed",
+    "continue",
+    "decline",
+    "declined",
+    "deny",
+    "denied",
+    "do",
+    "done",
+    "exit",
+    "fine",
+    "go",
+    "good",
+    "k",
+    "lgtm",
+    "nah",
+    "nay",
+    "negative",
+    "nein",
+    "nope",
+    "ok",
+    "okay",
+    "oui",
+    "perfect",
+    "proceed",
+    "q",
+    "quit",
+    "refuse",
+    "reject",
+    "rejected",
+    "ship",
+    "skip",
+    "stop",
+    "sure",
+    "true",
+    "ya",
+    "yea",
+    "yeah",
+    "yep",
+    "yup",
+    "si",
+    "ja",
+    "1",
+    "0",
+    "+1",
+    "-1",
+    "👍",
+    "👎",
+];
+
+/// Reads one line typed at the approval prompt. The grammar (README, `run --help`):
+/// `y`/`yes` approve and `n`/`no` reject (any case, surrounding blanks ignored); a single word
+/// that looks like a decision ([`Answer::Unclear`]: `approve`, `approved`, `ok`, `okay`,
+/// `accept`, `reject`, `deny`, `lgtm`, `sure`, `y.`, ...) asks again with a hint; a blank line
+/// asks again; any other text rejects with that text as feedback.
+///
+/// # Examples
+/// ```
+/// use agent_controller::terminal::{Answer, read_answer};
+/// assert_eq!(read_answer(" Yes\n"), Answer::Approve);
+/// assert_eq!(read_answer("n"), Answer::Reject);
+/// assert!(matches!(read_answer("approve"), Answer::Unclear(_)));
+/// assert!(matches!(read_answer("OK!"), Answer::Unclear(_)));
+/// assert_eq!(read_answer("add tests\n"), Answer::Feedback("add tests".to_owned()));
+/// assert_eq!(read_answer("tests"), Answer::Feedback("tests".to_owned()));
+/// assert_eq!(read_answer("  \n"), Answer::Blank);
+/// ```
+pub fn read_answer(line: &str) -> Answer {
+    let text = line.trim();
+    match text.to_lowercase().as_str() {
+        "" => return Answer::Blank,
+        "y" | "yes" => return Answer::Approve,
+        "n" | "no" => return Answer::Reject,
+        _ => {}
+    }
+    let word = text
+        .trim_matches(|c: char| matches!(c, '.' | '!' | '?' | ',' | ';' | ':' | '"' | '\''))
+        .to_lowercase();
+    let single = !text.chars().any(char::is_whitespace);
+    if single
+        && (matches!(word.as_str(), "y" | "yes" | "n" | "no")
+            || DECISION_WORDS.contains(&word.as_str()))
+    {
+        return Answer::Unclear(format!(
+            "`{}` is not an answer here: type y (or yes) to approve, n (or no) to reject, or a sentence of feedback to reject with it",
+            neutralize_line(text)
+        ));
+    }
+    Answer::Feedback(text.to_owned())
 }
 
 /// Lines from stdin, read on a background thread so the prompt can also wait for Ctrl-C.
@@ -247,9 +383,14 @@ pub fn prompt_text(style: &Style, target: &Mode) -> String {
     )
 }
 
-/// Asks until the person decides: writes [`prompt_text`] to `out`, reads `input`, and returns on
-/// `y`/`yes`, `n`/`no`, other text (feedback), end of input, or `interrupt` completing (the CLI
-/// passes `tokio::signal::ctrl_c()`). A blank line asks again.
+/// Asks until the person decides: writes [`prompt_text`] to `out`, reads `input` by the grammar
+/// of [`read_answer`], and returns on `y`/`yes`, `n`/`no`, other text (feedback), end of input,
+/// or `interrupt` completing (the CLI passes `tokio::signal::ctrl_c()`). A blank line asks again;
+/// a single word that looks like a decision (`ok`, `approve`) asks again with a hint.
+///
+/// Every decision is pinned to `plan_sha256`, the hash of the plan shown with the prompt
+/// ([`Decision::with_sha256`]): if the pending plan changed meanwhile, resuming with it is
+/// refused and changes nothing.
 ///
 /// # Examples
 /// ```
@@ -260,17 +401,19 @@ pub fn prompt_text(style: &Style, target: &Mode) -> String {
 /// let graph = agent_controller::config::parse("[[modes]]\nid = \"build\"\n", "m.toml")?;
 /// let build = graph.mode(graph.default_mode_id());
 /// let mut out = Vec::new();
-/// let mut input = StdinLines::from_reader(&b"\nadd tests\n"[..]);
-/// let answer = ask(&Style::plain(80), build, &mut input, &mut out, std::future::pending::<()>()).await;
-/// assert_eq!(answer, PromptAnswer::Decided(Decision::reject_with("add tests")));
+/// let mut input = StdinLines::from_reader(&b"\nok\nadd tests\n"[..]);
+/// let answer = ask(&Style::plain(80), build, "53fa", &mut input, &mut out, std::future::pending::<()>()).await;
+/// assert_eq!(answer, PromptAnswer::Decided(Decision::reject_with("add tests").with_sha256("53fa")));
+/// assert!(String::from_utf8_lossy(&out).contains("`ok` is not an answer here"));
 /// let mut input = StdinLines::from_reader(&b""[..]);
-/// let answer = ask(&Style::plain(80), build, &mut input, &mut out, std::future::pending::<()>()).await;
+/// let answer = ask(&Style::plain(80), build, "53fa", &mut input, &mut out, std::future::pending::<()>()).await;
 /// assert_eq!(answer, PromptAnswer::EndOfInput);
 /// # Ok(()) }
 /// ```
 pub async fn ask<F>(
     style: &Style,
     target: &Mode,
+    plan_sha256: &str,
     input: &mut StdinLines,
     out: &mut impl Write,
     interrupt: F,
@@ -294,9 +437,17 @@ where
             let _ = writeln!(out);
             return PromptAnswer::EndOfInput;
         };
-        if let Some(decision) = Decision::from_answer(Some(&line)) {
-            return PromptAnswer::Decided(decision);
-        }
+        let decision = match read_answer(&line) {
+            Answer::Approve => Decision::approve(),
+            Answer::Reject => Decision::reject(),
+            Answer::Feedback(text) => Decision::reject_with(text),
+            Answer::Unclear(hint) => {
+                let _ = writeln!(out, "{hint}");
+                continue;
+            }
+            Answer::Blank => continue,
+        };
+        return PromptAnswer::Decided(decision.with_sha256(plan_sha256));
     }
 }
 

@@ -11,6 +11,15 @@ use serde_json::Value;
 
 const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/modes.toml");
 
+// The exit statuses `--help` and the README document.
+const DONE: i32 = 0;
+const RUNTIME_ERROR: i32 = 1;
+const INVALID: i32 = 2;
+const NOT_APPROVED: i32 = 3;
+const PENDING: i32 = 4;
+const REFUSED: i32 = 5;
+const STDOUT_CLOSED: i32 = 141;
+
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_agent-controller"))
 }
@@ -75,7 +84,7 @@ fn check_prints_modes_default_and_edges() {
 fn check_refuses_an_invalid_config_with_file_line_col() {
     let path = fixture("configs/invalid/duplicate-id.toml");
     let out = bin().arg("check").arg(&path).output().expect("run");
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(INVALID));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("{}:10:6", path.display())), "{err}");
     assert!(err.contains("duplicate"), "{err}");
@@ -126,13 +135,14 @@ fn run_reject_with_feedback_never_changes_mode() {
             "--mode",
             "plan",
             "--reject",
+            "--feedback",
             "more tests",
             "--json",
             "Add dark mode",
         ],
         None,
     );
-    assert!(out.status.success());
+    assert_eq!(out.status.code(), Some(NOT_APPROVED));
     let events = events(&out);
     assert!(mode_changes(&events).is_empty());
     let results: Vec<&str> = events
@@ -165,11 +175,11 @@ fn run_with_case_plan_files_suspends_or_refuses_as_expected() {
             ],
             None,
         );
-        assert!(out.status.success(), "{name}");
         let events = events(&out);
         let suspended = events.iter().find(|e| e["type"] == "tool_suspended");
         match case["submit"].as_str() {
             Some("suspends") => {
+                assert_eq!(out.status.code(), Some(DONE), "{name}");
                 let s = suspended.unwrap_or_else(|| panic!("{name} suspends"));
                 assert_eq!(
                     s["suspendPayload"]["title"],
@@ -179,6 +189,11 @@ fn run_with_case_plan_files_suspends_or_refuses_as_expected() {
                 assert_eq!(mode_changes(&events), [("plan", "build")], "{name}");
             }
             _ => {
+                assert_eq!(
+                    out.status.code(),
+                    Some(NOT_APPROVED),
+                    "{name}: never approved"
+                );
                 assert!(suspended.is_none(), "{name} is refused");
                 assert!(mode_changes(&events).is_empty(), "{name}");
             }
@@ -203,7 +218,8 @@ fn interactive_answers_from_stdin() {
             &["--mode", "plan", "--json", "Add dark mode"],
             Some(input),
         );
-        assert!(out.status.success(), "{input:?}");
+        let expected = if to.is_some() { DONE } else { NOT_APPROVED };
+        assert_eq!(out.status.code(), Some(expected), "{input:?}");
         let events = events(&out);
         let changes = mode_changes(&events);
         match to {
@@ -242,7 +258,7 @@ fn run_outside_a_planning_mode_just_answers() {
 fn run_with_an_unknown_mode_fails_cleanly() {
     let ws = Workspace::new();
     let out = run(ws.path(), &["--mode", "review", "x"], None);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(INVALID));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown mode `review`"));
 }
 
@@ -273,8 +289,9 @@ fn detach_pending_decide_across_three_processes() {
             ],
             None,
         );
-        assert!(
-            out.status.success(),
+        assert_eq!(
+            out.status.code(),
+            Some(PENDING),
             "{kind}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
@@ -337,11 +354,342 @@ fn detach_pending_decide_across_three_processes() {
             ])
             .output()
             .expect("decide again");
-        assert_eq!(again.status.code(), Some(1), "{kind}");
+        assert_eq!(again.status.code(), Some(REFUSED), "{kind}");
         let out = bin()
             .args(["pending", "--store", &spec, "--json"])
             .output()
             .expect("pending");
         assert!(events(&out).is_empty(), "{kind}");
+    }
+}
+
+/// Runs `agent-controller ARGS` with `stdin` as input (closed at once when `None`).
+fn cli(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = bin()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut pipe = child.stdin.take().expect("stdin");
+    if let Some(text) = stdin {
+        pipe.write_all(text.as_bytes()).expect("write stdin");
+    }
+    drop(pipe);
+    child.wait_with_output().expect("wait")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A plan submitted and left pending in a directory store: (store spec, session id).
+fn detached(ws: &Workspace) -> (String, String) {
+    let spec = ws.path().join("sessions").display().to_string();
+    let out = run(
+        ws.path(),
+        &[
+            "--store",
+            &spec,
+            "--detach",
+            "--mode",
+            "plan",
+            "--json",
+            "Add dark mode",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
+    let session = events(&out)[0]["sessionId"]
+        .as_str()
+        .expect("session id")
+        .to_owned();
+    (spec, session)
+}
+
+fn pending_json(spec: &str) -> Vec<Value> {
+    let out = cli(&["pending", "--store", spec, "--json"], None);
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    events(&out)
+}
+
+fn decide(
+    ws: &Workspace,
+    spec: &str,
+    session: &str,
+    flags: &[&str],
+    stdin: Option<&str>,
+) -> Output {
+    let workspace = ws.path().to_str().expect("utf-8");
+    let mut args = vec![
+        "decide",
+        "--store",
+        spec,
+        session,
+        "--config",
+        SHIPPED,
+        "--workspace",
+        workspace,
+    ];
+    args.extend_from_slice(flags);
+    cli(&args, stdin)
+}
+
+#[test]
+fn reject_takes_no_value_so_a_word_after_it_is_the_prompt() {
+    let ws = Workspace::new();
+    let out = run(
+        ws.path(),
+        &["--mode", "plan", "--json", "--reject", "Add dark mode"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(NOT_APPROVED), "{}", stderr(&out));
+    let events = events(&out);
+    let suspended = events
+        .iter()
+        .find(|e| e["type"] == "tool_suspended")
+        .expect("a plan is submitted");
+    assert_eq!(
+        suspended["suspendPayload"]["title"], "Add dark mode",
+        "the word after --reject is the prompt, not feedback"
+    );
+    let results: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_end" && e["toolName"] == "submit_plan")
+        .map(|e| e["result"].as_str().expect("result"))
+        .collect();
+    assert_eq!(results.len(), 1, "no feedback, so no revision: {results:?}");
+    assert!(!results[0].contains("Add dark mode"), "{results:?}");
+}
+
+#[test]
+fn feedback_needs_a_verdict_and_verdicts_exclude_each_other() {
+    let ws = Workspace::new();
+    for flags in [
+        &["--feedback", "more tests"][..],
+        &["--approve", "--reject"][..],
+        &["--sha256", "abc", "--approve"][..],
+    ] {
+        let mut args = vec!["--mode", "plan", "--json"];
+        args.extend_from_slice(flags);
+        let out = run(ws.path(), &args, None);
+        assert_eq!(
+            out.status.code(),
+            Some(INVALID),
+            "{flags:?}: {}",
+            stderr(&out)
+        );
+        assert!(out.stdout.is_empty(), "{flags:?}: nothing ran");
+    }
+}
+
+#[test]
+fn exit_statuses_tell_the_outcomes_apart() {
+    let ws = Workspace::new();
+    let approved = run(ws.path(), &["--mode", "plan", "--approve", "x"], None);
+    assert_eq!(approved.status.code(), Some(DONE), "{}", stderr(&approved));
+    let rejected = run(ws.path(), &["--mode", "plan", "--reject", "x"], None);
+    assert_eq!(rejected.status.code(), Some(NOT_APPROVED));
+    let answered = run(ws.path(), &["hello"], None);
+    assert_eq!(
+        answered.status.code(),
+        Some(DONE),
+        "no plan, nothing to approve"
+    );
+    let bad_config = bin()
+        .args(["run", "--config", "/nonexistent/modes.toml", "x"])
+        .output()
+        .expect("run");
+    assert_eq!(bad_config.status.code(), Some(INVALID));
+    let usage = bin().args(["run", "--no-such-flag"]).output().expect("run");
+    assert_eq!(usage.status.code(), Some(INVALID));
+    let (spec, session) = detached(&ws);
+    let unknown = decide(&ws, &spec, "no-such-session", &["--approve"], None);
+    assert_eq!(unknown.status.code(), Some(REFUSED), "{}", stderr(&unknown));
+    let first = decide(&ws, &spec, &session, &["--approve", "--json"], None);
+    assert_eq!(first.status.code(), Some(DONE), "{}", stderr(&first));
+    let again = decide(&ws, &spec, &session, &["--approve"], None);
+    assert_eq!(again.status.code(), Some(REFUSED), "{}", stderr(&again));
+    let help = bin().args(["run", "--help"]).output().expect("help");
+    let help = String::from_utf8_lossy(&help.stdout);
+    for line in [
+        "0    done",
+        "1    runtime error",
+        "2    invalid config or usage",
+        "3    plan not approved",
+        "4    still pending",
+        "5    decision refused",
+        "130  interrupted",
+    ] {
+        assert!(help.contains(line), "`{line}` in --help: {help}");
+    }
+    let _ = RUNTIME_ERROR;
+}
+
+#[test]
+fn end_of_input_at_decide_decides_nothing_and_the_plan_stays_pending() {
+    let ws = Workspace::new();
+    let (spec, session) = detached(&ws);
+    let out = decide(&ws, &spec, &session, &["--json"], None);
+    assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
+    assert!(events(&out).is_empty(), "no decision, no events");
+    assert!(stderr(&out).contains("stays pending"), "{}", stderr(&out));
+    assert_eq!(pending_json(&spec).len(), 1, "still pending");
+    let out = decide(&ws, &spec, &session, &["--approve", "--json"], None);
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    assert_eq!(mode_changes(&events(&out)), [("plan", "build")]);
+}
+
+#[test]
+fn end_of_input_at_a_stored_run_leaves_the_plan_pending() {
+    let ws = Workspace::new();
+    let spec = ws.path().join("sessions").display().to_string();
+    let out = run(
+        ws.path(),
+        &[
+            "--store",
+            &spec,
+            "--mode",
+            "plan",
+            "--json",
+            "Add dark mode",
+        ],
+        Some(""),
+    );
+    assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
+    let kinds: Vec<String> = events(&out)
+        .iter()
+        .map(|e| e["type"].as_str().expect("type").to_owned())
+        .collect();
+    assert!(
+        !kinds.iter().any(|k| k == "tool_suspension_cancelled"),
+        "{kinds:?}"
+    );
+    assert_eq!(pending_json(&spec).len(), 1);
+}
+
+#[test]
+fn a_word_that_looks_like_a_decision_asks_again() {
+    for word in [
+        "approve", "ok", "Okay", "LGTM", "accept", "sure", "reject", "deny", "yes!",
+    ] {
+        let ws = Workspace::new();
+        let out = run(
+            ws.path(),
+            &["--mode", "plan", "--json", "Add dark mode"],
+            Some(&format!("{word}\ny\n")),
+        );
+        assert_eq!(out.status.code(), Some(DONE), "{word}: {}", stderr(&out));
+        let events = events(&out);
+        assert_eq!(mode_changes(&events), [("plan", "build")], "{word}");
+        let results: Vec<&str> = events
+            .iter()
+            .filter(|e| e["type"] == "tool_end" && e["toolName"] == "submit_plan")
+            .map(|e| e["result"].as_str().expect("result"))
+            .collect();
+        assert_eq!(results.len(), 1, "{word} is not feedback: {results:?}");
+        let err = stderr(&out);
+        assert!(
+            err.contains(&format!("`{word}` is not an answer here")),
+            "{err}"
+        );
+        assert_eq!(
+            err.matches("Approve this plan").count(),
+            2,
+            "asked again: {err}"
+        );
+    }
+}
+
+#[test]
+fn decide_with_a_stale_sha256_is_refused_and_changes_nothing() {
+    let ws = Workspace::new();
+    let (spec, session) = detached(&ws);
+    let listed = pending_json(&spec);
+    let sha256 = listed[0]["sha256"]
+        .as_str()
+        .expect("pending --json shows sha256");
+    assert_eq!(sha256.len(), 64);
+    let other = "0".repeat(64);
+    let out = decide(
+        &ws,
+        &spec,
+        &session,
+        &["--approve", "--sha256", &other, "--json"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(REFUSED), "{}", stderr(&out));
+    assert!(events(&out).is_empty(), "nothing happened");
+    assert!(stderr(&out).contains(sha256), "{}", stderr(&out));
+    assert_eq!(pending_json(&spec), listed, "still pending, unchanged");
+    let out = decide(
+        &ws,
+        &spec,
+        &session,
+        &["--approve", "--sha256", sha256, "--json"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    assert_eq!(mode_changes(&events(&out)), [("plan", "build")]);
+}
+
+/// A stdout whose reader is gone before anything is written (as `| head` ends early).
+fn closed_stdout() -> std::io::PipeWriter {
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    writer
+}
+
+#[test]
+fn a_closed_stdout_ends_quietly() {
+    let ws = Workspace::new();
+    let workspace = ws.path().to_str().expect("utf-8");
+    for args in [
+        &["check", SHIPPED][..],
+        &["graph", SHIPPED][..],
+        &["schema"][..],
+        &[
+            "run",
+            "--config",
+            SHIPPED,
+            "--workspace",
+            workspace,
+            "--mode",
+            "plan",
+            "--approve",
+            "--json",
+            "x",
+        ][..],
+        &[
+            "run",
+            "--config",
+            SHIPPED,
+            "--workspace",
+            workspace,
+            "--mode",
+            "plan",
+            "--approve",
+            "x",
+        ][..],
+    ] {
+        let out = bin()
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(closed_stdout())
+            .stderr(Stdio::piped())
+            .output()
+            .expect("run");
+        assert_eq!(
+            out.status.code(),
+            Some(STDOUT_CLOSED),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+        assert!(
+            !stderr(&out).contains("panicked"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
     }
 }

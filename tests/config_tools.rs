@@ -5,6 +5,9 @@ use std::process::{Command, Output};
 
 use agent_controller::{config, diagram};
 
+/// The exit status of an invalid config (README "Exit status").
+const INVALID: i32 = 2;
+
 fn bin(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_agent-controller"))
         .args(args)
@@ -59,7 +62,7 @@ fn graph_refuses_an_unknown_format_and_an_invalid_config() {
         "graph",
         "tests/fixtures/configs/invalid/self-transition.toml",
     ]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(INVALID));
     assert!(stdout(&out).is_empty());
     assert!(
         stderr(&out).contains("self-transition.toml:3:"),
@@ -100,7 +103,7 @@ id = "plan"
     )
     .expect("write");
     let out = bin(&["check", file.to_str().expect("to_str")]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(INVALID));
     assert!(stdout(&out).is_empty(), "errors go to stderr");
     let err = stderr(&out);
     let origin = file.display().to_string();
@@ -134,4 +137,162 @@ fn check_of_a_valid_file_still_prints_the_summary() {
         "{}",
         stdout(&out)
     );
+}
+
+/// Writes `text` to a config file in a fresh directory and runs `check` on it.
+fn check(text: &str) -> (Output, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("modes.toml");
+    std::fs::write(&file, text).expect("write");
+    let out = bin(&["check", file.to_str().expect("to_str")]);
+    (out, file.display().to_string())
+}
+
+#[test]
+fn check_warns_about_a_planning_mode_that_cannot_write_a_plan() {
+    let (out, origin) = check(
+        r#"[[modes]]
+id = "plan"
+transitionsTo = "build"
+availableTools = ["read_file", "list_files", "submit_plan"]
+
+[[modes]]
+id = "build"
+"#,
+    );
+    assert_eq!(out.status.code(), Some(0), "a warning is not an error");
+    let err = stderr(&out);
+    let warnings: Vec<&str> = err.lines().filter(|l| l.starts_with("warning: ")).collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    assert!(
+        warnings[0].starts_with(&format!(
+            "warning: {origin}:4:19: planning mode `plan` offers no tool that can write a plan"
+        )),
+        "{err}"
+    );
+    assert!(
+        stdout(&out).contains("ok, 2 modes, 1 warning"),
+        "{}",
+        stdout(&out)
+    );
+    // Offering write_plan (or write_file), or every tool, silences it.
+    for tools in [
+        r#"availableTools = ["read_file", "write_plan", "submit_plan"]"#,
+        r#"availableTools = ["write_file", "submit_plan"]"#,
+        "",
+    ] {
+        let (out, _) = check(&format!(
+            "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n{tools}\n[[modes]]\nid = \"build\"\n"
+        ));
+        assert_eq!(out.status.code(), Some(0));
+        assert!(
+            !stderr(&out).contains("warning"),
+            "{tools}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn check_reports_warnings_together_with_errors() {
+    let (out, origin) = check(
+        r#"defaultModeId = "bild"
+
+[[modes]]
+id = "plan"
+availableTools = ["read_file", "submit_plan"]
+"#,
+    );
+    assert_eq!(out.status.code(), Some(INVALID));
+    let err = stderr(&out);
+    let reports: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("error: ") || l.starts_with("warning: "))
+        .collect();
+    assert_eq!(reports.len(), 2, "{err}");
+    assert!(
+        reports[0].starts_with(&format!("error: {origin}:1:17: ")),
+        "{err}"
+    );
+    assert!(
+        reports[1].starts_with(&format!("warning: {origin}:5:19: ")),
+        "{err}"
+    );
+    assert!(err.trim_end().ends_with("modes.toml: 1 error"), "{err}");
+}
+
+#[test]
+fn check_reports_a_submit_plan_typo_once() {
+    let (out, origin) = check(
+        r#"[[modes]]
+id = "plan"
+transitionsTo = "build"
+availableTools = ["write_plan", "sumbit_plan"]
+
+[[modes]]
+id = "build"
+"#,
+    );
+    assert_eq!(out.status.code(), Some(INVALID));
+    let err = stderr(&out);
+    let headers: Vec<&str> = err.lines().filter(|l| l.starts_with("error: ")).collect();
+    assert_eq!(
+        headers,
+        [format!(
+            "error: {origin}:4:33: mode `plan` lists unknown tool `sumbit_plan` in availableTools: did you mean `submit_plan`?"
+        )],
+        "{err}"
+    );
+    assert!(err.trim_end().ends_with("modes.toml: 1 error"), "{err}");
+}
+
+#[test]
+fn check_counts_one_mode_in_the_singular() {
+    let (out, _) = check("[[modes]]\nid = \"build\"\n");
+    assert_eq!(out.status.code(), Some(0));
+    assert!(stdout(&out).contains(": ok, 1 mode\n"), "{}", stdout(&out));
+}
+
+#[test]
+fn check_and_graph_show_control_characters_in_names_visibly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("modes.toml");
+    std::fs::write(
+        &file,
+        "[[modes]]\nid = \"plan\"\nname = \"Plan\\u001b]0;owned\\u0007\\u001b[2K\\r\\u202eevil\"\ntransitionsTo = \"nope\"\n\n[[modes]]\nid = \"build\"\nname = \"Build\\u001b[2J\"\n",
+    )
+    .expect("write");
+    let path = file.to_str().expect("to_str");
+    // `check` of a bad file: the message holds the file's text, neutralised.
+    let out = bin(&["check", path]);
+    assert_eq!(out.status.code(), Some(INVALID));
+    assert!(!out.stderr.contains(&0x1b), "{:?}", stderr(&out));
+    std::fs::write(
+        &file,
+        std::fs::read_to_string(&file)
+            .expect("read")
+            .replace("transitionsTo = \"nope\"", "transitionsTo = \"build\""),
+    )
+    .expect("write");
+    let out = bin(&["check", path]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        !text.contains(['\u{1b}', '\r', '\u{7}', '\u{202e}']),
+        "{text:?}"
+    );
+    assert!(
+        text.contains("Plan\\u{1b}]0;owned\\u{7}\\u{1b}[2K\\u{d}\\u{202e}evil"),
+        "{text}"
+    );
+    for format in ["mermaid", "dot"] {
+        let out = bin(&["graph", path, "--format", format]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let text = stdout(&out);
+        assert!(
+            !text.contains(['\u{1b}', '\r', '\u{7}', '\u{202e}']),
+            "{format}: {text:?}"
+        );
+        assert!(text.contains("u{1b}]0;owned"), "{format}: {text}");
+    }
 }

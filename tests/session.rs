@@ -398,13 +398,11 @@ async fn abort_while_suspended_is_not_approved() {
 #[tokio::test]
 async fn a_dismissed_decision_prompt_is_not_approved() {
     let ws = Workspace::new();
-    let (mut session, _, _, run_id, call_id) = suspended(&ws, vec![]).await;
-    let decision = Decision::from_answer(None).expect("end of input decides");
-    session
-        .resume(&run_id, &call_id, decision)
-        .await
-        .expect("reject");
+    let (mut session, _, _, _run_id, _call_id) = suspended(&ws, vec![]).await;
+    // A dismissed prompt decides nothing: the host aborts the run (or leaves it pending).
+    assert_eq!(session.abort().await, Ok(true));
     assert_eq!(session.mode().id(), "plan");
+    assert!(session.pending().is_none());
 }
 
 #[tokio::test]

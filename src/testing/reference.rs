@@ -137,7 +137,8 @@ pub enum Op {
         /// What the model does after a rejection with feedback.
         revision: Revision,
     },
-    /// A person answers the approval prompt ([`Decision::from_answer`]); `None` is end of input.
+    /// A person answers the approval prompt (the grammar of `terminal::read_answer`); `None` is
+    /// end of input, which decides nothing.
     Answer(Option<String>),
     /// The host aborts.
     Abort,
@@ -922,7 +923,8 @@ impl ReferenceSession {
     }
 
     /// The approval prompt's rules: `y`/`yes` approves, `n`/`no` rejects, other text rejects
-    /// with it as feedback, end of input rejects, a blank line decides nothing.
+    /// with it as feedback; end of input, a blank line and a single word that only looks like a
+    /// decision (`ok`, `approve`) decide nothing.
     fn answer(
         &mut self,
         answer: Option<&str>,
@@ -933,9 +935,11 @@ impl ReferenceSession {
         };
         let trimmed = answer.map(str::trim);
         let (action, feedback) = match trimmed.map(str::to_ascii_lowercase).as_deref() {
-            Some("") => return (Action::Nothing, Vec::new(), Outcome::NoDecision),
+            None | Some("" | "ok" | "approve" | "lgtm" | "reject") => {
+                return (Action::Nothing, Vec::new(), Outcome::NoDecision);
+            }
             Some("y" | "yes") => (DecisionAction::Approved, Feedback::Omitted),
-            None | Some("n" | "no") => (DecisionAction::Rejected, Feedback::Omitted),
+            Some("n" | "no") => (DecisionAction::Rejected, Feedback::Omitted),
             Some(_) => (
                 DecisionAction::Rejected,
                 Feedback::Text(trimmed.unwrap_or_default().to_owned()),
@@ -1076,6 +1080,8 @@ fn answer_op() -> impl Strategy<Value = Op> {
         Some("  \n"),
         Some("add tests"),
         Some(" yes please "),
+        Some("OK"),
+        Some("approve"),
     ];
     proptest::sample::select(answers).prop_map(|a| Op::Answer(a.map(str::to_owned)))
 }

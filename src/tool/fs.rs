@@ -13,6 +13,10 @@ use super::{Tool, ToolContext, ToolOutput};
 /// Largest file `read_file` returns, in bytes.
 const MAX_READ_BYTES: u64 = 256 * 1024;
 
+/// The workspace tools a model can write a plan file with: a planning mode that offers none of
+/// them cannot author a plan ([`crate::ModeGraph::planning_modes_without_plan_writer`]).
+pub const PLAN_WRITING_TOOLS: [&str; 2] = ["write_plan", "write_file"];
+
 /// The four workspace tools, ready to register.
 pub fn workspace_tools() -> Vec<Arc<dyn Tool>> {
     vec![

