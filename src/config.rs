@@ -6,6 +6,7 @@
 //! or self targets, conflicting defaults) at the line and column of the offending text.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
 use std::path::Path;
@@ -14,11 +15,13 @@ use std::sync::Arc;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::mode::{IdMap, Mode, ModeGraph, ModeId, ToolRef};
+use crate::mode::{Mode, ModeGraph, ModeId, ToolRef};
 use crate::tool::SUBMIT_PLAN;
 
+#[cfg(feature = "schema")]
 mod schema;
 
+#[cfg(feature = "schema")]
 pub use self::schema::{schema, schema_json};
 
 /// The plans directory used when a config does not set `plansDir`, relative to the workspace.
@@ -346,36 +349,44 @@ fn floor_char_boundary(text: &str, mut index: usize) -> usize {
 /// The raw layer: keys, types and the mode id pattern. [`parse`] adds the graph rules (unique ids,
 /// existing `transitionsTo` targets, one default) and the controller checks tool names. The JSON
 /// Schema of [`schema`] is derived from these structs, so it cannot drift from the parser.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 // The parser reads a file without `modes` and reports "no modes"; the schema says it up front.
-#[schemars(
+#[cfg_attr(feature = "schema", schemars(
     rename = "ModeConfig",
     title = "agent-controller mode config",
     extend("required" = ["modes"])
-)]
+))]
 struct RawConfig<'a> {
     /// The mode a new session starts in. Default resolution: `defaultModeId`, else the mode
     /// marked `default = true`, else the first mode.
-    #[schemars(with = "Option<String>", pattern(r"^[A-Za-z0-9_-]+$"))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Option<String>", pattern(r"^[A-Za-z0-9_-]+$"))
+    )]
     default_mode_id: Option<Spanned<Cow<'a, str>>>,
     /// Where plans are written and read from, relative to the workspace unless absolute
     /// (default `.agent/plans`).
     plans_dir: Option<String>,
     /// The modes, in order; at least one.
     #[serde(default)]
-    #[schemars(length(min = 1))]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1)))]
     modes: Vec<RawMode<'a>>,
 }
 
 /// One mode: its id, what the model is told in it, its tools and where an approved plan hands
 /// over to.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-#[schemars(rename = "Mode")]
+#[cfg_attr(feature = "schema", schemars(rename = "Mode"))]
 struct RawMode<'a> {
     /// The mode id: ASCII letters, digits, `-` and `_`; unique; case-sensitive.
-    #[schemars(with = "String", pattern(r"^[A-Za-z0-9_-]+$"))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "String", pattern(r"^[A-Za-z0-9_-]+$"))
+    )]
     id: Spanned<Cow<'a, str>>,
     /// The display name (default: the id).
     name: Option<String>,
@@ -384,20 +395,26 @@ struct RawMode<'a> {
     /// The instructions the model gets in this mode (its system prompt).
     instructions: Option<String>,
     /// Marks the default mode; at most one mode may set it.
-    #[schemars(with = "Option<bool>")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<bool>"))]
     default: Option<Spanned<bool>>,
     /// The mode a plan approved in this mode hands over to; another mode's id. Makes this a
     /// planning mode (`submit_plan` is offered).
-    #[schemars(with = "Option<String>", pattern(r"^[A-Za-z0-9_-]+$"))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Option<String>", pattern(r"^[A-Za-z0-9_-]+$"))
+    )]
     transitions_to: Option<Spanned<Cow<'a, str>>>,
     /// The tools the model may call in this mode (absent: every tool the controller has). Listing
     /// `submit_plan` makes this a planning mode; a mode with `transitionsTo` must list it.
-    #[schemars(with = "Option<Vec<String>>")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<Vec<String>>"))]
     available_tools: Option<Spanned<Vec<Spanned<Cow<'a, str>>>>>,
     /// The model this mode prefers, as `provider/model` (for example `openai/gpt-4.1`).
     default_model_id: Option<String>,
     /// Free data for hosts, such as `color` (`#rrggbb` or a colour name) and `icon`.
-    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")
+    )]
     metadata: Option<toml::Table>,
 }
 
@@ -551,7 +568,7 @@ fn is_valid_id(id: &str) -> bool {
 /// parse.
 #[derive(Default)]
 struct Interner {
-    names: IdMap<Box<str>, Arc<str>>,
+    names: HashMap<Box<str>, Arc<str>>,
     line: Option<(usize, Arc<str>)>,
 }
 
@@ -594,7 +611,7 @@ fn validate(
         return None;
     }
 
-    let mut index: IdMap<Arc<str>, ModeId> = IdMap::default();
+    let mut index: HashMap<Arc<str>, ModeId> = HashMap::default();
     index.reserve(raw.modes.len());
     let mut ids: Vec<Arc<str>> = Vec::with_capacity(raw.modes.len());
     for (i, mode) in raw.modes.iter().enumerate() {
@@ -724,7 +741,7 @@ fn validate(
                 .iter()
                 .rev()
                 .take(names.len())
-                .find(|r| strsim::levenshtein(&r.name, SUBMIT_PLAN) <= 2);
+                .find(|r| edit_distance(&r.name, SUBMIT_PLAN) <= 2);
             if let Some(typo) = typo {
                 errors.push(ConfigError::unknown_tool(
                     source.origin,
@@ -769,7 +786,7 @@ fn validate(
     ))
 }
 
-fn index_ids(index: &IdMap<Arc<str>, ModeId>) -> String {
+fn index_ids(index: &HashMap<Arc<str>, ModeId>) -> String {
     let mut ids: Vec<(&str, usize)> = index.iter().map(|(k, v)| (&**k, v.index())).collect();
     ids.sort_by_key(|(_, i)| *i);
     if ids.len() > 8 {
@@ -782,8 +799,33 @@ fn index_ids(index: &IdMap<Arc<str>, ModeId>) -> String {
     ids.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", ")
 }
 
+/// The Levenshtein distance between `a` and `b` in characters (insertions, deletions and
+/// substitutions each count one), for "did you mean" hints on short names.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut current = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = previous[j] + usize::from(ca != *cb);
+            current.push(substitution.min(previous[j + 1] + 1).min(current[j] + 1));
+        }
+        previous = current;
+    }
+    previous[b.len()]
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn edit_distance_counts_insertions_deletions_and_substitutions() {
+        assert_eq!(super::edit_distance("submit_plan", "submit_plan"), 0);
+        assert_eq!(super::edit_distance("submitplan", "submit_plan"), 1);
+        assert_eq!(super::edit_distance("sbumit_plan", "submit_plan"), 2);
+        assert_eq!(super::edit_distance("", "abc"), 3);
+        assert_eq!(super::edit_distance("kitten", "sitting"), 3);
+    }
+
     use super::*;
 
     #[test]

@@ -1,8 +1,12 @@
 //! The [`AgentController`]: a validated mode graph, a tool registry and a model, from which
 //! sessions are started.
 
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::config::ConfigError;
 use crate::event::ModeChangeReason;
@@ -338,11 +342,7 @@ impl AgentController {
         };
         let id: Arc<str> = match options.id {
             Some(id) => Arc::from(id),
-            None => {
-                // Straight into the Arc: no intermediate String.
-                let mut text = uuid::Uuid::encode_buffer();
-                Arc::from(&*uuid::Uuid::new_v4().hyphenated().encode_lower(&mut text))
-            }
+            None => Arc::from(new_session_id()),
         };
         Ok(Session::new(
             self.shared.clone(),
@@ -401,8 +401,59 @@ impl AgentController {
     }
 }
 
+/// A new random session id in the text form of a UUID v4 (`xxxxxxxx-xxxx-4xxx-Yxxx-xxxxxxxxxxxx`,
+/// lowercase hex), unique across processes and hosts for every practical purpose.
+///
+/// The 122 random bits are SipHash outputs under std's [`RandomState`] keys, which std seeds from
+/// the operating system's random source; a process-wide counter, the process id and the clock go
+/// in, so ids differ even when the clock stands still. An id names a session; it is not a secret.
+fn new_session_id() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let count = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let half = |salt: u64| {
+        let mut hasher = RandomState::new().build_hasher();
+        hasher.write_u64(salt);
+        hasher.write_u64(count);
+        hasher.write_u128(nanos);
+        hasher.write_u32(std::process::id());
+        u128::from(hasher.finish())
+    };
+    let mut bits = (half(0) << 64) | half(1);
+    bits = (bits & !(0xf << 76)) | (0x4 << 76); // version 4
+    bits = (bits & !(0x3 << 62)) | (0x2 << 62); // variant 10 (RFC 9562)
+    format!(
+        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        bits >> 96,
+        (bits >> 80) & 0xffff,
+        (bits >> 64) & 0xffff,
+        (bits >> 48) & 0xffff,
+        bits & 0xffff_ffff_ffff
+    )
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn session_ids_are_uuid_v4_text_and_do_not_repeat() {
+        let ids: std::collections::HashSet<String> =
+            (0..1000).map(|_| super::new_session_id()).collect();
+        assert_eq!(ids.len(), 1000);
+        for id in &ids {
+            let parts: Vec<&str> = id.split('-').collect();
+            let lengths: Vec<usize> = parts.iter().map(|p| p.len()).collect();
+            assert_eq!(lengths, [8, 4, 4, 4, 12], "{id}");
+            assert!(
+                id.chars()
+                    .all(|c| c == '-' || c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+            );
+            assert!(parts[2].starts_with('4'), "{id}");
+            assert!(matches!(&parts[3][..1], "8" | "9" | "a" | "b"), "{id}");
+        }
+    }
+
     use super::*;
     use crate::model::scripted::ScriptedModel;
 

@@ -78,11 +78,56 @@ pub use crate::controller::{AgentController, AgentControllerBuilder};
 pub use crate::error::{Error, Result};
 pub use crate::event::{DecidedRecord, DecisionOutcome, Event, ModeChangeReason, SuspendPayload};
 pub use crate::mode::{Mode, ModeGraph, ModeId};
-pub use crate::model::{LanguageModel, Message, ModelRequest, ModelResponse};
+pub use crate::model::{
+    LanguageModel, Message, ModelError, ModelErrorKind, ModelRequest, ModelResponse,
+};
 pub use crate::run::{Decision, DecisionAction, PendingDecision, RunOutcome, RunState};
 pub use crate::session::{Session, SessionError, SessionOptions};
+pub use crate::store::{FileStore, MemoryStore, SessionStore, StoreError};
 pub use crate::tool::{Tool, ToolRegistry};
 
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+#[cfg(test)]
+mod tests {
+    /// The core (`default-features = false`) pulls at most 50 crates, counted as the README's
+    /// "Features" section says: distinct name-and-version lines of the normal-dependency tree,
+    /// without the crate itself.
+    #[test]
+    fn core_dependency_count_is_at_most_50() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        let output = std::process::Command::new(cargo)
+            .args([
+                "tree",
+                "-e",
+                "normal",
+                "--no-default-features",
+                "--prefix",
+                "none",
+            ])
+            .args([
+                "--manifest-path",
+                concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"),
+            ])
+            .output()
+            .expect("cargo tree runs");
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let text = String::from_utf8(output.stdout).expect("cargo tree prints UTF-8");
+        let crates: std::collections::BTreeSet<&str> = text
+            .lines()
+            .map(|line| line.trim_end_matches(" (*)"))
+            .filter(|line| !line.is_empty() && !line.starts_with("agent-controller "))
+            .collect();
+        assert!(
+            crates.len() <= 50,
+            "{} crates with default-features = false:\n{crates:#?}",
+            crates.len()
+        );
+    }
+}

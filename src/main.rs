@@ -474,7 +474,7 @@ fn openai_model(
     if let Some(name) = name.filter(|n| !n.is_empty()) {
         settings = settings.default_model(name);
     }
-    OpenAiModel::new(settings).map_err(|e| Failure::invalid(e.message))
+    OpenAiModel::new(settings).map_err(|e| Failure::invalid(e.message()))
 }
 
 #[cfg(not(feature = "openai"))]
@@ -741,8 +741,8 @@ impl Decider<'_> {
         }
         finish(session, self.json, &out_style);
         Ok(match outcome {
-            RunOutcome::Failed { message, .. } => {
-                note!("error: {}", neutralize(&message));
+            RunOutcome::Failed { error, .. } => {
+                note!("error: {}", neutralize(error.message()));
                 Exit::RuntimeError
             }
             _ if self.last == Some(DecisionAction::Rejected) => Exit::NotApproved,

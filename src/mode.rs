@@ -11,12 +11,6 @@ use std::sync::Arc;
 use crate::config::{ConfigError, Location};
 use crate::tool::SUBMIT_PLAN;
 
-/// A map keyed by mode ids or tool names, hashed with rustc's Fx hash (`rustc-hash`): these keys
-/// are short strings from the operator's config, looked up on every session start and mode
-/// switch; SipHash's protection against chosen keys buys nothing here (callers look ids up, they
-/// do not insert them) and costs several times as much.
-pub(crate) type IdMap<K, V> = HashMap<K, V, rustc_hash::FxBuildHasher>;
-
 /// A handle to a mode of one [`ModeGraph`]: a small copyable index, valid for the graph that
 /// handed it out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -158,7 +152,7 @@ impl ToolRef {
 #[derive(Debug, Clone)]
 pub struct ModeGraph {
     modes: Vec<Mode>,
-    index: IdMap<Arc<str>, ModeId>,
+    index: HashMap<Arc<str>, ModeId>,
     default: ModeId,
     plans_dir: PathBuf,
     origin: String,
@@ -169,7 +163,7 @@ impl ModeGraph {
     pub(crate) fn new(
         modes: Vec<Mode>,
         default: ModeId,
-        index: IdMap<Arc<str>, ModeId>,
+        index: HashMap<Arc<str>, ModeId>,
         plans_dir: PathBuf,
         origin: String,
         tool_refs: Vec<ToolRef>,

@@ -75,21 +75,110 @@ pub struct ModelResponse {
     pub tool_calls: Vec<ToolCall>,
 }
 
-/// A failed model call (network, provider error, malformed output); the run ends with reason
-/// `error` and the session stays consistent.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("model call failed: {message}")]
-pub struct ModelError {
-    /// What went wrong.
-    pub message: String,
+/// What kind of failure a [`ModelError`] is, for a host that reacts differently to each (wait
+/// and retry on [`ModelErrorKind::RateLimited`], ask for a key on
+/// [`ModelErrorKind::Authentication`], ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, strum::Display)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+#[non_exhaustive]
+pub enum ModelErrorKind {
+    /// The provider refused the credentials (HTTP 401 or 403, or no key where one is needed).
+    Authentication,
+    /// The provider is rate limiting or the quota is used up (HTTP 429).
+    RateLimited,
+    /// The provider could not be reached, or the connection broke.
+    Transport,
+    /// The provider answered with something that is not a valid reply (bad JSON, a stream cut
+    /// off before the model finished).
+    MalformedResponse,
+    /// The conversation does not fit the model's context window.
+    ContextLength,
+    /// The run reached its limit of model calls (see
+    /// [`crate::AgentControllerBuilder::max_steps`]); no model call failed.
+    StepLimit,
+    /// Anything else (a server error, an unknown model, a bad request).
+    Other,
 }
 
+/// A failed model call (network, provider error, malformed output) or a run that reached its
+/// step limit: a [`ModelErrorKind`], a message for people, and the underlying error as
+/// [`std::error::Error::source`] where there is one. The run ends with reason `error`
+/// ([`crate::RunOutcome::Failed`] carries this error) and the session stays consistent.
+///
+/// Two errors are equal when kind and message are; sources are not compared.
+///
+/// # Examples
+/// ```
+/// use agent_controller::{ModelError, ModelErrorKind};
+/// let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+/// let error = ModelError::new("cannot reach the server").with_kind(ModelErrorKind::Transport).with_source(io);
+/// assert_eq!(error.kind(), ModelErrorKind::Transport);
+/// assert_eq!(error.to_string(), "model call failed: cannot reach the server");
+/// let source = std::error::Error::source(&error).unwrap();
+/// assert!(source.downcast_ref::<std::io::Error>().is_some());
+/// ```
+#[derive(Debug, Clone)]
+pub struct ModelError {
+    kind: ModelErrorKind,
+    message: String,
+    source: Option<Arc<dyn std::error::Error + Send + Sync>>,
+}
+
+impl std::fmt::Display for ModelError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.kind {
+            ModelErrorKind::StepLimit => f.write_str(&self.message),
+            _ => write!(f, "model call failed: {}", self.message),
+        }
+    }
+}
+
+impl std::error::Error for ModelError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        // The error itself, not the `Arc` around it, so a host can downcast it.
+        self.source.as_deref().map(|e| e as _)
+    }
+}
+
+impl PartialEq for ModelError {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind && self.message == other.message
+    }
+}
+
+impl Eq for ModelError {}
+
 impl ModelError {
-    /// An error with `message`.
+    /// An error of kind [`ModelErrorKind::Other`] with `message` and no source.
     pub fn new(message: impl Into<String>) -> Self {
         Self {
+            kind: ModelErrorKind::Other,
             message: message.into(),
+            source: None,
         }
+    }
+
+    /// The same error with kind `kind`.
+    pub fn with_kind(mut self, kind: ModelErrorKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
+    /// The same error with `source` as its [`std::error::Error::source`].
+    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Arc::new(source));
+        self
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ModelErrorKind {
+        self.kind
+    }
+
+    /// What went wrong, for people (without the `model call failed: ` prefix of `Display`).
+    pub fn message(&self) -> &str {
+        &self.message
     }
 }
 

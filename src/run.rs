@@ -11,7 +11,7 @@ use crate::event::{
     SuspendPayload, rfc3339_now,
 };
 use crate::mode::ModeId;
-use crate::model::{Message, ModelRequest};
+use crate::model::{Message, ModelError, ModelErrorKind, ModelRequest};
 use crate::session::{Session, SessionError};
 use crate::tool::submit_plan::{self, PlanSubmission, REJECTED_RESULT, SUBMIT_PLAN};
 use crate::tool::{ToolCall, ToolContext, ToolOutput};
@@ -67,8 +67,9 @@ pub enum RunOutcome {
     Failed {
         /// The run id.
         run_id: Arc<str>,
-        /// What went wrong.
-        message: String,
+        /// What went wrong: its kind (rate limited, authentication, step limit, ...), a message
+        /// and the underlying error as its source.
+        error: ModelError,
     },
 }
 
@@ -469,24 +470,22 @@ impl Session {
         });
     }
 
-    /// Ends the run (completed or failed) and persists the session.
+    /// Ends the run and persists the session: completed with the model's last text, or failed
+    /// with the error.
     async fn end_run(
         &mut self,
         run_id: Arc<str>,
-        state: RunState,
-        text: String,
+        end: Result<String, ModelError>,
     ) -> Result<RunOutcome, SessionError> {
         self.begin();
-        let failed = state == RunState::Failed;
-        self.close_run(&run_id, state, failed.then_some(text.as_str()));
+        match &end {
+            Ok(_) => self.close_run(&run_id, RunState::Completed, None),
+            Err(error) => self.close_run(&run_id, RunState::Failed, Some(&error.to_string())),
+        }
         self.commit().await?;
-        Ok(if failed {
-            RunOutcome::Failed {
-                run_id,
-                message: text,
-            }
-        } else {
-            RunOutcome::Completed { run_id, text }
+        Ok(match end {
+            Ok(text) => RunOutcome::Completed { run_id, text },
+            Err(error) => RunOutcome::Failed { run_id, error },
         })
     }
 
@@ -538,11 +537,12 @@ impl Session {
         let mut steps = 0usize;
         loop {
             if steps >= shared.max_steps {
-                let message = format!(
+                let error = ModelError::new(format!(
                     "the run exceeded its limit of {} model calls",
                     shared.max_steps
-                );
-                return self.end_run(run_id, RunState::Failed, message).await;
+                ))
+                .with_kind(ModelErrorKind::StepLimit);
+                return self.end_run(run_id, Err(error)).await;
             }
             steps += 1;
             let mode = self.mode;
@@ -556,7 +556,7 @@ impl Session {
             };
             let response = match shared.model.generate(request).await {
                 Ok(r) => r,
-                Err(e) => return self.end_run(run_id, RunState::Failed, e.to_string()).await,
+                Err(error) => return self.end_run(run_id, Err(error)).await,
             };
             if !response.text.is_empty() {
                 self.emit(Event::AssistantMessage {
@@ -570,9 +570,7 @@ impl Session {
                     content: response.text.clone(),
                     tool_calls: Vec::new(),
                 });
-                return self
-                    .end_run(run_id, RunState::Completed, response.text)
-                    .await;
+                return self.end_run(run_id, Ok(response.text)).await;
             }
             // The conversation keeps the calls; the loop reads them from there (no copy).
             self.messages.push(Message::Assistant {
@@ -712,11 +710,10 @@ impl Session {
             let output =
                 ToolOutput::error(format!("The plan could not be saved for review: {err}"));
             self.finish_tool(&run_id, &tool_call_id, SUBMIT_PLAN, output);
-            return match self
-                .end_run(run_id, RunState::Failed, err.to_string())
-                .await
-            {
-                Ok(_) => Err(err),
+            self.begin();
+            self.close_run(&run_id, RunState::Failed, Some(&err.to_string()));
+            return match self.commit().await {
+                Ok(()) => Err(err),
                 Err(second) => Err(second),
             };
         }

@@ -28,7 +28,7 @@ pub(crate) struct Checkpoint {
 
 /// Errors from session operations. Each leaves the session exactly as it was: a suspended run
 /// stays suspended and can still be decided.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SessionError {
     /// No mode has this id (ids are case-sensitive).

@@ -132,7 +132,10 @@ impl SessionRecord {
 }
 
 /// Errors from a [`SessionStore`].
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+///
+/// Two store errors are equal when they are the same variant with the same message; sources are
+/// not compared.
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
     /// Another writer saved the session since it was read: reload and try again.
@@ -155,13 +158,51 @@ pub enum StoreError {
         /// What is wrong.
         message: String,
     },
-    /// The store itself failed (I/O, database).
-    #[error("session store failed: {0}")]
-    Backend(String),
+    /// The store itself failed (I/O, database): what it was doing, and the underlying error as
+    /// [`std::error::Error::source`] where there is one. Build it with [`StoreError::backend`].
+    #[error("session store failed: {message}")]
+    Backend {
+        /// What failed, for people (the source's text included).
+        message: String,
+        /// The underlying error, if any.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
     /// A session id that cannot be stored (empty, or with characters other than ASCII letters,
     /// digits, `-` and `_`).
     #[error("invalid session id `{0}`: use ASCII letters, digits, `-` and `_`")]
     InvalidId(String),
+}
+
+impl PartialEq for StoreError {
+    fn eq(&self, other: &Self) -> bool {
+        std::mem::discriminant(self) == std::mem::discriminant(other)
+            && self.to_string() == other.to_string()
+    }
+}
+
+impl Eq for StoreError {}
+
+impl StoreError {
+    /// A [`StoreError::Backend`]: `message` says what failed, `source` (an I/O or database
+    /// error) is kept as the error's source, and its text is appended to the message.
+    pub fn backend(
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self::Backend {
+            message: format!("{}: {source}", message.into()),
+            source: Some(Box::new(source)),
+        }
+    }
+
+    /// A [`StoreError::Backend`] with no underlying error.
+    pub fn backend_message(message: impl Into<String>) -> Self {
+        Self::Backend {
+            message: message.into(),
+            source: None,
+        }
+    }
 }
 
 /// Where sessions are kept between processes.
@@ -235,8 +276,8 @@ pub fn open_store(spec: &str) -> Result<Arc<dyn SessionStore>, StoreError> {
         #[cfg(feature = "sqlite")]
         Some(file) => Ok(Arc::new(SqliteStore::open(file)?)),
         #[cfg(not(feature = "sqlite"))]
-        Some(_) => Err(StoreError::Backend(
-            "this build has no SQLite support: rebuild with `--features sqlite`".to_owned(),
+        Some(_) => Err(StoreError::backend_message(
+            "this build has no SQLite support: rebuild with `--features sqlite`",
         )),
         None => Ok(Arc::new(FileStore::open(spec)?)),
     }
@@ -293,7 +334,7 @@ pub(crate) fn check_next_version(
     if record.version == expected.map_or(1, |v| v + 1) {
         Ok(())
     } else {
-        Err(StoreError::Backend(format!(
+        Err(StoreError::backend_message(format!(
             "record version {} does not follow expected version {expected:?}",
             record.version
         )))

@@ -7,14 +7,13 @@
 pub mod fs;
 pub mod submit_plan;
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-
-use crate::mode::IdMap;
 
 pub use self::submit_plan::SUBMIT_PLAN;
 
@@ -113,7 +112,7 @@ pub enum ToolError {
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     tools: Vec<Arc<dyn Tool>>,
-    by_name: IdMap<String, usize>,
+    by_name: HashMap<String, usize>,
 }
 
 impl std::fmt::Debug for ToolRegistry {

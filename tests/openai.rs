@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 use agent_controller::model::openai::{OpenAiModel, OpenAiSettings};
 use agent_controller::tool::submit_plan::APPROVED_RESULT;
 use agent_controller::{
-    AgentController, Decision, Event, RunOutcome, SessionOptions, ToolRegistry, config,
+    AgentController, Decision, Event, ModelError, ModelErrorKind, RunOutcome, SessionOptions,
+    ToolRegistry, config,
 };
 use serde_json::{Value, json};
 use wiremock::ResponseTemplate;
@@ -284,10 +285,16 @@ async fn a_call_to_a_tool_outside_the_mode_gets_an_error_result_over_http() {
 
 /// Runs one message against a server that answers `replies`; returns the failure message.
 async fn failure(replies: Vec<Reply>) -> (String, Harness) {
+    let (error, h) = failed_with(replies).await;
+    (error.to_string(), h)
+}
+
+/// Runs one message against a server that answers `replies`; returns the run's typed error.
+async fn failed_with(replies: Vec<Reply>) -> (ModelError, Harness) {
     let h = Harness::new(replies).await;
     let mut session = h.session("plan");
     let outcome = session.send_message("Plan it").await.expect("send_message");
-    let RunOutcome::Failed { message, .. } = outcome else {
+    let RunOutcome::Failed { error, .. } = outcome else {
         panic!("expected a failure, got {outcome:?}");
     };
     assert_eq!(session.mode().id(), "plan", "the mode stays");
@@ -301,7 +308,52 @@ async fn failure(replies: Vec<Reply>) -> (String, Harness) {
         .map(|e| serde_json::to_value(e).expect("to_value"))
         .collect();
     assert_eq!(ends.last().expect("last")["reason"], "error");
-    (message, h)
+    (error, h)
+}
+
+fn api_error(status: u16, code: &str) -> Reply {
+    Reply::Raw(ResponseTemplate::new(status).set_body_json(json!({
+        "error": {"message": "refused", "type": "invalid_request_error", "param": null, "code": code}
+    })))
+}
+
+#[tokio::test]
+async fn a_failed_run_carries_the_model_error_kind_a_host_can_match() {
+    let (error, _) = failed_with(failing(api_error(429, "rate_limit_exceeded"))).await;
+    assert_eq!(error.kind(), ModelErrorKind::RateLimited, "{error}");
+    assert!(error.message().contains("HTTP 429"), "{error}");
+    let source = std::error::Error::source(&error).expect("the provider error is the source");
+    assert!(source.to_string().contains("refused"), "{source}");
+
+    let (error, _) = failed_with(vec![api_error(401, "invalid_api_key")]).await;
+    assert_eq!(error.kind(), ModelErrorKind::Authentication, "{error}");
+
+    let (error, _) = failed_with(vec![api_error(400, "context_length_exceeded")]).await;
+    assert_eq!(error.kind(), ModelErrorKind::ContextLength, "{error}");
+
+    let (error, _) = failed_with(vec![api_error(400, "invalid_value")]).await;
+    assert_eq!(error.kind(), ModelErrorKind::Other, "{error}");
+
+    let body = "data: {\"id\": \"x\", \"choices\": [\n\ndata: [DONE]\n\n";
+    let (error, _) = failed_with(vec![raw(body)]).await;
+    assert_eq!(error.kind(), ModelErrorKind::MalformedResponse, "{error}");
+}
+
+#[tokio::test]
+async fn a_rate_limit_reaches_the_host_through_the_umbrella_error_by_kind() {
+    async fn host(h: &Harness) -> agent_controller::Result<()> {
+        let mut session = h.session("plan");
+        if let RunOutcome::Failed { error, .. } = session.send_message("Plan it").await? {
+            return Err(error.into());
+        }
+        Ok(())
+    }
+    let h = Harness::new(failing(api_error(429, "rate_limit_exceeded"))).await;
+    let error = host(&h).await.expect_err("the run fails");
+    assert!(
+        matches!(&error, agent_controller::Error::Model(e) if e.kind() == ModelErrorKind::RateLimited),
+        "{error:?}"
+    );
 }
 
 #[tokio::test]
@@ -360,9 +412,11 @@ async fn an_unreachable_endpoint_is_a_clear_error() {
     let h = Harness::with_base(server, &format!("http://127.0.0.1:{port}/v1"));
     let mut session = h.session("plan");
     let outcome = session.send_message("Plan it").await.expect("send_message");
-    let RunOutcome::Failed { message, .. } = outcome else {
+    let RunOutcome::Failed { error, .. } = outcome else {
         panic!("expected a failure, got {outcome:?}");
     };
+    assert_eq!(error.kind(), ModelErrorKind::Transport, "{error}");
+    let message = error.to_string();
     assert!(message.contains("cannot reach"), "{message}");
     assert!(message.contains(&port.to_string()), "{message}");
 }

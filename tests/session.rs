@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex};
 
 use agent_controller::event::{CancelReason, EndReason};
 use agent_controller::model::scripted::ReplayModel;
-use agent_controller::model::{LanguageModel, ModelError, ModelRequest, ModelResponse};
+use agent_controller::model::{
+    LanguageModel, ModelError, ModelErrorKind, ModelRequest, ModelResponse,
+};
 use agent_controller::tool::submit_plan::{APPROVED_RESULT, REJECTED_RESULT};
 use agent_controller::{
     Decision, DecisionOutcome, Event, Message, ModeChangeReason, RunOutcome, RunState,
@@ -712,7 +714,9 @@ async fn a_model_error_ends_the_run_with_error_and_keeps_the_session_usable() {
         .start_session(recorder.options().mode("plan"))
         .expect("session");
     let outcome = session.send_message("go").await.expect("run");
-    assert!(matches!(outcome, RunOutcome::Failed { ref message, .. } if message.contains("503")));
+    assert!(
+        matches!(outcome, RunOutcome::Failed { ref error, .. } if error.message().contains("503") && error.kind() == ModelErrorKind::Other)
+    );
     assert_eq!(kinds(&recorder.take())[2..], ["error", "agent_end"]);
     assert_eq!(session.mode().id(), "plan");
     let outcome = session.send_message("again").await.expect("run");
@@ -737,5 +741,12 @@ async fn a_model_that_never_stops_calling_tools_hits_the_step_limit() {
         .start_session(SessionOptions::new().mode("plan"))
         .expect("session");
     let outcome = session.send_message("loop").await.expect("run");
-    assert!(matches!(outcome, RunOutcome::Failed { ref message, .. } if message.contains("3")));
+    let RunOutcome::Failed { error, .. } = outcome else {
+        panic!("expected the step limit, got {outcome:?}");
+    };
+    assert_eq!(error.kind(), agent_controller::ModelErrorKind::StepLimit);
+    assert_eq!(
+        error.to_string(),
+        "the run exceeded its limit of 3 model calls"
+    );
 }

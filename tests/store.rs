@@ -712,3 +712,27 @@ async fn a_decision_abandoned_mid_save_changes_nothing() {
         .count();
     assert_eq!(changes, 1, "exactly one hand-over");
 }
+
+#[test]
+fn a_backend_failure_keeps_the_io_error_as_its_source() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A file where the store directory should be: opening the store fails on I/O.
+    let blocked = dir.path().join("not-a-dir");
+    std::fs::write(&blocked, "x").expect("write");
+    let error = FileStore::open(blocked.join("sessions")).expect_err("cannot create the store");
+    assert!(matches!(error, StoreError::Backend { .. }), "{error:?}");
+    let source = std::error::Error::source(&error).expect("the I/O error is the source");
+    let io = source
+        .downcast_ref::<std::io::Error>()
+        .expect("an std::io::Error");
+    assert_ne!(io.kind(), std::io::ErrorKind::Other, "{io}");
+    // And `?` carries it into the umbrella error unchanged.
+    fn open(path: &Path) -> agent_controller::Result<FileStore> {
+        Ok(FileStore::open(path)?)
+    }
+    let error = open(&blocked.join("sessions")).expect_err("cannot create the store");
+    assert!(matches!(
+        error,
+        agent_controller::Error::Store(StoreError::Backend { .. })
+    ));
+}

@@ -41,7 +41,7 @@ use async_trait::async_trait;
 use futures_util::StreamExt;
 use serde_json::Value;
 
-use super::{LanguageModel, Message, ModelError, ModelRequest, ModelResponse};
+use super::{LanguageModel, Message, ModelError, ModelErrorKind, ModelRequest, ModelResponse};
 use crate::tool::{ToolCall, ToolSpec};
 
 /// The provider prefix of model ids this model serves: `openai/MODEL`.
@@ -251,7 +251,8 @@ impl OpenAiModel {
         if settings.api_key.is_none() && settings.base_url() == DEFAULT_BASE_URL {
             return Err(ModelError::new(format!(
                 "{API_KEY_ENV} is not set: export {API_KEY_ENV}=sk-... (or point {BASE_URL_ENV} at a local OpenAI-compatible server such as http://localhost:11434/v1)"
-            )));
+            ))
+            .with_kind(ModelErrorKind::Authentication));
         }
         // Err means another provider is installed already, which reqwest then uses.
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -292,13 +293,14 @@ impl OpenAiModel {
     }
 
     fn map_error(&self, error: OpenAIError) -> ModelError {
+        let kind = error_kind(&error);
         let base = self.settings.base_url();
-        let message = match error {
+        let message = match &error {
             OpenAIError::Reqwest(e) if e.is_connect() || e.is_timeout() => format!(
                 "cannot reach {base}: {} (is the server running? check {BASE_URL_ENV})",
-                chain(&e)
+                chain(e)
             ),
-            OpenAIError::Reqwest(e) => format!("request to {base} failed: {}", chain(&e)),
+            OpenAIError::Reqwest(e) => format!("request to {base} failed: {}", chain(e)),
             OpenAIError::ApiError(response) => {
                 let status = response.status_code;
                 let hint = match status.as_u16() {
@@ -314,12 +316,35 @@ impl OpenAiModel {
             }
             OpenAIError::JSONDeserialize(e, content) => format!(
                 "malformed response from {base}: {e}; got: {}",
-                truncate(&content, 200)
+                truncate(content, 200)
             ),
             OpenAIError::StreamError(e) => format!("the event stream from {base} broke: {e}"),
             other => other.to_string(),
         };
         ModelError::new(format!("{PROVIDER}: {message}"))
+            .with_kind(kind)
+            .with_source(error)
+    }
+}
+
+/// The kind of a provider error: from the HTTP status, and from OpenAI's error code where the
+/// status is shared (a 400 is a context-length error only when its code says so).
+fn error_kind(error: &OpenAIError) -> ModelErrorKind {
+    match error {
+        OpenAIError::Reqwest(_) | OpenAIError::StreamError(_) => ModelErrorKind::Transport,
+        OpenAIError::JSONDeserialize(..) => ModelErrorKind::MalformedResponse,
+        OpenAIError::ApiError(response) => {
+            let code = response.api_error.code.as_deref();
+            match (response.status_code.as_u16(), code) {
+                (_, Some("context_length_exceeded")) => ModelErrorKind::ContextLength,
+                (401 | 403, _) | (_, Some("invalid_api_key")) => ModelErrorKind::Authentication,
+                (429, _) | (_, Some("rate_limit_exceeded" | "insufficient_quota")) => {
+                    ModelErrorKind::RateLimited
+                }
+                _ => ModelErrorKind::Other,
+            }
+        }
+        _ => ModelErrorKind::Other,
     }
 }
 
@@ -552,6 +577,7 @@ impl LanguageModel for OpenAiModel {
                 "{PROVIDER}: malformed stream from {}: {message}",
                 self.settings.base_url()
             ))
+            .with_kind(ModelErrorKind::MalformedResponse)
         })
     }
 }

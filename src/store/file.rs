@@ -23,6 +23,51 @@ const PLAIN_SUFFIX: &str = ".json";
 const LOCK_SUFFIX: &str = ".lock";
 const TEMP_PREFIX: &str = ".tmp-";
 
+/// A temporary file in the store directory that is removed on drop unless it was renamed into
+/// place: a failed save leaves no stray file behind.
+struct TempFile {
+    path: PathBuf,
+    file: File,
+    persisted: bool,
+}
+
+impl TempFile {
+    /// Creates `.tmp-<session id>.<process id>.<n>` exclusively (never an existing file).
+    fn create(dir: &Path, session_id: &str) -> Result<Self, StoreError> {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let path = dir.join(format!(
+            "{TEMP_PREFIX}{session_id}.{}.{n}",
+            std::process::id()
+        ));
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| backend("create temporary file", e))?;
+        Ok(Self {
+            path,
+            file,
+            persisted: false,
+        })
+    }
+
+    /// Renames the file to `to`, replacing what was there in one step.
+    fn persist(mut self, to: &Path) -> Result<(), StoreError> {
+        std::fs::rename(&self.path, to).map_err(|e| backend("rename session into place", e))?;
+        self.persisted = true;
+        Ok(())
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if !self.persisted {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
 /// Sessions as JSON files in a directory, safe for several processes at once.
 #[derive(Debug)]
 pub struct FileStore {
@@ -31,7 +76,7 @@ pub struct FileStore {
 }
 
 fn backend(context: &str, err: std::io::Error) -> StoreError {
-    StoreError::Backend(format!("{context}: {err}"))
+    StoreError::backend(context, err)
 }
 
 impl FileStore {
@@ -129,7 +174,8 @@ impl FileStore {
         let id = record.session_id.as_str();
         check_session_id(id)?;
         check_next_version(record, expected)?;
-        let bytes = serde_json::to_vec(record).map_err(|e| StoreError::Backend(e.to_string()))?;
+        let bytes =
+            serde_json::to_vec(record).map_err(|e| StoreError::backend("encode session", e))?;
         let _lock = self.lock(id)?;
         let found = self.read_current(id)?.map(|r| r.version);
         if found != expected {
@@ -139,23 +185,18 @@ impl FileStore {
                 found,
             });
         }
-        let mut temp = tempfile::Builder::new()
-            .prefix(TEMP_PREFIX)
-            .tempfile_in(&self.dir)
-            .map_err(|e| backend("create temporary file", e))?;
-        temp.write_all(&bytes)
+        let temp = TempFile::create(&self.dir, id)?;
+        let mut file = &temp.file;
+        file.write_all(&bytes)
             .map_err(|e| backend("write session", e))?;
-        temp.as_file()
-            .sync_all()
-            .map_err(|e| backend("fsync session", e))?;
+        file.sync_all().map_err(|e| backend("fsync session", e))?;
         self.fsyncs.fetch_add(1, Ordering::Relaxed);
         let (name, other) = if record.pending.is_some() {
             (PENDING_SUFFIX, PLAIN_SUFFIX)
         } else {
             (PLAIN_SUFFIX, PENDING_SUFFIX)
         };
-        temp.persist(self.path(id, name))
-            .map_err(|e| backend("rename session into place", e.error))?;
+        temp.persist(&self.path(id, name))?;
         match std::fs::remove_file(self.path(id, other)) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

@@ -23,7 +23,7 @@ pub struct SqliteStore {
 }
 
 fn db(err: rusqlite::Error) -> StoreError {
-    StoreError::Backend(format!("sqlite: {err}"))
+    StoreError::backend("sqlite", err)
 }
 
 impl SqliteStore {
@@ -73,7 +73,7 @@ impl SqliteStore {
                 handle
                     .spawn_blocking(work)
                     .await
-                    .map_err(|e| StoreError::Backend(format!("sqlite task failed: {e}")))?
+                    .map_err(|e| StoreError::backend("sqlite task failed", e))?
             }
             _ => work(),
         }
@@ -101,7 +101,8 @@ impl SessionStore for SqliteStore {
     async fn save(&self, record: &SessionRecord, expected: Option<u64>) -> Result<(), StoreError> {
         check_session_id(&record.session_id)?;
         check_next_version(record, expected)?;
-        let text = serde_json::to_string(record).map_err(|e| StoreError::Backend(e.to_string()))?;
+        let text =
+            serde_json::to_string(record).map_err(|e| StoreError::backend("encode session", e))?;
         let id = record.session_id.clone();
         let version = record.version as i64;
         let pending = record.pending.is_some();
