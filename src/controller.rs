@@ -331,7 +331,7 @@ impl AgentController {
     ///
     /// # Errors
     /// [`SessionError::UnknownMode`] when `options` names a mode that does not exist.
-    pub fn start_session(&self, options: SessionOptions) -> Result<Session, SessionError> {
+    pub fn start_session(&self, mut options: SessionOptions) -> Result<Session, SessionError> {
         let mode = match &options.mode {
             Some(id) => self
                 .shared
@@ -340,16 +340,11 @@ impl AgentController {
                 .ok_or_else(|| SessionError::UnknownMode(id.clone()))?,
             None => self.shared.graph.default_mode_id(),
         };
-        let id: Arc<str> = match options.id {
+        let id: Arc<str> = match options.id.take() {
             Some(id) => Arc::from(id),
             None => Arc::from(new_session_id()),
         };
-        Ok(Session::new(
-            self.shared.clone(),
-            id,
-            mode,
-            options.subscribers,
-        ))
+        Ok(Session::new(self.shared.clone(), id, mode, options))
     }
 
     /// The session store, if one is configured.
@@ -379,7 +374,7 @@ impl AgentController {
             .load(id)
             .await?
             .ok_or_else(|| SessionError::UnknownSession(id.to_owned()))?;
-        Session::from_record(self.shared.clone(), record, options.subscribers)
+        Session::from_record(self.shared.clone(), record, options)
     }
 
     /// Every pending decision in the store, oldest first.

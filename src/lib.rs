@@ -62,6 +62,7 @@ pub mod diagram;
 pub mod display;
 pub mod error;
 pub mod event;
+pub mod extensions;
 pub mod mode;
 pub mod model;
 pub mod run;
@@ -77,6 +78,7 @@ pub use crate::config::{ConfigError, ConfigErrorKind};
 pub use crate::controller::{AgentController, AgentControllerBuilder};
 pub use crate::error::{Error, Result};
 pub use crate::event::{DecidedRecord, DecisionOutcome, Event, ModeChangeReason, SuspendPayload};
+pub use crate::extensions::Extensions;
 pub use crate::mode::{Mode, ModeGraph, ModeId};
 pub use crate::model::{
     LanguageModel, Message, ModelError, ModelErrorKind, ModelRequest, ModelResponse,

@@ -891,23 +891,35 @@ fn finish(session: &Session, json: bool, style: &Style) {
 /// their coloured labels on a terminal. Text from the model, tools and files is neutralised.
 fn event_printer(json: bool, graph: ModeGraph) -> impl FnMut(&Event) + Send + 'static {
     let style = Style::for_stdout();
-    move |event| print_event(event, json, &graph, &style)
+    let mut started: Vec<Arc<str>> = Vec::new();
+    move |event| {
+        // A run resumed after a decision starts again with the same id: say "resumed".
+        let resumed = match event {
+            Event::AgentStart { run_id, .. } if started.contains(run_id) => true,
+            Event::AgentStart { run_id, .. } => {
+                started.push(run_id.clone());
+                false
+            }
+            _ => false,
+        };
+        print_event(event, json, &graph, &style, resumed)
+    }
 }
 
-fn print_event(event: &Event, json: bool, graph: &ModeGraph, style: &Style) {
+fn print_event(event: &Event, json: bool, graph: &ModeGraph, style: &Style, resumed: bool) {
     if json {
         if let Ok(line) = serde_json::to_string(event) {
             say!("{line}");
         }
         return;
     }
-    if let Some(line) = event_line(event, graph, style) {
+    if let Some(line) = event_line(event, graph, style, resumed) {
         say!("{line}");
     }
 }
 
 /// One event as a readable line; model-, tool- and file-derived text through [`neutralize_line`].
-fn event_line(event: &Event, graph: &ModeGraph, style: &Style) -> Option<String> {
+fn event_line(event: &Event, graph: &ModeGraph, style: &Style, resumed: bool) -> Option<String> {
     // On a terminal, modes show as their coloured labels; piped output keeps the bare ids.
     let mode = |id: &str| match graph.get(id) {
         Some(m) if style.is_colored() => style.mode_label(graph.mode(m)),
@@ -924,7 +936,8 @@ fn event_line(event: &Event, graph: &ModeGraph, style: &Style) -> Option<String>
             mode(mode_id)
         ),
         Event::AgentStart { run_id, mode_id } => {
-            format!("[{}] started in mode {}", line(run_id), mode(mode_id))
+            let verb = if resumed { "resumed" } else { "started" };
+            format!("[{}] {verb} in mode {}", line(run_id), mode(mode_id))
         }
         Event::AssistantMessage { text, .. } => format!("model: {}", line(text)),
         Event::ToolStart {

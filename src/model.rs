@@ -10,6 +10,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use tokio_util::sync::CancellationToken;
+
+use crate::extensions::Extensions;
 use crate::tool::{ToolCall, ToolSpec};
 
 /// One message of a session's conversation.
@@ -50,9 +53,17 @@ pub enum Message {
     },
 }
 
-/// What a model call sees: the current mode, its system prompt and tools, and the conversation.
-#[derive(Debug, Clone, Copy)]
+/// What a model call sees: the session, run and mode it runs in, the mode's system prompt and
+/// tools, the conversation, a cancellation token, and the host's extensions.
+///
+/// Built by the run loop for every model call; `#[non_exhaustive]` so fields can be added.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ModelRequest<'a> {
+    /// The id of the session the call belongs to.
+    pub session_id: &'a str,
+    /// The id of the run the call belongs to (unique within the session).
+    pub run_id: &'a str,
     /// The id of the mode the call runs in.
     pub mode_id: &'a str,
     /// The mode's preferred model (`defaultModelId`), if any.
@@ -63,6 +74,13 @@ pub struct ModelRequest<'a> {
     pub tools: &'a [ToolSpec],
     /// The conversation so far, oldest first.
     pub messages: &'a [Message],
+    /// Cancelled when the host cancels the run ([`crate::session::CancelHandle`]). The run loop
+    /// stops waiting for the call at once either way (the call's future is dropped); a model
+    /// may watch the token to stop work that outlives its future (a spawned task, a request to
+    /// a server that bills by the token).
+    pub cancel: CancellationToken,
+    /// The host's state for this session ([`crate::SessionOptions::extension`]).
+    pub extensions: &'a Extensions,
 }
 
 /// A model's reply: text and zero or more tool calls (several are parallel calls of one step).

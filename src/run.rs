@@ -71,6 +71,13 @@ pub enum RunOutcome {
         /// and the underlying error as its source.
         error: ModelError,
     },
+    /// The host cancelled the run ([`crate::session::CancelHandle::cancel`]): every tool call
+    /// of the last model reply has a result (a "cancelled" one where none arrived), the run
+    /// ended `aborted`, and the session is ready for the next message.
+    Aborted {
+        /// The run id.
+        run_id: Arc<str>,
+    },
 }
 
 impl RunOutcome {
@@ -79,7 +86,8 @@ impl RunOutcome {
         match self {
             RunOutcome::Completed { run_id, .. }
             | RunOutcome::Suspended { run_id, .. }
-            | RunOutcome::Failed { run_id, .. } => run_id,
+            | RunOutcome::Failed { run_id, .. }
+            | RunOutcome::Aborted { run_id } => run_id,
         }
     }
 }
@@ -259,6 +267,13 @@ pub(crate) fn decision_id_for(n: u64) -> String {
     format!("decision_{n}")
 }
 
+/// The result of a tool call a cancelled (or dropped) run was waiting for.
+pub(crate) const CANCELLED_RESULT: &str =
+    "Cancelled: the run was cancelled before this tool call finished; it returned nothing.";
+
+/// The result of a tool call a cancelled (or dropped) run never started.
+pub(crate) const NOT_STARTED_RESULT: &str = "Not executed: the run was cancelled first.";
+
 /// The not-approved tool result for a suspension cancelled for `reason`.
 fn cancelled_result(reason: CancelReason) -> &'static str {
     match reason {
@@ -297,7 +312,13 @@ impl Session {
             content: cancelled_result(reason).to_owned(),
             is_error: false,
         });
-        let record = self.settle(&pending, DecisionOutcome::Cancelled, None);
+        // The suspended run resumes to end: its events lie between `agent_start` and `agent_end`.
+        let mode_id = self.mode_arc();
+        self.emit(Event::AgentStart {
+            run_id: pending.run_id.clone(),
+            mode_id,
+        });
+        let record = self.settle_decision(&pending, DecisionOutcome::Cancelled, None);
         self.emit(Event::ToolSuspensionCancelled {
             run_id: pending.run_id.clone(),
             tool_call_id: pending.tool_call_id.clone(),
@@ -315,7 +336,7 @@ impl Session {
 
     /// Records `pending` as settled (`outcome`, now, by `decided_by`) in the history; returns
     /// the audit record for the decision's event.
-    fn settle(
+    fn settle_decision(
         &mut self,
         pending: &PendingDecision,
         outcome: DecisionOutcome,
@@ -397,13 +418,23 @@ impl Session {
         &mut self,
         decision: Decision,
     ) -> Result<RunOutcome, SessionError> {
+        if self.pending.is_none() {
+            return Err(SessionError::NotSuspended(String::new()));
+        }
+        // The checkpoint must hold the pending plan.
         self.begin();
         let Some(pending) = self.pending.take() else {
-            self.recover();
             return Err(SessionError::NotSuspended(String::new()));
         };
         let run_id = pending.run_id.clone();
         self.run = Some((run_id.clone(), RunState::Running));
+        // The run resumes: `agent_start` again (same run id) before its next events, as
+        // Mastra's AgentController does, so every `agent_end` pairs with an `agent_start`.
+        let mode_id = self.mode_arc();
+        self.emit(Event::AgentStart {
+            run_id: run_id.clone(),
+            mode_id,
+        });
         let feedback = decision.feedback();
         // The mode-change notice travels in the approval result, not as a later system message
         // (many chat templates refuse a system message anywhere but first).
@@ -431,7 +462,7 @@ impl Session {
             }
         };
         let ends_run = decision.action == DecisionAction::Rejected && feedback.is_none();
-        let record = self.settle(&pending, outcome, decision.decided_by);
+        let record = self.settle_decision(&pending, outcome, decision.decided_by);
         self.finish_decision(&run_id, &pending.tool_call_id, result, record);
         if notice.is_some() {
             // The switch happens before any model call in the new mode.
@@ -468,6 +499,54 @@ impl Session {
             run_id: run_id.clone(),
             reason,
         });
+    }
+
+    /// Ends a run the host cancelled: see [`Session::close_interrupted`]; persists the session.
+    async fn abort_run(&mut self, run_id: Arc<str>) -> Result<RunOutcome, SessionError> {
+        self.begin();
+        self.close_interrupted(&run_id);
+        self.commit().await?;
+        Ok(RunOutcome::Aborted { run_id })
+    }
+
+    /// Ends a run that was cancelled, or whose future was dropped, as `aborted`: every tool call
+    /// of the last assistant message without a result gets one, so the conversation stays one
+    /// a provider accepts (OpenAI refuses an assistant message whose calls lack results). The
+    /// first such call was running (`tool_end` with [`CANCELLED_RESULT`]); the calls after it
+    /// never started (`tool_start` and `tool_end` with [`NOT_STARTED_RESULT`]), as calls
+    /// skipped by a suspension are reported. Callers persist the change.
+    pub(crate) fn close_interrupted(&mut self, run_id: &Arc<str>) {
+        if let Some(at) = self
+            .messages
+            .iter()
+            .rposition(|m| matches!(m, Message::Assistant { .. }))
+        {
+            // Results, by id (one result answers one call: a model may repeat an id).
+            let mut answered: Vec<String> = self.messages[at + 1..]
+                .iter()
+                .filter_map(|m| match m {
+                    Message::Tool { tool_call_id, .. } => Some(tool_call_id.clone()),
+                    _ => None,
+                })
+                .collect();
+            let mut running = true;
+            let mut index = 0;
+            while let Some(call) = self.tool_call(at, index) {
+                let (id, name) = (call.id.clone(), call.name.clone());
+                if let Some(found) = answered.iter().position(|a| *a == id) {
+                    answered.swap_remove(found);
+                } else if running {
+                    // Calls run in order: the first one without a result was running.
+                    running = false;
+                    self.finish_tool(run_id, &id, &name, ToolOutput::error(CANCELLED_RESULT));
+                } else {
+                    self.start_tool(run_id, at, index);
+                    self.finish_tool(run_id, &id, &name, ToolOutput::error(NOT_STARTED_RESULT));
+                }
+                index += 1;
+            }
+        }
+        self.close_run(run_id, RunState::Aborted, None);
     }
 
     /// Ends the run and persists the session: completed with the model's last text, or failed
@@ -534,8 +613,12 @@ impl Session {
     /// The loop: call the model in the current mode, run its tool calls, repeat.
     async fn drive(&mut self, run_id: Arc<str>) -> Result<RunOutcome, SessionError> {
         let shared = self.shared.clone();
+        let token = self.run_token.clone();
         let mut steps = 0usize;
         loop {
+            if token.is_cancelled() {
+                return self.abort_run(run_id).await;
+            }
             if steps >= shared.max_steps {
                 let error = ModelError::new(format!(
                     "the run exceeded its limit of {} model calls",
@@ -548,15 +631,23 @@ impl Session {
             let mode = self.mode;
             let runtime = shared.runtime(mode);
             let request = ModelRequest {
+                session_id: &self.id,
+                run_id: &run_id,
                 mode_id: shared.graph.mode(mode).id(),
                 model_id: shared.graph.mode(mode).default_model_id(),
                 system_prompt: &runtime.system_prompt,
                 tools: &runtime.specs,
                 messages: &self.messages,
+                cancel: token.clone(),
+                extensions: &self.extensions,
             };
-            let response = match shared.model.generate(request).await {
-                Ok(r) => r,
-                Err(error) => return self.end_run(run_id, Err(error)).await,
+            let response = token
+                .run_until_cancelled(shared.model.generate(request))
+                .await;
+            let response = match response {
+                None => return self.abort_run(run_id).await,
+                Some(Ok(r)) => r,
+                Some(Err(error)) => return self.end_run(run_id, Err(error)).await,
             };
             if !response.text.is_empty() {
                 self.emit(Event::AssistantMessage {
@@ -632,12 +723,23 @@ impl Session {
             }
             let output = match (shared.tools.get(&name), args) {
                 (Some(tool), Some(args)) => {
+                    let token = self.run_token.clone();
                     let ctx = ToolContext {
                         workspace: &shared.workspace,
                         plans_dir: &shared.plans_dir,
                         mode_id: shared.graph.mode(mode).id(),
+                        session_id: &self.id,
+                        run_id,
+                        tool_call_id: &id,
+                        cancel: token.clone(),
+                        extensions: &self.extensions,
                     };
-                    tool.execute(args, &ctx).await
+                    let output = token.run_until_cancelled(tool.execute(args, &ctx)).await;
+                    match output {
+                        Some(output) => output,
+                        // The call stays without a result; `abort_run` gives it one.
+                        None => return Some(self.abort_run(run_id.clone()).await),
+                    }
                 }
                 _ => ToolOutput::error(format!("Tool `{name}` has no implementation.")),
             };

@@ -1,12 +1,15 @@
 //! A session: the current mode, the conversation, the pending plan decision, and the operations
 //! that move between modes.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
-use serde_json::Value;
+use serde_json::{Map, Value};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use crate::controller::Shared;
 use crate::event::{CancelReason, Event, ModeChangeReason, Subscriber};
+use crate::extensions::Extensions;
 use crate::mode::{Mode, ModeId};
 use crate::model::Message;
 use crate::run::{Decision, PendingDecision, RunOutcome, RunState, decision_id_for};
@@ -24,6 +27,100 @@ pub(crate) struct Checkpoint {
     pending: Option<PendingDecision>,
     history: usize,
     decisions: u64,
+}
+
+/// A save running in its own task, so that dropping the operation that started it cannot leave
+/// the store and the session disagreeing: the next operation awaits it to learn how it ended.
+struct Saving {
+    version: u64,
+    task: JoinHandle<Result<(), StoreError>>,
+}
+
+/// Whether `store` holds `mine`, the record of a change whose save was aborted (it got through).
+async fn landed(
+    store: Option<Arc<dyn crate::store::SessionStore>>,
+    mut mine: SessionRecord,
+) -> bool {
+    let Some(store) = store else {
+        return false;
+    };
+    match store.load(&mine.session_id).await {
+        Ok(Some(stored)) if stored.version == mine.version => {
+            mine.updated_at = stored.updated_at;
+            mine == stored
+        }
+        _ => false,
+    }
+}
+
+/// Cancels a session's run from another task; get one with [`Session::cancel_handle`].
+///
+/// Cheap to clone, `Send` and `Sync`. [`CancelHandle::cancel`] cancels the run in progress: the
+/// run stops waiting for its model or tool at once (their futures are dropped, and their
+/// [`CancellationToken`] is cancelled), gives every unanswered tool call a "cancelled" result,
+/// ends `aborted` (`agent_end`), is saved, and returns [`RunOutcome::Aborted`]. A save in
+/// progress is never interrupted: the run stops after it.
+///
+/// # Examples
+/// ```
+/// use std::sync::Arc;
+/// use agent_controller::{AgentController, SessionOptions, config, model::scripted::ScriptedModel};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let graph = config::parse("[[modes]]\nid = \"build\"\n", "modes.toml")?;
+/// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new())).build()?;
+/// let mut session = controller.start_session(SessionOptions::new())?;
+/// let handle = session.cancel_handle();
+/// // No run is in progress: nothing to cancel.
+/// assert!(!handle.cancel());
+/// // A host's "stop" button: `tokio::spawn(async move { handle.cancel() })`, or from any thread.
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct CancelHandle {
+    current: Arc<Mutex<Option<CancellationToken>>>,
+}
+
+impl CancelHandle {
+    /// Cancels the run in progress (one whose `send_message` or `resume` future has been polled
+    /// and has not finished); returns whether there was one. Before that first poll there is
+    /// nothing to cancel: to stop a run that may not have started yet, drop its future (or
+    /// abort its task), which is as safe ([`Session`] has the details).
+    pub fn cancel(&self) -> bool {
+        match &*self.lock() {
+            Some(token) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether a run is in progress.
+    pub fn is_running(&self) -> bool {
+        self.lock().is_some()
+    }
+
+    /// A fresh token for a run that starts now.
+    fn start(&self) -> CancellationToken {
+        let token = CancellationToken::new();
+        *self.lock() = Some(token.clone());
+        token
+    }
+
+    /// No run is in progress any more; cancels the token of one that was (work a dropped run's
+    /// model or tool left behind stops too).
+    fn finish(&self) {
+        if let Some(token) = self.lock().take() {
+            token.cancel();
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<CancellationToken>> {
+        self.current.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// Errors from session operations. Each leaves the session exactly as it was: a suspended run
@@ -97,6 +194,8 @@ pub struct SessionOptions {
     pub(crate) mode: Option<String>,
     pub(crate) id: Option<String>,
     pub(crate) subscribers: Vec<Subscriber>,
+    pub(crate) extensions: Extensions,
+    pub(crate) metadata: Option<Map<String, Value>>,
 }
 
 impl std::fmt::Debug for SessionOptions {
@@ -105,6 +204,8 @@ impl std::fmt::Debug for SessionOptions {
             .field("mode", &self.mode)
             .field("id", &self.id)
             .field("subscribers", &self.subscribers.len())
+            .field("extensions", &self.extensions)
+            .field("metadata", &self.metadata)
             .finish()
     }
 }
@@ -132,6 +233,39 @@ impl SessionOptions {
         self.subscribers.push(Box::new(subscriber));
         self
     }
+
+    /// Adds a value of the host's own to the session's [`Extensions`], which its tools
+    /// ([`crate::tool::ToolContext::extensions`]) and model
+    /// ([`crate::model::ModelRequest::extensions`]) can read; one value per type, a later one
+    /// replaces an earlier one. Kept in memory only: give them again to
+    /// [`crate::AgentController::restore_session`].
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::SessionOptions;
+    /// struct TenantId(&'static str);
+    /// let options = SessionOptions::new().extension(TenantId("acme"));
+    /// ```
+    pub fn extension<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.extensions.insert(value);
+        self
+    }
+
+    /// Free-form metadata of the host's own (a JSON object), persisted in the session's record
+    /// and readable with [`Session::metadata`], also after a restore. Ignored by
+    /// [`crate::AgentController::restore_session`], which keeps the stored metadata.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::SessionOptions;
+    /// let mut metadata = serde_json::Map::new();
+    /// metadata.insert("userId".into(), serde_json::json!("u-42"));
+    /// let options = SessionOptions::new().metadata(metadata);
+    /// ```
+    pub fn metadata(mut self, metadata: Map<String, Value>) -> Self {
+        self.metadata = Some(metadata);
+        self
+    }
 }
 
 /// One conversation with a current mode. Created by [`crate::AgentController::start_session`].
@@ -151,6 +285,14 @@ pub struct Session {
     /// How many decision ids were given out.
     pub(crate) decisions: u64,
     pub(crate) subscribers: Vec<Subscriber>,
+    /// The host's state for tools and models.
+    pub(crate) extensions: Extensions,
+    /// The host's metadata, persisted in the record.
+    pub(crate) metadata: Map<String, Value>,
+    /// Cancels the run in progress; shared with the host's handles.
+    cancel: CancelHandle,
+    /// The token of the run in progress (or of the last one).
+    pub(crate) run_token: CancellationToken,
     /// The store version this session last saved or loaded (0: never saved).
     pub(crate) version: u64,
     /// Events of a state change held back until the change is saved.
@@ -160,6 +302,8 @@ pub struct Session {
     /// Boxed: only sessions with a store take checkpoints, and only during a change; inline it
     /// would add ~270 bytes to every session.
     checkpoint: Option<Box<Checkpoint>>,
+    /// The save of the change in progress, while it runs.
+    saving: Option<Saving>,
 }
 
 impl std::fmt::Debug for Session {
@@ -178,7 +322,7 @@ impl Session {
         shared: Arc<Shared>,
         id: Arc<str>,
         mode: ModeId,
-        subscribers: Vec<Subscriber>,
+        options: SessionOptions,
     ) -> Self {
         let mut session = Self {
             shared,
@@ -190,11 +334,16 @@ impl Session {
             pending: None,
             history: Vec::new(),
             decisions: 0,
-            subscribers,
+            subscribers: options.subscribers,
+            extensions: options.extensions,
+            metadata: options.metadata.unwrap_or_default(),
+            cancel: CancelHandle::default(),
+            run_token: CancellationToken::new(),
             version: 0,
             outbox: Vec::new(),
             in_change: false,
             checkpoint: None,
+            saving: None,
         };
         session.emit(Event::SessionStarted {
             session_id: session.id.clone(),
@@ -207,7 +356,7 @@ impl Session {
     pub(crate) fn from_record(
         shared: Arc<Shared>,
         record: SessionRecord,
-        subscribers: Vec<Subscriber>,
+        options: SessionOptions,
     ) -> Result<Self, SessionError> {
         let graph = &shared.graph;
         let mode = graph.get(&record.mode_id).ok_or_else(|| {
@@ -258,11 +407,16 @@ impl Session {
                 record.history
             },
             decisions,
-            subscribers,
+            subscribers: options.subscribers,
+            extensions: options.extensions,
+            metadata: record.metadata,
+            cancel: CancelHandle::default(),
+            run_token: CancellationToken::new(),
             version: record.version,
             outbox: Vec::new(),
             in_change: false,
             checkpoint: None,
+            saving: None,
             shared,
         })
     }
@@ -270,6 +424,26 @@ impl Session {
     /// The session id.
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// The host's metadata ([`SessionOptions::metadata`]), as persisted in the record.
+    pub fn metadata(&self) -> &Map<String, Value> {
+        &self.metadata
+    }
+
+    /// The host's state for this session's tools and model ([`SessionOptions::extension`]).
+    pub fn extensions(&self) -> &Extensions {
+        &self.extensions
+    }
+
+    /// The same, to add or replace values between runs.
+    pub fn extensions_mut(&mut self) -> &mut Extensions {
+        &mut self.extensions
+    }
+
+    /// A handle that cancels this session's run in progress from another task or thread.
+    pub fn cancel_handle(&self) -> CancelHandle {
+        self.cancel.clone()
     }
 
     /// The current mode: the one whose instructions and tools the next model call uses.
@@ -331,13 +505,74 @@ impl Session {
         }
     }
 
-    /// Drops what an abandoned operation (a future dropped mid-save) left half done, so held-back
-    /// events of a change that was never saved are never delivered.
-    pub(crate) fn recover(&mut self) {
-        if self.in_change {
-            let checkpoint = self.checkpoint.take();
-            self.rollback(checkpoint);
+    /// Finishes what an abandoned operation (a future dropped mid-save) left half done: a save
+    /// that went through is committed (its held-back events delivered), one that did not is
+    /// rolled back, so events of a change that was never saved are never delivered.
+    ///
+    /// A save still running (a slow or stalled store) is aborted; when it is unclear whether
+    /// it got through before that, the store is asked. (A store that writes after its save
+    /// future was aborted, for example from a blocking thread, can still land a save after
+    /// this check; the next save then fails with [`StoreError::Conflict`] and changes nothing:
+    /// restore the session.)
+    async fn recover(&mut self) {
+        if !self.in_change {
+            return;
         }
+        if let Some(saving) = self.saving.take() {
+            saving.task.abort();
+            let saved = match saving.task.await {
+                Ok(result) => result.is_ok(),
+                Err(_) => landed(self.shared.store.clone(), self.record()).await,
+            };
+            if saved {
+                self.version = saving.version;
+                self.deliver_change();
+                return;
+            }
+        }
+        let checkpoint = self.checkpoint.take();
+        self.rollback(checkpoint);
+    }
+
+    /// Records what an operation whose future was dropped left behind; every operation does
+    /// this first, so call it only to have it recorded at once (for example before a process
+    /// exits after Ctrl-C). Returns at once when there is nothing to record.
+    ///
+    /// Dropping the future of [`Session::send_message`] or [`Session::resume`] at any `.await`
+    /// is safe: a change whose save was under way counts if the save finished and is undone
+    /// otherwise (its events are delivered only if it counts), so a plan that was pending and
+    /// not decided stays pending. A run left running is then ended as aborted: every tool call
+    /// of the last assistant message gets a result (`Cancelled: ...` for the call that was
+    /// running, `Not executed: ...` for those after it, with `tool_end` events), `agent_end`
+    /// (reason `aborted`) is emitted, and the session is saved. The next model call therefore
+    /// sends a conversation an OpenAI-compatible server accepts.
+    ///
+    /// A `Drop` cannot await a save, which is why this happens here and not when the future is
+    /// dropped. To stop a run more gently, use [`Session::cancel_handle`].
+    ///
+    /// # Errors
+    /// [`SessionError::Store`] when the aborted run cannot be saved; the session is as before
+    /// and the next operation tries again.
+    pub async fn settle(&mut self) -> Result<(), SessionError> {
+        self.recover().await;
+        self.cancel.finish();
+        if let Some((run_id, RunState::Running)) = &self.run {
+            let run_id = run_id.clone();
+            self.begin();
+            self.close_interrupted(&run_id);
+            self.commit().await?;
+        }
+        Ok(())
+    }
+
+    /// Starts the cancellation token of a run that starts or resumes now.
+    fn start_operation(&mut self) {
+        self.run_token = self.cancel.start();
+    }
+
+    /// Ends the operation: the host's [`CancelHandle`] has no run to cancel any more.
+    fn finish_operation(&mut self) {
+        self.cancel.finish();
     }
 
     /// Starts a state change: its events are held back until [`Session::commit`] saves it.
@@ -374,19 +609,39 @@ impl Session {
     /// Saves the state change (compare-and-swap on the version) and then delivers its events;
     /// when the save fails, rolls back and delivers nothing.
     ///
-    /// Cancel-safe: if the future is dropped during the save, the checkpoint stays in the session
-    /// and the next operation rolls back to it ([`Session::recover`]).
+    /// Cancel-safe: if the future is dropped during the save, the save and the checkpoint stay
+    /// in the session and the next operation commits the change if the save got through, else
+    /// rolls back to the checkpoint ([`Session::recover`]).
     pub(crate) async fn commit(&mut self) -> Result<(), SessionError> {
         if let Some(store) = self.shared.store.clone() {
             let record = self.record();
+            let version = record.version;
             let expected = (self.version > 0).then_some(self.version);
-            if let Err(err) = store.save(&record, expected).await {
+            let saved = match tokio::runtime::Handle::try_current() {
+                // In its own task, so a dropped operation leaves a save that either happened or
+                // did not, and the next operation finds out which ([`Session::recover`]).
+                Ok(runtime) => {
+                    let task = runtime.spawn(async move { store.save(&record, expected).await });
+                    let saving = self.saving.insert(Saving { version, task });
+                    let joined = (&mut saving.task).await;
+                    self.saving = None;
+                    joined.unwrap_or_else(|e| Err(StoreError::backend("the save task failed", e)))
+                }
+                Err(_) => store.save(&record, expected).await,
+            };
+            if let Err(err) = saved {
                 let checkpoint = self.checkpoint.take();
                 self.rollback(checkpoint);
                 return Err(SessionError::Store(err));
             }
-            self.version = record.version;
+            self.version = version;
         }
+        self.deliver_change();
+        Ok(())
+    }
+
+    /// Ends a saved change: drops its checkpoint and delivers its held-back events.
+    fn deliver_change(&mut self) {
         self.checkpoint = None;
         self.in_change = false;
         let mut events = std::mem::take(&mut self.outbox);
@@ -398,7 +653,6 @@ impl Session {
         if matches!(self.run, Some((_, RunState::Running))) {
             self.outbox = events;
         }
-        Ok(())
     }
 
     /// The session as a store record, with the next version number.
@@ -425,6 +679,7 @@ impl Session {
             history: self.history.clone(),
             decision_counter: self.decisions,
             updated_at: crate::store::now_secs(),
+            metadata: self.metadata.clone(),
         }
     }
 
@@ -445,13 +700,20 @@ impl Session {
         &mut self,
         text: impl Into<String>,
     ) -> Result<RunOutcome, SessionError> {
-        self.recover();
+        self.settle().await?;
+        self.start_operation();
+        let outcome = self.replace_pending_and_run(text.into()).await;
+        self.finish_operation();
+        outcome
+    }
+
+    async fn replace_pending_and_run(&mut self, text: String) -> Result<RunOutcome, SessionError> {
         if self.pending.is_some() {
             self.begin();
             self.cancel_pending(CancelReason::UserMessage);
             self.commit().await?;
         }
-        self.start_run(text.into()).await
+        self.start_run(text).await
     }
 
     /// Decides the pending plan of `run_id` / `tool_call_id` and carries the run on.
@@ -483,9 +745,12 @@ impl Session {
         tool_call_id: &str,
         decision: Decision,
     ) -> Result<RunOutcome, SessionError> {
-        self.recover();
+        self.settle().await?;
         self.check_decision(run_id, tool_call_id, &decision)?;
-        self.apply_decision(decision).await
+        self.start_operation();
+        let outcome = self.apply_decision(decision).await;
+        self.finish_operation();
+        outcome
     }
 
     /// Decides the pending plan with this decision id ([`PendingDecision::decision_id`], the
@@ -502,16 +767,16 @@ impl Session {
         decision_id: &str,
         decision: Decision,
     ) -> Result<RunOutcome, SessionError> {
-        self.recover();
-        let pending = match &self.pending {
-            Some(p) if p.decision_id() == decision_id => p,
+        self.settle().await?;
+        let (run_id, tool_call_id) = match &self.pending {
+            Some(p) if p.decision_id() == decision_id => (p.run_id.clone(), p.tool_call_id.clone()),
             _ if self.history.iter().any(|d| d.decision_id == decision_id) => {
                 return Err(SessionError::AlreadyDecided(decision_id.to_owned()));
             }
             _ => return Err(SessionError::UnknownDecision(decision_id.to_owned())),
         };
-        Self::check_pinned(pending, &decision)?;
-        self.apply_decision(decision).await
+        // The pending plan's run and tool-call ids name it (they resolve to the current plan).
+        self.resume(&run_id, &tool_call_id, decision).await
     }
 
     /// Like [`Session::decide`] with resume data as JSON.
@@ -555,7 +820,7 @@ impl Session {
     /// # Errors
     /// [`SessionError::Store`] when the change cannot be saved; nothing changes.
     pub async fn abort(&mut self) -> Result<bool, SessionError> {
-        self.recover();
+        self.settle().await?;
         if self.pending.is_none() {
             return Ok(false);
         }
@@ -582,7 +847,7 @@ impl Session {
         if target == self.mode {
             return Ok(false);
         }
-        self.recover();
+        self.settle().await?;
         self.begin();
         self.cancel_pending(CancelReason::ModeSwitch);
         self.set_mode(target, ModeChangeReason::Manual);

@@ -61,6 +61,10 @@ pub struct SessionRecord {
     pub decision_counter: u64,
     /// When the record was saved, in seconds since the Unix epoch.
     pub updated_at: u64,
+    /// The host's free-form metadata ([`crate::SessionOptions::metadata`]); absent in records
+    /// written before it existed.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub metadata: serde_json::Map<String, serde_json::Value>,
 }
 
 /// The latest run of a [`SessionRecord`].

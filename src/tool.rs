@@ -15,6 +15,10 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use tokio_util::sync::CancellationToken;
+
+use crate::extensions::Extensions;
+
 pub use self::submit_plan::SUBMIT_PLAN;
 
 /// What the model is told about a tool: name, description and JSON Schema of its input.
@@ -69,8 +73,13 @@ impl ToolOutput {
     }
 }
 
-/// What a tool sees of the session that runs it.
-#[derive(Debug, Clone, Copy)]
+/// What a tool sees of the session that runs it: where it works, which session, run, mode and
+/// tool call it serves, a cancellation token, and the host's extensions.
+///
+/// `#[non_exhaustive]` so fields can be added; build one outside a session (to test a tool)
+/// with [`ToolContext::new`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ToolContext<'a> {
     /// The workspace root; relative paths are resolved against it.
     pub workspace: &'a Path,
@@ -78,6 +87,36 @@ pub struct ToolContext<'a> {
     pub plans_dir: &'a Path,
     /// The id of the mode the call runs in.
     pub mode_id: &'a str,
+    /// The id of the session the call belongs to.
+    pub session_id: &'a str,
+    /// The id of the run the call belongs to (unique within the session).
+    pub run_id: &'a str,
+    /// The id of this tool call, as the model gave it.
+    pub tool_call_id: &'a str,
+    /// Cancelled when the host cancels the run ([`crate::session::CancelHandle`]). The run loop
+    /// stops waiting for the tool at once either way (the tool's future is dropped, and the
+    /// model gets a "cancelled" result); a tool may watch the token to stop work that outlives
+    /// its future.
+    pub cancel: CancellationToken,
+    /// The host's state for this session ([`crate::SessionOptions::extension`]).
+    pub extensions: &'a Extensions,
+}
+
+impl<'a> ToolContext<'a> {
+    /// A context outside any session (for testing a tool on its own): empty session, run and
+    /// tool-call ids, a token nobody cancels, and no extensions.
+    pub fn new(workspace: &'a Path, plans_dir: &'a Path, mode_id: &'a str) -> Self {
+        Self {
+            workspace,
+            plans_dir,
+            mode_id,
+            session_id: "",
+            run_id: "",
+            tool_call_id: "",
+            cancel: CancellationToken::new(),
+            extensions: &crate::extensions::EMPTY,
+        }
+    }
 }
 
 /// A tool the model can call.

@@ -337,7 +337,13 @@ fn detach_pending_decide_across_three_processes() {
         let decided = events(&out);
         assert_eq!(
             types(&decided),
-            ["tool_end", "mode_changed", "assistant_message", "agent_end"],
+            [
+                "agent_start",
+                "tool_end",
+                "mode_changed",
+                "assistant_message",
+                "agent_end"
+            ],
             "{kind}"
         );
         assert_eq!(mode_changes(&decided), [("plan", "build")]);

@@ -319,10 +319,14 @@ async fn decisions_are_recorded_with_when_and_by_whom() {
         .await
         .expect("approve");
     let events = s.recorder.take();
-    let Some(Event::ToolEnd {
+    let end = events
+        .iter()
+        .position(|e| e.kind() == "tool_end")
+        .expect("tool_end");
+    let Event::ToolEnd {
         decision: Some(audit),
         ..
-    }) = events.first()
+    } = &events[end]
     else {
         panic!("{events:?}");
     };
@@ -353,7 +357,7 @@ async fn decisions_are_recorded_with_when_and_by_whom() {
     assert_eq!(history[1]["outcome"], "approved");
     assert_eq!(json["decisionCounter"], 2);
     // The event as JSON carries the same fields, camelCase.
-    let event = serde_json::to_value(&events[0]).expect("json");
+    let event = serde_json::to_value(&events[end]).expect("json");
     assert_eq!(event["decision"]["decidedBy"], "alice");
     assert!(event["decision"]["decidedAt"].is_string());
     // Restored, the session still knows what was decided.

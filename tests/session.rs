@@ -170,7 +170,13 @@ async fn approval_hands_over_before_the_next_model_call_with_the_new_modes_promp
     let events = recorder.take();
     assert_eq!(
         kinds(&events),
-        ["tool_end", "mode_changed", "assistant_message", "agent_end"]
+        [
+            "agent_start",
+            "tool_end",
+            "mode_changed",
+            "assistant_message",
+            "agent_end"
+        ]
     );
     let Event::ToolEnd {
         tool_call_id,
@@ -179,10 +185,18 @@ async fn approval_hands_over_before_the_next_model_call_with_the_new_modes_promp
         is_error: false,
         decision: Some(decision),
         ..
-    } = &events[0]
+    } = &events[1]
     else {
-        panic!("a tool_end with the decision: {:?}", events[0]);
+        panic!("a tool_end with the decision: {:?}", events[1]);
     };
+    assert_eq!(
+        events[0],
+        Event::AgentStart {
+            run_id: run_id.as_str().into(),
+            mode_id: "plan".into()
+        },
+        "the resumed run starts again, with its id, before the hand-over"
+    );
     assert_eq!(
         (tool_call_id, tool_name.as_str()),
         (&call_id, "submit_plan")
@@ -195,7 +209,7 @@ async fn approval_hands_over_before_the_next_model_call_with_the_new_modes_promp
     assert_eq!(decision.outcome, Some(DecisionOutcome::Approved));
     assert_eq!(decision.decision_id, "decision_1");
     assert_eq!(
-        events[1],
+        events[2],
         Event::ModeChanged {
             mode_id: "build".into(),
             previous_mode_id: "plan".into(),
@@ -308,9 +322,17 @@ async fn rejection_with_feedback_keeps_the_mode_and_asks_for_a_revision() {
     assert_eq!(session.mode().id(), "plan");
     let events = recorder.take();
     assert!(!kinds(&events).contains(&"mode_changed"));
+    assert_eq!(
+        events[0],
+        Event::AgentStart {
+            run_id: run_id.as_str().into(),
+            mode_id: "plan".into()
+        },
+        "the resumed run starts again"
+    );
     let Event::ToolEnd {
         result, is_error, ..
-    } = &events[0]
+    } = &events[1]
     else {
         panic!("{events:?}")
     };
@@ -339,7 +361,10 @@ async fn rejection_without_feedback_ends_the_run_and_keeps_the_mode() {
         .expect("reject");
     assert!(matches!(outcome, RunOutcome::Completed { .. }));
     assert_eq!(session.mode().id(), "plan");
-    assert_eq!(kinds(&recorder.take()), ["tool_end", "agent_end"]);
+    assert_eq!(
+        kinds(&recorder.take()),
+        ["agent_start", "tool_end", "agent_end"]
+    );
     assert_eq!(
         model.requests().len(),
         1,
@@ -366,7 +391,7 @@ async fn abort_while_suspended_is_not_approved() {
     let Some(Event::ToolSuspensionCancelled {
         decision: Some(decision),
         ..
-    }) = events.first()
+    }) = events.get(1)
     else {
         panic!("a cancellation with its audit record: {events:?}");
     };
@@ -375,6 +400,10 @@ async fn abort_while_suspended_is_not_approved() {
     assert_eq!(
         events,
         vec![
+            Event::AgentStart {
+                run_id: run_id.as_str().into(),
+                mode_id: "plan".into(),
+            },
             Event::ToolSuspensionCancelled {
                 run_id: run_id.as_str().into(),
                 tool_call_id: call_id.clone(),
@@ -420,6 +449,7 @@ async fn a_user_message_while_pending_cancels_the_plan_and_keeps_the_mode() {
     assert_eq!(
         kinds(&events),
         [
+            "agent_start",
             "tool_suspension_cancelled",
             "agent_end",
             "agent_start",
@@ -428,7 +458,7 @@ async fn a_user_message_while_pending_cancels_the_plan_and_keeps_the_mode() {
         ]
     );
     assert!(matches!(
-        &events[0],
+        &events[1],
         Event::ToolSuspensionCancelled {
             reason: CancelReason::UserMessage,
             ..
@@ -453,7 +483,12 @@ async fn a_manual_switch_while_pending_cancels_the_suspension_first() {
     assert_eq!(session.switch_mode("build").await, Ok(true));
     assert_eq!(
         kinds(&recorder.take()),
-        ["tool_suspension_cancelled", "agent_end", "mode_changed"]
+        [
+            "agent_start",
+            "tool_suspension_cancelled",
+            "agent_end",
+            "mode_changed"
+        ]
     );
     assert!(session.pending().is_none());
 }

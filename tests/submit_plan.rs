@@ -253,11 +253,7 @@ async fn outside_a_run_the_tool_returns_a_readable_text_with_the_path() {
     let ws = Workspace::new();
     let rel = ws.plan("add-dark-mode.md", &read_fixture("plans/add-dark-mode.md"));
     let plans = ws.path().join(".agent/plans");
-    let ctx = ToolContext {
-        workspace: ws.path(),
-        plans_dir: &plans,
-        mode_id: "plan",
-    };
+    let ctx = ToolContext::new(ws.path(), &plans, "plan");
     let out = SubmitPlan.execute(&json!({ "path": rel }), &ctx).await;
     assert!(!out.is_error, "{out:?}");
     assert!(

@@ -573,6 +573,7 @@ fn run_outcome(result: Result<RunOutcome, SessionError>) -> Outcome {
         Ok(RunOutcome::Completed { .. }) => Outcome::Run(RunState::Completed),
         Ok(RunOutcome::Suspended { .. }) => Outcome::Run(RunState::Suspended),
         Ok(RunOutcome::Failed { .. }) => Outcome::Run(RunState::Failed),
+        Ok(RunOutcome::Aborted { .. }) => Outcome::Run(RunState::Aborted),
         Err(e) => Outcome::Refused(refusal(&e)),
     }
 }

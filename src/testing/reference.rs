@@ -652,6 +652,11 @@ impl ReferenceSession {
         let Some(pending) = self.pending.take() else {
             return false;
         };
+        // The suspended run resumes to end (`agent_start` again, same run).
+        trace.push(Trace::RunStarted {
+            run: pending.run,
+            mode: self.facts.id(self.mode).to_owned(),
+        });
         trace.push(Trace::Cancelled {
             tool_call_id: pending.tool_call_id.clone(),
             reason,
@@ -877,6 +882,11 @@ impl ReferenceSession {
             (DecisionAction::Rejected, true) => ResultKind::RejectedWithFeedback,
             (DecisionAction::Rejected, false) => ResultKind::Rejected,
         };
+        // The run resumes: `agent_start` again (same run), as Mastra's AgentController does.
+        trace.push(Trace::RunStarted {
+            run,
+            mode: self.facts.id(self.mode).to_owned(),
+        });
         trace.push(Trace::ToolEnded {
             tool_call_id: pending.tool_call_id,
             is_error: false,

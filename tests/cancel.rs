@@ -1,0 +1,798 @@
+//! Cancel-safe runs: dropping the future of `send_message` / `resume` at every await point, and
+//! cancelling a run from another task, leave the session consistent: every tool call has a
+//! result, every `agent_end` pairs with an `agent_start`, a pending plan stays pending unless
+//! its decision was saved, the store agrees with the session, and the next run works.
+
+mod common;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
+
+use agent_controller::model::{LanguageModel, ModelError, ModelRequest, ModelResponse};
+use agent_controller::store::{
+    MemoryStore, PendingSummary, SessionRecord, SessionStore, StoreError,
+};
+use agent_controller::tool::submit_plan::APPROVED_RESULT;
+use agent_controller::tool::{Tool, ToolCall, ToolContext, ToolOutput};
+use agent_controller::{
+    AgentController, Decision, Event, Message, RunOutcome, RunState, Session, SessionOptions,
+    ToolRegistry,
+};
+use async_trait::async_trait;
+use common::{Recorder, Workspace, graph};
+use serde_json::{Value, json};
+
+const CONFIG: &str = r#"
+[[modes]]
+id = "plan"
+transitionsTo = "build"
+availableTools = ["slow", "submit_plan"]
+
+[[modes]]
+id = "build"
+default = true
+availableTools = ["slow"]
+"#;
+
+const PLAN: &str = ".agent/plans/p.md";
+
+/// Yields `n` times: `n` await points where a caller may drop the future.
+async fn yields(n: usize) {
+    for _ in 0..n {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Conversation rules an OpenAI-compatible server enforces: after an assistant message with tool
+/// calls come exactly the results of those calls (in any order), before any other message.
+fn well_formed(messages: &[Message]) -> Result<(), String> {
+    let mut i = 0;
+    while i < messages.len() {
+        if let Message::Assistant { tool_calls, .. } = &messages[i]
+            && !tool_calls.is_empty()
+        {
+            let mut ids: Vec<&str> = tool_calls.iter().map(|c| c.id.as_str()).collect();
+            let mut j = i + 1;
+            while let Some(Message::Tool { tool_call_id, .. }) = messages.get(j) {
+                let Some(at) = ids.iter().position(|id| id == tool_call_id) else {
+                    return Err(format!("message {j}: a result for no open call"));
+                };
+                ids.remove(at);
+                j += 1;
+            }
+            if !ids.is_empty() {
+                return Err(format!("message {i}: calls {ids:?} have no result"));
+            }
+            i = j;
+        } else {
+            i += 1;
+        }
+    }
+    Ok(())
+}
+
+/// A model that yields twice per call and answers from the conversation: in `plan`, two `slow`
+/// calls, then `submit_plan` with one more `slow` call after it; in `build`, one `slow` call,
+/// then text. Every request it sees must be well formed.
+#[derive(Default)]
+struct Model {
+    calls: AtomicUsize,
+    malformed: Mutex<Vec<String>>,
+}
+
+#[async_trait]
+impl LanguageModel for Model {
+    async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        if let Err(e) = well_formed(request.messages) {
+            self.malformed.lock().expect("lock").push(e);
+        }
+        yields(2).await;
+        let n = self.calls.fetch_add(1, Ordering::SeqCst);
+        let call = |name: &str, args: Value, k: usize| ToolCall {
+            id: format!("m{n}_{k}"),
+            name: name.to_owned(),
+            args,
+        };
+        let replies_since_prompt = request
+            .messages
+            .iter()
+            .rev()
+            // Counted since the prompt or the last mode change (a notice, or an approval
+            // result, which carries the notice of the hand-over).
+            .take_while(|m| {
+                !matches!(m, Message::User { .. } | Message::System { .. })
+                    && !matches!(m, Message::Tool { content, .. } if content.starts_with(APPROVED_RESULT))
+            })
+            .filter(|m| matches!(m, Message::Assistant { .. }))
+            .count();
+        let tool_calls = match (request.mode_id, replies_since_prompt) {
+            ("plan", 0) => vec![call("slow", json!({}), 0), call("slow", json!({}), 1)],
+            ("plan", 1) => vec![
+                call("submit_plan", json!({ "path": PLAN }), 0),
+                call("slow", json!({}), 1),
+            ],
+            ("build", 0) => vec![call("slow", json!({}), 0)],
+            _ => Vec::new(),
+        };
+        Ok(ModelResponse {
+            text: if tool_calls.is_empty() {
+                "done".to_owned()
+            } else {
+                String::new()
+            },
+            tool_calls,
+        })
+    }
+}
+
+/// A tool that yields three times before it answers.
+struct Slow;
+
+#[async_trait]
+impl Tool for Slow {
+    fn name(&self) -> &str {
+        "slow"
+    }
+    fn description(&self) -> String {
+        "Takes a while.".to_owned()
+    }
+    fn input_schema(&self) -> Value {
+        json!({ "type": "object" })
+    }
+    async fn execute(&self, _: &Value, _: &ToolContext<'_>) -> ToolOutput {
+        yields(3).await;
+        ToolOutput::ok("slow result")
+    }
+}
+
+/// A memory store whose saves and loads yield before and after their work.
+#[derive(Default)]
+struct YieldingStore(MemoryStore);
+
+#[async_trait]
+impl SessionStore for YieldingStore {
+    async fn load(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        yields(1).await;
+        self.0.load(id).await
+    }
+    async fn save(&self, record: &SessionRecord, expected: Option<u64>) -> Result<(), StoreError> {
+        yields(1).await;
+        let saved = self.0.save(record, expected).await;
+        yields(1).await;
+        saved
+    }
+    async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+        self.0.delete(id).await
+    }
+    async fn list_pending(&self) -> Result<Vec<PendingSummary>, StoreError> {
+        self.0.list_pending().await
+    }
+    async fn expire(&self, before: u64) -> Result<usize, StoreError> {
+        self.0.expire(before).await
+    }
+}
+
+struct Fixture {
+    _ws: Workspace,
+    model: Arc<Model>,
+    store: Arc<YieldingStore>,
+    recorder: Recorder,
+    session: Session,
+}
+
+fn fixture(with_store: bool) -> Fixture {
+    let ws = Workspace::new();
+    ws.plan("p.md", "# P\n\n1. x\n");
+    let model = Arc::new(Model::default());
+    let store = Arc::new(YieldingStore::default());
+    let mut tools = ToolRegistry::new();
+    tools.register(Arc::new(Slow)).expect("register");
+    let mut builder = AgentController::builder(graph(CONFIG), model.clone())
+        .tools(tools)
+        .workspace(ws.path());
+    if with_store {
+        builder = builder.store(store.clone());
+    }
+    let controller = builder.build().expect("controller");
+    let recorder = Recorder::default();
+    let session = controller
+        .start_session(recorder.options().mode("plan"))
+        .expect("session");
+    Fixture {
+        _ws: ws,
+        model,
+        store,
+        recorder,
+        session,
+    }
+}
+
+/// Polls `operation` up to `polls` times (yielding to other tasks after each poll unless
+/// `drop_at_once`), then drops it; `Some` when it finished first.
+async fn poll_then_drop<F: Future>(
+    operation: F,
+    polls: usize,
+    drop_at_once: bool,
+) -> Option<F::Output> {
+    let mut operation = std::pin::pin!(operation);
+    for i in 0..polls {
+        let mut op: Pin<&mut F> = operation.as_mut();
+        let polled = std::future::poll_fn(move |cx| Poll::Ready(op.as_mut().poll(cx))).await;
+        if let Poll::Ready(out) = polled {
+            return Some(out);
+        }
+        if !(drop_at_once && i + 1 == polls) {
+            tokio::task::yield_now().await;
+        }
+    }
+    None
+}
+
+/// Every event that names a run lies between that run's `agent_start` and `agent_end`, and
+/// every `agent_end` closes an open `agent_start` of the same run.
+fn assert_paired(events: &[Event]) {
+    let mut open: Option<String> = None;
+    for (i, event) in events.iter().enumerate() {
+        let json = serde_json::to_value(event).expect("json");
+        let run = json.get("runId").and_then(Value::as_str).map(str::to_owned);
+        match event {
+            Event::AgentStart { run_id, .. } => {
+                assert_eq!(
+                    open, None,
+                    "event {i}: agent_start inside a run: {events:#?}"
+                );
+                open = Some(run_id.to_string());
+            }
+            Event::AgentEnd { run_id, .. } => {
+                assert_eq!(open.as_deref(), Some(&**run_id), "event {i}: {events:#?}");
+                open = None;
+            }
+            _ if run.is_some() => {
+                assert_eq!(open, run, "event {i} outside its run: {events:#?}");
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(open, None, "a run was left open: {events:#?}");
+}
+
+/// The session after `settle` agrees with its store and holds a well-formed conversation.
+async fn assert_consistent(f: &mut Fixture, with_store: bool, context: &str) {
+    f.session.settle().await.expect("settle");
+    let (run_state, pending) = (
+        f.session.run_state().map(|(_, s)| s),
+        f.session.pending().is_some(),
+    );
+    assert_ne!(run_state, Some(RunState::Running), "{context}");
+    assert_eq!(
+        pending,
+        run_state == Some(RunState::Suspended),
+        "{context}: pending iff suspended"
+    );
+    well_formed(f.session.messages()).unwrap_or_else(|e| {
+        if !pending {
+            panic!("{context}: {e}: {:#?}", f.session.messages())
+        }
+    });
+    if with_store {
+        let record = f
+            .store
+            .load(f.session.id())
+            .await
+            .expect("load")
+            .expect("saved");
+        assert_eq!(record.version, f.session.version(), "{context}");
+        assert_eq!(record.messages, f.session.messages(), "{context}");
+        assert_eq!(record.mode_id, f.session.mode().id(), "{context}");
+        assert_eq!(record.pending.is_some(), pending, "{context}");
+        assert_eq!(record.run.map(|r| r.state), run_state, "{context}");
+    }
+}
+
+/// After the drop: the session settles consistently, a pending plan can still be decided (or
+/// a new message sent), every model request was well formed, and events pair up.
+async fn check_after_drop(mut f: Fixture, with_store: bool, context: &str) {
+    assert_consistent(&mut f, with_store, context).await;
+    let next = match f.session.pending().cloned() {
+        Some(p) => {
+            f.session
+                .resume(p.run_id(), p.tool_call_id(), Decision::approve())
+                .await
+        }
+        None => f.session.send_message("carry on").await,
+    };
+    let next = next.unwrap_or_else(|e| panic!("{context}: the next operation fails: {e}"));
+    assert!(
+        !matches!(next, RunOutcome::Failed { .. } | RunOutcome::Aborted { .. }),
+        "{context}: {next:?}"
+    );
+    assert_consistent(&mut f, with_store, context).await;
+    let malformed = f.model.malformed.lock().expect("lock").clone();
+    assert!(malformed.is_empty(), "{context}: {malformed:?}");
+    assert_paired(&f.recorder.take());
+}
+
+/// The run to suspension, the approval, and a message that replaces a pending plan: each is
+/// dropped after 1, 2, ... polls until it finishes without being dropped.
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    SendToSuspension,
+    Approve,
+    MessageWhilePending,
+}
+
+async fn prepare(step: Step, with_store: bool) -> Fixture {
+    let mut f = fixture(with_store);
+    if !matches!(step, Step::SendToSuspension) {
+        let outcome = f.session.send_message("plan it").await.expect("run");
+        assert!(
+            matches!(outcome, RunOutcome::Suspended { .. }),
+            "{outcome:?}"
+        );
+    }
+    f
+}
+
+async fn run_step(session: &mut Session, step: Step, polls: usize, at_once: bool) -> bool {
+    match step {
+        Step::SendToSuspension => poll_then_drop(session.send_message("plan it"), polls, at_once)
+            .await
+            .is_some(),
+        Step::Approve => {
+            let p = session.pending().cloned().expect("pending");
+            poll_then_drop(
+                session.resume(p.run_id(), p.tool_call_id(), Decision::approve()),
+                polls,
+                at_once,
+            )
+            .await
+            .is_some()
+        }
+        Step::MessageWhilePending => {
+            poll_then_drop(session.send_message("something else"), polls, at_once)
+                .await
+                .is_some()
+        }
+    }
+}
+
+async fn drop_at_every_await_point(step: Step, with_store: bool) {
+    let mut dropped = 0;
+    for at_once in [false, true] {
+        for polls in 1.. {
+            let mut f = prepare(step, with_store).await;
+            if run_step(&mut f.session, step, polls, at_once).await {
+                break;
+            }
+            dropped += 1;
+            let context = format!(
+                "{step:?} dropped after {polls} polls (at once: {at_once}, store: {with_store})"
+            );
+            check_after_drop(f, with_store, &context).await;
+        }
+    }
+    assert!(dropped >= 10, "{step:?}: only {dropped} await points");
+}
+
+#[tokio::test]
+async fn dropping_a_run_to_suspension_at_every_await_point_keeps_the_session_consistent() {
+    drop_at_every_await_point(Step::SendToSuspension, true).await;
+    drop_at_every_await_point(Step::SendToSuspension, false).await;
+}
+
+#[tokio::test]
+async fn dropping_an_approval_at_every_await_point_keeps_the_session_consistent() {
+    drop_at_every_await_point(Step::Approve, true).await;
+    drop_at_every_await_point(Step::Approve, false).await;
+}
+
+#[tokio::test]
+async fn dropping_a_message_sent_while_a_plan_is_pending_keeps_the_session_consistent() {
+    drop_at_every_await_point(Step::MessageWhilePending, true).await;
+    drop_at_every_await_point(Step::MessageWhilePending, false).await;
+}
+
+#[tokio::test]
+async fn a_dropped_run_gives_every_open_tool_call_a_result_and_ends_aborted() {
+    let mut f = fixture(true);
+    // Dropped while the first `slow` call runs (the model yields twice, the tool three times).
+    assert!(!run_step(&mut f.session, Step::SendToSuspension, 4, false).await);
+    assert_eq!(
+        f.session.run_state().map(|(_, s)| s),
+        Some(RunState::Running)
+    );
+    f.session.settle().await.expect("settle");
+    assert_eq!(f.session.run_state(), Some(("run_1", RunState::Aborted)));
+    let results: Vec<(String, String)> = f
+        .session
+        .messages()
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool {
+                tool_call_id,
+                content,
+                ..
+            } => Some((tool_call_id.clone(), content.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(results[0].1.starts_with("Cancelled:"), "{results:?}");
+    assert!(results[1].1.starts_with("Not executed:"), "{results:?}");
+    let kinds: Vec<&str> = f.recorder.take().iter().map(Event::kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            "session_started",
+            "agent_start",
+            "tool_start",
+            "tool_end",
+            "tool_start",
+            "tool_end",
+            "agent_end"
+        ]
+    );
+    let stored = f
+        .store
+        .load(f.session.id())
+        .await
+        .expect("load")
+        .expect("saved");
+    assert_eq!(stored.run.map(|r| r.state), Some(RunState::Aborted));
+}
+
+/// A tool that waits until the run is cancelled, and tells whether its token fired.
+struct Waits {
+    saw_cancel: Arc<AtomicBool>,
+    started: Arc<tokio::sync::Notify>,
+}
+
+#[async_trait]
+impl Tool for Waits {
+    fn name(&self) -> &str {
+        "slow"
+    }
+    fn description(&self) -> String {
+        "Waits for ever.".to_owned()
+    }
+    fn input_schema(&self) -> Value {
+        json!({ "type": "object" })
+    }
+    async fn execute(&self, _: &Value, ctx: &ToolContext<'_>) -> ToolOutput {
+        let token = ctx.cancel.clone();
+        let saw = self.saw_cancel.clone();
+        // Work that outlives the tool's future sees the cancellation through its token.
+        tokio::spawn(async move {
+            token.cancelled().await;
+            saw.store(true, Ordering::SeqCst);
+        });
+        self.started.notify_one();
+        std::future::pending().await
+    }
+}
+
+#[tokio::test]
+async fn a_run_cancelled_from_another_task_ends_aborted_and_the_session_carries_on() {
+    let ws = Workspace::new();
+    let saw_cancel = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(tokio::sync::Notify::new());
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(Arc::new(Waits {
+            saw_cancel: saw_cancel.clone(),
+            started: started.clone(),
+        }))
+        .expect("register");
+    let model = Arc::new(Model::default());
+    let store = Arc::new(MemoryStore::new());
+    let controller = AgentController::builder(graph(CONFIG), model.clone())
+        .tools(tools)
+        .workspace(ws.path())
+        .store(store.clone())
+        .build()
+        .expect("controller");
+    let recorder = Recorder::default();
+    let mut session = controller
+        .start_session(recorder.options().mode("build"))
+        .expect("session");
+    let handle = session.cancel_handle();
+    assert!(!handle.cancel(), "no run in progress");
+    let canceller = tokio::spawn(async move {
+        started.notified().await;
+        assert!(handle.is_running());
+        handle.cancel()
+    });
+    let outcome = session.send_message("build it").await.expect("run");
+    assert!(canceller.await.expect("task"), "a run was in progress");
+    assert_eq!(
+        outcome,
+        RunOutcome::Aborted {
+            run_id: "run_1".into()
+        }
+    );
+    tokio::task::yield_now().await;
+    assert!(saw_cancel.load(Ordering::SeqCst), "the tool's token fired");
+    assert_eq!(session.run_state(), Some(("run_1", RunState::Aborted)));
+    assert!(
+        matches!(session.messages().last(), Some(Message::Tool { content, is_error: true, .. }) if content.starts_with("Cancelled:"))
+    );
+    let stored = store
+        .load(session.id())
+        .await
+        .expect("load")
+        .expect("saved");
+    assert_eq!(stored.messages, session.messages());
+    assert!(!session.cancel_handle().is_running());
+    let events = recorder.take();
+    assert_eq!(
+        events
+            .iter()
+            .rev()
+            .take(2)
+            .map(Event::kind)
+            .collect::<Vec<_>>(),
+        ["agent_end", "tool_end"],
+        "{events:?}"
+    );
+    assert_paired(&events);
+    assert!(model.malformed.lock().expect("lock").is_empty());
+}
+
+#[tokio::test]
+async fn tools_and_models_see_the_session_run_and_tool_call_ids_and_the_hosts_extensions() {
+    #[derive(Debug)]
+    struct Tenant(&'static str);
+    #[derive(Default)]
+    struct Seen(Mutex<Vec<String>>);
+    struct Probe(Arc<Seen>);
+    #[async_trait]
+    impl Tool for Probe {
+        fn name(&self) -> &str {
+            "slow"
+        }
+        fn description(&self) -> String {
+            "Looks around.".to_owned()
+        }
+        fn input_schema(&self) -> Value {
+            json!({ "type": "object" })
+        }
+        async fn execute(&self, _: &Value, ctx: &ToolContext<'_>) -> ToolOutput {
+            let tenant = ctx.extensions.get::<Tenant>().map_or("none", |t| t.0);
+            self.0.0.lock().expect("lock").push(format!(
+                "tool {} {} {} {tenant}",
+                ctx.session_id, ctx.run_id, ctx.tool_call_id
+            ));
+            ToolOutput::ok("seen")
+        }
+    }
+    struct ProbeModel(Arc<Seen>, Model);
+    #[async_trait]
+    impl LanguageModel for ProbeModel {
+        async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+            let tenant = request.extensions.get::<Tenant>().map_or("none", |t| t.0);
+            self.0.0.lock().expect("lock").push(format!(
+                "model {} {} {tenant}",
+                request.session_id, request.run_id
+            ));
+            self.1.generate(request).await
+        }
+    }
+    let ws = Workspace::new();
+    let seen = Arc::new(Seen::default());
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(Arc::new(Probe(seen.clone())))
+        .expect("register");
+    let controller = AgentController::builder(
+        graph(CONFIG),
+        Arc::new(ProbeModel(seen.clone(), Model::default())),
+    )
+    .tools(tools)
+    .workspace(ws.path())
+    .build()
+    .expect("controller");
+    let mut session = controller
+        .start_session(
+            SessionOptions::new()
+                .id("s-7")
+                .mode("build")
+                .extension(Tenant("acme")),
+        )
+        .expect("session");
+    session.send_message("go").await.expect("run");
+    assert_eq!(
+        *seen.0.lock().expect("lock"),
+        [
+            "model s-7 run_1 acme",
+            "tool s-7 run_1 m0_0 acme",
+            "model s-7 run_1 acme"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn session_metadata_is_persisted_and_read_back_after_a_restore() {
+    let ws = Workspace::new();
+    let store = Arc::new(MemoryStore::new());
+    let controller = AgentController::builder(graph(CONFIG), Arc::new(Model::default()))
+        .tools({
+            let mut tools = ToolRegistry::new();
+            tools.register(Arc::new(Slow)).expect("register");
+            tools
+        })
+        .workspace(ws.path())
+        .store(store.clone())
+        .build()
+        .expect("controller");
+    let mut metadata = serde_json::Map::new();
+    metadata.insert("userId".into(), json!("u-42"));
+    metadata.insert("tags".into(), json!(["a", "b"]));
+    let mut session = controller
+        .start_session(
+            SessionOptions::new()
+                .mode("build")
+                .metadata(metadata.clone()),
+        )
+        .expect("session");
+    assert_eq!(session.metadata(), &metadata);
+    session.send_message("go").await.expect("run");
+    let record = store
+        .load(session.id())
+        .await
+        .expect("load")
+        .expect("saved");
+    assert_eq!(record.metadata, metadata);
+    let json = serde_json::to_value(&record).expect("json");
+    assert_eq!(json["metadata"]["userId"], "u-42");
+    let restored = controller
+        .restore_session(session.id(), SessionOptions::new())
+        .await
+        .expect("restore");
+    assert_eq!(restored.metadata(), &metadata);
+    // A record written before metadata existed reads as empty metadata.
+    let mut old = json.clone();
+    old.as_object_mut().expect("object").remove("metadata");
+    let old: SessionRecord = serde_json::from_value(old).expect("an old record still reads");
+    assert!(old.metadata.is_empty());
+}
+
+/// Through the real OpenAI provider: a server that refuses, as OpenAI does with HTTP 400, a
+/// conversation where an assistant message's tool calls lack results.
+#[cfg(feature = "openai")]
+mod openai {
+    use std::collections::VecDeque;
+
+    use agent_controller::model::openai::{OpenAiModel, OpenAiSettings};
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+    use super::*;
+
+    fn sse(chunks: &[Value]) -> ResponseTemplate {
+        let mut body = String::new();
+        for c in chunks {
+            body.push_str(&format!("data: {c}\n\n"));
+        }
+        body.push_str("data: [DONE]\n\n");
+        ResponseTemplate::new(200).set_body_raw(body, "text/event-stream")
+    }
+
+    fn chunk(delta: Value, finish_reason: Option<&str>) -> Value {
+        json!({
+            "id": "chatcmpl-test", "object": "chat.completion.chunk", "created": 1_700_000_000,
+            "model": "test-model",
+            "choices": [{ "index": 0, "delta": delta, "finish_reason": finish_reason }]
+        })
+    }
+
+    /// Checks every request as OpenAI does, then answers from the script.
+    struct Strict(Mutex<VecDeque<ResponseTemplate>>);
+
+    impl Respond for Strict {
+        fn respond(&self, request: &Request) -> ResponseTemplate {
+            let body: Value = serde_json::from_slice(&request.body).expect("json body");
+            let messages = body["messages"].as_array().cloned().unwrap_or_default();
+            let mut open: Vec<String> = Vec::new();
+            for m in &messages {
+                match m["role"].as_str() {
+                    Some("tool") => {
+                        let id = m["tool_call_id"].as_str().unwrap_or_default();
+                        open.retain(|o| o != id);
+                    }
+                    _ if !open.is_empty() => {
+                        return ResponseTemplate::new(400).set_body_json(json!({"error": {
+                            "message": "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'.",
+                            "type": "invalid_request_error", "param": "messages", "code": null
+                        }}));
+                    }
+                    _ => {}
+                }
+                if let Some(calls) = m["tool_calls"].as_array() {
+                    open = calls
+                        .iter()
+                        .filter_map(|c| c["id"].as_str().map(str::to_owned))
+                        .collect();
+                }
+            }
+            self.0
+                .lock()
+                .expect("lock")
+                .pop_front()
+                .unwrap_or_else(|| ResponseTemplate::new(500).set_body_string("script exhausted"))
+        }
+    }
+
+    #[tokio::test]
+    async fn the_request_after_a_cancelled_run_is_accepted_by_an_openai_compatible_server() {
+        let call = sse(&[
+            chunk(
+                json!({"role": "assistant", "content": null, "tool_calls": [
+                    {"index": 0, "id": "call_a", "type": "function", "function": {"name": "slow", "arguments": "{}"}},
+                    {"index": 1, "id": "call_b", "type": "function", "function": {"name": "slow", "arguments": "{}"}}
+                ]}),
+                None,
+            ),
+            chunk(json!({}), Some("tool_calls")),
+        ]);
+        let text = sse(&[
+            chunk(json!({"role": "assistant", "content": "Fine."}), None),
+            chunk(json!({}), Some("stop")),
+        ]);
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path("/v1/chat/completions"))
+            .respond_with(Strict(Mutex::new(vec![call, text].into())))
+            .mount(&server)
+            .await;
+        let settings = OpenAiSettings::new(format!("{}/v1", server.uri()))
+            .api_key("sk-test")
+            .default_model("openai/test-model");
+        let model = OpenAiModel::new(settings).expect("model");
+        let ws = Workspace::new();
+        let started = Arc::new(tokio::sync::Notify::new());
+        let mut tools = ToolRegistry::new();
+        tools
+            .register(Arc::new(Waits {
+                saw_cancel: Arc::new(AtomicBool::new(false)),
+                started: started.clone(),
+            }))
+            .expect("register");
+        let controller = AgentController::builder(graph(CONFIG), Arc::new(model))
+            .tools(tools)
+            .workspace(ws.path())
+            .build()
+            .expect("controller");
+        let mut session = controller
+            .start_session(SessionOptions::new().mode("build"))
+            .expect("session");
+        // Cancelled by dropping the run's future while the first tool call runs, as the CLI
+        // does on Ctrl-C.
+        tokio::select! {
+            _ = session.send_message("build it") => panic!("the tool never finishes"),
+            _ = started.notified() => {}
+        }
+        let outcome = session.send_message("never mind").await.expect("run");
+        assert_eq!(
+            outcome,
+            RunOutcome::Completed {
+                run_id: "run_2".into(),
+                text: "Fine.".into()
+            }
+        );
+        let requests = server.received_requests().await.expect("requests");
+        let last: Value = serde_json::from_slice(&requests[1].body).expect("json");
+        let roles: Vec<&str> = last["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .filter_map(|m| m["role"].as_str())
+            .collect();
+        assert_eq!(
+            roles,
+            ["system", "user", "assistant", "tool", "tool", "user"]
+        );
+    }
+}
