@@ -18,8 +18,11 @@ use toml::Spanned;
 use crate::mode::{Mode, ModeGraph, ModeId, ToolRef};
 use crate::tool::SUBMIT_PLAN;
 
+mod builder;
 #[cfg(feature = "schema")]
 mod schema;
+
+pub use self::builder::{BUILDER_ORIGIN, ModeBuilder, ModeGraphBuilder};
 
 #[cfg(feature = "schema")]
 pub use self::schema::{schema, schema_json};
@@ -108,6 +111,26 @@ impl ConfigError {
     /// The message alone, without location or snippet.
     pub fn message(&self) -> &str {
         &self.message
+    }
+
+    /// An error with no place in any text (a graph built in code).
+    pub(crate) fn without_position(kind: ConfigErrorKind, message: String) -> Self {
+        Self {
+            kind,
+            origin: BUILDER_ORIGIN.to_owned(),
+            location: None,
+            message,
+            snippet: String::new(),
+        }
+    }
+
+    /// The same error without location and snippet, for a graph built in code.
+    pub(crate) fn stripped(self) -> Self {
+        Self {
+            location: None,
+            snippet: String::new(),
+            ..self
+        }
     }
 
     fn io(origin: &str, err: &std::io::Error) -> Self {

@@ -74,19 +74,30 @@ pub mod terminal;
 pub mod testing;
 pub mod tool;
 
-pub use crate::config::{ConfigError, ConfigErrorKind};
+pub use crate::config::{ConfigError, ConfigErrorKind, Location, ModeBuilder, ModeGraphBuilder};
 pub use crate::controller::{AgentController, AgentControllerBuilder};
 pub use crate::error::{Error, Result};
-pub use crate::event::{DecidedRecord, DecisionOutcome, Event, ModeChangeReason, SuspendPayload};
+pub use crate::event::{
+    CancelReason, DecidedRecord, DecisionOutcome, EndReason, Event, ModeChangeReason,
+    SuspendPayload,
+};
 pub use crate::extensions::Extensions;
 pub use crate::mode::{Mode, ModeGraph, ModeId};
 pub use crate::model::{
     LanguageModel, Message, ModelError, ModelErrorKind, ModelRequest, ModelResponse,
 };
 pub use crate::run::{Decision, DecisionAction, PendingDecision, RunOutcome, RunState};
-pub use crate::session::{Session, SessionError, SessionOptions};
-pub use crate::store::{FileStore, MemoryStore, SessionStore, StoreError};
-pub use crate::tool::{Tool, ToolRegistry};
+pub use crate::session::{CancelHandle, Session, SessionError, SessionOptions};
+pub use crate::store::{
+    FileStore, MemoryStore, PendingSummary, SessionRecord, SessionStore, StoreError,
+};
+pub use crate::tool::submit_plan::{PlanError, PlanSubmission};
+pub use crate::tool::{Tool, ToolCall, ToolContext, ToolError, ToolOutput, ToolRegistry, ToolSpec};
+
+/// The attribute macro the async traits ([`LanguageModel`], [`Tool`], [`SessionStore`]) are
+/// written with; implementors put `#[agent_controller::async_trait]` on their `impl` block, so
+/// they need no `async-trait` dependency of their own.
+pub use async_trait::async_trait;
 
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]

@@ -1,8 +1,8 @@
 //! The validated mode graph: modes, the default mode and the approval hand-over edges.
 //!
-//! A [`ModeGraph`] only comes out of [`crate::config::parse`] (or [`crate::config::load`]), so
-//! every [`ModeId`] it hands out names a mode that exists: an unknown mode id cannot reach a
-//! running session.
+//! A [`ModeGraph`] only comes out of [`crate::config::parse`] (or [`crate::config::load`], or
+//! [`crate::config::ModeGraphBuilder`] in code), so every [`ModeId`] it hands out names a mode
+//! that exists: an unknown mode id cannot reach a running session.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -157,6 +157,9 @@ pub struct ModeGraph {
     plans_dir: PathBuf,
     origin: String,
     tool_refs: Vec<ToolRef>,
+    /// Whether the graph came from text, so its errors can point into it (not for a graph built
+    /// in code).
+    positions: bool,
 }
 
 impl ModeGraph {
@@ -175,6 +178,20 @@ impl ModeGraph {
             plans_dir,
             origin,
             tool_refs,
+            positions: true,
+        }
+    }
+
+    /// Marks the graph as built in code: its tool errors carry no file position.
+    pub(crate) fn drop_positions(&mut self) {
+        self.positions = false;
+    }
+
+    fn placed(&self, error: ConfigError) -> ConfigError {
+        if self.positions {
+            error
+        } else {
+            error.stripped()
         }
     }
 
@@ -292,7 +309,7 @@ impl ModeGraph {
             .iter()
             .filter(|r| &*r.name != SUBMIT_PLAN && !is_known(&r.name))
             .map(|r| {
-                ConfigError::unknown_tool(
+                self.placed(ConfigError::unknown_tool(
                     &self.origin,
                     r.location,
                     r.snippet(),
@@ -301,7 +318,7 @@ impl ModeGraph {
                         self.mode(r.mode).id,
                         r.name
                     ),
-                )
+                ))
             })
             .collect()
     }
@@ -341,7 +358,7 @@ impl ModeGraph {
             let Some(first) = self.tool_refs.iter().find(|r| r.mode.index() == index) else {
                 continue;
             };
-            warnings.push(ConfigError::no_plan_writer(
+            warnings.push(self.placed(ConfigError::no_plan_writer(
                 &self.origin,
                 first.location,
                 first.snippet(),
@@ -349,7 +366,7 @@ impl ModeGraph {
                     "planning mode `{}` offers no tool that can write a plan (its availableTools has none of the plan-writing tools, such as `write_plan`): a model there cannot author a plan to submit",
                     mode.id
                 ),
-            ));
+            )));
         }
         warnings
     }

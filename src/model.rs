@@ -201,6 +201,40 @@ impl ModelError {
 }
 
 /// A language model the controller drives.
+///
+/// The trait is async through [`async_trait`](crate::async_trait): implement it with
+/// `#[agent_controller::async_trait]` on the `impl` block.
+///
+/// # Examples
+/// A model that answers every message with its last words, in every mode:
+/// ```
+/// use std::sync::Arc;
+/// use agent_controller::{
+///     AgentController, LanguageModel, Message, ModelError, ModelRequest, ModelResponse, RunOutcome,
+///     SessionOptions,
+/// };
+///
+/// struct Echo;
+///
+/// #[agent_controller::async_trait]
+/// impl LanguageModel for Echo {
+///     async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+///         let Some(Message::User { content }) = request.messages.last() else {
+///             return Err(ModelError::new("nothing to answer"));
+///         };
+///         Ok(ModelResponse { text: format!("[{}] {content}", request.mode_id), ..Default::default() })
+///     }
+/// }
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let graph = agent_controller::config::parse("[[modes]]\nid = \"build\"", "modes.toml")?;
+/// let controller = AgentController::builder(graph, Arc::new(Echo)).build()?;
+/// let mut session = controller.start_session(SessionOptions::new())?;
+/// let outcome = session.send_message("hello").await?;
+/// assert!(matches!(outcome, RunOutcome::Completed { text, .. } if text == "[build] hello"));
+/// # Ok::<(), agent_controller::Error>(())
+/// # }).unwrap();
+/// ```
 #[async_trait]
 pub trait LanguageModel: Send + Sync {
     /// Produces the next reply for `request`.

@@ -213,7 +213,50 @@ impl StoreError {
 ///
 /// Implementations must make [`SessionStore::save`] atomic (a reader sees the old or the new
 /// record, never a mix) and a compare-and-swap on `version`. The same conformance suite
-/// (`tests/store.rs`) runs against every backend.
+/// (`tests/store.rs`) runs against every backend. The trait is async through
+/// [`async_trait`](crate::async_trait): implement it with `#[agent_controller::async_trait]` on
+/// the `impl` block.
+///
+/// # Examples
+/// A store that counts saves and keeps the sessions in a [`MemoryStore`]:
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use agent_controller::store::{PendingSummary, SessionRecord};
+/// use agent_controller::{MemoryStore, SessionStore, StoreError};
+///
+/// #[derive(Default)]
+/// struct Counting {
+///     inner: MemoryStore,
+///     saves: AtomicUsize,
+/// }
+///
+/// #[agent_controller::async_trait]
+/// impl SessionStore for Counting {
+///     async fn load(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+///         self.inner.load(id).await
+///     }
+///     async fn save(&self, record: &SessionRecord, expected: Option<u64>) -> Result<(), StoreError> {
+///         self.saves.fetch_add(1, Ordering::Relaxed);
+///         self.inner.save(record, expected).await
+///     }
+///     async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+///         self.inner.delete(id).await
+///     }
+///     async fn list_pending(&self) -> Result<Vec<PendingSummary>, StoreError> {
+///         self.inner.list_pending().await
+///     }
+///     async fn expire(&self, before: u64) -> Result<usize, StoreError> {
+///         self.inner.expire(before).await
+///     }
+/// }
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let store = Counting::default();
+/// assert_eq!(store.load("nobody").await?, None);
+/// assert_eq!(store.saves.load(Ordering::Relaxed), 0);
+/// # Ok::<(), StoreError>(())
+/// # }).unwrap();
+/// ```
 #[async_trait]
 pub trait SessionStore: Send + Sync {
     /// Loads a session; `Ok(None)` when it does not exist.

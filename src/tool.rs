@@ -122,7 +122,49 @@ impl<'a> ToolContext<'a> {
 /// A tool the model can call.
 ///
 /// Implementations report failures as [`ToolOutput::error`] results for the model rather than
-/// panicking or returning Rust errors: a tool failure is part of the conversation.
+/// panicking or returning Rust errors: a tool failure is part of the conversation. The trait is
+/// async through [`async_trait`](crate::async_trait): implement it with
+/// `#[agent_controller::async_trait]` on the `impl` block.
+///
+/// # Examples
+/// A tool that counts the words of its `text` argument, registered and offered in a mode that
+/// lists it:
+/// ```
+/// use std::path::Path;
+/// use std::sync::Arc;
+/// use agent_controller::{Tool, ToolContext, ToolOutput, ToolRegistry};
+/// use serde_json::{json, Value};
+///
+/// struct WordCount;
+///
+/// #[agent_controller::async_trait]
+/// impl Tool for WordCount {
+///     fn name(&self) -> &str {
+///         "word_count"
+///     }
+///     fn description(&self) -> String {
+///         "Counts the words of `text`.".to_owned()
+///     }
+///     fn input_schema(&self) -> Value {
+///         json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})
+///     }
+///     async fn execute(&self, args: &Value, _ctx: &ToolContext<'_>) -> ToolOutput {
+///         match args["text"].as_str() {
+///             Some(text) => ToolOutput::ok(text.split_whitespace().count().to_string()),
+///             None => ToolOutput::error("`text` must be a string"),
+///         }
+///     }
+/// }
+///
+/// let mut tools = ToolRegistry::new();
+/// tools.register(Arc::new(WordCount))?;
+/// let ctx = ToolContext::new(Path::new("."), Path::new(".agent/plans"), "build");
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let tool = tools.get("word_count").unwrap();
+/// assert_eq!(tool.execute(&json!({"text": "a b c"}), &ctx).await, ToolOutput::ok("3"));
+/// # });
+/// # Ok::<(), agent_controller::Error>(())
+/// ```
 #[async_trait]
 pub trait Tool: Send + Sync {
     /// The name the model calls the tool by; unique within a registry.

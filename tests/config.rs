@@ -289,3 +289,103 @@ fn the_known_ids_in_a_message_are_listed_once() {
         unknown.message()
     );
 }
+
+/// A graph built in code is validated by the rules of a TOML config: each case gives the same
+/// error kind and message as the TOML text with the same values, without a file position.
+#[test]
+fn a_mode_graph_built_in_code_follows_the_toml_rules() {
+    use agent_controller::{ModeBuilder as M, ModeGraphBuilder as G};
+    let plan = || M::new("plan").available_tools(["read_file", "submit_plan"]);
+    let cases: Vec<(G, &str)> = vec![
+        (G::new(), "modes = []"),
+        (G::new().mode(M::new("a b")), "[[modes]]\nid = \"a b\""),
+        (
+            G::new().mode(M::new("x")).mode(M::new("x")),
+            "[[modes]]\nid = \"x\"\n[[modes]]\nid = \"x\"",
+        ),
+        (
+            G::new().mode(plan().transitions_to("plan")),
+            "[[modes]]\nid = \"plan\"\navailableTools = [\"read_file\", \"submit_plan\"]\ntransitionsTo = \"plan\"",
+        ),
+        (
+            G::new().mode(plan().transitions_to("biuld")),
+            "[[modes]]\nid = \"plan\"\navailableTools = [\"read_file\", \"submit_plan\"]\ntransitionsTo = \"biuld\"",
+        ),
+        (
+            G::new().mode(M::new("a")).default_mode_id("b"),
+            "defaultModeId = \"b\"\n[[modes]]\nid = \"a\"",
+        ),
+        (
+            G::new()
+                .mode(M::new("a").default_mode())
+                .mode(M::new("b").default_mode()),
+            "[[modes]]\nid = \"a\"\ndefault = true\n[[modes]]\nid = \"b\"\ndefault = true",
+        ),
+        (
+            G::new()
+                .mode(M::new("a").default_mode())
+                .mode(M::new("b"))
+                .default_mode_id("b"),
+            "defaultModeId = \"b\"\n[[modes]]\nid = \"a\"\ndefault = true\n[[modes]]\nid = \"b\"",
+        ),
+        (
+            G::new()
+                .mode(
+                    M::new("plan")
+                        .transitions_to("build")
+                        .available_tools(["read_file"]),
+                )
+                .mode(M::new("build")),
+            "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\"]\n[[modes]]\nid = \"build\"",
+        ),
+    ];
+    for (builder, text) in cases {
+        let from_code = builder.build().expect_err(text);
+        let from_toml = config::parse(text, "modes.toml").expect_err(text);
+        assert_eq!(from_code.kind(), from_toml.kind(), "{text}");
+        assert_eq!(from_code.message(), from_toml.message(), "{text}");
+        assert_eq!(from_code.location(), None, "{text}");
+        assert_eq!(from_code.origin(), config::BUILDER_ORIGIN);
+        assert!(
+            !from_code.to_string().contains('\n'),
+            "no snippet: {from_code}"
+        );
+    }
+}
+
+/// A graph built in code is the graph the same TOML gives: same modes, default, hand-over
+/// targets and fingerprint; an unknown tool is reported without a position.
+#[test]
+fn a_mode_graph_built_in_code_equals_its_toml_twin() {
+    use agent_controller::{ModeBuilder, ModeGraphBuilder};
+    let built = ModeGraphBuilder::new()
+        .mode(
+            ModeBuilder::new("plan")
+                .name("Plan")
+                .instructions("Plan first.")
+                .transitions_to("build")
+                .available_tools(["read_file", "write_plan", "submit_plan", "grep"]),
+        )
+        .mode(ModeBuilder::new("build").name("Build").default_mode())
+        .plans_dir("plans")
+        .build()
+        .expect("valid");
+    let text = "plansDir = \"plans\"\n[[modes]]\nid = \"plan\"\nname = \"Plan\"\ninstructions = \"Plan first.\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\", \"grep\"]\n[[modes]]\nid = \"build\"\nname = \"Build\"\ndefault = true\n";
+    let parsed = config::parse(text, "modes.toml").expect("valid");
+    assert_eq!(built.modes(), parsed.modes());
+    assert_eq!(built.default_mode_id(), parsed.default_mode_id());
+    assert_eq!(built.plans_dir(), parsed.plans_dir());
+    assert_eq!(built.fingerprint(), parsed.fingerprint());
+    let unknown = built.unknown_tools(|t| t != "grep");
+    assert_eq!(unknown.len(), 1);
+    assert_eq!(
+        unknown[0].kind(),
+        agent_controller::ConfigErrorKind::UnknownTool
+    );
+    assert_eq!(unknown[0].location(), None);
+    assert!(
+        parsed.unknown_tools(|t| t != "grep")[0]
+            .location()
+            .is_some()
+    );
+}

@@ -1,0 +1,179 @@
+//! Mode graphs from code: [`ModeGraphBuilder`] and [`ModeBuilder`], validated by exactly the rules
+//! a TOML config is (the builder hands its modes to the same validation), with the same
+//! [`ConfigErrorKind`](super::ConfigErrorKind)s and messages, but without file positions.
+
+use std::path::PathBuf;
+
+use super::{ConfigError, ModeGraph};
+
+/// The origin errors of a graph built in code carry, in place of a file name.
+pub const BUILDER_ORIGIN: &str = "ModeGraphBuilder";
+
+/// One mode of a [`ModeGraphBuilder`], with the keys of a `[[modes]]` table: `id`, `name`,
+/// `description`, `instructions`, `default`, `transitionsTo`, `availableTools`,
+/// `defaultModelId`, `metadata`.
+#[derive(Debug, Clone, Default)]
+pub struct ModeBuilder {
+    table: toml::Table,
+}
+
+impl ModeBuilder {
+    /// A mode with id `id` (ASCII letters, digits, `-` and `_`; checked by
+    /// [`ModeGraphBuilder::build`]).
+    pub fn new(id: impl Into<String>) -> Self {
+        let mut table = toml::Table::new();
+        table.insert("id".to_owned(), toml::Value::String(id.into()));
+        Self { table }
+    }
+
+    fn set(mut self, key: &str, value: toml::Value) -> Self {
+        self.table.insert(key.to_owned(), value);
+        self
+    }
+
+    /// The display name (`name`); the id when not set.
+    pub fn name(self, name: impl Into<String>) -> Self {
+        self.set("name", toml::Value::String(name.into()))
+    }
+
+    /// What the mode is for (`description`).
+    pub fn description(self, description: impl Into<String>) -> Self {
+        self.set("description", toml::Value::String(description.into()))
+    }
+
+    /// The system prompt of the mode (`instructions`).
+    pub fn instructions(self, instructions: impl Into<String>) -> Self {
+        self.set("instructions", toml::Value::String(instructions.into()))
+    }
+
+    /// Marks this mode as the default one (`default = true`).
+    pub fn default_mode(self) -> Self {
+        self.set("default", toml::Value::Boolean(true))
+    }
+
+    /// The mode an approved plan hands over to (`transitionsTo`); makes this a planning mode.
+    pub fn transitions_to(self, target: impl Into<String>) -> Self {
+        self.set("transitionsTo", toml::Value::String(target.into()))
+    }
+
+    /// The tools the model may call in this mode (`availableTools`); without it, every tool.
+    pub fn available_tools<I, S>(self, tools: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let tools = tools
+            .into_iter()
+            .map(|t| toml::Value::String(t.into()))
+            .collect();
+        self.set("availableTools", toml::Value::Array(tools))
+    }
+
+    /// The mode's preferred model (`defaultModelId`, for example `openai/o3`).
+    pub fn default_model_id(self, model: impl Into<String>) -> Self {
+        self.set("defaultModelId", toml::Value::String(model.into()))
+    }
+
+    /// Free-form data for the host (`metadata`, for example `color`).
+    pub fn metadata(self, metadata: toml::Table) -> Self {
+        self.set("metadata", toml::Value::Table(metadata))
+    }
+}
+
+/// Builds a [`ModeGraph`] in code instead of from TOML.
+///
+/// # Examples
+/// ```
+/// use agent_controller::{ConfigErrorKind, ModeBuilder, ModeGraphBuilder};
+///
+/// let graph = ModeGraphBuilder::new()
+///     .mode(
+///         ModeBuilder::new("plan")
+///             .instructions("Explore read-only, then submit a plan.")
+///             .transitions_to("build")
+///             .available_tools(["read_file", "write_plan", "submit_plan"]),
+///     )
+///     .mode(ModeBuilder::new("build").default_mode())
+///     .build()?;
+/// assert_eq!(graph.default_mode().id(), "build");
+/// let plan = graph.get("plan").unwrap();
+/// assert_eq!(graph.mode(graph.approval_target(plan)).id(), "build");
+///
+/// // The same rules as a TOML config, the same error kinds, no file position.
+/// let err = ModeGraphBuilder::new()
+///     .mode(ModeBuilder::new("plan").transitions_to("biuld"))
+///     .build()
+///     .unwrap_err();
+/// assert_eq!(err.kind(), ConfigErrorKind::UnknownTarget);
+/// assert_eq!(err.location(), None);
+/// # Ok::<(), agent_controller::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct ModeGraphBuilder {
+    modes: Vec<ModeBuilder>,
+    default_mode_id: Option<String>,
+    plans_dir: Option<PathBuf>,
+}
+
+impl ModeGraphBuilder {
+    /// A builder with no modes.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a mode; modes keep the order they are added in (the first is the default when no
+    /// other rule names one).
+    pub fn mode(mut self, mode: ModeBuilder) -> Self {
+        self.modes.push(mode);
+        self
+    }
+
+    /// Names the default mode (`defaultModeId`).
+    pub fn default_mode_id(mut self, id: impl Into<String>) -> Self {
+        self.default_mode_id = Some(id.into());
+        self
+    }
+
+    /// The plans directory (`plansDir`), relative to the workspace unless absolute.
+    pub fn plans_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.plans_dir = Some(dir.into());
+        self
+    }
+
+    /// Validates the modes by the rules of [`super::parse`] and returns the graph.
+    ///
+    /// # Errors
+    /// The first problem, of the same [`ConfigErrorKind`](super::ConfigErrorKind) a TOML config
+    /// with these values gets (no modes, an invalid or duplicate id, a `transitionsTo` naming
+    /// itself or no mode, an unknown `defaultModeId`, two defaults, a conflicting default, a
+    /// `transitionsTo` without `submit_plan` in `availableTools`), with origin
+    /// [`BUILDER_ORIGIN`] and no location. Tool names are checked when a controller is built.
+    pub fn build(self) -> Result<ModeGraph, ConfigError> {
+        let mut root = toml::Table::new();
+        if let Some(id) = self.default_mode_id {
+            root.insert("defaultModeId".to_owned(), toml::Value::String(id));
+        }
+        if let Some(dir) = self.plans_dir {
+            let dir = dir.to_string_lossy().into_owned();
+            root.insert("plansDir".to_owned(), toml::Value::String(dir));
+        }
+        let modes = self
+            .modes
+            .into_iter()
+            .map(|m| toml::Value::Table(m.table))
+            .collect();
+        root.insert("modes".to_owned(), toml::Value::Array(modes));
+        // The TOML text is only the way into the one validation; its positions mean nothing to
+        // the caller and are dropped.
+        let text = toml::to_string(&root).map_err(|e| {
+            ConfigError::without_position(super::ConfigErrorKind::InvalidType, e.to_string())
+        })?;
+        match super::parse(&text, BUILDER_ORIGIN) {
+            Ok(mut graph) => {
+                graph.drop_positions();
+                Ok(graph)
+            }
+            Err(err) => Err(err.stripped()),
+        }
+    }
+}
