@@ -32,11 +32,13 @@ fn bench_store(c: &mut Criterion, name: &str, store: Arc<dyn SessionStore>) {
                 let (mut session, run_id, call_id) = rt.block_on(fixture.suspended());
                 let decided = Arc::new(Mutex::new(None));
                 let mark = decided.clone();
-                session.subscribe(move |event| {
-                    if matches!(event, Event::ModeChanged { .. }) {
-                        *mark.lock().expect("mark") = Some(Instant::now());
-                    }
-                });
+                session
+                    .subscribe(move |event| {
+                        if matches!(event, Event::ModeChanged { .. }) {
+                            *mark.lock().expect("mark") = Some(Instant::now());
+                        }
+                    })
+                    .detach();
                 let start = Instant::now();
                 rt.block_on(Fixture::approve(&mut session, &run_id, &call_id));
                 let at = decided.lock().expect("mark").expect("mode_changed");

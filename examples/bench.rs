@@ -453,12 +453,14 @@ fn decision(store: Arc<dyn SessionStore>, decisions: usize) -> DecisionFigures {
         let (mut session, run_id, call_id) = rt.block_on(fixture.suspended());
         let mark = Arc::new(std::sync::Mutex::new(None));
         let sink = mark.clone();
-        session.subscribe(move |event| {
-            if matches!(event, agent_controller::Event::ModeChanged { .. }) {
-                let fsyncs = FSYNCS.load(Ordering::Relaxed);
-                *sink.lock().expect("mark") = Some((Instant::now(), fsyncs));
-            }
-        });
+        session
+            .subscribe(move |event| {
+                if matches!(event, agent_controller::Event::ModeChanged { .. }) {
+                    let fsyncs = FSYNCS.load(Ordering::Relaxed);
+                    *sink.lock().expect("mark") = Some((Instant::now(), fsyncs));
+                }
+            })
+            .detach();
         let before = FSYNCS.load(Ordering::Relaxed);
         let start = Instant::now();
         rt.block_on(Fixture::approve(&mut session, &run_id, &call_id));

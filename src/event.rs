@@ -1,12 +1,22 @@
-//! Events a session emits, in order, to its subscribers.
+//! Events a session emits, in order, to its subscribers: callbacks
+//! ([`crate::SessionOptions::on_event`], [`crate::Session::subscribe`]) and async streams
+//! ([`crate::Session::events`], [`EventStream`]).
 //!
 //! Serialized with `type` in snake_case and fields in camelCase, as Mastra's `AgentController`
 //! events are, so hosts written against either read the same shapes.
+//!
+//! Every event that names a run (`runId`) lies between that run's `agent_start` and its
+//! `agent_end`: a run that suspends ends (`agent_end`, reason `suspended`) and starts again
+//! with the same id when it is resumed or its suspension is cancelled.
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use tokio::sync::mpsc;
 
 use crate::tool::submit_plan::PlanSubmission;
 
@@ -183,6 +193,29 @@ pub enum Event {
         /// The mode it starts in.
         mode_id: Arc<str>,
     },
+    /// A piece of the model's reply text as it streams in (from models that stream, such as
+    /// the OpenAI provider); the whole text follows in `assistant_message`.
+    TextDelta {
+        /// The session id, so a server can route the delta to the right client.
+        session_id: Arc<str>,
+        /// The run id.
+        run_id: Arc<str>,
+        /// The new text.
+        text: String,
+    },
+    /// A model call finished: why the model stopped and the tokens it used, as far as the
+    /// provider says. Emitted only when the provider gave one of them (the scripted models
+    /// give neither).
+    ModelEnd {
+        /// The run id.
+        run_id: Arc<str>,
+        /// The provider's finish reason (`stop`, `tool_calls`, `length`, ...).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        finish_reason: Option<String>,
+        /// Token usage of the call.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<TokenUsage>,
+    },
     /// The model replied with text.
     AssistantMessage {
         /// The run id.
@@ -272,6 +305,8 @@ impl Event {
         match self {
             Event::SessionStarted { .. } => "session_started",
             Event::AgentStart { .. } => "agent_start",
+            Event::TextDelta { .. } => "text_delta",
+            Event::ModelEnd { .. } => "model_end",
             Event::AssistantMessage { .. } => "assistant_message",
             Event::ToolStart { .. } => "tool_start",
             Event::ToolSuspended { .. } => "tool_suspended",
@@ -284,5 +319,178 @@ impl Event {
     }
 }
 
+/// Tokens one model call used, as the provider reports them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenUsage {
+    /// Tokens of the request (prompt).
+    pub prompt_tokens: u64,
+    /// Tokens of the reply (completion).
+    pub completion_tokens: u64,
+    /// Both together, as the provider counts them.
+    pub total_tokens: u64,
+}
+
 /// A callback that receives every event of a session, in order.
 pub type Subscriber = Box<dyn FnMut(&Event) + Send>;
+
+/// A session's subscribers: callbacks and streams. Delivery is synchronous and in order; a
+/// callback whose [`Subscription`] was dropped, or a stream that was dropped, is removed at
+/// the next event.
+#[derive(Default)]
+pub(crate) struct Subscribers {
+    entries: Vec<Entry>,
+}
+
+enum Entry {
+    /// A callback; `alive` is `None` for one that lives as long as the session.
+    Callback {
+        callback: Subscriber,
+        alive: Option<Arc<AtomicBool>>,
+    },
+    Stream(mpsc::UnboundedSender<Event>),
+}
+
+impl Subscribers {
+    /// Adds a callback for the session's lifetime.
+    pub(crate) fn add_permanent(&mut self, callback: Subscriber) {
+        self.entries.push(Entry::Callback {
+            callback,
+            alive: None,
+        });
+    }
+
+    /// Delivers `event` to every subscriber, in subscription order, dropping those that left.
+    pub(crate) fn deliver(&mut self, event: &Event) {
+        self.entries.retain_mut(|entry| match entry {
+            Entry::Callback {
+                alive: Some(alive), ..
+            } if !alive.load(Ordering::Acquire) => false,
+            Entry::Callback { callback, .. } => {
+                callback(event);
+                true
+            }
+            Entry::Stream(sender) => sender.send(event.clone()).is_ok(),
+        });
+    }
+
+    pub(crate) fn add_callback(&mut self, callback: Subscriber) -> Subscription {
+        let alive = Arc::new(AtomicBool::new(true));
+        self.entries.push(Entry::Callback {
+            callback,
+            alive: Some(alive.clone()),
+        });
+        Subscription { alive: Some(alive) }
+    }
+
+    pub(crate) fn add_stream(&mut self) -> EventStream {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        self.entries.push(Entry::Stream(sender));
+        EventStream { receiver }
+    }
+
+    /// Every entry for `Debug` output.
+    pub(crate) fn count_all(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// How many subscribers are still listening (callbacks and streams).
+    pub(crate) fn len(&self) -> usize {
+        self.entries
+            .iter()
+            .filter(|entry| match entry {
+                Entry::Callback { alive, .. } => {
+                    alive.as_ref().is_none_or(|a| a.load(Ordering::Acquire))
+                }
+                Entry::Stream(sender) => !sender.is_closed(),
+            })
+            .count()
+    }
+}
+
+/// A callback subscription ([`crate::Session::subscribe`]): dropping it unsubscribes the
+/// callback; [`Subscription::detach`] keeps it for the session's lifetime.
+#[must_use = "dropping a Subscription unsubscribes its callback at once; call .detach() to keep it"]
+#[derive(Debug)]
+pub struct Subscription {
+    alive: Option<Arc<AtomicBool>>,
+}
+
+impl Subscription {
+    /// Keeps the callback subscribed for as long as the session lives.
+    pub fn detach(mut self) {
+        self.alive = None;
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        if let Some(alive) = &self.alive {
+            alive.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// A session's events as an async stream ([`crate::Session::events`],
+/// [`crate::SessionOptions::event_stream`]): every event from the moment it was made, in order,
+/// the same ones callbacks get. It ends (`None`) when the session is dropped; dropping the
+/// stream unsubscribes it.
+///
+/// Implements [`futures_core::Stream`] (for `StreamExt` combinators and `select!`), and has
+/// [`EventStream::next`] so no extra trait is needed.
+///
+/// # Backpressure
+/// Unbounded: the run loop never waits for a reader and never drops an event. Events are
+/// produced inside the session's state changes, which must not stop half-way at an `await`
+/// for a slow consumer (that would make them cancel-unsafe), and a lost `agent_end` or
+/// `tool_suspended` would leave a host's view wrong. A run produces a bounded number of events
+/// (a few per model call and tool call, plus one `text_delta` per streamed fragment), so a
+/// reader that keeps up holds little; a host that stops reading should drop the stream, which
+/// frees what it held.
+///
+/// # Examples
+/// ```
+/// use std::sync::Arc;
+/// use agent_controller::{AgentController, SessionOptions, config, model::scripted::ScriptedModel};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let graph = config::parse("[[modes]]\nid = \"build\"\n", "modes.toml")?;
+/// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new())).build()?;
+/// let (options, mut events) = SessionOptions::new().event_stream();
+/// let mut session = controller.start_session(options)?;
+/// session.send_message("Hello").await?;
+/// drop(session);
+/// let mut kinds = Vec::new();
+/// while let Some(event) = events.next().await {
+///     kinds.push(event.kind());
+/// }
+/// assert_eq!(kinds.first(), Some(&"session_started"));
+/// assert_eq!(kinds.last(), Some(&"agent_end"));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct EventStream {
+    receiver: mpsc::UnboundedReceiver<Event>,
+}
+
+impl EventStream {
+    /// The next event; `None` once the session is dropped and every event was read.
+    pub async fn next(&mut self) -> Option<Event> {
+        self.receiver.recv().await
+    }
+
+    /// The next event if one is waiting, without waiting.
+    pub fn try_next(&mut self) -> Option<Event> {
+        self.receiver.try_recv().ok()
+    }
+}
+
+impl futures_core::Stream for EventStream {
+    type Item = Event;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Event>> {
+        self.receiver.poll_recv(cx)
+    }
+}

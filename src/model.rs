@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::event::TokenUsage;
 use crate::extensions::Extensions;
 use crate::tool::{ToolCall, ToolSpec};
 
@@ -81,9 +82,56 @@ pub struct ModelRequest<'a> {
     pub cancel: CancellationToken,
     /// The host's state for this session ([`crate::SessionOptions::extension`]).
     pub extensions: &'a Extensions,
+    /// Where a streaming model sends its reply text as it arrives; each piece reaches the
+    /// session's subscribers at once as a `text_delta` event (with the session and run ids).
+    pub text: TextSink<'a>,
 }
 
-/// A model's reply: text and zero or more tool calls (several are parallel calls of one step).
+/// Where a streaming model sends pieces of its reply text ([`ModelRequest::text`]).
+///
+/// # Examples
+/// ```
+/// use agent_controller::model::TextSink;
+/// let seen = std::sync::Mutex::new(String::new());
+/// let deliver = |text: &str| seen.lock().unwrap().push_str(text);
+/// let sink = TextSink::new(&deliver);
+/// sink.send("Hel");
+/// sink.send("lo");
+/// assert_eq!(*seen.lock().unwrap(), "Hello");
+/// TextSink::none().send("goes nowhere");
+/// ```
+#[derive(Clone, Copy)]
+pub struct TextSink<'a> {
+    deliver: &'a (dyn Fn(&str) + Send + Sync),
+}
+
+impl std::fmt::Debug for TextSink<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TextSink")
+    }
+}
+
+impl<'a> TextSink<'a> {
+    /// A sink that hands every piece to `deliver`.
+    pub fn new(deliver: &'a (dyn Fn(&str) + Send + Sync)) -> Self {
+        Self { deliver }
+    }
+
+    /// A sink that drops every piece (for calling a model outside a session).
+    pub fn none() -> TextSink<'static> {
+        TextSink { deliver: &|_| {} }
+    }
+
+    /// Sends a piece of reply text; empty pieces are skipped.
+    pub fn send(&self, text: &str) {
+        if !text.is_empty() {
+            (self.deliver)(text);
+        }
+    }
+}
+
+/// A model's reply: text and zero or more tool calls (several are parallel calls of one step),
+/// and what the provider says about the call (finish reason, token usage), when it says it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelResponse {
@@ -91,6 +139,12 @@ pub struct ModelResponse {
     pub text: String,
     /// Tool calls; empty when the model is done.
     pub tool_calls: Vec<ToolCall>,
+    /// Why the model stopped (`stop`, `tool_calls`, `length`, ...), if the provider says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
+    /// Tokens the call used, if the provider says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<TokenUsage>,
 }
 
 /// What kind of failure a [`ModelError`] is, for a host that reacts differently to each (wait

@@ -11,7 +11,7 @@ use crate::event::{
     SuspendPayload, rfc3339_now,
 };
 use crate::mode::ModeId;
-use crate::model::{Message, ModelError, ModelErrorKind, ModelRequest};
+use crate::model::{Message, ModelError, ModelErrorKind, ModelRequest, TextSink};
 use crate::session::{Session, SessionError};
 use crate::tool::submit_plan::{self, PlanSubmission, REJECTED_RESULT, SUBMIT_PLAN};
 use crate::tool::{ToolCall, ToolContext, ToolOutput};
@@ -630,6 +630,15 @@ impl Session {
             steps += 1;
             let mode = self.mode;
             let runtime = shared.runtime(mode);
+            let (session_id, delta_run) = (self.id.clone(), run_id.clone());
+            let this = &*self;
+            let deliver = move |text: &str| {
+                this.deliver_shared(&Event::TextDelta {
+                    session_id: session_id.clone(),
+                    run_id: delta_run.clone(),
+                    text: text.to_owned(),
+                });
+            };
             let request = ModelRequest {
                 session_id: &self.id,
                 run_id: &run_id,
@@ -640,6 +649,7 @@ impl Session {
                 messages: &self.messages,
                 cancel: token.clone(),
                 extensions: &self.extensions,
+                text: TextSink::new(&deliver),
             };
             let response = token
                 .run_until_cancelled(shared.model.generate(request))
@@ -649,6 +659,13 @@ impl Session {
                 Some(Ok(r)) => r,
                 Some(Err(error)) => return self.end_run(run_id, Err(error)).await,
             };
+            if response.finish_reason.is_some() || response.usage.is_some() {
+                self.emit(Event::ModelEnd {
+                    run_id: run_id.clone(),
+                    finish_reason: response.finish_reason.clone(),
+                    usage: response.usage,
+                });
+            }
             if !response.text.is_empty() {
                 self.emit(Event::AssistantMessage {
                     run_id: run_id.clone(),

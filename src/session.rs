@@ -8,7 +8,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::controller::Shared;
-use crate::event::{CancelReason, Event, ModeChangeReason, Subscriber};
+use crate::event::{CancelReason, Event, EventStream, ModeChangeReason, Subscribers, Subscription};
 use crate::extensions::Extensions;
 use crate::mode::{Mode, ModeId};
 use crate::model::Message;
@@ -193,7 +193,7 @@ impl SessionError {
 pub struct SessionOptions {
     pub(crate) mode: Option<String>,
     pub(crate) id: Option<String>,
-    pub(crate) subscribers: Vec<Subscriber>,
+    pub(crate) subscribers: Subscribers,
     pub(crate) extensions: Extensions,
     pub(crate) metadata: Option<Map<String, Value>>,
 }
@@ -203,7 +203,7 @@ impl std::fmt::Debug for SessionOptions {
         f.debug_struct("SessionOptions")
             .field("mode", &self.mode)
             .field("id", &self.id)
-            .field("subscribers", &self.subscribers.len())
+            .field("subscribers", &self.subscribers.count_all())
             .field("extensions", &self.extensions)
             .field("metadata", &self.metadata)
             .finish()
@@ -230,8 +230,16 @@ impl SessionOptions {
 
     /// Receive every event from the start (including `session_started`).
     pub fn on_event(mut self, subscriber: impl FnMut(&Event) + Send + 'static) -> Self {
-        self.subscribers.push(Box::new(subscriber));
+        self.subscribers.add_permanent(Box::new(subscriber));
         self
+    }
+
+    /// Receive every event from the start (including `session_started`) as an async stream;
+    /// returns the options and the stream. See [`EventStream`] (in order, unbounded, ends when
+    /// the session is dropped).
+    pub fn event_stream(mut self) -> (Self, EventStream) {
+        let stream = self.subscribers.add_stream();
+        (self, stream)
     }
 
     /// Adds a value of the host's own to the session's [`Extensions`], which its tools
@@ -284,7 +292,10 @@ pub struct Session {
     pub(crate) history: Vec<DecidedRecord>,
     /// How many decision ids were given out.
     pub(crate) decisions: u64,
-    pub(crate) subscribers: Vec<Subscriber>,
+    /// Callbacks and streams; behind a mutex only so a streaming model can deliver text deltas
+    /// while the run loop lends it the conversation (everywhere else it is reached without
+    /// locking, through `&mut self`).
+    pub(crate) subscribers: Mutex<Subscribers>,
     /// The host's state for tools and models.
     pub(crate) extensions: Extensions,
     /// The host's metadata, persisted in the record.
@@ -334,7 +345,7 @@ impl Session {
             pending: None,
             history: Vec::new(),
             decisions: 0,
-            subscribers: options.subscribers,
+            subscribers: Mutex::new(options.subscribers),
             extensions: options.extensions,
             metadata: options.metadata.unwrap_or_default(),
             cancel: CancelHandle::default(),
@@ -407,7 +418,7 @@ impl Session {
                 record.history
             },
             decisions,
-            subscribers: options.subscribers,
+            subscribers: Mutex::new(options.subscribers),
             extensions: options.extensions,
             metadata: record.metadata,
             cancel: CancelHandle::default(),
@@ -491,8 +502,41 @@ impl Session {
     }
 
     /// Adds an event subscriber; it receives every event from now on, in order.
-    pub fn subscribe(&mut self, subscriber: impl FnMut(&Event) + Send + 'static) {
-        self.subscribers.push(Box::new(subscriber));
+    ///
+    /// Dropping the returned [`Subscription`] unsubscribes the callback;
+    /// [`Subscription::detach`] keeps it as long as the session lives. Callbacks run inside the
+    /// run loop, in order, and must not block; to process events elsewhere, use
+    /// [`Session::events`].
+    pub fn subscribe(&mut self, subscriber: impl FnMut(&Event) + Send + 'static) -> Subscription {
+        self.subscribers_mut().add_callback(Box::new(subscriber))
+    }
+
+    /// Every event from now on as an async stream, in order; see [`EventStream`] for
+    /// backpressure (unbounded). Dropping the stream unsubscribes it. To get `session_started`
+    /// too, use [`SessionOptions::event_stream`].
+    pub fn events(&mut self) -> EventStream {
+        self.subscribers_mut().add_stream()
+    }
+
+    /// How many callbacks and streams still listen (a dropped [`Subscription`] or
+    /// [`EventStream`] no longer counts).
+    pub fn subscriber_count(&mut self) -> usize {
+        self.subscribers_mut().len()
+    }
+
+    fn subscribers_mut(&mut self) -> &mut Subscribers {
+        self.subscribers
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Delivers `event` through `&self`, for a streaming model's text while the run loop lends
+    /// out the conversation.
+    pub(crate) fn deliver_shared(&self, event: &Event) {
+        self.subscribers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .deliver(event);
     }
 
     pub(crate) fn emit(&mut self, event: Event) {
@@ -500,9 +544,7 @@ impl Session {
             self.outbox.push(event);
             return;
         }
-        for subscriber in &mut self.subscribers {
-            subscriber(&event);
-        }
+        self.subscribers_mut().deliver(&event);
     }
 
     /// Finishes what an abandoned operation (a future dropped mid-save) left half done: a save

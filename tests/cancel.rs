@@ -124,6 +124,7 @@ impl LanguageModel for Model {
                 String::new()
             },
             tool_calls,
+            ..ModelResponse::default()
         })
     }
 }

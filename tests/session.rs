@@ -633,6 +633,7 @@ async fn tools_outside_the_mode_are_not_offered_and_not_executed() {
                     args: json!({}),
                 },
             ],
+            ..ModelResponse::default()
         },
         ReplayModel::call(
             "w2",
@@ -693,6 +694,7 @@ async fn calls_after_a_suspending_submit_plan_are_not_executed() {
                 args: json!({ "path": "p" }),
             },
         ],
+        ..ModelResponse::default()
     }]);
     let controller = controller(PLAN_BUILD, &ws, model);
     let recorder = Recorder::default();

@@ -353,3 +353,91 @@ async fn ctrl_c_while_the_model_works_names_the_current_mode() {
         text(&stderr)
     );
 }
+
+/// One streamed chat-completions reply as server-sent events: `chunks` are the `delta` objects.
+#[cfg(feature = "openai")]
+fn sse(chunks: &[serde_json::Value], finish: &str) -> String {
+    let mut body = String::new();
+    for (i, delta) in chunks.iter().enumerate() {
+        let last = i + 1 == chunks.len();
+        let chunk = serde_json::json!({
+            "id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": if last { Some(finish) } else { None }}],
+        });
+        body.push_str(&format!("data: {chunk}\n\n"));
+    }
+    body.push_str("data: [DONE]\n\n");
+    body
+}
+
+/// A model that says something hidden and writes a plan with hidden text in its arguments: the
+/// readable output shows every hiding character as an escape; `--json` keeps the exact text.
+#[cfg(feature = "openai")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_text_and_tool_arguments_are_shown_neutralised() {
+    use wiremock::matchers::method;
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    let said = "\u{1b}]0;owned\u{7}\u{1b}[2K\rPlanning \u{202e}now";
+    let args = serde_json::json!({"path": "p.md", "content": "# P\n\nRun \u{202e}it\u{200b}.\n"})
+        .to_string();
+    let first = sse(
+        &[
+            serde_json::json!({"content": said}),
+            serde_json::json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                "function": {"name": "write_plan", "arguments": args}}]}),
+        ],
+        "tool_calls",
+    );
+    let last = sse(&[serde_json::json!({"content": "done"})], "stop");
+    for json in [false, true] {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(
+                ResponseTemplate::new(200).set_body_raw(first.clone(), "text/event-stream"),
+            )
+            .up_to_n_times(1)
+            .mount(&server)
+            .await;
+        Mock::given(method("POST"))
+            .respond_with(
+                ResponseTemplate::new(200).set_body_raw(last.clone(), "text/event-stream"),
+            )
+            .mount(&server)
+            .await;
+        let ws = tempfile::tempdir().expect("tempdir");
+        let mut extra = vec!["--model", "openai/test-model"];
+        if json {
+            extra.push("--json");
+        }
+        let out = run(ws.path(), &extra)
+            .env("OPENAI_BASE_URL", format!("{}/v1", server.uri()))
+            .env_remove("OPENAI_API_KEY")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run");
+        let stdout = String::from_utf8(out.stdout).expect("utf-8");
+        assert_eq!(out.status.code(), Some(0), "{stdout}");
+        if json {
+            let texts: Vec<String> = stdout
+                .lines()
+                .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("JSON"))
+                .filter(|e| e["type"] == "assistant_message")
+                .map(|e| e["text"].as_str().expect("text").to_owned())
+                .collect();
+            assert!(
+                texts.iter().any(|t| t == said),
+                "exact in --json: {texts:?}"
+            );
+            continue;
+        }
+        for c in ['\u{1b}', '\r', '\u{7}', '\u{202e}', '\u{200b}'] {
+            assert!(!stdout.contains(c), "stdout holds {c:?}: {stdout:?}");
+        }
+        assert!(
+            stdout.contains("model: \\u{1b}]0;owned\\u{7}\\u{1b}[2K\\u{d}Planning \\u{202e}now"),
+            "{stdout}"
+        );
+        assert!(stdout.contains("Run \\u{202e}it\\u{200b}."), "{stdout}");
+    }
+}

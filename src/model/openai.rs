@@ -23,7 +23,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_openai::Client;
@@ -33,15 +32,16 @@ use async_openai::types::chat::{
     ChatCompletionMessageToolCall, ChatCompletionMessageToolCalls,
     ChatCompletionRequestAssistantMessage, ChatCompletionRequestMessage,
     ChatCompletionRequestSystemMessage, ChatCompletionRequestToolMessage,
-    ChatCompletionRequestUserMessage, ChatCompletionTool, ChatCompletionTools,
-    CreateChatCompletionRequest, CreateChatCompletionStreamResponse, FinishReason, FunctionCall,
-    FunctionObject,
+    ChatCompletionRequestUserMessage, ChatCompletionStreamOptions, ChatCompletionTool,
+    ChatCompletionTools, CreateChatCompletionRequest, CreateChatCompletionStreamResponse,
+    FinishReason, FunctionCall, FunctionObject,
 };
 use async_trait::async_trait;
 use futures_util::StreamExt;
 use serde_json::Value;
 
 use super::{LanguageModel, Message, ModelError, ModelErrorKind, ModelRequest, ModelResponse};
+use crate::event::TokenUsage;
 use crate::tool::{ToolCall, ToolSpec};
 
 /// The provider prefix of model ids this model serves: `openai/MODEL`.
@@ -209,9 +209,6 @@ impl OpenAiSettings {
     }
 }
 
-/// A callback receiving the model's text as it streams in, chunk by chunk.
-pub type TextDeltaHandler = Arc<dyn Fn(&str) + Send + Sync>;
-
 /// A [`LanguageModel`] talking to an OpenAI-compatible `/chat/completions` endpoint, streaming.
 ///
 /// # Examples
@@ -227,7 +224,6 @@ pub type TextDeltaHandler = Arc<dyn Fn(&str) + Send + Sync>;
 pub struct OpenAiModel {
     client: Client<OpenAIConfig>,
     settings: OpenAiSettings,
-    on_text: Option<TextDeltaHandler>,
 }
 
 impl fmt::Debug for OpenAiModel {
@@ -269,7 +265,6 @@ impl OpenAiModel {
         Ok(Self {
             client: Client::with_config(config).with_http_client(http),
             settings,
-            on_text: None,
         })
     }
 
@@ -279,12 +274,6 @@ impl OpenAiModel {
     /// As [`OpenAiModel::new`]: `OPENAI_API_KEY` unset while `OPENAI_BASE_URL` is unset too.
     pub fn from_env() -> Result<Self, ModelError> {
         Self::new(OpenAiSettings::from_env())
-    }
-
-    /// Calls `handler` with each text fragment as it streams in (for live output).
-    pub fn on_text_delta(mut self, handler: impl Fn(&str) + Send + Sync + 'static) -> Self {
-        self.on_text = Some(Arc::new(handler));
-        self
     }
 
     /// The settings in use.
@@ -385,6 +374,11 @@ fn chat_request(model: String, request: &ModelRequest<'_>) -> CreateChatCompleti
         messages,
         tools: (!tools.is_empty()).then_some(tools),
         stream: Some(true),
+        // The last chunk then carries the call's token usage (`model_end`).
+        stream_options: Some(ChatCompletionStreamOptions {
+            include_usage: Some(true),
+            ..Default::default()
+        }),
         ..Default::default()
     }
 }
@@ -465,6 +459,7 @@ struct StreamState {
     text: String,
     calls: BTreeMap<u32, PartialCall>,
     finish: Option<FinishReason>,
+    usage: Option<TokenUsage>,
     chunks: usize,
 }
 
@@ -472,6 +467,13 @@ impl StreamState {
     /// Folds one chunk in; returns its text delta, if any.
     fn push(&mut self, chunk: CreateChatCompletionStreamResponse) -> Option<String> {
         self.chunks += 1;
+        if let Some(usage) = chunk.usage {
+            self.usage = Some(TokenUsage {
+                prompt_tokens: usage.prompt_tokens.into(),
+                completion_tokens: usage.completion_tokens.into(),
+                total_tokens: usage.total_tokens.into(),
+            });
+        }
         let choice = chunk.choices.into_iter().find(|c| c.index == 0)?;
         if let Some(reason) = choice.finish_reason {
             self.finish = Some(reason);
@@ -521,6 +523,10 @@ impl StreamState {
             }
             Some(_) => {}
         }
+        // As the wire names it (`stop`, `tool_calls`, ...).
+        let finish_reason = serde_json::to_value(self.finish)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned));
         let tool_calls = self
             .calls
             .into_iter()
@@ -548,6 +554,8 @@ impl StreamState {
         Ok(ModelResponse {
             text: self.text,
             tool_calls,
+            finish_reason,
+            usage: self.usage,
         })
     }
 }
@@ -566,10 +574,8 @@ impl LanguageModel for OpenAiModel {
         let mut state = StreamState::default();
         while let Some(item) = stream.next().await {
             let chunk = item.map_err(|e| self.map_error(e))?;
-            if let Some(delta) = state.push(chunk)
-                && let Some(handler) = &self.on_text
-            {
-                handler(&delta);
+            if let Some(delta) = state.push(chunk) {
+                request.text.send(&delta);
             }
         }
         state.finish().map_err(|message| {

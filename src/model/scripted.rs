@@ -102,10 +102,12 @@ impl ScriptedModel {
                 name: name.to_owned(),
                 args,
             }],
+            ..ModelResponse::default()
         };
         let say = |text: String| ModelResponse {
             text,
             tool_calls: Vec::new(),
+            ..ModelResponse::default()
         };
         let feedback: Vec<&str> = turn
             .iter()
@@ -256,6 +258,7 @@ impl ReplayModel {
                 name: name.to_owned(),
                 args,
             }],
+            ..ModelResponse::default()
         }
     }
 
@@ -264,6 +267,7 @@ impl ReplayModel {
         ModelResponse {
             text: text.to_owned(),
             tool_calls: Vec::new(),
+            ..ModelResponse::default()
         }
     }
 }

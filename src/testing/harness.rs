@@ -362,6 +362,7 @@ impl Harness {
             Reply::Text(text) => Ok(ModelResponse {
                 text: text.clone(),
                 tool_calls: Vec::new(),
+                ..ModelResponse::default()
             }),
             Reply::Fail => Err(ModelError::new("scripted model failure")),
             Reply::Calls(calls) => Ok(ModelResponse {
@@ -377,6 +378,7 @@ impl Harness {
                         },
                     })
                     .collect(),
+                ..ModelResponse::default()
             }),
         }
     }

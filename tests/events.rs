@@ -1,0 +1,260 @@
+//! Events as an async stream beside callbacks: the same events in the same order, unsubscribing
+//! by dropping, `agent_start` when a suspended run resumes (also in another process), and
+//! `text_delta` / `model_end` from a streaming provider.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use agent_controller::model::scripted::ReplayModel;
+use agent_controller::{
+    AgentController, Decision, Event, MemoryStore, RunOutcome, SessionOptions, ToolRegistry,
+};
+use common::{PLAN_BUILD, Recorder, Workspace, graph, kinds, replay};
+use serde_json::json;
+
+fn plan_then_build(ws: &Workspace) -> Arc<ReplayModel> {
+    let path = ws.plan("p.md", "# P\n\n1. x\n");
+    replay(vec![
+        ReplayModel::call("c1", "submit_plan", json!({ "path": path })),
+        ReplayModel::text("building"),
+    ])
+}
+
+#[tokio::test]
+async fn a_stream_gets_the_same_events_as_a_callback_in_the_same_order() {
+    let ws = Workspace::new();
+    let controller = common::controller(PLAN_BUILD, &ws, plan_then_build(&ws));
+    let recorder = Recorder::default();
+    let (options, mut stream) = recorder.options().mode("plan").event_stream();
+    let mut session = controller.start_session(options).expect("session");
+    let mut late = session.events();
+    let RunOutcome::Suspended {
+        run_id,
+        tool_call_id,
+        ..
+    } = session.send_message("go").await.expect("run")
+    else {
+        panic!("suspends")
+    };
+    session
+        .resume(&run_id, &tool_call_id, Decision::approve())
+        .await
+        .expect("approve");
+    drop(session);
+    let mut streamed = Vec::new();
+    while let Some(event) = stream.next().await {
+        streamed.push(event);
+    }
+    let called = recorder.take();
+    assert_eq!(streamed, called);
+    assert_eq!(
+        kinds(&streamed),
+        [
+            "session_started",
+            "agent_start",
+            "tool_start",
+            "tool_suspended",
+            "agent_end",
+            "agent_start",
+            "tool_end",
+            "mode_changed",
+            "assistant_message",
+            "agent_end"
+        ]
+    );
+    // A stream made later sees everything from then on, and ends with the session.
+    let mut later = Vec::new();
+    while let Some(event) = late.next().await {
+        later.push(event);
+    }
+    assert_eq!(later, called[1..]);
+}
+
+#[tokio::test]
+async fn dropping_a_stream_or_a_subscription_unsubscribes_and_detach_keeps_it() {
+    let ws = Workspace::new();
+    let model = replay(vec![
+        ReplayModel::text("one"),
+        ReplayModel::text("two"),
+        ReplayModel::text("three"),
+    ]);
+    let controller = common::controller(PLAN_BUILD, &ws, model);
+    let mut session = controller
+        .start_session(SessionOptions::new())
+        .expect("session");
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let kept = Arc::new(Mutex::new(0usize));
+    let sink = seen.clone();
+    let subscription = session.subscribe(move |e| sink.lock().expect("lock").push(e.kind()));
+    let count = kept.clone();
+    session
+        .subscribe(move |_| *count.lock().expect("lock") += 1)
+        .detach();
+    let stream = session.events();
+    assert_eq!(session.subscriber_count(), 3);
+    session.send_message("1").await.expect("run");
+    assert_eq!(seen.lock().expect("lock").len(), 3);
+    drop(subscription);
+    drop(stream);
+    assert_eq!(session.subscriber_count(), 1, "only the detached callback");
+    session.send_message("2").await.expect("run");
+    assert_eq!(
+        seen.lock().expect("lock").len(),
+        3,
+        "no events after the drop"
+    );
+    assert_eq!(
+        *kept.lock().expect("lock"),
+        6,
+        "the detached callback stays"
+    );
+}
+
+#[tokio::test]
+async fn a_run_resumed_in_another_process_starts_again_before_its_events() {
+    let ws = Workspace::new();
+    let store = Arc::new(MemoryStore::new());
+    let build = |model| {
+        AgentController::builder(graph(PLAN_BUILD), model)
+            .tools(ToolRegistry::with_workspace_tools())
+            .workspace(ws.path())
+            .store(store.clone())
+            .build()
+            .expect("controller")
+    };
+    let model = plan_then_build(&ws);
+    let first = build(model.clone());
+    let mut session = first
+        .start_session(SessionOptions::new().mode("plan"))
+        .expect("session");
+    session.send_message("go").await.expect("run");
+    let id = session.id().to_owned();
+    drop(session);
+    // "Another process": a new controller over the same store.
+    let second = build(model);
+    let (options, mut events) = SessionOptions::new().event_stream();
+    let mut restored = second.restore_session(&id, options).await.expect("restore");
+    let pending = restored.pending().cloned().expect("pending");
+    restored
+        .resume(
+            pending.run_id(),
+            pending.tool_call_id(),
+            Decision::approve(),
+        )
+        .await
+        .expect("approve");
+    let first_event = events.try_next().expect("an event");
+    assert_eq!(
+        first_event,
+        Event::AgentStart {
+            run_id: pending.run_id().into(),
+            mode_id: "plan".into()
+        }
+    );
+}
+
+#[cfg(feature = "openai")]
+mod openai {
+    use agent_controller::TokenUsage;
+    use agent_controller::model::openai::{OpenAiModel, OpenAiSettings};
+    use serde_json::Value;
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    use super::*;
+
+    fn chunk(delta: Value, finish_reason: Option<&str>) -> Value {
+        json!({
+            "id": "chatcmpl-test", "object": "chat.completion.chunk", "created": 1_700_000_000,
+            "model": "test-model",
+            "choices": [{ "index": 0, "delta": delta, "finish_reason": finish_reason }]
+        })
+    }
+
+    #[tokio::test]
+    async fn streamed_text_arrives_as_text_delta_events_with_session_and_run_ids_then_usage() {
+        let mut body = String::new();
+        let mut chunks = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
+        for part in ["Hel", "lo, ", "world."] {
+            chunks.push(chunk(json!({ "content": part }), None));
+        }
+        chunks.push(chunk(json!({}), Some("stop")));
+        chunks.push(json!({
+            "id": "chatcmpl-test", "object": "chat.completion.chunk", "created": 1_700_000_000,
+            "model": "test-model", "choices": [],
+            "usage": { "prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17 }
+        }));
+        for c in chunks {
+            body.push_str(&format!("data: {c}\n\n"));
+        }
+        body.push_str("data: [DONE]\n\n");
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path("/v1/chat/completions"))
+            .respond_with(ResponseTemplate::new(200).set_body_raw(body, "text/event-stream"))
+            .mount(&server)
+            .await;
+        let settings = OpenAiSettings::new(format!("{}/v1", server.uri()))
+            .api_key("sk-test")
+            .default_model("openai/test-model");
+        let controller = AgentController::builder(
+            graph(PLAN_BUILD),
+            Arc::new(OpenAiModel::new(settings).expect("model")),
+        )
+        .tools(ToolRegistry::with_workspace_tools())
+        .build()
+        .expect("controller");
+        let mut session = controller
+            .start_session(SessionOptions::new().id("s-1"))
+            .expect("session");
+        let mut events = session.events();
+        session.send_message("Hi").await.expect("run");
+        drop(session);
+        let mut got = Vec::new();
+        while let Some(event) = events.next().await {
+            got.push(event);
+        }
+        let text_delta = |text: &str| Event::TextDelta {
+            session_id: "s-1".into(),
+            run_id: "run_1".into(),
+            text: text.into(),
+        };
+        assert_eq!(
+            got,
+            [
+                Event::AgentStart {
+                    run_id: "run_1".into(),
+                    mode_id: "build".into()
+                },
+                text_delta("Hel"),
+                text_delta("lo, "),
+                text_delta("world."),
+                Event::ModelEnd {
+                    run_id: "run_1".into(),
+                    finish_reason: Some("stop".into()),
+                    usage: Some(TokenUsage {
+                        prompt_tokens: 12,
+                        completion_tokens: 5,
+                        total_tokens: 17
+                    })
+                },
+                Event::AssistantMessage {
+                    run_id: "run_1".into(),
+                    text: "Hello, world.".into()
+                },
+                Event::AgentEnd {
+                    run_id: "run_1".into(),
+                    reason: agent_controller::event::EndReason::Complete
+                },
+            ]
+        );
+        assert_eq!(
+            serde_json::to_value(&got[1]).expect("json"),
+            json!({"type": "text_delta", "sessionId": "s-1", "runId": "run_1", "text": "Hel"})
+        );
+        let requests = server.received_requests().await.expect("requests");
+        let sent: Value = serde_json::from_slice(&requests[0].body).expect("json");
+        assert_eq!(sent["stream_options"]["include_usage"], true);
+    }
+}
