@@ -69,7 +69,14 @@ pub enum ConfigErrorKind {
     /// A warning, not an error ([`warnings`]): a planning mode offers no tool that can write a
     /// plan file, so a real model there cannot author a plan.
     NoPlanWriter,
+    /// `plansDir` is empty, absolute, or leaves the workspace (`..`).
+    InvalidPlansDir,
+    /// The file is not valid UTF-8 (the location is the first bad byte).
+    NotUtf8,
 }
+
+/// Largest config file read, in bytes (4 MiB).
+pub const MAX_CONFIG_BYTES: u64 = 4 * 1024 * 1024;
 
 /// A 1-based line and column in a config file (columns count characters, not bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -133,12 +140,12 @@ impl ConfigError {
         }
     }
 
-    fn io(origin: &str, err: &std::io::Error) -> Self {
+    fn io(origin: &str, message: String) -> Self {
         Self {
             kind: ConfigErrorKind::Io,
             origin: origin.to_owned(),
             location: None,
-            message: format!("cannot read config: {err}"),
+            message: format!("cannot read config: {message}"),
             snippet: String::new(),
         }
     }
@@ -389,9 +396,10 @@ struct RawConfig<'a> {
         schemars(with = "Option<String>", pattern(r"^[A-Za-z0-9_-]+$"))
     )]
     default_mode_id: Option<Spanned<Cow<'a, str>>>,
-    /// Where plans are written and read from, relative to the workspace unless absolute
-    /// (default `.agent/plans`).
-    plans_dir: Option<String>,
+    /// Where plans are written and read from: a relative path inside the workspace, without
+    /// `..` (default `.agent/plans`).
+    #[cfg_attr(feature = "schema", schemars(with = "Option<String>", length(min = 1)))]
+    plans_dir: Option<Spanned<String>>,
     /// The modes, in order; at least one.
     #[serde(default)]
     #[cfg_attr(feature = "schema", schemars(length(min = 1)))]
@@ -448,9 +456,56 @@ struct RawMode<'a> {
 /// [`ConfigErrorKind::Io`] when the file cannot be read, otherwise every error of [`parse`].
 pub fn load(path: impl AsRef<Path>) -> Result<ModeGraph, ConfigError> {
     let path = path.as_ref();
+    let text = read(path)?;
+    parse(&text, &path.display().to_string())
+}
+
+/// Reads a config file's text: a regular file (a FIFO or device such as `/dev/zero` is refused at
+/// once, without reading), at most [`MAX_CONFIG_BYTES`], valid UTF-8.
+///
+/// # Errors
+/// [`ConfigErrorKind::Io`] when the file cannot be read, is not a regular file or is too large;
+/// [`ConfigErrorKind::NotUtf8`] at the line and column of the first byte that is not UTF-8.
+pub fn read(path: impl AsRef<Path>) -> Result<String, ConfigError> {
+    let path = path.as_ref();
     let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::io(&origin, &e))?;
-    parse(&text, &origin)
+    let bytes = crate::jail::read_file(path, MAX_CONFIG_BYTES).map_err(|e| {
+        let message = match e {
+            crate::jail::JailError::NotAFile(_) => {
+                "not a regular file (a config must be a file, not a device, FIFO or folder)"
+                    .to_owned()
+            }
+            crate::jail::JailError::TooLarge { .. } => {
+                format!("larger than the limit of {MAX_CONFIG_BYTES} bytes")
+            }
+            crate::jail::JailError::NotFound(_) => "no such file".to_owned(),
+            crate::jail::JailError::Io(_, e) => e.to_string(),
+            other => other.to_string(),
+        };
+        ConfigError::io(&origin, message)
+    })?;
+    text_of(bytes, &origin)
+}
+
+/// The bytes as text, or [`ConfigErrorKind::NotUtf8`] at the first bad byte.
+fn text_of(bytes: Vec<u8>, origin: &str) -> Result<String, ConfigError> {
+    String::from_utf8(bytes).map_err(|e| {
+        let bad = e.utf8_error().valid_up_to();
+        let bytes = e.into_bytes();
+        // Text before the bad byte is unchanged by the lossy conversion, so `bad` is also the
+        // offset of its replacement character.
+        let lossy = String::from_utf8_lossy(&bytes);
+        let source = Source::new(origin, &lossy);
+        ConfigError::at(
+            ConfigErrorKind::NotUtf8,
+            &source,
+            bad..bad + 1,
+            format!(
+                "the config is not valid UTF-8: byte 0x{:02x} at offset {bad} (save the file as UTF-8)",
+                bytes[bad]
+            ),
+        )
+    })
 }
 
 /// Parses and validates config text; `origin` labels the text in error messages (a file name).
@@ -796,9 +851,19 @@ fn validate(
         ));
     }
 
-    let plans_dir = raw
-        .plans_dir
-        .unwrap_or_else(|| DEFAULT_PLANS_DIR.to_owned());
+    let plans_dir = match raw.plans_dir {
+        None => DEFAULT_PLANS_DIR.to_owned(),
+        Some(dir) => {
+            if let Some(problem) = plans_dir_problem(dir.get_ref()) {
+                errors.push(err(
+                    ConfigErrorKind::InvalidPlansDir,
+                    dir.span(),
+                    format!("plansDir `{}` {problem}", dir.get_ref()),
+                ));
+            }
+            dir.into_inner()
+        }
+    };
     Some(ModeGraph::new(
         modes,
         ModeId::from_index(default),
@@ -807,6 +872,40 @@ fn validate(
         source.origin.to_owned(),
         tool_refs,
     ))
+}
+
+/// Why `dir` cannot be the plans directory, or `None` when it is a relative path inside the
+/// workspace: at least one named folder, no `..`, not absolute.
+fn plans_dir_problem(dir: &str) -> Option<&'static str> {
+    use std::path::Component;
+    let path = Path::new(dir);
+    if path.has_root() || dir.starts_with(['/', '\\']) {
+        return Some(
+            "is absolute: plansDir must be a relative path inside the workspace (for example `.agent/plans`)",
+        );
+    }
+    let mut named = false;
+    for part in path.components() {
+        match part {
+            Component::Normal(_) => named = true,
+            Component::CurDir => {}
+            Component::ParentDir => {
+                return Some(
+                    "leaves the workspace: plansDir must be a relative path inside it, without `..`",
+                );
+            }
+            Component::RootDir | Component::Prefix(_) => {
+                return Some("is absolute: plansDir must be a relative path inside the workspace");
+            }
+        }
+    }
+    if named {
+        None
+    } else {
+        Some(
+            "names no folder: plansDir must be a non-empty relative path inside the workspace (for example `.agent/plans`)",
+        )
+    }
 }
 
 fn index_ids(index: &HashMap<Arc<str>, ModeId>) -> String {

@@ -63,6 +63,7 @@ pub mod display;
 pub mod error;
 pub mod event;
 pub mod extensions;
+pub mod jail;
 pub mod mode;
 pub mod model;
 pub mod run;
@@ -105,11 +106,12 @@ pub struct ReadmeDoctests;
 
 #[cfg(test)]
 mod tests {
-    /// The core (`default-features = false`) pulls at most 50 crates, counted as the README's
+    /// The core (`default-features = false`) pulls at most 55 crates (`cap-std`, the workspace
+    /// jail, brings about ten of them), counted as the README's
     /// "Features" section says: distinct name-and-version lines of the normal-dependency tree,
     /// without the crate itself.
     #[test]
-    fn core_dependency_count_is_at_most_50() {
+    fn core_dependency_count_is_at_most_55() {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
         let output = std::process::Command::new(cargo)
             .args([
@@ -138,7 +140,7 @@ mod tests {
             .filter(|line| !line.is_empty() && !line.starts_with("agent-controller "))
             .collect();
         assert!(
-            crates.len() <= 50,
+            crates.len() <= 55,
             "{} crates with default-features = false:\n{crates:#?}",
             crates.len()
         );

@@ -11,11 +11,13 @@ use std::sync::Arc;
 
 use agent_controller::diagram::{self, DiagramFormat};
 use agent_controller::display::{neutralize, neutralize_line};
+use agent_controller::jail::{self, Jail};
 use agent_controller::model::scripted::ScriptedModel;
 use agent_controller::store::open_store;
 use agent_controller::terminal::{self, PromptAnswer, SpinnerModel, StdinLines, Style};
 use agent_controller::tool::SUBMIT_PLAN;
 use agent_controller::tool::fs::PLAN_WRITING_TOOLS;
+use agent_controller::tool::submit_plan::{self, PlanError};
 use agent_controller::{
     AgentController, Decision, DecisionAction, Event, LanguageModel, ModeGraph, RunOutcome,
     Session, SessionError, SessionOptions, SuspendPayload, ToolRegistry, config,
@@ -366,8 +368,7 @@ fn writes_plans(tool: &str) -> bool {
 
 fn check(path: &Path) -> Outcome {
     let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Failure::invalid(format!("{origin}: cannot read config: {e}")))?;
+    let text = config::read(path).map_err(|e| Failure::invalid(neutralize(&e.to_string())))?;
     let tools = ToolRegistry::with_workspace_tools();
     let errors = config::check_with_tools(&text, &origin, |name| tools.knows(name));
     let warnings = config::warnings(&text, &origin, writes_plans);
@@ -484,54 +485,86 @@ fn openai_model(_: Option<&str>, _: Option<&Path>) -> Result<ScriptedModel, Fail
     ))
 }
 
-/// Places the plan the scripted model will submit, when it cannot write one itself.
+/// Places the plan the scripted model will submit, when it cannot write one itself: the file
+/// `--plan` names, checked as `submit_plan` checks a plan (`.md`, a regular file of at most 1 MiB,
+/// UTF-8, not blank) before anything is copied, or a plan written from the prompt. Never
+/// replaces a file in the plans directory (a pending plan of another session, or anything else):
+/// a taken name gets a fresh one (`name-2.md`).
 fn place_plan(
     args: &RunArgs,
     controller: &AgentController,
     start_offers_write_plan: bool,
+    start_offers_submit: bool,
 ) -> Result<Option<String>, Failure> {
-    let plans_dir = controller.plans_dir();
-    let workspace = controller.workspace();
-    let relative = |p: &Path| -> String {
-        let ws = workspace
-            .canonicalize()
-            .unwrap_or_else(|_| workspace.to_owned());
-        p.strip_prefix(&ws).unwrap_or(p).display().to_string()
-    };
-    let create_dir = || {
-        std::fs::create_dir_all(plans_dir)
-            .and_then(|()| plans_dir.canonicalize())
-            .map_err(|e| Failure::runtime(format!("cannot create {}: {e}", plans_dir.display())))
-    };
     if let Some(plan) = &args.plan {
-        let source = plan
-            .canonicalize()
-            .map_err(|e| Failure::invalid(format!("--plan {}: {e}", plan.display())))?;
-        let dir = create_dir()?;
-        if source.starts_with(&dir) {
-            return Ok(Some(relative(&source)));
+        let shown = plan.display().to_string();
+        let refused = |e: &dyn Display| Failure::invalid(neutralize_line(&format!("--plan: {e}")));
+        if !start_offers_submit {
+            let why = format!(
+                "{shown}: the start mode is not a planning mode (it does not offer {SUBMIT_PLAN}); start in one with --mode"
+            );
+            return Err(refused(&why));
         }
-        let name = source
+        if !submit_plan::is_markdown(&shown) {
+            return Err(refused(&PlanError::NotMarkdown(shown)));
+        }
+        let bytes = jail::read_file(plan, submit_plan::MAX_PLAN_BYTES).map_err(|e| match e {
+            jail::JailError::TooLarge { len, .. } => {
+                refused(&PlanError::TooLarge(shown.clone(), len))
+            }
+            other => refused(&format!("plan file {other}")),
+        })?;
+        submit_plan::capture_plan(&shown, &bytes).map_err(|e| refused(&e))?;
+        if let Some(inside) = inside_plans_dir(plan, controller) {
+            return Ok(Some(inside));
+        }
+        let name = plan
             .file_name()
             .ok_or_else(|| Failure::invalid("--plan names no file"))?;
-        let target = dir.join(name);
-        std::fs::copy(&source, &target)
-            .map_err(|e| Failure::runtime(format!("cannot copy the plan: {e}")))?;
+        let copied = write_into_plans_dir(controller, Path::new(name), &bytes)?;
         note!(
             "(copied {} to {})",
-            neutralize_line(&plan.display().to_string()),
-            neutralize_line(&relative(&target))
+            neutralize_line(&shown),
+            neutralize_line(&copied)
         );
-        return Ok(Some(relative(&target)));
+        return Ok(Some(copied));
     }
     if start_offers_write_plan {
         return Ok(None);
     }
-    let dir = create_dir()?;
-    let target = dir.join(ScriptedModel::plan_file_name(&args.prompt));
-    std::fs::write(&target, ScriptedModel::plan_for(&args.prompt, &[]))
-        .map_err(|e| Failure::runtime(format!("cannot write {}: {e}", target.display())))?;
-    Ok(Some(relative(&target)))
+    let name = ScriptedModel::plan_file_name(&args.prompt);
+    let text = ScriptedModel::plan_for(&args.prompt, &[]);
+    write_into_plans_dir(controller, Path::new(&name), text.as_bytes()).map(Some)
+}
+
+/// `plan`'s path relative to the workspace when it already lies inside the plans directory.
+fn inside_plans_dir(plan: &Path, controller: &AgentController) -> Option<String> {
+    let source = plan.canonicalize().ok()?;
+    let dir = controller.plans_dir().canonicalize().ok()?;
+    let rest = source.strip_prefix(&dir).ok()?;
+    let plans_rel = controller.modes().plans_dir();
+    Some(plans_rel.join(rest).display().to_string())
+}
+
+/// Writes `bytes` under a fresh name in the plans directory (through its directory handle);
+/// returns the path relative to the workspace.
+fn write_into_plans_dir(
+    controller: &AgentController,
+    name: &Path,
+    bytes: &[u8],
+) -> Result<String, Failure> {
+    let plans_rel = controller.modes().plans_dir();
+    let label = format!("the plans directory {}", plans_rel.display());
+    let written = Jail::open(controller.workspace())
+        .and_then(|ws| ws.subdir(plans_rel, true, &label))
+        .and_then(|plans| plans.write_new(name, bytes))
+        .map_err(|e| {
+            Failure::runtime(neutralize_line(&format!(
+                "cannot write the plan into {}: {e}",
+                plans_rel.display()
+            )))
+        })?;
+    Ok(plans_rel.join(written).display().to_string())
 }
 
 fn run(args: RunArgs) -> Outcome {
@@ -558,7 +591,7 @@ fn run(args: RunArgs) -> Outcome {
         .iter()
         .any(|s| &*s.name == SUBMIT_PLAN);
     let plan_path = if scripted && (offers_submit || args.plan.is_some()) {
-        place_plan(&args, &probe, offers_write_plan)?
+        place_plan(&args, &probe, offers_write_plan, offers_submit)?
     } else {
         None
     };

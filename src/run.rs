@@ -1,5 +1,10 @@
 //! The run loop: model call -> tool calls -> model call ..., until the model is done, a plan
 //! suspends the run, or the run fails; and the decision that resumes a suspended run.
+//!
+//! Run ids are per session: `run_1`, `run_2`, ... count the runs of one session, so every session
+//! has a `run_1`. A host that tracks runs of several sessions keys them by (session id, run id);
+//! [`crate::ToolContext`] and [`crate::ModelRequest`] carry both, and every event a session
+//! emits belongs to that session.
 
 use std::sync::Arc;
 
@@ -13,8 +18,9 @@ use crate::event::{
 use crate::mode::ModeId;
 use crate::model::{Message, ModelError, ModelErrorKind, ModelRequest, TextSink};
 use crate::session::{Session, SessionError};
+use crate::store::SessionStore;
 use crate::tool::submit_plan::{self, PlanSubmission, REJECTED_RESULT, SUBMIT_PLAN};
-use crate::tool::{ToolCall, ToolContext, ToolOutput};
+use crate::tool::{PendingPlans, ToolCall, ToolContext, ToolOutput};
 
 /// The lifecycle of one run; a `match` on it is the spine of the state machine.
 #[derive(
@@ -614,15 +620,16 @@ impl Session {
     async fn drive(&mut self, run_id: Arc<str>) -> Result<RunOutcome, SessionError> {
         let shared = self.shared.clone();
         let token = self.run_token.clone();
+        let model = self.model.clone().unwrap_or_else(|| shared.model.clone());
+        let max_steps = self.max_steps.unwrap_or(shared.max_steps);
         let mut steps = 0usize;
         loop {
             if token.is_cancelled() {
                 return self.abort_run(run_id).await;
             }
-            if steps >= shared.max_steps {
+            if steps >= max_steps {
                 let error = ModelError::new(format!(
-                    "the run exceeded its limit of {} model calls",
-                    shared.max_steps
+                    "the run exceeded its limit of {max_steps} model calls"
                 ))
                 .with_kind(ModelErrorKind::StepLimit);
                 return self.end_run(run_id, Err(error)).await;
@@ -651,9 +658,7 @@ impl Session {
                 extensions: &self.extensions,
                 text: TextSink::new(&deliver),
             };
-            let response = token
-                .run_until_cancelled(shared.model.generate(request))
-                .await;
+            let response = token.run_until_cancelled(model.generate(request)).await;
             let response = match response {
                 None => return self.abort_run(run_id).await,
                 Some(Ok(r)) => r,
@@ -740,6 +745,7 @@ impl Session {
             }
             let output = match (shared.tools.get(&name), args) {
                 (Some(tool), Some(args)) => {
+                    let pending_plans = StorePending(shared.store.as_ref());
                     let token = self.run_token.clone();
                     let ctx = ToolContext {
                         workspace: &shared.workspace,
@@ -750,6 +756,7 @@ impl Session {
                         tool_call_id: &id,
                         cancel: token.clone(),
                         extensions: &self.extensions,
+                        pending_plans: &pending_plans,
                     };
                     let output = token.run_until_cancelled(tool.execute(args, &ctx)).await;
                     match output {
@@ -841,5 +848,20 @@ impl Session {
             tool_call_id,
             payload,
         })
+    }
+}
+
+/// The plan files pending in the controller's store, read only when a tool asks (a tool that is
+/// about to change a file).
+struct StorePending<'a>(Option<&'a Arc<dyn SessionStore>>);
+
+#[async_trait::async_trait]
+impl PendingPlans for StorePending<'_> {
+    async fn pending_plan_paths(&self) -> Result<Vec<String>, String> {
+        let Some(store) = self.0 else {
+            return Ok(Vec::new());
+        };
+        let pending = store.list_pending().await.map_err(|e| e.to_string())?;
+        Ok(pending.into_iter().map(|p| p.plan_path).collect())
     }
 }

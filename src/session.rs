@@ -11,7 +11,7 @@ use crate::controller::Shared;
 use crate::event::{CancelReason, Event, EventStream, ModeChangeReason, Subscribers, Subscription};
 use crate::extensions::Extensions;
 use crate::mode::{Mode, ModeId};
-use crate::model::Message;
+use crate::model::{LanguageModel, Message};
 use crate::run::{Decision, PendingDecision, RunOutcome, RunState, decision_id_for};
 use crate::store::{
     DecidedRecord, PendingRecord, RunRecord, SCHEMA_VERSION, SessionRecord, StoreError,
@@ -196,6 +196,8 @@ pub struct SessionOptions {
     pub(crate) subscribers: Subscribers,
     pub(crate) extensions: Extensions,
     pub(crate) metadata: Option<Map<String, Value>>,
+    pub(crate) model: Option<Arc<dyn LanguageModel>>,
+    pub(crate) max_steps: Option<usize>,
 }
 
 impl std::fmt::Debug for SessionOptions {
@@ -206,6 +208,8 @@ impl std::fmt::Debug for SessionOptions {
             .field("subscribers", &self.subscribers.count_all())
             .field("extensions", &self.extensions)
             .field("metadata", &self.metadata)
+            .field("model", &self.model.as_ref().map(|_| "overridden"))
+            .field("max_steps", &self.max_steps)
             .finish()
     }
 }
@@ -274,12 +278,30 @@ impl SessionOptions {
         self.metadata = Some(metadata);
         self
     }
+
+    /// Drives this session's runs with `model` instead of the controller's
+    /// ([`crate::AgentController::builder`]). Kept in memory only: give it again to
+    /// [`crate::AgentController::restore_session`].
+    pub fn model(mut self, model: Arc<dyn LanguageModel>) -> Self {
+        self.model = Some(model);
+        self
+    }
+
+    /// Limits each run of this session to `steps` model calls (at least 1) instead of the
+    /// controller's limit ([`crate::AgentControllerBuilder::max_steps`]); a run that reaches it
+    /// fails with [`crate::ModelErrorKind::StepLimit`]. Kept in memory only, like
+    /// [`SessionOptions::model`].
+    pub fn max_steps(mut self, steps: usize) -> Self {
+        self.max_steps = Some(steps.max(1));
+        self
+    }
 }
 
 /// One conversation with a current mode. Created by [`crate::AgentController::start_session`].
 ///
 /// Every operation takes `&mut self`: one caller drives a session at a time, so two decisions can
-/// never race inside one process.
+/// never race inside one process. Run ids (`run_1`, `run_2`, ...) are unique within a session
+/// only: key runs of several sessions by (session id, run id).
 pub struct Session {
     pub(crate) shared: Arc<Shared>,
     pub(crate) id: Arc<str>,
@@ -300,6 +322,10 @@ pub struct Session {
     pub(crate) extensions: Extensions,
     /// The host's metadata, persisted in the record.
     pub(crate) metadata: Map<String, Value>,
+    /// The model of this session's runs, when not the controller's.
+    pub(crate) model: Option<Arc<dyn LanguageModel>>,
+    /// The step limit of this session's runs, when not the controller's.
+    pub(crate) max_steps: Option<usize>,
     /// Cancels the run in progress; shared with the host's handles.
     cancel: CancelHandle,
     /// The token of the run in progress (or of the last one).
@@ -348,6 +374,8 @@ impl Session {
             subscribers: Mutex::new(options.subscribers),
             extensions: options.extensions,
             metadata: options.metadata.unwrap_or_default(),
+            model: options.model,
+            max_steps: options.max_steps,
             cancel: CancelHandle::default(),
             run_token: CancellationToken::new(),
             version: 0,
@@ -421,6 +449,8 @@ impl Session {
             subscribers: Mutex::new(options.subscribers),
             extensions: options.extensions,
             metadata: record.metadata,
+            model: options.model,
+            max_steps: options.max_steps,
             cancel: CancelHandle::default(),
             run_token: CancellationToken::new(),
             version: record.version,

@@ -25,8 +25,14 @@ use crate::event::SuspendPayload;
 use crate::model::Message;
 use crate::run::RunState;
 
-/// The record layout version written by this crate; records of another version are refused.
-pub const SCHEMA_VERSION: u32 = 1;
+/// The record layout version this release writes: one version per release that changes the
+/// layout (0.1.0 wrote 1; 0.2.0 writes 2).
+///
+/// Loading migrates a record of an older version (fields added since take their defaults; it is
+/// saved in this version the next time the session changes), and refuses a record of a newer
+/// version with [`StoreError::NewerSchema`], leaving it untouched: hosts sharing a store can be
+/// upgraded one at a time, and an old host never overwrites what a newer one wrote.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Everything a session needs to continue in another process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -114,6 +120,9 @@ pub struct PendingSummary {
     /// [`crate::Decision::with_sha256`]).
     #[serde(default)]
     pub sha256: String,
+    /// The plan file's path as submitted (relative to the workspace, unless absolute).
+    #[serde(default)]
+    pub plan_path: String,
     /// When the session was last saved (seconds since the Unix epoch).
     pub updated_at: u64,
 }
@@ -130,6 +139,7 @@ impl SessionRecord {
             target_mode_id: p.suspend_payload.target_mode_id.to_string(),
             title: p.suspend_payload.submission.title.clone(),
             sha256: p.suspend_payload.submission.sha256.clone(),
+            plan_path: p.suspend_payload.submission.path.clone(),
             updated_at: self.updated_at,
         })
     }
@@ -161,6 +171,19 @@ pub enum StoreError {
         session_id: String,
         /// What is wrong.
         message: String,
+    },
+    /// The record was written by a newer release (its `schemaVersion` is above
+    /// [`SCHEMA_VERSION`]): this build cannot read it, and leaves it as it is. Upgrade this host.
+    #[error(
+        "session `{session_id}` was saved with record schema {found}, newer than the {supported} this build reads: upgrade agent-controller here; the record is left untouched"
+    )]
+    NewerSchema {
+        /// The session id.
+        session_id: String,
+        /// The record's schema version.
+        found: u64,
+        /// The newest version this build reads ([`SCHEMA_VERSION`]).
+        supported: u32,
     },
     /// The store itself failed (I/O, database): what it was doing, and the underlying error as
     /// [`std::error::Error::source`] where there is one. Build it with [`StoreError::backend`].
@@ -355,22 +378,42 @@ pub fn check_session_id(id: &str) -> Result<(), StoreError> {
     }
 }
 
-/// Parses a stored record, checking its schema version.
+/// Parses a stored record: a record of an older schema version is migrated, one of a newer
+/// version is refused ([`StoreError::NewerSchema`]), anything unreadable is
+/// [`StoreError::Corrupt`].
 pub(crate) fn decode(session_id: &str, bytes: &[u8]) -> Result<SessionRecord, StoreError> {
-    let record: SessionRecord = serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt {
+    let corrupt = |message: String| StoreError::Corrupt {
         session_id: session_id.to_owned(),
-        message: e.to_string(),
-    })?;
-    if record.schema_version != SCHEMA_VERSION {
-        return Err(StoreError::Corrupt {
+        message,
+    };
+    let mut value: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
+    let found = value
+        .get("schemaVersion")
+        .and_then(serde_json::Value::as_u64)
+        .ok_or_else(|| corrupt("the record has no numeric schemaVersion".to_owned()))?;
+    if found > u64::from(SCHEMA_VERSION) {
+        return Err(StoreError::NewerSchema {
             session_id: session_id.to_owned(),
-            message: format!(
-                "schema version {} is not the supported {SCHEMA_VERSION}",
-                record.schema_version
-            ),
+            found,
+            supported: SCHEMA_VERSION,
         });
     }
-    Ok(record)
+    if found == 0 {
+        return Err(corrupt("schema version 0 was never written".to_owned()));
+    }
+    migrate(&mut value);
+    serde_json::from_value(value).map_err(|e| corrupt(e.to_string()))
+}
+
+/// Brings a record of an older schema version to [`SCHEMA_VERSION`], one step per version.
+///
+/// 1 -> 2 (0.1.0 -> 0.2.0): every field added in 0.2.0 (such as `metadata`) is optional and
+/// takes its default when absent, so only the version number changes.
+fn migrate(value: &mut serde_json::Value) {
+    if let Some(record) = value.as_object_mut() {
+        record.insert("schemaVersion".to_owned(), SCHEMA_VERSION.into());
+    }
 }
 
 /// Checks that a save's new version follows the expected one.

@@ -83,7 +83,8 @@ impl ToolOutput {
 pub struct ToolContext<'a> {
     /// The workspace root; relative paths are resolved against it.
     pub workspace: &'a Path,
-    /// The plans directory (absolute, inside or outside the workspace).
+    /// The plans directory: the workspace joined with the config's `plansDir`, which lies inside
+    /// the workspace.
     pub plans_dir: &'a Path,
     /// The id of the mode the call runs in.
     pub mode_id: &'a str,
@@ -100,6 +101,9 @@ pub struct ToolContext<'a> {
     pub cancel: CancellationToken,
     /// The host's state for this session ([`crate::SessionOptions::extension`]).
     pub extensions: &'a Extensions,
+    /// The plan files pending a decision in any session of the store; tools must not change
+    /// them (the workspace tools refuse to, or write the new plan under a fresh name).
+    pub pending_plans: &'a dyn PendingPlans,
 }
 
 impl<'a> ToolContext<'a> {
@@ -115,7 +119,59 @@ impl<'a> ToolContext<'a> {
             tool_call_id: "",
             cancel: CancellationToken::new(),
             extensions: &crate::extensions::EMPTY,
+            pending_plans: &(),
         }
+    }
+
+    /// The same context, telling the tools which plan files are pending a decision.
+    pub fn with_pending_plans(mut self, pending_plans: &'a dyn PendingPlans) -> Self {
+        self.pending_plans = pending_plans;
+        self
+    }
+}
+
+impl std::fmt::Debug for dyn PendingPlans + '_ {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PendingPlans")
+    }
+}
+
+/// Tells a tool which plan files are pending a decision, asked only when a tool is about to
+/// change a file (the store behind it may have to be read).
+///
+/// # Examples
+/// ```
+/// use agent_controller::tool::PendingPlans;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let pending = vec![".agent/plans/add-dark-mode.md".to_owned()];
+/// assert_eq!(pending.pending_plan_paths().await.unwrap(), [".agent/plans/add-dark-mode.md"]);
+/// assert!(().pending_plan_paths().await.unwrap().is_empty());
+/// # }
+/// ```
+#[async_trait]
+pub trait PendingPlans: Send + Sync {
+    /// The paths of the pending plan files, relative to the workspace (as submitted).
+    ///
+    /// # Errors
+    /// A message when they cannot be known (the store cannot be read); tools then refuse to
+    /// change files rather than risk changing a pending plan.
+    async fn pending_plan_paths(&self) -> Result<Vec<String>, String>;
+}
+
+/// A fixed list of pending plan paths.
+#[async_trait]
+impl PendingPlans for Vec<String> {
+    async fn pending_plan_paths(&self) -> Result<Vec<String>, String> {
+        Ok(self.clone())
+    }
+}
+
+/// No plan is pending.
+#[async_trait]
+impl PendingPlans for () {
+    async fn pending_plan_paths(&self) -> Result<Vec<String>, String> {
+        Ok(Vec::new())
     }
 }
 

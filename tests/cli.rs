@@ -189,13 +189,17 @@ fn run_with_case_plan_files_suspends_or_refuses_as_expected() {
                 assert_eq!(mode_changes(&events), [("plan", "build")], "{name}");
             }
             _ => {
-                assert_eq!(
-                    out.status.code(),
-                    Some(NOT_APPROVED),
-                    "{name}: never approved"
+                // `--plan` checks the file before it copies anything or starts a session.
+                assert_eq!(out.status.code(), Some(INVALID), "{name} is refused");
+                assert!(
+                    suspended.is_none() && events.is_empty(),
+                    "{name}: no session"
                 );
-                assert!(suspended.is_none(), "{name} is refused");
-                assert!(mode_changes(&events).is_empty(), "{name}");
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                assert!(stderr.contains(name.as_str()), "{name}: {stderr}");
+                let plans = ws.path().join(".agent/plans");
+                let copied = std::fs::read_dir(&plans).map_or(0, |d| d.count());
+                assert_eq!(copied, 0, "{name}: nothing copied");
             }
         }
     }
@@ -698,4 +702,158 @@ fn a_closed_stdout_ends_quietly() {
             stderr(&out)
         );
     }
+}
+
+/// Runs the binary with `args`, killing it (and failing) if it has not ended within 20 s.
+fn within_20s(mut cmd: Command) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let started = std::time::Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("the command hung: {cmd:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("output")
+}
+
+fn plan_run(ws: &Path, plan: &Path) -> Command {
+    let mut cmd = bin();
+    cmd.args(["run", "--config", SHIPPED, "--workspace"])
+        .arg(ws)
+        .args(["--mode", "plan", "--approve", "--json", "--plan"])
+        .arg(plan)
+        .arg("Add dark mode");
+    cmd
+}
+
+#[test]
+fn plan_naming_a_fifo_or_device_is_refused_at_once() {
+    let ws = Workspace::new();
+    let fifo = ws.path().join("plan.md");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo")
+            .success()
+    );
+    let out = within_20s(plan_run(ws.path(), &fifo));
+    assert_eq!(out.status.code(), Some(INVALID));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("not a regular file"), "{stderr}");
+    let inside = ws.path().join(".agent/plans/pipe.md");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&inside)
+            .status()
+            .expect("mkfifo")
+            .success()
+    );
+    let out = within_20s(plan_run(ws.path(), &inside));
+    assert_eq!(out.status.code(), Some(INVALID));
+}
+
+#[test]
+fn plan_copy_never_writes_through_a_symlink_or_over_another_file() {
+    let ws = Workspace::new();
+    let outside = tempfile::tempdir().expect("outside");
+    let plans = ws.path().join(".agent/plans");
+    // The plans directory already holds `add.md` as a dangling link to the outside, and another
+    // session's pending `mine.md`.
+    std::os::unix::fs::symlink(outside.path().join("new.txt"), plans.join("add.md"))
+        .expect("symlink");
+    std::fs::write(plans.join("mine.md"), "# Mine\n\n1. Mine\n").expect("write");
+    let source = tempfile::tempdir().expect("source");
+    for name in ["add.md", "mine.md"] {
+        let plan = source.path().join(name);
+        std::fs::write(&plan, "# Other\n\n1. Other\n").expect("write");
+        let out = within_20s(plan_run(ws.path(), &plan));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let events = events(&out);
+        let suspended = events
+            .iter()
+            .find(|e| e["type"] == "tool_suspended")
+            .expect("suspended");
+        let stem = name.trim_end_matches(".md");
+        assert_eq!(
+            suspended["suspendPayload"]["path"],
+            format!(".agent/plans/{stem}-2.md"),
+            "a fresh name"
+        );
+    }
+    assert_eq!(std::fs::read_dir(outside.path()).expect("dir").count(), 0);
+    assert_eq!(
+        std::fs::read_to_string(plans.join("mine.md")).expect("read"),
+        "# Mine\n\n1. Mine\n",
+        "the other plan is unchanged"
+    );
+}
+
+#[test]
+fn plan_is_checked_before_anything_is_copied() {
+    let ws = Workspace::new();
+    let source = tempfile::tempdir().expect("source");
+    let cases: [(&str, &[u8], &str); 4] = [
+        ("notes.txt", b"# Plan\n", ".md"),
+        ("blank.md", b" \n\n", "empty"),
+        ("latin1.md", b"# Caf\xe9\n", "UTF-8"),
+        ("huge.md", &[b'x'; 1024 * 1024 + 1], "1 MiB"),
+    ];
+    for (name, bytes, says) in cases {
+        let plan = source.path().join(name);
+        std::fs::write(&plan, bytes).expect("write");
+        let out = within_20s(plan_run(ws.path(), &plan));
+        assert_eq!(out.status.code(), Some(INVALID), "{name}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(says), "{name}: {stderr}");
+    }
+    // Not a planning mode: nothing to submit the plan in.
+    let plan = source.path().join("ok.md");
+    std::fs::write(&plan, "# Plan\n\n1. Go\n").expect("write");
+    let mut cmd = bin();
+    cmd.args(["run", "--config", SHIPPED, "--workspace"])
+        .arg(ws.path())
+        .args(["--mode", "build", "--approve", "--plan"])
+        .arg(&plan);
+    let out = within_20s(cmd);
+    assert_eq!(out.status.code(), Some(INVALID));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("planning mode"));
+    let plans = ws.path().join(".agent/plans");
+    assert_eq!(
+        std::fs::read_dir(plans).expect("dir").count(),
+        0,
+        "nothing copied"
+    );
+}
+
+#[test]
+fn check_refuses_devices_and_non_utf8_configs_with_a_location() {
+    let mut cmd = bin();
+    cmd.args(["check", "/dev/zero"]);
+    let out = within_20s(cmd);
+    assert_eq!(out.status.code(), Some(INVALID));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a regular file"));
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("modes.toml");
+    std::fs::write(&path, b"[[modes]]\nid = \"b\xff\"\n").expect("write");
+    let mut cmd = bin();
+    cmd.arg("check").arg(&path);
+    let out = within_20s(cmd);
+    assert_eq!(out.status.code(), Some(INVALID));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("{}:2:8:", path.display())),
+        "{stderr}"
+    );
 }

@@ -136,6 +136,7 @@ fn invalid_cases_report_their_kind() {
             "target-without-submit-plan.toml",
             ConfigErrorKind::TargetWithoutSubmitPlan,
         ),
+        ("plans-dir-outside.toml", ConfigErrorKind::InvalidPlansDir),
     ];
     for (name, kind) in cases {
         let err = config::load(fixture(&format!("configs/invalid/{name}"))).expect_err(name);
@@ -288,6 +289,93 @@ fn the_known_ids_in_a_message_are_listed_once() {
         "{}",
         unknown.message()
     );
+}
+
+#[test]
+fn plans_dir_must_be_a_non_empty_relative_path_inside_the_workspace() {
+    let refused = [
+        "/",
+        "",
+        "../x",
+        ".",
+        "./",
+        "a/../../b",
+        "a/../b",
+        "/tmp/plans",
+    ];
+    for dir in refused {
+        let text = format!(
+            "defaultModeId = \"build\"\nplansDir = \"{dir}\"\n\n[[modes]]\nid = \"build\"\n"
+        );
+        let err = config::parse(&text, "modes.toml").expect_err(dir);
+        assert_eq!(err.kind(), ConfigErrorKind::InvalidPlansDir, "{dir}: {err}");
+        assert_eq!(
+            err.location().map(|l| (l.line, l.column)),
+            Some((2, 12)),
+            "{dir}: {err}"
+        );
+        assert!(err.to_string().contains("plansDir"), "{err}");
+        // `check` reports it with the other errors, at the same place.
+        let all = config::check(&text, "modes.toml");
+        assert_eq!(all.len(), 1, "{dir}: {all:?}");
+    }
+    for dir in [".agent/plans", "plans", "./docs/plans", "a/b/c"] {
+        let text = format!("plansDir = \"{dir}\"\n[[modes]]\nid = \"build\"\n");
+        let graph = config::parse(&text, "modes.toml").unwrap_or_else(|e| panic!("{dir}: {e}"));
+        assert_eq!(graph.plans_dir(), std::path::Path::new(dir));
+    }
+}
+
+#[test]
+fn a_config_that_is_not_utf8_is_an_error_at_the_first_bad_byte() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("modes.toml");
+    let mut bytes = b"[[modes]]\nid = \"b\"\nname = \"Bu".to_vec();
+    bytes.extend_from_slice(&[0xff, 0xfe]);
+    bytes.extend_from_slice(b"ild\"\n");
+    std::fs::write(&path, &bytes).expect("write");
+    let err = config::load(&path).expect_err("not UTF-8");
+    assert_eq!(err.kind(), ConfigErrorKind::NotUtf8, "{err}");
+    let loc = err.location().expect("a location");
+    assert_eq!((loc.line, loc.column), (3, 11), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with(&format!("{}:3:11: ", path.display())),
+        "{err}"
+    );
+    assert!(err.to_string().contains("UTF-8"), "{err}");
+}
+
+#[test]
+fn configs_that_are_not_regular_files_or_too_large_are_refused_at_once() {
+    let started = std::time::Instant::now();
+    // /dev/zero never ends: reading it grew to gigabytes before.
+    let err = config::load("/dev/zero").expect_err("a device");
+    assert_eq!(err.kind(), ConfigErrorKind::Io, "{err}");
+    assert!(err.to_string().contains("not a regular file"), "{err}");
+    // A config linked to it, as `config/modes.toml -> /dev/zero`.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let link = dir.path().join("modes.toml");
+    std::os::unix::fs::symlink("/dev/zero", &link).expect("symlink");
+    let err = config::load(&link).expect_err("a link to a device");
+    assert!(err.to_string().contains("not a regular file"), "{err}");
+    // A FIFO with no writer would block a plain read for ever.
+    let fifo = dir.path().join("fifo.toml");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(status.success());
+    let err = config::load(&fifo).expect_err("a FIFO");
+    assert!(err.to_string().contains("not a regular file"), "{err}");
+    // Over the 4 MiB limit.
+    let big = dir.path().join("big.toml");
+    let mut text = "[[modes]]\nid = \"b\"\n".to_owned();
+    text.push_str(&"#".repeat(config::MAX_CONFIG_BYTES as usize));
+    std::fs::write(&big, text).expect("write");
+    let err = config::load(&big).expect_err("too large");
+    assert!(err.to_string().contains("limit"), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
 }
 
 /// A graph built in code is validated by the rules of a TOML config: each case gives the same

@@ -172,7 +172,7 @@ async fn a_corrupt_record_is_a_typed_error() {
     .expect("write");
     assert!(matches!(
         store.load("f").await,
-        Err(StoreError::Corrupt { .. })
+        Err(StoreError::NewerSchema { found: 99, .. })
     ));
 }
 
@@ -735,4 +735,100 @@ fn a_backend_failure_keeps_the_io_error_as_its_source() {
         error,
         agent_controller::Error::Store(StoreError::Backend { .. })
     ));
+}
+
+/// A record written by 0.1.0 (schema 1, copied from a `run --store DIR --detach` of that
+/// release) loads, is migrated to the current schema, restores with its pending plan, and is
+/// saved in the current schema at the next change.
+#[tokio::test]
+async fn a_record_of_schema_1_is_migrated_on_load_and_saved_in_the_current_schema() {
+    let ws = Workspace::new();
+    let dir = ws.path().join("sessions");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let v1 = common::read_fixture("records/schema-1.pending.json");
+    let raw: serde_json::Value = serde_json::from_str(&v1).expect("json");
+    assert_eq!(raw["schemaVersion"], 1);
+    let id = raw["sessionId"].as_str().expect("id").to_owned();
+    std::fs::write(dir.join(format!("{id}.pending.json")), &v1).expect("write");
+
+    let store = Arc::new(FileStore::open(&dir).expect("store"));
+    let record = store.load(&id).await.expect("load").expect("exists");
+    assert_eq!(record.schema_version, SCHEMA_VERSION);
+    assert_eq!(record.mode_id, "plan");
+    assert!(
+        record.metadata.is_empty(),
+        "a field added since takes its default"
+    );
+
+    let model = Arc::new(ReplayModel::new([ReplayModel::text("building")]));
+    let controller = controller_with(PLAN_BUILD, &ws, model, store.clone());
+    let mut session = controller
+        .restore_session(&id, SessionOptions::new())
+        .await
+        .expect("restore");
+    let pending = session.pending().expect("the plan is still pending");
+    let (run_id, call_id) = (
+        pending.run_id().to_owned(),
+        pending.tool_call_id().to_owned(),
+    );
+    session
+        .resume(&run_id, &call_id, Decision::approve())
+        .await
+        .expect("approve");
+    assert_eq!(session.mode().id(), "build");
+    let saved: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join(format!("{id}.json"))).expect("read"))
+            .expect("json");
+    assert_eq!(saved["schemaVersion"], SCHEMA_VERSION);
+}
+
+/// A record of a newer schema (a later release, with fields this build does not know) is
+/// refused with a typed error and never overwritten: not by a load, a restore or a save.
+#[tokio::test]
+async fn a_record_of_a_newer_schema_is_refused_and_never_overwritten() {
+    let ws = Workspace::new();
+    let dir = ws.path().join("sessions");
+    let store = Arc::new(FileStore::open(&dir).expect("store"));
+    let mut newer = serde_json::to_value(record("s-newer", 3, false)).expect("json");
+    newer["schemaVersion"] = json!(SCHEMA_VERSION + 1);
+    newer["fieldFromTheFuture"] = json!({"a": 1});
+    let bytes = serde_json::to_vec(&newer).expect("json");
+    let path = dir.join("s-newer.json");
+    std::fs::write(&path, &bytes).expect("write");
+
+    let err = store.load("s-newer").await.expect_err("refused");
+    assert_eq!(
+        err,
+        StoreError::NewerSchema {
+            session_id: "s-newer".to_owned(),
+            found: u64::from(SCHEMA_VERSION + 1),
+            supported: SCHEMA_VERSION,
+        }
+    );
+    assert!(err.to_string().contains("upgrade"), "{err}");
+
+    let controller = controller_with(
+        PLAN_BUILD,
+        &ws,
+        Arc::new(ReplayModel::new([])),
+        store.clone(),
+    );
+    let restored = controller
+        .restore_session("s-newer", SessionOptions::new())
+        .await
+        .expect_err("refused");
+    assert!(
+        matches!(
+            restored,
+            SessionError::Store(StoreError::NewerSchema { .. })
+        ),
+        "{restored:?}"
+    );
+    // A save that believes it follows version 3 is refused too.
+    let save = store.save(&record("s-newer", 4, false), Some(3)).await;
+    assert!(
+        matches!(save, Err(StoreError::NewerSchema { .. })),
+        "{save:?}"
+    );
+    assert_eq!(std::fs::read(&path).expect("read"), bytes, "untouched");
 }

@@ -158,16 +158,25 @@ async fn a_symlink_inside_the_plans_directory_pointing_outside_is_refused() {
         matches!(outcome, RunOutcome::Completed { .. }),
         "{outcome:?}"
     );
-    // A symlinked plans directory entry pointing inside it is fine.
+    // A relative symlink that stays inside the plans directory is followed.
     ws.plan("real.md", "# Real\n\nsteps\n");
-    std::os::unix::fs::symlink(
-        ws.path().join(".agent/plans/real.md"),
-        ws.path().join(".agent/plans/alias.md"),
-    )
-    .expect("symlink");
+    std::os::unix::fs::symlink("real.md", ws.path().join(".agent/plans/alias.md"))
+        .expect("symlink");
     let (outcome, _) = submit(&ws, ".agent/plans/alias.md").await;
     assert!(
         matches!(outcome, RunOutcome::Suspended { .. }),
+        "{outcome:?}"
+    );
+    // An absolute symlink is refused even when it points inside: the jail resolves every path
+    // beneath its directory handle, and an absolute target starts outside it.
+    std::os::unix::fs::symlink(
+        ws.path().join(".agent/plans/real.md"),
+        ws.path().join(".agent/plans/absolute.md"),
+    )
+    .expect("symlink");
+    let (outcome, _) = submit(&ws, ".agent/plans/absolute.md").await;
+    assert!(
+        matches!(outcome, RunOutcome::Completed { .. }),
         "{outcome:?}"
     );
 }

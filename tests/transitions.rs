@@ -462,7 +462,13 @@ proptest! {
         match (config::load(&path), std::str::from_utf8(&bytes)) {
             (Ok(_), _) => {}
             (Err(e), Ok(text)) => assert_names_a_line(text, &e)?,
-            (Err(e), Err(_)) => prop_assert_eq!(e.kind(), ConfigErrorKind::Io),
+            (Err(e), Err(bad)) => {
+                // Not UTF-8: an error at the line of the first bad byte, not a bare I/O error.
+                prop_assert_eq!(e.kind(), ConfigErrorKind::NotUtf8);
+                let before = &bytes[..bad.valid_up_to()];
+                let line = 1 + before.iter().filter(|&&b| b == b'\n').count();
+                prop_assert_eq!(e.location().map(|l| l.line), Some(line));
+            }
         }
     }
 

@@ -134,7 +134,8 @@ impl ModeGraphBuilder {
         self
     }
 
-    /// The plans directory (`plansDir`), relative to the workspace unless absolute.
+    /// The plans directory (`plansDir`): a relative path inside the workspace, without `..`
+    /// (`build` refuses others with [`ConfigErrorKind::InvalidPlansDir`](super::ConfigErrorKind)).
     pub fn plans_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.plans_dir = Some(dir.into());
         self

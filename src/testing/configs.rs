@@ -206,7 +206,7 @@ pub fn valid_configs(known_tools: &[impl AsRef<str>]) -> BoxedStrategy<ConfigSpe
             let default = (0..4u8, 0..n);
             let plans_dir = proptest::option::weighted(
                 0.3,
-                proptest::sample::select(vec![".agent/plans", "plans", "docs/plans/v1", "."]),
+                proptest::sample::select(vec![".agent/plans", "plans", "docs/plans/v1", "./notes"]),
             );
             (modes, default, plans_dir)
         })

@@ -2,16 +2,17 @@
 //! `read_file`, `list_files`, `write_file` and `write_plan`. The CLI registers them; a harness can
 //! too ([`crate::ToolRegistry::with_workspace_tools`]).
 
-use std::path::{Component, Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use super::{Tool, ToolContext, ToolOutput};
+use super::{Tool, ToolContext, ToolOutput, submit_plan};
+use crate::jail::{self, FileId, Jail, JailError};
 
-/// Largest file `read_file` returns, in bytes.
-const MAX_READ_BYTES: u64 = 256 * 1024;
+/// Largest file `read_file` returns, in bytes (256 KiB).
+pub const MAX_READ_BYTES: u64 = 256 * 1024;
 
 /// The workspace tools a model can write a plan file with: a planning mode that offers none of
 /// them cannot author a plan ([`crate::ModeGraph::planning_modes_without_plan_writer`]).
@@ -27,42 +28,22 @@ pub fn workspace_tools() -> Vec<Arc<dyn Tool>> {
     ]
 }
 
-/// Resolves `path` against `base` without touching the disk, refusing `..` that climbs above it,
-/// then checks that the deepest existing ancestor, after symlinks, is still inside `root`.
-fn confine(root: &Path, base: &Path, path: &str) -> Result<PathBuf, String> {
-    let candidate = base.join(path);
-    let mut normal = PathBuf::new();
-    for part in candidate.components() {
-        match part {
-            Component::ParentDir => {
-                if !normal.pop() {
-                    return Err(format!("path `{path}` leaves the allowed directory"));
-                }
-            }
-            Component::CurDir => {}
-            other => normal.push(other.as_os_str()),
-        }
-    }
-    let root = root
-        .canonicalize()
-        .map_err(|e| format!("cannot resolve {}: {e}", root.display()))?;
-    let mut existing = normal.as_path();
-    let resolved = loop {
-        match existing.canonicalize() {
-            Ok(p) => break p,
-            Err(_) => match existing.parent() {
-                Some(parent) => existing = parent,
-                None => return Err(format!("cannot resolve path `{path}`")),
-            },
-        }
-    };
-    if !resolved.starts_with(&root) {
-        return Err(format!(
-            "path `{path}` is outside {}: access refused",
-            root.display()
-        ));
-    }
-    Ok(normal)
+/// The workspace as a jail, and `path` (as the model gave it) relative to it.
+fn in_workspace(ctx: &ToolContext<'_>, path: &str) -> Result<(Jail, PathBuf), JailError> {
+    let rel = jail::relative_to(ctx.workspace, path)?;
+    Ok((Jail::open(ctx.workspace)?, rel))
+}
+
+/// The identities of the plan files pending a decision, which no tool may change.
+async fn protected(workspace: &Jail, ctx: &ToolContext<'_>) -> Result<Vec<FileId>, String> {
+    let paths = ctx.pending_plans.pending_plan_paths().await.map_err(|e| {
+        format!("cannot tell which plan files are pending a decision, so no file is written: {e}")
+    })?;
+    Ok(paths
+        .iter()
+        .filter_map(|p| jail::relative_to(ctx.workspace, p).ok())
+        .filter_map(|rel| workspace.file_id(&rel))
+        .collect())
 }
 
 fn str_arg<'a>(args: &'a Value, key: &str) -> Result<&'a str, String> {
@@ -103,17 +84,13 @@ impl Tool for ReadFile {
         path_schema(Value::Null)
     }
     async fn execute(&self, args: &Value, ctx: &ToolContext<'_>) -> ToolOutput {
-        let result = str_arg(args, "path")
-            .and_then(|p| confine(ctx.workspace, ctx.workspace, p))
-            .and_then(|p| {
-                let len = std::fs::metadata(&p).map_err(|e| e.to_string())?.len();
-                if len > MAX_READ_BYTES {
-                    return Err(format!(
-                        "file is {len} bytes; the limit is {MAX_READ_BYTES}"
-                    ));
-                }
-                std::fs::read_to_string(&p).map_err(|e| e.to_string())
-            });
+        let result = str_arg(args, "path").and_then(|path| {
+            let (workspace, rel) = in_workspace(ctx, path).map_err(|e| e.to_string())?;
+            let bytes = workspace
+                .read(&rel, MAX_READ_BYTES)
+                .map_err(|e| e.to_string())?;
+            String::from_utf8(bytes).map_err(|_| format!("`{path}` is not valid UTF-8 text"))
+        });
         match result {
             Ok(text) => ToolOutput::ok(text),
             Err(e) => ToolOutput::error(e),
@@ -143,46 +120,17 @@ impl Tool for ListFiles {
         })
     }
     async fn execute(&self, args: &Value, ctx: &ToolContext<'_>) -> ToolOutput {
-        let path = args.get("path").and_then(Value::as_str).unwrap_or(".");
-        let result = confine(ctx.workspace, ctx.workspace, path).and_then(|dir| {
-            let mut names = Vec::new();
-            for entry in std::fs::read_dir(&dir).map_err(|e| e.to_string())? {
-                let entry = entry.map_err(|e| e.to_string())?;
-                let mut name = entry.file_name().to_string_lossy().into_owned();
-                if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                    name.push('/');
-                }
-                names.push(name);
-            }
-            names.sort();
-            Ok(names.join("\n"))
-        });
+        let path = args
+            .get("path")
+            .and_then(Value::as_str)
+            .filter(|p| !p.is_empty())
+            .unwrap_or(".");
+        let result = in_workspace(ctx, path).and_then(|(workspace, rel)| workspace.list(&rel));
         match result {
-            Ok(text) => ToolOutput::ok(text),
-            Err(e) => ToolOutput::error(e),
+            Ok(names) => ToolOutput::ok(names.join("\n")),
+            Err(e) => ToolOutput::error(e.to_string()),
         }
     }
-}
-
-fn write_confined(root: &Path, base: &Path, args: &Value) -> Result<PathBuf, String> {
-    let path = str_arg(args, "path")?;
-    let content = str_arg(args, "content")?;
-    let target = confine(root, base, path)?;
-    if let Some(parent) = target.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
-    }
-    std::fs::write(&target, content).map_err(|e| e.to_string())?;
-    Ok(target)
-}
-
-fn shown(workspace: &Path, path: &Path) -> String {
-    let workspace = workspace
-        .canonicalize()
-        .unwrap_or_else(|_| workspace.to_owned());
-    path.strip_prefix(&workspace)
-        .unwrap_or(path)
-        .display()
-        .to_string()
 }
 
 /// `write_file { path, content }`: writes a file inside the workspace, creating folders.
@@ -201,9 +149,21 @@ impl Tool for WriteFile {
         path_schema(json!({ "content": { "type": "string" } }))
     }
     async fn execute(&self, args: &Value, ctx: &ToolContext<'_>) -> ToolOutput {
-        match write_confined(ctx.workspace, ctx.workspace, args) {
-            Ok(p) => ToolOutput::ok(format!("Wrote {}", shown(ctx.workspace, &p))),
-            Err(e) => ToolOutput::error(e),
+        let (path, content) = match (str_arg(args, "path"), str_arg(args, "content")) {
+            (Ok(path), Ok(content)) => (path, content),
+            (Err(e), _) | (_, Err(e)) => return ToolOutput::error(e),
+        };
+        let (workspace, rel) = match in_workspace(ctx, path) {
+            Ok(found) => found,
+            Err(e) => return ToolOutput::error(e.to_string()),
+        };
+        let protected = match protected(&workspace, ctx).await {
+            Ok(ids) => ids,
+            Err(e) => return ToolOutput::error(e),
+        };
+        match workspace.write(&rel, content.as_bytes(), &protected) {
+            Ok(()) => ToolOutput::ok(format!("Wrote {}", rel.display())),
+            Err(e) => ToolOutput::error(e.to_string()),
         }
     }
 }
@@ -228,12 +188,47 @@ impl Tool for WritePlan {
         path_schema(json!({ "content": { "type": "string" } }))
     }
     async fn execute(&self, args: &Value, ctx: &ToolContext<'_>) -> ToolOutput {
-        if let Err(e) = std::fs::create_dir_all(ctx.plans_dir) {
-            return ToolOutput::error(format!("cannot create the plans directory: {e}"));
-        }
-        match write_confined(ctx.plans_dir, ctx.plans_dir, args) {
-            Ok(p) => ToolOutput::ok(shown(ctx.workspace, &p)),
+        match write_plan(args, ctx).await {
+            Ok(path) => ToolOutput::ok(path),
             Err(e) => ToolOutput::error(e),
         }
     }
+}
+
+/// Writes the plan of a `write_plan` call; returns its path relative to the workspace. A plan
+/// file that is pending a decision is never replaced: the new plan gets a fresh name beside it.
+async fn write_plan(args: &Value, ctx: &ToolContext<'_>) -> Result<String, String> {
+    let path = str_arg(args, "path")?;
+    let content = str_arg(args, "content")?;
+    if !submit_plan::is_markdown(path) {
+        return Err(format!(
+            "plan file `{path}` is not a markdown file: the name must end in .md"
+        ));
+    }
+    let plans_rel = jail::inside(ctx.workspace, ctx.plans_dir).ok_or_else(|| {
+        format!(
+            "the plans directory {} is not inside the workspace {}",
+            ctx.plans_dir.display(),
+            ctx.workspace.display()
+        )
+    })?;
+    let rel = jail::relative_to(ctx.plans_dir, path).map_err(|e| e.to_string())?;
+    let workspace = Jail::open(ctx.workspace).map_err(|e| e.to_string())?;
+    let label = format!("the plans directory {}", plans_rel.display());
+    let plans = workspace
+        .subdir(&plans_rel, true, &label)
+        .map_err(|e| format!("cannot create the plans directory: {e}"))?;
+    let protected = protected(&workspace, ctx).await?;
+    let pending = plans
+        .file_id(&rel)
+        .is_some_and(|id| protected.contains(&id));
+    let written = if pending {
+        plans.write_new(&rel, content.as_bytes())
+    } else {
+        plans
+            .write(&rel, content.as_bytes(), &protected)
+            .map(|()| rel)
+    };
+    let written = written.map_err(|e| e.to_string())?;
+    Ok(plans_rel.join(written).display().to_string())
 }

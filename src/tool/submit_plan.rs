@@ -4,7 +4,6 @@
 //! The file is read once, at submit time ([`read_plan`]); what the user approves is exactly what
 //! was captured (its SHA-256 travels with the suspension), not whatever the file holds later.
 
-use std::fs::File;
 use std::path::Path;
 
 use async_trait::async_trait;
@@ -13,6 +12,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::{Tool, ToolContext, ToolOutput};
+use crate::jail::{self, Jail, JailError};
 
 /// The name of the built-in plan tool.
 pub const SUBMIT_PLAN: &str = "submit_plan";
@@ -162,9 +162,19 @@ pub fn path_arg(args: &Value) -> Result<&str, PlanError> {
         .ok_or(PlanError::MissingPath)
 }
 
-/// Resolves `path` (relative to `workspace` unless absolute), checks it is a `.md` file inside
-/// `plans_dir` after symlinks, reads it (at most [`MAX_PLAN_BYTES`]) and captures title, body and
-/// SHA-256. Sub-folders of the plans directory are fine.
+/// Whether `path` names a markdown file (ends in `.md`, any case).
+pub fn is_markdown(path: &str) -> bool {
+    Path::new(path)
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("md"))
+}
+
+/// Reads the plan file at `path` (relative to `workspace`, or absolute under it) and captures
+/// it ([`capture_plan`]). The file must be a `.md` regular file inside `plans_dir` (which lies
+/// inside `workspace`), at most [`MAX_PLAN_BYTES`]; sub-folders of the plans directory are fine.
+/// It is opened through a directory handle on the plans directory ([`crate::jail`]): a symlink
+/// that leaves the plans directory, a FIFO or a device is refused at once.
 ///
 /// # Errors
 /// Every [`PlanError`] but `MissingPath`: not `.md`, missing, outside the plans directory, not a
@@ -174,20 +184,48 @@ pub fn read_plan(
     plans_dir: &Path,
     path: &str,
 ) -> Result<PlanSubmission, PlanError> {
-    let has_md = Path::new(path)
-        .extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| e.eq_ignore_ascii_case("md"));
-    if !has_md {
+    if !is_markdown(path) {
         return Err(PlanError::NotMarkdown(path.to_owned()));
     }
-    let joined = workspace.join(path);
-    let file = match open_without_symlinks(&joined, plans_dir) {
-        Some(file) => file,
-        None => open_resolved(&joined, plans_dir, path)?,
+    let shown_dir = || plans_dir.display().to_string();
+    let outside = || PlanError::OutsidePlansDir(path.to_owned(), shown_dir());
+    let plans_rel = jail::inside(workspace, plans_dir).ok_or_else(outside)?;
+    let rel = jail::relative_to(workspace, path).map_err(|_| outside())?;
+    let rel = jail::normalize(&rel).ok_or_else(outside)?;
+    let in_plans = rel.strip_prefix(&plans_rel).map_err(|_| outside())?;
+    let from_jail = |e: JailError| match e {
+        JailError::Outside(..) => outside(),
+        JailError::NotFound(_) => PlanError::NotFound(path.to_owned(), shown_dir()),
+        JailError::NotAFile(_) => PlanError::NotAFile(path.to_owned()),
+        JailError::TooLarge { len, .. } => PlanError::TooLarge(path.to_owned(), len),
+        other => PlanError::Io(path.to_owned(), other.to_string()),
     };
-    let bytes = read_limited(file, path)?;
-    let text = std::str::from_utf8(&bytes).map_err(|_| PlanError::NotUtf8(path.to_owned()))?;
+    let plans = Jail::open(workspace)
+        .and_then(|ws| ws.subdir(&plans_rel, false, &shown_dir()))
+        .map_err(from_jail)?;
+    let bytes = plans.read(in_plans, MAX_PLAN_BYTES).map_err(from_jail)?;
+    capture_plan(path, &bytes)
+}
+
+/// Captures plan text read from `path`: checks it is UTF-8 and not blank, splits title and body
+/// ([`parse_plan`]) and hashes the bytes.
+///
+/// # Errors
+/// [`PlanError::TooLarge`] over [`MAX_PLAN_BYTES`], [`PlanError::NotUtf8`],
+/// [`PlanError::Empty`] for empty or blank text.
+///
+/// # Examples
+/// ```
+/// use agent_controller::tool::submit_plan::capture_plan;
+/// let plan = capture_plan("p.md", b"# Add dark mode\r\n\r\n1. Theme\r\n").unwrap();
+/// assert_eq!((plan.title.as_str(), plan.plan.as_str()), ("Add dark mode", "1. Theme"));
+/// assert!(capture_plan("p.md", b" \n").is_err());
+/// ```
+pub fn capture_plan(path: &str, bytes: &[u8]) -> Result<PlanSubmission, PlanError> {
+    if bytes.len() as u64 > MAX_PLAN_BYTES {
+        return Err(PlanError::TooLarge(path.to_owned(), bytes.len() as u64));
+    }
+    let text = std::str::from_utf8(bytes).map_err(|_| PlanError::NotUtf8(path.to_owned()))?;
     if text.trim_start_matches('\u{feff}').trim().is_empty() {
         return Err(PlanError::Empty(path.to_owned()));
     }
@@ -201,80 +239,8 @@ pub fn read_plan(
         path: path.to_owned(),
         title: title.to_owned(),
         plan,
-        sha256: sha256_hex(&bytes),
+        sha256: sha256_hex(bytes),
     })
-}
-
-/// The fast path of [`read_plan`]: when `joined` lies inside `plans_dir` by its text alone (no
-/// `..`), opening it with `RESOLVE_NO_SYMLINKS` proves that no component of the path is a
-/// symlink, so the file really is inside the plans directory. One system call instead of the
-/// two `realpath`s of [`open_resolved`] (a `readlink` per path component).
-///
-/// `None` whenever this cannot decide (a symlink on the path, `..`, an error, an old kernel):
-/// [`open_resolved`] then decides exactly as before, with the same errors.
-#[cfg(target_os = "linux")]
-fn open_without_symlinks(joined: &Path, plans_dir: &Path) -> Option<File> {
-    use rustix::fs::{Mode, OFlags, ResolveFlags};
-    use std::path::Component;
-    let inside = joined.strip_prefix(plans_dir).ok()?;
-    let lexical = |p: &Path| p.components().all(|c| c != Component::ParentDir);
-    if inside.as_os_str().is_empty() || !lexical(joined) || !lexical(plans_dir) {
-        return None;
-    }
-    let fd = rustix::fs::openat2(
-        rustix::fs::CWD,
-        joined,
-        OFlags::RDONLY | OFlags::CLOEXEC,
-        Mode::empty(),
-        ResolveFlags::NO_SYMLINKS,
-    )
-    .ok()?;
-    Some(File::from(fd))
-}
-
-#[cfg(not(target_os = "linux"))]
-fn open_without_symlinks(_: &Path, _: &Path) -> Option<File> {
-    None
-}
-
-/// Resolves `joined` and `plans_dir` after symlinks, checks that the file is inside, and opens it.
-fn open_resolved(joined: &Path, plans_dir: &Path, path: &str) -> Result<File, PlanError> {
-    let shown_dir = || plans_dir.display().to_string();
-    let resolved = match joined.canonicalize() {
-        Ok(p) => p,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(PlanError::NotFound(path.to_owned(), shown_dir()));
-        }
-        Err(e) => return Err(PlanError::Io(path.to_owned(), e.to_string())),
-    };
-    let root = plans_dir
-        .canonicalize()
-        .map_err(|_| PlanError::OutsidePlansDir(path.to_owned(), shown_dir()))?;
-    if !resolved.starts_with(&root) {
-        return Err(PlanError::OutsidePlansDir(path.to_owned(), shown_dir()));
-    }
-    File::open(&resolved).map_err(|e| PlanError::Io(path.to_owned(), e.to_string()))
-}
-
-fn read_limited(file: File, shown: &str) -> Result<Vec<u8>, PlanError> {
-    use std::io::Read;
-    let io = |e: std::io::Error| PlanError::Io(shown.to_owned(), e.to_string());
-    let meta = file.metadata().map_err(io)?;
-    if !meta.is_file() {
-        return Err(PlanError::NotAFile(shown.to_owned()));
-    }
-    if meta.len() > MAX_PLAN_BYTES {
-        return Err(PlanError::TooLarge(shown.to_owned(), meta.len()));
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    // Read one byte past the limit so a file that grew since the metadata call is still caught.
-    file.take(MAX_PLAN_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(io)?;
-    if bytes.len() as u64 > MAX_PLAN_BYTES {
-        return Err(PlanError::TooLarge(shown.to_owned(), bytes.len() as u64));
-    }
-    Ok(bytes)
 }
 
 /// Lower-case hex SHA-256 of `bytes` (64 characters).

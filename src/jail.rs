@@ -1,0 +1,390 @@
+//! A directory that file operations cannot leave: the workspace (or the plans directory) the
+//! tools work in.
+//!
+//! Every operation goes through a directory handle ([`cap_std::fs::Dir`]), never through a path
+//! string that is checked first and opened later: the kernel resolves each path beneath the handle
+//! (`openat2` with `RESOLVE_BENEATH` where Linux has it, otherwise `cap-std` walks the path one
+//! component at a time with `O_NOFOLLOW`). A symlink that stays inside is followed; one that
+//! leaves (absolute, `..` past the root, dangling to the outside, or swapped in while a call
+//! runs) is refused. Only regular files are read or written, checked on the opened handle: a
+//! FIFO, device or socket is opened non-blocking and refused at once.
+
+use std::io::{Read, Write};
+use std::path::{Component, Path, PathBuf};
+
+use cap_std::ambient_authority;
+use cap_std::fs::{Dir, File, MetadataExt, OpenOptions, OpenOptionsExt};
+
+/// `O_NONBLOCK`: opening a FIFO or device never waits (for a writer, a carrier, ...); on a
+/// regular file it changes nothing.
+const NONBLOCK: i32 = rustix::fs::OFlags::NONBLOCK.bits() as i32;
+
+/// Why a jailed file operation was refused; the message names the path as it was given.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JailError {
+    /// The path, or a symlink on it, leads outside the directory.
+    #[error("path `{0}` leads outside {1}: access refused")]
+    Outside(String, String),
+    /// Nothing exists at the path.
+    #[error("`{0}` does not exist")]
+    NotFound(String),
+    /// The path names something other than a regular file (a directory, FIFO, device, socket).
+    #[error("`{0}` is not a regular file")]
+    NotAFile(String),
+    /// The file is larger than the operation's limit.
+    #[error("`{path}` is larger than {limit} bytes ({len} bytes)")]
+    TooLarge {
+        /// The path as given.
+        path: String,
+        /// The size found, in bytes (at least `limit + 1`).
+        len: u64,
+        /// The limit, in bytes.
+        limit: u64,
+    },
+    /// The file is a plan that is pending a decision; it cannot change until it is decided.
+    #[error(
+        "`{0}` is a plan file pending a decision: it cannot be changed until the plan is decided; write to another file"
+    )]
+    PendingPlan(String),
+    /// The file has other hard links, which may lie outside; it is not written through.
+    #[error("`{0}` has other hard links: refusing to write through it")]
+    HardLinked(String),
+    /// Another I/O error.
+    #[error("`{0}`: {1}")]
+    Io(String, #[source] std::io::Error),
+}
+
+/// The identity of a file (device and inode), to recognise one file under any of its names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FileId {
+    dev: u64,
+    ino: u64,
+}
+
+/// A directory handle that every path is resolved beneath; see the [module docs](self).
+#[derive(Debug)]
+pub struct Jail {
+    dir: Dir,
+    label: String,
+}
+
+impl Jail {
+    /// Opens the directory at `path` (relative to the current directory, or absolute) as a jail.
+    ///
+    /// # Errors
+    /// [`JailError::NotFound`] or [`JailError::Io`] when it cannot be opened as a directory.
+    pub fn open(path: &Path) -> Result<Self, JailError> {
+        let label = path.display().to_string();
+        let dir = Dir::open_ambient_dir(path, ambient_authority())
+            .map_err(|e| io_error(&label, &label, e))?;
+        Ok(Self { dir, label })
+    }
+
+    /// The directory `path` inside this one, created first when `create` is set, as a jail of its
+    /// own (named `label` in messages).
+    ///
+    /// # Errors
+    /// [`JailError::Outside`] when `path` leads outside, [`JailError::NotFound`] or
+    /// [`JailError::Io`] when it cannot be created or opened.
+    pub fn subdir(&self, path: &Path, create: bool, label: &str) -> Result<Self, JailError> {
+        let shown = path.display().to_string();
+        if create {
+            self.dir
+                .create_dir_all(path)
+                .map_err(|e| io_error(&shown, &self.label, e))?;
+        }
+        let dir = self
+            .dir
+            .open_dir(path)
+            .map_err(|e| io_error(&shown, &self.label, e))?;
+        Ok(Self {
+            dir,
+            label: label.to_owned(),
+        })
+    }
+
+    /// Reads the regular file at `path`, at most `limit` bytes.
+    ///
+    /// # Errors
+    /// [`JailError::Outside`], [`JailError::NotFound`], [`JailError::NotAFile`] (also for a
+    /// FIFO or device, at once), [`JailError::TooLarge`], [`JailError::Io`].
+    pub fn read(&self, path: &Path, limit: u64) -> Result<Vec<u8>, JailError> {
+        let shown = path.display().to_string();
+        let mut options = OpenOptions::new();
+        options.read(true).custom_flags(NONBLOCK);
+        let file = self
+            .dir
+            .open_with(path, &options)
+            .map_err(|e| io_error(&shown, &self.label, e))?;
+        read_regular(file, &shown, limit)
+    }
+
+    /// The identity of the file at `path`, or `None` when it cannot be opened inside.
+    pub fn file_id(&self, path: &Path) -> Option<FileId> {
+        let mut options = OpenOptions::new();
+        options.read(true).custom_flags(NONBLOCK);
+        let file = self.dir.open_with(path, &options).ok()?;
+        let meta = file.metadata().ok()?;
+        Some(FileId {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        })
+    }
+
+    /// The entries of the directory at `path`, sorted, directories with a trailing `/`.
+    ///
+    /// # Errors
+    /// [`JailError::Outside`], [`JailError::NotFound`], [`JailError::Io`] (also when `path` is
+    /// not a directory).
+    pub fn list(&self, path: &Path) -> Result<Vec<String>, JailError> {
+        let shown = path.display().to_string();
+        let err = |e| io_error(&shown, &self.label, e);
+        let mut names = Vec::new();
+        for entry in self.dir.read_dir(path).map_err(err)? {
+            let entry = entry.map_err(err)?;
+            let mut name = entry.file_name().to_string_lossy().into_owned();
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                name.push('/');
+            }
+            names.push(name);
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    /// Writes `bytes` to the regular file at `path`, creating it and its folders, replacing its
+    /// content. A file whose identity is in `protected` (plans pending a decision) is not
+    /// touched, nor is one with other hard links.
+    ///
+    /// # Errors
+    /// [`JailError::Outside`], [`JailError::NotAFile`], [`JailError::PendingPlan`],
+    /// [`JailError::HardLinked`], [`JailError::Io`].
+    pub fn write(&self, path: &Path, bytes: &[u8], protected: &[FileId]) -> Result<(), JailError> {
+        let shown = path.display().to_string();
+        let err = |e| io_error(&shown, &self.label, e);
+        self.create_parent(path, &shown)?;
+        let mut options = OpenOptions::new();
+        // No truncation before the handle is checked: a FIFO or a protected file stays as it is.
+        options.write(true).create(true).custom_flags(NONBLOCK);
+        let mut file = self.dir.open_with(path, &options).map_err(err)?;
+        let meta = file.metadata().map_err(err)?;
+        if !meta.is_file() {
+            return Err(JailError::NotAFile(shown));
+        }
+        let id = FileId {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        };
+        if protected.contains(&id) {
+            return Err(JailError::PendingPlan(shown));
+        }
+        if meta.nlink() > 1 {
+            return Err(JailError::HardLinked(shown));
+        }
+        file.set_len(0).map_err(err)?;
+        file.write_all(bytes).map_err(err)?;
+        Ok(())
+    }
+
+    /// Writes `bytes` to a new file named `path`, or, when that name is taken by anything (a
+    /// file, a folder, a symlink, dangling or not), to `stem-2.ext`, `stem-3.ext`, ...; never
+    /// replaces an existing file. A file that already holds exactly `bytes` is reused. Returns
+    /// the path written (or reused).
+    ///
+    /// # Errors
+    /// [`JailError::Outside`], [`JailError::Io`] (also when no free name is found).
+    pub fn write_new(&self, path: &Path, bytes: &[u8]) -> Result<PathBuf, JailError> {
+        let shown = path.display().to_string();
+        self.create_parent(path, &shown)?;
+        for n in 1..=1000 {
+            let candidate = numbered(path, n);
+            let mut options = OpenOptions::new();
+            // O_CREAT | O_EXCL: never follows a symlink, dangling or not.
+            options.write(true).create_new(true).custom_flags(NONBLOCK);
+            match self.dir.open_with(&candidate, &options) {
+                Ok(mut file) => {
+                    let shown = candidate.display().to_string();
+                    file.write_all(bytes)
+                        .map_err(|e| io_error(&shown, &self.label, e))?;
+                    return Ok(candidate);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let limit = bytes.len() as u64;
+                    if self.read(&candidate, limit).is_ok_and(|old| old == bytes) {
+                        return Ok(candidate);
+                    }
+                }
+                Err(e) => return Err(io_error(&shown, &self.label, e)),
+            }
+        }
+        Err(JailError::Io(
+            shown,
+            std::io::Error::other("no free file name (tried 1000)"),
+        ))
+    }
+
+    fn create_parent(&self, path: &Path, shown: &str) -> Result<(), JailError> {
+        match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => self
+                .dir
+                .create_dir_all(parent)
+                .map_err(|e| io_error(shown, &self.label, e)),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// `path` with `-n` added to its stem for `n > 1` (`plan.md`, `plan-2.md`, ...).
+fn numbered(path: &Path, n: u32) -> PathBuf {
+    if n == 1 {
+        return path.to_owned();
+    }
+    let stem = path
+        .file_stem()
+        .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}-{n}.{}", ext.to_string_lossy()),
+        None => format!("{stem}-{n}"),
+    };
+    path.with_file_name(name)
+}
+
+/// The path a model gave, relative to `root`: relative paths as they are, absolute ones only when
+/// they lie under `root` (as given or after resolving `root`'s symlinks).
+///
+/// # Errors
+/// [`JailError::Outside`] for an absolute path elsewhere.
+pub fn relative_to(root: &Path, path: &str) -> Result<PathBuf, JailError> {
+    let given = Path::new(path);
+    if !given.has_root() {
+        return Ok(given.to_owned());
+    }
+    let outside = || JailError::Outside(path.to_owned(), root.display().to_string());
+    let stripped = |root: &Path| {
+        given
+            .strip_prefix(root)
+            .ok()
+            .filter(|_| root.has_root())
+            .map(Path::to_owned)
+    };
+    if let Some(rel) = stripped(root) {
+        return Ok(rel);
+    }
+    let canonical = root.canonicalize().map_err(|_| outside())?;
+    stripped(&canonical).ok_or_else(outside)
+}
+
+/// Where `path` lies inside `root`, as a normalized relative path of at least one component;
+/// `None` when it is not under `root` (lexically) or is `root` itself.
+pub(crate) fn inside(root: &Path, path: &Path) -> Option<PathBuf> {
+    let rel = path.strip_prefix(root).ok()?;
+    normalize(rel).filter(|rel| !rel.as_os_str().is_empty())
+}
+
+/// `path` without `.` components and with `..` applied to the components before it; `None` when
+/// a `..` climbs above the start or the path is absolute.
+pub(crate) fn normalize(path: &Path) -> Option<PathBuf> {
+    let mut normal = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::Normal(name) => normal.push(name),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !normal.pop() {
+                    return None;
+                }
+            }
+            Component::RootDir | Component::Prefix(_) => return None,
+        }
+    }
+    Some(normal)
+}
+
+/// Reads the regular file at `path` (any path the user names, not jailed), at most `limit`
+/// bytes: opened non-blocking and checked on the handle, so a FIFO or device is refused at once.
+///
+/// # Errors
+/// [`JailError::NotFound`], [`JailError::NotAFile`], [`JailError::TooLarge`], [`JailError::Io`].
+pub fn read_file(path: &Path, limit: u64) -> Result<Vec<u8>, JailError> {
+    let shown = path.display().to_string();
+    let mut options = OpenOptions::new();
+    options.read(true).custom_flags(NONBLOCK);
+    let file = File::open_ambient_with(path, &options, ambient_authority())
+        .map_err(|e| io_error(&shown, "", e))?;
+    read_regular(file, &shown, limit)
+}
+
+fn read_regular(file: File, shown: &str, limit: u64) -> Result<Vec<u8>, JailError> {
+    let io = |e| JailError::Io(shown.to_owned(), e);
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(JailError::NotAFile(shown.to_owned()));
+    }
+    let too_large = |len| JailError::TooLarge {
+        path: shown.to_owned(),
+        len,
+        limit,
+    };
+    if meta.len() > limit {
+        return Err(too_large(meta.len()));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    // One byte past the limit, so a file that grew since the metadata call is still caught.
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(bytes)
+}
+
+fn io_error(shown: &str, root: &str, e: std::io::Error) -> JailError {
+    use std::io::ErrorKind;
+    let escape = e.kind() == ErrorKind::PermissionDenied
+        && e.to_string().contains("outside of the filesystem");
+    match e.kind() {
+        _ if escape => JailError::Outside(shown.to_owned(), root.to_owned()),
+        ErrorKind::NotFound => JailError::NotFound(shown.to_owned()),
+        _ => JailError::Io(shown.to_owned(), e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbered_names_keep_the_extension() {
+        assert_eq!(numbered(Path::new("a/plan.md"), 1), Path::new("a/plan.md"));
+        assert_eq!(
+            numbered(Path::new("a/plan.md"), 3),
+            Path::new("a/plan-3.md")
+        );
+        assert_eq!(numbered(Path::new("notes"), 2), Path::new("notes-2"));
+    }
+
+    #[test]
+    fn normalize_refuses_climbing_and_roots() {
+        assert_eq!(
+            normalize(Path::new("./a/../b/./c")),
+            Some(PathBuf::from("b/c"))
+        );
+        assert_eq!(normalize(Path::new("a/../../b")), None);
+        assert_eq!(normalize(Path::new("/etc")), None);
+    }
+
+    #[test]
+    fn absolute_paths_count_only_under_the_root() {
+        assert_eq!(
+            relative_to(Path::new("/ws"), "/ws/a/b").expect("under the root"),
+            Path::new("a/b")
+        );
+        assert!(relative_to(Path::new("/ws"), "/etc/passwd").is_err());
+        assert_eq!(
+            relative_to(Path::new("."), "x/y").expect("relative"),
+            Path::new("x/y")
+        );
+    }
+}

@@ -1,0 +1,506 @@
+//! The workspace jail: every workspace tool (read_file, list_files, write_file, write_plan) and
+//! submit_plan's read stay inside the workspace (plans: inside the plans directory) against
+//! dangling and swapped symlinks, FIFOs and devices, and never change a plan pending a decision.
+//! Each fault of the jail issue is a test here, plus a swap race and a property test.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use agent_controller::tool::fs::{ListFiles, ReadFile, WriteFile, WritePlan};
+use agent_controller::tool::submit_plan::{PlanError, read_plan};
+use agent_controller::tool::{Tool, ToolContext, ToolOutput};
+use common::Workspace;
+use serde_json::{Value, json};
+
+const PLANS: &str = ".agent/plans";
+
+async fn call_with(tool: &dyn Tool, ws: &Path, args: Value, pending: Vec<String>) -> ToolOutput {
+    let plans = ws.join(PLANS);
+    let ctx = ToolContext::new(ws, &plans, "plan").with_pending_plans(&pending);
+    tool.execute(&args, &ctx).await
+}
+
+async fn call(tool: &dyn Tool, ws: &Path, args: Value) -> ToolOutput {
+    call_with(tool, ws, args, Vec::new()).await
+}
+
+fn mkfifo(path: &Path) {
+    let status = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("mkfifo");
+    assert!(status.success());
+}
+
+#[tokio::test]
+async fn a_dangling_symlink_never_writes_outside() {
+    let ws = Workspace::new();
+    let outside = tempfile::tempdir().expect("outside");
+    let target = outside.path().join("new.txt");
+    // Absolute and relative dangling links, in the workspace and in the plans directory.
+    std::os::unix::fs::symlink(&target, ws.path().join("dangling")).expect("symlink");
+    // `rel -> ../../<outside>/rel.txt`: leaves by `..`.
+    let up: PathBuf = std::iter::repeat_n("..", ws.path().components().count() - 1).collect();
+    let out_rel = outside.path().strip_prefix("/").expect("absolute");
+    std::os::unix::fs::symlink(up.join(out_rel).join("rel.txt"), ws.path().join("rel"))
+        .expect("symlink");
+    std::os::unix::fs::symlink(&target, ws.path().join(PLANS).join("dangling.md"))
+        .expect("symlink");
+
+    for path in ["dangling", "rel"] {
+        let out = call(&WriteFile, ws.path(), json!({"path": path, "content": "x"})).await;
+        assert!(out.is_error, "write_file {path}: {out:?}");
+        assert!(out.content.contains("outside"), "{out:?}");
+    }
+    let out = call(
+        &WritePlan,
+        ws.path(),
+        json!({"path": "dangling.md", "content": "# P\n"}),
+    )
+    .await;
+    assert!(out.is_error, "write_plan: {out:?}");
+    assert_eq!(
+        std::fs::read_dir(outside.path()).expect("outside").count(),
+        0,
+        "nothing was created outside"
+    );
+}
+
+#[tokio::test]
+async fn symlinks_that_stay_inside_are_followed() {
+    let ws = Workspace::new();
+    std::fs::create_dir(ws.path().join("real")).expect("mkdir");
+    std::os::unix::fs::symlink("real", ws.path().join("alias")).expect("symlink");
+    let out = call(
+        &WriteFile,
+        ws.path(),
+        json!({"path": "alias/a.txt", "content": "hi"}),
+    )
+    .await;
+    assert!(!out.is_error, "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("real/a.txt")).expect("read"),
+        "hi"
+    );
+    let out = call(&ReadFile, ws.path(), json!({"path": "alias/a.txt"})).await;
+    assert_eq!(out, ToolOutput::ok("hi"));
+    let out = call(&ListFiles, ws.path(), json!({"path": "alias"})).await;
+    assert_eq!(out, ToolOutput::ok("a.txt"));
+    // An absolute path under the workspace counts as that relative path; elsewhere it is refused.
+    let abs = ws.path().join("real/a.txt");
+    let out = call(&ReadFile, ws.path(), json!({"path": abs})).await;
+    assert_eq!(out, ToolOutput::ok("hi"));
+    let out = call(&ReadFile, ws.path(), json!({"path": "/etc/hostname"})).await;
+    assert!(out.is_error, "{out:?}");
+    let out = call(
+        &ReadFile,
+        ws.path(),
+        json!({"path": "../../../../etc/hostname"}),
+    )
+    .await;
+    assert!(out.is_error && out.content.contains("outside"), "{out:?}");
+}
+
+#[tokio::test]
+async fn fifos_and_devices_are_refused_at_once() {
+    let ws = Workspace::new();
+    mkfifo(&ws.path().join("pipe"));
+    mkfifo(&ws.path().join(PLANS).join("pipe.md"));
+    let started = Instant::now();
+    let out = call(&ReadFile, ws.path(), json!({"path": "pipe"})).await;
+    assert!(
+        out.is_error && out.content.contains("not a regular file"),
+        "{out:?}"
+    );
+    let out = call(
+        &WriteFile,
+        ws.path(),
+        json!({"path": "pipe", "content": "x"}),
+    )
+    .await;
+    assert!(out.is_error, "{out:?}");
+    let out = call(
+        &WritePlan,
+        ws.path(),
+        json!({"path": "pipe.md", "content": "x"}),
+    )
+    .await;
+    assert!(out.is_error, "{out:?}");
+    let err =
+        read_plan(ws.path(), &ws.path().join(PLANS), ".agent/plans/pipe.md").expect_err("fifo");
+    assert!(matches!(err, PlanError::NotAFile(_)), "{err:?}");
+    let out = call(&ReadFile, ws.path(), json!({"path": "."})).await;
+    assert!(
+        out.is_error && out.content.contains("not a regular file"),
+        "{out:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "returned at once"
+    );
+}
+
+#[tokio::test]
+async fn read_file_has_a_size_limit() {
+    let ws = Workspace::new();
+    let limit = agent_controller::tool::fs::MAX_READ_BYTES as usize;
+    std::fs::write(ws.path().join("big.txt"), "x".repeat(limit + 1)).expect("write");
+    std::fs::write(ws.path().join("ok.txt"), "x".repeat(limit)).expect("write");
+    let out = call(&ReadFile, ws.path(), json!({"path": "big.txt"})).await;
+    assert!(
+        out.is_error && out.content.contains("larger than"),
+        "{out:?}"
+    );
+    let out = call(&ReadFile, ws.path(), json!({"path": "ok.txt"})).await;
+    assert!(!out.is_error);
+}
+
+#[tokio::test]
+async fn write_plan_writes_only_markdown_inside_the_plans_directory() {
+    let ws = Workspace::new();
+    let out = call(
+        &WritePlan,
+        ws.path(),
+        json!({"path": "not-a-plan.sh", "content": "rm -rf /"}),
+    )
+    .await;
+    assert!(out.is_error && out.content.contains(".md"), "{out:?}");
+    assert!(!ws.path().join(PLANS).join("not-a-plan.sh").exists());
+    let out = call(
+        &WritePlan,
+        ws.path(),
+        json!({"path": "../escape.md", "content": "# E\n"}),
+    )
+    .await;
+    assert!(out.is_error, "{out:?}");
+    assert!(!ws.path().join(".agent/escape.md").exists());
+    let out = call(
+        &WritePlan,
+        ws.path(),
+        json!({"path": "sub/p.md", "content": "# P\n"}),
+    )
+    .await;
+    assert_eq!(out, ToolOutput::ok(".agent/plans/sub/p.md"));
+}
+
+#[tokio::test]
+async fn a_pending_plan_file_is_never_changed_by_a_tool() {
+    let ws = Workspace::new();
+    let rel = ws.plan("add-dark-mode.md", "# Add dark mode\n\n1. Theme\n");
+    std::os::unix::fs::symlink("add-dark-mode.md", ws.path().join(PLANS).join("alias.md"))
+        .expect("symlink");
+    let pending = vec![rel.clone()];
+    // write_file under its own name and under an alias: refused.
+    for path in [
+        rel.as_str(),
+        ".agent/plans/alias.md",
+        "./.agent/plans/../plans/add-dark-mode.md",
+    ] {
+        let out = call_with(
+            &WriteFile,
+            ws.path(),
+            json!({"path": path, "content": "# Evil\n"}),
+            pending.clone(),
+        )
+        .await;
+        assert!(
+            out.is_error && out.content.contains("pending"),
+            "{path}: {out:?}"
+        );
+    }
+    // write_plan with the pending name: the new plan gets a fresh name beside it.
+    let out = call_with(
+        &WritePlan,
+        ws.path(),
+        json!({"path": "add-dark-mode.md", "content": "# Other\n"}),
+        pending.clone(),
+    )
+    .await;
+    assert_eq!(out, ToolOutput::ok(".agent/plans/add-dark-mode-2.md"));
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join(&rel)).expect("read"),
+        "# Add dark mode\n\n1. Theme\n",
+        "the pending plan is unchanged"
+    );
+    // Once nothing is pending, the file can be revised.
+    let out = call(
+        &WritePlan,
+        ws.path(),
+        json!({"path": "add-dark-mode.md", "content": "# Revised\n"}),
+    )
+    .await;
+    assert_eq!(out, ToolOutput::ok(".agent/plans/add-dark-mode.md"));
+}
+
+/// Fault 2: a thread swaps `ws/sub` between an inside folder and a symlink to an outside folder
+/// while `write_file sub/x.txt` runs a few hundred times: nothing may land outside.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_swapped_folder_never_lets_a_write_escape() {
+    let ws = Workspace::new();
+    let outside = tempfile::tempdir().expect("outside");
+    let root = ws.path().to_owned();
+    std::fs::create_dir(root.join("inside")).expect("mkdir");
+    std::fs::create_dir(root.join("sub")).expect("mkdir");
+    let stop = Arc::new(AtomicBool::new(false));
+    let swapper = {
+        let (stop, root, outside) = (stop.clone(), root.clone(), outside.path().to_owned());
+        std::thread::spawn(move || {
+            let mut swaps = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                // sub: a real folder <-> a symlink to the outside folder, swapped by rename.
+                let _ = std::fs::remove_file(root.join("tmp-link"));
+                let _ = std::os::unix::fs::symlink(&outside, root.join("tmp-link"));
+                let _ = std::fs::rename(root.join("tmp-link"), root.join("sub"));
+                let _ = std::fs::create_dir(root.join("tmp-dir"));
+                let _ = std::fs::rename(root.join("tmp-dir"), root.join("sub"));
+                swaps += 1;
+            }
+            swaps
+        })
+    };
+    let mut written = 0;
+    for i in 0..300 {
+        let out = call(
+            &WriteFile,
+            &root,
+            json!({"path": "sub/x.txt", "content": format!("{i}")}),
+        )
+        .await;
+        if !out.is_error {
+            written += 1;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let swaps = swapper.join().expect("swapper");
+    assert!(swaps > 10, "the swapper ran ({swaps} swaps)");
+    let escaped: Vec<_> = std::fs::read_dir(outside.path())
+        .expect("outside")
+        .collect();
+    assert!(
+        escaped.is_empty(),
+        "{} writes landed outside ({written} succeeded)",
+        escaped.len()
+    );
+}
+
+mod property {
+    use super::*;
+    use proptest::prelude::*;
+    use proptest::test_runner::TestCaseError;
+
+    /// One entry of a generated tree, relative to the workspace (or to the outside tree).
+    #[derive(Debug, Clone)]
+    enum Entry {
+        File(String, Vec<u8>),
+        Dir(String),
+        /// A symlink at the path to the target (inside, `..` out, absolute outside, dangling).
+        Link(String, Target),
+        Fifo(String),
+    }
+
+    #[derive(Debug, Clone)]
+    enum Target {
+        Inside(String),
+        UpAndOut(String),
+        AbsoluteOutside(String),
+        Dangling(String),
+    }
+
+    #[derive(Debug, Clone)]
+    enum Call {
+        Read(String),
+        List(String),
+        Write(String, String),
+        WritePlan(String, String),
+        Submit(String),
+    }
+
+    fn name() -> impl Strategy<Value = String> {
+        prop::sample::select(vec![
+            "a", "b", "c", "sub", "x.md", "y.txt", ".agent", "plans",
+        ])
+        .prop_map(str::to_owned)
+    }
+
+    fn rel_path() -> impl Strategy<Value = String> {
+        prop::collection::vec(
+            prop_oneof![
+                8 => name(),
+                1 => Just("..".to_owned()),
+                1 => Just(".".to_owned()),
+            ],
+            1..4,
+        )
+        .prop_map(|parts| parts.join("/"))
+    }
+
+    fn entry() -> impl Strategy<Value = Entry> {
+        let target = prop_oneof![
+            rel_path().prop_map(Target::Inside),
+            rel_path().prop_map(Target::UpAndOut),
+            rel_path().prop_map(Target::AbsoluteOutside),
+            rel_path().prop_map(Target::Dangling),
+        ];
+        prop_oneof![
+            (rel_path(), prop::collection::vec(any::<u8>(), 0..8))
+                .prop_map(|(p, b)| Entry::File(p, b)),
+            rel_path().prop_map(Entry::Dir),
+            (rel_path(), target).prop_map(|(p, t)| Entry::Link(p, t)),
+            rel_path().prop_map(Entry::Fifo),
+        ]
+    }
+
+    fn tool_call() -> impl Strategy<Value = Call> {
+        let path = prop_oneof![
+            6 => rel_path(),
+            1 => Just(String::new()),
+            1 => rel_path().prop_map(|p| format!(".agent/plans/{p}")),
+            1 => rel_path().prop_map(|p| format!("/{p}")),
+        ];
+        prop_oneof![
+            path.clone().prop_map(Call::Read),
+            path.clone().prop_map(Call::List),
+            (path.clone(), "[a-z]{0,4}").prop_map(|(p, c)| Call::Write(p, c)),
+            (path.clone(), "[a-z]{0,4}").prop_map(|(p, c)| Call::WritePlan(p, c)),
+            path.prop_map(Call::Submit),
+        ]
+    }
+
+    /// Lays out `entries` under `root` (the outside tree's folder is `outside`); entries that
+    /// cannot be made (a parent is a file, the name is taken) are skipped.
+    fn lay_out(root: &Path, outside: &Path, entries: &[Entry]) {
+        for entry in entries {
+            let (Entry::File(p, _) | Entry::Dir(p) | Entry::Link(p, _) | Entry::Fifo(p)) = entry;
+            // The layout itself must stay under `root`: paths with `..` are for tool calls.
+            if p.split('/').any(|part| part == "..") {
+                continue;
+            }
+            let at = |p: &str| root.join(p);
+            let parent = |p: &Path| {
+                if let Some(parent) = p.parent() {
+                    let _ = std::fs::create_dir_all(parent);
+                }
+            };
+            match entry {
+                Entry::File(p, bytes) => {
+                    parent(&at(p));
+                    // create_new: never through a symlink or into a FIFO laid out before.
+                    use std::io::Write;
+                    if let Ok(mut file) = std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(at(p))
+                    {
+                        let _ = file.write_all(bytes);
+                    }
+                }
+                Entry::Dir(p) => {
+                    let _ = std::fs::create_dir_all(at(p));
+                }
+                Entry::Link(p, target) => {
+                    parent(&at(p));
+                    let to = match target {
+                        Target::Inside(t) => PathBuf::from(t),
+                        Target::UpAndOut(t) => PathBuf::from("../../../../../../..")
+                            .join(outside.strip_prefix("/").expect("absolute"))
+                            .join(t),
+                        Target::AbsoluteOutside(t) => outside.join(t),
+                        Target::Dangling(t) => outside.join("missing").join(t),
+                    };
+                    let _ = std::os::unix::fs::symlink(to, at(p));
+                }
+                Entry::Fifo(p) => {
+                    parent(&at(p));
+                    let _ = nix_mkfifo(&at(p));
+                }
+            }
+        }
+    }
+
+    fn nix_mkfifo(path: &Path) -> std::io::Result<()> {
+        let status = std::process::Command::new("mkfifo")
+            .arg(path)
+            .stderr(std::process::Stdio::null())
+            .status()?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(std::io::Error::other("mkfifo failed"))
+        }
+    }
+
+    /// Every file, folder and link under `root` with its bytes or target, sorted.
+    fn snapshot(root: &Path) -> Vec<(PathBuf, String)> {
+        let mut out = Vec::new();
+        let mut stack = vec![root.to_owned()];
+        while let Some(dir) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                let rel = path.strip_prefix(root).expect("under root").to_owned();
+                let meta = std::fs::symlink_metadata(&path).expect("meta");
+                let what = if meta.file_type().is_symlink() {
+                    format!("link {:?}", std::fs::read_link(&path).expect("link"))
+                } else if meta.is_dir() {
+                    stack.push(path.clone());
+                    "dir".to_owned()
+                } else if meta.is_file() {
+                    format!("file {:?}", std::fs::read(&path).expect("read"))
+                } else {
+                    "other".to_owned()
+                };
+                out.push((rel, what));
+            }
+        }
+        out.sort();
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, ..ProptestConfig::default() })]
+
+        #[test]
+        fn no_tool_call_changes_anything_outside_the_workspace(
+            inside in prop::collection::vec(entry(), 0..12),
+            outside_files in prop::collection::vec((rel_path(), prop::collection::vec(any::<u8>(), 0..8)), 0..6),
+            calls in prop::collection::vec(tool_call(), 1..12),
+        ) {
+            // One folder holds the workspace and the outside tree: an escape into either the
+            // outside tree or the folder around the workspace changes the snapshot.
+            let fail = |e: std::io::Error| TestCaseError::fail(e.to_string());
+            let top = tempfile::tempdir().map_err(fail)?;
+            let outer = top.path().join("tree");
+            let ws = top.path().join("ws");
+            std::fs::create_dir(&outer).map_err(fail)?;
+            std::fs::create_dir_all(ws.join(PLANS)).map_err(fail)?;
+            let files: Vec<Entry> = outside_files.into_iter().map(|(p, b)| Entry::File(p, b)).collect();
+            lay_out(&outer, &outer, &files);
+            lay_out(&ws, &outer, &inside);
+            let outside_ws = |top: &Path| -> Vec<(PathBuf, String)> {
+                snapshot(top).into_iter().filter(|(p, _)| !p.starts_with("ws/")).collect()
+            };
+            let before = outside_ws(top.path());
+            let started = Instant::now();
+            let runtime = tokio::runtime::Builder::new_current_thread().build().map_err(|e| TestCaseError::fail(e.to_string()))?;
+            runtime.block_on(async {
+                for c in &calls {
+                    match c {
+                        Call::Read(p) => { call(&ReadFile, &ws, json!({"path": p})).await; }
+                        Call::List(p) => { call(&ListFiles, &ws, json!({"path": p})).await; }
+                        Call::Write(p, text) => { call(&WriteFile, &ws, json!({"path": p, "content": text})).await; }
+                        Call::WritePlan(p, text) => { call(&WritePlan, &ws, json!({"path": p, "content": text})).await; }
+                        Call::Submit(p) => { let _ = read_plan(&ws, &ws.join(PLANS), p); }
+                    }
+                }
+            });
+            prop_assert!(started.elapsed() < Duration::from_secs(10), "no call blocks");
+            prop_assert_eq!(outside_ws(top.path()), before, "everything outside the workspace is unchanged");
+        }
+    }
+}
