@@ -2,6 +2,8 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod openai_server;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
