@@ -15,11 +15,10 @@ fn switch(c: &mut Criterion) {
         b.to_async(&rt).iter_custom(|iters| {
             // A fresh session per sample, so its conversation (one notice per switch) stays
             // the size a real session has.
-            let mut session = fixture
-                .controller
-                .start_session(fixture.options())
-                .expect("session");
+            let controller = fixture.controller.clone();
+            let options = fixture.options();
             async move {
+                let mut session = controller.start_session(options).await.expect("session");
                 let start = std::time::Instant::now();
                 for i in 0..iters {
                     let target = if i % 2 == 0 { "plan" } else { "build" };

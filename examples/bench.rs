@@ -246,9 +246,8 @@ fn switch_ns(counts: Counts) -> (f64, f64) {
     let rt = current_thread();
     let mut per_switch = Samples::default();
     for round in 0..=counts.rounds {
-        let mut session = fixture
-            .controller
-            .start_session(fixture.options())
+        let mut session = rt
+            .block_on(fixture.controller.start_session(fixture.options()))
             .expect("session");
         let mut switch_all = || {
             rt.block_on(async {
@@ -532,6 +531,7 @@ fn profile(what: &str, times: usize) {
             let mut session = fixture
                 .controller
                 .start_session(fixture.options())
+                .await
                 .expect("session");
             for i in 0..times {
                 let target = if i % 2 == 0 { "plan" } else { "build" };

@@ -138,7 +138,7 @@ async fn main() -> agent_controller::Result<()> {
     // First process: plan, then stop with the plan pending.
     let session_id = {
         let controller = controller(workspace.path())?;
-        let mut session = controller.start_session(options().mode("plan"))?;
+        let mut session = controller.start_session(options().mode("plan")).await?;
         let outcome = session.send_message("Add dark mode").await?;
         let RunOutcome::Suspended { payload, .. } = outcome else {
             panic!("expected the plan to wait for approval, got {outcome:?}");

@@ -13,7 +13,7 @@ use crate::event::ModeChangeReason;
 use crate::mode::{ModeGraph, ModeId};
 use crate::model::LanguageModel;
 use crate::session::{Session, SessionError, SessionOptions};
-use crate::store::{PendingSummary, SessionStore};
+use crate::store::{PendingSummary, SessionStore, check_session_id};
 use crate::tool::submit_plan::{self, SUBMIT_PLAN};
 use crate::tool::{ToolRegistry, ToolSpec};
 
@@ -266,7 +266,7 @@ fn mode_runtime(
 ///     "modes.toml",
 /// )?;
 /// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new())).build()?;
-/// let mut session = controller.start_session(SessionOptions::new())?;
+/// let mut session = controller.start_session(SessionOptions::new()).await?;
 /// assert_eq!(session.mode().id(), "build");
 /// assert!(session.switch_mode("plan").await?);
 /// assert!(session.switch_mode("nope").await.is_err());
@@ -326,12 +326,25 @@ impl AgentController {
         &self.shared.workspace
     }
 
-    /// Starts a session in the resolved default mode, or in the mode `options` names; emits
+    /// Starts a session in the resolved default mode, or in the mode `options` names, and emits
     /// `session_started`.
     ///
+    /// With a store, the new session is saved before this returns (as version 1), so a host
+    /// that restarts before the first message can restore it with
+    /// [`AgentController::restore_session`]; `session_started` is emitted once it is saved.
+    /// Without a store, nothing is persisted.
+    ///
     /// # Errors
-    /// [`SessionError::UnknownMode`] when `options` names a mode that does not exist.
-    pub fn start_session(&self, mut options: SessionOptions) -> Result<Session, SessionError> {
+    /// [`SessionError::UnknownMode`] when `options` names a mode that does not exist;
+    /// [`SessionError::InvalidSessionId`] when `options` names an id that cannot be stored
+    /// (see [`crate::store::check_session_id`]; checked with or without a store);
+    /// [`SessionError::SessionExists`] when the store already has a session with that id (it is
+    /// left untouched); [`SessionError::Store`] when the first save fails. On error no session
+    /// is started and no event is emitted.
+    pub async fn start_session(
+        &self,
+        mut options: SessionOptions,
+    ) -> Result<Session, SessionError> {
         let mode = match &options.mode {
             Some(id) => self
                 .shared
@@ -341,10 +354,13 @@ impl AgentController {
             None => self.shared.graph.default_mode_id(),
         };
         let id: Arc<str> = match options.id.take() {
-            Some(id) => Arc::from(id),
+            Some(id) => {
+                check_session_id(&id).map_err(|_| SessionError::InvalidSessionId(id.clone()))?;
+                Arc::from(id)
+            }
             None => Arc::from(new_session_id()),
         };
-        Ok(Session::new(self.shared.clone(), id, mode, options))
+        Session::start(self.shared.clone(), id, mode, options).await
     }
 
     /// The session store, if one is configured.

@@ -14,7 +14,7 @@
 //!         .workspace(dir)
 //!         .store(Arc::new(store))
 //!         .build()?;
-//!     let mut session = controller.start_session(SessionOptions::new())?;
+//!     let mut session = controller.start_session(SessionOptions::new()).await?;
 //!     session.send_message("hello").await?;
 //!     let restored = controller.restore_session(session.id(), SessionOptions::new()).await?;
 //!     assert_eq!(restored.mode().id(), "build");

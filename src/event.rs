@@ -491,7 +491,7 @@ impl Drop for Subscription {
 /// let graph = config::parse("[[modes]]\nid = \"build\"\n", "modes.toml")?;
 /// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new())).build()?;
 /// let (options, mut events) = SessionOptions::new().event_stream();
-/// let mut session = controller.start_session(options)?;
+/// let mut session = controller.start_session(options).await?;
 /// session.send_message("Hello").await?;
 /// drop(session);
 /// let mut kinds = Vec::new();

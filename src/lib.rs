@@ -39,7 +39,7 @@
 //! let sink = events.clone();
 //! let mut session = controller.start_session(
 //!     SessionOptions::new().mode("plan").on_event(move |e| sink.lock().unwrap().push(e.kind())),
-//! )?;
+//! ).await?;
 //! let RunOutcome::Suspended { run_id, tool_call_id, payload } = session.send_message("Add dark mode").await? else {
 //!     panic!("the scripted model submits a plan in plan mode");
 //! };

@@ -353,9 +353,12 @@ impl From<SessionError> for Failure {
             | SessionError::UnknownSession(_)
             | SessionError::UnknownRun(_)
             | SessionError::UnknownToolCall { .. }
-            | SessionError::NotSuspended(_) => Exit::Refused,
+            | SessionError::NotSuspended(_)
+            | SessionError::SessionExists(_) => Exit::Refused,
             e if e.is_conflict() => Exit::Refused,
-            SessionError::UnknownMode(_) | SessionError::MalformedDecision(_) => Exit::Invalid,
+            SessionError::UnknownMode(_)
+            | SessionError::MalformedDecision(_)
+            | SessionError::InvalidSessionId(_) => Exit::Invalid,
             _ => Exit::RuntimeError,
         };
         Self::new(exit, error)
@@ -668,9 +671,9 @@ fn run(args: RunArgs) -> Outcome {
     if let Some(mode) = &args.mode {
         options = options.mode(mode.clone());
     }
-    let mut session = controller.start_session(options)?;
     let runtime = runtime()?;
     runtime.block_on(async {
+        let mut session = controller.start_session(options).await?;
         // Ctrl-C while the model works stops the run; the session keeps the mode it is in now.
         let outcome = tokio::select! {
             outcome = session.send_message(args.prompt.clone()) => Some(outcome),

@@ -283,7 +283,7 @@ impl ModelError {
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// let graph = agent_controller::config::parse("[[modes]]\nid = \"build\"", "modes.toml")?;
 /// let controller = AgentController::builder(graph, Arc::new(Echo)).build()?;
-/// let mut session = controller.start_session(SessionOptions::new())?;
+/// let mut session = controller.start_session(SessionOptions::new()).await?;
 /// let outcome = session.send_message("hello").await?;
 /// assert!(matches!(outcome, RunOutcome::Completed { text, .. } if text == "[build] hello"));
 /// # Ok::<(), agent_controller::Error>(())

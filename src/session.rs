@@ -72,7 +72,7 @@ async fn landed(
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let graph = config::parse("[[modes]]\nid = \"build\"\n", "modes.toml")?;
 /// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new())).build()?;
-/// let mut session = controller.start_session(SessionOptions::new())?;
+/// let mut session = controller.start_session(SessionOptions::new()).await?;
 /// let handle = session.cancel_handle();
 /// // No run is in progress: nothing to cancel.
 /// assert!(!handle.cancel());
@@ -181,6 +181,16 @@ pub enum SessionError {
     /// The store has no session with this id.
     #[error("unknown session `{0}`")]
     UnknownSession(String),
+    /// A session id given to [`crate::AgentController::start_session`] that cannot be stored:
+    /// empty, longer than 128 bytes, or with characters other than ASCII letters, digits, `-`
+    /// and `_` (see [`crate::store::check_session_id`]).
+    #[error("invalid session id `{0}`: use 1 to 128 ASCII letters, digits, `-` and `_`")]
+    InvalidSessionId(String),
+    /// [`crate::AgentController::start_session`] was given an id the store already has; the
+    /// stored session is left untouched (restore it with
+    /// [`crate::AgentController::restore_session`] instead).
+    #[error("session `{0}` already exists in the store")]
+    SessionExists(String),
 }
 
 impl SessionError {
@@ -228,7 +238,8 @@ impl SessionOptions {
         self
     }
 
-    /// Use this session id instead of a random UUID.
+    /// Use this session id instead of a random UUID: 1 to 128 ASCII letters, digits, `-` and
+    /// `_` ([`crate::store::check_session_id`]); with a store it must not exist there yet.
     pub fn id(mut self, id: impl Into<String>) -> Self {
         self.id = Some(id.into());
         self
@@ -357,12 +368,14 @@ impl std::fmt::Debug for Session {
 }
 
 impl Session {
-    pub(crate) fn new(
+    /// A new session in `mode`: saved at once when a store is configured (an id the store
+    /// already has is refused), then `session_started` is emitted.
+    pub(crate) async fn start(
         shared: Arc<Shared>,
         id: Arc<str>,
         mode: ModeId,
         options: SessionOptions,
-    ) -> Self {
+    ) -> Result<Self, SessionError> {
         let mut session = Self {
             shared,
             id,
@@ -386,11 +399,20 @@ impl Session {
             checkpoint: None,
             saving: None,
         };
+        session.begin();
         session.emit(Event::SessionStarted {
             session_id: session.id.clone(),
             mode_id: session.mode_arc(),
         });
-        session
+        match session.commit().await {
+            Ok(()) => Ok(session),
+            Err(SessionError::Store(StoreError::Conflict {
+                found: Some(_),
+                expected: None,
+                ..
+            })) => Err(SessionError::SessionExists(session.id.to_string())),
+            Err(e) => Err(e),
+        }
     }
 
     /// Rebuilds a session from a stored record under the current config.

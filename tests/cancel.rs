@@ -184,7 +184,7 @@ struct Fixture {
     session: Session,
 }
 
-fn fixture(with_store: bool) -> Fixture {
+async fn fixture(with_store: bool) -> Fixture {
     let ws = Workspace::new();
     ws.plan("p.md", "# P\n\n1. x\n");
     let model = Arc::new(Model::default());
@@ -201,6 +201,7 @@ fn fixture(with_store: bool) -> Fixture {
     let recorder = Recorder::default();
     let session = controller
         .start_session(recorder.options().mode("plan"))
+        .await
         .expect("session");
     Fixture {
         _ws: ws,
@@ -326,7 +327,7 @@ enum Step {
 }
 
 async fn prepare(step: Step, with_store: bool) -> Fixture {
-    let mut f = fixture(with_store);
+    let mut f = fixture(with_store).await;
     if !matches!(step, Step::SendToSuspension) {
         let outcome = f.session.send_message("plan it").await.expect("run");
         assert!(
@@ -398,7 +399,7 @@ async fn dropping_a_message_sent_while_a_plan_is_pending_keeps_the_session_consi
 
 #[tokio::test]
 async fn a_dropped_run_gives_every_open_tool_call_a_result_and_ends_aborted() {
-    let mut f = fixture(true);
+    let mut f = fixture(true).await;
     // Dropped while the first `slow` call runs (the model yields twice, the tool three times).
     assert!(!run_step(&mut f.session, Step::SendToSuspension, 4, false).await);
     assert_eq!(
@@ -498,6 +499,7 @@ async fn a_run_cancelled_from_another_task_ends_aborted_and_the_session_carries_
     let recorder = Recorder::default();
     let mut session = controller
         .start_session(recorder.options().mode("build"))
+        .await
         .expect("session");
     let handle = session.cancel_handle();
     assert!(!handle.cancel(), "no run in progress");
@@ -602,6 +604,7 @@ async fn tools_and_models_see_the_session_run_and_tool_call_ids_and_the_hosts_ex
                 .mode("build")
                 .extension(Tenant("acme")),
         )
+        .await
         .expect("session");
     session.send_message("go").await.expect("run");
     assert_eq!(
@@ -637,6 +640,7 @@ async fn session_metadata_is_persisted_and_read_back_after_a_restore() {
                 .mode("build")
                 .metadata(metadata.clone()),
         )
+        .await
         .expect("session");
     assert_eq!(session.metadata(), &metadata);
     session.send_message("go").await.expect("run");
@@ -768,6 +772,7 @@ mod openai {
             .expect("controller");
         let mut session = controller
             .start_session(SessionOptions::new().mode("build"))
+            .await
             .expect("session");
         // Cancelled by dropping the run's future while the first tool call runs, as the CLI
         // does on Ctrl-C.

@@ -78,6 +78,7 @@ async fn the_dot_workspace_works_like_an_absolute_one() {
         .expect("controller");
     let mut session = controller
         .start_session(SessionOptions::new().mode("plan"))
+        .await
         .expect("session");
     let outcome = session.send_message("Add dark mode").await.expect("run");
     let RunOutcome::Suspended {

@@ -27,7 +27,7 @@ async fn a_stream_gets_the_same_events_as_a_callback_in_the_same_order() {
     let controller = common::controller(PLAN_BUILD, &ws, plan_then_build(&ws));
     let recorder = Recorder::default();
     let (options, mut stream) = recorder.options().mode("plan").event_stream();
-    let mut session = controller.start_session(options).expect("session");
+    let mut session = controller.start_session(options).await.expect("session");
     let mut late = session.events();
     let RunOutcome::Suspended {
         run_id,
@@ -82,6 +82,7 @@ async fn dropping_a_stream_or_a_subscription_unsubscribes_and_detach_keeps_it() 
     let controller = common::controller(PLAN_BUILD, &ws, model);
     let mut session = controller
         .start_session(SessionOptions::new())
+        .await
         .expect("session");
     let seen = Arc::new(Mutex::new(Vec::new()));
     let kept = Arc::new(Mutex::new(0usize));
@@ -127,6 +128,7 @@ async fn a_run_resumed_in_another_process_starts_again_before_its_events() {
     let first = build(model.clone());
     let mut session = first
         .start_session(SessionOptions::new().mode("plan"))
+        .await
         .expect("session");
     session.send_message("go").await.expect("run");
     let id = session.id().to_owned();
@@ -207,6 +209,7 @@ mod openai {
         .expect("controller");
         let mut session = controller
             .start_session(SessionOptions::new().id("s-1"))
+            .await
             .expect("session");
         let mut events = session.events();
         session.send_message("Hi").await.expect("run");

@@ -57,6 +57,7 @@ async fn every_handover_edge_of_every_shipped_config_is_exercised() {
             let recorder = Recorder::default();
             let mut session = controller
                 .start_session(recorder.options().mode(from.clone()))
+                .await
                 .expect("session");
             let RunOutcome::Suspended {
                 run_id,

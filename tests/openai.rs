@@ -86,7 +86,7 @@ impl Harness {
         }
     }
 
-    fn session(&self, mode: &str) -> agent_controller::Session {
+    async fn session(&self, mode: &str) -> agent_controller::Session {
         let sink = self.events.clone();
         self.controller
             .start_session(
@@ -94,6 +94,7 @@ impl Harness {
                     .mode(mode)
                     .on_event(move |e| sink.lock().expect("lock").push(e.clone())),
             )
+            .await
             .expect("value")
     }
 
@@ -131,7 +132,7 @@ async fn the_whole_plan_approve_build_cycle_runs_through_http() {
         text_in(&["Implementing ", "the approved ", "plan."]),
     ])
     .await;
-    let mut session = h.session("plan");
+    let mut session = h.session("plan").await;
 
     let outcome = session
         .send_message("Add dark mode")
@@ -269,7 +270,7 @@ async fn a_call_to_a_tool_outside_the_mode_gets_an_error_result_over_http() {
         text_in(&["Sorry."]),
     ])
     .await;
-    let mut session = h.session("plan");
+    let mut session = h.session("plan").await;
     let outcome = session.send_message("Plan it").await.expect("send_message");
     assert!(matches!(outcome, RunOutcome::Completed { .. }));
     let bodies = h.bodies().await;
@@ -292,7 +293,7 @@ async fn failure(replies: Vec<Reply>) -> (String, Harness) {
 /// Runs one message against a server that answers `replies`; returns the run's typed error.
 async fn failed_with(replies: Vec<Reply>) -> (ModelError, Harness) {
     let h = Harness::new(replies).await;
-    let mut session = h.session("plan");
+    let mut session = h.session("plan").await;
     let outcome = session.send_message("Plan it").await.expect("send_message");
     let RunOutcome::Failed { error, .. } = outcome else {
         panic!("expected a failure, got {outcome:?}");
@@ -342,7 +343,7 @@ async fn a_failed_run_carries_the_model_error_kind_a_host_can_match() {
 #[tokio::test]
 async fn a_rate_limit_reaches_the_host_through_the_umbrella_error_by_kind() {
     async fn host(h: &Harness) -> agent_controller::Result<()> {
-        let mut session = h.session("plan");
+        let mut session = h.session("plan").await;
         if let RunOutcome::Failed { error, .. } = session.send_message("Plan it").await? {
             return Err(error.into());
         }
@@ -410,7 +411,7 @@ async fn an_unreachable_endpoint_is_a_clear_error() {
         .port();
     let server = ScriptedServer::start(Vec::new()).await;
     let h = Harness::with_base(server, &format!("http://127.0.0.1:{port}/v1"));
-    let mut session = h.session("plan");
+    let mut session = h.session("plan").await;
     let outcome = session.send_message("Plan it").await.expect("send_message");
     let RunOutcome::Failed { error, .. } = outcome else {
         panic!("expected a failure, got {outcome:?}");
@@ -426,7 +427,7 @@ async fn a_failed_model_call_leaves_the_session_usable() {
     let mut replies = failing(Reply::Status(503, "try later".into()));
     replies.push(text_in(&["Back again."]));
     let h = Harness::new(replies).await;
-    let mut session = h.session("plan");
+    let mut session = h.session("plan").await;
     assert!(matches!(
         session.send_message("Plan it").await.expect("send_message"),
         RunOutcome::Failed { .. }
@@ -460,7 +461,7 @@ async fn a_model_failure_after_a_rejection_keeps_the_mode_and_the_next_plan_can_
     let plans = h.controller.plans_dir().to_owned();
     std::fs::create_dir_all(&plans).expect("create_dir_all");
     std::fs::write(plans.join("p.md"), "# P\n\nDo it.\n").expect("write");
-    let mut session = h.session("plan");
+    let mut session = h.session("plan").await;
     let RunOutcome::Suspended {
         run_id,
         tool_call_id,

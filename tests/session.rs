@@ -44,6 +44,7 @@ async fn suspended(
     let recorder = Recorder::default();
     let mut session = controller
         .start_session(recorder.options().mode("plan"))
+        .await
         .expect("session");
     let outcome = session.send_message("Add dark mode").await.expect("run");
     let RunOutcome::Suspended {
@@ -64,6 +65,7 @@ async fn a_new_session_starts_in_the_default_mode_or_the_named_one() {
     let recorder = Recorder::default();
     let session = controller
         .start_session(recorder.options())
+        .await
         .expect("session");
     assert_eq!(session.mode().id(), "build");
     assert_eq!(
@@ -75,10 +77,12 @@ async fn a_new_session_starts_in_the_default_mode_or_the_named_one() {
     );
     let session = controller
         .start_session(SessionOptions::new().mode("plan").id("s-1"))
+        .await
         .expect("session");
     assert_eq!((session.mode().id(), session.id()), ("plan", "s-1"));
     let err = controller
         .start_session(SessionOptions::new().mode("Plan"))
+        .await
         .expect_err("case-sensitive");
     assert_eq!(err, SessionError::UnknownMode("Plan".into()));
 }
@@ -90,6 +94,7 @@ async fn manual_switch_emits_mode_changed_and_unknown_or_same_mode_change_nothin
     let recorder = Recorder::default();
     let mut session = controller
         .start_session(recorder.options())
+        .await
         .expect("session");
     recorder.take();
     assert_eq!(session.switch_mode("plan").await, Ok(true));
@@ -281,6 +286,7 @@ async fn mode_changed_comes_before_any_model_call_in_the_new_mode() {
                 .mode("plan")
                 .on_event(move |e| sink.lock().expect("lock").push(e.kind().to_owned())),
         )
+        .await
         .expect("session");
     let RunOutcome::Suspended {
         run_id,
@@ -601,6 +607,7 @@ async fn a_decision_for_a_finished_run_is_refused() {
     let controller = controller(PLAN_BUILD, &ws, replay(vec![ReplayModel::text("hi")]));
     let mut session = controller
         .start_session(SessionOptions::new())
+        .await
         .expect("session");
     session.send_message("hello").await.expect("run");
     assert_eq!(
@@ -646,6 +653,7 @@ async fn tools_outside_the_mode_are_not_offered_and_not_executed() {
     let recorder = Recorder::default();
     let mut session = controller
         .start_session(recorder.options().mode("plan"))
+        .await
         .expect("session");
     session.send_message("look around").await.expect("run");
     assert!(!ws.path().join("pwned.txt").exists() && !ws.path().join("pwned2.txt").exists());
@@ -700,6 +708,7 @@ async fn calls_after_a_suspending_submit_plan_are_not_executed() {
     let recorder = Recorder::default();
     let mut session = controller
         .start_session(recorder.options().mode("plan"))
+        .await
         .expect("session");
     let outcome = session.send_message("go").await.expect("run");
     assert!(matches!(outcome, RunOutcome::Suspended { .. }));
@@ -749,6 +758,7 @@ async fn a_model_error_ends_the_run_with_error_and_keeps_the_session_usable() {
     let recorder = Recorder::default();
     let mut session = controller
         .start_session(recorder.options().mode("plan"))
+        .await
         .expect("session");
     let outcome = session.send_message("go").await.expect("run");
     assert!(
@@ -776,6 +786,7 @@ async fn a_model_that_never_stops_calling_tools_hits_the_step_limit() {
         .expect("controller");
     let mut session = controller
         .start_session(SessionOptions::new().mode("plan"))
+        .await
         .expect("session");
     let outcome = session.send_message("loop").await.expect("run");
     let RunOutcome::Failed { error, .. } = outcome else {
@@ -810,6 +821,7 @@ async fn a_session_can_override_the_model_and_the_step_limit() {
 
     let mut limited = controller
         .start_session(SessionOptions::new().max_steps(2))
+        .await
         .expect("session");
     let outcome = limited.send_message("loop").await.expect("run");
     let RunOutcome::Failed { error, .. } = outcome else {
@@ -822,6 +834,7 @@ async fn a_session_can_override_the_model_and_the_step_limit() {
 
     let mut own_model = controller
         .start_session(SessionOptions::new().model(replay(vec![ReplayModel::text("mine")])))
+        .await
         .expect("session");
     let outcome = own_model.send_message("hi").await.expect("run");
     assert!(
@@ -831,6 +844,7 @@ async fn a_session_can_override_the_model_and_the_step_limit() {
 
     let mut plain = controller
         .start_session(SessionOptions::new())
+        .await
         .expect("session");
     let outcome = plain.send_message("loop").await.expect("run");
     let RunOutcome::Failed { error, .. } = outcome else {

@@ -240,6 +240,7 @@ async fn suspend_and_drop(
     let controller = controller_with(PLAN_BUILD, ws, model, store);
     let mut session = controller
         .start_session(SessionOptions::new().mode("plan").id("s1"))
+        .await
         .expect("session");
     let RunOutcome::Suspended {
         run_id,
@@ -499,6 +500,7 @@ async fn restoring_needs_a_store_a_known_session_and_an_existing_mode() {
     );
     let mut session = controller
         .start_session(SessionOptions::new().id("m"))
+        .await
         .expect("session");
     session.switch_mode("plan").await.expect("switch is saved");
     let other = controller_with(
@@ -567,16 +569,20 @@ impl SessionStore for Faulty {
 #[tokio::test]
 async fn a_failed_save_changes_nothing() {
     let ws = Workspace::new();
-    let controller = controller_with(PLAN_BUILD, &ws, Arc::new(ReplayModel::new([])), {
-        let store = Arc::new(Faulty::default());
-        store.set(SAVE_CONFLICTS);
-        store
-    });
+    let store = Arc::new(Faulty::default());
+    let controller = controller_with(
+        PLAN_BUILD,
+        &ws,
+        Arc::new(ReplayModel::new([])),
+        store.clone(),
+    );
     let recorder = Recorder::default();
     let mut session = controller
         .start_session(recorder.options())
+        .await
         .expect("session");
     recorder.take();
+    store.set(SAVE_CONFLICTS);
     let err = session.switch_mode("plan").await.expect_err("save fails");
     assert!(err.is_conflict());
     assert_eq!(session.mode().id(), "build", "rolled back");
@@ -721,6 +727,7 @@ async fn a_decision_abandoned_mid_save_changes_nothing() {
     let recorder = Recorder::default();
     let mut session = controller
         .start_session(recorder.options().mode("plan"))
+        .await
         .expect("session");
     let RunOutcome::Suspended {
         run_id,
@@ -760,6 +767,99 @@ async fn a_decision_abandoned_mid_save_changes_nothing() {
         .filter(|e| matches!(e, Event::ModeChanged { .. }))
         .count();
     assert_eq!(changes, 1, "exactly one hand-over");
+}
+
+#[tokio::test]
+async fn a_started_session_is_saved_at_once_and_restorable() {
+    for backend in backends() {
+        let tmp = Scratch::new();
+        let ws = Workspace::new();
+        let store = open(backend, tmp.path());
+        let controller = controller_with(
+            PLAN_BUILD,
+            &ws,
+            Arc::new(ReplayModel::new([])),
+            store.clone(),
+        );
+        let session = controller
+            .start_session(SessionOptions::new().mode("plan").id("early"))
+            .await
+            .expect("session");
+        assert_eq!(session.version(), 1, "{backend:?}");
+        drop(session);
+        drop(controller);
+        // The host restarts before the first message.
+        let store = reopen(backend, tmp.path(), &store);
+        let controller = controller_with(PLAN_BUILD, &ws, Arc::new(ReplayModel::new([])), store);
+        let restored = controller
+            .restore_session("early", SessionOptions::new())
+            .await
+            .expect("restorable right after start");
+        assert_eq!(restored.mode().id(), "plan", "{backend:?}");
+        assert!(restored.messages().is_empty());
+    }
+}
+
+#[tokio::test]
+async fn a_malformed_session_id_is_refused_at_start() {
+    let ws = Workspace::new();
+    let store = Arc::new(MemoryStore::new());
+    let with_store = controller_with(
+        PLAN_BUILD,
+        &ws,
+        Arc::new(ReplayModel::new([])),
+        store.clone(),
+    );
+    let without = common::controller(PLAN_BUILD, &ws, Arc::new(ReplayModel::new([])));
+    for id in ["my session/1", "", "../x", "a.b", &"x".repeat(129)] {
+        for controller in [&with_store, &without] {
+            let recorder = Recorder::default();
+            let err = controller
+                .start_session(recorder.options().id(id))
+                .await
+                .expect_err("refused");
+            assert_eq!(err, SessionError::InvalidSessionId(id.to_owned()));
+            assert!(recorder.take().is_empty(), "no session_started");
+        }
+    }
+    assert!(store.is_empty(), "nothing stored");
+}
+
+#[tokio::test]
+async fn an_id_already_in_the_store_is_refused_at_start() {
+    for backend in backends() {
+        let tmp = Scratch::new();
+        let ws = Workspace::new();
+        let store = open(backend, tmp.path());
+        let (session_id, _, call_id) = suspend_and_drop(&ws, store.clone()).await;
+        let before = store.load(&session_id).await.expect("load").expect("some");
+        let controller = controller_with(
+            PLAN_BUILD,
+            &ws,
+            Arc::new(ReplayModel::new([])),
+            store.clone(),
+        );
+        let recorder = Recorder::default();
+        let err = controller
+            .start_session(recorder.options().id(&session_id))
+            .await
+            .expect_err("exists");
+        assert_eq!(err, SessionError::SessionExists(session_id.clone()));
+        assert!(
+            recorder.take().is_empty(),
+            "{backend:?}: no session_started"
+        );
+        let after = store.load(&session_id).await.expect("load").expect("some");
+        assert_eq!(
+            after, before,
+            "{backend:?}: the stored session is untouched"
+        );
+        assert_eq!(
+            after.pending.map(|p| p.tool_call_id),
+            Some(call_id),
+            "{backend:?}: its plan still pending"
+        );
+    }
 }
 
 #[test]

@@ -35,6 +35,7 @@ async fn submit(ws: &Workspace, path: &str) -> (RunOutcome, Vec<Event>) {
     let recorder = Recorder::default();
     let mut session = controller
         .start_session(recorder.options().mode("plan"))
+        .await
         .expect("session");
     let outcome = session.send_message("plan it").await.expect("run");
     assert_eq!(session.mode().id(), "plan");

@@ -73,6 +73,7 @@ async fn runs_model_calls_tool_calls_decisions_and_saves_have_spans() {
         .expect("controller");
     let mut session = controller
         .start_session(SessionOptions::new().mode("plan").id("s-1"))
+        .await
         .expect("session");
     let RunOutcome::Suspended {
         run_id,

@@ -170,8 +170,8 @@ prop_state_machine! {
     );
 }
 
-#[test]
-fn a_session_refuses_to_start_in_an_unknown_mode() {
+#[tokio::test]
+async fn a_session_refuses_to_start_in_an_unknown_mode() {
     let graph = config::load(manifest_path("config/modes.toml")).expect("the shipped config");
     let controller = AgentController::builder(
         graph,
@@ -182,6 +182,7 @@ fn a_session_refuses_to_start_in_an_unknown_mode() {
     .expect("a controller");
     let err = controller
         .start_session(SessionOptions::new().mode("Plan"))
+        .await
         .expect_err("ids are case-sensitive");
     assert_eq!(err, SessionError::UnknownMode("Plan".to_owned()));
 }

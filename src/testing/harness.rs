@@ -227,7 +227,10 @@ impl Harness {
             options = options.mode(self.facts.id(start));
         }
         let controller = &self.controller;
-        let started = catch_unwind(AssertUnwindSafe(|| controller.start_session(options)));
+        let runtime = &self.runtime;
+        let started = catch_unwind(AssertUnwindSafe(|| {
+            runtime.block_on(controller.start_session(options))
+        }));
         let session = match started {
             Ok(Ok(session)) => session,
             Ok(Err(e)) => return Err(divergence(Aspect::Outcome, "start", "a session", e)),

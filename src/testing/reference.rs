@@ -153,8 +153,8 @@ pub enum Op {
     /// The host switches mode by hand.
     Switch(SwitchTo),
     /// The host process restarts: the session is restored from the controller's store
-    /// ([`crate::AgentController::restore_session`]). Nothing may change; a session with no
-    /// state change since it started was never saved and is unknown to the store. Generated
+    /// ([`crate::AgentController::restore_session`]). Nothing may change: a session is saved
+    /// when it starts, so even one with no state change since is restored. Generated
     /// only for a reference built [`ReferenceSession::with_restarts`].
     Restart,
 }
@@ -404,7 +404,6 @@ pub struct ReferenceSession {
     tool_calls: usize,
     decided: Option<(usize, String)>,
     restarts: bool,
-    saved: bool,
     last: Option<Step>,
 }
 
@@ -435,7 +434,6 @@ impl ReferenceSession {
             tool_calls: 0,
             decided: None,
             restarts: false,
-            saved: false,
             last: None,
         }
     }
@@ -509,11 +507,6 @@ impl ReferenceSession {
         } else {
             (Action::Nothing, Vec::new(), Outcome::NoDecision)
         };
-        // A store saves a session at its first state change, not when it starts.
-        self.saved |= matches!(
-            outcome,
-            Outcome::Run(_) | Outcome::Switched(true) | Outcome::Aborted(true)
-        );
         self.last.insert(Step {
             op: op.clone(),
             action,
@@ -537,13 +530,8 @@ impl ReferenceSession {
                 let aborted = self.cancel(CancelReason::Aborted, trace);
                 (Action::Abort, Vec::new(), Outcome::Aborted(aborted))
             }
-            // A restored session is the session: same mode, pending plan, runs and decisions.
-            // One never saved (nothing happened since it started) is not in the store.
-            Op::Restart if !self.saved => (
-                Action::Restore,
-                Vec::new(),
-                Outcome::Refused(Refusal::UnknownSession),
-            ),
+            // A restored session is the session: same mode, pending plan, runs and decisions
+            // (saved since it started).
             Op::Restart => (Action::Restore, Vec::new(), Outcome::Restored),
             Op::DecideAgain => {
                 let (run, call) = self.decided.clone().unwrap_or_default();
