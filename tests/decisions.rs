@@ -63,9 +63,10 @@ impl Setup {
         }
     }
 
-    fn session(&self) -> Session {
+    async fn session(&self) -> Session {
         self.controller
             .start_session(self.recorder.options().mode("plan"))
+            .await
             .expect("session")
     }
 
@@ -105,7 +106,7 @@ async fn the_next_mode_gets_the_captured_plan_even_when_the_file_changed_or_went
         ])
         .await;
         let path = s.ws.plan("p.md", PLAN);
-        let mut session = s.session();
+        let mut session = s.session().await;
         let (run_id, call_id) =
             suspended(session.send_message("Add dark mode").await.expect("run"));
         let file = s.ws.path().join(&path);
@@ -141,7 +142,7 @@ async fn a_note_given_with_an_approval_reaches_the_next_mode() {
     ])
     .await;
     s.ws.plan("p.md", PLAN);
-    let mut session = s.session();
+    let mut session = s.session().await;
     let (run_id, call_id) = suspended(session.send_message("Add dark mode").await.expect("run"));
     session
         .resume_json(
@@ -193,7 +194,7 @@ async fn a_reused_tool_call_id_never_blocks_a_plan_and_a_stale_pinned_approval_i
         text("building"),
     ])
     .await;
-    let mut session = s.session();
+    let mut session = s.session().await;
     let first = session.send_message("Add dark mode").await.expect("run");
     let RunOutcome::Suspended { payload: shown, .. } = &first else {
         panic!("{first:?}");
@@ -273,7 +274,7 @@ async fn resume_by_a_reused_tool_call_id_decides_the_current_plan() {
     ])
     .await;
     s.ws.plan("p.md", PLAN);
-    let mut session = s.session();
+    let mut session = s.session().await;
     let (run_id, call_id) = suspended(session.send_message("Add dark mode").await.expect("run"));
     let outcome = session
         .resume(&run_id, &call_id, Decision::reject_with("more tests"))
@@ -304,7 +305,7 @@ async fn decisions_are_recorded_with_when_and_by_whom() {
     ])
     .await;
     s.ws.plan("p.md", PLAN);
-    let mut session = s.session();
+    let mut session = s.session().await;
     suspended(session.send_message("Add dark mode").await.expect("run"));
     session
         .decide(
