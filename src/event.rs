@@ -92,7 +92,8 @@ pub enum CancelReason {
     ModeSwitch,
 }
 
-/// What `tool_suspended` carries for `submit_plan`: the captured plan and where approval leads.
+/// What `tool_suspended` carries for `submit_plan`: the captured plan, where approval leads, and
+/// the decision id hosts address the decision by.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SuspendPayload {
@@ -101,6 +102,105 @@ pub struct SuspendPayload {
     pub submission: PlanSubmission,
     /// The mode approval hands over to, fixed at submit time.
     pub target_mode_id: Arc<str>,
+    /// The id the controller gave this decision (`decision_1`, `decision_2`, ...), unique in the
+    /// session. Unlike the model's tool-call id, which a model may reuse, it names exactly one
+    /// submitted plan: decide by it with [`crate::Session::decide`]. Empty only in records
+    /// written before decision ids existed (restoring such a record assigns one).
+    #[serde(default)]
+    pub decision_id: String,
+}
+
+/// How a submitted plan was settled.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::Display,
+    strum::EnumString,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum DecisionOutcome {
+    /// The host approved it.
+    Approved,
+    /// The host rejected it (with or without feedback).
+    Rejected,
+    /// It was cancelled without a decision (abort, a new user message, a manual switch): not
+    /// approved.
+    Cancelled,
+}
+
+/// The audit record of one settled plan decision: which decision, how, when and by whom. The
+/// session record keeps the latest (`lastDecided`) and all of them (`history`); the events that
+/// settle a decision (`tool_end` of `submit_plan`, `tool_suspension_cancelled`) carry it as
+/// `decision`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DecidedRecord {
+    /// The run the plan suspended.
+    pub run_id: String,
+    /// The model's `submit_plan` tool-call id (not necessarily unique).
+    pub tool_call_id: String,
+    /// The controller's decision id, unique in the session (empty in records written before
+    /// decision ids existed).
+    #[serde(default)]
+    pub decision_id: String,
+    /// Approved, rejected or cancelled (`None` in records written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<DecisionOutcome>,
+    /// The SHA-256 of the plan that was decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// When, as RFC 3339 in UTC with seconds (`2026-11-30T12:35:43Z`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_at: Option<String>,
+    /// Who, as the host named them ([`crate::Decision::decided_by`]); `None` when the host did
+    /// not say (and for cancellations).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+}
+
+/// Now, as RFC 3339 in UTC with whole seconds.
+pub(crate) fn rfc3339_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    rfc3339(secs)
+}
+
+/// Seconds since the Unix epoch as RFC 3339 in UTC (civil date from days: H. Hinnant's algorithm).
+fn rfc3339(secs: u64) -> String {
+    let (days, rest) = ((secs / 86_400) as i64, secs % 86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn rfc3339_formats_utc_dates() {
+        assert_eq!(super::rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(super::rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(super::rfc3339(1_700_000_000), "2023-11-14T22:13:20Z");
+    }
 }
 
 /// One thing that happened in a session.
@@ -190,6 +290,10 @@ pub enum Event {
         result: String,
         /// Whether the result reports an error.
         is_error: bool,
+        /// For the `submit_plan` call a decision settled: the audit record (decision id,
+        /// outcome, `decidedAt`, `decidedBy`); absent for every other tool call.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        decision: Option<DecidedRecord>,
     },
     /// The session's mode changed.
     ModeChanged {
@@ -210,6 +314,9 @@ pub enum Event {
         tool_name: String,
         /// Why.
         reason: CancelReason,
+        /// The audit record (decision id, outcome `cancelled`, `decidedAt`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        decision: Option<DecidedRecord>,
     },
     /// A run ended or paused.
     AgentEnd {

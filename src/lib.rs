@@ -79,8 +79,8 @@ pub use crate::config::{ConfigError, ConfigErrorKind, Location, ModeBuilder, Mod
 pub use crate::controller::{AgentController, AgentControllerBuilder};
 pub use crate::error::{Error, Result};
 pub use crate::event::{
-    CancelReason, EndReason, Event, EventStream, ModeChangeReason, Subscription, SuspendPayload,
-    TokenUsage,
+    CancelReason, DecidedRecord, DecisionOutcome, EndReason, Event, EventStream, ModeChangeReason,
+    Subscription, SuspendPayload, TokenUsage,
 };
 pub use crate::extensions::Extensions;
 pub use crate::mode::{Mode, ModeGraph, ModeId};

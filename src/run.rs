@@ -12,14 +12,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tracing::Instrument;
 
-use crate::event::{CancelReason, EndReason, Event, ModeChangeReason, SuspendPayload};
+use crate::event::{
+    CancelReason, DecidedRecord, DecisionOutcome, EndReason, Event, ModeChangeReason,
+    SuspendPayload, rfc3339_now,
+};
 use crate::mode::ModeId;
 use crate::model::{Message, ModelError, ModelErrorKind, ModelRequest, TextSink};
 use crate::session::{Session, SessionError};
 use crate::store::SessionStore;
-use crate::tool::submit_plan::{
-    self, APPROVED_RESULT, PlanSubmission, REJECTED_RESULT, SUBMIT_PLAN,
-};
+use crate::tool::submit_plan::{self, PlanSubmission, REJECTED_RESULT, SUBMIT_PLAN};
 use crate::tool::{PendingPlans, ToolCall, ToolContext, ToolOutput};
 
 /// The lifecycle of one run; a `match` on it is the spine of the state machine.
@@ -110,19 +111,25 @@ pub enum DecisionAction {
 }
 
 /// Resume data for a suspended `submit_plan`: `{ "action": "approved" | "rejected", "feedback"?,
-/// "sha256"? }`. When `sha256` is given it must equal the captured plan's hash, so a host never
-/// approves a plan other than the one it showed.
+/// "sha256"?, "decidedBy"? }`. When `sha256` is given it must equal the captured plan's hash, so
+/// a host never approves a plan other than the one it showed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Decision {
     /// Approved or rejected.
     pub action: DecisionAction,
-    /// Feedback for the model (rejections); blank feedback counts as none.
+    /// Feedback for the model: with a rejection, what to revise; with an approval, a note the
+    /// next mode receives together with the approved plan. Blank feedback counts as none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub feedback: Option<String>,
     /// The SHA-256 (hex) of the plan the user saw.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
+    /// Who decided, as the host names them (a user name, an email, `ci`): kept in the audit
+    /// record (`decidedBy`) of the session and of the decision's events. Free text; the crate
+    /// never interprets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
 }
 
 impl Decision {
@@ -132,6 +139,16 @@ impl Decision {
             action: DecisionAction::Approved,
             feedback: None,
             sha256: None,
+            decided_by: None,
+        }
+    }
+
+    /// Approve with a note for the next mode (`"also update the docs page"`): the model
+    /// receives it in the approval result, beside the approved plan.
+    pub fn approve_with(feedback: impl Into<String>) -> Self {
+        Self {
+            feedback: Some(feedback.into()),
+            ..Self::approve()
         }
     }
 
@@ -141,6 +158,7 @@ impl Decision {
             action: DecisionAction::Rejected,
             feedback: None,
             sha256: None,
+            decided_by: None,
         }
     }
 
@@ -152,9 +170,27 @@ impl Decision {
         }
     }
 
-    /// The same decision, bound to the plan with this SHA-256.
+    /// The same decision, bound to the plan with this SHA-256: it is refused
+    /// ([`SessionError::Sha256Mismatch`]) and changes nothing unless the pending plan has exactly
+    /// this hash, so an approval can never land on a plan nobody saw (a revision submitted
+    /// after a racing rejection, for example).
     pub fn with_sha256(mut self, sha256: impl Into<String>) -> Self {
         self.sha256 = Some(sha256.into());
+        self
+    }
+
+    /// The same decision, made by `name` (free text from the host: a user name, an email,
+    /// `ci`). Recorded for audit as `decidedBy`, with `decidedAt`, in the session record
+    /// (`lastDecided`, `history`) and in the decision's `tool_end` event.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::Decision;
+    /// let decision = Decision::approve().decided_by("alice");
+    /// assert_eq!(decision.decided_by.as_deref(), Some("alice"));
+    /// ```
+    pub fn decided_by(mut self, name: impl Into<String>) -> Self {
+        self.decided_by = Some(name.into());
         self
     }
 
@@ -192,9 +228,17 @@ impl PendingDecision {
         &self.run_id
     }
 
-    /// The `submit_plan` call awaiting the decision.
+    /// The `submit_plan` call awaiting the decision: the model's id, which a model may reuse
+    /// (many servers number calls per response); address the decision by
+    /// [`PendingDecision::decision_id`] instead.
     pub fn tool_call_id(&self) -> &str {
         &self.tool_call_id
+    }
+
+    /// The id the controller gave this decision (`decision_N`), unique in the session and kept
+    /// across restores: decide by it with [`Session::decide`].
+    pub fn decision_id(&self) -> &str {
+        &self.payload.decision_id
     }
 
     /// The mode approval hands over to, fixed at submit time.
@@ -223,6 +267,11 @@ fn run_id_for(n: u64) -> Arc<str> {
     let _ = write!(rest, "run_{n}");
     let len = 24 - rest.len();
     Arc::from(std::str::from_utf8(&text[..len]).unwrap_or("run"))
+}
+
+/// `decision_<n>`: the controller's id of the session's `n`-th submitted plan.
+pub(crate) fn decision_id_for(n: u64) -> String {
+    format!("decision_{n}")
 }
 
 /// The result of a tool call a cancelled (or dropped) run was waiting for.
@@ -276,57 +325,79 @@ impl Session {
             run_id: pending.run_id.clone(),
             mode_id,
         });
+        let record = self.settle_decision(&pending, DecisionOutcome::Cancelled, None);
         self.emit(Event::ToolSuspensionCancelled {
             run_id: pending.run_id.clone(),
             tool_call_id: pending.tool_call_id.clone(),
             tool_name: SUBMIT_PLAN.to_owned(),
             reason,
+            decision: Some(record),
         });
         self.emit(Event::AgentEnd {
             run_id: pending.run_id.clone(),
             reason: EndReason::Aborted,
         });
-        self.run = Some((pending.run_id.clone(), RunState::Aborted));
-        self.last_decided = Some((pending.run_id, pending.tool_call_id));
+        self.run = Some((pending.run_id, RunState::Aborted));
         true
     }
 
-    /// Checks that `decision` may be applied to the pending plan; changes nothing.
+    /// Records `pending` as settled (`outcome`, now, by `decided_by`) in the history; returns
+    /// the audit record for the decision's event.
+    fn settle_decision(
+        &mut self,
+        pending: &PendingDecision,
+        outcome: DecisionOutcome,
+        decided_by: Option<String>,
+    ) -> DecidedRecord {
+        let record = DecidedRecord {
+            run_id: pending.run_id.to_string(),
+            tool_call_id: pending.tool_call_id.clone(),
+            decision_id: pending.payload.decision_id.clone(),
+            outcome: Some(outcome),
+            sha256: Some(pending.payload.submission.sha256.clone()),
+            decided_at: Some(rfc3339_now()),
+            decided_by,
+        };
+        self.history.push(record.clone());
+        record
+    }
+
+    /// Checks that `decision` may be applied to the pending plan that `run_id` / `tool_call_id`
+    /// name; changes nothing. The pending plan wins over an earlier decided one with the same
+    /// ids (a model may reuse tool-call ids), so the current plan can always be decided.
     pub(crate) fn check_decision(
         &self,
         run_id: &str,
         tool_call_id: &str,
         decision: &Decision,
     ) -> Result<(), SessionError> {
+        if let Some(pending) = &self.pending
+            && &*pending.run_id == run_id
+            && pending.tool_call_id == tool_call_id
+        {
+            return Self::check_pinned(pending, decision);
+        }
         let decided = self
-            .last_decided
-            .as_ref()
-            .is_some_and(|(r, c)| &**r == run_id && c == tool_call_id);
-        let Some(pending) = &self.pending else {
-            return Err(if decided {
-                SessionError::AlreadyDecided(tool_call_id.to_owned())
-            } else if self.knows_run(run_id) {
-                SessionError::NotSuspended(run_id.to_owned())
-            } else {
-                SessionError::UnknownRun(run_id.to_owned())
-            });
-        };
-        if decided {
-            return Err(SessionError::AlreadyDecided(tool_call_id.to_owned()));
-        }
-        if &*pending.run_id != run_id {
-            return Err(if self.knows_run(run_id) {
-                SessionError::NotSuspended(run_id.to_owned())
-            } else {
-                SessionError::UnknownRun(run_id.to_owned())
-            });
-        }
-        if pending.tool_call_id != tool_call_id {
-            return Err(SessionError::UnknownToolCall {
+            .history
+            .iter()
+            .any(|d| d.run_id == run_id && d.tool_call_id == tool_call_id);
+        Err(match &self.pending {
+            _ if decided => SessionError::AlreadyDecided(tool_call_id.to_owned()),
+            Some(pending) if &*pending.run_id == run_id => SessionError::UnknownToolCall {
                 run_id: run_id.to_owned(),
                 tool_call_id: tool_call_id.to_owned(),
-            });
-        }
+            },
+            _ if self.knows_run(run_id) => SessionError::NotSuspended(run_id.to_owned()),
+            _ => SessionError::UnknownRun(run_id.to_owned()),
+        })
+    }
+
+    /// Checks `decision` against the pending plan: a pinned sha256 must be the plan's, and an
+    /// approval must still be possible under the current config.
+    pub(crate) fn check_pinned(
+        pending: &PendingDecision,
+        decision: &Decision,
+    ) -> Result<(), SessionError> {
         if let Some(given) = &decision.sha256
             && !given.eq_ignore_ascii_case(&pending.payload.submission.sha256)
         {
@@ -363,7 +434,6 @@ impl Session {
             return Err(SessionError::NotSuspended(String::new()));
         };
         let run_id = pending.run_id.clone();
-        self.last_decided = Some((pending.run_id.clone(), pending.tool_call_id.clone()));
         self.run = Some((run_id.clone(), RunState::Running));
         // The run resumes: `agent_start` again (same run id) before its next events, as
         // Mastra's AgentController does, so every `agent_end` pairs with an `agent_start`.
@@ -373,23 +443,37 @@ impl Session {
             mode_id,
         });
         let feedback = decision.feedback();
-        let result = match (decision.action, feedback) {
-            (DecisionAction::Approved, _) => APPROVED_RESULT.to_owned(),
-            (DecisionAction::Rejected, Some(feedback)) => {
-                submit_plan::rejected_with_feedback(feedback)
+        // The mode-change notice travels in the approval result, not as a later system message
+        // (many chat templates refuse a system message anywhere but first).
+        let notice = match decision.action {
+            DecisionAction::Approved => {
+                self.mode_notice(pending.target, ModeChangeReason::PlanApproved)
             }
-            (DecisionAction::Rejected, None) => REJECTED_RESULT.to_owned(),
+            DecisionAction::Rejected => None,
         };
-        self.finish_tool(
-            &run_id,
-            &pending.tool_call_id,
-            SUBMIT_PLAN,
-            ToolOutput::ok(result),
-        );
+        let (result, outcome) = match (decision.action, feedback) {
+            (DecisionAction::Approved, _) => (
+                submit_plan::approved_result(
+                    &pending.payload.submission,
+                    feedback,
+                    notice.as_deref(),
+                ),
+                DecisionOutcome::Approved,
+            ),
+            (DecisionAction::Rejected, Some(feedback)) => (
+                submit_plan::rejected_with_feedback(feedback),
+                DecisionOutcome::Rejected,
+            ),
+            (DecisionAction::Rejected, None) => {
+                (REJECTED_RESULT.to_owned(), DecisionOutcome::Rejected)
+            }
+        };
         let ends_run = decision.action == DecisionAction::Rejected && feedback.is_none();
-        if decision.action == DecisionAction::Approved {
+        let record = self.settle_decision(&pending, outcome, decision.decided_by);
+        self.finish_decision(&run_id, &pending.tool_call_id, result, record);
+        if notice.is_some() {
             // The switch happens before any model call in the new mode.
-            self.set_mode(pending.target, ModeChangeReason::PlanApproved);
+            self.enter_mode(pending.target, ModeChangeReason::PlanApproved);
         }
         if ends_run {
             self.close_run(&run_id, RunState::Completed, None);
@@ -510,12 +594,38 @@ impl Session {
             tool_name: name.to_owned(),
             result: output.content.clone(),
             is_error: output.is_error,
+            decision: None,
         });
         self.messages.push(Message::Tool {
             tool_call_id: call_id.to_owned(),
             tool_name: name.to_owned(),
             content: output.content,
             is_error: output.is_error,
+        });
+    }
+
+    /// Ends the decided `submit_plan` call: `tool_end` with the audit record, and the result in
+    /// the conversation.
+    fn finish_decision(
+        &mut self,
+        run_id: &Arc<str>,
+        call_id: &str,
+        result: String,
+        record: DecidedRecord,
+    ) {
+        self.emit(Event::ToolEnd {
+            run_id: run_id.clone(),
+            tool_call_id: call_id.to_owned(),
+            tool_name: SUBMIT_PLAN.to_owned(),
+            result: result.clone(),
+            is_error: false,
+            decision: Some(record),
+        });
+        self.messages.push(Message::Tool {
+            tool_call_id: call_id.to_owned(),
+            tool_name: SUBMIT_PLAN.to_owned(),
+            content: result,
+            is_error: false,
         });
     }
 
@@ -735,9 +845,11 @@ impl Session {
         self.begin();
         // The hand-over target is fixed now, at submit time.
         let target = self.shared.graph.approval_target(self.mode);
+        self.decisions += 1;
         let payload = SuspendPayload {
             submission,
             target_mode_id: self.shared.graph.mode(target).id_arc().clone(),
+            decision_id: decision_id_for(self.decisions),
         };
         self.pending = Some(PendingDecision {
             run_id: run_id.clone(),

@@ -14,7 +14,7 @@ use crate::event::{CancelReason, Event, EventStream, ModeChangeReason, Subscribe
 use crate::extensions::Extensions;
 use crate::mode::{Mode, ModeId};
 use crate::model::{LanguageModel, Message};
-use crate::run::{Decision, PendingDecision, RunOutcome, RunState};
+use crate::run::{Decision, PendingDecision, RunOutcome, RunState, decision_id_for};
 use crate::store::{
     DecidedRecord, PendingRecord, RunRecord, SCHEMA_VERSION, SessionRecord, StoreError,
 };
@@ -27,7 +27,8 @@ pub(crate) struct Checkpoint {
     counter: u64,
     run: Option<(Arc<str>, RunState)>,
     pending: Option<PendingDecision>,
-    last_decided: Option<(Arc<str>, String)>,
+    history: usize,
+    decisions: u64,
 }
 
 /// A save running in its own task, so that dropping the operation that started it cannot leave
@@ -146,9 +147,13 @@ pub enum SessionError {
         /// The tool call id given.
         tool_call_id: String,
     },
-    /// This tool call was already decided (or cancelled); a decision applies once.
-    #[error("tool call `{0}` was already decided")]
+    /// This decision (named by its decision id, or by a run and tool-call id that no longer
+    /// name the pending plan) was already decided or cancelled; a decision applies once.
+    #[error("`{0}` was already decided: a decision applies once")]
     AlreadyDecided(String),
+    /// No decision of the session has this decision id.
+    #[error("unknown decision `{0}`")]
+    UnknownDecision(String),
     /// The decision names a different plan than the one captured at submit time.
     #[error(
         "the decision is for plan sha256 {given}, but the submitted plan has sha256 {expected}"
@@ -318,7 +323,10 @@ pub struct Session {
     pub(crate) counter: u64,
     pub(crate) run: Option<(Arc<str>, RunState)>,
     pub(crate) pending: Option<PendingDecision>,
-    pub(crate) last_decided: Option<(Arc<str>, String)>,
+    /// Every settled decision, oldest first (the audit trail; the last one is `lastDecided`).
+    pub(crate) history: Vec<DecidedRecord>,
+    /// How many decision ids were given out.
+    pub(crate) decisions: u64,
     /// Callbacks and streams; behind a mutex only so a streaming model can deliver text deltas
     /// while the run loop lends it the conversation (everywhere else it is reached without
     /// locking, through `&mut self`).
@@ -376,7 +384,8 @@ impl Session {
             counter: 0,
             run: None,
             pending: None,
-            last_decided: None,
+            history: Vec::new(),
+            decisions: 0,
             subscribers: Mutex::new(options.subscribers),
             extensions: options.extensions,
             metadata: options.metadata.unwrap_or_default(),
@@ -420,7 +429,13 @@ impl Session {
             ))
         })?;
         let changed = record.config_fingerprint != shared.fingerprint;
-        let pending = record.pending.map(|p| {
+        let mut decisions = record.decision_counter;
+        let pending = record.pending.map(|mut p| {
+            if p.suspend_payload.decision_id.is_empty() {
+                // A record from before decision ids: give the pending plan one now.
+                decisions += 1;
+                p.suspend_payload.decision_id = decision_id_for(decisions);
+            }
             let wanted = p.suspend_payload.target_mode_id.clone();
             let (target, stale) = match graph.get(&wanted) {
                 None => (mode, Some(format!("its hand-over target `{wanted}` no longer exists in the config"))),
@@ -449,9 +464,12 @@ impl Session {
             counter: record.run_counter,
             run: record.run.map(|r| (Arc::from(r.run_id), r.state)),
             pending,
-            last_decided: record
-                .last_decided
-                .map(|d| (Arc::from(d.run_id), d.tool_call_id)),
+            history: if record.history.is_empty() {
+                record.last_decided.into_iter().collect()
+            } else {
+                record.history
+            },
+            decisions,
             subscribers: Mutex::new(options.subscribers),
             extensions: options.extensions,
             metadata: record.metadata,
@@ -663,7 +681,8 @@ impl Session {
                 counter: self.counter,
                 run: self.run.clone(),
                 pending: self.pending.clone(),
-                last_decided: self.last_decided.clone(),
+                history: self.history.len(),
+                decisions: self.decisions,
             })
         });
     }
@@ -678,7 +697,8 @@ impl Session {
             self.counter = cp.counter;
             self.run = cp.run;
             self.pending = cp.pending;
-            self.last_decided = cp.last_decided;
+            self.history.truncate(cp.history);
+            self.decisions = cp.decisions;
         }
     }
 
@@ -757,13 +777,9 @@ impl Session {
                 tool_name: SUBMIT_PLAN.to_owned(),
                 suspend_payload: p.payload.clone(),
             }),
-            last_decided: self
-                .last_decided
-                .as_ref()
-                .map(|(run_id, call)| DecidedRecord {
-                    run_id: run_id.to_string(),
-                    tool_call_id: call.clone(),
-                }),
+            last_decided: self.history.last().cloned(),
+            history: self.history.clone(),
+            decision_counter: self.decisions,
             updated_at: crate::store::now_secs(),
             metadata: self.metadata.clone(),
         }
@@ -804,11 +820,18 @@ impl Session {
 
     /// Decides the pending plan of `run_id` / `tool_call_id` and carries the run on.
     ///
-    /// Approved: the model gets `Plan approved. Proceed with implementation following the approved
-    /// plan.`, the session switches to the target fixed at submit time (`mode_changed`, reason
+    /// The ids name the *current* pending plan: a model may reuse a tool-call id (`call_1` in
+    /// every response), so after a rejection with feedback its resubmission can carry the same
+    /// ids as the plan just rejected. Prefer [`Session::decide`] with the controller's decision
+    /// id, and pin the plan you showed with [`Decision::with_sha256`].
+    ///
+    /// Approved: the session switches to the target fixed at submit time (`mode_changed`, reason
     /// `plan_approved`) before the next model call, which uses the new mode's instructions and
-    /// tools and is told of the change. Rejected with feedback: the model gets the feedback and
-    /// revises in the same mode. Rejected without feedback: the run ends; the mode stays.
+    /// tools. The model's approval result ([`crate::tool::submit_plan::approved_result`]) holds
+    /// the approval, the mode-change notice, the feedback given with the approval (if any) and
+    /// the approved plan as captured at submit time, so the next mode never re-reads the file.
+    /// Rejected with feedback: the model gets the feedback and revises in the same mode.
+    /// Rejected without feedback: the run ends; the mode stays.
     ///
     /// # Errors
     /// [`SessionError::UnknownRun`], [`SessionError::NotSuspended`],
@@ -841,6 +864,52 @@ impl Session {
         }
         .instrument(span)
         .await
+    }
+
+    /// Decides the pending plan with this decision id ([`PendingDecision::decision_id`], the
+    /// `decisionId` of `tool_suspended` and of [`crate::store::PendingSummary`]) and carries the
+    /// run on, as [`Session::resume`] does.
+    ///
+    /// # Errors
+    /// [`SessionError::AlreadyDecided`] for a decision id that was settled before,
+    /// [`SessionError::UnknownDecision`] for one the session never gave out, then
+    /// [`SessionError::Sha256Mismatch`], [`SessionError::ConfigChanged`] and
+    /// [`SessionError::Store`] as for [`Session::resume`]; on error nothing changes.
+    pub async fn decide(
+        &mut self,
+        decision_id: &str,
+        decision: Decision,
+    ) -> Result<RunOutcome, SessionError> {
+        self.settle().await?;
+        let (run_id, tool_call_id) = match &self.pending {
+            Some(p) if p.decision_id() == decision_id => (p.run_id.clone(), p.tool_call_id.clone()),
+            _ if self.history.iter().any(|d| d.decision_id == decision_id) => {
+                return Err(SessionError::AlreadyDecided(decision_id.to_owned()));
+            }
+            _ => return Err(SessionError::UnknownDecision(decision_id.to_owned())),
+        };
+        // The pending plan's run and tool-call ids name it (they resolve to the current plan).
+        self.resume(&run_id, &tool_call_id, decision).await
+    }
+
+    /// Like [`Session::decide`] with resume data as JSON.
+    ///
+    /// # Errors
+    /// [`SessionError::MalformedDecision`] first, then those of [`Session::decide`].
+    pub async fn decide_json(
+        &mut self,
+        decision_id: &str,
+        data: &Value,
+    ) -> Result<RunOutcome, SessionError> {
+        let decision = Decision::from_json(data)?;
+        self.decide(decision_id, decision).await
+    }
+
+    /// Every settled decision of the session, oldest first: decision id, outcome, the plan's
+    /// sha256, `decidedAt` and `decidedBy` (the audit trail the record keeps as `history`).
+    pub fn decision_history(&self) -> &[DecidedRecord] {
+        let len = self.unsaved().map_or(self.history.len(), |cp| cp.history);
+        &self.history[..len]
     }
 
     /// Like [`Session::resume`] with resume data as JSON (`{"action": "approved"}`, ...).
@@ -899,25 +968,40 @@ impl Session {
         Ok(true)
     }
 
-    /// Moves to `target`, emitting `mode_changed` and telling the model; no-op for the same mode.
+    /// Moves to `target`, emitting `mode_changed` and telling the model with a notice in the
+    /// conversation; no-op for the same mode.
     pub(crate) fn set_mode(&mut self, target: ModeId, reason: ModeChangeReason) -> bool {
-        if target == self.mode {
+        let Some(notice) = self.mode_notice(target, reason) else {
             return false;
-        }
-        let previous = self.mode_arc();
-        self.mode = target;
-        let notice = self.shared.runtime(target).mode_notice(&previous, reason);
+        };
         let planted = reason == ModeChangeReason::Manual
             && crate::run::planted::bug(&crate::run::planted::NO_MANUAL_NOTICE);
         if !planted {
             self.messages.push(Message::System { content: notice });
         }
+        self.enter_mode(target, reason);
+        true
+    }
+
+    /// The notice telling the model of a switch from the current mode to `target`, or `None`
+    /// when `target` is the current mode.
+    pub(crate) fn mode_notice(&self, target: ModeId, reason: ModeChangeReason) -> Option<String> {
+        (target != self.mode).then(|| {
+            self.shared
+                .runtime(target)
+                .mode_notice(&self.mode_arc(), reason)
+        })
+    }
+
+    /// Moves to `target` and emits `mode_changed`; the caller has told the model.
+    pub(crate) fn enter_mode(&mut self, target: ModeId, reason: ModeChangeReason) {
+        let previous = self.mode_arc();
+        self.mode = target;
         let mode_id = self.mode_arc();
         self.emit(Event::ModeChanged {
             mode_id,
             previous_mode_id: previous,
             reason,
         });
-        true
     }
 }

@@ -25,6 +25,7 @@ pub use self::postgres::PostgresStore;
 #[cfg(feature = "sqlite")]
 pub use self::sqlite::SqliteStore;
 
+pub use crate::event::DecidedRecord;
 use crate::event::SuspendPayload;
 use crate::model::Message;
 use crate::run::RunState;
@@ -61,8 +62,14 @@ pub struct SessionRecord {
     pub run: Option<RunRecord>,
     /// The plan waiting for a decision.
     pub pending: Option<PendingRecord>,
-    /// The last decided (or cancelled) tool call, so a second decision is recognised.
+    /// The last decided (or cancelled) plan, so a second decision is recognised.
     pub last_decided: Option<DecidedRecord>,
+    /// Every decided (or cancelled) plan of the session, oldest first: the audit trail.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<DecidedRecord>,
+    /// How many decision ids were given out (ids are `decision_1`, `decision_2`, ...).
+    #[serde(default)]
+    pub decision_counter: u64,
     /// When the record was saved, in seconds since the Unix epoch.
     pub updated_at: u64,
     /// The host's free-form metadata ([`crate::SessionOptions::metadata`]); absent in records
@@ -79,16 +86,6 @@ pub struct RunRecord {
     pub run_id: String,
     /// Its state.
     pub state: RunState,
-}
-
-/// A decided (or cancelled) tool call.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct DecidedRecord {
-    /// The run id.
-    pub run_id: String,
-    /// The tool call id.
-    pub tool_call_id: String,
 }
 
 /// A suspended `submit_plan` call of a [`SessionRecord`].
@@ -113,15 +110,19 @@ pub struct PendingSummary {
     pub session_id: String,
     /// The suspended run.
     pub run_id: String,
-    /// The suspended tool call.
+    /// The suspended tool call (the model's id; not necessarily unique).
     pub tool_call_id: String,
+    /// The controller's decision id, unique in the session: what hosts address the decision by.
+    #[serde(default)]
+    pub decision_id: String,
     /// The mode the plan was submitted in.
     pub mode_id: String,
     /// The mode approval hands over to.
     pub target_mode_id: String,
     /// The plan's title.
     pub title: String,
-    /// The SHA-256 (hex) of the captured plan: pin a decision to it (`decide --sha256`).
+    /// The SHA-256 (hex) of the captured plan: pin a decision to it (`decide --sha256`,
+    /// [`crate::Decision::with_sha256`]).
     #[serde(default)]
     pub sha256: String,
     /// The plan file's path as submitted (relative to the workspace, unless absolute).
@@ -138,6 +139,7 @@ impl SessionRecord {
             session_id: self.session_id.clone(),
             run_id: p.run_id.clone(),
             tool_call_id: p.tool_call_id.clone(),
+            decision_id: p.suspend_payload.decision_id.clone(),
             mode_id: self.mode_id.clone(),
             target_mode_id: p.suspend_payload.target_mode_id.to_string(),
             title: p.suspend_payload.submission.title.clone(),

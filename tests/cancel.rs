@@ -15,6 +15,7 @@ use agent_controller::model::{LanguageModel, ModelError, ModelRequest, ModelResp
 use agent_controller::store::{
     MemoryStore, PendingSummary, SessionRecord, SessionStore, StoreError,
 };
+use agent_controller::tool::submit_plan::APPROVED_RESULT;
 use agent_controller::tool::{Tool, ToolCall, ToolContext, ToolOutput};
 use agent_controller::{
     AgentController, Decision, Event, Message, RunOutcome, RunState, Session, SessionOptions,
@@ -99,7 +100,12 @@ impl LanguageModel for Model {
             .messages
             .iter()
             .rev()
-            .take_while(|m| !matches!(m, Message::User { .. } | Message::System { .. }))
+            // Counted since the prompt or the last mode change (a notice, or an approval
+            // result, which carries the notice of the hand-over).
+            .take_while(|m| {
+                !matches!(m, Message::User { .. } | Message::System { .. })
+                    && !matches!(m, Message::Tool { content, .. } if content.starts_with(APPROVED_RESULT))
+            })
             .filter(|m| matches!(m, Message::Assistant { .. }))
             .count();
         let tool_calls = match (request.mode_id, replies_since_prompt) {

@@ -4,7 +4,6 @@
 //! request by request.
 #![cfg(feature = "openai")]
 
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use agent_controller::model::openai::{OpenAiModel, OpenAiSettings};
@@ -14,8 +13,17 @@ use agent_controller::{
     ToolRegistry, config,
 };
 use serde_json::{Value, json};
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+use wiremock::ResponseTemplate;
+
+mod common;
+use common::openai_server::{
+    Reply, ScriptedServer, call_in, calls, chunk, roles, text_in, tool_names,
+};
+
+/// A reply with one call whose arguments arrive in `fragments`.
+fn call_reply(id: &str, name: &str, fragments: &[&str]) -> Reply {
+    calls([call_in(id, name, fragments)])
+}
 
 const CONFIG: &str = r#"
 [[modes]]
@@ -32,98 +40,33 @@ default = true
 instructions = "Implement the approved plan step by step."
 "#;
 
-/// Replies in order, one per request; a 500 once the script runs out.
-struct Script(Mutex<VecDeque<ResponseTemplate>>);
-
-impl Respond for Script {
-    fn respond(&self, _: &Request) -> ResponseTemplate {
-        self.0
-            .lock()
-            .expect("lock")
-            .pop_front()
-            .unwrap_or_else(|| ResponseTemplate::new(500).set_body_string("script exhausted"))
-    }
-}
-
-async fn server(replies: Vec<ResponseTemplate>) -> MockServer {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .respond_with(Script(Mutex::new(replies.into())))
-        .mount(&server)
-        .await;
-    server
-}
-
-/// One `chat.completion.chunk` with a delta for choice 0.
-fn chunk(delta: Value, finish_reason: Option<&str>) -> Value {
-    json!({
-        "id": "chatcmpl-test", "object": "chat.completion.chunk", "created": 1_700_000_000,
-        "model": "test-model",
-        "choices": [{ "index": 0, "delta": delta, "finish_reason": finish_reason }]
-    })
-}
-
 /// The client retries a 429, a 5xx or a refused connection three times (with a short backoff)
 /// before it reports the error: a failing server answers four times.
 const ATTEMPTS: usize = 4;
 
-fn failing(reply: ResponseTemplate) -> Vec<ResponseTemplate> {
+fn failing(reply: Reply) -> Vec<Reply> {
     vec![reply; ATTEMPTS]
 }
 
-/// A streamed reply: `data: {chunk}` events, then `data: [DONE]`.
-fn sse(chunks: &[Value]) -> ResponseTemplate {
-    let mut body = String::new();
-    for c in chunks {
-        body.push_str(&format!("data: {c}\n\n"));
-    }
-    body.push_str("data: [DONE]\n\n");
-    ResponseTemplate::new(200).set_body_raw(body, "text/event-stream")
-}
-
-/// A streamed tool call whose JSON arguments arrive in `fragments`, split mid-token.
-fn tool_call(id: &str, name: &str, fragments: &[&str]) -> ResponseTemplate {
-    let mut chunks = vec![chunk(
-        json!({"role": "assistant", "content": null, "tool_calls": [
-            {"index": 0, "id": id, "type": "function", "function": {"name": name, "arguments": ""}}
-        ]}),
-        None,
-    )];
-    for fragment in fragments {
-        chunks.push(chunk(
-            json!({"tool_calls": [{"index": 0, "function": {"arguments": fragment}}]}),
-            None,
-        ));
-    }
-    chunks.push(chunk(json!({}), Some("tool_calls")));
-    sse(&chunks)
-}
-
-fn text(parts: &[&str]) -> ResponseTemplate {
-    let mut chunks = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
-    for part in parts {
-        chunks.push(chunk(json!({"content": part}), None));
-    }
-    chunks.push(chunk(json!({}), Some("stop")));
-    sse(&chunks)
+fn raw(body: impl Into<String>) -> Reply {
+    Reply::Raw(ResponseTemplate::new(200).set_body_raw(body.into(), "text/event-stream"))
 }
 
 struct Harness {
-    server: MockServer,
+    server: ScriptedServer,
     controller: AgentController,
     events: Arc<Mutex<Vec<Event>>>,
     _workspace: tempfile::TempDir,
 }
 
 impl Harness {
-    async fn new(replies: Vec<ResponseTemplate>) -> Self {
-        let server = server(replies).await;
-        let base = format!("{}/v1", server.uri());
+    async fn new(replies: Vec<Reply>) -> Self {
+        let server = ScriptedServer::start(replies).await;
+        let base = server.base_url();
         Self::with_base(server, &base)
     }
 
-    fn with_base(server: MockServer, base: &str) -> Self {
+    fn with_base(server: ScriptedServer, base: &str) -> Self {
         let workspace = tempfile::tempdir().expect("tempdir");
         let settings = OpenAiSettings::new(base)
             .api_key("sk-test")
@@ -156,13 +99,7 @@ impl Harness {
     }
 
     async fn bodies(&self) -> Vec<Value> {
-        self.server
-            .received_requests()
-            .await
-            .expect("received_requests")
-            .iter()
-            .map(|r| r.body_json().expect("body_json"))
-            .collect()
+        self.server.bodies().await
     }
 
     fn kinds(&self) -> Vec<&'static str> {
@@ -175,31 +112,10 @@ impl Harness {
     }
 }
 
-fn tool_names(body: &Value) -> Vec<String> {
-    body["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .map(|t| t["function"]["name"].as_str().expect("as_str").to_owned())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn roles(body: &Value) -> Vec<&str> {
-    body["messages"]
-        .as_array()
-        .expect("as_array")
-        .iter()
-        .map(|m| m["role"].as_str().expect("as_str"))
-        .collect()
-}
-
 #[tokio::test]
 async fn the_whole_plan_approve_build_cycle_runs_through_http() {
     let h = Harness::new(vec![
-        tool_call(
+        call_reply(
             "call_write",
             "write_plan",
             &[
@@ -208,12 +124,12 @@ async fn the_whole_plan_approve_build_cycle_runs_through_http() {
                 r#".\n2. Test it.\n"}"#,
             ],
         ),
-        tool_call(
+        call_reply(
             "call_submit",
             "submit_plan",
             &[r#"{"pa"#, r#"th": ".agent/plans/dark"#, r#"-mode.md"}"#],
         ),
-        text(&["Implementing ", "the approved ", "plan."]),
+        text_in(&["Implementing ", "the approved ", "plan."]),
     ])
     .await;
     let mut session = h.session("plan").await;
@@ -258,6 +174,7 @@ async fn the_whole_plan_approve_build_cycle_runs_through_http() {
         assert_eq!(body["stream"], true);
     }
     let requests = h
+        .server
         .server
         .received_requests()
         .await
@@ -308,16 +225,25 @@ async fn the_whole_plan_approve_build_cycle_runs_through_http() {
         tool_names(third),
         ["read_file", "list_files", "write_file", "write_plan"]
     );
-    let messages = third["messages"].as_array().expect("as_array");
-    let last_two = &messages[messages.len() - 2..];
-    assert_eq!(last_two[0]["role"], "tool");
-    assert_eq!(last_two[0]["tool_call_id"], "call_submit");
-    assert_eq!(last_two[0]["content"], APPROVED_RESULT);
-    assert_eq!(last_two[1]["role"], "system");
-    let notice = last_two[1]["content"].as_str().expect("as_str");
+    // The approval result carries the notice of the change and the approved plan; the only
+    // system message is the first.
+    assert_eq!(roles(third).iter().filter(|r| **r == "system").count(), 1);
+    let last = third["messages"]
+        .as_array()
+        .expect("as_array")
+        .last()
+        .expect("last");
+    assert_eq!(last["role"], "tool");
+    assert_eq!(last["tool_call_id"], "call_submit");
+    let result = last["content"].as_str().expect("as_str");
+    assert!(result.starts_with(APPROVED_RESULT), "{result}");
     assert!(
-        notice.contains("Mode changed") && notice.contains("`build`"),
-        "{notice}"
+        result.contains("Mode changed") && result.contains("`build`"),
+        "{result}"
+    );
+    assert!(
+        result.contains("# Add dark mode\n\n## Steps\n1. Add a toggle.\n2. Test it."),
+        "{result}"
     );
 
     let kinds = h.kinds();
@@ -336,12 +262,12 @@ async fn the_whole_plan_approve_build_cycle_runs_through_http() {
 #[tokio::test]
 async fn a_call_to_a_tool_outside_the_mode_gets_an_error_result_over_http() {
     let h = Harness::new(vec![
-        tool_call(
+        call_reply(
             "call_1",
             "write_file",
             &[r#"{"path": "x", "content": "y"}"#],
         ),
-        text(&["Sorry."]),
+        text_in(&["Sorry."]),
     ])
     .await;
     let mut session = h.session("plan").await;
@@ -359,13 +285,13 @@ async fn a_call_to_a_tool_outside_the_mode_gets_an_error_result_over_http() {
 }
 
 /// Runs one message against a server that answers `replies`; returns the failure message.
-async fn failure(replies: Vec<ResponseTemplate>) -> (String, Harness) {
+async fn failure(replies: Vec<Reply>) -> (String, Harness) {
     let (error, h) = failed_with(replies).await;
     (error.to_string(), h)
 }
 
 /// Runs one message against a server that answers `replies`; returns the run's typed error.
-async fn failed_with(replies: Vec<ResponseTemplate>) -> (ModelError, Harness) {
+async fn failed_with(replies: Vec<Reply>) -> (ModelError, Harness) {
     let h = Harness::new(replies).await;
     let mut session = h.session("plan").await;
     let outcome = session.send_message("Plan it").await.expect("send_message");
@@ -386,10 +312,10 @@ async fn failed_with(replies: Vec<ResponseTemplate>) -> (ModelError, Harness) {
     (error, h)
 }
 
-fn api_error(status: u16, code: &str) -> ResponseTemplate {
-    ResponseTemplate::new(status).set_body_json(json!({
+fn api_error(status: u16, code: &str) -> Reply {
+    Reply::Raw(ResponseTemplate::new(status).set_body_json(json!({
         "error": {"message": "refused", "type": "invalid_request_error", "param": null, "code": code}
-    }))
+    })))
 }
 
 #[tokio::test]
@@ -410,10 +336,7 @@ async fn a_failed_run_carries_the_model_error_kind_a_host_can_match() {
     assert_eq!(error.kind(), ModelErrorKind::Other, "{error}");
 
     let body = "data: {\"id\": \"x\", \"choices\": [\n\ndata: [DONE]\n\n";
-    let (error, _) = failed_with(vec![
-        ResponseTemplate::new(200).set_body_raw(body, "text/event-stream"),
-    ])
-    .await;
+    let (error, _) = failed_with(vec![raw(body)]).await;
     assert_eq!(error.kind(), ModelErrorKind::MalformedResponse, "{error}");
 }
 
@@ -436,9 +359,9 @@ async fn a_rate_limit_reaches_the_host_through_the_umbrella_error_by_kind() {
 
 #[tokio::test]
 async fn an_http_401_is_a_clear_error_naming_the_key() {
-    let (message, h) = failure(vec![ResponseTemplate::new(401).set_body_json(json!({
+    let (message, h) = failure(vec![Reply::Raw(ResponseTemplate::new(401).set_body_json(json!({
         "error": {"message": "Incorrect API key provided", "type": "invalid_request_error", "param": null, "code": "invalid_api_key"}
-    }))])
+    })))])
     .await;
     assert_eq!(h.bodies().await.len(), 1, "a 4xx is not retried");
     assert!(message.contains("HTTP 401"), "{message}");
@@ -448,10 +371,7 @@ async fn an_http_401_is_a_clear_error_naming_the_key() {
 
 #[tokio::test]
 async fn an_http_500_is_a_clear_error_with_the_servers_text() {
-    let (message, h) = failure(failing(
-        ResponseTemplate::new(500).set_body_string("upstream overloaded"),
-    ))
-    .await;
+    let (message, h) = failure(failing(Reply::Status(500, "upstream overloaded".into()))).await;
     assert_eq!(
         h.bodies().await.len(),
         ATTEMPTS,
@@ -464,10 +384,7 @@ async fn an_http_500_is_a_clear_error_with_the_servers_text() {
 #[tokio::test]
 async fn a_malformed_chunk_is_a_clear_error() {
     let body = "data: {\"id\": \"x\", \"choices\": [\n\ndata: [DONE]\n\n";
-    let (message, _) = failure(vec![
-        ResponseTemplate::new(200).set_body_raw(body, "text/event-stream"),
-    ])
-    .await;
+    let (message, _) = failure(vec![raw(body)]).await;
     assert!(message.contains("malformed"), "{message}");
 }
 
@@ -480,10 +397,7 @@ async fn a_stream_cut_off_before_finish_reason_is_an_error_not_a_reply() {
             None
         )
     );
-    let (message, _) = failure(vec![
-        ResponseTemplate::new(200).set_body_raw(body, "text/event-stream"),
-    ])
-    .await;
+    let (message, _) = failure(vec![raw(body)]).await;
     assert!(message.contains("no finish_reason"), "{message}");
 }
 
@@ -495,7 +409,7 @@ async fn an_unreachable_endpoint_is_a_clear_error() {
         .local_addr()
         .expect("local_addr")
         .port();
-    let server = MockServer::start().await;
+    let server = ScriptedServer::start(Vec::new()).await;
     let h = Harness::with_base(server, &format!("http://127.0.0.1:{port}/v1"));
     let mut session = h.session("plan").await;
     let outcome = session.send_message("Plan it").await.expect("send_message");
@@ -510,8 +424,8 @@ async fn an_unreachable_endpoint_is_a_clear_error() {
 
 #[tokio::test]
 async fn a_failed_model_call_leaves_the_session_usable() {
-    let mut replies = failing(ResponseTemplate::new(503).set_body_string("try later"));
-    replies.push(text(&["Back again."]));
+    let mut replies = failing(Reply::Status(503, "try later".into()));
+    replies.push(text_in(&["Back again."]));
     let h = Harness::new(replies).await;
     let mut session = h.session("plan").await;
     assert!(matches!(
@@ -534,15 +448,15 @@ async fn a_failed_model_call_leaves_the_session_usable() {
 #[tokio::test]
 async fn a_model_failure_after_a_rejection_keeps_the_mode_and_the_next_plan_can_be_approved() {
     let submit = || {
-        tool_call(
+        call_reply(
             "call_submit",
             "submit_plan",
             &[r#"{"path": ".agent/plans/p.md"}"#],
         )
     };
     let mut replies = vec![submit()];
-    replies.extend(failing(ResponseTemplate::new(500).set_body_string("boom")));
-    replies.extend([submit(), text(&["Building."])]);
+    replies.extend(failing(Reply::Status(500, "boom".into())));
+    replies.extend([submit(), text_in(&["Building."])]);
     let h = Harness::new(replies).await;
     let plans = h.controller.plans_dir().to_owned();
     std::fs::create_dir_all(&plans).expect("create_dir_all");

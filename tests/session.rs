@@ -12,7 +12,8 @@ use agent_controller::model::{
 };
 use agent_controller::tool::submit_plan::{APPROVED_RESULT, REJECTED_RESULT};
 use agent_controller::{
-    Decision, Event, Message, ModeChangeReason, RunOutcome, RunState, SessionError, SessionOptions,
+    Decision, DecisionOutcome, Event, Message, ModeChangeReason, RunOutcome, RunState,
+    SessionError, SessionOptions,
 };
 use async_trait::async_trait;
 use common::{PLAN_BUILD, Recorder, Workspace, controller, kinds, replay};
@@ -182,6 +183,17 @@ async fn approval_hands_over_before_the_next_model_call_with_the_new_modes_promp
             "agent_end"
         ]
     );
+    let Event::ToolEnd {
+        tool_call_id,
+        tool_name,
+        result,
+        is_error: false,
+        decision: Some(decision),
+        ..
+    } = &events[1]
+    else {
+        panic!("a tool_end with the decision: {:?}", events[1]);
+    };
     assert_eq!(
         events[0],
         Event::AgentStart {
@@ -191,15 +203,16 @@ async fn approval_hands_over_before_the_next_model_call_with_the_new_modes_promp
         "the resumed run starts again, with its id, before the hand-over"
     );
     assert_eq!(
-        events[1],
-        Event::ToolEnd {
-            run_id: run_id.as_str().into(),
-            tool_call_id: call_id.clone(),
-            tool_name: "submit_plan".into(),
-            result: APPROVED_RESULT.into(),
-            is_error: false
-        }
+        (tool_call_id, tool_name.as_str()),
+        (&call_id, "submit_plan")
     );
+    assert!(result.starts_with(APPROVED_RESULT), "{result}");
+    assert!(
+        result.contains("# Add dark mode\n\n1. Theme setting\n2. Toggle"),
+        "the approved plan travels in the result: {result}"
+    );
+    assert_eq!(decision.outcome, Some(DecisionOutcome::Approved));
+    assert_eq!(decision.decision_id, "decision_1");
     assert_eq!(
         events[2],
         Event::ModeChanged {
@@ -224,14 +237,18 @@ async fn approval_hands_over_before_the_next_model_call_with_the_new_modes_promp
         after.tool_names,
         ["read_file", "list_files", "write_file", "write_plan"]
     );
+    // The notice of the change travels in the approval result: no system message after the
+    // first (many chat templates refuse one).
     assert!(
-        matches!(after.messages.last(), Some(Message::System { content }) if content.contains("now in the Build mode"))
+        matches!(after.messages.last(), Some(Message::Tool { content, .. }) if content.starts_with(APPROVED_RESULT) && content.contains("now in the Build mode")),
+        "{:?}",
+        after.messages.last()
     );
     assert!(
-        after
+        !after
             .messages
             .iter()
-            .any(|m| matches!(m, Message::Tool { content, .. } if content == APPROVED_RESULT))
+            .any(|m| matches!(m, Message::System { .. }))
     );
 }
 
@@ -376,8 +393,18 @@ async fn abort_while_suspended_is_not_approved() {
     recorder.take();
     assert_eq!(session.abort().await, Ok(true));
     assert_eq!(session.mode().id(), "plan");
+    let events = recorder.take();
+    let Some(Event::ToolSuspensionCancelled {
+        decision: Some(decision),
+        ..
+    }) = events.get(1)
+    else {
+        panic!("a cancellation with its audit record: {events:?}");
+    };
+    assert_eq!(decision.outcome, Some(DecisionOutcome::Cancelled));
+    assert!(decision.decided_at.is_some() && decision.decided_by.is_none());
     assert_eq!(
-        recorder.take(),
+        events,
         vec![
             Event::AgentStart {
                 run_id: run_id.as_str().into(),
@@ -387,7 +414,8 @@ async fn abort_while_suspended_is_not_approved() {
                 run_id: run_id.as_str().into(),
                 tool_call_id: call_id.clone(),
                 tool_name: "submit_plan".into(),
-                reason: CancelReason::Aborted
+                reason: CancelReason::Aborted,
+                decision: Some(decision.clone()),
             },
             Event::AgentEnd {
                 run_id: run_id.as_str().into(),

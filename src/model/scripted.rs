@@ -121,7 +121,7 @@ impl ScriptedModel {
             })
             .collect();
         let approved = turn.iter().any(|m| {
-            matches!(m, Message::Tool { tool_name, content, .. } if tool_name == SUBMIT_PLAN && content == APPROVED_RESULT)
+            matches!(m, Message::Tool { tool_name, content, .. } if tool_name == SUBMIT_PLAN && content.starts_with(APPROVED_RESULT))
         });
         // The plan submitted last in this conversation, to resubmit when no other is at hand.
         let last_submitted = request.messages.iter().rev().find_map(|m| match m {
@@ -176,7 +176,7 @@ impl ScriptedModel {
                 (WRITE_PLAN, false) => call(SUBMIT_PLAN, json!({ "path": content })),
                 (WRITE_PLAN, true) => say(format!("I could not write the plan: {content}")),
                 (SUBMIT_PLAN, true) => say(format!("The plan was refused: {content}")),
-                (SUBMIT_PLAN, false) if content == APPROVED_RESULT => work(),
+                (SUBMIT_PLAN, false) if content.starts_with(APPROVED_RESULT) => work(),
                 (SUBMIT_PLAN, false) if content.starts_with(REJECTED_WITH_FEEDBACK_PREFIX) => {
                     if feedback.len() >= 2 {
                         say("The revised plan was rejected too; tell me how to proceed.".to_owned())

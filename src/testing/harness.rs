@@ -121,8 +121,14 @@ impl LanguageModel for StepModel {
             let mut seen = lock(&self.seen);
             let fresh = request.messages.get(*seen..).unwrap_or_default();
             *seen = request.messages.len();
+            // A manual switch tells the model in a system message, an approval inside the
+            // approval result.
             fresh.iter().rev().find_map(|m| match m {
-                Message::System { content } => Some(content.clone()),
+                Message::System { content } | Message::Tool { content, .. }
+                    if content.contains("Mode changed: you are now in the ") =>
+                {
+                    Some(content.clone())
+                }
                 _ => None,
             })
         };
@@ -887,7 +893,7 @@ fn refusal(error: &SessionError) -> Refusal {
 }
 
 fn result_kind(result: &str) -> ResultKind {
-    if result == APPROVED_RESULT {
+    if result.starts_with(APPROVED_RESULT) {
         ResultKind::Approved
     } else if result == REJECTED_RESULT {
         ResultKind::Rejected

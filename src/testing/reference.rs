@@ -962,6 +962,7 @@ impl ReferenceSession {
                     action,
                     feedback: feedback_text,
                     sha256: sha,
+                    decided_by: None,
                 },
             }
         };
@@ -1074,6 +1075,7 @@ impl ReferenceSession {
                 _ => None,
             },
             sha256: None,
+            decided_by: None,
         };
         let host_action = Action::Resume {
             run: RunRef::Run(pending.run),

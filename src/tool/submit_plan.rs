@@ -24,6 +24,72 @@ pub const MAX_PLAN_BYTES: u64 = 1024 * 1024;
 pub const APPROVED_RESULT: &str =
     "Plan approved. Proceed with implementation following the approved plan.";
 
+/// The start of the note the user gave with an approval, in the approval result.
+pub const APPROVAL_NOTE_PREFIX: &str = "Note from the user with the approval:";
+
+/// The line before the approved plan's text in the approval result.
+pub const APPROVED_PLAN_BEGIN: &str = "----- approved plan -----";
+
+/// The line after the approved plan's text in the approval result.
+pub const APPROVED_PLAN_END: &str = "----- end of approved plan -----";
+
+/// The tool result the model receives when its plan is approved: the hand-over contract.
+///
+/// In order, separated by blank lines: [`APPROVED_RESULT`]; the mode-change notice
+/// (`mode_notice`, when the approval switched mode); the note the user gave with the approval
+/// (`feedback`, after [`APPROVAL_NOTE_PREFIX`], when there is one); a line naming the plan file
+/// and the sha256 of what was captured; and the approved plan itself, the `title` as a level-1
+/// heading and then the `plan` body, exactly as captured at submit time and shown to the user,
+/// between [`APPROVED_PLAN_BEGIN`] and [`APPROVED_PLAN_END`]. The model never needs the file
+/// again: it may have changed or gone since; the captured text is the plan.
+///
+/// # Examples
+/// ```
+/// use agent_controller::tool::submit_plan::{approved_result, PlanSubmission, APPROVED_RESULT};
+/// let plan = PlanSubmission {
+///     path: ".agent/plans/p.md".into(),
+///     title: "Add dark mode".into(),
+///     plan: "1. Add a toggle.".into(),
+///     sha256: "ab12".into(),
+/// };
+/// let result = approved_result(&plan, Some("also update the docs"), None);
+/// assert!(result.starts_with(APPROVED_RESULT));
+/// assert!(result.contains("also update the docs"));
+/// assert!(result.contains("# Add dark mode\n\n1. Add a toggle."));
+/// ```
+pub fn approved_result(
+    submission: &PlanSubmission,
+    feedback: Option<&str>,
+    mode_notice: Option<&str>,
+) -> String {
+    let mut text = String::from(APPROVED_RESULT);
+    if let Some(notice) = mode_notice {
+        text.push_str("\n\n");
+        text.push_str(notice);
+    }
+    if let Some(feedback) = feedback {
+        text.push_str("\n\n");
+        text.push_str(APPROVAL_NOTE_PREFIX);
+        text.push(' ');
+        text.push_str(feedback);
+    }
+    text.push_str(&format!(
+        "\n\nThe approved plan follows, exactly as submitted from `{}` (sha256 {}) and shown to \
+         the user. Carry out this text; do not re-read the plan file, which may have changed \
+         since.\n\n{APPROVED_PLAN_BEGIN}\n",
+        submission.path, submission.sha256
+    ));
+    if !submission.title.is_empty() {
+        text.push_str("# ");
+        text.push_str(&submission.title);
+        text.push_str("\n\n");
+    }
+    text.push_str(&submission.plan);
+    text.push('\n');
+    text.push_str(APPROVED_PLAN_END);
+    text
+}
+
 /// The tool result the model receives when its plan is rejected without feedback; the run ends.
 pub const REJECTED_RESULT: &str =
     "Plan rejected. Stop here and wait for the user's next message before doing anything else.";
