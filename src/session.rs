@@ -7,11 +7,13 @@ use serde_json::{Map, Value};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use tracing::Instrument;
+
 use crate::controller::Shared;
 use crate::event::{CancelReason, Event, EventStream, ModeChangeReason, Subscribers, Subscription};
 use crate::extensions::Extensions;
 use crate::mode::{Mode, ModeId};
-use crate::model::Message;
+use crate::model::{LanguageModel, Message};
 use crate::run::{Decision, PendingDecision, RunOutcome, RunState};
 use crate::store::{
     DecidedRecord, PendingRecord, RunRecord, SCHEMA_VERSION, SessionRecord, StoreError,
@@ -191,6 +193,8 @@ pub struct SessionOptions {
     pub(crate) subscribers: Subscribers,
     pub(crate) extensions: Extensions,
     pub(crate) metadata: Option<Map<String, Value>>,
+    pub(crate) model: Option<Arc<dyn LanguageModel>>,
+    pub(crate) max_steps: Option<usize>,
 }
 
 impl std::fmt::Debug for SessionOptions {
@@ -201,6 +205,8 @@ impl std::fmt::Debug for SessionOptions {
             .field("subscribers", &self.subscribers.count_all())
             .field("extensions", &self.extensions)
             .field("metadata", &self.metadata)
+            .field("model", &self.model.as_ref().map(|_| "overridden"))
+            .field("max_steps", &self.max_steps)
             .finish()
     }
 }
@@ -269,12 +275,30 @@ impl SessionOptions {
         self.metadata = Some(metadata);
         self
     }
+
+    /// Drives this session's runs with `model` instead of the controller's
+    /// ([`crate::AgentController::builder`]). Kept in memory only: give it again to
+    /// [`crate::AgentController::restore_session`].
+    pub fn model(mut self, model: Arc<dyn LanguageModel>) -> Self {
+        self.model = Some(model);
+        self
+    }
+
+    /// Limits each run of this session to `steps` model calls (at least 1) instead of the
+    /// controller's limit ([`crate::AgentControllerBuilder::max_steps`]); a run that reaches it
+    /// fails with [`crate::ModelErrorKind::StepLimit`]. Kept in memory only, like
+    /// [`SessionOptions::model`].
+    pub fn max_steps(mut self, steps: usize) -> Self {
+        self.max_steps = Some(steps.max(1));
+        self
+    }
 }
 
 /// One conversation with a current mode. Created by [`crate::AgentController::start_session`].
 ///
 /// Every operation takes `&mut self`: one caller drives a session at a time, so two decisions can
-/// never race inside one process.
+/// never race inside one process. Run ids (`run_1`, `run_2`, ...) are unique within a session
+/// only: key runs of several sessions by (session id, run id).
 pub struct Session {
     pub(crate) shared: Arc<Shared>,
     pub(crate) id: Arc<str>,
@@ -292,6 +316,10 @@ pub struct Session {
     pub(crate) extensions: Extensions,
     /// The host's metadata, persisted in the record.
     pub(crate) metadata: Map<String, Value>,
+    /// The model of this session's runs, when not the controller's.
+    pub(crate) model: Option<Arc<dyn LanguageModel>>,
+    /// The step limit of this session's runs, when not the controller's.
+    pub(crate) max_steps: Option<usize>,
     /// Cancels the run in progress; shared with the host's handles.
     cancel: CancelHandle,
     /// The token of the run in progress (or of the last one).
@@ -339,6 +367,8 @@ impl Session {
             subscribers: Mutex::new(options.subscribers),
             extensions: options.extensions,
             metadata: options.metadata.unwrap_or_default(),
+            model: options.model,
+            max_steps: options.max_steps,
             cancel: CancelHandle::default(),
             run_token: CancellationToken::new(),
             version: 0,
@@ -403,6 +433,8 @@ impl Session {
             subscribers: Mutex::new(options.subscribers),
             extensions: options.extensions,
             metadata: record.metadata,
+            model: options.model,
+            max_steps: options.max_steps,
             cancel: CancelHandle::default(),
             run_token: CancellationToken::new(),
             version: record.version,
@@ -643,15 +675,21 @@ impl Session {
                 // In its own task, so a dropped operation leaves a save that either happened or
                 // did not, and the next operation finds out which ([`Session::recover`]).
                 Ok(runtime) => {
-                    let task = runtime.spawn(async move { store.save(&record, expected).await });
+                    let span = tracing::debug_span!("save", session_id = %self.id, version);
+                    let save = async move { store.save(&record, expected).await };
+                    let task = runtime.spawn(save.instrument(span));
                     let saving = self.saving.insert(Saving { version, task });
                     let joined = (&mut saving.task).await;
                     self.saving = None;
                     joined.unwrap_or_else(|e| Err(StoreError::backend("the save task failed", e)))
                 }
-                Err(_) => store.save(&record, expected).await,
+                Err(_) => {
+                    let span = tracing::debug_span!("save", session_id = %self.id, version);
+                    store.save(&record, expected).instrument(span).await
+                }
             };
             if let Err(err) = saved {
+                tracing::warn!(session_id = %self.id, error = %err, "save failed; the change is rolled back");
                 let checkpoint = self.checkpoint.take();
                 self.rollback(checkpoint);
                 return Err(SessionError::Store(err));
@@ -764,12 +802,23 @@ impl Session {
         tool_call_id: &str,
         decision: Decision,
     ) -> Result<RunOutcome, SessionError> {
-        self.settle().await?;
-        self.check_decision(run_id, tool_call_id, &decision)?;
-        self.start_operation();
-        let outcome = self.apply_decision(decision).await;
-        self.finish_operation();
-        outcome
+        let span = tracing::info_span!(
+            "decision",
+            session_id = %self.id,
+            run_id,
+            tool_call_id,
+            action = %decision.action,
+        );
+        async {
+            self.settle().await?;
+            self.check_decision(run_id, tool_call_id, &decision)?;
+            self.start_operation();
+            let outcome = self.apply_decision(decision).await;
+            self.finish_operation();
+            outcome
+        }
+        .instrument(span)
+        .await
     }
 
     /// Like [`Session::resume`] with resume data as JSON (`{"action": "approved"}`, ...).

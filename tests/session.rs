@@ -759,3 +759,57 @@ async fn a_model_that_never_stops_calling_tools_hits_the_step_limit() {
         "the run exceeded its limit of 3 model calls"
     );
 }
+
+/// A session can run with its own model and its own step limit; other sessions of the same
+/// controller keep the controller's.
+#[tokio::test]
+async fn a_session_can_override_the_model_and_the_step_limit() {
+    let ws = Workspace::new();
+    let looping = || {
+        replay(
+            (0..10)
+                .map(|i| ReplayModel::call(&format!("c{i}"), "read_file", json!({ "path": "x" })))
+                .collect(),
+        )
+    };
+    let controller =
+        agent_controller::AgentController::builder(common::graph(PLAN_BUILD), looping())
+            .tools(agent_controller::ToolRegistry::with_workspace_tools())
+            .workspace(ws.path())
+            .max_steps(5)
+            .build()
+            .expect("controller");
+
+    let mut limited = controller
+        .start_session(SessionOptions::new().max_steps(2))
+        .expect("session");
+    let outcome = limited.send_message("loop").await.expect("run");
+    let RunOutcome::Failed { error, .. } = outcome else {
+        panic!("expected the step limit, got {outcome:?}");
+    };
+    assert_eq!(
+        error.to_string(),
+        "the run exceeded its limit of 2 model calls"
+    );
+
+    let mut own_model = controller
+        .start_session(SessionOptions::new().model(replay(vec![ReplayModel::text("mine")])))
+        .expect("session");
+    let outcome = own_model.send_message("hi").await.expect("run");
+    assert!(
+        matches!(&outcome, RunOutcome::Completed { text, .. } if text == "mine"),
+        "{outcome:?}"
+    );
+
+    let mut plain = controller
+        .start_session(SessionOptions::new())
+        .expect("session");
+    let outcome = plain.send_message("loop").await.expect("run");
+    let RunOutcome::Failed { error, .. } = outcome else {
+        panic!("expected the step limit, got {outcome:?}");
+    };
+    assert_eq!(
+        error.to_string(),
+        "the run exceeded its limit of 5 model calls"
+    );
+}
