@@ -31,12 +31,13 @@ printf '%s' '{"action":"rejected","feedback":"add tests"}' > fuzz/corpus/decisio
 printf '%s' '{"action":"approved","feedback":"also docs","sha256":"53fa"}' > fuzz/corpus/decision_json/pinned.json
 
 mkdir -p fuzz/target
+for t in "${targets[@]}"; do mkdir -p "fuzz/artifacts/$t"; done
 for target in "${targets[@]}"; do
   echo "fuzz: $target, $runs runs"
   log="fuzz/target/fuzz-$target.log"
   status=0
-  cargo fuzz run --fuzz-dir fuzz "$target" "fuzz/corpus/$target" -- \
-    -runs="$runs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
+  cargo fuzz run -O --fuzz-dir fuzz "$target" "fuzz/corpus/$target" -- \
+    -runs="$runs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 -artifact_prefix="fuzz/artifacts/$target/" \
     > "$log" 2>&1 || status=$?
   grep -E '^(Done [0-9]+ runs|stat::number_of_executed_units|stat::peak_rss_mb)' "$log" || true
   if [ "$status" -ne 0 ]; then

@@ -504,3 +504,47 @@ mod property {
         }
     }
 }
+
+/// Issue 9's file side, through the run loop: session A's plan is pending in the store; session
+/// B, writing another plan under the same name with `write_plan`, never overwrites A's file: its
+/// plan gets a fresh name, and A's plan file stays byte-identical.
+#[tokio::test]
+async fn another_sessions_pending_plan_is_never_overwritten_through_the_store() {
+    use agent_controller::model::scripted::ScriptedModel;
+    use agent_controller::store::MemoryStore;
+    use agent_controller::{AgentController, RunOutcome, SessionOptions, ToolRegistry};
+    let ws = Workspace::new();
+    let graph =
+        agent_controller::config::load(concat!(env!("CARGO_MANIFEST_DIR"), "/config/modes.toml"))
+            .expect("config");
+    let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+        .tools(ToolRegistry::with_workspace_tools())
+        .workspace(ws.path())
+        .store(Arc::new(MemoryStore::new()))
+        .build()
+        .expect("controller");
+    let mut a = controller
+        .start_session(SessionOptions::new().mode("plan"))
+        .expect("a");
+    let RunOutcome::Suspended { payload: first, .. } =
+        a.send_message("Add dark mode").await.expect("run a")
+    else {
+        panic!("a suspends");
+    };
+    let path = ws.path().join(&first.submission.path);
+    let before = std::fs::read(&path).expect("a's plan");
+    let mut b = controller
+        .start_session(SessionOptions::new().mode("plan"))
+        .expect("b");
+    let RunOutcome::Suspended {
+        payload: second, ..
+    } = b.send_message("Add dark mode!").await.expect("run b")
+    else {
+        panic!("b suspends");
+    };
+    assert_eq!(first.submission.path, ".agent/plans/add-dark-mode.md");
+    assert_eq!(second.submission.path, ".agent/plans/add-dark-mode-2.md");
+    assert_eq!(std::fs::read(&path).expect("a's plan"), before);
+    assert_ne!(first.submission.sha256, second.submission.sha256);
+    assert_eq!(second.submission.title, "Add dark mode!");
+}
