@@ -3,6 +3,13 @@
 //!
 //! `submit_plan` is built in ([`submit_plan`]): it is not registered by hand, the controller
 //! offers it in planning modes and handles its suspension itself.
+//!
+//! The workspace tools ([`fs`]) read and write small regular files inline, with blocking calls
+//! inside their async `execute`: reads are capped at [`fs::MAX_READ_BYTES`] and only regular
+//! files inside the workspace are touched, so a call holds the runtime thread for about as long
+//! as a page-cache read. The session stores' fsyncing I/O, which can take milliseconds, runs on
+//! tokio's blocking pool instead ([`crate::store`]). A tool of your own that does slow I/O
+//! should use async I/O or `tokio::task::spawn_blocking`.
 
 pub mod fs;
 pub mod submit_plan;

@@ -5,10 +5,15 @@
 //! short compare-and-swap section. A save writes a temporary file, fsyncs it, renames it into
 //! place and fsyncs the directory: two fsyncs, and a process killed at any moment leaves the old
 //! or the new record, never a torn one. Should a crash leave both names, the higher version wins.
+//!
+//! The file I/O (reads, writes, fsyncs, the lock) runs on tokio's blocking pool, off the async
+//! runtime's threads, when there is a runtime (inline otherwise): a slow disk never stalls the
+//! other sessions a host runs on the same runtime.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
@@ -68,11 +73,12 @@ impl Drop for TempFile {
     }
 }
 
-/// Sessions as JSON files in a directory, safe for several processes at once.
-#[derive(Debug)]
+/// Sessions as JSON files in a directory, safe for several processes at once. Cheap to clone
+/// (clones share the fsync counter).
+#[derive(Debug, Clone)]
 pub struct FileStore {
     dir: PathBuf,
-    fsyncs: AtomicU64,
+    fsyncs: Arc<AtomicU64>,
 }
 
 fn backend(context: &str, err: std::io::Error) -> StoreError {
@@ -91,7 +97,7 @@ impl FileStore {
             .map_err(|e| backend(&format!("create {}", dir.display()), e))?;
         let store = Self {
             dir,
-            fsyncs: AtomicU64::new(0),
+            fsyncs: Arc::new(AtomicU64::new(0)),
         };
         store.remove_stale_temp_files()?;
         Ok(store)
@@ -105,6 +111,22 @@ impl FileStore {
     /// How many fsyncs this store has issued (files and directory), for benchmarks.
     pub fn fsyncs(&self) -> u64 {
         self.fsyncs.load(Ordering::Relaxed)
+    }
+
+    /// Runs `work` (blocking file I/O) on tokio's blocking pool when a runtime is there, so
+    /// the async runtime's threads never wait on the disk; inline otherwise.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&FileStore) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let store = self.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => runtime
+                .spawn_blocking(move || work(&store))
+                .await
+                .map_err(|e| StoreError::backend("file store task failed", e))?,
+            Err(_) => work(&store),
+        }
     }
 
     fn path(&self, id: &str, suffix: &str) -> PathBuf {
@@ -256,38 +278,50 @@ impl FileStore {
 impl SessionStore for FileStore {
     async fn load(&self, session_id: &str) -> Result<Option<SessionRecord>, StoreError> {
         check_session_id(session_id)?;
-        self.read_current(session_id)
+        let id = session_id.to_owned();
+        self.blocking(move |store| store.read_current(&id)).await
     }
 
     async fn save(&self, record: &SessionRecord, expected: Option<u64>) -> Result<(), StoreError> {
-        self.save_sync(record, expected)
+        // Copied into the blocking task; the two fsyncs cost far more than the copy.
+        let record = record.clone();
+        self.blocking(move |store| store.save_sync(&record, expected))
+            .await
     }
 
     async fn delete(&self, session_id: &str) -> Result<bool, StoreError> {
-        self.delete_sync(session_id)
+        let id = session_id.to_owned();
+        self.blocking(move |store| store.delete_sync(&id)).await
     }
 
     async fn list_pending(&self) -> Result<Vec<PendingSummary>, StoreError> {
-        let mut pending = Vec::new();
-        for id in self.ids_with(PENDING_SUFFIX)? {
-            if let Some(summary) = self.read_current(&id)?.and_then(|r| r.pending_summary()) {
-                pending.push(summary);
+        self.blocking(|store| {
+            let mut pending = Vec::new();
+            for id in store.ids_with(PENDING_SUFFIX)? {
+                if let Some(summary) = store.read_current(&id)?.and_then(|r| r.pending_summary()) {
+                    pending.push(summary);
+                }
             }
-        }
-        pending.sort_by(|a, b| (a.updated_at, &a.session_id).cmp(&(b.updated_at, &b.session_id)));
-        Ok(pending)
+            pending
+                .sort_by(|a, b| (a.updated_at, &a.session_id).cmp(&(b.updated_at, &b.session_id)));
+            Ok(pending)
+        })
+        .await
     }
 
     async fn expire(&self, before: u64) -> Result<usize, StoreError> {
-        let mut deleted = 0;
-        for id in self.ids_with(PLAIN_SUFFIX)? {
-            let stale = self
-                .read_current(&id)?
-                .is_some_and(|r| r.pending.is_none() && r.updated_at < before);
-            if stale && self.delete_sync(&id)? {
-                deleted += 1;
+        self.blocking(move |store| {
+            let mut deleted = 0;
+            for id in store.ids_with(PLAIN_SUFFIX)? {
+                let stale = store
+                    .read_current(&id)?
+                    .is_some_and(|r| r.pending.is_none() && r.updated_at < before);
+                if stale && store.delete_sync(&id)? {
+                    deleted += 1;
+                }
             }
-        }
-        Ok(deleted)
+            Ok(deleted)
+        })
+        .await
     }
 }

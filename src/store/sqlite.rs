@@ -66,16 +66,14 @@ impl SqliteStore {
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             f(&mut guard)
         };
+        // On the blocking pool on every runtime, a current-thread one too: its only thread
+        // must not wait on an fsync while other sessions could run.
         match tokio::runtime::Handle::try_current() {
-            Ok(handle)
-                if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::CurrentThread =>
-            {
-                handle
-                    .spawn_blocking(work)
-                    .await
-                    .map_err(|e| StoreError::backend("sqlite task failed", e))?
-            }
-            _ => work(),
+            Ok(handle) => handle
+                .spawn_blocking(work)
+                .await
+                .map_err(|e| StoreError::backend("sqlite task failed", e))?,
+            Err(_) => work(),
         }
     }
 }
