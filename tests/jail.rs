@@ -525,6 +525,7 @@ async fn another_sessions_pending_plan_is_never_overwritten_through_the_store() 
         .expect("controller");
     let mut a = controller
         .start_session(SessionOptions::new().mode("plan"))
+        .await
         .expect("a");
     let RunOutcome::Suspended { payload: first, .. } =
         a.send_message("Add dark mode").await.expect("run a")
@@ -535,6 +536,7 @@ async fn another_sessions_pending_plan_is_never_overwritten_through_the_store() 
     let before = std::fs::read(&path).expect("a's plan");
     let mut b = controller
         .start_session(SessionOptions::new().mode("plan"))
+        .await
         .expect("b");
     let RunOutcome::Suspended {
         payload: second, ..
