@@ -78,6 +78,7 @@ fn structural_errors_are_refused_and_graph_rules_are_left_to_check() {
         "unknown-tool.toml",
         "target-without-submit-plan.toml",
         "plans-dir-outside.toml",
+        "self-handover-default.toml",
     ];
     for name in refused_by_schema {
         let errors = schema_errors(&as_json(&dir.join(name)));
