@@ -191,6 +191,10 @@ struct DecideArgs {
     store: String,
     /// The session whose pending plan to decide.
     session: String,
+    /// Decide only this decision (`decision_N`, as `pending` and the `tool_suspended` event show
+    /// it); any other pending plan is refused (exit 5) and nothing changes.
+    #[arg(long, value_name = "ID")]
+    decision: Option<String>,
     #[command(flatten)]
     common: SessionArgs,
 }
@@ -232,6 +236,10 @@ struct DecisionArgs {
     /// `tool_suspended` event show it); any other plan is refused (exit 5) and nothing changes.
     #[arg(long, value_name = "HASH", value_parser = parse_sha256)]
     sha256: Option<String>,
+    /// Who decides, recorded as `decidedBy` in the session record and the events (default: the
+    /// OS user from $USER or $LOGNAME, else `unknown`); also for answers typed at the prompt.
+    #[arg(long, value_name = "NAME")]
+    by: Option<String>,
 }
 
 impl DecisionArgs {
@@ -253,7 +261,19 @@ impl DecisionArgs {
         if let Some(sha256) = &self.sha256 {
             decision = decision.with_sha256(sha256);
         }
-        Some(decision)
+        Some(self.signed(decision))
+    }
+
+    /// `decision` with who decided: `--by`, else the OS user, else `unknown`.
+    fn signed(&self, decision: Decision) -> Decision {
+        let by = self.by.clone().unwrap_or_else(|| {
+            ["USER", "LOGNAME"]
+                .iter()
+                .filter_map(|key| std::env::var(key).ok())
+                .find(|name| !name.trim().is_empty())
+                .unwrap_or_else(|| "unknown".to_owned())
+        });
+        decision.decided_by(by)
     }
 
     /// Refuses a plan other than the one `--sha256` names, before it is shown or decided.
@@ -375,6 +395,7 @@ impl From<SessionError> for Failure {
             | SessionError::UnknownSession(_)
             | SessionError::UnknownRun(_)
             | SessionError::UnknownToolCall { .. }
+            | SessionError::UnknownDecision(_)
             | SessionError::NotSuspended(_)
             | SessionError::SessionExists(_) => Exit::Refused,
             e if e.is_conflict() => Exit::Refused,
@@ -845,25 +866,23 @@ impl Decider<'_> {
     async fn until_done(&mut self, session: &mut Session, mut outcome: RunOutcome) -> Outcome {
         let out_style = Style::for_stdout();
         while let RunOutcome::Suspended {
-            run_id,
-            tool_call_id,
-            payload,
+            run_id, payload, ..
         } = &outcome
         {
             if self.detach {
-                return Ok(self.leave_pending(session, run_id, tool_call_id));
+                return Ok(self.leave_pending(session, run_id, payload));
             }
             self.flags.check_pinned(payload)?;
             let decision = match self.flags.fixed() {
                 Some(decision) => decision,
                 None => {
                     let Some(prompt) = self.prompt.as_deref_mut() else {
-                        return Ok(self.leave_pending(session, run_id, tool_call_id));
+                        return Ok(self.leave_pending(session, run_id, payload));
                     };
                     match prompt.ask(session, payload).await {
-                        Some(decision) => decision,
+                        Some(decision) => self.flags.signed(decision),
                         None if self.store.is_some() => {
-                            return Ok(self.leave_pending(session, run_id, tool_call_id));
+                            return Ok(self.leave_pending(session, run_id, payload));
                         }
                         None => {
                             session.abort().await?;
@@ -875,7 +894,7 @@ impl Decider<'_> {
             };
             self.last = Some(decision.action);
             let next = tokio::select! {
-                next = session.resume(run_id, tool_call_id, decision) => Some(next),
+                next = session.decide(&payload.decision_id, decision) => Some(next),
                 _ = tokio::signal::ctrl_c() => None,
             };
             let Some(next) = next else {
@@ -895,18 +914,18 @@ impl Decider<'_> {
     }
 
     /// Says how to decide the plan later; it stays pending in the store.
-    fn leave_pending(&self, session: &Session, run_id: &str, tool_call_id: &str) -> Exit {
+    fn leave_pending(&self, session: &Session, run_id: &str, payload: &SuspendPayload) -> Exit {
         let store = self.store.unwrap_or("STORE");
+        let decision = neutralize_line(&payload.decision_id);
         if !self.json {
             say!(
-                "suspended: session {} run {} tool call {}",
+                "suspended: session {} run {} decision {decision}",
                 session.id(),
                 neutralize_line(run_id),
-                neutralize_line(tool_call_id)
             );
         }
         note!(
-            "the plan stays pending; decide later with: agent-controller decide --store {} {} (--approve | --reject) [--feedback TEXT]",
+            "the plan stays pending; decide later with: agent-controller decide --store {} {} --decision {decision} (--approve | --reject) [--feedback TEXT]",
             neutralize_line(&display_spec(store)),
             session.id()
         );
@@ -937,7 +956,7 @@ fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Failure> {
             "{}\t{}\t{}\t{} -> {}\t{}\t{}",
             neutralize_line(&p.session_id),
             neutralize_line(&p.run_id),
-            neutralize_line(&p.tool_call_id),
+            neutralize_line(&p.decision_id),
             neutralize_line(&p.mode_id),
             neutralize_line(&p.target_mode_id),
             short_sha256(&p.sha256),
@@ -1015,11 +1034,19 @@ fn decide(args: DecideArgs) -> Outcome {
                 neutralize_line(&args.session)
             )));
         };
+        if let Some(id) = args.decision.as_deref().filter(|id| *id != pending.decision_id()) {
+            return Err(Failure::refused(format!(
+                "session {} has no pending decision `{}`: the pending one is `{}`; nothing was decided",
+                neutralize_line(&args.session),
+                neutralize_line(id),
+                neutralize_line(pending.decision_id())
+            )));
+        }
         flags.check_pinned(pending.payload())?;
         let decision = match flags.fixed() {
             Some(decision) => decision,
             None => match Prompt::new(graph).ask(&session, pending.payload()).await {
-                Some(decision) => decision,
+                Some(decision) => flags.signed(decision),
                 None => {
                     note!("the plan stays pending in the store");
                     return Ok(Exit::Pending);
@@ -1028,7 +1055,7 @@ fn decide(args: DecideArgs) -> Outcome {
         };
         let action = decision.action;
         let outcome = tokio::select! {
-            outcome = session.resume(pending.run_id(), pending.tool_call_id(), decision) => Some(outcome),
+            outcome = session.decide(pending.decision_id(), decision) => Some(outcome),
             _ = tokio::signal::ctrl_c() => None,
         };
         let Some(outcome) = outcome else {
@@ -1041,6 +1068,7 @@ fn decide(args: DecideArgs) -> Outcome {
             reject: false,
             feedback: None,
             sha256: None,
+            by: None,
         };
         let mut decider = Decider {
             flags: &idle,

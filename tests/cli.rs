@@ -896,3 +896,89 @@ fn verify_refuses_an_invalid_config_with_exit_status_2() {
     assert!(stderr.contains("self-handover-default.toml:5:"), "{stderr}");
     assert!(stderr.contains("transitionsTo"), "{stderr}");
 }
+
+#[test]
+fn decisions_record_who_decided() {
+    let ws = Workspace::new();
+    let (spec, session) = detached(&ws);
+    let out = decide(
+        &ws,
+        &spec,
+        &session,
+        &["--approve", "--by", "alice", "--json"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    let decided_by = |out: &Output| {
+        events(out)
+            .into_iter()
+            .find(|e| e["type"] == "tool_end" && e["toolName"] == "submit_plan")
+            .map(|e| e["decision"]["decidedBy"].clone())
+            .expect("the decision's tool_end")
+    };
+    assert_eq!(decided_by(&out), "alice");
+    let workspace = ws.path().to_str().expect("utf-8");
+    let args = [
+        "run",
+        "--config",
+        SHIPPED,
+        "--workspace",
+        workspace,
+        "--mode",
+        "plan",
+        "--approve",
+        "--json",
+        "x",
+    ];
+    let out = bin()
+        .args(args)
+        .env("USER", "ci-bot")
+        .output()
+        .expect("run");
+    assert_eq!(decided_by(&out), "ci-bot", "the OS user by default");
+    let out = bin()
+        .args(args)
+        .env_remove("USER")
+        .env_remove("LOGNAME")
+        .output()
+        .expect("run");
+    assert_eq!(decided_by(&out), "unknown");
+    // An answer typed at the prompt is signed the same way.
+    let out = run(
+        ws.path(),
+        &["--mode", "plan", "--json", "--by", "bob", "x"],
+        Some("y\n"),
+    );
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    assert_eq!(decided_by(&out), "bob");
+}
+
+#[test]
+fn decide_refuses_a_decision_id_that_is_not_the_pending_one() {
+    let ws = Workspace::new();
+    let (spec, session) = detached(&ws);
+    let listed = pending_json(&spec);
+    let id = listed[0]["decisionId"]
+        .as_str()
+        .expect("pending --json shows the decision id");
+    assert!(!id.is_empty());
+    let out = decide(
+        &ws,
+        &spec,
+        &session,
+        &["--decision", "decision_99", "--approve", "--json"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(REFUSED), "{}", stderr(&out));
+    assert!(events(&out).is_empty());
+    assert_eq!(pending_json(&spec), listed, "unchanged");
+    let out = decide(
+        &ws,
+        &spec,
+        &session,
+        &["--decision", id, "--approve", "--json"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    assert_eq!(mode_changes(&events(&out)), [("plan", "build")]);
+}
