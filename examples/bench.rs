@@ -19,6 +19,9 @@
 
 #[path = "../benches/fixture/mod.rs"]
 mod fixture;
+#[cfg(feature = "postgres")]
+#[path = "bench/postgres.rs"]
+mod postgres;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;
@@ -692,6 +695,13 @@ fn main() {
             f.decision_fsyncs.max(json.decision_fsyncs)
         });
         put("fsyncs_per_decision", json!(worst));
+    }
+    #[cfg(feature = "postgres")]
+    if wanted("postgres") {
+        progress("postgres (1,000,000 records: a few minutes)");
+        for (key, value) in postgres::figures(counts.decisions < FULL.decisions) {
+            put(&key, value);
+        }
     }
     if wanted("throughput") {
         progress("throughput");

@@ -13,7 +13,7 @@ use agent_controller::diagram::{self, DiagramFormat};
 use agent_controller::display::{neutralize, neutralize_line};
 use agent_controller::jail::{self, Jail};
 use agent_controller::model::scripted::ScriptedModel;
-use agent_controller::store::open_store;
+use agent_controller::store::{PendingSummary, display_spec, open_store};
 use agent_controller::terminal::{self, PromptAnswer, SpinnerModel, StdinLines, Style};
 use agent_controller::tool::SUBMIT_PLAN;
 use agent_controller::tool::fs::PLAN_WRITING_TOOLS;
@@ -79,6 +79,46 @@ The answer is pinned to the sha256 of the plan shown.";
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Trace runs, model calls, tool calls, decisions and saves on stderr at this level.
+    #[arg(long, global = true, value_enum, default_value_t = LogLevel::Off)]
+    log_level: LogLevel,
+}
+
+/// How much the library's `tracing` spans and events print (`--log-level`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogLevel {
+    Off,
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
+}
+
+/// Installs a `tracing` subscriber writing to stderr (stdout carries events and results).
+fn init_logging(level: LogLevel) {
+    use tracing_subscriber::filter::LevelFilter;
+    use tracing_subscriber::fmt::format::FmtSpan;
+    let filter = match level {
+        LogLevel::Off => return,
+        LogLevel::Error => LevelFilter::ERROR,
+        LogLevel::Warn => LevelFilter::WARN,
+        LogLevel::Info => LevelFilter::INFO,
+        LogLevel::Debug => LevelFilter::DEBUG,
+        LogLevel::Trace => LevelFilter::TRACE,
+    };
+    // Err only when a subscriber is installed already, which then keeps the job.
+    // From debug on, a line when each span closes, with its time.
+    let spans = if filter >= LevelFilter::DEBUG {
+        FmtSpan::CLOSE
+    } else {
+        FmtSpan::NONE
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_max_level(filter)
+        .with_span_events(spans)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 #[derive(Debug, Subcommand)]
@@ -106,12 +146,16 @@ enum Command {
     Run(RunArgs),
     /// List the plans waiting for a decision in a session store.
     Pending {
-        /// The store: a directory, or `sqlite:FILE`.
+        /// The store: a directory, `sqlite:FILE`, or `postgres://USER@HOST:PORT/DB`.
         #[arg(long)]
         store: String,
         /// Print one JSON object per line.
         #[arg(long)]
         json: bool,
+        /// Keep going: after the plans pending now, print each new one as it arrives, until
+        /// Ctrl-C (a `postgres://` store; it hears about them through LISTEN/NOTIFY).
+        #[arg(long)]
+        watch: bool,
     },
     /// Decide a pending plan from a session store, in a fresh process, and carry the run on.
     #[command(after_help = format!("{PROMPT_HELP}\n\n{EXIT_STATUS_HELP}"))]
@@ -120,7 +164,7 @@ enum Command {
 
 #[derive(Debug, Args)]
 struct DecideArgs {
-    /// The store: a directory, or `sqlite:FILE`.
+    /// The store: a directory, `sqlite:FILE`, or `postgres://USER@HOST:PORT/DB`.
     #[arg(long)]
     store: String,
     /// The session whose pending plan to decide.
@@ -226,7 +270,8 @@ struct RunArgs {
     /// A plan file to submit as is (copied into the plans directory when outside it).
     #[arg(long)]
     plan: Option<PathBuf>,
-    /// Persist the session in this store (a directory, or `sqlite:FILE`).
+    /// Persist the session in this store (a directory, `sqlite:FILE`, or
+    /// `postgres://USER@HOST:PORT/DB`).
     #[arg(long)]
     store: Option<String>,
     /// With --store: stop once a plan is suspended and print the session and run ids.
@@ -321,6 +366,7 @@ type Outcome = Result<Exit, Failure>;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    init_logging(cli.log_level);
     let result = match cli.command {
         Command::Check { config } => check(&config),
         Command::Graph { config, format } => graph(&config, format),
@@ -329,7 +375,12 @@ fn main() -> ExitCode {
             Ok(Exit::Done)
         }
         Command::Run(args) => run(args),
-        Command::Pending { store, json } => pending(&store, json),
+        Command::Pending {
+            store,
+            json,
+            watch: true,
+        } => watch_pending(&store, json),
+        Command::Pending { store, json, .. } => pending(&store, json),
         Command::Decide(args) => decide(args),
     };
     let exit = match result {
@@ -796,7 +847,7 @@ impl Decider<'_> {
         }
         note!(
             "the plan stays pending; decide later with: agent-controller decide --store {} {} (--approve | --reject) [--feedback TEXT]",
-            neutralize_line(store),
+            neutralize_line(&display_spec(store)),
             session.id()
         );
         Exit::Pending
@@ -809,26 +860,73 @@ fn pending(spec: &str, json: bool) -> Outcome {
         .block_on(store.list_pending())
         .map_err(Failure::runtime)?;
     for p in &pending {
-        if json {
-            let line = serde_json::to_string(p).map_err(Failure::runtime)?;
-            say!("{line}");
-        } else {
-            say!(
-                "{}\t{}\t{}\t{} -> {}\t{}\t{}",
-                neutralize_line(&p.session_id),
-                neutralize_line(&p.run_id),
-                neutralize_line(&p.tool_call_id),
-                neutralize_line(&p.mode_id),
-                neutralize_line(&p.target_mode_id),
-                short_sha256(&p.sha256),
-                neutralize_line(&p.title)
-            );
-        }
+        say!("{}", pending_line(p, json)?);
     }
     if !json && pending.is_empty() {
         note!("no pending plans");
     }
     Ok(Exit::Done)
+}
+
+/// One pending plan as `pending` prints it: a JSON object, or tab-separated fields.
+fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Failure> {
+    if json {
+        serde_json::to_string(p).map_err(Failure::runtime)
+    } else {
+        Ok(format!(
+            "{}\t{}\t{}\t{} -> {}\t{}\t{}",
+            neutralize_line(&p.session_id),
+            neutralize_line(&p.run_id),
+            neutralize_line(&p.tool_call_id),
+            neutralize_line(&p.mode_id),
+            neutralize_line(&p.target_mode_id),
+            short_sha256(&p.sha256),
+            neutralize_line(&p.title)
+        ))
+    }
+}
+
+/// `pending --watch`: the plans pending now, then each new one as its save is committed, until
+/// Ctrl-C (exit 0) or a closed stdout.
+#[cfg(feature = "postgres")]
+fn watch_pending(spec: &str, json: bool) -> Outcome {
+    use agent_controller::store::postgres::{PostgresConfig, PostgresStore, is_postgres_url};
+    use futures_util::StreamExt;
+
+    if !is_postgres_url(spec) {
+        return Err(Failure::invalid(format!(
+            "--watch needs a postgres:// store: `{}` has no change notifications",
+            neutralize_line(&display_spec(spec))
+        )));
+    }
+    let config = PostgresConfig::from_url(spec).map_err(Failure::invalid)?;
+    let store = PostgresStore::open(config).map_err(Failure::runtime)?;
+    runtime()?.block_on(async {
+        let plans = store.watch_pending(true).await.map_err(Failure::runtime)?;
+        let mut plans = std::pin::pin!(plans);
+        note!(
+            "watching {} for pending plans (Ctrl-C to stop)",
+            neutralize_line(&display_spec(spec))
+        );
+        loop {
+            let plan = tokio::select! {
+                plan = plans.next() => plan,
+                _ = tokio::signal::ctrl_c() => return Ok(Exit::Done),
+            };
+            match plan {
+                Some(Ok(plan)) => say!("{}", pending_line(&plan, json)?),
+                Some(Err(e)) => return Err(Failure::runtime(e)),
+                None => return Ok(Exit::Done),
+            }
+        }
+    })
+}
+
+#[cfg(not(feature = "postgres"))]
+fn watch_pending(_: &str, _: bool) -> Outcome {
+    Err(Failure::invalid(
+        "--watch needs a postgres:// store, and this build has no PostgreSQL support: rebuild with `--features postgres`",
+    ))
 }
 
 fn decide(args: DecideArgs) -> Outcome {

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use tracing::Instrument;
 
 use crate::event::{CancelReason, EndReason, Event, ModeChangeReason, SuspendPayload};
 use crate::mode::ModeId;
@@ -248,7 +249,7 @@ impl Session {
             run_id: run_id.clone(),
             mode_id,
         });
-        self.drive(run_id).await
+        self.drive_traced(run_id).await
     }
 
     /// Cancels a pending decision as *not approved*: the model gets a result saying so, the run
@@ -394,7 +395,18 @@ impl Session {
                 text: String::new(),
             });
         }
-        self.drive(run_id).await
+        self.drive_traced(run_id).await
+    }
+
+    /// [`Session::drive`] inside a `run` span (session, run and mode ids).
+    async fn drive_traced(&mut self, run_id: Arc<str>) -> Result<RunOutcome, SessionError> {
+        let span = tracing::info_span!(
+            "run",
+            session_id = %self.id,
+            run_id = %run_id,
+            mode_id = %self.mode_arc(),
+        );
+        self.drive(run_id).instrument(span).await
     }
 
     /// Marks the run ended and emits `error` (for failures) and `agent_end`.
@@ -406,6 +418,7 @@ impl Session {
             RunState::Suspended => EndReason::Suspended,
             RunState::Running | RunState::Completed => EndReason::Complete,
         };
+        tracing::info!(run_id = %run_id, %reason, error, "run ended");
         if let Some(message) = error {
             self.emit(Event::Error {
                 message: message.to_owned(),
@@ -542,12 +555,27 @@ impl Session {
                 extensions: &self.extensions,
                 text: TextSink::new(&deliver),
             };
-            let response = token.run_until_cancelled(model.generate(request)).await;
+            let span = tracing::info_span!(
+                "model_call",
+                step = steps,
+                mode_id = %shared.graph.mode(mode).id(),
+            );
+            let response = token
+                .run_until_cancelled(model.generate(request).instrument(span))
+                .await;
             let response = match response {
                 None => return self.abort_run(run_id).await,
                 Some(Ok(r)) => r,
-                Some(Err(error)) => return self.end_run(run_id, Err(error)).await,
+                Some(Err(error)) => {
+                    tracing::debug!(%error, kind = %error.kind(), "model call failed");
+                    return self.end_run(run_id, Err(error)).await;
+                }
             };
+            tracing::debug!(
+                tool_calls = response.tool_calls.len(),
+                finish_reason = response.finish_reason.as_deref(),
+                "model replied"
+            );
             if response.finish_reason.is_some() || response.usage.is_some() {
                 self.emit(Event::ModelEnd {
                     run_id: run_id.clone(),
@@ -642,7 +670,10 @@ impl Session {
                         extensions: &self.extensions,
                         pending_plans: &pending_plans,
                     };
-                    let output = token.run_until_cancelled(tool.execute(args, &ctx)).await;
+                    let span =
+                        tracing::info_span!("tool_call", tool_call_id = %id, tool_name = %name);
+                    let execute = tool.execute(args, &ctx).instrument(span);
+                    let output = token.run_until_cancelled(execute).await;
                     match output {
                         Some(output) => output,
                         // The call stays without a result; `abort_run` gives it one.
@@ -651,6 +682,7 @@ impl Session {
                 }
                 _ => ToolOutput::error(format!("Tool `{name}` has no implementation.")),
             };
+            tracing::debug!(tool_call_id = %id, tool_name = %name, is_error = output.is_error, "tool call finished");
             self.finish_tool(run_id, &id, &name, output);
         }
         None

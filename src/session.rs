@@ -7,6 +7,8 @@ use serde_json::{Map, Value};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use tracing::Instrument;
+
 use crate::controller::Shared;
 use crate::event::{CancelReason, Event, EventStream, ModeChangeReason, Subscribers, Subscription};
 use crate::extensions::Extensions;
@@ -673,15 +675,21 @@ impl Session {
                 // In its own task, so a dropped operation leaves a save that either happened or
                 // did not, and the next operation finds out which ([`Session::recover`]).
                 Ok(runtime) => {
-                    let task = runtime.spawn(async move { store.save(&record, expected).await });
+                    let span = tracing::debug_span!("save", session_id = %self.id, version);
+                    let save = async move { store.save(&record, expected).await };
+                    let task = runtime.spawn(save.instrument(span));
                     let saving = self.saving.insert(Saving { version, task });
                     let joined = (&mut saving.task).await;
                     self.saving = None;
                     joined.unwrap_or_else(|e| Err(StoreError::backend("the save task failed", e)))
                 }
-                Err(_) => store.save(&record, expected).await,
+                Err(_) => {
+                    let span = tracing::debug_span!("save", session_id = %self.id, version);
+                    store.save(&record, expected).instrument(span).await
+                }
             };
             if let Err(err) = saved {
+                tracing::warn!(session_id = %self.id, error = %err, "save failed; the change is rolled back");
                 let checkpoint = self.checkpoint.take();
                 self.rollback(checkpoint);
                 return Err(SessionError::Store(err));
@@ -794,12 +802,23 @@ impl Session {
         tool_call_id: &str,
         decision: Decision,
     ) -> Result<RunOutcome, SessionError> {
-        self.settle().await?;
-        self.check_decision(run_id, tool_call_id, &decision)?;
-        self.start_operation();
-        let outcome = self.apply_decision(decision).await;
-        self.finish_operation();
-        outcome
+        let span = tracing::info_span!(
+            "decision",
+            session_id = %self.id,
+            run_id,
+            tool_call_id,
+            action = %decision.action,
+        );
+        async {
+            self.settle().await?;
+            self.check_decision(run_id, tool_call_id, &decision)?;
+            self.start_operation();
+            let outcome = self.apply_decision(decision).await;
+            self.finish_operation();
+            outcome
+        }
+        .instrument(span)
+        .await
     }
 
     /// Like [`Session::resume`] with resume data as JSON (`{"action": "approved"}`, ...).

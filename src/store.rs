@@ -1,5 +1,6 @@
 //! Durable sessions: the [`SessionStore`] trait, the persisted [`SessionRecord`], and backends
-//! ([`MemoryStore`], [`FileStore`], and `SqliteStore` behind the `sqlite` feature).
+//! ([`MemoryStore`], [`FileStore`], `SqliteStore` behind the `sqlite` feature, and
+//! `PostgresStore` behind the `postgres` feature, shared by several hosts).
 //!
 //! Every save is a compare-and-swap on the record's `version`: a save names the version it read,
 //! and fails with [`StoreError::Conflict`] if another writer saved in between. Two deciders racing
@@ -7,6 +8,8 @@
 
 pub mod file;
 pub mod memory;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
@@ -17,6 +20,8 @@ use serde::{Deserialize, Serialize};
 
 pub use self::file::FileStore;
 pub use self::memory::MemoryStore;
+#[cfg(feature = "postgres")]
+pub use self::postgres::PostgresStore;
 #[cfg(feature = "sqlite")]
 pub use self::sqlite::SqliteStore;
 
@@ -193,6 +198,19 @@ pub enum StoreError {
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
+    /// The connection to the store was lost while a save was being committed, so whether it was
+    /// applied is unknown: reload the session to see (its version is `version` if it was).
+    #[error(
+        "session `{session_id}`: the connection was lost during COMMIT, so whether version {version} was saved is unknown: reload the session to see ({message})"
+    )]
+    OutcomeUnknown {
+        /// The session id.
+        session_id: String,
+        /// The version the save would have written.
+        version: u64,
+        /// What the driver reported.
+        message: String,
+    },
     /// A session id that cannot be stored (empty, or with characters other than ASCII letters,
     /// digits, `-` and `_`).
     #[error("invalid session id `{0}`: use ASCII letters, digits, `-` and `_`")]
@@ -334,12 +352,17 @@ impl<S: SessionStore + ?Sized> SessionStore for Arc<S> {
 }
 
 /// Opens a store from a spec as the CLI takes it: `sqlite:FILE` for [`SqliteStore`] (with the
-/// `sqlite` feature), anything else is a directory for [`FileStore`].
+/// `sqlite` feature), `postgres://USER@HOST:PORT/DB` (or `postgresql://`) for `PostgresStore`
+/// (with the `postgres` feature; it connects at its first use), anything else is a directory for
+/// [`FileStore`].
 ///
 /// # Errors
-/// [`StoreError::Backend`] when the store cannot be opened, or for `sqlite:` without the
-/// `sqlite` feature.
+/// [`StoreError::Backend`] when the store cannot be opened, or for `sqlite:` or `postgres://`
+/// without their feature.
 pub fn open_store(spec: &str) -> Result<Arc<dyn SessionStore>, StoreError> {
+    if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
+        return open_postgres(spec);
+    }
     match spec.strip_prefix("sqlite:") {
         #[cfg(feature = "sqlite")]
         Some(file) => Ok(Arc::new(SqliteStore::open(file)?)),
@@ -349,6 +372,61 @@ pub fn open_store(spec: &str) -> Result<Arc<dyn SessionStore>, StoreError> {
         )),
         None => Ok(Arc::new(FileStore::open(spec)?)),
     }
+}
+
+#[cfg(feature = "postgres")]
+fn open_postgres(spec: &str) -> Result<Arc<dyn SessionStore>, StoreError> {
+    let config = postgres::PostgresConfig::from_url(spec)?;
+    Ok(Arc::new(PostgresStore::open(config)?))
+}
+
+#[cfg(not(feature = "postgres"))]
+fn open_postgres(_: &str) -> Result<Arc<dyn SessionStore>, StoreError> {
+    Err(StoreError::backend_message(
+        "this build has no PostgreSQL support: rebuild with `--features postgres`".to_owned(),
+    ))
+}
+
+/// A store spec as it may be shown: a URL (`postgres://`, or any `SCHEME://`) loses its password
+/// (the `:PASSWORD` of the user part and any `password=` parameter); other specs are unchanged.
+///
+/// # Examples
+/// ```
+/// use agent_controller::store::display_spec;
+///
+/// assert_eq!(display_spec("postgres://app:s3cret@db:5432/agents"), "postgres://app@db:5432/agents");
+/// assert_eq!(display_spec("sqlite:sessions.db"), "sqlite:sessions.db");
+/// ```
+pub fn display_spec(spec: &str) -> String {
+    if !spec.contains("://") {
+        return spec.to_owned();
+    }
+    let (head, query) = match spec.split_once('?') {
+        Some((h, q)) => (h, Some(q)),
+        None => (spec, None),
+    };
+    let scheme_end = head.find("://").map_or(0, |i| i + 3);
+    let (scheme, rest) = head.split_at(scheme_end);
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    let authority = match authority.rsplit_once('@') {
+        Some((user_info, hosts)) => {
+            let user = user_info.split_once(':').map_or(user_info, |(u, _)| u);
+            format!("{user}@{hosts}")
+        }
+        None => authority.to_owned(),
+    };
+    let mut shown = format!("{scheme}{authority}{path}");
+    let kept: Vec<&str> = query
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .filter(|pair| !pair.is_empty() && pair.split('=').next() != Some("password"))
+        .collect();
+    if !kept.is_empty() {
+        shown.push('?');
+        shown.push_str(&kept.join("&"));
+    }
+    shown
 }
 
 /// Seconds since the Unix epoch, now.

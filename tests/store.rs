@@ -23,14 +23,42 @@ enum Backend {
     Files,
     #[cfg(feature = "sqlite")]
     Sqlite,
+    #[cfg(feature = "postgres")]
+    Postgres,
 }
 
-const BACKENDS: &[Backend] = &[
-    Backend::Memory,
-    Backend::Files,
+/// Every backend this build has; Postgres unless `AGENT_CONTROLLER_SKIP_POSTGRES=1`.
+fn backends() -> Vec<Backend> {
+    let mut backends = vec![Backend::Memory, Backend::Files];
     #[cfg(feature = "sqlite")]
-    Backend::Sqlite,
-];
+    backends.push(Backend::Sqlite);
+    #[cfg(feature = "postgres")]
+    if !common::postgres::skipped() {
+        backends.push(Backend::Postgres);
+    }
+    backends
+}
+
+/// A test's scratch space: a directory for files and SQLite, and (once a Postgres store is
+/// opened on it) a schema of its own, dropped with it.
+struct Scratch(tempfile::TempDir);
+
+impl Scratch {
+    fn new() -> Self {
+        Self(tempfile::tempdir().expect("tmp"))
+    }
+
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        #[cfg(feature = "postgres")]
+        common::postgres::drop_schema_of(self.0.path());
+    }
+}
 
 /// Opens the backend's store at `dir`; for Memory the same instance must be passed around.
 fn open(backend: Backend, dir: &Path) -> Arc<dyn SessionStore> {
@@ -41,6 +69,14 @@ fn open(backend: Backend, dir: &Path) -> Arc<dyn SessionStore> {
         Backend::Sqlite => Arc::new(
             agent_controller::store::SqliteStore::open(dir.join("sessions.db")).expect("sqlite"),
         ),
+        #[cfg(feature = "postgres")]
+        Backend::Postgres => {
+            use agent_controller::store::postgres::{PostgresConfig, PostgresStore};
+            let schema = common::postgres::TestSchema::for_dir(dir);
+            common::postgres::mark_schema_of(dir);
+            let config = PostgresConfig::from_url(&schema.url).expect("url");
+            Arc::new(PostgresStore::open(config).expect("postgres"))
+        }
     }
 }
 
@@ -69,8 +105,8 @@ fn record(id: &str, version: u64, pending: bool) -> SessionRecord {
 
 #[tokio::test]
 async fn conformance_save_load_cas_list_delete_expire() {
-    for &backend in BACKENDS {
-        let tmp = tempfile::tempdir().expect("tmp");
+    for backend in backends() {
+        let tmp = Scratch::new();
         let store = open(backend, tmp.path());
         assert_eq!(store.load("a").await, Ok(None), "{backend:?}");
         store
@@ -218,8 +254,8 @@ async fn suspend_and_drop(
 
 #[tokio::test]
 async fn a_pending_plan_survives_a_restart_and_hands_over_exactly_once() {
-    for &backend in BACKENDS {
-        let tmp = tempfile::tempdir().expect("tmp");
+    for backend in backends() {
+        let tmp = Scratch::new();
         let ws = Workspace::new();
         let store = open(backend, tmp.path());
         let (session_id, run_id, call_id) = suspend_and_drop(&ws, store.clone()).await;
@@ -294,12 +330,13 @@ async fn a_pending_plan_survives_a_restart_and_hands_over_exactly_once() {
 fn two_deciders_racing_on_one_plan_exactly_one_wins() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .enable_all()
         .build()
         .expect("runtime");
     runtime.block_on(async {
-        for &backend in BACKENDS {
+        for backend in backends() {
             for round in 0..10 {
-                let tmp = tempfile::tempdir().expect("tmp");
+                let tmp = Scratch::new();
                 let ws = Workspace::new();
                 let store = open(backend, tmp.path());
                 let (session_id, run_id, call_id) = suspend_and_drop(&ws, store.clone()).await;
@@ -366,8 +403,8 @@ default = true
 
 #[tokio::test]
 async fn a_config_change_that_removes_the_target_blocks_approval_but_keeps_the_plan() {
-    for &backend in BACKENDS {
-        let tmp = tempfile::tempdir().expect("tmp");
+    for backend in backends() {
+        let tmp = Scratch::new();
         let ws = Workspace::new();
         let store = open(backend, tmp.path());
         let (session_id, run_id, call_id) = suspend_and_drop(&ws, store.clone()).await;
@@ -558,6 +595,7 @@ fn store_writer_child() {
     };
     let backend = std::env::var("AC_STORE_WRITER_BACKEND").unwrap_or_default();
     let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
         .build()
         .expect("runtime");
     runtime.block_on(async {
@@ -567,6 +605,8 @@ fn store_writer_child() {
                 agent_controller::store::SqliteStore::open(Path::new(&dir).join("sessions.db"))
                     .expect("sqlite"),
             ),
+            #[cfg(feature = "postgres")]
+            "postgres" => open(Backend::Postgres, Path::new(&dir)),
             _ => Arc::new(FileStore::open(Path::new(&dir).join("sessions")).expect("files")),
         };
         let mut version = store
@@ -597,11 +637,16 @@ fn kill_during_saves_leaves_the_last_complete_state() {
     if cfg!(feature = "sqlite") {
         backends.push("sqlite");
     }
+    #[cfg(feature = "postgres")]
+    if !common::postgres::skipped() {
+        backends.push("postgres");
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
         .build()
         .expect("runtime");
     for backend in backends {
-        let tmp = tempfile::tempdir().expect("tmp");
+        let tmp = Scratch::new();
         let mut last = 0;
         for round in 0..15u64 {
             let mut child = std::process::Command::new(std::env::current_exe().expect("exe"))
@@ -618,8 +663,10 @@ fn kill_during_saves_leaves_the_last_complete_state() {
                 .stderr(std::process::Stdio::null())
                 .spawn()
                 .expect("spawn writer");
-            // Pseudo-random kill points between 20 and 120 ms.
-            std::thread::sleep(std::time::Duration::from_millis(20 + (round * 37) % 100));
+            // Pseudo-random kill points between 20 and 120 ms (a Postgres writer first
+            // connects: 300 ms more).
+            let start = if backend == "postgres" { 320 } else { 20 };
+            std::thread::sleep(std::time::Duration::from_millis(start + (round * 37) % 100));
             child.kill().expect("SIGKILL");
             child.wait().expect("reap");
             let record = runtime.block_on(async {
@@ -629,6 +676,8 @@ fn kill_during_saves_leaves_the_last_complete_state() {
                         agent_controller::store::SqliteStore::open(tmp.path().join("sessions.db"))
                             .expect("reopen"),
                     ),
+                    #[cfg(feature = "postgres")]
+                    "postgres" => open(Backend::Postgres, tmp.path()),
                     _ => Arc::new(FileStore::open(tmp.path().join("sessions")).expect("reopen")),
                 };
                 store.load("k").await.expect("the store loads after a kill")

@@ -1,6 +1,9 @@
 //! Shared test helpers: fixtures, a temporary workspace, an event recorder.
 #![allow(dead_code, unreachable_pub)]
 
+#[cfg(feature = "postgres")]
+pub mod postgres;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 

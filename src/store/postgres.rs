@@ -1,0 +1,457 @@
+//! [`PostgresStore`]: sessions in PostgreSQL, shared by several hosts (feature `postgres`).
+//!
+//! One row per session in `agent_controller_sessions`, in the schema the connection's
+//! `search_path` names first (`public` unless the URL's `options` say otherwise):
+//!
+//! | column | what |
+//! |---|---|
+//! | `id` | the session id (primary key) |
+//! | `version` | the compare-and-swap version |
+//! | `schema_version` | the record's [`SCHEMA_VERSION`](crate::store::SCHEMA_VERSION) |
+//! | `updated_at` | seconds since the Unix epoch |
+//! | `pending` | the [`PendingSummary`] as JSON while a plan waits, else `NULL` |
+//! | `record` | the [`SessionRecord`] as JSON (`json`, kept verbatim: `jsonb` refuses `\u0000`, which a model may send) |
+//!
+//! - A save is a compare-and-swap in one statement (`UPDATE ... WHERE id = $1 AND version = $2`,
+//!   or `INSERT ... ON CONFLICT DO NOTHING` for a new session) inside `BEGIN ... COMMIT`; the same
+//!   statement sends the `NOTIFY` that [`PostgresStore::changes`] hears, so a host hears about a
+//!   save exactly when it is committed. A connection lost before `COMMIT` is a
+//!   [`StoreError::Backend`] and nothing was saved; lost during `COMMIT` it is
+//!   [`StoreError::OutcomeUnknown`]: reload the session to see whether the save happened.
+//! - `list_pending` reads the partial index `agent_controller_sessions_pending` on
+//!   `(updated_at, id) WHERE pending IS NOT NULL`, so sessions with nothing pending are never
+//!   read; `expire` deletes through `agent_controller_sessions_idle` on `updated_at WHERE pending
+//!   IS NULL`. `tests/postgres.rs` checks the plans with `EXPLAIN`:
+//!
+//!   ```text
+//!   Index Scan using agent_controller_sessions_pending on agent_controller_sessions
+//!     Index Cond: (ROW(updated_at, id) > ROW($1, $2))
+//!   ```
+//! - The schema is created or migrated when the store is first used: numbered migrations in
+//!   `agent_controller_migrations`, applied in one transaction under an advisory lock, so hosts
+//!   starting together migrate once; a database migrated by a newer version is refused.
+//!
+//! Why `tokio-postgres` with `deadpool-postgres` rather than `sqlx`: a small dependency tree
+//! (no macros, no query checking against a database at build time), `LISTEN` on a plain
+//! connection (`Connection::poll_message`), and errors that tell a server's answer from a lost
+//! connection, which is what separates "nothing saved" from "outcome unknown". TLS goes through
+//! rustls (`tokio-postgres-rustls`), never OpenSSL.
+
+pub mod config;
+mod listen;
+mod migrations;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use deadpool_postgres::{Manager, Pool, Runtime};
+use tokio::sync::OnceCell;
+
+pub use self::config::{PostgresConfig, RootCerts, SslMode, is_postgres_url};
+pub use self::listen::{ChangeStream, SessionChange};
+
+use super::{
+    PendingSummary, SessionRecord, SessionStore, StoreError, check_next_version, check_session_id,
+    decode,
+};
+
+/// The sessions table.
+const TABLE: &str = "agent_controller_sessions";
+
+/// Sessions in a PostgreSQL database, shared by every host that opens the same URL.
+///
+/// It runs on tokio with IO enabled (`enable_io`, or `enable_all`). Cloning is cheap (the pool is
+/// shared). The store connects lazily: [`PostgresStore::open`]
+/// does no I/O, the first call connects and migrates; [`PostgresStore::connect`] does both at
+/// once, so an unreachable server is reported there.
+///
+/// # Examples
+/// ```no_run
+/// use std::sync::Arc;
+/// use agent_controller::store::{PostgresStore, SessionStore};
+///
+/// # async fn demo() -> Result<(), agent_controller::store::StoreError> {
+/// let store = PostgresStore::connect("postgres://app@db.internal:5432/agents?sslmode=verify-full").await?;
+/// for plan in store.list_pending().await? {
+///     println!("{} {}", plan.session_id, plan.title);
+/// }
+/// let shared: Arc<dyn SessionStore> = Arc::new(store);
+/// # let _ = shared; Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct PostgresStore {
+    pool: Pool,
+    config: Arc<PostgresConfig>,
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
+    ready: Arc<OnceCell<Ready>>,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("url", &self.config.redacted())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the first use learns: the schema is migrated, and the channel its changes go to.
+#[derive(Debug)]
+struct Ready {
+    channel: String,
+}
+
+impl PostgresStore {
+    /// Opens a store on `config` without connecting yet (the first call connects and migrates).
+    ///
+    /// # Errors
+    /// [`StoreError::Backend`] when the TLS settings cannot be used (unreadable root
+    /// certificates for `verify-ca`/`verify-full`).
+    pub fn open(config: PostgresConfig) -> Result<Self, StoreError> {
+        let tls = config.tls()?;
+        // No default connect timeout: it would need tokio's timers, which a host's runtime may
+        // not enable; `connect_timeout=SECONDS` in the URL sets one (then enable them).
+        let manager = Manager::new(config.pg.clone(), tls.clone());
+        let pool = Pool::builder(manager)
+            .max_size(config.pool_size())
+            .runtime(Runtime::Tokio1)
+            .build()
+            .map_err(|e| StoreError::backend("postgres pool", e))?;
+        Ok(Self {
+            pool,
+            config: Arc::new(config),
+            tls,
+            ready: Arc::new(OnceCell::new()),
+        })
+    }
+
+    /// Connects to `url` (see [`PostgresConfig::from_url`]) and creates or migrates the schema.
+    ///
+    /// # Errors
+    /// [`StoreError::Backend`] for a malformed URL, an unreachable server, failed
+    /// authentication, or a schema migrated by a newer version of this crate.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        let store = Self::open(PostgresConfig::from_url(url)?)?;
+        store.ready().await?;
+        Ok(store)
+    }
+
+    /// The connection settings (the URL without its password is [`PostgresConfig::redacted`]).
+    pub fn config(&self) -> &PostgresConfig {
+        &self.config
+    }
+
+    /// One page of pending decisions in `list_pending`'s order (oldest first): at most `limit`,
+    /// those after `after` (the last summary of the previous page; `None` for the first page).
+    ///
+    /// # Errors
+    /// [`StoreError::Backend`] when the database fails, [`StoreError::Corrupt`] for a summary that
+    /// cannot be read.
+    pub async fn pending_page(
+        &self,
+        after: Option<&PendingSummary>,
+        limit: usize,
+    ) -> Result<Vec<PendingSummary>, StoreError> {
+        let client = self.client().await?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = match after {
+            None => {
+                let stmt = client
+                    .prepare_cached(&format!(
+                        "SELECT id, pending::text FROM {TABLE} WHERE pending IS NOT NULL \
+                         ORDER BY updated_at, id LIMIT $1"
+                    ))
+                    .await
+                    .map_err(|e| self.db(e))?;
+                client.query(&stmt, &[&limit]).await
+            }
+            Some(last) => {
+                let stmt = client
+                    .prepare_cached(&Self::page_after_sql())
+                    .await
+                    .map_err(|e| self.db(e))?;
+                client
+                    .query(&stmt, &[&to_i64(last.updated_at), &last.session_id, &limit])
+                    .await
+            }
+        }
+        .map_err(|e| self.db(e))?;
+        rows.iter()
+            .map(|row| summary(row.get(0), row.get(1)))
+            .collect()
+    }
+
+    /// The statement of a page after a given summary (public for the `EXPLAIN` test).
+    #[doc(hidden)]
+    pub fn page_after_sql() -> String {
+        format!(
+            "SELECT id, pending::text FROM {TABLE} WHERE pending IS NOT NULL \
+             AND (updated_at, id) > ($1, $2) ORDER BY updated_at, id LIMIT $3"
+        )
+    }
+
+    /// The pending decision of one session, if it has one.
+    ///
+    /// # Errors
+    /// As [`PostgresStore::pending_page`].
+    pub async fn pending_of(&self, session_id: &str) -> Result<Option<PendingSummary>, StoreError> {
+        let client = self.client().await?;
+        let stmt = client
+            .prepare_cached(&format!(
+                "SELECT id, pending::text FROM {TABLE} WHERE id = $1 AND pending IS NOT NULL"
+            ))
+            .await
+            .map_err(|e| self.db(e))?;
+        let row = client
+            .query_opt(&stmt, &[&session_id])
+            .await
+            .map_err(|e| self.db(e))?;
+        row.map(|row| summary(row.get(0), row.get(1))).transpose()
+    }
+
+    /// A pooled connection to a migrated database.
+    async fn client(&self) -> Result<deadpool_postgres::Client, StoreError> {
+        self.ready().await?;
+        self.pool.get().await.map_err(|e| self.unreachable(e))
+    }
+
+    async fn ready(&self) -> Result<&Ready, StoreError> {
+        self.ready
+            .get_or_try_init(|| async {
+                let mut client = self.pool.get().await.map_err(|e| self.unreachable(e))?;
+                let schema = migrations::run(&mut client)
+                    .await
+                    .map_err(|e| self.db(e))??;
+                Ok(Ready {
+                    channel: listen::channel_for(&schema),
+                })
+            })
+            .await
+    }
+
+    fn unreachable(&self, err: deadpool_postgres::PoolError) -> StoreError {
+        let what = format!(
+            "cannot connect to {}{}",
+            self.config.redacted(),
+            causes(&err)
+        );
+        StoreError::backend(what, err)
+    }
+
+    fn db(&self, err: tokio_postgres::Error) -> StoreError {
+        let what = format!("postgres ({}){}", self.config.redacted(), causes(&err));
+        StoreError::backend(what, err)
+    }
+
+    /// The compare-and-swap: one statement that writes the row if the version matches and
+    /// notifies listeners, returning one row when it wrote. Runs inside the caller's transaction.
+    async fn cas(
+        &self,
+        tx: &deadpool_postgres::Transaction<'_>,
+        record: &SessionRecord,
+        expected: Option<u64>,
+        text: &str,
+        pending: Option<&str>,
+        channel: &str,
+    ) -> Result<bool, tokio_postgres::Error> {
+        let notify = "SELECT pg_notify($7, json_build_object('sessionId', $1::text, \
+                      'version', $2::bigint, 'pending', $5::json IS NOT NULL)::text) FROM saved";
+        let id = &record.session_id;
+        let version = to_i64(record.version);
+        let schema_version = i32::try_from(record.schema_version).unwrap_or(i32::MAX);
+        let updated_at = to_i64(record.updated_at);
+        let rows = match expected {
+            None => {
+                let stmt = tx
+                    .prepare_cached(&format!(
+                        "WITH saved AS (INSERT INTO {TABLE} \
+                         (id, version, schema_version, updated_at, pending, record) \
+                         VALUES ($1, $2, $3, $4, $5::text::json, $6::text::json) \
+                         ON CONFLICT (id) DO NOTHING RETURNING id) {notify}"
+                    ))
+                    .await?;
+                tx.query(
+                    &stmt,
+                    &[
+                        id,
+                        &version,
+                        &schema_version,
+                        &updated_at,
+                        &pending,
+                        &text,
+                        &channel,
+                    ],
+                )
+                .await?
+            }
+            Some(previous) => {
+                let stmt = tx
+                    .prepare_cached(&format!(
+                        "WITH saved AS (UPDATE {TABLE} SET version = $2, schema_version = $3, \
+                         updated_at = $4, pending = $5::text::json, record = $6::text::json \
+                         WHERE id = $1 AND version = $8 RETURNING id) {notify}"
+                    ))
+                    .await?;
+                tx.query(
+                    &stmt,
+                    &[
+                        id,
+                        &version,
+                        &schema_version,
+                        &updated_at,
+                        &pending,
+                        &text,
+                        &channel,
+                        &to_i64(previous),
+                    ],
+                )
+                .await?
+            }
+        };
+        Ok(rows.len() == 1)
+    }
+}
+
+/// The causes under `err` (its sources), as `: cause (: deeper cause)`, for a message that says
+/// more than "error performing TLS handshake". Sources never hold the password.
+fn causes(err: &dyn std::error::Error) -> String {
+    let mut out = String::new();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        out.push_str(&format!(" (because: {cause})"));
+        source = cause.source();
+    }
+    out
+}
+
+fn to_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+fn summary(session_id: &str, text: &str) -> Result<PendingSummary, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt {
+        session_id: session_id.to_owned(),
+        message: format!("pending summary: {e}"),
+    })
+}
+
+#[async_trait]
+impl SessionStore for PostgresStore {
+    async fn load(&self, session_id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        let client = self.client().await?;
+        let stmt = client
+            .prepare_cached(&format!("SELECT record::text FROM {TABLE} WHERE id = $1"))
+            .await
+            .map_err(|e| self.db(e))?;
+        let row = client
+            .query_opt(&stmt, &[&session_id])
+            .await
+            .map_err(|e| self.db(e))?;
+        row.map(|row| decode(session_id, row.get::<_, &str>(0).as_bytes()))
+            .transpose()
+    }
+
+    async fn save(&self, record: &SessionRecord, expected: Option<u64>) -> Result<(), StoreError> {
+        check_session_id(&record.session_id)?;
+        check_next_version(record, expected)?;
+        let text = serde_json::to_string(record)
+            .map_err(|e| StoreError::backend("cannot encode the record", e))?;
+        let pending = record
+            .pending_summary()
+            .map(|s| serde_json::to_string(&s))
+            .transpose()
+            .map_err(|e| StoreError::backend("cannot encode the pending summary", e))?;
+        let mut client = self.client().await?;
+        let channel = &self.ready().await?.channel;
+        let lost_before_commit = |e: tokio_postgres::Error| {
+            StoreError::backend(
+                format!(
+                    "postgres ({}): saving session `{}` failed before COMMIT, nothing was saved",
+                    self.config.redacted(),
+                    record.session_id
+                ),
+                e,
+            )
+        };
+        let tx = client.transaction().await.map_err(lost_before_commit)?;
+        let wrote = self
+            .cas(&tx, record, expected, &text, pending.as_deref(), channel)
+            .await
+            .map_err(lost_before_commit)?;
+        if !wrote {
+            let stmt = tx
+                .prepare_cached(&format!("SELECT version FROM {TABLE} WHERE id = $1"))
+                .await
+                .map_err(lost_before_commit)?;
+            let found = tx
+                .query_opt(&stmt, &[&record.session_id])
+                .await
+                .map_err(lost_before_commit)?
+                .map(|row| row.get::<_, i64>(0).cast_unsigned());
+            tx.rollback().await.map_err(lost_before_commit)?;
+            return Err(StoreError::Conflict {
+                session_id: record.session_id.clone(),
+                expected,
+                found,
+            });
+        }
+        tx.commit().await.map_err(|e| {
+            if e.as_db_error().is_some() {
+                // The server answered: the transaction was rolled back.
+                lost_before_commit(e)
+            } else {
+                StoreError::OutcomeUnknown {
+                    session_id: record.session_id.clone(),
+                    version: record.version,
+                    message: format!("postgres ({}): {e}", self.config.redacted()),
+                }
+            }
+        })
+    }
+
+    async fn delete(&self, session_id: &str) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let channel = &self.ready().await?.channel;
+        let stmt = client
+            .prepare_cached(&format!(
+                "WITH gone AS (DELETE FROM {TABLE} WHERE id = $1 RETURNING id) \
+                 SELECT pg_notify($2, json_build_object('sessionId', $1::text)::text) FROM gone"
+            ))
+            .await
+            .map_err(|e| self.db(e))?;
+        let rows = client
+            .query(&stmt, &[&session_id, channel])
+            .await
+            .map_err(|e| self.db(e))?;
+        Ok(!rows.is_empty())
+    }
+
+    async fn list_pending(&self) -> Result<Vec<PendingSummary>, StoreError> {
+        let client = self.client().await?;
+        let stmt = client
+            .prepare_cached(&format!(
+                "SELECT id, pending::text FROM {TABLE} WHERE pending IS NOT NULL \
+                 ORDER BY updated_at, id"
+            ))
+            .await
+            .map_err(|e| self.db(e))?;
+        let rows = client.query(&stmt, &[]).await.map_err(|e| self.db(e))?;
+        rows.iter()
+            .map(|row| summary(row.get(0), row.get(1)))
+            .collect()
+    }
+
+    async fn expire(&self, before: u64) -> Result<usize, StoreError> {
+        let client = self.client().await?;
+        let stmt = client
+            .prepare_cached(&format!(
+                "DELETE FROM {TABLE} WHERE pending IS NULL AND updated_at < $1"
+            ))
+            .await
+            .map_err(|e| self.db(e))?;
+        let n = client
+            .execute(&stmt, &[&to_i64(before)])
+            .await
+            .map_err(|e| self.db(e))?;
+        Ok(usize::try_from(n).unwrap_or(usize::MAX))
+    }
+}
