@@ -212,43 +212,13 @@ impl fmt::Display for ConfigError {
     }
 }
 
-/// The config text together with the label used in error messages, and what locating spans
-/// needs: a config names thousands of tools, each located for a possible error, so spans are
-/// located from a cursor that only moves forward (spans come in text order), or, for a span
-/// before the cursor, by binary search in an index of line starts built on first need.
+/// The config text together with the label used in error messages, and an index of its line
+/// starts (built on first need) to turn byte spans into lines and columns.
 #[derive(Debug)]
 pub(crate) struct Source<'a> {
     pub(crate) origin: &'a str,
     pub(crate) text: &'a str,
-    cursor: std::cell::Cell<Cursor>,
     line_starts: std::cell::OnceCell<Vec<usize>>,
-}
-
-/// A byte offset with its 0-based line number, the offset where that line starts, and where it
-/// ends (0 until known: the names of one `availableTools` list share their line).
-#[derive(Debug, Clone, Copy, Default)]
-struct Cursor {
-    offset: usize,
-    line: usize,
-    line_start: usize,
-    line_end: usize,
-}
-
-/// How many `\n` bytes `bytes` holds, eight bytes at a step.
-fn count_newlines(bytes: &[u8]) -> usize {
-    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-    const NEWLINES: u64 = 0x0a0a_0a0a_0a0a_0a0a;
-    let mut chunks = bytes.chunks_exact(8);
-    let mut count = 0;
-    for chunk in &mut chunks {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
-        let t = u64::from_le_bytes(word) ^ NEWLINES;
-        // Exactly the high bit of every zero byte of `t` (no borrow between bytes).
-        let zero = !(((t & LOW7) + LOW7) | t | LOW7);
-        count += zero.count_ones() as usize;
-    }
-    count + chunks.remainder().iter().filter(|&&b| b == b'\n').count()
 }
 
 /// Where a span is: its location, the text of its line, and its width in characters.
@@ -264,42 +234,7 @@ impl<'a> Source<'a> {
         Self {
             origin,
             text,
-            cursor: std::cell::Cell::new(Cursor::default()),
             line_starts: std::cell::OnceCell::new(),
-        }
-    }
-
-    /// The line number and line start of byte `offset` (a char boundary).
-    fn line_of(&self, offset: usize) -> Cursor {
-        let cursor = self.cursor.get();
-        if offset >= cursor.offset {
-            let passed = &self.text.as_bytes()[cursor.offset..offset];
-            let newlines = count_newlines(passed);
-            let line_start = match passed.iter().rposition(|&b| b == b'\n') {
-                Some(i) => cursor.offset + i + 1,
-                None => cursor.line_start,
-            };
-            let found = Cursor {
-                offset,
-                line: cursor.line + newlines,
-                line_start,
-                line_end: if newlines == 0 { cursor.line_end } else { 0 },
-            };
-            self.cursor.set(found);
-            found
-        } else {
-            let starts = self.line_starts.get_or_init(|| {
-                std::iter::once(0)
-                    .chain(self.text.match_indices('\n').map(|(i, _)| i + 1))
-                    .collect()
-            });
-            let line = starts.partition_point(|&s| s <= offset).saturating_sub(1);
-            Cursor {
-                offset,
-                line,
-                line_start: starts[line],
-                line_end: 0,
-            }
         }
     }
 
@@ -307,34 +242,24 @@ impl<'a> Source<'a> {
     /// and the span's width on that line (at least 1).
     pub(crate) fn position(&self, span: Range<usize>) -> Position<'a> {
         let text = self.text;
-        let start = floor_char_boundary(text, span.start.min(text.len()));
-        let cursor = self.line_of(start);
-        let Cursor {
-            line, line_start, ..
-        } = cursor;
-        let column = char_len(&text[line_start..start]) + 1;
-        let line_end = if cursor.line_end > start {
-            cursor.line_end
-        } else {
-            let end = text[start..].find('\n').map_or(text.len(), |i| start + i);
-            if self.cursor.get().offset == start {
-                self.cursor.set(Cursor {
-                    line_end: end,
-                    ..cursor
-                });
-            }
-            end
-        };
+        let start = text.floor_char_boundary(span.start.min(text.len()));
+        let starts = self.line_starts.get_or_init(|| {
+            std::iter::once(0)
+                .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+                .collect()
+        });
+        let line = starts.partition_point(|&s| s <= start).saturating_sub(1);
+        let line_start = starts[line];
+        let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
         let line_text = text[line_start..line_end].trim_end_matches('\r');
-        let end = floor_char_boundary(text, span.end.clamp(start, line_end));
-        let width = char_len(&text[start..end]).max(1);
+        let end = text.floor_char_boundary(span.end.clamp(start, line_end));
         Position {
             location: Location {
                 line: line + 1,
-                column,
+                column: text[line_start..start].chars().count() + 1,
             },
             line_text,
-            width,
+            width: text[start..end].chars().count().max(1),
         }
     }
 
@@ -355,23 +280,6 @@ pub(crate) fn snippet(location: Location, line_text: &str, width: usize) -> Stri
         caret_pad = " ".repeat(location.column - 1),
         carets = "^".repeat(width),
     )
-}
-
-/// The length of `text` in characters (its byte length when it is ASCII, as config text mostly
-/// is: checking that is cheaper than counting characters).
-fn char_len(text: &str) -> usize {
-    if text.is_ascii() {
-        text.len()
-    } else {
-        text.chars().count()
-    }
-}
-
-fn floor_char_boundary(text: &str, mut index: usize) -> usize {
-    while index > 0 && !text.is_char_boundary(index) {
-        index -= 1;
-    }
-    index
 }
 
 // Strings that validation only looks up or copies (ids, targets, tool names) are `Cow`s, so a
@@ -531,7 +439,7 @@ fn text_of(bytes: Vec<u8>, origin: &str) -> Result<String, ConfigError> {
 /// .unwrap();
 /// assert_eq!(graph.default_mode().id(), "build");
 /// let plan = graph.get("plan").unwrap();
-/// assert_eq!(graph.mode(graph.approval_target(plan)).id(), "build");
+/// assert_eq!(graph.mode(graph.transition_target(plan)).id(), "build");
 ///
 /// let err = agent_controller::config::parse("[[modes]]\nid = \"plan\"\ntransitionsTo = \"plan\"\n", "bad.toml")
 ///     .unwrap_err();
@@ -644,38 +552,6 @@ fn is_valid_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
-/// Shares the strings a config repeats across modes: tool names (every planning mode lists
-/// `submit_plan`) and the text of the line a tool name is on (for its error snippet). Local to one
-/// parse.
-#[derive(Default)]
-struct Interner {
-    names: HashMap<Box<str>, Arc<str>>,
-    line: Option<(usize, Arc<str>)>,
-}
-
-impl Interner {
-    fn intern(&mut self, name: &str) -> Arc<str> {
-        if let Some(shared) = self.names.get(name) {
-            return shared.clone();
-        }
-        let shared: Arc<str> = Arc::from(name);
-        self.names.insert(Box::from(name), shared.clone());
-        shared
-    }
-
-    /// The text of line `number`, shared with the previous call when it asked for the same line.
-    fn line(&mut self, number: usize, text: &str) -> Arc<str> {
-        match &self.line {
-            Some((n, shared)) if *n == number => shared.clone(),
-            _ => {
-                let shared: Arc<str> = Arc::from(text);
-                self.line = Some((number, shared.clone()));
-                shared
-            }
-        }
-    }
-}
-
 fn validate(
     raw: RawConfig<'_>,
     source: &Source<'_>,
@@ -773,7 +649,6 @@ fn validate(
     let default_is_clear = errors.len() == errors_before_default;
     let mut modes = Vec::with_capacity(raw.modes.len());
     let mut tool_refs = Vec::new();
-    let mut interned = Interner::default();
     for (i, mode) in raw.modes.into_iter().enumerate() {
         let this = ModeId::from_index(i);
         let id = mode.id.get_ref();
@@ -811,8 +686,8 @@ fn validate(
                 .into_iter()
                 .map(|name| {
                     let position = source.position(name.span());
-                    let name = interned.intern(name.get_ref());
-                    let line_text = interned.line(position.location.line, position.line_text);
+                    let name: Arc<str> = Arc::from(name.get_ref().as_ref());
+                    let line_text: Arc<str> = Arc::from(position.line_text);
                     tool_refs.push(ToolRef {
                         mode: this,
                         name: name.clone(),
@@ -981,18 +856,6 @@ mod tests {
         let (loc, snippet) = source.locate(12..15);
         assert_eq!(loc, Location { line: 2, column: 6 });
         assert_eq!(snippet, "2 | bé = \"x\"\n  |      ^^^");
-    }
-
-    #[test]
-    fn newlines_are_counted_exactly() {
-        let text = "a\n\n\x0b\x0a\u{8a}\n é\n\n\n\n\n\n\n\n x\n\x01\n\x09\x0b";
-        for start in 0..text.len() {
-            for end in start..=text.len() {
-                let bytes = &text.as_bytes()[start..end];
-                let expected = bytes.iter().filter(|&&b| b == b'\n').count();
-                assert_eq!(count_newlines(bytes), expected, "{start}..{end}");
-            }
-        }
     }
 
     #[test]

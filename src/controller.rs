@@ -41,31 +41,11 @@ impl ModeRuntime {
             ModeChangeReason::Manual => "switched by the user",
             ModeChangeReason::PlanApproved => "your plan was approved",
         };
-        // Concatenated into one exact allocation: `format!` here was half the cost of a switch
-        // (it grows its buffer several times).
-        concat(&[
-            "Mode changed: you are now in the ",
-            &self.name,
-            " mode (`",
-            &self.id,
-            "`), previously `",
-            previous,
-            "` (",
-            why,
-            "). Follow this mode's instructions from now on. Your tools are now: ",
-            &self.tool_list,
-            ".",
-        ])
+        format!(
+            "Mode changed: you are now in the {} mode (`{}`), previously `{previous}` ({why}). Follow this mode's instructions from now on. Your tools are now: {}.",
+            self.name, self.id, self.tool_list
+        )
     }
-}
-
-/// The pieces joined into one string, allocated once at its final size.
-pub(crate) fn concat(pieces: &[&str]) -> String {
-    let mut text = String::with_capacity(pieces.iter().map(|p| p.len()).sum());
-    for piece in pieces {
-        text.push_str(piece);
-    }
-    text
 }
 
 /// Everything sessions share: read-only after build.
@@ -203,7 +183,7 @@ fn mode_runtime(
             return;
         }
         if name == SUBMIT_PLAN {
-            let target = graph.mode(graph.approval_target(id));
+            let target = graph.mode(graph.transition_target(id));
             specs.push(ToolSpec {
                 name: Arc::from(SUBMIT_PLAN),
                 description: submit_plan::description(
@@ -255,7 +235,7 @@ fn mode_runtime(
         system_prompt.push_str(mode.instructions());
     }
     if mode.is_planning() {
-        let target = graph.mode(graph.approval_target(id));
+        let target = graph.mode(graph.transition_target(id));
         system_prompt.push_str(&format!(
             "\n\nWhen your plan is ready, write it as a markdown file inside {} and call {SUBMIT_PLAN} with its path. \
              On approval the session continues in the {} mode (`{}`).",

@@ -519,7 +519,7 @@ fn check(path: &Path) -> Outcome {
     }
     say!("default mode: {}", graph.default_mode().id());
     say!("hand-over edges (on approval):");
-    for (from, to) in graph.handover_edges() {
+    for (from, to) in graph.transition_edges() {
         say!("  {} -> {}", graph.mode(from).id(), graph.mode(to).id());
     }
     Ok(Exit::Done)

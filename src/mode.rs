@@ -243,7 +243,7 @@ impl ModeGraph {
 
     /// Where a plan approved in `mode` hands over to: its `transitionsTo`, else the default mode.
     /// Equal to `mode` when a default planning mode has no `transitionsTo` (no switch happens).
-    pub fn approval_target(&self, mode: ModeId) -> ModeId {
+    pub fn transition_target(&self, mode: ModeId) -> ModeId {
         self.mode(mode).transitions_to.unwrap_or(self.default)
     }
 
@@ -254,9 +254,9 @@ impl ModeGraph {
 
     /// Every approval hand-over edge `(planning mode, target)`, in config order; an edge may be a
     /// loop (`from == to`) for a default mode that plans without a `transitionsTo`.
-    pub fn handover_edges(&self) -> impl Iterator<Item = (ModeId, ModeId)> + '_ {
+    pub fn transition_edges(&self) -> impl Iterator<Item = (ModeId, ModeId)> + '_ {
         self.planning_modes()
-            .map(|from| (from, self.approval_target(from)))
+            .map(|from| (from, self.transition_target(from)))
     }
 
     /// The plans directory as configured (`plansDir`, default `.agent/plans`), relative to the

@@ -258,15 +258,9 @@ impl PendingDecision {
     }
 }
 
-/// `run_<n>`, built straight into the `Arc` (no intermediate `String`).
+/// The id of the `n`-th run of a session: `run_<n>`.
 fn run_id_for(n: u64) -> Arc<str> {
-    use std::io::Write;
-    let mut text = [0u8; 24];
-    let mut rest = &mut text[..];
-    // "run_" plus at most 20 digits fits in 24 bytes, so the write cannot fail.
-    let _ = write!(rest, "run_{n}");
-    let len = 24 - rest.len();
-    Arc::from(std::str::from_utf8(&text[..len]).unwrap_or("run"))
+    Arc::from(format!("run_{n}"))
 }
 
 /// `decision_<n>`: the controller's id of the session's `n`-th submitted plan.
@@ -844,7 +838,7 @@ impl Session {
     ) -> Result<RunOutcome, SessionError> {
         self.begin();
         // The hand-over target is fixed now, at submit time.
-        let target = self.shared.graph.approval_target(self.mode);
+        let target = self.shared.graph.transition_target(self.mode);
         self.decisions += 1;
         let payload = SuspendPayload {
             submission,

@@ -439,12 +439,12 @@ impl Session {
             let wanted = p.suspend_payload.target_mode_id.clone();
             let (target, stale) = match graph.get(&wanted) {
                 None => (mode, Some(format!("its hand-over target `{wanted}` no longer exists in the config"))),
-                Some(t) if changed && graph.approval_target(mode) != t => (
+                Some(t) if changed && graph.transition_target(mode) != t => (
                     t,
                     Some(format!(
                         "the config now hands plans from `{}` over to `{}`, not `{wanted}` as when it was submitted",
                         record.mode_id,
-                        graph.mode(graph.approval_target(mode)).id()
+                        graph.mode(graph.transition_target(mode)).id()
                     )),
                 ),
                 Some(t) => (t, None),
@@ -758,7 +758,7 @@ impl Session {
     }
 
     /// The session as a store record, with the next version number.
-    pub fn record(&self) -> SessionRecord {
+    pub(crate) fn record(&self) -> SessionRecord {
         SessionRecord {
             schema_version: SCHEMA_VERSION,
             session_id: self.id.to_string(),

@@ -63,7 +63,7 @@ fn every_valid_case_loads_with_the_expected_default_planning_modes_and_targets()
         for (from, to) in approve {
             let from_id = graph.get(from).expect("from mode");
             assert_eq!(
-                graph.mode(graph.approval_target(from_id)).id(),
+                graph.mode(graph.transition_target(from_id)).id(),
                 to.as_str().expect("to"),
                 "{name}: {from}"
             );
@@ -260,7 +260,7 @@ fn the_shipped_config_is_the_plan_build_pair() {
     graph.check_tools(|t| tools.knows(t)).expect("known tools");
     assert_eq!(graph.default_mode().id(), "build");
     let plan = graph.get("plan").expect("plan");
-    assert_eq!(graph.mode(graph.approval_target(plan)).id(), "build");
+    assert_eq!(graph.mode(graph.transition_target(plan)).id(), "build");
     let plan_tools = graph.mode(plan).available_tools().expect("allowlist");
     assert!(plan_tools.iter().any(|t| &**t == "submit_plan"));
     assert!(

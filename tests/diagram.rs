@@ -184,7 +184,7 @@ fn every_valid_config_draws_exactly_its_modes_and_hand_over_edges() {
     for (name, graph) in valid_fixtures() {
         let chart = diagram::mermaid(&graph);
         let dot = diagram::dot(&graph);
-        let edges: Vec<_> = graph.handover_edges().collect();
+        let edges: Vec<_> = graph.transition_edges().collect();
         assert_eq!(
             chart.matches(" -->|").count(),
             edges.len(),

@@ -39,7 +39,7 @@ async fn every_handover_edge_of_every_shipped_config_is_exercised() {
         let probe = controller(&text, &ws, replay(vec![]));
         let edges: Vec<(String, String)> = probe
             .modes()
-            .handover_edges()
+            .transition_edges()
             .map(|(from, to)| {
                 (
                     probe.modes().mode(from).id().to_owned(),

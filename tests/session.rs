@@ -724,7 +724,7 @@ async fn the_submit_plan_description_names_the_mode_it_hands_over_to() {
     let chain = common::read_fixture("configs/valid/chain.toml");
     let controller = controller(&chain, &ws, replay(vec![]));
     let graph = controller.modes();
-    for (from, to) in graph.handover_edges() {
+    for (from, to) in graph.transition_edges() {
         let spec = controller
             .tool_specs(from)
             .iter()

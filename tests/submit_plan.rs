@@ -6,8 +6,7 @@ mod common;
 use std::sync::Arc;
 
 use agent_controller::model::scripted::ReplayModel;
-use agent_controller::tool::submit_plan::{self, SubmitPlan, parse_plan, read_plan, sha256_hex};
-use agent_controller::tool::{Tool, ToolContext};
+use agent_controller::tool::submit_plan::{self, parse_plan, read_plan, sha256_hex};
 use agent_controller::{Event, RunOutcome};
 use common::{PLAN_BUILD, Recorder, Workspace, controller, fixture, read_fixture};
 use serde_json::json;
@@ -256,27 +255,4 @@ fn title_rules_for_edge_cases() {
         ("", "text first\n# Late title")
     );
     assert_eq!(parse_plan("# Only a title\n"), ("Only a title", ""));
-}
-
-#[tokio::test]
-async fn outside_a_run_the_tool_returns_a_readable_text_with_the_path() {
-    let ws = Workspace::new();
-    let rel = ws.plan("add-dark-mode.md", &read_fixture("plans/add-dark-mode.md"));
-    let plans = ws.path().join(".agent/plans");
-    let ctx = ToolContext::new(ws.path(), &plans, "plan");
-    let out = SubmitPlan.execute(&json!({ "path": rel }), &ctx).await;
-    assert!(!out.is_error, "{out:?}");
-    assert!(
-        out.content.contains(".agent/plans/add-dark-mode.md"),
-        "{}",
-        out.content
-    );
-    assert!(out.content.contains("Add dark mode"), "{}", out.content);
-    let out = SubmitPlan
-        .execute(&json!({ "path": "missing.md" }), &ctx)
-        .await;
-    assert!(
-        out.is_error && out.content.contains("missing.md"),
-        "{out:?}"
-    );
 }

@@ -601,7 +601,7 @@ proptest! {
         for id in graph.ids() {
             let m = id.index();
             prop_assert_eq!(graph.mode(id).id(), facts.id(m));
-            prop_assert_eq!(graph.approval_target(id).index(), facts.approval_target(m));
+            prop_assert_eq!(graph.transition_target(id).index(), facts.transition_target(m));
             prop_assert_eq!(graph.mode(id).is_planning(), facts.is_planning(m));
         }
         prop_assert_eq!(graph.plans_dir(), Path::new(facts.plans_dir()));

@@ -97,7 +97,7 @@ impl ModeBuilder {
 ///     .build()?;
 /// assert_eq!(graph.default_mode().id(), "build");
 /// let plan = graph.get("plan").unwrap();
-/// assert_eq!(graph.mode(graph.approval_target(plan)).id(), "build");
+/// assert_eq!(graph.mode(graph.transition_target(plan)).id(), "build");
 ///
 /// // The same rules as a TOML config, the same error kinds, no file position.
 /// let err = ModeGraphBuilder::new()

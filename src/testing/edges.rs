@@ -60,7 +60,7 @@ fn index_edges(facts: &ConfigFacts) -> Vec<IndexEdge> {
             edges.push(IndexEdge {
                 from,
                 cause: Cause::Approve,
-                to: facts.approval_target(from),
+                to: facts.transition_target(from),
             });
             for cause in [
                 Cause::Reject,

@@ -74,7 +74,7 @@ impl ConfigFacts {
     ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n[[modes]]\nid = \"build\"\ndefault = true\n",
     /// )?;
     /// assert_eq!(facts.default_mode(), 1);
-    /// assert_eq!(facts.approval_target(0), 1);
+    /// assert_eq!(facts.transition_target(0), 1);
     /// assert!(facts.modes()[0].is_planning());
     /// # Ok::<(), agent_controller::testing::FactsError>(())
     /// ```
@@ -212,7 +212,7 @@ impl ConfigFacts {
 
     /// Where approving a plan submitted in `mode` hands over to: its `transitionsTo`, else the
     /// default mode.
-    pub fn approval_target(&self, mode: usize) -> usize {
+    pub fn transition_target(&self, mode: usize) -> usize {
         self.modes
             .get(mode)
             .and_then(|m| m.transitions_to)

@@ -897,7 +897,7 @@ impl ReferenceSession {
         trace: &mut Vec<Trace>,
     ) -> Outcome {
         // Rule 3: the hand-over target is fixed now, at submit time.
-        let target = self.facts.approval_target(self.mode);
+        let target = self.facts.transition_target(self.mode);
         let sha256 = plan_sha256(k);
         trace.push(Trace::Suspended {
             tool_call_id: tool_call_id.clone(),

@@ -6,12 +6,10 @@
 
 use std::path::Path;
 
-use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::{Tool, ToolContext, ToolOutput};
 use crate::jail::{self, Jail, JailError};
 
 /// The name of the built-in plan tool.
@@ -389,41 +387,6 @@ pub fn input_schema() -> Value {
         "required": ["path"],
         "additionalProperties": false
     })
-}
-
-/// `submit_plan` as a plain [`Tool`], for use outside a run.
-///
-/// Outside a run there is nothing to suspend, so executing it only checks and reads the file and
-/// returns a readable text naming the path (and the title); inside a run the controller handles
-/// `submit_plan` itself and suspends.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SubmitPlan;
-
-#[async_trait]
-impl Tool for SubmitPlan {
-    fn name(&self) -> &str {
-        SUBMIT_PLAN
-    }
-
-    fn description(&self) -> String {
-        "Submit a plan file for the user's approval.".to_owned()
-    }
-
-    fn input_schema(&self) -> Value {
-        input_schema()
-    }
-
-    async fn execute(&self, args: &Value, ctx: &ToolContext<'_>) -> ToolOutput {
-        let plan = path_arg(args).and_then(|p| read_plan(ctx.workspace, ctx.plans_dir, p));
-        match plan {
-            Ok(plan) => ToolOutput::ok(format!(
-                "Plan \"{}\" at {} is ready for review. No run is active, so nothing was suspended: \
-                 show the plan to the user and ask for a decision.",
-                plan.title, plan.path
-            )),
-            Err(e) => ToolOutput::error(e.to_string()),
-        }
-    }
 }
 
 #[cfg(test)]
