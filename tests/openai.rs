@@ -500,3 +500,33 @@ async fn a_model_failure_after_a_rejection_keeps_the_mode_and_the_next_plan_can_
         .expect("resume");
     assert_eq!(session.mode().id(), "build");
 }
+
+/// Strict chat templates (Qwen3.5's, Gemma's, Mistral's) refuse a `system` message anywhere but
+/// first: after a manual switch the next request still has one system message, first, and it
+/// carries the new mode's instructions and the notice of the change.
+#[tokio::test]
+async fn a_manual_switch_sends_one_leading_system_message_with_the_notice() {
+    let h = Harness::new(vec![text_in(&["Looked."]), text_in(&["Building."])]).await;
+    let mut session = h.session("plan").await;
+    session.send_message("Look around").await.expect("first");
+    assert!(session.switch_mode("build").await.expect("switch_mode"));
+    session.send_message("Now build").await.expect("second");
+    let bodies = h.bodies().await;
+    let second = &bodies[1];
+    let roles = roles(second);
+    assert_eq!(
+        roles.iter().filter(|r| **r == "system").count(),
+        1,
+        "{roles:?}"
+    );
+    assert_eq!(roles[0], "system");
+    let system = second["messages"][0]["content"].as_str().expect("as_str");
+    assert!(
+        system.contains("Implement the approved plan step by step."),
+        "{system}"
+    );
+    assert!(
+        system.contains("Mode changed: you are now in the Build mode (`build`)"),
+        "{system}"
+    );
+}

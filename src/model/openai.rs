@@ -8,9 +8,11 @@
 //! fragments split across chunks) are put back together by their `index`.
 //!
 //! What a call sends, from the [`ModelRequest`] the controller builds:
-//! - the mode's system prompt as the first `system` message;
-//! - the conversation in order; the controller's notices (such as the mode change after an
-//!   approved plan) as `system` messages where they happened;
+//! - one `system` message, first: the mode's system prompt, then the controller's notices (such
+//!   as the mode change after a manual switch) in the order they happened, since strict chat
+//!   templates (Qwen3.5's, Gemma's, Mistral's) refuse a `system` message anywhere else; the notice
+//!   of an approved plan's hand-over is in the approval result instead;
+//! - the rest of the conversation in order;
 //! - only the current mode's tools, with their JSON Schemas (no `tools` key when it has none);
 //! - the model of the mode's `defaultModelId` (`openai/MODEL`), else the default model the
 //!   caller set (the CLI's `--model openai/MODEL`), else `$OPENAI_MODEL`.
@@ -361,13 +363,31 @@ fn truncate(text: &str, max_chars: usize) -> String {
 
 /// The chat-completions request for `request` with model `model`, streaming.
 fn chat_request(model: String, request: &ModelRequest<'_>) -> CreateChatCompletionRequest {
+    // Strict chat templates (Qwen3.5's, Gemma's, Mistral's) refuse a `system` message anywhere
+    // but first, so the controller's notices (a manual mode switch) join the leading system
+    // message, in the order they happened, after the mode's instructions.
+    let mut system = request.system_prompt.to_owned();
+    for message in request.messages {
+        if let Message::System { content } = message {
+            if !system.is_empty() {
+                system.push_str("\n\n");
+            }
+            system.push_str(content);
+        }
+    }
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
-    if !request.system_prompt.is_empty() {
+    if !system.is_empty() {
         messages.push(ChatCompletionRequestMessage::System(
-            ChatCompletionRequestSystemMessage::from(request.system_prompt),
+            ChatCompletionRequestSystemMessage::from(system),
         ));
     }
-    messages.extend(request.messages.iter().map(wire_message));
+    messages.extend(
+        request
+            .messages
+            .iter()
+            .filter(|m| !matches!(m, Message::System { .. }))
+            .map(wire_message),
+    );
     let tools: Vec<ChatCompletionTools> = request.tools.iter().map(wire_tool).collect();
     CreateChatCompletionRequest {
         model,
