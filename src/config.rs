@@ -55,6 +55,10 @@ pub enum ConfigErrorKind {
     SelfTransition,
     /// A mode's `transitionsTo` names a mode that does not exist (ids are case-sensitive).
     UnknownTarget,
+    /// A mode's `transitionsTo` list names the same mode twice.
+    DuplicateTarget,
+    /// A mode's `transitionsTo` is an empty list: it must name at least one mode.
+    EmptyTargets,
     /// `defaultModeId` names a mode that does not exist.
     UnknownDefaultModeId,
     /// More than one mode is marked `default = true`.
@@ -339,13 +343,13 @@ struct RawMode<'a> {
     /// Marks the default mode; at most one mode may set it.
     #[cfg_attr(feature = "schema", schemars(with = "Option<bool>"))]
     default: Option<Spanned<bool>>,
-    /// The mode a plan approved in this mode hands over to; another mode's id. Makes this a
-    /// planning mode (`submit_plan` is offered).
-    #[cfg_attr(
-        feature = "schema",
-        schemars(with = "Option<String>", pattern(r"^[A-Za-z0-9_-]+$"))
-    )]
-    transitions_to: Option<Spanned<Cow<'a, str>>>,
+    /// Where a plan approved in this mode hands over to: another mode's id, or a list of them
+    /// (`["build", "build-auto"]`) that the user chooses from when approving; a plain approval
+    /// goes to the first. Makes this a planning mode (`submit_plan` is offered).
+    // `default`: optional (a hand-written schema gives no `Option` for schemars to see).
+    #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "schema::targets_schema"))]
+    transitions_to: Option<Spanned<RawTargets<'a>>>,
     /// The tools the model may call in this mode (absent: every tool the controller has). Listing
     /// `submit_plan` makes this a planning mode; a mode with `transitionsTo` must list it.
     #[cfg_attr(feature = "schema", schemars(with = "Option<Vec<String>>"))]
@@ -358,6 +362,45 @@ struct RawMode<'a> {
         schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")
     )]
     metadata: Option<toml::Table>,
+}
+
+/// `transitionsTo` as written: one mode id, or a list of them (each with its own span, so an
+/// error points at the entry).
+#[derive(Debug)]
+enum RawTargets<'a> {
+    /// `transitionsTo = "build"`.
+    One(Cow<'a, str>),
+    /// `transitionsTo = ["build", "build-auto"]`.
+    List(Vec<Spanned<Cow<'a, str>>>),
+}
+
+impl<'de, 'a> Deserialize<'de> for RawTargets<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor<'a>(std::marker::PhantomData<RawTargets<'a>>);
+        impl<'de, 'a> serde::de::Visitor<'de> for Visitor<'a> {
+            type Value = RawTargets<'a>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a mode id or a list of mode ids")
+            }
+
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(RawTargets::One(Cow::Owned(v.to_owned())))
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut ids = Vec::new();
+                while let Some(id) = seq.next_element()? {
+                    ids.push(id);
+                }
+                Ok(RawTargets::List(ids))
+            }
+        }
+        deserializer.deserialize_any(Visitor(std::marker::PhantomData))
+    }
 }
 
 /// Reads and validates a config file. Tool names are not checked here: the controller checks them
@@ -652,24 +695,41 @@ fn validate(
     for (i, mode) in raw.modes.into_iter().enumerate() {
         let this = ModeId::from_index(i);
         let id = mode.id.get_ref();
-        let mut transitions_to = None;
-        if let Some(target) = &mode.transitions_to {
-            match index.get(&**target.get_ref()) {
-                Some(t) if *t == this => errors.push(err(
-                    ConfigErrorKind::SelfTransition,
-                    target.span(),
-                    format!("mode `{id}` has transitionsTo naming itself: a plan approved in `{id}` must hand over to another mode"),
-                )),
-                Some(t) => transitions_to = Some(*t),
-                None => errors.push(err(
-                    ConfigErrorKind::UnknownTarget,
-                    target.span(),
-                    format!(
-                        "mode `{id}` has transitionsTo `{}`, which names no mode (ids are case-sensitive; known: {})",
-                        target.get_ref(),
-                        index_ids(&index)
-                    ),
-                )),
+        let mut transitions_to: Vec<ModeId> = Vec::new();
+        if let Some(targets) = &mode.transitions_to {
+            let entries: Vec<(&str, Range<usize>)> = match targets.get_ref() {
+                RawTargets::One(target) => vec![(&**target, targets.span())],
+                RawTargets::List(list) => list.iter().map(|t| (&**t.get_ref(), t.span())).collect(),
+            };
+            if entries.is_empty() {
+                errors.push(err(
+                    ConfigErrorKind::EmptyTargets,
+                    targets.span(),
+                    format!("mode `{id}` has an empty transitionsTo list: name at least one mode to hand over to, or leave transitionsTo out"),
+                ));
+            }
+            for (target, span) in entries {
+                match index.get(target) {
+                    Some(t) if *t == this => errors.push(err(
+                        ConfigErrorKind::SelfTransition,
+                        span,
+                        format!("mode `{id}` has transitionsTo naming itself: a plan approved in `{id}` must hand over to another mode"),
+                    )),
+                    Some(t) if transitions_to.contains(t) => errors.push(err(
+                        ConfigErrorKind::DuplicateTarget,
+                        span,
+                        format!("mode `{id}` lists `{target}` twice in transitionsTo: name each mode once"),
+                    )),
+                    Some(t) => transitions_to.push(*t),
+                    None => errors.push(err(
+                        ConfigErrorKind::UnknownTarget,
+                        span,
+                        format!(
+                            "mode `{id}` has transitionsTo `{target}`, which names no mode (ids are case-sensitive; known: {})",
+                            index_ids(&index)
+                        ),
+                    )),
+                }
             }
         }
         // Where the list names `submit_plan`: a planning mode without a target.

@@ -243,6 +243,18 @@ fn mode_runtime(
             target.name(),
             target.id()
         ));
+        let others: Vec<String> = graph
+            .transition_targets(id)
+            .into_iter()
+            .skip(1)
+            .map(|t| format!("{} (`{}`)", graph.mode(t).name(), graph.mode(t).id()))
+            .collect();
+        if !others.is_empty() {
+            system_prompt.push_str(&format!(
+                " The user may choose to continue in another mode instead: {}.",
+                others.join(", ")
+            ));
+        }
     }
     ModeRuntime {
         system_prompt,

@@ -3,7 +3,8 @@
 //!
 //! The default mode is marked `default` (and drawn as a rounded stadium in Mermaid, with a double
 //! border in DOT); planning modes, where `submit_plan` is offered, are marked `planning` (dashed).
-//! Every hand-over edge of [`ModeGraph::transition_edges`] is drawn, labelled `plan approved`; a
+//! Every hand-over edge of [`ModeGraph::transition_edges`] is drawn, labelled `plan approved`
+//! (`plan approved (chosen)` for a target of a `transitionsTo` list other than the first); a
 //! default mode that plans without a `transitionsTo` gets a loop (approval keeps the mode).
 //! A `metadata.color` in `#rgb` / `#rrggbb` form colours the node's border. Mode names are shown
 //! through [`neutralize_line`]: a control or invisible character in a name shows as its escape.
@@ -66,6 +67,18 @@ fn marks(graph: &ModeGraph, id: ModeId) -> Vec<&'static str> {
         marks.push("planning");
     }
     marks
+}
+
+/// The label of an approval edge: `plan approved` to the plain approval's target (`(stays)` on
+/// a loop), `plan approved (chosen)` to a target the user may choose instead.
+fn edge_label(graph: &ModeGraph, from: ModeId, to: ModeId) -> &'static str {
+    if from == to {
+        "plan approved (stays)"
+    } else if to == graph.transition_target(from) {
+        "plan approved"
+    } else {
+        "plan approved (chosen)"
+    }
 }
 
 /// A `metadata.color` that is safe to paste into a diagram: `#rgb` or `#rrggbb` only.
@@ -141,11 +154,7 @@ pub fn mermaid(graph: &ModeGraph) -> String {
         let _ = writeln!(out, "    {}{open}\"{label}\"{close}", mermaid_id(mode));
     }
     for (from, to) in graph.transition_edges() {
-        let label = if from == to {
-            "plan approved (stays)"
-        } else {
-            "plan approved"
-        };
+        let label = edge_label(graph, from, to);
         let _ = writeln!(
             out,
             "    {} -->|{label}| {}",
@@ -233,11 +242,7 @@ pub fn dot(graph: &ModeGraph) -> String {
         let _ = writeln!(out, "    {} [{}];", dot_string(mode.id()), attrs.join(", "));
     }
     for (from, to) in graph.transition_edges() {
-        let label = if from == to {
-            "plan approved (stays)"
-        } else {
-            "plan approved"
-        };
+        let label = edge_label(graph, from, to);
         let _ = writeln!(
             out,
             "    {} -> {} [label={}];",

@@ -36,7 +36,9 @@ pub struct Mode {
     description: String,
     instructions: String,
     marked_default: bool,
-    transitions_to: Option<ModeId>,
+    /// The listed hand-over targets in config order (empty: none set); the first is where a
+    /// plain approval goes.
+    transitions_to: Vec<ModeId>,
     available_tools: Option<Vec<Arc<str>>>,
     default_model_id: Option<String>,
     metadata: toml::Table,
@@ -50,7 +52,7 @@ impl Mode {
         description: Option<String>,
         instructions: Option<String>,
         marked_default: bool,
-        transitions_to: Option<ModeId>,
+        transitions_to: Vec<ModeId>,
         available_tools: Option<Vec<Arc<str>>>,
         default_model_id: Option<String>,
         metadata: toml::Table,
@@ -98,9 +100,17 @@ impl Mode {
         self.marked_default
     }
 
-    /// The mode a plan approved in this mode hands over to (`transitionsTo`), if set.
+    /// The mode a plain approval of a plan in this mode hands over to: the first mode
+    /// `transitionsTo` names, if set.
     pub fn transitions_to(&self) -> Option<ModeId> {
-        self.transitions_to
+        self.transitions_to.first().copied()
+    }
+
+    /// Every mode `transitionsTo` names, in config order: one for `transitionsTo = "build"`, each
+    /// listed one for `transitionsTo = ["build", "build-auto"]`, none when unset. The user may
+    /// approve a plan to any of them; a plain approval goes to the first.
+    pub fn transitions_to_all(&self) -> &[ModeId] {
+        &self.transitions_to
     }
 
     /// The tool allowlist (`availableTools`); `None` means every tool the controller has
@@ -122,7 +132,7 @@ impl Mode {
     /// Whether `submit_plan` is registered in this mode: it sets `transitionsTo` or lists
     /// `submit_plan` in `availableTools`.
     pub fn is_planning(&self) -> bool {
-        self.transitions_to.is_some()
+        !self.transitions_to.is_empty()
             || self
                 .available_tools
                 .as_ref()
@@ -244,7 +254,30 @@ impl ModeGraph {
     /// Where a plan approved in `mode` hands over to: its `transitionsTo`, else the default mode.
     /// Equal to `mode` when a default planning mode has no `transitionsTo` (no switch happens).
     pub fn transition_target(&self, mode: ModeId) -> ModeId {
-        self.mode(mode).transitions_to.unwrap_or(self.default)
+        self.mode(mode).transitions_to().unwrap_or(self.default)
+    }
+
+    /// Every mode a plan approved in `mode` may hand over to, the plain approval's target
+    /// ([`ModeGraph::transition_target`]) first: the modes its `transitionsTo` lists, else the
+    /// default mode alone.
+    ///
+    /// # Examples
+    /// ```
+    /// let graph = agent_controller::config::parse(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = [\"build\", \"build-auto\"]\n[[modes]]\nid = \"build\"\n[[modes]]\nid = \"build-auto\"\n",
+    ///     "modes.toml",
+    /// )?;
+    /// let plan = graph.get("plan").unwrap();
+    /// let ids: Vec<&str> = graph.transition_targets(plan).iter().map(|t| graph.mode(*t).id()).collect();
+    /// assert_eq!(ids, ["build", "build-auto"]);
+    /// assert_eq!(graph.mode(graph.transition_target(plan)).id(), "build");
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
+    pub fn transition_targets(&self, mode: ModeId) -> Vec<ModeId> {
+        match self.mode(mode).transitions_to_all() {
+            [] => vec![self.default],
+            listed => listed.to_vec(),
+        }
     }
 
     /// The planning modes (where `submit_plan` is registered), in config order.
@@ -252,11 +285,15 @@ impl ModeGraph {
         self.ids().filter(|id| self.mode(*id).is_planning())
     }
 
-    /// Every approval hand-over edge `(planning mode, target)`, in config order; an edge may be a
-    /// loop (`from == to`) for a default mode that plans without a `transitionsTo`.
+    /// Every approval hand-over edge `(planning mode, target)`, in config order: one per target
+    /// a planning mode lists (the plain approval's first); an edge may be a loop (`from == to`)
+    /// for a default mode that plans without a `transitionsTo`.
     pub fn transition_edges(&self) -> impl Iterator<Item = (ModeId, ModeId)> + '_ {
-        self.planning_modes()
-            .map(|from| (from, self.transition_target(from)))
+        self.planning_modes().flat_map(|from| {
+            self.transition_targets(from)
+                .into_iter()
+                .map(move |to| (from, to))
+        })
     }
 
     /// The plans directory as configured (`plansDir`, default `.agent/plans`), relative to the
@@ -280,11 +317,13 @@ impl ModeGraph {
         for mode in &self.modes {
             field(mode.id.as_bytes());
             field(mode.instructions.as_bytes());
-            field(
-                mode.transitions_to
-                    .map_or("", |t| self.mode(t).id())
-                    .as_bytes(),
-            );
+            // One target hashes as its id alone, as before lists existed.
+            let targets: Vec<&str> = mode
+                .transitions_to
+                .iter()
+                .map(|t| self.mode(*t).id())
+                .collect();
+            field(targets.join(",").as_bytes());
             match &mode.available_tools {
                 None => field(b"*"),
                 Some(tools) => {

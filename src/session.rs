@@ -55,6 +55,45 @@ async fn landed(
     }
 }
 
+/// The targets of a pending plan restored under `graph`, in the payload's order, and why it can
+/// no longer be approved (a listed target is gone, or the config changed what plans from `mode`
+/// hand over to), if so.
+fn restored_targets(
+    graph: &crate::mode::ModeGraph,
+    mode: ModeId,
+    changed: bool,
+    mode_id: &str,
+    payload: &crate::event::SuspendPayload,
+) -> (Vec<ModeId>, Option<String>) {
+    let mut targets = Vec::with_capacity(payload.target_mode_ids.len());
+    for wanted in &payload.target_mode_ids {
+        match graph.get(wanted) {
+            Some(t) => targets.push(t),
+            None => {
+                let stale =
+                    format!("its hand-over target `{wanted}` no longer exists in the config");
+                return (vec![mode], Some(stale));
+            }
+        }
+    }
+    let now = graph.transition_targets(mode);
+    if changed && now != targets {
+        let ids = |list: &[ModeId]| {
+            list.iter()
+                .map(|t| format!("`{}`", graph.mode(*t).id()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let stale = format!(
+            "the config now hands plans from `{mode_id}` over to {}, not {} as when it was submitted",
+            ids(&now),
+            ids(&targets)
+        );
+        return (targets, Some(stale));
+    }
+    (targets, None)
+}
+
 /// Cancels a session's run from another task; get one with [`Session::cancel_handle`].
 ///
 /// Cheap to clone, `Send` and `Sync`. [`CancelHandle::cancel`] cancels the run in progress: the
@@ -167,6 +206,18 @@ pub enum SessionError {
     /// The resume data is not `{ action: "approved" | "rejected", feedback?, sha256? }`.
     #[error("malformed resume data: {0}")]
     MalformedDecision(String),
+    /// The decision names a target mode ([`Decision::to`]) the pending plan does not list;
+    /// nothing changed.
+    #[error(
+        "mode `{given}` is not a target of the pending plan: approve to one of {}",
+        allowed.join(", ")
+    )]
+    TargetNotAllowed {
+        /// The mode id the decision named.
+        given: String,
+        /// The targets the plan lists (`targetModeIds`), the plain approval's first.
+        allowed: Vec<String>,
+    },
     /// The plan cannot be approved: the config changed since it was submitted so that its
     /// hand-over target is gone or different. It can still be rejected.
     #[error("the plan cannot be approved: {0}")]
@@ -436,23 +487,18 @@ impl Session {
                 decisions += 1;
                 p.suspend_payload.decision_id = decision_id_for(decisions);
             }
-            let wanted = p.suspend_payload.target_mode_id.clone();
-            let (target, stale) = match graph.get(&wanted) {
-                None => (mode, Some(format!("its hand-over target `{wanted}` no longer exists in the config"))),
-                Some(t) if changed && graph.transition_target(mode) != t => (
-                    t,
-                    Some(format!(
-                        "the config now hands plans from `{}` over to `{}`, not `{wanted}` as when it was submitted",
-                        record.mode_id,
-                        graph.mode(graph.transition_target(mode)).id()
-                    )),
-                ),
-                Some(t) => (t, None),
-            };
+            if p.suspend_payload.target_mode_ids.is_empty() {
+                // A record from before target lists: the one target is the list.
+                p.suspend_payload.target_mode_ids = vec![p.suspend_payload.target_mode_id.clone()];
+            }
+            let (targets, stale) =
+                restored_targets(graph, mode, changed, &record.mode_id, &p.suspend_payload);
+            let target = targets.first().copied().unwrap_or(mode);
             PendingDecision {
                 run_id: Arc::from(p.run_id),
                 tool_call_id: p.tool_call_id,
                 target,
+                targets,
                 payload: p.suspend_payload,
                 stale,
             }
