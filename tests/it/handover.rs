@@ -2,7 +2,7 @@
 //! mode and approved (to each target it lists) lands in that target, with one `mode_changed` exactly when the target
 //! differs.
 
-mod common;
+use crate::common;
 
 use agent_controller::model::scripted::ReplayModel;
 use agent_controller::{Decision, Event, ModeChangeReason, RunOutcome};
