@@ -107,7 +107,7 @@ impl AgentControllerBuilder {
     }
 
     /// The limit of model calls per run (default [`DEFAULT_MAX_STEPS`]); a run that reaches it
-    /// ends with reason `error`.
+    /// ends with reason `failed`.
     pub fn max_steps(mut self, steps: usize) -> Self {
         self.max_steps = steps.max(1);
         self

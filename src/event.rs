@@ -42,7 +42,20 @@ pub enum ModeChangeReason {
     PlanApproved,
 }
 
-/// How a run ended (or paused).
+/// Where a run stands: running, or how it ended. The one name for it everywhere: the
+/// `agent_end` event's `reason`, the session record's `run.state`, [`crate::Session::run_state`]
+/// and [`crate::RunOutcome::state`].
+///
+/// A suspended run has ended for now (`agent_end` with reason `suspended`); a decision or a
+/// cancellation of its suspension starts it again with the same run id.
+///
+/// # Examples
+/// ```
+/// use agent_controller::RunState;
+/// assert_eq!(RunState::Completed.to_string(), "completed");
+/// assert_eq!("failed".parse::<RunState>(), Ok(RunState::Failed));
+/// assert!(RunState::Aborted.is_ended() && !RunState::Running.is_ended());
+/// ```
 #[derive(
     Debug,
     Clone,
@@ -57,15 +70,26 @@ pub enum ModeChangeReason {
 )]
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
-pub enum EndReason {
-    /// The model finished (or a plan was rejected without feedback).
-    Complete,
-    /// The run is suspended on `submit_plan`, awaiting a decision.
+pub enum RunState {
+    /// The run loop is calling the model or executing tools. Never the reason of an `agent_end`.
+    Running,
+    /// The run waits for a decision on a submitted plan.
     Suspended,
-    /// The run was aborted (abort, a user message or a mode switch while suspended).
+    /// The model finished, or a plan was rejected without feedback.
+    Completed,
+    /// The run was aborted (cancelled by the host, its future dropped, or its suspension
+    /// cancelled by an abort, a user message or a manual switch).
     Aborted,
     /// The model failed or the run exceeded its step limit.
-    Error,
+    Failed,
+}
+
+impl RunState {
+    /// Whether the run has ended (for now, when suspended): every state but
+    /// [`RunState::Running`].
+    pub fn is_ended(self) -> bool {
+        self != RunState::Running
+    }
 }
 
 /// Why a suspension was cancelled without a decision (each counts as *not approved*).
@@ -322,8 +346,8 @@ pub enum Event {
     AgentEnd {
         /// The run id.
         run_id: Arc<str>,
-        /// How.
-        reason: EndReason,
+        /// How: suspended, completed, aborted or failed (never running).
+        reason: RunState,
     },
     /// Something went wrong in a run (a model error, the step limit).
     Error {

@@ -79,7 +79,7 @@ pub use crate::config::{ConfigError, ConfigErrorKind, Location, ModeBuilder, Mod
 pub use crate::controller::{AgentController, AgentControllerBuilder};
 pub use crate::error::{Error, Result};
 pub use crate::event::{
-    CancelReason, DecidedRecord, DecisionOutcome, EndReason, Event, EventStream, ModeChangeReason,
+    CancelReason, DecidedRecord, DecisionOutcome, Event, EventStream, ModeChangeReason, RunState,
     Subscription, SuspendPayload, TokenUsage,
 };
 pub use crate::extensions::Extensions;
@@ -87,7 +87,7 @@ pub use crate::mode::{Mode, ModeGraph, ModeId};
 pub use crate::model::{
     LanguageModel, Message, ModelError, ModelErrorKind, ModelRequest, ModelResponse,
 };
-pub use crate::run::{Decision, DecisionAction, PendingDecision, RunOutcome, RunState};
+pub use crate::run::{Decision, DecisionAction, PendingDecision, RunOutcome};
 pub use crate::session::{CancelHandle, Session, SessionError, SessionOptions};
 pub use crate::store::{
     FileStore, MemoryStore, PendingSummary, SessionRecord, SessionStore, StoreError,

@@ -175,7 +175,7 @@ pub enum ModelErrorKind {
 
 /// A failed model call (network, provider error, malformed output) or a run that reached its
 /// step limit: a [`ModelErrorKind`], a message for people, and the underlying error as
-/// [`std::error::Error::source`] where there is one. The run ends with reason `error`
+/// [`std::error::Error::source`] where there is one. The run ends with reason `failed`
 /// ([`crate::RunOutcome::Failed`] carries this error) and the session stays consistent.
 ///
 /// Two errors are equal when kind and message are; sources are not compared.

@@ -29,7 +29,7 @@ use serde_json::json;
 use super::facts::ConfigFacts;
 use super::harness::{Divergence, Harness};
 use super::reference::{Call, Op, PlanFile, ReferenceSession, Revision, ShaChoice, Then};
-use crate::run::RunState;
+use crate::event::RunState;
 
 /// A state of the walk: mode, pending target, run state.
 type State = (usize, Option<usize>, Option<RunState>);

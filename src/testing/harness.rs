@@ -19,7 +19,7 @@ use crate::controller::{AgentController, AgentControllerBuilder, ToolLayer};
 use crate::event::Event;
 use crate::mode::ModeGraph;
 use crate::model::{LanguageModel, Message, ModelError, ModelRequest, ModelResponse};
-use crate::run::{RunOutcome, RunState};
+use crate::run::RunOutcome;
 use crate::session::{Session, SessionError, SessionOptions};
 use crate::tool::submit_plan::{
     APPROVED_RESULT, REJECTED_RESULT, REJECTED_WITH_FEEDBACK_PREFIX, SUBMIT_PLAN,
@@ -867,10 +867,7 @@ fn changed_files(
 
 fn run_outcome(result: Result<RunOutcome, SessionError>) -> Outcome {
     match result {
-        Ok(RunOutcome::Completed { .. }) => Outcome::Run(RunState::Completed),
-        Ok(RunOutcome::Suspended { .. }) => Outcome::Run(RunState::Suspended),
-        Ok(RunOutcome::Failed { .. }) => Outcome::Run(RunState::Failed),
-        Ok(RunOutcome::Aborted { .. }) => Outcome::Run(RunState::Aborted),
+        Ok(outcome) => Outcome::Run(outcome.state()),
         Err(e) => Outcome::Refused(refusal(&e)),
     }
 }
