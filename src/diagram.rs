@@ -13,27 +13,17 @@ use std::fmt::Write as _;
 use crate::display::neutralize_line;
 use crate::mode::{Mode, ModeGraph, ModeId};
 
-/// The text formats [`render`] can draw a mode graph in.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    Default,
-    strum::Display,
-    strum::EnumString,
-    strum::VariantNames,
-)]
-#[strum(serialize_all = "lowercase")]
-#[non_exhaustive]
-pub enum DiagramFormat {
-    /// A Mermaid `flowchart LR`, for Markdown on code hosts.
-    #[default]
-    Mermaid,
-    /// A Graphviz `digraph`, for `dot -Tsvg`.
-    Dot,
+named_enum! {
+    /// The text formats [`render`] can draw a mode graph in.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    #[non_exhaustive]
+    pub enum DiagramFormat {
+        /// A Mermaid `flowchart LR`, for Markdown on code hosts.
+        #[default]
+        Mermaid = "mermaid",
+        /// A Graphviz `digraph`, for `dot -Tsvg`.
+        Dot = "dot",
+    }
 }
 
 /// Draws `graph` in `format`; see [`mermaid`] and [`dot`].

@@ -90,15 +90,15 @@ impl RunOutcome {
     }
 }
 
-/// The host's answer to a submitted plan.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, strum::Display)]
-#[serde(rename_all = "lowercase")]
-#[strum(serialize_all = "lowercase")]
-pub enum DecisionAction {
-    /// The plan is approved: hand over to the target mode.
-    Approved,
-    /// The plan is rejected: stay in the mode.
-    Rejected,
+named_enum! {
+    /// The host's answer to a submitted plan.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum DecisionAction {
+        /// The plan is approved: hand over to the target mode.
+        Approved = "approved",
+        /// The plan is rejected: stay in the mode.
+        Rejected = "rejected",
+    }
 }
 
 /// Resume data for a suspended `submit_plan`: `{ "action": "approved" | "rejected", "feedback"?,

@@ -44,27 +44,28 @@ pub enum HarnessError {
     Start(#[from] SessionError),
 }
 
-/// Which part of the session differed from the reference.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::Display)]
-#[strum(serialize_all = "snake_case")]
-#[non_exhaustive]
-pub enum Aspect {
-    /// The return value of the host call.
-    Outcome,
-    /// The events emitted and model calls made, in order.
-    Events,
-    /// The current mode afterwards.
-    Mode,
-    /// The pending decision afterwards.
-    Pending,
-    /// The latest run's state afterwards.
-    Run,
-    /// The workspace changed in a step in which no tool ran.
-    Workspace,
-    /// An invariant of yours ([`Harness::invariant`]) failed.
-    Invariant,
-    /// The session panicked.
-    Panic,
+named_enum! {
+    /// Which part of the session differed from the reference.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    #[non_exhaustive]
+    pub enum Aspect {
+        /// The return value of the host call.
+        Outcome = "outcome",
+        /// The events emitted and model calls made, in order.
+        Events = "events",
+        /// The current mode afterwards.
+        Mode = "mode",
+        /// The pending decision afterwards.
+        Pending = "pending",
+        /// The latest run's state afterwards.
+        Run = "run",
+        /// The workspace changed in a step in which no tool ran.
+        Workspace = "workspace",
+        /// An invariant of yours ([`Harness::invariant`]) failed.
+        Invariant = "invariant",
+        /// The session panicked.
+        Panic = "panic",
+    }
 }
 
 /// A place where the real session did not do what the reference model says.
