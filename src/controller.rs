@@ -186,11 +186,7 @@ fn mode_runtime(
             let target = graph.mode(graph.transition_target(id));
             specs.push(ToolSpec {
                 name: Arc::from(SUBMIT_PLAN),
-                description: submit_plan::description(
-                    target.id(),
-                    target.name(),
-                    target.id() == mode.id(),
-                ),
+                description: submit_plan::description(target.id(), target.name()),
                 input_schema: submit_plan::input_schema(),
             });
         } else if let Some(tool) = tools.get(name) {
