@@ -161,7 +161,7 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
 
 /// Walks every reachable state of a session on `harness`'s controller, breadth first, and
 /// every operation of [`operations`] from each, comparing the real session with the reference
-/// after every step (see the [module docs](self)). With a session store on the controller,
+/// after every step (see the [`testing`](crate::testing) module). With a session store on the controller,
 /// restarts are among the operations.
 ///
 /// Stops at the first divergence, which has a shortest path to it.
