@@ -1,7 +1,7 @@
 //! The terminal side of `run`: the plan rendered as markdown on stderr, the prompt, no spinner or
 //! escape codes when piped, and Ctrl-C at the prompt counting as not approved.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::path::Path;
