@@ -4,8 +4,7 @@
 //! The default mode is marked `default` (and drawn as a rounded stadium in Mermaid, with a double
 //! border in DOT); planning modes, where `submit_plan` is offered, are marked `planning` (dashed).
 //! Every hand-over edge of [`ModeGraph::transition_edges`] is drawn, labelled `plan approved`
-//! (`plan approved (chosen)` for a target of a `transitionsTo` list other than the first); a
-//! default mode that plans without a `transitionsTo` gets a loop (approval keeps the mode).
+//! (`plan approved (chosen)` for a target of a `transitionsTo` list other than the first).
 //! A `metadata.color` in `#rgb` / `#rrggbb` form colours the node's border. Mode names are shown
 //! through [`neutralize_line`]: a control or invisible character in a name shows as its escape.
 
@@ -14,27 +13,17 @@ use std::fmt::Write as _;
 use crate::display::neutralize_line;
 use crate::mode::{Mode, ModeGraph, ModeId};
 
-/// The text formats [`render`] can draw a mode graph in.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    Default,
-    strum::Display,
-    strum::EnumString,
-    strum::VariantNames,
-)]
-#[strum(serialize_all = "lowercase")]
-#[non_exhaustive]
-pub enum DiagramFormat {
-    /// A Mermaid `flowchart LR`, for Markdown on code hosts.
-    #[default]
-    Mermaid,
-    /// A Graphviz `digraph`, for `dot -Tsvg`.
-    Dot,
+named_enum! {
+    /// The text formats [`render`] can draw a mode graph in.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    #[non_exhaustive]
+    pub enum DiagramFormat {
+        /// A Mermaid `flowchart LR`, for Markdown on code hosts.
+        #[default]
+        Mermaid = "mermaid",
+        /// A Graphviz `digraph`, for `dot -Tsvg`.
+        Dot = "dot",
+    }
 }
 
 /// Draws `graph` in `format`; see [`mermaid`] and [`dot`].
@@ -69,12 +58,10 @@ fn marks(graph: &ModeGraph, id: ModeId) -> Vec<&'static str> {
     marks
 }
 
-/// The label of an approval edge: `plan approved` to the plain approval's target (`(stays)` on
-/// a loop), `plan approved (chosen)` to a target the user may choose instead.
+/// The label of an approval edge: `plan approved` to the plain approval's target,
+/// `plan approved (chosen)` to a target the user may choose instead.
 fn edge_label(graph: &ModeGraph, from: ModeId, to: ModeId) -> &'static str {
-    if from == to {
-        "plan approved (stays)"
-    } else if to == graph.transition_target(from) {
+    if to == graph.transition_target(from) {
         "plan approved"
     } else {
         "plan approved (chosen)"

@@ -14,7 +14,7 @@ use agent_controller::diagram::{self, DiagramFormat};
 use agent_controller::display::{neutralize, neutralize_line};
 use agent_controller::jail::{self, Jail};
 use agent_controller::model::scripted::ScriptedModel;
-use agent_controller::store::{PendingSummary, display_spec, open_store};
+use agent_controller::store::{PendingSummary, StoreError, check_spec, display_spec, open_store};
 use agent_controller::terminal::{self, PromptAnswer, SpinnerModel, StdinLines, Style};
 use agent_controller::tool::SUBMIT_PLAN;
 use agent_controller::tool::fs::PLAN_WRITING_TOOLS;
@@ -154,7 +154,7 @@ enum Command {
     #[command(after_help = EXIT_STATUS_HELP)]
     Pending {
         /// The store: a directory, `sqlite:FILE`, or `postgres://USER@HOST:PORT/DB`.
-        #[arg(long)]
+        #[arg(long, value_parser = parse_store)]
         store: String,
         /// Print one JSON object per line.
         #[arg(long)]
@@ -193,7 +193,7 @@ struct VerifyArgs {
 #[derive(Debug, Args)]
 struct DecideArgs {
     /// The store: a directory, `sqlite:FILE`, or `postgres://USER@HOST:PORT/DB`.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_store)]
     store: String,
     /// The session whose pending plan to decide.
     session: String,
@@ -302,6 +302,16 @@ impl DecisionArgs {
     }
 }
 
+/// `--store`: a spec [`check_spec`] accepts, so one that would lose the session is a usage
+/// error (exit 2) before anything runs.
+fn parse_store(text: &str) -> Result<String, String> {
+    match check_spec(text) {
+        Ok(()) => Ok(text.to_owned()),
+        Err(StoreError::InvalidSpec { reason, .. }) => Err(reason),
+        Err(other) => Err(other.to_string()),
+    }
+}
+
 fn parse_sha256(text: &str) -> Result<String, String> {
     let hash = text.trim().to_ascii_lowercase();
     if hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -327,8 +337,9 @@ struct RunArgs {
     #[arg(long)]
     plan: Option<PathBuf>,
     /// Persist the session in this store (a directory, `sqlite:FILE`, or
-    /// `postgres://USER@HOST:PORT/DB`).
-    #[arg(long)]
+    /// `postgres://USER@HOST:PORT/DB`; throw-away databases such as `sqlite::memory:` are
+    /// refused).
+    #[arg(long, value_parser = parse_store)]
     store: Option<String>,
     /// With --store: stop once a plan is suspended and print the session and run ids.
     #[arg(long, requires = "store")]
@@ -785,7 +796,7 @@ fn run(args: RunArgs) -> Outcome {
             _ = tokio::signal::ctrl_c() => None,
         };
         let Some(outcome) = outcome else {
-            return Ok(interrupted(&session));
+            return Ok(interrupted(&mut session).await);
         };
         let outcome = outcome?;
         let mut prompt = args
@@ -818,8 +829,14 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .map_err(Failure::runtime)
 }
 
-/// Says where a Ctrl-C outside the prompt left the session.
-fn interrupted(session: &Session) -> Exit {
+/// Ends what a Ctrl-C outside the prompt interrupted and says where it left the session. The
+/// run's future was dropped, so [`Session::settle`] records the run as aborted (a result for
+/// each open tool call, `agent_end`) and saves it: a stored session is left consistent, not as
+/// it was before the run.
+async fn interrupted(session: &mut Session) -> Exit {
+    if let Err(error) = session.settle().await {
+        note!("\ninterrupted: the aborted run could not be saved: {error}");
+    }
     note!("\ninterrupted: the mode stays `{}`", session.mode().id());
     Exit::Interrupted
 }
@@ -933,7 +950,7 @@ impl Decider<'_> {
                 _ = tokio::signal::ctrl_c() => None,
             };
             let Some(next) = next else {
-                return Ok(interrupted(session));
+                return Ok(interrupted(session).await);
             };
             outcome = next?;
         }
@@ -1028,7 +1045,6 @@ fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Failure> {
 /// Ctrl-C (exit 0) or a closed stdout.
 #[cfg(feature = "postgres")]
 fn watch_pending(spec: &str, json: bool) -> Outcome {
-    use agent_controller::StoreError;
     use agent_controller::store::postgres::{PostgresConfig, PostgresStore, is_postgres_url};
     use futures_util::StreamExt;
 
@@ -1123,7 +1139,7 @@ fn decide(args: DecideArgs) -> Outcome {
             _ = tokio::signal::ctrl_c() => None,
         };
         let Some(outcome) = outcome else {
-            return Ok(interrupted(&session));
+            return Ok(interrupted(&mut session).await);
         };
         let outcome = outcome?;
         // A plan resubmitted after feedback is a new decision: leave it pending for the next `decide`.

@@ -252,7 +252,9 @@ impl ModeGraph {
     }
 
     /// Where a plan approved in `mode` hands over to: its `transitionsTo`, else the default mode.
-    /// Equal to `mode` when a default planning mode has no `transitionsTo` (no switch happens).
+    /// Never `mode` itself for a planning mode: validation refuses a `transitionsTo` naming its
+    /// own mode ([`crate::ConfigErrorKind::SelfTransition`]) and a default mode that plans
+    /// without one ([`crate::ConfigErrorKind::SelfHandover`]).
     pub fn transition_target(&self, mode: ModeId) -> ModeId {
         self.mode(mode).transitions_to().unwrap_or(self.default)
     }
@@ -286,8 +288,8 @@ impl ModeGraph {
     }
 
     /// Every approval hand-over edge `(planning mode, target)`, in config order: one per target
-    /// a planning mode lists (the plain approval's first); an edge may be a loop (`from == to`)
-    /// for a default mode that plans without a `transitionsTo`.
+    /// a planning mode lists (the plain approval's first); never a loop (see
+    /// [`ModeGraph::transition_target`]).
     pub fn transition_edges(&self) -> impl Iterator<Item = (ModeId, ModeId)> + '_ {
         self.planning_modes().flat_map(|from| {
             self.transition_targets(from)

@@ -11,8 +11,8 @@ use agent_controller::store::{
     FileStore, MemoryStore, SCHEMA_VERSION, SessionRecord, SessionStore, StoreError,
 };
 use agent_controller::{
-    AgentController, Decision, Event, LanguageModel, ModeChangeReason, RunOutcome, SessionError,
-    SessionOptions, ToolRegistry,
+    AgentController, Decision, Event, LanguageModel, ModeChangeReason, RunOutcome, RunState,
+    SessionError, SessionOptions, ToolRegistry,
 };
 use common::{PLAN_BUILD, Recorder, Workspace};
 use serde_json::json;
@@ -217,6 +217,42 @@ async fn a_corrupt_record_is_a_typed_error() {
         store.load("f").await,
         Err(StoreError::NewerSchema { found: 99, .. })
     ));
+}
+
+/// Issue 10, fault 7: `open_store` (the CLI's spec parser) refuses every spec that would keep
+/// sessions in a throw-away database, and a plain SQLite path still opens; a library host can
+/// still ask for an in-memory SQLite store explicitly.
+#[tokio::test]
+async fn open_store_refuses_throw_away_specs() {
+    for spec in [
+        "",
+        "  ",
+        "sqlite:",
+        "sqlite::memory:",
+        "sqlite:file::memory:",
+        "sqlite:file:s.db?mode=memory&cache=shared",
+        "sqlite:file:/tmp/s.db?vfs=memdb",
+        "sqlite:s.db?mode=memory",
+    ] {
+        match agent_controller::store::open_store(spec) {
+            Err(StoreError::InvalidSpec { reason, .. }) => assert!(!reason.is_empty()),
+            Err(other) => panic!("{spec:?}: {other}"),
+            Ok(_) => panic!("{spec:?} was opened"),
+        }
+    }
+    #[cfg(feature = "sqlite")]
+    {
+        let tmp = Scratch::new();
+        let spec = format!("sqlite:{}", tmp.path().join("s.db").display());
+        let store = agent_controller::store::open_store(&spec).expect("a plain path opens");
+        store.save(&record("a", 1, true), None).await.expect("save");
+        let memory = agent_controller::store::SqliteStore::in_memory().expect("in memory");
+        memory
+            .save(&record("a", 1, true), None)
+            .await
+            .expect("save");
+        assert_eq!(memory.list_pending().await.expect("list").pending.len(), 1);
+    }
 }
 
 /// A record put into a store behind its back, as a crash, a bug or a hand edit leaves it.
@@ -1147,6 +1183,39 @@ async fn a_record_of_a_newer_schema_is_refused_and_never_overwritten() {
         "{save:?}"
     );
     assert_eq!(std::fs::read(&path).expect("read"), bytes, "untouched");
+}
+
+/// The run states a 0.1.0 record names (`run.state`) are the names of [`RunState`], the one
+/// enum for how a run ended: a record of schema 1 in each of them loads with that state.
+#[tokio::test]
+async fn every_run_state_of_a_schema_1_record_loads_as_the_same_run_state() {
+    let ws = Workspace::new();
+    let dir = ws.path().join("sessions");
+    let store = FileStore::open(&dir).expect("store");
+    let v1: serde_json::Value =
+        serde_json::from_str(&common::read_fixture("records/schema-1.pending.json")).expect("json");
+    for (name, state) in [
+        ("running", RunState::Running),
+        ("suspended", RunState::Suspended),
+        ("completed", RunState::Completed),
+        ("aborted", RunState::Aborted),
+        ("failed", RunState::Failed),
+    ] {
+        let mut record = v1.clone();
+        let id = format!("s-{name}");
+        record["sessionId"] = json!(id);
+        record["run"]["state"] = json!(name);
+        let file = if state == RunState::Suspended {
+            format!("{id}.pending.json")
+        } else {
+            record["pending"] = serde_json::Value::Null;
+            format!("{id}.json")
+        };
+        std::fs::write(dir.join(file), serde_json::to_vec(&record).expect("json")).expect("write");
+        let loaded = store.load(&id).await.expect("load").expect("exists");
+        assert_eq!(loaded.run.map(|run| run.state), Some(state), "{name}");
+        assert_eq!(state.to_string(), name);
+    }
 }
 
 /// A planning mode whose approved plan may go to `build` (a plain approval) or `build-auto`.
