@@ -13,7 +13,7 @@ use crate::event::ModeChangeReason;
 use crate::mode::{ModeGraph, ModeId};
 use crate::model::LanguageModel;
 use crate::session::{Session, SessionError, SessionOptions};
-use crate::store::{PendingSummary, SessionStore, check_session_id};
+use crate::store::{PendingListing, SessionStore, check_session_id};
 use crate::tool::submit_plan::{self, SUBMIT_PLAN};
 use crate::tool::{Tool, ToolRegistry, ToolSpec};
 
@@ -449,11 +449,13 @@ impl AgentController {
         Session::from_record(self.shared.clone(), record, options)
     }
 
-    /// Every pending decision in the store, oldest first.
+    /// Every pending decision in the store, oldest first, and apart from them every record the
+    /// store could not read ([`SessionStore::list_pending`]).
     ///
     /// # Errors
-    /// [`SessionError::NoStore`], [`SessionError::Store`].
-    pub async fn list_pending(&self) -> Result<Vec<PendingSummary>, SessionError> {
+    /// [`SessionError::NoStore`], [`SessionError::Store`] when the store itself fails (never for
+    /// one unreadable record).
+    pub async fn list_pending(&self) -> Result<PendingListing, SessionError> {
         let store = self.shared.store.as_ref().ok_or(SessionError::NoStore)?;
         Ok(store.list_pending().await?)
     }

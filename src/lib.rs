@@ -90,7 +90,8 @@ pub use crate::model::{
 pub use crate::run::{Decision, DecisionAction, PendingDecision, RunOutcome, RunState};
 pub use crate::session::{CancelHandle, Session, SessionError, SessionOptions};
 pub use crate::store::{
-    FileStore, MemoryStore, PendingSummary, SessionRecord, SessionStore, StoreError,
+    FileStore, MemoryStore, PendingListing, PendingSummary, SessionRecord, SessionStore,
+    StoreError, UnreadableRecord,
 };
 pub use crate::tool::submit_plan::{PlanError, PlanSubmission};
 pub use crate::tool::{Tool, ToolCall, ToolContext, ToolError, ToolOutput, ToolRegistry, ToolSpec};

@@ -54,6 +54,8 @@ Exit status:
   3    plan not approved: rejected, or the prompt dismissed without a store; the mode is unchanged
   4    still pending: detached, or the prompt dismissed with a store; decide later with `decide`
   5    decision refused: already decided, lost a race, stale --sha256, changed config, unknown session
+  6    `pending`: some stored records cannot be read; the others are listed, each unreadable one
+       is a `warning:` line on stderr (and an {\"unreadable\": ...} line with --json)
   130  interrupted (Ctrl-C while the model works)
   141  stdout closed by its reader (`| head`): stopped quietly";
 
@@ -145,7 +147,9 @@ enum Command {
     /// Run one session (with the built-in scripted model, or a real one with --model).
     #[command(after_help = format!("{PROMPT_HELP}\n\n{EXIT_STATUS_HELP}"))]
     Run(RunArgs),
-    /// List the plans waiting for a decision in a session store.
+    /// List the plans waiting for a decision in a session store. A stored record that cannot be
+    /// read is not listed: it is a `warning:` line on stderr, and the exit status is 6.
+    #[command(after_help = EXIT_STATUS_HELP)]
     Pending {
         /// The store: a directory, `sqlite:FILE`, or `postgres://USER@HOST:PORT/DB`.
         #[arg(long)]
@@ -340,6 +344,8 @@ enum Exit {
     /// A decision was refused: already decided, lost race, stale sha256, changed config, unknown
     /// session.
     Refused,
+    /// `pending` listed what it could read, and some records could not be read.
+    Unreadable,
     /// Ctrl-C while the model works.
     Interrupted,
     /// Stdout was closed by its reader.
@@ -355,6 +361,7 @@ impl Exit {
             Exit::NotApproved => 3,
             Exit::Pending => 4,
             Exit::Refused => 5,
+            Exit::Unreadable => 6,
             Exit::Interrupted => 130,
             Exit::StdoutClosed => 141,
         }
@@ -933,18 +940,42 @@ impl Decider<'_> {
     }
 }
 
+/// `pending`: the readable plans on stdout, one `warning:` line on stderr per record that
+/// cannot be read (with `--json`, also an `{"unreadable": {...}}` line on stdout), and exit 6
+/// when there was any.
 fn pending(spec: &str, json: bool) -> Outcome {
     let store = open_store(spec).map_err(Failure::runtime)?;
-    let pending = runtime()?
+    let listing = runtime()?
         .block_on(store.list_pending())
         .map_err(Failure::runtime)?;
-    for p in &pending {
+    for p in &listing.pending {
         say!("{}", pending_line(p, json)?);
     }
-    if !json && pending.is_empty() {
-        note!("no pending plans");
+    for record in &listing.unreadable {
+        warn_unreadable(&record.session_id, Some(&record.location), &record.reason);
+        if json {
+            let line = serde_json::json!({ "unreadable": record });
+            say!("{line}");
+        }
     }
-    Ok(Exit::Done)
+    if listing.is_healthy() {
+        if !json && listing.pending.is_empty() {
+            note!("no pending plans");
+        }
+        Ok(Exit::Done)
+    } else {
+        Ok(Exit::Unreadable)
+    }
+}
+
+/// The `warning:` line of a record `pending` cannot read.
+fn warn_unreadable(session_id: &str, location: Option<&str>, reason: &str) {
+    let location = location.map_or(String::new(), |l| format!(" ({})", neutralize_line(l)));
+    note!(
+        "warning: session `{}`{location} cannot be read, not listed: {}",
+        neutralize_line(session_id),
+        neutralize_line(reason)
+    );
 }
 
 /// One pending plan as `pending` prints it: a JSON object, or tab-separated fields.
@@ -969,6 +1000,7 @@ fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Failure> {
 /// Ctrl-C (exit 0) or a closed stdout.
 #[cfg(feature = "postgres")]
 fn watch_pending(spec: &str, json: bool) -> Outcome {
+    use agent_controller::StoreError;
     use agent_controller::store::postgres::{PostgresConfig, PostgresStore, is_postgres_url};
     use futures_util::StreamExt;
 
@@ -994,6 +1026,10 @@ fn watch_pending(spec: &str, json: bool) -> Outcome {
             };
             match plan {
                 Some(Ok(plan)) => say!("{}", pending_line(&plan, json)?),
+                Some(Err(StoreError::Corrupt {
+                    session_id,
+                    message,
+                })) => warn_unreadable(&session_id, None, &message),
                 Some(Err(e)) => return Err(Failure::runtime(e)),
                 None => return Ok(Exit::Done),
             }

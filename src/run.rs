@@ -935,8 +935,10 @@ impl PendingPlans for StorePending<'_> {
         let Some(store) = self.0 else {
             return Ok(Vec::new());
         };
-        let pending = store.list_pending().await.map_err(|e| e.to_string())?;
-        Ok(pending.into_iter().map(|p| p.plan_path).collect())
+        // An unreadable record's plan cannot be decided (loading it fails), so there is
+        // nothing of it to protect.
+        let listing = store.list_pending().await.map_err(|e| e.to_string())?;
+        Ok(listing.pending.into_iter().map(|p| p.plan_path).collect())
     }
 }
 

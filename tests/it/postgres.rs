@@ -131,7 +131,7 @@ async fn text_a_model_wrote_round_trips_exactly() {
     }];
     store.save(&hostile, None).await.expect("save");
     assert_eq!(store.load("h").await.expect("load"), Some(hostile.clone()));
-    let listed = store.list_pending().await.expect("list");
+    let listed = store.list_pending().await.expect("list").pending;
     assert_eq!(listed, vec![hostile.pending_summary().expect("summary")]);
 }
 
