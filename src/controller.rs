@@ -114,7 +114,7 @@ impl AgentControllerBuilder {
     }
 
     /// The limit of model calls per run (default [`DEFAULT_MAX_STEPS`]); a run that reaches it
-    /// ends with reason `error`.
+    /// ends with reason `failed`.
     pub fn max_steps(mut self, steps: usize) -> Self {
         self.max_steps = steps.max(1);
         self
@@ -226,11 +226,7 @@ fn mode_runtime(
             let target = graph.mode(graph.transition_target(id));
             specs.push(ToolSpec {
                 name: Arc::from(SUBMIT_PLAN),
-                description: submit_plan::description(
-                    target.id(),
-                    target.name(),
-                    target.id() == mode.id(),
-                ),
+                description: submit_plan::description(target.id(), target.name()),
                 input_schema: submit_plan::input_schema(),
             });
         } else if let Some(tool) = tools.get(name) {

@@ -765,7 +765,7 @@ fn run(args: RunArgs) -> Outcome {
             _ = tokio::signal::ctrl_c() => None,
         };
         let Some(outcome) = outcome else {
-            return Ok(interrupted(&session));
+            return Ok(interrupted(&mut session).await);
         };
         let outcome = outcome?;
         let mut prompt = args
@@ -798,8 +798,14 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .map_err(Failure::runtime)
 }
 
-/// Says where a Ctrl-C outside the prompt left the session.
-fn interrupted(session: &Session) -> Exit {
+/// Ends what a Ctrl-C outside the prompt interrupted and says where it left the session. The
+/// run's future was dropped, so [`Session::settle`] records the run as aborted (a result for
+/// each open tool call, `agent_end`) and saves it: a stored session is left consistent, not as
+/// it was before the run.
+async fn interrupted(session: &mut Session) -> Exit {
+    if let Err(error) = session.settle().await {
+        note!("\ninterrupted: the aborted run could not be saved: {error}");
+    }
     note!("\ninterrupted: the mode stays `{}`", session.mode().id());
     Exit::Interrupted
 }
@@ -905,7 +911,7 @@ impl Decider<'_> {
                 _ = tokio::signal::ctrl_c() => None,
             };
             let Some(next) = next else {
-                return Ok(interrupted(session));
+                return Ok(interrupted(session).await);
             };
             outcome = next?;
         }
@@ -1095,7 +1101,7 @@ fn decide(args: DecideArgs) -> Outcome {
             _ = tokio::signal::ctrl_c() => None,
         };
         let Some(outcome) = outcome else {
-            return Ok(interrupted(&session));
+            return Ok(interrupted(&mut session).await);
         };
         let outcome = outcome?;
         // A plan resubmitted after feedback is a new decision: leave it pending for the next `decide`.

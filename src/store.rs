@@ -26,9 +26,9 @@ pub use self::postgres::PostgresStore;
 pub use self::sqlite::SqliteStore;
 
 pub use crate::event::DecidedRecord;
+use crate::event::RunState;
 use crate::event::SuspendPayload;
 use crate::model::Message;
-use crate::run::RunState;
 
 /// The record layout version this release writes: one version per release that changes the
 /// layout (0.1.0 wrote 1; 0.2.0 writes 2).

@@ -11,8 +11,8 @@ use agent_controller::store::{
     FileStore, MemoryStore, SCHEMA_VERSION, SessionRecord, SessionStore, StoreError,
 };
 use agent_controller::{
-    AgentController, Decision, Event, LanguageModel, ModeChangeReason, RunOutcome, SessionError,
-    SessionOptions, ToolRegistry,
+    AgentController, Decision, Event, LanguageModel, ModeChangeReason, RunOutcome, RunState,
+    SessionError, SessionOptions, ToolRegistry,
 };
 use common::{PLAN_BUILD, Recorder, Workspace};
 use serde_json::json;
@@ -1147,6 +1147,39 @@ async fn a_record_of_a_newer_schema_is_refused_and_never_overwritten() {
         "{save:?}"
     );
     assert_eq!(std::fs::read(&path).expect("read"), bytes, "untouched");
+}
+
+/// The run states a 0.1.0 record names (`run.state`) are the names of [`RunState`], the one
+/// enum for how a run ended: a record of schema 1 in each of them loads with that state.
+#[tokio::test]
+async fn every_run_state_of_a_schema_1_record_loads_as_the_same_run_state() {
+    let ws = Workspace::new();
+    let dir = ws.path().join("sessions");
+    let store = FileStore::open(&dir).expect("store");
+    let v1: serde_json::Value =
+        serde_json::from_str(&common::read_fixture("records/schema-1.pending.json")).expect("json");
+    for (name, state) in [
+        ("running", RunState::Running),
+        ("suspended", RunState::Suspended),
+        ("completed", RunState::Completed),
+        ("aborted", RunState::Aborted),
+        ("failed", RunState::Failed),
+    ] {
+        let mut record = v1.clone();
+        let id = format!("s-{name}");
+        record["sessionId"] = json!(id);
+        record["run"]["state"] = json!(name);
+        let file = if state == RunState::Suspended {
+            format!("{id}.pending.json")
+        } else {
+            record["pending"] = serde_json::Value::Null;
+            format!("{id}.json")
+        };
+        std::fs::write(dir.join(file), serde_json::to_vec(&record).expect("json")).expect("write");
+        let loaded = store.load(&id).await.expect("load").expect("exists");
+        assert_eq!(loaded.run.map(|run| run.state), Some(state), "{name}");
+        assert_eq!(state.to_string(), name);
+    }
 }
 
 // Leases: interrupted runs and `continue_run` (issue 10 item 8; issue 13: hosts honour each
