@@ -29,4 +29,4 @@ exec cargo mutants \
     --timeout "${MUTANTS_TIMEOUT:-90}" \
     --build-timeout "${MUTANTS_BUILD_TIMEOUT:-900}" \
     "$@" \
-    -- --lib --test transitions --test session --test submit_plan --test handover
+    -- --lib --test it

@@ -254,7 +254,7 @@ impl StoreError {
 ///
 /// Implementations must make [`SessionStore::save`] atomic (a reader sees the old or the new
 /// record, never a mix) and a compare-and-swap on `version`. The same conformance suite
-/// (`tests/store.rs`) runs against every backend. The trait is async through
+/// (`tests/it/store.rs`) runs against every backend. The trait is async through
 /// [`async_trait`](crate::async_trait): implement it with `#[agent_controller::async_trait]` on
 /// the `impl` block.
 ///

@@ -21,7 +21,7 @@
 //! - `list_pending` reads the partial index `agent_controller_sessions_pending` on
 //!   `(updated_at, id) WHERE pending IS NOT NULL`, so sessions with nothing pending are never
 //!   read; `expire` deletes through `agent_controller_sessions_idle` on `updated_at WHERE pending
-//!   IS NULL`. `tests/postgres.rs` checks the plans with `EXPLAIN`:
+//!   IS NULL`. `tests/it/postgres.rs` checks the plans with `EXPLAIN`:
 //!
 //!   ```text
 //!   Index Scan using agent_controller_sessions_pending on agent_controller_sessions

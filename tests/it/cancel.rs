@@ -3,7 +3,7 @@
 //! result, every `agent_end` pairs with an `agent_start`, a pending plan stays pending unless
 //! its decision was saved, the store agrees with the session, and the next run works.
 
-mod common;
+use crate::common;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -16,7 +16,7 @@ use agent_controller::{
 use serde_json::{Value, json};
 use wiremock::ResponseTemplate;
 
-mod common;
+use crate::common;
 use common::openai_server::{
     Reply, ScriptedServer, call_in, calls, chunk, roles, text_in, tool_names,
 };

@@ -1,13 +1,13 @@
 //! The PostgreSQL store against a real server: the index behind `list_pending`, migrations,
 //! LISTEN/NOTIFY, hostile text, TLS, a connection lost in the middle of a save, and hosts
 //! (processes of the CLI) sharing one database. The store conformance suite runs on Postgres in
-//! `tests/store.rs`.
+//! `tests/it/store.rs`.
 //!
 //! The server is `AGENT_CONTROLLER_TEST_POSTGRES` (default
 //! `postgres://postgres@127.0.0.1:5432/test`); every test works in a schema of its own.
 #![cfg(feature = "postgres")]
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};
@@ -715,7 +715,7 @@ fn a_missing_server_fails_with_how_to_start_one_unless_skipped_on_purpose() {
         let mut cmd = Command::new(std::env::current_exe().expect("exe"));
         cmd.args([
             "--exact",
-            "server_check_child",
+            "postgres::server_check_child",
             "--include-ignored",
             "--nocapture",
         ])

@@ -1,7 +1,7 @@
 //! Durable sessions: one conformance suite run against every backend, restore after a restart,
 //! decided exactly once, racing deciders, config changes, and SIGKILL during saves.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -658,7 +658,7 @@ fn kill_during_saves_leaves_the_last_complete_state() {
             let mut child = std::process::Command::new(std::env::current_exe().expect("exe"))
                 .args([
                     "--exact",
-                    "store_writer_child",
+                    "store::store_writer_child",
                     "--include-ignored",
                     "--nocapture",
                     "--test-threads=1",

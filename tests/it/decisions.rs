@@ -3,7 +3,7 @@
 //! chosen arguments) drives the real `OpenAiModel`, and each request it receives is checked.
 #![cfg(feature = "openai")]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

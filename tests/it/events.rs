@@ -2,7 +2,7 @@
 //! by dropping, `agent_start` when a suspended run resumes (also in another process), and
 //! `text_delta` / `model_end` from a streaming provider.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 

@@ -1,6 +1,6 @@
 //! The `agent-controller` binary: `check` and `run` end to end on real files.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! Sessions and transitions: the rules of the plan -> approve -> build hand-over, each a test,
 //! with exact event order.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 
