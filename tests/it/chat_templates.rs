@@ -6,7 +6,7 @@
 //! the user approved a plan.
 #![cfg(feature = "openai")]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 
