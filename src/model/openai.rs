@@ -25,7 +25,7 @@
 //! backoff from 500 ms or the server's `Retry-After` (at most 30 s). Any other status (a 400, a
 //! 401, a 500 such as a chat template's refusal) is reported at once. Failures become a
 //! [`ModelError`] that says what to fix (missing key, unreachable endpoint, HTTP status with the
-//! server's message, malformed or cut-off stream); the run then ends with reason `error` and the
+//! server's message, malformed or cut-off stream); the run then ends with reason `failed` and the
 //! session keeps its mode and any pending plan.
 
 use std::collections::BTreeMap;

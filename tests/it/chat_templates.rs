@@ -2,7 +2,7 @@
 //! templates of our own (`tests/fixtures/chat_templates/`, with `minijinja`) that refuse what
 //! Qwen3.5's, Gemma's and Mistral's templates refuse: a `system` message anywhere but first,
 //! roles out of order, tool results that answer no call. A server running such a template
-//! answers the refused request with an error and the run ends in `error`, typically right after
+//! answers the refused request with an error and the run ends `failed`, typically right after
 //! the user approved a plan.
 #![cfg(feature = "openai")]
 

@@ -315,7 +315,7 @@ async fn failed_with(replies: Vec<Reply>) -> (ModelError, Harness) {
         .filter(|e| e.kind() == "agent_end")
         .map(|e| serde_json::to_value(e).expect("to_value"))
         .collect();
-    assert_eq!(ends.last().expect("last")["reason"], "error");
+    assert_eq!(ends.last().expect("last")["reason"], "failed");
     (error, h)
 }
 

@@ -131,7 +131,7 @@ async fn text_a_model_wrote_round_trips_exactly() {
     }];
     store.save(&hostile, None).await.expect("save");
     assert_eq!(store.load("h").await.expect("load"), Some(hostile.clone()));
-    let listed = store.list_pending().await.expect("list");
+    let listed = store.list_pending().await.expect("list").pending;
     assert_eq!(listed, vec![hostile.pending_summary().expect("summary")]);
 }
 
@@ -548,7 +548,7 @@ fn one_host_suspends_a_watcher_hears_it_another_host_decides() {
     assert!(out.status.success(), "{}", text(&out));
     let events = lines(&out.stdout);
     assert_eq!(mode_changes(&events), 1, "{}", text(&out));
-    assert_eq!(events.last().expect("events")["reason"], "complete");
+    assert_eq!(events.last().expect("events")["reason"], "completed");
     let again = decide(&schema.url, &ws_b, &session)
         .output()
         .expect("again");
