@@ -1025,11 +1025,7 @@ impl Session {
         let Some(notice) = self.mode_notice(target, reason) else {
             return false;
         };
-        let planted = reason == ModeChangeReason::Manual
-            && crate::run::planted::bug(&crate::run::planted::NO_MANUAL_NOTICE);
-        if !planted {
-            self.messages.push(Message::System { content: notice });
-        }
+        self.messages.push(Message::System { content: notice });
         self.enter_mode(target, reason);
         true
     }
