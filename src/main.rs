@@ -14,7 +14,7 @@ use agent_controller::diagram::{self, DiagramFormat};
 use agent_controller::display::{neutralize, neutralize_line};
 use agent_controller::jail::{self, Jail};
 use agent_controller::model::scripted::ScriptedModel;
-use agent_controller::store::{PendingSummary, display_spec, open_store};
+use agent_controller::store::{PendingSummary, StoreError, check_spec, display_spec, open_store};
 use agent_controller::terminal::{self, PromptAnswer, SpinnerModel, StdinLines, Style};
 use agent_controller::tool::SUBMIT_PLAN;
 use agent_controller::tool::fs::PLAN_WRITING_TOOLS;
@@ -152,7 +152,7 @@ enum Command {
     #[command(after_help = EXIT_STATUS_HELP)]
     Pending {
         /// The store: a directory, `sqlite:FILE`, or `postgres://USER@HOST:PORT/DB`.
-        #[arg(long)]
+        #[arg(long, value_parser = parse_store)]
         store: String,
         /// Print one JSON object per line.
         #[arg(long)]
@@ -191,7 +191,7 @@ struct VerifyArgs {
 #[derive(Debug, Args)]
 struct DecideArgs {
     /// The store: a directory, `sqlite:FILE`, or `postgres://USER@HOST:PORT/DB`.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_store)]
     store: String,
     /// The session whose pending plan to decide.
     session: String,
@@ -292,6 +292,16 @@ impl DecisionArgs {
     }
 }
 
+/// `--store`: a spec [`check_spec`] accepts, so one that would lose the session is a usage
+/// error (exit 2) before anything runs.
+fn parse_store(text: &str) -> Result<String, String> {
+    match check_spec(text) {
+        Ok(()) => Ok(text.to_owned()),
+        Err(StoreError::InvalidSpec { reason, .. }) => Err(reason),
+        Err(other) => Err(other.to_string()),
+    }
+}
+
 fn parse_sha256(text: &str) -> Result<String, String> {
     let hash = text.trim().to_ascii_lowercase();
     if hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -317,8 +327,9 @@ struct RunArgs {
     #[arg(long)]
     plan: Option<PathBuf>,
     /// Persist the session in this store (a directory, `sqlite:FILE`, or
-    /// `postgres://USER@HOST:PORT/DB`).
-    #[arg(long)]
+    /// `postgres://USER@HOST:PORT/DB`; throw-away databases such as `sqlite::memory:` are
+    /// refused).
+    #[arg(long, value_parser = parse_store)]
     store: Option<String>,
     /// With --store: stop once a plan is suspended and print the session and run ids.
     #[arg(long, requires = "store")]
@@ -1006,7 +1017,6 @@ fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Failure> {
 /// Ctrl-C (exit 0) or a closed stdout.
 #[cfg(feature = "postgres")]
 fn watch_pending(spec: &str, json: bool) -> Outcome {
-    use agent_controller::StoreError;
     use agent_controller::store::postgres::{PostgresConfig, PostgresStore, is_postgres_url};
     use futures_util::StreamExt;
 

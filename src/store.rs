@@ -294,6 +294,15 @@ pub enum StoreError {
     /// digits, `-` and `_`).
     #[error("invalid session id `{0}`: use ASCII letters, digits, `-` and `_`")]
     InvalidId(String),
+    /// A store spec [`open_store`] refuses: empty, or one that would keep sessions in a
+    /// throw-away database (see [`check_spec`]). Nothing was opened or created.
+    #[error("store `{spec}` refused: {reason}")]
+    InvalidSpec {
+        /// The spec as given (without a password: see [`display_spec`]).
+        spec: String,
+        /// Why, and what to give instead.
+        reason: String,
+    },
 }
 
 impl PartialEq for StoreError {
@@ -439,12 +448,14 @@ impl<S: SessionStore + ?Sized> SessionStore for Arc<S> {
 /// Opens a store from a spec as the CLI takes it: `sqlite:FILE` for [`SqliteStore`] (with the
 /// `sqlite` feature), `postgres://USER@HOST:PORT/DB` (or `postgresql://`) for `PostgresStore`
 /// (with the `postgres` feature; it connects at its first use), anything else is a directory for
-/// [`FileStore`].
+/// [`FileStore`]. The spec is checked first with [`check_spec`], so a spec that would lose
+/// sessions opens nothing.
 ///
 /// # Errors
-/// [`StoreError::Backend`] when the store cannot be opened, or for `sqlite:` or `postgres://`
-/// without their feature.
+/// [`StoreError::InvalidSpec`] for a spec [`check_spec`] refuses; [`StoreError::Backend`] when
+/// the store cannot be opened, or for `sqlite:` or `postgres://` without their feature.
 pub fn open_store(spec: &str) -> Result<Arc<dyn SessionStore>, StoreError> {
+    check_spec(spec)?;
     if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
         return open_postgres(spec);
     }
@@ -470,6 +481,65 @@ fn open_postgres(_: &str) -> Result<Arc<dyn SessionStore>, StoreError> {
     Err(StoreError::backend_message(
         "this build has no PostgreSQL support: rebuild with `--features postgres`".to_owned(),
     ))
+}
+
+/// Checks a store spec as [`open_store`] takes it, without opening anything: a spec must name a
+/// place where sessions outlive the process (issue 10: `sqlite:` and `sqlite::memory:` printed
+/// "decide later with ..." for a session that went into a throw-away database).
+///
+/// Refused: an empty spec; `sqlite:` with an empty path (SQLite makes a temporary database,
+/// deleted on close); `sqlite::memory:`; any SQLite URI filename (`sqlite:file:...`, which can
+/// name in-memory or temporary databases: `file::memory:`, `?mode=memory`, `vfs=memdb`); a SQLite
+/// path with `?` (URI parameters a plain path does not take). Give a plain file path instead.
+/// A library host that wants an in-memory SQLite store says so explicitly with
+/// `SqliteStore::in_memory` (or uses [`MemoryStore`]).
+///
+/// # Errors
+/// [`StoreError::InvalidSpec`] with the reason.
+///
+/// # Examples
+/// ```
+/// use agent_controller::store::{StoreError, check_spec};
+///
+/// assert!(check_spec("sqlite:sessions.db").is_ok());
+/// assert!(check_spec(".agent/sessions").is_ok());
+/// for lost in ["", "sqlite:", "sqlite::memory:", "sqlite:file::memory:", "sqlite:file:s.db?mode=memory"] {
+///     assert!(matches!(check_spec(lost), Err(StoreError::InvalidSpec { .. })), "{lost}");
+/// }
+/// ```
+pub fn check_spec(spec: &str) -> Result<(), StoreError> {
+    let refuse = |reason: &str| {
+        Err(StoreError::InvalidSpec {
+            spec: display_spec(spec),
+            reason: reason.to_owned(),
+        })
+    };
+    if spec.trim().is_empty() {
+        return refuse("the spec is empty: give a directory, `sqlite:FILE` or a postgres:// URL");
+    }
+    let Some(path) = spec.strip_prefix("sqlite:") else {
+        return Ok(());
+    };
+    if path.trim().is_empty() {
+        refuse(
+            "`sqlite:` needs a file path; an empty path is a temporary database, deleted when the process ends",
+        )
+    } else if path.eq_ignore_ascii_case(":memory:") {
+        refuse("`:memory:` is an in-memory database, gone when the process ends: give a file path")
+    } else if path
+        .get(..5)
+        .is_some_and(|p| p.eq_ignore_ascii_case("file:"))
+    {
+        refuse(
+            "SQLite URI filenames are not taken (they can name in-memory or temporary databases: `file::memory:`, `mode=memory`, `vfs=memdb`): give a plain file path",
+        )
+    } else if path.contains('?') {
+        refuse(
+            "a SQLite path takes no `?` parameters (such as `mode=memory`): give a plain file path",
+        )
+    } else {
+        Ok(())
+    }
 }
 
 /// A store spec as it may be shown: a URL (`postgres://`, or any `SCHEME://`) loses its password

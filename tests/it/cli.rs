@@ -596,6 +596,74 @@ fn pending_lists_healthy_plans_and_warns_about_each_unreadable_record() {
     assert_eq!(first.status.code(), Some(DONE), "{}", stderr(&first));
 }
 
+/// Issue 10, fault 7: `--store sqlite:` and `sqlite::memory:` printed "decide later with ..."
+/// for a session that went into a throw-away database. Every spec that would lose the session
+/// is a usage error (exit 2) for `run`, `pending` and `decide`, before anything runs.
+#[test]
+fn throw_away_store_specs_are_usage_errors_before_anything_runs() {
+    let ws = Workspace::new();
+    for spec in [
+        "",
+        "sqlite:",
+        "sqlite::memory:",
+        "sqlite:file::memory:",
+        "sqlite:file:s.db?mode=memory",
+        "sqlite:FILE:s.db?vfs=memdb",
+        "sqlite:s.db?mode=memory",
+    ] {
+        let out = run(
+            ws.path(),
+            &[
+                "--store",
+                spec,
+                "--detach",
+                "--mode",
+                "plan",
+                "--json",
+                "Add dark mode",
+            ],
+            None,
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(INVALID),
+            "run {spec:?}: {}",
+            stderr(&out)
+        );
+        assert!(out.stdout.is_empty(), "run {spec:?}: nothing ran");
+        assert!(
+            stderr(&out).contains("--store"),
+            "{spec:?}: {}",
+            stderr(&out)
+        );
+        assert!(!stderr(&out).contains("decide later"), "{}", stderr(&out));
+        let out = cli(&["pending", "--store", spec], None);
+        assert_eq!(
+            out.status.code(),
+            Some(INVALID),
+            "pending {spec:?}: {}",
+            stderr(&out)
+        );
+        let out = decide(&ws, spec, "s1", &["--approve"], None);
+        assert_eq!(
+            out.status.code(),
+            Some(INVALID),
+            "decide {spec:?}: {}",
+            stderr(&out)
+        );
+    }
+    let left: Vec<_> = std::fs::read_dir(ws.path())
+        .expect("workspace")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert!(
+        !left
+            .iter()
+            .any(|name| name.to_string_lossy().contains("s.db")),
+        "no database file was made: {left:?}"
+    );
+}
+
 #[test]
 fn end_of_input_at_decide_decides_nothing_and_the_plan_stays_pending() {
     let ws = Workspace::new();

@@ -219,6 +219,42 @@ async fn a_corrupt_record_is_a_typed_error() {
     ));
 }
 
+/// Issue 10, fault 7: `open_store` (the CLI's spec parser) refuses every spec that would keep
+/// sessions in a throw-away database, and a plain SQLite path still opens; a library host can
+/// still ask for an in-memory SQLite store explicitly.
+#[tokio::test]
+async fn open_store_refuses_throw_away_specs() {
+    for spec in [
+        "",
+        "  ",
+        "sqlite:",
+        "sqlite::memory:",
+        "sqlite:file::memory:",
+        "sqlite:file:s.db?mode=memory&cache=shared",
+        "sqlite:file:/tmp/s.db?vfs=memdb",
+        "sqlite:s.db?mode=memory",
+    ] {
+        match agent_controller::store::open_store(spec) {
+            Err(StoreError::InvalidSpec { reason, .. }) => assert!(!reason.is_empty()),
+            Err(other) => panic!("{spec:?}: {other}"),
+            Ok(_) => panic!("{spec:?} was opened"),
+        }
+    }
+    #[cfg(feature = "sqlite")]
+    {
+        let tmp = Scratch::new();
+        let spec = format!("sqlite:{}", tmp.path().join("s.db").display());
+        let store = agent_controller::store::open_store(&spec).expect("a plain path opens");
+        store.save(&record("a", 1, true), None).await.expect("save");
+        let memory = agent_controller::store::SqliteStore::in_memory().expect("in memory");
+        memory
+            .save(&record("a", 1, true), None)
+            .await
+            .expect("save");
+        assert_eq!(memory.list_pending().await.expect("list").pending.len(), 1);
+    }
+}
+
 /// A record put into a store behind its back, as a crash, a bug or a hand edit leaves it.
 #[derive(Clone, Copy)]
 enum Planted<'a> {
