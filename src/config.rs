@@ -847,7 +847,7 @@ impl ModeGraph {
     /// always known.
     ///
     /// # Errors
-    /// One [`ConfigErrorKind::UnknownTool`](ConfigErrorKind::UnknownTool) error per unknown name, at the name's line and column,
+    /// One [`ConfigErrorKind::UnknownTool`] error per unknown name, at the name's line and column,
     /// in text order. An empty list means every name is known.
     pub fn unknown_tools(&self, is_known: impl Fn(&str) -> bool) -> Vec<ConfigError> {
         self.tool_refs()
@@ -871,7 +871,7 @@ impl ModeGraph {
     /// Warnings, not errors: every planning mode whose `availableTools` lists no tool for which
     /// `writes_plans` holds (for the built-in tools, [`crate::tool::fs::PLAN_WRITING_TOOLS`]), so
     /// a real model there has nothing to write a plan with. One warning per mode, of kind
-    /// [`ConfigErrorKind::NoPlanWriter`](ConfigErrorKind::NoPlanWriter), at the
+    /// [`ConfigErrorKind::NoPlanWriter`], at the
     /// mode's first tool name. A mode without `availableTools` is offered every tool and is not
     /// reported.
     ///
@@ -919,7 +919,7 @@ impl ModeGraph {
     /// Like [`ModeGraph::unknown_tools`] but stops at the first unknown name.
     ///
     /// # Errors
-    /// [`ConfigErrorKind::UnknownTool`](ConfigErrorKind::UnknownTool) for the first name `is_known` rejects.
+    /// [`ConfigErrorKind::UnknownTool`] for the first name `is_known` rejects.
     pub fn check_tools(&self, is_known: impl Fn(&str) -> bool) -> Result<(), ConfigError> {
         match self.unknown_tools(is_known).into_iter().next() {
             Some(err) => Err(err),
