@@ -6,7 +6,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::config::ConfigError;
 use crate::event::ModeChangeReason;
@@ -19,6 +19,9 @@ use crate::tool::{Tool, ToolRegistry, ToolSpec};
 
 /// Default limit of model calls in one run.
 pub const DEFAULT_MAX_STEPS: usize = 50;
+
+/// Default lease of a running run ([`AgentControllerBuilder::lease_duration`]): 30 seconds.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
 /// What a mode needs at run time, built once when the controller is built.
 #[derive(Debug)]
@@ -58,6 +61,8 @@ pub(crate) struct Shared {
     pub(crate) max_steps: usize,
     pub(crate) store: Option<Arc<dyn SessionStore>>,
     pub(crate) fingerprint: String,
+    pub(crate) lease_owner: String,
+    pub(crate) lease_duration: Duration,
     runtimes: Vec<ModeRuntime>,
 }
 
@@ -80,6 +85,8 @@ pub struct AgentControllerBuilder {
     max_steps: usize,
     store: Option<Arc<dyn SessionStore>>,
     tool_layer: Option<ToolLayer>,
+    lease_owner: Option<String>,
+    lease_duration: Duration,
 }
 
 impl std::fmt::Debug for AgentControllerBuilder {
@@ -118,6 +125,37 @@ impl AgentControllerBuilder {
     /// ([`AgentController::restore_session`]). Without a store, sessions live in memory only.
     pub fn store(mut self, store: Arc<dyn SessionStore>) -> Self {
         self.store = Some(store);
+        self
+    }
+
+    /// Names this process as the owner of the runs it carries on (default: `HOST:PID`, from
+    /// `$HOSTNAME` or `/proc/sys/kernel/hostname`, else `localhost`). The owner is saved with a
+    /// running run's lease and shown by `pending`; give each process its own name.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, config, model::scripted::ScriptedModel};
+    /// # let graph = config::parse("[[modes]]\nid = \"build\"\n", "modes.toml").unwrap();
+    /// let builder = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    ///     .lease_owner(format!("web-1:{}", std::process::id()));
+    /// ```
+    pub fn lease_owner(mut self, owner: impl Into<String>) -> Self {
+        self.lease_owner = Some(owner.into());
+        self
+    }
+
+    /// How long the lease of a running run lasts (default [`DEFAULT_LEASE`], at least 1 ms).
+    ///
+    /// A run carried on after a decision (or by [`Session::continue_run`]) is saved as running
+    /// with a lease that its process renews while it works: with a save before each step's tool
+    /// calls run, and before each model call when less than half of the lease is left. A run
+    /// whose lease has ended is *interrupted*: `pending` lists it, and another process may carry
+    /// it on. Choose a lease longer than the longest model call or tool call: a run whose call
+    /// outlasts it may be taken over, and then stops at its next step
+    /// ([`crate::SessionError::LeaseLost`]) without running that step's tool calls.
+    pub fn lease_duration(mut self, lease: Duration) -> Self {
+        self.lease_duration = lease.max(Duration::from_millis(1));
         self
     }
 
@@ -162,6 +200,8 @@ impl AgentControllerBuilder {
                 max_steps: self.max_steps,
                 fingerprint,
                 store: self.store,
+                lease_owner: self.lease_owner.unwrap_or_else(default_lease_owner),
+                lease_duration: self.lease_duration,
                 runtimes,
             }),
         })
@@ -296,6 +336,8 @@ impl AgentController {
             max_steps: DEFAULT_MAX_STEPS,
             store: None,
             tool_layer: None,
+            lease_owner: None,
+            lease_duration: DEFAULT_LEASE,
         }
     }
 
@@ -422,6 +464,17 @@ impl AgentController {
         let store = self.shared.store.as_ref().ok_or(SessionError::NoStore)?;
         Ok(store.delete(id).await?)
     }
+}
+
+/// `HOST:PID`: this process, as the owner of the runs it carries on.
+fn default_lease_owner() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned());
+    format!("{host}:{}", std::process::id())
 }
 
 /// A new random session id in the text form of a UUID v4 (`xxxxxxxx-xxxx-4xxx-Yxxx-xxxxxxxxxxxx`,

@@ -924,7 +924,10 @@ impl Decider<'_> {
             let Some(next) = next else {
                 return Ok(interrupted(session).await);
             };
-            outcome = next?;
+            outcome = next.map_err(|e| match self.store {
+                Some(store) => lost_race(e, store),
+                None => e.into(),
+            })?;
         }
         finish(session, self.json, &out_style);
         Ok(match outcome {
@@ -1113,7 +1116,7 @@ fn decide(args: DecideArgs) -> Outcome {
         let Some(outcome) = outcome else {
             return Ok(interrupted(&mut session).await);
         };
-        let outcome = outcome?;
+        let outcome = outcome.map_err(|e| lost_race(e, &args.store))?;
         // A plan resubmitted after feedback is a new decision: leave it pending for the next `decide`.
         let idle = DecisionArgs {
             approve: false,
@@ -1132,6 +1135,18 @@ fn decide(args: DecideArgs) -> Outcome {
         };
         decider.until_done(&mut session, outcome).await
     })
+}
+
+/// A decision that lost to another writer (a decision or revision saved after this process
+/// loaded the session) says so and what to do; nothing was decided.
+fn lost_race(error: SessionError, store: &str) -> Failure {
+    if !error.is_conflict() {
+        return error.into();
+    }
+    Failure::refused(format!(
+        "{error}: the plan was decided or revised by someone else after it was loaded here, so this decision was not applied; see what is pending now with: agent-controller pending --store {}",
+        neutralize_line(&display_spec(store))
+    ))
 }
 
 fn short_sha256(sha256: &str) -> &str {

@@ -266,6 +266,10 @@ pub(crate) const CANCELLED_RESULT: &str =
 /// The result of a tool call a cancelled (or dropped) run never started.
 pub(crate) const NOT_STARTED_RESULT: &str = "Not executed: the run was cancelled first.";
 
+/// The result of a tool call that a stopped process may have run before the run was carried on
+/// ([`Session::continue_run`]): never run again, so the model can check and decide.
+pub(crate) const INTERRUPTED_RESULT: &str = "Interrupted: the process running this tool call stopped before its result was saved, so it may or may not have taken effect. It was not run again: check its effect before calling it again.";
+
 /// The not-approved tool result for a suspension cancelled for `reason`.
 fn cancelled_result(reason: CancelReason) -> &'static str {
     match reason {
@@ -283,6 +287,8 @@ impl Session {
         self.counter += 1;
         let run_id = run_id_for(self.counter);
         self.run = Some((run_id.clone(), RunState::Running));
+        // A run started by a message is saved when it suspends or ends, and has no lease.
+        self.drop_lease();
         self.messages.push(Message::User { content: text });
         let mode_id = self.mode_arc();
         self.emit(Event::AgentStart {
@@ -420,6 +426,9 @@ impl Session {
         };
         let run_id = pending.run_id.clone();
         self.run = Some((run_id.clone(), RunState::Running));
+        // Saved as running with this process's lease: if it stops before the run's next save,
+        // the run is interrupted once the lease ends, and `continue_run` carries it on.
+        self.take_lease();
         // The run resumes: `agent_start` again (same run id) before its next events, as
         // Mastra's AgentController does, so every `agent_end` pairs with an `agent_start`.
         let mode_id = self.mode_arc();
@@ -488,6 +497,7 @@ impl Session {
     /// `error` (for failures) and `agent_end`.
     fn close_run(&mut self, run_id: &Arc<str>, reason: RunState, error: Option<&str>) {
         self.run = Some((run_id.clone(), reason));
+        self.drop_lease();
         tracing::info!(run_id = %run_id, %reason, error, "run ended");
         if let Some(message) = error {
             self.emit(Event::Error {
@@ -515,37 +525,72 @@ impl Session {
     /// never started (`tool_start` and `tool_end` with [`NOT_STARTED_RESULT`]), as calls
     /// skipped by a suspension are reported. Callers persist the change.
     pub(crate) fn close_interrupted(&mut self, run_id: &Arc<str>) {
-        if let Some(at) = self
+        self.answer_unanswered(run_id, CANCELLED_RESULT, NOT_STARTED_RESULT, true);
+        self.close_run(run_id, RunState::Aborted, None);
+    }
+
+    /// Gives every tool call of the last assistant message that has no result one: `running`
+    /// for the first such call (calls run in order: it was running), `not_started` for those
+    /// after it (with their `tool_start`, as calls skipped by a suspension are reported). The
+    /// first call gets its `tool_start` too unless `started_here` (this process started it).
+    fn answer_unanswered(
+        &mut self,
+        run_id: &Arc<str>,
+        running_text: &str,
+        not_started: &str,
+        started_here: bool,
+    ) {
+        let Some(at) = self
             .messages
             .iter()
             .rposition(|m| matches!(m, Message::Assistant { .. }))
-        {
-            // Results, by id (one result answers one call: a model may repeat an id).
-            let mut answered: Vec<String> = self.messages[at + 1..]
-                .iter()
-                .filter_map(|m| match m {
-                    Message::Tool { tool_call_id, .. } => Some(tool_call_id.clone()),
-                    _ => None,
-                })
-                .collect();
-            let mut running = true;
-            let mut index = 0;
-            while let Some(call) = self.tool_call(at, index) {
-                let (id, name) = (call.id.clone(), call.name.clone());
-                if let Some(found) = answered.iter().position(|a| *a == id) {
-                    answered.swap_remove(found);
-                } else if running {
-                    // Calls run in order: the first one without a result was running.
-                    running = false;
-                    self.finish_tool(run_id, &id, &name, ToolOutput::error(CANCELLED_RESULT));
-                } else {
+        else {
+            return;
+        };
+        // Results, by id (one result answers one call: a model may repeat an id).
+        let mut answered: Vec<String> = self.messages[at + 1..]
+            .iter()
+            .filter_map(|m| match m {
+                Message::Tool { tool_call_id, .. } => Some(tool_call_id.clone()),
+                _ => None,
+            })
+            .collect();
+        let mut running = true;
+        let mut index = 0;
+        while let Some(call) = self.tool_call(at, index) {
+            let (id, name) = (call.id.clone(), call.name.clone());
+            if let Some(found) = answered.iter().position(|a| *a == id) {
+                answered.swap_remove(found);
+            } else if running {
+                running = false;
+                if !started_here {
                     self.start_tool(run_id, at, index);
-                    self.finish_tool(run_id, &id, &name, ToolOutput::error(NOT_STARTED_RESULT));
                 }
-                index += 1;
+                self.finish_tool(run_id, &id, &name, ToolOutput::error(running_text));
+            } else {
+                self.start_tool(run_id, at, index);
+                self.finish_tool(run_id, &id, &name, ToolOutput::error(not_started));
             }
+            index += 1;
         }
-        self.close_run(run_id, RunState::Aborted, None);
+    }
+
+    /// Takes over the interrupted run `run_id` (see [`Session::continue_run`]): the lease, an
+    /// `agent_start`, an "interrupted" result for each tool call that was cut off, all saved in
+    /// one compare-and-swap; then the model's next step.
+    pub(crate) async fn take_over(&mut self, run_id: Arc<str>) -> Result<RunOutcome, SessionError> {
+        self.begin();
+        self.take_lease();
+        let mode_id = self.mode_arc();
+        self.emit(Event::AgentStart {
+            run_id: run_id.clone(),
+            mode_id,
+        });
+        // Each step was saved before its tool calls ran: any call without a saved result may
+        // have run, so none is run again.
+        self.answer_unanswered(&run_id, INTERRUPTED_RESULT, INTERRUPTED_RESULT, false);
+        self.commit().await?;
+        self.drive_traced(run_id).await
     }
 
     /// Ends the run and persists the session: completed with the model's last text, or failed
@@ -620,6 +665,7 @@ impl Session {
             if token.is_cancelled() {
                 return self.abort_run(run_id).await;
             }
+            self.keep_lease(&run_id, false).await?;
             if steps >= max_steps {
                 let error = ModelError::new(format!(
                     "the run exceeded its limit of {max_steps} model calls"
@@ -699,6 +745,7 @@ impl Session {
                 tool_calls: calls,
             });
             let at = self.messages.len() - 1;
+            self.keep_lease(&run_id, true).await?;
             if let Some(outcome) = self.run_tool_calls(&run_id, at).await {
                 return outcome;
             }

@@ -18,7 +18,7 @@ use crate::mode::{Mode, ModeId};
 use crate::model::{LanguageModel, Message};
 use crate::run::{Decision, PendingDecision, RunOutcome, decision_id_for};
 use crate::store::{
-    DecidedRecord, PendingRecord, RunRecord, SCHEMA_VERSION, SessionRecord, StoreError,
+    DecidedRecord, PendingRecord, RunRecord, SCHEMA_VERSION, SessionRecord, StoreError, now_millis,
 };
 use crate::tool::SUBMIT_PLAN;
 
@@ -31,6 +31,15 @@ pub(crate) struct Checkpoint {
     pending: Option<PendingDecision>,
     history: usize,
     decisions: u64,
+    lease: Option<Lease>,
+    holds_lease: bool,
+}
+
+/// The lease of a running run, as its record keeps it: who carries the run on, and until when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Lease {
+    pub(crate) owner: String,
+    pub(crate) expires_at_ms: u64,
 }
 
 /// A save running in its own task, so that dropping the operation that started it cannot leave
@@ -193,6 +202,45 @@ pub enum SessionError {
     /// [`crate::AgentController::restore_session`] instead).
     #[error("session `{0}` already exists in the store")]
     SessionExists(String),
+    /// [`Session::continue_run`] found no run to carry on: the session's latest run is not
+    /// `running` (it is suspended, ended, or there is none).
+    #[error(
+        "session `{session_id}` has no interrupted run to continue (its latest run is {state})"
+    )]
+    NotInterrupted {
+        /// The session id.
+        session_id: String,
+        /// The latest run's state, as text (`suspended`, `completed`, ..., or `none`).
+        state: String,
+    },
+    /// The session's run is being carried on by a live owner: its lease has not ended, so it is
+    /// not interrupted and is never taken over (nor ended by another operation). If that host
+    /// stopped, try again once the lease ends.
+    #[error(
+        "run `{run_id}` of session `{session_id}` is carried on by `{owner}`, whose lease ends in {remaining_ms} ms: it is not interrupted"
+    )]
+    LeaseHeld {
+        /// The session id.
+        session_id: String,
+        /// The running run.
+        run_id: String,
+        /// The lease's owner.
+        owner: String,
+        /// How long the lease still runs, in milliseconds, when it was checked.
+        remaining_ms: u64,
+    },
+    /// This process lost the lease of the run it was carrying on: another process changed the
+    /// session (for example `continue` took the run over after the lease ran out), so the run
+    /// stopped before its next step. Restore the session to see where it is.
+    #[error("run `{run_id}` of session `{session_id}` lost its lease: {source}")]
+    LeaseLost {
+        /// The session id.
+        session_id: String,
+        /// The run that stopped.
+        run_id: String,
+        /// The save that found the session changed ([`StoreError::Conflict`]).
+        source: StoreError,
+    },
 }
 
 impl SessionError {
@@ -347,6 +395,12 @@ pub struct Session {
     pub(crate) run_token: CancellationToken,
     /// The store version this session last saved or loaded (0: never saved).
     pub(crate) version: u64,
+    /// The lease of the running run, as the record has it (the owner's, maybe another
+    /// process's); `None` when the run is not running or has no lease.
+    lease: Option<Lease>,
+    /// Whether this session took or renewed `lease` (it carries the run on); a session
+    /// restored with a running run does not, until it takes it over.
+    holds_lease: bool,
     /// Events of a state change held back until the change is saved.
     outbox: Vec<Event>,
     in_change: bool,
@@ -396,6 +450,8 @@ impl Session {
             cancel: CancelHandle::default(),
             run_token: CancellationToken::new(),
             version: 0,
+            lease: None,
+            holds_lease: false,
             outbox: Vec::new(),
             in_change: false,
             checkpoint: None,
@@ -431,6 +487,13 @@ impl Session {
             ))
         })?;
         let changed = record.config_fingerprint != shared.fingerprint;
+        let lease = record.run.as_ref().and_then(|r| match (r.state, &r.owner) {
+            (RunState::Running, Some(owner)) => Some(Lease {
+                owner: owner.clone(),
+                expires_at_ms: r.lease_expires_at_ms.unwrap_or(0),
+            }),
+            _ => None,
+        });
         let mut decisions = record.decision_counter;
         let pending = record.pending.map(|mut p| {
             if p.suspend_payload.decision_id.is_empty() {
@@ -480,6 +543,8 @@ impl Session {
             cancel: CancelHandle::default(),
             run_token: CancellationToken::new(),
             version: record.version,
+            lease,
+            holds_lease: false,
             outbox: Vec::new(),
             in_change: false,
             checkpoint: None,
@@ -651,16 +716,137 @@ impl Session {
     /// # Errors
     /// [`SessionError::Store`] when the aborted run cannot be saved; the session is as before
     /// and the next operation tries again.
+    ///
+    /// A running run this session did not start or take over (one restored from the store) is
+    /// ended the same way if it is interrupted (its lease ended: its process stopped); while its
+    /// lease runs, this is [`SessionError::LeaseHeld`] and nothing changes, so an operation never
+    /// ends a run another process is carrying on.
     pub async fn settle(&mut self) -> Result<(), SessionError> {
         self.recover().await;
         self.cancel.finish();
         if let Some((run_id, RunState::Running)) = &self.run {
             let run_id = run_id.clone();
+            self.check_not_leased(&run_id)?;
             self.begin();
             self.close_interrupted(&run_id);
             self.commit().await?;
         }
         Ok(())
+    }
+
+    /// [`SessionError::LeaseHeld`] when the running run `run_id` has a live lease that this
+    /// session does not hold.
+    fn check_not_leased(&self, run_id: &str) -> Result<(), SessionError> {
+        match &self.lease {
+            Some(lease) if !self.holds_lease => {
+                let remaining_ms = lease.expires_at_ms.saturating_sub(now_millis());
+                if remaining_ms == 0 {
+                    return Ok(());
+                }
+                Err(SessionError::LeaseHeld {
+                    session_id: self.id.to_string(),
+                    run_id: run_id.to_owned(),
+                    owner: lease.owner.clone(),
+                    remaining_ms,
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Takes (or renews) the lease of the running run for this process: the change being made
+    /// saves it. Without a store there is nobody to share the run with, and no lease.
+    pub(crate) fn take_lease(&mut self) {
+        if self.shared.store.is_none() {
+            return;
+        }
+        let duration = u64::try_from(self.shared.lease_duration.as_millis()).unwrap_or(u64::MAX);
+        self.lease = Some(Lease {
+            owner: self.shared.lease_owner.clone(),
+            expires_at_ms: now_millis().saturating_add(duration),
+        });
+        self.holds_lease = true;
+    }
+
+    /// The run no longer runs here: it has no lease any more.
+    pub(crate) fn drop_lease(&mut self) {
+        self.lease = None;
+        self.holds_lease = false;
+    }
+
+    /// Renews the lease of the run this session carries on, by a save (compare-and-swap): always
+    /// when `save_step` (before a step's tool calls run, so each is in the store before it runs,
+    /// and a run carried on after a crash never runs it again), else when less than half of the
+    /// lease is left (before each model call). Nothing for a run without a lease (one started by
+    /// a message: it is saved when it suspends or ends).
+    ///
+    /// # Errors
+    /// [`SessionError::LeaseLost`] when another process changed the session since (it took the
+    /// run over); [`SessionError::Store`] when the save fails otherwise.
+    pub(crate) async fn keep_lease(
+        &mut self,
+        run_id: &str,
+        save_step: bool,
+    ) -> Result<(), SessionError> {
+        let Some(lease) = self.lease.as_ref().filter(|_| self.holds_lease) else {
+            return Ok(());
+        };
+        let half = u64::try_from(self.shared.lease_duration.as_millis() / 2).unwrap_or(u64::MAX);
+        if !save_step && lease.expires_at_ms.saturating_sub(now_millis()) > half {
+            return Ok(());
+        }
+        self.begin();
+        self.take_lease();
+        self.commit().await.map_err(|e| match e {
+            SessionError::Store(source @ StoreError::Conflict { .. }) => SessionError::LeaseLost {
+                session_id: self.id.to_string(),
+                run_id: run_id.to_owned(),
+                source,
+            },
+            other => other,
+        })
+    }
+
+    /// Carries on the session's *interrupted* run: one that is `running` in the store while the
+    /// process that ran it stopped (killed, crashed, or its future dropped) after a save, so that
+    /// its lease ran out. Takes the lease by a compare-and-swap save, then makes the model's next
+    /// step in the current mode and drives the run as [`Session::send_message`] does, renewing
+    /// the lease as it goes. `agent_start` is emitted again (same run id).
+    ///
+    /// Each step is saved before its tool calls run. A tool call whose result was saved is never
+    /// run again; one without a saved result was cut off and may or may not have taken effect: it
+    /// is not run again either, but answered "Interrupted: ..." so the model can check and decide.
+    /// A model call lost in a crash is made again by the next continuer: at most once per lease.
+    /// Restore the session first ([`crate::AgentController::restore_session`]) so it is current.
+    ///
+    /// # Errors
+    /// [`SessionError::NoStore`]; [`SessionError::NotInterrupted`] when the latest run is not
+    /// running; [`SessionError::LeaseHeld`] while another owner's lease runs (a live run is never
+    /// taken over); [`SessionError::Store`] with [`StoreError::Conflict`] when another process
+    /// changed the session first (of racing continuers exactly one wins; the others get this and
+    /// change nothing); later errors as for [`Session::send_message`].
+    pub async fn continue_run(&mut self) -> Result<RunOutcome, SessionError> {
+        self.recover().await;
+        self.cancel.finish();
+        if self.shared.store.is_none() {
+            return Err(SessionError::NoStore);
+        }
+        let run_id = match &self.run {
+            Some((run_id, RunState::Running)) => run_id.clone(),
+            other => {
+                return Err(SessionError::NotInterrupted {
+                    session_id: self.id.to_string(),
+                    state: other
+                        .as_ref()
+                        .map_or("none".to_owned(), |(_, s)| s.to_string()),
+                });
+            }
+        };
+        self.check_not_leased(&run_id)?;
+        self.start_operation();
+        let outcome = self.take_over(run_id).await;
+        self.finish_operation();
+        outcome
     }
 
     /// Starts the cancellation token of a run that starts or resumes now.
@@ -685,6 +871,8 @@ impl Session {
                 pending: self.pending.clone(),
                 history: self.history.len(),
                 decisions: self.decisions,
+                lease: self.lease.clone(),
+                holds_lease: self.holds_lease,
             })
         });
     }
@@ -701,6 +889,8 @@ impl Session {
             self.pending = cp.pending;
             self.history.truncate(cp.history);
             self.decisions = cp.decisions;
+            self.lease = cp.lease;
+            self.holds_lease = cp.holds_lease;
         }
     }
 
@@ -769,9 +959,14 @@ impl Session {
             mode_id: self.shared.graph.mode(self.mode).id().to_owned(),
             messages: self.messages.clone(),
             run_counter: self.counter,
-            run: self.run.as_ref().map(|(run_id, state)| RunRecord {
-                run_id: run_id.to_string(),
-                state: *state,
+            run: self.run.as_ref().map(|(run_id, state)| {
+                let lease = self.lease.as_ref().filter(|_| *state == RunState::Running);
+                RunRecord {
+                    run_id: run_id.to_string(),
+                    state: *state,
+                    owner: lease.map(|l| l.owner.clone()),
+                    lease_expires_at_ms: lease.map(|l| l.expires_at_ms),
+                }
             }),
             pending: self.pending.as_ref().map(|p| PendingRecord {
                 run_id: p.run_id.to_string(),

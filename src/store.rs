@@ -86,6 +86,63 @@ pub struct RunRecord {
     pub run_id: String,
     /// Its state.
     pub state: RunState,
+    /// Who carries a `running` run on: the owner of its lease
+    /// ([`crate::AgentControllerBuilder::lease_owner`], by default `HOST:PID`). Only a running
+    /// run saved after a decision, or carried on with [`crate::Session::continue_run`], has
+    /// one; absent in records written before leases existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// When the owner's lease ends, in milliseconds since the Unix epoch: a `running` run whose
+    /// lease has ended (or that has none) is *interrupted* ([`RunRecord::is_interrupted`]) and
+    /// may be carried on by another process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_expires_at_ms: Option<u64>,
+}
+
+impl RunRecord {
+    /// Whether this run is *interrupted* at `now_ms` (milliseconds since the Unix epoch): it is
+    /// `running`, and its lease has ended or it has none (a record from before leases). Such a
+    /// run can be carried on with [`crate::Session::continue_run`].
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::RunState;
+    /// use agent_controller::store::RunRecord;
+    ///
+    /// let run = RunRecord {
+    ///     run_id: "run_1".into(),
+    ///     state: RunState::Running,
+    ///     owner: Some("web-1:4242".into()),
+    ///     lease_expires_at_ms: Some(1_000),
+    /// };
+    /// assert!(!run.is_interrupted(999));
+    /// assert!(run.is_interrupted(1_000));
+    /// ```
+    pub fn is_interrupted(&self, now_ms: u64) -> bool {
+        self.state == RunState::Running && self.lease_expires_at_ms.is_none_or(|end| end <= now_ms)
+    }
+}
+
+/// A run that was cut off: `running` in the store, with a lease that has ended. Listed by
+/// [`SessionStore::list_pending`]; carry it on with [`crate::Session::continue_run`]
+/// (`agent-controller continue`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InterruptedRun {
+    /// The session id.
+    pub session_id: String,
+    /// The run id.
+    pub run_id: String,
+    /// The mode the run is in: the one its next model call uses.
+    pub mode_id: String,
+    /// The owner of the lease that ended (absent for a record from before leases).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// When that lease ended, in milliseconds since the Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_expires_at_ms: Option<u64>,
+    /// When the session was last saved (seconds since the Unix epoch).
+    pub updated_at: u64,
 }
 
 /// A suspended `submit_plan` call of a [`SessionRecord`].
@@ -210,6 +267,20 @@ impl UnreadableRecord {
 }
 
 impl SessionRecord {
+    /// This record's run as an [`InterruptedRun`], if it is interrupted at `now_ms`
+    /// ([`RunRecord::is_interrupted`]).
+    pub fn interrupted_run(&self, now_ms: u64) -> Option<InterruptedRun> {
+        let run = self.run.as_ref().filter(|r| r.is_interrupted(now_ms))?;
+        Some(InterruptedRun {
+            session_id: self.session_id.clone(),
+            run_id: run.run_id.clone(),
+            mode_id: self.mode_id.clone(),
+            owner: run.owner.clone(),
+            lease_expires_at_ms: run.lease_expires_at_ms,
+            updated_at: self.updated_at,
+        })
+    }
+
     /// The pending decision of this record as a summary, if one is pending.
     pub fn pending_summary(&self) -> Option<PendingSummary> {
         self.pending.as_ref().map(|p| PendingSummary {
@@ -582,6 +653,15 @@ pub fn display_spec(spec: &str) -> String {
         shown.push_str(&kept.join("&"));
     }
     shown
+}
+
+/// Milliseconds since the Unix epoch, now: the clock of leases
+/// ([`RunRecord::lease_expires_at_ms`]). Hosts that share a store must keep their clocks in
+/// step (NTP) to well within a lease.
+pub fn now_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Seconds since the Unix epoch, now.

@@ -1109,3 +1109,131 @@ fn decide_refuses_a_decision_id_that_is_not_the_pending_one() {
     assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
     assert_eq!(mode_changes(&events(&out)), [("plan", "build")]);
 }
+
+/// Reads a child's stderr on a thread; `wait_for` blocks until it holds a text (or 20 s pass).
+struct StderrWatch {
+    seen: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl StderrWatch {
+    fn new(mut stderr: std::process::ChildStderr) -> Self {
+        use std::io::Read;
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let sink = seen.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .expect("lock")
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Self { seen }
+    }
+
+    fn text(&self) -> String {
+        self.seen.lock().expect("lock").clone()
+    }
+
+    fn wait_for(&self, needle: &str) {
+        let started = std::time::Instant::now();
+        while !self.text().contains(needle) {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(20),
+                "no `{needle}` on stderr: {}",
+                self.text()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+#[test]
+fn a_plan_revised_while_the_prompt_waits_cannot_be_approved_from_that_prompt() {
+    let ws = Workspace::new();
+    let (spec, session) = detached(&ws);
+    let first = pending_json(&spec);
+    let shown = first[0]["sha256"].as_str().expect("sha256").to_owned();
+
+    // `decide` waits at the prompt, its stdin a pipe this test holds.
+    let workspace = ws.path().to_str().expect("utf-8");
+    let mut prompt = bin()
+        .args(["decide", "--store", &spec, &session, "--config", SHIPPED])
+        .args(["--workspace", workspace, "--json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut answer = prompt.stdin.take().expect("stdin");
+    let watch = StderrWatch::new(prompt.stderr.take().expect("stderr"));
+    watch.wait_for("Approve this plan");
+    assert!(
+        watch.text().contains(&shown[..12]),
+        "the prompt shows the plan's sha256: {}",
+        watch.text()
+    );
+
+    // Meanwhile another process rejects with feedback: the model revises and resubmits.
+    let out = decide(
+        &ws,
+        &spec,
+        &session,
+        &["--reject", "--feedback", "add tests", "--json"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
+    let revised = pending_json(&spec);
+    assert_eq!(revised.len(), 1);
+    assert_ne!(revised[0]["sha256"], first[0]["sha256"], "a new plan");
+    let plan_file = ws
+        .path()
+        .join(revised[0]["planPath"].as_str().expect("planPath"));
+    let revised_text = std::fs::read(&plan_file).ok();
+
+    // `y` at the first prompt approves the plan it showed, which is no longer pending.
+    answer.write_all(b"y\n").expect("answer");
+    drop(answer);
+    let out = within_20s_child(prompt);
+    assert_eq!(out.status.code(), Some(REFUSED), "{}", watch.text());
+    assert!(
+        watch.text().contains("this decision was not applied"),
+        "{}",
+        watch.text()
+    );
+    assert!(
+        mode_changes(&events(&out)).is_empty(),
+        "no hand-over: {:?}",
+        events(&out)
+    );
+    assert_eq!(pending_json(&spec), revised, "the revision stays pending");
+    assert_eq!(std::fs::read(&plan_file).ok(), revised_text);
+
+    // The revision can still be approved by its own sha256.
+    let sha256 = revised[0]["sha256"].as_str().expect("sha256");
+    let out = decide(
+        &ws,
+        &spec,
+        &session,
+        &["--approve", "--sha256", sha256, "--json"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    assert_eq!(mode_changes(&events(&out)), [("plan", "build")]);
+}
+
+/// Waits for `child` (stdout piped), killing it (and failing) if it has not ended within 20 s.
+fn within_20s_child(mut child: std::process::Child) -> Output {
+    let started = std::time::Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("the command hung");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("output")
+}

@@ -1286,3 +1286,393 @@ async fn every_run_state_of_a_schema_1_record_loads_as_the_same_run_state() {
         assert_eq!(state.to_string(), name);
     }
 }
+
+// Leases: interrupted runs and `continue_run` (issue 10 item 8; issue 13: hosts honour each
+// other's leases). A "host" below is a controller with its own lease owner; a crash is its
+// decision task aborted while it waits in the model (or a tool), right after a save.
+
+/// The lease of the hosts in these tests: short, so a crashed host's run is interrupted soon.
+const LEASE: std::time::Duration = std::time::Duration::from_millis(400);
+
+/// A model whose every call waits for ever, after telling the test it was called: a host that
+/// stops there stopped after the save before the call.
+struct Hang(Arc<tokio::sync::Notify>);
+
+#[agent_controller::async_trait]
+impl LanguageModel for Hang {
+    async fn generate(
+        &self,
+        _: agent_controller::ModelRequest<'_>,
+    ) -> Result<agent_controller::ModelResponse, agent_controller::ModelError> {
+        self.0.notify_one();
+        std::future::pending().await
+    }
+}
+
+/// A tool that counts its runs; with `{"hang": true}` it tells the test and waits for ever.
+struct Counted {
+    runs: Arc<std::sync::atomic::AtomicUsize>,
+    started: Arc<tokio::sync::Notify>,
+}
+
+#[agent_controller::async_trait]
+impl agent_controller::Tool for Counted {
+    fn name(&self) -> &str {
+        "count"
+    }
+    fn description(&self) -> String {
+        "Counts.".to_owned()
+    }
+    fn input_schema(&self) -> serde_json::Value {
+        json!({"type": "object"})
+    }
+    async fn execute(
+        &self,
+        args: &serde_json::Value,
+        _: &agent_controller::ToolContext<'_>,
+    ) -> agent_controller::ToolOutput {
+        let n = self.runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        if args["hang"] == json!(true) {
+            self.started.notify_one();
+            std::future::pending::<()>().await;
+        }
+        agent_controller::ToolOutput::ok(format!("counted {n}"))
+    }
+}
+
+/// A host: a controller on `store` whose runs are leased to `owner` for [`LEASE`], with the
+/// workspace tools and `count` (sharing `runs`).
+fn host(
+    ws: &Workspace,
+    model: Arc<dyn LanguageModel>,
+    store: Arc<dyn SessionStore>,
+    owner: &str,
+    runs: &Arc<std::sync::atomic::AtomicUsize>,
+) -> AgentController {
+    let mut tools = ToolRegistry::with_workspace_tools();
+    tools
+        .register(Arc::new(Counted {
+            runs: runs.clone(),
+            started: Arc::new(tokio::sync::Notify::new()),
+        }))
+        .expect("register");
+    host_with(ws, model, store, owner, tools)
+}
+
+fn host_with(
+    ws: &Workspace,
+    model: Arc<dyn LanguageModel>,
+    store: Arc<dyn SessionStore>,
+    owner: &str,
+    tools: ToolRegistry,
+) -> AgentController {
+    AgentController::builder(common::graph(PLAN_BUILD), model)
+        .tools(tools)
+        .workspace(ws.path())
+        .store(store)
+        .lease_owner(owner)
+        .lease_duration(LEASE)
+        .build()
+        .expect("controller")
+}
+
+/// Suspends a plan, then host `host-a` approves it with `model` and stops (its task aborted)
+/// once `stopped_at` is notified: the run is `running` in the store under host-a's lease.
+async fn decide_and_crash(
+    ws: &Workspace,
+    store: Arc<dyn SessionStore>,
+    controller: AgentController,
+    stopped_at: Arc<tokio::sync::Notify>,
+) -> String {
+    let (session_id, run_id, call_id) = suspend_and_drop(ws, store).await;
+    let mut session = controller
+        .restore_session(&session_id, SessionOptions::new())
+        .await
+        .expect("restore");
+    let task =
+        tokio::spawn(async move { session.resume(&run_id, &call_id, Decision::approve()).await });
+    stopped_at.notified().await;
+    task.abort();
+    assert!(task.await.expect_err("aborted").is_cancelled());
+    session_id
+}
+
+async fn stored(store: &Arc<dyn SessionStore>, id: &str) -> SessionRecord {
+    store.load(id).await.expect("load").expect("stored")
+}
+
+#[tokio::test]
+async fn a_run_cut_off_after_its_decision_is_interrupted_once_its_lease_ends_and_continues_once() {
+    for backend in backends() {
+        let tmp = Scratch::new();
+        let ws = Workspace::new();
+        let store = open(backend, tmp.path());
+        let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let called = Arc::new(tokio::sync::Notify::new());
+        let a = host(
+            &ws,
+            Arc::new(Hang(called.clone())),
+            store.clone(),
+            "host-a",
+            &runs,
+        );
+        let id = decide_and_crash(&ws, store.clone(), a, called).await;
+
+        let record = stored(&store, &id).await;
+        let run = record.run.clone().expect("run");
+        assert_eq!(
+            run.state,
+            agent_controller::RunState::Running,
+            "{backend:?}"
+        );
+        assert_eq!(run.owner.as_deref(), Some("host-a"), "{backend:?}");
+        let now = agent_controller::store::now_millis();
+        assert!(
+            run.lease_expires_at_ms.is_some_and(|end| end > now),
+            "{backend:?}"
+        );
+        assert_eq!(
+            record.interrupted_run(now),
+            None,
+            "a live lease is not interrupted"
+        );
+
+        // Host B while host-a's lease runs: never takes the run over, nor ends it.
+        let store_b = reopen(backend, tmp.path(), &store);
+        let model_b = Arc::new(ReplayModel::new([ReplayModel::text("built")]));
+        let b = host(&ws, model_b.clone(), store_b.clone(), "host-b", &runs);
+        let mut early = b
+            .restore_session(&id, SessionOptions::new())
+            .await
+            .expect("restore");
+        let err = early.continue_run().await.expect_err("a live lease");
+        assert!(
+            matches!(&err, SessionError::LeaseHeld { owner, .. } if owner == "host-a"),
+            "{backend:?}: {err}"
+        );
+        let err = early
+            .send_message("hello?")
+            .await
+            .expect_err("a live lease");
+        assert!(
+            matches!(err, SessionError::LeaseHeld { .. }),
+            "{backend:?}: {err}"
+        );
+        assert_eq!(
+            stored(&store_b, &id).await,
+            record,
+            "{backend:?}: nothing changed"
+        );
+        assert!(model_b.requests().is_empty());
+
+        // Once the lease ends the run is interrupted, and host B carries it on.
+        tokio::time::sleep(LEASE + std::time::Duration::from_millis(50)).await;
+        let interrupted = stored(&store_b, &id)
+            .await
+            .interrupted_run(agent_controller::store::now_millis())
+            .expect("interrupted");
+        assert_eq!(
+            (interrupted.run_id.as_str(), interrupted.mode_id.as_str()),
+            ("run_1", "build"),
+            "{backend:?}"
+        );
+        assert_eq!(interrupted.owner.as_deref(), Some("host-a"));
+        let recorder = Recorder::default();
+        let mut session = b
+            .restore_session(&id, recorder.options())
+            .await
+            .expect("restore");
+        let outcome = session.continue_run().await.expect("continue");
+        assert!(
+            matches!(&outcome, RunOutcome::Completed { text, .. } if text == "built"),
+            "{backend:?}: {outcome:?}"
+        );
+        let requests = model_b.requests();
+        assert_eq!(
+            requests.len(),
+            1,
+            "{backend:?}: the model's next step, once"
+        );
+        assert_eq!(
+            requests[0].mode_id, "build",
+            "in the mode the decision handed over to"
+        );
+        assert_eq!(
+            recorder.kinds(),
+            ["agent_start", "assistant_message", "agent_end"],
+            "{backend:?}"
+        );
+        let done = stored(&store_b, &id).await;
+        let run = done.run.clone().expect("run");
+        assert_eq!(
+            run.state,
+            agent_controller::RunState::Completed,
+            "{backend:?}"
+        );
+        assert_eq!(
+            (run.owner, run.lease_expires_at_ms),
+            (None, None),
+            "an ended run has no lease"
+        );
+        assert_eq!(done.interrupted_run(u64::MAX), None);
+
+        // Nothing is left to carry on.
+        let mut again = b
+            .restore_session(&id, SessionOptions::new())
+            .await
+            .expect("restore");
+        let err = again.continue_run().await.expect_err("done");
+        assert!(
+            matches!(err, SessionError::NotInterrupted { .. }),
+            "{backend:?}: {err}"
+        );
+        assert_eq!(model_b.requests().len(), 1);
+    }
+}
+
+#[test]
+fn racing_continuers_exactly_one_wins() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        for backend in backends() {
+            for round in 0..5 {
+                let tmp = Scratch::new();
+                let ws = Workspace::new();
+                let store = open(backend, tmp.path());
+                let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+                let called = Arc::new(tokio::sync::Notify::new());
+                let a = host(
+                    &ws,
+                    Arc::new(Hang(called.clone())),
+                    store.clone(),
+                    "host-a",
+                    &runs,
+                );
+                let id = decide_and_crash(&ws, store.clone(), a, called).await;
+                tokio::time::sleep(LEASE + std::time::Duration::from_millis(50)).await;
+                // Both continuers read the interrupted run before either takes it.
+                let mut racers = Vec::new();
+                for name in ["host-b", "host-c"] {
+                    let model = Arc::new(ReplayModel::new([ReplayModel::text("built")]));
+                    let store = reopen(backend, tmp.path(), &store);
+                    let controller = host(&ws, model.clone(), store, name, &runs);
+                    let session = controller
+                        .restore_session(&id, SessionOptions::new())
+                        .await
+                        .expect("restore");
+                    racers.push((session, model));
+                }
+                let mut tasks = Vec::new();
+                let mut models = Vec::new();
+                for (mut session, model) in racers {
+                    models.push(model);
+                    tasks.push(tokio::spawn(async move { session.continue_run().await }));
+                }
+                let mut wins = 0;
+                for task in tasks {
+                    match task.await.expect("task") {
+                        Ok(RunOutcome::Completed { .. }) => wins += 1,
+                        Ok(other) => panic!("{backend:?} round {round}: {other:?}"),
+                        Err(e) => assert!(e.is_conflict(), "{backend:?} round {round}: {e}"),
+                    }
+                }
+                assert_eq!(wins, 1, "{backend:?} round {round}");
+                let calls: usize = models.iter().map(|m| m.requests().len()).sum();
+                assert_eq!(calls, 1, "{backend:?} round {round}: one model step in all");
+                let run = stored(&store, &id).await.run.expect("run");
+                assert_eq!(run.state, agent_controller::RunState::Completed);
+            }
+        }
+    });
+}
+
+#[tokio::test]
+async fn a_tool_call_saved_or_cut_off_is_never_run_again_when_a_run_is_continued() {
+    for backend in backends() {
+        let tmp = Scratch::new();
+        let ws = Workspace::new();
+        let store = open(backend, tmp.path());
+        let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let started = Arc::new(tokio::sync::Notify::new());
+        // Host A: after the approval, `count` runs and its result is saved with the next step;
+        // in that step a second `count` hangs, and host A stops there.
+        let model_a = Arc::new(ReplayModel::new([
+            ReplayModel::call("k1", "count", json!({})),
+            ReplayModel::call("k2", "count", json!({"hang": true})),
+        ]));
+        let mut tools = ToolRegistry::with_workspace_tools();
+        tools
+            .register(Arc::new(Counted {
+                runs: runs.clone(),
+                started: started.clone(),
+            }))
+            .expect("register");
+        let a = host_with(&ws, model_a, store.clone(), "host-a", tools);
+        let id = decide_and_crash(&ws, store.clone(), a, started).await;
+        assert_eq!(
+            runs.load(std::sync::atomic::Ordering::SeqCst),
+            2,
+            "{backend:?}"
+        );
+        let record = stored(&store, &id).await;
+        assert!(
+            record.messages.iter().any(|m| matches!(m,
+                agent_controller::Message::Tool { tool_call_id, .. } if tool_call_id == "k1")),
+            "{backend:?}: k1's result was saved before k2 ran"
+        );
+
+        tokio::time::sleep(LEASE + std::time::Duration::from_millis(50)).await;
+        let model_b = Arc::new(ReplayModel::new([ReplayModel::text("checked")]));
+        let b = host(
+            &ws,
+            model_b.clone(),
+            reopen(backend, tmp.path(), &store),
+            "host-b",
+            &runs,
+        );
+        let recorder = Recorder::default();
+        let mut session = b
+            .restore_session(&id, recorder.options())
+            .await
+            .expect("restore");
+        session.continue_run().await.expect("continue");
+        assert_eq!(
+            runs.load(std::sync::atomic::Ordering::SeqCst),
+            2,
+            "{backend:?}: neither the saved call nor the cut-off one ran again"
+        );
+        assert_eq!(
+            recorder.kinds(),
+            [
+                "agent_start",
+                "tool_start",
+                "tool_end",
+                "assistant_message",
+                "agent_end"
+            ],
+            "{backend:?}"
+        );
+        let messages = &model_b.requests()[0].messages;
+        let results: Vec<(&str, &str)> = messages
+            .iter()
+            .filter_map(|m| match m {
+                agent_controller::Message::Tool {
+                    tool_call_id,
+                    content,
+                    ..
+                } if tool_call_id.starts_with('k') => {
+                    Some((tool_call_id.as_str(), content.as_str()))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(results.len(), 2, "{backend:?}: {results:?}");
+        assert_eq!(results[0], ("k1", "counted 1"));
+        assert_eq!(results[1].0, "k2");
+        assert!(results[1].1.starts_with("Interrupted:"), "{}", results[1].1);
+    }
+}
