@@ -277,7 +277,7 @@ impl<'a> Source<'a> {
 
 /// The two-line snippet of an error: the source line with its number, and carets under the
 /// offending text.
-pub(crate) fn snippet(location: Location, line_text: &str, width: usize) -> String {
+fn snippet(location: Location, line_text: &str, width: usize) -> String {
     let gutter = location.line.to_string();
     format!(
         "{gutter} | {line_text}\n{pad} | {caret_pad}{carets}",
@@ -752,7 +752,8 @@ fn validate(
                     tool_refs.push(ToolRef {
                         mode: this,
                         name: name.clone(),
-                        location: position.location,
+                        line: position.location.line,
+                        column: position.location.column,
                         line_text,
                         width: position.width,
                     });
@@ -773,7 +774,7 @@ fn validate(
             if let Some(typo) = typo {
                 errors.push(ConfigError::unknown_tool(
                     source.origin,
-                    typo.location,
+                    typo.location(),
                     typo.snippet(),
                     format!(
                         "mode `{id}` lists unknown tool `{}` in availableTools: did you mean `{SUBMIT_PLAN}`?",
@@ -896,6 +897,118 @@ fn edit_distance(a: &str, b: &str) -> usize {
         previous = current;
     }
     previous[b.len()]
+}
+
+// The graph's tool names checked against a controller's tools. Here rather than in
+// `crate::mode`, beside the errors they make, so that the mode graph does not depend on the
+// config module that builds it.
+impl ModeGraph {
+    /// Checks every `availableTools` name against the tools a controller has; `submit_plan` is
+    /// always known.
+    ///
+    /// # Errors
+    /// One [`ConfigErrorKind::UnknownTool`] error per unknown name, at the name's line and column,
+    /// in text order. An empty list means every name is known.
+    pub fn unknown_tools(&self, is_known: impl Fn(&str) -> bool) -> Vec<ConfigError> {
+        self.tool_refs()
+            .iter()
+            .filter(|r| &*r.name != SUBMIT_PLAN && !is_known(&r.name))
+            .map(|r| {
+                self.placed(ConfigError::unknown_tool(
+                    self.origin(),
+                    r.location(),
+                    r.snippet(),
+                    format!(
+                        "mode `{}` lists unknown tool `{}` in availableTools",
+                        self.mode(r.mode).id(),
+                        r.name
+                    ),
+                ))
+            })
+            .collect()
+    }
+
+    /// Warnings, not errors: every planning mode whose `availableTools` lists no tool for which
+    /// `writes_plans` holds (for the built-in tools, [`crate::tool::fs::PLAN_WRITING_TOOLS`]), so
+    /// a real model there has nothing to write a plan with. One warning per mode, of kind
+    /// [`ConfigErrorKind::NoPlanWriter`], at the
+    /// mode's first tool name. A mode without `availableTools` is offered every tool and is not
+    /// reported.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::tool::fs::PLAN_WRITING_TOOLS;
+    /// let graph = agent_controller::config::parse(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"submit_plan\"]\n[[modes]]\nid = \"build\"\n",
+    ///     "modes.toml",
+    /// )?;
+    /// let warnings = graph.planning_modes_without_plan_writer(|t| PLAN_WRITING_TOOLS.contains(&t));
+    /// assert_eq!(warnings.len(), 1);
+    /// assert_eq!(warnings[0].location().unwrap().line, 4);
+    /// assert!(warnings[0].message().contains("no tool that can write a plan"));
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
+    pub fn planning_modes_without_plan_writer(
+        &self,
+        writes_plans: impl Fn(&str) -> bool,
+    ) -> Vec<ConfigError> {
+        let mut warnings = Vec::new();
+        for (index, mode) in self.modes().iter().enumerate() {
+            let Some(tools) = mode.available_tools() else {
+                continue;
+            };
+            if !mode.is_planning() || tools.iter().any(|t| writes_plans(t)) {
+                continue;
+            }
+            let Some(first) = self.tool_refs().iter().find(|r| r.mode.index() == index) else {
+                continue;
+            };
+            warnings.push(self.placed(ConfigError::no_plan_writer(
+                self.origin(),
+                first.location(),
+                first.snippet(),
+                format!(
+                    "planning mode `{}` offers no tool that can write a plan (its availableTools has none of the plan-writing tools, such as `write_plan`): a model there cannot author a plan to submit",
+                    mode.id()
+                ),
+            )));
+        }
+        warnings
+    }
+
+    /// Like [`ModeGraph::unknown_tools`] but stops at the first unknown name.
+    ///
+    /// # Errors
+    /// [`ConfigErrorKind::UnknownTool`] for the first name `is_known` rejects.
+    pub fn check_tools(&self, is_known: impl Fn(&str) -> bool) -> Result<(), ConfigError> {
+        match self.unknown_tools(is_known).into_iter().next() {
+            Some(err) => Err(err),
+            None => Ok(()),
+        }
+    }
+
+    /// `error` as is for a graph read from text; without its file position for one built in
+    /// code.
+    fn placed(&self, error: ConfigError) -> ConfigError {
+        if self.has_positions() {
+            error
+        } else {
+            error.stripped()
+        }
+    }
+}
+
+impl ToolRef {
+    fn location(&self) -> Location {
+        Location {
+            line: self.line,
+            column: self.column,
+        }
+    }
+
+    fn snippet(&self) -> String {
+        snippet(self.location(), &self.line_text, self.width)
+    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,6 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::config::{ConfigError, Location};
 use crate::tool::SUBMIT_PLAN;
 
 /// A handle to a mode of one [`ModeGraph`]: a small copyable index, valid for the graph that
@@ -140,21 +139,18 @@ impl Mode {
     }
 }
 
-/// Where a config names a tool, kept so unknown tool names can be reported at their line. The
-/// snippet is rendered only for an error; the line's text is shared by the names on it.
+/// Where a config names a tool, kept so unknown tool names can be reported at their line (the
+/// checks against a controller's tools, which make config errors of them, are in
+/// [`crate::config`]). The line's text is shared by the names on it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ToolRef {
     pub(crate) mode: ModeId,
     pub(crate) name: Arc<str>,
-    pub(crate) location: Location,
+    /// The name's 1-based line and column (in characters) in the config text.
+    pub(crate) line: usize,
+    pub(crate) column: usize,
     pub(crate) line_text: Arc<str>,
     pub(crate) width: usize,
-}
-
-impl ToolRef {
-    pub(crate) fn snippet(&self) -> String {
-        crate::config::snippet(self.location, &self.line_text, self.width)
-    }
 }
 
 /// A validated set of modes: ids are unique, every `transitionsTo` names another existing mode,
@@ -197,12 +193,19 @@ impl ModeGraph {
         self.positions = false;
     }
 
-    fn placed(&self, error: ConfigError) -> ConfigError {
-        if self.positions {
-            error
-        } else {
-            error.stripped()
-        }
+    /// Whether the graph came from text, so its errors can point into it.
+    pub(crate) fn has_positions(&self) -> bool {
+        self.positions
+    }
+
+    /// The file (or other origin) the graph was read from, as errors name it.
+    pub(crate) fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// Every place the config names a tool in an `availableTools` list, in text order.
+    pub(crate) fn tool_refs(&self) -> &[ToolRef] {
+        &self.tool_refs
     }
 
     /// Looks a mode up by its id (case-sensitive); `None` when no mode has that id.
@@ -337,89 +340,5 @@ impl ModeGraph {
             }
         }
         crate::tool::submit_plan::hex(&hash.finalize())
-    }
-
-    /// Checks every `availableTools` name against the tools a controller has; `submit_plan` is
-    /// always known.
-    ///
-    /// # Errors
-    /// One [`ConfigErrorKind::UnknownTool`](crate::config::ConfigErrorKind::UnknownTool) error per unknown name, at the name's line and column,
-    /// in text order. An empty list means every name is known.
-    pub fn unknown_tools(&self, is_known: impl Fn(&str) -> bool) -> Vec<ConfigError> {
-        self.tool_refs
-            .iter()
-            .filter(|r| &*r.name != SUBMIT_PLAN && !is_known(&r.name))
-            .map(|r| {
-                self.placed(ConfigError::unknown_tool(
-                    &self.origin,
-                    r.location,
-                    r.snippet(),
-                    format!(
-                        "mode `{}` lists unknown tool `{}` in availableTools",
-                        self.mode(r.mode).id,
-                        r.name
-                    ),
-                ))
-            })
-            .collect()
-    }
-
-    /// Warnings, not errors: every planning mode whose `availableTools` lists no tool for which
-    /// `writes_plans` holds (for the built-in tools, [`crate::tool::fs::PLAN_WRITING_TOOLS`]), so
-    /// a real model there has nothing to write a plan with. One warning per mode, of kind
-    /// [`ConfigErrorKind::NoPlanWriter`](crate::config::ConfigErrorKind::NoPlanWriter), at the
-    /// mode's first tool name. A mode without `availableTools` is offered every tool and is not
-    /// reported.
-    ///
-    /// # Examples
-    /// ```
-    /// use agent_controller::tool::fs::PLAN_WRITING_TOOLS;
-    /// let graph = agent_controller::config::parse(
-    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"submit_plan\"]\n[[modes]]\nid = \"build\"\n",
-    ///     "modes.toml",
-    /// )?;
-    /// let warnings = graph.planning_modes_without_plan_writer(|t| PLAN_WRITING_TOOLS.contains(&t));
-    /// assert_eq!(warnings.len(), 1);
-    /// assert_eq!(warnings[0].location().unwrap().line, 4);
-    /// assert!(warnings[0].message().contains("no tool that can write a plan"));
-    /// # Ok::<(), agent_controller::ConfigError>(())
-    /// ```
-    pub fn planning_modes_without_plan_writer(
-        &self,
-        writes_plans: impl Fn(&str) -> bool,
-    ) -> Vec<ConfigError> {
-        let mut warnings = Vec::new();
-        for (index, mode) in self.modes.iter().enumerate() {
-            let Some(tools) = mode.available_tools() else {
-                continue;
-            };
-            if !mode.is_planning() || tools.iter().any(|t| writes_plans(t)) {
-                continue;
-            }
-            let Some(first) = self.tool_refs.iter().find(|r| r.mode.index() == index) else {
-                continue;
-            };
-            warnings.push(self.placed(ConfigError::no_plan_writer(
-                &self.origin,
-                first.location,
-                first.snippet(),
-                format!(
-                    "planning mode `{}` offers no tool that can write a plan (its availableTools has none of the plan-writing tools, such as `write_plan`): a model there cannot author a plan to submit",
-                    mode.id
-                ),
-            )));
-        }
-        warnings
-    }
-
-    /// Like [`ModeGraph::unknown_tools`] but stops at the first unknown name.
-    ///
-    /// # Errors
-    /// [`ConfigErrorKind::UnknownTool`](crate::config::ConfigErrorKind::UnknownTool) for the first name `is_known` rejects.
-    pub fn check_tools(&self, is_known: impl Fn(&str) -> bool) -> Result<(), ConfigError> {
-        match self.unknown_tools(is_known).into_iter().next() {
-            Some(err) => Err(err),
-            None => Ok(()),
-        }
     }
 }

@@ -856,8 +856,7 @@ impl Session {
         while let Some((id, name)) = self.start_tool(run_id, at, next) {
             next += 1;
             let mode = self.mode;
-            let planted_run = name != SUBMIT_PLAN && planted::bug(&planted::RUN_REFUSED_TOOLS);
-            if !shared.runtime(mode).allows(&name) && !planted_run {
+            if !shared.runtime(mode).allows(&name) {
                 let output = ToolOutput::error(format!(
                     "Tool `{name}` is not available in mode `{}`; it was not executed. Available tools: {}.",
                     shared.graph.mode(mode).id(),
@@ -1024,31 +1023,5 @@ impl PendingPlans for StorePending<'_> {
         // nothing of it to protect.
         let listing = store.list_pending().await.map_err(|e| e.to_string())?;
         Ok(listing.pending.into_iter().map(|p| p.plan_path).collect())
-    }
-}
-
-/// Bugs the testing kit's own tests plant in test builds, to see the kit catch them (issue 14);
-/// in other builds [`planted::bug`] is always `false`.
-pub(crate) mod planted {
-    use std::cell::Cell;
-    use std::thread::LocalKey;
-
-    thread_local! {
-        /// Execute registered tools the current mode does not offer.
-        pub(crate) static RUN_REFUSED_TOOLS: Cell<bool> = const { Cell::new(false) };
-        /// Leave out the mode-change notice after a manual switch.
-        pub(crate) static NO_MANUAL_NOTICE: Cell<bool> = const { Cell::new(false) };
-    }
-
-    /// Whether this bug is planted on this thread.
-    #[cfg(test)]
-    pub(crate) fn bug(bug: &'static LocalKey<Cell<bool>>) -> bool {
-        bug.with(Cell::get)
-    }
-
-    /// Whether this bug is planted: never outside test builds.
-    #[cfg(not(test))]
-    pub(crate) fn bug(_: &'static LocalKey<Cell<bool>>) -> bool {
-        false
     }
 }

@@ -1,7 +1,9 @@
 //! A session: the current mode, the conversation, the pending plan decision, and the operations
 //! that move between modes.
 
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 use tokio::task::JoinHandle;
@@ -9,18 +11,68 @@ use tokio_util::sync::CancellationToken;
 
 use tracing::Instrument;
 
-use crate::controller::Shared;
 use crate::event::{
     CancelReason, Event, EventStream, ModeChangeReason, RunState, Subscribers, Subscription,
 };
 use crate::extensions::Extensions;
-use crate::mode::{Mode, ModeId};
+use crate::mode::{Mode, ModeGraph, ModeId};
 use crate::model::{LanguageModel, Message};
 use crate::run::{Decision, PendingDecision, RunOutcome, decision_id_for};
 use crate::store::{
-    DecidedRecord, PendingRecord, RunRecord, SCHEMA_VERSION, SessionRecord, StoreError, now_millis,
+    DecidedRecord, PendingRecord, RunRecord, SCHEMA_VERSION, SessionRecord, SessionStore,
+    StoreError, now_millis,
 };
-use crate::tool::SUBMIT_PLAN;
+use crate::tool::{SUBMIT_PLAN, ToolRegistry, ToolSpec};
+
+/// What a mode needs at run time, built once when the controller is built.
+#[derive(Debug)]
+pub(crate) struct ModeRuntime {
+    pub(crate) system_prompt: String,
+    pub(crate) specs: Vec<ToolSpec>,
+    pub(crate) tool_list: String,
+    pub(crate) name: String,
+    pub(crate) id: Arc<str>,
+}
+
+impl ModeRuntime {
+    pub(crate) fn allows(&self, tool: &str) -> bool {
+        self.specs.iter().any(|s| &*s.name == tool)
+    }
+
+    /// The notice the model reads after a switch into this mode.
+    pub(crate) fn mode_notice(&self, previous: &str, reason: ModeChangeReason) -> String {
+        let why = match reason {
+            ModeChangeReason::Manual => "switched by the user",
+            ModeChangeReason::PlanApproved => "your plan was approved",
+        };
+        format!(
+            "Mode changed: you are now in the {} mode (`{}`), previously `{previous}` ({why}). Follow this mode's instructions from now on. Your tools are now: {}.",
+            self.name, self.id, self.tool_list
+        )
+    }
+}
+
+/// Everything the sessions of one controller share: read-only after the controller is built
+/// ([`crate::AgentControllerBuilder::build`]).
+pub(crate) struct Shared {
+    pub(crate) graph: ModeGraph,
+    pub(crate) tools: ToolRegistry,
+    pub(crate) model: Arc<dyn LanguageModel>,
+    pub(crate) workspace: PathBuf,
+    pub(crate) plans_dir: PathBuf,
+    pub(crate) max_steps: usize,
+    pub(crate) store: Option<Arc<dyn SessionStore>>,
+    pub(crate) fingerprint: String,
+    pub(crate) lease_owner: String,
+    pub(crate) lease_duration: Duration,
+    pub(crate) runtimes: Vec<ModeRuntime>,
+}
+
+impl Shared {
+    pub(crate) fn runtime(&self, mode: ModeId) -> &ModeRuntime {
+        &self.runtimes[mode.index().min(self.runtimes.len() - 1)]
+    }
+}
 
 /// The state a failed save rolls back to; taken only when a store is configured.
 pub(crate) struct Checkpoint {
@@ -1217,11 +1269,7 @@ impl Session {
         let Some(notice) = self.mode_notice(target, reason) else {
             return false;
         };
-        let planted = reason == ModeChangeReason::Manual
-            && crate::run::planted::bug(&crate::run::planted::NO_MANUAL_NOTICE);
-        if !planted {
-            self.messages.push(Message::System { content: notice });
-        }
+        self.messages.push(Message::System { content: notice });
         self.enter_mode(target, reason);
         true
     }

@@ -223,7 +223,18 @@ impl Setup {
     /// A builder over the graph with `model` (your layer around [`Setup::model`]) and the kit's
     /// workspace.
     pub fn builder_with(self, model: Arc<dyn LanguageModel>) -> AgentControllerBuilder {
-        AgentController::builder(self.graph, model)
+        let graph = self.graph.clone();
+        self.builder_over(graph, model)
+    }
+
+    /// A builder over another `graph` than the config's: the kit's own tests plant a bug this
+    /// way (a controller whose modes offer more than the config says).
+    pub(crate) fn builder_over(
+        self,
+        graph: ModeGraph,
+        model: Arc<dyn LanguageModel>,
+    ) -> AgentControllerBuilder {
+        AgentController::builder(graph, model)
             .workspace(&self.workspace)
             .tool_layer(self.spy)
     }
