@@ -105,6 +105,20 @@ pub struct SuspendPayload {
     /// written before decision ids existed (restoring such a record assigns one).
     #[serde(default)]
     pub decision_id: String,
+    /// The plan's revision in the session: 1 for the first plan submitted, +1 for each later one
+    /// (a resubmission after feedback, or a new plan); 0 only in records written before
+    /// revisions existed.
+    #[serde(default)]
+    pub revision: u64,
+    /// The SHA-256 of the previous revision; `None` for the first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_sha256: Option<String>,
+    /// What changed since the previous revision, as a unified diff of the plan texts (title as a
+    /// `# ` heading, then the body; `--- revision N` / `+++ revision N+1` headers, three lines
+    /// of context); empty when the text is unchanged, `None` for the first revision and
+    /// without the `diff` feature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
 }
 
 named_enum! {

@@ -872,21 +872,49 @@ impl Prompt {
                 .map_or_else(|| session.mode(), |id| graph.mode(id));
             targets.push(target);
         }
-        note!(
-            "\n{}\n{}",
-            self.style
-                .render_plan(&payload.submission.title, &payload.submission.plan),
-            plan_origin(&payload.submission.path, &payload.submission.sha256)
-        );
-        let answer = terminal::ask_among(
-            &self.style,
-            &targets,
-            &payload.submission.sha256,
-            &mut self.input,
-            &mut std::io::stderr(),
-            tokio::signal::ctrl_c(),
-        )
-        .await;
+        let whole = self
+            .style
+            .render_plan(&payload.submission.title, &payload.submission.plan);
+        let origin = plan_origin(&payload.submission.path, &payload.submission.sha256);
+        let sha256 = &payload.submission.sha256;
+        let mut stderr = std::io::stderr();
+        let answer = match (&payload.diff, &payload.previous_sha256) {
+            // A revision: what changed since the previous one; `p` shows it whole.
+            (Some(diff), Some(previous)) => {
+                note!(
+                    "\nrevision {} of the plan \"{}\", changes since revision {} (sha256 {}...):\n{}\n{origin}",
+                    payload.revision,
+                    neutralize_line(&payload.submission.title),
+                    payload.revision.saturating_sub(1),
+                    neutralize_line(short_sha256(previous)),
+                    self.style.render_diff(diff)
+                );
+                let input = &mut self.input;
+                terminal::ask_revision(
+                    &self.style,
+                    &targets,
+                    sha256,
+                    &whole,
+                    input,
+                    &mut stderr,
+                    tokio::signal::ctrl_c(),
+                )
+                .await
+            }
+            _ => {
+                note!("\n{whole}\n{origin}");
+                let input = &mut self.input;
+                terminal::ask_among(
+                    &self.style,
+                    &targets,
+                    sha256,
+                    input,
+                    &mut stderr,
+                    tokio::signal::ctrl_c(),
+                )
+                .await
+            }
+        };
         if let Some(notice) = answer.notice(session.mode().id()) {
             note!("{notice}");
         }

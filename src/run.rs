@@ -966,7 +966,22 @@ impl Session {
         let target = graph.transition_target(self.mode);
         let targets = graph.transition_targets(self.mode);
         self.decisions += 1;
+        // Each plan submitted in the session is its next revision, compared with the last one.
+        let text = submit_plan::revision_text(&submission);
+        let previous = self.last_plan.take();
+        let revision = previous.as_ref().map_or(1, |p| p.revision + 1);
+        let diff = previous
+            .as_ref()
+            .and_then(|p| submit_plan::revision_diff(&p.text, &text, p.revision));
+        self.last_plan = Some(crate::store::PlanRevision {
+            revision,
+            sha256: submission.sha256.clone(),
+            text,
+        });
         let payload = SuspendPayload {
+            revision,
+            previous_sha256: previous.map(|p| p.sha256),
+            diff,
             submission,
             target_mode_id: graph.mode(target).id_arc().clone(),
             target_mode_ids: targets

@@ -19,8 +19,8 @@ use crate::mode::{Mode, ModeGraph, ModeId};
 use crate::model::{LanguageModel, Message};
 use crate::run::{Decision, PendingDecision, RunOutcome, decision_id_for};
 use crate::store::{
-    DecidedRecord, PendingRecord, RunRecord, SCHEMA_VERSION, SessionRecord, SessionStore,
-    StoreError, now_millis,
+    DecidedRecord, PendingRecord, PlanRevision, RunRecord, SCHEMA_VERSION, SessionRecord,
+    SessionStore, StoreError, now_millis,
 };
 use crate::tool::{SUBMIT_PLAN, ToolRegistry, ToolSpec};
 
@@ -85,6 +85,7 @@ pub(crate) struct Checkpoint {
     decisions: u64,
     lease: Option<Lease>,
     holds_lease: bool,
+    last_plan: Option<PlanRevision>,
 }
 
 /// The lease of a running run, as its record keeps it: who carries the run on, and until when.
@@ -480,6 +481,8 @@ pub struct Session {
     pub(crate) history: Vec<DecidedRecord>,
     /// How many decision ids were given out.
     pub(crate) decisions: u64,
+    /// The latest plan submitted, for the next revision's number and diff.
+    pub(crate) last_plan: Option<PlanRevision>,
     /// Callbacks and streams; behind a mutex only so a streaming model can deliver text deltas
     /// while the run loop lends it the conversation (everywhere else it is reached without
     /// locking, through `&mut self`).
@@ -545,6 +548,7 @@ impl Session {
             pending: None,
             history: Vec::new(),
             decisions: 0,
+            last_plan: None,
             subscribers: Mutex::new(options.subscribers),
             extensions: options.extensions,
             metadata: options.metadata.unwrap_or_default(),
@@ -633,6 +637,7 @@ impl Session {
                 record.history
             },
             decisions,
+            last_plan: record.last_plan,
             subscribers: Mutex::new(options.subscribers),
             extensions: options.extensions,
             metadata: record.metadata,
@@ -971,6 +976,7 @@ impl Session {
                 decisions: self.decisions,
                 lease: self.lease.clone(),
                 holds_lease: self.holds_lease,
+                last_plan: self.last_plan.clone(),
             })
         });
     }
@@ -989,6 +995,7 @@ impl Session {
             self.decisions = cp.decisions;
             self.lease = cp.lease;
             self.holds_lease = cp.holds_lease;
+            self.last_plan = cp.last_plan;
         }
     }
 
@@ -1077,6 +1084,7 @@ impl Session {
             decision_counter: self.decisions,
             updated_at: crate::store::now_secs(),
             metadata: self.metadata.clone(),
+            last_plan: self.last_plan.clone(),
         }
     }
 

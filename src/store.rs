@@ -76,6 +76,23 @@ pub struct SessionRecord {
     /// written before it existed.
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// The latest plan submitted in the session, so the next one is its next revision (with a
+    /// diff against it); absent before the first plan and in records written before revisions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_plan: Option<PlanRevision>,
+}
+
+/// A plan as the next revision compares against it: its revision number, SHA-256 and text (the
+/// title as a `# ` heading, then the body).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PlanRevision {
+    /// 1 for the session's first plan, +1 for each later one.
+    pub revision: u64,
+    /// The plan's SHA-256 (hex).
+    pub sha256: String,
+    /// The plan's text.
+    pub text: String,
 }
 
 /// The latest run of a [`SessionRecord`].

@@ -116,6 +116,40 @@ impl Style {
         skin.text(&source, Some(self.width)).to_string()
     }
 
+    /// A unified diff (a plan revision's [`crate::SuspendPayload::diff`]) as the user should
+    /// read it: each line through [`neutralize_line`]; with colours, added lines green, removed
+    /// lines red, hunk headers cyan. An empty diff says the text is unchanged.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::terminal::Style;
+    /// let diff = "--- revision 1\n+++ revision 2\n@@ -1 +1 @@\n-a\n+b\u{1b}[2K\n";
+    /// let shown = Style::plain(80).render_diff(diff);
+    /// assert!(shown.contains("-a\n+b\\u{1b}[2K"), "{shown}");
+    /// assert!(Style::colored(80).render_diff(diff).contains("\u{1b}["));
+    /// assert_eq!(Style::plain(80).render_diff(""), "(the text is unchanged)");
+    /// ```
+    pub fn render_diff(&self, diff: &str) -> String {
+        if diff.is_empty() {
+            return "(the text is unchanged)".to_owned();
+        }
+        let mut out = String::new();
+        for line in diff.lines() {
+            let shown = neutralize_line(line);
+            let colored = match line.as_bytes().first() {
+                _ if !self.color => shown.into_owned(),
+                Some(b'+') if !line.starts_with("+++") => shown.green().to_string(),
+                Some(b'-') if !line.starts_with("---") => shown.red().to_string(),
+                Some(b'@') => shown.cyan().to_string(),
+                _ => shown.into_owned(),
+            };
+            out.push_str(&colored);
+            out.push('\n');
+        }
+        out.pop();
+        out
+    }
+
     /// A mode as a short label: `● Name (id)`, in the mode's `metadata.color` when colours are on
     /// and the colour is `#rgb`, `#rrggbb` or a name such as `blue` or `dark_green`.
     ///
@@ -556,11 +590,76 @@ pub async fn ask_among<F>(
 where
     F: std::future::Future,
 {
+    ask_core(style, targets, plan_sha256, None, input, out, interrupt).await
+}
+
+/// [`ask_among`] under a plan revision shown as its diff ([`Style::render_diff`]): the prompt
+/// adds the key `p` (any case), which prints `whole_plan` (the revision rendered whole, as
+/// [`Style::render_plan`] gives it) and asks again; every other answer reads as in
+/// [`ask_among`].
+///
+/// # Examples
+/// ```
+/// use agent_controller::terminal::{PromptAnswer, StdinLines, Style, ask_revision};
+/// use agent_controller::Decision;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), agent_controller::ConfigError> {
+/// let graph = agent_controller::config::parse("[[modes]]\nid = \"build\"\n", "m.toml")?;
+/// let build = graph.mode(graph.default_mode_id());
+/// let mut out = Vec::new();
+/// let mut input = StdinLines::from_reader(&b"p\ny\n"[..]);
+/// let answer = ask_revision(&Style::plain(80), &[build], "53fa", "THE WHOLE PLAN", &mut input, &mut out, std::future::pending::<()>()).await;
+/// assert_eq!(answer, PromptAnswer::Decided(Decision::approve().with_sha256("53fa")));
+/// let shown = String::from_utf8_lossy(&out);
+/// assert!(shown.contains("[p] show the whole plan"), "{shown}");
+/// assert!(shown.contains("THE WHOLE PLAN"), "{shown}");
+/// # Ok(()) }
+/// ```
+pub async fn ask_revision<F>(
+    style: &Style,
+    targets: &[&Mode],
+    plan_sha256: &str,
+    whole_plan: &str,
+    input: &mut StdinLines,
+    out: &mut impl Write,
+    interrupt: F,
+) -> PromptAnswer
+where
+    F: std::future::Future,
+{
+    ask_core(
+        style,
+        targets,
+        plan_sha256,
+        Some(whole_plan),
+        input,
+        out,
+        interrupt,
+    )
+    .await
+}
+
+async fn ask_core<F>(
+    style: &Style,
+    targets: &[&Mode],
+    plan_sha256: &str,
+    whole_plan: Option<&str>,
+    input: &mut StdinLines,
+    out: &mut impl Write,
+    interrupt: F,
+) -> PromptAnswer
+where
+    F: std::future::Future,
+{
     let ids: Vec<&str> = targets.iter().map(|t| t.id()).collect();
     let mut interrupt = std::pin::pin!(interrupt);
     loop {
         // A closed stderr must not stop the decision: it is still read from stdin.
-        let _ = write!(out, "{}", prompt_text_among(style, targets));
+        let mut text = prompt_text_among(style, targets);
+        if whole_plan.is_some() {
+            text = text.replacen("\n> ", "  [p] show the whole plan\n> ", 1);
+        }
+        let _ = write!(out, "{text}");
         let _ = out.flush();
         let line = tokio::select! {
             line = input.next_line() => line,
@@ -573,6 +672,12 @@ where
             let _ = writeln!(out);
             return PromptAnswer::EndOfInput;
         };
+        if let Some(plan) = whole_plan
+            && line.trim().eq_ignore_ascii_case("p")
+        {
+            let _ = writeln!(out, "{plan}");
+            continue;
+        }
         let decision = match read_answer_among(&line, &ids) {
             Answer::Approve => Decision::approve(),
             Answer::ApproveTo(at) => Decision::approve().to(ids[at]),

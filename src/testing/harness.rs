@@ -84,6 +84,8 @@ pub struct Divergence {
 
 /// What the harness records, in order: session events, model calls and tool executions.
 #[derive(Debug, Clone)]
+// A log of one operation's events, read once: the size of an inline `Event` costs nothing here.
+#[allow(clippy::large_enum_variant)]
 enum Record {
     Event(Event),
     ModelCall {

@@ -117,6 +117,53 @@ pub struct PlanSubmission {
     pub sha256: String,
 }
 
+/// A plan's text as revisions compare it: the title as a `# ` heading (when it has one), a blank
+/// line, the body, a final newline.
+pub fn revision_text(submission: &PlanSubmission) -> String {
+    if submission.title.is_empty() {
+        format!("{}\n", submission.plan)
+    } else {
+        format!("# {}\n\n{}\n", submission.title, submission.plan)
+    }
+}
+
+/// The unified diff of revision `previous + 1` (`new`) against revision `previous` (`old`):
+/// `--- revision N` and `+++ revision N+1` headers, hunks with three lines of context; empty
+/// when the texts are equal. `None` without the `diff` feature.
+///
+/// # Examples
+/// ```
+/// # #[cfg(feature = "diff")] {
+/// use agent_controller::tool::submit_plan::revision_diff;
+/// let diff = revision_diff("# T\n\n1. a\n2. b\n", "# T\n\n1. a\n2. b, tested\n", 1).unwrap();
+/// assert!(diff.starts_with("--- revision 1\n+++ revision 2\n@@"), "{diff}");
+/// assert!(diff.contains("\n-2. b\n+2. b, tested\n"), "{diff}");
+/// assert_eq!(revision_diff("same\n", "same\n", 1).as_deref(), Some(""));
+/// # }
+/// ```
+pub fn revision_diff(old: &str, new: &str, previous: u64) -> Option<String> {
+    #[cfg(feature = "diff")]
+    {
+        if old == new {
+            return Some(String::new());
+        }
+        let diff = similar::TextDiff::from_lines(old, new);
+        let old_name = format!("revision {previous}");
+        let new_name = format!("revision {}", previous + 1);
+        Some(
+            diff.unified_diff()
+                .context_radius(3)
+                .header(&old_name, &new_name)
+                .to_string(),
+        )
+    }
+    #[cfg(not(feature = "diff"))]
+    {
+        let _ = (old, new, previous);
+        None
+    }
+}
+
 /// Why `submit_plan` refused a file; the message goes to the model as an error result.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

@@ -1492,3 +1492,44 @@ fn within_20s_child(mut child: std::process::Child) -> Output {
     }
     child.wait_with_output().expect("output")
 }
+
+#[test]
+fn a_revised_plan_is_shown_as_its_diff_and_p_shows_it_whole() {
+    let ws = Workspace::new();
+    let out = run(
+        ws.path(),
+        &["--mode", "plan", "--json", "Add dark mode"],
+        Some("add a rollback step\np\ny\n"),
+    );
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    let events = events(&out);
+    let payloads: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_suspended")
+        .map(|e| &e["suspendPayload"])
+        .collect();
+    assert_eq!(payloads.len(), 2);
+    assert_eq!(payloads[0]["revision"], 1);
+    assert!(payloads[0].get("diff").is_none());
+    assert_eq!(payloads[1]["revision"], 2);
+    assert_eq!(payloads[1]["previousSha256"], payloads[0]["sha256"]);
+    let diff = payloads[1]["diff"].as_str().expect("diff");
+    assert!(
+        diff.contains("+- Addressed: add a rollback step\n"),
+        "{diff}"
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("revision 2 of the plan \"Add dark mode\", changes since revision 1"),
+        "{err}"
+    );
+    assert!(err.contains("+++ revision 2\n"), "{err}");
+    assert!(err.contains("[p] show the whole plan"), "{err}");
+    // `p` prints the whole revision before asking again.
+    let after_p = err
+        .rsplit("[p] show the whole plan\n> ")
+        .nth(1)
+        .expect("asked twice");
+    assert!(after_p.contains("Revisions"), "{err}");
+    assert_eq!(mode_changes(&events), [("plan", "build")]);
+}

@@ -1040,3 +1040,90 @@ async fn a_target_outside_the_list_is_refused_and_changes_nothing() {
         .expect("a listed target");
     assert_eq!(session.mode().id(), "build-auto");
 }
+
+/// Every plan submitted in a session is its next revision: the payload carries the revision
+/// number, the previous revision's sha256 and a unified diff against it.
+#[tokio::test]
+async fn each_resubmission_is_a_revision_with_the_previous_sha256_and_a_diff() {
+    let ws = Workspace::new();
+    let first = ws.plan("p.md", PLAN_TEXT);
+    let second = ws.plan(
+        "p2.md",
+        "# Add dark mode\n\n1. Theme setting\n2. Toggle, with tests\n",
+    );
+    let model = replay(vec![
+        submit("c1", &first),
+        submit("c2", &second),
+        submit("c3", &second),
+    ]);
+    let controller = controller(PLAN_BUILD, &ws, model);
+    let mut session = controller
+        .start_session(SessionOptions::new().mode("plan"))
+        .await
+        .expect("session");
+    let RunOutcome::Suspended { payload: one, .. } =
+        session.send_message("Add dark mode").await.expect("run")
+    else {
+        panic!("suspends")
+    };
+    assert_eq!(
+        (
+            one.revision,
+            one.previous_sha256.as_deref(),
+            one.diff.as_deref()
+        ),
+        (1, None, None)
+    );
+    let shown = serde_json::to_value(&one).expect("json");
+    assert!(
+        shown.get("previousSha256").is_none() && shown.get("diff").is_none(),
+        "{shown}"
+    );
+
+    let RunOutcome::Suspended { payload: two, .. } = session
+        .decide(&one.decision_id, Decision::reject_with("test the toggle"))
+        .await
+        .expect("revise")
+    else {
+        panic!("suspends again")
+    };
+    assert_eq!(two.revision, 2);
+    assert_eq!(
+        two.previous_sha256.as_deref(),
+        Some(one.submission.sha256.as_str())
+    );
+    let diff = two.diff.as_deref().expect("a diff");
+    assert!(
+        diff.starts_with("--- revision 1\n+++ revision 2\n@@ "),
+        "{diff}"
+    );
+    assert!(
+        diff.contains("\n-2. Toggle\n+2. Toggle, with tests\n"),
+        "{diff}"
+    );
+    assert!(
+        diff.contains("\n # Add dark mode\n"),
+        "context lines: {diff}"
+    );
+    let shown = serde_json::to_value(&two).expect("json");
+    assert_eq!(shown["revision"], 2);
+    assert_eq!(shown["previousSha256"], json!(one.submission.sha256));
+    assert_eq!(shown["diff"], json!(diff));
+
+    // The same text again: a new revision with an empty diff.
+    let RunOutcome::Suspended { payload: three, .. } = session
+        .decide(&two.decision_id, Decision::reject_with("again"))
+        .await
+        .expect("revise")
+    else {
+        panic!("suspends again")
+    };
+    assert_eq!(three.revision, 3);
+    assert_eq!(
+        three.previous_sha256.as_deref(),
+        Some(two.submission.sha256.as_str())
+    );
+    assert_eq!(three.diff.as_deref(), Some(""));
+    // The pending record carries the same payload.
+    assert_eq!(session.pending().expect("pending").payload(), &three);
+}

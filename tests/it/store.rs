@@ -1865,3 +1865,66 @@ async fn a_config_change_to_the_targets_list_blocks_approval_of_a_pending_plan()
         .await
         .expect("reject");
 }
+
+/// Revisions count across restarts on every store: a plan submitted after a restore is the next
+/// revision of the last one, with its sha256 and a diff against it.
+#[tokio::test]
+async fn plan_revisions_count_across_a_restart_on_every_store() {
+    for backend in backends() {
+        let tmp = Scratch::new();
+        let ws = Workspace::new();
+        let store = open(backend, tmp.path());
+        let (session_id, _, _) = suspend_and_drop(&ws, store.clone()).await;
+        let store = reopen(backend, tmp.path(), &store);
+        let first = store
+            .load(&session_id)
+            .await
+            .expect("load")
+            .expect("record");
+        let first = first.pending.expect("pending").suspend_payload;
+        assert_eq!(first.revision, 1, "{backend:?}");
+        let revised = ws.plan("p2.md", "# Durable\n\n1. step\n2. check it\n");
+        let model = Arc::new(ReplayModel::new([ReplayModel::call(
+            "c2",
+            "submit_plan",
+            json!({ "path": revised }),
+        )]));
+        let controller = controller_with(PLAN_BUILD, &ws, model, store.clone());
+        let mut session = controller
+            .restore_session(&session_id, SessionOptions::new())
+            .await
+            .expect("restore");
+        let RunOutcome::Suspended { payload, .. } = session
+            .decide(&first.decision_id, Decision::reject_with("add a check"))
+            .await
+            .expect("revise")
+        else {
+            panic!("{backend:?}: suspends again")
+        };
+        assert_eq!(payload.revision, 2, "{backend:?}");
+        assert_eq!(
+            payload.previous_sha256.as_deref(),
+            Some(first.submission.sha256.as_str())
+        );
+        let diff = payload.diff.clone().expect("a diff");
+        assert!(diff.contains("+2. check it\n"), "{backend:?}: {diff}");
+        drop(session);
+        // And once more after another restart: the record keeps the last plan.
+        let store = reopen(backend, tmp.path(), &store);
+        let stored = store
+            .load(&session_id)
+            .await
+            .expect("load")
+            .expect("record");
+        let last = stored.last_plan.expect("the last plan");
+        assert_eq!(
+            (last.revision, last.sha256.as_str()),
+            (2, payload.submission.sha256.as_str())
+        );
+        assert_eq!(
+            stored.pending.expect("pending").suspend_payload,
+            payload,
+            "{backend:?}"
+        );
+    }
+}
