@@ -118,6 +118,44 @@ async fn list_pending_reads_the_partial_index_not_the_table() {
     );
 }
 
+/// Issue 10, fault 6 for `watch_pending`: an unreadable pending row is an `Err(Corrupt)` naming
+/// it, after the readable plans, and the stream goes on to hear new plans.
+#[tokio::test]
+async fn watch_pending_reports_an_unreadable_row_and_goes_on() {
+    let Some(schema) = schema() else { return };
+    let store = connect(&schema.url).await;
+    store
+        .save(&record("old", 1, Some("c0")), None)
+        .await
+        .expect("save");
+    query(
+        &schema.url,
+        &format!(
+            "INSERT INTO agent_controller_sessions (id, version, schema_version, updated_at, pending, record) \
+             VALUES ('bad', 1, {SCHEMA_VERSION}, 0, '{{\"garbage\":true}}', '{{}}')"
+        ),
+    )
+    .await;
+    let plans = store.watch_pending(true).await.expect("watch");
+    let mut plans = std::pin::pin!(plans);
+    let mut next = async || {
+        tokio::time::timeout(WAIT, plans.next())
+            .await
+            .expect("an item arrives")
+            .expect("stream open")
+    };
+    assert_eq!(next().await.expect("readable").session_id, "old");
+    match next().await {
+        Err(StoreError::Corrupt { session_id, .. }) => assert_eq!(session_id, "bad"),
+        other => panic!("{other:?}"),
+    }
+    store
+        .save(&record("new", 1, Some("c1")), None)
+        .await
+        .expect("save");
+    assert_eq!(next().await.expect("still listening").session_id, "new");
+}
+
 #[tokio::test]
 async fn text_a_model_wrote_round_trips_exactly() {
     let Some(schema) = schema() else { return };
