@@ -519,6 +519,18 @@ async fn a_connection_dropped_before_the_response_is_retried_then_reported() {
     );
 }
 
+#[tokio::test]
+async fn a_response_that_times_out_is_retried_then_reported() {
+    let slow = Reply::Raw(ResponseTemplate::new(200).set_delay(Duration::from_secs(5)));
+    let server = ScriptedServer::start(failing(slow)).await;
+    let base = server.base_url();
+    let settings = settings(&base).read_timeout(Duration::from_millis(100));
+    let h = Harness::with_settings(server, settings);
+    let error = one_call(&h).await.expect_err("every attempt times out");
+    assert_eq!(error.kind(), ModelErrorKind::Transport, "{error}");
+    assert_eq!(h.server.served(), ATTEMPTS, "{error}");
+}
+
 /// Settings for the endpoint at `base`, with the tests' short retry waits.
 fn settings(base: &str) -> OpenAiSettings {
     OpenAiSettings::new(base)

@@ -194,7 +194,76 @@ async fn file_store_leaves_nothing_behind_for_deleted_sessions() {
         "two fsyncs per save: the file and the directory"
     );
     store.delete("a").await.expect("delete");
-    assert_eq!(std::fs::read_dir(tmp.path()).expect("dir").count(), 0);
+    assert_eq!(files_of(tmp.path(), "a"), Vec::<String>::new());
+}
+
+/// Every file under `dir` (relative paths) whose name mentions `id`.
+fn files_of(dir: &Path, id: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("dir") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            found.extend(files_of(&path, id));
+        } else if path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().contains(id))
+        {
+            found.push(path.display().to_string());
+        }
+    }
+    found
+}
+
+/// Issue 10, fault 8: `FileStore` kept a `<id>.lock` per session (and removed it on delete while
+/// another writer could be waiting on it). Now a fixed set of lock stripes: N sessions need at
+/// most `LOCK_STRIPES` lock files, delete and expire leave nothing of a session, and the
+/// `<id>.lock` files of older releases are removed when the store is opened.
+#[tokio::test]
+async fn file_store_lock_files_do_not_grow_with_sessions_and_nothing_is_left() {
+    use agent_controller::store::file::LOCK_STRIPES;
+
+    let tmp = tempfile::tempdir().expect("tmp");
+    std::fs::write(tmp.path().join("old-session.lock"), "").expect("a 0.2.0 lock file");
+    let store = FileStore::open(tmp.path()).expect("store");
+    assert_eq!(files_of(tmp.path(), "old-session"), Vec::<String>::new());
+    let ids: Vec<String> = (0..100).map(|n| format!("sess-{n}")).collect();
+    for (n, id) in ids.iter().enumerate() {
+        store
+            .save(&record(id, 1, n % 2 == 0), None)
+            .await
+            .expect("save");
+    }
+    let lock_files = |dir: &Path| -> Vec<String> {
+        let mut all = files_of(dir, "");
+        all.retain(|f| !f.ends_with(".json"));
+        all
+    };
+    let locks = lock_files(tmp.path());
+    assert!(
+        !locks.is_empty() && locks.len() <= usize::from(LOCK_STRIPES),
+        "{} lock files for 100 sessions: {locks:?}",
+        locks.len()
+    );
+    // Delete the pending half, expire the rest.
+    for id in ids.iter().step_by(2) {
+        assert_eq!(store.delete(id).await, Ok(true), "{id}");
+    }
+    assert_eq!(store.expire(u64::MAX).await, Ok(50));
+    for id in &ids {
+        assert_eq!(files_of(tmp.path(), id), Vec::<String>::new(), "{id}");
+    }
+    assert_eq!(
+        lock_files(tmp.path()),
+        locks,
+        "the stripes stay, nothing else"
+    );
+    // Another store on the same directory takes the same stripes.
+    let again = FileStore::open(tmp.path()).expect("reopen");
+    again
+        .save(&record("sess-0", 1, false), None)
+        .await
+        .expect("save");
+    assert_eq!(lock_files(tmp.path()), locks);
 }
 
 #[tokio::test]

@@ -127,27 +127,10 @@ fn retryable_status(status: StatusCode) -> bool {
 }
 
 /// Whether a transport error is worth a retry: no connection (refused, DNS, TLS), a timeout, or
-/// a connection that broke before the response began (reset, closed, aborted).
+/// a connection that broke before the response began (reset, or a keep-alive connection the
+/// server had closed: reqwest reports these as request errors).
 fn retryable_transport(error: &reqwest::Error) -> bool {
-    if error.is_connect() || error.is_timeout() {
-        return true;
-    }
-    let mut source = std::error::Error::source(error);
-    while let Some(inner) = source {
-        if let Some(io) = inner.downcast_ref::<std::io::Error>() {
-            use std::io::ErrorKind::*;
-            if matches!(
-                io.kind(),
-                ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof
-            ) {
-                return true;
-            }
-        }
-        source = inner.source();
-    }
-    // hyper's "connection closed before message completed" (a keep-alive connection the server
-    // dropped) is a request error with no I/O error inside.
-    error.is_request()
+    error.is_connect() || error.is_timeout() || error.is_request()
 }
 
 /// The server's `Retry-After` as delta-seconds. The HTTP-date form is ignored (the backoff
@@ -246,6 +229,9 @@ mod tests {
         assert_eq!(waits, [ms(100), ms(200), ms(300), ms(300), None]);
         assert_eq!(RetryPolicy::none().wait(1, None, Duration::ZERO), None);
         assert_eq!(RetryPolicy::default().max_attempts(0).attempts(), 1);
+        // A cap below the first wait is raised to it.
+        let policy = RetryPolicy::default().backoff(Duration::from_millis(50), Duration::ZERO);
+        assert_eq!(policy.wait(2, None, Duration::ZERO), ms(50));
     }
 
     #[test]
