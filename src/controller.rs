@@ -9,10 +9,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::config::ConfigError;
-use crate::event::ModeChangeReason;
 use crate::mode::{ModeGraph, ModeId};
 use crate::model::LanguageModel;
-use crate::session::{Session, SessionError, SessionOptions};
+use crate::session::{ModeRuntime, Session, SessionError, SessionOptions, Shared};
 use crate::store::{PendingListing, SessionStore, check_session_id};
 use crate::tool::submit_plan::{self, SUBMIT_PLAN};
 use crate::tool::{Tool, ToolRegistry, ToolSpec};
@@ -22,55 +21,6 @@ pub const DEFAULT_MAX_STEPS: usize = 50;
 
 /// Default lease of a running run ([`AgentControllerBuilder::lease_duration`]): 30 seconds.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
-
-/// What a mode needs at run time, built once when the controller is built.
-#[derive(Debug)]
-pub(crate) struct ModeRuntime {
-    pub(crate) system_prompt: String,
-    pub(crate) specs: Vec<ToolSpec>,
-    pub(crate) tool_list: String,
-    name: String,
-    id: Arc<str>,
-}
-
-impl ModeRuntime {
-    pub(crate) fn allows(&self, tool: &str) -> bool {
-        self.specs.iter().any(|s| &*s.name == tool)
-    }
-
-    /// The notice the model reads after a switch into this mode.
-    pub(crate) fn mode_notice(&self, previous: &str, reason: ModeChangeReason) -> String {
-        let why = match reason {
-            ModeChangeReason::Manual => "switched by the user",
-            ModeChangeReason::PlanApproved => "your plan was approved",
-        };
-        format!(
-            "Mode changed: you are now in the {} mode (`{}`), previously `{previous}` ({why}). Follow this mode's instructions from now on. Your tools are now: {}.",
-            self.name, self.id, self.tool_list
-        )
-    }
-}
-
-/// Everything sessions share: read-only after build.
-pub(crate) struct Shared {
-    pub(crate) graph: ModeGraph,
-    pub(crate) tools: ToolRegistry,
-    pub(crate) model: Arc<dyn LanguageModel>,
-    pub(crate) workspace: PathBuf,
-    pub(crate) plans_dir: PathBuf,
-    pub(crate) max_steps: usize,
-    pub(crate) store: Option<Arc<dyn SessionStore>>,
-    pub(crate) fingerprint: String,
-    pub(crate) lease_owner: String,
-    pub(crate) lease_duration: Duration,
-    runtimes: Vec<ModeRuntime>,
-}
-
-impl Shared {
-    pub(crate) fn runtime(&self, mode: ModeId) -> &ModeRuntime {
-        &self.runtimes[mode.index().min(self.runtimes.len() - 1)]
-    }
-}
 
 /// Wraps each registered tool when a controller is built (the testing kit's spy).
 #[cfg_attr(not(feature = "testing"), allow(dead_code))]
@@ -279,6 +229,18 @@ fn mode_runtime(
             target.name(),
             target.id()
         ));
+        let others: Vec<String> = graph
+            .transition_targets(id)
+            .into_iter()
+            .skip(1)
+            .map(|t| format!("{} (`{}`)", graph.mode(t).name(), graph.mode(t).id()))
+            .collect();
+        if !others.is_empty() {
+            system_prompt.push_str(&format!(
+                " The user may choose to continue in another mode instead: {}.",
+                others.join(", ")
+            ));
+        }
     }
     ModeRuntime {
         system_prompt,

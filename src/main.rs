@@ -66,7 +66,9 @@ Exit status:
 /// The prompt's grammar, in `run --help` and `decide --help`.
 const PROMPT_HELP: &str = "\
 The prompt (without --approve or --reject) shows the plan on stderr and reads stdin:
-  y, yes       approve (any case)
+  y, yes       approve (any case), to the first target
+  1, 2, ...    when the plan lists several targets (`transitionsTo = [\"build\", \"build-auto\"]`):
+  MODE         approve to that listed target, by its number or its mode id
   n, no        reject
   approve, ok, okay, accept, lgtm, sure, reject, deny, ... (one word that looks like a decision)
                asks again, with a hint
@@ -281,6 +283,11 @@ struct DecisionArgs {
     /// OS user from $USER or $LOGNAME, else `unknown`); also for answers typed at the prompt.
     #[arg(long, value_name = "NAME")]
     by: Option<String>,
+    /// With --approve: hand the plan over to this mode instead of the first target. It must be
+    /// one of the targets the planning mode's `transitionsTo` lists (as `pending` and the
+    /// `tool_suspended` event show them); any other is refused (exit 5) and nothing changes.
+    #[arg(long, value_name = "MODE", requires = "approve")]
+    to: Option<String>,
 }
 
 impl DecisionArgs {
@@ -301,6 +308,9 @@ impl DecisionArgs {
             .map(str::to_owned);
         if let Some(sha256) = &self.sha256 {
             decision = decision.with_sha256(sha256);
+        }
+        if let Some(to) = &self.to {
+            decision = decision.to(to);
         }
         Some(self.signed(decision))
     }
@@ -452,6 +462,7 @@ impl From<SessionError> for Failure {
             | SessionError::UnknownToolCall { .. }
             | SessionError::UnknownDecision(_)
             | SessionError::NotSuspended(_)
+            | SessionError::TargetNotAllowed { .. }
             | SessionError::SessionExists(_)
             | SessionError::NotInterrupted { .. }
             | SessionError::LeaseHeld { .. }
@@ -579,7 +590,16 @@ fn check(path: &Path) -> Outcome {
     say!("default mode: {}", graph.default_mode().id());
     say!("hand-over edges (on approval):");
     for (from, to) in graph.transition_edges() {
-        say!("  {} -> {}", graph.mode(from).id(), graph.mode(to).id());
+        let chosen = if to == graph.transition_target(from) {
+            ""
+        } else {
+            " (when chosen at approval)"
+        };
+        say!(
+            "  {} -> {}{chosen}",
+            graph.mode(from).id(),
+            graph.mode(to).id()
+        );
     }
     Ok(Exit::Done)
 }
@@ -884,18 +904,26 @@ impl Prompt {
     /// decision). A decision is pinned to the sha256 of the plan shown.
     async fn ask(&mut self, session: &Session, payload: &SuspendPayload) -> Option<Decision> {
         let graph = &self.graph;
-        let target = graph
-            .get(&payload.target_mode_id)
-            .map_or_else(|| session.mode(), |id| graph.mode(id));
+        let mut targets: Vec<&agent_controller::Mode> = payload
+            .target_mode_ids
+            .iter()
+            .filter_map(|id| graph.get(id).map(|t| graph.mode(t)))
+            .collect();
+        if targets.is_empty() {
+            let target = graph
+                .get(&payload.target_mode_id)
+                .map_or_else(|| session.mode(), |id| graph.mode(id));
+            targets.push(target);
+        }
         note!(
             "\n{}\n{}",
             self.style
                 .render_plan(&payload.submission.title, &payload.submission.plan),
             plan_origin(&payload.submission.path, &payload.submission.sha256)
         );
-        let answer = terminal::ask(
+        let answer = terminal::ask_among(
             &self.style,
-            target,
+            &targets,
             &payload.submission.sha256,
             &mut self.input,
             &mut std::io::stderr(),
@@ -995,7 +1023,7 @@ impl Decider<'_> {
             );
         }
         note!(
-            "the plan stays pending; decide later with: agent-controller decide --store {} {} --decision {decision} (--approve | --reject) [--feedback TEXT]",
+            "the plan stays pending; decide later with: agent-controller decide --store {} {} --decision {decision} (--approve [--to MODE] | --reject) [--feedback TEXT]",
             neutralize_line(&display_spec(store)),
             session.id()
         );
@@ -1073,7 +1101,7 @@ fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Failure> {
             neutralize_line(&p.run_id),
             neutralize_line(&p.decision_id),
             neutralize_line(&p.mode_id),
-            neutralize_line(&p.target_mode_id),
+            neutralize_line(&targets_text(&p.target_mode_id, &p.target_mode_ids)),
             short_sha256(&p.sha256),
             neutralize_line(&p.title)
         ))
@@ -1189,6 +1217,7 @@ fn decide(args: DecideArgs) -> Outcome {
             feedback: None,
             sha256: None,
             by: None,
+            to: None,
         };
         let mut decider = Decider {
             flags: &idle,
@@ -1256,6 +1285,20 @@ fn lost_continue(error: SessionError, store: &str) -> Failure {
         "{error}: another process carried the run on (or changed the session) after it was loaded here, so nothing was done; see the store with: agent-controller pending --store {}",
         neutralize_line(&display_spec(store))
     ))
+}
+
+/// The targets of a pending plan as one field: `build`, or `build | build-auto` when the user
+/// may choose (the plain approval's first).
+fn targets_text(target: &str, targets: &[impl AsRef<str>]) -> String {
+    if targets.len() > 1 {
+        targets
+            .iter()
+            .map(AsRef::as_ref)
+            .collect::<Vec<_>>()
+            .join(" | ")
+    } else {
+        target.to_owned()
+    }
 }
 
 /// A decision that lost to another writer (a decision or revision saved after this process
@@ -1352,12 +1395,24 @@ fn event_line(event: &Event, graph: &ModeGraph, style: &Style, resumed: bool) ->
         } => format!("tool {} {}", line(tool_name), line(&args.to_string())),
         Event::ToolSuspended {
             suspend_payload, ..
-        } => format!(
-            "plan submitted: \"{}\" ({}), sha256 {}; waiting for a decision",
-            line(&suspend_payload.submission.title),
-            line(&suspend_payload.submission.path),
-            line(&suspend_payload.submission.sha256)
-        ),
+        } => {
+            let choice = match suspend_payload.target_mode_ids.as_slice() {
+                [_, _, ..] => format!(
+                    " (approve to: {})",
+                    line(&targets_text(
+                        &suspend_payload.target_mode_id,
+                        &suspend_payload.target_mode_ids
+                    ))
+                ),
+                _ => String::new(),
+            };
+            format!(
+                "plan submitted: \"{}\" ({}), sha256 {}; waiting for a decision{choice}",
+                line(&suspend_payload.submission.title),
+                line(&suspend_payload.submission.path),
+                line(&suspend_payload.submission.sha256)
+            )
+        }
         Event::ToolEnd {
             tool_name,
             result,

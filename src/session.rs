@@ -1,7 +1,9 @@
 //! A session: the current mode, the conversation, the pending plan decision, and the operations
 //! that move between modes.
 
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 use tokio::task::JoinHandle;
@@ -9,18 +11,68 @@ use tokio_util::sync::CancellationToken;
 
 use tracing::Instrument;
 
-use crate::controller::Shared;
 use crate::event::{
     CancelReason, Event, EventStream, ModeChangeReason, RunState, Subscribers, Subscription,
 };
 use crate::extensions::Extensions;
-use crate::mode::{Mode, ModeId};
+use crate::mode::{Mode, ModeGraph, ModeId};
 use crate::model::{LanguageModel, Message};
 use crate::run::{Decision, PendingDecision, RunOutcome, decision_id_for};
 use crate::store::{
-    DecidedRecord, PendingRecord, RunRecord, SCHEMA_VERSION, SessionRecord, StoreError, now_millis,
+    DecidedRecord, PendingRecord, RunRecord, SCHEMA_VERSION, SessionRecord, SessionStore,
+    StoreError, now_millis,
 };
-use crate::tool::SUBMIT_PLAN;
+use crate::tool::{SUBMIT_PLAN, ToolRegistry, ToolSpec};
+
+/// What a mode needs at run time, built once when the controller is built.
+#[derive(Debug)]
+pub(crate) struct ModeRuntime {
+    pub(crate) system_prompt: String,
+    pub(crate) specs: Vec<ToolSpec>,
+    pub(crate) tool_list: String,
+    pub(crate) name: String,
+    pub(crate) id: Arc<str>,
+}
+
+impl ModeRuntime {
+    pub(crate) fn allows(&self, tool: &str) -> bool {
+        self.specs.iter().any(|s| &*s.name == tool)
+    }
+
+    /// The notice the model reads after a switch into this mode.
+    pub(crate) fn mode_notice(&self, previous: &str, reason: ModeChangeReason) -> String {
+        let why = match reason {
+            ModeChangeReason::Manual => "switched by the user",
+            ModeChangeReason::PlanApproved => "your plan was approved",
+        };
+        format!(
+            "Mode changed: you are now in the {} mode (`{}`), previously `{previous}` ({why}). Follow this mode's instructions from now on. Your tools are now: {}.",
+            self.name, self.id, self.tool_list
+        )
+    }
+}
+
+/// Everything the sessions of one controller share: read-only after the controller is built
+/// ([`crate::AgentControllerBuilder::build`]).
+pub(crate) struct Shared {
+    pub(crate) graph: ModeGraph,
+    pub(crate) tools: ToolRegistry,
+    pub(crate) model: Arc<dyn LanguageModel>,
+    pub(crate) workspace: PathBuf,
+    pub(crate) plans_dir: PathBuf,
+    pub(crate) max_steps: usize,
+    pub(crate) store: Option<Arc<dyn SessionStore>>,
+    pub(crate) fingerprint: String,
+    pub(crate) lease_owner: String,
+    pub(crate) lease_duration: Duration,
+    pub(crate) runtimes: Vec<ModeRuntime>,
+}
+
+impl Shared {
+    pub(crate) fn runtime(&self, mode: ModeId) -> &ModeRuntime {
+        &self.runtimes[mode.index().min(self.runtimes.len() - 1)]
+    }
+}
 
 /// The state a failed save rolls back to; taken only when a store is configured.
 pub(crate) struct Checkpoint {
@@ -64,6 +116,45 @@ async fn landed(
         }
         _ => false,
     }
+}
+
+/// The targets of a pending plan restored under `graph`, in the payload's order, and why it can
+/// no longer be approved (a listed target is gone, or the config changed what plans from `mode`
+/// hand over to), if so.
+fn restored_targets(
+    graph: &crate::mode::ModeGraph,
+    mode: ModeId,
+    changed: bool,
+    mode_id: &str,
+    payload: &crate::event::SuspendPayload,
+) -> (Vec<ModeId>, Option<String>) {
+    let mut targets = Vec::with_capacity(payload.target_mode_ids.len());
+    for wanted in &payload.target_mode_ids {
+        match graph.get(wanted) {
+            Some(t) => targets.push(t),
+            None => {
+                let stale =
+                    format!("its hand-over target `{wanted}` no longer exists in the config");
+                return (vec![mode], Some(stale));
+            }
+        }
+    }
+    let now = graph.transition_targets(mode);
+    if changed && now != targets {
+        let ids = |list: &[ModeId]| {
+            list.iter()
+                .map(|t| format!("`{}`", graph.mode(*t).id()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let stale = format!(
+            "the config now hands plans from `{mode_id}` over to {}, not {} as when it was submitted",
+            ids(&now),
+            ids(&targets)
+        );
+        return (targets, Some(stale));
+    }
+    (targets, None)
 }
 
 /// Cancels a session's run from another task; get one with [`Session::cancel_handle`].
@@ -178,6 +269,18 @@ pub enum SessionError {
     /// The resume data is not `{ action: "approved" | "rejected", feedback?, sha256? }`.
     #[error("malformed resume data: {0}")]
     MalformedDecision(String),
+    /// The decision names a target mode ([`Decision::to`]) the pending plan does not list;
+    /// nothing changed.
+    #[error(
+        "mode `{given}` is not a target of the pending plan: approve to one of {}",
+        allowed.join(", ")
+    )]
+    TargetNotAllowed {
+        /// The mode id the decision named.
+        given: String,
+        /// The targets the plan lists (`targetModeIds`), the plain approval's first.
+        allowed: Vec<String>,
+    },
     /// The plan cannot be approved: the config changed since it was submitted so that its
     /// hand-over target is gone or different. It can still be rejected.
     #[error("the plan cannot be approved: {0}")]
@@ -501,23 +604,18 @@ impl Session {
                 decisions += 1;
                 p.suspend_payload.decision_id = decision_id_for(decisions);
             }
-            let wanted = p.suspend_payload.target_mode_id.clone();
-            let (target, stale) = match graph.get(&wanted) {
-                None => (mode, Some(format!("its hand-over target `{wanted}` no longer exists in the config"))),
-                Some(t) if changed && graph.transition_target(mode) != t => (
-                    t,
-                    Some(format!(
-                        "the config now hands plans from `{}` over to `{}`, not `{wanted}` as when it was submitted",
-                        record.mode_id,
-                        graph.mode(graph.transition_target(mode)).id()
-                    )),
-                ),
-                Some(t) => (t, None),
-            };
+            if p.suspend_payload.target_mode_ids.is_empty() {
+                // A record from before target lists: the one target is the list.
+                p.suspend_payload.target_mode_ids = vec![p.suspend_payload.target_mode_id.clone()];
+            }
+            let (targets, stale) =
+                restored_targets(graph, mode, changed, &record.mode_id, &p.suspend_payload);
+            let target = targets.first().copied().unwrap_or(mode);
             PendingDecision {
                 run_id: Arc::from(p.run_id),
                 tool_call_id: p.tool_call_id,
                 target,
+                targets,
                 payload: p.suspend_payload,
                 stale,
             }
@@ -1171,11 +1269,7 @@ impl Session {
         let Some(notice) = self.mode_notice(target, reason) else {
             return false;
         };
-        let planted = reason == ModeChangeReason::Manual
-            && crate::run::planted::bug(&crate::run::planted::NO_MANUAL_NOTICE);
-        if !planted {
-            self.messages.push(Message::System { content: notice });
-        }
+        self.messages.push(Message::System { content: notice });
         self.enter_mode(target, reason);
         true
     }

@@ -174,8 +174,12 @@ pub struct PendingSummary {
     pub decision_id: String,
     /// The mode the plan was submitted in.
     pub mode_id: String,
-    /// The mode approval hands over to.
+    /// The mode a plain approval hands over to.
     pub target_mode_id: String,
+    /// Every mode an approval may hand over to (`decide --to`, [`crate::Decision::to`]), the
+    /// plain approval's first.
+    #[serde(default)]
+    pub target_mode_ids: Vec<String>,
     /// The plan's title.
     pub title: String,
     /// The SHA-256 (hex) of the captured plan: pin a decision to it (`decide --sha256`,
@@ -307,6 +311,11 @@ impl SessionRecord {
             decision_id: p.suspend_payload.decision_id.clone(),
             mode_id: self.mode_id.clone(),
             target_mode_id: p.suspend_payload.target_mode_id.to_string(),
+            target_mode_ids: match p.suspend_payload.target_mode_ids.as_slice() {
+                // A record from before target lists: its one target.
+                [] => vec![p.suspend_payload.target_mode_id.to_string()],
+                ids => ids.iter().map(ToString::to_string).collect(),
+            },
             title: p.suspend_payload.submission.title.clone(),
             sha256: p.suspend_payload.submission.sha256.clone(),
             plan_path: p.suspend_payload.submission.path.clone(),

@@ -675,7 +675,8 @@ fn end_of_input_at_decide_decides_nothing_and_the_plan_stays_pending() {
     assert_eq!(pending_json(&spec).len(), 1, "still pending");
     let out = decide(&ws, &spec, &session, &["--approve", "--json"], None);
     assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
-    assert_eq!(mode_changes(&events(&out)), [("plan", "build")]);
+    let plain = self::events(&out);
+    assert_eq!(mode_changes(&plain), [("plan", "build")]);
 }
 
 #[test]
@@ -768,7 +769,8 @@ fn decide_with_a_stale_sha256_is_refused_and_changes_nothing() {
         None,
     );
     assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
-    assert_eq!(mode_changes(&events(&out)), [("plan", "build")]);
+    let plain = self::events(&out);
+    assert_eq!(mode_changes(&plain), [("plan", "build")]);
 }
 
 /// A stdout whose reader is gone before anything is written (as `| head` ends early).
@@ -1107,7 +1109,260 @@ fn decide_refuses_a_decision_id_that_is_not_the_pending_one() {
         None,
     );
     assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
-    assert_eq!(mode_changes(&events(&out)), [("plan", "build")]);
+    let plain = self::events(&out);
+    assert_eq!(mode_changes(&plain), [("plan", "build")]);
+}
+
+/// The fixture whose `plan` hands an approved plan over to `build` (plain) or `build-auto`.
+fn choice_config() -> String {
+    fixture("configs/valid/targets-list.toml")
+        .display()
+        .to_string()
+}
+
+/// `run` on the targets-list config.
+fn run_choice(ws: &Path, args: &[&str], stdin: Option<&str>) -> Output {
+    let config = choice_config();
+    let workspace = ws.to_str().expect("utf-8");
+    let mut all = vec!["run", "--config", &config, "--workspace", workspace];
+    all.extend_from_slice(args);
+    cli(&all, stdin)
+}
+
+#[test]
+fn run_approve_to_a_listed_target_hands_over_there() {
+    let ws = Workspace::new();
+    let out = run_choice(
+        ws.path(),
+        &[
+            "--mode",
+            "plan",
+            "--approve",
+            "--to",
+            "build-auto",
+            "--json",
+            "Add dark mode",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    let events = events(&out);
+    let suspended = events
+        .iter()
+        .find(|e| e["type"] == "tool_suspended")
+        .expect("tool_suspended");
+    assert_eq!(
+        suspended["suspendPayload"]["targetModeIds"],
+        serde_json::json!(["build", "build-auto"])
+    );
+    assert_eq!(suspended["suspendPayload"]["targetModeId"], "build");
+    assert_eq!(mode_changes(&events), [("plan", "build-auto")]);
+    let decided = events
+        .iter()
+        .find(|e| e["type"] == "tool_end" && e["toolName"] == "submit_plan")
+        .expect("the decision");
+    assert_eq!(decided["decision"]["targetModeId"], "build-auto");
+    // Without --to, the first target.
+    let ws = Workspace::new();
+    let out = run_choice(
+        ws.path(),
+        &["--mode", "plan", "--approve", "--json", "Add dark mode"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    let plain = self::events(&out);
+    assert_eq!(mode_changes(&plain), [("plan", "build")]);
+}
+
+#[test]
+fn run_approve_to_a_mode_outside_the_list_is_refused_and_nothing_is_approved() {
+    for to in ["plan", "nowhere", "Build-auto", "build\u{1b}[2K"] {
+        let ws = Workspace::new();
+        let out = run_choice(
+            ws.path(),
+            &[
+                "--mode",
+                "plan",
+                "--approve",
+                "--to",
+                to,
+                "--json",
+                "Add dark mode",
+            ],
+            None,
+        );
+        assert_eq!(out.status.code(), Some(REFUSED), "{to:?}: {}", stderr(&out));
+        assert!(mode_changes(&events(&out)).is_empty(), "{to:?}");
+        let err = stderr(&out);
+        assert!(err.contains("is not a target of the pending plan"), "{err}");
+        assert!(err.contains("build, build-auto"), "{err}");
+        assert!(
+            !err.contains('\u{1b}'),
+            "no raw escape reaches the terminal: {err:?}"
+        );
+    }
+    // `--to` goes with `--approve` only.
+    let ws = Workspace::new();
+    for flags in [&["--to", "build"][..], &["--reject", "--to", "build"][..]] {
+        let mut args = vec!["--mode", "plan"];
+        args.extend_from_slice(flags);
+        let out = run_choice(ws.path(), &args, None);
+        assert_eq!(
+            out.status.code(),
+            Some(INVALID),
+            "{flags:?}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn pending_lists_the_targets_and_decide_to_chooses_one_across_processes() {
+    let ws = Workspace::new();
+    let spec = ws.path().join("sessions").display().to_string();
+    let out = run_choice(
+        ws.path(),
+        &[
+            "--store",
+            &spec,
+            "--detach",
+            "--mode",
+            "plan",
+            "--json",
+            "Add dark mode",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--approve [--to MODE]"),
+        "{}",
+        stderr(&out)
+    );
+    let session = events(&out)[0]["sessionId"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let listed = pending_json(&spec);
+    assert_eq!(
+        listed[0]["targetModeIds"],
+        serde_json::json!(["build", "build-auto"])
+    );
+    let text = cli(&["pending", "--store", &spec], None);
+    let line = String::from_utf8_lossy(&text.stdout).into_owned();
+    assert!(line.contains("\tplan -> build | build-auto\t"), "{line}");
+
+    let config = choice_config();
+    let workspace = ws.path().to_str().expect("utf-8").to_owned();
+    let decide_to = |flags: &[&str]| {
+        let mut args = vec![
+            "decide",
+            "--store",
+            &spec,
+            &session,
+            "--config",
+            &config,
+            "--workspace",
+            &workspace,
+            "--json",
+        ];
+        args.extend_from_slice(flags);
+        cli(&args, None)
+    };
+    let out = decide_to(&["--approve", "--to", "plan"]);
+    assert_eq!(out.status.code(), Some(REFUSED), "{}", stderr(&out));
+    assert!(events(&out).is_empty(), "nothing happened");
+    assert_eq!(pending_json(&spec), listed, "still pending, unchanged");
+    let out = decide_to(&["--approve", "--to", "build-auto"]);
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    assert_eq!(mode_changes(&events(&out)), [("plan", "build-auto")]);
+    assert!(pending_json(&spec).is_empty());
+    let out = decide_to(&["--approve", "--to", "build"]);
+    assert_eq!(
+        out.status.code(),
+        Some(REFUSED),
+        "decided once: {}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn the_prompt_lists_the_targets_and_takes_a_number_or_a_mode_id() {
+    for (input, to) in [
+        ("y\n", Some("build")),
+        ("1\n", Some("build")),
+        ("2\n", Some("build-auto")),
+        ("build-auto\n", Some("build-auto")),
+        ("7\n2\n", Some("build-auto")),
+        ("n\n", None),
+        ("Build-auto\nn\n", None),
+    ] {
+        let ws = Workspace::new();
+        let out = run_choice(
+            ws.path(),
+            &["--mode", "plan", "--json", "Add dark mode"],
+            Some(input),
+        );
+        let err = stderr(&out);
+        assert!(
+            err.contains("Approve this plan and switch to one of:"),
+            "{err}"
+        );
+        assert!(err.contains("  2  ● build-auto (build-auto)"), "{err}");
+        assert!(err.contains("[1-2] approve to that mode"), "{err}");
+        let events = events(&out);
+        let changes = mode_changes(&events);
+        match to {
+            Some(target) => {
+                assert_eq!(out.status.code(), Some(DONE), "{input:?}: {err}");
+                assert_eq!(changes, [("plan", target)], "{input:?}");
+            }
+            None => {
+                assert_eq!(out.status.code(), Some(NOT_APPROVED), "{input:?}: {err}");
+                assert!(changes.is_empty(), "{input:?}");
+            }
+        }
+        if input.starts_with('7') {
+            assert!(err.contains("`7` is not a listed choice"), "{err}");
+        }
+    }
+}
+
+#[test]
+fn check_and_graph_show_every_target() {
+    let config = choice_config();
+    let out = cli(&["check", &config], None);
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("  plan -> build\n"), "{text}");
+    assert!(
+        text.contains("  plan -> build-auto (when chosen at approval)\n"),
+        "{text}"
+    );
+    let out = cli(&["graph", &config, "--format", "dot"], None);
+    let dot = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        dot.contains(r#""plan" -> "build" [label="plan approved"];"#),
+        "{dot}"
+    );
+    assert!(
+        dot.contains(r#""plan" -> "build-auto" [label="plan approved (chosen)"];"#),
+        "{dot}"
+    );
+    for (name, at) in [
+        ("targets-list-unknown.toml", ":5:3:"),
+        ("targets-list-self.toml", ":3:27:"),
+        ("targets-list-duplicate.toml", ":3:41:"),
+    ] {
+        let path = fixture(&format!("configs/invalid/{name}"));
+        let out = cli(&["check", path.to_str().expect("utf-8")], None);
+        assert_eq!(out.status.code(), Some(INVALID), "{name}");
+        let err = stderr(&out);
+        assert!(
+            err.contains(&format!("{}{at}", path.display())),
+            "{name}: {err}"
+        );
+    }
 }
 
 /// Reads a child's stderr on a thread; `wait_for` blocks until it holds a text (or 20 s pass).

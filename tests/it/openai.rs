@@ -705,3 +705,92 @@ async fn a_manual_switch_sends_one_leading_system_message_with_the_notice() {
         "{system}"
     );
 }
+
+/// A plan approved to the second listed target over HTTP: the model hears the chosen mode in
+/// the approval result, and its next request carries that mode's instructions and tools.
+#[tokio::test]
+async fn a_plan_approved_to_a_chosen_target_continues_there_over_http() {
+    const CHOICE: &str = r#"
+[[modes]]
+id = "plan"
+instructions = "You are planning."
+transitionsTo = ["build", "build-auto"]
+availableTools = ["write_plan", "submit_plan"]
+
+[[modes]]
+id = "build"
+default = true
+instructions = "Ask before each edit."
+availableTools = ["read_file"]
+
+[[modes]]
+id = "build-auto"
+instructions = "Edit without asking."
+availableTools = ["read_file", "write_file"]
+"#;
+    let server = ScriptedServer::start(vec![
+        call_reply(
+            "call_write",
+            "write_plan",
+            &[r##"{"path": "p.md", "content": "# Ship it\n\n1. Do it.\n"}"##],
+        ),
+        call_reply(
+            "call_submit",
+            "submit_plan",
+            &[r#"{"path": ".agent/plans/p.md"}"#],
+        ),
+        text_in(&["Editing."]),
+    ])
+    .await;
+    let workspace = tempfile::tempdir().expect("tempdir");
+    let settings = OpenAiSettings::new(server.base_url())
+        .api_key("sk-test")
+        .default_model("openai/test-model");
+    let controller = AgentController::builder(
+        config::parse(CHOICE, "modes.toml").expect("parse"),
+        Arc::new(OpenAiModel::new(settings).expect("new")),
+    )
+    .tools(ToolRegistry::with_workspace_tools())
+    .workspace(workspace.path())
+    .build()
+    .expect("build");
+    let mut session = controller
+        .start_session(SessionOptions::new().mode("plan"))
+        .await
+        .expect("session");
+    let RunOutcome::Suspended { payload, .. } = session.send_message("Ship it").await.expect("run")
+    else {
+        panic!("suspends");
+    };
+    assert_eq!(
+        payload.target_mode_ids,
+        ["build".into(), "build-auto".into()]
+    );
+    session
+        .decide(&payload.decision_id, Decision::approve().to("build-auto"))
+        .await
+        .expect("approve");
+    assert_eq!(session.mode().id(), "build-auto");
+    let bodies = server.bodies().await;
+    assert_eq!(bodies.len(), 3);
+    let planning = bodies[0]["messages"][0]["content"]
+        .as_str()
+        .expect("system");
+    assert!(
+        planning.contains("`build-auto`"),
+        "the planning prompt names the choice: {planning}"
+    );
+    let last = &bodies[2];
+    let system = last["messages"][0]["content"].as_str().expect("system");
+    assert!(system.contains("Edit without asking."), "{system}");
+    assert_eq!(tool_names(last), ["read_file", "write_file"]);
+    let result = last["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == "call_submit")
+        .and_then(|m| m["content"].as_str())
+        .expect("the approval result");
+    assert!(result.starts_with(APPROVED_RESULT), "{result}");
+    assert!(result.contains("`build-auto`"), "{result}");
+}

@@ -1692,3 +1692,192 @@ async fn a_tool_call_saved_or_cut_off_is_never_run_again_when_a_run_is_continued
         assert!(results[1].1.starts_with("Interrupted:"), "{}", results[1].1);
     }
 }
+
+/// A planning mode whose approved plan may go to `build` (a plain approval) or `build-auto`.
+const PLAN_CHOICE: &str = r#"
+[[modes]]
+id = "plan"
+transitionsTo = ["build", "build-auto"]
+availableTools = ["read_file", "submit_plan"]
+
+[[modes]]
+id = "build"
+default = true
+
+[[modes]]
+id = "build-auto"
+"#;
+
+/// The allowed targets are stored with the pending plan and listed by `list_pending`; after a
+/// restart a target outside the list (and a rejection naming a target) is refused and changes
+/// nothing, and a listed one is where the session goes, recorded with the decision.
+#[tokio::test]
+async fn a_chosen_target_is_stored_refused_outside_the_list_and_decided_once_on_every_store() {
+    for backend in backends() {
+        let tmp = Scratch::new();
+        let ws = Workspace::new();
+        let store = open(backend, tmp.path());
+        let path = ws.plan("p.md", "# Durable\n\n1. step\n");
+        let model = Arc::new(ReplayModel::new([ReplayModel::call(
+            "c1",
+            "submit_plan",
+            json!({ "path": path }),
+        )]));
+        let controller = controller_with(PLAN_CHOICE, &ws, model, store.clone());
+        let mut session = controller
+            .start_session(SessionOptions::new().mode("plan").id("s1"))
+            .await
+            .expect("session");
+        let RunOutcome::Suspended { payload, .. } =
+            session.send_message("plan it").await.expect("run")
+        else {
+            panic!("suspends")
+        };
+        assert_eq!(
+            payload.target_mode_ids,
+            ["build".into(), "build-auto".into()]
+        );
+        drop(session);
+
+        let store = reopen(backend, tmp.path(), &store);
+        let pending = store.list_pending().await.expect("pending").pending;
+        assert_eq!(pending.len(), 1, "{backend:?}");
+        assert_eq!(pending[0].target_mode_id, "build", "{backend:?}");
+        assert_eq!(
+            pending[0].target_mode_ids,
+            ["build", "build-auto"],
+            "{backend:?}"
+        );
+        let model = Arc::new(ReplayModel::new([ReplayModel::text("building")]));
+        let controller = controller_with(PLAN_CHOICE, &ws, model.clone(), store.clone());
+        let recorder = Recorder::default();
+        let mut session = controller
+            .restore_session("s1", recorder.options())
+            .await
+            .expect("restore");
+        let decision_id = pending[0].decision_id.clone();
+        let version = session.version();
+        for (decision, refused) in [
+            (
+                Decision::approve().to("plan"),
+                SessionError::TargetNotAllowed {
+                    given: "plan".into(),
+                    allowed: vec!["build".into(), "build-auto".into()],
+                },
+            ),
+            (
+                Decision::approve().to("Build-auto"),
+                SessionError::TargetNotAllowed {
+                    given: "Build-auto".into(),
+                    allowed: vec!["build".into(), "build-auto".into()],
+                },
+            ),
+        ] {
+            assert_eq!(
+                session.decide(&decision_id, decision).await,
+                Err(refused),
+                "{backend:?}"
+            );
+        }
+        let err = session
+            .decide(&decision_id, Decision::reject().to("build-auto"))
+            .await
+            .expect_err("a rejection names no target");
+        assert!(matches!(err, SessionError::MalformedDecision(_)), "{err}");
+        let err = session
+            .decide_json(
+                &decision_id,
+                &json!({ "action": "approved", "targetModeId": "nowhere" }),
+            )
+            .await
+            .expect_err("not listed");
+        assert!(
+            matches!(err, SessionError::TargetNotAllowed { .. }),
+            "{err}"
+        );
+        assert!(recorder.take().is_empty(), "{backend:?}: no event");
+        assert_eq!(session.version(), version, "{backend:?}: nothing saved");
+        assert_eq!(session.mode().id(), "plan");
+        assert_eq!(
+            store.list_pending().await.expect("pending").pending,
+            pending
+        );
+
+        session
+            .decide_json(
+                &decision_id,
+                &json!({ "action": "approved", "targetModeId": "build-auto", "decidedBy": "ann" }),
+            )
+            .await
+            .expect("approve to build-auto");
+        assert_eq!(session.mode().id(), "build-auto", "{backend:?}");
+        assert_eq!(model.requests()[0].mode_id, "build-auto");
+        let changes: Vec<Event> = recorder
+            .take()
+            .into_iter()
+            .filter(|e| matches!(e, Event::ModeChanged { .. }))
+            .collect();
+        assert_eq!(
+            changes,
+            vec![Event::ModeChanged {
+                mode_id: "build-auto".into(),
+                previous_mode_id: "plan".into(),
+                reason: ModeChangeReason::PlanApproved
+            }]
+        );
+        let stored = store.load("s1").await.expect("load").expect("record");
+        let decided = stored.last_decided.expect("decided");
+        assert_eq!(decided.target_mode_id.as_deref(), Some("build-auto"));
+        assert_eq!(decided.decided_by.as_deref(), Some("ann"));
+        assert!(
+            store
+                .list_pending()
+                .await
+                .expect("pending")
+                .pending
+                .is_empty()
+        );
+        let err = session
+            .decide(&decision_id, Decision::approve().to("build"))
+            .await
+            .expect_err("once");
+        assert_eq!(err, SessionError::AlreadyDecided(decision_id.clone()));
+    }
+}
+
+/// A pending plan restored under a config that lists other targets can no longer be approved
+/// (what the user was shown is not what approval would offer); it can still be rejected.
+#[tokio::test]
+async fn a_config_change_to_the_targets_list_blocks_approval_of_a_pending_plan() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ws = Workspace::new();
+    let store = open(Backend::Files, tmp.path());
+    let (session_id, _, _) = suspend_and_drop(&ws, store.clone()).await;
+    // Submitted under PLAN_BUILD (`build` only); now `plan` lists two targets.
+    let changed = PLAN_BUILD.replace(
+        "transitionsTo = \"build\"",
+        "transitionsTo = [\"build\", \"ask\"]",
+    ) + "\n[[modes]]\nid = \"ask\"\n";
+    let controller = controller_with(&changed, &ws, Arc::new(ReplayModel::new([])), store);
+    let mut session = controller
+        .restore_session(&session_id, SessionOptions::new())
+        .await
+        .expect("restore");
+    let pending = session.pending().cloned().expect("pending");
+    assert_eq!(
+        pending.payload().target_mode_ids,
+        ["build".into()],
+        "listed from the old record"
+    );
+    let reason = pending.stale_reason().expect("stale");
+    assert!(reason.contains("`build`, `ask`"), "{reason}");
+    let err = session
+        .decide(pending.decision_id(), Decision::approve())
+        .await
+        .expect_err("stale");
+    assert!(matches!(err, SessionError::ConfigChanged(_)), "{err}");
+    session
+        .decide(pending.decision_id(), Decision::reject())
+        .await
+        .expect("reject");
+}
