@@ -324,6 +324,40 @@ async fn open_store_refuses_throw_away_specs() {
     }
 }
 
+/// `expire` racing a save that makes an idle session pending: the session is either expired
+/// before the save (which then finds it gone) or kept with its plan; a save that succeeded is
+/// never deleted. `FileStore::expire` read the record outside the lock and deleted it after
+/// waiting for the lock, so a plan saved in between was deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expire_never_deletes_a_session_that_a_racing_save_made_pending() {
+    for backend in backends() {
+        let tmp = Scratch::new();
+        let store = open(backend, tmp.path());
+        for round in 0..40 {
+            let id = format!("race-{round}");
+            store
+                .save(&record(&id, 1, false), None)
+                .await
+                .expect("idle");
+            let expiring = {
+                let store = store.clone();
+                tokio::spawn(async move { store.expire(u64::MAX).await })
+            };
+            let saved = store.save(&record(&id, 2, true), Some(1)).await;
+            expiring.await.expect("task").expect("expire");
+            let now = store.load(&id).await.expect("load");
+            match saved {
+                Ok(()) => assert!(
+                    now.is_some_and(|r| r.pending.is_some()),
+                    "{backend:?} round {round}: a saved plan was expired"
+                ),
+                Err(StoreError::Conflict { found: None, .. }) => assert_eq!(now, None),
+                Err(other) => panic!("{backend:?}: {other}"),
+            }
+        }
+    }
+}
+
 /// A record put into a store behind its back, as a crash, a bug or a hand edit leaves it.
 #[derive(Clone, Copy)]
 enum Planted<'a> {
