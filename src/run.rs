@@ -102,10 +102,11 @@ named_enum! {
 }
 
 /// Resume data for a suspended `submit_plan`: `{ "action": "approved" | "rejected", "feedback"?,
-/// "sha256"?, "decidedBy"?, "targetModeId"? }`. When `sha256` is given it must equal the captured
-/// plan's hash, so a host never approves a plan other than the one it showed. `targetModeId`
-/// chooses where an approval hands over to, among the targets the plan lists
-/// ([`SuspendPayload::target_mode_ids`]).
+/// "sha256"?, "decidedBy"?, "targetModeId"?, "plan"? }`. When `sha256` is given it must equal the
+/// captured plan's hash, so a host never approves a plan other than the one it showed.
+/// `targetModeId` chooses where an approval hands over to, among the targets the plan lists
+/// ([`SuspendPayload::target_mode_ids`]). `plan` is the user's edited text of the plan, approved
+/// instead of the submitted one ([`Decision::with_plan`]).
 ///
 /// # Examples
 /// ```
@@ -143,6 +144,10 @@ pub struct Decision {
         skip_serializing_if = "Option::is_none"
     )]
     pub to: Option<String>,
+    /// The plan text the user edited before approving (`plan`): handed to the next mode instead
+    /// of the submitted plan ([`Decision::with_plan`]). Only with an approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<String>,
 }
 
 impl Decision {
@@ -154,6 +159,7 @@ impl Decision {
             sha256: None,
             decided_by: None,
             to: None,
+            plan: None,
         }
     }
 
@@ -174,6 +180,7 @@ impl Decision {
             sha256: None,
             decided_by: None,
             to: None,
+            plan: None,
         }
     }
 
@@ -227,6 +234,29 @@ impl Decision {
     /// ```
     pub fn to(mut self, mode: impl Into<String>) -> Self {
         self.to = Some(mode.into());
+        self
+    }
+
+    /// The same approval, of the plan as the user edited it (`text`, the whole plan file: a
+    /// `# title` line and the body). The next mode receives `text` in the approval result
+    /// instead of the submitted plan; a [`Decision::with_sha256`] pin still names the plan that
+    /// was *shown* (the submitted one); the audit record keeps both hashes (`sha256` and
+    /// `approvedSha256`). The text obeys the limits of a submitted plan
+    /// ([`crate::tool::submit_plan::capture_plan`]: at most 1 MiB, not blank), else the decision is
+    /// refused ([`SessionError::EditedPlan`]); an edit with a rejection is refused
+    /// ([`SessionError::MalformedDecision`]). Both change nothing.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::Decision;
+    /// let decision = Decision::approve().with_plan("# Add dark mode\n\n1. Also the docs.\n");
+    /// assert_eq!(
+    ///     serde_json::to_value(&decision).unwrap(),
+    ///     serde_json::json!({ "action": "approved", "plan": "# Add dark mode\n\n1. Also the docs.\n" }),
+    /// );
+    /// ```
+    pub fn with_plan(mut self, text: impl Into<String>) -> Self {
+        self.plan = Some(text.into());
         self
     }
 
@@ -383,7 +413,7 @@ impl Session {
             run_id: pending.run_id.clone(),
             mode_id,
         });
-        let record = self.settle_decision(&pending, DecisionOutcome::Cancelled, None, None);
+        let record = self.settle_decision(&pending, DecisionOutcome::Cancelled, None, None, None);
         self.emit(Event::ToolSuspensionCancelled {
             run_id: pending.run_id.clone(),
             tool_call_id: pending.tool_call_id.clone(),
@@ -407,6 +437,7 @@ impl Session {
         outcome: DecisionOutcome,
         decided_by: Option<String>,
         target: Option<ModeId>,
+        approved_sha256: Option<String>,
     ) -> DecidedRecord {
         let record = DecidedRecord {
             run_id: pending.run_id.to_string(),
@@ -414,6 +445,7 @@ impl Session {
             decision_id: pending.payload.decision_id.clone(),
             outcome: Some(outcome),
             sha256: Some(pending.payload.submission.sha256.clone()),
+            approved_sha256,
             decided_at: Some(rfc3339_now()),
             decided_by,
             target_mode_id: target.map(|t| self.shared.graph.mode(t).id().to_owned()),
@@ -486,6 +518,15 @@ impl Session {
                 });
             }
         }
+        if let Some(text) = &decision.plan {
+            if decision.action == DecisionAction::Rejected {
+                return Err(SessionError::MalformedDecision(
+                    "a rejection carries no edited plan: `plan` goes with an approval".to_owned(),
+                ));
+            }
+            submit_plan::capture_plan(&pending.payload.submission.path, text.as_bytes())
+                .map_err(SessionError::EditedPlan)?;
+        }
         if let (DecisionAction::Approved, Some(reason)) = (decision.action, &pending.stale) {
             return Err(SessionError::ConfigChanged(reason.clone()));
         }
@@ -536,13 +577,25 @@ impl Session {
             DecisionAction::Approved => self.mode_notice(target, ModeChangeReason::PlanApproved),
             DecisionAction::Rejected => None,
         };
+        // Checked before: an edited plan obeys the plan limits and comes with an approval.
+        let edited = decision.plan.as_deref().and_then(|text| {
+            submit_plan::capture_plan(&pending.payload.submission.path, text.as_bytes()).ok()
+        });
         let (result, outcome) = match (decision.action, feedback) {
             (DecisionAction::Approved, _) => (
-                submit_plan::approved_result(
-                    &pending.payload.submission,
-                    feedback,
-                    notice.as_deref(),
-                ),
+                match &edited {
+                    Some(edited) => submit_plan::edited_approved_result(
+                        &pending.payload.submission,
+                        edited,
+                        feedback,
+                        notice.as_deref(),
+                    ),
+                    None => submit_plan::approved_result(
+                        &pending.payload.submission,
+                        feedback,
+                        notice.as_deref(),
+                    ),
+                },
                 DecisionOutcome::Approved,
             ),
             (DecisionAction::Rejected, Some(feedback)) => (
@@ -555,7 +608,14 @@ impl Session {
         };
         let ends_run = decision.action == DecisionAction::Rejected && feedback.is_none();
         let approved_to = (decision.action == DecisionAction::Approved).then_some(target);
-        let record = self.settle_decision(&pending, outcome, decision.decided_by, approved_to);
+        let approved_sha256 = edited.map(|e| e.sha256);
+        let record = self.settle_decision(
+            &pending,
+            outcome,
+            decision.decided_by,
+            approved_to,
+            approved_sha256,
+        );
         self.finish_decision(&run_id, &pending.tool_call_id, result, record);
         if notice.is_some() {
             // The switch happens before any model call in the new mode.
