@@ -1470,6 +1470,9 @@ async fn a_run_cut_off_after_its_decision_is_interrupted_once_its_lease_ends_and
             None,
             "a live lease is not interrupted"
         );
+        let listing = store.list_pending().await.expect("list");
+        assert!(listing.interrupted.is_empty(), "{backend:?}: {listing:?}");
+        assert!(listing.pending.is_empty(), "{backend:?}: {listing:?}");
 
         // Host B while host-a's lease runs: never takes the run over, nor ends it.
         let store_b = reopen(backend, tmp.path(), &store);
@@ -1511,6 +1514,17 @@ async fn a_run_cut_off_after_its_decision_is_interrupted_once_its_lease_ends_and
             "{backend:?}"
         );
         assert_eq!(interrupted.owner.as_deref(), Some("host-a"));
+        let listing = store_b.list_pending().await.expect("list");
+        assert_eq!(listing.interrupted, [interrupted], "{backend:?}");
+        assert!(
+            listing.pending.is_empty() && listing.is_healthy(),
+            "{backend:?}"
+        );
+        assert_eq!(
+            store_b.expire(u64::MAX).await,
+            Ok(0),
+            "{backend:?}: an interrupted run is never expired"
+        );
         let recorder = Recorder::default();
         let mut session = b
             .restore_session(&id, recorder.options())
@@ -1549,6 +1563,8 @@ async fn a_run_cut_off_after_its_decision_is_interrupted_once_its_lease_ends_and
             "an ended run has no lease"
         );
         assert_eq!(done.interrupted_run(u64::MAX), None);
+        let listing = store_b.list_pending().await.expect("list");
+        assert!(listing.interrupted.is_empty(), "{backend:?}: {listing:?}");
 
         // Nothing is left to carry on.
         let mut again = b
