@@ -221,6 +221,11 @@ pub struct PendingListing {
     /// Every record that looked pending but cannot be read, by session id: garbage, a record of
     /// a newer schema, or a record whose `sessionId` is not the key it is stored under.
     pub unreadable: Vec<UnreadableRecord>,
+    /// Every interrupted run, oldest first (by `updatedAt`, then session id): `running`, with a
+    /// lease that had ended when the store was read ([`RunRecord::is_interrupted`]). Carry one
+    /// on with [`crate::Session::continue_run`] (`agent-controller continue`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub interrupted: Vec<InterruptedRun>,
 }
 
 impl PendingListing {
@@ -229,13 +234,15 @@ impl PendingListing {
         self.unreadable.is_empty()
     }
 
-    /// Sorts `pending` oldest first (by `updated_at`, then session id) and `unreadable` by
-    /// session id: the order [`SessionStore::list_pending`] promises.
+    /// Sorts `pending` and `interrupted` oldest first (by `updated_at`, then session id) and
+    /// `unreadable` by session id: the order [`SessionStore::list_pending`] promises.
     pub fn sort(&mut self) {
         self.pending
             .sort_by(|a, b| (a.updated_at, &a.session_id).cmp(&(b.updated_at, &b.session_id)));
         self.unreadable
             .sort_by(|a, b| (&a.session_id, &a.location).cmp(&(&b.session_id, &b.location)));
+        self.interrupted
+            .sort_by(|a, b| (a.updated_at, &a.session_id).cmp(&(b.updated_at, &b.session_id)));
     }
 }
 
@@ -271,6 +278,16 @@ impl UnreadableRecord {
 }
 
 impl SessionRecord {
+    /// When the lease of this record's running run ends (milliseconds since the Unix epoch; 0
+    /// for a running run without a lease, which counts as ended), or `None` when the run is not
+    /// running: what stores index to list interrupted runs without reading the others.
+    pub fn lease_until(&self) -> Option<u64> {
+        self.run
+            .as_ref()
+            .filter(|r| r.state == RunState::Running)
+            .map(|r| r.lease_expires_at_ms.unwrap_or(0))
+    }
+
     /// This record's run as an [`InterruptedRun`], if it is interrupted at `now_ms`
     /// ([`RunRecord::is_interrupted`]).
     pub fn interrupted_run(&self, now_ms: u64) -> Option<InterruptedRun> {
@@ -488,7 +505,8 @@ pub trait SessionStore: Send + Sync {
     /// [`StoreError::Backend`] on I/O failure.
     async fn delete(&self, session_id: &str) -> Result<bool, StoreError>;
 
-    /// Every pending decision, oldest first, without reading sessions that have none; a record
+    /// Every pending decision, oldest first, without reading sessions that have none, and every
+    /// interrupted run ([`PendingListing::interrupted`]); a record
     /// that cannot be read (garbage, a newer schema, a `sessionId` that is not its key) is
     /// reported in [`PendingListing::unreadable`] and the others are still listed (issue 10:
     /// one corrupt record must not hide every pending plan). No session is listed twice.
@@ -498,8 +516,9 @@ pub trait SessionStore: Send + Sync {
     /// database); never for one bad record.
     async fn list_pending(&self) -> Result<PendingListing, StoreError>;
 
-    /// Deletes sessions with nothing pending that were last saved before `before` (seconds since
-    /// the Unix epoch); returns how many were deleted.
+    /// Deletes sessions with nothing pending and no running run (an interrupted run can still
+    /// be carried on) that were last saved before `before` (seconds since the Unix epoch);
+    /// returns how many were deleted.
     ///
     /// # Errors
     /// [`StoreError::Backend`] on I/O failure.
