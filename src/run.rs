@@ -605,7 +605,12 @@ impl Session {
                     .ok_or(submit_plan::PlanError::MissingPath)
                     .and_then(submit_plan::path_arg)
                     .and_then(|path| {
-                        submit_plan::read_plan(&shared.workspace, &shared.plans_dir, path)
+                        submit_plan::read_plan_protecting(
+                            &shared.workspace,
+                            &shared.plans_dir,
+                            path,
+                            &shared.protected_paths,
+                        )
                     });
                 match captured {
                     Ok(submission) => {
@@ -638,6 +643,7 @@ impl Session {
                         cancel: token.clone(),
                         extensions: &self.extensions,
                         pending_plans: &pending_plans,
+                        protected_paths: &shared.protected_paths,
                     };
                     let span =
                         tracing::info_span!("tool_call", tool_call_id = %id, tool_name = %name);

@@ -137,6 +137,7 @@ pub(crate) struct Shared {
     pub(crate) fingerprint: String,
     pub(crate) lease_owner: String,
     pub(crate) lease_duration: Duration,
+    pub(crate) protected_paths: Vec<PathBuf>,
     pub(crate) runtimes: Vec<ModeRuntime>,
 }
 

@@ -4,7 +4,7 @@
 //! The file is read once, at submit time ([`read_plan`]); what the user approves is exactly what
 //! was captured (its SHA-256 travels with the suspension), not whatever the file holds later.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -225,6 +225,21 @@ pub fn read_plan(
     plans_dir: &Path,
     path: &str,
 ) -> Result<PlanSubmission, PlanError> {
+    read_plan_protecting(workspace, plans_dir, path, &[])
+}
+
+/// [`read_plan`], refusing a plan file in one of the protected areas `protected` (files, and
+/// directories with everything beneath them; see [`crate::jail::Jail::protecting`]): the
+/// controller reads `submit_plan`'s file this way, so a plan cannot be a session record.
+///
+/// # Errors
+/// As [`read_plan`]; [`PlanError::Io`] naming the protected area for a file in one.
+pub fn read_plan_protecting(
+    workspace: &Path,
+    plans_dir: &Path,
+    path: &str,
+    protected: &[PathBuf],
+) -> Result<PlanSubmission, PlanError> {
     if !is_markdown(path) {
         return Err(PlanError::NotMarkdown(path.to_owned()));
     }
@@ -242,6 +257,7 @@ pub fn read_plan(
         other => PlanError::Io(path.to_owned(), other.to_string()),
     };
     let plans = Jail::open(workspace)
+        .map(|ws| ws.protecting(protected))
         .and_then(|ws| ws.subdir(&plans_rel, false, &shown_dir()))
         .map_err(from_jail)?;
     let bytes = plans.read(in_plans, MAX_PLAN_BYTES).map_err(from_jail)?;
