@@ -818,7 +818,8 @@ fn run(args: RunArgs) -> Outcome {
     )?;
     let mut builder = AgentController::builder(graph.clone(), model)
         .tools(tools)
-        .workspace(&args.common.workspace);
+        .workspace(&args.common.workspace)
+        .protected_path(&args.common.config);
     if let Some(spec) = &args.store {
         builder = builder
             .store(open_store(spec).map_err(Failure::runtime)?)
@@ -1167,6 +1168,7 @@ fn decide(args: DecideArgs) -> Outcome {
     let controller = AgentController::builder(graph.clone(), model)
         .tools(tools)
         .workspace(&args.common.workspace)
+        .protected_path(&args.common.config)
         .store(store)
         .lease_duration(args.common.lease)
         .build()

@@ -13,6 +13,7 @@ pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -523,6 +524,15 @@ pub trait SessionStore: Send + Sync {
     /// # Errors
     /// [`StoreError::Backend`] on I/O failure.
     async fn expire(&self, before: u64) -> Result<usize, StoreError>;
+
+    /// The files and directories that hold this store's data, which no workspace tool may
+    /// read, list or write (a model could otherwise read other sessions or forge a record when
+    /// the store sits in the workspace): a directory covers everything beneath it. The
+    /// controller protects them ([`crate::AgentControllerBuilder::protected_path`]). Empty by
+    /// default, for stores outside the file system.
+    fn protected_paths(&self) -> Vec<PathBuf> {
+        Vec::new()
+    }
 }
 
 #[async_trait]
@@ -541,6 +551,9 @@ impl<S: SessionStore + ?Sized> SessionStore for Arc<S> {
     }
     async fn expire(&self, before: u64) -> Result<usize, StoreError> {
         (**self).expire(before).await
+    }
+    fn protected_paths(&self) -> Vec<PathBuf> {
+        (**self).protected_paths()
     }
 }
 

@@ -439,4 +439,9 @@ impl SessionStore for FileStore {
         })
         .await
     }
+
+    /// The store's directory, with the records and the `.locks` folder in it.
+    fn protected_paths(&self) -> Vec<PathBuf> {
+        vec![self.dir.clone()]
+    }
 }

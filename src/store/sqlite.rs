@@ -5,8 +5,8 @@
 //! the file. Calls run on tokio's blocking pool; the connection mutex is never held across an
 //! `await`.
 
-use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use rusqlite::types::ValueRef;
@@ -294,5 +294,18 @@ impl SessionStore for SqliteStore {
             .map_err(db)
         })
         .await
+    }
+
+    /// The database file and the files SQLite keeps beside it (`-wal`, `-shm`, `-journal`);
+    /// none for an in-memory database.
+    fn protected_paths(&self) -> Vec<PathBuf> {
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(file) = conn.path().filter(|p| !p.is_empty()) else {
+            return Vec::new();
+        };
+        ["", "-wal", "-shm", "-journal"]
+            .iter()
+            .map(|suffix| PathBuf::from(format!("{file}{suffix}")))
+            .collect()
     }
 }
