@@ -87,7 +87,7 @@ impl Session {
             run_id: pending.run_id.clone(),
             mode_id,
         });
-        let record = self.settle_decision(&pending, DecisionOutcome::Cancelled, None, None);
+        let record = self.settle_decision(&pending, DecisionOutcome::Cancelled, None, None, None);
         self.emit(Event::ToolSuspensionCancelled {
             run_id: pending.run_id.clone(),
             tool_call_id: pending.tool_call_id.clone(),
@@ -111,6 +111,7 @@ impl Session {
         outcome: DecisionOutcome,
         decided_by: Option<String>,
         target: Option<ModeId>,
+        approved_sha256: Option<String>,
     ) -> DecidedRecord {
         let record = DecidedRecord {
             run_id: pending.run_id.to_string(),
@@ -118,6 +119,7 @@ impl Session {
             decision_id: pending.payload.decision_id.clone(),
             outcome: Some(outcome),
             sha256: Some(pending.payload.submission.sha256.clone()),
+            approved_sha256,
             decided_at: Some(rfc3339_now()),
             decided_by,
             target_mode_id: target.map(|t| self.shared.graph.mode(t).id().to_owned()),
@@ -190,6 +192,15 @@ impl Session {
                 });
             }
         }
+        if let Some(text) = &decision.plan {
+            if decision.action == DecisionAction::Rejected {
+                return Err(SessionError::MalformedDecision(
+                    "a rejection carries no edited plan: `plan` goes with an approval".to_owned(),
+                ));
+            }
+            submit_plan::capture_plan(&pending.payload.submission.path, text.as_bytes())
+                .map_err(SessionError::EditedPlan)?;
+        }
         if let (DecisionAction::Approved, Some(reason)) = (decision.action, &pending.stale) {
             return Err(SessionError::ConfigChanged(reason.clone()));
         }
@@ -240,13 +251,25 @@ impl Session {
             DecisionAction::Approved => self.mode_notice(target, ModeChangeReason::PlanApproved),
             DecisionAction::Rejected => None,
         };
+        // Checked before: an edited plan obeys the plan limits and comes with an approval.
+        let edited = decision.plan.as_deref().and_then(|text| {
+            submit_plan::capture_plan(&pending.payload.submission.path, text.as_bytes()).ok()
+        });
         let (result, outcome) = match (decision.action, feedback) {
             (DecisionAction::Approved, _) => (
-                submit_plan::approved_result(
-                    &pending.payload.submission,
-                    feedback,
-                    notice.as_deref(),
-                ),
+                match &edited {
+                    Some(edited) => submit_plan::edited_approved_result(
+                        &pending.payload.submission,
+                        edited,
+                        feedback,
+                        notice.as_deref(),
+                    ),
+                    None => submit_plan::approved_result(
+                        &pending.payload.submission,
+                        feedback,
+                        notice.as_deref(),
+                    ),
+                },
                 DecisionOutcome::Approved,
             ),
             (DecisionAction::Rejected, Some(feedback)) => (
@@ -259,7 +282,14 @@ impl Session {
         };
         let ends_run = decision.action == DecisionAction::Rejected && feedback.is_none();
         let approved_to = (decision.action == DecisionAction::Approved).then_some(target);
-        let record = self.settle_decision(&pending, outcome, decision.decided_by, approved_to);
+        let approved_sha256 = edited.map(|e| e.sha256);
+        let record = self.settle_decision(
+            &pending,
+            outcome,
+            decision.decided_by,
+            approved_to,
+            approved_sha256,
+        );
         self.finish_decision(&run_id, &pending.tool_call_id, result, record);
         if notice.is_some() {
             // The switch happens before any model call in the new mode.

@@ -354,6 +354,10 @@ pub enum SessionError {
         /// The targets the plan lists (`targetModeIds`), the plain approval's first.
         allowed: Vec<String>,
     },
+    /// The edited plan of an approval ([`Decision::with_plan`]) breaks the limits of a plan
+    /// (blank, or larger than 1 MiB); nothing changed.
+    #[error("the edited plan cannot be approved: {0}")]
+    EditedPlan(#[source] crate::tool::submit_plan::PlanError),
     /// The plan cannot be approved: the config changed since it was submitted so that its
     /// hand-over target is gone or different. It can still be rejected.
     #[error("the plan cannot be approved: {0}")]

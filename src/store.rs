@@ -32,13 +32,13 @@ use crate::event::SuspendPayload;
 use crate::model::Message;
 
 /// The record layout version this release writes: one version per release that changes the
-/// layout (0.1.0 wrote 1; 0.2.0 writes 2).
+/// layout (0.1.0 wrote 1, 0.2.0 wrote 2; the next release writes 3).
 ///
 /// Loading migrates a record of an older version (fields added since take their defaults; it is
 /// saved in this version the next time the session changes), and refuses a record of a newer
 /// version with [`StoreError::NewerSchema`], leaving it untouched: hosts sharing a store can be
 /// upgraded one at a time, and an old host never overwrites what a newer one wrote.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Everything a session needs to continue in another process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -797,6 +797,11 @@ pub(crate) fn decode(session_id: &str, bytes: &[u8]) -> Result<SessionRecord, St
 ///
 /// 1 -> 2 (0.1.0 -> 0.2.0): every field added in 0.2.0 (such as `metadata`) is optional and
 /// takes its default when absent, so only the version number changes.
+///
+/// 2 -> 3 (0.2.0 -> the next release): the same; the fields added since 0.2.0 (a run's `owner`
+/// and `leaseExpiresAtMs`, a plan's `targetModeIds`, …) are optional. The version still goes up
+/// so that a 0.2.0 host, whose records refuse unknown fields, refuses a record holding them as
+/// [`StoreError::NewerSchema`] ("upgrade this host") instead of calling it corrupt.
 fn migrate(value: &mut serde_json::Value) {
     if let Some(record) = value.as_object_mut() {
         record.insert("schemaVersion".to_owned(), SCHEMA_VERSION.into());

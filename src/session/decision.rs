@@ -23,10 +23,11 @@ named_enum! {
 }
 
 /// Resume data for a suspended `submit_plan`: `{ "action": "approved" | "rejected", "feedback"?,
-/// "sha256"?, "decidedBy"?, "targetModeId"? }`. When `sha256` is given it must equal the captured
-/// plan's hash, so a host never approves a plan other than the one it showed. `targetModeId`
-/// chooses where an approval hands over to, among the targets the plan lists
-/// ([`SuspendPayload::target_mode_ids`]).
+/// "sha256"?, "decidedBy"?, "targetModeId"?, "plan"? }`. When `sha256` is given it must equal the
+/// captured plan's hash, so a host never approves a plan other than the one it showed.
+/// `targetModeId` chooses where an approval hands over to, among the targets the plan lists
+/// ([`SuspendPayload::target_mode_ids`]). `plan` is the user's edited text of the plan, approved
+/// instead of the submitted one ([`Decision::with_plan`]).
 ///
 /// # Examples
 /// ```
@@ -64,6 +65,10 @@ pub struct Decision {
         skip_serializing_if = "Option::is_none"
     )]
     pub to: Option<String>,
+    /// The plan text the user edited before approving (`plan`): handed to the next mode instead
+    /// of the submitted plan ([`Decision::with_plan`]). Only with an approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<String>,
 }
 
 impl Decision {
@@ -75,6 +80,7 @@ impl Decision {
             sha256: None,
             decided_by: None,
             to: None,
+            plan: None,
         }
     }
 
@@ -95,6 +101,7 @@ impl Decision {
             sha256: None,
             decided_by: None,
             to: None,
+            plan: None,
         }
     }
 
@@ -148,6 +155,29 @@ impl Decision {
     /// ```
     pub fn to(mut self, mode: impl Into<String>) -> Self {
         self.to = Some(mode.into());
+        self
+    }
+
+    /// The same approval, of the plan as the user edited it (`text`, the whole plan file: a
+    /// `# title` line and the body). The next mode receives `text` in the approval result
+    /// instead of the submitted plan; a [`Decision::with_sha256`] pin still names the plan that
+    /// was *shown* (the submitted one); the audit record keeps both hashes (`sha256` and
+    /// `approvedSha256`). The text obeys the limits of a submitted plan
+    /// ([`crate::tool::submit_plan::capture_plan`]: at most 1 MiB, not blank), else the decision is
+    /// refused ([`SessionError::EditedPlan`]); an edit with a rejection is refused
+    /// ([`SessionError::MalformedDecision`]). Both change nothing.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::Decision;
+    /// let decision = Decision::approve().with_plan("# Add dark mode\n\n1. Also the docs.\n");
+    /// assert_eq!(
+    ///     serde_json::to_value(&decision).unwrap(),
+    ///     serde_json::json!({ "action": "approved", "plan": "# Add dark mode\n\n1. Also the docs.\n" }),
+    /// );
+    /// ```
+    pub fn with_plan(mut self, text: impl Into<String>) -> Self {
+        self.plan = Some(text.into());
         self
     }
 

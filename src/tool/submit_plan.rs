@@ -60,6 +60,51 @@ pub fn approved_result(
     feedback: Option<&str>,
     mode_notice: Option<&str>,
 ) -> String {
+    let source = format!(
+        "The approved plan follows, exactly as submitted from `{}` (sha256 {}) and shown to \
+         the user.",
+        submission.path, submission.sha256
+    );
+    approval_text(submission, &source, feedback, mode_notice)
+}
+
+/// The tool result the model receives when the user edited its plan before approving
+/// ([`crate::Decision::with_plan`]): as [`approved_result`], but the plan between
+/// [`APPROVED_PLAN_BEGIN`] and [`APPROVED_PLAN_END`] is the `edited` text, and the line before it
+/// says so, naming the sha256 of the `submitted` plan (the one shown) and of the edited one.
+///
+/// # Examples
+/// ```
+/// use agent_controller::tool::submit_plan::{capture_plan, edited_approved_result};
+/// let submitted = capture_plan("p.md", b"# Add dark mode\n\n1. Add a toggle.\n").unwrap();
+/// let edited = capture_plan("p.md", b"# Add dark mode\n\n1. Add a toggle.\n2. Docs.\n").unwrap();
+/// let result = edited_approved_result(&submitted, &edited, None, None);
+/// assert!(result.contains("1. Add a toggle.\n2. Docs."));
+/// assert!(result.contains(&submitted.sha256) && result.contains(&edited.sha256));
+/// ```
+pub fn edited_approved_result(
+    submitted: &PlanSubmission,
+    edited: &PlanSubmission,
+    feedback: Option<&str>,
+    mode_notice: Option<&str>,
+) -> String {
+    let source = format!(
+        "The approved plan follows, as the user edited it before approving (sha256 {}); the \
+         plan submitted from `{}` and shown to the user had sha256 {}. The user's edit is the \
+         plan.",
+        edited.sha256, submitted.path, submitted.sha256
+    );
+    approval_text(edited, &source, feedback, mode_notice)
+}
+
+/// The approval result: [`APPROVED_RESULT`], the notice, the note, `source` (where the plan
+/// comes from) and the `plan` between the markers.
+fn approval_text(
+    plan: &PlanSubmission,
+    source: &str,
+    feedback: Option<&str>,
+    mode_notice: Option<&str>,
+) -> String {
     let mut text = String::from(APPROVED_RESULT);
     if let Some(notice) = mode_notice {
         text.push_str("\n\n");
@@ -72,17 +117,15 @@ pub fn approved_result(
         text.push_str(feedback);
     }
     text.push_str(&format!(
-        "\n\nThe approved plan follows, exactly as submitted from `{}` (sha256 {}) and shown to \
-         the user. Carry out this text; do not re-read the plan file, which may have changed \
-         since.\n\n{APPROVED_PLAN_BEGIN}\n",
-        submission.path, submission.sha256
+        "\n\n{source} Carry out this text; do not re-read the plan file, which may have changed \
+         since.\n\n{APPROVED_PLAN_BEGIN}\n"
     ));
-    if !submission.title.is_empty() {
+    if !plan.title.is_empty() {
         text.push_str("# ");
-        text.push_str(&submission.title);
+        text.push_str(&plan.title);
         text.push_str("\n\n");
     }
-    text.push_str(&submission.plan);
+    text.push_str(&plan.plan);
     text.push('\n');
     text.push_str(APPROVED_PLAN_END);
     text

@@ -1194,15 +1194,24 @@ fn a_backend_failure_keeps_the_io_error_as_its_source() {
 
 /// A record written by 0.1.0 (schema 1, copied from a `run --store DIR --detach` of that
 /// release) loads, is migrated to the current schema, restores with its pending plan, and is
-/// saved in the current schema at the next change.
+/// saved in the current schema at the next change; and so does the same record as 0.2.0 wrote
+/// it (schema 2: 0.2.0's own fields are all optional).
 #[tokio::test]
-async fn a_record_of_schema_1_is_migrated_on_load_and_saved_in_the_current_schema() {
+async fn records_of_older_schemas_are_migrated_on_load_and_saved_in_the_current_schema() {
+    for version in 1..SCHEMA_VERSION {
+        an_older_record_is_migrated(version).await;
+    }
+}
+
+async fn an_older_record_is_migrated(version: u32) {
     let ws = Workspace::new();
     let dir = ws.path().join("sessions");
     std::fs::create_dir_all(&dir).expect("dir");
-    let v1 = common::read_fixture("records/schema-1.pending.json");
-    let raw: serde_json::Value = serde_json::from_str(&v1).expect("json");
+    let mut raw: serde_json::Value =
+        serde_json::from_str(&common::read_fixture("records/schema-1.pending.json")).expect("json");
     assert_eq!(raw["schemaVersion"], 1);
+    raw["schemaVersion"] = json!(version);
+    let v1 = raw.to_string();
     let id = raw["sessionId"].as_str().expect("id").to_owned();
     std::fs::write(dir.join(format!("{id}.pending.json")), &v1).expect("write");
 
@@ -2136,4 +2145,135 @@ async fn an_sqlite_file_from_before_leases_migrates_and_lists_its_running_run_as
     // Opening it again (another process) changes nothing.
     let again = agent_controller::store::SqliteStore::open(&path).expect("reopen");
     assert_eq!(again.list_pending().await.expect("list"), listing);
+}
+
+/// Edit before approving, on every store: after a restart an edited approval pinned to the
+/// submitted plan hands the edited text to the next mode; the record and the `tool_end` event
+/// keep both hashes (`sha256` of the plan shown, `approvedSha256` of the text approved). An edit
+/// with a rejection, a blank or oversized edit, or an edit pinned to another plan is refused
+/// and changes nothing.
+#[tokio::test]
+async fn an_edited_approval_hands_over_the_edited_text_and_keeps_both_hashes_on_every_store() {
+    use agent_controller::Message;
+    use agent_controller::tool::submit_plan::{MAX_PLAN_BYTES, PlanError, sha256_hex};
+    const SUBMITTED: &str = "# Durable\n\n1. step\n";
+    const EDITED: &str = "# Durable\n\n1. step\n2. EDITED step with tests\n";
+    for backend in backends() {
+        let tmp = Scratch::new();
+        let ws = Workspace::new();
+        let store = open(backend, tmp.path());
+        let path = ws.plan("p.md", SUBMITTED);
+        let model = Arc::new(ReplayModel::new([ReplayModel::call(
+            "c1",
+            "submit_plan",
+            json!({ "path": path }),
+        )]));
+        let controller = controller_with(PLAN_CHOICE, &ws, model, store.clone());
+        let mut session = controller
+            .start_session(SessionOptions::new().mode("plan").id("s1"))
+            .await
+            .expect("session");
+        let RunOutcome::Suspended { payload, .. } =
+            session.send_message("plan it").await.expect("run")
+        else {
+            panic!("suspends")
+        };
+        let shown = payload.submission.sha256.clone();
+        assert_eq!(shown, sha256_hex(SUBMITTED.as_bytes()));
+        drop(session);
+
+        let store = reopen(backend, tmp.path(), &store);
+        let model = Arc::new(ReplayModel::new([ReplayModel::text("building")]));
+        let controller = controller_with(PLAN_CHOICE, &ws, model.clone(), store.clone());
+        let recorder = Recorder::default();
+        let mut session = controller
+            .restore_session("s1", recorder.options())
+            .await
+            .expect("restore");
+        let decision_id = session.pending().expect("pending").decision_id().to_owned();
+        let version = session.version();
+        let err = session
+            .decide(&decision_id, Decision::reject_with("no").with_plan(EDITED))
+            .await
+            .expect_err("an edit goes with an approval");
+        assert!(matches!(err, SessionError::MalformedDecision(_)), "{err}");
+        let err = session
+            .decide_json(
+                &decision_id,
+                &json!({ "action": "rejected", "plan": EDITED }),
+            )
+            .await
+            .expect_err("an edit goes with an approval");
+        assert!(matches!(err, SessionError::MalformedDecision(_)), "{err}");
+        assert_eq!(
+            session
+                .decide(&decision_id, Decision::approve().with_plan(" \n"))
+                .await,
+            Err(SessionError::EditedPlan(PlanError::Empty(path.clone()))),
+            "{backend:?}"
+        );
+        let huge = "x".repeat(MAX_PLAN_BYTES as usize + 1);
+        let err = session
+            .decide(&decision_id, Decision::approve().with_plan(huge))
+            .await
+            .expect_err("too large");
+        assert!(
+            matches!(err, SessionError::EditedPlan(PlanError::TooLarge(..))),
+            "{err}"
+        );
+        let err = session
+            .decide(
+                &decision_id,
+                Decision::approve()
+                    .with_plan(EDITED)
+                    .with_sha256(sha256_hex(EDITED.as_bytes())),
+            )
+            .await
+            .expect_err("the pin names the plan shown, not the edit");
+        assert!(matches!(err, SessionError::Sha256Mismatch { .. }), "{err}");
+        assert!(recorder.take().is_empty(), "{backend:?}: no event");
+        assert_eq!(session.version(), version, "{backend:?}: nothing saved");
+        assert_eq!(session.mode().id(), "plan");
+
+        session
+            .decide_json(
+                &decision_id,
+                &json!({ "action": "approved", "sha256": shown, "plan": EDITED }),
+            )
+            .await
+            .expect("approve the edit");
+        assert_eq!(session.mode().id(), "build", "{backend:?}");
+        let edited = sha256_hex(EDITED.as_bytes());
+        let handed = model.requests()[0]
+            .messages
+            .iter()
+            .rev()
+            .find_map(|m| match m {
+                Message::Tool { content, .. } => Some(content.clone()),
+                _ => None,
+            })
+            .expect("approval result");
+        assert!(handed.contains("2. EDITED step with tests"), "{handed}");
+        assert!(
+            handed.contains(&edited) && handed.contains(&shown),
+            "{handed}"
+        );
+        let audit = recorder
+            .take()
+            .into_iter()
+            .find_map(|e| match e {
+                Event::ToolEnd {
+                    decision: Some(d), ..
+                } => Some(d),
+                _ => None,
+            })
+            .expect("tool_end with decision");
+        assert_eq!(audit.sha256.as_deref(), Some(shown.as_str()));
+        assert_eq!(audit.approved_sha256.as_deref(), Some(edited.as_str()));
+        let stored = store.load("s1").await.expect("load").expect("record");
+        let json = serde_json::to_value(&stored).expect("json");
+        assert_eq!(json["lastDecided"]["sha256"], shown, "{backend:?}");
+        assert_eq!(json["lastDecided"]["approvedSha256"], edited, "{backend:?}");
+        assert_eq!(json["history"][0]["approvedSha256"], edited, "{backend:?}");
+    }
 }
