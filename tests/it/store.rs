@@ -1194,15 +1194,24 @@ fn a_backend_failure_keeps_the_io_error_as_its_source() {
 
 /// A record written by 0.1.0 (schema 1, copied from a `run --store DIR --detach` of that
 /// release) loads, is migrated to the current schema, restores with its pending plan, and is
-/// saved in the current schema at the next change.
+/// saved in the current schema at the next change; and so does the same record as 0.2.0 wrote
+/// it (schema 2: 0.2.0's own fields are all optional).
 #[tokio::test]
-async fn a_record_of_schema_1_is_migrated_on_load_and_saved_in_the_current_schema() {
+async fn records_of_older_schemas_are_migrated_on_load_and_saved_in_the_current_schema() {
+    for version in 1..SCHEMA_VERSION {
+        an_older_record_is_migrated(version).await;
+    }
+}
+
+async fn an_older_record_is_migrated(version: u32) {
     let ws = Workspace::new();
     let dir = ws.path().join("sessions");
     std::fs::create_dir_all(&dir).expect("dir");
-    let v1 = common::read_fixture("records/schema-1.pending.json");
-    let raw: serde_json::Value = serde_json::from_str(&v1).expect("json");
+    let mut raw: serde_json::Value =
+        serde_json::from_str(&common::read_fixture("records/schema-1.pending.json")).expect("json");
     assert_eq!(raw["schemaVersion"], 1);
+    raw["schemaVersion"] = json!(version);
+    let v1 = raw.to_string();
     let id = raw["sessionId"].as_str().expect("id").to_owned();
     std::fs::write(dir.join(format!("{id}.pending.json")), &v1).expect("write");
 
