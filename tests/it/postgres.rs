@@ -601,9 +601,12 @@ fn racing_deciders_on_different_hosts_hand_over_exactly_once() {
     let ws = Workspace::new();
     for round in 0..3 {
         let session = suspend_on(&schema.url, &ws);
-        let deciders: Vec<_> = (0..6)
-            .map(|_| {
-                decide(&schema.url, &Workspace::new(), &session)
+        // Each host's workspace lives until its decider ends (`decide` checks it exists).
+        let hosts: Vec<Workspace> = (0..6).map(|_| Workspace::new()).collect();
+        let deciders: Vec<_> = hosts
+            .iter()
+            .map(|host| {
+                decide(&schema.url, host, &session)
                     .spawn()
                     .expect("decider")
             })
