@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # Mutation testing of the transition code (issue 14): installs cargo-mutants if missing and runs
 # it over the session, the run loop, the mode graph and submit_plan. Not part of CI: every mutant
-# rebuilds the crate, so a full run (323 mutants) takes hours on a 2-core machine; run a shard
-# (`--shard 0/16`) for a sample.
+# rebuilds the crate, so a full run (346 mutants) takes hours on a 2-core machine; run a shard
+# (`--shard 0/16 --sharding round-robin`) for a sample.
 #
 #   scripts/mutants.sh                          # every mutant of the transition code
 #   scripts/mutants.sh --list                   # only list them
 #   scripts/mutants.sh --shard 0/16 --sharding round-robin    # one sixteenth, spread out
 #   MUTANTS_JOBS=2 scripts/mutants.sh           # more parallel builds on a bigger machine
 #
-# Each mutant's test run is kept short: the unit tests, the model-based tests (16 random cases
-# each; the exploration of every state is exhaustive anyway), and the session, submit_plan and
-# hand-over tests. The summary lands in mutants.out/ (caught.txt, missed.txt, timeout.txt,
-# unviable.txt). `planted` (the bugs the kit's own tests plant in test builds) is not mutated.
+# Builds are kept cheap: all features (so the dependencies built by `cargo test --all-features`
+# are reused: the target directory is copied once into the scratch tree), and no debug info for
+# this crate (the dependencies keep theirs, so they are not rebuilt). Each mutant's test run is
+# kept short: the unit tests, the model-based tests (16 random cases each; the exploration of
+# every state is exhaustive anyway), and the session, submit_plan, hand-over, decision, store and
+# cancellation tests. It runs at the lowest CPU priority. The summary lands in mutants.out/
+# (caught.txt, missed.txt, timeout.txt, unviable.txt). `planted` (the bugs the kit's own tests
+# plant in test builds) is not mutated.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,11 +26,14 @@ if ! cargo mutants --version 2>/dev/null | grep -q "$VERSION"; then
 fi
 
 export PROPTEST_CASES="${PROPTEST_CASES:-16}"
-exec cargo mutants \
+exec nice -n 19 cargo mutants \
     --file src/session.rs --file src/run.rs --file src/mode.rs --file src/tool/submit_plan.rs \
     --exclude-re planted \
+    --all-features \
+    --copy-target=true \
+    --cargo-arg=--config=profile.dev.package.agent-controller.debug=0 \
     --jobs "${MUTANTS_JOBS:-1}" \
-    --timeout "${MUTANTS_TIMEOUT:-90}" \
-    --build-timeout "${MUTANTS_BUILD_TIMEOUT:-900}" \
+    --minimum-test-timeout "${MUTANTS_MIN_TIMEOUT:-120}" \
     "$@" \
-    -- --lib --test transitions --test session --test submit_plan --test handover
+    -- --lib --test transitions --test session --test submit_plan --test handover \
+    --test decisions --test store --test cancel
