@@ -8,10 +8,15 @@
 #   scripts/mutants.sh --list                   # only list them
 #   scripts/mutants.sh --shard 0/16 --sharding round-robin    # one sixteenth, spread out
 #   MUTANTS_JOBS=2 scripts/mutants.sh           # more parallel builds on a bigger machine
+#   MUTANTS_IN_PLACE=1 scripts/mutants.sh ...   # mutate this tree, reuse its target/ (see below)
 #
-# Builds are kept cheap: all features (so the dependencies built by `cargo test --all-features`
-# are reused: the target directory is copied once into the scratch tree), and no debug info for
-# this crate (the dependencies keep theirs, so they are not rebuilt). Each mutant's test run is
+# Builds are kept cheap: all features and no debug info for this crate (the dependencies keep
+# theirs, so the ones `cargo test --all-features` built are not rebuilt). By default cargo-mutants
+# builds in a scratch copy of the tree, so the dependencies are built there once first (copying
+# target/ does not help: the copy loses the timestamps and cargo rebuilds everything). With
+# MUTANTS_IN_PLACE=1 it mutates this tree and builds in its target/ (one job); use it in a
+# throwaway checkout (`git worktree add --detach ../mutants`, `cp -a target ../mutants/`), never
+# in one you are editing: each mutant is written into src/ while it is tested. Each mutant's test run is
 # kept short: the unit tests, the model-based tests (16 random cases each; the exploration of
 # every state is exhaustive anyway), and the session, submit_plan, hand-over, decision, store and
 # cancellation tests. It runs at the lowest CPU priority. The summary lands in mutants.out/
@@ -25,14 +30,19 @@ if ! cargo mutants --version 2>/dev/null | grep -q "$VERSION"; then
     cargo install --locked cargo-mutants --version "$VERSION"
 fi
 
+if [ "${MUTANTS_IN_PLACE:-0}" = 1 ]; then
+    where=(--in-place)
+else
+    where=(--jobs "${MUTANTS_JOBS:-1}")
+fi
+
 export PROPTEST_CASES="${PROPTEST_CASES:-16}"
 exec nice -n 19 cargo mutants \
     --file src/session.rs --file src/run.rs --file src/mode.rs --file src/tool/submit_plan.rs \
     --exclude-re planted \
     --all-features \
-    --copy-target=true \
     --cargo-arg=--config=profile.dev.package.agent-controller.debug=0 \
-    --jobs "${MUTANTS_JOBS:-1}" \
+    "${where[@]}" \
     --minimum-test-timeout "${MUTANTS_MIN_TIMEOUT:-120}" \
     "$@" \
     -- --lib --test transitions --test session --test submit_plan --test handover \
