@@ -45,5 +45,4 @@ exec nice -n 19 cargo mutants \
     "${where[@]}" \
     --minimum-test-timeout "${MUTANTS_MIN_TIMEOUT:-120}" \
     "$@" \
-    -- --lib --test transitions --test session --test submit_plan --test handover \
-    --test decisions --test store --test cancel
+    -- --lib --test it

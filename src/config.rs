@@ -30,52 +30,53 @@ pub use self::schema::{schema, schema_json};
 /// The plans directory used when a config does not set `plansDir`, relative to the workspace.
 pub const DEFAULT_PLANS_DIR: &str = ".agent/plans";
 
-/// What kind of problem a [`ConfigError`] reports; callers match on this, users read the message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::Display, strum::IntoStaticStr)]
-#[strum(serialize_all = "snake_case")]
-#[non_exhaustive]
-pub enum ConfigErrorKind {
-    /// The file could not be read.
-    Io,
-    /// The text is not valid TOML.
-    Syntax,
-    /// A key the format does not define (for example `transitionTo` for `transitionsTo`).
-    UnknownField,
-    /// A value of the wrong type (for example a list where a mode id is expected).
-    InvalidType,
-    /// A required key is missing (for example a mode without `id`).
-    MissingField,
-    /// The file defines no `[[modes]]` at all.
-    NoModes,
-    /// A mode id is empty or uses characters other than ASCII letters, digits, `-` and `_`.
-    InvalidId,
-    /// Two modes share an id.
-    DuplicateId,
-    /// A mode's `transitionsTo` names the mode itself.
-    SelfTransition,
-    /// A mode's `transitionsTo` names a mode that does not exist (ids are case-sensitive).
-    UnknownTarget,
-    /// `defaultModeId` names a mode that does not exist.
-    UnknownDefaultModeId,
-    /// More than one mode is marked `default = true`.
-    MultipleDefaults,
-    /// `defaultModeId` names a different mode than the one marked `default = true`.
-    ConflictingDefault,
-    /// `availableTools` names a tool the controller has no implementation for.
-    UnknownTool,
-    /// A mode sets `transitionsTo` but its `availableTools` leaves out `submit_plan`, so it could
-    /// never hand over.
-    TargetWithoutSubmitPlan,
-    /// A planning mode lists `submit_plan`, sets no `transitionsTo` and is itself the default
-    /// mode, so approving its plan would hand over to itself.
-    SelfHandover,
-    /// A warning, not an error ([`warnings`]): a planning mode offers no tool that can write a
-    /// plan file, so a real model there cannot author a plan.
-    NoPlanWriter,
-    /// `plansDir` is empty, absolute, or leaves the workspace (`..`).
-    InvalidPlansDir,
-    /// The file is not valid UTF-8 (the location is the first bad byte).
-    NotUtf8,
+named_enum! {
+    /// What kind of problem a [`ConfigError`] reports; callers match on this, users read the message.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    #[non_exhaustive]
+    pub enum ConfigErrorKind {
+        /// The file could not be read.
+        Io = "io",
+        /// The text is not valid TOML.
+        Syntax = "syntax",
+        /// A key the format does not define (for example `transitionTo` for `transitionsTo`).
+        UnknownField = "unknown_field",
+        /// A value of the wrong type (for example a list where a mode id is expected).
+        InvalidType = "invalid_type",
+        /// A required key is missing (for example a mode without `id`).
+        MissingField = "missing_field",
+        /// The file defines no `[[modes]]` at all.
+        NoModes = "no_modes",
+        /// A mode id is empty or uses characters other than ASCII letters, digits, `-` and `_`.
+        InvalidId = "invalid_id",
+        /// Two modes share an id.
+        DuplicateId = "duplicate_id",
+        /// A mode's `transitionsTo` names the mode itself.
+        SelfTransition = "self_transition",
+        /// A mode's `transitionsTo` names a mode that does not exist (ids are case-sensitive).
+        UnknownTarget = "unknown_target",
+        /// `defaultModeId` names a mode that does not exist.
+        UnknownDefaultModeId = "unknown_default_mode_id",
+        /// More than one mode is marked `default = true`.
+        MultipleDefaults = "multiple_defaults",
+        /// `defaultModeId` names a different mode than the one marked `default = true`.
+        ConflictingDefault = "conflicting_default",
+        /// `availableTools` names a tool the controller has no implementation for.
+        UnknownTool = "unknown_tool",
+        /// A mode sets `transitionsTo` but its `availableTools` leaves out `submit_plan`, so it could
+        /// never hand over.
+        TargetWithoutSubmitPlan = "target_without_submit_plan",
+        /// A planning mode lists `submit_plan`, sets no `transitionsTo` and is itself the default
+        /// mode, so approving its plan would hand over to itself.
+        SelfHandover = "self_handover",
+        /// A warning, not an error ([`warnings`]): a planning mode offers no tool that can write a
+        /// plan file, so a real model there cannot author a plan.
+        NoPlanWriter = "no_plan_writer",
+        /// `plansDir` is empty, absolute, or leaves the workspace (`..`).
+        InvalidPlansDir = "invalid_plans_dir",
+        /// The file is not valid UTF-8 (the location is the first bad byte).
+        NotUtf8 = "not_utf8",
+    }
 }
 
 /// Largest config file read, in bytes (4 MiB).

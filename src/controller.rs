@@ -13,7 +13,7 @@ use crate::event::ModeChangeReason;
 use crate::mode::{ModeGraph, ModeId};
 use crate::model::LanguageModel;
 use crate::session::{Session, SessionError, SessionOptions};
-use crate::store::{PendingSummary, SessionStore, check_session_id};
+use crate::store::{PendingListing, SessionStore, check_session_id};
 use crate::tool::submit_plan::{self, SUBMIT_PLAN};
 use crate::tool::{Tool, ToolRegistry, ToolSpec};
 
@@ -107,7 +107,7 @@ impl AgentControllerBuilder {
     }
 
     /// The limit of model calls per run (default [`DEFAULT_MAX_STEPS`]); a run that reaches it
-    /// ends with reason `error`.
+    /// ends with reason `failed`.
     pub fn max_steps(mut self, steps: usize) -> Self {
         self.max_steps = steps.max(1);
         self
@@ -186,11 +186,7 @@ fn mode_runtime(
             let target = graph.mode(graph.transition_target(id));
             specs.push(ToolSpec {
                 name: Arc::from(SUBMIT_PLAN),
-                description: submit_plan::description(
-                    target.id(),
-                    target.name(),
-                    target.id() == mode.id(),
-                ),
+                description: submit_plan::description(target.id(), target.name()),
                 input_schema: submit_plan::input_schema(),
             });
         } else if let Some(tool) = tools.get(name) {
@@ -407,11 +403,13 @@ impl AgentController {
         Session::from_record(self.shared.clone(), record, options)
     }
 
-    /// Every pending decision in the store, oldest first.
+    /// Every pending decision in the store, oldest first, and apart from them every record the
+    /// store could not read ([`SessionStore::list_pending`]).
     ///
     /// # Errors
-    /// [`SessionError::NoStore`], [`SessionError::Store`].
-    pub async fn list_pending(&self) -> Result<Vec<PendingSummary>, SessionError> {
+    /// [`SessionError::NoStore`], [`SessionError::Store`] when the store itself fails (never for
+    /// one unreadable record).
+    pub async fn list_pending(&self) -> Result<PendingListing, SessionError> {
         let store = self.shared.store.as_ref().ok_or(SessionError::NoStore)?;
         Ok(store.list_pending().await?)
     }

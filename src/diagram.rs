@@ -3,8 +3,7 @@
 //!
 //! The default mode is marked `default` (and drawn as a rounded stadium in Mermaid, with a double
 //! border in DOT); planning modes, where `submit_plan` is offered, are marked `planning` (dashed).
-//! Every hand-over edge of [`ModeGraph::transition_edges`] is drawn, labelled `plan approved`; a
-//! default mode that plans without a `transitionsTo` gets a loop (approval keeps the mode).
+//! Every hand-over edge of [`ModeGraph::transition_edges`] is drawn, labelled `plan approved`.
 //! A `metadata.color` in `#rgb` / `#rrggbb` form colours the node's border. Mode names are shown
 //! through [`neutralize_line`]: a control or invisible character in a name shows as its escape.
 
@@ -13,27 +12,17 @@ use std::fmt::Write as _;
 use crate::display::neutralize_line;
 use crate::mode::{Mode, ModeGraph, ModeId};
 
-/// The text formats [`render`] can draw a mode graph in.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    Default,
-    strum::Display,
-    strum::EnumString,
-    strum::VariantNames,
-)]
-#[strum(serialize_all = "lowercase")]
-#[non_exhaustive]
-pub enum DiagramFormat {
-    /// A Mermaid `flowchart LR`, for Markdown on code hosts.
-    #[default]
-    Mermaid,
-    /// A Graphviz `digraph`, for `dot -Tsvg`.
-    Dot,
+named_enum! {
+    /// The text formats [`render`] can draw a mode graph in.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    #[non_exhaustive]
+    pub enum DiagramFormat {
+        /// A Mermaid `flowchart LR`, for Markdown on code hosts.
+        #[default]
+        Mermaid = "mermaid",
+        /// A Graphviz `digraph`, for `dot -Tsvg`.
+        Dot = "dot",
+    }
 }
 
 /// Draws `graph` in `format`; see [`mermaid`] and [`dot`].
@@ -141,14 +130,9 @@ pub fn mermaid(graph: &ModeGraph) -> String {
         let _ = writeln!(out, "    {}{open}\"{label}\"{close}", mermaid_id(mode));
     }
     for (from, to) in graph.transition_edges() {
-        let label = if from == to {
-            "plan approved (stays)"
-        } else {
-            "plan approved"
-        };
         let _ = writeln!(
             out,
-            "    {} -->|{label}| {}",
+            "    {} -->|plan approved| {}",
             mermaid_id(graph.mode(from)),
             mermaid_id(graph.mode(to))
         );
@@ -233,17 +217,11 @@ pub fn dot(graph: &ModeGraph) -> String {
         let _ = writeln!(out, "    {} [{}];", dot_string(mode.id()), attrs.join(", "));
     }
     for (from, to) in graph.transition_edges() {
-        let label = if from == to {
-            "plan approved (stays)"
-        } else {
-            "plan approved"
-        };
         let _ = writeln!(
             out,
-            "    {} -> {} [label={}];",
+            "    {} -> {} [label=\"plan approved\"];",
             dot_string(graph.mode(from).id()),
             dot_string(graph.mode(to).id()),
-            dot_string(label)
         );
     }
     out.push_str("}\n");

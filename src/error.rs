@@ -60,3 +60,40 @@ pub enum Error {
 
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A name that is none of an enum's variants (`"complete"` for a [`crate::RunState`]): the error
+/// of `FromStr` for the crate's small enums ([`crate::RunState`], [`crate::CancelReason`],
+/// [`crate::diagram::DiagramFormat`], ...).
+///
+/// # Examples
+/// ```
+/// use agent_controller::RunState;
+/// let error = "complete".parse::<RunState>().unwrap_err();
+/// assert_eq!(error.name(), "complete");
+/// assert!(error.expected().contains(&"completed"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown name `{name}`: expected one of {}", expected.join(", "))]
+pub struct UnknownName {
+    name: String,
+    expected: &'static [&'static str],
+}
+
+impl UnknownName {
+    pub(crate) fn new(name: &str, expected: &'static [&'static str]) -> Self {
+        Self {
+            name: name.to_owned(),
+            expected,
+        }
+    }
+
+    /// The name that was given.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The names that would have been understood.
+    pub fn expected(&self) -> &'static [&'static str] {
+        self.expected
+    }
+}

@@ -20,76 +20,67 @@ use tokio::sync::mpsc;
 
 use crate::tool::submit_plan::PlanSubmission;
 
-/// Why the mode changed.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    Serialize,
-    Deserialize,
-    strum::Display,
-    strum::EnumString,
-)]
-#[serde(rename_all = "snake_case")]
-#[strum(serialize_all = "snake_case")]
-pub enum ModeChangeReason {
-    /// The host switched mode ([`crate::Session::switch_mode`]).
-    Manual,
-    /// A plan was approved and the session handed over to the planning mode's target.
-    PlanApproved,
+named_enum! {
+    /// Why the mode changed.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum ModeChangeReason {
+        /// The host switched mode ([`crate::Session::switch_mode`]).
+        Manual = "manual",
+        /// A plan was approved and the session handed over to the planning mode's target.
+        PlanApproved = "plan_approved",
+    }
 }
 
-/// How a run ended (or paused).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    Serialize,
-    Deserialize,
-    strum::Display,
-    strum::EnumString,
-)]
-#[serde(rename_all = "snake_case")]
-#[strum(serialize_all = "snake_case")]
-pub enum EndReason {
-    /// The model finished (or a plan was rejected without feedback).
-    Complete,
-    /// The run is suspended on `submit_plan`, awaiting a decision.
-    Suspended,
-    /// The run was aborted (abort, a user message or a mode switch while suspended).
-    Aborted,
-    /// The model failed or the run exceeded its step limit.
-    Error,
+named_enum! {
+    /// Where a run stands: running, or how it ended. The one name for it everywhere: the
+    /// `agent_end` event's `reason`, the session record's `run.state`, [`crate::Session::run_state`]
+    /// and [`crate::RunOutcome::state`].
+    ///
+    /// A suspended run has ended for now (`agent_end` with reason `suspended`); a decision or a
+    /// cancellation of its suspension starts it again with the same run id.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::RunState;
+    /// assert_eq!(RunState::Completed.to_string(), "completed");
+    /// assert_eq!("failed".parse::<RunState>(), Ok(RunState::Failed));
+    /// assert!(RunState::Aborted.is_ended() && !RunState::Running.is_ended());
+    /// ```
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum RunState {
+        /// The run loop is calling the model or executing tools. Never the reason of an `agent_end`.
+        Running = "running",
+        /// The run waits for a decision on a submitted plan.
+        Suspended = "suspended",
+        /// The model finished, or a plan was rejected without feedback.
+        Completed = "completed",
+        /// The run was aborted (cancelled by the host, its future dropped, or its suspension
+        /// cancelled by an abort, a user message or a manual switch).
+        Aborted = "aborted",
+        /// The model failed or the run exceeded its step limit.
+        Failed = "failed",
+    }
 }
 
-/// Why a suspension was cancelled without a decision (each counts as *not approved*).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    Serialize,
-    Deserialize,
-    strum::Display,
-    strum::EnumString,
-)]
-#[serde(rename_all = "snake_case")]
-#[strum(serialize_all = "snake_case")]
-pub enum CancelReason {
-    /// The host aborted the run.
-    Aborted,
-    /// The user sent a new message instead of deciding.
-    UserMessage,
-    /// The host switched mode by hand.
-    ModeSwitch,
+impl RunState {
+    /// Whether the run has ended (for now, when suspended): every state but
+    /// [`RunState::Running`].
+    pub fn is_ended(self) -> bool {
+        self != RunState::Running
+    }
+}
+
+named_enum! {
+    /// Why a suspension was cancelled without a decision (each counts as *not approved*).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum CancelReason {
+        /// The host aborted the run.
+        Aborted = "aborted",
+        /// The user sent a new message instead of deciding.
+        UserMessage = "user_message",
+        /// The host switched mode by hand.
+        ModeSwitch = "mode_switch",
+    }
 }
 
 /// What `tool_suspended` carries for `submit_plan`: the captured plan, where approval leads, and
@@ -110,29 +101,18 @@ pub struct SuspendPayload {
     pub decision_id: String,
 }
 
-/// How a submitted plan was settled.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    Serialize,
-    Deserialize,
-    strum::Display,
-    strum::EnumString,
-)]
-#[serde(rename_all = "snake_case")]
-#[strum(serialize_all = "snake_case")]
-pub enum DecisionOutcome {
-    /// The host approved it.
-    Approved,
-    /// The host rejected it (with or without feedback).
-    Rejected,
-    /// It was cancelled without a decision (abort, a new user message, a manual switch): not
-    /// approved.
-    Cancelled,
+named_enum! {
+    /// How a submitted plan was settled.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum DecisionOutcome {
+        /// The host approved it.
+        Approved = "approved",
+        /// The host rejected it (with or without feedback).
+        Rejected = "rejected",
+        /// It was cancelled without a decision (abort, a new user message, a manual switch): not
+        /// approved.
+        Cancelled = "cancelled",
+    }
 }
 
 /// The audit record of one settled plan decision: which decision, how, when and by whom. The
@@ -322,8 +302,8 @@ pub enum Event {
     AgentEnd {
         /// The run id.
         run_id: Arc<str>,
-        /// How.
-        reason: EndReason,
+        /// How: suspended, completed, aborted or failed (never running).
+        reason: RunState,
     },
     /// Something went wrong in a run (a model error, the step limit).
     Error {

@@ -54,6 +54,8 @@ Exit status:
   3    plan not approved: rejected, or the prompt dismissed without a store; the mode is unchanged
   4    still pending: detached, or the prompt dismissed with a store; decide later with `decide`
   5    decision refused: already decided, lost a race, stale --sha256, changed config, unknown session
+  6    `pending`: some stored records cannot be read; the others are listed, each unreadable one
+       is a `warning:` line on stderr (and an {\"unreadable\": ...} line with --json)
   130  interrupted (Ctrl-C while the model works)
   141  stdout closed by its reader (`| head`): stopped quietly";
 
@@ -145,7 +147,9 @@ enum Command {
     /// Run one session (with the built-in scripted model, or a real one with --model).
     #[command(after_help = format!("{PROMPT_HELP}\n\n{EXIT_STATUS_HELP}"))]
     Run(RunArgs),
-    /// List the plans waiting for a decision in a session store.
+    /// List the plans waiting for a decision in a session store. A stored record that cannot be
+    /// read is not listed: it is a `warning:` line on stderr, and the exit status is 6.
+    #[command(after_help = EXIT_STATUS_HELP)]
     Pending {
         /// The store: a directory, `sqlite:FILE`, or `postgres://USER@HOST:PORT/DB`.
         #[arg(long)]
@@ -340,6 +344,8 @@ enum Exit {
     /// A decision was refused: already decided, lost race, stale sha256, changed config, unknown
     /// session.
     Refused,
+    /// `pending` listed what it could read, and some records could not be read.
+    Unreadable,
     /// Ctrl-C while the model works.
     Interrupted,
     /// Stdout was closed by its reader.
@@ -355,6 +361,7 @@ impl Exit {
             Exit::NotApproved => 3,
             Exit::Pending => 4,
             Exit::Refused => 5,
+            Exit::Unreadable => 6,
             Exit::Interrupted => 130,
             Exit::StdoutClosed => 141,
         }
@@ -758,7 +765,7 @@ fn run(args: RunArgs) -> Outcome {
             _ = tokio::signal::ctrl_c() => None,
         };
         let Some(outcome) = outcome else {
-            return Ok(interrupted(&session));
+            return Ok(interrupted(&mut session).await);
         };
         let outcome = outcome?;
         let mut prompt = args
@@ -791,8 +798,14 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .map_err(Failure::runtime)
 }
 
-/// Says where a Ctrl-C outside the prompt left the session.
-fn interrupted(session: &Session) -> Exit {
+/// Ends what a Ctrl-C outside the prompt interrupted and says where it left the session. The
+/// run's future was dropped, so [`Session::settle`] records the run as aborted (a result for
+/// each open tool call, `agent_end`) and saves it: a stored session is left consistent, not as
+/// it was before the run.
+async fn interrupted(session: &mut Session) -> Exit {
+    if let Err(error) = session.settle().await {
+        note!("\ninterrupted: the aborted run could not be saved: {error}");
+    }
     note!("\ninterrupted: the mode stays `{}`", session.mode().id());
     Exit::Interrupted
 }
@@ -898,7 +911,7 @@ impl Decider<'_> {
                 _ = tokio::signal::ctrl_c() => None,
             };
             let Some(next) = next else {
-                return Ok(interrupted(session));
+                return Ok(interrupted(session).await);
             };
             outcome = next?;
         }
@@ -933,18 +946,42 @@ impl Decider<'_> {
     }
 }
 
+/// `pending`: the readable plans on stdout, one `warning:` line on stderr per record that
+/// cannot be read (with `--json`, also an `{"unreadable": {...}}` line on stdout), and exit 6
+/// when there was any.
 fn pending(spec: &str, json: bool) -> Outcome {
     let store = open_store(spec).map_err(Failure::runtime)?;
-    let pending = runtime()?
+    let listing = runtime()?
         .block_on(store.list_pending())
         .map_err(Failure::runtime)?;
-    for p in &pending {
+    for p in &listing.pending {
         say!("{}", pending_line(p, json)?);
     }
-    if !json && pending.is_empty() {
-        note!("no pending plans");
+    for record in &listing.unreadable {
+        warn_unreadable(&record.session_id, Some(&record.location), &record.reason);
+        if json {
+            let line = serde_json::json!({ "unreadable": record });
+            say!("{line}");
+        }
     }
-    Ok(Exit::Done)
+    if listing.is_healthy() {
+        if !json && listing.pending.is_empty() {
+            note!("no pending plans");
+        }
+        Ok(Exit::Done)
+    } else {
+        Ok(Exit::Unreadable)
+    }
+}
+
+/// The `warning:` line of a record `pending` cannot read.
+fn warn_unreadable(session_id: &str, location: Option<&str>, reason: &str) {
+    let location = location.map_or(String::new(), |l| format!(" ({})", neutralize_line(l)));
+    note!(
+        "warning: session `{}`{location} cannot be read, not listed: {}",
+        neutralize_line(session_id),
+        neutralize_line(reason)
+    );
 }
 
 /// One pending plan as `pending` prints it: a JSON object, or tab-separated fields.
@@ -969,6 +1006,7 @@ fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Failure> {
 /// Ctrl-C (exit 0) or a closed stdout.
 #[cfg(feature = "postgres")]
 fn watch_pending(spec: &str, json: bool) -> Outcome {
+    use agent_controller::StoreError;
     use agent_controller::store::postgres::{PostgresConfig, PostgresStore, is_postgres_url};
     use futures_util::StreamExt;
 
@@ -994,6 +1032,10 @@ fn watch_pending(spec: &str, json: bool) -> Outcome {
             };
             match plan {
                 Some(Ok(plan)) => say!("{}", pending_line(&plan, json)?),
+                Some(Err(StoreError::Corrupt {
+                    session_id,
+                    message,
+                })) => warn_unreadable(&session_id, None, &message),
                 Some(Err(e)) => return Err(Failure::runtime(e)),
                 None => return Ok(Exit::Done),
             }
@@ -1059,7 +1101,7 @@ fn decide(args: DecideArgs) -> Outcome {
             _ = tokio::signal::ctrl_c() => None,
         };
         let Some(outcome) = outcome else {
-            return Ok(interrupted(&session));
+            return Ok(interrupted(&mut session).await);
         };
         let outcome = outcome?;
         // A plan resubmitted after feedback is a new decision: leave it pending for the next `decide`.

@@ -242,7 +242,9 @@ impl ModeGraph {
     }
 
     /// Where a plan approved in `mode` hands over to: its `transitionsTo`, else the default mode.
-    /// Equal to `mode` when a default planning mode has no `transitionsTo` (no switch happens).
+    /// Never `mode` itself for a planning mode: validation refuses a `transitionsTo` naming its
+    /// own mode ([`crate::ConfigErrorKind::SelfTransition`]) and a default mode that plans
+    /// without one ([`crate::ConfigErrorKind::SelfHandover`]).
     pub fn transition_target(&self, mode: ModeId) -> ModeId {
         self.mode(mode).transitions_to.unwrap_or(self.default)
     }
@@ -252,8 +254,8 @@ impl ModeGraph {
         self.ids().filter(|id| self.mode(*id).is_planning())
     }
 
-    /// Every approval hand-over edge `(planning mode, target)`, in config order; an edge may be a
-    /// loop (`from == to`) for a default mode that plans without a `transitionsTo`.
+    /// Every approval hand-over edge `(planning mode, target)`, in config order; never a loop
+    /// (see [`ModeGraph::transition_target`]).
     pub fn transition_edges(&self) -> impl Iterator<Item = (ModeId, ModeId)> + '_ {
         self.planning_modes()
             .map(|from| (from, self.transition_target(from)))

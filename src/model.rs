@@ -147,35 +147,35 @@ pub struct ModelResponse {
     pub usage: Option<TokenUsage>,
 }
 
-/// What kind of failure a [`ModelError`] is, for a host that reacts differently to each (wait
-/// and retry on [`ModelErrorKind::RateLimited`], ask for a key on
-/// [`ModelErrorKind::Authentication`], ...).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, strum::Display)]
-#[serde(rename_all = "snake_case")]
-#[strum(serialize_all = "snake_case")]
-#[non_exhaustive]
-pub enum ModelErrorKind {
-    /// The provider refused the credentials (HTTP 401 or 403, or no key where one is needed).
-    Authentication,
-    /// The provider is rate limiting or the quota is used up (HTTP 429).
-    RateLimited,
-    /// The provider could not be reached, or the connection broke.
-    Transport,
-    /// The provider answered with something that is not a valid reply (bad JSON, a stream cut
-    /// off before the model finished).
-    MalformedResponse,
-    /// The conversation does not fit the model's context window.
-    ContextLength,
-    /// The run reached its limit of model calls (see
-    /// [`crate::AgentControllerBuilder::max_steps`]); no model call failed.
-    StepLimit,
-    /// Anything else (a server error, an unknown model, a bad request).
-    Other,
+named_enum! {
+    /// What kind of failure a [`ModelError`] is, for a host that reacts differently to each (wait
+    /// and retry on [`ModelErrorKind::RateLimited`], ask for a key on
+    /// [`ModelErrorKind::Authentication`], ...).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    #[non_exhaustive]
+    pub enum ModelErrorKind {
+        /// The provider refused the credentials (HTTP 401 or 403, or no key where one is needed).
+        Authentication = "authentication",
+        /// The provider is rate limiting or the quota is used up (HTTP 429).
+        RateLimited = "rate_limited",
+        /// The provider could not be reached, or the connection broke.
+        Transport = "transport",
+        /// The provider answered with something that is not a valid reply (bad JSON, a stream cut
+        /// off before the model finished).
+        MalformedResponse = "malformed_response",
+        /// The conversation does not fit the model's context window.
+        ContextLength = "context_length",
+        /// The run reached its limit of model calls (see
+        /// [`crate::AgentControllerBuilder::max_steps`]); no model call failed.
+        StepLimit = "step_limit",
+        /// Anything else (a server error, an unknown model, a bad request).
+        Other = "other",
+    }
 }
 
 /// A failed model call (network, provider error, malformed output) or a run that reached its
 /// step limit: a [`ModelErrorKind`], a message for people, and the underlying error as
-/// [`std::error::Error::source`] where there is one. The run ends with reason `error`
+/// [`std::error::Error::source`] where there is one. The run ends with reason `failed`
 /// ([`crate::RunOutcome::Failed`] carries this error) and the session stays consistent.
 ///
 /// Two errors are equal when kind and message are; sources are not compared.

@@ -13,7 +13,7 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use crate::event::{
-    CancelReason, DecidedRecord, DecisionOutcome, EndReason, Event, ModeChangeReason,
+    CancelReason, DecidedRecord, DecisionOutcome, Event, ModeChangeReason, RunState,
     SuspendPayload, rfc3339_now,
 };
 use crate::mode::ModeId;
@@ -23,35 +23,8 @@ use crate::store::SessionStore;
 use crate::tool::submit_plan::{self, PlanSubmission, REJECTED_RESULT, SUBMIT_PLAN};
 use crate::tool::{PendingPlans, ToolCall, ToolContext, ToolOutput};
 
-/// The lifecycle of one run; a `match` on it is the spine of the state machine.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    Serialize,
-    Deserialize,
-    strum::Display,
-    strum::EnumString,
-)]
-#[serde(rename_all = "snake_case")]
-#[strum(serialize_all = "snake_case")]
-pub enum RunState {
-    /// The run loop is calling the model or executing tools.
-    Running,
-    /// The run waits for a decision on a submitted plan.
-    Suspended,
-    /// The model finished, or a plan was rejected without feedback.
-    Completed,
-    /// The run was aborted (abort, a user message or a manual switch while suspended).
-    Aborted,
-    /// The model failed or the step limit was reached.
-    Failed,
-}
-
-/// How a call that drives a run returned.
+/// How a call that drives a run returned: the run's state ([`RunOutcome::state`]) with what
+/// goes with it (the model's text, the suspended plan, the error).
 #[derive(Debug, Clone, PartialEq)]
 pub enum RunOutcome {
     /// The model finished; `text` is its last reply.
@@ -97,17 +70,35 @@ impl RunOutcome {
             | RunOutcome::Aborted { run_id } => run_id,
         }
     }
+
+    /// How the run ended (or paused): what its `agent_end` event said and what the session
+    /// record keeps.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{RunOutcome, RunState};
+    /// let outcome = RunOutcome::Aborted { run_id: "run_1".into() };
+    /// assert_eq!(outcome.state(), RunState::Aborted);
+    /// ```
+    pub fn state(&self) -> RunState {
+        match self {
+            RunOutcome::Completed { .. } => RunState::Completed,
+            RunOutcome::Suspended { .. } => RunState::Suspended,
+            RunOutcome::Failed { .. } => RunState::Failed,
+            RunOutcome::Aborted { .. } => RunState::Aborted,
+        }
+    }
 }
 
-/// The host's answer to a submitted plan.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, strum::Display)]
-#[serde(rename_all = "lowercase")]
-#[strum(serialize_all = "lowercase")]
-pub enum DecisionAction {
-    /// The plan is approved: hand over to the target mode.
-    Approved,
-    /// The plan is rejected: stay in the mode.
-    Rejected,
+named_enum! {
+    /// The host's answer to a submitted plan.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum DecisionAction {
+        /// The plan is approved: hand over to the target mode.
+        Approved = "approved",
+        /// The plan is rejected: stay in the mode.
+        Rejected = "rejected",
+    }
 }
 
 /// Resume data for a suspended `submit_plan`: `{ "action": "approved" | "rejected", "feedback"?,
@@ -329,7 +320,7 @@ impl Session {
         });
         self.emit(Event::AgentEnd {
             run_id: pending.run_id.clone(),
-            reason: EndReason::Aborted,
+            reason: RunState::Aborted,
         });
         self.run = Some((pending.run_id, RunState::Aborted));
         true
@@ -493,15 +484,10 @@ impl Session {
         self.drive(run_id).instrument(span).await
     }
 
-    /// Marks the run ended and emits `error` (for failures) and `agent_end`.
-    fn close_run(&mut self, run_id: &Arc<str>, state: RunState, error: Option<&str>) {
-        self.run = Some((run_id.clone(), state));
-        let reason = match state {
-            RunState::Failed => EndReason::Error,
-            RunState::Aborted => EndReason::Aborted,
-            RunState::Suspended => EndReason::Suspended,
-            RunState::Running | RunState::Completed => EndReason::Complete,
-        };
+    /// Marks the run ended in `reason` (suspended, completed, aborted or failed) and emits
+    /// `error` (for failures) and `agent_end`.
+    fn close_run(&mut self, run_id: &Arc<str>, reason: RunState, error: Option<&str>) {
+        self.run = Some((run_id.clone(), reason));
         tracing::info!(run_id = %run_id, %reason, error, "run ended");
         if let Some(message) = error {
             self.emit(Event::Error {
@@ -888,8 +874,10 @@ impl PendingPlans for StorePending<'_> {
         let Some(store) = self.0 else {
             return Ok(Vec::new());
         };
-        let pending = store.list_pending().await.map_err(|e| e.to_string())?;
-        Ok(pending.into_iter().map(|p| p.plan_path).collect())
+        // An unreadable record's plan cannot be decided (loading it fails), so there is
+        // nothing of it to protect.
+        let listing = store.list_pending().await.map_err(|e| e.to_string())?;
+        Ok(listing.pending.into_iter().map(|p| p.plan_path).collect())
     }
 }
 

@@ -10,11 +10,13 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::controller::Shared;
-use crate::event::{CancelReason, Event, EventStream, ModeChangeReason, Subscribers, Subscription};
+use crate::event::{
+    CancelReason, Event, EventStream, ModeChangeReason, RunState, Subscribers, Subscription,
+};
 use crate::extensions::Extensions;
 use crate::mode::{Mode, ModeId};
 use crate::model::{LanguageModel, Message};
-use crate::run::{Decision, PendingDecision, RunOutcome, RunState, decision_id_for};
+use crate::run::{Decision, PendingDecision, RunOutcome, decision_id_for};
 use crate::store::{
     DecidedRecord, PendingRecord, RunRecord, SCHEMA_VERSION, SessionRecord, StoreError,
 };

@@ -26,9 +26,9 @@ pub use self::postgres::PostgresStore;
 pub use self::sqlite::SqliteStore;
 
 pub use crate::event::DecidedRecord;
+use crate::event::RunState;
 use crate::event::SuspendPayload;
 use crate::model::Message;
-use crate::run::RunState;
 
 /// The record layout version this release writes: one version per release that changes the
 /// layout (0.1.0 wrote 1; 0.2.0 writes 2).
@@ -130,6 +130,83 @@ pub struct PendingSummary {
     pub plan_path: String,
     /// When the session was last saved (seconds since the Unix epoch).
     pub updated_at: u64,
+}
+
+/// What [`SessionStore::list_pending`] finds: every healthy pending decision, and apart from
+/// them every record that cannot be read, so one corrupt record never hides the others.
+///
+/// More kinds of findings may be added (the struct is `#[non_exhaustive]`): build one with
+/// [`PendingListing::default`] and push onto its fields.
+///
+/// # Examples
+/// ```
+/// use agent_controller::store::{PendingListing, UnreadableRecord};
+///
+/// let mut listing = PendingListing::default();
+/// assert!(listing.is_healthy());
+/// listing.unreadable.push(UnreadableRecord {
+///     session_id: "s1".into(),
+///     location: "sessions/s1.pending.json".into(),
+///     reason: "expected value at line 1 column 1".into(),
+/// });
+/// assert!(!listing.is_healthy());
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct PendingListing {
+    /// Every readable pending decision, oldest first (by `updatedAt`, then session id).
+    pub pending: Vec<PendingSummary>,
+    /// Every record that looked pending but cannot be read, by session id: garbage, a record of
+    /// a newer schema, or a record whose `sessionId` is not the key it is stored under.
+    pub unreadable: Vec<UnreadableRecord>,
+}
+
+impl PendingListing {
+    /// Whether every record could be read (`unreadable` is empty).
+    pub fn is_healthy(&self) -> bool {
+        self.unreadable.is_empty()
+    }
+
+    /// Sorts `pending` oldest first (by `updated_at`, then session id) and `unreadable` by
+    /// session id: the order [`SessionStore::list_pending`] promises.
+    pub fn sort(&mut self) {
+        self.pending
+            .sort_by(|a, b| (a.updated_at, &a.session_id).cmp(&(b.updated_at, &b.session_id)));
+        self.unreadable
+            .sort_by(|a, b| (&a.session_id, &a.location).cmp(&(&b.session_id, &b.location)));
+    }
+}
+
+/// A stored record [`SessionStore::list_pending`] could not read, reported instead of listed.
+/// Loading that session fails with the same reason ([`StoreError::Corrupt`] or
+/// [`StoreError::NewerSchema`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UnreadableRecord {
+    /// The key the record is stored under: the session id of its file name or row, which is
+    /// what [`SessionStore::load`] and [`SessionStore::delete`] take (the id inside a record may
+    /// differ: that is one way to be unreadable).
+    pub session_id: String,
+    /// Where it is, for people: the file's path, or the table and row.
+    pub location: String,
+    /// Why it cannot be read.
+    pub reason: String,
+}
+
+impl UnreadableRecord {
+    /// The report for the record of `session_id` at `location` that failed with `error`.
+    pub fn new(session_id: &str, location: impl Into<String>, error: &StoreError) -> Self {
+        let reason = match error {
+            StoreError::Corrupt { message, .. } => message.clone(),
+            other => other.to_string(),
+        };
+        Self {
+            session_id: session_id.to_owned(),
+            location: location.into(),
+            reason,
+        }
+    }
 }
 
 impl SessionRecord {
@@ -254,7 +331,7 @@ impl StoreError {
 ///
 /// Implementations must make [`SessionStore::save`] atomic (a reader sees the old or the new
 /// record, never a mix) and a compare-and-swap on `version`. The same conformance suite
-/// (`tests/store.rs`) runs against every backend. The trait is async through
+/// (`tests/it/store.rs`) runs against every backend. The trait is async through
 /// [`async_trait`](crate::async_trait): implement it with `#[agent_controller::async_trait]` on
 /// the `impl` block.
 ///
@@ -262,7 +339,7 @@ impl StoreError {
 /// A store that counts saves and keeps the sessions in a [`MemoryStore`]:
 /// ```
 /// use std::sync::atomic::{AtomicUsize, Ordering};
-/// use agent_controller::store::{PendingSummary, SessionRecord};
+/// use agent_controller::store::{PendingListing, SessionRecord};
 /// use agent_controller::{MemoryStore, SessionStore, StoreError};
 ///
 /// #[derive(Default)]
@@ -283,7 +360,7 @@ impl StoreError {
 ///     async fn delete(&self, id: &str) -> Result<bool, StoreError> {
 ///         self.inner.delete(id).await
 ///     }
-///     async fn list_pending(&self) -> Result<Vec<PendingSummary>, StoreError> {
+///     async fn list_pending(&self) -> Result<PendingListing, StoreError> {
 ///         self.inner.list_pending().await
 ///     }
 ///     async fn expire(&self, before: u64) -> Result<usize, StoreError> {
@@ -303,7 +380,9 @@ pub trait SessionStore: Send + Sync {
     /// Loads a session; `Ok(None)` when it does not exist.
     ///
     /// # Errors
-    /// [`StoreError::Corrupt`] for an unreadable record, [`StoreError::Backend`] on I/O failure.
+    /// [`StoreError::Corrupt`] for an unreadable record (garbage, or a record whose `sessionId`
+    /// is not `session_id`), [`StoreError::NewerSchema`] for a record of a newer release,
+    /// [`StoreError::Backend`] on I/O failure.
     async fn load(&self, session_id: &str) -> Result<Option<SessionRecord>, StoreError>;
 
     /// Saves `record` if the stored version is `expected` (`None`: the session must not exist).
@@ -320,11 +399,15 @@ pub trait SessionStore: Send + Sync {
     /// [`StoreError::Backend`] on I/O failure.
     async fn delete(&self, session_id: &str) -> Result<bool, StoreError>;
 
-    /// Every pending decision, oldest first, without reading sessions that have none.
+    /// Every pending decision, oldest first, without reading sessions that have none; a record
+    /// that cannot be read (garbage, a newer schema, a `sessionId` that is not its key) is
+    /// reported in [`PendingListing::unreadable`] and the others are still listed (issue 10:
+    /// one corrupt record must not hide every pending plan). No session is listed twice.
     ///
     /// # Errors
-    /// [`StoreError::Backend`] on I/O failure, [`StoreError::Corrupt`] for an unreadable record.
-    async fn list_pending(&self) -> Result<Vec<PendingSummary>, StoreError>;
+    /// [`StoreError::Backend`] when the store itself cannot be read (the directory, the
+    /// database); never for one bad record.
+    async fn list_pending(&self) -> Result<PendingListing, StoreError>;
 
     /// Deletes sessions with nothing pending that were last saved before `before` (seconds since
     /// the Unix epoch); returns how many were deleted.
@@ -345,7 +428,7 @@ impl<S: SessionStore + ?Sized> SessionStore for Arc<S> {
     async fn delete(&self, session_id: &str) -> Result<bool, StoreError> {
         (**self).delete(session_id).await
     }
-    async fn list_pending(&self) -> Result<Vec<PendingSummary>, StoreError> {
+    async fn list_pending(&self) -> Result<PendingListing, StoreError> {
         (**self).list_pending().await
     }
     async fn expire(&self, before: u64) -> Result<usize, StoreError> {
@@ -456,9 +539,9 @@ pub fn check_session_id(id: &str) -> Result<(), StoreError> {
     }
 }
 
-/// Parses a stored record: a record of an older schema version is migrated, one of a newer
-/// version is refused ([`StoreError::NewerSchema`]), anything unreadable is
-/// [`StoreError::Corrupt`].
+/// Parses the record stored under `session_id`: a record of an older schema version is
+/// migrated, one of a newer version is refused ([`StoreError::NewerSchema`]), anything
+/// unreadable, or a record naming another session, is [`StoreError::Corrupt`].
 pub(crate) fn decode(session_id: &str, bytes: &[u8]) -> Result<SessionRecord, StoreError> {
     let corrupt = |message: String| StoreError::Corrupt {
         session_id: session_id.to_owned(),
@@ -481,7 +564,15 @@ pub(crate) fn decode(session_id: &str, bytes: &[u8]) -> Result<SessionRecord, St
         return Err(corrupt("schema version 0 was never written".to_owned()));
     }
     migrate(&mut value);
-    serde_json::from_value(value).map_err(|e| corrupt(e.to_string()))
+    let record: SessionRecord =
+        serde_json::from_value(value).map_err(|e| corrupt(e.to_string()))?;
+    if record.session_id != session_id {
+        return Err(corrupt(format!(
+            "the record is stored as session `{session_id}` but names session `{}`",
+            record.session_id
+        )));
+    }
+    Ok(record)
 }
 
 /// Brings a record of an older schema version to [`SCHEMA_VERSION`], one step per version.

@@ -60,7 +60,7 @@
 //! With `proptest-state-machine`, use [`ReferenceSession`] as the reference state
 //! ([`ReferenceSession::ops`] for the transitions, [`ReferenceSession::can_apply`] as the
 //! preconditions, [`ReferenceSession::apply`] to move it) and a [`Harness`] as the system under
-//! test ([`Harness::step`] after each transition); the crate's `tests/transitions.rs` does this
+//! test ([`Harness::step`] after each transition); the crate's `tests/it/transitions.rs` does this
 //! for generated configs.
 
 mod configs;

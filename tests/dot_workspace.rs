@@ -1,6 +1,7 @@
 //! The default workspace `.` (and paths like `./x`) works exactly like an absolute workspace.
 //! Its own test binary: it changes the process's current directory, which no other test may see.
 
+#[path = "it/common/mod.rs"]
 mod common;
 
 use std::path::Path;

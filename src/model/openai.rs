@@ -21,7 +21,7 @@
 //! 400 ms, or the server's `Retry-After`), as `async-openai` does by default; a 4xx other than
 //! 429 is not. Failures then become a [`ModelError`] that says what to fix (missing key, unreachable endpoint,
 //! HTTP status with the server's message, malformed or cut-off stream); the run then ends with
-//! reason `error` and the session keeps its mode and any pending plan.
+//! reason `failed` and the session keeps its mode and any pending plan.
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use async_trait::async_trait;
 
 use super::{
-    PendingSummary, SessionRecord, SessionStore, StoreError, check_next_version, check_session_id,
-    decode,
+    PendingListing, SessionRecord, SessionStore, StoreError, UnreadableRecord, check_next_version,
+    check_session_id, decode,
 };
 
 const PENDING_SUFFIX: &str = ".pending.json";
@@ -154,11 +154,23 @@ impl FileStore {
         Ok(())
     }
 
+    /// Reads the record of `id` in its file with `suffix`; a corrupt record's error names the
+    /// file.
     fn read(&self, id: &str, suffix: &str) -> Result<Option<SessionRecord>, StoreError> {
-        match std::fs::read(self.path(id, suffix)) {
-            Ok(bytes) => decode(id, &bytes).map(Some),
+        let path = self.path(id, suffix);
+        match std::fs::read(&path) {
+            Ok(bytes) => decode(id, &bytes).map(Some).map_err(|e| match e {
+                StoreError::Corrupt {
+                    session_id,
+                    message,
+                } => StoreError::Corrupt {
+                    session_id,
+                    message: format!("{}: {message}", path.display()),
+                },
+                other => other,
+            }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(backend(&format!("read session {id}"), e)),
+            Err(e) => Err(backend(&format!("read {}", path.display()), e)),
         }
     }
 
@@ -294,27 +306,39 @@ impl SessionStore for FileStore {
         self.blocking(move |store| store.delete_sync(&id)).await
     }
 
-    async fn list_pending(&self) -> Result<Vec<PendingSummary>, StoreError> {
+    /// Reads every `<id>.pending.json`; a session whose files cannot be read is reported in
+    /// `unreadable` at its pending file's path (the reason names the file that failed).
+    async fn list_pending(&self) -> Result<PendingListing, StoreError> {
         self.blocking(|store| {
-            let mut pending = Vec::new();
+            let mut listing = PendingListing::default();
             for id in store.ids_with(PENDING_SUFFIX)? {
-                if let Some(summary) = store.read_current(&id)?.and_then(|r| r.pending_summary()) {
-                    pending.push(summary);
+                match store.read_current(&id) {
+                    Ok(record) => listing
+                        .pending
+                        .extend(record.and_then(|r| r.pending_summary())),
+                    Err(error) => listing.unreadable.push(UnreadableRecord::new(
+                        &id,
+                        store.path(&id, PENDING_SUFFIX).display().to_string(),
+                        &error,
+                    )),
                 }
             }
-            pending
-                .sort_by(|a, b| (a.updated_at, &a.session_id).cmp(&(b.updated_at, &b.session_id)));
-            Ok(pending)
+            listing.sort();
+            Ok(listing)
         })
         .await
     }
 
+    /// An unreadable record is left as it is (it is not known to be stale), and the others are
+    /// still expired.
     async fn expire(&self, before: u64) -> Result<usize, StoreError> {
         self.blocking(move |store| {
             let mut deleted = 0;
             for id in store.ids_with(PLAIN_SUFFIX)? {
                 let stale = store
-                    .read_current(&id)?
+                    .read_current(&id)
+                    .ok()
+                    .flatten()
                     .is_some_and(|r| r.pending.is_none() && r.updated_at < before);
                 if stale && store.delete_sync(&id)? {
                     deleted += 1;

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 
 use super::{
-    PendingSummary, SessionRecord, SessionStore, StoreError, check_next_version, check_session_id,
+    PendingListing, SessionRecord, SessionStore, StoreError, check_next_version, check_session_id,
 };
 
 /// Sessions in memory, behind a mutex that is never held across an `await`.
@@ -64,14 +64,18 @@ impl SessionStore for MemoryStore {
         Ok(self.lock().remove(session_id).is_some())
     }
 
-    async fn list_pending(&self) -> Result<Vec<PendingSummary>, StoreError> {
-        let mut pending: Vec<PendingSummary> = self
-            .lock()
-            .values()
-            .filter_map(SessionRecord::pending_summary)
-            .collect();
-        pending.sort_by(|a, b| (a.updated_at, &a.session_id).cmp(&(b.updated_at, &b.session_id)));
-        Ok(pending)
+    /// Records in memory are always readable: `unreadable` is empty.
+    async fn list_pending(&self) -> Result<PendingListing, StoreError> {
+        let mut listing = PendingListing {
+            pending: self
+                .lock()
+                .values()
+                .filter_map(SessionRecord::pending_summary)
+                .collect(),
+            ..PendingListing::default()
+        };
+        listing.sort();
+        Ok(listing)
     }
 
     async fn expire(&self, before: u64) -> Result<usize, StoreError> {

@@ -21,7 +21,7 @@
 //! - `list_pending` reads the partial index `agent_controller_sessions_pending` on
 //!   `(updated_at, id) WHERE pending IS NOT NULL`, so sessions with nothing pending are never
 //!   read; `expire` deletes through `agent_controller_sessions_idle` on `updated_at WHERE pending
-//!   IS NULL`. `tests/postgres.rs` checks the plans with `EXPLAIN`:
+//!   IS NULL`. `tests/it/postgres.rs` checks the plans with `EXPLAIN`:
 //!
 //!   ```text
 //!   Index Scan using agent_controller_sessions_pending on agent_controller_sessions
@@ -51,8 +51,8 @@ pub use self::config::{PostgresConfig, RootCerts, SslMode, is_postgres_url};
 pub use self::listen::{ChangeStream, SessionChange};
 
 use super::{
-    PendingSummary, SessionRecord, SessionStore, StoreError, check_next_version, check_session_id,
-    decode,
+    PendingListing, PendingSummary, SessionRecord, SessionStore, StoreError, UnreadableRecord,
+    check_next_version, check_session_id, decode,
 };
 
 /// The sessions table.
@@ -72,7 +72,7 @@ const TABLE: &str = "agent_controller_sessions";
 ///
 /// # async fn demo() -> Result<(), agent_controller::store::StoreError> {
 /// let store = PostgresStore::connect("postgres://app@db.internal:5432/agents?sslmode=verify-full").await?;
-/// for plan in store.list_pending().await? {
+/// for plan in store.list_pending().await?.pending {
 ///     println!("{} {}", plan.session_id, plan.title);
 /// }
 /// let shared: Arc<dyn SessionStore> = Arc::new(store);
@@ -327,11 +327,22 @@ fn to_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
+/// Decodes the `pending` column of the row keyed `session_id`: a summary naming another session
+/// is corrupt, like one that is not a summary at all.
 fn summary(session_id: &str, text: &str) -> Result<PendingSummary, StoreError> {
-    serde_json::from_str(text).map_err(|e| StoreError::Corrupt {
+    let corrupt = |message: String| StoreError::Corrupt {
         session_id: session_id.to_owned(),
-        message: format!("pending summary: {e}"),
-    })
+        message,
+    };
+    let summary: PendingSummary =
+        serde_json::from_str(text).map_err(|e| corrupt(format!("pending summary: {e}")))?;
+    if summary.session_id != session_id {
+        return Err(corrupt(format!(
+            "the pending summary is stored as session `{session_id}` but names session `{}`",
+            summary.session_id
+        )));
+    }
+    Ok(summary)
 }
 
 #[async_trait]
@@ -425,7 +436,9 @@ impl SessionStore for PostgresStore {
         Ok(!rows.is_empty())
     }
 
-    async fn list_pending(&self) -> Result<Vec<PendingSummary>, StoreError> {
+    /// A row whose `pending` summary cannot be read is reported in `unreadable` as
+    /// `agent_controller_sessions row ID`.
+    async fn list_pending(&self) -> Result<PendingListing, StoreError> {
         let client = self.client().await?;
         let stmt = client
             .prepare_cached(&format!(
@@ -435,9 +448,20 @@ impl SessionStore for PostgresStore {
             .await
             .map_err(|e| self.db(e))?;
         let rows = client.query(&stmt, &[]).await.map_err(|e| self.db(e))?;
-        rows.iter()
-            .map(|row| summary(row.get(0), row.get(1)))
-            .collect()
+        let mut listing = PendingListing::default();
+        for row in &rows {
+            let id: &str = row.get(0);
+            match summary(id, row.get(1)) {
+                Ok(summary) => listing.pending.push(summary),
+                Err(error) => listing.unreadable.push(UnreadableRecord::new(
+                    id,
+                    format!("{TABLE} row {id}"),
+                    &error,
+                )),
+            }
+        }
+        listing.sort();
+        Ok(listing)
     }
 
     async fn expire(&self, before: u64) -> Result<usize, StoreError> {

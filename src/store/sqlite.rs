@@ -9,11 +9,12 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{
-    PendingSummary, SessionRecord, SessionStore, StoreError, check_next_version, check_session_id,
-    decode,
+    PendingListing, SessionRecord, SessionStore, StoreError, UnreadableRecord, check_next_version,
+    check_session_id, decode,
 };
 
 /// Sessions in an SQLite database file.
@@ -78,20 +79,42 @@ impl SqliteStore {
     }
 }
 
+/// The text of an `id` cell as it may be shown (a non-text id, which this crate never writes,
+/// is shown as what it is).
+fn key_text(cell: ValueRef<'_>) -> String {
+    match cell {
+        ValueRef::Text(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Decodes the `record` cell of the row keyed `id`: anything but text is corrupt.
+fn decode_column(id: &str, cell: ValueRef<'_>) -> Result<SessionRecord, StoreError> {
+    match cell {
+        ValueRef::Text(bytes) => decode(id, bytes),
+        other => Err(StoreError::Corrupt {
+            session_id: id.to_owned(),
+            message: format!(
+                "the record column holds {}, not JSON text",
+                other.data_type()
+            ),
+        }),
+    }
+}
+
 #[async_trait]
 impl SessionStore for SqliteStore {
     async fn load(&self, session_id: &str) -> Result<Option<SessionRecord>, StoreError> {
         let id = session_id.to_owned();
         self.with(move |conn| {
-            let text: Option<String> = conn
-                .query_row(
-                    "SELECT record FROM sessions WHERE id = ?1",
-                    params![id],
-                    |row| row.get(0),
-                )
-                .optional()
-                .map_err(db)?;
-            text.map(|t| decode(&id, t.as_bytes())).transpose()
+            conn.query_row(
+                "SELECT record FROM sessions WHERE id = ?1",
+                params![id],
+                |row| Ok(decode_column(&id, row.get_ref(0)?)),
+            )
+            .optional()
+            .map_err(db)?
+            .transpose()
         })
         .await
     }
@@ -136,26 +159,32 @@ impl SessionStore for SqliteStore {
         .await
     }
 
-    async fn list_pending(&self) -> Result<Vec<PendingSummary>, StoreError> {
+    /// A row whose record cannot be read is reported in `unreadable` as `sessions row ID`.
+    async fn list_pending(&self) -> Result<PendingListing, StoreError> {
         self.with(|conn| {
             let mut stmt = conn
-                .prepare(
-                    "SELECT id, record FROM sessions WHERE pending = 1 ORDER BY updated_at, id",
-                )
+                .prepare("SELECT id, record FROM sessions WHERE pending = 1")
                 .map_err(db)?;
             let rows = stmt
                 .query_map([], |row| {
-                    Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+                    let id = key_text(row.get_ref(0)?);
+                    let record = decode_column(&id, row.get_ref(1)?);
+                    Ok((id, record))
                 })
                 .map_err(db)?;
-            let mut pending = Vec::new();
+            let mut listing = PendingListing::default();
             for row in rows {
-                let (id, text) = row.map_err(db)?;
-                if let Some(summary) = decode(&id, text.as_bytes())?.pending_summary() {
-                    pending.push(summary);
+                match row.map_err(db)? {
+                    (_, Ok(record)) => listing.pending.extend(record.pending_summary()),
+                    (id, Err(error)) => listing.unreadable.push(UnreadableRecord::new(
+                        &id,
+                        format!("sessions row {id}"),
+                        &error,
+                    )),
                 }
             }
-            Ok(pending)
+            listing.sort();
+            Ok(listing)
         })
         .await
     }

@@ -329,30 +329,31 @@ fn build_spec(
     spec
 }
 
-/// One known way to break a valid config.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::Display)]
-#[strum(serialize_all = "snake_case")]
-#[non_exhaustive]
-pub enum Mutation {
-    /// Add a mode whose id another mode already has.
-    DuplicateId,
-    /// Point a `transitionsTo` at an id no mode has.
-    UnknownTarget,
-    /// Point a mode's `transitionsTo` at itself.
-    SelfTarget,
-    /// Mark two modes `default = true`.
-    TwoDefaults,
-    /// Name one mode in `defaultModeId` and mark another `default = true`.
-    ConflictingDefault,
-    /// Add a key the format does not define (at the top or in a mode).
-    UnknownKey,
-    /// Give a known key a value of the wrong type.
-    WrongType,
-    /// Give a mode with `transitionsTo` an `availableTools` list without `submit_plan`.
-    TargetWithoutSubmitPlan,
-    /// Make a mode that lists `submit_plan` and sets no `transitionsTo` the default mode: its
-    /// approval would hand over to itself.
-    SelfHandover,
+named_enum! {
+    /// One known way to break a valid config.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    #[non_exhaustive]
+    pub enum Mutation {
+        /// Add a mode whose id another mode already has.
+        DuplicateId = "duplicate_id",
+        /// Point a `transitionsTo` at an id no mode has.
+        UnknownTarget = "unknown_target",
+        /// Point a mode's `transitionsTo` at itself.
+        SelfTarget = "self_target",
+        /// Mark two modes `default = true`.
+        TwoDefaults = "two_defaults",
+        /// Name one mode in `defaultModeId` and mark another `default = true`.
+        ConflictingDefault = "conflicting_default",
+        /// Add a key the format does not define (at the top or in a mode).
+        UnknownKey = "unknown_key",
+        /// Give a known key a value of the wrong type.
+        WrongType = "wrong_type",
+        /// Give a mode with `transitionsTo` an `availableTools` list without `submit_plan`.
+        TargetWithoutSubmitPlan = "target_without_submit_plan",
+        /// Make a mode that lists `submit_plan` and sets no `transitionsTo` the default mode: its
+        /// approval would hand over to itself.
+        SelfHandover = "self_handover",
+    }
 }
 
 impl Mutation {

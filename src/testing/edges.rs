@@ -10,23 +10,24 @@ use super::harness::{Divergence, Harness};
 use super::reference::{Call, Feedback, Op, PlanFile, ReferenceSession, Revision, ShaChoice, Then};
 use crate::run::DecisionAction;
 
-/// What moves a session along an edge.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, strum::Display)]
-#[strum(serialize_all = "snake_case")]
-#[non_exhaustive]
-pub enum Cause {
-    /// A plan submitted in `from` is approved: the session hands over to `from`'s target.
-    Approve,
-    /// A plan is rejected without feedback: the mode stays.
-    Reject,
-    /// A plan is rejected with feedback: the mode stays.
-    RejectWithFeedback,
-    /// The run is aborted while the plan is pending: the mode stays.
-    Abort,
-    /// A user message arrives while the plan is pending: the mode stays.
-    UserMessage,
-    /// The host switches to `to` by hand.
-    Manual,
+named_enum! {
+    /// What moves a session along an edge.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[non_exhaustive]
+    pub enum Cause {
+        /// A plan submitted in `from` is approved: the session hands over to `from`'s target.
+        Approve = "approve",
+        /// A plan is rejected without feedback: the mode stays.
+        Reject = "reject",
+        /// A plan is rejected with feedback: the mode stays.
+        RejectWithFeedback = "reject_with_feedback",
+        /// The run is aborted while the plan is pending: the mode stays.
+        Abort = "abort",
+        /// A user message arrives while the plan is pending: the mode stays.
+        UserMessage = "user_message",
+        /// The host switches to `to` by hand.
+        Manual = "manual",
+    }
 }
 
 /// One edge of the transition relation, by mode ids.

@@ -29,7 +29,7 @@ use serde_json::json;
 use super::facts::ConfigFacts;
 use super::harness::{Divergence, Harness};
 use super::reference::{Call, Op, PlanFile, ReferenceSession, Revision, ShaChoice, Then};
-use crate::run::RunState;
+use crate::event::RunState;
 
 /// A state of the walk: mode, pending target, run state.
 type State = (usize, Option<usize>, Option<RunState>);
@@ -161,7 +161,7 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
 
 /// Walks every reachable state of a session on `harness`'s controller, breadth first, and
 /// every operation of [`operations`] from each, comparing the real session with the reference
-/// after every step (see the [module docs](self)). With a session store on the controller,
+/// after every step (see the [`testing`](crate::testing) module). With a session store on the controller,
 /// restarts are among the operations.
 ///
 /// Stops at the first divergence, which has a shortest path to it.

@@ -19,7 +19,7 @@ use crate::controller::{AgentController, AgentControllerBuilder, ToolLayer};
 use crate::event::Event;
 use crate::mode::ModeGraph;
 use crate::model::{LanguageModel, Message, ModelError, ModelRequest, ModelResponse};
-use crate::run::{RunOutcome, RunState};
+use crate::run::RunOutcome;
 use crate::session::{Session, SessionError, SessionOptions};
 use crate::tool::submit_plan::{
     APPROVED_RESULT, REJECTED_RESULT, REJECTED_WITH_FEEDBACK_PREFIX, SUBMIT_PLAN,
@@ -44,27 +44,28 @@ pub enum HarnessError {
     Start(#[from] SessionError),
 }
 
-/// Which part of the session differed from the reference.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::Display)]
-#[strum(serialize_all = "snake_case")]
-#[non_exhaustive]
-pub enum Aspect {
-    /// The return value of the host call.
-    Outcome,
-    /// The events emitted and model calls made, in order.
-    Events,
-    /// The current mode afterwards.
-    Mode,
-    /// The pending decision afterwards.
-    Pending,
-    /// The latest run's state afterwards.
-    Run,
-    /// The workspace changed in a step in which no tool ran.
-    Workspace,
-    /// An invariant of yours ([`Harness::invariant`]) failed.
-    Invariant,
-    /// The session panicked.
-    Panic,
+named_enum! {
+    /// Which part of the session differed from the reference.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    #[non_exhaustive]
+    pub enum Aspect {
+        /// The return value of the host call.
+        Outcome = "outcome",
+        /// The events emitted and model calls made, in order.
+        Events = "events",
+        /// The current mode afterwards.
+        Mode = "mode",
+        /// The pending decision afterwards.
+        Pending = "pending",
+        /// The latest run's state afterwards.
+        Run = "run",
+        /// The workspace changed in a step in which no tool ran.
+        Workspace = "workspace",
+        /// An invariant of yours ([`Harness::invariant`]) failed.
+        Invariant = "invariant",
+        /// The session panicked.
+        Panic = "panic",
+    }
 }
 
 /// A place where the real session did not do what the reference model says.
@@ -867,10 +868,7 @@ fn changed_files(
 
 fn run_outcome(result: Result<RunOutcome, SessionError>) -> Outcome {
     match result {
-        Ok(RunOutcome::Completed { .. }) => Outcome::Run(RunState::Completed),
-        Ok(RunOutcome::Suspended { .. }) => Outcome::Run(RunState::Suspended),
-        Ok(RunOutcome::Failed { .. }) => Outcome::Run(RunState::Failed),
-        Ok(RunOutcome::Aborted { .. }) => Outcome::Run(RunState::Aborted),
+        Ok(outcome) => Outcome::Run(outcome.state()),
         Err(e) => Outcome::Refused(refusal(&e)),
     }
 }

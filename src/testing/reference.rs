@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::facts::ConfigFacts;
-use crate::event::{CancelReason, EndReason, ModeChangeReason};
-use crate::run::{Decision, DecisionAction, RunState};
+use crate::event::{CancelReason, ModeChangeReason, RunState};
+use crate::run::{Decision, DecisionAction};
 use crate::tool::SUBMIT_PLAN;
 
 /// How many distinct valid plan files a harness provides ([`PlanFile::Valid`] `0..PLAN_COUNT`).
@@ -423,8 +423,8 @@ pub enum Trace {
     RunEnded {
         /// The run ordinal.
         run: usize,
-        /// The reason.
-        reason: EndReason,
+        /// How it ended.
+        reason: RunState,
     },
 }
 
@@ -710,7 +710,7 @@ impl ReferenceSession {
         if *steps >= self.facts.max_steps() {
             trace.push(Trace::RunEnded {
                 run,
-                reason: EndReason::Error,
+                reason: RunState::Failed,
             });
             self.run = Some((run, RunState::Failed));
             return false;
@@ -755,7 +755,7 @@ impl ReferenceSession {
         });
         trace.push(Trace::RunEnded {
             run: pending.run,
-            reason: EndReason::Aborted,
+            reason: RunState::Aborted,
         });
         self.run = Some((pending.run, RunState::Aborted));
         self.decided = Some((pending.run, pending.tool_call_id));
@@ -776,11 +776,11 @@ impl ReferenceSession {
     }
 
     fn end_run(&mut self, run: usize, then: Then, trace: &mut Vec<Trace>) -> Outcome {
-        let (state, reason) = match then {
-            Then::Text => (RunState::Completed, EndReason::Complete),
-            Then::ModelFails => (RunState::Failed, EndReason::Error),
+        let state = match then {
+            Then::Text => RunState::Completed,
+            Then::ModelFails => RunState::Failed,
         };
-        trace.push(Trace::RunEnded { run, reason });
+        trace.push(Trace::RunEnded { run, reason: state });
         self.run = Some((run, state));
         Outcome::Run(state)
     }
@@ -906,7 +906,7 @@ impl ReferenceSession {
         });
         trace.push(Trace::RunEnded {
             run,
-            reason: EndReason::Suspended,
+            reason: RunState::Suspended,
         });
         self.pending = Some(PendingPlan {
             run,
@@ -1037,7 +1037,7 @@ impl ReferenceSession {
             ResultKind::Rejected | ResultKind::Other => {
                 trace.push(Trace::RunEnded {
                     run,
-                    reason: EndReason::Complete,
+                    reason: RunState::Completed,
                 });
                 self.run = Some((run, RunState::Completed));
                 (vec![text], Outcome::Run(RunState::Completed))

@@ -356,21 +356,14 @@ fn atx_h1(line: &str) -> Option<&str> {
 
 /// The description the model sees for `submit_plan` in a mode whose approved plans hand over to
 /// `target_name` (`target_id`); names the target, unlike Mastra's generic "the default mode".
-pub fn description(target_id: &str, target_name: &str, same_mode: bool) -> String {
-    let handover = if same_mode {
-        format!(
-            "On approval you stay in the current mode ({target_name}, `{target_id}`) and carry out the plan."
-        )
-    } else {
-        format!(
-            "On approval the session switches to the {target_name} mode (`{target_id}`) and you carry out the plan there."
-        )
-    };
+/// The target is always another mode ([`crate::ModeGraph::transition_target`]).
+pub fn description(target_id: &str, target_name: &str) -> String {
     format!(
         "Submit your plan for the user's approval. Write the plan as a markdown (.md) file inside \
          the plans directory first, then call this tool with its path. The run pauses until the \
-         user decides. {handover} On rejection you stay in this mode: revise the plan using the \
-         feedback, or wait for the user's next message when there is none."
+         user decides. On approval the session switches to the {target_name} mode (`{target_id}`) \
+         and you carry out the plan there. On rejection you stay in this mode: revise the plan \
+         using the feedback, or wait for the user's next message when there is none."
     )
 }
 

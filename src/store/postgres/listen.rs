@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use tokio_postgres::AsyncMessage;
 
 use super::PostgresStore;
-use crate::store::{PendingSummary, SessionRecord, SessionStore, StoreError};
+use crate::store::{PendingListing, PendingSummary, SessionRecord, SessionStore, StoreError};
 
 /// The `NOTIFY` channel of the sessions table in `schema`: `agent_controller_` and 16 hex
 /// digits of the schema name's SHA-256 (channel names are limited to 63 bytes, schema names are
@@ -128,7 +128,9 @@ impl PostgresStore {
     /// A stream of pending plans: with `include_existing`, first every plan pending now (in
     /// `list_pending`'s order), then each plan that becomes pending, as its save is committed.
     /// A plan is yielded once (a session's later saves with the same plan pending are not
-    /// repeated). The stream ends after an `Err`.
+    /// repeated). A plan whose record cannot be read is yielded as [`StoreError::Corrupt`] (the
+    /// existing ones after the readable ones) and the stream goes on; it ends after any other
+    /// `Err`.
     ///
     /// # Errors
     /// [`StoreError::Backend`] when the subscription or the first listing fails.
@@ -141,13 +143,21 @@ impl PostgresStore {
         let existing = if include_existing {
             self.list_pending().await?
         } else {
-            Vec::new()
+            PendingListing::default()
         };
         // The last tool call yielded per session: bounded by the number of sessions.
         let seen: HashMap<String, String> = existing
+            .pending
             .iter()
             .map(|p| (p.session_id.clone(), p.tool_call_id.clone()))
             .collect();
+        let unreadable = existing.unreadable.into_iter().map(|u| {
+            Err(StoreError::Corrupt {
+                session_id: u.session_id,
+                message: u.reason,
+            })
+        });
+        let existing = existing.pending.into_iter().map(Ok).chain(unreadable);
         let state = (changes, self.clone(), seen, false);
         let arrivals = futures_util::stream::unfold(
             state,
@@ -173,12 +183,16 @@ impl PostgresStore {
                             return Some((Ok(plan), (changes, store, seen, false)));
                         }
                         Ok(None) => continue,
+                        Err(e @ StoreError::Corrupt { .. }) => {
+                            seen.remove(&change.session_id);
+                            return Some((Err(e), (changes, store, seen, false)));
+                        }
                         Err(e) => return Some((Err(e), (changes, store, seen, true))),
                     }
                 }
             },
         );
-        Ok(futures_util::stream::iter(existing.into_iter().map(Ok)).chain(arrivals))
+        Ok(futures_util::stream::iter(existing).chain(arrivals))
     }
 
     /// Waits, without polling, until the plan `tool_call_id` of `session_id` is no longer

@@ -2,13 +2,15 @@
 //! by dropping, `agent_start` when a suspended run resumes (also in another process), and
 //! `text_delta` / `model_end` from a streaming provider.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 
 use agent_controller::model::scripted::ReplayModel;
+use agent_controller::store::SessionStore;
 use agent_controller::{
-    AgentController, Decision, Event, MemoryStore, RunOutcome, SessionOptions, ToolRegistry,
+    AgentController, Decision, Event, MemoryStore, RunOutcome, RunState, SessionOptions,
+    ToolRegistry,
 };
 use common::{PLAN_BUILD, Recorder, Workspace, graph, kinds, replay};
 use serde_json::json;
@@ -248,7 +250,7 @@ mod openai {
                 },
                 Event::AgentEnd {
                     run_id: "run_1".into(),
-                    reason: agent_controller::event::EndReason::Complete
+                    reason: agent_controller::RunState::Completed
                 },
             ]
         );
@@ -260,4 +262,138 @@ mod openai {
         let sent: Value = serde_json::from_slice(&requests[0].body).expect("json");
         assert_eq!(sent["stream_options"]["include_usage"], true);
     }
+}
+
+/// A model that cancels the run it is called for, then never answers.
+struct CancelsItsRun;
+
+#[agent_controller::async_trait]
+impl agent_controller::LanguageModel for CancelsItsRun {
+    async fn generate(
+        &self,
+        request: agent_controller::ModelRequest<'_>,
+    ) -> Result<agent_controller::ModelResponse, agent_controller::ModelError> {
+        request.cancel.cancel();
+        std::future::pending().await
+    }
+}
+
+/// How the last run ended, as the `agent_end` event, the session, the outcome and the stored
+/// record say it: one enum, one set of names.
+async fn assert_run_ended(
+    session: &agent_controller::Session,
+    recorder: &Recorder,
+    store: &MemoryStore,
+    outcome: Option<&RunOutcome>,
+    expected: RunState,
+) {
+    let events = recorder.take();
+    let Some(end) = events.iter().rev().find(|e| e.kind() == "agent_end") else {
+        panic!("no agent_end in {:?}", kinds(&events))
+    };
+    let Event::AgentEnd { reason, .. } = end else {
+        panic!("{end:?}")
+    };
+    assert_eq!(*reason, expected);
+    assert_eq!(session.run_state().map(|(_, state)| state), Some(expected));
+    if let Some(outcome) = outcome {
+        assert_eq!(outcome.state(), expected);
+    }
+    let stored = store
+        .load(session.id())
+        .await
+        .expect("load")
+        .expect("saved");
+    assert_eq!(stored.run.map(|run| run.state), Some(expected));
+    let (event, record) = (
+        serde_json::to_value(end).expect("json"),
+        serde_json::to_value(expected).expect("json"),
+    );
+    assert_eq!(
+        event["reason"], record,
+        "the event and the record use one name"
+    );
+}
+
+#[tokio::test]
+async fn agent_end_session_outcome_and_record_name_how_a_run_ended_alike() {
+    let ws = Workspace::new();
+    let store = Arc::new(MemoryStore::new());
+    // Suspended, then completed after the approval, then failed (the script is exhausted).
+    let controller = AgentController::builder(graph(PLAN_BUILD), plan_then_build(&ws))
+        .tools(ToolRegistry::with_workspace_tools())
+        .workspace(ws.path())
+        .store(store.clone())
+        .build()
+        .expect("controller");
+    let recorder = Recorder::default();
+    let mut session = controller
+        .start_session(recorder.options().mode("plan"))
+        .await
+        .expect("session");
+    let outcome = session.send_message("plan it").await.expect("run");
+    let expected = RunState::Suspended;
+    assert_run_ended(&session, &recorder, &store, Some(&outcome), expected).await;
+    let (run_id, call_id) = {
+        let pending = session.pending().expect("pending");
+        (
+            pending.run_id().to_owned(),
+            pending.tool_call_id().to_owned(),
+        )
+    };
+    let outcome = session
+        .resume(&run_id, &call_id, Decision::approve())
+        .await
+        .expect("approve");
+    assert_run_ended(
+        &session,
+        &recorder,
+        &store,
+        Some(&outcome),
+        RunState::Completed,
+    )
+    .await;
+    let outcome = session.send_message("more").await.expect("run");
+    assert_run_ended(
+        &session,
+        &recorder,
+        &store,
+        Some(&outcome),
+        RunState::Failed,
+    )
+    .await;
+
+    // Aborted: a suspension cancelled by the host, and a run cancelled while the model works.
+    let controller = AgentController::builder(graph(PLAN_BUILD), plan_then_build(&ws))
+        .tools(ToolRegistry::with_workspace_tools())
+        .workspace(ws.path())
+        .store(store.clone())
+        .build()
+        .expect("controller");
+    let mut session = controller
+        .start_session(recorder.options().mode("plan"))
+        .await
+        .expect("session");
+    session.send_message("plan it").await.expect("run");
+    assert!(session.abort().await.expect("abort"));
+    assert_run_ended(&session, &recorder, &store, None, RunState::Aborted).await;
+    let controller = AgentController::builder(graph(PLAN_BUILD), Arc::new(CancelsItsRun))
+        .tools(ToolRegistry::with_workspace_tools())
+        .workspace(ws.path())
+        .store(store.clone())
+        .build()
+        .expect("controller");
+    let mut session = controller
+        .start_session(recorder.options())
+        .await
+        .expect("session");
+    let outcome = session.send_message("go").await.expect("run");
+    assert_run_ended(
+        &session,
+        &recorder,
+        &store,
+        Some(&outcome),
+        RunState::Aborted,
+    )
+    .await;
 }

@@ -2,6 +2,7 @@
 //! by a subscriber the host installs; nothing without one. The CLI prints them with
 //! `--log-level`.
 
+#[path = "it/common/mod.rs"]
 mod common;
 
 use std::fmt::Write as _;

@@ -1,7 +1,7 @@
 //! Durable sessions: one conformance suite run against every backend, restore after a restart,
 //! decided exactly once, racing deciders, config changes, and SIGKILL during saves.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -11,8 +11,8 @@ use agent_controller::store::{
     FileStore, MemoryStore, SCHEMA_VERSION, SessionRecord, SessionStore, StoreError,
 };
 use agent_controller::{
-    AgentController, Decision, Event, LanguageModel, ModeChangeReason, RunOutcome, SessionError,
-    SessionOptions, ToolRegistry,
+    AgentController, Decision, Event, LanguageModel, ModeChangeReason, RunOutcome, RunState,
+    SessionError, SessionOptions, ToolRegistry,
 };
 use common::{PLAN_BUILD, Recorder, Workspace};
 use serde_json::json;
@@ -151,7 +151,7 @@ async fn conformance_save_load_cas_list_delete_expire() {
             .await
             .expect("second save");
         store.save(&record("b", 1, false), None).await.expect("b");
-        let pending = store.list_pending().await.expect("pending");
+        let pending = store.list_pending().await.expect("pending").pending;
         assert_eq!(pending.len(), 1, "{backend:?}");
         assert_eq!(
             (pending[0].session_id.as_str(), pending[0].title.as_str()),
@@ -164,7 +164,14 @@ async fn conformance_save_load_cas_list_delete_expire() {
         assert!(store.load("a").await.expect("a").is_some());
         assert_eq!(store.delete("a").await, Ok(true));
         assert_eq!(store.delete("a").await, Ok(false));
-        assert!(store.list_pending().await.expect("pending").is_empty());
+        assert!(
+            store
+                .list_pending()
+                .await
+                .expect("pending")
+                .pending
+                .is_empty()
+        );
         assert!(matches!(
             store.save(&record("../x", 1, false), None).await,
             Err(StoreError::InvalidId(_))
@@ -209,6 +216,154 @@ async fn a_corrupt_record_is_a_typed_error() {
     assert!(matches!(
         store.load("f").await,
         Err(StoreError::NewerSchema { found: 99, .. })
+    ));
+}
+
+/// A record put into a store behind its back, as a crash, a bug or a hand edit leaves it.
+#[derive(Clone, Copy)]
+enum Planted<'a> {
+    /// Bytes that are not a record (in Postgres: JSON that is not a record or summary).
+    Garbage,
+    /// A healthy pending record of another session, stored under this key.
+    RecordOf(&'a SessionRecord),
+}
+
+/// Stores `planted` as the pending record of `key`; `false` for Memory, which cannot hold one.
+fn plant(backend: Backend, dir: &Path, key: &str, planted: Planted<'_>) -> bool {
+    let text = match planted {
+        Planted::Garbage => "{ not json".to_owned(),
+        Planted::RecordOf(record) => serde_json::to_string(record).expect("json"),
+    };
+    match backend {
+        Backend::Memory => return false,
+        Backend::Files => std::fs::write(
+            dir.join("sessions").join(format!("{key}.pending.json")),
+            text,
+        )
+        .expect("plant"),
+        #[cfg(feature = "sqlite")]
+        Backend::Sqlite => {
+            let db = rusqlite::Connection::open(dir.join("sessions.db")).expect("sqlite");
+            db.execute(
+                "INSERT INTO sessions (id, version, pending, updated_at, record) VALUES (?1, 1, 1, 0, ?2)",
+                rusqlite::params![key, text],
+            )
+            .expect("plant");
+        }
+        #[cfg(feature = "postgres")]
+        Backend::Postgres => {
+            let (pending, record) = match planted {
+                Planted::Garbage => (r#"{"garbage":true}"#.to_owned(), r#"[1, 2]"#.to_owned()),
+                Planted::RecordOf(record) => (
+                    serde_json::to_string(&record.pending_summary().expect("pending"))
+                        .expect("json"),
+                    text,
+                ),
+            };
+            let quote = |s: &str| s.replace('\'', "''");
+            common::postgres::exec(
+                &common::postgres::TestSchema::for_dir(dir).url,
+                &format!(
+                    "INSERT INTO agent_controller_sessions (id, version, schema_version, updated_at, pending, record) \
+                     VALUES ('{key}', 1, {SCHEMA_VERSION}, 0, '{}'::json, '{}'::json)",
+                    quote(&pending),
+                    quote(&record)
+                ),
+            )
+            .expect("plant");
+        }
+    }
+    true
+}
+
+/// Issue 10, fault 6: one garbage record, or one whose id is not its key, hid every pending plan
+/// (or listed a session twice). Now the healthy ones are listed, each bad one is reported apart
+/// by its key, loading it is a typed error naming it, and expiry still works around it.
+#[tokio::test]
+async fn pending_lists_healthy_records_and_reports_unreadable_ones_apart() {
+    for backend in backends() {
+        let tmp = Scratch::new();
+        let store = open(backend, tmp.path());
+        let a = record("a", 1, true);
+        store.save(&a, None).await.expect("a");
+        store.save(&record("b", 1, true), None).await.expect("b");
+        store
+            .save(&record("idle", 1, false), None)
+            .await
+            .expect("idle");
+        if !plant(backend, tmp.path(), "garbage", Planted::Garbage) {
+            continue;
+        }
+        plant(backend, tmp.path(), "twin", Planted::RecordOf(&a));
+
+        let listing = store.list_pending().await.expect("list");
+        let listed: Vec<&str> = listing
+            .pending
+            .iter()
+            .map(|p| p.session_id.as_str())
+            .collect();
+        assert_eq!(listed, ["a", "b"], "{backend:?}: healthy ones, once each");
+        let unreadable: Vec<&str> = listing
+            .unreadable
+            .iter()
+            .map(|u| u.session_id.as_str())
+            .collect();
+        assert_eq!(unreadable, ["garbage", "twin"], "{backend:?}");
+        assert!(!listing.is_healthy());
+        let twin = &listing.unreadable[1];
+        assert!(twin.location.contains("twin"), "{backend:?}: {twin:?}");
+        assert!(
+            twin.reason.contains("`twin`") && twin.reason.contains("`a`"),
+            "{backend:?}: {twin:?}"
+        );
+
+        for key in ["garbage", "twin"] {
+            match store.load(key).await {
+                Err(StoreError::Corrupt { session_id, .. }) => assert_eq!(session_id, key),
+                other => panic!("{backend:?}: load {key}: {other:?}"),
+            }
+        }
+        assert!(
+            store.load("a").await.expect("a").is_some(),
+            "the twin left no phantom"
+        );
+        assert_eq!(
+            store.expire(u64::MAX).await,
+            Ok(1),
+            "{backend:?}: idle only"
+        );
+        assert_eq!(store.delete("garbage").await, Ok(true), "{backend:?}");
+        let listing = store.list_pending().await.expect("list");
+        assert_eq!(listing.pending.len(), 2, "{backend:?}");
+        assert_eq!(listing.unreadable.len(), 1, "{backend:?}");
+    }
+}
+
+/// A row whose record is not text at all (a BLOB) is unreadable, not a failed listing.
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn sqlite_row_with_a_blob_record_is_reported_apart() {
+    let tmp = Scratch::new();
+    let store = open(Backend::Sqlite, tmp.path());
+    store.save(&record("a", 1, true), None).await.expect("a");
+    let db = rusqlite::Connection::open(tmp.path().join("sessions.db")).expect("sqlite");
+    db.execute(
+        "INSERT INTO sessions (id, version, pending, updated_at, record) VALUES ('blob', 1, 1, 0, x'00ff')",
+        [],
+    )
+    .expect("plant");
+    let listing = store.list_pending().await.expect("list");
+    assert_eq!(listing.pending.len(), 1);
+    assert_eq!(listing.unreadable.len(), 1);
+    assert_eq!(listing.unreadable[0].session_id, "blob");
+    assert!(
+        listing.unreadable[0].reason.contains("Blob"),
+        "{:?}",
+        listing.unreadable
+    );
+    assert!(matches!(
+        store.load("blob").await,
+        Err(StoreError::Corrupt { .. })
     ));
 }
 
@@ -263,7 +418,7 @@ async fn a_pending_plan_survives_a_restart_and_hands_over_exactly_once() {
 
         // A new controller (a new process, as far as the store is concerned).
         let store = reopen(backend, tmp.path(), &store);
-        let pending = store.list_pending().await.expect("pending");
+        let pending = store.list_pending().await.expect("pending").pending;
         assert_eq!(pending.len(), 1, "{backend:?}");
         assert_eq!(pending[0].title, "Durable");
         let model = Arc::new(ReplayModel::new([ReplayModel::text("building")]));
@@ -305,7 +460,14 @@ async fn a_pending_plan_survives_a_restart_and_hands_over_exactly_once() {
             "build",
             "the model runs in the new mode"
         );
-        assert!(store.list_pending().await.expect("pending").is_empty());
+        assert!(
+            store
+                .list_pending()
+                .await
+                .expect("pending")
+                .pending
+                .is_empty()
+        );
 
         // A third process restores and tries to decide again: refused, nothing changes.
         let store = reopen(backend, tmp.path(), &store);
@@ -436,7 +598,7 @@ async fn a_config_change_that_removes_the_target_blocks_approval_but_keeps_the_p
         );
         assert_eq!(session.mode().id(), "plan");
         assert_eq!(
-            store.list_pending().await.expect("pending").len(),
+            store.list_pending().await.expect("pending").pending.len(),
             1,
             "{backend:?}: nothing lost"
         );
@@ -445,7 +607,14 @@ async fn a_config_change_that_removes_the_target_blocks_approval_but_keeps_the_p
             .resume(&run_id, &call_id, Decision::reject())
             .await
             .expect("reject");
-        assert!(store.list_pending().await.expect("pending").is_empty());
+        assert!(
+            store
+                .list_pending()
+                .await
+                .expect("pending")
+                .pending
+                .is_empty()
+        );
     }
 }
 
@@ -556,9 +725,7 @@ impl SessionStore for Faulty {
     async fn delete(&self, id: &str) -> Result<bool, StoreError> {
         self.inner.delete(id).await
     }
-    async fn list_pending(
-        &self,
-    ) -> Result<Vec<agent_controller::store::PendingSummary>, StoreError> {
+    async fn list_pending(&self) -> Result<agent_controller::PendingListing, StoreError> {
         self.inner.list_pending().await
     }
     async fn expire(&self, before: u64) -> Result<usize, StoreError> {
@@ -658,7 +825,7 @@ fn kill_during_saves_leaves_the_last_complete_state() {
             let mut child = std::process::Command::new(std::env::current_exe().expect("exe"))
                 .args([
                     "--exact",
-                    "store_writer_child",
+                    "store::store_writer_child",
                     "--include-ignored",
                     "--nocapture",
                     "--test-threads=1",
@@ -980,4 +1147,37 @@ async fn a_record_of_a_newer_schema_is_refused_and_never_overwritten() {
         "{save:?}"
     );
     assert_eq!(std::fs::read(&path).expect("read"), bytes, "untouched");
+}
+
+/// The run states a 0.1.0 record names (`run.state`) are the names of [`RunState`], the one
+/// enum for how a run ended: a record of schema 1 in each of them loads with that state.
+#[tokio::test]
+async fn every_run_state_of_a_schema_1_record_loads_as_the_same_run_state() {
+    let ws = Workspace::new();
+    let dir = ws.path().join("sessions");
+    let store = FileStore::open(&dir).expect("store");
+    let v1: serde_json::Value =
+        serde_json::from_str(&common::read_fixture("records/schema-1.pending.json")).expect("json");
+    for (name, state) in [
+        ("running", RunState::Running),
+        ("suspended", RunState::Suspended),
+        ("completed", RunState::Completed),
+        ("aborted", RunState::Aborted),
+        ("failed", RunState::Failed),
+    ] {
+        let mut record = v1.clone();
+        let id = format!("s-{name}");
+        record["sessionId"] = json!(id);
+        record["run"]["state"] = json!(name);
+        let file = if state == RunState::Suspended {
+            format!("{id}.pending.json")
+        } else {
+            record["pending"] = serde_json::Value::Null;
+            format!("{id}.json")
+        };
+        std::fs::write(dir.join(file), serde_json::to_vec(&record).expect("json")).expect("write");
+        let loaded = store.load(&id).await.expect("load").expect("exists");
+        assert_eq!(loaded.run.map(|run| run.state), Some(state), "{name}");
+        assert_eq!(state.to_string(), name);
+    }
 }

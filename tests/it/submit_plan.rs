@@ -1,7 +1,7 @@
 //! `submit_plan`: title and body of every case plan, what suspends and what is refused, the
 //! captured sha256, path confinement, and the tool outside a run.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

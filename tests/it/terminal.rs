@@ -1,6 +1,8 @@
 //! The terminal side of `run`: the plan rendered as markdown on stderr, the prompt, no spinner or
 //! escape codes when piped, and Ctrl-C at the prompt counting as not approved.
 
+use crate::common;
+
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
@@ -440,4 +442,78 @@ async fn model_text_and_tool_arguments_are_shown_neutralised() {
         );
         assert!(stdout.contains("Run \\u{202e}it\\u{200b}."), "{stdout}");
     }
+}
+
+/// Ctrl-C while the model works, with a store: before exiting 130 the CLI settles the session,
+/// so the stored record holds the run ended `aborted` (with `agent_end`), the conversation up
+/// to the interruption and a result for every tool call, instead of the state before the run.
+#[cfg(feature = "openai")]
+#[test]
+fn ctrl_c_while_the_model_works_saves_the_run_as_aborted() {
+    use common::openai_server::{Reply, ScriptedServer, call, calls};
+    use wiremock::ResponseTemplate;
+
+    let server = ScriptedServer::start_blocking(vec![
+        calls([call("call_1", "read_file", r#"{"path": "notes.md"}"#)]),
+        // The second model call never answers in time.
+        Reply::Raw(ResponseTemplate::new(500).set_delay(Duration::from_secs(60))),
+    ]);
+    let ws = tempfile::tempdir().expect("tempdir");
+    let store = ws.path().join("sessions");
+    let mut child = run(
+        ws.path(),
+        &[
+            "--json",
+            "--model",
+            "openai/test-model",
+            "--store",
+            store.to_str().expect("utf-8"),
+        ],
+    )
+    .envs(server.env())
+    .spawn()
+    .expect("spawn");
+    let _stdin = child.stdin.take();
+    let stdout = collect(child.stdout.take().expect("stdout"));
+    let stderr = collect(child.stderr.take().expect("stderr"));
+    wait_for(&mut child, &stdout, "\"tool_end\"");
+    let start = Instant::now();
+    while server.served() < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no second model call"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let status = child.wait().expect("wait");
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(status.code(), Some(130), "{}", text(&stderr));
+
+    let events: Vec<serde_json::Value> = text(&stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON event"))
+        .collect();
+    let last = events.last().expect("events");
+    assert_eq!(
+        (&last["type"], &last["reason"]),
+        (&"agent_end".into(), &"aborted".into())
+    );
+    let session_id = events[0]["sessionId"].as_str().expect("session id");
+    let record: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(store.join(format!("{session_id}.json"))).expect("the stored session"),
+    )
+    .expect("json");
+    assert_eq!(record["run"]["state"], "aborted", "{record:#}");
+    let roles: Vec<&str> = record["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter_map(|m| m["role"].as_str())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "tool"], "{record:#}");
 }

@@ -3,7 +3,7 @@
 //! chosen arguments) drives the real `OpenAiModel`, and each request it receives is checked.
 #![cfg(feature = "openai")]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 
@@ -232,7 +232,7 @@ async fn a_reused_tool_call_id_never_blocks_a_plan_and_a_stale_pinned_approval_i
     assert_eq!(err, SessionError::AlreadyDecided("decision_1".into()));
     assert_eq!(session.version(), version);
     assert_eq!(session.mode().id(), "plan");
-    let pending = s.controller.list_pending().await.expect("list");
+    let pending = s.controller.list_pending().await.expect("list").pending;
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].decision_id, "decision_2");
     assert_eq!(pending[0].sha256, revision.submission.sha256);
@@ -251,7 +251,14 @@ async fn a_reused_tool_call_id_never_blocks_a_plan_and_a_stale_pinned_approval_i
         "{outcome:?}"
     );
     assert_eq!(session.mode().id(), "build");
-    assert!(s.controller.list_pending().await.expect("list").is_empty());
+    assert!(
+        s.controller
+            .list_pending()
+            .await
+            .expect("list")
+            .pending
+            .is_empty()
+    );
     let last = s.server.bodies().await.len() - 1;
     let result = s.last_message(last).await;
     assert!(
@@ -281,13 +288,28 @@ async fn resume_by_a_reused_tool_call_id_decides_the_current_plan() {
         .await
         .expect("reject");
     assert_eq!(suspended(outcome), (run_id.clone(), call_id.clone()));
-    assert_eq!(s.controller.list_pending().await.expect("list").len(), 1);
+    assert_eq!(
+        s.controller
+            .list_pending()
+            .await
+            .expect("list")
+            .pending
+            .len(),
+        1
+    );
     session
         .resume(&run_id, &call_id, Decision::approve())
         .await
         .expect("the current plan can be approved");
     assert_eq!(session.mode().id(), "build");
-    assert!(s.controller.list_pending().await.expect("list").is_empty());
+    assert!(
+        s.controller
+            .list_pending()
+            .await
+            .expect("list")
+            .pending
+            .is_empty()
+    );
     let err = session
         .resume(&run_id, &call_id, Decision::approve())
         .await

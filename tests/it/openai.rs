@@ -15,7 +15,7 @@ use agent_controller::{
 use serde_json::{Value, json};
 use wiremock::ResponseTemplate;
 
-mod common;
+use crate::common;
 use common::openai_server::{
     Reply, ScriptedServer, call_in, calls, chunk, roles, text_in, tool_names,
 };
@@ -308,7 +308,7 @@ async fn failed_with(replies: Vec<Reply>) -> (ModelError, Harness) {
         .filter(|e| e.kind() == "agent_end")
         .map(|e| serde_json::to_value(e).expect("to_value"))
         .collect();
-    assert_eq!(ends.last().expect("last")["reason"], "error");
+    assert_eq!(ends.last().expect("last")["reason"], "failed");
     (error, h)
 }
 

@@ -2,7 +2,7 @@
 //! mode and approved lands in that mode's target, with one `mode_changed` exactly when the target
 //! differs.
 
-mod common;
+use crate::common;
 
 use agent_controller::model::scripted::ReplayModel;
 use agent_controller::{Decision, Event, ModeChangeReason, RunOutcome};

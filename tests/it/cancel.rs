@@ -3,7 +3,7 @@
 //! result, every `agent_end` pairs with an `agent_start`, a pending plan stays pending unless
 //! its decision was saved, the store agrees with the session, and the next run works.
 
-mod common;
+use crate::common;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -13,7 +13,7 @@ use std::task::Poll;
 
 use agent_controller::model::{LanguageModel, ModelError, ModelRequest, ModelResponse};
 use agent_controller::store::{
-    MemoryStore, PendingSummary, SessionRecord, SessionStore, StoreError,
+    MemoryStore, PendingListing, SessionRecord, SessionStore, StoreError,
 };
 use agent_controller::tool::submit_plan::APPROVED_RESULT;
 use agent_controller::tool::{Tool, ToolCall, ToolContext, ToolOutput};
@@ -168,7 +168,7 @@ impl SessionStore for YieldingStore {
     async fn delete(&self, id: &str) -> Result<bool, StoreError> {
         self.0.delete(id).await
     }
-    async fn list_pending(&self) -> Result<Vec<PendingSummary>, StoreError> {
+    async fn list_pending(&self) -> Result<PendingListing, StoreError> {
         self.0.list_pending().await
     }
     async fn expire(&self, before: u64) -> Result<usize, StoreError> {

@@ -1,6 +1,6 @@
 //! The `agent-controller` binary: `check` and `run` end to end on real files.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::Path;
@@ -18,6 +18,7 @@ const INVALID: i32 = 2;
 const NOT_APPROVED: i32 = 3;
 const PENDING: i32 = 4;
 const REFUSED: i32 = 5;
+const UNREADABLE: i32 = 6;
 const STDOUT_CLOSED: i32 = 141;
 
 fn bin() -> Command {
@@ -530,11 +531,69 @@ fn exit_statuses_tell_the_outcomes_apart() {
         "3    plan not approved",
         "4    still pending",
         "5    decision refused",
+        "6    `pending`: some stored records cannot be read",
         "130  interrupted",
     ] {
         assert!(help.contains(line), "`{line}` in --help: {help}");
     }
     let _ = RUNTIME_ERROR;
+}
+
+/// Issue 10, fault 6: a garbage `<id>.pending.json` and a record whose id is not its file name
+/// made `pending` exit 1 listing nothing (or list a session twice). Now the healthy plan is listed,
+/// each bad record is one `warning:` line (and a `{"unreadable": ...}` line with --json), exit 6.
+#[test]
+fn pending_lists_healthy_plans_and_warns_about_each_unreadable_record() {
+    let ws = Workspace::new();
+    let (spec, session) = detached(&ws);
+    let dir = Path::new(&spec);
+    std::fs::write(dir.join("garbage.pending.json"), "{ not json").expect("garbage");
+    std::fs::copy(
+        dir.join(format!("{session}.pending.json")),
+        dir.join("twin.pending.json"),
+    )
+    .expect("twin");
+
+    let out = cli(&["pending", "--store", &spec], None);
+    assert_eq!(out.status.code(), Some(UNREADABLE), "{}", stderr(&out));
+    let listed = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(listed.lines().count(), 1, "{listed}");
+    assert!(listed.starts_with(&session), "{listed}");
+    let warnings: Vec<String> = stderr(&out)
+        .lines()
+        .filter(|l| l.starts_with("warning: "))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(warnings.len(), 2, "{}", stderr(&out));
+    assert!(warnings[0].contains("`garbage`"), "{warnings:?}");
+    assert!(
+        warnings[1].contains("`twin`") && warnings[1].contains(&session),
+        "{warnings:?}"
+    );
+
+    let out = cli(&["pending", "--store", &spec, "--json"], None);
+    assert_eq!(out.status.code(), Some(UNREADABLE), "{}", stderr(&out));
+    let lines = events(&out);
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert_eq!(lines[0]["sessionId"], session.as_str());
+    assert_eq!(lines[1]["unreadable"]["sessionId"], "garbage");
+    assert_eq!(lines[2]["unreadable"]["sessionId"], "twin");
+    assert!(
+        lines[2]["unreadable"]["location"]
+            .as_str()
+            .expect("location")
+            .ends_with("twin.pending.json")
+    );
+
+    let twin = decide(&ws, &spec, "twin", &["--approve"], None);
+    assert_eq!(twin.status.code(), Some(RUNTIME_ERROR), "{}", stderr(&twin));
+    assert!(
+        stderr(&twin).contains("twin.pending.json"),
+        "{}",
+        stderr(&twin)
+    );
+    let first = decide(&ws, &spec, &session, &["--approve"], None);
+    assert_eq!(first.status.code(), Some(DONE), "{}", stderr(&first));
 }
 
 #[test]

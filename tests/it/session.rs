@@ -1,11 +1,11 @@
 //! Sessions and transitions: the rules of the plan -> approve -> build hand-over, each a test,
 //! with exact event order.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 
-use agent_controller::event::{CancelReason, EndReason};
+use agent_controller::event::CancelReason;
 use agent_controller::model::scripted::ReplayModel;
 use agent_controller::model::{
     LanguageModel, ModelError, ModelErrorKind, ModelRequest, ModelResponse,
@@ -159,7 +159,7 @@ async fn approval_hands_over_before_the_next_model_call_with_the_new_modes_promp
         events[4],
         Event::AgentEnd {
             run_id: run_id.as_str().into(),
-            reason: EndReason::Suspended
+            reason: RunState::Suspended
         }
     );
     assert_eq!(
@@ -419,7 +419,7 @@ async fn abort_while_suspended_is_not_approved() {
             },
             Event::AgentEnd {
                 run_id: run_id.as_str().into(),
-                reason: EndReason::Aborted
+                reason: RunState::Aborted
             },
         ]
     );

@@ -1,13 +1,13 @@
 //! The PostgreSQL store against a real server: the index behind `list_pending`, migrations,
 //! LISTEN/NOTIFY, hostile text, TLS, a connection lost in the middle of a save, and hosts
 //! (processes of the CLI) sharing one database. The store conformance suite runs on Postgres in
-//! `tests/store.rs`.
+//! `tests/it/store.rs`.
 //!
 //! The server is `AGENT_CONTROLLER_TEST_POSTGRES` (default
 //! `postgres://postgres@127.0.0.1:5432/test`); every test works in a schema of its own.
 #![cfg(feature = "postgres")]
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};
@@ -131,7 +131,7 @@ async fn text_a_model_wrote_round_trips_exactly() {
     }];
     store.save(&hostile, None).await.expect("save");
     assert_eq!(store.load("h").await.expect("load"), Some(hostile.clone()));
-    let listed = store.list_pending().await.expect("list");
+    let listed = store.list_pending().await.expect("list").pending;
     assert_eq!(listed, vec![hostile.pending_summary().expect("summary")]);
 }
 
@@ -548,7 +548,7 @@ fn one_host_suspends_a_watcher_hears_it_another_host_decides() {
     assert!(out.status.success(), "{}", text(&out));
     let events = lines(&out.stdout);
     assert_eq!(mode_changes(&events), 1, "{}", text(&out));
-    assert_eq!(events.last().expect("events")["reason"], "complete");
+    assert_eq!(events.last().expect("events")["reason"], "completed");
     let again = decide(&schema.url, &ws_b, &session)
         .output()
         .expect("again");
@@ -715,7 +715,7 @@ fn a_missing_server_fails_with_how_to_start_one_unless_skipped_on_purpose() {
         let mut cmd = Command::new(std::env::current_exe().expect("exe"));
         cmd.args([
             "--exact",
-            "server_check_child",
+            "postgres::server_check_child",
             "--include-ignored",
             "--nocapture",
         ])

@@ -1,7 +1,7 @@
 //! Config loading: every valid and invalid case file, default-mode resolution, planning modes and
 //! hand-over targets, error locations and messages.
 
-mod common;
+use crate::common;
 
 use agent_controller::ToolRegistry;
 use agent_controller::config::{self, ConfigErrorKind};

@@ -3,7 +3,7 @@
 //! dangling and swapped symlinks, FIFOs and devices, and never change a plan pending a decision.
 //! Each fault of the jail issue is a test here, plus a swap race and a property test.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,0 +1,28 @@
+//! The integration tests, as one test crate: one binary to build and link instead of one per
+//! file, which matters on a 2-core CI. Each module is one area; run one with
+//! `cargo test --all-features --test it store::` (a module path is a test-name filter).
+//!
+//! Two files stay binaries of their own, because they touch state of the whole process:
+//! `tests/dot_workspace.rs` changes the current directory, and `tests/spans.rs` installs a
+//! `tracing` subscriber, whose per-callsite interest cache other tests' threads would share.
+
+mod common;
+
+mod blocking;
+mod cancel;
+mod cli;
+mod config;
+mod config_tools;
+mod decisions;
+mod diagram;
+mod events;
+mod handover;
+mod jail;
+mod openai;
+mod postgres;
+mod schema;
+mod session;
+mod store;
+mod submit_plan;
+mod terminal;
+mod transitions;
