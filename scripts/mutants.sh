@@ -16,12 +16,13 @@
 # target/ does not help: the copy loses the timestamps and cargo rebuilds everything). With
 # MUTANTS_IN_PLACE=1 it mutates this tree and builds in its target/ (one job); use it in a
 # throwaway checkout (`git worktree add --detach ../mutants`, `cp -a target ../mutants/`), never
-# in one you are editing: each mutant is written into src/ while it is tested. Each mutant's test run is
-# kept short: the unit tests, the model-based tests (16 random cases each; the exploration of
-# every state is exhaustive anyway), and the session, submit_plan, hand-over, decision, store and
-# cancellation tests. It runs at the lowest CPU priority. The summary lands in mutants.out/
-# (caught.txt, missed.txt, timeout.txt, unviable.txt). `planted` (the bugs the kit's own tests
-# plant in test builds) is not mutated.
+# in one you are editing: each mutant is written into src/ while it is tested.
+#
+# Each mutant is tested by the unit tests and the one integration test crate `tests/it` (about
+# 40 s: 16 random cases per property test, the exploration of every state is exhaustive anyway).
+# It runs at the lowest CPU priority. The summary lands in mutants.out/ (caught.txt, missed.txt,
+# timeout.txt, unviable.txt). `planted` (the bugs the kit's own tests plant in test builds) is
+# not mutated.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
