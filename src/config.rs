@@ -55,6 +55,10 @@ named_enum! {
         SelfTransition = "self_transition",
         /// A mode's `transitionsTo` names a mode that does not exist (ids are case-sensitive).
         UnknownTarget = "unknown_target",
+        /// A mode's `transitionsTo` list names the same mode twice.
+        DuplicateTarget = "duplicate_target",
+        /// A mode's `transitionsTo` is an empty list: it must name at least one mode.
+        EmptyTargets = "empty_targets",
         /// `defaultModeId` names a mode that does not exist.
         UnknownDefaultModeId = "unknown_default_mode_id",
         /// More than one mode is marked `default = true`.
@@ -273,7 +277,7 @@ impl<'a> Source<'a> {
 
 /// The two-line snippet of an error: the source line with its number, and carets under the
 /// offending text.
-pub(crate) fn snippet(location: Location, line_text: &str, width: usize) -> String {
+fn snippet(location: Location, line_text: &str, width: usize) -> String {
     let gutter = location.line.to_string();
     format!(
         "{gutter} | {line_text}\n{pad} | {caret_pad}{carets}",
@@ -340,13 +344,13 @@ struct RawMode<'a> {
     /// Marks the default mode; at most one mode may set it.
     #[cfg_attr(feature = "schema", schemars(with = "Option<bool>"))]
     default: Option<Spanned<bool>>,
-    /// The mode a plan approved in this mode hands over to; another mode's id. Makes this a
-    /// planning mode (`submit_plan` is offered).
-    #[cfg_attr(
-        feature = "schema",
-        schemars(with = "Option<String>", pattern(r"^[A-Za-z0-9_-]+$"))
-    )]
-    transitions_to: Option<Spanned<Cow<'a, str>>>,
+    /// Where a plan approved in this mode hands over to: another mode's id, or a list of them
+    /// (`["build", "build-auto"]`) that the user chooses from when approving; a plain approval
+    /// goes to the first. Makes this a planning mode (`submit_plan` is offered).
+    // `default`: optional (a hand-written schema gives no `Option` for schemars to see).
+    #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "schema::targets_schema"))]
+    transitions_to: Option<Spanned<RawTargets<'a>>>,
     /// The tools the model may call in this mode (absent: every tool the controller has). Listing
     /// `submit_plan` makes this a planning mode; a mode with `transitionsTo` must list it.
     #[cfg_attr(feature = "schema", schemars(with = "Option<Vec<String>>"))]
@@ -359,6 +363,45 @@ struct RawMode<'a> {
         schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")
     )]
     metadata: Option<toml::Table>,
+}
+
+/// `transitionsTo` as written: one mode id, or a list of them (each with its own span, so an
+/// error points at the entry).
+#[derive(Debug)]
+enum RawTargets<'a> {
+    /// `transitionsTo = "build"`.
+    One(Cow<'a, str>),
+    /// `transitionsTo = ["build", "build-auto"]`.
+    List(Vec<Spanned<Cow<'a, str>>>),
+}
+
+impl<'de, 'a> Deserialize<'de> for RawTargets<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor<'a>(std::marker::PhantomData<RawTargets<'a>>);
+        impl<'de, 'a> serde::de::Visitor<'de> for Visitor<'a> {
+            type Value = RawTargets<'a>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a mode id or a list of mode ids")
+            }
+
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(RawTargets::One(Cow::Owned(v.to_owned())))
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut ids = Vec::new();
+                while let Some(id) = seq.next_element()? {
+                    ids.push(id);
+                }
+                Ok(RawTargets::List(ids))
+            }
+        }
+        deserializer.deserialize_any(Visitor(std::marker::PhantomData))
+    }
 }
 
 /// Reads and validates a config file. Tool names are not checked here: the controller checks them
@@ -653,24 +696,41 @@ fn validate(
     for (i, mode) in raw.modes.into_iter().enumerate() {
         let this = ModeId::from_index(i);
         let id = mode.id.get_ref();
-        let mut transitions_to = None;
-        if let Some(target) = &mode.transitions_to {
-            match index.get(&**target.get_ref()) {
-                Some(t) if *t == this => errors.push(err(
-                    ConfigErrorKind::SelfTransition,
-                    target.span(),
-                    format!("mode `{id}` has transitionsTo naming itself: a plan approved in `{id}` must hand over to another mode"),
-                )),
-                Some(t) => transitions_to = Some(*t),
-                None => errors.push(err(
-                    ConfigErrorKind::UnknownTarget,
-                    target.span(),
-                    format!(
-                        "mode `{id}` has transitionsTo `{}`, which names no mode (ids are case-sensitive; known: {})",
-                        target.get_ref(),
-                        index_ids(&index)
-                    ),
-                )),
+        let mut transitions_to: Vec<ModeId> = Vec::new();
+        if let Some(targets) = &mode.transitions_to {
+            let entries: Vec<(&str, Range<usize>)> = match targets.get_ref() {
+                RawTargets::One(target) => vec![(&**target, targets.span())],
+                RawTargets::List(list) => list.iter().map(|t| (&**t.get_ref(), t.span())).collect(),
+            };
+            if entries.is_empty() {
+                errors.push(err(
+                    ConfigErrorKind::EmptyTargets,
+                    targets.span(),
+                    format!("mode `{id}` has an empty transitionsTo list: name at least one mode to hand over to, or leave transitionsTo out"),
+                ));
+            }
+            for (target, span) in entries {
+                match index.get(target) {
+                    Some(t) if *t == this => errors.push(err(
+                        ConfigErrorKind::SelfTransition,
+                        span,
+                        format!("mode `{id}` has transitionsTo naming itself: a plan approved in `{id}` must hand over to another mode"),
+                    )),
+                    Some(t) if transitions_to.contains(t) => errors.push(err(
+                        ConfigErrorKind::DuplicateTarget,
+                        span,
+                        format!("mode `{id}` lists `{target}` twice in transitionsTo: name each mode once"),
+                    )),
+                    Some(t) => transitions_to.push(*t),
+                    None => errors.push(err(
+                        ConfigErrorKind::UnknownTarget,
+                        span,
+                        format!(
+                            "mode `{id}` has transitionsTo `{target}`, which names no mode (ids are case-sensitive; known: {})",
+                            index_ids(&index)
+                        ),
+                    )),
+                }
             }
         }
         // Where the list names `submit_plan`: a planning mode without a target.
@@ -692,7 +752,8 @@ fn validate(
                     tool_refs.push(ToolRef {
                         mode: this,
                         name: name.clone(),
-                        location: position.location,
+                        line: position.location.line,
+                        column: position.location.column,
                         line_text,
                         width: position.width,
                     });
@@ -713,7 +774,7 @@ fn validate(
             if let Some(typo) = typo {
                 errors.push(ConfigError::unknown_tool(
                     source.origin,
-                    typo.location,
+                    typo.location(),
                     typo.snippet(),
                     format!(
                         "mode `{id}` lists unknown tool `{}` in availableTools: did you mean `{SUBMIT_PLAN}`?",
@@ -836,6 +897,118 @@ fn edit_distance(a: &str, b: &str) -> usize {
         previous = current;
     }
     previous[b.len()]
+}
+
+// The graph's tool names checked against a controller's tools. Here rather than in
+// `crate::mode`, beside the errors they make, so that the mode graph does not depend on the
+// config module that builds it.
+impl ModeGraph {
+    /// Checks every `availableTools` name against the tools a controller has; `submit_plan` is
+    /// always known.
+    ///
+    /// # Errors
+    /// One [`ConfigErrorKind::UnknownTool`] error per unknown name, at the name's line and column,
+    /// in text order. An empty list means every name is known.
+    pub fn unknown_tools(&self, is_known: impl Fn(&str) -> bool) -> Vec<ConfigError> {
+        self.tool_refs()
+            .iter()
+            .filter(|r| &*r.name != SUBMIT_PLAN && !is_known(&r.name))
+            .map(|r| {
+                self.placed(ConfigError::unknown_tool(
+                    self.origin(),
+                    r.location(),
+                    r.snippet(),
+                    format!(
+                        "mode `{}` lists unknown tool `{}` in availableTools",
+                        self.mode(r.mode).id(),
+                        r.name
+                    ),
+                ))
+            })
+            .collect()
+    }
+
+    /// Warnings, not errors: every planning mode whose `availableTools` lists no tool for which
+    /// `writes_plans` holds (for the built-in tools, [`crate::tool::fs::PLAN_WRITING_TOOLS`]), so
+    /// a real model there has nothing to write a plan with. One warning per mode, of kind
+    /// [`ConfigErrorKind::NoPlanWriter`], at the
+    /// mode's first tool name. A mode without `availableTools` is offered every tool and is not
+    /// reported.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::tool::fs::PLAN_WRITING_TOOLS;
+    /// let graph = agent_controller::config::parse(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"submit_plan\"]\n[[modes]]\nid = \"build\"\n",
+    ///     "modes.toml",
+    /// )?;
+    /// let warnings = graph.planning_modes_without_plan_writer(|t| PLAN_WRITING_TOOLS.contains(&t));
+    /// assert_eq!(warnings.len(), 1);
+    /// assert_eq!(warnings[0].location().unwrap().line, 4);
+    /// assert!(warnings[0].message().contains("no tool that can write a plan"));
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
+    pub fn planning_modes_without_plan_writer(
+        &self,
+        writes_plans: impl Fn(&str) -> bool,
+    ) -> Vec<ConfigError> {
+        let mut warnings = Vec::new();
+        for (index, mode) in self.modes().iter().enumerate() {
+            let Some(tools) = mode.available_tools() else {
+                continue;
+            };
+            if !mode.is_planning() || tools.iter().any(|t| writes_plans(t)) {
+                continue;
+            }
+            let Some(first) = self.tool_refs().iter().find(|r| r.mode.index() == index) else {
+                continue;
+            };
+            warnings.push(self.placed(ConfigError::no_plan_writer(
+                self.origin(),
+                first.location(),
+                first.snippet(),
+                format!(
+                    "planning mode `{}` offers no tool that can write a plan (its availableTools has none of the plan-writing tools, such as `write_plan`): a model there cannot author a plan to submit",
+                    mode.id()
+                ),
+            )));
+        }
+        warnings
+    }
+
+    /// Like [`ModeGraph::unknown_tools`] but stops at the first unknown name.
+    ///
+    /// # Errors
+    /// [`ConfigErrorKind::UnknownTool`] for the first name `is_known` rejects.
+    pub fn check_tools(&self, is_known: impl Fn(&str) -> bool) -> Result<(), ConfigError> {
+        match self.unknown_tools(is_known).into_iter().next() {
+            Some(err) => Err(err),
+            None => Ok(()),
+        }
+    }
+
+    /// `error` as is for a graph read from text; without its file position for one built in
+    /// code.
+    fn placed(&self, error: ConfigError) -> ConfigError {
+        if self.has_positions() {
+            error
+        } else {
+            error.stripped()
+        }
+    }
+}
+
+impl ToolRef {
+    fn location(&self) -> Location {
+        Location {
+            line: self.line,
+            column: self.column,
+        }
+    }
+
+    fn snippet(&self) -> String {
+        snippet(self.location(), &self.line_text, self.width)
+    }
 }
 
 #[cfg(test)]

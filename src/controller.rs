@@ -6,13 +6,12 @@ use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::config::ConfigError;
-use crate::event::ModeChangeReason;
 use crate::mode::{ModeGraph, ModeId};
 use crate::model::LanguageModel;
-use crate::session::{Session, SessionError, SessionOptions};
+use crate::session::{ModeRuntime, Session, SessionError, SessionOptions, Shared};
 use crate::store::{PendingListing, SessionStore, check_session_id};
 use crate::tool::submit_plan::{self, SUBMIT_PLAN};
 use crate::tool::{Tool, ToolRegistry, ToolSpec};
@@ -20,52 +19,8 @@ use crate::tool::{Tool, ToolRegistry, ToolSpec};
 /// Default limit of model calls in one run.
 pub const DEFAULT_MAX_STEPS: usize = 50;
 
-/// What a mode needs at run time, built once when the controller is built.
-#[derive(Debug)]
-pub(crate) struct ModeRuntime {
-    pub(crate) system_prompt: String,
-    pub(crate) specs: Vec<ToolSpec>,
-    pub(crate) tool_list: String,
-    name: String,
-    id: Arc<str>,
-}
-
-impl ModeRuntime {
-    pub(crate) fn allows(&self, tool: &str) -> bool {
-        self.specs.iter().any(|s| &*s.name == tool)
-    }
-
-    /// The notice the model reads after a switch into this mode.
-    pub(crate) fn mode_notice(&self, previous: &str, reason: ModeChangeReason) -> String {
-        let why = match reason {
-            ModeChangeReason::Manual => "switched by the user",
-            ModeChangeReason::PlanApproved => "your plan was approved",
-        };
-        format!(
-            "Mode changed: you are now in the {} mode (`{}`), previously `{previous}` ({why}). Follow this mode's instructions from now on. Your tools are now: {}.",
-            self.name, self.id, self.tool_list
-        )
-    }
-}
-
-/// Everything sessions share: read-only after build.
-pub(crate) struct Shared {
-    pub(crate) graph: ModeGraph,
-    pub(crate) tools: ToolRegistry,
-    pub(crate) model: Arc<dyn LanguageModel>,
-    pub(crate) workspace: PathBuf,
-    pub(crate) plans_dir: PathBuf,
-    pub(crate) max_steps: usize,
-    pub(crate) store: Option<Arc<dyn SessionStore>>,
-    pub(crate) fingerprint: String,
-    runtimes: Vec<ModeRuntime>,
-}
-
-impl Shared {
-    pub(crate) fn runtime(&self, mode: ModeId) -> &ModeRuntime {
-        &self.runtimes[mode.index().min(self.runtimes.len() - 1)]
-    }
-}
+/// Default lease of a running run ([`AgentControllerBuilder::lease_duration`]): 30 seconds.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
 /// Wraps each registered tool when a controller is built (the testing kit's spy).
 #[cfg_attr(not(feature = "testing"), allow(dead_code))]
@@ -80,6 +35,8 @@ pub struct AgentControllerBuilder {
     max_steps: usize,
     store: Option<Arc<dyn SessionStore>>,
     tool_layer: Option<ToolLayer>,
+    lease_owner: Option<String>,
+    lease_duration: Duration,
 }
 
 impl std::fmt::Debug for AgentControllerBuilder {
@@ -118,6 +75,37 @@ impl AgentControllerBuilder {
     /// ([`AgentController::restore_session`]). Without a store, sessions live in memory only.
     pub fn store(mut self, store: Arc<dyn SessionStore>) -> Self {
         self.store = Some(store);
+        self
+    }
+
+    /// Names this process as the owner of the runs it carries on (default: `HOST:PID`, from
+    /// `$HOSTNAME` or `/proc/sys/kernel/hostname`, else `localhost`). The owner is saved with a
+    /// running run's lease and shown by `pending`; give each process its own name.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, config, model::scripted::ScriptedModel};
+    /// # let graph = config::parse("[[modes]]\nid = \"build\"\n", "modes.toml").unwrap();
+    /// let builder = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    ///     .lease_owner(format!("web-1:{}", std::process::id()));
+    /// ```
+    pub fn lease_owner(mut self, owner: impl Into<String>) -> Self {
+        self.lease_owner = Some(owner.into());
+        self
+    }
+
+    /// How long the lease of a running run lasts (default [`DEFAULT_LEASE`], at least 1 ms).
+    ///
+    /// A run carried on after a decision (or by [`Session::continue_run`]) is saved as running
+    /// with a lease that its process renews while it works: with a save before each step's tool
+    /// calls run, and before each model call when less than half of the lease is left. A run
+    /// whose lease has ended is *interrupted*: `pending` lists it, and another process may carry
+    /// it on. Choose a lease longer than the longest model call or tool call: a run whose call
+    /// outlasts it may be taken over, and then stops at its next step
+    /// ([`crate::SessionError::LeaseLost`]) without running that step's tool calls.
+    pub fn lease_duration(mut self, lease: Duration) -> Self {
+        self.lease_duration = lease.max(Duration::from_millis(1));
         self
     }
 
@@ -162,6 +150,8 @@ impl AgentControllerBuilder {
                 max_steps: self.max_steps,
                 fingerprint,
                 store: self.store,
+                lease_owner: self.lease_owner.unwrap_or_else(default_lease_owner),
+                lease_duration: self.lease_duration,
                 runtimes,
             }),
         })
@@ -239,6 +229,18 @@ fn mode_runtime(
             target.name(),
             target.id()
         ));
+        let others: Vec<String> = graph
+            .transition_targets(id)
+            .into_iter()
+            .skip(1)
+            .map(|t| format!("{} (`{}`)", graph.mode(t).name(), graph.mode(t).id()))
+            .collect();
+        if !others.is_empty() {
+            system_prompt.push_str(&format!(
+                " The user may choose to continue in another mode instead: {}.",
+                others.join(", ")
+            ));
+        }
     }
     ModeRuntime {
         system_prompt,
@@ -296,6 +298,8 @@ impl AgentController {
             max_steps: DEFAULT_MAX_STEPS,
             store: None,
             tool_layer: None,
+            lease_owner: None,
+            lease_duration: DEFAULT_LEASE,
         }
     }
 
@@ -422,6 +426,17 @@ impl AgentController {
         let store = self.shared.store.as_ref().ok_or(SessionError::NoStore)?;
         Ok(store.delete(id).await?)
     }
+}
+
+/// `HOST:PID`: this process, as the owner of the runs it carries on.
+fn default_lease_owner() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned());
+    format!("{host}:{}", std::process::id())
 }
 
 /// A new random session id in the text form of a UUID v4 (`xxxxxxxx-xxxx-4xxx-Yxxx-xxxxxxxxxxxx`,

@@ -3,7 +3,8 @@
 //!
 //! The default mode is marked `default` (and drawn as a rounded stadium in Mermaid, with a double
 //! border in DOT); planning modes, where `submit_plan` is offered, are marked `planning` (dashed).
-//! Every hand-over edge of [`ModeGraph::transition_edges`] is drawn, labelled `plan approved`.
+//! Every hand-over edge of [`ModeGraph::transition_edges`] is drawn, labelled `plan approved`
+//! (`plan approved (chosen)` for a target of a `transitionsTo` list other than the first).
 //! A `metadata.color` in `#rgb` / `#rrggbb` form colours the node's border. Mode names are shown
 //! through [`neutralize_line`]: a control or invisible character in a name shows as its escape.
 
@@ -55,6 +56,16 @@ fn marks(graph: &ModeGraph, id: ModeId) -> Vec<&'static str> {
         marks.push("planning");
     }
     marks
+}
+
+/// The label of an approval edge: `plan approved` to the plain approval's target,
+/// `plan approved (chosen)` to a target the user may choose instead.
+fn edge_label(graph: &ModeGraph, from: ModeId, to: ModeId) -> &'static str {
+    if to == graph.transition_target(from) {
+        "plan approved"
+    } else {
+        "plan approved (chosen)"
+    }
 }
 
 /// A `metadata.color` that is safe to paste into a diagram: `#rgb` or `#rrggbb` only.
@@ -130,9 +141,10 @@ pub fn mermaid(graph: &ModeGraph) -> String {
         let _ = writeln!(out, "    {}{open}\"{label}\"{close}", mermaid_id(mode));
     }
     for (from, to) in graph.transition_edges() {
+        let label = edge_label(graph, from, to);
         let _ = writeln!(
             out,
-            "    {} -->|plan approved| {}",
+            "    {} -->|{label}| {}",
             mermaid_id(graph.mode(from)),
             mermaid_id(graph.mode(to))
         );
@@ -217,11 +229,13 @@ pub fn dot(graph: &ModeGraph) -> String {
         let _ = writeln!(out, "    {} [{}];", dot_string(mode.id()), attrs.join(", "));
     }
     for (from, to) in graph.transition_edges() {
+        let label = edge_label(graph, from, to);
         let _ = writeln!(
             out,
-            "    {} -> {} [label=\"plan approved\"];",
+            "    {} -> {} [label={}];",
             dot_string(graph.mode(from).id()),
             dot_string(graph.mode(to).id()),
+            dot_string(label)
         );
     }
     out.push_str("}\n");

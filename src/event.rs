@@ -91,8 +91,14 @@ pub struct SuspendPayload {
     /// The plan as captured at submit time (`path`, `title`, `plan`, `sha256`).
     #[serde(flatten)]
     pub submission: PlanSubmission,
-    /// The mode approval hands over to, fixed at submit time.
+    /// The mode a plain approval hands over to, fixed at submit time.
     pub target_mode_id: Arc<str>,
+    /// Every mode an approval may hand over to, fixed at submit time: `targetModeId` first,
+    /// then the others the planning mode's `transitionsTo` lists. Choose one with
+    /// [`crate::Decision::to`] (`targetModeId` in resume data). Empty only in records written
+    /// before target lists existed (restoring such a record lists `targetModeId`).
+    #[serde(default)]
+    pub target_mode_ids: Vec<Arc<str>>,
     /// The id the controller gave this decision (`decision_1`, `decision_2`, ...), unique in the
     /// session. Unlike the model's tool-call id, which a model may reuse, it names exactly one
     /// submitted plan: decide by it with [`crate::Session::decide`]. Empty only in records
@@ -143,6 +149,10 @@ pub struct DecidedRecord {
     /// not say (and for cancellations).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided_by: Option<String>,
+    /// The mode an approval handed over to (the first target, or the one the decision chose
+    /// with [`crate::Decision::to`]); `None` for rejections and cancellations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_mode_id: Option<String>,
 }
 
 /// Now, as RFC 3339 in UTC with whole seconds.

@@ -14,7 +14,7 @@ use agent_controller::diagram::{self, DiagramFormat};
 use agent_controller::display::{neutralize, neutralize_line};
 use agent_controller::jail::{self, Jail};
 use agent_controller::model::scripted::ScriptedModel;
-use agent_controller::store::{PendingSummary, display_spec, open_store};
+use agent_controller::store::{PendingSummary, StoreError, check_spec, display_spec, open_store};
 use agent_controller::terminal::{self, PromptAnswer, SpinnerModel, StdinLines, Style};
 use agent_controller::tool::SUBMIT_PLAN;
 use agent_controller::tool::fs::PLAN_WRITING_TOOLS;
@@ -62,7 +62,9 @@ Exit status:
 /// The prompt's grammar, in `run --help` and `decide --help`.
 const PROMPT_HELP: &str = "\
 The prompt (without --approve or --reject) shows the plan on stderr and reads stdin:
-  y, yes       approve (any case)
+  y, yes       approve (any case), to the first target
+  1, 2, ...    when the plan lists several targets (`transitionsTo = [\"build\", \"build-auto\"]`):
+  MODE         approve to that listed target, by its number or its mode id
   n, no        reject
   approve, ok, okay, accept, lgtm, sure, reject, deny, ... (one word that looks like a decision)
                asks again, with a hint
@@ -152,7 +154,7 @@ enum Command {
     #[command(after_help = EXIT_STATUS_HELP)]
     Pending {
         /// The store: a directory, `sqlite:FILE`, or `postgres://USER@HOST:PORT/DB`.
-        #[arg(long)]
+        #[arg(long, value_parser = parse_store)]
         store: String,
         /// Print one JSON object per line.
         #[arg(long)]
@@ -191,7 +193,7 @@ struct VerifyArgs {
 #[derive(Debug, Args)]
 struct DecideArgs {
     /// The store: a directory, `sqlite:FILE`, or `postgres://USER@HOST:PORT/DB`.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_store)]
     store: String,
     /// The session whose pending plan to decide.
     session: String,
@@ -244,6 +246,11 @@ struct DecisionArgs {
     /// OS user from $USER or $LOGNAME, else `unknown`); also for answers typed at the prompt.
     #[arg(long, value_name = "NAME")]
     by: Option<String>,
+    /// With --approve: hand the plan over to this mode instead of the first target. It must be
+    /// one of the targets the planning mode's `transitionsTo` lists (as `pending` and the
+    /// `tool_suspended` event show them); any other is refused (exit 5) and nothing changes.
+    #[arg(long, value_name = "MODE", requires = "approve")]
+    to: Option<String>,
 }
 
 impl DecisionArgs {
@@ -264,6 +271,9 @@ impl DecisionArgs {
             .map(str::to_owned);
         if let Some(sha256) = &self.sha256 {
             decision = decision.with_sha256(sha256);
+        }
+        if let Some(to) = &self.to {
+            decision = decision.to(to);
         }
         Some(self.signed(decision))
     }
@@ -292,6 +302,16 @@ impl DecisionArgs {
     }
 }
 
+/// `--store`: a spec [`check_spec`] accepts, so one that would lose the session is a usage
+/// error (exit 2) before anything runs.
+fn parse_store(text: &str) -> Result<String, String> {
+    match check_spec(text) {
+        Ok(()) => Ok(text.to_owned()),
+        Err(StoreError::InvalidSpec { reason, .. }) => Err(reason),
+        Err(other) => Err(other.to_string()),
+    }
+}
+
 fn parse_sha256(text: &str) -> Result<String, String> {
     let hash = text.trim().to_ascii_lowercase();
     if hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -317,8 +337,9 @@ struct RunArgs {
     #[arg(long)]
     plan: Option<PathBuf>,
     /// Persist the session in this store (a directory, `sqlite:FILE`, or
-    /// `postgres://USER@HOST:PORT/DB`).
-    #[arg(long)]
+    /// `postgres://USER@HOST:PORT/DB`; throw-away databases such as `sqlite::memory:` are
+    /// refused).
+    #[arg(long, value_parser = parse_store)]
     store: Option<String>,
     /// With --store: stop once a plan is suspended and print the session and run ids.
     #[arg(long, requires = "store")]
@@ -404,6 +425,7 @@ impl From<SessionError> for Failure {
             | SessionError::UnknownToolCall { .. }
             | SessionError::UnknownDecision(_)
             | SessionError::NotSuspended(_)
+            | SessionError::TargetNotAllowed { .. }
             | SessionError::SessionExists(_) => Exit::Refused,
             e if e.is_conflict() => Exit::Refused,
             SessionError::UnknownMode(_)
@@ -527,7 +549,16 @@ fn check(path: &Path) -> Outcome {
     say!("default mode: {}", graph.default_mode().id());
     say!("hand-over edges (on approval):");
     for (from, to) in graph.transition_edges() {
-        say!("  {} -> {}", graph.mode(from).id(), graph.mode(to).id());
+        let chosen = if to == graph.transition_target(from) {
+            ""
+        } else {
+            " (when chosen at approval)"
+        };
+        say!(
+            "  {} -> {}{chosen}",
+            graph.mode(from).id(),
+            graph.mode(to).id()
+        );
     }
     Ok(Exit::Done)
 }
@@ -830,18 +861,26 @@ impl Prompt {
     /// decision). A decision is pinned to the sha256 of the plan shown.
     async fn ask(&mut self, session: &Session, payload: &SuspendPayload) -> Option<Decision> {
         let graph = &self.graph;
-        let target = graph
-            .get(&payload.target_mode_id)
-            .map_or_else(|| session.mode(), |id| graph.mode(id));
+        let mut targets: Vec<&agent_controller::Mode> = payload
+            .target_mode_ids
+            .iter()
+            .filter_map(|id| graph.get(id).map(|t| graph.mode(t)))
+            .collect();
+        if targets.is_empty() {
+            let target = graph
+                .get(&payload.target_mode_id)
+                .map_or_else(|| session.mode(), |id| graph.mode(id));
+            targets.push(target);
+        }
         note!(
             "\n{}\n{}",
             self.style
                 .render_plan(&payload.submission.title, &payload.submission.plan),
             plan_origin(&payload.submission.path, &payload.submission.sha256)
         );
-        let answer = terminal::ask(
+        let answer = terminal::ask_among(
             &self.style,
-            target,
+            &targets,
             &payload.submission.sha256,
             &mut self.input,
             &mut std::io::stderr(),
@@ -913,7 +952,10 @@ impl Decider<'_> {
             let Some(next) = next else {
                 return Ok(interrupted(session).await);
             };
-            outcome = next?;
+            outcome = next.map_err(|e| match self.store {
+                Some(store) => lost_race(e, store),
+                None => e.into(),
+            })?;
         }
         finish(session, self.json, &out_style);
         Ok(match outcome {
@@ -938,7 +980,7 @@ impl Decider<'_> {
             );
         }
         note!(
-            "the plan stays pending; decide later with: agent-controller decide --store {} {} --decision {decision} (--approve | --reject) [--feedback TEXT]",
+            "the plan stays pending; decide later with: agent-controller decide --store {} {} --decision {decision} (--approve [--to MODE] | --reject) [--feedback TEXT]",
             neutralize_line(&display_spec(store)),
             session.id()
         );
@@ -995,7 +1037,7 @@ fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Failure> {
             neutralize_line(&p.run_id),
             neutralize_line(&p.decision_id),
             neutralize_line(&p.mode_id),
-            neutralize_line(&p.target_mode_id),
+            neutralize_line(&targets_text(&p.target_mode_id, &p.target_mode_ids)),
             short_sha256(&p.sha256),
             neutralize_line(&p.title)
         ))
@@ -1006,7 +1048,6 @@ fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Failure> {
 /// Ctrl-C (exit 0) or a closed stdout.
 #[cfg(feature = "postgres")]
 fn watch_pending(spec: &str, json: bool) -> Outcome {
-    use agent_controller::StoreError;
     use agent_controller::store::postgres::{PostgresConfig, PostgresStore, is_postgres_url};
     use futures_util::StreamExt;
 
@@ -1103,7 +1144,7 @@ fn decide(args: DecideArgs) -> Outcome {
         let Some(outcome) = outcome else {
             return Ok(interrupted(&mut session).await);
         };
-        let outcome = outcome?;
+        let outcome = outcome.map_err(|e| lost_race(e, &args.store))?;
         // A plan resubmitted after feedback is a new decision: leave it pending for the next `decide`.
         let idle = DecisionArgs {
             approve: false,
@@ -1111,6 +1152,7 @@ fn decide(args: DecideArgs) -> Outcome {
             feedback: None,
             sha256: None,
             by: None,
+            to: None,
         };
         let mut decider = Decider {
             flags: &idle,
@@ -1122,6 +1164,32 @@ fn decide(args: DecideArgs) -> Outcome {
         };
         decider.until_done(&mut session, outcome).await
     })
+}
+
+/// The targets of a pending plan as one field: `build`, or `build | build-auto` when the user
+/// may choose (the plain approval's first).
+fn targets_text(target: &str, targets: &[impl AsRef<str>]) -> String {
+    if targets.len() > 1 {
+        targets
+            .iter()
+            .map(AsRef::as_ref)
+            .collect::<Vec<_>>()
+            .join(" | ")
+    } else {
+        target.to_owned()
+    }
+}
+
+/// A decision that lost to another writer (a decision or revision saved after this process
+/// loaded the session) says so and what to do; nothing was decided.
+fn lost_race(error: SessionError, store: &str) -> Failure {
+    if !error.is_conflict() {
+        return error.into();
+    }
+    Failure::refused(format!(
+        "{error}: the plan was decided or revised by someone else after it was loaded here, so this decision was not applied; see what is pending now with: agent-controller pending --store {}",
+        neutralize_line(&display_spec(store))
+    ))
 }
 
 fn short_sha256(sha256: &str) -> &str {
@@ -1206,12 +1274,24 @@ fn event_line(event: &Event, graph: &ModeGraph, style: &Style, resumed: bool) ->
         } => format!("tool {} {}", line(tool_name), line(&args.to_string())),
         Event::ToolSuspended {
             suspend_payload, ..
-        } => format!(
-            "plan submitted: \"{}\" ({}), sha256 {}; waiting for a decision",
-            line(&suspend_payload.submission.title),
-            line(&suspend_payload.submission.path),
-            line(&suspend_payload.submission.sha256)
-        ),
+        } => {
+            let choice = match suspend_payload.target_mode_ids.as_slice() {
+                [_, _, ..] => format!(
+                    " (approve to: {})",
+                    line(&targets_text(
+                        &suspend_payload.target_mode_id,
+                        &suspend_payload.target_mode_ids
+                    ))
+                ),
+                _ => String::new(),
+            };
+            format!(
+                "plan submitted: \"{}\" ({}), sha256 {}; waiting for a decision{choice}",
+                line(&suspend_payload.submission.title),
+                line(&suspend_payload.submission.path),
+                line(&suspend_payload.submission.sha256)
+            )
+        }
         Event::ToolEnd {
             tool_name,
             result,

@@ -8,7 +8,6 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::config::{ConfigError, Location};
 use crate::tool::SUBMIT_PLAN;
 
 /// A handle to a mode of one [`ModeGraph`]: a small copyable index, valid for the graph that
@@ -36,7 +35,9 @@ pub struct Mode {
     description: String,
     instructions: String,
     marked_default: bool,
-    transitions_to: Option<ModeId>,
+    /// The listed hand-over targets in config order (empty: none set); the first is where a
+    /// plain approval goes.
+    transitions_to: Vec<ModeId>,
     available_tools: Option<Vec<Arc<str>>>,
     default_model_id: Option<String>,
     metadata: toml::Table,
@@ -50,7 +51,7 @@ impl Mode {
         description: Option<String>,
         instructions: Option<String>,
         marked_default: bool,
-        transitions_to: Option<ModeId>,
+        transitions_to: Vec<ModeId>,
         available_tools: Option<Vec<Arc<str>>>,
         default_model_id: Option<String>,
         metadata: toml::Table,
@@ -98,9 +99,17 @@ impl Mode {
         self.marked_default
     }
 
-    /// The mode a plan approved in this mode hands over to (`transitionsTo`), if set.
+    /// The mode a plain approval of a plan in this mode hands over to: the first mode
+    /// `transitionsTo` names, if set.
     pub fn transitions_to(&self) -> Option<ModeId> {
-        self.transitions_to
+        self.transitions_to.first().copied()
+    }
+
+    /// Every mode `transitionsTo` names, in config order: one for `transitionsTo = "build"`, each
+    /// listed one for `transitionsTo = ["build", "build-auto"]`, none when unset. The user may
+    /// approve a plan to any of them; a plain approval goes to the first.
+    pub fn transitions_to_all(&self) -> &[ModeId] {
+        &self.transitions_to
     }
 
     /// The tool allowlist (`availableTools`); `None` means every tool the controller has
@@ -122,7 +131,7 @@ impl Mode {
     /// Whether `submit_plan` is registered in this mode: it sets `transitionsTo` or lists
     /// `submit_plan` in `availableTools`.
     pub fn is_planning(&self) -> bool {
-        self.transitions_to.is_some()
+        !self.transitions_to.is_empty()
             || self
                 .available_tools
                 .as_ref()
@@ -130,21 +139,18 @@ impl Mode {
     }
 }
 
-/// Where a config names a tool, kept so unknown tool names can be reported at their line. The
-/// snippet is rendered only for an error; the line's text is shared by the names on it.
+/// Where a config names a tool, kept so unknown tool names can be reported at their line (the
+/// checks against a controller's tools, which make config errors of them, are in
+/// [`crate::config`]). The line's text is shared by the names on it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ToolRef {
     pub(crate) mode: ModeId,
     pub(crate) name: Arc<str>,
-    pub(crate) location: Location,
+    /// The name's 1-based line and column (in characters) in the config text.
+    pub(crate) line: usize,
+    pub(crate) column: usize,
     pub(crate) line_text: Arc<str>,
     pub(crate) width: usize,
-}
-
-impl ToolRef {
-    pub(crate) fn snippet(&self) -> String {
-        crate::config::snippet(self.location, &self.line_text, self.width)
-    }
 }
 
 /// A validated set of modes: ids are unique, every `transitionsTo` names another existing mode,
@@ -187,12 +193,19 @@ impl ModeGraph {
         self.positions = false;
     }
 
-    fn placed(&self, error: ConfigError) -> ConfigError {
-        if self.positions {
-            error
-        } else {
-            error.stripped()
-        }
+    /// Whether the graph came from text, so its errors can point into it.
+    pub(crate) fn has_positions(&self) -> bool {
+        self.positions
+    }
+
+    /// The file (or other origin) the graph was read from, as errors name it.
+    pub(crate) fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// Every place the config names a tool in an `availableTools` list, in text order.
+    pub(crate) fn tool_refs(&self) -> &[ToolRef] {
+        &self.tool_refs
     }
 
     /// Looks a mode up by its id (case-sensitive); `None` when no mode has that id.
@@ -246,7 +259,30 @@ impl ModeGraph {
     /// own mode ([`crate::ConfigErrorKind::SelfTransition`]) and a default mode that plans
     /// without one ([`crate::ConfigErrorKind::SelfHandover`]).
     pub fn transition_target(&self, mode: ModeId) -> ModeId {
-        self.mode(mode).transitions_to.unwrap_or(self.default)
+        self.mode(mode).transitions_to().unwrap_or(self.default)
+    }
+
+    /// Every mode a plan approved in `mode` may hand over to, the plain approval's target
+    /// ([`ModeGraph::transition_target`]) first: the modes its `transitionsTo` lists, else the
+    /// default mode alone.
+    ///
+    /// # Examples
+    /// ```
+    /// let graph = agent_controller::config::parse(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = [\"build\", \"build-auto\"]\n[[modes]]\nid = \"build\"\n[[modes]]\nid = \"build-auto\"\n",
+    ///     "modes.toml",
+    /// )?;
+    /// let plan = graph.get("plan").unwrap();
+    /// let ids: Vec<&str> = graph.transition_targets(plan).iter().map(|t| graph.mode(*t).id()).collect();
+    /// assert_eq!(ids, ["build", "build-auto"]);
+    /// assert_eq!(graph.mode(graph.transition_target(plan)).id(), "build");
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
+    pub fn transition_targets(&self, mode: ModeId) -> Vec<ModeId> {
+        match self.mode(mode).transitions_to_all() {
+            [] => vec![self.default],
+            listed => listed.to_vec(),
+        }
     }
 
     /// The planning modes (where `submit_plan` is registered), in config order.
@@ -254,11 +290,15 @@ impl ModeGraph {
         self.ids().filter(|id| self.mode(*id).is_planning())
     }
 
-    /// Every approval hand-over edge `(planning mode, target)`, in config order; never a loop
-    /// (see [`ModeGraph::transition_target`]).
+    /// Every approval hand-over edge `(planning mode, target)`, in config order: one per target
+    /// a planning mode lists (the plain approval's first); never a loop (see
+    /// [`ModeGraph::transition_target`]).
     pub fn transition_edges(&self) -> impl Iterator<Item = (ModeId, ModeId)> + '_ {
-        self.planning_modes()
-            .map(|from| (from, self.transition_target(from)))
+        self.planning_modes().flat_map(|from| {
+            self.transition_targets(from)
+                .into_iter()
+                .map(move |to| (from, to))
+        })
     }
 
     /// The plans directory as configured (`plansDir`, default `.agent/plans`), relative to the
@@ -282,11 +322,13 @@ impl ModeGraph {
         for mode in &self.modes {
             field(mode.id.as_bytes());
             field(mode.instructions.as_bytes());
-            field(
-                mode.transitions_to
-                    .map_or("", |t| self.mode(t).id())
-                    .as_bytes(),
-            );
+            // One target hashes as its id alone, as before lists existed.
+            let targets: Vec<&str> = mode
+                .transitions_to
+                .iter()
+                .map(|t| self.mode(*t).id())
+                .collect();
+            field(targets.join(",").as_bytes());
             match &mode.available_tools {
                 None => field(b"*"),
                 Some(tools) => {
@@ -298,89 +340,5 @@ impl ModeGraph {
             }
         }
         crate::tool::submit_plan::hex(&hash.finalize())
-    }
-
-    /// Checks every `availableTools` name against the tools a controller has; `submit_plan` is
-    /// always known.
-    ///
-    /// # Errors
-    /// One [`ConfigErrorKind::UnknownTool`](crate::config::ConfigErrorKind::UnknownTool) error per unknown name, at the name's line and column,
-    /// in text order. An empty list means every name is known.
-    pub fn unknown_tools(&self, is_known: impl Fn(&str) -> bool) -> Vec<ConfigError> {
-        self.tool_refs
-            .iter()
-            .filter(|r| &*r.name != SUBMIT_PLAN && !is_known(&r.name))
-            .map(|r| {
-                self.placed(ConfigError::unknown_tool(
-                    &self.origin,
-                    r.location,
-                    r.snippet(),
-                    format!(
-                        "mode `{}` lists unknown tool `{}` in availableTools",
-                        self.mode(r.mode).id,
-                        r.name
-                    ),
-                ))
-            })
-            .collect()
-    }
-
-    /// Warnings, not errors: every planning mode whose `availableTools` lists no tool for which
-    /// `writes_plans` holds (for the built-in tools, [`crate::tool::fs::PLAN_WRITING_TOOLS`]), so
-    /// a real model there has nothing to write a plan with. One warning per mode, of kind
-    /// [`ConfigErrorKind::NoPlanWriter`](crate::config::ConfigErrorKind::NoPlanWriter), at the
-    /// mode's first tool name. A mode without `availableTools` is offered every tool and is not
-    /// reported.
-    ///
-    /// # Examples
-    /// ```
-    /// use agent_controller::tool::fs::PLAN_WRITING_TOOLS;
-    /// let graph = agent_controller::config::parse(
-    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"submit_plan\"]\n[[modes]]\nid = \"build\"\n",
-    ///     "modes.toml",
-    /// )?;
-    /// let warnings = graph.planning_modes_without_plan_writer(|t| PLAN_WRITING_TOOLS.contains(&t));
-    /// assert_eq!(warnings.len(), 1);
-    /// assert_eq!(warnings[0].location().unwrap().line, 4);
-    /// assert!(warnings[0].message().contains("no tool that can write a plan"));
-    /// # Ok::<(), agent_controller::ConfigError>(())
-    /// ```
-    pub fn planning_modes_without_plan_writer(
-        &self,
-        writes_plans: impl Fn(&str) -> bool,
-    ) -> Vec<ConfigError> {
-        let mut warnings = Vec::new();
-        for (index, mode) in self.modes.iter().enumerate() {
-            let Some(tools) = mode.available_tools() else {
-                continue;
-            };
-            if !mode.is_planning() || tools.iter().any(|t| writes_plans(t)) {
-                continue;
-            }
-            let Some(first) = self.tool_refs.iter().find(|r| r.mode.index() == index) else {
-                continue;
-            };
-            warnings.push(self.placed(ConfigError::no_plan_writer(
-                &self.origin,
-                first.location,
-                first.snippet(),
-                format!(
-                    "planning mode `{}` offers no tool that can write a plan (its availableTools has none of the plan-writing tools, such as `write_plan`): a model there cannot author a plan to submit",
-                    mode.id
-                ),
-            )));
-        }
-        warnings
-    }
-
-    /// Like [`ModeGraph::unknown_tools`] but stops at the first unknown name.
-    ///
-    /// # Errors
-    /// [`ConfigErrorKind::UnknownTool`](crate::config::ConfigErrorKind::UnknownTool) for the first name `is_known` rejects.
-    pub fn check_tools(&self, is_known: impl Fn(&str) -> bool) -> Result<(), ConfigError> {
-        match self.unknown_tools(is_known).into_iter().next() {
-            Some(err) => Err(err),
-            None => Ok(()),
-        }
     }
 }

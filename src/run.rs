@@ -102,8 +102,21 @@ named_enum! {
 }
 
 /// Resume data for a suspended `submit_plan`: `{ "action": "approved" | "rejected", "feedback"?,
-/// "sha256"?, "decidedBy"? }`. When `sha256` is given it must equal the captured plan's hash, so
-/// a host never approves a plan other than the one it showed.
+/// "sha256"?, "decidedBy"?, "targetModeId"? }`. When `sha256` is given it must equal the captured
+/// plan's hash, so a host never approves a plan other than the one it showed. `targetModeId`
+/// chooses where an approval hands over to, among the targets the plan lists
+/// ([`SuspendPayload::target_mode_ids`]).
+///
+/// # Examples
+/// ```
+/// use agent_controller::Decision;
+/// let decision = Decision::from_json(&serde_json::json!({
+///     "action": "approved",
+///     "targetModeId": "build-auto",
+/// }))?;
+/// assert_eq!(decision, Decision::approve().to("build-auto"));
+/// # Ok::<(), agent_controller::SessionError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Decision {
@@ -121,6 +134,15 @@ pub struct Decision {
     /// never interprets it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided_by: Option<String>,
+    /// The mode an approval hands over to (`targetModeId`): one of the targets the plan lists
+    /// ([`SuspendPayload::target_mode_ids`], from the planning mode's `transitionsTo`); `None`
+    /// for the first of them. Any other mode, or a target on a rejection, is refused.
+    #[serde(
+        default,
+        rename = "targetModeId",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub to: Option<String>,
 }
 
 impl Decision {
@@ -131,6 +153,7 @@ impl Decision {
             feedback: None,
             sha256: None,
             decided_by: None,
+            to: None,
         }
     }
 
@@ -150,6 +173,7 @@ impl Decision {
             feedback: None,
             sha256: None,
             decided_by: None,
+            to: None,
         }
     }
 
@@ -185,6 +209,27 @@ impl Decision {
         self
     }
 
+    /// The same approval, handing over to the mode with id `mode` instead of the first target:
+    /// one of the modes the planning mode's `transitionsTo` lists (`transitionsTo = ["build",
+    /// "build-auto"]`), as [`SuspendPayload::target_mode_ids`] shows them. A mode the plan does
+    /// not list is refused ([`SessionError::TargetNotAllowed`]) and changes nothing; so is a
+    /// rejection with a target ([`SessionError::MalformedDecision`]).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::Decision;
+    /// let decision = Decision::approve().to("build-auto");
+    /// assert_eq!(decision.to.as_deref(), Some("build-auto"));
+    /// assert_eq!(
+    ///     serde_json::to_value(&decision).unwrap(),
+    ///     serde_json::json!({ "action": "approved", "targetModeId": "build-auto" }),
+    /// );
+    /// ```
+    pub fn to(mut self, mode: impl Into<String>) -> Self {
+        self.to = Some(mode.into());
+        self
+    }
+
     /// Parses resume data as a host sends it.
     ///
     /// # Errors
@@ -202,12 +247,14 @@ impl Decision {
     }
 }
 
-/// A plan waiting for a decision: which run and tool call, the captured plan, and the target.
+/// A plan waiting for a decision: which run and tool call, the captured plan, and the targets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingDecision {
     pub(crate) run_id: Arc<str>,
     pub(crate) tool_call_id: String,
     pub(crate) target: ModeId,
+    /// Every target, in the order of the payload's `targetModeIds` (`target` first).
+    pub(crate) targets: Vec<ModeId>,
     pub(crate) payload: SuspendPayload,
     /// Why approval is impossible after a restore under a changed config (`None`: it is fine).
     pub(crate) stale: Option<String>,
@@ -232,9 +279,29 @@ impl PendingDecision {
         &self.payload.decision_id
     }
 
-    /// The mode approval hands over to, fixed at submit time.
+    /// The mode a plain approval hands over to, fixed at submit time.
     pub fn target(&self) -> ModeId {
         self.target
+    }
+
+    /// Every mode an approval may hand over to ([`Decision::to`]), fixed at submit time:
+    /// [`PendingDecision::target`] first, as the payload's `targetModeIds` lists them.
+    pub fn targets(&self) -> &[ModeId] {
+        &self.targets
+    }
+
+    /// The mode an approval naming `to` hands over to: the listed target with that id, the
+    /// first for `None`; `None` when the plan does not list `to`.
+    fn chosen_target(&self, to: Option<&str>) -> Option<ModeId> {
+        let Some(to) = to else {
+            return Some(self.target);
+        };
+        let at = self
+            .payload
+            .target_mode_ids
+            .iter()
+            .position(|t| &**t == to)?;
+        self.targets.get(at).copied()
     }
 
     /// The captured plan and the target mode id.
@@ -266,6 +333,10 @@ pub(crate) const CANCELLED_RESULT: &str =
 /// The result of a tool call a cancelled (or dropped) run never started.
 pub(crate) const NOT_STARTED_RESULT: &str = "Not executed: the run was cancelled first.";
 
+/// The result of a tool call that a stopped process may have run before the run was carried on
+/// ([`Session::continue_run`]): never run again, so the model can check and decide.
+pub(crate) const INTERRUPTED_RESULT: &str = "Interrupted: the process running this tool call stopped before its result was saved, so it may or may not have taken effect. It was not run again: check its effect before calling it again.";
+
 /// The not-approved tool result for a suspension cancelled for `reason`.
 fn cancelled_result(reason: CancelReason) -> &'static str {
     match reason {
@@ -283,6 +354,8 @@ impl Session {
         self.counter += 1;
         let run_id = run_id_for(self.counter);
         self.run = Some((run_id.clone(), RunState::Running));
+        // A run started by a message is saved when it suspends or ends, and has no lease.
+        self.drop_lease();
         self.messages.push(Message::User { content: text });
         let mode_id = self.mode_arc();
         self.emit(Event::AgentStart {
@@ -310,7 +383,7 @@ impl Session {
             run_id: pending.run_id.clone(),
             mode_id,
         });
-        let record = self.settle_decision(&pending, DecisionOutcome::Cancelled, None);
+        let record = self.settle_decision(&pending, DecisionOutcome::Cancelled, None, None);
         self.emit(Event::ToolSuspensionCancelled {
             run_id: pending.run_id.clone(),
             tool_call_id: pending.tool_call_id.clone(),
@@ -326,13 +399,14 @@ impl Session {
         true
     }
 
-    /// Records `pending` as settled (`outcome`, now, by `decided_by`) in the history; returns
-    /// the audit record for the decision's event.
+    /// Records `pending` as settled (`outcome`, now, by `decided_by`, handed over to `target`
+    /// when approved) in the history; returns the audit record for the decision's event.
     fn settle_decision(
         &mut self,
         pending: &PendingDecision,
         outcome: DecisionOutcome,
         decided_by: Option<String>,
+        target: Option<ModeId>,
     ) -> DecidedRecord {
         let record = DecidedRecord {
             run_id: pending.run_id.to_string(),
@@ -342,6 +416,7 @@ impl Session {
             sha256: Some(pending.payload.submission.sha256.clone()),
             decided_at: Some(rfc3339_now()),
             decided_by,
+            target_mode_id: target.map(|t| self.shared.graph.mode(t).id().to_owned()),
         };
         self.history.push(record.clone());
         record
@@ -377,8 +452,9 @@ impl Session {
         })
     }
 
-    /// Checks `decision` against the pending plan: a pinned sha256 must be the plan's, and an
-    /// approval must still be possible under the current config.
+    /// Checks `decision` against the pending plan: a pinned sha256 must be the plan's, a chosen
+    /// target one the plan lists (and only on an approval), and an approval must still be
+    /// possible under the current config.
     pub(crate) fn check_pinned(
         pending: &PendingDecision,
         decision: &Decision,
@@ -390,6 +466,25 @@ impl Session {
                 expected: pending.payload.submission.sha256.clone(),
                 given: given.clone(),
             });
+        }
+        if let Some(to) = &decision.to {
+            if decision.action == DecisionAction::Rejected {
+                return Err(SessionError::MalformedDecision(
+                    "a rejection names no target mode: `targetModeId` goes with an approval"
+                        .to_owned(),
+                ));
+            }
+            if pending.chosen_target(Some(to)).is_none() {
+                return Err(SessionError::TargetNotAllowed {
+                    given: to.clone(),
+                    allowed: pending
+                        .payload
+                        .target_mode_ids
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect(),
+                });
+            }
         }
         if let (DecisionAction::Approved, Some(reason)) = (decision.action, &pending.stale) {
             return Err(SessionError::ConfigChanged(reason.clone()));
@@ -420,6 +515,9 @@ impl Session {
         };
         let run_id = pending.run_id.clone();
         self.run = Some((run_id.clone(), RunState::Running));
+        // Saved as running with this process's lease: if it stops before the run's next save,
+        // the run is interrupted once the lease ends, and `continue_run` carries it on.
+        self.take_lease();
         // The run resumes: `agent_start` again (same run id) before its next events, as
         // Mastra's AgentController does, so every `agent_end` pairs with an `agent_start`.
         let mode_id = self.mode_arc();
@@ -428,12 +526,14 @@ impl Session {
             mode_id,
         });
         let feedback = decision.feedback();
+        // Checked before: an approval's target is listed (else the plain approval's is used).
+        let target = pending
+            .chosen_target(decision.to.as_deref())
+            .unwrap_or(pending.target);
         // The mode-change notice travels in the approval result, not as a later system message
         // (many chat templates refuse a system message anywhere but first).
         let notice = match decision.action {
-            DecisionAction::Approved => {
-                self.mode_notice(pending.target, ModeChangeReason::PlanApproved)
-            }
+            DecisionAction::Approved => self.mode_notice(target, ModeChangeReason::PlanApproved),
             DecisionAction::Rejected => None,
         };
         let (result, outcome) = match (decision.action, feedback) {
@@ -454,11 +554,12 @@ impl Session {
             }
         };
         let ends_run = decision.action == DecisionAction::Rejected && feedback.is_none();
-        let record = self.settle_decision(&pending, outcome, decision.decided_by);
+        let approved_to = (decision.action == DecisionAction::Approved).then_some(target);
+        let record = self.settle_decision(&pending, outcome, decision.decided_by, approved_to);
         self.finish_decision(&run_id, &pending.tool_call_id, result, record);
         if notice.is_some() {
             // The switch happens before any model call in the new mode.
-            self.enter_mode(pending.target, ModeChangeReason::PlanApproved);
+            self.enter_mode(target, ModeChangeReason::PlanApproved);
         }
         if ends_run {
             self.close_run(&run_id, RunState::Completed, None);
@@ -488,6 +589,7 @@ impl Session {
     /// `error` (for failures) and `agent_end`.
     fn close_run(&mut self, run_id: &Arc<str>, reason: RunState, error: Option<&str>) {
         self.run = Some((run_id.clone(), reason));
+        self.drop_lease();
         tracing::info!(run_id = %run_id, %reason, error, "run ended");
         if let Some(message) = error {
             self.emit(Event::Error {
@@ -515,37 +617,72 @@ impl Session {
     /// never started (`tool_start` and `tool_end` with [`NOT_STARTED_RESULT`]), as calls
     /// skipped by a suspension are reported. Callers persist the change.
     pub(crate) fn close_interrupted(&mut self, run_id: &Arc<str>) {
-        if let Some(at) = self
+        self.answer_unanswered(run_id, CANCELLED_RESULT, NOT_STARTED_RESULT, true);
+        self.close_run(run_id, RunState::Aborted, None);
+    }
+
+    /// Gives every tool call of the last assistant message that has no result one: `running`
+    /// for the first such call (calls run in order: it was running), `not_started` for those
+    /// after it (with their `tool_start`, as calls skipped by a suspension are reported). The
+    /// first call gets its `tool_start` too unless `started_here` (this process started it).
+    fn answer_unanswered(
+        &mut self,
+        run_id: &Arc<str>,
+        running_text: &str,
+        not_started: &str,
+        started_here: bool,
+    ) {
+        let Some(at) = self
             .messages
             .iter()
             .rposition(|m| matches!(m, Message::Assistant { .. }))
-        {
-            // Results, by id (one result answers one call: a model may repeat an id).
-            let mut answered: Vec<String> = self.messages[at + 1..]
-                .iter()
-                .filter_map(|m| match m {
-                    Message::Tool { tool_call_id, .. } => Some(tool_call_id.clone()),
-                    _ => None,
-                })
-                .collect();
-            let mut running = true;
-            let mut index = 0;
-            while let Some(call) = self.tool_call(at, index) {
-                let (id, name) = (call.id.clone(), call.name.clone());
-                if let Some(found) = answered.iter().position(|a| *a == id) {
-                    answered.swap_remove(found);
-                } else if running {
-                    // Calls run in order: the first one without a result was running.
-                    running = false;
-                    self.finish_tool(run_id, &id, &name, ToolOutput::error(CANCELLED_RESULT));
-                } else {
+        else {
+            return;
+        };
+        // Results, by id (one result answers one call: a model may repeat an id).
+        let mut answered: Vec<String> = self.messages[at + 1..]
+            .iter()
+            .filter_map(|m| match m {
+                Message::Tool { tool_call_id, .. } => Some(tool_call_id.clone()),
+                _ => None,
+            })
+            .collect();
+        let mut running = true;
+        let mut index = 0;
+        while let Some(call) = self.tool_call(at, index) {
+            let (id, name) = (call.id.clone(), call.name.clone());
+            if let Some(found) = answered.iter().position(|a| *a == id) {
+                answered.swap_remove(found);
+            } else if running {
+                running = false;
+                if !started_here {
                     self.start_tool(run_id, at, index);
-                    self.finish_tool(run_id, &id, &name, ToolOutput::error(NOT_STARTED_RESULT));
                 }
-                index += 1;
+                self.finish_tool(run_id, &id, &name, ToolOutput::error(running_text));
+            } else {
+                self.start_tool(run_id, at, index);
+                self.finish_tool(run_id, &id, &name, ToolOutput::error(not_started));
             }
+            index += 1;
         }
-        self.close_run(run_id, RunState::Aborted, None);
+    }
+
+    /// Takes over the interrupted run `run_id` (see [`Session::continue_run`]): the lease, an
+    /// `agent_start`, an "interrupted" result for each tool call that was cut off, all saved in
+    /// one compare-and-swap; then the model's next step.
+    pub(crate) async fn take_over(&mut self, run_id: Arc<str>) -> Result<RunOutcome, SessionError> {
+        self.begin();
+        self.take_lease();
+        let mode_id = self.mode_arc();
+        self.emit(Event::AgentStart {
+            run_id: run_id.clone(),
+            mode_id,
+        });
+        // Each step was saved before its tool calls ran: any call without a saved result may
+        // have run, so none is run again.
+        self.answer_unanswered(&run_id, INTERRUPTED_RESULT, INTERRUPTED_RESULT, false);
+        self.commit().await?;
+        self.drive_traced(run_id).await
     }
 
     /// Ends the run and persists the session: completed with the model's last text, or failed
@@ -620,6 +757,7 @@ impl Session {
             if token.is_cancelled() {
                 return self.abort_run(run_id).await;
             }
+            self.keep_lease(&run_id, false).await?;
             if steps >= max_steps {
                 let error = ModelError::new(format!(
                     "the run exceeded its limit of {max_steps} model calls"
@@ -699,6 +837,7 @@ impl Session {
                 tool_calls: calls,
             });
             let at = self.messages.len() - 1;
+            self.keep_lease(&run_id, true).await?;
             if let Some(outcome) = self.run_tool_calls(&run_id, at).await {
                 return outcome;
             }
@@ -717,8 +856,7 @@ impl Session {
         while let Some((id, name)) = self.start_tool(run_id, at, next) {
             next += 1;
             let mode = self.mode;
-            let planted_run = name != SUBMIT_PLAN && planted::bug(&planted::RUN_REFUSED_TOOLS);
-            if !shared.runtime(mode).allows(&name) && !planted_run {
+            if !shared.runtime(mode).allows(&name) {
                 let output = ToolOutput::error(format!(
                     "Tool `{name}` is not available in mode `{}`; it was not executed. Available tools: {}.",
                     shared.graph.mode(mode).id(),
@@ -823,18 +961,25 @@ impl Session {
         submission: PlanSubmission,
     ) -> Result<RunOutcome, SessionError> {
         self.begin();
-        // The hand-over target is fixed now, at submit time.
-        let target = self.shared.graph.transition_target(self.mode);
+        // The hand-over targets are fixed now, at submit time.
+        let graph = &self.shared.graph;
+        let target = graph.transition_target(self.mode);
+        let targets = graph.transition_targets(self.mode);
         self.decisions += 1;
         let payload = SuspendPayload {
             submission,
-            target_mode_id: self.shared.graph.mode(target).id_arc().clone(),
+            target_mode_id: graph.mode(target).id_arc().clone(),
+            target_mode_ids: targets
+                .iter()
+                .map(|t| graph.mode(*t).id_arc().clone())
+                .collect(),
             decision_id: decision_id_for(self.decisions),
         };
         self.pending = Some(PendingDecision {
             run_id: run_id.clone(),
             tool_call_id: tool_call_id.clone(),
             target,
+            targets,
             payload: payload.clone(),
             stale: None,
         });
@@ -878,31 +1023,5 @@ impl PendingPlans for StorePending<'_> {
         // nothing of it to protect.
         let listing = store.list_pending().await.map_err(|e| e.to_string())?;
         Ok(listing.pending.into_iter().map(|p| p.plan_path).collect())
-    }
-}
-
-/// Bugs the testing kit's own tests plant in test builds, to see the kit catch them (issue 14);
-/// in other builds [`planted::bug`] is always `false`.
-pub(crate) mod planted {
-    use std::cell::Cell;
-    use std::thread::LocalKey;
-
-    thread_local! {
-        /// Execute registered tools the current mode does not offer.
-        pub(crate) static RUN_REFUSED_TOOLS: Cell<bool> = const { Cell::new(false) };
-        /// Leave out the mode-change notice after a manual switch.
-        pub(crate) static NO_MANUAL_NOTICE: Cell<bool> = const { Cell::new(false) };
-    }
-
-    /// Whether this bug is planted on this thread.
-    #[cfg(test)]
-    pub(crate) fn bug(bug: &'static LocalKey<Cell<bool>>) -> bool {
-        bug.with(Cell::get)
-    }
-
-    /// Whether this bug is planted: never outside test builds.
-    #[cfg(not(test))]
-    pub(crate) fn bug(_: &'static LocalKey<Cell<bool>>) -> bool {
-        false
     }
 }

@@ -1,7 +1,9 @@
 //! A session: the current mode, the conversation, the pending plan decision, and the operations
 //! that move between modes.
 
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 use tokio::task::JoinHandle;
@@ -9,18 +11,68 @@ use tokio_util::sync::CancellationToken;
 
 use tracing::Instrument;
 
-use crate::controller::Shared;
 use crate::event::{
     CancelReason, Event, EventStream, ModeChangeReason, RunState, Subscribers, Subscription,
 };
 use crate::extensions::Extensions;
-use crate::mode::{Mode, ModeId};
+use crate::mode::{Mode, ModeGraph, ModeId};
 use crate::model::{LanguageModel, Message};
 use crate::run::{Decision, PendingDecision, RunOutcome, decision_id_for};
 use crate::store::{
-    DecidedRecord, PendingRecord, RunRecord, SCHEMA_VERSION, SessionRecord, StoreError,
+    DecidedRecord, PendingRecord, RunRecord, SCHEMA_VERSION, SessionRecord, SessionStore,
+    StoreError, now_millis,
 };
-use crate::tool::SUBMIT_PLAN;
+use crate::tool::{SUBMIT_PLAN, ToolRegistry, ToolSpec};
+
+/// What a mode needs at run time, built once when the controller is built.
+#[derive(Debug)]
+pub(crate) struct ModeRuntime {
+    pub(crate) system_prompt: String,
+    pub(crate) specs: Vec<ToolSpec>,
+    pub(crate) tool_list: String,
+    pub(crate) name: String,
+    pub(crate) id: Arc<str>,
+}
+
+impl ModeRuntime {
+    pub(crate) fn allows(&self, tool: &str) -> bool {
+        self.specs.iter().any(|s| &*s.name == tool)
+    }
+
+    /// The notice the model reads after a switch into this mode.
+    pub(crate) fn mode_notice(&self, previous: &str, reason: ModeChangeReason) -> String {
+        let why = match reason {
+            ModeChangeReason::Manual => "switched by the user",
+            ModeChangeReason::PlanApproved => "your plan was approved",
+        };
+        format!(
+            "Mode changed: you are now in the {} mode (`{}`), previously `{previous}` ({why}). Follow this mode's instructions from now on. Your tools are now: {}.",
+            self.name, self.id, self.tool_list
+        )
+    }
+}
+
+/// Everything the sessions of one controller share: read-only after the controller is built
+/// ([`crate::AgentControllerBuilder::build`]).
+pub(crate) struct Shared {
+    pub(crate) graph: ModeGraph,
+    pub(crate) tools: ToolRegistry,
+    pub(crate) model: Arc<dyn LanguageModel>,
+    pub(crate) workspace: PathBuf,
+    pub(crate) plans_dir: PathBuf,
+    pub(crate) max_steps: usize,
+    pub(crate) store: Option<Arc<dyn SessionStore>>,
+    pub(crate) fingerprint: String,
+    pub(crate) lease_owner: String,
+    pub(crate) lease_duration: Duration,
+    pub(crate) runtimes: Vec<ModeRuntime>,
+}
+
+impl Shared {
+    pub(crate) fn runtime(&self, mode: ModeId) -> &ModeRuntime {
+        &self.runtimes[mode.index().min(self.runtimes.len() - 1)]
+    }
+}
 
 /// The state a failed save rolls back to; taken only when a store is configured.
 pub(crate) struct Checkpoint {
@@ -31,6 +83,15 @@ pub(crate) struct Checkpoint {
     pending: Option<PendingDecision>,
     history: usize,
     decisions: u64,
+    lease: Option<Lease>,
+    holds_lease: bool,
+}
+
+/// The lease of a running run, as its record keeps it: who carries the run on, and until when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Lease {
+    pub(crate) owner: String,
+    pub(crate) expires_at_ms: u64,
 }
 
 /// A save running in its own task, so that dropping the operation that started it cannot leave
@@ -55,6 +116,45 @@ async fn landed(
         }
         _ => false,
     }
+}
+
+/// The targets of a pending plan restored under `graph`, in the payload's order, and why it can
+/// no longer be approved (a listed target is gone, or the config changed what plans from `mode`
+/// hand over to), if so.
+fn restored_targets(
+    graph: &crate::mode::ModeGraph,
+    mode: ModeId,
+    changed: bool,
+    mode_id: &str,
+    payload: &crate::event::SuspendPayload,
+) -> (Vec<ModeId>, Option<String>) {
+    let mut targets = Vec::with_capacity(payload.target_mode_ids.len());
+    for wanted in &payload.target_mode_ids {
+        match graph.get(wanted) {
+            Some(t) => targets.push(t),
+            None => {
+                let stale =
+                    format!("its hand-over target `{wanted}` no longer exists in the config");
+                return (vec![mode], Some(stale));
+            }
+        }
+    }
+    let now = graph.transition_targets(mode);
+    if changed && now != targets {
+        let ids = |list: &[ModeId]| {
+            list.iter()
+                .map(|t| format!("`{}`", graph.mode(*t).id()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let stale = format!(
+            "the config now hands plans from `{mode_id}` over to {}, not {} as when it was submitted",
+            ids(&now),
+            ids(&targets)
+        );
+        return (targets, Some(stale));
+    }
+    (targets, None)
 }
 
 /// Cancels a session's run from another task; get one with [`Session::cancel_handle`].
@@ -169,6 +269,18 @@ pub enum SessionError {
     /// The resume data is not `{ action: "approved" | "rejected", feedback?, sha256? }`.
     #[error("malformed resume data: {0}")]
     MalformedDecision(String),
+    /// The decision names a target mode ([`Decision::to`]) the pending plan does not list;
+    /// nothing changed.
+    #[error(
+        "mode `{given}` is not a target of the pending plan: approve to one of {}",
+        allowed.join(", ")
+    )]
+    TargetNotAllowed {
+        /// The mode id the decision named.
+        given: String,
+        /// The targets the plan lists (`targetModeIds`), the plain approval's first.
+        allowed: Vec<String>,
+    },
     /// The plan cannot be approved: the config changed since it was submitted so that its
     /// hand-over target is gone or different. It can still be rejected.
     #[error("the plan cannot be approved: {0}")]
@@ -193,6 +305,45 @@ pub enum SessionError {
     /// [`crate::AgentController::restore_session`] instead).
     #[error("session `{0}` already exists in the store")]
     SessionExists(String),
+    /// [`Session::continue_run`] found no run to carry on: the session's latest run is not
+    /// `running` (it is suspended, ended, or there is none).
+    #[error(
+        "session `{session_id}` has no interrupted run to continue (its latest run is {state})"
+    )]
+    NotInterrupted {
+        /// The session id.
+        session_id: String,
+        /// The latest run's state, as text (`suspended`, `completed`, ..., or `none`).
+        state: String,
+    },
+    /// The session's run is being carried on by a live owner: its lease has not ended, so it is
+    /// not interrupted and is never taken over (nor ended by another operation). If that host
+    /// stopped, try again once the lease ends.
+    #[error(
+        "run `{run_id}` of session `{session_id}` is carried on by `{owner}`, whose lease ends in {remaining_ms} ms: it is not interrupted"
+    )]
+    LeaseHeld {
+        /// The session id.
+        session_id: String,
+        /// The running run.
+        run_id: String,
+        /// The lease's owner.
+        owner: String,
+        /// How long the lease still runs, in milliseconds, when it was checked.
+        remaining_ms: u64,
+    },
+    /// This process lost the lease of the run it was carrying on: another process changed the
+    /// session (for example `continue` took the run over after the lease ran out), so the run
+    /// stopped before its next step. Restore the session to see where it is.
+    #[error("run `{run_id}` of session `{session_id}` lost its lease: {source}")]
+    LeaseLost {
+        /// The session id.
+        session_id: String,
+        /// The run that stopped.
+        run_id: String,
+        /// The save that found the session changed ([`StoreError::Conflict`]).
+        source: StoreError,
+    },
 }
 
 impl SessionError {
@@ -347,6 +498,12 @@ pub struct Session {
     pub(crate) run_token: CancellationToken,
     /// The store version this session last saved or loaded (0: never saved).
     pub(crate) version: u64,
+    /// The lease of the running run, as the record has it (the owner's, maybe another
+    /// process's); `None` when the run is not running or has no lease.
+    lease: Option<Lease>,
+    /// Whether this session took or renewed `lease` (it carries the run on); a session
+    /// restored with a running run does not, until it takes it over.
+    holds_lease: bool,
     /// Events of a state change held back until the change is saved.
     outbox: Vec<Event>,
     in_change: bool,
@@ -396,6 +553,8 @@ impl Session {
             cancel: CancelHandle::default(),
             run_token: CancellationToken::new(),
             version: 0,
+            lease: None,
+            holds_lease: false,
             outbox: Vec::new(),
             in_change: false,
             checkpoint: None,
@@ -431,6 +590,13 @@ impl Session {
             ))
         })?;
         let changed = record.config_fingerprint != shared.fingerprint;
+        let lease = record.run.as_ref().and_then(|r| match (r.state, &r.owner) {
+            (RunState::Running, Some(owner)) => Some(Lease {
+                owner: owner.clone(),
+                expires_at_ms: r.lease_expires_at_ms.unwrap_or(0),
+            }),
+            _ => None,
+        });
         let mut decisions = record.decision_counter;
         let pending = record.pending.map(|mut p| {
             if p.suspend_payload.decision_id.is_empty() {
@@ -438,23 +604,18 @@ impl Session {
                 decisions += 1;
                 p.suspend_payload.decision_id = decision_id_for(decisions);
             }
-            let wanted = p.suspend_payload.target_mode_id.clone();
-            let (target, stale) = match graph.get(&wanted) {
-                None => (mode, Some(format!("its hand-over target `{wanted}` no longer exists in the config"))),
-                Some(t) if changed && graph.transition_target(mode) != t => (
-                    t,
-                    Some(format!(
-                        "the config now hands plans from `{}` over to `{}`, not `{wanted}` as when it was submitted",
-                        record.mode_id,
-                        graph.mode(graph.transition_target(mode)).id()
-                    )),
-                ),
-                Some(t) => (t, None),
-            };
+            if p.suspend_payload.target_mode_ids.is_empty() {
+                // A record from before target lists: the one target is the list.
+                p.suspend_payload.target_mode_ids = vec![p.suspend_payload.target_mode_id.clone()];
+            }
+            let (targets, stale) =
+                restored_targets(graph, mode, changed, &record.mode_id, &p.suspend_payload);
+            let target = targets.first().copied().unwrap_or(mode);
             PendingDecision {
                 run_id: Arc::from(p.run_id),
                 tool_call_id: p.tool_call_id,
                 target,
+                targets,
                 payload: p.suspend_payload,
                 stale,
             }
@@ -480,6 +641,8 @@ impl Session {
             cancel: CancelHandle::default(),
             run_token: CancellationToken::new(),
             version: record.version,
+            lease,
+            holds_lease: false,
             outbox: Vec::new(),
             in_change: false,
             checkpoint: None,
@@ -651,16 +814,137 @@ impl Session {
     /// # Errors
     /// [`SessionError::Store`] when the aborted run cannot be saved; the session is as before
     /// and the next operation tries again.
+    ///
+    /// A running run this session did not start or take over (one restored from the store) is
+    /// ended the same way if it is interrupted (its lease ended: its process stopped); while its
+    /// lease runs, this is [`SessionError::LeaseHeld`] and nothing changes, so an operation never
+    /// ends a run another process is carrying on.
     pub async fn settle(&mut self) -> Result<(), SessionError> {
         self.recover().await;
         self.cancel.finish();
         if let Some((run_id, RunState::Running)) = &self.run {
             let run_id = run_id.clone();
+            self.check_not_leased(&run_id)?;
             self.begin();
             self.close_interrupted(&run_id);
             self.commit().await?;
         }
         Ok(())
+    }
+
+    /// [`SessionError::LeaseHeld`] when the running run `run_id` has a live lease that this
+    /// session does not hold.
+    fn check_not_leased(&self, run_id: &str) -> Result<(), SessionError> {
+        match &self.lease {
+            Some(lease) if !self.holds_lease => {
+                let remaining_ms = lease.expires_at_ms.saturating_sub(now_millis());
+                if remaining_ms == 0 {
+                    return Ok(());
+                }
+                Err(SessionError::LeaseHeld {
+                    session_id: self.id.to_string(),
+                    run_id: run_id.to_owned(),
+                    owner: lease.owner.clone(),
+                    remaining_ms,
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Takes (or renews) the lease of the running run for this process: the change being made
+    /// saves it. Without a store there is nobody to share the run with, and no lease.
+    pub(crate) fn take_lease(&mut self) {
+        if self.shared.store.is_none() {
+            return;
+        }
+        let duration = u64::try_from(self.shared.lease_duration.as_millis()).unwrap_or(u64::MAX);
+        self.lease = Some(Lease {
+            owner: self.shared.lease_owner.clone(),
+            expires_at_ms: now_millis().saturating_add(duration),
+        });
+        self.holds_lease = true;
+    }
+
+    /// The run no longer runs here: it has no lease any more.
+    pub(crate) fn drop_lease(&mut self) {
+        self.lease = None;
+        self.holds_lease = false;
+    }
+
+    /// Renews the lease of the run this session carries on, by a save (compare-and-swap): always
+    /// when `save_step` (before a step's tool calls run, so each is in the store before it runs,
+    /// and a run carried on after a crash never runs it again), else when less than half of the
+    /// lease is left (before each model call). Nothing for a run without a lease (one started by
+    /// a message: it is saved when it suspends or ends).
+    ///
+    /// # Errors
+    /// [`SessionError::LeaseLost`] when another process changed the session since (it took the
+    /// run over); [`SessionError::Store`] when the save fails otherwise.
+    pub(crate) async fn keep_lease(
+        &mut self,
+        run_id: &str,
+        save_step: bool,
+    ) -> Result<(), SessionError> {
+        let Some(lease) = self.lease.as_ref().filter(|_| self.holds_lease) else {
+            return Ok(());
+        };
+        let half = u64::try_from(self.shared.lease_duration.as_millis() / 2).unwrap_or(u64::MAX);
+        if !save_step && lease.expires_at_ms.saturating_sub(now_millis()) > half {
+            return Ok(());
+        }
+        self.begin();
+        self.take_lease();
+        self.commit().await.map_err(|e| match e {
+            SessionError::Store(source @ StoreError::Conflict { .. }) => SessionError::LeaseLost {
+                session_id: self.id.to_string(),
+                run_id: run_id.to_owned(),
+                source,
+            },
+            other => other,
+        })
+    }
+
+    /// Carries on the session's *interrupted* run: one that is `running` in the store while the
+    /// process that ran it stopped (killed, crashed, or its future dropped) after a save, so that
+    /// its lease ran out. Takes the lease by a compare-and-swap save, then makes the model's next
+    /// step in the current mode and drives the run as [`Session::send_message`] does, renewing
+    /// the lease as it goes. `agent_start` is emitted again (same run id).
+    ///
+    /// Each step is saved before its tool calls run. A tool call whose result was saved is never
+    /// run again; one without a saved result was cut off and may or may not have taken effect: it
+    /// is not run again either, but answered "Interrupted: ..." so the model can check and decide.
+    /// A model call lost in a crash is made again by the next continuer: at most once per lease.
+    /// Restore the session first ([`crate::AgentController::restore_session`]) so it is current.
+    ///
+    /// # Errors
+    /// [`SessionError::NoStore`]; [`SessionError::NotInterrupted`] when the latest run is not
+    /// running; [`SessionError::LeaseHeld`] while another owner's lease runs (a live run is never
+    /// taken over); [`SessionError::Store`] with [`StoreError::Conflict`] when another process
+    /// changed the session first (of racing continuers exactly one wins; the others get this and
+    /// change nothing); later errors as for [`Session::send_message`].
+    pub async fn continue_run(&mut self) -> Result<RunOutcome, SessionError> {
+        self.recover().await;
+        self.cancel.finish();
+        if self.shared.store.is_none() {
+            return Err(SessionError::NoStore);
+        }
+        let run_id = match &self.run {
+            Some((run_id, RunState::Running)) => run_id.clone(),
+            other => {
+                return Err(SessionError::NotInterrupted {
+                    session_id: self.id.to_string(),
+                    state: other
+                        .as_ref()
+                        .map_or("none".to_owned(), |(_, s)| s.to_string()),
+                });
+            }
+        };
+        self.check_not_leased(&run_id)?;
+        self.start_operation();
+        let outcome = self.take_over(run_id).await;
+        self.finish_operation();
+        outcome
     }
 
     /// Starts the cancellation token of a run that starts or resumes now.
@@ -685,6 +969,8 @@ impl Session {
                 pending: self.pending.clone(),
                 history: self.history.len(),
                 decisions: self.decisions,
+                lease: self.lease.clone(),
+                holds_lease: self.holds_lease,
             })
         });
     }
@@ -701,6 +987,8 @@ impl Session {
             self.pending = cp.pending;
             self.history.truncate(cp.history);
             self.decisions = cp.decisions;
+            self.lease = cp.lease;
+            self.holds_lease = cp.holds_lease;
         }
     }
 
@@ -769,9 +1057,14 @@ impl Session {
             mode_id: self.shared.graph.mode(self.mode).id().to_owned(),
             messages: self.messages.clone(),
             run_counter: self.counter,
-            run: self.run.as_ref().map(|(run_id, state)| RunRecord {
-                run_id: run_id.to_string(),
-                state: *state,
+            run: self.run.as_ref().map(|(run_id, state)| {
+                let lease = self.lease.as_ref().filter(|_| *state == RunState::Running);
+                RunRecord {
+                    run_id: run_id.to_string(),
+                    state: *state,
+                    owner: lease.map(|l| l.owner.clone()),
+                    lease_expires_at_ms: lease.map(|l| l.expires_at_ms),
+                }
             }),
             pending: self.pending.as_ref().map(|p| PendingRecord {
                 run_id: p.run_id.to_string(),
@@ -976,11 +1269,7 @@ impl Session {
         let Some(notice) = self.mode_notice(target, reason) else {
             return false;
         };
-        let planted = reason == ModeChangeReason::Manual
-            && crate::run::planted::bug(&crate::run::planted::NO_MANUAL_NOTICE);
-        if !planted {
-            self.messages.push(Message::System { content: notice });
-        }
+        self.messages.push(Message::System { content: notice });
         self.enter_mode(target, reason);
         true
     }

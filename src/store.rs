@@ -86,6 +86,63 @@ pub struct RunRecord {
     pub run_id: String,
     /// Its state.
     pub state: RunState,
+    /// Who carries a `running` run on: the owner of its lease
+    /// ([`crate::AgentControllerBuilder::lease_owner`], by default `HOST:PID`). Only a running
+    /// run saved after a decision, or carried on with [`crate::Session::continue_run`], has
+    /// one; absent in records written before leases existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// When the owner's lease ends, in milliseconds since the Unix epoch: a `running` run whose
+    /// lease has ended (or that has none) is *interrupted* ([`RunRecord::is_interrupted`]) and
+    /// may be carried on by another process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_expires_at_ms: Option<u64>,
+}
+
+impl RunRecord {
+    /// Whether this run is *interrupted* at `now_ms` (milliseconds since the Unix epoch): it is
+    /// `running`, and its lease has ended or it has none (a record from before leases). Such a
+    /// run can be carried on with [`crate::Session::continue_run`].
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::RunState;
+    /// use agent_controller::store::RunRecord;
+    ///
+    /// let run = RunRecord {
+    ///     run_id: "run_1".into(),
+    ///     state: RunState::Running,
+    ///     owner: Some("web-1:4242".into()),
+    ///     lease_expires_at_ms: Some(1_000),
+    /// };
+    /// assert!(!run.is_interrupted(999));
+    /// assert!(run.is_interrupted(1_000));
+    /// ```
+    pub fn is_interrupted(&self, now_ms: u64) -> bool {
+        self.state == RunState::Running && self.lease_expires_at_ms.is_none_or(|end| end <= now_ms)
+    }
+}
+
+/// A run that was cut off: `running` in the store, with a lease that has ended. Listed by
+/// [`SessionStore::list_pending`]; carry it on with [`crate::Session::continue_run`]
+/// (`agent-controller continue`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InterruptedRun {
+    /// The session id.
+    pub session_id: String,
+    /// The run id.
+    pub run_id: String,
+    /// The mode the run is in: the one its next model call uses.
+    pub mode_id: String,
+    /// The owner of the lease that ended (absent for a record from before leases).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// When that lease ended, in milliseconds since the Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_expires_at_ms: Option<u64>,
+    /// When the session was last saved (seconds since the Unix epoch).
+    pub updated_at: u64,
 }
 
 /// A suspended `submit_plan` call of a [`SessionRecord`].
@@ -117,8 +174,12 @@ pub struct PendingSummary {
     pub decision_id: String,
     /// The mode the plan was submitted in.
     pub mode_id: String,
-    /// The mode approval hands over to.
+    /// The mode a plain approval hands over to.
     pub target_mode_id: String,
+    /// Every mode an approval may hand over to (`decide --to`, [`crate::Decision::to`]), the
+    /// plain approval's first.
+    #[serde(default)]
+    pub target_mode_ids: Vec<String>,
     /// The plan's title.
     pub title: String,
     /// The SHA-256 (hex) of the captured plan: pin a decision to it (`decide --sha256`,
@@ -210,6 +271,20 @@ impl UnreadableRecord {
 }
 
 impl SessionRecord {
+    /// This record's run as an [`InterruptedRun`], if it is interrupted at `now_ms`
+    /// ([`RunRecord::is_interrupted`]).
+    pub fn interrupted_run(&self, now_ms: u64) -> Option<InterruptedRun> {
+        let run = self.run.as_ref().filter(|r| r.is_interrupted(now_ms))?;
+        Some(InterruptedRun {
+            session_id: self.session_id.clone(),
+            run_id: run.run_id.clone(),
+            mode_id: self.mode_id.clone(),
+            owner: run.owner.clone(),
+            lease_expires_at_ms: run.lease_expires_at_ms,
+            updated_at: self.updated_at,
+        })
+    }
+
     /// The pending decision of this record as a summary, if one is pending.
     pub fn pending_summary(&self) -> Option<PendingSummary> {
         self.pending.as_ref().map(|p| PendingSummary {
@@ -219,6 +294,11 @@ impl SessionRecord {
             decision_id: p.suspend_payload.decision_id.clone(),
             mode_id: self.mode_id.clone(),
             target_mode_id: p.suspend_payload.target_mode_id.to_string(),
+            target_mode_ids: match p.suspend_payload.target_mode_ids.as_slice() {
+                // A record from before target lists: its one target.
+                [] => vec![p.suspend_payload.target_mode_id.to_string()],
+                ids => ids.iter().map(ToString::to_string).collect(),
+            },
             title: p.suspend_payload.submission.title.clone(),
             sha256: p.suspend_payload.submission.sha256.clone(),
             plan_path: p.suspend_payload.submission.path.clone(),
@@ -294,6 +374,15 @@ pub enum StoreError {
     /// digits, `-` and `_`).
     #[error("invalid session id `{0}`: use ASCII letters, digits, `-` and `_`")]
     InvalidId(String),
+    /// A store spec [`open_store`] refuses: empty, or one that would keep sessions in a
+    /// throw-away database (see [`check_spec`]). Nothing was opened or created.
+    #[error("store `{spec}` refused: {reason}")]
+    InvalidSpec {
+        /// The spec as given (without a password: see [`display_spec`]).
+        spec: String,
+        /// Why, and what to give instead.
+        reason: String,
+    },
 }
 
 impl PartialEq for StoreError {
@@ -439,12 +528,14 @@ impl<S: SessionStore + ?Sized> SessionStore for Arc<S> {
 /// Opens a store from a spec as the CLI takes it: `sqlite:FILE` for [`SqliteStore`] (with the
 /// `sqlite` feature), `postgres://USER@HOST:PORT/DB` (or `postgresql://`) for `PostgresStore`
 /// (with the `postgres` feature; it connects at its first use), anything else is a directory for
-/// [`FileStore`].
+/// [`FileStore`]. The spec is checked first with [`check_spec`], so a spec that would lose
+/// sessions opens nothing.
 ///
 /// # Errors
-/// [`StoreError::Backend`] when the store cannot be opened, or for `sqlite:` or `postgres://`
-/// without their feature.
+/// [`StoreError::InvalidSpec`] for a spec [`check_spec`] refuses; [`StoreError::Backend`] when
+/// the store cannot be opened, or for `sqlite:` or `postgres://` without their feature.
 pub fn open_store(spec: &str) -> Result<Arc<dyn SessionStore>, StoreError> {
+    check_spec(spec)?;
     if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
         return open_postgres(spec);
     }
@@ -470,6 +561,65 @@ fn open_postgres(_: &str) -> Result<Arc<dyn SessionStore>, StoreError> {
     Err(StoreError::backend_message(
         "this build has no PostgreSQL support: rebuild with `--features postgres`".to_owned(),
     ))
+}
+
+/// Checks a store spec as [`open_store`] takes it, without opening anything: a spec must name a
+/// place where sessions outlive the process (issue 10: `sqlite:` and `sqlite::memory:` printed
+/// "decide later with ..." for a session that went into a throw-away database).
+///
+/// Refused: an empty spec; `sqlite:` with an empty path (SQLite makes a temporary database,
+/// deleted on close); `sqlite::memory:`; any SQLite URI filename (`sqlite:file:...`, which can
+/// name in-memory or temporary databases: `file::memory:`, `?mode=memory`, `vfs=memdb`); a SQLite
+/// path with `?` (URI parameters a plain path does not take). Give a plain file path instead.
+/// A library host that wants an in-memory SQLite store says so explicitly with
+/// `SqliteStore::in_memory` (or uses [`MemoryStore`]).
+///
+/// # Errors
+/// [`StoreError::InvalidSpec`] with the reason.
+///
+/// # Examples
+/// ```
+/// use agent_controller::store::{StoreError, check_spec};
+///
+/// assert!(check_spec("sqlite:sessions.db").is_ok());
+/// assert!(check_spec(".agent/sessions").is_ok());
+/// for lost in ["", "sqlite:", "sqlite::memory:", "sqlite:file::memory:", "sqlite:file:s.db?mode=memory"] {
+///     assert!(matches!(check_spec(lost), Err(StoreError::InvalidSpec { .. })), "{lost}");
+/// }
+/// ```
+pub fn check_spec(spec: &str) -> Result<(), StoreError> {
+    let refuse = |reason: &str| {
+        Err(StoreError::InvalidSpec {
+            spec: display_spec(spec),
+            reason: reason.to_owned(),
+        })
+    };
+    if spec.trim().is_empty() {
+        return refuse("the spec is empty: give a directory, `sqlite:FILE` or a postgres:// URL");
+    }
+    let Some(path) = spec.strip_prefix("sqlite:") else {
+        return Ok(());
+    };
+    if path.trim().is_empty() {
+        refuse(
+            "`sqlite:` needs a file path; an empty path is a temporary database, deleted when the process ends",
+        )
+    } else if path.eq_ignore_ascii_case(":memory:") {
+        refuse("`:memory:` is an in-memory database, gone when the process ends: give a file path")
+    } else if path
+        .get(..5)
+        .is_some_and(|p| p.eq_ignore_ascii_case("file:"))
+    {
+        refuse(
+            "SQLite URI filenames are not taken (they can name in-memory or temporary databases: `file::memory:`, `mode=memory`, `vfs=memdb`): give a plain file path",
+        )
+    } else if path.contains('?') {
+        refuse(
+            "a SQLite path takes no `?` parameters (such as `mode=memory`): give a plain file path",
+        )
+    } else {
+        Ok(())
+    }
 }
 
 /// A store spec as it may be shown: a URL (`postgres://`, or any `SCHEME://`) loses its password
@@ -512,6 +662,15 @@ pub fn display_spec(spec: &str) -> String {
         shown.push_str(&kept.join("&"));
     }
     shown
+}
+
+/// Milliseconds since the Unix epoch, now: the clock of leases
+/// ([`RunRecord::lease_expires_at_ms`]). Hosts that share a store must keep their clocks in
+/// step (NTP) to well within a lease.
+pub fn now_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Seconds since the Unix epoch, now.

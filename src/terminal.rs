@@ -203,8 +203,12 @@ impl PromptAnswer {
 /// One typed line at the approval prompt, read by the prompt's grammar ([`read_answer`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
-    /// `y` or `yes` (any case): approve.
+    /// `y` or `yes` (any case): approve (to the first target).
     Approve,
+    /// When the prompt lists several targets ([`read_answer_among`]): the number of a listed
+    /// target (`1`, `2`, ...) or its mode id typed alone: approve to that target (its index in
+    /// the list, from 0).
+    ApproveTo(usize),
     /// `n` or `no` (any case): reject without feedback.
     Reject,
     /// Any other text: reject, with the text (trimmed) as feedback for the model.
@@ -302,12 +306,50 @@ const DECISION_WORDS: &[&str] = &[
 /// assert_eq!(read_answer("  \n"), Answer::Blank);
 /// ```
 pub fn read_answer(line: &str) -> Answer {
+    read_answer_among(line, &[])
+}
+
+/// Reads one line typed at an approval prompt that lists `targets` (mode ids, the plain
+/// approval's first): the grammar of [`read_answer`], extended when there are two or more
+/// targets: the number of a listed target (`1` for the first) or its mode id typed alone
+/// (exactly, case-sensitive) approves to it ([`Answer::ApproveTo`]); any other number asks
+/// again with a hint. With fewer than two targets it is [`read_answer`].
+///
+/// # Examples
+/// ```
+/// use agent_controller::terminal::{Answer, read_answer_among};
+/// let targets = ["build", "build-auto"];
+/// assert_eq!(read_answer_among("y", &targets), Answer::Approve);
+/// assert_eq!(read_answer_among(" 2\n", &targets), Answer::ApproveTo(1));
+/// assert_eq!(read_answer_among("build-auto", &targets), Answer::ApproveTo(1));
+/// assert!(matches!(read_answer_among("3", &targets), Answer::Unclear(_)));
+/// assert_eq!(read_answer_among("Build-auto", &targets), Answer::Feedback("Build-auto".to_owned()));
+/// // One target: numbers and ids are not choices.
+/// assert!(matches!(read_answer_among("1", &["build"]), Answer::Unclear(_)));
+/// ```
+pub fn read_answer_among(line: &str, targets: &[&str]) -> Answer {
     let text = line.trim();
+    // The keys come first: a mode named `n` cannot turn a rejection into an approval.
     match text.to_lowercase().as_str() {
         "" => return Answer::Blank,
         "y" | "yes" => return Answer::Approve,
         "n" | "no" => return Answer::Reject,
         _ => {}
+    }
+    if targets.len() > 1 {
+        if let Some(at) = targets.iter().position(|t| *t == text) {
+            return Answer::ApproveTo(at);
+        }
+        if text.bytes().all(|b| b.is_ascii_digit()) {
+            return match text.parse::<usize>() {
+                Ok(n) if (1..=targets.len()).contains(&n) => Answer::ApproveTo(n - 1),
+                _ => Answer::Unclear(format!(
+                    "`{}` is not a listed choice: type 1 to {} to approve to that mode, y to approve to the first, n to reject, or a sentence of feedback",
+                    neutralize_line(text),
+                    targets.len()
+                )),
+            };
+        }
     }
     let word = text
         .trim_matches(|c: char| matches!(c, '.' | '!' | '?' | ',' | ';' | ':' | '"' | '\''))
@@ -368,6 +410,62 @@ impl StdinLines {
 
 /// The question under a plan: where approval leads and how to answer.
 pub fn prompt_text(style: &Style, target: &Mode) -> String {
+    prompt_text_among(style, &[target])
+}
+
+/// The question under a plan whose approval may hand over to any of `targets` (the plain
+/// approval's first): with one target, [`prompt_text`]; with more, each numbered on its own line
+/// and the keys to choose ([`read_answer_among`]).
+///
+/// # Examples
+/// ```
+/// use agent_controller::terminal::{Style, prompt_text_among};
+/// let graph = agent_controller::config::parse(
+///     "[[modes]]\nid = \"plan\"\ntransitionsTo = [\"build\", \"build-auto\"]\n[[modes]]\nid = \"build\"\n[[modes]]\nid = \"build-auto\"\n",
+///     "modes.toml",
+/// )?;
+/// let build = graph.mode(graph.get("build").unwrap());
+/// let auto = graph.mode(graph.get("build-auto").unwrap());
+/// let text = prompt_text_among(&Style::plain(80), &[build, auto]);
+/// assert!(text.contains("  1  ● build (build)  (y)\n  2  ● build-auto (build-auto)\n"), "{text}");
+/// assert!(text.contains("[1-2] approve to that mode"), "{text}");
+/// # Ok::<(), agent_controller::ConfigError>(())
+/// ```
+pub fn prompt_text_among(style: &Style, targets: &[&Mode]) -> String {
+    let [first, _, ..] = targets else {
+        return prompt_text_one(style, targets.first().copied());
+    };
+    let mut choices = String::new();
+    for (n, target) in targets.iter().enumerate() {
+        let plain = if n == 0 { "  (y)" } else { "" };
+        choices.push_str(&format!(
+            "  {}  {}{plain}\n",
+            n + 1,
+            style.mode_label(target)
+        ));
+    }
+    let range = format!("1-{}", targets.len());
+    let keys = if style.color {
+        format!(
+            "[{}]es approve to {}  [{}] approve to that mode  [{}]o reject  or type feedback to reject with it",
+            "y".bold(),
+            first.id(),
+            range.as_str().bold(),
+            "n".bold()
+        )
+    } else {
+        format!(
+            "[y]es approve to {}  [{range}] approve to that mode  [n]o reject  or type feedback to reject with it",
+            first.id()
+        )
+    };
+    format!("Approve this plan and switch to one of:\n{choices}{keys}\n> ")
+}
+
+fn prompt_text_one(style: &Style, target: Option<&Mode>) -> String {
+    let Some(target) = target else {
+        return "Approve this plan?\n[y]es approve  [n]o reject  or type feedback to reject with it\n> ".to_owned();
+    };
     let keys = if style.color {
         format!(
             "[{}]es approve  [{}]o reject  or type feedback to reject with it",
@@ -421,10 +519,48 @@ pub async fn ask<F>(
 where
     F: std::future::Future,
 {
+    ask_among(style, &[target], plan_sha256, input, out, interrupt).await
+}
+
+/// [`ask`] for a plan whose approval may hand over to any of `targets` (the plain approval's
+/// first, as [`crate::SuspendPayload::target_mode_ids`] lists them): the prompt lists them
+/// ([`prompt_text_among`]) and reads answers by [`read_answer_among`]; choosing a target that is
+/// not the first gives an approval with [`Decision::to`].
+///
+/// # Examples
+/// ```
+/// use agent_controller::terminal::{PromptAnswer, StdinLines, Style, ask_among};
+/// use agent_controller::Decision;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), agent_controller::ConfigError> {
+/// let graph = agent_controller::config::parse(
+///     "[[modes]]\nid = \"plan\"\ntransitionsTo = [\"build\", \"build-auto\"]\n[[modes]]\nid = \"build\"\n[[modes]]\nid = \"build-auto\"\n",
+///     "modes.toml",
+/// )?;
+/// let targets = [graph.mode(graph.get("build").unwrap()), graph.mode(graph.get("build-auto").unwrap())];
+/// let mut out = Vec::new();
+/// let mut input = StdinLines::from_reader(&b"7\n2\n"[..]);
+/// let answer = ask_among(&Style::plain(80), &targets, "53fa", &mut input, &mut out, std::future::pending::<()>()).await;
+/// assert_eq!(answer, PromptAnswer::Decided(Decision::approve().to("build-auto").with_sha256("53fa")));
+/// assert!(String::from_utf8_lossy(&out).contains("`7` is not a listed choice"));
+/// # Ok(()) }
+/// ```
+pub async fn ask_among<F>(
+    style: &Style,
+    targets: &[&Mode],
+    plan_sha256: &str,
+    input: &mut StdinLines,
+    out: &mut impl Write,
+    interrupt: F,
+) -> PromptAnswer
+where
+    F: std::future::Future,
+{
+    let ids: Vec<&str> = targets.iter().map(|t| t.id()).collect();
     let mut interrupt = std::pin::pin!(interrupt);
     loop {
         // A closed stderr must not stop the decision: it is still read from stdin.
-        let _ = write!(out, "{}", prompt_text(style, target));
+        let _ = write!(out, "{}", prompt_text_among(style, targets));
         let _ = out.flush();
         let line = tokio::select! {
             line = input.next_line() => line,
@@ -437,8 +573,9 @@ where
             let _ = writeln!(out);
             return PromptAnswer::EndOfInput;
         };
-        let decision = match read_answer(&line) {
+        let decision = match read_answer_among(&line, &ids) {
             Answer::Approve => Decision::approve(),
+            Answer::ApproveTo(at) => Decision::approve().to(ids[at]),
             Answer::Reject => Decision::reject(),
             Answer::Feedback(text) => Decision::reject_with(text),
             Answer::Unclear(hint) => {

@@ -56,6 +56,34 @@ impl ModeBuilder {
         self.set("transitionsTo", toml::Value::String(target.into()))
     }
 
+    /// The modes an approved plan may hand over to (`transitionsTo = ["build", "build-auto"]`):
+    /// the user chooses one when approving ([`crate::Decision::to`]); a plain approval goes to
+    /// the first. Makes this a planning mode.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{ModeBuilder, ModeGraphBuilder};
+    /// let graph = ModeGraphBuilder::new()
+    ///     .mode(ModeBuilder::new("plan").transitions_to_list(["build", "build-auto"]))
+    ///     .mode(ModeBuilder::new("build").default_mode())
+    ///     .mode(ModeBuilder::new("build-auto"))
+    ///     .build()?;
+    /// let plan = graph.get("plan").unwrap();
+    /// assert_eq!(graph.transition_targets(plan).len(), 2);
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
+    pub fn transitions_to_list<I, S>(self, targets: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let targets = targets
+            .into_iter()
+            .map(|t| toml::Value::String(t.into()))
+            .collect();
+        self.set("transitionsTo", toml::Value::Array(targets))
+    }
+
     /// The tools the model may call in this mode (`availableTools`); without it, every tool.
     pub fn available_tools<I, S>(self, tools: I) -> Self
     where
@@ -146,7 +174,7 @@ impl ModeGraphBuilder {
     /// # Errors
     /// The first problem, of the same [`ConfigErrorKind`](super::ConfigErrorKind) a TOML config
     /// with these values gets (no modes, an invalid or duplicate id, a `transitionsTo` naming
-    /// itself or no mode, an unknown `defaultModeId`, two defaults, a conflicting default, a
+    /// itself or no mode or one mode twice, an unknown `defaultModeId`, two defaults, a conflicting default, a
     /// `transitionsTo` without `submit_plan` in `availableTools`), with origin
     /// [`BUILDER_ORIGIN`] and no location. Tool names are checked when a controller is built.
     pub fn build(self) -> Result<ModeGraph, ConfigError> {

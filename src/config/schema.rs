@@ -20,7 +20,9 @@ use super::RawConfig;
 /// assert_eq!(schema["additionalProperties"], false);
 /// assert_eq!(schema["required"], serde_json::json!(["modes"]));
 /// assert_eq!(schema["$schema"], "http://json-schema.org/draft-07/schema#");
-/// assert_eq!(schema["definitions"]["Mode"]["properties"]["transitionsTo"]["type"], "string");
+/// let targets = &schema["definitions"]["Mode"]["properties"]["transitionsTo"]["anyOf"];
+/// assert_eq!(targets[0]["type"], "string");
+/// assert_eq!(targets[1]["type"], "array");
 /// ```
 pub fn schema() -> Value {
     // Draft-07: what TOML editors' validators (taplo, behind Even Better TOML) and VS Code's
@@ -32,6 +34,24 @@ pub fn schema() -> Value {
     drop_null_types(&mut schema);
     schema
 }
+
+/// The schema of `transitionsTo`: one mode id, or a non-empty list of distinct mode ids.
+pub(super) fn targets_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "anyOf": [
+            { "type": "string", "pattern": MODE_ID_PATTERN },
+            {
+                "type": "array",
+                "items": { "type": "string", "pattern": MODE_ID_PATTERN },
+                "minItems": 1,
+                "uniqueItems": true
+            }
+        ]
+    })
+}
+
+/// What a mode id looks like (ASCII letters, digits, `-` and `_`), as the other id fields say.
+const MODE_ID_PATTERN: &str = r"^[A-Za-z0-9_-]+$";
 
 /// TOML has no null: an optional key is one that may be left out, not one that may be null, so
 /// `"type": ["string", "null"]` (what `Option<String>` derives) becomes `"type": "string"`.

@@ -12,16 +12,21 @@
 //!   as the mode change after a manual switch) in the order they happened, since strict chat
 //!   templates (Qwen3.5's, Gemma's, Mistral's) refuse a `system` message anywhere else; the notice
 //!   of an approved plan's hand-over is in the approval result instead;
-//! - the rest of the conversation in order;
+//! - the rest of the conversation in order, where every user message but the first follows an
+//!   assistant message: where a run ended without the model's reply (a failed call, a plan
+//!   rejected without feedback, a cancelled run), [`RUN_ENDED_REPLY`] stands in for it, since
+//!   strict templates (Gemma's, Mistral's) want user and assistant turns to alternate;
 //! - only the current mode's tools, with their JSON Schemas (no `tools` key when it has none);
 //! - the model of the mode's `defaultModelId` (`openai/MODEL`), else the default model the
 //!   caller set (the CLI's `--model openai/MODEL`), else `$OPENAI_MODEL`.
 //!
-//! A 429, a 5xx or a refused connection is retried three times with a short backoff (100, 200,
-//! 400 ms, or the server's `Retry-After`), as `async-openai` does by default; a 4xx other than
-//! 429 is not. Failures then become a [`ModelError`] that says what to fix (missing key, unreachable endpoint,
-//! HTTP status with the server's message, malformed or cut-off stream); the run then ends with
-//! reason `failed` and the session keeps its mode and any pending plan.
+//! Only a failure a retry can fix is retried (408, 429, 502, 503, 504, and a connection refused,
+//! reset or timed out), as the [`RetryPolicy`] says: by default 4 attempts in at most 60 s, with a
+//! backoff from 500 ms or the server's `Retry-After` (at most 30 s). Any other status (a 400, a
+//! 401, a 500 such as a chat template's refusal) is reported at once. Failures become a
+//! [`ModelError`] that says what to fix (missing key, unreachable endpoint, HTTP status with the
+//! server's message, malformed or cut-off stream); the run then ends with reason `failed` and the
+//! session keeps its mode and any pending plan.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -45,6 +50,11 @@ use serde_json::Value;
 use super::{LanguageModel, Message, ModelError, ModelErrorKind, ModelRequest, ModelResponse};
 use crate::event::TokenUsage;
 use crate::tool::{ToolCall, ToolSpec};
+
+mod retry;
+
+pub use retry::RetryPolicy;
+use retry::RetryingTransport;
 
 /// The provider prefix of model ids this model serves: `openai/MODEL`.
 pub const PROVIDER: &str = "openai";
@@ -71,6 +81,7 @@ pub struct OpenAiSettings {
     env_model: Option<String>,
     connect_timeout: Duration,
     read_timeout: Duration,
+    retries: RetryPolicy,
 }
 
 impl fmt::Debug for OpenAiSettings {
@@ -80,6 +91,7 @@ impl fmt::Debug for OpenAiSettings {
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("default_model", &self.default_model)
             .field("env_model", &self.env_model)
+            .field("retries", &self.retries)
             .finish_non_exhaustive()
     }
 }
@@ -95,6 +107,7 @@ impl OpenAiSettings {
             env_model: None,
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(300),
+            retries: RetryPolicy::default(),
         }
     }
 
@@ -162,6 +175,18 @@ impl OpenAiSettings {
     pub fn read_timeout(mut self, timeout: Duration) -> Self {
         self.read_timeout = timeout;
         self
+    }
+
+    /// How failed requests are retried (default [`RetryPolicy::default`]; tests use short
+    /// waits, [`RetryPolicy::none`] turns retries off).
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retries = policy;
+        self
+    }
+
+    /// The retry policy in use.
+    pub fn retries(&self) -> &RetryPolicy {
+        &self.retries
     }
 
     /// The base URL requests go to, without a trailing slash.
@@ -264,10 +289,12 @@ impl OpenAiModel {
             .with_api_key(settings.api_key.clone().unwrap_or_default())
             .with_org_id("")
             .with_project_id("");
-        Ok(Self {
-            client: Client::with_config(config).with_http_client(http),
-            settings,
-        })
+        // Our transport, not async-openai's retry layer (which retries every 5xx).
+        let transport = RetryingTransport::new(http.clone(), settings.retries.clone());
+        let client = Client::with_config(config)
+            .with_http_client(http)
+            .with_http_service(transport);
+        Ok(Self { client, settings })
     }
 
     /// A model configured from the environment ([`OpenAiSettings::from_env`]).
@@ -329,6 +356,8 @@ fn error_kind(error: &OpenAIError) -> ModelErrorKind {
             match (response.status_code.as_u16(), code) {
                 (_, Some("context_length_exceeded")) => ModelErrorKind::ContextLength,
                 (401 | 403, _) | (_, Some("invalid_api_key")) => ModelErrorKind::Authentication,
+                // The server gave up waiting for the request: a transport problem.
+                (408, _) => ModelErrorKind::Transport,
                 (429, _) | (_, Some("rate_limit_exceeded" | "insufficient_quota")) => {
                     ModelErrorKind::RateLimited
                 }
@@ -361,33 +390,62 @@ fn truncate(text: &str, max_chars: usize) -> String {
     }
 }
 
+/// The assistant message sent between a user message and the user message or tool results
+/// before it, where a run ended without the model's reply.
+pub const RUN_ENDED_REPLY: &str = "(The run ended here, without a reply.)";
+
 /// The chat-completions request for `request` with model `model`, streaming.
 fn chat_request(model: String, request: &ModelRequest<'_>) -> CreateChatCompletionRequest {
     // Strict chat templates (Qwen3.5's, Gemma's, Mistral's) refuse a `system` message anywhere
     // but first, so the controller's notices (a manual mode switch) join the leading system
     // message, in the order they happened, after the mode's instructions.
     let mut system = request.system_prompt.to_owned();
+    let mut conversation = Vec::with_capacity(request.messages.len());
     for message in request.messages {
-        if let Message::System { content } = message {
-            if !system.is_empty() {
-                system.push_str("\n\n");
+        match message {
+            Message::System { content } => {
+                if !system.is_empty() {
+                    system.push_str("\n\n");
+                }
+                system.push_str(content);
             }
-            system.push_str(content);
+            Message::User { content } => {
+                // Strict templates (Gemma's, Mistral's) want user and assistant turns to
+                // alternate: a run that ended without the model's reply (a failed call, a plan
+                // rejected without feedback, a cancelled run) gets one that says so.
+                if conversation
+                    .last()
+                    .is_some_and(|m| !matches!(m, ChatCompletionRequestMessage::Assistant(_)))
+                {
+                    conversation.push(wire_assistant(RUN_ENDED_REPLY, &[]));
+                }
+                conversation.push(ChatCompletionRequestMessage::User(
+                    ChatCompletionRequestUserMessage::from(content.as_str()),
+                ));
+            }
+            Message::Assistant {
+                content,
+                tool_calls,
+            } => conversation.push(wire_assistant(content, tool_calls)),
+            Message::Tool {
+                tool_call_id,
+                content,
+                ..
+            } => conversation.push(ChatCompletionRequestMessage::Tool(
+                ChatCompletionRequestToolMessage {
+                    content: content.as_str().into(),
+                    tool_call_id: tool_call_id.clone(),
+                },
+            )),
         }
     }
-    let mut messages = Vec::with_capacity(request.messages.len() + 1);
+    let mut messages = Vec::with_capacity(conversation.len() + 1);
     if !system.is_empty() {
         messages.push(ChatCompletionRequestMessage::System(
             ChatCompletionRequestSystemMessage::from(system),
         ));
     }
-    messages.extend(
-        request
-            .messages
-            .iter()
-            .filter(|m| !matches!(m, Message::System { .. }))
-            .map(wire_message),
-    );
+    messages.extend(conversation);
     let tools: Vec<ChatCompletionTools> = request.tools.iter().map(wire_tool).collect();
     CreateChatCompletionRequest {
         model,
@@ -423,46 +481,26 @@ fn wire_arguments(args: &Value) -> String {
     }
 }
 
-fn wire_message(message: &Message) -> ChatCompletionRequestMessage {
-    match message {
-        Message::System { content } => ChatCompletionRequestMessage::System(
-            ChatCompletionRequestSystemMessage::from(content.as_str()),
-        ),
-        Message::User { content } => ChatCompletionRequestMessage::User(
-            ChatCompletionRequestUserMessage::from(content.as_str()),
-        ),
-        Message::Assistant {
-            content,
-            tool_calls,
-        } => {
-            let calls: Vec<ChatCompletionMessageToolCalls> = tool_calls
-                .iter()
-                .map(|call| {
-                    ChatCompletionMessageToolCalls::Function(ChatCompletionMessageToolCall {
-                        id: call.id.clone(),
-                        function: FunctionCall {
-                            name: call.name.clone(),
-                            arguments: wire_arguments(&call.args),
-                        },
-                    })
-                })
-                .collect();
-            let mut assistant = ChatCompletionRequestAssistantMessage::from(content.as_str());
-            if content.is_empty() {
-                assistant.content = None;
-            }
-            assistant.tool_calls = (!calls.is_empty()).then_some(calls);
-            ChatCompletionRequestMessage::Assistant(assistant)
-        }
-        Message::Tool {
-            tool_call_id,
-            content,
-            ..
-        } => ChatCompletionRequestMessage::Tool(ChatCompletionRequestToolMessage {
-            content: content.as_str().into(),
-            tool_call_id: tool_call_id.clone(),
-        }),
+/// An assistant message: its text (no `content` key when empty) and its tool calls.
+fn wire_assistant(content: &str, tool_calls: &[ToolCall]) -> ChatCompletionRequestMessage {
+    let calls: Vec<ChatCompletionMessageToolCalls> = tool_calls
+        .iter()
+        .map(|call| {
+            ChatCompletionMessageToolCalls::Function(ChatCompletionMessageToolCall {
+                id: call.id.clone(),
+                function: FunctionCall {
+                    name: call.name.clone(),
+                    arguments: wire_arguments(&call.args),
+                },
+            })
+        })
+        .collect();
+    let mut assistant = ChatCompletionRequestAssistantMessage::from(content);
+    if content.is_empty() {
+        assistant.content = None;
     }
+    assistant.tool_calls = (!calls.is_empty()).then_some(calls);
+    ChatCompletionRequestMessage::Assistant(assistant)
 }
 
 /// A tool call being put together from its deltas.

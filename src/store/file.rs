@@ -1,10 +1,16 @@
 //! [`FileStore`]: a directory of JSON files, one per session, written atomically.
 //!
 //! Layout: `<id>.json` for a session with nothing pending, `<id>.pending.json` for one with a
-//! pending decision (so [`SessionStore::list_pending`] reads only those), `<id>.lock` for the
-//! short compare-and-swap section. A save writes a temporary file, fsyncs it, renames it into
-//! place and fsyncs the directory: two fsyncs, and a process killed at any moment leaves the old
-//! or the new record, never a torn one. Should a crash leave both names, the higher version wins.
+//! pending decision (so [`SessionStore::list_pending`] reads only those), and `.locks/`, a fixed
+//! set of [`LOCK_STRIPES`] lock files for the short compare-and-swap section: a session takes the
+//! stripe its id hashes to, so a deleted or expired session leaves no file behind (issue 10: a
+//! `<id>.lock` per session was left for ever; and deleting a lock file someone waits on lets two
+//! writers in at once). A save writes a temporary file, fsyncs it, renames it into place and
+//! fsyncs the directory: two fsyncs, and a process killed at any moment leaves the old or the new
+//! record, never a torn one. Should a crash leave both names, the higher version wins.
+//!
+//! Releases up to 0.2.0 locked `<id>.lock` instead: stop their hosts before a host of this
+//! release uses the same directory (it removes those files when it opens the store).
 //!
 //! The file I/O (reads, writes, fsyncs, the lock) runs on tokio's blocking pool, off the async
 //! runtime's threads, when there is a runtime (inline otherwise): a slow disk never stalls the
@@ -25,8 +31,22 @@ use super::{
 
 const PENDING_SUFFIX: &str = ".pending.json";
 const PLAIN_SUFFIX: &str = ".json";
-const LOCK_SUFFIX: &str = ".lock";
+/// The `<id>.lock` files of releases up to 0.2.0, removed when a store is opened.
+const LEGACY_LOCK_SUFFIX: &str = ".lock";
 const TEMP_PREFIX: &str = ".tmp-";
+/// The folder of the lock stripes, in the store directory.
+const LOCK_DIR: &str = ".locks";
+/// How many lock files `.locks/` holds at most: sessions whose ids share a stripe wait for each
+/// other's compare-and-swap section (a read and a rename, not a model call), others do not.
+pub const LOCK_STRIPES: u8 = 64;
+
+/// The stripe of a session id: the first byte of its SHA-256, modulo [`LOCK_STRIPES`]. A
+/// published hash, so every process and build sharing the directory picks the same stripe (std's
+/// hashers promise no stable output).
+fn stripe_of(id: &str) -> u8 {
+    use sha2::Digest;
+    sha2::Sha256::digest(id.as_bytes())[0] % LOCK_STRIPES
+}
 
 /// A temporary file in the store directory that is removed on drop unless it was renamed into
 /// place: a failed save leaves no stray file behind.
@@ -95,11 +115,13 @@ impl FileStore {
         let dir = dir.into();
         std::fs::create_dir_all(&dir)
             .map_err(|e| backend(&format!("create {}", dir.display()), e))?;
+        std::fs::create_dir_all(dir.join(LOCK_DIR))
+            .map_err(|e| backend(&format!("create {}", dir.join(LOCK_DIR).display()), e))?;
         let store = Self {
             dir,
             fsyncs: Arc::new(AtomicU64::new(0)),
         };
-        store.remove_stale_temp_files()?;
+        store.remove_residue()?;
         Ok(store)
     }
 
@@ -133,12 +155,22 @@ impl FileStore {
         self.dir.join(format!("{id}{suffix}"))
     }
 
-    fn remove_stale_temp_files(&self) -> Result<(), StoreError> {
+    /// Removes what earlier processes left: temporary files of writers killed more than a
+    /// minute ago, and the `<id>.lock` files of releases up to 0.2.0.
+    fn remove_residue(&self) -> Result<(), StoreError> {
         let entries =
             std::fs::read_dir(&self.dir).map_err(|e| backend("read store directory", e))?;
         for entry in entries.flatten() {
             let name = entry.file_name();
-            if !name.to_string_lossy().starts_with(TEMP_PREFIX) {
+            let name = name.to_string_lossy();
+            if name
+                .strip_suffix(LEGACY_LOCK_SUFFIX)
+                .is_some_and(|id| check_session_id(id).is_ok())
+            {
+                let _ = std::fs::remove_file(entry.path());
+                continue;
+            }
+            if !name.starts_with(TEMP_PREFIX) {
                 continue;
             }
             let old = entry
@@ -184,14 +216,26 @@ impl FileStore {
         })
     }
 
-    /// Takes the per-session lock for the compare-and-swap section; released on drop.
+    /// Takes the lock of the session's stripe for the compare-and-swap section; released on
+    /// drop. The stripe files are never removed, so whoever waits on one is let in properly.
     fn lock(&self, id: &str) -> Result<File, StoreError> {
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(self.path(id, LOCK_SUFFIX))
-            .map_err(|e| backend("open lock file", e))?;
+        let dir = self.dir.join(LOCK_DIR);
+        let path = dir.join(format!("{:02}", stripe_of(id)));
+        let open = || {
+            OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+        };
+        let file = match open() {
+            // Someone removed `.locks/`: make it again.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(&dir).and_then(|()| open())
+            }
+            other => other,
+        }
+        .map_err(|e| backend(&format!("open lock file {}", path.display()), e))?;
         file.lock().map_err(|e| backend("lock session", e))?;
         Ok(file)
     }
@@ -241,7 +285,29 @@ impl FileStore {
 
     fn delete_sync(&self, id: &str) -> Result<bool, StoreError> {
         check_session_id(id)?;
-        let lock = self.lock(id)?;
+        let _lock = self.lock(id)?;
+        self.remove_files(id)
+    }
+
+    /// Deletes the session if, read under its lock, it is readable, has nothing pending and was
+    /// last saved before `before`: a save that made it pending since the caller looked is seen.
+    fn expire_sync(&self, id: &str, before: u64) -> Result<bool, StoreError> {
+        let _lock = self.lock(id)?;
+        let stale = self
+            .read_current(id)
+            .ok()
+            .flatten()
+            .is_some_and(|r| r.pending.is_none() && r.updated_at < before);
+        if stale {
+            self.remove_files(id)
+        } else {
+            Ok(false)
+        }
+    }
+
+    /// Removes both names of the session's record (the caller holds its lock); returns whether
+    /// there was one.
+    fn remove_files(&self, id: &str) -> Result<bool, StoreError> {
         let mut existed = false;
         for suffix in [PLAIN_SUFFIX, PENDING_SUFFIX] {
             match std::fs::remove_file(self.path(id, suffix)) {
@@ -250,8 +316,6 @@ impl FileStore {
                 Err(e) => return Err(backend("delete session", e)),
             }
         }
-        let _ = std::fs::remove_file(self.path(id, LOCK_SUFFIX));
-        drop(lock);
         if existed {
             self.sync_dir()?;
         }
@@ -330,17 +394,12 @@ impl SessionStore for FileStore {
     }
 
     /// An unreadable record is left as it is (it is not known to be stale), and the others are
-    /// still expired.
+    /// still expired. Each session is checked again under its lock before it is deleted.
     async fn expire(&self, before: u64) -> Result<usize, StoreError> {
         self.blocking(move |store| {
             let mut deleted = 0;
             for id in store.ids_with(PLAIN_SUFFIX)? {
-                let stale = store
-                    .read_current(&id)
-                    .ok()
-                    .flatten()
-                    .is_some_and(|r| r.pending.is_none() && r.updated_at < before);
-                if stale && store.delete_sync(&id)? {
+                if store.expire_sync(&id, before)? {
                     deleted += 1;
                 }
             }

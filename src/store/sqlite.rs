@@ -30,10 +30,38 @@ fn db(err: rusqlite::Error) -> StoreError {
 impl SqliteStore {
     /// Opens (creating it if needed) the database at `path`, in WAL mode with full sync.
     ///
+    /// `path` is handed to SQLite as it is: `:memory:`, an empty path and URI filenames such as
+    /// `file::memory:` open databases that are gone when the process ends. The CLI refuses those
+    /// ([`check_spec`](super::check_spec)); a host that wants one says so with
+    /// [`SqliteStore::in_memory`].
+    ///
     /// # Errors
     /// [`StoreError::Backend`] when the file cannot be opened or the schema created.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
-        let conn = Connection::open(path).map_err(db)?;
+        Self::with_connection(Connection::open(path).map_err(db)?)
+    }
+
+    /// A store in a private in-memory database: nothing outlives the store (for tests, or a host
+    /// that wants SQLite's behaviour without a file).
+    ///
+    /// # Errors
+    /// [`StoreError::Backend`] when the schema cannot be created.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::store::{SessionStore, SqliteStore};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let store = SqliteStore::in_memory()?;
+    /// assert_eq!(store.load("nobody").await?, None);
+    /// # Ok::<(), agent_controller::StoreError>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn in_memory() -> Result<Self, StoreError> {
+        Self::with_connection(Connection::open_in_memory().map_err(db)?)
+    }
+
+    fn with_connection(conn: Connection) -> Result<Self, StoreError> {
         conn.busy_timeout(std::time::Duration::from_secs(10))
             .map_err(db)?;
         conn.pragma_update(None, "journal_mode", "WAL")

@@ -21,8 +21,12 @@ pub struct ModeSpec {
     pub name: Option<String>,
     /// Whether the mode is marked `default = true`.
     pub marked_default: bool,
-    /// The index of the `transitionsTo` mode, if set (never the mode itself).
-    pub transitions_to: Option<usize>,
+    /// The indices of the `transitionsTo` modes (never the mode itself, no repeats; empty when
+    /// unset); a plain approval goes to the first.
+    pub transitions_to: Vec<usize>,
+    /// Whether `transitionsTo` is written as a list (`["build"]`) even when it names one mode;
+    /// several targets are always a list.
+    pub targets_as_list: bool,
     /// The `availableTools` list, if set; lists `submit_plan` whenever `transitions_to` is set.
     pub available_tools: Option<Vec<String>>,
     /// A `[modes.metadata]` colour, if set.
@@ -66,7 +70,7 @@ impl ConfigSpec {
             .iter()
             .map(|m| ModeFacts {
                 id: m.id.clone(),
-                transitions_to: m.transitions_to,
+                transitions_to: m.transitions_to.clone(),
                 tools: m.available_tools.clone(),
             })
             .collect();
@@ -98,8 +102,16 @@ impl ConfigSpec {
             if mode.marked_default {
                 table.set("default", "true".into());
             }
-            if let Some(t) = mode.transitions_to {
-                table.set("transitionsTo", quote(&self.modes[t].id));
+            match mode.transitions_to.as_slice() {
+                [] => {}
+                [t] if !mode.targets_as_list => {
+                    table.set("transitionsTo", quote(&self.modes[*t].id))
+                }
+                targets => {
+                    let ids: Vec<String> =
+                        targets.iter().map(|t| self.modes[*t].id.clone()).collect();
+                    table.set("transitionsTo", list(&ids));
+                }
             }
             if let Some(tools) = &mode.available_tools {
                 table.set("availableTools", list(tools));
@@ -182,7 +194,8 @@ impl Doc {
 /// Strategy for arbitrary valid configs of 1 to [`MAX_MODES`] modes whose `availableTools` name
 /// only `known_tools` (the tools the controller under test registers) and `submit_plan`.
 ///
-/// Covers random `transitionsTo` edges (chains, cycles, modes without one), the three ways to
+/// Covers random `transitionsTo` edges (chains, cycles, modes without one, one mode id or a list
+/// of one to three targets the user chooses from), the three ways to
 /// name the default (`default = true`, `defaultModeId`, both agreeing, or neither), tool lists
 /// that are absent, empty, partial or repeat a name, planning modes without a target, names
 /// that need escaping and optional `plansDir` and metadata.
@@ -231,7 +244,7 @@ fn registered(known_tools: &[impl AsRef<str>]) -> Vec<String> {
 type ModeParts = (
     String,
     Option<String>,
-    Option<usize>,
+    Option<(Vec<usize>, bool)>,
     Option<(Vec<String>, Option<Index>)>,
     Option<String>,
 );
@@ -241,7 +254,7 @@ fn mode_parts(n: usize, pool: Vec<String>) -> impl Strategy<Value = ModeParts> {
     (
         "[A-Za-z0-9_-]{1,10}",
         proptest::option::weighted(0.3, "\\PC{0,12}"),
-        proptest::option::weighted(0.6, 0..n),
+        proptest::option::weighted(0.6, (proptest::collection::vec(0..n, 1..=3), any::<bool>())),
         proptest::option::weighted(
             0.5,
             (
@@ -275,16 +288,24 @@ fn build_spec(
             .enumerate()
             .map(|(i, ((_, name, target, tools, color), id))| {
                 // A self target is invalid; turn it into a hand-over to the next mode (a cycle).
-                let transitions_to = target.and_then(|t| match (t == i, n > 1) {
-                    (false, _) => Some(t),
-                    (true, true) => Some((i + 1) % n),
-                    (true, false) => None,
-                });
+                // A mode listed twice is invalid too: keep its first place.
+                let (targets, targets_as_list) = target.unwrap_or_default();
+                let mut transitions_to: Vec<usize> = Vec::new();
+                for t in targets {
+                    let t = match (t == i, n > 1) {
+                        (false, _) => t,
+                        (true, true) => (i + 1) % n,
+                        (true, false) => continue,
+                    };
+                    if !transitions_to.contains(&t) {
+                        transitions_to.push(t);
+                    }
+                }
                 let available_tools = tools.map(|(mut list, repeat)| {
                     if let Some(pick) = repeat.filter(|_| !list.is_empty()) {
                         list.push(pick.get(&list).clone());
                     }
-                    if transitions_to.is_some() && !list.iter().any(|t| t == SUBMIT_PLAN) {
+                    if !transitions_to.is_empty() && !list.iter().any(|t| t == SUBMIT_PLAN) {
                         list.push(SUBMIT_PLAN.to_owned());
                     }
                     list
@@ -294,6 +315,7 @@ fn build_spec(
                     name,
                     marked_default: false,
                     transitions_to,
+                    targets_as_list,
                     available_tools,
                     color,
                 }
@@ -316,12 +338,12 @@ fn build_spec(
     // (invalid): give it the next mode as target, or, alone, take `submit_plan` off its list.
     let d = spec.default_mode();
     let mode = &mut spec.modes[d];
-    if mode.transitions_to.is_none()
+    if mode.transitions_to.is_empty()
         && let Some(tools) = &mut mode.available_tools
         && tools.iter().any(|t| t == SUBMIT_PLAN)
     {
         if n > 1 {
-            mode.transitions_to = Some((d + 1) % n);
+            mode.transitions_to = vec![(d + 1) % n];
         } else {
             tools.retain(|t| t != SUBMIT_PLAN);
         }
@@ -340,6 +362,8 @@ named_enum! {
         UnknownTarget = "unknown_target",
         /// Point a mode's `transitionsTo` at itself.
         SelfTarget = "self_target",
+        /// List another mode twice in a `transitionsTo` list.
+        DuplicateTarget = "duplicate_target",
         /// Mark two modes `default = true`.
         TwoDefaults = "two_defaults",
         /// Name one mode in `defaultModeId` and mark another `default = true`.
@@ -358,10 +382,11 @@ named_enum! {
 
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 9] = [
+    pub const ALL: [Mutation; 10] = [
         Mutation::DuplicateId,
         Mutation::UnknownTarget,
         Mutation::SelfTarget,
+        Mutation::DuplicateTarget,
         Mutation::TwoDefaults,
         Mutation::ConflictingDefault,
         Mutation::UnknownKey,
@@ -376,6 +401,7 @@ impl Mutation {
             Mutation::DuplicateId => ConfigErrorKind::DuplicateId,
             Mutation::UnknownTarget => ConfigErrorKind::UnknownTarget,
             Mutation::SelfTarget => ConfigErrorKind::SelfTransition,
+            Mutation::DuplicateTarget => ConfigErrorKind::DuplicateTarget,
             Mutation::TwoDefaults => ConfigErrorKind::MultipleDefaults,
             Mutation::ConflictingDefault => ConfigErrorKind::ConflictingDefault,
             Mutation::UnknownKey => ConfigErrorKind::UnknownField,
@@ -434,7 +460,10 @@ fn mutate(
     let mut spec = base.clone();
     let needs_two = matches!(
         mutation,
-        Mutation::TwoDefaults | Mutation::ConflictingDefault | Mutation::TargetWithoutSubmitPlan
+        Mutation::TwoDefaults
+            | Mutation::ConflictingDefault
+            | Mutation::TargetWithoutSubmitPlan
+            | Mutation::DuplicateTarget
     );
     if needs_two && spec.modes.len() < 2 {
         let id = fresh_id(&spec, "extra");
@@ -442,7 +471,8 @@ fn mutate(
             id,
             name: None,
             marked_default: false,
-            transitions_to: None,
+            transitions_to: Vec::new(),
+            targets_as_list: false,
             available_tools: None,
             color: None,
         });
@@ -462,13 +492,15 @@ fn mutate(
             table.set("id", quote(&spec.modes[ia].id));
             doc.modes.push(table);
         }
-        Mutation::UnknownTarget | Mutation::SelfTarget => {
-            let target = if mutation == Mutation::SelfTarget {
-                spec.modes[ia].id.clone()
-            } else {
-                unknown_id(&spec, &spec.modes[ib].id)
+        Mutation::UnknownTarget | Mutation::SelfTarget | Mutation::DuplicateTarget => {
+            let target = match mutation {
+                Mutation::SelfTarget => quote(&spec.modes[ia].id),
+                Mutation::DuplicateTarget => {
+                    list(&[spec.modes[ib].id.clone(), spec.modes[ib].id.clone()])
+                }
+                _ => quote(&unknown_id(&spec, &spec.modes[ib].id)),
             };
-            doc.modes[ia].set("transitionsTo", quote(&target));
+            doc.modes[ia].set("transitionsTo", target);
             if let Some(tools) = &spec.modes[ia].available_tools
                 && !tools.iter().any(|t| t == SUBMIT_PLAN)
             {
@@ -509,10 +541,11 @@ fn mutate(
             }
         }
         Mutation::WrongType => {
-            let wrong: [(&str, &str); 8] = [
+            let wrong: [(&str, &str); 9] = [
                 ("id", "7"),
                 ("default", "\"yes\""),
-                ("transitionsTo", "[\"x\"]"),
+                ("transitionsTo", "[1]"),
+                ("transitionsTo", "true"),
                 ("availableTools", "\"read_file\""),
                 ("availableTools", "[1]"),
                 ("name", "3"),

@@ -15,7 +15,9 @@ named_enum! {
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
     #[non_exhaustive]
     pub enum Cause {
-        /// A plan submitted in `from` is approved: the session hands over to `from`'s target.
+        /// A plan submitted in `from` is approved to `to`, one of `from`'s targets (a plain
+        /// approval for the first, [`crate::Decision::to`] for the others): the session hands
+        /// over.
         Approve = "approve",
         /// A plan is rejected without feedback: the mode stays.
         Reject = "reject",
@@ -58,11 +60,13 @@ fn index_edges(facts: &ConfigFacts) -> Vec<IndexEdge> {
     let mut edges = Vec::new();
     for from in 0..facts.len() {
         if facts.is_planning(from) {
-            edges.push(IndexEdge {
-                from,
-                cause: Cause::Approve,
-                to: facts.transition_target(from),
-            });
+            for to in facts.transition_targets(from) {
+                edges.push(IndexEdge {
+                    from,
+                    cause: Cause::Approve,
+                    to,
+                });
+            }
             for cause in [
                 Cause::Reject,
                 Cause::RejectWithFeedback,
@@ -88,7 +92,7 @@ fn index_edges(facts: &ConfigFacts) -> Vec<IndexEdge> {
 }
 
 /// Every edge of the config's transition relation: for each planning mode an approval
-/// hand-over and the four ways a plan is not approved (rejection with and without feedback,
+/// hand-over to each of its targets and the four ways a plan is not approved (rejection with and without feedback,
 /// abort, a user message), and a manual switch between every ordered pair of modes.
 pub fn edges(facts: &ConfigFacts) -> Vec<Edge> {
     index_edges(facts)
@@ -118,10 +122,14 @@ fn fire(facts: &ConfigFacts, edge: IndexEdge) -> Vec<Op> {
         sha256: ShaChoice::Matching,
         json: false,
         revision: Revision::Text,
+        to: None,
     };
     match edge.cause {
         Cause::Manual => vec![Op::switch(facts.id(edge.to))],
-        Cause::Approve => vec![submit, decide(DecisionAction::Approved, Feedback::Omitted)],
+        Cause::Approve if edge.to == facts.transition_target(edge.from) => {
+            vec![submit, decide(DecisionAction::Approved, Feedback::Omitted)]
+        }
+        Cause::Approve => vec![submit, Op::approve_to(facts.id(edge.to))],
         Cause::Reject => vec![submit, decide(DecisionAction::Rejected, Feedback::Omitted)],
         Cause::RejectWithFeedback => vec![
             submit,

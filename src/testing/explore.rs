@@ -6,7 +6,8 @@
 //! (a new session in the default mode) the walk goes breadth first; from each state it applies
 //! every operation of a fixed list that makes sense there ([`operations`]): a message, a message
 //! on which the model submits a valid or a refused plan, calls each tool (registered or not,
-//! offered or not) or fails; every kind of decision, an abort, decisions on unknown runs and
+//! offered or not) or fails; every kind of decision (an approval to every mode, listed as a
+//! target or not, too), an abort, decisions on unknown runs and
 //! tool calls and malformed ones, a manual switch to every mode and to an unknown id, and a
 //! restart when the controller has a store. Each (state, operation) pair is one transition:
 //! a fresh session replays the shortest path to the state and then the operation, compared with
@@ -125,6 +126,7 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
             sha256: ShaChoice::MatchingUppercase,
             json: true,
             revision: Revision::Text,
+            to: None,
         },
         Op::Decide {
             action: crate::run::DecisionAction::Approved,
@@ -132,6 +134,7 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
             sha256: ShaChoice::Stale,
             json: false,
             revision: Revision::Text,
+            to: None,
         },
         Op::reject(),
         Op::reject_with("add tests"),
@@ -141,6 +144,7 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
             sha256: ShaChoice::Matching,
             json: false,
             revision: Revision::Resubmit(2),
+            to: None,
         },
         Op::Answer(None),
         Op::Answer(Some("y".to_owned())),
@@ -151,6 +155,9 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
         Op::DecideUnknownRun,
         Op::Malformed(json!({ "action": "approve" })),
     ]);
+    // An approval to every mode (listed as a target or not) and to an unknown id.
+    ops.extend(facts.modes().iter().map(|m| Op::approve_to(m.id.clone())));
+    ops.push(Op::approve_to("no-such-mode"));
     ops.extend(facts.modes().iter().map(|m| Op::switch(m.id.clone())));
     ops.push(Op::switch("no-such-mode"));
     if restarts {

@@ -18,8 +18,9 @@ pub const UNKNOWN_TOOL: &str = "not_a_registered_tool";
 pub struct ModeFacts {
     /// The mode id.
     pub id: String,
-    /// The index of the `transitionsTo` mode, if set.
-    pub transitions_to: Option<usize>,
+    /// The indices of the `transitionsTo` modes in config order (one for the single-id form;
+    /// empty when unset). A plain approval goes to the first.
+    pub transitions_to: Vec<usize>,
     /// The `availableTools` list as written (`None` when absent: every tool of the controller).
     pub tools: Option<Vec<String>>,
 }
@@ -28,7 +29,7 @@ impl ModeFacts {
     /// Whether `submit_plan` is offered in this mode: it sets `transitionsTo` or lists
     /// `submit_plan`.
     pub fn is_planning(&self) -> bool {
-        self.transitions_to.is_some()
+        !self.transitions_to.is_empty()
             || self
                 .tools
                 .as_ref()
@@ -98,8 +99,12 @@ impl ConfigFacts {
         let mut modes = Vec::with_capacity(raw_modes.len());
         for (raw, id) in raw_modes.iter().zip(&ids) {
             let transitions_to = match raw.get("transitionsTo") {
-                None => None,
-                Some(target) => Some(index_of(target.as_str().unwrap_or_default())?),
+                None => Vec::new(),
+                Some(Value::Array(targets)) => targets
+                    .iter()
+                    .map(|t| index_of(t.as_str().unwrap_or_default()))
+                    .collect::<Result<Vec<usize>, FactsError>>()?,
+                Some(target) => vec![index_of(target.as_str().unwrap_or_default())?],
             };
             let tools = match raw.get("availableTools") {
                 None => None,
@@ -210,13 +215,22 @@ impl ConfigFacts {
         self.default
     }
 
-    /// Where approving a plan submitted in `mode` hands over to: its `transitionsTo`, else the
-    /// default mode.
+    /// Where a plain approval of a plan submitted in `mode` hands over to: the first mode its
+    /// `transitionsTo` names, else the default mode.
     pub fn transition_target(&self, mode: usize) -> usize {
         self.modes
             .get(mode)
-            .and_then(|m| m.transitions_to)
+            .and_then(|m| m.transitions_to.first().copied())
             .unwrap_or(self.default)
+    }
+
+    /// Every mode a plan submitted in `mode` may be approved to, the plain approval's target
+    /// first: the modes its `transitionsTo` names, else the default mode alone.
+    pub fn transition_targets(&self, mode: usize) -> Vec<usize> {
+        match self.modes.get(mode).map(|m| m.transitions_to.as_slice()) {
+            Some([]) | None => vec![self.default],
+            Some(listed) => listed.to_vec(),
+        }
     }
 
     /// Whether `mode` is a planning mode (where `submit_plan` is offered).

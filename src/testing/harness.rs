@@ -223,7 +223,18 @@ impl Setup {
     /// A builder over the graph with `model` (your layer around [`Setup::model`]) and the kit's
     /// workspace.
     pub fn builder_with(self, model: Arc<dyn LanguageModel>) -> AgentControllerBuilder {
-        AgentController::builder(self.graph, model)
+        let graph = self.graph.clone();
+        self.builder_over(graph, model)
+    }
+
+    /// A builder over another `graph` than the config's: the kit's own tests plant a bug this
+    /// way (a controller whose modes offer more than the config says).
+    pub(crate) fn builder_over(
+        self,
+        graph: ModeGraph,
+        model: Arc<dyn LanguageModel>,
+    ) -> AgentControllerBuilder {
+        AgentController::builder(graph, model)
             .workspace(&self.workspace)
             .tool_layer(self.spy)
     }
@@ -673,6 +684,11 @@ impl Harness {
             } => Trace::Suspended {
                 tool_call_id,
                 target: suspend_payload.target_mode_id.to_string(),
+                targets: suspend_payload
+                    .target_mode_ids
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect(),
                 sha256: suspend_payload.submission.sha256,
             },
             Event::ToolSuspensionCancelled {
@@ -719,6 +735,17 @@ impl Harness {
             tool_call_id: p.tool_call_id().to_owned(),
             target: self.controller.modes().mode(p.target()).id().to_owned(),
             payload_target: p.payload().target_mode_id.to_string(),
+            targets: p
+                .targets()
+                .iter()
+                .map(|t| self.controller.modes().mode(*t).id().to_owned())
+                .collect(),
+            payload_targets: p
+                .payload()
+                .target_mode_ids
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
             sha256: p.payload().submission.sha256.clone(),
         });
         if expected_pending != actual_pending {
@@ -752,6 +779,16 @@ impl Harness {
             tool_call_id: pending.tool_call_id.clone(),
             payload_target: target.clone(),
             target,
+            targets: pending
+                .targets
+                .iter()
+                .map(|t| self.facts.id(*t).to_owned())
+                .collect(),
+            payload_targets: pending
+                .targets
+                .iter()
+                .map(|t| self.facts.id(*t).to_owned())
+                .collect(),
             sha256: pending.sha256.clone(),
         }
     }
@@ -778,6 +815,8 @@ struct PendingView {
     tool_call_id: String,
     target: String,
     payload_target: String,
+    targets: Vec<String>,
+    payload_targets: Vec<String>,
     sha256: String,
 }
 
@@ -796,6 +835,12 @@ impl PendingView {
                 "payload_target",
                 self.payload_target.clone(),
                 actual.payload_target.clone(),
+            ),
+            ("targets", self.targets.join(","), actual.targets.join(",")),
+            (
+                "payload_targets",
+                self.payload_targets.join(","),
+                actual.payload_targets.join(","),
             ),
             ("sha256", self.sha256.clone(), actual.sha256.clone()),
         ];
@@ -883,6 +928,7 @@ fn refusal(error: &SessionError) -> Refusal {
         SessionError::Sha256Mismatch { .. } => Refusal::Sha256Mismatch,
         SessionError::MalformedDecision(_) => Refusal::MalformedDecision,
         SessionError::ConfigChanged(_) => Refusal::ConfigChanged,
+        SessionError::TargetNotAllowed { .. } => Refusal::TargetNotAllowed,
         SessionError::UnknownSession(_) => Refusal::UnknownSession,
         SessionError::Store(_) | SessionError::NoStore => Refusal::Store,
         #[allow(unreachable_patterns)]

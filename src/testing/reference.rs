@@ -129,6 +129,9 @@ pub enum Op {
         json: bool,
         /// What the model does after a rejection with feedback.
         revision: Revision,
+        /// The mode the approval names ([`Decision::to`]): `None` for a plain approval. A mode
+        /// the plan does not list, or any target on a rejection, is refused.
+        to: Option<String>,
     },
     /// A person answers the approval prompt (the grammar of `terminal::read_answer`); `None` is
     /// end of input, which decides nothing.
@@ -206,6 +209,18 @@ impl Op {
         Self::decide(DecisionAction::Rejected, Feedback::Text(feedback.into()))
     }
 
+    /// Approve the pending plan to the mode with `id` ([`Decision::to`]).
+    pub fn approve_to(id: impl Into<String>) -> Self {
+        Op::Decide {
+            action: DecisionAction::Approved,
+            feedback: Feedback::Omitted,
+            sha256: ShaChoice::Omitted,
+            json: false,
+            revision: Revision::Text,
+            to: Some(id.into()),
+        }
+    }
+
     fn decide(action: DecisionAction, feedback: Feedback) -> Self {
         Op::Decide {
             action,
@@ -213,6 +228,7 @@ impl Op {
             sha256: ShaChoice::Omitted,
             json: false,
             revision: Revision::Text,
+            to: None,
         }
     }
 
@@ -323,6 +339,8 @@ pub enum Refusal {
     MalformedDecision,
     /// [`crate::SessionError::ConfigChanged`].
     ConfigChanged,
+    /// [`crate::SessionError::TargetNotAllowed`].
+    TargetNotAllowed,
     /// [`crate::SessionError::UnknownSession`].
     UnknownSession,
     /// A store error ([`crate::SessionError::Store`], [`crate::SessionError::NoStore`]).
@@ -400,6 +418,8 @@ pub enum Trace {
         tool_call_id: String,
         /// The hand-over target's id in the payload.
         target: String,
+        /// The targets the payload lists (the plain approval's first).
+        targets: Vec<String>,
         /// The captured plan's SHA-256.
         sha256: String,
     },
@@ -457,10 +477,22 @@ pub struct PendingPlan {
     pub run: usize,
     /// The `submit_plan` call id.
     pub tool_call_id: String,
-    /// The hand-over target, fixed at submit time (a mode index).
+    /// The plain approval's hand-over target, fixed at submit time (a mode index).
     pub target: usize,
+    /// Every target the plan may be approved to, fixed at submit time (`target` first).
+    pub targets: Vec<usize>,
     /// The captured plan's SHA-256.
     pub sha256: String,
+}
+
+/// The parts of an [`Op::Decide`].
+struct Choice<'a> {
+    action: DecisionAction,
+    feedback: &'a Feedback,
+    sha256: ShaChoice,
+    json: bool,
+    revision: Revision,
+    to: Option<&'a str>,
 }
 
 /// The reference model of a session: current mode, pending decision and run state, moved by
@@ -612,7 +644,18 @@ impl ReferenceSession {
                 sha256,
                 json,
                 revision,
-            } => self.decide(*action, feedback, *sha256, *json, *revision, trace),
+                to,
+            } => {
+                let choice = Choice {
+                    action: *action,
+                    feedback,
+                    sha256: *sha256,
+                    json: *json,
+                    revision: *revision,
+                    to: to.as_deref(),
+                };
+                self.decide(choice, trace)
+            }
             Op::Answer(answer) => self.answer(answer.as_deref(), trace),
             Op::Abort => {
                 let aborted = self.cancel(CancelReason::Aborted, trace);
@@ -896,12 +939,17 @@ impl ReferenceSession {
         k: u8,
         trace: &mut Vec<Trace>,
     ) -> Outcome {
-        // Rule 3: the hand-over target is fixed now, at submit time.
+        // Rule 3: the hand-over targets are fixed now, at submit time.
         let target = self.facts.transition_target(self.mode);
+        let targets = self.facts.transition_targets(self.mode);
         let sha256 = plan_sha256(k);
         trace.push(Trace::Suspended {
             tool_call_id: tool_call_id.clone(),
             target: self.facts.id(target).to_owned(),
+            targets: targets
+                .iter()
+                .map(|t| self.facts.id(*t).to_owned())
+                .collect(),
             sha256: sha256.clone(),
         });
         trace.push(Trace::RunEnded {
@@ -912,6 +960,7 @@ impl ReferenceSession {
             run,
             tool_call_id,
             target,
+            targets,
             sha256,
         });
         self.run = Some((run, RunState::Suspended));
@@ -920,14 +969,18 @@ impl ReferenceSession {
 
     fn decide(
         &mut self,
-        action: DecisionAction,
-        feedback: &Feedback,
-        sha256: ShaChoice,
-        json: bool,
-        revision: Revision,
+        choice: Choice<'_>,
         trace: &mut Vec<Trace>,
     ) -> (Action, Vec<Reply>, Outcome) {
-        let Some(pending) = self.pending.clone() else {
+        let Choice {
+            action,
+            feedback,
+            sha256,
+            json,
+            revision,
+            to,
+        } = choice;
+        let Some(mut pending) = self.pending.clone() else {
             return (Action::Nothing, Vec::new(), Outcome::NoDecision);
         };
         let sha = match sha256 {
@@ -949,6 +1002,9 @@ impl ReferenceSession {
             if let Some(s) = &sha {
                 data["sha256"] = json!(s);
             }
+            if let Some(to) = to {
+                data["targetModeId"] = json!(to);
+            }
             Action::ResumeJson {
                 run: RunRef::Run(pending.run),
                 tool_call_id: pending.tool_call_id.clone(),
@@ -963,6 +1019,7 @@ impl ReferenceSession {
                     feedback: feedback_text,
                     sha256: sha,
                     decided_by: None,
+                    to: to.map(str::to_owned),
                 },
             }
         };
@@ -973,6 +1030,21 @@ impl ReferenceSession {
                 Vec::new(),
                 Outcome::Refused(Refusal::Sha256Mismatch),
             );
+        }
+        if let Some(to) = to {
+            // Rule 10: an approval goes to a listed target only; a rejection names none.
+            let listed = pending.targets.iter().find(|t| self.facts.id(**t) == to);
+            match (action, listed) {
+                (DecisionAction::Approved, Some(t)) => pending.target = *t,
+                (DecisionAction::Approved, None) => {
+                    let refused = Outcome::Refused(Refusal::TargetNotAllowed);
+                    return (host_action, Vec::new(), refused);
+                }
+                (DecisionAction::Rejected, _) => {
+                    let refused = Outcome::Refused(Refusal::MalformedDecision);
+                    return (host_action, Vec::new(), refused);
+                }
+            }
         }
         let (replies, outcome) = self.decided_plan(pending, action, feedback, revision, trace);
         (host_action, replies, outcome)
@@ -1076,6 +1148,7 @@ impl ReferenceSession {
             },
             sha256: None,
             decided_by: None,
+            to: None,
         };
         let host_action = Action::Resume {
             run: RunRef::Run(pending.run),
@@ -1151,8 +1224,15 @@ impl ReferenceSession {
                     .boxed(),
             ));
         }
-        if self.pending.is_some() {
-            choices.push((16, decide_op().boxed()));
+        if let Some(pending) = &self.pending {
+            let listed: Vec<String> = pending
+                .targets
+                .iter()
+                .map(|t| self.facts.id(*t).to_owned())
+                .collect();
+            let mut any: Vec<String> = self.facts.modes().iter().map(|m| m.id.clone()).collect();
+            any.push("no-such-mode".to_owned());
+            choices.push((16, decide_op(listed, any).boxed()));
             choices.push((4, answer_op().boxed()));
             choices.push((2, Just(Op::Abort).boxed()));
         }
@@ -1169,7 +1249,9 @@ impl ReferenceSession {
 const UNKNOWN_RUN: &str = "no-such-run";
 const UNKNOWN_CALL: &str = "no-such-call";
 
-fn decide_op() -> impl Strategy<Value = Op> {
+/// A decision; its target (`to`) is mostly none, else one the plan lists (`listed`), else any
+/// mode id or one no mode has (`all`).
+fn decide_op(listed: Vec<String>, all: Vec<String>) -> impl Strategy<Value = Op> {
     let action = prop_oneof![
         3 => Just(DecisionAction::Approved),
         2 => Just(DecisionAction::Rejected),
@@ -1190,13 +1272,19 @@ fn decide_op() -> impl Strategy<Value = Op> {
         1 => Just(Revision::Text),
         1 => (0..PLAN_COUNT).prop_map(Revision::Resubmit),
     ];
-    (action, feedback, sha256, any::<bool>(), revision).prop_map(
-        |(action, feedback, sha256, json, revision)| Op::Decide {
+    let to = prop_oneof![
+        4 => Just(None),
+        2 => proptest::sample::select(listed).prop_map(Some),
+        1 => proptest::sample::select(all).prop_map(Some),
+    ];
+    (action, feedback, sha256, any::<bool>(), revision, to).prop_map(
+        |(action, feedback, sha256, json, revision, to)| Op::Decide {
             action,
             feedback,
             sha256,
             json,
             revision,
+            to,
         },
     )
 }

@@ -1,40 +1,102 @@
-//! The kit against bugs planted in the controller (test builds only, `crate::run::planted`):
-//! each fault of issue 14 that a correct controller cannot show.
-
-use std::cell::Cell;
-use std::thread::LocalKey;
+//! The kit against bugs planted in the controller: each fault of issue 14 that a correct
+//! controller cannot show, planted from outside (a model layer, a graph with wider tool lists),
+//! so the controller itself carries no test-only switches.
 
 use super::*;
 use crate::config::ConfigError;
-use crate::run::planted;
-use crate::tool::ToolRegistry;
+use crate::mode::ModeGraph;
+use crate::model::{LanguageModel, Message, ModelError, ModelRequest, ModelResponse};
+use crate::tool::{ToolRegistry, ToolSpec};
 
 const MODES: &str = "config/modes.toml";
 
-fn build(setup: Setup) -> Result<AgentController, ConfigError> {
+/// Planted bug "no notice after a manual switch": the system message that tells the model of
+/// a manual switch never reaches it (an approval's notice, in the approval result, still does).
+struct DropsManualNotice(Arc<dyn LanguageModel>);
+
+#[async_trait::async_trait]
+impl LanguageModel for DropsManualNotice {
+    async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        let messages: Vec<Message> = request
+            .messages
+            .iter()
+            .filter(|m| !matches!(m, Message::System { .. }))
+            .cloned()
+            .collect();
+        self.0
+            .generate(ModelRequest {
+                messages: &messages,
+                ..request
+            })
+            .await
+    }
+}
+
+fn build_without_manual_notice(setup: Setup) -> Result<AgentController, ConfigError> {
+    let model = Arc::new(DropsManualNotice(setup.model()));
     setup
-        .builder()
+        .builder_with(model)
         .tools(ToolRegistry::with_workspace_tools())
         .build()
 }
 
-/// Plants `bug` on this thread (the kit drives sessions on the calling thread) while it lives.
-struct Planted(&'static LocalKey<Cell<bool>>);
+/// Planted bug "a tool the mode does not offer is executed": the controller runs over the same
+/// modes without their `availableTools` lists (so it executes every registered tool anywhere),
+/// while its model is offered only the tools the config lists, as a correct controller would.
+struct OffersListedTools {
+    listed: ModeGraph,
+    model: Arc<dyn LanguageModel>,
+}
 
-impl Planted {
-    fn new(bug: &'static LocalKey<Cell<bool>>) -> Self {
-        bug.with(|b| b.set(true));
-        Self(bug)
+#[async_trait::async_trait]
+impl LanguageModel for OffersListedTools {
+    async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        let mode = self
+            .listed
+            .get(request.mode_id)
+            .map(|m| self.listed.mode(m));
+        let listed = mode.and_then(|m| m.available_tools());
+        let tools: Vec<ToolSpec> = request
+            .tools
+            .iter()
+            .filter(|t| listed.is_none_or(|names| names.contains(&t.name)))
+            .cloned()
+            .collect();
+        self.model
+            .generate(ModelRequest {
+                tools: &tools,
+                ..request
+            })
+            .await
     }
 }
 
-impl Drop for Planted {
-    fn drop(&mut self) {
-        self.0.with(|b| b.set(false));
-    }
+/// A builder for the planted bug above, over the config `text`.
+fn running_refused_tools(setup: Setup, text: &str) -> crate::AgentControllerBuilder {
+    let unlisted: String = text
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("availableTools"))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    let graph = config::parse(&unlisted, "unlisted.toml").expect("the config without tool lists");
+    let model = Arc::new(OffersListedTools {
+        listed: setup.graph().clone(),
+        model: setup.model(),
+    });
+    setup.builder_over(graph, model)
 }
 
-fn failed(check: &Check) -> CheckReport {
+fn build_running_refused_tools(setup: Setup) -> Result<AgentController, ConfigError> {
+    let text = std::fs::read_to_string(MODES).expect("the shipped config");
+    running_refused_tools(setup, &text)
+        .tools(ToolRegistry::with_workspace_tools())
+        .build()
+}
+
+fn failed<F>(check: &Check, build: F) -> CheckReport
+where
+    F: Fn(Setup) -> Result<AgentController, ConfigError>,
+{
     match check.run(build) {
         Err(CheckError::Failed(report)) => *report,
         other => panic!("the planted bug was not caught: {other:?}"),
@@ -45,8 +107,10 @@ fn failed(check: &Check) -> CheckReport {
 fn a_tool_run_in_a_mode_that_does_not_offer_it_is_caught() {
     // Fault 1: `write_file` is offered only by `build`, which has no tool list; the old kit
     // never called it in `plan` and judged "not executed" by the error flag.
-    let _bug = Planted::new(&planted::RUN_REFUSED_TOOLS);
-    let report = failed(&Check::new(MODES).cases(64).seed(1).without_regressions());
+    let report = failed(
+        &Check::new(MODES).cases(64).seed(1).without_regressions(),
+        build_running_refused_tools,
+    );
     let found = report
         .exploration
         .counterexample
@@ -66,8 +130,10 @@ fn a_tool_run_in_a_mode_that_does_not_offer_it_is_caught() {
 #[test]
 fn a_missing_notice_after_a_manual_switch_is_caught() {
     // Fault 2: after a manual switch the last message before the model call is the user's.
-    let _bug = Planted::new(&planted::NO_MANUAL_NOTICE);
-    let report = failed(&Check::new(MODES).cases(64).seed(2).without_regressions());
+    let report = failed(
+        &Check::new(MODES).cases(64).seed(2).without_regressions(),
+        build_without_manual_notice,
+    );
     let found = report
         .exploration
         .counterexample
@@ -87,9 +153,8 @@ fn a_missing_notice_after_a_manual_switch_is_caught() {
 fn every_part_of_the_check_runs_and_reports_with_its_seed() {
     // Fault 5: an edge-walk miss does not stop the random test, the seed is printed and
     // replays the same failure, modes are named by id, and only the differing item is shown.
-    let _bug = Planted::new(&planted::NO_MANUAL_NOTICE);
     let check = Check::new(MODES).cases(64).seed(3).without_regressions();
-    let report = failed(&check);
+    let report = failed(&check, build_without_manual_notice);
     assert!(!report.edges.is_complete(), "{report}");
     let random = report.counterexample.clone().expect("the random test ran");
     let text = report.to_string();
@@ -97,7 +162,7 @@ fn every_part_of_the_check_runs_and_reports_with_its_seed() {
     assert!(!text.contains("Mode("), "modes by id: {text}");
     assert!(text.contains("item "), "the first differing item: {text}");
     assert_eq!(
-        failed(&check).counterexample,
+        failed(&check, build_without_manual_notice).counterexample,
         Some(random),
         "same seed, same case"
     );
@@ -105,10 +170,12 @@ fn every_part_of_the_check_runs_and_reports_with_its_seed() {
 
 #[test]
 fn failures_are_kept_in_the_regression_file() {
-    let _bug = Planted::new(&planted::NO_MANUAL_NOTICE);
     let dir = tempfile::tempdir().expect("a directory");
     let file = dir.path().join("regressions.txt");
-    failed(&Check::new(MODES).cases(64).seed(4).regressions(&file));
+    failed(
+        &Check::new(MODES).cases(64).seed(4).regressions(&file),
+        build_without_manual_notice,
+    );
     let kept = std::fs::read_to_string(&file).expect("the regression file");
     assert!(kept.lines().any(|l| l.starts_with("cc ")), "{kept}");
 }
@@ -117,11 +184,10 @@ fn failures_are_kept_in_the_regression_file() {
 fn the_shrunk_failure_keeps_no_needless_step() {
     // Fault 5: the steps that change nothing (a switch to the current mode, a blank answer, a
     // refused decision) and the steps the failure does not need are removed.
-    let _bug = Planted::new(&planted::NO_MANUAL_NOTICE);
     let graph = config::load(MODES).expect("the shipped config");
     let text = std::fs::read_to_string(MODES).expect("the shipped config");
     let facts = Arc::new(ConfigFacts::from_toml(&text).expect("facts"));
-    let mut harness = Harness::new(graph, facts, build).expect("a harness");
+    let mut harness = Harness::new(graph, facts, build_without_manual_notice).expect("a harness");
     let initial = ReferenceSession::new(harness.facts().clone(), None);
     let ops = vec![
         Op::message(),
@@ -177,7 +243,12 @@ default = true
 availableTools = ["scribble"]
 "#;
 
-fn scribble_check(runs: &Arc<AtomicUsize>) -> (tempfile::TempDir, Result<CheckReport, CheckError>) {
+/// The kit's check of [`SCRIBBLE_MODES`] with `scribble` registered; with `planted`, against
+/// a controller that runs tools where the modes do not offer them.
+fn scribble_check(
+    runs: &Arc<AtomicUsize>,
+    planted: bool,
+) -> (tempfile::TempDir, Result<CheckReport, CheckError>) {
     let dir = tempfile::tempdir().expect("a directory");
     let path = dir.path().join("modes.toml");
     std::fs::write(&path, SCRIBBLE_MODES).expect("the config");
@@ -191,11 +262,12 @@ fn scribble_check(runs: &Arc<AtomicUsize>) -> (tempfile::TempDir, Result<CheckRe
             tools
                 .register(Arc::new(Scribble(runs.clone())))
                 .map_err(|e| e.to_string())?;
-            setup
-                .builder()
-                .tools(tools)
-                .build()
-                .map_err(|e| e.to_string())
+            let builder = if planted {
+                running_refused_tools(setup, SCRIBBLE_MODES)
+            } else {
+                setup.builder()
+            };
+            builder.tools(tools).build().map_err(|e| e.to_string())
         });
     (dir, result)
 }
@@ -204,7 +276,7 @@ fn scribble_check(runs: &Arc<AtomicUsize>) -> (tempfile::TempDir, Result<CheckRe
 fn the_kit_runs_your_tools_where_they_are_offered() {
     // Fault 1: with a correct controller the old kit never ran the user's tools at all.
     let runs = Arc::new(AtomicUsize::new(0));
-    let (_dir, result) = scribble_check(&runs);
+    let (_dir, result) = scribble_check(&runs, false);
     let report = result.expect("a correct controller passes");
     assert!(report.is_ok());
     assert!(runs.load(Ordering::SeqCst) > 0, "scribble never ran");
@@ -213,9 +285,8 @@ fn the_kit_runs_your_tools_where_they_are_offered() {
 #[test]
 fn a_user_tool_that_writes_and_then_fails_outside_its_mode_is_caught() {
     // Fault 1: "not executed" was judged by the error flag, and scribble reports an error.
-    let _bug = Planted::new(&planted::RUN_REFUSED_TOOLS);
     let runs = Arc::new(AtomicUsize::new(0));
-    let (_dir, result) = scribble_check(&runs);
+    let (_dir, result) = scribble_check(&runs, true);
     let Err(CheckError::Failed(report)) = result else {
         panic!("not caught: {result:?}");
     };

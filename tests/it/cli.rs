@@ -596,6 +596,74 @@ fn pending_lists_healthy_plans_and_warns_about_each_unreadable_record() {
     assert_eq!(first.status.code(), Some(DONE), "{}", stderr(&first));
 }
 
+/// Issue 10, fault 7: `--store sqlite:` and `sqlite::memory:` printed "decide later with ..."
+/// for a session that went into a throw-away database. Every spec that would lose the session
+/// is a usage error (exit 2) for `run`, `pending` and `decide`, before anything runs.
+#[test]
+fn throw_away_store_specs_are_usage_errors_before_anything_runs() {
+    let ws = Workspace::new();
+    for spec in [
+        "",
+        "sqlite:",
+        "sqlite::memory:",
+        "sqlite:file::memory:",
+        "sqlite:file:s.db?mode=memory",
+        "sqlite:FILE:s.db?vfs=memdb",
+        "sqlite:s.db?mode=memory",
+    ] {
+        let out = run(
+            ws.path(),
+            &[
+                "--store",
+                spec,
+                "--detach",
+                "--mode",
+                "plan",
+                "--json",
+                "Add dark mode",
+            ],
+            None,
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(INVALID),
+            "run {spec:?}: {}",
+            stderr(&out)
+        );
+        assert!(out.stdout.is_empty(), "run {spec:?}: nothing ran");
+        assert!(
+            stderr(&out).contains("--store"),
+            "{spec:?}: {}",
+            stderr(&out)
+        );
+        assert!(!stderr(&out).contains("decide later"), "{}", stderr(&out));
+        let out = cli(&["pending", "--store", spec], None);
+        assert_eq!(
+            out.status.code(),
+            Some(INVALID),
+            "pending {spec:?}: {}",
+            stderr(&out)
+        );
+        let out = decide(&ws, spec, "s1", &["--approve"], None);
+        assert_eq!(
+            out.status.code(),
+            Some(INVALID),
+            "decide {spec:?}: {}",
+            stderr(&out)
+        );
+    }
+    let left: Vec<_> = std::fs::read_dir(ws.path())
+        .expect("workspace")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert!(
+        !left
+            .iter()
+            .any(|name| name.to_string_lossy().contains("s.db")),
+        "no database file was made: {left:?}"
+    );
+}
+
 #[test]
 fn end_of_input_at_decide_decides_nothing_and_the_plan_stays_pending() {
     let ws = Workspace::new();
@@ -607,7 +675,8 @@ fn end_of_input_at_decide_decides_nothing_and_the_plan_stays_pending() {
     assert_eq!(pending_json(&spec).len(), 1, "still pending");
     let out = decide(&ws, &spec, &session, &["--approve", "--json"], None);
     assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
-    assert_eq!(mode_changes(&events(&out)), [("plan", "build")]);
+    let plain = self::events(&out);
+    assert_eq!(mode_changes(&plain), [("plan", "build")]);
 }
 
 #[test]
@@ -700,7 +769,8 @@ fn decide_with_a_stale_sha256_is_refused_and_changes_nothing() {
         None,
     );
     assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
-    assert_eq!(mode_changes(&events(&out)), [("plan", "build")]);
+    let plain = self::events(&out);
+    assert_eq!(mode_changes(&plain), [("plan", "build")]);
 }
 
 /// A stdout whose reader is gone before anything is written (as `| head` ends early).
@@ -1039,5 +1109,386 @@ fn decide_refuses_a_decision_id_that_is_not_the_pending_one() {
         None,
     );
     assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    let plain = self::events(&out);
+    assert_eq!(mode_changes(&plain), [("plan", "build")]);
+}
+
+/// The fixture whose `plan` hands an approved plan over to `build` (plain) or `build-auto`.
+fn choice_config() -> String {
+    fixture("configs/valid/targets-list.toml")
+        .display()
+        .to_string()
+}
+
+/// `run` on the targets-list config.
+fn run_choice(ws: &Path, args: &[&str], stdin: Option<&str>) -> Output {
+    let config = choice_config();
+    let workspace = ws.to_str().expect("utf-8");
+    let mut all = vec!["run", "--config", &config, "--workspace", workspace];
+    all.extend_from_slice(args);
+    cli(&all, stdin)
+}
+
+#[test]
+fn run_approve_to_a_listed_target_hands_over_there() {
+    let ws = Workspace::new();
+    let out = run_choice(
+        ws.path(),
+        &[
+            "--mode",
+            "plan",
+            "--approve",
+            "--to",
+            "build-auto",
+            "--json",
+            "Add dark mode",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    let events = events(&out);
+    let suspended = events
+        .iter()
+        .find(|e| e["type"] == "tool_suspended")
+        .expect("tool_suspended");
+    assert_eq!(
+        suspended["suspendPayload"]["targetModeIds"],
+        serde_json::json!(["build", "build-auto"])
+    );
+    assert_eq!(suspended["suspendPayload"]["targetModeId"], "build");
+    assert_eq!(mode_changes(&events), [("plan", "build-auto")]);
+    let decided = events
+        .iter()
+        .find(|e| e["type"] == "tool_end" && e["toolName"] == "submit_plan")
+        .expect("the decision");
+    assert_eq!(decided["decision"]["targetModeId"], "build-auto");
+    // Without --to, the first target.
+    let ws = Workspace::new();
+    let out = run_choice(
+        ws.path(),
+        &["--mode", "plan", "--approve", "--json", "Add dark mode"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    let plain = self::events(&out);
+    assert_eq!(mode_changes(&plain), [("plan", "build")]);
+}
+
+#[test]
+fn run_approve_to_a_mode_outside_the_list_is_refused_and_nothing_is_approved() {
+    for to in ["plan", "nowhere", "Build-auto", "build\u{1b}[2K"] {
+        let ws = Workspace::new();
+        let out = run_choice(
+            ws.path(),
+            &[
+                "--mode",
+                "plan",
+                "--approve",
+                "--to",
+                to,
+                "--json",
+                "Add dark mode",
+            ],
+            None,
+        );
+        assert_eq!(out.status.code(), Some(REFUSED), "{to:?}: {}", stderr(&out));
+        assert!(mode_changes(&events(&out)).is_empty(), "{to:?}");
+        let err = stderr(&out);
+        assert!(err.contains("is not a target of the pending plan"), "{err}");
+        assert!(err.contains("build, build-auto"), "{err}");
+        assert!(
+            !err.contains('\u{1b}'),
+            "no raw escape reaches the terminal: {err:?}"
+        );
+    }
+    // `--to` goes with `--approve` only.
+    let ws = Workspace::new();
+    for flags in [&["--to", "build"][..], &["--reject", "--to", "build"][..]] {
+        let mut args = vec!["--mode", "plan"];
+        args.extend_from_slice(flags);
+        let out = run_choice(ws.path(), &args, None);
+        assert_eq!(
+            out.status.code(),
+            Some(INVALID),
+            "{flags:?}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn pending_lists_the_targets_and_decide_to_chooses_one_across_processes() {
+    let ws = Workspace::new();
+    let spec = ws.path().join("sessions").display().to_string();
+    let out = run_choice(
+        ws.path(),
+        &[
+            "--store",
+            &spec,
+            "--detach",
+            "--mode",
+            "plan",
+            "--json",
+            "Add dark mode",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--approve [--to MODE]"),
+        "{}",
+        stderr(&out)
+    );
+    let session = events(&out)[0]["sessionId"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let listed = pending_json(&spec);
+    assert_eq!(
+        listed[0]["targetModeIds"],
+        serde_json::json!(["build", "build-auto"])
+    );
+    let text = cli(&["pending", "--store", &spec], None);
+    let line = String::from_utf8_lossy(&text.stdout).into_owned();
+    assert!(line.contains("\tplan -> build | build-auto\t"), "{line}");
+
+    let config = choice_config();
+    let workspace = ws.path().to_str().expect("utf-8").to_owned();
+    let decide_to = |flags: &[&str]| {
+        let mut args = vec![
+            "decide",
+            "--store",
+            &spec,
+            &session,
+            "--config",
+            &config,
+            "--workspace",
+            &workspace,
+            "--json",
+        ];
+        args.extend_from_slice(flags);
+        cli(&args, None)
+    };
+    let out = decide_to(&["--approve", "--to", "plan"]);
+    assert_eq!(out.status.code(), Some(REFUSED), "{}", stderr(&out));
+    assert!(events(&out).is_empty(), "nothing happened");
+    assert_eq!(pending_json(&spec), listed, "still pending, unchanged");
+    let out = decide_to(&["--approve", "--to", "build-auto"]);
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    assert_eq!(mode_changes(&events(&out)), [("plan", "build-auto")]);
+    assert!(pending_json(&spec).is_empty());
+    let out = decide_to(&["--approve", "--to", "build"]);
+    assert_eq!(
+        out.status.code(),
+        Some(REFUSED),
+        "decided once: {}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn the_prompt_lists_the_targets_and_takes_a_number_or_a_mode_id() {
+    for (input, to) in [
+        ("y\n", Some("build")),
+        ("1\n", Some("build")),
+        ("2\n", Some("build-auto")),
+        ("build-auto\n", Some("build-auto")),
+        ("7\n2\n", Some("build-auto")),
+        ("n\n", None),
+        ("Build-auto\nn\n", None),
+    ] {
+        let ws = Workspace::new();
+        let out = run_choice(
+            ws.path(),
+            &["--mode", "plan", "--json", "Add dark mode"],
+            Some(input),
+        );
+        let err = stderr(&out);
+        assert!(
+            err.contains("Approve this plan and switch to one of:"),
+            "{err}"
+        );
+        assert!(err.contains("  2  ● build-auto (build-auto)"), "{err}");
+        assert!(err.contains("[1-2] approve to that mode"), "{err}");
+        let events = events(&out);
+        let changes = mode_changes(&events);
+        match to {
+            Some(target) => {
+                assert_eq!(out.status.code(), Some(DONE), "{input:?}: {err}");
+                assert_eq!(changes, [("plan", target)], "{input:?}");
+            }
+            None => {
+                assert_eq!(out.status.code(), Some(NOT_APPROVED), "{input:?}: {err}");
+                assert!(changes.is_empty(), "{input:?}");
+            }
+        }
+        if input.starts_with('7') {
+            assert!(err.contains("`7` is not a listed choice"), "{err}");
+        }
+    }
+}
+
+#[test]
+fn check_and_graph_show_every_target() {
+    let config = choice_config();
+    let out = cli(&["check", &config], None);
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("  plan -> build\n"), "{text}");
+    assert!(
+        text.contains("  plan -> build-auto (when chosen at approval)\n"),
+        "{text}"
+    );
+    let out = cli(&["graph", &config, "--format", "dot"], None);
+    let dot = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        dot.contains(r#""plan" -> "build" [label="plan approved"];"#),
+        "{dot}"
+    );
+    assert!(
+        dot.contains(r#""plan" -> "build-auto" [label="plan approved (chosen)"];"#),
+        "{dot}"
+    );
+    for (name, at) in [
+        ("targets-list-unknown.toml", ":5:3:"),
+        ("targets-list-self.toml", ":3:27:"),
+        ("targets-list-duplicate.toml", ":3:41:"),
+    ] {
+        let path = fixture(&format!("configs/invalid/{name}"));
+        let out = cli(&["check", path.to_str().expect("utf-8")], None);
+        assert_eq!(out.status.code(), Some(INVALID), "{name}");
+        let err = stderr(&out);
+        assert!(
+            err.contains(&format!("{}{at}", path.display())),
+            "{name}: {err}"
+        );
+    }
+}
+
+/// Reads a child's stderr on a thread; `wait_for` blocks until it holds a text (or 20 s pass).
+struct StderrWatch {
+    seen: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl StderrWatch {
+    fn new(mut stderr: std::process::ChildStderr) -> Self {
+        use std::io::Read;
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let sink = seen.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .expect("lock")
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Self { seen }
+    }
+
+    fn text(&self) -> String {
+        self.seen.lock().expect("lock").clone()
+    }
+
+    fn wait_for(&self, needle: &str) {
+        let started = std::time::Instant::now();
+        while !self.text().contains(needle) {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(20),
+                "no `{needle}` on stderr: {}",
+                self.text()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+#[test]
+fn a_plan_revised_while_the_prompt_waits_cannot_be_approved_from_that_prompt() {
+    let ws = Workspace::new();
+    let (spec, session) = detached(&ws);
+    let first = pending_json(&spec);
+    let shown = first[0]["sha256"].as_str().expect("sha256").to_owned();
+
+    // `decide` waits at the prompt, its stdin a pipe this test holds.
+    let workspace = ws.path().to_str().expect("utf-8");
+    let mut prompt = bin()
+        .args(["decide", "--store", &spec, &session, "--config", SHIPPED])
+        .args(["--workspace", workspace, "--json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut answer = prompt.stdin.take().expect("stdin");
+    let watch = StderrWatch::new(prompt.stderr.take().expect("stderr"));
+    watch.wait_for("Approve this plan");
+    assert!(
+        watch.text().contains(&shown[..12]),
+        "the prompt shows the plan's sha256: {}",
+        watch.text()
+    );
+
+    // Meanwhile another process rejects with feedback: the model revises and resubmits.
+    let out = decide(
+        &ws,
+        &spec,
+        &session,
+        &["--reject", "--feedback", "add tests", "--json"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
+    let revised = pending_json(&spec);
+    assert_eq!(revised.len(), 1);
+    assert_ne!(revised[0]["sha256"], first[0]["sha256"], "a new plan");
+    let plan_file = ws
+        .path()
+        .join(revised[0]["planPath"].as_str().expect("planPath"));
+    let revised_text = std::fs::read(&plan_file).ok();
+
+    // `y` at the first prompt approves the plan it showed, which is no longer pending.
+    answer.write_all(b"y\n").expect("answer");
+    drop(answer);
+    let out = within_20s_child(prompt);
+    assert_eq!(out.status.code(), Some(REFUSED), "{}", watch.text());
+    assert!(
+        watch.text().contains("this decision was not applied"),
+        "{}",
+        watch.text()
+    );
+    assert!(
+        mode_changes(&events(&out)).is_empty(),
+        "no hand-over: {:?}",
+        events(&out)
+    );
+    assert_eq!(pending_json(&spec), revised, "the revision stays pending");
+    assert_eq!(std::fs::read(&plan_file).ok(), revised_text);
+
+    // The revision can still be approved by its own sha256.
+    let sha256 = revised[0]["sha256"].as_str().expect("sha256");
+    let out = decide(
+        &ws,
+        &spec,
+        &session,
+        &["--approve", "--sha256", sha256, "--json"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
     assert_eq!(mode_changes(&events(&out)), [("plan", "build")]);
+}
+
+/// Waits for `child` (stdout piped), killing it (and failing) if it has not ended within 20 s.
+fn within_20s_child(mut child: std::process::Child) -> Output {
+    let started = std::time::Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("the command hung");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("output")
 }

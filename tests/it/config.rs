@@ -67,6 +67,23 @@ fn every_valid_case_loads_with_the_expected_default_planning_modes_and_targets()
                 to.as_str().expect("to"),
                 "{name}: {from}"
             );
+            // The modes a user may choose: `approve_to` where the case lists several, else the
+            // plain approval's target alone.
+            let want: Vec<&str> = match case.get("approve_to").and_then(|t| t.get(from)) {
+                Some(list) => list
+                    .as_array()
+                    .expect("approve_to list")
+                    .iter()
+                    .map(|v| v.as_str().expect("id"))
+                    .collect(),
+                None => vec![to.as_str().expect("to")],
+            };
+            let got: Vec<&str> = graph
+                .transition_targets(from_id)
+                .iter()
+                .map(|t| graph.mode(*t).id())
+                .collect();
+            assert_eq!(got, want, "{name}: targets of {from}");
         }
     }
 }
@@ -137,6 +154,12 @@ fn invalid_cases_report_their_kind() {
             ConfigErrorKind::TargetWithoutSubmitPlan,
         ),
         ("plans-dir-outside.toml", ConfigErrorKind::InvalidPlansDir),
+        ("targets-list-unknown.toml", ConfigErrorKind::UnknownTarget),
+        ("targets-list-self.toml", ConfigErrorKind::SelfTransition),
+        (
+            "targets-list-duplicate.toml",
+            ConfigErrorKind::DuplicateTarget,
+        ),
     ];
     for (name, kind) in cases {
         let err = config::load(fixture(&format!("configs/invalid/{name}"))).expect_err(name);
@@ -476,4 +499,164 @@ fn a_mode_graph_built_in_code_equals_its_toml_twin() {
             .location()
             .is_some()
     );
+}
+
+/// `transitionsTo` takes a mode id or a list of them; every entry of a list is checked (unknown,
+/// itself, named twice), each error at the entry's own line and column.
+#[test]
+fn every_entry_of_a_targets_list_is_checked_at_its_own_column() {
+    let text = "[[modes]]\nid = \"plan\"\ntransitionsTo = [\"build\", \"biuld\", \"plan\", \"build\"]\n[[modes]]\nid = \"build\"\n";
+    let errors = config::check(text, "t.toml");
+    let found: Vec<(ConfigErrorKind, usize, usize)> = errors
+        .iter()
+        .map(|e| {
+            let at = e.location().expect("a location");
+            (e.kind(), at.line, at.column)
+        })
+        .collect();
+    assert_eq!(
+        found,
+        vec![
+            (ConfigErrorKind::UnknownTarget, 3, 27),
+            (ConfigErrorKind::SelfTransition, 3, 36),
+            (ConfigErrorKind::DuplicateTarget, 3, 44),
+        ],
+        "{errors:?}"
+    );
+    assert!(errors[0].to_string().contains("`biuld`"), "{}", errors[0]);
+    assert!(
+        errors[2].to_string().contains("`build` twice"),
+        "{}",
+        errors[2]
+    );
+    // The snippet's carets sit under the entry, not the whole list.
+    assert!(
+        errors[1]
+            .to_string()
+            .ends_with("|                                    ^^^^^^"),
+        "{}",
+        errors[1]
+    );
+    // A list across lines: the entry's own line, as the fixture shows.
+    let err =
+        config::load(fixture("configs/invalid/targets-list-unknown.toml")).expect_err("biuld");
+    assert_eq!(
+        err.location().map(|l| (l.line, l.column)),
+        Some((5, 3)),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_targets_list_must_name_at_least_one_mode_and_only_mode_ids() {
+    let empty = "[[modes]]\nid = \"plan\"\ntransitionsTo = []\n[[modes]]\nid = \"build\"\n";
+    let err = config::parse(empty, "t.toml").expect_err("empty list");
+    assert_eq!(err.kind(), ConfigErrorKind::EmptyTargets, "{err}");
+    assert_eq!(
+        err.location().map(|l| (l.line, l.column)),
+        Some((3, 17)),
+        "{err}"
+    );
+    for (value, column) in [
+        ("3", 17),
+        ("[\"build\", 3]", 27),
+        ("{ id = \"build\" }", 17),
+    ] {
+        let text = format!(
+            "[[modes]]\nid = \"plan\"\ntransitionsTo = {value}\n[[modes]]\nid = \"build\"\n"
+        );
+        let err = config::parse(&text, "t.toml").expect_err(value);
+        assert_eq!(err.kind(), ConfigErrorKind::InvalidType, "{value}: {err}");
+        assert_eq!(
+            err.location().map(|l| (l.line, l.column)),
+            Some((3, column)),
+            "{value}: {err}"
+        );
+    }
+    let err = config::parse(
+        "[[modes]]\nid = \"plan\"\ntransitionsTo = 3\n[[modes]]\nid = \"build\"\n",
+        "t.toml",
+    )
+    .expect_err("a number");
+    assert!(
+        err.message().contains("a mode id or a list of mode ids"),
+        "{err}"
+    );
+}
+
+/// The single-id and the one-entry list forms mean the same graph (and fingerprint), so a
+/// session saved under one restores under the other.
+#[test]
+fn one_target_written_as_a_list_is_the_same_graph() {
+    let one = config::parse(
+        "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n[[modes]]\nid = \"build\"\n",
+        "t.toml",
+    )
+    .expect("valid");
+    let list = config::parse(
+        "[[modes]]\nid = \"plan\"\ntransitionsTo = [\"build\"]\n[[modes]]\nid = \"build\"\n",
+        "t.toml",
+    )
+    .expect("valid");
+    assert_eq!(one.modes(), list.modes());
+    assert_eq!(one.fingerprint(), list.fingerprint());
+    let two = config::load(fixture("configs/valid/targets-list.toml")).expect("valid");
+    let plan = two.get("plan").expect("plan");
+    assert_eq!(two.mode(plan).transitions_to(), two.get("build"));
+    assert_eq!(two.mode(plan).transitions_to_all().len(), 2);
+    let edges: Vec<(&str, &str)> = two
+        .transition_edges()
+        .map(|(from, to)| (two.mode(from).id(), two.mode(to).id()))
+        .collect();
+    assert_eq!(edges, [("plan", "build"), ("plan", "build-auto")]);
+    // Another target changes what a pending plan may be approved to: a new fingerprint.
+    assert_ne!(two.fingerprint(), {
+        let text = read_fixture("configs/valid/targets-list.toml")
+            .replace("[\"build\", \"build-auto\"]", "\"build\"");
+        config::parse(&text, "t.toml").expect("valid").fingerprint()
+    });
+}
+
+#[test]
+fn a_targets_list_built_in_code_follows_the_toml_rules() {
+    use agent_controller::{ModeBuilder as M, ModeGraphBuilder as G};
+    let plan = |targets: &[&str]| M::new("plan").transitions_to_list(targets.iter().copied());
+    let cases: Vec<(G, &str)> = vec![
+        (
+            G::new()
+                .mode(plan(&["build", "build"]))
+                .mode(M::new("build")),
+            "[[modes]]\nid = \"plan\"\ntransitionsTo = [\"build\", \"build\"]\n[[modes]]\nid = \"build\"",
+        ),
+        (
+            G::new()
+                .mode(plan(&["build", "plan"]))
+                .mode(M::new("build")),
+            "[[modes]]\nid = \"plan\"\ntransitionsTo = [\"build\", \"plan\"]\n[[modes]]\nid = \"build\"",
+        ),
+        (
+            G::new().mode(plan(&[])).mode(M::new("build")),
+            "[[modes]]\nid = \"plan\"\ntransitionsTo = []\n[[modes]]\nid = \"build\"",
+        ),
+    ];
+    for (builder, text) in cases {
+        let from_code = builder.build().expect_err(text);
+        let from_toml = config::parse(text, "modes.toml").expect_err(text);
+        assert_eq!(from_code.kind(), from_toml.kind(), "{text}");
+        assert_eq!(from_code.message(), from_toml.message(), "{text}");
+        assert_eq!(from_code.location(), None, "{text}");
+    }
+    let built = G::new()
+        .mode(plan(&["build", "build-auto"]))
+        .mode(M::new("build").default_mode())
+        .mode(M::new("build-auto"))
+        .build()
+        .expect("valid");
+    let parsed = config::parse(
+        "[[modes]]\nid = \"plan\"\ntransitionsTo = [\"build\", \"build-auto\"]\n[[modes]]\nid = \"build\"\ndefault = true\n[[modes]]\nid = \"build-auto\"\n",
+        "modes.toml",
+    )
+    .expect("valid");
+    assert_eq!(built.modes(), parsed.modes());
+    assert_eq!(built.fingerprint(), parsed.fingerprint());
 }

@@ -1,5 +1,5 @@
 //! Every hand-over edge of every shipped config is exercised: a plan submitted in each planning
-//! mode and approved lands in that mode's target, with one `mode_changed` exactly when the target
+//! mode and approved (to each target it lists) lands in that target, with one `mode_changed` exactly when the target
 //! differs.
 
 use crate::common;
@@ -67,12 +67,21 @@ async fn every_handover_edge_of_every_shipped_config_is_exercised() {
             else {
                 panic!("{name}: {from} must suspend");
             };
-            assert_eq!(
-                *payload.target_mode_id, *to,
-                "{name}: target fixed at submit time"
+            // The targets are fixed at submit time: the plain approval's first, then every
+            // other one the user may choose (`Decision::to`).
+            assert!(
+                payload.target_mode_ids.iter().any(|t| **t == *to),
+                "{name}: {to} listed in {:?}",
+                payload.target_mode_ids
             );
+            assert_eq!(payload.target_mode_ids[0], payload.target_mode_id, "{name}");
+            let decision = if *payload.target_mode_id == *to {
+                Decision::approve()
+            } else {
+                Decision::approve().to(to.clone())
+            };
             session
-                .resume(&run_id, &tool_call_id, Decision::approve())
+                .resume(&run_id, &tool_call_id, decision)
                 .await
                 .expect("approve");
             assert_eq!(session.mode().id(), to, "{name}: {from} -> {to}");

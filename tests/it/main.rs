@@ -10,6 +10,7 @@ mod common;
 
 mod blocking;
 mod cancel;
+mod chat_templates;
 mod cli;
 mod config;
 mod config_tools;

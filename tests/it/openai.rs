@@ -5,8 +5,9 @@
 #![cfg(feature = "openai")]
 
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use agent_controller::model::openai::{OpenAiModel, OpenAiSettings};
+use agent_controller::model::openai::{OpenAiModel, OpenAiSettings, RetryPolicy};
 use agent_controller::tool::submit_plan::APPROVED_RESULT;
 use agent_controller::{
     AgentController, Decision, Event, ModelError, ModelErrorKind, RunOutcome, SessionOptions,
@@ -40,9 +41,14 @@ default = true
 instructions = "Implement the approved plan step by step."
 "#;
 
-/// The client retries a 429, a 5xx or a refused connection three times (with a short backoff)
-/// before it reports the error: a failing server answers four times.
+/// A failure a retry can fix (408, 429, 502, 503, 504, a broken connection) is sent this many
+/// times in all before it is reported: the default policy's count, with the tests' short waits.
 const ATTEMPTS: usize = 4;
+
+/// The default retry policy with waits short enough for tests.
+fn fast_retries() -> RetryPolicy {
+    RetryPolicy::default().backoff(Duration::from_millis(1), Duration::from_millis(5))
+}
 
 fn failing(reply: Reply) -> Vec<Reply> {
     vec![reply; ATTEMPTS]
@@ -67,10 +73,11 @@ impl Harness {
     }
 
     fn with_base(server: ScriptedServer, base: &str) -> Self {
+        Self::with_settings(server, settings(base))
+    }
+
+    fn with_settings(server: ScriptedServer, settings: OpenAiSettings) -> Self {
         let workspace = tempfile::tempdir().expect("tempdir");
-        let settings = OpenAiSettings::new(base)
-            .api_key("sk-test")
-            .default_model("openai/test-model");
         let model = OpenAiModel::new(settings).expect("new");
         let graph = config::parse(CONFIG, "modes.toml").expect("parse");
         let controller = AgentController::builder(graph, Arc::new(model))
@@ -370,15 +377,175 @@ async fn an_http_401_is_a_clear_error_naming_the_key() {
 }
 
 #[tokio::test]
-async fn an_http_500_is_a_clear_error_with_the_servers_text() {
-    let (message, h) = failure(failing(Reply::Status(500, "upstream overloaded".into()))).await;
-    assert_eq!(
-        h.bodies().await.len(),
-        ATTEMPTS,
-        "a 5xx is retried, then reported"
-    );
+async fn an_http_500_is_a_clear_error_with_the_servers_text_sent_once() {
+    // llama.cpp answers 500 for a chat template that refuses the conversation: no retry fixes it.
+    let (message, h) = failure(failing(Reply::Status(
+        500,
+        "System message must be at the beginning.".into(),
+    )))
+    .await;
+    assert_eq!(h.bodies().await.len(), 1, "a 500 is reported, not retried");
     assert!(message.contains("HTTP 500"), "{message}");
-    assert!(message.contains("upstream overloaded"), "{message}");
+    assert!(
+        message.contains("System message must be at the beginning."),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn a_status_a_retry_cannot_fix_is_sent_once() {
+    for status in [400, 401, 403, 404, 409, 422, 500, 501, 505] {
+        let (error, h) = failed_with(failing(api_error(status, "nope"))).await;
+        assert_eq!(h.server.served(), 1, "HTTP {status}: {error}");
+        assert!(
+            error.message().contains(&format!("HTTP {status}")),
+            "{error}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_status_a_retry_can_fix_is_retried_up_to_the_attempt_count() {
+    for status in [408, 429, 502, 503, 504] {
+        let (error, h) = failed_with(failing(api_error(status, "busy"))).await;
+        assert_eq!(h.server.served(), ATTEMPTS, "HTTP {status}: {error}");
+        assert!(
+            error.message().contains(&format!("HTTP {status}")),
+            "{error}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_503_then_a_reply_succeeds_with_two_requests() {
+    let h = Harness::new(vec![
+        Reply::Status(503, "loading model".into()),
+        text_in(&["Here."]),
+    ])
+    .await;
+    let mut session = h.session("plan").await;
+    let outcome = session.send_message("Plan it").await.expect("send_message");
+    assert!(
+        matches!(&outcome, RunOutcome::Completed { text, .. } if text == "Here."),
+        "{outcome:?}"
+    );
+    let bodies = h.bodies().await;
+    assert_eq!(bodies.len(), 2);
+    assert_eq!(bodies[0], bodies[1], "the same request, sent again");
+}
+
+fn rate_limited(retry_after: &str) -> Reply {
+    Reply::Raw(
+        ResponseTemplate::new(429)
+            .insert_header("retry-after", retry_after)
+            .set_body_json(json!({"error": {"message": "slow down", "type": "requests",
+                "param": null, "code": "rate_limit_exceeded"}})),
+    )
+}
+
+#[tokio::test]
+async fn a_429_with_retry_after_waits_as_the_server_asks_then_succeeds() {
+    let h = Harness::new(vec![rate_limited("1"), text_in(&["Done."])]).await;
+    let mut session = h.session("plan").await;
+    let started = Instant::now();
+    let outcome = session.send_message("Plan it").await.expect("send_message");
+    assert!(
+        matches!(outcome, RunOutcome::Completed { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(h.server.served(), 2);
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "waited {:?}, not the 1 s the server asked for",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_retry_after_past_the_cap_is_cut_and_the_total_time_is_bounded() {
+    // An hour asked for: the wait is cut to the policy's cap (20 ms here).
+    let server = ScriptedServer::start(vec![rate_limited("3600"), text_in(&["Done."])]).await;
+    let base = server.base_url();
+    let policy = fast_retries().max_retry_after(Duration::from_millis(20));
+    let h = Harness::with_settings(server, settings(&base).retry_policy(policy));
+    let started = Instant::now();
+    one_call(&h).await.expect("the retry succeeds");
+    assert_eq!(h.server.served(), 2);
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // No retry starts when its wait would end past the total time allowed.
+    let server = ScriptedServer::start(vec![rate_limited("5"), text_in(&["Done."])]).await;
+    let base = server.base_url();
+    let policy = fast_retries().max_elapsed(Duration::from_secs(2));
+    let h = Harness::with_settings(server, settings(&base).retry_policy(policy));
+    let error = one_call(&h).await.expect_err("not retried");
+    assert_eq!(h.server.served(), 1);
+    assert_eq!(error.kind(), ModelErrorKind::RateLimited, "{error}");
+}
+
+#[tokio::test]
+async fn a_401_is_sent_once_and_is_an_authentication_error() {
+    let (error, h) = failed_with(failing(api_error(401, "invalid_api_key"))).await;
+    assert_eq!(h.server.served(), 1);
+    assert_eq!(error.kind(), ModelErrorKind::Authentication, "{error}");
+}
+
+#[tokio::test]
+async fn a_connection_dropped_before_the_response_is_retried_then_reported() {
+    // A listener that accepts every connection and closes it at once, counting them.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("local_addr").port();
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = accepted.clone();
+    std::thread::spawn(move || {
+        // One more than expected, so a fifth attempt would be counted.
+        for stream in listener.incoming().take(ATTEMPTS + 1).flatten() {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(stream);
+        }
+    });
+    let server = ScriptedServer::start(Vec::new()).await;
+    let h = Harness::with_base(server, &format!("http://127.0.0.1:{port}/v1"));
+    let error = one_call(&h).await.expect_err("nothing answers");
+    assert_eq!(error.kind(), ModelErrorKind::Transport, "{error}");
+    assert_eq!(
+        accepted.load(std::sync::atomic::Ordering::SeqCst),
+        ATTEMPTS,
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn a_response_that_times_out_is_retried_then_reported() {
+    let slow = Reply::Raw(ResponseTemplate::new(200).set_delay(Duration::from_secs(5)));
+    let server = ScriptedServer::start(failing(slow)).await;
+    let base = server.base_url();
+    let settings = settings(&base).read_timeout(Duration::from_millis(100));
+    let h = Harness::with_settings(server, settings);
+    let error = one_call(&h).await.expect_err("every attempt times out");
+    assert_eq!(error.kind(), ModelErrorKind::Transport, "{error}");
+    assert_eq!(h.server.served(), ATTEMPTS, "{error}");
+}
+
+/// Settings for the endpoint at `base`, with the tests' short retry waits.
+fn settings(base: &str) -> OpenAiSettings {
+    OpenAiSettings::new(base)
+        .api_key("sk-test")
+        .default_model("openai/test-model")
+        .retry_policy(fast_retries())
+}
+
+/// One run of one message; the model error if it failed.
+async fn one_call(h: &Harness) -> Result<(), ModelError> {
+    let mut session = h.session("plan").await;
+    match session.send_message("Plan it").await.expect("send_message") {
+        RunOutcome::Failed { error, .. } => Err(error),
+        _ => Ok(()),
+    }
 }
 
 #[tokio::test]
@@ -440,9 +607,17 @@ async fn a_failed_model_call_leaves_the_session_usable() {
         matches!(&outcome, RunOutcome::Completed { text, .. } if text == "Back again."),
         "{outcome:?}"
     );
-    // The second call carries the whole conversation, the failed turn's user message included.
+    // The second call carries the whole conversation, the failed turn's user message included,
+    // with a stand-in for the reply that never came (user and assistant turns alternate).
     let bodies = h.bodies().await;
-    assert_eq!(roles(&bodies[ATTEMPTS]), ["system", "user", "user"]);
+    assert_eq!(
+        roles(&bodies[ATTEMPTS]),
+        ["system", "user", "assistant", "user"]
+    );
+    assert_eq!(
+        bodies[ATTEMPTS]["messages"][2]["content"],
+        agent_controller::model::openai::RUN_ENDED_REPLY
+    );
 }
 
 #[tokio::test]
@@ -455,7 +630,7 @@ async fn a_model_failure_after_a_rejection_keeps_the_mode_and_the_next_plan_can_
         )
     };
     let mut replies = vec![submit()];
-    replies.extend(failing(Reply::Status(500, "boom".into())));
+    replies.push(Reply::Status(500, "boom".into()));
     replies.extend([submit(), text_in(&["Building."])]);
     let h = Harness::new(replies).await;
     let plans = h.controller.plans_dir().to_owned();
@@ -529,4 +704,93 @@ async fn a_manual_switch_sends_one_leading_system_message_with_the_notice() {
         system.contains("Mode changed: you are now in the Build mode (`build`)"),
         "{system}"
     );
+}
+
+/// A plan approved to the second listed target over HTTP: the model hears the chosen mode in
+/// the approval result, and its next request carries that mode's instructions and tools.
+#[tokio::test]
+async fn a_plan_approved_to_a_chosen_target_continues_there_over_http() {
+    const CHOICE: &str = r#"
+[[modes]]
+id = "plan"
+instructions = "You are planning."
+transitionsTo = ["build", "build-auto"]
+availableTools = ["write_plan", "submit_plan"]
+
+[[modes]]
+id = "build"
+default = true
+instructions = "Ask before each edit."
+availableTools = ["read_file"]
+
+[[modes]]
+id = "build-auto"
+instructions = "Edit without asking."
+availableTools = ["read_file", "write_file"]
+"#;
+    let server = ScriptedServer::start(vec![
+        call_reply(
+            "call_write",
+            "write_plan",
+            &[r##"{"path": "p.md", "content": "# Ship it\n\n1. Do it.\n"}"##],
+        ),
+        call_reply(
+            "call_submit",
+            "submit_plan",
+            &[r#"{"path": ".agent/plans/p.md"}"#],
+        ),
+        text_in(&["Editing."]),
+    ])
+    .await;
+    let workspace = tempfile::tempdir().expect("tempdir");
+    let settings = OpenAiSettings::new(server.base_url())
+        .api_key("sk-test")
+        .default_model("openai/test-model");
+    let controller = AgentController::builder(
+        config::parse(CHOICE, "modes.toml").expect("parse"),
+        Arc::new(OpenAiModel::new(settings).expect("new")),
+    )
+    .tools(ToolRegistry::with_workspace_tools())
+    .workspace(workspace.path())
+    .build()
+    .expect("build");
+    let mut session = controller
+        .start_session(SessionOptions::new().mode("plan"))
+        .await
+        .expect("session");
+    let RunOutcome::Suspended { payload, .. } = session.send_message("Ship it").await.expect("run")
+    else {
+        panic!("suspends");
+    };
+    assert_eq!(
+        payload.target_mode_ids,
+        ["build".into(), "build-auto".into()]
+    );
+    session
+        .decide(&payload.decision_id, Decision::approve().to("build-auto"))
+        .await
+        .expect("approve");
+    assert_eq!(session.mode().id(), "build-auto");
+    let bodies = server.bodies().await;
+    assert_eq!(bodies.len(), 3);
+    let planning = bodies[0]["messages"][0]["content"]
+        .as_str()
+        .expect("system");
+    assert!(
+        planning.contains("`build-auto`"),
+        "the planning prompt names the choice: {planning}"
+    );
+    let last = &bodies[2];
+    let system = last["messages"][0]["content"].as_str().expect("system");
+    assert!(system.contains("Edit without asking."), "{system}");
+    assert_eq!(tool_names(last), ["read_file", "write_file"]);
+    let result = last["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == "call_submit")
+        .and_then(|m| m["content"].as_str())
+        .expect("the approval result");
+    assert!(result.starts_with(APPROVED_RESULT), "{result}");
+    assert!(result.contains("`build-auto`"), "{result}");
 }

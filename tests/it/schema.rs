@@ -67,6 +67,8 @@ fn structural_errors_are_refused_and_graph_rules_are_left_to_check() {
         "missing-id.toml",
         "empty-id.toml",
         "no-modes.toml",
+        // `uniqueItems`: a list naming one mode twice is refused by the schema, too.
+        "targets-list-duplicate.toml",
     ];
     let left_to_check = [
         "duplicate-id.toml",
@@ -79,6 +81,8 @@ fn structural_errors_are_refused_and_graph_rules_are_left_to_check() {
         "target-without-submit-plan.toml",
         "plans-dir-outside.toml",
         "self-handover-default.toml",
+        "targets-list-unknown.toml",
+        "targets-list-self.toml",
     ];
     for name in refused_by_schema {
         let errors = schema_errors(&as_json(&dir.join(name)));
@@ -175,6 +179,43 @@ fn every_key_the_parser_knows_has_a_description() {
         assert!(
             schema["properties"][key]["description"].is_string(),
             "{key}"
+        );
+    }
+}
+
+/// `transitionsTo` is a mode id or a non-empty list of distinct mode ids, in the schema as in
+/// the parser.
+#[test]
+fn transitions_to_takes_an_id_or_a_list_of_ids() {
+    for (targets, ok) in [
+        (serde_json::json!("build"), true),
+        (serde_json::json!(["build"]), true),
+        (serde_json::json!(["build", "build-auto"]), true),
+        (serde_json::json!([]), false),
+        (serde_json::json!(["build", "build"]), false),
+        (serde_json::json!(["build", 3]), false),
+        (serde_json::json!(["build mode"]), false),
+        (serde_json::json!(3), false),
+        (serde_json::json!({ "id": "build" }), false),
+    ] {
+        let instance = serde_json::json!({"modes": [
+            {"id": "plan", "transitionsTo": targets},
+            {"id": "build"},
+            {"id": "build-auto"},
+        ]});
+        assert_eq!(
+            schema_errors(&instance).is_empty(),
+            ok,
+            "schema on {targets}"
+        );
+        let text = format!(
+            "[[modes]]\nid = \"plan\"\ntransitionsTo = {}\n[[modes]]\nid = \"build\"\n[[modes]]\nid = \"build-auto\"\n",
+            toml::Value::try_from(&targets).map_or_else(|_| "{}".to_owned(), |v| v.to_string())
+        );
+        assert_eq!(
+            config::parse(&text, "m.toml").is_ok(),
+            ok,
+            "parser on {text}"
         );
     }
 }

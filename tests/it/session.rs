@@ -883,3 +883,188 @@ async fn a_session_can_override_the_model_and_the_step_limit() {
         "the run exceeded its limit of 5 model calls"
     );
 }
+
+/// `plan` may hand over to `build` (the first: a plain approval) or `build-auto`.
+const PLAN_CHOICE: &str = r#"
+[[modes]]
+id = "plan"
+transitionsTo = ["build", "build-auto"]
+availableTools = ["read_file", "submit_plan"]
+
+[[modes]]
+id = "build"
+default = true
+
+[[modes]]
+id = "build-auto"
+name = "Build (auto-accept edits)"
+"#;
+
+/// A session of PLAN_CHOICE in `plan`, suspended on a plan; the model then answers `replies`.
+async fn suspended_with_choice(
+    ws: &Workspace,
+    replies: Vec<ModelResponse>,
+) -> (agent_controller::Session, Arc<ReplayModel>, Recorder) {
+    let path = ws.plan("p.md", PLAN_TEXT);
+    let mut script = vec![submit("c1", &path)];
+    script.extend(replies);
+    let model = replay(script);
+    let controller = controller(PLAN_CHOICE, ws, model.clone());
+    let recorder = Recorder::default();
+    let mut session = controller
+        .start_session(recorder.options().mode("plan"))
+        .await
+        .expect("session");
+    let outcome = session.send_message("Add dark mode").await.expect("run");
+    assert!(
+        matches!(outcome, RunOutcome::Suspended { .. }),
+        "{outcome:?}"
+    );
+    (session, model, recorder)
+}
+
+#[tokio::test]
+async fn the_suspend_payload_lists_every_target_and_a_plain_approval_goes_to_the_first() {
+    let ws = Workspace::new();
+    let (mut session, model, recorder) =
+        suspended_with_choice(&ws, vec![ReplayModel::text("building")]).await;
+    let events = recorder.take();
+    let Some(Event::ToolSuspended {
+        suspend_payload, ..
+    }) = events
+        .iter()
+        .find(|e| matches!(e, Event::ToolSuspended { .. }))
+    else {
+        panic!("tool_suspended: {events:?}")
+    };
+    assert_eq!(&*suspend_payload.target_mode_id, "build");
+    let shown = serde_json::to_value(suspend_payload).expect("json");
+    assert_eq!(shown["targetModeIds"], json!(["build", "build-auto"]));
+    let pending = session.pending().expect("pending");
+    assert_eq!(pending.targets().len(), 2);
+    assert_eq!(pending.targets()[0], pending.target());
+    assert_eq!(
+        pending.payload().target_mode_ids,
+        ["build".into(), "build-auto".into()]
+    );
+    // The planning mode's prompt tells the model about the choice.
+    let prompt = &model.requests()[0].system_prompt;
+    assert!(
+        prompt.contains("Build (auto-accept edits) (`build-auto`)"),
+        "{prompt}"
+    );
+    let decision_id = pending.decision_id().to_owned();
+    session
+        .decide(&decision_id, Decision::approve())
+        .await
+        .expect("approve");
+    assert_eq!(session.mode().id(), "build");
+    assert_eq!(
+        session.decision_history()[0].target_mode_id.as_deref(),
+        Some("build")
+    );
+}
+
+#[tokio::test]
+async fn an_approval_to_a_listed_target_hands_over_there_and_tells_the_model() {
+    let ws = Workspace::new();
+    let (mut session, model, recorder) =
+        suspended_with_choice(&ws, vec![ReplayModel::text("building")]).await;
+    recorder.take();
+    let decision_id = session.pending().expect("pending").decision_id().to_owned();
+    session
+        .decide(&decision_id, Decision::approve().to("build-auto"))
+        .await
+        .expect("approve");
+    assert_eq!(session.mode().id(), "build-auto");
+    let events = recorder.take();
+    assert_eq!(
+        kinds(&events),
+        [
+            "agent_start",
+            "tool_end",
+            "mode_changed",
+            "assistant_message",
+            "agent_end"
+        ]
+    );
+    let Some(Event::ToolEnd {
+        result, decision, ..
+    }) = events.iter().find(|e| matches!(e, Event::ToolEnd { .. }))
+    else {
+        panic!("tool_end: {events:?}")
+    };
+    assert!(result.starts_with(APPROVED_RESULT), "{result}");
+    assert!(
+        result.contains("`build-auto`"),
+        "the notice names the chosen mode: {result}"
+    );
+    let record = decision.as_ref().expect("audit record");
+    assert_eq!(record.target_mode_id.as_deref(), Some("build-auto"));
+    assert!(events.contains(&Event::ModeChanged {
+        mode_id: "build-auto".into(),
+        previous_mode_id: "plan".into(),
+        reason: ModeChangeReason::PlanApproved
+    }));
+    let next = &model.requests()[1];
+    assert_eq!(
+        next.mode_id, "build-auto",
+        "the next model call runs in the chosen mode"
+    );
+}
+
+#[tokio::test]
+async fn a_target_outside_the_list_is_refused_and_changes_nothing() {
+    let ws = Workspace::new();
+    let (mut session, model, recorder) =
+        suspended_with_choice(&ws, vec![ReplayModel::text("building")]).await;
+    recorder.take();
+    let pending = session.pending().cloned().expect("pending");
+    let (run_id, call_id) = (
+        pending.run_id().to_owned(),
+        pending.tool_call_id().to_owned(),
+    );
+    let messages = session.messages().len();
+    for to in ["plan", "nowhere", "", "BUILD", "build\n", "../build"] {
+        let err = session
+            .resume(&run_id, &call_id, Decision::approve().to(to))
+            .await
+            .expect_err(to);
+        assert_eq!(
+            err,
+            SessionError::TargetNotAllowed {
+                given: to.to_owned(),
+                allowed: vec!["build".to_owned(), "build-auto".to_owned()],
+            }
+        );
+        assert!(err.to_string().contains("build, build-auto"), "{err}");
+    }
+    let err = session
+        .resume(&run_id, &call_id, Decision::reject_with("no").to("build"))
+        .await
+        .expect_err("a rejection names no target");
+    assert!(matches!(err, SessionError::MalformedDecision(_)), "{err}");
+    let err = session
+        .resume_json(
+            &run_id,
+            &call_id,
+            &json!({ "action": "approved", "targetModeId": 3 }),
+        )
+        .await
+        .expect_err("not a string");
+    assert!(matches!(err, SessionError::MalformedDecision(_)), "{err}");
+    assert!(recorder.take().is_empty(), "no event");
+    assert_eq!(
+        session.pending(),
+        Some(&pending),
+        "still pending, unchanged"
+    );
+    assert_eq!(session.messages().len(), messages);
+    assert_eq!(session.mode().id(), "plan");
+    assert_eq!(model.requests().len(), 1, "no model call");
+    session
+        .resume(&run_id, &call_id, Decision::approve().to("build-auto"))
+        .await
+        .expect("a listed target");
+    assert_eq!(session.mode().id(), "build-auto");
+}

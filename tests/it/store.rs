@@ -194,7 +194,76 @@ async fn file_store_leaves_nothing_behind_for_deleted_sessions() {
         "two fsyncs per save: the file and the directory"
     );
     store.delete("a").await.expect("delete");
-    assert_eq!(std::fs::read_dir(tmp.path()).expect("dir").count(), 0);
+    assert_eq!(files_of(tmp.path(), "a"), Vec::<String>::new());
+}
+
+/// Every file under `dir` (relative paths) whose name mentions `id`.
+fn files_of(dir: &Path, id: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("dir") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            found.extend(files_of(&path, id));
+        } else if path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().contains(id))
+        {
+            found.push(path.display().to_string());
+        }
+    }
+    found
+}
+
+/// Issue 10, fault 8: `FileStore` kept a `<id>.lock` per session (and removed it on delete while
+/// another writer could be waiting on it). Now a fixed set of lock stripes: N sessions need at
+/// most `LOCK_STRIPES` lock files, delete and expire leave nothing of a session, and the
+/// `<id>.lock` files of older releases are removed when the store is opened.
+#[tokio::test]
+async fn file_store_lock_files_do_not_grow_with_sessions_and_nothing_is_left() {
+    use agent_controller::store::file::LOCK_STRIPES;
+
+    let tmp = tempfile::tempdir().expect("tmp");
+    std::fs::write(tmp.path().join("old-session.lock"), "").expect("a 0.2.0 lock file");
+    let store = FileStore::open(tmp.path()).expect("store");
+    assert_eq!(files_of(tmp.path(), "old-session"), Vec::<String>::new());
+    let ids: Vec<String> = (0..100).map(|n| format!("sess-{n}")).collect();
+    for (n, id) in ids.iter().enumerate() {
+        store
+            .save(&record(id, 1, n % 2 == 0), None)
+            .await
+            .expect("save");
+    }
+    let lock_files = |dir: &Path| -> Vec<String> {
+        let mut all = files_of(dir, "");
+        all.retain(|f| !f.ends_with(".json"));
+        all
+    };
+    let locks = lock_files(tmp.path());
+    assert!(
+        !locks.is_empty() && locks.len() <= usize::from(LOCK_STRIPES),
+        "{} lock files for 100 sessions: {locks:?}",
+        locks.len()
+    );
+    // Delete the pending half, expire the rest.
+    for id in ids.iter().step_by(2) {
+        assert_eq!(store.delete(id).await, Ok(true), "{id}");
+    }
+    assert_eq!(store.expire(u64::MAX).await, Ok(50));
+    for id in &ids {
+        assert_eq!(files_of(tmp.path(), id), Vec::<String>::new(), "{id}");
+    }
+    assert_eq!(
+        lock_files(tmp.path()),
+        locks,
+        "the stripes stay, nothing else"
+    );
+    // Another store on the same directory takes the same stripes.
+    let again = FileStore::open(tmp.path()).expect("reopen");
+    again
+        .save(&record("sess-0", 1, false), None)
+        .await
+        .expect("save");
+    assert_eq!(lock_files(tmp.path()), locks);
 }
 
 #[tokio::test]
@@ -217,6 +286,42 @@ async fn a_corrupt_record_is_a_typed_error() {
         store.load("f").await,
         Err(StoreError::NewerSchema { found: 99, .. })
     ));
+}
+
+/// Issue 10, fault 7: `open_store` (the CLI's spec parser) refuses every spec that would keep
+/// sessions in a throw-away database, and a plain SQLite path still opens; a library host can
+/// still ask for an in-memory SQLite store explicitly.
+#[tokio::test]
+async fn open_store_refuses_throw_away_specs() {
+    for spec in [
+        "",
+        "  ",
+        "sqlite:",
+        "sqlite::memory:",
+        "sqlite:file::memory:",
+        "sqlite:file:s.db?mode=memory&cache=shared",
+        "sqlite:file:/tmp/s.db?vfs=memdb",
+        "sqlite:s.db?mode=memory",
+    ] {
+        match agent_controller::store::open_store(spec) {
+            Err(StoreError::InvalidSpec { reason, .. }) => assert!(!reason.is_empty()),
+            Err(other) => panic!("{spec:?}: {other}"),
+            Ok(_) => panic!("{spec:?} was opened"),
+        }
+    }
+    #[cfg(feature = "sqlite")]
+    {
+        let tmp = Scratch::new();
+        let spec = format!("sqlite:{}", tmp.path().join("s.db").display());
+        let store = agent_controller::store::open_store(&spec).expect("a plain path opens");
+        store.save(&record("a", 1, true), None).await.expect("save");
+        let memory = agent_controller::store::SqliteStore::in_memory().expect("in memory");
+        memory
+            .save(&record("a", 1, true), None)
+            .await
+            .expect("save");
+        assert_eq!(memory.list_pending().await.expect("list").pending.len(), 1);
+    }
 }
 
 /// A record put into a store behind its back, as a crash, a bug or a hand edit leaves it.
@@ -1218,4 +1323,583 @@ async fn every_run_state_of_a_schema_1_record_loads_as_the_same_run_state() {
         assert_eq!(loaded.run.map(|run| run.state), Some(state), "{name}");
         assert_eq!(state.to_string(), name);
     }
+}
+
+// Leases: interrupted runs and `continue_run` (issue 10 item 8; issue 13: hosts honour each
+// other's leases). A "host" below is a controller with its own lease owner; a crash is its
+// decision task aborted while it waits in the model (or a tool), right after a save.
+
+/// The lease of the hosts in these tests: short, so a crashed host's run is interrupted soon.
+const LEASE: std::time::Duration = std::time::Duration::from_millis(400);
+
+/// A model whose every call waits for ever, after telling the test it was called: a host that
+/// stops there stopped after the save before the call.
+struct Hang(Arc<tokio::sync::Notify>);
+
+#[agent_controller::async_trait]
+impl LanguageModel for Hang {
+    async fn generate(
+        &self,
+        _: agent_controller::ModelRequest<'_>,
+    ) -> Result<agent_controller::ModelResponse, agent_controller::ModelError> {
+        self.0.notify_one();
+        std::future::pending().await
+    }
+}
+
+/// A tool that counts its runs; with `{"hang": true}` it tells the test and waits for ever.
+struct Counted {
+    runs: Arc<std::sync::atomic::AtomicUsize>,
+    started: Arc<tokio::sync::Notify>,
+}
+
+#[agent_controller::async_trait]
+impl agent_controller::Tool for Counted {
+    fn name(&self) -> &str {
+        "count"
+    }
+    fn description(&self) -> String {
+        "Counts.".to_owned()
+    }
+    fn input_schema(&self) -> serde_json::Value {
+        json!({"type": "object"})
+    }
+    async fn execute(
+        &self,
+        args: &serde_json::Value,
+        _: &agent_controller::ToolContext<'_>,
+    ) -> agent_controller::ToolOutput {
+        let n = self.runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        if args["hang"] == json!(true) {
+            self.started.notify_one();
+            std::future::pending::<()>().await;
+        }
+        agent_controller::ToolOutput::ok(format!("counted {n}"))
+    }
+}
+
+/// A host: a controller on `store` whose runs are leased to `owner` for [`LEASE`], with the
+/// workspace tools and `count` (sharing `runs`).
+fn host(
+    ws: &Workspace,
+    model: Arc<dyn LanguageModel>,
+    store: Arc<dyn SessionStore>,
+    owner: &str,
+    runs: &Arc<std::sync::atomic::AtomicUsize>,
+) -> AgentController {
+    let mut tools = ToolRegistry::with_workspace_tools();
+    tools
+        .register(Arc::new(Counted {
+            runs: runs.clone(),
+            started: Arc::new(tokio::sync::Notify::new()),
+        }))
+        .expect("register");
+    host_with(ws, model, store, owner, tools)
+}
+
+fn host_with(
+    ws: &Workspace,
+    model: Arc<dyn LanguageModel>,
+    store: Arc<dyn SessionStore>,
+    owner: &str,
+    tools: ToolRegistry,
+) -> AgentController {
+    AgentController::builder(common::graph(PLAN_BUILD), model)
+        .tools(tools)
+        .workspace(ws.path())
+        .store(store)
+        .lease_owner(owner)
+        .lease_duration(LEASE)
+        .build()
+        .expect("controller")
+}
+
+/// Suspends a plan, then host `host-a` approves it with `model` and stops (its task aborted)
+/// once `stopped_at` is notified: the run is `running` in the store under host-a's lease.
+async fn decide_and_crash(
+    ws: &Workspace,
+    store: Arc<dyn SessionStore>,
+    controller: AgentController,
+    stopped_at: Arc<tokio::sync::Notify>,
+) -> String {
+    let (session_id, run_id, call_id) = suspend_and_drop(ws, store).await;
+    let mut session = controller
+        .restore_session(&session_id, SessionOptions::new())
+        .await
+        .expect("restore");
+    let task =
+        tokio::spawn(async move { session.resume(&run_id, &call_id, Decision::approve()).await });
+    stopped_at.notified().await;
+    task.abort();
+    assert!(task.await.expect_err("aborted").is_cancelled());
+    session_id
+}
+
+async fn stored(store: &Arc<dyn SessionStore>, id: &str) -> SessionRecord {
+    store.load(id).await.expect("load").expect("stored")
+}
+
+#[tokio::test]
+async fn a_run_cut_off_after_its_decision_is_interrupted_once_its_lease_ends_and_continues_once() {
+    for backend in backends() {
+        let tmp = Scratch::new();
+        let ws = Workspace::new();
+        let store = open(backend, tmp.path());
+        let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let called = Arc::new(tokio::sync::Notify::new());
+        let a = host(
+            &ws,
+            Arc::new(Hang(called.clone())),
+            store.clone(),
+            "host-a",
+            &runs,
+        );
+        let id = decide_and_crash(&ws, store.clone(), a, called).await;
+
+        let record = stored(&store, &id).await;
+        let run = record.run.clone().expect("run");
+        assert_eq!(
+            run.state,
+            agent_controller::RunState::Running,
+            "{backend:?}"
+        );
+        assert_eq!(run.owner.as_deref(), Some("host-a"), "{backend:?}");
+        let now = agent_controller::store::now_millis();
+        assert!(
+            run.lease_expires_at_ms.is_some_and(|end| end > now),
+            "{backend:?}"
+        );
+        assert_eq!(
+            record.interrupted_run(now),
+            None,
+            "a live lease is not interrupted"
+        );
+
+        // Host B while host-a's lease runs: never takes the run over, nor ends it.
+        let store_b = reopen(backend, tmp.path(), &store);
+        let model_b = Arc::new(ReplayModel::new([ReplayModel::text("built")]));
+        let b = host(&ws, model_b.clone(), store_b.clone(), "host-b", &runs);
+        let mut early = b
+            .restore_session(&id, SessionOptions::new())
+            .await
+            .expect("restore");
+        let err = early.continue_run().await.expect_err("a live lease");
+        assert!(
+            matches!(&err, SessionError::LeaseHeld { owner, .. } if owner == "host-a"),
+            "{backend:?}: {err}"
+        );
+        let err = early
+            .send_message("hello?")
+            .await
+            .expect_err("a live lease");
+        assert!(
+            matches!(err, SessionError::LeaseHeld { .. }),
+            "{backend:?}: {err}"
+        );
+        assert_eq!(
+            stored(&store_b, &id).await,
+            record,
+            "{backend:?}: nothing changed"
+        );
+        assert!(model_b.requests().is_empty());
+
+        // Once the lease ends the run is interrupted, and host B carries it on.
+        tokio::time::sleep(LEASE + std::time::Duration::from_millis(50)).await;
+        let interrupted = stored(&store_b, &id)
+            .await
+            .interrupted_run(agent_controller::store::now_millis())
+            .expect("interrupted");
+        assert_eq!(
+            (interrupted.run_id.as_str(), interrupted.mode_id.as_str()),
+            ("run_1", "build"),
+            "{backend:?}"
+        );
+        assert_eq!(interrupted.owner.as_deref(), Some("host-a"));
+        let recorder = Recorder::default();
+        let mut session = b
+            .restore_session(&id, recorder.options())
+            .await
+            .expect("restore");
+        let outcome = session.continue_run().await.expect("continue");
+        assert!(
+            matches!(&outcome, RunOutcome::Completed { text, .. } if text == "built"),
+            "{backend:?}: {outcome:?}"
+        );
+        let requests = model_b.requests();
+        assert_eq!(
+            requests.len(),
+            1,
+            "{backend:?}: the model's next step, once"
+        );
+        assert_eq!(
+            requests[0].mode_id, "build",
+            "in the mode the decision handed over to"
+        );
+        assert_eq!(
+            recorder.kinds(),
+            ["agent_start", "assistant_message", "agent_end"],
+            "{backend:?}"
+        );
+        let done = stored(&store_b, &id).await;
+        let run = done.run.clone().expect("run");
+        assert_eq!(
+            run.state,
+            agent_controller::RunState::Completed,
+            "{backend:?}"
+        );
+        assert_eq!(
+            (run.owner, run.lease_expires_at_ms),
+            (None, None),
+            "an ended run has no lease"
+        );
+        assert_eq!(done.interrupted_run(u64::MAX), None);
+
+        // Nothing is left to carry on.
+        let mut again = b
+            .restore_session(&id, SessionOptions::new())
+            .await
+            .expect("restore");
+        let err = again.continue_run().await.expect_err("done");
+        assert!(
+            matches!(err, SessionError::NotInterrupted { .. }),
+            "{backend:?}: {err}"
+        );
+        assert_eq!(model_b.requests().len(), 1);
+    }
+}
+
+#[test]
+fn racing_continuers_exactly_one_wins() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        for backend in backends() {
+            for round in 0..5 {
+                let tmp = Scratch::new();
+                let ws = Workspace::new();
+                let store = open(backend, tmp.path());
+                let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+                let called = Arc::new(tokio::sync::Notify::new());
+                let a = host(
+                    &ws,
+                    Arc::new(Hang(called.clone())),
+                    store.clone(),
+                    "host-a",
+                    &runs,
+                );
+                let id = decide_and_crash(&ws, store.clone(), a, called).await;
+                tokio::time::sleep(LEASE + std::time::Duration::from_millis(50)).await;
+                // Both continuers read the interrupted run before either takes it.
+                let mut racers = Vec::new();
+                for name in ["host-b", "host-c"] {
+                    let model = Arc::new(ReplayModel::new([ReplayModel::text("built")]));
+                    let store = reopen(backend, tmp.path(), &store);
+                    let controller = host(&ws, model.clone(), store, name, &runs);
+                    let session = controller
+                        .restore_session(&id, SessionOptions::new())
+                        .await
+                        .expect("restore");
+                    racers.push((session, model));
+                }
+                let mut tasks = Vec::new();
+                let mut models = Vec::new();
+                for (mut session, model) in racers {
+                    models.push(model);
+                    tasks.push(tokio::spawn(async move { session.continue_run().await }));
+                }
+                let mut wins = 0;
+                for task in tasks {
+                    match task.await.expect("task") {
+                        Ok(RunOutcome::Completed { .. }) => wins += 1,
+                        Ok(other) => panic!("{backend:?} round {round}: {other:?}"),
+                        Err(e) => assert!(e.is_conflict(), "{backend:?} round {round}: {e}"),
+                    }
+                }
+                assert_eq!(wins, 1, "{backend:?} round {round}");
+                let calls: usize = models.iter().map(|m| m.requests().len()).sum();
+                assert_eq!(calls, 1, "{backend:?} round {round}: one model step in all");
+                let run = stored(&store, &id).await.run.expect("run");
+                assert_eq!(run.state, agent_controller::RunState::Completed);
+            }
+        }
+    });
+}
+
+#[tokio::test]
+async fn a_tool_call_saved_or_cut_off_is_never_run_again_when_a_run_is_continued() {
+    for backend in backends() {
+        let tmp = Scratch::new();
+        let ws = Workspace::new();
+        let store = open(backend, tmp.path());
+        let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let started = Arc::new(tokio::sync::Notify::new());
+        // Host A: after the approval, `count` runs and its result is saved with the next step;
+        // in that step a second `count` hangs, and host A stops there.
+        let model_a = Arc::new(ReplayModel::new([
+            ReplayModel::call("k1", "count", json!({})),
+            ReplayModel::call("k2", "count", json!({"hang": true})),
+        ]));
+        let mut tools = ToolRegistry::with_workspace_tools();
+        tools
+            .register(Arc::new(Counted {
+                runs: runs.clone(),
+                started: started.clone(),
+            }))
+            .expect("register");
+        let a = host_with(&ws, model_a, store.clone(), "host-a", tools);
+        let id = decide_and_crash(&ws, store.clone(), a, started).await;
+        assert_eq!(
+            runs.load(std::sync::atomic::Ordering::SeqCst),
+            2,
+            "{backend:?}"
+        );
+        let record = stored(&store, &id).await;
+        assert!(
+            record.messages.iter().any(|m| matches!(m,
+                agent_controller::Message::Tool { tool_call_id, .. } if tool_call_id == "k1")),
+            "{backend:?}: k1's result was saved before k2 ran"
+        );
+
+        tokio::time::sleep(LEASE + std::time::Duration::from_millis(50)).await;
+        let model_b = Arc::new(ReplayModel::new([ReplayModel::text("checked")]));
+        let b = host(
+            &ws,
+            model_b.clone(),
+            reopen(backend, tmp.path(), &store),
+            "host-b",
+            &runs,
+        );
+        let recorder = Recorder::default();
+        let mut session = b
+            .restore_session(&id, recorder.options())
+            .await
+            .expect("restore");
+        session.continue_run().await.expect("continue");
+        assert_eq!(
+            runs.load(std::sync::atomic::Ordering::SeqCst),
+            2,
+            "{backend:?}: neither the saved call nor the cut-off one ran again"
+        );
+        assert_eq!(
+            recorder.kinds(),
+            [
+                "agent_start",
+                "tool_start",
+                "tool_end",
+                "assistant_message",
+                "agent_end"
+            ],
+            "{backend:?}"
+        );
+        let messages = &model_b.requests()[0].messages;
+        let results: Vec<(&str, &str)> = messages
+            .iter()
+            .filter_map(|m| match m {
+                agent_controller::Message::Tool {
+                    tool_call_id,
+                    content,
+                    ..
+                } if tool_call_id.starts_with('k') => {
+                    Some((tool_call_id.as_str(), content.as_str()))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(results.len(), 2, "{backend:?}: {results:?}");
+        assert_eq!(results[0], ("k1", "counted 1"));
+        assert_eq!(results[1].0, "k2");
+        assert!(results[1].1.starts_with("Interrupted:"), "{}", results[1].1);
+    }
+}
+
+/// A planning mode whose approved plan may go to `build` (a plain approval) or `build-auto`.
+const PLAN_CHOICE: &str = r#"
+[[modes]]
+id = "plan"
+transitionsTo = ["build", "build-auto"]
+availableTools = ["read_file", "submit_plan"]
+
+[[modes]]
+id = "build"
+default = true
+
+[[modes]]
+id = "build-auto"
+"#;
+
+/// The allowed targets are stored with the pending plan and listed by `list_pending`; after a
+/// restart a target outside the list (and a rejection naming a target) is refused and changes
+/// nothing, and a listed one is where the session goes, recorded with the decision.
+#[tokio::test]
+async fn a_chosen_target_is_stored_refused_outside_the_list_and_decided_once_on_every_store() {
+    for backend in backends() {
+        let tmp = Scratch::new();
+        let ws = Workspace::new();
+        let store = open(backend, tmp.path());
+        let path = ws.plan("p.md", "# Durable\n\n1. step\n");
+        let model = Arc::new(ReplayModel::new([ReplayModel::call(
+            "c1",
+            "submit_plan",
+            json!({ "path": path }),
+        )]));
+        let controller = controller_with(PLAN_CHOICE, &ws, model, store.clone());
+        let mut session = controller
+            .start_session(SessionOptions::new().mode("plan").id("s1"))
+            .await
+            .expect("session");
+        let RunOutcome::Suspended { payload, .. } =
+            session.send_message("plan it").await.expect("run")
+        else {
+            panic!("suspends")
+        };
+        assert_eq!(
+            payload.target_mode_ids,
+            ["build".into(), "build-auto".into()]
+        );
+        drop(session);
+
+        let store = reopen(backend, tmp.path(), &store);
+        let pending = store.list_pending().await.expect("pending").pending;
+        assert_eq!(pending.len(), 1, "{backend:?}");
+        assert_eq!(pending[0].target_mode_id, "build", "{backend:?}");
+        assert_eq!(
+            pending[0].target_mode_ids,
+            ["build", "build-auto"],
+            "{backend:?}"
+        );
+        let model = Arc::new(ReplayModel::new([ReplayModel::text("building")]));
+        let controller = controller_with(PLAN_CHOICE, &ws, model.clone(), store.clone());
+        let recorder = Recorder::default();
+        let mut session = controller
+            .restore_session("s1", recorder.options())
+            .await
+            .expect("restore");
+        let decision_id = pending[0].decision_id.clone();
+        let version = session.version();
+        for (decision, refused) in [
+            (
+                Decision::approve().to("plan"),
+                SessionError::TargetNotAllowed {
+                    given: "plan".into(),
+                    allowed: vec!["build".into(), "build-auto".into()],
+                },
+            ),
+            (
+                Decision::approve().to("Build-auto"),
+                SessionError::TargetNotAllowed {
+                    given: "Build-auto".into(),
+                    allowed: vec!["build".into(), "build-auto".into()],
+                },
+            ),
+        ] {
+            assert_eq!(
+                session.decide(&decision_id, decision).await,
+                Err(refused),
+                "{backend:?}"
+            );
+        }
+        let err = session
+            .decide(&decision_id, Decision::reject().to("build-auto"))
+            .await
+            .expect_err("a rejection names no target");
+        assert!(matches!(err, SessionError::MalformedDecision(_)), "{err}");
+        let err = session
+            .decide_json(
+                &decision_id,
+                &json!({ "action": "approved", "targetModeId": "nowhere" }),
+            )
+            .await
+            .expect_err("not listed");
+        assert!(
+            matches!(err, SessionError::TargetNotAllowed { .. }),
+            "{err}"
+        );
+        assert!(recorder.take().is_empty(), "{backend:?}: no event");
+        assert_eq!(session.version(), version, "{backend:?}: nothing saved");
+        assert_eq!(session.mode().id(), "plan");
+        assert_eq!(
+            store.list_pending().await.expect("pending").pending,
+            pending
+        );
+
+        session
+            .decide_json(
+                &decision_id,
+                &json!({ "action": "approved", "targetModeId": "build-auto", "decidedBy": "ann" }),
+            )
+            .await
+            .expect("approve to build-auto");
+        assert_eq!(session.mode().id(), "build-auto", "{backend:?}");
+        assert_eq!(model.requests()[0].mode_id, "build-auto");
+        let changes: Vec<Event> = recorder
+            .take()
+            .into_iter()
+            .filter(|e| matches!(e, Event::ModeChanged { .. }))
+            .collect();
+        assert_eq!(
+            changes,
+            vec![Event::ModeChanged {
+                mode_id: "build-auto".into(),
+                previous_mode_id: "plan".into(),
+                reason: ModeChangeReason::PlanApproved
+            }]
+        );
+        let stored = store.load("s1").await.expect("load").expect("record");
+        let decided = stored.last_decided.expect("decided");
+        assert_eq!(decided.target_mode_id.as_deref(), Some("build-auto"));
+        assert_eq!(decided.decided_by.as_deref(), Some("ann"));
+        assert!(
+            store
+                .list_pending()
+                .await
+                .expect("pending")
+                .pending
+                .is_empty()
+        );
+        let err = session
+            .decide(&decision_id, Decision::approve().to("build"))
+            .await
+            .expect_err("once");
+        assert_eq!(err, SessionError::AlreadyDecided(decision_id.clone()));
+    }
+}
+
+/// A pending plan restored under a config that lists other targets can no longer be approved
+/// (what the user was shown is not what approval would offer); it can still be rejected.
+#[tokio::test]
+async fn a_config_change_to_the_targets_list_blocks_approval_of_a_pending_plan() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ws = Workspace::new();
+    let store = open(Backend::Files, tmp.path());
+    let (session_id, _, _) = suspend_and_drop(&ws, store.clone()).await;
+    // Submitted under PLAN_BUILD (`build` only); now `plan` lists two targets.
+    let changed = PLAN_BUILD.replace(
+        "transitionsTo = \"build\"",
+        "transitionsTo = [\"build\", \"ask\"]",
+    ) + "\n[[modes]]\nid = \"ask\"\n";
+    let controller = controller_with(&changed, &ws, Arc::new(ReplayModel::new([])), store);
+    let mut session = controller
+        .restore_session(&session_id, SessionOptions::new())
+        .await
+        .expect("restore");
+    let pending = session.pending().cloned().expect("pending");
+    assert_eq!(
+        pending.payload().target_mode_ids,
+        ["build".into()],
+        "listed from the old record"
+    );
+    let reason = pending.stale_reason().expect("stale");
+    assert!(reason.contains("`build`, `ask`"), "{reason}");
+    let err = session
+        .decide(pending.decision_id(), Decision::approve())
+        .await
+        .expect_err("stale");
+    assert!(matches!(err, SessionError::ConfigChanged(_)), "{err}");
+    session
+        .decide(pending.decision_id(), Decision::reject())
+        .await
+        .expect("reject");
 }

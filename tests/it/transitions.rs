@@ -232,21 +232,40 @@ fn every_edge_of_the_shipped_configs_is_exercised() {
         let text = std::fs::read_to_string(&path).expect("a shipped config");
         let facts = Arc::new(ConfigFacts::from_toml(&text).expect("facts"));
         let n = facts.len();
-        let planning = (0..n).filter(|m| facts.is_planning(*m)).count();
-        expected_total += n * (n - 1) + 5 * planning;
+        let planning: Vec<usize> = (0..n).filter(|m| facts.is_planning(*m)).collect();
+        // An approval edge per listed target (one where `transitionsTo` names one mode), and
+        // four ways not to approve, per planning mode.
+        let approvals: usize = planning
+            .iter()
+            .map(|m| facts.transition_targets(*m).len())
+            .sum();
+        expected_total += n * (n - 1) + 4 * planning.len() + approvals;
 
-        // The relation's approval edges are the hand-overs the fixture file names.
+        // The relation's approval edges are the hand-overs the fixture file names: every target
+        // of `approve_to` where the case lists a choice, else the one of `approve`.
         if let Some(case) = expected.get(&name) {
             let approve: Vec<(String, String)> = testing::edges(&facts)
                 .into_iter()
                 .filter(|e| e.cause == testing::Cause::Approve)
                 .map(|e| (e.from, e.to))
                 .collect();
+            let choices = case.get("approve_to").and_then(toml::Value::as_table);
             let mut want: Vec<(String, String)> = case["approve"]
                 .as_table()
                 .expect("an approve table")
                 .iter()
-                .map(|(from, to)| (from.clone(), to.as_str().unwrap_or_default().to_owned()))
+                .flat_map(|(from, to)| {
+                    let targets: Vec<String> = match choices.and_then(|c| c.get(from)) {
+                        Some(list) => list
+                            .as_array()
+                            .expect("an approve_to list")
+                            .iter()
+                            .map(|t| t.as_str().unwrap_or_default().to_owned())
+                            .collect(),
+                        None => vec![to.as_str().unwrap_or_default().to_owned()],
+                    };
+                    targets.into_iter().map(move |t| (from.clone(), t))
+                })
                 .collect();
             let mut got = approve.clone();
             want.sort();
