@@ -113,10 +113,12 @@ fn modes() -> Result<ModeGraph, agent_controller::ConfigError> {
         .build()
 }
 
-fn controller(workspace: &Path) -> agent_controller::Result<AgentController> {
+/// The store lies outside the workspace, where the model's tools cannot reach it (inside, the
+/// controller would protect it anyway: `SessionStore::protected_paths`).
+fn controller(workspace: &Path, sessions: &Path) -> agent_controller::Result<AgentController> {
     let mut tools = ToolRegistry::with_workspace_tools();
     tools.register(Arc::new(WordCount))?;
-    let store = FileStore::open(workspace.join(".agent/sessions"))?;
+    let store = FileStore::open(sessions)?;
     Ok(AgentController::builder(modes()?, Arc::new(Planner))
         .tools(tools)
         .workspace(workspace)
@@ -134,10 +136,12 @@ fn options() -> SessionOptions {
 async fn main() -> agent_controller::Result<()> {
     let workspace = tempfile::tempdir()
         .map_err(|e| agent_controller::StoreError::backend("create a temporary workspace", e))?;
+    let sessions = tempfile::tempdir()
+        .map_err(|e| agent_controller::StoreError::backend("create a temporary store", e))?;
 
     // First process: plan, then stop with the plan pending.
     let session_id = {
-        let controller = controller(workspace.path())?;
+        let controller = controller(workspace.path(), sessions.path())?;
         let mut session = controller.start_session(options().mode("plan")).await?;
         let outcome = session.send_message("Add dark mode").await?;
         let RunOutcome::Suspended { payload, .. } = outcome else {
@@ -151,7 +155,7 @@ async fn main() -> agent_controller::Result<()> {
     };
 
     // Second process (a fresh controller on the same store): approve, and the build runs.
-    let controller = controller(workspace.path())?;
+    let controller = controller(workspace.path(), sessions.path())?;
     let mut session = controller.restore_session(&session_id, options()).await?;
     let pending = session.pending().expect("the plan is still pending");
     let (run_id, tool_call_id) = (

@@ -37,6 +37,7 @@ pub struct AgentControllerBuilder {
     tool_layer: Option<ToolLayer>,
     lease_owner: Option<String>,
     lease_duration: Duration,
+    protected_paths: Vec<PathBuf>,
 }
 
 impl std::fmt::Debug for AgentControllerBuilder {
@@ -67,6 +68,17 @@ impl AgentControllerBuilder {
     /// ends with reason `failed`.
     pub fn max_steps(mut self, steps: usize) -> Self {
         self.max_steps = steps.max(1);
+        self
+    }
+
+    /// Protects `path` from the workspace tools: no tool call reads, lists or writes it, or
+    /// anything beneath it when it is a directory (the tool gets an error result and nothing
+    /// changes). For files the model must not see or change that may lie in the workspace, such
+    /// as the mode config (the CLI protects the config it loaded). The store's own files are
+    /// protected without this ([`crate::store::SessionStore::protected_paths`]). A relative path
+    /// is taken from the current directory; the path need not exist yet.
+    pub fn protected_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.protected_paths.push(path.into());
         self
     }
 
@@ -140,6 +152,13 @@ impl AgentControllerBuilder {
             .map(|id| mode_runtime(&self.graph, &self.tools, id, &plans_dir))
             .collect();
         let fingerprint = self.graph.fingerprint();
+        let store_paths = self.store.iter().flat_map(|s| s.protected_paths());
+        let protected_paths = self
+            .protected_paths
+            .into_iter()
+            .chain(store_paths)
+            .map(|p| std::path::absolute(&p).unwrap_or(p))
+            .collect();
         Ok(AgentController {
             shared: Arc::new(Shared {
                 graph: self.graph,
@@ -152,6 +171,7 @@ impl AgentControllerBuilder {
                 store: self.store,
                 lease_owner: self.lease_owner.unwrap_or_else(default_lease_owner),
                 lease_duration: self.lease_duration,
+                protected_paths,
                 runtimes,
             }),
         })
@@ -300,6 +320,7 @@ impl AgentController {
             tool_layer: None,
             lease_owner: None,
             lease_duration: DEFAULT_LEASE,
+            protected_paths: Vec::new(),
         }
     }
 
@@ -375,6 +396,12 @@ impl AgentController {
             None => Arc::from(new_session_id()),
         };
         Session::start(self.shared.clone(), id, mode, options).await
+    }
+
+    /// The protected areas no workspace tool touches: the host's
+    /// ([`AgentControllerBuilder::protected_path`]) and the store's, as absolute paths.
+    pub fn protected_paths(&self) -> &[PathBuf] {
+        &self.shared.protected_paths
     }
 
     /// The session store, if one is configured.

@@ -139,9 +139,15 @@ pub struct DecidedRecord {
     /// Approved, rejected or cancelled (`None` in records written before it was kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<DecisionOutcome>,
-    /// The SHA-256 of the plan that was decided.
+    /// The SHA-256 of the plan that was decided: the submitted plan, the one shown to the user
+    /// (and the one a `sha256` pin names), also when the approval edited it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
+    /// The SHA-256 of the text approved and handed to the next mode when the user edited the
+    /// plan before approving ([`crate::Decision::with_plan`]); `None` when nothing was edited
+    /// (the approved text is then the submitted plan, `sha256`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_sha256: Option<String>,
     /// When, as RFC 3339 in UTC with seconds (`2026-11-30T12:35:43Z`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided_at: Option<String>,

@@ -8,8 +8,14 @@
 //! leaves (absolute, `..` past the root, dangling to the outside, or swapped in while a call
 //! runs) is refused. Only regular files are read or written, checked on the opened handle: a
 //! FIFO, device or socket is opened non-blocking and refused at once.
+//!
+//! A jail can also hold protected areas ([`Jail::protecting`]): files and directories inside it
+//! that no operation reads, lists or writes, such as the session store and the mode config when
+//! they sit in the workspace. Each opened handle is checked by where it really lies (its
+//! canonical path), so no spelling of a path (`..`, a symlink, an absolute path) gets in.
 
 use std::io::{Read, Write};
+use std::os::fd::AsFd;
 use std::path::{Component, Path, PathBuf};
 
 use cap_std::ambient_authority;
@@ -47,6 +53,12 @@ pub enum JailError {
         "`{0}` is a plan file pending a decision: it cannot be changed until the plan is decided; write to another file"
     )]
     PendingPlan(String),
+    /// The path lies in a protected area (the session store, the mode config, or a path the host
+    /// protects): it is neither read, listed nor written.
+    #[error(
+        "`{0}` lies in a protected area (the session store, the mode config or a path the host protects): access refused"
+    )]
+    Protected(String),
     /// The file has other hard links, which may lie outside; it is not written through.
     #[error("`{0}` has other hard links: refusing to write through it")]
     HardLinked(String),
@@ -67,6 +79,8 @@ pub struct FileId {
 pub struct Jail {
     dir: Dir,
     label: String,
+    /// Canonical paths of the protected areas: each path and everything beneath it.
+    areas: Vec<PathBuf>,
 }
 
 impl Jail {
@@ -78,17 +92,83 @@ impl Jail {
         let label = path.display().to_string();
         let dir = Dir::open_ambient_dir(path, ambient_authority())
             .map_err(|e| io_error(&label, &label, e))?;
-        Ok(Self { dir, label })
+        Ok(Self {
+            dir,
+            label,
+            areas: Vec::new(),
+        })
+    }
+
+    /// The same jail, refusing every operation on `paths` and on everything beneath them (a file,
+    /// or a directory and its contents). The paths need not exist yet; relative ones are taken
+    /// from the current directory.
+    pub fn protecting(mut self, paths: &[PathBuf]) -> Self {
+        self.areas.extend(paths.iter().map(|p| canonical(p)));
+        self
+    }
+
+    /// Refuses `real` (where a path really lies) when it is or lies beneath a protected area.
+    fn check_real(&self, real: &Path, shown: &str) -> Result<(), JailError> {
+        if self.areas.iter().any(|p| real.starts_with(p)) {
+            return Err(JailError::Protected(shown.to_owned()));
+        }
+        Ok(())
+    }
+
+    /// Refuses an opened handle that lies in a protected area, or whose place cannot be told.
+    fn check_handle(&self, handle: &impl AsFd, shown: &str) -> Result<(), JailError> {
+        if self.areas.is_empty() {
+            return Ok(());
+        }
+        let real = real_path(handle).ok_or_else(|| JailError::Protected(shown.to_owned()))?;
+        self.check_real(&real, shown)
+    }
+
+    /// Refuses `path` when it would lead into a protected area, before anything is created:
+    /// the deepest part of it that exists is resolved, and the rest applied to that.
+    fn check_path(&self, path: &Path, shown: &str) -> Result<(), JailError> {
+        if self.areas.is_empty() {
+            return Ok(());
+        }
+        let mut options = OpenOptions::new();
+        options.read(true).custom_flags(NONBLOCK);
+        for existing in path.ancestors() {
+            let opened = if existing.as_os_str().is_empty() {
+                Some(real_path(&self.dir))
+            } else {
+                self.dir
+                    .open_with(existing, &options)
+                    .ok()
+                    .map(|f| real_path(&f))
+            };
+            let Some(real) = opened else { continue };
+            let real = real.ok_or_else(|| JailError::Protected(shown.to_owned()))?;
+            let rest = path.strip_prefix(existing).unwrap_or(path);
+            let mut target = real;
+            for part in rest.components() {
+                match part {
+                    Component::ParentDir => {
+                        target.pop();
+                    }
+                    Component::Normal(name) => target.push(name),
+                    _ => {}
+                }
+            }
+            return self.check_real(&target, shown);
+        }
+        Err(JailError::Protected(shown.to_owned()))
     }
 
     /// The directory `path` inside this one, created first when `create` is set, as a jail of its
     /// own (named `label` in messages).
     ///
     /// # Errors
-    /// [`JailError::Outside`] when `path` leads outside, [`JailError::NotFound`] or
-    /// [`JailError::Io`] when it cannot be created or opened.
+    /// [`JailError::Outside`] when `path` leads outside, [`JailError::Protected`] when it leads
+    /// into a protected area, [`JailError::NotFound`] or [`JailError::Io`] when it cannot be
+    /// created or opened.
     pub fn subdir(&self, path: &Path, create: bool, label: &str) -> Result<Self, JailError> {
         let shown = path.display().to_string();
+        self.check_path(path, &shown)?;
         if create {
             self.dir
                 .create_dir_all(path)
@@ -98,9 +178,11 @@ impl Jail {
             .dir
             .open_dir(path)
             .map_err(|e| io_error(&shown, &self.label, e))?;
+        self.check_handle(&dir, &shown)?;
         Ok(Self {
             dir,
             label: label.to_owned(),
+            areas: self.areas.clone(),
         })
     }
 
@@ -108,15 +190,20 @@ impl Jail {
     ///
     /// # Errors
     /// [`JailError::Outside`], [`JailError::NotFound`], [`JailError::NotAFile`] (also for a
-    /// FIFO or device, at once), [`JailError::TooLarge`], [`JailError::Io`].
+    /// FIFO or device, at once), [`JailError::TooLarge`], [`JailError::Protected`],
+    /// [`JailError::Io`].
     pub fn read(&self, path: &Path, limit: u64) -> Result<Vec<u8>, JailError> {
         let shown = path.display().to_string();
+        // Checked by path first too, so a missing file in a protected area is refused as well,
+        // not reported missing.
+        self.check_path(path, &shown)?;
         let mut options = OpenOptions::new();
         options.read(true).custom_flags(NONBLOCK);
         let file = self
             .dir
             .open_with(path, &options)
             .map_err(|e| io_error(&shown, &self.label, e))?;
+        self.check_handle(&file, &shown)?;
         read_regular(file, &shown, limit)
     }
 
@@ -135,13 +222,20 @@ impl Jail {
     /// The entries of the directory at `path`, sorted, directories with a trailing `/`.
     ///
     /// # Errors
-    /// [`JailError::Outside`], [`JailError::NotFound`], [`JailError::Io`] (also when `path` is
-    /// not a directory).
+    /// [`JailError::Outside`], [`JailError::NotFound`], [`JailError::Protected`],
+    /// [`JailError::Io`] (also when `path` is not a directory).
     pub fn list(&self, path: &Path) -> Result<Vec<String>, JailError> {
         let shown = path.display().to_string();
         let err = |e| io_error(&shown, &self.label, e);
+        self.check_path(path, &shown)?;
+        let dir = if path.as_os_str().is_empty() || path == Path::new(".") {
+            self.dir.try_clone().map_err(err)?
+        } else {
+            self.dir.open_dir(path).map_err(err)?
+        };
+        self.check_handle(&dir, &shown)?;
         let mut names = Vec::new();
-        for entry in self.dir.read_dir(path).map_err(err)? {
+        for entry in dir.entries().map_err(err)? {
             let entry = entry.map_err(err)?;
             let mut name = entry.file_name().to_string_lossy().into_owned();
             if entry.file_type().is_ok_and(|t| t.is_dir()) {
@@ -155,19 +249,31 @@ impl Jail {
 
     /// Writes `bytes` to the regular file at `path`, creating it and its folders, replacing its
     /// content. A file whose identity is in `protected` (plans pending a decision) is not
-    /// touched, nor is one with other hard links.
+    /// touched, nor is one with other hard links, nor anything in a protected area (checked
+    /// before any folder is created).
     ///
     /// # Errors
     /// [`JailError::Outside`], [`JailError::NotAFile`], [`JailError::PendingPlan`],
-    /// [`JailError::HardLinked`], [`JailError::Io`].
+    /// [`JailError::Protected`], [`JailError::HardLinked`], [`JailError::Io`].
     pub fn write(&self, path: &Path, bytes: &[u8], protected: &[FileId]) -> Result<(), JailError> {
         let shown = path.display().to_string();
         let err = |e| io_error(&shown, &self.label, e);
-        self.create_parent(path, &shown)?;
-        let mut options = OpenOptions::new();
-        // No truncation before the handle is checked: a FIFO or a protected file stays as it is.
-        options.write(true).create(true).custom_flags(NONBLOCK);
-        let mut file = self.dir.open_with(path, &options).map_err(err)?;
+        let (parent, name) = self.open_parent(path, &shown)?;
+        let mut existing = OpenOptions::new();
+        // No truncation before the handle is checked: a FIFO or a pending plan stays as it is.
+        existing.write(true).custom_flags(NONBLOCK);
+        let mut file = match parent.open_with(name, &existing) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // O_CREAT | O_EXCL: a new regular file right in the checked parent, never
+                // through a symlink (dangling or not).
+                let mut fresh = OpenOptions::new();
+                fresh.write(true).create_new(true).custom_flags(NONBLOCK);
+                parent.open_with(name, &fresh).map_err(err)?
+            }
+            Err(e) => return Err(err(e)),
+        };
+        self.check_handle(&file, &shown)?;
         let meta = file.metadata().map_err(err)?;
         if !meta.is_file() {
             return Err(JailError::NotAFile(shown));
@@ -187,22 +293,47 @@ impl Jail {
         Ok(())
     }
 
+    /// The directory `path` goes in, created (after checking that `path` leads into no protected
+    /// area) and checked again on its handle, and the file name in it.
+    fn open_parent<'p>(&self, path: &'p Path, shown: &str) -> Result<(Dir, &'p Path), JailError> {
+        self.check_path(path, shown)?;
+        let name = match path.components().next_back() {
+            Some(Component::Normal(name)) => Path::new(name),
+            _ => return Err(JailError::NotAFile(shown.to_owned())),
+        };
+        self.create_parent(path, shown)?;
+        let err = |e| io_error(shown, &self.label, e);
+        let parent = match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => {
+                self.dir.open_dir(parent).map_err(err)?
+            }
+            _ => self.dir.try_clone().map_err(err)?,
+        };
+        self.check_handle(&parent, shown)?;
+        if let Some(real) = real_path(&parent).filter(|_| !self.areas.is_empty()) {
+            self.check_real(&real.join(name), shown)?;
+        }
+        Ok((parent, name))
+    }
+
     /// Writes `bytes` to a new file named `path`, or, when that name is taken by anything (a
     /// file, a folder, a symlink, dangling or not), to `stem-2.ext`, `stem-3.ext`, ...; never
     /// replaces an existing file. A file that already holds exactly `bytes` is reused. Returns
     /// the path written (or reused).
     ///
     /// # Errors
-    /// [`JailError::Outside`], [`JailError::Io`] (also when no free name is found).
+    /// [`JailError::Outside`], [`JailError::Protected`], [`JailError::Io`] (also when no free
+    /// name is found).
     pub fn write_new(&self, path: &Path, bytes: &[u8]) -> Result<PathBuf, JailError> {
         let shown = path.display().to_string();
-        self.create_parent(path, &shown)?;
+        let (parent, name) = self.open_parent(path, &shown)?;
         for n in 1..=1000 {
             let candidate = numbered(path, n);
+            let candidate_name = numbered(name, n);
             let mut options = OpenOptions::new();
             // O_CREAT | O_EXCL: never follows a symlink, dangling or not.
             options.write(true).create_new(true).custom_flags(NONBLOCK);
-            match self.dir.open_with(&candidate, &options) {
+            match parent.open_with(&candidate_name, &options) {
                 Ok(mut file) => {
                     let shown = candidate.display().to_string();
                     file.write_all(bytes)
@@ -232,6 +363,38 @@ impl Jail {
                 .map_err(|e| io_error(shown, &self.label, e)),
             _ => Ok(()),
         }
+    }
+}
+
+/// Where `path` really lies: canonical when it exists; otherwise its deepest existing ancestor
+/// made canonical with the rest appended; relative paths start at the current directory.
+fn canonical(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    for existing in absolute.ancestors() {
+        if let Ok(real) = existing.canonicalize() {
+            let rest = absolute.strip_prefix(existing).unwrap_or(Path::new(""));
+            return match normalize(rest) {
+                Some(rest) => real.join(rest),
+                None => absolute,
+            };
+        }
+    }
+    absolute
+}
+
+/// Where an opened file or directory really lies (its canonical path), from the kernel;
+/// `None` where that cannot be told.
+fn real_path(handle: &impl AsFd) -> Option<PathBuf> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let fd = handle.as_fd().as_raw_fd();
+        std::fs::read_link(format!("/proc/self/fd/{fd}")).ok()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = handle;
+        None
     }
 }
 

@@ -9,12 +9,15 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use agent_controller::diagram::{self, DiagramFormat};
 use agent_controller::display::{neutralize, neutralize_line};
 use agent_controller::jail::{self, Jail};
 use agent_controller::model::scripted::ScriptedModel;
-use agent_controller::store::{PendingSummary, StoreError, check_spec, display_spec, open_store};
+use agent_controller::store::{
+    InterruptedRun, PendingSummary, StoreError, check_spec, display_spec, open_store,
+};
 use agent_controller::terminal::{self, PromptAnswer, SpinnerModel, StdinLines, Style};
 use agent_controller::tool::SUBMIT_PLAN;
 use agent_controller::tool::fs::PLAN_WRITING_TOOLS;
@@ -53,7 +56,8 @@ Exit status:
   2    invalid config or usage (also `check` finding errors)
   3    plan not approved: rejected, or the prompt dismissed without a store; the mode is unchanged
   4    still pending: detached, or the prompt dismissed with a store; decide later with `decide`
-  5    decision refused: already decided, lost a race, stale --sha256, changed config, unknown session
+  5    decision refused: already decided, lost a race, stale --sha256, changed config, unknown session;
+       `continue` refused: no interrupted run, its lease still runs, or another process won
   6    `pending`: some stored records cannot be read; the others are listed, each unreadable one
        is a `warning:` line on stderr (and an {\"unreadable\": ...} line with --json)
   130  interrupted (Ctrl-C while the model works)
@@ -149,8 +153,10 @@ enum Command {
     /// Run one session (with the built-in scripted model, or a real one with --model).
     #[command(after_help = format!("{PROMPT_HELP}\n\n{EXIT_STATUS_HELP}"))]
     Run(RunArgs),
-    /// List the plans waiting for a decision in a session store. A stored record that cannot be
-    /// read is not listed: it is a `warning:` line on stderr, and the exit status is 6.
+    /// List the plans waiting for a decision in a session store, then the interrupted runs (a
+    /// run whose process stopped and whose lease ended: `continue` carries it on). A stored
+    /// record that cannot be read is not listed: it is a `warning:` line on stderr, and the exit
+    /// status is 6.
     #[command(after_help = EXIT_STATUS_HELP)]
     Pending {
         /// The store: a directory, `sqlite:FILE`, or `postgres://USER@HOST:PORT/DB`.
@@ -167,6 +173,12 @@ enum Command {
     /// Decide a pending plan from a session store, in a fresh process, and carry the run on.
     #[command(after_help = format!("{PROMPT_HELP}\n\n{EXIT_STATUS_HELP}"))]
     Decide(DecideArgs),
+    /// Carry on an interrupted run from a session store, in a fresh process: a run whose process
+    /// stopped after a save (killed during `decide`, say), once its lease has ended (`pending`
+    /// lists it). Takes the lease first: of racing continuers one wins, the others are refused
+    /// (exit 5), as is a run whose lease still runs. Tool calls are never run twice.
+    #[command(after_help = format!("{PROMPT_HELP}\n\n{EXIT_STATUS_HELP}"))]
+    Continue(ContinueArgs),
     /// Property-test a mode config with the built-in tools: explore every reachable state of a
     /// session and run the random state-machine test against the reference model; print the
     /// coverage (states, transitions, cases, seed). Exit 1 when the controller diverges.
@@ -205,8 +217,19 @@ struct DecideArgs {
     common: SessionArgs,
 }
 
-/// Options `run` and `decide` share: where the config and workspace are, how plans are decided,
-/// how events are printed, and which model runs.
+#[derive(Debug, Args)]
+struct ContinueArgs {
+    /// The store: a directory, `sqlite:FILE`, or `postgres://USER@HOST:PORT/DB`.
+    #[arg(long, value_parser = parse_store)]
+    store: String,
+    /// The session whose interrupted run to carry on.
+    session: String,
+    #[command(flatten)]
+    common: SessionArgs,
+}
+
+/// Options `run`, `decide` and `continue` share: where the config and workspace are, how plans
+/// are decided, how events are printed, which model runs, and the lease of a running run.
 #[derive(Debug, Args)]
 struct SessionArgs {
     /// The config file.
@@ -222,6 +245,20 @@ struct SessionArgs {
     json: bool,
     #[arg(long, default_value = "scripted", help = MODEL_HELP)]
     model: String,
+    /// The lease of a run this process carries on, in seconds (renewed while it works): if the
+    /// process stops, the run is interrupted once the lease ends, and `continue` carries it on.
+    #[arg(long, value_name = "SECONDS", default_value = "30", value_parser = parse_lease)]
+    lease: Duration,
+}
+
+/// `--lease`: a positive number of seconds (fractions allowed).
+fn parse_lease(text: &str) -> Result<Duration, String> {
+    match text.trim().parse::<f64>() {
+        Ok(secs) if secs.is_finite() && secs > 0.0 && secs <= 86_400.0 => {
+            Ok(Duration::from_secs_f64(secs))
+        }
+        _ => Err("a lease is a number of seconds above 0, at most 86400".to_owned()),
+    }
 }
 
 /// The decision flags of `run` and `decide`: a verdict flag takes no value, so a word after it is
@@ -426,7 +463,10 @@ impl From<SessionError> for Failure {
             | SessionError::UnknownDecision(_)
             | SessionError::NotSuspended(_)
             | SessionError::TargetNotAllowed { .. }
-            | SessionError::SessionExists(_) => Exit::Refused,
+            | SessionError::SessionExists(_)
+            | SessionError::NotInterrupted { .. }
+            | SessionError::LeaseHeld { .. }
+            | SessionError::LeaseLost { .. } => Exit::Refused,
             e if e.is_conflict() => Exit::Refused,
             SessionError::UnknownMode(_)
             | SessionError::MalformedDecision(_)
@@ -457,6 +497,7 @@ fn main() -> ExitCode {
         } => watch_pending(&store, json),
         Command::Pending { store, json, .. } => pending(&store, json),
         Command::Decide(args) => decide(args),
+        Command::Continue(args) => continue_run(args),
         Command::Verify(args) => verify(args),
     };
     let exit = match result {
@@ -777,9 +818,12 @@ fn run(args: RunArgs) -> Outcome {
     )?;
     let mut builder = AgentController::builder(graph.clone(), model)
         .tools(tools)
-        .workspace(&args.common.workspace);
+        .workspace(&args.common.workspace)
+        .protected_path(&args.common.config);
     if let Some(spec) = &args.store {
-        builder = builder.store(open_store(spec).map_err(Failure::runtime)?);
+        builder = builder
+            .store(open_store(spec).map_err(Failure::runtime)?)
+            .lease_duration(args.common.lease);
     }
     let controller = builder.build().map_err(Failure::invalid)?;
     let mut options =
@@ -999,6 +1043,9 @@ fn pending(spec: &str, json: bool) -> Outcome {
     for p in &listing.pending {
         say!("{}", pending_line(p, json)?);
     }
+    for run in &listing.interrupted {
+        say!("{}", interrupted_line(run, spec, json)?);
+    }
     for record in &listing.unreadable {
         warn_unreadable(&record.session_id, Some(&record.location), &record.reason);
         if json {
@@ -1007,7 +1054,7 @@ fn pending(spec: &str, json: bool) -> Outcome {
         }
     }
     if listing.is_healthy() {
-        if !json && listing.pending.is_empty() {
+        if !json && listing.pending.is_empty() && listing.interrupted.is_empty() {
             note!("no pending plans");
         }
         Ok(Exit::Done)
@@ -1024,6 +1071,24 @@ fn warn_unreadable(session_id: &str, location: Option<&str>, reason: &str) {
         neutralize_line(session_id),
         neutralize_line(reason)
     );
+}
+
+/// One interrupted run as `pending` prints it: `{"interrupted": {...}}`, or tab-separated fields
+/// ending in the command that carries it on.
+fn interrupted_line(run: &InterruptedRun, spec: &str, json: bool) -> Result<String, Failure> {
+    if json {
+        let line = serde_json::json!({ "interrupted": run });
+        return Ok(line.to_string());
+    }
+    Ok(format!(
+        "{}\t{}\tinterrupted\t{}\towner {}\tcontinue with: agent-controller continue --store {} {}",
+        neutralize_line(&run.session_id),
+        neutralize_line(&run.run_id),
+        neutralize_line(&run.mode_id),
+        neutralize_line(run.owner.as_deref().unwrap_or("unknown")),
+        neutralize_line(&display_spec(spec)),
+        neutralize_line(&run.session_id),
+    ))
 }
 
 /// One pending plan as `pending` prints it: a JSON object, or tab-separated fields.
@@ -1103,7 +1168,9 @@ fn decide(args: DecideArgs) -> Outcome {
     let controller = AgentController::builder(graph.clone(), model)
         .tools(tools)
         .workspace(&args.common.workspace)
+        .protected_path(&args.common.config)
         .store(store)
+        .lease_duration(args.common.lease)
         .build()
         .map_err(Failure::invalid)?;
     let json = args.common.json;
@@ -1164,6 +1231,62 @@ fn decide(args: DecideArgs) -> Outcome {
         };
         decider.until_done(&mut session, outcome).await
     })
+}
+
+/// `continue`: restores the session, takes its interrupted run over and carries it on; plans it
+/// submits are decided as `run` decides them (the flags, else the prompt; with neither they stay
+/// pending).
+fn continue_run(args: ContinueArgs) -> Outcome {
+    let (graph, tools) = load(&args.common.config)?;
+    let store = open_store(&args.store).map_err(Failure::runtime)?;
+    let json = args.common.json;
+    let model = model_for(&args.common.model, json, None, ScriptedModel::new())?;
+    let controller = AgentController::builder(graph.clone(), model)
+        .tools(tools)
+        .workspace(&args.common.workspace)
+        .store(store)
+        .lease_duration(args.common.lease)
+        .build()
+        .map_err(Failure::invalid)?;
+    runtime()?.block_on(async {
+        let options = SessionOptions::new().on_event(event_printer(json, graph.clone()));
+        let mut session = controller.restore_session(&args.session, options).await?;
+        let outcome = tokio::select! {
+            outcome = session.continue_run() => Some(outcome),
+            _ = tokio::signal::ctrl_c() => None,
+        };
+        let Some(outcome) = outcome else {
+            return Ok(interrupted(&mut session).await);
+        };
+        let outcome = outcome.map_err(|e| lost_continue(e, &args.store))?;
+        let mut prompt = args
+            .common
+            .decision
+            .fixed()
+            .is_none()
+            .then(|| Prompt::new(graph));
+        let mut decider = Decider {
+            flags: &args.common.decision,
+            prompt: prompt.as_mut(),
+            json,
+            store: Some(&args.store),
+            detach: false,
+            last: None,
+        };
+        decider.until_done(&mut session, outcome).await
+    })
+}
+
+/// A `continue` that lost to another writer (another continuer took the run first) says so;
+/// nothing changed.
+fn lost_continue(error: SessionError, store: &str) -> Failure {
+    if !error.is_conflict() {
+        return error.into();
+    }
+    Failure::refused(format!(
+        "{error}: another process carried the run on (or changed the session) after it was loaded here, so nothing was done; see the store with: agent-controller pending --store {}",
+        neutralize_line(&display_spec(store))
+    ))
 }
 
 /// The targets of a pending plan as one field: `build`, or `build | build-auto` when the user

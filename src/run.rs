@@ -5,11 +5,12 @@
 //! has a `run_1`. A host that tracks runs of several sessions keys them by (session id, run id);
 //! [`crate::ToolContext`] and [`crate::ModelRequest`] carry both, and every event a session
 //! emits belongs to that session.
+//!
+//! The types a run's callers use ([`Decision`], [`PendingDecision`], [`RunOutcome`]) are
+//! defined with the session, whose operations take and return them, and re-exported here.
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use tracing::Instrument;
 
 use crate::event::{
@@ -18,312 +19,15 @@ use crate::event::{
 };
 use crate::mode::ModeId;
 use crate::model::{Message, ModelError, ModelErrorKind, ModelRequest, TextSink};
-use crate::session::{Session, SessionError};
+pub use crate::session::{Decision, DecisionAction, PendingDecision, RunOutcome};
+use crate::session::{Session, SessionError, decision_id_for};
 use crate::store::SessionStore;
 use crate::tool::submit_plan::{self, PlanSubmission, REJECTED_RESULT, SUBMIT_PLAN};
 use crate::tool::{PendingPlans, ToolCall, ToolContext, ToolOutput};
 
-/// How a call that drives a run returned: the run's state ([`RunOutcome::state`]) with what
-/// goes with it (the model's text, the suspended plan, the error).
-#[derive(Debug, Clone, PartialEq)]
-pub enum RunOutcome {
-    /// The model finished; `text` is its last reply.
-    Completed {
-        /// The run id.
-        run_id: Arc<str>,
-        /// The model's last text (empty when a rejection ended the run).
-        text: String,
-    },
-    /// The run is suspended on `submit_plan`; decide with [`Session::resume`].
-    Suspended {
-        /// The run id.
-        run_id: Arc<str>,
-        /// The `submit_plan` call id.
-        tool_call_id: String,
-        /// The captured plan and the hand-over target.
-        payload: SuspendPayload,
-    },
-    /// The model failed or the step limit was reached; the session stays usable.
-    Failed {
-        /// The run id.
-        run_id: Arc<str>,
-        /// What went wrong: its kind (rate limited, authentication, step limit, ...), a message
-        /// and the underlying error as its source.
-        error: ModelError,
-    },
-    /// The host cancelled the run ([`crate::session::CancelHandle::cancel`]): every tool call
-    /// of the last model reply has a result (a "cancelled" one where none arrived), the run
-    /// ended `aborted`, and the session is ready for the next message.
-    Aborted {
-        /// The run id.
-        run_id: Arc<str>,
-    },
-}
-
-impl RunOutcome {
-    /// The run id.
-    pub fn run_id(&self) -> &Arc<str> {
-        match self {
-            RunOutcome::Completed { run_id, .. }
-            | RunOutcome::Suspended { run_id, .. }
-            | RunOutcome::Failed { run_id, .. }
-            | RunOutcome::Aborted { run_id } => run_id,
-        }
-    }
-
-    /// How the run ended (or paused): what its `agent_end` event said and what the session
-    /// record keeps.
-    ///
-    /// # Examples
-    /// ```
-    /// use agent_controller::{RunOutcome, RunState};
-    /// let outcome = RunOutcome::Aborted { run_id: "run_1".into() };
-    /// assert_eq!(outcome.state(), RunState::Aborted);
-    /// ```
-    pub fn state(&self) -> RunState {
-        match self {
-            RunOutcome::Completed { .. } => RunState::Completed,
-            RunOutcome::Suspended { .. } => RunState::Suspended,
-            RunOutcome::Failed { .. } => RunState::Failed,
-            RunOutcome::Aborted { .. } => RunState::Aborted,
-        }
-    }
-}
-
-named_enum! {
-    /// The host's answer to a submitted plan.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-    pub enum DecisionAction {
-        /// The plan is approved: hand over to the target mode.
-        Approved = "approved",
-        /// The plan is rejected: stay in the mode.
-        Rejected = "rejected",
-    }
-}
-
-/// Resume data for a suspended `submit_plan`: `{ "action": "approved" | "rejected", "feedback"?,
-/// "sha256"?, "decidedBy"?, "targetModeId"? }`. When `sha256` is given it must equal the captured
-/// plan's hash, so a host never approves a plan other than the one it showed. `targetModeId`
-/// chooses where an approval hands over to, among the targets the plan lists
-/// ([`SuspendPayload::target_mode_ids`]).
-///
-/// # Examples
-/// ```
-/// use agent_controller::Decision;
-/// let decision = Decision::from_json(&serde_json::json!({
-///     "action": "approved",
-///     "targetModeId": "build-auto",
-/// }))?;
-/// assert_eq!(decision, Decision::approve().to("build-auto"));
-/// # Ok::<(), agent_controller::SessionError>(())
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Decision {
-    /// Approved or rejected.
-    pub action: DecisionAction,
-    /// Feedback for the model: with a rejection, what to revise; with an approval, a note the
-    /// next mode receives together with the approved plan. Blank feedback counts as none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub feedback: Option<String>,
-    /// The SHA-256 (hex) of the plan the user saw.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sha256: Option<String>,
-    /// Who decided, as the host names them (a user name, an email, `ci`): kept in the audit
-    /// record (`decidedBy`) of the session and of the decision's events. Free text; the crate
-    /// never interprets it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub decided_by: Option<String>,
-    /// The mode an approval hands over to (`targetModeId`): one of the targets the plan lists
-    /// ([`SuspendPayload::target_mode_ids`], from the planning mode's `transitionsTo`); `None`
-    /// for the first of them. Any other mode, or a target on a rejection, is refused.
-    #[serde(
-        default,
-        rename = "targetModeId",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub to: Option<String>,
-}
-
-impl Decision {
-    /// Approve.
-    pub fn approve() -> Self {
-        Self {
-            action: DecisionAction::Approved,
-            feedback: None,
-            sha256: None,
-            decided_by: None,
-            to: None,
-        }
-    }
-
-    /// Approve with a note for the next mode (`"also update the docs page"`): the model
-    /// receives it in the approval result, beside the approved plan.
-    pub fn approve_with(feedback: impl Into<String>) -> Self {
-        Self {
-            feedback: Some(feedback.into()),
-            ..Self::approve()
-        }
-    }
-
-    /// Reject without feedback: the run ends and the model waits for the next message.
-    pub fn reject() -> Self {
-        Self {
-            action: DecisionAction::Rejected,
-            feedback: None,
-            sha256: None,
-            decided_by: None,
-            to: None,
-        }
-    }
-
-    /// Reject with feedback: the model revises and submits again.
-    pub fn reject_with(feedback: impl Into<String>) -> Self {
-        Self {
-            feedback: Some(feedback.into()),
-            ..Self::reject()
-        }
-    }
-
-    /// The same decision, bound to the plan with this SHA-256: it is refused
-    /// ([`SessionError::Sha256Mismatch`]) and changes nothing unless the pending plan has exactly
-    /// this hash, so an approval can never land on a plan nobody saw (a revision submitted
-    /// after a racing rejection, for example).
-    pub fn with_sha256(mut self, sha256: impl Into<String>) -> Self {
-        self.sha256 = Some(sha256.into());
-        self
-    }
-
-    /// The same decision, made by `name` (free text from the host: a user name, an email,
-    /// `ci`). Recorded for audit as `decidedBy`, with `decidedAt`, in the session record
-    /// (`lastDecided`, `history`) and in the decision's `tool_end` event.
-    ///
-    /// # Examples
-    /// ```
-    /// use agent_controller::Decision;
-    /// let decision = Decision::approve().decided_by("alice");
-    /// assert_eq!(decision.decided_by.as_deref(), Some("alice"));
-    /// ```
-    pub fn decided_by(mut self, name: impl Into<String>) -> Self {
-        self.decided_by = Some(name.into());
-        self
-    }
-
-    /// The same approval, handing over to the mode with id `mode` instead of the first target:
-    /// one of the modes the planning mode's `transitionsTo` lists (`transitionsTo = ["build",
-    /// "build-auto"]`), as [`SuspendPayload::target_mode_ids`] shows them. A mode the plan does
-    /// not list is refused ([`SessionError::TargetNotAllowed`]) and changes nothing; so is a
-    /// rejection with a target ([`SessionError::MalformedDecision`]).
-    ///
-    /// # Examples
-    /// ```
-    /// use agent_controller::Decision;
-    /// let decision = Decision::approve().to("build-auto");
-    /// assert_eq!(decision.to.as_deref(), Some("build-auto"));
-    /// assert_eq!(
-    ///     serde_json::to_value(&decision).unwrap(),
-    ///     serde_json::json!({ "action": "approved", "targetModeId": "build-auto" }),
-    /// );
-    /// ```
-    pub fn to(mut self, mode: impl Into<String>) -> Self {
-        self.to = Some(mode.into());
-        self
-    }
-
-    /// Parses resume data as a host sends it.
-    ///
-    /// # Errors
-    /// [`SessionError::MalformedDecision`] for anything but the shape above (for example
-    /// `{"action": "approve"}`), naming the problem.
-    pub fn from_json(value: &Value) -> Result<Self, SessionError> {
-        Self::deserialize(value).map_err(|e| SessionError::MalformedDecision(e.to_string()))
-    }
-
-    fn feedback(&self) -> Option<&str> {
-        self.feedback
-            .as_deref()
-            .map(str::trim)
-            .filter(|f| !f.is_empty())
-    }
-}
-
-/// A plan waiting for a decision: which run and tool call, the captured plan, and the targets.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PendingDecision {
-    pub(crate) run_id: Arc<str>,
-    pub(crate) tool_call_id: String,
-    pub(crate) target: ModeId,
-    /// Every target, in the order of the payload's `targetModeIds` (`target` first).
-    pub(crate) targets: Vec<ModeId>,
-    pub(crate) payload: SuspendPayload,
-    /// Why approval is impossible after a restore under a changed config (`None`: it is fine).
-    pub(crate) stale: Option<String>,
-}
-
-impl PendingDecision {
-    /// The suspended run.
-    pub fn run_id(&self) -> &str {
-        &self.run_id
-    }
-
-    /// The `submit_plan` call awaiting the decision: the model's id, which a model may reuse
-    /// (many servers number calls per response); address the decision by
-    /// [`PendingDecision::decision_id`] instead.
-    pub fn tool_call_id(&self) -> &str {
-        &self.tool_call_id
-    }
-
-    /// The id the controller gave this decision (`decision_N`), unique in the session and kept
-    /// across restores: decide by it with [`Session::decide`].
-    pub fn decision_id(&self) -> &str {
-        &self.payload.decision_id
-    }
-
-    /// The mode a plain approval hands over to, fixed at submit time.
-    pub fn target(&self) -> ModeId {
-        self.target
-    }
-
-    /// Every mode an approval may hand over to ([`Decision::to`]), fixed at submit time:
-    /// [`PendingDecision::target`] first, as the payload's `targetModeIds` lists them.
-    pub fn targets(&self) -> &[ModeId] {
-        &self.targets
-    }
-
-    /// The mode an approval naming `to` hands over to: the listed target with that id, the
-    /// first for `None`; `None` when the plan does not list `to`.
-    fn chosen_target(&self, to: Option<&str>) -> Option<ModeId> {
-        let Some(to) = to else {
-            return Some(self.target);
-        };
-        let at = self
-            .payload
-            .target_mode_ids
-            .iter()
-            .position(|t| &**t == to)?;
-        self.targets.get(at).copied()
-    }
-
-    /// The captured plan and the target mode id.
-    pub fn payload(&self) -> &SuspendPayload {
-        &self.payload
-    }
-
-    /// Why this plan can no longer be approved (the config changed since it was submitted so
-    /// that its hand-over target is gone or different), or `None`. It can still be rejected.
-    pub fn stale_reason(&self) -> Option<&str> {
-        self.stale.as_deref()
-    }
-}
-
 /// The id of the `n`-th run of a session: `run_<n>`.
 fn run_id_for(n: u64) -> Arc<str> {
     Arc::from(format!("run_{n}"))
-}
-
-/// `decision_<n>`: the controller's id of the session's `n`-th submitted plan.
-pub(crate) fn decision_id_for(n: u64) -> String {
-    format!("decision_{n}")
 }
 
 /// The result of a tool call a cancelled (or dropped) run was waiting for.
@@ -383,7 +87,7 @@ impl Session {
             run_id: pending.run_id.clone(),
             mode_id,
         });
-        let record = self.settle_decision(&pending, DecisionOutcome::Cancelled, None, None);
+        let record = self.settle_decision(&pending, DecisionOutcome::Cancelled, None, None, None);
         self.emit(Event::ToolSuspensionCancelled {
             run_id: pending.run_id.clone(),
             tool_call_id: pending.tool_call_id.clone(),
@@ -407,6 +111,7 @@ impl Session {
         outcome: DecisionOutcome,
         decided_by: Option<String>,
         target: Option<ModeId>,
+        approved_sha256: Option<String>,
     ) -> DecidedRecord {
         let record = DecidedRecord {
             run_id: pending.run_id.to_string(),
@@ -414,6 +119,7 @@ impl Session {
             decision_id: pending.payload.decision_id.clone(),
             outcome: Some(outcome),
             sha256: Some(pending.payload.submission.sha256.clone()),
+            approved_sha256,
             decided_at: Some(rfc3339_now()),
             decided_by,
             target_mode_id: target.map(|t| self.shared.graph.mode(t).id().to_owned()),
@@ -486,6 +192,15 @@ impl Session {
                 });
             }
         }
+        if let Some(text) = &decision.plan {
+            if decision.action == DecisionAction::Rejected {
+                return Err(SessionError::MalformedDecision(
+                    "a rejection carries no edited plan: `plan` goes with an approval".to_owned(),
+                ));
+            }
+            submit_plan::capture_plan(&pending.payload.submission.path, text.as_bytes())
+                .map_err(SessionError::EditedPlan)?;
+        }
         if let (DecisionAction::Approved, Some(reason)) = (decision.action, &pending.stale) {
             return Err(SessionError::ConfigChanged(reason.clone()));
         }
@@ -536,13 +251,25 @@ impl Session {
             DecisionAction::Approved => self.mode_notice(target, ModeChangeReason::PlanApproved),
             DecisionAction::Rejected => None,
         };
+        // Checked before: an edited plan obeys the plan limits and comes with an approval.
+        let edited = decision.plan.as_deref().and_then(|text| {
+            submit_plan::capture_plan(&pending.payload.submission.path, text.as_bytes()).ok()
+        });
         let (result, outcome) = match (decision.action, feedback) {
             (DecisionAction::Approved, _) => (
-                submit_plan::approved_result(
-                    &pending.payload.submission,
-                    feedback,
-                    notice.as_deref(),
-                ),
+                match &edited {
+                    Some(edited) => submit_plan::edited_approved_result(
+                        &pending.payload.submission,
+                        edited,
+                        feedback,
+                        notice.as_deref(),
+                    ),
+                    None => submit_plan::approved_result(
+                        &pending.payload.submission,
+                        feedback,
+                        notice.as_deref(),
+                    ),
+                },
                 DecisionOutcome::Approved,
             ),
             (DecisionAction::Rejected, Some(feedback)) => (
@@ -555,7 +282,14 @@ impl Session {
         };
         let ends_run = decision.action == DecisionAction::Rejected && feedback.is_none();
         let approved_to = (decision.action == DecisionAction::Approved).then_some(target);
-        let record = self.settle_decision(&pending, outcome, decision.decided_by, approved_to);
+        let approved_sha256 = edited.map(|e| e.sha256);
+        let record = self.settle_decision(
+            &pending,
+            outcome,
+            decision.decided_by,
+            approved_to,
+            approved_sha256,
+        );
         self.finish_decision(&run_id, &pending.tool_call_id, result, record);
         if notice.is_some() {
             // The switch happens before any model call in the new mode.
@@ -871,7 +605,12 @@ impl Session {
                     .ok_or(submit_plan::PlanError::MissingPath)
                     .and_then(submit_plan::path_arg)
                     .and_then(|path| {
-                        submit_plan::read_plan(&shared.workspace, &shared.plans_dir, path)
+                        submit_plan::read_plan_protecting(
+                            &shared.workspace,
+                            &shared.plans_dir,
+                            path,
+                            &shared.protected_paths,
+                        )
                     });
                 match captured {
                     Ok(submission) => {
@@ -904,6 +643,7 @@ impl Session {
                         cancel: token.clone(),
                         extensions: &self.extensions,
                         pending_plans: &pending_plans,
+                        protected_paths: &shared.protected_paths,
                     };
                     let span =
                         tracing::info_span!("tool_call", tool_call_id = %id, tool_name = %name);

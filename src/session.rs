@@ -1,6 +1,11 @@
 //! A session: the current mode, the conversation, the pending plan decision, and the operations
 //! that move between modes.
 
+mod decision;
+
+pub(crate) use self::decision::decision_id_for;
+pub use self::decision::{Decision, DecisionAction, PendingDecision};
+
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -13,16 +18,83 @@ use tracing::Instrument;
 
 use crate::event::{
     CancelReason, Event, EventStream, ModeChangeReason, RunState, Subscribers, Subscription,
+    SuspendPayload,
 };
 use crate::extensions::Extensions;
 use crate::mode::{Mode, ModeGraph, ModeId};
-use crate::model::{LanguageModel, Message};
-use crate::run::{Decision, PendingDecision, RunOutcome, decision_id_for};
+use crate::model::{LanguageModel, Message, ModelError};
 use crate::store::{
     DecidedRecord, PendingRecord, RunRecord, SCHEMA_VERSION, SessionRecord, SessionStore,
     StoreError, now_millis,
 };
 use crate::tool::{SUBMIT_PLAN, ToolRegistry, ToolSpec};
+
+/// How a call that drives a run returned: the run's state ([`RunOutcome::state`]) with what
+/// goes with it (the model's text, the suspended plan, the error).
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunOutcome {
+    /// The model finished; `text` is its last reply.
+    Completed {
+        /// The run id.
+        run_id: Arc<str>,
+        /// The model's last text (empty when a rejection ended the run).
+        text: String,
+    },
+    /// The run is suspended on `submit_plan`; decide with [`crate::Session::resume`].
+    Suspended {
+        /// The run id.
+        run_id: Arc<str>,
+        /// The `submit_plan` call id.
+        tool_call_id: String,
+        /// The captured plan and the hand-over target.
+        payload: SuspendPayload,
+    },
+    /// The model failed or the step limit was reached; the session stays usable.
+    Failed {
+        /// The run id.
+        run_id: Arc<str>,
+        /// What went wrong: its kind (rate limited, authentication, step limit, ...), a message
+        /// and the underlying error as its source.
+        error: ModelError,
+    },
+    /// The host cancelled the run ([`crate::session::CancelHandle::cancel`]): every tool call
+    /// of the last model reply has a result (a "cancelled" one where none arrived), the run
+    /// ended `aborted`, and the session is ready for the next message.
+    Aborted {
+        /// The run id.
+        run_id: Arc<str>,
+    },
+}
+
+impl RunOutcome {
+    /// The run id.
+    pub fn run_id(&self) -> &Arc<str> {
+        match self {
+            RunOutcome::Completed { run_id, .. }
+            | RunOutcome::Suspended { run_id, .. }
+            | RunOutcome::Failed { run_id, .. }
+            | RunOutcome::Aborted { run_id } => run_id,
+        }
+    }
+
+    /// How the run ended (or paused): what its `agent_end` event said and what the session
+    /// record keeps.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{RunOutcome, RunState};
+    /// let outcome = RunOutcome::Aborted { run_id: "run_1".into() };
+    /// assert_eq!(outcome.state(), RunState::Aborted);
+    /// ```
+    pub fn state(&self) -> RunState {
+        match self {
+            RunOutcome::Completed { .. } => RunState::Completed,
+            RunOutcome::Suspended { .. } => RunState::Suspended,
+            RunOutcome::Failed { .. } => RunState::Failed,
+            RunOutcome::Aborted { .. } => RunState::Aborted,
+        }
+    }
+}
 
 /// What a mode needs at run time, built once when the controller is built.
 #[derive(Debug)]
@@ -65,6 +137,7 @@ pub(crate) struct Shared {
     pub(crate) fingerprint: String,
     pub(crate) lease_owner: String,
     pub(crate) lease_duration: Duration,
+    pub(crate) protected_paths: Vec<PathBuf>,
     pub(crate) runtimes: Vec<ModeRuntime>,
 }
 
@@ -281,6 +354,10 @@ pub enum SessionError {
         /// The targets the plan lists (`targetModeIds`), the plain approval's first.
         allowed: Vec<String>,
     },
+    /// The edited plan of an approval ([`Decision::with_plan`]) breaks the limits of a plan
+    /// (blank, or larger than 1 MiB); nothing changed.
+    #[error("the edited plan cannot be approved: {0}")]
+    EditedPlan(#[source] crate::tool::submit_plan::PlanError),
     /// The plan cannot be approved: the config changed since it was submitted so that its
     /// hand-over target is gone or different. It can still be rejected.
     #[error("the plan cannot be approved: {0}")]

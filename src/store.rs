@@ -13,6 +13,7 @@ pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -31,13 +32,13 @@ use crate::event::SuspendPayload;
 use crate::model::Message;
 
 /// The record layout version this release writes: one version per release that changes the
-/// layout (0.1.0 wrote 1; 0.2.0 writes 2).
+/// layout (0.1.0 wrote 1, 0.2.0 wrote 2; the next release writes 3).
 ///
 /// Loading migrates a record of an older version (fields added since take their defaults; it is
 /// saved in this version the next time the session changes), and refuses a record of a newer
 /// version with [`StoreError::NewerSchema`], leaving it untouched: hosts sharing a store can be
 /// upgraded one at a time, and an old host never overwrites what a newer one wrote.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Everything a session needs to continue in another process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -221,6 +222,11 @@ pub struct PendingListing {
     /// Every record that looked pending but cannot be read, by session id: garbage, a record of
     /// a newer schema, or a record whose `sessionId` is not the key it is stored under.
     pub unreadable: Vec<UnreadableRecord>,
+    /// Every interrupted run, oldest first (by `updatedAt`, then session id): `running`, with a
+    /// lease that had ended when the store was read ([`RunRecord::is_interrupted`]). Carry one
+    /// on with [`crate::Session::continue_run`] (`agent-controller continue`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub interrupted: Vec<InterruptedRun>,
 }
 
 impl PendingListing {
@@ -229,13 +235,15 @@ impl PendingListing {
         self.unreadable.is_empty()
     }
 
-    /// Sorts `pending` oldest first (by `updated_at`, then session id) and `unreadable` by
-    /// session id: the order [`SessionStore::list_pending`] promises.
+    /// Sorts `pending` and `interrupted` oldest first (by `updated_at`, then session id) and
+    /// `unreadable` by session id: the order [`SessionStore::list_pending`] promises.
     pub fn sort(&mut self) {
         self.pending
             .sort_by(|a, b| (a.updated_at, &a.session_id).cmp(&(b.updated_at, &b.session_id)));
         self.unreadable
             .sort_by(|a, b| (&a.session_id, &a.location).cmp(&(&b.session_id, &b.location)));
+        self.interrupted
+            .sort_by(|a, b| (a.updated_at, &a.session_id).cmp(&(b.updated_at, &b.session_id)));
     }
 }
 
@@ -271,6 +279,16 @@ impl UnreadableRecord {
 }
 
 impl SessionRecord {
+    /// When the lease of this record's running run ends (milliseconds since the Unix epoch; 0
+    /// for a running run without a lease, which counts as ended), or `None` when the run is not
+    /// running: what stores index to list interrupted runs without reading the others.
+    pub fn lease_until(&self) -> Option<u64> {
+        self.run
+            .as_ref()
+            .filter(|r| r.state == RunState::Running)
+            .map(|r| r.lease_expires_at_ms.unwrap_or(0))
+    }
+
     /// This record's run as an [`InterruptedRun`], if it is interrupted at `now_ms`
     /// ([`RunRecord::is_interrupted`]).
     pub fn interrupted_run(&self, now_ms: u64) -> Option<InterruptedRun> {
@@ -488,7 +506,8 @@ pub trait SessionStore: Send + Sync {
     /// [`StoreError::Backend`] on I/O failure.
     async fn delete(&self, session_id: &str) -> Result<bool, StoreError>;
 
-    /// Every pending decision, oldest first, without reading sessions that have none; a record
+    /// Every pending decision, oldest first, without reading sessions that have none, and every
+    /// interrupted run ([`PendingListing::interrupted`]); a record
     /// that cannot be read (garbage, a newer schema, a `sessionId` that is not its key) is
     /// reported in [`PendingListing::unreadable`] and the others are still listed (issue 10:
     /// one corrupt record must not hide every pending plan). No session is listed twice.
@@ -498,12 +517,22 @@ pub trait SessionStore: Send + Sync {
     /// database); never for one bad record.
     async fn list_pending(&self) -> Result<PendingListing, StoreError>;
 
-    /// Deletes sessions with nothing pending that were last saved before `before` (seconds since
-    /// the Unix epoch); returns how many were deleted.
+    /// Deletes sessions with nothing pending and no running run (an interrupted run can still
+    /// be carried on) that were last saved before `before` (seconds since the Unix epoch);
+    /// returns how many were deleted.
     ///
     /// # Errors
     /// [`StoreError::Backend`] on I/O failure.
     async fn expire(&self, before: u64) -> Result<usize, StoreError>;
+
+    /// The files and directories that hold this store's data, which no workspace tool may
+    /// read, list or write (a model could otherwise read other sessions or forge a record when
+    /// the store sits in the workspace): a directory covers everything beneath it. The
+    /// controller protects them ([`crate::AgentControllerBuilder::protected_path`]). Empty by
+    /// default, for stores outside the file system.
+    fn protected_paths(&self) -> Vec<PathBuf> {
+        Vec::new()
+    }
 }
 
 #[async_trait]
@@ -522,6 +551,9 @@ impl<S: SessionStore + ?Sized> SessionStore for Arc<S> {
     }
     async fn expire(&self, before: u64) -> Result<usize, StoreError> {
         (**self).expire(before).await
+    }
+    fn protected_paths(&self) -> Vec<PathBuf> {
+        (**self).protected_paths()
     }
 }
 
@@ -738,6 +770,11 @@ pub(crate) fn decode(session_id: &str, bytes: &[u8]) -> Result<SessionRecord, St
 ///
 /// 1 -> 2 (0.1.0 -> 0.2.0): every field added in 0.2.0 (such as `metadata`) is optional and
 /// takes its default when absent, so only the version number changes.
+///
+/// 2 -> 3 (0.2.0 -> the next release): the same; the fields added since 0.2.0 (a run's `owner`
+/// and `leaseExpiresAtMs`, a plan's `targetModeIds`, …) are optional. The version still goes up
+/// so that a 0.2.0 host, whose records refuse unknown fields, refuses a record holding them as
+/// [`StoreError::NewerSchema`] ("upgrade this host") instead of calling it corrupt.
 fn migrate(value: &mut serde_json::Value) {
     if let Some(record) = value.as_object_mut() {
         record.insert("schemaVersion".to_owned(), SCHEMA_VERSION.into());

@@ -92,7 +92,12 @@ impl Style {
     ///
     /// Nothing of the text is hidden: control characters, escape sequences, bidirectional
     /// overrides and zero-width characters are shown as escapes ([`neutralize`]), and HTML
-    /// comments and link targets are printed as written, not swallowed.
+    /// comments and link targets are printed as written, not swallowed. Every letter and digit
+    /// of the plan must appear in the rendering, in order (a code fence's one-word language tag
+    /// is markup); where the markdown would swallow any (words after a fence, a fence of a
+    /// million backticks), or the plan is larger than 64 KiB or has a line with more than 64 `|`
+    /// (termimad lays tables out in time that grows with the square of the columns), the plan is
+    /// shown as its plain text under a note saying so.
     ///
     /// # Examples
     /// ```
@@ -112,8 +117,17 @@ impl Style {
             title.trim()
         };
         let source = format!("# {}\n\n{}", neutralize_line(title), neutralize(plan));
-        let skin = self.skin();
-        skin.text(&source, Some(self.width)).to_string()
+        if source.len() <= MARKDOWN_MAX_BYTES
+            && source
+                .lines()
+                .all(|l| l.matches('|').count() <= MARKDOWN_MAX_CELLS)
+        {
+            let shown = self.skin().text(&source, Some(self.width)).to_string();
+            if shows_every_word(&source, &shown) {
+                return shown;
+            }
+        }
+        format!("{PLAIN_NOTE}\n\n{source}")
     }
 
     /// A mode as a short label: `● Name (id)`, in the mode's `metadata.color` when colours are on
@@ -143,6 +157,65 @@ impl Style {
             None => label.bold().to_string(),
         }
     }
+}
+
+/// Plans larger than this are shown as plain text, not rendered as markdown.
+const MARKDOWN_MAX_BYTES: usize = 64 * 1024;
+/// Plans with a line holding more `|` than this (a very wide table) are shown as plain text.
+const MARKDOWN_MAX_CELLS: usize = 64;
+/// The line above a plan shown as plain text.
+const PLAIN_NOTE: &str = "(shown as plain text: rendered as markdown, part of it would not show)";
+
+/// Whether `shown` (the rendering, with the skin's colours) holds every letter and digit of
+/// `source`, the markdown given to the renderer, in order: rendering may drop markup and add
+/// frames, but never text. The one-word language tag of an opening code fence is markup.
+fn shows_every_word(source: &str, shown: &str) -> bool {
+    let shown = strip_sgr(shown);
+    let mut rendered = shown.chars().filter(|c| c.is_alphanumeric());
+    let mut in_fence = false;
+    source.lines().all(|line| {
+        let text = match fence_info(line) {
+            Some(info) => {
+                let language_tag = !in_fence && !info.contains(char::is_whitespace);
+                in_fence = !in_fence;
+                if language_tag { "" } else { line }
+            }
+            None => line,
+        };
+        text.chars()
+            .filter(|c| c.is_alphanumeric())
+            .all(|c| rendered.any(|r| r == c))
+    })
+}
+
+/// The info string of a code fence line (three or more backticks or tildes after at most three
+/// spaces), trimmed; `None` for any other line.
+fn fence_info(line: &str) -> Option<&str> {
+    let rest = line
+        .strip_prefix("   ")
+        .or_else(|| line.strip_prefix("  "))
+        .or_else(|| line.strip_prefix(' '))
+        .unwrap_or(line);
+    let mark = rest.chars().next().filter(|c| *c == '`' || *c == '~')?;
+    let fence = rest.len() - rest.trim_start_matches(mark).len();
+    (fence >= 3).then(|| rest[fence..].trim())
+}
+
+/// `text` without the SGR escape sequences (`ESC [ digits ; m`) the skin adds for colours; the
+/// plan's own escapes were neutralised before rendering.
+fn strip_sgr(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('\u{1b}') {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at + 1..];
+        rest = match tail.find('m') {
+            Some(end) => &tail[end + 1..],
+            None => "",
+        };
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The colour a mode's `metadata.color` names: `#rgb`, `#rrggbb`, or a colour name (`blue`,

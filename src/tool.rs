@@ -15,7 +15,7 @@ pub mod fs;
 pub mod submit_plan;
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -111,6 +111,10 @@ pub struct ToolContext<'a> {
     /// The plan files pending a decision in any session of the store; tools must not change
     /// them (the workspace tools refuse to, or write the new plan under a fresh name).
     pub pending_plans: &'a dyn PendingPlans,
+    /// The protected areas no workspace tool reads, lists or writes: files, and directories with
+    /// everything beneath them ([`crate::AgentControllerBuilder::protected_path`]; the
+    /// controller adds its store's files, [`crate::store::SessionStore::protected_paths`]).
+    pub protected_paths: &'a [PathBuf],
 }
 
 impl<'a> ToolContext<'a> {
@@ -127,7 +131,14 @@ impl<'a> ToolContext<'a> {
             cancel: CancellationToken::new(),
             extensions: &crate::extensions::EMPTY,
             pending_plans: &(),
+            protected_paths: &[],
         }
+    }
+
+    /// The same context, with `paths` as the protected areas no workspace tool touches.
+    pub fn with_protected_paths(mut self, paths: &'a [PathBuf]) -> Self {
+        self.protected_paths = paths;
+        self
     }
 
     /// The same context, telling the tools which plan files are pending a decision.

@@ -1,13 +1,15 @@
 //! [`FileStore`]: a directory of JSON files, one per session, written atomically.
 //!
 //! Layout: `<id>.json` for a session with nothing pending, `<id>.pending.json` for one with a
-//! pending decision (so [`SessionStore::list_pending`] reads only those), and `.locks/`, a fixed
+//! pending decision (so [`SessionStore::list_pending`] reads only those), `<id>.running.json`
+//! for one whose run is running under a lease (so `list_pending` finds interrupted runs among
+//! those only), and `.locks/`, a fixed
 //! set of [`LOCK_STRIPES`] lock files for the short compare-and-swap section: a session takes the
 //! stripe its id hashes to, so a deleted or expired session leaves no file behind (issue 10: a
 //! `<id>.lock` per session was left for ever; and deleting a lock file someone waits on lets two
 //! writers in at once). A save writes a temporary file, fsyncs it, renames it into place and
 //! fsyncs the directory: two fsyncs, and a process killed at any moment leaves the old or the new
-//! record, never a torn one. Should a crash leave both names, the higher version wins.
+//! record, never a torn one. Should a crash leave several names, the higher version wins.
 //!
 //! Releases up to 0.2.0 locked `<id>.lock` instead: stop their hosts before a host of this
 //! release uses the same directory (it removes those files when it opens the store).
@@ -31,6 +33,20 @@ use super::{
 
 const PENDING_SUFFIX: &str = ".pending.json";
 const PLAIN_SUFFIX: &str = ".json";
+const RUNNING_SUFFIX: &str = ".running.json";
+/// Every name a session's record may have; a save leaves only one of them.
+const RECORD_SUFFIXES: [&str; 3] = [PLAIN_SUFFIX, PENDING_SUFFIX, RUNNING_SUFFIX];
+
+/// The name of `record`'s file: by what `list_pending` looks for in it.
+fn suffix_of(record: &SessionRecord) -> &'static str {
+    if record.pending.is_some() {
+        PENDING_SUFFIX
+    } else if record.lease_until().is_some() {
+        RUNNING_SUFFIX
+    } else {
+        PLAIN_SUFFIX
+    }
+}
 /// The `<id>.lock` files of releases up to 0.2.0, removed when a store is opened.
 const LEGACY_LOCK_SUFFIX: &str = ".lock";
 const TEMP_PREFIX: &str = ".tmp-";
@@ -206,14 +222,17 @@ impl FileStore {
         }
     }
 
-    /// The current record: of the two possible names, the one with the higher version.
+    /// The current record: of the possible names, the one with the highest version.
     fn read_current(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
-        let plain = self.read(id, PLAIN_SUFFIX)?;
-        let pending = self.read(id, PENDING_SUFFIX)?;
-        Ok(match (plain, pending) {
-            (Some(a), Some(b)) => Some(if a.version >= b.version { a } else { b }),
-            (a, b) => a.or(b),
-        })
+        let mut current: Option<SessionRecord> = None;
+        for suffix in RECORD_SUFFIXES {
+            if let Some(record) = self.read(id, suffix)?
+                && current.as_ref().is_none_or(|c| record.version > c.version)
+            {
+                current = Some(record);
+            }
+        }
+        Ok(current)
     }
 
     /// Takes the lock of the session's stripe for the compare-and-swap section; released on
@@ -269,16 +288,14 @@ impl FileStore {
             .map_err(|e| backend("write session", e))?;
         file.sync_all().map_err(|e| backend("fsync session", e))?;
         self.fsyncs.fetch_add(1, Ordering::Relaxed);
-        let (name, other) = if record.pending.is_some() {
-            (PENDING_SUFFIX, PLAIN_SUFFIX)
-        } else {
-            (PLAIN_SUFFIX, PENDING_SUFFIX)
-        };
+        let name = suffix_of(record);
         temp.persist(&self.path(id, name))?;
-        match std::fs::remove_file(self.path(id, other)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(backend("remove the previous session file", e)),
+        for other in RECORD_SUFFIXES.into_iter().filter(|s| *s != name) {
+            match std::fs::remove_file(self.path(id, other)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(backend("remove the previous session file", e)),
+            }
         }
         self.sync_dir()
     }
@@ -293,11 +310,9 @@ impl FileStore {
     /// last saved before `before`: a save that made it pending since the caller looked is seen.
     fn expire_sync(&self, id: &str, before: u64) -> Result<bool, StoreError> {
         let _lock = self.lock(id)?;
-        let stale = self
-            .read_current(id)
-            .ok()
-            .flatten()
-            .is_some_and(|r| r.pending.is_none() && r.updated_at < before);
+        let stale = self.read_current(id).ok().flatten().is_some_and(|r| {
+            r.pending.is_none() && r.lease_until().is_none() && r.updated_at < before
+        });
         if stale {
             self.remove_files(id)
         } else {
@@ -309,7 +324,7 @@ impl FileStore {
     /// there was one.
     fn remove_files(&self, id: &str) -> Result<bool, StoreError> {
         let mut existed = false;
-        for suffix in [PLAIN_SUFFIX, PENDING_SUFFIX] {
+        for suffix in RECORD_SUFFIXES {
             match std::fs::remove_file(self.path(id, suffix)) {
                 Ok(()) => existed = true,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -322,7 +337,8 @@ impl FileStore {
         Ok(existed)
     }
 
-    /// Session ids whose file name ends in `suffix` (and not in the pending suffix, for plain).
+    /// Session ids whose file name ends in `suffix` (and not in the pending or running suffix,
+    /// for plain).
     fn ids_with(&self, suffix: &str) -> Result<Vec<String>, StoreError> {
         let entries =
             std::fs::read_dir(&self.dir).map_err(|e| backend("read store directory", e))?;
@@ -335,8 +351,8 @@ impl FileStore {
                 continue;
             }
             let id = match suffix {
-                PENDING_SUFFIX => name.strip_suffix(PENDING_SUFFIX),
-                _ if name.ends_with(PENDING_SUFFIX) => None,
+                PENDING_SUFFIX | RUNNING_SUFFIX => name.strip_suffix(suffix),
+                _ if name.ends_with(PENDING_SUFFIX) || name.ends_with(RUNNING_SUFFIX) => None,
                 _ => name.strip_suffix(suffix),
             };
             if let Some(id) = id
@@ -370,16 +386,32 @@ impl SessionStore for FileStore {
         self.blocking(move |store| store.delete_sync(&id)).await
     }
 
-    /// Reads every `<id>.pending.json`; a session whose files cannot be read is reported in
-    /// `unreadable` at its pending file's path (the reason names the file that failed).
+    /// Reads every `<id>.pending.json` and `<id>.running.json`; a session whose files cannot
+    /// be read is reported in `unreadable` at that file's path (the reason names the file that
+    /// failed).
     async fn list_pending(&self) -> Result<PendingListing, StoreError> {
         self.blocking(|store| {
             let mut listing = PendingListing::default();
+            let now = super::now_millis();
+            for id in store.ids_with(RUNNING_SUFFIX)? {
+                match store.read_current(&id) {
+                    Ok(record) => listing
+                        .interrupted
+                        .extend(record.and_then(|r| r.interrupted_run(now))),
+                    Err(error) => listing.unreadable.push(UnreadableRecord::new(
+                        &id,
+                        store.path(&id, RUNNING_SUFFIX).display().to_string(),
+                        &error,
+                    )),
+                }
+            }
             for id in store.ids_with(PENDING_SUFFIX)? {
                 match store.read_current(&id) {
                     Ok(record) => listing
                         .pending
                         .extend(record.and_then(|r| r.pending_summary())),
+                    // Both names left by a crash mid-save: reported once.
+                    Err(_) if listing.unreadable.iter().any(|u| u.session_id == id) => {}
                     Err(error) => listing.unreadable.push(UnreadableRecord::new(
                         &id,
                         store.path(&id, PENDING_SUFFIX).display().to_string(),
@@ -406,5 +438,10 @@ impl SessionStore for FileStore {
             Ok(deleted)
         })
         .await
+    }
+
+    /// The store's directory, with the records and the `.locks` folder in it.
+    fn protected_paths(&self) -> Vec<PathBuf> {
+        vec![self.dir.clone()]
     }
 }

@@ -66,14 +66,20 @@ impl SessionStore for MemoryStore {
 
     /// Records in memory are always readable: `unreadable` is empty.
     async fn list_pending(&self) -> Result<PendingListing, StoreError> {
+        let now = super::now_millis();
+        let records = self.lock();
         let mut listing = PendingListing {
-            pending: self
-                .lock()
+            pending: records
                 .values()
                 .filter_map(SessionRecord::pending_summary)
                 .collect(),
+            interrupted: records
+                .values()
+                .filter_map(|r| r.interrupted_run(now))
+                .collect(),
             ..PendingListing::default()
         };
+        drop(records);
         listing.sort();
         Ok(listing)
     }
@@ -81,7 +87,9 @@ impl SessionStore for MemoryStore {
     async fn expire(&self, before: u64) -> Result<usize, StoreError> {
         let mut records = self.lock();
         let old = records.len();
-        records.retain(|_, r| r.pending.is_some() || r.updated_at >= before);
+        records.retain(|_, r| {
+            r.pending.is_some() || r.lease_until().is_some() || r.updated_at >= before
+        });
         Ok(old - records.len())
     }
 }

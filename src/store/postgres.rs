@@ -10,6 +10,7 @@
 //! | `schema_version` | the record's [`SCHEMA_VERSION`](crate::store::SCHEMA_VERSION) |
 //! | `updated_at` | seconds since the Unix epoch |
 //! | `pending` | the [`PendingSummary`] as JSON while a plan waits, else `NULL` |
+//! | `lease_until` | while the run is running, when its lease ends (milliseconds since the Unix epoch), else `NULL` |
 //! | `record` | the [`SessionRecord`] as JSON (`json`, kept verbatim: `jsonb` refuses `\u0000`, which a model may send) |
 //!
 //! - A save is a compare-and-swap in one statement (`UPDATE ... WHERE id = $1 AND version = $2`,
@@ -242,6 +243,41 @@ impl PostgresStore {
         StoreError::backend(what, err)
     }
 
+    /// Adds the interrupted runs to `listing`, read through the partial index on `lease_until`
+    /// (rows whose lease has ended); a row that cannot be read goes to `unreadable`.
+    async fn list_interrupted(
+        &self,
+        client: &deadpool_postgres::Client,
+        listing: &mut PendingListing,
+    ) -> Result<(), StoreError> {
+        let now = crate::store::now_millis();
+        let stmt = client
+            .prepare_cached(&format!(
+                "SELECT id, record::text FROM {TABLE} \
+                 WHERE lease_until IS NOT NULL AND lease_until <= $1"
+            ))
+            .await
+            .map_err(|e| self.db(e))?;
+        let rows = client
+            .query(&stmt, &[&to_i64(now)])
+            .await
+            .map_err(|e| self.db(e))?;
+        for row in &rows {
+            let id: &str = row.get(0);
+            match decode(id, row.get::<_, &str>(1).as_bytes()) {
+                Ok(record) => listing.interrupted.extend(record.interrupted_run(now)),
+                // A row both columns name (never written so) is reported once.
+                Err(_) if listing.unreadable.iter().any(|u| u.session_id == id) => {}
+                Err(error) => listing.unreadable.push(UnreadableRecord::new(
+                    id,
+                    format!("{TABLE} row {id}"),
+                    &error,
+                )),
+            }
+        }
+        Ok(())
+    }
+
     /// The compare-and-swap: one statement that writes the row if the version matches and
     /// notifies listeners, returning one row when it wrote. Runs inside the caller's transaction.
     async fn cas(
@@ -259,13 +295,14 @@ impl PostgresStore {
         let version = to_i64(record.version);
         let schema_version = i32::try_from(record.schema_version).unwrap_or(i32::MAX);
         let updated_at = to_i64(record.updated_at);
+        let lease_until = record.lease_until().map(to_i64);
         let rows = match expected {
             None => {
                 let stmt = tx
                     .prepare_cached(&format!(
                         "WITH saved AS (INSERT INTO {TABLE} \
-                         (id, version, schema_version, updated_at, pending, record) \
-                         VALUES ($1, $2, $3, $4, $5::text::json, $6::text::json) \
+                         (id, version, schema_version, updated_at, pending, record, lease_until) \
+                         VALUES ($1, $2, $3, $4, $5::text::json, $6::text::json, $8) \
                          ON CONFLICT (id) DO NOTHING RETURNING id) {notify}"
                     ))
                     .await?;
@@ -279,6 +316,7 @@ impl PostgresStore {
                         &pending,
                         &text,
                         &channel,
+                        &lease_until,
                     ],
                 )
                 .await?
@@ -287,8 +325,8 @@ impl PostgresStore {
                 let stmt = tx
                     .prepare_cached(&format!(
                         "WITH saved AS (UPDATE {TABLE} SET version = $2, schema_version = $3, \
-                         updated_at = $4, pending = $5::text::json, record = $6::text::json \
-                         WHERE id = $1 AND version = $8 RETURNING id) {notify}"
+                         updated_at = $4, pending = $5::text::json, record = $6::text::json, \
+                         lease_until = $9 WHERE id = $1 AND version = $8 RETURNING id) {notify}"
                     ))
                     .await?;
                 tx.query(
@@ -302,6 +340,7 @@ impl PostgresStore {
                         &text,
                         &channel,
                         &to_i64(previous),
+                        &lease_until,
                     ],
                 )
                 .await?
@@ -460,6 +499,7 @@ impl SessionStore for PostgresStore {
                 )),
             }
         }
+        self.list_interrupted(&client, &mut listing).await?;
         listing.sort();
         Ok(listing)
     }
@@ -468,7 +508,7 @@ impl SessionStore for PostgresStore {
         let client = self.client().await?;
         let stmt = client
             .prepare_cached(&format!(
-                "DELETE FROM {TABLE} WHERE pending IS NULL AND updated_at < $1"
+                "DELETE FROM {TABLE} WHERE pending IS NULL AND lease_until IS NULL AND updated_at < $1"
             ))
             .await
             .map_err(|e| self.db(e))?;

@@ -5,8 +5,8 @@
 //! the file. Calls run on tokio's blocking pool; the connection mutex is never held across an
 //! `await`.
 
-use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use rusqlite::types::ValueRef;
@@ -79,6 +79,7 @@ impl SqliteStore {
              CREATE INDEX IF NOT EXISTS sessions_pending ON sessions (pending) WHERE pending = 1;",
         )
         .map_err(db)?;
+        add_lease_column(&conn)?;
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
         })
@@ -107,6 +108,38 @@ impl SqliteStore {
     }
 }
 
+/// Adds `lease_until` (when the lease of a running run ends, in milliseconds; `NULL` unless the
+/// run is running) and its partial index to a database made before leases, filling it in for
+/// running runs; one transaction, so processes opening the file together add it once.
+fn add_lease_column(conn: &Connection) -> Result<(), StoreError> {
+    conn.execute_batch("BEGIN IMMEDIATE").map_err(db)?;
+    let added = (|| {
+        let has: bool = conn
+            .query_row(
+                "SELECT count(*) > 0 FROM pragma_table_info('sessions') WHERE name = 'lease_until'",
+                [],
+                |row| row.get(0),
+            )
+            .map_err(db)?;
+        if !has {
+            conn.execute_batch(
+                "ALTER TABLE sessions ADD COLUMN lease_until INTEGER;
+                 UPDATE sessions SET lease_until = 0 WHERE CASE WHEN json_valid(record)
+                     THEN json_extract(record, '$.run.state') END = 'running';",
+            )
+            .map_err(db)?;
+        }
+        conn.execute_batch(
+            "CREATE INDEX IF NOT EXISTS sessions_running ON sessions (lease_until)
+                 WHERE lease_until IS NOT NULL;",
+        )
+        .map_err(db)
+    })();
+    let end = if added.is_ok() { "COMMIT" } else { "ROLLBACK" };
+    conn.execute_batch(end).map_err(db)?;
+    added
+}
+
 /// The text of an `id` cell as it may be shown (a non-text id, which this crate never writes,
 /// is shown as what it is).
 fn key_text(cell: ValueRef<'_>) -> String {
@@ -128,6 +161,37 @@ fn decode_column(id: &str, cell: ValueRef<'_>) -> Result<SessionRecord, StoreErr
             ),
         }),
     }
+}
+
+/// Adds the interrupted runs to `listing`, read through the `sessions_running` index (rows whose
+/// lease has ended); a row that cannot be read goes to `unreadable`.
+fn list_interrupted(conn: &Connection, listing: &mut PendingListing) -> Result<(), StoreError> {
+    let now = super::now_millis();
+    let mut stmt = conn
+        .prepare(
+            "SELECT id, record FROM sessions WHERE lease_until IS NOT NULL AND lease_until <= ?1",
+        )
+        .map_err(db)?;
+    let rows = stmt
+        .query_map(params![i64::try_from(now).unwrap_or(i64::MAX)], |row| {
+            let id = key_text(row.get_ref(0)?);
+            let record = decode_column(&id, row.get_ref(1)?);
+            Ok((id, record))
+        })
+        .map_err(db)?;
+    for row in rows {
+        match row.map_err(db)? {
+            (_, Ok(record)) => listing.interrupted.extend(record.interrupted_run(now)),
+            // A row both flags name (never written so) is reported once.
+            (id, Err(_)) if listing.unreadable.iter().any(|u| u.session_id == id) => {}
+            (id, Err(error)) => listing.unreadable.push(UnreadableRecord::new(
+                &id,
+                format!("sessions row {id}"),
+                &error,
+            )),
+        }
+    }
+    Ok(())
 }
 
 #[async_trait]
@@ -156,6 +220,9 @@ impl SessionStore for SqliteStore {
         let version = record.version as i64;
         let pending = record.pending.is_some();
         let updated_at = record.updated_at as i64;
+        let lease_until = record
+            .lease_until()
+            .map(|t| i64::try_from(t).unwrap_or(i64::MAX));
         self.with(move |conn| {
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(db)?;
             let found: Option<i64> = tx
@@ -167,9 +234,9 @@ impl SessionStore for SqliteStore {
                 return Err(StoreError::Conflict { session_id: id, expected, found });
             }
             tx.execute(
-                "INSERT INTO sessions (id, version, pending, updated_at, record) VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT(id) DO UPDATE SET version = ?2, pending = ?3, updated_at = ?4, record = ?5",
-                params![id, version, pending, updated_at, text],
+                "INSERT INTO sessions (id, version, pending, updated_at, record, lease_until) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT(id) DO UPDATE SET version = ?2, pending = ?3, updated_at = ?4, record = ?5, lease_until = ?6",
+                params![id, version, pending, updated_at, text, lease_until],
             )
             .map_err(db)?;
             tx.commit().map_err(db)
@@ -211,6 +278,7 @@ impl SessionStore for SqliteStore {
                     )),
                 }
             }
+            list_interrupted(conn, &mut listing)?;
             listing.sort();
             Ok(listing)
         })
@@ -220,11 +288,24 @@ impl SessionStore for SqliteStore {
     async fn expire(&self, before: u64) -> Result<usize, StoreError> {
         self.with(move |conn| {
             conn.execute(
-                "DELETE FROM sessions WHERE pending = 0 AND updated_at < ?1",
+                "DELETE FROM sessions WHERE pending = 0 AND lease_until IS NULL AND updated_at < ?1",
                 params![i64::try_from(before).unwrap_or(i64::MAX)],
             )
             .map_err(db)
         })
         .await
+    }
+
+    /// The database file and the files SQLite keeps beside it (`-wal`, `-shm`, `-journal`);
+    /// none for an in-memory database.
+    fn protected_paths(&self) -> Vec<PathBuf> {
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(file) = conn.path().filter(|p| !p.is_empty()) else {
+            return Vec::new();
+        };
+        ["", "-wal", "-shm", "-journal"]
+            .iter()
+            .map(|suffix| PathBuf::from(format!("{file}{suffix}")))
+            .collect()
     }
 }

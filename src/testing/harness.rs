@@ -83,6 +83,8 @@ pub struct Divergence {
 }
 
 /// What the harness records, in order: session events, model calls and tool executions.
+// Most entries are events: boxing them would only add an allocation per entry.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 enum Record {
     Event(Event),

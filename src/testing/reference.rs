@@ -1020,6 +1020,7 @@ impl ReferenceSession {
                     sha256: sha,
                     decided_by: None,
                     to: to.map(str::to_owned),
+                    plan: None,
                 },
             }
         };
@@ -1149,6 +1150,7 @@ impl ReferenceSession {
             sha256: None,
             decided_by: None,
             to: None,
+            plan: None,
         };
         let host_action = Action::Resume {
             run: RunRef::Run(pending.run),

@@ -28,10 +28,12 @@ pub fn workspace_tools() -> Vec<Arc<dyn Tool>> {
     ]
 }
 
-/// The workspace as a jail, and `path` (as the model gave it) relative to it.
+/// The workspace as a jail (refusing the protected areas), and `path` (as the model gave it)
+/// relative to it.
 fn in_workspace(ctx: &ToolContext<'_>, path: &str) -> Result<(Jail, PathBuf), JailError> {
     let rel = jail::relative_to(ctx.workspace, path)?;
-    Ok((Jail::open(ctx.workspace)?, rel))
+    let workspace = Jail::open(ctx.workspace)?.protecting(ctx.protected_paths);
+    Ok((workspace, rel))
 }
 
 /// The identities of the plan files pending a decision, which no tool may change.
@@ -213,7 +215,9 @@ async fn write_plan(args: &Value, ctx: &ToolContext<'_>) -> Result<String, Strin
         )
     })?;
     let rel = jail::relative_to(ctx.plans_dir, path).map_err(|e| e.to_string())?;
-    let workspace = Jail::open(ctx.workspace).map_err(|e| e.to_string())?;
+    let workspace = Jail::open(ctx.workspace)
+        .map_err(|e| e.to_string())?
+        .protecting(ctx.protected_paths);
     let label = format!("the plans directory {}", plans_rel.display());
     let plans = workspace
         .subdir(&plans_rel, true, &label)

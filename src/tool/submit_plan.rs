@@ -4,7 +4,7 @@
 //! The file is read once, at submit time ([`read_plan`]); what the user approves is exactly what
 //! was captured (its SHA-256 travels with the suspension), not whatever the file holds later.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -60,6 +60,51 @@ pub fn approved_result(
     feedback: Option<&str>,
     mode_notice: Option<&str>,
 ) -> String {
+    let source = format!(
+        "The approved plan follows, exactly as submitted from `{}` (sha256 {}) and shown to \
+         the user.",
+        submission.path, submission.sha256
+    );
+    approval_text(submission, &source, feedback, mode_notice)
+}
+
+/// The tool result the model receives when the user edited its plan before approving
+/// ([`crate::Decision::with_plan`]): as [`approved_result`], but the plan between
+/// [`APPROVED_PLAN_BEGIN`] and [`APPROVED_PLAN_END`] is the `edited` text, and the line before it
+/// says so, naming the sha256 of the `submitted` plan (the one shown) and of the edited one.
+///
+/// # Examples
+/// ```
+/// use agent_controller::tool::submit_plan::{capture_plan, edited_approved_result};
+/// let submitted = capture_plan("p.md", b"# Add dark mode\n\n1. Add a toggle.\n").unwrap();
+/// let edited = capture_plan("p.md", b"# Add dark mode\n\n1. Add a toggle.\n2. Docs.\n").unwrap();
+/// let result = edited_approved_result(&submitted, &edited, None, None);
+/// assert!(result.contains("1. Add a toggle.\n2. Docs."));
+/// assert!(result.contains(&submitted.sha256) && result.contains(&edited.sha256));
+/// ```
+pub fn edited_approved_result(
+    submitted: &PlanSubmission,
+    edited: &PlanSubmission,
+    feedback: Option<&str>,
+    mode_notice: Option<&str>,
+) -> String {
+    let source = format!(
+        "The approved plan follows, as the user edited it before approving (sha256 {}); the \
+         plan submitted from `{}` and shown to the user had sha256 {}. The user's edit is the \
+         plan.",
+        edited.sha256, submitted.path, submitted.sha256
+    );
+    approval_text(edited, &source, feedback, mode_notice)
+}
+
+/// The approval result: [`APPROVED_RESULT`], the notice, the note, `source` (where the plan
+/// comes from) and the `plan` between the markers.
+fn approval_text(
+    plan: &PlanSubmission,
+    source: &str,
+    feedback: Option<&str>,
+    mode_notice: Option<&str>,
+) -> String {
     let mut text = String::from(APPROVED_RESULT);
     if let Some(notice) = mode_notice {
         text.push_str("\n\n");
@@ -72,17 +117,15 @@ pub fn approved_result(
         text.push_str(feedback);
     }
     text.push_str(&format!(
-        "\n\nThe approved plan follows, exactly as submitted from `{}` (sha256 {}) and shown to \
-         the user. Carry out this text; do not re-read the plan file, which may have changed \
-         since.\n\n{APPROVED_PLAN_BEGIN}\n",
-        submission.path, submission.sha256
+        "\n\n{source} Carry out this text; do not re-read the plan file, which may have changed \
+         since.\n\n{APPROVED_PLAN_BEGIN}\n"
     ));
-    if !submission.title.is_empty() {
+    if !plan.title.is_empty() {
         text.push_str("# ");
-        text.push_str(&submission.title);
+        text.push_str(&plan.title);
         text.push_str("\n\n");
     }
-    text.push_str(&submission.plan);
+    text.push_str(&plan.plan);
     text.push('\n');
     text.push_str(APPROVED_PLAN_END);
     text
@@ -182,6 +225,21 @@ pub fn read_plan(
     plans_dir: &Path,
     path: &str,
 ) -> Result<PlanSubmission, PlanError> {
+    read_plan_protecting(workspace, plans_dir, path, &[])
+}
+
+/// [`read_plan`], refusing a plan file in one of the protected areas `protected` (files, and
+/// directories with everything beneath them; see [`crate::jail::Jail::protecting`]): the
+/// controller reads `submit_plan`'s file this way, so a plan cannot be a session record.
+///
+/// # Errors
+/// As [`read_plan`]; [`PlanError::Io`] naming the protected area for a file in one.
+pub fn read_plan_protecting(
+    workspace: &Path,
+    plans_dir: &Path,
+    path: &str,
+    protected: &[PathBuf],
+) -> Result<PlanSubmission, PlanError> {
     if !is_markdown(path) {
         return Err(PlanError::NotMarkdown(path.to_owned()));
     }
@@ -199,6 +257,7 @@ pub fn read_plan(
         other => PlanError::Io(path.to_owned(), other.to_string()),
     };
     let plans = Jail::open(workspace)
+        .map(|ws| ws.protecting(protected))
         .and_then(|ws| ws.subdir(&plans_rel, false, &shown_dir()))
         .map_err(from_jail)?;
     let bytes = plans.read(in_plans, MAX_PLAN_BYTES).map_err(from_jail)?;

@@ -1492,3 +1492,132 @@ fn within_20s_child(mut child: std::process::Child) -> Output {
     }
     child.wait_with_output().expect("output")
 }
+
+/// `decide` killed (SIGKILL) right after its decision was saved, while the model's first call in
+/// the new mode is under way: the run stays `running` under the dead process's lease, so
+/// `continue` is refused until the lease ends; then `pending` shows the run interrupted, and
+/// `continue` carries it on (the model's next step, in the mode the plan handed over to) exactly
+/// once (issue 10 item 8).
+#[cfg(feature = "openai")]
+#[test]
+fn a_decide_killed_after_its_save_is_interrupted_and_continue_carries_it_on_once() {
+    use common::openai_server::{Reply, ScriptedServer, text};
+    use std::time::{Duration, Instant};
+    use wiremock::ResponseTemplate;
+
+    let ws = Workspace::new();
+    let (spec, session) = detached(&ws);
+    let server = ScriptedServer::start_blocking(vec![
+        // The killed `decide`'s model call: it never answers in time.
+        Reply::Raw(ResponseTemplate::new(500).set_delay(Duration::from_secs(60))),
+        // `continue`'s model call.
+        text("Built it."),
+    ]);
+    let workspace = ws.path().to_str().expect("utf-8");
+    let model_args = ["--model", "openai/test-model", "--config", SHIPPED];
+    let mut decider = bin()
+        .args(["decide", "--store", &spec, &session, "--approve", "--json"])
+        .args(["--workspace", workspace, "--lease", "4"])
+        .args(model_args)
+        .envs(server.env())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("decide");
+    // The decision is saved before the model is called: once the server sees the call, kill.
+    let start = Instant::now();
+    while server.served() < 1 {
+        assert!(start.elapsed() < Duration::from_secs(30), "no model call");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    decider.kill().expect("SIGKILL");
+    decider.wait().expect("reap");
+
+    let continue_args = [
+        "continue",
+        "--store",
+        &spec,
+        &session,
+        "--json",
+        "--workspace",
+        workspace,
+    ];
+    let carry_on = || {
+        bin()
+            .args(continue_args)
+            .args(model_args)
+            .envs(server.env())
+            .stdin(Stdio::null())
+            .output()
+            .expect("continue")
+    };
+    // The dead process's lease still runs: nobody takes the run over yet.
+    let early = carry_on();
+    assert_eq!(early.status.code(), Some(REFUSED), "{}", stderr(&early));
+    assert!(stderr(&early).contains("lease"), "{}", stderr(&early));
+    assert!(
+        pending_json(&spec).is_empty(),
+        "not interrupted while the lease runs"
+    );
+
+    // Once the lease ends, `pending` shows the run interrupted.
+    let interrupted = loop {
+        let listed = pending_json(&spec);
+        if !listed.is_empty() {
+            break listed;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "never interrupted"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(interrupted.len(), 1, "{interrupted:?}");
+    let run = &interrupted[0]["interrupted"];
+    assert_eq!(run["sessionId"], session.as_str());
+    assert_eq!(
+        (&run["runId"], &run["modeId"]),
+        (&"run_1".into(), &"build".into())
+    );
+    let listed = cli(&["pending", "--store", &spec], None);
+    let listed_text = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed_text.contains("interrupted")
+            && listed_text.contains(&format!(
+                "agent-controller continue --store {spec} {session}"
+            )),
+        "{listed_text}"
+    );
+
+    let out = carry_on();
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    let carried = events(&out);
+    assert_eq!(
+        types(&carried),
+        [
+            "agent_start",
+            "text_delta",
+            "model_end",
+            "assistant_message",
+            "agent_end"
+        ],
+        "{carried:?}"
+    );
+    assert_eq!(carried[3]["text"], "Built it.");
+    assert_eq!(carried[4]["reason"], "completed");
+    assert_eq!(server.served(), 2, "the model's next step, once");
+    let bodies = server.bodies_blocking();
+    assert!(
+        common::openai_server::contents(&bodies[1], "system")
+            .iter()
+            .any(|c| c.contains("`build`")),
+        "the step runs in the build mode"
+    );
+
+    // Nothing is left to carry on, and nothing is listed.
+    let again = carry_on();
+    assert_eq!(again.status.code(), Some(REFUSED), "{}", stderr(&again));
+    assert_eq!(server.served(), 2);
+    assert!(pending_json(&spec).is_empty());
+}

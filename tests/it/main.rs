@@ -21,6 +21,7 @@ mod handover;
 mod jail;
 mod openai;
 mod postgres;
+mod protected;
 mod schema;
 mod session;
 mod store;

@@ -118,6 +118,44 @@ async fn list_pending_reads_the_partial_index_not_the_table() {
     );
 }
 
+/// Issue 10, fault 6 for `watch_pending`: an unreadable pending row is an `Err(Corrupt)` naming
+/// it, after the readable plans, and the stream goes on to hear new plans.
+#[tokio::test]
+async fn watch_pending_reports_an_unreadable_row_and_goes_on() {
+    let Some(schema) = schema() else { return };
+    let store = connect(&schema.url).await;
+    store
+        .save(&record("old", 1, Some("c0")), None)
+        .await
+        .expect("save");
+    query(
+        &schema.url,
+        &format!(
+            "INSERT INTO agent_controller_sessions (id, version, schema_version, updated_at, pending, record) \
+             VALUES ('bad', 1, {SCHEMA_VERSION}, 0, '{{\"garbage\":true}}', '{{}}')"
+        ),
+    )
+    .await;
+    let plans = store.watch_pending(true).await.expect("watch");
+    let mut plans = std::pin::pin!(plans);
+    let mut next = async || {
+        tokio::time::timeout(WAIT, plans.next())
+            .await
+            .expect("an item arrives")
+            .expect("stream open")
+    };
+    assert_eq!(next().await.expect("readable").session_id, "old");
+    match next().await {
+        Err(StoreError::Corrupt { session_id, .. }) => assert_eq!(session_id, "bad"),
+        other => panic!("{other:?}"),
+    }
+    store
+        .save(&record("new", 1, Some("c1")), None)
+        .await
+        .expect("save");
+    assert_eq!(next().await.expect("still listening").session_id, "new");
+}
+
 #[tokio::test]
 async fn text_a_model_wrote_round_trips_exactly() {
     let Some(schema) = schema() else { return };
@@ -152,7 +190,7 @@ async fn hosts_starting_together_migrate_once_and_a_newer_schema_is_refused() {
         "SELECT count(*) FROM agent_controller_migrations",
     )
     .await;
-    assert_eq!(applied, ["1"], "each migration applied once");
+    assert_eq!(applied, ["2"], "each migration applied once");
     query(
         &schema.url,
         "INSERT INTO agent_controller_migrations (version) VALUES (999)",
@@ -743,4 +781,152 @@ fn a_missing_server_fails_with_how_to_start_one_unless_skipped_on_purpose() {
     );
     let out = child(Some("1"));
     assert!(out.status.success(), "{}", text(&out));
+}
+
+/// A database a 0.2.0 host made (migration 1 only) holding a run left `running`: opening it
+/// migrates (the `lease_until` column, filled in for running runs), and the run is listed as
+/// interrupted, found through the partial index on `lease_until`.
+#[tokio::test]
+async fn a_database_from_before_leases_migrates_and_lists_its_running_run_as_interrupted() {
+    let Some(schema) = schema() else { return };
+    let mut running = serde_json::to_value(record("old", 3, None)).expect("json");
+    running["run"]["state"] = "running".into();
+    let running = running.to_string().replace('\'', "''");
+    let settled = serde_json::to_value(record("done", 2, None))
+        .expect("json")
+        .to_string();
+    query(
+        &schema.url,
+        &format!(
+            "CREATE TABLE agent_controller_migrations (version integer PRIMARY KEY, \
+                 applied_at timestamptz NOT NULL DEFAULT now());
+             INSERT INTO agent_controller_migrations (version) VALUES (1);
+             CREATE TABLE agent_controller_sessions (id text PRIMARY KEY, version bigint NOT NULL,
+                 schema_version integer NOT NULL, updated_at bigint NOT NULL, pending json,
+                 record json NOT NULL);
+             INSERT INTO agent_controller_sessions VALUES
+                 ('old', 3, 2, 3, NULL, '{running}'), ('done', 2, 2, 2, NULL, '{settled}');"
+        ),
+    )
+    .await;
+    let store = connect(&schema.url).await;
+    let listing = store.list_pending().await.expect("list");
+    assert_eq!(
+        listing
+            .interrupted
+            .iter()
+            .map(|r| (r.session_id.as_str(), r.owner.as_deref()))
+            .collect::<Vec<_>>(),
+        [("old", None)],
+        "{listing:?}"
+    );
+    assert_eq!(
+        store.expire(u64::MAX).await,
+        Ok(1),
+        "only the settled session"
+    );
+    let plan = query(
+        &schema.url,
+        "SET enable_seqscan = off; EXPLAIN SELECT id FROM agent_controller_sessions \
+         WHERE lease_until IS NOT NULL AND lease_until <= 5",
+    )
+    .await
+    .join("\n");
+    assert!(plan.contains("agent_controller_sessions_running"), "{plan}");
+}
+
+/// Hosts (CLI processes) on one database honour each other's leases: while host A carries a run
+/// on (its model call under way), `continue` on other hosts is refused and changes nothing; once
+/// host A is killed and its lease ends, hosts B and C race to carry the run on and exactly one
+/// does (issue 13 with issue 10's leases).
+#[cfg(feature = "openai")]
+#[test]
+fn hosts_honour_each_others_leases_and_one_of_racing_continuers_wins() {
+    use common::openai_server::{Reply, ScriptedServer, text};
+    use wiremock::ResponseTemplate;
+
+    let Some(schema) = schema() else { return };
+    let ws = Workspace::new();
+    let session = suspend_on(&schema.url, &ws);
+    let server = ScriptedServer::start_blocking(vec![
+        // Host A's model call after its decision: still working when the others try.
+        Reply::Raw(ResponseTemplate::new(500).set_delay(Duration::from_secs(60))),
+        // The winning continuer's model call; a second one would get "script exhausted".
+        text("Built on another host."),
+    ]);
+    let workspace = ws.path().to_str().expect("utf-8");
+    let on_host = |command: &str| {
+        let mut cmd = bin();
+        cmd.args([command, "--store", &schema.url, &session, "--json"])
+            .args(["--config", SHIPPED, "--workspace", workspace])
+            .args(["--model", "openai/test-model", "--lease", "3"])
+            .envs(server.env())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    };
+    let mut host_a = on_host("decide").arg("--approve").spawn().expect("host A");
+    let start = std::time::Instant::now();
+    while server.served() < 1 {
+        assert!(start.elapsed() < WAIT, "host A never called the model");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Host A is alive and within its lease: nobody takes its run over.
+    for _ in 0..2 {
+        let out = on_host("continue").output().expect("continue");
+        assert_eq!(out.status.code(), Some(5), "{}", text_of(&out));
+        assert!(text_of(&out).contains("lease"), "{}", text_of(&out));
+    }
+    assert_eq!(server.served(), 1, "no other host called the model");
+
+    host_a.kill().expect("SIGKILL host A");
+    host_a.wait().expect("reap");
+    // Wait until the run is interrupted (host A's lease ended), then race two continuers.
+    loop {
+        let out = bin()
+            .args(["pending", "--store", &schema.url, "--json"])
+            .output()
+            .expect("pending");
+        if lines(&out.stdout)
+            .iter()
+            .any(|l| l["interrupted"]["sessionId"] == session.as_str())
+        {
+            break;
+        }
+        assert!(start.elapsed() < WAIT, "never interrupted");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let racers: Vec<_> = (0..2)
+        .map(|_| on_host("continue").spawn().expect("continuer"))
+        .collect();
+    let outs: Vec<Output> = racers
+        .into_iter()
+        .map(|c| c.wait_with_output().expect("wait"))
+        .collect();
+    let codes: Vec<Option<i32>> = outs.iter().map(|o| o.status.code()).collect();
+    let all: Vec<String> = outs.iter().map(text_of).collect();
+    assert_eq!(
+        codes.iter().filter(|c| **c == Some(0)).count(),
+        1,
+        "{all:#?}"
+    );
+    assert_eq!(
+        codes.iter().filter(|c| **c == Some(5)).count(),
+        1,
+        "{all:#?}"
+    );
+    assert_eq!(
+        server.served(),
+        2,
+        "one model step after the take-over: {all:#?}"
+    );
+}
+
+fn text_of(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
 }

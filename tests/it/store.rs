@@ -324,6 +324,40 @@ async fn open_store_refuses_throw_away_specs() {
     }
 }
 
+/// `expire` racing a save that makes an idle session pending: the session is either expired
+/// before the save (which then finds it gone) or kept with its plan; a save that succeeded is
+/// never deleted. `FileStore::expire` read the record outside the lock and deleted it after
+/// waiting for the lock, so a plan saved in between was deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expire_never_deletes_a_session_that_a_racing_save_made_pending() {
+    for backend in backends() {
+        let tmp = Scratch::new();
+        let store = open(backend, tmp.path());
+        for round in 0..40 {
+            let id = format!("race-{round}");
+            store
+                .save(&record(&id, 1, false), None)
+                .await
+                .expect("idle");
+            let expiring = {
+                let store = store.clone();
+                tokio::spawn(async move { store.expire(u64::MAX).await })
+            };
+            let saved = store.save(&record(&id, 2, true), Some(1)).await;
+            expiring.await.expect("task").expect("expire");
+            let now = store.load(&id).await.expect("load");
+            match saved {
+                Ok(()) => assert!(
+                    now.is_some_and(|r| r.pending.is_some()),
+                    "{backend:?} round {round}: a saved plan was expired"
+                ),
+                Err(StoreError::Conflict { found: None, .. }) => assert_eq!(now, None),
+                Err(other) => panic!("{backend:?}: {other}"),
+            }
+        }
+    }
+}
+
 /// A record put into a store behind its back, as a crash, a bug or a hand edit leaves it.
 #[derive(Clone, Copy)]
 enum Planted<'a> {
@@ -1198,15 +1232,24 @@ fn a_backend_failure_keeps_the_io_error_as_its_source() {
 
 /// A record written by 0.1.0 (schema 1, copied from a `run --store DIR --detach` of that
 /// release) loads, is migrated to the current schema, restores with its pending plan, and is
-/// saved in the current schema at the next change.
+/// saved in the current schema at the next change; and so does the same record as 0.2.0 wrote
+/// it (schema 2: 0.2.0's own fields are all optional).
 #[tokio::test]
-async fn a_record_of_schema_1_is_migrated_on_load_and_saved_in_the_current_schema() {
+async fn records_of_older_schemas_are_migrated_on_load_and_saved_in_the_current_schema() {
+    for version in 1..SCHEMA_VERSION {
+        an_older_record_is_migrated(version).await;
+    }
+}
+
+async fn an_older_record_is_migrated(version: u32) {
     let ws = Workspace::new();
     let dir = ws.path().join("sessions");
     std::fs::create_dir_all(&dir).expect("dir");
-    let v1 = common::read_fixture("records/schema-1.pending.json");
-    let raw: serde_json::Value = serde_json::from_str(&v1).expect("json");
+    let mut raw: serde_json::Value =
+        serde_json::from_str(&common::read_fixture("records/schema-1.pending.json")).expect("json");
     assert_eq!(raw["schemaVersion"], 1);
+    raw["schemaVersion"] = json!(version);
+    let v1 = raw.to_string();
     let id = raw["sessionId"].as_str().expect("id").to_owned();
     std::fs::write(dir.join(format!("{id}.pending.json")), &v1).expect("write");
 
@@ -1370,6 +1413,9 @@ impl agent_controller::Tool for Counted {
         _: &agent_controller::ToolContext<'_>,
     ) -> agent_controller::ToolOutput {
         let n = self.runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        if let Some(ms) = args["sleepMs"].as_u64() {
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        }
         if args["hang"] == json!(true) {
             self.started.notify_one();
             std::future::pending::<()>().await;
@@ -1474,6 +1520,9 @@ async fn a_run_cut_off_after_its_decision_is_interrupted_once_its_lease_ends_and
             None,
             "a live lease is not interrupted"
         );
+        let listing = store.list_pending().await.expect("list");
+        assert!(listing.interrupted.is_empty(), "{backend:?}: {listing:?}");
+        assert!(listing.pending.is_empty(), "{backend:?}: {listing:?}");
 
         // Host B while host-a's lease runs: never takes the run over, nor ends it.
         let store_b = reopen(backend, tmp.path(), &store);
@@ -1515,6 +1564,17 @@ async fn a_run_cut_off_after_its_decision_is_interrupted_once_its_lease_ends_and
             "{backend:?}"
         );
         assert_eq!(interrupted.owner.as_deref(), Some("host-a"));
+        let listing = store_b.list_pending().await.expect("list");
+        assert_eq!(listing.interrupted, [interrupted], "{backend:?}");
+        assert!(
+            listing.pending.is_empty() && listing.is_healthy(),
+            "{backend:?}"
+        );
+        assert_eq!(
+            store_b.expire(u64::MAX).await,
+            Ok(0),
+            "{backend:?}: an interrupted run is never expired"
+        );
         let recorder = Recorder::default();
         let mut session = b
             .restore_session(&id, recorder.options())
@@ -1553,6 +1613,8 @@ async fn a_run_cut_off_after_its_decision_is_interrupted_once_its_lease_ends_and
             "an ended run has no lease"
         );
         assert_eq!(done.interrupted_run(u64::MAX), None);
+        let listing = store_b.list_pending().await.expect("list");
+        assert!(listing.interrupted.is_empty(), "{backend:?}: {listing:?}");
 
         // Nothing is left to carry on.
         let mut again = b
@@ -1902,4 +1964,354 @@ async fn a_config_change_to_the_targets_list_blocks_approval_of_a_pending_plan()
         .decide(pending.decision_id(), Decision::reject())
         .await
         .expect("reject");
+}
+
+/// A model that answers `reply` after `delay`.
+struct Slow(std::time::Duration, agent_controller::ModelResponse);
+
+#[agent_controller::async_trait]
+impl LanguageModel for Slow {
+    async fn generate(
+        &self,
+        _: agent_controller::ModelRequest<'_>,
+    ) -> Result<agent_controller::ModelResponse, agent_controller::ModelError> {
+        tokio::time::sleep(self.0).await;
+        Ok(self.1.clone())
+    }
+}
+
+#[tokio::test]
+async fn a_continuer_that_stops_too_is_continued_again_once_its_lease_ends() {
+    for backend in backends() {
+        let tmp = Scratch::new();
+        let ws = Workspace::new();
+        let store = open(backend, tmp.path());
+        let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let called = Arc::new(tokio::sync::Notify::new());
+        let a = host(
+            &ws,
+            Arc::new(Hang(called.clone())),
+            store.clone(),
+            "host-a",
+            &runs,
+        );
+        let id = decide_and_crash(&ws, store.clone(), a, called).await;
+        tokio::time::sleep(LEASE + std::time::Duration::from_millis(50)).await;
+
+        // Host B takes the run over, then stops in its model call: the step is lost again.
+        let called = Arc::new(tokio::sync::Notify::new());
+        let b = host(
+            &ws,
+            Arc::new(Hang(called.clone())),
+            store.clone(),
+            "host-b",
+            &runs,
+        );
+        let mut session = b
+            .restore_session(&id, SessionOptions::new())
+            .await
+            .expect("restore");
+        let task = tokio::spawn(async move { session.continue_run().await });
+        called.notified().await;
+        task.abort();
+        assert!(task.await.expect_err("aborted").is_cancelled());
+        let run = stored(&store, &id).await.run.expect("run");
+        assert_eq!(
+            run.owner.as_deref(),
+            Some("host-b"),
+            "{backend:?}: B holds the lease"
+        );
+
+        // Host C waits for B's lease, then carries the run on: at most once per lease.
+        let model_c = Arc::new(ReplayModel::new([ReplayModel::text("built")]));
+        let c = host(&ws, model_c.clone(), store.clone(), "host-c", &runs);
+        let mut early = c
+            .restore_session(&id, SessionOptions::new())
+            .await
+            .expect("restore");
+        let err = early.continue_run().await.expect_err("B's lease runs");
+        assert!(
+            matches!(&err, SessionError::LeaseHeld { owner, .. } if owner == "host-b"),
+            "{backend:?}: {err}"
+        );
+        tokio::time::sleep(LEASE + std::time::Duration::from_millis(50)).await;
+        let mut session = c
+            .restore_session(&id, SessionOptions::new())
+            .await
+            .expect("restore");
+        let outcome = session.continue_run().await.expect("continue");
+        assert!(
+            matches!(outcome, RunOutcome::Completed { .. }),
+            "{backend:?}"
+        );
+        assert_eq!(model_c.requests().len(), 1, "{backend:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_working_run_renews_its_lease_and_is_not_taken_over() {
+    for backend in backends() {
+        let tmp = Scratch::new();
+        let ws = Workspace::new();
+        let store = open(backend, tmp.path());
+        let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (session_id, run_id, call_id) = suspend_and_drop(&ws, store.clone()).await;
+        // Host A works for about twice its lease: four steps of 200 ms each.
+        let step = |n: usize| ReplayModel::call(&format!("k{n}"), "count", json!({"sleepMs": 200}));
+        let model_a = Arc::new(ReplayModel::new([
+            step(1),
+            step(2),
+            step(3),
+            step(4),
+            ReplayModel::text("done"),
+        ]));
+        let a = host(&ws, model_a, store.clone(), "host-a", &runs);
+        let mut session = a
+            .restore_session(&session_id, SessionOptions::new())
+            .await
+            .expect("restore");
+        let work =
+            tokio::spawn(
+                async move { session.resume(&run_id, &call_id, Decision::approve()).await },
+            );
+        // Past host A's first lease, host B tries to take the run over: A renewed it.
+        tokio::time::sleep(LEASE + std::time::Duration::from_millis(200)).await;
+        let model_b = Arc::new(ReplayModel::new([ReplayModel::text("stolen")]));
+        let b = host(&ws, model_b.clone(), store.clone(), "host-b", &runs);
+        let mut rival = b
+            .restore_session(&session_id, SessionOptions::new())
+            .await
+            .expect("restore");
+        let err = rival.continue_run().await.expect_err("a renewed lease");
+        assert!(
+            matches!(&err, SessionError::LeaseHeld { owner, .. } if owner == "host-a"),
+            "{backend:?}: {err}"
+        );
+        let outcome = work.await.expect("task").expect("host A finishes");
+        assert!(
+            matches!(outcome, RunOutcome::Completed { .. }),
+            "{backend:?}"
+        );
+        assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 4);
+        assert!(model_b.requests().is_empty(), "{backend:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_run_whose_model_call_outlasts_its_lease_stops_when_taken_over_without_running_tools() {
+    for backend in backends() {
+        let tmp = Scratch::new();
+        let ws = Workspace::new();
+        let store = open(backend, tmp.path());
+        let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (session_id, run_id, call_id) = suspend_and_drop(&ws, store.clone()).await;
+        // Host A's model call takes three leases, then asks for a tool call.
+        let slow = Slow(LEASE * 3, ReplayModel::call("k1", "count", json!({})));
+        let a = host(&ws, Arc::new(slow), store.clone(), "host-a", &runs);
+        let mut session = a
+            .restore_session(&session_id, SessionOptions::new())
+            .await
+            .expect("restore");
+        let work =
+            tokio::spawn(
+                async move { session.resume(&run_id, &call_id, Decision::approve()).await },
+            );
+        // Host A's lease ends during the call: host B carries the run on.
+        tokio::time::sleep(LEASE + std::time::Duration::from_millis(100)).await;
+        let model_b = Arc::new(ReplayModel::new([ReplayModel::text("built")]));
+        let b = host(&ws, model_b.clone(), store.clone(), "host-b", &runs);
+        let mut taker = b
+            .restore_session(&session_id, SessionOptions::new())
+            .await
+            .expect("restore");
+        let outcome = taker.continue_run().await.expect("taken over");
+        assert!(
+            matches!(outcome, RunOutcome::Completed { .. }),
+            "{backend:?}"
+        );
+        // Host A's call returns: it finds its lease lost and runs no tool call.
+        let err = work.await.expect("task").expect_err("lease lost");
+        assert!(
+            matches!(err, SessionError::LeaseLost { .. }),
+            "{backend:?}: {err}"
+        );
+        assert_eq!(
+            runs.load(std::sync::atomic::Ordering::SeqCst),
+            0,
+            "{backend:?}"
+        );
+        let record = stored(&store, &session_id).await;
+        assert_eq!(
+            record.run.map(|r| r.state),
+            Some(RunState::Completed),
+            "{backend:?}: B's outcome stands"
+        );
+    }
+}
+
+/// An SQLite file a 0.2.0 host made (no `lease_until` column) holding a run left `running` and
+/// a garbage row: opening it adds the column (filled in for the running run), and the run is
+/// listed as interrupted.
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn an_sqlite_file_from_before_leases_migrates_and_lists_its_running_run_as_interrupted() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let path = tmp.path().join("old.db");
+    let mut running = serde_json::to_value(record("old", 3, false)).expect("json");
+    running["run"]["state"] = json!("running");
+    {
+        let conn = rusqlite::Connection::open(&path).expect("open");
+        conn.execute_batch(
+            "CREATE TABLE sessions (id TEXT PRIMARY KEY, version INTEGER NOT NULL,
+                 pending INTEGER NOT NULL, updated_at INTEGER NOT NULL, record TEXT NOT NULL);",
+        )
+        .expect("old schema");
+        conn.execute(
+            "INSERT INTO sessions VALUES ('old', 3, 0, 3, ?1), ('junk', 1, 0, 1, '{ not json')",
+            [running.to_string()],
+        )
+        .expect("rows");
+    }
+    let store = agent_controller::store::SqliteStore::open(&path).expect("migrates");
+    let listing = store.list_pending().await.expect("list");
+    let interrupted: Vec<(&str, Option<&str>)> = listing
+        .interrupted
+        .iter()
+        .map(|r| (r.session_id.as_str(), r.owner.as_deref()))
+        .collect();
+    assert_eq!(interrupted, [("old", None)], "{listing:?}");
+    // Opening it again (another process) changes nothing.
+    let again = agent_controller::store::SqliteStore::open(&path).expect("reopen");
+    assert_eq!(again.list_pending().await.expect("list"), listing);
+}
+
+/// Edit before approving, on every store: after a restart an edited approval pinned to the
+/// submitted plan hands the edited text to the next mode; the record and the `tool_end` event
+/// keep both hashes (`sha256` of the plan shown, `approvedSha256` of the text approved). An edit
+/// with a rejection, a blank or oversized edit, or an edit pinned to another plan is refused
+/// and changes nothing.
+#[tokio::test]
+async fn an_edited_approval_hands_over_the_edited_text_and_keeps_both_hashes_on_every_store() {
+    use agent_controller::Message;
+    use agent_controller::tool::submit_plan::{MAX_PLAN_BYTES, PlanError, sha256_hex};
+    const SUBMITTED: &str = "# Durable\n\n1. step\n";
+    const EDITED: &str = "# Durable\n\n1. step\n2. EDITED step with tests\n";
+    for backend in backends() {
+        let tmp = Scratch::new();
+        let ws = Workspace::new();
+        let store = open(backend, tmp.path());
+        let path = ws.plan("p.md", SUBMITTED);
+        let model = Arc::new(ReplayModel::new([ReplayModel::call(
+            "c1",
+            "submit_plan",
+            json!({ "path": path }),
+        )]));
+        let controller = controller_with(PLAN_CHOICE, &ws, model, store.clone());
+        let mut session = controller
+            .start_session(SessionOptions::new().mode("plan").id("s1"))
+            .await
+            .expect("session");
+        let RunOutcome::Suspended { payload, .. } =
+            session.send_message("plan it").await.expect("run")
+        else {
+            panic!("suspends")
+        };
+        let shown = payload.submission.sha256.clone();
+        assert_eq!(shown, sha256_hex(SUBMITTED.as_bytes()));
+        drop(session);
+
+        let store = reopen(backend, tmp.path(), &store);
+        let model = Arc::new(ReplayModel::new([ReplayModel::text("building")]));
+        let controller = controller_with(PLAN_CHOICE, &ws, model.clone(), store.clone());
+        let recorder = Recorder::default();
+        let mut session = controller
+            .restore_session("s1", recorder.options())
+            .await
+            .expect("restore");
+        let decision_id = session.pending().expect("pending").decision_id().to_owned();
+        let version = session.version();
+        let err = session
+            .decide(&decision_id, Decision::reject_with("no").with_plan(EDITED))
+            .await
+            .expect_err("an edit goes with an approval");
+        assert!(matches!(err, SessionError::MalformedDecision(_)), "{err}");
+        let err = session
+            .decide_json(
+                &decision_id,
+                &json!({ "action": "rejected", "plan": EDITED }),
+            )
+            .await
+            .expect_err("an edit goes with an approval");
+        assert!(matches!(err, SessionError::MalformedDecision(_)), "{err}");
+        assert_eq!(
+            session
+                .decide(&decision_id, Decision::approve().with_plan(" \n"))
+                .await,
+            Err(SessionError::EditedPlan(PlanError::Empty(path.clone()))),
+            "{backend:?}"
+        );
+        let huge = "x".repeat(MAX_PLAN_BYTES as usize + 1);
+        let err = session
+            .decide(&decision_id, Decision::approve().with_plan(huge))
+            .await
+            .expect_err("too large");
+        assert!(
+            matches!(err, SessionError::EditedPlan(PlanError::TooLarge(..))),
+            "{err}"
+        );
+        let err = session
+            .decide(
+                &decision_id,
+                Decision::approve()
+                    .with_plan(EDITED)
+                    .with_sha256(sha256_hex(EDITED.as_bytes())),
+            )
+            .await
+            .expect_err("the pin names the plan shown, not the edit");
+        assert!(matches!(err, SessionError::Sha256Mismatch { .. }), "{err}");
+        assert!(recorder.take().is_empty(), "{backend:?}: no event");
+        assert_eq!(session.version(), version, "{backend:?}: nothing saved");
+        assert_eq!(session.mode().id(), "plan");
+
+        session
+            .decide_json(
+                &decision_id,
+                &json!({ "action": "approved", "sha256": shown, "plan": EDITED }),
+            )
+            .await
+            .expect("approve the edit");
+        assert_eq!(session.mode().id(), "build", "{backend:?}");
+        let edited = sha256_hex(EDITED.as_bytes());
+        let handed = model.requests()[0]
+            .messages
+            .iter()
+            .rev()
+            .find_map(|m| match m {
+                Message::Tool { content, .. } => Some(content.clone()),
+                _ => None,
+            })
+            .expect("approval result");
+        assert!(handed.contains("2. EDITED step with tests"), "{handed}");
+        assert!(
+            handed.contains(&edited) && handed.contains(&shown),
+            "{handed}"
+        );
+        let audit = recorder
+            .take()
+            .into_iter()
+            .find_map(|e| match e {
+                Event::ToolEnd {
+                    decision: Some(d), ..
+                } => Some(d),
+                _ => None,
+            })
+            .expect("tool_end with decision");
+        assert_eq!(audit.sha256.as_deref(), Some(shown.as_str()));
+        assert_eq!(audit.approved_sha256.as_deref(), Some(edited.as_str()));
+        let stored = store.load("s1").await.expect("load").expect("record");
+        let json = serde_json::to_value(&stored).expect("json");
+        assert_eq!(json["lastDecided"]["sha256"], shown, "{backend:?}");
+        assert_eq!(json["lastDecided"]["approvedSha256"], edited, "{backend:?}");
+        assert_eq!(json["history"][0]["approvedSha256"], edited, "{backend:?}");
+    }
 }

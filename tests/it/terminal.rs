@@ -517,3 +517,49 @@ fn ctrl_c_while_the_model_works_saves_the_run_as_aborted() {
         .collect();
     assert_eq!(roles, ["user", "assistant", "tool"], "{record:#}");
 }
+
+/// Markdown that would swallow text: words in a fence's info string, text after a closing
+/// fence, a fence of a million backticks. The screen falls back to the plain text.
+#[test]
+fn markdown_that_would_hide_words_is_shown_as_plain_text() {
+    use agent_controller::terminal::Style;
+    let fence = "`".repeat(1_000_000);
+    for plan in [
+        "1. Build it\n\n```sh EVILA info\ncargo build\n```\n".to_owned(),
+        "1. Build it\n\n```sh\ncargo build\n``` EVILB after close\n".to_owned(),
+        format!("1. Build it\n\n{fence}x EVILC\n"),
+    ] {
+        for style in [Style::plain(80), Style::colored(80)] {
+            let shown = style.render_plan("Add dark mode", &plan);
+            for word in plan.split_whitespace().filter(|w| w.starts_with("EVIL")) {
+                assert!(shown.contains(word), "`{word}` hidden: {shown:.300}");
+            }
+            assert!(
+                shown.contains("cargo build") || plan.contains("EVILC"),
+                "{shown:.300}"
+            );
+        }
+    }
+    // A language tag alone is markup, not hidden text: the plan still renders as markdown.
+    let shown =
+        Style::plain(80).render_plan("T", "1. Add a **toggle**.\n\n```sh\ncargo test\n```\n");
+    assert!(!shown.contains("**"), "{shown}");
+}
+
+/// termimad lays a table out in time that grows with the square of its columns: a plan a model
+/// makes wide enough would hold the approval screen for minutes. Past a bound it is plain text.
+#[test]
+fn a_very_wide_table_is_shown_at_once_as_plain_text() {
+    use agent_controller::terminal::Style;
+    let row = format!("|{}\n", "c|".repeat(5_000));
+    let plan = format!("{row}|{}\n{}", "-|".repeat(5_000), row.repeat(10));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let shown = Style::plain(80).render_plan("Wide", &plan);
+        let _ = tx.send(shown.len());
+    });
+    let len = rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("the wide plan is shown within 10 s (it took 16 s before)");
+    assert!(len > 100_000, "every cell is shown: {len} bytes");
+}

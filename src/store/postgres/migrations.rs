@@ -22,6 +22,14 @@ const MIGRATIONS: &[&str] = &[
          ON agent_controller_sessions (updated_at, id) WHERE pending IS NOT NULL;
      CREATE INDEX agent_controller_sessions_idle
          ON agent_controller_sessions (updated_at) WHERE pending IS NULL;",
+    // 2: `lease_until`, when the lease of a running run ends (milliseconds since the Unix epoch;
+    // NULL unless the run is running), and a partial index on it, so `list_pending` finds the
+    // interrupted runs without reading the others. Running runs of older rows count as ended.
+    "ALTER TABLE agent_controller_sessions ADD COLUMN lease_until bigint;
+     UPDATE agent_controller_sessions SET lease_until = 0
+         WHERE record -> 'run' ->> 'state' = 'running';
+     CREATE INDEX agent_controller_sessions_running
+         ON agent_controller_sessions (lease_until) WHERE lease_until IS NOT NULL;",
 ];
 
 /// The schema version this build migrates to.

@@ -1,0 +1,274 @@
+//! The host's decision on a submitted plan ([`Decision`]) and the plan waiting for one
+//! ([`PendingDecision`]): what [`crate::Session::resume`] and [`crate::Session::decide`] take,
+//! and what [`crate::Session::pending`] shows.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::SessionError;
+use crate::event::SuspendPayload;
+use crate::mode::ModeId;
+
+named_enum! {
+    /// The host's answer to a submitted plan.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum DecisionAction {
+        /// The plan is approved: hand over to the target mode.
+        Approved = "approved",
+        /// The plan is rejected: stay in the mode.
+        Rejected = "rejected",
+    }
+}
+
+/// Resume data for a suspended `submit_plan`: `{ "action": "approved" | "rejected", "feedback"?,
+/// "sha256"?, "decidedBy"?, "targetModeId"?, "plan"? }`. When `sha256` is given it must equal the
+/// captured plan's hash, so a host never approves a plan other than the one it showed.
+/// `targetModeId` chooses where an approval hands over to, among the targets the plan lists
+/// ([`SuspendPayload::target_mode_ids`]). `plan` is the user's edited text of the plan, approved
+/// instead of the submitted one ([`Decision::with_plan`]).
+///
+/// # Examples
+/// ```
+/// use agent_controller::Decision;
+/// let decision = Decision::from_json(&serde_json::json!({
+///     "action": "approved",
+///     "targetModeId": "build-auto",
+/// }))?;
+/// assert_eq!(decision, Decision::approve().to("build-auto"));
+/// # Ok::<(), agent_controller::SessionError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Decision {
+    /// Approved or rejected.
+    pub action: DecisionAction,
+    /// Feedback for the model: with a rejection, what to revise; with an approval, a note the
+    /// next mode receives together with the approved plan. Blank feedback counts as none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<String>,
+    /// The SHA-256 (hex) of the plan the user saw.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// Who decided, as the host names them (a user name, an email, `ci`): kept in the audit
+    /// record (`decidedBy`) of the session and of the decision's events. Free text; the crate
+    /// never interprets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+    /// The mode an approval hands over to (`targetModeId`): one of the targets the plan lists
+    /// ([`SuspendPayload::target_mode_ids`], from the planning mode's `transitionsTo`); `None`
+    /// for the first of them. Any other mode, or a target on a rejection, is refused.
+    #[serde(
+        default,
+        rename = "targetModeId",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub to: Option<String>,
+    /// The plan text the user edited before approving (`plan`): handed to the next mode instead
+    /// of the submitted plan ([`Decision::with_plan`]). Only with an approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<String>,
+}
+
+impl Decision {
+    /// Approve.
+    pub fn approve() -> Self {
+        Self {
+            action: DecisionAction::Approved,
+            feedback: None,
+            sha256: None,
+            decided_by: None,
+            to: None,
+            plan: None,
+        }
+    }
+
+    /// Approve with a note for the next mode (`"also update the docs page"`): the model
+    /// receives it in the approval result, beside the approved plan.
+    pub fn approve_with(feedback: impl Into<String>) -> Self {
+        Self {
+            feedback: Some(feedback.into()),
+            ..Self::approve()
+        }
+    }
+
+    /// Reject without feedback: the run ends and the model waits for the next message.
+    pub fn reject() -> Self {
+        Self {
+            action: DecisionAction::Rejected,
+            feedback: None,
+            sha256: None,
+            decided_by: None,
+            to: None,
+            plan: None,
+        }
+    }
+
+    /// Reject with feedback: the model revises and submits again.
+    pub fn reject_with(feedback: impl Into<String>) -> Self {
+        Self {
+            feedback: Some(feedback.into()),
+            ..Self::reject()
+        }
+    }
+
+    /// The same decision, bound to the plan with this SHA-256: it is refused
+    /// ([`crate::session::SessionError::Sha256Mismatch`]) and changes nothing unless the pending plan has exactly
+    /// this hash, so an approval can never land on a plan nobody saw (a revision submitted
+    /// after a racing rejection, for example).
+    pub fn with_sha256(mut self, sha256: impl Into<String>) -> Self {
+        self.sha256 = Some(sha256.into());
+        self
+    }
+
+    /// The same decision, made by `name` (free text from the host: a user name, an email,
+    /// `ci`). Recorded for audit as `decidedBy`, with `decidedAt`, in the session record
+    /// (`lastDecided`, `history`) and in the decision's `tool_end` event.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::Decision;
+    /// let decision = Decision::approve().decided_by("alice");
+    /// assert_eq!(decision.decided_by.as_deref(), Some("alice"));
+    /// ```
+    pub fn decided_by(mut self, name: impl Into<String>) -> Self {
+        self.decided_by = Some(name.into());
+        self
+    }
+
+    /// The same approval, handing over to the mode with id `mode` instead of the first target:
+    /// one of the modes the planning mode's `transitionsTo` lists (`transitionsTo = ["build",
+    /// "build-auto"]`), as [`SuspendPayload::target_mode_ids`] shows them. A mode the plan does
+    /// not list is refused ([`crate::session::SessionError::TargetNotAllowed`]) and changes nothing; so is a
+    /// rejection with a target ([`crate::session::SessionError::MalformedDecision`]).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::Decision;
+    /// let decision = Decision::approve().to("build-auto");
+    /// assert_eq!(decision.to.as_deref(), Some("build-auto"));
+    /// assert_eq!(
+    ///     serde_json::to_value(&decision).unwrap(),
+    ///     serde_json::json!({ "action": "approved", "targetModeId": "build-auto" }),
+    /// );
+    /// ```
+    pub fn to(mut self, mode: impl Into<String>) -> Self {
+        self.to = Some(mode.into());
+        self
+    }
+
+    /// The same approval, of the plan as the user edited it (`text`, the whole plan file: a
+    /// `# title` line and the body). The next mode receives `text` in the approval result
+    /// instead of the submitted plan; a [`Decision::with_sha256`] pin still names the plan that
+    /// was *shown* (the submitted one); the audit record keeps both hashes (`sha256` and
+    /// `approvedSha256`). The text obeys the limits of a submitted plan
+    /// ([`crate::tool::submit_plan::capture_plan`]: at most 1 MiB, not blank), else the decision is
+    /// refused ([`SessionError::EditedPlan`]); an edit with a rejection is refused
+    /// ([`SessionError::MalformedDecision`]). Both change nothing.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::Decision;
+    /// let decision = Decision::approve().with_plan("# Add dark mode\n\n1. Also the docs.\n");
+    /// assert_eq!(
+    ///     serde_json::to_value(&decision).unwrap(),
+    ///     serde_json::json!({ "action": "approved", "plan": "# Add dark mode\n\n1. Also the docs.\n" }),
+    /// );
+    /// ```
+    pub fn with_plan(mut self, text: impl Into<String>) -> Self {
+        self.plan = Some(text.into());
+        self
+    }
+
+    /// Parses resume data as a host sends it.
+    ///
+    /// # Errors
+    /// [`crate::session::SessionError::MalformedDecision`] for anything but the shape above (for example
+    /// `{"action": "approve"}`), naming the problem.
+    pub fn from_json(value: &Value) -> Result<Self, SessionError> {
+        Self::deserialize(value).map_err(|e| SessionError::MalformedDecision(e.to_string()))
+    }
+
+    /// The feedback, trimmed; `None` when there is none or it is blank.
+    pub(crate) fn feedback(&self) -> Option<&str> {
+        self.feedback
+            .as_deref()
+            .map(str::trim)
+            .filter(|f| !f.is_empty())
+    }
+}
+
+/// A plan waiting for a decision: which run and tool call, the captured plan, and the targets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingDecision {
+    pub(crate) run_id: Arc<str>,
+    pub(crate) tool_call_id: String,
+    pub(crate) target: ModeId,
+    /// Every target, in the order of the payload's `targetModeIds` (`target` first).
+    pub(crate) targets: Vec<ModeId>,
+    pub(crate) payload: SuspendPayload,
+    /// Why approval is impossible after a restore under a changed config (`None`: it is fine).
+    pub(crate) stale: Option<String>,
+}
+
+impl PendingDecision {
+    /// The suspended run.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// The `submit_plan` call awaiting the decision: the model's id, which a model may reuse
+    /// (many servers number calls per response); address the decision by
+    /// [`PendingDecision::decision_id`] instead.
+    pub fn tool_call_id(&self) -> &str {
+        &self.tool_call_id
+    }
+
+    /// The id the controller gave this decision (`decision_N`), unique in the session and kept
+    /// across restores: decide by it with [`crate::Session::decide`].
+    pub fn decision_id(&self) -> &str {
+        &self.payload.decision_id
+    }
+
+    /// The mode a plain approval hands over to, fixed at submit time.
+    pub fn target(&self) -> ModeId {
+        self.target
+    }
+
+    /// Every mode an approval may hand over to ([`Decision::to`]), fixed at submit time:
+    /// [`PendingDecision::target`] first, as the payload's `targetModeIds` lists them.
+    pub fn targets(&self) -> &[ModeId] {
+        &self.targets
+    }
+
+    /// The mode an approval naming `to` hands over to: the listed target with that id, the
+    /// first for `None`; `None` when the plan does not list `to`.
+    pub(crate) fn chosen_target(&self, to: Option<&str>) -> Option<ModeId> {
+        let Some(to) = to else {
+            return Some(self.target);
+        };
+        let at = self
+            .payload
+            .target_mode_ids
+            .iter()
+            .position(|t| &**t == to)?;
+        self.targets.get(at).copied()
+    }
+
+    /// The captured plan and the target mode id.
+    pub fn payload(&self) -> &SuspendPayload {
+        &self.payload
+    }
+
+    /// Why this plan can no longer be approved (the config changed since it was submitted so
+    /// that its hand-over target is gone or different), or `None`. It can still be rejected.
+    pub fn stale_reason(&self) -> Option<&str> {
+        self.stale.as_deref()
+    }
+}
+
+/// `decision_<n>`: the controller's id of the session's `n`-th submitted plan.
+pub(crate) fn decision_id_for(n: u64) -> String {
+    format!("decision_{n}")
+}
