@@ -16,7 +16,8 @@ use agent_controller::display::{neutralize, neutralize_line};
 use agent_controller::jail::{self, Jail};
 use agent_controller::model::scripted::ScriptedModel;
 use agent_controller::store::{
-    InterruptedRun, PendingSummary, StoreError, check_spec, display_spec, open_store,
+    InterruptedRun, PendingSummary, SessionStore, StoreError, check_spec, display_spec,
+    open_existing_store, open_store,
 };
 use agent_controller::terminal::{self, PromptAnswer, SpinnerModel, StdinLines, Style};
 use agent_controller::tool::SUBMIT_PLAN;
@@ -778,7 +779,26 @@ fn write_into_plans_dir(
     Ok(plans_rel.join(written).display().to_string())
 }
 
+/// The store `pending` and `decide` read: one that does not exist is a usage error (exit 2),
+/// not an empty store created on the spot.
+fn open_existing(spec: &str) -> Result<Arc<dyn SessionStore>, Failure> {
+    open_existing_store(spec).map_err(|e| match e {
+        StoreError::Missing(_) => Failure::invalid(neutralize_line(&e.to_string())),
+        other => Failure::runtime(other),
+    })
+}
+
+/// `--workspace` must be a directory that exists: checked before anything runs (exit 2).
+fn check_workspace(workspace: &Path) -> Result<(), Failure> {
+    Jail::open(workspace).map(drop).map_err(|e| {
+        Failure::invalid(neutralize_line(&format!(
+            "--workspace must be an existing directory: {e}"
+        )))
+    })
+}
+
 fn run(args: RunArgs) -> Outcome {
+    check_workspace(&args.common.workspace)?;
     let (graph, tools) = load(&args.common.config)?;
     let start = match &args.mode {
         Some(id) => graph
@@ -1036,7 +1056,7 @@ impl Decider<'_> {
 /// cannot be read (with `--json`, also an `{"unreadable": {...}}` line on stdout), and exit 6
 /// when there was any.
 fn pending(spec: &str, json: bool) -> Outcome {
-    let store = open_store(spec).map_err(Failure::runtime)?;
+    let store = open_existing(spec)?;
     let listing = runtime()?
         .block_on(store.list_pending())
         .map_err(Failure::runtime)?;
@@ -1157,8 +1177,9 @@ fn watch_pending(_: &str, _: bool) -> Outcome {
 }
 
 fn decide(args: DecideArgs) -> Outcome {
+    check_workspace(&args.common.workspace)?;
     let (graph, tools) = load(&args.common.config)?;
-    let store = open_store(&args.store).map_err(Failure::runtime)?;
+    let store = open_existing(&args.store)?;
     let model = model_for(
         &args.common.model,
         args.common.json,

@@ -375,6 +375,10 @@ pub enum StoreError {
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
+    /// No store exists at the spec's place (a directory, an SQLite file), and
+    /// [`open_existing_store`] creates none: the spec as shown ([`display_spec`]).
+    #[error("no store at {0}: it does not exist, and none was created")]
+    Missing(String),
     /// The connection to the store was lost while a save was being committed, so whether it was
     /// applied is unknown: reload the session to see (its version is `version` if it was).
     #[error(
@@ -580,6 +584,29 @@ pub fn open_store(spec: &str) -> Result<Arc<dyn SessionStore>, StoreError> {
         )),
         None => Ok(Arc::new(FileStore::open(spec)?)),
     }
+}
+
+/// [`open_store`] for a store that must exist already (to list or decide what is in it): a
+/// directory or an SQLite file that is not there is refused, and nothing is created (opening
+/// would create an empty store, which hides a mistyped path). A `postgres://` spec is opened as
+/// [`open_store`] opens it.
+///
+/// # Errors
+/// [`StoreError::Missing`] when the directory or file does not exist (or is of the other
+/// kind); otherwise as [`open_store`].
+pub fn open_existing_store(spec: &str) -> Result<Arc<dyn SessionStore>, StoreError> {
+    check_spec(spec)?;
+    let exists = if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
+        true
+    } else if let Some(file) = spec.strip_prefix("sqlite:") {
+        std::path::Path::new(file).is_file()
+    } else {
+        std::path::Path::new(spec).is_dir()
+    };
+    if !exists {
+        return Err(StoreError::Missing(display_spec(spec)));
+    }
+    open_store(spec)
 }
 
 #[cfg(feature = "postgres")]

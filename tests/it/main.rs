@@ -28,3 +28,4 @@ mod store;
 mod submit_plan;
 mod terminal;
 mod transitions;
+mod usage;

@@ -1,0 +1,84 @@
+//! Usage errors found before anything runs (hostile-model trial, low-medium): a workspace that is
+//! missing or not a directory, and `pending`/`decide` on a store that does not exist, exit 2 and
+//! create nothing (before, `pending` created an empty store and listed nothing).
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/modes.toml");
+
+fn cli(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the CLI")
+}
+
+fn assert_usage_error(out: &Output, needle: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(needle), "{stderr}");
+}
+
+fn s(path: &Path) -> &str {
+    path.to_str().expect("utf-8 path")
+}
+
+#[test]
+fn run_refuses_a_workspace_that_is_missing_or_not_a_directory_before_anything_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("sessions");
+    let file = dir.path().join("file.txt");
+    std::fs::write(&file, "x").expect("write");
+    for ws in [dir.path().join("missing"), file] {
+        let out = cli(&[
+            "run",
+            "--config",
+            SHIPPED,
+            "--workspace",
+            s(&ws),
+            "--store",
+            s(&store),
+            "--mode",
+            "plan",
+            "--approve",
+            "Add dark mode",
+        ]);
+        assert_usage_error(&out, "workspace");
+        assert!(
+            !store.exists(),
+            "the store was created for {}",
+            ws.display()
+        );
+    }
+    assert!(!dir.path().join("missing").exists());
+}
+
+#[test]
+fn pending_and_decide_refuse_a_store_that_does_not_exist_and_create_none() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing_dir = dir.path().join("sessions");
+    let missing_db = dir.path().join("sessions.db");
+    let specs = [
+        s(&missing_dir).to_owned(),
+        format!("sqlite:{}", s(&missing_db)),
+    ];
+    for spec in &specs {
+        assert_usage_error(&cli(&["pending", "--store", spec]), "no store at");
+        let out = cli(&[
+            "decide",
+            "--config",
+            SHIPPED,
+            "--workspace",
+            s(dir.path()),
+            "--store",
+            spec,
+            "someone",
+            "--approve",
+        ]);
+        assert_usage_error(&out, "no store at");
+    }
+    assert!(!missing_dir.exists());
+    assert!(!missing_db.exists());
+}
