@@ -289,6 +289,13 @@ struct DecisionArgs {
     /// `tool_suspended` event show them); any other is refused (exit 5) and nothing changes.
     #[arg(long, value_name = "MODE", requires = "approve")]
     to: Option<String>,
+    /// With --approve: approve the plan as edited in this file (a regular file, at most 1 MiB,
+    /// UTF-8, not blank): the next mode receives its text; --sha256 still names the plan shown.
+    #[arg(long, value_name = "FILE", requires = "approve")]
+    plan_file: Option<PathBuf>,
+    /// The text of --plan-file, read and checked once before anything is decided.
+    #[arg(skip)]
+    edited: Option<String>,
 }
 
 impl DecisionArgs {
@@ -313,7 +320,31 @@ impl DecisionArgs {
         if let Some(to) = &self.to {
             decision = decision.to(to);
         }
+        if let Some(text) = &self.edited {
+            decision = decision.with_plan(text);
+        }
         Some(self.signed(decision))
+    }
+
+    /// Reads and checks --plan-file (a regular file, at most 1 MiB, UTF-8, not blank) into the
+    /// edited plan, before anything is decided.
+    fn read_plan_file(&mut self) -> Result<(), Failure> {
+        let Some(path) = &self.plan_file else {
+            return Ok(());
+        };
+        let shown = path.display().to_string();
+        let refused =
+            |e: &dyn Display| Failure::invalid(neutralize_line(&format!("--plan-file: {e}")));
+        let bytes = jail::read_file(path, submit_plan::MAX_PLAN_BYTES).map_err(|e| match e {
+            jail::JailError::TooLarge { len, .. } => {
+                refused(&PlanError::TooLarge(shown.clone(), len))
+            }
+            other => refused(&format!("plan file {other}")),
+        })?;
+        submit_plan::capture_plan(&shown, &bytes).map_err(|e| refused(&e))?;
+        let text = String::from_utf8(bytes).map_err(|_| refused(&PlanError::NotUtf8(shown)))?;
+        self.edited = Some(text);
+        Ok(())
     }
 
     /// `decision` with who decided: `--by`, else the OS user, else `unknown`.
@@ -797,8 +828,9 @@ fn check_workspace(workspace: &Path) -> Result<(), Failure> {
     })
 }
 
-fn run(args: RunArgs) -> Outcome {
+fn run(mut args: RunArgs) -> Outcome {
     check_workspace(&args.common.workspace)?;
+    args.common.decision.read_plan_file()?;
     let (graph, tools) = load(&args.common.config)?;
     let start = match &args.mode {
         Some(id) => graph
@@ -1204,8 +1236,9 @@ fn watch_pending(_: &str, _: bool) -> Outcome {
     ))
 }
 
-fn decide(args: DecideArgs) -> Outcome {
+fn decide(mut args: DecideArgs) -> Outcome {
     check_workspace(&args.common.workspace)?;
+    args.common.decision.read_plan_file()?;
     let (graph, tools) = load(&args.common.config)?;
     let store = open_existing(&args.store)?;
     let model = model_for(
@@ -1269,6 +1302,8 @@ fn decide(args: DecideArgs) -> Outcome {
             sha256: None,
             by: None,
             to: None,
+            plan_file: None,
+            edited: None,
         };
         let mut decider = Decider {
             flags: &idle,
@@ -1285,7 +1320,8 @@ fn decide(args: DecideArgs) -> Outcome {
 /// `continue`: restores the session, takes its interrupted run over and carries it on; plans it
 /// submits are decided as `run` decides them (the flags, else the prompt; with neither they stay
 /// pending).
-fn continue_run(args: ContinueArgs) -> Outcome {
+fn continue_run(mut args: ContinueArgs) -> Outcome {
+    args.common.decision.read_plan_file()?;
     let (graph, tools) = load(&args.common.config)?;
     let store = open_store(&args.store).map_err(Failure::runtime)?;
     let json = args.common.json;

@@ -1622,6 +1622,77 @@ fn a_decide_killed_after_its_save_is_interrupted_and_continue_carries_it_on_once
     assert!(pending_json(&spec).is_empty());
 }
 
+/// Edit before approving: `decide --approve --plan-file EDITED.md` hands the edited text to the
+/// next mode and the `tool_end` decision keeps both hashes; a `--sha256` pin names the plan shown.
+/// A plan file that is missing, not a regular file, not UTF-8, too large or blank, and
+/// `--plan-file` without `--approve`, are refused and change nothing.
+#[test]
+fn decide_approve_with_an_edited_plan_file_hands_over_the_edit() {
+    let ws = Workspace::new();
+    let (spec, session) = detached(&ws);
+    let listed = pending_json(&spec);
+    let shown = listed[0]["sha256"].as_str().expect("sha256").to_owned();
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = |name: &str, bytes: &[u8]| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).expect("write");
+        path.display().to_string()
+    };
+    let blank = file("blank.md", b" \n\n");
+    let latin1 = file("latin1.md", b"# Plan\n\ncaf\xe9\n");
+    let huge = file("huge.md", &vec![b'x'; 1024 * 1024 + 1]);
+    let missing = dir.path().join("missing.md").display().to_string();
+    let folder = dir.path().display().to_string();
+    let edited_text = "# Edited\n\n1. EDITED step \u{1b}[31mred\n";
+    let edited = file("edited.md", edited_text.as_bytes());
+    for flags in [
+        &["--approve", "--plan-file", &blank][..],
+        &["--approve", "--plan-file", &latin1][..],
+        &["--approve", "--plan-file", &huge][..],
+        &["--approve", "--plan-file", &missing][..],
+        &["--approve", "--plan-file", &folder][..],
+        &["--reject", "--plan-file", &edited][..],
+        &["--plan-file", &edited][..],
+    ] {
+        let mut args = flags.to_vec();
+        args.push("--json");
+        let out = decide(&ws, &spec, &session, &args, None);
+        assert_eq!(
+            out.status.code(),
+            Some(INVALID),
+            "{flags:?}: {}",
+            stderr(&out)
+        );
+        assert!(events(&out).is_empty(), "{flags:?}: nothing happened");
+        assert_eq!(pending_json(&spec), listed, "{flags:?}: still pending");
+    }
+    let out = decide(
+        &ws,
+        &spec,
+        &session,
+        &[
+            "--approve",
+            "--sha256",
+            &shown,
+            "--plan-file",
+            &edited,
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    let end = events(&out)
+        .into_iter()
+        .find(|e| e["type"] == "tool_end" && e["toolName"] == "submit_plan")
+        .expect("tool_end");
+    assert_eq!(end["decision"]["sha256"], shown.as_str());
+    let approved = agent_controller::tool::submit_plan::sha256_hex(edited_text.as_bytes());
+    assert_eq!(end["decision"]["approvedSha256"], approved.as_str());
+    let result = end["result"].as_str().expect("result");
+    assert!(result.contains("1. EDITED step"), "{result}");
+    assert!(pending_json(&spec).is_empty());
+}
+
 #[test]
 fn a_revised_plan_is_shown_as_its_diff_and_p_shows_it_whole() {
     let ws = Workspace::new();

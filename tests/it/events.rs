@@ -397,3 +397,55 @@ async fn agent_end_session_outcome_and_record_name_how_a_run_ended_alike() {
     )
     .await;
 }
+
+/// `model_end` follows a reply that carries a finish reason or token usage, either one alone
+/// included (providers differ: some never report usage), and is left out when it has neither.
+#[tokio::test]
+async fn model_end_follows_a_reply_with_a_finish_reason_or_usage_alone() {
+    let usage = agent_controller::TokenUsage {
+        prompt_tokens: 3,
+        completion_tokens: 2,
+        total_tokens: 5,
+    };
+    let reply = |finish_reason: Option<&str>, usage: Option<agent_controller::TokenUsage>| {
+        let mut reply = ReplayModel::text("done");
+        reply.finish_reason = finish_reason.map(str::to_owned);
+        reply.usage = usage;
+        reply
+    };
+    let cases = [
+        (Some("stop"), None),
+        (None, Some(usage)),
+        (Some("length"), Some(usage)),
+        (None, None),
+    ];
+    for (finish_reason, usage) in cases {
+        let ws = Workspace::new();
+        let model = replay(vec![reply(finish_reason, usage)]);
+        let controller = common::controller(PLAN_BUILD, &ws, model);
+        let recorder = Recorder::default();
+        let mut session = controller
+            .start_session(recorder.options())
+            .await
+            .expect("session");
+        session.send_message("go").await.expect("run");
+        let ends: Vec<Event> = recorder
+            .take()
+            .into_iter()
+            .filter(|e| e.kind() == "model_end")
+            .collect();
+        let expected: Vec<Event> = if finish_reason.is_none() && usage.is_none() {
+            Vec::new()
+        } else {
+            vec![Event::ModelEnd {
+                run_id: "run_1".into(),
+                finish_reason: finish_reason.map(str::to_owned),
+                usage,
+            }]
+        };
+        assert_eq!(
+            ends, expected,
+            "finish reason {finish_reason:?}, usage {usage:?}"
+        );
+    }
+}

@@ -601,11 +601,15 @@ fn racing_deciders_on_different_hosts_hand_over_exactly_once() {
     let ws = Workspace::new();
     for round in 0..3 {
         let session = suspend_on(&schema.url, &ws);
-        // Each decider's workspace lives until it has finished (a missing one is refused).
-        let workspaces: Vec<Workspace> = (0..6).map(|_| Workspace::new()).collect();
-        let deciders: Vec<_> = workspaces
+        // Each host's workspace lives until its decider ends (`decide` checks it exists).
+        let hosts: Vec<Workspace> = (0..6).map(|_| Workspace::new()).collect();
+        let deciders: Vec<_> = hosts
             .iter()
-            .map(|ws| decide(&schema.url, ws, &session).spawn().expect("decider"))
+            .map(|host| {
+                decide(&schema.url, host, &session)
+                    .spawn()
+                    .expect("decider")
+            })
             .collect();
         let outs: Vec<Output> = deciders
             .into_iter()

@@ -10,7 +10,7 @@ use agent_controller::model::scripted::ReplayModel;
 use agent_controller::model::{
     LanguageModel, ModelError, ModelErrorKind, ModelRequest, ModelResponse,
 };
-use agent_controller::tool::submit_plan::{APPROVED_RESULT, REJECTED_RESULT};
+use agent_controller::tool::submit_plan::{APPROVAL_NOTE_PREFIX, APPROVED_RESULT, REJECTED_RESULT};
 use agent_controller::{
     Decision, DecisionOutcome, Event, Message, ModeChangeReason, RunOutcome, RunState,
     SessionError, SessionOptions,
@@ -353,6 +353,34 @@ async fn rejection_with_feedback_keeps_the_mode_and_asks_for_a_revision() {
         "the model revises in plan mode"
     );
     assert_eq!(session.pending().map(|p| p.tool_call_id()), Some("c2"));
+}
+
+/// `Decision::approve_with` is the Rust form of an approval with a note: the model in the next
+/// mode reads the note beside the approved plan, as with `{"action": "approved", "feedback": ...}`.
+#[tokio::test]
+async fn a_note_given_with_approve_with_reaches_the_model_in_the_next_mode() {
+    let ws = Workspace::new();
+    let (mut session, model, _recorder, run_id, call_id) =
+        suspended(&ws, vec![ReplayModel::text("building")]).await;
+    session
+        .resume(
+            &run_id,
+            &call_id,
+            Decision::approve_with("also update the docs page"),
+        )
+        .await
+        .expect("approve");
+    assert_eq!(session.mode().id(), "build");
+    let seen = &model.requests()[1];
+    assert_eq!(seen.mode_id, "build");
+    let Some(Message::Tool { content, .. }) = seen.messages.last() else {
+        panic!("{:?}", seen.messages)
+    };
+    assert!(content.starts_with(APPROVED_RESULT), "{content}");
+    assert!(
+        content.contains(&format!("{APPROVAL_NOTE_PREFIX} also update the docs page")),
+        "{content}"
+    );
 }
 
 #[tokio::test]

@@ -757,6 +757,44 @@ async fn a_config_change_that_removes_the_target_blocks_approval_but_keeps_the_p
     }
 }
 
+/// A restore under a config whose planning mode now hands over to another (still existing)
+/// mode marks the pending plan stale: the user approved a hand-over to `build` nobody offers
+/// any more, so approval is refused with both targets named, and rejection still works.
+#[tokio::test]
+async fn a_config_change_that_moves_the_hand_over_target_marks_the_plan_stale() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ws = Workspace::new();
+    let store = open(Backend::Files, tmp.path());
+    let (session_id, run_id, call_id) = suspend_and_drop(&ws, store.clone()).await;
+    let moved = PLAN_BUILD.replace(r#"transitionsTo = "build""#, r#"transitionsTo = "review""#)
+        + "\n[[modes]]\nid = \"review\"\n";
+    let controller = controller_with(&moved, &ws, Arc::new(ReplayModel::new([])), store);
+    let mut session = controller
+        .restore_session(&session_id, SessionOptions::new())
+        .await
+        .expect("restore");
+    let reason = session
+        .pending()
+        .and_then(|p| p.stale_reason())
+        .expect("stale")
+        .to_owned();
+    assert!(
+        reason.contains("`review`") && reason.contains("`build`"),
+        "{reason}"
+    );
+    let err = session
+        .resume(&run_id, &call_id, Decision::approve())
+        .await
+        .expect_err("the hand-over moved");
+    assert_eq!(err, SessionError::ConfigChanged(reason));
+    assert_eq!(session.mode().id(), "plan");
+    session
+        .resume(&run_id, &call_id, Decision::reject())
+        .await
+        .expect("reject");
+    assert!(session.pending().is_none());
+}
+
 #[tokio::test]
 async fn a_config_change_elsewhere_does_not_block_approval() {
     let tmp = tempfile::tempdir().expect("tmp");
