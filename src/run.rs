@@ -600,6 +600,14 @@ impl Session {
                 continue;
             }
             let args = self.tool_call(at, next - 1).map(|call| &call.args);
+            if let Some(args) = args.filter(|args| !args.is_object()) {
+                let output = ToolOutput::error(format!(
+                    "Not executed: the arguments are not a JSON object (got {}).",
+                    json_kind(args)
+                ));
+                self.finish_tool(run_id, &id, &name, output);
+                continue;
+            }
             if name == SUBMIT_PLAN {
                 let captured = args
                     .ok_or(submit_plan::PlanError::MissingPath)
@@ -778,5 +786,18 @@ impl PendingPlans for StorePending<'_> {
         // nothing of it to protect.
         let listing = store.list_pending().await.map_err(|e| e.to_string())?;
         Ok(listing.pending.into_iter().map(|p| p.plan_path).collect())
+    }
+}
+
+/// What kind of JSON value `value` is, for an error message (`a string`, `an array`, …). A
+/// provider keeps arguments that are not valid JSON as a string of the text it received.
+fn json_kind(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string (or text that is not valid JSON)",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
     }
 }

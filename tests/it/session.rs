@@ -1155,3 +1155,49 @@ async fn each_resubmission_is_a_revision_with_the_previous_sha256_and_a_diff() {
     // The pending record carries the same payload.
     assert_eq!(session.pending().expect("pending").payload(), &three);
 }
+
+/// Arguments a model sends that are not a JSON object (a string, an array, a broken JSON text
+/// kept as a string) are refused before any tool runs, saying so: a tool never sees them, and
+/// the model is not told a misleading "missing argument".
+#[tokio::test]
+async fn arguments_that_are_not_a_json_object_are_refused_before_any_tool_runs() {
+    let ws = Workspace::new();
+    let plan = ws.plan("p.md", "# P\n\n1. x\n");
+    for (tool, args) in [
+        ("write_file", json!("pwned.txt")),
+        ("write_file", json!(["pwned.txt", "x"])),
+        (
+            "write_file",
+            json!("{\"path\": \"pwned.txt\", \"content\": "),
+        ),
+        ("submit_plan", json!([plan.clone()])),
+    ] {
+        let model = replay(vec![
+            ReplayModel::call("c1", tool, args.clone()),
+            ReplayModel::text("done"),
+        ]);
+        let controller = controller(PLAN_BUILD, &ws, model);
+        let mut session = controller
+            .start_session(SessionOptions::new().mode(if tool == "submit_plan" {
+                "plan"
+            } else {
+                "build"
+            }))
+            .await
+            .expect("session");
+        session.send_message("go").await.expect("run");
+        let result = session.messages().iter().find_map(|m| match m {
+            Message::Tool {
+                content, is_error, ..
+            } => Some((content.clone(), *is_error)),
+            _ => None,
+        });
+        let (content, is_error) = result.expect("a tool result");
+        assert!(is_error, "{tool} {args}: {content}");
+        assert!(
+            content.contains("not a JSON object"),
+            "{tool} {args}: {content}"
+        );
+        assert!(!ws.path().join("pwned.txt").exists(), "{tool} {args}");
+    }
+}
