@@ -502,7 +502,8 @@ impl From<SessionError> for Failure {
             e if e.is_conflict() => Exit::Refused,
             SessionError::UnknownMode(_)
             | SessionError::MalformedDecision(_)
-            | SessionError::InvalidSessionId(_) => Exit::Invalid,
+            | SessionError::InvalidSessionId(_)
+            | SessionError::Store(StoreError::InvalidId(_)) => Exit::Invalid,
             _ => Exit::RuntimeError,
         };
         Self::new(exit, error)

@@ -518,6 +518,16 @@ fn exit_statuses_tell_the_outcomes_apart() {
     let (spec, session) = detached(&ws);
     let unknown = decide(&ws, &spec, "no-such-session", &["--approve"], None);
     assert_eq!(unknown.status.code(), Some(REFUSED), "{}", stderr(&unknown));
+    // A session id no session can have is a usage error, not a runtime one.
+    for malformed in ["../../etc/passwd", "my session/1", ""] {
+        let out = decide(&ws, &spec, malformed, &["--approve"], None);
+        assert_eq!(
+            out.status.code(),
+            Some(INVALID),
+            "{malformed:?}: {}",
+            stderr(&out)
+        );
+    }
     let first = decide(&ws, &spec, &session, &["--approve", "--json"], None);
     assert_eq!(first.status.code(), Some(DONE), "{}", stderr(&first));
     let again = decide(&ws, &spec, &session, &["--approve"], None);
