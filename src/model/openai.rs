@@ -579,6 +579,14 @@ impl StreamState {
                     "the model hit its output token limit in the middle of a tool call".to_owned(),
                 );
             }
+            // The provider withheld part of the reply: tool calls in it are not what the model
+            // asked for, so none of them runs.
+            Some(FinishReason::ContentFilter) if !self.calls.is_empty() => {
+                return Err(
+                    "the provider's content filter stopped the reply in the middle of its tool calls"
+                        .to_owned(),
+                );
+            }
             Some(_) => {}
         }
         // As the wire names it (`stop`, `tool_calls`, ...).
@@ -694,6 +702,20 @@ mod tests {
         let err = state.finish().expect_err("cut off");
         assert!(err.contains("no finish_reason"), "{err}");
         assert!(StreamState::default().finish().is_err());
+    }
+
+    /// Found by a hostile-model trial: a reply the content filter stopped still ran its calls.
+    #[test]
+    fn tool_calls_in_a_reply_the_content_filter_stopped_are_an_error() {
+        let mut state = StreamState::default();
+        state.push(chunk(
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "id": "c1", "type": "function",
+             "function": {"name": "write_file", "arguments": "{\"path\": \"a.txt\"}"}}
+        ]}, "finish_reason": "content_filter"}]}),
+        ));
+        let err = state.finish().expect_err("filtered");
+        assert!(err.contains("content filter"), "{err}");
     }
 
     #[test]
