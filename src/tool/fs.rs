@@ -14,6 +14,14 @@ use crate::jail::{self, FileId, Jail, JailError};
 /// Largest file `read_file` returns, in bytes (256 KiB).
 pub const MAX_READ_BYTES: u64 = 256 * 1024;
 
+/// Largest content `write_file` writes, in bytes (4 MiB, as much as a config may hold); larger
+/// content is refused and nothing is written. `write_plan` writes at most
+/// [`submit_plan::MAX_PLAN_BYTES`], the most `submit_plan` reads.
+pub const MAX_WRITE_BYTES: usize = 4 * 1024 * 1024;
+
+/// Most entries `list_files` returns; a last line says how many more the folder holds.
+pub const MAX_LIST_ENTRIES: usize = 10_000;
+
 /// The workspace tools a model can write a plan file with: a planning mode that offers none of
 /// them cannot author a plan ([`crate::ModeGraph::planning_modes_without_plan_writer`]).
 pub const PLAN_WRITING_TOOLS: [&str; 2] = ["write_plan", "write_file"];
@@ -129,6 +137,11 @@ impl Tool for ListFiles {
             .unwrap_or(".");
         let result = in_workspace(ctx, path).and_then(|(workspace, rel)| workspace.list(&rel));
         match result {
+            Ok(names) if names.len() > MAX_LIST_ENTRIES => {
+                let left_out = names.len() - MAX_LIST_ENTRIES;
+                let listed = names[..MAX_LIST_ENTRIES].join("\n");
+                ToolOutput::ok(format!("{listed}\n({left_out} more entries not listed)"))
+            }
             Ok(names) => ToolOutput::ok(names.join("\n")),
             Err(e) => ToolOutput::error(e.to_string()),
         }
@@ -155,6 +168,12 @@ impl Tool for WriteFile {
             (Ok(path), Ok(content)) => (path, content),
             (Err(e), _) | (_, Err(e)) => return ToolOutput::error(e),
         };
+        if content.len() > MAX_WRITE_BYTES {
+            return ToolOutput::error(format!(
+                "content of {} bytes is larger than write_file writes ({MAX_WRITE_BYTES} bytes)",
+                content.len()
+            ));
+        }
         let (workspace, rel) = match in_workspace(ctx, path) {
             Ok(found) => found,
             Err(e) => return ToolOutput::error(e.to_string()),
@@ -202,6 +221,13 @@ impl Tool for WritePlan {
 async fn write_plan(args: &Value, ctx: &ToolContext<'_>) -> Result<String, String> {
     let path = str_arg(args, "path")?;
     let content = str_arg(args, "content")?;
+    if content.len() as u64 > submit_plan::MAX_PLAN_BYTES {
+        return Err(format!(
+            "a plan of {} bytes is larger than submit_plan reads ({} bytes)",
+            content.len(),
+            submit_plan::MAX_PLAN_BYTES
+        ));
+    }
     if !submit_plan::is_markdown(path) {
         return Err(format!(
             "plan file `{path}` is not a markdown file: the name must end in .md"

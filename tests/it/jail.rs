@@ -550,3 +550,50 @@ async fn another_sessions_pending_plan_is_never_overwritten_through_the_store() 
     assert_ne!(first.submission.sha256, second.submission.sha256);
     assert_eq!(second.submission.title, "Add dark mode!");
 }
+
+/// What a model writes and what a listing returns have bounds, as `read_file` has: a plan larger
+/// than `submit_plan` reads is refused when written, not only when submitted; a file larger than
+/// `MAX_WRITE_BYTES` is refused; a folder of many entries is listed in part, saying how many
+/// were left out.
+#[tokio::test]
+async fn writes_and_listings_have_bounds() {
+    use agent_controller::tool::fs::{MAX_LIST_ENTRIES, MAX_WRITE_BYTES};
+    use agent_controller::tool::submit_plan::MAX_PLAN_BYTES;
+    let ws = tempfile::tempdir().expect("tempdir");
+    let big_plan = "x".repeat(MAX_PLAN_BYTES as usize + 1);
+    let out = call(
+        &WritePlan,
+        ws.path(),
+        json!({"path": "big.md", "content": big_plan}),
+    )
+    .await;
+    assert!(out.is_error, "{out:?}");
+    assert!(!ws.path().join(PLANS).join("big.md").exists());
+
+    let big_file = "x".repeat(MAX_WRITE_BYTES + 1);
+    let out = call(
+        &WriteFile,
+        ws.path(),
+        json!({"path": "big.txt", "content": big_file}),
+    )
+    .await;
+    assert!(out.is_error, "{:.200}", out.content);
+    assert!(!ws.path().join("big.txt").exists());
+
+    let many = ws.path().join("many");
+    std::fs::create_dir(&many).expect("dir");
+    for i in 0..MAX_LIST_ENTRIES + 5 {
+        std::fs::write(many.join(format!("f{i:05}")), "").expect("file");
+    }
+    let out = call(&ListFiles, ws.path(), json!({"path": "many"})).await;
+    assert!(!out.is_error, "{:.200}", out.content);
+    assert_eq!(
+        out.content.lines().filter(|l| l.starts_with('f')).count(),
+        MAX_LIST_ENTRIES
+    );
+    assert!(
+        out.content.ends_with("(5 more entries not listed)"),
+        "{}",
+        &out.content[out.content.len() - 80..]
+    );
+}
