@@ -81,6 +81,8 @@ pub struct OpenAiSettings {
     env_model: Option<String>,
     connect_timeout: Duration,
     read_timeout: Duration,
+    reply_timeout: Duration,
+    max_reply_bytes: usize,
     retries: RetryPolicy,
 }
 
@@ -107,6 +109,8 @@ impl OpenAiSettings {
             env_model: None,
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(300),
+            reply_timeout: Duration::from_secs(600),
+            max_reply_bytes: 8 * 1024 * 1024,
             retries: RetryPolicy::default(),
         }
     }
@@ -174,6 +178,22 @@ impl OpenAiSettings {
     /// How long to wait for the next bytes of a response (default 300 s).
     pub fn read_timeout(mut self, timeout: Duration) -> Self {
         self.read_timeout = timeout;
+        self
+    }
+
+    /// How long one model call may take in all, retries and streaming included (default 600 s):
+    /// a server that keeps sending a little at a time cannot hold a run for ever. Past it the
+    /// call fails with [`ModelErrorKind::Transport`].
+    pub fn reply_timeout(mut self, timeout: Duration) -> Self {
+        self.reply_timeout = timeout;
+        self
+    }
+
+    /// The largest reply taken, in bytes of text and tool-call arguments together (default
+    /// 8 MiB). A larger reply fails with [`ModelErrorKind::MalformedResponse`] as soon as it
+    /// passes the bound.
+    pub fn max_reply_bytes(mut self, bytes: usize) -> Self {
+        self.max_reply_bytes = bytes;
         self
     }
 
@@ -522,6 +542,16 @@ struct StreamState {
 }
 
 impl StreamState {
+    /// Bytes of text and tool-call arguments so far.
+    fn bytes(&self) -> usize {
+        self.text.len()
+            + self
+                .calls
+                .values()
+                .map(|c| c.arguments.len())
+                .sum::<usize>()
+    }
+
     /// Folds one chunk in; returns its text delta, if any.
     fn push(&mut self, chunk: CreateChatCompletionStreamResponse) -> Option<String> {
         self.chunks += 1;
@@ -626,11 +656,14 @@ impl StreamState {
     }
 }
 
-#[async_trait]
-impl LanguageModel for OpenAiModel {
-    async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
-        let model = self.settings.resolve_model(request.model_id)?;
-        let body = chat_request(model, &request);
+impl OpenAiModel {
+    /// Sends `body` and folds the streamed chunks into a reply, passing text deltas on; fails
+    /// once the reply passes [`OpenAiSettings::max_reply_bytes`].
+    async fn stream_reply(
+        &self,
+        body: CreateChatCompletionRequest,
+        request: &ModelRequest<'_>,
+    ) -> Result<StreamState, ModelError> {
         let mut stream = self
             .client
             .chat()
@@ -643,7 +676,35 @@ impl LanguageModel for OpenAiModel {
             if let Some(delta) = state.push(chunk) {
                 request.text.send(&delta);
             }
+            if state.bytes() > self.settings.max_reply_bytes {
+                return Err(ModelError::new(format!(
+                    "{PROVIDER}: the reply from {} is larger than {} bytes",
+                    self.settings.base_url(),
+                    self.settings.max_reply_bytes
+                ))
+                .with_kind(ModelErrorKind::MalformedResponse));
+            }
         }
+        Ok(state)
+    }
+}
+
+#[async_trait]
+impl LanguageModel for OpenAiModel {
+    async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        let model = self.settings.resolve_model(request.model_id)?;
+        let body = chat_request(model, &request);
+        let deadline = self.settings.reply_timeout;
+        let state = tokio::time::timeout(deadline, self.stream_reply(body, &request))
+            .await
+            .map_err(|_| {
+                ModelError::new(format!(
+                    "{PROVIDER}: no complete reply from {} within {} s",
+                    self.settings.base_url(),
+                    deadline.as_secs_f64()
+                ))
+                .with_kind(ModelErrorKind::Transport)
+            })??;
         state.finish().map_err(|message| {
             ModelError::new(format!(
                 "{PROVIDER}: malformed stream from {}: {message}",

@@ -18,7 +18,7 @@ use wiremock::ResponseTemplate;
 
 use crate::common;
 use common::openai_server::{
-    Reply, ScriptedServer, call_in, calls, chunk, roles, text_in, tool_names,
+    Reply, ScriptedServer, call, call_in, calls, chunk, roles, text_in, tool_names,
 };
 
 /// A reply with one call whose arguments arrive in `fragments`.
@@ -793,4 +793,43 @@ availableTools = ["read_file", "write_file"]
         .expect("the approval result");
     assert!(result.starts_with(APPROVED_RESULT), "{result}");
     assert!(result.contains("`build-auto`"), "{result}");
+}
+
+/// A reply larger than `max_reply_bytes` (text and tool-call arguments together) is refused as
+/// malformed when it passes the bound, not collected without end (found by a hostile-model
+/// trial: 16 MB of arguments took 55 s and 100 MB did not finish).
+#[tokio::test]
+async fn a_reply_larger_than_the_bound_is_refused() {
+    let huge = format!(
+        "{{\"path\": \"a.txt\", \"content\": \"{}\"}}",
+        "x".repeat(4096)
+    );
+    let server = ScriptedServer::start(vec![calls([call("c1", "write_file", &huge)])]).await;
+    let base = server.base_url();
+    let settings = settings(&base).max_reply_bytes(1024);
+    let h = Harness::with_settings(server, settings);
+    let error = one_call(&h).await.expect_err("too large");
+    assert_eq!(error.kind(), ModelErrorKind::MalformedResponse, "{error}");
+    assert!(error.message().contains("1024 bytes"), "{error}");
+}
+
+/// The whole model call has a deadline, whatever the server trickles: past `reply_timeout` it
+/// ends as a transport error even while each read is within `read_timeout`.
+#[tokio::test]
+async fn a_reply_that_does_not_finish_in_time_ends_the_call() {
+    let slow = Reply::Raw(ResponseTemplate::new(200).set_delay(Duration::from_secs(5)));
+    let server = ScriptedServer::start(failing(slow)).await;
+    let base = server.base_url();
+    let settings = settings(&base)
+        .read_timeout(Duration::from_secs(30))
+        .reply_timeout(Duration::from_millis(200));
+    let h = Harness::with_settings(server, settings);
+    let started = std::time::Instant::now();
+    let error = one_call(&h).await.expect_err("deadline");
+    assert_eq!(error.kind(), ModelErrorKind::Transport, "{error}");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
 }
