@@ -539,17 +539,15 @@ struct StreamState {
     finish: Option<FinishReason>,
     usage: Option<TokenUsage>,
     chunks: usize,
+    /// Bytes of text and tool-call arguments so far, counted as they arrive (a sum over the
+    /// calls at every chunk would grow with the square of a reply of many calls).
+    bytes: usize,
 }
 
 impl StreamState {
     /// Bytes of text and tool-call arguments so far.
     fn bytes(&self) -> usize {
-        self.text.len()
-            + self
-                .calls
-                .values()
-                .map(|c| c.arguments.len())
-                .sum::<usize>()
+        self.bytes
     }
 
     /// Folds one chunk in; returns its text delta, if any.
@@ -579,11 +577,13 @@ impl StreamState {
                     }
                 }
                 if let Some(fragment) = function.arguments {
+                    self.bytes += fragment.len();
                     call.arguments.push_str(&fragment);
                 }
             }
         }
         let text = choice.delta.content.filter(|t| !t.is_empty())?;
+        self.bytes += text.len();
         self.text.push_str(&text);
         Some(text)
     }
