@@ -123,7 +123,7 @@ impl Style {
                 .all(|l| l.matches('|').count() <= MARKDOWN_MAX_CELLS)
         {
             let shown = self.skin().text(&source, Some(self.width)).to_string();
-            if shows_every_word(&source, &shown) {
+            if shows_all_text(&source, &shown) {
                 return shown;
             }
         }
@@ -203,7 +203,7 @@ const PLAIN_NOTE: &str = "(shown as plain text: rendered as markdown, part of it
 /// Whether `shown` (the rendering, with the skin's colours) holds every letter and digit of
 /// `source`, the markdown given to the renderer, in order: rendering may drop markup and add
 /// frames, but never text. The one-word language tag of an opening code fence is markup.
-fn shows_every_word(source: &str, shown: &str) -> bool {
+fn shows_all_text(source: &str, shown: &str) -> bool {
     let shown = strip_sgr(shown);
     let mut rendered = shown.chars().filter(|c| c.is_alphanumeric());
     let mut in_fence = false;
