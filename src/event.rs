@@ -121,6 +121,62 @@ pub struct SuspendPayload {
     pub diff: Option<String>,
 }
 
+/// What `tool_suspended` carries for a tool call that waits for the user's approval (the
+/// mode's `requireApproval`): `{ decisionId, toolName, args, argsSha256 }`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallPayload {
+    /// The id the controller gave this decision (`decision_N`, counted with the plans'), unique
+    /// in the session: decide by it with [`crate::Session::decide`].
+    pub decision_id: String,
+    /// The tool the model called.
+    pub tool_name: String,
+    /// The call's arguments as the model gave them (a JSON object).
+    pub args: Value,
+    /// The SHA-256 (lowercase hex) of `args` in RFC 8785 canonical JSON ([`crate::jcs::sha256`]):
+    /// pin a decision to it with [`crate::Decision::with_sha256`], computed with any JCS library.
+    pub args_sha256: String,
+}
+
+/// What a suspended tool call waits on, as `tool_suspended` carries it (`suspendPayload`): a
+/// submitted plan, or a tool call that needs approval. Serialized as the payload alone (no tag):
+/// a plan's has `path`, `title`, `plan`, `sha256`, ...; a tool call's has `toolName`, `args`,
+/// `argsSha256`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Suspension {
+    /// A `submit_plan` call: the captured plan and its hand-over targets.
+    Plan(SuspendPayload),
+    /// A tool call that waits for approval.
+    ToolCall(ToolCallPayload),
+}
+
+impl Suspension {
+    /// The decision id (`decision_N`) to decide it by.
+    pub fn decision_id(&self) -> &str {
+        match self {
+            Suspension::Plan(p) => &p.decision_id,
+            Suspension::ToolCall(t) => &t.decision_id,
+        }
+    }
+
+    /// The plan's payload, for a plan.
+    pub fn as_plan(&self) -> Option<&SuspendPayload> {
+        match self {
+            Suspension::Plan(p) => Some(p),
+            Suspension::ToolCall(_) => None,
+        }
+    }
+
+    /// The tool call's payload, for a tool call that waits for approval.
+    pub fn as_tool_call(&self) -> Option<&ToolCallPayload> {
+        match self {
+            Suspension::Plan(_) => None,
+            Suspension::ToolCall(t) => Some(t),
+        }
+    }
+}
+
 named_enum! {
     /// How a submitted plan was settled.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -170,9 +226,17 @@ pub struct DecidedRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided_by: Option<String>,
     /// The mode an approval handed over to (the first target, or the one the decision chose
-    /// with [`crate::Decision::to`]); `None` for rejections and cancellations.
+    /// with [`crate::Decision::to`]); `None` for rejections and cancellations, and for tool calls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_mode_id: Option<String>,
+    /// For a tool call that waited for approval (`requireApproval`): its tool; `None` for a
+    /// plan (`submit_plan`). Its `sha256` is then the call's `argsSha256`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_name: Option<String>,
+    /// Whether the approval also allowed the tool for the rest of the session
+    /// ([`crate::Decision::always_allow`]); only on tool-call approvals.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub always_allow: bool,
 }
 
 /// Now, as RFC 3339 in UTC with whole seconds.
@@ -277,16 +341,17 @@ pub enum Event {
         /// The call's arguments.
         args: Value,
     },
-    /// A tool call suspended the run; the host must decide.
+    /// A tool call suspended the run; the host must decide: a submitted plan, or a tool call
+    /// that needs approval (one event for each such call of the model's reply).
     ToolSuspended {
         /// The run id.
         run_id: Arc<str>,
         /// The tool call id.
         tool_call_id: String,
-        /// The tool name (`submit_plan`).
+        /// The tool name (`submit_plan` for a plan).
         tool_name: String,
-        /// The captured plan.
-        suspend_payload: SuspendPayload,
+        /// The captured plan, or the tool call's name, arguments and `argsSha256`.
+        suspend_payload: Suspension,
     },
     /// A tool call finished with a result for the model.
     ToolEnd {
@@ -300,8 +365,9 @@ pub enum Event {
         result: String,
         /// Whether the result reports an error.
         is_error: bool,
-        /// For the `submit_plan` call a decision settled: the audit record (decision id,
-        /// outcome, `decidedAt`, `decidedBy`); absent for every other tool call.
+        /// For a call a decision settled (`submit_plan`, or a tool call that waited for
+        /// approval): the audit record (decision id, outcome, `decidedAt`, `decidedBy`,
+        /// `alwaysAllow`); absent for every other tool call.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         decision: Option<DecidedRecord>,
     },

@@ -67,6 +67,7 @@ pub mod error;
 pub mod event;
 pub mod extensions;
 pub mod jail;
+pub mod jcs;
 pub mod mode;
 pub mod model;
 pub mod run;
@@ -83,7 +84,7 @@ pub use crate::controller::{AgentController, AgentControllerBuilder};
 pub use crate::error::{Error, Result};
 pub use crate::event::{
     CancelReason, DecidedRecord, DecisionOutcome, Event, EventStream, ModeChangeReason, RunState,
-    Subscription, SuspendPayload, TokenUsage,
+    Subscription, SuspendPayload, Suspension, TokenUsage, ToolCallPayload,
 };
 pub use crate::extensions::Extensions;
 pub use crate::mode::{Mode, ModeGraph, ModeId, RequireApproval};
@@ -91,12 +92,12 @@ pub use crate::model::{
     LanguageModel, Message, ModelError, ModelErrorKind, ModelRequest, ModelResponse,
 };
 pub use crate::session::{
-    CancelHandle, Decision, DecisionAction, PendingDecision, RunOutcome, Session, SessionError,
-    SessionOptions,
+    CancelHandle, Decision, DecisionAction, PendingDecision, PendingToolCall, RunOutcome, Session,
+    SessionError, SessionOptions,
 };
 pub use crate::store::{
-    FileStore, MemoryStore, PendingListing, PendingSummary, SessionRecord, SessionStore,
-    StoreError, UnreadableRecord,
+    FileStore, MemoryStore, PendingKind, PendingListing, PendingSummary, SessionRecord,
+    SessionStore, StoreError, UnreadableRecord,
 };
 pub use crate::tool::submit_plan::{PlanError, PlanSubmission};
 pub use crate::tool::{Tool, ToolCall, ToolContext, ToolError, ToolOutput, ToolRegistry, ToolSpec};

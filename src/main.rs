@@ -25,7 +25,7 @@ use agent_controller::tool::fs::PLAN_WRITING_TOOLS;
 use agent_controller::tool::submit_plan::{self, PlanError};
 use agent_controller::{
     AgentController, Decision, DecisionAction, Event, LanguageModel, ModeGraph, RunOutcome,
-    Session, SessionError, SessionOptions, SuspendPayload, ToolRegistry, config,
+    Session, SessionError, SessionOptions, SuspendPayload, Suspension, ToolRegistry, config,
 };
 use clap::{Args, Parser, Subcommand};
 
@@ -1084,6 +1084,23 @@ impl Decider<'_> {
         }
         finish(session, self.json, &out_style);
         Ok(match outcome {
+            // Tool calls waiting for approval stay pending (the CLI decides them with
+            // `decide --decision ID`).
+            RunOutcome::ToolCallsSuspended { run_id, tool_calls } => {
+                let ids: Vec<String> = tool_calls
+                    .iter()
+                    .map(|c| format!("{} ({})", c.decision_id(), c.tool_name()))
+                    .collect();
+                if !self.json {
+                    say!(
+                        "suspended: session {} run {} tool calls wait for approval: {}",
+                        session.id(),
+                        neutralize_line(&run_id),
+                        neutralize_line(&ids.join(", "))
+                    );
+                }
+                Exit::Pending
+            }
             RunOutcome::Failed { error, .. } => {
                 note!("error: {}", neutralize(error.message()));
                 Exit::RuntimeError
@@ -1482,7 +1499,18 @@ fn event_line(event: &Event, graph: &ModeGraph, style: &Style, resumed: bool) ->
             tool_name, args, ..
         } => format!("tool {} {}", line(tool_name), line(&args.to_string())),
         Event::ToolSuspended {
-            suspend_payload, ..
+            suspend_payload: Suspension::ToolCall(call),
+            ..
+        } => format!(
+            "tool call waits for approval: {} {} (decision {}, argsSha256 {})",
+            line(&call.tool_name),
+            line(&call.args.to_string()),
+            line(&call.decision_id),
+            line(&call.args_sha256)
+        ),
+        Event::ToolSuspended {
+            suspend_payload: Suspension::Plan(suspend_payload),
+            ..
         } => {
             let choice = match suspend_payload.target_mode_ids.as_slice() {
                 [_, _, ..] => format!(

@@ -15,11 +15,11 @@ use tracing::Instrument;
 
 use crate::event::{
     CancelReason, DecidedRecord, DecisionOutcome, Event, ModeChangeReason, RunState,
-    SuspendPayload, rfc3339_now,
+    SuspendPayload, Suspension, ToolCallPayload, rfc3339_now,
 };
 use crate::mode::ModeId;
 use crate::model::{Message, ModelError, ModelErrorKind, ModelRequest, TextSink};
-pub use crate::session::{Decision, DecisionAction, PendingDecision, RunOutcome};
+pub use crate::session::{Decision, DecisionAction, PendingDecision, PendingToolCall, RunOutcome};
 use crate::session::{Session, SessionError, decision_id_for};
 use crate::store::SessionStore;
 use crate::tool::submit_plan::{self, PlanSubmission, REJECTED_RESULT, SUBMIT_PLAN};
@@ -52,6 +52,35 @@ fn cancelled_result(reason: CancelReason) -> &'static str {
     }
 }
 
+/// The result of a tool call that waited for approval when its suspension was cancelled for
+/// `reason`: it never ran.
+fn tool_cancelled_result(reason: CancelReason) -> &'static str {
+    match reason {
+        CancelReason::Aborted => {
+            "Not approved: the run was aborted before this tool call was decided; it was not executed."
+        }
+        CancelReason::UserMessage => {
+            "Not approved: the user sent a new message instead of deciding; this tool call was not executed. Read the message and continue."
+        }
+        CancelReason::ModeSwitch => {
+            "Not approved: the user switched mode by hand; this tool call was not executed."
+        }
+    }
+}
+
+/// The result of a tool call the user rejected (it did not run), with their feedback if any.
+fn tool_rejected_result(feedback: Option<&str>) -> String {
+    match feedback {
+        Some(feedback) => format!(
+            "Not approved: the user rejected this tool call; it was not executed. Their feedback:\n{feedback}"
+        ),
+        None => "Not approved: the user rejected this tool call; it was not executed.".to_owned(),
+    }
+}
+
+/// The result of a `submit_plan` call in a reply whose other calls wait for approval.
+const PLAN_BESIDE_APPROVALS: &str = "Not executed: other tool calls of this reply wait for the user's approval. Submit the plan again after they are decided.";
+
 impl Session {
     /// Starts a run: appends the user message and drives the loop.
     pub(crate) async fn start_run(&mut self, text: String) -> Result<RunOutcome, SessionError> {
@@ -72,6 +101,10 @@ impl Session {
     /// Cancels a pending decision as *not approved*: the model gets a result saying so, the run
     /// ends as aborted, the mode stays. Callers persist the change.
     pub(crate) fn cancel_pending(&mut self, reason: CancelReason) -> bool {
+        if !self.pending_tool_calls.is_empty() {
+            self.cancel_tool_calls(reason);
+            return true;
+        }
         let Some(pending) = self.pending.take() else {
             return false;
         };
@@ -103,6 +136,49 @@ impl Session {
         true
     }
 
+    /// Cancels every tool call that waits for approval as *not approved* (those decided while
+    /// others waited too: none of them ran): each gets a result saying so and
+    /// `tool_suspension_cancelled` with a `cancelled` audit record; the run ends aborted.
+    fn cancel_tool_calls(&mut self, reason: CancelReason) {
+        let calls = std::mem::take(&mut self.pending_tool_calls);
+        let Some(run_id) = calls.first().map(|c| c.run_id.clone()) else {
+            return;
+        };
+        let mode_id = self.mode_arc();
+        self.emit(Event::AgentStart {
+            run_id: run_id.clone(),
+            mode_id,
+        });
+        for call in calls {
+            self.messages.push(Message::Tool {
+                tool_call_id: call.tool_call_id.clone(),
+                tool_name: call.payload.tool_name.clone(),
+                content: tool_cancelled_result(reason).to_owned(),
+                is_error: true,
+            });
+            let record = tool_call_record(
+                &call,
+                DecisionOutcome::Cancelled,
+                None,
+                false,
+                rfc3339_now(),
+            );
+            self.history.push(record.clone());
+            self.emit(Event::ToolSuspensionCancelled {
+                run_id: run_id.clone(),
+                tool_call_id: call.tool_call_id,
+                tool_name: call.payload.tool_name,
+                reason,
+                decision: Some(record),
+            });
+        }
+        self.emit(Event::AgentEnd {
+            run_id: run_id.clone(),
+            reason: RunState::Aborted,
+        });
+        self.run = Some((run_id, RunState::Aborted));
+    }
+
     /// Records `pending` as settled (`outcome`, now, by `decided_by`, handed over to `target`
     /// when approved) in the history; returns the audit record for the decision's event.
     fn settle_decision(
@@ -123,6 +199,8 @@ impl Session {
             decided_at: Some(rfc3339_now()),
             decided_by,
             target_mode_id: target.map(|t| self.shared.graph.mode(t).id().to_owned()),
+            tool_name: None,
+            always_allow: false,
         };
         self.history.push(record.clone());
         record
@@ -165,6 +243,12 @@ impl Session {
         pending: &PendingDecision,
         decision: &Decision,
     ) -> Result<(), SessionError> {
+        if decision.always_allow {
+            return Err(SessionError::MalformedDecision(
+                "a plan decision takes no `alwaysAllow`: it goes with the approval of a tool call"
+                    .to_owned(),
+            ));
+        }
         if let Some(given) = &decision.sha256
             && !given.eq_ignore_ascii_case(&pending.payload.submission.sha256)
         {
@@ -306,6 +390,215 @@ impl Session {
             });
         }
         self.drive_traced(run_id).await
+    }
+
+    /// Whether a decision is waiting: a plan, or tool calls.
+    pub(crate) fn has_pending(&self) -> bool {
+        self.pending.is_some() || !self.pending_tool_calls.is_empty()
+    }
+
+    /// The index of the pending tool call that `run_id` / `tool_call_id` name, the first one not
+    /// decided yet where a model reused the id; `None` when they name no pending tool call
+    /// (they may name the pending plan).
+    ///
+    /// # Errors
+    /// [`SessionError::AlreadyDecided`] when every pending tool call they name is decided.
+    pub(crate) fn tool_call_index(
+        &self,
+        run_id: &str,
+        tool_call_id: &str,
+    ) -> Result<Option<usize>, SessionError> {
+        let named = |p: &&PendingToolCall| &*p.run_id == run_id && p.tool_call_id == tool_call_id;
+        if let Some(index) = self
+            .pending_tool_calls
+            .iter()
+            .position(|p| named(&p) && p.decided.is_none())
+        {
+            return Ok(Some(index));
+        }
+        if self.pending_tool_calls.iter().any(|p| named(&p)) {
+            return Err(SessionError::AlreadyDecided(tool_call_id.to_owned()));
+        }
+        Ok(None)
+    }
+
+    /// Checks `decision` against the pending tool call: no target mode or edited plan (those
+    /// go with plans), no "always allow" on a rejection, and a pinned sha256 must be the
+    /// call's `argsSha256`. Changes nothing.
+    fn check_tool_decision(
+        call: &PendingToolCall,
+        decision: &Decision,
+    ) -> Result<(), SessionError> {
+        let malformed = |what: &str| Err(SessionError::MalformedDecision(what.to_owned()));
+        if decision.to.is_some() {
+            return malformed(
+                "a tool-call decision names no target mode: `targetModeId` goes with a plan",
+            );
+        }
+        if decision.plan.is_some() {
+            return malformed(
+                "a tool-call decision carries no edited plan: `plan` goes with a plan",
+            );
+        }
+        if decision.always_allow && decision.action == DecisionAction::Rejected {
+            return malformed(
+                "a rejection cannot always allow the tool: `alwaysAllow` goes with an approval",
+            );
+        }
+        if let Some(given) = &decision.sha256
+            && !given.eq_ignore_ascii_case(&call.payload.args_sha256)
+        {
+            return Err(SessionError::Sha256Mismatch {
+                expected: call.payload.args_sha256.clone(),
+                given: given.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Decides the pending tool call at `index` (checked to be undecided): see
+    /// [`Session::decide`].
+    pub(crate) async fn decide_tool_call(
+        &mut self,
+        index: usize,
+        decision: Decision,
+    ) -> Result<RunOutcome, SessionError> {
+        let Some(call) = self.pending_tool_calls.get(index) else {
+            return Err(SessionError::NotSuspended(String::new()));
+        };
+        Self::check_tool_decision(call, &decision)?;
+        let span = tracing::info_span!(
+            "decision",
+            session_id = %self.id,
+            run_id = %call.run_id,
+            tool_call_id = %call.tool_call_id,
+            action = %decision.action,
+        );
+        self.start_operation();
+        let outcome = self
+            .apply_tool_decision(index, decision)
+            .instrument(span)
+            .await;
+        self.finish_operation();
+        outcome
+    }
+
+    /// Records the decision on the tool call at `index` and saves it (compare-and-swap): the
+    /// run stays suspended while other calls of the reply wait. The last decision carries the
+    /// run on: rejected calls get their "not approved" result in the same save, then the
+    /// approved ones run in the model's order, then the model is called. When the save fails
+    /// nothing has changed.
+    async fn apply_tool_decision(
+        &mut self,
+        index: usize,
+        decision: Decision,
+    ) -> Result<RunOutcome, SessionError> {
+        if index >= self.pending_tool_calls.len() {
+            return Err(SessionError::NotSuspended(String::new()));
+        }
+        self.begin();
+        let Some(call) = self.pending_tool_calls.get_mut(index) else {
+            return Err(SessionError::NotSuspended(String::new()));
+        };
+        let outcome = match decision.action {
+            DecisionAction::Approved => DecisionOutcome::Approved,
+            DecisionAction::Rejected => DecisionOutcome::Rejected,
+        };
+        let record = tool_call_record(
+            call,
+            outcome,
+            decision.decided_by.clone(),
+            decision.always_allow,
+            rfc3339_now(),
+        );
+        let tool_name = call.payload.tool_name.clone();
+        let run_id = call.run_id.clone();
+        call.decided = Some((decision.clone(), record));
+        if decision.always_allow && !self.always_allowed.contains(&tool_name) {
+            self.always_allowed.push(tool_name);
+        }
+        if self.pending_tool_calls.iter().any(|p| p.decided.is_none()) {
+            self.commit().await?;
+            return Ok(RunOutcome::ToolCallsSuspended {
+                run_id,
+                tool_calls: self
+                    .pending_tool_calls
+                    .iter()
+                    .filter(|p| p.decided.is_none())
+                    .cloned()
+                    .collect(),
+            });
+        }
+        // Every call is decided: the run resumes (same run id), saved with this process's lease.
+        let calls = std::mem::take(&mut self.pending_tool_calls);
+        self.run = Some((run_id.clone(), RunState::Running));
+        self.take_lease();
+        let mode_id = self.mode_arc();
+        self.emit(Event::AgentStart {
+            run_id: run_id.clone(),
+            mode_id,
+        });
+        let mut approved = Vec::new();
+        for call in calls {
+            let Some((decision, record)) = call.decided.clone() else {
+                continue;
+            };
+            self.history.push(record.clone());
+            match decision.action {
+                DecisionAction::Approved => approved.push((call, record)),
+                DecisionAction::Rejected => {
+                    let output = ToolOutput::error(tool_rejected_result(decision.feedback()));
+                    self.finish_decided_tool(&run_id, &call, output, record);
+                }
+            }
+        }
+        self.commit().await?;
+        for (call, record) in approved {
+            if self.run_token.is_cancelled() {
+                return self.abort_run(run_id).await;
+            }
+            let name = &call.payload.tool_name;
+            let output = if self.shared.runtime(self.mode).allows(name) {
+                self.execute_tool(&run_id, &call.tool_call_id, name, &call.payload.args)
+                    .await
+            } else {
+                // The config changed since the call was suspended (a restore under another one).
+                Some(ToolOutput::error(format!(
+                    "Tool `{name}` is not available in mode `{}` any more; it was not executed.",
+                    self.shared.graph.mode(self.mode).id()
+                )))
+            };
+            let Some(output) = output else {
+                return self.abort_run(run_id).await;
+            };
+            self.finish_decided_tool(&run_id, &call, output, record);
+        }
+        self.drive_traced(run_id).await
+    }
+
+    /// Ends a decided tool call: `tool_end` with the result and the decision's audit record,
+    /// and the result in the conversation.
+    fn finish_decided_tool(
+        &mut self,
+        run_id: &Arc<str>,
+        call: &PendingToolCall,
+        output: ToolOutput,
+        record: DecidedRecord,
+    ) {
+        self.emit(Event::ToolEnd {
+            run_id: run_id.clone(),
+            tool_call_id: call.tool_call_id.clone(),
+            tool_name: call.payload.tool_name.clone(),
+            result: output.content.clone(),
+            is_error: output.is_error,
+            decision: Some(record),
+        });
+        self.messages.push(Message::Tool {
+            tool_call_id: call.tool_call_id.clone(),
+            tool_name: call.payload.tool_name.clone(),
+            content: output.content,
+            is_error: output.is_error,
+        });
     }
 
     /// [`Session::drive`] inside a `run` span (session, run and mode ids).
@@ -580,12 +873,21 @@ impl Session {
 
     /// Runs one step's tool calls in order; returns `Some` when the run suspends (or its
     /// suspension could not be saved).
+    ///
+    /// A call that needs approval in the current mode (`requireApproval`, and its tool not
+    /// always allowed) does not run: once the other calls have run, the run suspends on every
+    /// such call of the reply at once ([`Session::suspend_tool_calls`]). A `submit_plan` beside
+    /// them is not executed.
     async fn run_tool_calls(
         &mut self,
         run_id: &Arc<str>,
         at: usize,
     ) -> Option<Result<RunOutcome, SessionError>> {
         let shared = self.shared.clone();
+        let waits = (0..)
+            .map_while(|i| self.tool_call(at, i))
+            .any(|call| self.needs_approval(&call.name, &call.args));
+        let mut waiting = Vec::new();
         let mut next = 0;
         while let Some((id, name)) = self.start_tool(run_id, at, next) {
             next += 1;
@@ -606,6 +908,14 @@ impl Session {
                     json_kind(args)
                 ));
                 self.finish_tool(run_id, &id, &name, output);
+                continue;
+            }
+            if args.is_some_and(|args| self.needs_approval(&name, args)) {
+                waiting.push(next - 1);
+                continue;
+            }
+            if name == SUBMIT_PLAN && waits {
+                self.finish_tool(run_id, &id, &name, ToolOutput::error(PLAN_BESIDE_APPROVALS));
                 continue;
             }
             if name == SUBMIT_PLAN {
@@ -637,38 +947,132 @@ impl Session {
                     }
                 }
             }
-            let output = match (shared.tools.get(&name), args) {
-                (Some(tool), Some(args)) => {
-                    let pending_plans = StorePending(shared.store.as_ref());
-                    let token = self.run_token.clone();
-                    let ctx = ToolContext {
-                        workspace: &shared.workspace,
-                        plans_dir: &shared.plans_dir,
-                        mode_id: shared.graph.mode(mode).id(),
-                        session_id: &self.id,
-                        run_id,
-                        tool_call_id: &id,
-                        cancel: token.clone(),
-                        extensions: &self.extensions,
-                        pending_plans: &pending_plans,
-                        protected_paths: &shared.protected_paths,
-                    };
-                    let span =
-                        tracing::info_span!("tool_call", tool_call_id = %id, tool_name = %name);
-                    let execute = tool.execute(args, &ctx).instrument(span);
-                    let output = token.run_until_cancelled(execute).await;
-                    match output {
-                        Some(output) => output,
-                        // The call stays without a result; `abort_run` gives it one.
-                        None => return Some(self.abort_run(run_id.clone()).await),
-                    }
-                }
-                _ => ToolOutput::error(format!("Tool `{name}` has no implementation.")),
+            let output = match args {
+                Some(args) => self.execute_tool(run_id, &id, &name, args).await,
+                None => Some(ToolOutput::error(format!(
+                    "Tool `{name}` has no implementation."
+                ))),
+            };
+            let Some(output) = output else {
+                // The call stays without a result; `abort_run` gives it one.
+                return Some(self.abort_run(run_id.clone()).await);
             };
             tracing::debug!(tool_call_id = %id, tool_name = %name, is_error = output.is_error, "tool call finished");
             self.finish_tool(run_id, &id, &name, output);
         }
-        None
+        if waiting.is_empty() {
+            return None;
+        }
+        Some(self.suspend_tool_calls(run_id.clone(), at, waiting).await)
+    }
+
+    /// Whether a call of `name` with `args` waits for approval in the current mode: the mode
+    /// offers the tool and lists it in `requireApproval`, the arguments are an object (else the
+    /// call is refused, never suspended), and no decision allowed the tool for the session.
+    fn needs_approval(&self, name: &str, args: &serde_json::Value) -> bool {
+        let mode = self.shared.graph.mode(self.mode);
+        args.is_object()
+            && mode.requires_approval(name)
+            && self.shared.runtime(self.mode).allows(name)
+            && !self.always_allowed.iter().any(|t| t == name)
+    }
+
+    /// Runs tool `name` with `args` in the current mode; `None` when the run was cancelled
+    /// while it ran (the call then has no result: [`Session::abort_run`] gives it one).
+    async fn execute_tool(
+        &self,
+        run_id: &Arc<str>,
+        id: &str,
+        name: &str,
+        args: &serde_json::Value,
+    ) -> Option<ToolOutput> {
+        let shared = &self.shared;
+        let mode = self.mode;
+        let Some(tool) = shared.tools.get(name) else {
+            return Some(ToolOutput::error(format!(
+                "Tool `{name}` has no implementation."
+            )));
+        };
+        let pending_plans = StorePending(shared.store.as_ref());
+        let token = self.run_token.clone();
+        let ctx = ToolContext {
+            workspace: &shared.workspace,
+            plans_dir: &shared.plans_dir,
+            mode_id: shared.graph.mode(mode).id(),
+            session_id: &self.id,
+            run_id,
+            tool_call_id: id,
+            cancel: token.clone(),
+            extensions: &self.extensions,
+            pending_plans: &pending_plans,
+            protected_paths: &shared.protected_paths,
+        };
+        let span = tracing::info_span!("tool_call", tool_call_id = %id, tool_name = %name);
+        let execute = tool.execute(args, &ctx).instrument(span);
+        token.run_until_cancelled(execute).await
+    }
+
+    /// Suspends the run on the calls at `indexes` of the assistant message at `at`, which wait
+    /// for approval: each gets its decision id, `argsSha256` and a `tool_suspended` event, and
+    /// the suspension is saved. If it cannot be saved, each gets an error result and the run
+    /// fails, as for a plan ([`Session::suspend`]).
+    async fn suspend_tool_calls(
+        &mut self,
+        run_id: Arc<str>,
+        at: usize,
+        indexes: Vec<usize>,
+    ) -> Result<RunOutcome, SessionError> {
+        self.begin();
+        for index in indexes {
+            let Some(call) = self.tool_call(at, index) else {
+                continue;
+            };
+            let (tool_call_id, tool_name) = (call.id.clone(), call.name.clone());
+            let args = call.args.clone();
+            self.decisions += 1;
+            let payload = ToolCallPayload {
+                decision_id: decision_id_for(self.decisions),
+                tool_name: tool_name.clone(),
+                args_sha256: crate::jcs::sha256(&args),
+                args,
+            };
+            self.pending_tool_calls.push(PendingToolCall {
+                run_id: run_id.clone(),
+                tool_call_id: tool_call_id.clone(),
+                payload: payload.clone(),
+                decided: None,
+            });
+            self.emit(Event::ToolSuspended {
+                run_id: run_id.clone(),
+                tool_call_id,
+                tool_name,
+                suspend_payload: Suspension::ToolCall(payload),
+            });
+        }
+        self.close_run(&run_id, RunState::Suspended, None);
+        if let Err(err) = self.commit().await {
+            let calls: Vec<(String, String)> = self
+                .pending_tool_calls
+                .drain(..)
+                .map(|c| (c.tool_call_id, c.payload.tool_name))
+                .collect();
+            for (id, name) in calls {
+                let output = ToolOutput::error(format!(
+                    "Not executed: the tool call could not be saved for approval: {err}"
+                ));
+                self.finish_tool(&run_id, &id, &name, output);
+            }
+            self.begin();
+            self.close_run(&run_id, RunState::Failed, Some(&err.to_string()));
+            return match self.commit().await {
+                Ok(()) => Err(err),
+                Err(second) => Err(second),
+            };
+        }
+        Ok(RunOutcome::ToolCallsSuspended {
+            run_id,
+            tool_calls: self.pending_tool_calls.clone(),
+        })
     }
 
     /// The `index`-th tool call of the assistant message at `at` in the conversation.
@@ -750,7 +1154,7 @@ impl Session {
             run_id: run_id.clone(),
             tool_call_id: tool_call_id.clone(),
             tool_name: SUBMIT_PLAN.to_owned(),
-            suspend_payload: payload.clone(),
+            suspend_payload: Suspension::Plan(payload.clone()),
         });
         self.close_run(&run_id, RunState::Suspended, None);
         if let Err(err) = self.commit().await {
@@ -769,6 +1173,29 @@ impl Session {
             tool_call_id,
             payload,
         })
+    }
+}
+
+/// The audit record of a decision on the tool call `call`.
+fn tool_call_record(
+    call: &PendingToolCall,
+    outcome: DecisionOutcome,
+    decided_by: Option<String>,
+    always_allow: bool,
+    decided_at: String,
+) -> DecidedRecord {
+    DecidedRecord {
+        run_id: call.run_id.to_string(),
+        tool_call_id: call.tool_call_id.clone(),
+        decision_id: call.payload.decision_id.clone(),
+        outcome: Some(outcome),
+        sha256: Some(call.payload.args_sha256.clone()),
+        approved_sha256: None,
+        decided_at: Some(decided_at),
+        decided_by,
+        target_mode_id: None,
+        tool_name: Some(call.payload.tool_name.clone()),
+        always_allow,
     }
 }
 

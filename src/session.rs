@@ -4,7 +4,7 @@
 mod decision;
 
 pub(crate) use self::decision::decision_id_for;
-pub use self::decision::{Decision, DecisionAction, PendingDecision};
+pub use self::decision::{Decision, DecisionAction, PendingDecision, PendingToolCall};
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -24,8 +24,8 @@ use crate::extensions::Extensions;
 use crate::mode::{Mode, ModeGraph, ModeId};
 use crate::model::{LanguageModel, Message, ModelError};
 use crate::store::{
-    DecidedRecord, PendingRecord, PlanRevision, RunRecord, SCHEMA_VERSION, SessionRecord,
-    SessionStore, StoreError, now_millis,
+    DecidedRecord, PendingRecord, PendingToolCallRecord, PlanRevision, RunRecord, SCHEMA_VERSION,
+    SessionRecord, SessionStore, StoreError, now_millis,
 };
 use crate::tool::{SUBMIT_PLAN, ToolRegistry, ToolSpec};
 
@@ -48,6 +48,16 @@ pub enum RunOutcome {
         tool_call_id: String,
         /// The captured plan and the hand-over target.
         payload: SuspendPayload,
+    },
+    /// The run is suspended on tool calls that wait for the user's approval (the mode's
+    /// `requireApproval`): each has its own decision ([`crate::Session::decide`] with its
+    /// [`PendingToolCall::decision_id`]), and the run carries on once every one is decided.
+    /// The calls of the same reply that need no approval have run.
+    ToolCallsSuspended {
+        /// The run id.
+        run_id: Arc<str>,
+        /// The calls still waiting for a decision, in the model's order.
+        tool_calls: Vec<PendingToolCall>,
     },
     /// The model failed or the step limit was reached; the session stays usable.
     Failed {
@@ -72,6 +82,7 @@ impl RunOutcome {
         match self {
             RunOutcome::Completed { run_id, .. }
             | RunOutcome::Suspended { run_id, .. }
+            | RunOutcome::ToolCallsSuspended { run_id, .. }
             | RunOutcome::Failed { run_id, .. }
             | RunOutcome::Aborted { run_id } => run_id,
         }
@@ -89,7 +100,9 @@ impl RunOutcome {
     pub fn state(&self) -> RunState {
         match self {
             RunOutcome::Completed { .. } => RunState::Completed,
-            RunOutcome::Suspended { .. } => RunState::Suspended,
+            RunOutcome::Suspended { .. } | RunOutcome::ToolCallsSuspended { .. } => {
+                RunState::Suspended
+            }
             RunOutcome::Failed { .. } => RunState::Failed,
             RunOutcome::Aborted { .. } => RunState::Aborted,
         }
@@ -154,6 +167,8 @@ pub(crate) struct Checkpoint {
     counter: u64,
     run: Option<(Arc<str>, RunState)>,
     pending: Option<PendingDecision>,
+    pending_tool_calls: Vec<PendingToolCall>,
+    always_allowed: Vec<String>,
     history: usize,
     decisions: u64,
     lease: Option<Lease>,
@@ -554,6 +569,10 @@ pub struct Session {
     pub(crate) counter: u64,
     pub(crate) run: Option<(Arc<str>, RunState)>,
     pub(crate) pending: Option<PendingDecision>,
+    /// The tool calls of the suspended run that wait for approval, in the model's order.
+    pub(crate) pending_tool_calls: Vec<PendingToolCall>,
+    /// The tools a decision allowed for the rest of the session (until a manual switch).
+    pub(crate) always_allowed: Vec<String>,
     /// Every settled decision, oldest first (the audit trail; the last one is `lastDecided`).
     pub(crate) history: Vec<DecidedRecord>,
     /// How many decision ids were given out.
@@ -623,6 +642,8 @@ impl Session {
             counter: 0,
             run: None,
             pending: None,
+            pending_tool_calls: Vec::new(),
+            always_allowed: Vec::new(),
             history: Vec::new(),
             decisions: 0,
             last_plan: None,
@@ -701,6 +722,16 @@ impl Session {
                 stale,
             }
         });
+        let pending_tool_calls = record
+            .pending_tool_calls
+            .into_iter()
+            .map(|p| PendingToolCall {
+                run_id: Arc::from(p.run_id),
+                tool_call_id: p.tool_call_id,
+                payload: p.suspend_payload,
+                decided: p.decision.zip(p.decided),
+            })
+            .collect();
         Ok(Self {
             id: Arc::from(record.session_id),
             mode,
@@ -708,6 +739,8 @@ impl Session {
             counter: record.run_counter,
             run: record.run.map(|r| (Arc::from(r.run_id), r.state)),
             pending,
+            pending_tool_calls,
+            always_allowed: record.always_allowed,
             history: if record.history.is_empty() {
                 record.last_decided.into_iter().collect()
             } else {
@@ -790,6 +823,27 @@ impl Session {
         match self.unsaved() {
             Some(cp) => cp.pending.as_ref(),
             None => self.pending.as_ref(),
+        }
+    }
+
+    /// The tool calls waiting for approval (the mode's `requireApproval`), in the model's order:
+    /// every call of the suspended run's last reply that needs a decision, the ones decided
+    /// already while others wait included ([`PendingToolCall::decision`]). Empty when none
+    /// waits. [`Session::pending`] shows a pending plan; never both at once.
+    pub fn pending_tool_calls(&self) -> &[PendingToolCall] {
+        match self.unsaved() {
+            Some(cp) => &cp.pending_tool_calls,
+            None => &self.pending_tool_calls,
+        }
+    }
+
+    /// The tools an approval allowed for the rest of the session ([`Decision::always_allow`]),
+    /// in the order they were allowed: their calls run without waiting for approval, until a
+    /// manual mode switch ([`Session::switch_mode`]) clears the list.
+    pub fn always_allowed(&self) -> &[String] {
+        match self.unsaved() {
+            Some(cp) => &cp.always_allowed,
+            None => &self.always_allowed,
         }
     }
 
@@ -1030,12 +1084,12 @@ impl Session {
     }
 
     /// Starts the cancellation token of a run that starts or resumes now.
-    fn start_operation(&mut self) {
+    pub(crate) fn start_operation(&mut self) {
         self.run_token = self.cancel.start();
     }
 
     /// Ends the operation: the host's [`CancelHandle`] has no run to cancel any more.
-    fn finish_operation(&mut self) {
+    pub(crate) fn finish_operation(&mut self) {
         self.cancel.finish();
     }
 
@@ -1049,6 +1103,8 @@ impl Session {
                 counter: self.counter,
                 run: self.run.clone(),
                 pending: self.pending.clone(),
+                pending_tool_calls: self.pending_tool_calls.clone(),
+                always_allowed: self.always_allowed.clone(),
                 history: self.history.len(),
                 decisions: self.decisions,
                 lease: self.lease.clone(),
@@ -1068,6 +1124,8 @@ impl Session {
             self.counter = cp.counter;
             self.run = cp.run;
             self.pending = cp.pending;
+            self.pending_tool_calls = cp.pending_tool_calls;
+            self.always_allowed = cp.always_allowed;
             self.history.truncate(cp.history);
             self.decisions = cp.decisions;
             self.lease = cp.lease;
@@ -1156,6 +1214,18 @@ impl Session {
                 tool_name: SUBMIT_PLAN.to_owned(),
                 suspend_payload: p.payload.clone(),
             }),
+            pending_tool_calls: self
+                .pending_tool_calls
+                .iter()
+                .map(|p| PendingToolCallRecord {
+                    run_id: p.run_id.to_string(),
+                    tool_call_id: p.tool_call_id.clone(),
+                    suspend_payload: p.payload.clone(),
+                    decision: p.decided.as_ref().map(|(d, _)| d.clone()),
+                    decided: p.decided.as_ref().map(|(_, r)| r.clone()),
+                })
+                .collect(),
+            always_allowed: self.always_allowed.clone(),
             last_decided: self.history.last().cloned(),
             history: self.history.clone(),
             decision_counter: self.decisions,
@@ -1172,8 +1242,13 @@ impl Session {
 
     /// Sends a user message and runs until the model is done or a plan suspends the run.
     ///
-    /// A message sent while a plan is pending counts as *not approved*: the suspension is
-    /// cancelled (`tool_suspension_cancelled`, the old run ends `aborted`) and the mode stays.
+    /// A message sent while a plan (or a tool call) is pending counts as *not approved*: the
+    /// suspension is cancelled (`tool_suspension_cancelled`, the old run ends `aborted`; a
+    /// waiting tool call never runs) and the mode stays.
+    ///
+    /// A tool call that needs approval in the current mode (its `requireApproval`) does not run:
+    /// once the reply's other calls have run, the run suspends on every such call
+    /// ([`RunOutcome::ToolCallsSuspended`], a `tool_suspended` event for each).
     ///
     /// # Errors
     /// [`SessionError::Store`] when a store is configured and a save fails (including a
@@ -1190,7 +1265,7 @@ impl Session {
     }
 
     async fn replace_pending_and_run(&mut self, text: String) -> Result<RunOutcome, SessionError> {
-        if self.pending.is_some() {
+        if self.has_pending() {
             self.begin();
             self.cancel_pending(CancelReason::UserMessage);
             self.commit().await?;
@@ -1199,6 +1274,9 @@ impl Session {
     }
 
     /// Decides the pending plan of `run_id` / `tool_call_id` and carries the run on.
+    ///
+    /// The ids may also name a tool call that waits for approval (the first one not decided
+    /// yet, where a model reused the id): it is decided as [`Session::decide`] decides it.
     ///
     /// The ids name the *current* pending plan: a model may reuse a tool-call id (`call_1` in
     /// every response), so after a rejection with feedback its resubmission can carry the same
@@ -1236,6 +1314,9 @@ impl Session {
         );
         async {
             self.settle().await?;
+            if let Some(index) = self.tool_call_index(run_id, tool_call_id)? {
+                return self.decide_tool_call(index, decision).await;
+            }
             self.check_decision(run_id, tool_call_id, &decision)?;
             self.start_operation();
             let outcome = self.apply_decision(decision).await;
@@ -1250,8 +1331,19 @@ impl Session {
     /// `decisionId` of `tool_suspended` and of [`crate::store::PendingSummary`]) and carries the
     /// run on, as [`Session::resume`] does.
     ///
+    /// The decision id may also name a tool call that waits for approval
+    /// ([`PendingToolCall::decision_id`]). Approved, it runs; rejected, it does not, and the
+    /// model gets an error result with the feedback (or a plain "Not approved" text). While
+    /// other calls of the same reply still wait, the decision is saved and the run stays
+    /// suspended ([`RunOutcome::ToolCallsSuspended`] lists the rest); the last decision carries
+    /// the run on: the rejected calls' results, then the approved calls in the model's order,
+    /// then the next model call. [`Decision::always_allow`] also allows the tool for the rest of
+    /// the session. A `sha256` pin must equal the call's `argsSha256`; a target mode, an edited
+    /// plan, or "always allow" with a rejection is [`SessionError::MalformedDecision`].
+    ///
     /// # Errors
-    /// [`SessionError::AlreadyDecided`] for a decision id that was settled before,
+    /// [`SessionError::AlreadyDecided`] for a decision id that was settled (or, for a tool call,
+    /// decided while others wait) before,
     /// [`SessionError::UnknownDecision`] for one the session never gave out, then
     /// [`SessionError::Sha256Mismatch`], [`SessionError::ConfigChanged`] and
     /// [`SessionError::Store`] as for [`Session::resume`]; on error nothing changes.
@@ -1261,6 +1353,16 @@ impl Session {
         decision: Decision,
     ) -> Result<RunOutcome, SessionError> {
         self.settle().await?;
+        if let Some(index) = self
+            .pending_tool_calls
+            .iter()
+            .position(|p| p.decision_id() == decision_id)
+        {
+            if self.pending_tool_calls[index].decided.is_some() {
+                return Err(SessionError::AlreadyDecided(decision_id.to_owned()));
+            }
+            return self.decide_tool_call(index, decision).await;
+        }
         let (run_id, tool_call_id) = match &self.pending {
             Some(p) if p.decision_id() == decision_id => (p.run_id.clone(), p.tool_call_id.clone()),
             _ if self.history.iter().any(|d| d.decision_id == decision_id) => {
@@ -1307,14 +1409,15 @@ impl Session {
         self.resume(run_id, tool_call_id, decision).await
     }
 
-    /// Aborts a suspended run: the plan counts as *not approved*, the mode stays. Returns whether
-    /// there was a pending plan to abort.
+    /// Aborts a suspended run: the plan, or every tool call waiting for approval (those decided
+    /// while others waited too), counts as *not approved* and never runs; the mode stays.
+    /// Returns whether there was anything pending to abort.
     ///
     /// # Errors
     /// [`SessionError::Store`] when the change cannot be saved; nothing changes.
     pub async fn abort(&mut self) -> Result<bool, SessionError> {
         self.settle().await?;
-        if self.pending.is_none() {
+        if !self.has_pending() {
             return Ok(false);
         }
         self.begin();
@@ -1326,7 +1429,9 @@ impl Session {
     /// Switches to mode `id` by hand; returns whether the mode changed.
     ///
     /// Emits `mode_changed` (reason `manual`); switching to the current mode is a no-op with no
-    /// event. A pending plan is cancelled first (`tool_suspension_cancelled`, not approved).
+    /// event. A pending plan or tool calls waiting for approval are cancelled first
+    /// (`tool_suspension_cancelled`, not approved), and the tools a decision always allowed are
+    /// no longer allowed ([`Session::always_allowed`] is emptied).
     ///
     /// # Errors
     /// [`SessionError::UnknownMode`] when no mode has this id, [`SessionError::Store`] when the
@@ -1343,6 +1448,8 @@ impl Session {
         self.settle().await?;
         self.begin();
         self.cancel_pending(CancelReason::ModeSwitch);
+        // A manual switch ends every "always allow" of the session.
+        self.always_allowed.clear();
         self.set_mode(target, ModeChangeReason::Manual);
         self.commit().await?;
         Ok(true)

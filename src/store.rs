@@ -28,17 +28,19 @@ pub use self::sqlite::SqliteStore;
 
 pub use crate::event::DecidedRecord;
 use crate::event::RunState;
-use crate::event::SuspendPayload;
+use crate::event::{SuspendPayload, ToolCallPayload};
 use crate::model::Message;
+use crate::session::Decision;
 
 /// The record layout version this release writes: one version per release that changes the
-/// layout (0.1.0 wrote 1, 0.2.0 wrote 2; the next release writes 3).
+/// layout (0.1.0 wrote 1, 0.2.0 wrote 2; the next release writes 4: 3 was written by this
+/// crate's development builds before tool-call approvals).
 ///
 /// Loading migrates a record of an older version (fields added since take their defaults; it is
 /// saved in this version the next time the session changes), and refuses a record of a newer
 /// version with [`StoreError::NewerSchema`], leaving it untouched: hosts sharing a store can be
 /// upgraded one at a time, and an old host never overwrites what a newer one wrote.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// Everything a session needs to continue in another process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -63,6 +65,14 @@ pub struct SessionRecord {
     pub run: Option<RunRecord>,
     /// The plan waiting for a decision.
     pub pending: Option<PendingRecord>,
+    /// The tool calls waiting for approval (the mode's `requireApproval`), in the model's order,
+    /// those decided while others wait included; absent when none waits.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_tool_calls: Vec<PendingToolCallRecord>,
+    /// The tools an approval allowed for the rest of the session (`alwaysAllow`), until a
+    /// manual mode switch; absent when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub always_allowed: Vec<String>,
     /// The last decided (or cancelled) plan, so a second decision is recognised.
     pub last_decided: Option<DecidedRecord>,
     /// Every decided (or cancelled) plan of the session, oldest first: the audit trail.
@@ -177,7 +187,40 @@ pub struct PendingRecord {
     pub suspend_payload: SuspendPayload,
 }
 
-/// One pending decision, as [`SessionStore::list_pending`] lists it.
+/// A tool call of a [`SessionRecord`] that waits for approval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PendingToolCallRecord {
+    /// The suspended run.
+    pub run_id: String,
+    /// The model's tool-call id.
+    pub tool_call_id: String,
+    /// The decision id, tool name, arguments and `argsSha256`, as `tool_suspended` carried them.
+    pub suspend_payload: ToolCallPayload,
+    /// The decision taken while other calls of the reply still wait; `None` while it waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<Decision>,
+    /// The audit record of that decision (it joins `history` when the run carries on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided: Option<DecidedRecord>,
+}
+
+named_enum! {
+    /// What a [`PendingSummary`] waits on.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub enum PendingKind {
+        /// A submitted plan (`submit_plan`).
+        #[default]
+        Plan = "plan",
+        /// A tool call that needs approval (the mode's `requireApproval`).
+        ToolCall = "tool_call",
+    }
+}
+
+/// One pending decision, as [`SessionStore::list_pending`] lists it: a submitted plan, or one
+/// tool call that waits for approval (each call its own entry, with its own decision id). The
+/// plan's fields (`targetModeId`, `targetModeIds`, `title`, `planPath`) are empty for a tool
+/// call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PendingSummary {
@@ -187,6 +230,10 @@ pub struct PendingSummary {
     pub run_id: String,
     /// The suspended tool call (the model's id; not necessarily unique).
     pub tool_call_id: String,
+    /// A plan or a tool call (`kind`: `plan`, `tool_call`); `plan` in listings written before
+    /// tool-call approvals.
+    #[serde(default)]
+    pub kind: PendingKind,
     /// The controller's decision id, unique in the session: what hosts address the decision by.
     #[serde(default)]
     pub decision_id: String,
@@ -200,10 +247,23 @@ pub struct PendingSummary {
     pub target_mode_ids: Vec<String>,
     /// The plan's title.
     pub title: String,
-    /// The SHA-256 (hex) of the captured plan: pin a decision to it (`decide --sha256`,
-    /// [`crate::Decision::with_sha256`]).
+    /// The SHA-256 (hex) a decision pins (`decide --sha256`, [`crate::Decision::with_sha256`]):
+    /// of the captured plan, or for a tool call its `argsSha256`.
     #[serde(default)]
     pub sha256: String,
+    /// For a tool call: the tool the model called.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_name: Option<String>,
+    /// For a tool call: its arguments (a JSON object).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<serde_json::Value>,
+    /// For a tool call: the SHA-256 of its arguments in RFC 8785 canonical JSON
+    /// ([`crate::jcs::sha256`]), the same as `sha256`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args_sha256: Option<String>,
+    /// The tools the session allows without approval ([`crate::Session::always_allowed`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub always_allowed: Vec<String>,
     /// The plan file's path as submitted (relative to the workspace, unless absolute).
     #[serde(default)]
     pub plan_path: String,
@@ -320,12 +380,55 @@ impl SessionRecord {
         })
     }
 
-    /// The pending decision of this record as a summary, if one is pending.
+    /// Whether anything waits for a decision: a plan, or a tool call not decided yet.
+    pub fn has_pending(&self) -> bool {
+        self.pending.is_some() || self.pending_tool_calls.iter().any(|p| p.decision.is_none())
+    }
+
+    /// The first of [`SessionRecord::pending_summaries`] (the plan, or the first tool call that
+    /// waits), if any.
     pub fn pending_summary(&self) -> Option<PendingSummary> {
+        self.pending_summaries().into_iter().next()
+    }
+
+    /// Every decision this record waits for, as [`SessionStore::list_pending`] lists them: the
+    /// pending plan, or each tool call that waits for approval and is not decided yet, in the
+    /// model's order.
+    pub fn pending_summaries(&self) -> Vec<PendingSummary> {
+        let mut summaries: Vec<PendingSummary> = self.plan_summary().into_iter().collect();
+        summaries.extend(
+            self.pending_tool_calls
+                .iter()
+                .filter(|p| p.decision.is_none())
+                .map(|p| PendingSummary {
+                    session_id: self.session_id.clone(),
+                    run_id: p.run_id.clone(),
+                    tool_call_id: p.tool_call_id.clone(),
+                    kind: PendingKind::ToolCall,
+                    decision_id: p.suspend_payload.decision_id.clone(),
+                    mode_id: self.mode_id.clone(),
+                    target_mode_id: String::new(),
+                    target_mode_ids: Vec::new(),
+                    title: String::new(),
+                    sha256: p.suspend_payload.args_sha256.clone(),
+                    tool_name: Some(p.suspend_payload.tool_name.clone()),
+                    args: Some(p.suspend_payload.args.clone()),
+                    args_sha256: Some(p.suspend_payload.args_sha256.clone()),
+                    always_allowed: self.always_allowed.clone(),
+                    plan_path: String::new(),
+                    updated_at: self.updated_at,
+                }),
+        );
+        summaries
+    }
+
+    /// The pending plan as a summary.
+    fn plan_summary(&self) -> Option<PendingSummary> {
         self.pending.as_ref().map(|p| PendingSummary {
             session_id: self.session_id.clone(),
             run_id: p.run_id.clone(),
             tool_call_id: p.tool_call_id.clone(),
+            kind: PendingKind::Plan,
             decision_id: p.suspend_payload.decision_id.clone(),
             mode_id: self.mode_id.clone(),
             target_mode_id: p.suspend_payload.target_mode_id.to_string(),
@@ -336,6 +439,10 @@ impl SessionRecord {
             },
             title: p.suspend_payload.submission.title.clone(),
             sha256: p.suspend_payload.submission.sha256.clone(),
+            tool_name: None,
+            args: None,
+            args_sha256: None,
+            always_allowed: self.always_allowed.clone(),
             plan_path: p.suspend_payload.submission.path.clone(),
             updated_at: self.updated_at,
         })
@@ -819,6 +926,11 @@ pub(crate) fn decode(session_id: &str, bytes: &[u8]) -> Result<SessionRecord, St
 /// and `leaseExpiresAtMs`, a plan's `targetModeIds`, …) are optional. The version still goes up
 /// so that a 0.2.0 host, whose records refuse unknown fields, refuses a record holding them as
 /// [`StoreError::NewerSchema`] ("upgrade this host") instead of calling it corrupt.
+///
+/// 3 -> 4 (tool-call approvals): the same; `pendingToolCalls`, `alwaysAllowed` and a decision
+/// record's `toolName` and `alwaysAllow` are optional, so a version-3 record means "no tool call
+/// waits". A version-3 host refuses a version-4 record as newer instead of losing the waiting
+/// tool calls it cannot read.
 fn migrate(value: &mut serde_json::Value) {
     if let Some(record) = value.as_object_mut() {
         record.insert("schemaVersion".to_owned(), SCHEMA_VERSION.into());

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::SessionError;
-use crate::event::SuspendPayload;
+use crate::event::{DecidedRecord, SuspendPayload, ToolCallPayload};
 use crate::mode::ModeId;
 
 named_enum! {
@@ -69,6 +69,10 @@ pub struct Decision {
     /// of the submitted plan ([`Decision::with_plan`]). Only with an approval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<String>,
+    /// With the approval of a tool call: allow its tool for the rest of the session
+    /// (`alwaysAllow`, [`Decision::always_allow`]). Refused on a rejection and on a plan.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub always_allow: bool,
 }
 
 impl Decision {
@@ -81,6 +85,7 @@ impl Decision {
             decided_by: None,
             to: None,
             plan: None,
+            always_allow: false,
         }
     }
 
@@ -102,6 +107,7 @@ impl Decision {
             decided_by: None,
             to: None,
             plan: None,
+            always_allow: false,
         }
     }
 
@@ -178,6 +184,27 @@ impl Decision {
     /// ```
     pub fn with_plan(mut self, text: impl Into<String>) -> Self {
         self.plan = Some(text.into());
+        self
+    }
+
+    /// The same approval of a tool call, also allowing its tool for the rest of the session
+    /// (`"alwaysAllow": true`): later calls of that tool run without waiting, in every mode,
+    /// until a manual mode switch ([`crate::Session::switch_mode`]) ends it. Other calls of the
+    /// tool already waiting are still decided one by one. Kept in the session record and shown by
+    /// [`crate::Session::always_allowed`]. Refused ([`SessionError::MalformedDecision`],
+    /// nothing changes) with a rejection and on a plan.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::Decision;
+    /// let decision = Decision::approve().always_allow();
+    /// assert_eq!(
+    ///     serde_json::to_value(&decision).unwrap(),
+    ///     serde_json::json!({ "action": "approved", "alwaysAllow": true }),
+    /// );
+    /// ```
+    pub fn always_allow(mut self) -> Self {
+        self.always_allow = true;
         self
     }
 
@@ -265,6 +292,65 @@ impl PendingDecision {
     /// that its hand-over target is gone or different), or `None`. It can still be rejected.
     pub fn stale_reason(&self) -> Option<&str> {
         self.stale.as_deref()
+    }
+}
+
+/// A tool call waiting for approval (its mode's `requireApproval`): which run and call, the
+/// tool, its arguments and their hash, and whether it was decided already while other calls of
+/// the same model reply still wait ([`crate::Session::pending_tool_calls`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingToolCall {
+    pub(crate) run_id: Arc<str>,
+    pub(crate) tool_call_id: String,
+    pub(crate) payload: ToolCallPayload,
+    /// The decision taken while others wait, and its audit record (in the history once the
+    /// run carries on).
+    pub(crate) decided: Option<(Decision, DecidedRecord)>,
+}
+
+impl PendingToolCall {
+    /// The suspended run.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// The model's id of the call (a model may reuse it: decide by
+    /// [`PendingToolCall::decision_id`]).
+    pub fn tool_call_id(&self) -> &str {
+        &self.tool_call_id
+    }
+
+    /// The controller's id of this decision (`decision_N`): decide with
+    /// [`crate::Session::decide`].
+    pub fn decision_id(&self) -> &str {
+        &self.payload.decision_id
+    }
+
+    /// The tool the model called.
+    pub fn tool_name(&self) -> &str {
+        &self.payload.tool_name
+    }
+
+    /// The call's arguments (a JSON object).
+    pub fn args(&self) -> &Value {
+        &self.payload.args
+    }
+
+    /// The SHA-256 of the arguments in RFC 8785 canonical JSON ([`crate::jcs::sha256`]), which a
+    /// [`Decision::with_sha256`] pin must equal.
+    pub fn args_sha256(&self) -> &str {
+        &self.payload.args_sha256
+    }
+
+    /// What `tool_suspended` carried for it.
+    pub fn payload(&self) -> &ToolCallPayload {
+        &self.payload
+    }
+
+    /// The decision taken on it while other calls of the reply still wait (the run carries on
+    /// once every one is decided); `None` while it waits.
+    pub fn decision(&self) -> Option<&Decision> {
+        self.decided.as_ref().map(|(d, _)| d)
     }
 }
 

@@ -39,7 +39,7 @@ const RECORD_SUFFIXES: [&str; 3] = [PLAIN_SUFFIX, PENDING_SUFFIX, RUNNING_SUFFIX
 
 /// The name of `record`'s file: by what `list_pending` looks for in it.
 fn suffix_of(record: &SessionRecord) -> &'static str {
-    if record.pending.is_some() {
+    if record.has_pending() {
         PENDING_SUFFIX
     } else if record.lease_until().is_some() {
         RUNNING_SUFFIX
@@ -311,7 +311,7 @@ impl FileStore {
     fn expire_sync(&self, id: &str, before: u64) -> Result<bool, StoreError> {
         let _lock = self.lock(id)?;
         let stale = self.read_current(id).ok().flatten().is_some_and(|r| {
-            r.pending.is_none() && r.lease_until().is_none() && r.updated_at < before
+            !r.has_pending() && r.lease_until().is_none() && r.updated_at < before
         });
         if stale {
             self.remove_files(id)
@@ -409,7 +409,7 @@ impl SessionStore for FileStore {
                 match store.read_current(&id) {
                     Ok(record) => listing
                         .pending
-                        .extend(record.and_then(|r| r.pending_summary())),
+                        .extend(record.map(|r| r.pending_summaries()).unwrap_or_default()),
                     // Both names left by a crash mid-save: reported once.
                     Err(_) if listing.unreadable.iter().any(|u| u.session_id == id) => {}
                     Err(error) => listing.unreadable.push(UnreadableRecord::new(

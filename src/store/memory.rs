@@ -71,7 +71,7 @@ impl SessionStore for MemoryStore {
         let mut listing = PendingListing {
             pending: records
                 .values()
-                .filter_map(SessionRecord::pending_summary)
+                .flat_map(SessionRecord::pending_summaries)
                 .collect(),
             interrupted: records
                 .values()
@@ -87,9 +87,8 @@ impl SessionStore for MemoryStore {
     async fn expire(&self, before: u64) -> Result<usize, StoreError> {
         let mut records = self.lock();
         let old = records.len();
-        records.retain(|_, r| {
-            r.pending.is_some() || r.lease_until().is_some() || r.updated_at >= before
-        });
+        records
+            .retain(|_, r| r.has_pending() || r.lease_until().is_some() || r.updated_at >= before);
         Ok(old - records.len())
     }
 }

@@ -9,7 +9,7 @@
 //! | `version` | the compare-and-swap version |
 //! | `schema_version` | the record's [`SCHEMA_VERSION`](crate::store::SCHEMA_VERSION) |
 //! | `updated_at` | seconds since the Unix epoch |
-//! | `pending` | the [`PendingSummary`] as JSON while a plan waits, else `NULL` |
+//! | `pending` | while a decision waits, its [`PendingSummary`] as JSON (a list of them when several tool calls wait), else `NULL` |
 //! | `lease_until` | while the run is running, when its lease ends (milliseconds since the Unix epoch), else `NULL` |
 //! | `record` | the [`SessionRecord`] as JSON (`json`, kept verbatim: `jsonb` refuses `\u0000`, which a model may send) |
 //!
@@ -141,8 +141,9 @@ impl PostgresStore {
         &self.config
     }
 
-    /// One page of pending decisions in `list_pending`'s order (oldest first): at most `limit`,
-    /// those after `after` (the last summary of the previous page; `None` for the first page).
+    /// One page of pending decisions in `list_pending`'s order (oldest first): those of at most
+    /// `limit` sessions (every tool call waiting in a session is its own summary), after `after`
+    /// (the last summary of the previous page; `None` for the first page).
     ///
     /// # Errors
     /// [`StoreError::Backend`] when the database fails, [`StoreError::Corrupt`] for a summary that
@@ -176,9 +177,11 @@ impl PostgresStore {
             }
         }
         .map_err(|e| self.db(e))?;
-        rows.iter()
-            .map(|row| summary(row.get(0), row.get(1)))
-            .collect()
+        let mut page = Vec::with_capacity(rows.len());
+        for row in &rows {
+            page.extend(summaries(row.get(0), row.get(1))?);
+        }
+        Ok(page)
     }
 
     /// The statement of a page after a given summary (public for the `EXPLAIN` test).
@@ -190,11 +193,12 @@ impl PostgresStore {
         )
     }
 
-    /// The pending decision of one session, if it has one.
+    /// The pending decisions of one session: its plan, or each tool call that waits for
+    /// approval; empty when nothing waits.
     ///
     /// # Errors
     /// As [`PostgresStore::pending_page`].
-    pub async fn pending_of(&self, session_id: &str) -> Result<Option<PendingSummary>, StoreError> {
+    pub async fn pending_of(&self, session_id: &str) -> Result<Vec<PendingSummary>, StoreError> {
         let client = self.client().await?;
         let stmt = client
             .prepare_cached(&format!(
@@ -206,7 +210,10 @@ impl PostgresStore {
             .query_opt(&stmt, &[&session_id])
             .await
             .map_err(|e| self.db(e))?;
-        row.map(|row| summary(row.get(0), row.get(1))).transpose()
+        match row {
+            Some(row) => summaries(row.get(0), row.get(1)),
+            None => Ok(Vec::new()),
+        }
     }
 
     /// A pooled connection to a migrated database.
@@ -366,22 +373,32 @@ fn to_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
-/// Decodes the `pending` column of the row keyed `session_id`: a summary naming another session
-/// is corrupt, like one that is not a summary at all.
-fn summary(session_id: &str, text: &str) -> Result<PendingSummary, StoreError> {
+/// Decodes the `pending` column of the row keyed `session_id`: one summary, or a list of them
+/// (several tool calls waiting). A summary naming another session is corrupt, like one that is
+/// not a summary at all.
+fn summaries(session_id: &str, text: &str) -> Result<Vec<PendingSummary>, StoreError> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Column {
+        One(Box<PendingSummary>),
+        Many(Vec<PendingSummary>),
+    }
     let corrupt = |message: String| StoreError::Corrupt {
         session_id: session_id.to_owned(),
         message,
     };
-    let summary: PendingSummary =
-        serde_json::from_str(text).map_err(|e| corrupt(format!("pending summary: {e}")))?;
-    if summary.session_id != session_id {
+    let summaries = match serde_json::from_str(text) {
+        Ok(Column::One(one)) => vec![*one],
+        Ok(Column::Many(many)) => many,
+        Err(e) => return Err(corrupt(format!("pending summary: {e}"))),
+    };
+    if let Some(other) = summaries.iter().find(|s| s.session_id != session_id) {
         return Err(corrupt(format!(
             "the pending summary is stored as session `{session_id}` but names session `{}`",
-            summary.session_id
+            other.session_id
         )));
     }
-    Ok(summary)
+    Ok(summaries)
 }
 
 #[async_trait]
@@ -405,11 +422,13 @@ impl SessionStore for PostgresStore {
         check_next_version(record, expected)?;
         let text = serde_json::to_string(record)
             .map_err(|e| StoreError::backend("cannot encode the record", e))?;
-        let pending = record
-            .pending_summary()
-            .map(|s| serde_json::to_string(&s))
-            .transpose()
-            .map_err(|e| StoreError::backend("cannot encode the pending summary", e))?;
+        // One summary as an object (as before tool-call approvals), several as a list.
+        let pending = match record.pending_summaries().as_slice() {
+            [] => Ok(None),
+            [one] => serde_json::to_string(one).map(Some),
+            many => serde_json::to_string(many).map(Some),
+        }
+        .map_err(|e| StoreError::backend("cannot encode the pending summary", e))?;
         let mut client = self.client().await?;
         let channel = &self.ready().await?.channel;
         let lost_before_commit = |e: tokio_postgres::Error| {
@@ -490,8 +509,8 @@ impl SessionStore for PostgresStore {
         let mut listing = PendingListing::default();
         for row in &rows {
             let id: &str = row.get(0);
-            match summary(id, row.get(1)) {
-                Ok(summary) => listing.pending.push(summary),
+            match summaries(id, row.get(1)) {
+                Ok(summaries) => listing.pending.extend(summaries),
                 Err(error) => listing.unreadable.push(UnreadableRecord::new(
                     id,
                     format!("{TABLE} row {id}"),

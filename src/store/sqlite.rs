@@ -218,7 +218,7 @@ impl SessionStore for SqliteStore {
             serde_json::to_string(record).map_err(|e| StoreError::backend("encode session", e))?;
         let id = record.session_id.clone();
         let version = record.version as i64;
-        let pending = record.pending.is_some();
+        let pending = record.has_pending();
         let updated_at = record.updated_at as i64;
         let lease_until = record
             .lease_until()
@@ -270,7 +270,7 @@ impl SessionStore for SqliteStore {
             let mut listing = PendingListing::default();
             for row in rows {
                 match row.map_err(db)? {
-                    (_, Ok(record)) => listing.pending.extend(record.pending_summary()),
+                    (_, Ok(record)) => listing.pending.extend(record.pending_summaries()),
                     (id, Err(error)) => listing.unreadable.push(UnreadableRecord::new(
                         &id,
                         format!("sessions row {id}"),

@@ -16,7 +16,7 @@ use super::reference::{
     Reply, ResultKind, RunRef, Step, Trace, plan_text,
 };
 use crate::controller::{AgentController, AgentControllerBuilder, ToolLayer};
-use crate::event::Event;
+use crate::event::{Event, Suspension};
 use crate::mode::ModeGraph;
 use crate::model::{LanguageModel, Message, ModelError, ModelRequest, ModelResponse};
 use crate::run::RunOutcome;
@@ -679,9 +679,10 @@ impl Harness {
                 is_error,
                 result: result_kind(&result),
             },
+            // The reference model has no tool-call approvals yet: their events are not traced.
             Event::ToolSuspended {
                 tool_call_id,
-                suspend_payload,
+                suspend_payload: Suspension::Plan(suspend_payload),
                 ..
             } => Trace::Suspended {
                 tool_call_id,

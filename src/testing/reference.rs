@@ -1021,6 +1021,7 @@ impl ReferenceSession {
                     decided_by: None,
                     to: to.map(str::to_owned),
                     plan: None,
+                    always_allow: false,
                 },
             }
         };
@@ -1151,6 +1152,7 @@ impl ReferenceSession {
             decided_by: None,
             to: None,
             plan: None,
+            always_allow: false,
         };
         let host_action = Action::Resume {
             run: RunRef::Run(pending.run),

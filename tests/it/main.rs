@@ -27,5 +27,6 @@ mod session;
 mod store;
 mod submit_plan;
 mod terminal;
+mod tool_approval;
 mod transitions;
 mod usage;

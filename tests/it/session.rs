@@ -5,7 +5,7 @@ use crate::common;
 
 use std::sync::{Arc, Mutex};
 
-use agent_controller::event::CancelReason;
+use agent_controller::event::{CancelReason, Suspension};
 use agent_controller::model::scripted::ReplayModel;
 use agent_controller::model::{
     LanguageModel, ModelError, ModelErrorKind, ModelRequest, ModelResponse,
@@ -139,7 +139,7 @@ async fn approval_hands_over_before_the_next_model_call_with_the_new_modes_promp
         ]
     );
     let Event::ToolSuspended {
-        suspend_payload,
+        suspend_payload: Suspension::Plan(suspend_payload),
         tool_name,
         ..
     } = &events[3]
@@ -930,7 +930,8 @@ async fn the_suspend_payload_lists_every_target_and_a_plain_approval_goes_to_the
         suspended_with_choice(&ws, vec![ReplayModel::text("building")]).await;
     let events = recorder.take();
     let Some(Event::ToolSuspended {
-        suspend_payload, ..
+        suspend_payload: Suspension::Plan(suspend_payload),
+        ..
     }) = events
         .iter()
         .find(|e| matches!(e, Event::ToolSuspended { .. }))

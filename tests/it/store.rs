@@ -2378,3 +2378,144 @@ async fn plan_revisions_count_across_a_restart_on_every_store() {
         );
     }
 }
+
+const APPROVAL: &str = r#"
+[[modes]]
+id = "build"
+default = true
+availableTools = ["read_file", "write_file"]
+requireApproval = ["write_file"]
+
+[[modes]]
+id = "free"
+"#;
+
+/// Tool calls waiting for approval are kept by every store: each is listed as its own pending
+/// entry, a decision taken while the other waits survives a restart, the always-allowed tools
+/// are restored, and after the last decision nothing is pending and a second decision is
+/// refused.
+#[tokio::test]
+async fn tool_calls_waiting_for_approval_survive_a_restart_on_every_store() {
+    use agent_controller::store::PendingKind;
+    for backend in backends() {
+        let tmp = Scratch::new();
+        let ws = Workspace::new();
+        let store = open(backend, tmp.path());
+        let mut reply = ReplayModel::call(
+            "c1",
+            "write_file",
+            json!({ "path": "a.txt", "content": "A" }),
+        );
+        reply.tool_calls.extend(
+            ReplayModel::call(
+                "c2",
+                "write_file",
+                json!({ "path": "b.txt", "content": "B" }),
+            )
+            .tool_calls,
+        );
+        let model = Arc::new(ReplayModel::new([reply]));
+        let controller = controller_with(APPROVAL, &ws, model, store.clone());
+        let mut session = controller
+            .start_session(SessionOptions::new().id("t1"))
+            .await
+            .expect("session");
+        let outcome = session.send_message("write").await.expect("run");
+        assert!(
+            matches!(outcome, RunOutcome::ToolCallsSuspended { ref tool_calls, .. } if tool_calls.len() == 2),
+            "{backend:?}: {outcome:?}"
+        );
+        // Each waiting call is its own entry, in the model's order.
+        let listed: Vec<String> = store
+            .list_pending()
+            .await
+            .expect("list")
+            .pending
+            .into_iter()
+            .map(|p| p.decision_id)
+            .collect();
+        assert_eq!(listed, ["decision_1", "decision_2"], "{backend:?}");
+        let outcome = session
+            .decide("decision_1", Decision::approve().always_allow())
+            .await
+            .expect("first decision");
+        assert!(matches!(outcome, RunOutcome::ToolCallsSuspended { .. }));
+        let shown = session.pending_tool_calls().to_vec();
+        drop(session);
+        drop(controller);
+
+        let store = reopen(backend, tmp.path(), &store);
+        let listed = store.list_pending().await.expect("list").pending;
+        assert_eq!(listed.len(), 1, "{backend:?}: only the undecided call");
+        assert_eq!(listed[0].kind, PendingKind::ToolCall, "{backend:?}");
+        assert_eq!(listed[0].decision_id, "decision_2");
+        assert_eq!(listed[0].tool_name.as_deref(), Some("write_file"));
+        assert_eq!(
+            listed[0].args_sha256.as_deref(),
+            Some(shown[1].args_sha256())
+        );
+        assert_eq!(listed[0].always_allowed, ["write_file"]);
+        let model = Arc::new(ReplayModel::new([ReplayModel::text("done")]));
+        let controller = controller_with(APPROVAL, &ws, model, store.clone());
+        let mut session = controller
+            .restore_session("t1", SessionOptions::new())
+            .await
+            .expect("restore");
+        assert_eq!(
+            session.pending_tool_calls(),
+            shown.as_slice(),
+            "{backend:?}"
+        );
+        assert_eq!(session.always_allowed(), ["write_file"], "{backend:?}");
+        assert!(!ws.path().join("a.txt").exists());
+        session
+            .decide("decision_2", Decision::reject_with("not b"))
+            .await
+            .expect("last decision");
+        assert!(
+            ws.path().join("a.txt").exists(),
+            "{backend:?}: approved ran"
+        );
+        assert!(
+            !ws.path().join("b.txt").exists(),
+            "{backend:?}: rejected did not"
+        );
+        assert!(store.list_pending().await.expect("list").pending.is_empty());
+        let store = reopen(backend, tmp.path(), &store);
+        let controller = controller_with(APPROVAL, &ws, Arc::new(ReplayModel::new([])), store);
+        let mut again = controller
+            .restore_session("t1", SessionOptions::new())
+            .await
+            .expect("restore");
+        assert_eq!(
+            again.decide("decision_2", Decision::approve()).await,
+            Err(SessionError::AlreadyDecided("decision_2".into())),
+            "{backend:?}"
+        );
+        assert_eq!(again.decision_history().len(), 2);
+    }
+}
+
+/// A record written before tool-call approvals (schema 3) loads as one where none waits.
+#[test]
+fn a_schema_3_record_loads_with_nothing_waiting_for_approval() {
+    let mut value = serde_json::to_value(record("old", 1, true)).expect("json");
+    value["schemaVersion"] = json!(3);
+    let dir = tempfile::tempdir().expect("tmp");
+    std::fs::create_dir_all(dir.path().join("s")).expect("dir");
+    std::fs::write(
+        dir.path().join("s").join("old.pending.json"),
+        value.to_string(),
+    )
+    .expect("write");
+    let store = FileStore::open(dir.path().join("s")).expect("store");
+    let loaded = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime")
+        .block_on(store.load("old"))
+        .expect("load")
+        .expect("record");
+    assert_eq!(loaded.schema_version, SCHEMA_VERSION);
+    assert!(loaded.pending_tool_calls.is_empty() && loaded.always_allowed.is_empty());
+    assert!(loaded.pending.is_some());
+}

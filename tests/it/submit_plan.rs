@@ -89,7 +89,7 @@ async fn every_case_plan_gives_the_expected_title_body_and_outcome() {
                     sha256_hex(&bytes),
                     "{name}: sha256 of the file's bytes"
                 );
-                assert!(events.iter().any(|e| matches!(e, Event::ToolSuspended { suspend_payload, .. } if suspend_payload.submission == *plan)));
+                assert!(events.iter().any(|e| matches!(e, Event::ToolSuspended { suspend_payload: agent_controller::Suspension::Plan(suspend_payload), .. } if suspend_payload.submission == *plan)));
             }
             "refused" => {
                 assert!(

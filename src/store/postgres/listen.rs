@@ -6,7 +6,7 @@
 //! bounded (session id, version, whether a plan is pending); listeners read the rest from the
 //! table. A stream subscribes before it returns, so nothing committed after the call is missed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -125,9 +125,9 @@ impl PostgresStore {
         })
     }
 
-    /// A stream of pending plans: with `include_existing`, first every plan pending now (in
-    /// `list_pending`'s order), then each plan that becomes pending, as its save is committed.
-    /// A plan is yielded once (a session's later saves with the same plan pending are not
+    /// A stream of pending decisions (plans, and each tool call that waits for approval): with
+    /// `include_existing`, first every one pending now (in `list_pending`'s order), then each
+    /// one that becomes pending, as its save is committed. A decision is yielded once (a session's later saves with the same plan pending are not
     /// repeated). A plan whose record cannot be read is yielded as [`StoreError::Corrupt`] (the
     /// existing ones after the readable ones) and the stream goes on; it ends after any other
     /// `Err`.
@@ -145,12 +145,13 @@ impl PostgresStore {
         } else {
             PendingListing::default()
         };
-        // The last tool call yielded per session: bounded by the number of sessions.
-        let seen: HashMap<String, String> = existing
-            .pending
-            .iter()
-            .map(|p| (p.session_id.clone(), p.tool_call_id.clone()))
-            .collect();
+        // The decisions yielded per session, while they wait: bounded by what is pending.
+        let mut seen: HashMap<String, Vec<String>> = HashMap::new();
+        for p in &existing.pending {
+            seen.entry(p.session_id.clone())
+                .or_default()
+                .push(p.decision_id.clone());
+        }
         let unreadable = existing.unreadable.into_iter().map(|u| {
             Err(StoreError::Corrupt {
                 session_id: u.session_id,
@@ -158,36 +159,42 @@ impl PostgresStore {
             })
         });
         let existing = existing.pending.into_iter().map(Ok).chain(unreadable);
-        let state = (changes, self.clone(), seen, false);
+        let state = (changes, self.clone(), seen, VecDeque::new(), false);
         let arrivals = futures_util::stream::unfold(
             state,
-            |(mut changes, store, mut seen, done)| async move {
+            |(mut changes, store, mut seen, mut queue, done)| async move {
                 if done {
                     return None;
                 }
                 loop {
+                    if let Some(next) = queue.pop_front() {
+                        return Some((Ok(next), (changes, store, seen, queue, false)));
+                    }
                     let change = match changes.next().await? {
                         Ok(change) => change,
-                        Err(e) => return Some((Err(e), (changes, store, seen, true))),
+                        Err(e) => return Some((Err(e), (changes, store, seen, queue, true))),
                     };
                     if !change.pending {
                         seen.remove(&change.session_id);
                         continue;
                     }
                     match store.pending_of(&change.session_id).await {
-                        Ok(Some(plan)) => {
-                            if seen.get(&plan.session_id) == Some(&plan.tool_call_id) {
-                                continue;
+                        Ok(summaries) => {
+                            let known = seen.entry(change.session_id.clone()).or_default();
+                            // What waits now; a decision no longer waiting is forgotten.
+                            known.retain(|id| summaries.iter().any(|s| &s.decision_id == id));
+                            for summary in summaries {
+                                if !known.contains(&summary.decision_id) {
+                                    known.push(summary.decision_id.clone());
+                                    queue.push_back(summary);
+                                }
                             }
-                            seen.insert(plan.session_id.clone(), plan.tool_call_id.clone());
-                            return Some((Ok(plan), (changes, store, seen, false)));
                         }
-                        Ok(None) => continue,
                         Err(e @ StoreError::Corrupt { .. }) => {
                             seen.remove(&change.session_id);
-                            return Some((Err(e), (changes, store, seen, false)));
+                            return Some((Err(e), (changes, store, seen, queue, false)));
                         }
-                        Err(e) => return Some((Err(e), (changes, store, seen, true))),
+                        Err(e) => return Some((Err(e), (changes, store, seen, queue, true))),
                     }
                 }
             },
@@ -210,10 +217,14 @@ impl PostgresStore {
         let mut changes = self.changes().await?;
         loop {
             let record = self.load(session_id).await?;
-            let waiting = record
-                .as_ref()
-                .and_then(|r| r.pending.as_ref())
-                .is_some_and(|p| p.tool_call_id == tool_call_id);
+            let waiting = record.as_ref().is_some_and(|r| {
+                r.pending
+                    .as_ref()
+                    .is_some_and(|p| p.tool_call_id == tool_call_id)
+                    || r.pending_tool_calls
+                        .iter()
+                        .any(|p| p.tool_call_id == tool_call_id && p.decision.is_none())
+            });
             if !waiting {
                 return Ok(record);
             }
