@@ -16,6 +16,7 @@ mod config;
 mod config_tools;
 mod decisions;
 mod diagram;
+mod editor;
 mod events;
 mod handover;
 mod jail;
