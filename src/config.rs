@@ -16,7 +16,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::deadline::ApprovalTimeout;
-use crate::mode::{Mode, ModeGraph, ModeId, ToolRef};
+use crate::mode::{Mode, ModeGraph, ModeId, RequireApproval, ToolRef};
 use crate::tool::SUBMIT_PLAN;
 
 mod builder;
@@ -81,6 +81,11 @@ named_enum! {
         InvalidPlansDir = "invalid_plans_dir",
         /// The file is not valid UTF-8 (the location is the first bad byte).
         NotUtf8 = "not_utf8",
+        /// A mode's `requireApproval` lists a tool the mode does not offer (not in its
+        /// `availableTools`), so the rule could never apply.
+        ApprovalToolNotOffered = "approval_tool_not_offered",
+        /// A mode's `requireApproval` lists `submit_plan`, whose plan always waits for a decision.
+        ApprovalOfSubmitPlan = "approval_of_submit_plan",
         /// A mode's `approvalTimeout` is not a duration (`"soon"`, `"-5m"`), is zero, or is
         /// longer than [`crate::deadline::MAX_APPROVAL_TIMEOUT`].
         InvalidApprovalTimeout = "invalid_approval_timeout",
@@ -359,6 +364,12 @@ struct RawMode<'a> {
     /// `submit_plan` makes this a planning mode; a mode with `transitionsTo` must list it.
     #[cfg_attr(feature = "schema", schemars(with = "Option<Vec<String>>"))]
     available_tools: Option<Spanned<Vec<Spanned<Cow<'a, str>>>>>,
+    /// Tool calls that wait for the user's approval before they run: a list of tools the mode
+    /// offers (`["write_file"]`), or `true` for every tool it offers. `submit_plan` is never
+    /// listed (its plan always waits for a decision).
+    #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "schema::approval_schema"))]
+    require_approval: Option<Spanned<RawApproval<'a>>>,
     /// The model this mode prefers, as `provider/model` (for example `openai/gpt-4.1`).
     default_model_id: Option<String>,
     /// How long a plan submitted in this mode may wait for a decision (`"24h"`, `"1h30m"`:
@@ -414,6 +425,44 @@ impl<'de, 'a> Deserialize<'de> for RawTargets<'a> {
                     ids.push(id);
                 }
                 Ok(RawTargets::List(ids))
+            }
+        }
+        deserializer.deserialize_any(Visitor(std::marker::PhantomData))
+    }
+}
+
+/// `requireApproval` as written: `true`/`false`, or a list of tool names (each with its span).
+#[derive(Debug)]
+enum RawApproval<'a> {
+    /// `requireApproval = true` (every offered tool) or `false` (none).
+    All(bool),
+    /// `requireApproval = ["write_file", ...]`.
+    List(Vec<Spanned<Cow<'a, str>>>),
+}
+
+impl<'de, 'a> Deserialize<'de> for RawApproval<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor<'a>(std::marker::PhantomData<RawApproval<'a>>);
+        impl<'de, 'a> serde::de::Visitor<'de> for Visitor<'a> {
+            type Value = RawApproval<'a>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("true, false or a list of tool names")
+            }
+
+            fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+                Ok(RawApproval::All(v))
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut names = Vec::new();
+                while let Some(name) = seq.next_element()? {
+                    names.push(name);
+                }
+                Ok(RawApproval::List(names))
             }
         }
         deserializer.deserialize_any(Visitor(std::marker::PhantomData))
@@ -772,6 +821,7 @@ fn validate(
                         column: position.location.column,
                         line_text,
                         width: position.width,
+                        in_approval: false,
                     });
                     name
                 })
@@ -816,6 +866,10 @@ fn validate(
                 format!("mode `{id}` lists `{SUBMIT_PLAN}` but sets no transitionsTo and is itself the default mode, so an approved plan would hand over to `{id}` itself: add `transitionsTo` naming the mode to hand over to, or mark another mode default"),
             ));
         }
+        let offered = available_tools.as_ref().map(|(_, names)| names.as_slice());
+        let require_approval = mode.require_approval.map_or(RequireApproval::None, |raw| {
+            approval_policy(raw, this, id, offered, source, &mut tool_refs, errors)
+        });
         let approval_timeout = mode.approval_timeout.and_then(|text| {
             text.get_ref()
                 .parse::<ApprovalTimeout>()
@@ -837,6 +891,7 @@ fn validate(
                 marked_default.as_ref().is_some_and(|(m, _)| *m == i),
                 transitions_to,
                 available_tools.map(|(_, names)| names),
+                require_approval,
                 mode.default_model_id,
                 mode.metadata.unwrap_or_default(),
             )
@@ -865,6 +920,76 @@ fn validate(
         source.origin.to_owned(),
         tool_refs,
     ))
+}
+
+/// A mode's `requireApproval` as a policy. Every listed name must be offered by the mode (in
+/// its `availableTools`; a mode without the list offers every tool, and its names are checked
+/// against the controller's tools by [`ModeGraph::unknown_tools`]), and `submit_plan` is never
+/// listed; an error is pushed at the name's line and column otherwise.
+fn approval_policy(
+    raw: Spanned<RawApproval<'_>>,
+    mode: ModeId,
+    id: &str,
+    offered: Option<&[Arc<str>]>,
+    source: &Source<'_>,
+    tool_refs: &mut Vec<ToolRef>,
+    errors: &mut Vec<ConfigError>,
+) -> RequireApproval {
+    let list = match raw.into_inner() {
+        RawApproval::All(true) => return RequireApproval::All,
+        RawApproval::All(false) => return RequireApproval::None,
+        RawApproval::List(list) => list,
+    };
+    let mut tools: Vec<Arc<str>> = Vec::with_capacity(list.len());
+    for name in list {
+        let span = name.span();
+        let name: &str = name.get_ref();
+        if name == SUBMIT_PLAN {
+            errors.push(ConfigError::at(
+                ConfigErrorKind::ApprovalOfSubmitPlan,
+                source,
+                span,
+                format!("mode `{id}` lists `{SUBMIT_PLAN}` in requireApproval, but a submitted plan always waits for a decision: leave it out"),
+            ));
+            continue;
+        }
+        match offered {
+            Some(offered) if !offered.iter().any(|t| &**t == name) => {
+                let list = offered.iter().map(|t| format!("`{t}`")).collect::<Vec<_>>();
+                errors.push(ConfigError::at(
+                    ConfigErrorKind::ApprovalToolNotOffered,
+                    source,
+                    span,
+                    format!(
+                        "mode `{id}` lists `{name}` in requireApproval, but does not offer it (its availableTools: {}): add `{name}` to availableTools or leave it out of requireApproval",
+                        if list.is_empty() { "none".to_owned() } else { list.join(", ") }
+                    ),
+                ));
+                continue;
+            }
+            Some(_) => {}
+            None => {
+                let position = source.position(span);
+                tool_refs.push(ToolRef {
+                    mode,
+                    name: Arc::from(name),
+                    line: position.location.line,
+                    column: position.location.column,
+                    line_text: Arc::from(position.line_text),
+                    width: position.width,
+                    in_approval: true,
+                });
+            }
+        }
+        if !tools.iter().any(|t| &**t == name) {
+            tools.push(Arc::from(name));
+        }
+    }
+    if tools.is_empty() {
+        RequireApproval::None
+    } else {
+        RequireApproval::Tools(tools)
+    }
 }
 
 /// Why `dir` cannot be the plans directory, or `None` when it is a relative path inside the
@@ -934,8 +1059,9 @@ fn edit_distance(a: &str, b: &str) -> usize {
 // `crate::mode`, beside the errors they make, so that the mode graph does not depend on the
 // config module that builds it.
 impl ModeGraph {
-    /// Checks every `availableTools` name against the tools a controller has; `submit_plan` is
-    /// always known.
+    /// Checks every `availableTools` name, and the `requireApproval` names of modes without
+    /// `availableTools` (which offer every tool), against the tools a controller has;
+    /// `submit_plan` is always known.
     ///
     /// # Errors
     /// One [`ConfigErrorKind::UnknownTool`] error per unknown name, at the name's line and column,
@@ -950,9 +1076,14 @@ impl ModeGraph {
                     r.location(),
                     r.snippet(),
                     format!(
-                        "mode `{}` lists unknown tool `{}` in availableTools",
+                        "mode `{}` lists unknown tool `{}` in {}",
                         self.mode(r.mode).id(),
-                        r.name
+                        r.name,
+                        if r.in_approval {
+                            "requireApproval"
+                        } else {
+                            "availableTools"
+                        }
                     ),
                 ))
             })
@@ -991,7 +1122,11 @@ impl ModeGraph {
             if !mode.is_planning() || tools.iter().any(|t| writes_plans(t)) {
                 continue;
             }
-            let Some(first) = self.tool_refs().iter().find(|r| r.mode.index() == index) else {
+            let Some(first) = self
+                .tool_refs()
+                .iter()
+                .find(|r| r.mode.index() == index && !r.in_approval)
+            else {
                 continue;
             };
             warnings.push(self.placed(ConfigError::no_plan_writer(

@@ -87,7 +87,7 @@ pub use crate::event::{
     Subscription, SuspendPayload, TokenUsage,
 };
 pub use crate::extensions::Extensions;
-pub use crate::mode::{Mode, ModeGraph, ModeId};
+pub use crate::mode::{Mode, ModeGraph, ModeId, RequireApproval};
 pub use crate::model::{
     LanguageModel, Message, ModelError, ModelErrorKind, ModelRequest, ModelResponse,
 };

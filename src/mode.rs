@@ -40,6 +40,7 @@ pub struct Mode {
     /// plain approval goes.
     transitions_to: Vec<ModeId>,
     available_tools: Option<Vec<Arc<str>>>,
+    require_approval: RequireApproval,
     default_model_id: Option<String>,
     metadata: toml::Table,
     approval_timeout: Option<ApprovalTimeout>,
@@ -55,6 +56,7 @@ impl Mode {
         marked_default: bool,
         transitions_to: Vec<ModeId>,
         available_tools: Option<Vec<Arc<str>>>,
+        require_approval: RequireApproval,
         default_model_id: Option<String>,
         metadata: toml::Table,
     ) -> Self {
@@ -66,6 +68,7 @@ impl Mode {
             marked_default,
             transitions_to,
             available_tools,
+            require_approval,
             default_model_id,
             metadata,
             approval_timeout: None,
@@ -133,6 +136,30 @@ impl Mode {
         self.available_tools.as_deref()
     }
 
+    /// Which of this mode's tool calls wait for the user before they run (`requireApproval`):
+    /// [`RequireApproval::None`] unless the config sets it.
+    pub fn require_approval(&self) -> &RequireApproval {
+        &self.require_approval
+    }
+
+    /// Whether a call to `tool` in this mode waits for the user's approval
+    /// ([`RequireApproval::covers`]). Never for `submit_plan`, which always waits.
+    ///
+    /// # Examples
+    /// ```
+    /// let graph = agent_controller::config::parse(
+    ///     "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n",
+    ///     "modes.toml",
+    /// )?;
+    /// let build = graph.default_mode();
+    /// assert!(build.requires_approval("write_file"));
+    /// assert!(!build.requires_approval("read_file"));
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
+    pub fn requires_approval(&self, tool: &str) -> bool {
+        self.require_approval.covers(tool)
+    }
+
     /// The model id this mode prefers (`defaultModelId`, `provider/model`), if set.
     pub fn default_model_id(&self) -> Option<&str> {
         self.default_model_id.as_deref()
@@ -154,6 +181,55 @@ impl Mode {
     }
 }
 
+/// Which of a mode's tool calls wait for the user before they run, as the mode's
+/// `requireApproval` says (after Mastra's `requireApproval` and the `needsApproval` of the OpenAI
+/// Agents SDK and the Vercel AI SDK). Such a call suspends the run until it is decided
+/// ([`crate::Session::decide`]); `submit_plan` always waits and is never listed.
+///
+/// # Examples
+/// ```
+/// use agent_controller::mode::RequireApproval;
+/// let listed = RequireApproval::Tools(vec!["write_file".into()]);
+/// assert!(listed.covers("write_file") && !listed.covers("read_file"));
+/// assert!(RequireApproval::All.covers("read_file"));
+/// assert!(!RequireApproval::All.covers("submit_plan"));
+/// assert!(!RequireApproval::None.covers("write_file"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum RequireApproval {
+    /// No tool call waits (no `requireApproval`, `requireApproval = false` or `[]`).
+    #[default]
+    None,
+    /// Every tool the mode offers waits (`requireApproval = true`).
+    All,
+    /// The listed tools wait (`requireApproval = ["write_file", ...]`), each offered by the mode.
+    Tools(Vec<Arc<str>>),
+}
+
+impl RequireApproval {
+    /// Whether a call to `tool` waits for approval under this policy; `false` for `submit_plan`
+    /// (its plan waits for a decision anyway).
+    pub fn covers(&self, tool: &str) -> bool {
+        if tool == SUBMIT_PLAN {
+            return false;
+        }
+        match self {
+            RequireApproval::None => false,
+            RequireApproval::All => true,
+            RequireApproval::Tools(tools) => tools.iter().any(|t| &**t == tool),
+        }
+    }
+
+    /// Whether no tool call waits.
+    pub fn is_none(&self) -> bool {
+        match self {
+            RequireApproval::None => true,
+            RequireApproval::All => false,
+            RequireApproval::Tools(tools) => tools.is_empty(),
+        }
+    }
+}
+
 /// Where a config names a tool, kept so unknown tool names can be reported at their line (the
 /// checks against a controller's tools, which make config errors of them, are in
 /// [`crate::config`]). The line's text is shared by the names on it.
@@ -166,6 +242,8 @@ pub(crate) struct ToolRef {
     pub(crate) column: usize,
     pub(crate) line_text: Arc<str>,
     pub(crate) width: usize,
+    /// Whether the name is in `requireApproval` (else in `availableTools`).
+    pub(crate) in_approval: bool,
 }
 
 /// A validated set of modes: ids are unique, every `transitionsTo` names another existing mode,
@@ -347,6 +425,19 @@ impl ModeGraph {
             match &mode.available_tools {
                 None => field(b"*"),
                 Some(tools) => {
+                    field(&(tools.len() as u64).to_le_bytes());
+                    for tool in tools {
+                        field(tool.as_bytes());
+                    }
+                }
+            }
+            // Only a mode that sets it adds to the hash, so configs without `requireApproval`
+            // keep the fingerprint they had (`?` is in no mode id, so it cannot be one).
+            match &mode.require_approval {
+                RequireApproval::None => {}
+                RequireApproval::All => field(b"?approval=*"),
+                RequireApproval::Tools(tools) => {
+                    field(b"?approval");
                     field(&(tools.len() as u64).to_le_bytes());
                     for tool in tools {
                         field(tool.as_bytes());

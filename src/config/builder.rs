@@ -11,7 +11,7 @@ pub const BUILDER_ORIGIN: &str = "ModeGraphBuilder";
 
 /// One mode of a [`ModeGraphBuilder`], with the keys of a `[[modes]]` table: `id`, `name`,
 /// `description`, `instructions`, `default`, `transitionsTo`, `availableTools`,
-/// `defaultModelId`, `metadata`, `approvalTimeout`.
+/// `requireApproval`, `defaultModelId`, `metadata`, `approvalTimeout`.
 #[derive(Debug, Clone, Default)]
 pub struct ModeBuilder {
     table: toml::Table,
@@ -95,6 +95,35 @@ impl ModeBuilder {
             .map(|t| toml::Value::String(t.into()))
             .collect();
         self.set("availableTools", toml::Value::Array(tools))
+    }
+
+    /// The tools whose calls wait for the user's approval in this mode (`requireApproval =
+    /// ["write_file"]`); each must be a tool the mode offers, and never `submit_plan`.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{ModeBuilder, ModeGraphBuilder};
+    /// let graph = ModeGraphBuilder::new()
+    ///     .mode(ModeBuilder::new("build").require_approval(["write_file"]))
+    ///     .build()?;
+    /// assert!(graph.default_mode().requires_approval("write_file"));
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
+    pub fn require_approval<I, S>(self, tools: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let tools = tools
+            .into_iter()
+            .map(|t| toml::Value::String(t.into()))
+            .collect();
+        self.set("requireApproval", toml::Value::Array(tools))
+    }
+
+    /// Every tool call in this mode waits for the user's approval (`requireApproval = true`).
+    pub fn require_approval_all(self) -> Self {
+        self.set("requireApproval", toml::Value::Boolean(true))
     }
 
     /// The mode's preferred model (`defaultModelId`, for example `openai/o3`).

@@ -50,6 +50,20 @@ pub(super) fn targets_schema(_: &mut schemars::SchemaGenerator) -> schemars::Sch
     })
 }
 
+/// The schema of `requireApproval`: `true`/`false`, or a list of distinct tool names.
+pub(super) fn approval_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "anyOf": [
+            { "type": "boolean" },
+            {
+                "type": "array",
+                "items": { "type": "string", "minLength": 1 },
+                "uniqueItems": true
+            }
+        ]
+    })
+}
+
 /// What a mode id looks like (ASCII letters, digits, `-` and `_`), as the other id fields say.
 const MODE_ID_PATTERN: &str = r"^[A-Za-z0-9_-]+$";
 

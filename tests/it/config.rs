@@ -54,7 +54,11 @@ fn every_valid_case_loads_with_the_expected_default_planning_modes_and_targets()
             .map(|v| v.as_str().expect("id"))
             .collect();
         assert_eq!(planning, want, "{name}: planning modes");
-        let approve = case["approve"].as_table().expect("approve");
+        let none = toml::Table::new();
+        let approve = match case.get("approve") {
+            Some(approve) => approve.as_table().expect("approve"),
+            None => &none,
+        };
         assert_eq!(
             approve.len(),
             planning.len(),
@@ -85,6 +89,33 @@ fn every_valid_case_loads_with_the_expected_default_planning_modes_and_targets()
                 .collect();
             assert_eq!(got, want, "{name}: targets of {from}");
         }
+        check_approval_required(&name, case, &graph);
+    }
+}
+
+/// Each mode's `requireApproval` as the case's `approval_required` says: `true` for every
+/// offered tool, a list of tool names, or (for a mode the case leaves out) none.
+fn check_approval_required(name: &str, case: &toml::Table, graph: &agent_controller::ModeGraph) {
+    use agent_controller::RequireApproval;
+    let wanted = case.get("approval_required").and_then(|t| t.as_table());
+    for mode in graph.modes() {
+        let want = match wanted.and_then(|t| t.get(mode.id())) {
+            None => RequireApproval::None,
+            Some(toml::Value::Boolean(true)) => RequireApproval::All,
+            Some(list) => RequireApproval::Tools(
+                list.as_array()
+                    .expect("approval_required list")
+                    .iter()
+                    .map(|v| v.as_str().expect("tool").into())
+                    .collect(),
+            ),
+        };
+        assert_eq!(
+            mode.require_approval(),
+            &want,
+            "{name}: requireApproval of {}",
+            mode.id()
+        );
     }
 }
 
@@ -159,6 +190,10 @@ fn invalid_cases_report_their_kind() {
         (
             "targets-list-duplicate.toml",
             ConfigErrorKind::DuplicateTarget,
+        ),
+        (
+            "require-approval-not-offered.toml",
+            ConfigErrorKind::ApprovalToolNotOffered,
         ),
     ];
     for (name, kind) in cases {
@@ -659,4 +694,84 @@ fn a_targets_list_built_in_code_follows_the_toml_rules() {
     .expect("valid");
     assert_eq!(built.modes(), parsed.modes());
     assert_eq!(built.fingerprint(), parsed.fingerprint());
+}
+
+#[test]
+fn require_approval_of_submit_plan_is_refused_at_its_line_and_column() {
+    let errors = config::check(
+        "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\nrequireApproval = [\"submit_plan\"]\n[[modes]]\nid = \"build\"\n",
+        "modes.toml",
+    );
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    let err = &errors[0];
+    assert_eq!(err.kind(), ConfigErrorKind::ApprovalOfSubmitPlan);
+    assert_eq!(err.location().map(|l| (l.line, l.column)), Some((4, 20)));
+    assert!(err.message().contains("`submit_plan`"), "{err}");
+    assert!(err.message().contains("requireApproval"), "{err}");
+}
+
+#[test]
+fn require_approval_takes_true_false_or_a_list_and_refuses_other_types() {
+    let parse = |value: &str| {
+        config::parse(
+            &format!(
+                "[[modes]]\nid = \"build\"\navailableTools = [\"read_file\", \"write_file\"]\nrequireApproval = {value}\n"
+            ),
+            "modes.toml",
+        )
+    };
+    let all = parse("true").expect("true");
+    assert_eq!(
+        all.default_mode().require_approval(),
+        &agent_controller::RequireApproval::All
+    );
+    assert!(all.default_mode().requires_approval("read_file"));
+    let none = parse("false").expect("false");
+    assert!(!none.default_mode().requires_approval("write_file"));
+    let listed = parse("[\"write_file\"]").expect("list");
+    assert!(listed.default_mode().requires_approval("write_file"));
+    assert!(!listed.default_mode().requires_approval("read_file"));
+    let err = parse("\"write_file\"").expect_err("a string is not a list");
+    assert_eq!(err.kind(), ConfigErrorKind::InvalidType);
+    assert_eq!(err.location().map(|l| l.line), Some(4));
+}
+
+#[test]
+fn require_approval_of_a_mode_offering_every_tool_is_checked_against_the_controllers_tools() {
+    // Without availableTools the mode offers every tool: a listed name must be one of them.
+    let graph = config::parse(
+        "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\", \"rm_rf\"]\n",
+        "modes.toml",
+    )
+    .expect("parses");
+    let tools = ToolRegistry::with_workspace_tools();
+    let errors = graph.unknown_tools(|t| tools.knows(t));
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].kind(), ConfigErrorKind::UnknownTool);
+    assert_eq!(
+        errors[0].location().map(|l| (l.line, l.column)),
+        Some((3, 34))
+    );
+    assert!(
+        errors[0].message().contains("`rm_rf` in requireApproval"),
+        "{}",
+        errors[0]
+    );
+}
+
+#[test]
+fn require_approval_changes_the_config_fingerprint_only_where_it_is_set() {
+    let plain = config::parse("[[modes]]\nid = \"build\"\n", "a.toml").expect("plain");
+    let off = config::parse(
+        "[[modes]]\nid = \"build\"\nrequireApproval = false\n",
+        "a.toml",
+    )
+    .expect("off");
+    let on = config::parse(
+        "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n",
+        "a.toml",
+    )
+    .expect("on");
+    assert_eq!(plain.fingerprint(), off.fingerprint());
+    assert_ne!(plain.fingerprint(), on.fingerprint());
 }

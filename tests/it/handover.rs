@@ -47,6 +47,11 @@ async fn every_handover_edge_of_every_shipped_config_is_exercised() {
                 )
             })
             .collect();
+        // The one fixture without a planning mode is about tool approvals.
+        if name.ends_with("require-approval-all.toml") {
+            assert!(edges.is_empty(), "{name} has no planning mode");
+            continue;
+        }
         assert!(!edges.is_empty(), "{name} has at least one planning mode");
         for (from, to) in edges {
             let model = replay(vec![

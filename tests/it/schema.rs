@@ -83,6 +83,7 @@ fn structural_errors_are_refused_and_graph_rules_are_left_to_check() {
         "self-handover-default.toml",
         "targets-list-unknown.toml",
         "targets-list-self.toml",
+        "require-approval-not-offered.toml",
     ];
     for name in refused_by_schema {
         let errors = schema_errors(&as_json(&dir.join(name)));
@@ -170,6 +171,7 @@ fn every_key_the_parser_knows_has_a_description() {
             "instructions",
             "metadata",
             "name",
+            "requireApproval",
             "transitionsTo"
         ]
     );
@@ -218,5 +220,20 @@ fn transitions_to_takes_an_id_or_a_list_of_ids() {
             ok,
             "parser on {text}"
         );
+    }
+}
+
+#[test]
+fn require_approval_takes_a_boolean_or_a_list_of_tool_names() {
+    for (value, ok) in [
+        (serde_json::json!(true), true),
+        (serde_json::json!(false), true),
+        (serde_json::json!(["write_file", "read_file"]), true),
+        (serde_json::json!("write_file"), false),
+        (serde_json::json!(["write_file", "write_file"]), false),
+        (serde_json::json!([1]), false),
+    ] {
+        let instance = serde_json::json!({"modes": [{"id": "build", "requireApproval": value}]});
+        assert_eq!(schema_errors(&instance).is_empty(), ok, "schema on {value}");
     }
 }
