@@ -17,6 +17,7 @@ mod config_tools;
 mod deadlines;
 mod decisions;
 mod diagram;
+mod editor;
 mod events;
 mod handover;
 mod jail;
