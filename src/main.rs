@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agent_controller::deadline::deadline_text;
 use agent_controller::diagram::{self, DiagramFormat};
 use agent_controller::display::{neutralize, neutralize_line};
 use agent_controller::jail::{self, Jail};
@@ -980,7 +981,10 @@ impl Prompt {
         let whole = self
             .style
             .render_plan(&payload.submission.title, &payload.submission.plan);
-        let origin = plan_origin(&payload.submission.path, &payload.submission.sha256);
+        let mut origin = plan_origin(&payload.submission.path, &payload.submission.sha256);
+        if let Some(note) = deadline_note(payload) {
+            origin = format!("{origin}\n{}", neutralize_line(&note));
+        }
         let sha256 = &payload.submission.sha256;
         let plan_text = submit_plan::revision_text(&payload.submission);
         let mut question =
@@ -1169,8 +1173,11 @@ fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Failure> {
     if json {
         serde_json::to_string(p).map_err(Failure::runtime)
     } else {
+        let deadline = p.deadline_at_ms.map_or(String::new(), |at| {
+            format!("\tdeadline {}", deadline_text(at))
+        });
         Ok(format!(
-            "{}\t{}\t{}\t{} -> {}\t{}\t{}",
+            "{}\t{}\t{}\t{} -> {}\t{}\t{}{deadline}",
             neutralize_line(&p.session_id),
             neutralize_line(&p.run_id),
             neutralize_line(&p.decision_id),
@@ -1406,6 +1413,20 @@ fn plan_origin(path: &str, sha256: &str) -> String {
     )
 }
 
+/// When a plan with a deadline expires, for people: `(decide by 2026-12-01T18:30:00Z,
+/// approvalTimeout 24h; after that it counts as rejected)`; `None` without a deadline.
+fn deadline_note(payload: &SuspendPayload) -> Option<String> {
+    let at = payload.deadline_at_ms?;
+    let timeout = payload
+        .approval_timeout
+        .as_deref()
+        .map_or(String::new(), |t| format!(", approvalTimeout {t}"));
+    Some(format!(
+        "(decide by {}{timeout}; after that it counts as rejected)",
+        deadline_text(at)
+    ))
+}
+
 /// The closing line: the mode the session ends in.
 fn finish(session: &Session, json: bool, style: &Style) {
     if !json {
@@ -1486,8 +1507,10 @@ fn event_line(event: &Event, graph: &ModeGraph, style: &Style, resumed: bool) ->
                 ),
                 _ => String::new(),
             };
+            let by = deadline_note(suspend_payload)
+                .map_or(String::new(), |note| format!(" {}", line(&note)));
             format!(
-                "plan submitted: \"{}\" ({}), sha256 {}; waiting for a decision{choice}",
+                "plan submitted: \"{}\" ({}), sha256 {}; waiting for a decision{choice}{by}",
                 line(&suspend_payload.submission.title),
                 line(&suspend_payload.submission.path),
                 line(&suspend_payload.submission.sha256)

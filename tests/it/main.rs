@@ -14,6 +14,7 @@ mod chat_templates;
 mod cli;
 mod config;
 mod config_tools;
+mod deadlines;
 mod decisions;
 mod diagram;
 mod editor;
