@@ -423,6 +423,8 @@ impl SessionRecord {
                     args_sha256: Some(p.suspend_payload.args_sha256.clone()),
                     always_allowed: self.always_allowed.clone(),
                     plan_path: String::new(),
+                    approval_timeout: None,
+                    deadline_at_ms: None,
                     updated_at: self.updated_at,
                 }),
         );
