@@ -1217,7 +1217,12 @@ impl PendingPlans for StorePending<'_> {
         // An unreadable record's plan cannot be decided (loading it fails), so there is
         // nothing of it to protect.
         let listing = store.list_pending().await.map_err(|e| e.to_string())?;
-        Ok(listing.pending.into_iter().map(|p| p.plan_path).collect())
+        Ok(listing
+            .pending
+            .into_iter()
+            .filter(|p| p.kind == crate::store::PendingKind::Plan)
+            .map(|p| p.plan_path)
+            .collect())
     }
 }
 

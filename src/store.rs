@@ -422,6 +422,9 @@ impl SessionRecord {
                     args: Some(p.suspend_payload.args.clone()),
                     args_sha256: Some(p.suspend_payload.args_sha256.clone()),
                     always_allowed: self.always_allowed.clone(),
+                    // Tool-call approvals have no deadline (yet).
+                    approval_timeout: None,
+                    deadline_at_ms: None,
                     plan_path: String::new(),
                     approval_timeout: None,
                     deadline_at_ms: None,
