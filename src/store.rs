@@ -426,8 +426,6 @@ impl SessionRecord {
                     approval_timeout: None,
                     deadline_at_ms: None,
                     plan_path: String::new(),
-                    approval_timeout: None,
-                    deadline_at_ms: None,
                     updated_at: self.updated_at,
                 }),
         );
