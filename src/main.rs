@@ -1326,8 +1326,18 @@ impl Decider<'_> {
                 listed.join(", ")
             );
         }
+        let (what, id) = match waiting.as_slice() {
+            [one] => (
+                "the tool call stays pending; decide it later",
+                neutralize_line(one.decision_id()).into_owned(),
+            ),
+            _ => (
+                "the tool calls stay pending; decide each later",
+                "ID".to_owned(),
+            ),
+        };
         note!(
-            "the tool calls stay pending; decide each later with: agent-controller decide --store {} {} --decision ID (--approve [--always] | --reject) [--feedback TEXT]",
+            "{what} with: agent-controller decide --store {} {} --decision {id} (--approve [--always] | --reject) [--feedback TEXT]",
             neutralize_line(&display_spec(store)),
             session.id()
         );

@@ -1,7 +1,8 @@
 //! The CLI for tool calls that wait for the user (issue 12, `requireApproval`): `pending` lists
 //! each waiting call, `decide` decides one (`--decision`, `--always`, `--sha256`), and the prompt
 //! of `run` asks about each. The model is the real OpenAI provider against the scripted
-//! OpenAI-compatible server; every test runs on the directory store and on SQLite.
+//! OpenAI-compatible server; the tests of `decide` and `pending` run on the directory store,
+//! SQLite and PostgreSQL (`AGENT_CONTROLLER_TEST_POSTGRES`).
 #![cfg(feature = "openai")]
 
 use crate::common;
@@ -39,6 +40,9 @@ struct World {
     config: PathBuf,
     spec: String,
     server: ScriptedServer,
+    /// The PostgreSQL schema of a `postgres` world, dropped with it.
+    #[cfg(feature = "postgres")]
+    _schema: Option<common::postgres::TestSchema>,
 }
 
 impl World {
@@ -46,8 +50,14 @@ impl World {
         let ws = Workspace::new();
         let config = ws.path().join("modes.toml");
         std::fs::write(&config, CONFIG).expect("config");
+        #[cfg(feature = "postgres")]
+        let schema = (kind == "postgres")
+            .then(common::postgres::TestSchema::new)
+            .flatten();
         let spec = match kind {
             "sqlite" => format!("sqlite:{}", ws.path().join("sessions.db").display()),
+            #[cfg(feature = "postgres")]
+            "postgres" => schema.as_ref().expect("a schema").url.clone(),
             _ => ws.path().join("sessions").display().to_string(),
         };
         Self {
@@ -55,6 +65,8 @@ impl World {
             config,
             spec,
             server: ScriptedServer::start_blocking(script),
+            #[cfg(feature = "postgres")]
+            _schema: schema,
         }
     }
 
@@ -150,6 +162,10 @@ fn stores() -> Vec<&'static str> {
     let mut stores = vec!["dir"];
     if cfg!(feature = "sqlite") {
         stores.push("sqlite");
+    }
+    #[cfg(feature = "postgres")]
+    if !common::postgres::skipped() {
+        stores.push("postgres");
     }
     stores
 }
@@ -624,7 +640,7 @@ fn q_leaves_the_call_pending_and_end_of_input_without_a_store_runs_nothing() {
             stderr(&out)
         );
         assert!(
-            stderr(&out).contains("--decision ID (--approve [--always] | --reject)"),
+            stderr(&out).contains("--decision decision_1 (--approve [--always] | --reject)"),
             "{kind}: {}",
             stderr(&out)
         );
