@@ -514,7 +514,8 @@ impl Session {
         );
         let tool_name = call.payload.tool_name.clone();
         let run_id = call.run_id.clone();
-        call.decided = Some((decision.clone(), record));
+        call.decided = Some(record);
+        call.feedback = decision.feedback().map(str::to_owned);
         if decision.always_allow && !self.always_allowed.contains(&tool_name) {
             self.always_allowed.push(tool_name);
         }
@@ -541,16 +542,15 @@ impl Session {
         });
         let mut approved = Vec::new();
         for call in calls {
-            let Some((decision, record)) = call.decided.clone() else {
+            let Some(record) = call.decided.clone() else {
                 continue;
             };
             self.history.push(record.clone());
-            match decision.action {
-                DecisionAction::Approved => approved.push((call, record)),
-                DecisionAction::Rejected => {
-                    let output = ToolOutput::error(tool_rejected_result(decision.feedback()));
-                    self.finish_decided_tool(&run_id, &call, output, record);
-                }
+            if record.outcome == Some(DecisionOutcome::Approved) {
+                approved.push((call, record));
+            } else {
+                let output = ToolOutput::error(tool_rejected_result(call.feedback.as_deref()));
+                self.finish_decided_tool(&run_id, &call, output, record);
             }
         }
         self.commit().await?;
@@ -1042,6 +1042,7 @@ impl Session {
                 tool_call_id: tool_call_id.clone(),
                 payload: payload.clone(),
                 decided: None,
+                feedback: None,
             });
             self.emit(Event::ToolSuspended {
                 run_id: run_id.clone(),

@@ -739,7 +739,8 @@ impl Session {
                 run_id: Arc::from(p.run_id),
                 tool_call_id: p.tool_call_id,
                 payload: p.suspend_payload,
-                decided: p.decision.zip(p.decided),
+                decided: p.decided,
+                feedback: p.feedback,
             })
             .collect();
         Ok(Self {
@@ -1231,8 +1232,8 @@ impl Session {
                     run_id: p.run_id.to_string(),
                     tool_call_id: p.tool_call_id.clone(),
                     suspend_payload: p.payload.clone(),
-                    decision: p.decided.as_ref().map(|(d, _)| d.clone()),
-                    decided: p.decided.as_ref().map(|(_, r)| r.clone()),
+                    decided: p.decided.clone(),
+                    feedback: p.feedback.clone(),
                 })
                 .collect(),
             always_allowed: self.always_allowed.clone(),
