@@ -677,3 +677,41 @@ fn decide_without_a_verdict_asks_about_each_waiting_call() {
         "{shown}"
     );
 }
+
+/// `run --approve` decides every waiting call of the run without asking (and `--always` always
+/// allows the tool); `run --reject` rejects each, nothing runs, exit 3.
+#[test]
+fn run_verdict_flags_decide_every_waiting_call() {
+    let world = World::new(
+        "dir",
+        vec![
+            calls([write("call_1", "a.txt", "one")]),
+            calls([write("call_2", "b.txt", "two")]),
+            text("Done."),
+        ],
+    );
+    let out = world.cli("run", false, &["--approve", "--always", "Write"], None);
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    assert_eq!(world.file("a.txt").as_deref(), Some("one"));
+    assert_eq!(world.file("b.txt").as_deref(), Some("two"));
+    let shown = stdout(&out);
+    assert_eq!(
+        shown.matches("tool call waits for approval").count(),
+        1,
+        "the second write_file was always allowed: {shown}"
+    );
+
+    let world = World::new(
+        "dir",
+        vec![calls([write("call_1", "a.txt", "one")]), text("Fine.")],
+    );
+    let out = world.cli("run", false, &["--reject", "Write"], None);
+    assert_eq!(out.status.code(), Some(NOT_APPROVED), "{}", stderr(&out));
+    assert_eq!(world.file("a.txt"), None);
+    assert!(
+        world
+            .tool_results(1)
+            .iter()
+            .any(|r| r.contains("Not approved"))
+    );
+}
