@@ -147,9 +147,10 @@ impl Session {
         let decided = self
             .history
             .iter()
-            .any(|d| d.run_id == run_id && d.tool_call_id == tool_call_id);
+            .rfind(|d| d.run_id == run_id && d.tool_call_id == tool_call_id);
         Err(match &self.pending {
-            _ if decided => SessionError::AlreadyDecided(tool_call_id.to_owned()),
+            _ if let Some(expired) = decided.and_then(deadline::expired_error) => expired,
+            _ if decided.is_some() => SessionError::AlreadyDecided(tool_call_id.to_owned()),
             Some(pending) if &*pending.run_id == run_id => SessionError::UnknownToolCall {
                 run_id: run_id.to_owned(),
                 tool_call_id: tool_call_id.to_owned(),
@@ -322,7 +323,7 @@ impl Session {
 
     /// Marks the run ended in `reason` (suspended, completed, aborted or failed) and emits
     /// `error` (for failures) and `agent_end`.
-    fn close_run(&mut self, run_id: &Arc<str>, reason: RunState, error: Option<&str>) {
+    pub(crate) fn close_run(&mut self, run_id: &Arc<str>, reason: RunState, error: Option<&str>) {
         self.run = Some((run_id.clone(), reason));
         self.drop_lease();
         tracing::info!(run_id = %run_id, %reason, error, "run ended");
