@@ -1554,11 +1554,18 @@ fn event_line(event: &Event, graph: &ModeGraph, style: &Style, resumed: bool) ->
             tool_name,
             result,
             is_error,
+            decision,
             ..
         } => {
             let status = if *is_error { "error" } else { "ok" };
             let first = result.lines().next().unwrap_or("");
-            format!("tool {} {status}: {}", line(tool_name), line(first))
+            // An approved edit says so: the first line reads the same for the plan as submitted.
+            let edited = decision
+                .as_ref()
+                .and_then(|d| d.approved_sha256.as_deref())
+                .map(|sha| format!(" (the edited plan, sha256 {}...)", line(short_sha256(sha))))
+                .unwrap_or_default();
+            format!("tool {} {status}: {}{edited}", line(tool_name), line(first))
         }
         Event::ModeChanged {
             mode_id,

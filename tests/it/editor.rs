@@ -391,3 +391,34 @@ fn a_dismissed_prompt_keeps_the_edit_in_a_file_decide_can_approve() {
         sha256_hex(edited.as_bytes()).as_str()
     );
 }
+
+/// Without `--json`, the decision's line says the edited plan was approved, with its hash.
+#[test]
+fn the_event_line_says_an_edited_plan_was_approved() {
+    let edited = "# Add dark mode\n\n1. The EDITED step.\n";
+    let editors = Editors::new();
+    let editor = editors.rewriting(edited);
+    let ws = Workspace::new();
+    let workspace = ws.path().to_str().expect("utf-8");
+    let args = [
+        "run",
+        "--config",
+        SHIPPED,
+        "--workspace",
+        workspace,
+        "--mode",
+        "plan",
+        "Add dark mode",
+    ];
+    let out = run_with_editor(&args, &editor, "e\ny\n", &[]);
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    let shown = String::from_utf8_lossy(&out.stdout);
+    let approved = sha256_hex(edited.as_bytes());
+    assert!(
+        shown.contains(&format!(
+            "tool submit_plan ok: Plan approved. Proceed with implementation following the approved plan. (the edited plan, sha256 {}...)\n",
+            &approved[..12]
+        )),
+        "{shown}"
+    );
+}
