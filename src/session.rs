@@ -2,9 +2,11 @@
 //! that move between modes.
 
 mod decision;
+mod expiry;
 
 pub(crate) use self::decision::decision_id_for;
 pub use self::decision::{Decision, DecisionAction, PendingDecision};
+pub(crate) use self::expiry::expired_error;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -1308,7 +1310,7 @@ impl Session {
             Some(p) if p.decision_id() == decision_id => (p.run_id.clone(), p.tool_call_id.clone()),
             _ => match self.history.iter().find(|d| d.decision_id == decision_id) {
                 Some(decided) => {
-                    return Err(crate::deadline::expired_error(decided)
+                    return Err(expired_error(decided)
                         .unwrap_or_else(|| SessionError::AlreadyDecided(decision_id.to_owned())));
                 }
                 None => return Err(SessionError::UnknownDecision(decision_id.to_owned())),
