@@ -422,3 +422,54 @@ fn the_event_line_says_an_edited_plan_was_approved() {
         "{shown}"
     );
 }
+
+/// `decide` in a fresh process asks with the same prompt: `e` there approves the edit too.
+#[test]
+fn decide_at_the_prompt_approves_an_edit_made_with_e() {
+    let ws = Workspace::new();
+    let spec = ws.path().join("sessions").display().to_string();
+    let args = run_args(SHIPPED, ws.path(), &["--store", &spec, "--detach"]);
+    let out = run_with_editor(&args, "true", "", &[]);
+    assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
+    let session = self::events(&out)[0]["sessionId"]
+        .as_str()
+        .expect("session id")
+        .to_owned();
+    let edited = "# Add dark mode\n\n1. DECIDED with an edit.\n";
+    let editors = Editors::new();
+    let editor = editors.rewriting(edited);
+    let workspace = ws.path().to_str().expect("utf-8");
+    let args = [
+        "decide",
+        "--store",
+        &spec,
+        &session,
+        "--config",
+        SHIPPED,
+        "--workspace",
+        workspace,
+        "--json",
+    ];
+    let out = run_with_editor(&args, &editor, "e\ny\n", &[]);
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    assert!(
+        editors.seen().contains("## Steps"),
+        "the pending plan was opened"
+    );
+    let events = self::events(&out);
+    assert_eq!(
+        mode_changes(&events),
+        [("plan".to_owned(), "build".to_owned())]
+    );
+    let end = decided(&events);
+    assert_eq!(
+        end["decision"]["approvedSha256"],
+        sha256_hex(edited.as_bytes()).as_str()
+    );
+    let record = stored_record(&spec, &session);
+    assert_eq!(
+        record["lastDecided"]["approvedSha256"],
+        sha256_hex(edited.as_bytes()).as_str()
+    );
+    assert_eq!(record["lastDecided"]["sha256"], end["decision"]["sha256"]);
+}
