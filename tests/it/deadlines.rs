@@ -1091,3 +1091,53 @@ fn cli_decide_after_the_deadline_is_refused_with_exit_3() {
     );
     assert_eq!(load_record(&spec, &session).mode_id, "build");
 }
+
+/// The terminal shows when the plan expires: under the plan at the prompt, and in the
+/// `plan submitted` line.
+#[test]
+fn the_terminal_shows_the_deadline_under_the_plan_and_in_the_event_line() {
+    let ws = Workspace::new();
+    let config = timed_config(ws.path());
+    let spec = ws.path().join("sessions").display().to_string();
+    let out = bin()
+        .arg("run")
+        .arg("--config")
+        .arg(&config)
+        .arg("--workspace")
+        .arg(ws.path())
+        .args(["--store", &spec, "--mode", "plan", "Add dark mode"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "dismissed with a store: pending"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let session = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("suspended: session "))
+        .and_then(|rest| rest.split(' ').next())
+        .expect("the suspended line");
+    let record = load_record(&spec, session);
+    let at = record
+        .pending
+        .expect("pending")
+        .suspend_payload
+        .deadline_at_ms;
+    let by = format!(
+        "(decide by {}, approvalTimeout 24h; after that it counts as rejected)",
+        deadline::deadline_text(at.expect("a deadline"))
+    );
+    assert!(
+        stdout.contains(&format!("waiting for a decision {by}")),
+        "{stdout}"
+    );
+    let shown = stderr
+        .lines()
+        .skip_while(|l| !l.starts_with("(plan file "))
+        .nth(1);
+    assert_eq!(shown, Some(by.as_str()), "{stderr}");
+}
