@@ -9,9 +9,9 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use agent_controller::deadline::deadline_text;
+use agent_controller::deadline::{self, deadline_text};
 use agent_controller::diagram::{self, DiagramFormat};
 use agent_controller::display::{bounded_line, neutralize, neutralize_line};
 use agent_controller::jail::{self, Jail};
@@ -28,9 +28,9 @@ use agent_controller::tool::SUBMIT_PLAN;
 use agent_controller::tool::fs::PLAN_WRITING_TOOLS;
 use agent_controller::tool::submit_plan::{self, PlanError};
 use agent_controller::{
-    AgentController, Decision, DecisionAction, Event, LanguageModel, ModeGraph, PendingToolCall,
-    RunOutcome, Session, SessionError, SessionOptions, SuspendPayload, Suspension, ToolRegistry,
-    config,
+    AgentController, Decision, DecisionAction, DecisionOutcome, Event, LanguageModel, ModeGraph,
+    PendingToolCall, RunOutcome, Session, SessionError, SessionOptions, SuspendPayload, Suspension,
+    ToolRegistry, config,
 };
 use clap::{Args, Parser, Subcommand};
 
@@ -62,8 +62,8 @@ Exit status:
   2    invalid config or usage (also `check` finding errors; `decide` with a verdict while several
        tool calls wait and no --decision names one; --to or --plan-file with a tool call, --always
        with a plan)
-  3    not approved: the plan (or the tool call decided last) rejected, or the prompt dismissed
-       without a store; the mode is unchanged and a waiting tool call did not run
+  3    not approved: the plan (or the tool call decided last) rejected or expired, or the prompt
+       dismissed without a store; the mode is unchanged and a waiting tool call did not run
   4    still pending: detached, the prompt dismissed (or `q` at a tool call) with a store, or other
        tool calls of the same reply still wait; decide later with `decide`
   5    decision refused: already decided, lost a race, stale --sha256 (a plan's sha256 or a tool
@@ -590,6 +590,8 @@ impl From<SessionError> for Failure {
             | SessionError::LeaseHeld { .. }
             | SessionError::LeaseLost { .. } => Exit::Refused,
             e if e.is_conflict() => Exit::Refused,
+            // An expired plan counts as rejected: not approved, whatever the decision was.
+            SessionError::Expired { .. } => Exit::NotApproved,
             SessionError::UnknownMode(_)
             | SessionError::MalformedDecision(_)
             | SessionError::InvalidSessionId(_)
@@ -1362,7 +1364,19 @@ fn waiting_tool_calls(session: &Session) -> Vec<PendingToolCall> {
 fn pending(spec: &str, json: bool) -> Outcome {
     let store = open_existing(spec)?;
     let listing = runtime()?
-        .block_on(store.list_pending())
+        .block_on(async {
+            // Plans past their deadline expire first (each once, whoever looks first).
+            let expired = deadline::expire_due(&*store, SystemTime::now()).await?;
+            for e in &expired {
+                note!(
+                    "expired: session {} decision {}: no decision by {}, so the plan counts as rejected",
+                    neutralize_line(&e.session_id),
+                    neutralize_line(&e.decision.decision_id),
+                    neutralize_line(e.decision.decided_at.as_deref().unwrap_or("its deadline"))
+                );
+            }
+            store.list_pending().await
+        })
         .map_err(Failure::runtime)?;
     for p in &listing.pending {
         say!("{}", pending_line(p, json)?);
@@ -1570,6 +1584,9 @@ fn decide(mut args: DecideArgs) -> Outcome {
             return decider.until_done(&mut session, outcome).await;
         }
         let Some(pending) = session.pending().cloned() else {
+            if let Some(expired) = expired_now(&session, args.decision.as_deref()) {
+                return Err(expired);
+            }
             return Err(Failure::refused(format!(
                 "session {} has nothing pending (already decided?)",
                 neutralize_line(&args.session)
@@ -1663,6 +1680,23 @@ fn choose_tool_calls(
         }
         None => Ok(waiting.to_vec()),
     }
+}
+
+/// The refusal of `decide` when the plan it would decide expired (its deadline passed before
+/// any decision): the latest settled decision (or the one `--decision` names) is an expiry.
+fn expired_now(session: &Session, decision: Option<&str>) -> Option<Failure> {
+    let history = session.decision_history();
+    let record = match decision {
+        Some(id) => history.iter().rfind(|d| d.decision_id == id)?,
+        None => history.last()?,
+    };
+    (record.outcome == Some(DecisionOutcome::Expired)).then(|| {
+        let error = SessionError::Expired {
+            decision_id: record.decision_id.clone(),
+            deadline_at: record.decided_at.clone().unwrap_or_default(),
+        };
+        Failure::from(error)
+    })
 }
 
 /// `continue`: restores the session, takes its interrupted run over and carries it on; plans it

@@ -13,7 +13,6 @@ use std::sync::Arc;
 
 use tracing::Instrument;
 
-use crate::deadline;
 use crate::event::{
     CancelReason, DecidedRecord, DecisionOutcome, Event, ModeChangeReason, RunState,
     SuspendPayload, Suspension, ToolCallPayload, rfc3339_now,
@@ -21,7 +20,7 @@ use crate::event::{
 use crate::mode::ModeId;
 use crate::model::{Message, ModelError, ModelErrorKind, ModelRequest, TextSink};
 pub use crate::session::{Decision, DecisionAction, PendingDecision, PendingToolCall, RunOutcome};
-use crate::session::{Session, SessionError, decision_id_for};
+use crate::session::{Session, SessionError, decision_id_for, expired_error};
 use crate::store::SessionStore;
 use crate::tool::submit_plan::{self, PlanSubmission, REJECTED_RESULT, SUBMIT_PLAN};
 use crate::tool::{PendingPlans, ToolCall, ToolContext, ToolOutput};
@@ -225,9 +224,10 @@ impl Session {
         let decided = self
             .history
             .iter()
-            .any(|d| d.run_id == run_id && d.tool_call_id == tool_call_id);
+            .rfind(|d| d.run_id == run_id && d.tool_call_id == tool_call_id);
         Err(match &self.pending {
-            _ if decided => SessionError::AlreadyDecided(tool_call_id.to_owned()),
+            _ if let Some(expired) = decided.and_then(expired_error) => expired,
+            _ if decided.is_some() => SessionError::AlreadyDecided(tool_call_id.to_owned()),
             Some(pending) if &*pending.run_id == run_id => SessionError::UnknownToolCall {
                 run_id: run_id.to_owned(),
                 tool_call_id: tool_call_id.to_owned(),
@@ -615,7 +615,7 @@ impl Session {
 
     /// Marks the run ended in `reason` (suspended, completed, aborted or failed) and emits
     /// `error` (for failures) and `agent_end`.
-    fn close_run(&mut self, run_id: &Arc<str>, reason: RunState, error: Option<&str>) {
+    pub(crate) fn close_run(&mut self, run_id: &Arc<str>, reason: RunState, error: Option<&str>) {
         self.run = Some((run_id.clone(), reason));
         self.drop_lease();
         tracing::info!(run_id = %run_id, %reason, error, "run ended");
@@ -1132,8 +1132,10 @@ impl Session {
             sha256: submission.sha256.clone(),
             text,
         });
-        let (approval_timeout, deadline_at_ms) =
-            deadline::deadline_for(graph.mode(self.mode), self.shared.now_ms());
+        // The deadline is fixed now too: submit time plus the mode's approvalTimeout.
+        let timeout = graph.mode(self.mode).approval_timeout();
+        let approval_timeout = timeout.map(|t| t.as_str().to_owned());
+        let deadline_at_ms = timeout.map(|t| t.deadline_after(self.shared.now_ms()));
         let payload = SuspendPayload {
             approval_timeout,
             deadline_at_ms,
