@@ -207,7 +207,10 @@ named_enum! {
 /// session record keeps the latest (`lastDecided`) and all of them (`history`); the events that
 /// settle a decision (`tool_end` of `submit_plan`, `tool_suspension_cancelled`) carry it as
 /// `decision`.
+///
+/// With the `schema` feature, [`crate::schema::decided_record`] is its JSON Schema.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DecidedRecord {
     /// The run the plan suspended.

@@ -72,6 +72,8 @@ pub mod jcs;
 pub mod mode;
 pub mod model;
 pub mod run;
+#[cfg(feature = "schema")]
+pub mod schema;
 pub mod session;
 pub mod store;
 #[cfg(feature = "terminal")]

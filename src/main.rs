@@ -30,7 +30,7 @@ use agent_controller::tool::submit_plan::{self, PlanError};
 use agent_controller::{
     AgentController, Decision, DecisionAction, DecisionOutcome, Event, LanguageModel, ModeGraph,
     PendingToolCall, RunOutcome, Session, SessionError, SessionOptions, SuspendPayload, Suspension,
-    ToolRegistry, config,
+    ToolRegistry, config, schema,
 };
 use clap::{Args, Parser, Subcommand};
 
@@ -123,6 +123,19 @@ struct Cli {
     log_level: LogLevel,
 }
 
+/// Which JSON Schema `schema` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum SchemaKind {
+    /// The mode config file (`config/modes.schema.json`).
+    Config,
+    /// A decision a host sends (`config/decision.schema.json`).
+    Decision,
+    /// One pending decision, as `pending --json` prints it.
+    Pending,
+    /// The audit record of a settled decision (`decision` in events).
+    Decided,
+}
+
 /// How much the library's `tracing` spans and events print (`--log-level`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum LogLevel {
@@ -178,8 +191,14 @@ enum Command {
         #[arg(long, default_value = "mermaid", value_parser = parse_format)]
         format: DiagramFormat,
     },
-    /// Print the JSON Schema of the config format (for editor completion and validation).
-    Schema,
+    /// Print a JSON Schema: of the config format (for editor completion and validation), or of
+    /// the JSON a host exchanges: a decision it sends, a `pending --json` line or a decision's
+    /// audit record it reads.
+    Schema {
+        /// Which schema.
+        #[arg(value_enum, default_value_t = SchemaKind::Config)]
+        of: SchemaKind,
+    },
     /// Run one session (with the built-in scripted model, or a real one with --model).
     #[command(after_help = format!("{PROMPT_HELP}\n\n{EXIT_STATUS_HELP}"))]
     Run(RunArgs),
@@ -610,8 +629,14 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Check { config } => check(&config),
         Command::Graph { config, format } => graph(&config, format),
-        Command::Schema => {
-            emit(format_args!("{}", config::schema_json()));
+        Command::Schema { of } => {
+            let text = match of {
+                SchemaKind::Config => config::schema_json(),
+                SchemaKind::Decision => schema::to_json(&schema::decision()),
+                SchemaKind::Pending => schema::to_json(&schema::pending_summary()),
+                SchemaKind::Decided => schema::to_json(&schema::decided_record()),
+            };
+            emit(format_args!("{text}"));
             Ok(Exit::Done)
         }
         Command::Run(args) => run(args),

@@ -4,7 +4,8 @@
 
 /// Declares a fieldless enum whose variants are written `Variant = "name"`, and gives it
 /// `as_str`, `NAMES`, `Display`, `FromStr` (error [`crate::error::UnknownName`]) and serde's
-/// `Serialize` / `Deserialize`, all from those names. Attributes and doc comments pass through.
+/// `Serialize` / `Deserialize`, all from those names, and with the `schema` feature
+/// `schemars::JsonSchema` (a string naming one of them). Attributes and doc comments pass through.
 macro_rules! named_enum {
     (
         $(#[$meta:meta])*
@@ -52,6 +53,23 @@ macro_rules! named_enum {
                 serializer: S,
             ) -> ::std::result::Result<S::Ok, S::Error> {
                 serializer.serialize_str(self.as_str())
+            }
+        }
+
+        // The schema of the name: a string, one of `NAMES`. Inlined, so the field that holds it
+        // keeps its own description.
+        #[cfg(feature = "schema")]
+        impl ::schemars::JsonSchema for $name {
+            fn inline_schema() -> bool {
+                true
+            }
+
+            fn schema_name() -> ::std::borrow::Cow<'static, str> {
+                ::std::borrow::Cow::Borrowed(stringify!($name))
+            }
+
+            fn json_schema(_: &mut ::schemars::SchemaGenerator) -> ::schemars::Schema {
+                ::schemars::json_schema!({ "type": "string", "enum": Self::NAMES })
             }
         }
 

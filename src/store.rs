@@ -221,7 +221,10 @@ named_enum! {
 /// tool call that waits for approval (each call its own entry, with its own decision id). The
 /// plan's fields (`targetModeId`, `targetModeIds`, `title`, `planPath`) are empty for a tool
 /// call.
+///
+/// With the `schema` feature, [`crate::schema::pending_summary`] is its JSON Schema.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PendingSummary {
     /// The session id.

@@ -39,7 +39,22 @@ named_enum! {
 /// assert_eq!(decision, Decision::approve().to("build-auto"));
 /// # Ok::<(), agent_controller::SessionError>(())
 /// ```
+///
+/// With the `schema` feature, [`crate::schema::decision`] is the JSON Schema of this shape,
+/// derived from this type (shipped as `config/decision.schema.json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(
+        description = "A host's decision on a pending plan (`submit_plan`) or on a tool \
+        call waiting for approval (`requireApproval`), as `Session::resume_json` and \
+        `Session::decide_json` take it. Only `action` is required; unknown fields are refused. \
+        `targetModeId` and `plan` apply to the approval of a plan, `alwaysAllow` to the \
+        approval of a tool call; anything else is refused with `MalformedDecision` and \
+        changes nothing."
+    )
+)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Decision {
     /// Approved or rejected.
@@ -48,7 +63,8 @@ pub struct Decision {
     /// next mode receives together with the approved plan. Blank feedback counts as none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub feedback: Option<String>,
-    /// The SHA-256 (hex) of the plan the user saw.
+    /// The SHA-256 (hex) of what the user saw: the plan's `sha256`, or a tool call's
+    /// `argsSha256`. When given, the decision is refused unless it equals the pending one's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
     /// Who decided, as the host names them (a user name, an email, `ci`): kept in the audit
@@ -57,8 +73,9 @@ pub struct Decision {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided_by: Option<String>,
     /// The mode an approval hands over to (`targetModeId`): one of the targets the plan lists
-    /// ([`SuspendPayload::target_mode_ids`], from the planning mode's `transitionsTo`); `None`
-    /// for the first of them. Any other mode, or a target on a rejection, is refused.
+    /// ([`SuspendPayload::target_mode_ids`], from the planning mode's `transitionsTo`); left
+    /// out (`None`) for the first of them. Any other mode, or a target on a rejection or a tool
+    /// call, is refused.
     #[serde(
         default,
         rename = "targetModeId",
@@ -212,8 +229,16 @@ impl Decision {
     ///
     /// # Errors
     /// [`crate::session::SessionError::MalformedDecision`] for anything but the shape above (for example
-    /// `{"action": "approve"}`), naming the problem.
+    /// `{"action": "approve"}`, or anything but a JSON object), naming the problem.
     pub fn from_json(value: &Value) -> Result<Self, SessionError> {
+        // serde's derive also reads a struct from an array of its fields in order
+        // (`["approved"]`); a decision is an object with named fields and nothing else, as its
+        // schema says.
+        if !value.is_object() {
+            return Err(SessionError::MalformedDecision(
+                "a decision must be a JSON object with an `action`".to_owned(),
+            ));
+        }
         Self::deserialize(value).map_err(|e| SessionError::MalformedDecision(e.to_string()))
     }
 

@@ -16,6 +16,7 @@ mod cli_tools;
 mod config;
 mod config_tools;
 mod deadlines;
+mod decision_schema;
 mod decisions;
 mod diagram;
 mod editor;
