@@ -15,6 +15,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::deadline::ApprovalTimeout;
 use crate::mode::{Mode, ModeGraph, ModeId, RequireApproval, ToolRef};
 use crate::tool::SUBMIT_PLAN;
 
@@ -85,6 +86,9 @@ named_enum! {
         ApprovalToolNotOffered = "approval_tool_not_offered",
         /// A mode's `requireApproval` lists `submit_plan`, whose plan always waits for a decision.
         ApprovalOfSubmitPlan = "approval_of_submit_plan",
+        /// A mode's `approvalTimeout` is not a duration (`"soon"`, `"-5m"`), is zero, or is
+        /// longer than [`crate::deadline::MAX_APPROVAL_TIMEOUT`].
+        InvalidApprovalTimeout = "invalid_approval_timeout",
     }
 }
 
@@ -368,6 +372,18 @@ struct RawMode<'a> {
     require_approval: Option<Spanned<RawApproval<'a>>>,
     /// The model this mode prefers, as `provider/model` (for example `openai/gpt-4.1`).
     default_model_id: Option<String>,
+    /// How long a plan submitted in this mode may wait for a decision (`"24h"`, `"1h30m"`:
+    /// whole numbers with the units d, h, m, s, largest first; more than zero, at most 3650d).
+    /// A plan not decided by then expires and counts as rejected. Absent: no deadline.
+    #[cfg_attr(
+        feature = "schema",
+        schemars(
+            with = "Option<String>",
+            pattern(r"^([0-9]+d)?([0-9]+h)?([0-9]+m)?([0-9]+s)?$"),
+            length(min = 2)
+        )
+    )]
+    approval_timeout: Option<Spanned<String>>,
     /// Free data for hosts, such as `color` (`#rrggbb` or a colour name) and `icon`.
     #[cfg_attr(
         feature = "schema",
@@ -854,18 +870,33 @@ fn validate(
         let require_approval = mode.require_approval.map_or(RequireApproval::None, |raw| {
             approval_policy(raw, this, id, offered, source, &mut tool_refs, errors)
         });
-        modes.push(Mode::new(
-            ids[i].clone(),
-            mode.name,
-            mode.description,
-            mode.instructions,
-            marked_default.as_ref().is_some_and(|(m, _)| *m == i),
-            transitions_to,
-            available_tools.map(|(_, names)| names),
-            require_approval,
-            mode.default_model_id,
-            mode.metadata.unwrap_or_default(),
-        ));
+        let approval_timeout = mode.approval_timeout.and_then(|text| {
+            text.get_ref()
+                .parse::<ApprovalTimeout>()
+                .map_err(|e| {
+                    errors.push(err(
+                        ConfigErrorKind::InvalidApprovalTimeout,
+                        text.span(),
+                        format!("mode `{id}`: {e}"),
+                    ));
+                })
+                .ok()
+        });
+        modes.push(
+            Mode::new(
+                ids[i].clone(),
+                mode.name,
+                mode.description,
+                mode.instructions,
+                marked_default.as_ref().is_some_and(|(m, _)| *m == i),
+                transitions_to,
+                available_tools.map(|(_, names)| names),
+                require_approval,
+                mode.default_model_id,
+                mode.metadata.unwrap_or_default(),
+            )
+            .with_approval_timeout(approval_timeout),
+        );
     }
 
     let plans_dir = match raw.plans_dir {

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::config::ConfigError;
+use crate::deadline::{Clock, system_clock};
 use crate::mode::{ModeGraph, ModeId};
 use crate::model::LanguageModel;
 use crate::session::{ModeRuntime, Session, SessionError, SessionOptions, Shared};
@@ -38,6 +39,7 @@ pub struct AgentControllerBuilder {
     lease_owner: Option<String>,
     lease_duration: Duration,
     protected_paths: Vec<PathBuf>,
+    clock: Clock,
 }
 
 impl std::fmt::Debug for AgentControllerBuilder {
@@ -121,6 +123,26 @@ impl AgentControllerBuilder {
         self
     }
 
+    /// The clock deadlines are computed and compared with (default: the system's wall clock):
+    /// a plan submitted in a mode with `approvalTimeout` expires at `now() + approvalTimeout`
+    /// ([`crate::deadline`]). Give a controllable one in tests, so nothing has to sleep; hosts
+    /// sharing a store should keep their clocks in step (NTP), as for leases.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::{Duration, SystemTime};
+    /// # use agent_controller::{AgentController, config, model::scripted::ScriptedModel};
+    /// # let graph = config::parse("[[modes]]\nid = \"build\"\n", "modes.toml").unwrap();
+    /// // A clock one day ahead.
+    /// let builder = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    ///     .clock(|| SystemTime::now() + Duration::from_secs(86_400));
+    /// ```
+    pub fn clock(mut self, now: impl Fn() -> SystemTime + Send + Sync + 'static) -> Self {
+        self.clock = Arc::new(now);
+        self
+    }
+
     /// Wraps every registered tool in `layer` at build time, outside any wrapping of the
     /// caller's (the testing kit's spy).
     #[cfg_attr(not(feature = "testing"), allow(dead_code))]
@@ -173,6 +195,7 @@ impl AgentControllerBuilder {
                 lease_duration: self.lease_duration,
                 protected_paths,
                 runtimes,
+                clock: self.clock,
             }),
         })
     }
@@ -320,6 +343,7 @@ impl AgentController {
             tool_layer: None,
             lease_owner: None,
             lease_duration: DEFAULT_LEASE,
+            clock: system_clock(),
             protected_paths: Vec::new(),
         }
     }

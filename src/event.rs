@@ -119,6 +119,15 @@ pub struct SuspendPayload {
     /// without the `diff` feature.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diff: Option<String>,
+    /// The planning mode's `approvalTimeout` as configured (`"24h"`), fixed at submit time;
+    /// `None` when the mode sets none (the plan waits for ever).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_timeout: Option<String>,
+    /// When the plan expires, in milliseconds since the Unix epoch (`deadlineAtMs`): submit time
+    /// plus `approvalTimeout`. A plan not decided by then counts as rejected, with the outcome
+    /// `expired` ([`crate::deadline`]). `None` without a timeout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_at_ms: Option<u64>,
 }
 
 /// What `tool_suspended` carries for a tool call that waits for the user's approval (the
@@ -188,6 +197,9 @@ named_enum! {
         /// It was cancelled without a decision (abort, a new user message, a manual switch): not
         /// approved.
         Cancelled = "cancelled",
+        /// No decision was taken by its deadline (the planning mode's `approvalTimeout`): it
+        /// counts as rejected ([`crate::deadline`]).
+        Expired = "expired",
     }
 }
 
@@ -218,11 +230,12 @@ pub struct DecidedRecord {
     /// (the approved text is then the submitted plan, `sha256`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approved_sha256: Option<String>,
-    /// When, as RFC 3339 in UTC with seconds (`2026-11-30T12:35:43Z`).
+    /// When, as RFC 3339 in UTC with seconds (`2026-11-30T12:35:43Z`); for an expired plan,
+    /// its deadline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided_at: Option<String>,
     /// Who, as the host named them ([`crate::Decision::decided_by`]); `None` when the host did
-    /// not say (and for cancellations).
+    /// not say (and for cancellations and expiries).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided_by: Option<String>,
     /// The mode an approval handed over to (the first target, or the one the decision chose
@@ -248,7 +261,7 @@ pub(crate) fn rfc3339_now() -> String {
 }
 
 /// Seconds since the Unix epoch as RFC 3339 in UTC (civil date from days: H. Hinnant's algorithm).
-fn rfc3339(secs: u64) -> String {
+pub(crate) fn rfc3339(secs: u64) -> String {
     let (days, rest) = ((secs / 86_400) as i64, secs % 86_400);
     let z = days + 719_468;
     let era = z.div_euclid(146_097);

@@ -61,6 +61,7 @@ mod names;
 
 pub mod config;
 pub mod controller;
+pub mod deadline;
 pub mod diagram;
 pub mod display;
 pub mod error;

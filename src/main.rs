@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agent_controller::deadline::deadline_text;
 use agent_controller::diagram::{self, DiagramFormat};
 use agent_controller::display::{neutralize, neutralize_line};
 use agent_controller::jail::{self, Jail};
@@ -19,7 +20,8 @@ use agent_controller::store::{
     InterruptedRun, PendingSummary, SessionStore, StoreError, check_spec, display_spec,
     open_existing_store, open_store,
 };
-use agent_controller::terminal::{self, PromptAnswer, SpinnerModel, StdinLines, Style};
+use agent_controller::terminal::editor::Editor;
+use agent_controller::terminal::{PromptAnswer, Question, SpinnerModel, StdinLines, Style};
 use agent_controller::tool::SUBMIT_PLAN;
 use agent_controller::tool::fs::PLAN_WRITING_TOOLS;
 use agent_controller::tool::submit_plan::{self, PlanError};
@@ -71,6 +73,10 @@ The prompt (without --approve or --reject) shows the plan on stderr and reads st
   1, 2, ...    when the plan lists several targets (`transitionsTo = [\"build\", \"build-auto\"]`):
   MODE         approve to that listed target, by its number or its mode id
   n, no        reject
+  e            edit the plan in $VISUAL or $EDITOR (else vi), see what the edit changed, then:
+                 y (or a listed number or mode id) approves the edited text, e edits again,
+                 d discards the edit; the approval is pinned to the sha256 of the plan shown
+  p            on a revision shown as its diff: show the whole plan
   approve, ok, okay, accept, lgtm, sure, reject, deny, ... (one word that looks like a decision)
                asks again, with a hint
   other text   reject, with the text as feedback (the model revises and submits again)
@@ -938,11 +944,13 @@ async fn interrupted(session: &mut Session) -> Exit {
     Exit::Interrupted
 }
 
-/// The approval prompt on the terminal: the plan rendered on stderr, answers from stdin.
+/// The approval prompt on the terminal: the plan rendered on stderr, answers from stdin, edits
+/// in the user's editor.
 struct Prompt {
     style: Style,
     input: StdinLines,
     graph: ModeGraph,
+    editor: Editor,
 }
 
 impl Prompt {
@@ -951,6 +959,7 @@ impl Prompt {
             style: Style::for_stderr(),
             input: StdinLines::spawn(),
             graph,
+            editor: Editor::from_env(),
         }
     }
 
@@ -972,10 +981,15 @@ impl Prompt {
         let whole = self
             .style
             .render_plan(&payload.submission.title, &payload.submission.plan);
-        let origin = plan_origin(&payload.submission.path, &payload.submission.sha256);
+        let mut origin = plan_origin(&payload.submission.path, &payload.submission.sha256);
+        if let Some(note) = deadline_note(payload) {
+            origin = format!("{origin}\n{}", neutralize_line(&note));
+        }
         let sha256 = &payload.submission.sha256;
-        let mut stderr = std::io::stderr();
-        let answer = match (&payload.diff, &payload.previous_sha256) {
+        let plan_text = submit_plan::revision_text(&payload.submission);
+        let mut question =
+            Question::new(&self.style, &targets, sha256).editable(&plan_text, &self.editor);
+        match (&payload.diff, &payload.previous_sha256) {
             // A revision: what changed since the previous one; `p` shows it whole.
             (Some(diff), Some(previous)) => {
                 note!(
@@ -986,32 +1000,14 @@ impl Prompt {
                     neutralize_line(short_sha256(previous)),
                     self.style.render_diff(diff)
                 );
-                let input = &mut self.input;
-                terminal::ask_revision(
-                    &self.style,
-                    &targets,
-                    sha256,
-                    &whole,
-                    input,
-                    &mut stderr,
-                    tokio::signal::ctrl_c(),
-                )
-                .await
+                question = question.whole_plan(&whole);
             }
-            _ => {
-                note!("\n{whole}\n{origin}");
-                let input = &mut self.input;
-                terminal::ask_among(
-                    &self.style,
-                    &targets,
-                    sha256,
-                    input,
-                    &mut stderr,
-                    tokio::signal::ctrl_c(),
-                )
-                .await
-            }
-        };
+            _ => note!("\n{whole}\n{origin}"),
+        }
+        let mut stderr = std::io::stderr();
+        let answer = question
+            .ask(&mut self.input, &mut stderr, tokio::signal::ctrl_c())
+            .await;
         if let Some(notice) = answer.notice(session.mode().id()) {
             note!("{notice}");
         }
@@ -1194,8 +1190,11 @@ fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Failure> {
     if json {
         serde_json::to_string(p).map_err(Failure::runtime)
     } else {
+        let deadline = p.deadline_at_ms.map_or(String::new(), |at| {
+            format!("\tdeadline {}", deadline_text(at))
+        });
         Ok(format!(
-            "{}\t{}\t{}\t{} -> {}\t{}\t{}",
+            "{}\t{}\t{}\t{} -> {}\t{}\t{}{deadline}",
             neutralize_line(&p.session_id),
             neutralize_line(&p.run_id),
             neutralize_line(&p.decision_id),
@@ -1431,6 +1430,20 @@ fn plan_origin(path: &str, sha256: &str) -> String {
     )
 }
 
+/// When a plan with a deadline expires, for people: `(decide by 2026-12-01T18:30:00Z,
+/// approvalTimeout 24h; after that it counts as rejected)`; `None` without a deadline.
+fn deadline_note(payload: &SuspendPayload) -> Option<String> {
+    let at = payload.deadline_at_ms?;
+    let timeout = payload
+        .approval_timeout
+        .as_deref()
+        .map_or(String::new(), |t| format!(", approvalTimeout {t}"));
+    Some(format!(
+        "(decide by {}{timeout}; after that it counts as rejected)",
+        deadline_text(at)
+    ))
+}
+
 /// The closing line: the mode the session ends in.
 fn finish(session: &Session, json: bool, style: &Style) {
     if !json {
@@ -1522,8 +1535,10 @@ fn event_line(event: &Event, graph: &ModeGraph, style: &Style, resumed: bool) ->
                 ),
                 _ => String::new(),
             };
+            let by = deadline_note(suspend_payload)
+                .map_or(String::new(), |note| format!(" {}", line(&note)));
             format!(
-                "plan submitted: \"{}\" ({}), sha256 {}; waiting for a decision{choice}",
+                "plan submitted: \"{}\" ({}), sha256 {}; waiting for a decision{choice}{by}",
                 line(&suspend_payload.submission.title),
                 line(&suspend_payload.submission.path),
                 line(&suspend_payload.submission.sha256)

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::deadline::ApprovalTimeout;
 use crate::tool::SUBMIT_PLAN;
 
 /// A handle to a mode of one [`ModeGraph`]: a small copyable index, valid for the graph that
@@ -42,6 +43,7 @@ pub struct Mode {
     require_approval: RequireApproval,
     default_model_id: Option<String>,
     metadata: toml::Table,
+    approval_timeout: Option<ApprovalTimeout>,
 }
 
 impl Mode {
@@ -69,7 +71,20 @@ impl Mode {
             require_approval,
             default_model_id,
             metadata,
+            approval_timeout: None,
         }
+    }
+
+    /// The same mode with `approvalTimeout` set.
+    pub(crate) fn with_approval_timeout(mut self, timeout: Option<ApprovalTimeout>) -> Self {
+        self.approval_timeout = timeout;
+        self
+    }
+
+    /// How long a plan submitted in this mode may wait for a decision (`approvalTimeout`), if
+    /// set: a plan not decided by then expires and counts as rejected ([`crate::deadline`]).
+    pub fn approval_timeout(&self) -> Option<&ApprovalTimeout> {
+        self.approval_timeout.as_ref()
     }
 
     /// The mode id (`id` in TOML): ASCII letters, digits, `-` and `_`.

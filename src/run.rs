@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use tracing::Instrument;
 
+use crate::deadline;
 use crate::event::{
     CancelReason, DecidedRecord, DecisionOutcome, Event, ModeChangeReason, RunState,
     SuspendPayload, Suspension, ToolCallPayload, rfc3339_now,
@@ -1130,7 +1131,11 @@ impl Session {
             sha256: submission.sha256.clone(),
             text,
         });
+        let (approval_timeout, deadline_at_ms) =
+            deadline::deadline_for(graph.mode(self.mode), self.shared.now_ms());
         let payload = SuspendPayload {
+            approval_timeout,
+            deadline_at_ms,
             revision,
             previous_sha256: previous.map(|p| p.sha256),
             diff,

@@ -32,6 +32,9 @@ use crate::tool::{SUBMIT_PLAN, ToolRegistry, ToolSpec};
 /// How a call that drives a run returned: the run's state ([`RunOutcome::state`]) with what
 /// goes with it (the model's text, the suspended plan, the error).
 #[derive(Debug, Clone, PartialEq)]
+// A run returns one outcome and the host matches on it; boxing the plan would only cost every
+// host a deref.
+#[allow(clippy::large_enum_variant)]
 pub enum RunOutcome {
     /// The model finished; `text` is its last reply.
     Completed {
@@ -152,9 +155,16 @@ pub(crate) struct Shared {
     pub(crate) lease_duration: Duration,
     pub(crate) protected_paths: Vec<PathBuf>,
     pub(crate) runtimes: Vec<ModeRuntime>,
+    /// Now, for deadlines ([`crate::AgentControllerBuilder::clock`]).
+    pub(crate) clock: crate::deadline::Clock,
 }
 
 impl Shared {
+    /// Now by the controller's clock, in milliseconds since the Unix epoch.
+    pub(crate) fn now_ms(&self) -> u64 {
+        crate::deadline::millis_since_epoch((self.clock)())
+    }
+
     pub(crate) fn runtime(&self, mode: ModeId) -> &ModeRuntime {
         &self.runtimes[mode.index().min(self.runtimes.len() - 1)]
     }

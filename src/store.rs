@@ -267,6 +267,13 @@ pub struct PendingSummary {
     /// The plan file's path as submitted (relative to the workspace, unless absolute).
     #[serde(default)]
     pub plan_path: String,
+    /// The planning mode's `approvalTimeout` as configured (`"24h"`), if it sets one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_timeout: Option<String>,
+    /// When the plan expires unless decided, in milliseconds since the Unix epoch
+    /// ([`crate::SuspendPayload::deadline_at_ms`]); `None` without a timeout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_at_ms: Option<u64>,
     /// When the session was last saved (seconds since the Unix epoch).
     pub updated_at: u64,
 }
@@ -444,6 +451,8 @@ impl SessionRecord {
             args_sha256: None,
             always_allowed: self.always_allowed.clone(),
             plan_path: p.suspend_payload.submission.path.clone(),
+            approval_timeout: p.suspend_payload.approval_timeout.clone(),
+            deadline_at_ms: p.suspend_payload.deadline_at_ms,
             updated_at: self.updated_at,
         })
     }

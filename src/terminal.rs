@@ -20,6 +20,11 @@ use crate::display::{neutralize, neutralize_line};
 use crate::mode::Mode;
 use crate::model::{LanguageModel, ModelError, ModelRequest, ModelResponse};
 use crate::run::Decision;
+use crate::tool::submit_plan::{parse_plan, plan_diff};
+
+pub mod editor;
+
+use editor::{Editor, EditorError};
 
 /// How to draw for one output stream: with colours or plain, and how wide.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -476,11 +481,16 @@ pub fn read_answer_among(line: &str, targets: &[&str]) -> Answer {
 
 /// Lines from stdin, read on a background thread so the prompt can also wait for Ctrl-C.
 ///
-/// A blocking read cannot be cancelled, so the thread lives until stdin ends or the process
+/// The thread reads a line only when one is asked for ([`StdinLines::next_line`]), so between
+/// answers nothing is reading: an editor started from the prompt has the terminal to itself. A
+/// blocking read cannot be cancelled, so the thread lives until stdin ends or the process
 /// exits; it is not joined.
 #[derive(Debug)]
 pub struct StdinLines {
+    wanted: std::sync::mpsc::Sender<()>,
     lines: mpsc::UnboundedReceiver<String>,
+    /// A line was asked for and has not been received yet (the asking future was dropped).
+    asked: bool,
 }
 
 impl StdinLines {
@@ -492,9 +502,11 @@ impl StdinLines {
     /// Reads lines from any reader (tests, other hosts) on a background thread.
     pub fn from_reader<R: std::io::Read + Send + 'static>(reader: R) -> Self {
         let (tx, lines) = mpsc::unbounded_channel();
+        let (wanted, asks) = std::sync::mpsc::channel::<()>();
         std::thread::spawn(move || {
             let mut reader = std::io::BufReader::new(reader);
-            loop {
+            // One line per ask; none while nobody asks.
+            while asks.recv().is_ok() {
                 let mut line = String::new();
                 match reader.read_line(&mut line) {
                     Ok(0) | Err(_) => break,
@@ -506,12 +518,24 @@ impl StdinLines {
                 }
             }
         });
-        Self { lines }
+        Self {
+            wanted,
+            lines,
+            asked: false,
+        }
     }
 
-    /// The next line, or `None` at end of input.
+    /// The next line, or `None` at end of input. Dropping the future before it completes
+    /// loses nothing: the line asked for is the next one returned.
     pub async fn next_line(&mut self) -> Option<String> {
-        self.lines.recv().await
+        if !self.asked {
+            // Fails only once the reader ended; `recv` then says so.
+            let _ = self.wanted.send(());
+            self.asked = true;
+        }
+        let line = self.lines.recv().await;
+        self.asked = false;
+        line
     }
 }
 
@@ -539,53 +563,59 @@ pub fn prompt_text(style: &Style, target: &Mode) -> String {
 /// # Ok::<(), agent_controller::ConfigError>(())
 /// ```
 pub fn prompt_text_among(style: &Style, targets: &[&Mode]) -> String {
-    let [first, _, ..] = targets else {
-        return prompt_text_one(style, targets.first().copied());
-    };
-    let mut choices = String::new();
-    for (n, target) in targets.iter().enumerate() {
-        let plain = if n == 0 { "  (y)" } else { "" };
-        choices.push_str(&format!(
-            "  {}  {}{plain}\n",
-            n + 1,
-            style.mode_label(target)
-        ));
-    }
-    let range = format!("1-{}", targets.len());
-    let keys = if style.color {
-        format!(
-            "[{}]es approve to {}  [{}] approve to that mode  [{}]o reject  or type feedback to reject with it",
-            "y".bold(),
-            first.id(),
-            range.as_str().bold(),
-            "n".bold()
-        )
-    } else {
-        format!(
-            "[y]es approve to {}  [{range}] approve to that mode  [n]o reject  or type feedback to reject with it",
-            first.id()
-        )
-    };
-    format!("Approve this plan and switch to one of:\n{choices}{keys}\n> ")
+    question_text(style, targets, false, "")
 }
 
-fn prompt_text_one(style: &Style, target: Option<&Mode>) -> String {
-    let Some(target) = target else {
-        return "Approve this plan?\n[y]es approve  [n]o reject  or type feedback to reject with it\n> ".to_owned();
+/// The question and its keys: about the submitted plan, or (`edited`) about the user's edit of
+/// it; `extra` (keys such as `  [p] show the whole plan`) goes after the keys.
+fn question_text(style: &Style, targets: &[&Mode], edited: bool, extra: &str) -> String {
+    let key = |k: &str| {
+        if style.color {
+            k.bold().to_string()
+        } else {
+            k.to_owned()
+        }
     };
-    let keys = if style.color {
-        format!(
-            "[{}]es approve  [{}]o reject  or type feedback to reject with it",
-            "y".bold(),
-            "n".bold()
-        )
+    let subject = if edited {
+        "the edited plan"
     } else {
-        "[y]es approve  [n]o reject  or type feedback to reject with it".to_owned()
+        "this plan"
     };
-    format!(
-        "Approve this plan and switch to {}?\n{keys}\n> ",
-        style.mode_label(target)
-    )
+    let mut choices = String::new();
+    let question = match targets {
+        [] => format!("Approve {subject}?"),
+        [one] => format!("Approve {subject} and switch to {}?", style.mode_label(one)),
+        many => {
+            for (n, target) in many.iter().enumerate() {
+                let plain = if n == 0 { "  (y)" } else { "" };
+                choices.push_str(&format!(
+                    "  {}  {}{plain}\n",
+                    n + 1,
+                    style.mode_label(target)
+                ));
+            }
+            format!("Approve {subject} and switch to one of:")
+        }
+    };
+    let (y, n, e, d) = (key("y"), key("n"), key("e"), key("d"));
+    let range = key(&format!("1-{}", targets.len()));
+    let keys = match (targets, edited) {
+        ([first, _, ..], false) => format!(
+            "[{y}]es approve to {}  [{range}] approve to that mode  [{n}]o reject  or type feedback to reject with it",
+            first.id()
+        ),
+        (_, false) => {
+            format!("[{y}]es approve  [{n}]o reject  or type feedback to reject with it")
+        }
+        ([first, _, ..], true) => format!(
+            "[{y}]es approve it to {}  [{range}] approve it to that mode  [{e}] edit again  [{d}] discard the edit",
+            first.id()
+        ),
+        (_, true) => {
+            format!("[{y}]es approve the edited plan  [{e}] edit again  [{d}] discard the edit")
+        }
+    };
+    format!("{question}\n{choices}{keys}{extra}\n> ")
 }
 
 /// Asks until the person decides: writes [`prompt_text`] to `out`, reads `input` by the grammar
@@ -663,7 +693,9 @@ pub async fn ask_among<F>(
 where
     F: std::future::Future,
 {
-    ask_core(style, targets, plan_sha256, None, input, out, interrupt).await
+    Question::new(style, targets, plan_sha256)
+        .ask(input, out, interrupt)
+        .await
 }
 
 /// [`ask_among`] under a plan revision shown as its diff ([`Style::render_diff`]): the prompt
@@ -700,70 +732,267 @@ pub async fn ask_revision<F>(
 where
     F: std::future::Future,
 {
-    ask_core(
-        style,
-        targets,
-        plan_sha256,
-        Some(whole_plan),
-        input,
-        out,
-        interrupt,
-    )
-    .await
+    Question::new(style, targets, plan_sha256)
+        .whole_plan(whole_plan)
+        .ask(input, out, interrupt)
+        .await
 }
 
-async fn ask_core<F>(
-    style: &Style,
-    targets: &[&Mode],
-    plan_sha256: &str,
-    whole_plan: Option<&str>,
-    input: &mut StdinLines,
-    out: &mut impl Write,
-    interrupt: F,
-) -> PromptAnswer
-where
-    F: std::future::Future,
-{
-    let ids: Vec<&str> = targets.iter().map(|t| t.id()).collect();
-    let mut interrupt = std::pin::pin!(interrupt);
-    loop {
-        // A closed stderr must not stop the decision: it is still read from stdin.
-        let mut text = prompt_text_among(style, targets);
-        if whole_plan.is_some() {
-            text = text.replacen("\n> ", "  [p] show the whole plan\n> ", 1);
+/// The approval prompt with every key it can offer: [`ask_among`]'s grammar, plus `p` to show
+/// the whole plan ([`Question::whole_plan`]) and `e` to edit the plan in the user's editor
+/// before approving it ([`Question::editable`]).
+///
+/// # Examples
+/// ```
+/// use agent_controller::terminal::{PromptAnswer, Question, StdinLines, Style};
+/// use agent_controller::terminal::editor::Editor;
+/// use agent_controller::Decision;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), agent_controller::ConfigError> {
+/// # #[cfg(unix)] {
+/// let graph = agent_controller::config::parse("[[modes]]\nid = \"build\"\n", "m.toml")?;
+/// let build = graph.mode(graph.default_mode_id());
+/// let editor = Editor::new("sh -c 'printf \"# Plan\\n\\n1. Edited.\\n\" > \"$0\"'");
+/// let mut out = Vec::new();
+/// let mut input = StdinLines::from_reader(&b"e\ny\n"[..]);
+/// let answer = Question::new(&Style::plain(80), &[build], "53fa")
+///     .editable("# Plan\n\n1. Step.\n", &editor)
+///     .ask(&mut input, &mut out, std::future::pending::<()>())
+///     .await;
+/// let approved = Decision::approve().with_plan("# Plan\n\n1. Edited.\n").with_sha256("53fa");
+/// assert_eq!(answer, PromptAnswer::Decided(approved));
+/// let shown = String::from_utf8_lossy(&out);
+/// assert!(shown.contains("-1. Step.\n+1. Edited.\n"), "{shown}");
+/// assert!(shown.contains("Approve the edited plan and switch to ● build (build)?"), "{shown}");
+/// # }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Question<'a> {
+    style: &'a Style,
+    targets: &'a [&'a Mode],
+    plan_sha256: &'a str,
+    whole_plan: Option<&'a str>,
+    editing: Option<(&'a str, &'a Editor)>,
+}
+
+impl<'a> Question<'a> {
+    /// The question under a plan with SHA-256 `plan_sha256`, whose approval may hand over to
+    /// any of `targets` (the plain approval's first): the keys of [`ask_among`].
+    pub fn new(style: &'a Style, targets: &'a [&'a Mode], plan_sha256: &'a str) -> Self {
+        Self {
+            style,
+            targets,
+            plan_sha256,
+            whole_plan: None,
+            editing: None,
         }
-        let _ = write!(out, "{text}");
-        let _ = out.flush();
-        let line = tokio::select! {
-            line = input.next_line() => line,
-            _ = &mut interrupt => {
-                let _ = writeln!(out);
-                return PromptAnswer::Interrupted;
-            }
-        };
-        let Some(line) = line else {
-            let _ = writeln!(out);
-            return PromptAnswer::EndOfInput;
-        };
-        if let Some(plan) = whole_plan
-            && line.trim().eq_ignore_ascii_case("p")
-        {
-            let _ = writeln!(out, "{plan}");
-            continue;
-        }
-        let decision = match read_answer_among(&line, &ids) {
-            Answer::Approve => Decision::approve(),
-            Answer::ApproveTo(at) => Decision::approve().to(ids[at]),
-            Answer::Reject => Decision::reject(),
-            Answer::Feedback(text) => Decision::reject_with(text),
-            Answer::Unclear(hint) => {
-                let _ = writeln!(out, "{hint}");
-                continue;
-            }
-            Answer::Blank => continue,
-        };
-        return PromptAnswer::Decided(decision.with_sha256(plan_sha256));
     }
+
+    /// Adds the key `p` (any case): prints `rendered` (the plan rendered whole, as
+    /// [`Style::render_plan`] gives it; for a revision shown as its diff) and asks again.
+    pub fn whole_plan(mut self, rendered: &'a str) -> Self {
+        self.whole_plan = Some(rendered);
+        self
+    }
+
+    /// Adds the key `e` (any case): opens `plan_text` (the submitted plan as text, a `# title`
+    /// line and the body: [`crate::tool::submit_plan::revision_text`]) in `editor`, then shows
+    /// what the edit changed (a diff against the submitted plan) and asks about the edit: `y`
+    /// (or a listed target's number or mode id) approves the edited text
+    /// ([`Decision::with_plan`], still pinned to the SHA-256 of the plan shown), `e` edits it
+    /// again, `d` discards the edit and asks about the submitted plan again. A rejection needs
+    /// the edit discarded first, so typing `n` after editing loses nothing.
+    ///
+    /// An editor that cannot be started or fails, a file left empty or blank, or one no plan
+    /// may be (over 1 MiB, not UTF-8), changes nothing: the prompt says why and asks again (an
+    /// earlier edit is kept). An edit that leaves the text as it was is no edit. When the prompt
+    /// is dismissed (end of input, `interrupt`) with an edit in hand, the edit is kept in a file
+    /// whose path the prompt prints.
+    pub fn editable(mut self, plan_text: &'a str, editor: &'a Editor) -> Self {
+        self.editing = Some((plan_text, editor));
+        self
+    }
+
+    /// The prompt's text: the question and its keys.
+    pub fn text(&self) -> String {
+        let mut extra = String::new();
+        if self.whole_plan.is_some() {
+            extra.push_str("  [p] show the whole plan");
+        }
+        if self.editing.is_some() {
+            extra.push_str("  [e] edit the plan");
+        }
+        question_text(self.style, self.targets, false, &extra)
+    }
+
+    /// Asks until the person decides, as [`ask_among`] does, with the keys this question adds.
+    pub async fn ask<F>(
+        &self,
+        input: &mut StdinLines,
+        out: &mut impl Write,
+        interrupt: F,
+    ) -> PromptAnswer
+    where
+        F: std::future::Future,
+    {
+        let ids: Vec<&str> = self.targets.iter().map(|t| t.id()).collect();
+        let mut interrupt = std::pin::pin!(interrupt);
+        // The user's edit of the plan, once they made one.
+        let mut edit: Option<String> = None;
+        loop {
+            // A closed stderr must not stop the decision: it is still read from stdin.
+            let text = match edit {
+                None => self.text(),
+                Some(_) => question_text(self.style, self.targets, true, ""),
+            };
+            let _ = write!(out, "{text}");
+            let _ = out.flush();
+            let line = tokio::select! {
+                line = input.next_line() => line,
+                _ = &mut interrupt => {
+                    let _ = writeln!(out);
+                    keep_edit(edit.as_deref(), out);
+                    return PromptAnswer::Interrupted;
+                }
+            };
+            let Some(line) = line else {
+                let _ = writeln!(out);
+                keep_edit(edit.as_deref(), out);
+                return PromptAnswer::EndOfInput;
+            };
+            let key = line.trim().to_lowercase();
+            match (key.as_str(), &edit) {
+                ("p", None) if self.whole_plan.is_some() => {
+                    let _ = writeln!(out, "{}", self.whole_plan.unwrap_or_default());
+                    continue;
+                }
+                ("e", _) if self.editing.is_some() => {
+                    edit = self.edit(edit, out).await;
+                    continue;
+                }
+                ("d", Some(_)) => {
+                    edit = None;
+                    let _ = writeln!(out, "the edit is discarded");
+                    continue;
+                }
+                _ => {}
+            }
+            let answer = read_answer_among(&line, &ids);
+            let decision = match (answer, &edit) {
+                (Answer::Blank, _) => continue,
+                (Answer::Approve, Some(text)) => Decision::approve().with_plan(text),
+                (Answer::ApproveTo(at), Some(text)) => {
+                    Decision::approve().to(ids[at]).with_plan(text)
+                }
+                (_, Some(_)) => {
+                    let _ = writeln!(out, "{}", edited_hint(line.trim(), ids.len()));
+                    continue;
+                }
+                (Answer::Approve, None) => Decision::approve(),
+                (Answer::ApproveTo(at), None) => Decision::approve().to(ids[at]),
+                (Answer::Reject, None) => Decision::reject(),
+                (Answer::Feedback(text), None) => Decision::reject_with(text),
+                (Answer::Unclear(hint), None) => {
+                    let _ = writeln!(out, "{hint}");
+                    continue;
+                }
+            };
+            return PromptAnswer::Decided(decision.with_sha256(self.plan_sha256));
+        }
+    }
+
+    /// Runs the editor on the current edit (else the submitted plan) and shows what changed;
+    /// returns the edit to ask about next: the new one, or on failure the one before.
+    async fn edit(&self, before: Option<String>, out: &mut impl Write) -> Option<String> {
+        let (submitted, editor) = self.editing?;
+        let start = before.clone().unwrap_or_else(|| submitted.to_owned());
+        let editor = editor.clone();
+        let _ = writeln!(
+            out,
+            "(editing the plan with `{}`)",
+            neutralize_line(editor.command())
+        );
+        let _ = out.flush();
+        let edited = tokio::task::spawn_blocking(move || editor.edit(&start))
+            .await
+            .unwrap_or_else(|e| Err(EditorError::Lost(e.to_string())));
+        match edited {
+            Err(error) => {
+                let kept = if before.is_some() {
+                    "your earlier edit is kept"
+                } else {
+                    "nothing changed"
+                };
+                let _ = writeln!(out, "{}: {kept}", neutralize_line(&error.to_string()));
+                before
+            }
+            Ok(text) if text == submitted => {
+                let _ = writeln!(
+                    out,
+                    "the edited plan is the submitted plan: there is no edit to approve"
+                );
+                None
+            }
+            Ok(text) => {
+                let _ = writeln!(out, "{}", self.edit_shown(submitted, &text));
+                Some(text)
+            }
+        }
+    }
+
+    /// What an edit changed: its diff against the submitted plan, or (without the `diff`
+    /// feature) the edited plan rendered whole.
+    fn edit_shown(&self, submitted: &str, edited: &str) -> String {
+        let short = self.plan_sha256.get(..12).unwrap_or(self.plan_sha256);
+        match plan_diff(submitted, edited, "submitted plan", "edited plan") {
+            Some(diff) => format!(
+                "your edit, changes against the submitted plan (sha256 {}...):\n{}",
+                neutralize_line(short),
+                self.style.render_diff(&diff)
+            ),
+            None => {
+                let (title, body) = parse_plan(edited);
+                format!("your edit:\n{}", self.style.render_plan(title, body))
+            }
+        }
+    }
+}
+
+/// The hint for an answer that is not one about an edited plan (`n`, feedback, a word).
+fn edited_hint(text: &str, targets: usize) -> String {
+    let choose = if targets > 1 {
+        format!(", 1 to {targets} to approve it to that mode")
+    } else {
+        String::new()
+    };
+    format!(
+        "`{}` is not an answer about the edited plan: type y to approve it{choose}, e to edit it again, or d to discard the edit (then n rejects the plan, or type feedback)",
+        neutralize_line(text)
+    )
+}
+
+/// Keeps an edit the prompt was dismissed with in a file of its own, and says where.
+fn keep_edit(edit: Option<&str>, out: &mut impl Write) {
+    let Some(text) = edit else {
+        return;
+    };
+    let kept = tempfile::Builder::new()
+        .prefix("agent-controller-edited-")
+        .suffix(".md")
+        .tempfile()
+        .and_then(|mut file| {
+            file.write_all(text.as_bytes())?;
+            file.keep().map_err(|e| e.error)
+        });
+    let _ = match kept {
+        Ok((_, path)) => writeln!(
+            out,
+            "your edited plan is kept in {}",
+            neutralize_line(&path.display().to_string())
+        ),
+        Err(e) => writeln!(out, "your edited plan could not be kept: {e}"),
+    };
 }
 
 /// A [`LanguageModel`] that shows a spinner on stderr while the wrapped model works.
@@ -823,6 +1052,42 @@ impl<M: LanguageModel> LanguageModel for SpinnerModel<M> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A reader that counts its reads and answers each with the next chunk sent to it.
+    struct Counted {
+        reads: Arc<AtomicUsize>,
+        chunks: std::sync::mpsc::Receiver<&'static [u8]>,
+    }
+
+    impl std::io::Read for Counted {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+            let chunk = self.chunks.recv().unwrap_or_default();
+            buf[..chunk.len()].copy_from_slice(chunk);
+            Ok(chunk.len())
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn stdin_is_read_only_while_a_line_is_asked_for() {
+        // An editor started after an answer must get the terminal's input, not this reader.
+        let reads = Arc::new(AtomicUsize::new(0));
+        let (send, chunks) = std::sync::mpsc::channel();
+        let mut lines = StdinLines::from_reader(Counted {
+            reads: reads.clone(),
+            chunks,
+        });
+        send.send(&b"e\n"[..]).expect("send");
+        assert_eq!(lines.next_line().await.as_deref(), Some("e\n"));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(reads.load(Ordering::SeqCst), 1, "no read after the answer");
+        send.send(&b"y\n"[..]).expect("send");
+        assert_eq!(lines.next_line().await.as_deref(), Some("y\n"));
+        drop(send);
+        assert_eq!(lines.next_line().await, None);
+    }
 
     fn mode_with_color(color: &str) -> crate::ModeGraph {
         crate::config::parse(

@@ -91,9 +91,10 @@ pub use self::explore::{Counterexample, Exploration, explore, operations};
 pub use self::facts::{ConfigFacts, FactsError, ModeFacts, UNKNOWN_TOOL};
 pub use self::harness::{Aspect, Divergence, Harness, HarnessError, Invariant, Setup};
 pub use self::reference::{
-    Action, Call, Expected, Feedback, Offered, Op, Outcome, PLAN_COUNT, PendingPlan, PlanFile,
-    ReferenceSession, Refusal, Reply, ResultKind, Revision, RunRef, ScriptedCall, ShaChoice, Step,
-    Then, Trace, plan_sha256, plan_text,
+    Action, Call, Decided, EditedPlan, Expected, Feedback, Offered, Op, Outcome, PLAN_COUNT,
+    PendingPlan, PlanFile, ReferenceSession, Refusal, Reply, ResultKind, Revision, RunRef,
+    ScriptedCall, ShaChoice, Step, Then, Trace, edited_plan_sha256, edited_plan_text, plan_sha256,
+    plan_text,
 };
 use crate::config::{self, ConfigError};
 use crate::controller::AgentController;

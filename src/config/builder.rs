@@ -11,7 +11,7 @@ pub const BUILDER_ORIGIN: &str = "ModeGraphBuilder";
 
 /// One mode of a [`ModeGraphBuilder`], with the keys of a `[[modes]]` table: `id`, `name`,
 /// `description`, `instructions`, `default`, `transitionsTo`, `availableTools`,
-/// `requireApproval`, `defaultModelId`, `metadata`.
+/// `requireApproval`, `defaultModelId`, `metadata`, `approvalTimeout`.
 #[derive(Debug, Clone, Default)]
 pub struct ModeBuilder {
     table: toml::Table,
@@ -134,6 +134,14 @@ impl ModeBuilder {
     /// Free-form data for the host (`metadata`, for example `color`).
     pub fn metadata(self, metadata: toml::Table) -> Self {
         self.set("metadata", toml::Value::Table(metadata))
+    }
+
+    /// How long a plan submitted in this mode may wait for a decision (`approvalTimeout`, for
+    /// example `"24h"` or `"1h30m"`; see [`crate::deadline::ApprovalTimeout`]). A text that is
+    /// not such a duration is refused by [`ModeGraphBuilder::build`]
+    /// ([`ConfigErrorKind::InvalidApprovalTimeout`](super::ConfigErrorKind::InvalidApprovalTimeout)).
+    pub fn approval_timeout(self, timeout: impl Into<String>) -> Self {
+        self.set("approvalTimeout", toml::Value::String(timeout.into()))
     }
 }
 

@@ -123,6 +123,7 @@ fn fire(facts: &ConfigFacts, edge: IndexEdge) -> Vec<Op> {
         json: false,
         revision: Revision::Text,
         to: None,
+        plan: None,
     };
     match edge.cause {
         Cause::Manual => vec![Op::switch(facts.id(edge.to))],

@@ -29,7 +29,9 @@ use serde_json::json;
 
 use super::facts::ConfigFacts;
 use super::harness::{Divergence, Harness};
-use super::reference::{Call, Op, PlanFile, ReferenceSession, Revision, ShaChoice, Then};
+use super::reference::{
+    Call, EditedPlan, Op, PlanFile, ReferenceSession, Revision, ShaChoice, Then,
+};
 use crate::event::RunState;
 
 /// A state of the walk: mode, pending target, run state.
@@ -127,6 +129,7 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
             json: true,
             revision: Revision::Text,
             to: None,
+            plan: None,
         },
         Op::Decide {
             action: crate::run::DecisionAction::Approved,
@@ -135,6 +138,7 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
             json: false,
             revision: Revision::Text,
             to: None,
+            plan: None,
         },
         Op::reject(),
         Op::reject_with("add tests"),
@@ -145,6 +149,7 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
             json: false,
             revision: Revision::Resubmit(2),
             to: None,
+            plan: None,
         },
         Op::Answer(None),
         Op::Answer(Some("y".to_owned())),
@@ -158,6 +163,16 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
     // An approval to every mode (listed as a target or not) and to an unknown id.
     ops.extend(facts.modes().iter().map(|m| Op::approve_to(m.id.clone())));
     ops.push(Op::approve_to("no-such-mode"));
+    ops.push(Op::approve_edited(1));
+    ops.push(Op::Decide {
+        action: crate::run::DecisionAction::Approved,
+        feedback: super::Feedback::Omitted,
+        sha256: ShaChoice::Omitted,
+        json: true,
+        revision: Revision::Text,
+        to: None,
+        plan: Some(EditedPlan::Blank),
+    });
     ops.extend(facts.modes().iter().map(|m| Op::switch(m.id.clone())));
     ops.push(Op::switch("no-such-mode"));
     if restarts {

@@ -12,8 +12,8 @@ use serde_json::json;
 
 use super::facts::ConfigFacts;
 use super::reference::{
-    Action, Offered, Op, Outcome, PLAN_COUNT, PendingPlan, PlanFile, ReferenceSession, Refusal,
-    Reply, ResultKind, RunRef, Step, Trace, plan_text,
+    Action, Decided, Offered, Op, Outcome, PLAN_COUNT, PendingPlan, PlanFile, ReferenceSession,
+    Refusal, Reply, ResultKind, RunRef, Step, Trace, plan_text,
 };
 use crate::controller::{AgentController, AgentControllerBuilder, ToolLayer};
 use crate::event::{Event, Suspension};
@@ -22,7 +22,8 @@ use crate::model::{LanguageModel, Message, ModelError, ModelRequest, ModelRespon
 use crate::run::RunOutcome;
 use crate::session::{Session, SessionError, SessionOptions};
 use crate::tool::submit_plan::{
-    APPROVED_RESULT, REJECTED_RESULT, REJECTED_WITH_FEEDBACK_PREFIX, SUBMIT_PLAN,
+    APPROVED_PLAN_BEGIN, APPROVED_PLAN_END, APPROVED_RESULT, REJECTED_RESULT,
+    REJECTED_WITH_FEEDBACK_PREFIX, SUBMIT_PLAN,
 };
 use crate::tool::{Tool, ToolCall, ToolContext, ToolOutput};
 
@@ -93,6 +94,8 @@ enum Record {
         tools: Vec<String>,
         /// The last mode-change notice among the messages added since the previous call.
         notice: Option<String>,
+        /// The plan text of the last approval result among those messages.
+        handed: Option<String>,
     },
     /// A registered tool's `execute` ran (seen by the spy).
     ToolExecuted {
@@ -120,30 +123,48 @@ struct StepModel {
 #[async_trait]
 impl LanguageModel for StepModel {
     async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
-        let notice = {
+        let (notice, handed) = {
             let mut seen = lock(&self.seen);
             let fresh = request.messages.get(*seen..).unwrap_or_default();
             *seen = request.messages.len();
             // A manual switch tells the model in a system message, an approval inside the
             // approval result.
-            fresh.iter().rev().find_map(|m| match m {
+            let notice = fresh.iter().rev().find_map(|m| match m {
                 Message::System { content } | Message::Tool { content, .. }
                     if content.contains("Mode changed: you are now in the ") =>
                 {
                     Some(content.clone())
                 }
                 _ => None,
-            })
+            });
+            let handed = fresh.iter().rev().find_map(|m| match m {
+                Message::Tool { content, .. } => approved_plan(content),
+                _ => None,
+            });
+            (notice, handed)
         };
         lock(&self.log).push(Record::ModelCall {
             mode_id: request.mode_id.to_owned(),
             tools: request.tools.iter().map(|t| t.name.to_string()).collect(),
             notice,
+            handed,
         });
         lock(&self.replies)
             .pop_front()
             .unwrap_or_else(|| Err(ModelError::new("the step's script has no more replies")))
     }
+}
+
+/// The plan an approval result hands over: its text between [`APPROVED_PLAN_BEGIN`] and the
+/// last [`APPROVED_PLAN_END`] line; `None` for any other tool result.
+fn approved_plan(result: &str) -> Option<String> {
+    if !result.starts_with(APPROVED_RESULT) {
+        return None;
+    }
+    let begin = format!("\n{APPROVED_PLAN_BEGIN}\n");
+    let start = result.find(&begin)? + begin.len();
+    let end = result.rfind(&format!("\n{APPROVED_PLAN_END} "))?;
+    result.get(start..end).map(str::to_owned)
 }
 
 /// Wraps every registered tool: logs each `execute` where the events are logged, so "not
@@ -619,7 +640,8 @@ impl Harness {
                     mode_id,
                     tools,
                     notice,
-                } => Some(self.model_called(mode_id, tools, notice.as_deref())),
+                    handed,
+                } => Some(self.model_called(mode_id, tools, notice.as_deref(), handed)),
                 Record::ToolExecuted { tool, mode } => {
                     executed = Some((tool, mode));
                     None
@@ -639,7 +661,13 @@ impl Harness {
         trace
     }
 
-    fn model_called(&self, mode: String, mut tools: Vec<String>, notice: Option<&str>) -> Trace {
+    fn model_called(
+        &self,
+        mode: String,
+        mut tools: Vec<String>,
+        notice: Option<&str>,
+        handed_plan: Option<String>,
+    ) -> Trace {
         let has_list = self
             .facts
             .index_of(&mode)
@@ -655,6 +683,7 @@ impl Harness {
             },
             mode,
             told_mode_change,
+            handed_plan,
         }
     }
 
@@ -673,11 +702,16 @@ impl Harness {
                 tool_call_id,
                 result,
                 is_error,
+                decision,
                 ..
             } => Trace::ToolEnded {
                 tool_call_id,
                 is_error,
                 result: result_kind(&result),
+                decided: decision.map(|d| Decided {
+                    sha256: d.sha256.unwrap_or_default(),
+                    approved_sha256: d.approved_sha256,
+                }),
             },
             // The reference model has no tool-call approvals yet: their events are not traced.
             Event::ToolSuspended {
@@ -932,6 +966,7 @@ fn refusal(error: &SessionError) -> Refusal {
         SessionError::MalformedDecision(_) => Refusal::MalformedDecision,
         SessionError::ConfigChanged(_) => Refusal::ConfigChanged,
         SessionError::TargetNotAllowed { .. } => Refusal::TargetNotAllowed,
+        SessionError::EditedPlan(_) => Refusal::EditedPlan,
         SessionError::UnknownSession(_) => Refusal::UnknownSession,
         SessionError::Store(_) | SessionError::NoStore => Refusal::Store,
         #[allow(unreachable_patterns)]

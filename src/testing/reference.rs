@@ -27,6 +27,23 @@ pub fn plan_sha256(k: u8) -> String {
     hex(&Sha256::digest(plan_text(k).as_bytes()))
 }
 
+/// The text of the user's edit of valid plan file `k`, approved instead of it
+/// ([`Decision::with_plan`]); it differs from every plan file.
+pub fn edited_plan_text(k: u8) -> String {
+    format!("# Plan {k}, edited\n\n1. Do step {k} with care.\n2. Test it twice.\n")
+}
+
+/// Lower-case hex SHA-256 of [`edited_plan_text`] `k`.
+pub fn edited_plan_sha256(k: u8) -> String {
+    hex(&Sha256::digest(edited_plan_text(k).as_bytes()))
+}
+
+/// A plan text as an approval result hands it to the next mode, between its markers: the
+/// `# title` line, a blank line and the body, without the final line break.
+fn handed(text: &str) -> String {
+    text.trim_end().to_owned()
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -97,6 +114,26 @@ pub enum Feedback {
     Text(String),
 }
 
+/// The user's edit of the plan, approved instead of the submitted one ([`Decision::with_plan`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EditedPlan {
+    /// [`edited_plan_text`] `k`: the next mode receives it, and the record keeps its SHA-256
+    /// beside the submitted plan's.
+    Text(u8),
+    /// Only white space: refused ([`Refusal::EditedPlan`]); nothing changes.
+    Blank,
+}
+
+impl EditedPlan {
+    /// The edited text the decision carries.
+    pub fn text(self) -> String {
+        match self {
+            EditedPlan::Text(k) => edited_plan_text(k),
+            EditedPlan::Blank => " \n\n".to_owned(),
+        }
+    }
+}
+
 /// What the model does after a rejection with feedback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Revision {
@@ -132,6 +169,9 @@ pub enum Op {
         /// The mode the approval names ([`Decision::to`]): `None` for a plain approval. A mode
         /// the plan does not list, or any target on a rejection, is refused.
         to: Option<String>,
+        /// The user's edit approved instead of the submitted plan ([`Decision::with_plan`]):
+        /// `None` for none. A blank edit, or any edit with a rejection, is refused.
+        plan: Option<EditedPlan>,
     },
     /// A person answers the approval prompt (the grammar of `terminal::read_answer`); `None` is
     /// end of input, which decides nothing.
@@ -218,6 +258,21 @@ impl Op {
             json: false,
             revision: Revision::Text,
             to: Some(id.into()),
+            plan: None,
+        }
+    }
+
+    /// Approve the user's edit [`edited_plan_text`] `k` instead of the pending plan, pinned to
+    /// the pending plan's SHA-256 (the plan shown), as the terminal prompt's `e` does.
+    pub fn approve_edited(k: u8) -> Self {
+        Op::Decide {
+            action: DecisionAction::Approved,
+            feedback: Feedback::Omitted,
+            sha256: ShaChoice::Matching,
+            json: false,
+            revision: Revision::Text,
+            to: None,
+            plan: Some(EditedPlan::Text(k)),
         }
     }
 
@@ -229,6 +284,7 @@ impl Op {
             json: false,
             revision: Revision::Text,
             to: None,
+            plan: None,
         }
     }
 
@@ -341,6 +397,8 @@ pub enum Refusal {
     ConfigChanged,
     /// [`crate::SessionError::TargetNotAllowed`].
     TargetNotAllowed,
+    /// [`crate::SessionError::EditedPlan`].
+    EditedPlan,
     /// [`crate::SessionError::UnknownSession`].
     UnknownSession,
     /// A store error ([`crate::SessionError::Store`], [`crate::SessionError::NoStore`]).
@@ -392,6 +450,10 @@ pub enum Trace {
         /// the last mode-change notice names `mode`; expected exactly when the mode changed
         /// since that call (by approval or by hand).
         told_mode_change: bool,
+        /// The approved plan handed over, when among those messages there is an approval
+        /// result: its text between the result's markers (the submitted plan, or the user's
+        /// edit of it).
+        handed_plan: Option<String>,
     },
     /// A registered tool ran (its `execute` was called, seen by the kit's spy) in `mode`, and
     /// its `tool_end` followed; what it returned is the tool's business and not compared.
@@ -411,6 +473,9 @@ pub enum Trace {
         is_error: bool,
         /// What the result says.
         result: ResultKind,
+        /// The audit record of the decision that ended the call (`decision` of the event);
+        /// `None` for a call no decision ended.
+        decided: Option<Decided>,
     },
     /// `tool_suspended` on `submit_plan`.
     Suspended {
@@ -448,6 +513,16 @@ pub enum Trace {
     },
 }
 
+/// The hashes of a decision's audit record ([`crate::event::DecidedRecord`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Decided {
+    /// `sha256`: the submitted plan, the one shown.
+    pub sha256: String,
+    /// `approvedSha256`: the user's edit approved instead of it; `None` when nothing was
+    /// edited.
+    pub approved_sha256: Option<String>,
+}
+
 /// What one operation must do.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Expected {
@@ -483,6 +558,8 @@ pub struct PendingPlan {
     pub targets: Vec<usize>,
     /// The captured plan's SHA-256.
     pub sha256: String,
+    /// The valid plan file submitted ([`plan_text`] `plan`).
+    pub plan: u8,
 }
 
 /// The parts of an [`Op::Decide`].
@@ -493,6 +570,7 @@ struct Choice<'a> {
     json: bool,
     revision: Revision,
     to: Option<&'a str>,
+    plan: Option<EditedPlan>,
 }
 
 /// The reference model of a session: current mode, pending decision and run state, moved by
@@ -513,6 +591,8 @@ pub struct ReferenceSession {
     restarts: bool,
     /// The mode changed since the model's last call: its next call must carry a notice.
     notice_due: bool,
+    /// A plan was approved since the model's last call: its next call must receive this text.
+    handed_due: Option<String>,
     last: Option<Step>,
 }
 
@@ -552,6 +632,7 @@ impl ReferenceSession {
             decided: None,
             restarts: false,
             notice_due: false,
+            handed_due: None,
             last: None,
         }
     }
@@ -645,6 +726,7 @@ impl ReferenceSession {
                 json,
                 revision,
                 to,
+                plan,
             } => {
                 let choice = Choice {
                     action: *action,
@@ -653,6 +735,7 @@ impl ReferenceSession {
                     json: *json,
                     revision: *revision,
                     to: to.as_deref(),
+                    plan: *plan,
                 };
                 self.decide(choice, trace)
             }
@@ -761,6 +844,7 @@ impl ReferenceSession {
         *steps += 1;
         trace.push(self.model_called());
         self.notice_due = false;
+        self.handed_due = None;
         true
     }
 
@@ -779,6 +863,7 @@ impl ReferenceSession {
                 listed,
             },
             told_mode_change: self.notice_due,
+            handed_plan: self.handed_due.clone(),
         }
     }
 
@@ -918,6 +1003,7 @@ impl ReferenceSession {
                             tool_call_id: rest.id.clone(),
                             is_error: true,
                             result: ResultKind::Other,
+                            decided: None,
                         });
                     }
                     return Some(self.suspend(run, call.id.clone(), k, trace));
@@ -926,6 +1012,7 @@ impl ReferenceSession {
                     tool_call_id: call.id.clone(),
                     is_error: true,
                     result: ResultKind::Other,
+                    decided: None,
                 }),
             }
         }
@@ -962,6 +1049,7 @@ impl ReferenceSession {
             target,
             targets,
             sha256,
+            plan: k,
         });
         self.run = Some((run, RunState::Suspended));
         Outcome::Run(RunState::Suspended)
@@ -979,6 +1067,7 @@ impl ReferenceSession {
             json,
             revision,
             to,
+            plan,
         } = choice;
         let Some(mut pending) = self.pending.clone() else {
             return (Action::Nothing, Vec::new(), Outcome::NoDecision);
@@ -1005,6 +1094,9 @@ impl ReferenceSession {
             if let Some(to) = to {
                 data["targetModeId"] = json!(to);
             }
+            if let Some(plan) = plan {
+                data["plan"] = json!(plan.text());
+            }
             Action::ResumeJson {
                 run: RunRef::Run(pending.run),
                 tool_call_id: pending.tool_call_id.clone(),
@@ -1020,7 +1112,7 @@ impl ReferenceSession {
                     sha256: sha,
                     decided_by: None,
                     to: to.map(str::to_owned),
-                    plan: None,
+                    plan: plan.map(EditedPlan::text),
                     always_allow: false,
                 },
             }
@@ -1048,17 +1140,37 @@ impl ReferenceSession {
                 }
             }
         }
-        let (replies, outcome) = self.decided_plan(pending, action, feedback, revision, trace);
+        // Rule 11: an edit goes with an approval only, and obeys the limits of a plan.
+        match (action, plan) {
+            (_, None) => {}
+            (DecisionAction::Rejected, Some(_)) => {
+                let refused = Outcome::Refused(Refusal::MalformedDecision);
+                return (host_action, Vec::new(), refused);
+            }
+            (DecisionAction::Approved, Some(EditedPlan::Blank)) => {
+                let refused = Outcome::Refused(Refusal::EditedPlan);
+                return (host_action, Vec::new(), refused);
+            }
+            (DecisionAction::Approved, Some(EditedPlan::Text(_))) => {}
+        }
+        let edit = match plan {
+            Some(EditedPlan::Text(k)) => Some(k),
+            _ => None,
+        };
+        let (replies, outcome) =
+            self.decided_plan(pending, action, feedback, revision, edit, trace);
         (host_action, replies, outcome)
     }
 
-    /// Rules 4 and 5: the decision on the pending plan and what the run does next.
+    /// Rules 4, 5 and 11: the decision on the pending plan (approving the user's edit
+    /// [`edited_plan_text`] `edit` instead, when there is one) and what the run does next.
     fn decided_plan(
         &mut self,
         pending: PendingPlan,
         action: DecisionAction,
         feedback: &Feedback,
         revision: Revision,
+        edit: Option<u8>,
         trace: &mut Vec<Trace>,
     ) -> (Vec<Reply>, Outcome) {
         self.pending = None;
@@ -1075,16 +1187,26 @@ impl ReferenceSession {
             run,
             mode: self.facts.id(self.mode).to_owned(),
         });
+        // The record names the plan shown, and the edit approved instead of it.
         trace.push(Trace::ToolEnded {
             tool_call_id: pending.tool_call_id,
             is_error: false,
             result,
+            decided: Some(Decided {
+                sha256: pending.sha256.clone(),
+                approved_sha256: edit.map(edited_plan_sha256),
+            }),
         });
         let text = Reply::Text(format!("done with run {run}"));
         // The decision starts a new drive: the step limit counts from zero again.
         let mut steps = 0;
         match result {
             ResultKind::Approved => {
+                // The next mode receives the edit when there is one, else the plan shown.
+                self.handed_due = Some(handed(&match edit {
+                    Some(k) => edited_plan_text(k),
+                    None => plan_text(pending.plan),
+                }));
                 self.change_mode(pending.target, ModeChangeReason::PlanApproved, trace);
                 let outcome = self.call_model_then(run, &mut steps, Then::Text, trace);
                 (vec![text], outcome)
@@ -1160,7 +1282,7 @@ impl ReferenceSession {
             decision,
         };
         let (replies, outcome) =
-            self.decided_plan(pending, action, &feedback, Revision::Text, trace);
+            self.decided_plan(pending, action, &feedback, Revision::Text, None, trace);
         (host_action, replies, outcome)
     }
 
@@ -1281,14 +1403,20 @@ fn decide_op(listed: Vec<String>, all: Vec<String>) -> impl Strategy<Value = Op>
         2 => proptest::sample::select(listed).prop_map(Some),
         1 => proptest::sample::select(all).prop_map(Some),
     ];
-    (action, feedback, sha256, any::<bool>(), revision, to).prop_map(
-        |(action, feedback, sha256, json, revision, to)| Op::Decide {
+    let plan = prop_oneof![
+        5 => Just(None),
+        2 => (0..PLAN_COUNT).prop_map(|k| Some(EditedPlan::Text(k))),
+        1 => Just(Some(EditedPlan::Blank)),
+    ];
+    (action, feedback, sha256, any::<bool>(), revision, to, plan).prop_map(
+        |(action, feedback, sha256, json, revision, to, plan)| Op::Decide {
             action,
             feedback,
             sha256,
             json,
             revision,
             to,
+            plan,
         },
     )
 }

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::config::ConfigError;
+use crate::event::RunState;
 use crate::mode::ModeGraph;
 use crate::model::{LanguageModel, Message, ModelError, ModelRequest, ModelResponse};
 use crate::tool::{ToolRegistry, ToolSpec};
@@ -89,6 +90,62 @@ fn running_refused_tools(setup: Setup, text: &str) -> crate::AgentControllerBuil
 fn build_running_refused_tools(setup: Setup) -> Result<AgentController, ConfigError> {
     let text = std::fs::read_to_string(MODES).expect("the shipped config");
     running_refused_tools(setup, &text)
+        .tools(ToolRegistry::with_workspace_tools())
+        .build()
+}
+
+/// Planted bug "an edited approval hands over the submitted plan": the approval result of an
+/// edited plan reaches the model with the submitted plan's text (read from the file it was
+/// submitted from) between the markers, as a controller that ignored the edit would send it.
+struct HandsOverSubmitted(Arc<dyn LanguageModel>);
+
+/// `result` with the submitted plan in place of the edit, for the approval result of an edit.
+fn submitted_instead_of_edit(result: &str) -> Option<String> {
+    use crate::tool::submit_plan::{APPROVED_PLAN_BEGIN, APPROVED_PLAN_END};
+    let marker = "the plan submitted from `";
+    let path_at = result.find(marker)? + marker.len();
+    let path = result[path_at..].split('`').next()?;
+    let submitted = std::fs::read_to_string(path).ok()?;
+    let begin = format!("{APPROVED_PLAN_BEGIN}\n");
+    let from = result.find(&begin)? + begin.len();
+    let to = result.rfind(&format!("\n{APPROVED_PLAN_END} "))?;
+    Some(format!(
+        "{}{}{}",
+        &result[..from],
+        submitted.trim_end(),
+        &result[to..]
+    ))
+}
+
+#[async_trait::async_trait]
+impl LanguageModel for HandsOverSubmitted {
+    async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        let messages: Vec<Message> = request
+            .messages
+            .iter()
+            .map(|m| {
+                let mut m = m.clone();
+                if let Message::Tool { content, .. } = &mut m
+                    && let Some(replaced) = submitted_instead_of_edit(content)
+                {
+                    *content = replaced;
+                }
+                m
+            })
+            .collect();
+        self.0
+            .generate(ModelRequest {
+                messages: &messages,
+                ..request
+            })
+            .await
+    }
+}
+
+fn build_handing_over_submitted(setup: Setup) -> Result<AgentController, ConfigError> {
+    let model = Arc::new(HandsOverSubmitted(setup.model()));
+    setup
+        .builder_with(model)
         .tools(ToolRegistry::with_workspace_tools())
         .build()
 }
@@ -299,4 +356,94 @@ fn a_user_tool_that_writes_and_then_fails_outside_its_mode_is_caught() {
         found.divergence.actual.contains("mode: \"plan\""),
         "{found}"
     );
+}
+
+#[test]
+fn the_reference_hands_an_edited_approval_on_with_both_hashes() {
+    // Issue 12: an edited approval hands the edit to the next mode; the record names the plan
+    // shown and the edit approved.
+    let text = std::fs::read_to_string(MODES).expect("the shipped config");
+    let facts = Arc::new(ConfigFacts::from_toml(&text).expect("facts"));
+    let mut reference = ReferenceSession::new(facts, None);
+    reference.apply(&Op::switch("plan"));
+    reference.apply(&Op::submit(0));
+    let step = reference.apply(&Op::approve_edited(1)).clone();
+    assert_eq!(step.expected.outcome, Outcome::Run(RunState::Completed));
+    let decided = step.expected.trace.iter().find_map(|t| match t {
+        Trace::ToolEnded { decided, .. } => decided.clone(),
+        _ => None,
+    });
+    assert_eq!(
+        decided,
+        Some(Decided {
+            sha256: plan_sha256(0),
+            approved_sha256: Some(edited_plan_sha256(1)),
+        })
+    );
+    let handed = step.expected.trace.iter().find_map(|t| match t {
+        Trace::ModelCalled { handed_plan, .. } => handed_plan.clone(),
+        _ => None,
+    });
+    assert_eq!(handed.as_deref(), Some(edited_plan_text(1).trim_end()));
+    assert_eq!(reference.facts().id(reference.mode()), "build");
+    // A blank edit and an edit with a rejection are refused and change nothing.
+    reference.apply(&Op::switch("plan"));
+    reference.apply(&Op::submit(2));
+    let blank = Op::Decide {
+        action: crate::run::DecisionAction::Approved,
+        feedback: Feedback::Omitted,
+        sha256: ShaChoice::Omitted,
+        json: false,
+        revision: Revision::Text,
+        to: None,
+        plan: Some(EditedPlan::Blank),
+    };
+    let step = reference.apply(&blank).clone();
+    assert_eq!(step.expected.outcome, Outcome::Refused(Refusal::EditedPlan));
+    let rejected = Op::Decide {
+        action: crate::run::DecisionAction::Rejected,
+        feedback: Feedback::Omitted,
+        sha256: ShaChoice::Omitted,
+        json: false,
+        revision: Revision::Text,
+        to: None,
+        plan: Some(EditedPlan::Text(0)),
+    };
+    let step = reference.apply(&rejected).clone();
+    assert_eq!(
+        step.expected.outcome,
+        Outcome::Refused(Refusal::MalformedDecision)
+    );
+    assert!(reference.pending().is_some(), "still pending");
+}
+
+#[test]
+fn an_edited_approval_that_hands_over_the_submitted_plan_is_caught() {
+    // Issue 12: the next mode must receive the user's edit, not the plan as submitted.
+    let report = failed(
+        &Check::new(MODES).cases(64).seed(6).without_regressions(),
+        build_handing_over_submitted,
+    );
+    let found = report
+        .exploration
+        .counterexample
+        .expect("the exploration finds it");
+    assert_eq!(found.divergence.aspect, Aspect::Events, "{found}");
+    assert!(
+        found.divergence.expected.contains("Plan 1, edited"),
+        "{found}"
+    );
+    assert!(found.divergence.actual.contains("handed_plan"), "{found}");
+    assert!(
+        found.ops.iter().any(|op| matches!(
+            op,
+            Op::Decide {
+                plan: Some(EditedPlan::Text(_)),
+                ..
+            }
+        )),
+        "{found}"
+    );
+    let random = report.counterexample.expect("the random test finds it too");
+    assert!(random.to_string().contains("edited"), "{random}");
 }

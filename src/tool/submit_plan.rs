@@ -189,24 +189,41 @@ pub fn revision_text(submission: &PlanSubmission) -> String {
 /// # }
 /// ```
 pub fn revision_diff(old: &str, new: &str, previous: u64) -> Option<String> {
+    let old_name = format!("revision {previous}");
+    let new_name = format!("revision {}", previous + 1);
+    plan_diff(old, new, &old_name, &new_name)
+}
+
+/// The unified diff of plan text `new` against `old`, with `--- old_name` and `+++ new_name`
+/// headers and hunks with three lines of context; empty when the texts are equal. `None` without
+/// the `diff` feature. [`revision_diff`] is this with revision numbers; the terminal prompt shows
+/// a user's edit against the submitted plan with it.
+///
+/// # Examples
+/// ```
+/// # #[cfg(feature = "diff")] {
+/// use agent_controller::tool::submit_plan::plan_diff;
+/// let diff = plan_diff("# T\n\n1. a\n", "# T\n\n1. b\n", "submitted plan", "edited plan").unwrap();
+/// assert!(diff.starts_with("--- submitted plan\n+++ edited plan\n@@"), "{diff}");
+/// # }
+/// ```
+pub fn plan_diff(old: &str, new: &str, old_name: &str, new_name: &str) -> Option<String> {
     #[cfg(feature = "diff")]
     {
         if old == new {
             return Some(String::new());
         }
         let diff = similar::TextDiff::from_lines(old, new);
-        let old_name = format!("revision {previous}");
-        let new_name = format!("revision {}", previous + 1);
         Some(
             diff.unified_diff()
                 .context_radius(3)
-                .header(&old_name, &new_name)
+                .header(old_name, new_name)
                 .to_string(),
         )
     }
     #[cfg(not(feature = "diff"))]
     {
-        let _ = (old, new, previous);
+        let _ = (old, new, old_name, new_name);
         None
     }
 }

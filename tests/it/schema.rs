@@ -162,6 +162,7 @@ fn every_key_the_parser_knows_has_a_description() {
     assert_eq!(
         keys,
         [
+            "approvalTimeout",
             "availableTools",
             "default",
             "defaultModelId",
