@@ -209,6 +209,8 @@ pub(crate) fn expired_record(
         decided_at: payload.deadline_at_ms.map(deadline_text),
         decided_by: None,
         target_mode_id: None,
+        tool_name: None,
+        always_allow: false,
     }
 }
 

@@ -422,6 +422,8 @@ impl SessionRecord {
                     args: Some(p.suspend_payload.args.clone()),
                     args_sha256: Some(p.suspend_payload.args_sha256.clone()),
                     always_allowed: self.always_allowed.clone(),
+                    approval_timeout: None,
+                    deadline_at_ms: None,
                     plan_path: String::new(),
                     updated_at: self.updated_at,
                 }),
