@@ -88,13 +88,13 @@ pub use self::configs::{
 };
 pub use self::edges::{Cause, Edge, EdgeReport, Miss, edges, walk_edges};
 pub use self::explore::{Counterexample, Exploration, explore, operations};
-pub use self::facts::{ConfigFacts, FactsError, ModeFacts, UNKNOWN_TOOL};
+pub use self::facts::{Approvals, ConfigFacts, FactsError, ModeFacts, UNKNOWN_TOOL};
 pub use self::harness::{Aspect, Divergence, Harness, HarnessError, Invariant, Setup};
 pub use self::reference::{
     Action, Call, Decided, EditedPlan, Expected, Feedback, Offered, Op, Outcome, PLAN_COUNT,
     PendingPlan, PlanFile, ReferenceSession, Refusal, Reply, ResultKind, Revision, RunRef,
-    ScriptedCall, ShaChoice, Step, Then, Trace, edited_plan_sha256, edited_plan_text, plan_sha256,
-    plan_text,
+    ScriptedCall, ShaChoice, Step, Then, Trace, WaitingCall, edited_plan_sha256, edited_plan_text,
+    plan_sha256, plan_text, tool_args_sha256,
 };
 use crate::config::{self, ConfigError};
 use crate::controller::AgentController;
