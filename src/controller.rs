@@ -17,6 +17,10 @@ use crate::store::{PendingListing, SessionStore, check_session_id};
 use crate::tool::submit_plan::{self, SUBMIT_PLAN};
 use crate::tool::{Tool, ToolRegistry, ToolSpec};
 
+/// How often [`AgentController::restore_session`] loads a session again when another host
+/// saved it while this one applied a deadline.
+const RESTORE_ATTEMPTS: usize = 4;
+
 /// Default limit of model calls in one run.
 pub const DEFAULT_MAX_STEPS: usize = 50;
 
@@ -441,16 +445,36 @@ impl AgentController {
     /// or different, the plan stays pending and can be rejected, but approving it gives
     /// [`SessionError::ConfigChanged`].
     ///
+    /// A pending plan whose deadline has passed (the planning mode's `approvalTimeout`, by this
+    /// controller's clock) expires as the session is restored, by a compare-and-swap save: of
+    /// hosts restoring it at once, one applies the expiry (its subscribers get the events) and
+    /// the others load the session as that one left it ([`crate::deadline`]).
+    ///
     /// # Errors
     /// [`SessionError::NoStore`], [`SessionError::UnknownSession`], [`SessionError::Store`] (an
-    /// unreadable record), [`SessionError::ConfigChanged`] when the persisted current mode no
-    /// longer exists.
+    /// unreadable record, or a failed save of an expiry), [`SessionError::ConfigChanged`] when
+    /// the persisted current mode no longer exists.
     pub async fn restore_session(
         &self,
         id: &str,
         options: SessionOptions,
     ) -> Result<Session, SessionError> {
         let store = self.shared.store.as_ref().ok_or(SessionError::NoStore)?;
+        let mut options = options;
+        // A plan past its deadline expires now; if another host saved first (it applied the
+        // expiry, or decided), the session is loaded again as that host left it.
+        for _ in 0..RESTORE_ATTEMPTS {
+            let record = store
+                .load(id)
+                .await?
+                .ok_or_else(|| SessionError::UnknownSession(id.to_owned()))?;
+            let mut session = Session::from_record(self.shared.clone(), record, options)?;
+            match session.apply_expiry().await {
+                Ok(_) => return Ok(session),
+                Err(e) if e.is_conflict() => options = session.into_options(),
+                Err(e) => return Err(e),
+            }
+        }
         let record = store
             .load(id)
             .await?
@@ -459,13 +483,16 @@ impl AgentController {
     }
 
     /// Every pending decision in the store, oldest first, and apart from them every record the
-    /// store could not read ([`SessionStore::list_pending`]).
+    /// store could not read ([`SessionStore::list_pending`]). Plans whose deadline has passed
+    /// (by this controller's clock) are expired first ([`crate::deadline::expire_due`]), so they
+    /// are not listed.
     ///
     /// # Errors
     /// [`SessionError::NoStore`], [`SessionError::Store`] when the store itself fails (never for
     /// one unreadable record).
     pub async fn list_pending(&self) -> Result<PendingListing, SessionError> {
         let store = self.shared.store.as_ref().ok_or(SessionError::NoStore)?;
+        crate::deadline::expire_due(&**store, (self.shared.clock)()).await?;
         Ok(store.list_pending().await?)
     }
 

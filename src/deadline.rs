@@ -5,9 +5,17 @@
 //! An expired plan counts as rejected. The model gets a result saying so
 //! ([`expired_result`]), the decision history records the outcome `expired`
 //! ([`crate::DecisionOutcome::Expired`]), the run ends (`completed`, as after a rejection without
-//! feedback: no model call happens without a host) and the mode stays. [`expire_due`] applies it
-//! to the due plans of a store, each by a compare-and-swap save, so of hosts racing to apply it
-//! one does and the others see it applied.
+//! feedback: no model call happens without a host) and the mode stays.
+//!
+//! Nothing runs at the deadline itself: whoever looks next applies the expiry, exactly once.
+//! Every operation of a [`crate::Session`] first applies it ([`crate::Session::decide`],
+//! [`crate::Session::resume`], [`crate::Session::send_message`], [`crate::Session::abort`],
+//! [`crate::Session::switch_mode`], or [`crate::Session::expire_if_due`] alone); so do [`crate::AgentController::restore_session`] (and so
+//! `decide` and `continue` on the command line) and [`crate::AgentController::list_pending`]; for
+//! a store without a controller, [`expire_due`] (what `agent-controller pending` calls). With a
+//! store each applies it by a compare-and-swap save, so of hosts racing to apply it one does and
+//! the others see it applied. A decision taken after the deadline is refused with
+//! [`crate::SessionError::Expired`] and changes nothing more.
 
 use std::fmt;
 use std::str::FromStr;
@@ -149,19 +157,6 @@ impl FromStr for ApprovalTimeout {
             text: text.to_owned(),
             duration,
         })
-    }
-}
-
-/// The `approvalTimeout` text and the deadline of a plan submitted at `now_ms` in `mode`
-/// (`None`s when the mode sets no timeout): the suspend payload's `approvalTimeout` and
-/// `deadlineAtMs`.
-pub(crate) fn deadline_for(mode: &crate::Mode, now_ms: u64) -> (Option<String>, Option<u64>) {
-    match mode.approval_timeout() {
-        Some(timeout) => (
-            Some(timeout.as_str().to_owned()),
-            Some(timeout.deadline_after(now_ms)),
-        ),
-        None => (None, None),
     }
 }
 

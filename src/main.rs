@@ -9,9 +9,9 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use agent_controller::deadline::deadline_text;
+use agent_controller::deadline::{self, deadline_text};
 use agent_controller::diagram::{self, DiagramFormat};
 use agent_controller::display::{neutralize, neutralize_line};
 use agent_controller::jail::{self, Jail};
@@ -26,8 +26,9 @@ use agent_controller::tool::SUBMIT_PLAN;
 use agent_controller::tool::fs::PLAN_WRITING_TOOLS;
 use agent_controller::tool::submit_plan::{self, PlanError};
 use agent_controller::{
-    AgentController, Decision, DecisionAction, Event, LanguageModel, ModeGraph, RunOutcome,
-    Session, SessionError, SessionOptions, SuspendPayload, Suspension, ToolRegistry, config,
+    AgentController, Decision, DecisionAction, DecisionOutcome, Event, LanguageModel, ModeGraph,
+    RunOutcome, Session, SessionError, SessionOptions, SuspendPayload, Suspension, ToolRegistry,
+    config,
 };
 use clap::{Args, Parser, Subcommand};
 
@@ -506,6 +507,8 @@ impl From<SessionError> for Failure {
             | SessionError::LeaseHeld { .. }
             | SessionError::LeaseLost { .. } => Exit::Refused,
             e if e.is_conflict() => Exit::Refused,
+            // An expired plan counts as rejected: not approved, whatever the decision was.
+            SessionError::Expired { .. } => Exit::NotApproved,
             SessionError::UnknownMode(_)
             | SessionError::MalformedDecision(_)
             | SessionError::InvalidSessionId(_)
@@ -1132,7 +1135,19 @@ impl Decider<'_> {
 fn pending(spec: &str, json: bool) -> Outcome {
     let store = open_existing(spec)?;
     let listing = runtime()?
-        .block_on(store.list_pending())
+        .block_on(async {
+            // Plans past their deadline expire first (each once, whoever looks first).
+            let expired = deadline::expire_due(&*store, SystemTime::now()).await?;
+            for e in &expired {
+                note!(
+                    "expired: session {} decision {}: no decision by {}, so the plan counts as rejected",
+                    neutralize_line(&e.session_id),
+                    neutralize_line(&e.decision.decision_id),
+                    neutralize_line(e.decision.decided_at.as_deref().unwrap_or("its deadline"))
+                );
+            }
+            store.list_pending().await
+        })
         .map_err(Failure::runtime)?;
     for p in &listing.pending {
         say!("{}", pending_line(p, json)?);
@@ -1278,6 +1293,9 @@ fn decide(mut args: DecideArgs) -> Outcome {
         let options = SessionOptions::new().on_event(event_printer(json, graph.clone()));
         let mut session = controller.restore_session(&args.session, options).await?;
         let Some(pending) = session.pending().cloned() else {
+            if let Some(expired) = expired_now(&session, args.decision.as_deref()) {
+                return Err(expired);
+            }
             return Err(Failure::refused(format!(
                 "session {} has no pending plan (already decided?)",
                 neutralize_line(&args.session)
@@ -1331,6 +1349,23 @@ fn decide(mut args: DecideArgs) -> Outcome {
             last: Some(action),
         };
         decider.until_done(&mut session, outcome).await
+    })
+}
+
+/// The refusal of `decide` when the plan it would decide expired (its deadline passed before
+/// any decision): the latest settled decision (or the one `--decision` names) is an expiry.
+fn expired_now(session: &Session, decision: Option<&str>) -> Option<Failure> {
+    let history = session.decision_history();
+    let record = match decision {
+        Some(id) => history.iter().rfind(|d| d.decision_id == id)?,
+        None => history.last()?,
+    };
+    (record.outcome == Some(DecisionOutcome::Expired)).then(|| {
+        let error = SessionError::Expired {
+            decision_id: record.decision_id.clone(),
+            deadline_at: record.decided_at.clone().unwrap_or_default(),
+        };
+        Failure::from(error)
     })
 }
 
@@ -1548,11 +1583,18 @@ fn event_line(event: &Event, graph: &ModeGraph, style: &Style, resumed: bool) ->
             tool_name,
             result,
             is_error,
+            decision,
             ..
         } => {
             let status = if *is_error { "error" } else { "ok" };
             let first = result.lines().next().unwrap_or("");
-            format!("tool {} {status}: {}", line(tool_name), line(first))
+            // An approved edit says so: the first line reads the same for the plan as submitted.
+            let edited = decision
+                .as_ref()
+                .and_then(|d| d.approved_sha256.as_deref())
+                .map(|sha| format!(" (the edited plan, sha256 {}...)", line(short_sha256(sha))))
+                .unwrap_or_default();
+            format!("tool {} {status}: {}{edited}", line(tool_name), line(first))
         }
         Event::ModeChanged {
             mode_id,

@@ -13,7 +13,6 @@ use std::sync::Arc;
 
 use tracing::Instrument;
 
-use crate::deadline;
 use crate::event::{
     CancelReason, DecidedRecord, DecisionOutcome, Event, ModeChangeReason, RunState,
     SuspendPayload, Suspension, ToolCallPayload, rfc3339_now,
@@ -21,7 +20,7 @@ use crate::event::{
 use crate::mode::ModeId;
 use crate::model::{Message, ModelError, ModelErrorKind, ModelRequest, TextSink};
 pub use crate::session::{Decision, DecisionAction, PendingDecision, PendingToolCall, RunOutcome};
-use crate::session::{Session, SessionError, decision_id_for};
+use crate::session::{Session, SessionError, decision_id_for, expired_error};
 use crate::store::SessionStore;
 use crate::tool::submit_plan::{self, PlanSubmission, REJECTED_RESULT, SUBMIT_PLAN};
 use crate::tool::{PendingPlans, ToolCall, ToolContext, ToolOutput};
@@ -231,9 +230,10 @@ impl Session {
         let decided = self
             .history
             .iter()
-            .any(|d| d.run_id == run_id && d.tool_call_id == tool_call_id);
+            .rfind(|d| d.run_id == run_id && d.tool_call_id == tool_call_id);
         Err(match &self.pending {
-            _ if decided => SessionError::AlreadyDecided(tool_call_id.to_owned()),
+            _ if let Some(expired) = decided.and_then(expired_error) => expired,
+            _ if decided.is_some() => SessionError::AlreadyDecided(tool_call_id.to_owned()),
             Some(pending) if &*pending.run_id == run_id => SessionError::UnknownToolCall {
                 run_id: run_id.to_owned(),
                 tool_call_id: tool_call_id.to_owned(),
@@ -520,7 +520,8 @@ impl Session {
         );
         let tool_name = call.payload.tool_name.clone();
         let run_id = call.run_id.clone();
-        call.decided = Some((decision.clone(), record));
+        call.decided = Some(record);
+        call.feedback = decision.feedback().map(str::to_owned);
         if decision.always_allow && !self.always_allowed.contains(&tool_name) {
             self.always_allowed.push(tool_name);
         }
@@ -547,16 +548,15 @@ impl Session {
         });
         let mut approved = Vec::new();
         for call in calls {
-            let Some((decision, record)) = call.decided.clone() else {
+            let Some(record) = call.decided.clone() else {
                 continue;
             };
             self.history.push(record.clone());
-            match decision.action {
-                DecisionAction::Approved => approved.push((call, record)),
-                DecisionAction::Rejected => {
-                    let output = ToolOutput::error(tool_rejected_result(decision.feedback()));
-                    self.finish_decided_tool(&run_id, &call, output, record);
-                }
+            if record.outcome == Some(DecisionOutcome::Approved) {
+                approved.push((call, record));
+            } else {
+                let output = ToolOutput::error(tool_rejected_result(call.feedback.as_deref()));
+                self.finish_decided_tool(&run_id, &call, output, record);
             }
         }
         self.commit().await?;
@@ -621,7 +621,7 @@ impl Session {
 
     /// Marks the run ended in `reason` (suspended, completed, aborted or failed) and emits
     /// `error` (for failures) and `agent_end`.
-    fn close_run(&mut self, run_id: &Arc<str>, reason: RunState, error: Option<&str>) {
+    pub(crate) fn close_run(&mut self, run_id: &Arc<str>, reason: RunState, error: Option<&str>) {
         self.run = Some((run_id.clone(), reason));
         self.drop_lease();
         tracing::info!(run_id = %run_id, %reason, error, "run ended");
@@ -1048,6 +1048,7 @@ impl Session {
                 tool_call_id: tool_call_id.clone(),
                 payload: payload.clone(),
                 decided: None,
+                feedback: None,
             });
             self.emit(Event::ToolSuspended {
                 run_id: run_id.clone(),
@@ -1137,8 +1138,10 @@ impl Session {
             sha256: submission.sha256.clone(),
             text,
         });
-        let (approval_timeout, deadline_at_ms) =
-            deadline::deadline_for(graph.mode(self.mode), self.shared.now_ms());
+        // The deadline is fixed now too: submit time plus the mode's approvalTimeout.
+        let timeout = graph.mode(self.mode).approval_timeout();
+        let approval_timeout = timeout.map(|t| t.as_str().to_owned());
+        let deadline_at_ms = timeout.map(|t| t.deadline_after(self.shared.now_ms()));
         let payload = SuspendPayload {
             approval_timeout,
             deadline_at_ms,
@@ -1223,7 +1226,12 @@ impl PendingPlans for StorePending<'_> {
         // An unreadable record's plan cannot be decided (loading it fails), so there is
         // nothing of it to protect.
         let listing = store.list_pending().await.map_err(|e| e.to_string())?;
-        Ok(listing.pending.into_iter().map(|p| p.plan_path).collect())
+        Ok(listing
+            .pending
+            .into_iter()
+            .filter(|p| p.kind == crate::store::PendingKind::Plan)
+            .map(|p| p.plan_path)
+            .collect())
     }
 }
 

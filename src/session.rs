@@ -2,9 +2,11 @@
 //! that move between modes.
 
 mod decision;
+mod expiry;
 
 pub(crate) use self::decision::decision_id_for;
 pub use self::decision::{Decision, DecisionAction, PendingDecision, PendingToolCall};
+pub(crate) use self::expiry::expired_error;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -327,7 +329,8 @@ impl CancelHandle {
 }
 
 /// Errors from session operations. Each leaves the session exactly as it was: a suspended run
-/// stays suspended and can still be decided.
+/// stays suspended and can still be decided. (A plan past its deadline expires as the operation
+/// starts, before any error: see [`crate::deadline`].)
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SessionError {
@@ -355,6 +358,18 @@ pub enum SessionError {
     /// No decision of the session has this decision id.
     #[error("unknown decision `{0}`")]
     UnknownDecision(String),
+    /// The plan expired before this decision: no decision was taken by its deadline (the
+    /// planning mode's `approvalTimeout`), so it counts as rejected (see [`crate::deadline`]).
+    /// The expiry is in the decision history (outcome `expired`); this decision changed nothing.
+    #[error(
+        "decision `{decision_id}` expired at {deadline_at}: no decision was taken by its deadline (approvalTimeout), so the plan counts as rejected; this decision was not applied"
+    )]
+    Expired {
+        /// The decision id of the expired plan.
+        decision_id: String,
+        /// Its deadline, as RFC 3339 in UTC.
+        deadline_at: String,
+    },
     /// The decision names a different plan than the one captured at submit time.
     #[error(
         "the decision is for plan sha256 {given}, but the submitted plan has sha256 {expected}"
@@ -739,7 +754,8 @@ impl Session {
                 run_id: Arc::from(p.run_id),
                 tool_call_id: p.tool_call_id,
                 payload: p.suspend_payload,
-                decided: p.decision.zip(p.decided),
+                decided: p.decided,
+                feedback: p.feedback,
             })
             .collect();
         Ok(Self {
@@ -774,6 +790,23 @@ impl Session {
             saving: None,
             shared,
         })
+    }
+
+    /// The host's parts of this session (subscribers, extensions, model, step limit) as
+    /// options, for restoring it again.
+    pub(crate) fn into_options(self) -> SessionOptions {
+        SessionOptions {
+            mode: None,
+            id: None,
+            subscribers: self
+                .subscribers
+                .into_inner()
+                .unwrap_or_else(PoisonError::into_inner),
+            extensions: self.extensions,
+            metadata: None,
+            model: self.model,
+            max_steps: self.max_steps,
+        }
     }
 
     /// The session id.
@@ -941,7 +974,8 @@ impl Session {
         self.rollback(checkpoint);
     }
 
-    /// Records what an operation whose future was dropped left behind; every operation does
+    /// Records what an operation whose future was dropped left behind, and applies the deadline
+    /// of a pending plan that has passed ([`Session::expire_if_due`]); every operation does
     /// this first, so call it only to have it recorded at once (for example before a process
     /// exits after Ctrl-C). Returns at once when there is nothing to record.
     ///
@@ -975,6 +1009,8 @@ impl Session {
             self.close_interrupted(&run_id);
             self.commit().await?;
         }
+        // A plan past its deadline expires before anything else happens.
+        self.apply_expiry().await?;
         Ok(())
     }
 
@@ -1231,8 +1267,8 @@ impl Session {
                     run_id: p.run_id.to_string(),
                     tool_call_id: p.tool_call_id.clone(),
                     suspend_payload: p.payload.clone(),
-                    decision: p.decided.as_ref().map(|(d, _)| d.clone()),
-                    decided: p.decided.as_ref().map(|(_, r)| r.clone()),
+                    decided: p.decided.clone(),
+                    feedback: p.feedback.clone(),
                 })
                 .collect(),
             always_allowed: self.always_allowed.clone(),
@@ -1375,10 +1411,13 @@ impl Session {
         }
         let (run_id, tool_call_id) = match &self.pending {
             Some(p) if p.decision_id() == decision_id => (p.run_id.clone(), p.tool_call_id.clone()),
-            _ if self.history.iter().any(|d| d.decision_id == decision_id) => {
-                return Err(SessionError::AlreadyDecided(decision_id.to_owned()));
-            }
-            _ => return Err(SessionError::UnknownDecision(decision_id.to_owned())),
+            _ => match self.history.iter().find(|d| d.decision_id == decision_id) {
+                Some(decided) => {
+                    return Err(expired_error(decided)
+                        .unwrap_or_else(|| SessionError::AlreadyDecided(decision_id.to_owned())));
+                }
+                None => return Err(SessionError::UnknownDecision(decision_id.to_owned())),
+            },
         };
         // The pending plan's run and tool-call ids name it (they resolve to the current plan).
         self.resume(&run_id, &tool_call_id, decision).await

@@ -30,7 +30,6 @@ pub use crate::event::DecidedRecord;
 use crate::event::RunState;
 use crate::event::{SuspendPayload, ToolCallPayload};
 use crate::model::Message;
-use crate::session::Decision;
 
 /// The record layout version this release writes: one version per release that changes the
 /// layout (0.1.0 wrote 1, 0.2.0 wrote 2; the next release writes 4: 3 was written by this
@@ -197,12 +196,13 @@ pub struct PendingToolCallRecord {
     pub tool_call_id: String,
     /// The decision id, tool name, arguments and `argsSha256`, as `tool_suspended` carried them.
     pub suspend_payload: ToolCallPayload,
-    /// The decision taken while other calls of the reply still wait; `None` while it waits.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub decision: Option<Decision>,
-    /// The audit record of that decision (it joins `history` when the run carries on).
+    /// The audit record of the decision taken while other calls of the reply still wait (it
+    /// joins `history` when the run carries on); `None` while it waits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided: Option<DecidedRecord>,
+    /// The feedback of that decision (trimmed), for the model's result of a rejection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<String>,
 }
 
 named_enum! {
@@ -389,7 +389,7 @@ impl SessionRecord {
 
     /// Whether anything waits for a decision: a plan, or a tool call not decided yet.
     pub fn has_pending(&self) -> bool {
-        self.pending.is_some() || self.pending_tool_calls.iter().any(|p| p.decision.is_none())
+        self.pending.is_some() || self.pending_tool_calls.iter().any(|p| p.decided.is_none())
     }
 
     /// The first of [`SessionRecord::pending_summaries`] (the plan, or the first tool call that
@@ -406,7 +406,7 @@ impl SessionRecord {
         summaries.extend(
             self.pending_tool_calls
                 .iter()
-                .filter(|p| p.decision.is_none())
+                .filter(|p| p.decided.is_none())
                 .map(|p| PendingSummary {
                     session_id: self.session_id.clone(),
                     run_id: p.run_id.clone(),
@@ -422,6 +422,7 @@ impl SessionRecord {
                     args: Some(p.suspend_payload.args.clone()),
                     args_sha256: Some(p.suspend_payload.args_sha256.clone()),
                     always_allowed: self.always_allowed.clone(),
+                    // Tool-call approvals have no deadline (yet).
                     approval_timeout: None,
                     deadline_at_ms: None,
                     plan_path: String::new(),

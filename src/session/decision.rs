@@ -303,9 +303,11 @@ pub struct PendingToolCall {
     pub(crate) run_id: Arc<str>,
     pub(crate) tool_call_id: String,
     pub(crate) payload: ToolCallPayload,
-    /// The decision taken while others wait, and its audit record (in the history once the
-    /// run carries on).
-    pub(crate) decided: Option<(Decision, DecidedRecord)>,
+    /// The audit record of the decision taken while others wait (in the history once the run
+    /// carries on).
+    pub(crate) decided: Option<DecidedRecord>,
+    /// That decision's feedback, trimmed.
+    pub(crate) feedback: Option<String>,
 }
 
 impl PendingToolCall {
@@ -347,10 +349,16 @@ impl PendingToolCall {
         &self.payload
     }
 
-    /// The decision taken on it while other calls of the reply still wait (the run carries on
-    /// once every one is decided); `None` while it waits.
-    pub fn decision(&self) -> Option<&Decision> {
-        self.decided.as_ref().map(|(d, _)| d)
+    /// The audit record of the decision taken on it while other calls of the reply still wait
+    /// (outcome, `decidedAt`, `decidedBy`, `alwaysAllow`; the run carries on once every one is
+    /// decided); `None` while it waits.
+    pub fn decision(&self) -> Option<&DecidedRecord> {
+        self.decided.as_ref()
+    }
+
+    /// The feedback of that decision, if it gave one.
+    pub fn feedback(&self) -> Option<&str> {
+        self.feedback.as_deref()
     }
 }
 

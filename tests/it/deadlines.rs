@@ -14,12 +14,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use agent_controller::config::{self, ConfigErrorKind};
 use agent_controller::deadline::{self, ApprovalTimeout};
-use agent_controller::store::{MemoryStore, SessionStore};
-use agent_controller::{
-    AgentController, Event, ModeBuilder, ModeGraphBuilder, RunOutcome, Session, SessionOptions,
-    SuspendPayload, ToolRegistry,
+use agent_controller::store::{
+    MemoryStore, PendingListing, SessionRecord, SessionStore, StoreError, open_store,
 };
-use common::openai_server::{Reply, ScriptedServer, calls, submit};
+use agent_controller::{
+    AgentController, Decision, DecisionOutcome, Event, Message, ModeBuilder, ModeGraphBuilder,
+    RunOutcome, RunState, Session, SessionError, SessionOptions, SuspendPayload, ToolRegistry,
+};
+use common::openai_server::{Reply, ScriptedServer, calls, contents, submit, text};
 use common::{Recorder, Workspace};
 use serde_json::Value;
 
@@ -48,6 +50,9 @@ struct TestClock(Arc<AtomicU64>);
 impl TestClock {
     fn at(ms: u64) -> Self {
         Self(Arc::new(AtomicU64::new(ms)))
+    }
+    fn set(&self, ms: u64) {
+        self.0.store(ms, Ordering::SeqCst);
     }
     fn now(&self) -> SystemTime {
         UNIX_EPOCH + Duration::from_millis(self.0.load(Ordering::SeqCst))
@@ -398,4 +403,741 @@ fn pending_shows_the_deadline() {
             .ends_with(&format!("\tdeadline {}", deadline::deadline_text(at))),
         "{line}"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Expiry
+
+/// The deadline of the plan submitted at T0 (T0 + 24h), as the note and the record show it.
+const DEADLINE_TEXT: &str = "2027-01-16T08:00:00Z";
+const EXPIRED_NOTE: &str = "Not approved: no decision was taken within 24h (approvalTimeout); the plan expired at 2027-01-16T08:00:00Z.";
+
+/// The `submit_plan` results for `call_1` in the conversation.
+fn results_of_call_1(messages: &[Message]) -> Vec<&str> {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool {
+                tool_call_id,
+                content,
+                ..
+            } if tool_call_id == "call_1" => Some(content.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The decision records the events carried, by outcome.
+fn decided_events(events: &[Event]) -> Vec<(String, Option<DecisionOutcome>)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ToolEnd {
+                decision: Some(d), ..
+            } => Some((d.decision_id.clone(), d.outcome)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// One millisecond before the deadline the plan is still pending and an approval works as
+/// always: the mode changes and the model carries on.
+#[tokio::test]
+async fn a_decision_before_the_deadline_works_normally() {
+    let clock = TestClock::at(T0);
+    let (server, _ws, _ctl, mut session, _recorder) =
+        submitted(vec![text("building")], None, &clock).await;
+    clock.set(T0 + 24 * HOUR - 1);
+    let outcome = session
+        .decide("decision_1", Decision::approve())
+        .await
+        .expect("approved before the deadline");
+    assert!(
+        matches!(outcome, RunOutcome::Completed { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(session.mode().id(), "build");
+    assert_eq!(
+        session.decision_history().last().and_then(|d| d.outcome),
+        Some(DecisionOutcome::Approved)
+    );
+    assert_eq!(server.served(), 2);
+}
+
+/// At the deadline, an approval (and a rejection, and a decision by run and tool-call id) is
+/// refused with `Expired`; the plan counts as rejected once: the model's result says so, the
+/// history records `expired`, the run ended `completed`, the mode stays, no model call is made.
+/// With and without a store.
+#[tokio::test]
+async fn an_approval_after_the_deadline_is_refused_and_the_plan_counts_as_rejected() {
+    for store in [
+        None,
+        Some(Arc::new(MemoryStore::new()) as Arc<dyn SessionStore>),
+    ] {
+        let with_store = store.is_some();
+        let clock = TestClock::at(T0);
+        let (server, _ws, _ctl, mut session, recorder) =
+            submitted(vec![text("must not be asked")], store.clone(), &clock).await;
+        let run_id = session.pending().expect("pending").run_id().to_owned();
+        recorder.take();
+        clock.set(T0 + 24 * HOUR);
+        let refused = session
+            .decide("decision_1", Decision::approve())
+            .await
+            .expect_err("too late");
+        assert_eq!(
+            refused,
+            SessionError::Expired {
+                decision_id: "decision_1".into(),
+                deadline_at: DEADLINE_TEXT.into(),
+            },
+            "store: {with_store}"
+        );
+        assert!(
+            refused.to_string().contains("counts as rejected"),
+            "{refused}"
+        );
+        assert_eq!(session.mode().id(), "plan");
+        assert!(session.pending().is_none());
+        assert_eq!(
+            session.run_state(),
+            Some((run_id.as_str(), RunState::Completed))
+        );
+        let history = session.decision_history();
+        assert_eq!(history.len(), 1);
+        assert_eq!(history[0].outcome, Some(DecisionOutcome::Expired));
+        assert_eq!(history[0].decision_id, "decision_1");
+        assert_eq!(history[0].decided_at.as_deref(), Some(DEADLINE_TEXT));
+        assert_eq!(history[0].decided_by, None);
+        assert_eq!(history[0].target_mode_id, None);
+        let results = results_of_call_1(session.messages());
+        assert_eq!(results.len(), 1);
+        assert!(results[0].starts_with(EXPIRED_NOTE), "{}", results[0]);
+        let events = recorder.take();
+        assert_eq!(
+            common::kinds(&events),
+            ["agent_start", "tool_end", "agent_end"],
+            "store: {with_store}"
+        );
+        assert_eq!(
+            decided_events(&events),
+            [("decision_1".to_owned(), Some(DecisionOutcome::Expired))]
+        );
+        assert!(matches!(
+            events.last(),
+            Some(Event::AgentEnd {
+                reason: RunState::Completed,
+                ..
+            })
+        ));
+        // Applied once: later decisions are refused the same way and change nothing.
+        for again in [
+            session.decide("decision_1", Decision::reject()).await,
+            session.resume(&run_id, "call_1", Decision::approve()).await,
+        ] {
+            assert!(
+                matches!(again, Err(SessionError::Expired { .. })),
+                "{again:?}"
+            );
+        }
+        assert!(recorder.take().is_empty());
+        assert_eq!(session.decision_history().len(), 1);
+        assert_eq!(server.served(), 1, "no model call after an expiry");
+        if let Some(store) = store {
+            let record = store
+                .load(session.id())
+                .await
+                .expect("load")
+                .expect("saved");
+            assert!(record.pending.is_none());
+            assert_eq!(record.history.len(), 1);
+            assert_eq!(record.version, session.version());
+        }
+    }
+}
+
+/// A message sent after the deadline finds the plan expired (not cancelled by the message), and
+/// the model reads why in the conversation: it may revise when asked.
+#[tokio::test]
+async fn a_message_after_the_deadline_finds_the_plan_expired() {
+    let clock = TestClock::at(T0);
+    let (server, _ws, _ctl, mut session, _recorder) =
+        submitted(vec![text("revising")], None, &clock).await;
+    clock.set(T0 + 25 * HOUR);
+    session.send_message("still there?").await.expect("run");
+    let outcomes: Vec<_> = session
+        .decision_history()
+        .iter()
+        .map(|d| d.outcome)
+        .collect();
+    assert_eq!(outcomes, [Some(DecisionOutcome::Expired)]);
+    let bodies = server.bodies().await;
+    let tool_results = contents(&bodies[1], "tool");
+    assert!(
+        tool_results.iter().any(|c| c.starts_with(EXPIRED_NOTE)),
+        "{tool_results:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Every store
+
+/// A store of each kind this build has, with a second handle on the same data (another host's).
+struct Backend {
+    name: &'static str,
+    store: Arc<dyn SessionStore>,
+    other: Arc<dyn SessionStore>,
+    _dir: tempfile::TempDir,
+    #[cfg(feature = "postgres")]
+    _schema: Option<common::postgres::TestSchema>,
+}
+
+fn backends() -> Vec<Backend> {
+    let mut all = Vec::new();
+    let memory: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
+    let mut specs: Vec<(&'static str, Option<String>)> = Vec::new();
+    let dir = tempfile::tempdir().expect("tmp");
+    all.push(Backend {
+        name: "memory",
+        store: memory.clone(),
+        other: memory,
+        _dir: dir,
+        #[cfg(feature = "postgres")]
+        _schema: None,
+    });
+    specs.push(("files", None));
+    #[cfg(feature = "sqlite")]
+    specs.push(("sqlite", None));
+    for (name, _) in specs {
+        let dir = tempfile::tempdir().expect("tmp");
+        let spec = match name {
+            "sqlite" => format!("sqlite:{}", dir.path().join("sessions.db").display()),
+            _ => dir.path().join("sessions").display().to_string(),
+        };
+        all.push(Backend {
+            name,
+            store: open_store(&spec).expect("store"),
+            other: open_store(&spec).expect("store"),
+            _dir: dir,
+            #[cfg(feature = "postgres")]
+            _schema: None,
+        });
+    }
+    #[cfg(feature = "postgres")]
+    if let Some(schema) = common::postgres::TestSchema::new() {
+        let spec = schema.url.clone();
+        all.push(Backend {
+            name: "postgres",
+            store: open_store(&spec).expect("store"),
+            other: open_store(&spec).expect("store"),
+            _dir: tempfile::tempdir().expect("tmp"),
+            _schema: Some(schema),
+        });
+    }
+    all
+}
+
+/// A plan submitted at T0 on `store`, left pending (the host stopped): (server, workspace,
+/// session id).
+async fn pending_on(store: &Arc<dyn SessionStore>) -> (ScriptedServer, Workspace, String) {
+    let clock = TestClock::at(T0);
+    let (server, ws, _ctl, session, _recorder) =
+        submitted(Vec::new(), Some(store.clone()), &clock).await;
+    (server, ws, session.id().to_owned())
+}
+
+/// What the store holds after the expiry: nothing pending, one expired decision in the history,
+/// one result for the plan's call with the note, the run ended, the mode unchanged.
+fn assert_expired_once(record: &SessionRecord, name: &str) {
+    assert!(record.pending.is_none(), "{name}");
+    assert_eq!(record.mode_id, "plan", "{name}");
+    let outcomes: Vec<_> = record.history.iter().map(|d| d.outcome).collect();
+    assert_eq!(outcomes, [Some(DecisionOutcome::Expired)], "{name}");
+    assert_eq!(
+        record.last_decided.as_ref().and_then(|d| d.outcome),
+        Some(DecisionOutcome::Expired),
+        "{name}"
+    );
+    let results = results_of_call_1(&record.messages);
+    assert_eq!(results.len(), 1, "{name}: {results:?}");
+    assert!(
+        results[0].starts_with(EXPIRED_NOTE),
+        "{name}: {}",
+        results[0]
+    );
+    assert_eq!(
+        record.run.as_ref().map(|r| r.state),
+        Some(RunState::Completed),
+        "{name}"
+    );
+}
+
+/// Two hosts restore the session at once after its deadline (both read it before either
+/// saves): the expiry is applied once (one save, one set of events, one history entry); the
+/// host that loses the compare-and-swap loads the session again, and both come back without
+/// the plan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restoring_concurrently_after_the_deadline_expires_once_on_every_store() {
+    for b in backends() {
+        let (server, ws, id) = pending_on(&b.store).await;
+        let before = b
+            .store
+            .load(&id)
+            .await
+            .expect("load")
+            .expect("saved")
+            .version;
+        let late = TestClock::at(T0 + 25 * HOUR);
+        // Both hosts load the session before either saves: their saves meet at the gate.
+        let gate = Arc::new(tokio::sync::Barrier::new(2));
+        let hosts = [&b.store, &b.other].map(|store| {
+            let racing: Arc<dyn SessionStore> =
+                Arc::new(Racing::gated(store.clone(), gate.clone()));
+            let ctl = controller(CONFIG, &server, &ws, Some(racing), &late);
+            let recorder = Recorder::default();
+            let id = id.clone();
+            let options = recorder.options();
+            let task = tokio::spawn(async move { ctl.restore_session(&id, options).await });
+            (task, recorder)
+        });
+        let mut applied = 0;
+        for (task, recorder) in hosts {
+            let session = task.await.expect("task").expect("restored");
+            assert!(session.pending().is_none(), "{}", b.name);
+            assert_eq!(session.decision_history().len(), 1, "{}", b.name);
+            let events = recorder.take();
+            match decided_events(&events).as_slice() {
+                [] => assert!(events.is_empty(), "{}: {events:?}", b.name),
+                [(_, Some(DecisionOutcome::Expired))] => applied += 1,
+                other => panic!("{}: {other:?}", b.name),
+            }
+        }
+        assert_eq!(
+            applied, 1,
+            "{}: exactly one host applies the expiry",
+            b.name
+        );
+        let record = b.store.load(&id).await.expect("load").expect("saved");
+        assert_expired_once(&record, b.name);
+        assert_eq!(record.version, before + 1, "{}: one save", b.name);
+    }
+}
+
+/// A host's view of a store for forcing races: it returns one stale record first (the session
+/// as it was before another host saved), and its first save waits at `gate` until the other
+/// host's save gets there too, so both saves name the same version.
+struct Racing {
+    inner: Arc<dyn SessionStore>,
+    stale: std::sync::Mutex<Option<SessionRecord>>,
+    gate: Option<Arc<tokio::sync::Barrier>>,
+}
+
+impl Racing {
+    fn stale(inner: Arc<dyn SessionStore>, record: SessionRecord) -> Self {
+        Self {
+            inner,
+            stale: std::sync::Mutex::new(Some(record)),
+            gate: None,
+        }
+    }
+
+    fn gated(inner: Arc<dyn SessionStore>, gate: Arc<tokio::sync::Barrier>) -> Self {
+        Self {
+            inner,
+            stale: std::sync::Mutex::new(None),
+            gate: Some(gate),
+        }
+    }
+}
+
+#[agent_controller::async_trait]
+impl SessionStore for Racing {
+    async fn load(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        let stale = self.stale.lock().expect("lock").take();
+        match stale {
+            Some(record) => Ok(Some(record)),
+            None => self.inner.load(id).await,
+        }
+    }
+    async fn save(&self, record: &SessionRecord, expected: Option<u64>) -> Result<(), StoreError> {
+        if let Some(gate) = &self.gate {
+            gate.wait().await;
+        }
+        self.inner.save(record, expected).await
+    }
+    async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+        self.inner.delete(id).await
+    }
+    async fn list_pending(&self) -> Result<PendingListing, StoreError> {
+        self.inner.list_pending().await
+    }
+    async fn expire(&self, before: u64) -> Result<usize, StoreError> {
+        self.inner.expire(before).await
+    }
+}
+
+/// The race made certain: a host read the session before another applied the expiry, so its
+/// own expiry loses the compare-and-swap; it loads the session again and returns it as the
+/// other left it, without applying anything (no events, still one history entry).
+#[tokio::test]
+async fn a_host_that_loses_the_race_to_expire_loads_the_expired_session() {
+    for b in backends() {
+        let (server, ws, id) = pending_on(&b.store).await;
+        let stale = b.store.load(&id).await.expect("load").expect("saved");
+        let late = TestClock::at(T0 + 25 * HOUR);
+        let expired = deadline::expire_due(&*b.other, late.now())
+            .await
+            .expect("expire");
+        assert_eq!(expired.len(), 1, "{}", b.name);
+        let racing: Arc<dyn SessionStore> = Arc::new(Racing::stale(b.store.clone(), stale));
+        let ctl = controller(CONFIG, &server, &ws, Some(racing), &late);
+        let recorder = Recorder::default();
+        let session = ctl
+            .restore_session(&id, recorder.options())
+            .await
+            .expect("restored after losing the race");
+        assert!(session.pending().is_none(), "{}", b.name);
+        assert_eq!(session.decision_history().len(), 1, "{}", b.name);
+        assert!(recorder.take().is_empty(), "{}", b.name);
+        let record = b.store.load(&id).await.expect("load").expect("saved");
+        assert_expired_once(&record, b.name);
+    }
+}
+
+/// `list_pending` (and `deadline::expire_due`) after the deadline: nothing is pending, the
+/// history shows the expiry, and looking again expires nothing more. Before the deadline the
+/// plan is listed and left alone.
+#[tokio::test]
+async fn pending_after_the_deadline_lists_nothing_and_the_history_shows_the_expiry() {
+    for b in backends() {
+        let (server, ws, id) = pending_on(&b.store).await;
+        let clock = TestClock::at(T0 + 23 * HOUR);
+        let ctl = controller(CONFIG, &server, &ws, Some(b.other.clone()), &clock);
+        let listed = ctl.list_pending().await.expect("list");
+        assert_eq!(listed.pending.len(), 1, "{}", b.name);
+        assert_eq!(
+            deadline::expire_due(&*b.store, clock.now())
+                .await
+                .expect("expire"),
+            [],
+            "{}",
+            b.name
+        );
+        clock.set(T0 + 24 * HOUR);
+        let listed = ctl.list_pending().await.expect("list");
+        assert!(listed.pending.is_empty(), "{}: {listed:?}", b.name);
+        let record = b.store.load(&id).await.expect("load").expect("saved");
+        assert_expired_once(&record, b.name);
+        assert_eq!(
+            deadline::expire_due(&*b.store, clock.now())
+                .await
+                .expect("expire"),
+            [],
+            "{}: applied once",
+            b.name
+        );
+        // A host restoring it now finds it expired, and an approval is refused.
+        let mut session = ctl
+            .restore_session(&id, SessionOptions::new())
+            .await
+            .expect("restore");
+        assert!(matches!(
+            session.decide("decision_1", Decision::approve()).await,
+            Err(SessionError::Expired { .. })
+        ));
+        let record = b.store.load(&id).await.expect("load").expect("saved");
+        assert_expired_once(&record, b.name);
+    }
+}
+
+/// The expiry a session applies and the one applied to a stored record (`pending`, no
+/// controller) leave the same conversation, history and run.
+#[tokio::test]
+async fn a_session_and_a_store_expire_a_plan_alike() {
+    let mut records = Vec::new();
+    for by_session in [true, false] {
+        let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
+        let clock = TestClock::at(T0);
+        let server =
+            ScriptedServer::start(vec![calls([submit("call_1", ".agent/plans/p.md")])]).await;
+        let ws = Workspace::new();
+        ws.plan("p.md", PLAN);
+        let ctl = controller(CONFIG, &server, &ws, Some(store.clone()), &clock);
+        let mut session = ctl
+            .start_session(SessionOptions::new().mode("plan").id("s1"))
+            .await
+            .expect("session");
+        session.send_message("Add dark mode").await.expect("run");
+        clock.set(T0 + 30 * HOUR);
+        if by_session {
+            session
+                .expire_if_due()
+                .await
+                .expect("expire")
+                .expect("expired");
+            assert_eq!(session.expire_if_due().await.expect("again"), None);
+        } else {
+            let expired = deadline::expire_due(&*store, clock.now())
+                .await
+                .expect("expire");
+            assert_eq!(expired.len(), 1);
+            assert_eq!(expired[0].session_id, "s1");
+        }
+        let mut record = store.load("s1").await.expect("load").expect("saved");
+        record.updated_at = 0;
+        records.push(record);
+    }
+    assert_expired_once(&records[0], "session");
+    assert_eq!(records[0], records[1]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The CLI after the deadline
+
+/// Moves the stored deadline of `session`'s pending plan to one second ago: what the store
+/// holds once 24 hours have passed.
+fn pass_the_deadline(spec: &str, session: &str) -> String {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let store = open_store(spec).expect("store");
+        let mut record = store.load(session).await.expect("load").expect("saved");
+        let payload = &mut record.pending.as_mut().expect("pending").suspend_payload;
+        let past = now_ms() - 1_000;
+        payload.deadline_at_ms = Some(past);
+        let expected = record.version;
+        record.version += 1;
+        store.save(&record, Some(expected)).await.expect("save");
+        deadline::deadline_text(past)
+    })
+}
+
+fn load_record(spec: &str, session: &str) -> SessionRecord {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(async {
+            let store = open_store(spec).expect("store");
+            store.load(session).await.expect("load").expect("saved")
+        })
+}
+
+/// What keeps a store alive while a test uses it (a Postgres schema).
+type Keep = Option<Box<dyn std::any::Any>>;
+
+/// Every store the CLI can open in this build: (name, spec, what keeps it).
+fn cli_stores(ws: &Workspace) -> Vec<(&'static str, String, Keep)> {
+    let mut stores = vec![(
+        "dir",
+        ws.path().join("sessions").display().to_string(),
+        None,
+    )];
+    #[cfg(feature = "sqlite")]
+    stores.push((
+        "sqlite",
+        format!("sqlite:{}", ws.path().join("sessions.db").display()),
+        None,
+    ));
+    #[cfg(feature = "postgres")]
+    if let Some(schema) = common::postgres::TestSchema::new() {
+        stores.push((
+            "postgres",
+            schema.url.clone(),
+            Some(Box::new(schema) as Box<dyn std::any::Any>),
+        ));
+    }
+    stores
+}
+
+/// `run --detach` under the timed config on `spec`: the session id.
+fn detach_on(ws: &Workspace, config: &Path, spec: &str) -> String {
+    let out = bin()
+        .arg("run")
+        .arg("--config")
+        .arg(config)
+        .arg("--workspace")
+        .arg(ws.path())
+        .args([
+            "--store",
+            spec,
+            "--detach",
+            "--mode",
+            "plan",
+            "--json",
+            "Add dark mode",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json_lines(&out)[0]["sessionId"]
+        .as_str()
+        .expect("id")
+        .to_owned()
+}
+
+/// After the deadline, `pending` lists nothing (saying on stderr which plan expired), the
+/// record's history shows the expiry, and a second `pending` expires nothing more; on every
+/// store.
+#[test]
+fn cli_pending_after_the_deadline_shows_nothing_and_the_history_shows_the_expiry() {
+    let ws = Workspace::new();
+    let config = timed_config(ws.path());
+    for (name, spec, _keep) in cli_stores(&ws) {
+        let session = detach_on(&ws, &config, &spec);
+        let deadline = pass_the_deadline(&spec, &session);
+        let out = bin()
+            .args(["pending", "--store", &spec, "--json"])
+            .output()
+            .expect("pending");
+        assert_eq!(out.status.code(), Some(0), "{name}");
+        assert!(json_lines(&out).is_empty(), "{name}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!(
+                "expired: session {session} decision decision_1: no decision by {deadline}"
+            )),
+            "{name}: {stderr}"
+        );
+        let record = load_record(&spec, &session);
+        assert!(record.pending.is_none(), "{name}");
+        assert_eq!(
+            record.history.iter().map(|d| d.outcome).collect::<Vec<_>>(),
+            [Some(DecisionOutcome::Expired)],
+            "{name}"
+        );
+        assert_eq!(record.mode_id, "plan");
+        let again = bin()
+            .args(["pending", "--store", &spec])
+            .output()
+            .expect("pending");
+        assert!(
+            !String::from_utf8_lossy(&again.stderr).contains("expired:"),
+            "{name}: applied once"
+        );
+        assert_eq!(
+            load_record(&spec, &session).version,
+            record.version,
+            "{name}"
+        );
+    }
+}
+
+/// `decide --approve` after the deadline: refused with exit 3 (the plan counts as rejected,
+/// not approved), saying it expired; the events show the expiry this process applied; the mode
+/// stays. Deciding again is refused the same way. Before the deadline `decide` works as always.
+#[test]
+fn cli_decide_after_the_deadline_is_refused_with_exit_3() {
+    let ws = Workspace::new();
+    let config = timed_config(ws.path());
+    let spec = ws.path().join("sessions").display().to_string();
+    let decide = |session: &str| {
+        bin()
+            .arg("decide")
+            .arg("--config")
+            .arg(&config)
+            .arg("--workspace")
+            .arg(ws.path())
+            .args(["--store", &spec, session, "--approve", "--json"])
+            .output()
+            .expect("decide")
+    };
+    let session = detach_on(&ws, &config, &spec);
+    pass_the_deadline(&spec, &session);
+    let out = decide(&session);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("decision `decision_1` expired at"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("counts as rejected"), "{stderr}");
+    let events = json_lines(&out);
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(
+        kinds,
+        ["agent_start", "tool_end", "agent_end"],
+        "{events:?}"
+    );
+    assert_eq!(events[1]["decision"]["outcome"], "expired");
+    assert!(
+        events[1]["result"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("Not approved: no decision was taken within 24h")),
+        "{events:?}"
+    );
+    let again = decide(&session);
+    assert_eq!(again.status.code(), Some(3));
+    assert!(json_lines(&again).is_empty(), "nothing applied twice");
+    let record = load_record(&spec, &session);
+    assert_eq!(record.mode_id, "plan");
+    assert_eq!(record.history.len(), 1);
+
+    // Before the deadline: approved, handed over to build.
+    let session = detach_on(&ws, &config, &spec);
+    let out = decide(&session);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(load_record(&spec, &session).mode_id, "build");
+}
+
+/// The terminal shows when the plan expires: under the plan at the prompt, and in the
+/// `plan submitted` line.
+#[test]
+fn the_terminal_shows_the_deadline_under_the_plan_and_in_the_event_line() {
+    let ws = Workspace::new();
+    let config = timed_config(ws.path());
+    let spec = ws.path().join("sessions").display().to_string();
+    let out = bin()
+        .arg("run")
+        .arg("--config")
+        .arg(&config)
+        .arg("--workspace")
+        .arg(ws.path())
+        .args(["--store", &spec, "--mode", "plan", "Add dark mode"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "dismissed with a store: pending"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let session = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("suspended: session "))
+        .and_then(|rest| rest.split(' ').next())
+        .expect("the suspended line");
+    let record = load_record(&spec, session);
+    let at = record
+        .pending
+        .expect("pending")
+        .suspend_payload
+        .deadline_at_ms;
+    let by = format!(
+        "(decide by {}, approvalTimeout 24h; after that it counts as rejected)",
+        deadline::deadline_text(at.expect("a deadline"))
+    );
+    assert!(
+        stdout.contains(&format!("waiting for a decision {by}")),
+        "{stdout}"
+    );
+    let shown = stderr
+        .lines()
+        .skip_while(|l| !l.starts_with("(plan file "))
+        .nth(1);
+    assert_eq!(shown, Some(by.as_str()), "{stderr}");
 }

@@ -391,3 +391,85 @@ fn a_dismissed_prompt_keeps_the_edit_in_a_file_decide_can_approve() {
         sha256_hex(edited.as_bytes()).as_str()
     );
 }
+
+/// Without `--json`, the decision's line says the edited plan was approved, with its hash.
+#[test]
+fn the_event_line_says_an_edited_plan_was_approved() {
+    let edited = "# Add dark mode\n\n1. The EDITED step.\n";
+    let editors = Editors::new();
+    let editor = editors.rewriting(edited);
+    let ws = Workspace::new();
+    let workspace = ws.path().to_str().expect("utf-8");
+    let args = [
+        "run",
+        "--config",
+        SHIPPED,
+        "--workspace",
+        workspace,
+        "--mode",
+        "plan",
+        "Add dark mode",
+    ];
+    let out = run_with_editor(&args, &editor, "e\ny\n", &[]);
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    let shown = String::from_utf8_lossy(&out.stdout);
+    let approved = sha256_hex(edited.as_bytes());
+    assert!(
+        shown.contains(&format!(
+            "tool submit_plan ok: Plan approved. Proceed with implementation following the approved plan. (the edited plan, sha256 {}...)\n",
+            &approved[..12]
+        )),
+        "{shown}"
+    );
+}
+
+/// `decide` in a fresh process asks with the same prompt: `e` there approves the edit too.
+#[test]
+fn decide_at_the_prompt_approves_an_edit_made_with_e() {
+    let ws = Workspace::new();
+    let spec = ws.path().join("sessions").display().to_string();
+    let args = run_args(SHIPPED, ws.path(), &["--store", &spec, "--detach"]);
+    let out = run_with_editor(&args, "true", "", &[]);
+    assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
+    let session = self::events(&out)[0]["sessionId"]
+        .as_str()
+        .expect("session id")
+        .to_owned();
+    let edited = "# Add dark mode\n\n1. DECIDED with an edit.\n";
+    let editors = Editors::new();
+    let editor = editors.rewriting(edited);
+    let workspace = ws.path().to_str().expect("utf-8");
+    let args = [
+        "decide",
+        "--store",
+        &spec,
+        &session,
+        "--config",
+        SHIPPED,
+        "--workspace",
+        workspace,
+        "--json",
+    ];
+    let out = run_with_editor(&args, &editor, "e\ny\n", &[]);
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    assert!(
+        editors.seen().contains("## Steps"),
+        "the pending plan was opened"
+    );
+    let events = self::events(&out);
+    assert_eq!(
+        mode_changes(&events),
+        [("plan".to_owned(), "build".to_owned())]
+    );
+    let end = decided(&events);
+    assert_eq!(
+        end["decision"]["approvedSha256"],
+        sha256_hex(edited.as_bytes()).as_str()
+    );
+    let record = stored_record(&spec, &session);
+    assert_eq!(
+        record["lastDecided"]["approvedSha256"],
+        sha256_hex(edited.as_bytes()).as_str()
+    );
+    assert_eq!(record["lastDecided"]["sha256"], end["decision"]["sha256"]);
+}

@@ -657,3 +657,31 @@ async fn of_two_racing_decisions_one_wins_and_the_other_changes_nothing() {
     assert_eq!(stored.history[0].outcome, Some(DecisionOutcome::Rejected));
     let _: Value = serde_json::to_value(&stored).expect("record json");
 }
+
+#[tokio::test]
+async fn tool_suspended_events_read_back_from_json_as_they_were() {
+    let s = Setup::new(vec![calls([write("call_1", "a.txt", "hello")])]).await;
+    let mut session = s.session("build").await;
+    waiting(session.send_message("write a").await.expect("run"));
+    let suspended: Vec<Event> = s
+        .recorder
+        .take()
+        .into_iter()
+        .filter(|e| matches!(e, Event::ToolSuspended { .. }))
+        .collect();
+    assert_eq!(suspended.len(), 1);
+    let json = serde_json::to_value(&suspended[0]).expect("json");
+    assert_eq!(json["type"], "tool_suspended");
+    assert_eq!(json["suspendPayload"]["toolName"], "write_file");
+    let back: Event = serde_json::from_value(json).expect("reads back");
+    assert_eq!(back, suspended[0]);
+}
+
+#[tokio::test]
+async fn a_session_with_calls_waiting_is_never_expired() {
+    let s = Setup::new(vec![calls([write("call_1", "a.txt", "hello")])]).await;
+    let mut session = s.session("build").await;
+    waiting(session.send_message("write a").await.expect("run"));
+    assert_eq!(s.store.expire(u64::MAX).await.expect("expire"), 0);
+    assert!(s.store.load(session.id()).await.expect("load").is_some());
+}

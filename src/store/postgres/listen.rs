@@ -223,7 +223,7 @@ impl PostgresStore {
                     .is_some_and(|p| p.tool_call_id == tool_call_id)
                     || r.pending_tool_calls
                         .iter()
-                        .any(|p| p.tool_call_id == tool_call_id && p.decision.is_none())
+                        .any(|p| p.tool_call_id == tool_call_id && p.decided.is_none())
             });
             if !waiting {
                 return Ok(record);
