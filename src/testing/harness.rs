@@ -16,7 +16,7 @@ use super::reference::{
     Refusal, Reply, ResultKind, RunRef, Step, Trace, WaitingCall, plan_text,
 };
 use crate::controller::{AgentController, AgentControllerBuilder, ToolLayer};
-use crate::event::{Event, Suspension};
+use crate::event::{DecisionOutcome, Event, Suspension};
 use crate::mode::ModeGraph;
 use crate::model::{LanguageModel, Message, ModelError, ModelRequest, ModelResponse};
 use crate::run::{DecisionAction, RunOutcome, TOOL_FEEDBACK_PREFIX, TOOL_REJECTED_RESULT};
@@ -851,7 +851,14 @@ impl Harness {
                     tool: p.tool_name().to_owned(),
                     decision_id: p.decision_id().to_owned(),
                     args_sha256: p.args_sha256().to_owned(),
-                    decided: p.decision().map(|d| (d.action, d.feedback().is_some())),
+                    decided: p.decision().map(|d| {
+                        let action = match d.outcome {
+                            Some(DecisionOutcome::Approved) => DecisionAction::Approved,
+                            _ => DecisionAction::Rejected,
+                        };
+                        let feedback = p.feedback().is_some_and(|f| !f.trim().is_empty());
+                        (action, feedback)
+                    }),
                 })
             })
             .collect();
