@@ -330,3 +330,13 @@ impl ToolRegistry {
         self.tools.iter()
     }
 }
+
+/// The result of a tool call the user rejected (it did not run), with their feedback if any.
+pub(crate) fn rejected_result(feedback: Option<&str>) -> String {
+    match feedback {
+        Some(feedback) => format!(
+            "Not approved: the user rejected this tool call; it was not executed. Their feedback:\n{feedback}"
+        ),
+        None => "Not approved: the user rejected this tool call; it was not executed.".to_owned(),
+    }
+}
