@@ -2,7 +2,9 @@
 //! [Mermaid](https://mermaid.js.org/) (renders on code hosts) or Graphviz DOT text.
 //!
 //! The default mode is marked `default` (and drawn as a rounded stadium in Mermaid, with a double
-//! border in DOT); planning modes, where `submit_plan` is offered, are marked `planning` (dashed).
+//! border in DOT); planning modes, where `submit_plan` is offered, are marked `planning` (dashed);
+//! a mode whose tool calls wait for the user is marked `approval: write_file` (the tools its
+//! `requireApproval` lists, or `approval: every tool`).
 //! Every hand-over edge of [`ModeGraph::transition_edges`] is drawn, labelled `plan approved`
 //! (`plan approved (chosen)` for a target of a `transitionsTo` list other than the first).
 //! A `metadata.color` in `#rgb` / `#rrggbb` form colours the node's border. Mode names are shown
@@ -11,7 +13,7 @@
 use std::fmt::Write as _;
 
 use crate::display::neutralize_line;
-use crate::mode::{Mode, ModeGraph, ModeId};
+use crate::mode::{Mode, ModeGraph, ModeId, RequireApproval};
 
 named_enum! {
     /// The text formats [`render`] can draw a mode graph in.
@@ -46,14 +48,27 @@ pub fn render(graph: &ModeGraph, format: DiagramFormat) -> String {
     }
 }
 
-/// The marks a mode carries in a picture: `default` and/or `planning`.
-fn marks(graph: &ModeGraph, id: ModeId) -> Vec<&'static str> {
+/// The marks a mode carries in a picture: `default`, `planning`, and `approval: TOOLS` (or
+/// `approval: every tool`) for a mode whose tool calls wait for the user (`requireApproval`).
+/// Tool names are shown through [`neutralize_line`].
+fn marks(graph: &ModeGraph, id: ModeId) -> Vec<String> {
     let mut marks = Vec::new();
     if id == graph.default_mode_id() {
-        marks.push("default");
+        marks.push("default".to_owned());
     }
     if graph.mode(id).is_planning() {
-        marks.push("planning");
+        marks.push("planning".to_owned());
+    }
+    match graph.mode(id).require_approval() {
+        RequireApproval::None => {}
+        RequireApproval::All => marks.push("approval: every tool".to_owned()),
+        RequireApproval::Tools(tools) => {
+            let names: Vec<String> = tools
+                .iter()
+                .map(|t| neutralize_line(t).into_owned())
+                .collect();
+            marks.push(format!("approval: {}", names.join(" ")));
+        }
     }
     marks
 }
@@ -131,6 +146,7 @@ pub fn mermaid(graph: &ModeGraph) -> String {
             mode.id()
         );
         if !marks.is_empty() {
+            let marks: Vec<String> = marks.iter().map(|m| mermaid_text(m)).collect();
             let _ = write!(label, "<br/><i>{}</i>", marks.join(", "));
         }
         let (open, close) = if id == graph.default_mode_id() {

@@ -13,22 +13,24 @@ use std::time::{Duration, SystemTime};
 
 use agent_controller::deadline::{self, deadline_text};
 use agent_controller::diagram::{self, DiagramFormat};
-use agent_controller::display::{neutralize, neutralize_line};
+use agent_controller::display::{bounded_line, neutralize, neutralize_line};
 use agent_controller::jail::{self, Jail};
 use agent_controller::model::scripted::ScriptedModel;
 use agent_controller::store::{
-    InterruptedRun, PendingSummary, SessionStore, StoreError, check_spec, display_spec,
-    open_existing_store, open_store,
+    InterruptedRun, PendingKind, PendingSummary, SessionStore, StoreError, check_spec,
+    display_spec, open_existing_store, open_store,
 };
 use agent_controller::terminal::editor::Editor;
-use agent_controller::terminal::{PromptAnswer, Question, SpinnerModel, StdinLines, Style};
+use agent_controller::terminal::{
+    PromptAnswer, Question, SpinnerModel, StdinLines, Style, ask_tool_call, render_tool_call,
+};
 use agent_controller::tool::SUBMIT_PLAN;
 use agent_controller::tool::fs::PLAN_WRITING_TOOLS;
 use agent_controller::tool::submit_plan::{self, PlanError};
 use agent_controller::{
     AgentController, Decision, DecisionAction, DecisionOutcome, Event, LanguageModel, ModeGraph,
-    RunOutcome, Session, SessionError, SessionOptions, SuspendPayload, Suspension, ToolRegistry,
-    config,
+    PendingToolCall, RunOutcome, Session, SessionError, SessionOptions, SuspendPayload, Suspension,
+    ToolRegistry, config,
 };
 use clap::{Args, Parser, Subcommand};
 
@@ -57,10 +59,15 @@ const EXIT_STATUS_HELP: &str = "\
 Exit status:
   0    done: the run completed (any plan in it approved), or the command succeeded
   1    runtime error: the model, a tool or the store failed
-  2    invalid config or usage (also `check` finding errors)
-  3    plan not approved: rejected, or the prompt dismissed without a store; the mode is unchanged
-  4    still pending: detached, or the prompt dismissed with a store; decide later with `decide`
-  5    decision refused: already decided, lost a race, stale --sha256, changed config, unknown session;
+  2    invalid config or usage (also `check` finding errors; `decide` with a verdict while several
+       tool calls wait and no --decision names one; --to or --plan-file with a tool call, --always
+       with a plan)
+  3    not approved: the plan (or the tool call decided last) rejected or expired, or the prompt
+       dismissed without a store; the mode is unchanged and a waiting tool call did not run
+  4    still pending: detached, the prompt dismissed (or `q` at a tool call) with a store, or other
+       tool calls of the same reply still wait; decide later with `decide`
+  5    decision refused: already decided, lost a race, stale --sha256 (a plan's sha256 or a tool
+       call's argsSha256), a --decision that is not pending, changed config, unknown session;
        `continue` refused: no interrupted run, its lease still runs, or another process won
   6    `pending`: some stored records cannot be read; the others are listed, each unreadable one
        is a `warning:` line on stderr (and an {\"unreadable\": ...} line with --json)
@@ -84,7 +91,22 @@ The prompt (without --approve or --reject) shows the plan on stderr and reads st
   end of input, Ctrl-C
                no decision: a stored plan stays pending (exit 4); without a store the run
                ends unapproved and the mode is unchanged (exit 3)
-The answer is pinned to the sha256 of the plan shown.";
+The answer is pinned to the sha256 of the plan shown.
+
+A tool call that waits for approval (the mode's `requireApproval`) is shown with its tool, its
+arguments (pretty-printed JSON, control characters escaped, at most 60 lines and 4000 characters)
+and argsSha256; each waiting call is asked about in turn, and the run carries on once all are
+decided:
+  y, yes       run the call
+  a            run it, and always allow this tool in this session (until a manual mode switch)
+  n, no        reject: the call does not run; the model is told it was not approved
+  f            reject with feedback, typed on the next line (an empty line goes back)
+  other text   reject, with the text as feedback
+  q            leave it pending: decide it later with `decide --decision ID` (exit 4 with a store;
+               without one the run ends unapproved, exit 3)
+  end of input, Ctrl-C
+               as q
+The answer is pinned to the call's argsSha256.";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -161,7 +183,9 @@ enum Command {
     /// Run one session (with the built-in scripted model, or a real one with --model).
     #[command(after_help = format!("{PROMPT_HELP}\n\n{EXIT_STATUS_HELP}"))]
     Run(RunArgs),
-    /// List the plans waiting for a decision in a session store, then the interrupted runs (a
+    /// List the plans and the tool calls waiting for a decision in a session store (a tool call
+    /// with its tool, its arguments on one line, neutralized and cut at 200 characters, its
+    /// argsSha256 and the tools the session always allows), then the interrupted runs (a
     /// run whose process stopped and whose lease ended: `continue` carries it on). A stored
     /// record that cannot be read is not listed: it is a `warning:` line on stderr, and the exit
     /// status is 6.
@@ -178,7 +202,10 @@ enum Command {
         #[arg(long)]
         watch: bool,
     },
-    /// Decide a pending plan from a session store, in a fresh process, and carry the run on.
+    /// Decide a pending plan, or a tool call waiting for approval, from a session store, in a
+    /// fresh process, and carry the run on. With --approve or --reject and several tool calls
+    /// waiting, name one with --decision (else exit 2, listing their ids); without them the
+    /// prompt asks about each waiting call in turn.
     #[command(after_help = format!("{PROMPT_HELP}\n\n{EXIT_STATUS_HELP}"))]
     Decide(DecideArgs),
     /// Carry on an interrupted run from a session store, in a fresh process: a run whose process
@@ -215,10 +242,11 @@ struct DecideArgs {
     /// The store: a directory, `sqlite:FILE`, or `postgres://USER@HOST:PORT/DB`.
     #[arg(long, value_parser = parse_store)]
     store: String,
-    /// The session whose pending plan to decide.
+    /// The session whose pending plan or tool call to decide.
     session: String,
     /// Decide only this decision (`decision_N`, as `pending` and the `tool_suspended` event show
-    /// it); any other pending plan is refused (exit 5) and nothing changes.
+    /// it): the pending plan, or one of the tool calls waiting for approval; an id that is not
+    /// pending is refused (exit 5) and nothing changes.
     #[arg(long, value_name = "ID")]
     decision: Option<String>,
     #[command(flatten)]
@@ -273,18 +301,19 @@ fn parse_lease(text: &str) -> Result<Duration, String> {
 /// never taken for feedback (`run --reject "Add dark mode"` plans "Add dark mode").
 #[derive(Debug, Args)]
 struct DecisionArgs {
-    /// Approve the plan (every plan of a `run`) without asking.
+    /// Approve the plan (every plan and every waiting tool call of a `run`) without asking.
     #[arg(long, group = "verdict")]
     approve: bool,
-    /// Reject the plan (every plan of a `run`) without asking.
+    /// Reject the plan (every plan and every waiting tool call of a `run`) without asking.
     #[arg(long, group = "verdict")]
     reject: bool,
     /// A note for the model with --approve or --reject (a rejection with feedback makes the model
     /// revise and submit again).
     #[arg(long, value_name = "TEXT", requires = "verdict")]
     feedback: Option<String>,
-    /// Decide only the plan with this SHA-256 (64 hex digits, as `pending --json` and the
-    /// `tool_suspended` event show it); any other plan is refused (exit 5) and nothing changes.
+    /// Decide only the plan with this SHA-256, or the tool call with this argsSha256 (64 hex
+    /// digits, as `pending` and the `tool_suspended` event show it); any other is refused (exit
+    /// 5) and nothing changes.
     #[arg(long, value_name = "HASH", value_parser = parse_sha256)]
     sha256: Option<String>,
     /// Who decides, recorded as `decidedBy` in the session record and the events (default: the
@@ -300,6 +329,11 @@ struct DecisionArgs {
     /// UTF-8, not blank): the next mode receives its text; --sha256 still names the plan shown.
     #[arg(long, value_name = "FILE", requires = "approve")]
     plan_file: Option<PathBuf>,
+    /// With --approve of a tool call that waits for approval: also allow its tool for the rest of
+    /// the session (later calls run without waiting) until a manual mode switch. A plan cannot be
+    /// always allowed: `decide --always` on a plan is refused (exit 2) and nothing changes.
+    #[arg(long, requires = "approve")]
+    always: bool,
     /// The text of --plan-file, read and checked once before anything is decided.
     #[arg(skip)]
     edited: Option<String>,
@@ -352,6 +386,55 @@ impl DecisionArgs {
         let text = String::from_utf8(bytes).map_err(|_| refused(&PlanError::NotUtf8(shown)))?;
         self.edited = Some(text);
         Ok(())
+    }
+
+    /// The decision the flags give for a tool call that waits for approval, or `None` when the
+    /// prompt asks: the verdict, the feedback and `--always`; the plan's `--to` and
+    /// `--plan-file` are not part of it. A `--sha256` naming other arguments is refused (exit 5)
+    /// before anything is decided.
+    fn fixed_for_tool_call(&self, call: &PendingToolCall) -> Result<Option<Decision>, Failure> {
+        if let Some(pinned) = self.sha256.as_ref().filter(|p| *p != call.args_sha256()) {
+            return Err(Failure::refused(format!(
+                "the tool call {} ({}) has argsSha256 {}, not {pinned}: it is not the call you meant; nothing was decided",
+                neutralize_line(call.decision_id()),
+                neutralize_line(call.tool_name()),
+                neutralize_line(call.args_sha256())
+            )));
+        }
+        let mut decision = if self.approve {
+            Decision::approve()
+        } else if self.reject {
+            Decision::reject()
+        } else {
+            return Ok(None);
+        };
+        decision.feedback = self
+            .feedback
+            .as_deref()
+            .map(str::trim)
+            .filter(|f| !f.is_empty())
+            .map(str::to_owned);
+        if self.always {
+            decision = decision.always_allow();
+        }
+        Ok(Some(self.signed(decision.with_sha256(call.args_sha256()))))
+    }
+
+    /// Refuses (exit 2) the flags that go with a plan (`--to`, `--plan-file`) when `decide`
+    /// names a tool call, before anything is decided.
+    fn check_for_tool_call(&self, call: &PendingToolCall) -> Result<(), Failure> {
+        let flag = if self.to.is_some() {
+            "--to"
+        } else if self.plan_file.is_some() {
+            "--plan-file"
+        } else {
+            return Ok(());
+        };
+        Err(Failure::invalid(format!(
+            "{flag} goes with a plan, and decision {} is a tool call ({}): nothing was decided",
+            neutralize_line(call.decision_id()),
+            neutralize_line(call.tool_name())
+        )))
     }
 
     /// `decision` with who decided: `--by`, else the OS user, else `unknown`.
@@ -1016,8 +1099,45 @@ impl Prompt {
         }
         match answer {
             PromptAnswer::Decided(decision) => Some(decision),
-            PromptAnswer::EndOfInput | PromptAnswer::Interrupted => None,
+            PromptAnswer::EndOfInput | PromptAnswer::Interrupted | PromptAnswer::Left => None,
         }
+    }
+
+    /// Shows a tool call that waits for approval (call `nth` of `of`) and asks about it; `None`
+    /// when `q`, end of input or Ctrl-C left it undecided. A decision is pinned to the
+    /// `argsSha256` of the call shown.
+    async fn ask_tool_call(
+        &mut self,
+        call: &PendingToolCall,
+        nth: usize,
+        of: usize,
+    ) -> Option<Decision> {
+        note!(
+            "\n{}",
+            render_tool_call(&self.style, call.payload(), nth, of)
+        );
+        let mut stderr = std::io::stderr();
+        let answer = ask_tool_call(
+            &self.style,
+            call.tool_name(),
+            call.args_sha256(),
+            &mut self.input,
+            &mut stderr,
+            tokio::signal::ctrl_c(),
+        )
+        .await;
+        let what = match answer {
+            PromptAnswer::Decided(decision) => return Some(decision),
+            PromptAnswer::EndOfInput => "end of input",
+            PromptAnswer::Interrupted => "interrupted",
+            PromptAnswer::Left => "left for later",
+        };
+        note!(
+            "{what}: the tool call {} ({}) is not decided and does not run",
+            neutralize_line(call.decision_id()),
+            neutralize_line(call.tool_name())
+        );
+        None
     }
 }
 
@@ -1035,71 +1155,61 @@ struct Decider<'a> {
 }
 
 impl Decider<'_> {
-    /// Answers suspended plans until the run ends and tells how it ended. A plan stays pending
-    /// (exit 4) when detaching, when there is neither a prompt nor a flag decision (a revision
-    /// after `decide`), or when the prompt is dismissed with a store; a prompt dismissed without
-    /// a store aborts the run, not approved (exit 3). Ctrl-C while the model works stops the run.
+    /// Answers suspended plans and tool calls waiting for approval until the run ends and tells
+    /// how it ended. What waits stays pending (exit 4) when detaching, when there is neither a
+    /// prompt nor a flag decision (a revision after `decide`), or when the prompt is dismissed
+    /// (or `q` at a tool call) with a store; a prompt dismissed without a store aborts the run,
+    /// not approved (exit 3). Ctrl-C while the model works stops the run.
     async fn until_done(&mut self, session: &mut Session, mut outcome: RunOutcome) -> Outcome {
         let out_style = Style::for_stdout();
-        while let RunOutcome::Suspended {
-            run_id, payload, ..
-        } = &outcome
-        {
-            if self.detach {
-                return Ok(self.leave_pending(session, run_id, payload));
-            }
-            self.flags.check_pinned(payload)?;
-            let decision = match self.flags.fixed() {
-                Some(decision) => decision,
-                None => {
-                    let Some(prompt) = self.prompt.as_deref_mut() else {
+        loop {
+            let next = match &outcome {
+                RunOutcome::Suspended {
+                    run_id, payload, ..
+                } => {
+                    if self.detach {
                         return Ok(self.leave_pending(session, run_id, payload));
-                    };
-                    match prompt.ask(session, payload).await {
-                        Some(decision) => self.flags.signed(decision),
-                        None if self.store.is_some() => {
-                            return Ok(self.leave_pending(session, run_id, payload));
-                        }
-                        None => {
-                            session.abort().await?;
-                            finish(session, self.json, &out_style);
-                            return Ok(Exit::NotApproved);
-                        }
                     }
+                    self.flags.check_pinned(payload)?;
+                    let decision = match self.flags.fixed() {
+                        Some(decision) => decision,
+                        None => {
+                            let Some(prompt) = self.prompt.as_deref_mut() else {
+                                return Ok(self.leave_pending(session, run_id, payload));
+                            };
+                            match prompt.ask(session, payload).await {
+                                Some(decision) => self.flags.signed(decision),
+                                None if self.store.is_some() => {
+                                    return Ok(self.leave_pending(session, run_id, payload));
+                                }
+                                None => {
+                                    session.abort().await?;
+                                    finish(session, self.json, &out_style);
+                                    return Ok(Exit::NotApproved);
+                                }
+                            }
+                        }
+                    };
+                    self.last = Some(decision.action);
+                    let decision_id = payload.decision_id.clone();
+                    self.apply(session, &decision_id, decision).await?
                 }
+                RunOutcome::ToolCallsSuspended { .. } => {
+                    if self.detach {
+                        return Ok(self.leave_tool_calls_pending(session));
+                    }
+                    let waiting = waiting_tool_calls(session);
+                    self.decide_tool_calls(session, &waiting).await?
+                }
+                _ => break,
             };
-            self.last = Some(decision.action);
-            let next = tokio::select! {
-                next = session.decide(&payload.decision_id, decision) => Some(next),
-                _ = tokio::signal::ctrl_c() => None,
+            outcome = match next {
+                Ok(next) => next,
+                Err(exit) => return Ok(exit),
             };
-            let Some(next) = next else {
-                return Ok(interrupted(session).await);
-            };
-            outcome = next.map_err(|e| match self.store {
-                Some(store) => lost_race(e, store),
-                None => e.into(),
-            })?;
         }
         finish(session, self.json, &out_style);
         Ok(match outcome {
-            // Tool calls waiting for approval stay pending (the CLI decides them with
-            // `decide --decision ID`).
-            RunOutcome::ToolCallsSuspended { run_id, tool_calls } => {
-                let ids: Vec<String> = tool_calls
-                    .iter()
-                    .map(|c| format!("{} ({})", c.decision_id(), c.tool_name()))
-                    .collect();
-                if !self.json {
-                    say!(
-                        "suspended: session {} run {} tool calls wait for approval: {}",
-                        session.id(),
-                        neutralize_line(&run_id),
-                        neutralize_line(&ids.join(", "))
-                    );
-                }
-                Exit::Pending
-            }
             RunOutcome::Failed { error, .. } => {
                 note!("error: {}", neutralize(error.message()));
                 Exit::RuntimeError
@@ -1107,6 +1217,72 @@ impl Decider<'_> {
             _ if self.last == Some(DecisionAction::Rejected) => Exit::NotApproved,
             _ => Exit::Done,
         })
+    }
+
+    /// Applies one decision and returns the run's next outcome, or `Err(exit)` when Ctrl-C
+    /// interrupted the run it carried on.
+    async fn apply(
+        &mut self,
+        session: &mut Session,
+        decision_id: &str,
+        decision: Decision,
+    ) -> Result<Result<RunOutcome, Exit>, Failure> {
+        let next = tokio::select! {
+            next = session.decide(decision_id, decision) => Some(next),
+            _ = tokio::signal::ctrl_c() => None,
+        };
+        let Some(next) = next else {
+            return Ok(Err(interrupted(session).await));
+        };
+        next.map(Ok).map_err(|e| match self.store {
+            Some(store) => lost_race(e, store),
+            None => e.into(),
+        })
+    }
+
+    /// Decides `calls` (tool calls waiting for approval) one by one, in the model's order: with
+    /// the flags, else at the prompt. Returns the outcome after the last decision (the run
+    /// carries on once all of its waiting calls are decided), or `Err(exit)` when a call was
+    /// left undecided (pending with a store, exit 4; without one the run is aborted, exit 3) or
+    /// Ctrl-C interrupted the run.
+    async fn decide_tool_calls(
+        &mut self,
+        session: &mut Session,
+        calls: &[PendingToolCall],
+    ) -> Result<Result<RunOutcome, Exit>, Failure> {
+        let out_style = Style::for_stdout();
+        let mut outcome = None;
+        for (at, call) in calls.iter().enumerate() {
+            let decision = match self.flags.fixed_for_tool_call(call)? {
+                Some(decision) => decision,
+                None => {
+                    let Some(prompt) = self.prompt.as_deref_mut() else {
+                        return Ok(Err(self.leave_tool_calls_pending(session)));
+                    };
+                    match prompt.ask_tool_call(call, at + 1, calls.len()).await {
+                        Some(decision) => self.flags.signed(decision),
+                        None if self.store.is_some() => {
+                            return Ok(Err(self.leave_tool_calls_pending(session)));
+                        }
+                        None => {
+                            session.abort().await?;
+                            finish(session, self.json, &out_style);
+                            return Ok(Err(Exit::NotApproved));
+                        }
+                    }
+                }
+            };
+            self.last = Some(decision.action);
+            match self.apply(session, call.decision_id(), decision).await? {
+                Ok(next) => outcome = Some(next),
+                Err(exit) => return Ok(Err(exit)),
+            }
+        }
+        match outcome {
+            Some(next) => Ok(Ok(next)),
+            // Nothing waited (another process decided them): say what is left.
+            None => Ok(Err(self.leave_tool_calls_pending(session))),
+        }
     }
 
     /// Says how to decide the plan later; it stays pending in the store.
@@ -1127,6 +1303,59 @@ impl Decider<'_> {
         );
         Exit::Pending
     }
+
+    /// Says which tool calls wait and how to decide them later; they stay pending in the store.
+    fn leave_tool_calls_pending(&self, session: &Session) -> Exit {
+        let store = self.store.unwrap_or("STORE");
+        let waiting = waiting_tool_calls(session);
+        let listed: Vec<String> = waiting
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} ({})",
+                    neutralize_line(c.decision_id()),
+                    neutralize_line(c.tool_name())
+                )
+            })
+            .collect();
+        let run_id = waiting
+            .first()
+            .map_or_else(String::new, |c| neutralize_line(c.run_id()).into_owned());
+        if !self.json {
+            say!(
+                "suspended: session {} run {run_id} tool calls wait for approval: {}",
+                session.id(),
+                listed.join(", ")
+            );
+        }
+        let (what, id) = match waiting.as_slice() {
+            [one] => (
+                "the tool call stays pending; decide it later",
+                neutralize_line(one.decision_id()).into_owned(),
+            ),
+            _ => (
+                "the tool calls stay pending; decide each later",
+                "ID".to_owned(),
+            ),
+        };
+        note!(
+            "{what} with: agent-controller decide --store {} {} --decision {id} (--approve [--always] | --reject) [--feedback TEXT]",
+            neutralize_line(&display_spec(store)),
+            session.id()
+        );
+        Exit::Pending
+    }
+}
+
+/// The tool calls of `session` that wait for approval and are not decided yet, in the model's
+/// order.
+fn waiting_tool_calls(session: &Session) -> Vec<PendingToolCall> {
+    session
+        .pending_tool_calls()
+        .iter()
+        .filter(|c| c.decision().is_none())
+        .cloned()
+        .collect()
 }
 
 /// `pending`: the readable plans on stdout, one `warning:` line on stderr per record that
@@ -1164,7 +1393,7 @@ fn pending(spec: &str, json: bool) -> Outcome {
     }
     if listing.is_healthy() {
         if !json && listing.pending.is_empty() && listing.interrupted.is_empty() {
-            note!("no pending plans");
+            note!("no pending plans or tool calls");
         }
         Ok(Exit::Done)
     } else {
@@ -1200,10 +1429,35 @@ fn interrupted_line(run: &InterruptedRun, spec: &str, json: bool) -> Result<Stri
     ))
 }
 
-/// One pending plan as `pending` prints it: a JSON object, or tab-separated fields.
+/// How many characters of a tool call's arguments `pending` and the event lines show (the rest
+/// is counted; `pending --json` and `--json` events have them whole).
+const PENDING_ARGS_MAX_CHARS: usize = 200;
+
+/// One pending plan or tool call as `pending` prints it: a JSON object, or tab-separated fields
+/// (a tool call's arguments on one line, neutralized and bounded).
 fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Failure> {
     if json {
         serde_json::to_string(p).map_err(Failure::runtime)
+    } else if p.kind == PendingKind::ToolCall {
+        let args = p.args.as_ref().map_or(String::new(), ToString::to_string);
+        let allowed = if p.always_allowed.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "\talways allowed: {}",
+                neutralize_line(&p.always_allowed.join(", "))
+            )
+        };
+        Ok(format!(
+            "{}\t{}\t{}\t{}\ttool call {}\t{}\targsSha256 {}{allowed}",
+            neutralize_line(&p.session_id),
+            neutralize_line(&p.run_id),
+            neutralize_line(&p.decision_id),
+            neutralize_line(&p.mode_id),
+            neutralize_line(p.tool_name.as_deref().unwrap_or_default()),
+            bounded_line(&args, PENDING_ARGS_MAX_CHARS),
+            neutralize_line(p.args_sha256.as_deref().unwrap_or(&p.sha256)),
+        ))
     } else {
         let deadline = p.deadline_at_ms.map_or(String::new(), |at| {
             format!("\tdeadline {}", deadline_text(at))
@@ -1292,12 +1546,49 @@ fn decide(mut args: DecideArgs) -> Outcome {
     runtime()?.block_on(async {
         let options = SessionOptions::new().on_event(event_printer(json, graph.clone()));
         let mut session = controller.restore_session(&args.session, options).await?;
+        let idle = DecisionArgs {
+            approve: false,
+            reject: false,
+            feedback: None,
+            sha256: None,
+            by: None,
+            to: None,
+            plan_file: None,
+            always: false,
+            edited: None,
+        };
+        let waiting = waiting_tool_calls(&session);
+        if !waiting.is_empty() {
+            let chosen = choose_tool_calls(&args, &waiting)?;
+            for call in &chosen {
+                flags.check_for_tool_call(call)?;
+                flags.fixed_for_tool_call(call)?;
+            }
+            let mut prompt = flags.fixed().is_none().then(|| Prompt::new(graph));
+            let mut decider = Decider {
+                flags,
+                prompt: prompt.as_mut(),
+                json,
+                store: Some(&args.store),
+                detach: false,
+                last: None,
+            };
+            let outcome = match decider.decide_tool_calls(&mut session, &chosen).await? {
+                Ok(outcome) => outcome,
+                Err(exit) => return Ok(exit),
+            };
+            // What the run asks next (other calls still waiting, a new plan) waits for the next
+            // `decide`.
+            decider.flags = &idle;
+            decider.prompt = None;
+            return decider.until_done(&mut session, outcome).await;
+        }
         let Some(pending) = session.pending().cloned() else {
             if let Some(expired) = expired_now(&session, args.decision.as_deref()) {
                 return Err(expired);
             }
             return Err(Failure::refused(format!(
-                "session {} has no pending plan (already decided?)",
+                "session {} has nothing pending (already decided?)",
                 neutralize_line(&args.session)
             )));
         };
@@ -1306,6 +1597,12 @@ fn decide(mut args: DecideArgs) -> Outcome {
                 "session {} has no pending decision `{}`: the pending one is `{}`; nothing was decided",
                 neutralize_line(&args.session),
                 neutralize_line(id),
+                neutralize_line(pending.decision_id())
+            )));
+        }
+        if flags.always {
+            return Err(Failure::invalid(format!(
+                "--always goes with a tool call, and decision {} is a plan: nothing was decided",
                 neutralize_line(pending.decision_id())
             )));
         }
@@ -1330,16 +1627,6 @@ fn decide(mut args: DecideArgs) -> Outcome {
         };
         let outcome = outcome.map_err(|e| lost_race(e, &args.store))?;
         // A plan resubmitted after feedback is a new decision: leave it pending for the next `decide`.
-        let idle = DecisionArgs {
-            approve: false,
-            reject: false,
-            feedback: None,
-            sha256: None,
-            by: None,
-            to: None,
-            plan_file: None,
-            edited: None,
-        };
         let mut decider = Decider {
             flags: &idle,
             prompt: None,
@@ -1350,6 +1637,49 @@ fn decide(mut args: DecideArgs) -> Outcome {
         };
         decider.until_done(&mut session, outcome).await
     })
+}
+
+/// The tool calls `decide` decides: the one `--decision` names; else with a verdict flag the only
+/// one waiting (more than one is a usage error, exit 2, listing their ids: name one with
+/// `--decision`); else (the prompt) each in turn. An id that is not waiting is refused (exit 5).
+fn choose_tool_calls(
+    args: &DecideArgs,
+    waiting: &[PendingToolCall],
+) -> Result<Vec<PendingToolCall>, Failure> {
+    let listed = || {
+        waiting
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} ({}, argsSha256 {})",
+                    neutralize_line(c.decision_id()),
+                    neutralize_line(c.tool_name()),
+                    neutralize_line(c.args_sha256())
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match args.decision.as_deref() {
+        Some(id) => match waiting.iter().find(|c| c.decision_id() == id) {
+            Some(call) => Ok(vec![call.clone()]),
+            None => Err(Failure::refused(format!(
+                "session {} has no pending decision `{}`: the tool calls waiting are {}; nothing was decided",
+                neutralize_line(&args.session),
+                neutralize_line(id),
+                listed()
+            ))),
+        },
+        None if waiting.len() > 1 && args.common.decision.fixed().is_some() => {
+            Err(Failure::invalid(format!(
+                "session {} has {} tool calls waiting for approval: name the one to decide with --decision ID: {}; nothing was decided",
+                neutralize_line(&args.session),
+                waiting.len(),
+                listed()
+            )))
+        }
+        None => Ok(waiting.to_vec()),
+    }
 }
 
 /// The refusal of `decide` when the plan it would decide expired (its deadline passed before
@@ -1545,14 +1875,18 @@ fn event_line(event: &Event, graph: &ModeGraph, style: &Style, resumed: bool) ->
         Event::AssistantMessage { text, .. } => format!("model: {}", line(text)),
         Event::ToolStart {
             tool_name, args, ..
-        } => format!("tool {} {}", line(tool_name), line(&args.to_string())),
+        } => format!(
+            "tool {} {}",
+            line(tool_name),
+            bounded_line(&args.to_string(), PENDING_ARGS_MAX_CHARS)
+        ),
         Event::ToolSuspended {
             suspend_payload: Suspension::ToolCall(call),
             ..
         } => format!(
             "tool call waits for approval: {} {} (decision {}, argsSha256 {})",
             line(&call.tool_name),
-            line(&call.args.to_string()),
+            bounded_line(&call.args.to_string(), PENDING_ARGS_MAX_CHARS),
             line(&call.decision_id),
             line(&call.args_sha256)
         ),

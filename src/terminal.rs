@@ -23,6 +23,12 @@ use crate::run::Decision;
 use crate::tool::submit_plan::{parse_plan, plan_diff};
 
 pub mod editor;
+pub mod tool_call;
+
+pub use self::tool_call::{
+    TOOL_ARGS_MAX_CHARS, TOOL_ARGS_MAX_LINES, ToolAnswer, ask_tool_call, read_tool_answer,
+    render_tool_call, tool_question_text,
+};
 
 use editor::{Editor, EditorError};
 
@@ -295,6 +301,8 @@ pub enum PromptAnswer {
     EndOfInput,
     /// Ctrl-C at the prompt: no decision, as [`PromptAnswer::EndOfInput`].
     Interrupted,
+    /// `q` at a tool call's prompt ([`ask_tool_call`]): no decision now, the call stays pending.
+    Left,
 }
 
 impl PromptAnswer {
@@ -304,6 +312,7 @@ impl PromptAnswer {
             PromptAnswer::Decided(_) => return None,
             PromptAnswer::EndOfInput => "end of input",
             PromptAnswer::Interrupted => "interrupted",
+            PromptAnswer::Left => "left for later",
         };
         Some(format!(
             "{what}: the plan is not approved; the mode stays `{}`",

@@ -538,7 +538,7 @@ fn exit_statuses_tell_the_outcomes_apart() {
         "0    done",
         "1    runtime error",
         "2    invalid config or usage",
-        "3    plan not approved",
+        "3    not approved",
         "4    still pending",
         "5    decision refused",
         "6    `pending`: some stored records cannot be read",

@@ -227,3 +227,21 @@ fn every_valid_config_draws_exactly_its_modes_and_hand_over_edges() {
         }
     }
 }
+
+#[test]
+fn modes_whose_tool_calls_wait_for_the_user_are_marked() {
+    let graph = agent_controller::config::parse(
+        "[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\", \"<b>x</b>\"]\n[[modes]]\nid = \"careful\"\nrequireApproval = true\n[[modes]]\nid = \"free\"\n",
+        "modes.toml",
+    )
+    .expect("parses");
+    let chart = diagram::mermaid(&graph);
+    assert!(
+        chart.contains("<i>default, approval: write_file #lt;b#gt;x#lt;/b#gt;</i>"),
+        "{chart}"
+    );
+    assert!(chart.contains("<i>approval: every tool</i>"), "{chart}");
+    assert!(chart.contains(r#"mode_free("free (free)")"#), "{chart}");
+    let dot = diagram::dot(&graph);
+    assert!(dot.contains(r#"(careful)\napproval: every tool""#), "{dot}");
+}

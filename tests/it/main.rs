@@ -12,6 +12,7 @@ mod blocking;
 mod cancel;
 mod chat_templates;
 mod cli;
+mod cli_tools;
 mod config;
 mod config_tools;
 mod deadlines;

@@ -1,0 +1,717 @@
+//! The CLI for tool calls that wait for the user (issue 12, `requireApproval`): `pending` lists
+//! each waiting call, `decide` decides one (`--decision`, `--always`, `--sha256`), and the prompt
+//! of `run` asks about each. The model is the real OpenAI provider against the scripted
+//! OpenAI-compatible server; the tests of `decide` and `pending` run on the directory store,
+//! SQLite and PostgreSQL (`AGENT_CONTROLLER_TEST_POSTGRES`).
+#![cfg(feature = "openai")]
+
+use crate::common;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use agent_controller::jcs;
+use common::Workspace;
+use common::openai_server::{Reply, ScriptedServer, call, calls, contents, text};
+use serde_json::{Value, json};
+
+const DONE: i32 = 0;
+const INVALID: i32 = 2;
+const NOT_APPROVED: i32 = 3;
+const PENDING: i32 = 4;
+const REFUSED: i32 = 5;
+
+const CONFIG: &str = r#"
+[[modes]]
+id = "build"
+default = true
+availableTools = ["read_file", "write_file", "list_files"]
+requireApproval = ["write_file", "list_files"]
+
+[[modes]]
+id = "review"
+availableTools = ["read_file"]
+"#;
+
+/// One test's world: a workspace with the config, a store, and the scripted model.
+struct World {
+    ws: Workspace,
+    config: PathBuf,
+    spec: String,
+    server: ScriptedServer,
+    /// The PostgreSQL schema of a `postgres` world, dropped with it.
+    #[cfg(feature = "postgres")]
+    _schema: Option<common::postgres::TestSchema>,
+}
+
+impl World {
+    fn new(kind: &str, script: Vec<Reply>) -> Self {
+        let ws = Workspace::new();
+        let config = ws.path().join("modes.toml");
+        std::fs::write(&config, CONFIG).expect("config");
+        #[cfg(feature = "postgres")]
+        let schema = (kind == "postgres")
+            .then(common::postgres::TestSchema::new)
+            .flatten();
+        let spec = match kind {
+            "sqlite" => format!("sqlite:{}", ws.path().join("sessions.db").display()),
+            #[cfg(feature = "postgres")]
+            "postgres" => schema.as_ref().expect("a schema").url.clone(),
+            _ => ws.path().join("sessions").display().to_string(),
+        };
+        Self {
+            ws,
+            config,
+            spec,
+            server: ScriptedServer::start_blocking(script),
+            #[cfg(feature = "postgres")]
+            _schema: schema,
+        }
+    }
+
+    /// `agent-controller COMMAND --config --workspace --model [--store] ARGS` with `stdin`.
+    fn cli(&self, command: &str, store: bool, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agent-controller"));
+        cmd.arg(command)
+            .arg("--config")
+            .arg(&self.config)
+            .arg("--workspace")
+            .arg(self.ws.path())
+            .args(["--model", "openai/test-model"]);
+        if store {
+            cmd.args(["--store", &self.spec]);
+        }
+        cmd.args(args)
+            .envs(self.server.env())
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn");
+        let mut pipe = child.stdin.take().expect("stdin");
+        if let Some(text) = stdin {
+            pipe.write_all(text.as_bytes()).expect("write stdin");
+        }
+        drop(pipe);
+        child.wait_with_output().expect("wait")
+    }
+
+    /// `run --store ... --json PROMPT` with stdin closed: waiting tool calls stay pending.
+    fn run_stored(&self, prompt: &str) -> (Output, String) {
+        let out = self.cli("run", true, &["--json", prompt], None);
+        let session = json_lines(&out)
+            .first()
+            .and_then(|e| e["sessionId"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        (out, session)
+    }
+
+    fn decide(&self, session: &str, flags: &[&str]) -> Output {
+        let mut args = vec![session];
+        args.extend_from_slice(flags);
+        self.cli("decide", true, &args, None)
+    }
+
+    fn pending_json(&self) -> Vec<Value> {
+        let out = pending(&self.spec, true);
+        assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+        json_lines(&out)
+    }
+
+    fn file(&self, name: &str) -> Option<String> {
+        std::fs::read_to_string(self.ws.path().join(name)).ok()
+    }
+
+    /// The content of every `tool` message the model received in request `n` (from 0).
+    fn tool_results(&self, n: usize) -> Vec<String> {
+        let bodies = self.server.bodies_blocking();
+        contents(&bodies[n], "tool")
+            .into_iter()
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+fn pending(spec: &str, json: bool) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agent-controller"));
+    cmd.args(["pending", "--store", spec]);
+    if json {
+        cmd.arg("--json");
+    }
+    cmd.stdin(Stdio::null()).output().expect("pending")
+}
+
+fn json_lines(out: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line: {l}: {e}")))
+        .collect()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stores() -> Vec<&'static str> {
+    let mut stores = vec!["dir"];
+    if cfg!(feature = "sqlite") {
+        stores.push("sqlite");
+    }
+    #[cfg(feature = "postgres")]
+    if !common::postgres::skipped() {
+        stores.push("postgres");
+    }
+    stores
+}
+
+fn write(id: &str, path: &str, content: &str) -> common::openai_server::Call {
+    call(
+        id,
+        "write_file",
+        &json!({ "path": path, "content": content }).to_string(),
+    )
+}
+
+fn args_sha256(path: &str, content: &str) -> String {
+    jcs::sha256(&json!({ "path": path, "content": content }))
+}
+
+/// Approve runs the tool (the file is written) and the run carries on; `pending` lists the call
+/// with its tool, arguments and `argsSha256` (text and JSON) before, and nothing after.
+#[test]
+fn decide_approve_runs_the_waiting_tool_call_and_the_run_carries_on() {
+    for kind in stores() {
+        let world = World::new(
+            kind,
+            vec![
+                calls([write("call_1", "a.txt", "hello")]),
+                text("Wrote a.txt."),
+            ],
+        );
+        let (out, session) = world.run_stored("Write a.txt");
+        assert_eq!(out.status.code(), Some(PENDING), "{kind}: {}", stderr(&out));
+        assert_eq!(
+            world.file("a.txt"),
+            None,
+            "{kind}: nothing runs before approval"
+        );
+        let sha = args_sha256("a.txt", "hello");
+
+        let listed = world.pending_json();
+        assert_eq!(listed.len(), 1, "{kind}: {listed:?}");
+        let entry = &listed[0];
+        assert_eq!(entry["kind"], "tool_call", "{kind}");
+        assert_eq!(entry["sessionId"], session.as_str(), "{kind}");
+        assert_eq!(entry["decisionId"], "decision_1", "{kind}");
+        assert_eq!(entry["toolName"], "write_file", "{kind}");
+        assert_eq!(entry["args"], json!({"path": "a.txt", "content": "hello"}));
+        assert_eq!(entry["argsSha256"], sha.as_str(), "{kind}");
+        let text = stdout(&pending(&world.spec, false));
+        assert!(
+            text.contains(&format!(
+                "{session}\trun_1\tdecision_1\tbuild\ttool call write_file\t"
+            )) && text.contains(&format!("argsSha256 {sha}")),
+            "{kind}: {text}"
+        );
+
+        let out = world.decide(&session, &["--approve", "--sha256", &sha]);
+        assert_eq!(out.status.code(), Some(DONE), "{kind}: {}", stderr(&out));
+        assert_eq!(world.file("a.txt").as_deref(), Some("hello"), "{kind}");
+        assert_eq!(world.server.served(), 2, "{kind}");
+        assert!(
+            stdout(&out).contains("Wrote a.txt."),
+            "{kind}: {}",
+            stdout(&out)
+        );
+        assert!(world.pending_json().is_empty(), "{kind}");
+        // Decided once: a second decision is refused.
+        let again = world.decide(&session, &["--approve", "--decision", "decision_1"]);
+        assert_eq!(
+            again.status.code(),
+            Some(REFUSED),
+            "{kind}: {}",
+            stderr(&again)
+        );
+        assert_eq!(world.server.served(), 2, "{kind}");
+    }
+}
+
+/// Reject does not run the tool (the file stays absent) and the model sees the feedback in the
+/// call's result; the exit status is 3.
+#[test]
+fn decide_reject_does_not_run_and_the_model_sees_the_feedback() {
+    for kind in stores() {
+        let world = World::new(
+            kind,
+            vec![
+                calls([write("call_1", "a.txt", "hello")]),
+                text("Understood."),
+            ],
+        );
+        let (_, session) = world.run_stored("Write a.txt");
+        let out = world.decide(
+            &session,
+            &["--reject", "--feedback", "write notes.md instead"],
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(NOT_APPROVED),
+            "{kind}: {}",
+            stderr(&out)
+        );
+        assert_eq!(world.file("a.txt"), None, "{kind}");
+        let results = world.tool_results(1);
+        assert!(
+            results
+                .iter()
+                .any(|r| r.contains("Not approved") && r.contains("write notes.md instead")),
+            "{kind}: {results:?}"
+        );
+        assert!(world.pending_json().is_empty(), "{kind}");
+    }
+}
+
+/// `--always`: the approved call runs, and the next call of the same tool runs without waiting
+/// while another tool still waits (`pending` shows the always-allowed tools); a manual mode
+/// switch ends it, so the next call of that tool waits again.
+#[test]
+fn decide_always_allows_the_tool_until_a_manual_switch() {
+    for kind in stores() {
+        let world = World::new(
+            kind,
+            vec![
+                calls([write("call_1", "a.txt", "one")]),
+                calls([
+                    write("call_2", "b.txt", "two"),
+                    call("call_3", "list_files", "{}"),
+                ]),
+                calls([write("call_4", "c.txt", "three")]),
+            ],
+        );
+        let (_, session) = world.run_stored("Write files");
+        let out = world.decide(&session, &["--approve", "--always"]);
+        assert_eq!(out.status.code(), Some(PENDING), "{kind}: {}", stderr(&out));
+        assert_eq!(world.file("a.txt").as_deref(), Some("one"), "{kind}");
+        assert_eq!(
+            world.file("b.txt").as_deref(),
+            Some("two"),
+            "{kind}: the next write_file ran without waiting"
+        );
+        let listed = world.pending_json();
+        assert_eq!(listed.len(), 1, "{kind}: {listed:?}");
+        assert_eq!(listed[0]["toolName"], "list_files", "{kind}");
+        assert_eq!(listed[0]["alwaysAllowed"], json!(["write_file"]), "{kind}");
+        let text = stdout(&pending(&world.spec, false));
+        assert!(
+            text.contains("\talways allowed: write_file"),
+            "{kind}: {text}"
+        );
+
+        // A manual switch (through the library: the CLI has no command for it) ends it.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            let graph = agent_controller::config::parse(CONFIG, "modes.toml").expect("config");
+            let store = agent_controller::store::open_existing_store(&world.spec).expect("store");
+            let controller = agent_controller::AgentController::builder(
+                graph,
+                std::sync::Arc::new(world.server.model()),
+            )
+            .tools(agent_controller::ToolRegistry::with_workspace_tools())
+            .workspace(world.ws.path())
+            .store(store)
+            .build()
+            .expect("controller");
+            let mut restored = controller
+                .restore_session(&session, agent_controller::SessionOptions::new())
+                .await
+                .expect("restore");
+            assert_eq!(restored.always_allowed(), ["write_file".to_owned()]);
+            restored.switch_mode("review").await.expect("switch");
+            restored.switch_mode("build").await.expect("switch back");
+            assert!(restored.always_allowed().is_empty());
+            let outcome = restored.send_message("Write c.txt").await.expect("send");
+            assert!(
+                matches!(
+                    outcome,
+                    agent_controller::RunOutcome::ToolCallsSuspended { .. }
+                ),
+                "{outcome:?}"
+            );
+        });
+        assert_eq!(world.file("c.txt"), None, "{kind}: waits again");
+        let listed = world.pending_json();
+        assert_eq!(listed.len(), 1, "{kind}: {listed:?}");
+        assert_eq!(listed[0]["toolName"], "write_file", "{kind}");
+        assert!(
+            listed[0].get("alwaysAllowed").is_none(),
+            "{kind}: {listed:?}"
+        );
+        let text = stdout(&pending(&world.spec, false));
+        assert!(!text.contains("always allowed"), "{kind}: {text}");
+    }
+}
+
+/// Two parallel calls wait at once, each its own decision: a verdict without `--decision` is
+/// refused (exit 2, listing both ids) and changes nothing; deciding one leaves the other pending
+/// (exit 4) and runs nothing yet; deciding the last carries the run on (approved runs, rejected
+/// does not, the model gets both results).
+#[test]
+fn two_parallel_calls_are_decided_one_by_one_with_decision() {
+    for kind in stores() {
+        let world = World::new(
+            kind,
+            vec![
+                calls([
+                    write("call_1", "a.txt", "alpha"),
+                    write("call_2", "b.txt", "beta"),
+                ]),
+                text("Done."),
+            ],
+        );
+        let (out, session) = world.run_stored("Write two files");
+        assert_eq!(out.status.code(), Some(PENDING), "{kind}: {}", stderr(&out));
+        let listed = world.pending_json();
+        let ids: Vec<&str> = listed
+            .iter()
+            .map(|p| p["decisionId"].as_str().expect("id"))
+            .collect();
+        assert_eq!(ids, ["decision_1", "decision_2"], "{kind}");
+
+        let ambiguous = world.decide(&session, &["--approve"]);
+        assert_eq!(
+            ambiguous.status.code(),
+            Some(INVALID),
+            "{kind}: {}",
+            stderr(&ambiguous)
+        );
+        let said = stderr(&ambiguous);
+        assert!(
+            said.contains("--decision")
+                && said.contains("decision_1")
+                && said.contains("decision_2"),
+            "{kind}: {said}"
+        );
+        assert_eq!(world.pending_json(), listed, "{kind}: nothing changed");
+
+        let out = world.decide(
+            &session,
+            &[
+                "--decision",
+                "decision_2",
+                "--reject",
+                "--feedback",
+                "no beta",
+            ],
+        );
+        assert_eq!(out.status.code(), Some(PENDING), "{kind}: {}", stderr(&out));
+        assert!(
+            stdout(&out).contains("decision_1 (write_file)"),
+            "{kind}: {}",
+            stdout(&out)
+        );
+        let left = world.pending_json();
+        assert_eq!(left.len(), 1, "{kind}: {left:?}");
+        assert_eq!(left[0]["decisionId"], "decision_1", "{kind}");
+        assert_eq!(
+            (world.file("a.txt"), world.file("b.txt")),
+            (None, None),
+            "{kind}"
+        );
+        assert_eq!(world.server.served(), 1, "{kind}: the model waits for all");
+
+        let twice = world.decide(&session, &["--decision", "decision_2", "--approve"]);
+        assert_eq!(
+            twice.status.code(),
+            Some(REFUSED),
+            "{kind}: {}",
+            stderr(&twice)
+        );
+
+        let out = world.decide(&session, &["--decision", "decision_1", "--approve"]);
+        assert_eq!(out.status.code(), Some(DONE), "{kind}: {}", stderr(&out));
+        assert_eq!(world.file("a.txt").as_deref(), Some("alpha"), "{kind}");
+        assert_eq!(world.file("b.txt"), None, "{kind}");
+        let results = world.tool_results(1);
+        assert_eq!(results.len(), 2, "{kind}: {results:?}");
+        assert!(
+            results.iter().any(|r| r.contains("no beta")),
+            "{kind}: {results:?}"
+        );
+        assert!(world.pending_json().is_empty(), "{kind}");
+    }
+}
+
+/// A `--sha256` that is not the call's `argsSha256` is refused (exit 5) and changes nothing, and
+/// so are flags that go with plans (`--to`, `--plan-file`: exit 2) and `--always` with
+/// `--reject` (exit 2); the call is still pending and decided right afterwards.
+#[test]
+fn a_wrong_pin_or_plan_flags_on_a_tool_call_are_refused_and_change_nothing() {
+    for kind in stores() {
+        let world = World::new(
+            kind,
+            vec![calls([write("call_1", "a.txt", "hello")]), text("Ok.")],
+        );
+        let (_, session) = world.run_stored("Write a.txt");
+        let before = world.pending_json();
+        let wrong = args_sha256("a.txt", "HELLO");
+        let out = world.decide(&session, &["--approve", "--sha256", &wrong]);
+        assert_eq!(out.status.code(), Some(REFUSED), "{kind}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("nothing was decided"),
+            "{kind}: {}",
+            stderr(&out)
+        );
+
+        let edited = world.ws.path().join("edited.md");
+        std::fs::write(&edited, "# Plan\n\n1. Step.\n").expect("plan");
+        let edited = edited.to_str().expect("utf-8");
+        for flags in [
+            vec!["--approve", "--to", "review"],
+            vec!["--approve", "--plan-file", edited],
+            vec!["--reject", "--always"],
+        ] {
+            let out = world.decide(&session, &flags);
+            assert_eq!(
+                out.status.code(),
+                Some(INVALID),
+                "{kind} {flags:?}: {}",
+                stderr(&out)
+            );
+        }
+        assert_eq!(world.pending_json(), before, "{kind}: nothing changed");
+        assert_eq!(world.file("a.txt"), None, "{kind}");
+        assert_eq!(world.server.served(), 1, "{kind}");
+
+        let out = world.decide(
+            &session,
+            &["--approve", "--sha256", &args_sha256("a.txt", "hello")],
+        );
+        assert_eq!(out.status.code(), Some(DONE), "{kind}: {}", stderr(&out));
+        assert_eq!(world.file("a.txt").as_deref(), Some("hello"), "{kind}");
+    }
+}
+
+/// `decide --always` on a plan is refused (exit 2) and the plan stays pending.
+#[test]
+fn decide_always_on_a_plan_is_refused() {
+    let ws = Workspace::new();
+    let spec = ws.path().join("sessions").display().to_string();
+    let shipped = concat!(env!("CARGO_MANIFEST_DIR"), "/config/modes.toml");
+    let workspace = ws.path().to_str().expect("utf-8");
+    let common_args = ["--config", shipped, "--workspace", workspace];
+    let out = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+        .args([
+            "run", "--store", &spec, "--detach", "--mode", "plan", "--json",
+        ])
+        .args(common_args)
+        .arg("Add dark mode")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
+    let session = json_lines(&out)[0]["sessionId"]
+        .as_str()
+        .expect("session")
+        .to_owned();
+    let out = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+        .args([
+            "decide",
+            "--store",
+            &spec,
+            &session,
+            "--approve",
+            "--always",
+        ])
+        .args(common_args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("decide");
+    assert_eq!(out.status.code(), Some(INVALID), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--always goes with a tool call"),
+        "{}",
+        stderr(&out)
+    );
+    let listed = json_lines(&pending(&spec, true));
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["kind"], "plan");
+}
+
+/// The prompt of `run` asks about each waiting call in turn, showing the tool and its arguments
+/// pretty-printed with the model's control and bidi characters neutralized: `f` then a line
+/// rejects the first with feedback, `y` approves the second, and the run carries on (exit 0).
+#[test]
+fn the_prompt_asks_per_call_and_the_run_carries_on_once_all_are_decided() {
+    let world = World::new(
+        "dir",
+        vec![
+            calls([
+                write("call_1", "evil.txt", "x\u{1b}[2K\u{202e}y"),
+                write("call_2", "b.txt", "beta"),
+            ]),
+            text("All decided."),
+        ],
+    );
+    let out = world.cli(
+        "run",
+        false,
+        &["Write two files"],
+        Some("ok\nf\nnot that one\ny\n"),
+    );
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    let shown = stderr(&out);
+    assert!(
+        shown.contains(
+            "tool call 1 of 2 waits for approval: write_file (decision decision_1, argsSha256 "
+        ),
+        "{shown}"
+    );
+    assert!(shown.contains("\"path\": \"evil.txt\""), "{shown}");
+    assert!(
+        shown.contains("\\u{202e}"),
+        "the bidi override is shown escaped: {shown}"
+    );
+    assert!(
+        !shown.contains('\u{202e}') && !shown.contains('\u{1b}'),
+        "{shown}"
+    );
+    assert!(shown.contains("`ok` is not an answer here"), "{shown}");
+    assert!(
+        shown.contains("[a]lways allow write_file in this session"),
+        "{shown}"
+    );
+    assert!(shown.contains("tool call 2 of 2"), "{shown}");
+    assert_eq!(world.file("evil.txt"), None);
+    assert_eq!(world.file("b.txt").as_deref(), Some("beta"));
+    assert!(stdout(&out).contains("All decided."), "{}", stdout(&out));
+    let results = world.tool_results(1);
+    assert!(
+        results.iter().any(|r| r.contains("not that one")),
+        "{results:?}"
+    );
+}
+
+/// At the prompt, `a` approves and always allows the tool: the next call of it runs without a
+/// question. Arguments too long to show are cut, saying how much is not shown.
+#[test]
+fn the_prompt_a_always_allows_the_tool_and_long_arguments_are_bounded() {
+    let long = "z".repeat(20_000);
+    let world = World::new(
+        "dir",
+        vec![
+            calls([write("call_1", "long.txt", &long)]),
+            calls([write("call_2", "next.txt", "again")]),
+            text("Both written."),
+        ],
+    );
+    let out = world.cli("run", false, &["Write"], Some("a\n"));
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    let shown = stderr(&out);
+    assert_eq!(shown.matches("waits for approval").count(), 1, "{shown}");
+    assert!(
+        shown.contains("more characters, 3 more lines, not shown)"),
+        "{shown}"
+    );
+    assert!(shown.len() < 12_000, "bounded: {} bytes", shown.len());
+    assert_eq!(world.file("long.txt").as_deref(), Some(long.as_str()));
+    assert_eq!(world.file("next.txt").as_deref(), Some("again"));
+}
+
+/// `q` at the prompt of a stored run leaves the call pending (exit 4) and runs nothing; end of
+/// input without a store ends the run not approved (exit 3) and runs nothing.
+#[test]
+fn q_leaves_the_call_pending_and_end_of_input_without_a_store_runs_nothing() {
+    for kind in stores() {
+        let world = World::new(kind, vec![calls([write("call_1", "a.txt", "hello")])]);
+        let out = world.cli("run", true, &["Write a.txt"], Some("q\n"));
+        assert_eq!(out.status.code(), Some(PENDING), "{kind}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("left for later"),
+            "{kind}: {}",
+            stderr(&out)
+        );
+        assert!(
+            stderr(&out).contains("--decision decision_1 (--approve [--always] | --reject)"),
+            "{kind}: {}",
+            stderr(&out)
+        );
+        assert_eq!(world.file("a.txt"), None, "{kind}");
+        assert_eq!(world.pending_json().len(), 1, "{kind}");
+    }
+    let world = World::new("dir", vec![calls([write("call_1", "a.txt", "hello")])]);
+    let out = world.cli("run", false, &["Write a.txt"], None);
+    assert_eq!(out.status.code(), Some(NOT_APPROVED), "{}", stderr(&out));
+    assert_eq!(world.file("a.txt"), None);
+}
+
+/// `decide` without a verdict asks at the prompt about each waiting call, as `run` does.
+#[test]
+fn decide_without_a_verdict_asks_about_each_waiting_call() {
+    let world = World::new(
+        "dir",
+        vec![
+            calls([
+                write("call_1", "a.txt", "alpha"),
+                write("call_2", "b.txt", "beta"),
+            ]),
+            text("Done."),
+        ],
+    );
+    let (_, session) = world.run_stored("Write two files");
+    let out = world.cli("decide", true, &[session.as_str()], Some("n\ny\n"));
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    assert_eq!(world.file("a.txt"), None);
+    assert_eq!(world.file("b.txt").as_deref(), Some("beta"));
+    let shown = stderr(&out);
+    assert!(
+        shown.contains("tool call 1 of 2") && shown.contains("tool call 2 of 2"),
+        "{shown}"
+    );
+}
+
+/// `run --approve` decides every waiting call of the run without asking (and `--always` always
+/// allows the tool); `run --reject` rejects each, nothing runs, exit 3.
+#[test]
+fn run_verdict_flags_decide_every_waiting_call() {
+    let world = World::new(
+        "dir",
+        vec![
+            calls([write("call_1", "a.txt", "one")]),
+            calls([write("call_2", "b.txt", "two")]),
+            text("Done."),
+        ],
+    );
+    let out = world.cli("run", false, &["--approve", "--always", "Write"], None);
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    assert_eq!(world.file("a.txt").as_deref(), Some("one"));
+    assert_eq!(world.file("b.txt").as_deref(), Some("two"));
+    let shown = stdout(&out);
+    assert_eq!(
+        shown.matches("tool call waits for approval").count(),
+        1,
+        "the second write_file was always allowed: {shown}"
+    );
+
+    let world = World::new(
+        "dir",
+        vec![calls([write("call_1", "a.txt", "one")]), text("Fine.")],
+    );
+    let out = world.cli("run", false, &["--reject", "Write"], None);
+    assert_eq!(out.status.code(), Some(NOT_APPROVED), "{}", stderr(&out));
+    assert_eq!(world.file("a.txt"), None);
+    assert!(
+        world
+            .tool_results(1)
+            .iter()
+            .any(|r| r.contains("Not approved"))
+    );
+}
