@@ -651,6 +651,17 @@ fn q_leaves_the_call_pending_and_end_of_input_without_a_store_runs_nothing() {
     let out = world.cli("run", false, &["Write a.txt"], None);
     assert_eq!(out.status.code(), Some(NOT_APPROVED), "{}", stderr(&out));
     assert_eq!(world.file("a.txt"), None);
+    // `--detach` stops at the first suspension without asking, as with a plan.
+    let world = World::new("dir", vec![calls([write("call_1", "a.txt", "hello")])]);
+    let out = world.cli("run", true, &["--detach", "Write a.txt"], Some("y\n"));
+    assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("Run this write_file call?"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(world.file("a.txt"), None);
+    assert_eq!(world.pending_json().len(), 1);
 }
 
 /// `decide` without a verdict asks at the prompt about each waiting call, as `run` does.
