@@ -145,6 +145,15 @@ pub struct ToolCallPayload {
     /// The SHA-256 (lowercase hex) of `args` in RFC 8785 canonical JSON ([`crate::jcs::sha256`]):
     /// pin a decision to it with [`crate::Decision::with_sha256`], computed with any JCS library.
     pub args_sha256: String,
+    /// The `approvalTimeout` of the mode the call was made in (`"24h"`), fixed then; `None`
+    /// when that mode sets none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_timeout: Option<String>,
+    /// When the call expires undecided, in milliseconds since the Unix epoch (`deadlineAtMs`):
+    /// the time it was made plus `approvalTimeout`. A call not decided by then counts as
+    /// rejected, with the outcome `expired`, and the run ends ([`crate::deadline`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_at_ms: Option<u64>,
 }
 
 /// What a suspended tool call waits on, as `tool_suspended` carries it (`suspendPayload`): a

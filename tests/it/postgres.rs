@@ -957,6 +957,8 @@ fn waiting_calls(id: &str, version: u64, calls: &[&str], decided: usize) -> Sess
                     tool_name: "write_file".into(),
                     args_sha256: agent_controller::jcs::sha256(&args),
                     args,
+                    approval_timeout: None,
+                    deadline_at_ms: None,
                 },
                 decided: (i < decided).then(|| agent_controller::DecidedRecord {
                     run_id: "run_1".into(),

@@ -328,23 +328,33 @@ fn every_state_of_the_shipped_configs_is_explored() {
 
 #[test]
 fn every_state_of_a_stored_session_is_explored_across_restarts() {
-    let path = manifest_path("config/modes.toml");
-    let graph = config::load(&path).expect("the shipped config");
-    let text = std::fs::read_to_string(&path).expect("the shipped config");
-    let facts = Arc::new(ConfigFacts::from_toml(&text).expect("facts"));
-    let store_dir = tempfile::tempdir().expect("a store directory");
-    let store = Arc::new(FileStore::open(store_dir.path()).expect("a file store"));
-    let mut harness = Harness::new(graph, facts, |setup: Setup| {
-        setup
-            .builder()
-            .tools(ToolRegistry::with_workspace_tools())
-            .store(store.clone())
-            .build()
-    })
-    .expect("a harness");
-    let exploration = testing::explore(&mut harness);
-    println!("config/modes.toml with a store: explored {exploration}");
-    assert!(exploration.is_ok(), "{exploration}");
+    // With `requireApproval` (targets-list.toml): the waiting tool calls, the decisions taken on
+    // them and the always-allowed tools come back from the store in every state.
+    for name in [
+        "config/modes.toml",
+        "tests/fixtures/configs/valid/targets-list.toml",
+    ] {
+        let path = manifest_path(name);
+        let graph = config::load(&path).expect("the shipped config");
+        let text = std::fs::read_to_string(&path).expect("the shipped config");
+        let facts = Arc::new(ConfigFacts::from_toml(&text).expect("facts"));
+        let store_dir = tempfile::tempdir().expect("a store directory");
+        let store = Arc::new(FileStore::open(store_dir.path()).expect("a file store"));
+        let mut harness = Harness::new(graph, facts, |setup: Setup| {
+            setup
+                .builder()
+                .tools(ToolRegistry::with_workspace_tools())
+                .store(store.clone())
+                .build()
+        })
+        .expect("a harness");
+        let exploration = testing::explore(&mut harness);
+        println!("{name} with a store: explored {exploration}");
+        assert!(exploration.is_ok(), "{name}: {exploration}");
+        let edges = testing::walk_edges(&mut harness);
+        println!("{name} with a store: {edges}");
+        assert!(edges.is_complete(), "{name}: {edges}");
+    }
 }
 
 #[test]
