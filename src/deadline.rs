@@ -22,7 +22,9 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::event::{DecidedRecord, DecisionOutcome, RunState, SuspendPayload, rfc3339};
+use crate::event::{
+    DecidedRecord, DecisionOutcome, RunState, SuspendPayload, ToolCallPayload, rfc3339,
+};
 use crate::model::Message;
 use crate::store::{SessionRecord, SessionStore, StoreError};
 use crate::tool::SUBMIT_PLAN;
@@ -209,36 +211,163 @@ pub(crate) fn expired_record(
     }
 }
 
-/// Applies the expiry of `record`'s pending plan if its deadline passed at `now_ms`: the
-/// `submit_plan` result, the history entry, the run ended `completed`; the same change a
-/// [`crate::Session`] makes. Returns the history entry, or `None` when nothing is due. The
-/// caller saves the record.
-pub(crate) fn expire_record(record: &mut SessionRecord, now_ms: u64) -> Option<DecidedRecord> {
-    let pending = record.pending.as_ref()?;
-    if !is_due(&pending.suspend_payload, now_ms) {
-        return None;
-    }
-    let pending = record.pending.take()?;
-    let payload = &pending.suspend_payload;
-    record.messages.push(Message::Tool {
-        tool_call_id: pending.tool_call_id.clone(),
-        tool_name: SUBMIT_PLAN.to_owned(),
-        content: expired_result(payload),
-        is_error: false,
+/// The result the model gets for a tool call that waited for approval and expired undecided:
+/// not approved, why, and that it did not run (`Not approved: no decision was taken within 24h
+/// (approvalTimeout); this tool call expired at 2026-12-01T18:30:00Z and was not executed.`).
+pub fn expired_tool_result(payload: &ToolCallPayload) -> String {
+    let within = payload
+        .approval_timeout
+        .as_deref()
+        .map_or(String::new(), |t| format!(" within {t} (approvalTimeout)"));
+    let at = payload.deadline_at_ms.map_or(String::new(), |ms| {
+        format!(" expired at {} and", deadline_text(ms))
     });
-    let decided = expired_record(&pending.run_id, &pending.tool_call_id, payload);
-    record.history.push(decided.clone());
-    record.last_decided = Some(decided.clone());
+    format!("Not approved: no decision was taken{within}; this tool call{at} was not executed.")
+}
+
+/// The result of a tool call that was approved while others of its reply waited, when those
+/// expired: the run ended before it ran, so it never ran.
+pub const APPROVED_NOT_RUN_RESULT: &str = "Not executed: approved, but other tool calls of this reply expired undecided (approvalTimeout), so the run ended before it ran. Call it again if it is still needed.";
+
+/// Whether a tool call waiting for approval (`decided` is `None` while it waits) is past its
+/// deadline at `now_ms`.
+pub(crate) fn tool_call_is_due(
+    payload: &ToolCallPayload,
+    decided: Option<&DecidedRecord>,
+    now_ms: u64,
+) -> bool {
+    decided.is_none() && payload.deadline_at_ms.is_some_and(|at| at <= now_ms)
+}
+
+/// One tool call of a reply whose waiting calls expired: its result for the model and its
+/// audit record.
+pub(crate) struct SettledCall {
+    pub(crate) tool_call_id: String,
+    pub(crate) tool_name: String,
+    pub(crate) result: String,
+    pub(crate) record: DecidedRecord,
+}
+
+/// What the expiry of a reply's waiting tool calls does to each call of it, in the model's
+/// order: an undecided call expires (outcome `expired`, `decidedAt` its deadline, result
+/// [`expired_tool_result`]); one approved while the others waited keeps its record but never
+/// runs ([`APPROVED_NOT_RUN_RESULT`]); one rejected gets its rejection result. The same on
+/// every host that applies it.
+pub(crate) fn settle_expired_calls<'a>(
+    calls: impl IntoIterator<
+        Item = (
+            &'a str,
+            &'a str,
+            &'a ToolCallPayload,
+            Option<&'a DecidedRecord>,
+            Option<&'a str>,
+        ),
+    >,
+) -> Vec<SettledCall> {
+    calls
+        .into_iter()
+        .map(|(run_id, tool_call_id, payload, decided, feedback)| {
+            let (result, record) = match decided {
+                None => (
+                    expired_tool_result(payload),
+                    DecidedRecord {
+                        run_id: run_id.to_owned(),
+                        tool_call_id: tool_call_id.to_owned(),
+                        decision_id: payload.decision_id.clone(),
+                        outcome: Some(DecisionOutcome::Expired),
+                        sha256: Some(payload.args_sha256.clone()),
+                        approved_sha256: None,
+                        decided_at: payload.deadline_at_ms.map(deadline_text),
+                        decided_by: None,
+                        target_mode_id: None,
+                        tool_name: Some(payload.tool_name.clone()),
+                        always_allow: false,
+                    },
+                ),
+                Some(record) if record.outcome == Some(DecisionOutcome::Approved) => {
+                    (APPROVED_NOT_RUN_RESULT.to_owned(), record.clone())
+                }
+                Some(record) => (crate::tool::rejected_result(feedback), record.clone()),
+            };
+            SettledCall {
+                tool_call_id: tool_call_id.to_owned(),
+                tool_name: payload.tool_name.clone(),
+                result,
+                record,
+            }
+        })
+        .collect()
+}
+
+/// Applies the expiry of `record`'s pending plan, or of its waiting tool calls, if a deadline
+/// passed at `now_ms`: the results for the model, the history entries, the run ended
+/// `completed`; the same change a [`crate::Session`] makes. Returns the records of what expired
+/// (empty when nothing is due). The caller saves the record.
+pub(crate) fn expire_record(record: &mut SessionRecord, now_ms: u64) -> Vec<DecidedRecord> {
+    let plan_due = record
+        .pending
+        .as_ref()
+        .is_some_and(|p| is_due(&p.suspend_payload, now_ms));
+    let calls_due = record
+        .pending_tool_calls
+        .iter()
+        .any(|c| tool_call_is_due(&c.suspend_payload, c.decided.as_ref(), now_ms));
+    let (run_id, expired) = if plan_due {
+        let Some(pending) = record.pending.take() else {
+            return Vec::new();
+        };
+        let payload = &pending.suspend_payload;
+        record.messages.push(Message::Tool {
+            tool_call_id: pending.tool_call_id.clone(),
+            tool_name: SUBMIT_PLAN.to_owned(),
+            content: expired_result(payload),
+            is_error: false,
+        });
+        let decided = expired_record(&pending.run_id, &pending.tool_call_id, payload);
+        record.history.push(decided.clone());
+        (pending.run_id, vec![decided])
+    } else if calls_due {
+        let calls = std::mem::take(&mut record.pending_tool_calls);
+        let Some(run_id) = calls.first().map(|c| c.run_id.clone()) else {
+            return Vec::new();
+        };
+        let settled = settle_expired_calls(calls.iter().map(|c| {
+            (
+                c.run_id.as_str(),
+                c.tool_call_id.as_str(),
+                &c.suspend_payload,
+                c.decided.as_ref(),
+                c.feedback.as_deref(),
+            )
+        }));
+        let mut expired = Vec::new();
+        for call in settled {
+            record.messages.push(Message::Tool {
+                tool_call_id: call.tool_call_id,
+                tool_name: call.tool_name,
+                content: call.result,
+                is_error: true,
+            });
+            if call.record.outcome == Some(DecisionOutcome::Expired) {
+                expired.push(call.record.clone());
+            }
+            record.history.push(call.record);
+        }
+        (run_id, expired)
+    } else {
+        return Vec::new();
+    };
+    record.last_decided = record.history.last().cloned();
     record.run = Some(crate::store::RunRecord {
-        run_id: pending.run_id,
+        run_id,
         state: RunState::Completed,
         owner: None,
         lease_expires_at_ms: None,
     });
-    Some(decided)
+    expired
 }
 
-/// One plan [`expire_due`] expired: the session and the audit record.
+/// One plan or tool call [`expire_due`] expired: the session and the audit record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExpiredDecision {
     /// The session id.
@@ -247,9 +376,9 @@ pub struct ExpiredDecision {
     pub decision: DecidedRecord,
 }
 
-/// Expires every pending plan in `store` whose deadline passed at `now`, each by a
-/// compare-and-swap save of its session; returns those this call expired (a plan another host
-/// expired or decided first is left to it). Records that cannot be read are skipped (the
+/// Expires every pending plan (and every tool call waiting for approval) in `store` whose
+/// deadline passed at `now`, each by a compare-and-swap save of its session; returns those this
+/// call expired (one another host expired or decided first is left to it). Records that cannot be read are skipped (the
 /// listing reports them). What `agent-controller pending` does before it lists; a controller's
 /// [`crate::AgentController::list_pending`] does it too.
 ///
@@ -267,9 +396,11 @@ pub async fn expire_due(
         if summary.deadline_at_ms.is_none_or(|at| at > now_ms) {
             continue;
         }
-        if let Some(decision) = expire_session(store, &summary.session_id, now_ms).await? {
+        // A session with several waiting calls is listed once per call: the first expires
+        // them all, the others find nothing due.
+        for decision in expire_session(store, &summary.session_id, now_ms).await? {
             expired.push(ExpiredDecision {
-                session_id: summary.session_id,
+                session_id: summary.session_id.clone(),
                 decision,
             });
         }
@@ -277,31 +408,33 @@ pub async fn expire_due(
     Ok(expired)
 }
 
-/// Expires the pending plan of session `session_id` if it is due at `now_ms`: loads the record,
-/// applies the expiry and saves it in place of the version it read. `None` when nothing was due
-/// (any more), or when another writer saved first (it applied the expiry, or decided).
+/// Expires the pending plan (or waiting tool calls) of session `session_id` if due at `now_ms`:
+/// loads the record, applies the expiry and saves it in place of the version it read. Empty
+/// when nothing was due (any more), or when another writer saved first (it applied the expiry,
+/// or decided).
 async fn expire_session(
     store: &dyn SessionStore,
     session_id: &str,
     now_ms: u64,
-) -> Result<Option<DecidedRecord>, StoreError> {
+) -> Result<Vec<DecidedRecord>, StoreError> {
     let mut record = match store.load(session_id).await {
         Ok(Some(record)) => record,
         // Gone, or unreadable: nothing to expire here (the listing reports unreadable records).
         Ok(None) | Err(StoreError::Corrupt { .. } | StoreError::NewerSchema { .. }) => {
-            return Ok(None);
+            return Ok(Vec::new());
         }
         Err(e) => return Err(e),
     };
-    let Some(decided) = expire_record(&mut record, now_ms) else {
-        return Ok(None);
-    };
+    let decided = expire_record(&mut record, now_ms);
+    if decided.is_empty() {
+        return Ok(Vec::new());
+    }
     let expected = record.version;
     record.version += 1;
     record.updated_at = now_ms / 1000;
     match store.save(&record, Some(expected)).await {
-        Ok(()) => Ok(Some(decided)),
-        Err(StoreError::Conflict { .. }) => Ok(None),
+        Ok(()) => Ok(decided),
+        Err(StoreError::Conflict { .. }) => Ok(Vec::new()),
         Err(e) => Err(e),
     }
 }

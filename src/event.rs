@@ -145,6 +145,15 @@ pub struct ToolCallPayload {
     /// The SHA-256 (lowercase hex) of `args` in RFC 8785 canonical JSON ([`crate::jcs::sha256`]):
     /// pin a decision to it with [`crate::Decision::with_sha256`], computed with any JCS library.
     pub args_sha256: String,
+    /// The `approvalTimeout` of the mode the call was made in (`"24h"`), fixed then; `None`
+    /// when that mode sets none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_timeout: Option<String>,
+    /// When the call expires undecided, in milliseconds since the Unix epoch (`deadlineAtMs`):
+    /// the time it was made plus `approvalTimeout`. A call not decided by then counts as
+    /// rejected, with the outcome `expired`, and the run ends ([`crate::deadline`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_at_ms: Option<u64>,
 }
 
 /// What a suspended tool call waits on, as `tool_suspended` carries it (`suspendPayload`): a
@@ -358,7 +367,10 @@ pub enum Event {
         args: Value,
     },
     /// A tool call suspended the run; the host must decide: a submitted plan, or a tool call
-    /// that needs approval (one event for each such call of the model's reply).
+    /// that needs approval (one event for each such call of the model's reply). For tool calls
+    /// the order is: `tool_start` of every call of the reply in the model's order (with the
+    /// `tool_end` of each call that ran without approval), then `tool_suspended` for each call
+    /// that waits, then `agent_end` (reason `suspended`).
     ToolSuspended {
         /// The run id.
         run_id: Arc<str>,

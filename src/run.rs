@@ -68,15 +68,8 @@ fn tool_cancelled_result(reason: CancelReason) -> &'static str {
     }
 }
 
-/// The result of a tool call the user rejected (it did not run), with their feedback if any.
-fn tool_rejected_result(feedback: Option<&str>) -> String {
-    match feedback {
-        Some(feedback) => format!(
-            "Not approved: the user rejected this tool call; it was not executed. Their feedback:\n{feedback}"
-        ),
-        None => "Not approved: the user rejected this tool call; it was not executed.".to_owned(),
-    }
-}
+/// Kept with the tools (a bare store's expiry writes them too); named here for the testing kit.
+pub(crate) use crate::tool::{TOOL_FEEDBACK_PREFIX, TOOL_REJECTED_RESULT};
 
 /// The result of a `submit_plan` call in a reply whose other calls wait for approval.
 const PLAN_BESIDE_APPROVALS: &str = "Not executed: other tool calls of this reply wait for the user's approval. Submit the plan again after they are decided.";
@@ -549,7 +542,8 @@ impl Session {
             if record.outcome == Some(DecisionOutcome::Approved) {
                 approved.push((call, record));
             } else {
-                let output = ToolOutput::error(tool_rejected_result(call.feedback.as_deref()));
+                let output =
+                    ToolOutput::error(crate::tool::rejected_result(call.feedback.as_deref()));
                 self.finish_decided_tool(&run_id, &call, output, record);
             }
         }
@@ -1031,11 +1025,15 @@ impl Session {
             let (tool_call_id, tool_name) = (call.id.clone(), call.name.clone());
             let args = call.args.clone();
             self.decisions += 1;
+            // The deadline is the mode's the call was requested in, fixed now.
+            let timeout = self.shared.graph.mode(self.mode).approval_timeout();
             let payload = ToolCallPayload {
                 decision_id: decision_id_for(self.decisions),
                 tool_name: tool_name.clone(),
                 args_sha256: crate::jcs::sha256(&args),
                 args,
+                approval_timeout: timeout.map(|t| t.as_str().to_owned()),
+                deadline_at_ms: timeout.map(|t| t.deadline_after(self.shared.now_ms())),
             };
             self.pending_tool_calls.push(PendingToolCall {
                 run_id: run_id.clone(),

@@ -425,9 +425,8 @@ impl SessionRecord {
                     args: Some(p.suspend_payload.args.clone()),
                     args_sha256: Some(p.suspend_payload.args_sha256.clone()),
                     always_allowed: self.always_allowed.clone(),
-                    // Tool-call approvals have no deadline (yet).
-                    approval_timeout: None,
-                    deadline_at_ms: None,
+                    approval_timeout: p.suspend_payload.approval_timeout.clone(),
+                    deadline_at_ms: p.suspend_payload.deadline_at_ms,
                     plan_path: String::new(),
                     updated_at: self.updated_at,
                 }),

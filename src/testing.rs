@@ -9,9 +9,11 @@
 //! - [`ConfigFacts`] reads what a config means (default mode, hand-over targets, tool lists)
 //!   straight from the TOML text, independently of [`crate::config`].
 //! - [`ReferenceSession`] is a small pure model of a session: the current mode, the pending
-//!   decision (tool call id, target fixed at submit time, SHA-256) and the run state. Each
-//!   [`Op`] (a message, a `submit_plan` call on a valid or refused file, a decision, an abort,
-//!   a manual switch, a call to a tool outside the mode, a process restart, ...) becomes a
+//!   decision (tool call id, target fixed at submit time, SHA-256), the tool calls waiting for
+//!   approval (`requireApproval`) with the decisions taken on them, the tools always allowed,
+//!   and the run state. Each [`Op`] (a message, a `submit_plan` call on a valid or refused
+//!   file, a decision on a plan or on a waiting tool call, an abort, a manual switch, a call to
+//!   a tool outside the mode, a process restart, ...) becomes a
 //!   [`Step`] saying what the real session must return and emit, in order.
 //!   [`ReferenceSession::ops`] is a strategy for the operations that make sense in the current
 //!   state; [`sessions`] a strategy for whole operation sequences.
@@ -88,13 +90,13 @@ pub use self::configs::{
 };
 pub use self::edges::{Cause, Edge, EdgeReport, Miss, edges, walk_edges};
 pub use self::explore::{Counterexample, Exploration, explore, operations};
-pub use self::facts::{ConfigFacts, FactsError, ModeFacts, UNKNOWN_TOOL};
+pub use self::facts::{Approvals, ConfigFacts, FactsError, ModeFacts, UNKNOWN_TOOL};
 pub use self::harness::{Aspect, Divergence, Harness, HarnessError, Invariant, Setup};
 pub use self::reference::{
     Action, Call, Decided, EditedPlan, Expected, Feedback, Offered, Op, Outcome, PLAN_COUNT,
     PendingPlan, PlanFile, ReferenceSession, Refusal, Reply, ResultKind, Revision, RunRef,
-    ScriptedCall, ShaChoice, Step, Then, Trace, edited_plan_sha256, edited_plan_text, plan_sha256,
-    plan_text,
+    ScriptedCall, ShaChoice, Step, Then, Trace, WaitingCall, edited_plan_sha256, edited_plan_text,
+    plan_sha256, plan_text, tool_args_sha256,
 };
 use crate::config::{self, ConfigError};
 use crate::controller::AgentController;

@@ -1,7 +1,9 @@
 //! Applying a plan's deadline to a live session ([`Session::expire_if_due`]): the session side
 //! of [`crate::deadline`].
 
-use crate::deadline::{expired_record, expired_result, is_due};
+use crate::deadline::{
+    expired_record, expired_result, is_due, settle_expired_calls, tool_call_is_due,
+};
 use crate::event::{DecidedRecord, DecisionOutcome, Event, RunState};
 use crate::model::Message;
 use crate::tool::SUBMIT_PLAN;
@@ -18,12 +20,15 @@ pub(crate) fn expired_error(record: &DecidedRecord) -> Option<SessionError> {
 }
 
 impl Session {
-    /// Applies the deadline of the pending plan: if it has passed (by the controller's clock,
-    /// [`crate::AgentControllerBuilder::clock`]), the plan expires and counts as rejected (see
-    /// [`crate::deadline`]): `agent_start`, `tool_end` of `submit_plan` with the result
-    /// [`expired_result`] and the audit record (outcome `expired`), `agent_end` (`completed`);
-    /// the mode stays, no model call is made. Returns the audit record when this call expired
-    /// the plan, `None` when nothing was due.
+    /// Applies the deadline of what the session waits for: if the pending plan's deadline, or
+    /// that of a tool call waiting for approval, has passed (by the controller's clock,
+    /// [`crate::AgentControllerBuilder::clock`]), it expires and counts as rejected (see
+    /// [`crate::deadline`]): `agent_start`; `tool_end` with the result for the model and the
+    /// audit record (outcome `expired`) for the plan, or for each call of the reply (an expired
+    /// call; one approved while it waited never runs, [`crate::deadline::APPROVED_NOT_RUN_RESULT`];
+    /// one rejected gets its rejection); `agent_end` (`completed`). The mode stays, no model
+    /// call is made. Returns the audit records of what this call expired (empty when nothing
+    /// was due).
     ///
     /// Every operation of the session does this first, so a host needs it only to apply a
     /// deadline without doing anything else (from a timer, say, to show the expiry at once).
@@ -32,34 +37,50 @@ impl Session {
     /// [`SessionError::Store`] when the expiry cannot be saved, with
     /// [`crate::StoreError::Conflict`] when another host changed the session first (it may have
     /// applied the expiry: restore the session to see); nothing changes.
-    pub async fn expire_if_due(&mut self) -> Result<Option<DecidedRecord>, SessionError> {
+    pub async fn expire_if_due(&mut self) -> Result<Vec<DecidedRecord>, SessionError> {
         let before = self.history.len();
         // Settling applies the deadline (after what a dropped operation left behind).
         self.settle().await?;
         Ok(self
             .history
             .get(before..)
-            .and_then(|new| {
-                new.iter()
-                    .find(|r| r.outcome == Some(DecisionOutcome::Expired))
-            })
-            .cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter(|r| r.outcome == Some(DecisionOutcome::Expired))
+            .cloned()
+            .collect())
     }
 
     /// [`Session::expire_if_due`] without settling a dropped operation first.
-    pub(crate) async fn apply_expiry(&mut self) -> Result<Option<DecidedRecord>, SessionError> {
+    pub(crate) async fn apply_expiry(&mut self) -> Result<Vec<DecidedRecord>, SessionError> {
         let now = self.shared.now_ms();
-        if !self
+        let plan_due = self
             .pending
             .as_ref()
-            .is_some_and(|p| is_due(&p.payload, now))
-        {
-            return Ok(None);
+            .is_some_and(|p| is_due(&p.payload, now));
+        let calls_due = self
+            .pending_tool_calls
+            .iter()
+            .any(|c| tool_call_is_due(&c.payload, c.decided.as_ref(), now));
+        if !plan_due && !calls_due {
+            return Ok(Vec::new());
         }
-        // The checkpoint must hold the pending plan.
+        // The checkpoint must hold what is pending.
         self.begin();
+        let expired = if plan_due {
+            self.expire_plan()
+        } else {
+            self.expire_tool_calls()
+        };
+        tracing::info!(session_id = %self.id, expired = expired.len(), "no decision by the deadline: expired");
+        self.commit().await?;
+        Ok(expired)
+    }
+
+    /// Expires the pending plan; the caller saves the change.
+    fn expire_plan(&mut self) -> Vec<DecidedRecord> {
         let Some(pending) = self.pending.take() else {
-            return Ok(None);
+            return Vec::new();
         };
         let run_id = pending.run_id.clone();
         let result = expired_result(&pending.payload);
@@ -85,9 +106,53 @@ impl Session {
             content: result,
             is_error: false,
         });
-        tracing::info!(session_id = %self.id, decision_id = %record.decision_id, "the plan expired: no decision by its deadline");
         self.close_run(&run_id, RunState::Completed, None);
-        self.commit().await?;
-        Ok(Some(record))
+        vec![record]
+    }
+
+    /// Expires the tool calls waiting for approval (each undecided one; none of the reply's
+    /// calls runs); the caller saves the change.
+    fn expire_tool_calls(&mut self) -> Vec<DecidedRecord> {
+        let calls = std::mem::take(&mut self.pending_tool_calls);
+        let Some(run_id) = calls.first().map(|c| c.run_id.clone()) else {
+            return Vec::new();
+        };
+        let mode_id = self.mode_arc();
+        self.emit(Event::AgentStart {
+            run_id: run_id.clone(),
+            mode_id,
+        });
+        let settled = settle_expired_calls(calls.iter().map(|c| {
+            (
+                &*c.run_id,
+                c.tool_call_id.as_str(),
+                &c.payload,
+                c.decided.as_ref(),
+                c.feedback.as_deref(),
+            )
+        }));
+        let mut expired = Vec::new();
+        for call in settled {
+            self.emit(Event::ToolEnd {
+                run_id: run_id.clone(),
+                tool_call_id: call.tool_call_id.clone(),
+                tool_name: call.tool_name.clone(),
+                result: call.result.clone(),
+                is_error: true,
+                decision: Some(call.record.clone()),
+            });
+            self.messages.push(Message::Tool {
+                tool_call_id: call.tool_call_id,
+                tool_name: call.tool_name,
+                content: call.result,
+                is_error: true,
+            });
+            if call.record.outcome == Some(DecisionOutcome::Expired) {
+                expired.push(call.record.clone());
+            }
+            self.history.push(call.record);
+        }
+        self.close_run(&run_id, RunState::Completed, None);
+        expired
     }
 }

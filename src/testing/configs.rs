@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 use proptest::sample::Index;
 
-use super::facts::{ConfigFacts, ModeFacts};
+use super::facts::{Approvals, ConfigFacts, ModeFacts, UNKNOWN_TOOL};
 use crate::config::ConfigErrorKind;
 use crate::tool::SUBMIT_PLAN;
 
@@ -29,6 +29,9 @@ pub struct ModeSpec {
     pub targets_as_list: bool,
     /// The `availableTools` list, if set; lists `submit_plan` whenever `transitions_to` is set.
     pub available_tools: Option<Vec<String>>,
+    /// `requireApproval`: `true`, or a list of tools the mode offers (never `submit_plan`), or
+    /// absent.
+    pub require_approval: Approvals,
     /// A `[modes.metadata]` colour, if set.
     pub color: Option<String>,
 }
@@ -72,6 +75,7 @@ impl ConfigSpec {
                 id: m.id.clone(),
                 transitions_to: m.transitions_to.clone(),
                 tools: m.available_tools.clone(),
+                require_approval: m.require_approval.clone(),
             })
             .collect();
         ConfigFacts::new(
@@ -115,6 +119,11 @@ impl ConfigSpec {
             }
             if let Some(tools) = &mode.available_tools {
                 table.set("availableTools", list(tools));
+            }
+            match &mode.require_approval {
+                Approvals::None => {}
+                Approvals::All => table.set("requireApproval", "true".into()),
+                Approvals::Tools(tools) => table.set("requireApproval", list(tools)),
             }
             if let Some(color) = &mode.color {
                 table.metadata.push(("color".into(), quote(color)));
@@ -197,7 +206,8 @@ impl Doc {
 /// Covers random `transitionsTo` edges (chains, cycles, modes without one, one mode id or a list
 /// of one to three targets the user chooses from), the three ways to
 /// name the default (`default = true`, `defaultModeId`, both agreeing, or neither), tool lists
-/// that are absent, empty, partial or repeat a name, planning modes without a target, names
+/// that are absent, empty, partial or repeat a name, planning modes without a target,
+/// `requireApproval` as `true` or as a list of tools the mode offers (empty included), names
 /// that need escaping and optional `plansDir` and metadata.
 ///
 /// # Examples
@@ -246,11 +256,14 @@ type ModeParts = (
     Option<String>,
     Option<(Vec<usize>, bool)>,
     Option<(Vec<String>, Option<Index>)>,
+    Option<(bool, Vec<String>)>,
     Option<String>,
 );
 
 fn mode_parts(n: usize, pool: Vec<String>) -> impl Strategy<Value = ModeParts> {
     let len = pool.len();
+    let approvable: Vec<String> = pool.iter().filter(|t| *t != SUBMIT_PLAN).cloned().collect();
+    let approvable_len = approvable.len();
     (
         "[A-Za-z0-9_-]{1,10}",
         proptest::option::weighted(0.3, "\\PC{0,12}"),
@@ -260,6 +273,13 @@ fn mode_parts(n: usize, pool: Vec<String>) -> impl Strategy<Value = ModeParts> {
             (
                 proptest::sample::subsequence(pool, 0..=len),
                 proptest::option::weighted(0.15, any::<Index>()),
+            ),
+        ),
+        proptest::option::weighted(
+            0.4,
+            (
+                proptest::bool::weighted(0.3),
+                proptest::sample::subsequence(approvable, 0..=approvable_len),
             ),
         ),
         proptest::option::weighted(0.1, "#[0-9a-f]{6}"),
@@ -281,45 +301,54 @@ fn build_spec(
         }
         ids.push(id);
     }
-    let modes =
-        parts
-            .into_iter()
-            .zip(ids)
-            .enumerate()
-            .map(|(i, ((_, name, target, tools, color), id))| {
-                // A self target is invalid; turn it into a hand-over to the next mode (a cycle).
-                // A mode listed twice is invalid too: keep its first place.
-                let (targets, targets_as_list) = target.unwrap_or_default();
-                let mut transitions_to: Vec<usize> = Vec::new();
-                for t in targets {
-                    let t = match (t == i, n > 1) {
-                        (false, _) => t,
-                        (true, true) => (i + 1) % n,
-                        (true, false) => continue,
-                    };
-                    if !transitions_to.contains(&t) {
-                        transitions_to.push(t);
-                    }
+    let modes = parts.into_iter().zip(ids).enumerate().map(
+        |(i, ((_, name, target, tools, approvals, color), id))| {
+            // A self target is invalid; turn it into a hand-over to the next mode (a cycle).
+            // A mode listed twice is invalid too: keep its first place.
+            let (targets, targets_as_list) = target.unwrap_or_default();
+            let mut transitions_to: Vec<usize> = Vec::new();
+            for t in targets {
+                let t = match (t == i, n > 1) {
+                    (false, _) => t,
+                    (true, true) => (i + 1) % n,
+                    (true, false) => continue,
+                };
+                if !transitions_to.contains(&t) {
+                    transitions_to.push(t);
                 }
-                let available_tools = tools.map(|(mut list, repeat)| {
-                    if let Some(pick) = repeat.filter(|_| !list.is_empty()) {
-                        list.push(pick.get(&list).clone());
-                    }
-                    if !transitions_to.is_empty() && !list.iter().any(|t| t == SUBMIT_PLAN) {
-                        list.push(SUBMIT_PLAN.to_owned());
-                    }
-                    list
-                });
-                ModeSpec {
-                    id,
-                    name,
-                    marked_default: false,
-                    transitions_to,
-                    targets_as_list,
-                    available_tools,
-                    color,
+            }
+            let available_tools = tools.map(|(mut list, repeat)| {
+                if let Some(pick) = repeat.filter(|_| !list.is_empty()) {
+                    list.push(pick.get(&list).clone());
                 }
+                if !transitions_to.is_empty() && !list.iter().any(|t| t == SUBMIT_PLAN) {
+                    list.push(SUBMIT_PLAN.to_owned());
+                }
+                list
             });
+            // Only tools the mode offers may wait (a mode without a list offers them all).
+            let require_approval = match approvals {
+                None => Approvals::None,
+                Some((true, _)) => Approvals::All,
+                Some((false, mut names)) => {
+                    if let Some(offered) = &available_tools {
+                        names.retain(|t| offered.contains(t));
+                    }
+                    Approvals::Tools(names)
+                }
+            };
+            ModeSpec {
+                id,
+                name,
+                marked_default: false,
+                transitions_to,
+                targets_as_list,
+                available_tools,
+                require_approval,
+                color,
+            }
+        },
+    );
     let mut spec = ConfigSpec {
         modes: modes.collect(),
         default_mode_id: None,
@@ -377,12 +406,16 @@ named_enum! {
         /// Make a mode that lists `submit_plan` and sets no `transitionsTo` the default mode: its
         /// approval would hand over to itself.
         SelfHandover = "self_handover",
+        /// List a tool in a mode's `requireApproval` that its `availableTools` does not offer.
+        ApprovalToolNotOffered = "approval_tool_not_offered",
+        /// List `submit_plan` in a mode's `requireApproval` (a plan always waits).
+        ApprovalOfSubmitPlan = "approval_of_submit_plan",
     }
 }
 
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 10] = [
+    pub const ALL: [Mutation; 12] = [
         Mutation::DuplicateId,
         Mutation::UnknownTarget,
         Mutation::SelfTarget,
@@ -393,6 +426,8 @@ impl Mutation {
         Mutation::WrongType,
         Mutation::TargetWithoutSubmitPlan,
         Mutation::SelfHandover,
+        Mutation::ApprovalToolNotOffered,
+        Mutation::ApprovalOfSubmitPlan,
     ];
 
     /// The error kind a config broken this way must be refused with.
@@ -408,6 +443,8 @@ impl Mutation {
             Mutation::WrongType => ConfigErrorKind::InvalidType,
             Mutation::TargetWithoutSubmitPlan => ConfigErrorKind::TargetWithoutSubmitPlan,
             Mutation::SelfHandover => ConfigErrorKind::SelfHandover,
+            Mutation::ApprovalToolNotOffered => ConfigErrorKind::ApprovalToolNotOffered,
+            Mutation::ApprovalOfSubmitPlan => ConfigErrorKind::ApprovalOfSubmitPlan,
         }
     }
 }
@@ -474,6 +511,7 @@ fn mutate(
             transitions_to: Vec::new(),
             targets_as_list: false,
             available_tools: None,
+            require_approval: Approvals::None,
             color: None,
         });
     }
@@ -566,6 +604,7 @@ fn mutate(
         }
         Mutation::SelfHandover => {
             doc.modes[ia].remove("transitionsTo");
+            doc.modes[ia].remove("requireApproval");
             let mut tools = spec.modes[ia].available_tools.clone().unwrap_or_default();
             if !tools.iter().any(|t| t == SUBMIT_PLAN) {
                 tools.push(SUBMIT_PLAN.to_owned());
@@ -577,7 +616,23 @@ fn mutate(
             }
             doc.modes[ia].set("default", "true".into());
         }
+        Mutation::ApprovalToolNotOffered => {
+            // A list that offers what it offered (none when it had no list), and a tool it
+            // does not offer in `requireApproval`.
+            let mut tools = spec.modes[ia].available_tools.clone().unwrap_or_default();
+            if !spec.modes[ia].transitions_to.is_empty() && !tools.iter().any(|t| t == SUBMIT_PLAN)
+            {
+                tools.push(SUBMIT_PLAN.to_owned());
+            }
+            doc.modes[ia].set("availableTools", list(&tools));
+            doc.modes[ia].set("requireApproval", list(&[UNKNOWN_TOOL.to_owned()]));
+        }
+        Mutation::ApprovalOfSubmitPlan => {
+            doc.modes[ia].set("requireApproval", list(&[SUBMIT_PLAN.to_owned()]));
+        }
         Mutation::TargetWithoutSubmitPlan => {
+            // Its new list may not offer what `requireApproval` names: one error only.
+            doc.modes[ia].remove("requireApproval");
             if !doc.modes[ia].has("transitionsTo") {
                 doc.modes[ia].set("transitionsTo", quote(&spec.modes[ib].id));
             }

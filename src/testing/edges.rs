@@ -29,6 +29,17 @@ named_enum! {
         UserMessage = "user_message",
         /// The host switches to `to` by hand.
         Manual = "manual",
+        /// A tool call that waits for approval in `from` (its `requireApproval`) is approved:
+        /// it runs; the mode stays.
+        ApproveTool = "approve_tool",
+        /// Such a call is rejected with feedback: it does not run; the mode stays.
+        RejectTool = "reject_tool",
+        /// Such a call is approved with "always allow": it runs, and later calls of the tool
+        /// run without waiting; the mode stays.
+        AlwaysAllowTool = "always_allow_tool",
+        /// After an "always allow" in `from`, the host switches to `to` by hand: the switch
+        /// ends the always-allow (back in `from`, the tool waits again).
+        ManualEndsAlwaysAllow = "manual_ends_always_allow",
     }
 }
 
@@ -87,13 +98,36 @@ fn index_edges(facts: &ConfigFacts) -> Vec<IndexEdge> {
                 to,
             });
         }
+        if !facts.approval_tools(from).is_empty() {
+            for cause in [
+                Cause::ApproveTool,
+                Cause::RejectTool,
+                Cause::AlwaysAllowTool,
+            ] {
+                edges.push(IndexEdge {
+                    from,
+                    cause,
+                    to: from,
+                });
+            }
+            for to in (0..facts.len()).filter(|to| *to != from) {
+                edges.push(IndexEdge {
+                    from,
+                    cause: Cause::ManualEndsAlwaysAllow,
+                    to,
+                });
+            }
+        }
     }
     edges
 }
 
 /// Every edge of the config's transition relation: for each planning mode an approval
-/// hand-over to each of its targets and the four ways a plan is not approved (rejection with and without feedback,
-/// abort, a user message), and a manual switch between every ordered pair of modes.
+/// hand-over to each of its targets and the four ways a plan is not approved (rejection with
+/// and without feedback, abort, a user message); a manual switch between every ordered pair of
+/// modes; and for each mode where a tool call waits for approval (`requireApproval`), the
+/// approval, the rejection and the "always allow" of such a call, and a manual switch to every
+/// other mode after an "always allow", which ends it.
 pub fn edges(facts: &ConfigFacts) -> Vec<Edge> {
     index_edges(facts)
         .into_iter()
@@ -125,8 +159,32 @@ fn fire(facts: &ConfigFacts, edge: IndexEdge) -> Vec<Op> {
         to: None,
         plan: None,
     };
+    // The first tool that waits for approval in the edge's start mode.
+    let waiting_tool = || {
+        facts
+            .approval_tools(edge.from)
+            .into_iter()
+            .next()
+            .unwrap_or_default()
+    };
     match edge.cause {
         Cause::Manual => vec![Op::switch(facts.id(edge.to))],
+        Cause::ApproveTool => vec![Op::call(waiting_tool()), Op::approve_tool(0)],
+        Cause::RejectTool => vec![
+            Op::call(waiting_tool()),
+            Op::reject_tool(0, Some("use another path")),
+        ],
+        Cause::AlwaysAllowTool => vec![
+            Op::call(waiting_tool()),
+            Op::always_allow_tool(0),
+            // Allowed now: the next call runs without waiting.
+            Op::call(waiting_tool()),
+        ],
+        Cause::ManualEndsAlwaysAllow => vec![
+            Op::call(waiting_tool()),
+            Op::always_allow_tool(0),
+            Op::switch(facts.id(edge.to)),
+        ],
         Cause::Approve if edge.to == facts.transition_target(edge.from) => {
             vec![submit, decide(DecisionAction::Approved, Feedback::Omitted)]
         }
@@ -250,8 +308,10 @@ impl fmt::Display for EdgeReport {
 
 /// Walks every edge of `harness`'s config: for each, a fresh session in the default mode
 /// follows a shortest path to the edge's start, fires the edge, and every step is compared
-/// with a [`ReferenceSession`]; an edge counts as covered when all steps matched and the
-/// session ended in the edge's target. A miss is recorded and the walk goes on.
+/// with a [`ReferenceSession`]; with a session store on the controller, the process then
+/// restarts and the restored session is compared too. An edge counts as covered when all
+/// steps matched and the session ended in the edge's target. A miss is recorded and the walk
+/// goes on.
 pub fn walk_edges(harness: &mut Harness) -> EdgeReport {
     let facts = &harness.facts().clone();
     let all = index_edges(facts);
@@ -273,11 +333,18 @@ fn walk_one(
     all: &[IndexEdge],
     edge: IndexEdge,
 ) -> Result<(), Miss> {
-    let mut reference = ReferenceSession::new(facts.clone(), None);
+    let restarts = harness.controller().store().is_some();
+    let mut reference = ReferenceSession::new(facts.clone(), None).with_restarts(restarts);
     let path =
         shortest_path(all, facts.len(), reference.mode(), edge.from).ok_or(Miss::Unreachable)?;
     harness.start(&reference).map_err(Miss::Diverged)?;
-    let ops = path.into_iter().chain([edge]).flat_map(|e| fire(facts, e));
+    // With a store, the session must come back from it as the edge left it.
+    let restart = restarts.then_some(Op::Restart);
+    let ops = path
+        .into_iter()
+        .chain([edge])
+        .flat_map(|e| fire(facts, e))
+        .chain(restart);
     for op in ops {
         if !reference.can_apply(&op) {
             return Err(Miss::Reference(format!("{op:?} does not apply")));

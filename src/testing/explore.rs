@@ -2,12 +2,16 @@
 //! operation from each, on the real controller beside the reference model.
 //!
 //! A state is what the rules of the mode state machine look at: the current mode, the target
-//! of the pending decision (if a plan waits) and the latest run's state. From the start state
+//! of the pending decision (if a plan waits), the latest run's state, the tool calls waiting for
+//! approval (with the decisions taken on them while others wait) and the tools always allowed. From the start state
 //! (a new session in the default mode) the walk goes breadth first; from each state it applies
 //! every operation of a fixed list that makes sense there ([`operations`]): a message, a message
 //! on which the model submits a valid or a refused plan, calls each tool (registered or not,
 //! offered or not) or fails; every kind of decision (an approval to every mode, listed as a
-//! target or not, too), an abort, decisions on unknown runs and
+//! target or not, too), every kind of decision on the first and second tool call waiting for
+//! approval (approve, always allow, reject with and without feedback, a stale or upper-case
+//! hash, by decision id), two calls at once of each tool that waits, an abort, decisions on
+//! unknown runs and
 //! tool calls and malformed ones, a manual switch to every mode and to an unknown id, and a
 //! restart when the controller has a store. Each (state, operation) pair is one transition:
 //! a fresh session replays the shortest path to the state and then the operation, compared with
@@ -34,14 +38,29 @@ use super::reference::{
 };
 use crate::event::RunState;
 
-/// A state of the walk: mode, pending target, run state.
-type State = (usize, Option<usize>, Option<RunState>);
+/// A state of the walk: mode, pending target, run state, the tool calls waiting for approval
+/// (each by tool and its decision so far) and the tools always allowed.
+type State = (
+    usize,
+    Option<usize>,
+    Option<RunState>,
+    Vec<String>,
+    Vec<String>,
+);
 
 fn state(reference: &ReferenceSession) -> State {
+    let mut allowed = reference.always_allowed().to_vec();
+    allowed.sort();
     (
         reference.mode(),
         reference.pending().map(|p| p.target),
         reference.run().map(|(_, s)| s),
+        reference
+            .waiting()
+            .iter()
+            .map(|w| format!("{} {:?}", w.tool, w.decided))
+            .collect(),
+        allowed,
     )
 }
 
@@ -120,6 +139,16 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
         },
     ];
     ops.extend(facts.tool_names().into_iter().map(Op::call));
+    // Two calls of a tool that waits for approval somewhere, in one reply: two decisions.
+    let mut waiting_tools: Vec<String> = Vec::new();
+    for mode in 0..facts.len() {
+        for tool in facts.approval_tools(mode) {
+            if !waiting_tools.contains(&tool) {
+                waiting_tools.push(tool);
+            }
+        }
+    }
+    ops.extend(waiting_tools.iter().map(|t| Op::calls([t, t])));
     ops.extend([
         Op::approve(),
         Op::Decide {
@@ -173,6 +202,41 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
         to: None,
         plan: Some(EditedPlan::Blank),
     });
+    // Every kind of decision on the first and the second waiting tool call.
+    for call in 0..2 {
+        ops.extend([
+            Op::approve_tool(call),
+            Op::always_allow_tool(call),
+            Op::reject_tool(call, None),
+            Op::reject_tool(call, Some("use another path")),
+        ]);
+    }
+    ops.extend([
+        Op::DecideTool {
+            call: 0,
+            action: crate::run::DecisionAction::Approved,
+            feedback: super::Feedback::Omitted,
+            always_allow: false,
+            sha256: ShaChoice::MatchingUppercase,
+            by_id: true,
+        },
+        Op::DecideTool {
+            call: 0,
+            action: crate::run::DecisionAction::Approved,
+            feedback: super::Feedback::Omitted,
+            always_allow: true,
+            sha256: ShaChoice::Stale,
+            by_id: true,
+        },
+        Op::DecideTool {
+            call: 0,
+            action: crate::run::DecisionAction::Rejected,
+            feedback: super::Feedback::Omitted,
+            always_allow: true,
+            sha256: ShaChoice::Matching,
+            by_id: false,
+        },
+    ]);
     ops.extend(facts.modes().iter().map(|m| Op::switch(m.id.clone())));
     ops.push(Op::switch("no-such-mode"));
     if restarts {

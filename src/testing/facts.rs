@@ -23,6 +23,38 @@ pub struct ModeFacts {
     pub transitions_to: Vec<usize>,
     /// The `availableTools` list as written (`None` when absent: every tool of the controller).
     pub tools: Option<Vec<String>>,
+    /// `requireApproval` as written: which offered tools wait for the user's approval.
+    pub require_approval: Approvals,
+}
+
+/// A mode's `requireApproval` as the reference model reads it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub enum Approvals {
+    /// Absent or `false`: no tool call waits.
+    #[default]
+    None,
+    /// `requireApproval = [...]`: calls to these tools wait.
+    Tools(Vec<String>),
+    /// `requireApproval = true`: a call to any tool the mode offers (but `submit_plan`) waits.
+    All,
+}
+
+impl Approvals {
+    /// Whether a call to `tool` waits by this rule (whether the mode offers it aside);
+    /// `submit_plan` never does (its plan waits anyway).
+    pub fn covers(&self, tool: &str) -> bool {
+        tool != SUBMIT_PLAN
+            && match self {
+                Approvals::None => false,
+                Approvals::Tools(tools) => tools.iter().any(|t| t == tool),
+                Approvals::All => true,
+            }
+    }
+
+    /// Whether no tool call waits.
+    pub fn is_none(&self) -> bool {
+        matches!(self, Approvals::None) || matches!(self, Approvals::Tools(t) if t.is_empty())
+    }
 }
 
 impl ModeFacts {
@@ -117,10 +149,25 @@ impl ConfigFacts {
                         .ok_or_else(|| FactsError(format!("mode `{id}` has a bad tool list")))?,
                 ),
             };
+            let require_approval = match raw.get("requireApproval") {
+                None | Some(Value::Boolean(false)) => Approvals::None,
+                Some(Value::Boolean(true)) => Approvals::All,
+                Some(list) => Approvals::Tools(
+                    list.as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(|t| t.as_str().map(str::to_owned))
+                        .collect::<Option<Vec<String>>>()
+                        .ok_or_else(|| {
+                            FactsError(format!("mode `{id}` has a bad requireApproval list"))
+                        })?,
+                ),
+            };
             modes.push(ModeFacts {
                 id: id.clone(),
                 transitions_to,
                 tools,
+                require_approval,
             });
         }
         let marked = raw_modes
@@ -252,6 +299,25 @@ impl ConfigFacts {
             Some(list) => Some(list.iter().any(|t| t == tool)),
             None => Some(self.registered.as_ref()?.iter().any(|t| t == tool)),
         }
+    }
+
+    /// Whether a call to `tool` in `mode` waits for the user's approval (unless a decision
+    /// always allowed the tool): the mode offers it and its `requireApproval` covers it.
+    pub fn requires_approval(&self, mode: usize, tool: &str) -> bool {
+        self.offers(mode, tool) == Some(true)
+            && self
+                .modes
+                .get(mode)
+                .is_some_and(|m| m.require_approval.covers(tool))
+    }
+
+    /// The tools whose calls wait for approval in `mode` (registered tools it offers that its
+    /// `requireApproval` covers), in [`ConfigFacts::tool_names`] order.
+    pub fn approval_tools(&self, mode: usize) -> Vec<String> {
+        self.tool_names()
+            .into_iter()
+            .filter(|t| self.requires_approval(mode, t))
+            .collect()
     }
 
     /// Every tool name the kit calls in every mode: [`UNKNOWN_TOOL`], `submit_plan` and each

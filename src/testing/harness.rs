@@ -13,13 +13,13 @@ use serde_json::json;
 use super::facts::ConfigFacts;
 use super::reference::{
     Action, Decided, Offered, Op, Outcome, PLAN_COUNT, PendingPlan, PlanFile, ReferenceSession,
-    Refusal, Reply, ResultKind, RunRef, Step, Trace, plan_text,
+    Refusal, Reply, ResultKind, RunRef, Step, Trace, WaitingCall, plan_text,
 };
 use crate::controller::{AgentController, AgentControllerBuilder, ToolLayer};
-use crate::event::{Event, Suspension};
+use crate::event::{DecisionOutcome, Event, Suspension};
 use crate::mode::ModeGraph;
 use crate::model::{LanguageModel, Message, ModelError, ModelRequest, ModelResponse};
-use crate::run::RunOutcome;
+use crate::run::{DecisionAction, RunOutcome, TOOL_FEEDBACK_PREFIX, TOOL_REJECTED_RESULT};
 use crate::session::{Session, SessionError, SessionOptions};
 use crate::tool::submit_plan::{
     APPROVED_PLAN_BEGIN, APPROVED_PLAN_END, APPROVED_RESULT, REJECTED_RESULT,
@@ -248,6 +248,13 @@ impl Setup {
     pub fn builder_with(self, model: Arc<dyn LanguageModel>) -> AgentControllerBuilder {
         let graph = self.graph.clone();
         self.builder_over(graph, model)
+    }
+
+    /// The kit's spy, which the built controller puts around every tool: the kit's own tests
+    /// plant a bug with it (a tool run behind the session's back, seen by the kit).
+    #[cfg(test)]
+    pub(crate) fn spy(&self) -> ToolLayer {
+        self.spy.clone()
     }
 
     /// A builder over another `graph` than the config's: the kit's own tests plant a bug this
@@ -538,6 +545,10 @@ impl Harness {
                 tool_call_id,
                 decision,
             } => Resolved::Resume(run_id(run), tool_call_id.clone(), decision.clone()),
+            Action::Decide {
+                decision_id,
+                decision,
+            } => Resolved::Decide(decision_id.clone(), decision.clone()),
             Action::ResumeJson {
                 run,
                 tool_call_id,
@@ -559,6 +570,9 @@ impl Harness {
             Resolved::Send(text) => run_outcome(runtime.block_on(session.send_message(text))),
             Resolved::Resume(run, call, decision) => {
                 run_outcome(runtime.block_on(session.resume(&run, &call, decision)))
+            }
+            Resolved::Decide(id, decision) => {
+                run_outcome(runtime.block_on(session.decide(&id, decision)))
             }
             Resolved::ResumeJson(run, call, data) => {
                 run_outcome(runtime.block_on(session.resume_json(&run, &call, &data)))
@@ -634,6 +648,17 @@ impl Harness {
         let mut trace = Vec::new();
         // A spied execution, until the `tool_end` of its call folds it into `ToolRan`.
         let mut executed: Option<(String, String)> = None;
+        // An execution no `tool_end` follows (a controller running a tool behind the session's
+        // back) is a `ToolRan` of no call.
+        let stray = |executed: &mut Option<(String, String)>, trace: &mut Vec<Trace>| {
+            if let Some((tool, mode)) = executed.take() {
+                trace.push(Trace::ToolRan {
+                    tool_call_id: STRAY_EXECUTION.to_owned(),
+                    tool,
+                    mode,
+                });
+            }
+        };
         for record in records {
             let item = match record {
                 Record::ModelCall {
@@ -641,8 +666,12 @@ impl Harness {
                     tools,
                     notice,
                     handed,
-                } => Some(self.model_called(mode_id, tools, notice.as_deref(), handed)),
+                } => {
+                    stray(&mut executed, &mut trace);
+                    Some(self.model_called(mode_id, tools, notice.as_deref(), handed))
+                }
                 Record::ToolExecuted { tool, mode } => {
+                    stray(&mut executed, &mut trace);
                     executed = Some((tool, mode));
                     None
                 }
@@ -654,10 +683,17 @@ impl Harness {
                         mode,
                     })
                 }
-                Record::Event(event) => self.event_trace(event),
+                Record::Event(event) => {
+                    let item = self.event_trace(event);
+                    if item.is_some() {
+                        stray(&mut executed, &mut trace);
+                    }
+                    item
+                }
             };
             trace.extend(item);
         }
+        stray(&mut executed, &mut trace);
         trace
     }
 
@@ -713,7 +749,16 @@ impl Harness {
                     approved_sha256: d.approved_sha256,
                 }),
             },
-            // The reference model has no tool-call approvals yet: their events are not traced.
+            Event::ToolSuspended {
+                tool_call_id,
+                suspend_payload: Suspension::ToolCall(payload),
+                ..
+            } => Trace::ToolCallSuspended {
+                tool_call_id,
+                tool: payload.tool_name,
+                decision_id: payload.decision_id,
+                args_sha256: payload.args_sha256,
+            },
             Event::ToolSuspended {
                 tool_call_id,
                 suspend_payload: Suspension::Plan(suspend_payload),
@@ -795,6 +840,45 @@ impl Harness {
             };
             return Err(divergence(Aspect::Pending, op, expected, actual));
         }
+        let expected_waiting: Vec<String> = reference.waiting().iter().map(waiting_view).collect();
+        let actual_waiting: Vec<String> = session
+            .pending_tool_calls()
+            .iter()
+            .map(|p| {
+                waiting_view(&WaitingCall {
+                    run: self.run_ordinal(p.run_id()),
+                    tool_call_id: p.tool_call_id().to_owned(),
+                    tool: p.tool_name().to_owned(),
+                    decision_id: p.decision_id().to_owned(),
+                    args_sha256: p.args_sha256().to_owned(),
+                    decided: p.decision().map(|d| {
+                        let action = match d.outcome {
+                            Some(DecisionOutcome::Approved) => DecisionAction::Approved,
+                            _ => DecisionAction::Rejected,
+                        };
+                        let feedback = p.feedback().is_some_and(|f| !f.trim().is_empty());
+                        (action, feedback)
+                    }),
+                })
+            })
+            .collect();
+        if expected_waiting != actual_waiting {
+            let (expected, actual) = first_string_difference(&expected_waiting, &actual_waiting);
+            return Err(divergence(
+                Aspect::Pending,
+                op,
+                format!("waiting tool calls: {expected}"),
+                format!("waiting tool calls: {actual}"),
+            ));
+        }
+        if session.always_allowed() != reference.always_allowed() {
+            return Err(divergence(
+                Aspect::Pending,
+                op,
+                format!("always allowed: {:?}", reference.always_allowed()),
+                format!("always allowed: {:?}", session.always_allowed()),
+            ));
+        }
         let actual_run = session
             .run_state()
             .map(|(id, state)| (self.run_ordinal(id), state));
@@ -839,6 +923,7 @@ impl Harness {
 enum Resolved {
     Send(String),
     Resume(String, String, crate::run::Decision),
+    Decide(String, crate::run::Decision),
     ResumeJson(String, String, serde_json::Value),
     Abort,
     Switch(String),
@@ -891,6 +976,37 @@ impl PendingView {
         };
         (side(true), side(false))
     }
+}
+
+/// The tool-call id of a [`Trace::ToolRan`] for an execution no `tool_end` followed.
+pub(crate) const STRAY_EXECUTION: &str = "(executed without a tool_end)";
+
+/// A waiting tool call as the comparison shows it: run, ids, tool, hash and decision so far.
+fn waiting_view(w: &WaitingCall) -> String {
+    let decided = match w.decided {
+        None => "waiting",
+        Some((DecisionAction::Approved, _)) => "approved",
+        Some((DecisionAction::Rejected, false)) => "rejected",
+        Some((DecisionAction::Rejected, true)) => "rejected with feedback",
+    };
+    format!(
+        "{} {} of run {} ({}, argsSha256 {}): {decided}",
+        w.decision_id, w.tool_call_id, w.run, w.tool, w.args_sha256
+    )
+}
+
+/// The first of two lists' items that differ, with its position.
+fn first_string_difference(expected: &[String], actual: &[String]) -> (String, String) {
+    let at = expected
+        .iter()
+        .zip(actual)
+        .position(|(e, a)| e != a)
+        .unwrap_or(expected.len().min(actual.len()));
+    let show = |items: &[String]| match items.get(at) {
+        Some(item) => format!("item {} of {}: {item}", at + 1, items.len()),
+        None => format!("nothing after item {at} of {}", items.len()),
+    };
+    (show(expected), show(actual))
 }
 
 /// The first item where two traces differ, with its position: the rest is noise.
@@ -975,7 +1091,14 @@ fn refusal(error: &SessionError) -> Refusal {
 }
 
 fn result_kind(result: &str) -> ResultKind {
-    if result.starts_with(APPROVED_RESULT) {
+    if result == TOOL_REJECTED_RESULT {
+        ResultKind::ToolRejected
+    } else if result
+        .strip_prefix(TOOL_REJECTED_RESULT)
+        .is_some_and(|rest| rest.starts_with(TOOL_FEEDBACK_PREFIX))
+    {
+        ResultKind::ToolRejectedWithFeedback
+    } else if result.starts_with(APPROVED_RESULT) {
         ResultKind::Approved
     } else if result == REJECTED_RESULT {
         ResultKind::Rejected

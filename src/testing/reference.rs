@@ -44,6 +44,12 @@ fn handed(text: &str) -> String {
     text.trim_end().to_owned()
 }
 
+/// Lower-case hex SHA-256 of the arguments the kit's tool calls carry (`{}`), in RFC 8785
+/// canonical JSON: the `argsSha256` of every tool call that waits for approval.
+pub fn tool_args_sha256() -> String {
+    hex(&Sha256::digest(b"{}"))
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -176,6 +182,25 @@ pub enum Op {
     /// A person answers the approval prompt (the grammar of `terminal::read_answer`); `None` is
     /// end of input, which decides nothing.
     Answer(Option<String>),
+    /// The host decides the tool call waiting for approval at position `call` among the reply's
+    /// waiting calls (in the model's order, those decided already included: deciding one again
+    /// is refused).
+    DecideTool {
+        /// The waiting call's position.
+        call: usize,
+        /// Approve (the tool runs once every call is decided) or reject (it never runs).
+        action: DecisionAction,
+        /// Feedback (a rejection hands it to the model).
+        feedback: Feedback,
+        /// "Always allow this tool in this session" ([`Decision::always_allow`]): refused with
+        /// a rejection.
+        always_allow: bool,
+        /// The `sha256` the decision carries (matched against the call's `argsSha256`).
+        sha256: ShaChoice,
+        /// Decide by the call's decision id ([`crate::Session::decide`]) instead of its run and
+        /// tool-call ids ([`crate::Session::resume`]).
+        by_id: bool,
+    },
     /// The host aborts.
     Abort,
     /// The host decides, again, the tool call decided (or cancelled) last.
@@ -288,6 +313,48 @@ impl Op {
         }
     }
 
+    /// A user message on which the model calls each tool of `names` with `{}` in one reply
+    /// (parallel calls), then answers.
+    pub fn calls(names: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        Op::Message {
+            calls: names.into_iter().map(|n| Call::Tool(n.into())).collect(),
+            then: Then::Text,
+        }
+    }
+
+    /// Approve the waiting tool call at position `call` (by its run and tool-call ids).
+    pub fn approve_tool(call: usize) -> Self {
+        Self::decide_tool(call, DecisionAction::Approved, Feedback::Omitted, false)
+    }
+
+    /// Approve the waiting tool call at position `call` and always allow its tool for the
+    /// session (until a manual switch).
+    pub fn always_allow_tool(call: usize) -> Self {
+        Self::decide_tool(call, DecisionAction::Approved, Feedback::Omitted, true)
+    }
+
+    /// Reject the waiting tool call at position `call`; with `feedback`, the model gets it.
+    pub fn reject_tool(call: usize, feedback: Option<&str>) -> Self {
+        let feedback = feedback.map_or(Feedback::Omitted, |f| Feedback::Text(f.to_owned()));
+        Self::decide_tool(call, DecisionAction::Rejected, feedback, false)
+    }
+
+    fn decide_tool(
+        call: usize,
+        action: DecisionAction,
+        feedback: Feedback,
+        always_allow: bool,
+    ) -> Self {
+        Op::DecideTool {
+            call,
+            action,
+            feedback,
+            always_allow,
+            sha256: ShaChoice::Omitted,
+            by_id: false,
+        }
+    }
+
     /// Switch by hand to the mode with `id`.
     pub fn switch(id: impl Into<String>) -> Self {
         Op::Switch(id.into())
@@ -314,6 +381,13 @@ pub enum Action {
         run: RunRef,
         /// The tool call addressed.
         tool_call_id: String,
+        /// The decision.
+        decision: Decision,
+    },
+    /// [`crate::Session::decide`].
+    Decide {
+        /// The decision id addressed.
+        decision_id: String,
         /// The decision.
         decision: Decision,
     },
@@ -416,6 +490,10 @@ pub enum ResultKind {
     RejectedWithFeedback,
     /// A rejection without feedback: stop and wait.
     Rejected,
+    /// A tool call the user rejected, without feedback: it was not executed.
+    ToolRejected,
+    /// A tool call the user rejected with feedback, which the result carries.
+    ToolRejectedWithFeedback,
     /// Anything else (tool errors, refusals).
     Other,
 }
@@ -487,6 +565,17 @@ pub enum Trace {
         targets: Vec<String>,
         /// The captured plan's SHA-256.
         sha256: String,
+    },
+    /// `tool_suspended` on a tool call that waits for approval (the mode's `requireApproval`).
+    ToolCallSuspended {
+        /// The tool call id.
+        tool_call_id: String,
+        /// The tool name.
+        tool: String,
+        /// The decision id in the payload.
+        decision_id: String,
+        /// The `argsSha256` in the payload.
+        args_sha256: String,
     },
     /// `tool_suspension_cancelled`.
     Cancelled {
@@ -562,6 +651,33 @@ pub struct PendingPlan {
     pub plan: u8,
 }
 
+/// A tool call waiting for the user's approval, as the reference holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WaitingCall {
+    /// The suspended run's ordinal.
+    pub run: usize,
+    /// The tool call id.
+    pub tool_call_id: String,
+    /// The tool name.
+    pub tool: String,
+    /// Its decision id (`decision_N`, counted with the plans').
+    pub decision_id: String,
+    /// `argsSha256` ([`tool_args_sha256`]).
+    pub args_sha256: String,
+    /// The decision taken while other calls of the reply still wait: approved or not, and
+    /// whether it carried feedback.
+    pub decided: Option<(DecisionAction, bool)>,
+}
+
+/// The parts of an [`Op::DecideTool`].
+struct ToolChoice<'a> {
+    action: DecisionAction,
+    feedback: &'a Feedback,
+    always_allow: bool,
+    sha256: ShaChoice,
+    by_id: bool,
+}
+
 /// The parts of an [`Op::Decide`].
 struct Choice<'a> {
     action: DecisionAction,
@@ -588,6 +704,12 @@ pub struct ReferenceSession {
     runs: usize,
     tool_calls: usize,
     decided: Option<(usize, String)>,
+    /// Decision ids given out (plans and tool calls).
+    decisions: usize,
+    /// The tool calls waiting for approval, in the model's order.
+    waiting: Vec<WaitingCall>,
+    /// The tools a decision always allowed, in the order allowed.
+    always_allowed: Vec<String>,
     restarts: bool,
     /// The mode changed since the model's last call: its next call must carry a notice.
     notice_due: bool,
@@ -611,6 +733,15 @@ impl fmt::Debug for ReferenceSession {
             .field("start", &self.start.map(|m| self.facts.id(m)))
             .field("mode", &self.facts.id(self.mode))
             .field("pending", &pending)
+            .field(
+                "waiting",
+                &self
+                    .waiting
+                    .iter()
+                    .map(|w| format!("{} {} {:?}", w.decision_id, w.tool, w.decided))
+                    .collect::<Vec<_>>(),
+            )
+            .field("always_allowed", &self.always_allowed)
             .field("run", &self.run)
             .finish_non_exhaustive()
     }
@@ -630,6 +761,9 @@ impl ReferenceSession {
             runs: 0,
             tool_calls: 0,
             decided: None,
+            decisions: 0,
+            waiting: Vec::new(),
+            always_allowed: Vec::new(),
             restarts: false,
             notice_due: false,
             handed_due: None,
@@ -664,6 +798,17 @@ impl ReferenceSession {
         self.pending.as_ref()
     }
 
+    /// The tool calls waiting for approval (those decided while others wait included), in the
+    /// model's order; empty when none waits.
+    pub fn waiting(&self) -> &[WaitingCall] {
+        &self.waiting
+    }
+
+    /// The tools a decision always allowed for the session, in the order allowed.
+    pub fn always_allowed(&self) -> &[String] {
+        &self.always_allowed
+    }
+
     /// The latest run's ordinal and state, if a run was started.
     pub fn run(&self) -> Option<(usize, RunState)> {
         self.run
@@ -689,6 +834,7 @@ impl ReferenceSession {
                     && !matches!(revision, Revision::Resubmit(k) if *k >= PLAN_COUNT)
             }
             Op::Answer(_) => self.pending.is_some(),
+            Op::DecideTool { call, .. } => *call < self.waiting.len(),
             Op::DecideAgain => self.decided.is_some(),
             Op::Restart => self.restarts,
             Op::Abort
@@ -740,6 +886,23 @@ impl ReferenceSession {
                 self.decide(choice, trace)
             }
             Op::Answer(answer) => self.answer(answer.as_deref(), trace),
+            Op::DecideTool {
+                call,
+                action,
+                feedback,
+                always_allow,
+                sha256,
+                by_id,
+            } => {
+                let choice = ToolChoice {
+                    action: *action,
+                    feedback,
+                    always_allow: *always_allow,
+                    sha256: *sha256,
+                    by_id: *by_id,
+                };
+                self.decide_tool(*call, choice, trace)
+            }
             Op::Abort => {
                 let aborted = self.cancel(CancelReason::Aborted, trace);
                 (Action::Abort, Vec::new(), Outcome::Aborted(aborted))
@@ -803,6 +966,8 @@ impl ReferenceSession {
                     return (action, Vec::new(), Outcome::Switched(false));
                 }
                 self.cancel(CancelReason::ModeSwitch, trace);
+                // A manual switch ends every "always allow" of the session.
+                self.always_allowed.clear();
                 self.change_mode(target, ModeChangeReason::Manual, trace);
                 (action, Vec::new(), Outcome::Switched(true))
             }
@@ -869,6 +1034,28 @@ impl ReferenceSession {
 
     /// Rule 6: a pending plan is cancelled as not approved; the mode stays.
     fn cancel(&mut self, reason: CancelReason, trace: &mut Vec<Trace>) -> bool {
+        if !self.waiting.is_empty() {
+            // Every waiting tool call, decided already or not, is not approved: none runs.
+            let waiting = std::mem::take(&mut self.waiting);
+            let run = waiting[0].run;
+            trace.push(Trace::RunStarted {
+                run,
+                mode: self.facts.id(self.mode).to_owned(),
+            });
+            for call in &waiting {
+                trace.push(Trace::Cancelled {
+                    tool_call_id: call.tool_call_id.clone(),
+                    reason,
+                });
+            }
+            trace.push(Trace::RunEnded {
+                run,
+                reason: RunState::Aborted,
+            });
+            self.run = Some((run, RunState::Aborted));
+            self.decided = waiting.last().map(|w| (run, w.tool_call_id.clone()));
+            return true;
+        }
         let Some(pending) = self.pending.take() else {
             return false;
         };
@@ -979,15 +1166,30 @@ impl ReferenceSession {
         }
     }
 
-    /// Rules 3, 8, 9: runs one step's calls in order; returns `Some` when the run suspends.
+    /// Rules 3, 8, 9 and 12: runs one step's calls in order; returns `Some` when the run
+    /// suspends.
+    ///
+    /// A call to a tool the mode offers and its `requireApproval` covers (not always allowed)
+    /// does not run: once the other calls have run, the run suspends on every such call at
+    /// once, each its own decision. A `submit_plan` in such a reply is not executed.
     fn tool_calls_then(
         &mut self,
         run: usize,
         calls: &[ScriptedCall],
         trace: &mut Vec<Trace>,
     ) -> Option<Outcome> {
+        let waits_for = |this: &Self, call: &ScriptedCall| {
+            this.facts.requires_approval(this.mode, &call.tool)
+                && !this.always_allowed.contains(&call.tool)
+        };
+        let waits = calls.iter().any(|c| waits_for(self, c));
+        let mut waiting = Vec::new();
         for (i, call) in calls.iter().enumerate() {
             let offered = self.facts.offers(self.mode, &call.tool) == Some(true);
+            if offered && waits_for(self, call) {
+                waiting.push(call);
+                continue;
+            }
             if offered && call.tool != SUBMIT_PLAN {
                 trace.push(Trace::ToolRan {
                     tool_call_id: call.id.clone(),
@@ -997,7 +1199,7 @@ impl ReferenceSession {
                 continue;
             }
             match call.plan {
-                Some(PlanFile::Valid(k)) if offered => {
+                Some(PlanFile::Valid(k)) if offered && !waits => {
                     for rest in &calls[i + 1..] {
                         trace.push(Trace::ToolEnded {
                             tool_call_id: rest.id.clone(),
@@ -1016,7 +1218,151 @@ impl ReferenceSession {
                 }),
             }
         }
-        None
+        if waiting.is_empty() {
+            return None;
+        }
+        for call in waiting {
+            self.decisions += 1;
+            let waiting = WaitingCall {
+                run,
+                tool_call_id: call.id.clone(),
+                tool: call.tool.clone(),
+                decision_id: format!("decision_{}", self.decisions),
+                args_sha256: tool_args_sha256(),
+                decided: None,
+            };
+            trace.push(Trace::ToolCallSuspended {
+                tool_call_id: waiting.tool_call_id.clone(),
+                tool: waiting.tool.clone(),
+                decision_id: waiting.decision_id.clone(),
+                args_sha256: waiting.args_sha256.clone(),
+            });
+            self.waiting.push(waiting);
+        }
+        trace.push(Trace::RunEnded {
+            run,
+            reason: RunState::Suspended,
+        });
+        self.run = Some((run, RunState::Suspended));
+        Some(Outcome::Run(RunState::Suspended))
+    }
+
+    /// Rule 12: a decision on the waiting tool call at position `index`. It is refused, and
+    /// changes nothing, when that call was decided already, when it always allows on a
+    /// rejection, or when its `sha256` is not the call's `argsSha256`. While other calls wait,
+    /// it is recorded and the run stays suspended; the last one carries the run on: the
+    /// rejected calls' results (with their feedback), then the approved calls run in the
+    /// model's order, then the model is called.
+    fn decide_tool(
+        &mut self,
+        index: usize,
+        choice: ToolChoice<'_>,
+        trace: &mut Vec<Trace>,
+    ) -> (Action, Vec<Reply>, Outcome) {
+        let ToolChoice {
+            action,
+            feedback,
+            always_allow,
+            sha256,
+            by_id,
+        } = choice;
+        let Some(call) = self.waiting.get(index).cloned() else {
+            return (Action::Nothing, Vec::new(), Outcome::NoDecision);
+        };
+        let decision = Decision {
+            action,
+            feedback: match feedback {
+                Feedback::Omitted => None,
+                Feedback::Blank => Some("   ".to_owned()),
+                Feedback::Text(text) => Some(text.clone()),
+            },
+            sha256: match sha256 {
+                ShaChoice::Omitted => None,
+                ShaChoice::Matching => Some(call.args_sha256.clone()),
+                ShaChoice::MatchingUppercase => Some(call.args_sha256.to_ascii_uppercase()),
+                ShaChoice::Stale => Some(hex(&Sha256::digest(b"{\"path\":\"other\"}"))),
+            },
+            decided_by: None,
+            to: None,
+            plan: None,
+            always_allow,
+        };
+        let host_action = if by_id {
+            Action::Decide {
+                decision_id: call.decision_id.clone(),
+                decision,
+            }
+        } else {
+            Action::Resume {
+                run: RunRef::Run(call.run),
+                tool_call_id: call.tool_call_id.clone(),
+                decision,
+            }
+        };
+        let refused = |r| (host_action.clone(), Vec::new(), Outcome::Refused(r));
+        if call.decided.is_some() {
+            return refused(Refusal::AlreadyDecided);
+        }
+        if always_allow && action == DecisionAction::Rejected {
+            return refused(Refusal::MalformedDecision);
+        }
+        if sha256 == ShaChoice::Stale {
+            return refused(Refusal::Sha256Mismatch);
+        }
+        let has_feedback = matches!(feedback, Feedback::Text(t) if !t.trim().is_empty());
+        self.waiting[index].decided = Some((action, has_feedback));
+        if always_allow && !self.always_allowed.contains(&call.tool) {
+            self.always_allowed.push(call.tool.clone());
+        }
+        self.decided = Some((call.run, call.tool_call_id.clone()));
+        if self.waiting.iter().any(|w| w.decided.is_none()) {
+            return (host_action, Vec::new(), Outcome::Run(RunState::Suspended));
+        }
+        // Every call is decided: the run resumes (`agent_start` again, same run).
+        let run = call.run;
+        let waiting = std::mem::take(&mut self.waiting);
+        let mode = self.facts.id(self.mode).to_owned();
+        trace.push(Trace::RunStarted {
+            run,
+            mode: mode.clone(),
+        });
+        let decided = |w: &WaitingCall| {
+            Some(Decided {
+                sha256: w.args_sha256.clone(),
+                approved_sha256: None,
+            })
+        };
+        for w in &waiting {
+            if let Some((DecisionAction::Rejected, with_feedback)) = w.decided {
+                trace.push(Trace::ToolEnded {
+                    tool_call_id: w.tool_call_id.clone(),
+                    is_error: true,
+                    result: if with_feedback {
+                        ResultKind::ToolRejectedWithFeedback
+                    } else {
+                        ResultKind::ToolRejected
+                    },
+                    decided: decided(w),
+                });
+            }
+        }
+        for w in &waiting {
+            if let Some((DecisionAction::Approved, _)) = w.decided {
+                trace.push(Trace::ToolRan {
+                    tool_call_id: w.tool_call_id.clone(),
+                    tool: w.tool.clone(),
+                    mode: mode.clone(),
+                });
+            }
+        }
+        // The decision starts a new drive: the step limit counts from zero again.
+        let mut steps = 0;
+        let outcome = self.call_model_then(run, &mut steps, Then::Text, trace);
+        (
+            host_action,
+            vec![Reply::Text(format!("done with run {run}"))],
+            outcome,
+        )
     }
 
     fn suspend(
@@ -1026,6 +1372,7 @@ impl ReferenceSession {
         k: u8,
         trace: &mut Vec<Trace>,
     ) -> Outcome {
+        self.decisions += 1;
         // Rule 3: the hand-over targets are fixed now, at submit time.
         let target = self.facts.transition_target(self.mode);
         let targets = self.facts.transition_targets(self.mode);
@@ -1230,7 +1577,10 @@ impl ReferenceSession {
                     }
                 }
             }
-            ResultKind::Rejected | ResultKind::Other => {
+            ResultKind::Rejected
+            | ResultKind::Other
+            | ResultKind::ToolRejected
+            | ResultKind::ToolRejectedWithFeedback => {
                 trace.push(Trace::RunEnded {
                     run,
                     reason: RunState::Completed,
@@ -1362,6 +1712,10 @@ impl ReferenceSession {
             choices.push((4, answer_op().boxed()));
             choices.push((2, Just(Op::Abort).boxed()));
         }
+        if !self.waiting.is_empty() {
+            choices.push((16, decide_tool_op(self.waiting.len()).boxed()));
+            choices.push((2, Just(Op::Abort).boxed()));
+        }
         if self.decided.is_some() {
             choices.push((1, Just(Op::DecideAgain).boxed()));
         }
@@ -1419,6 +1773,45 @@ fn decide_op(listed: Vec<String>, all: Vec<String>) -> impl Strategy<Value = Op>
             plan,
         },
     )
+}
+
+/// A decision on one of `waiting` tool calls: mostly a plain approval or rejection, sometimes
+/// "always allow", a pinned hash (stale at times), by decision id or by run and tool-call ids.
+fn decide_tool_op(waiting: usize) -> impl Strategy<Value = Op> {
+    let action = prop_oneof![
+        3 => Just(DecisionAction::Approved),
+        2 => Just(DecisionAction::Rejected),
+    ];
+    let feedback = prop_oneof![
+        2 => Just(Feedback::Omitted),
+        1 => Just(Feedback::Blank),
+        2 => proptest::sample::select(vec!["use another path", "not now"])
+            .prop_map(|f| Feedback::Text(f.to_owned())),
+    ];
+    let sha256 = prop_oneof![
+        4 => Just(ShaChoice::Omitted),
+        2 => Just(ShaChoice::Matching),
+        1 => Just(ShaChoice::MatchingUppercase),
+        1 => Just(ShaChoice::Stale),
+    ];
+    (
+        0..waiting.max(1),
+        action,
+        feedback,
+        proptest::bool::weighted(0.3),
+        sha256,
+        any::<bool>(),
+    )
+        .prop_map(
+            |(call, action, feedback, always_allow, sha256, by_id)| Op::DecideTool {
+                call,
+                action,
+                feedback,
+                always_allow,
+                sha256,
+                by_id,
+            },
+        )
 }
 
 fn answer_op() -> impl Strategy<Value = Op> {

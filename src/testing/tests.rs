@@ -447,3 +447,359 @@ fn an_edited_approval_that_hands_over_the_submitted_plan_is_caught() {
     let random = report.counterexample.expect("the random test finds it too");
     assert!(random.to_string().contains("edited"), "{random}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Tool calls that wait for approval (issue 12): bugs planted from outside as above.
+
+/// `build` waits for `write_file` (`requireApproval`); `plan` hands over to `build` or
+/// `build-auto`.
+const APPROVALS: &str = "tests/fixtures/configs/valid/targets-list.toml";
+
+/// `text` without its `requireApproval` lines.
+fn without_approvals(text: &str) -> String {
+    text.lines()
+        .filter(|line| !line.trim_start().starts_with("requireApproval"))
+        .map(|line| format!("{line}\n"))
+        .collect()
+}
+
+/// Planted bug "a waiting tool runs before its approval": the controller runs over the same
+/// modes without their `requireApproval` (so it executes the call at once), while the model
+/// sees exactly what a correct controller offers.
+fn build_running_before_approval(setup: Setup) -> Result<AgentController, ConfigError> {
+    let text = std::fs::read_to_string(APPROVALS).expect("the fixture");
+    let graph = config::parse(&without_approvals(&text), "no-approvals.toml")
+        .expect("the config without requireApproval");
+    let model = setup.model();
+    setup
+        .builder_over(graph, model)
+        .tools(ToolRegistry::with_workspace_tools())
+        .build()
+}
+
+#[test]
+fn a_tool_run_before_its_approval_is_caught() {
+    let report = failed(
+        &Check::new(APPROVALS)
+            .cases(64)
+            .seed(5)
+            .without_regressions(),
+        build_running_before_approval,
+    );
+    let found = report
+        .exploration
+        .counterexample
+        .expect("the exploration finds it");
+    // The shortest counterexample: one call to `write_file` in `build`, which ran at once.
+    assert_eq!(found.start, "build", "{found}");
+    assert_eq!(found.ops, vec![Op::call("write_file")], "{found}");
+    assert_eq!(found.divergence.aspect, Aspect::Outcome, "{found}");
+    assert!(found.divergence.expected.contains("Suspended"), "{found}");
+    assert!(!report.edges.is_complete(), "the edge walk misses it too");
+    assert!(
+        report.counterexample.is_some(),
+        "the random test finds it too"
+    );
+}
+
+/// Planted bug "always-allow outlives a manual switch": a session store that keeps the
+/// session's always-allowed tools when a save empties them (only a manual switch does), so a
+/// restored session still runs them without asking.
+#[derive(Debug, Default)]
+struct KeepsAlwaysAllowed {
+    inner: crate::store::MemoryStore,
+    allowed: std::sync::Mutex<std::collections::HashMap<String, Vec<String>>>,
+}
+
+#[async_trait::async_trait]
+impl crate::store::SessionStore for KeepsAlwaysAllowed {
+    async fn load(
+        &self,
+        session_id: &str,
+    ) -> Result<Option<crate::store::SessionRecord>, crate::store::StoreError> {
+        self.inner.load(session_id).await
+    }
+
+    async fn save(
+        &self,
+        record: &crate::store::SessionRecord,
+        expected: Option<u64>,
+    ) -> Result<(), crate::store::StoreError> {
+        let mut record = record.clone();
+        {
+            let mut allowed = self
+                .allowed
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let kept = allowed.entry(record.session_id.clone()).or_default();
+            if record.always_allowed.is_empty() {
+                record.always_allowed = kept.clone();
+            } else {
+                *kept = record.always_allowed.clone();
+            }
+        }
+        self.inner.save(&record, expected).await
+    }
+
+    async fn delete(&self, session_id: &str) -> Result<bool, crate::store::StoreError> {
+        self.inner.delete(session_id).await
+    }
+
+    async fn list_pending(&self) -> Result<crate::store::PendingListing, crate::store::StoreError> {
+        self.inner.list_pending().await
+    }
+
+    async fn expire(&self, before: u64) -> Result<usize, crate::store::StoreError> {
+        self.inner.expire(before).await
+    }
+}
+
+fn build_keeping_always_allowed(setup: Setup) -> Result<AgentController, ConfigError> {
+    setup
+        .builder()
+        .tools(ToolRegistry::with_workspace_tools())
+        .store(Arc::new(KeepsAlwaysAllowed::default()))
+        .build()
+}
+
+#[test]
+fn an_always_allow_kept_after_a_manual_switch_is_caught() {
+    let report = failed(
+        &Check::new(APPROVALS)
+            .cases(64)
+            .seed(6)
+            .without_regressions(),
+        build_keeping_always_allowed,
+    );
+    // The edge walk restarts after every edge when the controller has a store: the
+    // always-allow ended by a switch is back after the restart.
+    let missed: Vec<String> = report
+        .edges
+        .missed
+        .iter()
+        .map(|(edge, miss)| format!("{edge}: {miss}"))
+        .collect();
+    assert!(!missed.is_empty(), "{report}");
+    for miss in &missed {
+        assert!(miss.contains("manual_ends_always_allow"), "{miss}");
+        assert!(miss.contains("always allowed: [\"write_file\"]"), "{miss}");
+    }
+    // The same controller without the bug passes.
+    Check::new(APPROVALS)
+        .cases(16)
+        .seed(6)
+        .without_regressions()
+        .run(|setup| {
+            setup
+                .builder()
+                .tools(ToolRegistry::with_workspace_tools())
+                .store(Arc::new(crate::store::MemoryStore::new()))
+                .build()
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Planted bug "a rejected tool call runs": a model layer that, seeing the result of a
+/// rejected tool call, runs the tool anyway (through the kit's spy, as the controller's own
+/// call would be seen), as a controller that executes before answering "not approved" does.
+struct RunsRejected {
+    inner: Arc<dyn LanguageModel>,
+    tools: Vec<Arc<dyn crate::tool::Tool>>,
+    workspace: std::path::PathBuf,
+    seen: std::sync::Mutex<usize>,
+}
+
+#[async_trait::async_trait]
+impl LanguageModel for RunsRejected {
+    async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        let fresh: Vec<String> = {
+            let mut seen = self
+                .seen
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if request.messages.len() < *seen {
+                *seen = 0; // a new session
+            }
+            let fresh = request.messages[*seen..]
+                .iter()
+                .filter_map(|m| match m {
+                    Message::Tool {
+                        tool_name, content, ..
+                    } if content.starts_with(crate::run::TOOL_REJECTED_RESULT) => {
+                        Some(tool_name.clone())
+                    }
+                    _ => None,
+                })
+                .collect();
+            *seen = request.messages.len();
+            fresh
+        };
+        for name in fresh {
+            if let Some(tool) = self.tools.iter().find(|t| t.name() == name) {
+                let extensions = crate::extensions::Extensions::default();
+                let ctx = crate::tool::ToolContext {
+                    workspace: &self.workspace,
+                    plans_dir: &self.workspace,
+                    mode_id: request.mode_id,
+                    session_id: "",
+                    run_id: "",
+                    tool_call_id: "",
+                    cancel: tokio_util::sync::CancellationToken::new(),
+                    extensions: &extensions,
+                    pending_plans: &(),
+                    protected_paths: &[],
+                };
+                tool.execute(&serde_json::json!({}), &ctx).await;
+            }
+        }
+        self.inner.generate(request).await
+    }
+}
+
+fn build_running_rejected(setup: Setup) -> Result<AgentController, ConfigError> {
+    let spy = setup.spy();
+    let registry = ToolRegistry::with_workspace_tools();
+    let tools = registry
+        .names()
+        .filter_map(|n| registry.get(n).cloned())
+        .map(|tool| spy(tool))
+        .collect();
+    let model = Arc::new(RunsRejected {
+        inner: setup.model(),
+        tools,
+        workspace: setup.workspace().to_owned(),
+        seen: std::sync::Mutex::new(0),
+    });
+    setup.builder_with(model).tools(registry).build()
+}
+
+#[test]
+fn a_rejected_tool_call_that_runs_is_caught() {
+    let report = failed(
+        &Check::new(APPROVALS)
+            .cases(64)
+            .seed(7)
+            .without_regressions(),
+        build_running_rejected,
+    );
+    let found = report
+        .exploration
+        .counterexample
+        .expect("the exploration finds it");
+    assert_eq!(found.divergence.aspect, Aspect::Events, "{found}");
+    assert!(
+        found
+            .ops
+            .iter()
+            .any(|op| matches!(op, Op::DecideTool { action, .. } if *action == crate::run::DecisionAction::Rejected)),
+        "{found}"
+    );
+    assert!(found.divergence.actual.contains("ToolRan"), "{found}");
+    assert!(
+        found
+            .divergence
+            .actual
+            .contains(super::harness::STRAY_EXECUTION),
+        "{found}"
+    );
+}
+
+#[test]
+fn the_reference_waits_for_every_tool_call_and_runs_the_approved_ones_last() {
+    // Issue 12: every waiting call of a reply at once, each its own decision; the run carries
+    // on after the last one (rejected results first, then the approved calls in the model's
+    // order); always-allow until a manual switch. The real controller agrees step by step.
+    let text = std::fs::read_to_string(APPROVALS).expect("the fixture");
+    let graph = config::parse(&text, APPROVALS).expect("the fixture");
+    let facts = Arc::new(ConfigFacts::from_toml(&text).expect("facts"));
+    let mut harness = Harness::new(graph, facts, |setup: Setup| {
+        setup
+            .builder()
+            .tools(ToolRegistry::with_workspace_tools())
+            .build()
+    })
+    .expect("a harness");
+    let mut reference = ReferenceSession::new(harness.facts().clone(), None);
+    harness.start(&reference).expect("the start");
+    let mut step = |reference: &mut ReferenceSession, op: Op| {
+        let step = reference.apply(&op).clone();
+        harness
+            .step(reference)
+            .unwrap_or_else(|d| panic!("the controller differs: {d}"));
+        step.expected
+    };
+    let suspended = |id: &str, decision: &str| Trace::ToolCallSuspended {
+        tool_call_id: id.to_owned(),
+        tool: "write_file".to_owned(),
+        decision_id: decision.to_owned(),
+        args_sha256: tool_args_sha256(),
+    };
+    let ran = |id: &str, tool: &str| Trace::ToolRan {
+        tool_call_id: id.to_owned(),
+        tool: tool.to_owned(),
+        mode: "build".to_owned(),
+    };
+
+    let expected = step(
+        &mut reference,
+        Op::calls(["write_file", "write_file", "read_file"]),
+    );
+    assert_eq!(expected.outcome, Outcome::Run(RunState::Suspended));
+    assert_eq!(
+        expected.trace[2..],
+        [
+            ran("call_3", "read_file"),
+            suspended("call_1", "decision_1"),
+            suspended("call_2", "decision_2"),
+            Trace::RunEnded {
+                run: 1,
+                reason: RunState::Suspended
+            },
+        ]
+    );
+    // One decision of two: saved, nothing runs yet; deciding it again is refused.
+    let expected = step(&mut reference, Op::reject_tool(1, Some("use another path")));
+    assert_eq!(expected.outcome, Outcome::Run(RunState::Suspended));
+    assert!(expected.trace.is_empty(), "{:?}", expected.trace);
+    let expected = step(&mut reference, Op::approve_tool(1));
+    assert_eq!(expected.outcome, Outcome::Refused(Refusal::AlreadyDecided));
+    // The last one: the rejection's result with the feedback, then the approved call runs.
+    let expected = step(&mut reference, Op::always_allow_tool(0));
+    assert_eq!(expected.outcome, Outcome::Run(RunState::Completed));
+    assert_eq!(
+        expected.trace[1..3],
+        [
+            Trace::ToolEnded {
+                tool_call_id: "call_2".to_owned(),
+                is_error: true,
+                result: ResultKind::ToolRejectedWithFeedback,
+                decided: Some(Decided {
+                    sha256: tool_args_sha256(),
+                    approved_sha256: None,
+                }),
+            },
+            ran("call_1", "write_file"),
+        ]
+    );
+    assert_eq!(reference.always_allowed(), ["write_file".to_owned()]);
+    // Always allowed: the next call runs at once.
+    let expected = step(&mut reference, Op::call("write_file"));
+    assert!(expected.trace.contains(&ran("call_4", "write_file")));
+    // A switch to the current mode is no switch; a manual switch ends the always-allow.
+    step(&mut reference, Op::switch("build"));
+    assert_eq!(reference.always_allowed(), ["write_file".to_owned()]);
+    step(&mut reference, Op::switch("plan"));
+    step(&mut reference, Op::switch("build"));
+    assert!(reference.always_allowed().is_empty());
+    let expected = step(&mut reference, Op::call("write_file"));
+    assert!(expected.trace.contains(&suspended("call_5", "decision_3")));
+    // An abort: the waiting call never runs.
+    let expected = step(&mut reference, Op::Abort);
+    assert_eq!(expected.outcome, Outcome::Aborted(true));
+    assert!(
+        !expected
+            .trace
+            .iter()
+            .any(|t| matches!(t, Trace::ToolRan { .. }))
+    );
+}

@@ -651,6 +651,17 @@ fn q_leaves_the_call_pending_and_end_of_input_without_a_store_runs_nothing() {
     let out = world.cli("run", false, &["Write a.txt"], None);
     assert_eq!(out.status.code(), Some(NOT_APPROVED), "{}", stderr(&out));
     assert_eq!(world.file("a.txt"), None);
+    // `--detach` stops at the first suspension without asking, as with a plan.
+    let world = World::new("dir", vec![calls([write("call_1", "a.txt", "hello")])]);
+    let out = world.cli("run", true, &["--detach", "Write a.txt"], Some("y\n"));
+    assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("Run this write_file call?"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(world.file("a.txt"), None);
+    assert_eq!(world.pending_json().len(), 1);
 }
 
 /// `decide` without a verdict asks at the prompt about each waiting call, as `run` does.
@@ -714,4 +725,69 @@ fn run_verdict_flags_decide_every_waiting_call() {
             .iter()
             .any(|r| r.contains("Not approved"))
     );
+}
+
+/// The prompt of `continue` asks about a tool call the carried-on run suspends on: a `decide`
+/// killed once its approval was saved (the tool ran, the model's next step under way) leaves the
+/// run interrupted; `continue` carries it on, the model calls `write_file` again, and `y` at the
+/// prompt runs it.
+#[test]
+fn continue_asks_about_the_tool_calls_of_the_run_it_carries_on() {
+    use std::time::{Duration, Instant};
+    use wiremock::ResponseTemplate;
+
+    let world = World::new(
+        "dir",
+        vec![
+            calls([write("call_1", "a.txt", "one")]),
+            // The killed `decide`'s model call: it never answers in time.
+            Reply::Raw(ResponseTemplate::new(500).set_delay(Duration::from_secs(60))),
+            // `continue`'s model calls.
+            calls([write("call_2", "b.txt", "two")]),
+            text("Both written."),
+        ],
+    );
+    let (_, session) = world.run_stored("Write files");
+    let mut decider = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+        .args(["decide", "--store", &world.spec, &session, "--approve"])
+        .arg("--config")
+        .arg(&world.config)
+        .arg("--workspace")
+        .arg(world.ws.path())
+        .args(["--model", "openai/test-model", "--lease", "2"])
+        .envs(world.server.env())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("decide");
+    let start = Instant::now();
+    while world.server.served() < 2 {
+        assert!(start.elapsed() < Duration::from_secs(30), "no model call");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    decider.kill().expect("SIGKILL");
+    decider.wait().expect("reap");
+    assert_eq!(world.file("a.txt").as_deref(), Some("one"));
+
+    let out = loop {
+        let out = world.cli("continue", true, &[session.as_str()], Some("y\n"));
+        if out.status.code() != Some(REFUSED) {
+            break out;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "never interrupted: {}",
+            stderr(&out)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("Run this write_file call?"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(world.file("b.txt").as_deref(), Some("two"));
+    assert!(stdout(&out).contains("Both written."), "{}", stdout(&out));
 }

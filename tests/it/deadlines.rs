@@ -21,7 +21,7 @@ use agent_controller::{
     AgentController, Decision, DecisionOutcome, Event, Message, ModeBuilder, ModeGraphBuilder,
     RunOutcome, RunState, Session, SessionError, SessionOptions, SuspendPayload, ToolRegistry,
 };
-use common::openai_server::{Reply, ScriptedServer, calls, contents, submit, text};
+use common::openai_server::{Reply, ScriptedServer, call, calls, contents, submit, text};
 use common::{Recorder, Workspace};
 use serde_json::Value;
 
@@ -870,12 +870,10 @@ async fn a_session_and_a_store_expire_a_plan_alike() {
         session.send_message("Add dark mode").await.expect("run");
         clock.set(T0 + 30 * HOUR);
         if by_session {
-            session
-                .expire_if_due()
-                .await
-                .expect("expire")
-                .expect("expired");
-            assert_eq!(session.expire_if_due().await.expect("again"), None);
+            let expired = session.expire_if_due().await.expect("expire");
+            assert_eq!(expired.len(), 1);
+            assert_eq!(expired[0].outcome, Some(DecisionOutcome::Expired));
+            assert_eq!(session.expire_if_due().await.expect("again"), []);
         } else {
             let expired = deadline::expire_due(&*store, clock.now())
                 .await
@@ -1140,4 +1138,224 @@ fn the_terminal_shows_the_deadline_under_the_plan_and_in_the_event_line() {
         .skip_while(|l| !l.starts_with("(plan file "))
         .nth(1);
     assert_eq!(shown, Some(by.as_str()), "{stderr}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tool calls that wait for approval
+
+/// A mode whose `write_file` calls wait for approval, for at most an hour.
+const TOOL_CONFIG: &str = r#"
+[[modes]]
+id = "build"
+default = true
+approvalTimeout = "1h"
+availableTools = ["read_file", "write_file"]
+requireApproval = ["write_file"]
+"#;
+
+fn write(id: &str, path: &str) -> common::openai_server::Call {
+    call(
+        id,
+        "write_file",
+        &serde_json::json!({ "path": path, "content": "x" }).to_string(),
+    )
+}
+
+/// Two `write_file` calls of one reply made at T0 wait for approval on `store` (if any).
+async fn two_calls_waiting(
+    store: Option<Arc<dyn SessionStore>>,
+    clock: &TestClock,
+    id: &str,
+) -> (
+    ScriptedServer,
+    Workspace,
+    AgentController,
+    Session,
+    Recorder,
+) {
+    let server = ScriptedServer::start(vec![
+        calls([write("c1", "a.txt"), write("c2", "b.txt")]),
+        text("must not be asked"),
+    ])
+    .await;
+    let ws = Workspace::new();
+    let ctl = controller(TOOL_CONFIG, &server, &ws, store, clock);
+    let recorder = Recorder::default();
+    let mut session = ctl
+        .start_session(recorder.options().id(id))
+        .await
+        .expect("session");
+    let outcome = session.send_message("write both").await.expect("run");
+    assert!(
+        matches!(outcome, RunOutcome::ToolCallsSuspended { .. }),
+        "{outcome:?}"
+    );
+    (server, ws, ctl, session, recorder)
+}
+
+/// A tool call's deadline is that of the mode it was made in (1h here): recorded in its
+/// payload and listing. Past it, an approval is refused (`Expired`); the undecided call expires,
+/// the call approved while it waited never runs, no file is written, no model call is made, and
+/// the history shows both decisions in the model's order.
+#[tokio::test]
+async fn a_tool_call_not_decided_by_its_deadline_expires_and_nothing_of_its_reply_runs() {
+    let clock = TestClock::at(T0);
+    let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
+    let (server, ws, ctl, mut session, recorder) =
+        two_calls_waiting(Some(store.clone()), &clock, "t1").await;
+    let waiting = session.pending_tool_calls().to_vec();
+    assert_eq!(waiting.len(), 2);
+    for call in &waiting {
+        assert_eq!(call.payload().approval_timeout.as_deref(), Some("1h"));
+        assert_eq!(call.payload().deadline_at_ms, Some(T0 + HOUR));
+    }
+    let listed = ctl.list_pending().await.expect("list");
+    assert_eq!(
+        listed
+            .pending
+            .iter()
+            .map(|p| p.deadline_at_ms)
+            .collect::<Vec<_>>(),
+        [Some(T0 + HOUR), Some(T0 + HOUR)]
+    );
+    let (first, second) = (
+        waiting[0].decision_id().to_owned(),
+        waiting[1].decision_id().to_owned(),
+    );
+    clock.set(T0 + HOUR - 1);
+    session
+        .decide(&first, Decision::approve())
+        .await
+        .expect("approved in time");
+    recorder.take();
+    clock.set(T0 + HOUR);
+    let refused = session
+        .decide(&second, Decision::approve())
+        .await
+        .expect_err("too late");
+    assert_eq!(
+        refused,
+        SessionError::Expired {
+            decision_id: second.clone(),
+            deadline_at: deadline::deadline_text(T0 + HOUR),
+        }
+    );
+    assert!(!ws.path().join("a.txt").exists() && !ws.path().join("b.txt").exists());
+    assert_eq!(server.served(), 1, "no model call after an expiry");
+    assert!(session.pending_tool_calls().is_empty());
+    assert_eq!(
+        session.run_state().map(|(_, s)| s),
+        Some(RunState::Completed)
+    );
+    let history: Vec<_> = session
+        .decision_history()
+        .iter()
+        .map(|d| (d.decision_id.clone(), d.outcome))
+        .collect();
+    assert_eq!(
+        history,
+        [
+            (first.clone(), Some(DecisionOutcome::Approved)),
+            (second.clone(), Some(DecisionOutcome::Expired)),
+        ]
+    );
+    let results: Vec<(&str, &str)> = session
+        .messages()
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool {
+                tool_call_id,
+                content,
+                ..
+            } => Some((tool_call_id.as_str(), content.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        results,
+        [
+            ("c1", deadline::APPROVED_NOT_RUN_RESULT),
+            (
+                "c2",
+                "Not approved: no decision was taken within 1h (approvalTimeout); this tool call expired at 2027-01-15T09:00:00Z and was not executed."
+            ),
+        ]
+    );
+    let events = recorder.take();
+    assert_eq!(
+        common::kinds(&events),
+        ["agent_start", "tool_end", "tool_end", "agent_end"]
+    );
+    assert_eq!(
+        decided_events(&events),
+        [
+            (first.clone(), Some(DecisionOutcome::Approved)),
+            (second.clone(), Some(DecisionOutcome::Expired)),
+        ]
+    );
+    // Applied once: deciding the expired call again is refused too, and nothing more happens.
+    assert!(matches!(
+        session.decide(&second, Decision::reject()).await,
+        Err(SessionError::Expired { .. })
+    ));
+    assert!(recorder.take().is_empty());
+    let record = store.load("t1").await.expect("load").expect("saved");
+    assert!(record.pending_tool_calls.is_empty());
+    assert_eq!(record.history.len(), 2);
+}
+
+/// Tool calls past their deadline on every store: `list_pending` expires them (listing nothing),
+/// once; a session that expires them leaves the same record as a store-only host (`pending`).
+#[tokio::test]
+async fn waiting_tool_calls_expire_once_on_every_store_and_a_session_and_a_store_agree() {
+    for b in backends() {
+        let clock = TestClock::at(T0);
+        let (server, ws, ctl, _session, _recorder) =
+            two_calls_waiting(Some(b.store.clone()), &clock, "t-store").await;
+        clock.set(T0 + 2 * HOUR);
+        let late = controller(TOOL_CONFIG, &server, &ws, Some(b.other.clone()), &clock);
+        assert!(
+            late.list_pending().await.expect("list").pending.is_empty(),
+            "{}",
+            b.name
+        );
+        assert!(ctl.list_pending().await.expect("again").pending.is_empty());
+        let by_store = b.store.load("t-store").await.expect("load").expect("saved");
+        let outcomes: Vec<_> = by_store.history.iter().map(|d| d.outcome).collect();
+        assert_eq!(
+            outcomes,
+            [
+                Some(DecisionOutcome::Expired),
+                Some(DecisionOutcome::Expired)
+            ],
+            "{}",
+            b.name
+        );
+        assert_eq!(
+            deadline::expire_due(&*b.store, clock.now())
+                .await
+                .expect("expire"),
+            [],
+            "{}: applied once",
+            b.name
+        );
+        // The same expiry applied by a session (restore), on a twin session.
+        let clock = TestClock::at(T0);
+        let (_server, _ws, ctl, _session, _recorder) =
+            two_calls_waiting(Some(b.store.clone()), &clock, "t-session").await;
+        clock.set(T0 + 2 * HOUR);
+        let restored = ctl
+            .restore_session("t-session", SessionOptions::new())
+            .await
+            .expect("restore");
+        assert!(restored.pending_tool_calls().is_empty(), "{}", b.name);
+        let by_session = b
+            .store
+            .load("t-session")
+            .await
+            .expect("load")
+            .expect("saved");
+        let same = |r: &SessionRecord| (r.messages.clone(), r.history.clone(), r.run.clone());
+        assert_eq!(same(&by_session), same(&by_store), "{}", b.name);
+    }
 }

@@ -933,3 +933,100 @@ fn text_of(out: &Output) -> String {
         String::from_utf8_lossy(&out.stderr)
     )
 }
+
+/// A record of session `id` with the tool calls `calls` waiting for approval (decision ids
+/// `decision_1`, ...); `decided` of them decided already.
+fn waiting_calls(id: &str, version: u64, calls: &[&str], decided: usize) -> SessionRecord {
+    let mut record = record(id, version, None);
+    record.run = Some(agent_controller::store::RunRecord {
+        run_id: "run_1".into(),
+        state: agent_controller::RunState::Suspended,
+        owner: None,
+        lease_expires_at_ms: None,
+    });
+    record.pending_tool_calls = calls
+        .iter()
+        .enumerate()
+        .map(|(i, call)| {
+            let args = serde_json::json!({ "path": format!("{call}.txt") });
+            agent_controller::store::PendingToolCallRecord {
+                run_id: "run_1".into(),
+                tool_call_id: (*call).to_owned(),
+                suspend_payload: agent_controller::ToolCallPayload {
+                    decision_id: format!("decision_{}", i + 1),
+                    tool_name: "write_file".into(),
+                    args_sha256: agent_controller::jcs::sha256(&args),
+                    args,
+                    approval_timeout: None,
+                    deadline_at_ms: None,
+                },
+                decided: (i < decided).then(|| agent_controller::DecidedRecord {
+                    run_id: "run_1".into(),
+                    tool_call_id: (*call).to_owned(),
+                    decision_id: format!("decision_{}", i + 1),
+                    outcome: Some(agent_controller::DecisionOutcome::Approved),
+                    sha256: None,
+                    approved_sha256: None,
+                    decided_at: None,
+                    decided_by: None,
+                    target_mode_id: None,
+                    tool_name: Some("write_file".into()),
+                    always_allow: false,
+                }),
+                feedback: None,
+            }
+        })
+        .collect();
+    record
+}
+
+/// Several tool calls waiting in one session: the `pending` column holds each, `list_pending`
+/// and `pending_of` list each, and `watch_pending` yields each once, also a call that starts
+/// waiting in a later save of the same session.
+#[tokio::test]
+async fn each_tool_call_waiting_is_listed_and_watched_on_its_own() {
+    let Some(schema) = schema() else { return };
+    let listener = connect(&schema.url).await;
+    let writer = connect(&schema.url).await;
+    writer
+        .save(&waiting_calls("t", 1, &["c1", "c2"], 0), None)
+        .await
+        .expect("save");
+    let listed: Vec<String> = writer
+        .list_pending()
+        .await
+        .expect("list")
+        .pending
+        .into_iter()
+        .map(|p| p.decision_id)
+        .collect();
+    assert_eq!(listed, ["decision_1", "decision_2"]);
+    assert_eq!(writer.pending_of("t").await.expect("of").len(), 2);
+    let watched = listener.watch_pending(true).await.expect("watch");
+    let mut watched = std::pin::pin!(watched);
+    let mut next = async || {
+        tokio::time::timeout(WAIT, watched.next())
+            .await
+            .expect("an item arrives")
+            .expect("stream open")
+            .expect("no error")
+    };
+    assert_eq!(next().await.decision_id, "decision_1");
+    assert_eq!(next().await.decision_id, "decision_2");
+    // One decided: one left (a single summary in the column), nothing new to yield; then a
+    // new session's call is yielded.
+    writer
+        .save(&waiting_calls("t", 2, &["c1", "c2"], 1), Some(1))
+        .await
+        .expect("save");
+    assert_eq!(writer.pending_of("t").await.expect("of").len(), 1);
+    writer
+        .save(&waiting_calls("u", 1, &["c9"], 0), None)
+        .await
+        .expect("save");
+    let arrived = next().await;
+    assert_eq!(
+        (arrived.session_id.as_str(), arrived.tool_call_id.as_str()),
+        ("u", "c9")
+    );
+}

@@ -2468,10 +2468,25 @@ async fn tool_calls_waiting_for_approval_survive_a_restart_on_every_store() {
         );
         assert_eq!(session.always_allowed(), ["write_file"], "{backend:?}");
         assert!(!ws.path().join("a.txt").exists());
+        // Another host holding the same session decides too, racing: exactly one wins.
+        let mut rival = controller
+            .restore_session("t1", SessionOptions::new())
+            .await
+            .expect("restore the rival");
         session
             .decide("decision_2", Decision::reject_with("not b"))
             .await
             .expect("last decision");
+        let lost = rival
+            .decide("decision_2", Decision::approve())
+            .await
+            .expect_err("the rival loses");
+        assert!(lost.is_conflict(), "{backend:?}: {lost}");
+        assert_eq!(
+            rival.pending_tool_calls().len(),
+            2,
+            "the loser is unchanged"
+        );
         assert!(
             ws.path().join("a.txt").exists(),
             "{backend:?}: approved ran"

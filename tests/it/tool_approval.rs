@@ -685,3 +685,165 @@ async fn a_session_with_calls_waiting_is_never_expired() {
     assert_eq!(s.store.expire(u64::MAX).await.expect("expire"), 0);
     assert!(s.store.load(session.id()).await.expect("load").is_some());
 }
+
+/// A tool that counts its runs and never finishes.
+struct Hangs(Arc<std::sync::atomic::AtomicUsize>);
+
+#[agent_controller::async_trait]
+impl agent_controller::Tool for Hangs {
+    fn name(&self) -> &str {
+        "deploy"
+    }
+    fn description(&self) -> String {
+        "Deploys; never returns.".to_owned()
+    }
+    fn input_schema(&self) -> Value {
+        json!({ "type": "object" })
+    }
+    async fn execute(
+        &self,
+        _: &Value,
+        _: &agent_controller::ToolContext<'_>,
+    ) -> agent_controller::ToolOutput {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        std::future::pending().await
+    }
+}
+
+/// The approval is saved before the tool runs: a host that stops while the approved call runs
+/// leaves it decided once, and the run carried on later answers the call "Interrupted" instead
+/// of running it again.
+#[tokio::test]
+async fn an_approved_call_cut_off_by_a_stopped_host_is_never_run_again() {
+    let server = ScriptedServer::start(vec![
+        calls([call("call_1", "deploy", "{}")]),
+        text("checked"),
+    ])
+    .await;
+    let ws = Workspace::new();
+    let store = Arc::new(MemoryStore::new());
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let build = |runs: Arc<std::sync::atomic::AtomicUsize>| {
+        let mut tools = ToolRegistry::new();
+        tools.register(Arc::new(Hangs(runs))).expect("register");
+        AgentController::builder(
+            config::parse(
+                "[[modes]]\nid = \"ops\"\nrequireApproval = [\"deploy\"]\n",
+                "modes.toml",
+            )
+            .expect("config"),
+            Arc::new(server.model()),
+        )
+        .tools(tools)
+        .workspace(ws.path())
+        .store(store.clone())
+        .lease_duration(std::time::Duration::from_millis(50))
+        .build()
+        .expect("controller")
+    };
+    let controller = build(runs.clone());
+    let mut session = controller
+        .start_session(agent_controller::SessionOptions::new())
+        .await
+        .expect("session");
+    waiting(session.send_message("deploy").await.expect("run"));
+    let cut = tokio::time::timeout(
+        std::time::Duration::from_millis(200),
+        session.decide("decision_1", Decision::approve()),
+    )
+    .await;
+    assert!(cut.is_err(), "the tool hangs: the host stops here");
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let id = session.id().to_owned();
+    std::mem::forget(session); // the host is gone: no settle, no drop handling
+
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let controller = build(runs.clone());
+    let mut session = controller
+        .restore_session(&id, agent_controller::SessionOptions::new())
+        .await
+        .expect("restore");
+    assert_eq!(
+        session.decision_history()[0].outcome,
+        Some(DecisionOutcome::Approved),
+        "the approval was saved before the tool ran"
+    );
+    let outcome = session.continue_run().await.expect("continue");
+    assert!(
+        matches!(outcome, RunOutcome::Completed { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        runs.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "never run again"
+    );
+    let result = s_result(&server, 1, "call_1").await;
+    assert!(result.starts_with("Interrupted"), "{result}");
+    assert_eq!(
+        session.decide("decision_1", Decision::approve()).await,
+        Err(SessionError::AlreadyDecided("decision_1".into()))
+    );
+}
+
+/// The result text of `id` in the `n`-th request `server` received.
+async fn s_result(server: &ScriptedServer, n: usize, id: &str) -> String {
+    let bodies = server.bodies().await;
+    bodies[n]["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn events_come_in_the_documented_order_on_suspension_and_on_the_decision() {
+    let s = Setup::new(vec![
+        calls([
+            write("call_1", "a.txt", "A"),
+            call("call_2", "list_files", r#"{"path":"."}"#),
+        ]),
+        text("done"),
+    ])
+    .await;
+    let mut session = s.session("build").await;
+    s.recorder.take();
+    waiting(session.send_message("go").await.expect("run"));
+    let of_run = |events: Vec<Event>| -> Vec<String> {
+        events
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::AgentStart { .. } => Some("agent_start".to_owned()),
+                Event::AgentEnd { reason, .. } => Some(format!("agent_end {reason}")),
+                Event::ToolStart { tool_call_id, .. } => Some(format!("tool_start {tool_call_id}")),
+                Event::ToolEnd { tool_call_id, .. } => Some(format!("tool_end {tool_call_id}")),
+                Event::ToolSuspended { tool_call_id, .. } => {
+                    Some(format!("tool_suspended {tool_call_id}"))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(
+        of_run(s.recorder.take()),
+        [
+            "agent_start",
+            "tool_start call_1",
+            "tool_start call_2",
+            "tool_end call_2",
+            "tool_suspended call_1",
+            "agent_end suspended",
+        ]
+    );
+    session
+        .decide("decision_1", Decision::approve())
+        .await
+        .expect("decide");
+    assert_eq!(
+        of_run(s.recorder.take()),
+        ["agent_start", "tool_end call_1", "agent_end completed"]
+    );
+}

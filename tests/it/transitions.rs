@@ -211,19 +211,6 @@ fn shipped_configs() -> Vec<PathBuf> {
     files
 }
 
-/// The shipped configs the reference model covers: those without `requireApproval` (the
-/// reference model does not know tool calls that wait for approval yet).
-fn reference_configs() -> Vec<PathBuf> {
-    shipped_configs()
-        .into_iter()
-        .filter(|p| {
-            !std::fs::read_to_string(p)
-                .expect("a shipped config")
-                .contains("requireApproval")
-        })
-        .collect()
-}
-
 #[test]
 fn every_edge_of_the_shipped_configs_is_exercised() {
     let expected: toml::Table = toml::from_str(
@@ -244,6 +231,7 @@ fn every_edge_of_the_shipped_configs_is_exercised() {
             .to_owned();
         let text = std::fs::read_to_string(&path).expect("a shipped config");
         let facts = Arc::new(ConfigFacts::from_toml(&text).expect("facts"));
+        let mut harness = harness_for(&facts, &path.display().to_string());
         let n = facts.len();
         let planning: Vec<usize> = (0..n).filter(|m| facts.is_planning(*m)).collect();
         // An approval edge per listed target (one where `transitionsTo` names one mode), and
@@ -252,7 +240,13 @@ fn every_edge_of_the_shipped_configs_is_exercised() {
             .iter()
             .map(|m| facts.transition_targets(*m).len())
             .sum();
-        expected_total += n * (n - 1) + 4 * planning.len() + approvals;
+        // Per mode where a tool call waits for approval (with the controller's tools): an
+        // approved, a rejected and an always-allowed call, and a manual switch to every other
+        // mode that ends the always-allow.
+        let waiting = (0..n)
+            .filter(|m| !harness.facts().approval_tools(*m).is_empty())
+            .count();
+        expected_total += n * (n - 1) + 4 * planning.len() + approvals + waiting * (3 + n - 1);
 
         // The relation's approval edges are the hand-overs the fixture file names: every target
         // of `approve_to` where the case lists a choice, else the one of `approve`.
@@ -288,7 +282,6 @@ fn every_edge_of_the_shipped_configs_is_exercised() {
             assert_eq!(got, want, "{name}: approval edges");
         }
 
-        let mut harness = harness_for(&facts, &path.display().to_string());
         let report = testing::walk_edges(&mut harness);
         println!("{name}: {report}");
         total.merge(report);
@@ -317,7 +310,7 @@ proptest! {
 fn every_state_of_the_shipped_configs_is_explored() {
     // Issue 14, fault 6: random cases leave (state, operation) pairs unvisited; the walk visits
     // every one, on the real controller beside the reference.
-    for path in reference_configs() {
+    for path in shipped_configs() {
         let text = std::fs::read_to_string(&path).expect("a shipped config");
         let facts = Arc::new(ConfigFacts::from_toml(&text).expect("facts"));
         let mut harness = harness_for(&facts, &path.display().to_string());
@@ -335,28 +328,38 @@ fn every_state_of_the_shipped_configs_is_explored() {
 
 #[test]
 fn every_state_of_a_stored_session_is_explored_across_restarts() {
-    let path = manifest_path("config/modes.toml");
-    let graph = config::load(&path).expect("the shipped config");
-    let text = std::fs::read_to_string(&path).expect("the shipped config");
-    let facts = Arc::new(ConfigFacts::from_toml(&text).expect("facts"));
-    let store_dir = tempfile::tempdir().expect("a store directory");
-    let store = Arc::new(FileStore::open(store_dir.path()).expect("a file store"));
-    let mut harness = Harness::new(graph, facts, |setup: Setup| {
-        setup
-            .builder()
-            .tools(ToolRegistry::with_workspace_tools())
-            .store(store.clone())
-            .build()
-    })
-    .expect("a harness");
-    let exploration = testing::explore(&mut harness);
-    println!("config/modes.toml with a store: explored {exploration}");
-    assert!(exploration.is_ok(), "{exploration}");
+    // With `requireApproval` (targets-list.toml): the waiting tool calls, the decisions taken on
+    // them and the always-allowed tools come back from the store in every state.
+    for name in [
+        "config/modes.toml",
+        "tests/fixtures/configs/valid/targets-list.toml",
+    ] {
+        let path = manifest_path(name);
+        let graph = config::load(&path).expect("the shipped config");
+        let text = std::fs::read_to_string(&path).expect("the shipped config");
+        let facts = Arc::new(ConfigFacts::from_toml(&text).expect("facts"));
+        let store_dir = tempfile::tempdir().expect("a store directory");
+        let store = Arc::new(FileStore::open(store_dir.path()).expect("a file store"));
+        let mut harness = Harness::new(graph, facts, |setup: Setup| {
+            setup
+                .builder()
+                .tools(ToolRegistry::with_workspace_tools())
+                .store(store.clone())
+                .build()
+        })
+        .expect("a harness");
+        let exploration = testing::explore(&mut harness);
+        println!("{name} with a store: explored {exploration}");
+        assert!(exploration.is_ok(), "{name}: {exploration}");
+        let edges = testing::walk_edges(&mut harness);
+        println!("{name} with a store: {edges}");
+        assert!(edges.is_complete(), "{name}: {edges}");
+    }
 }
 
 #[test]
 fn check_controller_passes_on_the_shipped_configs() {
-    for path in reference_configs() {
+    for path in shipped_configs() {
         // The helper on each shipped config; the rules themselves get the full case count in
         // session_follows_the_reference_model.
         let check = Check::new(&path).cases(cases(8)).without_regressions();
@@ -637,6 +640,14 @@ proptest! {
             prop_assert_eq!(graph.mode(id).id(), facts.id(m));
             prop_assert_eq!(graph.transition_target(id).index(), facts.transition_target(m));
             prop_assert_eq!(graph.mode(id).is_planning(), facts.is_planning(m));
+            // `requireApproval` (issue 12): the loader and the reference agree on every tool.
+            for tool in facts.clone().with_tools(tool_names()).tool_names() {
+                prop_assert_eq!(
+                    graph.mode(id).requires_approval(&tool),
+                    facts.modes()[m].require_approval.covers(&tool),
+                    "{} in {}", tool, facts.id(m)
+                );
+            }
         }
         prop_assert_eq!(graph.plans_dir(), Path::new(facts.plans_dir()));
     }
