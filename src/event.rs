@@ -364,7 +364,10 @@ pub enum Event {
         args: Value,
     },
     /// A tool call suspended the run; the host must decide: a submitted plan, or a tool call
-    /// that needs approval (one event for each such call of the model's reply).
+    /// that needs approval (one event for each such call of the model's reply). For tool calls
+    /// the order is: `tool_start` of every call of the reply in the model's order (with the
+    /// `tool_end` of each call that ran without approval), then `tool_suspended` for each call
+    /// that waits, then `agent_end` (reason `suspended`).
     ToolSuspended {
         /// The run id.
         run_id: Arc<str>,

@@ -646,6 +646,8 @@ impl std::fmt::Debug for Session {
             .field("mode", &self.mode().id())
             .field("run", &self.run)
             .field("pending", &self.pending)
+            .field("pending_tool_calls", &self.pending_tool_calls)
+            .field("always_allowed", &self.always_allowed)
             .finish_non_exhaustive()
     }
 }

@@ -798,3 +798,52 @@ async fn s_result(server: &ScriptedServer, n: usize, id: &str) -> String {
         .unwrap_or_default()
         .to_owned()
 }
+
+#[tokio::test]
+async fn events_come_in_the_documented_order_on_suspension_and_on_the_decision() {
+    let s = Setup::new(vec![
+        calls([
+            write("call_1", "a.txt", "A"),
+            call("call_2", "list_files", r#"{"path":"."}"#),
+        ]),
+        text("done"),
+    ])
+    .await;
+    let mut session = s.session("build").await;
+    s.recorder.take();
+    waiting(session.send_message("go").await.expect("run"));
+    let of_run = |events: Vec<Event>| -> Vec<String> {
+        events
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::AgentStart { .. } => Some("agent_start".to_owned()),
+                Event::AgentEnd { reason, .. } => Some(format!("agent_end {reason}")),
+                Event::ToolStart { tool_call_id, .. } => Some(format!("tool_start {tool_call_id}")),
+                Event::ToolEnd { tool_call_id, .. } => Some(format!("tool_end {tool_call_id}")),
+                Event::ToolSuspended { tool_call_id, .. } => {
+                    Some(format!("tool_suspended {tool_call_id}"))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(
+        of_run(s.recorder.take()),
+        [
+            "agent_start",
+            "tool_start call_1",
+            "tool_start call_2",
+            "tool_end call_2",
+            "tool_suspended call_1",
+            "agent_end suspended",
+        ]
+    );
+    session
+        .decide("decision_1", Decision::approve())
+        .await
+        .expect("decide");
+    assert_eq!(
+        of_run(s.recorder.take()),
+        ["agent_start", "tool_end call_1", "agent_end completed"]
+    );
+}
