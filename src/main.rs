@@ -1473,8 +1473,11 @@ fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Failure> {
                 neutralize_line(&p.always_allowed.join(", "))
             )
         };
+        let deadline = p.deadline_at_ms.map_or(String::new(), |at| {
+            format!("\tdeadline {}", deadline_text(at))
+        });
         Ok(format!(
-            "{}\t{}\t{}\t{}\ttool call {}\t{}\targsSha256 {}{allowed}",
+            "{}\t{}\t{}\t{}\ttool call {}\t{}\targsSha256 {}{allowed}{deadline}",
             neutralize_line(&p.session_id),
             neutralize_line(&p.run_id),
             neutralize_line(&p.decision_id),
@@ -1823,11 +1826,14 @@ fn plan_origin(path: &str, sha256: &str) -> String {
 /// When a plan with a deadline expires, for people: `(decide by 2026-12-01T18:30:00Z,
 /// approvalTimeout 24h; after that it counts as rejected)`; `None` without a deadline.
 fn deadline_note(payload: &SuspendPayload) -> Option<String> {
-    let at = payload.deadline_at_ms?;
-    let timeout = payload
-        .approval_timeout
-        .as_deref()
-        .map_or(String::new(), |t| format!(", approvalTimeout {t}"));
+    deadline_note_of(payload.approval_timeout.as_deref(), payload.deadline_at_ms)
+}
+
+/// [`deadline_note`] of a deadline and the `approvalTimeout` it came from (a plan's or a tool
+/// call's).
+fn deadline_note_of(approval_timeout: Option<&str>, deadline_at_ms: Option<u64>) -> Option<String> {
+    let at = deadline_at_ms?;
+    let timeout = approval_timeout.map_or(String::new(), |t| format!(", approvalTimeout {t}"));
     Some(format!(
         "(decide by {}{timeout}; after that it counts as rejected)",
         deadline_text(at)
@@ -1908,13 +1914,17 @@ fn event_line(event: &Event, graph: &ModeGraph, style: &Style, resumed: bool) ->
         Event::ToolSuspended {
             suspend_payload: Suspension::ToolCall(call),
             ..
-        } => format!(
-            "tool call waits for approval: {} {} (decision {}, argsSha256 {})",
-            line(&call.tool_name),
-            bounded_line(&call.args.to_string(), PENDING_ARGS_MAX_CHARS),
-            line(&call.decision_id),
-            line(&call.args_sha256)
-        ),
+        } => {
+            let by = deadline_note_of(call.approval_timeout.as_deref(), call.deadline_at_ms)
+                .map_or(String::new(), |note| format!(" {}", line(&note)));
+            format!(
+                "tool call waits for approval: {} {} (decision {}, argsSha256 {}){by}",
+                line(&call.tool_name),
+                bounded_line(&call.args.to_string(), PENDING_ARGS_MAX_CHARS),
+                line(&call.decision_id),
+                line(&call.args_sha256)
+            )
+        }
         Event::ToolSuspended {
             suspend_payload: Suspension::Plan(suspend_payload),
             ..

@@ -1359,3 +1359,85 @@ async fn waiting_tool_calls_expire_once_on_every_store_and_a_session_and_a_store
         assert_eq!(same(&by_session), same(&by_store), "{}", b.name);
     }
 }
+
+/// On the command line: a waiting tool call shows its deadline (`pending`, the event), and
+/// `decide --approve` after it is refused with exit 3 and runs nothing.
+#[test]
+fn cli_a_tool_call_after_its_deadline_is_refused_and_not_run() {
+    let ws = Workspace::new();
+    let config = ws.path().join("tools.toml");
+    std::fs::write(&config, TOOL_CONFIG).expect("config");
+    let spec = ws.path().join("sessions").display().to_string();
+    let server = ScriptedServer::start_blocking(vec![calls([write("c1", "a.txt")])]);
+    let cli = |command: &str, args: &[&str]| {
+        bin()
+            .arg(command)
+            .arg("--config")
+            .arg(&config)
+            .arg("--workspace")
+            .arg(ws.path())
+            .args(["--model", "openai/test-model", "--store", &spec])
+            .args(args)
+            .envs(server.env())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("cli")
+    };
+    let out = cli("run", &["--json", "write it"]);
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events = json_lines(&out);
+    let session = events[0]["sessionId"].as_str().expect("id").to_owned();
+    let suspended = events
+        .iter()
+        .find(|e| e["type"] == "tool_suspended")
+        .expect("tool_suspended");
+    assert_eq!(suspended["suspendPayload"]["approvalTimeout"], "1h");
+    let at = suspended["suspendPayload"]["deadlineAtMs"]
+        .as_u64()
+        .expect("deadlineAtMs");
+    let listed = bin()
+        .args(["pending", "--store", &spec])
+        .output()
+        .expect("pending");
+    let line = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert!(
+        line.contains("tool call write_file")
+            && line
+                .trim_end()
+                .ends_with(&format!("\tdeadline {}", deadline::deadline_text(at))),
+        "{line}"
+    );
+    // An hour later (the stored deadline moved into the past).
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(async {
+            let store = open_store(&spec).expect("store");
+            let mut record = store.load(&session).await.expect("load").expect("saved");
+            record.pending_tool_calls[0].suspend_payload.deadline_at_ms = Some(now_ms() - 1_000);
+            let expected = record.version;
+            record.version += 1;
+            store.save(&record, Some(expected)).await.expect("save");
+        });
+    let out = cli("decide", &[&session, "--approve", "--json"]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("expired at"), "{stderr}");
+    assert!(
+        !ws.path().join("a.txt").exists(),
+        "an expired call never runs"
+    );
+    assert_eq!(server.served(), 1, "no model call after the expiry");
+    let record = load_record(&spec, &session);
+    assert!(record.pending_tool_calls.is_empty());
+    assert_eq!(
+        record.history.iter().map(|d| d.outcome).collect::<Vec<_>>(),
+        [Some(DecisionOutcome::Expired)]
+    );
+}
