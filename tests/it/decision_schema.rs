@@ -543,3 +543,43 @@ fn what_the_cli_prints_for_a_real_decision_validates() {
         );
     }
 }
+
+/// README's "Decision JSON" table lists exactly the fields the schema has, in the type's order.
+#[test]
+fn the_readme_field_table_lists_every_decision_field() {
+    let readme = std::fs::read_to_string(manifest("README.md")).expect("read_to_string");
+    let section = readme
+        .split("\n### Decision JSON\n")
+        .nth(1)
+        .expect("README has a Decision JSON section");
+    let listed: Vec<&str> = section
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .filter_map(|row| row.split('|').nth(1))
+        .map(|cell| cell.trim().trim_matches('`'))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            "action",
+            "feedback",
+            "sha256",
+            "decidedBy",
+            "targetModeId",
+            "plan",
+            "alwaysAllow"
+        ]
+    );
+    let mut sorted = listed.clone();
+    sorted.sort_unstable();
+    let schema = schema::decision();
+    let keys: Vec<&str> = schema["properties"]
+        .as_object()
+        .expect("properties")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(sorted, keys);
+}
