@@ -29,8 +29,8 @@ use agent_controller::tool::fs::PLAN_WRITING_TOOLS;
 use agent_controller::tool::submit_plan::{self, PlanError};
 use agent_controller::{
     AgentController, Decision, DecisionAction, DecisionOutcome, Event, LanguageModel, ModeGraph,
-    PendingToolCall, RunOutcome, Session, SessionError, SessionOptions, SuspendPayload, Suspension,
-    ToolRegistry, config, schema,
+    PendingToolCall, RequireApproval, RunOutcome, Session, SessionError, SessionOptions,
+    SuspendPayload, Suspension, ToolRegistry, config, schema,
 };
 use clap::{Args, Parser, Subcommand};
 
@@ -674,9 +674,10 @@ fn emit(text: std::fmt::Arguments<'_>) {
 fn load(path: &Path) -> Result<(ModeGraph, ToolRegistry), Failure> {
     let graph = config::load(path).map_err(Failure::invalid)?;
     let tools = ToolRegistry::with_workspace_tools();
-    graph
-        .check_tools(|name| tools.knows(name))
-        .map_err(Failure::invalid)?;
+    let names: Vec<&str> = tools.names().collect();
+    if let Some(unknown) = graph.unknown_tools_among(&names).into_iter().next() {
+        return Err(Failure::invalid(unknown));
+    }
     Ok((graph, tools))
 }
 
@@ -688,7 +689,8 @@ fn check(path: &Path) -> Outcome {
     let origin = path.display().to_string();
     let text = config::read(path).map_err(|e| Failure::invalid(neutralize(&e.to_string())))?;
     let tools = ToolRegistry::with_workspace_tools();
-    let errors = config::check_with_tools(&text, &origin, |name| tools.knows(name));
+    let names: Vec<&str> = tools.names().collect();
+    let errors = config::check_with_tool_names(&text, &origin, &names);
     let warnings = config::warnings(&text, &origin, writes_plans);
     let mut reports: Vec<(&str, &config::ConfigError)> = errors
         .iter()
@@ -730,11 +732,24 @@ fn check(path: &Path) -> Outcome {
         } else {
             format!(" [{}]", marks.join(", "))
         };
+        let approval = match mode.require_approval() {
+            RequireApproval::None => String::new(),
+            RequireApproval::All => "  requireApproval: every tool".to_owned(),
+            RequireApproval::Tools(list) => format!(
+                "  requireApproval: {}",
+                list.iter().map(|t| &**t).collect::<Vec<_>>().join(", ")
+            ),
+        };
+        let timeout = mode
+            .approval_timeout()
+            .map(|t| format!("  approvalTimeout: {t}"))
+            .unwrap_or_default();
         say!(
-            "  {} ({}){marks}  tools: {}",
+            "  {} ({}){marks}  tools: {}{}{timeout}",
             mode.id(),
             neutralize_line(mode.name()),
-            neutralize_line(&tools)
+            neutralize_line(&tools),
+            neutralize_line(&approval)
         );
     }
     say!("default mode: {}", graph.default_mode().id());
