@@ -22,12 +22,15 @@ named_enum! {
     }
 }
 
-/// Resume data for a suspended `submit_plan`: `{ "action": "approved" | "rejected", "feedback"?,
-/// "sha256"?, "decidedBy"?, "targetModeId"?, "plan"? }`. When `sha256` is given it must equal the
-/// captured plan's hash, so a host never approves a plan other than the one it showed.
+/// Resume data for a suspended `submit_plan` or a tool call waiting for approval:
+/// `{ "action": "approved" | "rejected", "feedback"?, "sha256"?, "decidedBy"?, "targetModeId"?,
+/// "plan"?, "alwaysAllow"? }`. When `sha256` is given it must equal the captured plan's hash (for
+/// a tool call, its `argsSha256`), so a host never approves a plan other than the one it showed.
 /// `targetModeId` chooses where an approval hands over to, among the targets the plan lists
 /// ([`SuspendPayload::target_mode_ids`]). `plan` is the user's edited text of the plan, approved
-/// instead of the submitted one ([`Decision::with_plan`]).
+/// instead of the submitted one ([`Decision::with_plan`]). `alwaysAllow` with the approval of a
+/// tool call allows its tool for the rest of the session ([`Decision::always_allow`]). README's
+/// "Decision JSON" has the table of fields.
 ///
 /// # Examples
 /// ```

@@ -460,3 +460,126 @@ fn decided_records_validate_and_unknown_fields_do_not() {
         );
     }
 }
+
+const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/modes.toml");
+
+fn json_lines(out: &std::process::Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
+        .collect()
+}
+
+/// What the CLI really prints validates: the lines of `pending --json` for a plan left
+/// pending, and the audit record (`decision`) in the events of the decision that settles it.
+#[test]
+fn what_the_cli_prints_for_a_real_decision_validates() {
+    let ws = crate::common::Workspace::new();
+    let spec = ws.path().join("sessions").display().to_string();
+    let workspace = ws.path().to_str().expect("utf-8");
+    let out = bin()
+        .args(["run", "--config", SHIPPED, "--workspace", workspace])
+        .args(["--store", &spec, "--detach", "--mode", "plan", "--json"])
+        .arg("Add dark mode")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let session = json_lines(&out)[0]["sessionId"]
+        .as_str()
+        .expect("session id")
+        .to_owned();
+
+    let out = bin()
+        .args(["pending", "--store", &spec, "--json"])
+        .output()
+        .expect("pending");
+    assert_eq!(out.status.code(), Some(0));
+    let pending = json_lines(&out);
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    let entry = &pending[0];
+    assert_eq!(entry["kind"], "plan");
+    assert!(
+        errors(&schema::pending_summary(), entry).is_empty(),
+        "{entry}: {:?}",
+        errors(&schema::pending_summary(), entry)
+    );
+
+    let out = bin()
+        .args(["decide", "--store", &spec, &session, "--config", SHIPPED])
+        .args([
+            "--workspace",
+            workspace,
+            "--approve",
+            "--by",
+            "alice",
+            "--json",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("decide");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let records: Vec<Value> = json_lines(&out)
+        .into_iter()
+        .filter_map(|e| e.get("decision").cloned())
+        .collect();
+    assert!(!records.is_empty(), "no event carries a decision");
+    for record in records {
+        assert_eq!(record["decidedBy"], "alice");
+        assert!(
+            errors(&schema::decided_record(), &record).is_empty(),
+            "{record}: {:?}",
+            errors(&schema::decided_record(), &record)
+        );
+    }
+}
+
+/// README's "Decision JSON" table lists exactly the fields the schema has, in the type's order.
+#[test]
+fn the_readme_field_table_lists_every_decision_field() {
+    let readme = std::fs::read_to_string(manifest("README.md")).expect("read_to_string");
+    let section = readme
+        .split("\n### Decision JSON\n")
+        .nth(1)
+        .expect("README has a Decision JSON section");
+    let listed: Vec<&str> = section
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .filter_map(|row| row.split('|').nth(1))
+        .map(|cell| cell.trim().trim_matches('`'))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            "action",
+            "feedback",
+            "sha256",
+            "decidedBy",
+            "targetModeId",
+            "plan",
+            "alwaysAllow"
+        ]
+    );
+    let mut sorted = listed.clone();
+    sorted.sort_unstable();
+    let schema = schema::decision();
+    let keys: Vec<&str> = schema["properties"]
+        .as_object()
+        .expect("properties")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(sorted, keys);
+}
