@@ -225,6 +225,13 @@ impl Session {
                 run_id: run_id.to_owned(),
                 tool_call_id: tool_call_id.to_owned(),
             },
+            // The run is suspended on tool calls, none of them with this id.
+            _ if self.pending_tool_calls.iter().any(|p| &*p.run_id == run_id) => {
+                SessionError::UnknownToolCall {
+                    run_id: run_id.to_owned(),
+                    tool_call_id: tool_call_id.to_owned(),
+                }
+            }
             _ if self.knows_run(run_id) => SessionError::NotSuspended(run_id.to_owned()),
             _ => SessionError::UnknownRun(run_id.to_owned()),
         })
@@ -845,7 +852,8 @@ impl Session {
                     text: response.text.clone(),
                 });
             }
-            let calls = response.tool_calls;
+            let mut calls = response.tool_calls;
+            calls.iter_mut().for_each(|call| take_args(&mut call.args));
             if calls.is_empty() {
                 self.messages.push(Message::Assistant {
                     content: response.text.clone(),
@@ -897,11 +905,8 @@ impl Session {
                 continue;
             }
             let args = self.tool_call(at, next - 1).map(|call| &call.args);
-            if let Some(args) = args.filter(|args| !args.is_object()) {
-                let output = ToolOutput::error(format!(
-                    "Not executed: the arguments are not a JSON object (got {}).",
-                    json_kind(args)
-                ));
+            if let Some(reason) = args.and_then(crate::tool::args::refusal) {
+                let output = ToolOutput::error(format!("Not executed: {reason}."));
                 self.finish_tool(run_id, &id, &name, output);
                 continue;
             }
@@ -1227,15 +1232,16 @@ impl PendingPlans for StorePending<'_> {
     }
 }
 
-/// What kind of JSON value `value` is, for an error message (`a string`, `an array`, …). A
-/// provider keeps arguments that are not valid JSON as a string of the text it received.
-fn json_kind(value: &serde_json::Value) -> &'static str {
-    match value {
-        serde_json::Value::Null => "null",
-        serde_json::Value::Bool(_) => "a boolean",
-        serde_json::Value::Number(_) => "a number",
-        serde_json::Value::String(_) => "a string (or text that is not valid JSON)",
-        serde_json::Value::Array(_) => "an array",
-        serde_json::Value::Object(_) => "an object",
+/// Takes a model's tool-call arguments as the record keeps them ([`crate::tool::args`]): their
+/// RFC 8785 round trip when they meet the rules, else their text (a string), which the call's
+/// refusal then explains. Arguments that are text already (not JSON to the provider) stay.
+fn take_args(args: &mut serde_json::Value) {
+    if args.is_string() {
+        return;
     }
+    let value = std::mem::take(args);
+    *args = match crate::tool::args::check(&value) {
+        Ok(()) => crate::tool::args::normalize(value).unwrap_or_default(),
+        Err(_) => serde_json::Value::String(value.to_string()),
+    };
 }

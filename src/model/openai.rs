@@ -633,7 +633,9 @@ impl StreamState {
                 } else {
                     // Arguments that are not JSON stay a raw string: the tool reports the bad
                     // input to the model as an error result, and the model can try again.
-                    serde_json::from_str(arguments)
+                    // So are arguments the controller refuses (too deep, duplicate member
+                    // names, unsafe integers: `tool::args`); the model is told why.
+                    crate::tool::args::parse(arguments)
                         .unwrap_or_else(|_| Value::String(call.arguments.clone()))
                 };
                 ToolCall {

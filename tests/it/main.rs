@@ -23,6 +23,7 @@ mod editor;
 mod events;
 mod handover;
 mod jail;
+mod model_input;
 mod openai;
 mod postgres;
 mod protected;
