@@ -354,7 +354,7 @@ struct DecisionArgs {
     /// With `decide --approve` of a tool call that waits for approval: also allow its tool for the
     /// rest of the session (later calls run without waiting) until a manual mode switch. A plan cannot be
     /// always allowed: `decide --always` on a plan is refused (exit 2) and nothing changes.
-    #[arg(long, requires = "approve")]
+    #[arg(long, requires = "approve", conflicts_with = "reject")]
     always: bool,
     /// The text of --plan-file, read and checked once before anything is decided.
     #[arg(skip)]
@@ -611,6 +611,7 @@ impl From<SessionError> for Failure {
         let exit = match &error {
             SessionError::AlreadyDecided(_)
             | SessionError::Sha256Mismatch { .. }
+            | SessionError::ArgsSha256Mismatch { .. }
             | SessionError::ConfigChanged(_)
             | SessionError::UnknownSession(_)
             | SessionError::UnknownRun(_)

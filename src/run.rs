@@ -449,7 +449,8 @@ impl Session {
         if let Some(given) = &decision.sha256
             && !given.eq_ignore_ascii_case(&call.payload.args_sha256)
         {
-            return Err(SessionError::Sha256Mismatch {
+            return Err(SessionError::ArgsSha256Mismatch {
+                decision_id: call.payload.decision_id.clone(),
                 expected: call.payload.args_sha256.clone(),
                 given: given.clone(),
             });

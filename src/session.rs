@@ -380,6 +380,19 @@ pub enum SessionError {
         /// The hash in the decision.
         given: String,
     },
+    /// The decision for a tool call that waits for approval names other arguments than the
+    /// call's (its `sha256` is not the call's `argsSha256`); nothing changed.
+    #[error(
+        "the decision is for tool call arguments with argsSha256 {given}, but tool call {decision_id} has argsSha256 {expected}: it is not the call you meant; nothing was decided"
+    )]
+    ArgsSha256Mismatch {
+        /// The decision id of the waiting tool call.
+        decision_id: String,
+        /// The call's `argsSha256`.
+        expected: String,
+        /// The hash in the decision.
+        given: String,
+    },
     /// The resume data is not `{ action: "approved" | "rejected", feedback?, sha256? }`.
     #[error("malformed resume data: {0}")]
     MalformedDecision(String),
@@ -1342,7 +1355,7 @@ impl Session {
     /// # Errors
     /// [`SessionError::UnknownRun`], [`SessionError::NotSuspended`],
     /// [`SessionError::UnknownToolCall`], [`SessionError::AlreadyDecided`],
-    /// [`SessionError::Sha256Mismatch`], [`SessionError::ConfigChanged`] (approval after a restore
+    /// [`SessionError::Sha256Mismatch`] (a plan), [`SessionError::ArgsSha256Mismatch`] (a tool call), [`SessionError::ConfigChanged`] (approval after a restore
     /// under a config whose target is gone or different), and [`SessionError::Store`] when the
     /// decision cannot be saved or another decider won the race; in all these cases nothing
     /// changes. A store failure later in the run (after the decision was saved) is also
@@ -1393,7 +1406,7 @@ impl Session {
     /// [`SessionError::AlreadyDecided`] for a decision id that was settled (or, for a tool call,
     /// decided while others wait) before,
     /// [`SessionError::UnknownDecision`] for one the session never gave out, then
-    /// [`SessionError::Sha256Mismatch`], [`SessionError::ConfigChanged`] and
+    /// [`SessionError::Sha256Mismatch`], [`SessionError::ArgsSha256Mismatch`], [`SessionError::ConfigChanged`] and
     /// [`SessionError::Store`] as for [`Session::resume`]; on error nothing changes.
     pub async fn decide(
         &mut self,

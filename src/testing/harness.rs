@@ -1078,7 +1078,9 @@ fn refusal(error: &SessionError) -> Refusal {
         SessionError::NotSuspended(_) => Refusal::NotSuspended,
         SessionError::UnknownToolCall { .. } => Refusal::UnknownToolCall,
         SessionError::AlreadyDecided(_) => Refusal::AlreadyDecided,
-        SessionError::Sha256Mismatch { .. } => Refusal::Sha256Mismatch,
+        SessionError::Sha256Mismatch { .. } | SessionError::ArgsSha256Mismatch { .. } => {
+            Refusal::Sha256Mismatch
+        }
         SessionError::MalformedDecision(_) => Refusal::MalformedDecision,
         SessionError::ConfigChanged(_) => Refusal::ConfigChanged,
         SessionError::TargetNotAllowed { .. } => Refusal::TargetNotAllowed,

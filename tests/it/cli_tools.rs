@@ -486,7 +486,19 @@ fn a_wrong_pin_or_plan_flags_on_a_tool_call_are_refused_and_change_nothing() {
                 "{kind} {flags:?}: {}",
                 stderr(&out)
             );
+            // Trial finding 5: flags that conflict say so, not "malformed resume data".
+            assert!(
+                !stderr(&out).contains("malformed"),
+                "{kind} {flags:?}: {}",
+                stderr(&out)
+            );
         }
+        let out = world.decide(&session, &["--reject", "--always"]);
+        assert!(
+            stderr(&out).contains("'--reject' cannot be used with '--always'"),
+            "{kind}: {}",
+            stderr(&out)
+        );
         assert_eq!(world.pending_json(), before, "{kind}: nothing changed");
         assert_eq!(world.file("a.txt"), None, "{kind}");
         assert_eq!(world.server.served(), 1, "{kind}");

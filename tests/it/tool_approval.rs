@@ -406,11 +406,19 @@ async fn a_decision_pinned_to_other_arguments_is_refused_and_changes_nothing() {
         .expect_err("mismatch");
     assert_eq!(
         err,
-        SessionError::Sha256Mismatch {
+        SessionError::ArgsSha256Mismatch {
+            decision_id: "decision_1".to_owned(),
             expected: pending[0].args_sha256().to_owned(),
             given: wrong,
         }
     );
+    // Trial finding 5: the message names the call's argsSha256, not a plan.
+    let text = err.to_string();
+    assert!(
+        text.contains("argsSha256") && text.contains("tool call decision_1"),
+        "{text}"
+    );
+    assert!(!text.contains("plan"), "{text}");
     assert!(!s.exists("a.txt"));
     assert_eq!(session.pending_tool_calls().len(), 1);
     assert!(session.pending_tool_calls()[0].decision().is_none());
