@@ -584,9 +584,33 @@ pub fn check_with_tools(
     origin: &str,
     is_known: impl Fn(&str) -> bool,
 ) -> Vec<ConfigError> {
+    check_tools_of(text, origin, |graph| graph.unknown_tools(is_known))
+}
+
+/// Like [`check_with_tools`], with the names of the controller's tools (for example
+/// [`crate::ToolRegistry::names`]; `submit_plan` is always known), so that an unknown name near
+/// a known one gets a "did you mean" hint ([`ModeGraph::unknown_tools_among`]). This is what
+/// `agent-controller check` reports.
+///
+/// # Examples
+/// ```
+/// let text = "[[modes]]\nid = \"build\"\navailableTools = [\"Read_File\"]\n";
+/// let errors = agent_controller::config::check_with_tool_names(text, "modes.toml", &["read_file"]);
+/// assert!(errors[0].to_string().contains("unknown tool `Read_File` in availableTools: did you mean `read_file`?"));
+/// ```
+pub fn check_with_tool_names(text: &str, origin: &str, known: &[&str]) -> Vec<ConfigError> {
+    check_tools_of(text, origin, |graph| graph.unknown_tools_among(known))
+}
+
+/// Every error of the file: the graph's, and those `unknown_tools` finds in a graph read.
+fn check_tools_of(
+    text: &str,
+    origin: &str,
+    unknown_tools: impl FnOnce(&ModeGraph) -> Vec<ConfigError>,
+) -> Vec<ConfigError> {
     let (graph, mut errors) = parse_lenient(text, origin);
     if let Some(graph) = graph {
-        errors.extend(graph.unknown_tools(is_known));
+        errors.extend(unknown_tools(&graph));
         errors.sort_by_key(|e| e.location);
         // A typo of `submit_plan` is found by the graph rules and as an unknown tool: once.
         errors
@@ -961,8 +985,12 @@ fn approval_policy(
                     source,
                     span,
                     format!(
-                        "mode `{id}` lists `{name}` in requireApproval, but does not offer it (its availableTools: {}): add `{name}` to availableTools or leave it out of requireApproval",
-                        if list.is_empty() { "none".to_owned() } else { list.join(", ") }
+                        "mode `{id}` lists `{name}` in requireApproval, but does not offer it (its availableTools: {}): {}",
+                        if list.is_empty() { "none".to_owned() } else { list.join(", ") },
+                        match did_you_mean(name, offered.iter().map(|t| &**t)) {
+                            Some(near) => format!("did you mean `{near}`?"),
+                            None => format!("add `{name}` to availableTools or leave it out of requireApproval"),
+                        }
                     ),
                 ));
                 continue;
@@ -1039,6 +1067,38 @@ fn index_ids(index: &HashMap<Arc<str>, ModeId>) -> String {
     ids.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", ")
 }
 
+/// The candidate `name` is most likely a typo of, for a "did you mean" hint: one equal to it but
+/// for case, else the nearest within two edits (case ignored) when no other is as near; `None`
+/// when no candidate is near or `name` is itself a candidate.
+fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let lower = name.to_lowercase();
+    let mut best: Option<(usize, &'a str)> = None;
+    let mut tied = false;
+    for candidate in candidates {
+        if candidate == name {
+            return None;
+        }
+        let distance = edit_distance(&lower, &candidate.to_lowercase());
+        match best {
+            Some((d, _)) if distance > d => {}
+            Some((d, c)) if distance == d => tied |= c != candidate,
+            _ => {
+                best = Some((distance, candidate));
+                tied = false;
+            }
+        }
+    }
+    match best {
+        Some((0, candidate)) => Some(candidate),
+        Some((distance, candidate))
+            if distance <= 2 && !tied && distance < lower.chars().count() =>
+        {
+            Some(candidate)
+        }
+        _ => None,
+    }
+}
+
 /// The Levenshtein distance between `a` and `b` in characters (insertions, deletions and
 /// substitutions each count one), for "did you mean" hints on short names.
 fn edit_distance(a: &str, b: &str) -> usize {
@@ -1061,12 +1121,45 @@ fn edit_distance(a: &str, b: &str) -> usize {
 impl ModeGraph {
     /// Checks every `availableTools` name, and the `requireApproval` names of modes without
     /// `availableTools` (which offer every tool), against the tools a controller has;
-    /// `submit_plan` is always known.
+    /// `submit_plan` is always known. Without the list of names there is nothing to suggest:
+    /// [`ModeGraph::unknown_tools_among`] adds "did you mean" hints.
     ///
     /// # Errors
     /// One [`ConfigErrorKind::UnknownTool`] error per unknown name, at the name's line and column,
     /// in text order. An empty list means every name is known.
     pub fn unknown_tools(&self, is_known: impl Fn(&str) -> bool) -> Vec<ConfigError> {
+        self.unknown_tools_hinted(is_known, &[])
+    }
+
+    /// Like [`ModeGraph::unknown_tools`], with the tool names a controller has (for example
+    /// [`crate::ToolRegistry::names`]; `submit_plan` is always known): an unknown name that
+    /// differs from a known one only in case, or by at most two characters, gets `did you mean
+    /// `NAME`?` (`Write_File` in `requireApproval` -> `write_file`).
+    ///
+    /// # Errors
+    /// One [`ConfigErrorKind::UnknownTool`] error per unknown name, at the name's line and column,
+    /// in text order. An empty list means every name is known.
+    ///
+    /// # Examples
+    /// ```
+    /// let graph = agent_controller::config::parse(
+    ///     "[[modes]]\nid = \"build\"\nrequireApproval = [\"Write_File\"]\n",
+    ///     "modes.toml",
+    /// )?;
+    /// let errors = graph.unknown_tools_among(&["read_file", "write_file"]);
+    /// assert!(errors[0].to_string().contains("did you mean `write_file`?"));
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
+    pub fn unknown_tools_among(&self, known: &[&str]) -> Vec<ConfigError> {
+        self.unknown_tools_hinted(|name| known.contains(&name), known)
+    }
+
+    /// [`ModeGraph::unknown_tools`], each message with a hint from `candidates` when one is near.
+    fn unknown_tools_hinted(
+        &self,
+        is_known: impl Fn(&str) -> bool,
+        candidates: &[&str],
+    ) -> Vec<ConfigError> {
         self.tool_refs()
             .iter()
             .filter(|r| &*r.name != SUBMIT_PLAN && !is_known(&r.name))
@@ -1076,14 +1169,24 @@ impl ModeGraph {
                     r.location(),
                     r.snippet(),
                     format!(
-                        "mode `{}` lists unknown tool `{}` in {}",
+                        "mode `{}` lists unknown tool `{}` in {}{}",
                         self.mode(r.mode).id(),
                         r.name,
                         if r.in_approval {
                             "requireApproval"
                         } else {
                             "availableTools"
-                        }
+                        },
+                        // `submit_plan` is never listed in requireApproval: no guess of it there.
+                        did_you_mean(
+                            &r.name,
+                            candidates
+                                .iter()
+                                .copied()
+                                .chain((!r.in_approval).then_some(SUBMIT_PLAN))
+                        )
+                        .map(|near| format!(": did you mean `{near}`?"))
+                        .unwrap_or_default()
                     ),
                 ))
             })

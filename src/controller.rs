@@ -162,7 +162,10 @@ impl AgentControllerBuilder {
     /// [`crate::config::ConfigErrorKind::UnknownTool`] for the first `availableTools` name that
     /// is neither registered nor `submit_plan`, at its line and column.
     pub fn build(mut self) -> Result<AgentController, ConfigError> {
-        self.graph.check_tools(|name| self.tools.knows(name))?;
+        let names: Vec<&str> = self.tools.names().collect();
+        if let Some(unknown) = self.graph.unknown_tools_among(&names).into_iter().next() {
+            return Err(unknown);
+        }
         if let Some(layer) = &self.tool_layer {
             let mut layered = ToolRegistry::new();
             for tool in self.tools.iter() {

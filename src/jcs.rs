@@ -38,7 +38,9 @@ pub fn to_string(value: &Value) -> String {
 /// ```
 pub fn sha256(value: &Value) -> String {
     use sha2::{Digest, Sha256};
-    crate::tool::submit_plan::hex(&Sha256::digest(to_string(value).as_bytes()))
+    let digest = Sha256::digest(to_string(value).as_bytes());
+    // Lowercase hex, written here: `tool::args` uses this module, so it uses nothing of `tool`.
+    digest.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 fn write_value(out: &mut String, value: &Value) {

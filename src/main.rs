@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 
 use agent_controller::deadline::{self, deadline_text};
 use agent_controller::diagram::{self, DiagramFormat};
-use agent_controller::display::{bounded_line, neutralize, neutralize_line};
+use agent_controller::display::{arguments_line, neutralize, neutralize_line};
 use agent_controller::jail::{self, Jail};
 use agent_controller::model::scripted::ScriptedModel;
 use agent_controller::store::{
@@ -29,8 +29,8 @@ use agent_controller::tool::fs::PLAN_WRITING_TOOLS;
 use agent_controller::tool::submit_plan::{self, PlanError};
 use agent_controller::{
     AgentController, Decision, DecisionAction, DecisionOutcome, Event, LanguageModel, ModeGraph,
-    PendingToolCall, RunOutcome, Session, SessionError, SessionOptions, SuspendPayload, Suspension,
-    ToolRegistry, config, schema,
+    PendingToolCall, RequireApproval, RunOutcome, Session, SessionError, SessionOptions,
+    SuspendPayload, Suspension, ToolRegistry, config, schema,
 };
 use clap::{Args, Parser, Subcommand};
 
@@ -203,8 +203,8 @@ enum Command {
     #[command(after_help = format!("{PROMPT_HELP}\n\n{EXIT_STATUS_HELP}"))]
     Run(RunArgs),
     /// List the plans and the tool calls waiting for a decision in a session store (a tool call
-    /// with its tool, its arguments on one line, neutralized and cut at 200 characters, its
-    /// argsSha256 and the tools the session always allows), then the interrupted runs (a
+    /// with its tool, every argument on one line, neutralized, the values sharing 200 characters
+    /// and a longer value cut in its middle, its argsSha256 and the tools the session always allows), then the interrupted runs (a
     /// run whose process stopped and whose lease ended: `continue` carries it on). A stored
     /// record that cannot be read is not listed: it is a `warning:` line on stderr, and the exit
     /// status is 6.
@@ -674,9 +674,10 @@ fn emit(text: std::fmt::Arguments<'_>) {
 fn load(path: &Path) -> Result<(ModeGraph, ToolRegistry), Failure> {
     let graph = config::load(path).map_err(Failure::invalid)?;
     let tools = ToolRegistry::with_workspace_tools();
-    graph
-        .check_tools(|name| tools.knows(name))
-        .map_err(Failure::invalid)?;
+    let names: Vec<&str> = tools.names().collect();
+    if let Some(unknown) = graph.unknown_tools_among(&names).into_iter().next() {
+        return Err(Failure::invalid(unknown));
+    }
     Ok((graph, tools))
 }
 
@@ -688,7 +689,8 @@ fn check(path: &Path) -> Outcome {
     let origin = path.display().to_string();
     let text = config::read(path).map_err(|e| Failure::invalid(neutralize(&e.to_string())))?;
     let tools = ToolRegistry::with_workspace_tools();
-    let errors = config::check_with_tools(&text, &origin, |name| tools.knows(name));
+    let names: Vec<&str> = tools.names().collect();
+    let errors = config::check_with_tool_names(&text, &origin, &names);
     let warnings = config::warnings(&text, &origin, writes_plans);
     let mut reports: Vec<(&str, &config::ConfigError)> = errors
         .iter()
@@ -730,11 +732,24 @@ fn check(path: &Path) -> Outcome {
         } else {
             format!(" [{}]", marks.join(", "))
         };
+        let approval = match mode.require_approval() {
+            RequireApproval::None => String::new(),
+            RequireApproval::All => "  requireApproval: every tool".to_owned(),
+            RequireApproval::Tools(list) => format!(
+                "  requireApproval: {}",
+                list.iter().map(|t| &**t).collect::<Vec<_>>().join(", ")
+            ),
+        };
+        let timeout = mode
+            .approval_timeout()
+            .map(|t| format!("  approvalTimeout: {t}"))
+            .unwrap_or_default();
         say!(
-            "  {} ({}){marks}  tools: {}",
+            "  {} ({}){marks}  tools: {}{}{timeout}",
             mode.id(),
             neutralize_line(mode.name()),
-            neutralize_line(&tools)
+            neutralize_line(&tools),
+            neutralize_line(&approval)
         );
     }
     say!("default mode: {}", graph.default_mode().id());
@@ -1454,17 +1469,21 @@ fn interrupted_line(run: &InterruptedRun, spec: &str, json: bool) -> Result<Stri
     ))
 }
 
-/// How many characters of a tool call's arguments `pending` and the event lines show (the rest
-/// is counted; `pending --json` and `--json` events have them whole).
+/// How many characters of a tool call's argument values `pending` and the event lines show,
+/// shared among the values (every argument is shown, a long value cut in its middle and the cut
+/// counted: [`arguments_line`]; `pending --json` and `--json` events have them whole).
 const PENDING_ARGS_MAX_CHARS: usize = 200;
 
 /// One pending plan or tool call as `pending` prints it: a JSON object, or tab-separated fields
-/// (a tool call's arguments on one line, neutralized and bounded).
+/// (a tool call's arguments on one line: [`arguments_line`]).
 fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Failure> {
     if json {
         serde_json::to_string(p).map_err(Failure::runtime)
     } else if p.kind == PendingKind::ToolCall {
-        let args = p.args.as_ref().map_or(String::new(), ToString::to_string);
+        let args = p
+            .args
+            .as_ref()
+            .map_or(String::new(), |a| arguments_line(a, PENDING_ARGS_MAX_CHARS));
         let allowed = if p.always_allowed.is_empty() {
             String::new()
         } else {
@@ -1483,7 +1502,7 @@ fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Failure> {
             neutralize_line(&p.decision_id),
             neutralize_line(&p.mode_id),
             neutralize_line(p.tool_name.as_deref().unwrap_or_default()),
-            bounded_line(&args, PENDING_ARGS_MAX_CHARS),
+            args,
             neutralize_line(p.args_sha256.as_deref().unwrap_or(&p.sha256)),
         ))
     } else {
@@ -1909,7 +1928,7 @@ fn event_line(event: &Event, graph: &ModeGraph, style: &Style, resumed: bool) ->
         } => format!(
             "tool {} {}",
             line(tool_name),
-            bounded_line(&args.to_string(), PENDING_ARGS_MAX_CHARS)
+            arguments_line(args, PENDING_ARGS_MAX_CHARS)
         ),
         Event::ToolSuspended {
             suspend_payload: Suspension::ToolCall(call),
@@ -1920,7 +1939,7 @@ fn event_line(event: &Event, graph: &ModeGraph, style: &Style, resumed: bool) ->
             format!(
                 "tool call waits for approval: {} {} (decision {}, argsSha256 {}){by}",
                 line(&call.tool_name),
-                bounded_line(&call.args.to_string(), PENDING_ARGS_MAX_CHARS),
+                arguments_line(&call.args, PENDING_ARGS_MAX_CHARS),
                 line(&call.decision_id),
                 line(&call.args_sha256)
             )

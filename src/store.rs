@@ -652,7 +652,8 @@ pub trait SessionStore: Send + Sync {
     /// interrupted run ([`PendingListing::interrupted`]); a record
     /// that cannot be read (garbage, a newer schema, a `sessionId` that is not its key) is
     /// reported in [`PendingListing::unreadable`] and the others are still listed (issue 10:
-    /// one corrupt record must not hide every pending plan). No session is listed twice.
+    /// one corrupt record must not hide every pending plan). A session's pending plan is one
+    /// entry, and each of its waiting tool calls one of its own.
     ///
     /// # Errors
     /// [`StoreError::Backend`] when the store itself cannot be read (the directory, the

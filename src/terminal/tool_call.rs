@@ -6,18 +6,20 @@
 
 use std::io::Write;
 
-use crate::display::{bounded, neutralize_line};
+use crate::display::{arguments, neutralize_line};
 use crate::event::ToolCallPayload;
 use crate::run::Decision;
 
 use super::{Answer, PromptAnswer, StdinLines, Style, read_answer};
 
-/// How many lines of a tool call's pretty-printed arguments the prompt shows; the rest is
-/// counted, not shown (approving approves the whole arguments: `pending --json` has them).
+/// How many lines of a tool call's pretty-printed argument values the prompt shows, shared among
+/// the values ([`crate::display::arguments`]: every argument is shown, a long value is cut in
+/// its middle and the cut counted; approving approves the whole arguments: `pending --json` has
+/// them).
 pub const TOOL_ARGS_MAX_LINES: usize = 60;
 
-/// How many characters of a tool call's pretty-printed arguments the prompt shows; the rest is
-/// counted, not shown.
+/// How many characters of a tool call's pretty-printed argument values the prompt shows, shared
+/// among the values like [`TOOL_ARGS_MAX_LINES`].
 pub const TOOL_ARGS_MAX_CHARS: usize = 4_000;
 
 /// One typed line at a tool call's prompt, read by [`read_tool_answer`].
@@ -91,9 +93,10 @@ pub fn read_tool_answer(line: &str) -> ToolAnswer {
 const KEYS_HINT: &str = "type y to run the call, a to run it and always allow this tool in this session, n to reject it, f (or a sentence) to reject it with feedback, or q to leave it pending";
 
 /// A tool call as the prompt shows it: which call of how many, the tool, the decision id and the
-/// `argsSha256` the answer is pinned to, then the arguments pretty-printed, every line through
-/// [`crate::display::neutralize`] and at most [`TOOL_ARGS_MAX_LINES`] lines and
-/// [`TOOL_ARGS_MAX_CHARS`] characters (what is cut is counted on a last line).
+/// `argsSha256` the answer is pinned to, then every argument on its own line, shortest value
+/// first, its value pretty-printed through [`crate::display::neutralize`], the values sharing
+/// [`TOOL_ARGS_MAX_LINES`] lines and [`TOOL_ARGS_MAX_CHARS`] characters (a longer value shows its
+/// start and its end, the cut counted): [`crate::display::arguments`].
 ///
 /// # Examples
 /// ```
@@ -109,7 +112,7 @@ const KEYS_HINT: &str = "type y to run the call, a to run it and always allow th
 /// };
 /// let shown = render_tool_call(&Style::plain(80), &call, 1, 2);
 /// assert!(shown.starts_with("tool call 1 of 2 waits for approval: write_file (decision decision_1, argsSha256 abab"), "{shown}");
-/// assert!(shown.contains("\"path\": \"a.txt\""), "{shown}");
+/// assert!(shown.contains("\n  \"path\": \"a.txt\"\n  \"content\": "), "{shown}");
 /// assert!(shown.contains("hi\\u001b[2K"), "{shown}");
 /// ```
 pub fn render_tool_call(style: &Style, call: &ToolCallPayload, nth: usize, of: usize) -> String {
@@ -125,12 +128,11 @@ pub fn render_tool_call(style: &Style, call: &ToolCallPayload, nth: usize, of: u
     } else {
         name.into_owned()
     };
-    let pretty = serde_json::to_string_pretty(&call.args).unwrap_or_else(|_| call.args.to_string());
     format!(
         "{which} waits for approval: {name} (decision {}, argsSha256 {})\n{}",
         neutralize_line(&call.decision_id),
         neutralize_line(&call.args_sha256),
-        bounded(&pretty, TOOL_ARGS_MAX_LINES, TOOL_ARGS_MAX_CHARS)
+        arguments(&call.args, TOOL_ARGS_MAX_LINES, TOOL_ARGS_MAX_CHARS)
     )
 }
 

@@ -926,6 +926,10 @@ impl ReferenceSession {
             Op::DecideUnknownCall => {
                 let (run, refusal) = match (&self.pending, self.run) {
                     (Some(p), _) => (RunRef::Run(p.run), Refusal::UnknownToolCall),
+                    // The run is suspended on tool calls, none of them with this id.
+                    (None, _) if let Some(w) = self.waiting.first() => {
+                        (RunRef::Run(w.run), Refusal::UnknownToolCall)
+                    }
                     (None, Some((run, _))) => (RunRef::Run(run), Refusal::NotSuspended),
                     (None, None) => (RunRef::Unknown(UNKNOWN_RUN.into()), Refusal::UnknownRun),
                 };

@@ -775,3 +775,32 @@ fn require_approval_changes_the_config_fingerprint_only_where_it_is_set() {
     assert_eq!(plain.fingerprint(), off.fingerprint());
     assert_ne!(plain.fingerprint(), on.fingerprint());
 }
+
+#[test]
+fn unknown_tools_among_suggests_only_a_near_unambiguous_name() {
+    let graph = config::parse(
+        "[[modes]]\nid = \"build\"\nrequireApproval = [\"Write_File\", \"grep\", \"subit_plan\", \"cot\"]\n\n[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"submit_plan\", \"subit_plan\"]\n",
+        "modes.toml",
+    )
+    .expect("parses");
+    let messages: Vec<String> = graph
+        .unknown_tools_among(&["read_file", "write_file", "cat", "cut"])
+        .iter()
+        .map(|e| e.message().to_owned())
+        .collect();
+    assert_eq!(
+        messages,
+        [
+            "mode `build` lists unknown tool `Write_File` in requireApproval: did you mean `write_file`?",
+            "mode `build` lists unknown tool `grep` in requireApproval",
+            // `submit_plan` is never listed in requireApproval, so it is no guess there.
+            "mode `build` lists unknown tool `subit_plan` in requireApproval",
+            // `cat` and `cut` are both one edit away: no guess.
+            "mode `build` lists unknown tool `cot` in requireApproval",
+            "mode `plan` lists unknown tool `subit_plan` in availableTools: did you mean `submit_plan`?",
+        ]
+    );
+    // The closure form has no names to suggest from.
+    let plain = graph.unknown_tools(|t| ["read_file", "write_file"].contains(&t));
+    assert!(!plain[0].message().contains("did you mean"), "{}", plain[0]);
+}

@@ -296,3 +296,96 @@ fn check_and_graph_show_control_characters_in_names_visibly() {
         assert!(text.contains("u{1b}]0;owned"), "{format}: {text}");
     }
 }
+
+#[test]
+fn check_summary_shows_each_modes_require_approval_and_approval_timeout() {
+    let (out, origin) = check(
+        r#"[[modes]]
+id = "plan"
+transitionsTo = "build"
+availableTools = ["read_file", "write_plan", "submit_plan"]
+approvalTimeout = "24h"
+
+[[modes]]
+id = "build"
+default = true
+availableTools = ["read_file", "write_file"]
+requireApproval = ["write_file"]
+approvalTimeout = "1h30m"
+
+[[modes]]
+id = "careful"
+requireApproval = true
+"#,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], format!("{origin}: ok, 3 modes"), "{text}");
+    assert_eq!(
+        lines[1],
+        "  plan (plan) [planning]  tools: read_file, write_plan, submit_plan  approvalTimeout: 24h",
+        "{text}"
+    );
+    assert_eq!(
+        lines[2],
+        "  build (build) [default]  tools: read_file, write_file  requireApproval: write_file  approvalTimeout: 1h30m",
+        "{text}"
+    );
+    assert_eq!(
+        lines[3], "  careful (careful)  tools: all  requireApproval: every tool",
+        "{text}"
+    );
+}
+
+#[test]
+fn check_suggests_the_tool_an_unknown_name_in_require_approval_or_available_tools_meant() {
+    // A mode offering every tool: the name is checked against the built-in tools.
+    let (out, origin) = check(
+        r#"[[modes]]
+id = "build"
+requireApproval = ["Write_File", "rm_rf"]
+
+[[modes]]
+id = "review"
+availableTools = ["read_fiel", "list_files"]
+
+[[modes]]
+id = "edit"
+availableTools = ["read_file", "write_file"]
+requireApproval = ["WRITE_FILE"]
+"#,
+    );
+    assert_eq!(out.status.code(), Some(INVALID));
+    let err = stderr(&out);
+    let headers: Vec<&str> = err.lines().filter(|l| l.starts_with("error: ")).collect();
+    assert_eq!(headers.len(), 4, "{err}");
+    assert_eq!(
+        headers[0],
+        format!(
+            "error: {origin}:3:20: mode `build` lists unknown tool `Write_File` in requireApproval: did you mean `write_file`?"
+        )
+    );
+    // Nothing near `rm_rf`: no guess.
+    assert_eq!(
+        headers[1],
+        format!("error: {origin}:3:34: mode `build` lists unknown tool `rm_rf` in requireApproval")
+    );
+    assert_eq!(
+        headers[2],
+        format!(
+            "error: {origin}:7:19: mode `review` lists unknown tool `read_fiel` in availableTools: did you mean `read_file`?"
+        )
+    );
+    // A name the mode's own list does not offer is compared with that list.
+    assert!(
+        headers[3].starts_with(&format!("error: {origin}:12:20: mode `edit` lists `WRITE_FILE` in requireApproval, but does not offer it")),
+        "{}",
+        headers[3]
+    );
+    assert!(
+        headers[3].ends_with(": did you mean `write_file`?"),
+        "{}",
+        headers[3]
+    );
+}
