@@ -783,9 +783,11 @@ mod tests {
     fn names_and_ids_count_against_the_reply_bytes_and_calls_are_limited() {
         let mut state = StreamState::default();
         for _ in 0..3 {
-            state.push(chunk(json!({"choices": [{"index": 0, "delta": {"tool_calls": [
-                {"index": 0, "id": "id_12345", "function": {"name": "abcd", "arguments": "{}"}},
-            ]}}]})));
+            state.push(chunk(
+                json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+                    {"index": 0, "id": "id_12345", "function": {"name": "abcd", "arguments": "{}"}},
+                ]}}]}),
+            ));
         }
         // id 8 + name 4 + arguments 2, three times (a repeated name is not kept, but counted).
         assert_eq!(state.bytes(), 42);

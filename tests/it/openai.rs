@@ -833,7 +833,10 @@ async fn a_reply_with_more_tool_calls_than_the_limit_is_refused_and_nothing_runs
     let h = Harness::with_settings(server, settings(&base));
     let error = one_call(&h).await.expect_err("too many calls");
     assert_eq!(error.kind(), ModelErrorKind::MalformedResponse, "{error}");
-    assert!(error.message().contains("more than 128 tool calls"), "{error}");
+    assert!(
+        error.message().contains("more than 128 tool calls"),
+        "{error}"
+    );
     let events = h.events.lock().expect("events").clone();
     assert!(
         !events.iter().any(|e| matches!(e, Event::ToolStart { .. })),
