@@ -9,7 +9,10 @@
 //! ([`Event::ToolSuspended`]); the host shows the plan and resumes with a [`Decision`]. Approval
 //! switches the session to the planning mode's `transitionsTo` (else the default mode) before the
 //! next model call; rejection, abort, a new user message or a dismissed prompt leave the mode as
-//! it was.
+//! it was. A mode's `requireApproval` makes tool calls wait for the user the same way
+//! ([`RunOutcome::ToolCallsSuspended`]): each waiting call is its own decision
+//! ([`Session::decide`]), and the run carries on once every one is decided (README, "The
+//! library", decides both kinds).
 //!
 //! ```
 //! use std::sync::{Arc, Mutex};

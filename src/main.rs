@@ -61,7 +61,7 @@ Exit status:
   1    runtime error: the model, a tool or the store failed
   2    invalid config or usage (also `check` finding errors; `decide` with a verdict while several
        tool calls wait and no --decision names one; --to or --plan-file with a tool call, --always
-       with a plan)
+       with a plan, or with run or continue)
   3    not approved: the plan (or the tool call decided last) rejected or expired, or the prompt
        dismissed without a store; the mode is unchanged and a waiting tool call did not run
   4    still pending: detached, the prompt dismissed (or `q` at a tool call) with a store, or other
@@ -94,9 +94,10 @@ The prompt (without --approve or --reject) shows the plan on stderr and reads st
 The answer is pinned to the sha256 of the plan shown.
 
 A tool call that waits for approval (the mode's `requireApproval`) is shown with its tool, its
-arguments (pretty-printed JSON, control characters escaped, at most 60 lines and 4000 characters)
-and argsSha256; each waiting call is asked about in turn, and the run carries on once all are
-decided:
+argsSha256 and every argument (pretty-printed JSON, control characters escaped, shortest value
+first, the values sharing 60 lines and 4000 characters, a long one cut in its middle); each
+waiting call is asked about in turn, also after `run --approve` (which decides plans only), and
+the run carries on once all are decided:
   y, yes       run the call
   a            run it, and always allow this tool in this session (until a manual mode switch)
   n, no        reject: the call does not run; the model is told it was not approved
@@ -320,10 +321,12 @@ fn parse_lease(text: &str) -> Result<Duration, String> {
 /// never taken for feedback (`run --reject "Add dark mode"` plans "Add dark mode").
 #[derive(Debug, Args)]
 struct DecisionArgs {
-    /// Approve the plan (every plan and every waiting tool call of a `run`) without asking.
+    /// Approve the plan without asking (with `decide`: the plan or the tool call it decides; with
+    /// `run` and `continue`: every plan, never a tool call, which is asked about at the prompt
+    /// or, with a store and no answer, left pending, exit 4).
     #[arg(long, group = "verdict")]
     approve: bool,
-    /// Reject the plan (every plan and every waiting tool call of a `run`) without asking.
+    /// Reject the plan without asking (which decision as for --approve).
     #[arg(long, group = "verdict")]
     reject: bool,
     /// A note for the model with --approve or --reject (a rejection with feedback makes the model
@@ -348,8 +351,8 @@ struct DecisionArgs {
     /// UTF-8, not blank): the next mode receives its text; --sha256 still names the plan shown.
     #[arg(long, value_name = "FILE", requires = "approve")]
     plan_file: Option<PathBuf>,
-    /// With --approve of a tool call that waits for approval: also allow its tool for the rest of
-    /// the session (later calls run without waiting) until a manual mode switch. A plan cannot be
+    /// With `decide --approve` of a tool call that waits for approval: also allow its tool for the
+    /// rest of the session (later calls run without waiting) until a manual mode switch. A plan cannot be
     /// always allowed: `decide --always` on a plan is refused (exit 2) and nothing changes.
     #[arg(long, requires = "approve")]
     always: bool,
@@ -454,6 +457,17 @@ impl DecisionArgs {
             neutralize_line(call.decision_id()),
             neutralize_line(call.tool_name())
         )))
+    }
+
+    /// Refuses (exit 2) `--always` for `command` (`run`, `continue`), whose verdict flags decide
+    /// plans only: a tool call is always allowed with `decide --always` or `a` at the prompt.
+    fn check_plans_only(&self, command: &str) -> Result<(), Failure> {
+        if self.always {
+            return Err(Failure::invalid(format!(
+                "--always goes with `decide` of a tool call: the --approve and --reject of `{command}` decide plans only (a tool call is asked about at the prompt, where `a` always allows its tool)"
+            )));
+        }
+        Ok(())
     }
 
     /// `decision` with who decided: `--by`, else the OS user, else `unknown`.
@@ -963,6 +977,7 @@ fn check_workspace(workspace: &Path) -> Result<(), Failure> {
 
 fn run(mut args: RunArgs) -> Outcome {
     check_workspace(&args.common.workspace)?;
+    args.common.decision.check_plans_only("run")?;
     args.common.decision.read_plan_file()?;
     let (graph, tools) = load(&args.common.config)?;
     let start = match &args.mode {
@@ -1028,15 +1043,12 @@ fn run(mut args: RunArgs) -> Outcome {
             return Ok(interrupted(&mut session).await);
         };
         let outcome = outcome?;
-        let mut prompt = args
-            .common
-            .decision
-            .fixed()
-            .is_none()
-            .then(|| Prompt::new(graph));
+        // The verdict flags decide plans only: a tool call is asked about at the prompt.
+        let mut prompt = Prompt::new(graph);
         let mut decider = Decider {
             flags: &args.common.decision,
-            prompt: prompt.as_mut(),
+            prompt: Some(&mut prompt),
+            flags_decide_tool_calls: false,
             json: args.common.json,
             store: args.store.as_deref(),
             detach: args.detach,
@@ -1185,6 +1197,10 @@ impl Prompt {
 struct Decider<'a> {
     flags: &'a DecisionArgs,
     prompt: Option<&'a mut Prompt>,
+    /// Whether the verdict flags decide tool calls too (`decide`, which names the call), or only
+    /// plans (`run`, `continue`: the user never saw the calls the run goes on to make, so each is
+    /// asked about at the prompt, or left pending).
+    flags_decide_tool_calls: bool,
     json: bool,
     /// The store spec, when the session is stored.
     store: Option<&'a str>,
@@ -1293,7 +1309,12 @@ impl Decider<'_> {
         let out_style = Style::for_stdout();
         let mut outcome = None;
         for (at, call) in calls.iter().enumerate() {
-            let decision = match self.flags.fixed_for_tool_call(call)? {
+            let fixed = if self.flags_decide_tool_calls {
+                self.flags.fixed_for_tool_call(call)?
+            } else {
+                None
+            };
+            let decision = match fixed {
                 Some(decision) => decision,
                 None => {
                     let Some(prompt) = self.prompt.as_deref_mut() else {
@@ -1615,6 +1636,7 @@ fn decide(mut args: DecideArgs) -> Outcome {
             let mut decider = Decider {
                 flags,
                 prompt: prompt.as_mut(),
+                flags_decide_tool_calls: true,
                 json,
                 store: Some(&args.store),
                 detach: false,
@@ -1677,6 +1699,7 @@ fn decide(mut args: DecideArgs) -> Outcome {
         let mut decider = Decider {
             flags: &idle,
             prompt: None,
+            flags_decide_tool_calls: false,
             json,
             store: Some(&args.store),
             detach: false,
@@ -1750,6 +1773,7 @@ fn expired_now(session: &Session, decision: Option<&str>) -> Option<Failure> {
 /// submits are decided as `run` decides them (the flags, else the prompt; with neither they stay
 /// pending).
 fn continue_run(mut args: ContinueArgs) -> Outcome {
+    args.common.decision.check_plans_only("continue")?;
     args.common.decision.read_plan_file()?;
     let (graph, tools) = load(&args.common.config)?;
     let store = open_store(&args.store).map_err(Failure::runtime)?;
@@ -1773,15 +1797,12 @@ fn continue_run(mut args: ContinueArgs) -> Outcome {
             return Ok(interrupted(&mut session).await);
         };
         let outcome = outcome.map_err(|e| lost_continue(e, &args.store))?;
-        let mut prompt = args
-            .common
-            .decision
-            .fixed()
-            .is_none()
-            .then(|| Prompt::new(graph));
+        // The verdict flags decide plans only: a tool call is asked about at the prompt.
+        let mut prompt = Prompt::new(graph);
         let mut decider = Decider {
             flags: &args.common.decision,
-            prompt: prompt.as_mut(),
+            prompt: Some(&mut prompt),
+            flags_decide_tool_calls: false,
             json,
             store: Some(&args.store),
             detach: false,

@@ -743,34 +743,37 @@ fn decide_without_a_verdict_asks_about_each_waiting_call() {
     );
 }
 
-/// `run --approve` decides every waiting call of the run without asking (and `--always` always
-/// allows the tool); `run --reject` rejects each, nothing runs, exit 3.
+/// The verdict flags of `run` decide plans only (trial finding 7): a tool call the user never saw
+/// is asked about at the prompt (`y` runs it, end of input without a store runs nothing, exit 3)
+/// or, with a store and no answer, left pending (exit 4); `--always` goes with `decide` only.
 #[test]
-fn run_verdict_flags_decide_every_waiting_call() {
-    let world = World::new(
-        "dir",
-        vec![
-            calls([write("call_1", "a.txt", "one")]),
-            calls([write("call_2", "b.txt", "two")]),
-            text("Done."),
-        ],
+fn run_verdict_flags_decide_plans_only_and_tool_calls_are_asked() {
+    let script = || vec![calls([write("call_1", "a.txt", "one")]), text("Done.")];
+    let world = World::new("dir", script());
+    let out = world.cli("run", false, &["--approve", "Write"], None);
+    assert_eq!(out.status.code(), Some(NOT_APPROVED), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("Run this write_file call?"),
+        "{}",
+        stderr(&out)
     );
-    let out = world.cli("run", false, &["--approve", "--always", "Write"], None);
+    assert_eq!(world.file("a.txt"), None);
+
+    let world = World::new("dir", script());
+    let out = world.cli("run", false, &["--approve", "Write"], Some("y\n"));
     assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
     assert_eq!(world.file("a.txt").as_deref(), Some("one"));
-    assert_eq!(world.file("b.txt").as_deref(), Some("two"));
-    let shown = stdout(&out);
-    assert_eq!(
-        shown.matches("tool call waits for approval").count(),
-        1,
-        "the second write_file was always allowed: {shown}"
-    );
 
-    let world = World::new(
-        "dir",
-        vec![calls([write("call_1", "a.txt", "one")]), text("Fine.")],
-    );
-    let out = world.cli("run", false, &["--reject", "Write"], None);
+    for kind in stores() {
+        let world = World::new(kind, script());
+        let out = world.cli("run", true, &["--approve", "Write"], None);
+        assert_eq!(out.status.code(), Some(PENDING), "{kind}: {}", stderr(&out));
+        assert_eq!(world.file("a.txt"), None, "{kind}");
+        assert_eq!(world.pending_json().len(), 1, "{kind}");
+    }
+
+    let world = World::new("dir", script());
+    let out = world.cli("run", false, &["--reject", "Write"], Some("n\n"));
     assert_eq!(out.status.code(), Some(NOT_APPROVED), "{}", stderr(&out));
     assert_eq!(world.file("a.txt"), None);
     assert!(
@@ -779,6 +782,16 @@ fn run_verdict_flags_decide_every_waiting_call() {
             .iter()
             .any(|r| r.contains("Not approved"))
     );
+
+    let world = World::new("dir", script());
+    let out = world.cli("run", false, &["--approve", "--always", "Write"], None);
+    assert_eq!(out.status.code(), Some(INVALID), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--always goes with `decide`"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(world.file("a.txt"), None);
 }
 
 /// The prompt of `continue` asks about a tool call the carried-on run suspends on: a `decide`
