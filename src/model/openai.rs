@@ -71,6 +71,12 @@ pub const MODEL_ENV: &str = "OPENAI_MODEL";
 /// The base URL used when `OPENAI_BASE_URL` is not set.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
+/// The most tool calls one reply may hold. A reply with more fails with
+/// [`ModelErrorKind::MalformedResponse`] as soon as the next call starts, and none of its calls
+/// runs (a hostile-model trial sent 300,000 calls of 2 bytes each: 1.7 GB of memory and a 75 MB
+/// record with 300,000 decisions).
+pub const MAX_TOOL_CALLS: usize = 128;
+
 /// Where and how to reach the endpoint. Build with [`OpenAiSettings::from_env`] or
 /// [`OpenAiSettings::new`], then adjust with the setters.
 #[derive(Clone)]
@@ -189,8 +195,8 @@ impl OpenAiSettings {
         self
     }
 
-    /// The largest reply taken, in bytes of text and tool-call arguments together (default
-    /// 8 MiB). A larger reply fails with [`ModelErrorKind::MalformedResponse`] as soon as it
+    /// The largest reply taken, in bytes of text and tool calls' ids, names and arguments
+    /// together (default 8 MiB). A larger reply fails with [`ModelErrorKind::MalformedResponse`] as soon as it
     /// passes the bound.
     pub fn max_reply_bytes(mut self, bytes: usize) -> Self {
         self.max_reply_bytes = bytes;
@@ -539,13 +545,16 @@ struct StreamState {
     finish: Option<FinishReason>,
     usage: Option<TokenUsage>,
     chunks: usize,
-    /// Bytes of text and tool-call arguments so far, counted as they arrive (a sum over the
-    /// calls at every chunk would grow with the square of a reply of many calls).
+    /// Bytes of text and tool calls' ids, names and arguments so far, counted as they arrive
+    /// (a sum over the calls at every chunk would grow with the square of a reply of many
+    /// calls).
     bytes: usize,
+    /// Whether a call past [`MAX_TOOL_CALLS`] started (it is not kept).
+    too_many_calls: bool,
 }
 
 impl StreamState {
-    /// Bytes of text and tool-call arguments so far.
+    /// Bytes of text and tool calls' ids, names and arguments so far.
     fn bytes(&self) -> usize {
         self.bytes
     }
@@ -565,12 +574,18 @@ impl StreamState {
             self.finish = Some(reason);
         }
         for delta in choice.delta.tool_calls.unwrap_or_default() {
+            if !self.calls.contains_key(&delta.index) && self.calls.len() >= MAX_TOOL_CALLS {
+                self.too_many_calls = true;
+                continue;
+            }
             let call = self.calls.entry(delta.index).or_default();
             if let Some(id) = delta.id.filter(|id| !id.is_empty()) {
+                self.bytes += id.len();
                 call.id = id;
             }
             if let Some(function) = delta.function {
                 if let Some(name) = function.name {
+                    self.bytes += name.len();
                     // Names come whole in the first delta; some servers repeat them.
                     if !call.name.ends_with(&name) {
                         call.name.push_str(&name);
@@ -678,6 +693,13 @@ impl OpenAiModel {
             if let Some(delta) = state.push(chunk) {
                 request.text.send(&delta);
             }
+            if state.too_many_calls {
+                return Err(ModelError::new(format!(
+                    "{PROVIDER}: the reply from {} has more than {MAX_TOOL_CALLS} tool calls; none of them runs",
+                    self.settings.base_url()
+                ))
+                .with_kind(ModelErrorKind::MalformedResponse));
+            }
             if state.bytes() > self.settings.max_reply_bytes {
                 return Err(ModelError::new(format!(
                     "{PROVIDER}: the reply from {} is larger than {} bytes",
@@ -754,6 +776,31 @@ mod tests {
         assert_eq!(reply.tool_calls[0].name, "submit_plan");
         assert_eq!(reply.tool_calls[0].args, json!({"path": "x.md"}));
         assert_eq!(reply.tool_calls[1].name, "read_file");
+    }
+
+    /// Found by a hostile-model trial: names (5,000 fragments, 20 MB) and ids were not counted.
+    #[test]
+    fn names_and_ids_count_against_the_reply_bytes_and_calls_are_limited() {
+        let mut state = StreamState::default();
+        for _ in 0..3 {
+            state.push(chunk(
+                json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+                    {"index": 0, "id": "id_12345", "function": {"name": "abcd", "arguments": "{}"}},
+                ]}}]}),
+            ));
+        }
+        // id 8 + name 4 + arguments 2, three times (a repeated name is not kept, but counted).
+        assert_eq!(state.bytes(), 42);
+        assert!(!state.too_many_calls);
+        let mut state = StreamState::default();
+        let calls: Vec<Value> = (0..=MAX_TOOL_CALLS)
+            .map(|i| json!({"index": i, "id": format!("c{i}"), "function": {"name": "f", "arguments": "{}"}}))
+            .collect();
+        state.push(chunk(
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": calls}}]}),
+        ));
+        assert!(state.too_many_calls);
+        assert_eq!(state.calls.len(), MAX_TOOL_CALLS);
     }
 
     #[test]

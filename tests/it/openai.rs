@@ -813,6 +813,65 @@ async fn a_reply_larger_than_the_bound_is_refused() {
     assert!(error.message().contains("1024 bytes"), "{error}");
 }
 
+/// Found by a hostile-model trial: 300,000 calls of `{}` were 600 counted bytes (1.7 GB of
+/// memory, a 75 MB record). A reply has at most `MAX_TOOL_CALLS` calls: one more is a clear
+/// model error and none of them runs; exactly that many is taken.
+#[tokio::test]
+async fn a_reply_with_more_tool_calls_than_the_limit_is_refused_and_nothing_runs() {
+    use agent_controller::model::openai::MAX_TOOL_CALLS;
+    let many = |n: usize| {
+        calls((0..n).map(|i| {
+            call(
+                &format!("c{i}"),
+                "read_file",
+                &format!("{{\"path\": \"f{i}.txt\"}}"),
+            )
+        }))
+    };
+    let server = ScriptedServer::start(vec![many(MAX_TOOL_CALLS + 1)]).await;
+    let base = server.base_url();
+    let h = Harness::with_settings(server, settings(&base));
+    let error = one_call(&h).await.expect_err("too many calls");
+    assert_eq!(error.kind(), ModelErrorKind::MalformedResponse, "{error}");
+    assert!(
+        error.message().contains("more than 128 tool calls"),
+        "{error}"
+    );
+    let events = h.events.lock().expect("events").clone();
+    assert!(
+        !events.iter().any(|e| matches!(e, Event::ToolStart { .. })),
+        "{events:?}"
+    );
+
+    let server = ScriptedServer::start(vec![many(MAX_TOOL_CALLS), text_in(&["done"])]).await;
+    let base = server.base_url();
+    let h = Harness::with_settings(server, settings(&base));
+    one_call(&h).await.expect("exactly the limit");
+}
+
+/// Found by a hostile-model trial: a tool name sent in 5,000 fragments (20 MB) was taken, since
+/// only text and arguments counted against `max_reply_bytes`. Names and ids count too.
+#[tokio::test]
+async fn tool_names_and_ids_count_against_the_reply_bound() {
+    let mut chunks = vec![chunk(json!({"role": "assistant", "content": null}), None)];
+    chunks.push(chunk(
+        json!({"tool_calls": [{"index": 0, "id": "c1", "type": "function",
+            "function": {"name": "n".repeat(600), "arguments": ""}}]}),
+        None,
+    ));
+    chunks.push(chunk(
+        json!({"tool_calls": [{"index": 0, "function": {"name": "m".repeat(600)}}]}),
+        None,
+    ));
+    chunks.push(chunk(json!({}), Some("tool_calls")));
+    let server = ScriptedServer::start(vec![Reply::Raw(common::openai_server::sse(&chunks))]).await;
+    let base = server.base_url();
+    let h = Harness::with_settings(server, settings(&base).max_reply_bytes(1024));
+    let error = one_call(&h).await.expect_err("too large");
+    assert_eq!(error.kind(), ModelErrorKind::MalformedResponse, "{error}");
+    assert!(error.message().contains("1024 bytes"), "{error}");
+}
+
 /// The whole model call has a deadline, whatever the server trickles: past `reply_timeout` it
 /// ends as a transport error even while each read is within `read_timeout`.
 #[tokio::test]
