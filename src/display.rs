@@ -304,6 +304,43 @@ fn cut_middle(text: &str, max_lines: usize, max_chars: usize) -> String {
     format!("{}… ({what} not shown) …{}", show(head), show(tail))
 }
 
+/// `value` as one line of JSON in which every character [`neutralize_line`] would replace is
+/// written as its JSON escape (`\u009b`, `\u202e`, a surrogate pair above U+FFFF): the same
+/// data for a JSON reader, nothing that hides or fakes text for a person or a terminal reading
+/// the line (serde_json escapes only C0 controls). For the CLI's `--json` output.
+///
+/// # Errors
+/// The error of [`serde_json::to_string`] when `value` cannot be serialized.
+///
+/// # Examples
+/// ```
+/// use agent_controller::display::json_line;
+/// let line = json_line(&serde_json::json!({ "title": "a\u{9b}2J\u{202e}b\u{e0041}\n" })).unwrap();
+/// assert_eq!(line, r#"{"title":"a\u009b2J\u202eb\udb40\udc41\n"}"#);
+/// let back: serde_json::Value = serde_json::from_str(&line).unwrap();
+/// assert_eq!(back["title"], "a\u{9b}2J\u{202e}b\u{e0041}\n");
+/// ```
+pub fn json_line<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
+    let text = serde_json::to_string(value)?;
+    if !text.contains(hides) {
+        return Ok(text);
+    }
+    // Outside strings serde_json writes only ASCII punctuation, digits and letters, so every such
+    // character is inside a string, where its escape means the same.
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if hides(c) {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                let _ = write!(out, "\\u{unit:04x}");
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    Ok(out)
+}
+
 /// Whether `c` can hide, move or fake text when shown.
 fn hides(c: char) -> bool {
     matches!(c,

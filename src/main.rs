@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 
 use agent_controller::deadline::{self, deadline_text};
 use agent_controller::diagram::{self, DiagramFormat};
-use agent_controller::display::{arguments_line, neutralize, neutralize_line};
+use agent_controller::display::{arguments_line, json_line, neutralize, neutralize_line};
 use agent_controller::jail::{self, Jail};
 use agent_controller::model::scripted::ScriptedModel;
 use agent_controller::store::{
@@ -1449,7 +1449,8 @@ fn pending(spec: &str, json: bool) -> Outcome {
     for record in &listing.unreadable {
         warn_unreadable(&record.session_id, Some(&record.location), &record.reason);
         if json {
-            let line = serde_json::json!({ "unreadable": record });
+            let line = json_line(&serde_json::json!({ "unreadable": record }))
+                .map_err(Failure::runtime)?;
             say!("{line}");
         }
     }
@@ -1477,8 +1478,7 @@ fn warn_unreadable(session_id: &str, location: Option<&str>, reason: &str) {
 /// ending in the command that carries it on.
 fn interrupted_line(run: &InterruptedRun, spec: &str, json: bool) -> Result<String, Failure> {
     if json {
-        let line = serde_json::json!({ "interrupted": run });
-        return Ok(line.to_string());
+        return json_line(&serde_json::json!({ "interrupted": run })).map_err(Failure::runtime);
     }
     Ok(format!(
         "{}\t{}\tinterrupted\t{}\towner {}\tcontinue with: agent-controller continue --store {} {}",
@@ -1500,7 +1500,7 @@ const PENDING_ARGS_MAX_CHARS: usize = 200;
 /// (a tool call's arguments on one line: [`arguments_line`]).
 fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Failure> {
     if json {
-        serde_json::to_string(p).map_err(Failure::runtime)
+        json_line(p).map_err(Failure::runtime)
     } else if p.kind == PendingKind::ToolCall {
         let args = p
             .args
@@ -1913,7 +1913,7 @@ fn event_printer(json: bool, graph: ModeGraph) -> impl FnMut(&Event) + Send + 's
 
 fn print_event(event: &Event, json: bool, graph: &ModeGraph, style: &Style, resumed: bool) {
     if json {
-        if let Ok(line) = serde_json::to_string(event) {
+        if let Ok(line) = json_line(event) {
             say!("{line}");
         }
         return;

@@ -692,6 +692,30 @@ fn every_argument_shows_however_long_another_is() {
     }
 }
 
+/// `--json` output escapes C1 controls and bidi characters (trial finding 12): `pending --json`
+/// and the `--json` events hold no raw U+009B or U+202E, only `\u009b` and `\u202e`, and read
+/// back to the same arguments.
+#[test]
+fn json_output_escapes_c1_and_bidi_characters() {
+    let content = "a\u{9b}2J\u{202e}txt.sh";
+    let world = World::new("dir", vec![calls([write("call_1", "a.txt", content)])]);
+    let (out, _) = world.run_stored("Write");
+    assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
+    let listed = pending(&world.spec, true);
+    for (what, text) in [("events", stdout(&out)), ("pending", stdout(&listed))] {
+        assert!(!text.contains(['\u{9b}', '\u{202e}']), "{what}: {text:?}");
+        assert!(text.contains(r"a\u009b2J\u202etxt.sh"), "{what}: {text}");
+    }
+    assert_eq!(world.pending_json()[0]["args"]["content"], content);
+    let events = json_lines(&out);
+    assert!(
+        events
+            .iter()
+            .any(|e| e["suspendPayload"]["args"]["content"] == content),
+        "{events:?}"
+    );
+}
+
 /// `q` at the prompt of a stored run leaves the call pending (exit 4) and runs nothing; end of
 /// input without a store ends the run not approved (exit 3) and runs nothing.
 #[test]
