@@ -56,76 +56,6 @@ pub fn neutralize_line(text: &str) -> Cow<'_, str> {
     replace(text, hides)
 }
 
-/// At most `max_lines` lines and `max_chars` characters of `text`, through [`neutralize`], and
-/// when more was cut a last line saying how much is not shown: for multi-line text from a model
-/// that can be arbitrarily long, such as a tool call's pretty-printed arguments. The cut is made
-/// in `text` before it is neutralized, so an escape is never cut in half.
-///
-/// # Examples
-/// ```
-/// use agent_controller::display::bounded;
-/// assert_eq!(bounded("a\nb\n", 5, 100), "a\nb\n");
-/// assert_eq!(
-///     bounded("one\ntwo\nthree\n", 2, 100),
-///     "one\ntwo\n… (6 more characters, 1 more line, not shown)"
-/// );
-/// assert_eq!(bounded("\u{1b}[2Kabcdef", 10, 6), "\\u{1b}[2Kab\n… (4 more characters, not shown)");
-/// ```
-pub fn bounded(text: &str, max_lines: usize, max_chars: usize) -> String {
-    let mut end = text.len();
-    let mut lines = 0;
-    for (chars, (at, c)) in text.char_indices().enumerate() {
-        if chars == max_chars || lines == max_lines {
-            end = at;
-            break;
-        }
-        if c == '\n' {
-            lines += 1;
-        }
-    }
-    let (kept, rest) = text.split_at(end);
-    let mut out = neutralize(kept).into_owned();
-    if !rest.is_empty() {
-        if !out.is_empty() && !out.ends_with('\n') {
-            out.push('\n');
-        }
-        let more_lines = match rest.lines().count() {
-            0 | 1 if !kept.ends_with('\n') => String::new(),
-            1 => ", 1 more line".to_owned(),
-            n => format!(", {n} more lines"),
-        };
-        let _ = write!(
-            out,
-            "… ({} more characters{more_lines}, not shown)",
-            rest.chars().count()
-        );
-    }
-    out
-}
-
-/// At most `max_chars` characters of `text`, through [`neutralize_line`], and when more was cut
-/// `… (N more characters)`: for one-line text from a model that can be arbitrarily long, such as
-/// a tool call's arguments in a listing. The cut is made before neutralizing.
-///
-/// # Examples
-/// ```
-/// use agent_controller::display::bounded_line;
-/// assert_eq!(bounded_line("{\"path\":\"a.txt\"}", 80), "{\"path\":\"a.txt\"}");
-/// assert_eq!(bounded_line("abc\ndef", 4), "abc\\u{a}… (3 more characters)");
-/// ```
-pub fn bounded_line(text: &str, max_chars: usize) -> String {
-    let end = text
-        .char_indices()
-        .nth(max_chars)
-        .map_or(text.len(), |(at, _)| at);
-    let (kept, rest) = text.split_at(end);
-    let mut out = neutralize_line(kept).into_owned();
-    if !rest.is_empty() {
-        let _ = write!(out, "… ({} more characters)", rest.chars().count());
-    }
-    out
-}
-
 /// The fewest characters [`arguments_line`] shows of one argument's value, however many
 /// arguments share the line.
 pub const MIN_LINE_VALUE_CHARS: usize = 40;
@@ -432,28 +362,6 @@ mod tests {
         }
         assert_eq!(neutralize("a\nb\tc"), "a\nb\tc");
         assert_eq!(neutralize_line("a\nb\tc"), "a\\u{a}b\\u{9}c");
-    }
-
-    #[test]
-    fn bounded_text_never_shows_more_than_asked_and_says_what_is_cut() {
-        let long = "x".repeat(10_000);
-        let shown = bounded(&long, 40, 100);
-        assert!(shown.starts_with(&"x".repeat(100)), "{shown}");
-        assert!(
-            shown.ends_with("… (9900 more characters, not shown)"),
-            "{shown}"
-        );
-        let many = "l\n".repeat(1000);
-        let shown = bounded(&many, 3, 4000);
-        assert_eq!(
-            shown,
-            "l\nl\nl\n… (1994 more characters, 997 more lines, not shown)"
-        );
-        assert_eq!(bounded("", 1, 1), "");
-        assert_eq!(bounded("ab", 0, 10), "… (2 more characters, not shown)");
-        let line = bounded_line(&format!("\u{202e}{long}"), 5);
-        assert_eq!(line, "\\u{202e}xxxx… (9996 more characters)");
-        assert!(!bounded(&"\u{1b}".repeat(50), 2, 30).contains('\u{1b}'));
     }
 
     #[test]
