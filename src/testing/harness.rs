@@ -19,13 +19,15 @@ use crate::controller::{AgentController, AgentControllerBuilder, ToolLayer};
 use crate::event::{DecisionOutcome, Event, Suspension};
 use crate::mode::ModeGraph;
 use crate::model::{LanguageModel, Message, ModelError, ModelRequest, ModelResponse};
-use crate::run::{DecisionAction, RunOutcome, TOOL_FEEDBACK_PREFIX, TOOL_REJECTED_RESULT};
+use crate::run::{DecisionAction, RunOutcome};
 use crate::session::{Session, SessionError, SessionOptions};
 use crate::tool::submit_plan::{
     APPROVED_PLAN_BEGIN, APPROVED_PLAN_END, APPROVED_RESULT, REJECTED_RESULT,
     REJECTED_WITH_FEEDBACK_PREFIX, SUBMIT_PLAN,
 };
-use crate::tool::{Tool, ToolCall, ToolContext, ToolOutput};
+use crate::tool::{
+    TOOL_FEEDBACK_PREFIX, TOOL_REJECTED_RESULT, Tool, ToolCall, ToolContext, ToolOutput,
+};
 
 /// Why a [`Harness`] could not be set up.
 #[derive(Debug, thiserror::Error)]

@@ -1,4 +1,6 @@
 //! The config tools of the binary: `graph`, `schema`, and `check` reporting every error at once.
+// Drives the binary.
+#![cfg(feature = "cli")]
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -1,5 +1,6 @@
 //! The JSON Schema of the config format: shipped beside the config, derived from the parser's own
 //! types, and honest about what it checks (structure) and what only `check` can (graph rules).
+#![cfg(feature = "schema")]
 
 use std::path::{Path, PathBuf};
 
