@@ -11,9 +11,9 @@ use crate::common;
 
 #[cfg(feature = "cli")]
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Output};
 #[cfg(feature = "cli")]
 use std::process::Stdio;
+use std::process::{Command, Output};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
