@@ -106,7 +106,9 @@ pub use crate::store::{
     SessionStore, StoreError, UnreadableRecord,
 };
 pub use crate::tool::submit_plan::{PlanError, PlanSubmission};
-pub use crate::tool::{Tool, ToolCall, ToolContext, ToolError, ToolOutput, ToolRegistry, ToolSpec};
+pub use crate::tool::{
+    Tool, ToolAccess, ToolCall, ToolContext, ToolError, ToolOutput, ToolRegistry, ToolSpec,
+};
 
 /// The attribute macro the async traits ([`LanguageModel`], [`Tool`], [`SessionStore`]) are
 /// written with; implementors put `#[agent_controller::async_trait]` on their `impl` block, so

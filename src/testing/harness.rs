@@ -190,6 +190,10 @@ impl Tool for Spy {
         self.tool.input_schema()
     }
 
+    fn access(&self) -> crate::ToolAccess {
+        self.tool.access()
+    }
+
     async fn execute(&self, args: &serde_json::Value, ctx: &ToolContext<'_>) -> ToolOutput {
         lock(&self.log).push(Record::ToolExecuted {
             tool: self.tool.name().to_owned(),
@@ -1147,14 +1151,26 @@ fn controller_facts(
     controller: &AgentController,
 ) -> Result<Arc<ConfigFacts>, HarnessError> {
     let names: Vec<String> = controller.registry().names().map(str::to_owned).collect();
+    let writing = super::facts::writing_tools(controller.registry());
     let max_steps = controller.max_steps();
     match facts.registered() {
         None => Ok(Arc::new(
-            (*facts).clone().with_tools(names).with_max_steps(max_steps),
+            (*facts)
+                .clone()
+                .with_tools(names)
+                .with_writing_tools(writing)
+                .with_max_steps(max_steps),
         )),
-        Some(named) if named == names.as_slice() && facts.max_steps() == max_steps => Ok(facts),
+        Some(named)
+            if named == names.as_slice()
+                && facts.writing_tools() == writing.as_slice()
+                && facts.max_steps() == max_steps =>
+        {
+            Ok(facts)
+        }
         Some(named) => Err(HarnessError::Build(format!(
-            "the reference expects tools {named:?} and a step limit of {}, the controller has {names:?} and {max_steps}",
+            "the reference expects tools {named:?} (writing: {:?}) and a step limit of {}, the controller has {names:?} (writing: {writing:?}) and {max_steps}",
+            facts.writing_tools(),
             facts.max_steps()
         ))),
     }

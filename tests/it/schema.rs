@@ -70,6 +70,8 @@ fn structural_errors_are_refused_and_graph_rules_are_left_to_check() {
         "no-modes.toml",
         // `uniqueItems`: a list naming one mode twice is refused by the schema, too.
         "targets-list-duplicate.toml",
+        // ... and one naming a tool twice (issue 19 item 7).
+        "duplicate-tool.toml",
     ];
     let left_to_check = [
         "duplicate-id.toml",
