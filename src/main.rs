@@ -1629,11 +1629,15 @@ fn interrupted_line(run: &InterruptedRun, spec: &str, json: bool) -> Result<Stri
         return json_line(&serde_json::json!({ "interrupted": run })).map_err(Failure::runtime);
     }
     Ok(format!(
-        "{}\t{}\tinterrupted\t{}\towner {}\tcontinue with: agent-controller continue --store {} {}",
+        "{}\t{}\tinterrupted\t{}\towner {}{}\tcontinue with: agent-controller continue --store {} {}",
         neutralize_line(&run.session_id),
         neutralize_line(&run.run_id),
         neutralize_line(&run.mode_id),
         neutralize_line(run.owner.as_deref().unwrap_or("unknown")),
+        run.workspace.as_ref().map_or(String::new(), |w| format!(
+            "\tworkspace {}",
+            neutralize_line(&w.display().to_string())
+        )),
         neutralize_line(&display_spec(spec)),
         neutralize_line(&run.session_id),
     ))

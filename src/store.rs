@@ -177,6 +177,10 @@ pub struct InterruptedRun {
     /// When that lease ended, in milliseconds since the Unix epoch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_expires_at_ms: Option<u64>,
+    /// The workspace the run is carried on in: the session's recorded one (canonical path);
+    /// absent for a record written before workspaces were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<PathBuf>,
     /// When the session was last saved (seconds since the Unix epoch).
     pub updated_at: u64,
 }
@@ -399,6 +403,7 @@ impl SessionRecord {
             mode_id: self.mode_id.clone(),
             owner: run.owner.clone(),
             lease_expires_at_ms: run.lease_expires_at_ms,
+            workspace: self.workspace.as_ref().map(|w| w.path.clone()),
             updated_at: self.updated_at,
         })
     }

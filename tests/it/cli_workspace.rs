@@ -386,6 +386,23 @@ fn continue_protects_the_config_file_from_the_tools() {
     )
     .expect("write");
 
+    // `pending` lists the interrupted run with the workspace `continue` carries it on in.
+    let canonical = world.canonical();
+    let listed = world.pending_json();
+    let interrupted = listed
+        .iter()
+        .find(|l| l["interrupted"]["sessionId"] == session.as_str())
+        .expect("listed as interrupted");
+    assert_eq!(
+        interrupted["interrupted"]["workspace"],
+        canonical.to_str().expect("utf-8")
+    );
+    let text = String::from_utf8_lossy(&world.pending(false).stdout).into_owned();
+    assert!(
+        text.contains(&format!("\tworkspace {}\t", canonical.display())),
+        "{text}"
+    );
+
     let out = world.cli(world.project.path(), "continue", &[&session, "--json"]);
     assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
     let bodies = world.server.bodies_blocking();
