@@ -194,6 +194,7 @@ impl Session {
             target_mode_id: target.map(|t| self.shared.graph.mode(t).id().to_owned()),
             tool_name: None,
             always_allow: false,
+            allowed_by: None,
         };
         self.history.push(record.clone());
         record
@@ -515,10 +516,14 @@ impl Session {
         );
         let tool_name = call.payload.tool_name.clone();
         let run_id = call.run_id.clone();
+        let allowance = decision.always_allow.then(|| record.clone());
         call.decided = Some(record);
         call.feedback = decision.feedback().map(str::to_owned);
-        if decision.always_allow && !self.always_allowed.contains(&tool_name) {
-            self.always_allowed.push(tool_name);
+        if let Some(allowance) = allowance {
+            self.allow_waiting(&tool_name, &allowance);
+            if !self.always_allowed.contains(&tool_name) {
+                self.always_allowed.push(tool_name);
+            }
         }
         if self.pending_tool_calls.iter().any(|p| p.decided.is_none()) {
             self.commit().await?;
@@ -577,6 +582,25 @@ impl Session {
             self.finish_decided_tool(&run_id, &call, output, record);
         }
         self.drive_traced(run_id).await
+    }
+
+    /// Approves every other call of `tool` that waits in the same reply, by the "always allow"
+    /// whose record is `allowance`: each gets its own record, approved, with the allowance's
+    /// time and decider and its decision id as `allowedBy`; none is asked about.
+    fn allow_waiting(&mut self, tool: &str, allowance: &DecidedRecord) {
+        for call in &mut self.pending_tool_calls {
+            if call.decided.is_none() && call.payload.tool_name == tool {
+                let mut record = tool_call_record(
+                    call,
+                    DecisionOutcome::Approved,
+                    allowance.decided_by.clone(),
+                    false,
+                    allowance.decided_at.clone().unwrap_or_default(),
+                );
+                record.allowed_by = Some(allowance.decision_id.clone());
+                call.decided = Some(record);
+            }
+        }
     }
 
     /// Ends a decided tool call: `tool_end` with the result and the decision's audit record,
@@ -1208,6 +1232,7 @@ fn tool_call_record(
         target_mode_id: None,
         tool_name: Some(call.payload.tool_name.clone()),
         always_allow,
+        allowed_by: None,
     }
 }
 

@@ -656,6 +656,7 @@ impl Harness {
                     tool_call_id: STRAY_EXECUTION.to_owned(),
                     tool,
                     mode,
+                    allowed_by: None,
                 });
             }
         };
@@ -675,12 +676,17 @@ impl Harness {
                     executed = Some((tool, mode));
                     None
                 }
-                Record::Event(Event::ToolEnd { tool_call_id, .. }) if executed.is_some() => {
+                Record::Event(Event::ToolEnd {
+                    tool_call_id,
+                    decision,
+                    ..
+                }) if executed.is_some() => {
                     let (tool, mode) = executed.take().unwrap_or_default();
                     Some(Trace::ToolRan {
                         tool_call_id,
                         tool,
                         mode,
+                        allowed_by: decision.and_then(|d| d.allowed_by),
                     })
                 }
                 Record::Event(event) => {
@@ -859,6 +865,7 @@ impl Harness {
                         let feedback = p.feedback().is_some_and(|f| !f.trim().is_empty());
                         (action, feedback)
                     }),
+                    allowed_by: p.decision().and_then(|d| d.allowed_by.clone()),
                 })
             })
             .collect();
@@ -989,8 +996,12 @@ fn waiting_view(w: &WaitingCall) -> String {
         Some((DecisionAction::Rejected, false)) => "rejected",
         Some((DecisionAction::Rejected, true)) => "rejected with feedback",
     };
+    let by = match &w.allowed_by {
+        Some(allowance) => format!(" (allowed by {allowance})"),
+        None => String::new(),
+    };
     format!(
-        "{} {} of run {} ({}, argsSha256 {}): {decided}",
+        "{} {} of run {} ({}, argsSha256 {}): {decided}{by}",
         w.decision_id, w.tool_call_id, w.run, w.tool, w.args_sha256
     )
 }

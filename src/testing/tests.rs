@@ -738,6 +738,7 @@ fn the_reference_waits_for_every_tool_call_and_runs_the_approved_ones_last() {
         tool_call_id: id.to_owned(),
         tool: tool.to_owned(),
         mode: "build".to_owned(),
+        allowed_by: None,
     };
 
     let expected = step(
@@ -802,4 +803,68 @@ fn the_reference_waits_for_every_tool_call_and_runs_the_approved_ones_last() {
             .iter()
             .any(|t| matches!(t, Trace::ToolRan { .. }))
     );
+}
+
+#[test]
+fn the_reference_ends_an_always_allow_at_the_plan_approval_and_decides_a_replys_calls_at_once() {
+    // Issue 19, item 3: "always allow" on one of three waiting calls of a tool approves the
+    // other two with it (each recorded as allowed by that decision), and the approved plan's
+    // switch ends the allowance, so the build mode's call of the tool waits. The real
+    // controller agrees step by step.
+    let text = "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_file\", \"submit_plan\"]\nrequireApproval = [\"write_file\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n";
+    let graph = config::parse(text, "modes.toml").expect("config");
+    let facts = Arc::new(ConfigFacts::from_toml(text).expect("facts"));
+    let mut harness = Harness::new(graph, facts, |setup: Setup| {
+        setup
+            .builder()
+            .tools(ToolRegistry::with_workspace_tools())
+            .build()
+    })
+    .expect("a harness");
+    let mut reference = ReferenceSession::new(harness.facts().clone(), Some(0));
+    harness.start(&reference).expect("the start");
+    let mut step = |reference: &mut ReferenceSession, op: Op| {
+        let step = reference.apply(&op).clone();
+        harness
+            .step(reference)
+            .unwrap_or_else(|d| panic!("the controller differs: {d}"));
+        step.expected
+    };
+    let ran = |id: &str, allowed_by: Option<&str>| Trace::ToolRan {
+        tool_call_id: id.to_owned(),
+        tool: "write_file".to_owned(),
+        mode: "plan".to_owned(),
+        allowed_by: allowed_by.map(str::to_owned),
+    };
+    let expected = step(
+        &mut reference,
+        Op::calls(["write_file", "write_file", "write_file"]),
+    );
+    assert_eq!(expected.outcome, Outcome::Run(RunState::Suspended));
+    assert_eq!(reference.waiting().len(), 3);
+    let expected = step(&mut reference, Op::always_allow_tool(0));
+    assert_eq!(expected.outcome, Outcome::Run(RunState::Completed));
+    let ran_calls: Vec<&Trace> = expected
+        .trace
+        .iter()
+        .filter(|t| matches!(t, Trace::ToolRan { .. }))
+        .collect();
+    assert_eq!(
+        ran_calls,
+        [
+            &ran("call_1", None),
+            &ran("call_2", Some("decision_1")),
+            &ran("call_3", Some("decision_1")),
+        ]
+    );
+    assert!(reference.waiting().is_empty());
+    assert_eq!(reference.always_allowed(), ["write_file".to_owned()]);
+    let expected = step(&mut reference, Op::submit(0));
+    assert_eq!(expected.outcome, Outcome::Run(RunState::Suspended));
+    step(&mut reference, Op::approve());
+    assert_eq!(reference.mode(), 1);
+    assert!(reference.always_allowed().is_empty());
+    let expected = step(&mut reference, Op::call("write_file"));
+    assert_eq!(expected.outcome, Outcome::Run(RunState::Suspended));
+    assert_eq!(reference.waiting().len(), 1);
 }
