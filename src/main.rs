@@ -35,8 +35,10 @@ use agent_controller::{
 };
 use clap::{Args, Parser, Subcommand};
 
-/// Writes a line to stdout. A reader that closed stdout (`| head -1`) ends the process at once,
-/// quietly, with [`Exit::StdoutClosed`], as a process killed by SIGPIPE would.
+/// Writes a line to stdout. Once a write fails (a reader that closed stdout, `| head -1`; a full
+/// disk) the rest of the output is dropped, but the command still does its work: a decision
+/// already saved carries its run on to where it is saved again, never stranded `running`. The
+/// error is reported when the command ends ([`Exit::StdoutClosed`]; see [`stdout_failure`]).
 macro_rules! say {
     ($($arg:tt)*) => { emit(format_args!("{}\n", format_args!($($arg)*))) };
 }
@@ -73,7 +75,9 @@ Exit status:
   6    `pending`: some stored records cannot be read; the others are listed, each unreadable one
        is a `warning:` line on stderr (and an {\"unreadable\": ...} line with --json)
   130  interrupted (Ctrl-C while the model works)
-  141  stdout closed by its reader (`| head`): stopped quietly";
+  141  stdout closed by its reader (`| head`), or a write to it failed (a full disk): the
+       command still did its work (a decided run is carried on and saved) and its output from
+       then on was lost; a write error is reported on stderr with the status it would have had";
 
 /// The prompt's grammar, in `run --help` and `decide --help`.
 const PROMPT_HELP: &str = "\
@@ -564,7 +568,7 @@ enum Exit {
     Unreadable,
     /// Ctrl-C while the model works.
     Interrupted,
-    /// Stdout was closed by its reader.
+    /// Stdout was closed by its reader, or a write to it failed; the command still did its work.
     StdoutClosed,
 }
 
@@ -580,6 +584,21 @@ impl Exit {
             Exit::Unreadable => 6,
             Exit::Interrupted => 130,
             Exit::StdoutClosed => 141,
+        }
+    }
+
+    /// What the status means, in a few words (as `--help` lists it).
+    fn meaning(self) -> &'static str {
+        match self {
+            Exit::Done => "done",
+            Exit::RuntimeError => "runtime error",
+            Exit::Invalid => "invalid config or usage",
+            Exit::NotApproved => "not approved",
+            Exit::Pending => "still pending",
+            Exit::Refused => "decision refused",
+            Exit::Unreadable => "some records unreadable",
+            Exit::Interrupted => "interrupted",
+            Exit::StdoutClosed => "stdout failed",
         }
     }
 }
@@ -675,18 +694,45 @@ fn main() -> ExitCode {
             failure.exit
         }
     };
+    let exit = match stdout_failure() {
+        Some(error) => report_stdout_failure(error, exit),
+        None => exit,
+    };
     ExitCode::from(exit.code())
 }
 
-/// Writes to stdout; see [`say!`].
+/// The first error writing to stdout, if any: from then on output is dropped ([`emit`]).
+static STDOUT_FAILURE: std::sync::OnceLock<std::io::Error> = std::sync::OnceLock::new();
+
+/// The error that made stdout fail, once a write failed.
+fn stdout_failure() -> Option<&'static std::io::Error> {
+    STDOUT_FAILURE.get()
+}
+
+/// Writes to stdout; see [`say!`]. After a failed write nothing more is written (and the
+/// failure is kept for the end of the command), so a run in progress is never cut off by its
+/// output.
 fn emit(text: std::fmt::Arguments<'_>) {
+    if stdout_failure().is_some() {
+        return;
+    }
     let mut stdout = std::io::stdout().lock();
     if let Err(e) = stdout.write_fmt(text).and_then(|()| stdout.flush()) {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
-            note!("error: cannot write to stdout: {e}");
-        }
-        std::process::exit(i32::from(Exit::StdoutClosed.code()));
+        let _ = STDOUT_FAILURE.set(e);
     }
+}
+
+/// The exit of a command whose output failed: [`Exit::StdoutClosed`], after saying on stderr
+/// what failed and how the command itself ended (a closed pipe stays quiet, as `| head` expects).
+fn report_stdout_failure(error: &std::io::Error, exit: Exit) -> Exit {
+    if error.kind() != std::io::ErrorKind::BrokenPipe {
+        note!(
+            "error: cannot write to stdout: {error}; the output from then on was lost, but the command did its work (it ended with exit status {}: {})",
+            exit.code(),
+            exit.meaning()
+        );
+    }
+    Exit::StdoutClosed
 }
 
 fn load(path: &Path) -> Result<(ModeGraph, ToolRegistry), Failure> {
@@ -1616,7 +1662,13 @@ fn watch_pending(spec: &str, json: bool) -> Outcome {
                 _ = tokio::signal::ctrl_c() => return Ok(Exit::Done),
             };
             match plan {
-                Some(Ok(plan)) => say!("{}", pending_line(&plan, json)?),
+                Some(Ok(plan)) => {
+                    say!("{}", pending_line(&plan, json)?);
+                    // Nobody reads any more: stop watching (main reports it).
+                    if stdout_failure().is_some() {
+                        return Ok(Exit::Done);
+                    }
+                }
                 Some(Err(StoreError::Corrupt {
                     session_id,
                     message,

@@ -1743,3 +1743,56 @@ fn a_revised_plan_is_shown_as_its_diff_and_p_shows_it_whole() {
     assert!(after_p.contains("Revisions"), "{err}");
     assert_eq!(mode_changes(&events), [("plan", "build")]);
 }
+
+/// The stored record of `session` in the file store `spec`, as JSON.
+fn stored_json(spec: &str, session: &str) -> Value {
+    let path = ["json", "pending.json", "running.json"]
+        .iter()
+        .map(|suffix| Path::new(spec).join(format!("{session}.{suffix}")))
+        .find(|path| path.exists())
+        .unwrap_or_else(|| panic!("no record of {session} in {spec}"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).expect("a JSON record")
+}
+
+/// `decide --approve` whose stdout fails after the decision is saved (a full disk, `/dev/full`;
+/// a reader that closed the pipe): the run is carried on to its end and saved (the mode is
+/// `build`, the run `completed`, nothing left `running` under a lease), and the output error is
+/// reported afterwards: exit 141, with the reason on stderr for a write error (issue 19).
+#[test]
+fn decide_whose_stdout_fails_after_the_save_still_finishes_the_run_and_reports_the_error() {
+    for full in [true, false] {
+        let ws = Workspace::new();
+        let (spec, session) = detached(&ws);
+        let stdout: Stdio = if full {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/full")
+                .expect("/dev/full")
+                .into()
+        } else {
+            closed_stdout().into()
+        };
+        let workspace = ws.path().to_str().expect("utf-8");
+        let out = bin()
+            .args(["decide", "--store", &spec, &session, "--approve", "--json"])
+            .args(["--config", SHIPPED, "--workspace", workspace])
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(Stdio::piped())
+            .output()
+            .expect("decide");
+        assert_eq!(out.status.code(), Some(STDOUT_CLOSED), "{}", stderr(&out));
+        if full {
+            assert!(
+                stderr(&out).contains("cannot write to stdout"),
+                "{}",
+                stderr(&out)
+            );
+        }
+        let record = stored_json(&spec, &session);
+        assert_eq!(record["modeId"], "build", "full={full}: {record}");
+        assert_eq!(record["run"]["state"], "completed", "full={full}: {record}");
+        assert!(record.get("pending").is_none_or(Value::is_null), "{record}");
+    }
+}
