@@ -2,7 +2,7 @@
 //! `read_file`, `list_files`, `write_file` and `write_plan`. The CLI registers them; a harness can
 //! too ([`crate::ToolRegistry::with_workspace_tools`]).
 
-use std::path::PathBuf;
+use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -189,9 +189,12 @@ impl Tool for WriteFile {
     }
 }
 
-/// `write_plan { path, content }`: writes a plan file inside the plans directory (`path` is
-/// relative to the plans directory), creating it. The result names the path to pass to
-/// `submit_plan`, relative to the workspace.
+/// `write_plan { path, content }`: writes a plan file inside the plans directory, creating
+/// folders. `path` is relative to the workspace, as the result and `submit_plan` name plans
+/// (`.agent/plans/p.md`, subfolders and a `..` that stays inside the plans directory allowed),
+/// or a bare file name (`p.md`), which lands in the plans directory; a path outside it is
+/// refused. The result names the file written, relative to the workspace: the path to pass to
+/// `submit_plan`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WritePlan;
 
@@ -201,12 +204,21 @@ impl Tool for WritePlan {
         "write_plan"
     }
     fn description(&self) -> String {
-        "Write a markdown plan file inside the plans directory (path relative to it); the result \
-         gives the path to pass to submit_plan."
+        "Write a markdown (.md) plan file inside the plans directory, replacing it if it \
+         exists. `path` is relative to the workspace and inside the plans directory (for example \
+         `.agent/plans/add-dark-mode.md`; subfolders are fine), or a bare file name \
+         (`add-dark-mode.md`), which lands in the plans directory. The result is the path of the \
+         file written, relative to the workspace: pass it to submit_plan, and to write_plan again \
+         to revise the plan."
             .to_owned()
     }
     fn input_schema(&self) -> Value {
-        path_schema(json!({ "content": { "type": "string" } }))
+        let mut schema = path_schema(json!({ "content": { "type": "string" } }));
+        schema["properties"]["path"]["description"] = json!(
+            "Path of the plan file (.md), relative to the workspace and inside the plans \
+             directory, or a bare file name, which lands in the plans directory."
+        );
+        schema
     }
     async fn execute(&self, args: &Value, ctx: &ToolContext<'_>) -> ToolOutput {
         match write_plan(args, ctx).await {
@@ -214,6 +226,34 @@ impl Tool for WritePlan {
             Err(e) => ToolOutput::error(e),
         }
     }
+}
+
+/// Where `write_plan` writes `path`, relative to the plans directory `plans_rel`: a bare file
+/// name (`p.md`, no folder, no `./`) lands in the plans directory; any other path is relative to
+/// the workspace, as the tool's results and `submit_plan` name plans, and must lie inside the
+/// plans directory after `.` and `..` are applied (`.agent/plans/p.md`,
+/// `./.agent/plans/sub/p.md`, `.agent/plans/sub/../p.md`).
+///
+/// # Errors
+/// A message saying where plans go, for a path outside the plans directory.
+fn plan_path(ctx: &ToolContext<'_>, plans_rel: &Path, path: &str) -> Result<PathBuf, String> {
+    let given = Path::new(path);
+    let bare = !path.contains('/')
+        && matches!(
+            given.components().collect::<Vec<_>>()[..],
+            [Component::Normal(_)]
+        );
+    if bare {
+        return Ok(given.to_owned());
+    }
+    submit_plan::in_plans_dir(ctx.workspace, plans_rel, path).ok_or_else(|| {
+        let plans = plans_rel.display();
+        format!(
+            "plan file `{path}` is outside the plans directory {plans}: paths are relative to \
+             the workspace, as submit_plan takes them; write `{plans}/NAME.md` (folders inside \
+             it are fine), or give a bare file name `NAME.md`, which lands there"
+        )
+    })
 }
 
 /// Writes the plan of a `write_plan` call; returns its path relative to the workspace. A plan
@@ -240,7 +280,7 @@ async fn write_plan(args: &Value, ctx: &ToolContext<'_>) -> Result<String, Strin
             ctx.workspace.display()
         )
     })?;
-    let rel = jail::relative_to(ctx.plans_dir, path).map_err(|e| e.to_string())?;
+    let rel = plan_path(ctx, &plans_rel, path)?;
     let workspace = Jail::open(ctx.workspace)
         .map_err(|e| e.to_string())?
         .protecting(ctx.protected_paths);

@@ -314,9 +314,7 @@ pub fn read_plan_protecting(
     let shown_dir = || plans_dir.display().to_string();
     let outside = || PlanError::OutsidePlansDir(path.to_owned(), shown_dir());
     let plans_rel = jail::inside(workspace, plans_dir).ok_or_else(outside)?;
-    let rel = jail::relative_to(workspace, path).map_err(|_| outside())?;
-    let rel = jail::normalize(&rel).ok_or_else(outside)?;
-    let in_plans = rel.strip_prefix(&plans_rel).map_err(|_| outside())?;
+    let in_plans = in_plans_dir(workspace, &plans_rel, path).ok_or_else(outside)?;
     let from_jail = |e: JailError| match e {
         JailError::Outside(..) => outside(),
         JailError::NotFound(_) => PlanError::NotFound(path.to_owned(), shown_dir()),
@@ -328,8 +326,20 @@ pub fn read_plan_protecting(
         .map(|ws| ws.protecting(protected))
         .and_then(|ws| ws.subdir(&plans_rel, false, &shown_dir()))
         .map_err(from_jail)?;
-    let bytes = plans.read(in_plans, MAX_PLAN_BYTES).map_err(from_jail)?;
+    let bytes = plans.read(&in_plans, MAX_PLAN_BYTES).map_err(from_jail)?;
     capture_plan(path, &bytes)
+}
+
+/// Where `path`, as the plan tools take it (relative to `workspace`, or absolute under it), lies
+/// inside the plans directory `plans_rel` (relative to the workspace, normalized): the path
+/// relative to the plans directory, with `.` dropped and each `..` applied to the name before it
+/// (lexically, as the jail then opens it); `None` when it is not a file path inside the plans
+/// directory. `submit_plan` and `write_plan` resolve their paths with it.
+pub(crate) fn in_plans_dir(workspace: &Path, plans_rel: &Path, path: &str) -> Option<PathBuf> {
+    let rel = jail::relative_to(workspace, path).ok()?;
+    let rel = jail::normalize(&rel)?;
+    let in_plans = rel.strip_prefix(plans_rel).ok()?;
+    (!in_plans.as_os_str().is_empty()).then(|| in_plans.to_owned())
 }
 
 /// Captures plan text read from `path`: checks it is UTF-8 and not blank, splits title and body

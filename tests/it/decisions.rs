@@ -393,3 +393,64 @@ async fn decisions_are_recorded_with_when_and_by_whom() {
         "one system message"
     );
 }
+
+/// Issue 19 item 4 (anomalyco/opencode#50241): the model writes its plan under a bare name, is
+/// told `.agent/plans/p.md`, and after a rejection with feedback revises the file by that very
+/// path and resubmits it. The revision lands in the file `submit_plan` reads, so the user is
+/// shown the revised plan (and its diff), not "the text is unchanged".
+#[tokio::test]
+async fn a_plan_revised_by_the_path_write_plan_returned_is_the_revision_the_user_sees() {
+    const REVISED: &str =
+        "# Add dark mode\n\n1. Add a theme setting.\n2. Test both palettes.\n3. Document it.\n";
+    let s = Setup::new(vec![
+        calls([call(
+            "call_1",
+            "write_plan",
+            &json!({"path": "p.md", "content": PLAN}).to_string(),
+        )]),
+        calls([submit("call_2", ".agent/plans/p.md")]),
+        calls([call(
+            "call_3",
+            "write_plan",
+            &json!({"path": ".agent/plans/p.md", "content": REVISED}).to_string(),
+        )]),
+        calls([submit("call_4", ".agent/plans/p.md")]),
+        text("building"),
+    ])
+    .await;
+    let mut session = s.session().await;
+    let first = session.send_message("Add dark mode").await.expect("run");
+    let RunOutcome::Suspended { payload: shown, .. } = &first else {
+        panic!("{first:?}");
+    };
+    let (run_id, call_id) = suspended(first.clone());
+    let outcome = session
+        .resume(&run_id, &call_id, Decision::reject_with("document it"))
+        .await
+        .expect("reject");
+    let RunOutcome::Suspended {
+        payload: revision, ..
+    } = outcome
+    else {
+        panic!("the model resubmits: {outcome:?}");
+    };
+    // The revision's write_plan result names the file it wrote, the one submitted.
+    let result = s.last_message(3).await;
+    assert_eq!(result["role"], "tool");
+    assert_eq!(result["content"], ".agent/plans/p.md");
+    assert_eq!(
+        std::fs::read_to_string(s.ws.path().join(".agent/plans/p.md")).expect("plan"),
+        REVISED
+    );
+    assert!(!s.ws.path().join(".agent/plans/.agent").exists());
+    // What the user is shown is the revision, with what changed.
+    assert_eq!(revision.submission.path, ".agent/plans/p.md");
+    assert_eq!(revision.revision, 2);
+    assert_ne!(revision.submission.sha256, shown.submission.sha256);
+    assert!(
+        revision.submission.plan.ends_with("3. Document it."),
+        "{revision:?}"
+    );
+    let diff = revision.diff.as_deref().expect("a diff against revision 1");
+    assert!(diff.contains("\n+3. Document it.\n"), "{diff}");
+}

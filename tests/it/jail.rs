@@ -181,10 +181,110 @@ async fn write_plan_writes_only_markdown_inside_the_plans_directory() {
     let out = call(
         &WritePlan,
         ws.path(),
-        json!({"path": "sub/p.md", "content": "# P\n"}),
+        json!({"path": ".agent/plans/sub/p.md", "content": "# P\n"}),
     )
     .await;
     assert_eq!(out, ToolOutput::ok(".agent/plans/sub/p.md"));
+}
+
+/// Issue 19 item 4 (anomalyco/opencode#50241): `write_plan` takes the paths its own results,
+/// `submit_plan` and the system prompt speak (relative to the workspace, inside the plans
+/// directory); a bare file name lands in the plans directory. `./`, subfolders and a `..` that
+/// stays inside are resolved like any workspace path, and what the result names is the file
+/// written, which `submit_plan` reads.
+#[tokio::test]
+async fn write_plan_takes_the_workspace_relative_paths_its_results_and_submit_plan_use() {
+    let ws = Workspace::new();
+    let absolute = ws.path().join(PLANS).join("absolute.md");
+    let cases = [
+        ("bare.md", ".agent/plans/bare.md"),
+        (".agent/plans/p.md", ".agent/plans/p.md"),
+        ("./.agent/plans/dot.md", ".agent/plans/dot.md"),
+        (".agent//plans/./slashes.md", ".agent/plans/slashes.md"),
+        (".agent/plans/sub/deep.md", ".agent/plans/sub/deep.md"),
+        (".agent/plans/sub/../up.md", ".agent/plans/up.md"),
+        (".agent/plans/../plans/back.md", ".agent/plans/back.md"),
+        (
+            absolute.to_str().expect("utf-8"),
+            ".agent/plans/absolute.md",
+        ),
+    ];
+    for (given, landed) in cases {
+        let content = format!("# Written as {given}\n\n1. Step.\n");
+        let out = call(
+            &WritePlan,
+            ws.path(),
+            json!({"path": given, "content": content}),
+        )
+        .await;
+        assert_eq!(out, ToolOutput::ok(landed), "{given}");
+        assert_eq!(
+            std::fs::read_to_string(ws.path().join(landed)).expect("written"),
+            content,
+            "{given}"
+        );
+        // The path the result names is the one submit_plan reads.
+        let plan = read_plan(ws.path(), &ws.path().join(PLANS), &out.content).expect("readable");
+        assert_eq!(plan.title, format!("Written as {given}"));
+    }
+    assert!(
+        !ws.path().join(PLANS).join(".agent").exists(),
+        "no plans directory inside the plans directory"
+    );
+}
+
+/// Issue 19 item 4: a path that leaves the plans directory (by `..`, by naming another folder of
+/// the workspace, `./` at the workspace root, or an absolute path elsewhere) is refused with a
+/// message that says where plans go, and nothing is written anywhere.
+#[tokio::test]
+async fn write_plan_refuses_paths_outside_the_plans_directory_and_says_where_plans_go() {
+    let ws = Workspace::new();
+    let outside = tempfile::tempdir().expect("outside");
+    let elsewhere = outside.path().join("elsewhere.md");
+    for given in [
+        "../escape.md",
+        "../../escape.md",
+        "./escape.md",
+        "sub/escape.md",
+        "src/escape.md",
+        ".agent/escape.md",
+        ".agent/plans/../escape.md",
+        ".agent/plans/sub/../../escape.md",
+        "../../../../../../../../tmp/escape.md",
+        elsewhere.to_str().expect("utf-8"),
+    ] {
+        let out = call(
+            &WritePlan,
+            ws.path(),
+            json!({"path": given, "content": "# Escape\n"}),
+        )
+        .await;
+        assert!(out.is_error, "{given}: {out:?}");
+        assert!(
+            out.content.contains("outside the plans directory")
+                && out.content.contains(".agent/plans/"),
+            "{given}: the message says where plans go: {out:?}"
+        );
+    }
+    let written: Vec<_> = walk(ws.path())
+        .into_iter()
+        .chain(walk(outside.path()))
+        .filter(|p| p.is_file())
+        .collect();
+    assert!(written.is_empty(), "nothing was written: {written:?}");
+}
+
+/// Every path under `dir`, depth first (symlinks not followed).
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("read_dir") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() && !path.is_symlink() {
+            found.extend(walk(&path));
+        }
+        found.push(path);
+    }
+    found
 }
 
 #[tokio::test]

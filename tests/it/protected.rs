@@ -277,7 +277,7 @@ async fn a_protected_plan_file_is_neither_written_by_write_plan_nor_submitted() 
         calls([call(
             "w1",
             "write_plan",
-            &json!({ "path": "secret/other.md", "content": "# Forged\n" }).to_string(),
+            &json!({ "path": ".agent/plans/secret/other.md", "content": "# Forged\n" }).to_string(),
         )]),
         calls([crate::common::openai_server::submit(
             "s1",
