@@ -341,6 +341,10 @@ impl Session {
         let edited = decision.plan.as_deref().and_then(|text| {
             submit_plan::capture_plan(&pending.payload.submission.path, text.as_bytes()).ok()
         });
+        // A rejection with feedback asks for a revision: beyond the run's limit it ends the run.
+        let at_limit = decision.action == DecisionAction::Rejected
+            && feedback.is_some()
+            && self.revisions(&run_id) >= self.shared.max_revisions;
         let (result, outcome) = match (decision.action, feedback) {
             (DecisionAction::Approved, _) => (
                 match &edited {
@@ -357,6 +361,10 @@ impl Session {
                     ),
                 },
                 DecisionOutcome::Approved,
+            ),
+            (DecisionAction::Rejected, Some(feedback)) if at_limit => (
+                submit_plan::rejected_at_revision_limit(feedback, self.shared.max_revisions),
+                DecisionOutcome::Rejected,
             ),
             (DecisionAction::Rejected, Some(feedback)) => (
                 submit_plan::rejected_with_feedback(feedback),
@@ -384,7 +392,20 @@ impl Session {
         if ends_run {
             self.close_run(&run_id, RunState::Completed, None);
         }
+        let limit = at_limit.then(|| {
+            ModelError::new(format!(
+                "the run reached its limit of {} plan revisions (rejections with feedback)",
+                self.shared.max_revisions
+            ))
+            .with_kind(ModelErrorKind::RevisionLimit)
+        });
+        if let Some(error) = &limit {
+            self.close_run(&run_id, RunState::Failed, Some(&error.to_string()));
+        }
         self.commit().await?;
+        if let Some(error) = limit {
+            return Ok(RunOutcome::Failed { run_id, error });
+        }
         if ends_run {
             return Ok(RunOutcome::Completed {
                 run_id,
@@ -392,6 +413,20 @@ impl Session {
             });
         }
         self.drive_traced(run_id).await
+    }
+
+    /// How many revisions run `run_id` was asked for so far: its plans rejected (a rejection
+    /// without feedback ends the run, so every earlier one carried feedback), from the history
+    /// the session record keeps.
+    fn revisions(&self, run_id: &str) -> usize {
+        self.history
+            .iter()
+            .filter(|d| {
+                d.run_id == run_id
+                    && d.tool_name.is_none()
+                    && d.outcome == Some(DecisionOutcome::Rejected)
+            })
+            .count()
     }
 
     /// Whether a decision is waiting: a plan, or tool calls.

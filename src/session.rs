@@ -151,6 +151,8 @@ pub(crate) struct Shared {
     pub(crate) workspace: PathBuf,
     pub(crate) plans_dir: PathBuf,
     pub(crate) max_steps: usize,
+    /// Plan revisions per run ([`crate::AgentControllerBuilder::max_revisions`]).
+    pub(crate) max_revisions: usize,
     pub(crate) store: Option<Arc<dyn SessionStore>>,
     pub(crate) fingerprint: String,
     pub(crate) lease_owner: String,

@@ -1157,14 +1157,26 @@ fn controller_facts(
 ) -> Result<Arc<ConfigFacts>, HarnessError> {
     let names: Vec<String> = controller.registry().names().map(str::to_owned).collect();
     let max_steps = controller.max_steps();
+    let max_revisions = controller.max_revisions();
     match facts.registered() {
         None => Ok(Arc::new(
-            (*facts).clone().with_tools(names).with_max_steps(max_steps),
+            (*facts)
+                .clone()
+                .with_tools(names)
+                .with_max_steps(max_steps)
+                .with_max_revisions(max_revisions),
         )),
-        Some(named) if named == names.as_slice() && facts.max_steps() == max_steps => Ok(facts),
+        Some(named)
+            if named == names.as_slice()
+                && facts.max_steps() == max_steps
+                && facts.max_revisions() == max_revisions =>
+        {
+            Ok(facts)
+        }
         Some(named) => Err(HarnessError::Build(format!(
-            "the reference expects tools {named:?} and a step limit of {}, the controller has {names:?} and {max_steps}",
-            facts.max_steps()
+            "the reference expects tools {named:?}, a step limit of {} and a revision limit of {}, the controller has {names:?}, {max_steps} and {max_revisions}",
+            facts.max_steps(),
+            facts.max_revisions()
         ))),
     }
 }

@@ -709,6 +709,8 @@ pub struct ReferenceSession {
     pending: Option<PendingPlan>,
     run: Option<(usize, RunState)>,
     runs: usize,
+    /// The plan revisions the current run was asked for (rejections with feedback).
+    revisions: usize,
     tool_calls: usize,
     decided: Option<(usize, String)>,
     /// Decision ids given out (plans and tool calls).
@@ -766,6 +768,7 @@ impl ReferenceSession {
             pending: None,
             run: None,
             runs: 0,
+            revisions: 0,
             tool_calls: 0,
             decided: None,
             decisions: 0,
@@ -1119,6 +1122,7 @@ impl ReferenceSession {
     ) -> (Action, Vec<Reply>, Outcome) {
         self.cancel(CancelReason::UserMessage, trace);
         self.runs += 1;
+        self.revisions = 0;
         let run = self.runs;
         self.run = Some((run, RunState::Running));
         trace.push(Trace::RunStarted {
@@ -1581,7 +1585,17 @@ impl ReferenceSession {
                 let outcome = self.call_model_then(run, &mut steps, Then::Text, trace);
                 (vec![text], outcome)
             }
+            ResultKind::RejectedWithFeedback if self.revisions >= self.facts.max_revisions() => {
+                // One revision more than the run's limit: the run ends, without a model call.
+                trace.push(Trace::RunEnded {
+                    run,
+                    reason: RunState::Failed,
+                });
+                self.run = Some((run, RunState::Failed));
+                (Vec::new(), Outcome::Run(RunState::Failed))
+            }
             ResultKind::RejectedWithFeedback => {
+                self.revisions += 1;
                 self.call_model(run, &mut steps, trace);
                 match revision {
                     Revision::Text => (vec![text], self.end_run(run, Then::Text, trace)),

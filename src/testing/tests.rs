@@ -868,3 +868,60 @@ fn the_reference_ends_an_always_allow_at_the_plan_approval_and_decides_a_replys_
     assert_eq!(expected.outcome, Outcome::Run(RunState::Suspended));
     assert_eq!(reference.waiting().len(), 1);
 }
+
+#[test]
+fn the_reference_ends_a_run_at_its_revision_limit() {
+    // Issue 19, item 7: a rejection with feedback beyond the run's limit of revisions
+    // (`max_revisions`, 1 here) ends the run as failed without calling the model; a new
+    // message counts from zero. The real controller agrees step by step.
+    let graph = config::load(MODES).expect("the shipped config");
+    let text = std::fs::read_to_string(MODES).expect("the shipped config");
+    let facts = Arc::new(ConfigFacts::from_toml(&text).expect("facts"));
+    let mut harness = Harness::new(graph, facts, |setup: Setup| {
+        setup
+            .builder()
+            .tools(ToolRegistry::with_workspace_tools())
+            .max_revisions(1)
+            .build()
+    })
+    .expect("a harness");
+    assert_eq!(harness.facts().max_revisions(), 1);
+    let plan = harness.facts().index_of("plan");
+    let mut reference = ReferenceSession::new(harness.facts().clone(), plan);
+    harness.start(&reference).expect("the start");
+    let mut step = |reference: &mut ReferenceSession, op: Op| {
+        let step = reference.apply(&op).clone();
+        harness
+            .step(reference)
+            .unwrap_or_else(|d| panic!("the controller differs: {d}"));
+        step.expected
+    };
+    let revise = |k: u8| Op::Decide {
+        action: crate::run::DecisionAction::Rejected,
+        feedback: Feedback::Text("more detail".to_owned()),
+        sha256: ShaChoice::Omitted,
+        json: false,
+        revision: Revision::Resubmit(k),
+        to: None,
+        plan: None,
+    };
+    for _ in 0..2 {
+        let expected = step(&mut reference, Op::submit(0));
+        assert_eq!(expected.outcome, Outcome::Run(RunState::Suspended));
+        // The one revision the limit allows: the model resubmits.
+        let expected = step(&mut reference, revise(1));
+        assert_eq!(expected.outcome, Outcome::Run(RunState::Suspended));
+        // One more would exceed it: the run fails, no model call.
+        let expected = step(&mut reference, revise(2));
+        assert_eq!(expected.outcome, Outcome::Run(RunState::Failed));
+        assert!(
+            !expected
+                .trace
+                .iter()
+                .any(|t| matches!(t, Trace::ModelCalled { .. })),
+            "{:?}",
+            expected.trace
+        );
+        assert!(reference.pending().is_none());
+    }
+}
