@@ -41,7 +41,8 @@ pub enum Message {
         /// Tool calls, in the order the model made them.
         tool_calls: Vec<ToolCall>,
     },
-    /// A tool result.
+    /// A tool result. The results of an assistant message's calls follow it in the order of
+    /// its calls before each model call, whatever order they came in.
     Tool {
         /// The call this answers.
         tool_call_id: String,

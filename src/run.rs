@@ -846,6 +846,9 @@ impl Session {
             if token.is_cancelled() {
                 return self.abort_run(run_id).await;
             }
+            // Results may have come in another order than the calls (a suspension, decisions,
+            // an expiry, a restore): the model gets them in the order of its calls.
+            self.order_results();
             self.keep_lease(&run_id, false).await?;
             if steps >= max_steps {
                 let error = ModelError::new(format!(
@@ -1268,6 +1271,82 @@ fn tool_call_record(
         tool_name: Some(call.payload.tool_name.clone()),
         always_allow,
         allowed_by: None,
+    }
+}
+
+/// The order results of `calls` should have, when `results` (the tool messages right after
+/// them) are not in it already: for each result, the position of the call it answers, the first
+/// call of its id that no earlier result answers (a model may repeat an id), or `usize::MAX`
+/// for a result that answers none (it goes last). `None` when the results are in order: their
+/// ids are a subsequence of the calls' ids.
+fn result_positions(calls: &[ToolCall], results: &[Message]) -> Option<Vec<usize>> {
+    fn id(m: &Message) -> &str {
+        match m {
+            Message::Tool { tool_call_id, .. } => tool_call_id,
+            _ => "",
+        }
+    }
+    let mut next = 0;
+    let in_order = results.iter().all(|r| {
+        let found = calls[next..].iter().position(|c| c.id == id(r));
+        found.map(|k| next += k + 1).is_some()
+    });
+    if in_order {
+        return None;
+    }
+    let mut by_id: std::collections::HashMap<&str, std::collections::VecDeque<usize>> =
+        std::collections::HashMap::new();
+    for (k, call) in calls.iter().enumerate() {
+        by_id.entry(call.id.as_str()).or_default().push_back(k);
+    }
+    Some(
+        results
+            .iter()
+            .map(|r| {
+                by_id
+                    .get_mut(id(r))
+                    .and_then(std::collections::VecDeque::pop_front)
+                    .unwrap_or(usize::MAX)
+            })
+            .collect(),
+    )
+}
+
+impl Session {
+    /// Puts the tool results after each assistant message in the order of its calls
+    /// ([`result_positions`]), whatever order they came in: calls that ran before a suspension
+    /// answered before the calls ahead of them that waited, decisions taken in another order,
+    /// rejections before approvals, a plan decided after the calls behind it, an expiry or a
+    /// cancellation answering the waiting calls last. Chat templates that pair results with
+    /// calls by position (Qwen's `<tool_response>` carries no id) would otherwise show the
+    /// model the wrong result for a call (langchain-ai/langgraph#6626).
+    ///
+    /// Only the order changes. Called before each model call, where no change is being saved
+    /// (while one is, the conversation only grows: a failed save truncates it back); the next
+    /// save keeps the new order.
+    fn order_results(&mut self) {
+        let mut at = 0;
+        while at < self.messages.len() {
+            let start = at + 1;
+            let end = start
+                + self.messages[start..]
+                    .iter()
+                    .take_while(|m| matches!(m, Message::Tool { .. }))
+                    .count();
+            if let Message::Assistant { tool_calls, .. } = &self.messages[at]
+                && let Some(positions) = result_positions(tool_calls, &self.messages[start..end])
+            {
+                let mut block: Vec<(usize, Message)> = positions
+                    .into_iter()
+                    .zip(self.messages.drain(start..end))
+                    .collect();
+                // Stable: results of one id keep their relative order.
+                block.sort_by_key(|(position, _)| *position);
+                self.messages
+                    .splice(start..start, block.into_iter().map(|(_, m)| m));
+            }
+            at = end;
+        }
     }
 }
 

@@ -287,15 +287,21 @@ struct Cycle {
     workspace: Workspace,
     store: Arc<MemoryStore>,
     started: Arc<Notify>,
+    config: &'static str,
 }
 
 impl Cycle {
     async fn new(script: Vec<Reply>) -> Self {
+        Self::with_config(script, CONFIG).await
+    }
+
+    async fn with_config(script: Vec<Reply>, config: &'static str) -> Self {
         Self {
             server: ScriptedServer::start(script).await,
             workspace: Workspace::new(),
             store: Arc::new(MemoryStore::default()),
             started: Arc::new(Notify::new()),
+            config,
         }
     }
 
@@ -312,7 +318,7 @@ impl Cycle {
             .expect("register");
         let store: Arc<dyn SessionStore> = self.store.clone();
         AgentController::builder(
-            graph(CONFIG),
+            graph(self.config),
             Arc::new(OpenAiModel::new(settings).expect("model")),
         )
         .tools(tools)
@@ -580,4 +586,109 @@ async fn a_failed_model_call_then_a_next_message() {
     assert_eq!(roles(&bodies[1]), ["system", "user", "assistant", "user"]);
     assert_eq!(bodies[1]["messages"][2]["content"], RUN_ENDED_REPLY);
     assert_every_template_accepts(&bodies, 2);
+}
+
+/// The `(call, response)` pairs a template that pairs results by position shows the model:
+/// the n-th `<tool_call>` of the last assistant turn with the n-th `<tool_response>` after it.
+fn paired_by_position(rendered: &str) -> Vec<(String, String)> {
+    let between = |text: &str, open: &str, close: &str| -> Vec<String> {
+        text.split(open)
+            .skip(1)
+            .filter_map(|part| part.split(close).next())
+            .map(|inner| inner.trim().to_owned())
+            .collect()
+    };
+    let calls = between(rendered, "<tool_call>", "</tool_call>");
+    let responses = between(rendered, "<tool_response>", "</tool_response>");
+    calls.into_iter().zip(responses).collect()
+}
+
+const APPROVALS: &str = r#"
+[[modes]]
+id = "build"
+name = "Build"
+default = true
+instructions = "Implement the approved plan step by step."
+availableTools = ["read_file", "write_file"]
+requireApproval = ["write_file"]
+"#;
+
+#[tokio::test]
+async fn a_template_that_pairs_results_by_position_sees_each_result_with_its_call() {
+    // A and C wait for approval; C is decided first, then a restarted host rejects A.
+    let cycle = Cycle::with_config(
+        vec![
+            calls([
+                call(
+                    "call_a",
+                    "write_file",
+                    r#"{"path": "a.txt", "content": "a"}"#,
+                ),
+                call("call_b", "read_file", r#"{"path": "b.txt"}"#),
+                call(
+                    "call_c",
+                    "write_file",
+                    r#"{"path": "c.txt", "content": "c"}"#,
+                ),
+                call("call_d", "read_file", r#"{"path": "d.txt"}"#),
+            ]),
+            text("Done."),
+        ],
+        APPROVALS,
+    )
+    .await;
+    std::fs::write(cycle.workspace.path().join("b.txt"), "bee").expect("write");
+    std::fs::write(cycle.workspace.path().join("d.txt"), "dee").expect("write");
+    let id = {
+        let mut session = cycle
+            .controller()
+            .start_session(SessionOptions::new())
+            .await
+            .expect("session");
+        let outcome = session.send_message("Write a and c").await.expect("send");
+        assert!(
+            matches!(outcome, RunOutcome::ToolCallsSuspended { .. }),
+            "{outcome:?}"
+        );
+        session
+            .decide("decision_2", Decision::approve())
+            .await
+            .expect("decide c");
+        session.id().to_owned()
+    };
+    let mut session = cycle
+        .controller()
+        .restore_session(&id, SessionOptions::new())
+        .await
+        .expect("restore_session");
+    let outcome = session
+        .decide("decision_1", Decision::reject_with("not a.txt"))
+        .await
+        .expect("decide a");
+    assert_completed(&outcome, "Done.");
+    let bodies = cycle.bodies().await;
+    assert_every_template_accepts(&bodies, 2);
+    let ids: Vec<&str> = bodies[1]["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .filter_map(|m| m["tool_call_id"].as_str())
+        .collect();
+    assert_eq!(ids, ["call_a", "call_b", "call_c", "call_d"]);
+    let rendered = render(&environment(), "qwen3.5", &bodies[1]).expect("rendered");
+    let pairs = paired_by_position(&rendered);
+    assert_eq!(pairs.len(), 4, "{rendered}");
+    let expected = [
+        ("a.txt", "not a.txt"),
+        ("b.txt", "bee"),
+        ("c.txt", "Wrote c.txt"),
+        ("d.txt", "dee"),
+    ];
+    for ((call, response), (file, result)) in pairs.iter().zip(expected) {
+        assert!(
+            call.contains(file) && response.contains(result),
+            "{call} was shown with {response}:\n{rendered}"
+        );
+    }
 }

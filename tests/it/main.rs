@@ -27,6 +27,7 @@ mod model_input;
 mod openai;
 mod postgres;
 mod protected;
+mod result_order;
 mod schema;
 mod session;
 mod store;
