@@ -2408,9 +2408,9 @@ async fn tool_calls_waiting_for_approval_survive_a_restart_on_every_store() {
         );
         // Another tool: an "always allow" of write_file decides the other write_file calls
         // of the reply with it, so the call left waiting is read_file's.
-        reply.tool_calls.extend(
-            ReplayModel::call("c2", "read_file", json!({ "path": "b.txt" })).tool_calls,
-        );
+        reply
+            .tool_calls
+            .extend(ReplayModel::call("c2", "read_file", json!({ "path": "b.txt" })).tool_calls);
         let model = Arc::new(ReplayModel::new([reply]));
         let controller = controller_with(APPROVAL, &ws, model, store.clone());
         let mut session = controller
