@@ -6,7 +6,7 @@
 //! or self targets, conflicting defaults) at the line and column of the offending text.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::ops::Range;
 use std::path::Path;
@@ -17,7 +17,8 @@ use toml::Spanned;
 
 use crate::deadline::ApprovalTimeout;
 use crate::mode::{Mode, ModeGraph, ModeId, RequireApproval, ToolRef};
-use crate::tool::SUBMIT_PLAN;
+use crate::tool::fs::PLAN_WRITING_TOOLS;
+use crate::tool::{SUBMIT_PLAN, ToolAccess, ToolRegistry};
 
 mod builder;
 #[cfg(feature = "schema")]
@@ -58,6 +59,8 @@ named_enum! {
         UnknownTarget = "unknown_target",
         /// A mode's `transitionsTo` list names the same mode twice.
         DuplicateTarget = "duplicate_target",
+        /// A mode's `availableTools` or `requireApproval` list names the same tool twice.
+        DuplicateTool = "duplicate_tool",
         /// A mode's `transitionsTo` is an empty list: it must name at least one mode.
         EmptyTargets = "empty_targets",
         /// `defaultModeId` names a mode that does not exist.
@@ -77,6 +80,10 @@ named_enum! {
         /// A warning, not an error ([`warnings`]): a planning mode offers no tool that can write a
         /// plan file, so a real model there cannot author a plan.
         NoPlanWriter = "no_plan_writer",
+        /// A warning, not an error ([`warnings_with_tools`]): a planning mode lists a tool that
+        /// writes ([`crate::ToolAccess::Writes`]) in its `availableTools`, so the tool runs before
+        /// any plan is approved.
+        PlanningModeWrites = "planning_mode_writes",
         /// `plansDir` is empty, absolute, or leaves the workspace (`..`).
         InvalidPlansDir = "invalid_plans_dir",
         /// The file is not valid UTF-8 (the location is the first bad byte).
@@ -226,20 +233,40 @@ impl fmt::Display for ConfigError {
     }
 }
 
-/// The config text together with the label used in error messages, and an index of its line
-/// starts (built on first need) to turn byte spans into lines and columns.
+/// The config text together with the label used in error messages, and an index of it (built
+/// on first need) to turn byte spans into lines and columns in time independent of the line's
+/// length: one long line of many entries costs linear time and memory, not quadratic.
 #[derive(Debug)]
 pub(crate) struct Source<'a> {
     pub(crate) origin: &'a str,
     pub(crate) text: &'a str,
-    line_starts: std::cell::OnceCell<Vec<usize>>,
+    index: std::cell::OnceCell<TextIndex>,
 }
 
-/// Where a span is: its location, the text of its line, and its width in characters.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Position<'a> {
+/// Where each line starts, and how many characters come before every [`CHECKPOINT`]-th byte.
+#[derive(Debug)]
+struct TextIndex {
+    line_starts: Vec<usize>,
+    /// `chars_before[k]`: the characters before the char boundary at or below `k * CHECKPOINT`.
+    chars_before: Vec<usize>,
+}
+
+/// Bytes between two character-count checkpoints of a [`TextIndex`].
+const CHECKPOINT: usize = 256;
+
+/// Most characters of a line shown on either side of the offending text in a snippet, and most
+/// characters of the offending text itself; a longer line is cut, with `…` where it is.
+const SNIPPET_CONTEXT: usize = 60;
+const SNIPPET_SPAN: usize = 120;
+
+/// Where a span is: its location, the part of its line a snippet shows (the whole line when it
+/// is short, else a window around the span with `…` where it is cut), the column of the span
+/// in that excerpt (1-based, in characters) and its width there (at least 1).
+#[derive(Debug, Clone)]
+pub(crate) struct Position {
     pub(crate) location: Location,
-    pub(crate) line_text: &'a str,
+    pub(crate) excerpt: String,
+    pub(crate) excerpt_column: usize,
     pub(crate) width: usize,
 }
 
@@ -248,50 +275,120 @@ impl<'a> Source<'a> {
         Self {
             origin,
             text,
-            line_starts: std::cell::OnceCell::new(),
+            index: std::cell::OnceCell::new(),
         }
     }
 
-    /// The position of a byte span: 1-based line and column (in characters), the line's text
-    /// and the span's width on that line (at least 1).
-    pub(crate) fn position(&self, span: Range<usize>) -> Position<'a> {
+    fn index(&self) -> &TextIndex {
+        self.index.get_or_init(|| {
+            let text = self.text;
+            let line_starts = std::iter::once(0)
+                .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+                .collect();
+            let mut chars_before = Vec::with_capacity(text.len() / CHECKPOINT + 1);
+            let mut counted = 0;
+            let mut at = 0;
+            for k in 0..=text.len() / CHECKPOINT {
+                let boundary = text.floor_char_boundary(k * CHECKPOINT);
+                counted += text[at..boundary].chars().count();
+                at = boundary;
+                chars_before.push(counted);
+            }
+            TextIndex {
+                line_starts,
+                chars_before,
+            }
+        })
+    }
+
+    /// The number of characters before byte `at` (a char boundary), in time bounded by
+    /// [`CHECKPOINT`].
+    fn chars_before(&self, at: usize) -> usize {
+        let k = at / CHECKPOINT;
+        let checkpoint = self.text.floor_char_boundary(k * CHECKPOINT);
+        self.index().chars_before[k] + self.text[checkpoint..at].chars().count()
+    }
+
+    /// The position of a byte span: 1-based line and column (in characters), and the excerpt of
+    /// its line a snippet shows, in time and memory bounded by the span's length (not the line's).
+    pub(crate) fn position(&self, span: Range<usize>) -> Position {
         let text = self.text;
         let start = text.floor_char_boundary(span.start.min(text.len()));
-        let starts = self.line_starts.get_or_init(|| {
-            std::iter::once(0)
-                .chain(text.match_indices('\n').map(|(i, _)| i + 1))
-                .collect()
-        });
+        let starts = &self.index().line_starts;
         let line = starts.partition_point(|&s| s <= start).saturating_sub(1);
         let line_start = starts[line];
-        let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
-        let line_text = text[line_start..line_end].trim_end_matches('\r');
+        let line_end = starts.get(line + 1).map_or(text.len(), |next| next - 1);
+        let line_text_end = line_start + text[line_start..line_end].trim_end_matches('\r').len();
         let end = text.floor_char_boundary(span.end.clamp(start, line_end));
+        // The excerpt: up to SNIPPET_CONTEXT characters before the span, up to SNIPPET_SPAN of
+        // it, up to SNIPPET_CONTEXT after.
+        let back = |from: usize, count: usize| {
+            text[line_start..from]
+                .char_indices()
+                .rev()
+                .take(count)
+                .last()
+                .map_or(from, |(i, _)| line_start + i)
+        };
+        let forth = |from: usize, limit: usize, count: usize| {
+            text[from..limit]
+                .char_indices()
+                .nth(count)
+                .map_or(limit, |(i, _)| from + i)
+        };
+        let shown_start = back(start, SNIPPET_CONTEXT);
+        let span_end = forth(start, end.max(start), SNIPPET_SPAN);
+        let shown_end = forth(span_end.min(line_text_end), line_text_end, SNIPPET_CONTEXT);
+        let cut_before = shown_start > line_start;
+        let cut_after = shown_end < line_text_end;
+        let mut excerpt = String::new();
+        if cut_before {
+            excerpt.push('…');
+        }
+        excerpt.push_str(&text[shown_start..shown_end.max(shown_start)]);
+        if cut_after {
+            excerpt.push('…');
+        }
         Position {
             location: Location {
                 line: line + 1,
-                column: text[line_start..start].chars().count() + 1,
+                column: self.chars_before(start) - self.chars_before(line_start) + 1,
             },
-            line_text,
-            width: text[start..end].chars().count().max(1),
+            excerpt,
+            excerpt_column: usize::from(cut_before) + text[shown_start..start].chars().count() + 1,
+            width: text[start..span_end].chars().count().max(1),
         }
     }
 
     /// Turns a byte span into a location and a two-line snippet (source line, caret line).
     pub(crate) fn locate(&self, span: Range<usize>) -> (Location, String) {
         let p = self.position(span);
-        (p.location, snippet(p.location, p.line_text, p.width))
+        (p.location, p.snippet())
     }
 }
 
-/// The two-line snippet of an error: the source line with its number, and carets under the
-/// offending text.
-fn snippet(location: Location, line_text: &str, width: usize) -> String {
-    let gutter = location.line.to_string();
+impl Position {
+    /// The two-line snippet of an error: the line (or its excerpt) with its number, and carets
+    /// under the offending text.
+    pub(crate) fn snippet(&self) -> String {
+        snippet(
+            self.location.line,
+            &self.excerpt,
+            self.excerpt_column,
+            self.width,
+        )
+    }
+}
+
+/// The two-line snippet of an error at `line`: `excerpt` (the line, or the part of it shown)
+/// after the line number, and `width` carets under the offending text at `column` of the
+/// excerpt.
+fn snippet(line: usize, excerpt: &str, column: usize, width: usize) -> String {
+    let gutter = line.to_string();
     format!(
-        "{gutter} | {line_text}\n{pad} | {caret_pad}{carets}",
+        "{gutter} | {excerpt}\n{pad} | {caret_pad}{carets}",
         pad = " ".repeat(gutter.len()),
-        caret_pad = " ".repeat(location.column - 1),
+        caret_pad = " ".repeat(column - 1),
         carets = "^".repeat(width),
     )
 }
@@ -360,9 +457,13 @@ struct RawMode<'a> {
     #[serde(default)]
     #[cfg_attr(feature = "schema", schemars(schema_with = "schema::targets_schema"))]
     transitions_to: Option<Spanned<RawTargets<'a>>>,
-    /// The tools the model may call in this mode (absent: every tool the controller has). Listing
+    /// The tools the model may call in this mode, each once (absent: every tool the controller
+    /// has, but in a planning mode only those that change nothing and the plan tools). Listing
     /// `submit_plan` makes this a planning mode; a mode with `transitionsTo` must list it.
-    #[cfg_attr(feature = "schema", schemars(with = "Option<Vec<String>>"))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Option<Vec<String>>", extend("uniqueItems" = true))
+    )]
     available_tools: Option<Spanned<Vec<Spanned<Cow<'a, str>>>>>,
     /// Tool calls that wait for the user's approval before they run: a list of tools the mode
     /// offers (`["write_file"]`), or `true` for every tool it offers. `submit_plan` is never
@@ -640,6 +741,35 @@ pub fn warnings(text: &str, origin: &str, writes_plans: impl Fn(&str) -> bool) -
     }
 }
 
+/// Every warning of the file for a controller with `tools` (what `agent-controller check`
+/// reports): each planning mode that offers no tool that can write a plan (as [`warnings`], with
+/// the plan tools of `tools` and `write_file`), and each tool that writes
+/// ([`ToolAccess::Writes`]) a planning mode lists in `availableTools`
+/// ([`ModeGraph::planning_modes_listing_writers`]), sorted by position.
+///
+/// # Examples
+/// ```
+/// use agent_controller::{ConfigErrorKind, ToolRegistry};
+/// let text = "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"write_plan\", \"write_file\", \"submit_plan\"]\n[[modes]]\nid = \"build\"\n";
+/// let tools = ToolRegistry::with_workspace_tools();
+/// let warnings = agent_controller::config::warnings_with_tools(text, "modes.toml", &tools);
+/// assert_eq!(warnings.len(), 1);
+/// assert_eq!(warnings[0].kind(), ConfigErrorKind::PlanningModeWrites);
+/// assert_eq!(warnings[0].location().map(|l| (l.line, l.column)), Some((4, 33)));
+/// ```
+pub fn warnings_with_tools(text: &str, origin: &str, tools: &ToolRegistry) -> Vec<ConfigError> {
+    let (Some(graph), _) = parse_lenient(text, origin) else {
+        return Vec::new();
+    };
+    let access = |name: &str| tools.get(name).map(|tool| tool.access());
+    let mut warnings = graph.planning_modes_without_plan_writer(|name| {
+        PLAN_WRITING_TOOLS.contains(&name) || access(name) == Some(ToolAccess::Plans)
+    });
+    warnings.extend(graph.planning_modes_listing_writers(access));
+    warnings.sort_by_key(|w| w.location);
+    warnings
+}
+
 fn parse_all(text: &str, origin: &str) -> Result<ModeGraph, Vec<ConfigError>> {
     match parse_lenient(text, origin) {
         (Some(graph), errors) if errors.is_empty() => Ok(graph),
@@ -780,12 +910,17 @@ fn validate(
     }
 
     let default_is_clear = errors.len() == errors_before_default;
+    // The known ids an unknown target's message lists, made once however many there are.
+    let known_ids = std::cell::OnceCell::new();
+    // How many "did you mean" hints errors got so far (at most MAX_HINTED).
+    let mut hinted = 0;
     let mut modes = Vec::with_capacity(raw.modes.len());
     let mut tool_refs = Vec::new();
     for (i, mode) in raw.modes.into_iter().enumerate() {
         let this = ModeId::from_index(i);
         let id = mode.id.get_ref();
         let mut transitions_to: Vec<ModeId> = Vec::new();
+        let mut targeted: HashSet<ModeId> = HashSet::new();
         if let Some(targets) = &mode.transitions_to {
             let entries: Vec<(&str, Range<usize>)> = match targets.get_ref() {
                 RawTargets::One(target) => vec![(&**target, targets.span())],
@@ -805,18 +940,21 @@ fn validate(
                         span,
                         format!("mode `{id}` has transitionsTo naming itself: a plan approved in `{id}` must hand over to another mode"),
                     )),
-                    Some(t) if transitions_to.contains(t) => errors.push(err(
+                    Some(t) if targeted.contains(t) => errors.push(err(
                         ConfigErrorKind::DuplicateTarget,
                         span,
                         format!("mode `{id}` lists `{target}` twice in transitionsTo: name each mode once"),
                     )),
-                    Some(t) => transitions_to.push(*t),
+                    Some(t) => {
+                        targeted.insert(*t);
+                        transitions_to.push(*t);
+                    }
                     None => errors.push(err(
                         ConfigErrorKind::UnknownTarget,
                         span,
                         format!(
                             "mode `{id}` has transitionsTo `{target}`, which names no mode (ids are case-sensitive; known: {})",
-                            index_ids(&index)
+                            known_ids.get_or_init(|| index_ids(&index))
                         ),
                     )),
                 }
@@ -831,25 +969,26 @@ fn validate(
                 .iter()
                 .find(|name| name.get_ref() == SUBMIT_PLAN)
                 .map(Spanned::span);
-            let names: Vec<Arc<str>> = list
-                .into_inner()
-                .into_iter()
-                .map(|name| {
-                    let position = source.position(name.span());
-                    let name: Arc<str> = Arc::from(name.get_ref().as_ref());
-                    let line_text: Arc<str> = Arc::from(position.line_text);
-                    tool_refs.push(ToolRef {
-                        mode: this,
-                        name: name.clone(),
-                        line: position.location.line,
-                        column: position.location.column,
-                        line_text,
-                        width: position.width,
-                        in_approval: false,
-                    });
-                    name
-                })
-                .collect();
+            let list = list.into_inner();
+            let mut seen: HashSet<&str> = HashSet::with_capacity(list.len());
+            let mut names: Vec<Arc<str>> = Vec::with_capacity(list.len());
+            for entry in &list {
+                let name: &str = entry.get_ref();
+                if !seen.insert(name) {
+                    errors.push(duplicate_tool(
+                        source,
+                        entry.span(),
+                        id,
+                        name,
+                        "availableTools",
+                    ));
+                    continue;
+                }
+                let name: Arc<str> = Arc::from(name);
+                let position = source.position(entry.span());
+                tool_refs.push(ToolRef::at(this, name.clone(), position, false));
+                names.push(name);
+            }
             (span, names)
         });
         if let (Some(_), Some((span, names))) = (&mode.transitions_to, &available_tools)
@@ -892,7 +1031,16 @@ fn validate(
         }
         let offered = available_tools.as_ref().map(|(_, names)| names.as_slice());
         let require_approval = mode.require_approval.map_or(RequireApproval::None, |raw| {
-            approval_policy(raw, this, id, offered, source, &mut tool_refs, errors)
+            approval_policy(
+                raw,
+                this,
+                id,
+                offered,
+                source,
+                &mut tool_refs,
+                errors,
+                &mut hinted,
+            )
         });
         let approval_timeout = mode.approval_timeout.and_then(|text| {
             text.get_ref()
@@ -946,10 +1094,51 @@ fn validate(
     ))
 }
 
+/// The error for a tool `name` that mode `id` lists a second time (at `span`) in `key`.
+fn duplicate_tool(
+    source: &Source<'_>,
+    span: Range<usize>,
+    id: &str,
+    name: &str,
+    key: &str,
+) -> ConfigError {
+    ConfigError::at(
+        ConfigErrorKind::DuplicateTool,
+        source,
+        span,
+        format!("mode `{id}` lists `{name}` twice in {key}: name each tool once"),
+    )
+}
+
+/// Most candidates a "did you mean" hint looks through among a config's own names (a mode's
+/// `availableTools`): a longer list gets no hint.
+const MAX_HINT_CANDIDATES: usize = 256;
+
+/// Most errors of one check that get a "did you mean" hint; later ones go without, so checking
+/// many names against many candidates stays linear in the config's length.
+const MAX_HINTED: usize = 100;
+
+/// Most names an error message lists (the tools a mode offers), the rest counted.
+const MAX_LISTED_NAMES: usize = 8;
+
+/// `names` as `` `a`, `b` ``, at most [`MAX_LISTED_NAMES`] of them and then how many more.
+fn listed<'a>(names: impl ExactSizeIterator<Item = &'a str>) -> String {
+    let total = names.len();
+    let mut shown: Vec<String> = names
+        .take(MAX_LISTED_NAMES)
+        .map(|name| format!("`{name}`"))
+        .collect();
+    if total > MAX_LISTED_NAMES {
+        shown.push(format!("and {} more", total - MAX_LISTED_NAMES));
+    }
+    shown.join(", ")
+}
+
 /// A mode's `requireApproval` as a policy. Every listed name must be offered by the mode (in
 /// its `availableTools`; a mode without the list offers every tool, and its names are checked
 /// against the controller's tools by [`ModeGraph::unknown_tools`]), and `submit_plan` is never
 /// listed; an error is pushed at the name's line and column otherwise.
+#[allow(clippy::too_many_arguments)]
 fn approval_policy(
     raw: Spanned<RawApproval<'_>>,
     mode: ModeId,
@@ -958,16 +1147,24 @@ fn approval_policy(
     source: &Source<'_>,
     tool_refs: &mut Vec<ToolRef>,
     errors: &mut Vec<ConfigError>,
+    hinted: &mut usize,
 ) -> RequireApproval {
     let list = match raw.into_inner() {
         RawApproval::All(true) => return RequireApproval::All,
         RawApproval::All(false) => return RequireApproval::None,
         RawApproval::List(list) => list,
     };
+    // What the mode offers, as a set: each name is looked up in constant time.
+    let offered = offered.map(|list| (list, list.iter().map(|t| &**t).collect::<HashSet<&str>>()));
+    let mut seen: HashSet<&str> = HashSet::with_capacity(list.len());
     let mut tools: Vec<Arc<str>> = Vec::with_capacity(list.len());
-    for name in list {
-        let span = name.span();
-        let name: &str = name.get_ref();
+    for entry in &list {
+        let span = entry.span();
+        let name: &str = entry.get_ref();
+        if !seen.insert(name) {
+            errors.push(duplicate_tool(source, span, id, name, "requireApproval"));
+            continue;
+        }
         if name == SUBMIT_PLAN {
             errors.push(ConfigError::at(
                 ConfigErrorKind::ApprovalOfSubmitPlan,
@@ -977,17 +1174,22 @@ fn approval_policy(
             ));
             continue;
         }
-        match offered {
-            Some(offered) if !offered.iter().any(|t| &**t == name) => {
-                let list = offered.iter().map(|t| format!("`{t}`")).collect::<Vec<_>>();
+        match &offered {
+            Some((offered, set)) if !set.contains(name) => {
+                let hint = if offered.len() <= MAX_HINT_CANDIDATES && *hinted < MAX_HINTED {
+                    *hinted += 1;
+                    did_you_mean(name, offered.iter().map(|t| &**t))
+                } else {
+                    None
+                };
                 errors.push(ConfigError::at(
                     ConfigErrorKind::ApprovalToolNotOffered,
                     source,
                     span,
                     format!(
                         "mode `{id}` lists `{name}` in requireApproval, but does not offer it (its availableTools: {}): {}",
-                        if list.is_empty() { "none".to_owned() } else { list.join(", ") },
-                        match did_you_mean(name, offered.iter().map(|t| &**t)) {
+                        if offered.is_empty() { "none".to_owned() } else { listed(offered.iter().map(|t| &**t)) },
+                        match hint {
                             Some(near) => format!("did you mean `{near}`?"),
                             None => format!("add `{name}` to availableTools or leave it out of requireApproval"),
                         }
@@ -997,21 +1199,15 @@ fn approval_policy(
             }
             Some(_) => {}
             None => {
-                let position = source.position(span);
-                tool_refs.push(ToolRef {
+                tool_refs.push(ToolRef::at(
                     mode,
-                    name: Arc::from(name),
-                    line: position.location.line,
-                    column: position.location.column,
-                    line_text: Arc::from(position.line_text),
-                    width: position.width,
-                    in_approval: true,
-                });
+                    Arc::from(name),
+                    source.position(span),
+                    true,
+                ));
             }
         }
-        if !tools.iter().any(|t| &**t == name) {
-            tools.push(Arc::from(name));
-        }
+        tools.push(Arc::from(name));
     }
     if tools.is_empty() {
         RequireApproval::None
@@ -1151,7 +1347,8 @@ impl ModeGraph {
     /// # Ok::<(), agent_controller::ConfigError>(())
     /// ```
     pub fn unknown_tools_among(&self, known: &[&str]) -> Vec<ConfigError> {
-        self.unknown_tools_hinted(|name| known.contains(&name), known)
+        let set: HashSet<&str> = known.iter().copied().collect();
+        self.unknown_tools_hinted(|name| set.contains(name), known)
     }
 
     /// [`ModeGraph::unknown_tools`], each message with a hint from `candidates` when one is near.
@@ -1163,7 +1360,8 @@ impl ModeGraph {
         self.tool_refs()
             .iter()
             .filter(|r| &*r.name != SUBMIT_PLAN && !is_known(&r.name))
-            .map(|r| {
+            .enumerate()
+            .map(|(n, r)| {
                 self.placed(ConfigError::unknown_tool(
                     self.origin(),
                     r.location(),
@@ -1178,15 +1376,17 @@ impl ModeGraph {
                             "availableTools"
                         },
                         // `submit_plan` is never listed in requireApproval: no guess of it there.
-                        did_you_mean(
-                            &r.name,
-                            candidates
-                                .iter()
-                                .copied()
-                                .chain((!r.in_approval).then_some(SUBMIT_PLAN))
-                        )
-                        .map(|near| format!(": did you mean `{near}`?"))
-                        .unwrap_or_default()
+                        (n < MAX_HINTED)
+                            .then(|| did_you_mean(
+                                &r.name,
+                                candidates
+                                    .iter()
+                                    .copied()
+                                    .chain((!r.in_approval).then_some(SUBMIT_PLAN))
+                            ))
+                            .flatten()
+                            .map(|near| format!(": did you mean `{near}`?"))
+                            .unwrap_or_default()
                     ),
                 ))
             })
@@ -1218,18 +1418,19 @@ impl ModeGraph {
         writes_plans: impl Fn(&str) -> bool,
     ) -> Vec<ConfigError> {
         let mut warnings = Vec::new();
-        for (index, mode) in self.modes().iter().enumerate() {
+        // Each mode's first availableTools name, found in one pass over them all.
+        let mut firsts: Vec<Option<&ToolRef>> = vec![None; self.len()];
+        for r in self.tool_refs().iter().filter(|r| !r.in_approval) {
+            firsts[r.mode.index()].get_or_insert(r);
+        }
+        for (mode, first) in self.modes().iter().zip(firsts) {
             let Some(tools) = mode.available_tools() else {
                 continue;
             };
             if !mode.is_planning() || tools.iter().any(|t| writes_plans(t)) {
                 continue;
             }
-            let Some(first) = self
-                .tool_refs()
-                .iter()
-                .find(|r| r.mode.index() == index && !r.in_approval)
-            else {
+            let Some(first) = first else {
                 continue;
             };
             warnings.push(self.placed(ConfigError::no_plan_writer(
@@ -1243,6 +1444,53 @@ impl ModeGraph {
             )));
         }
         warnings
+    }
+
+    /// Warnings, not errors: every tool that writes ([`ToolAccess::Writes`] by `access`, the
+    /// access of the controller's tool of that name, `None` for a name it has not) that a
+    /// planning mode lists in its `availableTools`. Listed, it runs in the planning mode, before
+    /// any plan is approved; unlisted, a planning mode offers only read-only tools and the plan
+    /// tools. One warning per name, of kind [`ConfigErrorKind::PlanningModeWrites`], at the
+    /// name's line and column, in text order.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::ToolRegistry;
+    /// let graph = agent_controller::config::parse(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_file\", \"submit_plan\"]\n[[modes]]\nid = \"build\"\n",
+    ///     "modes.toml",
+    /// )?;
+    /// let tools = ToolRegistry::with_workspace_tools();
+    /// let warnings = graph.planning_modes_listing_writers(|t| tools.get(t).map(|t| t.access()));
+    /// assert_eq!(warnings.len(), 1);
+    /// assert!(warnings[0].message().contains("`write_file`"));
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
+    pub fn planning_modes_listing_writers(
+        &self,
+        access: impl Fn(&str) -> Option<ToolAccess>,
+    ) -> Vec<ConfigError> {
+        let planning: Vec<bool> = self.modes().iter().map(Mode::is_planning).collect();
+        self.tool_refs()
+            .iter()
+            .filter(|r| !r.in_approval && planning[r.mode.index()])
+            .filter(|r| access(&r.name) == Some(ToolAccess::Writes))
+            .map(|r| {
+                self.placed(ConfigError {
+                    kind: ConfigErrorKind::PlanningModeWrites,
+                    ..ConfigError::unknown_tool(
+                        self.origin(),
+                        r.location(),
+                        r.snippet(),
+                        format!(
+                            "planning mode `{}` lists `{}`, a tool that writes, in availableTools: it runs there before any plan is approved. Leave it out unless this mode must write (without availableTools a planning mode offers only read-only tools and the plan tools)",
+                            self.mode(r.mode).id(),
+                            r.name
+                        ),
+                    )
+                })
+            })
+            .collect()
     }
 
     /// Like [`ModeGraph::unknown_tools`] but stops at the first unknown name.
@@ -1276,7 +1524,20 @@ impl ToolRef {
     }
 
     fn snippet(&self) -> String {
-        snippet(self.location(), &self.line_text, self.width)
+        snippet(self.line, &self.excerpt, self.excerpt_column, self.width)
+    }
+
+    fn at(mode: ModeId, name: Arc<str>, position: Position, in_approval: bool) -> Self {
+        ToolRef {
+            mode,
+            name,
+            line: position.location.line,
+            column: position.location.column,
+            excerpt: position.excerpt.into_boxed_str(),
+            excerpt_column: position.excerpt_column,
+            width: position.width,
+            in_approval,
+        }
     }
 }
 
@@ -1319,6 +1580,37 @@ mod tests {
             .collect();
         assert_eq!(backwards, expected.into_iter().rev().collect::<Vec<_>>());
         assert_eq!(source.locate(23..26).0, Location { line: 4, column: 7 });
+    }
+
+    /// Issue 19 item 7: a snippet on a long line shows a window around the offending text, cut
+    /// with `…`, the carets under it; its column is still the column in the whole line.
+    #[test]
+    fn a_long_line_is_shown_as_a_window_around_the_offending_text() {
+        let before = "é, ".repeat(1000);
+        let text = format!("x = [{before}\"bad\", {}]\n", "ü, ".repeat(1000));
+        let start = text.find("\"bad\"").expect("bad");
+        let source = Source::new("f.toml", &text);
+        let (location, snippet) = source.locate(start..start + 5);
+        assert_eq!(
+            location,
+            Location {
+                line: 1,
+                column: 6 + 3 * 1000
+            }
+        );
+        let (line, carets) = snippet.split_once('\n').expect("two lines");
+        assert!(
+            line.starts_with("1 | …") && line.ends_with('…'),
+            "{snippet}"
+        );
+        assert!(line.chars().count() < 2 * SNIPPET_CONTEXT + 20, "{snippet}");
+        let caret = carets.find('^').expect("carets");
+        let marked: String = line.chars().skip(caret).take(5).collect();
+        assert_eq!(marked, "\"bad\"", "{snippet}");
+        assert_eq!(carets.trim_start_matches([' ', '|']).len(), 5, "{snippet}");
+        // A short line is shown whole, as before.
+        let (_, whole) = Source::new("f", "a = [\"bad\"]\n").locate(5..10);
+        assert_eq!(whole, "1 | a = [\"bad\"]\n  |      ^^^^^");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The [`AgentController`]: a validated mode graph, a tool registry and a model, from which
 //! sessions are started.
 
+use std::collections::HashSet;
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
@@ -15,7 +16,7 @@ use crate::model::LanguageModel;
 use crate::session::{ModeRuntime, Session, SessionError, SessionOptions, Shared};
 use crate::store::{PendingListing, SessionStore, check_session_id};
 use crate::tool::submit_plan::{self, SUBMIT_PLAN};
-use crate::tool::{Tool, ToolRegistry, ToolSpec};
+use crate::tool::{Tool, ToolAccess, ToolRegistry, ToolSpec};
 
 /// How often [`AgentController::restore_session`] loads a session again when another host
 /// saved it while this one applied a deadline.
@@ -246,24 +247,30 @@ fn mode_runtime(
 ) -> ModeRuntime {
     let mode = graph.mode(id);
     let mut specs: Vec<ToolSpec> = Vec::new();
+    // A tool list is a set (the config refuses a name listed twice, and model providers refuse
+    // requests that name a tool twice): each name is offered once.
+    let mut offered: HashSet<&str> = HashSet::new();
     let mut push = |name: &str| {
-        // A name listed twice is offered once: a tool list is a set, and model providers refuse
-        // requests that name a tool twice.
-        if specs.iter().any(|s| &*s.name == name) {
-            return;
-        }
         if name == SUBMIT_PLAN {
+            if !offered.insert(SUBMIT_PLAN) {
+                return;
+            }
             let target = graph.mode(graph.transition_target(id));
             specs.push(ToolSpec {
                 name: Arc::from(SUBMIT_PLAN),
                 description: submit_plan::description(target.id(), target.name()),
                 input_schema: submit_plan::input_schema(),
+                access: ToolAccess::Plans,
             });
         } else if let Some(tool) = tools.get(name) {
+            if !offered.insert(tool.name()) {
+                return;
+            }
             specs.push(ToolSpec {
                 name: Arc::from(tool.name()),
                 description: tool.description(),
                 input_schema: tool.input_schema(),
+                access: tool.access(),
             });
         }
     };
@@ -273,12 +280,20 @@ fn mode_runtime(
                 push(name);
             }
         }
+        // A planning mode offers a tool that writes only where its config lists it: without
+        // a list it gets the read-only tools and the plan tools (the default `--config` is a
+        // file in the workspace, which a model or a cloned repository can shape).
+        None if mode.is_planning() => {
+            for tool in tools.iter() {
+                if tool.access().is_offered_unlisted_in_planning_modes() {
+                    push(tool.name());
+                }
+            }
+            push(SUBMIT_PLAN);
+        }
         None => {
             for name in tools.names() {
                 push(name);
-            }
-            if mode.is_planning() {
-                push(SUBMIT_PLAN);
             }
         }
     }
@@ -613,10 +628,12 @@ mod tests {
     use super::*;
     use crate::model::scripted::ScriptedModel;
 
+    /// Issue 19 item 6: a planning mode without `availableTools` is offered the read-only tools
+    /// and the plan tools, never one that writes; a mode that does not plan is offered them all.
     #[test]
-    fn a_tool_listed_twice_is_offered_once() {
+    fn a_planning_mode_without_a_tool_list_is_offered_no_writing_tool() {
         let graph = crate::config::parse(
-            "[[modes]]\nid = \"plan\"\navailableTools = [\"read_file\", \"submit_plan\", \"read_file\"]\n\
+            "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\
              [[modes]]\nid = \"build\"\ndefault = true\n",
             "modes.toml",
         )
@@ -625,16 +642,40 @@ mod tests {
             .tools(ToolRegistry::with_workspace_tools())
             .build()
             .expect("a controller");
-        let plan = controller.modes().get("plan").expect("the plan mode");
-        let names: Vec<&str> = controller
-            .tool_specs(plan)
-            .iter()
-            .map(|s| &*s.name)
-            .collect();
-        assert_eq!(names, ["read_file", "submit_plan"]);
+        let names = |id: &str| -> Vec<(String, ToolAccess)> {
+            let mode = controller.modes().get(id).expect("mode");
+            controller
+                .tool_specs(mode)
+                .iter()
+                .map(|s| (s.name.to_string(), s.access))
+                .collect()
+        };
+        let access = |list: &[(&str, ToolAccess)]| -> Vec<(String, ToolAccess)> {
+            list.iter().map(|(n, a)| ((*n).to_owned(), *a)).collect()
+        };
+        use ToolAccess::*;
+        assert_eq!(
+            names("plan"),
+            access(&[
+                ("read_file", ReadOnly),
+                ("list_files", ReadOnly),
+                ("write_plan", Plans),
+                ("submit_plan", Plans)
+            ])
+        );
+        assert_eq!(
+            names("build"),
+            access(&[
+                ("read_file", ReadOnly),
+                ("list_files", ReadOnly),
+                ("write_file", Writes),
+                ("write_plan", Plans)
+            ])
+        );
+        let plan = controller.modes().get("plan").expect("plan");
         assert_eq!(
             controller.shared.runtime(plan).tool_list,
-            "read_file, submit_plan"
+            "read_file, list_files, write_plan, submit_plan"
         );
     }
 }

@@ -217,7 +217,10 @@ named_enum! {
 /// settle a decision (`tool_end` of `submit_plan`, `tool_suspension_cancelled`) carry it as
 /// `decision`.
 ///
-/// With the `schema` feature, [`crate::schema::decided_record`] is its JSON Schema.
+#[cfg_attr(
+    feature = "schema",
+    doc = "With the `schema` feature, [`crate::schema::decided_record`] is its JSON Schema."
+)]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -106,7 +106,9 @@ pub use crate::store::{
     SessionStore, StoreError, UnreadableRecord,
 };
 pub use crate::tool::submit_plan::{PlanError, PlanSubmission};
-pub use crate::tool::{Tool, ToolCall, ToolContext, ToolError, ToolOutput, ToolRegistry, ToolSpec};
+pub use crate::tool::{
+    Tool, ToolAccess, ToolCall, ToolContext, ToolError, ToolOutput, ToolRegistry, ToolSpec,
+};
 
 /// The attribute macro the async traits ([`LanguageModel`], [`Tool`], [`SessionStore`]) are
 /// written with; implementors put `#[agent_controller::async_trait]` on their `impl` block, so
@@ -200,7 +202,12 @@ mod tests {
                 .split("\n#[cfg(test)]\nmod tests")
                 .next()
                 .unwrap_or_default();
-            for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            // Comments and doc text (`///`, and `doc = "..."` in a `cfg_attr`) link, not import.
+            let is_doc = |l: &str| {
+                let l = l.trim_start();
+                l.starts_with("//") || l.starts_with("doc = \"")
+            };
+            for line in code.lines().filter(|l| !is_doc(l)) {
                 for (at, _) in line.match_indices("crate::") {
                     let rest = &line[at + "crate::".len()..];
                     let end = rest

@@ -26,7 +26,6 @@ use agent_controller::terminal::{
     render_tool_call,
 };
 use agent_controller::tool::SUBMIT_PLAN;
-use agent_controller::tool::fs::PLAN_WRITING_TOOLS;
 use agent_controller::tool::submit_plan::{self, PlanError};
 use agent_controller::{
     AgentController, Decision, DecisionAction, DecisionOutcome, Event, LanguageModel, ModeGraph,
@@ -745,17 +744,13 @@ fn load(path: &Path) -> Result<(ModeGraph, ToolRegistry), Failure> {
     Ok((graph, tools))
 }
 
-fn writes_plans(tool: &str) -> bool {
-    PLAN_WRITING_TOOLS.contains(&tool)
-}
-
 fn check(path: &Path) -> Outcome {
     let origin = path.display().to_string();
     let text = config::read(path).map_err(|e| Failure::invalid(neutralize(&e.to_string())))?;
     let tools = ToolRegistry::with_workspace_tools();
     let names: Vec<&str> = tools.names().collect();
     let errors = config::check_with_tool_names(&text, &origin, &names);
-    let warnings = config::warnings(&text, &origin, writes_plans);
+    let warnings = config::warnings_with_tools(&text, &origin, &tools);
     let mut reports: Vec<(&str, &config::ConfigError)> = errors
         .iter()
         .map(|e| ("error", e))
@@ -789,6 +784,7 @@ fn check(path: &Path) -> Outcome {
         }
         let tools = match mode.available_tools() {
             Some(list) => list.iter().map(|t| &**t).collect::<Vec<_>>().join(", "),
+            None if mode.is_planning() => "all read-only and plan tools".to_owned(),
             None => "all".to_owned(),
         };
         let marks = if marks.is_empty() {

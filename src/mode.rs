@@ -232,7 +232,8 @@ impl RequireApproval {
 
 /// Where a config names a tool, kept so unknown tool names can be reported at their line (the
 /// checks against a controller's tools, which make config errors of them, are in
-/// [`crate::config`]). The line's text is shared by the names on it.
+/// [`crate::config`]). Each keeps only a bounded excerpt of its line, so a long line of many
+/// names costs memory linear in its length.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ToolRef {
     pub(crate) mode: ModeId,
@@ -240,7 +241,9 @@ pub(crate) struct ToolRef {
     /// The name's 1-based line and column (in characters) in the config text.
     pub(crate) line: usize,
     pub(crate) column: usize,
-    pub(crate) line_text: Arc<str>,
+    /// The part of the line a snippet shows, the name's column in it and its width there.
+    pub(crate) excerpt: Box<str>,
+    pub(crate) excerpt_column: usize,
     pub(crate) width: usize,
     /// Whether the name is in `requireApproval` (else in `availableTools`).
     pub(crate) in_approval: bool,

@@ -68,9 +68,6 @@ fn tool_cancelled_result(reason: CancelReason) -> &'static str {
     }
 }
 
-/// Kept with the tools (a bare store's expiry writes them too); named here for the testing kit.
-pub(crate) use crate::tool::{TOOL_FEEDBACK_PREFIX, TOOL_REJECTED_RESULT};
-
 /// The result of a `submit_plan` call in a reply whose other calls wait for approval.
 const PLAN_BESIDE_APPROVALS: &str = "Not executed: other tool calls of this reply wait for the user's approval. Submit the plan again after they are decided.";
 

@@ -222,7 +222,10 @@ named_enum! {
 /// plan's fields (`targetModeId`, `targetModeIds`, `title`, `planPath`) are empty for a tool
 /// call.
 ///
-/// With the `schema` feature, [`crate::schema::pending_summary`] is its JSON Schema.
+#[cfg_attr(
+    feature = "schema",
+    doc = "With the `schema` feature, [`crate::schema::pending_summary`] is its JSON Schema."
+)]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
@@ -700,7 +703,7 @@ impl<S: SessionStore + ?Sized> SessionStore for Arc<S> {
     }
 }
 
-/// Opens a store from a spec as the CLI takes it: `sqlite:FILE` for [`SqliteStore`] (with the
+/// Opens a store from a spec as the CLI takes it: `sqlite:FILE` for `SqliteStore` (with the
 /// `sqlite` feature), `postgres://USER@HOST:PORT/DB` (or `postgresql://`) for `PostgresStore`
 /// (with the `postgres` feature; it connects at its first use), anything else is a directory for
 /// [`FileStore`]. The spec is checked first with [`check_spec`], so a spec that would lose

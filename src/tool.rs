@@ -29,7 +29,45 @@ use crate::extensions::Extensions;
 
 pub use self::submit_plan::SUBMIT_PLAN;
 
-/// What the model is told about a tool: name, description and JSON Schema of its input.
+/// What a tool may change, as the tool declares it ([`Tool::access`]), after MCP's
+/// `readOnlyHint`. A planning mode without `availableTools` offers only the tools that change
+/// nothing and the plan tools; one that writes runs in a planning mode only where its config
+/// lists it by name (and `check` warns then: [`crate::ModeGraph::planning_modes_listing_writers`]).
+///
+/// # Examples
+/// ```
+/// use agent_controller::tool::{Tool, ToolAccess, fs};
+/// assert_eq!(fs::ReadFile.access(), ToolAccess::ReadOnly);
+/// assert_eq!(fs::WritePlan.access(), ToolAccess::Plans);
+/// assert_eq!(fs::WriteFile.access(), ToolAccess::Writes);
+/// assert!(ToolAccess::Plans.is_offered_unlisted_in_planning_modes());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum ToolAccess {
+    /// Changes nothing: it only reads (MCP's `readOnlyHint: true`), like `read_file` and
+    /// `list_files`.
+    ReadOnly,
+    /// A plan tool: changes only plan files inside the plans directory, like `write_plan`
+    /// (and the built-in `submit_plan`, which reads one).
+    Plans,
+    /// May change anything it can reach, like `write_file`: what a tool is unless it says
+    /// otherwise.
+    #[default]
+    Writes,
+}
+
+impl ToolAccess {
+    /// Whether a planning mode without `availableTools` offers a tool of this access: a
+    /// read-only tool or a plan tool, never one that writes.
+    pub fn is_offered_unlisted_in_planning_modes(self) -> bool {
+        matches!(self, ToolAccess::ReadOnly | ToolAccess::Plans)
+    }
+}
+
+/// What the model is told about a tool: name, description and JSON Schema of its input, and
+/// what the tool may change ([`ToolAccess`], for hosts; providers send the first three).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolSpec {
@@ -39,6 +77,10 @@ pub struct ToolSpec {
     pub description: String,
     /// JSON Schema of the tool's input object.
     pub input_schema: Value,
+    /// What the tool may change, as it declares it ([`Tool::access`]); absent in JSON:
+    /// [`ToolAccess::Writes`].
+    #[serde(default)]
+    pub access: ToolAccess,
 }
 
 /// One tool call the model made: its id (unique within the run), the tool name and the arguments.
@@ -248,6 +290,12 @@ pub trait Tool: Send + Sync {
     fn description(&self) -> String;
     /// JSON Schema of the input object.
     fn input_schema(&self) -> Value;
+    /// What the tool may change (after MCP's `readOnlyHint`): [`ToolAccess::Writes`] unless
+    /// the tool says otherwise. Say [`ToolAccess::ReadOnly`] only for a tool that changes
+    /// nothing, on disk or elsewhere: a planning mode without `availableTools` offers it.
+    fn access(&self) -> ToolAccess {
+        ToolAccess::Writes
+    }
     /// Runs the tool on `args` (a JSON object).
     async fn execute(&self, args: &Value, ctx: &ToolContext<'_>) -> ToolOutput;
 }

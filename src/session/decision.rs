@@ -43,8 +43,11 @@ named_enum! {
 /// # Ok::<(), agent_controller::SessionError>(())
 /// ```
 ///
-/// With the `schema` feature, [`crate::schema::decision`] is the JSON Schema of this shape,
-/// derived from this type (shipped as `config/decision.schema.json`).
+#[cfg_attr(
+    feature = "schema",
+    doc = "With the `schema` feature, [`crate::schema::decision`] is the JSON Schema of this shape,",
+    doc = "derived from this type (shipped as `config/decision.schema.json`)."
+)]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[cfg_attr(

@@ -255,7 +255,7 @@ type ModeParts = (
     String,
     Option<String>,
     Option<(Vec<usize>, bool)>,
-    Option<(Vec<String>, Option<Index>)>,
+    Option<Vec<String>>,
     Option<(bool, Vec<String>)>,
     Option<String>,
 );
@@ -268,13 +268,7 @@ fn mode_parts(n: usize, pool: Vec<String>) -> impl Strategy<Value = ModeParts> {
         "[A-Za-z0-9_-]{1,10}",
         proptest::option::weighted(0.3, "\\PC{0,12}"),
         proptest::option::weighted(0.6, (proptest::collection::vec(0..n, 1..=3), any::<bool>())),
-        proptest::option::weighted(
-            0.5,
-            (
-                proptest::sample::subsequence(pool, 0..=len),
-                proptest::option::weighted(0.15, any::<Index>()),
-            ),
-        ),
+        proptest::option::weighted(0.5, proptest::sample::subsequence(pool, 0..=len)),
         proptest::option::weighted(
             0.4,
             (
@@ -317,10 +311,8 @@ fn build_spec(
                     transitions_to.push(t);
                 }
             }
-            let available_tools = tools.map(|(mut list, repeat)| {
-                if let Some(pick) = repeat.filter(|_| !list.is_empty()) {
-                    list.push(pick.get(&list).clone());
-                }
+            // Each tool once: a tool listed twice is invalid (Mutation::DuplicateTool).
+            let available_tools = tools.map(|mut list| {
                 if !transitions_to.is_empty() && !list.iter().any(|t| t == SUBMIT_PLAN) {
                     list.push(SUBMIT_PLAN.to_owned());
                 }
@@ -410,12 +402,14 @@ named_enum! {
         ApprovalToolNotOffered = "approval_tool_not_offered",
         /// List `submit_plan` in a mode's `requireApproval` (a plan always waits).
         ApprovalOfSubmitPlan = "approval_of_submit_plan",
+        /// List a tool twice in a mode's `availableTools`.
+        DuplicateTool = "duplicate_tool",
     }
 }
 
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 12] = [
+    pub const ALL: [Mutation; 13] = [
         Mutation::DuplicateId,
         Mutation::UnknownTarget,
         Mutation::SelfTarget,
@@ -428,6 +422,7 @@ impl Mutation {
         Mutation::SelfHandover,
         Mutation::ApprovalToolNotOffered,
         Mutation::ApprovalOfSubmitPlan,
+        Mutation::DuplicateTool,
     ];
 
     /// The error kind a config broken this way must be refused with.
@@ -445,6 +440,7 @@ impl Mutation {
             Mutation::SelfHandover => ConfigErrorKind::SelfHandover,
             Mutation::ApprovalToolNotOffered => ConfigErrorKind::ApprovalToolNotOffered,
             Mutation::ApprovalOfSubmitPlan => ConfigErrorKind::ApprovalOfSubmitPlan,
+            Mutation::DuplicateTool => ConfigErrorKind::DuplicateTool,
         }
     }
 }
@@ -629,6 +625,23 @@ fn mutate(
         }
         Mutation::ApprovalOfSubmitPlan => {
             doc.modes[ia].set("requireApproval", list(&[SUBMIT_PLAN.to_owned()]));
+        }
+        Mutation::DuplicateTool => {
+            // The mode's list, or one offering what it offered (every known tool, and
+            // `submit_plan` where it plans), with one name twice.
+            let mode = &spec.modes[ia];
+            let mut tools = mode.available_tools.clone().unwrap_or_else(|| {
+                let mut all = known_tools.to_vec();
+                if !mode.transitions_to.is_empty() {
+                    all.push(SUBMIT_PLAN.to_owned());
+                }
+                all
+            });
+            match tools.get(c.index(tools.len().max(1))).cloned() {
+                Some(twice) => tools.push(twice),
+                None => tools.extend([UNKNOWN_TOOL.to_owned(), UNKNOWN_TOOL.to_owned()]),
+            }
+            doc.modes[ia].set("availableTools", list(&tools));
         }
         Mutation::TargetWithoutSubmitPlan => {
             // Its new list may not offer what `requireApproval` names: one error only.

@@ -88,8 +88,21 @@ pub struct ConfigFacts {
     plans_dir: String,
     text: Arc<str>,
     registered: Option<Vec<String>>,
+    /// The registered tools that write ([`crate::ToolAccess::Writes`]), which a planning mode
+    /// without `availableTools` does not offer.
+    writing: Vec<String>,
     max_steps: usize,
     max_revisions: usize,
+}
+
+/// The names of the tools of `registry` that write ([`crate::ToolAccess::Writes`]), in
+/// registration order.
+pub(crate) fn writing_tools(registry: &crate::ToolRegistry) -> Vec<String> {
+    registry
+        .iter()
+        .filter(|tool| tool.access() == crate::ToolAccess::Writes)
+        .map(|tool| tool.name().to_owned())
+        .collect()
 }
 
 impl ConfigFacts {
@@ -189,6 +202,7 @@ impl ConfigFacts {
             plans_dir,
             text: Arc::from(text),
             registered: None,
+            writing: Vec::new(),
             max_steps: DEFAULT_MAX_STEPS,
             max_revisions: DEFAULT_MAX_REVISIONS,
         })
@@ -206,16 +220,43 @@ impl ConfigFacts {
             plans_dir,
             text: Arc::from(text),
             registered: None,
+            writing: Vec::new(),
             max_steps: DEFAULT_MAX_STEPS,
             max_revisions: DEFAULT_MAX_REVISIONS,
         }
     }
 
     /// The same facts for a controller that registers the tools `names` (without
-    /// `submit_plan`): a mode without `availableTools` offers exactly these.
+    /// `submit_plan`): a mode without `availableTools` offers these, a planning mode those of
+    /// them that do not write ([`ConfigFacts::with_writing_tools`]; none writes unless named
+    /// there).
     pub fn with_tools(mut self, names: impl IntoIterator<Item = impl Into<String>>) -> Self {
         self.registered = Some(names.into_iter().map(Into::into).collect());
         self
+    }
+
+    /// The same facts, with `names` as the registered tools that write
+    /// ([`crate::ToolAccess::Writes`]): a planning mode without `availableTools` does not offer
+    /// them.
+    pub fn with_writing_tools(
+        mut self,
+        names: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        self.writing = names.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The same facts for a controller with the tools of `registry`: their names
+    /// ([`ConfigFacts::with_tools`]) and which of them write
+    /// ([`ConfigFacts::with_writing_tools`]).
+    pub fn with_registry(self, registry: &crate::ToolRegistry) -> Self {
+        self.with_tools(registry.names())
+            .with_writing_tools(writing_tools(registry))
+    }
+
+    /// The registered tools that write, as [`ConfigFacts::with_writing_tools`] set them.
+    pub fn writing_tools(&self) -> &[String] {
+        &self.writing
     }
 
     /// The same facts for a controller whose runs make at most `steps` model calls per drive
@@ -312,7 +353,11 @@ impl ConfigFacts {
         }
         match &self.modes.get(mode)?.tools {
             Some(list) => Some(list.iter().any(|t| t == tool)),
-            None => Some(self.registered.as_ref()?.iter().any(|t| t == tool)),
+            // A planning mode offers a tool that writes only where it lists it.
+            None => Some(
+                self.registered.as_ref()?.iter().any(|t| t == tool)
+                    && !(self.is_planning(mode) && self.writing.iter().any(|t| t == tool)),
+            ),
         }
     }
 

@@ -19,13 +19,15 @@ use crate::controller::{AgentController, AgentControllerBuilder, ToolLayer};
 use crate::event::{DecisionOutcome, Event, Suspension};
 use crate::mode::ModeGraph;
 use crate::model::{LanguageModel, Message, ModelError, ModelRequest, ModelResponse};
-use crate::run::{DecisionAction, RunOutcome, TOOL_FEEDBACK_PREFIX, TOOL_REJECTED_RESULT};
+use crate::run::{DecisionAction, RunOutcome};
 use crate::session::{Session, SessionError, SessionOptions};
 use crate::tool::submit_plan::{
     APPROVED_PLAN_BEGIN, APPROVED_PLAN_END, APPROVED_RESULT, REJECTED_RESULT,
     REJECTED_WITH_FEEDBACK_PREFIX, SUBMIT_PLAN,
 };
-use crate::tool::{Tool, ToolCall, ToolContext, ToolOutput};
+use crate::tool::{
+    TOOL_FEEDBACK_PREFIX, TOOL_REJECTED_RESULT, Tool, ToolCall, ToolContext, ToolOutput,
+};
 
 /// Why a [`Harness`] could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -186,6 +188,10 @@ impl Tool for Spy {
 
     fn input_schema(&self) -> serde_json::Value {
         self.tool.input_schema()
+    }
+
+    fn access(&self) -> crate::ToolAccess {
+        self.tool.access()
     }
 
     async fn execute(&self, args: &serde_json::Value, ctx: &ToolContext<'_>) -> ToolOutput {
@@ -1156,6 +1162,7 @@ fn controller_facts(
     controller: &AgentController,
 ) -> Result<Arc<ConfigFacts>, HarnessError> {
     let names: Vec<String> = controller.registry().names().map(str::to_owned).collect();
+    let writing = super::facts::writing_tools(controller.registry());
     let max_steps = controller.max_steps();
     let max_revisions = controller.max_revisions();
     match facts.registered() {
@@ -1163,18 +1170,21 @@ fn controller_facts(
             (*facts)
                 .clone()
                 .with_tools(names)
+                .with_writing_tools(writing)
                 .with_max_steps(max_steps)
                 .with_max_revisions(max_revisions),
         )),
         Some(named)
             if named == names.as_slice()
+                && facts.writing_tools() == writing.as_slice()
                 && facts.max_steps() == max_steps
                 && facts.max_revisions() == max_revisions =>
         {
             Ok(facts)
         }
         Some(named) => Err(HarnessError::Build(format!(
-            "the reference expects tools {named:?}, a step limit of {} and a revision limit of {}, the controller has {names:?}, {max_steps} and {max_revisions}",
+            "the reference expects tools {named:?} (writing: {:?}), a step limit of {} and a revision limit of {}, the controller has {names:?} (writing: {writing:?}), {max_steps} and {max_revisions}",
+            facts.writing_tools(),
             facts.max_steps(),
             facts.max_revisions()
         ))),

@@ -90,8 +90,47 @@ fn running_refused_tools(setup: Setup, text: &str) -> crate::AgentControllerBuil
 fn build_running_refused_tools(setup: Setup) -> Result<AgentController, ConfigError> {
     let text = std::fs::read_to_string(MODES).expect("the shipped config");
     running_refused_tools(setup, &text)
-        .tools(ToolRegistry::with_workspace_tools())
+        .tools(declared_read_only(ToolRegistry::with_workspace_tools()))
         .build()
+}
+
+/// For the planted bug above: `tools`, each declaring it only reads, so that a planning mode
+/// whose tool list was dropped offers them all (a planning mode without `availableTools` offers
+/// no tool that writes).
+fn declared_read_only(tools: ToolRegistry) -> ToolRegistry {
+    let mut lying = ToolRegistry::new();
+    for tool in tools.iter() {
+        lying
+            .register(Arc::new(DeclaresReadOnly(tool.clone())))
+            .expect("the names were distinct");
+    }
+    lying
+}
+
+/// A tool that says it only reads, whatever it does.
+struct DeclaresReadOnly(Arc<dyn crate::tool::Tool>);
+
+#[async_trait::async_trait]
+impl crate::tool::Tool for DeclaresReadOnly {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    fn description(&self) -> String {
+        self.0.description()
+    }
+    fn input_schema(&self) -> serde_json::Value {
+        self.0.input_schema()
+    }
+    fn access(&self) -> crate::ToolAccess {
+        crate::ToolAccess::ReadOnly
+    }
+    async fn execute(
+        &self,
+        args: &serde_json::Value,
+        ctx: &crate::tool::ToolContext<'_>,
+    ) -> crate::tool::ToolOutput {
+        self.0.execute(args, ctx).await
+    }
 }
 
 /// Planted bug "an edited approval hands over the submitted plan": the approval result of an
@@ -319,10 +358,13 @@ fn scribble_check(
             tools
                 .register(Arc::new(Scribble(runs.clone())))
                 .map_err(|e| e.to_string())?;
-            let builder = if planted {
-                running_refused_tools(setup, SCRIBBLE_MODES)
+            let (builder, tools) = if planted {
+                (
+                    running_refused_tools(setup, SCRIBBLE_MODES),
+                    declared_read_only(tools),
+                )
             } else {
-                setup.builder()
+                (setup.builder(), tools)
             };
             builder.tools(tools).build().map_err(|e| e.to_string())
         });
@@ -625,7 +667,7 @@ impl LanguageModel for RunsRejected {
                 .filter_map(|m| match m {
                     Message::Tool {
                         tool_name, content, ..
-                    } if content.starts_with(crate::run::TOOL_REJECTED_RESULT) => {
+                    } if content.starts_with(crate::tool::TOOL_REJECTED_RESULT) => {
                         Some(tool_name.clone())
                     }
                     _ => None,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use super::{Tool, ToolContext, ToolOutput, submit_plan};
+use super::{Tool, ToolAccess, ToolContext, ToolOutput, submit_plan};
 use crate::jail::{self, FileId, Jail, JailError};
 
 /// Largest file `read_file` returns, in bytes (256 KiB).
@@ -93,6 +93,9 @@ impl Tool for ReadFile {
     fn input_schema(&self) -> Value {
         path_schema(Value::Null)
     }
+    fn access(&self) -> ToolAccess {
+        ToolAccess::ReadOnly
+    }
     async fn execute(&self, args: &Value, ctx: &ToolContext<'_>) -> ToolOutput {
         let result = str_arg(args, "path").and_then(|path| {
             let (workspace, rel) = in_workspace(ctx, path).map_err(|e| e.to_string())?;
@@ -129,6 +132,9 @@ impl Tool for ListFiles {
             "additionalProperties": false
         })
     }
+    fn access(&self) -> ToolAccess {
+        ToolAccess::ReadOnly
+    }
     async fn execute(&self, args: &Value, ctx: &ToolContext<'_>) -> ToolOutput {
         let path = args
             .get("path")
@@ -162,6 +168,9 @@ impl Tool for WriteFile {
     }
     fn input_schema(&self) -> Value {
         path_schema(json!({ "content": { "type": "string" } }))
+    }
+    fn access(&self) -> ToolAccess {
+        ToolAccess::Writes
     }
     async fn execute(&self, args: &Value, ctx: &ToolContext<'_>) -> ToolOutput {
         let (path, content) = match (str_arg(args, "path"), str_arg(args, "content")) {
@@ -219,6 +228,9 @@ impl Tool for WritePlan {
              directory, or a bare file name, which lands in the plans directory."
         );
         schema
+    }
+    fn access(&self) -> ToolAccess {
+        ToolAccess::Plans
     }
     async fn execute(&self, args: &Value, ctx: &ToolContext<'_>) -> ToolOutput {
         match write_plan(args, ctx).await {

@@ -1,4 +1,6 @@
 //! The `agent-controller` binary: `check` and `run` end to end on real files.
+// Drives the binary.
+#![cfg(feature = "cli")]
 
 use crate::common;
 

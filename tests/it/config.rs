@@ -195,6 +195,7 @@ fn invalid_cases_report_their_kind() {
             "require-approval-not-offered.toml",
             ConfigErrorKind::ApprovalToolNotOffered,
         ),
+        ("duplicate-tool.toml", ConfigErrorKind::DuplicateTool),
     ];
     for (name, kind) in cases {
         let err = config::load(fixture(&format!("configs/invalid/{name}"))).expect_err(name);
@@ -803,4 +804,148 @@ fn unknown_tools_among_suggests_only_a_near_unambiguous_name() {
     // The closure form has no names to suggest from.
     let plain = graph.unknown_tools(|t| ["read_file", "write_file"].contains(&t));
     assert!(!plain[0].message().contains("did you mean"), "{}", plain[0]);
+}
+
+/// Issue 19 item 7: a name listed twice in `availableTools`, `requireApproval` or `transitionsTo`
+/// is refused at the second entry's line and column (the tool lists accepted it silently), by
+/// `check` once per repeat, and in a graph built in code.
+#[test]
+fn an_entry_listed_twice_is_refused_at_its_second_line_and_column() {
+    let cases = [
+        (
+            "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"submit_plan\", \"read_file\"]\n[[modes]]\nid = \"build\"\n",
+            ConfigErrorKind::DuplicateTool,
+            (4, 47),
+            "mode `plan` lists `read_file` twice in availableTools",
+        ),
+        (
+            "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\", \"read_file\", \"write_file\"]\n",
+            ConfigErrorKind::DuplicateTool,
+            (3, 47),
+            "mode `build` lists `write_file` twice in requireApproval",
+        ),
+        (
+            "[[modes]]\nid = \"build\"\navailableTools = [\"write_file\"]\nrequireApproval = [\"write_file\", \"write_file\"]\n",
+            ConfigErrorKind::DuplicateTool,
+            (4, 34),
+            "mode `build` lists `write_file` twice in requireApproval",
+        ),
+        (
+            "[[modes]]\nid = \"plan\"\ntransitionsTo = [\"build\", \"build\"]\n[[modes]]\nid = \"build\"\n",
+            ConfigErrorKind::DuplicateTarget,
+            (3, 27),
+            "mode `plan` lists `build` twice in transitionsTo",
+        ),
+    ];
+    for (text, kind, (line, column), words) in cases {
+        let errors = config::check(text, "twice.toml");
+        assert_eq!(errors.len(), 1, "{text}: {errors:?}");
+        let err = &errors[0];
+        assert_eq!(err.kind(), kind, "{err}");
+        assert_eq!(
+            err.location().map(|l| (l.line, l.column)),
+            Some((line, column)),
+            "{err}"
+        );
+        assert!(err.message().contains(words), "{err}");
+    }
+    let thrice = "[[modes]]\nid = \"build\"\navailableTools = [\"a\", \"a\", \"a\"]\n";
+    let columns: Vec<usize> = config::check(thrice, "t.toml")
+        .iter()
+        .map(|e| e.location().expect("placed").column)
+        .collect();
+    assert_eq!(columns, [24, 29]);
+
+    use agent_controller::{ModeBuilder, ModeGraphBuilder};
+    let err = ModeGraphBuilder::new()
+        .mode(ModeBuilder::new("build").available_tools(["read_file", "read_file"]))
+        .build()
+        .expect_err("listed twice");
+    assert_eq!(err.kind(), ConfigErrorKind::DuplicateTool);
+}
+
+/// A tool that does nothing, under any name: a registry of many distinct tools.
+struct Named(String);
+
+#[agent_controller::async_trait]
+impl agent_controller::Tool for Named {
+    fn name(&self) -> &str {
+        &self.0
+    }
+    fn description(&self) -> String {
+        String::new()
+    }
+    fn input_schema(&self) -> serde_json::Value {
+        serde_json::json!({"type": "object"})
+    }
+    async fn execute(
+        &self,
+        _args: &serde_json::Value,
+        _ctx: &agent_controller::ToolContext<'_>,
+    ) -> agent_controller::ToolOutput {
+        agent_controller::ToolOutput::ok("")
+    }
+}
+
+/// Issue 19 item 7: one `availableTools` line of 30,000 entries (about 420 KB, and a
+/// `requireApproval` line of the same) aborted the process: each name kept a copy of its whole
+/// line, so memory grew with the square of the list's length, and each lookup scanned the list.
+/// Distinct names that a controller registers make it valid: it loads, checks clean against
+/// them, a controller offers them all, and with none of them known each name is reported at its
+/// own column with a bounded snippet. (Time goes in `benches/config_load.rs`, not here.)
+#[test]
+fn a_config_with_a_30000_entry_tool_list_on_one_line_loads_and_checks() {
+    const N: usize = 30_000;
+    let names: Vec<String> = (0..N).map(|i| format!("tool_{i:05}")).collect();
+    let list = names
+        .iter()
+        .map(|n| format!("\"{n}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let text = format!(
+        "[[modes]]\nid = \"build\"\navailableTools = [{list}]\nrequireApproval = [{list}]\n"
+    );
+    assert!(text.len() > 2 * 400_000, "{}", text.len());
+    let graph = config::parse(&text, "big.toml").expect("loads");
+    let build = graph.default_mode();
+    assert_eq!(build.available_tools().map(<[_]>::len), Some(N));
+    assert!(build.requires_approval("tool_29999"));
+    let known: Vec<&str> = names.iter().map(String::as_str).collect();
+    assert_eq!(config::check_with_tool_names(&text, "big.toml", &known), []);
+
+    let mut tools = ToolRegistry::new();
+    for name in &names {
+        tools
+            .register(std::sync::Arc::new(Named(name.clone())))
+            .expect("distinct");
+    }
+    let controller = agent_controller::AgentController::builder(
+        graph,
+        std::sync::Arc::new(agent_controller::model::scripted::ScriptedModel::new()),
+    )
+    .tools(tools)
+    .build()
+    .expect("a controller");
+    let build = controller.modes().default_mode_id();
+    assert_eq!(controller.tool_specs(build).len(), N);
+
+    let errors = config::check_with_tools(&text, "big.toml", |_| false);
+    assert_eq!(errors.len(), N, "one unknown tool per name");
+    for (i, err) in [(0, &errors[0]), (N - 1, &errors[N - 1])] {
+        assert_eq!(
+            err.location().map(|l| (l.line, l.column)),
+            Some((3, 19 + 14 * i)),
+            "{err}"
+        );
+        let shown = err.to_string();
+        assert!(
+            shown.len() < 400,
+            "a bounded snippet: {} bytes",
+            shown.len()
+        );
+        assert!(
+            shown.contains(&format!("\"tool_{i:05}\"")),
+            "the snippet shows the name: {shown}"
+        );
+    }
 }

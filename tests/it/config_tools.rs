@@ -1,4 +1,6 @@
 //! The config tools of the binary: `graph`, `schema`, and `check` reporting every error at once.
+// Drives the binary.
+#![cfg(feature = "cli")]
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -186,11 +188,50 @@ id = "build"
         ));
         assert_eq!(out.status.code(), Some(0));
         assert!(
-            !stderr(&out).contains("warning"),
+            !stderr(&out).contains("offers no tool that can write a plan"),
             "{tools}: {}",
             stderr(&out)
         );
     }
+}
+
+/// Issue 19 item 6: `check` warns, at the name's line and column, where a planning mode lists a
+/// tool that writes (it runs before any plan is approved), and its summary says what a planning
+/// mode without `availableTools` is offered.
+#[test]
+fn check_warns_where_a_planning_mode_lists_a_tool_that_writes() {
+    let (out, origin) = check(
+        r#"[[modes]]
+id = "plan"
+transitionsTo = "build"
+availableTools = ["write_plan", "write_file", "submit_plan"]
+
+[[modes]]
+id = "review"
+transitionsTo = "build"
+
+[[modes]]
+id = "build"
+default = true
+availableTools = ["read_file", "write_file"]
+"#,
+    );
+    assert_eq!(out.status.code(), Some(0), "a warning is not an error");
+    let err = stderr(&out);
+    let warnings: Vec<&str> = err.lines().filter(|l| l.starts_with("warning: ")).collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    assert!(
+        warnings[0].starts_with(&format!(
+            "warning: {origin}:4:33: planning mode `plan` lists `write_file`, a tool that writes, in availableTools"
+        )),
+        "{err}"
+    );
+    let text = stdout(&out);
+    assert!(text.contains("ok, 3 modes, 1 warning"), "{text}");
+    assert!(
+        text.contains("  review (review) [planning]  tools: all read-only and plan tools"),
+        "{text}"
+    );
 }
 
 #[test]

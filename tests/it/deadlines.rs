@@ -6,7 +6,9 @@
 
 use crate::common;
 
+#[cfg(feature = "cli")]
 use std::path::Path;
+#[cfg(feature = "cli")]
 use std::process::{Command, Output};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,6 +25,7 @@ use agent_controller::{
 };
 use common::openai_server::{Reply, ScriptedServer, call, calls, contents, submit, text};
 use common::{Recorder, Workspace};
+#[cfg(feature = "cli")]
 use serde_json::Value;
 
 const CONFIG: &str = r#"
@@ -199,8 +202,11 @@ fn good_approval_timeouts_load_with_their_duration() {
     assert_eq!(refused.kind(), ConfigErrorKind::InvalidApprovalTimeout);
 }
 
+#[cfg(feature = "schema")]
 #[test]
 fn the_schema_takes_a_duration_string() {
+    use serde_json::Value;
+
     let validator = jsonschema::validator_for(&config::schema()).expect("schema");
     let config = |timeout: Value| {
         serde_json::json!({ "modes": [
@@ -223,6 +229,7 @@ fn the_schema_takes_a_duration_string() {
 }
 
 /// `agent-controller check` prints the error at `file:line:col` with the line and exits 2.
+#[cfg(feature = "cli")]
 #[test]
 fn check_refuses_a_bad_approval_timeout_at_its_line_and_column() {
     let ws = Workspace::new();
@@ -303,11 +310,13 @@ async fn a_plan_records_its_deadline_in_the_payload_event_record_and_listing() {
 // ---------------------------------------------------------------------------------------------
 // The CLI
 
+#[cfg(feature = "cli")]
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_agent-controller"))
 }
 
 /// The shipped config with `approvalTimeout = "24h"` on its planning mode, written into `dir`.
+#[cfg(feature = "cli")]
 fn timed_config(dir: &Path) -> std::path::PathBuf {
     let shipped =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config/modes.toml"))
@@ -323,6 +332,7 @@ fn timed_config(dir: &Path) -> std::path::PathBuf {
     path
 }
 
+#[cfg(feature = "cli")]
 fn json_lines(out: &Output) -> Vec<Value> {
     String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -330,11 +340,13 @@ fn json_lines(out: &Output) -> Vec<Value> {
         .collect()
 }
 
+#[cfg(feature = "cli")]
 fn now_ms() -> u64 {
     deadline::millis_since_epoch(SystemTime::now())
 }
 
 /// A plan left pending by `run --detach` under the timed config: (config, store spec, session).
+#[cfg(feature = "cli")]
 fn detached(ws: &Workspace) -> (std::path::PathBuf, String, String) {
     let config = timed_config(ws.path());
     let spec = ws.path().join("sessions").display().to_string();
@@ -373,6 +385,7 @@ fn detached(ws: &Workspace) -> (std::path::PathBuf, String, String) {
 
 /// `pending` shows when each plan expires: `deadline <RFC 3339>` on its line, `deadlineAtMs`
 /// and `approvalTimeout` in `--json`; the event the run printed carried them too.
+#[cfg(feature = "cli")]
 #[test]
 fn pending_shows_the_deadline() {
     let ws = Workspace::new();
@@ -894,6 +907,7 @@ async fn a_session_and_a_store_expire_a_plan_alike() {
 
 /// Moves the stored deadline of `session`'s pending plan to one second ago: what the store
 /// holds once 24 hours have passed.
+#[cfg(feature = "cli")]
 fn pass_the_deadline(spec: &str, session: &str) -> String {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -912,6 +926,7 @@ fn pass_the_deadline(spec: &str, session: &str) -> String {
     })
 }
 
+#[cfg(feature = "cli")]
 fn load_record(spec: &str, session: &str) -> SessionRecord {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -924,9 +939,11 @@ fn load_record(spec: &str, session: &str) -> SessionRecord {
 }
 
 /// What keeps a store alive while a test uses it (a Postgres schema).
+#[cfg(feature = "cli")]
 type Keep = Option<Box<dyn std::any::Any>>;
 
 /// Every store the CLI can open in this build: (name, spec, what keeps it).
+#[cfg(feature = "cli")]
 fn cli_stores(ws: &Workspace) -> Vec<(&'static str, String, Keep)> {
     let mut stores = vec![(
         "dir",
@@ -951,6 +968,7 @@ fn cli_stores(ws: &Workspace) -> Vec<(&'static str, String, Keep)> {
 }
 
 /// `run --detach` under the timed config on `spec`: the session id.
+#[cfg(feature = "cli")]
 fn detach_on(ws: &Workspace, config: &Path, spec: &str) -> String {
     let out = bin()
         .arg("run")
@@ -984,6 +1002,7 @@ fn detach_on(ws: &Workspace, config: &Path, spec: &str) -> String {
 /// After the deadline, `pending` lists nothing (saying on stderr which plan expired), the
 /// record's history shows the expiry, and a second `pending` expires nothing more; on every
 /// store.
+#[cfg(feature = "cli")]
 #[test]
 fn cli_pending_after_the_deadline_shows_nothing_and_the_history_shows_the_expiry() {
     let ws = Workspace::new();
@@ -1031,6 +1050,7 @@ fn cli_pending_after_the_deadline_shows_nothing_and_the_history_shows_the_expiry
 /// `decide --approve` after the deadline: refused with exit 3 (the plan counts as rejected,
 /// not approved), saying it expired; the events show the expiry this process applied; the mode
 /// stays. Deciding again is refused the same way. Before the deadline `decide` works as always.
+#[cfg(feature = "cli")]
 #[test]
 fn cli_decide_after_the_deadline_is_refused_with_exit_3() {
     let ws = Workspace::new();
@@ -1092,6 +1112,7 @@ fn cli_decide_after_the_deadline_is_refused_with_exit_3() {
 
 /// The terminal shows when the plan expires: under the plan at the prompt, and in the
 /// `plan submitted` line.
+#[cfg(feature = "cli")]
 #[test]
 fn the_terminal_shows_the_deadline_under_the_plan_and_in_the_event_line() {
     let ws = Workspace::new();
@@ -1362,6 +1383,7 @@ async fn waiting_tool_calls_expire_once_on_every_store_and_a_session_and_a_store
 
 /// On the command line: a waiting tool call shows its deadline (`pending`, the event), and
 /// `decide --approve` after it is refused with exit 3 and runs nothing.
+#[cfg(feature = "cli")]
 #[test]
 fn cli_a_tool_call_after_its_deadline_is_refused_and_not_run() {
     let ws = Workspace::new();

@@ -2,9 +2,9 @@
 //! `config/decision.schema.json`), and the pending listing entry and decision audit record it
 //! reads. Derived from the serde types, so the schema and the parser agree: asserted on a table
 //! of instances and on generated ones.
+#![cfg(feature = "schema")]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use agent_controller::event::DecidedRecord;
 use agent_controller::{Decision, DecisionOutcome, PendingKind, PendingSummary, schema};
@@ -306,16 +306,19 @@ fn every_decision_example_in_the_readme_and_the_docs_validates() {
     assert!(seen >= 8, "only {seen} examples found");
 }
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+#[cfg(feature = "cli")]
+fn bin() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_agent-controller"))
 }
 
+#[cfg(feature = "cli")]
 fn stdout_of(args: &[&str]) -> String {
     let out = bin().args(args).output().expect("run agent-controller");
     assert_eq!(out.status.code(), Some(0), "{args:?}");
     String::from_utf8(out.stdout).expect("utf-8")
 }
 
+#[cfg(feature = "cli")]
 #[test]
 fn the_cli_prints_each_schema_and_plain_schema_stays_the_config_one() {
     assert_eq!(
@@ -462,8 +465,10 @@ fn decided_records_validate_and_unknown_fields_do_not() {
     }
 }
 
+#[cfg(feature = "cli")]
 const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/modes.toml");
 
+#[cfg(feature = "cli")]
 fn json_lines(out: &std::process::Output) -> Vec<Value> {
     String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -473,6 +478,7 @@ fn json_lines(out: &std::process::Output) -> Vec<Value> {
 
 /// What the CLI really prints validates: the lines of `pending --json` for a plan left
 /// pending, and the audit record (`decision`) in the events of the decision that settles it.
+#[cfg(feature = "cli")]
 #[test]
 fn what_the_cli_prints_for_a_real_decision_validates() {
     let ws = crate::common::Workspace::new();

@@ -1,6 +1,7 @@
 //! The prompt's `e`: editing a plan in `$VISUAL` / `$EDITOR` before approving it, driving the
 //! binary with the editor set to small scripts this test writes.
-#![cfg(unix)]
+// Drives the binary.
+#![cfg(all(unix, feature = "cli"))]
 
 use crate::common;
 

@@ -33,6 +33,7 @@ mod session;
 mod store;
 mod submit_plan;
 mod terminal;
+mod tool_access;
 mod tool_approval;
 mod transitions;
 mod usage;

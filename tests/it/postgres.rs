@@ -9,20 +9,26 @@
 
 use crate::common;
 
+#[cfg(feature = "cli")]
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Output, Stdio};
+#[cfg(feature = "cli")]
+use std::process::Stdio;
+use std::process::{Command, Output};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
 use agent_controller::store::postgres::PostgresStore;
 use agent_controller::store::{SCHEMA_VERSION, SessionRecord, SessionStore, StoreError};
+#[cfg(feature = "cli")]
 use common::Workspace;
 use common::postgres::TestSchema;
 use futures_util::StreamExt;
+#[cfg(feature = "cli")]
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+#[cfg(feature = "cli")]
 const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/modes.toml");
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -480,10 +486,12 @@ async fn sslmode_require_encrypts_and_verify_full_checks_the_certificate() {
 
 // ---- hosts: processes of the CLI on one database ----
 
+#[cfg(feature = "cli")]
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_agent-controller"))
 }
 
+#[cfg(feature = "cli")]
 fn lines(out: &[u8]) -> Vec<Value> {
     String::from_utf8_lossy(out)
         .lines()
@@ -491,6 +499,7 @@ fn lines(out: &[u8]) -> Vec<Value> {
         .collect()
 }
 
+#[cfg(feature = "cli")]
 fn mode_changes(events: &[Value]) -> usize {
     events
         .iter()
@@ -499,6 +508,7 @@ fn mode_changes(events: &[Value]) -> usize {
 }
 
 /// Host A: plans, suspends, detaches. Returns the session id.
+#[cfg(feature = "cli")]
 fn suspend_on(url: &str, ws: &Workspace) -> String {
     let out = bin()
         .args(["run", "--config", SHIPPED, "--workspace"])
@@ -527,6 +537,7 @@ fn suspend_on(url: &str, ws: &Workspace) -> String {
         .to_owned()
 }
 
+#[cfg(feature = "cli")]
 fn decide(url: &str, ws: &Workspace, session: &str) -> Command {
     let mut cmd = bin();
     cmd.args(["decide", "--config", SHIPPED, "--workspace"])
@@ -546,6 +557,7 @@ fn text(out: &Output) -> String {
     )
 }
 
+#[cfg(feature = "cli")]
 #[test]
 fn one_host_suspends_a_watcher_hears_it_another_host_decides() {
     let Some(schema) = schema() else { return };
@@ -595,6 +607,7 @@ fn one_host_suspends_a_watcher_hears_it_another_host_decides() {
     watcher.wait().expect("reap");
 }
 
+#[cfg(feature = "cli")]
 #[test]
 fn racing_deciders_on_different_hosts_hand_over_exactly_once() {
     let Some(schema) = schema() else { return };
@@ -623,6 +636,7 @@ fn racing_deciders_on_different_hosts_hand_over_exactly_once() {
     }
 }
 
+#[cfg(feature = "cli")]
 #[test]
 fn a_host_killed_mid_decision_leaves_the_store_consistent() {
     let Some(schema) = schema() else { return };
@@ -684,6 +698,7 @@ fn a_host_killed_mid_decision_leaves_the_store_consistent() {
     eprintln!("decided before the kill: {outcomes:?}");
 }
 
+#[cfg(feature = "cli")]
 #[test]
 fn passwords_never_appear_in_what_the_cli_prints() {
     let Some(schema) = schema() else { return };
@@ -842,6 +857,7 @@ async fn a_database_from_before_leases_migrates_and_lists_its_running_run_as_int
 /// on (its model call under way), `continue` on other hosts is refused and changes nothing; once
 /// host A is killed and its lease ends, hosts B and C race to carry the run on and exactly one
 /// does (issue 13 with issue 10's leases).
+#[cfg(feature = "cli")]
 #[cfg(feature = "openai")]
 #[test]
 fn hosts_honour_each_others_leases_and_one_of_racing_continuers_wins() {
@@ -926,6 +942,7 @@ fn hosts_honour_each_others_leases_and_one_of_racing_continuers_wins() {
     );
 }
 
+#[cfg(feature = "cli")]
 fn text_of(out: &Output) -> String {
     format!(
         "{}{}",

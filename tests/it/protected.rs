@@ -5,6 +5,7 @@
 #![cfg(feature = "openai")]
 
 use std::path::Path;
+#[cfg(feature = "cli")]
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
@@ -145,6 +146,7 @@ async fn a_file_store_inside_the_workspace_is_neither_read_nor_written_by_the_to
     assert_eq!(victim.pending, None);
 }
 
+#[cfg(feature = "sqlite")]
 #[tokio::test]
 async fn an_sqlite_store_file_and_its_siblings_are_protected() {
     let ws = tempfile::tempdir().expect("tempdir");
@@ -204,6 +206,7 @@ async fn a_path_the_host_protects_is_refused_and_stays_as_it_was() {
 }
 
 /// The CLI protects the config file it loaded and the store it was given.
+#[cfg(feature = "cli")]
 #[test]
 fn the_cli_protects_its_config_file_and_its_store() {
     let ws = tempfile::tempdir().expect("tempdir");

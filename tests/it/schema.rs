@@ -1,5 +1,6 @@
 //! The JSON Schema of the config format: shipped beside the config, derived from the parser's own
 //! types, and honest about what it checks (structure) and what only `check` can (graph rules).
+#![cfg(feature = "schema")]
 
 use std::path::{Path, PathBuf};
 
@@ -69,6 +70,8 @@ fn structural_errors_are_refused_and_graph_rules_are_left_to_check() {
         "no-modes.toml",
         // `uniqueItems`: a list naming one mode twice is refused by the schema, too.
         "targets-list-duplicate.toml",
+        // ... and one naming a tool twice (issue 19 item 7).
+        "duplicate-tool.toml",
     ];
     let left_to_check = [
         "duplicate-id.toml",

@@ -29,6 +29,7 @@ enum Backend {
 
 /// Every backend this build has; Postgres unless `AGENT_CONTROLLER_SKIP_POSTGRES=1`.
 fn backends() -> Vec<Backend> {
+    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(unused_mut))]
     let mut backends = vec![Backend::Memory, Backend::Files];
     #[cfg(feature = "sqlite")]
     backends.push(Backend::Sqlite);

@@ -1,7 +1,7 @@
 //! The terminal side of `run`: the plan rendered as markdown on stderr, the prompt, no spinner or
 //! escape codes when piped, and Ctrl-C at the prompt counting as not approved.
-
-use crate::common;
+// Drives the binary.
+#![cfg(feature = "cli")]
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -450,7 +450,7 @@ async fn model_text_and_tool_arguments_are_shown_neutralised() {
 #[cfg(feature = "openai")]
 #[test]
 fn ctrl_c_while_the_model_works_saves_the_run_as_aborted() {
-    use common::openai_server::{Reply, ScriptedServer, call, calls};
+    use crate::common::openai_server::{Reply, ScriptedServer, call, calls};
     use wiremock::ResponseTemplate;
 
     let server = ScriptedServer::start_blocking(vec![

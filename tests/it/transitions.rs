@@ -97,7 +97,10 @@ impl<const RESTARTS: bool> ReferenceStateMachine for SessionRules<RESTARTS> {
     fn init_state() -> BoxedStrategy<ReferenceSession> {
         testing::valid_configs(&tool_names())
             .prop_flat_map(|spec| {
-                let facts = Arc::new(spec.facts().with_tools(tool_names()));
+                let facts = Arc::new(
+                    spec.facts()
+                        .with_registry(&ToolRegistry::with_workspace_tools()),
+                );
                 let n = facts.len();
                 (Just(facts), 0..=n)
             })

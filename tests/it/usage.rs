@@ -1,6 +1,8 @@
 //! Usage errors found before anything runs (hostile-model trial, low-medium): a workspace that is
 //! missing or not a directory, and `pending`/`decide` on a store that does not exist, exit 2 and
 //! create nothing (before, `pending` created an empty store and listed nothing).
+// Drives the binary.
+#![cfg(feature = "cli")]
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
