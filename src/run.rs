@@ -1099,6 +1099,7 @@ impl Session {
                 args,
                 approval_timeout: timeout.map(|t| t.as_str().to_owned()),
                 deadline_at_ms: timeout.map(|t| t.deadline_after(self.shared.now_ms())),
+                workspace: Some(self.workspace.path.clone()),
             };
             self.pending_tool_calls.push(PendingToolCall {
                 run_id: run_id.clone(),
@@ -1212,6 +1213,7 @@ impl Session {
                 .map(|t| graph.mode(*t).id_arc().clone())
                 .collect(),
             decision_id: decision_id_for(self.decisions),
+            workspace: Some(self.workspace.path.clone()),
         };
         self.pending = Some(PendingDecision {
             run_id: run_id.clone(),

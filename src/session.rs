@@ -8,7 +8,7 @@ pub(crate) use self::decision::decision_id_for;
 pub use self::decision::{Decision, DecisionAction, PendingDecision, PendingToolCall};
 pub(crate) use self::expiry::expired_error;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -30,6 +30,7 @@ use crate::store::{
     SessionRecord, SessionStore, StoreError, now_millis,
 };
 use crate::tool::{SUBMIT_PLAN, ToolRegistry, ToolSpec};
+use crate::workspace::{WorkspaceMismatch, WorkspaceRecord};
 
 /// How a call that drives a run returned: the run's state ([`RunOutcome::state`]) with what
 /// goes with it (the model's text, the suspended plan, the error).
@@ -149,6 +150,8 @@ pub(crate) struct Shared {
     pub(crate) tools: ToolRegistry,
     pub(crate) model: Arc<dyn LanguageModel>,
     pub(crate) workspace: PathBuf,
+    /// Whether the host named the workspace (an old record without one may adopt it).
+    pub(crate) workspace_named: bool,
     pub(crate) plans_dir: PathBuf,
     pub(crate) max_steps: usize,
     /// Plan revisions per run ([`crate::AgentControllerBuilder::max_revisions`]).
@@ -477,6 +480,60 @@ pub enum SessionError {
         /// The save that found the session changed ([`StoreError::Conflict`]).
         source: StoreError,
     },
+    /// The session works in another workspace than this controller's: it is never run, decided
+    /// or carried on elsewhere ([`crate::workspace`]); nothing changed. Use a controller of the
+    /// recorded workspace.
+    #[error(
+        "session `{session_id}` works in {}, but this controller's workspace is {}: it acts only where it started; nothing was done",
+        recorded.display(),
+        actual.display()
+    )]
+    WrongWorkspace {
+        /// The session id.
+        session_id: String,
+        /// The session's recorded workspace (canonical).
+        recorded: PathBuf,
+        /// This controller's workspace (canonical).
+        actual: PathBuf,
+    },
+    /// The session's workspace cannot be opened (deleted, not a directory, unreadable); nothing
+    /// changed.
+    #[error(
+        "the workspace {} of session `{session_id}` cannot be opened: {reason}; nothing was done",
+        path.display()
+    )]
+    WorkspaceGone {
+        /// The session id.
+        session_id: String,
+        /// The workspace.
+        path: PathBuf,
+        /// Why it cannot be opened.
+        reason: String,
+    },
+    /// Another directory is at the session's workspace path now (deleted and made again, or
+    /// replaced: its identity differs, see [`crate::workspace::DirectoryIdentity`]); nothing
+    /// changed.
+    #[error(
+        "{} is another directory now than the workspace session `{session_id}` started in (deleted and made again, or replaced); nothing was done",
+        path.display()
+    )]
+    WorkspaceReplaced {
+        /// The session id.
+        session_id: String,
+        /// The workspace path.
+        path: PathBuf,
+    },
+    /// The session was saved before workspaces were recorded, and this controller's workspace
+    /// was not named ([`crate::AgentControllerBuilder::workspace`]): the session would run in
+    /// whatever the current directory is. Name the workspace it works in; it is recorded from
+    /// then on.
+    #[error(
+        "session `{session_id}` was saved by an older release and records no workspace: name the directory it works in (it is recorded from then on); nothing was done"
+    )]
+    NoWorkspaceRecorded {
+        /// The session id.
+        session_id: String,
+    },
 }
 
 impl SessionError {
@@ -631,6 +688,8 @@ pub struct Session {
     pub(crate) model: Option<Arc<dyn LanguageModel>>,
     /// The step limit of this session's runs, when not the controller's.
     pub(crate) max_steps: Option<usize>,
+    /// The workspace the session works in, recorded when it started ([`crate::workspace`]).
+    pub(crate) workspace: WorkspaceRecord,
     /// Cancels the run in progress; shared with the host's handles.
     cancel: CancelHandle,
     /// The token of the run in progress (or of the last one).
@@ -676,7 +735,15 @@ impl Session {
         mode: ModeId,
         options: SessionOptions,
     ) -> Result<Self, SessionError> {
+        let workspace =
+            WorkspaceRecord::of(&shared.workspace).map_err(|e| SessionError::WorkspaceGone {
+                session_id: id.to_string(),
+                path: std::path::absolute(&shared.workspace)
+                    .unwrap_or_else(|_| shared.workspace.clone()),
+                reason: e.to_string(),
+            })?;
         let mut session = Self {
+            workspace,
             shared,
             id,
             mode,
@@ -726,6 +793,26 @@ impl Session {
         record: SessionRecord,
         options: SessionOptions,
     ) -> Result<Self, SessionError> {
+        let workspace = match &record.workspace {
+            Some(recorded) => {
+                check_workspace(&record.session_id, recorded, &shared.workspace)?;
+                recorded.clone()
+            }
+            // A record from before workspaces: only a workspace the host named is adopted.
+            None if shared.workspace_named => {
+                WorkspaceRecord::of(&shared.workspace).map_err(|e| SessionError::WorkspaceGone {
+                    session_id: record.session_id.clone(),
+                    path: std::path::absolute(&shared.workspace)
+                        .unwrap_or_else(|_| shared.workspace.clone()),
+                    reason: e.to_string(),
+                })?
+            }
+            None => {
+                return Err(SessionError::NoWorkspaceRecorded {
+                    session_id: record.session_id,
+                });
+            }
+        };
         let graph = &shared.graph;
         let mode = graph.get(&record.mode_id).ok_or_else(|| {
             SessionError::ConfigChanged(format!(
@@ -796,6 +883,7 @@ impl Session {
             metadata: record.metadata,
             model: options.model,
             max_steps: options.max_steps,
+            workspace,
             cancel: CancelHandle::default(),
             run_token: CancellationToken::new(),
             version: record.version,
@@ -829,6 +917,18 @@ impl Session {
     /// The session id.
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// The workspace the session works in: the canonical path it recorded when it started
+    /// ([`crate::workspace`]).
+    pub fn workspace(&self) -> &Path {
+        &self.workspace.path
+    }
+
+    /// Checks that the controller's workspace is still the directory this session recorded:
+    /// every act that can run a tool checks it first.
+    fn check_workspace(&self) -> Result<(), SessionError> {
+        check_workspace(&self.id, &self.workspace, &self.shared.workspace)
     }
 
     /// The host's metadata ([`SessionOptions::metadata`]), as persisted in the record.
@@ -1129,6 +1229,7 @@ impl Session {
         if self.shared.store.is_none() {
             return Err(SessionError::NoStore);
         }
+        self.check_workspace()?;
         let run_id = match &self.run {
             Some((run_id, RunState::Running)) => run_id.clone(),
             other => {
@@ -1296,6 +1397,7 @@ impl Session {
             updated_at: crate::store::now_secs(),
             metadata: self.metadata.clone(),
             last_plan: self.last_plan.clone(),
+            workspace: Some(self.workspace.clone()),
         }
     }
 
@@ -1322,6 +1424,7 @@ impl Session {
         text: impl Into<String>,
     ) -> Result<RunOutcome, SessionError> {
         self.settle().await?;
+        self.check_workspace()?;
         self.start_operation();
         let outcome = self.replace_pending_and_run(text.into()).await;
         self.finish_operation();
@@ -1378,6 +1481,7 @@ impl Session {
         );
         async {
             self.settle().await?;
+            self.check_workspace()?;
             if let Some(index) = self.tool_call_index(run_id, tool_call_id)? {
                 return self.decide_tool_call(index, decision).await;
             }
@@ -1418,6 +1522,7 @@ impl Session {
         decision: Decision,
     ) -> Result<RunOutcome, SessionError> {
         self.settle().await?;
+        self.check_workspace()?;
         if let Some(index) = self
             .pending_tool_calls
             .iter()
@@ -1558,4 +1663,29 @@ impl Session {
             reason,
         });
     }
+}
+
+/// Checks that `dir` (a controller's workspace) is the workspace session `session_id`
+/// recorded.
+fn check_workspace(
+    session_id: &str,
+    recorded: &WorkspaceRecord,
+    dir: &Path,
+) -> Result<(), SessionError> {
+    let session_id = session_id.to_owned();
+    recorded.check(dir).map_err(|mismatch| match mismatch {
+        WorkspaceMismatch::Gone { path, reason } => SessionError::WorkspaceGone {
+            session_id,
+            path,
+            reason,
+        },
+        WorkspaceMismatch::Elsewhere { recorded, actual } => SessionError::WrongWorkspace {
+            session_id,
+            recorded,
+            actual,
+        },
+        WorkspaceMismatch::Replaced { path } => {
+            SessionError::WorkspaceReplaced { session_id, path }
+        }
+    })
 }
