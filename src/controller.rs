@@ -25,6 +25,10 @@ const RESTORE_ATTEMPTS: usize = 4;
 /// Default limit of model calls in one run.
 pub const DEFAULT_MAX_STEPS: usize = 50;
 
+/// Default limit of plan revisions in one run ([`AgentControllerBuilder::max_revisions`]): the
+/// plans a model submits again after a rejection with feedback.
+pub const DEFAULT_MAX_REVISIONS: usize = 20;
+
 /// Default lease of a running run ([`AgentControllerBuilder::lease_duration`]): 30 seconds.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
@@ -41,6 +45,7 @@ pub struct AgentControllerBuilder {
     /// Whether the host named the workspace ([`AgentControllerBuilder::workspace`]).
     workspace_named: bool,
     max_steps: usize,
+    max_revisions: usize,
     store: Option<Arc<dyn SessionStore>>,
     tool_layer: Option<ToolLayer>,
     lease_owner: Option<String>,
@@ -83,6 +88,30 @@ impl AgentControllerBuilder {
     /// ends with reason `failed`.
     pub fn max_steps(mut self, steps: usize) -> Self {
         self.max_steps = steps.max(1);
+        self
+    }
+
+    /// The limit of plan revisions per run (default [`DEFAULT_MAX_REVISIONS`]): how many times
+    /// a rejection with feedback sends the plan back to the model in one run. The rejection that
+    /// would ask for one more is recorded as usual, its result tells the model that the run ends
+    /// here, and the run ends with reason `failed` and
+    /// [`crate::ModelErrorKind::RevisionLimit`] ([`crate::RunOutcome::Failed`]); the mode
+    /// stays, and a new message starts a run with its own count. `0` allows no revision: every
+    /// rejection with feedback ends the run. The count lives in the session record (the
+    /// rejected decisions of the run), so a restore or another process keeps it.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, config, model::scripted::ScriptedModel};
+    /// # let graph = config::parse("[[modes]]\nid = \"build\"\n", "modes.toml").unwrap();
+    /// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    ///     .max_revisions(5)
+    ///     .build()?;
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
+    pub fn max_revisions(mut self, revisions: usize) -> Self {
+        self.max_revisions = revisions;
         self
     }
 
@@ -206,6 +235,7 @@ impl AgentControllerBuilder {
                 workspace_named: self.workspace_named,
                 plans_dir,
                 max_steps: self.max_steps,
+                max_revisions: self.max_revisions,
                 fingerprint,
                 store: self.store,
                 lease_owner: self.lease_owner.unwrap_or_else(default_lease_owner),
@@ -371,6 +401,7 @@ impl AgentController {
             workspace: PathBuf::from("."),
             workspace_named: false,
             max_steps: DEFAULT_MAX_STEPS,
+            max_revisions: DEFAULT_MAX_REVISIONS,
             store: None,
             tool_layer: None,
             lease_owner: None,
@@ -395,6 +426,12 @@ impl AgentController {
     #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     pub(crate) fn max_steps(&self) -> usize {
         self.shared.max_steps
+    }
+
+    /// The limit of plan revisions per run ([`AgentControllerBuilder::max_revisions`]).
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
+    pub(crate) fn max_revisions(&self) -> usize {
+        self.shared.max_revisions
     }
 
     /// The tool specs the model is offered in `mode`, in order (built once at build time).

@@ -208,6 +208,7 @@ pub(crate) fn expired_record(
         target_mode_id: None,
         tool_name: None,
         always_allow: false,
+        allowed_by: None,
     }
 }
 
@@ -282,6 +283,7 @@ pub(crate) fn settle_expired_calls<'a>(
                         target_mode_id: None,
                         tool_name: Some(payload.tool_name.clone()),
                         always_allow: false,
+                        allowed_by: None,
                     },
                 ),
                 Some(record) if record.outcome == Some(DecisionOutcome::Approved) => {

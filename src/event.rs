@@ -274,6 +274,11 @@ pub struct DecidedRecord {
     /// ([`crate::Decision::always_allow`]); only on tool-call approvals.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub always_allow: bool,
+    /// For a tool call approved by another call's "always allow" in the same reply (not asked
+    /// about itself): the decision id of that allowance. `decidedAt` and `decidedBy` are the
+    /// allowance's. `None` for every other decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_by: Option<String>,
 }
 
 /// Now, as RFC 3339 in UTC with whole seconds.

@@ -22,7 +22,8 @@ use agent_controller::store::{
 };
 use agent_controller::terminal::editor::Editor;
 use agent_controller::terminal::{
-    PromptAnswer, Question, SpinnerModel, StdinLines, Style, ask_tool_call, render_tool_call,
+    PromptAnswer, Question, SpinnerModel, StdinLines, Style, allowance_note, ask_tool_call,
+    render_tool_call,
 };
 use agent_controller::tool::SUBMIT_PLAN;
 use agent_controller::tool::submit_plan::{self, PlanError};
@@ -102,7 +103,8 @@ first, the values sharing 60 lines and 4000 characters, a long one cut in its mi
 waiting call is asked about in turn, also after `run --approve` (which decides plans only), and
 the run carries on once all are decided:
   y, yes       run the call
-  a            run it, and always allow this tool in this session (until a manual mode switch)
+  a            run it, and always allow this tool until the mode changes (a manual switch or an
+               approved plan); the other calls of the tool waiting in the reply run with it
   n, no        reject: the call does not run; the model is told it was not approved
   f            reject with feedback, typed on the next line (an empty line goes back)
   other text   reject, with the text as feedback
@@ -356,8 +358,9 @@ struct DecisionArgs {
     /// UTF-8, not blank): the next mode receives its text; --sha256 still names the plan shown.
     #[arg(long, value_name = "FILE", requires = "approve")]
     plan_file: Option<PathBuf>,
-    /// With `decide --approve` of a tool call that waits for approval: also allow its tool for the
-    /// rest of the session (later calls run without waiting) until a manual mode switch. A plan cannot be
+    /// With `decide --approve` of a tool call that waits for approval: also allow its tool until the
+    /// mode changes (a manual switch or an approved plan): the other calls of the tool waiting in
+    /// the reply are approved with it, and later calls run without waiting. A plan cannot be
     /// always allowed: `decide --always` on a plan is refused (exit 2) and nothing changes.
     #[arg(long, requires = "approve", conflicts_with = "reject")]
     always: bool,
@@ -1264,8 +1267,9 @@ impl Prompt {
         );
         let sha256 = &payload.submission.sha256;
         let plan_text = submit_plan::revision_text(&payload.submission);
-        let mut question =
-            Question::new(&self.style, &targets, sha256).editable(&plan_text, &self.editor);
+        let mut question = Question::new(&self.style, &targets, sha256)
+            .editable(&plan_text, &self.editor)
+            .ending_allowances(session.always_allowed());
         match (&payload.diff, &payload.previous_sha256) {
             // A revision: what changed since the previous one; `p` shows it whole.
             (Some(diff), Some(previous)) => {
@@ -1299,6 +1303,7 @@ impl Prompt {
     /// `argsSha256` of the call shown.
     async fn ask_tool_call(
         &mut self,
+        session: &Session,
         call: &PendingToolCall,
         nth: usize,
         of: usize,
@@ -1312,6 +1317,14 @@ impl Prompt {
                 "workspace: {} (where the call runs if approved)",
                 neutralize_line(&workspace.display().to_string())
             );
+        }
+        // `a` approves the other calls of the tool that wait in the reply too.
+        let others = waiting_tool_calls(session)
+            .iter()
+            .filter(|c| c.tool_name() == call.tool_name() && c.decision_id() != call.decision_id())
+            .count();
+        if let Some(text) = allowance_note(call.tool_name(), others) {
+            note!("{text}");
         }
         let mut stderr = std::io::stderr();
         let answer = ask_tool_call(
@@ -1454,6 +1467,18 @@ impl Decider<'_> {
         let out_style = Style::for_stdout();
         let mut outcome = None;
         for (at, call) in calls.iter().enumerate() {
+            // An "always allow" on an earlier call of this tool decided it: not asked again.
+            if let Some(allowance) = allowed_by(session, call.decision_id()) {
+                note!(
+                    "tool call {} of {} ({}, decision {}) runs: always allowed by decision {}",
+                    at + 1,
+                    calls.len(),
+                    neutralize_line(call.tool_name()),
+                    neutralize_line(call.decision_id()),
+                    neutralize_line(&allowance)
+                );
+                continue;
+            }
             let fixed = if self.flags_decide_tool_calls {
                 self.flags.fixed_for_tool_call(call)?
             } else {
@@ -1465,7 +1490,10 @@ impl Decider<'_> {
                     let Some(prompt) = self.prompt.as_deref_mut() else {
                         return Ok(Err(self.leave_tool_calls_pending(session)));
                     };
-                    match prompt.ask_tool_call(call, at + 1, calls.len()).await {
+                    match prompt
+                        .ask_tool_call(session, call, at + 1, calls.len())
+                        .await
+                    {
                         Some(decision) => self.flags.signed(decision),
                         None if self.store.is_some() => {
                             return Ok(Err(self.leave_tool_calls_pending(session)));
@@ -1555,6 +1583,22 @@ impl Decider<'_> {
 
 /// The tool calls of `session` that wait for approval and are not decided yet, in the model's
 /// order.
+/// The decision id of the "always allow" that decided tool call `decision_id` with another call
+/// of its reply ([`agent_controller::DecidedRecord::allowed_by`]), while the run still waits or
+/// once it carried on; `None` when no allowance decided it.
+fn allowed_by(session: &Session, decision_id: &str) -> Option<String> {
+    let waiting = session
+        .pending_tool_calls()
+        .iter()
+        .filter(|c| c.decision_id() == decision_id)
+        .filter_map(|c| c.decision());
+    let settled = session
+        .decision_history()
+        .iter()
+        .filter(|d| d.decision_id == decision_id);
+    waiting.chain(settled).find_map(|d| d.allowed_by.clone())
+}
+
 fn waiting_tool_calls(session: &Session) -> Vec<PendingToolCall> {
     session
         .pending_tool_calls()

@@ -169,6 +169,10 @@ named_enum! {
         /// The run reached its limit of model calls (see
         /// [`crate::AgentControllerBuilder::max_steps`]); no model call failed.
         StepLimit = "step_limit",
+        /// The run reached its limit of plan revisions (see
+        /// [`crate::AgentControllerBuilder::max_revisions`]): a rejection with feedback would
+        /// have asked for one more; no model call failed.
+        RevisionLimit = "revision_limit",
         /// Anything else (a server error, an unknown model, a bad request).
         Other = "other",
     }
@@ -201,7 +205,7 @@ pub struct ModelError {
 impl std::fmt::Display for ModelError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.kind {
-            ModelErrorKind::StepLimit => f.write_str(&self.message),
+            ModelErrorKind::StepLimit | ModelErrorKind::RevisionLimit => f.write_str(&self.message),
             _ => write!(f, "model call failed: {}", self.message),
         }
     }

@@ -191,6 +191,7 @@ impl Session {
             target_mode_id: target.map(|t| self.shared.graph.mode(t).id().to_owned()),
             tool_name: None,
             always_allow: false,
+            allowed_by: None,
         };
         self.history.push(record.clone());
         record
@@ -337,6 +338,10 @@ impl Session {
         let edited = decision.plan.as_deref().and_then(|text| {
             submit_plan::capture_plan(&pending.payload.submission.path, text.as_bytes()).ok()
         });
+        // A rejection with feedback asks for a revision: beyond the run's limit it ends the run.
+        let at_limit = decision.action == DecisionAction::Rejected
+            && feedback.is_some()
+            && self.revisions(&run_id) >= self.shared.max_revisions;
         let (result, outcome) = match (decision.action, feedback) {
             (DecisionAction::Approved, _) => (
                 match &edited {
@@ -353,6 +358,10 @@ impl Session {
                     ),
                 },
                 DecisionOutcome::Approved,
+            ),
+            (DecisionAction::Rejected, Some(feedback)) if at_limit => (
+                submit_plan::rejected_at_revision_limit(feedback, self.shared.max_revisions),
+                DecisionOutcome::Rejected,
             ),
             (DecisionAction::Rejected, Some(feedback)) => (
                 submit_plan::rejected_with_feedback(feedback),
@@ -380,7 +389,20 @@ impl Session {
         if ends_run {
             self.close_run(&run_id, RunState::Completed, None);
         }
+        let limit = at_limit.then(|| {
+            ModelError::new(format!(
+                "the run reached its limit of {} plan revisions (rejections with feedback)",
+                self.shared.max_revisions
+            ))
+            .with_kind(ModelErrorKind::RevisionLimit)
+        });
+        if let Some(error) = &limit {
+            self.close_run(&run_id, RunState::Failed, Some(&error.to_string()));
+        }
         self.commit().await?;
+        if let Some(error) = limit {
+            return Ok(RunOutcome::Failed { run_id, error });
+        }
         if ends_run {
             return Ok(RunOutcome::Completed {
                 run_id,
@@ -388,6 +410,20 @@ impl Session {
             });
         }
         self.drive_traced(run_id).await
+    }
+
+    /// How many revisions run `run_id` was asked for so far: its plans rejected (a rejection
+    /// without feedback ends the run, so every earlier one carried feedback), from the history
+    /// the session record keeps.
+    fn revisions(&self, run_id: &str) -> usize {
+        self.history
+            .iter()
+            .filter(|d| {
+                d.run_id == run_id
+                    && d.tool_name.is_none()
+                    && d.outcome == Some(DecisionOutcome::Rejected)
+            })
+            .count()
     }
 
     /// Whether a decision is waiting: a plan, or tool calls.
@@ -513,10 +549,14 @@ impl Session {
         );
         let tool_name = call.payload.tool_name.clone();
         let run_id = call.run_id.clone();
+        let allowance = decision.always_allow.then(|| record.clone());
         call.decided = Some(record);
         call.feedback = decision.feedback().map(str::to_owned);
-        if decision.always_allow && !self.always_allowed.contains(&tool_name) {
-            self.always_allowed.push(tool_name);
+        if let Some(allowance) = allowance {
+            self.allow_waiting(&tool_name, &allowance);
+            if !self.always_allowed.contains(&tool_name) {
+                self.always_allowed.push(tool_name);
+            }
         }
         if self.pending_tool_calls.iter().any(|p| p.decided.is_none()) {
             self.commit().await?;
@@ -577,6 +617,25 @@ impl Session {
             self.finish_decided_tool(&run_id, &call, output, record);
         }
         self.drive_traced(run_id).await
+    }
+
+    /// Approves every other call of `tool` that waits in the same reply, by the "always allow"
+    /// whose record is `allowance`: each gets its own record, approved, with the allowance's
+    /// time and decider and its decision id as `allowedBy`; none is asked about.
+    fn allow_waiting(&mut self, tool: &str, allowance: &DecidedRecord) {
+        for call in &mut self.pending_tool_calls {
+            if call.decided.is_none() && call.payload.tool_name == tool {
+                let mut record = tool_call_record(
+                    call,
+                    DecisionOutcome::Approved,
+                    allowance.decided_by.clone(),
+                    false,
+                    allowance.decided_at.clone().unwrap_or_default(),
+                );
+                record.allowed_by = Some(allowance.decision_id.clone());
+                call.decided = Some(record);
+            }
+        }
     }
 
     /// Ends a decided tool call: `tool_end` with the result and the decision's audit record,
@@ -1279,6 +1338,7 @@ fn tool_call_record(
         target_mode_id: None,
         tool_name: Some(call.payload.tool_name.clone()),
         always_allow,
+        allowed_by: None,
     }
 }
 

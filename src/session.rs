@@ -154,6 +154,8 @@ pub(crate) struct Shared {
     pub(crate) workspace_named: bool,
     pub(crate) plans_dir: PathBuf,
     pub(crate) max_steps: usize,
+    /// Plan revisions per run ([`crate::AgentControllerBuilder::max_revisions`]).
+    pub(crate) max_revisions: usize,
     pub(crate) store: Option<Arc<dyn SessionStore>>,
     pub(crate) fingerprint: String,
     pub(crate) lease_owner: String,
@@ -717,7 +719,7 @@ pub struct Session {
     pub(crate) pending: Option<PendingDecision>,
     /// The tool calls of the suspended run that wait for approval, in the model's order.
     pub(crate) pending_tool_calls: Vec<PendingToolCall>,
-    /// The tools a decision allowed for the rest of the session (until a manual switch).
+    /// The tools a decision allowed, until the mode changes (`enter_mode` empties it).
     pub(crate) always_allowed: Vec<String>,
     /// Every settled decision, oldest first (the audit trail; the last one is `lastDecided`).
     pub(crate) history: Vec<DecidedRecord>,
@@ -1047,9 +1049,10 @@ impl Session {
         }
     }
 
-    /// The tools an approval allowed for the rest of the session ([`Decision::always_allow`]),
-    /// in the order they were allowed: their calls run without waiting for approval, until a
-    /// manual mode switch ([`Session::switch_mode`]) clears the list.
+    /// The tools an approval allowed ([`Decision::always_allow`]), in the order they were
+    /// allowed: their calls run without waiting for approval until the mode changes. Every
+    /// mode change empties the list: a manual switch ([`Session::switch_mode`]) and the switch
+    /// of an approved plan alike.
     pub fn always_allowed(&self) -> &[String] {
         match self.unsaved() {
             Some(cp) => &cp.always_allowed,
@@ -1554,8 +1557,9 @@ impl Session {
     /// other calls of the same reply still wait, the decision is saved and the run stays
     /// suspended ([`RunOutcome::ToolCallsSuspended`] lists the rest); the last decision carries
     /// the run on: the rejected calls' results, then the approved calls in the model's order,
-    /// then the next model call. [`Decision::always_allow`] also allows the tool for the rest of
-    /// the session. A `sha256` pin must equal the call's `argsSha256`; a target mode, an edited
+    /// then the next model call. [`Decision::always_allow`] also approves the other calls of the
+    /// tool waiting in the reply (each recorded with `allowedBy`) and allows the tool until the
+    /// mode changes. A `sha256` pin must equal the call's `argsSha256`; a target mode, an edited
     /// plan, or "always allow" with a rejection is [`SessionError::MalformedDecision`].
     ///
     /// # Errors
@@ -1669,8 +1673,7 @@ impl Session {
         self.settle().await?;
         self.begin();
         self.cancel_pending(CancelReason::ModeSwitch);
-        // A manual switch ends every "always allow" of the session.
-        self.always_allowed.clear();
+        // The switch ends every "always allow" of the session (`enter_mode`).
         self.set_mode(target, ModeChangeReason::Manual);
         self.commit().await?;
         Ok(true)
@@ -1698,8 +1701,12 @@ impl Session {
     }
 
     /// Moves to `target` and emits `mode_changed`; the caller has told the model.
+    /// Every change of mode (by hand or by an approved plan) ends the session's "always allow"s
+    /// ([`Session::always_allowed`]): an allowance given in one mode never runs another mode's
+    /// calls unasked.
     pub(crate) fn enter_mode(&mut self, target: ModeId, reason: ModeChangeReason) {
         let previous = self.mode_arc();
+        self.always_allowed.clear();
         self.mode = target;
         let mode_id = self.mode_arc();
         self.emit(Event::ModeChanged {

@@ -69,8 +69,8 @@ pub struct SessionRecord {
     /// those decided while others wait included; absent when none waits.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending_tool_calls: Vec<PendingToolCallRecord>,
-    /// The tools an approval allowed for the rest of the session (`alwaysAllow`), until a
-    /// manual mode switch; absent when there are none.
+    /// The tools an approval allowed (`alwaysAllow`), until the mode changes (a manual switch
+    /// or an approved plan); absent when there are none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub always_allowed: Vec<String>,
     /// The last decided (or cancelled) plan, so a second decision is recognised.
@@ -966,7 +966,7 @@ pub(crate) fn decode(session_id: &str, bytes: &[u8]) -> Result<SessionRecord, St
 /// [`StoreError::NewerSchema`] ("upgrade this host") instead of calling it corrupt.
 ///
 /// 3 -> 4 (tool-call approvals): the same; `pendingToolCalls`, `alwaysAllowed` and a decision
-/// record's `toolName` and `alwaysAllow` are optional, so a version-3 record means "no tool call
+/// record's `toolName`, `alwaysAllow` and `allowedBy` are optional, so a version-3 record means "no tool call
 /// waits". A version-3 host refuses a version-4 record as newer instead of losing the waiting
 /// tool calls it cannot read.
 ///

@@ -26,8 +26,8 @@ pub mod editor;
 pub mod tool_call;
 
 pub use self::tool_call::{
-    TOOL_ARGS_MAX_CHARS, TOOL_ARGS_MAX_LINES, ToolAnswer, ask_tool_call, read_tool_answer,
-    render_tool_call, tool_question_text,
+    TOOL_ARGS_MAX_CHARS, TOOL_ARGS_MAX_LINES, ToolAnswer, allowance_note, ask_tool_call,
+    read_tool_answer, render_tool_call, tool_question_text,
 };
 
 use editor::{Editor, EditorError};
@@ -783,6 +783,7 @@ pub struct Question<'a> {
     plan_sha256: &'a str,
     whole_plan: Option<&'a str>,
     editing: Option<(&'a str, &'a Editor)>,
+    allowances: &'a [String],
 }
 
 impl<'a> Question<'a> {
@@ -795,7 +796,52 @@ impl<'a> Question<'a> {
             plan_sha256,
             whole_plan: None,
             editing: None,
+            allowances: &[],
         }
+    }
+
+    /// Says, above the keys, that approving ends the "always allow" of `tools` (the session's
+    /// [`crate::Session::always_allowed`]): an approval switches mode, and every mode change
+    /// ends them, so their calls ask again. Nothing is said when `tools` is empty or there is
+    /// no target to switch to.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::terminal::{Question, Style};
+    /// let graph = agent_controller::config::parse(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n[[modes]]\nid = \"build\"\n",
+    ///     "modes.toml",
+    /// )?;
+    /// let build = graph.mode(graph.get("build").unwrap());
+    /// let allowed = ["write_file".to_owned()];
+    /// let text = Question::new(&Style::plain(80), &[build], "ab").ending_allowances(&allowed).text();
+    /// assert!(text.contains("Approving switches mode and ends the always-allow of write_file: its calls ask again.\n"), "{text}");
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
+    pub fn ending_allowances(mut self, tools: &'a [String]) -> Self {
+        self.allowances = tools;
+        self
+    }
+
+    /// The line about the allowances an approval ends, if any.
+    fn allowances_line(&self) -> String {
+        if self.allowances.is_empty() || self.targets.is_empty() {
+            return String::new();
+        }
+        let tools: Vec<String> = self
+            .allowances
+            .iter()
+            .map(|t| crate::display::neutralize_line(t).into_owned())
+            .collect();
+        let (them, calls) = if tools.len() == 1 {
+            ("", "its calls")
+        } else {
+            ("s", "their calls")
+        };
+        format!(
+            "Approving switches mode and ends the always-allow{them} of {}: {calls} ask again.\n",
+            tools.join(", ")
+        )
     }
 
     /// Adds the key `p` (any case): prints `rendered` (the plan rendered whole, as
@@ -832,7 +878,11 @@ impl<'a> Question<'a> {
         if self.editing.is_some() {
             extra.push_str("  [e] edit the plan");
         }
-        question_text(self.style, self.targets, false, &extra)
+        format!(
+            "{}{}",
+            self.allowances_line(),
+            question_text(self.style, self.targets, false, &extra)
+        )
     }
 
     /// Asks until the person decides, as [`ask_among`] does, with the keys this question adds.
@@ -853,7 +903,11 @@ impl<'a> Question<'a> {
             // A closed stderr must not stop the decision: it is still read from stdin.
             let text = match edit {
                 None => self.text(),
-                Some(_) => question_text(self.style, self.targets, true, ""),
+                Some(_) => format!(
+                    "{}{}",
+                    self.allowances_line(),
+                    question_text(self.style, self.targets, true, "")
+                ),
             };
             let _ = write!(out, "{text}");
             let _ = out.flush();

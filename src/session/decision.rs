@@ -210,10 +210,13 @@ impl Decision {
         self
     }
 
-    /// The same approval of a tool call, also allowing its tool for the rest of the session
-    /// (`"alwaysAllow": true`): later calls of that tool run without waiting, in every mode,
-    /// until a manual mode switch ([`crate::Session::switch_mode`]) ends it. Other calls of the
-    /// tool already waiting are still decided one by one. Kept in the session record and shown by
+    /// The same approval of a tool call, also allowing its tool (`"alwaysAllow": true`) until
+    /// the mode changes: every mode change ends it, a manual switch
+    /// ([`crate::Session::switch_mode`]) and the switch of an approved plan alike, so an
+    /// allowance given in a planning mode never runs the next mode's calls. The other calls of
+    /// the tool waiting in the same reply are approved with it in the same save, each with its
+    /// own audit record whose [`crate::DecidedRecord::allowed_by`] names this decision; later
+    /// calls of the tool run without waiting. Kept in the session record and shown by
     /// [`crate::Session::always_allowed`]. Refused ([`SessionError::MalformedDecision`],
     /// nothing changes) with a rejection and on a plan.
     ///

@@ -1,7 +1,7 @@
 //! The prompt for a tool call that waits for the user (a mode's `requireApproval`, issue 12):
 //! the call shown safely (its tool, its arguments pretty-printed, neutralized and bounded, the
 //! decision id and `argsSha256`) and the plan prompt's grammar extended with `a` (approve and
-//! always allow the tool in this session), `f` (reject with feedback typed on the next line) and
+//! always allow the tool until the mode changes), `f` (reject with feedback typed on the next line) and
 //! `q` (leave the call pending).
 
 use std::io::Write;
@@ -27,8 +27,9 @@ pub const TOOL_ARGS_MAX_CHARS: usize = 4_000;
 pub enum ToolAnswer {
     /// `y` or `yes` (any case): run the call.
     Approve,
-    /// `a` (any case): run the call and allow its tool for the rest of the session
-    /// ([`Decision::always_allow`]), until a manual mode switch.
+    /// `a` (any case): run the call and allow its tool ([`Decision::always_allow`]) until the
+    /// mode changes (a manual switch or an approved plan); the other calls of the tool waiting
+    /// in the same reply run with it.
     AlwaysAllow,
     /// `n` or `no` (any case): do not run the call (the model is told "Not approved").
     Reject,
@@ -90,7 +91,7 @@ pub fn read_tool_answer(line: &str) -> ToolAnswer {
 }
 
 /// The hint for an answer that is not one.
-const KEYS_HINT: &str = "type y to run the call, a to run it and always allow this tool in this session, n to reject it, f (or a sentence) to reject it with feedback, or q to leave it pending";
+const KEYS_HINT: &str = "type y to run the call, a to run it and always allow this tool until the mode changes (a plan approval included), n to reject it, f (or a sentence) to reject it with feedback, or q to leave it pending";
 
 /// A tool call as the prompt shows it: which call of how many, the tool, the decision id and the
 /// `argsSha256` the answer is pinned to, then every argument on its own line, shortest value
@@ -143,7 +144,7 @@ pub fn render_tool_call(style: &Style, call: &ToolCallPayload, nth: usize, of: u
 /// ```
 /// use agent_controller::terminal::{Style, tool_question_text};
 /// let text = tool_question_text(&Style::plain(80), "write_file");
-/// assert!(text.starts_with("Run this write_file call?\n[y]es run it  [a]lways allow write_file in this session"), "{text}");
+/// assert!(text.starts_with("Run this write_file call?\n[y]es run it  [a]lways allow write_file until the mode changes"), "{text}");
 /// assert!(text.ends_with("> "));
 /// ```
 pub fn tool_question_text(style: &Style, tool_name: &str) -> String {
@@ -157,13 +158,38 @@ pub fn tool_question_text(style: &Style, tool_name: &str) -> String {
     };
     let name = neutralize_line(tool_name);
     format!(
-        "Run this {name} call?\n[{}]es run it  [{}]lways allow {name} in this session  [{}]o reject  [{}]eedback reject with a note  [{}] leave it pending  or type feedback to reject with it\n> ",
+        "Run this {name} call?\n[{}]es run it  [{}]lways allow {name} until the mode changes  [{}]o reject  [{}]eedback reject with a note  [{}] leave it pending  or type feedback to reject with it\n> ",
         key("y"),
         key("a"),
         key("n"),
         key("f"),
         key("q"),
     )
+}
+
+/// What `a` does beyond the call shown, when `others` other calls of `tool_name` wait in the
+/// same reply: it approves them too ([`Decision::always_allow`]); `None` when none does.
+///
+/// # Examples
+/// ```
+/// use agent_controller::terminal::allowance_note;
+/// assert_eq!(
+///     allowance_note("write_file", 2).as_deref(),
+///     Some("a also runs the 2 other write_file calls waiting in this reply"),
+/// );
+/// assert_eq!(allowance_note("write_file", 0), None);
+/// ```
+pub fn allowance_note(tool_name: &str, others: usize) -> Option<String> {
+    let name = neutralize_line(tool_name);
+    match others {
+        0 => None,
+        1 => Some(format!(
+            "a also runs the other {name} call waiting in this reply"
+        )),
+        n => Some(format!(
+            "a also runs the {n} other {name} calls waiting in this reply"
+        )),
+    }
 }
 
 /// Asks about one tool call until the person decides: writes [`tool_question_text`] to `out`,

@@ -40,6 +40,9 @@ named_enum! {
         /// After an "always allow" in `from`, the host switches to `to` by hand: the switch
         /// ends the always-allow (back in `from`, the tool waits again).
         ManualEndsAlwaysAllow = "manual_ends_always_allow",
+        /// After an "always allow" in the planning mode `from`, a plan is approved and hands
+        /// over to `to`: the switch ends the always-allow, as every mode change does.
+        ApprovalEndsAlwaysAllow = "approval_ends_always_allow",
     }
 }
 
@@ -117,6 +120,15 @@ fn index_edges(facts: &ConfigFacts) -> Vec<IndexEdge> {
                     to,
                 });
             }
+            if facts.is_planning(from) {
+                for to in facts.transition_targets(from) {
+                    edges.push(IndexEdge {
+                        from,
+                        cause: Cause::ApprovalEndsAlwaysAllow,
+                        to,
+                    });
+                }
+            }
         }
     }
     edges
@@ -127,7 +139,8 @@ fn index_edges(facts: &ConfigFacts) -> Vec<IndexEdge> {
 /// and without feedback, abort, a user message); a manual switch between every ordered pair of
 /// modes; and for each mode where a tool call waits for approval (`requireApproval`), the
 /// approval, the rejection and the "always allow" of such a call, and a manual switch to every
-/// other mode after an "always allow", which ends it.
+/// other mode after an "always allow", which ends it (and, from a planning mode, the approval to
+/// each of its targets after an "always allow", which ends it too).
 pub fn edges(facts: &ConfigFacts) -> Vec<Edge> {
     index_edges(facts)
         .into_iter()
@@ -184,6 +197,12 @@ fn fire(facts: &ConfigFacts, edge: IndexEdge) -> Vec<Op> {
             Op::call(waiting_tool()),
             Op::always_allow_tool(0),
             Op::switch(facts.id(edge.to)),
+        ],
+        Cause::ApprovalEndsAlwaysAllow => vec![
+            Op::call(waiting_tool()),
+            Op::always_allow_tool(0),
+            submit,
+            Op::approve_to(facts.id(edge.to)),
         ],
         Cause::Approve if edge.to == facts.transition_target(edge.from) => {
             vec![submit, decide(DecisionAction::Approved, Feedback::Omitted)]

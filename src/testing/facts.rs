@@ -6,7 +6,7 @@ use std::sync::Arc;
 use toml::Value;
 
 use crate::config::DEFAULT_PLANS_DIR;
-use crate::controller::DEFAULT_MAX_STEPS;
+use crate::controller::{DEFAULT_MAX_REVISIONS, DEFAULT_MAX_STEPS};
 use crate::tool::SUBMIT_PLAN;
 
 /// A tool name no controller is expected to register: a call to it is always outside the mode's
@@ -92,6 +92,7 @@ pub struct ConfigFacts {
     /// without `availableTools` does not offer.
     writing: Vec<String>,
     max_steps: usize,
+    max_revisions: usize,
 }
 
 /// The names of the tools of `registry` that write ([`crate::ToolAccess::Writes`]), in
@@ -203,6 +204,7 @@ impl ConfigFacts {
             registered: None,
             writing: Vec::new(),
             max_steps: DEFAULT_MAX_STEPS,
+            max_revisions: DEFAULT_MAX_REVISIONS,
         })
     }
 
@@ -220,6 +222,7 @@ impl ConfigFacts {
             registered: None,
             writing: Vec::new(),
             max_steps: DEFAULT_MAX_STEPS,
+            max_revisions: DEFAULT_MAX_REVISIONS,
         }
     }
 
@@ -261,6 +264,18 @@ impl ConfigFacts {
     pub fn with_max_steps(mut self, steps: usize) -> Self {
         self.max_steps = steps.max(1);
         self
+    }
+
+    /// The same facts for a controller whose runs take at most `revisions` plan revisions
+    /// ([`crate::AgentControllerBuilder::max_revisions`]).
+    pub fn with_max_revisions(mut self, revisions: usize) -> Self {
+        self.max_revisions = revisions;
+        self
+    }
+
+    /// The limit of plan revisions per run (default [`DEFAULT_MAX_REVISIONS`]).
+    pub fn max_revisions(&self) -> usize {
+        self.max_revisions
     }
 
     /// The registered tool names, once known ([`ConfigFacts::with_tools`]).

@@ -662,6 +662,7 @@ impl Harness {
                     tool_call_id: STRAY_EXECUTION.to_owned(),
                     tool,
                     mode,
+                    allowed_by: None,
                 });
             }
         };
@@ -681,12 +682,17 @@ impl Harness {
                     executed = Some((tool, mode));
                     None
                 }
-                Record::Event(Event::ToolEnd { tool_call_id, .. }) if executed.is_some() => {
+                Record::Event(Event::ToolEnd {
+                    tool_call_id,
+                    decision,
+                    ..
+                }) if executed.is_some() => {
                     let (tool, mode) = executed.take().unwrap_or_default();
                     Some(Trace::ToolRan {
                         tool_call_id,
                         tool,
                         mode,
+                        allowed_by: decision.and_then(|d| d.allowed_by),
                     })
                 }
                 Record::Event(event) => {
@@ -865,6 +871,7 @@ impl Harness {
                         let feedback = p.feedback().is_some_and(|f| !f.trim().is_empty());
                         (action, feedback)
                     }),
+                    allowed_by: p.decision().and_then(|d| d.allowed_by.clone()),
                 })
             })
             .collect();
@@ -995,8 +1002,12 @@ fn waiting_view(w: &WaitingCall) -> String {
         Some((DecisionAction::Rejected, false)) => "rejected",
         Some((DecisionAction::Rejected, true)) => "rejected with feedback",
     };
+    let by = match &w.allowed_by {
+        Some(allowance) => format!(" (allowed by {allowance})"),
+        None => String::new(),
+    };
     format!(
-        "{} {} of run {} ({}, argsSha256 {}): {decided}",
+        "{} {} of run {} ({}, argsSha256 {}): {decided}{by}",
         w.decision_id, w.tool_call_id, w.run, w.tool, w.args_sha256
     )
 }
@@ -1153,25 +1164,29 @@ fn controller_facts(
     let names: Vec<String> = controller.registry().names().map(str::to_owned).collect();
     let writing = super::facts::writing_tools(controller.registry());
     let max_steps = controller.max_steps();
+    let max_revisions = controller.max_revisions();
     match facts.registered() {
         None => Ok(Arc::new(
             (*facts)
                 .clone()
                 .with_tools(names)
                 .with_writing_tools(writing)
-                .with_max_steps(max_steps),
+                .with_max_steps(max_steps)
+                .with_max_revisions(max_revisions),
         )),
         Some(named)
             if named == names.as_slice()
                 && facts.writing_tools() == writing.as_slice()
-                && facts.max_steps() == max_steps =>
+                && facts.max_steps() == max_steps
+                && facts.max_revisions() == max_revisions =>
         {
             Ok(facts)
         }
         Some(named) => Err(HarnessError::Build(format!(
-            "the reference expects tools {named:?} (writing: {:?}) and a step limit of {}, the controller has {names:?} (writing: {writing:?}) and {max_steps}",
+            "the reference expects tools {named:?} (writing: {:?}), a step limit of {} and a revision limit of {}, the controller has {names:?} (writing: {writing:?}), {max_steps} and {max_revisions}",
             facts.writing_tools(),
-            facts.max_steps()
+            facts.max_steps(),
+            facts.max_revisions()
         ))),
     }
 }

@@ -328,7 +328,8 @@ impl Op {
     }
 
     /// Approve the waiting tool call at position `call` and always allow its tool for the
-    /// session (until a manual switch).
+    /// session, until the mode changes (by hand or by an approved plan); the other calls of
+    /// that tool waiting in the same reply are approved with it.
     pub fn always_allow_tool(call: usize) -> Self {
         Self::decide_tool(call, DecisionAction::Approved, Feedback::Omitted, true)
     }
@@ -542,6 +543,9 @@ pub enum Trace {
         tool: String,
         /// The mode it ran in.
         mode: String,
+        /// For a waiting call approved by another call's "always allow" in the same reply
+        /// (never asked about itself): that allowance's decision id (`allowedBy`).
+        allowed_by: Option<String>,
     },
     /// `tool_end` of a call that did not run a registered tool (`submit_plan`, or a refusal).
     ToolEnded {
@@ -667,6 +671,9 @@ pub struct WaitingCall {
     /// The decision taken while other calls of the reply still wait: approved or not, and
     /// whether it carried feedback.
     pub decided: Option<(DecisionAction, bool)>,
+    /// The decision id of the "always allow" on another call of the reply that approved this
+    /// one ([`crate::DecidedRecord::allowed_by`]).
+    pub allowed_by: Option<String>,
 }
 
 /// The parts of an [`Op::DecideTool`].
@@ -702,6 +709,8 @@ pub struct ReferenceSession {
     pending: Option<PendingPlan>,
     run: Option<(usize, RunState)>,
     runs: usize,
+    /// The plan revisions the current run was asked for (rejections with feedback).
+    revisions: usize,
     tool_calls: usize,
     decided: Option<(usize, String)>,
     /// Decision ids given out (plans and tool calls).
@@ -759,6 +768,7 @@ impl ReferenceSession {
             pending: None,
             run: None,
             runs: 0,
+            revisions: 0,
             tool_calls: 0,
             decided: None,
             decisions: 0,
@@ -970,8 +980,6 @@ impl ReferenceSession {
                     return (action, Vec::new(), Outcome::Switched(false));
                 }
                 self.cancel(CancelReason::ModeSwitch, trace);
-                // A manual switch ends every "always allow" of the session.
-                self.always_allowed.clear();
                 self.change_mode(target, ModeChangeReason::Manual, trace);
                 (action, Vec::new(), Outcome::Switched(true))
             }
@@ -1092,6 +1100,8 @@ impl ReferenceSession {
         });
         self.mode = target;
         self.notice_due = true;
+        // Every mode change, an approved plan's included, ends the "always allow"s.
+        self.always_allowed.clear();
     }
 
     fn end_run(&mut self, run: usize, then: Then, trace: &mut Vec<Trace>) -> Outcome {
@@ -1112,6 +1122,7 @@ impl ReferenceSession {
     ) -> (Action, Vec<Reply>, Outcome) {
         self.cancel(CancelReason::UserMessage, trace);
         self.runs += 1;
+        self.revisions = 0;
         let run = self.runs;
         self.run = Some((run, RunState::Running));
         trace.push(Trace::RunStarted {
@@ -1199,6 +1210,7 @@ impl ReferenceSession {
                     tool_call_id: call.id.clone(),
                     tool: call.tool.clone(),
                     mode: self.facts.id(self.mode).to_owned(),
+                    allowed_by: None,
                 });
                 continue;
             }
@@ -1234,6 +1246,7 @@ impl ReferenceSession {
                 decision_id: format!("decision_{}", self.decisions),
                 args_sha256: tool_args_sha256(),
                 decided: None,
+                allowed_by: None,
             };
             trace.push(Trace::ToolCallSuspended {
                 tool_call_id: waiting.tool_call_id.clone(),
@@ -1315,8 +1328,17 @@ impl ReferenceSession {
         }
         let has_feedback = matches!(feedback, Feedback::Text(t) if !t.trim().is_empty());
         self.waiting[index].decided = Some((action, has_feedback));
-        if always_allow && !self.always_allowed.contains(&call.tool) {
-            self.always_allowed.push(call.tool.clone());
+        if always_allow {
+            // The allowance decides every other call of its tool that waits in the reply.
+            for other in &mut self.waiting {
+                if other.decided.is_none() && other.tool == call.tool {
+                    other.decided = Some((DecisionAction::Approved, false));
+                    other.allowed_by = Some(call.decision_id.clone());
+                }
+            }
+            if !self.always_allowed.contains(&call.tool) {
+                self.always_allowed.push(call.tool.clone());
+            }
         }
         self.decided = Some((call.run, call.tool_call_id.clone()));
         if self.waiting.iter().any(|w| w.decided.is_none()) {
@@ -1356,6 +1378,7 @@ impl ReferenceSession {
                     tool_call_id: w.tool_call_id.clone(),
                     tool: w.tool.clone(),
                     mode: mode.clone(),
+                    allowed_by: w.allowed_by.clone(),
                 });
             }
         }
@@ -1562,7 +1585,17 @@ impl ReferenceSession {
                 let outcome = self.call_model_then(run, &mut steps, Then::Text, trace);
                 (vec![text], outcome)
             }
+            ResultKind::RejectedWithFeedback if self.revisions >= self.facts.max_revisions() => {
+                // One revision more than the run's limit: the run ends, without a model call.
+                trace.push(Trace::RunEnded {
+                    run,
+                    reason: RunState::Failed,
+                });
+                self.run = Some((run, RunState::Failed));
+                (Vec::new(), Outcome::Run(RunState::Failed))
+            }
             ResultKind::RejectedWithFeedback => {
+                self.revisions += 1;
                 self.call_model(run, &mut steps, trace);
                 match revision {
                     Revision::Text => (vec![text], self.end_run(run, Then::Text, trace)),

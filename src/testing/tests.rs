@@ -780,6 +780,7 @@ fn the_reference_waits_for_every_tool_call_and_runs_the_approved_ones_last() {
         tool_call_id: id.to_owned(),
         tool: tool.to_owned(),
         mode: "build".to_owned(),
+        allowed_by: None,
     };
 
     let expected = step(
@@ -844,4 +845,125 @@ fn the_reference_waits_for_every_tool_call_and_runs_the_approved_ones_last() {
             .iter()
             .any(|t| matches!(t, Trace::ToolRan { .. }))
     );
+}
+
+#[test]
+fn the_reference_ends_an_always_allow_at_the_plan_approval_and_decides_a_replys_calls_at_once() {
+    // Issue 19, item 3: "always allow" on one of three waiting calls of a tool approves the
+    // other two with it (each recorded as allowed by that decision), and the approved plan's
+    // switch ends the allowance, so the build mode's call of the tool waits. The real
+    // controller agrees step by step.
+    let text = "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_file\", \"submit_plan\"]\nrequireApproval = [\"write_file\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n";
+    let graph = config::parse(text, "modes.toml").expect("config");
+    let facts = Arc::new(ConfigFacts::from_toml(text).expect("facts"));
+    let mut harness = Harness::new(graph, facts, |setup: Setup| {
+        setup
+            .builder()
+            .tools(ToolRegistry::with_workspace_tools())
+            .build()
+    })
+    .expect("a harness");
+    let mut reference = ReferenceSession::new(harness.facts().clone(), Some(0));
+    harness.start(&reference).expect("the start");
+    let mut step = |reference: &mut ReferenceSession, op: Op| {
+        let step = reference.apply(&op).clone();
+        harness
+            .step(reference)
+            .unwrap_or_else(|d| panic!("the controller differs: {d}"));
+        step.expected
+    };
+    let ran = |id: &str, allowed_by: Option<&str>| Trace::ToolRan {
+        tool_call_id: id.to_owned(),
+        tool: "write_file".to_owned(),
+        mode: "plan".to_owned(),
+        allowed_by: allowed_by.map(str::to_owned),
+    };
+    let expected = step(
+        &mut reference,
+        Op::calls(["write_file", "write_file", "write_file"]),
+    );
+    assert_eq!(expected.outcome, Outcome::Run(RunState::Suspended));
+    assert_eq!(reference.waiting().len(), 3);
+    let expected = step(&mut reference, Op::always_allow_tool(0));
+    assert_eq!(expected.outcome, Outcome::Run(RunState::Completed));
+    let ran_calls: Vec<&Trace> = expected
+        .trace
+        .iter()
+        .filter(|t| matches!(t, Trace::ToolRan { .. }))
+        .collect();
+    assert_eq!(
+        ran_calls,
+        [
+            &ran("call_1", None),
+            &ran("call_2", Some("decision_1")),
+            &ran("call_3", Some("decision_1")),
+        ]
+    );
+    assert!(reference.waiting().is_empty());
+    assert_eq!(reference.always_allowed(), ["write_file".to_owned()]);
+    let expected = step(&mut reference, Op::submit(0));
+    assert_eq!(expected.outcome, Outcome::Run(RunState::Suspended));
+    step(&mut reference, Op::approve());
+    assert_eq!(reference.mode(), 1);
+    assert!(reference.always_allowed().is_empty());
+    let expected = step(&mut reference, Op::call("write_file"));
+    assert_eq!(expected.outcome, Outcome::Run(RunState::Suspended));
+    assert_eq!(reference.waiting().len(), 1);
+}
+
+#[test]
+fn the_reference_ends_a_run_at_its_revision_limit() {
+    // Issue 19, item 7: a rejection with feedback beyond the run's limit of revisions
+    // (`max_revisions`, 1 here) ends the run as failed without calling the model; a new
+    // message counts from zero. The real controller agrees step by step.
+    let graph = config::load(MODES).expect("the shipped config");
+    let text = std::fs::read_to_string(MODES).expect("the shipped config");
+    let facts = Arc::new(ConfigFacts::from_toml(&text).expect("facts"));
+    let mut harness = Harness::new(graph, facts, |setup: Setup| {
+        setup
+            .builder()
+            .tools(ToolRegistry::with_workspace_tools())
+            .max_revisions(1)
+            .build()
+    })
+    .expect("a harness");
+    assert_eq!(harness.facts().max_revisions(), 1);
+    let plan = harness.facts().index_of("plan");
+    let mut reference = ReferenceSession::new(harness.facts().clone(), plan);
+    harness.start(&reference).expect("the start");
+    let mut step = |reference: &mut ReferenceSession, op: Op| {
+        let step = reference.apply(&op).clone();
+        harness
+            .step(reference)
+            .unwrap_or_else(|d| panic!("the controller differs: {d}"));
+        step.expected
+    };
+    let revise = |k: u8| Op::Decide {
+        action: crate::run::DecisionAction::Rejected,
+        feedback: Feedback::Text("more detail".to_owned()),
+        sha256: ShaChoice::Omitted,
+        json: false,
+        revision: Revision::Resubmit(k),
+        to: None,
+        plan: None,
+    };
+    for _ in 0..2 {
+        let expected = step(&mut reference, Op::submit(0));
+        assert_eq!(expected.outcome, Outcome::Run(RunState::Suspended));
+        // The one revision the limit allows: the model resubmits.
+        let expected = step(&mut reference, revise(1));
+        assert_eq!(expected.outcome, Outcome::Run(RunState::Suspended));
+        // One more would exceed it: the run fails, no model call.
+        let expected = step(&mut reference, revise(2));
+        assert_eq!(expected.outcome, Outcome::Run(RunState::Failed));
+        assert!(
+            !expected
+                .trace
+                .iter()
+                .any(|t| matches!(t, Trace::ModelCalled { .. })),
+            "{:?}",
+            expected.trace
+        );
+        assert!(reference.pending().is_none());
+    }
 }

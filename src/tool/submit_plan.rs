@@ -150,6 +150,17 @@ pub fn rejected_with_feedback(feedback: &str) -> String {
     )
 }
 
+/// The tool result for a rejection with `feedback` that reached the run's limit of `limit`
+/// plan revisions ([`crate::AgentControllerBuilder::max_revisions`]): the feedback, and that
+/// the run ends here instead of a request to revise.
+pub fn rejected_at_revision_limit(feedback: &str, limit: usize) -> String {
+    format!(
+        "{REJECTED_WITH_FEEDBACK_PREFIX} {feedback}\n\nThis run reached its limit of {limit} plan \
+         revisions, so it ends here: do not call {SUBMIT_PLAN} again in this run. The user may \
+         start a new run with a message."
+    )
+}
+
 /// A captured plan: what the host shows the user and what the `tool_suspended` event carries.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -47,9 +47,14 @@ struct World {
 
 impl World {
     fn new(kind: &str, script: Vec<Reply>) -> Self {
+        Self::with_config(kind, CONFIG, script)
+    }
+
+    /// A world whose modes are `modes` (TOML) instead of [`CONFIG`].
+    fn with_config(kind: &str, modes: &str, script: Vec<Reply>) -> Self {
         let ws = Workspace::new();
         let config = ws.path().join("modes.toml");
-        std::fs::write(&config, CONFIG).expect("config");
+        std::fs::write(&config, modes).expect("config");
         #[cfg(feature = "postgres")]
         let schema = (kind == "postgres")
             .then(common::postgres::TestSchema::new)
@@ -598,7 +603,7 @@ fn the_prompt_asks_per_call_and_the_run_carries_on_once_all_are_decided() {
     );
     assert!(shown.contains("`ok` is not an answer here"), "{shown}");
     assert!(
-        shown.contains("[a]lways allow write_file in this session"),
+        shown.contains("[a]lways allow write_file until the mode changes"),
         "{shown}"
     );
     assert!(shown.contains("tool call 2 of 2"), "{shown}");
@@ -893,4 +898,140 @@ fn continue_asks_about_the_tool_calls_of_the_run_it_carries_on() {
     );
     assert_eq!(world.file("b.txt").as_deref(), Some("two"));
     assert!(stdout(&out).contains("Both written."), "{}", stdout(&out));
+}
+
+/// Issue 19, item 3 (zed-industries/zed#54101): `a` on call 1 of 3 parallel `write_file` calls
+/// also decides calls 2 and 3: they are not asked about, the prompt says which allowance ran
+/// them, and all three run once.
+#[test]
+fn the_prompt_a_on_one_of_three_parallel_calls_runs_the_others_unasked() {
+    let world = World::new(
+        "dir",
+        vec![
+            calls([
+                write("call_1", "a.txt", "one"),
+                write("call_2", "b.txt", "two"),
+                write("call_3", "c.txt", "three"),
+            ]),
+            text("All three written."),
+        ],
+    );
+    let out = world.cli("run", false, &["Write three files"], Some("a\n"));
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    let shown = stderr(&out);
+    assert_eq!(
+        shown.matches("Run this write_file call?").count(),
+        1,
+        "{shown}"
+    );
+    assert!(
+        shown.contains("a also runs the 2 other write_file calls waiting in this reply"),
+        "{shown}"
+    );
+    for (nth, decision) in [(2, "decision_2"), (3, "decision_3")] {
+        assert!(
+            shown.contains(&format!(
+                "tool call {nth} of 3 (write_file, decision {decision}) runs: always allowed by decision decision_1"
+            )),
+            "{shown}"
+        );
+    }
+    assert_eq!(world.file("a.txt").as_deref(), Some("one"));
+    assert_eq!(world.file("b.txt").as_deref(), Some("two"));
+    assert_eq!(world.file("c.txt").as_deref(), Some("three"));
+    assert_eq!(world.tool_results(1).len(), 3);
+}
+
+/// Issue 19, item 3: with a store, `decide --always` on one of two waiting `write_file` calls
+/// decides the other with it; `pending` then lists only the call of another tool that still
+/// waits, never a call of the always-allowed tool.
+#[test]
+fn decide_always_decides_the_other_calls_of_the_tool_and_pending_lists_none_of_them() {
+    for kind in stores() {
+        let world = World::new(
+            kind,
+            vec![
+                calls([
+                    write("call_1", "a.txt", "one"),
+                    call("call_2", "list_files", "{}"),
+                    write("call_3", "b.txt", "two"),
+                ]),
+                text("Done."),
+            ],
+        );
+        let (_, session) = world.run_stored("Write files");
+        let out = world.decide(
+            &session,
+            &["--decision", "decision_1", "--approve", "--always"],
+        );
+        assert_eq!(out.status.code(), Some(PENDING), "{kind}: {}", stderr(&out));
+        let listed = world.pending_json();
+        let ids: Vec<&str> = listed
+            .iter()
+            .filter_map(|p| p["decisionId"].as_str())
+            .collect();
+        assert_eq!(ids, ["decision_2"], "{kind}: {listed:?}");
+        assert_eq!(listed[0]["alwaysAllowed"], json!(["write_file"]), "{kind}");
+        let out = world.decide(&session, &["--decision", "decision_2", "--approve"]);
+        assert_eq!(out.status.code(), Some(DONE), "{kind}: {}", stderr(&out));
+        assert_eq!(world.file("a.txt").as_deref(), Some("one"), "{kind}");
+        assert_eq!(world.file("b.txt").as_deref(), Some("two"), "{kind}");
+    }
+}
+
+const PLAN_CONFIG: &str = r#"
+[[modes]]
+id = "plan"
+transitionsTo = "build"
+availableTools = ["read_file", "write_file", "submit_plan"]
+requireApproval = ["write_file"]
+
+[[modes]]
+id = "build"
+default = true
+availableTools = ["read_file", "write_file"]
+requireApproval = ["write_file"]
+"#;
+
+/// Issue 19, item 3: an "always allow" given in the planning mode ends when the plan is
+/// approved. The plan prompt says so, and the build mode's `write_file` call is asked about
+/// again (before, it ran unasked).
+#[test]
+fn approving_a_plan_ends_an_always_allow_and_the_plan_prompt_says_so() {
+    let world = World::with_config(
+        "dir",
+        PLAN_CONFIG,
+        vec![
+            calls([write("call_1", "notes.txt", "notes")]),
+            calls([call(
+                "call_2",
+                "submit_plan",
+                r#"{"path":".agent/plans/p.md"}"#,
+            )]),
+            calls([write("call_3", "src.txt", "built")]),
+            text("Built."),
+        ],
+    );
+    world.ws.plan("p.md", "# Plan\n\n1. Write src.txt.\n");
+    let out = world.cli(
+        "run",
+        false,
+        &["--mode", "plan", "Plan and build"],
+        Some("a\ny\nn\n"),
+    );
+    let shown = stderr(&out);
+    assert!(
+        shown.contains(
+            "Approving switches mode and ends the always-allow of write_file: its calls ask again."
+        ),
+        "{shown}"
+    );
+    assert_eq!(
+        shown.matches("Run this write_file call?").count(),
+        2,
+        "{shown}"
+    );
+    assert_eq!(world.file("notes.txt").as_deref(), Some("notes"));
+    assert_eq!(world.file("src.txt"), None, "{shown}");
+    assert_eq!(out.status.code(), Some(NOT_APPROVED), "{shown}");
 }

@@ -984,6 +984,7 @@ fn waiting_calls(id: &str, version: u64, calls: &[&str], decided: usize) -> Sess
                     target_mode_id: None,
                     tool_name: Some("write_file".into()),
                     always_allow: false,
+                    allowed_by: None,
                 }),
                 feedback: None,
             }

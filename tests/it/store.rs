@@ -2385,7 +2385,7 @@ const APPROVAL: &str = r#"
 id = "build"
 default = true
 availableTools = ["read_file", "write_file"]
-requireApproval = ["write_file"]
+requireApproval = ["write_file", "read_file"]
 
 [[modes]]
 id = "free"
@@ -2407,14 +2407,11 @@ async fn tool_calls_waiting_for_approval_survive_a_restart_on_every_store() {
             "write_file",
             json!({ "path": "a.txt", "content": "A" }),
         );
-        reply.tool_calls.extend(
-            ReplayModel::call(
-                "c2",
-                "write_file",
-                json!({ "path": "b.txt", "content": "B" }),
-            )
-            .tool_calls,
-        );
+        // Another tool: an "always allow" of write_file decides the other write_file calls
+        // of the reply with it, so the call left waiting is read_file's.
+        reply
+            .tool_calls
+            .extend(ReplayModel::call("c2", "read_file", json!({ "path": "b.txt" })).tool_calls);
         let model = Arc::new(ReplayModel::new([reply]));
         let controller = controller_with(APPROVAL, &ws, model, store.clone());
         let mut session = controller
@@ -2450,7 +2447,7 @@ async fn tool_calls_waiting_for_approval_survive_a_restart_on_every_store() {
         assert_eq!(listed.len(), 1, "{backend:?}: only the undecided call");
         assert_eq!(listed[0].kind, PendingKind::ToolCall, "{backend:?}");
         assert_eq!(listed[0].decision_id, "decision_2");
-        assert_eq!(listed[0].tool_name.as_deref(), Some("write_file"));
+        assert_eq!(listed[0].tool_name.as_deref(), Some("read_file"));
         assert_eq!(
             listed[0].args_sha256.as_deref(),
             Some(shown[1].args_sha256())

@@ -256,3 +256,144 @@ fn title_rules_for_edge_cases() {
     );
     assert_eq!(parse_plan("# Only a title\n"), ("Only a title", ""));
 }
+
+/// A planning session over `model` whose plan file `.agent/plans/p.md` exists; the controller is
+/// built by `build` from the builder.
+async fn revising_session(
+    ws: &Workspace,
+    model: Arc<ReplayModel>,
+    build: impl FnOnce(
+        agent_controller::AgentControllerBuilder,
+    ) -> agent_controller::AgentControllerBuilder,
+) -> (agent_controller::AgentController, agent_controller::Session) {
+    ws.plan("p.md", "# Plan\n\n1. Do it.\n");
+    let builder = agent_controller::AgentController::builder(common::graph(PLAN_BUILD), model)
+        .tools(agent_controller::ToolRegistry::with_workspace_tools())
+        .workspace(ws.path());
+    let controller = build(builder).build().expect("controller");
+    let session = controller
+        .start_session(agent_controller::SessionOptions::new().mode("plan"))
+        .await
+        .expect("session");
+    (controller, session)
+}
+
+/// Rejects every plan the run submits with feedback until it stops suspending; returns how many
+/// were rejected and the last outcome.
+async fn reject_every_plan(
+    session: &mut agent_controller::Session,
+    mut outcome: RunOutcome,
+) -> (usize, RunOutcome) {
+    let mut rejected = 0;
+    while let RunOutcome::Suspended { payload, .. } = &outcome {
+        rejected += 1;
+        assert!(rejected <= 200, "the run never stops");
+        outcome = session
+            .decide(
+                &payload.decision_id.clone(),
+                agent_controller::Decision::reject_with("again, better"),
+            )
+            .await
+            .expect("reject");
+    }
+    (rejected, outcome)
+}
+
+/// Issue 19, item 7: a model that resubmits after every rejection with feedback (150 times here)
+/// no longer makes 151 model calls: the run's revisions are bounded (default
+/// `DEFAULT_MAX_REVISIONS`, 20), and the rejection that would ask for one more ends the run with
+/// `ModelErrorKind::RevisionLimit`. The model is told in that rejection's result.
+#[tokio::test]
+async fn resubmissions_after_rejections_with_feedback_are_bounded_per_run() {
+    let ws = Workspace::new();
+    let model = Arc::new(ReplayModel::new((0..150).map(|i| {
+        ReplayModel::call(
+            &format!("c{i}"),
+            "submit_plan",
+            json!({ "path": ".agent/plans/p.md" }),
+        )
+    })));
+    let (_controller, mut session) = revising_session(&ws, model.clone(), |b| b).await;
+    let outcome = session.send_message("plan it").await.expect("run");
+    let (rejected, outcome) = reject_every_plan(&mut session, outcome).await;
+    let limit = agent_controller::controller::DEFAULT_MAX_REVISIONS;
+    assert_eq!(limit, 20);
+    let RunOutcome::Failed { error, .. } = &outcome else {
+        panic!("the run must end at its revision limit: {outcome:?}");
+    };
+    assert_eq!(
+        error.kind(),
+        agent_controller::ModelErrorKind::RevisionLimit
+    );
+    assert!(
+        error.to_string().contains("limit of 20 plan revisions"),
+        "{error}"
+    );
+    // The first plan and its 20 revisions: 21 plans, 21 model calls, 21 rejections.
+    assert_eq!(rejected, limit + 1);
+    assert_eq!(model.requests().len(), limit + 1);
+    assert_eq!(
+        session.run_state().map(|(_, s)| s),
+        Some(agent_controller::RunState::Failed)
+    );
+    assert_eq!(session.mode().id(), "plan");
+    // The model is told why the run ends, with the user's feedback.
+    let told = session
+        .messages()
+        .iter()
+        .rev()
+        .find_map(|m| match m {
+            agent_controller::Message::Tool { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .expect("a tool result");
+    assert!(
+        told.starts_with(submit_plan::REJECTED_WITH_FEEDBACK_PREFIX),
+        "{told}"
+    );
+    assert!(told.contains("again, better"), "{told}");
+    assert!(told.contains("limit of 20 plan revisions"), "{told}");
+}
+
+/// The bound is the controller's (`AgentControllerBuilder::max_revisions`), counted per run: a
+/// new message starts a run with its own count, and 0 allows no revision at all.
+#[tokio::test]
+async fn the_revision_limit_is_a_builder_setting_counted_per_run() {
+    let ws = Workspace::new();
+    let model = Arc::new(ReplayModel::new((0..10).map(|i| {
+        ReplayModel::call(
+            &format!("c{i}"),
+            "submit_plan",
+            json!({ "path": ".agent/plans/p.md" }),
+        )
+    })));
+    let (_controller, mut session) =
+        revising_session(&ws, model.clone(), |b| b.max_revisions(2)).await;
+    let outcome = session.send_message("plan it").await.expect("run");
+    let (rejected, outcome) = reject_every_plan(&mut session, outcome).await;
+    assert_eq!(rejected, 3, "{outcome:?}");
+    assert!(
+        matches!(&outcome, RunOutcome::Failed { error, .. } if error.kind() == agent_controller::ModelErrorKind::RevisionLimit),
+        "{outcome:?}"
+    );
+    assert_eq!(model.requests().len(), 3);
+    // A new run counts from zero again.
+    let outcome = session.send_message("try again").await.expect("run");
+    let (rejected, _) = reject_every_plan(&mut session, outcome).await;
+    assert_eq!(rejected, 3);
+    assert_eq!(model.requests().len(), 6);
+
+    let ws = Workspace::new();
+    let model = Arc::new(ReplayModel::new([ReplayModel::call(
+        "c1",
+        "submit_plan",
+        json!({ "path": ".agent/plans/p.md" }),
+    )]));
+    let (_controller, mut session) =
+        revising_session(&ws, model.clone(), |b| b.max_revisions(0)).await;
+    let outcome = session.send_message("plan it").await.expect("run");
+    let (rejected, outcome) = reject_every_plan(&mut session, outcome).await;
+    assert_eq!(rejected, 1);
+    assert!(matches!(outcome, RunOutcome::Failed { .. }), "{outcome:?}");
+    assert_eq!(model.requests().len(), 1);
+}

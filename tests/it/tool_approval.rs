@@ -2,7 +2,8 @@
 //! suspends the run instead of running; approve runs it, reject gives the model the feedback;
 //! parallel calls wait at once, each its own decision; the decision is pinned by the RFC 8785
 //! hash of the arguments, exactly-once and durable; abort and a new message never run it;
-//! "always allow" lasts until a manual switch. Driven by the real `OpenAiModel` against the
+//! "always allow" decides the other waiting calls of its tool and lasts until the mode changes
+//! (a manual switch or an approved plan). Driven by the real `OpenAiModel` against the
 //! scripted OpenAI-compatible server.
 #![cfg(feature = "openai")]
 
@@ -854,5 +855,194 @@ async fn events_come_in_the_documented_order_on_suspension_and_on_the_decision()
     assert_eq!(
         of_run(s.recorder.take()),
         ["agent_start", "tool_end call_1", "agent_end completed"]
+    );
+}
+
+/// Issue 19, item 3: an "always allow" given in the planning mode ends when the approved plan
+/// switches mode, as at every mode change: the build mode's call of the same tool waits.
+#[tokio::test]
+async fn always_allow_given_in_plan_mode_ends_when_the_approved_plan_switches_mode() {
+    let s = Setup::new(vec![
+        calls([write("call_1", "notes.txt", "notes")]),
+        calls([submit("call_2", ".agent/plans/p.md")]),
+        calls([write("call_3", "src.txt", "built")]),
+    ])
+    .await;
+    s.ws.plan("p.md", "# Plan\n\n1. Write src.txt.\n");
+    let mut session = s.session("plan").await;
+    waiting(session.send_message("plan it").await.expect("run"));
+    let outcome = session
+        .decide("decision_1", Decision::approve().always_allow())
+        .await
+        .expect("always allow");
+    assert!(
+        matches!(outcome, RunOutcome::Suspended { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(session.always_allowed(), ["write_file"]);
+    let outcome = session
+        .decide("decision_2", Decision::approve())
+        .await
+        .expect("approve the plan");
+    assert_eq!(session.mode().id(), "build");
+    assert!(session.always_allowed().is_empty());
+    let left = waiting(outcome);
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].tool_name(), "write_file");
+    assert!(!s.exists("src.txt"), "the build-mode call ran unasked");
+    // The record says so too: a restore does not bring the allowance back.
+    let restored = s.restore(session.id()).await;
+    assert!(restored.always_allowed().is_empty());
+}
+
+/// Issue 19, item 3 (zed-industries/zed#54101): "always allow" on call 1 of 3 parallel calls of
+/// the same tool decides the other two in the same reply: they are not asked about, each is
+/// recorded once (history and its `tool_end`) as allowed by that decision, and nothing lists
+/// them as waiting while the tool is always allowed.
+#[tokio::test]
+async fn always_allow_on_one_of_three_parallel_calls_decides_the_others_once() {
+    let s = Setup::new(vec![
+        calls([
+            write("call_1", "a.txt", "A"),
+            write("call_2", "b.txt", "B"),
+            write("call_3", "c.txt", "C"),
+        ]),
+        text("all written"),
+    ])
+    .await;
+    let mut session = s.session("build").await;
+    let pending = waiting(session.send_message("write three").await.expect("run"));
+    assert_eq!(pending.len(), 3);
+    s.recorder.take();
+    let outcome = session
+        .decide(
+            "decision_1",
+            Decision::approve().always_allow().decided_by("ana"),
+        )
+        .await
+        .expect("always allow");
+    assert!(
+        matches!(outcome, RunOutcome::Completed { .. }),
+        "{outcome:?}"
+    );
+    assert!(s.exists("a.txt") && s.exists("b.txt") && s.exists("c.txt"));
+    assert!(session.pending_tool_calls().is_empty());
+    assert!(
+        s.store
+            .list_pending()
+            .await
+            .expect("list")
+            .pending
+            .is_empty()
+    );
+    assert_eq!(s.server.served(), 2);
+    let history = session.decision_history();
+    let ids: Vec<&str> = history.iter().map(|d| d.decision_id.as_str()).collect();
+    assert_eq!(ids, ["decision_1", "decision_2", "decision_3"]);
+    assert!(history[0].always_allow && history[0].allowed_by.is_none());
+    for record in &history[1..] {
+        assert_eq!(record.outcome, Some(DecisionOutcome::Approved));
+        assert_eq!(record.allowed_by.as_deref(), Some("decision_1"));
+        assert_eq!(record.decided_by.as_deref(), Some("ana"));
+        assert!(!record.always_allow);
+    }
+    // Each call ends once, carrying its own record.
+    let ends: Vec<(String, Option<String>)> = s
+        .recorder
+        .take()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::ToolEnd {
+                tool_call_id,
+                decision,
+                ..
+            } => Some((tool_call_id, decision.map(|d| d.decision_id))),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        ends,
+        [
+            ("call_1".to_owned(), Some("decision_1".to_owned())),
+            ("call_2".to_owned(), Some("decision_2".to_owned())),
+            ("call_3".to_owned(), Some("decision_3".to_owned())),
+        ]
+    );
+    // Deciding one of them again is refused: each is decided exactly once.
+    assert!(matches!(
+        session.decide("decision_2", Decision::reject()).await,
+        Err(SessionError::AlreadyDecided(_))
+    ));
+}
+
+/// The other waiting calls an allowance decides are those of its tool only; another tool's
+/// call still waits, and no listing shows a call of an always-allowed tool as waiting.
+#[tokio::test]
+async fn always_allow_decides_only_the_calls_of_its_tool() {
+    let s = Setup::new(vec![
+        calls([
+            write("call_1", "a.txt", "A"),
+            call("call_2", "list_files", r#"{"path":"."}"#),
+            write("call_3", "b.txt", "B"),
+        ]),
+        text("done"),
+    ])
+    .await;
+    // A build mode where list_files waits too.
+    let store = Arc::new(MemoryStore::new());
+    let controller = AgentController::builder(
+        config::parse(
+            "[[modes]]\nid = \"build\"\navailableTools = [\"write_file\", \"list_files\"]\nrequireApproval = [\"write_file\", \"list_files\"]\n",
+            "modes.toml",
+        )
+        .expect("config"),
+        Arc::new(s.server.model()),
+    )
+    .tools(ToolRegistry::with_workspace_tools())
+    .workspace(s.ws.path())
+    .store(store.clone())
+    .build()
+    .expect("controller");
+    let mut session = controller
+        .start_session(agent_controller::SessionOptions::new())
+        .await
+        .expect("session");
+    waiting(session.send_message("go").await.expect("run"));
+    let left = waiting(
+        session
+            .decide("decision_3", Decision::approve().always_allow())
+            .await
+            .expect("always allow"),
+    );
+    let ids: Vec<&str> = left.iter().map(|p| p.decision_id()).collect();
+    assert_eq!(ids, ["decision_2"]);
+    let listed = store.list_pending().await.expect("list").pending;
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].decision_id, "decision_2");
+    assert_eq!(listed[0].always_allowed, ["write_file"]);
+    assert_eq!(
+        session.pending_tool_calls()[0]
+            .decision()
+            .and_then(|d| d.allowed_by.as_deref()),
+        Some("decision_3")
+    );
+    assert!(!s.exists("a.txt") && !s.exists("b.txt"));
+    session
+        .decide("decision_2", Decision::approve())
+        .await
+        .expect("last");
+    assert!(s.exists("a.txt") && s.exists("b.txt"));
+    let history: Vec<(&str, Option<&str>)> = session
+        .decision_history()
+        .iter()
+        .map(|d| (d.decision_id.as_str(), d.allowed_by.as_deref()))
+        .collect();
+    assert_eq!(
+        history,
+        [
+            ("decision_1", Some("decision_3")),
+            ("decision_2", None),
+            ("decision_3", None)
+        ]
     );
 }
