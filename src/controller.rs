@@ -38,6 +38,8 @@ pub struct AgentControllerBuilder {
     model: Arc<dyn LanguageModel>,
     tools: ToolRegistry,
     workspace: PathBuf,
+    /// Whether the host named the workspace ([`AgentControllerBuilder::workspace`]).
+    workspace_named: bool,
     max_steps: usize,
     store: Option<Arc<dyn SessionStore>>,
     tool_layer: Option<ToolLayer>,
@@ -66,8 +68,14 @@ impl AgentControllerBuilder {
 
     /// The workspace root tools work in (default: the current directory). The plans directory is
     /// the config's `plansDir` resolved against it.
+    ///
+    /// A session records the workspace it starts in, and is restored only into a controller
+    /// whose workspace is that same directory ([`crate::workspace`]). A session recorded before
+    /// workspaces were (schema 4) adopts this workspace when it is named here, and is refused
+    /// ([`SessionError::NoWorkspaceRecorded`]) when it is left as the default.
     pub fn workspace(mut self, dir: impl Into<PathBuf>) -> Self {
         self.workspace = dir.into();
+        self.workspace_named = true;
         self
     }
 
@@ -195,6 +203,7 @@ impl AgentControllerBuilder {
                 tools: self.tools,
                 model: self.model,
                 workspace: self.workspace,
+                workspace_named: self.workspace_named,
                 plans_dir,
                 max_steps: self.max_steps,
                 fingerprint,
@@ -360,6 +369,7 @@ impl AgentController {
             model,
             tools: ToolRegistry::new(),
             workspace: PathBuf::from("."),
+            workspace_named: false,
             max_steps: DEFAULT_MAX_STEPS,
             store: None,
             tool_layer: None,
@@ -420,8 +430,9 @@ impl AgentController {
     /// [`SessionError::InvalidSessionId`] when `options` names an id that cannot be stored
     /// (see [`crate::store::check_session_id`]; checked with or without a store);
     /// [`SessionError::SessionExists`] when the store already has a session with that id (it is
-    /// left untouched); [`SessionError::Store`] when the first save fails. On error no session
-    /// is started and no event is emitted.
+    /// left untouched); [`SessionError::WorkspaceGone`] when the workspace cannot be opened (the
+    /// session records it: [`crate::workspace`]); [`SessionError::Store`] when the first save
+    /// fails. On error no session is started and no event is emitted.
     pub async fn start_session(
         &self,
         mut options: SessionOptions,
@@ -471,7 +482,12 @@ impl AgentController {
     /// # Errors
     /// [`SessionError::NoStore`], [`SessionError::UnknownSession`], [`SessionError::Store`] (an
     /// unreadable record, or a failed save of an expiry), [`SessionError::ConfigChanged`] when
-    /// the persisted current mode no longer exists.
+    /// the persisted current mode no longer exists. The session's recorded workspace
+    /// ([`crate::workspace`]) must be this controller's: [`SessionError::WrongWorkspace`] when
+    /// this controller works in another directory, [`SessionError::WorkspaceGone`] when it is
+    /// gone, [`SessionError::WorkspaceReplaced`] when another directory is at its path now,
+    /// [`SessionError::NoWorkspaceRecorded`] for a record without one restored by a controller
+    /// whose workspace was not named. On any of these nothing changes (no expiry is applied).
     pub async fn restore_session(
         &self,
         id: &str,

@@ -128,6 +128,10 @@ pub struct SuspendPayload {
     /// `expired` ([`crate::deadline`]). `None` without a timeout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline_at_ms: Option<u64>,
+    /// The workspace an approval acts in: the session's recorded one, as a canonical path
+    /// ([`crate::workspace`]). `None` only in records written before workspaces were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<std::path::PathBuf>,
 }
 
 /// What `tool_suspended` carries for a tool call that waits for the user's approval (the
@@ -154,6 +158,11 @@ pub struct ToolCallPayload {
     /// rejected, with the outcome `expired`, and the run ends ([`crate::deadline`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline_at_ms: Option<u64>,
+    /// The workspace the call runs in when approved: the session's recorded one, as a
+    /// canonical path ([`crate::workspace`]). `None` only in records written before workspaces
+    /// were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<std::path::PathBuf>,
 }
 
 /// What a suspended tool call waits on, as `tool_suspended` carries it (`suspendPayload`): a

@@ -84,6 +84,7 @@ pub mod terminal;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tool;
+pub mod workspace;
 
 pub use crate::config::{ConfigError, ConfigErrorKind, Location, ModeBuilder, ModeGraphBuilder};
 pub use crate::controller::{AgentController, AgentControllerBuilder};

@@ -291,12 +291,14 @@ struct ContinueArgs {
 /// are decided, how events are printed, which model runs, and the lease of a running run.
 #[derive(Debug, Args)]
 struct SessionArgs {
-    /// The config file.
-    #[arg(long, default_value = DEFAULT_CONFIG)]
-    config: PathBuf,
-    /// The workspace the tools work in.
-    #[arg(long, default_value = ".")]
-    workspace: PathBuf,
+    /// The config file [default: config/modes.toml in the workspace].
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// The workspace the tools work in [`run`: default `.`]. `decide` and `continue` act in the
+    /// workspace the session recorded when it started: without this flag they take it from the
+    /// record, and this flag naming another directory is refused (exit 2).
+    #[arg(long)]
+    workspace: Option<PathBuf>,
     #[command(flatten)]
     decision: DecisionArgs,
     /// Print one JSON event per line on stdout.
@@ -640,13 +642,17 @@ impl From<SessionError> for Failure {
             | SessionError::SessionExists(_)
             | SessionError::NotInterrupted { .. }
             | SessionError::LeaseHeld { .. }
-            | SessionError::LeaseLost { .. } => Exit::Refused,
+            | SessionError::LeaseLost { .. }
+            | SessionError::WorkspaceGone { .. }
+            | SessionError::WorkspaceReplaced { .. } => Exit::Refused,
             e if e.is_conflict() => Exit::Refused,
             // An expired plan counts as rejected: not approved, whatever the decision was.
             SessionError::Expired { .. } => Exit::NotApproved,
             SessionError::UnknownMode(_)
             | SessionError::MalformedDecision(_)
             | SessionError::InvalidSessionId(_)
+            | SessionError::WrongWorkspace { .. }
+            | SessionError::NoWorkspaceRecorded { .. }
             | SessionError::Store(StoreError::InvalidId(_)) => Exit::Invalid,
             _ => Exit::RuntimeError,
         };
@@ -1032,11 +1038,92 @@ fn check_workspace(workspace: &Path) -> Result<(), Failure> {
     })
 }
 
+/// The config file `run`, `decide` and `continue` load: `--config`, else `config/modes.toml`
+/// in the workspace they act in.
+fn config_path(common: &SessionArgs, workspace: &Path) -> PathBuf {
+    match &common.config {
+        Some(config) => config.clone(),
+        None if workspace == Path::new(".") => PathBuf::from(DEFAULT_CONFIG),
+        None => workspace.join(DEFAULT_CONFIG),
+    }
+}
+
+/// The one controller setup of `run`, `decide` and `continue`: the loaded config and its tools,
+/// the workspace, the config file protected from the tools, the model, and the store with the
+/// lease of the runs this process carries on.
+fn controller(
+    common: &SessionArgs,
+    workspace: &Path,
+    config: &Path,
+    (graph, tools): (ModeGraph, ToolRegistry),
+    model: Arc<dyn LanguageModel>,
+    store: Option<Arc<dyn SessionStore>>,
+) -> Result<AgentController, Failure> {
+    let mut builder = AgentController::builder(graph, model)
+        .tools(tools)
+        .workspace(workspace)
+        .protected_path(config);
+    if let Some(store) = store {
+        builder = builder.store(store).lease_duration(common.lease);
+    }
+    builder.build().map_err(Failure::invalid)
+}
+
+/// The workspace `decide` and `continue` act in: the one session `id` recorded when it started
+/// (its canonical path). `--workspace` (`named`) may name it again, and naming another directory
+/// is refused (exit 2, naming both); a recorded workspace that is gone or is another directory
+/// now is refused (exit 5). A record from before workspaces were recorded needs `--workspace`
+/// (exit 2 without it), and adopts it. An unknown session is refused (exit 5).
+fn recorded_workspace(
+    store: &dyn SessionStore,
+    id: &str,
+    named: Option<&Path>,
+) -> Result<PathBuf, Failure> {
+    let record = runtime()?
+        .block_on(store.load(id))
+        .map_err(|e| Failure::from(SessionError::from(e)))?
+        .ok_or_else(|| Failure::from(SessionError::UnknownSession(id.to_owned())))?;
+    let Some(recorded) = record.workspace else {
+        return named.map(Path::to_path_buf).ok_or_else(|| {
+            Failure::invalid(format!(
+                "session {} was saved by an older release and records no workspace: name the directory it works in with --workspace DIR (it is recorded from then on); nothing was done",
+                neutralize_line(id)
+            ))
+        });
+    };
+    let shown = |path: &Path| neutralize_line(&path.display().to_string()).to_string();
+    if let Some(named) = named {
+        let canonical = std::fs::canonicalize(named).unwrap_or_else(|_| named.to_path_buf());
+        if canonical != recorded.path {
+            return Err(Failure::invalid(format!(
+                "--workspace {} is not the workspace of session {}: it works in {}, where it started; nothing was done",
+                shown(&canonical),
+                neutralize_line(id),
+                shown(&recorded.path)
+            )));
+        }
+    }
+    recorded.check(&recorded.path).map_err(|mismatch| {
+        Failure::refused(format!(
+            "session {} cannot act in its workspace: {}; nothing was done",
+            neutralize_line(id),
+            neutralize_line(&mismatch.to_string())
+        ))
+    })?;
+    Ok(recorded.path)
+}
+
 fn run(mut args: RunArgs) -> Outcome {
-    check_workspace(&args.common.workspace)?;
+    let workspace = args
+        .common
+        .workspace
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("."));
+    check_workspace(&workspace)?;
     args.common.decision.check_plans_only("run")?;
     args.common.decision.read_plan_file()?;
-    let (graph, tools) = load(&args.common.config)?;
+    let config = config_path(&args.common, &workspace);
+    let (graph, tools) = load(&config)?;
     let start = match &args.mode {
         Some(id) => graph
             .get(id)
@@ -1045,11 +1132,14 @@ fn run(mut args: RunArgs) -> Outcome {
     };
     let scripted = args.common.model == "scripted";
     // A probe controller tells whether the start mode offers write_plan; building is cheap.
-    let probe = AgentController::builder(graph.clone(), Arc::new(ScriptedModel::new()))
-        .tools(tools.clone())
-        .workspace(&args.common.workspace)
-        .build()
-        .map_err(Failure::invalid)?;
+    let probe = controller(
+        &args.common,
+        &workspace,
+        &config,
+        (graph.clone(), tools.clone()),
+        Arc::new(ScriptedModel::new()),
+        None,
+    )?;
     let offers_write_plan = probe
         .tool_specs(start)
         .iter()
@@ -1073,16 +1163,18 @@ fn run(mut args: RunArgs) -> Outcome {
         args.plan.as_deref(),
         scripted_model,
     )?;
-    let mut builder = AgentController::builder(graph.clone(), model)
-        .tools(tools)
-        .workspace(&args.common.workspace)
-        .protected_path(&args.common.config);
-    if let Some(spec) = &args.store {
-        builder = builder
-            .store(open_store(spec).map_err(Failure::runtime)?)
-            .lease_duration(args.common.lease);
-    }
-    let controller = builder.build().map_err(Failure::invalid)?;
+    let store = match &args.store {
+        Some(spec) => Some(open_store(spec).map_err(Failure::runtime)?),
+        None => None,
+    };
+    let controller = controller(
+        &args.common,
+        &workspace,
+        &config,
+        (graph.clone(), tools),
+        model,
+        store,
+    )?;
     let mut options =
         SessionOptions::new().on_event(event_printer(args.common.json, graph.clone()));
     if let Some(mode) = &args.mode {
@@ -1180,6 +1272,10 @@ impl Prompt {
         if let Some(note) = deadline_note(payload) {
             origin = format!("{origin}\n{}", neutralize_line(&note));
         }
+        origin = format!(
+            "{origin}\nworkspace: {} (where an approval carries the run on)",
+            neutralize_line(&session.workspace().display().to_string())
+        );
         let sha256 = &payload.submission.sha256;
         let plan_text = submit_plan::revision_text(&payload.submission);
         let mut question =
@@ -1225,6 +1321,12 @@ impl Prompt {
             "\n{}",
             render_tool_call(&self.style, call.payload(), nth, of)
         );
+        if let Some(workspace) = &call.payload().workspace {
+            note!(
+                "workspace: {} (where the call runs if approved)",
+                neutralize_line(&workspace.display().to_string())
+            );
+        }
         let mut stderr = std::io::stderr();
         let answer = ask_tool_call(
             &self.style,
@@ -1486,8 +1588,13 @@ fn pending(spec: &str, json: bool) -> Outcome {
             // Plans past their deadline expire first (each once, whoever looks first).
             let expired = deadline::expire_due(&*store, SystemTime::now()).await?;
             for e in &expired {
+                // A plan, or a tool call that waited for approval.
+                let what = match &e.decision.tool_name {
+                    Some(tool) => format!("the `{}` tool call", neutralize_line(tool)),
+                    None => "the plan".to_owned(),
+                };
                 note!(
-                    "expired: session {} decision {}: no decision by {}, so the plan counts as rejected",
+                    "expired: session {} decision {}: no decision by {}, so {what} counts as rejected",
                     neutralize_line(&e.session_id),
                     neutralize_line(&e.decision.decision_id),
                     neutralize_line(e.decision.decided_at.as_deref().unwrap_or("its deadline"))
@@ -1537,11 +1644,15 @@ fn interrupted_line(run: &InterruptedRun, spec: &str, json: bool) -> Result<Stri
         return json_line(&serde_json::json!({ "interrupted": run })).map_err(Failure::runtime);
     }
     Ok(format!(
-        "{}\t{}\tinterrupted\t{}\towner {}\tcontinue with: agent-controller continue --store {} {}",
+        "{}\t{}\tinterrupted\t{}\towner {}{}\tcontinue with: agent-controller continue --store {} {}",
         neutralize_line(&run.session_id),
         neutralize_line(&run.run_id),
         neutralize_line(&run.mode_id),
         neutralize_line(run.owner.as_deref().unwrap_or("unknown")),
+        run.workspace.as_ref().map_or(String::new(), |w| format!(
+            "\tworkspace {}",
+            neutralize_line(&w.display().to_string())
+        )),
         neutralize_line(&display_spec(spec)),
         neutralize_line(&run.session_id),
     ))
@@ -1574,7 +1685,7 @@ fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Failure> {
             format!("\tdeadline {}", deadline_text(at))
         });
         Ok(format!(
-            "{}\t{}\t{}\t{}\ttool call {}\t{}\targsSha256 {}{allowed}{deadline}",
+            "{}\t{}\t{}\t{}\ttool call {}\t{}\targsSha256 {}{}{allowed}{deadline}",
             neutralize_line(&p.session_id),
             neutralize_line(&p.run_id),
             neutralize_line(&p.decision_id),
@@ -1582,22 +1693,33 @@ fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Failure> {
             neutralize_line(p.tool_name.as_deref().unwrap_or_default()),
             args,
             neutralize_line(p.args_sha256.as_deref().unwrap_or(&p.sha256)),
+            workspace_field(p),
         ))
     } else {
         let deadline = p.deadline_at_ms.map_or(String::new(), |at| {
             format!("\tdeadline {}", deadline_text(at))
         });
         Ok(format!(
-            "{}\t{}\t{}\t{} -> {}\t{}\t{}{deadline}",
+            "{}\t{}\t{}\t{} -> {}\t{}\t{}{}{deadline}",
             neutralize_line(&p.session_id),
             neutralize_line(&p.run_id),
             neutralize_line(&p.decision_id),
             neutralize_line(&p.mode_id),
             neutralize_line(&targets_text(&p.target_mode_id, &p.target_mode_ids)),
             short_sha256(&p.sha256),
-            neutralize_line(&p.title)
+            neutralize_line(&p.title),
+            workspace_field(p),
         ))
     }
+}
+
+/// The field of a `pending` line after the plan's title or the call's `argsSha256`:
+/// `workspace PATH`, where the decision acts (none for a record from before workspaces were
+/// recorded).
+fn workspace_field(p: &PendingSummary) -> String {
+    p.workspace.as_ref().map_or(String::new(), |w| {
+        format!("\tworkspace {}", neutralize_line(&w.display().to_string()))
+    })
 }
 
 /// `pending --watch`: the plans pending now, then each new one as its save is committed, until
@@ -1654,24 +1776,28 @@ fn watch_pending(_: &str, _: bool) -> Outcome {
 }
 
 fn decide(mut args: DecideArgs) -> Outcome {
-    check_workspace(&args.common.workspace)?;
+    if let Some(named) = &args.common.workspace {
+        check_workspace(named)?;
+    }
     args.common.decision.read_plan_file()?;
-    let (graph, tools) = load(&args.common.config)?;
     let store = open_existing(&args.store)?;
+    let workspace = recorded_workspace(&*store, &args.session, args.common.workspace.as_deref())?;
+    let config = config_path(&args.common, &workspace);
+    let (graph, tools) = load(&config)?;
     let model = model_for(
         &args.common.model,
         args.common.json,
         None,
         ScriptedModel::new(),
     )?;
-    let controller = AgentController::builder(graph.clone(), model)
-        .tools(tools)
-        .workspace(&args.common.workspace)
-        .protected_path(&args.common.config)
-        .store(store)
-        .lease_duration(args.common.lease)
-        .build()
-        .map_err(Failure::invalid)?;
+    let controller = controller(
+        &args.common,
+        &workspace,
+        &config,
+        (graph.clone(), tools),
+        model,
+        Some(store),
+    )?;
     let json = args.common.json;
     let flags = &args.common.decision;
     runtime()?.block_on(async {
@@ -1827,6 +1953,7 @@ fn expired_now(session: &Session, decision: Option<&str>) -> Option<Failure> {
         let error = SessionError::Expired {
             decision_id: record.decision_id.clone(),
             deadline_at: record.decided_at.clone().unwrap_or_default(),
+            tool_name: record.tool_name.clone(),
         };
         Failure::from(error)
     })
@@ -1837,18 +1964,24 @@ fn expired_now(session: &Session, decision: Option<&str>) -> Option<Failure> {
 /// pending).
 fn continue_run(mut args: ContinueArgs) -> Outcome {
     args.common.decision.check_plans_only("continue")?;
+    if let Some(named) = &args.common.workspace {
+        check_workspace(named)?;
+    }
     args.common.decision.read_plan_file()?;
-    let (graph, tools) = load(&args.common.config)?;
     let store = open_store(&args.store).map_err(Failure::runtime)?;
+    let workspace = recorded_workspace(&*store, &args.session, args.common.workspace.as_deref())?;
+    let config = config_path(&args.common, &workspace);
+    let (graph, tools) = load(&config)?;
     let json = args.common.json;
     let model = model_for(&args.common.model, json, None, ScriptedModel::new())?;
-    let controller = AgentController::builder(graph.clone(), model)
-        .tools(tools)
-        .workspace(&args.common.workspace)
-        .store(store)
-        .lease_duration(args.common.lease)
-        .build()
-        .map_err(Failure::invalid)?;
+    let controller = controller(
+        &args.common,
+        &workspace,
+        &config,
+        (graph.clone(), tools),
+        model,
+        Some(store),
+    )?;
     runtime()?.block_on(async {
         let options = SessionOptions::new().on_event(event_printer(json, graph.clone()));
         let mut session = controller.restore_session(&args.session, options).await?;

@@ -8,7 +8,7 @@ pub(crate) use self::decision::decision_id_for;
 pub use self::decision::{Decision, DecisionAction, PendingDecision, PendingToolCall};
 pub(crate) use self::expiry::expired_error;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -30,6 +30,7 @@ use crate::store::{
     SessionRecord, SessionStore, StoreError, now_millis,
 };
 use crate::tool::{SUBMIT_PLAN, ToolRegistry, ToolSpec};
+use crate::workspace::{WorkspaceMismatch, WorkspaceRecord};
 
 /// How a call that drives a run returned: the run's state ([`RunOutcome::state`]) with what
 /// goes with it (the model's text, the suspended plan, the error).
@@ -149,6 +150,8 @@ pub(crate) struct Shared {
     pub(crate) tools: ToolRegistry,
     pub(crate) model: Arc<dyn LanguageModel>,
     pub(crate) workspace: PathBuf,
+    /// Whether the host named the workspace (an old record without one may adopt it).
+    pub(crate) workspace_named: bool,
     pub(crate) plans_dir: PathBuf,
     pub(crate) max_steps: usize,
     pub(crate) store: Option<Arc<dyn SessionStore>>,
@@ -258,18 +261,45 @@ fn restored_targets(
     (targets, None)
 }
 
+/// What expired, for [`SessionError::Expired`]: the plan, or the tool call of `tool_name`.
+fn expired_subject(tool_name: Option<&str>) -> String {
+    match tool_name {
+        Some(name) => format!("the `{name}` tool call"),
+        None => "the plan".to_owned(),
+    }
+}
+
 /// Cancels a session's run from another task; get one with [`Session::cancel_handle`].
 ///
-/// Cheap to clone, `Send` and `Sync`. [`CancelHandle::cancel`] cancels the run in progress: the
-/// run stops waiting for its model or tool at once (their futures are dropped, and their
-/// [`CancellationToken`] is cancelled), gives every unanswered tool call a "cancelled" result,
-/// ends `aborted` (`agent_end`), is saved, and returns [`RunOutcome::Aborted`]. A save in
-/// progress is never interrupted: the run stops after it.
+/// Cheap to clone, `Send` and `Sync`; every clone cancels the same session's runs. What
+/// [`CancelHandle::cancel`] does:
+///
+/// - **A run in progress** (a [`Session::send_message`], [`Session::resume`],
+///   [`Session::decide`] or [`Session::continue_run`] that carries a run on has started and not
+///   returned) stops waiting for its model or tool at once (their futures are dropped, and their
+///   [`CancellationToken`] is cancelled). From then on the run ends `aborted`, whatever the
+///   model or a tool returns as it stops (an error included): what a tool returned is kept as
+///   its result, no further call starts or waits for approval, every unanswered tool call gets
+///   a result saying so, `agent_end` (reason `aborted`) is emitted, the session is saved, and
+///   the operation returns [`RunOutcome::Aborted`].
+/// - **No run in progress**: the cancel is kept for the session's next run, the one an
+///   operation about to be called (in a task not yet polled, say) starts. That run ends
+///   `aborted` at once, before any model or tool call. The message or decision that starts it
+///   still counts: the message is in the conversation, the decision is saved (an approved plan
+///   switches mode; approved tool calls do not run). A decision that ends the run itself (a plan
+///   rejected without feedback) ends it as usual. A kept cancel is used up by that one run; a
+///   tool-call decision while other calls of the reply still wait carries no run on and
+///   leaves it for the run's resumption; `abort`, `switch_mode` and the like leave it too.
+///
+/// A save in progress is never interrupted: the run stops after it, and a cancel that arrives
+/// while its last save (of its suspension or its end) is under way does not change how it
+/// ends.
 ///
 /// # Examples
 /// ```
 /// use std::sync::Arc;
-/// use agent_controller::{AgentController, SessionOptions, config, model::scripted::ScriptedModel};
+/// use agent_controller::{AgentController, RunOutcome, SessionOptions, config};
+/// use agent_controller::model::scripted::ScriptedModel;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -277,53 +307,73 @@ fn restored_targets(
 /// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new())).build()?;
 /// let mut session = controller.start_session(SessionOptions::new()).await?;
 /// let handle = session.cancel_handle();
-/// // No run is in progress: nothing to cancel.
-/// assert!(!handle.cancel());
 /// // A host's "stop" button: `tokio::spawn(async move { handle.cancel() })`, or from any thread.
+/// // No run is in progress yet: the cancel is kept for the next run, which ends at once.
+/// assert!(!handle.cancel());
+/// let outcome = session.send_message("hello").await?;
+/// assert!(matches!(outcome, RunOutcome::Aborted { .. }));
+/// // Used up: the run after it runs.
+/// let outcome = session.send_message("hello again").await?;
+/// assert!(matches!(outcome, RunOutcome::Completed { .. }));
 /// # Ok(())
 /// # }
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct CancelHandle {
-    current: Arc<Mutex<Option<CancellationToken>>>,
+    current: Arc<Mutex<CancelState>>,
+}
+
+/// The run a [`CancelHandle`] cancels: its token while one is in progress, and whether a
+/// cancel is kept for the next run.
+#[derive(Debug, Default)]
+struct CancelState {
+    token: Option<CancellationToken>,
+    next: bool,
 }
 
 impl CancelHandle {
-    /// Cancels the run in progress (one whose `send_message` or `resume` future has been polled
-    /// and has not finished); returns whether there was one. Before that first poll there is
-    /// nothing to cancel: to stop a run that may not have started yet, drop its future (or
-    /// abort its task), which is as safe ([`Session`] has the details).
+    /// Cancels the run in progress, or, when none is, the session's next run (see
+    /// [`CancelHandle`]); returns whether a run was in progress.
     pub fn cancel(&self) -> bool {
-        match &*self.lock() {
+        let mut state = self.lock();
+        match &state.token {
             Some(token) => {
                 token.cancel();
                 true
             }
-            None => false,
+            None => {
+                state.next = true;
+                false
+            }
         }
     }
 
     /// Whether a run is in progress.
     pub fn is_running(&self) -> bool {
-        self.lock().is_some()
+        self.lock().token.is_some()
     }
 
-    /// A fresh token for a run that starts now.
+    /// A fresh token for a run that starts now: already cancelled when a cancel was kept for
+    /// it.
     fn start(&self) -> CancellationToken {
         let token = CancellationToken::new();
-        *self.lock() = Some(token.clone());
+        let mut state = self.lock();
+        if std::mem::take(&mut state.next) {
+            token.cancel();
+        }
+        state.token = Some(token.clone());
         token
     }
 
     /// No run is in progress any more; cancels the token of one that was (work a dropped run's
     /// model or tool left behind stops too).
     fn finish(&self) {
-        if let Some(token) = self.lock().take() {
+        if let Some(token) = self.lock().token.take() {
             token.cancel();
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<CancellationToken>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, CancelState> {
         self.current.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -358,17 +408,21 @@ pub enum SessionError {
     /// No decision of the session has this decision id.
     #[error("unknown decision `{0}`")]
     UnknownDecision(String),
-    /// The plan expired before this decision: no decision was taken by its deadline (the
-    /// planning mode's `approvalTimeout`), so it counts as rejected (see [`crate::deadline`]).
-    /// The expiry is in the decision history (outcome `expired`); this decision changed nothing.
+    /// The plan, or the tool call, expired before this decision: no decision was taken by its
+    /// deadline (its mode's `approvalTimeout`), so it counts as rejected (see
+    /// [`crate::deadline`]). The expiry is in the decision history (outcome `expired`); this
+    /// decision changed nothing.
     #[error(
-        "decision `{decision_id}` expired at {deadline_at}: no decision was taken by its deadline (approvalTimeout), so the plan counts as rejected; this decision was not applied"
+        "decision `{decision_id}` expired at {deadline_at}: no decision was taken by its deadline (approvalTimeout), so {} counts as rejected; this decision was not applied",
+        expired_subject(.tool_name.as_deref())
     )]
     Expired {
-        /// The decision id of the expired plan.
+        /// The decision id of the expired plan or tool call.
         decision_id: String,
         /// Its deadline, as RFC 3339 in UTC.
         deadline_at: String,
+        /// The tool of an expired tool call; `None` for a plan.
+        tool_name: Option<String>,
     },
     /// The decision names a different plan than the one captured at submit time.
     #[error(
@@ -474,6 +528,60 @@ pub enum SessionError {
         run_id: String,
         /// The save that found the session changed ([`StoreError::Conflict`]).
         source: StoreError,
+    },
+    /// The session works in another workspace than this controller's: it is never run, decided
+    /// or carried on elsewhere ([`crate::workspace`]); nothing changed. Use a controller of the
+    /// recorded workspace.
+    #[error(
+        "session `{session_id}` works in {}, but this controller's workspace is {}: it acts only where it started; nothing was done",
+        recorded.display(),
+        actual.display()
+    )]
+    WrongWorkspace {
+        /// The session id.
+        session_id: String,
+        /// The session's recorded workspace (canonical).
+        recorded: PathBuf,
+        /// This controller's workspace (canonical).
+        actual: PathBuf,
+    },
+    /// The session's workspace cannot be opened (deleted, not a directory, unreadable); nothing
+    /// changed.
+    #[error(
+        "the workspace {} of session `{session_id}` cannot be opened: {reason}; nothing was done",
+        path.display()
+    )]
+    WorkspaceGone {
+        /// The session id.
+        session_id: String,
+        /// The workspace.
+        path: PathBuf,
+        /// Why it cannot be opened.
+        reason: String,
+    },
+    /// Another directory is at the session's workspace path now (deleted and made again, or
+    /// replaced: its identity differs, see [`crate::workspace::DirectoryIdentity`]); nothing
+    /// changed.
+    #[error(
+        "{} is another directory now than the workspace session `{session_id}` started in (deleted and made again, or replaced); nothing was done",
+        path.display()
+    )]
+    WorkspaceReplaced {
+        /// The session id.
+        session_id: String,
+        /// The workspace path.
+        path: PathBuf,
+    },
+    /// The session was saved before workspaces were recorded, and this controller's workspace
+    /// was not named ([`crate::AgentControllerBuilder::workspace`]): the session would run in
+    /// whatever the current directory is. Name the workspace it works in; it is recorded from
+    /// then on.
+    #[error(
+        "session `{session_id}` was saved by an older release and records no workspace: name the directory it works in (it is recorded from then on); nothing was done"
+    )]
+    NoWorkspaceRecorded {
+        /// The session id.
+        session_id: String,
     },
 }
 
@@ -629,6 +737,8 @@ pub struct Session {
     pub(crate) model: Option<Arc<dyn LanguageModel>>,
     /// The step limit of this session's runs, when not the controller's.
     pub(crate) max_steps: Option<usize>,
+    /// The workspace the session works in, recorded when it started ([`crate::workspace`]).
+    pub(crate) workspace: WorkspaceRecord,
     /// Cancels the run in progress; shared with the host's handles.
     cancel: CancelHandle,
     /// The token of the run in progress (or of the last one).
@@ -674,7 +784,15 @@ impl Session {
         mode: ModeId,
         options: SessionOptions,
     ) -> Result<Self, SessionError> {
+        let workspace =
+            WorkspaceRecord::of(&shared.workspace).map_err(|e| SessionError::WorkspaceGone {
+                session_id: id.to_string(),
+                path: std::path::absolute(&shared.workspace)
+                    .unwrap_or_else(|_| shared.workspace.clone()),
+                reason: e.to_string(),
+            })?;
         let mut session = Self {
+            workspace,
             shared,
             id,
             mode,
@@ -724,6 +842,26 @@ impl Session {
         record: SessionRecord,
         options: SessionOptions,
     ) -> Result<Self, SessionError> {
+        let workspace = match &record.workspace {
+            Some(recorded) => {
+                check_workspace(&record.session_id, recorded, &shared.workspace)?;
+                recorded.clone()
+            }
+            // A record from before workspaces: only a workspace the host named is adopted.
+            None if shared.workspace_named => {
+                WorkspaceRecord::of(&shared.workspace).map_err(|e| SessionError::WorkspaceGone {
+                    session_id: record.session_id.clone(),
+                    path: std::path::absolute(&shared.workspace)
+                        .unwrap_or_else(|_| shared.workspace.clone()),
+                    reason: e.to_string(),
+                })?
+            }
+            None => {
+                return Err(SessionError::NoWorkspaceRecorded {
+                    session_id: record.session_id,
+                });
+            }
+        };
         let graph = &shared.graph;
         let mode = graph.get(&record.mode_id).ok_or_else(|| {
             SessionError::ConfigChanged(format!(
@@ -794,6 +932,7 @@ impl Session {
             metadata: record.metadata,
             model: options.model,
             max_steps: options.max_steps,
+            workspace,
             cancel: CancelHandle::default(),
             run_token: CancellationToken::new(),
             version: record.version,
@@ -829,6 +968,18 @@ impl Session {
         &self.id
     }
 
+    /// The workspace the session works in: the canonical path it recorded when it started
+    /// ([`crate::workspace`]).
+    pub fn workspace(&self) -> &Path {
+        &self.workspace.path
+    }
+
+    /// Checks that the controller's workspace is still the directory this session recorded:
+    /// every act that can run a tool checks it first.
+    fn check_workspace(&self) -> Result<(), SessionError> {
+        check_workspace(&self.id, &self.workspace, &self.shared.workspace)
+    }
+
     /// The host's metadata ([`SessionOptions::metadata`]), as persisted in the record.
     pub fn metadata(&self) -> &Map<String, Value> {
         &self.metadata
@@ -844,7 +995,8 @@ impl Session {
         &mut self.extensions
     }
 
-    /// A handle that cancels this session's run in progress from another task or thread.
+    /// A handle that cancels this session's run in progress, or its next run, from another
+    /// task or thread ([`CancelHandle`]).
     pub fn cancel_handle(&self) -> CancelHandle {
         self.cancel.clone()
     }
@@ -1126,6 +1278,7 @@ impl Session {
         if self.shared.store.is_none() {
             return Err(SessionError::NoStore);
         }
+        self.check_workspace()?;
         let run_id = match &self.run {
             Some((run_id, RunState::Running)) => run_id.clone(),
             other => {
@@ -1293,6 +1446,7 @@ impl Session {
             updated_at: crate::store::now_secs(),
             metadata: self.metadata.clone(),
             last_plan: self.last_plan.clone(),
+            workspace: Some(self.workspace.clone()),
         }
     }
 
@@ -1319,6 +1473,7 @@ impl Session {
         text: impl Into<String>,
     ) -> Result<RunOutcome, SessionError> {
         self.settle().await?;
+        self.check_workspace()?;
         self.start_operation();
         let outcome = self.replace_pending_and_run(text.into()).await;
         self.finish_operation();
@@ -1375,6 +1530,7 @@ impl Session {
         );
         async {
             self.settle().await?;
+            self.check_workspace()?;
             if let Some(index) = self.tool_call_index(run_id, tool_call_id)? {
                 return self.decide_tool_call(index, decision).await;
             }
@@ -1414,6 +1570,7 @@ impl Session {
         decision: Decision,
     ) -> Result<RunOutcome, SessionError> {
         self.settle().await?;
+        self.check_workspace()?;
         if let Some(index) = self
             .pending_tool_calls
             .iter()
@@ -1551,4 +1708,29 @@ impl Session {
             reason,
         });
     }
+}
+
+/// Checks that `dir` (a controller's workspace) is the workspace session `session_id`
+/// recorded.
+fn check_workspace(
+    session_id: &str,
+    recorded: &WorkspaceRecord,
+    dir: &Path,
+) -> Result<(), SessionError> {
+    let session_id = session_id.to_owned();
+    recorded.check(dir).map_err(|mismatch| match mismatch {
+        WorkspaceMismatch::Gone { path, reason } => SessionError::WorkspaceGone {
+            session_id,
+            path,
+            reason,
+        },
+        WorkspaceMismatch::Elsewhere { recorded, actual } => SessionError::WrongWorkspace {
+            session_id,
+            recorded,
+            actual,
+        },
+        WorkspaceMismatch::Replaced { path } => {
+            SessionError::WorkspaceReplaced { session_id, path }
+        }
+    })
 }

@@ -30,16 +30,17 @@ pub use crate::event::DecidedRecord;
 use crate::event::RunState;
 use crate::event::{SuspendPayload, ToolCallPayload};
 use crate::model::Message;
+use crate::workspace::WorkspaceRecord;
 
 /// The record layout version this release writes: one version per release that changes the
-/// layout (0.1.0 wrote 1, 0.2.0 wrote 2; the next release writes 4: 3 was written by this
-/// crate's development builds before tool-call approvals).
+/// layout (0.1.0 wrote 1, 0.2.0 wrote 2; the next release writes 5: 3 and 4 were written by
+/// this crate's development builds, before tool-call approvals and before recorded workspaces).
 ///
 /// Loading migrates a record of an older version (fields added since take their defaults; it is
 /// saved in this version the next time the session changes), and refuses a record of a newer
 /// version with [`StoreError::NewerSchema`], leaving it untouched: hosts sharing a store can be
 /// upgraded one at a time, and an old host never overwrites what a newer one wrote.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// Everything a session needs to continue in another process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -82,6 +83,14 @@ pub struct SessionRecord {
     pub decision_counter: u64,
     /// When the record was saved, in seconds since the Unix epoch.
     pub updated_at: u64,
+    /// The workspace the session works in, recorded when it started
+    /// ([`crate::workspace`]): every later act of the session is refused in another directory.
+    /// Absent in records written before schema 5; such a session adopts the workspace of the
+    /// first controller that restores it and names one explicitly
+    /// ([`crate::AgentControllerBuilder::workspace`]), and is refused by one that does not
+    /// ([`crate::SessionError::NoWorkspaceRecorded`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<WorkspaceRecord>,
     /// The host's free-form metadata ([`crate::SessionOptions::metadata`]); absent in records
     /// written before it existed.
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
@@ -168,6 +177,10 @@ pub struct InterruptedRun {
     /// When that lease ended, in milliseconds since the Unix epoch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_expires_at_ms: Option<u64>,
+    /// The workspace the run is carried on in: the session's recorded one (canonical path);
+    /// absent for a record written before workspaces were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<PathBuf>,
     /// When the session was last saved (seconds since the Unix epoch).
     pub updated_at: u64,
 }
@@ -273,6 +286,10 @@ pub struct PendingSummary {
     /// The plan file's path as submitted (relative to the workspace, unless absolute).
     #[serde(default)]
     pub plan_path: String,
+    /// The workspace the decision acts in: the session's recorded one (canonical path); absent
+    /// for a record written before workspaces were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<PathBuf>,
     /// The planning mode's `approvalTimeout` as configured (`"24h"`), if it sets one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_timeout: Option<String>,
@@ -389,6 +406,7 @@ impl SessionRecord {
             mode_id: self.mode_id.clone(),
             owner: run.owner.clone(),
             lease_expires_at_ms: run.lease_expires_at_ms,
+            workspace: self.workspace.as_ref().map(|w| w.path.clone()),
             updated_at: self.updated_at,
         })
     }
@@ -431,6 +449,7 @@ impl SessionRecord {
                     approval_timeout: p.suspend_payload.approval_timeout.clone(),
                     deadline_at_ms: p.suspend_payload.deadline_at_ms,
                     plan_path: String::new(),
+                    workspace: self.workspace.as_ref().map(|w| w.path.clone()),
                     updated_at: self.updated_at,
                 }),
         );
@@ -459,6 +478,7 @@ impl SessionRecord {
             args_sha256: None,
             always_allowed: self.always_allowed.clone(),
             plan_path: p.suspend_payload.submission.path.clone(),
+            workspace: self.workspace.as_ref().map(|w| w.path.clone()),
             approval_timeout: p.suspend_payload.approval_timeout.clone(),
             deadline_at_ms: p.suspend_payload.deadline_at_ms,
             updated_at: self.updated_at,
@@ -949,6 +969,13 @@ pub(crate) fn decode(session_id: &str, bytes: &[u8]) -> Result<SessionRecord, St
 /// record's `toolName` and `alwaysAllow` are optional, so a version-3 record means "no tool call
 /// waits". A version-3 host refuses a version-4 record as newer instead of losing the waiting
 /// tool calls it cannot read.
+///
+/// 4 -> 5 (recorded workspaces): `workspace` (and a payload's `workspace`) is optional, so a
+/// version-4 record loads without one. Such a session is never run in a directory nobody named:
+/// restored by a controller that names its workspace explicitly, it adopts that one (recorded
+/// at its next save); by one that does not, it is refused
+/// ([`crate::SessionError::NoWorkspaceRecorded`]; the CLI asks for `--workspace`). A version-4
+/// host refuses a version-5 record as newer instead of deciding it in its current directory.
 fn migrate(value: &mut serde_json::Value) {
     if let Some(record) = value.as_object_mut() {
         record.insert("schemaVersion".to_owned(), SCHEMA_VERSION.into());

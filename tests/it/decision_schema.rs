@@ -365,6 +365,7 @@ fn full_pending_tool_call() -> PendingSummary {
         args_sha256: Some("ab".into()),
         always_allowed: vec!["read_file".into()],
         plan_path: String::new(),
+        workspace: Some("/home/alice/project".into()),
         approval_timeout: Some("24h".into()),
         deadline_at_ms: Some(1_800_000_000_000),
         updated_at: 1_700_000_000,

@@ -580,8 +580,10 @@ fn one_host_suspends_a_watcher_hears_it_another_host_decides() {
         }
     });
 
-    // Host A suspends; host B (another workspace) decides and carries the run on.
-    let (ws_a, ws_b) = (Workspace::new(), Workspace::new());
+    // Host A suspends; host B (another process) decides and carries the run on, in the
+    // session's workspace (another directory is refused: `cli_workspace`).
+    let ws_a = Workspace::new();
+    let ws_b = &ws_a;
     let session = suspend_on(&schema.url, &ws_a);
     let plan: Value = serde_json::from_str(
         &heard
@@ -592,16 +594,14 @@ fn one_host_suspends_a_watcher_hears_it_another_host_decides() {
     assert_eq!(plan["sessionId"], session.as_str());
     assert_eq!(plan["title"], "Add dark mode");
 
-    let out = decide(&schema.url, &ws_b, &session)
+    let out = decide(&schema.url, ws_b, &session)
         .output()
         .expect("decide");
     assert!(out.status.success(), "{}", text(&out));
     let events = lines(&out.stdout);
     assert_eq!(mode_changes(&events), 1, "{}", text(&out));
     assert_eq!(events.last().expect("events")["reason"], "completed");
-    let again = decide(&schema.url, &ws_b, &session)
-        .output()
-        .expect("again");
+    let again = decide(&schema.url, ws_b, &session).output().expect("again");
     assert!(!again.status.success(), "decided once");
     watcher.kill().expect("stop the watcher");
     watcher.wait().expect("reap");
@@ -614,15 +614,9 @@ fn racing_deciders_on_different_hosts_hand_over_exactly_once() {
     let ws = Workspace::new();
     for round in 0..3 {
         let session = suspend_on(&schema.url, &ws);
-        // Each host's workspace lives until its decider ends (`decide` checks it exists).
-        let hosts: Vec<Workspace> = (0..6).map(|_| Workspace::new()).collect();
-        let deciders: Vec<_> = hosts
-            .iter()
-            .map(|host| {
-                decide(&schema.url, host, &session)
-                    .spawn()
-                    .expect("decider")
-            })
+        // Six hosts decide at once, each in the session's workspace (a decision acts there).
+        let deciders: Vec<_> = (0..6)
+            .map(|_| decide(&schema.url, &ws, &session).spawn().expect("decider"))
             .collect();
         let outs: Vec<Output> = deciders
             .into_iter()
@@ -976,6 +970,7 @@ fn waiting_calls(id: &str, version: u64, calls: &[&str], decided: usize) -> Sess
                     args,
                     approval_timeout: None,
                     deadline_at_ms: None,
+                    workspace: None,
                 },
                 decided: (i < decided).then(|| agent_controller::DecidedRecord {
                     run_id: "run_1".into(),

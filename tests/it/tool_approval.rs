@@ -181,6 +181,7 @@ async fn a_call_that_needs_approval_suspends_the_run_and_does_not_run() {
             "toolName": "write_file",
             "args": { "path": "a.txt", "content": "hello" },
             "argsSha256": p.args_sha256(),
+            "workspace": session.workspace(),
         })
     );
     assert!(matches!(
