@@ -896,6 +896,20 @@ fn model_for(
     match provider {
         "scripted" => Ok(Arc::new(SpinnerModel::new(scripted, spin))),
         "openai" => openai_model(name, plan).map(|m| Arc::new(SpinnerModel::new(m, spin)) as _),
+        "anthropic" => {
+            use agent_controller::model::anthropic::{AnthropicModel, AnthropicSettings};
+            if plan.is_some() {
+                return Err(Failure::invalid(
+                    "--plan is for the scripted model: a real model writes its own plan",
+                ));
+            }
+            let mut settings = AnthropicSettings::from_env();
+            if let Some(name) = name.filter(|n| !n.is_empty()) {
+                settings = settings.default_model(name);
+            }
+            let model = AnthropicModel::new(settings).map_err(|e| Failure::invalid(e.message()))?;
+            Ok(Arc::new(SpinnerModel::new(model, spin)))
+        }
         other => Err(Failure::invalid(format!(
             "unknown model provider `{other}`: use `scripted` or `openai/MODEL`"
         ))),

@@ -1,6 +1,10 @@
 //! Models plug in through [`LanguageModel`]: given the current mode's system prompt, its tools and
 //! the conversation, return text and tool calls.
 
+#[cfg(feature = "anthropic")]
+pub mod anthropic;
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+pub mod http;
 #[cfg(feature = "openai")]
 pub mod openai;
 pub mod scripted;
@@ -166,6 +170,12 @@ named_enum! {
         MalformedResponse = "malformed_response",
         /// The conversation does not fit the model's context window.
         ContextLength = "context_length",
+        /// The provider is overloaded for the moment (Anthropic's HTTP 529 or `overloaded_error`);
+        /// a later call may succeed.
+        Overloaded = "overloaded",
+        /// The provider refused the request as malformed or not allowed (HTTP 400 with
+        /// Anthropic's `invalid_request_error`), other than a context-length error.
+        InvalidRequest = "invalid_request",
         /// The run reached its limit of model calls (see
         /// [`crate::AgentControllerBuilder::max_steps`]); no model call failed.
         StepLimit = "step_limit",

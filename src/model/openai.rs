@@ -20,7 +20,7 @@
 //! - the model of the mode's `defaultModelId` (`openai/MODEL`), else the default model the
 //!   caller set (the CLI's `--model openai/MODEL`), else `$OPENAI_MODEL`.
 //!
-//! Only a failure a retry can fix is retried (408, 429, 502, 503, 504, and a connection refused,
+//! Only a failure a retry can fix is retried (408, 429, 502, 503, 504, 529, and a connection refused,
 //! reset or timed out), as the [`RetryPolicy`] says: by default 4 attempts in at most 60 s, with a
 //! backoff from 500 ms or the server's `Retry-After` (at most 30 s). Any other status (a 400, a
 //! 401, a 500 such as a chat template's refusal) is reported at once. Failures become a
@@ -53,7 +53,8 @@ use crate::tool::{ToolCall, ToolSpec};
 
 mod retry;
 
-pub use retry::RetryPolicy;
+pub use super::http::RetryPolicy;
+use super::http::{chain, truncate};
 use retry::RetryingTransport;
 
 /// The provider prefix of model ids this model serves: `openai/MODEL`.
@@ -303,13 +304,8 @@ impl OpenAiModel {
             ))
             .with_kind(ModelErrorKind::Authentication));
         }
-        // Err means another provider is installed already, which reqwest then uses.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
-            .connect_timeout(settings.connect_timeout)
-            .read_timeout(settings.read_timeout)
-            .build()
-            .map_err(|e| ModelError::new(format!("cannot build the HTTP client: {}", chain(&e))))?;
+        let http = super::http::client(settings.connect_timeout, settings.read_timeout)
+            .map_err(ModelError::new)?;
         let config = OpenAIConfig::new()
             .with_api_base(settings.base_url())
             .with_api_key(settings.api_key.clone().unwrap_or_default())
@@ -391,28 +387,6 @@ fn error_kind(error: &OpenAIError) -> ModelErrorKind {
             }
         }
         _ => ModelErrorKind::Other,
-    }
-}
-
-/// An error with its sources, `outer: inner: innermost`.
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(inner) = source {
-        let inner_text = inner.to_string();
-        if !text.contains(&inner_text) {
-            text.push_str(": ");
-            text.push_str(&inner_text);
-        }
-        source = inner.source();
-    }
-    text
-}
-
-fn truncate(text: &str, max_chars: usize) -> String {
-    match text.char_indices().nth(max_chars) {
-        Some((at, _)) => format!("{}...", &text[..at]),
-        None => text.to_owned(),
     }
 }
 

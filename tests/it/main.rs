@@ -8,6 +8,7 @@
 
 mod common;
 
+mod anthropic;
 mod blocking;
 mod cancel;
 mod chat_templates;
