@@ -9,6 +9,7 @@
 mod common;
 
 mod blocking;
+mod builders;
 mod cancel;
 mod chat_templates;
 mod cli;
