@@ -455,6 +455,33 @@ pub enum Event {
 
 impl Event {
     /// The `type` tag of the event as serialized (`mode_changed`, `tool_suspended`, ...).
+    ///
+    /// # Examples
+    /// `Event` is `#[non_exhaustive]`: a host matches the variants it handles and lets the rest
+    /// (those added later too) through by kind.
+    /// ```
+    /// use agent_controller::{Event, ModeChangeReason};
+    ///
+    /// fn describe(event: &Event) -> String {
+    ///     match event {
+    ///         Event::ModeChanged { mode_id, previous_mode_id, .. } => {
+    ///             format!("{previous_mode_id} -> {mode_id}")
+    ///         }
+    ///         Event::TextDelta { text, .. } => text.clone(),
+    ///         other => format!("({})", other.kind()),
+    ///     }
+    /// }
+    ///
+    /// let changed = Event::ModeChanged {
+    ///     mode_id: "build".into(),
+    ///     previous_mode_id: "plan".into(),
+    ///     reason: ModeChangeReason::PlanApproved,
+    /// };
+    /// assert_eq!(describe(&changed), "plan -> build");
+    /// assert_eq!(changed.kind(), "mode_changed");
+    /// let started = Event::SessionStarted { session_id: "s1".into(), mode_id: "plan".into() };
+    /// assert_eq!(describe(&started), "(session_started)");
+    /// ```
     pub fn kind(&self) -> &'static str {
         match self {
             Event::SessionStarted { .. } => "session_started",

@@ -100,7 +100,7 @@ pub use crate::model::{
 };
 pub use crate::session::{
     CancelHandle, Decision, DecisionAction, PendingDecision, PendingToolCall, RunOutcome, Session,
-    SessionError, SessionOptions,
+    SessionError, SessionErrorKind, SessionOptions,
 };
 pub use crate::store::{
     FileStore, MemoryStore, PendingKind, PendingListing, PendingSummary, SessionRecord,
@@ -110,6 +110,22 @@ pub use crate::tool::submit_plan::{PlanError, PlanSubmission};
 pub use crate::tool::{
     Tool, ToolAccess, ToolCall, ToolContext, ToolError, ToolOutput, ToolRegistry, ToolSpec,
 };
+
+/// The JSON types of the public API ([`ToolCall::args`], [`Tool::input_schema`],
+/// [`SessionOptions::metadata`], ...), re-exported from `serde_json` so a host needs no
+/// `serde_json` dependency of its own (nor one of a matching version).
+///
+/// # Examples
+/// ```
+/// use agent_controller::json::{Map, Value, json};
+/// use agent_controller::ToolCall;
+/// let call = ToolCall::new("call_1", "read_file", json!({ "path": "a.txt" }));
+/// let args: &Map<String, Value> = call.args.as_object().unwrap();
+/// assert_eq!(args["path"], Value::from("a.txt"));
+/// ```
+pub mod json {
+    pub use serde_json::{Map, Value, json};
+}
 
 /// The attribute macro the async traits ([`LanguageModel`], [`Tool`], [`SessionStore`]) are
 /// written with; implementors put `#[agent_controller::async_trait]` on their `impl` block, so

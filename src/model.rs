@@ -92,6 +92,137 @@ pub struct ModelRequest<'a> {
     pub text: TextSink<'a>,
 }
 
+/// The extensions of a request built with [`ModelRequest::new`]: none.
+static NO_EXTENSIONS: Extensions = Extensions::new();
+
+impl<'a> ModelRequest<'a> {
+    /// A request for a model call outside a session, so a host can unit-test its model:
+    /// `messages` as the conversation, and otherwise empty ids (`""`), no preferred model, an
+    /// empty system prompt, no tools, a fresh cancellation token, no extensions and a text
+    /// sink that drops every piece. Set the rest with the `with_` methods.
+    ///
+    /// To script a whole conversation through a session instead (the replies a model gives,
+    /// and what it was asked), use [`scripted::ReplayModel`].
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{LanguageModel, Message, ModelError, ModelRequest, ModelResponse};
+    ///
+    /// struct Shout;
+    ///
+    /// #[agent_controller::async_trait]
+    /// impl LanguageModel for Shout {
+    ///     async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+    ///         match request.messages.last() {
+    ///             Some(Message::User { content }) => Ok(ModelResponse::text(content.to_uppercase())),
+    ///             _ => Err(ModelError::new("nothing to answer")),
+    ///         }
+    ///     }
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let messages = [Message::User { content: "hello".into() }];
+    /// let request = ModelRequest::new(&messages).with_mode_id("build").with_system_prompt("Be loud.");
+    /// assert_eq!(request.mode_id, "build");
+    /// assert_eq!(Shout.generate(request).await.unwrap(), ModelResponse::text("HELLO"));
+    /// assert!(Shout.generate(ModelRequest::new(&[])).await.is_err());
+    /// # });
+    /// ```
+    pub fn new(messages: &'a [Message]) -> Self {
+        Self {
+            session_id: "",
+            run_id: "",
+            mode_id: "",
+            model_id: None,
+            system_prompt: "",
+            tools: &[],
+            messages,
+            cancel: CancellationToken::new(),
+            extensions: &NO_EXTENSIONS,
+            text: TextSink::none(),
+        }
+    }
+
+    /// The same request in session `session_id`.
+    pub fn with_session_id(mut self, session_id: &'a str) -> Self {
+        self.session_id = session_id;
+        self
+    }
+
+    /// The same request in run `run_id`.
+    pub fn with_run_id(mut self, run_id: &'a str) -> Self {
+        self.run_id = run_id;
+        self
+    }
+
+    /// The same request in mode `mode_id`.
+    pub fn with_mode_id(mut self, mode_id: &'a str) -> Self {
+        self.mode_id = mode_id;
+        self
+    }
+
+    /// The same request with `model_id` as the mode's preferred model.
+    pub fn with_model_id(mut self, model_id: &'a str) -> Self {
+        self.model_id = Some(model_id);
+        self
+    }
+
+    /// The same request with `system_prompt`.
+    pub fn with_system_prompt(mut self, system_prompt: &'a str) -> Self {
+        self.system_prompt = system_prompt;
+        self
+    }
+
+    /// The same request offering `tools`.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{ModelRequest, ToolAccess, ToolSpec};
+    /// let tools = [ToolSpec {
+    ///     name: "read_file".into(),
+    ///     description: "Reads a file".into(),
+    ///     input_schema: serde_json::json!({ "type": "object" }),
+    ///     access: ToolAccess::ReadOnly,
+    /// }];
+    /// let request = ModelRequest::new(&[]).with_tools(&tools);
+    /// assert_eq!(&*request.tools[0].name, "read_file");
+    /// ```
+    pub fn with_tools(mut self, tools: &'a [ToolSpec]) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// The same request with `cancel` as its cancellation token (cancel it to test that a
+    /// model stops).
+    pub fn with_cancel(mut self, cancel: CancellationToken) -> Self {
+        self.cancel = cancel;
+        self
+    }
+
+    /// The same request with the host's `extensions`.
+    pub fn with_extensions(mut self, extensions: &'a Extensions) -> Self {
+        self.extensions = extensions;
+        self
+    }
+
+    /// The same request sending streamed reply text to `text`.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::ModelRequest;
+    /// use agent_controller::model::TextSink;
+    /// let seen = std::sync::Mutex::new(String::new());
+    /// let deliver = |piece: &str| seen.lock().unwrap().push_str(piece);
+    /// let request = ModelRequest::new(&[]).with_text(TextSink::new(&deliver));
+    /// request.text.send("streamed");
+    /// assert_eq!(*seen.lock().unwrap(), "streamed");
+    /// ```
+    pub fn with_text(mut self, text: TextSink<'a>) -> Self {
+        self.text = text;
+        self
+    }
+}
+
 /// Where a streaming model sends pieces of its reply text ([`ModelRequest::text`]).
 ///
 /// # Examples
@@ -150,6 +281,54 @@ pub struct ModelResponse {
     /// Tokens the call used, if the provider says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<TokenUsage>,
+}
+
+impl ModelResponse {
+    /// A reply of `text` alone: no tool calls, no finish reason, no usage (the model is done).
+    ///
+    /// For tests of a host's model; to script a whole conversation, use
+    /// [`scripted::ReplayModel`].
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::ModelResponse;
+    /// let reply = ModelResponse::text("done");
+    /// assert_eq!(reply.text, "done");
+    /// assert!(reply.tool_calls.is_empty());
+    /// ```
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            ..Self::default()
+        }
+    }
+
+    /// A reply that makes `calls` (several are parallel calls of one step), with no text.
+    /// Add text with [`ModelResponse::with_text`].
+    ///
+    /// For tests of a host's model; to script a whole conversation, use
+    /// [`scripted::ReplayModel`].
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{ModelResponse, ToolCall};
+    /// let call = ToolCall::new("call_1", "read_file", serde_json::json!({ "path": "README.md" }));
+    /// let reply = ModelResponse::tool_calls([call.clone()]).with_text("Reading it.");
+    /// assert_eq!(reply.tool_calls, [call]);
+    /// assert_eq!(reply.text, "Reading it.");
+    /// ```
+    pub fn tool_calls(calls: impl IntoIterator<Item = ToolCall>) -> Self {
+        Self {
+            tool_calls: calls.into_iter().collect(),
+            ..Self::default()
+        }
+    }
+
+    /// The same reply with `text` as its text.
+    pub fn with_text(mut self, text: impl Into<String>) -> Self {
+        self.text = text.into();
+        self
+    }
 }
 
 named_enum! {

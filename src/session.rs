@@ -3,10 +3,12 @@
 
 mod decision;
 mod expiry;
+mod kind;
 
 pub(crate) use self::decision::decision_id_for;
 pub use self::decision::{Decision, DecisionAction, PendingDecision, PendingToolCall};
 pub(crate) use self::expiry::expired_error;
+pub use self::kind::SessionErrorKind;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};

@@ -95,6 +95,25 @@ pub struct ToolCall {
     pub args: Value,
 }
 
+impl ToolCall {
+    /// A call of tool `name` with id `id` and arguments `args` (a JSON object).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::ToolCall;
+    /// let call = ToolCall::new("call_1", "read_file", serde_json::json!({ "path": "a.txt" }));
+    /// assert_eq!((call.id.as_str(), call.name.as_str()), ("call_1", "read_file"));
+    /// assert_eq!(call.args["path"], "a.txt");
+    /// ```
+    pub fn new(id: impl Into<String>, name: impl Into<String>, args: Value) -> Self {
+        Self {
+            id: id.into(),
+            name: name.into(),
+            args,
+        }
+    }
+}
+
 /// The result of executing a tool: text for the model, and whether it reports an error.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -10,6 +10,7 @@ mod common;
 
 mod anthropic;
 mod blocking;
+mod builders;
 mod cancel;
 mod chat_templates;
 mod cli;

@@ -1,0 +1,111 @@
+//! [`SessionErrorKind`]: what kind of refusal a [`SessionError`] is.
+
+use super::SessionError;
+use crate::store::StoreError;
+
+named_enum! {
+    /// What kind of refusal a [`SessionError`] is, for a host that reacts to each kind rather
+    /// than to each of the error's variants (there are many, and more may come): ask again on
+    /// [`SessionErrorKind::NotFound`], reload on [`SessionErrorKind::Conflict`], ...
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::{AgentController, SessionErrorKind, SessionOptions};
+    /// use agent_controller::model::scripted::ScriptedModel;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = agent_controller::config::parse("[[modes]]\nid = \"build\"", "modes.toml")?;
+    /// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new())).build()?;
+    /// let err = controller.start_session(SessionOptions::new().mode("Build")).await.unwrap_err();
+    /// let advice = match err.kind() {
+    ///     SessionErrorKind::NotFound => "check the id",
+    ///     SessionErrorKind::Conflict => "reload the session and try again",
+    ///     SessionErrorKind::InvalidInput => "fix the request",
+    ///     // The enum is non-exhaustive: a kind added later lands here.
+    ///     _ => "give up",
+    /// };
+    /// assert_eq!(advice, "check the id");
+    /// assert_eq!(err.kind().to_string(), "not_found");
+    /// # Ok::<(), agent_controller::Error>(())
+    /// # }).unwrap();
+    /// ```
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    #[non_exhaustive]
+    pub enum SessionErrorKind {
+        /// No mode, run, tool call, decision or session has the id given
+        /// ([`SessionError::UnknownMode`], [`SessionError::UnknownRun`],
+        /// [`SessionError::UnknownToolCall`], [`SessionError::UnknownDecision`],
+        /// [`SessionError::UnknownSession`]).
+        NotFound = "not_found",
+        /// The decision was already taken or cancelled ([`SessionError::AlreadyDecided`]).
+        AlreadyDecided = "already_decided",
+        /// The plan expired before the decision ([`SessionError::Expired`]).
+        Expired = "expired",
+        /// The decision names other content than what waits (a plan's or a tool call's sha256:
+        /// [`SessionError::Sha256Mismatch`], [`SessionError::ArgsSha256Mismatch`]).
+        Mismatch = "mismatch",
+        /// The input cannot be used: a malformed decision, a target the plan does not list, an
+        /// edited plan past the limits, a session id that cannot be stored
+        /// ([`SessionError::MalformedDecision`], [`SessionError::TargetNotAllowed`],
+        /// [`SessionError::EditedPlan`], [`SessionError::InvalidSessionId`]).
+        InvalidInput = "invalid_input",
+        /// The session is not in a state the operation needs: no suspended run, no interrupted
+        /// run, an id already stored, a config changed under a pending plan
+        /// ([`SessionError::NotSuspended`], [`SessionError::NotInterrupted`],
+        /// [`SessionError::SessionExists`], [`SessionError::ConfigChanged`]).
+        WrongState = "wrong_state",
+        /// Another writer or process got there first, or holds the run: a store conflict
+        /// ([`SessionError::is_conflict`]), [`SessionError::LeaseHeld`],
+        /// [`SessionError::LeaseLost`].
+        Conflict = "conflict",
+        /// The session store failed, or there is none ([`SessionError::Store`] but a conflict,
+        /// [`SessionError::NoStore`]).
+        Store = "store",
+        /// The session's workspace is not this controller's, is gone, replaced or not recorded
+        /// ([`SessionError::WrongWorkspace`], [`SessionError::WorkspaceGone`],
+        /// [`SessionError::WorkspaceReplaced`], [`SessionError::NoWorkspaceRecorded`]).
+        Workspace = "workspace",
+    }
+}
+
+impl SessionError {
+    /// What kind of refusal this is ([`SessionErrorKind`]).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{SessionError, SessionErrorKind};
+    /// assert_eq!(SessionError::UnknownRun("r9".into()).kind(), SessionErrorKind::NotFound);
+    /// assert_eq!(SessionError::NoStore.kind(), SessionErrorKind::Store);
+    /// ```
+    pub fn kind(&self) -> SessionErrorKind {
+        use SessionError as E;
+        use SessionErrorKind as K;
+        match self {
+            E::UnknownMode(_)
+            | E::UnknownRun(_)
+            | E::UnknownToolCall { .. }
+            | E::UnknownDecision(_)
+            | E::UnknownSession(_) => K::NotFound,
+            E::AlreadyDecided(_) => K::AlreadyDecided,
+            E::Expired { .. } => K::Expired,
+            E::Sha256Mismatch { .. } | E::ArgsSha256Mismatch { .. } => K::Mismatch,
+            E::MalformedDecision(_)
+            | E::TargetNotAllowed { .. }
+            | E::EditedPlan(_)
+            | E::InvalidSessionId(_) => K::InvalidInput,
+            E::NotSuspended(_)
+            | E::NotInterrupted { .. }
+            | E::SessionExists(_)
+            | E::ConfigChanged(_) => K::WrongState,
+            E::Store(StoreError::Conflict { .. }) | E::LeaseHeld { .. } | E::LeaseLost { .. } => {
+                K::Conflict
+            }
+            E::Store(_) | E::NoStore => K::Store,
+            E::WrongWorkspace { .. }
+            | E::WorkspaceGone { .. }
+            | E::WorkspaceReplaced { .. }
+            | E::NoWorkspaceRecorded { .. } => K::Workspace,
+        }
+    }
+}
