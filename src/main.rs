@@ -1574,8 +1574,13 @@ fn pending(spec: &str, json: bool) -> Outcome {
             // Plans past their deadline expire first (each once, whoever looks first).
             let expired = deadline::expire_due(&*store, SystemTime::now()).await?;
             for e in &expired {
+                // A plan, or a tool call that waited for approval.
+                let what = match &e.decision.tool_name {
+                    Some(tool) => format!("the `{}` tool call", neutralize_line(tool)),
+                    None => "the plan".to_owned(),
+                };
                 note!(
-                    "expired: session {} decision {}: no decision by {}, so the plan counts as rejected",
+                    "expired: session {} decision {}: no decision by {}, so {what} counts as rejected",
                     neutralize_line(&e.session_id),
                     neutralize_line(&e.decision.decision_id),
                     neutralize_line(e.decision.decided_at.as_deref().unwrap_or("its deadline"))
@@ -1934,6 +1939,7 @@ fn expired_now(session: &Session, decision: Option<&str>) -> Option<Failure> {
         let error = SessionError::Expired {
             decision_id: record.decision_id.clone(),
             deadline_at: record.decided_at.clone().unwrap_or_default(),
+            tool_name: record.tool_name.clone(),
         };
         Failure::from(error)
     })

@@ -473,7 +473,8 @@ impl Session {
             tool_call_id = %call.tool_call_id,
             action = %decision.action,
         );
-        self.start_operation();
+        // The run's operation starts only when the last decision carries the run on
+        // ([`Session::apply_tool_decision`]): until then no run is in progress to cancel.
         let outcome = self
             .apply_tool_decision(index, decision)
             .instrument(span)
@@ -530,6 +531,7 @@ impl Session {
             });
         }
         // Every call is decided: the run resumes (same run id), saved with this process's lease.
+        self.start_operation();
         let calls = std::mem::take(&mut self.pending_tool_calls);
         self.run = Some((run_id.clone(), RunState::Running));
         self.take_lease();
@@ -555,7 +557,8 @@ impl Session {
         self.commit().await?;
         for (call, record) in approved {
             if self.run_token.is_cancelled() {
-                return self.abort_run(run_id).await;
+                // No approved call is running: this one and the rest never start.
+                return self.abort_unstarted(run_id).await;
             }
             let name = &call.payload.tool_name;
             let output = if self.shared.runtime(self.mode).allows(name) {
@@ -633,6 +636,17 @@ impl Session {
     async fn abort_run(&mut self, run_id: Arc<str>) -> Result<RunOutcome, SessionError> {
         self.begin();
         self.close_interrupted(&run_id);
+        self.commit().await?;
+        Ok(RunOutcome::Aborted { run_id })
+    }
+
+    /// Ends a run the host cancelled between tool calls: each call of the last assistant
+    /// message without a result never started (`tool_start` and `tool_end` with
+    /// [`NOT_STARTED_RESULT`]); persists the session.
+    async fn abort_unstarted(&mut self, run_id: Arc<str>) -> Result<RunOutcome, SessionError> {
+        self.begin();
+        self.answer_unanswered(&run_id, NOT_STARTED_RESULT, NOT_STARTED_RESULT, false);
+        self.close_run(&run_id, RunState::Aborted, None);
         self.commit().await?;
         Ok(RunOutcome::Aborted { run_id })
     }
@@ -828,7 +842,10 @@ impl Session {
                 .run_until_cancelled(model.generate(request).instrument(span))
                 .await;
             let response = match response {
+                // Once the handle fired the run ends aborted, whatever the model returned (a
+                // model that watches its token may return an error, or a reply, as it stops).
                 None => return self.abort_run(run_id).await,
+                Some(_) if token.is_cancelled() => return self.abort_run(run_id).await,
                 Some(Ok(r)) => r,
                 Some(Err(error)) => {
                     tracing::debug!(%error, kind = %error.kind(), "model call failed");
@@ -894,7 +911,17 @@ impl Session {
             .any(|call| self.needs_approval(&call.name, &call.args));
         let mut waiting = Vec::new();
         let mut next = 0;
-        while let Some((id, name)) = self.start_tool(run_id, at, next) {
+        loop {
+            // Once the handle fired no call starts, and none waits: the run ends aborted.
+            if self.run_token.is_cancelled() {
+                return Some(
+                    self.abort_tool_calls(run_id, at, next, &waiting, None)
+                        .await,
+                );
+            }
+            let Some((id, name)) = self.start_tool(run_id, at, next) else {
+                break;
+            };
             next += 1;
             let mode = self.mode;
             if !shared.runtime(mode).allows(&name) {
@@ -956,8 +983,11 @@ impl Session {
                 ))),
             };
             let Some(output) = output else {
-                // The call stays without a result; `abort_run` gives it one.
-                return Some(self.abort_run(run_id.clone()).await);
+                let running = Some(next - 1);
+                return Some(
+                    self.abort_tool_calls(run_id, at, next, &waiting, running)
+                        .await,
+                );
             };
             tracing::debug!(tool_call_id = %id, tool_name = %name, is_error = output.is_error, "tool call finished");
             self.finish_tool(run_id, &id, &name, output);
@@ -966,6 +996,45 @@ impl Session {
             return None;
         }
         Some(self.suspend_tool_calls(run_id.clone(), at, waiting).await)
+    }
+
+    /// Ends the run as aborted while it runs the calls of the assistant message at `at`, the
+    /// calls before `next` started (the one at `running` cut off, if any): each call without
+    /// a result gets one, in the order of the calls. One that waited for approval is not
+    /// approved; the cut-off one is cancelled; those from `next` on never started (with their
+    /// `tool_start`, as calls skipped by a suspension are reported). Saved.
+    async fn abort_tool_calls(
+        &mut self,
+        run_id: &Arc<str>,
+        at: usize,
+        next: usize,
+        waiting: &[usize],
+        running: Option<usize>,
+    ) -> Result<RunOutcome, SessionError> {
+        self.begin();
+        let mut index = 0;
+        while let Some(call) = self.tool_call(at, index) {
+            let (id, name) = (call.id.clone(), call.name.clone());
+            let result = if waiting.contains(&index) {
+                Some(tool_cancelled_result(CancelReason::Aborted))
+            } else if running == Some(index) {
+                Some(CANCELLED_RESULT)
+            } else if index >= next {
+                self.start_tool(run_id, at, index);
+                Some(NOT_STARTED_RESULT)
+            } else {
+                None
+            };
+            if let Some(text) = result {
+                self.finish_tool(run_id, &id, &name, ToolOutput::error(text));
+            }
+            index += 1;
+        }
+        self.close_run(run_id, RunState::Aborted, None);
+        self.commit().await?;
+        Ok(RunOutcome::Aborted {
+            run_id: run_id.clone(),
+        })
     }
 
     /// Whether a call of `name` with `args` waits for approval in the current mode: the mode

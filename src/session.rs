@@ -261,18 +261,45 @@ fn restored_targets(
     (targets, None)
 }
 
+/// What expired, for [`SessionError::Expired`]: the plan, or the tool call of `tool_name`.
+fn expired_subject(tool_name: Option<&str>) -> String {
+    match tool_name {
+        Some(name) => format!("the `{name}` tool call"),
+        None => "the plan".to_owned(),
+    }
+}
+
 /// Cancels a session's run from another task; get one with [`Session::cancel_handle`].
 ///
-/// Cheap to clone, `Send` and `Sync`. [`CancelHandle::cancel`] cancels the run in progress: the
-/// run stops waiting for its model or tool at once (their futures are dropped, and their
-/// [`CancellationToken`] is cancelled), gives every unanswered tool call a "cancelled" result,
-/// ends `aborted` (`agent_end`), is saved, and returns [`RunOutcome::Aborted`]. A save in
-/// progress is never interrupted: the run stops after it.
+/// Cheap to clone, `Send` and `Sync`; every clone cancels the same session's runs. What
+/// [`CancelHandle::cancel`] does:
+///
+/// - **A run in progress** (a [`Session::send_message`], [`Session::resume`],
+///   [`Session::decide`] or [`Session::continue_run`] that carries a run on has started and not
+///   returned) stops waiting for its model or tool at once (their futures are dropped, and their
+///   [`CancellationToken`] is cancelled). From then on the run ends `aborted`, whatever the
+///   model or a tool returns as it stops (an error included): what a tool returned is kept as
+///   its result, no further call starts or waits for approval, every unanswered tool call gets
+///   a result saying so, `agent_end` (reason `aborted`) is emitted, the session is saved, and
+///   the operation returns [`RunOutcome::Aborted`].
+/// - **No run in progress**: the cancel is kept for the session's next run, the one an
+///   operation about to be called (in a task not yet polled, say) starts. That run ends
+///   `aborted` at once, before any model or tool call. The message or decision that starts it
+///   still counts: the message is in the conversation, the decision is saved (an approved plan
+///   switches mode; approved tool calls do not run). A decision that ends the run itself (a plan
+///   rejected without feedback) ends it as usual. A kept cancel is used up by that one run; a
+///   tool-call decision while other calls of the reply still wait carries no run on and
+///   leaves it for the run's resumption; `abort`, `switch_mode` and the like leave it too.
+///
+/// A save in progress is never interrupted: the run stops after it, and a cancel that arrives
+/// while its last save (of its suspension or its end) is under way does not change how it
+/// ends.
 ///
 /// # Examples
 /// ```
 /// use std::sync::Arc;
-/// use agent_controller::{AgentController, SessionOptions, config, model::scripted::ScriptedModel};
+/// use agent_controller::{AgentController, RunOutcome, SessionOptions, config};
+/// use agent_controller::model::scripted::ScriptedModel;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -280,53 +307,73 @@ fn restored_targets(
 /// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new())).build()?;
 /// let mut session = controller.start_session(SessionOptions::new()).await?;
 /// let handle = session.cancel_handle();
-/// // No run is in progress: nothing to cancel.
-/// assert!(!handle.cancel());
 /// // A host's "stop" button: `tokio::spawn(async move { handle.cancel() })`, or from any thread.
+/// // No run is in progress yet: the cancel is kept for the next run, which ends at once.
+/// assert!(!handle.cancel());
+/// let outcome = session.send_message("hello").await?;
+/// assert!(matches!(outcome, RunOutcome::Aborted { .. }));
+/// // Used up: the run after it runs.
+/// let outcome = session.send_message("hello again").await?;
+/// assert!(matches!(outcome, RunOutcome::Completed { .. }));
 /// # Ok(())
 /// # }
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct CancelHandle {
-    current: Arc<Mutex<Option<CancellationToken>>>,
+    current: Arc<Mutex<CancelState>>,
+}
+
+/// The run a [`CancelHandle`] cancels: its token while one is in progress, and whether a
+/// cancel is kept for the next run.
+#[derive(Debug, Default)]
+struct CancelState {
+    token: Option<CancellationToken>,
+    next: bool,
 }
 
 impl CancelHandle {
-    /// Cancels the run in progress (one whose `send_message` or `resume` future has been polled
-    /// and has not finished); returns whether there was one. Before that first poll there is
-    /// nothing to cancel: to stop a run that may not have started yet, drop its future (or
-    /// abort its task), which is as safe ([`Session`] has the details).
+    /// Cancels the run in progress, or, when none is, the session's next run (see
+    /// [`CancelHandle`]); returns whether a run was in progress.
     pub fn cancel(&self) -> bool {
-        match &*self.lock() {
+        let mut state = self.lock();
+        match &state.token {
             Some(token) => {
                 token.cancel();
                 true
             }
-            None => false,
+            None => {
+                state.next = true;
+                false
+            }
         }
     }
 
     /// Whether a run is in progress.
     pub fn is_running(&self) -> bool {
-        self.lock().is_some()
+        self.lock().token.is_some()
     }
 
-    /// A fresh token for a run that starts now.
+    /// A fresh token for a run that starts now: already cancelled when a cancel was kept for
+    /// it.
     fn start(&self) -> CancellationToken {
         let token = CancellationToken::new();
-        *self.lock() = Some(token.clone());
+        let mut state = self.lock();
+        if std::mem::take(&mut state.next) {
+            token.cancel();
+        }
+        state.token = Some(token.clone());
         token
     }
 
     /// No run is in progress any more; cancels the token of one that was (work a dropped run's
     /// model or tool left behind stops too).
     fn finish(&self) {
-        if let Some(token) = self.lock().take() {
+        if let Some(token) = self.lock().token.take() {
             token.cancel();
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<CancellationToken>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, CancelState> {
         self.current.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -361,17 +408,21 @@ pub enum SessionError {
     /// No decision of the session has this decision id.
     #[error("unknown decision `{0}`")]
     UnknownDecision(String),
-    /// The plan expired before this decision: no decision was taken by its deadline (the
-    /// planning mode's `approvalTimeout`), so it counts as rejected (see [`crate::deadline`]).
-    /// The expiry is in the decision history (outcome `expired`); this decision changed nothing.
+    /// The plan, or the tool call, expired before this decision: no decision was taken by its
+    /// deadline (its mode's `approvalTimeout`), so it counts as rejected (see
+    /// [`crate::deadline`]). The expiry is in the decision history (outcome `expired`); this
+    /// decision changed nothing.
     #[error(
-        "decision `{decision_id}` expired at {deadline_at}: no decision was taken by its deadline (approvalTimeout), so the plan counts as rejected; this decision was not applied"
+        "decision `{decision_id}` expired at {deadline_at}: no decision was taken by its deadline (approvalTimeout), so {} counts as rejected; this decision was not applied",
+        expired_subject(.tool_name.as_deref())
     )]
     Expired {
-        /// The decision id of the expired plan.
+        /// The decision id of the expired plan or tool call.
         decision_id: String,
         /// Its deadline, as RFC 3339 in UTC.
         deadline_at: String,
+        /// The tool of an expired tool call; `None` for a plan.
+        tool_name: Option<String>,
     },
     /// The decision names a different plan than the one captured at submit time.
     #[error(
@@ -944,7 +995,8 @@ impl Session {
         &mut self.extensions
     }
 
-    /// A handle that cancels this session's run in progress from another task or thread.
+    /// A handle that cancels this session's run in progress, or its next run, from another
+    /// task or thread ([`CancelHandle`]).
     pub fn cancel_handle(&self) -> CancelHandle {
         self.cancel.clone()
     }

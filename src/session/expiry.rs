@@ -16,6 +16,7 @@ pub(crate) fn expired_error(record: &DecidedRecord) -> Option<SessionError> {
     (record.outcome == Some(DecisionOutcome::Expired)).then(|| SessionError::Expired {
         decision_id: record.decision_id.clone(),
         deadline_at: record.decided_at.clone().unwrap_or_default(),
+        tool_name: record.tool_name.clone(),
     })
 }
 

@@ -18,8 +18,8 @@ use agent_controller::store::{
 use agent_controller::tool::submit_plan::APPROVED_RESULT;
 use agent_controller::tool::{Tool, ToolCall, ToolContext, ToolOutput};
 use agent_controller::{
-    AgentController, Decision, Event, Message, RunOutcome, RunState, Session, SessionOptions,
-    ToolRegistry,
+    AgentController, Decision, DecisionOutcome, Event, Message, RunOutcome, RunState, Session,
+    SessionOptions, ToolRegistry,
 };
 use async_trait::async_trait;
 use common::{Recorder, Workspace, graph};
@@ -502,7 +502,8 @@ async fn a_run_cancelled_from_another_task_ends_aborted_and_the_session_carries_
         .await
         .expect("session");
     let handle = session.cancel_handle();
-    assert!(!handle.cancel(), "no run in progress");
+    // Not `cancel()`: with no run in progress it would cancel the run about to start.
+    assert!(!handle.is_running(), "no run in progress");
     let canceller = tokio::spawn(async move {
         started.notified().await;
         assert!(handle.is_running());
@@ -811,4 +812,401 @@ mod openai {
             ]
         );
     }
+}
+
+// --- Issue 19, item 8: once the handle fired the run ends aborted; a cancel before the run ----
+// --- starts takes effect ----------------------------------------------------------------------
+
+const APPROVALS: &str = r#"
+[[modes]]
+id = "build"
+default = true
+availableTools = ["slow", "write_file"]
+requireApproval = ["write_file"]
+
+[[modes]]
+id = "plan"
+transitionsTo = "build"
+availableTools = ["submit_plan"]
+"#;
+
+/// A tool that watches its cancel token, as the docs invite, and returns once it fires.
+struct ReturnsOnCancel(Arc<tokio::sync::Notify>);
+
+#[async_trait]
+impl Tool for ReturnsOnCancel {
+    fn name(&self) -> &str {
+        "slow"
+    }
+    fn description(&self) -> String {
+        "Stops when cancelled.".to_owned()
+    }
+    fn input_schema(&self) -> Value {
+        json!({ "type": "object" })
+    }
+    async fn execute(&self, _: &Value, ctx: &ToolContext<'_>) -> ToolOutput {
+        self.0.notify_one();
+        ctx.cancel.cancelled().await;
+        ToolOutput::error("slow: stopped, the run was cancelled")
+    }
+}
+
+/// A model that watches its cancel token and then returns an error, as a provider whose
+/// request was cut off does.
+struct ErrsOnCancel(Arc<tokio::sync::Notify>);
+
+#[async_trait]
+impl LanguageModel for ErrsOnCancel {
+    async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        self.0.notify_one();
+        request.cancel.cancelled().await;
+        Err(ModelError::new("the request was cancelled"))
+    }
+}
+
+fn calls_reply(calls: Vec<ToolCall>) -> ModelResponse {
+    ModelResponse {
+        tool_calls: calls,
+        ..ModelResponse::default()
+    }
+}
+
+fn tool_call(id: &str, name: &str, args: Value) -> ToolCall {
+    ToolCall {
+        id: id.to_owned(),
+        name: name.to_owned(),
+        args,
+    }
+}
+
+fn write_call(id: &str, path: &str) -> ToolCall {
+    tool_call(id, "write_file", json!({ "path": path, "content": "x" }))
+}
+
+/// A controller on `APPROVALS` with `tool` as `slow`, the workspace tools and a store.
+fn approvals_controller(
+    ws: &Workspace,
+    model: Arc<dyn LanguageModel>,
+    tool: Arc<dyn Tool>,
+) -> AgentController {
+    let mut tools = ToolRegistry::with_workspace_tools();
+    tools.register(tool).expect("register");
+    AgentController::builder(graph(APPROVALS), model)
+        .tools(tools)
+        .workspace(ws.path())
+        .store(Arc::new(MemoryStore::new()))
+        .build()
+        .expect("controller")
+}
+
+/// The (id, content) of every tool result of the conversation.
+fn results(messages: &[Message]) -> Vec<(String, String)> {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool {
+                tool_call_id,
+                content,
+                ..
+            } => Some((tool_call_id.clone(), content.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn result_of<'a>(results: &'a [(String, String)], id: &str) -> &'a str {
+    results
+        .iter()
+        .find(|(call, _)| call == id)
+        .map(|(_, content)| content.as_str())
+        .unwrap_or_else(|| panic!("no result for {id}: {results:#?}"))
+}
+
+#[tokio::test]
+async fn a_model_that_returns_an_error_once_cancelled_ends_the_run_aborted_not_failed() {
+    let ws = Workspace::new();
+    let started = Arc::new(tokio::sync::Notify::new());
+    let controller =
+        approvals_controller(&ws, Arc::new(ErrsOnCancel(started.clone())), Arc::new(Slow));
+    let recorder = Recorder::default();
+    let mut session = controller
+        .start_session(recorder.options())
+        .await
+        .expect("session");
+    let handle = session.cancel_handle();
+    let (outcome, cancelled) = tokio::join!(session.send_message("build it"), async move {
+        started.notified().await;
+        handle.cancel()
+    });
+    assert!(cancelled, "the run was in progress");
+    assert_eq!(
+        outcome.expect("run"),
+        RunOutcome::Aborted {
+            run_id: "run_1".into()
+        }
+    );
+    assert_eq!(session.run_state(), Some(("run_1", RunState::Aborted)));
+    let events = recorder.take();
+    assert!(
+        !events.iter().any(|e| matches!(e, Event::Error { .. })),
+        "{events:#?}"
+    );
+    assert_paired(&events);
+}
+
+#[tokio::test]
+async fn a_tool_that_returns_once_cancelled_ends_the_run_aborted_and_no_later_call_waits_or_runs() {
+    let ws = Workspace::new();
+    let started = Arc::new(tokio::sync::Notify::new());
+    let model = common::replay(vec![
+        calls_reply(vec![
+            tool_call("t1", "slow", json!({})),
+            write_call("t2", "a.txt"),
+        ]),
+        ModelResponse {
+            text: "never asked".to_owned(),
+            ..ModelResponse::default()
+        },
+    ]);
+    let controller = approvals_controller(
+        &ws,
+        model.clone(),
+        Arc::new(ReturnsOnCancel(started.clone())),
+    );
+    let recorder = Recorder::default();
+    let mut session = controller
+        .start_session(recorder.options())
+        .await
+        .expect("session");
+    let handle = session.cancel_handle();
+    let (outcome, cancelled) = tokio::join!(session.send_message("build it"), async move {
+        started.notified().await;
+        handle.cancel()
+    });
+    assert!(cancelled);
+    assert_eq!(
+        outcome.expect("run"),
+        RunOutcome::Aborted {
+            run_id: "run_1".into()
+        }
+    );
+    assert!(session.pending_tool_calls().is_empty(), "nothing waits");
+    let results = results(session.messages());
+    // What the tool returned is kept; the call after it never started.
+    assert_eq!(
+        result_of(&results, "t1"),
+        "slow: stopped, the run was cancelled"
+    );
+    assert!(
+        result_of(&results, "t2").starts_with("Not executed:"),
+        "{results:#?}"
+    );
+    assert_eq!(model.requests().len(), 1);
+    assert!(!ws.path().join("a.txt").exists());
+    assert_paired(&recorder.take());
+}
+
+#[tokio::test]
+async fn a_call_waiting_for_approval_in_a_cancelled_run_is_not_approved_and_the_running_one_cancelled()
+ {
+    let ws = Workspace::new();
+    let saw_cancel = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(tokio::sync::Notify::new());
+    let model = common::replay(vec![calls_reply(vec![
+        write_call("t1", "a.txt"),
+        tool_call("t2", "slow", json!({})),
+        tool_call("t3", "slow", json!({})),
+    ])]);
+    let controller = approvals_controller(
+        &ws,
+        model.clone(),
+        Arc::new(Waits {
+            saw_cancel,
+            started: started.clone(),
+        }),
+    );
+    let recorder = Recorder::default();
+    let mut session = controller
+        .start_session(recorder.options())
+        .await
+        .expect("session");
+    let handle = session.cancel_handle();
+    let (outcome, _) = tokio::join!(session.send_message("build it"), async move {
+        started.notified().await;
+        handle.cancel()
+    });
+    assert!(matches!(outcome.expect("run"), RunOutcome::Aborted { .. }));
+    let results = results(session.messages());
+    assert!(
+        result_of(&results, "t1").starts_with("Not approved: the run was aborted"),
+        "{results:#?}"
+    );
+    assert!(
+        result_of(&results, "t2").starts_with("Cancelled:"),
+        "{results:#?}"
+    );
+    assert!(
+        result_of(&results, "t3").starts_with("Not executed:"),
+        "{results:#?}"
+    );
+    // Each call started once and ended once.
+    let events = recorder.take();
+    for id in ["t1", "t2", "t3"] {
+        let starts = events
+            .iter()
+            .filter(|e| matches!(e, Event::ToolStart { tool_call_id, .. } if tool_call_id == id))
+            .count();
+        let ends = events
+            .iter()
+            .filter(|e| matches!(e, Event::ToolEnd { tool_call_id, .. } if tool_call_id == id))
+            .count();
+        assert_eq!((starts, ends), (1, 1), "{id}: {events:#?}");
+    }
+    assert_paired(&events);
+}
+
+#[tokio::test]
+async fn a_cancel_before_the_run_starts_aborts_that_run_without_calling_the_model() {
+    let ws = Workspace::new();
+    let model = common::replay(vec![ModelResponse {
+        text: "hello".to_owned(),
+        ..ModelResponse::default()
+    }]);
+    let controller = approvals_controller(&ws, model.clone(), Arc::new(Slow));
+    let recorder = Recorder::default();
+    let mut session = controller
+        .start_session(recorder.options())
+        .await
+        .expect("session");
+    let handle = session.cancel_handle();
+    // A host spawns the run and its user presses stop before the task ever ran.
+    let task = tokio::spawn(async move {
+        let outcome = session.send_message("build it").await;
+        (session, outcome)
+    });
+    assert!(!handle.cancel(), "no run was in progress yet");
+    let (mut session, outcome) = task.await.expect("task");
+    assert_eq!(
+        outcome.expect("run"),
+        RunOutcome::Aborted {
+            run_id: "run_1".into()
+        }
+    );
+    assert!(model.requests().is_empty(), "the model was never called");
+    assert!(
+        matches!(session.messages(), [Message::User { content }] if content == "build it"),
+        "the message is kept: {:#?}",
+        session.messages()
+    );
+    assert_eq!(
+        recorder.kinds(),
+        ["session_started", "agent_start", "agent_end"]
+    );
+    // The cancel is used up by that run: the next one runs.
+    let outcome = session.send_message("again").await.expect("run");
+    assert_eq!(
+        outcome,
+        RunOutcome::Completed {
+            run_id: "run_2".into(),
+            text: "hello".into()
+        }
+    );
+    assert!(!handle.is_running());
+}
+
+#[tokio::test]
+async fn a_cancel_before_a_decision_resumes_the_run_keeps_the_decision_and_runs_nothing() {
+    let ws = Workspace::new();
+    let model = common::replay(vec![calls_reply(vec![
+        write_call("t1", "a.txt"),
+        write_call("t2", "b.txt"),
+    ])]);
+    let controller = approvals_controller(&ws, model.clone(), Arc::new(Slow));
+    let mut session = controller
+        .start_session(SessionOptions::new())
+        .await
+        .expect("session");
+    let outcome = session.send_message("write both").await.expect("run");
+    assert!(matches!(outcome, RunOutcome::ToolCallsSuspended { .. }));
+    let handle = session.cancel_handle();
+    assert!(!handle.cancel());
+    // A decision while the other call still waits resumes no run: the cancel waits too.
+    let outcome = session
+        .decide("decision_1", Decision::approve())
+        .await
+        .expect("first");
+    assert!(
+        matches!(outcome, RunOutcome::ToolCallsSuspended { .. }),
+        "{outcome:?}"
+    );
+    let outcome = session
+        .decide("decision_2", Decision::approve())
+        .await
+        .expect("last");
+    assert_eq!(
+        outcome,
+        RunOutcome::Aborted {
+            run_id: "run_1".into()
+        }
+    );
+    assert!(!ws.path().join("a.txt").exists() && !ws.path().join("b.txt").exists());
+    assert_eq!(
+        model.requests().len(),
+        1,
+        "no model call after the decision"
+    );
+    let decided: Vec<_> = session
+        .decision_history()
+        .iter()
+        .map(|d| (d.decision_id.clone(), d.outcome))
+        .collect();
+    assert_eq!(
+        decided,
+        [
+            ("decision_1".to_owned(), Some(DecisionOutcome::Approved)),
+            ("decision_2".to_owned(), Some(DecisionOutcome::Approved)),
+        ]
+    );
+    let results = results(session.messages());
+    for id in ["t1", "t2"] {
+        assert!(
+            result_of(&results, id).starts_with("Not executed:"),
+            "{results:#?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_cancel_before_a_plan_is_approved_switches_the_mode_and_calls_no_model() {
+    let ws = Workspace::new();
+    ws.plan("p.md", "# P\n\n1. x\n");
+    let model = common::replay(vec![calls_reply(vec![tool_call(
+        "p1",
+        "submit_plan",
+        json!({ "path": PLAN }),
+    )])]);
+    let controller = approvals_controller(&ws, model.clone(), Arc::new(Slow));
+    let mut session = controller
+        .start_session(SessionOptions::new().mode("plan"))
+        .await
+        .expect("session");
+    let outcome = session.send_message("plan it").await.expect("run");
+    assert!(matches!(outcome, RunOutcome::Suspended { .. }));
+    assert!(!session.cancel_handle().cancel());
+    let outcome = session
+        .decide("decision_1", Decision::approve())
+        .await
+        .expect("approve");
+    assert_eq!(
+        outcome,
+        RunOutcome::Aborted {
+            run_id: "run_1".into()
+        }
+    );
+    assert_eq!(session.mode().id(), "build", "the approval counts");
+    assert_eq!(
+        model.requests().len(),
+        1,
+        "no model call after the approval"
+    );
 }

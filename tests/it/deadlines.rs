@@ -503,6 +503,7 @@ async fn an_approval_after_the_deadline_is_refused_and_the_plan_counts_as_reject
             SessionError::Expired {
                 decision_id: "decision_1".into(),
                 deadline_at: DEADLINE_TEXT.into(),
+                tool_name: None,
             },
             "store: {with_store}"
         );
@@ -1261,6 +1262,7 @@ async fn a_tool_call_not_decided_by_its_deadline_expires_and_nothing_of_its_repl
         SessionError::Expired {
             decision_id: second.clone(),
             deadline_at: deadline::deadline_text(T0 + HOUR),
+            tool_name: Some("write_file".into()),
         }
     );
     assert!(!ws.path().join("a.txt").exists() && !ws.path().join("b.txt").exists());
@@ -1463,5 +1465,64 @@ fn cli_a_tool_call_after_its_deadline_is_refused_and_not_run() {
     assert_eq!(
         record.history.iter().map(|d| d.outcome).collect::<Vec<_>>(),
         [Some(DecisionOutcome::Expired)]
+    );
+}
+
+/// A tool call decided after its deadline is refused with `Expired`, whose message speaks of
+/// the tool call (by its tool), not of a plan (issue 19, Low).
+#[tokio::test]
+async fn a_tool_call_decided_after_its_deadline_is_refused_speaking_of_the_tool_call_not_a_plan() {
+    let clock = TestClock::at(T0);
+    let (_server, _ws, _ctl, mut session, _recorder) = two_calls_waiting(None, &clock, "t9").await;
+    clock.set(T0 + HOUR);
+    let refused = session
+        .decide("decision_1", Decision::approve())
+        .await
+        .expect_err("too late");
+    let text = refused.to_string();
+    assert!(
+        text.contains("so the `write_file` tool call counts as rejected"),
+        "{text}"
+    );
+    assert!(!text.contains("plan"), "{text}");
+}
+
+/// `pending` after the deadline of tool calls waiting for approval says which tool call
+/// expired, not that a plan did (issue 19, Low).
+#[test]
+fn cli_pending_after_a_tool_calls_deadline_speaks_of_the_tool_call_not_a_plan() {
+    let ws = Workspace::new();
+    let spec = ws.path().join("sessions").display().to_string();
+    // Made two hours ago by the controller's clock: their 1h deadline has passed.
+    let clock = TestClock::at(now_ms() - 2 * HOUR);
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(async {
+            let store = open_store(&spec).expect("store");
+            two_calls_waiting(Some(store), &clock, "s-tools").await;
+        });
+    let out = bin()
+        .args(["pending", "--store", &spec])
+        .output()
+        .expect("pending");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    for decision in ["decision_1", "decision_2"] {
+        let line = stderr
+            .lines()
+            .find(|l| l.contains(&format!("expired: session s-tools decision {decision}:")))
+            .unwrap_or_else(|| panic!("no expiry of {decision}: {stderr}"));
+        assert!(
+            line.ends_with("so the `write_file` tool call counts as rejected"),
+            "{line}"
+        );
+    }
+    assert!(
+        !stderr
+            .lines()
+            .any(|l| l.starts_with("expired:") && l.contains("plan")),
+        "{stderr}"
     );
 }
