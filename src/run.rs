@@ -931,6 +931,7 @@ impl Session {
             }
             let mut calls = response.tool_calls;
             calls.iter_mut().for_each(|call| take_args(&mut call.args));
+            unique_call_ids(&mut calls);
             if calls.is_empty() {
                 self.messages.push(Message::Assistant {
                     content: response.text.clone(),
@@ -1339,6 +1340,34 @@ fn tool_call_record(
         tool_name: Some(call.payload.tool_name.clone()),
         always_allow,
         allowed_by: None,
+    }
+}
+
+/// Gives every call of one reply an id of its own: a model may repeat an id or send none, and
+/// a result names only the id of the call it answers, so results of such calls could not be
+/// told apart (or put back in the order of the calls). The first call of an id keeps it; a
+/// later one, or one without an id, gets `ID_K` (`call_K` for none), K its position in the
+/// reply (counting on past any id the reply already uses).
+fn unique_call_ids(calls: &mut [ToolCall]) {
+    let given: std::collections::HashSet<String> = calls.iter().map(|c| c.id.clone()).collect();
+    let mut seen = std::collections::HashSet::new();
+    for (k, call) in calls.iter_mut().enumerate() {
+        if call.id.is_empty() || seen.contains(&call.id) {
+            let base = if call.id.is_empty() {
+                "call".to_owned()
+            } else {
+                call.id.clone()
+            };
+            let mut n = k;
+            call.id = loop {
+                let id = format!("{base}_{n}");
+                if !given.contains(&id) && !seen.contains(&id) {
+                    break id;
+                }
+                n += 1;
+            };
+        }
+        seen.insert(call.id.clone());
     }
 }
 

@@ -215,3 +215,78 @@ async fn results_of_a_suspension_a_new_message_cancelled_go_back_in_the_order_of
     assert_eq!(ids(&results), ["A", "B", "C", "D"], "{results:#?}");
     assert!(results[0].1.starts_with("Not approved"), "{results:#?}");
 }
+
+/// The calls of the last assistant message with calls, as (id, path argument).
+fn last_calls(messages: &[Message]) -> Vec<(String, String)> {
+    messages
+        .iter()
+        .rev()
+        .find_map(|m| match m {
+            Message::Assistant { tool_calls, .. } if !tool_calls.is_empty() => Some(
+                tool_calls
+                    .iter()
+                    .map(|c| {
+                        (
+                            c.id.clone(),
+                            c.args["path"].as_str().unwrap_or("").to_owned(),
+                        )
+                    })
+                    .collect(),
+            ),
+            _ => None,
+        })
+        .expect("an assistant message with tool calls")
+}
+
+#[tokio::test]
+async fn calls_that_repeat_an_id_in_one_reply_each_get_their_own_result_in_their_place() {
+    // Hostile-model trial: two calls of one reply under the same id, decided in reverse order.
+    // The results came back swapped (the rejection of c.txt where a.txt's write was), and no id
+    // told the model which call a result answered.
+    let s = Setup::new(vec![
+        reply(vec![
+            tool_call("X", "write_file", json!({"path": "a.txt", "content": "a"})),
+            tool_call("X", "write_file", json!({"path": "c.txt", "content": "c"})),
+            tool_call("", "read_file", json!({"path": "b.txt"})),
+            tool_call("", "read_file", json!({"path": "d.txt"})),
+        ]),
+        ReplayModel::text("done"),
+    ]);
+    let mut session = s.session("build").await;
+    let outcome = session.send_message("write a and c").await.expect("run");
+    assert!(
+        matches!(&outcome, RunOutcome::ToolCallsSuspended { tool_calls, .. } if tool_calls.len() == 2),
+        "{outcome:?}"
+    );
+    session
+        .decide("decision_2", Decision::reject_with("not c.txt"))
+        .await
+        .expect("decide c");
+    let outcome = session
+        .decide("decision_1", Decision::approve())
+        .await
+        .expect("decide a");
+    assert_completed(&outcome);
+    assert!(s.ws.path().join("a.txt").exists());
+    assert!(!s.ws.path().join("c.txt").exists());
+
+    let requests = s.model.requests();
+    let calls = last_calls(&requests[1].messages);
+    let results = last_results(&requests[1].messages);
+    let call_ids: Vec<&str> = calls.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids(&results), call_ids, "{calls:#?} {results:#?}");
+    let mut unique = call_ids.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(
+        unique.len(),
+        4,
+        "every call has an id of its own: {calls:#?}"
+    );
+    assert!(call_ids.iter().all(|id| !id.is_empty()), "{calls:#?}");
+    assert_eq!(call_ids[0], "X", "the first call keeps the model's id");
+    assert!(results[0].1.contains("a.txt"), "{results:#?}");
+    assert!(results[1].1.contains("not c.txt"), "{results:#?}");
+    assert!(results[2].1.contains("bee"), "{results:#?}");
+    assert!(results[3].1.contains("dee"), "{results:#?}");
+}
