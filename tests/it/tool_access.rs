@@ -5,8 +5,6 @@
 //! that writes runs in a planning mode only where its config lists it, and the config check
 //! warns then.
 
-use crate::common;
-
 use std::sync::Arc;
 
 use agent_controller::model::scripted::ScriptedModel;
@@ -184,9 +182,9 @@ fn a_planning_mode_without_available_tools_offers_only_read_only_and_plan_tools(
 #[cfg(feature = "openai")]
 #[tokio::test]
 async fn write_file_called_in_a_planning_mode_without_a_tool_list_is_refused_and_writes_nothing() {
+    use crate::common::openai_server::{ScriptedServer, call, calls, text, tool_names};
+    use crate::common::{Recorder, Workspace};
     use agent_controller::Event;
-    use common::openai_server::{ScriptedServer, call, calls, text, tool_names};
-    use common::{Recorder, Workspace};
 
     let server = ScriptedServer::start(vec![
         calls([call(
