@@ -4,7 +4,7 @@
 //! nothing changes. `pending`, the prompt and `tool_suspended` show it. The model is the real
 //! OpenAI provider against the scripted OpenAI-compatible server; the store is the directory
 //! store, SQLite and PostgreSQL (`AGENT_CONTROLLER_TEST_POSTGRES`).
-#![cfg(feature = "openai")]
+#![cfg(all(feature = "openai", feature = "cli"))]
 
 use crate::common;
 

@@ -1489,6 +1489,7 @@ async fn a_tool_call_decided_after_its_deadline_is_refused_speaking_of_the_tool_
 
 /// `pending` after the deadline of tool calls waiting for approval says which tool call
 /// expired, not that a plan did (issue 19, Low).
+#[cfg(feature = "cli")]
 #[test]
 fn cli_pending_after_a_tool_calls_deadline_speaks_of_the_tool_call_not_a_plan() {
     let ws = Workspace::new();
