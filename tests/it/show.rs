@@ -377,3 +377,76 @@ proptest! {
         );
     }
 }
+
+/// Issue 19 (low): the event line showed only the first line of a tool result, so the user's
+/// rejection feedback was cut at its first line; a long one is bounded, the cut counted.
+#[test]
+fn event_lines_show_every_line_of_a_result_bounded() {
+    let ws = tempfile::tempdir().expect("tempdir");
+    let (store, session) = detach(ws.path(), "# Add dark mode\n\n1. Theme\n");
+    let feedback = format!("first line\nsecond line {} END", "x".repeat(5_000));
+    let mut cmd = bin();
+    cmd.args([
+        "decide",
+        "--store",
+        &store,
+        &session,
+        "--config",
+        SHIPPED,
+        "--workspace",
+    ])
+    .arg(ws.path())
+    .args(["--reject", "--feedback", &feedback]);
+    let out = output(cmd, "");
+    let stdout = text(&out.stdout);
+    let result = stdout
+        .lines()
+        .find(|l| l.starts_with("tool submit_plan ok: Plan rejected."))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        result.contains("Feedback from the user: first line\\u{a}second line xxx"),
+        "{result}"
+    );
+    assert!(result.contains("characters not shown) …"), "{result}");
+    assert!(result.len() < 2_000, "bounded: {}", result.len());
+}
+
+/// Issue 19 (low): `pending` printed a forged 50 MB title in full. Every shown field is
+/// bounded, the cut counted; `pending --json` keeps the record's data whole.
+#[test]
+fn pending_bounds_a_forged_title_and_says_how_much_is_cut() {
+    let ws = tempfile::tempdir().expect("tempdir");
+    let (store, session) = detach(ws.path(), "# Add dark mode\n\n1. Theme\n");
+    let record = Path::new(&store).join(format!("{session}.pending.json"));
+    let forged = format!("Forged {} title end", "y".repeat(5_000_000));
+    let mut json: Value =
+        serde_json::from_str(&std::fs::read_to_string(&record).expect("record")).expect("JSON");
+    fn retitle(value: &mut Value, title: &str) {
+        match value {
+            Value::Object(map) => {
+                for (key, v) in map.iter_mut() {
+                    if key == "title" && v.is_string() {
+                        *v = Value::String(title.to_owned());
+                    } else {
+                        retitle(v, title);
+                    }
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|v| retitle(v, title)),
+            _ => {}
+        }
+    }
+    retitle(&mut json, &forged);
+    std::fs::write(&record, json.to_string()).expect("forge");
+    let listed = pending(&store, false);
+    assert!(listed.len() < 3_000, "bounded: {} bytes", listed.len());
+    assert!(listed.contains("\tForged yyy"), "{listed:.300}");
+    assert!(listed.contains("yyy title end\t"), "{listed:.300}");
+    let cut = forged.len() - agent_controller::display::LINE_MAX_CHARS;
+    assert!(
+        listed.contains(&format!("… ({cut} characters not shown) …")),
+        "{listed:.300}"
+    );
+    let whole: Value = serde_json::from_str(pending(&store, true).trim()).expect("JSON");
+    assert_eq!(whole["title"].as_str().map(str::len), Some(forged.len()));
+}
