@@ -34,6 +34,7 @@ mod result_order;
 mod schema;
 mod session;
 mod store;
+mod store_conformance;
 mod submit_plan;
 mod terminal;
 mod tool_access;
