@@ -126,14 +126,19 @@ pub(crate) fn event_line(
             ..
         } => {
             let status = if *is_error { "error" } else { "ok" };
-            let first = result.lines().next().unwrap_or("");
-            // An approved edit says so: the first line reads the same for the plan as submitted.
+            // An approved edit says so: the result reads the same for the plan as submitted.
             let edited = decision
                 .as_ref()
                 .and_then(|d| d.approved_sha256.as_deref())
                 .map(|sha| format!(" (the edited plan, sha256 {}...)", line(short_sha256(sha))))
                 .unwrap_or_default();
-            format!("tool {} {status}: {}{edited}", line(tool_name), line(first))
+            // Every line of the result (the user's feedback included), bounded with the cut
+            // counted: `neutralize_line`.
+            format!(
+                "tool {} {status}: {}{edited}",
+                line(tool_name),
+                line(result)
+            )
         }
         Event::ModeChanged {
             mode_id,
