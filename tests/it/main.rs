@@ -33,6 +33,7 @@ mod protected;
 mod result_order;
 mod schema;
 mod session;
+mod show;
 mod store;
 mod store_conformance;
 mod submit_plan;
