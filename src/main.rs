@@ -1750,7 +1750,7 @@ fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Failure> {
             neutralize_line(&p.decision_id),
             neutralize_line(&p.mode_id),
             neutralize_line(&targets_text(&p.target_mode_id, &p.target_mode_ids)),
-            short_sha256(&p.sha256),
+            neutralize_line(short_sha256(&p.sha256)),
             neutralize_line(&p.title),
             workspace_field(p),
         ))
@@ -2091,7 +2091,11 @@ fn lost_race(error: SessionError, store: &str) -> Failure {
 }
 
 fn short_sha256(sha256: &str) -> &str {
-    sha256.get(..12).unwrap_or(sha256)
+    // Twelve characters, not bytes: a forged record's value need not be hex.
+    sha256
+        .char_indices()
+        .nth(12)
+        .map_or(sha256, |(at, _)| &sha256[..at])
 }
 
 /// Where the shown plan came from, so the person knows what approving binds to.
