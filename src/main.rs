@@ -13,7 +13,9 @@ use std::time::{Duration, SystemTime};
 
 use agent_controller::deadline::{self, deadline_text};
 use agent_controller::diagram::{self, DiagramFormat};
-use agent_controller::display::{arguments_line, json_line, neutralize, neutralize_line};
+use agent_controller::display::{
+    arguments_line, json_line, neutralize, neutralize_line, neutralize_line_within,
+};
 use agent_controller::jail::{self, Jail};
 use agent_controller::model::scripted::ScriptedModel;
 use agent_controller::store::{
@@ -2166,7 +2168,12 @@ fn print_event(event: &Event, json: bool, graph: &ModeGraph, style: &Style, resu
     }
 }
 
-/// One event as a readable line; model-, tool- and file-derived text through [`neutralize_line`].
+/// How many characters of a model's message an event line shows (its middle cut and counted
+/// past it; `--json` events have it whole). Other fields: [`neutralize_line`]'s bound.
+const MESSAGE_MAX_CHARS: usize = 4_000;
+
+/// One event as a readable line; model-, tool- and file-derived text through [`neutralize_line`]
+/// (bounded, the cut counted).
 fn event_line(event: &Event, graph: &ModeGraph, style: &Style, resumed: bool) -> Option<String> {
     // On a terminal, modes show as their coloured labels; piped output keeps the bare ids.
     let mode = |id: &str| match graph.get(id) {
@@ -2187,7 +2194,9 @@ fn event_line(event: &Event, graph: &ModeGraph, style: &Style, resumed: bool) ->
             let verb = if resumed { "resumed" } else { "started" };
             format!("[{}] {verb} in mode {}", line(run_id), mode(mode_id))
         }
-        Event::AssistantMessage { text, .. } => format!("model: {}", line(text)),
+        Event::AssistantMessage { text, .. } => {
+            format!("model: {}", neutralize_line_within(text, MESSAGE_MAX_CHARS))
+        }
         Event::ToolStart {
             tool_name, args, ..
         } => format!(
