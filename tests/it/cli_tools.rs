@@ -748,6 +748,29 @@ fn a_waiting_call_shows_invisible_characters_as_escapes_everywhere() {
     assert_eq!(world.pending_json()[0]["args"]["content"], content);
 }
 
+/// Issue 19 (low): every shown field is bounded. A model's message on its event line shows its
+/// start and its end, the cut counted; `--json` has it whole.
+#[test]
+fn a_long_model_message_is_bounded_on_its_event_line() {
+    let message = format!("Start {} End", "m".repeat(20_000));
+    let world = World::new("dir", vec![text(&message)]);
+    let out = world.cli("run", false, &["Say it"], None);
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    let shown = stdout(&out);
+    let line = shown
+        .lines()
+        .find(|l| l.starts_with("model: Start mmm"))
+        .unwrap_or_else(|| panic!("{shown}"));
+    assert!(line.ends_with("mmm End"), "{line}");
+    assert!(
+        line.contains(&format!(
+            "… ({} characters not shown) …",
+            message.len() - 4_000
+        )),
+        "{line}"
+    );
+}
+
 /// `q` at the prompt of a stored run leaves the call pending (exit 4) and runs nothing; end of
 /// input without a store ends the run not approved (exit 3) and runs nothing.
 #[test]
