@@ -35,6 +35,7 @@ mod schema;
 mod session;
 mod show;
 mod store;
+mod store_conformance;
 mod submit_plan;
 mod terminal;
 mod tool_access;
