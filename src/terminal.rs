@@ -165,7 +165,9 @@ impl Style {
             return "(the text is unchanged)".to_owned();
         }
         let mut out = String::new();
-        for line in diff.lines() {
+        // Split at line feeds only: `str::lines` would take a carriage return before one away.
+        let body = diff.strip_suffix('\n').unwrap_or(diff);
+        for line in body.split('\n') {
             // Whole: a diff line is part of what an approval approves.
             let shown = neutralize_line_within(line, usize::MAX);
             let colored = match line.as_bytes().first() {
