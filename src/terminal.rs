@@ -1,5 +1,5 @@
 //! The terminal front end the CLI uses, as a library module so other hosts can reuse it (cargo
-//! feature `terminal`, on by default): the plan rendered as markdown, the mode shown in its
+//! feature `terminal`, on by default): the plan shown as written, the mode shown in its
 //! `metadata.color`, a spinner while the model works, and the approve / reject / feedback prompt
 //! ([`read_answer`] is its grammar) where Ctrl-C or end of input are no decision.
 //!
