@@ -243,6 +243,39 @@ proptest! {
     }
 }
 
+/// The diff of a revision, piped and on a terminal: `str::lines` took a carriage return before
+/// each line feed away (a captured plan keeps one from `\r\r\n`).
+#[test]
+fn a_diff_shows_every_carriage_return() {
+    let diff = "--- revision 1\n+++ revision 2\n@@ -1 +1 @@\n-a\r\n+b\r\n";
+    for style in [Style::plain(80), Style::colored(80)] {
+        let shown = strip_styling(&style.render_diff(diff));
+        assert!(shown.contains("-a\\u{d}\n+b\\u{d}"), "{shown:?}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// A diff shown, styling removed and escapes decoded, is the diff (its last line feed
+    /// aside), and every character left is visible.
+    #[test]
+    fn the_rendered_diff_maps_back_to_its_source(
+        lines in prop::collection::vec(
+            (prop::sample::select(vec!["+", "-", " ", "@@ ", "+++ ", "--- ", ""]), text_of(0..8))
+                .prop_map(|(mark, text)| format!("{mark}{text}")),
+            1..8,
+        ),
+    ) {
+        let diff = format!("{}\n", lines.join("\n"));
+        for style in [Style::plain(80), Style::colored(80)] {
+            let shown = strip_styling(&style.render_diff(&diff));
+            prop_assert!(all_visible(&shown), "{:?}", shown);
+            prop_assert_eq!(decode_escapes(&shown), &diff[..diff.len() - 1]);
+        }
+    }
+}
+
 fn plan_run(ws: &Path, plan: &Path, store: &str) -> Command {
     let mut cmd = bin();
     cmd.args(["run", "--config", SHIPPED, "--workspace"])
