@@ -965,9 +965,10 @@ impl Session {
         at: usize,
     ) -> Option<Result<RunOutcome, SessionError>> {
         let shared = self.shared.clone();
-        let waits = (0..)
-            .map_while(|i| self.tool_call(at, i))
-            .any(|call| self.needs_approval(&call.name, &call.args));
+        let waits = (0..).map_while(|i| self.tool_call(at, i)).any(|call| {
+            self.refusal(&call.name, &call.args).is_none()
+                && self.needs_approval(&call.name, &call.args)
+        });
         let mut waiting = Vec::new();
         let mut next = 0;
         loop {
@@ -993,7 +994,7 @@ impl Session {
                 continue;
             }
             let args = self.tool_call(at, next - 1).map(|call| &call.args);
-            if let Some(reason) = args.and_then(crate::tool::args::refusal) {
+            if let Some(reason) = args.and_then(|args| self.refusal(&name, args)) {
                 let output = ToolOutput::error(format!("Not executed: {reason}."));
                 self.finish_tool(run_id, &id, &name, output);
                 continue;
@@ -1099,6 +1100,16 @@ impl Session {
     /// Whether a call of `name` with `args` waits for approval in the current mode: the mode
     /// offers the tool and lists it in `requireApproval`, the arguments are an object (else the
     /// call is refused, never suspended), and no decision allowed the tool for the session.
+    /// Why the arguments of a call of `name` are refused before it runs or waits (the rules of
+    /// [`crate::tool::args`], then the tool's input schema: [`crate::tool::input`]), if they are.
+    fn refusal(&self, name: &str, args: &serde_json::Value) -> Option<String> {
+        crate::tool::args::refusal(args).or_else(|| {
+            let runtime = self.shared.runtime(self.mode);
+            let spec = runtime.specs.iter().find(|s| &*s.name == name)?;
+            crate::tool::input::mismatch(args, &spec.input_schema)
+        })
+    }
+
     fn needs_approval(&self, name: &str, args: &serde_json::Value) -> bool {
         let mode = self.shared.graph.mode(self.mode);
         args.is_object()

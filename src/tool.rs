@@ -13,6 +13,7 @@
 
 pub mod args;
 pub mod fs;
+pub mod input;
 pub mod submit_plan;
 
 use std::collections::HashMap;
@@ -307,7 +308,10 @@ pub trait Tool: Send + Sync {
     fn name(&self) -> &str;
     /// What the tool does, for the model.
     fn description(&self) -> String;
-    /// JSON Schema of the input object.
+    /// JSON Schema of the input object. A call whose arguments do not fit it (an unknown
+    /// property where `additionalProperties` is `false`, a wrong type, a missing required
+    /// property) is refused before it runs or waits for approval, and the model gets an error
+    /// result saying why ([`input`] lists the keywords checked).
     fn input_schema(&self) -> Value;
     /// What the tool may change (after MCP's `readOnlyHint`): [`ToolAccess::Writes`] unless
     /// the tool says otherwise. Say [`ToolAccess::ReadOnly`] only for a tool that changes

@@ -25,6 +25,7 @@ mod diagram;
 mod editor;
 mod events;
 mod handover;
+mod hostile;
 mod jail;
 mod model_input;
 mod openai;

@@ -158,7 +158,7 @@ async fn arguments_nested_too_deep_are_refused_and_the_record_stays_readable() {
 #[tokio::test]
 async fn arguments_at_the_limit_wait_and_restore() {
     let s = Setup::new(vec![
-        calls([call("call_1", "write_file", &nested(MAX_DEPTH - 1))]),
+        calls([call("call_1", "record", &nested(MAX_DEPTH - 1))]),
         text("ok"),
     ])
     .await;

@@ -1,0 +1,336 @@
+//! Whether a tool call's arguments fit the tool's input schema ([`crate::Tool::input_schema`]),
+//! checked before the call runs or waits for approval: the model is an attacker, and a tool
+//! (or the user asked to approve a call) must not be handed arguments the tool never declared.
+//!
+//! The check reads the JSON Schema keywords that say what an argument object holds: `type`
+//! (with `integer`), `properties`, `required`, `additionalProperties`, `enum`, `const`, `items`,
+//! `minLength`/`maxLength`, `minimum`/`maximum`, `exclusiveMinimum`/`exclusiveMaximum`,
+//! `minItems`/`maxItems`, `allOf`/`anyOf`/`oneOf`/`not`, and boolean schemas. Other keywords
+//! (`$ref`, `pattern`, `format`, ...) are not checked: a tool whose schema relies on them checks
+//! those rules itself, as it checks everything its schema cannot say.
+
+use serde_json::Value;
+
+/// The longest property name or path shown in a refusal; a hostile name is cut there.
+const SHOWN: usize = 64;
+
+/// Why `args` do not fit `schema`, for the call's error result, or `None` when they fit (or the
+/// schema says nothing the check reads).
+///
+/// # Examples
+/// ```
+/// use agent_controller::tool::input::mismatch;
+/// use serde_json::json;
+/// let schema = json!({
+///     "type": "object",
+///     "properties": { "path": { "type": "string" } },
+///     "required": ["path"],
+///     "additionalProperties": false,
+/// });
+/// assert_eq!(mismatch(&json!({"path": "a.md"}), &schema), None);
+/// assert_eq!(
+///     mismatch(&json!({"path": "a.md", "mode": "0777"}), &schema).as_deref(),
+///     Some("the arguments have the property `mode`, which the tool's input schema does not allow (it takes: `path`)"),
+/// );
+/// assert_eq!(
+///     mismatch(&json!({"path": 7}), &schema).as_deref(),
+///     Some("`path` must be a string, not a number"),
+/// );
+/// assert_eq!(
+///     mismatch(&json!({}), &schema).as_deref(),
+///     Some("the arguments lack the required property `path`"),
+/// );
+/// ```
+pub fn mismatch(args: &Value, schema: &Value) -> Option<String> {
+    check(args, schema, "").err()
+}
+
+fn check(value: &Value, schema: &Value, at: &str) -> Result<(), String> {
+    let schema = match schema {
+        Value::Bool(true) => return Ok(()),
+        Value::Bool(false) => return Err(format!("{} is not allowed", subject(at))),
+        Value::Object(schema) => schema,
+        _ => return Ok(()),
+    };
+    if let Some(types) = schema.get("type") {
+        let fits = match types {
+            Value::String(t) => has_type(value, t),
+            Value::Array(ts) => ts
+                .iter()
+                .filter_map(Value::as_str)
+                .any(|t| has_type(value, t)),
+            _ => true,
+        };
+        if !fits {
+            let wanted = match types {
+                Value::Array(ts) => ts
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(article)
+                    .collect::<Vec<_>>()
+                    .join(" or "),
+                Value::String(t) => article(t),
+                _ => String::new(),
+            };
+            return Err(format!(
+                "{} must be {wanted}, not {}",
+                subject(at),
+                kind(value)
+            ));
+        }
+    }
+    if let Some(Value::Array(options)) = schema.get("enum")
+        && !options.contains(value)
+    {
+        return Err(format!(
+            "{} must be one of the values the tool's input schema lists",
+            subject(at)
+        ));
+    }
+    if let Some(constant) = schema.get("const")
+        && constant != value
+    {
+        return Err(format!(
+            "{} must be the value the tool's input schema fixes",
+            subject(at)
+        ));
+    }
+    match value {
+        Value::Object(members) => {
+            let properties = schema.get("properties").and_then(Value::as_object);
+            if let Some(Value::Array(required)) = schema.get("required") {
+                for name in required.iter().filter_map(Value::as_str) {
+                    if !members.contains_key(name) {
+                        return Err(format!(
+                            "{} lack{} the required property `{}`",
+                            subject(at),
+                            if at.is_empty() { "" } else { "s" },
+                            cut(name)
+                        ));
+                    }
+                }
+            }
+            for (name, member) in members {
+                let path = format!("{at}{}{name}", if at.is_empty() { "" } else { "." });
+                match properties.and_then(|p| p.get(name)) {
+                    Some(sub) => check(member, sub, &path)?,
+                    None => match schema.get("additionalProperties") {
+                        Some(Value::Bool(false)) => {
+                            let allowed = properties
+                                .map(|p| {
+                                    p.keys()
+                                        .map(|k| format!("`{}`", cut(k)))
+                                        .collect::<Vec<_>>()
+                                        .join(", ")
+                                })
+                                .filter(|list| !list.is_empty())
+                                .unwrap_or_else(|| "no properties".to_owned());
+                            return Err(format!(
+                                "{} {} the property `{}`, which the tool's input schema does not allow (it takes: {allowed})",
+                                subject(at),
+                                if at.is_empty() { "have" } else { "has" },
+                                cut(name)
+                            ));
+                        }
+                        Some(sub) => check(member, sub, &path)?,
+                        None => {}
+                    },
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(sub) = schema.get("items") {
+                for (i, item) in items.iter().enumerate() {
+                    check(item, sub, &format!("{at}[{i}]"))?;
+                }
+            }
+            let len = items.len() as u64;
+            if schema
+                .get("minItems")
+                .and_then(Value::as_u64)
+                .is_some_and(|m| len < m)
+            {
+                return Err(format!("{} has too few items", subject(at)));
+            }
+            if schema
+                .get("maxItems")
+                .and_then(Value::as_u64)
+                .is_some_and(|m| len > m)
+            {
+                return Err(format!("{} has too many items", subject(at)));
+            }
+        }
+        Value::String(text) => {
+            let len = text.chars().count() as u64;
+            if schema
+                .get("minLength")
+                .and_then(Value::as_u64)
+                .is_some_and(|m| len < m)
+            {
+                return Err(format!("{} is too short", subject(at)));
+            }
+            if schema
+                .get("maxLength")
+                .and_then(Value::as_u64)
+                .is_some_and(|m| len > m)
+            {
+                return Err(format!("{} is too long", subject(at)));
+            }
+        }
+        Value::Number(n) => {
+            let n = n.as_f64().unwrap_or(0.0);
+            let bound = |key: &str| schema.get(key).and_then(Value::as_f64);
+            let out = bound("minimum").is_some_and(|m| n < m)
+                || bound("maximum").is_some_and(|m| n > m)
+                || bound("exclusiveMinimum").is_some_and(|m| n <= m)
+                || bound("exclusiveMaximum").is_some_and(|m| n >= m);
+            if out {
+                return Err(format!(
+                    "{} is outside the range the tool's input schema allows",
+                    subject(at)
+                ));
+            }
+        }
+        _ => {}
+    }
+    if let Some(Value::Array(all)) = schema.get("allOf") {
+        for sub in all {
+            check(value, sub, at)?;
+        }
+    }
+    if let Some(Value::Array(any)) = schema.get("anyOf")
+        && !any.iter().any(|sub| check(value, sub, at).is_ok())
+    {
+        return Err(format!(
+            "{} fits none of the shapes the tool's input schema allows",
+            subject(at)
+        ));
+    }
+    if let Some(Value::Array(one)) = schema.get("oneOf")
+        && one
+            .iter()
+            .filter(|sub| check(value, sub, at).is_ok())
+            .count()
+            != 1
+    {
+        return Err(format!(
+            "{} must fit exactly one of the shapes the tool's input schema allows",
+            subject(at)
+        ));
+    }
+    if let Some(not) = schema.get("not")
+        && check(value, not, at).is_ok()
+    {
+        return Err(format!(
+            "{} has a shape the tool's input schema forbids",
+            subject(at)
+        ));
+    }
+    Ok(())
+}
+
+fn has_type(value: &Value, name: &str) -> bool {
+    match name {
+        "object" => value.is_object(),
+        "array" => value.is_array(),
+        "string" => value.is_string(),
+        "boolean" => value.is_boolean(),
+        "null" => value.is_null(),
+        "number" => value.is_number(),
+        "integer" => value.as_f64().is_some_and(|n| n.fract() == 0.0),
+        // A type the check does not know: not for it to refuse.
+        _ => true,
+    }
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn article(name: &str) -> String {
+    match name {
+        "object" | "array" | "integer" => format!("an {name}"),
+        "null" => "null".to_owned(),
+        other => format!("a {}", cut(other)),
+    }
+}
+
+/// What a message speaks of: the arguments themselves, or the member at `at`.
+fn subject(at: &str) -> String {
+    if at.is_empty() {
+        "the arguments".to_owned()
+    } else {
+        format!("`{}`", cut(at))
+    }
+}
+
+/// `text` cut to [`SHOWN`] characters (a hostile name can be megabytes long).
+fn cut(text: &str) -> String {
+    match text.char_indices().nth(SHOWN) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn nested_members_arrays_and_combinators() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "n": { "type": "integer", "minimum": 1 },
+                "tags": { "type": "array", "items": { "enum": ["a", "b"] } },
+                "o": { "type": "object", "properties": { "x": { "type": ["string", "null"] } },
+                       "additionalProperties": false },
+                "either": { "anyOf": [{ "type": "string" }, { "type": "boolean" }] },
+            },
+        });
+        assert_eq!(
+            mismatch(&json!({"n": 2, "tags": ["a"], "o": {"x": null}}), &schema),
+            None
+        );
+        assert_eq!(
+            mismatch(&json!({"n": 1.5}), &schema).as_deref(),
+            Some("`n` must be an integer, not a number")
+        );
+        assert!(mismatch(&json!({"n": 0}), &schema).is_some());
+        assert!(
+            mismatch(&json!({"tags": ["c"]}), &schema)
+                .expect("refused")
+                .contains("`tags[0]`")
+        );
+        assert!(
+            mismatch(&json!({"o": {"y": 1}}), &schema)
+                .expect("refused")
+                .contains("`o` has the property `y`")
+        );
+        assert!(
+            mismatch(&json!({"o": {"x": 1}}), &schema)
+                .expect("refused")
+                .contains("string or null")
+        );
+        assert!(mismatch(&json!({"either": 3}), &schema).is_some());
+        // Extra members are fine where the schema does not forbid them.
+        assert_eq!(mismatch(&json!({"zzz": 1}), &schema), None);
+    }
+
+    #[test]
+    fn a_long_hostile_name_is_cut() {
+        let schema = json!({"type": "object", "additionalProperties": false});
+        let name = "x".repeat(100_000);
+        let message = mismatch(&json!({ name: 1 }), &schema).expect("refused");
+        assert!(message.len() < 300, "{message}");
+        assert!(message.contains("no properties"), "{message}");
+    }
+}
