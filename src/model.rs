@@ -8,6 +8,8 @@ pub mod http;
 #[cfg(feature = "openai")]
 pub mod openai;
 pub mod scripted;
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+mod sse;
 
 use std::sync::Arc;
 
