@@ -761,6 +761,26 @@ pub fn warnings_with_tools(text: &str, origin: &str, tools: &ToolRegistry) -> Ve
     let (Some(graph), _) = parse_lenient(text, origin) else {
         return Vec::new();
     };
+    warnings_of(&graph, tools)
+}
+
+/// The warnings of a loaded graph with the tools it runs with, as [`warnings_with_tools`] finds
+/// them in its text: what a host prints before a run starts (the CLI's `run`, `decide` and
+/// `continue` print them on stderr, like `check`).
+///
+/// # Examples
+/// ```
+/// use agent_controller::{ConfigErrorKind, ToolRegistry};
+/// let text = "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\
+///             availableTools = [\"write_file\", \"write_plan\", \"submit_plan\"]\n\
+///             [[modes]]\nid = \"build\"\ndefault = true\n";
+/// let graph = agent_controller::config::parse(text, "modes.toml")?;
+/// let tools = ToolRegistry::with_workspace_tools();
+/// let warnings = agent_controller::config::warnings_of(&graph, &tools);
+/// assert_eq!(warnings[0].kind(), ConfigErrorKind::PlanningModeWrites);
+/// # Ok::<(), agent_controller::ConfigError>(())
+/// ```
+pub fn warnings_of(graph: &ModeGraph, tools: &ToolRegistry) -> Vec<ConfigError> {
     let access = |name: &str| tools.get(name).map(|tool| tool.access());
     let mut warnings = graph.planning_modes_without_plan_writer(|name| {
         PLAN_WRITING_TOOLS.contains(&name) || access(name) == Some(ToolAccess::Plans)

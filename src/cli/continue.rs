@@ -11,7 +11,7 @@ use crate::cli::events::event_printer;
 use crate::cli::exit::{Failure, Outcome};
 use crate::cli::prompt::Prompt;
 use crate::cli::setup::{
-    check_workspace, config_path, controller, load, model_for, recorded_workspace, runtime,
+    check_workspace, config_path, controller, load_warning, model_for, recorded_workspace, runtime,
 };
 
 /// `continue`: restores the session, takes its interrupted run over and carries it on; plans it
@@ -26,7 +26,7 @@ pub(crate) fn continue_run(mut args: ContinueArgs) -> Outcome {
     let store = open_store(&args.store).map_err(Failure::runtime)?;
     let workspace = recorded_workspace(&*store, &args.session, args.common.workspace.as_deref())?;
     let config = config_path(&args.common, &workspace);
-    let (graph, tools) = load(&config)?;
+    let (graph, tools) = load_warning(&config)?;
     let json = args.common.json;
     let model = model_for(&args.common.model, json, None, ScriptedModel::new())?;
     let controller = controller(

@@ -10,8 +10,8 @@ use crate::cli::events::event_printer;
 use crate::cli::exit::{Exit, Failure, Outcome};
 use crate::cli::prompt::Prompt;
 use crate::cli::setup::{
-    check_workspace, config_path, controller, load, model_for, open_existing, recorded_workspace,
-    runtime,
+    check_workspace, config_path, controller, load_warning, model_for, open_existing,
+    recorded_workspace, runtime,
 };
 
 pub(crate) fn decide(mut args: DecideArgs) -> Outcome {
@@ -22,7 +22,7 @@ pub(crate) fn decide(mut args: DecideArgs) -> Outcome {
     let store = open_existing(&args.store)?;
     let workspace = recorded_workspace(&*store, &args.session, args.common.workspace.as_deref())?;
     let config = config_path(&args.common, &workspace);
-    let (graph, tools) = load(&config)?;
+    let (graph, tools) = load_warning(&config)?;
     let model = model_for(
         &args.common.model,
         args.common.json,

@@ -17,7 +17,9 @@ use crate::cli::decider::{Decider, interrupted};
 use crate::cli::events::event_printer;
 use crate::cli::exit::{Exit, Failure, Outcome};
 use crate::cli::prompt::Prompt;
-use crate::cli::setup::{check_workspace, config_path, controller, load, model_for, runtime};
+use crate::cli::setup::{
+    check_workspace, config_path, controller, load_warning, model_for, runtime,
+};
 
 pub(crate) fn run(mut args: RunArgs) -> Outcome {
     let workspace = args
@@ -29,7 +31,7 @@ pub(crate) fn run(mut args: RunArgs) -> Outcome {
     args.common.decision.check_plans_only("run")?;
     args.common.decision.read_plan_file()?;
     let config = config_path(&args.common, &workspace);
-    let (graph, tools) = load(&config)?;
+    let (graph, tools) = load_warning(&config)?;
     let start = match &args.mode {
         Some(id) => graph
             .get(id)

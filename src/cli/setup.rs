@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use agent_controller::controller::session_workspace;
-use agent_controller::display::neutralize_line;
+use agent_controller::display::{neutralize, neutralize_line};
 use agent_controller::jail::Jail;
 use agent_controller::model::ModelSpec;
 use agent_controller::model::scripted::ScriptedModel;
@@ -24,6 +24,16 @@ pub(crate) fn load(path: &Path) -> Result<(ModeGraph, ToolRegistry), Failure> {
     let names: Vec<&str> = tools.names().collect();
     if let Some(unknown) = graph.unknown_tools_among(&names).into_iter().next() {
         return Err(Failure::invalid(unknown));
+    }
+    Ok((graph, tools))
+}
+
+/// [`load`] for a command that runs a session (`run`, `decide`, `continue`): the config's
+/// warnings ([`config::warnings_of`]) go to stderr first, as `check` prints them.
+pub(crate) fn load_warning(path: &Path) -> Result<(ModeGraph, ToolRegistry), Failure> {
+    let (graph, tools) = load(path)?;
+    for warning in config::warnings_of(&graph, &tools) {
+        note!("warning: {}", neutralize(&warning.to_string()));
     }
     Ok((graph, tools))
 }

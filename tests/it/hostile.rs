@@ -167,3 +167,81 @@ async fn arguments_outside_the_tool_schema_are_refused_before_running_or_waiting
         }
     }
 }
+
+/// The CLI's part of the trial.
+#[cfg(feature = "cli")]
+mod cli {
+    use std::path::Path;
+    use std::process::{Command, Output, Stdio};
+
+    use crate::common::Workspace;
+
+    const PENDING: i32 = 4;
+
+    fn bin(args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .output()
+            .expect("run the binary")
+    }
+
+    fn stderr(out: &Output) -> String {
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
+    /// A workspace whose default config (`config/modes.toml`) is `modes`.
+    fn workspace_with(modes: &str) -> Workspace {
+        let ws = Workspace::new();
+        std::fs::create_dir_all(ws.path().join("config")).expect("config dir");
+        std::fs::write(ws.path().join("config/modes.toml"), modes).expect("config");
+        ws
+    }
+
+    fn path(p: &Path) -> &str {
+        p.to_str().expect("utf-8")
+    }
+
+    const WRITING_PLAN: &str = r#"
+[[modes]]
+id = "plan"
+transitionsTo = "build"
+availableTools = ["read_file", "write_file", "write_plan", "submit_plan"]
+
+[[modes]]
+id = "build"
+default = true
+"#;
+
+    /// Item 2: a planning mode that lists a tool that writes is warned about by `run` and
+    /// `decide` on stderr before the run starts, as `check` warns.
+    #[test]
+    fn run_and_decide_warn_when_a_planning_mode_lists_a_writer() {
+        let ws = workspace_with(WRITING_PLAN);
+        let store = ws.path().join("sessions");
+        let out = bin(&[
+            "run",
+            "--workspace",
+            path(ws.path()),
+            "--store",
+            path(&store),
+            "--detach",
+            "--mode",
+            "plan",
+            "--json",
+            "Add dark mode",
+        ]);
+        assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
+        let warning = "planning mode `plan` lists `write_file`, a tool that writes";
+        assert!(stderr(&out).contains(warning), "run: {}", stderr(&out));
+        assert!(stderr(&out).contains("warning: "), "run: {}", stderr(&out));
+        let events = String::from_utf8_lossy(&out.stdout).into_owned();
+        let first: serde_json::Value =
+            serde_json::from_str(events.lines().next().expect("an event")).expect("json");
+        let session = first["sessionId"].as_str().expect("session id");
+        let out = bin(&["decide", "--store", path(&store), session, "--approve"]);
+        assert!(stderr(&out).contains(warning), "decide: {}", stderr(&out));
+    }
+}
