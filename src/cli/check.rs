@@ -8,6 +8,8 @@ use agent_controller::{RequireApproval, config};
 use crate::cli::exit::{Exit, Failure, Outcome};
 use crate::cli::setup::{load, tools};
 
+/// `check`: every error and warning of the config at `path` on stderr, each with its source
+/// line (exit 2 on errors), else its modes, default mode and hand-over edges on stdout.
 pub(crate) fn check(path: &Path) -> Outcome {
     let origin = path.display().to_string();
     let text = config::read(path).map_err(|e| Failure::invalid(neutralize(&e.to_string())))?;
