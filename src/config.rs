@@ -581,6 +581,81 @@ pub fn load(path: impl AsRef<Path>) -> Result<ModeGraph, ConfigError> {
     parse(&text, &path.display().to_string())
 }
 
+/// Loads the config file at `path`, relative to the directory `dir`, as [`load`] does, but
+/// only where it lies inside `dir`: a path that leads out of it (a symlink to a file elsewhere,
+/// `..`) is refused before anything is read. For a config a workspace holds (the CLI's default
+/// `config/modes.toml`), which a model or a cloned repository can shape: a symlink to
+/// `/etc/passwd` must not be read, nor its first line shown in a syntax error. Errors name the
+/// file as `dir` joined with `path`.
+///
+/// # Errors
+/// As [`load`]; [`ConfigErrorKind::Io`] saying the path leads out of `dir`.
+///
+/// # Examples
+/// ```
+/// # let dir = tempfile::tempdir()?;
+/// std::fs::create_dir(dir.path().join("config"))?;
+/// # #[cfg(unix)]
+/// std::os::unix::fs::symlink("/etc/passwd", dir.path().join("config/modes.toml"))?;
+/// # #[cfg(unix)] {
+/// let error = agent_controller::config::load_in(dir.path(), "config/modes.toml").unwrap_err();
+/// assert!(error.to_string().contains("leads out of"), "{error}");
+/// # }
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn load_in(dir: impl AsRef<Path>, path: impl AsRef<Path>) -> Result<ModeGraph, ConfigError> {
+    let (dir, path) = (dir.as_ref(), path.as_ref());
+    let text = read_in(dir, path)?;
+    parse(&text, &origin_in(dir, path))
+}
+
+/// The name errors give the config at `path` in `dir`.
+fn origin_in(dir: &Path, path: &Path) -> String {
+    if dir == Path::new(".") {
+        path.display().to_string()
+    } else {
+        dir.join(path).display().to_string()
+    }
+}
+
+/// Reads the text of the config file at `path`, relative to the directory `dir`, as [`read`]
+/// does, refusing a path that leads out of `dir` before anything is read ([`load_in`]).
+///
+/// # Errors
+/// As [`load_in`].
+pub fn read_in(dir: impl AsRef<Path>, path: impl AsRef<Path>) -> Result<String, ConfigError> {
+    let (dir, path) = (dir.as_ref(), path.as_ref());
+    let origin = origin_in(dir, path);
+    let bytes = crate::jail::Jail::open(dir)
+        .and_then(|jail| jail.read(path, MAX_CONFIG_BYTES))
+        .map_err(|e| {
+            let message = match e {
+                crate::jail::JailError::Outside(..) => format!(
+                    "leads out of `{}` (a symlink or `..`), so it is not read",
+                    dir.display()
+                ),
+                other => read_error(other),
+            };
+            ConfigError::io(&origin, message)
+        })?;
+    text_of(bytes, &origin)
+}
+
+/// What [`read`] and [`load_in`] say about a file they cannot read.
+fn read_error(e: crate::jail::JailError) -> String {
+    match e {
+        crate::jail::JailError::NotAFile(_) => {
+            "not a regular file (a config must be a file, not a device, FIFO or folder)".to_owned()
+        }
+        crate::jail::JailError::TooLarge { .. } => {
+            format!("larger than the limit of {MAX_CONFIG_BYTES} bytes")
+        }
+        crate::jail::JailError::NotFound(_) => "no such file".to_owned(),
+        crate::jail::JailError::Io(_, e) => e.to_string(),
+        other => other.to_string(),
+    }
+}
+
 /// Reads a config file's text: a regular file (a FIFO or device such as `/dev/zero` is refused at
 /// once, without reading), at most [`MAX_CONFIG_BYTES`], valid UTF-8.
 ///
@@ -590,21 +665,8 @@ pub fn load(path: impl AsRef<Path>) -> Result<ModeGraph, ConfigError> {
 pub fn read(path: impl AsRef<Path>) -> Result<String, ConfigError> {
     let path = path.as_ref();
     let origin = path.display().to_string();
-    let bytes = crate::jail::read_file(path, MAX_CONFIG_BYTES).map_err(|e| {
-        let message = match e {
-            crate::jail::JailError::NotAFile(_) => {
-                "not a regular file (a config must be a file, not a device, FIFO or folder)"
-                    .to_owned()
-            }
-            crate::jail::JailError::TooLarge { .. } => {
-                format!("larger than the limit of {MAX_CONFIG_BYTES} bytes")
-            }
-            crate::jail::JailError::NotFound(_) => "no such file".to_owned(),
-            crate::jail::JailError::Io(_, e) => e.to_string(),
-            other => other.to_string(),
-        };
-        ConfigError::io(&origin, message)
-    })?;
+    let bytes = crate::jail::read_file(path, MAX_CONFIG_BYTES)
+        .map_err(|e| ConfigError::io(&origin, read_error(e)))?;
     text_of(bytes, &origin)
 }
 

@@ -5,14 +5,22 @@ use std::path::Path;
 use agent_controller::display::{neutralize, neutralize_line};
 use agent_controller::{RequireApproval, config};
 
+use crate::cli::args::DEFAULT_CONFIG;
 use crate::cli::exit::{Exit, Failure, Outcome};
-use crate::cli::setup::{load, tools};
+use crate::cli::setup::{tools, with_tools};
 
 /// `check`: every error and warning of the config at `path` on stderr, each with its source
 /// line (exit 2 on errors), else its modes, default mode and hand-over edges on stdout.
 pub(crate) fn check(path: &Path) -> Outcome {
     let origin = path.display().to_string();
-    let text = config::read(path).map_err(|e| Failure::invalid(neutralize(&e.to_string())))?;
+    // The default `config/modes.toml` is the current directory's: read only where it lies
+    // inside it (a symlink out of it is refused unread), as `run` reads a workspace's.
+    let text = if path == Path::new(DEFAULT_CONFIG) {
+        config::read_in(".", path)
+    } else {
+        config::read(path)
+    }
+    .map_err(|e| Failure::invalid(neutralize(&e.to_string())))?;
     let tools = tools();
     let names: Vec<&str> = tools.names().collect();
     let errors = config::check_with_tool_names(&text, &origin, &names);
@@ -31,7 +39,8 @@ pub(crate) fn check(path: &Path) -> Outcome {
         note!("{origin}: {}", counted(errors.len(), "error"));
         return Ok(Exit::Invalid);
     }
-    let (graph, _) = load(path)?;
+    let (graph, _) =
+        with_tools(config::parse(&text, &path.display().to_string()).map_err(Failure::invalid)?)?;
     let default = graph.default_mode_id();
     let warned = if warnings.is_empty() {
         String::new()

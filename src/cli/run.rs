@@ -17,9 +17,7 @@ use crate::cli::decider::{Decider, interrupted};
 use crate::cli::events::event_printer;
 use crate::cli::exit::{Exit, Failure, Outcome};
 use crate::cli::prompt::Prompt;
-use crate::cli::setup::{
-    check_workspace, config_path, controller, load_warning, model_for, runtime,
-};
+use crate::cli::setup::{check_workspace, controller, load_warning, model_for, runtime};
 
 /// `run`: starts a session in the workspace (placing the scripted model's plan first), sends
 /// the prompt and decides what the run suspends on ([`Decider`]) until it ends; Ctrl-C while
@@ -33,8 +31,7 @@ pub(crate) fn run(mut args: RunArgs) -> Outcome {
     check_workspace(&workspace)?;
     args.common.decision.check_plans_only("run")?;
     args.common.decision.read_plan_file()?;
-    let config = config_path(&args.common, &workspace);
-    let (graph, tools) = load_warning(&config)?;
+    let (config, graph, tools) = load_warning(&args.common, &workspace)?;
     let start = match &args.mode {
         Some(id) => graph
             .get(id)

@@ -24,9 +24,19 @@ pub(crate) fn tools() -> ToolRegistry {
     ToolRegistry::with_workspace_tools()
 }
 
-/// The config at `path` and the [`tools`] it names, checked against each other (exit 2).
+/// The config at `path`, with the CLI's tools; the default `config/modes.toml` (the current
+/// directory's) is read only where it lies inside the current directory ([`config::load_in`]).
 pub(crate) fn load(path: &Path) -> Result<(ModeGraph, ToolRegistry), Failure> {
-    let graph = config::load(path).map_err(Failure::invalid)?;
+    let graph = if path == Path::new(DEFAULT_CONFIG) {
+        config::load_in(".", path)
+    } else {
+        config::load(path)
+    };
+    with_tools(graph.map_err(Failure::invalid)?)
+}
+
+/// The graph with the CLI's tools, refusing a config that names a tool they lack.
+pub(crate) fn with_tools(graph: ModeGraph) -> Result<(ModeGraph, ToolRegistry), Failure> {
     let tools = tools();
     let names: Vec<&str> = tools.names().collect();
     if let Some(unknown) = graph.unknown_tools_among(&names).into_iter().next() {
@@ -37,12 +47,31 @@ pub(crate) fn load(path: &Path) -> Result<(ModeGraph, ToolRegistry), Failure> {
 
 /// [`load`] for a command that runs a session (`run`, `decide`, `continue`): the config's
 /// warnings ([`config::warnings_of`]) go to stderr first, as `check` prints them.
-pub(crate) fn load_warning(path: &Path) -> Result<(ModeGraph, ToolRegistry), Failure> {
-    let (graph, tools) = load(path)?;
+/// Without `--config`, the config is `config/modes.toml` in the workspace, read only where it
+/// lies inside it ([`config::load_in`]: a symlink out of the workspace is refused, unread).
+pub(crate) fn load_warning(
+    common: &SessionArgs,
+    workspace: &Path,
+) -> Result<(PathBuf, ModeGraph, ToolRegistry), Failure> {
+    let path = config_path(common, workspace);
+    let graph = match &common.config {
+        Some(_) => config::load(&path),
+        None => config::load_in(workspace, DEFAULT_CONFIG),
+    }
+    .map_err(|e| {
+        let hint = match (&common.config, e.kind()) {
+            (None, config::ConfigErrorKind::Io) => {
+                " (the workspace's own config must lie inside it; name one elsewhere with --config)"
+            }
+            _ => "",
+        };
+        Failure::invalid(format!("{e}{hint}"))
+    })?;
+    let (graph, tools) = with_tools(graph)?;
     for warning in config::warnings_of(&graph, &tools) {
         note!("warning: {}", neutralize(&warning.to_string()));
     }
-    Ok((graph, tools))
+    Ok((path, graph, tools))
 }
 
 /// The model `--model` names, behind a spinner (quiet with `--json` or when stdout is piped):
@@ -131,8 +160,7 @@ pub(crate) fn stored_session(
     common.decision.read_plan_file()?;
     let store = open_existing(store)?;
     let workspace = recorded_workspace(&*store, session, common.workspace.as_deref())?;
-    let config = config_path(common, &workspace);
-    let (graph, tools) = load_warning(&config)?;
+    let (config, graph, tools) = load_warning(common, &workspace)?;
     let model = model_for(&common.model, common.json, None, ScriptedModel::new())?;
     let controller = controller(
         common,

@@ -245,3 +245,50 @@ default = true
         assert!(stderr(&out).contains(warning), "decide: {}", stderr(&out));
     }
 }
+
+/// Item 3: the default config (`config/modes.toml` in the workspace) is a symlink to a file
+/// outside: `run`, `decide` and `check` refuse it unread, and never show its first line.
+#[cfg(feature = "cli")]
+#[test]
+fn a_default_config_symlinked_out_of_the_workspace_is_refused_unread() {
+    use std::process::{Command, Stdio};
+    let ws = Workspace::new();
+    let outside = tempfile::tempdir().expect("dir");
+    let secret = outside.path().join("secret");
+    std::fs::write(&secret, "SECRET-TOKEN-8231 = [\n").expect("secret");
+    std::fs::create_dir(ws.path().join("config")).expect("config dir");
+    std::os::unix::fs::symlink(&secret, ws.path().join("config/modes.toml")).expect("link");
+    let bin = || {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agent-controller"));
+        cmd.stdin(Stdio::null()).current_dir(ws.path());
+        cmd
+    };
+    let workspace = ws.path().to_str().expect("utf-8");
+    for (what, out) in [
+        (
+            "run",
+            bin()
+                .args(["run", "--workspace", workspace, "hello"])
+                .output(),
+        ),
+        ("run in .", bin().args(["run", "hello"]).output()),
+        ("check", bin().arg("check").output()),
+        ("graph", bin().arg("graph").output()),
+    ] {
+        let out = out.expect("the binary runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(2), "{what}: {stderr}");
+        assert!(stderr.contains("leads out of"), "{what}: {stderr}");
+        assert!(
+            !stderr.contains("SECRET") && !stdout.contains("SECRET"),
+            "{what}: {stderr}"
+        );
+    }
+    // Named with --config, a file outside is the user's choice.
+    let out = bin()
+        .args(["check", secret.to_str().expect("utf-8")])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+}
