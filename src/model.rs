@@ -8,6 +8,9 @@ pub mod http;
 #[cfg(feature = "openai")]
 pub mod openai;
 pub mod scripted;
+mod spec;
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+mod sse;
 
 use std::sync::Arc;
 
@@ -19,6 +22,8 @@ use tokio_util::sync::CancellationToken;
 use crate::event::TokenUsage;
 use crate::extensions::Extensions;
 use crate::tool::{ToolCall, ToolSpec};
+
+pub use spec::{ModelSpec, ModelSpecError};
 
 /// One message of a session's conversation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -4,8 +4,10 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use agent_controller::controller::session_workspace;
 use agent_controller::display::neutralize_line;
 use agent_controller::jail::Jail;
+use agent_controller::model::ModelSpec;
 use agent_controller::model::scripted::ScriptedModel;
 use agent_controller::store::{SessionStore, StoreError, open_existing_store};
 use agent_controller::terminal::SpinnerModel;
@@ -26,64 +28,25 @@ pub(crate) fn load(path: &Path) -> Result<(ModeGraph, ToolRegistry), Failure> {
     Ok((graph, tools))
 }
 
-/// The model `--model` names, behind a spinner (quiet with `--json` or when stdout is piped).
+/// The model `--model` names, behind a spinner (quiet with `--json` or when stdout is piped):
+/// `scripted` for the scripted model given, else the provider [`ModelSpec::open`] opens.
 pub(crate) fn model_for(
-    spec: &str,
+    spec: &ModelSpec,
     json: bool,
     plan: Option<&Path>,
     scripted: ScriptedModel,
 ) -> Result<Arc<dyn LanguageModel>, Failure> {
     let spin = !json && std::io::stdout().is_terminal();
-    let (provider, name) = match spec.split_once('/') {
-        Some((provider, name)) => (provider, Some(name)),
-        None => (spec, None),
-    };
-    match provider {
-        "scripted" => Ok(Arc::new(SpinnerModel::new(scripted, spin))),
-        "openai" => openai_model(name, plan).map(|m| Arc::new(SpinnerModel::new(m, spin)) as _),
-        "anthropic" => {
-            use agent_controller::model::anthropic::{AnthropicModel, AnthropicSettings};
-            if plan.is_some() {
-                return Err(Failure::invalid(
-                    "--plan is for the scripted model: a real model writes its own plan",
-                ));
-            }
-            let mut settings = AnthropicSettings::from_env();
-            if let Some(name) = name.filter(|n| !n.is_empty()) {
-                settings = settings.default_model(name);
-            }
-            let model = AnthropicModel::new(settings).map_err(|e| Failure::invalid(e.message()))?;
-            Ok(Arc::new(SpinnerModel::new(model, spin)))
-        }
-        other => Err(Failure::invalid(format!(
-            "unknown model provider `{other}`: use `scripted` or `openai/MODEL`"
-        ))),
+    if spec.is_scripted() {
+        return Ok(Arc::new(SpinnerModel::new(scripted, spin)));
     }
-}
-
-#[cfg(feature = "openai")]
-pub(crate) fn openai_model(
-    name: Option<&str>,
-    plan: Option<&Path>,
-) -> Result<agent_controller::model::openai::OpenAiModel, Failure> {
-    use agent_controller::model::openai::{OpenAiModel, OpenAiSettings};
     if plan.is_some() {
         return Err(Failure::invalid(
             "--plan is for the scripted model: a real model writes its own plan",
         ));
     }
-    let mut settings = OpenAiSettings::from_env();
-    if let Some(name) = name.filter(|n| !n.is_empty()) {
-        settings = settings.default_model(name);
-    }
-    OpenAiModel::new(settings).map_err(|e| Failure::invalid(e.message()))
-}
-
-#[cfg(not(feature = "openai"))]
-pub(crate) fn openai_model(_: Option<&str>, _: Option<&Path>) -> Result<ScriptedModel, Failure> {
-    Err(Failure::invalid(
-        "this build has no `openai` provider: rebuild with `--features openai`",
-    ))
+    let model = spec.open().map_err(|e| Failure::invalid(e.message()))?;
+    Ok(Arc::new(SpinnerModel::new(model, spin)))
 }
 
 /// The store `pending` and `decide` read: one that does not exist is a usage error (exit 2),
@@ -136,47 +99,27 @@ pub(crate) fn controller(
 }
 
 /// The workspace `decide` and `continue` act in: the one session `id` recorded when it started
-/// (its canonical path). `--workspace` (`named`) may name it again, and naming another directory
-/// is refused (exit 2, naming both); a recorded workspace that is gone or is another directory
-/// now is refused (exit 5). A record from before workspaces were recorded needs `--workspace`
-/// (exit 2 without it), and adopts it. An unknown session is refused (exit 5).
+/// (its canonical path), as the library's [`session_workspace`] checks it. `--workspace`
+/// (`named`) may name it again, and naming another directory is refused (exit 2, naming both); a
+/// recorded workspace that is gone or is another directory now is refused (exit 5). A record
+/// from before workspaces were recorded needs `--workspace` (exit 2 without it), and adopts it.
+/// An unknown session is refused (exit 5).
 pub(crate) fn recorded_workspace(
     store: &dyn SessionStore,
     id: &str,
     named: Option<&Path>,
 ) -> Result<PathBuf, Failure> {
-    let record = runtime()?
-        .block_on(store.load(id))
-        .map_err(|e| Failure::from(SessionError::from(e)))?
-        .ok_or_else(|| Failure::from(SessionError::UnknownSession(id.to_owned())))?;
-    let Some(recorded) = record.workspace else {
-        return named.map(Path::to_path_buf).ok_or_else(|| {
-            Failure::invalid(format!(
-                "session {} was saved by an older release and records no workspace: name the directory it works in with --workspace DIR (it is recorded from then on); nothing was done",
-                neutralize_line(id)
-            ))
-        });
-    };
-    let shown = |path: &Path| neutralize_line(&path.display().to_string()).to_string();
-    if let Some(named) = named {
-        let canonical = std::fs::canonicalize(named).unwrap_or_else(|_| named.to_path_buf());
-        if canonical != recorded.path {
-            return Err(Failure::invalid(format!(
-                "--workspace {} is not the workspace of session {}: it works in {}, where it started; nothing was done",
-                shown(&canonical),
-                neutralize_line(id),
-                shown(&recorded.path)
-            )));
-        }
-    }
-    recorded.check(&recorded.path).map_err(|mismatch| {
-        Failure::refused(format!(
-            "session {} cannot act in its workspace: {}; nothing was done",
-            neutralize_line(id),
-            neutralize_line(&mismatch.to_string())
-        ))
-    })?;
-    Ok(recorded.path)
+    runtime()?
+        .block_on(session_workspace(store, id, named))
+        .map_err(|error| match error {
+            SessionError::NoWorkspaceRecorded { .. } => {
+                Failure::invalid(format!("--workspace DIR is needed: {error}"))
+            }
+            SessionError::WrongWorkspace { .. } => {
+                Failure::invalid(format!("--workspace: {error}"))
+            }
+            other => other.into(),
+        })
 }
 
 pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
