@@ -27,6 +27,7 @@ mod events;
 mod handover;
 mod hostile;
 mod jail;
+mod kit_plants;
 mod model_input;
 mod openai;
 mod postgres;
