@@ -96,6 +96,16 @@ named_enum! {
         /// A mode's `approvalTimeout` is not a duration (`"soon"`, `"-5m"`), is zero, or is
         /// longer than [`crate::deadline::MAX_APPROVAL_TIMEOUT`].
         InvalidApprovalTimeout = "invalid_approval_timeout",
+        /// Two modes share a display `name` (compared without case; a mode without one is
+        /// named by its id), so the user could not tell them apart at the prompt.
+        DuplicateName = "duplicate_name",
+        /// A warning, not an error ([`warnings_with_tools`]): a mode's `metadata` holds a key
+        /// the mode format defines (`requireApproval`, `availableTools`, ...), which there is
+        /// free data for hosts and has no effect.
+        KnownKeyInMetadata = "known_key_in_metadata",
+        /// A warning, not an error ([`workspace_warnings`]): the plans folder holds files that
+        /// are not plans (source, for example), which the plan tools could then change.
+        PlansDirNotDedicated = "plans_dir_not_dedicated",
     }
 }
 
@@ -441,8 +451,9 @@ struct RawMode<'a> {
         schemars(with = "String", pattern(r"^[A-Za-z0-9_-]+$"))
     )]
     id: Spanned<Cow<'a, str>>,
-    /// The display name (default: the id).
-    name: Option<String>,
+    /// The display name (default: the id); unique among the modes, without case.
+    #[cfg_attr(feature = "schema", schemars(with = "Option<String>"))]
+    name: Option<Spanned<String>>,
     /// A one-line description, added to the system prompt.
     description: Option<String>,
     /// The instructions the model gets in this mode (its system prompt).
@@ -490,7 +501,7 @@ struct RawMode<'a> {
         feature = "schema",
         schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")
     )]
-    metadata: Option<toml::Table>,
+    metadata: Option<Spanned<toml::Table>>,
 }
 
 /// `transitionsTo` as written: one mode id, or a list of them (each with its own span, so an
@@ -823,7 +834,146 @@ pub fn warnings_with_tools(text: &str, origin: &str, tools: &ToolRegistry) -> Ve
     let (Some(graph), _) = parse_lenient(text, origin) else {
         return Vec::new();
     };
-    warnings_of(&graph, tools)
+    let mut warnings = warnings_of(&graph, tools);
+    warnings.extend(metadata_warnings(text, origin));
+    warnings.sort_by_key(|w| w.location);
+    warnings
+}
+
+/// The keys of a mode's table, which in its `metadata` are a slip (the key has no effect there).
+const MODE_KEYS: &[&str] = &[
+    "id",
+    "name",
+    "description",
+    "instructions",
+    "default",
+    "transitionsTo",
+    "availableTools",
+    "requireApproval",
+    "defaultModelId",
+    "approvalTimeout",
+];
+
+/// A warning for each key of a mode's `metadata` that the mode format defines
+/// ([`ConfigErrorKind::KnownKeyInMetadata`]), at the key.
+fn metadata_warnings(text: &str, origin: &str) -> Vec<ConfigError> {
+    let Ok(raw) = toml::from_str::<RawConfig<'_>>(text) else {
+        return Vec::new();
+    };
+    let source = Source::new(origin, text);
+    let mut warnings = Vec::new();
+    for mode in &raw.modes {
+        let Some(metadata) = &mode.metadata else {
+            continue;
+        };
+        let span = metadata.span();
+        for key in metadata.get_ref().keys() {
+            let Some(known) = MODE_KEYS.iter().find(|k| k.eq_ignore_ascii_case(key)) else {
+                continue;
+            };
+            let at = key_span(text, span.clone(), key);
+            warnings.push(ConfigError::at(
+                ConfigErrorKind::KnownKeyInMetadata,
+                &source,
+                at,
+                format!(
+                    "mode `{}`: `{key}` sits in `metadata`, where it is free data for hosts and has no effect; move it up into the mode's own table to make it `{known}`",
+                    mode.id.get_ref()
+                ),
+            ));
+        }
+    }
+    warnings
+}
+
+/// Where `key` is written in the table that starts at `table` (the table keeps no span per key):
+/// inside an inline table's span, else on a line of a `[header]` table before the next header;
+/// the table's span when not found.
+fn key_span(text: &str, table: Range<usize>, key: &str) -> Range<usize> {
+    let inline = text.get(table.clone()).unwrap_or_default();
+    if inline.trim_start().starts_with('{') {
+        return inline.find(key).map_or(table.clone(), |k| {
+            table.start + k..table.start + k + key.len()
+        });
+    }
+    let mut offset = table.start;
+    for (n, line) in text
+        .get(table.start..)
+        .unwrap_or_default()
+        .split_inclusive('\n')
+        .enumerate()
+    {
+        let trimmed = line.trim_start();
+        if n > 0 && trimmed.starts_with('[') {
+            break;
+        }
+        let lead = line.len() - trimmed.len();
+        for written in [key.to_owned(), format!("\"{key}\"")] {
+            if trimmed
+                .strip_prefix(written.as_str())
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+            {
+                let start = offset + lead;
+                return start..start + written.len();
+            }
+        }
+        offset += line.len();
+    }
+    table
+}
+
+/// The warnings about the workspace the config is used in ([`ConfigErrorKind::PlansDirNotDedicated`]):
+/// the plans folder (`plansDir`, relative to `workspace`) must be a folder for plans only, since
+/// the plan tools write there (a planning mode offers them unlisted); one that holds something
+/// other than `.md` plan files (source, a subfolder) is warned about at `plansDir`, or at the
+/// start of the file for the default `.agent/plans`. Nothing for a folder that does not exist.
+///
+/// # Examples
+/// ```
+/// # let ws = tempfile::tempdir()?;
+/// std::fs::create_dir(ws.path().join("src"))?;
+/// std::fs::write(ws.path().join("src/main.rs"), "fn main() {}")?;
+/// let text = "plansDir = \"src\"\n[[modes]]\nid = \"build\"\n";
+/// let warnings = agent_controller::config::workspace_warnings(text, "modes.toml", ws.path());
+/// assert_eq!(warnings[0].kind(), agent_controller::ConfigErrorKind::PlansDirNotDedicated);
+/// assert_eq!(warnings[0].location().map(|l| (l.line, l.column)), Some((1, 12)));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn workspace_warnings(text: &str, origin: &str, workspace: &Path) -> Vec<ConfigError> {
+    let Ok(raw) = toml::from_str::<RawConfig<'_>>(text) else {
+        return Vec::new();
+    };
+    let (dir, span) = match &raw.plans_dir {
+        Some(dir) => (dir.get_ref().as_str(), dir.span()),
+        None => (DEFAULT_PLANS_DIR, 0..0),
+    };
+    if plans_dir_problem(dir).is_some() {
+        return Vec::new();
+    }
+    let Ok(entries) = std::fs::read_dir(workspace.join(dir)) else {
+        return Vec::new();
+    };
+    // The first few entries tell; a huge folder is not read to its end.
+    let stranger = entries.take(1000).flatten().find(|entry| {
+        let is_plan = entry.file_type().is_ok_and(|t| t.is_file())
+            && Path::new(&entry.file_name())
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("md"));
+        !is_plan
+    });
+    let Some(stranger) = stranger else {
+        return Vec::new();
+    };
+    let source = Source::new(origin, text);
+    vec![ConfigError::at(
+        ConfigErrorKind::PlansDirNotDedicated,
+        &source,
+        span,
+        format!(
+            "plansDir `{dir}` holds `{}`, which is not a plan: the plans folder must be a folder for plans only (for example `.agent/plans`), since the plan tools write there",
+            crate::display::neutralize_line_within(&stranger.file_name().to_string_lossy(), 64)
+        ),
+    )]
 }
 
 /// The warnings of a loaded graph with the tools it runs with, as [`warnings_with_tools`] finds
@@ -934,6 +1084,32 @@ fn validate(
             ));
         } else {
             index.insert(ids[i].clone(), ModeId::from_index(i));
+        }
+    }
+    // The user picks a target mode by its name at the prompt: two alike names are refused.
+    // A mode whose id is invalid or taken is reported once, for its id.
+    let mut names: HashMap<String, &str> = HashMap::default();
+    for (i, mode) in raw.modes.iter().enumerate() {
+        if index.get(mode.id.get_ref().as_ref()) != Some(&ModeId::from_index(i)) {
+            continue;
+        }
+        let (name, span) = match &mode.name {
+            Some(name) => (name.get_ref().as_str(), name.span()),
+            None => (mode.id.get_ref().as_ref(), mode.id.span()),
+        };
+        let key = name.trim().to_lowercase();
+        match names.get(&key) {
+            Some(other) => errors.push(err(
+                ConfigErrorKind::DuplicateName,
+                span,
+                format!(
+                    "mode `{}` is named `{name}`, like mode `{other}`: the user picks a mode by its name, so each needs its own",
+                    mode.id.get_ref()
+                ),
+            )),
+            None => {
+                names.insert(key, mode.id.get_ref());
+            }
         }
     }
 
@@ -1139,7 +1315,7 @@ fn validate(
         modes.push(
             Mode::new(
                 ids[i].clone(),
-                mode.name,
+                mode.name.map(Spanned::into_inner),
                 mode.description,
                 mode.instructions,
                 marked_default.as_ref().is_some_and(|(m, _)| *m == i),
@@ -1147,7 +1323,7 @@ fn validate(
                 available_tools.map(|(_, names)| names),
                 require_approval,
                 mode.default_model_id,
-                mode.metadata.unwrap_or_default(),
+                mode.metadata.map(Spanned::into_inner).unwrap_or_default(),
             )
             .with_approval_timeout(approval_timeout),
         );

@@ -24,7 +24,9 @@ pub(crate) fn check(path: &Path) -> Outcome {
     let tools = tools();
     let names: Vec<&str> = tools.names().collect();
     let errors = config::check_with_tool_names(&text, &origin, &names);
-    let warnings = config::warnings_with_tools(&text, &origin, &tools);
+    let mut warnings = config::warnings_with_tools(&text, &origin, &tools);
+    // The current directory is the workspace `run` defaults to.
+    warnings.extend(config::workspace_warnings(&text, &origin, Path::new(".")));
     let mut reports: Vec<(&str, &config::ConfigError)> = errors
         .iter()
         .map(|e| ("error", e))

@@ -46,7 +46,8 @@ pub(crate) fn with_tools(graph: ModeGraph) -> Result<(ModeGraph, ToolRegistry), 
 }
 
 /// [`load`] for a command that runs a session (`run`, `decide`, `continue`): the config's
-/// warnings ([`config::warnings_of`]) go to stderr first, as `check` prints them.
+/// warnings ([`config::warnings_with_tools`], [`config::workspace_warnings`]) go to stderr
+/// first, as `check` prints them.
 /// Without `--config`, the config is `config/modes.toml` in the workspace, read only where it
 /// lies inside it ([`config::load_in`]: a symlink out of the workspace is refused, unread).
 pub(crate) fn load_warning(
@@ -54,9 +55,10 @@ pub(crate) fn load_warning(
     workspace: &Path,
 ) -> Result<(PathBuf, ModeGraph, ToolRegistry), Failure> {
     let path = config_path(common, workspace);
-    let graph = match &common.config {
-        Some(_) => config::load(&path),
-        None => config::load_in(workspace, DEFAULT_CONFIG),
+    let origin = path.display().to_string();
+    let text = match &common.config {
+        Some(_) => config::read(&path),
+        None => config::read_in(workspace, DEFAULT_CONFIG),
     }
     .map_err(|e| {
         let hint = match (&common.config, e.kind()) {
@@ -67,8 +69,11 @@ pub(crate) fn load_warning(
         };
         Failure::invalid(format!("{e}{hint}"))
     })?;
+    let graph = config::parse(&text, &origin).map_err(Failure::invalid)?;
     let (graph, tools) = with_tools(graph)?;
-    for warning in config::warnings_of(&graph, &tools) {
+    let mut warnings = config::warnings_with_tools(&text, &origin, &tools);
+    warnings.extend(config::workspace_warnings(&text, &origin, workspace));
+    for warning in warnings {
         note!("warning: {}", neutralize(&warning.to_string()));
     }
     Ok((path, graph, tools))

@@ -292,3 +292,83 @@ fn a_default_config_symlinked_out_of_the_workspace_is_refused_unread() {
         .expect("runs");
     assert_eq!(out.status.code(), Some(2));
 }
+
+fn at(error: &agent_controller::ConfigError) -> Option<(usize, usize)> {
+    error.location().map(|l| (l.line, l.column))
+}
+
+/// Item 4: a plans folder that holds source (`plansDir = "src"`) is warned about at `plansDir`;
+/// the workspace root (`.`, `""`, `a/..`) is refused at line:col. A folder of plans only, or
+/// one that does not exist yet, is fine.
+#[test]
+fn a_plans_dir_that_holds_source_is_warned_about_and_the_root_refused() {
+    use agent_controller::{ConfigErrorKind, config};
+    let ws = Workspace::new();
+    std::fs::create_dir_all(ws.path().join("src")).expect("src");
+    std::fs::write(ws.path().join("src/main.rs"), "fn main() {}").expect("main.rs");
+    std::fs::create_dir_all(ws.path().join("plans")).expect("plans");
+    std::fs::write(ws.path().join("plans/a.md"), "# A").expect("plan");
+    let text = |dir: &str| format!("plansDir = \"{dir}\"\n[[modes]]\nid = \"build\"\n");
+    let warnings = config::workspace_warnings(&text("src"), "modes.toml", ws.path());
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings[0].kind(), ConfigErrorKind::PlansDirNotDedicated);
+    assert_eq!(at(&warnings[0]), Some((1, 12)));
+    assert!(
+        warnings[0].to_string().contains("`main.rs`"),
+        "{}",
+        warnings[0]
+    );
+    for fine in ["plans", "not-yet"] {
+        assert!(config::workspace_warnings(&text(fine), "m.toml", ws.path()).is_empty());
+    }
+    for root in [".", "", "./", "src/.."] {
+        let error = config::parse(&text(root), "modes.toml").expect_err(root);
+        assert_eq!(error.kind(), ConfigErrorKind::InvalidPlansDir, "{root}");
+        assert_eq!(at(&error), Some((1, 12)), "{root}");
+    }
+}
+
+/// Item 5: a known mode key under `[modes.metadata]` has no effect there: warned at the key.
+#[test]
+fn a_known_key_in_metadata_is_warned_about_at_the_key() {
+    use agent_controller::{ConfigErrorKind, ToolRegistry, config};
+    let text = "[[modes]]\nid = \"build\"\navailableTools = [\"write_file\"]\n\n[modes.metadata]\ncolor = \"red\"\nrequireApproval = true\n";
+    let graph = config::parse(text, "modes.toml").expect("still valid");
+    assert!(
+        graph
+            .mode(graph.default_mode_id())
+            .metadata()
+            .contains_key("requireApproval")
+    );
+    let warnings =
+        config::warnings_with_tools(text, "modes.toml", &ToolRegistry::with_workspace_tools());
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings[0].kind(), ConfigErrorKind::KnownKeyInMetadata);
+    assert_eq!(at(&warnings[0]), Some((7, 1)));
+    assert!(
+        warnings[0].to_string().contains("`requireApproval`"),
+        "{}",
+        warnings[0]
+    );
+}
+
+/// Item 6: two modes with the same display name (or one named like another's id) are refused
+/// at the second name: the user picks a target mode by its name at the prompt.
+#[test]
+fn two_modes_with_the_same_name_are_refused() {
+    use agent_controller::{ConfigErrorKind, config};
+    let text = "[[modes]]\nid = \"build\"\nname = \"Build\"\ndefault = true\n\n[[modes]]\nid = \"yolo\"\nname = \"build\"\n";
+    let error = config::parse(text, "modes.toml").expect_err("same name");
+    assert_eq!(error.kind(), ConfigErrorKind::DuplicateName);
+    assert_eq!(at(&error), Some((8, 8)));
+    let unnamed = "[[modes]]\nid = \"build\"\n\n[[modes]]\nid = \"other\"\nname = \"build\"\n";
+    let error = config::parse(unnamed, "modes.toml").expect_err("named like an id");
+    assert_eq!(error.kind(), ConfigErrorKind::DuplicateName);
+    assert!(
+        config::parse(
+            "[[modes]]\nid = \"a\"\nname = \"A\"\n[[modes]]\nid = \"b\"\nname = \"B\"\n",
+            "m.toml"
+        )
+        .is_ok()
+    );
+}
