@@ -97,7 +97,7 @@ pub(crate) fn decide(mut args: DecideArgs) -> Outcome {
         let Some(outcome) = outcome else {
             return Ok(interrupted(&mut session).await);
         };
-        let outcome = outcome.map_err(|e| lost_race(e, &args.store))?;
+        let outcome = outcome.map_err(|e| lost_race(e, &args.store, false))?;
         // A plan resubmitted after feedback is a new decision: leave it pending for the next `decide`.
         let mut decider = Decider {
             flags: &idle,

@@ -105,6 +105,10 @@ impl Decider<'_> {
         decision_id: &str,
         decision: Decision,
     ) -> Result<Result<RunOutcome, Exit>, Failure> {
+        let tool_call = session
+            .pending_tool_calls()
+            .iter()
+            .any(|c| c.decision_id() == decision_id);
         let next = tokio::select! {
             next = session.decide(decision_id, decision) => Some(next),
             _ = tokio::signal::ctrl_c() => None,
@@ -113,7 +117,7 @@ impl Decider<'_> {
             return Ok(Err(interrupted(session).await));
         };
         next.map(Ok).map_err(|e| match self.store {
-            Some(store) => lost_race(e, store),
+            Some(store) => lost_race(e, store, tool_call),
             None => e.into(),
         })
     }
@@ -291,12 +295,18 @@ pub(crate) async fn interrupted(session: &mut Session) -> Exit {
 
 /// A decision that lost to another writer (a decision or revision saved after this process
 /// loaded the session) says so and what to do; nothing was decided.
-pub(crate) fn lost_race(error: SessionError, store: &str) -> Failure {
+/// `tool_call` tells which kind of decision it was: a plan's, or a tool call's.
+pub(crate) fn lost_race(error: SessionError, store: &str, tool_call: bool) -> Failure {
     if !error.is_conflict() {
         return error.into();
     }
+    let what = if tool_call {
+        "the tool call was decided by someone else"
+    } else {
+        "the plan was decided or revised by someone else"
+    };
     Failure::refused(format!(
-        "{error}: the plan was decided or revised by someone else after it was loaded here, so this decision was not applied; see what is pending now with: agent-controller pending --store {}",
+        "{error}: {what} after it was loaded here, so this decision was not applied; see what is pending now with: agent-controller pending --store {}",
         neutralize_line(&display_spec(store))
     ))
 }

@@ -1085,3 +1085,57 @@ fn approving_a_plan_ends_an_always_allow_and_the_plan_prompt_says_so() {
     assert_eq!(world.file("src.txt"), None, "{shown}");
     assert_eq!(out.status.code(), Some(NOT_APPROVED), "{shown}");
 }
+
+/// Hostile item 7: a tool-call decision that loses the race (another `decide` settled the call
+/// after this one loaded the session) is refused in words about the tool call, not a plan.
+#[test]
+fn a_tool_call_decision_that_loses_the_race_speaks_of_the_tool_call() {
+    use std::io::{BufRead, BufReader, Read};
+    let world = World::new(
+        "dir",
+        vec![
+            calls([write("call_1", "a.txt", "hello")]),
+            text("Wrote a.txt."),
+        ],
+    );
+    let (out, session) = world.run_stored("Write a.txt");
+    assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
+    let mut slow = Command::new(env!("CARGO_BIN_EXE_agent-controller"));
+    slow.arg("decide")
+        .arg("--config")
+        .arg(&world.config)
+        .args([
+            "--model",
+            "openai/test-model",
+            "--store",
+            &world.spec,
+            &session,
+        ])
+        .envs(world.server.env())
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut slow = slow.spawn().expect("spawn");
+    let mut err = BufReader::new(slow.stderr.take().expect("stderr"));
+    // The prompt shows the call once the session is loaded.
+    let mut seen = String::new();
+    while !seen.contains("workspace: ") {
+        let mut line = String::new();
+        assert!(err.read_line(&mut line).expect("read") > 0, "{seen}");
+        seen.push_str(&line);
+    }
+    let fast = world.decide(&session, &["--approve"]);
+    assert_eq!(fast.status.code(), Some(DONE), "{}", stderr(&fast));
+    let mut stdin = slow.stdin.take().expect("stdin");
+    stdin.write_all(b"y\n").expect("answer");
+    drop(stdin);
+    err.read_to_string(&mut seen).expect("read");
+    let status = slow.wait().expect("wait");
+    assert_eq!(status.code(), Some(REFUSED), "{seen}");
+    assert!(
+        seen.contains("the tool call was decided by someone else"),
+        "{seen}"
+    );
+    assert!(!seen.contains("plan"), "{seen}");
+}
