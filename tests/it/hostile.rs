@@ -372,3 +372,34 @@ fn two_modes_with_the_same_name_are_refused() {
         .is_ok()
     );
 }
+
+/// Item 8: `write_plan` through a plans folder that is a symlink out of the workspace says the
+/// path leaves the workspace, not `File exists`; nothing is written outside.
+#[tokio::test]
+async fn write_plan_through_a_symlinked_plans_folder_says_it_leaves_the_workspace() {
+    use agent_controller::tool::fs::WritePlan;
+    let ws = Workspace::new();
+    let outside = tempfile::tempdir().expect("dir");
+    std::fs::create_dir_all(ws.path().join(".agent")).expect(".agent");
+    let _ = std::fs::remove_dir_all(ws.path().join(".agent/plans"));
+    std::os::unix::fs::symlink(outside.path(), ws.path().join(".agent/plans")).expect("link");
+    let plans = ws.path().join(".agent/plans");
+    for path in ["p.md", ".agent/plans/p.md"] {
+        let ctx = ToolContext::new(ws.path(), &plans, "plan");
+        let out = WritePlan
+            .execute(&json!({"path": path, "content": "# P\n"}), &ctx)
+            .await;
+        assert!(out.is_error, "{path}: {out:?}");
+        assert!(
+            !out.content.contains("File exists"),
+            "{path}: {}",
+            out.content
+        );
+        assert!(
+            out.content.contains("outside") || out.content.contains("leaves"),
+            "{path}: {}",
+            out.content
+        );
+        assert_eq!(std::fs::read_dir(outside.path()).expect("dir").count(), 0);
+    }
+}
