@@ -99,6 +99,9 @@ named_enum! {
         /// Two modes share a display `name` (compared without case; a mode without one is
         /// named by its id), so the user could not tell them apart at the prompt.
         DuplicateName = "duplicate_name",
+        /// A mode's `name` is empty or only white space: the user could not see which mode
+        /// they pick.
+        EmptyName = "empty_name",
         /// A warning, not an error ([`warnings_with_tools`]): a mode's `metadata` holds a key
         /// the mode format defines (`requireApproval`, `availableTools`, ...), which there is
         /// free data for hosts and has no effect.
@@ -1098,6 +1101,17 @@ fn validate(
             None => (mode.id.get_ref().as_ref(), mode.id.span()),
         };
         let key = name.trim().to_lowercase();
+        if key.is_empty() {
+            errors.push(err(
+                ConfigErrorKind::EmptyName,
+                span,
+                format!(
+                    "mode `{}` has an empty name: leave `name` out to show the id, or name the mode",
+                    mode.id.get_ref()
+                ),
+            ));
+            continue;
+        }
         match names.get(&key) {
             Some(other) => errors.push(err(
                 ConfigErrorKind::DuplicateName,

@@ -403,3 +403,16 @@ async fn write_plan_through_a_symlinked_plans_folder_says_it_leaves_the_workspac
         assert_eq!(std::fs::read_dir(outside.path()).expect("dir").count(), 0);
     }
 }
+
+/// Found in the trial: a mode named `""` or `"   "` showed as nothing at the prompt and in
+/// `check`; refused at the name.
+#[test]
+fn an_empty_mode_name_is_refused() {
+    use agent_controller::{ConfigErrorKind, config};
+    for name in ["", "   "] {
+        let text = format!("[[modes]]\nid = \"build\"\nname = \"{name}\"\n");
+        let error = config::parse(&text, "modes.toml").expect_err(name);
+        assert_eq!(error.kind(), ConfigErrorKind::EmptyName, "{name:?}");
+        assert_eq!(at(&error), Some((3, 8)), "{name:?}");
+    }
+}
