@@ -99,8 +99,8 @@ pub use crate::model::{
     LanguageModel, Message, ModelError, ModelErrorKind, ModelRequest, ModelResponse,
 };
 pub use crate::session::{
-    CancelHandle, Decision, DecisionAction, PendingDecision, PendingToolCall, RunOutcome, Session,
-    SessionError, SessionErrorKind, SessionOptions,
+    CancelHandle, Decision, DecisionAction, PendingDecision, PendingPlan, PendingToolCall,
+    RunOutcome, Session, SessionError, SessionErrorKind, SessionOptions,
 };
 pub use crate::store::{
     FileStore, MemoryStore, PendingKind, PendingListing, PendingSummary, SessionRecord,

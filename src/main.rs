@@ -29,7 +29,7 @@ use agent_controller::tool::SUBMIT_PLAN;
 use agent_controller::tool::submit_plan::{self, PlanError};
 use agent_controller::{
     AgentController, Decision, DecisionAction, DecisionOutcome, Event, LanguageModel, ModeGraph,
-    PendingToolCall, RequireApproval, RunOutcome, Session, SessionError, SessionOptions,
+    PendingDecision, RequireApproval, RunOutcome, RunState, Session, SessionError, SessionOptions,
     SuspendPayload, Suspension, ToolRegistry, config, schema,
 };
 use clap::{Args, Parser, Subcommand};
@@ -370,8 +370,16 @@ struct DecisionArgs {
 }
 
 impl DecisionArgs {
-    /// The decision the flags give, or `None` when the prompt asks.
-    fn fixed(&self) -> Option<Decision> {
+    /// Whether a verdict flag (--approve, --reject) decides, so the prompt never asks.
+    fn decides(&self) -> bool {
+        self.approve || self.reject
+    }
+
+    /// The decision the flags give for `pending`, or `None` when the prompt asks: the verdict
+    /// and the feedback, then for a plan the `--sha256` pin, `--to` and `--plan-file`, and for
+    /// a tool call `--always`, pinned to the call's `argsSha256`. Call [`DecisionArgs::check`]
+    /// first.
+    fn fixed(&self, pending: &PendingDecision) -> Option<Decision> {
         let mut decision = if self.approve {
             Decision::approve()
         } else if self.reject {
@@ -385,14 +393,24 @@ impl DecisionArgs {
             .map(str::trim)
             .filter(|f| !f.is_empty())
             .map(str::to_owned);
-        if let Some(sha256) = &self.sha256 {
-            decision = decision.with_sha256(sha256);
-        }
-        if let Some(to) = &self.to {
-            decision = decision.to(to);
-        }
-        if let Some(text) = &self.edited {
-            decision = decision.with_plan(text);
+        match pending {
+            PendingDecision::ToolCall(call) => {
+                if self.always {
+                    decision = decision.always_allow();
+                }
+                decision = decision.with_sha256(call.args_sha256());
+            }
+            _ => {
+                if let Some(sha256) = &self.sha256 {
+                    decision = decision.with_sha256(sha256);
+                }
+                if let Some(to) = &self.to {
+                    decision = decision.to(to);
+                }
+                if let Some(text) = &self.edited {
+                    decision = decision.with_plan(text);
+                }
+            }
         }
         Some(self.signed(decision))
     }
@@ -418,53 +436,44 @@ impl DecisionArgs {
         Ok(())
     }
 
-    /// The decision the flags give for a tool call that waits for approval, or `None` when the
-    /// prompt asks: the verdict, the feedback and `--always`; the plan's `--to` and
-    /// `--plan-file` are not part of it. A `--sha256` naming other arguments is refused (exit 5)
-    /// before anything is decided.
-    fn fixed_for_tool_call(&self, call: &PendingToolCall) -> Result<Option<Decision>, Failure> {
-        if let Some(pinned) = self.sha256.as_ref().filter(|p| *p != call.args_sha256()) {
-            return Err(Failure::refused(format!(
-                "the tool call {} ({}) has argsSha256 {}, not {pinned}: it is not the call you meant; nothing was decided",
-                neutralize_line(call.decision_id()),
-                neutralize_line(call.tool_name()),
-                neutralize_line(call.args_sha256())
+    /// Refuses the flags that do not go with `pending` before anything is shown or decided:
+    /// `--always` on a plan, `--to` or `--plan-file` on a tool call (exit 2), and a `--sha256`
+    /// that names other content than what waits (exit 5; the library's pin check,
+    /// [`PendingDecision::check_sha256`]).
+    fn check(&self, pending: &PendingDecision) -> Result<(), Failure> {
+        let id = neutralize_line(pending.decision_id());
+        let flag = match pending {
+            PendingDecision::ToolCall(_) if self.to.is_some() => Some("--to"),
+            PendingDecision::ToolCall(_) if self.plan_file.is_some() => Some("--plan-file"),
+            _ => None,
+        };
+        if let Some(flag) = flag {
+            return Err(Failure::invalid(format!(
+                "{flag} goes with a plan, and decision {id} is a tool call ({}): nothing was decided",
+                neutralize_line(pending.tool_name())
             )));
         }
-        let mut decision = if self.approve {
-            Decision::approve()
-        } else if self.reject {
-            Decision::reject()
-        } else {
-            return Ok(None);
-        };
-        decision.feedback = self
-            .feedback
-            .as_deref()
-            .map(str::trim)
-            .filter(|f| !f.is_empty())
-            .map(str::to_owned);
-        if self.always {
-            decision = decision.always_allow();
+        if self.always && pending.as_plan().is_some() {
+            return Err(Failure::invalid(format!(
+                "--always goes with a tool call, and decision {id} is a plan: nothing was decided"
+            )));
         }
-        Ok(Some(self.signed(decision.with_sha256(call.args_sha256()))))
-    }
-
-    /// Refuses (exit 2) the flags that go with a plan (`--to`, `--plan-file`) when `decide`
-    /// names a tool call, before anything is decided.
-    fn check_for_tool_call(&self, call: &PendingToolCall) -> Result<(), Failure> {
-        let flag = if self.to.is_some() {
-            "--to"
-        } else if self.plan_file.is_some() {
-            "--plan-file"
-        } else {
+        let Some(pinned) = self.sha256.as_ref() else {
             return Ok(());
         };
-        Err(Failure::invalid(format!(
-            "{flag} goes with a plan, and decision {} is a tool call ({}): nothing was decided",
-            neutralize_line(call.decision_id()),
-            neutralize_line(call.tool_name())
-        )))
+        if pending.check_sha256(pinned).is_ok() {
+            return Ok(());
+        }
+        let sha256 = neutralize_line(pending.sha256());
+        Err(Failure::refused(match pending {
+            PendingDecision::ToolCall(call) => format!(
+                "the tool call {id} ({}) has argsSha256 {sha256}, not {pinned}: it is not the call you meant; nothing was decided",
+                neutralize_line(call.tool_name()),
+            ),
+            _ => format!(
+                "the pending plan has sha256 {sha256}, not {pinned}: it is not the plan you meant; nothing was decided"
+            ),
+        }))
     }
 
     /// Refuses (exit 2) `--always` for `command` (`run`, `continue`), whose verdict flags decide
@@ -488,17 +497,6 @@ impl DecisionArgs {
                 .unwrap_or_else(|| "unknown".to_owned())
         });
         decision.decided_by(by)
-    }
-
-    /// Refuses a plan other than the one `--sha256` names, before it is shown or decided.
-    fn check_pinned(&self, payload: &SuspendPayload) -> Result<(), Failure> {
-        match &self.sha256 {
-            Some(pinned) if *pinned != payload.submission.sha256 => Err(Failure::refused(format!(
-                "the pending plan has sha256 {}, not {pinned}: it is not the plan you meant; nothing was decided",
-                payload.submission.sha256
-            ))),
-            _ => Ok(()),
-        }
     }
 }
 
@@ -1253,9 +1251,80 @@ impl Prompt {
         }
     }
 
-    /// Shows the plan and asks; `None` when end of input or Ctrl-C dismissed the prompt (no
-    /// decision). A decision is pinned to the sha256 of the plan shown.
-    async fn ask(&mut self, session: &Session, payload: &SuspendPayload) -> Option<Decision> {
+    /// Shows what waits (a plan, or tool call `nth` of the `of` that wait) and asks about it;
+    /// `None` when end of input or Ctrl-C dismissed the prompt, or `q` left a tool call (no
+    /// decision). A decision is pinned to the sha256 of what was shown.
+    async fn ask(
+        &mut self,
+        session: &Session,
+        pending: &PendingDecision,
+        nth: usize,
+        of: usize,
+    ) -> Option<Decision> {
+        let mut stderr = std::io::stderr();
+        let answer = match pending {
+            PendingDecision::ToolCall(call) => {
+                note!(
+                    "\n{}",
+                    render_tool_call(&self.style, call.payload(), nth, of)
+                );
+                if let Some(workspace) = &call.payload().workspace {
+                    note!(
+                        "workspace: {} (where the call runs if approved)",
+                        neutralize_line(&workspace.display().to_string())
+                    );
+                }
+                // `a` approves the other calls of the tool that wait in the reply too.
+                let others = waiting(session)
+                    .iter()
+                    .filter(|c| {
+                        c.tool_name() == call.tool_name() && c.decision_id() != call.decision_id()
+                    })
+                    .count();
+                if let Some(text) = allowance_note(call.tool_name(), others) {
+                    note!("{text}");
+                }
+                ask_tool_call(
+                    &self.style,
+                    call.tool_name(),
+                    call.args_sha256(),
+                    &mut self.input,
+                    &mut stderr,
+                    tokio::signal::ctrl_c(),
+                )
+                .await
+            }
+            _ => {
+                let payload = pending.as_plan()?.payload();
+                self.plan_question(session, payload, &mut stderr).await
+            }
+        };
+        if let (Some(notice), Some(_)) = (answer.notice(session.mode().id()), pending.as_plan()) {
+            note!("{notice}");
+            return None;
+        }
+        let what = match answer {
+            PromptAnswer::Decided(decision) => return Some(decision),
+            PromptAnswer::EndOfInput => "end of input",
+            PromptAnswer::Interrupted => "interrupted",
+            PromptAnswer::Left => "left for later",
+        };
+        note!(
+            "{what}: the tool call {} ({}) is not decided and does not run",
+            neutralize_line(pending.decision_id()),
+            neutralize_line(pending.tool_name())
+        );
+        None
+    }
+
+    /// Shows the plan of `payload` (or what changed since its last revision) and asks the
+    /// plan's question.
+    async fn plan_question(
+        &mut self,
+        session: &Session,
+        payload: &SuspendPayload,
+        stderr: &mut std::io::Stderr,
+    ) -> PromptAnswer {
         let graph = &self.graph;
         let mut targets: Vec<&agent_controller::Mode> = payload
             .target_mode_ids
@@ -1299,69 +1368,9 @@ impl Prompt {
             }
             _ => note!("\n{whole}\n{origin}"),
         }
-        let mut stderr = std::io::stderr();
-        let answer = question
-            .ask(&mut self.input, &mut stderr, tokio::signal::ctrl_c())
-            .await;
-        if let Some(notice) = answer.notice(session.mode().id()) {
-            note!("{notice}");
-        }
-        match answer {
-            PromptAnswer::Decided(decision) => Some(decision),
-            PromptAnswer::EndOfInput | PromptAnswer::Interrupted | PromptAnswer::Left => None,
-        }
-    }
-
-    /// Shows a tool call that waits for approval (call `nth` of `of`) and asks about it; `None`
-    /// when `q`, end of input or Ctrl-C left it undecided. A decision is pinned to the
-    /// `argsSha256` of the call shown.
-    async fn ask_tool_call(
-        &mut self,
-        session: &Session,
-        call: &PendingToolCall,
-        nth: usize,
-        of: usize,
-    ) -> Option<Decision> {
-        note!(
-            "\n{}",
-            render_tool_call(&self.style, call.payload(), nth, of)
-        );
-        if let Some(workspace) = &call.payload().workspace {
-            note!(
-                "workspace: {} (where the call runs if approved)",
-                neutralize_line(&workspace.display().to_string())
-            );
-        }
-        // `a` approves the other calls of the tool that wait in the reply too.
-        let others = waiting_tool_calls(session)
-            .iter()
-            .filter(|c| c.tool_name() == call.tool_name() && c.decision_id() != call.decision_id())
-            .count();
-        if let Some(text) = allowance_note(call.tool_name(), others) {
-            note!("{text}");
-        }
-        let mut stderr = std::io::stderr();
-        let answer = ask_tool_call(
-            &self.style,
-            call.tool_name(),
-            call.args_sha256(),
-            &mut self.input,
-            &mut stderr,
-            tokio::signal::ctrl_c(),
-        )
-        .await;
-        let what = match answer {
-            PromptAnswer::Decided(decision) => return Some(decision),
-            PromptAnswer::EndOfInput => "end of input",
-            PromptAnswer::Interrupted => "interrupted",
-            PromptAnswer::Left => "left for later",
-        };
-        note!(
-            "{what}: the tool call {} ({}) is not decided and does not run",
-            neutralize_line(call.decision_id()),
-            neutralize_line(call.tool_name())
-        );
-        None
+        question
+            .ask(&mut self.input, stderr, tokio::signal::ctrl_c())
+            .await
     }
 }
 
@@ -1390,48 +1399,12 @@ impl Decider<'_> {
     /// not approved (exit 3). Ctrl-C while the model works stops the run.
     async fn until_done(&mut self, session: &mut Session, mut outcome: RunOutcome) -> Outcome {
         let out_style = Style::for_stdout();
-        loop {
-            let next = match &outcome {
-                RunOutcome::Suspended {
-                    run_id, payload, ..
-                } => {
-                    if self.detach {
-                        return Ok(self.leave_pending(session, run_id, payload));
-                    }
-                    self.flags.check_pinned(payload)?;
-                    let decision = match self.flags.fixed() {
-                        Some(decision) => decision,
-                        None => {
-                            let Some(prompt) = self.prompt.as_deref_mut() else {
-                                return Ok(self.leave_pending(session, run_id, payload));
-                            };
-                            match prompt.ask(session, payload).await {
-                                Some(decision) => self.flags.signed(decision),
-                                None if self.store.is_some() => {
-                                    return Ok(self.leave_pending(session, run_id, payload));
-                                }
-                                None => {
-                                    session.abort().await?;
-                                    finish(session, self.json, &out_style);
-                                    return Ok(Exit::NotApproved);
-                                }
-                            }
-                        }
-                    };
-                    self.last = Some(decision.action);
-                    let decision_id = payload.decision_id.clone();
-                    self.apply(session, &decision_id, decision).await?
-                }
-                RunOutcome::ToolCallsSuspended { .. } => {
-                    if self.detach {
-                        return Ok(self.leave_tool_calls_pending(session));
-                    }
-                    let waiting = waiting_tool_calls(session);
-                    self.decide_tool_calls(session, &waiting).await?
-                }
-                _ => break,
-            };
-            outcome = match next {
+        while outcome.state() == RunState::Suspended {
+            if self.detach {
+                return Ok(self.leave(session));
+            }
+            let waiting = waiting(session);
+            outcome = match self.decide_each(session, &waiting).await? {
                 Ok(next) => next,
                 Err(exit) => return Ok(exit),
             };
@@ -1468,33 +1441,36 @@ impl Decider<'_> {
         })
     }
 
-    /// Decides `calls` (tool calls waiting for approval) one by one, in the model's order: with
-    /// the flags, else at the prompt. Returns the outcome after the last decision (the run
-    /// carries on once all of its waiting calls are decided), or `Err(exit)` when a call was
-    /// left undecided (pending with a store, exit 4; without one the run is aborted, exit 3) or
-    /// Ctrl-C interrupted the run.
-    async fn decide_tool_calls(
+    /// Decides `pending` (a plan, or tool calls waiting for approval) one by one, in the
+    /// model's order: with the flags (a plan's always; a tool call's only when
+    /// `flags_decide_tool_calls`), else at the prompt. Returns the outcome after the last
+    /// decision (the run carries on once all of its waiting calls are decided), or `Err(exit)`
+    /// when one was left undecided (pending with a store, exit 4; without one the run is
+    /// aborted, exit 3) or Ctrl-C interrupted the run.
+    async fn decide_each(
         &mut self,
         session: &mut Session,
-        calls: &[PendingToolCall],
+        pending: &[PendingDecision],
     ) -> Result<Result<RunOutcome, Exit>, Failure> {
         let out_style = Style::for_stdout();
         let mut outcome = None;
-        for (at, call) in calls.iter().enumerate() {
+        for (at, waiting) in pending.iter().enumerate() {
             // An "always allow" on an earlier call of this tool decided it: not asked again.
-            if let Some(allowance) = allowed_by(session, call.decision_id()) {
+            if let Some(allowance) = allowed_by(session, waiting.decision_id()) {
                 note!(
                     "tool call {} of {} ({}, decision {}) runs: always allowed by decision {}",
                     at + 1,
-                    calls.len(),
-                    neutralize_line(call.tool_name()),
-                    neutralize_line(call.decision_id()),
+                    pending.len(),
+                    neutralize_line(waiting.tool_name()),
+                    neutralize_line(waiting.decision_id()),
                     neutralize_line(&allowance)
                 );
                 continue;
             }
-            let fixed = if self.flags_decide_tool_calls {
-                self.flags.fixed_for_tool_call(call)?
+            let flags_decide = waiting.as_plan().is_some() || self.flags_decide_tool_calls;
+            let fixed = if flags_decide {
+                self.flags.check(waiting)?;
+                self.flags.fixed(waiting)
             } else {
                 None
             };
@@ -1502,15 +1478,12 @@ impl Decider<'_> {
                 Some(decision) => decision,
                 None => {
                     let Some(prompt) = self.prompt.as_deref_mut() else {
-                        return Ok(Err(self.leave_tool_calls_pending(session)));
+                        return Ok(Err(self.leave(session)));
                     };
-                    match prompt
-                        .ask_tool_call(session, call, at + 1, calls.len())
-                        .await
-                    {
+                    match prompt.ask(session, waiting, at + 1, pending.len()).await {
                         Some(decision) => self.flags.signed(decision),
                         None if self.store.is_some() => {
-                            return Ok(Err(self.leave_tool_calls_pending(session)));
+                            return Ok(Err(self.leave(session)));
                         }
                         None => {
                             session.abort().await?;
@@ -1521,7 +1494,7 @@ impl Decider<'_> {
                 }
             };
             self.last = Some(decision.action);
-            match self.apply(session, call.decision_id(), decision).await? {
+            match self.apply(session, waiting.decision_id(), decision).await? {
                 Ok(next) => outcome = Some(next),
                 Err(exit) => return Ok(Err(exit)),
             }
@@ -1529,65 +1502,65 @@ impl Decider<'_> {
         match outcome {
             Some(next) => Ok(Ok(next)),
             // Nothing waited (another process decided them): say what is left.
-            None => Ok(Err(self.leave_tool_calls_pending(session))),
+            None => Ok(Err(self.leave(session))),
         }
     }
 
-    /// Says how to decide the plan later; it stays pending in the store.
-    fn leave_pending(&self, session: &Session, run_id: &str, payload: &SuspendPayload) -> Exit {
+    /// Says what waits (the plan, or the tool calls) and how to decide it later; it stays
+    /// pending in the store.
+    fn leave(&self, session: &Session) -> Exit {
         let store = self.store.unwrap_or("STORE");
-        let decision = neutralize_line(&payload.decision_id);
-        if !self.json {
-            say!(
-                "suspended: session {} run {} decision {decision}",
-                session.id(),
-                neutralize_line(run_id),
-            );
-        }
-        note!(
-            "the plan stays pending; decide later with: agent-controller decide --store {} {} --decision {decision} (--approve [--to MODE] | --reject) [--feedback TEXT]",
-            neutralize_line(&display_spec(store)),
-            session.id()
-        );
-        Exit::Pending
-    }
-
-    /// Says which tool calls wait and how to decide them later; they stay pending in the store.
-    fn leave_tool_calls_pending(&self, session: &Session) -> Exit {
-        let store = self.store.unwrap_or("STORE");
-        let waiting = waiting_tool_calls(session);
-        let listed: Vec<String> = waiting
-            .iter()
-            .map(|c| {
-                format!(
-                    "{} ({})",
-                    neutralize_line(c.decision_id()),
-                    neutralize_line(c.tool_name())
-                )
-            })
-            .collect();
+        let waiting = waiting(session);
         let run_id = waiting
             .first()
             .map_or_else(String::new, |c| neutralize_line(c.run_id()).into_owned());
+        let plan = waiting.first().and_then(PendingDecision::as_plan);
         if !self.json {
-            say!(
-                "suspended: session {} run {run_id} tool calls wait for approval: {}",
-                session.id(),
-                listed.join(", ")
-            );
+            match plan {
+                Some(plan) => say!(
+                    "suspended: session {} run {run_id} decision {}",
+                    session.id(),
+                    neutralize_line(plan.decision_id())
+                ),
+                None => {
+                    let listed: Vec<String> = waiting
+                        .iter()
+                        .map(|c| {
+                            format!(
+                                "{} ({})",
+                                neutralize_line(c.decision_id()),
+                                neutralize_line(c.tool_name())
+                            )
+                        })
+                        .collect();
+                    say!(
+                        "suspended: session {} run {run_id} tool calls wait for approval: {}",
+                        session.id(),
+                        listed.join(", ")
+                    );
+                }
+            }
         }
-        let (what, id) = match waiting.as_slice() {
-            [one] => (
-                "the tool call stays pending; decide it later",
-                neutralize_line(one.decision_id()).into_owned(),
+        let (what, flags) = match (plan, waiting.len()) {
+            (Some(_), _) => (
+                "the plan stays pending; decide later",
+                "--approve [--to MODE] | --reject",
             ),
-            _ => (
+            (None, 1) => (
+                "the tool call stays pending; decide it later",
+                "--approve [--always] | --reject",
+            ),
+            (None, _) => (
                 "the tool calls stay pending; decide each later",
-                "ID".to_owned(),
+                "--approve [--always] | --reject",
             ),
         };
+        let id = match waiting.as_slice() {
+            [one] => neutralize_line(one.decision_id()).into_owned(),
+            _ => "ID".to_owned(),
+        };
         note!(
-            "{what} with: agent-controller decide --store {} {} --decision {id} (--approve [--always] | --reject) [--feedback TEXT]",
+            "{what} with: agent-controller decide --store {} {} --decision {id} ({flags}) [--feedback TEXT]",
             neutralize_line(&display_spec(store)),
             session.id()
         );
@@ -1595,17 +1568,15 @@ impl Decider<'_> {
     }
 }
 
-/// The tool calls of `session` that wait for approval and are not decided yet, in the model's
-/// order.
 /// The decision id of the "always allow" that decided tool call `decision_id` with another call
 /// of its reply ([`agent_controller::DecidedRecord::allowed_by`]), while the run still waits or
 /// once it carried on; `None` when no allowance decided it.
 fn allowed_by(session: &Session, decision_id: &str) -> Option<String> {
     let waiting = session
-        .pending_tool_calls()
+        .pending()
         .iter()
         .filter(|c| c.decision_id() == decision_id)
-        .filter_map(|c| c.decision());
+        .filter_map(PendingDecision::decision);
     let settled = session
         .decision_history()
         .iter()
@@ -1613,11 +1584,13 @@ fn allowed_by(session: &Session, decision_id: &str) -> Option<String> {
     waiting.chain(settled).find_map(|d| d.allowed_by.clone())
 }
 
-fn waiting_tool_calls(session: &Session) -> Vec<PendingToolCall> {
+/// What `session` waits on and is not decided yet (the plan, or tool calls in the model's
+/// order).
+fn waiting(session: &Session) -> Vec<PendingDecision> {
     session
-        .pending_tool_calls()
+        .pending()
         .iter()
-        .filter(|c| c.decision().is_none())
+        .filter(|c| c.is_waiting())
         .cloned()
         .collect()
 }
@@ -1858,34 +1831,8 @@ fn decide(mut args: DecideArgs) -> Outcome {
             always: false,
             edited: None,
         };
-        let waiting = waiting_tool_calls(&session);
-        if !waiting.is_empty() {
-            let chosen = choose_tool_calls(&args, &waiting)?;
-            for call in &chosen {
-                flags.check_for_tool_call(call)?;
-                flags.fixed_for_tool_call(call)?;
-            }
-            let mut prompt = flags.fixed().is_none().then(|| Prompt::new(graph));
-            let mut decider = Decider {
-                flags,
-                prompt: prompt.as_mut(),
-                flags_decide_tool_calls: true,
-                json,
-                store: Some(&args.store),
-                detach: false,
-                last: None,
-            };
-            let outcome = match decider.decide_tool_calls(&mut session, &chosen).await? {
-                Ok(outcome) => outcome,
-                Err(exit) => return Ok(exit),
-            };
-            // What the run asks next (other calls still waiting, a new plan) waits for the next
-            // `decide`.
-            decider.flags = &idle;
-            decider.prompt = None;
-            return decider.until_done(&mut session, outcome).await;
-        }
-        let Some(pending) = session.pending().cloned() else {
+        let waiting = waiting(&session);
+        if waiting.is_empty() {
             if let Some(expired) = expired_now(&session, args.decision.as_deref()) {
                 return Err(expired);
             }
@@ -1893,79 +1840,63 @@ fn decide(mut args: DecideArgs) -> Outcome {
                 "session {} has nothing pending (already decided?)",
                 neutralize_line(&args.session)
             )));
-        };
-        if let Some(id) = args.decision.as_deref().filter(|id| *id != pending.decision_id()) {
-            return Err(Failure::refused(format!(
-                "session {} has no pending decision `{}`: the pending one is `{}`; nothing was decided",
-                neutralize_line(&args.session),
-                neutralize_line(id),
-                neutralize_line(pending.decision_id())
-            )));
         }
-        if flags.always {
-            return Err(Failure::invalid(format!(
-                "--always goes with a tool call, and decision {} is a plan: nothing was decided",
-                neutralize_line(pending.decision_id())
-            )));
+        let chosen = choose(&args, &waiting)?;
+        for pending in &chosen {
+            flags.check(pending)?;
         }
-        flags.check_pinned(pending.payload())?;
-        let decision = match flags.fixed() {
-            Some(decision) => decision,
-            None => match Prompt::new(graph).ask(&session, pending.payload()).await {
-                Some(decision) => flags.signed(decision),
-                None => {
-                    note!("the plan stays pending in the store");
-                    return Ok(Exit::Pending);
-                }
-            },
-        };
-        let action = decision.action;
-        let outcome = tokio::select! {
-            outcome = session.decide(pending.decision_id(), decision) => Some(outcome),
-            _ = tokio::signal::ctrl_c() => None,
-        };
-        let Some(outcome) = outcome else {
-            return Ok(interrupted(&mut session).await);
-        };
-        let outcome = outcome.map_err(|e| lost_race(e, &args.store))?;
-        // A plan resubmitted after feedback is a new decision: leave it pending for the next `decide`.
+        let mut prompt = (!flags.decides()).then(|| Prompt::new(graph));
         let mut decider = Decider {
-            flags: &idle,
-            prompt: None,
-            flags_decide_tool_calls: false,
+            flags,
+            prompt: prompt.as_mut(),
+            flags_decide_tool_calls: true,
             json,
             store: Some(&args.store),
             detach: false,
-            last: Some(action),
+            last: None,
         };
+        let outcome = match decider.decide_each(&mut session, &chosen).await? {
+            Ok(outcome) => outcome,
+            Err(exit) => return Ok(exit),
+        };
+        // What the run asks next (other calls still waiting, a plan resubmitted after feedback)
+        // is a new decision: it waits for the next `decide`.
+        decider.flags = &idle;
+        decider.prompt = None;
         decider.until_done(&mut session, outcome).await
     })
 }
 
-/// The tool calls `decide` decides: the one `--decision` names; else with a verdict flag the only
-/// one waiting (more than one is a usage error, exit 2, listing their ids: name one with
-/// `--decision`); else (the prompt) each in turn. An id that is not waiting is refused (exit 5).
-fn choose_tool_calls(
-    args: &DecideArgs,
-    waiting: &[PendingToolCall],
-) -> Result<Vec<PendingToolCall>, Failure> {
+/// What `decide` decides among `waiting`: the one `--decision` names; else with a verdict flag
+/// the only one waiting (more than one is a usage error, exit 2, listing their ids: name one
+/// with `--decision`); else (the prompt) each in turn. An id that is not waiting is refused
+/// (exit 5).
+fn choose(args: &DecideArgs, waiting: &[PendingDecision]) -> Result<Vec<PendingDecision>, Failure> {
     let listed = || {
         waiting
             .iter()
-            .map(|c| {
-                format!(
+            .map(|c| match c {
+                PendingDecision::ToolCall(call) => format!(
                     "{} ({}, argsSha256 {})",
-                    neutralize_line(c.decision_id()),
-                    neutralize_line(c.tool_name()),
-                    neutralize_line(c.args_sha256())
-                )
+                    neutralize_line(call.decision_id()),
+                    neutralize_line(call.tool_name()),
+                    neutralize_line(call.args_sha256())
+                ),
+                _ => format!("`{}`", neutralize_line(c.decision_id())),
             })
             .collect::<Vec<_>>()
             .join(", ")
     };
+    let plan = waiting.iter().any(|p| p.as_plan().is_some());
     match args.decision.as_deref() {
         Some(id) => match waiting.iter().find(|c| c.decision_id() == id) {
-            Some(call) => Ok(vec![call.clone()]),
+            Some(pending) => Ok(vec![pending.clone()]),
+            None if plan => Err(Failure::refused(format!(
+                "session {} has no pending decision `{}`: the pending one is {}; nothing was decided",
+                neutralize_line(&args.session),
+                neutralize_line(id),
+                listed()
+            ))),
             None => Err(Failure::refused(format!(
                 "session {} has no pending decision `{}`: the tool calls waiting are {}; nothing was decided",
                 neutralize_line(&args.session),
@@ -1973,7 +1904,7 @@ fn choose_tool_calls(
                 listed()
             ))),
         },
-        None if waiting.len() > 1 && args.common.decision.fixed().is_some() => {
+        None if waiting.len() > 1 && args.common.decision.decides() => {
             Err(Failure::invalid(format!(
                 "session {} has {} tool calls waiting for approval: name the one to decide with --decision ID: {}; nothing was decided",
                 neutralize_line(&args.session),

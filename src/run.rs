@@ -19,8 +19,10 @@ use crate::event::{
 };
 use crate::mode::ModeId;
 use crate::model::{Message, ModelError, ModelErrorKind, ModelRequest, TextSink};
-pub use crate::session::{Decision, DecisionAction, PendingDecision, PendingToolCall, RunOutcome};
-use crate::session::{Session, SessionError, decision_id_for, expired_error};
+use crate::session::{Checked, Session, SessionError, decision_id_for, expired_error};
+pub use crate::session::{
+    Decision, DecisionAction, PendingDecision, PendingPlan, PendingToolCall, RunOutcome,
+};
 use crate::store::SessionStore;
 use crate::tool::submit_plan::{self, PlanSubmission, REJECTED_RESULT, SUBMIT_PLAN};
 use crate::tool::{PendingPlans, ToolCall, ToolContext, ToolOutput};
@@ -88,76 +90,49 @@ impl Session {
         self.drive_traced(run_id).await
     }
 
-    /// Cancels a pending decision as *not approved*: the model gets a result saying so, the run
-    /// ends as aborted, the mode stays. Callers persist the change.
+    /// Cancels what waits for a decision as *not approved*: the plan, or every tool call that
+    /// waits for approval (those decided while others waited too: none of them ran). Each gets
+    /// a result saying so and `tool_suspension_cancelled` with a `cancelled` audit record; the
+    /// run ends aborted, the mode stays. Callers persist the change.
     pub(crate) fn cancel_pending(&mut self, reason: CancelReason) -> bool {
-        if !self.pending_tool_calls.is_empty() {
-            self.cancel_tool_calls(reason);
-            return true;
-        }
-        let Some(pending) = self.pending.take() else {
+        let pending = std::mem::take(&mut self.pending);
+        let Some(run_id) = pending.first().map(|p| p.run_arc().clone()) else {
             return false;
         };
-        self.messages.push(Message::Tool {
-            tool_call_id: pending.tool_call_id.clone(),
-            tool_name: SUBMIT_PLAN.to_owned(),
-            content: cancelled_result(reason).to_owned(),
-            is_error: false,
-        });
         // The suspended run resumes to end: its events lie between `agent_start` and `agent_end`.
-        let mode_id = self.mode_arc();
-        self.emit(Event::AgentStart {
-            run_id: pending.run_id.clone(),
-            mode_id,
-        });
-        let record = self.settle_decision(&pending, DecisionOutcome::Cancelled, None, None, None);
-        self.emit(Event::ToolSuspensionCancelled {
-            run_id: pending.run_id.clone(),
-            tool_call_id: pending.tool_call_id.clone(),
-            tool_name: SUBMIT_PLAN.to_owned(),
-            reason,
-            decision: Some(record),
-        });
-        self.emit(Event::AgentEnd {
-            run_id: pending.run_id.clone(),
-            reason: RunState::Aborted,
-        });
-        self.run = Some((pending.run_id, RunState::Aborted));
-        true
-    }
-
-    /// Cancels every tool call that waits for approval as *not approved* (those decided while
-    /// others waited too: none of them ran): each gets a result saying so and
-    /// `tool_suspension_cancelled` with a `cancelled` audit record; the run ends aborted.
-    fn cancel_tool_calls(&mut self, reason: CancelReason) {
-        let calls = std::mem::take(&mut self.pending_tool_calls);
-        let Some(run_id) = calls.first().map(|c| c.run_id.clone()) else {
-            return;
-        };
         let mode_id = self.mode_arc();
         self.emit(Event::AgentStart {
             run_id: run_id.clone(),
             mode_id,
         });
-        for call in calls {
-            self.messages.push(Message::Tool {
-                tool_call_id: call.tool_call_id.clone(),
-                tool_name: call.payload.tool_name.clone(),
-                content: tool_cancelled_result(reason).to_owned(),
-                is_error: true,
-            });
-            let record = tool_call_record(
-                &call,
-                DecisionOutcome::Cancelled,
-                None,
-                false,
-                rfc3339_now(),
+        for waiting in pending {
+            let (content, is_error, record) = match &waiting {
+                PendingDecision::Plan(plan) => (
+                    cancelled_result(reason),
+                    false,
+                    self.plan_record(plan, DecisionOutcome::Cancelled, None, None, None),
+                ),
+                PendingDecision::ToolCall(call) => (
+                    tool_cancelled_result(reason),
+                    true,
+                    tool_call_record(call, DecisionOutcome::Cancelled, None, false, rfc3339_now()),
+                ),
+            };
+            let (tool_call_id, tool_name) = (
+                waiting.tool_call_id().to_owned(),
+                waiting.tool_name().to_owned(),
             );
+            self.messages.push(Message::Tool {
+                tool_call_id: tool_call_id.clone(),
+                tool_name: tool_name.clone(),
+                content: content.to_owned(),
+                is_error,
+            });
             self.history.push(record.clone());
             self.emit(Event::ToolSuspensionCancelled {
                 run_id: run_id.clone(),
-                tool_call_id: call.tool_call_id,
-                tool_name: call.payload.tool_name,
+                tool_call_id,
+                tool_name,
                 reason,
                 decision: Some(record),
             });
@@ -167,19 +142,20 @@ impl Session {
             reason: RunState::Aborted,
         });
         self.run = Some((run_id, RunState::Aborted));
+        true
     }
 
-    /// Records `pending` as settled (`outcome`, now, by `decided_by`, handed over to `target`
-    /// when approved) in the history; returns the audit record for the decision's event.
-    fn settle_decision(
-        &mut self,
-        pending: &PendingDecision,
+    /// The audit record of the decision on `pending` (`outcome`, now, by `decided_by`, handed
+    /// over to `target` when approved).
+    fn plan_record(
+        &self,
+        pending: &PendingPlan,
         outcome: DecisionOutcome,
         decided_by: Option<String>,
         target: Option<ModeId>,
         approved_sha256: Option<String>,
     ) -> DecidedRecord {
-        let record = DecidedRecord {
+        DecidedRecord {
             run_id: pending.run_id.to_string(),
             tool_call_id: pending.tool_call_id.clone(),
             decision_id: pending.payload.decision_id.clone(),
@@ -192,102 +168,7 @@ impl Session {
             tool_name: None,
             always_allow: false,
             allowed_by: None,
-        };
-        self.history.push(record.clone());
-        record
-    }
-
-    /// Checks that `decision` may be applied to the pending plan that `run_id` / `tool_call_id`
-    /// name; changes nothing. The pending plan wins over an earlier decided one with the same
-    /// ids (a model may reuse tool-call ids), so the current plan can always be decided.
-    pub(crate) fn check_decision(
-        &self,
-        run_id: &str,
-        tool_call_id: &str,
-        decision: &Decision,
-    ) -> Result<(), SessionError> {
-        if let Some(pending) = &self.pending
-            && &*pending.run_id == run_id
-            && pending.tool_call_id == tool_call_id
-        {
-            return Self::check_pinned(pending, decision);
         }
-        let decided = self
-            .history
-            .iter()
-            .rfind(|d| d.run_id == run_id && d.tool_call_id == tool_call_id);
-        Err(match &self.pending {
-            _ if let Some(expired) = decided.and_then(expired_error) => expired,
-            _ if decided.is_some() => SessionError::AlreadyDecided(tool_call_id.to_owned()),
-            Some(pending) if &*pending.run_id == run_id => SessionError::UnknownToolCall {
-                run_id: run_id.to_owned(),
-                tool_call_id: tool_call_id.to_owned(),
-            },
-            // The run is suspended on tool calls, none of them with this id.
-            _ if self.pending_tool_calls.iter().any(|p| &*p.run_id == run_id) => {
-                SessionError::UnknownToolCall {
-                    run_id: run_id.to_owned(),
-                    tool_call_id: tool_call_id.to_owned(),
-                }
-            }
-            _ if self.knows_run(run_id) => SessionError::NotSuspended(run_id.to_owned()),
-            _ => SessionError::UnknownRun(run_id.to_owned()),
-        })
-    }
-
-    /// Checks `decision` against the pending plan: a pinned sha256 must be the plan's, a chosen
-    /// target one the plan lists (and only on an approval), and an approval must still be
-    /// possible under the current config.
-    pub(crate) fn check_pinned(
-        pending: &PendingDecision,
-        decision: &Decision,
-    ) -> Result<(), SessionError> {
-        if decision.always_allow {
-            return Err(SessionError::MalformedDecision(
-                "a plan decision takes no `alwaysAllow`: it goes with the approval of a tool call"
-                    .to_owned(),
-            ));
-        }
-        if let Some(given) = &decision.sha256
-            && !given.eq_ignore_ascii_case(&pending.payload.submission.sha256)
-        {
-            return Err(SessionError::Sha256Mismatch {
-                expected: pending.payload.submission.sha256.clone(),
-                given: given.clone(),
-            });
-        }
-        if let Some(to) = &decision.to {
-            if decision.action == DecisionAction::Rejected {
-                return Err(SessionError::MalformedDecision(
-                    "a rejection names no target mode: `targetModeId` goes with an approval"
-                        .to_owned(),
-                ));
-            }
-            if pending.chosen_target(Some(to)).is_none() {
-                return Err(SessionError::TargetNotAllowed {
-                    given: to.clone(),
-                    allowed: pending
-                        .payload
-                        .target_mode_ids
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect(),
-                });
-            }
-        }
-        if let Some(text) = &decision.plan {
-            if decision.action == DecisionAction::Rejected {
-                return Err(SessionError::MalformedDecision(
-                    "a rejection carries no edited plan: `plan` goes with an approval".to_owned(),
-                ));
-            }
-            submit_plan::capture_plan(&pending.payload.submission.path, text.as_bytes())
-                .map_err(SessionError::EditedPlan)?;
-        }
-        if let (DecisionAction::Approved, Some(reason)) = (decision.action, &pending.stale) {
-            return Err(SessionError::ConfigChanged(reason.clone()));
-        }
-        Ok(())
     }
 
     fn knows_run(&self, run_id: &str) -> bool {
@@ -297,18 +178,125 @@ impl Session {
             .is_some_and(|n| n >= 1 && n <= self.counter)
     }
 
-    /// Applies a checked decision, persists it (compare-and-swap), then carries the run on.
-    /// When the save fails nothing has changed: the run is still suspended.
-    pub(crate) async fn apply_decision(
+    /// Whether a decision is waiting: a plan, or tool calls.
+    pub(crate) fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// The position in [`Session::pending`] of what `run_id` / `tool_call_id` name: the first
+    /// one not decided yet where a model reused the ids (so the current plan can always be
+    /// decided).
+    ///
+    /// # Errors
+    /// [`SessionError::AlreadyDecided`] (or [`SessionError::Expired`]) when what they name was
+    /// decided, [`SessionError::UnknownToolCall`] when the run waits on something else,
+    /// [`SessionError::NotSuspended`] for a run that waits on nothing,
+    /// [`SessionError::UnknownRun`] for a run never started.
+    pub(crate) fn pending_named(
+        &self,
+        run_id: &str,
+        tool_call_id: &str,
+    ) -> Result<usize, SessionError> {
+        let named = |p: &PendingDecision| p.run_id() == run_id && p.tool_call_id() == tool_call_id;
+        if let Some(index) = self.pending.iter().position(|p| named(p) && p.is_waiting()) {
+            return Ok(index);
+        }
+        if self.pending.iter().any(named) {
+            return Err(SessionError::AlreadyDecided(tool_call_id.to_owned()));
+        }
+        let decided = self
+            .history
+            .iter()
+            .rfind(|d| d.run_id == run_id && d.tool_call_id == tool_call_id);
+        Err(match decided {
+            Some(decided) => expired_error(decided)
+                .unwrap_or_else(|| SessionError::AlreadyDecided(tool_call_id.to_owned())),
+            None if self.pending.iter().any(|p| p.run_id() == run_id) => {
+                SessionError::UnknownToolCall {
+                    run_id: run_id.to_owned(),
+                    tool_call_id: tool_call_id.to_owned(),
+                }
+            }
+            None if self.knows_run(run_id) => SessionError::NotSuspended(run_id.to_owned()),
+            None => SessionError::UnknownRun(run_id.to_owned()),
+        })
+    }
+
+    /// The position in [`Session::pending`] of the decision with id `decision_id`.
+    ///
+    /// # Errors
+    /// [`SessionError::AlreadyDecided`] (or [`SessionError::Expired`]) for a decision settled
+    /// before or decided while others wait, [`SessionError::UnknownDecision`] for one the
+    /// session never gave out.
+    pub(crate) fn pending_with_id(&self, decision_id: &str) -> Result<usize, SessionError> {
+        if let Some(index) = self
+            .pending
+            .iter()
+            .position(|p| p.decision_id() == decision_id)
+        {
+            if !self.pending[index].is_waiting() {
+                return Err(SessionError::AlreadyDecided(decision_id.to_owned()));
+            }
+            return Ok(index);
+        }
+        match self.history.iter().find(|d| d.decision_id == decision_id) {
+            Some(decided) => Err(expired_error(decided)
+                .unwrap_or_else(|| SessionError::AlreadyDecided(decision_id.to_owned()))),
+            None => Err(SessionError::UnknownDecision(decision_id.to_owned())),
+        }
+    }
+
+    /// Checks `decision` against what waits at `index` ([`PendingDecision::check`]) and
+    /// applies it: the one place a decision of any kind is taken. The operation's run starts
+    /// when the decision carries the run on (a plan's always does; a tool call's only when it
+    /// is the last of its reply to be decided): until then no run is in progress to cancel.
+    pub(crate) async fn decide_at(
         &mut self,
+        index: usize,
         decision: Decision,
     ) -> Result<RunOutcome, SessionError> {
-        if self.pending.is_none() {
+        let Some(pending) = self.pending.get(index) else {
             return Err(SessionError::NotSuspended(String::new()));
+        };
+        let checked = pending.checked(&decision)?;
+        let span = tracing::info_span!(
+            "decision",
+            session_id = %self.id,
+            run_id = %pending.run_id(),
+            tool_call_id = %pending.tool_call_id(),
+            action = %decision.action,
+        );
+        if matches!(pending, PendingDecision::Plan(_)) {
+            self.start_operation();
         }
-        // The checkpoint must hold the pending plan.
+        let outcome = self
+            .apply_decision(index, decision, checked)
+            .instrument(span)
+            .await;
+        self.finish_operation();
+        outcome
+    }
+
+    /// Applies a checked decision, persists it (compare-and-swap), then carries the run on.
+    /// When the save fails nothing has changed: the run is still suspended.
+    ///
+    /// A plan: approved, the session switches to the chosen target before the next model
+    /// call; rejected with feedback, the model revises; rejected without, the run ends.
+    /// A tool call: the decision is recorded, and while other calls of the reply wait the run
+    /// stays suspended; the last decision carries the run on (rejected calls get their results
+    /// in the same save, then the approved ones run in the model's order).
+    async fn apply_decision(
+        &mut self,
+        index: usize,
+        decision: Decision,
+        checked: Checked,
+    ) -> Result<RunOutcome, SessionError> {
+        // The checkpoint must hold what waits.
         self.begin();
-        let Some(pending) = self.pending.take() else {
+        if let Some(PendingDecision::ToolCall(_)) = self.pending.get(index) {
+            return self.record_tool_call_decision(index, decision).await;
+        }
+        let Some(PendingDecision::Plan(pending)) = self.pending.pop() else {
             return Err(SessionError::NotSuspended(String::new()));
         };
         let run_id = pending.run_id.clone();
@@ -324,20 +312,14 @@ impl Session {
             mode_id,
         });
         let feedback = decision.feedback();
-        // Checked before: an approval's target is listed (else the plain approval's is used).
-        let target = pending
-            .chosen_target(decision.to.as_deref())
-            .unwrap_or(pending.target);
+        let target = checked.target.unwrap_or(pending.target);
         // The mode-change notice travels in the approval result, not as a later system message
         // (many chat templates refuse a system message anywhere but first).
         let notice = match decision.action {
             DecisionAction::Approved => self.mode_notice(target, ModeChangeReason::PlanApproved),
             DecisionAction::Rejected => None,
         };
-        // Checked before: an edited plan obeys the plan limits and comes with an approval.
-        let edited = decision.plan.as_deref().and_then(|text| {
-            submit_plan::capture_plan(&pending.payload.submission.path, text.as_bytes()).ok()
-        });
+        let edited = checked.edited;
         // A rejection with feedback asks for a revision: beyond the run's limit it ends the run.
         let at_limit = decision.action == DecisionAction::Rejected
             && feedback.is_some()
@@ -374,13 +356,14 @@ impl Session {
         let ends_run = decision.action == DecisionAction::Rejected && feedback.is_none();
         let approved_to = (decision.action == DecisionAction::Approved).then_some(target);
         let approved_sha256 = edited.map(|e| e.sha256);
-        let record = self.settle_decision(
+        let record = self.plan_record(
             &pending,
             outcome,
             decision.decided_by,
             approved_to,
             approved_sha256,
         );
+        self.history.push(record.clone());
         self.finish_decision(&run_id, &pending.tool_call_id, result, record);
         if notice.is_some() {
             // The switch happens before any model call in the new mode.
@@ -426,114 +409,33 @@ impl Session {
             .count()
     }
 
-    /// Whether a decision is waiting: a plan, or tool calls.
-    pub(crate) fn has_pending(&self) -> bool {
-        self.pending.is_some() || !self.pending_tool_calls.is_empty()
+    /// The tool calls that wait for approval, mutably.
+    fn waiting_calls_mut(&mut self) -> impl Iterator<Item = &mut PendingToolCall> {
+        self.pending.iter_mut().filter_map(|p| match p {
+            PendingDecision::ToolCall(call) => Some(call),
+            _ => None,
+        })
     }
 
-    /// The index of the pending tool call that `run_id` / `tool_call_id` name, the first one not
-    /// decided yet where a model reused the id; `None` when they name no pending tool call
-    /// (they may name the pending plan).
-    ///
-    /// # Errors
-    /// [`SessionError::AlreadyDecided`] when every pending tool call they name is decided.
-    pub(crate) fn tool_call_index(
-        &self,
-        run_id: &str,
-        tool_call_id: &str,
-    ) -> Result<Option<usize>, SessionError> {
-        let named = |p: &&PendingToolCall| &*p.run_id == run_id && p.tool_call_id == tool_call_id;
-        if let Some(index) = self
-            .pending_tool_calls
+    /// The tool calls of the suspended reply still waiting for a decision.
+    fn undecided_calls(&self) -> Vec<PendingToolCall> {
+        self.pending
             .iter()
-            .position(|p| named(&p) && p.decided.is_none())
-        {
-            return Ok(Some(index));
-        }
-        if self.pending_tool_calls.iter().any(|p| named(&p)) {
-            return Err(SessionError::AlreadyDecided(tool_call_id.to_owned()));
-        }
-        Ok(None)
+            .filter(|p| p.is_waiting())
+            .filter_map(PendingDecision::as_tool_call)
+            .cloned()
+            .collect()
     }
 
-    /// Checks `decision` against the pending tool call: no target mode or edited plan (those
-    /// go with plans), no "always allow" on a rejection, and a pinned sha256 must be the
-    /// call's `argsSha256`. Changes nothing.
-    fn check_tool_decision(
-        call: &PendingToolCall,
-        decision: &Decision,
-    ) -> Result<(), SessionError> {
-        let malformed = |what: &str| Err(SessionError::MalformedDecision(what.to_owned()));
-        if decision.to.is_some() {
-            return malformed(
-                "a tool-call decision names no target mode: `targetModeId` goes with a plan",
-            );
-        }
-        if decision.plan.is_some() {
-            return malformed(
-                "a tool-call decision carries no edited plan: `plan` goes with a plan",
-            );
-        }
-        if decision.always_allow && decision.action == DecisionAction::Rejected {
-            return malformed(
-                "a rejection cannot always allow the tool: `alwaysAllow` goes with an approval",
-            );
-        }
-        if let Some(given) = &decision.sha256
-            && !given.eq_ignore_ascii_case(&call.payload.args_sha256)
-        {
-            return Err(SessionError::ArgsSha256Mismatch {
-                decision_id: call.payload.decision_id.clone(),
-                expected: call.payload.args_sha256.clone(),
-                given: given.clone(),
-            });
-        }
-        Ok(())
-    }
-
-    /// Decides the pending tool call at `index` (checked to be undecided): see
-    /// [`Session::decide`].
-    pub(crate) async fn decide_tool_call(
+    /// The tool-call part of [`Session::apply_decision`], inside its change: records the
+    /// decision on the call at `index`, then saves, and carries the run on once every call of
+    /// the reply is decided.
+    async fn record_tool_call_decision(
         &mut self,
         index: usize,
         decision: Decision,
     ) -> Result<RunOutcome, SessionError> {
-        let Some(call) = self.pending_tool_calls.get(index) else {
-            return Err(SessionError::NotSuspended(String::new()));
-        };
-        Self::check_tool_decision(call, &decision)?;
-        let span = tracing::info_span!(
-            "decision",
-            session_id = %self.id,
-            run_id = %call.run_id,
-            tool_call_id = %call.tool_call_id,
-            action = %decision.action,
-        );
-        // The run's operation starts only when the last decision carries the run on
-        // ([`Session::apply_tool_decision`]): until then no run is in progress to cancel.
-        let outcome = self
-            .apply_tool_decision(index, decision)
-            .instrument(span)
-            .await;
-        self.finish_operation();
-        outcome
-    }
-
-    /// Records the decision on the tool call at `index` and saves it (compare-and-swap): the
-    /// run stays suspended while other calls of the reply wait. The last decision carries the
-    /// run on: rejected calls get their "not approved" result in the same save, then the
-    /// approved ones run in the model's order, then the model is called. When the save fails
-    /// nothing has changed.
-    async fn apply_tool_decision(
-        &mut self,
-        index: usize,
-        decision: Decision,
-    ) -> Result<RunOutcome, SessionError> {
-        if index >= self.pending_tool_calls.len() {
-            return Err(SessionError::NotSuspended(String::new()));
-        }
-        self.begin();
-        let Some(call) = self.pending_tool_calls.get_mut(index) else {
+        let Some(PendingDecision::ToolCall(call)) = self.pending.get_mut(index) else {
             return Err(SessionError::NotSuspended(String::new()));
         };
         let outcome = match decision.action {
@@ -558,21 +460,16 @@ impl Session {
                 self.always_allowed.push(tool_name);
             }
         }
-        if self.pending_tool_calls.iter().any(|p| p.decided.is_none()) {
+        if self.pending.iter().any(PendingDecision::is_waiting) {
             self.commit().await?;
             return Ok(RunOutcome::ToolCallsSuspended {
                 run_id,
-                tool_calls: self
-                    .pending_tool_calls
-                    .iter()
-                    .filter(|p| p.decided.is_none())
-                    .cloned()
-                    .collect(),
+                tool_calls: self.undecided_calls(),
             });
         }
         // Every call is decided: the run resumes (same run id), saved with this process's lease.
         self.start_operation();
-        let calls = std::mem::take(&mut self.pending_tool_calls);
+        let calls = std::mem::take(&mut self.pending);
         self.run = Some((run_id.clone(), RunState::Running));
         self.take_lease();
         let mode_id = self.mode_arc();
@@ -582,6 +479,9 @@ impl Session {
         });
         let mut approved = Vec::new();
         for call in calls {
+            let PendingDecision::ToolCall(call) = call else {
+                continue;
+            };
             let Some(record) = call.decided.clone() else {
                 continue;
             };
@@ -623,7 +523,7 @@ impl Session {
     /// whose record is `allowance`: each gets its own record, approved, with the allowance's
     /// time and decider and its decision id as `allowedBy`; none is asked about.
     fn allow_waiting(&mut self, tool: &str, allowance: &DecidedRecord) {
-        for call in &mut self.pending_tool_calls {
+        for call in self.waiting_calls_mut() {
             if call.decided.is_none() && call.payload.tool_name == tool {
                 let mut record = tool_call_record(
                     call,
@@ -1171,13 +1071,14 @@ impl Session {
                 deadline_at_ms: timeout.map(|t| t.deadline_after(self.shared.now_ms())),
                 workspace: Some(self.workspace.path.clone()),
             };
-            self.pending_tool_calls.push(PendingToolCall {
-                run_id: run_id.clone(),
-                tool_call_id: tool_call_id.clone(),
-                payload: payload.clone(),
-                decided: None,
-                feedback: None,
-            });
+            self.pending
+                .push(PendingDecision::ToolCall(PendingToolCall {
+                    run_id: run_id.clone(),
+                    tool_call_id: tool_call_id.clone(),
+                    payload: payload.clone(),
+                    decided: None,
+                    feedback: None,
+                }));
             self.emit(Event::ToolSuspended {
                 run_id: run_id.clone(),
                 tool_call_id,
@@ -1188,9 +1089,9 @@ impl Session {
         self.close_run(&run_id, RunState::Suspended, None);
         if let Err(err) = self.commit().await {
             let calls: Vec<(String, String)> = self
-                .pending_tool_calls
+                .pending
                 .drain(..)
-                .map(|c| (c.tool_call_id, c.payload.tool_name))
+                .map(|c| (c.tool_call_id().to_owned(), c.tool_name().to_owned()))
                 .collect();
             for (id, name) in calls {
                 let output = ToolOutput::error(format!(
@@ -1207,7 +1108,7 @@ impl Session {
         }
         Ok(RunOutcome::ToolCallsSuspended {
             run_id,
-            tool_calls: self.pending_tool_calls.clone(),
+            tool_calls: self.undecided_calls(),
         })
     }
 
@@ -1285,14 +1186,16 @@ impl Session {
             decision_id: decision_id_for(self.decisions),
             workspace: Some(self.workspace.path.clone()),
         };
-        self.pending = Some(PendingDecision {
+        // Nothing else waits (a run suspends on one plan); `push` keeps the list's buffer.
+        self.pending.clear();
+        self.pending.push(PendingDecision::Plan(PendingPlan {
             run_id: run_id.clone(),
             tool_call_id: tool_call_id.clone(),
             target,
             targets,
             payload: payload.clone(),
             stale: None,
-        });
+        }));
         self.emit(Event::ToolSuspended {
             run_id: run_id.clone(),
             tool_call_id: tool_call_id.clone(),

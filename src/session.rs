@@ -5,8 +5,9 @@ mod decision;
 mod expiry;
 mod kind;
 
+pub(crate) use self::decision::Checked;
 pub(crate) use self::decision::decision_id_for;
-pub use self::decision::{Decision, DecisionAction, PendingDecision, PendingToolCall};
+pub use self::decision::{Decision, DecisionAction, PendingDecision, PendingPlan, PendingToolCall};
 pub(crate) use self::expiry::expired_error;
 pub use self::kind::SessionErrorKind;
 
@@ -185,8 +186,7 @@ pub(crate) struct Checkpoint {
     messages: usize,
     counter: u64,
     run: Option<(Arc<str>, RunState)>,
-    pending: Option<PendingDecision>,
-    pending_tool_calls: Vec<PendingToolCall>,
+    pending: Vec<PendingDecision>,
     always_allowed: Vec<String>,
     history: usize,
     decisions: u64,
@@ -718,9 +718,9 @@ pub struct Session {
     pub(crate) messages: Vec<Message>,
     pub(crate) counter: u64,
     pub(crate) run: Option<(Arc<str>, RunState)>,
-    pub(crate) pending: Option<PendingDecision>,
-    /// The tool calls of the suspended run that wait for approval, in the model's order.
-    pub(crate) pending_tool_calls: Vec<PendingToolCall>,
+    /// What the suspended run waits on: one plan, or the tool calls of one reply that wait for
+    /// approval, in the model's order.
+    pub(crate) pending: Vec<PendingDecision>,
     /// The tools a decision allowed, until the mode changes (`enter_mode` empties it).
     pub(crate) always_allowed: Vec<String>,
     /// Every settled decision, oldest first (the audit trail; the last one is `lastDecided`).
@@ -773,7 +773,6 @@ impl std::fmt::Debug for Session {
             .field("mode", &self.mode().id())
             .field("run", &self.run)
             .field("pending", &self.pending)
-            .field("pending_tool_calls", &self.pending_tool_calls)
             .field("always_allowed", &self.always_allowed)
             .finish_non_exhaustive()
     }
@@ -803,8 +802,7 @@ impl Session {
             messages: Vec::new(),
             counter: 0,
             run: None,
-            pending: None,
-            pending_tool_calls: Vec::new(),
+            pending: Vec::new(),
             always_allowed: Vec::new(),
             history: Vec::new(),
             decisions: 0,
@@ -895,26 +893,25 @@ impl Session {
             let (targets, stale) =
                 restored_targets(graph, mode, changed, &record.mode_id, &p.suspend_payload);
             let target = targets.first().copied().unwrap_or(mode);
-            PendingDecision {
+            PendingDecision::Plan(PendingPlan {
                 run_id: Arc::from(p.run_id),
                 tool_call_id: p.tool_call_id,
                 target,
                 targets,
                 payload: p.suspend_payload,
                 stale,
-            }
+            })
         });
-        let pending_tool_calls = record
-            .pending_tool_calls
-            .into_iter()
-            .map(|p| PendingToolCall {
+        let calls = record.pending_tool_calls.into_iter().map(|p| {
+            PendingDecision::ToolCall(PendingToolCall {
                 run_id: Arc::from(p.run_id),
                 tool_call_id: p.tool_call_id,
                 payload: p.suspend_payload,
                 decided: p.decided,
                 feedback: p.feedback,
             })
-            .collect();
+        });
+        let pending = pending.into_iter().chain(calls).collect();
         Ok(Self {
             id: Arc::from(record.session_id),
             mode,
@@ -922,7 +919,6 @@ impl Session {
             counter: record.run_counter,
             run: record.run.map(|r| (Arc::from(r.run_id), r.state)),
             pending,
-            pending_tool_calls,
             always_allowed: record.always_allowed,
             history: if record.history.is_empty() {
                 record.last_decided.into_iter().collect()
@@ -1032,23 +1028,20 @@ impl Session {
         &self.messages[..len]
     }
 
-    /// The plan waiting for a decision, if any.
-    pub fn pending(&self) -> Option<&PendingDecision> {
+    /// What the suspended run waits on, empty when nothing waits: the plan, or the tool calls
+    /// waiting for approval (the mode's `requireApproval`) in the model's order, every call of
+    /// the run's last reply that needs a decision, the ones decided already while others wait
+    /// included ([`PendingDecision::decision`]). Never a plan and tool calls at once.
+    pub fn pending(&self) -> &[PendingDecision] {
         match self.unsaved() {
-            Some(cp) => cp.pending.as_ref(),
-            None => self.pending.as_ref(),
+            Some(cp) => &cp.pending,
+            None => &self.pending,
         }
     }
 
-    /// The tool calls waiting for approval (the mode's `requireApproval`), in the model's order:
-    /// every call of the suspended run's last reply that needs a decision, the ones decided
-    /// already while others wait included ([`PendingToolCall::decision`]). Empty when none
-    /// waits. [`Session::pending`] shows a pending plan; never both at once.
-    pub fn pending_tool_calls(&self) -> &[PendingToolCall] {
-        match self.unsaved() {
-            Some(cp) => &cp.pending_tool_calls,
-            None => &self.pending_tool_calls,
-        }
+    /// The plan among [`Session::pending`], if one waits.
+    pub fn pending_plan(&self) -> Option<&PendingPlan> {
+        self.pending().iter().find_map(PendingDecision::as_plan)
     }
 
     /// The tools an approval allowed ([`Decision::always_allow`]), in the order they were
@@ -1322,7 +1315,6 @@ impl Session {
                 counter: self.counter,
                 run: self.run.clone(),
                 pending: self.pending.clone(),
-                pending_tool_calls: self.pending_tool_calls.clone(),
                 always_allowed: self.always_allowed.clone(),
                 history: self.history.len(),
                 decisions: self.decisions,
@@ -1343,7 +1335,6 @@ impl Session {
             self.counter = cp.counter;
             self.run = cp.run;
             self.pending = cp.pending;
-            self.pending_tool_calls = cp.pending_tool_calls;
             self.always_allowed = cp.always_allowed;
             self.history.truncate(cp.history);
             self.decisions = cp.decisions;
@@ -1427,15 +1418,20 @@ impl Session {
                     lease_expires_at_ms: lease.map(|l| l.expires_at_ms),
                 }
             }),
-            pending: self.pending.as_ref().map(|p| PendingRecord {
-                run_id: p.run_id.to_string(),
-                tool_call_id: p.tool_call_id.clone(),
-                tool_name: SUBMIT_PLAN.to_owned(),
-                suspend_payload: p.payload.clone(),
-            }),
-            pending_tool_calls: self
-                .pending_tool_calls
+            pending: self
+                .pending
                 .iter()
+                .find_map(PendingDecision::as_plan)
+                .map(|p| PendingRecord {
+                    run_id: p.run_id.to_string(),
+                    tool_call_id: p.tool_call_id.clone(),
+                    tool_name: SUBMIT_PLAN.to_owned(),
+                    suspend_payload: p.payload.clone(),
+                }),
+            pending_tool_calls: self
+                .pending
+                .iter()
+                .filter_map(PendingDecision::as_tool_call)
                 .map(|p| PendingToolCallRecord {
                     run_id: p.run_id.to_string(),
                     tool_call_id: p.tool_call_id.clone(),
@@ -1526,27 +1522,10 @@ impl Session {
         tool_call_id: &str,
         decision: Decision,
     ) -> Result<RunOutcome, SessionError> {
-        let span = tracing::info_span!(
-            "decision",
-            session_id = %self.id,
-            run_id,
-            tool_call_id,
-            action = %decision.action,
-        );
-        async {
-            self.settle().await?;
-            self.check_workspace()?;
-            if let Some(index) = self.tool_call_index(run_id, tool_call_id)? {
-                return self.decide_tool_call(index, decision).await;
-            }
-            self.check_decision(run_id, tool_call_id, &decision)?;
-            self.start_operation();
-            let outcome = self.apply_decision(decision).await;
-            self.finish_operation();
-            outcome
-        }
-        .instrument(span)
-        .await
+        self.settle().await?;
+        self.check_workspace()?;
+        let index = self.pending_named(run_id, tool_call_id)?;
+        self.decide_at(index, decision).await
     }
 
     /// Decides the pending plan with this decision id ([`PendingDecision::decision_id`], the
@@ -1577,28 +1556,8 @@ impl Session {
     ) -> Result<RunOutcome, SessionError> {
         self.settle().await?;
         self.check_workspace()?;
-        if let Some(index) = self
-            .pending_tool_calls
-            .iter()
-            .position(|p| p.decision_id() == decision_id)
-        {
-            if self.pending_tool_calls[index].decided.is_some() {
-                return Err(SessionError::AlreadyDecided(decision_id.to_owned()));
-            }
-            return self.decide_tool_call(index, decision).await;
-        }
-        let (run_id, tool_call_id) = match &self.pending {
-            Some(p) if p.decision_id() == decision_id => (p.run_id.clone(), p.tool_call_id.clone()),
-            _ => match self.history.iter().find(|d| d.decision_id == decision_id) {
-                Some(decided) => {
-                    return Err(expired_error(decided)
-                        .unwrap_or_else(|| SessionError::AlreadyDecided(decision_id.to_owned())));
-                }
-                None => return Err(SessionError::UnknownDecision(decision_id.to_owned())),
-            },
-        };
-        // The pending plan's run and tool-call ids name it (they resolve to the current plan).
-        self.resume(&run_id, &tool_call_id, decision).await
+        let index = self.pending_with_id(decision_id)?;
+        self.decide_at(index, decision).await
     }
 
     /// Like [`Session::decide`] with resume data as JSON.

@@ -120,7 +120,7 @@ pub const DEFAULT_REGRESSIONS: &str = "proptest-regressions/agent-controller-che
 ///     .without_regressions()
 ///     .invariant(|session, reference| {
 ///         // Your own rule, after every step: here, a pending plan always waits in `plan`.
-///         match session.pending() {
+///         match session.pending_plan() {
 ///             Some(_) if session.mode().id() != "plan" => Err("a plan pending outside plan".into()),
 ///             _ => Ok(()),
 ///         }

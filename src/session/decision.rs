@@ -1,6 +1,7 @@
-//! The host's decision on a submitted plan ([`Decision`]) and the plan waiting for one
-//! ([`PendingDecision`]): what [`crate::Session::resume`] and [`crate::Session::decide`] take,
-//! and what [`crate::Session::pending`] shows.
+//! The host's decision ([`Decision`]) and what waits for one ([`PendingDecision`]: a plan or a
+//! tool call): what [`crate::Session::resume`] and [`crate::Session::decide`] take, and what
+//! [`crate::Session::pending`] shows. A decision is checked against what waits in one place,
+//! [`PendingDecision::check`].
 
 use std::sync::Arc;
 
@@ -10,6 +11,8 @@ use serde_json::Value;
 use super::SessionError;
 use crate::event::{DecidedRecord, SuspendPayload, ToolCallPayload};
 use crate::mode::ModeId;
+use crate::tool::SUBMIT_PLAN;
+use crate::tool::submit_plan::{self, PlanSubmission};
 
 named_enum! {
     /// The host's answer to a submitted plan.
@@ -260,9 +263,247 @@ impl Decision {
     }
 }
 
+/// What waits for the host's decision: a plan submitted with `submit_plan`, or a tool call that
+/// needs approval (its mode's `requireApproval`). A suspended run waits on one plan, or on the
+/// tool calls of one model reply, never both; [`crate::Session::pending`] lists them, and a
+/// host loops over that list once, whatever the kind.
+///
+/// # Examples
+/// ```
+/// use agent_controller::PendingDecision;
+/// fn describe(pending: &PendingDecision) -> String {
+///     match pending {
+///         PendingDecision::Plan(plan) => format!("plan {}", plan.payload().submission.title),
+///         PendingDecision::ToolCall(call) => format!("tool call {}", call.tool_name()),
+///         // A kind added later lands here.
+///         _ => format!("decision {}", pending.decision_id()),
+///     }
+/// }
+/// # let _ = describe;
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum PendingDecision {
+    /// A plan waiting for approval.
+    Plan(PendingPlan),
+    /// A tool call waiting for approval.
+    ToolCall(PendingToolCall),
+}
+
+/// What a decision checked by [`PendingDecision::check`] resolves to, so that nothing is
+/// validated twice: the mode an approved plan hands over to and the user's edit, captured.
+#[derive(Debug)]
+pub(crate) struct Checked {
+    /// The plan's hand-over target an approval names (the first target when it names none).
+    pub(crate) target: Option<ModeId>,
+    /// The edited plan, captured under the plan limits.
+    pub(crate) edited: Option<PlanSubmission>,
+}
+
+impl PendingDecision {
+    /// The suspended run.
+    pub fn run_id(&self) -> &str {
+        match self {
+            PendingDecision::Plan(p) => &p.run_id,
+            PendingDecision::ToolCall(c) => &c.run_id,
+        }
+    }
+
+    pub(crate) fn run_arc(&self) -> &Arc<str> {
+        match self {
+            PendingDecision::Plan(p) => &p.run_id,
+            PendingDecision::ToolCall(c) => &c.run_id,
+        }
+    }
+
+    /// The model's id of the call that waits (`submit_plan` or the tool call): a model may
+    /// reuse it, so address the decision by [`PendingDecision::decision_id`].
+    pub fn tool_call_id(&self) -> &str {
+        match self {
+            PendingDecision::Plan(p) => &p.tool_call_id,
+            PendingDecision::ToolCall(c) => &c.tool_call_id,
+        }
+    }
+
+    /// The controller's id of this decision (`decision_N`), unique in the session and kept
+    /// across restores: decide by it with [`crate::Session::decide`].
+    pub fn decision_id(&self) -> &str {
+        match self {
+            PendingDecision::Plan(p) => p.decision_id(),
+            PendingDecision::ToolCall(c) => c.decision_id(),
+        }
+    }
+
+    /// The tool the model called: `submit_plan` for a plan.
+    pub fn tool_name(&self) -> &str {
+        match self {
+            PendingDecision::Plan(_) => SUBMIT_PLAN,
+            PendingDecision::ToolCall(c) => c.tool_name(),
+        }
+    }
+
+    /// The SHA-256 a [`Decision::with_sha256`] pin must equal: the plan's `sha256`, or the
+    /// tool call's `argsSha256`.
+    pub fn sha256(&self) -> &str {
+        match self {
+            PendingDecision::Plan(p) => &p.payload.submission.sha256,
+            PendingDecision::ToolCall(c) => c.args_sha256(),
+        }
+    }
+
+    /// When it expires, in milliseconds since the Unix epoch (its mode's `approvalTimeout`),
+    /// or `None` when it waits for ever.
+    pub fn deadline_at_ms(&self) -> Option<u64> {
+        match self {
+            PendingDecision::Plan(p) => p.payload.deadline_at_ms,
+            PendingDecision::ToolCall(c) => c.payload.deadline_at_ms,
+        }
+    }
+
+    /// The audit record of a decision taken on it already while other calls of the same reply
+    /// still wait (only tool calls are decided that way); `None` while it waits.
+    pub fn decision(&self) -> Option<&DecidedRecord> {
+        match self {
+            PendingDecision::Plan(_) => None,
+            PendingDecision::ToolCall(c) => c.decision(),
+        }
+    }
+
+    /// Whether it still waits for a decision (not decided while others wait).
+    pub fn is_waiting(&self) -> bool {
+        self.decision().is_none()
+    }
+
+    /// The plan, when this is one.
+    pub fn as_plan(&self) -> Option<&PendingPlan> {
+        match self {
+            PendingDecision::Plan(p) => Some(p),
+            PendingDecision::ToolCall(_) => None,
+        }
+    }
+
+    /// The tool call, when this is one.
+    pub fn as_tool_call(&self) -> Option<&PendingToolCall> {
+        match self {
+            PendingDecision::ToolCall(c) => Some(c),
+            PendingDecision::Plan(_) => None,
+        }
+    }
+
+    /// Checks a `sha256` pin (what the user saw) against [`PendingDecision::sha256`], ignoring
+    /// ASCII case; changes nothing. A host can call it before it shows anything.
+    ///
+    /// # Errors
+    /// [`SessionError::Sha256Mismatch`] for a plan, [`SessionError::ArgsSha256Mismatch`] for a
+    /// tool call.
+    pub fn check_sha256(&self, given: &str) -> Result<(), SessionError> {
+        if given.eq_ignore_ascii_case(self.sha256()) {
+            return Ok(());
+        }
+        let (expected, given) = (self.sha256().to_owned(), given.to_owned());
+        Err(match self {
+            PendingDecision::Plan(_) => SessionError::Sha256Mismatch { expected, given },
+            PendingDecision::ToolCall(c) => SessionError::ArgsSha256Mismatch {
+                decision_id: c.payload.decision_id.clone(),
+                expected,
+                given,
+            },
+        })
+    }
+
+    /// Checks that `decision` may be applied to what waits; changes nothing. This is the one
+    /// place a decision is checked: [`crate::Session::decide`] and [`crate::Session::resume`]
+    /// call it, and a host may call it first (to refuse a flag before it shows a prompt).
+    ///
+    /// - Any: a pinned `sha256` must be [`PendingDecision::sha256`].
+    /// - A plan: no `alwaysAllow`; a `targetModeId` (with an approval only) must be one the plan
+    ///   lists; an edited plan (with an approval only) obeys the plan limits; an approval must
+    ///   still be possible under the current config.
+    /// - A tool call: no `targetModeId`, no edited plan, no `alwaysAllow` with a rejection.
+    ///
+    /// # Errors
+    /// [`SessionError::MalformedDecision`], [`SessionError::Sha256Mismatch`],
+    /// [`SessionError::ArgsSha256Mismatch`], [`SessionError::TargetNotAllowed`],
+    /// [`SessionError::EditedPlan`], [`SessionError::ConfigChanged`].
+    pub fn check(&self, decision: &Decision) -> Result<(), SessionError> {
+        self.checked(decision).map(drop)
+    }
+
+    /// [`PendingDecision::check`], returning what the check resolved.
+    pub(crate) fn checked(&self, decision: &Decision) -> Result<Checked, SessionError> {
+        let malformed = |what: &str| Err(SessionError::MalformedDecision(what.to_owned()));
+        let rejected = decision.action == DecisionAction::Rejected;
+        match self {
+            PendingDecision::Plan(_) if decision.always_allow => {
+                return malformed(
+                    "a plan decision takes no `alwaysAllow`: it goes with the approval of a tool call",
+                );
+            }
+            PendingDecision::ToolCall(_) if decision.to.is_some() => {
+                return malformed(
+                    "a tool-call decision names no target mode: `targetModeId` goes with a plan",
+                );
+            }
+            PendingDecision::ToolCall(_) if decision.plan.is_some() => {
+                return malformed(
+                    "a tool-call decision carries no edited plan: `plan` goes with a plan",
+                );
+            }
+            PendingDecision::ToolCall(_) if decision.always_allow && rejected => {
+                return malformed(
+                    "a rejection cannot always allow the tool: `alwaysAllow` goes with an approval",
+                );
+            }
+            _ => {}
+        }
+        if let Some(given) = &decision.sha256 {
+            self.check_sha256(given)?;
+        }
+        let PendingDecision::Plan(plan) = self else {
+            return Ok(Checked {
+                target: None,
+                edited: None,
+            });
+        };
+        if rejected && decision.to.is_some() {
+            return malformed(
+                "a rejection names no target mode: `targetModeId` goes with an approval",
+            );
+        }
+        if rejected && decision.plan.is_some() {
+            return malformed("a rejection carries no edited plan: `plan` goes with an approval");
+        }
+        let Some(target) = plan.chosen_target(decision.to.as_deref()) else {
+            return Err(SessionError::TargetNotAllowed {
+                given: decision.to.clone().unwrap_or_default(),
+                allowed: plan
+                    .payload
+                    .target_mode_ids
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect(),
+            });
+        };
+        let edited = match &decision.plan {
+            Some(text) => Some(
+                submit_plan::capture_plan(&plan.payload.submission.path, text.as_bytes())
+                    .map_err(SessionError::EditedPlan)?,
+            ),
+            None => None,
+        };
+        if let (false, Some(reason)) = (rejected, &plan.stale) {
+            return Err(SessionError::ConfigChanged(reason.clone()));
+        }
+        Ok(Checked {
+            target: Some(target),
+            edited,
+        })
+    }
+}
+
 /// A plan waiting for a decision: which run and tool call, the captured plan, and the targets.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PendingDecision {
+pub struct PendingPlan {
     pub(crate) run_id: Arc<str>,
     pub(crate) tool_call_id: String,
     pub(crate) target: ModeId,
@@ -273,7 +514,7 @@ pub struct PendingDecision {
     pub(crate) stale: Option<String>,
 }
 
-impl PendingDecision {
+impl PendingPlan {
     /// The suspended run.
     pub fn run_id(&self) -> &str {
         &self.run_id
@@ -281,7 +522,7 @@ impl PendingDecision {
 
     /// The `submit_plan` call awaiting the decision: the model's id, which a model may reuse
     /// (many servers number calls per response); address the decision by
-    /// [`PendingDecision::decision_id`] instead.
+    /// [`PendingPlan::decision_id`] instead.
     pub fn tool_call_id(&self) -> &str {
         &self.tool_call_id
     }
@@ -298,7 +539,7 @@ impl PendingDecision {
     }
 
     /// Every mode an approval may hand over to ([`Decision::to`]), fixed at submit time:
-    /// [`PendingDecision::target`] first, as the payload's `targetModeIds` lists them.
+    /// [`PendingPlan::target`] first, as the payload's `targetModeIds` lists them.
     pub fn targets(&self) -> &[ModeId] {
         &self.targets
     }
@@ -331,7 +572,7 @@ impl PendingDecision {
 
 /// A tool call waiting for approval (its mode's `requireApproval`): which run and call, the
 /// tool, its arguments and their hash, and whether it was decided already while other calls of
-/// the same model reply still wait ([`crate::Session::pending_tool_calls`]).
+/// the same model reply still wait ([`crate::Session::pending`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PendingToolCall {
     pub(crate) run_id: Arc<str>,

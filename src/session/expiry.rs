@@ -8,7 +8,7 @@ use crate::event::{DecidedRecord, DecisionOutcome, Event, RunState};
 use crate::model::Message;
 use crate::tool::SUBMIT_PLAN;
 
-use super::{Session, SessionError};
+use super::{PendingDecision, Session, SessionError};
 
 /// The error for a decision of `decision_id` that names a plan which expired (its history
 /// record), or `None` when that record is not an expiry.
@@ -55,14 +55,14 @@ impl Session {
     /// [`Session::expire_if_due`] without settling a dropped operation first.
     pub(crate) async fn apply_expiry(&mut self) -> Result<Vec<DecidedRecord>, SessionError> {
         let now = self.shared.now_ms();
-        let plan_due = self
-            .pending
-            .as_ref()
-            .is_some_and(|p| is_due(&p.payload, now));
-        let calls_due = self
-            .pending_tool_calls
-            .iter()
-            .any(|c| tool_call_is_due(&c.payload, c.decided.as_ref(), now));
+        let plan_due = self.pending.iter().any(|p| match p {
+            PendingDecision::Plan(plan) => is_due(&plan.payload, now),
+            PendingDecision::ToolCall(_) => false,
+        });
+        let calls_due = self.pending.iter().any(|p| match p {
+            PendingDecision::ToolCall(c) => tool_call_is_due(&c.payload, c.decided.as_ref(), now),
+            PendingDecision::Plan(_) => false,
+        });
         if !plan_due && !calls_due {
             return Ok(Vec::new());
         }
@@ -80,7 +80,7 @@ impl Session {
 
     /// Expires the pending plan; the caller saves the change.
     fn expire_plan(&mut self) -> Vec<DecidedRecord> {
-        let Some(pending) = self.pending.take() else {
+        let Some(PendingDecision::Plan(pending)) = self.pending.pop() else {
             return Vec::new();
         };
         let run_id = pending.run_id.clone();
@@ -114,7 +114,13 @@ impl Session {
     /// Expires the tool calls waiting for approval (each undecided one; none of the reply's
     /// calls runs); the caller saves the change.
     fn expire_tool_calls(&mut self) -> Vec<DecidedRecord> {
-        let calls = std::mem::take(&mut self.pending_tool_calls);
+        let calls: Vec<_> = std::mem::take(&mut self.pending)
+            .into_iter()
+            .filter_map(|p| match p {
+                PendingDecision::ToolCall(call) => Some(call),
+                PendingDecision::Plan(_) => None,
+            })
+            .collect();
         let Some(run_id) = calls.first().map(|c| c.run_id.clone()) else {
             return Vec::new();
         };

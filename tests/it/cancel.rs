@@ -266,7 +266,7 @@ async fn assert_consistent(f: &mut Fixture, with_store: bool, context: &str) {
     f.session.settle().await.expect("settle");
     let (run_state, pending) = (
         f.session.run_state().map(|(_, s)| s),
-        f.session.pending().is_some(),
+        f.session.pending_plan().is_some(),
     );
     assert_ne!(run_state, Some(RunState::Running), "{context}");
     assert_eq!(
@@ -298,7 +298,7 @@ async fn assert_consistent(f: &mut Fixture, with_store: bool, context: &str) {
 /// a new message sent), every model request was well formed, and events pair up.
 async fn check_after_drop(mut f: Fixture, with_store: bool, context: &str) {
     assert_consistent(&mut f, with_store, context).await;
-    let next = match f.session.pending().cloned() {
+    let next = match f.session.pending_plan().cloned() {
         Some(p) => {
             f.session
                 .resume(p.run_id(), p.tool_call_id(), Decision::approve())
@@ -344,7 +344,7 @@ async fn run_step(session: &mut Session, step: Step, polls: usize, at_once: bool
             .await
             .is_some(),
         Step::Approve => {
-            let p = session.pending().cloned().expect("pending");
+            let p = session.pending_plan().cloned().expect("pending");
             poll_then_drop(
                 session.resume(p.run_id(), p.tool_call_id(), Decision::approve()),
                 polls,
@@ -990,7 +990,7 @@ async fn a_tool_that_returns_once_cancelled_ends_the_run_aborted_and_no_later_ca
             run_id: "run_1".into()
         }
     );
-    assert!(session.pending_tool_calls().is_empty(), "nothing waits");
+    assert!(session.pending().is_empty(), "nothing waits");
     let results = results(session.messages());
     // What the tool returned is kept; the call after it never started.
     assert_eq!(
