@@ -95,8 +95,8 @@ pub use self::harness::{Aspect, Divergence, Harness, HarnessError, Invariant, Se
 pub use self::reference::{
     Action, Call, Decided, EditedPlan, Expected, Feedback, Offered, Op, Outcome, PLAN_COUNT,
     PendingPlan, PlanFile, ReferenceSession, Refusal, Reply, ResultKind, Revision, RunRef,
-    ScriptedCall, ShaChoice, Step, Then, Trace, WaitingCall, edited_plan_sha256, edited_plan_text,
-    plan_sha256, plan_text, tool_args_sha256,
+    ScriptedCall, ShaChoice, Step, Subject, Then, Trace, WaitingCall, edited_plan_sha256,
+    edited_plan_text, plan_sha256, plan_text, tool_args_sha256,
 };
 use crate::config::{self, ConfigError};
 use crate::controller::AgentController;
