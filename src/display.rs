@@ -3,23 +3,41 @@
 //! A plan, a title, a tool call's arguments, a mode name or a config snippet can hold characters
 //! that hide or fake text on a terminal or in a web page: control characters (a carriage return
 //! or `ESC[2K` erases the line before it, an OSC sequence sets the window title or writes the
-//! clipboard), bidirectional overrides (the text shown is not the text read) and zero-width
-//! characters (a word that looks like another). The user approves what they read, so a host shows
-//! such text through [`neutralize`] (several lines) or [`neutralize_line`] (one line): every such
-//! character is replaced by its escape (`\u{1b}`), visible and in place, and everything else is
-//! kept as is. Apply it to the text only, then add your own colours around it.
+//! clipboard), bidirectional overrides (the text shown is not the text read), and characters
+//! drawn as nothing (a variation selector, a Hangul filler that is a letter in a JavaScript
+//! identifier, a zero-width space in a word that looks like another). The user approves what
+//! they read, so a host shows such text through [`neutralize`] (several lines) or
+//! [`neutralize_line`] (one line): every such character is replaced by its escape (`\u{1b}`),
+//! visible and in place, and everything else is kept as is. Apply it to the text only, then add
+//! your own colours around it. Rule (issue 19): no character the model wrote vanishes from what
+//! the user reads.
 //!
-//! Replaced: C0 controls (U+0000-U+001F) but line feed and tab in [`neutralize`], DEL (U+007F),
-//! C1 controls (U+0080-U+009F), the bidirectional marks, embeddings, overrides and isolates
-//! (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069), zero-width and invisible characters
-//! (U+00AD, U+180E, U+200B-U+200D, U+2060-U+2064, U+FEFF), the line and paragraph separators
-//! (U+2028, U+2029) and the tag characters (U+E0000-U+E007F, which hide ASCII text).
-//! Escapes are the ones Rust's `char::escape_unicode` writes; a backslash in the text is not
-//! doubled, so `\u{1b}` typed as six characters looks the same as an escaped ESC, but neither
-//! hides anything.
+//! Replaced: every character of the Unicode general categories Cc (controls: C0, DEL, C1; but
+//! line feed and tab in [`neutralize`]), Cf (format: soft hyphen, the bidirectional marks,
+//! embeddings, overrides and isolates, zero-width space and joiners, word joiner, BOM, the tag
+//! characters that hide ASCII text, ...), Cn (unassigned, noncharacters included: a later
+//! Unicode version may draw them as anything), Zl and Zp (the line and paragraph separators),
+//! and every character with the property Default_Ignorable_Code_Point (variation selectors, the
+//! Hangul fillers U+115F, U+1160, U+3164 and U+FFA0, the combining grapheme joiner, the Mongolian
+//! free variation selectors, ...). The classes come from the Unicode Character Database through
+//! [`regex_syntax`]'s property tables (the `unicode-gencat` and `unicode-bool` tables, Unicode
+//! 16.0): a crate of the Rust project, kept up to date with Unicode, with no dependencies of its
+//! own and already in most dependency trees through `regex`; a hand-written list would miss what
+//! each Unicode version adds. Visible spaces (U+00A0, U+2003, U+3000) and combining marks are
+//! kept: they show as a gap or on their base letter.
+//!
+//! Escapes are the ones Rust's `char::escape_unicode` writes. A backslash that starts the text
+//! `u{` is shown as `\u{5c}`, so an escape typed as text (`\u{41}`, six characters) never reads
+//! as one written here: [`decode_escapes`] turns every shown text back into its source, character
+//! for character. Other backslashes are kept as they are.
+//!
+//! [`neutralize_line`] also bounds the line: past [`LINE_MAX_CHARS`] characters it shows the
+//! start and the end around `… (N characters not shown) …` ([`neutralize_line_within`] takes
+//! another bound), so a forged 50 MB title cannot flood a listing.
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
+use std::sync::OnceLock;
 
 /// `text` with every character that could hide or fake text replaced by its visible escape
 /// (`\u{1b}`), keeping line feeds and tabs: for multi-line text such as a plan.
@@ -41,9 +59,14 @@ pub fn neutralize(text: &str) -> Cow<'_, str> {
     replace(text, |c| c != '\n' && c != '\t' && hides(c))
 }
 
+/// The most characters [`neutralize_line`] shows of a line before cutting its middle.
+pub const LINE_MAX_CHARS: usize = 1_000;
+
 /// Like [`neutralize`] but also replaces line feeds and tabs: for text that must stay on one
 /// line, such as a title, a mode name, a path or a tool call's arguments, so it cannot draw a
-/// line of its own (a fake prompt, say).
+/// line of its own (a fake prompt, say). A line longer than [`LINE_MAX_CHARS`] characters shows
+/// its start and its end around `… (N characters not shown) …`
+/// ([`neutralize_line_within`]).
 ///
 /// # Examples
 /// ```
@@ -51,9 +74,66 @@ pub fn neutralize(text: &str) -> Cow<'_, str> {
 /// assert_eq!(neutralize_line("Add dark mode\nApprove? y"), "Add dark mode\\u{a}Approve? y");
 /// assert_eq!(neutralize_line("\u{1b}]0;owned\u{7}title"), "\\u{1b}]0;owned\\u{7}title");
 /// assert_eq!(neutralize_line("Dark mode ☾"), "Dark mode ☾");
+/// assert_eq!(neutralize_line("timeout,\u{3164}"), "timeout,\\u{3164}");
+/// assert!(neutralize_line(&"x".repeat(5_000)).contains("… (4000 characters not shown) …"));
 /// ```
 pub fn neutralize_line(text: &str) -> Cow<'_, str> {
-    replace(text, hides)
+    neutralize_line_within(text, LINE_MAX_CHARS)
+}
+
+/// [`neutralize_line`] with another bound: `text` on one line, every character that could hide
+/// or fake text replaced by its escape; when it has more than `max_chars` characters, its start
+/// and its end (half of `max_chars` each) around `… (N characters not shown) …`. The cut is
+/// counted in characters of `text`, before escaping. `usize::MAX` never cuts.
+///
+/// # Examples
+/// ```
+/// use agent_controller::display::neutralize_line_within;
+/// assert_eq!(neutralize_line_within("abcdefghij", 4), "ab… (6 characters not shown) …ij");
+/// assert_eq!(neutralize_line_within("a\nb", 4), "a\\u{a}b");
+/// ```
+pub fn neutralize_line_within(text: &str, max_chars: usize) -> Cow<'_, str> {
+    if text.len() <= max_chars || text.chars().count() <= max_chars {
+        return escape_line(text);
+    }
+    Cow::Owned(cut_middle(text, usize::MAX, max_chars))
+}
+
+/// Reads text shown by [`neutralize`] or [`neutralize_line`] (uncut) back into its source: every
+/// escape `\u{HEX}` naming a character becomes that character; everything else is kept.
+///
+/// # Examples
+/// ```
+/// use agent_controller::display::{decode_escapes, neutralize};
+/// for source in ["a\u{3164}b\u{1b}[2K", "typed \\u{41} escape", "C:\\dir"] {
+///     assert_eq!(decode_escapes(&neutralize(source)), source);
+/// }
+/// ```
+pub fn decode_escapes(shown: &str) -> String {
+    let mut out = String::with_capacity(shown.len());
+    let mut rest = shown;
+    while let Some(at) = rest.find("\\u{") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 3..];
+        let decoded = after.find('}').and_then(|end| {
+            let hex = &after[..end];
+            let ok = (1..=6).contains(&hex.len()) && hex.bytes().all(|b| b.is_ascii_hexdigit());
+            let c = u32::from_str_radix(hex, 16).ok().filter(|_| ok)?;
+            Some((char::from_u32(c)?, end + 1))
+        });
+        match decoded {
+            Some((c, used)) => {
+                out.push(c);
+                rest = &after[used..];
+            }
+            None => {
+                out.push('\\');
+                rest = &rest[at + 1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The fewest characters [`arguments_line`] shows of one argument's value, however many
@@ -188,7 +268,7 @@ fn cut_middle(text: &str, max_lines: usize, max_chars: usize) -> String {
     let lines = text.lines().count();
     let show = |t| {
         if max_lines == usize::MAX {
-            neutralize_line(t)
+            escape_line(t)
         } else {
             neutralize(t)
         }
@@ -271,31 +351,64 @@ pub fn json_line<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<
     Ok(out)
 }
 
-/// Whether `c` can hide, move or fake text when shown.
+/// Whether `c` can hide, move or fake text when shown: see the module docs for the classes.
 fn hides(c: char) -> bool {
-    matches!(c,
-        '\u{0}'..='\u{1f}'
-        | '\u{7f}'..='\u{9f}'
-        | '\u{ad}'
-        | '\u{61c}'
-        | '\u{180e}'
-        | '\u{200b}'..='\u{200f}'
-        | '\u{2028}'..='\u{202e}'
-        | '\u{2060}'..='\u{2064}'
-        | '\u{2066}'..='\u{2069}'
-        | '\u{feff}'
-        | '\u{e0000}'..='\u{e007f}'
-    )
+    if c.is_ascii() {
+        return c.is_ascii_control();
+    }
+    let class = hidden_class();
+    class
+        .binary_search_by(|&(start, end)| {
+            if end < c {
+                std::cmp::Ordering::Less
+            } else if start > c {
+                std::cmp::Ordering::Greater
+            } else {
+                std::cmp::Ordering::Equal
+            }
+        })
+        .is_ok()
 }
 
+/// The Unicode classes of [`hides`], as regex-syntax's tables give them.
+const HIDDEN_CLASS: &str = r"[\p{Cc}\p{Cf}\p{Cn}\p{Zl}\p{Zp}\p{Default_Ignorable_Code_Point}]";
+
+/// The sorted, disjoint ranges of [`HIDDEN_CLASS`], computed once.
+fn hidden_class() -> &'static [(char, char)] {
+    static CLASS: OnceLock<Vec<(char, char)>> = OnceLock::new();
+    CLASS.get_or_init(|| {
+        use regex_syntax::hir::{Class, HirKind};
+        let hir = regex_syntax::Parser::new().parse(HIDDEN_CLASS);
+        match hir.as_ref().map(regex_syntax::hir::Hir::kind) {
+            Ok(HirKind::Class(Class::Unicode(class))) => class
+                .ranges()
+                .iter()
+                .map(|r| (r.start(), r.end()))
+                .collect(),
+            // Cannot happen (a unit test parses it); were it to, every non-ASCII character is
+            // shown as its escape rather than any hidden.
+            _ => vec![('\u{80}', char::MAX)],
+        }
+    })
+}
+
+/// `text` on one line, unbounded: [`neutralize_line`] without the cut.
+fn escape_line(text: &str) -> Cow<'_, str> {
+    replace(text, hides)
+}
+
+/// `text` with every character `replaced` says, and every backslash that starts `u{`, written as
+/// its escape.
 fn replace(text: &str, replaced: impl Fn(char) -> bool) -> Cow<'_, str> {
-    let Some(first) = text.find(&replaced) else {
+    let escaped =
+        |at: usize, c: char| replaced(c) || (c == '\\' && text[at + 1..].starts_with("u{"));
+    let Some((first, _)) = text.char_indices().find(|&(at, c)| escaped(at, c)) else {
         return Cow::Borrowed(text);
     };
     let mut out = String::with_capacity(text.len() + 8);
     out.push_str(&text[..first]);
-    for c in text[first..].chars() {
-        if replaced(c) {
+    for (at, c) in text[first..].char_indices() {
+        if escaped(first + at, c) {
             let _ = write!(out, "{}", c.escape_unicode());
         } else {
             out.push(c);
@@ -362,6 +475,86 @@ mod tests {
         }
         assert_eq!(neutralize("a\nb\tc"), "a\nb\tc");
         assert_eq!(neutralize_line("a\nb\tc"), "a\\u{a}b\\u{9}c");
+    }
+
+    /// Issue 19, item 2: variation selectors, Hangul fillers and the other default-ignorable,
+    /// format and unassigned code points passed raw into the prompt, `pending` and `--json`.
+    #[test]
+    fn invisible_default_ignorable_and_unassigned_characters_are_shown() {
+        for c in [
+            '\u{3164}',  // HANGUL FILLER: a letter in identifiers, drawn as nothing
+            '\u{115f}',  // HANGUL CHOSEONG FILLER
+            '\u{ffa0}',  // HALFWIDTH HANGUL FILLER
+            '\u{fe0f}',  // VARIATION SELECTOR-16
+            '\u{e0100}', // VARIATION SELECTOR-17
+            '\u{34f}',   // COMBINING GRAPHEME JOINER
+            '\u{180b}',  // MONGOLIAN FREE VARIATION SELECTOR ONE
+            '\u{2065}',  // unassigned, default-ignorable
+            '\u{1d173}', // MUSICAL SYMBOL BEGIN BEAM (format)
+            '\u{fff9}',  // INTERLINEAR ANNOTATION ANCHOR (format)
+            '\u{378}',   // unassigned
+            '\u{fdd0}',  // a noncharacter (unassigned)
+            '\u{10ffff}',
+        ] {
+            let shown = neutralize(&format!("a{c}b")).into_owned();
+            assert_eq!(shown, format!("a\\u{{{:x}}}b", u32::from(c)), "{c:?}");
+            assert_eq!(neutralize_line(&format!("a{c}b")), shown, "{c:?}");
+            let json = json_line(&format!("a{c}b")).expect("json");
+            assert!(json.is_ascii(), "{c:?}: {json}");
+            assert_eq!(
+                serde_json::from_str::<String>(&json).ok(),
+                Some(format!("a{c}b"))
+            );
+        }
+        let hidden = format!(
+            "const {{ timeout,\u{3164}}} = req.query{}",
+            "\u{fe00}".repeat(44)
+        );
+        assert_eq!(
+            neutralize(&hidden),
+            format!(
+                "const {{ timeout,\\u{{3164}}}} = req.query{}",
+                "\\u{fe00}".repeat(44)
+            )
+        );
+    }
+
+    /// An escape typed as text (`\u{41}`, six characters) is told apart from one this module
+    /// writes: its backslash is shown as `\u{5c}`, so every shown text reads back one way.
+    #[test]
+    fn a_typed_escape_is_told_apart_from_a_written_one() {
+        assert_eq!(neutralize("a\\u{202e}b"), "a\\u{5c}u{202e}b");
+        assert_eq!(neutralize_line("\\u{41}\n"), "\\u{5c}u{41}\\u{a}");
+        assert_eq!(neutralize("C:\\Users\\x \\n"), "C:\\Users\\x \\n");
+        for source in ["\\u{41}", "\\\\u{41}", "\\u{zz}\u{3164}", "x\\u{", "\\"] {
+            assert_eq!(decode_escapes(&neutralize(source)), source, "{source:?}");
+            assert_eq!(
+                decode_escapes(&neutralize_line(source)),
+                source,
+                "{source:?}"
+            );
+        }
+    }
+
+    /// Issue 19 (low): `pending` printed a forged 50 MB title in full.
+    #[test]
+    fn a_line_longer_than_the_bound_is_cut_in_its_middle_and_says_so() {
+        let title = format!("Start{}End", "x".repeat(50_000_000));
+        let shown = neutralize_line(&title);
+        assert!(shown.len() < 2 * LINE_MAX_CHARS, "{}", shown.len());
+        assert!(shown.starts_with("Startxxx"), "{shown:.40}");
+        assert!(shown.ends_with("xxxEnd"), "{shown:.40}");
+        let cut = 50_000_008 - LINE_MAX_CHARS;
+        assert!(
+            shown.contains(&format!("… ({cut} characters not shown) …")),
+            "{shown:.40}"
+        );
+        let exact = "y".repeat(LINE_MAX_CHARS);
+        assert_eq!(neutralize_line(&exact), exact);
+        let fillers = "\u{3164}".repeat(100);
+        let shown = neutralize_line_within(&fillers, 10);
+        assert!(shown.starts_with("\\u{3164}\\u{3164}"), "{shown}");
+        assert!(shown.contains("… (90 characters not shown) …"), "{shown}");
     }
 
     #[test]

@@ -9,6 +9,19 @@
 //! runs) is refused. Only regular files are read or written, checked on the opened handle: a
 //! FIFO, device or socket is opened non-blocking and refused at once.
 //!
+//! Hard links are another matter: a hard link is the file itself under a second name, and
+//! nothing on it tells which name came first or where the others are. What the jail promises
+//! for hard links that already exist (made by the user, a clone, a package manager such as
+//! pnpm; no tool makes one):
+//! - a hard link in the directory to a file elsewhere is read like any file in it
+//!   ([`Jail::read`], and so `read_file`, `submit_plan` and the CLI's `--plan` copy): the jail
+//!   bounds where a path leads, not where else the file it reaches has names;
+//! - such a file is never written through: [`Jail::write`] refuses every file with more than
+//!   one link ([`JailError::HardLinked`]), so the file outside never changes;
+//! - protected areas are recognised by where a handle lies, and a hard link's handle lies at
+//!   the link: a hard link elsewhere in the directory to a file in a protected area is read
+//!   too (keep the session store outside the workspace, or make no such link).
+//!
 //! A jail can also hold protected areas ([`Jail::protecting`]): files and directories inside it
 //! that no operation reads, lists or writes, such as the session store and the mode config when
 //! they sit in the workspace. Each opened handle is checked by where it really lies (its
@@ -170,9 +183,7 @@ impl Jail {
         let shown = path.display().to_string();
         self.check_path(path, &shown)?;
         if create {
-            self.dir
-                .create_dir_all(path)
-                .map_err(|e| io_error(&shown, &self.label, e))?;
+            self.create_dir_all(path, &shown)?;
         }
         let dir = self
             .dir
@@ -357,11 +368,24 @@ impl Jail {
 
     fn create_parent(&self, path: &Path, shown: &str) -> Result<(), JailError> {
         match path.parent() {
-            Some(parent) if !parent.as_os_str().is_empty() => self
-                .dir
-                .create_dir_all(parent)
-                .map_err(|e| io_error(shown, &self.label, e)),
+            Some(parent) if !parent.as_os_str().is_empty() => self.create_dir_all(parent, shown),
             _ => Ok(()),
+        }
+    }
+
+    /// Creates the directory `path` and its parents inside. Where a part of it already exists
+    /// but cannot be entered (a symlink that leads outside, a file), the error says why, from
+    /// opening it, not that it exists.
+    fn create_dir_all(&self, path: &Path, shown: &str) -> Result<(), JailError> {
+        let err = |e| io_error(shown, &self.label, e);
+        match self.dir.create_dir_all(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                match self.dir.open_dir(path) {
+                    Err(why) => Err(err(why)),
+                    Ok(_) => Err(err(e)),
+                }
+            }
+            result => result.map_err(err),
         }
     }
 }

@@ -602,8 +602,9 @@ impl StoreError {
 /// Where sessions are kept between processes.
 ///
 /// Implementations must make [`SessionStore::save`] atomic (a reader sees the old or the new
-/// record, never a mix) and a compare-and-swap on `version`. The same conformance suite
-/// (`tests/it/store.rs`) runs against every backend. The trait is async through
+/// record, never a mix) and a compare-and-swap on `version`. The testing kit's conformance
+/// suite checks a store of yours against this contract (feature `testing`:
+/// `testing::StoreConformance`); every backend of the crate passes it. The trait is async through
 /// [`async_trait`](crate::async_trait): implement it with `#[agent_controller::async_trait]` on
 /// the `impl` block.
 ///

@@ -3,20 +3,24 @@
 //! `metadata.color`, a spinner while the model works, and the approve / reject / feedback prompt
 //! ([`read_answer`] is its grammar) where Ctrl-C or end of input are no decision.
 //!
-//! Markdown goes through [`termimad`] (headings, ordered and bulleted lists, code blocks, inline
-//! styles, tables); the spinner is [`indicatif`]'s. Everything is written to a writer the caller
-//! gives (stderr in the CLI), so stdout stays free for events and results.
+//! A plan is shown as the markdown its author wrote, every character of it ([`Style::render_plan`]):
+//! markup stays visible, and so does what it marks, because a rendering hides text (issue 19:
+//! `Do ~~not~~ drop the production database` read `Do not drop ...` once the strikethrough was
+//! rendered, and on a terminal that does not draw SGR 9 it read the same). With colours, the
+//! headings and the `**bold**` spans are coloured, markers included; colour only adds emphasis.
+//! The spinner is [`indicatif`]'s; colours and the terminal size come from crossterm (through
+//! [`termimad`]). Everything is written to a writer the caller gives (stderr in the CLI), so
+//! stdout stays free for events and results.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressFinish, ProgressStyle};
-use termimad::MadSkin;
 use termimad::crossterm::style::{Color, Stylize};
 use tokio::sync::mpsc;
 
-use crate::display::{neutralize, neutralize_line};
+use crate::display::{neutralize, neutralize_line, neutralize_line_within};
 use crate::mode::Mode;
 use crate::model::{LanguageModel, ModelError, ModelRequest, ModelResponse};
 use crate::run::Decision;
@@ -88,57 +92,59 @@ impl Style {
         self.width
     }
 
-    fn skin(&self) -> MadSkin {
-        if !self.color {
-            return MadSkin::no_style();
-        }
-        let mut skin = MadSkin::default();
-        skin.set_headers_fg(Color::Cyan);
-        skin.bold.set_fg(Color::Yellow);
-        skin
-    }
-
-    /// A plan as the user should read it: the title as a heading, then the body, rendered as
-    /// markdown (headings, lists, code blocks, emphasis) and wrapped to the width.
+    /// A plan as the user should read it: the title as a `# ` heading line, a blank line, then
+    /// the body, exactly as written (the text [`crate::tool::submit_plan::revision_text`] gives,
+    /// the text an approval hands over): no markup is rendered away, no line is re-wrapped (the
+    /// terminal wraps long lines), no character is dropped. A plan without a title shows
+    /// `(untitled plan)` above its body.
     ///
     /// Nothing of the text is hidden: control characters, escape sequences, bidirectional
-    /// overrides and zero-width characters are shown as escapes ([`neutralize`]), and HTML
-    /// comments and link targets are printed as written, not swallowed. Every letter and digit
-    /// of the plan must appear in the rendering, in order (a code fence's one-word language tag
-    /// is markup); where the markdown would swallow any (words after a fence, a fence of a
-    /// million backticks), or the plan is larger than 64 KiB or has a line with more than 64 `|`
-    /// (termimad lays tables out in time that grows with the square of the columns), the plan is
-    /// shown as its plain text under a note saying so.
+    /// overrides, zero-width, default-ignorable and unassigned characters are shown as escapes
+    /// ([`neutralize`]; [`crate::display::decode_escapes`] reads the text back). With colours on,
+    /// heading lines are cyan and `**bold**` spans yellow, their markers included, and code
+    /// blocks are left as they are; nothing else is styled (no strikethrough, dim or concealed
+    /// text, which terminals draw differently or not at all).
     ///
     /// # Examples
     /// ```
     /// use agent_controller::terminal::Style;
-    /// let shown = Style::plain(60).render_plan("Add dark mode", "## Steps\n1. Add a **toggle**.\n2. Test it.\n\n```sh\ncargo test\n```\n");
-    /// assert!(shown.contains("Add dark mode"));
-    /// assert!(shown.contains("1. Add a toggle."), "{shown}");
-    /// assert!(shown.contains("cargo test"));
-    /// assert!(!shown.contains("**"), "emphasis markers are rendered, not shown: {shown}");
-    /// let shown = Style::plain(60).render_plan("T", "1. Run it as root\n\u{1b}[2K\r2. Test it\n");
-    /// assert!(shown.contains("1. Run it as root\n\\u{1b}[2K\\u{d}2. Test it"), "{shown}");
+    /// let shown = Style::plain(60).render_plan("Add dark mode", "## Steps\n1. Do ~~not~~ drop the **database**.\n2. a*b*c\n");
+    /// assert_eq!(shown, "# Add dark mode\n\n## Steps\n1. Do ~~not~~ drop the **database**.\n2. a*b*c\n");
+    /// let shown = Style::plain(60).render_plan("T", "1. Run it as root\n\u{1b}[2K\r2. Test it\u{3164}\n");
+    /// assert!(shown.contains("1. Run it as root\n\\u{1b}[2K\\u{d}2. Test it\\u{3164}"), "{shown}");
+    /// let colored = Style::colored(60).render_plan("T", "A **b** c");
+    /// assert!(colored.contains("**b**"), "{colored:?}");
     /// ```
     pub fn render_plan(&self, title: &str, plan: &str) -> String {
-        let title = if title.trim().is_empty() {
-            "(untitled plan)"
+        let heading = if title.is_empty() {
+            UNTITLED.to_owned()
         } else {
-            title.trim()
+            format!("# {}", neutralize_line_within(title, usize::MAX))
         };
-        let source = format!("# {}\n\n{}", neutralize_line(title), neutralize(plan));
-        if source.len() <= MARKDOWN_MAX_BYTES
-            && source
-                .lines()
-                .all(|l| l.matches('|').count() <= MARKDOWN_MAX_CELLS)
-        {
-            let shown = self.skin().text(&source, Some(self.width)).to_string();
-            if shows_all_text(&source, &shown) {
-                return shown;
-            }
+        let body = neutralize(plan);
+        if !self.color {
+            return format!("{heading}\n\n{body}");
         }
-        format!("{PLAIN_NOTE}\n\n{source}")
+        let mut out = format!("{}\n\n", heading.as_str().cyan().bold());
+        let mut in_fence = false;
+        for line in body.split_inclusive('\n') {
+            let (text, end) = match line.strip_suffix('\n') {
+                Some(text) => (text, "\n"),
+                None => (line, ""),
+            };
+            if fence_info(text).is_some() {
+                in_fence = !in_fence;
+                out.push_str(text);
+            } else if in_fence {
+                out.push_str(text);
+            } else if is_heading(text) {
+                out.push_str(&text.cyan().bold().to_string());
+            } else {
+                out.push_str(&bold_spans(text));
+            }
+            out.push_str(end);
+        }
+        out
     }
 
     /// A unified diff (a plan revision's [`crate::SuspendPayload::diff`]) as the user should
@@ -160,7 +166,8 @@ impl Style {
         }
         let mut out = String::new();
         for line in diff.lines() {
-            let shown = neutralize_line(line);
+            // Whole: a diff line is part of what an approval approves.
+            let shown = neutralize_line_within(line, usize::MAX);
             let colored = match line.as_bytes().first() {
                 _ if !self.color => shown.into_owned(),
                 Some(b'+') if !line.starts_with("+++") => shown.green().to_string(),
@@ -204,33 +211,45 @@ impl Style {
     }
 }
 
-/// Plans larger than this are shown as plain text, not rendered as markdown.
-const MARKDOWN_MAX_BYTES: usize = 64 * 1024;
-/// Plans with a line holding more `|` than this (a very wide table) are shown as plain text.
-const MARKDOWN_MAX_CELLS: usize = 64;
-/// The line above a plan shown as plain text.
-const PLAIN_NOTE: &str = "(shown as plain text: rendered as markdown, part of it would not show)";
+/// The line above the body of a plan without a title.
+const UNTITLED: &str = "(untitled plan)";
 
-/// Whether `shown` (the rendering, with the skin's colours) holds every letter and digit of
-/// `source`, the markdown given to the renderer, in order: rendering may drop markup and add
-/// frames, but never text. The one-word language tag of an opening code fence is markup.
-fn shows_all_text(source: &str, shown: &str) -> bool {
-    let shown = strip_sgr(shown);
-    let mut rendered = shown.chars().filter(|c| c.is_alphanumeric());
-    let mut in_fence = false;
-    source.lines().all(|line| {
-        let text = match fence_info(line) {
-            Some(info) => {
-                let language_tag = !in_fence && !info.contains(char::is_whitespace);
-                in_fence = !in_fence;
-                if language_tag { "" } else { line }
+/// Whether `line` is an ATX heading: at most three spaces, one to six `#`, then a blank or the
+/// end of the line.
+fn is_heading(line: &str) -> bool {
+    let rest = line.trim_start_matches(' ');
+    if line.len() - rest.len() > 3 {
+        return false;
+    }
+    let marks = rest.len() - rest.trim_start_matches('#').len();
+    (1..=6).contains(&marks)
+        && rest[marks..]
+            .chars()
+            .next()
+            .is_none_or(|c| c == ' ' || c == '\t')
+}
+
+/// `line` with each `**...**` span in yellow and bold, the markers kept in it.
+fn bold_spans(line: &str) -> String {
+    let parts: Vec<&str> = line.split("**").collect();
+    let mut out = String::with_capacity(line.len() + 16);
+    let mut at = 0;
+    while at < parts.len() {
+        // parts[at] is outside a span; parts[at + 1] inside one when its closing `**` exists.
+        out.push_str(parts[at]);
+        match (parts.get(at + 1), parts.len() > at + 2) {
+            (Some(inner), true) => {
+                out.push_str(&format!("**{inner}**").yellow().bold().to_string());
             }
-            None => line,
-        };
-        text.chars()
-            .filter(|c| c.is_alphanumeric())
-            .all(|c| rendered.any(|r| r == c))
-    })
+            (Some(rest), false) => {
+                out.push_str("**");
+                out.push_str(rest);
+            }
+            (None, _) => {}
+        }
+        at += 2;
+    }
+    out
 }
 
 /// The info string of a code fence line (three or more backticks or tildes after at most three
@@ -244,23 +263,6 @@ fn fence_info(line: &str) -> Option<&str> {
     let mark = rest.chars().next().filter(|c| *c == '`' || *c == '~')?;
     let fence = rest.len() - rest.trim_start_matches(mark).len();
     (fence >= 3).then(|| rest[fence..].trim())
-}
-
-/// `text` without the SGR escape sequences (`ESC [ digits ; m`) the skin adds for colours; the
-/// plan's own escapes were neutralised before rendering.
-fn strip_sgr(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find('\u{1b}') {
-        out.push_str(&rest[..at]);
-        let tail = &rest[at + 1..];
-        rest = match tail.find('m') {
-            Some(end) => &tail[end + 1..],
-            None => "",
-        };
-    }
-    out.push_str(rest);
-    out
 }
 
 /// The colour a mode's `metadata.color` names: `#rgb`, `#rrggbb`, or a colour name (`blue`,

@@ -57,6 +57,33 @@
 //! first item that differs shown. The same check runs from the command line, with the built-in
 //! tools: `agent-controller verify CONFIG`.
 //!
+//! # Checking your store
+//!
+//! A [`crate::SessionStore`] of your own must keep the contract the controller relies on:
+//! [`StoreConformance`] (or [`store_conformance`]) checks compare-and-swap (also with racing savers
+//! and racing deciders: exactly one wins), read-your-writes across handles, `list_pending` (each
+//! pending plan and waiting tool call once, oldest first; with [`StoreConformance::raw_records`],
+//! unreadable records reported apart and older records migrated), interrupted runs and leases, and
+//! `expire`. Run it in a `#[tokio::test]`; `?` prints the report:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use agent_controller::MemoryStore;
+//! use agent_controller::testing::store_conformance;
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let store = Arc::new(MemoryStore::new()); // your store here
+//! let report = store_conformance(move || store.clone()).await?;
+//! println!("{report}");
+//! // store conformance: 7 passed, 0 failed, 2 skipped
+//! //   ok    read your writes
+//! //   ok    compare-and-swap
+//! //   ...
+//! # Ok::<(), agent_controller::testing::ConformanceFailure>(())
+//! # }).unwrap();
+//! ```
+//!
+//!
 //! # Your own state machine test
 //!
 //! With `proptest-state-machine`, use [`ReferenceSession`] as the reference state
@@ -66,6 +93,7 @@
 //! for generated configs.
 
 mod configs;
+mod conformance;
 mod edges;
 mod explore;
 mod facts;
@@ -87,6 +115,10 @@ use proptest_state_machine::Sequential;
 
 pub use self::configs::{
     ConfigSpec, InvalidConfig, MAX_MODES, ModeSpec, Mutation, invalid_configs, valid_configs,
+};
+pub use self::conformance::{
+    ConformanceCheck, ConformanceFailure, ConformanceOutcome, ConformanceReport, StoreConformance,
+    store_conformance,
 };
 pub use self::edges::{Cause, Edge, EdgeReport, Miss, edges, walk_edges};
 pub use self::explore::{Counterexample, Exploration, explore, operations};

@@ -14,12 +14,20 @@
 //! Releases up to 0.2.0 locked `<id>.lock` instead: stop their hosts before a host of this
 //! release uses the same directory (it removes those files when it opens the store).
 //!
+//! Every file of the store is opened without following a symlink and without waiting
+//! (`O_NOFOLLOW | O_NONBLOCK`), and used only when the opened handle is a regular file: a FIFO,
+//! device, socket, folder or symlink named like a record is reported unreadable at once (in
+//! [`SessionStore::list_pending`], and as [`StoreError::Corrupt`] by `load`), never waited on
+//! or read through, and so is a record file whose name is not a session id. A FIFO or symlink
+//! among the lock stripes fails the save that needs it.
+//!
 //! The file I/O (reads, writes, fsyncs, the lock) runs on tokio's blocking pool, off the async
 //! runtime's threads, when there is a runtime (inline otherwise): a slow disk never stalls the
 //! other sessions a host runs on the same runtime.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -47,6 +55,41 @@ fn suffix_of(record: &SessionRecord) -> &'static str {
         PLAIN_SUFFIX
     }
 }
+/// `O_NOFOLLOW | O_NONBLOCK`: a symlink at the name is not followed (the open fails), and a
+/// FIFO or device is not waited on; on a regular file they change nothing.
+const NO_FOLLOW_NO_WAIT: i32 =
+    (rustix::fs::OFlags::NOFOLLOW.bits() | rustix::fs::OFlags::NONBLOCK.bits()) as i32;
+
+/// Opens the store's file at `path` with `options`, not following a symlink and not waiting,
+/// and returns it only when it is a regular file. `Err(Ok(why))`: there is something else at
+/// the name (a symlink, FIFO, device, socket, folder); `Err(Err(e))`: the open failed (`e` of
+/// kind `NotFound` when nothing is there).
+fn open_regular(
+    path: &Path,
+    options: &mut OpenOptions,
+) -> Result<File, Result<String, std::io::Error>> {
+    let file = match options.custom_flags(NO_FOLLOW_NO_WAIT).open(path) {
+        Ok(file) => file,
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
+            return Err(Ok(
+                "it is a symlink, which the store does not follow".to_owned()
+            ));
+        }
+        Err(e) => return Err(Err(e)),
+    };
+    let kind = file.metadata().map_err(Err)?.file_type();
+    if kind.is_file() {
+        Ok(file)
+    } else {
+        let what = if kind.is_dir() {
+            "a folder"
+        } else {
+            "a FIFO, device or socket"
+        };
+        Err(Ok(format!("it is not a regular file ({what})")))
+    }
+}
+
 /// The `<id>.lock` files of releases up to 0.2.0, removed when a store is opened.
 const LEGACY_LOCK_SUFFIX: &str = ".lock";
 const TEMP_PREFIX: &str = ".tmp-";
@@ -206,20 +249,23 @@ impl FileStore {
     /// file.
     fn read(&self, id: &str, suffix: &str) -> Result<Option<SessionRecord>, StoreError> {
         let path = self.path(id, suffix);
-        match std::fs::read(&path) {
-            Ok(bytes) => decode(id, &bytes).map(Some).map_err(|e| match e {
-                StoreError::Corrupt {
-                    session_id,
-                    message,
-                } => StoreError::Corrupt {
-                    session_id,
-                    message: format!("{}: {message}", path.display()),
-                },
-                other => other,
-            }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(backend(&format!("read {}", path.display()), e)),
-        }
+        let corrupt = |message: String| StoreError::Corrupt {
+            session_id: id.to_owned(),
+            message: format!("{}: {message}", path.display()),
+        };
+        let read_error = |e| backend(&format!("read {}", path.display()), e);
+        let mut file = match open_regular(&path, OpenOptions::new().read(true)) {
+            Ok(file) => file,
+            Err(Ok(why)) => return Err(corrupt(why)),
+            Err(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(Err(e)) => return Err(read_error(e)),
+        };
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(read_error)?;
+        decode(id, &bytes).map(Some).map_err(|e| match e {
+            StoreError::Corrupt { message, .. } => corrupt(message),
+            other => other,
+        })
     }
 
     /// The current record: of the possible names, the one with the highest version.
@@ -241,20 +287,28 @@ impl FileStore {
         let dir = self.dir.join(LOCK_DIR);
         let path = dir.join(format!("{:02}", stripe_of(id)));
         let open = || {
-            OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&path)
+            open_regular(
+                &path,
+                OpenOptions::new().create(true).truncate(false).write(true),
+            )
         };
         let file = match open() {
             // Someone removed `.locks/`: make it again.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::create_dir_all(&dir).and_then(|()| open())
+            Err(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(&dir)
+                    .map_err(Err)
+                    .and_then(|()| open())
             }
             other => other,
-        }
-        .map_err(|e| backend(&format!("open lock file {}", path.display()), e))?;
+        };
+        let context = || format!("open lock file {}", path.display());
+        let file = match file {
+            Ok(file) => file,
+            Err(Ok(why)) => {
+                return Err(StoreError::backend_message(format!("{}: {why}", context())));
+            }
+            Err(Err(e)) => return Err(backend(&context(), e)),
+        };
         file.lock().map_err(|e| backend("lock session", e))?;
         Ok(file)
     }
@@ -340,9 +394,16 @@ impl FileStore {
     /// Session ids whose file name ends in `suffix` (and not in the pending or running suffix,
     /// for plain).
     fn ids_with(&self, suffix: &str) -> Result<Vec<String>, StoreError> {
+        Ok(self.names_with(suffix)?.ids)
+    }
+
+    /// The files whose name ends in `suffix` (and not in the pending or running suffix, for
+    /// plain): the session ids, and apart the names that hold no session id.
+    fn names_with(&self, suffix: &str) -> Result<Names, StoreError> {
         let entries =
             std::fs::read_dir(&self.dir).map_err(|e| backend("read store directory", e))?;
         let mut ids = Vec::new();
+        let mut odd = Vec::new();
         for entry in entries {
             let entry = entry.map_err(|e| backend("read store directory", e))?;
             let name = entry.file_name();
@@ -355,15 +416,36 @@ impl FileStore {
                 _ if name.ends_with(PENDING_SUFFIX) || name.ends_with(RUNNING_SUFFIX) => None,
                 _ => name.strip_suffix(suffix),
             };
-            if let Some(id) = id
-                && check_session_id(id).is_ok()
-            {
-                ids.push(id.to_owned());
+            match id {
+                Some(id) if check_session_id(id).is_ok() => ids.push(id.to_owned()),
+                Some(id) => odd.push((id.to_owned(), entry.path())),
+                None => {}
             }
         }
         ids.sort();
-        Ok(ids)
+        odd.sort();
+        Ok(Names { ids, odd })
     }
+
+    /// The report of a file named like a record of `suffix` whose name holds no session id
+    /// (`stem` before the suffix, as text).
+    fn odd_name(stem: &str, path: &Path, suffix: &str) -> UnreadableRecord {
+        UnreadableRecord {
+            session_id: stem.to_owned(),
+            location: path.display().to_string(),
+            reason: format!(
+                "the file name is not `<session id>{suffix}`: `{stem}` is not a session id (ASCII letters, digits, `-` and `_`, at most 128); not read"
+            ),
+        }
+    }
+}
+
+/// The files of one suffix in the store directory ([`FileStore::names_with`]).
+struct Names {
+    /// The session ids, sorted.
+    ids: Vec<String>,
+    /// The names (before the suffix, lossily as text) that are not session ids, and the paths.
+    odd: Vec<(String, PathBuf)>,
 }
 
 #[async_trait]
@@ -388,12 +470,26 @@ impl SessionStore for FileStore {
 
     /// Reads every `<id>.pending.json` and `<id>.running.json`; a session whose files cannot
     /// be read is reported in `unreadable` at that file's path (the reason names the file that
-    /// failed).
+    /// failed), and so is a file of such a name that is not a regular file (a symlink, FIFO,
+    /// folder: not followed, not waited on) or whose name holds no session id (reported under
+    /// the name before the suffix, which [`SessionStore::load`] refuses).
     async fn list_pending(&self) -> Result<PendingListing, StoreError> {
         self.blocking(|store| {
             let mut listing = PendingListing::default();
             let now = super::now_millis();
-            for id in store.ids_with(RUNNING_SUFFIX)? {
+            let running = store.names_with(RUNNING_SUFFIX)?;
+            let pending = store.names_with(PENDING_SUFFIX)?;
+            for (stem, path) in &running.odd {
+                listing
+                    .unreadable
+                    .push(FileStore::odd_name(stem, path, RUNNING_SUFFIX));
+            }
+            for (stem, path) in &pending.odd {
+                listing
+                    .unreadable
+                    .push(FileStore::odd_name(stem, path, PENDING_SUFFIX));
+            }
+            for id in running.ids {
                 match store.read_current(&id) {
                     Ok(record) => listing
                         .interrupted
@@ -405,7 +501,7 @@ impl SessionStore for FileStore {
                     )),
                 }
             }
-            for id in store.ids_with(PENDING_SUFFIX)? {
+            for id in pending.ids {
                 match store.read_current(&id) {
                     Ok(record) => listing
                         .pending

@@ -608,6 +608,62 @@ fn pending_lists_healthy_plans_and_warns_about_each_unreadable_record() {
     assert_eq!(first.status.code(), Some(DONE), "{}", stderr(&first));
 }
 
+/// Issue 19, item 7: a FIFO named like a record hung `pending` and `decide`, a symlinked record
+/// was read through the link, and a record under a name that is no session id was skipped
+/// silently. Now `pending` lists the healthy plan, warns about each of them, and exits 6 at
+/// once; `decide` on the FIFO's session fails at once naming its file.
+#[test]
+fn pending_reports_special_files_symlinks_and_odd_names_as_unreadable_at_once() {
+    let ws = Workspace::new();
+    let (spec, session) = detached(&ws);
+    let dir = Path::new(&spec);
+    let status = Command::new("mkfifo")
+        .arg(dir.join("fifo.pending.json"))
+        .status()
+        .expect("mkfifo");
+    assert!(status.success());
+    std::os::unix::fs::symlink("/etc/passwd", dir.join("link.pending.json")).expect("symlink");
+    std::fs::copy(
+        dir.join(format!("{session}.pending.json")),
+        dir.join("odd name.pending.json"),
+    )
+    .expect("copy");
+
+    let out = cli(&["pending", "--store", &spec], None);
+    assert_eq!(out.status.code(), Some(UNREADABLE), "{}", stderr(&out));
+    let listed = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(listed.lines().count(), 1, "{listed}");
+    assert!(listed.starts_with(&session), "{listed}");
+    let warnings: Vec<String> = stderr(&out)
+        .lines()
+        .filter(|l| l.starts_with("warning: "))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(warnings.len(), 3, "{}", stderr(&out));
+    for (warning, (id, why)) in warnings.iter().zip([
+        ("fifo", "not a regular file"),
+        ("link", "symlink"),
+        ("odd name", "not a session id"),
+    ]) {
+        assert!(
+            warning.contains(&format!("`{id}`")) && warning.contains(why),
+            "{warning}"
+        );
+    }
+    assert!(
+        !stderr(&out).contains("root:"),
+        "nothing read through the link"
+    );
+
+    let fifo = decide(&ws, &spec, "fifo", &["--approve"], None);
+    assert_eq!(fifo.status.code(), Some(RUNTIME_ERROR), "{}", stderr(&fifo));
+    assert!(
+        stderr(&fifo).contains("fifo.pending.json"),
+        "{}",
+        stderr(&fifo)
+    );
+}
+
 /// Issue 10, fault 7: `--store sqlite:` and `sqlite::memory:` printed "decide later with ..."
 /// for a session that went into a throw-away database. Every spec that would lose the session
 /// is a usage error (exit 2) for `run`, `pending` and `decide`, before anything runs.

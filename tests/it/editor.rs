@@ -415,12 +415,13 @@ fn the_event_line_says_an_edited_plan_was_approved() {
     assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
     let shown = String::from_utf8_lossy(&out.stdout);
     let approved = sha256_hex(edited.as_bytes());
+    let line = shown
+        .lines()
+        .find(|l| l.starts_with("tool submit_plan ok: Plan approved. Proceed with implementation following the approved plan.\\u{a}"))
+        .unwrap_or_else(|| panic!("{shown}"));
     assert!(
-        shown.contains(&format!(
-            "tool submit_plan ok: Plan approved. Proceed with implementation following the approved plan. (the edited plan, sha256 {}...)\n",
-            &approved[..12]
-        )),
-        "{shown}"
+        line.ends_with(&format!("(the edited plan, sha256 {}...)", &approved[..12])),
+        "{line}"
     );
 }
 

@@ -697,3 +697,127 @@ async fn writes_and_listings_have_bounds() {
         &out.content[out.content.len() - 80..]
     );
 }
+
+/// Found in issue 19: a write through a symlink that leaves the workspace said `File exists (os
+/// error 17)`. Every way out (a link to an outside file, to an outside folder, absolute or by
+/// `..`, in the workspace or the plans directory) says that the path leads outside, and nothing
+/// outside changes.
+#[tokio::test]
+async fn a_write_through_a_symlink_that_leaves_says_it_leads_outside() {
+    let ws = Workspace::new();
+    let outside = tempfile::tempdir().expect("outside");
+    std::fs::write(outside.path().join("file.txt"), "keep").expect("outside file");
+    std::fs::write(outside.path().join("plan.md"), "keep").expect("outside plan");
+    let link = |to: &Path, at: &str| std::os::unix::fs::symlink(to, ws.path().join(at));
+    link(&outside.path().join("file.txt"), "file-link").expect("symlink");
+    link(outside.path(), "dir-link").expect("symlink");
+    link(&outside.path().join("plan.md"), ".agent/plans/plan-link.md").expect("symlink");
+    link(outside.path(), ".agent/plans/dir-link").expect("symlink");
+    let up: PathBuf = std::iter::repeat_n("..", ws.path().components().count() - 1).collect();
+    let out_rel = outside.path().strip_prefix("/").expect("absolute");
+    link(&up.join(out_rel), "up-link").expect("symlink");
+
+    for path in [
+        "file-link",
+        "dir-link/file.txt",
+        "dir-link/new.txt",
+        "dir-link/sub/new.txt",
+        "up-link/file.txt",
+        "up-link/new.txt",
+    ] {
+        let out = call(&WriteFile, ws.path(), json!({"path": path, "content": "x"})).await;
+        assert!(out.is_error, "write_file {path}: {out:?}");
+        assert!(
+            out.content.contains("leads outside"),
+            "write_file {path}: {}",
+            out.content
+        );
+    }
+    for path in [
+        "plan-link.md",
+        ".agent/plans/plan-link.md",
+        ".agent/plans/dir-link/plan.md",
+        ".agent/plans/dir-link/new.md",
+        ".agent/plans/dir-link/sub/new.md",
+    ] {
+        let out = call(
+            &WritePlan,
+            ws.path(),
+            json!({"path": path, "content": "# P\n"}),
+        )
+        .await;
+        assert!(out.is_error, "write_plan {path}: {out:?}");
+        assert!(
+            out.content.contains("leads outside"),
+            "write_plan {path}: {}",
+            out.content
+        );
+    }
+    let mut names: Vec<_> = std::fs::read_dir(outside.path())
+        .expect("outside")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["file.txt", "plan.md"],
+        "nothing was created outside"
+    );
+    for name in ["file.txt", "plan.md"] {
+        let text = std::fs::read_to_string(outside.path().join(name)).expect("read");
+        assert_eq!(text, "keep", "{name} unchanged");
+    }
+}
+
+/// What the jail promises for hard links that already exist (issue 19; the module docs of
+/// `agent_controller::jail` and the README's jail section): a hard link in the workspace to a
+/// file elsewhere is that file under a second name, so `read_file` and `submit_plan` read it like
+/// any workspace file; no tool writes through it, so the outside file never changes; and no
+/// tool makes one.
+#[tokio::test]
+async fn a_hard_link_that_already_exists_is_read_but_never_written_through() {
+    use agent_controller::tool::submit_plan::read_plan;
+    let ws = Workspace::new();
+    let outside = tempfile::tempdir_in(ws.path().parent().expect("parent")).expect("outside");
+    let secret = outside.path().join("secret.txt");
+    std::fs::write(&secret, "outside text").expect("outside file");
+    std::fs::hard_link(&secret, ws.path().join("link.txt")).expect("hard link");
+    let plan = outside.path().join("plan.md");
+    std::fs::write(&plan, "# Outside plan\n").expect("outside plan");
+    std::fs::hard_link(&plan, ws.path().join(PLANS).join("linked.md")).expect("hard link");
+
+    let out = call(&ReadFile, ws.path(), json!({"path": "link.txt"})).await;
+    assert_eq!(
+        out,
+        ToolOutput::ok("outside text"),
+        "read like a workspace file"
+    );
+    let text = read_plan(ws.path(), &ws.path().join(PLANS), ".agent/plans/linked.md")
+        .expect("a linked plan is read");
+    assert_eq!(text.title, "Outside plan");
+
+    let out = call(
+        &WriteFile,
+        ws.path(),
+        json!({"path": "link.txt", "content": "changed"}),
+    )
+    .await;
+    assert!(out.is_error, "{out:?}");
+    assert!(out.content.contains("other hard links"), "{}", out.content);
+    let out = call(
+        &WritePlan,
+        ws.path(),
+        json!({"path": "linked.md", "content": "# Changed\n"}),
+    )
+    .await;
+    assert!(out.is_error, "{out:?}");
+    assert!(out.content.contains("other hard links"), "{}", out.content);
+    assert_eq!(
+        std::fs::read_to_string(&secret).expect("read"),
+        "outside text"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&plan).expect("read"),
+        "# Outside plan\n"
+    );
+}

@@ -289,6 +289,128 @@ async fn a_corrupt_record_is_a_typed_error() {
     ));
 }
 
+fn mkfifo(path: &Path) {
+    let status = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("mkfifo");
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+/// Issue 19, item 7: a FIFO named like a record hung `pending` and `decide` (the read waited for
+/// a writer), a symlinked record (`link.pending.json -> /etc/passwd`) was followed and read, and
+/// a record whose name is not a session id was skipped silently. Each is reported unreadable,
+/// at once, without reading through the link; loading one is a typed error naming its file.
+#[tokio::test]
+async fn special_files_symlinks_and_odd_names_in_a_file_store_are_unreadable_at_once() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("sessions");
+    let store = FileStore::open(&dir).expect("store");
+    store
+        .save(&record("good", 1, true), None)
+        .await
+        .expect("good");
+    mkfifo(&dir.join("fifo.pending.json"));
+    mkfifo(&dir.join("fifo-run.running.json"));
+    std::fs::create_dir(dir.join("folder.pending.json")).expect("a folder");
+    // A healthy record outside the store, linked in: following the link would list it.
+    let outside = tmp.path().join("outside.json");
+    let linked = serde_json::to_vec(&record("link", 1, true)).expect("json");
+    std::fs::write(&outside, &linked).expect("outside");
+    std::os::unix::fs::symlink(&outside, dir.join("link.pending.json")).expect("symlink");
+    std::os::unix::fs::symlink("/etc/passwd", dir.join("passwd.pending.json")).expect("symlink");
+    // Healthy records under names that are not session ids.
+    let copy = |name: &str| {
+        std::fs::copy(dir.join("good.pending.json"), dir.join(name)).expect("copy");
+    };
+    copy("odd name.pending.json");
+    copy("a.b.running.json");
+    copy(".pending.json");
+
+    let listing = store.list_pending().await.expect("listed, not hung");
+    let listed: Vec<&str> = listing
+        .pending
+        .iter()
+        .map(|p| p.session_id.as_str())
+        .collect();
+    assert_eq!(listed, ["good"]);
+    let mut unreadable: Vec<(&str, &str)> = listing
+        .unreadable
+        .iter()
+        .map(|u| (u.session_id.as_str(), u.reason.as_str()))
+        .collect();
+    unreadable.sort();
+    let names: Vec<&str> = unreadable.iter().map(|(id, _)| *id).collect();
+    assert_eq!(
+        names,
+        [
+            "", "a.b", "fifo", "fifo-run", "folder", "link", "odd name", "passwd"
+        ],
+        "{unreadable:#?}"
+    );
+    for (id, reason) in &unreadable {
+        let why = match *id {
+            "fifo" | "fifo-run" | "folder" => "not a regular file",
+            "link" | "passwd" => "symlink",
+            _ => "not a session id",
+        };
+        assert!(reason.contains(why), "{id}: {reason}");
+    }
+    for u in &listing.unreadable {
+        assert!(u.location.starts_with(&*dir.to_string_lossy()), "{u:?}");
+    }
+
+    for id in ["fifo", "fifo-run", "folder", "link", "passwd"] {
+        match store.load(id).await {
+            Err(StoreError::Corrupt {
+                session_id,
+                message,
+            }) => {
+                assert_eq!(session_id, id);
+                assert!(message.contains(&*dir.to_string_lossy()), "{message}");
+            }
+            other => panic!("load {id}: {other:?}"),
+        }
+    }
+    // A save over a record that cannot be read is refused; the link and its target stay.
+    let saved = store.save(&record("link", 2, false), Some(1)).await;
+    assert!(
+        matches!(saved, Err(StoreError::Corrupt { .. })),
+        "{saved:?}"
+    );
+    assert_eq!(std::fs::read(&outside).expect("outside"), linked);
+    assert!(dir.join("link.pending.json").is_symlink());
+}
+
+/// Issue 19, item 7: the lock stripes are opened without waiting and without following a
+/// symlink too: a FIFO or a symlink in `.locks/` makes a save fail at once, naming it.
+#[tokio::test]
+async fn a_special_file_among_the_lock_stripes_fails_a_save_at_once() {
+    use agent_controller::store::file::LOCK_STRIPES;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("sessions");
+    let store = FileStore::open(&dir).expect("store");
+    let outside = tmp.path().join("outside");
+    std::fs::write(&outside, "keep").expect("outside");
+    for stripe in 0..LOCK_STRIPES {
+        let path = dir.join(".locks").join(format!("{stripe:02}"));
+        if stripe % 2 == 0 {
+            mkfifo(&path);
+        } else {
+            std::os::unix::fs::symlink(&outside, &path).expect("symlink");
+        }
+    }
+    for id in ["a", "b", "c", "d"] {
+        let error = store
+            .save(&record(id, 1, true), None)
+            .await
+            .expect_err("refused, not hung");
+        let message = error.to_string();
+        assert!(message.contains(".locks"), "{message}");
+    }
+    assert_eq!(std::fs::read_to_string(&outside).expect("outside"), "keep");
+}
+
 /// Issue 10, fault 7: `open_store` (the CLI's spec parser) refuses every spec that would keep
 /// sessions in a throw-away database, and a plain SQLite path still opens; a library host can
 /// still ask for an in-memory SQLite store explicitly.

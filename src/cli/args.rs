@@ -1,0 +1,349 @@
+//! The command line: the commands, their flags and the parsers of flag values (clap types).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use agent_controller::diagram::DiagramFormat;
+use agent_controller::store::{StoreError, check_spec};
+use clap::{Args, Parser, Subcommand};
+
+pub(crate) const DEFAULT_CONFIG: &str = "config/modes.toml";
+
+/// `--model`: the built-in scripted model unless a real one is named.
+pub(crate) const MODEL_HELP: &str = "The model: `scripted` (built in, the default) or `openai/MODEL` for an \
+OpenAI-compatible endpoint (`OPENAI_API_KEY`, `OPENAI_BASE_URL`; a mode's `defaultModelId` wins; \
+`openai` alone uses `OPENAI_MODEL`). Needs the `openai` feature.";
+
+/// The exit statuses, in `--help` (README "Exit status" says the same).
+pub(crate) const EXIT_STATUS_HELP: &str = "\
+Exit status:
+  0    done: the run completed (any plan in it approved), or the command succeeded
+  1    runtime error: the model, a tool or the store failed
+  2    invalid config or usage (also `check` finding errors; `decide` with a verdict while several
+       tool calls wait and no --decision names one; --to or --plan-file with a tool call, --always
+       with a plan, or with run or continue)
+  3    not approved: the plan (or the tool call decided last) rejected or expired, or the prompt
+       dismissed without a store; the mode is unchanged and a waiting tool call did not run
+  4    still pending: detached, the prompt dismissed (or `q` at a tool call) with a store, or other
+       tool calls of the same reply still wait; decide later with `decide`
+  5    decision refused: already decided, lost a race, stale --sha256 (a plan's sha256 or a tool
+       call's argsSha256), a --decision that is not pending, changed config, unknown session;
+       `continue` refused: no interrupted run, its lease still runs, or another process won
+  6    `pending`: some stored records cannot be read; the others are listed, each unreadable one
+       is a `warning:` line on stderr (and an {\"unreadable\": ...} line with --json)
+  130  interrupted (Ctrl-C while the model works)
+  141  stdout closed by its reader (`| head`), or a write to it failed (a full disk): the
+       command still did its work (a decided run is carried on and saved) and its output from
+       then on was lost; a write error is reported on stderr with the status it would have had";
+
+/// The prompt's grammar, in `run --help` and `decide --help`.
+pub(crate) const PROMPT_HELP: &str = "\
+The prompt (without --approve or --reject) shows the plan on stderr and reads stdin:
+  y, yes       approve (any case), to the first target
+  1, 2, ...    when the plan lists several targets (`transitionsTo = [\"build\", \"build-auto\"]`):
+  MODE         approve to that listed target, by its number or its mode id
+  n, no        reject
+  e            edit the plan in $VISUAL or $EDITOR (else vi), see what the edit changed, then:
+                 y (or a listed number or mode id) approves the edited text, e edits again,
+                 d discards the edit; the approval is pinned to the sha256 of the plan shown
+  p            on a revision shown as its diff: show the whole plan
+  approve, ok, okay, accept, lgtm, sure, reject, deny, ... (one word that looks like a decision)
+               asks again, with a hint
+  other text   reject, with the text as feedback (the model revises and submits again)
+  end of input, Ctrl-C
+               no decision: a stored plan stays pending (exit 4); without a store the run
+               ends unapproved and the mode is unchanged (exit 3)
+The answer is pinned to the sha256 of the plan shown.
+
+A tool call that waits for approval (the mode's `requireApproval`) is shown with its tool, its
+argsSha256 and every argument (pretty-printed JSON, control characters escaped, shortest value
+first, the values sharing 60 lines and 4000 characters, a long one cut in its middle); each
+waiting call is asked about in turn, also after `run --approve` (which decides plans only), and
+the run carries on once all are decided:
+  y, yes       run the call
+  a            run it, and always allow this tool until the mode changes (a manual switch or an
+               approved plan); the other calls of the tool waiting in the reply run with it
+  n, no        reject: the call does not run; the model is told it was not approved
+  f            reject with feedback, typed on the next line (an empty line goes back)
+  other text   reject, with the text as feedback
+  q            leave it pending: decide it later with `decide --decision ID` (exit 4 with a store;
+               without one the run ends unapproved, exit 3)
+  end of input, Ctrl-C
+               as q
+The answer is pinned to the call's argsSha256.";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "agent-controller",
+    version,
+    about = "Plan/build mode controller for agent harnesses",
+    after_help = EXIT_STATUS_HELP
+)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+    /// Trace runs, model calls, tool calls, decisions and saves on stderr at this level.
+    #[arg(long, global = true, value_enum, default_value_t = LogLevel::Off)]
+    pub(crate) log_level: LogLevel,
+}
+
+/// Which JSON Schema `schema` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum SchemaKind {
+    /// The mode config file (`config/modes.schema.json`).
+    Config,
+    /// A decision a host sends (`config/decision.schema.json`).
+    Decision,
+    /// One pending decision, as `pending --json` prints it.
+    Pending,
+    /// The audit record of a settled decision (`decision` in events).
+    Decided,
+}
+
+/// How much the library's `tracing` spans and events print (`--log-level`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum LogLevel {
+    Off,
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Validate a mode config and print its modes, default mode and hand-over edges; on errors,
+    /// print every one of them with its source line.
+    Check {
+        /// The config file.
+        #[arg(default_value = DEFAULT_CONFIG)]
+        config: PathBuf,
+    },
+    /// Draw the modes and the hand-over edges (default and planning modes marked).
+    Graph {
+        /// The config file.
+        #[arg(default_value = DEFAULT_CONFIG)]
+        config: PathBuf,
+        /// The output format.
+        #[arg(long, default_value = "mermaid", value_parser = parse_format)]
+        format: DiagramFormat,
+    },
+    /// Print a JSON Schema: of the config format (for editor completion and validation), or of
+    /// the JSON a host exchanges: a decision it sends, a `pending --json` line or a decision's
+    /// audit record it reads.
+    Schema {
+        /// Which schema.
+        #[arg(value_enum, default_value_t = SchemaKind::Config)]
+        of: SchemaKind,
+    },
+    /// Run one session (with the built-in scripted model, or a real one with --model).
+    #[command(after_help = format!("{PROMPT_HELP}\n\n{EXIT_STATUS_HELP}"))]
+    Run(RunArgs),
+    /// List the plans and the tool calls waiting for a decision in a session store (a tool call
+    /// with its tool, every argument on one line, neutralized, the values sharing 200 characters
+    /// and a longer value cut in its middle, its argsSha256 and the tools the session always allows), then the interrupted runs (a
+    /// run whose process stopped and whose lease ended: `continue` carries it on). A stored
+    /// record that cannot be read is not listed: it is a `warning:` line on stderr, and the exit
+    /// status is 6.
+    #[command(after_help = EXIT_STATUS_HELP)]
+    Pending {
+        /// The store: a directory, `sqlite:FILE`, or `postgres://USER@HOST:PORT/DB`.
+        #[arg(long, value_parser = parse_store)]
+        store: String,
+        /// Print one JSON object per line.
+        #[arg(long)]
+        json: bool,
+        /// Keep going: after the plans pending now, print each new one as it arrives, until
+        /// Ctrl-C (a `postgres://` store; it hears about them through LISTEN/NOTIFY).
+        #[arg(long)]
+        watch: bool,
+    },
+    /// Decide a pending plan, or a tool call waiting for approval, from a session store, in a
+    /// fresh process, and carry the run on. With --approve or --reject and several tool calls
+    /// waiting, name one with --decision (else exit 2, listing their ids); without them the
+    /// prompt asks about each waiting call in turn.
+    #[command(after_help = format!("{PROMPT_HELP}\n\n{EXIT_STATUS_HELP}"))]
+    Decide(DecideArgs),
+    /// Carry on an interrupted run from a session store, in a fresh process: a run whose process
+    /// stopped after a save (killed during `decide`, say), once its lease has ended (`pending`
+    /// lists it). Takes the lease first: of racing continuers one wins, the others are refused
+    /// (exit 5), as is a run whose lease still runs. Tool calls are never run twice.
+    #[command(after_help = format!("{PROMPT_HELP}\n\n{EXIT_STATUS_HELP}"))]
+    Continue(ContinueArgs),
+    /// Property-test a mode config with the built-in tools: explore every reachable state of a
+    /// session and run the random state-machine test against the reference model; print the
+    /// coverage (states, transitions, cases, seed). Exit 1 when the controller diverges.
+    Verify(VerifyArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct VerifyArgs {
+    /// The config file.
+    #[arg(default_value = DEFAULT_CONFIG)]
+    pub(crate) config: PathBuf,
+    /// Random operation sequences to run (default: `PROPTEST_CASES`, else 256).
+    #[arg(long)]
+    pub(crate) cases: Option<u32>,
+    /// The seed of the random test (every run prints its seed: give it to replay a failure).
+    #[arg(long)]
+    pub(crate) seed: Option<u64>,
+    /// Keep failing cases in this file, replayed first next time (default:
+    /// proptest-regressions/agent-controller-check.txt).
+    #[arg(long)]
+    pub(crate) regressions: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DecideArgs {
+    /// The store: a directory, `sqlite:FILE`, or `postgres://USER@HOST:PORT/DB`.
+    #[arg(long, value_parser = parse_store)]
+    pub(crate) store: String,
+    /// The session whose pending plan or tool call to decide.
+    pub(crate) session: String,
+    /// Decide only this decision (`decision_N`, as `pending` and the `tool_suspended` event show
+    /// it): the pending plan, or one of the tool calls waiting for approval; an id that is not
+    /// pending is refused (exit 5) and nothing changes.
+    #[arg(long, value_name = "ID")]
+    pub(crate) decision: Option<String>,
+    #[command(flatten)]
+    pub(crate) common: SessionArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ContinueArgs {
+    /// The store: a directory, `sqlite:FILE`, or `postgres://USER@HOST:PORT/DB`.
+    #[arg(long, value_parser = parse_store)]
+    pub(crate) store: String,
+    /// The session whose interrupted run to carry on.
+    pub(crate) session: String,
+    #[command(flatten)]
+    pub(crate) common: SessionArgs,
+}
+
+/// Options `run`, `decide` and `continue` share: where the config and workspace are, how plans
+/// are decided, how events are printed, which model runs, and the lease of a running run.
+#[derive(Debug, Args)]
+pub(crate) struct SessionArgs {
+    /// The config file [default: config/modes.toml in the workspace].
+    #[arg(long)]
+    pub(crate) config: Option<PathBuf>,
+    /// The workspace the tools work in [`run`: default `.`]. `decide` and `continue` act in the
+    /// workspace the session recorded when it started: without this flag they take it from the
+    /// record, and this flag naming another directory is refused (exit 2).
+    #[arg(long)]
+    pub(crate) workspace: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) decision: DecisionArgs,
+    /// Print one JSON event per line on stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
+    #[arg(long, default_value = "scripted", help = MODEL_HELP)]
+    pub(crate) model: String,
+    /// The lease of a run this process carries on, in seconds (renewed while it works): if the
+    /// process stops, the run is interrupted once the lease ends, and `continue` carries it on.
+    #[arg(long, value_name = "SECONDS", default_value = "30", value_parser = parse_lease)]
+    pub(crate) lease: Duration,
+}
+
+/// `--lease`: a positive number of seconds (fractions allowed).
+pub(crate) fn parse_lease(text: &str) -> Result<Duration, String> {
+    match text.trim().parse::<f64>() {
+        Ok(secs) if secs.is_finite() && secs > 0.0 && secs <= 86_400.0 => {
+            Ok(Duration::from_secs_f64(secs))
+        }
+        _ => Err("a lease is a number of seconds above 0, at most 86400".to_owned()),
+    }
+}
+
+/// The decision flags of `run` and `decide`: a verdict flag takes no value, so a word after it is
+/// never taken for feedback (`run --reject "Add dark mode"` plans "Add dark mode").
+#[derive(Debug, Args)]
+pub(crate) struct DecisionArgs {
+    /// Approve the plan without asking (with `decide`: the plan or the tool call it decides; with
+    /// `run` and `continue`: every plan, never a tool call, which is asked about at the prompt
+    /// or, with a store and no answer, left pending, exit 4).
+    #[arg(long, group = "verdict")]
+    pub(crate) approve: bool,
+    /// Reject the plan without asking (which decision as for --approve).
+    #[arg(long, group = "verdict")]
+    pub(crate) reject: bool,
+    /// A note for the model with --approve or --reject (a rejection with feedback makes the model
+    /// revise and submit again).
+    #[arg(long, value_name = "TEXT", requires = "verdict")]
+    pub(crate) feedback: Option<String>,
+    /// Decide only the plan with this SHA-256, or the tool call with this argsSha256 (64 hex
+    /// digits, as `pending` and the `tool_suspended` event show it); any other is refused (exit
+    /// 5) and nothing changes.
+    #[arg(long, value_name = "HASH", value_parser = parse_sha256)]
+    pub(crate) sha256: Option<String>,
+    /// Who decides, recorded as `decidedBy` in the session record and the events (default: the
+    /// OS user from $USER or $LOGNAME, else `unknown`); also for answers typed at the prompt.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) by: Option<String>,
+    /// With --approve: hand the plan over to this mode instead of the first target. It must be
+    /// one of the targets the planning mode's `transitionsTo` lists (as `pending` and the
+    /// `tool_suspended` event show them); any other is refused (exit 5) and nothing changes.
+    #[arg(long, value_name = "MODE", requires = "approve")]
+    pub(crate) to: Option<String>,
+    /// With --approve: approve the plan as edited in this file (a regular file, at most 1 MiB,
+    /// UTF-8, not blank): the next mode receives its text; --sha256 still names the plan shown.
+    #[arg(long, value_name = "FILE", requires = "approve")]
+    pub(crate) plan_file: Option<PathBuf>,
+    /// With `decide --approve` of a tool call that waits for approval: also allow its tool until the
+    /// mode changes (a manual switch or an approved plan): the other calls of the tool waiting in
+    /// the reply are approved with it, and later calls run without waiting. A plan cannot be
+    /// always allowed: `decide --always` on a plan is refused (exit 2) and nothing changes.
+    #[arg(long, requires = "approve", conflicts_with = "reject")]
+    pub(crate) always: bool,
+    /// The text of --plan-file, read and checked once before anything is decided.
+    #[arg(skip)]
+    pub(crate) edited: Option<String>,
+}
+
+/// `--store`: a spec [`check_spec`] accepts, so one that would lose the session is a usage
+/// error (exit 2) before anything runs.
+pub(crate) fn parse_store(text: &str) -> Result<String, String> {
+    match check_spec(text) {
+        Ok(()) => Ok(text.to_owned()),
+        Err(StoreError::InvalidSpec { reason, .. }) => Err(reason),
+        Err(other) => Err(other.to_string()),
+    }
+}
+
+pub(crate) fn parse_sha256(text: &str) -> Result<String, String> {
+    let hash = text.trim().to_ascii_lowercase();
+    if hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(hash)
+    } else {
+        Err("a SHA-256 is 64 hex digits".to_owned())
+    }
+}
+
+pub(crate) fn parse_format(text: &str) -> Result<DiagramFormat, String> {
+    text.parse()
+        .map_err(|_| format!("unknown format `{text}`: use mermaid or dot"))
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    #[command(flatten)]
+    pub(crate) common: SessionArgs,
+    /// The mode to start in (default: the config's default mode).
+    #[arg(long)]
+    pub(crate) mode: Option<String>,
+    /// A plan file to submit as is (copied into the plans directory when outside it).
+    #[arg(long)]
+    pub(crate) plan: Option<PathBuf>,
+    /// Persist the session in this store (a directory, `sqlite:FILE`, or
+    /// `postgres://USER@HOST:PORT/DB`; throw-away databases such as `sqlite::memory:` are
+    /// refused).
+    #[arg(long, value_parser = parse_store)]
+    pub(crate) store: Option<String>,
+    /// With --store: stop once a plan is suspended and print the session and run ids.
+    #[arg(long, requires = "store")]
+    pub(crate) detach: bool,
+    /// The user's message.
+    #[arg(default_value = "Plan the next change")]
+    pub(crate) prompt: String,
+}

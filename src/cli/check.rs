@@ -1,0 +1,100 @@
+//! `check`: validates a mode config and prints its modes, default mode and hand-over edges.
+
+use std::path::Path;
+
+use agent_controller::display::{neutralize, neutralize_line};
+use agent_controller::{RequireApproval, ToolRegistry, config};
+
+use crate::cli::exit::{Exit, Failure, Outcome};
+use crate::cli::setup::load;
+
+pub(crate) fn check(path: &Path) -> Outcome {
+    let origin = path.display().to_string();
+    let text = config::read(path).map_err(|e| Failure::invalid(neutralize(&e.to_string())))?;
+    let tools = ToolRegistry::with_workspace_tools();
+    let names: Vec<&str> = tools.names().collect();
+    let errors = config::check_with_tool_names(&text, &origin, &names);
+    let warnings = config::warnings_with_tools(&text, &origin, &tools);
+    let mut reports: Vec<(&str, &config::ConfigError)> = errors
+        .iter()
+        .map(|e| ("error", e))
+        .chain(warnings.iter().map(|w| ("warning", w)))
+        .collect();
+    reports.sort_by_key(|(_, e)| e.location());
+    for (level, report) in &reports {
+        note!("{level}: {}\n", neutralize(&report.to_string()));
+    }
+    let origin = neutralize_line(&origin);
+    if !errors.is_empty() {
+        note!("{origin}: {}", counted(errors.len(), "error"));
+        return Ok(Exit::Invalid);
+    }
+    let (graph, _) = load(path)?;
+    let default = graph.default_mode_id();
+    let warned = if warnings.is_empty() {
+        String::new()
+    } else {
+        format!(", {}", counted(warnings.len(), "warning"))
+    };
+    say!("{origin}: ok, {}{warned}", counted(graph.len(), "mode"));
+    for id in graph.ids() {
+        let mode = graph.mode(id);
+        let mut marks = Vec::new();
+        if id == default {
+            marks.push("default");
+        }
+        if mode.is_planning() {
+            marks.push("planning");
+        }
+        let tools = match mode.available_tools() {
+            Some(list) => list.iter().map(|t| &**t).collect::<Vec<_>>().join(", "),
+            None if mode.is_planning() => "all read-only and plan tools".to_owned(),
+            None => "all".to_owned(),
+        };
+        let marks = if marks.is_empty() {
+            String::new()
+        } else {
+            format!(" [{}]", marks.join(", "))
+        };
+        let approval = match mode.require_approval() {
+            RequireApproval::None => String::new(),
+            RequireApproval::All => "  requireApproval: every tool".to_owned(),
+            RequireApproval::Tools(list) => format!(
+                "  requireApproval: {}",
+                list.iter().map(|t| &**t).collect::<Vec<_>>().join(", ")
+            ),
+        };
+        let timeout = mode
+            .approval_timeout()
+            .map(|t| format!("  approvalTimeout: {t}"))
+            .unwrap_or_default();
+        say!(
+            "  {} ({}){marks}  tools: {}{}{timeout}",
+            mode.id(),
+            neutralize_line(mode.name()),
+            neutralize_line(&tools),
+            neutralize_line(&approval)
+        );
+    }
+    say!("default mode: {}", graph.default_mode().id());
+    say!("hand-over edges (on approval):");
+    for (from, to) in graph.transition_edges() {
+        let chosen = if to == graph.transition_target(from) {
+            ""
+        } else {
+            " (when chosen at approval)"
+        };
+        say!(
+            "  {} -> {}{chosen}",
+            graph.mode(from).id(),
+            graph.mode(to).id()
+        );
+    }
+    Ok(Exit::Done)
+}
+
+/// `1 mode`, `2 modes`.
+pub(crate) fn counted(count: usize, noun: &str) -> String {
+    let s = if count == 1 { "" } else { "s" };
+    format!("{count} {noun}{s}")
+}

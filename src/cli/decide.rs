@@ -1,0 +1,160 @@
+//! `decide`: decides a pending plan or a waiting tool call from a session store and carries the run on.
+
+use agent_controller::display::neutralize_line;
+use agent_controller::model::scripted::ScriptedModel;
+use agent_controller::{DecisionOutcome, PendingDecision, Session, SessionError, SessionOptions};
+
+use crate::cli::args::{DecideArgs, DecisionArgs};
+use crate::cli::decider::{Decider, waiting};
+use crate::cli::events::event_printer;
+use crate::cli::exit::{Failure, Outcome};
+use crate::cli::prompt::Prompt;
+use crate::cli::setup::{
+    check_workspace, config_path, controller, load, model_for, open_existing, recorded_workspace,
+    runtime,
+};
+
+pub(crate) fn decide(mut args: DecideArgs) -> Outcome {
+    if let Some(named) = &args.common.workspace {
+        check_workspace(named)?;
+    }
+    args.common.decision.read_plan_file()?;
+    let store = open_existing(&args.store)?;
+    let workspace = recorded_workspace(&*store, &args.session, args.common.workspace.as_deref())?;
+    let config = config_path(&args.common, &workspace);
+    let (graph, tools) = load(&config)?;
+    let model = model_for(
+        &args.common.model,
+        args.common.json,
+        None,
+        ScriptedModel::new(),
+    )?;
+    let controller = controller(
+        &args.common,
+        &workspace,
+        &config,
+        (graph.clone(), tools),
+        model,
+        Some(store),
+    )?;
+    let json = args.common.json;
+    let flags = &args.common.decision;
+    runtime()?.block_on(async {
+        let options = SessionOptions::new().on_event(event_printer(json, graph.clone()));
+        let mut session = controller.restore_session(&args.session, options).await?;
+        let idle = DecisionArgs {
+            approve: false,
+            reject: false,
+            feedback: None,
+            sha256: None,
+            by: None,
+            to: None,
+            plan_file: None,
+            always: false,
+            edited: None,
+        };
+        let waiting = waiting(&session);
+        if waiting.is_empty() {
+            if let Some(expired) = expired_now(&session, args.decision.as_deref()) {
+                return Err(expired);
+            }
+            return Err(Failure::refused(format!(
+                "session {} has nothing pending (already decided?)",
+                neutralize_line(&args.session)
+            )));
+        }
+        let chosen = choose(&args, &waiting)?;
+        for pending in &chosen {
+            flags.check(pending)?;
+        }
+        let mut prompt = (!flags.decides()).then(|| Prompt::new(graph));
+        let mut decider = Decider {
+            flags,
+            prompt: prompt.as_mut(),
+            flags_decide_tool_calls: true,
+            json,
+            store: Some(&args.store),
+            detach: false,
+            last: None,
+        };
+        let outcome = match decider.decide_each(&mut session, &chosen).await? {
+            Ok(outcome) => outcome,
+            Err(exit) => return Ok(exit),
+        };
+        // What the run asks next (other calls still waiting, a plan resubmitted after feedback)
+        // is a new decision: it waits for the next `decide`.
+        decider.flags = &idle;
+        decider.prompt = None;
+        decider.until_done(&mut session, outcome).await
+    })
+}
+
+/// What `decide` decides among `waiting`: the one `--decision` names; else with a verdict flag
+/// the only one waiting (more than one is a usage error, exit 2, listing their ids: name one
+/// with `--decision`); else (the prompt) each in turn. An id that is not waiting is refused
+/// (exit 5).
+pub(crate) fn choose(
+    args: &DecideArgs,
+    waiting: &[PendingDecision],
+) -> Result<Vec<PendingDecision>, Failure> {
+    let listed = || {
+        waiting
+            .iter()
+            .map(|c| match c {
+                PendingDecision::ToolCall(call) => format!(
+                    "{} ({}, argsSha256 {})",
+                    neutralize_line(call.decision_id()),
+                    neutralize_line(call.tool_name()),
+                    neutralize_line(call.args_sha256())
+                ),
+                _ => format!("`{}`", neutralize_line(c.decision_id())),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let plan = waiting.iter().any(|p| p.as_plan().is_some());
+    match args.decision.as_deref() {
+        Some(id) => match waiting.iter().find(|c| c.decision_id() == id) {
+            Some(pending) => Ok(vec![pending.clone()]),
+            None if plan => Err(Failure::refused(format!(
+                "session {} has no pending decision `{}`: the pending one is {}; nothing was decided",
+                neutralize_line(&args.session),
+                neutralize_line(id),
+                listed()
+            ))),
+            None => Err(Failure::refused(format!(
+                "session {} has no pending decision `{}`: the tool calls waiting are {}; nothing was decided",
+                neutralize_line(&args.session),
+                neutralize_line(id),
+                listed()
+            ))),
+        },
+        None if waiting.len() > 1 && args.common.decision.decides() => {
+            Err(Failure::invalid(format!(
+                "session {} has {} tool calls waiting for approval: name the one to decide with --decision ID: {}; nothing was decided",
+                neutralize_line(&args.session),
+                waiting.len(),
+                listed()
+            )))
+        }
+        None => Ok(waiting.to_vec()),
+    }
+}
+
+/// The refusal of `decide` when the plan it would decide expired (its deadline passed before
+/// any decision): the latest settled decision (or the one `--decision` names) is an expiry.
+pub(crate) fn expired_now(session: &Session, decision: Option<&str>) -> Option<Failure> {
+    let history = session.decision_history();
+    let record = match decision {
+        Some(id) => history.iter().rfind(|d| d.decision_id == id)?,
+        None => history.last()?,
+    };
+    (record.outcome == Some(DecisionOutcome::Expired)).then(|| {
+        let error = SessionError::Expired {
+            decision_id: record.decision_id.clone(),
+            deadline_at: record.decided_at.clone().unwrap_or_default(),
+            tool_name: record.tool_name.clone(),
+        };
+        Failure::from(error)
+    })
+}

@@ -1,0 +1,272 @@
+//! Deciding what a run suspends on until it ends: with the decision flags, else the prompt.
+
+use agent_controller::display::{neutralize, neutralize_line};
+use agent_controller::store::display_spec;
+use agent_controller::terminal::Style;
+use agent_controller::{
+    Decision, DecisionAction, PendingDecision, RunOutcome, RunState, Session, SessionError,
+};
+
+use crate::cli::args::DecisionArgs;
+use crate::cli::exit::{Exit, Failure, Outcome};
+use crate::cli::prompt::Prompt;
+
+/// Decides suspended plans until the run ends: with the decision flags, else with the prompt.
+pub(crate) struct Decider<'a> {
+    pub(crate) flags: &'a DecisionArgs,
+    pub(crate) prompt: Option<&'a mut Prompt>,
+    /// Whether the verdict flags decide tool calls too (`decide`, which names the call), or only
+    /// plans (`run`, `continue`: the user never saw the calls the run goes on to make, so each is
+    /// asked about at the prompt, or left pending).
+    pub(crate) flags_decide_tool_calls: bool,
+    pub(crate) json: bool,
+    /// The store spec, when the session is stored.
+    pub(crate) store: Option<&'a str>,
+    /// Stop at the first suspension (the plan stays pending in the store).
+    pub(crate) detach: bool,
+    /// The last decision taken in this process.
+    pub(crate) last: Option<DecisionAction>,
+}
+
+impl Decider<'_> {
+    /// Answers suspended plans and tool calls waiting for approval until the run ends and tells
+    /// how it ended. What waits stays pending (exit 4) when detaching, when there is neither a
+    /// prompt nor a flag decision (a revision after `decide`), or when the prompt is dismissed
+    /// (or `q` at a tool call) with a store; a prompt dismissed without a store aborts the run,
+    /// not approved (exit 3). Ctrl-C while the model works stops the run.
+    pub(crate) async fn until_done(
+        &mut self,
+        session: &mut Session,
+        mut outcome: RunOutcome,
+    ) -> Outcome {
+        let out_style = Style::for_stdout();
+        while outcome.state() == RunState::Suspended {
+            if self.detach {
+                return Ok(self.leave(session));
+            }
+            let waiting = waiting(session);
+            outcome = match self.decide_each(session, &waiting).await? {
+                Ok(next) => next,
+                Err(exit) => return Ok(exit),
+            };
+        }
+        finish(session, self.json, &out_style);
+        Ok(match outcome {
+            RunOutcome::Failed { error, .. } => {
+                note!("error: {}", neutralize(error.message()));
+                Exit::RuntimeError
+            }
+            _ if self.last == Some(DecisionAction::Rejected) => Exit::NotApproved,
+            _ => Exit::Done,
+        })
+    }
+
+    /// Applies one decision and returns the run's next outcome, or `Err(exit)` when Ctrl-C
+    /// interrupted the run it carried on.
+    pub(crate) async fn apply(
+        &mut self,
+        session: &mut Session,
+        decision_id: &str,
+        decision: Decision,
+    ) -> Result<Result<RunOutcome, Exit>, Failure> {
+        let next = tokio::select! {
+            next = session.decide(decision_id, decision) => Some(next),
+            _ = tokio::signal::ctrl_c() => None,
+        };
+        let Some(next) = next else {
+            return Ok(Err(interrupted(session).await));
+        };
+        next.map(Ok).map_err(|e| match self.store {
+            Some(store) => lost_race(e, store),
+            None => e.into(),
+        })
+    }
+
+    /// Decides `pending` (a plan, or tool calls waiting for approval) one by one, in the
+    /// model's order: with the flags (a plan's always; a tool call's only when
+    /// `flags_decide_tool_calls`), else at the prompt. Returns the outcome after the last
+    /// decision (the run carries on once all of its waiting calls are decided), or `Err(exit)`
+    /// when one was left undecided (pending with a store, exit 4; without one the run is
+    /// aborted, exit 3) or Ctrl-C interrupted the run.
+    pub(crate) async fn decide_each(
+        &mut self,
+        session: &mut Session,
+        pending: &[PendingDecision],
+    ) -> Result<Result<RunOutcome, Exit>, Failure> {
+        let out_style = Style::for_stdout();
+        let mut outcome = None;
+        for (at, waiting) in pending.iter().enumerate() {
+            // An "always allow" on an earlier call of this tool decided it: not asked again.
+            if let Some(allowance) = allowed_by(session, waiting.decision_id()) {
+                note!(
+                    "tool call {} of {} ({}, decision {}) runs: always allowed by decision {}",
+                    at + 1,
+                    pending.len(),
+                    neutralize_line(waiting.tool_name()),
+                    neutralize_line(waiting.decision_id()),
+                    neutralize_line(&allowance)
+                );
+                continue;
+            }
+            let flags_decide = waiting.as_plan().is_some() || self.flags_decide_tool_calls;
+            let fixed = if flags_decide {
+                self.flags.check(waiting)?;
+                self.flags.fixed(waiting)
+            } else {
+                None
+            };
+            let decision = match fixed {
+                Some(decision) => decision,
+                None => {
+                    let Some(prompt) = self.prompt.as_deref_mut() else {
+                        return Ok(Err(self.leave(session)));
+                    };
+                    match prompt.ask(session, waiting, at + 1, pending.len()).await {
+                        Some(decision) => self.flags.signed(decision),
+                        None if self.store.is_some() => {
+                            return Ok(Err(self.leave(session)));
+                        }
+                        None => {
+                            session.abort().await?;
+                            finish(session, self.json, &out_style);
+                            return Ok(Err(Exit::NotApproved));
+                        }
+                    }
+                }
+            };
+            self.last = Some(decision.action);
+            match self.apply(session, waiting.decision_id(), decision).await? {
+                Ok(next) => outcome = Some(next),
+                Err(exit) => return Ok(Err(exit)),
+            }
+        }
+        match outcome {
+            Some(next) => Ok(Ok(next)),
+            // Nothing waited (another process decided them): say what is left.
+            None => Ok(Err(self.leave(session))),
+        }
+    }
+
+    /// Says what waits (the plan, or the tool calls) and how to decide it later; it stays
+    /// pending in the store.
+    pub(crate) fn leave(&self, session: &Session) -> Exit {
+        let store = self.store.unwrap_or("STORE");
+        let waiting = waiting(session);
+        let run_id = waiting
+            .first()
+            .map_or_else(String::new, |c| neutralize_line(c.run_id()).into_owned());
+        let plan = waiting.first().and_then(PendingDecision::as_plan);
+        if !self.json {
+            match plan {
+                Some(plan) => say!(
+                    "suspended: session {} run {run_id} decision {}",
+                    session.id(),
+                    neutralize_line(plan.decision_id())
+                ),
+                None => {
+                    let listed: Vec<String> = waiting
+                        .iter()
+                        .map(|c| {
+                            format!(
+                                "{} ({})",
+                                neutralize_line(c.decision_id()),
+                                neutralize_line(c.tool_name())
+                            )
+                        })
+                        .collect();
+                    say!(
+                        "suspended: session {} run {run_id} tool calls wait for approval: {}",
+                        session.id(),
+                        listed.join(", ")
+                    );
+                }
+            }
+        }
+        let (what, flags) = match (plan, waiting.len()) {
+            (Some(_), _) => (
+                "the plan stays pending; decide later",
+                "--approve [--to MODE] | --reject",
+            ),
+            (None, 1) => (
+                "the tool call stays pending; decide it later",
+                "--approve [--always] | --reject",
+            ),
+            (None, _) => (
+                "the tool calls stay pending; decide each later",
+                "--approve [--always] | --reject",
+            ),
+        };
+        let id = match waiting.as_slice() {
+            [one] => neutralize_line(one.decision_id()).into_owned(),
+            _ => "ID".to_owned(),
+        };
+        note!(
+            "{what} with: agent-controller decide --store {} {} --decision {id} ({flags}) [--feedback TEXT]",
+            neutralize_line(&display_spec(store)),
+            session.id()
+        );
+        Exit::Pending
+    }
+}
+
+/// The decision id of the "always allow" that decided tool call `decision_id` with another call
+/// of its reply ([`agent_controller::DecidedRecord::allowed_by`]), while the run still waits or
+/// once it carried on; `None` when no allowance decided it.
+pub(crate) fn allowed_by(session: &Session, decision_id: &str) -> Option<String> {
+    let waiting = session
+        .pending()
+        .iter()
+        .filter(|c| c.decision_id() == decision_id)
+        .filter_map(PendingDecision::decision);
+    let settled = session
+        .decision_history()
+        .iter()
+        .filter(|d| d.decision_id == decision_id);
+    waiting.chain(settled).find_map(|d| d.allowed_by.clone())
+}
+
+/// What `session` waits on and is not decided yet (the plan, or tool calls in the model's
+/// order).
+pub(crate) fn waiting(session: &Session) -> Vec<PendingDecision> {
+    session
+        .pending()
+        .iter()
+        .filter(|c| c.is_waiting())
+        .cloned()
+        .collect()
+}
+
+/// Ends what a Ctrl-C outside the prompt interrupted and says where it left the session. The
+/// run's future was dropped, so [`Session::settle`] records the run as aborted (a result for
+/// each open tool call, `agent_end`) and saves it: a stored session is left consistent, not as
+/// it was before the run.
+pub(crate) async fn interrupted(session: &mut Session) -> Exit {
+    if let Err(error) = session.settle().await {
+        note!("\ninterrupted: the aborted run could not be saved: {error}");
+    }
+    note!("\ninterrupted: the mode stays `{}`", session.mode().id());
+    Exit::Interrupted
+}
+
+/// A decision that lost to another writer (a decision or revision saved after this process
+/// loaded the session) says so and what to do; nothing was decided.
+pub(crate) fn lost_race(error: SessionError, store: &str) -> Failure {
+    if !error.is_conflict() {
+        return error.into();
+    }
+    Failure::refused(format!(
+        "{error}: the plan was decided or revised by someone else after it was loaded here, so this decision was not applied; see what is pending now with: agent-controller pending --store {}",
+        neutralize_line(&display_spec(store))
+    ))
+}
+
+/// The closing line: the mode the session ends in.
+pub(crate) fn finish(session: &Session, json: bool, style: &Style) {
+    if !json {
+        if style.is_colored() {
+            say!("mode: {}", style.mode_label(session.mode()));
+        } else {
+            say!("mode: {}", session.mode().id());
+        }
+    }
+}

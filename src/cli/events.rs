@@ -1,0 +1,159 @@
+//! The event lines `run`, `decide` and `continue` print: JSON, or readable text.
+
+use std::sync::Arc;
+
+use agent_controller::display::{arguments_line, json_line, neutralize_line};
+use agent_controller::terminal::Style;
+use agent_controller::{Event, ModeGraph, Suspension};
+
+use crate::cli::text::{
+    PENDING_ARGS_MAX_CHARS, deadline_note, deadline_note_of, short_sha256, targets_text,
+};
+
+/// The event subscriber of `run` and `decide`: JSON lines, or readable lines where modes show as
+/// their coloured labels on a terminal. Text from the model, tools and files is neutralised.
+pub(crate) fn event_printer(json: bool, graph: ModeGraph) -> impl FnMut(&Event) + Send + 'static {
+    let style = Style::for_stdout();
+    let mut started: Vec<Arc<str>> = Vec::new();
+    move |event| {
+        // A run resumed after a decision starts again with the same id: say "resumed".
+        let resumed = match event {
+            Event::AgentStart { run_id, .. } if started.contains(run_id) => true,
+            Event::AgentStart { run_id, .. } => {
+                started.push(run_id.clone());
+                false
+            }
+            _ => false,
+        };
+        print_event(event, json, &graph, &style, resumed)
+    }
+}
+
+pub(crate) fn print_event(
+    event: &Event,
+    json: bool,
+    graph: &ModeGraph,
+    style: &Style,
+    resumed: bool,
+) {
+    if json {
+        if let Ok(line) = json_line(event) {
+            say!("{line}");
+        }
+        return;
+    }
+    if let Some(line) = event_line(event, graph, style, resumed) {
+        say!("{line}");
+    }
+}
+
+/// One event as a readable line; model-, tool- and file-derived text through [`neutralize_line`].
+pub(crate) fn event_line(
+    event: &Event,
+    graph: &ModeGraph,
+    style: &Style,
+    resumed: bool,
+) -> Option<String> {
+    // On a terminal, modes show as their coloured labels; piped output keeps the bare ids.
+    let mode = |id: &str| match graph.get(id) {
+        Some(m) if style.is_colored() => style.mode_label(graph.mode(m)),
+        _ => neutralize_line(id).into_owned(),
+    };
+    let line = |text: &str| neutralize_line(text).into_owned();
+    Some(match event {
+        Event::SessionStarted {
+            session_id,
+            mode_id,
+        } => format!(
+            "session {} started in mode {}",
+            line(session_id),
+            mode(mode_id)
+        ),
+        Event::AgentStart { run_id, mode_id } => {
+            let verb = if resumed { "resumed" } else { "started" };
+            format!("[{}] {verb} in mode {}", line(run_id), mode(mode_id))
+        }
+        Event::AssistantMessage { text, .. } => format!("model: {}", line(text)),
+        Event::ToolStart {
+            tool_name, args, ..
+        } => format!(
+            "tool {} {}",
+            line(tool_name),
+            arguments_line(args, PENDING_ARGS_MAX_CHARS)
+        ),
+        Event::ToolSuspended {
+            suspend_payload: Suspension::ToolCall(call),
+            ..
+        } => {
+            let by = deadline_note_of(call.approval_timeout.as_deref(), call.deadline_at_ms)
+                .map_or(String::new(), |note| format!(" {}", line(&note)));
+            format!(
+                "tool call waits for approval: {} {} (decision {}, argsSha256 {}){by}",
+                line(&call.tool_name),
+                arguments_line(&call.args, PENDING_ARGS_MAX_CHARS),
+                line(&call.decision_id),
+                line(&call.args_sha256)
+            )
+        }
+        Event::ToolSuspended {
+            suspend_payload: Suspension::Plan(suspend_payload),
+            ..
+        } => {
+            let choice = match suspend_payload.target_mode_ids.as_slice() {
+                [_, _, ..] => format!(
+                    " (approve to: {})",
+                    line(&targets_text(
+                        &suspend_payload.target_mode_id,
+                        &suspend_payload.target_mode_ids
+                    ))
+                ),
+                _ => String::new(),
+            };
+            let by = deadline_note(suspend_payload)
+                .map_or(String::new(), |note| format!(" {}", line(&note)));
+            format!(
+                "plan submitted: \"{}\" ({}), sha256 {}; waiting for a decision{choice}{by}",
+                line(&suspend_payload.submission.title),
+                line(&suspend_payload.submission.path),
+                line(&suspend_payload.submission.sha256)
+            )
+        }
+        Event::ToolEnd {
+            tool_name,
+            result,
+            is_error,
+            decision,
+            ..
+        } => {
+            let status = if *is_error { "error" } else { "ok" };
+            // An approved edit says so: the result reads the same for the plan as submitted.
+            let edited = decision
+                .as_ref()
+                .and_then(|d| d.approved_sha256.as_deref())
+                .map(|sha| format!(" (the edited plan, sha256 {}...)", line(short_sha256(sha))))
+                .unwrap_or_default();
+            // Every line of the result (the user's feedback included), bounded with the cut
+            // counted: `neutralize_line`.
+            format!(
+                "tool {} {status}: {}{edited}",
+                line(tool_name),
+                line(result)
+            )
+        }
+        Event::ModeChanged {
+            mode_id,
+            previous_mode_id,
+            reason,
+        } => format!(
+            "mode changed: {} -> {} ({reason})",
+            mode(previous_mode_id),
+            mode(mode_id)
+        ),
+        Event::ToolSuspensionCancelled {
+            tool_name, reason, ..
+        } => format!("{} cancelled ({reason}): not approved", line(tool_name)),
+        Event::AgentEnd { run_id, reason } => format!("[{}] ended: {reason}", line(run_id)),
+        Event::Error { message } => format!("error: {}", line(message)),
+        _ => return None,
+    })
+}

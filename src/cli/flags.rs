@@ -1,0 +1,142 @@
+//! What the decision flags (`--approve`, `--reject`, `--sha256`, ...) decide.
+
+use std::fmt::Display;
+
+use agent_controller::display::neutralize_line;
+use agent_controller::jail::{self};
+use agent_controller::tool::submit_plan::{self, PlanError};
+use agent_controller::{Decision, PendingDecision};
+
+use crate::cli::args::DecisionArgs;
+use crate::cli::exit::Failure;
+
+impl DecisionArgs {
+    /// Whether a verdict flag (--approve, --reject) decides, so the prompt never asks.
+    pub(crate) fn decides(&self) -> bool {
+        self.approve || self.reject
+    }
+
+    /// The decision the flags give for `pending`, or `None` when the prompt asks: the verdict
+    /// and the feedback, then for a plan the `--sha256` pin, `--to` and `--plan-file`, and for
+    /// a tool call `--always`, pinned to the call's `argsSha256`. Call [`DecisionArgs::check`]
+    /// first.
+    pub(crate) fn fixed(&self, pending: &PendingDecision) -> Option<Decision> {
+        let mut decision = if self.approve {
+            Decision::approve()
+        } else if self.reject {
+            Decision::reject()
+        } else {
+            return None;
+        };
+        decision.feedback = self
+            .feedback
+            .as_deref()
+            .map(str::trim)
+            .filter(|f| !f.is_empty())
+            .map(str::to_owned);
+        match pending {
+            PendingDecision::ToolCall(call) => {
+                if self.always {
+                    decision = decision.always_allow();
+                }
+                decision = decision.with_sha256(call.args_sha256());
+            }
+            _ => {
+                if let Some(sha256) = &self.sha256 {
+                    decision = decision.with_sha256(sha256);
+                }
+                if let Some(to) = &self.to {
+                    decision = decision.to(to);
+                }
+                if let Some(text) = &self.edited {
+                    decision = decision.with_plan(text);
+                }
+            }
+        }
+        Some(self.signed(decision))
+    }
+
+    /// Reads and checks --plan-file (a regular file, at most 1 MiB, UTF-8, not blank) into the
+    /// edited plan, before anything is decided.
+    pub(crate) fn read_plan_file(&mut self) -> Result<(), Failure> {
+        let Some(path) = &self.plan_file else {
+            return Ok(());
+        };
+        let shown = path.display().to_string();
+        let refused =
+            |e: &dyn Display| Failure::invalid(neutralize_line(&format!("--plan-file: {e}")));
+        let bytes = jail::read_file(path, submit_plan::MAX_PLAN_BYTES).map_err(|e| match e {
+            jail::JailError::TooLarge { len, .. } => {
+                refused(&PlanError::TooLarge(shown.clone(), len))
+            }
+            other => refused(&format!("plan file {other}")),
+        })?;
+        submit_plan::capture_plan(&shown, &bytes).map_err(|e| refused(&e))?;
+        let text = String::from_utf8(bytes).map_err(|_| refused(&PlanError::NotUtf8(shown)))?;
+        self.edited = Some(text);
+        Ok(())
+    }
+
+    /// Refuses the flags that do not go with `pending` before anything is shown or decided:
+    /// `--always` on a plan, `--to` or `--plan-file` on a tool call (exit 2), and a `--sha256`
+    /// that names other content than what waits (exit 5; the library's pin check,
+    /// [`PendingDecision::check_sha256`]).
+    pub(crate) fn check(&self, pending: &PendingDecision) -> Result<(), Failure> {
+        let id = neutralize_line(pending.decision_id());
+        let flag = match pending {
+            PendingDecision::ToolCall(_) if self.to.is_some() => Some("--to"),
+            PendingDecision::ToolCall(_) if self.plan_file.is_some() => Some("--plan-file"),
+            _ => None,
+        };
+        if let Some(flag) = flag {
+            return Err(Failure::invalid(format!(
+                "{flag} goes with a plan, and decision {id} is a tool call ({}): nothing was decided",
+                neutralize_line(pending.tool_name())
+            )));
+        }
+        if self.always && pending.as_plan().is_some() {
+            return Err(Failure::invalid(format!(
+                "--always goes with a tool call, and decision {id} is a plan: nothing was decided"
+            )));
+        }
+        let Some(pinned) = self.sha256.as_ref() else {
+            return Ok(());
+        };
+        if pending.check_sha256(pinned).is_ok() {
+            return Ok(());
+        }
+        let sha256 = neutralize_line(pending.sha256());
+        Err(Failure::refused(match pending {
+            PendingDecision::ToolCall(call) => format!(
+                "the tool call {id} ({}) has argsSha256 {sha256}, not {pinned}: it is not the call you meant; nothing was decided",
+                neutralize_line(call.tool_name()),
+            ),
+            _ => format!(
+                "the pending plan has sha256 {sha256}, not {pinned}: it is not the plan you meant; nothing was decided"
+            ),
+        }))
+    }
+
+    /// Refuses (exit 2) `--always` for `command` (`run`, `continue`), whose verdict flags decide
+    /// plans only: a tool call is always allowed with `decide --always` or `a` at the prompt.
+    pub(crate) fn check_plans_only(&self, command: &str) -> Result<(), Failure> {
+        if self.always {
+            return Err(Failure::invalid(format!(
+                "--always goes with `decide` of a tool call: the --approve and --reject of `{command}` decide plans only (a tool call is asked about at the prompt, where `a` always allows its tool)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// `decision` with who decided: `--by`, else the OS user, else `unknown`.
+    pub(crate) fn signed(&self, decision: Decision) -> Decision {
+        let by = self.by.clone().unwrap_or_else(|| {
+            ["USER", "LOGNAME"]
+                .iter()
+                .filter_map(|key| std::env::var(key).ok())
+                .find(|name| !name.trim().is_empty())
+                .unwrap_or_else(|| "unknown".to_owned())
+        });
+        decision.decided_by(by)
+    }
+}

@@ -1,0 +1,211 @@
+//! `pending`: lists the plans and tool calls waiting for a decision, and the interrupted runs.
+
+use std::time::SystemTime;
+
+use agent_controller::deadline::{self, deadline_text};
+use agent_controller::display::{arguments_line, json_line, neutralize_line};
+use agent_controller::store::{
+    InterruptedRun, PendingKind, PendingSummary, SessionStore, display_spec,
+};
+
+use crate::cli::exit::{Exit, Failure, Outcome};
+use crate::cli::setup::{open_existing, runtime};
+use crate::cli::text::{PENDING_ARGS_MAX_CHARS, short_sha256, targets_text};
+
+/// `pending`: the readable plans on stdout, one `warning:` line on stderr per record that
+/// cannot be read (with `--json`, also an `{"unreadable": {...}}` line on stdout), and exit 6
+/// when there was any.
+pub(crate) fn pending(spec: &str, json: bool) -> Outcome {
+    let store = open_existing(spec)?;
+    let listing = runtime()?
+        .block_on(async {
+            // Plans past their deadline expire first (each once, whoever looks first).
+            let expired = deadline::expire_due(&*store, SystemTime::now()).await?;
+            for e in &expired {
+                // A plan, or a tool call that waited for approval.
+                let what = match &e.decision.tool_name {
+                    Some(tool) => format!("the `{}` tool call", neutralize_line(tool)),
+                    None => "the plan".to_owned(),
+                };
+                note!(
+                    "expired: session {} decision {}: no decision by {}, so {what} counts as rejected",
+                    neutralize_line(&e.session_id),
+                    neutralize_line(&e.decision.decision_id),
+                    neutralize_line(e.decision.decided_at.as_deref().unwrap_or("its deadline"))
+                );
+            }
+            store.list_pending().await
+        })
+        .map_err(Failure::runtime)?;
+    for p in &listing.pending {
+        say!("{}", pending_line(p, json)?);
+    }
+    for run in &listing.interrupted {
+        say!("{}", interrupted_line(run, spec, json)?);
+    }
+    for record in &listing.unreadable {
+        warn_unreadable(&record.session_id, Some(&record.location), &record.reason);
+        if json {
+            let line = json_line(&serde_json::json!({ "unreadable": record }))
+                .map_err(Failure::runtime)?;
+            say!("{line}");
+        }
+    }
+    if listing.is_healthy() {
+        if !json && listing.pending.is_empty() && listing.interrupted.is_empty() {
+            note!("no pending plans or tool calls");
+        }
+        Ok(Exit::Done)
+    } else {
+        Ok(Exit::Unreadable)
+    }
+}
+
+/// The `warning:` line of a record `pending` cannot read.
+pub(crate) fn warn_unreadable(session_id: &str, location: Option<&str>, reason: &str) {
+    let location = location.map_or(String::new(), |l| format!(" ({})", neutralize_line(l)));
+    note!(
+        "warning: session `{}`{location} cannot be read, not listed: {}",
+        neutralize_line(session_id),
+        neutralize_line(reason)
+    );
+}
+
+/// One interrupted run as `pending` prints it: `{"interrupted": {...}}`, or tab-separated fields
+/// ending in the command that carries it on.
+pub(crate) fn interrupted_line(
+    run: &InterruptedRun,
+    spec: &str,
+    json: bool,
+) -> Result<String, Failure> {
+    if json {
+        return json_line(&serde_json::json!({ "interrupted": run })).map_err(Failure::runtime);
+    }
+    Ok(format!(
+        "{}\t{}\tinterrupted\t{}\towner {}{}\tcontinue with: agent-controller continue --store {} {}",
+        neutralize_line(&run.session_id),
+        neutralize_line(&run.run_id),
+        neutralize_line(&run.mode_id),
+        neutralize_line(run.owner.as_deref().unwrap_or("unknown")),
+        run.workspace.as_ref().map_or(String::new(), |w| format!(
+            "\tworkspace {}",
+            neutralize_line(&w.display().to_string())
+        )),
+        neutralize_line(&display_spec(spec)),
+        neutralize_line(&run.session_id),
+    ))
+}
+
+/// One pending plan or tool call as `pending` prints it: a JSON object, or tab-separated fields
+/// (a tool call's arguments on one line: [`arguments_line`]).
+pub(crate) fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Failure> {
+    if json {
+        json_line(p).map_err(Failure::runtime)
+    } else if p.kind == PendingKind::ToolCall {
+        let args = p
+            .args
+            .as_ref()
+            .map_or(String::new(), |a| arguments_line(a, PENDING_ARGS_MAX_CHARS));
+        let allowed = if p.always_allowed.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "\talways allowed: {}",
+                neutralize_line(&p.always_allowed.join(", "))
+            )
+        };
+        let deadline = p.deadline_at_ms.map_or(String::new(), |at| {
+            format!("\tdeadline {}", deadline_text(at))
+        });
+        Ok(format!(
+            "{}\t{}\t{}\t{}\ttool call {}\t{}\targsSha256 {}{}{allowed}{deadline}",
+            neutralize_line(&p.session_id),
+            neutralize_line(&p.run_id),
+            neutralize_line(&p.decision_id),
+            neutralize_line(&p.mode_id),
+            neutralize_line(p.tool_name.as_deref().unwrap_or_default()),
+            args,
+            neutralize_line(p.args_sha256.as_deref().unwrap_or(&p.sha256)),
+            workspace_field(p),
+        ))
+    } else {
+        let deadline = p.deadline_at_ms.map_or(String::new(), |at| {
+            format!("\tdeadline {}", deadline_text(at))
+        });
+        Ok(format!(
+            "{}\t{}\t{}\t{} -> {}\t{}\t{}{}{deadline}",
+            neutralize_line(&p.session_id),
+            neutralize_line(&p.run_id),
+            neutralize_line(&p.decision_id),
+            neutralize_line(&p.mode_id),
+            neutralize_line(&targets_text(&p.target_mode_id, &p.target_mode_ids)),
+            short_sha256(&p.sha256),
+            neutralize_line(&p.title),
+            workspace_field(p),
+        ))
+    }
+}
+
+/// The field of a `pending` line after the plan's title or the call's `argsSha256`:
+/// `workspace PATH`, where the decision acts (none for a record from before workspaces were
+/// recorded).
+pub(crate) fn workspace_field(p: &PendingSummary) -> String {
+    p.workspace.as_ref().map_or(String::new(), |w| {
+        format!("\tworkspace {}", neutralize_line(&w.display().to_string()))
+    })
+}
+
+/// `pending --watch`: the plans pending now, then each new one as its save is committed, until
+/// Ctrl-C (exit 0) or a closed stdout.
+#[cfg(feature = "postgres")]
+pub(crate) fn watch_pending(spec: &str, json: bool) -> Outcome {
+    use crate::cli::output::stdout_failure;
+    use agent_controller::store::StoreError;
+    use agent_controller::store::postgres::{PostgresConfig, PostgresStore, is_postgres_url};
+    use futures_util::StreamExt;
+
+    if !is_postgres_url(spec) {
+        return Err(Failure::invalid(format!(
+            "--watch needs a postgres:// store: `{}` has no change notifications",
+            neutralize_line(&display_spec(spec))
+        )));
+    }
+    let config = PostgresConfig::from_url(spec).map_err(Failure::invalid)?;
+    let store = PostgresStore::open(config).map_err(Failure::runtime)?;
+    runtime()?.block_on(async {
+        let plans = store.watch_pending(true).await.map_err(Failure::runtime)?;
+        let mut plans = std::pin::pin!(plans);
+        note!(
+            "watching {} for pending plans (Ctrl-C to stop)",
+            neutralize_line(&display_spec(spec))
+        );
+        loop {
+            let plan = tokio::select! {
+                plan = plans.next() => plan,
+                _ = tokio::signal::ctrl_c() => return Ok(Exit::Done),
+            };
+            match plan {
+                Some(Ok(plan)) => {
+                    say!("{}", pending_line(&plan, json)?);
+                    // Nobody reads any more: stop watching (main reports it).
+                    if stdout_failure().is_some() {
+                        return Ok(Exit::Done);
+                    }
+                }
+                Some(Err(StoreError::Corrupt {
+                    session_id,
+                    message,
+                })) => warn_unreadable(&session_id, None, &message),
+                Some(Err(e)) => return Err(Failure::runtime(e)),
+                None => return Ok(Exit::Done),
+            }
+        }
+    })
+}
+
+#[cfg(not(feature = "postgres"))]
+pub(crate) fn watch_pending(_: &str, _: bool) -> Outcome {
+    Err(Failure::invalid(
+        "--watch needs a postgres:// store, and this build has no PostgreSQL support: rebuild with `--features postgres`",
+    ))
+}

@@ -1,0 +1,154 @@
+//! The approval prompt on the terminal.
+
+use agent_controller::display::neutralize_line;
+use agent_controller::terminal::editor::Editor;
+use agent_controller::terminal::{
+    PromptAnswer, Question, StdinLines, Style, allowance_note, ask_tool_call, render_tool_call,
+};
+use agent_controller::tool::submit_plan::{self};
+use agent_controller::{Decision, ModeGraph, PendingDecision, Session, SuspendPayload};
+
+use crate::cli::decider::waiting;
+use crate::cli::text::{deadline_note, plan_origin, short_sha256};
+
+/// The approval prompt on the terminal: the plan rendered on stderr, answers from stdin, edits
+/// in the user's editor.
+pub(crate) struct Prompt {
+    pub(crate) style: Style,
+    pub(crate) input: StdinLines,
+    pub(crate) graph: ModeGraph,
+    pub(crate) editor: Editor,
+}
+
+impl Prompt {
+    pub(crate) fn new(graph: ModeGraph) -> Self {
+        Self {
+            style: Style::for_stderr(),
+            input: StdinLines::spawn(),
+            graph,
+            editor: Editor::from_env(),
+        }
+    }
+
+    /// Shows what waits (a plan, or tool call `nth` of the `of` that wait) and asks about it;
+    /// `None` when end of input or Ctrl-C dismissed the prompt, or `q` left a tool call (no
+    /// decision). A decision is pinned to the sha256 of what was shown.
+    pub(crate) async fn ask(
+        &mut self,
+        session: &Session,
+        pending: &PendingDecision,
+        nth: usize,
+        of: usize,
+    ) -> Option<Decision> {
+        let mut stderr = std::io::stderr();
+        let answer = match pending {
+            PendingDecision::ToolCall(call) => {
+                note!(
+                    "\n{}",
+                    render_tool_call(&self.style, call.payload(), nth, of)
+                );
+                if let Some(workspace) = &call.payload().workspace {
+                    note!(
+                        "workspace: {} (where the call runs if approved)",
+                        neutralize_line(&workspace.display().to_string())
+                    );
+                }
+                // `a` approves the other calls of the tool that wait in the reply too.
+                let others = waiting(session)
+                    .iter()
+                    .filter(|c| {
+                        c.tool_name() == call.tool_name() && c.decision_id() != call.decision_id()
+                    })
+                    .count();
+                if let Some(text) = allowance_note(call.tool_name(), others) {
+                    note!("{text}");
+                }
+                ask_tool_call(
+                    &self.style,
+                    call.tool_name(),
+                    call.args_sha256(),
+                    &mut self.input,
+                    &mut stderr,
+                    tokio::signal::ctrl_c(),
+                )
+                .await
+            }
+            _ => {
+                let payload = pending.as_plan()?.payload();
+                self.plan_question(session, payload, &mut stderr).await
+            }
+        };
+        if let (Some(notice), Some(_)) = (answer.notice(session.mode().id()), pending.as_plan()) {
+            note!("{notice}");
+            return None;
+        }
+        let what = match answer {
+            PromptAnswer::Decided(decision) => return Some(decision),
+            PromptAnswer::EndOfInput => "end of input",
+            PromptAnswer::Interrupted => "interrupted",
+            PromptAnswer::Left => "left for later",
+        };
+        note!(
+            "{what}: the tool call {} ({}) is not decided and does not run",
+            neutralize_line(pending.decision_id()),
+            neutralize_line(pending.tool_name())
+        );
+        None
+    }
+
+    /// Shows the plan of `payload` (or what changed since its last revision) and asks the
+    /// plan's question.
+    async fn plan_question(
+        &mut self,
+        session: &Session,
+        payload: &SuspendPayload,
+        stderr: &mut std::io::Stderr,
+    ) -> PromptAnswer {
+        let graph = &self.graph;
+        let mut targets: Vec<&agent_controller::Mode> = payload
+            .target_mode_ids
+            .iter()
+            .filter_map(|id| graph.get(id).map(|t| graph.mode(t)))
+            .collect();
+        if targets.is_empty() {
+            let target = graph
+                .get(&payload.target_mode_id)
+                .map_or_else(|| session.mode(), |id| graph.mode(id));
+            targets.push(target);
+        }
+        let whole = self
+            .style
+            .render_plan(&payload.submission.title, &payload.submission.plan);
+        let mut origin = plan_origin(&payload.submission.path, &payload.submission.sha256);
+        if let Some(note) = deadline_note(payload) {
+            origin = format!("{origin}\n{}", neutralize_line(&note));
+        }
+        origin = format!(
+            "{origin}\nworkspace: {} (where an approval carries the run on)",
+            neutralize_line(&session.workspace().display().to_string())
+        );
+        let sha256 = &payload.submission.sha256;
+        let plan_text = submit_plan::revision_text(&payload.submission);
+        let mut question = Question::new(&self.style, &targets, sha256)
+            .editable(&plan_text, &self.editor)
+            .ending_allowances(session.always_allowed());
+        match (&payload.diff, &payload.previous_sha256) {
+            // A revision: what changed since the previous one; `p` shows it whole.
+            (Some(diff), Some(previous)) => {
+                note!(
+                    "\nrevision {} of the plan \"{}\", changes since revision {} (sha256 {}...):\n{}\n{origin}",
+                    payload.revision,
+                    neutralize_line(&payload.submission.title),
+                    payload.revision.saturating_sub(1),
+                    neutralize_line(short_sha256(previous)),
+                    self.style.render_diff(diff)
+                );
+                question = question.whole_plan(&whole);
+            }
+            _ => note!("\n{whole}\n{origin}"),
+        }
+        question
+            .ask(&mut self.input, stderr, tokio::signal::ctrl_c())
+            .await
+    }
+}

@@ -1,0 +1,187 @@
+//! The one controller setup every command shares: the config, the workspace, the model, the store.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use agent_controller::display::neutralize_line;
+use agent_controller::jail::Jail;
+use agent_controller::model::scripted::ScriptedModel;
+use agent_controller::store::{SessionStore, StoreError, open_existing_store};
+use agent_controller::terminal::SpinnerModel;
+use agent_controller::{
+    AgentController, LanguageModel, ModeGraph, SessionError, ToolRegistry, config,
+};
+
+use crate::cli::args::{DEFAULT_CONFIG, SessionArgs};
+use crate::cli::exit::Failure;
+
+pub(crate) fn load(path: &Path) -> Result<(ModeGraph, ToolRegistry), Failure> {
+    let graph = config::load(path).map_err(Failure::invalid)?;
+    let tools = ToolRegistry::with_workspace_tools();
+    let names: Vec<&str> = tools.names().collect();
+    if let Some(unknown) = graph.unknown_tools_among(&names).into_iter().next() {
+        return Err(Failure::invalid(unknown));
+    }
+    Ok((graph, tools))
+}
+
+/// The model `--model` names, behind a spinner (quiet with `--json` or when stdout is piped).
+pub(crate) fn model_for(
+    spec: &str,
+    json: bool,
+    plan: Option<&Path>,
+    scripted: ScriptedModel,
+) -> Result<Arc<dyn LanguageModel>, Failure> {
+    let spin = !json && std::io::stdout().is_terminal();
+    let (provider, name) = match spec.split_once('/') {
+        Some((provider, name)) => (provider, Some(name)),
+        None => (spec, None),
+    };
+    match provider {
+        "scripted" => Ok(Arc::new(SpinnerModel::new(scripted, spin))),
+        "openai" => openai_model(name, plan).map(|m| Arc::new(SpinnerModel::new(m, spin)) as _),
+        "anthropic" => {
+            use agent_controller::model::anthropic::{AnthropicModel, AnthropicSettings};
+            if plan.is_some() {
+                return Err(Failure::invalid(
+                    "--plan is for the scripted model: a real model writes its own plan",
+                ));
+            }
+            let mut settings = AnthropicSettings::from_env();
+            if let Some(name) = name.filter(|n| !n.is_empty()) {
+                settings = settings.default_model(name);
+            }
+            let model = AnthropicModel::new(settings).map_err(|e| Failure::invalid(e.message()))?;
+            Ok(Arc::new(SpinnerModel::new(model, spin)))
+        }
+        other => Err(Failure::invalid(format!(
+            "unknown model provider `{other}`: use `scripted` or `openai/MODEL`"
+        ))),
+    }
+}
+
+#[cfg(feature = "openai")]
+pub(crate) fn openai_model(
+    name: Option<&str>,
+    plan: Option<&Path>,
+) -> Result<agent_controller::model::openai::OpenAiModel, Failure> {
+    use agent_controller::model::openai::{OpenAiModel, OpenAiSettings};
+    if plan.is_some() {
+        return Err(Failure::invalid(
+            "--plan is for the scripted model: a real model writes its own plan",
+        ));
+    }
+    let mut settings = OpenAiSettings::from_env();
+    if let Some(name) = name.filter(|n| !n.is_empty()) {
+        settings = settings.default_model(name);
+    }
+    OpenAiModel::new(settings).map_err(|e| Failure::invalid(e.message()))
+}
+
+#[cfg(not(feature = "openai"))]
+pub(crate) fn openai_model(_: Option<&str>, _: Option<&Path>) -> Result<ScriptedModel, Failure> {
+    Err(Failure::invalid(
+        "this build has no `openai` provider: rebuild with `--features openai`",
+    ))
+}
+
+/// The store `pending` and `decide` read: one that does not exist is a usage error (exit 2),
+/// not an empty store created on the spot.
+pub(crate) fn open_existing(spec: &str) -> Result<Arc<dyn SessionStore>, Failure> {
+    open_existing_store(spec).map_err(|e| match e {
+        StoreError::Missing(_) => Failure::invalid(neutralize_line(&e.to_string())),
+        other => Failure::runtime(other),
+    })
+}
+
+/// `--workspace` must be a directory that exists: checked before anything runs (exit 2).
+pub(crate) fn check_workspace(workspace: &Path) -> Result<(), Failure> {
+    Jail::open(workspace).map(drop).map_err(|e| {
+        Failure::invalid(neutralize_line(&format!(
+            "--workspace must be an existing directory: {e}"
+        )))
+    })
+}
+
+/// The config file `run`, `decide` and `continue` load: `--config`, else `config/modes.toml`
+/// in the workspace they act in.
+pub(crate) fn config_path(common: &SessionArgs, workspace: &Path) -> PathBuf {
+    match &common.config {
+        Some(config) => config.clone(),
+        None if workspace == Path::new(".") => PathBuf::from(DEFAULT_CONFIG),
+        None => workspace.join(DEFAULT_CONFIG),
+    }
+}
+
+/// The one controller setup of `run`, `decide` and `continue`: the loaded config and its tools,
+/// the workspace, the config file protected from the tools, the model, and the store with the
+/// lease of the runs this process carries on.
+pub(crate) fn controller(
+    common: &SessionArgs,
+    workspace: &Path,
+    config: &Path,
+    (graph, tools): (ModeGraph, ToolRegistry),
+    model: Arc<dyn LanguageModel>,
+    store: Option<Arc<dyn SessionStore>>,
+) -> Result<AgentController, Failure> {
+    let mut builder = AgentController::builder(graph, model)
+        .tools(tools)
+        .workspace(workspace)
+        .protected_path(config);
+    if let Some(store) = store {
+        builder = builder.store(store).lease_duration(common.lease);
+    }
+    builder.build().map_err(Failure::invalid)
+}
+
+/// The workspace `decide` and `continue` act in: the one session `id` recorded when it started
+/// (its canonical path). `--workspace` (`named`) may name it again, and naming another directory
+/// is refused (exit 2, naming both); a recorded workspace that is gone or is another directory
+/// now is refused (exit 5). A record from before workspaces were recorded needs `--workspace`
+/// (exit 2 without it), and adopts it. An unknown session is refused (exit 5).
+pub(crate) fn recorded_workspace(
+    store: &dyn SessionStore,
+    id: &str,
+    named: Option<&Path>,
+) -> Result<PathBuf, Failure> {
+    let record = runtime()?
+        .block_on(store.load(id))
+        .map_err(|e| Failure::from(SessionError::from(e)))?
+        .ok_or_else(|| Failure::from(SessionError::UnknownSession(id.to_owned())))?;
+    let Some(recorded) = record.workspace else {
+        return named.map(Path::to_path_buf).ok_or_else(|| {
+            Failure::invalid(format!(
+                "session {} was saved by an older release and records no workspace: name the directory it works in with --workspace DIR (it is recorded from then on); nothing was done",
+                neutralize_line(id)
+            ))
+        });
+    };
+    let shown = |path: &Path| neutralize_line(&path.display().to_string()).to_string();
+    if let Some(named) = named {
+        let canonical = std::fs::canonicalize(named).unwrap_or_else(|_| named.to_path_buf());
+        if canonical != recorded.path {
+            return Err(Failure::invalid(format!(
+                "--workspace {} is not the workspace of session {}: it works in {}, where it started; nothing was done",
+                shown(&canonical),
+                neutralize_line(id),
+                shown(&recorded.path)
+            )));
+        }
+    }
+    recorded.check(&recorded.path).map_err(|mismatch| {
+        Failure::refused(format!(
+            "session {} cannot act in its workspace: {}; nothing was done",
+            neutralize_line(id),
+            neutralize_line(&mismatch.to_string())
+        ))
+    })?;
+    Ok(recorded.path)
+}
+
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(Failure::runtime)
+}

@@ -1,0 +1,57 @@
+//! Small pieces of text several commands print (targets, short hashes, deadlines).
+
+use agent_controller::SuspendPayload;
+use agent_controller::deadline::deadline_text;
+use agent_controller::display::neutralize_line;
+
+/// How many characters of a tool call's argument values `pending` and the event lines show,
+/// shared among the values (every argument is shown, a long value cut in its middle and the cut
+/// counted: [`arguments_line`]; `pending --json` and `--json` events have them whole).
+pub(crate) const PENDING_ARGS_MAX_CHARS: usize = 200;
+
+/// The targets of a pending plan as one field: `build`, or `build | build-auto` when the user
+/// may choose (the plain approval's first).
+pub(crate) fn targets_text(target: &str, targets: &[impl AsRef<str>]) -> String {
+    if targets.len() > 1 {
+        targets
+            .iter()
+            .map(AsRef::as_ref)
+            .collect::<Vec<_>>()
+            .join(" | ")
+    } else {
+        target.to_owned()
+    }
+}
+
+pub(crate) fn short_sha256(sha256: &str) -> &str {
+    sha256.get(..12).unwrap_or(sha256)
+}
+
+/// Where the shown plan came from, so the person knows what approving binds to.
+pub(crate) fn plan_origin(path: &str, sha256: &str) -> String {
+    format!(
+        "(plan file {}, sha256 {}...)",
+        neutralize_line(path),
+        neutralize_line(short_sha256(sha256))
+    )
+}
+
+/// When a plan with a deadline expires, for people: `(decide by 2026-12-01T18:30:00Z,
+/// approvalTimeout 24h; after that it counts as rejected)`; `None` without a deadline.
+pub(crate) fn deadline_note(payload: &SuspendPayload) -> Option<String> {
+    deadline_note_of(payload.approval_timeout.as_deref(), payload.deadline_at_ms)
+}
+
+/// [`deadline_note`] of a deadline and the `approvalTimeout` it came from (a plan's or a tool
+/// call's).
+pub(crate) fn deadline_note_of(
+    approval_timeout: Option<&str>,
+    deadline_at_ms: Option<u64>,
+) -> Option<String> {
+    let at = deadline_at_ms?;
+    let timeout = approval_timeout.map_or(String::new(), |t| format!(", approvalTimeout {t}"));
+    Some(format!(
+        "(decide by {}{timeout}; after that it counts as rejected)",
+        deadline_text(at)
+    ))
+}
