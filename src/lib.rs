@@ -72,6 +72,7 @@ pub mod event;
 pub mod extensions;
 pub mod jail;
 pub mod jcs;
+pub(crate) mod machine;
 pub mod mode;
 pub mod model;
 pub mod run;

@@ -17,12 +17,13 @@ use crate::event::{
     CancelReason, DecidedRecord, DecisionOutcome, Event, ModeChangeReason, RunState,
     SuspendPayload, Suspension, ToolCallPayload, rfc3339_now,
 };
+use crate::machine::decision::{self as rules, Checked};
 use crate::mode::ModeId;
 use crate::model::{Message, ModelError, ModelErrorKind, ModelRequest, TextSink};
-use crate::session::{Checked, Session, SessionError, decision_id_for, expired_error};
 pub use crate::session::{
     Decision, DecisionAction, PendingDecision, PendingPlan, PendingToolCall, RunOutcome,
 };
+use crate::session::{Session, SessionError, decision_id_for};
 use crate::store::SessionStore;
 use crate::tool::submit_plan::{self, PlanSubmission, REJECTED_RESULT, SUBMIT_PLAN};
 use crate::tool::{PendingPlans, ToolCall, ToolContext, ToolOutput};
@@ -171,82 +172,34 @@ impl Session {
         }
     }
 
-    fn knows_run(&self, run_id: &str) -> bool {
-        run_id
-            .strip_prefix("run_")
-            .and_then(|n| n.parse::<u64>().ok())
-            .is_some_and(|n| n >= 1 && n <= self.counter)
-    }
-
     /// Whether a decision is waiting: a plan, or tool calls.
     pub(crate) fn has_pending(&self) -> bool {
         !self.pending.is_empty()
     }
 
-    /// The position in [`Session::pending`] of what `run_id` / `tool_call_id` name: the first
-    /// one not decided yet where a model reused the ids (so the current plan can always be
-    /// decided).
-    ///
-    /// # Errors
-    /// [`SessionError::AlreadyDecided`] (or [`SessionError::Expired`]) when what they name was
-    /// decided, [`SessionError::UnknownToolCall`] when the run waits on something else,
-    /// [`SessionError::NotSuspended`] for a run that waits on nothing,
-    /// [`SessionError::UnknownRun`] for a run never started.
+    /// The position in [`Session::pending`] of what `run_id` / `tool_call_id` name
+    /// ([`rules::named`]).
     pub(crate) fn pending_named(
         &self,
         run_id: &str,
         tool_call_id: &str,
     ) -> Result<usize, SessionError> {
-        let named = |p: &PendingDecision| p.run_id() == run_id && p.tool_call_id() == tool_call_id;
-        if let Some(index) = self.pending.iter().position(|p| named(p) && p.is_waiting()) {
-            return Ok(index);
-        }
-        if self.pending.iter().any(named) {
-            return Err(SessionError::AlreadyDecided(tool_call_id.to_owned()));
-        }
-        let decided = self
-            .history
-            .iter()
-            .rfind(|d| d.run_id == run_id && d.tool_call_id == tool_call_id);
-        Err(match decided {
-            Some(decided) => expired_error(decided)
-                .unwrap_or_else(|| SessionError::AlreadyDecided(tool_call_id.to_owned())),
-            None if self.pending.iter().any(|p| p.run_id() == run_id) => {
-                SessionError::UnknownToolCall {
-                    run_id: run_id.to_owned(),
-                    tool_call_id: tool_call_id.to_owned(),
-                }
-            }
-            None if self.knows_run(run_id) => SessionError::NotSuspended(run_id.to_owned()),
-            None => SessionError::UnknownRun(run_id.to_owned()),
-        })
+        rules::named(
+            &self.pending,
+            &self.history,
+            self.counter,
+            run_id,
+            tool_call_id,
+        )
     }
 
-    /// The position in [`Session::pending`] of the decision with id `decision_id`.
-    ///
-    /// # Errors
-    /// [`SessionError::AlreadyDecided`] (or [`SessionError::Expired`]) for a decision settled
-    /// before or decided while others wait, [`SessionError::UnknownDecision`] for one the
-    /// session never gave out.
+    /// The position in [`Session::pending`] of the decision with id `decision_id`
+    /// ([`rules::with_id`]).
     pub(crate) fn pending_with_id(&self, decision_id: &str) -> Result<usize, SessionError> {
-        if let Some(index) = self
-            .pending
-            .iter()
-            .position(|p| p.decision_id() == decision_id)
-        {
-            if !self.pending[index].is_waiting() {
-                return Err(SessionError::AlreadyDecided(decision_id.to_owned()));
-            }
-            return Ok(index);
-        }
-        match self.history.iter().find(|d| d.decision_id == decision_id) {
-            Some(decided) => Err(expired_error(decided)
-                .unwrap_or_else(|| SessionError::AlreadyDecided(decision_id.to_owned()))),
-            None => Err(SessionError::UnknownDecision(decision_id.to_owned())),
-        }
+        rules::with_id(&self.pending, &self.history, decision_id)
     }
 
-    /// Checks `decision` against what waits at `index` ([`PendingDecision::check`]) and
+    /// Checks `decision` against what waits at `index` ([`rules::check`]) and
     /// applies it: the one place a decision of any kind is taken. The operation's run starts
     /// when the decision carries the run on (a plan's always does; a tool call's only when it
     /// is the last of its reply to be decided): until then no run is in progress to cancel.
@@ -258,7 +211,7 @@ impl Session {
         let Some(pending) = self.pending.get(index) else {
             return Err(SessionError::NotSuspended(String::new()));
         };
-        let checked = pending.checked(&decision)?;
+        let checked = rules::check(pending, &decision)?;
         let span = tracing::info_span!(
             "decision",
             session_id = %self.id,

@@ -5,7 +5,6 @@ mod decision;
 mod expiry;
 mod kind;
 
-pub(crate) use self::decision::Checked;
 pub(crate) use self::decision::decision_id_for;
 pub use self::decision::{Decision, DecisionAction, PendingDecision, PendingPlan, PendingToolCall};
 pub(crate) use self::expiry::expired_error;

@@ -10,9 +10,9 @@ use serde_json::Value;
 
 use super::SessionError;
 use crate::event::{DecidedRecord, SuspendPayload, ToolCallPayload};
+use crate::machine::decision;
 use crate::mode::ModeId;
 use crate::tool::SUBMIT_PLAN;
-use crate::tool::submit_plan::{self, PlanSubmission};
 
 named_enum! {
     /// The host's answer to a submitted plan.
@@ -290,16 +290,6 @@ pub enum PendingDecision {
     ToolCall(PendingToolCall),
 }
 
-/// What a decision checked by [`PendingDecision::check`] resolves to, so that nothing is
-/// validated twice: the mode an approved plan hands over to and the user's edit, captured.
-#[derive(Debug)]
-pub(crate) struct Checked {
-    /// The plan's hand-over target an approval names (the first target when it names none).
-    pub(crate) target: Option<ModeId>,
-    /// The edited plan, captured under the plan limits.
-    pub(crate) edited: Option<PlanSubmission>,
-}
-
 impl PendingDecision {
     /// The suspended run.
     pub fn run_id(&self) -> &str {
@@ -397,18 +387,7 @@ impl PendingDecision {
     /// [`SessionError::Sha256Mismatch`] for a plan, [`SessionError::ArgsSha256Mismatch`] for a
     /// tool call.
     pub fn check_sha256(&self, given: &str) -> Result<(), SessionError> {
-        if given.eq_ignore_ascii_case(self.sha256()) {
-            return Ok(());
-        }
-        let (expected, given) = (self.sha256().to_owned(), given.to_owned());
-        Err(match self {
-            PendingDecision::Plan(_) => SessionError::Sha256Mismatch { expected, given },
-            PendingDecision::ToolCall(c) => SessionError::ArgsSha256Mismatch {
-                decision_id: c.payload.decision_id.clone(),
-                expected,
-                given,
-            },
-        })
+        decision::check_pin(self, given)
     }
 
     /// Checks that `decision` may be applied to what waits; changes nothing. This is the one
@@ -426,78 +405,7 @@ impl PendingDecision {
     /// [`SessionError::ArgsSha256Mismatch`], [`SessionError::TargetNotAllowed`],
     /// [`SessionError::EditedPlan`], [`SessionError::ConfigChanged`].
     pub fn check(&self, decision: &Decision) -> Result<(), SessionError> {
-        self.checked(decision).map(drop)
-    }
-
-    /// [`PendingDecision::check`], returning what the check resolved.
-    pub(crate) fn checked(&self, decision: &Decision) -> Result<Checked, SessionError> {
-        let malformed = |what: &str| Err(SessionError::MalformedDecision(what.to_owned()));
-        let rejected = decision.action == DecisionAction::Rejected;
-        match self {
-            PendingDecision::Plan(_) if decision.always_allow => {
-                return malformed(
-                    "a plan decision takes no `alwaysAllow`: it goes with the approval of a tool call",
-                );
-            }
-            PendingDecision::ToolCall(_) if decision.to.is_some() => {
-                return malformed(
-                    "a tool-call decision names no target mode: `targetModeId` goes with a plan",
-                );
-            }
-            PendingDecision::ToolCall(_) if decision.plan.is_some() => {
-                return malformed(
-                    "a tool-call decision carries no edited plan: `plan` goes with a plan",
-                );
-            }
-            PendingDecision::ToolCall(_) if decision.always_allow && rejected => {
-                return malformed(
-                    "a rejection cannot always allow the tool: `alwaysAllow` goes with an approval",
-                );
-            }
-            _ => {}
-        }
-        if let Some(given) = &decision.sha256 {
-            self.check_sha256(given)?;
-        }
-        let PendingDecision::Plan(plan) = self else {
-            return Ok(Checked {
-                target: None,
-                edited: None,
-            });
-        };
-        if rejected && decision.to.is_some() {
-            return malformed(
-                "a rejection names no target mode: `targetModeId` goes with an approval",
-            );
-        }
-        if rejected && decision.plan.is_some() {
-            return malformed("a rejection carries no edited plan: `plan` goes with an approval");
-        }
-        let Some(target) = plan.chosen_target(decision.to.as_deref()) else {
-            return Err(SessionError::TargetNotAllowed {
-                given: decision.to.clone().unwrap_or_default(),
-                allowed: plan
-                    .payload
-                    .target_mode_ids
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect(),
-            });
-        };
-        let edited = match &decision.plan {
-            Some(text) => Some(
-                submit_plan::capture_plan(&plan.payload.submission.path, text.as_bytes())
-                    .map_err(SessionError::EditedPlan)?,
-            ),
-            None => None,
-        };
-        if let (false, Some(reason)) = (rejected, &plan.stale) {
-            return Err(SessionError::ConfigChanged(reason.clone()));
-        }
-        Ok(Checked {
-            target: Some(target),
-            edited,
-        })
+        decision::check(self, decision).map(drop)
     }
 }
 
