@@ -22,8 +22,11 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::event::{DecidedRecord, RunState, SuspendPayload, ToolCallPayload, rfc3339};
+use crate::event::{DecidedRecord, RunState};
 use crate::machine::expiry::{self, Waiting};
+pub use crate::machine::expiry::{
+    APPROVED_NOT_RUN_RESULT, deadline_text, expired_result, expired_tool_result,
+};
 use crate::model::Message;
 use crate::store::{SessionRecord, SessionStore, StoreError};
 
@@ -159,45 +162,6 @@ impl FromStr for ApprovalTimeout {
         })
     }
 }
-
-/// A deadline (milliseconds since the Unix epoch) as RFC 3339 in UTC, to the second.
-pub fn deadline_text(deadline_at_ms: u64) -> String {
-    rfc3339(deadline_at_ms / 1000)
-}
-
-/// The `submit_plan` result the model gets for a plan that expired: not approved, why, and that
-/// it stays in its mode (`Not approved: no decision was taken within 24h (approvalTimeout); the
-/// plan expired at 2026-12-01T18:30:00Z. Stay in this mode.`).
-pub fn expired_result(payload: &SuspendPayload) -> String {
-    let within = payload
-        .approval_timeout
-        .as_deref()
-        .map_or(String::new(), |t| format!(" within {t} (approvalTimeout)"));
-    let at = payload.deadline_at_ms.map_or(String::new(), |ms| {
-        format!("; the plan expired at {}", deadline_text(ms))
-    });
-    format!(
-        "Not approved: no decision was taken{within}{at}. Stay in this mode; the user may ask for the plan again."
-    )
-}
-
-/// The result the model gets for a tool call that waited for approval and expired undecided:
-/// not approved, why, and that it did not run (`Not approved: no decision was taken within 24h
-/// (approvalTimeout); this tool call expired at 2026-12-01T18:30:00Z and was not executed.`).
-pub fn expired_tool_result(payload: &ToolCallPayload) -> String {
-    let within = payload
-        .approval_timeout
-        .as_deref()
-        .map_or(String::new(), |t| format!(" within {t} (approvalTimeout)"));
-    let at = payload.deadline_at_ms.map_or(String::new(), |ms| {
-        format!(" expired at {} and", deadline_text(ms))
-    });
-    format!("Not approved: no decision was taken{within}; this tool call{at} was not executed.")
-}
-
-/// The result of a tool call that was approved while others of its reply waited, when those
-/// expired: the run ended before it ran, so it never ran.
-pub const APPROVED_NOT_RUN_RESULT: &str = "Not executed: approved, but other tool calls of this reply expired undecided (approvalTimeout), so the run ended before it ran. Call it again if it is still needed.";
 
 /// Applies the expiry of `record`'s pending plan, or of its waiting tool calls, if a deadline
 /// passed at `now_ms`: the results for the model, the history entries, the run ended

@@ -250,7 +250,7 @@ mod tests {
     /// session -> run -> tools / model -> store, with the controller wiring them; every other
     /// pair of modules that names each other is a cycle and fails this test.
     ///
-    /// The run loop is written as `impl Session` in `src/run.rs` and names the session; the
+    /// The run loop is written as `impl Session` in `src/session/drive.rs` and names the session; the
     /// types the session's operations take and return (`Decision`, `PendingDecision`,
     /// `RunOutcome`) are defined with the session (`run` re-exports them), so the session does
     /// not name the run module.

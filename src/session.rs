@@ -2,6 +2,7 @@
 //! that move between modes.
 
 mod decision;
+mod drive;
 mod expiry;
 mod kind;
 

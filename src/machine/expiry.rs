@@ -9,15 +9,50 @@
 //! ([`crate::deadline::APPROVED_NOT_RUN_RESULT`]), one rejected with its rejection. Either way the
 //! run ends `completed` and no model call follows.
 
-use crate::deadline::{
-    APPROVED_NOT_RUN_RESULT, deadline_text, expired_result, expired_tool_result,
-};
-use crate::event::{DecidedRecord, DecisionOutcome, SuspendPayload, ToolCallPayload};
-use crate::session::PendingDecision;
+use crate::event::{DecidedRecord, DecisionOutcome, SuspendPayload, ToolCallPayload, rfc3339};
 use crate::tool::SUBMIT_PLAN;
 
+/// A deadline (milliseconds since the Unix epoch) as RFC 3339 in UTC, to the second.
+pub fn deadline_text(deadline_at_ms: u64) -> String {
+    rfc3339(deadline_at_ms / 1000)
+}
+
+/// The `submit_plan` result the model gets for a plan that expired: not approved, why, and that
+/// it stays in its mode (`Not approved: no decision was taken within 24h (approvalTimeout); the
+/// plan expired at 2026-12-01T18:30:00Z. Stay in this mode.`).
+pub fn expired_result(payload: &SuspendPayload) -> String {
+    let within = payload
+        .approval_timeout
+        .as_deref()
+        .map_or(String::new(), |t| format!(" within {t} (approvalTimeout)"));
+    let at = payload.deadline_at_ms.map_or(String::new(), |ms| {
+        format!("; the plan expired at {}", deadline_text(ms))
+    });
+    format!(
+        "Not approved: no decision was taken{within}{at}. Stay in this mode; the user may ask for the plan again."
+    )
+}
+
+/// The result the model gets for a tool call that waited for approval and expired undecided:
+/// not approved, why, and that it did not run (`Not approved: no decision was taken within 24h
+/// (approvalTimeout); this tool call expired at 2026-12-01T18:30:00Z and was not executed.`).
+pub fn expired_tool_result(payload: &ToolCallPayload) -> String {
+    let within = payload
+        .approval_timeout
+        .as_deref()
+        .map_or(String::new(), |t| format!(" within {t} (approvalTimeout)"));
+    let at = payload.deadline_at_ms.map_or(String::new(), |ms| {
+        format!(" expired at {} and", deadline_text(ms))
+    });
+    format!("Not approved: no decision was taken{within}; this tool call{at} was not executed.")
+}
+
+/// The result of a tool call that was approved while others of its reply waited, when those
+/// expired: the run ended before it ran, so it never ran.
+pub const APPROVED_NOT_RUN_RESULT: &str = "Not executed: approved, but other tool calls of this reply expired undecided (approvalTimeout), so the run ended before it ran. Call it again if it is still needed.";
+
 /// What waits for a decision, as the expiry reads it: a view of a live session's
-/// [`PendingDecision`] or of a stored record's pending entries.
+/// pending decision or of a stored record's pending entries.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Waiting<'a> {
     /// A plan.
@@ -36,25 +71,7 @@ pub(crate) enum Waiting<'a> {
     },
 }
 
-impl<'a> Waiting<'a> {
-    /// The view of `pending`.
-    pub(crate) fn of(pending: &'a PendingDecision) -> Self {
-        match pending {
-            PendingDecision::ToolCall(c) => Waiting::ToolCall {
-                run_id: &c.run_id,
-                tool_call_id: &c.tool_call_id,
-                payload: &c.payload,
-                decided: c.decided.as_ref(),
-                feedback: c.feedback.as_deref(),
-            },
-            PendingDecision::Plan(p) => Waiting::Plan {
-                run_id: &p.run_id,
-                tool_call_id: &p.tool_call_id,
-                payload: &p.payload,
-            },
-        }
-    }
-
+impl Waiting<'_> {
     /// Whether its deadline has passed at `now_ms` (a tool call decided while others wait no
     /// longer has one).
     fn is_due(&self, now_ms: u64) -> bool {

@@ -5,7 +5,25 @@ use crate::event::{DecidedRecord, DecisionOutcome, Event, RunState};
 use crate::machine::expiry::{self, Waiting};
 use crate::model::Message;
 
-use super::{Session, SessionError};
+use super::{PendingDecision, Session, SessionError};
+
+/// What the expiry reads of `pending`.
+fn waiting(pending: &PendingDecision) -> Waiting<'_> {
+    match pending {
+        PendingDecision::ToolCall(c) => Waiting::ToolCall {
+            run_id: &c.run_id,
+            tool_call_id: &c.tool_call_id,
+            payload: &c.payload,
+            decided: c.decided.as_ref(),
+            feedback: c.feedback.as_deref(),
+        },
+        PendingDecision::Plan(p) => Waiting::Plan {
+            run_id: &p.run_id,
+            tool_call_id: &p.tool_call_id,
+            payload: &p.payload,
+        },
+    }
+}
 
 /// The error for a decision of `decision_id` that names a plan which expired (its history
 /// record), or `None` when that record is not an expiry.
@@ -53,7 +71,7 @@ impl Session {
     /// [`crate::machine::expiry::expire`] says to the session and saves it.
     pub(crate) async fn apply_expiry(&mut self) -> Result<Vec<DecidedRecord>, SessionError> {
         let now = self.shared.now_ms();
-        let Some(expiry) = expiry::expire(self.pending.iter().map(Waiting::of), now) else {
+        let Some(expiry) = expiry::expire(self.pending.iter().map(waiting), now) else {
             return Ok(Vec::new());
         };
         // The checkpoint must hold what is pending.
