@@ -8,6 +8,7 @@ pub mod http;
 #[cfg(feature = "openai")]
 pub mod openai;
 pub mod scripted;
+mod spec;
 
 use std::sync::Arc;
 
@@ -19,6 +20,8 @@ use tokio_util::sync::CancellationToken;
 use crate::event::TokenUsage;
 use crate::extensions::Extensions;
 use crate::tool::{ToolCall, ToolSpec};
+
+pub use spec::{ModelSpec, ModelSpecError};
 
 /// One message of a session's conversation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

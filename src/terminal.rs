@@ -1,5 +1,5 @@
 //! The terminal front end the CLI uses, as a library module so other hosts can reuse it (cargo
-//! feature `terminal`, on by default): the plan rendered as markdown, the mode shown in its
+//! feature `terminal`, on by default): the plan shown as written, the mode shown in its
 //! `metadata.color`, a spinner while the model works, and the approve / reject / feedback prompt
 //! ([`read_answer`] is its grammar) where Ctrl-C or end of input are no decision.
 //!
@@ -165,7 +165,9 @@ impl Style {
             return "(the text is unchanged)".to_owned();
         }
         let mut out = String::new();
-        for line in diff.lines() {
+        // Split at line feeds only: `str::lines` would take a carriage return before one away.
+        let body = diff.strip_suffix('\n').unwrap_or(diff);
+        for line in body.split('\n') {
             // Whole: a diff line is part of what an approval approves.
             let shown = neutralize_line_within(line, usize::MAX);
             let colored = match line.as_bytes().first() {

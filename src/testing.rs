@@ -53,8 +53,9 @@
 //!
 //! Call it from a plain `#[test]`, not from inside an async runtime. The case count follows
 //! proptest's (`PROPTEST_CASES`); a failure prints the seed ([`Check::seed`] replays it) and is
-//! kept in a regression file ([`DEFAULT_REGRESSIONS`]), with modes named by id and only the
-//! first item that differs shown. The same check runs from the command line, with the built-in
+//! kept in a regression file of the check's own ([`REGRESSIONS_DIR`]), with modes named by id and
+//! only the first item that differs shown, and a command that replays it. A [`CheckError`]
+//! prints the same readable report with `{}` and `{:?}`, so `?` in a test shows it. The same check runs from the command line, with the built-in
 //! tools: `agent-controller verify CONFIG`.
 //!
 //! # Checking your store
@@ -135,9 +136,23 @@ use crate::controller::AgentController;
 use crate::mode::ModeGraph;
 use crate::session::Session;
 
-/// Where [`Check`] keeps failing cases by default (relative to the working directory, which is
-/// the package root under `cargo test`); they are replayed first on every later run.
-pub const DEFAULT_REGRESSIONS: &str = "proptest-regressions/agent-controller-check.txt";
+/// The directory where [`Check`] keeps failing cases by default (relative to the working
+/// directory, which is the package root under `cargo test`): one file per check,
+/// `NAME.txt`, named by the test that runs it (the name `cargo test` gives its thread, `::` as
+/// `-`) or, outside a test, by the config file's name. They are replayed first on every later
+/// run of that check.
+pub const REGRESSIONS_DIR: &str = "proptest-regressions/agent-controller-check";
+
+/// Where a [`Check`] keeps failing cases.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Regressions {
+    /// A file of its own in [`REGRESSIONS_DIR`], named by the test or the config.
+    Named,
+    /// The file the user named.
+    File(PathBuf),
+    /// Nowhere.
+    Off,
+}
 
 /// A check of your controller on one config: the exploration of every state ([`explore`]),
 /// the edge walk ([`walk_edges`]) and the random state-machine test, with your invariants.
@@ -168,7 +183,7 @@ pub struct Check {
     cases: u32,
     max_ops: usize,
     seed: Option<u64>,
-    regressions: Option<PathBuf>,
+    regressions: Regressions,
     invariants: Vec<Invariant>,
 }
 
@@ -188,7 +203,8 @@ impl fmt::Debug for Check {
 impl Check {
     /// A check of the config file at `config`: proptest's case count (256 unless
     /// `PROPTEST_CASES` says otherwise), sequences of up to 32 operations, a random seed
-    /// (`PROPTEST_RNG_SEED` fixes it), failures kept in [`DEFAULT_REGRESSIONS`].
+    /// (`PROPTEST_RNG_SEED` fixes it), failures kept in a file of the check's own in
+    /// [`REGRESSIONS_DIR`].
     pub fn new(config: impl AsRef<Path>) -> Self {
         let defaults = Config::default();
         Self {
@@ -199,7 +215,7 @@ impl Check {
                 RngSeed::Fixed(seed) => Some(seed),
                 RngSeed::Random => None,
             },
-            regressions: Some(PathBuf::from(DEFAULT_REGRESSIONS)),
+            regressions: Regressions::Named,
             invariants: Vec::new(),
         }
     }
@@ -225,13 +241,13 @@ impl Check {
 
     /// Keep failing cases in `file` (proptest's regression format), replayed first next time.
     pub fn regressions(mut self, file: impl Into<PathBuf>) -> Self {
-        self.regressions = Some(file.into());
+        self.regressions = Regressions::File(file.into());
         self
     }
 
     /// Keep no regression file.
     pub fn without_regressions(mut self) -> Self {
-        self.regressions = None;
+        self.regressions = Regressions::Off;
         self
     }
 
@@ -277,19 +293,87 @@ impl Check {
         drop(harness);
 
         let seed = self.seed.unwrap_or_else(random_seed);
-        let counterexample = self.property(&graph, &facts, seed, &build)?;
+        let test = test_name();
+        let random = self.property(&graph, &facts, seed, &build, test.as_deref())?;
         let report = CheckReport {
             config: path.display().to_string(),
             exploration,
             edges,
             cases: self.cases,
             seed,
-            counterexample,
+            counterexample: random.as_ref().map(|r| r.counterexample.clone()),
+            replays: random.is_none_or(|r| r.replays),
+            test,
         };
         if report.is_ok() {
             Ok(report)
         } else {
             Err(CheckError::Failed(Box::new(report)))
+        }
+    }
+
+    /// Replays `counterexample` (from a [`CheckReport`]: the exploration's, an edge walk's
+    /// [`Miss::Diverged`] or the random test's) on a fresh controller that `build` builds, and
+    /// returns the divergence it shows now, or `None` when it passes (a fix works).
+    ///
+    /// # Errors
+    /// As [`Check::run`], and [`CheckError::Setup`] when the counterexample starts in a mode
+    /// the config does not have.
+    pub fn replay<F, E>(
+        &self,
+        counterexample: &Counterexample,
+        build: F,
+    ) -> Result<Option<Divergence>, CheckError>
+    where
+        F: Fn(Setup) -> Result<AgentController, E>,
+        E: fmt::Display,
+    {
+        let graph = config::load(&self.config)?;
+        let text = std::fs::read_to_string(&self.config).map_err(HarnessError::Io)?;
+        let facts = Arc::new(ConfigFacts::from_toml(&text)?);
+        let mut harness = self.harness(&graph, &facts, &build)?;
+        let facts = harness.facts().clone();
+        let start = facts.index_of(&counterexample.start).ok_or_else(|| {
+            HarnessError::Build(format!(
+                "the counterexample starts in mode `{}`, which {} does not have",
+                counterexample.start,
+                self.config.display()
+            ))
+        })?;
+        let start = (start != facts.default_mode()).then_some(start);
+        let restarts = harness.controller().store().is_some();
+        let initial = ReferenceSession::new(facts, start).with_restarts(restarts);
+        Ok(harness
+            .run(&initial, &counterexample.ops)
+            .err()
+            .map(|(_, d)| d))
+    }
+
+    /// The regression file of this check, if it keeps one.
+    fn regression_file(&self, test: Option<&str>) -> Option<PathBuf> {
+        match &self.regressions {
+            Regressions::Off => None,
+            Regressions::File(file) => Some(file.clone()),
+            Regressions::Named => {
+                let name = match test {
+                    Some(test) => test.replace("::", "-"),
+                    None => self
+                        .config
+                        .file_name()
+                        .map_or_else(|| "check".to_owned(), |n| n.to_string_lossy().into_owned()),
+                };
+                let name: String = name
+                    .chars()
+                    .map(|c| {
+                        if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                            c
+                        } else {
+                            '_'
+                        }
+                    })
+                    .collect();
+                Some(Path::new(REGRESSIONS_DIR).join(format!("{name}.txt")))
+            }
         }
     }
 
@@ -318,7 +402,8 @@ impl Check {
         facts: &Arc<ConfigFacts>,
         seed: u64,
         build: &F,
-    ) -> Result<Option<Counterexample>, CheckError>
+        test: Option<&str>,
+    ) -> Result<Option<RandomFailure>, CheckError>
     where
         F: Fn(Setup) -> Result<AgentController, E>,
         E: fmt::Display,
@@ -328,7 +413,7 @@ impl Check {
         // A controller with a store must survive restarts in any state.
         let restarts = harness.borrow().controller().store().is_some();
         let strategy = sessions(facts, self.max_ops, restarts);
-        let persistence = self.regressions.as_ref().map(|file| {
+        let persistence = self.regression_file(test).map(|file| {
             // proptest wants a `'static` path: one small string per check.
             let file: &'static str = Box::leak(file.display().to_string().into_boxed_str());
             Box::new(FileFailurePersistence::Direct(file)) as _
@@ -339,9 +424,15 @@ impl Check {
             rng_seed: RngSeed::Fixed(seed),
             ..Config::default()
         });
+        // Every failing case and how it diverged, for a failure that does not replay alone.
+        let failures: RefCell<Vec<(usize, Vec<Op>, Divergence)>> = RefCell::new(Vec::new());
         let result = runner.run(&strategy, |(initial, ops, seen)| {
-            run_case(&mut harness.borrow_mut(), &initial, &ops, seen.as_deref())
-                .map_err(|e| TestCaseError::fail(e.to_string()))
+            run_case(&mut harness.borrow_mut(), &initial, &ops, seen.as_deref()).map_err(|e| {
+                failures
+                    .borrow_mut()
+                    .push((initial.mode(), ops.clone(), e.clone()));
+                TestCaseError::fail(e.to_string())
+            })
         });
         let (initial, ops) = match result {
             Ok(()) => return Ok(None),
@@ -353,20 +444,60 @@ impl Check {
         // Replay the shrunk case on a fresh controller, then drop the operations it does not
         // need (no-ops the shrinker left, steps before an earlier divergence).
         let mut fresh = self.harness(graph, facts, build)?;
+        let start = facts.id(initial.mode()).to_owned();
         let Err((at, divergence)) = fresh.run(&initial, &ops) else {
-            return Err(CheckError::Stopped(
-                "a failing case passed when replayed on a fresh controller".to_owned(),
-            ));
+            // It depends on what earlier cases left in the shared controller: keep it as found.
+            let divergence = failures
+                .into_inner()
+                .into_iter()
+                .rev()
+                .find(|(mode, found, _)| *mode == initial.mode() && *found == ops)
+                .map_or_else(
+                    || Divergence {
+                        aspect: harness::Aspect::Panic,
+                        op: "the case".to_owned(),
+                        expected: "the case to pass".to_owned(),
+                        actual: "it failed, and its divergence was not kept".to_owned(),
+                    },
+                    |(_, _, d)| d,
+                );
+            return Ok(Some(RandomFailure {
+                counterexample: Counterexample {
+                    start,
+                    ops,
+                    divergence,
+                },
+                replays: false,
+            }));
         };
         let mut ops = ops;
         ops.truncate(at.map_or(0, |i| i + 1));
         let (ops, divergence) = without_unneeded_ops(&mut fresh, &initial, ops, divergence);
-        Ok(Some(Counterexample {
-            start: facts.id(initial.mode()).to_owned(),
-            ops,
-            divergence,
+        Ok(Some(RandomFailure {
+            counterexample: Counterexample {
+                start,
+                ops,
+                divergence,
+            },
+            replays: true,
         }))
     }
+}
+
+/// The random test's failure: the counterexample, and whether it fails alone on a fresh
+/// controller.
+struct RandomFailure {
+    counterexample: Counterexample,
+    replays: bool,
+}
+
+/// The name of the test running this thread: `cargo test` names each test's thread by the
+/// test's path (also with `--test-threads=1`); `None` on the main thread (the CLI).
+fn test_name() -> Option<String> {
+    std::thread::current()
+        .name()
+        .filter(|n| *n != "main")
+        .map(str::to_owned)
 }
 
 /// Removes, one at a time from the end, every operation without which the sequence still
@@ -421,6 +552,13 @@ pub struct CheckReport {
     pub seed: u64,
     /// The random test's shrunk failure, if it failed.
     pub counterexample: Option<Counterexample>,
+    /// Whether the random test's failure fails again alone, on a fresh controller. `false`
+    /// when it failed only after the cases before it (in the controller all cases share):
+    /// then `counterexample` is the case as found, not shrunk further.
+    pub replays: bool,
+    /// The test that ran the check (its thread's name under `cargo test`), for the replay
+    /// command the report prints.
+    pub test: Option<String>,
 }
 
 impl CheckReport {
@@ -428,28 +566,62 @@ impl CheckReport {
     pub fn is_ok(&self) -> bool {
         self.exploration.is_ok() && self.edges.is_complete() && self.counterexample.is_none()
     }
-}
 
-impl fmt::Display for CheckReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "{}: explored {}", self.config, self.exploration)?;
-        match &self.counterexample {
-            None => write!(
-                f,
-                "{}: {} random cases passed (seed {}), {}",
-                self.config, self.cases, self.seed, self.edges
-            ),
-            Some(c) => write!(
-                f,
-                "{}: {}\n{}: a random case failed (seed {}; replay with it):\n{c}",
-                self.config, self.edges, self.config, self.seed
-            ),
+    /// The command that runs this check again: `cargo test TEST -- --exact` under a test.
+    fn rerun(&self, env: &str) -> String {
+        match &self.test {
+            Some(test) => format!("{env}cargo test {test} -- --exact"),
+            None => format!("{env}run this check again"),
         }
     }
 }
 
-/// Why a [`Check`] failed.
-#[derive(Debug, thiserror::Error)]
+impl fmt::Display for CheckReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let config = &self.config;
+        writeln!(f, "{config}: explored {}", self.exploration)?;
+        match &self.counterexample {
+            None => write!(
+                f,
+                "{config}: {} random cases passed (seed {}), {}",
+                self.cases, self.seed, self.edges
+            )?,
+            Some(c) if self.replays => write!(
+                f,
+                "{config}: {}\n{config}: a random case failed (seed {}; replay with it):\n{c}",
+                self.edges, self.seed
+            )?,
+            Some(c) => write!(
+                f,
+                "{config}: {}\n{config}: a random case failed (seed {}), but passed when replayed \
+                 alone on a fresh controller: it fails only after the cases before it, so \
+                 something outlives a session (state your controller, model layer, tools or store \
+                 keep across sessions). The case as found, with the ops so far:\n{c}",
+                self.edges, self.seed
+            )?,
+        }
+        if !self.exploration.is_ok() || !self.edges.is_complete() {
+            write!(
+                f,
+                "\n{config}: replay the exploration and the edge walk (deterministic): {}",
+                self.rerun("")
+            )?;
+        }
+        if self.counterexample.is_some() {
+            write!(
+                f,
+                "\n{config}: replay the random test: {} (or Check::seed({}))",
+                self.rerun(&format!("PROPTEST_RNG_SEED={} ", self.seed)),
+                self.seed
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a [`Check`] failed. `Debug` prints the same readable text as `Display`, so a test that
+/// returns `Result<(), CheckError>` and uses `?` shows the report, not its fields.
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum CheckError {
     /// The config file is not valid.
@@ -462,13 +634,20 @@ pub enum CheckError {
     #[error(transparent)]
     Setup(#[from] HarnessError),
     /// The controller diverged from the reference model: the report says where (a shortest
-    /// counterexample from the exploration, the edges not exercised, the random test's shrunk
-    /// failure with its seed).
+    /// counterexample from the exploration, the edges where the walk diverged, the random
+    /// test's shrunk failure with its seed), and how to replay each.
     #[error("{0}")]
     Failed(Box<CheckReport>),
-    /// The random test gave up without a reproducible divergence.
+    /// The random test gave up without a divergence (proptest aborted: too many rejected
+    /// cases).
     #[error("the property test stopped: {0}")]
     Stopped(String),
+}
+
+impl fmt::Debug for CheckError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
 }
 
 /// Checks your controller against the reference model on the config at `config`: a [`Check`]

@@ -4,15 +4,17 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use agent_controller::diagram::DiagramFormat;
+use agent_controller::model::ModelSpec;
 use agent_controller::store::{StoreError, check_spec};
 use clap::{Args, Parser, Subcommand};
 
 pub(crate) const DEFAULT_CONFIG: &str = "config/modes.toml";
 
 /// `--model`: the built-in scripted model unless a real one is named.
-pub(crate) const MODEL_HELP: &str = "The model: `scripted` (built in, the default) or `openai/MODEL` for an \
+pub(crate) const MODEL_HELP: &str = "The model: `scripted` (built in, the default), `openai/MODEL` for an \
 OpenAI-compatible endpoint (`OPENAI_API_KEY`, `OPENAI_BASE_URL`; a mode's `defaultModelId` wins; \
-`openai` alone uses `OPENAI_MODEL`). Needs the `openai` feature.";
+`openai` alone uses `OPENAI_MODEL`; needs the `openai` feature), or `anthropic/MODEL` for the \
+Anthropic API (`ANTHROPIC_API_KEY`; `anthropic` alone uses `ANTHROPIC_MODEL`).";
 
 /// The exit statuses, in `--help` (README "Exit status" says the same).
 pub(crate) const EXIT_STATUS_HELP: &str = "\
@@ -239,7 +241,7 @@ pub(crate) struct SessionArgs {
     #[arg(long)]
     pub(crate) json: bool,
     #[arg(long, default_value = "scripted", help = MODEL_HELP)]
-    pub(crate) model: String,
+    pub(crate) model: ModelSpec,
     /// The lease of a run this process carries on, in seconds (renewed while it works): if the
     /// process stops, the run is interrupted once the lease ends, and `continue` carries it on.
     #[arg(long, value_name = "SECONDS", default_value = "30", value_parser = parse_lease)]

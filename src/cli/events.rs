@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use agent_controller::display::{arguments_line, json_line, neutralize_line};
+use agent_controller::display::{
+    arguments_line, json_line, neutralize_line, neutralize_line_within,
+};
 use agent_controller::terminal::Style;
 use agent_controller::{Event, ModeGraph, Suspension};
 
@@ -47,7 +49,12 @@ pub(crate) fn print_event(
     }
 }
 
-/// One event as a readable line; model-, tool- and file-derived text through [`neutralize_line`].
+/// How many characters of a model's message an event line shows (its middle cut and counted
+/// past it; `--json` events have it whole). Other fields: [`neutralize_line`]'s bound.
+const MESSAGE_MAX_CHARS: usize = 4_000;
+
+/// One event as a readable line; model-, tool- and file-derived text through [`neutralize_line`]
+/// (bounded, the cut counted).
 pub(crate) fn event_line(
     event: &Event,
     graph: &ModeGraph,
@@ -73,7 +80,9 @@ pub(crate) fn event_line(
             let verb = if resumed { "resumed" } else { "started" };
             format!("[{}] {verb} in mode {}", line(run_id), mode(mode_id))
         }
-        Event::AssistantMessage { text, .. } => format!("model: {}", line(text)),
+        Event::AssistantMessage { text, .. } => {
+            format!("model: {}", neutralize_line_within(text, MESSAGE_MAX_CHARS))
+        }
         Event::ToolStart {
             tool_name, args, ..
         } => format!(

@@ -139,7 +139,7 @@ pub(crate) fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Fai
             neutralize_line(&p.decision_id),
             neutralize_line(&p.mode_id),
             neutralize_line(&targets_text(&p.target_mode_id, &p.target_mode_ids)),
-            short_sha256(&p.sha256),
+            neutralize_line(short_sha256(&p.sha256)),
             neutralize_line(&p.title),
             workspace_field(p),
         ))

@@ -36,7 +36,7 @@ pub(crate) fn run(mut args: RunArgs) -> Outcome {
             .ok_or_else(|| Failure::invalid(format!("unknown mode `{}`", neutralize_line(id))))?,
         None => graph.default_mode_id(),
     };
-    let scripted = args.common.model == "scripted";
+    let scripted = args.common.model.is_scripted();
     // A probe controller tells whether the start mode offers write_plan; building is cheap.
     let probe = controller(
         &args.common,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use agent_controller::display::neutralize_line;
 use agent_controller::jail::Jail;
+use agent_controller::model::ModelSpec;
 use agent_controller::model::scripted::ScriptedModel;
 use agent_controller::store::{SessionStore, StoreError, open_existing_store};
 use agent_controller::terminal::SpinnerModel;
@@ -26,64 +27,25 @@ pub(crate) fn load(path: &Path) -> Result<(ModeGraph, ToolRegistry), Failure> {
     Ok((graph, tools))
 }
 
-/// The model `--model` names, behind a spinner (quiet with `--json` or when stdout is piped).
+/// The model `--model` names, behind a spinner (quiet with `--json` or when stdout is piped):
+/// `scripted` for the scripted model given, else the provider [`ModelSpec::open`] opens.
 pub(crate) fn model_for(
-    spec: &str,
+    spec: &ModelSpec,
     json: bool,
     plan: Option<&Path>,
     scripted: ScriptedModel,
 ) -> Result<Arc<dyn LanguageModel>, Failure> {
     let spin = !json && std::io::stdout().is_terminal();
-    let (provider, name) = match spec.split_once('/') {
-        Some((provider, name)) => (provider, Some(name)),
-        None => (spec, None),
-    };
-    match provider {
-        "scripted" => Ok(Arc::new(SpinnerModel::new(scripted, spin))),
-        "openai" => openai_model(name, plan).map(|m| Arc::new(SpinnerModel::new(m, spin)) as _),
-        "anthropic" => {
-            use agent_controller::model::anthropic::{AnthropicModel, AnthropicSettings};
-            if plan.is_some() {
-                return Err(Failure::invalid(
-                    "--plan is for the scripted model: a real model writes its own plan",
-                ));
-            }
-            let mut settings = AnthropicSettings::from_env();
-            if let Some(name) = name.filter(|n| !n.is_empty()) {
-                settings = settings.default_model(name);
-            }
-            let model = AnthropicModel::new(settings).map_err(|e| Failure::invalid(e.message()))?;
-            Ok(Arc::new(SpinnerModel::new(model, spin)))
-        }
-        other => Err(Failure::invalid(format!(
-            "unknown model provider `{other}`: use `scripted` or `openai/MODEL`"
-        ))),
+    if spec.is_scripted() {
+        return Ok(Arc::new(SpinnerModel::new(scripted, spin)));
     }
-}
-
-#[cfg(feature = "openai")]
-pub(crate) fn openai_model(
-    name: Option<&str>,
-    plan: Option<&Path>,
-) -> Result<agent_controller::model::openai::OpenAiModel, Failure> {
-    use agent_controller::model::openai::{OpenAiModel, OpenAiSettings};
     if plan.is_some() {
         return Err(Failure::invalid(
             "--plan is for the scripted model: a real model writes its own plan",
         ));
     }
-    let mut settings = OpenAiSettings::from_env();
-    if let Some(name) = name.filter(|n| !n.is_empty()) {
-        settings = settings.default_model(name);
-    }
-    OpenAiModel::new(settings).map_err(|e| Failure::invalid(e.message()))
-}
-
-#[cfg(not(feature = "openai"))]
-pub(crate) fn openai_model(_: Option<&str>, _: Option<&Path>) -> Result<ScriptedModel, Failure> {
-    Err(Failure::invalid(
-        "this build has no `openai` provider: rebuild with `--features openai`",
-    ))
+    let model = spec.open().map_err(|e| Failure::invalid(e.message()))?;
+    Ok(Arc::new(SpinnerModel::new(model, spin)))
 }
 
 /// The store `pending` and `decide` read: one that does not exist is a usage error (exit 2),

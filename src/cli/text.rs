@@ -24,7 +24,11 @@ pub(crate) fn targets_text(target: &str, targets: &[impl AsRef<str>]) -> String 
 }
 
 pub(crate) fn short_sha256(sha256: &str) -> &str {
-    sha256.get(..12).unwrap_or(sha256)
+    // Twelve characters, not bytes: a forged record's value need not be hex.
+    sha256
+        .char_indices()
+        .nth(12)
+        .map_or(sha256, |(at, _)| &sha256[..at])
 }
 
 /// Where the shown plan came from, so the person knows what approving binds to.

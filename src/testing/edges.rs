@@ -5,8 +5,9 @@
 use std::collections::VecDeque;
 use std::fmt;
 
+use super::explore::Counterexample;
 use super::facts::ConfigFacts;
-use super::harness::{Divergence, Harness};
+use super::harness::Harness;
 use super::reference::{
     Call, Feedback, Op, PlanFile, ReferenceSession, Revision, ShaChoice, Subject, Then,
 };
@@ -266,13 +267,15 @@ fn shortest_path(
 }
 
 /// Why an edge was not exercised.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Miss {
     /// No path from the default mode reaches the edge's start.
     Unreachable,
-    /// The session diverged from the reference on the way or when firing.
-    Diverged(Divergence),
+    /// The session diverged from the reference on the way or when firing: the session's start,
+    /// the operations up to the one that diverged (the path to the edge, then the edge), and
+    /// the divergence. [`crate::testing::Check::replay`] replays it.
+    Diverged(Box<Counterexample>),
     /// The reference model could not fire the edge (a bug in the walk, not in the session).
     Reference(String),
 }
@@ -281,14 +284,14 @@ impl fmt::Display for Miss {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Miss::Unreachable => write!(f, "unreachable from the default mode"),
-            Miss::Diverged(d) => write!(f, "{d}"),
+            Miss::Diverged(c) => write!(f, "diverged:\n{c}"),
             Miss::Reference(e) => write!(f, "the reference model could not fire it: {e}"),
         }
     }
 }
 
 /// The result of an edge walk: every edge, and those not exercised with the reason.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct EdgeReport {
     /// Every edge of the relation, in walk order.
     pub edges: Vec<Edge>,
@@ -323,7 +326,10 @@ impl fmt::Display for EdgeReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "edges covered: {}/{}", self.covered(), self.total())?;
         for (edge, miss) in &self.missed {
-            write!(f, "\n  not exercised: {edge}: {miss}")?;
+            match miss {
+                Miss::Diverged(c) => write!(f, "\n  diverged at edge {edge}:\n{c}")?,
+                other => write!(f, "\n  not exercised: {edge}: {other}")?,
+            }
         }
         Ok(())
     }
@@ -360,20 +366,30 @@ fn walk_one(
     let mut reference = ReferenceSession::new(facts.clone(), None).with_restarts(restarts);
     let path =
         shortest_path(all, facts.len(), reference.mode(), edge.from).ok_or(Miss::Unreachable)?;
-    harness.start(&reference).map_err(Miss::Diverged)?;
-    // With a store, the session must come back from it as the edge left it.
+    let start = facts.id(reference.mode()).to_owned();
+    let diverged = |ops: &[Op], divergence| {
+        Miss::Diverged(Box::new(Counterexample {
+            start: start.clone(),
+            ops: ops.to_vec(),
+            divergence,
+        }))
+    };
+    harness.start(&reference).map_err(|d| diverged(&[], d))?;
     let restart = restarts.then_some(Op::Restart);
-    let ops = path
+    let ops: Vec<Op> = path
         .into_iter()
         .chain([edge])
         .flat_map(|e| fire(facts, e))
-        .chain(restart);
-    for op in ops {
-        if !reference.can_apply(&op) {
+        .chain(restart)
+        .collect();
+    for (i, op) in ops.iter().enumerate() {
+        if !reference.can_apply(op) {
             return Err(Miss::Reference(format!("{op:?} does not apply")));
         }
-        reference.apply(&op);
-        harness.step(&reference).map_err(Miss::Diverged)?;
+        reference.apply(op);
+        harness
+            .step(&reference)
+            .map_err(|d| diverged(&ops[..=i], d))?;
     }
     if reference.mode() != edge.to {
         return Err(Miss::Reference(format!(

@@ -976,3 +976,131 @@ fn the_reference_ends_a_run_at_its_revision_limit() {
         assert!(reference.pending().is_none());
     }
 }
+
+#[test]
+fn a_failed_check_reads_the_same_with_debug_as_with_display() {
+    // Issue 25: `?` in a test printed a 10 KB single-line Debug of `CheckReport`.
+    let err = Check::new(MODES)
+        .cases(16)
+        .seed(3)
+        .without_regressions()
+        .run(build_without_manual_notice)
+        .expect_err("the planted bug");
+    let debug = format!("{err:?}");
+    assert_eq!(debug, err.to_string());
+    assert!(!debug.contains("CheckReport {"), "{debug}");
+    assert!(debug.lines().count() > 3, "{debug}");
+}
+
+#[test]
+fn an_edge_walk_failure_prints_its_path_and_a_replay_command_and_replays() {
+    // Issue 25: an edge-walk failure printed as "not exercised", with no path to reproduce it.
+    let check = Check::new(MODES).cases(16).seed(3).without_regressions();
+    let report = failed(&check, build_without_manual_notice);
+    let (edge, miss) = report.edges.missed.first().expect("an edge diverges");
+    let Miss::Diverged(found) = miss else {
+        panic!("{edge}: {miss}")
+    };
+    assert!(!found.ops.is_empty(), "the path to the edge: {found}");
+    let text = report.to_string();
+    assert!(
+        text.contains(&format!("diverged at edge {edge}:")),
+        "{text}"
+    );
+    assert!(text.contains("  1. "), "the path: {text}");
+    let test =
+        "testing::tests::an_edge_walk_failure_prints_its_path_and_a_replay_command_and_replays";
+    assert_eq!(report.test.as_deref(), Some(test));
+    assert!(
+        text.contains(&format!("cargo test {test} -- --exact")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("PROPTEST_RNG_SEED=3 cargo test {test}")),
+        "{text}"
+    );
+    // The path replays: the divergence again on the planted bug, none on a correct controller.
+    let again = check
+        .replay(found, build_without_manual_notice)
+        .expect("replayed");
+    assert_eq!(again.map(|d| d.aspect), Some(found.divergence.aspect));
+    let fixed = check
+        .replay(found, |setup| {
+            setup
+                .builder()
+                .tools(ToolRegistry::with_workspace_tools())
+                .build()
+        })
+        .expect("replayed");
+    assert_eq!(fixed, None);
+}
+
+/// Planted bug "something outlives a session": a model layer that, from its 40th call on,
+/// drops the system notices (a counter of the controller, not of the session), so a case
+/// fails only after the cases before it, and passes alone on a fresh controller.
+struct DropsNoticesLate {
+    inner: Arc<dyn LanguageModel>,
+    calls: AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl LanguageModel for DropsNoticesLate {
+    async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        if self.calls.fetch_add(1, Ordering::SeqCst) < 40 {
+            return self.inner.generate(request).await;
+        }
+        DropsManualNotice(self.inner.clone())
+            .generate(request)
+            .await
+    }
+}
+
+#[test]
+fn a_random_failure_that_does_not_replay_keeps_its_seed_ops_and_the_results_so_far() {
+    // Issue 25: such a failure ended with "the property test stopped", dropping all of it.
+    let report = failed(
+        &Check::new(MODES).cases(256).seed(5).without_regressions(),
+        |setup| {
+            let model = Arc::new(DropsNoticesLate {
+                inner: setup.model(),
+                calls: AtomicUsize::new(0),
+            });
+            setup
+                .builder_with(model)
+                .tools(ToolRegistry::with_workspace_tools())
+                .build()
+        },
+    );
+    assert!(!report.replays, "{report}");
+    let found = report.counterexample.as_ref().expect("kept");
+    assert!(!found.ops.is_empty(), "{report}");
+    let text = report.to_string();
+    assert!(text.contains("seed 5"), "{text}");
+    assert!(text.contains("passed when replayed alone"), "{text}");
+    assert!(text.contains("  1. "), "the ops: {text}");
+    assert!(text.contains("explored "), "the results so far: {text}");
+    assert!(text.contains("differs after"), "the divergence: {text}");
+}
+
+#[test]
+fn each_check_keeps_its_own_regression_file_named_by_the_test_or_the_config() {
+    let check = Check::new(MODES);
+    assert_eq!(
+        check.regression_file(test_name().as_deref()),
+        Some(PathBuf::from(format!(
+            "{REGRESSIONS_DIR}/testing-tests-each_check_keeps_its_own_regression_file_named_by_the_test_or_the_config.txt"
+        )))
+    );
+    assert_eq!(
+        check.regression_file(None),
+        Some(PathBuf::from(format!("{REGRESSIONS_DIR}/modes.toml.txt")))
+    );
+    assert_eq!(
+        check
+            .clone()
+            .regressions("r.txt")
+            .regression_file(Some("t")),
+        Some(PathBuf::from("r.txt"))
+    );
+    assert_eq!(check.without_regressions().regression_file(Some("t")), None);
+}

@@ -269,6 +269,45 @@ fn run_with_an_unknown_mode_fails_cleanly() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown mode `review`"));
 }
 
+#[test]
+fn an_unknown_model_provider_is_a_usage_error_before_anything_runs() {
+    let ws = Workspace::new();
+    let out = run(
+        ws.path(),
+        &["--model", "llama/7b", "--mode", "plan", "x"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(INVALID));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown model provider `llama`"), "{err}");
+    assert!(err.contains("anthropic/MODEL"), "{err}");
+    assert!(out.stdout.is_empty(), "nothing ran");
+    let plans = std::fs::read_dir(ws.path().join(".agent/plans")).expect("plans dir");
+    assert_eq!(plans.count(), 0, "no plan was written");
+}
+
+/// `scripted/NAME` is the scripted model (the name is ignored), with its plan placed as for
+/// `scripted`.
+#[test]
+fn a_scripted_model_spec_with_a_name_runs_the_scripted_model() {
+    let ws = Workspace::new();
+    let out = run(
+        ws.path(),
+        &[
+            "--model",
+            "scripted/any",
+            "--mode",
+            "plan",
+            "--approve",
+            "--json",
+            "Add dark mode",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    assert_eq!(mode_changes(&events(&out)), [("plan", "build")]);
+}
+
 /// `run --detach` / `pending` / `decide --approve` across three processes, on both stores.
 #[test]
 fn detach_pending_decide_across_three_processes() {

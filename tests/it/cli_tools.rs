@@ -721,6 +721,56 @@ fn json_output_escapes_c1_and_bidi_characters() {
     );
 }
 
+/// Issue 19, item 2: a `write_file` call waiting for approval hid an invisible-identifier
+/// backdoor (`const { timeout,\u{3164}} = req.query`, a Hangul filler) that the user approved
+/// as shown. The prompt, the event line, `pending` and `pending --json` show it as an escape.
+#[test]
+fn a_waiting_call_shows_invisible_characters_as_escapes_everywhere() {
+    let content = "const { timeout,\u{3164}} = req.query\nrun(timeout)\u{fe0f}\n";
+    let world = World::new("dir", vec![calls([write("call_1", "a.js", content)])]);
+    let out = world.cli("run", true, &["Write"], None);
+    assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
+    let listed = pending(&world.spec, false);
+    let listed_json = pending(&world.spec, true);
+    for (what, text, escape) in [
+        ("prompt", stderr(&out), "\\u{3164}"),
+        ("event line", stdout(&out), "\\u{3164}"),
+        ("pending", stdout(&listed), "\\u{3164}"),
+        ("pending --json", stdout(&listed_json), "\\u3164"),
+    ] {
+        assert!(!text.contains(['\u{3164}', '\u{fe0f}']), "{what}: {text:?}");
+        assert!(
+            text.contains(&format!("const {{ timeout,{escape}}} = req.query")),
+            "{what}: {text}"
+        );
+        assert!(text.contains("run(timeout)\\u"), "{what}: {text}");
+    }
+    assert_eq!(world.pending_json()[0]["args"]["content"], content);
+}
+
+/// Issue 19 (low): every shown field is bounded. A model's message on its event line shows its
+/// start and its end, the cut counted; `--json` has it whole.
+#[test]
+fn a_long_model_message_is_bounded_on_its_event_line() {
+    let message = format!("Start {} End", "m".repeat(20_000));
+    let world = World::new("dir", vec![text(&message)]);
+    let out = world.cli("run", false, &["Say it"], None);
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    let shown = stdout(&out);
+    let line = shown
+        .lines()
+        .find(|l| l.starts_with("model: Start mmm"))
+        .unwrap_or_else(|| panic!("{shown}"));
+    assert!(line.ends_with("mmm End"), "{line}");
+    assert!(
+        line.contains(&format!(
+            "… ({} characters not shown) …",
+            message.len() - 4_000
+        )),
+        "{line}"
+    );
+}
+
 /// `q` at the prompt of a stored run leaves the call pending (exit 4) and runs nothing; end of
 /// input without a store ends the run not approved (exit 3) and runs nothing.
 #[test]

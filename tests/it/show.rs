@@ -243,6 +243,39 @@ proptest! {
     }
 }
 
+/// The diff of a revision, piped and on a terminal: `str::lines` took a carriage return before
+/// each line feed away (a captured plan keeps one from `\r\r\n`).
+#[test]
+fn a_diff_shows_every_carriage_return() {
+    let diff = "--- revision 1\n+++ revision 2\n@@ -1 +1 @@\n-a\r\n+b\r\n";
+    for style in [Style::plain(80), Style::colored(80)] {
+        let shown = strip_styling(&style.render_diff(diff));
+        assert!(shown.contains("-a\\u{d}\n+b\\u{d}"), "{shown:?}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// A diff shown, styling removed and escapes decoded, is the diff (its last line feed
+    /// aside), and every character left is visible.
+    #[test]
+    fn the_rendered_diff_maps_back_to_its_source(
+        lines in prop::collection::vec(
+            (prop::sample::select(vec!["+", "-", " ", "@@ ", "+++ ", "--- ", ""]), text_of(0..8))
+                .prop_map(|(mark, text)| format!("{mark}{text}")),
+            1..8,
+        ),
+    ) {
+        let diff = format!("{}\n", lines.join("\n"));
+        for style in [Style::plain(80), Style::colored(80)] {
+            let shown = strip_styling(&style.render_diff(&diff));
+            prop_assert!(all_visible(&shown), "{:?}", shown);
+            prop_assert_eq!(decode_escapes(&shown), &diff[..diff.len() - 1]);
+        }
+    }
+}
+
 fn plan_run(ws: &Path, plan: &Path, store: &str) -> Command {
     let mut cmd = bin();
     cmd.args(["run", "--config", SHIPPED, "--workspace"])
@@ -411,6 +444,47 @@ fn event_lines_show_every_line_of_a_result_bounded() {
     assert!(result.len() < 2_000, "bounded: {}", result.len());
 }
 
+/// Sets every string field named `key` of the stored record at `record` to `value`.
+fn forge(record: &Path, key: &str, value: &str) {
+    fn set(json: &mut Value, key: &str, value: &str) {
+        match json {
+            Value::Object(map) => {
+                for (k, v) in map.iter_mut() {
+                    if k == key && v.is_string() {
+                        *v = Value::String(value.to_owned());
+                    } else {
+                        set(v, key, value);
+                    }
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|v| set(v, key, value)),
+            _ => {}
+        }
+    }
+    let mut json: Value =
+        serde_json::from_str(&std::fs::read_to_string(record).expect("record")).expect("JSON");
+    set(&mut json, key, value);
+    std::fs::write(record, json.to_string()).expect("forge");
+}
+
+/// `pending` printed a stored plan's `sha256` raw, cut at 12 bytes (and whole when byte 12 is
+/// inside a character): a forged record wrote escape sequences, or 5 MB, to the terminal.
+#[test]
+fn pending_shows_a_forged_sha256_neutralized_and_bounded() {
+    let ws = tempfile::tempdir().expect("tempdir");
+    let (store, session) = detach(ws.path(), "# Add dark mode\n\n1. Theme\n");
+    let record = Path::new(&store).join(format!("{session}.pending.json"));
+    for forged in [
+        format!("\u{1b}]0;owned\u{7}{}", "a".repeat(64)),
+        format!("0123456789a\u{e9}{}", "\u{1b}[2J".repeat(1_000_000)),
+    ] {
+        forge(&record, "sha256", &forged);
+        let listed = pending(&store, false);
+        assert!(listed.len() < 3_000, "bounded: {} bytes", listed.len());
+        assert!(all_visible(&listed), "{listed:.300?}");
+    }
+}
+
 /// Issue 19 (low): `pending` printed a forged 50 MB title in full. Every shown field is
 /// bounded, the cut counted; `pending --json` keeps the record's data whole.
 #[test]
@@ -419,25 +493,7 @@ fn pending_bounds_a_forged_title_and_says_how_much_is_cut() {
     let (store, session) = detach(ws.path(), "# Add dark mode\n\n1. Theme\n");
     let record = Path::new(&store).join(format!("{session}.pending.json"));
     let forged = format!("Forged {} title end", "y".repeat(5_000_000));
-    let mut json: Value =
-        serde_json::from_str(&std::fs::read_to_string(&record).expect("record")).expect("JSON");
-    fn retitle(value: &mut Value, title: &str) {
-        match value {
-            Value::Object(map) => {
-                for (key, v) in map.iter_mut() {
-                    if key == "title" && v.is_string() {
-                        *v = Value::String(title.to_owned());
-                    } else {
-                        retitle(v, title);
-                    }
-                }
-            }
-            Value::Array(items) => items.iter_mut().for_each(|v| retitle(v, title)),
-            _ => {}
-        }
-    }
-    retitle(&mut json, &forged);
-    std::fs::write(&record, json.to_string()).expect("forge");
+    forge(&record, "title", &forged);
     let listed = pending(&store, false);
     assert!(listed.len() < 3_000, "bounded: {} bytes", listed.len());
     assert!(listed.contains("\tForged yyy"), "{listed:.300}");
