@@ -273,6 +273,38 @@ fn expired_subject(tool_name: Option<&str>) -> String {
     }
 }
 
+/// An operation that drives a run, holding its session: dropped before
+/// [`Operation::finish`], it ends the run in memory at once ([`Session::abandon`]).
+pub(crate) struct Operation<'a> {
+    pub(crate) session: &'a mut Session,
+    finished: bool,
+}
+
+impl<'a> Operation<'a> {
+    pub(crate) fn new(session: &'a mut Session) -> Self {
+        Self {
+            session,
+            finished: false,
+        }
+    }
+
+    /// The operation returned `outcome`: the run is no longer in progress.
+    pub(crate) fn finish<T>(mut self, outcome: T) -> T {
+        self.finished = true;
+        outcome
+    }
+}
+
+impl Drop for Operation<'_> {
+    fn drop(&mut self) {
+        if self.finished {
+            self.session.finish_operation();
+        } else {
+            self.session.abandon();
+        }
+    }
+}
+
 /// Cancels a session's run from another task; get one with [`Session::cancel_handle`].
 ///
 /// Cheap to clone, `Send` and `Sync`; every clone cancels the same session's runs. What
@@ -758,6 +790,9 @@ pub struct Session {
     /// Events of a state change held back until the change is saved.
     outbox: Vec<Event>,
     in_change: bool,
+    /// A run's future was dropped: the run's end (aborted) is applied in memory, in the change
+    /// still open, and is saved by the next operation or [`Session::settle`].
+    abandoned: bool,
     /// The state to roll back to if the change being saved fails (only with a store).
     /// Boxed: only sessions with a store take checkpoints, and only during a change; inline it
     /// would add ~270 bytes to every session.
@@ -819,6 +854,7 @@ impl Session {
             holds_lease: false,
             outbox: Vec::new(),
             in_change: false,
+            abandoned: false,
             checkpoint: None,
             saving: None,
         };
@@ -940,6 +976,7 @@ impl Session {
             holds_lease: false,
             outbox: Vec::new(),
             in_change: false,
+            abandoned: false,
             checkpoint: None,
             saving: None,
             shared,
@@ -1014,7 +1051,10 @@ impl Session {
     /// The last saved state while a change is being saved (or was abandoned mid-save): what
     /// the accessors report until the change is saved.
     fn unsaved(&self) -> Option<&Checkpoint> {
-        self.checkpoint.as_deref().filter(|_| self.in_change)
+        // An abandoned run's end is shown at once, though not saved yet.
+        self.checkpoint
+            .as_deref()
+            .filter(|_| self.in_change && !self.abandoned)
     }
 
     pub(crate) fn mode_arc(&self) -> Arc<str> {
@@ -1119,9 +1159,13 @@ impl Session {
     /// future was aborted, for example from a blocking thread, can still land a save after
     /// this check; the next save then fails with [`StoreError::Conflict`] and changes nothing:
     /// restore the session.)
-    async fn recover(&mut self) {
+    async fn recover(&mut self) -> Result<(), SessionError> {
         if !self.in_change {
-            return;
+            return Ok(());
+        }
+        if std::mem::take(&mut self.abandoned) {
+            // The end of a dropped run, applied when it was dropped: save it now.
+            return self.commit().await;
         }
         if let Some(saving) = self.saving.take() {
             saving.task.abort();
@@ -1132,11 +1176,12 @@ impl Session {
             if saved {
                 self.version = saving.version;
                 self.deliver_change();
-                return;
+                return Ok(());
             }
         }
         let checkpoint = self.checkpoint.take();
         self.rollback(checkpoint);
+        Ok(())
     }
 
     /// Records what an operation whose future was dropped left behind, and applies the deadline
@@ -1147,14 +1192,17 @@ impl Session {
     /// Dropping the future of [`Session::send_message`] or [`Session::resume`] at any `.await`
     /// is safe: a change whose save was under way counts if the save finished and is undone
     /// otherwise (its events are delivered only if it counts), so a plan that was pending and
-    /// not decided stays pending. A run left running is then ended as aborted: every tool call
-    /// of the last assistant message gets a result (`Cancelled: ...` for the call that was
-    /// running, `Not executed: ...` for those after it, with `tool_end` events), `agent_end`
-    /// (reason `aborted`) is emitted, and the session is saved. The next model call therefore
-    /// sends a conversation an OpenAI-compatible server accepts.
+    /// not decided stays pending. A run dropped while it waited for its model or a tool ends
+    /// aborted at once, in memory: [`Session::run_state`] says `aborted` and every tool call of
+    /// the last assistant message has a result in [`Session::messages`] (`Cancelled: ...` for
+    /// the call that was running, `Not executed: ...` for those after it). Its events
+    /// (`tool_end`, `agent_end` with reason `aborted`) go out, and the session is saved, here.
+    /// The next model call therefore sends a conversation an OpenAI-compatible server accepts.
     ///
-    /// A `Drop` cannot await a save, which is why this happens here and not when the future is
-    /// dropped. To stop a run more gently, use [`Session::cancel_handle`].
+    /// A `Drop` cannot await a save, which is why the save happens here and not when the future
+    /// is dropped. A run dropped while a save of it was under way reads as it was last saved
+    /// until then (whether that save landed is learned here), and is ended here if it still
+    /// runs. To stop a run more gently, use [`Session::cancel_handle`].
     ///
     /// # Errors
     /// [`SessionError::Store`] when the aborted run cannot be saved; the session is as before
@@ -1165,7 +1213,7 @@ impl Session {
     /// lease runs, this is [`SessionError::LeaseHeld`] and nothing changes, so an operation never
     /// ends a run another process is carrying on.
     pub async fn settle(&mut self) -> Result<(), SessionError> {
-        self.recover().await;
+        self.recover().await?;
         self.cancel.finish();
         if let Some((run_id, RunState::Running)) = &self.run {
             let run_id = run_id.clone();
@@ -1271,7 +1319,7 @@ impl Session {
     /// changed the session first (of racing continuers exactly one wins; the others get this and
     /// change nothing); later errors as for [`Session::send_message`].
     pub async fn continue_run(&mut self) -> Result<RunOutcome, SessionError> {
-        self.recover().await;
+        self.recover().await?;
         self.cancel.finish();
         if self.shared.store.is_none() {
             return Err(SessionError::NoStore);
@@ -1290,9 +1338,27 @@ impl Session {
         };
         self.check_not_leased(&run_id)?;
         self.start_operation();
-        let outcome = self.take_over(run_id).await;
-        self.finish_operation();
-        outcome
+        let operation = Operation::new(self);
+        let outcome = operation.session.take_over(run_id).await;
+        operation.finish(outcome)
+    }
+
+    /// What a run's future dropped before it returned leaves: the run ends aborted at once, in
+    /// memory (every tool call of the last reply gets its result, `agent_end` waits with the
+    /// change), and the next operation or [`Session::settle`] saves it. A future dropped while
+    /// a save was under way is left to them too: whether that save landed is learned there.
+    fn abandon(&mut self) {
+        self.cancel.finish();
+        if self.in_change {
+            return;
+        }
+        let Some((run_id, RunState::Running)) = &self.run else {
+            return;
+        };
+        let run_id = run_id.clone();
+        self.begin();
+        self.close_interrupted(&run_id);
+        self.abandoned = true;
     }
 
     /// Starts the cancellation token of a run that starts or resumes now.
@@ -1476,9 +1542,9 @@ impl Session {
         self.settle().await?;
         self.check_workspace()?;
         self.start_operation();
-        let outcome = self.replace_pending_and_run(text.into()).await;
-        self.finish_operation();
-        outcome
+        let operation = Operation::new(self);
+        let outcome = operation.session.replace_pending_and_run(text.into()).await;
+        operation.finish(outcome)
     }
 
     async fn replace_pending_and_run(&mut self, text: String) -> Result<RunOutcome, SessionError> {

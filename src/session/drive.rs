@@ -9,8 +9,8 @@ use tracing::Instrument;
 
 use super::decision::{self as rules, Checked};
 use super::{
-    Decision, DecisionAction, PendingDecision, PendingPlan, PendingToolCall, RunOutcome, Session,
-    SessionError, decision_id_for,
+    Decision, DecisionAction, Operation, PendingDecision, PendingPlan, PendingToolCall, RunOutcome,
+    Session, SessionError, decision_id_for,
 };
 use crate::event::{
     CancelReason, DecidedRecord, DecisionOutcome, Event, ModeChangeReason, RunState,
@@ -216,12 +216,13 @@ impl Session {
         if matches!(pending, PendingDecision::Plan(_)) {
             self.start_operation();
         }
-        let outcome = self
+        let operation = Operation::new(self);
+        let outcome = operation
+            .session
             .apply_decision(index, decision, checked)
             .instrument(span)
             .await;
-        self.finish_operation();
-        outcome
+        operation.finish(outcome)
     }
 
     /// Applies a checked decision, persists it (compare-and-swap), then carries the run on.
