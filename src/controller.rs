@@ -13,7 +13,7 @@ use crate::config::ConfigError;
 use crate::deadline::{Clock, system_clock};
 use crate::mode::{ModeGraph, ModeId};
 use crate::model::LanguageModel;
-use crate::session::{ModeRuntime, Session, SessionError, SessionOptions, Shared};
+use crate::session::{ModeRuntime, Session, SessionError, SessionOptions, Shared, check_workspace};
 use crate::store::{PendingListing, SessionStore, check_session_id};
 use crate::tool::submit_plan::{self, SUBMIT_PLAN};
 use crate::tool::{Tool, ToolAccess, ToolRegistry, ToolSpec};
@@ -575,6 +575,57 @@ impl AgentController {
         let store = self.shared.store.as_ref().ok_or(SessionError::NoStore)?;
         Ok(store.delete(id).await?)
     }
+}
+
+/// The directory a stored session acts in, for a host that restores it in a fresh process and
+/// must build its controller there first (the CLI's `decide` and `continue` read the config from
+/// it): the workspace the session recorded when it started, checked as
+/// [`AgentController::restore_session`] checks it ([`crate::workspace`]).
+///
+/// `named` is a workspace the host was given (`--workspace`): it must be the recorded one (the
+/// same directory spelled another way is fine). A record from before workspaces were recorded
+/// has none, and adopts `named` ([`AgentControllerBuilder::workspace`] it, and it is recorded
+/// from the next save on). Returns the recorded workspace's canonical path, else `named`.
+///
+/// # Errors
+/// [`SessionError::UnknownSession`] when the store has no such session, [`SessionError::Store`]
+/// when it cannot be read; [`SessionError::WrongWorkspace`] when `named` is another directory;
+/// [`SessionError::WorkspaceGone`] when the workspace cannot be opened (deleted, say) and
+/// [`SessionError::WorkspaceReplaced`] when another directory is at its path now;
+/// [`SessionError::NoWorkspaceRecorded`] for a record without one and no `named`. Nothing is
+/// changed.
+///
+/// # Examples
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// use agent_controller::controller::session_workspace;
+/// use agent_controller::{MemoryStore, SessionError};
+///
+/// let store = MemoryStore::new();
+/// assert!(matches!(
+///     session_workspace(&store, "s1", None).await,
+///     Err(SessionError::UnknownSession(_))
+/// ));
+/// # });
+/// ```
+pub async fn session_workspace(
+    store: &dyn SessionStore,
+    session_id: &str,
+    named: Option<&Path>,
+) -> Result<PathBuf, SessionError> {
+    let record = store
+        .load(session_id)
+        .await?
+        .ok_or_else(|| SessionError::UnknownSession(session_id.to_owned()))?;
+    let Some(recorded) = record.workspace else {
+        return named
+            .map(Path::to_path_buf)
+            .ok_or_else(|| SessionError::NoWorkspaceRecorded {
+                session_id: session_id.to_owned(),
+            });
+    };
+    check_workspace(session_id, &recorded, named.unwrap_or(&recorded.path))?;
+    Ok(recorded.path)
 }
 
 /// `HOST:PID`: this process, as the owner of the runs it carries on.

@@ -9,6 +9,8 @@ pub mod http;
 pub mod openai;
 pub mod scripted;
 mod spec;
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+mod sse;
 
 use std::sync::Arc;
 

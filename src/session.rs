@@ -1746,7 +1746,7 @@ impl Session {
 
 /// Checks that `dir` (a controller's workspace) is the workspace session `session_id`
 /// recorded.
-fn check_workspace(
+pub(crate) fn check_workspace(
     session_id: &str,
     recorded: &WorkspaceRecord,
     dir: &Path,

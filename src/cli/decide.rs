@@ -2,7 +2,7 @@
 
 use agent_controller::display::neutralize_line;
 use agent_controller::model::scripted::ScriptedModel;
-use agent_controller::{DecisionOutcome, PendingDecision, Session, SessionError, SessionOptions};
+use agent_controller::{PendingDecision, SessionOptions};
 
 use crate::cli::args::{DecideArgs, DecisionArgs};
 use crate::cli::decider::{Decider, waiting};
@@ -55,8 +55,8 @@ pub(crate) fn decide(mut args: DecideArgs) -> Outcome {
         };
         let waiting = waiting(&session);
         if waiting.is_empty() {
-            if let Some(expired) = expired_now(&session, args.decision.as_deref()) {
-                return Err(expired);
+            if let Some(expired) = session.expired(args.decision.as_deref()) {
+                return Err(expired.into());
             }
             return Err(Failure::refused(format!(
                 "session {} has nothing pending (already decided?)",
@@ -139,22 +139,4 @@ pub(crate) fn choose(
         }
         None => Ok(waiting.to_vec()),
     }
-}
-
-/// The refusal of `decide` when the plan it would decide expired (its deadline passed before
-/// any decision): the latest settled decision (or the one `--decision` names) is an expiry.
-pub(crate) fn expired_now(session: &Session, decision: Option<&str>) -> Option<Failure> {
-    let history = session.decision_history();
-    let record = match decision {
-        Some(id) => history.iter().rfind(|d| d.decision_id == id)?,
-        None => history.last()?,
-    };
-    (record.outcome == Some(DecisionOutcome::Expired)).then(|| {
-        let error = SessionError::Expired {
-            decision_id: record.decision_id.clone(),
-            deadline_at: record.decided_at.clone().unwrap_or_default(),
-            tool_name: record.tool_name.clone(),
-        };
-        Failure::from(error)
-    })
 }

@@ -1,10 +1,7 @@
 //! What the decision flags (`--approve`, `--reject`, `--sha256`, ...) decide.
 
-use std::fmt::Display;
-
 use agent_controller::display::neutralize_line;
-use agent_controller::jail::{self};
-use agent_controller::tool::submit_plan::{self, PlanError};
+use agent_controller::tool::submit_plan;
 use agent_controller::{Decision, PendingDecision};
 
 use crate::cli::args::DecisionArgs;
@@ -62,17 +59,8 @@ impl DecisionArgs {
         let Some(path) = &self.plan_file else {
             return Ok(());
         };
-        let shown = path.display().to_string();
-        let refused =
-            |e: &dyn Display| Failure::invalid(neutralize_line(&format!("--plan-file: {e}")));
-        let bytes = jail::read_file(path, submit_plan::MAX_PLAN_BYTES).map_err(|e| match e {
-            jail::JailError::TooLarge { len, .. } => {
-                refused(&PlanError::TooLarge(shown.clone(), len))
-            }
-            other => refused(&format!("plan file {other}")),
-        })?;
-        submit_plan::capture_plan(&shown, &bytes).map_err(|e| refused(&e))?;
-        let text = String::from_utf8(bytes).map_err(|_| refused(&PlanError::NotUtf8(shown)))?;
+        let text = submit_plan::read_plan_file(path)
+            .map_err(|e| Failure::invalid(neutralize_line(&format!("--plan-file: {e}"))))?;
         self.edited = Some(text);
         Ok(())
     }

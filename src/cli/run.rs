@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use agent_controller::display::neutralize_line;
-use agent_controller::jail::{self, Jail};
+use agent_controller::jail::Jail;
 use agent_controller::model::scripted::ScriptedModel;
 use agent_controller::store::open_store;
 use agent_controller::tool::SUBMIT_PLAN;
@@ -141,20 +141,14 @@ pub(crate) fn place_plan(
         if !submit_plan::is_markdown(&shown) {
             return Err(refused(&PlanError::NotMarkdown(shown)));
         }
-        let bytes = jail::read_file(plan, submit_plan::MAX_PLAN_BYTES).map_err(|e| match e {
-            jail::JailError::TooLarge { len, .. } => {
-                refused(&PlanError::TooLarge(shown.clone(), len))
-            }
-            other => refused(&format!("plan file {other}")),
-        })?;
-        submit_plan::capture_plan(&shown, &bytes).map_err(|e| refused(&e))?;
+        let text = submit_plan::read_plan_file(plan).map_err(|e| refused(&e))?;
         if let Some(inside) = inside_plans_dir(plan, controller) {
             return Ok(Some(inside));
         }
         let name = plan
             .file_name()
             .ok_or_else(|| Failure::invalid("--plan names no file"))?;
-        let copied = write_into_plans_dir(controller, Path::new(name), &bytes)?;
+        let copied = write_into_plans_dir(controller, Path::new(name), text.as_bytes())?;
         note!(
             "(copied {} to {})",
             neutralize_line(&shown),

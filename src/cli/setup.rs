@@ -4,6 +4,7 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use agent_controller::controller::session_workspace;
 use agent_controller::display::neutralize_line;
 use agent_controller::jail::Jail;
 use agent_controller::model::ModelSpec;
@@ -98,47 +99,27 @@ pub(crate) fn controller(
 }
 
 /// The workspace `decide` and `continue` act in: the one session `id` recorded when it started
-/// (its canonical path). `--workspace` (`named`) may name it again, and naming another directory
-/// is refused (exit 2, naming both); a recorded workspace that is gone or is another directory
-/// now is refused (exit 5). A record from before workspaces were recorded needs `--workspace`
-/// (exit 2 without it), and adopts it. An unknown session is refused (exit 5).
+/// (its canonical path), as the library's [`session_workspace`] checks it. `--workspace`
+/// (`named`) may name it again, and naming another directory is refused (exit 2, naming both); a
+/// recorded workspace that is gone or is another directory now is refused (exit 5). A record
+/// from before workspaces were recorded needs `--workspace` (exit 2 without it), and adopts it.
+/// An unknown session is refused (exit 5).
 pub(crate) fn recorded_workspace(
     store: &dyn SessionStore,
     id: &str,
     named: Option<&Path>,
 ) -> Result<PathBuf, Failure> {
-    let record = runtime()?
-        .block_on(store.load(id))
-        .map_err(|e| Failure::from(SessionError::from(e)))?
-        .ok_or_else(|| Failure::from(SessionError::UnknownSession(id.to_owned())))?;
-    let Some(recorded) = record.workspace else {
-        return named.map(Path::to_path_buf).ok_or_else(|| {
-            Failure::invalid(format!(
-                "session {} was saved by an older release and records no workspace: name the directory it works in with --workspace DIR (it is recorded from then on); nothing was done",
-                neutralize_line(id)
-            ))
-        });
-    };
-    let shown = |path: &Path| neutralize_line(&path.display().to_string()).to_string();
-    if let Some(named) = named {
-        let canonical = std::fs::canonicalize(named).unwrap_or_else(|_| named.to_path_buf());
-        if canonical != recorded.path {
-            return Err(Failure::invalid(format!(
-                "--workspace {} is not the workspace of session {}: it works in {}, where it started; nothing was done",
-                shown(&canonical),
-                neutralize_line(id),
-                shown(&recorded.path)
-            )));
-        }
-    }
-    recorded.check(&recorded.path).map_err(|mismatch| {
-        Failure::refused(format!(
-            "session {} cannot act in its workspace: {}; nothing was done",
-            neutralize_line(id),
-            neutralize_line(&mismatch.to_string())
-        ))
-    })?;
-    Ok(recorded.path)
+    runtime()?
+        .block_on(session_workspace(store, id, named))
+        .map_err(|error| match error {
+            SessionError::NoWorkspaceRecorded { .. } => {
+                Failure::invalid(format!("--workspace DIR is needed: {error}"))
+            }
+            SessionError::WrongWorkspace { .. } => {
+                Failure::invalid(format!("--workspace: {error}"))
+            }
+            other => other.into(),
+        })
 }
 
 pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, Failure> {

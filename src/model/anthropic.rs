@@ -42,12 +42,12 @@ use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use reqwest::header::{CONTENT_TYPE, HeaderValue};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 pub use super::http::RetryPolicy;
-use super::http::{self, chain, truncate};
+use super::http::{self, truncate};
+use super::sse::{EventStream, SseError, StreamError};
 use super::{LanguageModel, Message, ModelError, ModelErrorKind, ModelRequest, ModelResponse};
 use crate::event::TokenUsage;
 use crate::tool::{ToolCall, ToolSpec};
@@ -216,8 +216,9 @@ impl AnthropicSettings {
     }
 
     /// The largest reply taken, in bytes of text and tool calls' ids, names and arguments
-    /// together (default 8 MiB); an event line longer than that is refused too. A larger reply
-    /// fails with [`ModelErrorKind::MalformedResponse`] as soon as it passes the bound.
+    /// together (default 8 MiB); one event of the stream larger than that (its JSON, escapes
+    /// included) is refused too. Either fails with [`ModelErrorKind::MalformedResponse`] as soon
+    /// as it passes the bound, while it arrives.
     pub fn max_reply_bytes(mut self, bytes: usize) -> Self {
         self.max_reply_bytes = bytes;
         self
@@ -345,15 +346,7 @@ impl AnthropicModel {
     }
 
     fn transport_error(&self, error: reqwest::Error) -> ModelError {
-        let base = self.settings.base_url();
-        let message = if error.is_connect() || error.is_timeout() {
-            format!(
-                "cannot reach {base}: {} (is the server running? check {BASE_URL_ENV})",
-                chain(&error)
-            )
-        } else {
-            format!("request to {base} failed: {}", chain(&error))
-        };
+        let message = http::transport_message(self.settings.base_url(), BASE_URL_ENV, &error);
         self.error(ModelErrorKind::Transport, message)
             .with_source(error)
     }
@@ -363,16 +356,9 @@ impl AnthropicModel {
     async fn send(&self, body: Vec<u8>) -> Result<reqwest::Response, ModelError> {
         let url = format!("{}/v1/messages", self.settings.base_url());
         let key = self.settings.api_key.clone().unwrap_or_default();
-        let response = http::send(&self.http, &self.settings.retries, || {
-            let request = self
-                .http
-                .post(&url)
-                .header("x-api-key", &key)
+        let response = http::post_json(&self.http, &self.settings.retries, &url, &body, |r| {
+            r.header("x-api-key", &key)
                 .header("anthropic-version", API_VERSION)
-                .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-                .body(body.clone())
-                .build();
-            std::future::ready(request)
         })
         .await
         .map_err(|e| self.transport_error(e))?;
@@ -385,7 +371,7 @@ impl AnthropicModel {
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .map(|v| v.trim().to_owned());
-        let text = read_bounded(response, MAX_ERROR_BODY).await;
+        let text = http::read_bounded(response, MAX_ERROR_BODY).await;
         Err(self.status_error(status, &text, retry_after.as_deref()))
     }
 
@@ -430,10 +416,11 @@ impl AnthropicModel {
         )
     }
 
-    /// Reads the event stream of `response` into a reply, passing text deltas on.
+    /// Reads the event stream of `response` into a reply, passing text deltas on; fails once
+    /// the reply, or one event, passes [`AnthropicSettings::max_reply_bytes`].
     async fn stream_reply(
         &self,
-        mut response: reqwest::Response,
+        response: reqwest::Response,
         request: &ModelRequest<'_>,
     ) -> Result<ModelResponse, ModelError> {
         let base = self.settings.base_url().to_owned();
@@ -444,54 +431,46 @@ impl AnthropicModel {
                 format!("malformed stream from {base}: {message}"),
             )
         };
-        let mut lines = SseLines::default();
+        let mut events = EventStream::new(response, max);
         let mut state = StreamState::default();
-        loop {
-            let Some(bytes) = response
-                .chunk()
-                .await
-                .map_err(|e| self.transport_error(e))?
-            else {
-                break;
-            };
-            lines.buffer.extend_from_slice(&bytes);
-            while let Some(data) = lines.next_event().map_err(&malformed)? {
-                let event: StreamEvent = serde_json::from_str(&data)
-                    .map_err(|e| malformed(format!("{e}; got: {}", truncate(&data, 200))))?;
-                match state.push(event) {
-                    Step::Text(text) => request.text.send(&text),
-                    Step::Continue => {}
-                    Step::Stop => return state.finish().map_err(malformed),
-                    Step::Error(error) => {
-                        let kind = error_kind(0, &error.kind, &error.message);
-                        return Err(self.error(
-                            kind,
-                            format!(
-                                "the stream from {base} reported an error: {}: {}",
-                                error.kind, error.message
-                            ),
-                        ));
-                    }
-                }
-                if state.too_many_calls {
+        while let Some(event) = events.next().await.map_err(|e| match e {
+            StreamError::Transport(e) => self.transport_error(e),
+            StreamError::Sse(SseError::TooLarge(max)) => self.error(
+                ModelErrorKind::MalformedResponse,
+                format!("an event of the stream from {base} is larger than {max} bytes"),
+            ),
+            StreamError::Sse(e) => malformed(e.to_string()),
+        })? {
+            let data = event.data;
+            let event: StreamEvent = serde_json::from_str(&data)
+                .map_err(|e| malformed(format!("{e}; got: {}", truncate(&data, 200))))?;
+            match state.push(event) {
+                Step::Text(text) => request.text.send(&text),
+                Step::Continue => {}
+                Step::Stop => return state.finish().map_err(malformed),
+                Step::Error(error) => {
+                    let kind = error_kind(0, &error.kind, &error.message);
                     return Err(self.error(
-                        ModelErrorKind::MalformedResponse,
+                        kind,
                         format!(
-                            "the reply from {base} has more than {MAX_TOOL_CALLS} tool calls; none of them runs"
+                            "the stream from {base} reported an error: {}: {}",
+                            error.kind, error.message
                         ),
                     ));
                 }
-                if state.bytes > max {
-                    return Err(self.error(
-                        ModelErrorKind::MalformedResponse,
-                        format!("the reply from {base} is larger than {max} bytes"),
-                    ));
-                }
             }
-            if lines.buffer.len() > max {
+            if state.too_many_calls {
                 return Err(self.error(
                     ModelErrorKind::MalformedResponse,
-                    format!("an event line from {base} is larger than {max} bytes"),
+                    format!(
+                        "the reply from {base} has more than {MAX_TOOL_CALLS} tool calls; none of them runs"
+                    ),
+                ));
+            }
+            if state.bytes > max {
+                return Err(self.error(
+                    ModelErrorKind::MalformedResponse,
+                    format!("the reply from {base} is larger than {max} bytes"),
                 ));
             }
         }
@@ -504,19 +483,6 @@ impl AnthropicModel {
             )
         }))
     }
-}
-
-/// Reads at most `max` bytes of a response body, lossily as text (an error body).
-async fn read_bounded(mut response: reqwest::Response, max: usize) -> String {
-    let mut body = Vec::new();
-    while let Ok(Some(bytes)) = response.chunk().await {
-        body.extend_from_slice(&bytes);
-        if body.len() >= max {
-            body.truncate(max);
-            break;
-        }
-    }
-    String::from_utf8_lossy(&body).into_owned()
 }
 
 /// The kind of an error from its HTTP status (0 for an `error` event in the stream), the API's
@@ -553,55 +519,6 @@ struct ApiError {
     kind: String,
     #[serde(default)]
     message: String,
-}
-
-/// Splits a server-sent-events body into the `data` of each event (`event:` lines are not
-/// needed: every `data` names its own `type`).
-#[derive(Debug, Default)]
-struct SseLines {
-    buffer: Vec<u8>,
-    /// Where the next line starts in `buffer`.
-    start: usize,
-    /// The `data` lines of the event being read, joined with `\n`.
-    data: Option<String>,
-}
-
-impl SseLines {
-    /// The `data` of the next complete event in the buffer, if one is complete.
-    ///
-    /// # Errors
-    /// A line that is not UTF-8.
-    fn next_event(&mut self) -> Result<Option<String>, String> {
-        loop {
-            let Some(end) = self.buffer[self.start..].iter().position(|b| *b == b'\n') else {
-                self.buffer.drain(..self.start);
-                self.start = 0;
-                return Ok(None);
-            };
-            let line = &self.buffer[self.start..self.start + end];
-            self.start += end + 1;
-            let line = std::str::from_utf8(line)
-                .map_err(|e| format!("an event line is not UTF-8: {e}"))?;
-            let line = line.strip_suffix('\r').unwrap_or(line);
-            if line.is_empty() {
-                if let Some(data) = self.data.take() {
-                    return Ok(Some(data));
-                }
-                continue;
-            }
-            let (field, value) = line.split_once(':').unwrap_or((line, ""));
-            let value = value.strip_prefix(' ').unwrap_or(value);
-            if field == "data" {
-                match &mut self.data {
-                    Some(data) => {
-                        data.push('\n');
-                        data.push_str(value);
-                    }
-                    None => self.data = Some(value.to_owned()),
-                }
-            }
-        }
-    }
 }
 
 /// One event of the stream, by its `type`.
@@ -1136,24 +1053,6 @@ mod tests {
     fn raw_arguments_go_back_inside_an_object() {
         assert_eq!(wire_input(&json!({"a": 1})), json!({"a": 1}));
         assert_eq!(wire_input(&json!("{\"pa")), json!({"arguments": "{\"pa"}));
-    }
-
-    #[test]
-    fn events_split_across_chunks_and_crlf_lines_are_read() {
-        let mut lines = SseLines::default();
-        lines
-            .buffer
-            .extend_from_slice(b"event: ping\r\ndata: {\"type\"");
-        assert_eq!(lines.next_event().expect("ok"), None);
-        lines
-            .buffer
-            .extend_from_slice(b": \"ping\"}\r\n\r\n: comment\n\n");
-        assert_eq!(
-            lines.next_event().expect("ok").as_deref(),
-            Some("{\"type\": \"ping\"}")
-        );
-        assert_eq!(lines.next_event().expect("ok"), None);
-        assert!(lines.buffer.is_empty());
     }
 
     #[test]

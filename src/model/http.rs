@@ -11,7 +11,7 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use reqwest::header::{HeaderMap, RETRY_AFTER};
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue, RETRY_AFTER};
 use reqwest::{Request, Response, StatusCode};
 
 /// How a failed model request is retried: which failures (see the module docs: 408, 429, 502,
@@ -169,6 +169,39 @@ where
     }
 }
 
+/// Sends `body` (JSON) by POST to `url`, with the headers `headers` adds, retried as `policy`
+/// says ([`send`]); returns the last response, a failing status included.
+pub(crate) async fn post_json(
+    http: &reqwest::Client,
+    policy: &RetryPolicy,
+    url: &str,
+    body: &[u8],
+    headers: impl Fn(reqwest::RequestBuilder) -> reqwest::RequestBuilder,
+) -> Result<Response, reqwest::Error> {
+    send(http, policy, || {
+        let request = headers(http.post(url))
+            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+            .body(body.to_vec())
+            .build();
+        std::future::ready(request)
+    })
+    .await
+}
+
+/// What a transport error of a request to `base` says: that `base` cannot be reached (no
+/// connection, a timeout), pointing at the variable `base_env` that sets it, or that the request
+/// failed; with the error's sources.
+pub(crate) fn transport_message(base: &str, base_env: &str, error: &reqwest::Error) -> String {
+    if error.is_connect() || error.is_timeout() {
+        format!(
+            "cannot reach {base}: {} (is the server running? check {base_env})",
+            chain(error)
+        )
+    } else {
+        format!("request to {base} failed: {}", chain(error))
+    }
+}
+
 /// The HTTP client of a provider: `connect_timeout` for the connection, `read_timeout` for each
 /// wait for bytes. Installs the `ring` TLS provider as the process default when none is
 /// installed yet (the client needs one for `https://` endpoints).
@@ -186,6 +219,19 @@ pub(crate) fn client(
         .read_timeout(read_timeout)
         .build()
         .map_err(|e| format!("cannot build the HTTP client: {}", chain(&e)))
+}
+
+/// Reads at most `max` bytes of a response body, lossily as text (an error body).
+pub(crate) async fn read_bounded(mut response: Response, max: usize) -> String {
+    let mut body = Vec::new();
+    while let Ok(Some(bytes)) = response.chunk().await {
+        body.extend_from_slice(&bytes);
+        if body.len() >= max {
+            body.truncate(max);
+            break;
+        }
+    }
+    String::from_utf8_lossy(&body).into_owned()
 }
 
 /// An error with its sources, `outer: inner: innermost`.

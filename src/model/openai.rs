@@ -2,10 +2,12 @@
 //! (OpenAI itself, and the local servers people run: Ollama, llama.cpp's `llama-server`, vLLM).
 //! Needs the cargo feature `openai`.
 //!
-//! Built on [`async_openai`] (its typed chat-completions requests and its server-sent-events
-//! reader). Every call streams (`"stream": true`): text deltas are passed to an optional
-//! callback as they arrive, and tool-call deltas (an id and a name first, then argument
-//! fragments split across chunks) are put back together by their `index`.
+//! Built on [`async_openai`]'s typed chat-completions requests and stream chunks; the HTTP
+//! transport with its retries and the server-sent-events reader are the ones the Anthropic
+//! provider uses too (`model::http`, and a reader that reads a stream in one pass and bounds
+//! each event while it arrives). Every call streams (`"stream": true`): text deltas are passed
+//! to an optional callback as they arrive, and tool-call deltas (an id and a name first, then
+//! argument fragments split across chunks) are put back together by their `index`.
 //!
 //! What a call sends, from the [`ModelRequest`] the controller builds:
 //! - one `system` message, first: the mode's system prompt, then the controller's notices (such
@@ -32,9 +34,6 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-use async_openai::Client;
-use async_openai::config::OpenAIConfig;
-use async_openai::error::OpenAIError;
 use async_openai::types::chat::{
     ChatCompletionMessageToolCall, ChatCompletionMessageToolCalls,
     ChatCompletionRequestAssistantMessage, ChatCompletionRequestMessage,
@@ -44,18 +43,16 @@ use async_openai::types::chat::{
     FinishReason, FunctionCall, FunctionObject,
 };
 use async_trait::async_trait;
-use futures_util::StreamExt;
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::{LanguageModel, Message, ModelError, ModelErrorKind, ModelRequest, ModelResponse};
 use crate::event::TokenUsage;
 use crate::tool::{ToolCall, ToolSpec};
 
-mod retry;
-
 pub use super::http::RetryPolicy;
-use super::http::{chain, truncate};
-use retry::RetryingTransport;
+use super::http::{self, chain, truncate};
+use super::sse::{EventStream, SseError, StreamError};
 
 /// The provider prefix of model ids this model serves: `openai/MODEL`.
 pub const PROVIDER: &str = "openai";
@@ -71,6 +68,9 @@ pub const MODEL_ENV: &str = "OPENAI_MODEL";
 
 /// The base URL used when `OPENAI_BASE_URL` is not set.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// How much of an error response's body is read, at most.
+const MAX_ERROR_BODY: usize = 64 * 1024;
 
 /// The most tool calls one reply may hold. A reply with more fails with
 /// [`ModelErrorKind::MalformedResponse`] as soon as the next call starts, and none of its calls
@@ -197,8 +197,9 @@ impl OpenAiSettings {
     }
 
     /// The largest reply taken, in bytes of text and tool calls' ids, names and arguments
-    /// together (default 8 MiB). A larger reply fails with [`ModelErrorKind::MalformedResponse`] as soon as it
-    /// passes the bound.
+    /// together (default 8 MiB); one event of the stream larger than that (its JSON, escapes
+    /// included) is refused too. Either fails with [`ModelErrorKind::MalformedResponse`] as soon
+    /// as it passes the bound, while it arrives.
     pub fn max_reply_bytes(mut self, bytes: usize) -> Self {
         self.max_reply_bytes = bytes;
         self
@@ -276,7 +277,7 @@ impl OpenAiSettings {
 /// # Ok(()) }
 /// ```
 pub struct OpenAiModel {
-    client: Client<OpenAIConfig>,
+    http: reqwest::Client,
     settings: OpenAiSettings,
 }
 
@@ -304,19 +305,9 @@ impl OpenAiModel {
             ))
             .with_kind(ModelErrorKind::Authentication));
         }
-        let http = super::http::client(settings.connect_timeout, settings.read_timeout)
+        let http = http::client(settings.connect_timeout, settings.read_timeout)
             .map_err(ModelError::new)?;
-        let config = OpenAIConfig::new()
-            .with_api_base(settings.base_url())
-            .with_api_key(settings.api_key.clone().unwrap_or_default())
-            .with_org_id("")
-            .with_project_id("");
-        // Our transport, not async-openai's retry layer (which retries every 5xx).
-        let transport = RetryingTransport::new(http.clone(), settings.retries.clone());
-        let client = Client::with_config(config)
-            .with_http_client(http)
-            .with_http_service(transport);
-        Ok(Self { client, settings })
+        Ok(Self { http, settings })
     }
 
     /// A model configured from the environment ([`OpenAiSettings::from_env`]).
@@ -332,59 +323,118 @@ impl OpenAiModel {
         &self.settings
     }
 
-    fn map_error(&self, error: OpenAIError) -> ModelError {
-        let kind = error_kind(&error);
-        let base = self.settings.base_url();
-        let message = match &error {
-            OpenAIError::Reqwest(e) if e.is_connect() || e.is_timeout() => format!(
-                "cannot reach {base}: {} (is the server running? check {BASE_URL_ENV})",
-                chain(e)
-            ),
-            OpenAIError::Reqwest(e) => format!("request to {base} failed: {}", chain(e)),
-            OpenAIError::ApiError(response) => {
-                let status = response.status_code;
-                let hint = match status.as_u16() {
-                    401 | 403 => format!(" (check {API_KEY_ENV})"),
-                    404 => " (check the model name and the base URL, which must end in /v1 for most servers)".to_owned(),
-                    429 => " (rate limited or out of quota)".to_owned(),
-                    _ => String::new(),
-                };
-                format!(
-                    "{base} answered HTTP {status}: {}{hint}",
-                    response.api_error
-                )
-            }
-            OpenAIError::JSONDeserialize(e, content) => format!(
-                "malformed response from {base}: {e}; got: {}",
-                truncate(content, 200)
-            ),
-            OpenAIError::StreamError(e) => format!("the event stream from {base} broke: {e}"),
-            other => other.to_string(),
-        };
-        ModelError::new(format!("{PROVIDER}: {message}"))
-            .with_kind(kind)
+    fn error(&self, kind: ModelErrorKind, message: impl fmt::Display) -> ModelError {
+        ModelError::new(format!("{PROVIDER}: {message}")).with_kind(kind)
+    }
+
+    fn transport_error(&self, error: reqwest::Error) -> ModelError {
+        let message = http::transport_message(self.settings.base_url(), BASE_URL_ENV, &error);
+        self.error(ModelErrorKind::Transport, message)
             .with_source(error)
+    }
+
+    /// Sends `body` to `/chat/completions`, retrying as the policy says; a response with a
+    /// failing status becomes the error of its kind, with the server's message.
+    async fn send(&self, body: Vec<u8>) -> Result<reqwest::Response, ModelError> {
+        let url = format!("{}/chat/completions", self.settings.base_url());
+        let key = self.settings.api_key.clone().unwrap_or_default();
+        let response = http::post_json(&self.http, &self.settings.retries, &url, &body, |r| {
+            r.bearer_auth(&key)
+        })
+        .await
+        .map_err(|e| self.transport_error(e))?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let text = http::read_bounded(response, MAX_ERROR_BODY).await;
+        Err(self.status_error(status, &text))
+    }
+
+    /// The error for an HTTP response with a failing `status` and body `text`: OpenAI's error
+    /// object (`{"error": {...}}`) when the body holds one, else the text itself.
+    fn status_error(&self, status: reqwest::StatusCode, text: &str) -> ModelError {
+        let api = serde_json::from_str::<ErrorBody>(text)
+            .ok()
+            .map(|body| body.error)
+            .unwrap_or_else(|| ApiError {
+                message: truncate(text.trim(), 500),
+                ..ApiError::default()
+            });
+        let kind = error_kind(status.as_u16(), api.code.as_deref());
+        let hint = match status.as_u16() {
+            401 | 403 => format!(" (check {API_KEY_ENV})"),
+            404 => {
+                " (check the model name and the base URL, which must end in /v1 for most servers)"
+                    .to_owned()
+            }
+            429 => " (rate limited or out of quota)".to_owned(),
+            _ => String::new(),
+        };
+        let base = self.settings.base_url();
+        self.error(kind, format!("{base} answered HTTP {status}: {api}{hint}"))
+            .with_source(api)
     }
 }
 
-/// The kind of a provider error: from the HTTP status, and from OpenAI's error code where the
+/// An error response's body: `{"error": {"message": ..., "type": ..., "param": ..., "code": ...}}`.
+#[derive(Debug, Deserialize)]
+struct ErrorBody {
+    error: ApiError,
+}
+
+/// The server's error object. Servers differ in what they put in it (llama.cpp's `code` is a
+/// number), so every field but the message is taken as any JSON and shown as text.
+#[derive(Debug, Default, Deserialize, thiserror::Error)]
+struct ApiError {
+    #[serde(default)]
+    message: String,
+    #[serde(rename = "type", default, deserialize_with = "text_or_none")]
+    kind: Option<String>,
+    #[serde(default, deserialize_with = "text_or_none")]
+    param: Option<String>,
+    #[serde(default, deserialize_with = "text_or_none")]
+    code: Option<String>,
+}
+
+impl fmt::Display for ApiError {
+    /// `TYPE: MESSAGE (param: PARAM) (code: CODE)`, leaving out what is missing.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(kind) = &self.kind {
+            write!(f, "{kind}: ")?;
+        }
+        f.write_str(&self.message)?;
+        if let Some(param) = &self.param {
+            write!(f, " (param: {param})")?;
+        }
+        if let Some(code) = &self.code {
+            write!(f, " (code: {code})")?;
+        }
+        Ok(())
+    }
+}
+
+/// A JSON string as it is, `null` as `None`, any other value as its JSON text.
+fn text_or_none<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<String>, D::Error> {
+    Ok(match Value::deserialize(deserializer)? {
+        Value::Null => None,
+        Value::String(text) => Some(text),
+        other => Some(other.to_string()),
+    })
+}
+
+/// The kind of a failed request: from the HTTP status, and from OpenAI's error code where the
 /// status is shared (a 400 is a context-length error only when its code says so).
-fn error_kind(error: &OpenAIError) -> ModelErrorKind {
-    match error {
-        OpenAIError::Reqwest(_) | OpenAIError::StreamError(_) => ModelErrorKind::Transport,
-        OpenAIError::JSONDeserialize(..) => ModelErrorKind::MalformedResponse,
-        OpenAIError::ApiError(response) => {
-            let code = response.api_error.code.as_deref();
-            match (response.status_code.as_u16(), code) {
-                (_, Some("context_length_exceeded")) => ModelErrorKind::ContextLength,
-                (401 | 403, _) | (_, Some("invalid_api_key")) => ModelErrorKind::Authentication,
-                // The server gave up waiting for the request: a transport problem.
-                (408, _) => ModelErrorKind::Transport,
-                (429, _) | (_, Some("rate_limit_exceeded" | "insufficient_quota")) => {
-                    ModelErrorKind::RateLimited
-                }
-                _ => ModelErrorKind::Other,
-            }
+fn error_kind(status: u16, code: Option<&str>) -> ModelErrorKind {
+    match (status, code) {
+        (_, Some("context_length_exceeded")) => ModelErrorKind::ContextLength,
+        (401 | 403, _) | (_, Some("invalid_api_key")) => ModelErrorKind::Authentication,
+        // The server gave up waiting for the request: a transport problem.
+        (408, _) => ModelErrorKind::Transport,
+        (429, _) | (_, Some("rate_limit_exceeded" | "insufficient_quota")) => {
+            ModelErrorKind::RateLimited
         }
         _ => ModelErrorKind::Other,
     }
@@ -649,38 +699,64 @@ impl StreamState {
 
 impl OpenAiModel {
     /// Sends `body` and folds the streamed chunks into a reply, passing text deltas on; fails
-    /// once the reply passes [`OpenAiSettings::max_reply_bytes`].
+    /// once the reply, or one event, passes [`OpenAiSettings::max_reply_bytes`]. The stream
+    /// ends at `data: [DONE]` (or the end of the body); `keepalive` events are skipped.
     async fn stream_reply(
         &self,
-        body: CreateChatCompletionRequest,
+        body: Vec<u8>,
         request: &ModelRequest<'_>,
     ) -> Result<StreamState, ModelError> {
-        let mut stream = self
-            .client
-            .chat()
-            .create_stream(body)
-            .await
-            .map_err(|e| self.map_error(e))?;
+        let base = self.settings.base_url();
+        let max = self.settings.max_reply_bytes;
+        let mut events = EventStream::new(self.send(body).await?, max);
         let mut state = StreamState::default();
-        while let Some(item) = stream.next().await {
-            let chunk = item.map_err(|e| self.map_error(e))?;
+        while let Some(event) = events.next().await.map_err(|e| match e {
+            StreamError::Transport(e) => self.error(
+                ModelErrorKind::Transport,
+                format!("the event stream from {base} broke: {}", chain(&e)),
+            ),
+            StreamError::Sse(SseError::TooLarge(max)) => self.error(
+                ModelErrorKind::MalformedResponse,
+                format!("an event of the stream from {base} is larger than {max} bytes"),
+            ),
+            StreamError::Sse(e) => self.error(
+                ModelErrorKind::MalformedResponse,
+                format!("malformed stream from {base}: {e}"),
+            ),
+        })? {
+            if event.data == "[DONE]" {
+                break;
+            }
+            if event.name == "keepalive" {
+                continue;
+            }
+            let chunk: CreateChatCompletionStreamResponse = serde_json::from_str(&event.data)
+                .map_err(|e| {
+                    self.error(
+                        ModelErrorKind::MalformedResponse,
+                        format!(
+                            "malformed response from {base}: {e}; got: {}",
+                            truncate(&event.data, 200)
+                        ),
+                    )
+                    .with_source(e)
+                })?;
             if let Some(delta) = state.push(chunk) {
                 request.text.send(&delta);
             }
             if state.too_many_calls {
-                return Err(ModelError::new(format!(
-                    "{PROVIDER}: the reply from {} has more than {MAX_TOOL_CALLS} tool calls; none of them runs",
-                    self.settings.base_url()
-                ))
-                .with_kind(ModelErrorKind::MalformedResponse));
+                return Err(self.error(
+                    ModelErrorKind::MalformedResponse,
+                    format!(
+                        "the reply from {base} has more than {MAX_TOOL_CALLS} tool calls; none of them runs"
+                    ),
+                ));
             }
-            if state.bytes() > self.settings.max_reply_bytes {
-                return Err(ModelError::new(format!(
-                    "{PROVIDER}: the reply from {} is larger than {} bytes",
-                    self.settings.base_url(),
-                    self.settings.max_reply_bytes
-                ))
-                .with_kind(ModelErrorKind::MalformedResponse));
+            if state.bytes() > max {
+                return Err(self.error(
+                    ModelErrorKind::MalformedResponse,
+                    format!("the reply from {base} is larger than {max} bytes"),
+                ));
             }
         }
         Ok(state)
@@ -691,7 +767,8 @@ impl OpenAiModel {
 impl LanguageModel for OpenAiModel {
     async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
         let model = self.settings.resolve_model(request.model_id)?;
-        let body = chat_request(model, &request);
+        let body = serde_json::to_vec(&chat_request(model, &request))
+            .map_err(|e| ModelError::new(format!("{PROVIDER}: cannot write the request: {e}")))?;
         let deadline = self.settings.reply_timeout;
         let state = tokio::time::timeout(deadline, self.stream_reply(body, &request))
             .await

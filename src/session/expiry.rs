@@ -110,3 +110,19 @@ impl Session {
         Ok(expired)
     }
 }
+
+impl Session {
+    /// Whether the decision `decision_id` (else the latest settled one) expired: its deadline
+    /// passed before anyone decided it, so it counts as rejected and deciding it is refused.
+    /// Returns that refusal ([`SessionError::Expired`], as [`Session::decide`] gives it), or
+    /// `None` when the decision did not expire (or was never settled). For a host that finds
+    /// nothing pending and tells the user why (the CLI's `decide`).
+    pub fn expired(&self, decision_id: Option<&str>) -> Option<SessionError> {
+        let history = self.decision_history();
+        let record = match decision_id {
+            Some(id) => history.iter().rfind(|d| d.decision_id == id)?,
+            None => history.last()?,
+        };
+        expired_error(record)
+    }
+}

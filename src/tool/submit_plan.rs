@@ -341,6 +341,41 @@ pub fn read_plan_protecting(
     capture_plan(path, &bytes)
 }
 
+/// Reads a plan file a host names outside the plans directory (the CLI's `--plan` and
+/// `--plan-file`), checked as `submit_plan` checks a plan: a regular file (a FIFO or device is
+/// refused at once, [`jail::read_file`]) of at most [`MAX_PLAN_BYTES`], UTF-8, not blank.
+/// Returns its text as it is. Whether the name must end in `.md` is the caller's choice
+/// ([`is_markdown`]).
+///
+/// # Errors
+/// [`PlanError::NotAFile`], [`PlanError::TooLarge`], [`PlanError::Empty`],
+/// [`PlanError::NotUtf8`]; [`PlanError::Io`] when the file does not exist or cannot be read.
+///
+/// # Examples
+/// ```
+/// use agent_controller::tool::submit_plan::{PlanError, read_plan_file};
+///
+/// let dir = tempfile::tempdir()?;
+/// let plan = dir.path().join("edited.md");
+/// std::fs::write(&plan, "# Edited\n\n1. Step\n")?;
+/// assert_eq!(read_plan_file(&plan)?, "# Edited\n\n1. Step\n");
+/// std::fs::write(&plan, " \n")?;
+/// assert!(matches!(read_plan_file(&plan), Err(PlanError::Empty(_))));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn read_plan_file(path: &Path) -> Result<String, PlanError> {
+    let shown = path.display().to_string();
+    let bytes = jail::read_file(path, MAX_PLAN_BYTES).map_err(|e| match e {
+        JailError::TooLarge { len, .. } => PlanError::TooLarge(shown.clone(), len),
+        JailError::NotAFile(_) => PlanError::NotAFile(shown.clone()),
+        JailError::NotFound(_) => PlanError::Io(shown.clone(), "it does not exist".to_owned()),
+        JailError::Io(_, e) => PlanError::Io(shown.clone(), e.to_string()),
+        other => PlanError::Io(shown.clone(), other.to_string()),
+    })?;
+    capture_plan(&shown, &bytes)?;
+    String::from_utf8(bytes).map_err(|_| PlanError::NotUtf8(shown))
+}
+
 /// Where `path`, as the plan tools take it (relative to `workspace`, or absolute under it), lies
 /// inside the plans directory `plans_rel` (relative to the workspace, normalized): the path
 /// relative to the plans directory, with `.` dropped and each `..` applied to the name before it

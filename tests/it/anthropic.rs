@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::common::endless::EndlessServer;
 use agent_controller::model::anthropic::{
     API_VERSION, AnthropicModel, AnthropicSettings, RetryPolicy,
 };
@@ -670,6 +671,63 @@ async fn a_reply_over_the_bound_and_a_reply_past_the_deadline_are_refused() {
     let error = h.one_call().await.expect_err("deadline");
     assert_eq!(error.kind(), ModelErrorKind::Transport, "{error}");
     assert!(started.elapsed() < Duration::from_secs(4));
+}
+
+/// Issue 19, item 7: one large `data:` event is read in one pass (the unit tests of
+/// `model::sse` count the bytes examined); a 3 MiB text in one event, within the default
+/// bound, arrives whole.
+#[tokio::test]
+async fn one_large_event_is_read_whole() {
+    let text = "large reply ".repeat(256 * 1024);
+    let h = Harness::new(vec![self::text(&[&text])]).await;
+    let outcome = h.one_call().await.expect("the reply");
+    let RunOutcome::Completed { text: got, .. } = outcome else {
+        panic!("expected the reply, got {outcome:?}");
+    };
+    assert_eq!(got.len(), text.len());
+    assert!(got == text, "the text arrives unchanged");
+}
+
+/// Issue 19, item 7: the bound holds while an event arrives. An endless `data:` line, or
+/// endless `data:` lines without the blank line that ends an event (which grew without bound
+/// before), fail the call at the bound while the server is still sending.
+#[tokio::test]
+async fn an_endless_event_is_refused_at_the_bound_while_it_still_arrives() {
+    let max = 1 << 20;
+    for (start, piece) in [
+        (
+            "event: content_block_delta\ndata: {\"type\": \"content_block_delta\", \"index\": 0, \"delta\": {\"type\": \"text_delta\", \"text\": \"",
+            "x",
+        ),
+        ("event: ping\n", "data: {\"type\": \"ping\"}\n"),
+    ] {
+        let mut endless = EndlessServer::start(start, piece);
+        let base = endless.base.clone();
+        let h = Harness::with(CONFIG, Vec::new(), move |_| {
+            settings(&base)
+                .max_reply_bytes(max)
+                // Far past the time reading to the bound takes: without the bound while
+                // reading, the call would end here, as a transport error.
+                .reply_timeout(Duration::from_secs(120))
+        })
+        .await;
+        let error = h.one_call().await.expect_err("refused");
+        assert_eq!(
+            error.kind(),
+            ModelErrorKind::MalformedResponse,
+            "{start:?}: {error}"
+        );
+        assert!(
+            error
+                .message()
+                .contains(&format!("larger than {max} bytes")),
+            "{error}"
+        );
+        assert!(
+            endless.hung_up().await.is_some(),
+            "the reader stopped reading"
+        );
+    }
 }
 
 // --- The hand-over ---------------------------------------------------------------------------

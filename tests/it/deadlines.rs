@@ -571,6 +571,33 @@ async fn an_approval_after_the_deadline_is_refused_and_the_plan_counts_as_reject
     }
 }
 
+/// `Session::expired`: a host that finds nothing pending learns from the library that the
+/// decision expired (the refusal `decide` gives), not that it was decided.
+#[tokio::test]
+async fn a_host_asks_the_session_whether_a_decision_expired() {
+    let clock = TestClock::at(T0);
+    let (_server, _ws, _ctl, mut session, _recorder) =
+        submitted(vec![text("must not be asked")], None, &clock).await;
+    assert_eq!(session.expired(None), None, "pending, not expired");
+    assert_eq!(session.expired(Some("decision_1")), None);
+    clock.set(T0 + 24 * HOUR);
+    session.expire_if_due().await.expect("expire");
+    let expired = || SessionError::Expired {
+        decision_id: "decision_1".into(),
+        deadline_at: DEADLINE_TEXT.into(),
+        tool_name: None,
+    };
+    assert_eq!(session.expired(None), Some(expired()));
+    assert_eq!(session.expired(Some("decision_1")), Some(expired()));
+    assert_eq!(session.expired(Some("decision_9")), None, "never given out");
+    let refused = session.decide("decision_1", Decision::approve()).await;
+    assert_eq!(
+        refused.expect_err("refused"),
+        expired(),
+        "as decide refuses it"
+    );
+}
+
 /// A message sent after the deadline finds the plan expired (not cancelled by the message), and
 /// the model reads why in the conversation: it may revise when asked.
 #[tokio::test]

@@ -892,3 +892,67 @@ async fn a_reply_that_does_not_finish_in_time_ends_the_call() {
         started.elapsed()
     );
 }
+
+/// Issue 19, item 7: one large `data:` event took time with the square of its size (2 MiB of
+/// text in one event: 18 s). Read in one pass now (the unit tests of `model::sse` count the
+/// bytes examined); here a 3 MiB text in one event, within the default bound, arrives whole.
+#[tokio::test]
+async fn one_large_event_is_read_whole() {
+    let text = "large reply ".repeat(256 * 1024);
+    let reply = Reply::Raw(common::openai_server::sse(&[chunk(
+        json!({"role": "assistant", "content": text}),
+        Some("stop"),
+    )]));
+    let server = ScriptedServer::start(vec![reply]).await;
+    let base = server.base_url();
+    let h = Harness::with_settings(server, settings(&base));
+    let mut session = h.session("plan").await;
+    let outcome = session.send_message("Plan it").await.expect("send_message");
+    let RunOutcome::Completed { text: got, .. } = outcome else {
+        panic!("expected the reply, got {outcome:?}");
+    };
+    assert_eq!(got.len(), text.len());
+    assert!(got == text, "the text arrives unchanged");
+}
+
+/// Issue 19, item 7: the reply bound was checked only after a whole event was parsed, so a
+/// server sending one endless event held the call (and its memory grew) until the deadline.
+/// The bound holds while the event arrives: an endless `data:` line, or endless `data:` lines
+/// without the blank line that ends an event, fail the call at the bound while the server is
+/// still sending, and the connection is dropped.
+#[tokio::test]
+async fn an_endless_event_is_refused_at_the_bound_while_it_still_arrives() {
+    let max = 1 << 20;
+    for (start, piece) in [
+        (
+            "data: {\"choices\": [{\"index\": 0, \"delta\": {\"content\": \"",
+            "x",
+        ),
+        ("", "data: {\"choices\": []}\n"),
+    ] {
+        let mut endless = common::endless::EndlessServer::start(start, piece);
+        let unused = ScriptedServer::start(Vec::new()).await;
+        let settings = settings(&format!("{}/v1", endless.base))
+            .max_reply_bytes(max)
+            // Far past the time reading to the bound takes: without the bound while reading,
+            // the call would end here, as a transport error.
+            .reply_timeout(Duration::from_secs(120));
+        let h = Harness::with_settings(unused, settings);
+        let error = one_call(&h).await.expect_err("refused");
+        assert_eq!(
+            error.kind(),
+            ModelErrorKind::MalformedResponse,
+            "{start:?}: {error}"
+        );
+        assert!(
+            error
+                .message()
+                .contains(&format!("larger than {max} bytes")),
+            "{error}"
+        );
+        assert!(
+            endless.hung_up().await.is_some(),
+            "the reader stopped reading"
+        );
+    }
+}

@@ -397,3 +397,50 @@ async fn the_revision_limit_is_a_builder_setting_counted_per_run() {
     assert!(matches!(outcome, RunOutcome::Failed { .. }), "{outcome:?}");
     assert_eq!(model.requests().len(), 1);
 }
+
+/// `read_plan_file`: a plan file a host names (the CLI's `--plan`, `--plan-file`) is checked as
+/// `submit_plan` checks a plan, whatever directory it is in; its text comes back as it is.
+#[test]
+fn a_plan_file_a_host_names_is_checked_as_submit_plan_checks_a_plan() {
+    use agent_controller::tool::submit_plan::{PlanError, read_plan_file};
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = |name: &str, bytes: &[u8]| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).expect("write");
+        path
+    };
+    let text = "# Edited\r\n\r\n1. Step \u{1b}[31m\n";
+    assert_eq!(
+        read_plan_file(&file("ok.md", text.as_bytes())).as_deref(),
+        Ok(text)
+    );
+    let refused = |path: &std::path::Path| read_plan_file(path).expect_err("refused");
+    assert!(matches!(
+        refused(&file("blank.md", b" \n\n")),
+        PlanError::Empty(_)
+    ));
+    assert!(matches!(
+        refused(&file("latin1.md", b"# Caf\xe9\n")),
+        PlanError::NotUtf8(_)
+    ));
+    assert!(matches!(
+        refused(&file("huge.md", &vec![b'x'; 1024 * 1024 + 1])),
+        PlanError::TooLarge(_, 1_048_577)
+    ));
+    assert!(matches!(refused(dir.path()), PlanError::NotAFile(_)));
+    let missing = refused(&dir.path().join("missing.md"));
+    assert!(
+        matches!(&missing, PlanError::Io(_, why) if why.contains("does not exist")),
+        "{missing:?}"
+    );
+    #[cfg(unix)]
+    {
+        let fifo = dir.path().join("pipe.md");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo");
+        assert!(made.success());
+        assert!(matches!(refused(&fifo), PlanError::NotAFile(_)), "at once");
+    }
+}

@@ -7,6 +7,7 @@ use crate::common;
 use std::path::Path;
 use std::sync::Arc;
 
+use agent_controller::controller::session_workspace;
 use agent_controller::model::scripted::ReplayModel;
 use agent_controller::store::{FileStore, SessionRecord, SessionStore};
 use agent_controller::workspace::WorkspaceRecord;
@@ -296,6 +297,81 @@ async fn an_old_record_without_a_workspace_adopts_only_a_workspace_the_host_name
         record(&store, &id).await.workspace,
         Some(WorkspaceRecord::of(ws.path()).expect("ok")),
         "recorded from then on"
+    );
+}
+
+/// `session_workspace`: where a stored session acts, checked before a host builds its
+/// controller there, with the errors restoring gives; nothing changes.
+#[tokio::test]
+async fn session_workspace_names_the_recorded_workspace_and_refuses_any_other() {
+    let ws = Workspace::new();
+    let elsewhere = Workspace::new();
+    let (_dir, store, id, _) = pending_plan(&ws).await;
+    let before = record(&store, &id).await;
+    let canonical = std::fs::canonicalize(ws.path()).expect("canonical");
+
+    assert_eq!(
+        session_workspace(&*store, &id, None).await,
+        Ok(canonical.clone())
+    );
+    let same = ws.path().join(".");
+    assert_eq!(
+        session_workspace(&*store, &id, Some(&same)).await,
+        Ok(canonical.clone()),
+        "the same directory spelled another way"
+    );
+    assert_eq!(
+        session_workspace(&*store, &id, Some(elsewhere.path())).await,
+        Err(SessionError::WrongWorkspace {
+            session_id: id.clone(),
+            recorded: canonical.clone(),
+            actual: std::fs::canonicalize(elsewhere.path()).expect("canonical"),
+        })
+    );
+    assert_eq!(
+        session_workspace(&*store, "nobody", None).await,
+        Err(SessionError::UnknownSession("nobody".to_owned()))
+    );
+
+    let aside = ws.path().with_extension("aside");
+    std::fs::rename(ws.path(), &aside).expect("move aside");
+    std::fs::create_dir(ws.path()).expect("new directory at the same path");
+    assert_eq!(
+        session_workspace(&*store, &id, None).await,
+        Err(SessionError::WorkspaceReplaced {
+            session_id: id.clone(),
+            path: canonical.clone(),
+        })
+    );
+    std::fs::remove_dir(ws.path()).expect("remove");
+    let gone = session_workspace(&*store, &id, None).await;
+    assert!(
+        matches!(&gone, Err(SessionError::WorkspaceGone { session_id, .. }) if *session_id == id),
+        "{gone:?}"
+    );
+    std::fs::rename(&aside, ws.path()).expect("put back");
+    assert_eq!(record(&store, &id).await, before, "nothing changed");
+
+    // A record from before workspaces: only a named workspace, which it adopts.
+    let mut old = serde_json::to_value(&before).expect("json");
+    let object = old.as_object_mut().expect("object");
+    object.remove("workspace");
+    object.insert("schemaVersion".into(), json!(4));
+    object["pending"]["suspendPayload"]
+        .as_object_mut()
+        .expect("payload")
+        .remove("workspace");
+    let path = store_file(&store, &id);
+    std::fs::write(&path, serde_json::to_vec(&old).expect("ok")).expect("write old record");
+    assert_eq!(
+        session_workspace(&*store, &id, None).await,
+        Err(SessionError::NoWorkspaceRecorded {
+            session_id: id.clone()
+        })
+    );
+    assert_eq!(
+        session_workspace(&*store, &id, Some(elsewhere.path())).await,
+        Ok(elsewhere.path().to_path_buf())
     );
 }
 
