@@ -1672,6 +1672,62 @@ impl ModeGraph {
             .collect()
     }
 
+    /// One error for every name [`ModeGraph::unknown_tools_among`] finds unknown among `known`
+    /// (what [`crate::AgentControllerBuilder::build`] returns), `None` when there is none: the
+    /// first one's error, its message naming the others with their line and column, and saying
+    /// which are built-in tools, which [`ToolRegistry::with_workspace_tools`] registers.
+    pub(crate) fn unknown_tools_error(&self, known: &[&str]) -> Option<ConfigError> {
+        let mut first = self.unknown_tools_among(known).into_iter().next()?;
+        let refs: Vec<&ToolRef> = self
+            .tool_refs()
+            .iter()
+            .filter(|r| &*r.name != SUBMIT_PLAN && !known.contains(&&*r.name))
+            .collect();
+        let others: Vec<String> = refs
+            .iter()
+            .skip(1)
+            .map(|r| {
+                let place = if self.has_positions() {
+                    format!("{}:{}, ", r.line, r.column)
+                } else {
+                    String::new()
+                };
+                format!("`{}` ({place}mode `{}`)", r.name, self.mode(r.mode).id())
+            })
+            .collect();
+        if !others.is_empty() {
+            first.message = format!(
+                "{}, and {} more: {}",
+                first.message,
+                others.len(),
+                others.join(", ")
+            );
+        }
+        let built_in = ToolRegistry::with_workspace_tools();
+        let mut built: Vec<String> = Vec::new();
+        for r in &refs {
+            let name = format!("`{}`", r.name);
+            if built_in.knows(&r.name) && !built.contains(&name) {
+                built.push(name);
+            }
+        }
+        let built = match built.as_slice() {
+            [] => None,
+            [one] => Some(format!("{one} is a built-in tool: register it")),
+            [init @ .., last] => Some(format!(
+                "{} and {last} are built-in tools: register them",
+                init.join(", ")
+            )),
+        };
+        if let Some(built) = built {
+            first.message = format!(
+                "{}. {built} with `ToolRegistry::with_workspace_tools()`",
+                first.message
+            );
+        }
+        Some(first)
+    }
+
     /// Like [`ModeGraph::unknown_tools`] but stops at the first unknown name.
     ///
     /// # Errors

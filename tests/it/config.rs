@@ -1037,3 +1037,26 @@ fn an_unknown_field_far_from_every_key_lists_them_or_says_where_it_belongs() {
         messages[2]
     );
 }
+
+/// Issue 21: `build()` names every unknown tool, not only the first, and points at
+/// `ToolRegistry::with_workspace_tools()` when a name is one of the built-in tools.
+#[test]
+fn build_lists_every_unknown_tool_and_hints_at_the_built_in_tools() {
+    use agent_controller::AgentController;
+    use agent_controller::model::scripted::ScriptedModel;
+    use std::sync::Arc;
+    let graph = config::parse(
+        "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"grep\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\navailableTools = [\"write_file\", \"list_files\"]\n",
+        "modes.toml",
+    )
+    .expect("parses");
+    let err = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+        .build()
+        .expect_err("no tools registered");
+    assert_eq!(err.kind(), ConfigErrorKind::UnknownTool);
+    assert_eq!(err.location().map(|l| (l.line, l.column)), Some((4, 19)));
+    assert_eq!(
+        err.message(),
+        "mode `plan` lists unknown tool `read_file` in availableTools, and 3 more: `grep` (4:32, mode `plan`), `write_file` (8:19, mode `build`), `list_files` (8:33, mode `build`). `read_file`, `write_file` and `list_files` are built-in tools: register them with `ToolRegistry::with_workspace_tools()`"
+    );
+}
