@@ -731,8 +731,8 @@ impl<S: SessionStore + ?Sized> SessionStore for Arc<S> {
 /// sessions opens nothing.
 ///
 /// # Errors
-/// [`StoreError::InvalidSpec`] for a spec [`check_spec`] refuses; [`StoreError::Backend`] when
-/// the store cannot be opened, or for `sqlite:` or `postgres://` without their feature.
+/// [`StoreError::InvalidSpec`] for a spec [`check_spec`] refuses (`sqlite:` or `postgres://`
+/// without their feature among them); [`StoreError::Backend`] when the store cannot be opened.
 pub fn open_store(spec: &str) -> Result<Arc<dyn SessionStore>, StoreError> {
     check_spec(spec)?;
     if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
@@ -793,6 +793,8 @@ fn open_postgres(_: &str) -> Result<Arc<dyn SessionStore>, StoreError> {
 /// deleted on close); `sqlite::memory:`; any SQLite URI filename (`sqlite:file:...`, which can
 /// name in-memory or temporary databases: `file::memory:`, `?mode=memory`, `vfs=memdb`); a SQLite
 /// path with `?` (URI parameters a plain path does not take). Give a plain file path instead.
+/// Refused too: `sqlite:` and `postgres://` specs in a build without the `sqlite` or `postgres`
+/// feature, which cannot open them (a usage error, not a store failure).
 /// A library host that wants an in-memory SQLite store says so explicitly with
 /// `SqliteStore::in_memory` (or uses [`MemoryStore`]).
 ///
@@ -803,8 +805,8 @@ fn open_postgres(_: &str) -> Result<Arc<dyn SessionStore>, StoreError> {
 /// ```
 /// use agent_controller::store::{StoreError, check_spec};
 ///
-/// assert!(check_spec("sqlite:sessions.db").is_ok());
 /// assert!(check_spec(".agent/sessions").is_ok());
+/// assert_eq!(check_spec("sqlite:sessions.db").is_ok(), cfg!(feature = "sqlite"));
 /// for lost in ["", "sqlite:", "sqlite::memory:", "sqlite:file::memory:", "sqlite:file:s.db?mode=memory"] {
 ///     assert!(matches!(check_spec(lost), Err(StoreError::InvalidSpec { .. })), "{lost}");
 /// }
@@ -819,9 +821,17 @@ pub fn check_spec(spec: &str) -> Result<(), StoreError> {
     if spec.trim().is_empty() {
         return refuse("the spec is empty: give a directory, `sqlite:FILE` or a postgres:// URL");
     }
+    if !cfg!(feature = "postgres")
+        && (spec.starts_with("postgres://") || spec.starts_with("postgresql://"))
+    {
+        return refuse("this build has no PostgreSQL support: rebuild with `--features postgres`");
+    }
     let Some(path) = spec.strip_prefix("sqlite:") else {
         return Ok(());
     };
+    if !cfg!(feature = "sqlite") {
+        return refuse("this build has no SQLite support: rebuild with `--features sqlite`");
+    }
     if path.trim().is_empty() {
         refuse(
             "`sqlite:` needs a file path; an empty path is a temporary database, deleted when the process ends",
@@ -995,5 +1005,38 @@ pub(crate) fn check_next_version(
             "record version {} does not follow expected version {expected:?}",
             record.version
         )))
+    }
+}
+
+#[cfg(test)]
+mod spec_tests {
+    use super::{StoreError, check_spec, open_store};
+
+    /// Issue 21: a spec for a store this build lacks is an invalid spec (the CLI's usage error,
+    /// exit 2), not a store failure (exit 1).
+    #[test]
+    fn a_spec_for_a_store_the_build_lacks_is_invalid() {
+        for (spec, built) in [
+            (
+                "postgres://root@127.0.0.1:5432/test",
+                cfg!(feature = "postgres"),
+            ),
+            (
+                "postgresql://root@127.0.0.1/test",
+                cfg!(feature = "postgres"),
+            ),
+            ("sqlite:sessions.db", cfg!(feature = "sqlite")),
+        ] {
+            let refused = matches!(check_spec(spec), Err(StoreError::InvalidSpec { .. }));
+            assert_eq!(refused, !built, "{spec}");
+            if !built {
+                let err = open_store(spec).err().expect("refused");
+                assert!(matches!(err, StoreError::InvalidSpec { .. }), "{err}");
+                assert!(
+                    err.to_string().contains("rebuild with `--features"),
+                    "{err}"
+                );
+            }
+        }
     }
 }
