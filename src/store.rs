@@ -785,6 +785,122 @@ fn open_postgres(_: &str) -> Result<Arc<dyn SessionStore>, StoreError> {
     ))
 }
 
+/// Fewest characters of an id or hash that [`resolve_prefix`] and [`resolve_session_id`] take as
+/// a prefix of it (`pending` shows 12 of a sha256).
+pub const MIN_PREFIX_CHARS: usize = 8;
+
+/// Why a prefix names no single id or hash ([`resolve_prefix`], [`resolve_session_id`]).
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum IdPrefixError {
+    /// Fewer than [`MIN_PREFIX_CHARS`] characters, and not a whole id.
+    #[error(
+        "`{prefix}` is too short for a {what} prefix: give at least {MIN_PREFIX_CHARS} characters, or the whole {}",
+        if *what == "sha256" { "hash" } else { "id" }
+    )]
+    TooShort {
+        /// What the prefix is of (`session id`, `sha256`).
+        what: &'static str,
+        /// The prefix given.
+        prefix: String,
+    },
+    /// More than one candidate starts with the prefix.
+    #[error("`{prefix}` is the start of more than one {what}: {}; give more of it", candidates.join(", "))]
+    Ambiguous {
+        /// What the prefix is of (`session id`, `sha256`).
+        what: &'static str,
+        /// The prefix given.
+        prefix: String,
+        /// Every candidate that starts with it, sorted.
+        candidates: Vec<String>,
+    },
+    /// The store could not list its sessions.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The one of `candidates` that `prefix` names: the candidate equal to it, else the only one that
+/// starts with it (`None` when none does). A sha256 is compared without regard to case.
+///
+/// # Errors
+/// [`IdPrefixError::Ambiguous`] when several candidates start with it (naming them);
+/// [`IdPrefixError::TooShort`] when it is shorter than [`MIN_PREFIX_CHARS`] and some candidate
+/// starts with it.
+///
+/// # Examples
+/// ```
+/// use agent_controller::store::resolve_prefix;
+/// let hashes = ["3f2a9c01d4e5aa", "3f2a9c01ffff00"];
+/// assert_eq!(resolve_prefix("sha256", "3f2a9c01d4", hashes), Ok(Some("3f2a9c01d4e5aa")));
+/// assert!(resolve_prefix("sha256", "3f2a9c01", hashes).is_err()); // both
+/// assert!(resolve_prefix("sha256", "3f2a", hashes).is_err()); // too short
+/// assert_eq!(resolve_prefix("sha256", "00000000", hashes), Ok(None));
+/// ```
+pub fn resolve_prefix<'a>(
+    what: &'static str,
+    prefix: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Result<Option<&'a str>, IdPrefixError> {
+    let fold = what == "sha256";
+    let starts = |candidate: &str| {
+        candidate
+            .get(..prefix.len())
+            .is_some_and(|head| head == prefix || (fold && head.eq_ignore_ascii_case(prefix)))
+    };
+    let mut matches: Vec<&'a str> = Vec::new();
+    for candidate in candidates {
+        if candidate == prefix || (fold && candidate.eq_ignore_ascii_case(prefix)) {
+            return Ok(Some(candidate));
+        }
+        if starts(candidate) && !matches.contains(&candidate) {
+            matches.push(candidate);
+        }
+    }
+    match matches.as_slice() {
+        [] => Ok(None),
+        _ if prefix.chars().count() < MIN_PREFIX_CHARS => Err(IdPrefixError::TooShort {
+            what,
+            prefix: prefix.to_owned(),
+        }),
+        [one] => Ok(Some(one)),
+        _ => {
+            matches.sort_unstable();
+            Err(IdPrefixError::Ambiguous {
+                what,
+                prefix: prefix.to_owned(),
+                candidates: matches.iter().map(|c| (*c).to_owned()).collect(),
+            })
+        }
+    }
+}
+
+/// The session id `prefix` names in `store`: itself when the store has a session of that id,
+/// else the one session with something to decide or carry on ([`SessionStore::list_pending`]:
+/// a pending plan or tool call, an interrupted run) whose id starts with it, as
+/// [`resolve_prefix`] finds it; `prefix` itself when none does (restoring it then reports an
+/// unknown session).
+///
+/// # Errors
+/// [`IdPrefixError::Ambiguous`], [`IdPrefixError::TooShort`] as [`resolve_prefix`];
+/// [`IdPrefixError::Store`] when the store cannot be read.
+pub async fn resolve_session_id(
+    store: &dyn SessionStore,
+    prefix: &str,
+) -> Result<String, IdPrefixError> {
+    if check_session_id(prefix).is_ok() && store.load(prefix).await?.is_some() {
+        return Ok(prefix.to_owned());
+    }
+    let listing = store.list_pending().await?;
+    let ids = listing
+        .pending
+        .iter()
+        .map(|p| p.session_id.as_str())
+        .chain(listing.interrupted.iter().map(|r| r.session_id.as_str()));
+    Ok(resolve_prefix("session id", prefix, ids)?
+        .unwrap_or(prefix)
+        .to_owned())
+}
+
 /// Checks a store spec as [`open_store`] takes it, without opening anything: a spec must name a
 /// place where sessions outlive the process (issue 10: `sqlite:` and `sqlite::memory:` printed
 /// "decide later with ..." for a session that went into a throw-away database).

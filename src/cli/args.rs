@@ -275,8 +275,8 @@ pub(crate) struct DecisionArgs {
     #[arg(long, value_name = "TEXT", requires = "verdict")]
     pub(crate) feedback: Option<String>,
     /// Decide only the plan with this SHA-256, or the tool call with this argsSha256 (64 hex
-    /// digits, as `pending` and the `tool_suspended` event show it); any other is refused (exit
-    /// 5) and nothing changes.
+    /// digits, as the `tool_suspended` event shows it; for `decide`, also a unique prefix of at
+    /// least 8, as `pending` shows it); any other is refused (exit 5) and nothing changes.
     #[arg(long, value_name = "HASH", value_parser = parse_sha256)]
     pub(crate) sha256: Option<String>,
     /// Who decides, recorded as `decidedBy` in the session record and the events (default: the
@@ -315,10 +315,14 @@ pub(crate) fn parse_store(text: &str) -> Result<String, String> {
 
 pub(crate) fn parse_sha256(text: &str) -> Result<String, String> {
     let hash = text.trim().to_ascii_lowercase();
-    if hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+    let digits = agent_controller::store::MIN_PREFIX_CHARS..=64;
+    if digits.contains(&hash.len()) && hash.bytes().all(|b| b.is_ascii_hexdigit()) {
         Ok(hash)
     } else {
-        Err("a SHA-256 is 64 hex digits".to_owned())
+        Err(format!(
+            "a SHA-256 is 64 hex digits, or a prefix of at least {} of them (as `pending` shows)",
+            agent_controller::store::MIN_PREFIX_CHARS
+        ))
     }
 }
 

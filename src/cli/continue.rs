@@ -16,7 +16,7 @@ use crate::cli::setup::{runtime, stored_session};
 /// pending).
 pub(crate) fn continue_run(mut args: ContinueArgs) -> Outcome {
     args.common.decision.check_plans_only("continue")?;
-    let (controller, graph) = stored_session(&mut args.common, &args.store, &args.session)?;
+    let (controller, graph) = stored_session(&mut args.common, &args.store, &mut args.session)?;
     let json = args.common.json;
     runtime()?.block_on(async {
         let options = SessionOptions::new().on_event(event_printer(json, graph.clone()));

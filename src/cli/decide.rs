@@ -11,7 +11,7 @@ use crate::cli::prompt::Prompt;
 use crate::cli::setup::{runtime, stored_session};
 
 pub(crate) fn decide(mut args: DecideArgs) -> Outcome {
-    let (controller, graph) = stored_session(&mut args.common, &args.store, &args.session)?;
+    let (controller, graph) = stored_session(&mut args.common, &args.store, &mut args.session)?;
     let json = args.common.json;
     let flags = &args.common.decision;
     runtime()?.block_on(async {
