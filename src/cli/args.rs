@@ -208,6 +208,12 @@ pub(crate) struct DecideArgs {
     /// pending is refused (exit 5) and nothing changes.
     #[arg(long, value_name = "ID")]
     pub(crate) decision: Option<String>,
+    /// With --approve of a tool call that waits for approval: also allow its tool until the
+    /// mode changes (a manual switch or an approved plan): the other calls of the tool waiting in
+    /// the reply are approved with it, and later calls run without waiting. A plan cannot be
+    /// always allowed: `--always` on a plan is refused (exit 2) and nothing changes.
+    #[arg(long, requires = "approve", conflicts_with = "reject")]
+    pub(crate) always: bool,
     #[command(flatten)]
     pub(crate) common: SessionArgs,
 }
@@ -292,11 +298,8 @@ pub(crate) struct DecisionArgs {
     /// UTF-8, not blank): the next mode receives its text; --sha256 still names the plan shown.
     #[arg(long, value_name = "FILE", requires = "approve")]
     pub(crate) plan_file: Option<PathBuf>,
-    /// With `decide --approve` of a tool call that waits for approval: also allow its tool until the
-    /// mode changes (a manual switch or an approved plan): the other calls of the tool waiting in
-    /// the reply are approved with it, and later calls run without waiting. A plan cannot be
-    /// always allowed: `decide --always` on a plan is refused (exit 2) and nothing changes.
-    #[arg(long, requires = "approve", conflicts_with = "reject")]
+    /// `decide --always` (a flag of `decide` alone, copied here: [`DecideArgs::always`]).
+    #[arg(skip)]
     pub(crate) always: bool,
     /// The text of --plan-file, read and checked once before anything is decided.
     #[arg(skip)]

@@ -1925,3 +1925,34 @@ fn decide_takes_the_sha256_and_session_id_prefixes_pending_shows() {
     assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
     assert_eq!(mode_changes(&events(&out)), [("plan", "build")]);
 }
+
+/// Issue 21: the run `decide --approve` carries on is "resumed", as the prompt says, not
+/// "started".
+#[test]
+fn decide_says_the_run_resumed() {
+    let ws = Workspace::new();
+    let (spec, session) = detached(&ws);
+    let out = decide(&ws, &spec, &session, &["--approve"], None);
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let runs: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("] started in mode") || l.contains("] resumed in mode"))
+        .collect();
+    assert!(!runs.is_empty(), "{text}");
+    assert!(
+        runs.iter().all(|l| l.contains("] resumed in mode")),
+        "{text}"
+    );
+}
+
+/// Issue 21: a command's `--help` lists only the flags it takes: `--always` is `decide`'s.
+#[test]
+fn only_decide_lists_always() {
+    for (command, listed) in [("run", false), ("continue", false), ("decide", true)] {
+        let out = bin().args([command, "--help"]).output().expect("help");
+        let help = String::from_utf8_lossy(&out.stdout);
+        let option = help.lines().any(|l| l.trim_start().starts_with("--always"));
+        assert_eq!(option, listed, "{command}: {help}");
+    }
+}
