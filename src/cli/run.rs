@@ -29,7 +29,6 @@ pub(crate) fn run(mut args: RunArgs) -> Outcome {
         .clone()
         .unwrap_or_else(|| PathBuf::from("."));
     check_workspace(&workspace)?;
-    args.common.decision.check_plans_only("run")?;
     args.common.decision.read_plan_file()?;
     let (config, graph, tools) = load_warning(&args.common, &workspace)?;
     let start = match &args.mode {
@@ -84,7 +83,7 @@ pub(crate) fn run(mut args: RunArgs) -> Outcome {
         store,
     )?;
     let mut options =
-        SessionOptions::new().on_event(event_printer(args.common.json, graph.clone()));
+        SessionOptions::new().on_event(event_printer(args.common.json, graph.clone(), false));
     if let Some(mode) = &args.mode {
         options = options.mode(mode.clone());
     }

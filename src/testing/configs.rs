@@ -498,8 +498,21 @@ fn build_spec(
             }
         },
     );
+    let mut modes: Vec<ModeSpec> = modes.collect();
+    // Display names are unique without case and not blank (an id is the name of a mode without
+    // one): a clashing or blank one gets the mode's number appended.
+    let mut taken: Vec<String> = Vec::with_capacity(modes.len());
+    for (i, mode) in modes.iter_mut().enumerate() {
+        let mut shown = mode.name.clone().unwrap_or_else(|| mode.id.clone());
+        let key = |s: &str| s.trim().to_lowercase();
+        while key(&shown).is_empty() || taken.contains(&key(&shown)) {
+            shown.push_str(&format!("-{}", i + 1));
+            mode.name = Some(shown.clone());
+        }
+        taken.push(key(&shown));
+    }
     let mut spec = ConfigSpec {
-        modes: modes.collect(),
+        modes,
         default_mode_id: None,
         plans_dir: plans_dir.map(str::to_owned),
     };
