@@ -58,6 +58,30 @@
 //! prints the same readable report with `{}` and `{:?}`, so `?` in a test shows it. The same check runs from the command line, with the built-in
 //! tools: `agent-controller verify CONFIG`.
 //!
+//! # What the kit cannot see
+//!
+//! The kit compares what it can observe: the session's events, mode, pending decision and run
+//! state, every model call (mode, tools offered, notices), every `execute` of a registered tool
+//! (through its spy), and the temporary workspace's files in steps in which no tool ran. So it
+//! cannot see, and a passing check says nothing about:
+//!
+//! - **Side effects outside the tool registry**: what your host, your model layer or anything
+//!   else does without calling a registered tool's `execute` (network calls, databases,
+//!   processes, files outside the temporary workspace). A model layer that runs a tool of its own
+//!   before each call, not through the registry, goes unseen.
+//! - **What a tool does on its own**: a tool whose `execute` ran where it was allowed is trusted to
+//!   do only what its call asked. One that writes while declared read-only
+//!   ([`crate::ToolAccess`]), writes outside the workspace, or leaves a background task that
+//!   writes later is seen only if the write lands in the workspace in a step in which no tool ran.
+//! - **A controller it did not build**: the spies are installed by [`Setup::builder`] and
+//!   [`Setup::builder_with`]; a controller built another way loses them, and reports tool calls
+//!   that did run as not run.
+//! - **Deadlines** (`approvalTimeout`): neither the reference model nor the exploration knows
+//!   them; test expiry with an injected clock ([`crate::AgentControllerBuilder::clock`]).
+//! - **Several hosts at once**: a check drives one session at a time; the store's side of racing
+//!   hosts is what [`StoreConformance`] checks.
+//!
+//!
 //! # Checking your store
 //!
 //! A [`crate::SessionStore`] of your own must keep the contract the controller relies on:
@@ -115,14 +139,15 @@ use proptest::test_runner::{
 use proptest_state_machine::Sequential;
 
 pub use self::configs::{
-    ConfigSpec, InvalidConfig, MAX_MODES, ModeSpec, Mutation, invalid_configs, valid_configs,
+    ConfigLimits, ConfigSpec, InvalidConfig, MAX_MODES, ModeSpec, Mutation, invalid_configs,
+    realistic_configs, valid_configs,
 };
 pub use self::conformance::{
     ConformanceCheck, ConformanceFailure, ConformanceOutcome, ConformanceReport, StoreConformance,
     store_conformance,
 };
 pub use self::edges::{Cause, Edge, EdgeReport, Miss, edges, walk_edges};
-pub use self::explore::{Counterexample, Exploration, explore, operations};
+pub use self::explore::{Counterexample, Exploration, explore, explore_up_to, operations};
 pub use self::facts::{Approvals, ConfigFacts, FactsError, ModeFacts, UNKNOWN_TOOL};
 pub use self::harness::{Aspect, Divergence, Harness, HarnessError, Invariant, Setup};
 pub use self::reference::{
@@ -185,6 +210,7 @@ pub struct Check {
     seed: Option<u64>,
     regressions: Regressions,
     invariants: Vec<Invariant>,
+    max_states: Option<usize>,
 }
 
 impl fmt::Debug for Check {
@@ -196,6 +222,7 @@ impl fmt::Debug for Check {
             .field("seed", &self.seed)
             .field("regressions", &self.regressions)
             .field("invariants", &self.invariants.len())
+            .field("max_states", &self.max_states)
             .finish()
     }
 }
@@ -217,12 +244,36 @@ impl Check {
             },
             regressions: Regressions::Named,
             invariants: Vec::new(),
+            max_states: None,
         }
     }
 
     /// Random operation sequences to run.
     pub fn cases(mut self, cases: u32) -> Self {
         self.cases = cases;
+        self
+    }
+
+    /// Bounds the exploration: it expands at most `max_states` states, the nearest to the start
+    /// first, and the report says when more were left unexplored
+    /// ([`Exploration::complete`]). Unbounded by default; a generated config of many modes can
+    /// have thousands of states.
+    ///
+    /// ```
+    /// use agent_controller::ToolRegistry;
+    /// use agent_controller::testing::Check;
+    ///
+    /// let report = Check::new("config/modes.toml")
+    ///     .max_states(3)
+    ///     .cases(8)
+    ///     .without_regressions()
+    ///     .run(|setup| setup.builder().tools(ToolRegistry::with_workspace_tools()).build())?;
+    /// assert!(!report.exploration.complete);
+    /// assert!(report.to_string().contains("more states were not explored"));
+    /// # Ok::<(), agent_controller::testing::CheckError>(())
+    /// ```
+    pub fn max_states(mut self, max_states: usize) -> Self {
+        self.max_states = Some(max_states.max(1));
         self
     }
 
@@ -288,7 +339,10 @@ impl Check {
 
         let mut harness = self.harness(&graph, &facts, &build)?;
         let facts = harness.facts().clone();
-        let exploration = explore(&mut harness);
+        let mut exploration = explore_up_to(&mut harness, self.max_states);
+        if let Some(found) = exploration.counterexample.take() {
+            exploration.counterexample = Some(shrunk(&mut harness, found));
+        }
         let edges = walk_edges(&mut harness);
         drop(harness);
 
@@ -498,6 +552,19 @@ fn test_name() -> Option<String> {
         .name()
         .filter(|n| *n != "main")
         .map(str::to_owned)
+}
+
+/// `found` (from the exploration, which starts in the default mode) without the operations it
+/// does not need, replayed on `harness`.
+fn shrunk(harness: &mut Harness, found: Counterexample) -> Counterexample {
+    let restarts = harness.controller().store().is_some();
+    let initial = ReferenceSession::new(harness.facts().clone(), None).with_restarts(restarts);
+    let (ops, divergence) = without_unneeded_ops(harness, &initial, found.ops, found.divergence);
+    Counterexample {
+        start: found.start,
+        ops,
+        divergence,
+    }
 }
 
 /// Removes, one at a time from the end, every operation without which the sequence still

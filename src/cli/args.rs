@@ -191,7 +191,7 @@ pub(crate) struct VerifyArgs {
     #[arg(long)]
     pub(crate) seed: Option<u64>,
     /// Keep failing cases in this file, replayed first next time (default:
-    /// proptest-regressions/agent-controller-check.txt).
+    /// proptest-regressions/agent-controller-check/CONFIG.txt, CONFIG the config's file name).
     #[arg(long)]
     pub(crate) regressions: Option<PathBuf>,
 }

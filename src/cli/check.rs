@@ -3,15 +3,17 @@
 use std::path::Path;
 
 use agent_controller::display::{neutralize, neutralize_line};
-use agent_controller::{RequireApproval, ToolRegistry, config};
+use agent_controller::{RequireApproval, config};
 
 use crate::cli::exit::{Exit, Failure, Outcome};
-use crate::cli::setup::load;
+use crate::cli::setup::{load, tools};
 
+/// `check`: every error and warning of the config at `path` on stderr, each with its source
+/// line (exit 2 on errors), else its modes, default mode and hand-over edges on stdout.
 pub(crate) fn check(path: &Path) -> Outcome {
     let origin = path.display().to_string();
     let text = config::read(path).map_err(|e| Failure::invalid(neutralize(&e.to_string())))?;
-    let tools = ToolRegistry::with_workspace_tools();
+    let tools = tools();
     let names: Vec<&str> = tools.names().collect();
     let errors = config::check_with_tool_names(&text, &origin, &names);
     let warnings = config::warnings_with_tools(&text, &origin, &tools);

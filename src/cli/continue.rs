@@ -1,8 +1,7 @@
 //! `continue`: carries on an interrupted run from a session store.
 
 use agent_controller::display::neutralize_line;
-use agent_controller::model::scripted::ScriptedModel;
-use agent_controller::store::{display_spec, open_store};
+use agent_controller::store::display_spec;
 use agent_controller::{SessionError, SessionOptions};
 
 use crate::cli::args::ContinueArgs;
@@ -10,33 +9,15 @@ use crate::cli::decider::{Decider, interrupted};
 use crate::cli::events::event_printer;
 use crate::cli::exit::{Failure, Outcome};
 use crate::cli::prompt::Prompt;
-use crate::cli::setup::{
-    check_workspace, config_path, controller, load, model_for, recorded_workspace, runtime,
-};
+use crate::cli::setup::{runtime, stored_session};
 
 /// `continue`: restores the session, takes its interrupted run over and carries it on; plans it
 /// submits are decided as `run` decides them (the flags, else the prompt; with neither they stay
 /// pending).
 pub(crate) fn continue_run(mut args: ContinueArgs) -> Outcome {
     args.common.decision.check_plans_only("continue")?;
-    if let Some(named) = &args.common.workspace {
-        check_workspace(named)?;
-    }
-    args.common.decision.read_plan_file()?;
-    let store = open_store(&args.store).map_err(Failure::runtime)?;
-    let workspace = recorded_workspace(&*store, &args.session, args.common.workspace.as_deref())?;
-    let config = config_path(&args.common, &workspace);
-    let (graph, tools) = load(&config)?;
+    let (controller, graph) = stored_session(&mut args.common, &args.store, &args.session)?;
     let json = args.common.json;
-    let model = model_for(&args.common.model, json, None, ScriptedModel::new())?;
-    let controller = controller(
-        &args.common,
-        &workspace,
-        &config,
-        (graph.clone(), tools),
-        model,
-        Some(store),
-    )?;
     runtime()?.block_on(async {
         let options = SessionOptions::new().on_event(event_printer(json, graph.clone()));
         let mut session = controller.restore_session(&args.session, options).await?;

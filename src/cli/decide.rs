@@ -1,7 +1,6 @@
 //! `decide`: decides a pending plan or a waiting tool call from a session store and carries the run on.
 
 use agent_controller::display::neutralize_line;
-use agent_controller::model::scripted::ScriptedModel;
 use agent_controller::{PendingDecision, SessionOptions};
 
 use crate::cli::args::{DecideArgs, DecisionArgs};
@@ -9,34 +8,10 @@ use crate::cli::decider::{Decider, waiting};
 use crate::cli::events::event_printer;
 use crate::cli::exit::{Failure, Outcome};
 use crate::cli::prompt::Prompt;
-use crate::cli::setup::{
-    check_workspace, config_path, controller, load, model_for, open_existing, recorded_workspace,
-    runtime,
-};
+use crate::cli::setup::{runtime, stored_session};
 
 pub(crate) fn decide(mut args: DecideArgs) -> Outcome {
-    if let Some(named) = &args.common.workspace {
-        check_workspace(named)?;
-    }
-    args.common.decision.read_plan_file()?;
-    let store = open_existing(&args.store)?;
-    let workspace = recorded_workspace(&*store, &args.session, args.common.workspace.as_deref())?;
-    let config = config_path(&args.common, &workspace);
-    let (graph, tools) = load(&config)?;
-    let model = model_for(
-        &args.common.model,
-        args.common.json,
-        None,
-        ScriptedModel::new(),
-    )?;
-    let controller = controller(
-        &args.common,
-        &workspace,
-        &config,
-        (graph.clone(), tools),
-        model,
-        Some(store),
-    )?;
+    let (controller, graph) = stored_session(&mut args.common, &args.store, &args.session)?;
     let json = args.common.json;
     let flags = &args.common.decision;
     runtime()?.block_on(async {

@@ -8,6 +8,7 @@ use crate::cli::exit::{Exit, Outcome};
 use crate::cli::output::emit;
 use crate::cli::setup::load;
 
+/// `graph`: the config at `path` drawn in `format` (Mermaid or DOT) on stdout.
 pub(crate) fn graph(path: &Path, format: DiagramFormat) -> Outcome {
     let (graph, _) = load(path)?;
     emit(format_args!("{}", diagram::render(&graph, format)));

@@ -100,8 +100,20 @@ pub(crate) fn interrupted_line(
 /// (a tool call's arguments on one line: [`arguments_line`]).
 pub(crate) fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Failure> {
     if json {
-        json_line(p).map_err(Failure::runtime)
-    } else if p.kind == PendingKind::ToolCall {
+        return json_line(p).map_err(Failure::runtime);
+    }
+    // The fields every line starts with, and the ones it ends with.
+    let ids = format!(
+        "{}\t{}\t{}\t{}",
+        neutralize_line(&p.session_id),
+        neutralize_line(&p.run_id),
+        neutralize_line(&p.decision_id),
+        neutralize_line(&p.mode_id),
+    );
+    let deadline = p.deadline_at_ms.map_or(String::new(), |at| {
+        format!("\tdeadline {}", deadline_text(at))
+    });
+    if p.kind == PendingKind::ToolCall {
         let args = p
             .args
             .as_ref()
@@ -114,30 +126,16 @@ pub(crate) fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Fai
                 neutralize_line(&p.always_allowed.join(", "))
             )
         };
-        let deadline = p.deadline_at_ms.map_or(String::new(), |at| {
-            format!("\tdeadline {}", deadline_text(at))
-        });
         Ok(format!(
-            "{}\t{}\t{}\t{}\ttool call {}\t{}\targsSha256 {}{}{allowed}{deadline}",
-            neutralize_line(&p.session_id),
-            neutralize_line(&p.run_id),
-            neutralize_line(&p.decision_id),
-            neutralize_line(&p.mode_id),
+            "{ids}\ttool call {}\t{}\targsSha256 {}{}{allowed}{deadline}",
             neutralize_line(p.tool_name.as_deref().unwrap_or_default()),
             args,
             neutralize_line(p.args_sha256.as_deref().unwrap_or(&p.sha256)),
             workspace_field(p),
         ))
     } else {
-        let deadline = p.deadline_at_ms.map_or(String::new(), |at| {
-            format!("\tdeadline {}", deadline_text(at))
-        });
         Ok(format!(
-            "{}\t{}\t{}\t{} -> {}\t{}\t{}{}{deadline}",
-            neutralize_line(&p.session_id),
-            neutralize_line(&p.run_id),
-            neutralize_line(&p.decision_id),
-            neutralize_line(&p.mode_id),
+            "{ids} -> {}\t{}\t{}{}{deadline}",
             neutralize_line(&targets_text(&p.target_mode_id, &p.target_mode_ids)),
             neutralize_line(short_sha256(&p.sha256)),
             neutralize_line(&p.title),

@@ -19,6 +19,9 @@ use crate::cli::exit::{Exit, Failure, Outcome};
 use crate::cli::prompt::Prompt;
 use crate::cli::setup::{check_workspace, config_path, controller, load, model_for, runtime};
 
+/// `run`: starts a session in the workspace (placing the scripted model's plan first), sends
+/// the prompt and decides what the run suspends on ([`Decider`]) until it ends; Ctrl-C while
+/// the model works ends the run (exit 130).
 pub(crate) fn run(mut args: RunArgs) -> Outcome {
     let workspace = args
         .common

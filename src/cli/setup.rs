@@ -18,9 +18,16 @@ use agent_controller::{
 use crate::cli::args::{DEFAULT_CONFIG, SessionArgs};
 use crate::cli::exit::Failure;
 
+/// The tools every command works with (`check` and `verify` check a config against them, the
+/// session commands run them): the built-in workspace tools.
+pub(crate) fn tools() -> ToolRegistry {
+    ToolRegistry::with_workspace_tools()
+}
+
+/// The config at `path` and the [`tools`] it names, checked against each other (exit 2).
 pub(crate) fn load(path: &Path) -> Result<(ModeGraph, ToolRegistry), Failure> {
     let graph = config::load(path).map_err(Failure::invalid)?;
-    let tools = ToolRegistry::with_workspace_tools();
+    let tools = tools();
     let names: Vec<&str> = tools.names().collect();
     if let Some(unknown) = graph.unknown_tools_among(&names).into_iter().next() {
         return Err(Failure::invalid(unknown));
@@ -96,6 +103,36 @@ pub(crate) fn controller(
         builder = builder.store(store).lease_duration(common.lease);
     }
     builder.build().map_err(Failure::invalid)
+}
+
+/// The one setup of `decide` and `continue`, which act on a session a store keeps: the
+/// `--workspace` they may name must exist (exit 2) and `--plan-file` is read and checked before
+/// anything else; the store must exist (exit 2, none is created); the workspace is the one the
+/// session recorded ([`recorded_workspace`]), the config is read from there (unless `--config`
+/// names one), and the controller is built over it. Returns the controller and its mode graph.
+pub(crate) fn stored_session(
+    common: &mut SessionArgs,
+    store: &str,
+    session: &str,
+) -> Result<(AgentController, ModeGraph), Failure> {
+    if let Some(named) = &common.workspace {
+        check_workspace(named)?;
+    }
+    common.decision.read_plan_file()?;
+    let store = open_existing(store)?;
+    let workspace = recorded_workspace(&*store, session, common.workspace.as_deref())?;
+    let config = config_path(common, &workspace);
+    let (graph, tools) = load(&config)?;
+    let model = model_for(&common.model, common.json, None, ScriptedModel::new())?;
+    let controller = controller(
+        common,
+        &workspace,
+        &config,
+        (graph.clone(), tools),
+        model,
+        Some(store),
+    )?;
+    Ok((controller, graph))
 }
 
 /// The workspace `decide` and `continue` act in: the one session `id` recorded when it started

@@ -1,9 +1,8 @@
 //! `verify`: property-tests a mode config with the built-in tools.
 
-use agent_controller::ToolRegistry;
-
 use crate::cli::args::VerifyArgs;
 use crate::cli::exit::{Exit, Failure, Outcome};
+use crate::cli::setup::tools;
 
 /// `verify`: the testing kit's check with the built-in tools; a divergence exits 1, an invalid
 /// config 2.
@@ -19,12 +18,7 @@ pub(crate) fn verify(args: VerifyArgs) -> Outcome {
     if let Some(file) = args.regressions {
         check = check.regressions(file);
     }
-    let result = check.run(|setup| {
-        setup
-            .builder()
-            .tools(ToolRegistry::with_workspace_tools())
-            .build()
-    });
+    let result = check.run(|setup| setup.builder().tools(tools()).build());
     match result {
         Ok(report) => {
             say!("{report}");

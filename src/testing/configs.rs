@@ -240,6 +240,163 @@ pub fn valid_configs(known_tools: &[impl AsRef<str>]) -> BoxedStrategy<ConfigSpe
         .boxed()
 }
 
+/// Limits and realism for [`realistic_configs`]: how many modes, and which tools write (those
+/// a generated `requireApproval` list favours).
+///
+/// # Examples
+/// ```
+/// use agent_controller::testing::ConfigLimits;
+///
+/// let limits = ConfigLimits::new(2..=4).writing_tools(["write_file", "run_tests"]);
+/// assert_eq!(limits.modes, 2..=4);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ConfigLimits {
+    /// How many modes a config has (clamped to 1..=[`MAX_MODES`]).
+    pub modes: std::ops::RangeInclusive<usize>,
+    /// The tools that write (change the workspace or the world): a generated `requireApproval`
+    /// list names mostly these. Empty: every tool is as likely.
+    pub writing: Vec<String>,
+}
+
+impl ConfigLimits {
+    /// Configs of `modes` modes (for example `2..=4`), no tool known to write.
+    pub fn new(modes: std::ops::RangeInclusive<usize>) -> Self {
+        Self {
+            modes,
+            writing: Vec::new(),
+        }
+    }
+
+    /// The tools that write, favoured in `requireApproval`.
+    pub fn writing_tools(mut self, tools: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.writing = tools.into_iter().map(Into::into).collect();
+        self
+    }
+}
+
+/// Mode ids as people write them, for [`realistic_configs`].
+const REALISTIC_IDS: [&str; 14] = [
+    "plan",
+    "build",
+    "review",
+    "debug",
+    "research",
+    "ask",
+    "architect",
+    "test",
+    "deploy",
+    "docs",
+    "refactor",
+    "triage",
+    "explore",
+    "release",
+];
+
+/// Like [`valid_configs`], with the number of modes bounded by `limits.modes` and readable,
+/// realistic ids and names (`review`, "Review"; a repeated id gets a suffix, `plan-2`), and
+/// `requireApproval` lists that favour the tools that write (`limits.writing`): a read-only
+/// tool is listed rarely. Everything else (targets, defaults, tool lists) varies as in
+/// [`valid_configs`]. Fewer modes keep an exploration cheap: a config of 11 modes can have
+/// thousands of states.
+///
+/// # Examples
+/// ```
+/// use proptest::strategy::{Strategy, ValueTree};
+/// use proptest::test_runner::TestRunner;
+/// use agent_controller::testing::{ConfigLimits, realistic_configs};
+///
+/// let tools = ["read_file", "write_file"];
+/// let limits = ConfigLimits::new(2..=3).writing_tools(["write_file"]);
+/// let mut runner = TestRunner::deterministic();
+/// let spec = realistic_configs(&tools, limits).new_tree(&mut runner).unwrap().current();
+/// assert!((2..=3).contains(&spec.modes.len()));
+/// assert!(spec.modes.iter().all(|m| m.id.chars().all(|c| c.is_ascii_lowercase() || c == '-' || c.is_ascii_digit())));
+/// agent_controller::config::parse(&spec.to_toml(), "generated.toml").unwrap();
+/// ```
+pub fn realistic_configs(
+    known_tools: &[impl AsRef<str>],
+    limits: ConfigLimits,
+) -> BoxedStrategy<ConfigSpec> {
+    let mut pool = registered(known_tools);
+    pool.push(SUBMIT_PLAN.to_owned());
+    let low = (*limits.modes.start()).clamp(1, MAX_MODES);
+    let high = (*limits.modes.end()).clamp(low, MAX_MODES);
+    let writing = limits.writing;
+    (low..=high)
+        .prop_flat_map(move |n| {
+            let modes = proptest::collection::vec(
+                realistic_mode_parts(n, pool.clone(), writing.clone()),
+                n,
+            );
+            let default = (0..4u8, 0..n);
+            let plans_dir = proptest::option::weighted(
+                0.2,
+                proptest::sample::select(vec!["plans", "docs/plans"]),
+            );
+            (modes, default, plans_dir)
+        })
+        .prop_map(|(parts, (style, default), plans_dir)| {
+            build_spec(parts, style, default, plans_dir)
+        })
+        .boxed()
+}
+
+/// One mode's parts for [`realistic_configs`]: a realistic id and name, and an approval list
+/// that favours `writing` tools.
+fn realistic_mode_parts(
+    n: usize,
+    pool: Vec<String>,
+    writing: Vec<String>,
+) -> impl Strategy<Value = ModeParts> {
+    let len = pool.len();
+    let approvable: Vec<String> = pool.iter().filter(|t| *t != SUBMIT_PLAN).cloned().collect();
+    let (writes, reads): (Vec<String>, Vec<String>) = if writing.is_empty() {
+        (approvable.clone(), Vec::new())
+    } else {
+        approvable
+            .iter()
+            .cloned()
+            .partition(|t| writing.contains(t))
+    };
+    let (writes_len, reads_len) = (writes.len(), reads.len());
+    let approvals = (
+        proptest::bool::weighted(0.05),
+        proptest::sample::subsequence(writes, 0..=writes_len),
+        // A read-only tool waits rarely: in about one list in ten.
+        proptest::option::weighted(
+            if reads.is_empty() { 0.0 } else { 0.1 },
+            proptest::sample::subsequence(reads, 1.min(reads_len)..=1.min(reads_len)),
+        ),
+    )
+        .prop_map(|(all, mut names, read)| {
+            names.extend(read.into_iter().flatten());
+            (all, names)
+        });
+    (
+        proptest::sample::select(REALISTIC_IDS.to_vec()).prop_map(str::to_owned),
+        proptest::bool::weighted(0.7),
+        proptest::option::weighted(0.6, (proptest::collection::vec(0..n, 1..=2), any::<bool>())),
+        proptest::option::weighted(0.5, proptest::sample::subsequence(pool, 0..=len)),
+        proptest::option::weighted(0.5, approvals),
+        proptest::option::weighted(0.1, proptest::sample::select(vec!["#2f81f7", "#d29922"])),
+    )
+        .prop_map(|(id, named, target, tools, approvals, color)| {
+            let name = named.then(|| title_case(&id));
+            (id, name, target, tools, approvals, color.map(str::to_owned))
+        })
+}
+
+/// `review` as "Review".
+fn title_case(id: &str) -> String {
+    let mut chars = id.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
 /// The tool names a config may list besides `submit_plan`, without repeats.
 fn registered(known_tools: &[impl AsRef<str>]) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
@@ -291,7 +448,7 @@ fn build_spec(
     for (i, (id, ..)) in parts.iter().enumerate() {
         let mut id = id.clone();
         while ids.contains(&id) {
-            id.push_str(&format!("-{i}"));
+            id.push_str(&format!("-{}", i + 1));
         }
         ids.push(id);
     }

@@ -13,7 +13,12 @@
 //! hash, by decision id), two calls at once of each tool that waits, an abort, decisions on
 //! unknown runs and
 //! tool calls and malformed ones, a manual switch to every mode and to an unknown id, and a
-//! restart when the controller has a store. Each (state, operation) pair is one transition:
+//! restart when the controller has a store. With a store, every decision that changes the
+//! session (a plan or tool-call decision, an answer, an abort, a manual switch) is also tried
+//! once more on the same path with the process restarted before and after each decision on it:
+//! what a restored session does with its history (an approval decided after a restart, a
+//! restart after an approval or after a switch that ended an always-allow) is compared too,
+//! though the state itself holds no history. Each (state, operation) pair is one transition:
 //! a fresh session replays the shortest path to the state and then the operation, compared with
 //! the reference after every step. Because states are visited in order of distance, the first
 //! transition that diverges has a shortest path: it is reported as the counterexample.
@@ -38,9 +43,10 @@ use super::reference::{
 };
 use crate::event::RunState;
 
-/// A state of the walk: mode, pending target, run state, the tool calls waiting for approval
-/// (each by tool and its decision so far) and the tools always allowed.
-type State = (
+/// What the rules of the mode state machine look at: mode, pending target, run state, the tool
+/// calls waiting for approval (each by tool and its decision so far) and the tools always
+/// allowed.
+type Rules = (
     usize,
     Option<usize>,
     Option<RunState>,
@@ -48,7 +54,7 @@ type State = (
     Vec<String>,
 );
 
-fn state(reference: &ReferenceSession) -> State {
+fn rules(reference: &ReferenceSession) -> Rules {
     let mut allowed = reference.always_allowed().to_vec();
     allowed.sort();
     (
@@ -64,15 +70,59 @@ fn state(reference: &ReferenceSession) -> State {
     )
 }
 
+/// A state of the walk: the rules' state.
+type State = Rules;
+
+/// Whether `op` decides something: a plan or tool-call decision, an answer, an abort, a manual
+/// switch. With a store, the walk also replays every path that ends in one with a restart
+/// before and after each decision on it ([`with_restarts_around_decisions`]).
+fn is_decision(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Decide { .. } | Op::Answer(_) | Op::Abort | Op::Switch(_)
+    )
+}
+
+/// `path` with a restart before and after each of its decisions (where the reference allows
+/// one; never two in a row), or `None` when the reference cannot follow it.
+fn with_restarts_around_decisions(root: &ReferenceSession, path: &[Op]) -> Option<Vec<Op>> {
+    let mut reference = root.clone();
+    let mut ops: Vec<Op> = Vec::new();
+    let restart = |reference: &mut ReferenceSession, ops: &mut Vec<Op>| {
+        if ops.last() != Some(&Op::Restart) && reference.can_apply(&Op::Restart) {
+            reference.apply(&Op::Restart);
+            ops.push(Op::Restart);
+        }
+    };
+    for op in path {
+        if is_decision(op) {
+            restart(&mut reference, &mut ops);
+        }
+        if !reference.can_apply(op) {
+            return None;
+        }
+        reference.apply(op);
+        ops.push(op.clone());
+        if is_decision(op) {
+            restart(&mut reference, &mut ops);
+        }
+    }
+    Some(ops)
+}
+
 /// What [`explore`] found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Exploration {
-    /// Distinct states reached (mode, pending target, run state).
+    /// Distinct states reached: mode, pending target, run state, tool calls waiting, tools
+    /// always allowed.
     pub states: usize,
     /// (state, operation) pairs performed and compared.
     pub transitions: usize,
     /// The first divergence, with a shortest operation sequence; `None` when all matched.
     pub counterexample: Option<Counterexample>,
+    /// Whether the walk reached every state: `false` when it stopped at its bound
+    /// ([`explore_up_to`], [`crate::testing::Check::max_states`]) with states left unexplored.
+    pub complete: bool,
 }
 
 impl Exploration {
@@ -85,6 +135,11 @@ impl Exploration {
 impl fmt::Display for Exploration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.counterexample {
+            None if !self.complete => write!(
+                f,
+                "{} states (the bound), {} transitions checked; more states were not explored",
+                self.states, self.transitions
+            ),
             None => write!(
                 f,
                 "{} states, {} transitions, all checked",
@@ -266,35 +321,68 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
 ///
 /// Stops at the first divergence, which has a shortest path to it.
 pub fn explore(harness: &mut Harness) -> Exploration {
+    explore_up_to(harness, None)
+}
+
+/// [`explore`], bounded: with `Some(max_states)` the walk expands at most that many states
+/// (in order of distance from the start, so the nearest ones) and reports
+/// [`Exploration::complete`] `false` when more were reachable.
+pub fn explore_up_to(harness: &mut Harness, max_states: Option<usize>) -> Exploration {
     let facts = harness.facts().clone();
     let restarts = harness.controller().store().is_some();
     let root = ReferenceSession::new(facts.clone(), None).with_restarts(restarts);
     let ops = operations(&facts, restarts);
-    let mut seen: HashSet<State> = HashSet::from([state(&root)]);
+    let mut seen: HashSet<State> = HashSet::from([rules(&root)]);
     let mut queue: VecDeque<(ReferenceSession, Vec<Op>)> =
         VecDeque::from([(root.clone(), Vec::new())]);
     let mut transitions = 0;
+    let mut expanded = 0;
     while let Some((at, path)) = queue.pop_front() {
+        if max_states.is_some_and(|max| expanded >= max) {
+            return Exploration {
+                states: seen.len(),
+                transitions,
+                counterexample: None,
+                complete: false,
+            };
+        }
+        expanded += 1;
         for op in ops.iter().filter(|op| at.can_apply(op)) {
             transitions += 1;
             let mut next_path = path.clone();
             next_path.push(op.clone());
-            match harness.run(&root, &next_path) {
+            // With a store, a decision that changed the session is also tried in a process
+            // restarted before and after each decision on its path: a history the state does
+            // not hold (a stale record, a half-restored session) shows there.
+            let result = match harness.run(&root, &next_path) {
+                Err(failure) => Err((next_path, failure)),
                 Ok(next) => {
-                    if seen.insert(state(&next)) {
+                    let variant = (restarts && is_decision(op) && rules(&next) != rules(&at))
+                        .then(|| with_restarts_around_decisions(&root, &next_path))
+                        .flatten();
+                    match variant.map(|v| (harness.run(&root, &v), v)) {
+                        Some((Err(failure), variant)) => Err((variant, failure)),
+                        _ => Ok((next, next_path)),
+                    }
+                }
+            };
+            match result {
+                Ok((next, next_path)) => {
+                    if seen.insert(rules(&next)) {
                         queue.push_back((next, next_path));
                     }
                 }
-                Err((failed, divergence)) => {
-                    next_path.truncate(failed.map_or(0, |i| i + 1));
+                Err((mut ops, (failed, divergence))) => {
+                    ops.truncate(failed.map_or(0, |i| i + 1));
                     return Exploration {
                         states: seen.len(),
                         transitions,
                         counterexample: Some(Counterexample {
                             start: facts.id(root.mode()).to_owned(),
-                            ops: next_path,
+                            ops,
                             divergence,
                         }),
+                        complete: true,
                     };
                 }
             }
@@ -304,5 +392,6 @@ pub fn explore(harness: &mut Harness) -> Exploration {
         states: seen.len(),
         transitions,
         counterexample: None,
+        complete: true,
     }
 }

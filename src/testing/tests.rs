@@ -1104,3 +1104,78 @@ fn each_check_keeps_its_own_regression_file_named_by_the_test_or_the_config() {
     );
     assert_eq!(check.without_regressions().regression_file(Some("t")), None);
 }
+
+#[test]
+fn realistic_configs_stay_in_their_limits_read_well_and_ask_before_writing() {
+    use proptest::strategy::ValueTree;
+    let tools = ["read_file", "list_files", "write_file", "run_tests"];
+    let limits = ConfigLimits::new(2..=4).writing_tools(["write_file", "run_tests"]);
+    let strategy = realistic_configs(&tools, limits);
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let (mut writes, mut reads) = (0, 0);
+    for _ in 0..200 {
+        let spec = strategy.new_tree(&mut runner).expect("a config").current();
+        assert!((2..=4).contains(&spec.modes.len()), "{spec:?}");
+        crate::config::parse(&spec.to_toml(), "generated.toml").expect("valid");
+        for mode in &spec.modes {
+            assert!(
+                mode.id
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'),
+                "{}",
+                mode.id
+            );
+            if let Some(name) = &mode.name {
+                assert!(
+                    name.chars()
+                        .all(|c| c.is_ascii_alphabetic() || c == '-' || c.is_ascii_digit()),
+                    "{name}"
+                );
+            }
+            if let Approvals::Tools(names) = &mode.require_approval {
+                for name in names {
+                    if name == "write_file" || name == "run_tests" {
+                        writes += 1;
+                    } else {
+                        reads += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(writes > 5 * reads.max(1), "writes {writes}, reads {reads}");
+}
+
+#[test]
+fn max_states_bounds_the_exploration_and_says_so() {
+    let report = Check::new(MODES)
+        .max_states(2)
+        .cases(4)
+        .seed(1)
+        .without_regressions()
+        .run(|setup| {
+            setup
+                .builder()
+                .tools(ToolRegistry::with_workspace_tools())
+                .build()
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(!report.exploration.complete, "{report}");
+    let full = Check::new(MODES)
+        .cases(4)
+        .seed(1)
+        .without_regressions()
+        .run(|setup| {
+            setup
+                .builder()
+                .tools(ToolRegistry::with_workspace_tools())
+                .build()
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(full.exploration.complete);
+    assert!(
+        report.exploration.transitions < full.exploration.transitions,
+        "{report}\n{full}"
+    );
+    assert!(report.to_string().contains("more states were not explored"));
+}

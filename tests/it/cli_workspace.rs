@@ -418,3 +418,59 @@ fn continue_protects_the_config_file_from_the_tools() {
         .expect("read_file ended");
     assert_eq!(end["isError"], true, "{end}");
 }
+
+/// A record saved before workspaces were recorded: `decide` without `--workspace` says it needs
+/// one (exit 2) and changes nothing; with it, the session adopts that workspace.
+#[test]
+fn decide_on_a_record_without_a_workspace_needs_workspace_and_adopts_it() {
+    let world = World::new("dir", script());
+    let session = world.detached_plan();
+    let dir = PathBuf::from(&world.spec);
+    let file = ["json", "pending.json", "running.json"]
+        .iter()
+        .map(|suffix| dir.join(format!("{session}.{suffix}")))
+        .find(|p| p.exists())
+        .expect("a record file");
+    let mut old: Value =
+        serde_json::from_slice(&std::fs::read(&file).expect("read")).expect("json");
+    let object = old.as_object_mut().expect("object");
+    object.remove("workspace");
+    object.insert("schemaVersion".into(), json!(4));
+    object["pending"]["suspendPayload"]
+        .as_object_mut()
+        .expect("payload")
+        .remove("workspace");
+    std::fs::write(&file, serde_json::to_vec(&old).expect("ok")).expect("write old record");
+    let before = world.pending_json();
+
+    let config = world.project.path().join("config/modes.toml");
+    let config = config.to_str().expect("ok");
+    let out = world.cli(
+        world.elsewhere.path(),
+        "decide",
+        &[&session, "--approve", "--config", config],
+    );
+    assert_eq!(out.status.code(), Some(INVALID), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--workspace DIR"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("records no workspace"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(world.pending_json(), before, "nothing changed");
+
+    let project = world.project.path().to_str().expect("ok");
+    let out = world.cli(
+        world.elsewhere.path(),
+        "decide",
+        &[&session, "--approve", "--workspace", project],
+    );
+    assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
+    let listed = world.pending_json();
+    assert_eq!(listed.len(), 1, "the build mode's write waits: {listed:?}");
+    assert_eq!(
+        listed[0]["workspace"],
+        world.canonical().to_str().expect("ok"),
+        "recorded from then on"
+    );
+}

@@ -26,6 +26,7 @@ mod editor;
 mod events;
 mod handover;
 mod jail;
+mod kit_plants;
 mod model_input;
 mod openai;
 mod postgres;

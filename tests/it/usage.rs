@@ -58,7 +58,7 @@ fn run_refuses_a_workspace_that_is_missing_or_not_a_directory_before_anything_ru
 }
 
 #[test]
-fn pending_and_decide_refuse_a_store_that_does_not_exist_and_create_none() {
+fn pending_decide_and_continue_refuse_a_store_that_does_not_exist_and_create_none() {
     let dir = tempfile::tempdir().expect("tempdir");
     let missing_dir = dir.path().join("sessions");
     let missing_db = dir.path().join("sessions.db");
@@ -78,6 +78,18 @@ fn pending_and_decide_refuse_a_store_that_does_not_exist_and_create_none() {
             spec,
             "someone",
             "--approve",
+        ]);
+        assert_usage_error(&out, "no store at");
+        // `continue` shares `decide`'s setup: it created an empty store, then found no session.
+        let out = cli(&[
+            "continue",
+            "--config",
+            SHIPPED,
+            "--workspace",
+            s(dir.path()),
+            "--store",
+            spec,
+            "someone",
         ]);
         assert_usage_error(&out, "no store at");
     }
