@@ -696,7 +696,7 @@ async fn a_pending_plan_survives_a_restart_and_hands_over_exactly_once() {
             "{backend:?}: the persisted mode"
         );
         assert_eq!(
-            session.pending().map(|p| p.tool_call_id()),
+            session.pending_plan().map(|p| p.tool_call_id()),
             Some(call_id.as_str())
         );
         session
@@ -846,7 +846,7 @@ async fn a_config_change_that_removes_the_target_blocks_approval_but_keeps_the_p
             .expect("restore");
         assert!(
             session
-                .pending()
+                .pending_plan()
                 .and_then(|p| p.stale_reason())
                 .is_some_and(|r| r.contains("build"))
         );
@@ -897,7 +897,7 @@ async fn a_config_change_that_moves_the_hand_over_target_marks_the_plan_stale() 
         .await
         .expect("restore");
     let reason = session
-        .pending()
+        .pending_plan()
         .and_then(|p| p.stale_reason())
         .expect("stale")
         .to_owned();
@@ -915,7 +915,7 @@ async fn a_config_change_that_moves_the_hand_over_target_marks_the_plan_stale() 
         .resume(&run_id, &call_id, Decision::reject())
         .await
         .expect("reject");
-    assert!(session.pending().is_none());
+    assert!(session.pending_plan().is_none());
 }
 
 #[tokio::test]
@@ -1217,7 +1217,7 @@ async fn a_decision_abandoned_mid_save_changes_nothing() {
     );
     // Nothing was saved, so nothing is reported as changed.
     assert_eq!(session.mode().id(), "plan");
-    assert!(session.pending().is_some());
+    assert!(session.pending_plan().is_some());
     assert!(
         recorder.take().is_empty(),
         "no events for an unsaved change"
@@ -1391,7 +1391,7 @@ async fn an_older_record_is_migrated(version: u32) {
         .restore_session(&id, SessionOptions::new())
         .await
         .expect("restore");
-    let pending = session.pending().expect("the plan is still pending");
+    let pending = session.pending_plan().expect("the plan is still pending");
     let (run_id, call_id) = (
         pending.run_id().to_owned(),
         pending.tool_call_id().to_owned(),
@@ -2070,7 +2070,7 @@ async fn a_config_change_to_the_targets_list_blocks_approval_of_a_pending_plan()
         .restore_session(&session_id, SessionOptions::new())
         .await
         .expect("restore");
-    let pending = session.pending().cloned().expect("pending");
+    let pending = session.pending_plan().cloned().expect("pending");
     assert_eq!(
         pending.payload().target_mode_ids,
         ["build".into()],
@@ -2351,7 +2351,11 @@ async fn an_edited_approval_hands_over_the_edited_text_and_keeps_both_hashes_on_
             .restore_session("s1", recorder.options())
             .await
             .expect("restore");
-        let decision_id = session.pending().expect("pending").decision_id().to_owned();
+        let decision_id = session
+            .pending_plan()
+            .expect("pending")
+            .decision_id()
+            .to_owned();
         let version = session.version();
         let err = session
             .decide(&decision_id, Decision::reject_with("no").with_plan(EDITED))
@@ -2560,7 +2564,7 @@ async fn tool_calls_waiting_for_approval_survive_a_restart_on_every_store() {
             .await
             .expect("first decision");
         assert!(matches!(outcome, RunOutcome::ToolCallsSuspended { .. }));
-        let shown = session.pending_tool_calls().to_vec();
+        let shown = session.pending().to_vec();
         drop(session);
         drop(controller);
 
@@ -2570,10 +2574,7 @@ async fn tool_calls_waiting_for_approval_survive_a_restart_on_every_store() {
         assert_eq!(listed[0].kind, PendingKind::ToolCall, "{backend:?}");
         assert_eq!(listed[0].decision_id, "decision_2");
         assert_eq!(listed[0].tool_name.as_deref(), Some("read_file"));
-        assert_eq!(
-            listed[0].args_sha256.as_deref(),
-            Some(shown[1].args_sha256())
-        );
+        assert_eq!(listed[0].args_sha256.as_deref(), Some(shown[1].sha256()));
         assert_eq!(listed[0].always_allowed, ["write_file"]);
         let model = Arc::new(ReplayModel::new([ReplayModel::text("done")]));
         let controller = controller_with(APPROVAL, &ws, model, store.clone());
@@ -2581,11 +2582,7 @@ async fn tool_calls_waiting_for_approval_survive_a_restart_on_every_store() {
             .restore_session("t1", SessionOptions::new())
             .await
             .expect("restore");
-        assert_eq!(
-            session.pending_tool_calls(),
-            shown.as_slice(),
-            "{backend:?}"
-        );
+        assert_eq!(session.pending(), shown.as_slice(), "{backend:?}");
         assert_eq!(session.always_allowed(), ["write_file"], "{backend:?}");
         assert!(!ws.path().join("a.txt").exists());
         // Another host holding the same session decides too, racing: exactly one wins.
@@ -2602,11 +2599,7 @@ async fn tool_calls_waiting_for_approval_survive_a_restart_on_every_store() {
             .await
             .expect_err("the rival loses");
         assert!(lost.is_conflict(), "{backend:?}: {lost}");
-        assert_eq!(
-            rival.pending_tool_calls().len(),
-            2,
-            "the loser is unchanged"
-        );
+        assert_eq!(rival.pending().len(), 2, "the loser is unchanged");
         assert!(
             ws.path().join("a.txt").exists(),
             "{backend:?}: approved ran"
