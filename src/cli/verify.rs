@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use agent_controller::display::neutralize_line;
 use agent_controller::testing::{Check, CheckError, CheckReport};
 use agent_controller::tool::{Tool, ToolAccess, ToolContext, ToolError, ToolOutput};
 use agent_controller::{
@@ -31,7 +32,10 @@ pub(crate) fn verify(args: VerifyArgs) -> Outcome {
         }
         let graph = config::load(&args.config).map_err(Failure::invalid)?;
         let unknown = unknown_tools(&graph, &tools);
-        let flags: Vec<String> = unknown.iter().map(|n| format!("--tool {n}")).collect();
+        let flags: Vec<String> = unknown
+            .iter()
+            .map(|n| format!("--tool {}", neutralize_line(n)))
+            .collect();
         note!(
             "the config names tools of its host: stub them with {} (add `:read-only` to one that \
              changes nothing)",
@@ -57,15 +61,28 @@ pub(crate) fn verify(args: VerifyArgs) -> Outcome {
             .build()
     });
     let stubs: Vec<&str> = args.tools.iter().map(|s| s.name.as_str()).collect();
+    // The config loaded for the check: its modes with a deadline, which the kit does not model.
+    let timed: Vec<String> = config::load(&args.config).map_or_else(
+        |_| Vec::new(),
+        |graph| {
+            graph
+                .ids()
+                .map(|id| graph.mode(id))
+                .filter(|mode| mode.approval_timeout().is_some())
+                .map(|mode| mode.id().to_string())
+                .collect()
+        },
+    );
+    let closing = |report: &CheckReport| summary(report, warnings.len(), &stubs, &timed);
     match result {
         Ok(report) => {
             say!("{report}");
-            say!("{}", summary(&report, warnings.len(), &stubs));
+            say!("{}", closing(&report));
             Ok(Exit::Done)
         }
         Err(CheckError::Failed(report)) => {
             say!("{report}");
-            say!("{}", summary(&report, warnings.len(), &stubs));
+            say!("{}", closing(&report));
             Ok(Exit::Diverged)
         }
         Err(CheckError::Config(e)) => Err(Failure::invalid(e)),
@@ -119,7 +136,7 @@ fn unknown_tools(graph: &ModeGraph, tools: &ToolRegistry) -> Vec<String> {
 }
 
 /// What `verify` checked and what it did not, from the kit's report: two lines.
-fn summary(report: &CheckReport, warnings: usize, stubs: &[&str]) -> String {
+fn summary(report: &CheckReport, warnings: usize, stubs: &[&str], timed: &[String]) -> String {
     let exploration = &report.exploration;
     let bound = if exploration.complete {
         "every reachable state"
@@ -142,20 +159,34 @@ fn summary(report: &CheckReport, warnings: usize, stubs: &[&str]) -> String {
             counted(warnings, "config warning")
         ));
     }
-    let mut not = "not checked: deadlines (approvalTimeout is not modelled), side effects outside \
-                   the tool registry and what a tool does on its own"
-        .to_owned();
+    let deadlines = if timed.is_empty() {
+        "deadlines (approvalTimeout is not modelled)".to_owned()
+    } else {
+        format!(
+            "deadlines (approvalTimeout is not modelled: the one of {} is not checked)",
+            quoted(timed)
+        )
+    };
+    let mut not = format!(
+        "not checked: {deadlines}, side effects outside the tool registry and what a tool does on \
+         its own"
+    );
     if !stubs.is_empty() {
         not.push_str(&format!(
             ", the real {} (stubbed: each call returns a fixed result)",
-            stubs
-                .iter()
-                .map(|s| format!("`{s}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            quoted(stubs)
         ));
     }
     format!("{checked}\n{not}")
+}
+
+/// `` `a`, `b` `` (names neutralized for the terminal).
+fn quoted(names: &[impl AsRef<str>]) -> String {
+    names
+        .iter()
+        .map(|n| format!("`{}`", neutralize_line(n.as_ref())))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A `--tool` stub: any arguments, a fixed result, the access it was given.
@@ -226,7 +257,7 @@ mod tests {
 
     #[test]
     fn the_summary_says_what_was_checked_and_what_not() {
-        let text = summary(&report(false), 1, &["run_tests"]);
+        let text = summary(&report(false), 1, &["run_tests"], &["plan".to_owned()]);
         assert!(
             text.starts_with(
                 "checked: 9 states and 178 transitions (every reachable state), 0/0 edges, \
@@ -235,7 +266,12 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("1 config warning"), "{text}");
-        assert!(text.contains("\nnot checked: deadlines"), "{text}");
+        assert!(
+            text.contains(
+                "\nnot checked: deadlines (approvalTimeout is not modelled: the one of `plan`"
+            ),
+            "{text}"
+        );
         assert!(text.contains("the real `run_tests` (stubbed"), "{text}");
         assert!(!report(true).is_ok());
     }
