@@ -289,7 +289,7 @@ fn suspended_session_bytes(counts: Counts) -> (f64, f64, f64) {
     let bytes = (LIVE_BYTES.load(Ordering::Relaxed) - live) as f64 / n;
     let rss_per = (rss_bytes().saturating_sub(rss)) as f64 / n;
     let allocs_per = (ALLOCATIONS.load(Ordering::Relaxed) - allocs) as f64 / n;
-    assert!(held.iter().all(|(s, _, _)| s.pending().is_some()));
+    assert!(held.iter().all(|(s, _, _)| s.pending_plan().is_some()));
     drop(held);
     (bytes, rss_per, allocs_per)
 }

@@ -157,7 +157,7 @@ async fn main() -> agent_controller::Result<()> {
     // Second process (a fresh controller on the same store): approve, and the build runs.
     let controller = controller(workspace.path(), sessions.path())?;
     let mut session = controller.restore_session(&session_id, options()).await?;
-    let pending = session.pending().expect("the plan is still pending");
+    let pending = session.pending_plan().expect("the plan is still pending");
     let (run_id, tool_call_id) = (
         pending.run_id().to_owned(),
         pending.tool_call_id().to_owned(),

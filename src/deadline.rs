@@ -22,12 +22,13 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::event::{
-    DecidedRecord, DecisionOutcome, RunState, SuspendPayload, ToolCallPayload, rfc3339,
+use crate::event::{DecidedRecord, RunState};
+use crate::machine::expiry::{self, Waiting};
+pub use crate::machine::expiry::{
+    APPROVED_NOT_RUN_RESULT, deadline_text, expired_result, expired_tool_result,
 };
 use crate::model::Message;
 use crate::store::{SessionRecord, SessionStore, StoreError};
-use crate::tool::SUBMIT_PLAN;
 
 /// The longest `approvalTimeout` accepted: 3650 days (about ten years).
 pub const MAX_APPROVAL_TIMEOUT: Duration = Duration::from_secs(3650 * 86_400);
@@ -162,206 +163,41 @@ impl FromStr for ApprovalTimeout {
     }
 }
 
-/// Whether the plan of `payload` has a deadline that has passed at `now_ms`.
-pub(crate) fn is_due(payload: &SuspendPayload, now_ms: u64) -> bool {
-    payload.deadline_at_ms.is_some_and(|at| at <= now_ms)
-}
-
-/// A deadline (milliseconds since the Unix epoch) as RFC 3339 in UTC, to the second.
-pub fn deadline_text(deadline_at_ms: u64) -> String {
-    rfc3339(deadline_at_ms / 1000)
-}
-
-/// The `submit_plan` result the model gets for a plan that expired: not approved, why, and that
-/// it stays in its mode (`Not approved: no decision was taken within 24h (approvalTimeout); the
-/// plan expired at 2026-12-01T18:30:00Z. Stay in this mode.`).
-pub fn expired_result(payload: &SuspendPayload) -> String {
-    let within = payload
-        .approval_timeout
-        .as_deref()
-        .map_or(String::new(), |t| format!(" within {t} (approvalTimeout)"));
-    let at = payload.deadline_at_ms.map_or(String::new(), |ms| {
-        format!("; the plan expired at {}", deadline_text(ms))
-    });
-    format!(
-        "Not approved: no decision was taken{within}{at}. Stay in this mode; the user may ask for the plan again."
-    )
-}
-
-/// The audit record of the expiry of the pending plan of `payload` (run `run_id`, call
-/// `tool_call_id`): outcome `expired`, `decidedAt` the deadline, nobody as `decidedBy`. The
-/// same on every host that applies it.
-pub(crate) fn expired_record(
-    run_id: &str,
-    tool_call_id: &str,
-    payload: &SuspendPayload,
-) -> DecidedRecord {
-    DecidedRecord {
-        run_id: run_id.to_owned(),
-        tool_call_id: tool_call_id.to_owned(),
-        decision_id: payload.decision_id.clone(),
-        outcome: Some(DecisionOutcome::Expired),
-        sha256: Some(payload.submission.sha256.clone()),
-        approved_sha256: None,
-        decided_at: payload.deadline_at_ms.map(deadline_text),
-        decided_by: None,
-        target_mode_id: None,
-        tool_name: None,
-        always_allow: false,
-        allowed_by: None,
-    }
-}
-
-/// The result the model gets for a tool call that waited for approval and expired undecided:
-/// not approved, why, and that it did not run (`Not approved: no decision was taken within 24h
-/// (approvalTimeout); this tool call expired at 2026-12-01T18:30:00Z and was not executed.`).
-pub fn expired_tool_result(payload: &ToolCallPayload) -> String {
-    let within = payload
-        .approval_timeout
-        .as_deref()
-        .map_or(String::new(), |t| format!(" within {t} (approvalTimeout)"));
-    let at = payload.deadline_at_ms.map_or(String::new(), |ms| {
-        format!(" expired at {} and", deadline_text(ms))
-    });
-    format!("Not approved: no decision was taken{within}; this tool call{at} was not executed.")
-}
-
-/// The result of a tool call that was approved while others of its reply waited, when those
-/// expired: the run ended before it ran, so it never ran.
-pub const APPROVED_NOT_RUN_RESULT: &str = "Not executed: approved, but other tool calls of this reply expired undecided (approvalTimeout), so the run ended before it ran. Call it again if it is still needed.";
-
-/// Whether a tool call waiting for approval (`decided` is `None` while it waits) is past its
-/// deadline at `now_ms`.
-pub(crate) fn tool_call_is_due(
-    payload: &ToolCallPayload,
-    decided: Option<&DecidedRecord>,
-    now_ms: u64,
-) -> bool {
-    decided.is_none() && payload.deadline_at_ms.is_some_and(|at| at <= now_ms)
-}
-
-/// One tool call of a reply whose waiting calls expired: its result for the model and its
-/// audit record.
-pub(crate) struct SettledCall {
-    pub(crate) tool_call_id: String,
-    pub(crate) tool_name: String,
-    pub(crate) result: String,
-    pub(crate) record: DecidedRecord,
-}
-
-/// What the expiry of a reply's waiting tool calls does to each call of it, in the model's
-/// order: an undecided call expires (outcome `expired`, `decidedAt` its deadline, result
-/// [`expired_tool_result`]); one approved while the others waited keeps its record but never
-/// runs ([`APPROVED_NOT_RUN_RESULT`]); one rejected gets its rejection result. The same on
-/// every host that applies it.
-pub(crate) fn settle_expired_calls<'a>(
-    calls: impl IntoIterator<
-        Item = (
-            &'a str,
-            &'a str,
-            &'a ToolCallPayload,
-            Option<&'a DecidedRecord>,
-            Option<&'a str>,
-        ),
-    >,
-) -> Vec<SettledCall> {
-    calls
-        .into_iter()
-        .map(|(run_id, tool_call_id, payload, decided, feedback)| {
-            let (result, record) = match decided {
-                None => (
-                    expired_tool_result(payload),
-                    DecidedRecord {
-                        run_id: run_id.to_owned(),
-                        tool_call_id: tool_call_id.to_owned(),
-                        decision_id: payload.decision_id.clone(),
-                        outcome: Some(DecisionOutcome::Expired),
-                        sha256: Some(payload.args_sha256.clone()),
-                        approved_sha256: None,
-                        decided_at: payload.deadline_at_ms.map(deadline_text),
-                        decided_by: None,
-                        target_mode_id: None,
-                        tool_name: Some(payload.tool_name.clone()),
-                        always_allow: false,
-                        allowed_by: None,
-                    },
-                ),
-                Some(record) if record.outcome == Some(DecisionOutcome::Approved) => {
-                    (APPROVED_NOT_RUN_RESULT.to_owned(), record.clone())
-                }
-                Some(record) => (crate::tool::rejected_result(feedback), record.clone()),
-            };
-            SettledCall {
-                tool_call_id: tool_call_id.to_owned(),
-                tool_name: payload.tool_name.clone(),
-                result,
-                record,
-            }
-        })
-        .collect()
-}
-
 /// Applies the expiry of `record`'s pending plan, or of its waiting tool calls, if a deadline
 /// passed at `now_ms`: the results for the model, the history entries, the run ended
 /// `completed`; the same change a [`crate::Session`] makes. Returns the records of what expired
 /// (empty when nothing is due). The caller saves the record.
 pub(crate) fn expire_record(record: &mut SessionRecord, now_ms: u64) -> Vec<DecidedRecord> {
-    let plan_due = record
-        .pending
-        .as_ref()
-        .is_some_and(|p| is_due(&p.suspend_payload, now_ms));
-    let calls_due = record
-        .pending_tool_calls
-        .iter()
-        .any(|c| tool_call_is_due(&c.suspend_payload, c.decided.as_ref(), now_ms));
-    let (run_id, expired) = if plan_due {
-        let Some(pending) = record.pending.take() else {
-            return Vec::new();
-        };
-        let payload = &pending.suspend_payload;
-        record.messages.push(Message::Tool {
-            tool_call_id: pending.tool_call_id.clone(),
-            tool_name: SUBMIT_PLAN.to_owned(),
-            content: expired_result(payload),
-            is_error: false,
-        });
-        let decided = expired_record(&pending.run_id, &pending.tool_call_id, payload);
-        record.history.push(decided.clone());
-        (pending.run_id, vec![decided])
-    } else if calls_due {
-        let calls = std::mem::take(&mut record.pending_tool_calls);
-        let Some(run_id) = calls.first().map(|c| c.run_id.clone()) else {
-            return Vec::new();
-        };
-        let settled = settle_expired_calls(calls.iter().map(|c| {
-            (
-                c.run_id.as_str(),
-                c.tool_call_id.as_str(),
-                &c.suspend_payload,
-                c.decided.as_ref(),
-                c.feedback.as_deref(),
-            )
-        }));
-        let mut expired = Vec::new();
-        for call in settled {
-            record.messages.push(Message::Tool {
-                tool_call_id: call.tool_call_id,
-                tool_name: call.tool_name,
-                content: call.result,
-                is_error: true,
-            });
-            if call.record.outcome == Some(DecisionOutcome::Expired) {
-                expired.push(call.record.clone());
-            }
-            record.history.push(call.record);
-        }
-        (run_id, expired)
-    } else {
+    let plan = record.pending.iter().map(|p| Waiting::Plan {
+        run_id: &p.run_id,
+        tool_call_id: &p.tool_call_id,
+        payload: &p.suspend_payload,
+    });
+    let calls = record.pending_tool_calls.iter().map(|c| Waiting::ToolCall {
+        run_id: &c.run_id,
+        tool_call_id: &c.tool_call_id,
+        payload: &c.suspend_payload,
+        decided: c.decided.as_ref(),
+        feedback: c.feedback.as_deref(),
+    });
+    let Some(expiry) = expiry::expire(plan.chain(calls), now_ms) else {
         return Vec::new();
     };
+    record.pending = None;
+    record.pending_tool_calls.clear();
+    let expired = expiry.expired();
+    for answer in expiry.answers {
+        record.messages.push(Message::Tool {
+            tool_call_id: answer.tool_call_id,
+            tool_name: answer.tool_name,
+            content: answer.result,
+            is_error: answer.is_error,
+        });
+        record.history.push(answer.record);
+    }
     record.last_decided = record.history.last().cloned();
     record.run = Some(crate::store::RunRecord {
-        run_id,
+        run_id: expiry.run_id,
         state: RunState::Completed,
         owner: None,
         lease_expires_at_ms: None,

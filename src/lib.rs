@@ -72,6 +72,7 @@ pub mod event;
 pub mod extensions;
 pub mod jail;
 pub mod jcs;
+pub(crate) mod machine;
 pub mod mode;
 pub mod model;
 pub mod run;
@@ -99,8 +100,8 @@ pub use crate::model::{
     LanguageModel, Message, ModelError, ModelErrorKind, ModelRequest, ModelResponse,
 };
 pub use crate::session::{
-    CancelHandle, Decision, DecisionAction, PendingDecision, PendingToolCall, RunOutcome, Session,
-    SessionError, SessionErrorKind, SessionOptions,
+    CancelHandle, Decision, DecisionAction, PendingDecision, PendingPlan, PendingToolCall,
+    RunOutcome, Session, SessionError, SessionErrorKind, SessionOptions,
 };
 pub use crate::store::{
     FileStore, MemoryStore, PendingKind, PendingListing, PendingSummary, SessionRecord,
@@ -249,7 +250,7 @@ mod tests {
     /// session -> run -> tools / model -> store, with the controller wiring them; every other
     /// pair of modules that names each other is a cycle and fails this test.
     ///
-    /// The run loop is written as `impl Session` in `src/run.rs` and names the session; the
+    /// The run loop is written as `impl Session` in `src/session/drive.rs` and names the session; the
     /// types the session's operations take and return (`Decision`, `PendingDecision`,
     /// `RunOutcome`) are defined with the session (`run` re-exports them), so the session does
     /// not name the run module.

@@ -2,11 +2,12 @@
 //! that move between modes.
 
 mod decision;
+mod drive;
 mod expiry;
 mod kind;
 
 pub(crate) use self::decision::decision_id_for;
-pub use self::decision::{Decision, DecisionAction, PendingDecision, PendingToolCall};
+pub use self::decision::{Decision, DecisionAction, PendingDecision, PendingPlan, PendingToolCall};
 pub(crate) use self::expiry::expired_error;
 pub use self::kind::SessionErrorKind;
 
@@ -185,8 +186,7 @@ pub(crate) struct Checkpoint {
     messages: usize,
     counter: u64,
     run: Option<(Arc<str>, RunState)>,
-    pending: Option<PendingDecision>,
-    pending_tool_calls: Vec<PendingToolCall>,
+    pending: Vec<PendingDecision>,
     always_allowed: Vec<String>,
     history: usize,
     decisions: u64,
@@ -270,6 +270,38 @@ fn expired_subject(tool_name: Option<&str>) -> String {
     match tool_name {
         Some(name) => format!("the `{name}` tool call"),
         None => "the plan".to_owned(),
+    }
+}
+
+/// An operation that drives a run, holding its session: dropped before
+/// [`Operation::finish`], it ends the run in memory at once ([`Session::abandon`]).
+pub(crate) struct Operation<'a> {
+    pub(crate) session: &'a mut Session,
+    finished: bool,
+}
+
+impl<'a> Operation<'a> {
+    pub(crate) fn new(session: &'a mut Session) -> Self {
+        Self {
+            session,
+            finished: false,
+        }
+    }
+
+    /// The operation returned `outcome`: the run is no longer in progress.
+    pub(crate) fn finish<T>(mut self, outcome: T) -> T {
+        self.finished = true;
+        outcome
+    }
+}
+
+impl Drop for Operation<'_> {
+    fn drop(&mut self) {
+        if self.finished {
+            self.session.finish_operation();
+        } else {
+            self.session.abandon();
+        }
     }
 }
 
@@ -718,9 +750,9 @@ pub struct Session {
     pub(crate) messages: Vec<Message>,
     pub(crate) counter: u64,
     pub(crate) run: Option<(Arc<str>, RunState)>,
-    pub(crate) pending: Option<PendingDecision>,
-    /// The tool calls of the suspended run that wait for approval, in the model's order.
-    pub(crate) pending_tool_calls: Vec<PendingToolCall>,
+    /// What the suspended run waits on: one plan, or the tool calls of one reply that wait for
+    /// approval, in the model's order.
+    pub(crate) pending: Vec<PendingDecision>,
     /// The tools a decision allowed, until the mode changes (`enter_mode` empties it).
     pub(crate) always_allowed: Vec<String>,
     /// Every settled decision, oldest first (the audit trail; the last one is `lastDecided`).
@@ -758,6 +790,9 @@ pub struct Session {
     /// Events of a state change held back until the change is saved.
     outbox: Vec<Event>,
     in_change: bool,
+    /// A run's future was dropped: the run's end (aborted) is applied in memory, in the change
+    /// still open, and is saved by the next operation or [`Session::settle`].
+    abandoned: bool,
     /// The state to roll back to if the change being saved fails (only with a store).
     /// Boxed: only sessions with a store take checkpoints, and only during a change; inline it
     /// would add ~270 bytes to every session.
@@ -773,7 +808,6 @@ impl std::fmt::Debug for Session {
             .field("mode", &self.mode().id())
             .field("run", &self.run)
             .field("pending", &self.pending)
-            .field("pending_tool_calls", &self.pending_tool_calls)
             .field("always_allowed", &self.always_allowed)
             .finish_non_exhaustive()
     }
@@ -803,8 +837,7 @@ impl Session {
             messages: Vec::new(),
             counter: 0,
             run: None,
-            pending: None,
-            pending_tool_calls: Vec::new(),
+            pending: Vec::new(),
             always_allowed: Vec::new(),
             history: Vec::new(),
             decisions: 0,
@@ -821,6 +854,7 @@ impl Session {
             holds_lease: false,
             outbox: Vec::new(),
             in_change: false,
+            abandoned: false,
             checkpoint: None,
             saving: None,
         };
@@ -895,26 +929,25 @@ impl Session {
             let (targets, stale) =
                 restored_targets(graph, mode, changed, &record.mode_id, &p.suspend_payload);
             let target = targets.first().copied().unwrap_or(mode);
-            PendingDecision {
+            PendingDecision::Plan(PendingPlan {
                 run_id: Arc::from(p.run_id),
                 tool_call_id: p.tool_call_id,
                 target,
                 targets,
                 payload: p.suspend_payload,
                 stale,
-            }
+            })
         });
-        let pending_tool_calls = record
-            .pending_tool_calls
-            .into_iter()
-            .map(|p| PendingToolCall {
+        let calls = record.pending_tool_calls.into_iter().map(|p| {
+            PendingDecision::ToolCall(PendingToolCall {
                 run_id: Arc::from(p.run_id),
                 tool_call_id: p.tool_call_id,
                 payload: p.suspend_payload,
                 decided: p.decided,
                 feedback: p.feedback,
             })
-            .collect();
+        });
+        let pending = pending.into_iter().chain(calls).collect();
         Ok(Self {
             id: Arc::from(record.session_id),
             mode,
@@ -922,7 +955,6 @@ impl Session {
             counter: record.run_counter,
             run: record.run.map(|r| (Arc::from(r.run_id), r.state)),
             pending,
-            pending_tool_calls,
             always_allowed: record.always_allowed,
             history: if record.history.is_empty() {
                 record.last_decided.into_iter().collect()
@@ -944,6 +976,7 @@ impl Session {
             holds_lease: false,
             outbox: Vec::new(),
             in_change: false,
+            abandoned: false,
             checkpoint: None,
             saving: None,
             shared,
@@ -1018,7 +1051,10 @@ impl Session {
     /// The last saved state while a change is being saved (or was abandoned mid-save): what
     /// the accessors report until the change is saved.
     fn unsaved(&self) -> Option<&Checkpoint> {
-        self.checkpoint.as_deref().filter(|_| self.in_change)
+        // An abandoned run's end is shown at once, though not saved yet.
+        self.checkpoint
+            .as_deref()
+            .filter(|_| self.in_change && !self.abandoned)
     }
 
     pub(crate) fn mode_arc(&self) -> Arc<str> {
@@ -1032,23 +1068,20 @@ impl Session {
         &self.messages[..len]
     }
 
-    /// The plan waiting for a decision, if any.
-    pub fn pending(&self) -> Option<&PendingDecision> {
+    /// What the suspended run waits on, empty when nothing waits: the plan, or the tool calls
+    /// waiting for approval (the mode's `requireApproval`) in the model's order, every call of
+    /// the run's last reply that needs a decision, the ones decided already while others wait
+    /// included ([`PendingDecision::decision`]). Never a plan and tool calls at once.
+    pub fn pending(&self) -> &[PendingDecision] {
         match self.unsaved() {
-            Some(cp) => cp.pending.as_ref(),
-            None => self.pending.as_ref(),
+            Some(cp) => &cp.pending,
+            None => &self.pending,
         }
     }
 
-    /// The tool calls waiting for approval (the mode's `requireApproval`), in the model's order:
-    /// every call of the suspended run's last reply that needs a decision, the ones decided
-    /// already while others wait included ([`PendingToolCall::decision`]). Empty when none
-    /// waits. [`Session::pending`] shows a pending plan; never both at once.
-    pub fn pending_tool_calls(&self) -> &[PendingToolCall] {
-        match self.unsaved() {
-            Some(cp) => &cp.pending_tool_calls,
-            None => &self.pending_tool_calls,
-        }
+    /// The plan among [`Session::pending`], if one waits.
+    pub fn pending_plan(&self) -> Option<&PendingPlan> {
+        self.pending().iter().find_map(PendingDecision::as_plan)
     }
 
     /// The tools an approval allowed ([`Decision::always_allow`]), in the order they were
@@ -1126,9 +1159,13 @@ impl Session {
     /// future was aborted, for example from a blocking thread, can still land a save after
     /// this check; the next save then fails with [`StoreError::Conflict`] and changes nothing:
     /// restore the session.)
-    async fn recover(&mut self) {
+    async fn recover(&mut self) -> Result<(), SessionError> {
         if !self.in_change {
-            return;
+            return Ok(());
+        }
+        if std::mem::take(&mut self.abandoned) {
+            // The end of a dropped run, applied when it was dropped: save it now.
+            return self.commit().await;
         }
         if let Some(saving) = self.saving.take() {
             saving.task.abort();
@@ -1139,11 +1176,12 @@ impl Session {
             if saved {
                 self.version = saving.version;
                 self.deliver_change();
-                return;
+                return Ok(());
             }
         }
         let checkpoint = self.checkpoint.take();
         self.rollback(checkpoint);
+        Ok(())
     }
 
     /// Records what an operation whose future was dropped left behind, and applies the deadline
@@ -1154,14 +1192,17 @@ impl Session {
     /// Dropping the future of [`Session::send_message`] or [`Session::resume`] at any `.await`
     /// is safe: a change whose save was under way counts if the save finished and is undone
     /// otherwise (its events are delivered only if it counts), so a plan that was pending and
-    /// not decided stays pending. A run left running is then ended as aborted: every tool call
-    /// of the last assistant message gets a result (`Cancelled: ...` for the call that was
-    /// running, `Not executed: ...` for those after it, with `tool_end` events), `agent_end`
-    /// (reason `aborted`) is emitted, and the session is saved. The next model call therefore
-    /// sends a conversation an OpenAI-compatible server accepts.
+    /// not decided stays pending. A run dropped while it waited for its model or a tool ends
+    /// aborted at once, in memory: [`Session::run_state`] says `aborted` and every tool call of
+    /// the last assistant message has a result in [`Session::messages`] (`Cancelled: ...` for
+    /// the call that was running, `Not executed: ...` for those after it). Its events
+    /// (`tool_end`, `agent_end` with reason `aborted`) go out, and the session is saved, here.
+    /// The next model call therefore sends a conversation an OpenAI-compatible server accepts.
     ///
-    /// A `Drop` cannot await a save, which is why this happens here and not when the future is
-    /// dropped. To stop a run more gently, use [`Session::cancel_handle`].
+    /// A `Drop` cannot await a save, which is why the save happens here and not when the future
+    /// is dropped. A run dropped while a save of it was under way reads as it was last saved
+    /// until then (whether that save landed is learned here), and is ended here if it still
+    /// runs. To stop a run more gently, use [`Session::cancel_handle`].
     ///
     /// # Errors
     /// [`SessionError::Store`] when the aborted run cannot be saved; the session is as before
@@ -1172,7 +1213,7 @@ impl Session {
     /// lease runs, this is [`SessionError::LeaseHeld`] and nothing changes, so an operation never
     /// ends a run another process is carrying on.
     pub async fn settle(&mut self) -> Result<(), SessionError> {
-        self.recover().await;
+        self.recover().await?;
         self.cancel.finish();
         if let Some((run_id, RunState::Running)) = &self.run {
             let run_id = run_id.clone();
@@ -1278,7 +1319,7 @@ impl Session {
     /// changed the session first (of racing continuers exactly one wins; the others get this and
     /// change nothing); later errors as for [`Session::send_message`].
     pub async fn continue_run(&mut self) -> Result<RunOutcome, SessionError> {
-        self.recover().await;
+        self.recover().await?;
         self.cancel.finish();
         if self.shared.store.is_none() {
             return Err(SessionError::NoStore);
@@ -1297,9 +1338,27 @@ impl Session {
         };
         self.check_not_leased(&run_id)?;
         self.start_operation();
-        let outcome = self.take_over(run_id).await;
-        self.finish_operation();
-        outcome
+        let operation = Operation::new(self);
+        let outcome = operation.session.take_over(run_id).await;
+        operation.finish(outcome)
+    }
+
+    /// What a run's future dropped before it returned leaves: the run ends aborted at once, in
+    /// memory (every tool call of the last reply gets its result, `agent_end` waits with the
+    /// change), and the next operation or [`Session::settle`] saves it. A future dropped while
+    /// a save was under way is left to them too: whether that save landed is learned there.
+    fn abandon(&mut self) {
+        self.cancel.finish();
+        if self.in_change {
+            return;
+        }
+        let Some((run_id, RunState::Running)) = &self.run else {
+            return;
+        };
+        let run_id = run_id.clone();
+        self.begin();
+        self.close_interrupted(&run_id);
+        self.abandoned = true;
     }
 
     /// Starts the cancellation token of a run that starts or resumes now.
@@ -1322,7 +1381,6 @@ impl Session {
                 counter: self.counter,
                 run: self.run.clone(),
                 pending: self.pending.clone(),
-                pending_tool_calls: self.pending_tool_calls.clone(),
                 always_allowed: self.always_allowed.clone(),
                 history: self.history.len(),
                 decisions: self.decisions,
@@ -1343,7 +1401,6 @@ impl Session {
             self.counter = cp.counter;
             self.run = cp.run;
             self.pending = cp.pending;
-            self.pending_tool_calls = cp.pending_tool_calls;
             self.always_allowed = cp.always_allowed;
             self.history.truncate(cp.history);
             self.decisions = cp.decisions;
@@ -1427,15 +1484,20 @@ impl Session {
                     lease_expires_at_ms: lease.map(|l| l.expires_at_ms),
                 }
             }),
-            pending: self.pending.as_ref().map(|p| PendingRecord {
-                run_id: p.run_id.to_string(),
-                tool_call_id: p.tool_call_id.clone(),
-                tool_name: SUBMIT_PLAN.to_owned(),
-                suspend_payload: p.payload.clone(),
-            }),
-            pending_tool_calls: self
-                .pending_tool_calls
+            pending: self
+                .pending
                 .iter()
+                .find_map(PendingDecision::as_plan)
+                .map(|p| PendingRecord {
+                    run_id: p.run_id.to_string(),
+                    tool_call_id: p.tool_call_id.clone(),
+                    tool_name: SUBMIT_PLAN.to_owned(),
+                    suspend_payload: p.payload.clone(),
+                }),
+            pending_tool_calls: self
+                .pending
+                .iter()
+                .filter_map(PendingDecision::as_tool_call)
                 .map(|p| PendingToolCallRecord {
                     run_id: p.run_id.to_string(),
                     tool_call_id: p.tool_call_id.clone(),
@@ -1480,9 +1542,9 @@ impl Session {
         self.settle().await?;
         self.check_workspace()?;
         self.start_operation();
-        let outcome = self.replace_pending_and_run(text.into()).await;
-        self.finish_operation();
-        outcome
+        let operation = Operation::new(self);
+        let outcome = operation.session.replace_pending_and_run(text.into()).await;
+        operation.finish(outcome)
     }
 
     async fn replace_pending_and_run(&mut self, text: String) -> Result<RunOutcome, SessionError> {
@@ -1526,27 +1588,10 @@ impl Session {
         tool_call_id: &str,
         decision: Decision,
     ) -> Result<RunOutcome, SessionError> {
-        let span = tracing::info_span!(
-            "decision",
-            session_id = %self.id,
-            run_id,
-            tool_call_id,
-            action = %decision.action,
-        );
-        async {
-            self.settle().await?;
-            self.check_workspace()?;
-            if let Some(index) = self.tool_call_index(run_id, tool_call_id)? {
-                return self.decide_tool_call(index, decision).await;
-            }
-            self.check_decision(run_id, tool_call_id, &decision)?;
-            self.start_operation();
-            let outcome = self.apply_decision(decision).await;
-            self.finish_operation();
-            outcome
-        }
-        .instrument(span)
-        .await
+        self.settle().await?;
+        self.check_workspace()?;
+        let index = self.pending_named(run_id, tool_call_id)?;
+        self.decide_at(index, decision).await
     }
 
     /// Decides the pending plan with this decision id ([`PendingDecision::decision_id`], the
@@ -1577,28 +1622,8 @@ impl Session {
     ) -> Result<RunOutcome, SessionError> {
         self.settle().await?;
         self.check_workspace()?;
-        if let Some(index) = self
-            .pending_tool_calls
-            .iter()
-            .position(|p| p.decision_id() == decision_id)
-        {
-            if self.pending_tool_calls[index].decided.is_some() {
-                return Err(SessionError::AlreadyDecided(decision_id.to_owned()));
-            }
-            return self.decide_tool_call(index, decision).await;
-        }
-        let (run_id, tool_call_id) = match &self.pending {
-            Some(p) if p.decision_id() == decision_id => (p.run_id.clone(), p.tool_call_id.clone()),
-            _ => match self.history.iter().find(|d| d.decision_id == decision_id) {
-                Some(decided) => {
-                    return Err(expired_error(decided)
-                        .unwrap_or_else(|| SessionError::AlreadyDecided(decision_id.to_owned())));
-                }
-                None => return Err(SessionError::UnknownDecision(decision_id.to_owned())),
-            },
-        };
-        // The pending plan's run and tool-call ids name it (they resolve to the current plan).
-        self.resume(&run_id, &tool_call_id, decision).await
+        let index = self.pending_with_id(decision_id)?;
+        self.decide_at(index, decision).await
     }
 
     /// Like [`Session::decide`] with resume data as JSON.

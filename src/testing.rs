@@ -153,8 +153,8 @@ pub use self::harness::{Aspect, Divergence, Harness, HarnessError, Invariant, Se
 pub use self::reference::{
     Action, Call, Decided, EditedPlan, Expected, Feedback, Offered, Op, Outcome, PLAN_COUNT,
     PendingPlan, PlanFile, ReferenceSession, Refusal, Reply, ResultKind, Revision, RunRef,
-    ScriptedCall, ShaChoice, Step, Then, Trace, WaitingCall, edited_plan_sha256, edited_plan_text,
-    plan_sha256, plan_text, tool_args_sha256,
+    ScriptedCall, ShaChoice, Step, Subject, Then, Trace, WaitingCall, edited_plan_sha256,
+    edited_plan_text, plan_sha256, plan_text, tool_args_sha256,
 };
 use crate::config::{self, ConfigError};
 use crate::controller::AgentController;
@@ -192,7 +192,7 @@ enum Regressions {
 ///     .without_regressions()
 ///     .invariant(|session, reference| {
 ///         // Your own rule, after every step: here, a pending plan always waits in `plan`.
-///         match session.pending() {
+///         match session.pending_plan() {
 ///             Some(_) if session.mode().id() != "plan" => Err("a plan pending outside plan".into()),
 ///             _ => Ok(()),
 ///         }

@@ -106,7 +106,7 @@ async fn decide(fixture: &Fixture, id: &str) -> f64 {
         .restore_session(id, options)
         .await
         .expect("restore");
-    let pending = session.pending().cloned().expect("pending");
+    let pending = session.pending_plan().cloned().expect("pending");
     let start = Instant::now();
     session
         .resume(
@@ -195,7 +195,7 @@ fn race(rt: &tokio::runtime::Runtime, url: &str, rounds: usize) -> (Vec<usize>, 
                 .into_iter()
                 .map(|mut session| {
                     tokio::spawn(async move {
-                        let pending = session.pending().cloned().expect("pending");
+                        let pending = session.pending_plan().cloned().expect("pending");
                         session
                             .resume(
                                 pending.run_id(),
@@ -239,7 +239,7 @@ fn list_pending_page(
             .restore_session(&ids[1], SessionOptions::new())
             .await
             .expect("restore");
-        let pending = session.pending().cloned().expect("pending");
+        let pending = session.pending_plan().cloned().expect("pending");
         session
             .resume(
                 pending.run_id(),

@@ -4,7 +4,7 @@ use agent_controller::display::{neutralize, neutralize_line};
 use agent_controller::store::display_spec;
 use agent_controller::terminal::Style;
 use agent_controller::{
-    Decision, DecisionAction, PendingToolCall, RunOutcome, Session, SessionError, SuspendPayload,
+    Decision, DecisionAction, PendingDecision, RunOutcome, RunState, Session, SessionError,
 };
 
 use crate::cli::args::DecisionArgs;
@@ -40,48 +40,12 @@ impl Decider<'_> {
         mut outcome: RunOutcome,
     ) -> Outcome {
         let out_style = Style::for_stdout();
-        loop {
-            let next = match &outcome {
-                RunOutcome::Suspended {
-                    run_id, payload, ..
-                } => {
-                    if self.detach {
-                        return Ok(self.leave_pending(session, run_id, payload));
-                    }
-                    self.flags.check_pinned(payload)?;
-                    let decision = match self.flags.fixed() {
-                        Some(decision) => decision,
-                        None => {
-                            let Some(prompt) = self.prompt.as_deref_mut() else {
-                                return Ok(self.leave_pending(session, run_id, payload));
-                            };
-                            match prompt.ask(session, payload).await {
-                                Some(decision) => self.flags.signed(decision),
-                                None if self.store.is_some() => {
-                                    return Ok(self.leave_pending(session, run_id, payload));
-                                }
-                                None => {
-                                    session.abort().await?;
-                                    finish(session, self.json, &out_style);
-                                    return Ok(Exit::NotApproved);
-                                }
-                            }
-                        }
-                    };
-                    self.last = Some(decision.action);
-                    let decision_id = payload.decision_id.clone();
-                    self.apply(session, &decision_id, decision).await?
-                }
-                RunOutcome::ToolCallsSuspended { .. } => {
-                    if self.detach {
-                        return Ok(self.leave_tool_calls_pending(session));
-                    }
-                    let waiting = waiting_tool_calls(session);
-                    self.decide_tool_calls(session, &waiting).await?
-                }
-                _ => break,
-            };
-            outcome = match next {
+        while outcome.state() == RunState::Suspended {
+            if self.detach {
+                return Ok(self.leave(session));
+            }
+            let waiting = waiting(session);
+            outcome = match self.decide_each(session, &waiting).await? {
                 Ok(next) => next,
                 Err(exit) => return Ok(exit),
             };
@@ -118,33 +82,36 @@ impl Decider<'_> {
         })
     }
 
-    /// Decides `calls` (tool calls waiting for approval) one by one, in the model's order: with
-    /// the flags, else at the prompt. Returns the outcome after the last decision (the run
-    /// carries on once all of its waiting calls are decided), or `Err(exit)` when a call was
-    /// left undecided (pending with a store, exit 4; without one the run is aborted, exit 3) or
-    /// Ctrl-C interrupted the run.
-    pub(crate) async fn decide_tool_calls(
+    /// Decides `pending` (a plan, or tool calls waiting for approval) one by one, in the
+    /// model's order: with the flags (a plan's always; a tool call's only when
+    /// `flags_decide_tool_calls`), else at the prompt. Returns the outcome after the last
+    /// decision (the run carries on once all of its waiting calls are decided), or `Err(exit)`
+    /// when one was left undecided (pending with a store, exit 4; without one the run is
+    /// aborted, exit 3) or Ctrl-C interrupted the run.
+    pub(crate) async fn decide_each(
         &mut self,
         session: &mut Session,
-        calls: &[PendingToolCall],
+        pending: &[PendingDecision],
     ) -> Result<Result<RunOutcome, Exit>, Failure> {
         let out_style = Style::for_stdout();
         let mut outcome = None;
-        for (at, call) in calls.iter().enumerate() {
+        for (at, waiting) in pending.iter().enumerate() {
             // An "always allow" on an earlier call of this tool decided it: not asked again.
-            if let Some(allowance) = allowed_by(session, call.decision_id()) {
+            if let Some(allowance) = allowed_by(session, waiting.decision_id()) {
                 note!(
                     "tool call {} of {} ({}, decision {}) runs: always allowed by decision {}",
                     at + 1,
-                    calls.len(),
-                    neutralize_line(call.tool_name()),
-                    neutralize_line(call.decision_id()),
+                    pending.len(),
+                    neutralize_line(waiting.tool_name()),
+                    neutralize_line(waiting.decision_id()),
                     neutralize_line(&allowance)
                 );
                 continue;
             }
-            let fixed = if self.flags_decide_tool_calls {
-                self.flags.fixed_for_tool_call(call)?
+            let flags_decide = waiting.as_plan().is_some() || self.flags_decide_tool_calls;
+            let fixed = if flags_decide {
+                self.flags.check(waiting)?;
+                self.flags.fixed(waiting)
             } else {
                 None
             };
@@ -152,15 +119,12 @@ impl Decider<'_> {
                 Some(decision) => decision,
                 None => {
                     let Some(prompt) = self.prompt.as_deref_mut() else {
-                        return Ok(Err(self.leave_tool_calls_pending(session)));
+                        return Ok(Err(self.leave(session)));
                     };
-                    match prompt
-                        .ask_tool_call(session, call, at + 1, calls.len())
-                        .await
-                    {
+                    match prompt.ask(session, waiting, at + 1, pending.len()).await {
                         Some(decision) => self.flags.signed(decision),
                         None if self.store.is_some() => {
-                            return Ok(Err(self.leave_tool_calls_pending(session)));
+                            return Ok(Err(self.leave(session)));
                         }
                         None => {
                             session.abort().await?;
@@ -171,7 +135,7 @@ impl Decider<'_> {
                 }
             };
             self.last = Some(decision.action);
-            match self.apply(session, call.decision_id(), decision).await? {
+            match self.apply(session, waiting.decision_id(), decision).await? {
                 Ok(next) => outcome = Some(next),
                 Err(exit) => return Ok(Err(exit)),
             }
@@ -179,70 +143,65 @@ impl Decider<'_> {
         match outcome {
             Some(next) => Ok(Ok(next)),
             // Nothing waited (another process decided them): say what is left.
-            None => Ok(Err(self.leave_tool_calls_pending(session))),
+            None => Ok(Err(self.leave(session))),
         }
     }
 
-    /// Says how to decide the plan later; it stays pending in the store.
-    pub(crate) fn leave_pending(
-        &self,
-        session: &Session,
-        run_id: &str,
-        payload: &SuspendPayload,
-    ) -> Exit {
+    /// Says what waits (the plan, or the tool calls) and how to decide it later; it stays
+    /// pending in the store.
+    pub(crate) fn leave(&self, session: &Session) -> Exit {
         let store = self.store.unwrap_or("STORE");
-        let decision = neutralize_line(&payload.decision_id);
-        if !self.json {
-            say!(
-                "suspended: session {} run {} decision {decision}",
-                session.id(),
-                neutralize_line(run_id),
-            );
-        }
-        note!(
-            "the plan stays pending; decide later with: agent-controller decide --store {} {} --decision {decision} (--approve [--to MODE] | --reject) [--feedback TEXT]",
-            neutralize_line(&display_spec(store)),
-            session.id()
-        );
-        Exit::Pending
-    }
-
-    /// Says which tool calls wait and how to decide them later; they stay pending in the store.
-    pub(crate) fn leave_tool_calls_pending(&self, session: &Session) -> Exit {
-        let store = self.store.unwrap_or("STORE");
-        let waiting = waiting_tool_calls(session);
-        let listed: Vec<String> = waiting
-            .iter()
-            .map(|c| {
-                format!(
-                    "{} ({})",
-                    neutralize_line(c.decision_id()),
-                    neutralize_line(c.tool_name())
-                )
-            })
-            .collect();
+        let waiting = waiting(session);
         let run_id = waiting
             .first()
             .map_or_else(String::new, |c| neutralize_line(c.run_id()).into_owned());
+        let plan = waiting.first().and_then(PendingDecision::as_plan);
         if !self.json {
-            say!(
-                "suspended: session {} run {run_id} tool calls wait for approval: {}",
-                session.id(),
-                listed.join(", ")
-            );
+            match plan {
+                Some(plan) => say!(
+                    "suspended: session {} run {run_id} decision {}",
+                    session.id(),
+                    neutralize_line(plan.decision_id())
+                ),
+                None => {
+                    let listed: Vec<String> = waiting
+                        .iter()
+                        .map(|c| {
+                            format!(
+                                "{} ({})",
+                                neutralize_line(c.decision_id()),
+                                neutralize_line(c.tool_name())
+                            )
+                        })
+                        .collect();
+                    say!(
+                        "suspended: session {} run {run_id} tool calls wait for approval: {}",
+                        session.id(),
+                        listed.join(", ")
+                    );
+                }
+            }
         }
-        let (what, id) = match waiting.as_slice() {
-            [one] => (
-                "the tool call stays pending; decide it later",
-                neutralize_line(one.decision_id()).into_owned(),
+        let (what, flags) = match (plan, waiting.len()) {
+            (Some(_), _) => (
+                "the plan stays pending; decide later",
+                "--approve [--to MODE] | --reject",
             ),
-            _ => (
+            (None, 1) => (
+                "the tool call stays pending; decide it later",
+                "--approve [--always] | --reject",
+            ),
+            (None, _) => (
                 "the tool calls stay pending; decide each later",
-                "ID".to_owned(),
+                "--approve [--always] | --reject",
             ),
         };
+        let id = match waiting.as_slice() {
+            [one] => neutralize_line(one.decision_id()).into_owned(),
+            _ => "ID".to_owned(),
+        };
         note!(
-            "{what} with: agent-controller decide --store {} {} --decision {id} (--approve [--always] | --reject) [--feedback TEXT]",
+            "{what} with: agent-controller decide --store {} {} --decision {id} ({flags}) [--feedback TEXT]",
             neutralize_line(&display_spec(store)),
             session.id()
         );
@@ -255,10 +214,10 @@ impl Decider<'_> {
 /// once it carried on; `None` when no allowance decided it.
 pub(crate) fn allowed_by(session: &Session, decision_id: &str) -> Option<String> {
     let waiting = session
-        .pending_tool_calls()
+        .pending()
         .iter()
         .filter(|c| c.decision_id() == decision_id)
-        .filter_map(|c| c.decision());
+        .filter_map(PendingDecision::decision);
     let settled = session
         .decision_history()
         .iter()
@@ -266,13 +225,13 @@ pub(crate) fn allowed_by(session: &Session, decision_id: &str) -> Option<String>
     waiting.chain(settled).find_map(|d| d.allowed_by.clone())
 }
 
-/// The tool calls of `session` that wait for approval and are not decided yet, in the model's
-/// order.
-pub(crate) fn waiting_tool_calls(session: &Session) -> Vec<PendingToolCall> {
+/// What `session` waits on and is not decided yet (the plan, or tool calls in the model's
+/// order).
+pub(crate) fn waiting(session: &Session) -> Vec<PendingDecision> {
     session
-        .pending_tool_calls()
+        .pending()
         .iter()
-        .filter(|c| c.decision().is_none())
+        .filter(|c| c.is_waiting())
         .cloned()
         .collect()
 }

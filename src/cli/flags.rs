@@ -2,14 +2,22 @@
 
 use agent_controller::display::neutralize_line;
 use agent_controller::tool::submit_plan;
-use agent_controller::{Decision, PendingToolCall, SuspendPayload};
+use agent_controller::{Decision, PendingDecision};
 
 use crate::cli::args::DecisionArgs;
 use crate::cli::exit::Failure;
 
 impl DecisionArgs {
-    /// The decision the flags give, or `None` when the prompt asks.
-    pub(crate) fn fixed(&self) -> Option<Decision> {
+    /// Whether a verdict flag (--approve, --reject) decides, so the prompt never asks.
+    pub(crate) fn decides(&self) -> bool {
+        self.approve || self.reject
+    }
+
+    /// The decision the flags give for `pending`, or `None` when the prompt asks: the verdict
+    /// and the feedback, then for a plan the `--sha256` pin, `--to` and `--plan-file`, and for
+    /// a tool call `--always`, pinned to the call's `argsSha256`. Call [`DecisionArgs::check`]
+    /// first.
+    pub(crate) fn fixed(&self, pending: &PendingDecision) -> Option<Decision> {
         let mut decision = if self.approve {
             Decision::approve()
         } else if self.reject {
@@ -23,14 +31,24 @@ impl DecisionArgs {
             .map(str::trim)
             .filter(|f| !f.is_empty())
             .map(str::to_owned);
-        if let Some(sha256) = &self.sha256 {
-            decision = decision.with_sha256(sha256);
-        }
-        if let Some(to) = &self.to {
-            decision = decision.to(to);
-        }
-        if let Some(text) = &self.edited {
-            decision = decision.with_plan(text);
+        match pending {
+            PendingDecision::ToolCall(call) => {
+                if self.always {
+                    decision = decision.always_allow();
+                }
+                decision = decision.with_sha256(call.args_sha256());
+            }
+            _ => {
+                if let Some(sha256) = &self.sha256 {
+                    decision = decision.with_sha256(sha256);
+                }
+                if let Some(to) = &self.to {
+                    decision = decision.to(to);
+                }
+                if let Some(text) = &self.edited {
+                    decision = decision.with_plan(text);
+                }
+            }
         }
         Some(self.signed(decision))
     }
@@ -47,67 +65,44 @@ impl DecisionArgs {
         Ok(())
     }
 
-    /// The decision the flags give for a tool call that waits for approval, or `None` when the
-    /// prompt asks: the verdict, the feedback and `--always`; the plan's `--to` and
-    /// `--plan-file` are not part of it. A `--sha256` naming other arguments is refused (exit 5)
-    /// before anything is decided.
-    pub(crate) fn fixed_for_tool_call(
-        &self,
-        call: &PendingToolCall,
-    ) -> Result<Option<Decision>, Failure> {
-        if let Some(pinned) = self.sha256.as_ref().filter(|p| *p != call.args_sha256()) {
-            return Err(Failure::refused(format!(
-                "the tool call {} ({}) has argsSha256 {}, not {pinned}: it is not the call you meant; nothing was decided",
-                neutralize_line(call.decision_id()),
-                neutralize_line(call.tool_name()),
-                neutralize_line(call.args_sha256())
+    /// Refuses the flags that do not go with `pending` before anything is shown or decided:
+    /// `--always` on a plan, `--to` or `--plan-file` on a tool call (exit 2), and a `--sha256`
+    /// that names other content than what waits (exit 5; the library's pin check,
+    /// [`PendingDecision::check_sha256`]).
+    pub(crate) fn check(&self, pending: &PendingDecision) -> Result<(), Failure> {
+        let id = neutralize_line(pending.decision_id());
+        let flag = match pending {
+            PendingDecision::ToolCall(_) if self.to.is_some() => Some("--to"),
+            PendingDecision::ToolCall(_) if self.plan_file.is_some() => Some("--plan-file"),
+            _ => None,
+        };
+        if let Some(flag) = flag {
+            return Err(Failure::invalid(format!(
+                "{flag} goes with a plan, and decision {id} is a tool call ({}): nothing was decided",
+                neutralize_line(pending.tool_name())
             )));
         }
-        let mut decision = if self.approve {
-            Decision::approve()
-        } else if self.reject {
-            Decision::reject()
-        } else {
-            return Ok(None);
-        };
-        decision.feedback = self
-            .feedback
-            .as_deref()
-            .map(str::trim)
-            .filter(|f| !f.is_empty())
-            .map(str::to_owned);
-        if self.always {
-            decision = decision.always_allow();
+        if self.always && pending.as_plan().is_some() {
+            return Err(Failure::invalid(format!(
+                "--always goes with a tool call, and decision {id} is a plan: nothing was decided"
+            )));
         }
-        Ok(Some(self.signed(decision.with_sha256(call.args_sha256()))))
-    }
-
-    /// Refuses (exit 2) the flags that go with a plan (`--to`, `--plan-file`) when `decide`
-    /// names a tool call, before anything is decided.
-    pub(crate) fn check_for_tool_call(&self, call: &PendingToolCall) -> Result<(), Failure> {
-        let flag = if self.to.is_some() {
-            "--to"
-        } else if self.plan_file.is_some() {
-            "--plan-file"
-        } else {
+        let Some(pinned) = self.sha256.as_ref() else {
             return Ok(());
         };
-        Err(Failure::invalid(format!(
-            "{flag} goes with a plan, and decision {} is a tool call ({}): nothing was decided",
-            neutralize_line(call.decision_id()),
-            neutralize_line(call.tool_name())
-        )))
-    }
-
-    /// Refuses (exit 2) `--always` for `command` (`run`, `continue`), whose verdict flags decide
-    /// plans only: a tool call is always allowed with `decide --always` or `a` at the prompt.
-    pub(crate) fn check_plans_only(&self, command: &str) -> Result<(), Failure> {
-        if self.always {
-            return Err(Failure::invalid(format!(
-                "--always goes with `decide` of a tool call: the --approve and --reject of `{command}` decide plans only (a tool call is asked about at the prompt, where `a` always allows its tool)"
-            )));
+        if pending.check_sha256(pinned).is_ok() {
+            return Ok(());
         }
-        Ok(())
+        let sha256 = neutralize_line(pending.sha256());
+        Err(Failure::refused(match pending {
+            PendingDecision::ToolCall(call) => format!(
+                "the tool call {id} ({}) has argsSha256 {sha256}, not {pinned}: it is not the call you meant; nothing was decided",
+                neutralize_line(call.tool_name()),
+            ),
+            _ => format!(
+                "the pending plan has sha256 {sha256}, not {pinned}: it is not the plan you meant; nothing was decided"
+            ),
+        }))
     }
 
     /// `decision` with who decided: `--by`, else the OS user, else `unknown`.
@@ -120,16 +115,5 @@ impl DecisionArgs {
                 .unwrap_or_else(|| "unknown".to_owned())
         });
         decision.decided_by(by)
-    }
-
-    /// Refuses a plan other than the one `--sha256` names, before it is shown or decided.
-    pub(crate) fn check_pinned(&self, payload: &SuspendPayload) -> Result<(), Failure> {
-        match &self.sha256 {
-            Some(pinned) if *pinned != payload.submission.sha256 => Err(Failure::refused(format!(
-                "the pending plan has sha256 {}, not {pinned}: it is not the plan you meant; nothing was decided",
-                payload.submission.sha256
-            ))),
-            _ => Ok(()),
-        }
     }
 }

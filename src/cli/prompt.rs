@@ -6,9 +6,9 @@ use agent_controller::terminal::{
     PromptAnswer, Question, StdinLines, Style, allowance_note, ask_tool_call, render_tool_call,
 };
 use agent_controller::tool::submit_plan::{self};
-use agent_controller::{Decision, ModeGraph, PendingToolCall, Session, SuspendPayload};
+use agent_controller::{Decision, ModeGraph, PendingDecision, Session, SuspendPayload};
 
-use crate::cli::decider::waiting_tool_calls;
+use crate::cli::decider::waiting;
 use crate::cli::text::{deadline_note, plan_origin, short_sha256};
 
 /// The approval prompt on the terminal: the plan rendered on stderr, answers from stdin, edits
@@ -30,13 +30,80 @@ impl Prompt {
         }
     }
 
-    /// Shows the plan and asks; `None` when end of input or Ctrl-C dismissed the prompt (no
-    /// decision). A decision is pinned to the sha256 of the plan shown.
+    /// Shows what waits (a plan, or tool call `nth` of the `of` that wait) and asks about it;
+    /// `None` when end of input or Ctrl-C dismissed the prompt, or `q` left a tool call (no
+    /// decision). A decision is pinned to the sha256 of what was shown.
     pub(crate) async fn ask(
         &mut self,
         session: &Session,
-        payload: &SuspendPayload,
+        pending: &PendingDecision,
+        nth: usize,
+        of: usize,
     ) -> Option<Decision> {
+        let mut stderr = std::io::stderr();
+        let answer = match pending {
+            PendingDecision::ToolCall(call) => {
+                note!(
+                    "\n{}",
+                    render_tool_call(&self.style, call.payload(), nth, of)
+                );
+                if let Some(workspace) = &call.payload().workspace {
+                    note!(
+                        "workspace: {} (where the call runs if approved)",
+                        neutralize_line(&workspace.display().to_string())
+                    );
+                }
+                // `a` approves the other calls of the tool that wait in the reply too.
+                let others = waiting(session)
+                    .iter()
+                    .filter(|c| {
+                        c.tool_name() == call.tool_name() && c.decision_id() != call.decision_id()
+                    })
+                    .count();
+                if let Some(text) = allowance_note(call.tool_name(), others) {
+                    note!("{text}");
+                }
+                ask_tool_call(
+                    &self.style,
+                    call.tool_name(),
+                    call.args_sha256(),
+                    &mut self.input,
+                    &mut stderr,
+                    tokio::signal::ctrl_c(),
+                )
+                .await
+            }
+            _ => {
+                let payload = pending.as_plan()?.payload();
+                self.plan_question(session, payload, &mut stderr).await
+            }
+        };
+        if let (Some(notice), Some(_)) = (answer.notice(session.mode().id()), pending.as_plan()) {
+            note!("{notice}");
+            return None;
+        }
+        let what = match answer {
+            PromptAnswer::Decided(decision) => return Some(decision),
+            PromptAnswer::EndOfInput => "end of input",
+            PromptAnswer::Interrupted => "interrupted",
+            PromptAnswer::Left => "left for later",
+        };
+        note!(
+            "{what}: the tool call {} ({}) is not decided and does not run",
+            neutralize_line(pending.decision_id()),
+            neutralize_line(pending.tool_name())
+        );
+        None
+    }
+
+    /// Shows the plan of `payload` (or what changed since its last revision) and asks the
+    /// plan's question.
+    async fn plan_question(
+        &mut self,
+        session: &Session,
+        payload: &SuspendPayload,
+        stderr: &mut std::io::Stderr,
+    ) -> PromptAnswer {
         let graph = &self.graph;
         let mut targets: Vec<&agent_controller::Mode> = payload
             .target_mode_ids
@@ -80,68 +147,8 @@ impl Prompt {
             }
             _ => note!("\n{whole}\n{origin}"),
         }
-        let mut stderr = std::io::stderr();
-        let answer = question
-            .ask(&mut self.input, &mut stderr, tokio::signal::ctrl_c())
-            .await;
-        if let Some(notice) = answer.notice(session.mode().id()) {
-            note!("{notice}");
-        }
-        match answer {
-            PromptAnswer::Decided(decision) => Some(decision),
-            PromptAnswer::EndOfInput | PromptAnswer::Interrupted | PromptAnswer::Left => None,
-        }
-    }
-
-    /// Shows a tool call that waits for approval (call `nth` of `of`) and asks about it; `None`
-    /// when `q`, end of input or Ctrl-C left it undecided. A decision is pinned to the
-    /// `argsSha256` of the call shown.
-    pub(crate) async fn ask_tool_call(
-        &mut self,
-        session: &Session,
-        call: &PendingToolCall,
-        nth: usize,
-        of: usize,
-    ) -> Option<Decision> {
-        note!(
-            "\n{}",
-            render_tool_call(&self.style, call.payload(), nth, of)
-        );
-        if let Some(workspace) = &call.payload().workspace {
-            note!(
-                "workspace: {} (where the call runs if approved)",
-                neutralize_line(&workspace.display().to_string())
-            );
-        }
-        // `a` approves the other calls of the tool that wait in the reply too.
-        let others = waiting_tool_calls(session)
-            .iter()
-            .filter(|c| c.tool_name() == call.tool_name() && c.decision_id() != call.decision_id())
-            .count();
-        if let Some(text) = allowance_note(call.tool_name(), others) {
-            note!("{text}");
-        }
-        let mut stderr = std::io::stderr();
-        let answer = ask_tool_call(
-            &self.style,
-            call.tool_name(),
-            call.args_sha256(),
-            &mut self.input,
-            &mut stderr,
-            tokio::signal::ctrl_c(),
-        )
-        .await;
-        let what = match answer {
-            PromptAnswer::Decided(decision) => return Some(decision),
-            PromptAnswer::EndOfInput => "end of input",
-            PromptAnswer::Interrupted => "interrupted",
-            PromptAnswer::Left => "left for later",
-        };
-        note!(
-            "{what}: the tool call {} ({}) is not decided and does not run",
-            neutralize_line(call.decision_id()),
-            neutralize_line(call.tool_name())
-        );
-        None
+        question
+            .ask(&mut self.input, stderr, tokio::signal::ctrl_c())
+            .await
     }
 }

@@ -1,15 +1,18 @@
-//! The host's decision on a submitted plan ([`Decision`]) and the plan waiting for one
-//! ([`PendingDecision`]): what [`crate::Session::resume`] and [`crate::Session::decide`] take,
-//! and what [`crate::Session::pending`] shows.
+//! The host's decision ([`Decision`]) and what waits for one ([`PendingDecision`]: a plan or a
+//! tool call): what [`crate::Session::resume`] and [`crate::Session::decide`] take, and what
+//! [`crate::Session::pending`] shows. A decision is checked against what waits in one place,
+//! [`PendingDecision::check`].
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::SessionError;
+use super::{SessionError, expired_error};
 use crate::event::{DecidedRecord, SuspendPayload, ToolCallPayload};
 use crate::mode::ModeId;
+use crate::tool::SUBMIT_PLAN;
+use crate::tool::submit_plan::{self, PlanSubmission};
 
 named_enum! {
     /// The host's answer to a submitted plan.
@@ -260,9 +263,155 @@ impl Decision {
     }
 }
 
+/// What waits for the host's decision: a plan submitted with `submit_plan`, or a tool call that
+/// needs approval (its mode's `requireApproval`). A suspended run waits on one plan, or on the
+/// tool calls of one model reply, never both; [`crate::Session::pending`] lists them, and a
+/// host loops over that list once, whatever the kind.
+///
+/// # Examples
+/// ```
+/// use agent_controller::PendingDecision;
+/// fn describe(pending: &PendingDecision) -> String {
+///     match pending {
+///         PendingDecision::Plan(plan) => format!("plan {}", plan.payload().submission.title),
+///         PendingDecision::ToolCall(call) => format!("tool call {}", call.tool_name()),
+///         // A kind added later lands here.
+///         _ => format!("decision {}", pending.decision_id()),
+///     }
+/// }
+/// # let _ = describe;
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum PendingDecision {
+    /// A plan waiting for approval.
+    Plan(PendingPlan),
+    /// A tool call waiting for approval.
+    ToolCall(PendingToolCall),
+}
+
+impl PendingDecision {
+    /// The suspended run.
+    pub fn run_id(&self) -> &str {
+        match self {
+            PendingDecision::Plan(p) => &p.run_id,
+            PendingDecision::ToolCall(c) => &c.run_id,
+        }
+    }
+
+    pub(crate) fn run_arc(&self) -> &Arc<str> {
+        match self {
+            PendingDecision::Plan(p) => &p.run_id,
+            PendingDecision::ToolCall(c) => &c.run_id,
+        }
+    }
+
+    /// The model's id of the call that waits (`submit_plan` or the tool call): a model may
+    /// reuse it, so address the decision by [`PendingDecision::decision_id`].
+    pub fn tool_call_id(&self) -> &str {
+        match self {
+            PendingDecision::Plan(p) => &p.tool_call_id,
+            PendingDecision::ToolCall(c) => &c.tool_call_id,
+        }
+    }
+
+    /// The controller's id of this decision (`decision_N`), unique in the session and kept
+    /// across restores: decide by it with [`crate::Session::decide`].
+    pub fn decision_id(&self) -> &str {
+        match self {
+            PendingDecision::Plan(p) => p.decision_id(),
+            PendingDecision::ToolCall(c) => c.decision_id(),
+        }
+    }
+
+    /// The tool the model called: `submit_plan` for a plan.
+    pub fn tool_name(&self) -> &str {
+        match self {
+            PendingDecision::Plan(_) => SUBMIT_PLAN,
+            PendingDecision::ToolCall(c) => c.tool_name(),
+        }
+    }
+
+    /// The SHA-256 a [`Decision::with_sha256`] pin must equal: the plan's `sha256`, or the
+    /// tool call's `argsSha256`.
+    pub fn sha256(&self) -> &str {
+        match self {
+            PendingDecision::Plan(p) => &p.payload.submission.sha256,
+            PendingDecision::ToolCall(c) => c.args_sha256(),
+        }
+    }
+
+    /// When it expires, in milliseconds since the Unix epoch (its mode's `approvalTimeout`),
+    /// or `None` when it waits for ever.
+    pub fn deadline_at_ms(&self) -> Option<u64> {
+        match self {
+            PendingDecision::Plan(p) => p.payload.deadline_at_ms,
+            PendingDecision::ToolCall(c) => c.payload.deadline_at_ms,
+        }
+    }
+
+    /// The audit record of a decision taken on it already while other calls of the same reply
+    /// still wait (only tool calls are decided that way); `None` while it waits.
+    pub fn decision(&self) -> Option<&DecidedRecord> {
+        match self {
+            PendingDecision::Plan(_) => None,
+            PendingDecision::ToolCall(c) => c.decision(),
+        }
+    }
+
+    /// Whether it still waits for a decision (not decided while others wait).
+    pub fn is_waiting(&self) -> bool {
+        self.decision().is_none()
+    }
+
+    /// The plan, when this is one.
+    pub fn as_plan(&self) -> Option<&PendingPlan> {
+        match self {
+            PendingDecision::Plan(p) => Some(p),
+            PendingDecision::ToolCall(_) => None,
+        }
+    }
+
+    /// The tool call, when this is one.
+    pub fn as_tool_call(&self) -> Option<&PendingToolCall> {
+        match self {
+            PendingDecision::ToolCall(c) => Some(c),
+            PendingDecision::Plan(_) => None,
+        }
+    }
+
+    /// Checks a `sha256` pin (what the user saw) against [`PendingDecision::sha256`], ignoring
+    /// ASCII case; changes nothing. A host can call it before it shows anything.
+    ///
+    /// # Errors
+    /// [`SessionError::Sha256Mismatch`] for a plan, [`SessionError::ArgsSha256Mismatch`] for a
+    /// tool call.
+    pub fn check_sha256(&self, given: &str) -> Result<(), SessionError> {
+        check_pin(self, given)
+    }
+
+    /// Checks that `decision` may be applied to what waits; changes nothing. This is the one
+    /// place a decision is checked: [`crate::Session::decide`] and [`crate::Session::resume`]
+    /// call it, and a host may call it first (to refuse a flag before it shows a prompt).
+    ///
+    /// - Any: a pinned `sha256` must be [`PendingDecision::sha256`].
+    /// - A plan: no `alwaysAllow`; a `targetModeId` (with an approval only) must be one the plan
+    ///   lists; an edited plan (with an approval only) obeys the plan limits; an approval must
+    ///   still be possible under the current config.
+    /// - A tool call: no `targetModeId`, no edited plan, no `alwaysAllow` with a rejection.
+    ///
+    /// # Errors
+    /// [`SessionError::MalformedDecision`], [`SessionError::Sha256Mismatch`],
+    /// [`SessionError::ArgsSha256Mismatch`], [`SessionError::TargetNotAllowed`],
+    /// [`SessionError::EditedPlan`], [`SessionError::ConfigChanged`].
+    pub fn check(&self, decision: &Decision) -> Result<(), SessionError> {
+        check(self, decision).map(drop)
+    }
+}
+
 /// A plan waiting for a decision: which run and tool call, the captured plan, and the targets.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PendingDecision {
+pub struct PendingPlan {
     pub(crate) run_id: Arc<str>,
     pub(crate) tool_call_id: String,
     pub(crate) target: ModeId,
@@ -273,7 +422,7 @@ pub struct PendingDecision {
     pub(crate) stale: Option<String>,
 }
 
-impl PendingDecision {
+impl PendingPlan {
     /// The suspended run.
     pub fn run_id(&self) -> &str {
         &self.run_id
@@ -281,7 +430,7 @@ impl PendingDecision {
 
     /// The `submit_plan` call awaiting the decision: the model's id, which a model may reuse
     /// (many servers number calls per response); address the decision by
-    /// [`PendingDecision::decision_id`] instead.
+    /// [`PendingPlan::decision_id`] instead.
     pub fn tool_call_id(&self) -> &str {
         &self.tool_call_id
     }
@@ -298,7 +447,7 @@ impl PendingDecision {
     }
 
     /// Every mode an approval may hand over to ([`Decision::to`]), fixed at submit time:
-    /// [`PendingDecision::target`] first, as the payload's `targetModeIds` lists them.
+    /// [`PendingPlan::target`] first, as the payload's `targetModeIds` lists them.
     pub fn targets(&self) -> &[ModeId] {
         &self.targets
     }
@@ -331,7 +480,7 @@ impl PendingDecision {
 
 /// A tool call waiting for approval (its mode's `requireApproval`): which run and call, the
 /// tool, its arguments and their hash, and whether it was decided already while other calls of
-/// the same model reply still wait ([`crate::Session::pending_tool_calls`]).
+/// the same model reply still wait ([`crate::Session::pending`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PendingToolCall {
     pub(crate) run_id: Arc<str>,
@@ -396,7 +545,377 @@ impl PendingToolCall {
     }
 }
 
+// The rules of deciding: the one place a decision is checked against what it decides
+// ([`check`], [`check_pin`]) and where the ids a host gives are resolved to it ([`named`],
+// [`with_id`]). Pure: no I/O, no clock.
+
+/// What a decision checked by [`check`] resolves to, so that nothing is
+/// validated twice: the mode an approved plan hands over to and the user's edit, captured.
+#[derive(Debug)]
+pub(crate) struct Checked {
+    /// The plan's hand-over target an approval names (the first target when it names none).
+    pub(crate) target: Option<ModeId>,
+    /// The edited plan, captured under the plan limits.
+    pub(crate) edited: Option<PlanSubmission>,
+}
+
+/// Checks that `decision` may be applied to `pending`, and resolves what it names; changes
+/// nothing. The rules, in the order they apply:
+///
+/// - A plan takes no `alwaysAllow`; a tool call no `targetModeId`, no edited plan, and no
+///   `alwaysAllow` with a rejection ([`SessionError::MalformedDecision`]).
+/// - A pinned `sha256` must be what was shown ([`check_pin`]).
+/// - A plan: a `targetModeId` or an edit goes with an approval only
+///   ([`SessionError::MalformedDecision`]); the target must be one the plan lists
+///   ([`SessionError::TargetNotAllowed`]); the edit obeys the plan limits
+///   ([`SessionError::EditedPlan`]: validated here, once); an approval must still be possible
+///   under the current config ([`SessionError::ConfigChanged`]).
+///
+/// # Errors
+/// As above.
+pub(crate) fn check(
+    pending: &PendingDecision,
+    decision: &Decision,
+) -> Result<Checked, SessionError> {
+    let malformed = |what: &str| Err(SessionError::MalformedDecision(what.to_owned()));
+    let rejected = decision.action == DecisionAction::Rejected;
+    match pending {
+        PendingDecision::Plan(_) if decision.always_allow => {
+            return malformed(
+                "a plan decision takes no `alwaysAllow`: it goes with the approval of a tool call",
+            );
+        }
+        PendingDecision::ToolCall(_) if decision.to.is_some() => {
+            return malformed(
+                "a tool-call decision names no target mode: `targetModeId` goes with a plan",
+            );
+        }
+        PendingDecision::ToolCall(_) if decision.plan.is_some() => {
+            return malformed(
+                "a tool-call decision carries no edited plan: `plan` goes with a plan",
+            );
+        }
+        PendingDecision::ToolCall(_) if decision.always_allow && rejected => {
+            return malformed(
+                "a rejection cannot always allow the tool: `alwaysAllow` goes with an approval",
+            );
+        }
+        _ => {}
+    }
+    if let Some(given) = &decision.sha256 {
+        check_pin(pending, given)?;
+    }
+    let PendingDecision::Plan(plan) = pending else {
+        return Ok(Checked {
+            target: None,
+            edited: None,
+        });
+    };
+    if rejected && decision.to.is_some() {
+        return malformed("a rejection names no target mode: `targetModeId` goes with an approval");
+    }
+    if rejected && decision.plan.is_some() {
+        return malformed("a rejection carries no edited plan: `plan` goes with an approval");
+    }
+    let Some(target) = plan.chosen_target(decision.to.as_deref()) else {
+        return Err(SessionError::TargetNotAllowed {
+            given: decision.to.clone().unwrap_or_default(),
+            allowed: plan
+                .payload
+                .target_mode_ids
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+        });
+    };
+    let edited = match &decision.plan {
+        Some(text) => Some(
+            submit_plan::capture_plan(&plan.payload.submission.path, text.as_bytes())
+                .map_err(SessionError::EditedPlan)?,
+        ),
+        None => None,
+    };
+    if let (false, Some(reason)) = (rejected, &plan.stale) {
+        return Err(SessionError::ConfigChanged(reason.clone()));
+    }
+    Ok(Checked {
+        target: Some(target),
+        edited,
+    })
+}
+
+/// Checks a `sha256` pin (what the user saw) against [`PendingDecision::sha256`], ignoring ASCII
+/// case: the one place a pin is compared.
+///
+/// # Errors
+/// [`SessionError::Sha256Mismatch`] for a plan, [`SessionError::ArgsSha256Mismatch`] for a tool
+/// call.
+pub(crate) fn check_pin(pending: &PendingDecision, given: &str) -> Result<(), SessionError> {
+    if given.eq_ignore_ascii_case(pending.sha256()) {
+        return Ok(());
+    }
+    let (expected, given) = (pending.sha256().to_owned(), given.to_owned());
+    Err(match pending {
+        PendingDecision::ToolCall(c) => SessionError::ArgsSha256Mismatch {
+            decision_id: c.payload.decision_id.clone(),
+            expected,
+            given,
+        },
+        PendingDecision::Plan(_) => SessionError::Sha256Mismatch { expected, given },
+    })
+}
+
+/// The position in `pending` of what `run_id` / `tool_call_id` name: the first one not decided
+/// yet where a model reused the ids (so the current plan can always be decided). `history` is
+/// the session's settled decisions, `runs` how many runs it started.
+///
+/// # Errors
+/// [`SessionError::AlreadyDecided`] (or [`SessionError::Expired`]) when what they name was
+/// decided, [`SessionError::UnknownToolCall`] when the run waits on something else,
+/// [`SessionError::NotSuspended`] for a run that waits on nothing, [`SessionError::UnknownRun`]
+/// for a run never started.
+pub(crate) fn named(
+    pending: &[PendingDecision],
+    history: &[DecidedRecord],
+    runs: u64,
+    run_id: &str,
+    tool_call_id: &str,
+) -> Result<usize, SessionError> {
+    let names = |p: &PendingDecision| p.run_id() == run_id && p.tool_call_id() == tool_call_id;
+    if let Some(index) = pending.iter().position(|p| names(p) && p.is_waiting()) {
+        return Ok(index);
+    }
+    if pending.iter().any(names) {
+        return Err(SessionError::AlreadyDecided(tool_call_id.to_owned()));
+    }
+    let decided = history
+        .iter()
+        .rfind(|d| d.run_id == run_id && d.tool_call_id == tool_call_id);
+    let started = run_id
+        .strip_prefix("run_")
+        .and_then(|n| n.parse::<u64>().ok())
+        .is_some_and(|n| n >= 1 && n <= runs);
+    Err(match decided {
+        Some(decided) => expired_error(decided)
+            .unwrap_or_else(|| SessionError::AlreadyDecided(tool_call_id.to_owned())),
+        None if pending.iter().any(|p| p.run_id() == run_id) => SessionError::UnknownToolCall {
+            run_id: run_id.to_owned(),
+            tool_call_id: tool_call_id.to_owned(),
+        },
+        None if started => SessionError::NotSuspended(run_id.to_owned()),
+        None => SessionError::UnknownRun(run_id.to_owned()),
+    })
+}
+
+/// The position in `pending` of the decision with id `decision_id`.
+///
+/// # Errors
+/// [`SessionError::AlreadyDecided`] (or [`SessionError::Expired`]) for a decision settled
+/// before (in `history`) or decided while others wait, [`SessionError::UnknownDecision`] for
+/// one the session never gave out.
+pub(crate) fn with_id(
+    pending: &[PendingDecision],
+    history: &[DecidedRecord],
+    decision_id: &str,
+) -> Result<usize, SessionError> {
+    if let Some(index) = pending.iter().position(|p| p.decision_id() == decision_id) {
+        if !pending[index].is_waiting() {
+            return Err(SessionError::AlreadyDecided(decision_id.to_owned()));
+        }
+        return Ok(index);
+    }
+    match history.iter().find(|d| d.decision_id == decision_id) {
+        Some(decided) => Err(expired_error(decided)
+            .unwrap_or_else(|| SessionError::AlreadyDecided(decision_id.to_owned()))),
+        None => Err(SessionError::UnknownDecision(decision_id.to_owned())),
+    }
+}
+
 /// `decision_<n>`: the controller's id of the session's `n`-th submitted plan.
 pub(crate) fn decision_id_for(n: u64) -> String {
     format!("decision_{n}")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn plan(stale: Option<&str>) -> PendingDecision {
+        PendingDecision::Plan(PendingPlan {
+            run_id: Arc::from("run_1"),
+            tool_call_id: "c1".to_owned(),
+            target: ModeId::from_index(1),
+            targets: vec![ModeId::from_index(1), ModeId::from_index(2)],
+            payload: SuspendPayload {
+                submission: PlanSubmission {
+                    path: "plans/a.md".to_owned(),
+                    title: "A".to_owned(),
+                    plan: "1. Step.".to_owned(),
+                    sha256: "ab12".to_owned(),
+                },
+                target_mode_id: "build".into(),
+                target_mode_ids: vec!["build".into(), "build-auto".into()],
+                decision_id: "decision_1".to_owned(),
+                revision: 1,
+                previous_sha256: None,
+                diff: None,
+                approval_timeout: None,
+                deadline_at_ms: None,
+                workspace: None,
+            },
+            stale: stale.map(str::to_owned),
+        })
+    }
+
+    fn call(n: u64, decided: Option<DecidedRecord>) -> PendingDecision {
+        PendingDecision::ToolCall(PendingToolCall {
+            run_id: Arc::from("run_2"),
+            tool_call_id: format!("c{n}"),
+            payload: ToolCallPayload {
+                decision_id: format!("decision_{n}"),
+                tool_name: "write_file".to_owned(),
+                args: serde_json::json!({}),
+                args_sha256: "cd34".to_owned(),
+                approval_timeout: None,
+                deadline_at_ms: None,
+                workspace: None,
+            },
+            decided,
+            feedback: None,
+        })
+    }
+
+    fn record(run_id: &str, tool_call_id: &str, decision_id: &str) -> DecidedRecord {
+        DecidedRecord {
+            run_id: run_id.to_owned(),
+            tool_call_id: tool_call_id.to_owned(),
+            decision_id: decision_id.to_owned(),
+            outcome: Some(crate::event::DecisionOutcome::Rejected),
+            sha256: None,
+            approved_sha256: None,
+            decided_at: None,
+            decided_by: None,
+            target_mode_id: None,
+            tool_name: None,
+            always_allow: false,
+            allowed_by: None,
+        }
+    }
+
+    #[test]
+    fn a_pin_is_compared_ignoring_case_and_names_what_was_shown() {
+        assert_eq!(check_pin(&plan(None), "AB12"), Ok(()));
+        assert_eq!(
+            check_pin(&plan(None), "ffff"),
+            Err(SessionError::Sha256Mismatch {
+                expected: "ab12".to_owned(),
+                given: "ffff".to_owned(),
+            })
+        );
+        assert_eq!(
+            check_pin(&call(1, None), "ab12"),
+            Err(SessionError::ArgsSha256Mismatch {
+                decision_id: "decision_1".to_owned(),
+                expected: "cd34".to_owned(),
+                given: "ab12".to_owned(),
+            })
+        );
+    }
+
+    #[test]
+    fn a_plan_approval_resolves_its_target_and_its_edit_once() {
+        let checked = check(&plan(None), &Decision::approve().to("build-auto")).expect("ok");
+        assert_eq!(checked.target, Some(ModeId::from_index(2)));
+        let edit = Decision::approve().with_plan("# B\n\n1. Other.\n");
+        let checked = check(&plan(None), &edit).expect("ok");
+        assert_eq!(checked.edited.map(|e| e.title), Some("B".to_owned()));
+        assert!(matches!(
+            check(&plan(None), &Decision::approve().to("review")),
+            Err(SessionError::TargetNotAllowed { .. })
+        ));
+        assert!(matches!(
+            check(&plan(None), &Decision::approve().with_plan("  \n")),
+            Err(SessionError::EditedPlan(_))
+        ));
+    }
+
+    #[test]
+    fn each_kind_refuses_the_parts_of_the_other() {
+        let malformed =
+            |r: Result<Checked, SessionError>| matches!(r, Err(SessionError::MalformedDecision(_)));
+        assert!(malformed(check(
+            &plan(None),
+            &Decision::approve().always_allow()
+        )));
+        assert!(malformed(check(
+            &plan(None),
+            &Decision::reject().to("build")
+        )));
+        assert!(malformed(check(
+            &call(1, None),
+            &Decision::approve().to("build")
+        )));
+        assert!(malformed(check(
+            &call(1, None),
+            &Decision::approve().with_plan("# A")
+        )));
+        assert!(malformed(check(
+            &call(1, None),
+            &Decision::reject().always_allow()
+        )));
+        assert!(check(&call(1, None), &Decision::approve().always_allow()).is_ok());
+    }
+
+    #[test]
+    fn a_stale_plan_can_be_rejected_not_approved() {
+        let stale = plan(Some("its target is gone"));
+        assert_eq!(
+            check(&stale, &Decision::approve()).map(drop),
+            Err(SessionError::ConfigChanged("its target is gone".to_owned()))
+        );
+        assert!(check(&stale, &Decision::reject()).is_ok());
+    }
+
+    #[test]
+    fn ids_resolve_to_what_waits_first_then_to_the_history() {
+        let decided = record("run_2", "c1", "decision_1");
+        let pending = [call(1, Some(decided.clone())), call(2, None)];
+        assert_eq!(named(&pending, &[], 2, "run_2", "c2"), Ok(1));
+        assert_eq!(
+            named(&pending, &[], 2, "run_2", "c1"),
+            Err(SessionError::AlreadyDecided("c1".to_owned()))
+        );
+        assert!(matches!(
+            named(&pending, &[], 2, "run_2", "c9"),
+            Err(SessionError::UnknownToolCall { .. })
+        ));
+        assert_eq!(
+            named(&[], &[], 2, "run_1", "c1"),
+            Err(SessionError::NotSuspended("run_1".to_owned()))
+        );
+        assert_eq!(
+            named(&[], &[], 2, "run_3", "c1"),
+            Err(SessionError::UnknownRun("run_3".to_owned()))
+        );
+        let history = [record("run_1", "c1", "decision_0")];
+        assert_eq!(
+            named(&[], &history, 2, "run_1", "c1"),
+            Err(SessionError::AlreadyDecided("c1".to_owned()))
+        );
+        assert_eq!(with_id(&pending, &[], "decision_2"), Ok(1));
+        assert_eq!(
+            with_id(&pending, &[], "decision_1"),
+            Err(SessionError::AlreadyDecided("decision_1".to_owned()))
+        );
+        assert_eq!(
+            with_id(&pending, &history, "decision_0"),
+            Err(SessionError::AlreadyDecided("decision_0".to_owned()))
+        );
+        assert_eq!(
+            with_id(&pending, &[], "decision_9"),
+            Err(SessionError::UnknownDecision("decision_9".to_owned()))
+        );
+    }
 }

@@ -1,14 +1,29 @@
 //! Applying a plan's deadline to a live session ([`Session::expire_if_due`]): the session side
 //! of [`crate::deadline`].
 
-use crate::deadline::{
-    expired_record, expired_result, is_due, settle_expired_calls, tool_call_is_due,
-};
 use crate::event::{DecidedRecord, DecisionOutcome, Event, RunState};
+use crate::machine::expiry::{self, Waiting};
 use crate::model::Message;
-use crate::tool::SUBMIT_PLAN;
 
-use super::{Session, SessionError};
+use super::{PendingDecision, Session, SessionError};
+
+/// What the expiry reads of `pending`.
+fn waiting(pending: &PendingDecision) -> Waiting<'_> {
+    match pending {
+        PendingDecision::ToolCall(c) => Waiting::ToolCall {
+            run_id: &c.run_id,
+            tool_call_id: &c.tool_call_id,
+            payload: &c.payload,
+            decided: c.decided.as_ref(),
+            feedback: c.feedback.as_deref(),
+        },
+        PendingDecision::Plan(p) => Waiting::Plan {
+            run_id: &p.run_id,
+            tool_call_id: &p.tool_call_id,
+            payload: &p.payload,
+        },
+    }
+}
 
 /// The error for a decision of `decision_id` that names a plan which expired (its history
 /// record), or `None` when that record is not an expiry.
@@ -52,109 +67,47 @@ impl Session {
             .collect())
     }
 
-    /// [`Session::expire_if_due`] without settling a dropped operation first.
+    /// [`Session::expire_if_due`] without settling a dropped operation first: applies what
+    /// [`crate::machine::expiry::expire`] says to the session and saves it.
     pub(crate) async fn apply_expiry(&mut self) -> Result<Vec<DecidedRecord>, SessionError> {
         let now = self.shared.now_ms();
-        let plan_due = self
-            .pending
-            .as_ref()
-            .is_some_and(|p| is_due(&p.payload, now));
-        let calls_due = self
-            .pending_tool_calls
-            .iter()
-            .any(|c| tool_call_is_due(&c.payload, c.decided.as_ref(), now));
-        if !plan_due && !calls_due {
+        let Some(expiry) = expiry::expire(self.pending.iter().map(waiting), now) else {
             return Ok(Vec::new());
-        }
+        };
         // The checkpoint must hold what is pending.
         self.begin();
-        let expired = if plan_due {
-            self.expire_plan()
-        } else {
-            self.expire_tool_calls()
+        let Some(run_id) = self.pending.first().map(|p| p.run_arc().clone()) else {
+            return Ok(Vec::new());
         };
-        tracing::info!(session_id = %self.id, expired = expired.len(), "no decision by the deadline: expired");
-        self.commit().await?;
-        Ok(expired)
-    }
-
-    /// Expires the pending plan; the caller saves the change.
-    fn expire_plan(&mut self) -> Vec<DecidedRecord> {
-        let Some(pending) = self.pending.take() else {
-            return Vec::new();
-        };
-        let run_id = pending.run_id.clone();
-        let result = expired_result(&pending.payload);
+        self.pending.clear();
+        let expired = expiry.expired();
         // The suspended run resumes to end: its events lie between `agent_start` and `agent_end`.
         let mode_id = self.mode_arc();
         self.emit(Event::AgentStart {
             run_id: run_id.clone(),
             mode_id,
         });
-        let record = expired_record(&run_id, &pending.tool_call_id, &pending.payload);
-        self.history.push(record.clone());
-        self.emit(Event::ToolEnd {
-            run_id: run_id.clone(),
-            tool_call_id: pending.tool_call_id.clone(),
-            tool_name: SUBMIT_PLAN.to_owned(),
-            result: result.clone(),
-            is_error: false,
-            decision: Some(record.clone()),
-        });
-        self.messages.push(Message::Tool {
-            tool_call_id: pending.tool_call_id,
-            tool_name: SUBMIT_PLAN.to_owned(),
-            content: result,
-            is_error: false,
-        });
-        self.close_run(&run_id, RunState::Completed, None);
-        vec![record]
-    }
-
-    /// Expires the tool calls waiting for approval (each undecided one; none of the reply's
-    /// calls runs); the caller saves the change.
-    fn expire_tool_calls(&mut self) -> Vec<DecidedRecord> {
-        let calls = std::mem::take(&mut self.pending_tool_calls);
-        let Some(run_id) = calls.first().map(|c| c.run_id.clone()) else {
-            return Vec::new();
-        };
-        let mode_id = self.mode_arc();
-        self.emit(Event::AgentStart {
-            run_id: run_id.clone(),
-            mode_id,
-        });
-        let settled = settle_expired_calls(calls.iter().map(|c| {
-            (
-                &*c.run_id,
-                c.tool_call_id.as_str(),
-                &c.payload,
-                c.decided.as_ref(),
-                c.feedback.as_deref(),
-            )
-        }));
-        let mut expired = Vec::new();
-        for call in settled {
+        for answer in expiry.answers {
             self.emit(Event::ToolEnd {
                 run_id: run_id.clone(),
-                tool_call_id: call.tool_call_id.clone(),
-                tool_name: call.tool_name.clone(),
-                result: call.result.clone(),
-                is_error: true,
-                decision: Some(call.record.clone()),
+                tool_call_id: answer.tool_call_id.clone(),
+                tool_name: answer.tool_name.clone(),
+                result: answer.result.clone(),
+                is_error: answer.is_error,
+                decision: Some(answer.record.clone()),
             });
             self.messages.push(Message::Tool {
-                tool_call_id: call.tool_call_id,
-                tool_name: call.tool_name,
-                content: call.result,
-                is_error: true,
+                tool_call_id: answer.tool_call_id,
+                tool_name: answer.tool_name,
+                content: answer.result,
+                is_error: answer.is_error,
             });
-            if call.record.outcome == Some(DecisionOutcome::Expired) {
-                expired.push(call.record.clone());
-            }
-            self.history.push(call.record);
+            self.history.push(answer.record);
         }
         self.close_run(&run_id, RunState::Completed, None);
-        expired
+        tracing::info!(session_id = %self.id, expired = expired.len(), "no decision by the deadline: expired");
+        self.commit().await?;
+        Ok(expired)
     }
 }
 

@@ -8,7 +8,9 @@ use std::fmt;
 use super::explore::Counterexample;
 use super::facts::ConfigFacts;
 use super::harness::Harness;
-use super::reference::{Call, Feedback, Op, PlanFile, ReferenceSession, Revision, ShaChoice, Then};
+use super::reference::{
+    Call, Feedback, Op, PlanFile, ReferenceSession, Revision, ShaChoice, Subject, Then,
+};
 use crate::run::DecisionAction;
 
 named_enum! {
@@ -165,13 +167,15 @@ fn fire(facts: &ConfigFacts, edge: IndexEdge) -> Vec<Op> {
         then: Then::Text,
     };
     let decide = |action, feedback| Op::Decide {
+        on: Subject::Plan {
+            json: false,
+            revision: Revision::Text,
+            to: None,
+            plan: None,
+        },
         action,
         feedback,
         sha256: ShaChoice::Matching,
-        json: false,
-        revision: Revision::Text,
-        to: None,
-        plan: None,
     };
     // The first tool that waits for approval in the edge's start mode.
     let waiting_tool = || {

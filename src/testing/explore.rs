@@ -39,7 +39,7 @@ use serde_json::json;
 use super::facts::ConfigFacts;
 use super::harness::{Divergence, Harness};
 use super::reference::{
-    Call, EditedPlan, Op, PlanFile, ReferenceSession, Revision, ShaChoice, Then,
+    Call, EditedPlan, Op, PlanFile, ReferenceSession, Revision, ShaChoice, Subject, Then,
 };
 use crate::event::RunState;
 
@@ -79,7 +79,7 @@ type State = Rules;
 fn is_decision(op: &Op) -> bool {
     matches!(
         op,
-        Op::Decide { .. } | Op::DecideTool { .. } | Op::Answer(_) | Op::Abort | Op::Switch(_)
+        Op::Decide { .. } | Op::Answer(_) | Op::Abort | Op::Switch(_)
     )
 }
 
@@ -207,33 +207,39 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
     ops.extend([
         Op::approve(),
         Op::Decide {
+            on: Subject::Plan {
+                json: true,
+                revision: Revision::Text,
+                to: None,
+                plan: None,
+            },
             action: crate::run::DecisionAction::Approved,
             feedback: super::Feedback::Omitted,
             sha256: ShaChoice::MatchingUppercase,
-            json: true,
-            revision: Revision::Text,
-            to: None,
-            plan: None,
         },
         Op::Decide {
+            on: Subject::Plan {
+                json: false,
+                revision: Revision::Text,
+                to: None,
+                plan: None,
+            },
             action: crate::run::DecisionAction::Approved,
             feedback: super::Feedback::Omitted,
             sha256: ShaChoice::Stale,
-            json: false,
-            revision: Revision::Text,
-            to: None,
-            plan: None,
         },
         Op::reject(),
         Op::reject_with("add tests"),
         Op::Decide {
+            on: Subject::Plan {
+                json: false,
+                revision: Revision::Resubmit(2),
+                to: None,
+                plan: None,
+            },
             action: crate::run::DecisionAction::Rejected,
             feedback: super::Feedback::Text("split step 2".to_owned()),
             sha256: ShaChoice::Matching,
-            json: false,
-            revision: Revision::Resubmit(2),
-            to: None,
-            plan: None,
         },
         Op::Answer(None),
         Op::Answer(Some("y".to_owned())),
@@ -249,13 +255,15 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
     ops.push(Op::approve_to("no-such-mode"));
     ops.push(Op::approve_edited(1));
     ops.push(Op::Decide {
+        on: Subject::Plan {
+            json: true,
+            revision: Revision::Text,
+            to: None,
+            plan: Some(EditedPlan::Blank),
+        },
         action: crate::run::DecisionAction::Approved,
         feedback: super::Feedback::Omitted,
         sha256: ShaChoice::Omitted,
-        json: true,
-        revision: Revision::Text,
-        to: None,
-        plan: Some(EditedPlan::Blank),
     });
     // Every kind of decision on the first and the second waiting tool call.
     for call in 0..2 {
@@ -267,29 +275,35 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
         ]);
     }
     ops.extend([
-        Op::DecideTool {
-            call: 0,
+        Op::Decide {
+            on: Subject::ToolCall {
+                call: 0,
+                always_allow: false,
+                by_id: true,
+            },
             action: crate::run::DecisionAction::Approved,
             feedback: super::Feedback::Omitted,
-            always_allow: false,
             sha256: ShaChoice::MatchingUppercase,
-            by_id: true,
         },
-        Op::DecideTool {
-            call: 0,
+        Op::Decide {
+            on: Subject::ToolCall {
+                call: 0,
+                always_allow: true,
+                by_id: true,
+            },
             action: crate::run::DecisionAction::Approved,
             feedback: super::Feedback::Omitted,
-            always_allow: true,
             sha256: ShaChoice::Stale,
-            by_id: true,
         },
-        Op::DecideTool {
-            call: 0,
+        Op::Decide {
+            on: Subject::ToolCall {
+                call: 0,
+                always_allow: true,
+                by_id: false,
+            },
             action: crate::run::DecisionAction::Rejected,
             feedback: super::Feedback::Omitted,
-            always_allow: true,
             sha256: ShaChoice::Matching,
-            by_id: false,
         },
     ]);
     ops.extend(facts.modes().iter().map(|m| Op::switch(m.id.clone())));

@@ -20,7 +20,7 @@ use crate::event::{DecisionOutcome, Event, Suspension};
 use crate::mode::ModeGraph;
 use crate::model::{LanguageModel, Message, ModelError, ModelRequest, ModelResponse};
 use crate::run::{DecisionAction, RunOutcome};
-use crate::session::{Session, SessionError, SessionOptions};
+use crate::session::{PendingDecision, Session, SessionError, SessionOptions};
 use crate::tool::submit_plan::{
     APPROVED_PLAN_BEGIN, APPROVED_PLAN_END, APPROVED_RESULT, REJECTED_RESULT,
     REJECTED_WITH_FEEDBACK_PREFIX, SUBMIT_PLAN,
@@ -824,7 +824,7 @@ impl Harness {
             ));
         }
         let expected_pending = reference.pending().map(|p| self.pending_view(p));
-        let actual_pending = session.pending().map(|p| PendingView {
+        let actual_pending = session.pending_plan().map(|p| PendingView {
             run: self.run_ordinal(p.run_id()),
             tool_call_id: p.tool_call_id().to_owned(),
             target: self.controller.modes().mode(p.target()).id().to_owned(),
@@ -854,8 +854,9 @@ impl Harness {
         }
         let expected_waiting: Vec<String> = reference.waiting().iter().map(waiting_view).collect();
         let actual_waiting: Vec<String> = session
-            .pending_tool_calls()
+            .pending()
             .iter()
+            .filter_map(PendingDecision::as_tool_call)
             .map(|p| {
                 waiting_view(&WaitingCall {
                     run: self.run_ordinal(p.run_id()),

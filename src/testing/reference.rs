@@ -160,47 +160,21 @@ pub enum Op {
         /// What the model does last.
         then: Then,
     },
-    /// The host decides the pending plan.
+    /// The host decides what waits: the pending plan, or a tool call waiting for approval.
     Decide {
+        /// What the decision is on, with the parts only that kind takes.
+        on: Subject,
         /// Approve or reject.
         action: DecisionAction,
-        /// Feedback (rejections use it).
+        /// Feedback (a rejection hands it to the model).
         feedback: Feedback,
-        /// The `sha256` the decision carries.
+        /// The `sha256` the decision carries (matched against the plan's, or against the
+        /// call's `argsSha256`).
         sha256: ShaChoice,
-        /// Send it as JSON resume data instead of a [`Decision`].
-        json: bool,
-        /// What the model does after a rejection with feedback.
-        revision: Revision,
-        /// The mode the approval names ([`Decision::to`]): `None` for a plain approval. A mode
-        /// the plan does not list, or any target on a rejection, is refused.
-        to: Option<String>,
-        /// The user's edit approved instead of the submitted plan ([`Decision::with_plan`]):
-        /// `None` for none. A blank edit, or any edit with a rejection, is refused.
-        plan: Option<EditedPlan>,
     },
     /// A person answers the approval prompt (the grammar of `terminal::read_answer`); `None` is
     /// end of input, which decides nothing.
     Answer(Option<String>),
-    /// The host decides the tool call waiting for approval at position `call` among the reply's
-    /// waiting calls (in the model's order, those decided already included: deciding one again
-    /// is refused).
-    DecideTool {
-        /// The waiting call's position.
-        call: usize,
-        /// Approve (the tool runs once every call is decided) or reject (it never runs).
-        action: DecisionAction,
-        /// Feedback (a rejection hands it to the model).
-        feedback: Feedback,
-        /// "Always allow this tool in this session" ([`Decision::always_allow`]): refused with
-        /// a rejection.
-        always_allow: bool,
-        /// The `sha256` the decision carries (matched against the call's `argsSha256`).
-        sha256: ShaChoice,
-        /// Decide by the call's decision id ([`crate::Session::decide`]) instead of its run and
-        /// tool-call ids ([`crate::Session::resume`]).
-        by_id: bool,
-    },
     /// The host aborts.
     Abort,
     /// The host decides, again, the tool call decided (or cancelled) last.
@@ -219,6 +193,49 @@ pub enum Op {
     /// when it starts, so even one with no state change since is restored. Generated
     /// only for a reference built [`ReferenceSession::with_restarts`].
     Restart,
+}
+
+/// What an [`Op::Decide`] decides, with the parts of the decision only that kind takes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Subject {
+    /// The pending plan.
+    Plan {
+        /// Send it as JSON resume data instead of a [`Decision`].
+        json: bool,
+        /// What the model does after a rejection with feedback.
+        revision: Revision,
+        /// The mode the approval names ([`Decision::to`]): `None` for a plain approval. A mode
+        /// the plan does not list, or any target on a rejection, is refused.
+        to: Option<String>,
+        /// The user's edit approved instead of the submitted plan ([`Decision::with_plan`]):
+        /// `None` for none. A blank edit, or any edit with a rejection, is refused.
+        plan: Option<EditedPlan>,
+    },
+    /// The tool call waiting for approval at position `call` among the reply's waiting calls
+    /// (in the model's order, those decided already included: deciding one again is refused).
+    ToolCall {
+        /// The waiting call's position.
+        call: usize,
+        /// "Always allow this tool in this session" ([`Decision::always_allow`]): refused with
+        /// a rejection.
+        always_allow: bool,
+        /// Decide by the call's decision id ([`crate::Session::decide`]) instead of its run and
+        /// tool-call ids ([`crate::Session::resume`]).
+        by_id: bool,
+    },
+}
+
+impl Subject {
+    /// The pending plan, decided as the host's resume data says, the model answering with text
+    /// after a rejection with feedback.
+    fn plan() -> Self {
+        Subject::Plan {
+            json: false,
+            revision: Revision::Text,
+            to: None,
+            plan: None,
+        }
+    }
 }
 
 impl Op {
@@ -261,55 +278,55 @@ impl Op {
 
     /// Approve the pending plan (no `sha256`, as [`crate::Decision::approve`]).
     pub fn approve() -> Self {
-        Self::decide(DecisionAction::Approved, Feedback::Omitted)
+        Self::decide(Subject::plan(), DecisionAction::Approved, Feedback::Omitted)
     }
 
     /// Reject the pending plan without feedback: the run ends.
     pub fn reject() -> Self {
-        Self::decide(DecisionAction::Rejected, Feedback::Omitted)
+        Self::decide(Subject::plan(), DecisionAction::Rejected, Feedback::Omitted)
     }
 
     /// Reject the pending plan with `feedback`: the model answers in the same mode.
     pub fn reject_with(feedback: impl Into<String>) -> Self {
-        Self::decide(DecisionAction::Rejected, Feedback::Text(feedback.into()))
+        let feedback = Feedback::Text(feedback.into());
+        Self::decide(Subject::plan(), DecisionAction::Rejected, feedback)
     }
 
     /// Approve the pending plan to the mode with `id` ([`Decision::to`]).
     pub fn approve_to(id: impl Into<String>) -> Self {
-        Op::Decide {
-            action: DecisionAction::Approved,
-            feedback: Feedback::Omitted,
-            sha256: ShaChoice::Omitted,
+        let on = Subject::Plan {
             json: false,
             revision: Revision::Text,
             to: Some(id.into()),
             plan: None,
-        }
+        };
+        Self::decide(on, DecisionAction::Approved, Feedback::Omitted)
     }
 
     /// Approve the user's edit [`edited_plan_text`] `k` instead of the pending plan, pinned to
     /// the pending plan's SHA-256 (the plan shown), as the terminal prompt's `e` does.
     pub fn approve_edited(k: u8) -> Self {
-        Op::Decide {
-            action: DecisionAction::Approved,
-            feedback: Feedback::Omitted,
-            sha256: ShaChoice::Matching,
+        let on = Subject::Plan {
             json: false,
             revision: Revision::Text,
             to: None,
             plan: Some(EditedPlan::Text(k)),
+        };
+        Op::Decide {
+            on,
+            action: DecisionAction::Approved,
+            feedback: Feedback::Omitted,
+            sha256: ShaChoice::Matching,
         }
     }
 
-    fn decide(action: DecisionAction, feedback: Feedback) -> Self {
+    /// A decision on `on`, with no `sha256`.
+    fn decide(on: Subject, action: DecisionAction, feedback: Feedback) -> Self {
         Op::Decide {
+            on,
             action,
             feedback,
             sha256: ShaChoice::Omitted,
-            json: false,
-            revision: Revision::Text,
-            to: None,
-            plan: None,
         }
     }
 
@@ -324,34 +341,35 @@ impl Op {
 
     /// Approve the waiting tool call at position `call` (by its run and tool-call ids).
     pub fn approve_tool(call: usize) -> Self {
-        Self::decide_tool(call, DecisionAction::Approved, Feedback::Omitted, false)
+        Self::decide(
+            Self::tool(call, false),
+            DecisionAction::Approved,
+            Feedback::Omitted,
+        )
     }
 
     /// Approve the waiting tool call at position `call` and always allow its tool for the
     /// session, until the mode changes (by hand or by an approved plan); the other calls of
     /// that tool waiting in the same reply are approved with it.
     pub fn always_allow_tool(call: usize) -> Self {
-        Self::decide_tool(call, DecisionAction::Approved, Feedback::Omitted, true)
+        Self::decide(
+            Self::tool(call, true),
+            DecisionAction::Approved,
+            Feedback::Omitted,
+        )
     }
 
     /// Reject the waiting tool call at position `call`; with `feedback`, the model gets it.
     pub fn reject_tool(call: usize, feedback: Option<&str>) -> Self {
         let feedback = feedback.map_or(Feedback::Omitted, |f| Feedback::Text(f.to_owned()));
-        Self::decide_tool(call, DecisionAction::Rejected, feedback, false)
+        Self::decide(Self::tool(call, false), DecisionAction::Rejected, feedback)
     }
 
-    fn decide_tool(
-        call: usize,
-        action: DecisionAction,
-        feedback: Feedback,
-        always_allow: bool,
-    ) -> Self {
-        Op::DecideTool {
+    /// The waiting tool call at position `call`, addressed by its run and tool-call ids.
+    fn tool(call: usize, always_allow: bool) -> Subject {
+        Subject::ToolCall {
             call,
-            action,
-            feedback,
             always_allow,
-            sha256: ShaChoice::Omitted,
             by_id: false,
         }
     }
@@ -676,26 +694,6 @@ pub struct WaitingCall {
     pub allowed_by: Option<String>,
 }
 
-/// The parts of an [`Op::DecideTool`].
-struct ToolChoice<'a> {
-    action: DecisionAction,
-    feedback: &'a Feedback,
-    always_allow: bool,
-    sha256: ShaChoice,
-    by_id: bool,
-}
-
-/// The parts of an [`Op::Decide`].
-struct Choice<'a> {
-    action: DecisionAction,
-    feedback: &'a Feedback,
-    sha256: ShaChoice,
-    json: bool,
-    revision: Revision,
-    to: Option<&'a str>,
-    plan: Option<EditedPlan>,
-}
-
 /// The reference model of a session: current mode, pending decision and run state, moved by
 /// [`Op`]s under the rules of the mode state machine.
 ///
@@ -839,12 +837,18 @@ impl ReferenceSession {
                 Call::SubmitPlan(_) => true,
                 Call::Tool(name) => self.facts.offers(self.mode, name).is_some(),
             }),
-            Op::Decide { revision, .. } => {
+            Op::Decide {
+                on: Subject::Plan { revision, .. },
+                ..
+            } => {
                 self.pending.is_some()
                     && !matches!(revision, Revision::Resubmit(k) if *k >= PLAN_COUNT)
             }
+            Op::Decide {
+                on: Subject::ToolCall { call, .. },
+                ..
+            } => *call < self.waiting.len(),
             Op::Answer(_) => self.pending.is_some(),
-            Op::DecideTool { call, .. } => *call < self.waiting.len(),
             Op::DecideAgain => self.decided.is_some(),
             Op::Restart => self.restarts,
             Op::Abort
@@ -876,43 +880,12 @@ impl ReferenceSession {
         match op {
             Op::Message { calls, then } => self.message(calls, *then, trace),
             Op::Decide {
+                on,
                 action,
                 feedback,
                 sha256,
-                json,
-                revision,
-                to,
-                plan,
-            } => {
-                let choice = Choice {
-                    action: *action,
-                    feedback,
-                    sha256: *sha256,
-                    json: *json,
-                    revision: *revision,
-                    to: to.as_deref(),
-                    plan: *plan,
-                };
-                self.decide(choice, trace)
-            }
+            } => self.decide(on, *action, feedback, *sha256, trace),
             Op::Answer(answer) => self.answer(answer.as_deref(), trace),
-            Op::DecideTool {
-                call,
-                action,
-                feedback,
-                always_allow,
-                sha256,
-                by_id,
-            } => {
-                let choice = ToolChoice {
-                    action: *action,
-                    feedback,
-                    always_allow: *always_allow,
-                    sha256: *sha256,
-                    by_id: *by_id,
-                };
-                self.decide_tool(*call, choice, trace)
-            }
             Op::Abort => {
                 let aborted = self.cancel(CancelReason::Aborted, trace);
                 (Action::Abort, Vec::new(), Outcome::Aborted(aborted))
@@ -1264,68 +1237,225 @@ impl ReferenceSession {
         Some(Outcome::Run(RunState::Suspended))
     }
 
-    /// Rule 12: a decision on the waiting tool call at position `index`. It is refused, and
-    /// changes nothing, when that call was decided already, when it always allows on a
-    /// rejection, or when its `sha256` is not the call's `argsSha256`. While other calls wait,
-    /// it is recorded and the run stays suspended; the last one carries the run on: the
-    /// rejected calls' results (with their feedback), then the approved calls run in the
-    /// model's order, then the model is called.
-    fn decide_tool(
+    fn suspend(
         &mut self,
-        index: usize,
-        choice: ToolChoice<'_>,
+        run: usize,
+        tool_call_id: String,
+        k: u8,
+        trace: &mut Vec<Trace>,
+    ) -> Outcome {
+        self.decisions += 1;
+        // Rule 3: the hand-over targets are fixed now, at submit time.
+        let target = self.facts.transition_target(self.mode);
+        let targets = self.facts.transition_targets(self.mode);
+        let sha256 = plan_sha256(k);
+        trace.push(Trace::Suspended {
+            tool_call_id: tool_call_id.clone(),
+            target: self.facts.id(target).to_owned(),
+            targets: targets
+                .iter()
+                .map(|t| self.facts.id(*t).to_owned())
+                .collect(),
+            sha256: sha256.clone(),
+        });
+        trace.push(Trace::RunEnded {
+            run,
+            reason: RunState::Suspended,
+        });
+        self.pending = Some(PendingPlan {
+            run,
+            tool_call_id,
+            target,
+            targets,
+            sha256,
+            plan: k,
+        });
+        self.run = Some((run, RunState::Suspended));
+        Outcome::Run(RunState::Suspended)
+    }
+
+    /// Rules 7, 10, 11 and 12: a decision on what waits, the pending plan or the waiting tool
+    /// call at a position. It is refused, and changes nothing, when its `sha256` is not what
+    /// was shown (the plan's, or the call's `argsSha256`); for a plan, when it names a target
+    /// the plan does not list or names one with a rejection, or carries an edit with a
+    /// rejection or a blank one; for a tool call, when the call was decided already or it
+    /// always allows on a rejection. Applied, a plan's decision goes on as
+    /// [`ReferenceSession::decided_plan`] says, a tool call's as
+    /// [`ReferenceSession::decided_call`] says.
+    fn decide(
+        &mut self,
+        on: &Subject,
+        action: DecisionAction,
+        feedback: &Feedback,
+        sha256: ShaChoice,
         trace: &mut Vec<Trace>,
     ) -> (Action, Vec<Reply>, Outcome) {
-        let ToolChoice {
-            action,
-            feedback,
-            always_allow,
-            sha256,
-            by_id,
-        } = choice;
+        // What the user was shown, and something else a stale pin names.
+        let (shown, other): (String, &[u8]) = match on {
+            Subject::Plan { .. } => match &self.pending {
+                Some(pending) => (pending.sha256.clone(), b"a plan the user never saw"),
+                None => return (Action::Nothing, Vec::new(), Outcome::NoDecision),
+            },
+            Subject::ToolCall { call, .. } => match self.waiting.get(*call) {
+                Some(waiting) => (waiting.args_sha256.clone(), b"{\"path\":\"other\"}"),
+                None => return (Action::Nothing, Vec::new(), Outcome::NoDecision),
+            },
+        };
+        let sha = match sha256 {
+            ShaChoice::Omitted => None,
+            ShaChoice::Matching => Some(shown.clone()),
+            ShaChoice::MatchingUppercase => Some(shown.to_ascii_uppercase()),
+            ShaChoice::Stale => Some(hex(&Sha256::digest(other))),
+        };
+        let feedback_text = match feedback {
+            Feedback::Omitted => None,
+            Feedback::Blank => Some("   ".to_owned()),
+            Feedback::Text(text) => Some(text.clone()),
+        };
+        let stale = sha256 == ShaChoice::Stale;
+        match on {
+            Subject::Plan {
+                json,
+                revision,
+                to,
+                plan,
+            } => {
+                let Some(mut pending) = self.pending.clone() else {
+                    return (Action::Nothing, Vec::new(), Outcome::NoDecision);
+                };
+                let to = to.as_deref();
+                let host_action = if *json {
+                    let mut data = json!({ "action": action.to_string() });
+                    if let Some(f) = &feedback_text {
+                        data["feedback"] = json!(f);
+                    }
+                    if let Some(s) = &sha {
+                        data["sha256"] = json!(s);
+                    }
+                    if let Some(to) = to {
+                        data["targetModeId"] = json!(to);
+                    }
+                    if let Some(plan) = plan {
+                        data["plan"] = json!(plan.text());
+                    }
+                    Action::ResumeJson {
+                        run: RunRef::Run(pending.run),
+                        tool_call_id: pending.tool_call_id.clone(),
+                        data,
+                    }
+                } else {
+                    Action::Resume {
+                        run: RunRef::Run(pending.run),
+                        tool_call_id: pending.tool_call_id.clone(),
+                        decision: Decision {
+                            action,
+                            feedback: feedback_text,
+                            sha256: sha,
+                            decided_by: None,
+                            to: to.map(str::to_owned),
+                            plan: plan.map(EditedPlan::text),
+                            always_allow: false,
+                        },
+                    }
+                };
+                let refused = |r| (host_action.clone(), Vec::new(), Outcome::Refused(r));
+                if stale {
+                    // Rule 7: a different sha256 is refused and changes nothing.
+                    return refused(Refusal::Sha256Mismatch);
+                }
+                if let Some(to) = to {
+                    // Rule 10: an approval goes to a listed target only; a rejection names none.
+                    let listed = pending.targets.iter().find(|t| self.facts.id(**t) == to);
+                    match (action, listed) {
+                        (DecisionAction::Approved, Some(t)) => pending.target = *t,
+                        (DecisionAction::Approved, None) => {
+                            return refused(Refusal::TargetNotAllowed);
+                        }
+                        (DecisionAction::Rejected, _) => {
+                            return refused(Refusal::MalformedDecision);
+                        }
+                    }
+                }
+                // Rule 11: an edit goes with an approval only, and obeys the limits of a plan.
+                match (action, plan) {
+                    (_, None) => {}
+                    (DecisionAction::Rejected, Some(_)) => {
+                        return refused(Refusal::MalformedDecision);
+                    }
+                    (DecisionAction::Approved, Some(EditedPlan::Blank)) => {
+                        return refused(Refusal::EditedPlan);
+                    }
+                    (DecisionAction::Approved, Some(EditedPlan::Text(_))) => {}
+                }
+                let edit = match plan {
+                    Some(EditedPlan::Text(k)) => Some(*k),
+                    _ => None,
+                };
+                let (replies, outcome) =
+                    self.decided_plan(pending, action, feedback, *revision, edit, trace);
+                (host_action, replies, outcome)
+            }
+            Subject::ToolCall {
+                call,
+                always_allow,
+                by_id,
+            } => {
+                let Some(waiting) = self.waiting.get(*call).cloned() else {
+                    return (Action::Nothing, Vec::new(), Outcome::NoDecision);
+                };
+                let decision = Decision {
+                    action,
+                    feedback: feedback_text,
+                    sha256: sha,
+                    decided_by: None,
+                    to: None,
+                    plan: None,
+                    always_allow: *always_allow,
+                };
+                let host_action = if *by_id {
+                    Action::Decide {
+                        decision_id: waiting.decision_id.clone(),
+                        decision,
+                    }
+                } else {
+                    Action::Resume {
+                        run: RunRef::Run(waiting.run),
+                        tool_call_id: waiting.tool_call_id.clone(),
+                        decision,
+                    }
+                };
+                let refused = |r| (host_action.clone(), Vec::new(), Outcome::Refused(r));
+                if waiting.decided.is_some() {
+                    return refused(Refusal::AlreadyDecided);
+                }
+                if *always_allow && action == DecisionAction::Rejected {
+                    return refused(Refusal::MalformedDecision);
+                }
+                if stale {
+                    return refused(Refusal::Sha256Mismatch);
+                }
+                let (replies, outcome) =
+                    self.decided_call(*call, action, feedback, *always_allow, trace);
+                (host_action, replies, outcome)
+            }
+        }
+    }
+
+    /// Rule 12: the decision on the waiting tool call at position `index`. While other calls
+    /// wait, it is recorded and the run stays suspended; the last one carries the run on: the
+    /// rejected calls' results (with their feedback), then the approved calls run in the
+    /// model's order, then the model is called.
+    fn decided_call(
+        &mut self,
+        index: usize,
+        action: DecisionAction,
+        feedback: &Feedback,
+        always_allow: bool,
+        trace: &mut Vec<Trace>,
+    ) -> (Vec<Reply>, Outcome) {
         let Some(call) = self.waiting.get(index).cloned() else {
-            return (Action::Nothing, Vec::new(), Outcome::NoDecision);
+            return (Vec::new(), Outcome::NoDecision);
         };
-        let decision = Decision {
-            action,
-            feedback: match feedback {
-                Feedback::Omitted => None,
-                Feedback::Blank => Some("   ".to_owned()),
-                Feedback::Text(text) => Some(text.clone()),
-            },
-            sha256: match sha256 {
-                ShaChoice::Omitted => None,
-                ShaChoice::Matching => Some(call.args_sha256.clone()),
-                ShaChoice::MatchingUppercase => Some(call.args_sha256.to_ascii_uppercase()),
-                ShaChoice::Stale => Some(hex(&Sha256::digest(b"{\"path\":\"other\"}"))),
-            },
-            decided_by: None,
-            to: None,
-            plan: None,
-            always_allow,
-        };
-        let host_action = if by_id {
-            Action::Decide {
-                decision_id: call.decision_id.clone(),
-                decision,
-            }
-        } else {
-            Action::Resume {
-                run: RunRef::Run(call.run),
-                tool_call_id: call.tool_call_id.clone(),
-                decision,
-            }
-        };
-        let refused = |r| (host_action.clone(), Vec::new(), Outcome::Refused(r));
-        if call.decided.is_some() {
-            return refused(Refusal::AlreadyDecided);
-        }
-        if always_allow && action == DecisionAction::Rejected {
-            return refused(Refusal::MalformedDecision);
-        }
-        if sha256 == ShaChoice::Stale {
-            return refused(Refusal::Sha256Mismatch);
-        }
         let has_feedback = matches!(feedback, Feedback::Text(t) if !t.trim().is_empty());
         self.waiting[index].decided = Some((action, has_feedback));
         if always_allow {
@@ -1342,7 +1472,7 @@ impl ReferenceSession {
         }
         self.decided = Some((call.run, call.tool_call_id.clone()));
         if self.waiting.iter().any(|w| w.decided.is_none()) {
-            return (host_action, Vec::new(), Outcome::Run(RunState::Suspended));
+            return (Vec::new(), Outcome::Run(RunState::Suspended));
         }
         // Every call is decided: the run resumes (`agent_start` again, same run).
         let run = call.run;
@@ -1385,155 +1515,7 @@ impl ReferenceSession {
         // The decision starts a new drive: the step limit counts from zero again.
         let mut steps = 0;
         let outcome = self.call_model_then(run, &mut steps, Then::Text, trace);
-        (
-            host_action,
-            vec![Reply::Text(format!("done with run {run}"))],
-            outcome,
-        )
-    }
-
-    fn suspend(
-        &mut self,
-        run: usize,
-        tool_call_id: String,
-        k: u8,
-        trace: &mut Vec<Trace>,
-    ) -> Outcome {
-        self.decisions += 1;
-        // Rule 3: the hand-over targets are fixed now, at submit time.
-        let target = self.facts.transition_target(self.mode);
-        let targets = self.facts.transition_targets(self.mode);
-        let sha256 = plan_sha256(k);
-        trace.push(Trace::Suspended {
-            tool_call_id: tool_call_id.clone(),
-            target: self.facts.id(target).to_owned(),
-            targets: targets
-                .iter()
-                .map(|t| self.facts.id(*t).to_owned())
-                .collect(),
-            sha256: sha256.clone(),
-        });
-        trace.push(Trace::RunEnded {
-            run,
-            reason: RunState::Suspended,
-        });
-        self.pending = Some(PendingPlan {
-            run,
-            tool_call_id,
-            target,
-            targets,
-            sha256,
-            plan: k,
-        });
-        self.run = Some((run, RunState::Suspended));
-        Outcome::Run(RunState::Suspended)
-    }
-
-    fn decide(
-        &mut self,
-        choice: Choice<'_>,
-        trace: &mut Vec<Trace>,
-    ) -> (Action, Vec<Reply>, Outcome) {
-        let Choice {
-            action,
-            feedback,
-            sha256,
-            json,
-            revision,
-            to,
-            plan,
-        } = choice;
-        let Some(mut pending) = self.pending.clone() else {
-            return (Action::Nothing, Vec::new(), Outcome::NoDecision);
-        };
-        let sha = match sha256 {
-            ShaChoice::Omitted => None,
-            ShaChoice::Matching => Some(pending.sha256.clone()),
-            ShaChoice::MatchingUppercase => Some(pending.sha256.to_ascii_uppercase()),
-            ShaChoice::Stale => Some(hex(&Sha256::digest(b"a plan the user never saw"))),
-        };
-        let feedback_text = match feedback {
-            Feedback::Omitted => None,
-            Feedback::Blank => Some("   ".to_owned()),
-            Feedback::Text(text) => Some(text.clone()),
-        };
-        let host_action = if json {
-            let mut data = json!({ "action": action.to_string() });
-            if let Some(f) = &feedback_text {
-                data["feedback"] = json!(f);
-            }
-            if let Some(s) = &sha {
-                data["sha256"] = json!(s);
-            }
-            if let Some(to) = to {
-                data["targetModeId"] = json!(to);
-            }
-            if let Some(plan) = plan {
-                data["plan"] = json!(plan.text());
-            }
-            Action::ResumeJson {
-                run: RunRef::Run(pending.run),
-                tool_call_id: pending.tool_call_id.clone(),
-                data,
-            }
-        } else {
-            Action::Resume {
-                run: RunRef::Run(pending.run),
-                tool_call_id: pending.tool_call_id.clone(),
-                decision: Decision {
-                    action,
-                    feedback: feedback_text,
-                    sha256: sha,
-                    decided_by: None,
-                    to: to.map(str::to_owned),
-                    plan: plan.map(EditedPlan::text),
-                    always_allow: false,
-                },
-            }
-        };
-        if sha256 == ShaChoice::Stale {
-            // Rule 7: a different sha256 is refused and changes nothing.
-            return (
-                host_action,
-                Vec::new(),
-                Outcome::Refused(Refusal::Sha256Mismatch),
-            );
-        }
-        if let Some(to) = to {
-            // Rule 10: an approval goes to a listed target only; a rejection names none.
-            let listed = pending.targets.iter().find(|t| self.facts.id(**t) == to);
-            match (action, listed) {
-                (DecisionAction::Approved, Some(t)) => pending.target = *t,
-                (DecisionAction::Approved, None) => {
-                    let refused = Outcome::Refused(Refusal::TargetNotAllowed);
-                    return (host_action, Vec::new(), refused);
-                }
-                (DecisionAction::Rejected, _) => {
-                    let refused = Outcome::Refused(Refusal::MalformedDecision);
-                    return (host_action, Vec::new(), refused);
-                }
-            }
-        }
-        // Rule 11: an edit goes with an approval only, and obeys the limits of a plan.
-        match (action, plan) {
-            (_, None) => {}
-            (DecisionAction::Rejected, Some(_)) => {
-                let refused = Outcome::Refused(Refusal::MalformedDecision);
-                return (host_action, Vec::new(), refused);
-            }
-            (DecisionAction::Approved, Some(EditedPlan::Blank)) => {
-                let refused = Outcome::Refused(Refusal::EditedPlan);
-                return (host_action, Vec::new(), refused);
-            }
-            (DecisionAction::Approved, Some(EditedPlan::Text(_))) => {}
-        }
-        let edit = match plan {
-            Some(EditedPlan::Text(k)) => Some(k),
-            _ => None,
-        };
-        let (replies, outcome) =
-            self.decided_plan(pending, action, feedback, revision, edit, trace);
-        (host_action, replies, outcome)
+        (vec![Reply::Text(format!("done with run {run}"))], outcome)
     }
 
     /// Rules 4, 5 and 11: the decision on the pending plan (approving the user's edit
@@ -1745,12 +1727,12 @@ impl ReferenceSession {
                 .collect();
             let mut any: Vec<String> = self.facts.modes().iter().map(|m| m.id.clone()).collect();
             any.push("no-such-mode".to_owned());
-            choices.push((16, decide_op(listed, any).boxed()));
+            choices.push((16, plan_decision_op(listed, any).boxed()));
             choices.push((4, answer_op().boxed()));
             choices.push((2, Just(Op::Abort).boxed()));
         }
         if !self.waiting.is_empty() {
-            choices.push((16, decide_tool_op(self.waiting.len()).boxed()));
+            choices.push((16, tool_call_decision_op(self.waiting.len()).boxed()));
             choices.push((2, Just(Op::Abort).boxed()));
         }
         if self.decided.is_some() {
@@ -1768,7 +1750,7 @@ const UNKNOWN_CALL: &str = "no-such-call";
 
 /// A decision; its target (`to`) is mostly none, else one the plan lists (`listed`), else any
 /// mode id or one no mode has (`all`).
-fn decide_op(listed: Vec<String>, all: Vec<String>) -> impl Strategy<Value = Op> {
+fn plan_decision_op(listed: Vec<String>, all: Vec<String>) -> impl Strategy<Value = Op> {
     let action = prop_oneof![
         3 => Just(DecisionAction::Approved),
         2 => Just(DecisionAction::Rejected),
@@ -1801,20 +1783,22 @@ fn decide_op(listed: Vec<String>, all: Vec<String>) -> impl Strategy<Value = Op>
     ];
     (action, feedback, sha256, any::<bool>(), revision, to, plan).prop_map(
         |(action, feedback, sha256, json, revision, to, plan)| Op::Decide {
+            on: Subject::Plan {
+                json,
+                revision,
+                to,
+                plan,
+            },
             action,
             feedback,
             sha256,
-            json,
-            revision,
-            to,
-            plan,
         },
     )
 }
 
 /// A decision on one of `waiting` tool calls: mostly a plain approval or rejection, sometimes
 /// "always allow", a pinned hash (stale at times), by decision id or by run and tool-call ids.
-fn decide_tool_op(waiting: usize) -> impl Strategy<Value = Op> {
+fn tool_call_decision_op(waiting: usize) -> impl Strategy<Value = Op> {
     let action = prop_oneof![
         3 => Just(DecisionAction::Approved),
         2 => Just(DecisionAction::Rejected),
@@ -1840,13 +1824,15 @@ fn decide_tool_op(waiting: usize) -> impl Strategy<Value = Op> {
         any::<bool>(),
     )
         .prop_map(
-            |(call, action, feedback, always_allow, sha256, by_id)| Op::DecideTool {
-                call,
+            |(call, action, feedback, always_allow, sha256, by_id)| Op::Decide {
+                on: Subject::ToolCall {
+                    call,
+                    always_allow,
+                    by_id,
+                },
                 action,
                 feedback,
-                always_allow,
                 sha256,
-                by_id,
             },
         )
 }

@@ -432,24 +432,28 @@ fn the_reference_hands_an_edited_approval_on_with_both_hashes() {
     reference.apply(&Op::switch("plan"));
     reference.apply(&Op::submit(2));
     let blank = Op::Decide {
+        on: Subject::Plan {
+            json: false,
+            revision: Revision::Text,
+            to: None,
+            plan: Some(EditedPlan::Blank),
+        },
         action: crate::run::DecisionAction::Approved,
         feedback: Feedback::Omitted,
         sha256: ShaChoice::Omitted,
-        json: false,
-        revision: Revision::Text,
-        to: None,
-        plan: Some(EditedPlan::Blank),
     };
     let step = reference.apply(&blank).clone();
     assert_eq!(step.expected.outcome, Outcome::Refused(Refusal::EditedPlan));
     let rejected = Op::Decide {
+        on: Subject::Plan {
+            json: false,
+            revision: Revision::Text,
+            to: None,
+            plan: Some(EditedPlan::Text(0)),
+        },
         action: crate::run::DecisionAction::Rejected,
         feedback: Feedback::Omitted,
         sha256: ShaChoice::Omitted,
-        json: false,
-        revision: Revision::Text,
-        to: None,
-        plan: Some(EditedPlan::Text(0)),
     };
     let step = reference.apply(&rejected).clone();
     assert_eq!(
@@ -480,7 +484,10 @@ fn an_edited_approval_that_hands_over_the_submitted_plan_is_caught() {
         found.ops.iter().any(|op| matches!(
             op,
             Op::Decide {
-                plan: Some(EditedPlan::Text(_)),
+                on: Subject::Plan {
+                    plan: Some(EditedPlan::Text(_)),
+                    ..
+                },
                 ..
             }
         )),
@@ -733,7 +740,7 @@ fn a_rejected_tool_call_that_runs_is_caught() {
         found
             .ops
             .iter()
-            .any(|op| matches!(op, Op::DecideTool { action, .. } if *action == crate::run::DecisionAction::Rejected)),
+            .any(|op| matches!(op, Op::Decide { on: Subject::ToolCall { .. }, action, .. } if *action == crate::run::DecisionAction::Rejected)),
         "{found}"
     );
     assert!(found.divergence.actual.contains("ToolRan"), "{found}");
@@ -939,13 +946,15 @@ fn the_reference_ends_a_run_at_its_revision_limit() {
         step.expected
     };
     let revise = |k: u8| Op::Decide {
+        on: Subject::Plan {
+            json: false,
+            revision: Revision::Resubmit(k),
+            to: None,
+            plan: None,
+        },
         action: crate::run::DecisionAction::Rejected,
         feedback: Feedback::Text("more detail".to_owned()),
         sha256: ShaChoice::Omitted,
-        json: false,
-        revision: Revision::Resubmit(k),
-        to: None,
-        plan: None,
     };
     for _ in 0..2 {
         let expected = step(&mut reference, Op::submit(0));

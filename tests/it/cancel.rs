@@ -266,7 +266,7 @@ async fn assert_consistent(f: &mut Fixture, with_store: bool, context: &str) {
     f.session.settle().await.expect("settle");
     let (run_state, pending) = (
         f.session.run_state().map(|(_, s)| s),
-        f.session.pending().is_some(),
+        f.session.pending_plan().is_some(),
     );
     assert_ne!(run_state, Some(RunState::Running), "{context}");
     assert_eq!(
@@ -298,7 +298,7 @@ async fn assert_consistent(f: &mut Fixture, with_store: bool, context: &str) {
 /// a new message sent), every model request was well formed, and events pair up.
 async fn check_after_drop(mut f: Fixture, with_store: bool, context: &str) {
     assert_consistent(&mut f, with_store, context).await;
-    let next = match f.session.pending().cloned() {
+    let next = match f.session.pending_plan().cloned() {
         Some(p) => {
             f.session
                 .resume(p.run_id(), p.tool_call_id(), Decision::approve())
@@ -344,7 +344,7 @@ async fn run_step(session: &mut Session, step: Step, polls: usize, at_once: bool
             .await
             .is_some(),
         Step::Approve => {
-            let p = session.pending().cloned().expect("pending");
+            let p = session.pending_plan().cloned().expect("pending");
             poll_then_drop(
                 session.resume(p.run_id(), p.tool_call_id(), Decision::approve()),
                 polls,
@@ -402,9 +402,10 @@ async fn a_dropped_run_gives_every_open_tool_call_a_result_and_ends_aborted() {
     let mut f = fixture(true).await;
     // Dropped while the first `slow` call runs (the model yields twice, the tool three times).
     assert!(!run_step(&mut f.session, Step::SendToSuspension, 4, false).await);
+    // Ended at once (the save waits for `settle`).
     assert_eq!(
         f.session.run_state().map(|(_, s)| s),
-        Some(RunState::Running)
+        Some(RunState::Aborted)
     );
     f.session.settle().await.expect("settle");
     assert_eq!(f.session.run_state(), Some(("run_1", RunState::Aborted)));
@@ -444,6 +445,48 @@ async fn a_dropped_run_gives_every_open_tool_call_a_result_and_ends_aborted() {
         .expect("load")
         .expect("saved");
     assert_eq!(stored.run.map(|r| r.state), Some(RunState::Aborted));
+}
+
+/// Issue 20: once a host drops a run's future, the session says at once that the run ended
+/// (aborted) and every tool call has its result, without waiting for the next operation or
+/// `settle()`; the save waits for them. At every await point of a run (the model's calls, the
+/// tools'), with a store and without. With a store, the run's last await point is the save of
+/// its suspension: dropped there, whether the save landed is learned by the next operation, so
+/// until then the session reports the state it last saved.
+#[tokio::test]
+async fn a_dropped_run_reads_as_ended_at_once() {
+    for with_store in [true, false] {
+        let mut states = Vec::new();
+        for polls in 1.. {
+            let mut f = fixture(with_store).await;
+            if run_step(&mut f.session, Step::SendToSuspension, polls, false).await {
+                break;
+            }
+            let context = format!("dropped after {polls} polls (store: {with_store})");
+            let state = f.session.run_state().map(|(_, s)| s);
+            if state == Some(RunState::Aborted) {
+                well_formed(f.session.messages())
+                    .unwrap_or_else(|e| panic!("{context}: {e}: {:#?}", f.session.messages()));
+            }
+            states.push((context.clone(), state));
+            assert_consistent(&mut f, with_store, &context).await;
+            assert_paired(&f.recorder.take());
+        }
+        if with_store {
+            // The await points of the suspension's save, last.
+            let saving = states
+                .iter()
+                .rev()
+                .take_while(|(_, s)| *s == Some(RunState::Running))
+                .count();
+            assert!((1..=3).contains(&saving), "{states:?}");
+            states.truncate(states.len() - saving);
+        }
+        assert!(states.len() >= 8, "{states:?}");
+        for (context, state) in states {
+            assert_eq!(state, Some(RunState::Aborted), "{context}");
+        }
+    }
 }
 
 /// A tool that waits until the run is cancelled, and tells whether its token fired.
@@ -990,7 +1033,7 @@ async fn a_tool_that_returns_once_cancelled_ends_the_run_aborted_and_no_later_ca
             run_id: "run_1".into()
         }
     );
-    assert!(session.pending_tool_calls().is_empty(), "nothing waits");
+    assert!(session.pending().is_empty(), "nothing waits");
     let results = results(session.messages());
     // What the tool returned is kept; the call after it never started.
     assert_eq!(

@@ -481,7 +481,10 @@ async fn a_manual_mode_switch_while_a_plan_is_pending() {
     let mut session = cycle.session().await;
     suspended(&mut session, "Add dark mode").await;
     assert!(session.switch_mode("build").await.expect("switch_mode"));
-    assert!(session.pending().is_none(), "the switch cancels the plan");
+    assert!(
+        session.pending_plan().is_none(),
+        "the switch cancels the plan"
+    );
     let outcome = session.send_message("Just build it").await.expect("send");
     assert_completed(&outcome, "Building without a plan.");
     assert_every_template_accepts(&cycle.bodies().await, 3);
@@ -548,7 +551,7 @@ async fn a_session_resumed_from_the_store_in_a_new_controller() {
         .restore_session(&id, SessionOptions::new())
         .await
         .expect("restore_session");
-    let pending = session.pending().expect("still pending").clone();
+    let pending = session.pending_plan().expect("still pending").clone();
     let outcome = session
         .resume(
             pending.run_id(),

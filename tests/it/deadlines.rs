@@ -21,7 +21,8 @@ use agent_controller::store::{
 };
 use agent_controller::{
     AgentController, Decision, DecisionOutcome, Event, Message, ModeBuilder, ModeGraphBuilder,
-    RunOutcome, RunState, Session, SessionError, SessionOptions, SuspendPayload, ToolRegistry,
+    PendingDecision, RunOutcome, RunState, Session, SessionError, SessionOptions, SuspendPayload,
+    ToolRegistry,
 };
 use common::openai_server::{Reply, ScriptedServer, call, calls, contents, submit, text};
 use common::{Recorder, Workspace};
@@ -263,7 +264,7 @@ async fn a_plan_records_its_deadline_in_the_payload_event_record_and_listing() {
     let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
     let (_server, _ws, ctl, session, recorder) =
         submitted(Vec::new(), Some(store.clone()), &clock).await;
-    let pending = session.pending().expect("pending");
+    let pending = session.pending_plan().expect("pending");
     assert_eq!(pending.payload().approval_timeout.as_deref(), Some("24h"));
     assert_eq!(pending.payload().deadline_at_ms, Some(T0 + 24 * HOUR));
     let suspended = recorder
@@ -491,7 +492,7 @@ async fn an_approval_after_the_deadline_is_refused_and_the_plan_counts_as_reject
         let clock = TestClock::at(T0);
         let (server, _ws, _ctl, mut session, recorder) =
             submitted(vec![text("must not be asked")], store.clone(), &clock).await;
-        let run_id = session.pending().expect("pending").run_id().to_owned();
+        let run_id = session.pending_plan().expect("pending").run_id().to_owned();
         recorder.take();
         clock.set(T0 + 24 * HOUR);
         let refused = session
@@ -512,7 +513,7 @@ async fn an_approval_after_the_deadline_is_refused_and_the_plan_counts_as_reject
             "{refused}"
         );
         assert_eq!(session.mode().id(), "plan");
-        assert!(session.pending().is_none());
+        assert!(session.pending_plan().is_none());
         assert_eq!(
             session.run_state(),
             Some((run_id.as_str(), RunState::Completed))
@@ -744,7 +745,7 @@ async fn restoring_concurrently_after_the_deadline_expires_once_on_every_store()
         let mut applied = 0;
         for (task, recorder) in hosts {
             let session = task.await.expect("task").expect("restored");
-            assert!(session.pending().is_none(), "{}", b.name);
+            assert!(session.pending_plan().is_none(), "{}", b.name);
             assert_eq!(session.decision_history().len(), 1, "{}", b.name);
             let events = recorder.take();
             match decided_events(&events).as_slice() {
@@ -837,7 +838,7 @@ async fn a_host_that_loses_the_race_to_expire_loads_the_expired_session() {
             .restore_session(&id, recorder.options())
             .await
             .expect("restored after losing the race");
-        assert!(session.pending().is_none(), "{}", b.name);
+        assert!(session.pending_plan().is_none(), "{}", b.name);
         assert_eq!(session.decision_history().len(), 1, "{}", b.name);
         assert!(recorder.take().is_empty(), "{}", b.name);
         let record = b.store.load(&id).await.expect("load").expect("saved");
@@ -1254,7 +1255,12 @@ async fn a_tool_call_not_decided_by_its_deadline_expires_and_nothing_of_its_repl
     let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
     let (server, ws, ctl, mut session, recorder) =
         two_calls_waiting(Some(store.clone()), &clock, "t1").await;
-    let waiting = session.pending_tool_calls().to_vec();
+    let waiting = session
+        .pending()
+        .iter()
+        .filter_map(PendingDecision::as_tool_call)
+        .cloned()
+        .collect::<Vec<_>>();
     assert_eq!(waiting.len(), 2);
     for call in &waiting {
         assert_eq!(call.payload().approval_timeout.as_deref(), Some("1h"));
@@ -1294,7 +1300,7 @@ async fn a_tool_call_not_decided_by_its_deadline_expires_and_nothing_of_its_repl
     );
     assert!(!ws.path().join("a.txt").exists() && !ws.path().join("b.txt").exists());
     assert_eq!(server.served(), 1, "no model call after an expiry");
-    assert!(session.pending_tool_calls().is_empty());
+    assert!(session.pending().is_empty());
     assert_eq!(
         session.run_state().map(|(_, s)| s),
         Some(RunState::Completed)
@@ -1400,7 +1406,7 @@ async fn waiting_tool_calls_expire_once_on_every_store_and_a_session_and_a_store
             .restore_session("t-session", SessionOptions::new())
             .await
             .expect("restore");
-        assert!(restored.pending_tool_calls().is_empty(), "{}", b.name);
+        assert!(restored.pending().is_empty(), "{}", b.name);
         let by_session = b
             .store
             .load("t-session")

@@ -139,7 +139,7 @@ async fn a_run_resumed_in_another_process_starts_again_before_its_events() {
     let second = build(model);
     let (options, mut events) = SessionOptions::new().event_stream();
     let mut restored = second.restore_session(&id, options).await.expect("restore");
-    let pending = restored.pending().cloned().expect("pending");
+    let pending = restored.pending_plan().cloned().expect("pending");
     restored
         .resume(
             pending.run_id(),
@@ -335,7 +335,7 @@ async fn agent_end_session_outcome_and_record_name_how_a_run_ended_alike() {
     let expected = RunState::Suspended;
     assert_run_ended(&session, &recorder, &store, Some(&outcome), expected).await;
     let (run_id, call_id) = {
-        let pending = session.pending().expect("pending");
+        let pending = session.pending_plan().expect("pending");
         (
             pending.run_id().to_owned(),
             pending.tool_call_id().to_owned(),

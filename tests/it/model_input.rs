@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use agent_controller::store::{FileStore, SessionStore};
 use agent_controller::tool::args::MAX_DEPTH;
 use agent_controller::{
-    AgentController, Decision, RunOutcome, Session, SessionError, SessionOptions, Tool,
-    ToolContext, ToolOutput, ToolRegistry, config,
+    AgentController, Decision, PendingDecision, RunOutcome, Session, SessionError, SessionOptions,
+    Tool, ToolContext, ToolOutput, ToolRegistry, config,
 };
 use common::Workspace;
 use common::openai_server::{ScriptedServer, call, calls, text};
@@ -135,7 +135,7 @@ async fn arguments_nested_too_deep_are_refused_and_the_record_stays_readable() {
         matches!(outcome, RunOutcome::Completed { .. }),
         "{outcome:?}"
     );
-    assert!(session.pending_tool_calls().is_empty());
+    assert!(session.pending().is_empty());
     for id in ["call_1", "call_2", "call_3"] {
         let result = s.result_of(1, id).await;
         assert!(result.contains("Not executed"), "{id}: {result}");
@@ -176,7 +176,7 @@ async fn arguments_at_the_limit_wait_and_restore() {
         .restore_session(&id, SessionOptions::new())
         .await
         .expect("restore");
-    assert_eq!(restored.pending_tool_calls().len(), 1);
+    assert_eq!(restored.pending().len(), 1);
 }
 
 /// Found by a property test: while tool calls wait, `resume` with a tool-call id the run does
@@ -194,7 +194,7 @@ async fn resume_with_an_unknown_tool_call_id_while_calls_wait_is_unknown_tool_ca
     .await;
     let mut session = s.session().await;
     session.send_message("go").await.expect("run");
-    assert_eq!(session.pending_tool_calls().len(), 1);
+    assert_eq!(session.pending().len(), 1);
     assert_eq!(
         session
             .resume("run_1", "no-such-call", Decision::approve())
@@ -204,8 +204,8 @@ async fn resume_with_an_unknown_tool_call_id_while_calls_wait_is_unknown_tool_ca
             tool_call_id: "no-such-call".into(),
         })
     );
-    assert_eq!(session.pending_tool_calls().len(), 1);
-    assert!(session.pending_tool_calls()[0].decision().is_none());
+    assert_eq!(session.pending().len(), 1);
+    assert!(session.pending()[0].decision().is_none());
 }
 
 /// Finding 4: `-0.0` and `0` (and `1.0` and `1`) hash the same under RFC 8785, so the tool must
@@ -223,7 +223,12 @@ async fn calls_with_equal_args_sha256_run_with_identical_arguments() {
     .await;
     let mut session = s.session().await;
     session.send_message("go").await.expect("run");
-    let pending = session.pending_tool_calls().to_vec();
+    let pending = session
+        .pending()
+        .iter()
+        .filter_map(PendingDecision::as_tool_call)
+        .cloned()
+        .collect::<Vec<_>>();
     assert_eq!(pending.len(), 2);
     assert_eq!(pending[0].args_sha256(), pending[1].args_sha256());
     assert_eq!(pending[0].args(), pending[1].args());
@@ -267,7 +272,12 @@ async fn arguments_that_are_not_i_json_are_refused_and_never_wait() {
     .await;
     let mut session = s.session().await;
     let outcome = session.send_message("go").await.expect("run");
-    let pending = session.pending_tool_calls().to_vec();
+    let pending = session
+        .pending()
+        .iter()
+        .filter_map(PendingDecision::as_tool_call)
+        .cloned()
+        .collect::<Vec<_>>();
     assert_eq!(pending.len(), 1, "{outcome:?}");
     assert_eq!(pending[0].args(), &json!({"small": -9007199254740991_i64}));
     session

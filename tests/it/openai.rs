@@ -306,7 +306,7 @@ async fn failed_with(replies: Vec<Reply>) -> (ModelError, Harness) {
         panic!("expected a failure, got {outcome:?}");
     };
     assert_eq!(session.mode().id(), "plan", "the mode stays");
-    assert!(session.pending().is_none());
+    assert!(session.pending_plan().is_none());
     let ends: Vec<Value> = h
         .events
         .lock()

@@ -298,5 +298,5 @@ async fn a_protected_plan_file_is_neither_written_by_write_plan_nor_submitted() 
     session.send_message("go").await.expect("run");
     assert_all_refused(&recorder.take(), 2);
     assert!(!secret.join("other.md").exists());
-    assert_eq!(session.pending(), None);
+    assert_eq!(session.pending_plan(), None);
 }

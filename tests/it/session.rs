@@ -352,7 +352,7 @@ async fn rejection_with_feedback_keeps_the_mode_and_asks_for_a_revision() {
         "plan",
         "the model revises in plan mode"
     );
-    assert_eq!(session.pending().map(|p| p.tool_call_id()), Some("c2"));
+    assert_eq!(session.pending_plan().map(|p| p.tool_call_id()), Some("c2"));
 }
 
 /// `Decision::approve_with` is the Rust form of an approval with a note: the model in the next
@@ -411,7 +411,7 @@ async fn rejection_without_feedback_ends_the_run_and_keeps_the_mode() {
         session.run_state(),
         Some((run_id.as_str(), RunState::Completed))
     );
-    assert!(session.pending().is_none());
+    assert!(session.pending_plan().is_none());
 }
 
 #[tokio::test]
@@ -467,7 +467,7 @@ async fn a_dismissed_decision_prompt_is_not_approved() {
     // A dismissed prompt decides nothing: the host aborts the run (or leaves it pending).
     assert_eq!(session.abort().await, Ok(true));
     assert_eq!(session.mode().id(), "plan");
-    assert!(session.pending().is_none());
+    assert!(session.pending_plan().is_none());
 }
 
 #[tokio::test]
@@ -524,7 +524,7 @@ async fn a_manual_switch_while_pending_cancels_the_suspension_first() {
             "mode_changed"
         ]
     );
-    assert!(session.pending().is_none());
+    assert!(session.pending_plan().is_none());
 }
 
 #[tokio::test]
@@ -535,7 +535,7 @@ async fn bad_decisions_are_typed_errors_that_change_nothing() {
     recorder.take();
     let before = (
         session.mode().id().to_owned(),
-        session.pending().cloned(),
+        session.pending_plan().cloned(),
         session.messages().len(),
     );
     let cases: Vec<(Result<RunOutcome, SessionError>, SessionError)> = vec![
@@ -597,14 +597,14 @@ async fn bad_decisions_are_typed_errors_that_change_nothing() {
     assert_eq!(
         (
             session.mode().id().to_owned(),
-            session.pending().cloned(),
+            session.pending_plan().cloned(),
             session.messages().len()
         ),
         before
     );
     // Still suspended, and can still be decided, once, with the right hash.
     let sha = session
-        .pending()
+        .pending_plan()
         .expect("pending")
         .payload()
         .submission
@@ -941,7 +941,7 @@ async fn the_suspend_payload_lists_every_target_and_a_plain_approval_goes_to_the
     assert_eq!(&*suspend_payload.target_mode_id, "build");
     let shown = serde_json::to_value(suspend_payload).expect("json");
     assert_eq!(shown["targetModeIds"], json!(["build", "build-auto"]));
-    let pending = session.pending().expect("pending");
+    let pending = session.pending_plan().expect("pending");
     assert_eq!(pending.targets().len(), 2);
     assert_eq!(pending.targets()[0], pending.target());
     assert_eq!(
@@ -972,7 +972,11 @@ async fn an_approval_to_a_listed_target_hands_over_there_and_tells_the_model() {
     let (mut session, model, recorder) =
         suspended_with_choice(&ws, vec![ReplayModel::text("building")]).await;
     recorder.take();
-    let decision_id = session.pending().expect("pending").decision_id().to_owned();
+    let decision_id = session
+        .pending_plan()
+        .expect("pending")
+        .decision_id()
+        .to_owned();
     session
         .decide(&decision_id, Decision::approve().to("build-auto"))
         .await
@@ -1020,7 +1024,7 @@ async fn a_target_outside_the_list_is_refused_and_changes_nothing() {
     let (mut session, model, recorder) =
         suspended_with_choice(&ws, vec![ReplayModel::text("building")]).await;
     recorder.take();
-    let pending = session.pending().cloned().expect("pending");
+    let pending = session.pending_plan().cloned().expect("pending");
     let (run_id, call_id) = (
         pending.run_id().to_owned(),
         pending.tool_call_id().to_owned(),
@@ -1056,7 +1060,7 @@ async fn a_target_outside_the_list_is_refused_and_changes_nothing() {
     assert!(matches!(err, SessionError::MalformedDecision(_)), "{err}");
     assert!(recorder.take().is_empty(), "no event");
     assert_eq!(
-        session.pending(),
+        session.pending_plan(),
         Some(&pending),
         "still pending, unchanged"
     );
@@ -1154,7 +1158,7 @@ async fn each_resubmission_is_a_revision_with_the_previous_sha256_and_a_diff() {
     );
     assert_eq!(three.diff.as_deref(), Some(""));
     // The pending record carries the same payload.
-    assert_eq!(session.pending().expect("pending").payload(), &three);
+    assert_eq!(session.pending_plan().expect("pending").payload(), &three);
 }
 
 /// Arguments a model sends that are not a JSON object (a string, an array, a broken JSON text

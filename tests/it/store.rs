@@ -696,7 +696,7 @@ async fn a_pending_plan_survives_a_restart_and_hands_over_exactly_once() {
             "{backend:?}: the persisted mode"
         );
         assert_eq!(
-            session.pending().map(|p| p.tool_call_id()),
+            session.pending_plan().map(|p| p.tool_call_id()),
             Some(call_id.as_str())
         );
         session
@@ -846,7 +846,7 @@ async fn a_config_change_that_removes_the_target_blocks_approval_but_keeps_the_p
             .expect("restore");
         assert!(
             session
-                .pending()
+                .pending_plan()
                 .and_then(|p| p.stale_reason())
                 .is_some_and(|r| r.contains("build"))
         );
@@ -897,7 +897,7 @@ async fn a_config_change_that_moves_the_hand_over_target_marks_the_plan_stale() 
         .await
         .expect("restore");
     let reason = session
-        .pending()
+        .pending_plan()
         .and_then(|p| p.stale_reason())
         .expect("stale")
         .to_owned();
@@ -915,7 +915,7 @@ async fn a_config_change_that_moves_the_hand_over_target_marks_the_plan_stale() 
         .resume(&run_id, &call_id, Decision::reject())
         .await
         .expect("reject");
-    assert!(session.pending().is_none());
+    assert!(session.pending_plan().is_none());
 }
 
 #[tokio::test]
@@ -1217,7 +1217,7 @@ async fn a_decision_abandoned_mid_save_changes_nothing() {
     );
     // Nothing was saved, so nothing is reported as changed.
     assert_eq!(session.mode().id(), "plan");
-    assert!(session.pending().is_some());
+    assert!(session.pending_plan().is_some());
     assert!(
         recorder.take().is_empty(),
         "no events for an unsaved change"
@@ -1391,7 +1391,7 @@ async fn an_older_record_is_migrated(version: u32) {
         .restore_session(&id, SessionOptions::new())
         .await
         .expect("restore");
-    let pending = session.pending().expect("the plan is still pending");
+    let pending = session.pending_plan().expect("the plan is still pending");
     let (run_id, call_id) = (
         pending.run_id().to_owned(),
         pending.tool_call_id().to_owned(),
@@ -2070,7 +2070,7 @@ async fn a_config_change_to_the_targets_list_blocks_approval_of_a_pending_plan()
         .restore_session(&session_id, SessionOptions::new())
         .await
         .expect("restore");
-    let pending = session.pending().cloned().expect("pending");
+    let pending = session.pending_plan().cloned().expect("pending");
     assert_eq!(
         pending.payload().target_mode_ids,
         ["build".into()],
@@ -2351,7 +2351,11 @@ async fn an_edited_approval_hands_over_the_edited_text_and_keeps_both_hashes_on_
             .restore_session("s1", recorder.options())
             .await
             .expect("restore");
-        let decision_id = session.pending().expect("pending").decision_id().to_owned();
+        let decision_id = session
+            .pending_plan()
+            .expect("pending")
+            .decision_id()
+            .to_owned();
         let version = session.version();
         let err = session
             .decide(&decision_id, Decision::reject_with("no").with_plan(EDITED))
@@ -2560,7 +2564,7 @@ async fn tool_calls_waiting_for_approval_survive_a_restart_on_every_store() {
             .await
             .expect("first decision");
         assert!(matches!(outcome, RunOutcome::ToolCallsSuspended { .. }));
-        let shown = session.pending_tool_calls().to_vec();
+        let shown = session.pending().to_vec();
         drop(session);
         drop(controller);
 
@@ -2570,10 +2574,7 @@ async fn tool_calls_waiting_for_approval_survive_a_restart_on_every_store() {
         assert_eq!(listed[0].kind, PendingKind::ToolCall, "{backend:?}");
         assert_eq!(listed[0].decision_id, "decision_2");
         assert_eq!(listed[0].tool_name.as_deref(), Some("read_file"));
-        assert_eq!(
-            listed[0].args_sha256.as_deref(),
-            Some(shown[1].args_sha256())
-        );
+        assert_eq!(listed[0].args_sha256.as_deref(), Some(shown[1].sha256()));
         assert_eq!(listed[0].always_allowed, ["write_file"]);
         let model = Arc::new(ReplayModel::new([ReplayModel::text("done")]));
         let controller = controller_with(APPROVAL, &ws, model, store.clone());
@@ -2581,11 +2582,7 @@ async fn tool_calls_waiting_for_approval_survive_a_restart_on_every_store() {
             .restore_session("t1", SessionOptions::new())
             .await
             .expect("restore");
-        assert_eq!(
-            session.pending_tool_calls(),
-            shown.as_slice(),
-            "{backend:?}"
-        );
+        assert_eq!(session.pending(), shown.as_slice(), "{backend:?}");
         assert_eq!(session.always_allowed(), ["write_file"], "{backend:?}");
         assert!(!ws.path().join("a.txt").exists());
         // Another host holding the same session decides too, racing: exactly one wins.
@@ -2602,11 +2599,7 @@ async fn tool_calls_waiting_for_approval_survive_a_restart_on_every_store() {
             .await
             .expect_err("the rival loses");
         assert!(lost.is_conflict(), "{backend:?}: {lost}");
-        assert_eq!(
-            rival.pending_tool_calls().len(),
-            2,
-            "the loser is unchanged"
-        );
+        assert_eq!(rival.pending().len(), 2, "the loser is unchanged");
         assert!(
             ws.path().join("a.txt").exists(),
             "{backend:?}: approved ran"
@@ -2653,4 +2646,65 @@ fn a_schema_3_record_loads_with_nothing_waiting_for_approval() {
     assert_eq!(loaded.schema_version, SCHEMA_VERSION);
     assert!(loaded.pending_tool_calls.is_empty() && loaded.always_allowed.is_empty());
     assert!(loaded.pending.is_some());
+}
+
+/// Issue 21: what `pending` shows, `decide` accepts: a unique prefix (at least 8 characters) of
+/// a session id among the sessions a store lists; an ambiguous prefix is refused naming the
+/// candidates, a short one is refused, a whole id is taken as it is.
+#[tokio::test]
+async fn a_unique_session_id_prefix_names_its_session() {
+    use agent_controller::store::{IdPrefixError, resolve_prefix, resolve_session_id};
+    let ws = Workspace::new();
+    let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
+    for id in ["0123abcd-1111", "0123abcd-2222", "fedcba98-3333"] {
+        let path = ws.plan("p.md", "# Durable\n\n1. step\n");
+        let model = Arc::new(ReplayModel::new([ReplayModel::call(
+            "c1",
+            "submit_plan",
+            json!({ "path": path }),
+        )]));
+        let controller = controller_with(PLAN_BUILD, &ws, model, store.clone());
+        let mut session = controller
+            .start_session(SessionOptions::new().mode("plan").id(id))
+            .await
+            .expect("session");
+        session.send_message("plan it").await.expect("suspends");
+    }
+    let resolve = |p: &'static str| {
+        let store = store.clone();
+        async move { resolve_session_id(&*store, p).await }
+    };
+    assert_eq!(resolve("fedcba98").await.expect("unique"), "fedcba98-3333");
+    assert_eq!(
+        resolve("0123abcd-2").await.expect("unique"),
+        "0123abcd-2222"
+    );
+    assert_eq!(
+        resolve("0123abcd-1111").await.expect("whole"),
+        "0123abcd-1111"
+    );
+    // No session starts with it: taken as it is (restoring it says the session is unknown).
+    assert_eq!(resolve("99999999").await.expect("none"), "99999999");
+    let ambiguous = resolve("0123abcd").await.expect_err("two match");
+    assert_eq!(
+        ambiguous.to_string(),
+        "`0123abcd` is the start of more than one session id: 0123abcd-1111, 0123abcd-2222; give more of it"
+    );
+    let short = resolve("fedcba").await.expect_err("too short");
+    assert!(matches!(short, IdPrefixError::TooShort { .. }), "{short}");
+    assert_eq!(
+        short.to_string(),
+        "`fedcba` is too short for a session id prefix: give at least 8 characters, or the whole id"
+    );
+    // The same rule for a sha256 among the hashes of what is pending.
+    let full = "a".repeat(64);
+    assert_eq!(
+        resolve_prefix("sha256", "aaaaaaaa", [full.as_str()]),
+        Ok(Some(full.as_str()))
+    );
+    assert_eq!(
+        resolve_prefix("sha256", "aaaaaaab", [full.as_str()]),
+        Ok(None)
+    );
+    assert!(resolve_prefix("sha256", "aaaa", [full.as_str()]).is_err());
 }

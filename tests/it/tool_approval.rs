@@ -155,8 +155,8 @@ async fn a_call_that_needs_approval_suspends_the_run_and_does_not_run() {
     assert!(!s.exists("a.txt"), "the tool did not run");
     assert_eq!(s.server.served(), 1, "the model was not called again");
     assert_eq!(session.run_state(), Some(("run_1", RunState::Suspended)));
-    assert_eq!(session.pending_tool_calls().len(), 1);
-    assert!(session.pending().is_none(), "no plan is pending");
+    assert_eq!(session.pending().len(), 1);
+    assert!(session.pending_plan().is_none(), "no plan is pending");
     let events = s.recorder.take();
     let suspended: Vec<_> = events
         .iter()
@@ -233,7 +233,7 @@ async fn approve_runs_the_tool_then_calls_the_model() {
     assert_eq!(end.0.decided_by.as_deref(), Some("alice"));
     assert_eq!(end.0.decision_id, "decision_1");
     assert_eq!(session.decision_history(), [end.0]);
-    assert!(session.pending_tool_calls().is_empty());
+    assert!(session.pending().is_empty());
 }
 
 #[tokio::test]
@@ -303,7 +303,7 @@ async fn parallel_calls_wait_at_once_and_the_run_carries_on_when_all_are_decided
     assert_eq!(left[0].decision_id(), "decision_1");
     assert!(!s.exists("b.txt") && !s.exists("a.txt"));
     assert_eq!(s.server.served(), 1);
-    assert!(session.pending_tool_calls()[1].decision().is_some());
+    assert!(session.pending()[1].decision().is_some());
     assert_eq!(
         session.decide("decision_2", Decision::reject()).await,
         Err(SessionError::AlreadyDecided("decision_2".into()))
@@ -349,7 +349,10 @@ async fn submit_plan_beside_a_call_that_waits_is_not_executed() {
     let pending = waiting(session.send_message("plan").await.expect("run"));
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].tool_call_id(), "call_2");
-    assert!(session.pending().is_none(), "the plan was not submitted");
+    assert!(
+        session.pending_plan().is_none(),
+        "the plan was not submitted"
+    );
     session
         .decide(pending[0].decision_id(), Decision::approve())
         .await
@@ -379,7 +382,7 @@ async fn refused_calls_are_never_suspended() {
         matches!(outcome, RunOutcome::Completed { .. }),
         "{outcome:?}"
     );
-    assert!(session.pending_tool_calls().is_empty());
+    assert!(session.pending().is_empty());
     assert!(
         result_of(&s, 1, "call_1")
             .await
@@ -422,8 +425,8 @@ async fn a_decision_pinned_to_other_arguments_is_refused_and_changes_nothing() {
     );
     assert!(!text.contains("plan"), "{text}");
     assert!(!s.exists("a.txt"));
-    assert_eq!(session.pending_tool_calls().len(), 1);
-    assert!(session.pending_tool_calls()[0].decision().is_none());
+    assert_eq!(session.pending().len(), 1);
+    assert!(session.pending()[0].decision().is_none());
     // The hash a host computes from the arguments with any JCS library.
     let pinned = jcs::sha256(&json!({ "content": "hello", "path": "a.txt" }));
     session
@@ -457,7 +460,7 @@ async fn targets_edited_plans_and_always_allow_on_a_rejection_are_malformed_for_
         );
     }
     assert!(session.always_allowed().is_empty());
-    assert!(session.pending_tool_calls()[0].decision().is_none());
+    assert!(session.pending()[0].decision().is_none());
     assert_eq!(
         session.decide("decision_9", Decision::approve()).await,
         Err(SessionError::UnknownDecision("decision_9".into()))
@@ -476,7 +479,7 @@ async fn always_allow_on_a_plan_decision_is_malformed() {
         .await
         .expect_err("malformed");
     assert!(matches!(err, SessionError::MalformedDecision(_)), "{err}");
-    assert!(session.pending().is_some());
+    assert!(session.pending_plan().is_some());
 }
 
 #[tokio::test]
@@ -529,7 +532,7 @@ async fn abort_and_a_new_message_never_run_the_call() {
             assert_eq!(session.run_state(), Some(("run_1", RunState::Aborted)));
         }
         assert!(!s.exists("a.txt") && !s.exists("b.txt"));
-        assert!(session.pending_tool_calls().is_empty());
+        assert!(session.pending().is_empty());
         let cancelled: Vec<_> = s
             .recorder
             .take()
@@ -611,7 +614,7 @@ async fn a_dismissed_session_keeps_the_calls_pending_and_a_restore_decides_them(
         .await
         .expect("partial");
     let id = session.id().to_owned();
-    let before = session.pending_tool_calls().to_vec();
+    let before = session.pending().to_vec();
     drop(session);
     let listed = s.store.list_pending().await.expect("list");
     assert_eq!(listed.pending.len(), 1);
@@ -619,10 +622,10 @@ async fn a_dismissed_session_keeps_the_calls_pending_and_a_restore_decides_them(
     assert_eq!(entry.kind, PendingKind::ToolCall);
     assert_eq!(entry.decision_id, "decision_2");
     assert_eq!(entry.tool_name.as_deref(), Some("write_file"));
-    assert_eq!(entry.args_sha256.as_deref(), Some(before[1].args_sha256()));
-    assert_eq!(entry.sha256, before[1].args_sha256());
+    assert_eq!(entry.args_sha256.as_deref(), Some(before[1].sha256()));
+    assert_eq!(entry.sha256, before[1].sha256());
     let mut restored = s.restore(&id).await;
-    assert_eq!(restored.pending_tool_calls(), before.as_slice());
+    assert_eq!(restored.pending(), before.as_slice());
     restored
         .decide("decision_2", Decision::approve())
         .await
@@ -657,11 +660,7 @@ async fn of_two_racing_decisions_one_wins_and_the_other_changes_nothing() {
         .expect_err("second loses");
     assert!(err.is_conflict(), "{err}");
     assert!(!s.exists("a.txt"), "the losing approval ran nothing");
-    assert_eq!(
-        second.pending_tool_calls().len(),
-        1,
-        "the loser is unchanged"
-    );
+    assert_eq!(second.pending().len(), 1, "the loser is unchanged");
     let stored = s.store.load(&id).await.expect("load").expect("record");
     assert!(stored.pending_tool_calls.is_empty());
     assert_eq!(stored.history[0].outcome, Some(DecisionOutcome::Rejected));
@@ -926,7 +925,7 @@ async fn always_allow_on_one_of_three_parallel_calls_decides_the_others_once() {
         "{outcome:?}"
     );
     assert!(s.exists("a.txt") && s.exists("b.txt") && s.exists("c.txt"));
-    assert!(session.pending_tool_calls().is_empty());
+    assert!(session.pending().is_empty());
     assert!(
         s.store
             .list_pending()
@@ -1021,7 +1020,7 @@ async fn always_allow_decides_only_the_calls_of_its_tool() {
     assert_eq!(listed[0].decision_id, "decision_2");
     assert_eq!(listed[0].always_allowed, ["write_file"]);
     assert_eq!(
-        session.pending_tool_calls()[0]
+        session.pending()[0]
             .decision()
             .and_then(|d| d.allowed_by.as_deref()),
         Some("decision_3")

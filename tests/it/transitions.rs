@@ -498,7 +498,7 @@ fn your_invariants_run_after_every_step() {
         .invariant(move |session, reference| {
             counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             // A rule of the user's that is wrong: a plan is never pending.
-            match (session.pending(), reference.pending()) {
+            match (session.pending_plan(), reference.pending()) {
                 (Some(_), _) => Err("a plan is pending".to_owned()),
                 _ => Ok(()),
             }

@@ -1,0 +1,381 @@
+//! Deadlines: when what waits for a decision expires, and what its expiry answers. Written once
+//! here, and applied by a live session ([`crate::Session::expire_if_due`]) and to a stored record
+//! by a host without a controller ([`crate::deadline::expire_due`]) alike.
+//!
+//! A plan past its deadline expires alone: its `submit_plan` call gets
+//! [`crate::deadline::expired_result`] and an `expired` audit record. Tool calls waiting for
+//! approval expire as a reply: once one undecided call is past its deadline, every call of the
+//! reply is answered, an undecided one as expired, one approved while others waited as never run
+//! ([`crate::deadline::APPROVED_NOT_RUN_RESULT`]), one rejected with its rejection. Either way the
+//! run ends `completed` and no model call follows.
+
+use crate::event::{DecidedRecord, DecisionOutcome, SuspendPayload, ToolCallPayload, rfc3339};
+use crate::tool::SUBMIT_PLAN;
+
+/// A deadline (milliseconds since the Unix epoch) as RFC 3339 in UTC, to the second.
+pub fn deadline_text(deadline_at_ms: u64) -> String {
+    rfc3339(deadline_at_ms / 1000)
+}
+
+/// The `submit_plan` result the model gets for a plan that expired: not approved, why, and that
+/// it stays in its mode (`Not approved: no decision was taken within 24h (approvalTimeout); the
+/// plan expired at 2026-12-01T18:30:00Z. Stay in this mode.`).
+pub fn expired_result(payload: &SuspendPayload) -> String {
+    let within = payload
+        .approval_timeout
+        .as_deref()
+        .map_or(String::new(), |t| format!(" within {t} (approvalTimeout)"));
+    let at = payload.deadline_at_ms.map_or(String::new(), |ms| {
+        format!("; the plan expired at {}", deadline_text(ms))
+    });
+    format!(
+        "Not approved: no decision was taken{within}{at}. Stay in this mode; the user may ask for the plan again."
+    )
+}
+
+/// The result the model gets for a tool call that waited for approval and expired undecided:
+/// not approved, why, and that it did not run (`Not approved: no decision was taken within 24h
+/// (approvalTimeout); this tool call expired at 2026-12-01T18:30:00Z and was not executed.`).
+pub fn expired_tool_result(payload: &ToolCallPayload) -> String {
+    let within = payload
+        .approval_timeout
+        .as_deref()
+        .map_or(String::new(), |t| format!(" within {t} (approvalTimeout)"));
+    let at = payload.deadline_at_ms.map_or(String::new(), |ms| {
+        format!(" expired at {} and", deadline_text(ms))
+    });
+    format!("Not approved: no decision was taken{within}; this tool call{at} was not executed.")
+}
+
+/// The result of a tool call that was approved while others of its reply waited, when those
+/// expired: the run ended before it ran, so it never ran.
+pub const APPROVED_NOT_RUN_RESULT: &str = "Not executed: approved, but other tool calls of this reply expired undecided (approvalTimeout), so the run ended before it ran. Call it again if it is still needed.";
+
+/// What waits for a decision, as the expiry reads it: a view of a live session's
+/// pending decision or of a stored record's pending entries.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Waiting<'a> {
+    /// A plan.
+    Plan {
+        run_id: &'a str,
+        tool_call_id: &'a str,
+        payload: &'a SuspendPayload,
+    },
+    /// A tool call waiting for approval; `decided` is its decision taken while others wait.
+    ToolCall {
+        run_id: &'a str,
+        tool_call_id: &'a str,
+        payload: &'a ToolCallPayload,
+        decided: Option<&'a DecidedRecord>,
+        feedback: Option<&'a str>,
+    },
+}
+
+impl Waiting<'_> {
+    /// Whether its deadline has passed at `now_ms` (a tool call decided while others wait no
+    /// longer has one).
+    fn is_due(&self, now_ms: u64) -> bool {
+        let (deadline, decided) = match self {
+            Waiting::Plan { payload, .. } => (payload.deadline_at_ms, false),
+            Waiting::ToolCall {
+                payload, decided, ..
+            } => (payload.deadline_at_ms, decided.is_some()),
+        };
+        !decided && deadline.is_some_and(|at| at <= now_ms)
+    }
+}
+
+/// The answer an expiry gives one call: its result for the model and its audit record.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Answer {
+    pub(crate) tool_call_id: String,
+    pub(crate) tool_name: String,
+    pub(crate) result: String,
+    pub(crate) is_error: bool,
+    pub(crate) record: DecidedRecord,
+}
+
+/// What an expiry does: it answers these calls of run `run_id`, in the model's order, and ends
+/// the run `completed`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Expiry {
+    pub(crate) run_id: String,
+    pub(crate) answers: Vec<Answer>,
+}
+
+impl Expiry {
+    /// The audit records of what expired (not those of calls decided before).
+    pub(crate) fn expired(&self) -> Vec<DecidedRecord> {
+        self.answers
+            .iter()
+            .filter(|a| a.record.outcome == Some(DecisionOutcome::Expired))
+            .map(|a| a.record.clone())
+            .collect()
+    }
+}
+
+/// The expiry of `waiting` (what a suspended run waits on, in order) at `now_ms`, or `None`
+/// when no deadline has passed.
+pub(crate) fn expire<'a, I>(waiting: I, now_ms: u64) -> Option<Expiry>
+where
+    I: IntoIterator<Item = Waiting<'a>>,
+    I::IntoIter: Clone,
+{
+    let waiting = waiting.into_iter();
+    let plan_due = waiting
+        .clone()
+        .any(|w| matches!(w, Waiting::Plan { .. }) && w.is_due(now_ms));
+    let calls_due = waiting
+        .clone()
+        .any(|w| matches!(w, Waiting::ToolCall { .. }) && w.is_due(now_ms));
+    if plan_due {
+        let (run_id, tool_call_id, payload) = waiting.clone().find_map(|w| match w {
+            Waiting::Plan {
+                run_id,
+                tool_call_id,
+                payload,
+            } => Some((run_id, tool_call_id, payload)),
+            Waiting::ToolCall { .. } => None,
+        })?;
+        let answer = Answer {
+            tool_call_id: tool_call_id.to_owned(),
+            tool_name: SUBMIT_PLAN.to_owned(),
+            result: expired_result(payload),
+            is_error: false,
+            record: plan_record(run_id, tool_call_id, payload),
+        };
+        return Some(Expiry {
+            run_id: run_id.to_owned(),
+            answers: vec![answer],
+        });
+    }
+    if !calls_due {
+        return None;
+    }
+    let mut run = None;
+    let answers = waiting
+        .filter_map(|w| match w {
+            Waiting::ToolCall {
+                run_id,
+                tool_call_id,
+                payload,
+                decided,
+                feedback,
+            } => {
+                run.get_or_insert(run_id);
+                Some(call_answer(
+                    run_id,
+                    tool_call_id,
+                    payload,
+                    decided,
+                    feedback,
+                ))
+            }
+            Waiting::Plan { .. } => None,
+        })
+        .collect();
+    Some(Expiry {
+        run_id: run?.to_owned(),
+        answers,
+    })
+}
+
+/// The audit record of the expiry of the plan of `payload`: outcome `expired`, `decidedAt` the
+/// deadline, nobody as `decidedBy`. The same on every host that applies it.
+fn plan_record(run_id: &str, tool_call_id: &str, payload: &SuspendPayload) -> DecidedRecord {
+    DecidedRecord {
+        run_id: run_id.to_owned(),
+        tool_call_id: tool_call_id.to_owned(),
+        decision_id: payload.decision_id.clone(),
+        outcome: Some(DecisionOutcome::Expired),
+        sha256: Some(payload.submission.sha256.clone()),
+        approved_sha256: None,
+        decided_at: payload.deadline_at_ms.map(deadline_text),
+        decided_by: None,
+        target_mode_id: None,
+        tool_name: None,
+        always_allow: false,
+        allowed_by: None,
+    }
+}
+
+/// What the expiry of its reply's waiting calls answers a tool call: an undecided one expires
+/// (outcome `expired`, `decidedAt` its deadline); one approved while the others waited keeps
+/// its record but never runs; one rejected gets its rejection.
+fn call_answer(
+    run_id: &str,
+    tool_call_id: &str,
+    payload: &ToolCallPayload,
+    decided: Option<&DecidedRecord>,
+    feedback: Option<&str>,
+) -> Answer {
+    let (result, record) = match decided {
+        None => (
+            expired_tool_result(payload),
+            DecidedRecord {
+                run_id: run_id.to_owned(),
+                tool_call_id: tool_call_id.to_owned(),
+                decision_id: payload.decision_id.clone(),
+                outcome: Some(DecisionOutcome::Expired),
+                sha256: Some(payload.args_sha256.clone()),
+                approved_sha256: None,
+                decided_at: payload.deadline_at_ms.map(deadline_text),
+                decided_by: None,
+                target_mode_id: None,
+                tool_name: Some(payload.tool_name.clone()),
+                always_allow: false,
+                allowed_by: None,
+            },
+        ),
+        Some(record) if record.outcome == Some(DecisionOutcome::Approved) => {
+            (APPROVED_NOT_RUN_RESULT.to_owned(), record.clone())
+        }
+        Some(record) => (crate::tool::rejected_result(feedback), record.clone()),
+    };
+    Answer {
+        tool_call_id: tool_call_id.to_owned(),
+        tool_name: payload.tool_name.clone(),
+        result,
+        is_error: true,
+        record,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tool::submit_plan::PlanSubmission;
+
+    fn plan(deadline_at_ms: Option<u64>) -> SuspendPayload {
+        SuspendPayload {
+            submission: PlanSubmission {
+                path: "plans/a.md".to_owned(),
+                title: "A".to_owned(),
+                plan: "1. Step.".to_owned(),
+                sha256: "aa".to_owned(),
+            },
+            target_mode_id: "build".into(),
+            target_mode_ids: vec!["build".into()],
+            decision_id: "decision_1".to_owned(),
+            revision: 1,
+            previous_sha256: None,
+            diff: None,
+            approval_timeout: Some("1h".to_owned()),
+            deadline_at_ms,
+            workspace: None,
+        }
+    }
+
+    fn call(n: u64, deadline_at_ms: Option<u64>) -> ToolCallPayload {
+        ToolCallPayload {
+            decision_id: format!("decision_{n}"),
+            tool_name: "write_file".to_owned(),
+            args: serde_json::json!({}),
+            args_sha256: "bb".to_owned(),
+            approval_timeout: Some("1h".to_owned()),
+            deadline_at_ms,
+            workspace: None,
+        }
+    }
+
+    fn waiting_plan(payload: &SuspendPayload) -> Waiting<'_> {
+        Waiting::Plan {
+            run_id: "run_1",
+            tool_call_id: "c1",
+            payload,
+        }
+    }
+
+    #[test]
+    fn a_plan_expires_at_its_deadline_not_before() {
+        let payload = plan(Some(1_000));
+        assert_eq!(expire([waiting_plan(&payload)], 999), None);
+        let expiry = expire([waiting_plan(&payload)], 1_000).expect("due");
+        assert_eq!(expiry.run_id, "run_1");
+        let [answer] = expiry.answers.as_slice() else {
+            panic!("one answer: {expiry:?}");
+        };
+        assert_eq!(answer.tool_name, SUBMIT_PLAN);
+        assert!(!answer.is_error);
+        assert_eq!(answer.result, expired_result(&payload));
+        assert_eq!(answer.record.outcome, Some(DecisionOutcome::Expired));
+        assert_eq!(
+            answer.record.decided_at.as_deref(),
+            Some("1970-01-01T00:00:01Z")
+        );
+        assert_eq!(expiry.expired(), vec![answer.record.clone()]);
+    }
+
+    #[test]
+    fn a_plan_without_a_deadline_never_expires() {
+        let payload = plan(None);
+        assert_eq!(expire([waiting_plan(&payload)], u64::MAX), None);
+    }
+
+    #[test]
+    fn one_due_call_expires_its_whole_reply_keeping_earlier_decisions() {
+        let (first, second, third) = (call(1, Some(500)), call(2, Some(500)), call(3, Some(500)));
+        let approved = DecidedRecord {
+            run_id: "run_1".to_owned(),
+            tool_call_id: "c2".to_owned(),
+            decision_id: "decision_2".to_owned(),
+            outcome: Some(DecisionOutcome::Approved),
+            sha256: None,
+            approved_sha256: None,
+            decided_at: None,
+            decided_by: None,
+            target_mode_id: None,
+            tool_name: Some("write_file".to_owned()),
+            always_allow: false,
+            allowed_by: None,
+        };
+        let rejected = DecidedRecord {
+            outcome: Some(DecisionOutcome::Rejected),
+            tool_call_id: "c3".to_owned(),
+            decision_id: "decision_3".to_owned(),
+            ..approved.clone()
+        };
+        let waiting = [
+            (&first, None, "c1"),
+            (&second, Some(&approved), "c2"),
+            (&third, Some(&rejected), "c3"),
+        ]
+        .map(|(payload, decided, id)| Waiting::ToolCall {
+            run_id: "run_1",
+            tool_call_id: id,
+            payload,
+            decided,
+            feedback: Some("not now"),
+        });
+        assert_eq!(expire(waiting, 499), None);
+        let expiry = expire(waiting, 500).expect("due");
+        let results: Vec<&str> = expiry.answers.iter().map(|a| a.result.as_str()).collect();
+        assert_eq!(
+            results,
+            [
+                expired_tool_result(&first).as_str(),
+                APPROVED_NOT_RUN_RESULT,
+                crate::tool::rejected_result(Some("not now")).as_str(),
+            ]
+        );
+        assert!(expiry.answers.iter().all(|a| a.is_error));
+        assert_eq!(expiry.answers[1].record, approved);
+        assert_eq!(expiry.expired().len(), 1, "only the undecided call expired");
+    }
+
+    #[test]
+    fn decided_calls_alone_never_expire() {
+        let payload = call(1, Some(0));
+        let decided = expire(
+            [Waiting::ToolCall {
+                run_id: "run_1",
+                tool_call_id: "c1",
+                payload: &payload,
+                decided: Some(&plan_record("run_1", "c1", &plan(None))),
+                feedback: None,
+            }],
+            u64::MAX,
+        );
+        assert_eq!(decided, None);
+    }
+}
