@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use toml::Spanned;
+use toml::de::{DeTable, DeValue};
 
 use crate::deadline::ApprovalTimeout;
 use crate::mode::{Mode, ModeGraph, ModeId, RequireApproval, ToolRef};
@@ -669,8 +670,10 @@ pub fn check(text: &str, origin: &str) -> Vec<ConfigError> {
 /// registry, for example [`crate::ToolRegistry::knows`]; `submit_plan` is always known): every
 /// problem of the file at once, sorted by position, each with its source snippet. An empty list
 /// means a controller with those tools accepts the file. Unknown tools are reported even when
-/// the file has graph errors too; a syntax error or a wrong key stops the reading, so it is the
-/// only error reported then.
+/// the file has graph errors too. A key the format does not define is reported (with "did you
+/// mean" for a near one) and the rest is still checked; a value of the wrong type is reported
+/// with those of the other modes, and the graph rules are then not checked; a TOML syntax error
+/// stops the reading, so it is the only error reported then.
 ///
 /// # Examples
 /// ```
@@ -779,19 +782,159 @@ fn parse_all(text: &str, origin: &str) -> Result<ModeGraph, Vec<ConfigError>> {
 
 /// Parses and validates, keeping the graph even when it has errors (for tool name checks);
 /// `None` when the text could not be read into modes at all. Errors are sorted by position.
+///
+/// A key the format does not define is reported and left out, so the rest is still read and
+/// checked; a value of the wrong type in one mode is reported with those of the other modes, and
+/// the graph rules are then not checked (the modes could not all be read).
 fn parse_lenient(text: &str, origin: &str) -> (Option<ModeGraph>, Vec<ConfigError>) {
     let source = Source::new(origin, text);
-    match toml::from_str(text) {
-        Ok(raw) => validated(raw, &source),
-        Err(e) => (None, vec![syntax_error(&source, &e)]),
+    let mut root = match DeTable::parse(text) {
+        Ok(root) => root,
+        Err(e) => return (None, vec![syntax_error(&source, &e)]),
+    };
+    let mut errors = Vec::new();
+    remove_unknown_keys(root.get_mut(), &source, &mut errors);
+    let graph = match RawConfig::deserialize(toml::de::Deserializer::from(root.clone())) {
+        Ok(raw) => validate(raw, &source, &mut errors),
+        Err(e) => {
+            errors.extend(mode_type_errors(root.get_ref(), &source));
+            let first = syntax_error(&source, &e);
+            if !errors
+                .iter()
+                .any(|seen| seen.location == first.location && seen.kind == first.kind)
+            {
+                errors.push(first);
+            }
+            None
+        }
+    };
+    errors.sort_by_key(|e| e.location);
+    (graph, errors)
+}
+
+/// Takes the keys the format does not define out of the document (at the top and in each
+/// `[[modes]]` table; `metadata` is free), with a [`ConfigErrorKind::UnknownField`] error at each
+/// key: "did you mean" for a near one, where it belongs for a key of the other table, else the
+/// keys there are.
+fn remove_unknown_keys(root: &mut DeTable<'_>, source: &Source<'_>, errors: &mut Vec<ConfigError>) {
+    let top = fields_of::<RawConfig<'_>>();
+    let mode = fields_of::<RawMode<'_>>();
+    let unknown = |table: &DeTable<'_>, known: &[&str]| -> Vec<(String, Range<usize>)> {
+        table
+            .keys()
+            .filter(|key| !known.contains(&key.get_ref().as_ref()))
+            .map(|key| (key.get_ref().to_string(), key.span()))
+            .collect()
+    };
+    let mut report = |table: &mut DeTable<'_>, known: &[&str], other: &[&str], place: &str| {
+        for (key, span) in unknown(table, known) {
+            table.remove(key.as_str());
+            let hint = if other.contains(&key.as_str()) {
+                if place.is_empty() {
+                    format!(": `{key}` belongs in a [[modes]] table")
+                } else {
+                    format!(": `{key}` belongs at the top of the file, before the first [[modes]]")
+                }
+            } else if let Some(near) = did_you_mean(&key, known.iter().copied()) {
+                format!(": did you mean `{near}`?")
+            } else {
+                format!(", expected one of {}", listed_all(known))
+            };
+            errors.push(ConfigError::at(
+                ConfigErrorKind::UnknownField,
+                source,
+                span,
+                format!("unknown field `{key}`{place}{hint}"),
+            ));
+        }
+    };
+    report(root, top, mode, "");
+    let Some(DeValue::Array(modes)) = root.get_mut("modes").map(Spanned::get_mut) else {
+        return;
+    };
+    for entry in modes.iter_mut() {
+        if let DeValue::Table(table) = entry.get_mut() {
+            let place = match table.get("id").and_then(|id| id.get_ref().as_str()) {
+                Some(id) => format!(" in mode `{id}`"),
+                None => " in a mode".to_owned(),
+            };
+            report(table, mode, top, &place);
+        }
     }
 }
 
-fn validated(raw: RawConfig<'_>, source: &Source<'_>) -> (Option<ModeGraph>, Vec<ConfigError>) {
+/// The type errors of each `[[modes]]` table read on its own (and of the keys above them), so a
+/// wrong value in one mode does not hide one in the next.
+fn mode_type_errors(root: &DeTable<'_>, source: &Source<'_>) -> Vec<ConfigError> {
     let mut errors = Vec::new();
-    let graph = validate(raw, source, &mut errors);
-    errors.sort_by_key(|e| e.location);
-    (graph, errors)
+    if let Some(DeValue::Array(modes)) = root.get("modes").map(Spanned::get_ref) {
+        for mode in modes.iter() {
+            let mode = toml::de::ValueDeserializer::from(mode.clone());
+            if let Err(e) = RawMode::deserialize(mode) {
+                errors.push(syntax_error(source, &e));
+            }
+        }
+    }
+    let mut top = root.clone();
+    top.remove("modes");
+    let span = 0..source.text.len();
+    if let Err(e) = RawConfig::deserialize(toml::de::Deserializer::from(Spanned::new(span, top))) {
+        errors.push(syntax_error(source, &e));
+    }
+    errors
+}
+
+/// The keys a derived `Deserialize` struct reads, as it names them to its deserializer (so the
+/// list cannot drift from the struct).
+fn fields_of<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
+    use std::cell::Cell;
+
+    #[derive(Debug)]
+    struct Stop;
+    impl fmt::Display for Stop {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("fields read")
+        }
+    }
+    impl std::error::Error for Stop {}
+    impl serde::de::Error for Stop {
+        fn custom<M: fmt::Display>(_: M) -> Self {
+            Stop
+        }
+    }
+    struct Fields<'c>(&'c Cell<&'static [&'static str]>);
+    impl<'de> serde::Deserializer<'de> for Fields<'_> {
+        type Error = Stop;
+        fn deserialize_any<V: serde::de::Visitor<'de>>(self, _: V) -> Result<V::Value, Stop> {
+            Err(Stop)
+        }
+        fn deserialize_struct<V: serde::de::Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Stop> {
+            self.0.set(fields);
+            Err(Stop)
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+            option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+            ignored_any
+        }
+    }
+    let fields = Cell::new(&[][..]);
+    let _ = T::deserialize(Fields(&fields));
+    fields.get()
+}
+
+/// Every name of `names` as `` `a`, `b` ``.
+fn listed_all(names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|name| format!("`{name}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn syntax_error(source: &Source<'_>, err: &toml::de::Error) -> ConfigError {
@@ -885,9 +1028,9 @@ fn validate(
                 ConfigErrorKind::UnknownDefaultModeId,
                 default_id.span(),
                 format!(
-                    "defaultModeId `{}` names no mode (known: {})",
+                    "defaultModeId `{}` names no mode{}",
                     default_id.get_ref(),
-                    index_ids(&index)
+                    id_hint(default_id.get_ref(), &index, &ids)
                 ),
             )),
             Some(id) => {
@@ -953,8 +1096,16 @@ fn validate(
                         ConfigErrorKind::UnknownTarget,
                         span,
                         format!(
-                            "mode `{id}` has transitionsTo `{target}`, which names no mode (ids are case-sensitive; known: {})",
-                            known_ids.get_or_init(|| index_ids(&index))
+                            "mode `{id}` has transitionsTo `{target}`, which names no mode{}",
+                            if hinted < MAX_HINTED {
+                                hinted += 1;
+                                id_hint(target, &index, &ids)
+                            } else {
+                                format!(
+                                    " (ids are case-sensitive; known: {})",
+                                    known_ids.get_or_init(|| index_ids(&index))
+                                )
+                            }
                         ),
                     )),
                 }
@@ -1190,7 +1341,7 @@ fn approval_policy(
                         "mode `{id}` lists `{name}` in requireApproval, but does not offer it (its availableTools: {}): {}",
                         if offered.is_empty() { "none".to_owned() } else { listed(offered.iter().map(|t| &**t)) },
                         match hint {
-                            Some(near) => format!("did you mean `{near}`?"),
+                            Some(near) => tool_hint(name, near)[2..].to_owned(),
                             None => format!("add `{name}` to availableTools or leave it out of requireApproval"),
                         }
                     ),
@@ -1247,6 +1398,34 @@ fn plans_dir_problem(dir: &str) -> Option<&'static str> {
         Some(
             "names no folder: plansDir must be a non-empty relative path inside the workspace (for example `.agent/plans`)",
         )
+    }
+}
+
+/// `: did you mean `near`?` for an unknown tool `name`, saying so when the two differ only in case.
+fn tool_hint(name: &str, near: &str) -> String {
+    if near.to_lowercase() == name.to_lowercase() {
+        format!(": did you mean `{near}`? (tool names are case-sensitive)")
+    } else {
+        format!(": did you mean `{near}`?")
+    }
+}
+
+/// What follows "names no mode" for an unknown mode id `name`: the mode it differs from only in
+/// case, or a near one ("did you mean"), or else the known ids.
+fn id_hint(name: &str, index: &HashMap<Arc<str>, ModeId>, ids: &[Arc<str>]) -> String {
+    let candidates = (ids.len() <= MAX_HINT_CANDIDATES).then(|| {
+        ids.iter()
+            .filter(|id| index.contains_key(&***id))
+            .map(|id| &**id)
+    });
+    match candidates.and_then(|c| did_you_mean(name, c)) {
+        Some(near)
+            if near.eq_ignore_ascii_case(name) || near.to_lowercase() == name.to_lowercase() =>
+        {
+            format!("; the mode is `{near}` (ids are case-sensitive)")
+        }
+        Some(near) => format!(": did you mean `{near}`?"),
+        None => format!(" (ids are case-sensitive; known: {})", index_ids(index)),
     }
 }
 
@@ -1385,7 +1564,7 @@ impl ModeGraph {
                                     .chain((!r.in_approval).then_some(SUBMIT_PLAN))
                             ))
                             .flatten()
-                            .map(|near| format!(": did you mean `{near}`?"))
+                            .map(|near| tool_hint(&r.name, near))
                             .unwrap_or_default()
                     ),
                 ))
@@ -1491,6 +1670,62 @@ impl ModeGraph {
                 })
             })
             .collect()
+    }
+
+    /// One error for every name [`ModeGraph::unknown_tools_among`] finds unknown among `known`
+    /// (what [`crate::AgentControllerBuilder::build`] returns), `None` when there is none: the
+    /// first one's error, its message naming the others with their line and column, and saying
+    /// which are built-in tools, which [`ToolRegistry::with_workspace_tools`] registers.
+    pub(crate) fn unknown_tools_error(&self, known: &[&str]) -> Option<ConfigError> {
+        let mut first = self.unknown_tools_among(known).into_iter().next()?;
+        let refs: Vec<&ToolRef> = self
+            .tool_refs()
+            .iter()
+            .filter(|r| &*r.name != SUBMIT_PLAN && !known.contains(&&*r.name))
+            .collect();
+        let others: Vec<String> = refs
+            .iter()
+            .skip(1)
+            .map(|r| {
+                let place = if self.has_positions() {
+                    format!("{}:{}, ", r.line, r.column)
+                } else {
+                    String::new()
+                };
+                format!("`{}` ({place}mode `{}`)", r.name, self.mode(r.mode).id())
+            })
+            .collect();
+        if !others.is_empty() {
+            first.message = format!(
+                "{}, and {} more: {}",
+                first.message,
+                others.len(),
+                others.join(", ")
+            );
+        }
+        let built_in = ToolRegistry::with_workspace_tools();
+        let mut built: Vec<String> = Vec::new();
+        for r in &refs {
+            let name = format!("`{}`", r.name);
+            if built_in.knows(&r.name) && !built.contains(&name) {
+                built.push(name);
+            }
+        }
+        let built = match built.as_slice() {
+            [] => None,
+            [one] => Some(format!("{one} is a built-in tool: register it")),
+            [init @ .., last] => Some(format!(
+                "{} and {last} are built-in tools: register them",
+                init.join(", ")
+            )),
+        };
+        if let Some(built) = built {
+            first.message = format!(
+                "{}. {built} with `ToolRegistry::with_workspace_tools()`",
+                first.message
+            );
+        }
+        Some(first)
     }
 
     /// Like [`ModeGraph::unknown_tools`] but stops at the first unknown name.

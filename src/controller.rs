@@ -197,11 +197,13 @@ impl AgentControllerBuilder {
     /// prompts and tool specs are built here, once per mode.
     ///
     /// # Errors
-    /// [`crate::config::ConfigErrorKind::UnknownTool`] for the first `availableTools` name that
-    /// is neither registered nor `submit_plan`, at its line and column.
+    /// [`crate::config::ConfigErrorKind::UnknownTool`] when an `availableTools` (or
+    /// `requireApproval`) name is neither registered nor `submit_plan`: at the first one's line
+    /// and column, its message naming every unknown tool with theirs, and saying which are
+    /// built-in tools that [`ToolRegistry::with_workspace_tools`] registers.
     pub fn build(mut self) -> Result<AgentController, ConfigError> {
         let names: Vec<&str> = self.tools.names().collect();
-        if let Some(unknown) = self.graph.unknown_tools_among(&names).into_iter().next() {
+        if let Some(unknown) = self.graph.unknown_tools_error(&names) {
             return Err(unknown);
         }
         if let Some(layer) = &self.tool_layer {

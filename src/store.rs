@@ -731,8 +731,8 @@ impl<S: SessionStore + ?Sized> SessionStore for Arc<S> {
 /// sessions opens nothing.
 ///
 /// # Errors
-/// [`StoreError::InvalidSpec`] for a spec [`check_spec`] refuses; [`StoreError::Backend`] when
-/// the store cannot be opened, or for `sqlite:` or `postgres://` without their feature.
+/// [`StoreError::InvalidSpec`] for a spec [`check_spec`] refuses (`sqlite:` or `postgres://`
+/// without their feature among them); [`StoreError::Backend`] when the store cannot be opened.
 pub fn open_store(spec: &str) -> Result<Arc<dyn SessionStore>, StoreError> {
     check_spec(spec)?;
     if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
@@ -785,6 +785,122 @@ fn open_postgres(_: &str) -> Result<Arc<dyn SessionStore>, StoreError> {
     ))
 }
 
+/// Fewest characters of an id or hash that [`resolve_prefix`] and [`resolve_session_id`] take as
+/// a prefix of it (`pending` shows 12 of a sha256).
+pub const MIN_PREFIX_CHARS: usize = 8;
+
+/// Why a prefix names no single id or hash ([`resolve_prefix`], [`resolve_session_id`]).
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum IdPrefixError {
+    /// Fewer than [`MIN_PREFIX_CHARS`] characters, and not a whole id.
+    #[error(
+        "`{prefix}` is too short for a {what} prefix: give at least {MIN_PREFIX_CHARS} characters, or the whole {}",
+        if *what == "sha256" { "hash" } else { "id" }
+    )]
+    TooShort {
+        /// What the prefix is of (`session id`, `sha256`).
+        what: &'static str,
+        /// The prefix given.
+        prefix: String,
+    },
+    /// More than one candidate starts with the prefix.
+    #[error("`{prefix}` is the start of more than one {what}: {}; give more of it", candidates.join(", "))]
+    Ambiguous {
+        /// What the prefix is of (`session id`, `sha256`).
+        what: &'static str,
+        /// The prefix given.
+        prefix: String,
+        /// Every candidate that starts with it, sorted.
+        candidates: Vec<String>,
+    },
+    /// The store could not list its sessions.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The one of `candidates` that `prefix` names: the candidate equal to it, else the only one that
+/// starts with it (`None` when none does). A sha256 is compared without regard to case.
+///
+/// # Errors
+/// [`IdPrefixError::Ambiguous`] when several candidates start with it (naming them);
+/// [`IdPrefixError::TooShort`] when it is shorter than [`MIN_PREFIX_CHARS`] and some candidate
+/// starts with it.
+///
+/// # Examples
+/// ```
+/// use agent_controller::store::resolve_prefix;
+/// let hashes = ["3f2a9c01d4e5aa", "3f2a9c01ffff00"];
+/// assert_eq!(resolve_prefix("sha256", "3f2a9c01d4", hashes), Ok(Some("3f2a9c01d4e5aa")));
+/// assert!(resolve_prefix("sha256", "3f2a9c01", hashes).is_err()); // both
+/// assert!(resolve_prefix("sha256", "3f2a", hashes).is_err()); // too short
+/// assert_eq!(resolve_prefix("sha256", "00000000", hashes), Ok(None));
+/// ```
+pub fn resolve_prefix<'a>(
+    what: &'static str,
+    prefix: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Result<Option<&'a str>, IdPrefixError> {
+    let fold = what == "sha256";
+    let starts = |candidate: &str| {
+        candidate
+            .get(..prefix.len())
+            .is_some_and(|head| head == prefix || (fold && head.eq_ignore_ascii_case(prefix)))
+    };
+    let mut matches: Vec<&'a str> = Vec::new();
+    for candidate in candidates {
+        if candidate == prefix || (fold && candidate.eq_ignore_ascii_case(prefix)) {
+            return Ok(Some(candidate));
+        }
+        if starts(candidate) && !matches.contains(&candidate) {
+            matches.push(candidate);
+        }
+    }
+    match matches.as_slice() {
+        [] => Ok(None),
+        _ if prefix.chars().count() < MIN_PREFIX_CHARS => Err(IdPrefixError::TooShort {
+            what,
+            prefix: prefix.to_owned(),
+        }),
+        [one] => Ok(Some(one)),
+        _ => {
+            matches.sort_unstable();
+            Err(IdPrefixError::Ambiguous {
+                what,
+                prefix: prefix.to_owned(),
+                candidates: matches.iter().map(|c| (*c).to_owned()).collect(),
+            })
+        }
+    }
+}
+
+/// The session id `prefix` names in `store`: itself when the store has a session of that id,
+/// else the one session with something to decide or carry on ([`SessionStore::list_pending`]:
+/// a pending plan or tool call, an interrupted run) whose id starts with it, as
+/// [`resolve_prefix`] finds it; `prefix` itself when none does (restoring it then reports an
+/// unknown session).
+///
+/// # Errors
+/// [`IdPrefixError::Ambiguous`], [`IdPrefixError::TooShort`] as [`resolve_prefix`];
+/// [`IdPrefixError::Store`] when the store cannot be read.
+pub async fn resolve_session_id(
+    store: &dyn SessionStore,
+    prefix: &str,
+) -> Result<String, IdPrefixError> {
+    if check_session_id(prefix).is_ok() && store.load(prefix).await?.is_some() {
+        return Ok(prefix.to_owned());
+    }
+    let listing = store.list_pending().await?;
+    let ids = listing
+        .pending
+        .iter()
+        .map(|p| p.session_id.as_str())
+        .chain(listing.interrupted.iter().map(|r| r.session_id.as_str()));
+    Ok(resolve_prefix("session id", prefix, ids)?
+        .unwrap_or(prefix)
+        .to_owned())
+}
+
 /// Checks a store spec as [`open_store`] takes it, without opening anything: a spec must name a
 /// place where sessions outlive the process (issue 10: `sqlite:` and `sqlite::memory:` printed
 /// "decide later with ..." for a session that went into a throw-away database).
@@ -793,6 +909,8 @@ fn open_postgres(_: &str) -> Result<Arc<dyn SessionStore>, StoreError> {
 /// deleted on close); `sqlite::memory:`; any SQLite URI filename (`sqlite:file:...`, which can
 /// name in-memory or temporary databases: `file::memory:`, `?mode=memory`, `vfs=memdb`); a SQLite
 /// path with `?` (URI parameters a plain path does not take). Give a plain file path instead.
+/// Refused too: `sqlite:` and `postgres://` specs in a build without the `sqlite` or `postgres`
+/// feature, which cannot open them (a usage error, not a store failure).
 /// A library host that wants an in-memory SQLite store says so explicitly with
 /// `SqliteStore::in_memory` (or uses [`MemoryStore`]).
 ///
@@ -803,8 +921,8 @@ fn open_postgres(_: &str) -> Result<Arc<dyn SessionStore>, StoreError> {
 /// ```
 /// use agent_controller::store::{StoreError, check_spec};
 ///
-/// assert!(check_spec("sqlite:sessions.db").is_ok());
 /// assert!(check_spec(".agent/sessions").is_ok());
+/// assert_eq!(check_spec("sqlite:sessions.db").is_ok(), cfg!(feature = "sqlite"));
 /// for lost in ["", "sqlite:", "sqlite::memory:", "sqlite:file::memory:", "sqlite:file:s.db?mode=memory"] {
 ///     assert!(matches!(check_spec(lost), Err(StoreError::InvalidSpec { .. })), "{lost}");
 /// }
@@ -819,9 +937,17 @@ pub fn check_spec(spec: &str) -> Result<(), StoreError> {
     if spec.trim().is_empty() {
         return refuse("the spec is empty: give a directory, `sqlite:FILE` or a postgres:// URL");
     }
+    if !cfg!(feature = "postgres")
+        && (spec.starts_with("postgres://") || spec.starts_with("postgresql://"))
+    {
+        return refuse("this build has no PostgreSQL support: rebuild with `--features postgres`");
+    }
     let Some(path) = spec.strip_prefix("sqlite:") else {
         return Ok(());
     };
+    if !cfg!(feature = "sqlite") {
+        return refuse("this build has no SQLite support: rebuild with `--features sqlite`");
+    }
     if path.trim().is_empty() {
         refuse(
             "`sqlite:` needs a file path; an empty path is a temporary database, deleted when the process ends",
@@ -995,5 +1121,38 @@ pub(crate) fn check_next_version(
             "record version {} does not follow expected version {expected:?}",
             record.version
         )))
+    }
+}
+
+#[cfg(test)]
+mod spec_tests {
+    use super::{StoreError, check_spec, open_store};
+
+    /// Issue 21: a spec for a store this build lacks is an invalid spec (the CLI's usage error,
+    /// exit 2), not a store failure (exit 1).
+    #[test]
+    fn a_spec_for_a_store_the_build_lacks_is_invalid() {
+        for (spec, built) in [
+            (
+                "postgres://root@127.0.0.1:5432/test",
+                cfg!(feature = "postgres"),
+            ),
+            (
+                "postgresql://root@127.0.0.1/test",
+                cfg!(feature = "postgres"),
+            ),
+            ("sqlite:sessions.db", cfg!(feature = "sqlite")),
+        ] {
+            let refused = matches!(check_spec(spec), Err(StoreError::InvalidSpec { .. }));
+            assert_eq!(refused, !built, "{spec}");
+            if !built {
+                let err = open_store(spec).err().expect("refused");
+                assert!(matches!(err, StoreError::InvalidSpec { .. }), "{err}");
+                assert!(
+                    err.to_string().contains("rebuild with `--features"),
+                    "{err}"
+                );
+            }
+        }
     }
 }

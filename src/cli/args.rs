@@ -208,6 +208,12 @@ pub(crate) struct DecideArgs {
     /// pending is refused (exit 5) and nothing changes.
     #[arg(long, value_name = "ID")]
     pub(crate) decision: Option<String>,
+    /// With --approve of a tool call that waits for approval: also allow its tool until the
+    /// mode changes (a manual switch or an approved plan): the other calls of the tool waiting in
+    /// the reply are approved with it, and later calls run without waiting. A plan cannot be
+    /// always allowed: `--always` on a plan is refused (exit 2) and nothing changes.
+    #[arg(long, requires = "approve", conflicts_with = "reject")]
+    pub(crate) always: bool,
     #[command(flatten)]
     pub(crate) common: SessionArgs,
 }
@@ -275,8 +281,8 @@ pub(crate) struct DecisionArgs {
     #[arg(long, value_name = "TEXT", requires = "verdict")]
     pub(crate) feedback: Option<String>,
     /// Decide only the plan with this SHA-256, or the tool call with this argsSha256 (64 hex
-    /// digits, as `pending` and the `tool_suspended` event show it); any other is refused (exit
-    /// 5) and nothing changes.
+    /// digits, as the `tool_suspended` event shows it; for `decide`, also a unique prefix of at
+    /// least 8, as `pending` shows it); any other is refused (exit 5) and nothing changes.
     #[arg(long, value_name = "HASH", value_parser = parse_sha256)]
     pub(crate) sha256: Option<String>,
     /// Who decides, recorded as `decidedBy` in the session record and the events (default: the
@@ -292,11 +298,8 @@ pub(crate) struct DecisionArgs {
     /// UTF-8, not blank): the next mode receives its text; --sha256 still names the plan shown.
     #[arg(long, value_name = "FILE", requires = "approve")]
     pub(crate) plan_file: Option<PathBuf>,
-    /// With `decide --approve` of a tool call that waits for approval: also allow its tool until the
-    /// mode changes (a manual switch or an approved plan): the other calls of the tool waiting in
-    /// the reply are approved with it, and later calls run without waiting. A plan cannot be
-    /// always allowed: `decide --always` on a plan is refused (exit 2) and nothing changes.
-    #[arg(long, requires = "approve", conflicts_with = "reject")]
+    /// `decide --always` (a flag of `decide` alone, copied here: [`DecideArgs::always`]).
+    #[arg(skip)]
     pub(crate) always: bool,
     /// The text of --plan-file, read and checked once before anything is decided.
     #[arg(skip)]
@@ -315,10 +318,14 @@ pub(crate) fn parse_store(text: &str) -> Result<String, String> {
 
 pub(crate) fn parse_sha256(text: &str) -> Result<String, String> {
     let hash = text.trim().to_ascii_lowercase();
-    if hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+    let digits = agent_controller::store::MIN_PREFIX_CHARS..=64;
+    if digits.contains(&hash.len()) && hash.bytes().all(|b| b.is_ascii_hexdigit()) {
         Ok(hash)
     } else {
-        Err("a SHA-256 is 64 hex digits".to_owned())
+        Err(format!(
+            "a SHA-256 is 64 hex digits, or a prefix of at least {} of them (as `pending` shows)",
+            agent_controller::store::MIN_PREFIX_CHARS
+        ))
     }
 }
 

@@ -15,11 +15,10 @@ use crate::cli::setup::{runtime, stored_session};
 /// submits are decided as `run` decides them (the flags, else the prompt; with neither they stay
 /// pending).
 pub(crate) fn continue_run(mut args: ContinueArgs) -> Outcome {
-    args.common.decision.check_plans_only("continue")?;
-    let (controller, graph) = stored_session(&mut args.common, &args.store, &args.session)?;
+    let (controller, graph) = stored_session(&mut args.common, &args.store, &mut args.session)?;
     let json = args.common.json;
     runtime()?.block_on(async {
-        let options = SessionOptions::new().on_event(event_printer(json, graph.clone()));
+        let options = SessionOptions::new().on_event(event_printer(json, graph.clone(), true));
         let mut session = controller.restore_session(&args.session, options).await?;
         let outcome = tokio::select! {
             outcome = session.continue_run() => Some(outcome),

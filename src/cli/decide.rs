@@ -11,11 +11,12 @@ use crate::cli::prompt::Prompt;
 use crate::cli::setup::{runtime, stored_session};
 
 pub(crate) fn decide(mut args: DecideArgs) -> Outcome {
-    let (controller, graph) = stored_session(&mut args.common, &args.store, &args.session)?;
+    args.common.decision.always = args.always;
+    let (controller, graph) = stored_session(&mut args.common, &args.store, &mut args.session)?;
     let json = args.common.json;
     let flags = &args.common.decision;
     runtime()?.block_on(async {
-        let options = SessionOptions::new().on_event(event_printer(json, graph.clone()));
+        let options = SessionOptions::new().on_event(event_printer(json, graph.clone(), true));
         let mut session = controller.restore_session(&args.session, options).await?;
         let idle = DecisionArgs {
             approve: false,

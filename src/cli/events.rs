@@ -12,14 +12,21 @@ use crate::cli::text::{
     PENDING_ARGS_MAX_CHARS, deadline_note, deadline_note_of, short_sha256, targets_text,
 };
 
-/// The event subscriber of `run` and `decide`: JSON lines, or readable lines where modes show as
-/// their coloured labels on a terminal. Text from the model, tools and files is neutralised.
-pub(crate) fn event_printer(json: bool, graph: ModeGraph) -> impl FnMut(&Event) + Send + 'static {
+/// The event subscriber of `run`, `decide` and `continue`: JSON lines, or readable lines where
+/// modes show as their coloured labels on a terminal. Text from the model, tools and files is
+/// neutralised. With `resuming` (`decide`, `continue`), every run is one that carries on: each
+/// `agent_start` says "resumed".
+pub(crate) fn event_printer(
+    json: bool,
+    graph: ModeGraph,
+    resuming: bool,
+) -> impl FnMut(&Event) + Send + 'static {
     let style = Style::for_stdout();
     let mut started: Vec<Arc<str>> = Vec::new();
     move |event| {
         // A run resumed after a decision starts again with the same id: say "resumed".
         let resumed = match event {
+            Event::AgentStart { .. } if resuming => true,
             Event::AgentStart { run_id, .. } if started.contains(run_id) => true,
             Event::AgentStart { run_id, .. } => {
                 started.push(run_id.clone());

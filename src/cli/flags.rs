@@ -105,17 +105,6 @@ impl DecisionArgs {
         }))
     }
 
-    /// Refuses (exit 2) `--always` for `command` (`run`, `continue`), whose verdict flags decide
-    /// plans only: a tool call is always allowed with `decide --always` or `a` at the prompt.
-    pub(crate) fn check_plans_only(&self, command: &str) -> Result<(), Failure> {
-        if self.always {
-            return Err(Failure::invalid(format!(
-                "--always goes with `decide` of a tool call: the --approve and --reject of `{command}` decide plans only (a tool call is asked about at the prompt, where `a` always allows its tool)"
-            )));
-        }
-        Ok(())
-    }
-
     /// `decision` with who decided: `--by`, else the OS user, else `unknown`.
     pub(crate) fn signed(&self, decision: Decision) -> Decision {
         let by = self.by.clone().unwrap_or_else(|| {

@@ -29,7 +29,6 @@ pub(crate) fn run(mut args: RunArgs) -> Outcome {
         .clone()
         .unwrap_or_else(|| PathBuf::from("."));
     check_workspace(&workspace)?;
-    args.common.decision.check_plans_only("run")?;
     args.common.decision.read_plan_file()?;
     let config = config_path(&args.common, &workspace);
     let (graph, tools) = load(&config)?;
@@ -85,7 +84,7 @@ pub(crate) fn run(mut args: RunArgs) -> Outcome {
         store,
     )?;
     let mut options =
-        SessionOptions::new().on_event(event_printer(args.common.json, graph.clone()));
+        SessionOptions::new().on_event(event_printer(args.common.json, graph.clone(), false));
     if let Some(mode) = &args.mode {
         options = options.mode(mode.clone());
     }

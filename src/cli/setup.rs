@@ -9,7 +9,10 @@ use agent_controller::display::neutralize_line;
 use agent_controller::jail::Jail;
 use agent_controller::model::ModelSpec;
 use agent_controller::model::scripted::ScriptedModel;
-use agent_controller::store::{SessionStore, StoreError, open_existing_store};
+use agent_controller::store::{
+    IdPrefixError, SessionStore, StoreError, open_existing_store, resolve_prefix,
+    resolve_session_id,
+};
 use agent_controller::terminal::SpinnerModel;
 use agent_controller::{
     AgentController, LanguageModel, ModeGraph, SessionError, ToolRegistry, config,
@@ -109,17 +112,21 @@ pub(crate) fn controller(
 /// `--workspace` they may name must exist (exit 2) and `--plan-file` is read and checked before
 /// anything else; the store must exist (exit 2, none is created); the workspace is the one the
 /// session recorded ([`recorded_workspace`]), the config is read from there (unless `--config`
-/// names one), and the controller is built over it. Returns the controller and its mode graph.
+/// names one), and the controller is built over it. A prefix of the session id and of
+/// `--sha256` is resolved to the whole id and hash ([`resolve_ids`]). Returns the controller and
+/// its mode graph.
 pub(crate) fn stored_session(
     common: &mut SessionArgs,
     store: &str,
-    session: &str,
+    session: &mut String,
 ) -> Result<(AgentController, ModeGraph), Failure> {
     if let Some(named) = &common.workspace {
         check_workspace(named)?;
     }
     common.decision.read_plan_file()?;
     let store = open_existing(store)?;
+    resolve_ids(&*store, session, &mut common.decision.sha256)?;
+    let session = session.as_str();
     let workspace = recorded_workspace(&*store, session, common.workspace.as_deref())?;
     let config = config_path(common, &workspace);
     let (graph, tools) = load(&config)?;
@@ -133,6 +140,41 @@ pub(crate) fn stored_session(
         Some(store),
     )?;
     Ok((controller, graph))
+}
+
+/// What `pending` shows, `decide` and `continue` take: a session id prefix becomes the session's
+/// id, a `--sha256` prefix the whole hash of the plan (or the tool call's `argsSha256`) pending
+/// in it ([`resolve_session_id`], [`resolve_prefix`]); an ambiguous or too short prefix is a
+/// usage error (exit 2) naming the candidates. A prefix no hash has is left as given, and
+/// refused when the decision is pinned.
+fn resolve_ids(
+    store: &dyn SessionStore,
+    session: &mut String,
+    sha256: &mut Option<String>,
+) -> Result<(), Failure> {
+    let invalid = |e: IdPrefixError| match e {
+        IdPrefixError::Store(e) => Failure::runtime(e),
+        other => Failure::invalid(neutralize_line(&other.to_string())),
+    };
+    let rt = runtime()?;
+    *session = rt
+        .block_on(resolve_session_id(store, session))
+        .map_err(invalid)?;
+    let Some(pinned) = sha256.as_mut().filter(|p| p.len() < 64) else {
+        return Ok(());
+    };
+    let listing = rt
+        .block_on(store.list_pending())
+        .map_err(Failure::runtime)?;
+    let hashes = listing
+        .pending
+        .iter()
+        .filter(|p| p.session_id == *session)
+        .map(|p| p.args_sha256.as_deref().unwrap_or(&p.sha256));
+    if let Some(full) = resolve_prefix("sha256", pinned, hashes).map_err(invalid)? {
+        *pinned = full.to_owned();
+    }
+    Ok(())
 }
 
 /// The workspace `decide` and `continue` act in: the one session `id` recorded when it started

@@ -1893,3 +1893,66 @@ fn decide_whose_stdout_fails_after_the_save_still_finishes_the_run_and_reports_t
         assert!(record.get("pending").is_none_or(Value::is_null), "{record}");
     }
 }
+
+/// Issue 21: what `pending` shows, `decide` takes: 12 hex digits of the sha256 and a prefix of
+/// the session id; a prefix shorter than 8 is a usage error (exit 2), and nothing changes.
+#[test]
+fn decide_takes_the_sha256_and_session_id_prefixes_pending_shows() {
+    let ws = Workspace::new();
+    let (spec, session) = detached(&ws);
+    let listed = pending_json(&spec);
+    let sha256 = listed[0]["sha256"].as_str().expect("sha256");
+    let short_session = &session[..8];
+    let out = decide(&ws, &spec, &session[..6], &["--approve", "--json"], None);
+    assert_eq!(out.status.code(), Some(INVALID), "{}", stderr(&out));
+    assert!(stderr(&out).contains("too short"), "{}", stderr(&out));
+    let out = decide(
+        &ws,
+        &spec,
+        short_session,
+        &["--approve", "--sha256", &sha256[..7], "--json"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(INVALID), "{}", stderr(&out));
+    assert_eq!(pending_json(&spec), listed, "still pending, unchanged");
+    let out = decide(
+        &ws,
+        &spec,
+        short_session,
+        &["--approve", "--sha256", &sha256[..12], "--json"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    assert_eq!(mode_changes(&events(&out)), [("plan", "build")]);
+}
+
+/// Issue 21: the run `decide --approve` carries on is "resumed", as the prompt says, not
+/// "started".
+#[test]
+fn decide_says_the_run_resumed() {
+    let ws = Workspace::new();
+    let (spec, session) = detached(&ws);
+    let out = decide(&ws, &spec, &session, &["--approve"], None);
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let runs: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("] started in mode") || l.contains("] resumed in mode"))
+        .collect();
+    assert!(!runs.is_empty(), "{text}");
+    assert!(
+        runs.iter().all(|l| l.contains("] resumed in mode")),
+        "{text}"
+    );
+}
+
+/// Issue 21: a command's `--help` lists only the flags it takes: `--always` is `decide`'s.
+#[test]
+fn only_decide_lists_always() {
+    for (command, listed) in [("run", false), ("continue", false), ("decide", true)] {
+        let out = bin().args([command, "--help"]).output().expect("help");
+        let help = String::from_utf8_lossy(&out.stdout);
+        let option = help.lines().any(|l| l.trim_start().starts_with("--always"));
+        assert_eq!(option, listed, "{command}: {help}");
+    }
+}

@@ -878,7 +878,7 @@ fn run_verdict_flags_decide_plans_only_and_tool_calls_are_asked() {
     let out = world.cli("run", false, &["--approve", "--always", "Write"], None);
     assert_eq!(out.status.code(), Some(INVALID), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("--always goes with `decide`"),
+        stderr(&out).contains("unexpected argument '--always'"),
         "{}",
         stderr(&out)
     );

@@ -337,14 +337,15 @@ fn loading_a_missing_file_is_an_io_error() {
 
 #[test]
 fn the_known_ids_in_a_message_are_listed_once() {
-    let text = "defaultModeId = \"bild\"\n[[modes]]\nid = \"plan\"\n[[modes]]\nid = \"plan\"\n[[modes]]\nid = \"build\"\n";
+    // (An id near a known one gets "did you mean" instead of the list.)
+    let text = "defaultModeId = \"code\"\n[[modes]]\nid = \"plan\"\n[[modes]]\nid = \"plan\"\n[[modes]]\nid = \"build\"\n";
     let errors = config::check(text, "t.toml");
     let unknown = errors
         .iter()
         .find(|e| e.kind() == ConfigErrorKind::UnknownDefaultModeId)
         .expect("unknown default");
     assert!(
-        unknown.message().ends_with("(known: plan, build)"),
+        unknown.message().ends_with("known: plan, build)"),
         "{}",
         unknown.message()
     );
@@ -792,7 +793,7 @@ fn unknown_tools_among_suggests_only_a_near_unambiguous_name() {
     assert_eq!(
         messages,
         [
-            "mode `build` lists unknown tool `Write_File` in requireApproval: did you mean `write_file`?",
+            "mode `build` lists unknown tool `Write_File` in requireApproval: did you mean `write_file`? (tool names are case-sensitive)",
             "mode `build` lists unknown tool `grep` in requireApproval",
             // `submit_plan` is never listed in requireApproval, so it is no guess there.
             "mode `build` lists unknown tool `subit_plan` in requireApproval",
@@ -948,4 +949,114 @@ fn a_config_with_a_30000_entry_tool_list_on_one_line_loads_and_checks() {
             "the snippet shows the name: {shown}"
         );
     }
+}
+
+/// Issue 21: `check` goes on after an unknown field and reports every error of the file, each
+/// at its line and column, with "did you mean" for near-miss keys, mode ids and tools, and a
+/// case hint for an id that differs only in case.
+#[test]
+fn check_reports_every_error_after_an_unknown_field_with_hints() {
+    let text = "\
+defaultModeId = \"Plan\"
+plansDri = \"plans\"
+
+[[modes]]
+id = \"plan\"
+transitionTo = \"build\"
+availableTools = [\"read_file\", \"submit_plan\"]
+instructons = \"Plan first.\"
+
+[[modes]]
+id = \"build\"
+transitionsTo = \"pln\"
+availableTools = [\"submit_plan\", \"reed_file\"]
+";
+    let errors = config::check_with_tool_names(text, "m.toml", &["read_file", "write_file"]);
+    let shown: Vec<String> = errors
+        .iter()
+        .map(|e| e.to_string().lines().next().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            "m.toml:1:17: defaultModeId `Plan` names no mode; the mode is `plan` (ids are case-sensitive)",
+            "m.toml:2:1: unknown field `plansDri`: did you mean `plansDir`?",
+            "m.toml:6:1: unknown field `transitionTo` in mode `plan`: did you mean `transitionsTo`?",
+            "m.toml:8:1: unknown field `instructons` in mode `plan`: did you mean `instructions`?",
+            "m.toml:12:17: mode `build` has transitionsTo `pln`, which names no mode: did you mean `plan`?",
+            "m.toml:13:34: mode `build` lists unknown tool `reed_file` in availableTools: did you mean `read_file`?",
+        ],
+        "{errors:#?}"
+    );
+    assert_eq!(errors[1].kind(), ConfigErrorKind::UnknownField);
+    // `parse` reports the first of them.
+    let first = config::parse(text, "m.toml").expect_err("invalid");
+    assert_eq!(first.location().map(|l| (l.line, l.column)), Some((1, 17)));
+    // Type errors in several modes are all reported too.
+    let text =
+        "[[modes]]\nid = \"a\"\ndefault = \"yes\"\n\n[[modes]]\nid = \"b\"\nname = 3\nbogus = 1\n";
+    let lines: Vec<(usize, ConfigErrorKind)> = config::check(text, "t.toml")
+        .iter()
+        .map(|e| (e.location().map_or(0, |l| l.line), e.kind()))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            (3, ConfigErrorKind::InvalidType),
+            (7, ConfigErrorKind::InvalidType),
+            (8, ConfigErrorKind::UnknownField),
+        ]
+    );
+}
+
+/// Issue 21: a key with no near known key lists the keys, and a key in the wrong table says
+/// where it belongs.
+#[test]
+fn an_unknown_field_far_from_every_key_lists_them_or_says_where_it_belongs() {
+    let text =
+        "id = \"plan\"\n[[modes]]\nid = \"plan\"\ncolour = \"red\"\ndefaultModeId = \"plan\"\n";
+    let messages: Vec<String> = config::check(text, "t.toml")
+        .iter()
+        .map(|e| e.message().to_owned())
+        .collect();
+    assert_eq!(messages.len(), 3, "{messages:#?}");
+    assert!(
+        messages[0].contains("`id` belongs in a [[modes]] table"),
+        "{}",
+        messages[0]
+    );
+    assert!(
+        messages[1]
+            .starts_with("unknown field `colour` in mode `plan`, expected one of `id`, `name`"),
+        "{}",
+        messages[1]
+    );
+    assert!(
+        messages[2].contains("`defaultModeId` belongs at the top of the file"),
+        "{}",
+        messages[2]
+    );
+}
+
+/// Issue 21: `build()` names every unknown tool, not only the first, and points at
+/// `ToolRegistry::with_workspace_tools()` when a name is one of the built-in tools.
+#[test]
+fn build_lists_every_unknown_tool_and_hints_at_the_built_in_tools() {
+    use agent_controller::AgentController;
+    use agent_controller::model::scripted::ScriptedModel;
+    use std::sync::Arc;
+    let graph = config::parse(
+        "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"grep\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\navailableTools = [\"write_file\", \"list_files\"]\n",
+        "modes.toml",
+    )
+    .expect("parses");
+    let err = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+        .build()
+        .expect_err("no tools registered");
+    assert_eq!(err.kind(), ConfigErrorKind::UnknownTool);
+    assert_eq!(err.location().map(|l| (l.line, l.column)), Some((4, 19)));
+    assert_eq!(
+        err.message(),
+        "mode `plan` lists unknown tool `read_file` in availableTools, and 3 more: `grep` (4:32, mode `plan`), `write_file` (8:19, mode `build`), `list_files` (8:33, mode `build`). `read_file`, `write_file` and `list_files` are built-in tools: register them with `ToolRegistry::with_workspace_tools()`"
+    );
 }

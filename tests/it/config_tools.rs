@@ -404,7 +404,7 @@ requireApproval = ["WRITE_FILE"]
     assert_eq!(
         headers[0],
         format!(
-            "error: {origin}:3:20: mode `build` lists unknown tool `Write_File` in requireApproval: did you mean `write_file`?"
+            "error: {origin}:3:20: mode `build` lists unknown tool `Write_File` in requireApproval: did you mean `write_file`? (tool names are case-sensitive)"
         )
     );
     // Nothing near `rm_rf`: no guess.
@@ -425,7 +425,7 @@ requireApproval = ["WRITE_FILE"]
         headers[3]
     );
     assert!(
-        headers[3].ends_with(": did you mean `write_file`?"),
+        headers[3].ends_with(": did you mean `write_file`? (tool names are case-sensitive)"),
         "{}",
         headers[3]
     );

@@ -2647,3 +2647,64 @@ fn a_schema_3_record_loads_with_nothing_waiting_for_approval() {
     assert!(loaded.pending_tool_calls.is_empty() && loaded.always_allowed.is_empty());
     assert!(loaded.pending.is_some());
 }
+
+/// Issue 21: what `pending` shows, `decide` accepts: a unique prefix (at least 8 characters) of
+/// a session id among the sessions a store lists; an ambiguous prefix is refused naming the
+/// candidates, a short one is refused, a whole id is taken as it is.
+#[tokio::test]
+async fn a_unique_session_id_prefix_names_its_session() {
+    use agent_controller::store::{IdPrefixError, resolve_prefix, resolve_session_id};
+    let ws = Workspace::new();
+    let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
+    for id in ["0123abcd-1111", "0123abcd-2222", "fedcba98-3333"] {
+        let path = ws.plan("p.md", "# Durable\n\n1. step\n");
+        let model = Arc::new(ReplayModel::new([ReplayModel::call(
+            "c1",
+            "submit_plan",
+            json!({ "path": path }),
+        )]));
+        let controller = controller_with(PLAN_BUILD, &ws, model, store.clone());
+        let mut session = controller
+            .start_session(SessionOptions::new().mode("plan").id(id))
+            .await
+            .expect("session");
+        session.send_message("plan it").await.expect("suspends");
+    }
+    let resolve = |p: &'static str| {
+        let store = store.clone();
+        async move { resolve_session_id(&*store, p).await }
+    };
+    assert_eq!(resolve("fedcba98").await.expect("unique"), "fedcba98-3333");
+    assert_eq!(
+        resolve("0123abcd-2").await.expect("unique"),
+        "0123abcd-2222"
+    );
+    assert_eq!(
+        resolve("0123abcd-1111").await.expect("whole"),
+        "0123abcd-1111"
+    );
+    // No session starts with it: taken as it is (restoring it says the session is unknown).
+    assert_eq!(resolve("99999999").await.expect("none"), "99999999");
+    let ambiguous = resolve("0123abcd").await.expect_err("two match");
+    assert_eq!(
+        ambiguous.to_string(),
+        "`0123abcd` is the start of more than one session id: 0123abcd-1111, 0123abcd-2222; give more of it"
+    );
+    let short = resolve("fedcba").await.expect_err("too short");
+    assert!(matches!(short, IdPrefixError::TooShort { .. }), "{short}");
+    assert_eq!(
+        short.to_string(),
+        "`fedcba` is too short for a session id prefix: give at least 8 characters, or the whole id"
+    );
+    // The same rule for a sha256 among the hashes of what is pending.
+    let full = "a".repeat(64);
+    assert_eq!(
+        resolve_prefix("sha256", "aaaaaaaa", [full.as_str()]),
+        Ok(Some(full.as_str()))
+    );
+    assert_eq!(
+        resolve_prefix("sha256", "aaaaaaab", [full.as_str()]),
+        Ok(None)
+    );
+    assert!(resolve_prefix("sha256", "aaaa", [full.as_str()]).is_err());
+}
