@@ -16,7 +16,7 @@ OpenAI-compatible endpoint (`OPENAI_API_KEY`, `OPENAI_BASE_URL`; a mode's `defau
 `openai` alone uses `OPENAI_MODEL`; needs the `openai` feature), or `anthropic/MODEL` for the \
 Anthropic API (`ANTHROPIC_API_KEY`; `anthropic` alone uses `ANTHROPIC_MODEL`).";
 
-/// The exit statuses, in `--help` (README "Exit status" says the same).
+/// The exit statuses, in `--help` (the guide, `guide::cli`, "Exit status", says the same).
 pub(crate) const EXIT_STATUS_HELP: &str = "\
 Exit status:
   0    done: the run completed (any plan in it approved), or the command succeeded

@@ -5,7 +5,7 @@ use std::fmt::Display;
 use agent_controller::SessionError;
 use agent_controller::store::StoreError;
 
-/// How a command ended; the process exit status (`--help`, README "Exit status").
+/// How a command ended; the process exit status (`--help`, the guide `guide::cli`, "Exit status").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Exit {
     /// The run completed (any plan in it approved), or the command succeeded.

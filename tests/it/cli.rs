@@ -13,7 +13,7 @@ use serde_json::Value;
 
 const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/modes.toml");
 
-// The exit statuses `--help` and the README document.
+// The exit statuses `--help` and the guide (`src/guide/cli.md`) document.
 const DONE: i32 = 0;
 const RUNTIME_ERROR: i32 = 1;
 const INVALID: i32 = 2;
