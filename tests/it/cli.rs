@@ -1133,6 +1133,140 @@ fn verify_refuses_an_invalid_config_with_exit_status_2() {
     assert!(stderr.contains("transitionsTo"), "{stderr}");
 }
 
+/// `verify CONFIG ARGS...` in a fresh directory (so no regression file is left behind), with
+/// the config written there from `toml`.
+fn verify(toml: &str, args: &[&str]) -> Output {
+    let dir = tempfile::tempdir().expect("a directory");
+    std::fs::write(dir.path().join("modes.toml"), toml).expect("write the config");
+    let mut cmd = bin();
+    cmd.current_dir(dir.path())
+        .args(["verify", "modes.toml", "--cases", "4", "--seed", "1"])
+        .args(args);
+    within_20s(cmd)
+}
+
+/// A config naming the host's own tool `run_tests`, which waits for approval in `build`.
+const CUSTOM_TOOL: &str = "[[modes]]\nid = \"plan\"\nname = \"Plan\"\ndefault = true\n\
+    transitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\nname = \"Build\"\n\
+    availableTools = [\"read_file\", \"write_file\", \"run_tests\"]\n\
+    requireApproval = [\"run_tests\"]\n";
+
+#[test]
+fn verify_reports_every_config_error_as_check_does() {
+    let toml = "[[modes]]\nid = \"plan\"\nname = \"Plan\"\ntransitionsTo = \"nowhere\"\n\n\
+        [[modes]]\nid = \"build\"\nname = \"Build\"\ndefault = true\n\
+        availableTools = [\"read_file\", \"write_flie\"]\n";
+    let out = verify(toml, &[]);
+    let stderr = stderr(&out);
+    assert_eq!(out.status.code(), Some(INVALID), "{stderr}");
+    assert!(
+        stderr.contains("modes.toml:4:17: mode `plan` has transitionsTo"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("modes.toml:10:32:"), "{stderr}");
+    assert!(stderr.contains("did you mean `write_file`?"), "{stderr}");
+    assert!(stderr.contains("modes.toml: 2 errors"), "{stderr}");
+    assert!(out.stdout.is_empty(), "nothing was checked");
+}
+
+#[test]
+fn verify_shows_checks_warnings_and_still_checks() {
+    let toml = "[[modes]]\nid = \"plan\"\nname = \"Plan\"\ndefault = true\n\
+        transitionsTo = \"build\"\n\
+        availableTools = [\"read_file\", \"write_file\", \"write_plan\", \"submit_plan\"]\n\n\
+        [[modes]]\nid = \"build\"\nname = \"Build\"\n";
+    let out = verify(toml, &[]);
+    let stderr = stderr(&out);
+    assert_eq!(out.status.code(), Some(DONE), "{stderr}");
+    assert!(
+        stderr.contains("warning: modes.toml:6:32: planning mode `plan` lists `write_file`"),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("4 random cases passed (seed 1)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("1 config warning"), "{stdout}");
+}
+
+#[test]
+fn verify_exits_1_for_an_unknown_custom_tool_and_says_to_stub_it() {
+    let out = verify(CUSTOM_TOOL, &[]);
+    let stderr = stderr(&out);
+    assert_eq!(out.status.code(), Some(RUNTIME_ERROR), "{stderr}");
+    assert!(
+        stderr.contains("modes.toml:10:46: mode `build` lists unknown tool `run_tests`"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--tool run_tests"), "{stderr}");
+}
+
+#[test]
+fn verify_stubs_a_custom_tool_with_the_tool_flag() {
+    let out = verify(CUSTOM_TOOL, &["--tool", "run_tests"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(DONE), "{stdout}{}", stderr(&out));
+    assert!(
+        stdout.contains("4 random cases passed (seed 1)"),
+        "{stdout}"
+    );
+    // A read-only stub is offered in the planning mode without availableTools: the kit checks
+    // that too, and the config still passes.
+    let out = verify(CUSTOM_TOOL, &["--tool", "run_tests:read-only"]);
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    // A stub cannot take a built-in's name, nor `submit_plan`'s, nor an access it lacks.
+    for bad in [
+        "read_file",
+        "submit_plan",
+        "run_tests:sometimes",
+        ":read-only",
+    ] {
+        let out = verify(CUSTOM_TOOL, &["--tool", bad]);
+        assert_eq!(out.status.code(), Some(INVALID), "{bad}: {}", stderr(&out));
+        assert!(stderr(&out).contains("--tool"), "{bad}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn verify_closes_with_what_it_checked_and_what_it_did_not() {
+    let out = verify(CUSTOM_TOOL, &["--tool", "run_tests"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(DONE), "{stdout}{}", stderr(&out));
+    let checked = stdout
+        .lines()
+        .find(|l| l.starts_with("checked: "))
+        .unwrap_or_else(|| panic!("no `checked:` line: {stdout}"));
+    for part in [
+        " states",
+        " transitions",
+        "edges",
+        "restarts",
+        "4 random cases",
+    ] {
+        assert!(checked.contains(part), "{part}: {checked}");
+    }
+    let not = stdout
+        .lines()
+        .find(|l| l.starts_with("not checked: "))
+        .unwrap_or_else(|| panic!("no `not checked:` line: {stdout}"));
+    for part in ["deadlines", "outside the tool registry", "run_tests"] {
+        assert!(not.contains(part), "{part}: {not}");
+    }
+}
+
+#[test]
+fn verify_help_lists_the_divergence_exit_status() {
+    let out = bin().args(["verify", "--help"]).output().expect("run");
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("--tool <NAME[:read-only]>"), "{help}");
+    assert!(
+        help.lines()
+            .any(|l| l.trim_start().starts_with("7 ") && l.contains("diverged")),
+        "{help}"
+    );
+}
+
 #[test]
 fn decisions_record_who_decided() {
     let ws = Workspace::new();
