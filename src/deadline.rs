@@ -27,7 +27,6 @@ use crate::machine::expiry::{self, Waiting};
 pub use crate::machine::expiry::{
     APPROVED_NOT_RUN_RESULT, deadline_text, expired_result, expired_tool_result,
 };
-use crate::model::Message;
 use crate::store::{SessionRecord, SessionStore, StoreError};
 
 /// The longest `approvalTimeout` accepted: 3650 days (about ten years).
@@ -187,13 +186,9 @@ pub(crate) fn expire_record(record: &mut SessionRecord, now_ms: u64) -> Vec<Deci
     record.pending_tool_calls.clear();
     let expired = expiry.expired();
     for answer in expiry.answers {
-        record.messages.push(Message::Tool {
-            tool_call_id: answer.tool_call_id,
-            tool_name: answer.tool_name,
-            content: answer.result,
-            is_error: answer.is_error,
-        });
-        record.history.push(answer.record);
+        let (message, decided) = answer.into_parts();
+        record.messages.push(message);
+        record.history.push(decided);
     }
     record.last_decided = record.history.last().cloned();
     record.run = Some(crate::store::RunRecord {

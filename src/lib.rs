@@ -3,20 +3,38 @@
 //! The mode state machine and plan-approval hand-over of an AI-agent harness.
 //!
 //! A harness runs a model in *modes*: a read-only **plan** mode where the agent explores and
-//! writes a plan, and a **build** mode where it carries the plan out. Modes come from TOML
-//! ([`config`]); an [`AgentController`] starts [`Session`]s; in a planning mode the model calls the
-//! built-in `submit_plan` tool, which captures the plan file and *suspends* the run
-//! ([`Event::ToolSuspended`]); the host shows the plan and resumes with a [`Decision`]. Approval
-//! switches the session to the planning mode's `transitionsTo` (else the default mode) before the
-//! next model call; rejection, abort, a new user message or a dismissed prompt leave the mode as
-//! it was. A mode's `requireApproval` makes tool calls wait for the user the same way
-//! ([`RunOutcome::ToolCallsSuspended`]): each waiting call is its own decision
-//! ([`Session::decide`]), and the run carries on once every one is decided (README, "The
-//! library", decides both kinds).
+//! writes a plan, and a **build** mode where it carries the plan out. In a planning mode the model
+//! calls the built-in `submit_plan` tool, which captures the plan file and *suspends* the run; the
+//! host shows the plan and decides. Approval switches the session to the planning mode's
+//! `transitionsTo` (else the default mode) exactly once, before the next model call; rejection,
+//! abort, a new user message or a dismissed prompt leave the mode as it was. A mode's
+//! `requireApproval` makes tool calls wait for the user the same way.
+//!
+//! # Map
+//!
+//! | step | what | where |
+//! |---|---|---|
+//! | modes | TOML text to a validated mode graph | [`config::load`], [`config::parse`], [`ModeGraph`], or in code [`ModeGraphBuilder`] |
+//! | controller | the graph, the model, the tools, the workspace and a store, wired once | [`AgentController::builder`] ([`AgentControllerBuilder`]), with a [`LanguageModel`] and a [`ToolRegistry`] of [`Tool`]s |
+//! | session | one conversation in its current mode | [`AgentController::start_session`] with [`SessionOptions`], then [`Session::send_message`] |
+//! | outcome | how a run stopped | [`RunOutcome`]: [`Suspended`](RunOutcome::Suspended) on a plan, [`ToolCallsSuspended`](RunOutcome::ToolCallsSuspended) on calls that wait, `Completed`, `Failed`, `Aborted` |
+//! | decide | approve or reject one pending decision by its id | [`Session::decide`] with a [`Decision`] (pinned with [`Decision::with_sha256`]); from JSON [`Session::decide_json`] |
+//! | restore | the session again, in another process or after a restart | a [`SessionStore`] ([`MemoryStore`], [`FileStore`], `sqlite`, `postgres`), then [`AgentController::restore_session`]; what waits: [`AgentController::list_pending`] |
+//! | cancel | stop a run from another task | [`Session::cancel_handle`] gives a [`CancelHandle`] |
+//! | events | what happened, in order | [`SessionOptions::on_event`] or the stream [`Session::events`]: [`Event`], matched by [`Event::kind`] |
+//! | errors | typed, with a kind to match | [`SessionError`] ([`SessionErrorKind`]), [`ConfigError`], [`ModelError`] |
+//!
+//! The [`guide`] explains the rest: [the hand-over contract](guide::contract), [the command
+//! line](guide::cli), [stores and operations](guide::stores), [the workspace jail](guide::jail),
+//! [property testing](guide::testing) and [performance](guide::performance).
+//!
+//! # Example
+//!
+//! Plan, approve pinned to what was shown, and check the switch:
 //!
 //! ```
 //! use std::sync::{Arc, Mutex};
-//! use agent_controller::{AgentController, Decision, Event, RunOutcome, SessionOptions, ToolRegistry};
+//! use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
 //! use agent_controller::model::scripted::ScriptedModel;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -43,21 +61,42 @@
 //! let mut session = controller.start_session(
 //!     SessionOptions::new().mode("plan").on_event(move |e| sink.lock().unwrap().push(e.kind())),
 //! ).await?;
-//! let RunOutcome::Suspended { run_id, tool_call_id, payload } = session.send_message("Add dark mode").await? else {
+//! let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else {
 //!     panic!("the scripted model submits a plan in plan mode");
 //! };
 //! assert_eq!(payload.submission.title, "Add dark mode");
 //! assert_eq!(&*payload.target_mode_id, "build");
 //!
-//! session.resume(&run_id, &tool_call_id, Decision::approve()).await?;
+//! let approve = Decision::approve().with_sha256(&payload.submission.sha256);
+//! session.decide(&payload.decision_id, approve.clone()).await?;
 //! assert_eq!(session.mode().id(), "build");
-//! // A second decision for the same tool call is refused and changes nothing.
-//! assert!(session.resume(&run_id, &tool_call_id, Decision::approve()).await.is_err());
+//! // A second decision for the same plan is refused and changes nothing.
+//! assert!(session.decide(&payload.decision_id, approve).await.is_err());
 //! assert_eq!(events.lock().unwrap().iter().filter(|k| **k == "mode_changed").count(), 1);
 //! # std::fs::remove_dir_all(&workspace)?;
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # Features
+//!
+//! | feature | what it adds |
+//! |---|---|
+//! | *(none)* | the core: modes, sessions, runs, tools, [`MemoryStore`], [`FileStore`] |
+//! | `cli` (default) | the `agent-controller` binary (with `terminal`, `schema`, `testing`, `anthropic`) |
+//! | `diff` (default) | a unified diff of each plan revision against the previous one in the suspend payload |
+//! | `terminal` | `terminal`: the plan shown as written, the approval prompt, editing in `$EDITOR` |
+//! | `schema` | `schema` and `config::schema`: the JSON Schemas of the config and of the decision JSON |
+//! | `openai` | `model::openai`: OpenAI-compatible chat-completions endpoints |
+//! | `anthropic` | `model::anthropic`: Anthropic's Messages API |
+//! | `sqlite` | `store::sqlite::SqliteStore` |
+//! | `postgres` | `store::PostgresStore`: sessions shared by several hosts |
+//! | `testing` | `testing`: proptest strategies, a reference model, `check_controller` |
+//!
+//! A library user writes `agent-controller = { version = "0.2", default-features = false }` and
+//! adds the features they need; on docs.rs each feature-gated item says which feature it needs.
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[macro_use]
 mod names;
@@ -70,6 +109,7 @@ pub mod display;
 pub mod error;
 pub mod event;
 pub mod extensions;
+pub mod guide;
 pub mod jail;
 pub mod jcs;
 pub(crate) mod machine;

@@ -22,6 +22,16 @@
 //! `src/session/drive.rs` and `src/session.rs`), which saves each change through a checkpoint it
 //! rolls back on failure instead of saving the next state and then swapping it in.
 //!
+//! # The reference model stays an independent oracle
+//!
+//! `src/testing/reference.rs` does not call these rules: it restates them in another form (for
+//! each host operation, the expected outcome, refusal and trace of events, over a few plans and
+//! tool calls), and the property tests and the explorer (`src/testing/explore.rs`) compare it
+//! with the real session step by step. A rule written twice in two different shapes catches
+//! what a rule written once cannot: a test that ran the core against itself would agree with
+//! every bug in it. It must stay small and different in kind: outcomes and traces, never records,
+//! leases or saves.
+//!
 //! # `decide --approve` on a plan, from the CLI to the store's save
 //!
 //! 1. `src/main.rs` parses the command line and dispatches to `src/cli/decide.rs`

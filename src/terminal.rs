@@ -413,7 +413,7 @@ const DECISION_WORDS: &[&str] = &[
     "👎",
 ];
 
-/// Reads one line typed at the approval prompt. The grammar (README, `run --help`):
+/// Reads one line typed at the approval prompt. The grammar ([the guide](crate::guide::cli), `run --help`):
 /// `y`/`yes` approve and `n`/`no` reject (any case, surrounding blanks ignored); a single word
 /// that looks like a decision ([`Answer::Unclear`]: `approve`, `approved`, `ok`, `okay`,
 /// `accept`, `reject`, `deny`, `lgtm`, `sure`, `y.`, ...) asks again with a hint; a blank line

@@ -16,11 +16,12 @@ OpenAI-compatible endpoint (`OPENAI_API_KEY`, `OPENAI_BASE_URL`; a mode's `defau
 `openai` alone uses `OPENAI_MODEL`; needs the `openai` feature), or `anthropic/MODEL` for the \
 Anthropic API (`ANTHROPIC_API_KEY`; `anthropic` alone uses `ANTHROPIC_MODEL`).";
 
-/// The exit statuses, in `--help` (README "Exit status" says the same).
+/// The exit statuses, in `--help` (the guide, `guide::cli`, "Exit status", says the same).
 pub(crate) const EXIT_STATUS_HELP: &str = "\
 Exit status:
   0    done: the run completed (any plan in it approved), or the command succeeded
-  1    runtime error: the model, a tool or the store failed
+  1    runtime error: the model, a tool or the store failed; `verify`: the setup failed (a
+       config naming a tool of its host: stub it with --tool NAME)
   2    invalid config or usage (also `check` finding errors; `decide` with a verdict while several
        tool calls wait and no --decision names one; --to or --plan-file with a tool call, --always
        with a plan, or with run or continue)
@@ -33,6 +34,8 @@ Exit status:
        `continue` refused: no interrupted run, its lease still runs, or another process won
   6    `pending`: some stored records cannot be read; the others are listed, each unreadable one
        is a `warning:` line on stderr (and an {\"unreadable\": ...} line with --json)
+  7    `verify`: the controller diverged from the reference model (the counterexample and how
+       to replay it are printed)
   130  interrupted (Ctrl-C while the model works)
   141  stdout closed by its reader (`| head`), or a write to it failed (a full disk): the
        command still did its work (a decided run is carried on and saved) and its output from
@@ -173,9 +176,13 @@ pub(crate) enum Command {
     /// (exit 5), as is a run whose lease still runs. Tool calls are never run twice.
     #[command(after_help = format!("{PROMPT_HELP}\n\n{EXIT_STATUS_HELP}"))]
     Continue(ContinueArgs),
-    /// Property-test a mode config with the built-in tools: explore every reachable state of a
-    /// session and run the random state-machine test against the reference model; print the
-    /// coverage (states, transitions, cases, seed). Exit 1 when the controller diverges.
+    /// Property-test a mode config with the built-in tools (and the tools --tool stubs): report
+    /// its errors and warnings as `check` does (exit 2 on errors), explore every reachable state
+    /// of a session, walk every edge, and run the random state-machine test against the
+    /// reference model, restarts included (an in-memory session store); print the coverage and a
+    /// closing summary of what was checked and what was not. Exit 7 when the controller
+    /// diverges, 1 when the check cannot be set up (an unknown tool: stub it with --tool).
+    #[command(after_help = EXIT_STATUS_HELP)]
     Verify(VerifyArgs),
 }
 
@@ -194,6 +201,38 @@ pub(crate) struct VerifyArgs {
     /// proptest-regressions/agent-controller-check/CONFIG.txt, CONFIG the config's file name).
     #[arg(long)]
     pub(crate) regressions: Option<PathBuf>,
+    /// Stub a tool of your host that the config names (repeatable): it takes any arguments and
+    /// returns a fixed result. It writes (a planning mode offers it only where listed) unless
+    /// marked `:read-only`.
+    #[arg(long = "tool", value_name = "NAME[:read-only]", value_parser = parse_stub)]
+    pub(crate) tools: Vec<StubSpec>,
+}
+
+/// A tool `verify --tool` stubs: its name, and whether it is declared read-only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StubSpec {
+    pub(crate) name: String,
+    pub(crate) read_only: bool,
+}
+
+/// `--tool NAME` or `--tool NAME:read-only`.
+fn parse_stub(value: &str) -> Result<StubSpec, String> {
+    let (name, read_only) = match value.rsplit_once(':') {
+        Some((name, "read-only")) => (name, true),
+        Some((_, access)) => {
+            return Err(format!(
+                "`{access}` is not an access: give NAME (a tool that writes) or NAME:read-only"
+            ));
+        }
+        None => (value, false),
+    };
+    if name.is_empty() || name.chars().any(char::is_whitespace) {
+        return Err("give the tool's name: NAME or NAME:read-only".to_owned());
+    }
+    Ok(StubSpec {
+        name: name.to_owned(),
+        read_only,
+    })
 }
 
 #[derive(Debug, Args)]

@@ -2,47 +2,24 @@
 
 use std::path::Path;
 
+use agent_controller::config::ConfigError;
 use agent_controller::display::{neutralize, neutralize_line};
-use agent_controller::{RequireApproval, config};
+use agent_controller::{RequireApproval, ToolRegistry, config};
 
 use crate::cli::args::DEFAULT_CONFIG;
 use crate::cli::exit::{Exit, Failure, Outcome};
-use crate::cli::setup::{tools, with_tools};
+use crate::cli::setup::{load, tools};
 
 /// `check`: every error and warning of the config at `path` on stderr, each with its source
 /// line (exit 2 on errors), else its modes, default mode and hand-over edges on stdout.
 pub(crate) fn check(path: &Path) -> Outcome {
-    let origin = path.display().to_string();
-    // The default `config/modes.toml` is the current directory's: read only where it lies
-    // inside it (a symlink out of it is refused unread), as `run` reads a workspace's.
-    let text = if path == Path::new(DEFAULT_CONFIG) {
-        config::read_in(".", path)
-    } else {
-        config::read(path)
-    }
-    .map_err(|e| Failure::invalid(neutralize(&e.to_string())))?;
-    let tools = tools();
-    let names: Vec<&str> = tools.names().collect();
-    let errors = config::check_with_tool_names(&text, &origin, &names);
-    let mut warnings = config::warnings_with_tools(&text, &origin, &tools);
-    // The current directory is the workspace `run` defaults to.
-    warnings.extend(config::workspace_warnings(&text, &origin, Path::new(".")));
-    let mut reports: Vec<(&str, &config::ConfigError)> = errors
-        .iter()
-        .map(|e| ("error", e))
-        .chain(warnings.iter().map(|w| ("warning", w)))
-        .collect();
-    reports.sort_by_key(|(_, e)| e.location());
-    for (level, report) in &reports {
-        note!("{level}: {}\n", neutralize(&report.to_string()));
-    }
-    let origin = neutralize_line(&origin);
+    let Diagnosis { errors, warnings } = diagnose(path, &tools())?;
     if !errors.is_empty() {
-        note!("{origin}: {}", counted(errors.len(), "error"));
         return Ok(Exit::Invalid);
     }
-    let (graph, _) =
-        with_tools(config::parse(&text, &path.display().to_string()).map_err(Failure::invalid)?)?;
+    let origin = path.display().to_string();
+    let origin = neutralize_line(&origin);
+    let (graph, _) = load(path)?;
     let default = graph.default_mode_id();
     let warned = if warnings.is_empty() {
         String::new()
@@ -104,6 +81,52 @@ pub(crate) fn check(path: &Path) -> Outcome {
         );
     }
     Ok(Exit::Done)
+}
+
+/// A config's errors and warnings ([`diagnose`]).
+pub(crate) struct Diagnosis {
+    pub(crate) errors: Vec<ConfigError>,
+    pub(crate) warnings: Vec<ConfigError>,
+}
+
+/// The errors and warnings of the config at `path` against `tools`, as `check` and `verify`
+/// report them ([`config::check_with_tool_names`], [`config::warnings_with_tools`]): each on
+/// stderr with its source line, by position, then `CONFIG: N errors` when there are any.
+///
+/// # Errors
+/// A file that cannot be read (exit 2).
+pub(crate) fn diagnose(path: &Path, tools: &ToolRegistry) -> Result<Diagnosis, Failure> {
+    let origin = path.display().to_string();
+    // The default `config/modes.toml` is the current directory's: read only where it lies
+    // inside it (a symlink out of it is refused unread), as `run` reads a workspace's.
+    let text = if path == Path::new(DEFAULT_CONFIG) {
+        config::read_in(".", path)
+    } else {
+        config::read(path)
+    }
+    .map_err(|e| Failure::invalid(neutralize(&e.to_string())))?;
+    let names: Vec<&str> = tools.names().collect();
+    let errors = config::check_with_tool_names(&text, &origin, &names);
+    let mut warnings = config::warnings_with_tools(&text, &origin, tools);
+    // The current directory is the workspace `run` defaults to.
+    warnings.extend(config::workspace_warnings(&text, &origin, Path::new(".")));
+    let mut reports: Vec<(&str, &ConfigError)> = errors
+        .iter()
+        .map(|e| ("error", e))
+        .chain(warnings.iter().map(|w| ("warning", w)))
+        .collect();
+    reports.sort_by_key(|(_, e)| e.location());
+    for (level, report) in &reports {
+        note!("{level}: {}\n", neutralize(&report.to_string()));
+    }
+    if !errors.is_empty() {
+        note!(
+            "{}: {}",
+            neutralize_line(&origin),
+            counted(errors.len(), "error")
+        );
+    }
+    Ok(Diagnosis { errors, warnings })
 }
 
 /// `1 mode`, `2 modes`.

@@ -5,7 +5,7 @@ use std::fmt::Display;
 use agent_controller::SessionError;
 use agent_controller::store::StoreError;
 
-/// How a command ended; the process exit status (`--help`, README "Exit status").
+/// How a command ended; the process exit status (`--help`, the guide `guide::cli`, "Exit status").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Exit {
     /// The run completed (any plan in it approved), or the command succeeded.
@@ -23,6 +23,8 @@ pub(crate) enum Exit {
     Refused,
     /// `pending` listed what it could read, and some records could not be read.
     Unreadable,
+    /// `verify`: the controller diverged from the reference model.
+    Diverged,
     /// Ctrl-C while the model works.
     Interrupted,
     /// Stdout was closed by its reader, or a write to it failed; the command still did its work.
@@ -39,6 +41,7 @@ impl Exit {
             Exit::Pending => 4,
             Exit::Refused => 5,
             Exit::Unreadable => 6,
+            Exit::Diverged => 7,
             Exit::Interrupted => 130,
             Exit::StdoutClosed => 141,
         }
@@ -54,6 +57,7 @@ impl Exit {
             Exit::Pending => "still pending",
             Exit::Refused => "decision refused",
             Exit::Unreadable => "some records unreadable",
+            Exit::Diverged => "diverged from the reference model",
             Exit::Interrupted => "interrupted",
             Exit::StdoutClosed => "stdout failed",
         }

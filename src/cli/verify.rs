@@ -1,13 +1,48 @@
-//! `verify`: property-tests a mode config with the built-in tools.
+//! `verify`: property-tests a mode config with the built-in tools and the tools `--tool` stubs.
 
-use crate::cli::args::VerifyArgs;
+use std::sync::Arc;
+
+use agent_controller::display::neutralize_line;
+use agent_controller::testing::{Check, CheckError, CheckReport};
+use agent_controller::tool::{Tool, ToolAccess, ToolContext, ToolError, ToolOutput};
+use agent_controller::{
+    ConfigErrorKind, MemoryStore, ModeGraph, RequireApproval, ToolRegistry, config,
+};
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use crate::cli::args::{StubSpec, VerifyArgs};
+use crate::cli::check::{Diagnosis, counted, diagnose};
 use crate::cli::exit::{Exit, Failure, Outcome};
 use crate::cli::setup::tools;
 
-/// `verify`: the testing kit's check with the built-in tools; a divergence exits 1, an invalid
-/// config 2.
+/// `verify`: the config's errors and warnings as `check` reports them (errors: exit 2, or 1 when
+/// they only name tools the CLI lacks), then the testing kit's check with the built-in tools,
+/// the `--tool` stubs and an in-memory store (so restarts are checked), its report and a closing
+/// summary of what was checked and what was not; a divergence exits 7.
 pub(crate) fn verify(args: VerifyArgs) -> Outcome {
-    use agent_controller::testing::{Check, CheckError};
+    let tools = with_stubs(&args.tools)?;
+    let Diagnosis { errors, warnings } = diagnose(&args.config, &tools)?;
+    if !errors.is_empty() {
+        if errors
+            .iter()
+            .any(|e| e.kind() != ConfigErrorKind::UnknownTool)
+        {
+            return Ok(Exit::Invalid);
+        }
+        let graph = config::load(&args.config).map_err(Failure::invalid)?;
+        let unknown = unknown_tools(&graph, &tools);
+        let flags: Vec<String> = unknown
+            .iter()
+            .map(|n| format!("--tool {}", neutralize_line(n)))
+            .collect();
+        note!(
+            "the config names tools of its host: stub them with {} (add `:read-only` to one that \
+             changes nothing)",
+            flags.join(" ")
+        );
+        return Ok(Exit::RuntimeError);
+    }
     let mut check = Check::new(&args.config);
     if let Some(cases) = args.cases {
         check = check.cases(cases);
@@ -18,17 +53,244 @@ pub(crate) fn verify(args: VerifyArgs) -> Outcome {
     if let Some(file) = args.regressions {
         check = check.regressions(file);
     }
-    let result = check.run(|setup| setup.builder().tools(tools()).build());
+    let result = check.run(|setup| {
+        setup
+            .builder()
+            .tools(tools.clone())
+            .store(Arc::new(MemoryStore::new()))
+            .build()
+    });
+    let stubs: Vec<&str> = args.tools.iter().map(|s| s.name.as_str()).collect();
+    // The config loaded for the check: its modes with a deadline, which the kit does not model.
+    let timed: Vec<String> = config::load(&args.config).map_or_else(
+        |_| Vec::new(),
+        |graph| {
+            graph
+                .ids()
+                .map(|id| graph.mode(id))
+                .filter(|mode| mode.approval_timeout().is_some())
+                .map(|mode| mode.id().to_string())
+                .collect()
+        },
+    );
+    let closing = |report: &CheckReport| summary(report, warnings.len(), &stubs, &timed);
     match result {
         Ok(report) => {
             say!("{report}");
+            say!("{}", closing(&report));
             Ok(Exit::Done)
         }
         Err(CheckError::Failed(report)) => {
             say!("{report}");
-            Ok(Exit::RuntimeError)
+            say!("{}", closing(&report));
+            Ok(Exit::Diverged)
         }
         Err(CheckError::Config(e)) => Err(Failure::invalid(e)),
         Err(e) => Err(Failure::runtime(e)),
+    }
+}
+
+/// The built-in tools and a stub for each `--tool`; a name taken (by a built-in tool, another
+/// stub or `submit_plan`) is a usage error (exit 2).
+fn with_stubs(stubs: &[StubSpec]) -> Result<ToolRegistry, Failure> {
+    let mut registry = tools();
+    for stub in stubs {
+        let access = if stub.read_only {
+            ToolAccess::ReadOnly
+        } else {
+            ToolAccess::Writes
+        };
+        registry
+            .register(Arc::new(Stub {
+                name: stub.name.clone(),
+                access,
+            }))
+            .map_err(|e| match e {
+                ToolError::Duplicate(name) => Failure::invalid(format!(
+                    "--tool {name}: a built-in tool or another --tool has this name"
+                )),
+                e => Failure::invalid(format!("--tool {}: {e}", stub.name)),
+            })?;
+    }
+    Ok(registry)
+}
+
+/// The tools the modes of `graph` name (`availableTools`, `requireApproval`) that `tools` lacks,
+/// each once, in the order of the config, for the `--tool` hint.
+fn unknown_tools(graph: &ModeGraph, tools: &ToolRegistry) -> Vec<String> {
+    let mut unknown: Vec<String> = Vec::new();
+    for id in graph.ids() {
+        let mode = graph.mode(id);
+        let approval = match mode.require_approval() {
+            RequireApproval::Tools(list) => list.as_slice(),
+            _ => &[],
+        };
+        let listed = mode.available_tools().unwrap_or_default();
+        for name in listed.iter().chain(approval) {
+            if !tools.knows(name) && !unknown.iter().any(|u| **u == **name) {
+                unknown.push(name.to_string());
+            }
+        }
+    }
+    unknown
+}
+
+/// What `verify` checked and what it did not, from the kit's report: two lines.
+fn summary(report: &CheckReport, warnings: usize, stubs: &[&str], timed: &[String]) -> String {
+    let exploration = &report.exploration;
+    let bound = if exploration.complete {
+        "every reachable state"
+    } else {
+        "up to the bound: more states were left"
+    };
+    let mut checked = format!(
+        "checked: {} and {} ({bound}), {}/{} edges, {} (seed {}), restarts (an in-memory session \
+         store)",
+        counted(exploration.states, "state"),
+        counted(exploration.transitions, "transition"),
+        report.edges.covered(),
+        report.edges.total(),
+        counted(report.cases as usize, "random case"),
+        report.seed,
+    );
+    if warnings > 0 {
+        checked.push_str(&format!(
+            "; {} (above)",
+            counted(warnings, "config warning")
+        ));
+    }
+    let deadlines = if timed.is_empty() {
+        "deadlines (approvalTimeout is not modelled)".to_owned()
+    } else {
+        format!(
+            "deadlines (approvalTimeout is not modelled: the one of {} is not checked)",
+            quoted(timed)
+        )
+    };
+    let mut not = format!(
+        "not checked: {deadlines}, side effects outside the tool registry and what a tool does on \
+         its own"
+    );
+    if !stubs.is_empty() {
+        not.push_str(&format!(
+            ", the real {} (stubbed: each call returns a fixed result)",
+            quoted(stubs)
+        ));
+    }
+    format!("{checked}\n{not}")
+}
+
+/// `` `a`, `b` `` (names neutralized for the terminal).
+fn quoted(names: &[impl AsRef<str>]) -> String {
+    names
+        .iter()
+        .map(|n| format!("`{}`", neutralize_line(n.as_ref())))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A `--tool` stub: any arguments, a fixed result, the access it was given.
+struct Stub {
+    name: String,
+    access: ToolAccess,
+}
+
+#[async_trait]
+impl Tool for Stub {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn description(&self) -> String {
+        format!(
+            "A stub of the host's `{}` tool (agent-controller verify).",
+            self.name
+        )
+    }
+    fn input_schema(&self) -> Value {
+        json!({ "type": "object" })
+    }
+    fn access(&self) -> ToolAccess {
+        self.access
+    }
+    async fn execute(&self, _args: &Value, _ctx: &ToolContext<'_>) -> ToolOutput {
+        ToolOutput::ok(format!("`{}` stubbed by verify", self.name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agent_controller::testing::{
+        Aspect, Counterexample, Divergence, EdgeReport, Exploration, Op,
+    };
+
+    use super::*;
+
+    fn report(diverged: bool) -> CheckReport {
+        CheckReport {
+            config: "modes.toml".to_owned(),
+            exploration: Exploration {
+                states: 9,
+                transitions: 178,
+                counterexample: diverged.then(|| Counterexample {
+                    start: "plan".to_owned(),
+                    ops: vec![Op::Abort],
+                    divergence: Divergence {
+                        aspect: Aspect::Mode,
+                        op: "abort".to_owned(),
+                        expected: "plan".to_owned(),
+                        actual: "build".to_owned(),
+                    },
+                }),
+                complete: true,
+            },
+            edges: EdgeReport {
+                edges: Vec::new(),
+                missed: Vec::new(),
+            },
+            cases: 4,
+            seed: 1,
+            counterexample: None,
+            replays: true,
+            test: None,
+        }
+    }
+
+    #[test]
+    fn the_summary_says_what_was_checked_and_what_not() {
+        let text = summary(&report(false), 1, &["run_tests"], &["plan".to_owned()]);
+        assert!(
+            text.starts_with(
+                "checked: 9 states and 178 transitions (every reachable state), 0/0 edges, \
+                 4 random cases (seed 1), restarts"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("1 config warning"), "{text}");
+        assert!(
+            text.contains(
+                "\nnot checked: deadlines (approvalTimeout is not modelled: the one of `plan`"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("the real `run_tests` (stubbed"), "{text}");
+        assert!(!report(true).is_ok());
+    }
+
+    #[test]
+    fn a_divergence_has_its_own_exit_status() {
+        assert_eq!(Exit::Diverged.code(), 7);
+        assert!(
+            [
+                Exit::Done,
+                Exit::RuntimeError,
+                Exit::Invalid,
+                Exit::NotApproved,
+                Exit::Pending,
+                Exit::Refused,
+                Exit::Unreadable
+            ]
+            .iter()
+            .all(|e| e.code() != 7)
+        );
     }
 }

@@ -10,6 +10,7 @@
 //! run ends `completed` and no model call follows.
 
 use crate::event::{DecidedRecord, DecisionOutcome, SuspendPayload, ToolCallPayload, rfc3339};
+use crate::model::Message;
 use crate::tool::SUBMIT_PLAN;
 
 /// A deadline (milliseconds since the Unix epoch) as RFC 3339 in UTC, to the second.
@@ -93,6 +94,19 @@ pub(crate) struct Answer {
     pub(crate) result: String,
     pub(crate) is_error: bool,
     pub(crate) record: DecidedRecord,
+}
+
+impl Answer {
+    /// The result as the conversation keeps it, and the audit record.
+    pub(crate) fn into_parts(self) -> (Message, DecidedRecord) {
+        let message = Message::Tool {
+            tool_call_id: self.tool_call_id,
+            tool_name: self.tool_name,
+            content: self.result,
+            is_error: self.is_error,
+        };
+        (message, self.record)
+    }
 }
 
 /// What an expiry does: it answers these calls of run `run_id`, in the model's order, and ends

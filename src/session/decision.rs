@@ -32,8 +32,8 @@ named_enum! {
 /// `targetModeId` chooses where an approval hands over to, among the targets the plan lists
 /// ([`SuspendPayload::target_mode_ids`]). `plan` is the user's edited text of the plan, approved
 /// instead of the submitted one ([`Decision::with_plan`]). `alwaysAllow` with the approval of a
-/// tool call allows its tool for the rest of the session ([`Decision::always_allow`]). README's
-/// "Decision JSON" has the table of fields.
+/// tool call allows its tool for the rest of the session ([`Decision::always_allow`]). The guide's
+/// [Decision JSON](crate::guide::contract#decision-json) has the table of fields.
 ///
 /// # Examples
 /// ```

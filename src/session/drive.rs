@@ -248,17 +248,7 @@ impl Session {
             return Err(SessionError::NotSuspended(String::new()));
         };
         let run_id = pending.run_id.clone();
-        self.run = Some((run_id.clone(), RunState::Running));
-        // Saved as running with this process's lease: if it stops before the run's next save,
-        // the run is interrupted once the lease ends, and `continue_run` carries it on.
-        self.take_lease();
-        // The run resumes: `agent_start` again (same run id) before its next events, as
-        // Mastra's AgentController does, so every `agent_end` pairs with an `agent_start`.
-        let mode_id = self.mode_arc();
-        self.emit(Event::AgentStart {
-            run_id: run_id.clone(),
-            mode_id,
-        });
+        self.resume_run(&run_id);
         let feedback = decision.feedback();
         let target = checked.target.unwrap_or(pending.target);
         // The mode-change notice travels in the approval result, not as a later system message
@@ -343,6 +333,21 @@ impl Session {
         self.drive_traced(run_id).await
     }
 
+    /// A decision carries suspended run `run_id` on: it runs again, saved with this process's
+    /// lease (if the process stops before the run's next save, the run is interrupted once the
+    /// lease ends, and `continue_run` carries it on), and `agent_start` goes out again (same run
+    /// id) before its next events, as Mastra's AgentController does, so every `agent_end` pairs
+    /// with an `agent_start`.
+    fn resume_run(&mut self, run_id: &Arc<str>) {
+        self.run = Some((run_id.clone(), RunState::Running));
+        self.take_lease();
+        let mode_id = self.mode_arc();
+        self.emit(Event::AgentStart {
+            run_id: run_id.clone(),
+            mode_id,
+        });
+    }
+
     /// How many revisions run `run_id` was asked for so far: its plans rejected (a rejection
     /// without feedback ends the run, so every earlier one carried feedback), from the history
     /// the session record keeps.
@@ -418,13 +423,7 @@ impl Session {
         // Every call is decided: the run resumes (same run id), saved with this process's lease.
         self.start_operation();
         let calls = std::mem::take(&mut self.pending);
-        self.run = Some((run_id.clone(), RunState::Running));
-        self.take_lease();
-        let mode_id = self.mode_arc();
-        self.emit(Event::AgentStart {
-            run_id: run_id.clone(),
-            mode_id,
-        });
+        self.resume_run(&run_id);
         let mut approved = Vec::new();
         for call in calls {
             let PendingDecision::ToolCall(call) = call else {

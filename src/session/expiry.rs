@@ -3,7 +3,6 @@
 
 use crate::event::{DecidedRecord, DecisionOutcome, Event, RunState};
 use crate::machine::expiry::{self, Waiting};
-use crate::model::Message;
 
 use super::{PendingDecision, Session, SessionError};
 
@@ -96,13 +95,9 @@ impl Session {
                 is_error: answer.is_error,
                 decision: Some(answer.record.clone()),
             });
-            self.messages.push(Message::Tool {
-                tool_call_id: answer.tool_call_id,
-                tool_name: answer.tool_name,
-                content: answer.result,
-                is_error: answer.is_error,
-            });
-            self.history.push(answer.record);
+            let (message, decided) = answer.into_parts();
+            self.messages.push(message);
+            self.history.push(decided);
         }
         self.close_run(&run_id, RunState::Completed, None);
         tracing::info!(session_id = %self.id, expired = expired.len(), "no decision by the deadline: expired");

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/modes.toml");
 
-// The exit statuses `--help` and the README document.
+// The exit statuses `--help` and the guide (`src/guide/cli.md`) document.
 const DONE: i32 = 0;
 const RUNTIME_ERROR: i32 = 1;
 const INVALID: i32 = 2;
@@ -1133,6 +1133,140 @@ fn verify_refuses_an_invalid_config_with_exit_status_2() {
     assert!(stderr.contains("transitionsTo"), "{stderr}");
 }
 
+/// `verify CONFIG ARGS...` in a fresh directory (so no regression file is left behind), with
+/// the config written there from `toml`.
+fn verify(toml: &str, args: &[&str]) -> Output {
+    let dir = tempfile::tempdir().expect("a directory");
+    std::fs::write(dir.path().join("modes.toml"), toml).expect("write the config");
+    let mut cmd = bin();
+    cmd.current_dir(dir.path())
+        .args(["verify", "modes.toml", "--cases", "4", "--seed", "1"])
+        .args(args);
+    within_20s(cmd)
+}
+
+/// A config naming the host's own tool `run_tests`, which waits for approval in `build`.
+const CUSTOM_TOOL: &str = "[[modes]]\nid = \"plan\"\nname = \"Plan\"\ndefault = true\n\
+    transitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\nname = \"Build\"\n\
+    availableTools = [\"read_file\", \"write_file\", \"run_tests\"]\n\
+    requireApproval = [\"run_tests\"]\n";
+
+#[test]
+fn verify_reports_every_config_error_as_check_does() {
+    let toml = "[[modes]]\nid = \"plan\"\nname = \"Plan\"\ntransitionsTo = \"nowhere\"\n\n\
+        [[modes]]\nid = \"build\"\nname = \"Build\"\ndefault = true\n\
+        availableTools = [\"read_file\", \"write_flie\"]\n";
+    let out = verify(toml, &[]);
+    let stderr = stderr(&out);
+    assert_eq!(out.status.code(), Some(INVALID), "{stderr}");
+    assert!(
+        stderr.contains("modes.toml:4:17: mode `plan` has transitionsTo"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("modes.toml:10:32:"), "{stderr}");
+    assert!(stderr.contains("did you mean `write_file`?"), "{stderr}");
+    assert!(stderr.contains("modes.toml: 2 errors"), "{stderr}");
+    assert!(out.stdout.is_empty(), "nothing was checked");
+}
+
+#[test]
+fn verify_shows_checks_warnings_and_still_checks() {
+    let toml = "[[modes]]\nid = \"plan\"\nname = \"Plan\"\ndefault = true\n\
+        transitionsTo = \"build\"\n\
+        availableTools = [\"read_file\", \"write_file\", \"write_plan\", \"submit_plan\"]\n\n\
+        [[modes]]\nid = \"build\"\nname = \"Build\"\n";
+    let out = verify(toml, &[]);
+    let stderr = stderr(&out);
+    assert_eq!(out.status.code(), Some(DONE), "{stderr}");
+    assert!(
+        stderr.contains("warning: modes.toml:6:32: planning mode `plan` lists `write_file`"),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("4 random cases passed (seed 1)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("1 config warning"), "{stdout}");
+}
+
+#[test]
+fn verify_exits_1_for_an_unknown_custom_tool_and_says_to_stub_it() {
+    let out = verify(CUSTOM_TOOL, &[]);
+    let stderr = stderr(&out);
+    assert_eq!(out.status.code(), Some(RUNTIME_ERROR), "{stderr}");
+    assert!(
+        stderr.contains("modes.toml:10:46: mode `build` lists unknown tool `run_tests`"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--tool run_tests"), "{stderr}");
+}
+
+#[test]
+fn verify_stubs_a_custom_tool_with_the_tool_flag() {
+    let out = verify(CUSTOM_TOOL, &["--tool", "run_tests"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(DONE), "{stdout}{}", stderr(&out));
+    assert!(
+        stdout.contains("4 random cases passed (seed 1)"),
+        "{stdout}"
+    );
+    // A read-only stub is offered in the planning mode without availableTools: the kit checks
+    // that too, and the config still passes.
+    let out = verify(CUSTOM_TOOL, &["--tool", "run_tests:read-only"]);
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    // A stub cannot take a built-in's name, nor `submit_plan`'s, nor an access it lacks.
+    for bad in [
+        "read_file",
+        "submit_plan",
+        "run_tests:sometimes",
+        ":read-only",
+    ] {
+        let out = verify(CUSTOM_TOOL, &["--tool", bad]);
+        assert_eq!(out.status.code(), Some(INVALID), "{bad}: {}", stderr(&out));
+        assert!(stderr(&out).contains("--tool"), "{bad}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn verify_closes_with_what_it_checked_and_what_it_did_not() {
+    let out = verify(CUSTOM_TOOL, &["--tool", "run_tests"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(DONE), "{stdout}{}", stderr(&out));
+    let checked = stdout
+        .lines()
+        .find(|l| l.starts_with("checked: "))
+        .unwrap_or_else(|| panic!("no `checked:` line: {stdout}"));
+    for part in [
+        " states",
+        " transitions",
+        "edges",
+        "restarts",
+        "4 random cases",
+    ] {
+        assert!(checked.contains(part), "{part}: {checked}");
+    }
+    let not = stdout
+        .lines()
+        .find(|l| l.starts_with("not checked: "))
+        .unwrap_or_else(|| panic!("no `not checked:` line: {stdout}"));
+    for part in ["deadlines", "outside the tool registry", "run_tests"] {
+        assert!(not.contains(part), "{part}: {not}");
+    }
+}
+
+#[test]
+fn verify_help_lists_the_divergence_exit_status() {
+    let out = bin().args(["verify", "--help"]).output().expect("run");
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("--tool <NAME[:read-only]>"), "{help}");
+    assert!(
+        help.lines()
+            .any(|l| l.trim_start().starts_with("7 ") && l.contains("diverged")),
+        "{help}"
+    );
+}
+
 #[test]
 fn decisions_record_who_decided() {
     let ws = Workspace::new();
@@ -1954,5 +2088,384 @@ fn only_decide_lists_always() {
         let help = String::from_utf8_lossy(&out.stdout);
         let option = help.lines().any(|l| l.trim_start().starts_with("--always"));
         assert_eq!(option, listed, "{command}: {help}");
+    }
+}
+
+/// Issue 21: snapshots of the CLI's human output and error text, whole (as the `toml` crate's
+/// tests do them with snapbox), with ids, hashes and paths redacted. `SNAPSHOTS=overwrite`
+/// rewrites them after a deliberate change.
+mod snapshots {
+    use super::*;
+    use snapbox::str;
+
+    /// `actual` is `expected`, whole; backslashes stay backslashes (the event lines escape
+    /// control characters as `\u{a}`, which path normalization would turn into `/u{a}`).
+    #[track_caller]
+    fn same(actual: String, expected: impl snapbox::IntoData) {
+        snapbox::Assert::new()
+            .action_env(snapbox::assert::DEFAULT_ACTION_ENV)
+            .normalize_paths(false)
+            .eq(actual, expected);
+    }
+
+    /// `out`'s status, stdout and stderr as one text, `(value, placeholder)` pairs replaced in
+    /// order (the longest first).
+    fn shown(out: &Output, redact: &[(&str, &str)]) -> String {
+        let mut text = format!(
+            "exit {}\n--- stdout\n{}--- stderr\n{}",
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for (value, placeholder) in redact {
+            text = text.replace(value, placeholder);
+        }
+        text
+    }
+
+    #[test]
+    fn check_reports_each_invalid_fixture() {
+        let dir = fixture("configs/invalid");
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .expect("dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .filter(|n| n != "expected.toml")
+            .collect();
+        names.sort();
+        let mut all = String::new();
+        for name in names {
+            let out = bin()
+                .args(["check", &name])
+                .current_dir(&dir)
+                .output()
+                .expect("check");
+            all.push_str(&format!("$ check {name}\n{}\n", shown(&out, &[])));
+        }
+        same(
+            all,
+            str![[r#"
+$ check conflicting-default.toml
+exit 2
+--- stdout
+--- stderr
+error: conflicting-default.toml:1:17: defaultModeId `plan` conflicts with mode `build`, which is marked `default = true`: name one default mode
+1 | defaultModeId = "plan"
+  |                 ^^^^^^
+
+conflicting-default.toml: 1 error
+
+$ check duplicate-id.toml
+exit 2
+--- stdout
+--- stderr
+error: duplicate-id.toml:10:6: duplicate mode id `plan`: another mode already uses it
+10 | id = "plan"
+   |      ^^^^^^
+
+duplicate-id.toml: 1 error
+
+$ check duplicate-tool.toml
+exit 2
+--- stdout
+--- stderr
+error: duplicate-tool.toml:4:46: mode `plan` lists `read_file` twice in availableTools: name each tool once
+4 | availableTools = ["read_file", "write_plan", "read_file", "submit_plan"]
+  |                                              ^^^^^^^^^^^
+
+error: duplicate-tool.toml:9:34: mode `build` lists `write_file` twice in requireApproval: name each tool once
+9 | requireApproval = ["write_file", "write_file"]
+  |                                  ^^^^^^^^^^^^
+
+duplicate-tool.toml: 2 errors
+
+$ check empty-id.toml
+exit 2
+--- stdout
+--- stderr
+error: empty-id.toml:2:6: mode id is empty
+2 | id = ""
+  |      ^^
+
+empty-id.toml: 1 error
+
+$ check missing-id.toml
+exit 2
+--- stdout
+--- stderr
+error: missing-id.toml:1:1: missing field `id`
+1 | [[modes]]
+  | ^^^^^^^^^
+
+missing-id.toml: 1 error
+
+$ check no-modes.toml
+exit 2
+--- stdout
+--- stderr
+error: no-modes.toml:1:1: the config defines no modes: add at least one [[modes]] table with an id
+1 | # A file with no modes at all.
+  | ^
+
+no-modes.toml: 1 error
+
+$ check not-toml.toml
+exit 2
+--- stdout
+--- stderr
+error: not-toml.toml:1:9: unclosed array table, expected `]`
+1 | [[modes]
+  |         ^
+
+not-toml.toml: 1 error
+
+$ check plans-dir-outside.toml
+exit 2
+--- stdout
+--- stderr
+error: plans-dir-outside.toml:1:12: plansDir `../plans` leaves the workspace: plansDir must be a relative path inside it, without `..`
+1 | plansDir = "../plans"
+  |            ^^^^^^^^^^
+
+plans-dir-outside.toml: 1 error
+
+$ check require-approval-not-offered.toml
+exit 2
+--- stdout
+--- stderr
+warning: require-approval-not-offered.toml:4:19: planning mode `plan` offers no tool that can write a plan (its availableTools has none of the plan-writing tools, such as `write_plan`): a model there cannot author a plan to submit
+4 | availableTools = ["read_file", "submit_plan"]
+  |                   ^^^^^^^^^^^
+
+error: require-approval-not-offered.toml:5:20: mode `plan` lists `write_file` in requireApproval, but does not offer it (its availableTools: `read_file`, `submit_plan`): add `write_file` to availableTools or leave it out of requireApproval
+5 | requireApproval = ["write_file"]
+  |                    ^^^^^^^^^^^^
+
+require-approval-not-offered.toml: 1 error
+
+$ check self-handover-default.toml
+exit 2
+--- stdout
+--- stderr
+warning: self-handover-default.toml:5:19: planning mode `plan` offers no tool that can write a plan (its availableTools has none of the plan-writing tools, such as `write_plan`): a model there cannot author a plan to submit
+5 | availableTools = ["read_file", "submit_plan"]
+  |                   ^^^^^^^^^^^
+
+error: self-handover-default.toml:5:32: mode `plan` lists `submit_plan` but sets no transitionsTo and is itself the default mode, so an approved plan would hand over to `plan` itself: add `transitionsTo` naming the mode to hand over to, or mark another mode default
+5 | availableTools = ["read_file", "submit_plan"]
+  |                                ^^^^^^^^^^^^^
+
+self-handover-default.toml: 1 error
+
+$ check self-transition.toml
+exit 2
+--- stdout
+--- stderr
+error: self-transition.toml:3:17: mode `plan` has transitionsTo naming itself: a plan approved in `plan` must hand over to another mode
+3 | transitionsTo = "plan"
+  |                 ^^^^^^
+
+self-transition.toml: 1 error
+
+$ check target-without-submit-plan.toml
+exit 2
+--- stdout
+--- stderr
+error: target-without-submit-plan.toml:5:18: mode `plan` sets transitionsTo but its availableTools leaves out `submit_plan`, so a plan could never be submitted in it: add `submit_plan`
+5 | availableTools = ["read_file"]
+  |                  ^^^^^^^^^^^^^
+
+warning: target-without-submit-plan.toml:5:19: planning mode `plan` offers no tool that can write a plan (its availableTools has none of the plan-writing tools, such as `write_plan`): a model there cannot author a plan to submit
+5 | availableTools = ["read_file"]
+  |                   ^^^^^^^^^^^
+
+target-without-submit-plan.toml: 1 error
+
+$ check targets-list-duplicate.toml
+exit 2
+--- stdout
+--- stderr
+error: targets-list-duplicate.toml:3:41: mode `plan` lists `build` twice in transitionsTo: name each mode once
+3 | transitionsTo = ["build", "build-auto", "build"]
+  |                                         ^^^^^^^
+
+targets-list-duplicate.toml: 1 error
+
+$ check targets-list-self.toml
+exit 2
+--- stdout
+--- stderr
+error: targets-list-self.toml:3:27: mode `plan` has transitionsTo naming itself: a plan approved in `plan` must hand over to another mode
+3 | transitionsTo = ["build", "plan"]
+  |                           ^^^^^^
+
+targets-list-self.toml: 1 error
+
+$ check targets-list-unknown.toml
+exit 2
+--- stdout
+--- stderr
+error: targets-list-unknown.toml:5:3: mode `plan` has transitionsTo `biuld`, which names no mode: did you mean `build`?
+5 |   "biuld",
+  |   ^^^^^^^
+
+targets-list-unknown.toml: 1 error
+
+$ check two-defaults.toml
+exit 2
+--- stdout
+--- stderr
+error: two-defaults.toml:8:11: mode `build` is marked default, but mode `plan` already is: only one mode may set `default = true`
+8 | default = true
+  |           ^^^^
+
+two-defaults.toml: 1 error
+
+$ check unknown-default-id.toml
+exit 2
+--- stdout
+--- stderr
+error: unknown-default-id.toml:1:17: defaultModeId `code` names no mode (ids are case-sensitive; known: plan, build)
+1 | defaultModeId = "code"
+  |                 ^^^^^^
+
+unknown-default-id.toml: 1 error
+
+$ check unknown-field.toml
+exit 2
+--- stdout
+--- stderr
+error: unknown-field.toml:3:1: unknown field `transitionTo` in mode `plan`: did you mean `transitionsTo`?
+3 | transitionTo = "build"
+  | ^^^^^^^^^^^^
+
+unknown-field.toml: 1 error
+
+$ check unknown-target.toml
+exit 2
+--- stdout
+--- stderr
+error: unknown-target.toml:3:17: mode `plan` has transitionsTo `biuld`, which names no mode: did you mean `build`?
+3 | transitionsTo = "biuld"
+  |                 ^^^^^^^
+
+unknown-target.toml: 1 error
+
+$ check unknown-tool.toml
+exit 2
+--- stdout
+--- stderr
+warning: unknown-tool.toml:4:19: planning mode `plan` offers no tool that can write a plan (its availableTools has none of the plan-writing tools, such as `write_plan`): a model there cannot author a plan to submit
+4 | availableTools = ["read_file", "submit_plna"]
+  |                   ^^^^^^^^^^^
+
+error: unknown-tool.toml:4:32: mode `plan` lists unknown tool `submit_plna` in availableTools: did you mean `submit_plan`?
+4 | availableTools = ["read_file", "submit_plna"]
+  |                                ^^^^^^^^^^^^^
+
+unknown-tool.toml: 1 error
+
+$ check wrong-type.toml
+exit 2
+--- stdout
+--- stderr
+error: wrong-type.toml:4:17: invalid type: integer `3`, expected a mode id or a list of mode ids
+4 | transitionsTo = 3
+  |                 ^
+
+wrong-type.toml: 1 error
+
+
+"#]],
+        );
+    }
+
+    #[test]
+    fn pending_and_decide_messages() {
+        let ws = Workspace::new();
+        let (spec, session) = detached(&ws);
+        let sha256 = pending_json(&spec)[0]["sha256"]
+            .as_str()
+            .expect("sha256")
+            .to_owned();
+        let workspace = ws.path().display().to_string();
+        let redact = [
+            (sha256.as_str(), "[SHA256]"),
+            (&sha256[..12], "[SHA12]"),
+            (session.as_str(), "[SESSION]"),
+            (&session[..6], "[SESSION6]"),
+            (workspace.as_str(), "[WS]"),
+        ];
+        let pending = cli(&["pending", "--store", &spec], None);
+        same(
+            shown(&pending, &redact),
+            str![[r#"
+exit 0
+--- stdout
+[SESSION]	run_1	decision_1	plan -> build	[SHA12]	Add dark mode	workspace [WS]
+--- stderr
+
+"#]],
+        );
+        let stale = decide(
+            &ws,
+            &spec,
+            &session,
+            &["--approve", "--sha256", &"0".repeat(64)],
+            None,
+        );
+        same(
+            shown(&stale, &redact),
+            str![[r#"
+exit 5
+--- stdout
+--- stderr
+error: the pending plan has sha256 [SHA256], not 0000000000000000000000000000000000000000000000000000000000000000: it is not the plan you meant; nothing was decided
+
+"#]],
+        );
+        let short = decide(&ws, &spec, &session[..6], &["--approve"], None);
+        same(
+            shown(&short, &redact),
+            str![[r#"
+exit 2
+--- stdout
+--- stderr
+error: `[SESSION6]` is too short for a session id prefix: give at least 8 characters, or the whole id
+
+"#]],
+        );
+        let approved = decide(
+            &ws,
+            &spec,
+            &session[..8],
+            &["--approve", "--sha256", &sha256[..12]],
+            None,
+        );
+        same(
+            shown(&approved, &redact),
+            str![[r#"
+exit 0
+--- stdout
+[run_1] resumed in mode plan
+tool submit_plan ok: Plan approved. Proceed with implementation following the approved plan.\u{a}\u{a}Mode changed: you are now in the Build mode (`build`), previously `plan` (your plan was approved). Follow this mode's instructions from now on. Your tools are now: read_file, list_files, write_file, write_plan.\u{a}\u{a}The approved plan follows, exactly as submitted from `.agent/plans/add-dark-mode.md` (sha256 [SHA256]) and shown to the user. Carry out this text; do not re-read the plan file, which may have changed since. It ends at the line `----- end of approved plan [SHA256] -----`.\u{a}\u{a}----- approved plan -----\u{a}# Add dark mode\u{a}\u{a}## Steps\u{a}1. Read the code this change touches.\u{a}2. Make the change in small steps.\u{a}3. Add tests for it and run the whole suite.\u{a}----- end of approved plan [SHA256] -----
+mode changed: plan -> build (plan_approved)
+model: Now in mode `build`: implementing the approved plan for "Add dark mode".
+[run_1] ended: completed
+mode: build
+--- stderr
+
+"#]],
+        );
+        let again = decide(&ws, &spec, &session, &["--approve"], None);
+        same(
+            shown(&again, &redact),
+            str![[r#"
+exit 5
+--- stdout
+--- stderr
+error: session [SESSION] has nothing pending (already decided?)
+
+"#]],
+        );
     }
 }

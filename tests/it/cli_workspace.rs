@@ -175,7 +175,7 @@ fn stores() -> Vec<&'static str> {
 
 /// Detach a plan in the project, `cd` elsewhere, `decide --approve` without `--workspace`: the
 /// plan's build mode and its waiting `write_file` act in the project, never in the current
-/// directory (the README's "approve tomorrow").
+/// directory (the guide's "approve tomorrow", `src/guide/cli.md`).
 #[test]
 fn decide_without_workspace_acts_in_the_recorded_workspace_wherever_it_runs() {
     for kind in stores() {

@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 
 use agent_controller::{config, diagram};
 
-/// The exit status of an invalid config (README "Exit status").
+/// The exit status of an invalid config (the guide, `src/guide/cli.md`, "Exit status").
 const INVALID: i32 = 2;
 
 fn bin(args: &[&str]) -> Output {

@@ -21,8 +21,7 @@ use agent_controller::store::{
 };
 use agent_controller::{
     AgentController, Decision, DecisionOutcome, Event, Message, ModeBuilder, ModeGraphBuilder,
-    PendingDecision, RunOutcome, RunState, Session, SessionError, SessionOptions, SuspendPayload,
-    ToolRegistry,
+    RunOutcome, RunState, Session, SessionError, SessionOptions, SuspendPayload, ToolRegistry,
 };
 use common::openai_server::{Reply, ScriptedServer, call, calls, contents, submit, text};
 use common::{Recorder, Workspace};
@@ -1255,12 +1254,7 @@ async fn a_tool_call_not_decided_by_its_deadline_expires_and_nothing_of_its_repl
     let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
     let (server, ws, ctl, mut session, recorder) =
         two_calls_waiting(Some(store.clone()), &clock, "t1").await;
-    let waiting = session
-        .pending()
-        .iter()
-        .filter_map(PendingDecision::as_tool_call)
-        .cloned()
-        .collect::<Vec<_>>();
+    let waiting = common::waiting_calls(&session);
     assert_eq!(waiting.len(), 2);
     for call in &waiting {
         assert_eq!(call.payload().approval_timeout.as_deref(), Some("1h"));

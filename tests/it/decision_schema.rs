@@ -281,7 +281,7 @@ fn every_decision_example_in_the_readme_and_the_docs_validates() {
             let path = entry.expect("entry").path();
             if path.is_dir() {
                 dirs.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
+            } else if path.extension().is_some_and(|e| e == "rs" || e == "md") {
                 files.push(path);
             }
         }
@@ -301,8 +301,8 @@ fn every_decision_example_in_the_readme_and_the_docs_validates() {
             seen += 1;
         }
     }
-    // README: the approval note, a target, an edited plan, tool calls, "always allow", the
-    // field table.
+    // The README and the guide (`src/guide/*.md`): the approval note, a target, an edited plan,
+    // tool calls, "always allow", the field table.
     assert!(seen >= 8, "only {seen} examples found");
 }
 
@@ -552,14 +552,15 @@ fn what_the_cli_prints_for_a_real_decision_validates() {
     }
 }
 
-/// README's "Decision JSON" table lists exactly the fields the schema has, in the type's order.
+/// The guide's "Decision JSON" table (`src/guide/contract.md`) lists exactly the fields the
+/// schema has, in the type's order.
 #[test]
-fn the_readme_field_table_lists_every_decision_field() {
-    let readme = std::fs::read_to_string(manifest("README.md")).expect("read_to_string");
-    let section = readme
-        .split("\n### Decision JSON\n")
+fn the_guide_field_table_lists_every_decision_field() {
+    let guide = std::fs::read_to_string(manifest("src/guide/contract.md")).expect("read_to_string");
+    let section = guide
+        .split("\n## Decision JSON\n")
         .nth(1)
-        .expect("README has a Decision JSON section");
+        .expect("the guide has a Decision JSON section");
     let listed: Vec<&str> = section
         .lines()
         .skip_while(|l| !l.starts_with('|'))

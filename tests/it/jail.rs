@@ -770,7 +770,7 @@ async fn a_write_through_a_symlink_that_leaves_says_it_leads_outside() {
 }
 
 /// What the jail promises for hard links that already exist (issue 19; the module docs of
-/// `agent_controller::jail` and the README's jail section): a hard link in the workspace to a
+/// `agent_controller::jail` and the guide's jail page, `src/guide/jail.md`): a hard link in the workspace to a
 /// file elsewhere is that file under a second name, so `read_file` and `submit_plan` read it like
 /// any workspace file; no tool writes through it, so the outside file never changes; and no
 /// tool makes one.

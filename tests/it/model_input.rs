@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use agent_controller::store::{FileStore, SessionStore};
 use agent_controller::tool::args::MAX_DEPTH;
 use agent_controller::{
-    AgentController, Decision, PendingDecision, RunOutcome, Session, SessionError, SessionOptions,
-    Tool, ToolContext, ToolOutput, ToolRegistry, config,
+    AgentController, Decision, RunOutcome, Session, SessionError, SessionOptions, Tool,
+    ToolContext, ToolOutput, ToolRegistry, config,
 };
 use common::Workspace;
 use common::openai_server::{ScriptedServer, call, calls, text};
@@ -223,12 +223,7 @@ async fn calls_with_equal_args_sha256_run_with_identical_arguments() {
     .await;
     let mut session = s.session().await;
     session.send_message("go").await.expect("run");
-    let pending = session
-        .pending()
-        .iter()
-        .filter_map(PendingDecision::as_tool_call)
-        .cloned()
-        .collect::<Vec<_>>();
+    let pending = common::waiting_calls(&session);
     assert_eq!(pending.len(), 2);
     assert_eq!(pending[0].args_sha256(), pending[1].args_sha256());
     assert_eq!(pending[0].args(), pending[1].args());
@@ -272,12 +267,7 @@ async fn arguments_that_are_not_i_json_are_refused_and_never_wait() {
     .await;
     let mut session = s.session().await;
     let outcome = session.send_message("go").await.expect("run");
-    let pending = session
-        .pending()
-        .iter()
-        .filter_map(PendingDecision::as_tool_call)
-        .cloned()
-        .collect::<Vec<_>>();
+    let pending = common::waiting_calls(&session);
     assert_eq!(pending.len(), 1, "{outcome:?}");
     assert_eq!(pending[0].args(), &json!({"small": -9007199254740991_i64}));
     session

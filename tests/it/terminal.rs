@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/modes.toml");
 
-// Exit statuses (README "Exit status").
+// Exit statuses (the guide, `src/guide/cli.md`, "Exit status").
 const NOT_APPROVED: i32 = 3;
 const PENDING: i32 = 4;
 

@@ -108,3 +108,15 @@ pub fn kinds(events: &[Event]) -> Vec<&'static str> {
 pub fn replay(replies: Vec<agent_controller::ModelResponse>) -> Arc<ReplayModel> {
     Arc::new(ReplayModel::new(replies))
 }
+
+/// The tool calls `session` waits on (decided while others wait included), in the model's order.
+pub fn waiting_calls(
+    session: &agent_controller::Session,
+) -> Vec<agent_controller::PendingToolCall> {
+    session
+        .pending()
+        .iter()
+        .filter_map(agent_controller::PendingDecision::as_tool_call)
+        .cloned()
+        .collect()
+}

@@ -1,0 +1,52 @@
+//! The guide: everything about agent-controller that is more than one item's reference.
+//!
+//! The pages, in reading order:
+//!
+//! - [`contract`]: the hand-over contract. What `submit_plan` captures, decisions and decision
+//!   ids, plan revisions, a choice of targets, editing before approving, deadlines, tool calls
+//!   that wait for the user, and the decision JSON.
+//! - [`config`]: modes in `config/modes.toml`, and seeing a config with `graph`, `check` and
+//!   `schema` (completion and validation in your editor).
+//! - [`cli`]: the command line, its exit statuses, and what the terminal shows, with a recorded
+//!   session.
+//! - [`models`]: real models, OpenAI-compatible endpoints and Claude.
+//! - [`library`]: a whole host in Rust: events as a stream, cancelling, your own data.
+//! - [`stores`]: durable sessions, the workspace of a session, interrupted runs and leases,
+//!   several hosts on PostgreSQL, and what the stores guarantee when things fail.
+//! - [`jail`]: the workspace jail every tool path goes through.
+//! - [`testing`]: property tests of a config or a controller, and mutation testing.
+//! - [`performance`]: what a cycle, a switch and a decision cost.
+//! - [`layout`]: where each concept lives in `src/`.
+//!
+//! The pages are Markdown files under `src/guide/`, rendered by rustdoc; every Rust example in
+//! them is a doctest that `cargo test --doc` compiles and runs.
+
+#[doc = include_str!("guide/contract.md")]
+pub mod contract {}
+
+#[doc = include_str!("guide/config.md")]
+pub mod config {}
+
+#[doc = include_str!("guide/cli.md")]
+pub mod cli {}
+
+#[doc = include_str!("guide/models.md")]
+pub mod models {}
+
+#[doc = include_str!("guide/library.md")]
+pub mod library {}
+
+#[doc = include_str!("guide/stores.md")]
+pub mod stores {}
+
+#[doc = include_str!("guide/jail.md")]
+pub mod jail {}
+
+#[doc = include_str!("guide/testing.md")]
+pub mod testing {}
+
+#[doc = include_str!("guide/performance.md")]
+pub mod performance {}
+
+#[doc = include_str!("guide/layout.md")]
+pub mod layout {}
