@@ -194,8 +194,19 @@ impl AcpAgent {
                 async move |request: LoadSessionRequest, responder, cx| {
                     let state = s3.clone();
                     spawn(&s3, async move {
-                        let _ =
-                            responder.respond_with_result(state.load_session(request, cx).await);
+                        match state.load_session(request, cx).await {
+                            Ok((response, slot)) => {
+                                let _ = responder.respond(response);
+                                // What waits for a decision is asked about again, after the
+                                // answer (the client knows the session by then).
+                                if slot.waits() && slot.begin_turn() {
+                                    turn::resume(slot, state.agent.decided_by.clone()).await;
+                                }
+                            }
+                            Err(error) => {
+                                let _ = responder.respond_with_error(error);
+                            }
+                        }
                     });
                     Ok(())
                 },
@@ -386,7 +397,7 @@ impl State {
         &self,
         request: LoadSessionRequest,
         cx: ConnectionTo<Client>,
-    ) -> Result<LoadSessionResponse, Error> {
+    ) -> Result<(LoadSessionResponse, Arc<Slot>), Error> {
         if !self.agent.load_session {
             return Err(Error::method_not_found()
                 .data("session/load needs a store: start the agent with --store"));
@@ -406,9 +417,10 @@ impl State {
         updates.replay(session.messages());
         let mode = session.mode_id();
         let slot = self.adopt(session, &controller, updates);
-        Ok(LoadSessionResponse::new()
+        let response = LoadSessionResponse::new()
             .modes(mode_state(&slot.graph, mode))
-            .config_options(config_options(&slot.graph, mode)))
+            .config_options(config_options(&slot.graph, mode));
+        Ok((response, slot))
     }
 
     /// Starts the turn of a prompt: refused for an unknown session and while another prompt of

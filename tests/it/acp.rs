@@ -112,7 +112,6 @@ impl Agent {
         id
     }
 
-    #[allow(dead_code)]
     pub(crate) fn notify(&mut self, method: &str, params: Value) {
         self.send(&json!({ "jsonrpc": "2.0", "method": method, "params": params }));
     }
@@ -590,4 +589,366 @@ fn the_session_works_in_its_cwd_and_workspace_confines_it() {
     agent.until_method("session/request_permission");
     assert!(plan_file(ws.path()).is_file());
     assert!(!plan_file(other.path()).exists());
+}
+
+// Stage 2: tool calls that wait, cancelling, manual switches, stores and restarts. The model is
+// the real OpenAI provider against the scripted server, so a test chooses each tool call.
+
+use crate::common::openai_server::{self, Reply, ScriptedServer};
+
+/// `build` (the default) runs `write_file` only with approval; `plan` hands over to `build`.
+const APPROVING: &str = r#"
+defaultModeId = "build"
+
+[[modes]]
+id = "plan"
+name = "Plan"
+transitionsTo = "build"
+availableTools = ["read_file", "list_files", "write_plan", "submit_plan"]
+
+[[modes]]
+id = "build"
+name = "Build"
+requireApproval = ["write_file"]
+"#;
+
+/// An agent on the scripted server, with `args`.
+fn scripted(ws: &Path, server: &ScriptedServer, args: &[&str]) -> Agent {
+    let mut all = vec!["--model", "openai/test-model"];
+    all.extend_from_slice(args);
+    Agent::start(ws, &all, &server.env())
+}
+
+fn write_call(path: &str, content: &str) -> Reply {
+    let args = json!({ "path": path, "content": content }).to_string();
+    openai_server::calls([openai_server::call("call_1", "write_file", &args)])
+}
+
+fn select(agent: &mut Agent, request: &Value, option: &str) {
+    agent.respond(
+        &request["id"],
+        json!({ "outcome": { "outcome": "selected", "optionId": option } }),
+    );
+}
+
+/// A model reply that never comes in a test's time: the model call hangs until cancelled.
+fn hang() -> Reply {
+    Reply::Raw(
+        wiremock::ResponseTemplate::new(200)
+            .set_body_string("data: [DONE]\n\n")
+            .set_delay(Duration::from_secs(600)),
+    )
+}
+
+/// A `write_file` call in a mode with `requireApproval` asks with allow_once, allow_always and
+/// reject_once, pinned to its argsSha256; allowed, it runs and the turn carries on.
+#[test]
+fn a_tool_call_that_waits_is_asked_about_and_allowed_runs() {
+    let ws = workspace(APPROVING);
+    let server = ScriptedServer::start_blocking(vec![
+        write_call("notes.txt", "hello"),
+        openai_server::text("Wrote it."),
+    ]);
+    let mut agent = scripted(ws.path(), &server, &[]);
+    let (session, _) = agent.open(ws.path());
+    let prompt = agent.prompt(&session, "Write notes");
+    let (request, before) = agent.until_method("session/request_permission");
+    assert_eq!(updates(&before), ["tool_call", "tool_call_update"]);
+    assert_eq!(before[0]["params"]["update"]["kind"], "edit");
+    assert_eq!(before[0]["params"]["update"]["status"], "in_progress");
+    assert_eq!(
+        before[0]["params"]["update"]["locations"][0]["path"],
+        json!(ws.path().join("notes.txt"))
+    );
+    assert_eq!(before[1]["params"]["update"]["status"], "pending");
+    let call = &request["params"]["toolCall"];
+    assert_eq!(
+        call["toolCallId"],
+        before[0]["params"]["update"]["toolCallId"]
+    );
+    let args = json!({ "path": "notes.txt", "content": "hello" });
+    assert_eq!(
+        call["_meta"]["agentController"]["argsSha256"],
+        agent_controller::jcs::sha256(&args)
+    );
+    assert_eq!(call["rawInput"], args);
+    assert_eq!(
+        option_ids(&request),
+        [
+            ("allow".to_owned(), "allow_once".to_owned()),
+            ("allow_always".to_owned(), "allow_always".to_owned()),
+            ("reject".to_owned(), "reject_once".to_owned()),
+        ]
+    );
+    assert!(
+        !ws.path().join("notes.txt").exists(),
+        "nothing runs before the answer"
+    );
+    select(&mut agent, &request, "allow");
+    let (response, after) = agent.response(prompt);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response:#}");
+    assert_eq!(updates(&after), ["tool_call_update", "agent_message_chunk"]);
+    assert_eq!(after[0]["params"]["update"]["status"], "completed");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("notes.txt")).expect("written"),
+        "hello"
+    );
+}
+
+/// Rejected, the call never runs and the model is told; "always allow" runs the tool's next
+/// call without asking.
+#[test]
+fn a_rejected_tool_call_never_runs_and_always_allow_stops_asking() {
+    let ws = workspace(APPROVING);
+    let server = ScriptedServer::start_blocking(vec![
+        write_call("no.txt", "x"),
+        openai_server::text("Understood."),
+        write_call("yes.txt", "1"),
+        write_call("again.txt", "2"),
+        openai_server::text("Both written."),
+    ]);
+    let mut agent = scripted(ws.path(), &server, &[]);
+    let (session, _) = agent.open(ws.path());
+    let prompt = agent.prompt(&session, "Write no");
+    let (request, _) = agent.until_method("session/request_permission");
+    select(&mut agent, &request, "reject");
+    let (response, after) = agent.response(prompt);
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    assert_eq!(
+        after[0]["params"]["update"]["status"], "failed",
+        "{after:#?}"
+    );
+    assert!(!ws.path().join("no.txt").exists());
+    let bodies = server.bodies_blocking();
+    let told = openai_server::contents(&bodies[1], "tool");
+    assert!(
+        told.iter()
+            .any(|t| t.contains("not approved") || t.contains("Not approved")),
+        "{told:?}"
+    );
+
+    let prompt = agent.prompt(&session, "Write two");
+    let (request, _) = agent.until_method("session/request_permission");
+    select(&mut agent, &request, "allow_always");
+    let (response, after) = agent.response(prompt);
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    assert!(
+        after
+            .iter()
+            .all(|m| m["method"] != "session/request_permission"),
+        "the second call ran unasked: {after:#?}"
+    );
+    assert!(ws.path().join("yes.txt").is_file() && ws.path().join("again.txt").is_file());
+}
+
+/// `session/cancel` while the model works: the run stops through its cancel handle, the prompt
+/// returns `cancelled`, and the next prompt runs normally (the cancel does not linger).
+#[test]
+fn session_cancel_mid_turn_returns_cancelled_and_the_next_prompt_runs() {
+    let ws = workspace(APPROVING);
+    let server = ScriptedServer::start_blocking(vec![hang(), openai_server::text("Hello again.")]);
+    let mut agent = scripted(ws.path(), &server, &[]);
+    let (session, _) = agent.open(ws.path());
+    let prompt = agent.prompt(&session, "Think hard");
+    // The model call is under way once the server saw it.
+    while server.served() == 0 {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    agent.notify("session/cancel", json!({ "sessionId": session }));
+    let (response, _) = agent.response(prompt);
+    assert_eq!(
+        response["result"]["stopReason"], "cancelled",
+        "{response:#}"
+    );
+    let prompt = agent.prompt(&session, "Hi");
+    let (response, before) = agent.response(prompt);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response:#}");
+    assert_eq!(updates(&before), ["agent_message_chunk"]);
+}
+
+/// `session/cancel` while a plan's permission request is open: the request is given up, the
+/// prompt returns `cancelled`, nothing is approved (without a store the plan is not approved
+/// and the mode stays).
+#[test]
+fn session_cancel_while_asking_approves_nothing() {
+    let ws = workspace(MODES);
+    let mut agent = Agent::start(ws.path(), &[], &[]);
+    let (session, _) = agent.open(ws.path());
+    let prompt = agent.prompt(&session, "Add dark mode");
+    let (request, _) = agent.until_method("session/request_permission");
+    agent.notify("session/cancel", json!({ "sessionId": session }));
+    let (response, after) = agent.response(prompt);
+    assert_eq!(
+        response["result"]["stopReason"], "cancelled",
+        "{response:#}"
+    );
+    assert_eq!(mode_updates(&after), Vec::<String>::new());
+    // A late answer that selects the allow option approves nothing either.
+    select(&mut agent, &request, "switch:build");
+    let id = agent.request(
+        "session/set_config_option",
+        json!({ "sessionId": session, "configId": "mode", "value": "plan" }),
+    );
+    let (response, before) = agent.response(id);
+    assert_eq!(
+        response["result"]["configOptions"][0]["currentValue"],
+        "plan"
+    );
+    assert_eq!(
+        mode_updates(&before),
+        Vec::<String>::new(),
+        "still in plan mode"
+    );
+}
+
+/// A manual switch while a plan is pending: the plan is not approved, the mode is the one
+/// chosen (announced both ways), the open request is given up and the turn ends; the model is
+/// told of the switch.
+#[test]
+fn set_mode_while_a_plan_is_pending_switches_by_hand() {
+    let ws = workspace(MODES);
+    let mut agent = Agent::start(ws.path(), &[], &[]);
+    let (session, _) = agent.open(ws.path());
+    let prompt = agent.prompt(&session, "Add dark mode");
+    agent.until_method("session/request_permission");
+    let id = agent.request(
+        "session/set_mode",
+        json!({ "sessionId": session, "modeId": "auto" }),
+    );
+    let (response, before) = agent.response(id);
+    assert!(response.get("error").is_none(), "{response:#}");
+    assert_eq!(mode_updates(&before), ["auto"]);
+    assert_eq!(mode_option_updates(&before), ["auto"]);
+    let (response, _) = agent.response(prompt);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response:#}");
+    let failed = agent
+        .seen
+        .iter()
+        .filter(|m| m["params"]["update"]["status"] == "failed")
+        .count();
+    assert_eq!(failed, 1, "the submit_plan call ends not approved");
+}
+
+/// A `cancelled` outcome with a store leaves the plan pending: after the editor closes, a new
+/// agent loads the session (history replayed, in plan mode), asks again, and the allow option
+/// approves it.
+#[test]
+fn a_plan_pending_when_the_editor_closes_is_asked_again_after_load() {
+    let ws = workspace(MODES);
+    let store = ws.path().join("sessions");
+    let store = store.to_str().expect("utf-8");
+    let mut agent = Agent::start(ws.path(), &["--store", store], &[]);
+    let (session, _) = agent.open(ws.path());
+    let prompt = agent.prompt(&session, "Add dark mode");
+    let (request, _) = agent.until_method("session/request_permission");
+    agent.respond(
+        &request["id"],
+        json!({ "outcome": { "outcome": "cancelled" } }),
+    );
+    let (response, _) = agent.response(prompt);
+    assert_eq!(response["result"]["stopReason"], "cancelled");
+    // The editor closes with the plan pending.
+    assert_eq!(agent.close(), 0);
+    let listed = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+        .args(["pending", "--json", "--store", store])
+        .output()
+        .expect("pending");
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed.contains(&session) && listed.contains("\"plan\""),
+        "{listed}"
+    );
+
+    let mut agent = Agent::start(ws.path(), &["--store", store], &[]);
+    let id = agent.request(
+        "initialize",
+        json!({ "protocolVersion": 1, "clientCapabilities": {} }),
+    );
+    agent.result(id);
+    let id = agent.request(
+        "session/load",
+        json!({ "sessionId": session, "cwd": ws.path(), "mcpServers": [] }),
+    );
+    let (response, replayed) = agent.response(id);
+    assert_eq!(
+        response["result"]["modes"]["currentModeId"], "plan",
+        "{response:#}"
+    );
+    assert_eq!(
+        response["result"]["configOptions"][0]["currentValue"],
+        "plan"
+    );
+    let kinds = updates(&replayed);
+    assert_eq!(kinds[0], "user_message_chunk", "{kinds:?}");
+    assert_eq!(
+        replayed[0]["params"]["update"]["content"]["text"],
+        "Add dark mode"
+    );
+    assert!(kinds.contains(&"tool_call".to_owned()), "{kinds:?}");
+    let (request, _) = agent.until_method("session/request_permission");
+    assert_eq!(request["params"]["toolCall"]["kind"], "switch_mode");
+    select(&mut agent, &request, "switch:build");
+    let (update, _) = agent.until_method("session/update");
+    let mut seen = vec![update];
+    while mode_updates(&seen).is_empty() {
+        seen.push(agent.next());
+    }
+    assert_eq!(mode_updates(&seen), ["build"]);
+    assert_eq!(agent.close(), 0);
+}
+
+/// The connection drops while a permission request is open: the agent exits, nothing is
+/// approved, and with a store the plan stays pending for `decide`.
+#[test]
+fn a_dropped_connection_approves_nothing_and_keeps_the_plan_pending() {
+    let ws = workspace(MODES);
+    let store = ws.path().join("sessions");
+    let store = store.to_str().expect("utf-8");
+    let mut agent = Agent::start(ws.path(), &["--store", store], &[]);
+    let (session, _) = agent.open(ws.path());
+    agent.prompt(&session, "Add dark mode");
+    agent.until_method("session/request_permission");
+    assert_eq!(agent.close(), 0);
+    let listed = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+        .args(["pending", "--json", "--store", store])
+        .output()
+        .expect("pending");
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed.contains(&session) && listed.contains("\"plan\""),
+        "{listed}"
+    );
+    // `decide` settles it from the shell.
+    let decided = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+        .args(["decide", "--approve", "--store", store, &session])
+        .output()
+        .expect("decide");
+    assert_eq!(
+        decided.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&decided.stderr)
+    );
+}
+
+/// The connection drops while the model works: the agent exits at once and the run ends as a
+/// dismissal does (aborted, saved).
+#[test]
+fn a_dropped_connection_mid_turn_ends_the_run() {
+    let ws = workspace(APPROVING);
+    let store = ws.path().join("sessions");
+    let store = store.to_str().expect("utf-8");
+    let server = ScriptedServer::start_blocking(vec![hang()]);
+    let mut agent = scripted(ws.path(), &server, &["--store", store]);
+    let (session, _) = agent.open(ws.path());
+    agent.prompt(&session, "Think hard");
+    while server.served() == 0 {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(agent.close(), 0);
+    let record = std::fs::read_to_string(Path::new(store).join(format!("{session}.json")))
+        .expect("the session's record");
+    let record: Value = serde_json::from_str(&record).expect("JSON");
+    assert_eq!(record["run"]["state"], "aborted", "{record:#}");
+    assert_eq!(record["modeId"], "build");
 }
