@@ -1503,6 +1503,7 @@ impl change::Change<'_> {
         self.state.mode = target;
         let mode_id = self.mode_arc();
         self.emit(Event::ModeChanged {
+            session_id: self.id.clone(),
             mode_id,
             previous_mode_id: previous,
             reason,

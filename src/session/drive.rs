@@ -88,6 +88,7 @@ impl Change<'_> {
         self.state.messages.push(Message::User { content: text });
         let mode_id = self.mode_arc();
         self.emit(Event::AgentStart {
+            session_id: self.id.clone(),
             run_id: run_id.clone(),
             mode_id,
         });
@@ -106,6 +107,7 @@ impl Change<'_> {
         // The suspended run resumes to end: its events lie between `agent_start` and `agent_end`.
         let mode_id = self.mode_arc();
         self.emit(Event::AgentStart {
+            session_id: self.id.clone(),
             run_id: run_id.clone(),
             mode_id,
         });
@@ -134,6 +136,7 @@ impl Change<'_> {
             });
             self.state.history.push(record.clone());
             self.emit(Event::ToolSuspensionCancelled {
+                session_id: self.id.clone(),
                 run_id: run_id.clone(),
                 tool_call_id,
                 tool_name,
@@ -142,6 +145,7 @@ impl Change<'_> {
             });
         }
         self.emit(Event::AgentEnd {
+            session_id: self.id.clone(),
             run_id: run_id.clone(),
             reason: RunState::Aborted,
         });
@@ -487,6 +491,7 @@ impl Change<'_> {
         self.take_lease();
         let mode_id = self.mode_arc();
         self.emit(Event::AgentStart {
+            session_id: self.id.clone(),
             run_id: run_id.clone(),
             mode_id,
         });
@@ -502,6 +507,7 @@ impl Change<'_> {
         record: DecidedRecord,
     ) {
         self.emit(Event::ToolEnd {
+            session_id: self.id.clone(),
             run_id: run_id.clone(),
             tool_call_id: call.tool_call_id.clone(),
             tool_name: call.payload.tool_name.clone(),
@@ -579,10 +585,12 @@ impl Change<'_> {
         tracing::info!(run_id = %run_id, %reason, error, "run ended");
         if let Some(message) = error {
             self.emit(Event::Error {
+                session_id: self.id.clone(),
                 message: message.to_owned(),
             });
         }
         self.emit(Event::AgentEnd {
+            session_id: self.id.clone(),
             run_id: run_id.clone(),
             reason,
         });
@@ -678,6 +686,7 @@ impl Session {
             c.take_lease();
             let mode_id = c.mode_arc();
             c.emit(Event::AgentStart {
+                session_id: c.id.clone(),
                 run_id: run_id.clone(),
                 mode_id,
             });
@@ -711,6 +720,7 @@ impl Session {
 impl Change<'_> {
     fn finish_tool(&mut self, run_id: &Arc<str>, call_id: &str, name: &str, output: ToolOutput) {
         self.emit(Event::ToolEnd {
+            session_id: self.id.clone(),
             run_id: run_id.clone(),
             tool_call_id: call_id.to_owned(),
             tool_name: name.to_owned(),
@@ -736,6 +746,7 @@ impl Change<'_> {
         record: DecidedRecord,
     ) {
         self.emit(Event::ToolEnd {
+            session_id: self.id.clone(),
             run_id: run_id.clone(),
             tool_call_id: call_id.to_owned(),
             tool_name: SUBMIT_PLAN.to_owned(),
@@ -825,6 +836,7 @@ impl Session {
             );
             if response.finish_reason.is_some() || response.usage.is_some() {
                 self.emit(Event::ModelEnd {
+                    session_id: self.id.clone(),
                     run_id: run_id.clone(),
                     finish_reason: response.finish_reason.clone(),
                     usage: response.usage,
@@ -832,6 +844,7 @@ impl Session {
             }
             if !response.text.is_empty() {
                 self.emit(Event::AssistantMessage {
+                    session_id: self.id.clone(),
                     run_id: run_id.clone(),
                     text: response.text.clone(),
                 });
@@ -1168,6 +1181,7 @@ impl Change<'_> {
                     feedback: None,
                 }));
             self.emit(Event::ToolSuspended {
+                session_id: self.id.clone(),
                 run_id: run_id.clone(),
                 tool_call_id,
                 tool_name,
@@ -1234,6 +1248,7 @@ impl Change<'_> {
             stale: None,
         }));
         self.emit(Event::ToolSuspended {
+            session_id: self.id.clone(),
             run_id: run_id.clone(),
             tool_call_id: tool_call_id.to_owned(),
             tool_name: SUBMIT_PLAN.to_owned(),
@@ -1254,6 +1269,7 @@ impl Change<'_> {
         let call = self.state.tool_call(at, index)?;
         let (id, name) = (call.id.clone(), call.name.clone());
         let event = Event::ToolStart {
+            session_id: self.id.clone(),
             run_id: run_id.clone(),
             tool_call_id: id.clone(),
             tool_name: name.clone(),
