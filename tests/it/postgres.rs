@@ -175,7 +175,11 @@ async fn text_a_model_wrote_round_trips_exactly() {
     }];
     store.save(&hostile, None).await.expect("save");
     assert_eq!(store.load("h").await.expect("load"), Some(hostile.clone()));
-    let listed = store.list_pending().await.expect("list").pending;
+    let listed = store
+        .list_pending(agent_controller::store::now_millis())
+        .await
+        .expect("list")
+        .pending;
     assert_eq!(listed, vec![hostile.pending_summary().expect("summary")]);
 }
 
@@ -822,7 +826,10 @@ async fn a_database_from_before_leases_migrates_and_lists_its_running_run_as_int
     )
     .await;
     let store = connect(&schema.url).await;
-    let listing = store.list_pending().await.expect("list");
+    let listing = store
+        .list_pending(agent_controller::store::now_millis())
+        .await
+        .expect("list");
     assert_eq!(
         listing
             .interrupted
@@ -1006,7 +1013,7 @@ async fn each_tool_call_waiting_is_listed_and_watched_on_its_own() {
         .await
         .expect("save");
     let listed: Vec<String> = writer
-        .list_pending()
+        .list_pending(agent_controller::store::now_millis())
         .await
         .expect("list")
         .pending

@@ -1,6 +1,7 @@
 //! Shared test helpers: fixtures, a temporary workspace, an event recorder.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod clock;
 pub mod endless;
 pub mod openai_server;
 #[cfg(feature = "postgres")]
