@@ -6,6 +6,7 @@ pub mod endless;
 pub mod openai_server;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+pub mod wait;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
