@@ -15,7 +15,7 @@ use super::{
 };
 use crate::event::{
     CancelReason, DecidedRecord, DecisionOutcome, Event, ModeChangeReason, RunState,
-    SuspendPayload, Suspension, ToolCallPayload, rfc3339_now,
+    SuspendPayload, Suspension, ToolCallPayload,
 };
 use crate::mode::ModeId;
 use crate::model::{Message, ModelError, ModelErrorKind, ModelRequest, TextSink};
@@ -121,7 +121,13 @@ impl Change<'_> {
                 PendingDecision::ToolCall(call) => (
                     tool_cancelled_result(reason),
                     true,
-                    tool_call_record(call, DecisionOutcome::Cancelled, None, false, rfc3339_now()),
+                    tool_call_record(
+                        call,
+                        DecisionOutcome::Cancelled,
+                        None,
+                        false,
+                        self.shared.now_rfc3339(),
+                    ),
                 ),
             };
             let (tool_call_id, tool_name) = (
@@ -170,7 +176,7 @@ impl Change<'_> {
             outcome: Some(outcome),
             sha256: Some(pending.payload.submission.sha256.clone()),
             approved_sha256,
-            decided_at: Some(rfc3339_now()),
+            decided_at: Some(self.shared.now_rfc3339()),
             decided_by,
             target_mode_id: target.map(|t| self.shared.graph.mode(t).id().to_owned()),
             tool_name: None,
@@ -442,7 +448,7 @@ impl Change<'_> {
             outcome,
             decision.decided_by.clone(),
             decision.always_allow,
-            rfc3339_now(),
+            self.shared.now_rfc3339(),
         );
         let tool_name = call.payload.tool_name.clone();
         let run_id = call.run_id.clone();
@@ -1419,8 +1425,8 @@ impl PendingPlans for StorePending<'_> {
             return Ok(Vec::new());
         };
         // An unreadable record's plan cannot be decided (loading it fails), so there is
-        // nothing of it to protect.
-        let listing = store.list_pending().await.map_err(|e| e.to_string())?;
+        // nothing of it to protect. Only the pending decisions are read: no time is needed.
+        let listing = store.list_pending(0).await.map_err(|e| e.to_string())?;
         Ok(listing
             .pending
             .into_iter()
