@@ -14,6 +14,8 @@
 pub mod args;
 pub mod fs;
 pub mod input;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 pub mod submit_plan;
 
 use std::collections::HashMap;
