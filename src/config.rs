@@ -27,10 +27,6 @@ mod mcp;
 mod schema;
 
 pub use self::builder::{BUILDER_ORIGIN, ModeBuilder, ModeGraphBuilder};
-pub use self::mcp::{
-    DEFAULT_MCP_TIMEOUT, MAX_TOOL_NAME_CHARS, MCP_SEPARATOR, McpServer, McpTransport,
-    is_valid_server_id, is_valid_tool_name, mcp_tool_name, split_mcp_name, wildcard_covers,
-};
 
 #[cfg(feature = "schema")]
 pub use self::schema::{schema, schema_json};
@@ -1639,7 +1635,9 @@ fn approval_policy(
         match &offered {
             Some((offered, set))
                 if !set.contains(name)
-                    && !offered.iter().any(|pattern| wildcard_covers(pattern, name)) =>
+                    && !offered
+                        .iter()
+                        .any(|pattern| crate::tool::mcp::wildcard_covers(pattern, name)) =>
             {
                 let hint = if offered.len() <= MAX_HINT_CANDIDATES && *hinted < MAX_HINTED {
                     *hinted += 1;

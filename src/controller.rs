@@ -293,7 +293,7 @@ fn mode_runtime(
                     // a planning mode only those that change nothing (a trusted server's
                     // tools annotated read-only: crate::tool::mcp).
                     for tool in tools.iter() {
-                        if crate::config::wildcard_covers(name, tool.name())
+                        if crate::tool::mcp::wildcard_covers(name, tool.name())
                             && (!mode.is_planning() || tool.access() == ToolAccess::ReadOnly)
                         {
                             push(tool.name());

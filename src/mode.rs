@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::config::McpServer;
 use crate::deadline::ApprovalTimeout;
 use crate::tool::SUBMIT_PLAN;
+use crate::tool::mcp::McpServer;
 
 /// A handle to a mode of one [`ModeGraph`]: a small copyable index, valid for the graph that
 /// handed it out.
@@ -219,7 +219,7 @@ impl RequireApproval {
             RequireApproval::All => true,
             RequireApproval::Tools(tools) => tools
                 .iter()
-                .any(|t| &**t == tool || crate::config::wildcard_covers(t, tool)),
+                .any(|t| &**t == tool || crate::tool::mcp::wildcard_covers(t, tool)),
         }
     }
 
@@ -311,8 +311,27 @@ impl ModeGraph {
     /// `fs__*` with a server `fs`): such a name is checked against the server's own tools
     /// when it is started, not against the controller's registry.
     pub fn is_mcp_ref(&self, name: &str) -> bool {
-        crate::config::split_mcp_name(name)
+        crate::tool::mcp::split_mcp_name(name)
             .is_some_and(|(server, _)| self.mcp_server(server).is_some())
+    }
+
+    /// The `SERVER__TOOL` names the modes list by name (not the `SERVER__*` wildcards) in
+    /// `availableTools` and `requireApproval`, of the config's MCP servers, each once.
+    pub fn mcp_tool_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = Vec::new();
+        for mode in &self.modes {
+            let listed = mode.available_tools.iter().flatten();
+            let approval = match &mode.require_approval {
+                RequireApproval::Tools(list) => list.as_slice(),
+                _ => &[],
+            };
+            for name in listed.chain(approval) {
+                if !name.ends_with('*') && self.is_mcp_ref(name) && !names.contains(&&**name) {
+                    names.push(name);
+                }
+            }
+        }
+        names
     }
 
     /// The MCP servers a session of this graph needs: those some mode names a tool of, and
@@ -323,7 +342,7 @@ impl ModeGraph {
             .iter()
             .filter(|server| {
                 all || self.tool_refs.iter().any(|r| {
-                    crate::config::split_mcp_name(&r.name).is_some_and(|(s, _)| s == server.id())
+                    crate::tool::mcp::split_mcp_name(&r.name).is_some_and(|(s, _)| s == server.id())
                 })
             })
             .collect()

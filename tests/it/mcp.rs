@@ -97,7 +97,12 @@ impl Setup {
         replies: Vec<agent_controller::ModelResponse>,
         pid_file: PathBuf,
     ) -> Self {
-        let mcp = McpTools::start(&graph, ws.path()).await;
+        let mcp = McpTools::start(
+            graph.needed_mcp_servers(),
+            graph.mcp_tool_names(),
+            ws.path(),
+        )
+        .await;
         let mut tools = ToolRegistry::with_workspace_tools();
         mcp.register(&mut tools).expect("register");
         let model = Arc::new(ReplayModel::new(replies));

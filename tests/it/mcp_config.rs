@@ -1,7 +1,8 @@
 //! The `[[mcpServers]]` table and the `SERVER__TOOL` names of a config (issue 24): checked from
 //! the text alone, each error at its line and column; no server is started.
 
-use agent_controller::config::{self, ConfigErrorKind, McpTransport};
+use agent_controller::config::{self, ConfigErrorKind};
+use agent_controller::tool::mcp::McpTransport;
 
 const SERVERS: &str = r#"
 [[mcpServers]]
