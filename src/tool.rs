@@ -14,7 +14,6 @@
 pub mod args;
 pub mod fs;
 pub mod input;
-#[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod submit_plan;
 
