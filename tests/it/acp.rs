@@ -597,7 +597,7 @@ fn the_session_works_in_its_cwd_and_workspace_confines_it() {
 use crate::common::openai_server::{self, Reply, ScriptedServer};
 
 /// `build` (the default) runs `write_file` only with approval; `plan` hands over to `build`.
-const APPROVING: &str = r#"
+pub(crate) const APPROVING: &str = r#"
 defaultModeId = "build"
 
 [[modes]]
@@ -632,7 +632,7 @@ fn select(agent: &mut Agent, request: &Value, option: &str) {
 }
 
 /// A model reply that never comes in a test's time: the model call hangs until cancelled.
-fn hang() -> Reply {
+pub(crate) fn hang() -> Reply {
     Reply::Raw(
         wiremock::ResponseTemplate::new(200)
             .set_body_string("data: [DONE]\n\n")

@@ -9,6 +9,8 @@
 mod common;
 
 mod acp;
+mod acp_input;
+mod acp_sdk;
 mod anthropic;
 mod blocking;
 mod builders;

@@ -1,0 +1,282 @@
+// The official ACP TypeScript SDK (@agentclientprotocol/sdk) as the client of
+// `agent-controller acp`: one scenario per run, `node scenarios.mjs NAME`, started by
+// tests/it/acp_sdk.rs with
+//   AC_BIN    the agent-controller binary
+//   AC_WS     the workspace (its config/modes.toml is the scenario's config)
+//   AC_STORE  the session store (scenarios that restart the agent)
+// and, for scenarios whose model is the scripted OpenAI-compatible server, OPENAI_BASE_URL and
+// OPENAI_API_KEY (the agent then runs with --model openai/test-model).
+// A scenario prints `ok NAME` and exits 0, or throws (exit 1, with what went wrong).
+
+import { spawn } from "node:child_process";
+import { Readable, Writable } from "node:stream";
+import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import * as acp from "@agentclientprotocol/sdk";
+
+const { methods } = acp;
+const bin = process.env.AC_BIN;
+const ws = process.env.AC_WS;
+const store = process.env.AC_STORE;
+
+/// The agent as a child process; `answer(request)` decides each permission request.
+function start(answer, extraArgs = []) {
+  const args = ["acp", ...extraArgs];
+  if (process.env.OPENAI_BASE_URL) args.push("--model", "openai/test-model");
+  if (store) args.push("--store", store);
+  const child = spawn(bin, args, { cwd: ws, stdio: ["pipe", "pipe", "inherit"] });
+  const exited = new Promise((resolve) => child.on("exit", (code) => resolve(code)));
+  const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+  const updates = [];
+  const requests = [];
+  let onRequest = () => {};
+  const app = acp
+    .client({ name: "agent-controller-tests" })
+    .onNotification(methods.client.session.update, ({ params }) => {
+      updates.push(params.update);
+    })
+    .onRequest(methods.client.session.requestPermission, async ({ params, signal }) => {
+      requests.push(params);
+      onRequest(params);
+      return answer(params, signal);
+    });
+  return {
+    child,
+    exited,
+    updates,
+    requests,
+    /// Resolves with the next permission request.
+    nextRequest: () => new Promise((resolve) => (onRequest = resolve)),
+    run: (op) => app.connectWith(stream, op),
+    close: async () => {
+      child.stdin.end();
+      return exited;
+    },
+  };
+}
+
+const select = (optionId) => ({ outcome: { outcome: "selected", optionId } });
+const cancelled = { outcome: { outcome: "cancelled" } };
+/// Waits until `signal` aborts (the agent gave the request up), then answers `cancelled`.
+const untilGivenUp = (signal) =>
+  new Promise((resolve) => {
+    if (signal.aborted) resolve(cancelled);
+    signal.addEventListener("abort", () => resolve(cancelled));
+  });
+
+async function open(ctx, expectLoad = false) {
+  const init = await ctx.request(methods.agent.initialize, {
+    protocolVersion: acp.PROTOCOL_VERSION,
+    clientCapabilities: {},
+  });
+  assert.equal(init.protocolVersion, acp.PROTOCOL_VERSION);
+  assert.equal(init.agentInfo.name, "agent-controller");
+  assert.equal(init.agentCapabilities.loadSession, expectLoad);
+  return init;
+}
+
+async function newSession(ctx) {
+  const session = await ctx.request(methods.agent.session.new, { cwd: ws, mcpServers: [] });
+  assert.ok(session.modes.availableModes.length >= 2);
+  assert.equal(session.configOptions[0].id, "mode");
+  assert.equal(session.configOptions[0].currentValue, session.modes.currentModeId);
+  return session;
+}
+
+const prompt = (ctx, sessionId, text) =>
+  ctx.request(methods.agent.session.prompt, { sessionId, prompt: [{ type: "text", text }] });
+
+const kinds = (updates) => updates.map((u) => u.sessionUpdate);
+const modeUpdates = (updates) =>
+  updates.filter((u) => u.sessionUpdate === "current_mode_update").map((u) => u.currentModeId);
+const optionUpdates = (updates) =>
+  updates
+    .filter((u) => u.sessionUpdate === "config_option_update")
+    .map((u) => u.configOptions.find((o) => o.id === "mode").currentValue);
+
+const scenarios = {
+  /// initialize -> new -> prompt in plan -> permission request -> select build ->
+  /// current_mode_update build -> a build-mode tool call -> end_turn.
+  async approve() {
+    const agent = start(() => select("switch:build"));
+    await agent.run(async (ctx) => {
+      await open(ctx);
+      const { sessionId, modes } = await newSession(ctx);
+      assert.equal(modes.currentModeId, "plan");
+      const done = await prompt(ctx, sessionId, "Add dark mode");
+      assert.equal(done.stopReason, "end_turn");
+    });
+    const [request] = agent.requests;
+    assert.equal(request.toolCall.kind, "switch_mode");
+    assert.equal(request.toolCall.title, "Dark mode");
+    const plan = fs.readFileSync(path.join(ws, ".agent/plans/dark.md"), "utf8");
+    assert.ok(plan.includes(request.toolCall.content[0].content.text));
+    assert.match(request.toolCall._meta.agentController.sha256, /^[0-9a-f]{64}$/);
+    assert.deepEqual(
+      request.options.map((o) => [o.optionId, o.kind]),
+      [
+        ["switch:build", "allow_once"],
+        ["reject", "reject_once"],
+      ],
+    );
+    assert.deepEqual(modeUpdates(agent.updates), ["build"]);
+    assert.deepEqual(optionUpdates(agent.updates), ["build"]);
+    const switched = kinds(agent.updates).indexOf("current_mode_update");
+    const buildCall = agent.updates.findIndex(
+      (u) => u.sessionUpdate === "tool_call" && u.title.startsWith("write_file"),
+    );
+    assert.ok(switched >= 0 && buildCall > switched, JSON.stringify(kinds(agent.updates)));
+    assert.equal(agent.updates[buildCall].kind, "edit");
+    const end = agent.updates.find(
+      (u) => u.sessionUpdate === "tool_call_update" && u.toolCallId === agent.updates[buildCall].toolCallId,
+    );
+    assert.equal(end.status, "completed");
+    assert.equal(fs.readFileSync(path.join(ws, "theme.css"), "utf8"), "body { color: white }");
+    assert.equal(await agent.close(), 0);
+  },
+
+  /// "No, keep planning": the mode stays; the next prompt (the feedback) plans again.
+  async reject() {
+    let answers = [select("reject"), cancelled];
+    const agent = start(() => answers.shift());
+    await agent.run(async (ctx) => {
+      await open(ctx);
+      const { sessionId } = await newSession(ctx);
+      assert.equal((await prompt(ctx, sessionId, "Add dark mode")).stopReason, "end_turn");
+      assert.deepEqual(modeUpdates(agent.updates), []);
+      const again = await prompt(ctx, sessionId, "Also cover the settings page");
+      assert.equal(again.stopReason, "cancelled");
+    });
+    assert.equal(agent.requests.length, 2, "the feedback prompt planned again");
+    assert.deepEqual(modeUpdates(agent.updates), []);
+    assert.equal(await agent.close(), 0);
+  },
+
+  /// A `cancelled` outcome approves nothing and the prompt returns `cancelled`.
+  async cancelled() {
+    const agent = start(() => cancelled);
+    await agent.run(async (ctx) => {
+      await open(ctx);
+      const { sessionId } = await newSession(ctx);
+      assert.equal((await prompt(ctx, sessionId, "Add dark mode")).stopReason, "cancelled");
+    });
+    assert.deepEqual(modeUpdates(agent.updates), []);
+    assert.equal(await agent.close(), 0);
+  },
+
+  /// set_mode while the plan's request is open: the mode is the one chosen (announced), the
+  /// agent gives the request up, and the turn ends.
+  async set_mode_while_pending() {
+    const agent = start((_, signal) => untilGivenUp(signal));
+    await agent.run(async (ctx) => {
+      await open(ctx);
+      const { sessionId } = await newSession(ctx);
+      const asked = agent.nextRequest();
+      const turn = prompt(ctx, sessionId, "Add dark mode");
+      await asked;
+      await ctx.request(methods.agent.session.setMode, { sessionId, modeId: "build" });
+      assert.equal((await turn).stopReason, "end_turn");
+    });
+    assert.deepEqual(modeUpdates(agent.updates), ["build"]);
+    assert.deepEqual(optionUpdates(agent.updates), ["build"]);
+    assert.equal(await agent.close(), 0);
+  },
+
+  /// session/cancel while the model works: the prompt returns `cancelled`; the next one runs.
+  async cancel_mid_turn() {
+    const agent = start(() => cancelled);
+    await agent.run(async (ctx) => {
+      await open(ctx);
+      const { sessionId } = await newSession(ctx);
+      const turn = prompt(ctx, sessionId, "Think hard");
+      // The test creates this file once the scripted server has the model call: the turn runs.
+      const called = path.join(ws, ".model-called");
+      while (!fs.existsSync(called)) await new Promise((resolve) => setTimeout(resolve, 10));
+      await ctx.notify(methods.agent.session.cancel, { sessionId });
+      assert.equal((await turn).stopReason, "cancelled");
+      assert.equal((await prompt(ctx, sessionId, "Hello")).stopReason, "end_turn");
+    });
+    const texts = agent.updates.filter((u) => u.sessionUpdate === "agent_message_chunk");
+    assert.deepEqual(
+      texts.map((u) => u.content.text),
+      ["Hello again."],
+    );
+    assert.equal(await agent.close(), 0);
+  },
+
+  /// A requireApproval tool call: allowed, it runs; rejected, it does not.
+  async tool_approval() {
+    const answers = [select("allow"), select("reject")];
+    const agent = start(() => answers.shift());
+    await agent.run(async (ctx) => {
+      await open(ctx);
+      const { sessionId } = await newSession(ctx);
+      assert.equal((await prompt(ctx, sessionId, "Write yes")).stopReason, "end_turn");
+      assert.equal((await prompt(ctx, sessionId, "Write no")).stopReason, "end_turn");
+    });
+    const [allowed, rejected] = agent.requests;
+    assert.deepEqual(
+      allowed.options.map((o) => o.kind),
+      ["allow_once", "allow_always", "reject_once"],
+    );
+    assert.match(allowed.toolCall._meta.agentController.argsSha256, /^[0-9a-f]{64}$/);
+    assert.deepEqual(allowed.toolCall.rawInput, { path: "yes.txt", content: "yes" });
+    assert.deepEqual(rejected.toolCall.rawInput, { path: "no.txt", content: "no" });
+    assert.equal(fs.readFileSync(path.join(ws, "yes.txt"), "utf8"), "yes");
+    assert.ok(!fs.existsSync(path.join(ws, "no.txt")), "a rejected call never runs");
+    assert.equal(await agent.close(), 0);
+  },
+
+  /// A plan left pending (a `cancelled` outcome, with a file store); the agent restarts; the
+  /// session loads with its history, is asked about again, and approved.
+  async load_after_restart() {
+    let sessionId;
+    const first = start(() => cancelled);
+    await first.run(async (ctx) => {
+      await open(ctx, true);
+      ({ sessionId } = await newSession(ctx));
+      assert.equal((await prompt(ctx, sessionId, "Add dark mode")).stopReason, "cancelled");
+    });
+    assert.equal(await first.close(), 0);
+
+    const second = start(() => select("switch:build"));
+    await second.run(async (ctx) => {
+      await open(ctx, true);
+      const asked = second.nextRequest();
+      const loaded = await ctx.request(methods.agent.session.load, {
+        sessionId,
+        cwd: ws,
+        mcpServers: [],
+      });
+      assert.equal(loaded.modes.currentModeId, "plan");
+      const replayed = second.updates.slice();
+      assert.equal(replayed[0].sessionUpdate, "user_message_chunk");
+      assert.equal(replayed[0].content.text, "Add dark mode");
+      assert.ok(kinds(replayed).includes("tool_call"));
+      const request = await asked;
+      assert.equal(request.toolCall.kind, "switch_mode");
+      // The approval's mode change arrives after the answer.
+      while (modeUpdates(second.updates).length === 0) {
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+    });
+    assert.deepEqual(modeUpdates(second.updates), ["build"]);
+    assert.equal(await second.close(), 0);
+  },
+};
+
+const name = process.argv[2];
+const scenario = scenarios[name];
+if (!scenario) {
+  console.error(`unknown scenario ${name}; known: ${Object.keys(scenarios).join(", ")}`);
+  process.exit(2);
+}
+try {
+  await scenario();
+  console.log(`ok ${name}`);
+  process.exit(0);
+} catch (error) {
+  console.error(`FAILED ${name}:`, error);
+  process.exit(1);
+}

@@ -1,0 +1,165 @@
+//! `agent-controller acp` with a real client nobody here wrote: the official ACP TypeScript SDK
+//! (`@agentclientprotocol/sdk`, installed by `tests/acp/package.json` and its lockfile: `npm ci`
+//! runs here once when `node_modules` is missing), driving the binary from
+//! `tests/acp/scenarios.mjs`, one node process per scenario.
+#![cfg(feature = "cli")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::acp::{APPROVING, hang, workspace};
+use crate::common::openai_server::{self, Reply, ScriptedServer};
+
+/// `plan` (the default) hands over to `build`.
+const PLAN_BUILD: &str = r#"
+defaultModeId = "plan"
+
+[[modes]]
+id = "plan"
+name = "Plan"
+transitionsTo = "build"
+availableTools = ["read_file", "list_files", "write_plan", "submit_plan"]
+
+[[modes]]
+id = "build"
+name = "Build"
+"#;
+
+/// The SDK's directory, with its packages installed by `npm ci` when they are missing (once: a
+/// file lock keeps parallel tests and test processes from racing).
+fn sdk_dir() -> PathBuf {
+    static ONCE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp");
+    let installed = dir.join("node_modules/@agentclientprotocol/sdk/package.json");
+    let _thread = ONCE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if installed.exists() {
+        return dir;
+    }
+    let lock = std::fs::File::create(dir.join(".npm-ci.lock")).expect("lock file");
+    lock.lock().expect("lock");
+    if !installed.exists() {
+        let status = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(&dir)
+            .status()
+            .expect("npm runs (Node 20 and npm are needed for the ACP SDK tests)");
+        assert!(status.success(), "npm ci in tests/acp failed: {status}");
+    }
+    drop(lock);
+    assert!(
+        installed.exists(),
+        "npm ci did not install {}",
+        installed.display()
+    );
+    dir
+}
+
+/// Runs scenario `name` in a fresh workspace with `modes`, the model scripted by `script`
+/// (the scripted model when `None`), and a file store when `store`.
+fn scenario(name: &str, modes: &str, script: Option<Vec<Reply>>, store: bool) {
+    let dir = sdk_dir();
+    let ws = workspace(modes);
+    let server = script.map(ScriptedServer::start_blocking);
+    let mut node = Command::new("node");
+    node.arg(dir.join("scenarios.mjs"))
+        .arg(name)
+        .current_dir(&dir)
+        .env("AC_BIN", env!("CARGO_BIN_EXE_agent-controller"))
+        .env("AC_WS", ws.path())
+        .env_remove("OPENAI_BASE_URL")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if store {
+        node.env("AC_STORE", ws.path().join("sessions"));
+    }
+    if let Some(server) = &server {
+        node.envs(server.env());
+    }
+    let mut child = node
+        .spawn()
+        .expect("node runs (Node 20 is needed for the ACP SDK tests)");
+    // A hang fails the test instead of blocking the suite (no timing is measured).
+    let started = Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if server.as_ref().is_some_and(|s| s.served() > 0) {
+            // Tells a scenario that waits for it that the model call is under way.
+            let _ = std::fs::write(ws.path().join(".model-called"), "");
+        }
+        if started.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("scenario {name} hung");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().expect("output");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stdout.contains(&format!("ok {name}")),
+        "scenario {name}: {}\n{stdout}\n{stderr}",
+        output.status
+    );
+}
+
+fn write_call(path: &str, content: &str) -> Reply {
+    let args = json!({ "path": path, "content": content }).to_string();
+    openai_server::calls([openai_server::call("call_1", "write_file", &args)])
+}
+
+#[test]
+fn sdk_approve_to_build_then_a_build_tool_call_ends_the_turn() {
+    let plan = json!({ "path": "dark.md", "content": "# Dark mode\n\n1. Add a theme.\n" });
+    let script = vec![
+        openai_server::calls([openai_server::call(
+            "call_1",
+            "write_plan",
+            &plan.to_string(),
+        )]),
+        openai_server::calls([openai_server::submit("call_2", ".agent/plans/dark.md")]),
+        write_call("theme.css", "body { color: white }"),
+        openai_server::text("Done."),
+    ];
+    scenario("approve", PLAN_BUILD, Some(script), false);
+}
+
+#[test]
+fn sdk_keep_planning_then_the_next_prompt_plans_again() {
+    scenario("reject", PLAN_BUILD, None, false);
+}
+
+#[test]
+fn sdk_a_cancelled_outcome_approves_nothing() {
+    scenario("cancelled", PLAN_BUILD, None, false);
+}
+
+#[test]
+fn sdk_set_mode_while_a_plan_is_pending() {
+    scenario("set_mode_while_pending", PLAN_BUILD, None, false);
+}
+
+#[test]
+fn sdk_session_cancel_mid_turn() {
+    let script = vec![hang(), openai_server::text("Hello again.")];
+    scenario("cancel_mid_turn", APPROVING, Some(script), false);
+}
+
+#[test]
+fn sdk_a_tool_call_that_waits_is_allowed_then_rejected() {
+    let script = vec![
+        write_call("yes.txt", "yes"),
+        openai_server::text("Wrote yes."),
+        write_call("no.txt", "no"),
+        openai_server::text("Did not write no."),
+    ];
+    scenario("tool_approval", APPROVING, Some(script), false);
+}
+
+#[test]
+fn sdk_load_after_a_restart_with_a_file_store() {
+    scenario("load_after_restart", PLAN_BUILD, None, true);
+}
