@@ -488,3 +488,111 @@ async fn the_workspace_is_the_servers_root() {
     assert_eq!(roots[0]["uri"], format!("file://{}", root.display()));
     assert_eq!(roots.as_array().map(Vec::len), Some(1));
 }
+
+fn bin() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+}
+
+#[test]
+fn check_connect_starts_the_servers_and_lists_what_each_mode_offers() {
+    let ws = Workspace::new();
+    let config = ws.path().join("modes.toml");
+    std::fs::write(&config, fs_config(&ws.path().join(".agent/fs.pid"))).expect("config");
+    // Without --connect nothing starts: the names are checked against the config alone.
+    let out = bin()
+        .arg("check")
+        .arg(&config)
+        .current_dir(ws.path())
+        .output()
+        .expect("check");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!stdout.contains("MCP servers"), "{stdout}");
+    assert!(
+        !ws.path().join(".agent/fs.pid").exists(),
+        "no server started"
+    );
+
+    let out = bin()
+        .args(["check", "--connect"])
+        .arg(&config)
+        .current_dir(ws.path())
+        .output()
+        .expect("check --connect");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("MCP servers:\n  fs: "), "{stdout}");
+    assert!(
+        stdout.contains(
+            "  plan: fs__read_text_file, fs__list_directory, write_plan (plans), submit_plan (plans)\n"
+        ),
+        "{stdout}"
+    );
+    let build = stdout
+        .lines()
+        .find(|l| l.starts_with("  build: "))
+        .expect("build line");
+    assert!(build.contains("fs__write_file"), "{build}");
+    assert!(build.ends_with("read_file (read-only)"), "{build}");
+}
+
+#[test]
+fn check_connect_reports_a_listed_tool_the_server_lacks() {
+    let ws = Workspace::new();
+    let config = ws.path().join("modes.toml");
+    let text = fs_config(&ws.path().join(".agent/fs.pid")).replace(
+        "\"fs__list_directory\"",
+        "\"fs__list_directory\", \"fs__format_disk\"",
+    );
+    std::fs::write(&config, text).expect("config");
+    let out = bin()
+        .args(["check", "--connect"])
+        .arg(&config)
+        .current_dir(ws.path())
+        .output()
+        .expect("check --connect");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("mode `plan` lists `fs__format_disk`, which its MCP server does not offer"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn run_starts_no_server_of_a_workspace_config_it_was_not_given() {
+    let ws = Workspace::new();
+    std::fs::create_dir_all(ws.path().join("config")).expect("config dir");
+    let pid = ws.path().join(".agent/fs.pid");
+    std::fs::write(ws.path().join("config/modes.toml"), fs_config(&pid)).expect("config");
+    let out = bin()
+        .args(["run", "--workspace"])
+        .arg(ws.path())
+        .arg("hello")
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("pass --config"), "{stderr}");
+    assert!(!pid.exists(), "the server did not start");
+    // Named, it starts and the session runs (the scripted model calls no MCP tool).
+    let out = bin()
+        .args(["run", "--workspace"])
+        .arg(ws.path())
+        .arg("--config")
+        .arg(ws.path().join("config/modes.toml"))
+        .args(["--mode", "build", "hello"])
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(pid.exists(), "the server started");
+}
