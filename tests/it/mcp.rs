@@ -329,7 +329,7 @@ availableTools = ["bad__*", "bad__echo"]
 }
 
 /// A tiny MCP server over stdio, hostile in the way its first argument says: `garbage` answers
-/// a call with a line that is not JSON, `hang` never answers one, `crash` exits during one,
+/// a call with a result that is not a tool result, `notjson` with a line that is not JSON, `hang` never answers one, `crash` exits during one,
 /// `huge` answers with 1 MB of text, `badinit` answers `initialize` with garbage, `names`
 /// offers tools whose names clash once mapped, `roots` answers a call with the roots it asks
 /// the client for.
@@ -363,6 +363,7 @@ rl.on('line', (line) => {
   } else if (msg.method === 'tools/call') {
     if (mode === 'garbage') { process.stdout.write('{"jsonrpc": "2.0", "id": ' + JSON.stringify(msg.id) + ', "result": 42}\n'); return; }
     if (mode === 'hang') return;
+    if (mode === 'notjson') { process.stdout.write('\u001b[2J{ this is not json\n'); return; }
     if (mode === 'roots') { pending = msg.id; send({ jsonrpc: '2.0', id: 'roots-1', method: 'roots/list' }); return; }
     if (mode === 'crash') { process.stderr.write('fake server: out of cheese\n'); process.exit(3); }
     const text = mode === 'huge' ? 'y'.repeat(1024 * 1024) : 'echo:' + JSON.stringify(msg.params.arguments);
@@ -411,7 +412,21 @@ async fn a_well_behaved_fake_server_echoes() {
 async fn a_server_that_answers_with_garbage_gives_an_error() {
     let s = hostile("garbage", "2s").await;
     let result = echo_result(&s).await;
-    assert!(result.contains("MCP server `bad`"), "{result}");
+    assert_eq!(
+        result,
+        "MCP server `bad` answered the call of `echo` with something that is not a tool result"
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_answers_with_a_line_that_is_not_json_gives_an_error() {
+    let s = hostile("notjson", "1s").await;
+    let result = echo_result(&s).await;
+    // rmcp drops a line it cannot read: no reply comes, and the timeout ends the call.
+    assert!(
+        result.starts_with("MCP server `bad` sent no reply to `echo` within 1s"),
+        "{result}"
+    );
 }
 
 #[tokio::test]
