@@ -251,3 +251,15 @@ requireApproval = ["fs__*"]
         .unwrap_or_else(|e| panic!("{e}"));
     println!("{report}");
 }
+
+#[test]
+fn the_guides_config_is_valid() {
+    let guide = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/guide/mcp.md"))
+        .expect("guide");
+    let start = guide.find("```toml\n").expect("a toml block") + "```toml\n".len();
+    let end = start + guide[start..].find("```").expect("its end");
+    let graph = config::parse(&guide[start..end], "src/guide/mcp.md").expect("valid");
+    assert_eq!(graph.mcp_servers()[0].id(), "fs");
+    let build = graph.mode(graph.get("build").expect("build"));
+    assert!(build.requires_approval("fs__move_file"));
+}
