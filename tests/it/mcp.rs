@@ -611,3 +611,113 @@ fn run_starts_no_server_of_a_workspace_config_it_was_not_given() {
     assert!(out.status.success(), "{stderr}");
     assert!(pid.exists(), "the server started");
 }
+
+/// A streamable HTTP MCP server scripted with wiremock: JSON replies to `initialize`,
+/// `tools/list` and `tools/call` (the echo of the arguments), 202 to notifications, 405 to the
+/// GET that would open an event stream.
+struct HttpServer;
+
+impl wiremock::Respond for HttpServer {
+    fn respond(&self, request: &wiremock::Request) -> wiremock::ResponseTemplate {
+        if request.method != wiremock::http::Method::POST {
+            return wiremock::ResponseTemplate::new(405);
+        }
+        let msg: serde_json::Value = serde_json::from_slice(&request.body).unwrap_or_default();
+        let result = match msg["method"].as_str() {
+            Some("initialize") => json!({
+                "protocolVersion": msg["params"]["protocolVersion"],
+                "capabilities": { "tools": {} },
+                "serverInfo": { "name": "scripted-http", "version": "1.0.0" }
+            }),
+            Some("tools/list") => json!({ "tools": [{
+                "name": "lookup",
+                "description": "Looks up",
+                "inputSchema": { "type": "object" },
+                "annotations": { "readOnlyHint": true }
+            }] }),
+            Some("tools/call") => json!({ "content": [{
+                "type": "text",
+                "text": format!("found {}", msg["params"]["arguments"]["q"])
+            }] }),
+            _ if msg.get("id").is_none() => return wiremock::ResponseTemplate::new(202),
+            _ => {
+                return wiremock::ResponseTemplate::new(200).set_body_json(json!({
+                    "jsonrpc": "2.0", "id": msg["id"],
+                    "error": { "code": -32601, "message": "method not found" }
+                }));
+            }
+        };
+        wiremock::ResponseTemplate::new(200)
+            .set_body_json(json!({ "jsonrpc": "2.0", "id": msg["id"], "result": result }))
+    }
+}
+
+#[tokio::test]
+async fn a_streamable_http_server_offers_and_runs_its_tools() {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::path("/mcp"))
+        .respond_with(HttpServer)
+        .mount(&server)
+        .await;
+    let config_text = format!(
+        r#"
+[[mcpServers]]
+id = "web"
+url = "{}/mcp"
+trusted = true
+timeout = "10s"
+
+[[modes]]
+id = "plan"
+transitionsTo = "build"
+availableTools = ["web__*", "submit_plan"]
+
+[[modes]]
+id = "build"
+default = true
+"#,
+        server.uri()
+    );
+    let graph = config::parse(&config_text, "modes.toml").expect("config");
+    let s = Setup::with_graph(
+        Workspace::new(),
+        graph,
+        vec![call("call_1", "web__lookup", json!({"q": "dark mode"})), text("done")],
+        PathBuf::new(),
+    )
+    .await;
+    let listed = s.mcp.reports()[0].tools.as_ref().expect("started");
+    // Trusted and annotated read-only: the planning mode's wildcard offers it.
+    assert_eq!(listed[0].access, ToolAccess::ReadOnly);
+    let mut session = s.session("plan").await;
+    session.send_message("look it up").await.expect("run");
+    assert_eq!(s.model.requests()[0].tool_names, ["web__lookup", "submit_plan"]);
+    assert_eq!(s.result(1, "call_1"), r#"found "dark mode""#);
+}
+
+#[tokio::test]
+async fn an_http_server_that_is_not_there_does_not_start() {
+    let config_text = r#"
+[[mcpServers]]
+id = "web"
+url = "http://127.0.0.1:9/mcp"
+timeout = "5s"
+
+[[modes]]
+id = "build"
+availableTools = ["web__lookup"]
+"#;
+    let graph = config::parse(config_text, "modes.toml").expect("config");
+    let s = Setup::with_graph(
+        Workspace::new(),
+        graph,
+        vec![call("call_1", "web__lookup", json!({})), text("done")],
+        PathBuf::new(),
+    )
+    .await;
+    let error = s.mcp.reports()[0].tools.as_ref().expect_err("not started");
+    assert!(error.to_string().starts_with("MCP server `web` did not start"), "{error}");
+    let mut session = s.session("build").await;
+    session.send_message("look").await.expect("run");
+    assert!(s.result(1, "call_1").contains("did not start"), "{}", s.result(1, "call_1"));
+}
