@@ -354,7 +354,13 @@ impl ConfigFacts {
             return Some(self.is_planning(mode));
         }
         match &self.modes.get(mode)?.tools {
-            Some(list) if list.iter().any(|t| t == tool) => Some(true),
+            // A listed name is offered when the controller has the tool: the config refuses
+            // other unknown names, but an MCP server may lack one its config lists.
+            Some(list) if list.iter().any(|t| t == tool) => Some(
+                self.registered
+                    .as_ref()
+                    .is_none_or(|registered| registered.iter().any(|t| t == tool)),
+            ),
             // A `SERVER__*` wildcard offers the registered tools it covers; in a planning mode
             // only those that change nothing (an MCP tool is read-only or writes).
             Some(list)
@@ -392,7 +398,9 @@ impl ConfigFacts {
                         names.push(tool.clone());
                     }
                 }
-            } else if !names.contains(name) {
+            } else if !names.contains(name)
+                && (name == SUBMIT_PLAN || self.offers(mode, name) != Some(false))
+            {
                 names.push(name.clone());
             }
         }

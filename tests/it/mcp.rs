@@ -682,7 +682,10 @@ default = true
     let s = Setup::with_graph(
         Workspace::new(),
         graph,
-        vec![call("call_1", "web__lookup", json!({"q": "dark mode"})), text("done")],
+        vec![
+            call("call_1", "web__lookup", json!({"q": "dark mode"})),
+            text("done"),
+        ],
         PathBuf::new(),
     )
     .await;
@@ -691,7 +694,10 @@ default = true
     assert_eq!(listed[0].access, ToolAccess::ReadOnly);
     let mut session = s.session("plan").await;
     session.send_message("look it up").await.expect("run");
-    assert_eq!(s.model.requests()[0].tool_names, ["web__lookup", "submit_plan"]);
+    assert_eq!(
+        s.model.requests()[0].tool_names,
+        ["web__lookup", "submit_plan"]
+    );
     assert_eq!(s.result(1, "call_1"), r#"found "dark mode""#);
 }
 
@@ -716,8 +722,17 @@ availableTools = ["web__lookup"]
     )
     .await;
     let error = s.mcp.reports()[0].tools.as_ref().expect_err("not started");
-    assert!(error.to_string().starts_with("MCP server `web` did not start"), "{error}");
+    assert!(
+        error
+            .to_string()
+            .starts_with("MCP server `web` did not start"),
+        "{error}"
+    );
     let mut session = s.session("build").await;
     session.send_message("look").await.expect("run");
-    assert!(s.result(1, "call_1").contains("did not start"), "{}", s.result(1, "call_1"));
+    assert!(
+        s.result(1, "call_1").contains("did not start"),
+        "{}",
+        s.result(1, "call_1")
+    );
 }

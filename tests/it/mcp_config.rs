@@ -215,7 +215,7 @@ fn stand_in_server() -> agent_controller::ToolRegistry {
 /// The property tests know MCP tools: the session follows the reference model on a config
 /// whose modes offer a stand-in server's tools by name and by wildcard (a planning mode's
 /// wildcard of a trusted server: its read-only tools only), with approval by name and by
-/// wildcard.
+/// wildcard, and a name the server lacks (never offered).
 #[cfg(feature = "testing")]
 #[test]
 fn a_session_with_mcp_tools_follows_the_reference_model() {
@@ -233,7 +233,7 @@ trusted = true
 [[modes]]
 id = "plan"
 transitionsTo = "build"
-availableTools = ["fs__list_directory", "fs__*", "submit_plan"]
+availableTools = ["fs__list_directory", "fs__format_disk", "fs__*", "submit_plan"]
 
 [[modes]]
 id = "build"
@@ -262,4 +262,39 @@ fn the_guides_config_is_valid() {
     assert_eq!(graph.mcp_servers()[0].id(), "fs");
     let build = graph.mode(graph.get("build").expect("build"));
     assert!(build.requires_approval("fs__move_file"));
+}
+
+#[cfg(feature = "cli")]
+#[test]
+fn verify_runs_an_mcp_config_with_its_tools_stubbed_or_absent() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let guide = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/guide/mcp.md"))
+        .expect("guide");
+    let start = guide.find("```toml\n").expect("a toml block") + "```toml\n".len();
+    let end = start + guide[start..].find("```").expect("its end");
+    let path = dir.path().join("mcp.toml");
+    std::fs::write(&path, &guide[start..end]).expect("config");
+    for stubs in [
+        &[][..],
+        &[
+            "--tool",
+            "fs__read_text_file:read-only",
+            "--tool",
+            "fs__write_file",
+        ][..],
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+            .args(["verify", "--cases", "4"])
+            .arg(&path)
+            .args(stubs)
+            .current_dir(dir.path())
+            .output()
+            .expect("verify");
+        assert!(
+            out.status.success(),
+            "{stubs:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
