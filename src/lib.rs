@@ -115,6 +115,7 @@ pub mod jcs;
 pub(crate) mod machine;
 pub mod mode;
 pub mod model;
+pub mod rules;
 pub mod run;
 #[cfg(feature = "schema")]
 pub mod schema;

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::deadline::ApprovalTimeout;
+use crate::rules::Rules;
 use crate::tool::SUBMIT_PLAN;
 
 /// A handle to a mode of one [`ModeGraph`]: a small copyable index, valid for the graph that
@@ -44,6 +45,7 @@ pub struct Mode {
     default_model_id: Option<String>,
     metadata: toml::Table,
     approval_timeout: Option<ApprovalTimeout>,
+    rules: Rules,
 }
 
 impl Mode {
@@ -72,6 +74,7 @@ impl Mode {
             default_model_id,
             metadata,
             approval_timeout: None,
+            rules: Rules::default(),
         }
     }
 
@@ -79,6 +82,19 @@ impl Mode {
     pub(crate) fn with_approval_timeout(mut self, timeout: Option<ApprovalTimeout>) -> Self {
         self.approval_timeout = timeout;
         self
+    }
+
+    /// The same mode with `rules` instead of its own (for a mode made or changed in code;
+    /// a config's `rules` are checked when it is read, these are not).
+    pub fn with_rules(mut self, rules: Rules) -> Self {
+        self.rules = rules;
+        self
+    }
+
+    /// The mode's rules on tool-call arguments (`rules`), in the order written; empty unless
+    /// the config sets them. [`crate::rules::decide`] applies them.
+    pub fn rules(&self) -> &Rules {
+        &self.rules
     }
 
     /// How long a plan submitted in this mode may wait for a decision (`approvalTimeout`), if
@@ -445,6 +461,18 @@ impl ModeGraph {
                     for tool in tools {
                         field(tool.as_bytes());
                     }
+                }
+            }
+            // Likewise only a mode with rules adds them.
+            if !mode.rules.is_empty() {
+                field(b"?rules");
+                field(&(mode.rules.as_slice().len() as u64).to_le_bytes());
+                for rule in mode.rules.as_slice() {
+                    field(rule.tool().as_bytes());
+                    field(rule.action().as_str().as_bytes());
+                    field(rule.matcher().key().unwrap_or("*").as_bytes());
+                    field(rule.matcher().arg().unwrap_or("").as_bytes());
+                    field(rule.matcher().pattern().unwrap_or("").as_bytes());
                 }
             }
         }
