@@ -5,6 +5,9 @@
 //! Serialized with `type` in snake_case and fields in camelCase, as Mastra's `AgentController`
 //! events are, so hosts written against either read the same shapes.
 //!
+//! Every event names its session (`sessionId`): two sessions both number their runs `run_1`,
+//! `run_2`, ..., so a host that multiplexes sessions tells their events apart by it.
+//!
 //! Every event that names a run (`runId`) lies between that run's `agent_start` and its
 //! `agent_end`: a run that suspends ends (`agent_end`, reason `suspended`) and starts again
 //! with the same id when it is resumed or its suspension is cancelled.
@@ -337,6 +340,8 @@ pub enum Event {
     },
     /// A run started.
     AgentStart {
+        /// The session it happened in.
+        session_id: Arc<str>,
         /// The run id.
         run_id: Arc<str>,
         /// The mode it starts in.
@@ -356,6 +361,8 @@ pub enum Event {
     /// provider says. Emitted only when the provider gave one of them (the scripted models
     /// give neither).
     ModelEnd {
+        /// The session it happened in.
+        session_id: Arc<str>,
         /// The run id.
         run_id: Arc<str>,
         /// The provider's finish reason (`stop`, `tool_calls`, `length`, ...).
@@ -367,6 +374,8 @@ pub enum Event {
     },
     /// The model replied with text.
     AssistantMessage {
+        /// The session it happened in.
+        session_id: Arc<str>,
         /// The run id.
         run_id: Arc<str>,
         /// The text.
@@ -374,6 +383,8 @@ pub enum Event {
     },
     /// A tool call starts.
     ToolStart {
+        /// The session it happened in.
+        session_id: Arc<str>,
         /// The run id.
         run_id: Arc<str>,
         /// The tool call id.
@@ -389,6 +400,8 @@ pub enum Event {
     /// `tool_end` of each call that ran without approval), then `tool_suspended` for each call
     /// that waits, then `agent_end` (reason `suspended`).
     ToolSuspended {
+        /// The session it happened in.
+        session_id: Arc<str>,
         /// The run id.
         run_id: Arc<str>,
         /// The tool call id.
@@ -400,6 +413,8 @@ pub enum Event {
     },
     /// A tool call finished with a result for the model.
     ToolEnd {
+        /// The session it happened in.
+        session_id: Arc<str>,
         /// The run id.
         run_id: Arc<str>,
         /// The tool call id.
@@ -418,6 +433,8 @@ pub enum Event {
     },
     /// The session's mode changed.
     ModeChanged {
+        /// The session it happened in.
+        session_id: Arc<str>,
         /// The new mode.
         mode_id: Arc<str>,
         /// The mode before.
@@ -427,6 +444,8 @@ pub enum Event {
     },
     /// A suspended tool call was cancelled without a decision (not approved).
     ToolSuspensionCancelled {
+        /// The session it happened in.
+        session_id: Arc<str>,
         /// The run id.
         run_id: Arc<str>,
         /// The tool call id.
@@ -441,6 +460,8 @@ pub enum Event {
     },
     /// A run ended or paused.
     AgentEnd {
+        /// The session it happened in.
+        session_id: Arc<str>,
         /// The run id.
         run_id: Arc<str>,
         /// How: suspended, completed, aborted or failed (never running).
@@ -448,6 +469,8 @@ pub enum Event {
     },
     /// Something went wrong in a run (a model error, the step limit).
     Error {
+        /// The session it happened in.
+        session_id: Arc<str>,
         /// What went wrong.
         message: String,
     },
@@ -473,6 +496,7 @@ impl Event {
     /// }
     ///
     /// let changed = Event::ModeChanged {
+    ///     session_id: "s1".into(),
     ///     mode_id: "build".into(),
     ///     previous_mode_id: "plan".into(),
     ///     reason: ModeChangeReason::PlanApproved,
@@ -496,6 +520,36 @@ impl Event {
             Event::ToolSuspensionCancelled { .. } => "tool_suspension_cancelled",
             Event::AgentEnd { .. } => "agent_end",
             Event::Error { .. } => "error",
+        }
+    }
+
+    /// The id of the session the event happened in (`sessionId`): every event carries it,
+    /// so a host that multiplexes sessions (an editor agent, a server) tells apart two
+    /// sessions' `run_1`.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::Event;
+    ///
+    /// let error = Event::Error { session_id: "s1".into(), message: "boom".into() };
+    /// assert_eq!(error.session_id(), "s1");
+    /// let json = serde_json::to_value(&error).unwrap();
+    /// assert_eq!(json["sessionId"], "s1");
+    /// ```
+    pub fn session_id(&self) -> &str {
+        match self {
+            Event::SessionStarted { session_id, .. }
+            | Event::AgentStart { session_id, .. }
+            | Event::TextDelta { session_id, .. }
+            | Event::ModelEnd { session_id, .. }
+            | Event::AssistantMessage { session_id, .. }
+            | Event::ToolStart { session_id, .. }
+            | Event::ToolSuspended { session_id, .. }
+            | Event::ToolEnd { session_id, .. }
+            | Event::ModeChanged { session_id, .. }
+            | Event::ToolSuspensionCancelled { session_id, .. }
+            | Event::AgentEnd { session_id, .. }
+            | Event::Error { session_id, .. } => session_id,
         }
     }
 }

@@ -1737,6 +1737,7 @@ impl Session {
         self.mode = target;
         let mode_id = self.mode_arc();
         self.emit(Event::ModeChanged {
+            session_id: self.id.clone(),
             mode_id,
             previous_mode_id: previous,
             reason,

@@ -83,7 +83,9 @@ pub(crate) fn event_line(
             line(session_id),
             mode(mode_id)
         ),
-        Event::AgentStart { run_id, mode_id } => {
+        Event::AgentStart {
+            run_id, mode_id, ..
+        } => {
             let verb = if resumed { "resumed" } else { "started" };
             format!("[{}] {verb} in mode {}", line(run_id), mode(mode_id))
         }
@@ -160,6 +162,7 @@ pub(crate) fn event_line(
             mode_id,
             previous_mode_id,
             reason,
+            ..
         } => format!(
             "mode changed: {} -> {} ({reason})",
             mode(previous_mode_id),
@@ -168,8 +171,8 @@ pub(crate) fn event_line(
         Event::ToolSuspensionCancelled {
             tool_name, reason, ..
         } => format!("{} cancelled ({reason}): not approved", line(tool_name)),
-        Event::AgentEnd { run_id, reason } => format!("[{}] ended: {reason}", line(run_id)),
-        Event::Error { message } => format!("error: {}", line(message)),
+        Event::AgentEnd { run_id, reason, .. } => format!("[{}] ended: {reason}", line(run_id)),
+        Event::Error { message, .. } => format!("error: {}", line(message)),
         _ => return None,
     })
 }

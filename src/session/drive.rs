@@ -79,6 +79,7 @@ impl Session {
         self.messages.push(Message::User { content: text });
         let mode_id = self.mode_arc();
         self.emit(Event::AgentStart {
+            session_id: self.id.clone(),
             run_id: run_id.clone(),
             mode_id,
         });
@@ -97,6 +98,7 @@ impl Session {
         // The suspended run resumes to end: its events lie between `agent_start` and `agent_end`.
         let mode_id = self.mode_arc();
         self.emit(Event::AgentStart {
+            session_id: self.id.clone(),
             run_id: run_id.clone(),
             mode_id,
         });
@@ -125,6 +127,7 @@ impl Session {
             });
             self.history.push(record.clone());
             self.emit(Event::ToolSuspensionCancelled {
+                session_id: self.id.clone(),
                 run_id: run_id.clone(),
                 tool_call_id,
                 tool_name,
@@ -133,6 +136,7 @@ impl Session {
             });
         }
         self.emit(Event::AgentEnd {
+            session_id: self.id.clone(),
             run_id: run_id.clone(),
             reason: RunState::Aborted,
         });
@@ -343,6 +347,7 @@ impl Session {
         self.take_lease();
         let mode_id = self.mode_arc();
         self.emit(Event::AgentStart {
+            session_id: self.id.clone(),
             run_id: run_id.clone(),
             mode_id,
         });
@@ -495,6 +500,7 @@ impl Session {
         record: DecidedRecord,
     ) {
         self.emit(Event::ToolEnd {
+            session_id: self.id.clone(),
             run_id: run_id.clone(),
             tool_call_id: call.tool_call_id.clone(),
             tool_name: call.payload.tool_name.clone(),
@@ -529,10 +535,12 @@ impl Session {
         tracing::info!(run_id = %run_id, %reason, error, "run ended");
         if let Some(message) = error {
             self.emit(Event::Error {
+                session_id: self.id.clone(),
                 message: message.to_owned(),
             });
         }
         self.emit(Event::AgentEnd {
+            session_id: self.id.clone(),
             run_id: run_id.clone(),
             reason,
         });
@@ -622,6 +630,7 @@ impl Session {
         self.take_lease();
         let mode_id = self.mode_arc();
         self.emit(Event::AgentStart {
+            session_id: self.id.clone(),
             run_id: run_id.clone(),
             mode_id,
         });
@@ -653,6 +662,7 @@ impl Session {
 
     fn finish_tool(&mut self, run_id: &Arc<str>, call_id: &str, name: &str, output: ToolOutput) {
         self.emit(Event::ToolEnd {
+            session_id: self.id.clone(),
             run_id: run_id.clone(),
             tool_call_id: call_id.to_owned(),
             tool_name: name.to_owned(),
@@ -678,6 +688,7 @@ impl Session {
         record: DecidedRecord,
     ) {
         self.emit(Event::ToolEnd {
+            session_id: self.id.clone(),
             run_id: run_id.clone(),
             tool_call_id: call_id.to_owned(),
             tool_name: SUBMIT_PLAN.to_owned(),
@@ -765,6 +776,7 @@ impl Session {
             );
             if response.finish_reason.is_some() || response.usage.is_some() {
                 self.emit(Event::ModelEnd {
+                    session_id: self.id.clone(),
                     run_id: run_id.clone(),
                     finish_reason: response.finish_reason.clone(),
                     usage: response.usage,
@@ -772,6 +784,7 @@ impl Session {
             }
             if !response.text.is_empty() {
                 self.emit(Event::AssistantMessage {
+                    session_id: self.id.clone(),
                     run_id: run_id.clone(),
                     text: response.text.clone(),
                 });
@@ -1038,6 +1051,7 @@ impl Session {
                     feedback: None,
                 }));
             self.emit(Event::ToolSuspended {
+                session_id: self.id.clone(),
                 run_id: run_id.clone(),
                 tool_call_id,
                 tool_name,
@@ -1089,6 +1103,7 @@ impl Session {
         let call = self.tool_call(at, index)?;
         let (id, name) = (call.id.clone(), call.name.clone());
         let event = Event::ToolStart {
+            session_id: self.id.clone(),
             run_id: run_id.clone(),
             tool_call_id: id.clone(),
             tool_name: name.clone(),
@@ -1155,6 +1170,7 @@ impl Session {
             stale: None,
         }));
         self.emit(Event::ToolSuspended {
+            session_id: self.id.clone(),
             run_id: run_id.clone(),
             tool_call_id: tool_call_id.clone(),
             tool_name: SUBMIT_PLAN.to_owned(),

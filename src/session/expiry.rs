@@ -83,11 +83,13 @@ impl Session {
         // The suspended run resumes to end: its events lie between `agent_start` and `agent_end`.
         let mode_id = self.mode_arc();
         self.emit(Event::AgentStart {
+            session_id: self.id.clone(),
             run_id: run_id.clone(),
             mode_id,
         });
         for answer in expiry.answers {
             self.emit(Event::ToolEnd {
+                session_id: self.id.clone(),
                 run_id: run_id.clone(),
                 tool_call_id: answer.tool_call_id.clone(),
                 tool_name: answer.tool_name.clone(),

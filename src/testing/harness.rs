@@ -744,7 +744,9 @@ impl Harness {
 
     fn event_trace(&mut self, event: Event) -> Option<Trace> {
         Some(match event {
-            Event::AgentStart { run_id, mode_id } => {
+            Event::AgentStart {
+                run_id, mode_id, ..
+            } => {
                 if self.run_ordinal(&run_id) == 0 {
                     self.run_ids.push(run_id.to_string());
                 }
@@ -804,12 +806,13 @@ impl Harness {
                 mode_id,
                 previous_mode_id,
                 reason,
+                ..
             } => Trace::ModeChanged {
                 mode: mode_id.to_string(),
                 previous: previous_mode_id.to_string(),
                 reason,
             },
-            Event::AgentEnd { run_id, reason } => Trace::RunEnded {
+            Event::AgentEnd { run_id, reason, .. } => Trace::RunEnded {
                 run: self.run_ordinal(&run_id),
                 reason,
             },

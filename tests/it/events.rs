@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use agent_controller::model::scripted::ReplayModel;
 use agent_controller::store::SessionStore;
 use agent_controller::{
-    AgentController, Decision, Event, MemoryStore, RunOutcome, RunState, SessionOptions,
-    ToolRegistry,
+    AgentController, Decision, Event, LanguageModel, MemoryStore, ModelError, ModelRequest,
+    ModelResponse, RunOutcome, RunState, SessionOptions, ToolRegistry,
 };
 use common::{PLAN_BUILD, Recorder, Workspace, graph, kinds, replay};
 use serde_json::json;
@@ -152,6 +152,7 @@ async fn a_run_resumed_in_another_process_starts_again_before_its_events() {
     assert_eq!(
         first_event,
         Event::AgentStart {
+            session_id: restored.id().into(),
             run_id: pending.run_id().into(),
             mode_id: "plan".into()
         }
@@ -229,6 +230,7 @@ mod openai {
             got,
             [
                 Event::AgentStart {
+                    session_id: "s-1".into(),
                     run_id: "run_1".into(),
                     mode_id: "build".into()
                 },
@@ -236,6 +238,7 @@ mod openai {
                 text_delta("lo, "),
                 text_delta("world."),
                 Event::ModelEnd {
+                    session_id: "s-1".into(),
                     run_id: "run_1".into(),
                     finish_reason: Some("stop".into()),
                     usage: Some(TokenUsage {
@@ -245,10 +248,12 @@ mod openai {
                     })
                 },
                 Event::AssistantMessage {
+                    session_id: "s-1".into(),
                     run_id: "run_1".into(),
                     text: "Hello, world.".into()
                 },
                 Event::AgentEnd {
+                    session_id: "s-1".into(),
                     run_id: "run_1".into(),
                     reason: agent_controller::RunState::Completed
                 },
@@ -438,6 +443,7 @@ async fn model_end_follows_a_reply_with_a_finish_reason_or_usage_alone() {
             Vec::new()
         } else {
             vec![Event::ModelEnd {
+                session_id: session.id().into(),
                 run_id: "run_1".into(),
                 finish_reason: finish_reason.map(str::to_owned),
                 usage,
@@ -448,4 +454,122 @@ async fn model_end_follows_a_reply_with_a_finish_reason_or_usage_alone() {
             "finish reason {finish_reason:?}, usage {usage:?}"
         );
     }
+}
+
+/// Streams each reply's text as one `text_delta` before returning it, as a streaming provider
+/// does.
+struct Streaming(ReplayModel);
+
+#[async_trait::async_trait]
+impl LanguageModel for Streaming {
+    async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        let text = request.text;
+        let reply = self.0.generate(request).await?;
+        if !reply.text.is_empty() {
+            text.send(&reply.text);
+        }
+        Ok(reply)
+    }
+}
+
+/// Every kind an [`Event`] can be, as [`Event::kind`] names them.
+const EVERY_KIND: [&str; 12] = [
+    "session_started",
+    "agent_start",
+    "text_delta",
+    "model_end",
+    "assistant_message",
+    "tool_start",
+    "tool_suspended",
+    "tool_end",
+    "mode_changed",
+    "tool_suspension_cancelled",
+    "agent_end",
+    "error",
+];
+
+/// A host that multiplexes two sessions on one subscriber tells their events apart by
+/// `sessionId` alone: both number their runs `run_1`, and every kind of event carries it, in
+/// Rust and in JSON.
+#[tokio::test]
+async fn two_sessions_events_are_told_apart_by_session_id_on_every_kind() {
+    let ws = Workspace::new();
+    let path = ws.plan("p.md", "# P\n\n1. x\n");
+    let mut building = ReplayModel::text("building");
+    building.finish_reason = Some("stop".into());
+    let first = ReplayModel::new([
+        ReplayModel::call("c1", "submit_plan", json!({ "path": path })),
+        building,
+    ]);
+    first.push(Err(ModelError::new("the provider is down")));
+    let second = ReplayModel::new([ReplayModel::call(
+        "c1",
+        "submit_plan",
+        json!({ "path": path }),
+    )]);
+    let controller = common::controller(PLAN_BUILD, &ws, replay(vec![]));
+    // One subscriber for both sessions, as a server forwarding events to its clients has.
+    let host = Recorder::default();
+    let mut a = controller
+        .start_session(
+            host.options()
+                .id("session-a")
+                .mode("plan")
+                .model(Arc::new(Streaming(first))),
+        )
+        .await
+        .expect("session a");
+    let mut b = controller
+        .start_session(
+            host.options()
+                .id("session-b")
+                .mode("plan")
+                .model(Arc::new(Streaming(second))),
+        )
+        .await
+        .expect("session b");
+    let RunOutcome::Suspended {
+        run_id,
+        tool_call_id,
+        ..
+    } = a.send_message("go").await.expect("run a")
+    else {
+        panic!("a suspends")
+    };
+    assert!(matches!(
+        b.send_message("go").await.expect("run b"),
+        RunOutcome::Suspended { .. }
+    ));
+    a.resume(&run_id, &tool_call_id, Decision::approve())
+        .await
+        .expect("approve a");
+    assert!(b.switch_mode("build").await.expect("switch b"));
+    a.send_message("again").await.expect("a fails in the open");
+
+    let events = host.take();
+    let of = |id: &str| -> Vec<&Event> { events.iter().filter(|e| e.session_id() == id).collect() };
+    let (of_a, of_b) = (of("session-a"), of("session-b"));
+    assert_eq!(of_a.len() + of_b.len(), events.len(), "{events:?}");
+    for event in &events {
+        let json = serde_json::to_value(event).expect("json");
+        assert_eq!(json["sessionId"], event.session_id(), "{json}");
+    }
+    let run_1_starts = |events: &[&Event]| {
+        events
+            .iter()
+            .filter(|e| matches!(e, Event::AgentStart { run_id, .. } if &**run_id == "run_1"))
+            .count()
+    };
+    assert!(run_1_starts(&of_a) > 0 && run_1_starts(&of_b) > 0);
+    let mut seen: Vec<&str> = events.iter().map(Event::kind).collect();
+    seen.sort_unstable();
+    seen.dedup();
+    let mut every = EVERY_KIND.to_vec();
+    every.sort_unstable();
+    assert_eq!(seen, every, "every kind of event was seen");
+    assert!(
+        of_b.iter().any(|e| e.kind() == "tool_suspension_cancelled")
+            && !of_a.iter().any(|e| e.kind() == "tool_suspension_cancelled"),
+        "the cancellation is session b's alone"
+    );
 }

@@ -104,6 +104,7 @@ async fn every_handover_edge_of_every_shipped_config_is_exercised() {
                 assert_eq!(
                     changes,
                     vec![Event::ModeChanged {
+                        session_id: session.id().into(),
                         mode_id: to.as_str().into(),
                         previous_mode_id: from.as_str().into(),
                         reason: ModeChangeReason::PlanApproved

@@ -101,6 +101,7 @@ async fn manual_switch_emits_mode_changed_and_unknown_or_same_mode_change_nothin
     assert_eq!(
         recorder.take(),
         vec![Event::ModeChanged {
+            session_id: session.id().into(),
             mode_id: "plan".into(),
             previous_mode_id: "build".into(),
             reason: ModeChangeReason::Manual
@@ -158,6 +159,7 @@ async fn approval_hands_over_before_the_next_model_call_with_the_new_modes_promp
     assert_eq!(
         events[4],
         Event::AgentEnd {
+            session_id: session.id().into(),
             run_id: run_id.as_str().into(),
             reason: RunState::Suspended
         }
@@ -197,6 +199,7 @@ async fn approval_hands_over_before_the_next_model_call_with_the_new_modes_promp
     assert_eq!(
         events[0],
         Event::AgentStart {
+            session_id: session.id().into(),
             run_id: run_id.as_str().into(),
             mode_id: "plan".into()
         },
@@ -216,6 +219,7 @@ async fn approval_hands_over_before_the_next_model_call_with_the_new_modes_promp
     assert_eq!(
         events[2],
         Event::ModeChanged {
+            session_id: session.id().into(),
             mode_id: "build".into(),
             previous_mode_id: "plan".into(),
             reason: ModeChangeReason::PlanApproved
@@ -331,6 +335,7 @@ async fn rejection_with_feedback_keeps_the_mode_and_asks_for_a_revision() {
     assert_eq!(
         events[0],
         Event::AgentStart {
+            session_id: session.id().into(),
             run_id: run_id.as_str().into(),
             mode_id: "plan".into()
         },
@@ -435,10 +440,12 @@ async fn abort_while_suspended_is_not_approved() {
         events,
         vec![
             Event::AgentStart {
+                session_id: session.id().into(),
                 run_id: run_id.as_str().into(),
                 mode_id: "plan".into(),
             },
             Event::ToolSuspensionCancelled {
+                session_id: session.id().into(),
                 run_id: run_id.as_str().into(),
                 tool_call_id: call_id.clone(),
                 tool_name: "submit_plan".into(),
@@ -446,6 +453,7 @@ async fn abort_while_suspended_is_not_approved() {
                 decision: Some(decision.clone()),
             },
             Event::AgentEnd {
+                session_id: session.id().into(),
                 run_id: run_id.as_str().into(),
                 reason: RunState::Aborted
             },
@@ -1007,6 +1015,7 @@ async fn an_approval_to_a_listed_target_hands_over_there_and_tells_the_model() {
     let record = decision.as_ref().expect("audit record");
     assert_eq!(record.target_mode_id.as_deref(), Some("build-auto"));
     assert!(events.contains(&Event::ModeChanged {
+        session_id: session.id().into(),
         mode_id: "build-auto".into(),
         previous_mode_id: "plan".into(),
         reason: ModeChangeReason::PlanApproved

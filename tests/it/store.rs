@@ -712,6 +712,7 @@ async fn a_pending_plan_survives_a_restart_and_hands_over_exactly_once() {
         assert_eq!(
             changes,
             vec![Event::ModeChanged {
+                session_id: session.id().into(),
                 mode_id: "build".into(),
                 previous_mode_id: "plan".into(),
                 reason: ModeChangeReason::PlanApproved
@@ -2027,6 +2028,7 @@ async fn a_chosen_target_is_stored_refused_outside_the_list_and_decided_once_on_
         assert_eq!(
             changes,
             vec![Event::ModeChanged {
+                session_id: session.id().into(),
                 mode_id: "build-auto".into(),
                 previous_mode_id: "plan".into(),
                 reason: ModeChangeReason::PlanApproved
