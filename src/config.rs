@@ -26,8 +26,6 @@ mod rules;
 #[cfg(feature = "schema")]
 mod schema;
 
-pub(crate) use self::rules::RulePlace;
-
 pub use self::builder::{BUILDER_ORIGIN, ModeBuilder, ModeGraphBuilder};
 
 #[cfg(feature = "schema")]

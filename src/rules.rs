@@ -27,7 +27,7 @@
 //!   included. A regex must match the whole value (it is anchored at both ends).
 //! - **A tool rule** (neither) matches every call of the tool.
 //!
-//! **Precedence** ([`decide`]):
+//! **Precedence** ([`crate::Mode::decide`]):
 //! 1. the mode's `availableTools` outranks every rule: a tool the mode does not offer is refused
 //!    whatever a rule says (`decidedBy: availableTools`);
 //! 2. of the rules that match, `deny` beats `ask`, which beats `allow`; among rules of the same
@@ -40,7 +40,7 @@
 //! `deny` and `ask` path rule on it and no `allow` rule. An argument the call leaves out matches
 //! no rule on it (the tool refuses a call that lacks what it needs).
 //!
-//! [`decide`] is pure: the paths come in already resolved ([`ResolvedPaths`], made by
+//! [`crate::Mode::decide`] is pure: the paths come in already resolved ([`ResolvedPaths`], made by
 //! [`resolve_paths`], which is the one part that reads the file system).
 
 use std::cmp::Ordering;
@@ -52,9 +52,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::config::RulePlace;
 use crate::jail::{self, Jail};
-use crate::mode::Mode;
 use crate::tool::ToolCall;
 
 /// The argument a path rule reads when it names none (`path = "src/**"` alone).
@@ -306,6 +304,18 @@ fn regex_error(e: &regex::Error) -> String {
         }
         other => other.to_string(),
     }
+}
+
+/// Where a config writes a rule, kept so the checks against a controller's tools can point at
+/// it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RulePlace {
+    /// The rule's number in its mode's list as written (from 1).
+    pub(crate) number: usize,
+    /// The `tool` value: its line and column (1-based) and two-line snippet.
+    pub(crate) tool: (usize, usize, String),
+    /// The `arg` value, else the pattern's.
+    pub(crate) arg: (usize, usize, String),
 }
 
 /// One rule of a mode: a tool, what of its call to look at, and what to do on a match.
@@ -568,7 +578,7 @@ impl ResolvedPaths {
 
 /// Resolves, beneath the workspace at `workspace`, every path argument of `call` that a rule of
 /// `rules` reads: the file system is read here (symlinks followed inside the workspace), and
-/// nowhere in [`decide`]. An argument the call leaves out is left out.
+/// nowhere in [`crate::Mode::decide`]. An argument the call leaves out is left out.
 ///
 /// # Examples
 /// ```
@@ -691,7 +701,7 @@ impl<'de> Deserialize<'de> for DecidedBy {
     }
 }
 
-/// How one tool call is to be handled, and why ([`decide`]).
+/// How one tool call is to be handled, and why ([`crate::Mode::decide`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
     /// Run it, ask the user, or refuse it.
@@ -702,47 +712,25 @@ pub struct Verdict {
     pub reason: String,
 }
 
-/// How a call of `mode` is handled ([`module docs`](self) for the precedence): `offered` says
-/// whether the mode offers the call's tool (its `availableTools`, as the controller resolved
-/// it), `paths` where the call's path arguments lie ([`resolve_paths`]). Pure: no I/O.
-///
-/// # Examples
-/// ```
-/// use agent_controller::rules::{decide, DecidedBy, ResolvedPaths, RuleAction};
-/// use agent_controller::ToolCall;
-/// let graph = agent_controller::config::parse(r#"
-/// [[modes]]
-/// id = "build"
-/// requireApproval = ["write_file"]
-/// rules = [
-///   { tool = "write_file", path = "**/.env*", action = "deny" },
-///   { tool = "write_file", path = "src/**", action = "allow" },
-/// ]
-/// "#, "modes.toml")?;
-/// let build = graph.default_mode();
-/// let write = |path: &str| ToolCall::new("c1", "write_file", serde_json::json!({"path": path, "content": ""}));
-///
-/// let env = decide(build, true, &write("src/../.env"), &ResolvedPaths::new().with("path", ".env"));
-/// assert_eq!((env.action, env.decided_by), (RuleAction::Deny, DecidedBy::Rule(1)));
-/// let src = decide(build, true, &write("src/a.rs"), &ResolvedPaths::new().with("path", "src/a.rs"));
-/// assert_eq!((src.action, src.decided_by), (RuleAction::Allow, DecidedBy::Rule(2)));
-/// let docs = decide(build, true, &write("docs/a.md"), &ResolvedPaths::new().with("path", "docs/a.md"));
-/// assert_eq!((docs.action, docs.decided_by), (RuleAction::Ask, DecidedBy::RequireApproval));
-/// # Ok::<(), agent_controller::ConfigError>(())
-/// ```
-pub fn decide(mode: &Mode, offered: bool, call: &ToolCall, paths: &ResolvedPaths) -> Verdict {
+/// How a call is handled under a mode's `rules` (see [`crate::Mode::decide`], which calls
+/// this): `mode` names the mode in the reason, `offered` says whether it offers the tool, `asks`
+/// whether its `requireApproval` covers it.
+pub(crate) fn verdict(
+    rules: &Rules,
+    mode: &str,
+    offered: bool,
+    asks: bool,
+    call: &ToolCall,
+    paths: &ResolvedPaths,
+) -> Verdict {
     if !offered {
         return Verdict {
             action: RuleAction::Deny,
             decided_by: DecidedBy::AvailableTools,
-            reason: format!(
-                "mode `{}` does not offer the tool `{}`",
-                mode.id(),
-                call.name
-            ),
+            reason: format!("mode `{mode}` does not offer the tool `{}`", call.name),
         };
     }
-    if let Some((number, rule, fit)) = mode.rules().deciding_fit(call, paths) {
+    if let Some((number, rule, fit)) = rules.deciding_fit(call, paths) {
         let on = match fit {
             Fit::Call => String::new(),
             Fit::Value(value) => format!(", which matches `{}`", shorten(&value)),
@@ -762,19 +750,17 @@ pub fn decide(mode: &Mode, offered: bool, call: &ToolCall, paths: &ResolvedPaths
             action: rule.action,
             decided_by: DecidedBy::Rule(number),
             reason: format!(
-                "rule {number} of mode `{}` ({rule}) {verb} this call of `{}`{arg}{on}",
-                mode.id(),
+                "rule {number} of mode `{mode}` ({rule}) {verb} this call of `{}`{arg}{on}",
                 call.name
             ),
         };
     }
-    if mode.requires_approval(&call.name) {
+    if asks {
         Verdict {
             action: RuleAction::Ask,
             decided_by: DecidedBy::RequireApproval,
             reason: format!(
-                "no rule matches, and mode `{}` lists `{}` in requireApproval",
-                mode.id(),
+                "no rule matches, and mode `{mode}` lists `{}` in requireApproval",
                 call.name
             ),
         }
@@ -782,7 +768,7 @@ pub fn decide(mode: &Mode, offered: bool, call: &ToolCall, paths: &ResolvedPaths
         Verdict {
             action: RuleAction::Allow,
             decided_by: DecidedBy::Default,
-            reason: format!("no rule matches, and mode `{}` runs it", mode.id()),
+            reason: format!("no rule matches, and mode `{mode}` runs it"),
         }
     }
 }

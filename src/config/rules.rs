@@ -11,6 +11,7 @@ use toml::Spanned;
 
 use super::{ConfigError, ConfigErrorKind, Location, Source, did_you_mean, listed};
 use crate::mode::ModeGraph;
+use crate::rules::RulePlace;
 use crate::rules::{
     DEFAULT_PATH_ARG, Matcher, PathGlob, Pattern, Rule, RuleAction, Rules, StringGlob,
 };
@@ -50,17 +51,6 @@ pub(super) struct RawRule {
     /// beats `allow`; `availableTools` outranks them all.
     #[cfg_attr(feature = "schema", schemars(with = "RuleAction"))]
     action: Spanned<RuleAction>,
-}
-
-/// Where a rule is written, kept so the checks against a controller's tools can point at it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct RulePlace {
-    /// The rule's number in its mode's list as written (from 1).
-    pub(crate) number: usize,
-    /// The `tool` value.
-    pub(crate) tool: (Location, String),
-    /// The `arg` value, else the pattern's.
-    pub(crate) arg: (Location, String),
 }
 
 /// The rules of mode `id` (which offers `offered`, `None`: every tool), each checked; errors go
@@ -208,7 +198,7 @@ fn rule_of(
     };
     let at = |span: Range<usize>| {
         let p = source.position(span);
-        (p.location, p.snippet())
+        (p.location.line, p.location.column, p.snippet())
     };
     let arg_span = raw
         .arg
@@ -307,11 +297,14 @@ impl ModeGraph {
         );
         let error = match mode.rules().as_slice().iter().find_map(Rule::place) {
             Some(place) => {
-                let (location, snippet) = &place.tool;
+                let (line, column, snippet) = &place.tool;
                 ConfigError::placed_at(
                     ConfigErrorKind::InvalidRule,
                     self.origin(),
-                    *location,
+                    Location {
+                        line: *line,
+                        column: *column,
+                    },
                     snippet.clone(),
                     message,
                 )
@@ -328,8 +321,12 @@ fn rule_errors(graph: &ModeGraph, tools: &ToolRegistry) -> Vec<ConfigError> {
         for rule in mode.rules().as_slice() {
             let Some(place) = rule.place() else { continue };
             let number = place.number;
-            let error = |kind, (location, snippet): &(Location, String), message: String| {
-                ConfigError::placed_at(kind, graph.origin(), *location, snippet.clone(), message)
+            let error = |kind, (line, column, snippet): &(usize, usize, String), message| {
+                let location = Location {
+                    line: *line,
+                    column: *column,
+                };
+                ConfigError::placed_at(kind, graph.origin(), location, snippet.clone(), message)
             };
             let Some(tool) = tools.get(rule.tool()) else {
                 // A mode that lists its tools has its list checked, and its rules against it.

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use agent_controller::rules::{
     DecidedBy, Matcher, PathGlob, ResolvedPath, ResolvedPaths, Rule, RuleAction, Rules, StringGlob,
-    Verdict, decide, resolve_paths,
+    Verdict, resolve_paths,
 };
 use agent_controller::{ConfigErrorKind, Mode, ToolCall, ToolRegistry, config};
 use proptest::prelude::*;
@@ -34,6 +34,10 @@ fn errors(text: &str) -> Vec<(usize, usize, ConfigErrorKind, String)> {
             (at.line, at.column, e.kind(), e.message().to_owned())
         })
         .collect()
+}
+
+fn decide(mode: &Mode, offered: bool, call: &ToolCall, paths: &ResolvedPaths) -> Verdict {
+    mode.decide(offered, call, paths)
 }
 
 fn write(path: &str) -> ToolCall {
