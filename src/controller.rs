@@ -165,10 +165,12 @@ impl AgentControllerBuilder {
         self
     }
 
-    /// The clock deadlines are computed and compared with (default: the system's wall clock):
-    /// a plan submitted in a mode with `approvalTimeout` expires at `now() + approvalTimeout`
-    /// ([`crate::deadline`]). Give a controllable one in tests, so nothing has to sleep; hosts
-    /// sharing a store should keep their clocks in step (NTP), as for leases.
+    /// The clock every time a session reads comes from (default: the system's wall clock):
+    /// deadlines (a plan submitted in a mode with `approvalTimeout` expires at
+    /// `now() + approvalTimeout`, [`crate::deadline`]), leases (a run's lease ends
+    /// [`lease_duration`](Self::lease_duration) after it was taken or renewed, and a lease is
+    /// held until then), `updatedAt` and `decidedAt`. Give a controllable one in tests, so
+    /// nothing has to sleep; hosts sharing a store should keep their clocks in step (NTP).
     ///
     /// # Examples
     /// ```
@@ -575,8 +577,11 @@ impl AgentController {
     /// one unreadable record).
     pub async fn list_pending(&self) -> Result<PendingListing, SessionError> {
         let store = self.shared.store.as_ref().ok_or(SessionError::NoStore)?;
-        crate::deadline::expire_due(&**store, (self.shared.clock)()).await?;
-        Ok(store.list_pending().await?)
+        let now = (self.shared.clock)();
+        crate::deadline::expire_due(&**store, now).await?;
+        Ok(store
+            .list_pending(crate::deadline::millis_since_epoch(now))
+            .await?)
     }
 
     /// Deletes a session from the store; returns whether it existed.

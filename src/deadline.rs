@@ -223,7 +223,7 @@ pub async fn expire_due(
     now: SystemTime,
 ) -> Result<Vec<ExpiredDecision>, StoreError> {
     let now_ms = millis_since_epoch(now);
-    let listing = store.list_pending().await?;
+    let listing = store.list_pending(now_ms).await?;
     let mut expired = Vec::new();
     for summary in listing.pending {
         if summary.deadline_at_ms.is_none_or(|at| at > now_ms) {

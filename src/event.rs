@@ -284,14 +284,6 @@ pub struct DecidedRecord {
     pub allowed_by: Option<String>,
 }
 
-/// Now, as RFC 3339 in UTC with whole seconds.
-pub(crate) fn rfc3339_now() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    rfc3339(secs)
-}
-
 /// Seconds since the Unix epoch as RFC 3339 in UTC (civil date from days: H. Hinnant's algorithm).
 pub(crate) fn rfc3339(secs: u64) -> String {
     let (days, rest) = ((secs / 86_400) as i64, secs % 86_400);

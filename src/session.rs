@@ -30,7 +30,7 @@ use crate::mode::{Mode, ModeGraph, ModeId};
 use crate::model::{LanguageModel, Message, ModelError};
 use crate::store::{
     DecidedRecord, PendingRecord, PendingToolCallRecord, PlanRevision, RunRecord, SCHEMA_VERSION,
-    SessionRecord, SessionStore, StoreError, now_millis,
+    SessionRecord, SessionStore, StoreError,
 };
 use crate::tool::{SUBMIT_PLAN, ToolRegistry, ToolSpec};
 use crate::workspace::{WorkspaceMismatch, WorkspaceRecord};
@@ -165,14 +165,20 @@ pub(crate) struct Shared {
     pub(crate) lease_duration: Duration,
     pub(crate) protected_paths: Vec<PathBuf>,
     pub(crate) runtimes: Vec<ModeRuntime>,
-    /// Now, for deadlines ([`crate::AgentControllerBuilder::clock`]).
+    /// Now, for deadlines and leases ([`crate::AgentControllerBuilder::clock`]).
     pub(crate) clock: crate::deadline::Clock,
 }
 
 impl Shared {
-    /// Now by the controller's clock, in milliseconds since the Unix epoch.
+    /// Now by the controller's clock, in milliseconds since the Unix epoch: every time the
+    /// session reads (deadlines, leases, `updatedAt`, `decidedAt`) comes from here.
     pub(crate) fn now_ms(&self) -> u64 {
         crate::deadline::millis_since_epoch((self.clock)())
+    }
+
+    /// Now by the controller's clock, as RFC 3339 in UTC with whole seconds (`decidedAt`).
+    pub(crate) fn now_rfc3339(&self) -> String {
+        crate::event::rfc3339(self.now_ms() / 1000)
     }
 
     pub(crate) fn runtime(&self, mode: ModeId) -> &ModeRuntime {
@@ -1232,7 +1238,7 @@ impl Session {
     fn check_not_leased(&self, run_id: &str) -> Result<(), SessionError> {
         match &self.lease {
             Some(lease) if !self.holds_lease => {
-                let remaining_ms = lease.expires_at_ms.saturating_sub(now_millis());
+                let remaining_ms = lease.expires_at_ms.saturating_sub(self.shared.now_ms());
                 if remaining_ms == 0 {
                     return Ok(());
                 }
@@ -1256,7 +1262,7 @@ impl Session {
         let duration = u64::try_from(self.shared.lease_duration.as_millis()).unwrap_or(u64::MAX);
         self.lease = Some(Lease {
             owner: self.shared.lease_owner.clone(),
-            expires_at_ms: now_millis().saturating_add(duration),
+            expires_at_ms: self.shared.now_ms().saturating_add(duration),
         });
         self.holds_lease = true;
     }
@@ -1285,7 +1291,7 @@ impl Session {
             return Ok(());
         };
         let half = u64::try_from(self.shared.lease_duration.as_millis() / 2).unwrap_or(u64::MAX);
-        if !save_step && lease.expires_at_ms.saturating_sub(now_millis()) > half {
+        if !save_step && lease.expires_at_ms.saturating_sub(self.shared.now_ms()) > half {
             return Ok(());
         }
         self.begin();
@@ -1510,7 +1516,7 @@ impl Session {
             last_decided: self.history.last().cloned(),
             history: self.history.clone(),
             decision_counter: self.decisions,
-            updated_at: crate::store::now_secs(),
+            updated_at: self.shared.now_ms() / 1000,
             metadata: self.metadata.clone(),
             last_plan: self.last_plan.clone(),
             workspace: Some(self.workspace.clone()),

@@ -633,8 +633,8 @@ impl StoreError {
 ///     async fn delete(&self, id: &str) -> Result<bool, StoreError> {
 ///         self.inner.delete(id).await
 ///     }
-///     async fn list_pending(&self) -> Result<PendingListing, StoreError> {
-///         self.inner.list_pending().await
+///     async fn list_pending(&self, now_ms: u64) -> Result<PendingListing, StoreError> {
+///         self.inner.list_pending(now_ms).await
 ///     }
 ///     async fn expire(&self, before: u64) -> Result<usize, StoreError> {
 ///         self.inner.expire(before).await
@@ -673,7 +673,8 @@ pub trait SessionStore: Send + Sync {
     async fn delete(&self, session_id: &str) -> Result<bool, StoreError>;
 
     /// Every pending decision, oldest first, without reading sessions that have none, and every
-    /// interrupted run ([`PendingListing::interrupted`]); a record
+    /// run interrupted at `now_ms` (milliseconds since the Unix epoch: a running run whose lease
+    /// ended by then, [`PendingListing::interrupted`]); a record
     /// that cannot be read (garbage, a newer schema, a `sessionId` that is not its key) is
     /// reported in [`PendingListing::unreadable`] and the others are still listed (issue 10:
     /// one corrupt record must not hide every pending plan). A session's pending plan is one
@@ -682,7 +683,10 @@ pub trait SessionStore: Send + Sync {
     /// # Errors
     /// [`StoreError::Backend`] when the store itself cannot be read (the directory, the
     /// database); never for one bad record.
-    async fn list_pending(&self) -> Result<PendingListing, StoreError>;
+    ///
+    /// A store reads no clock: the caller says when, as for [`SessionStore::expire`] (a
+    /// controller passes its own clock's now, [`crate::AgentControllerBuilder::clock`]).
+    async fn list_pending(&self, now_ms: u64) -> Result<PendingListing, StoreError>;
 
     /// Deletes sessions with nothing pending and no running run (an interrupted run can still
     /// be carried on) that were last saved before `before` (seconds since the Unix epoch);
@@ -713,8 +717,8 @@ impl<S: SessionStore + ?Sized> SessionStore for Arc<S> {
     async fn delete(&self, session_id: &str) -> Result<bool, StoreError> {
         (**self).delete(session_id).await
     }
-    async fn list_pending(&self) -> Result<PendingListing, StoreError> {
-        (**self).list_pending().await
+    async fn list_pending(&self, now_ms: u64) -> Result<PendingListing, StoreError> {
+        (**self).list_pending(now_ms).await
     }
     async fn expire(&self, before: u64) -> Result<usize, StoreError> {
         (**self).expire(before).await
@@ -890,7 +894,8 @@ pub async fn resolve_session_id(
     if check_session_id(prefix).is_ok() && store.load(prefix).await?.is_some() {
         return Ok(prefix.to_owned());
     }
-    let listing = store.list_pending().await?;
+    // Only the pending decisions are read: no time is needed.
+    let listing = store.list_pending(0).await?;
     let ids = listing
         .pending
         .iter()

@@ -39,6 +39,6 @@ fuzz_target!(|bytes: &[u8]| {
     s.runtime.block_on(async {
         let _ = s.store.load("fuzz").await;
         let _ = s.store.load("plain").await;
-        let _ = s.store.list_pending().await;
+        let _ = s.store.list_pending(agent_controller::store::now_millis()).await;
     });
 });

@@ -20,7 +20,8 @@ pub(crate) fn pending(spec: &str, json: bool) -> Outcome {
     let listing = runtime()?
         .block_on(async {
             // Plans past their deadline expire first (each once, whoever looks first).
-            let expired = deadline::expire_due(&*store, SystemTime::now()).await?;
+            let now = SystemTime::now();
+            let expired = deadline::expire_due(&*store, now).await?;
             for e in &expired {
                 // A plan, or a tool call that waited for approval.
                 let what = match &e.decision.tool_name {
@@ -34,7 +35,9 @@ pub(crate) fn pending(spec: &str, json: bool) -> Outcome {
                     neutralize_line(e.decision.decided_at.as_deref().unwrap_or("its deadline"))
                 );
             }
-            store.list_pending().await
+            store
+                .list_pending(deadline::millis_since_epoch(now))
+                .await
         })
         .map_err(Failure::runtime)?;
     for p in &listing.pending {

@@ -207,7 +207,8 @@ fn resolve_ids(
         return Ok(());
     };
     let listing = rt
-        .block_on(store.list_pending())
+        // Only the pending decisions' hashes are read: no time is needed.
+        .block_on(store.list_pending(0))
         .map_err(Failure::runtime)?;
     let hashes = listing
         .pending

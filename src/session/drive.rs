@@ -14,7 +14,7 @@ use super::{
 };
 use crate::event::{
     CancelReason, DecidedRecord, DecisionOutcome, Event, ModeChangeReason, RunState,
-    SuspendPayload, Suspension, ToolCallPayload, rfc3339_now,
+    SuspendPayload, Suspension, ToolCallPayload,
 };
 use crate::mode::ModeId;
 use crate::model::{Message, ModelError, ModelErrorKind, ModelRequest, TextSink};
@@ -112,7 +112,13 @@ impl Session {
                 PendingDecision::ToolCall(call) => (
                     tool_cancelled_result(reason),
                     true,
-                    tool_call_record(call, DecisionOutcome::Cancelled, None, false, rfc3339_now()),
+                    tool_call_record(
+                        call,
+                        DecisionOutcome::Cancelled,
+                        None,
+                        false,
+                        self.shared.now_rfc3339(),
+                    ),
                 ),
             };
             let (tool_call_id, tool_name) = (
@@ -161,7 +167,7 @@ impl Session {
             outcome: Some(outcome),
             sha256: Some(pending.payload.submission.sha256.clone()),
             approved_sha256,
-            decided_at: Some(rfc3339_now()),
+            decided_at: Some(self.shared.now_rfc3339()),
             decided_by,
             target_mode_id: target.map(|t| self.shared.graph.mode(t).id().to_owned()),
             tool_name: None,
@@ -405,7 +411,7 @@ impl Session {
             outcome,
             decision.decided_by.clone(),
             decision.always_allow,
-            rfc3339_now(),
+            self.shared.now_rfc3339(),
         );
         let tool_name = call.payload.tool_name.clone();
         let run_id = call.run_id.clone();
@@ -1335,8 +1341,8 @@ impl PendingPlans for StorePending<'_> {
             return Ok(Vec::new());
         };
         // An unreadable record's plan cannot be decided (loading it fails), so there is
-        // nothing of it to protect.
-        let listing = store.list_pending().await.map_err(|e| e.to_string())?;
+        // nothing of it to protect. Only the pending decisions are read: no time is needed.
+        let listing = store.list_pending(0).await.map_err(|e| e.to_string())?;
         Ok(listing
             .pending
             .into_iter()

@@ -473,10 +473,9 @@ impl SessionStore for FileStore {
     /// failed), and so is a file of such a name that is not a regular file (a symlink, FIFO,
     /// folder: not followed, not waited on) or whose name holds no session id (reported under
     /// the name before the suffix, which [`SessionStore::load`] refuses).
-    async fn list_pending(&self) -> Result<PendingListing, StoreError> {
-        self.blocking(|store| {
+    async fn list_pending(&self, now_ms: u64) -> Result<PendingListing, StoreError> {
+        self.blocking(move |store| {
             let mut listing = PendingListing::default();
-            let now = super::now_millis();
             let running = store.names_with(RUNNING_SUFFIX)?;
             let pending = store.names_with(PENDING_SUFFIX)?;
             for (stem, path) in &running.odd {
@@ -493,7 +492,7 @@ impl SessionStore for FileStore {
                 match store.read_current(&id) {
                     Ok(record) => listing
                         .interrupted
-                        .extend(record.and_then(|r| r.interrupted_run(now))),
+                        .extend(record.and_then(|r| r.interrupted_run(now_ms))),
                     Err(error) => listing.unreadable.push(UnreadableRecord::new(
                         &id,
                         store.path(&id, RUNNING_SUFFIX).display().to_string(),

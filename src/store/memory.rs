@@ -65,8 +65,7 @@ impl SessionStore for MemoryStore {
     }
 
     /// Records in memory are always readable: `unreadable` is empty.
-    async fn list_pending(&self) -> Result<PendingListing, StoreError> {
-        let now = super::now_millis();
+    async fn list_pending(&self, now_ms: u64) -> Result<PendingListing, StoreError> {
         let records = self.lock();
         let mut listing = PendingListing {
             pending: records
@@ -75,7 +74,7 @@ impl SessionStore for MemoryStore {
                 .collect(),
             interrupted: records
                 .values()
-                .filter_map(|r| r.interrupted_run(now))
+                .filter_map(|r| r.interrupted_run(now_ms))
                 .collect(),
             ..PendingListing::default()
         };

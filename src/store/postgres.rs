@@ -69,11 +69,11 @@ const TABLE: &str = "agent_controller_sessions";
 /// # Examples
 /// ```no_run
 /// use std::sync::Arc;
-/// use agent_controller::store::{PostgresStore, SessionStore};
+/// use agent_controller::store::{PostgresStore, SessionStore, now_millis};
 ///
 /// # async fn demo() -> Result<(), agent_controller::store::StoreError> {
 /// let store = PostgresStore::connect("postgres://app@db.internal:5432/agents?sslmode=verify-full").await?;
-/// for plan in store.list_pending().await?.pending {
+/// for plan in store.list_pending(now_millis()).await?.pending {
 ///     println!("{} {}", plan.session_id, plan.title);
 /// }
 /// let shared: Arc<dyn SessionStore> = Arc::new(store);
@@ -255,9 +255,9 @@ impl PostgresStore {
     async fn list_interrupted(
         &self,
         client: &deadpool_postgres::Client,
+        now: u64,
         listing: &mut PendingListing,
     ) -> Result<(), StoreError> {
-        let now = crate::store::now_millis();
         let stmt = client
             .prepare_cached(&format!(
                 "SELECT id, record::text FROM {TABLE} \
@@ -496,7 +496,7 @@ impl SessionStore for PostgresStore {
 
     /// A row whose `pending` summary cannot be read is reported in `unreadable` as
     /// `agent_controller_sessions row ID`.
-    async fn list_pending(&self) -> Result<PendingListing, StoreError> {
+    async fn list_pending(&self, now_ms: u64) -> Result<PendingListing, StoreError> {
         let client = self.client().await?;
         let stmt = client
             .prepare_cached(&format!(
@@ -518,7 +518,7 @@ impl SessionStore for PostgresStore {
                 )),
             }
         }
-        self.list_interrupted(&client, &mut listing).await?;
+        self.list_interrupted(&client, now_ms, &mut listing).await?;
         listing.sort();
         Ok(listing)
     }

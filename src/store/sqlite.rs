@@ -165,8 +165,11 @@ fn decode_column(id: &str, cell: ValueRef<'_>) -> Result<SessionRecord, StoreErr
 
 /// Adds the interrupted runs to `listing`, read through the `sessions_running` index (rows whose
 /// lease has ended); a row that cannot be read goes to `unreadable`.
-fn list_interrupted(conn: &Connection, listing: &mut PendingListing) -> Result<(), StoreError> {
-    let now = super::now_millis();
+fn list_interrupted(
+    conn: &Connection,
+    now: u64,
+    listing: &mut PendingListing,
+) -> Result<(), StoreError> {
     let mut stmt = conn
         .prepare(
             "SELECT id, record FROM sessions WHERE lease_until IS NOT NULL AND lease_until <= ?1",
@@ -255,8 +258,8 @@ impl SessionStore for SqliteStore {
     }
 
     /// A row whose record cannot be read is reported in `unreadable` as `sessions row ID`.
-    async fn list_pending(&self) -> Result<PendingListing, StoreError> {
-        self.with(|conn| {
+    async fn list_pending(&self, now_ms: u64) -> Result<PendingListing, StoreError> {
+        self.with(move |conn| {
             let mut stmt = conn
                 .prepare("SELECT id, record FROM sessions WHERE pending = 1")
                 .map_err(db)?;
@@ -278,7 +281,7 @@ impl SessionStore for SqliteStore {
                     )),
                 }
             }
-            list_interrupted(conn, &mut listing)?;
+            list_interrupted(conn, now_ms, &mut listing)?;
             listing.sort();
             Ok(listing)
         })

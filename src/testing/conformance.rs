@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde_json::json;
 
 use crate::model::scripted::ReplayModel;
-use crate::store::{SCHEMA_VERSION, now_millis};
+use crate::store::SCHEMA_VERSION;
 use crate::{
     AgentController, Decision, DecisionAction, Message, PendingKind, PendingListing, RunOutcome,
     RunState, SessionOptions, SessionRecord, SessionStore, StoreError, ToolRegistry,
@@ -33,6 +33,11 @@ default = true
 "#;
 
 /// How many racers save at once, and how many rounds each race runs.
+/// The time the lease checks list at, in milliseconds since the Unix epoch (2096): far from the
+/// wall clock, so a store that reads its own clock instead of the `now_ms` it is given lists
+/// the wrong runs as interrupted.
+const NOW: u64 = 4_000_000_000_000;
+
 const RACERS: usize = 6;
 const ROUNDS: usize = 5;
 
@@ -780,7 +785,7 @@ async fn list_pending(store: &dyn SessionStore, prefix: &str) -> Result<(), Stri
             );
         }
         let listing = store
-            .list_pending()
+            .list_pending(NOW)
             .await
             .map_err(|e| format!("list_pending failed: {e}"))?;
         let (pending, unreadable, _) = ours(&listing, &prefix);
@@ -826,7 +831,7 @@ async fn list_pending(store: &dyn SessionStore, prefix: &str) -> Result<(), Stri
             said(&decided)
         );
         let listing = store
-            .list_pending()
+            .list_pending(NOW)
             .await
             .map_err(|e| format!("list_pending failed: {e}"))?;
         let (pending, _, _) = ours(&listing, &prefix);
@@ -849,7 +854,7 @@ async fn interrupted_runs(store: &dyn SessionStore, prefix: &str) -> Result<(), 
         format!("{prefix}-none"),
         format!("{prefix}-done"),
     );
-    let now = now_millis();
+    let now = NOW;
     let result = async {
         for r in [
             running(&ended, Some(now.saturating_sub(60_000))),
@@ -866,7 +871,7 @@ async fn interrupted_runs(store: &dyn SessionStore, prefix: &str) -> Result<(), 
             );
         }
         let listing = store
-            .list_pending()
+            .list_pending(NOW)
             .await
             .map_err(|e| format!("list_pending failed: {e}"))?;
         let (_, _, mut interrupted) = ours(&listing, &prefix);
@@ -900,7 +905,7 @@ async fn interrupted_runs(store: &dyn SessionStore, prefix: &str) -> Result<(), 
             said(&saved)
         );
         let listing = store
-            .list_pending()
+            .list_pending(NOW)
             .await
             .map_err(|e| format!("list_pending failed: {e}"))?;
         let (_, _, interrupted) = ours(&listing, &prefix);
@@ -930,7 +935,7 @@ async fn expire(store: &dyn SessionStore, prefix: &str) -> Result<(), String> {
             record(&ids[0], 1, false, 10),
             record(&ids[1], 1, false, EXPIRE_BEFORE),
             record(&ids[2], 1, true, 10),
-            running(&ids[3], Some(now_millis().saturating_sub(60_000))),
+            running(&ids[3], Some(NOW.saturating_sub(60_000))),
             with_waiting_calls(record(&ids[4], 1, false, 10), &["call_a"]),
         ] {
             let saved = store.save(&r, None).await;
@@ -984,7 +989,7 @@ async fn unreadable_records(
         let a_text = serde_json::to_string(&a).map_err(|e| e.to_string())?;
         plant(&garbage, "{ not json").map_err(|e| format!("planting garbage failed: {e}"))?;
         plant(&twin, &a_text).map_err(|e| format!("planting a twin failed: {e}"))?;
-        let listing = store.list_pending().await.map_err(|e| {
+        let listing = store.list_pending(NOW).await.map_err(|e| {
             format!("list_pending failed with unreadable records in the store: {e}: one bad record must not hide the others")
         })?;
         let (pending, unreadable, _) = ours(&listing, &prefix);
@@ -1084,7 +1089,7 @@ async fn migrations(store: &dyn SessionStore, plant: &Planter, prefix: &str) -> 
             old.mode_id
         );
         let listing = store
-            .list_pending()
+            .list_pending(NOW)
             .await
             .map_err(|e| format!("list_pending failed: {e}"))?;
         ensure!(

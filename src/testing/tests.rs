@@ -594,8 +594,11 @@ impl crate::store::SessionStore for KeepsAlwaysAllowed {
         self.inner.delete(session_id).await
     }
 
-    async fn list_pending(&self) -> Result<crate::store::PendingListing, crate::store::StoreError> {
-        self.inner.list_pending().await
+    async fn list_pending(
+        &self,
+        now_ms: u64,
+    ) -> Result<crate::store::PendingListing, crate::store::StoreError> {
+        self.inner.list_pending(now_ms).await
     }
 
     async fn expire(&self, before: u64) -> Result<usize, crate::store::StoreError> {

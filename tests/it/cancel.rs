@@ -168,8 +168,8 @@ impl SessionStore for YieldingStore {
     async fn delete(&self, id: &str) -> Result<bool, StoreError> {
         self.0.delete(id).await
     }
-    async fn list_pending(&self) -> Result<PendingListing, StoreError> {
-        self.0.list_pending().await
+    async fn list_pending(&self, now_ms: u64) -> Result<PendingListing, StoreError> {
+        self.0.list_pending(now_ms).await
     }
     async fn expire(&self, before: u64) -> Result<usize, StoreError> {
         self.0.expire(before).await

@@ -940,23 +940,16 @@ fn a_closed_stdout_ends_quietly() {
     }
 }
 
-/// Runs the binary with `args`, killing it (and failing) if it has not ended within 20 s.
-fn within_20s(mut cmd: Command) -> Output {
-    let mut child = cmd
+/// Runs the binary with `args`, killing it (and failing) if it has not ended in time
+/// ([`common::wait::exit_of`]).
+fn in_time(mut cmd: Command) -> Output {
+    let child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
-    let started = std::time::Instant::now();
-    while child.try_wait().expect("wait").is_none() {
-        if started.elapsed() > std::time::Duration::from_secs(20) {
-            let _ = child.kill();
-            panic!("the command hung: {cmd:?}");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    child.wait_with_output().expect("output")
+    common::wait::exit_of(child)
 }
 
 fn plan_run(ws: &Path, plan: &Path) -> Command {
@@ -980,7 +973,7 @@ fn plan_naming_a_fifo_or_device_is_refused_at_once() {
             .expect("mkfifo")
             .success()
     );
-    let out = within_20s(plan_run(ws.path(), &fifo));
+    let out = in_time(plan_run(ws.path(), &fifo));
     assert_eq!(out.status.code(), Some(INVALID));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("not a regular file"), "{stderr}");
@@ -992,7 +985,7 @@ fn plan_naming_a_fifo_or_device_is_refused_at_once() {
             .expect("mkfifo")
             .success()
     );
-    let out = within_20s(plan_run(ws.path(), &inside));
+    let out = in_time(plan_run(ws.path(), &inside));
     assert_eq!(out.status.code(), Some(INVALID));
 }
 
@@ -1010,7 +1003,7 @@ fn plan_copy_never_writes_through_a_symlink_or_over_another_file() {
     for name in ["add.md", "mine.md"] {
         let plan = source.path().join(name);
         std::fs::write(&plan, "# Other\n\n1. Other\n").expect("write");
-        let out = within_20s(plan_run(ws.path(), &plan));
+        let out = in_time(plan_run(ws.path(), &plan));
         assert!(
             out.status.success(),
             "{}",
@@ -1049,7 +1042,7 @@ fn plan_is_checked_before_anything_is_copied() {
     for (name, bytes, says) in cases {
         let plan = source.path().join(name);
         std::fs::write(&plan, bytes).expect("write");
-        let out = within_20s(plan_run(ws.path(), &plan));
+        let out = in_time(plan_run(ws.path(), &plan));
         assert_eq!(out.status.code(), Some(INVALID), "{name}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(says), "{name}: {stderr}");
@@ -1062,7 +1055,7 @@ fn plan_is_checked_before_anything_is_copied() {
         .arg(ws.path())
         .args(["--mode", "build", "--approve", "--plan"])
         .arg(&plan);
-    let out = within_20s(cmd);
+    let out = in_time(cmd);
     assert_eq!(out.status.code(), Some(INVALID));
     assert!(String::from_utf8_lossy(&out.stderr).contains("planning mode"));
     let plans = ws.path().join(".agent/plans");
@@ -1077,7 +1070,7 @@ fn plan_is_checked_before_anything_is_copied() {
 fn check_refuses_devices_and_non_utf8_configs_with_a_location() {
     let mut cmd = bin();
     cmd.args(["check", "/dev/zero"]);
-    let out = within_20s(cmd);
+    let out = in_time(cmd);
     assert_eq!(out.status.code(), Some(INVALID));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a regular file"));
     let dir = tempfile::tempdir().expect("dir");
@@ -1085,7 +1078,7 @@ fn check_refuses_devices_and_non_utf8_configs_with_a_location() {
     std::fs::write(&path, b"[[modes]]\nid = \"b\xff\"\n").expect("write");
     let mut cmd = bin();
     cmd.arg("check").arg(&path);
-    let out = within_20s(cmd);
+    let out = in_time(cmd);
     assert_eq!(out.status.code(), Some(INVALID));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -1142,7 +1135,7 @@ fn verify(toml: &str, args: &[&str]) -> Output {
     cmd.current_dir(dir.path())
         .args(["verify", "modes.toml", "--cases", "4", "--seed", "1"])
         .args(args);
-    within_20s(cmd)
+    in_time(cmd)
 }
 
 /// A config naming the host's own tool `run_tests`, which waits for approval in `build`.
@@ -1635,15 +1628,10 @@ impl StderrWatch {
     }
 
     fn wait_for(&self, needle: &str) {
-        let started = std::time::Instant::now();
-        while !self.text().contains(needle) {
-            assert!(
-                started.elapsed() < std::time::Duration::from_secs(20),
-                "no `{needle}` on stderr: {}",
-                self.text()
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        common::wait::until(
+            || self.text().contains(needle),
+            || format!("no `{needle}` on stderr: {}", self.text()),
+        );
     }
 }
 
@@ -1693,7 +1681,7 @@ fn a_plan_revised_while_the_prompt_waits_cannot_be_approved_from_that_prompt() {
     // `y` at the first prompt approves the plan it showed, which is no longer pending.
     answer.write_all(b"y\n").expect("answer");
     drop(answer);
-    let out = within_20s_child(prompt);
+    let out = common::wait::exit_of(prompt);
     assert_eq!(out.status.code(), Some(REFUSED), "{}", watch.text());
     assert!(
         watch.text().contains("this decision was not applied"),
@@ -1721,19 +1709,6 @@ fn a_plan_revised_while_the_prompt_waits_cannot_be_approved_from_that_prompt() {
     assert_eq!(mode_changes(&events(&out)), [("plan", "build")]);
 }
 
-/// Waits for `child` (stdout piped), killing it (and failing) if it has not ended within 20 s.
-fn within_20s_child(mut child: std::process::Child) -> Output {
-    let started = std::time::Instant::now();
-    while child.try_wait().expect("wait").is_none() {
-        if started.elapsed() > std::time::Duration::from_secs(20) {
-            let _ = child.kill();
-            panic!("the command hung");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    child.wait_with_output().expect("output")
-}
-
 /// `decide` killed (SIGKILL) right after its decision was saved, while the model's first call in
 /// the new mode is under way: the run stays `running` under the dead process's lease, so
 /// `continue` is refused until the lease ends; then `pending` shows the run interrupted, and
@@ -1743,7 +1718,7 @@ fn within_20s_child(mut child: std::process::Child) -> Output {
 #[test]
 fn a_decide_killed_after_its_save_is_interrupted_and_continue_carries_it_on_once() {
     use common::openai_server::{Reply, ScriptedServer, text};
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
     use wiremock::ResponseTemplate;
 
     let ws = Workspace::new();
@@ -1758,7 +1733,7 @@ fn a_decide_killed_after_its_save_is_interrupted_and_continue_carries_it_on_once
     let model_args = ["--model", "openai/test-model", "--config", SHIPPED];
     let mut decider = bin()
         .args(["decide", "--store", &spec, &session, "--approve", "--json"])
-        .args(["--workspace", workspace, "--lease", "4"])
+        .args(["--workspace", workspace, "--lease", "600"])
         .args(model_args)
         .envs(server.env())
         .stdin(Stdio::null())
@@ -1767,11 +1742,7 @@ fn a_decide_killed_after_its_save_is_interrupted_and_continue_carries_it_on_once
         .spawn()
         .expect("decide");
     // The decision is saved before the model is called: once the server sees the call, kill.
-    let start = Instant::now();
-    while server.served() < 1 {
-        assert!(start.elapsed() < Duration::from_secs(30), "no model call");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    common::wait::until(|| server.served() >= 1, || "no model call".to_owned());
     decider.kill().expect("SIGKILL");
     decider.wait().expect("reap");
 
@@ -1803,17 +1774,8 @@ fn a_decide_killed_after_its_save_is_interrupted_and_continue_carries_it_on_once
     );
 
     // Once the lease ends, `pending` shows the run interrupted.
-    let interrupted = loop {
-        let listed = pending_json(&spec);
-        if !listed.is_empty() {
-            break listed;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "never interrupted"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    common::wait::end_lease(&spec, &session);
+    let interrupted = pending_json(&spec);
     assert_eq!(interrupted.len(), 1, "{interrupted:?}");
     let run = &interrupted[0]["interrupted"];
     assert_eq!(run["sessionId"], session.as_str());

@@ -11,8 +11,7 @@ use std::path::Path;
 #[cfg(feature = "cli")]
 use std::process::{Command, Output};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use agent_controller::config::{self, ConfigErrorKind};
 use agent_controller::deadline::{self, ApprovalTimeout};
@@ -23,6 +22,7 @@ use agent_controller::{
     AgentController, Decision, DecisionOutcome, Event, Message, ModeBuilder, ModeGraphBuilder,
     RunOutcome, RunState, Session, SessionError, SessionOptions, SuspendPayload, ToolRegistry,
 };
+use common::clock::{T0, TestClock};
 use common::openai_server::{Reply, ScriptedServer, call, calls, contents, submit, text};
 use common::{Recorder, Workspace};
 #[cfg(feature = "cli")]
@@ -42,25 +42,7 @@ default = true
 
 const PLAN: &str = "# Add dark mode\n\n1. Add a theme setting.\n";
 
-/// 2027-01-15T08:00:00Z, in milliseconds since the Unix epoch.
-const T0: u64 = 1_800_000_000_000;
 const HOUR: u64 = 3_600_000;
-
-/// A clock the test sets (milliseconds since the Unix epoch).
-#[derive(Clone)]
-struct TestClock(Arc<AtomicU64>);
-
-impl TestClock {
-    fn at(ms: u64) -> Self {
-        Self(Arc::new(AtomicU64::new(ms)))
-    }
-    fn set(&self, ms: u64) {
-        self.0.store(ms, Ordering::SeqCst);
-    }
-    fn now(&self) -> SystemTime {
-        UNIX_EPOCH + Duration::from_millis(self.0.load(Ordering::SeqCst))
-    }
-}
 
 fn controller(
     config_text: &str,
@@ -809,8 +791,8 @@ impl SessionStore for Racing {
     async fn delete(&self, id: &str) -> Result<bool, StoreError> {
         self.inner.delete(id).await
     }
-    async fn list_pending(&self) -> Result<PendingListing, StoreError> {
-        self.inner.list_pending().await
+    async fn list_pending(&self, now_ms: u64) -> Result<PendingListing, StoreError> {
+        self.inner.list_pending(now_ms).await
     }
     async fn expire(&self, before: u64) -> Result<usize, StoreError> {
         self.inner.expire(before).await

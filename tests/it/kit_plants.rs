@@ -136,8 +136,8 @@ impl SessionStore for Planted {
         self.inner.delete(id).await
     }
 
-    async fn list_pending(&self) -> Result<PendingListing, StoreError> {
-        self.inner.list_pending().await
+    async fn list_pending(&self, now_ms: u64) -> Result<PendingListing, StoreError> {
+        self.inner.list_pending(now_ms).await
     }
 
     async fn expire(&self, before: u64) -> Result<usize, StoreError> {

@@ -143,7 +143,11 @@ async fn arguments_nested_too_deep_are_refused_and_the_record_stays_readable() {
     }
     let id = session.id().to_owned();
     drop(session);
-    let listing = s.store.list_pending().await.expect("list");
+    let listing = s
+        .store
+        .list_pending(agent_controller::store::now_millis())
+        .await
+        .expect("list");
     assert!(listing.is_healthy(), "{listing:?}");
     let mut restored = s
         .controller
@@ -170,7 +174,13 @@ async fn arguments_at_the_limit_wait_and_restore() {
     );
     let id = session.id().to_owned();
     drop(session);
-    assert!(s.store.list_pending().await.expect("list").is_healthy());
+    assert!(
+        s.store
+            .list_pending(agent_controller::store::now_millis())
+            .await
+            .expect("list")
+            .is_healthy()
+    );
     let restored = s
         .controller
         .restore_session(&id, SessionOptions::new())

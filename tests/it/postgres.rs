@@ -175,7 +175,11 @@ async fn text_a_model_wrote_round_trips_exactly() {
     }];
     store.save(&hostile, None).await.expect("save");
     assert_eq!(store.load("h").await.expect("load"), Some(hostile.clone()));
-    let listed = store.list_pending().await.expect("list").pending;
+    let listed = store
+        .list_pending(agent_controller::store::now_millis())
+        .await
+        .expect("list")
+        .pending;
     assert_eq!(listed, vec![hostile.pending_summary().expect("summary")]);
 }
 
@@ -248,15 +252,19 @@ async fn listeners_hear_new_plans_and_decisions_without_polling() {
         .expect("save");
     assert_eq!(next().await.session_id, "other");
 
-    // A host waiting for the decision on `new` hears it when it is committed.
+    // A host waiting for the decision on `new` hears it when it is committed, and not before:
+    // a save that leaves the plan pending does not end the wait (it would return version 2 or
+    // 3, not the decision's 4).
     let waiting = {
         let listener = listener.clone();
         tokio::spawn(async move { listener.wait_for_decision("new", "c1").await })
     };
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(!waiting.is_finished(), "nothing decided yet");
     writer
-        .save(&record("new", 3, None), Some(2))
+        .save(&record("new", 3, Some("c1")), Some(2))
+        .await
+        .expect("save, still pending");
+    writer
+        .save(&record("new", 4, None), Some(3))
         .await
         .expect("decide");
     let decided = tokio::time::timeout(WAIT, waiting)
@@ -265,7 +273,7 @@ async fn listeners_hear_new_plans_and_decisions_without_polling() {
         .expect("task")
         .expect("wait")
         .expect("the session");
-    assert_eq!(decided.version, 3);
+    assert_eq!(decided.version, 4, "the decision, not a save before it");
     assert!(decided.pending.is_none());
 }
 
@@ -657,14 +665,10 @@ fn a_host_killed_mid_decision_leaves_the_store_consistent() {
         // server has ended the dead host's sessions, then look.
         let gone =
             format!("SELECT count(*) FROM pg_stat_activity WHERE application_name = '{app}'");
-        let deadline = std::time::Instant::now() + WAIT;
-        while runtime.block_on(query(&schema.url, &gone)) != ["0"] {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the server ends a dead host's sessions"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        common::wait::until(
+            || runtime.block_on(query(&schema.url, &gone)) == ["0"],
+            || "the server ends a dead host's sessions".to_owned(),
+        );
         let after = runtime
             .block_on(store.load(&session))
             .expect("the record loads after a kill")
@@ -822,7 +826,10 @@ async fn a_database_from_before_leases_migrates_and_lists_its_running_run_as_int
     )
     .await;
     let store = connect(&schema.url).await;
-    let listing = store.list_pending().await.expect("list");
+    let listing = store
+        .list_pending(agent_controller::store::now_millis())
+        .await
+        .expect("list");
     assert_eq!(
         listing
             .interrupted
@@ -872,7 +879,7 @@ fn hosts_honour_each_others_leases_and_one_of_racing_continuers_wins() {
         let mut cmd = bin();
         cmd.args([command, "--store", &schema.url, &session, "--json"])
             .args(["--config", SHIPPED, "--workspace", workspace])
-            .args(["--model", "openai/test-model", "--lease", "3"])
+            .args(["--model", "openai/test-model", "--lease", "600"])
             .envs(server.env())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -880,11 +887,10 @@ fn hosts_honour_each_others_leases_and_one_of_racing_continuers_wins() {
         cmd
     };
     let mut host_a = on_host("decide").arg("--approve").spawn().expect("host A");
-    let start = std::time::Instant::now();
-    while server.served() < 1 {
-        assert!(start.elapsed() < WAIT, "host A never called the model");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    common::wait::until(
+        || server.served() >= 1,
+        || "host A never called the model".to_owned(),
+    );
     // Host A is alive and within its lease: nobody takes its run over.
     for _ in 0..2 {
         let out = on_host("continue").output().expect("continue");
@@ -895,21 +901,19 @@ fn hosts_honour_each_others_leases_and_one_of_racing_continuers_wins() {
 
     host_a.kill().expect("SIGKILL host A");
     host_a.wait().expect("reap");
-    // Wait until the run is interrupted (host A's lease ended), then race two continuers.
-    loop {
-        let out = bin()
-            .args(["pending", "--store", &schema.url, "--json"])
-            .output()
-            .expect("pending");
-        if lines(&out.stdout)
+    // Once host A's lease ends the run is interrupted; then two continuers race.
+    common::wait::end_lease(&schema.url, &session);
+    let out = bin()
+        .args(["pending", "--store", &schema.url, "--json"])
+        .output()
+        .expect("pending");
+    assert!(
+        lines(&out.stdout)
             .iter()
-            .any(|l| l["interrupted"]["sessionId"] == session.as_str())
-        {
-            break;
-        }
-        assert!(start.elapsed() < WAIT, "never interrupted");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+            .any(|l| l["interrupted"]["sessionId"] == session.as_str()),
+        "interrupted: {}",
+        text_of(&out)
+    );
     let racers: Vec<_> = (0..2)
         .map(|_| on_host("continue").spawn().expect("continuer"))
         .collect();
@@ -1006,7 +1010,7 @@ async fn each_tool_call_waiting_is_listed_and_watched_on_its_own() {
         .await
         .expect("save");
     let listed: Vec<String> = writer
-        .list_pending()
+        .list_pending(agent_controller::store::now_millis())
         .await
         .expect("list")
         .pending

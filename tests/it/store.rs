@@ -14,6 +14,7 @@ use agent_controller::{
     AgentController, Decision, Event, LanguageModel, ModeChangeReason, RunOutcome, RunState,
     SessionError, SessionOptions, ToolRegistry,
 };
+use common::clock::{T0, TestClock};
 use common::{PLAN_BUILD, Recorder, Workspace};
 use serde_json::json;
 
@@ -152,7 +153,11 @@ async fn conformance_save_load_cas_list_delete_expire() {
             .await
             .expect("second save");
         store.save(&record("b", 1, false), None).await.expect("b");
-        let pending = store.list_pending().await.expect("pending").pending;
+        let pending = store
+            .list_pending(agent_controller::store::now_millis())
+            .await
+            .expect("pending")
+            .pending;
         assert_eq!(pending.len(), 1, "{backend:?}");
         assert_eq!(
             (pending[0].session_id.as_str(), pending[0].title.as_str()),
@@ -167,7 +172,7 @@ async fn conformance_save_load_cas_list_delete_expire() {
         assert_eq!(store.delete("a").await, Ok(false));
         assert!(
             store
-                .list_pending()
+                .list_pending(agent_controller::store::now_millis())
                 .await
                 .expect("pending")
                 .pending
@@ -327,7 +332,10 @@ async fn special_files_symlinks_and_odd_names_in_a_file_store_are_unreadable_at_
     copy("a.b.running.json");
     copy(".pending.json");
 
-    let listing = store.list_pending().await.expect("listed, not hung");
+    let listing = store
+        .list_pending(agent_controller::store::now_millis())
+        .await
+        .expect("listed, not hung");
     let listed: Vec<&str> = listing
         .pending
         .iter()
@@ -443,7 +451,15 @@ async fn open_store_refuses_throw_away_specs() {
             .save(&record("a", 1, true), None)
             .await
             .expect("save");
-        assert_eq!(memory.list_pending().await.expect("list").pending.len(), 1);
+        assert_eq!(
+            memory
+                .list_pending(agent_controller::store::now_millis())
+                .await
+                .expect("list")
+                .pending
+                .len(),
+            1
+        );
     }
 }
 
@@ -558,7 +574,10 @@ async fn pending_lists_healthy_records_and_reports_unreadable_ones_apart() {
         }
         plant(backend, tmp.path(), "twin", Planted::RecordOf(&a));
 
-        let listing = store.list_pending().await.expect("list");
+        let listing = store
+            .list_pending(agent_controller::store::now_millis())
+            .await
+            .expect("list");
         let listed: Vec<&str> = listing
             .pending
             .iter()
@@ -595,7 +614,10 @@ async fn pending_lists_healthy_records_and_reports_unreadable_ones_apart() {
             "{backend:?}: idle only"
         );
         assert_eq!(store.delete("garbage").await, Ok(true), "{backend:?}");
-        let listing = store.list_pending().await.expect("list");
+        let listing = store
+            .list_pending(agent_controller::store::now_millis())
+            .await
+            .expect("list");
         assert_eq!(listing.pending.len(), 2, "{backend:?}");
         assert_eq!(listing.unreadable.len(), 1, "{backend:?}");
     }
@@ -614,7 +636,10 @@ async fn sqlite_row_with_a_blob_record_is_reported_apart() {
         [],
     )
     .expect("plant");
-    let listing = store.list_pending().await.expect("list");
+    let listing = store
+        .list_pending(agent_controller::store::now_millis())
+        .await
+        .expect("list");
     assert_eq!(listing.pending.len(), 1);
     assert_eq!(listing.unreadable.len(), 1);
     assert_eq!(listing.unreadable[0].session_id, "blob");
@@ -680,7 +705,11 @@ async fn a_pending_plan_survives_a_restart_and_hands_over_exactly_once() {
 
         // A new controller (a new process, as far as the store is concerned).
         let store = reopen(backend, tmp.path(), &store);
-        let pending = store.list_pending().await.expect("pending").pending;
+        let pending = store
+            .list_pending(agent_controller::store::now_millis())
+            .await
+            .expect("pending")
+            .pending;
         assert_eq!(pending.len(), 1, "{backend:?}");
         assert_eq!(pending[0].title, "Durable");
         let model = Arc::new(ReplayModel::new([ReplayModel::text("building")]));
@@ -725,7 +754,7 @@ async fn a_pending_plan_survives_a_restart_and_hands_over_exactly_once() {
         );
         assert!(
             store
-                .list_pending()
+                .list_pending(agent_controller::store::now_millis())
                 .await
                 .expect("pending")
                 .pending
@@ -861,7 +890,12 @@ async fn a_config_change_that_removes_the_target_blocks_approval_but_keeps_the_p
         );
         assert_eq!(session.mode().id(), "plan");
         assert_eq!(
-            store.list_pending().await.expect("pending").pending.len(),
+            store
+                .list_pending(agent_controller::store::now_millis())
+                .await
+                .expect("pending")
+                .pending
+                .len(),
             1,
             "{backend:?}: nothing lost"
         );
@@ -872,7 +906,7 @@ async fn a_config_change_that_removes_the_target_blocks_approval_but_keeps_the_p
             .expect("reject");
         assert!(
             store
-                .list_pending()
+                .list_pending(agent_controller::store::now_millis())
                 .await
                 .expect("pending")
                 .pending
@@ -1026,8 +1060,11 @@ impl SessionStore for Faulty {
     async fn delete(&self, id: &str) -> Result<bool, StoreError> {
         self.inner.delete(id).await
     }
-    async fn list_pending(&self) -> Result<agent_controller::PendingListing, StoreError> {
-        self.inner.list_pending().await
+    async fn list_pending(
+        &self,
+        now_ms: u64,
+    ) -> Result<agent_controller::PendingListing, StoreError> {
+        self.inner.list_pending(now_ms).await
     }
     async fn expire(&self, before: u64) -> Result<usize, StoreError> {
         self.inner.expire(before).await
@@ -1496,8 +1533,12 @@ async fn every_run_state_of_a_schema_1_record_loads_as_the_same_run_state() {
 // other's leases). A "host" below is a controller with its own lease owner; a crash is its
 // decision task aborted while it waits in the model (or a tool), right after a save.
 
-/// The lease of the hosts in these tests: short, so a crashed host's run is interrupted soon.
+/// The lease of the hosts in these tests. Their clock is a [`TestClock`] the test moves on, so
+/// nothing waits for a lease to end.
 const LEASE: std::time::Duration = std::time::Duration::from_millis(400);
+
+/// Just past a lease.
+const PAST_LEASE: std::time::Duration = LEASE.saturating_add(std::time::Duration::from_millis(1));
 
 /// A model whose every call waits for ever, after telling the test it was called: a host that
 /// stops there stopped after the save before the call.
@@ -1514,10 +1555,26 @@ impl LanguageModel for Hang {
     }
 }
 
-/// A tool that counts its runs; with `{"hang": true}` it tells the test and waits for ever.
+/// A tool that counts its runs. With `{"advanceMs": N}` it moves the hosts' clock on by N ms
+/// (a call that takes that long); with `{"hold": true}` it then tells the test (`started`) and
+/// waits until the test lets it go on (`release`); with `{"hang": true}` it tells the test and
+/// waits for ever.
 struct Counted {
     runs: Arc<std::sync::atomic::AtomicUsize>,
     started: Arc<tokio::sync::Notify>,
+    release: Arc<tokio::sync::Notify>,
+    clock: TestClock,
+}
+
+impl Counted {
+    fn new(runs: &Arc<std::sync::atomic::AtomicUsize>, clock: &TestClock) -> Self {
+        Self {
+            runs: runs.clone(),
+            started: Arc::new(tokio::sync::Notify::new()),
+            release: Arc::new(tokio::sync::Notify::new()),
+            clock: clock.clone(),
+        }
+    }
 }
 
 #[agent_controller::async_trait]
@@ -1537,8 +1594,12 @@ impl agent_controller::Tool for Counted {
         _: &agent_controller::ToolContext<'_>,
     ) -> agent_controller::ToolOutput {
         let n = self.runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-        if let Some(ms) = args["sleepMs"].as_u64() {
-            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        if let Some(ms) = args["advanceMs"].as_u64() {
+            self.clock.advance(std::time::Duration::from_millis(ms));
+        }
+        if args["hold"] == json!(true) {
+            self.started.notify_one();
+            self.release.notified().await;
         }
         if args["hang"] == json!(true) {
             self.started.notify_one();
@@ -1548,23 +1609,21 @@ impl agent_controller::Tool for Counted {
     }
 }
 
-/// A host: a controller on `store` whose runs are leased to `owner` for [`LEASE`], with the
-/// workspace tools and `count` (sharing `runs`).
+/// A host: a controller on `store` whose runs are leased to `owner` for [`LEASE`] by `clock`,
+/// with the workspace tools and `count` (sharing `runs`).
 fn host(
     ws: &Workspace,
     model: Arc<dyn LanguageModel>,
     store: Arc<dyn SessionStore>,
     owner: &str,
     runs: &Arc<std::sync::atomic::AtomicUsize>,
+    clock: &TestClock,
 ) -> AgentController {
     let mut tools = ToolRegistry::with_workspace_tools();
     tools
-        .register(Arc::new(Counted {
-            runs: runs.clone(),
-            started: Arc::new(tokio::sync::Notify::new()),
-        }))
+        .register(Arc::new(Counted::new(runs, clock)))
         .expect("register");
-    host_with(ws, model, store, owner, tools)
+    host_with(ws, model, store, owner, tools, clock)
 }
 
 fn host_with(
@@ -1573,6 +1632,7 @@ fn host_with(
     store: Arc<dyn SessionStore>,
     owner: &str,
     tools: ToolRegistry,
+    clock: &TestClock,
 ) -> AgentController {
     AgentController::builder(common::graph(PLAN_BUILD), model)
         .tools(tools)
@@ -1580,6 +1640,7 @@ fn host_with(
         .store(store)
         .lease_owner(owner)
         .lease_duration(LEASE)
+        .clock(clock.source())
         .build()
         .expect("controller")
 }
@@ -1615,6 +1676,7 @@ async fn a_run_cut_off_after_its_decision_is_interrupted_once_its_lease_ends_and
         let tmp = Scratch::new();
         let ws = Workspace::new();
         let store = open(backend, tmp.path());
+        let clock = TestClock::at(T0);
         let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let called = Arc::new(tokio::sync::Notify::new());
         let a = host(
@@ -1623,6 +1685,7 @@ async fn a_run_cut_off_after_its_decision_is_interrupted_once_its_lease_ends_and
             store.clone(),
             "host-a",
             &runs,
+            &clock,
         );
         let id = decide_and_crash(&ws, store.clone(), a, called).await;
 
@@ -1634,7 +1697,7 @@ async fn a_run_cut_off_after_its_decision_is_interrupted_once_its_lease_ends_and
             "{backend:?}"
         );
         assert_eq!(run.owner.as_deref(), Some("host-a"), "{backend:?}");
-        let now = agent_controller::store::now_millis();
+        let now = clock.now_ms();
         assert!(
             run.lease_expires_at_ms.is_some_and(|end| end > now),
             "{backend:?}"
@@ -1644,14 +1707,21 @@ async fn a_run_cut_off_after_its_decision_is_interrupted_once_its_lease_ends_and
             None,
             "a live lease is not interrupted"
         );
-        let listing = store.list_pending().await.expect("list");
+        let listing = store.list_pending(clock.now_ms()).await.expect("list");
         assert!(listing.interrupted.is_empty(), "{backend:?}: {listing:?}");
         assert!(listing.pending.is_empty(), "{backend:?}: {listing:?}");
 
         // Host B while host-a's lease runs: never takes the run over, nor ends it.
         let store_b = reopen(backend, tmp.path(), &store);
         let model_b = Arc::new(ReplayModel::new([ReplayModel::text("built")]));
-        let b = host(&ws, model_b.clone(), store_b.clone(), "host-b", &runs);
+        let b = host(
+            &ws,
+            model_b.clone(),
+            store_b.clone(),
+            "host-b",
+            &runs,
+            &clock,
+        );
         let mut early = b
             .restore_session(&id, SessionOptions::new())
             .await
@@ -1677,10 +1747,10 @@ async fn a_run_cut_off_after_its_decision_is_interrupted_once_its_lease_ends_and
         assert!(model_b.requests().is_empty());
 
         // Once the lease ends the run is interrupted, and host B carries it on.
-        tokio::time::sleep(LEASE + std::time::Duration::from_millis(50)).await;
+        clock.advance(PAST_LEASE);
         let interrupted = stored(&store_b, &id)
             .await
-            .interrupted_run(agent_controller::store::now_millis())
+            .interrupted_run(clock.now_ms())
             .expect("interrupted");
         assert_eq!(
             (interrupted.run_id.as_str(), interrupted.mode_id.as_str()),
@@ -1688,7 +1758,7 @@ async fn a_run_cut_off_after_its_decision_is_interrupted_once_its_lease_ends_and
             "{backend:?}"
         );
         assert_eq!(interrupted.owner.as_deref(), Some("host-a"));
-        let listing = store_b.list_pending().await.expect("list");
+        let listing = store_b.list_pending(clock.now_ms()).await.expect("list");
         assert_eq!(listing.interrupted, [interrupted], "{backend:?}");
         assert!(
             listing.pending.is_empty() && listing.is_healthy(),
@@ -1737,7 +1807,7 @@ async fn a_run_cut_off_after_its_decision_is_interrupted_once_its_lease_ends_and
             "an ended run has no lease"
         );
         assert_eq!(done.interrupted_run(u64::MAX), None);
-        let listing = store_b.list_pending().await.expect("list");
+        let listing = store_b.list_pending(clock.now_ms()).await.expect("list");
         assert!(listing.interrupted.is_empty(), "{backend:?}: {listing:?}");
 
         // Nothing is left to carry on.
@@ -1767,6 +1837,7 @@ fn racing_continuers_exactly_one_wins() {
                 let tmp = Scratch::new();
                 let ws = Workspace::new();
                 let store = open(backend, tmp.path());
+                let clock = TestClock::at(T0);
                 let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
                 let called = Arc::new(tokio::sync::Notify::new());
                 let a = host(
@@ -1775,15 +1846,16 @@ fn racing_continuers_exactly_one_wins() {
                     store.clone(),
                     "host-a",
                     &runs,
+                    &clock,
                 );
                 let id = decide_and_crash(&ws, store.clone(), a, called).await;
-                tokio::time::sleep(LEASE + std::time::Duration::from_millis(50)).await;
+                clock.advance(PAST_LEASE);
                 // Both continuers read the interrupted run before either takes it.
                 let mut racers = Vec::new();
                 for name in ["host-b", "host-c"] {
                     let model = Arc::new(ReplayModel::new([ReplayModel::text("built")]));
                     let store = reopen(backend, tmp.path(), &store);
-                    let controller = host(&ws, model.clone(), store, name, &runs);
+                    let controller = host(&ws, model.clone(), store, name, &runs, &clock);
                     let session = controller
                         .restore_session(&id, SessionOptions::new())
                         .await
@@ -1820,6 +1892,7 @@ async fn a_tool_call_saved_or_cut_off_is_never_run_again_when_a_run_is_continued
         let tmp = Scratch::new();
         let ws = Workspace::new();
         let store = open(backend, tmp.path());
+        let clock = TestClock::at(T0);
         let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let started = Arc::new(tokio::sync::Notify::new());
         // Host A: after the approval, `count` runs and its result is saved with the next step;
@@ -1831,11 +1904,11 @@ async fn a_tool_call_saved_or_cut_off_is_never_run_again_when_a_run_is_continued
         let mut tools = ToolRegistry::with_workspace_tools();
         tools
             .register(Arc::new(Counted {
-                runs: runs.clone(),
                 started: started.clone(),
+                ..Counted::new(&runs, &clock)
             }))
             .expect("register");
-        let a = host_with(&ws, model_a, store.clone(), "host-a", tools);
+        let a = host_with(&ws, model_a, store.clone(), "host-a", tools, &clock);
         let id = decide_and_crash(&ws, store.clone(), a, started).await;
         assert_eq!(
             runs.load(std::sync::atomic::Ordering::SeqCst),
@@ -1849,7 +1922,7 @@ async fn a_tool_call_saved_or_cut_off_is_never_run_again_when_a_run_is_continued
             "{backend:?}: k1's result was saved before k2 ran"
         );
 
-        tokio::time::sleep(LEASE + std::time::Duration::from_millis(50)).await;
+        clock.advance(PAST_LEASE);
         let model_b = Arc::new(ReplayModel::new([ReplayModel::text("checked")]));
         let b = host(
             &ws,
@@ -1857,6 +1930,7 @@ async fn a_tool_call_saved_or_cut_off_is_never_run_again_when_a_run_is_continued
             reopen(backend, tmp.path(), &store),
             "host-b",
             &runs,
+            &clock,
         );
         let recorder = Recorder::default();
         let mut session = b
@@ -1948,7 +2022,11 @@ async fn a_chosen_target_is_stored_refused_outside_the_list_and_decided_once_on_
         drop(session);
 
         let store = reopen(backend, tmp.path(), &store);
-        let pending = store.list_pending().await.expect("pending").pending;
+        let pending = store
+            .list_pending(agent_controller::store::now_millis())
+            .await
+            .expect("pending")
+            .pending;
         assert_eq!(pending.len(), 1, "{backend:?}");
         assert_eq!(pending[0].target_mode_id, "build", "{backend:?}");
         assert_eq!(
@@ -2007,7 +2085,11 @@ async fn a_chosen_target_is_stored_refused_outside_the_list_and_decided_once_on_
         assert_eq!(session.version(), version, "{backend:?}: nothing saved");
         assert_eq!(session.mode().id(), "plan");
         assert_eq!(
-            store.list_pending().await.expect("pending").pending,
+            store
+                .list_pending(agent_controller::store::now_millis())
+                .await
+                .expect("pending")
+                .pending,
             pending
         );
 
@@ -2040,7 +2122,7 @@ async fn a_chosen_target_is_stored_refused_outside_the_list_and_decided_once_on_
         assert_eq!(decided.decided_by.as_deref(), Some("ann"));
         assert!(
             store
-                .list_pending()
+                .list_pending(agent_controller::store::now_millis())
                 .await
                 .expect("pending")
                 .pending
@@ -2091,17 +2173,23 @@ async fn a_config_change_to_the_targets_list_blocks_approval_of_a_pending_plan()
         .expect("reject");
 }
 
-/// A model that answers `reply` after `delay`.
-struct Slow(std::time::Duration, agent_controller::ModelResponse);
+/// A model that tells the test it was called (`called`), then answers `reply` once the test
+/// lets it (`release`): a call that lasts as long as the test wants.
+struct Held {
+    called: Arc<tokio::sync::Notify>,
+    release: Arc<tokio::sync::Notify>,
+    reply: agent_controller::ModelResponse,
+}
 
 #[agent_controller::async_trait]
-impl LanguageModel for Slow {
+impl LanguageModel for Held {
     async fn generate(
         &self,
         _: agent_controller::ModelRequest<'_>,
     ) -> Result<agent_controller::ModelResponse, agent_controller::ModelError> {
-        tokio::time::sleep(self.0).await;
-        Ok(self.1.clone())
+        self.called.notify_one();
+        self.release.notified().await;
+        Ok(self.reply.clone())
     }
 }
 
@@ -2111,6 +2199,7 @@ async fn a_continuer_that_stops_too_is_continued_again_once_its_lease_ends() {
         let tmp = Scratch::new();
         let ws = Workspace::new();
         let store = open(backend, tmp.path());
+        let clock = TestClock::at(T0);
         let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let called = Arc::new(tokio::sync::Notify::new());
         let a = host(
@@ -2119,9 +2208,10 @@ async fn a_continuer_that_stops_too_is_continued_again_once_its_lease_ends() {
             store.clone(),
             "host-a",
             &runs,
+            &clock,
         );
         let id = decide_and_crash(&ws, store.clone(), a, called).await;
-        tokio::time::sleep(LEASE + std::time::Duration::from_millis(50)).await;
+        clock.advance(PAST_LEASE);
 
         // Host B takes the run over, then stops in its model call: the step is lost again.
         let called = Arc::new(tokio::sync::Notify::new());
@@ -2131,6 +2221,7 @@ async fn a_continuer_that_stops_too_is_continued_again_once_its_lease_ends() {
             store.clone(),
             "host-b",
             &runs,
+            &clock,
         );
         let mut session = b
             .restore_session(&id, SessionOptions::new())
@@ -2149,7 +2240,7 @@ async fn a_continuer_that_stops_too_is_continued_again_once_its_lease_ends() {
 
         // Host C waits for B's lease, then carries the run on: at most once per lease.
         let model_c = Arc::new(ReplayModel::new([ReplayModel::text("built")]));
-        let c = host(&ws, model_c.clone(), store.clone(), "host-c", &runs);
+        let c = host(&ws, model_c.clone(), store.clone(), "host-c", &runs, &clock);
         let mut early = c
             .restore_session(&id, SessionOptions::new())
             .await
@@ -2159,7 +2250,7 @@ async fn a_continuer_that_stops_too_is_continued_again_once_its_lease_ends() {
             matches!(&err, SessionError::LeaseHeld { owner, .. } if owner == "host-b"),
             "{backend:?}: {err}"
         );
-        tokio::time::sleep(LEASE + std::time::Duration::from_millis(50)).await;
+        clock.advance(PAST_LEASE);
         let mut session = c
             .restore_session(&id, SessionOptions::new())
             .await
@@ -2179,18 +2270,30 @@ async fn a_working_run_renews_its_lease_and_is_not_taken_over() {
         let tmp = Scratch::new();
         let ws = Workspace::new();
         let store = open(backend, tmp.path());
+        let clock = TestClock::at(T0);
         let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let (session_id, run_id, call_id) = suspend_and_drop(&ws, store.clone()).await;
-        // Host A works for about twice its lease: four steps of 200 ms each.
-        let step = |n: usize| ReplayModel::call(&format!("k{n}"), "count", json!({"sleepMs": 200}));
+        // Host A works for about twice its lease: four steps of 200 ms each. In the third, past
+        // its first lease, the test holds it.
+        let step = |n: usize, hold: bool| {
+            ReplayModel::call(
+                &format!("k{n}"),
+                "count",
+                json!({"advanceMs": 200, "hold": hold}),
+            )
+        };
         let model_a = Arc::new(ReplayModel::new([
-            step(1),
-            step(2),
-            step(3),
-            step(4),
+            step(1, false),
+            step(2, false),
+            step(3, true),
+            step(4, false),
             ReplayModel::text("done"),
         ]));
-        let a = host(&ws, model_a, store.clone(), "host-a", &runs);
+        let count = Arc::new(Counted::new(&runs, &clock));
+        let (started, release) = (count.started.clone(), count.release.clone());
+        let mut tools = ToolRegistry::with_workspace_tools();
+        tools.register(count).expect("register");
+        let a = host_with(&ws, model_a, store.clone(), "host-a", tools, &clock);
         let mut session = a
             .restore_session(&session_id, SessionOptions::new())
             .await
@@ -2199,10 +2302,14 @@ async fn a_working_run_renews_its_lease_and_is_not_taken_over() {
             tokio::spawn(
                 async move { session.resume(&run_id, &call_id, Decision::approve()).await },
             );
-        // Past host A's first lease, host B tries to take the run over: A renewed it.
-        tokio::time::sleep(LEASE + std::time::Duration::from_millis(200)).await;
+        started.notified().await;
+        assert!(
+            clock.now_ms() >= T0 + 3 * 200 && clock.now_ms() > T0 + LEASE.as_millis() as u64,
+            "past host A's first lease"
+        );
+        // Host B tries to take the run over: A renewed its lease.
         let model_b = Arc::new(ReplayModel::new([ReplayModel::text("stolen")]));
-        let b = host(&ws, model_b.clone(), store.clone(), "host-b", &runs);
+        let b = host(&ws, model_b.clone(), store.clone(), "host-b", &runs, &clock);
         let mut rival = b
             .restore_session(&session_id, SessionOptions::new())
             .await
@@ -2212,6 +2319,7 @@ async fn a_working_run_renews_its_lease_and_is_not_taken_over() {
             matches!(&err, SessionError::LeaseHeld { owner, .. } if owner == "host-a"),
             "{backend:?}: {err}"
         );
+        release.notify_one();
         let outcome = work.await.expect("task").expect("host A finishes");
         assert!(
             matches!(outcome, RunOutcome::Completed { .. }),
@@ -2228,11 +2336,17 @@ async fn a_run_whose_model_call_outlasts_its_lease_stops_when_taken_over_without
         let tmp = Scratch::new();
         let ws = Workspace::new();
         let store = open(backend, tmp.path());
+        let clock = TestClock::at(T0);
         let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let (session_id, run_id, call_id) = suspend_and_drop(&ws, store.clone()).await;
-        // Host A's model call takes three leases, then asks for a tool call.
-        let slow = Slow(LEASE * 3, ReplayModel::call("k1", "count", json!({})));
-        let a = host(&ws, Arc::new(slow), store.clone(), "host-a", &runs);
+        // Host A's model call lasts until the test lets it answer, with a tool call.
+        let held = Held {
+            called: Arc::new(tokio::sync::Notify::new()),
+            release: Arc::new(tokio::sync::Notify::new()),
+            reply: ReplayModel::call("k1", "count", json!({})),
+        };
+        let (called, release) = (held.called.clone(), held.release.clone());
+        let a = host(&ws, Arc::new(held), store.clone(), "host-a", &runs, &clock);
         let mut session = a
             .restore_session(&session_id, SessionOptions::new())
             .await
@@ -2241,10 +2355,11 @@ async fn a_run_whose_model_call_outlasts_its_lease_stops_when_taken_over_without
             tokio::spawn(
                 async move { session.resume(&run_id, &call_id, Decision::approve()).await },
             );
+        called.notified().await;
         // Host A's lease ends during the call: host B carries the run on.
-        tokio::time::sleep(LEASE + std::time::Duration::from_millis(100)).await;
+        clock.advance(PAST_LEASE);
         let model_b = Arc::new(ReplayModel::new([ReplayModel::text("built")]));
-        let b = host(&ws, model_b.clone(), store.clone(), "host-b", &runs);
+        let b = host(&ws, model_b.clone(), store.clone(), "host-b", &runs, &clock);
         let mut taker = b
             .restore_session(&session_id, SessionOptions::new())
             .await
@@ -2255,6 +2370,7 @@ async fn a_run_whose_model_call_outlasts_its_lease_stops_when_taken_over_without
             "{backend:?}"
         );
         // Host A's call returns: it finds its lease lost and runs no tool call.
+        release.notify_one();
         let err = work.await.expect("task").expect_err("lease lost");
         assert!(
             matches!(err, SessionError::LeaseLost { .. }),
@@ -2298,7 +2414,10 @@ async fn an_sqlite_file_from_before_leases_migrates_and_lists_its_running_run_as
         .expect("rows");
     }
     let store = agent_controller::store::SqliteStore::open(&path).expect("migrates");
-    let listing = store.list_pending().await.expect("list");
+    let listing = store
+        .list_pending(agent_controller::store::now_millis())
+        .await
+        .expect("list");
     let interrupted: Vec<(&str, Option<&str>)> = listing
         .interrupted
         .iter()
@@ -2307,7 +2426,13 @@ async fn an_sqlite_file_from_before_leases_migrates_and_lists_its_running_run_as
     assert_eq!(interrupted, [("old", None)], "{listing:?}");
     // Opening it again (another process) changes nothing.
     let again = agent_controller::store::SqliteStore::open(&path).expect("reopen");
-    assert_eq!(again.list_pending().await.expect("list"), listing);
+    assert_eq!(
+        again
+            .list_pending(agent_controller::store::now_millis())
+            .await
+            .expect("list"),
+        listing
+    );
 }
 
 /// Edit before approving, on every store: after a restart an edited approval pinned to the
@@ -2553,7 +2678,7 @@ async fn tool_calls_waiting_for_approval_survive_a_restart_on_every_store() {
         );
         // Each waiting call is its own entry, in the model's order.
         let listed: Vec<String> = store
-            .list_pending()
+            .list_pending(agent_controller::store::now_millis())
             .await
             .expect("list")
             .pending
@@ -2571,7 +2696,11 @@ async fn tool_calls_waiting_for_approval_survive_a_restart_on_every_store() {
         drop(controller);
 
         let store = reopen(backend, tmp.path(), &store);
-        let listed = store.list_pending().await.expect("list").pending;
+        let listed = store
+            .list_pending(agent_controller::store::now_millis())
+            .await
+            .expect("list")
+            .pending;
         assert_eq!(listed.len(), 1, "{backend:?}: only the undecided call");
         assert_eq!(listed[0].kind, PendingKind::ToolCall, "{backend:?}");
         assert_eq!(listed[0].decision_id, "decision_2");
@@ -2610,7 +2739,14 @@ async fn tool_calls_waiting_for_approval_survive_a_restart_on_every_store() {
             !ws.path().join("b.txt").exists(),
             "{backend:?}: rejected did not"
         );
-        assert!(store.list_pending().await.expect("list").pending.is_empty());
+        assert!(
+            store
+                .list_pending(agent_controller::store::now_millis())
+                .await
+                .expect("list")
+                .pending
+                .is_empty()
+        );
         let store = reopen(backend, tmp.path(), &store);
         let controller = controller_with(APPROVAL, &ws, Arc::new(ReplayModel::new([])), store);
         let mut again = controller

@@ -193,8 +193,7 @@ impl SessionStore for Overwriting {
     async fn delete(&self, id: &str) -> Result<bool, StoreError> {
         Ok(self.map().remove(id).is_some())
     }
-    async fn list_pending(&self) -> Result<PendingListing, StoreError> {
-        let now = agent_controller::store::now_millis();
+    async fn list_pending(&self, now: u64) -> Result<PendingListing, StoreError> {
         let mut listing = PendingListing::default();
         for record in self.map().values() {
             listing.pending.extend(record.pending_summaries());
@@ -259,8 +258,8 @@ impl SessionStore for FaultyListing {
     async fn delete(&self, id: &str) -> Result<bool, StoreError> {
         self.0.delete(id).await
     }
-    async fn list_pending(&self) -> Result<PendingListing, StoreError> {
-        let mut listing = self.0.list_pending().await?;
+    async fn list_pending(&self, now_ms: u64) -> Result<PendingListing, StoreError> {
+        let mut listing = self.0.list_pending(now_ms).await?;
         match self.1 {
             ListingFault::FailsOnUnreadable if !listing.is_healthy() => Err(
                 StoreError::backend_message(listing.unreadable[0].reason.clone()),

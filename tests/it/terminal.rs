@@ -3,11 +3,13 @@
 // Drives the binary.
 #![cfg(feature = "cli")]
 
+use crate::common;
+
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/modes.toml");
 
@@ -116,11 +118,16 @@ fn end_of_input_at_the_prompt_is_not_approved_and_says_so() {
     assert!(stdout.trim_end().ends_with("mode: plan"), "{stdout}");
 }
 
-/// Reads a pipe on a thread into a shared buffer, so the test can wait for the prompt.
-fn collect(mut pipe: impl Read + Send + 'static) -> Arc<Mutex<Vec<u8>>> {
+/// A pipe read on a thread into a shared buffer, so the test can wait for the prompt.
+struct Pipe {
+    buffer: Arc<Mutex<Vec<u8>>>,
+    reader: std::thread::JoinHandle<()>,
+}
+
+fn collect(mut pipe: impl Read + Send + 'static) -> Pipe {
     let buffer = Arc::new(Mutex::new(Vec::new()));
     let sink = buffer.clone();
-    std::thread::spawn(move || {
+    let reader = std::thread::spawn(move || {
         let mut chunk = [0u8; 4096];
         while let Ok(n) = pipe.read(&mut chunk) {
             if n == 0 {
@@ -129,28 +136,35 @@ fn collect(mut pipe: impl Read + Send + 'static) -> Arc<Mutex<Vec<u8>>> {
             sink.lock().expect("lock").extend_from_slice(&chunk[..n]);
         }
     });
-    buffer
+    Pipe { buffer, reader }
 }
 
-fn text(buffer: &Arc<Mutex<Vec<u8>>>) -> String {
-    String::from_utf8_lossy(&buffer.lock().expect("lock")).into_owned()
-}
-
-fn wait_for(child: &mut Child, buffer: &Arc<Mutex<Vec<u8>>>, needle: &str) {
-    let start = Instant::now();
-    while !text(buffer).contains(needle) {
-        assert!(
-            child.try_wait().expect("try_wait").is_none(),
-            "exited early: {}",
-            text(buffer)
-        );
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "no `{needle}` in {}",
-            text(buffer)
-        );
-        std::thread::sleep(Duration::from_millis(20));
+impl Pipe {
+    /// What was read so far.
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.buffer.lock().expect("lock")).into_owned()
     }
+
+    /// Everything, once the pipe has closed (the child exited).
+    fn finish(self) -> String {
+        let Pipe { buffer, reader } = self;
+        reader.join().expect("the reader");
+        String::from_utf8_lossy(&buffer.lock().expect("lock")).into_owned()
+    }
+}
+
+fn wait_for(child: &mut Child, pipe: &Pipe, needle: &str) {
+    common::wait::until(
+        || {
+            assert!(
+                child.try_wait().expect("try_wait").is_none(),
+                "exited early: {}",
+                pipe.text()
+            );
+            pipe.text().contains(needle)
+        },
+        || format!("no `{needle}` in {}", pipe.text()),
+    );
 }
 
 /// Starts `run --json` (plus `extra`), waits for the prompt and sends SIGINT: (status, stdout
@@ -172,12 +186,12 @@ fn ctrl_c_at_the_prompt(
         .expect("kill");
     assert!(status.success());
     let status = child.wait().expect("wait");
-    std::thread::sleep(Duration::from_millis(100));
-    let events = text(&stdout)
+    let events = stdout
+        .finish()
         .lines()
         .map(|l| serde_json::from_str(l).expect("JSON event"))
         .collect();
-    (status.code(), events, text(&stderr))
+    (status.code(), events, stderr.finish())
 }
 
 #[test]
@@ -339,19 +353,29 @@ async fn ctrl_c_while_the_model_works_names_the_current_mode() {
     wait_for(&mut child, &stderr, "> ");
     stdin.write_all(b"y\n").expect("answer");
     wait_for(&mut child, &stdout, "mode changed: plan -> build");
-    std::thread::sleep(Duration::from_millis(300));
+    // Ctrl-C while the build-mode call is under way.
+    let handle = tokio::runtime::Handle::current();
+    tokio::task::block_in_place(|| {
+        common::wait::until(
+            || {
+                handle
+                    .block_on(server.received_requests())
+                    .is_some_and(|r| r.len() >= 2)
+            },
+            || "no build-mode model call".to_owned(),
+        );
+    });
     let status = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
         .expect("kill");
     assert!(status.success());
     let status = child.wait().expect("wait");
-    std::thread::sleep(Duration::from_millis(100));
-    assert_eq!(status.code(), Some(130), "{}", text(&stderr));
+    let stderr = stderr.finish();
+    assert_eq!(status.code(), Some(130), "{stderr}");
     assert!(
-        text(&stderr).contains("interrupted: the mode stays `build`"),
-        "{}",
-        text(&stderr)
+        stderr.contains("interrupted: the mode stays `build`"),
+        "{stderr}"
     );
 }
 
@@ -476,24 +500,20 @@ fn ctrl_c_while_the_model_works_saves_the_run_as_aborted() {
     let stdout = collect(child.stdout.take().expect("stdout"));
     let stderr = collect(child.stderr.take().expect("stderr"));
     wait_for(&mut child, &stdout, "\"tool_end\"");
-    let start = Instant::now();
-    while server.served() < 2 {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "no second model call"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::wait::until(
+        || server.served() >= 2,
+        || "no second model call".to_owned(),
+    );
     let status = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
         .expect("kill");
     assert!(status.success());
     let status = child.wait().expect("wait");
-    std::thread::sleep(Duration::from_millis(100));
-    assert_eq!(status.code(), Some(130), "{}", text(&stderr));
+    assert_eq!(status.code(), Some(130), "{}", stderr.finish());
 
-    let events: Vec<serde_json::Value> = text(&stdout)
+    let events: Vec<serde_json::Value> = stdout
+        .finish()
         .lines()
         .map(|l| serde_json::from_str(l).expect("JSON event"))
         .collect();

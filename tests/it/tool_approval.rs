@@ -16,6 +16,7 @@ use agent_controller::{
     AgentController, Decision, DecisionOutcome, Event, RunOutcome, RunState, Session, SessionError,
     Suspension, ToolRegistry, config, jcs,
 };
+use common::clock::{T0, TestClock};
 use common::openai_server::{Call, Reply, ScriptedServer, call, calls, submit, text};
 use common::{Recorder, Workspace};
 use serde_json::{Value, json};
@@ -309,7 +310,12 @@ async fn parallel_calls_wait_at_once_and_the_run_carries_on_when_all_are_decided
         Err(SessionError::AlreadyDecided("decision_2".into()))
     );
     // Every listing shows only the one still waiting.
-    let listed = s.store.list_pending().await.expect("list").pending;
+    let listed = s
+        .store
+        .list_pending(agent_controller::store::now_millis())
+        .await
+        .expect("list")
+        .pending;
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].decision_id, "decision_1");
 
@@ -616,7 +622,11 @@ async fn a_dismissed_session_keeps_the_calls_pending_and_a_restore_decides_them(
     let id = session.id().to_owned();
     let before = session.pending().to_vec();
     drop(session);
-    let listed = s.store.list_pending().await.expect("list");
+    let listed = s
+        .store
+        .list_pending(agent_controller::store::now_millis())
+        .await
+        .expect("list");
     assert_eq!(listed.pending.len(), 1);
     let entry = &listed.pending[0];
     assert_eq!(entry.kind, PendingKind::ToolCall);
@@ -633,7 +643,7 @@ async fn a_dismissed_session_keeps_the_calls_pending_and_a_restore_decides_them(
     assert!(s.exists("a.txt") && s.exists("b.txt"));
     assert!(
         s.store
-            .list_pending()
+            .list_pending(agent_controller::store::now_millis())
             .await
             .expect("list")
             .pending
@@ -695,8 +705,11 @@ async fn a_session_with_calls_waiting_is_never_expired() {
     assert!(s.store.load(session.id()).await.expect("load").is_some());
 }
 
-/// A tool that counts its runs and never finishes.
-struct Hangs(Arc<std::sync::atomic::AtomicUsize>);
+/// A tool that counts its runs, tells the test it started, and never finishes.
+struct Hangs(
+    Arc<std::sync::atomic::AtomicUsize>,
+    Arc<tokio::sync::Notify>,
+);
 
 #[agent_controller::async_trait]
 impl agent_controller::Tool for Hangs {
@@ -715,6 +728,7 @@ impl agent_controller::Tool for Hangs {
         _: &agent_controller::ToolContext<'_>,
     ) -> agent_controller::ToolOutput {
         self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.1.notify_one();
         std::future::pending().await
     }
 }
@@ -732,9 +746,13 @@ async fn an_approved_call_cut_off_by_a_stopped_host_is_never_run_again() {
     let ws = Workspace::new();
     let store = Arc::new(MemoryStore::new());
     let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let started = Arc::new(tokio::sync::Notify::new());
+    let clock = TestClock::at(T0);
     let build = |runs: Arc<std::sync::atomic::AtomicUsize>| {
         let mut tools = ToolRegistry::new();
-        tools.register(Arc::new(Hangs(runs))).expect("register");
+        tools
+            .register(Arc::new(Hangs(runs, started.clone())))
+            .expect("register");
         AgentController::builder(
             config::parse(
                 "[[modes]]\nid = \"ops\"\nrequireApproval = [\"deploy\"]\n",
@@ -747,6 +765,7 @@ async fn an_approved_call_cut_off_by_a_stopped_host_is_never_run_again() {
         .workspace(ws.path())
         .store(store.clone())
         .lease_duration(std::time::Duration::from_millis(50))
+        .clock(clock.source())
         .build()
         .expect("controller")
     };
@@ -756,17 +775,19 @@ async fn an_approved_call_cut_off_by_a_stopped_host_is_never_run_again() {
         .await
         .expect("session");
     waiting(session.send_message("deploy").await.expect("run"));
-    let cut = tokio::time::timeout(
-        std::time::Duration::from_millis(200),
-        session.decide("decision_1", Decision::approve()),
-    )
-    .await;
-    assert!(cut.is_err(), "the tool hangs: the host stops here");
+    {
+        let decided = session.decide("decision_1", Decision::approve());
+        tokio::pin!(decided);
+        tokio::select! {
+            outcome = &mut decided => panic!("the tool hangs: {outcome:?}"),
+            () = started.notified() => {} // the host stops here
+        }
+    }
     assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1);
     let id = session.id().to_owned();
     std::mem::forget(session); // the host is gone: no settle, no drop handling
 
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    clock.advance(std::time::Duration::from_millis(100)); // past its lease
     let controller = build(runs.clone());
     let mut session = controller
         .restore_session(&id, agent_controller::SessionOptions::new())
@@ -928,7 +949,7 @@ async fn always_allow_on_one_of_three_parallel_calls_decides_the_others_once() {
     assert!(session.pending().is_empty());
     assert!(
         s.store
-            .list_pending()
+            .list_pending(agent_controller::store::now_millis())
             .await
             .expect("list")
             .pending
@@ -1015,7 +1036,11 @@ async fn always_allow_decides_only_the_calls_of_its_tool() {
     );
     let ids: Vec<&str> = left.iter().map(|p| p.decision_id()).collect();
     assert_eq!(ids, ["decision_2"]);
-    let listed = store.list_pending().await.expect("list").pending;
+    let listed = store
+        .list_pending(agent_controller::store::now_millis())
+        .await
+        .expect("list")
+        .pending;
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].decision_id, "decision_2");
     assert_eq!(listed[0].always_allowed, ["write_file"]);

@@ -111,7 +111,10 @@ async fn a_session_records_its_workspace_canonical_path_and_identity_at_start() 
         assert_eq!(recorded.identity.inode, Some(meta.ino()));
     }
     // What the user sees names it: the pending listing and the `tool_suspended` payload.
-    let listing = store.list_pending().await.expect("list");
+    let listing = store
+        .list_pending(agent_controller::store::now_millis())
+        .await
+        .expect("list");
     assert_eq!(
         listing.pending[0].workspace.as_deref(),
         Some(&*recorded.path)
@@ -389,7 +392,14 @@ async fn a_session_cannot_start_in_a_workspace_that_does_not_exist() {
         matches!(error, SessionError::WorkspaceGone { .. }),
         "{error:?}"
     );
-    assert!(store.list_pending().await.expect("ok").pending.is_empty());
+    assert!(
+        store
+            .list_pending(agent_controller::store::now_millis())
+            .await
+            .expect("ok")
+            .pending
+            .is_empty()
+    );
 }
 
 /// The file of session `id` in `store` (whichever state suffix it has).

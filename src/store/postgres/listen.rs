@@ -141,7 +141,8 @@ impl PostgresStore {
     {
         let changes = self.changes().await?;
         let existing = if include_existing {
-            self.list_pending().await?
+            // Only the pending decisions are read: no time is needed.
+            self.list_pending(0).await?
         } else {
             PendingListing::default()
         };

@@ -1,10 +1,12 @@
 //! Shared test helpers: fixtures, a temporary workspace, an event recorder.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod clock;
 pub mod endless;
 pub mod openai_server;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+pub mod wait;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -1,0 +1,64 @@
+//! Waiting for another process or thread: a child to exit, output to appear, a server to be
+//! called. These poll what they wait for, with the one real sleep of the suite between looks;
+//! nothing here waits for time to pass (time is a [`super::clock::TestClock`], and a lease a
+//! test needs ended is ended in the record: [`end_lease`]).
+
+use std::process::{Child, Output};
+use std::time::{Duration, Instant};
+
+/// How long a test waits for another process before it fails.
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+/// Polls `done` until it holds; fails with `what()` when it has not within [`PATIENCE`].
+pub fn until(done: impl FnMut() -> bool, what: impl Fn() -> String) {
+    assert!(polled(done), "{}", what());
+}
+
+/// Polls `done` until it holds (true) or [`PATIENCE`] ran out (false).
+fn polled(mut done: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while !done() {
+        if start.elapsed() >= PATIENCE {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    true
+}
+
+/// Waits for `child` to exit, killing it (and failing) when it has not within [`PATIENCE`]; its
+/// output.
+pub fn exit_of(mut child: Child) -> Output {
+    if !polled(|| child.try_wait().expect("wait").is_some()) {
+        let _ = child.kill();
+        panic!("the command hung");
+    }
+    child.wait_with_output().expect("output")
+}
+
+/// Ends the lease of session `session_id`'s running run in the store at `spec`, as if its
+/// owner's lease had run out: the record says it ended at the epoch. A compare-and-swap save,
+/// as any host's.
+pub fn end_lease(spec: &str, session_id: &str) {
+    let store = agent_controller::store::open_store(spec).expect("the store opens");
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+        .block_on(async {
+            let mut record = store
+                .load(session_id)
+                .await
+                .expect("load")
+                .expect("the session");
+            let run = record.run.as_mut().expect("a run");
+            assert!(run.lease_expires_at_ms.is_some(), "a leased run: {run:?}");
+            run.lease_expires_at_ms = Some(0);
+            let expected = record.version;
+            record.version += 1;
+            store
+                .save(&record, Some(expected))
+                .await
+                .expect("the lease ends");
+        });
+}
