@@ -157,7 +157,11 @@ impl Jail {
             let Some(real) = opened else { continue };
             let real = real.ok_or_else(|| JailError::Protected(shown.to_owned()))?;
             let rest = path.strip_prefix(existing).unwrap_or(path);
-            let mut target = real;
+            // `.` (what the directory itself canonicalizes to) is no part of the place.
+            let mut target: PathBuf = real
+                .components()
+                .filter(|c| !matches!(c, Component::CurDir))
+                .collect();
             for part in rest.components() {
                 match part {
                     Component::ParentDir => {
@@ -247,7 +251,11 @@ impl Jail {
                 }
             };
             let rest = path.strip_prefix(existing).unwrap_or(path);
-            let mut target = real;
+            // `.` (what the directory itself canonicalizes to) is no part of the place.
+            let mut target: PathBuf = real
+                .components()
+                .filter(|c| !matches!(c, Component::CurDir))
+                .collect();
             for part in rest.components() {
                 match part {
                     // Past a name that does not exist yet, `..` cannot be told: once the

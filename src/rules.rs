@@ -584,6 +584,7 @@ impl ResolvedPaths {
 /// ```
 /// use agent_controller::rules::{ResolvedPath, Rules, resolve_paths};
 /// # let ws = tempfile::tempdir()?;
+/// std::fs::create_dir(ws.path().join("src"))?;
 /// let graph = agent_controller::config::parse(
 ///     "[[modes]]\nid = \"build\"\nrules = [{ tool = \"write_file\", path = \"**/.env*\", action = \"deny\" }]\n",
 ///     "modes.toml",

@@ -275,7 +275,7 @@ impl ModeGraph {
     /// )?;
     /// let errors = graph.rule_errors(&ToolRegistry::with_workspace_tools());
     /// assert_eq!(errors[0].kind(), ConfigErrorKind::UnknownArgument);
-    /// assert!(errors[0].to_string().starts_with("modes.toml:3:44: rule 1 of mode `build` reads argument `pth`"));
+    /// assert!(errors[0].to_string().starts_with("modes.toml:3:39: rule 1 of mode `build` reads argument `pth`"));
     /// # Ok::<(), agent_controller::ConfigError>(())
     /// ```
     pub fn rule_errors(&self, tools: &ToolRegistry) -> Vec<ConfigError> {

@@ -609,7 +609,16 @@ fn paths_hold(resolver: &Resolver) -> Result<(), String> {
             let call = write(&spelled);
             let paths = resolver(build.rules(), &call, ws.path());
             let got = decide(build, true, &call, &paths);
-            let want = match model_resolve(&parts) {
+            let model = model_resolve(&parts);
+            if let Some(real) = &model {
+                prop_assert_eq!(
+                    paths.get("path"),
+                    Some(&ResolvedPath::Inside(real.clone())),
+                    "`{}`",
+                    spelled
+                );
+            }
+            let want = match model {
                 // In doubt: denied by the first deny rule on the path.
                 None => (RuleAction::Deny, DecidedBy::Rule(1)),
                 Some(real) if real.starts_with("secret/") => (RuleAction::Deny, DecidedBy::Rule(1)),
@@ -689,6 +698,14 @@ fn the_jail_resolves_the_spellings_of_the_issue() {
     let build = graph(PATH_RULES);
     let build = build.default_mode();
     let resolved = |p: &str| resolve_paths(build.rules(), &write(p), ws.path());
+    assert_eq!(
+        resolved("./.env").get("path"),
+        Some(&ResolvedPath::Inside(".env".to_owned()))
+    );
+    assert_eq!(
+        resolved("./src/new/./b.rs").get("path"),
+        Some(&ResolvedPath::Inside("src/new/b.rs".to_owned()))
+    );
     assert_eq!(
         resolved("./src/../.env").get("path"),
         Some(&ResolvedPath::Inside(".env".to_owned()))
