@@ -11,8 +11,8 @@ use std::sync::Arc;
 use crate::deadline::ApprovalTimeout;
 use crate::rules::{ResolvedPaths, Rules, Verdict};
 use crate::tool::SUBMIT_PLAN;
-use crate::tool::mcp::McpServer;
 use crate::tool::ToolCall;
+use crate::tool::mcp::McpServer;
 
 /// A handle to a mode of one [`ModeGraph`]: a small copyable index, valid for the graph that
 /// handed it out.
