@@ -7,6 +7,8 @@
 //!   that wait for the user, and the decision JSON.
 //! - [`config`]: modes in `config/modes.toml`, and seeing a config with `graph`, `check` and
 //!   `schema` (completion and validation in your editor).
+//! - [`rules`]: rules on tool-call arguments, per mode: allow, ask or deny by the path a call
+//!   writes or the command it runs.
 //! - [`cli`]: the command line, its exit statuses, and what the terminal shows, with a recorded
 //!   session.
 //! - [`models`]: real models, OpenAI-compatible endpoints and Claude.
@@ -29,6 +31,9 @@ pub mod contract {}
 
 #[doc = include_str!("guide/config.md")]
 pub mod config {}
+
+#[doc = include_str!("guide/rules.md")]
+pub mod rules {}
 
 #[doc = include_str!("guide/cli.md")]
 pub mod cli {}

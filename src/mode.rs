@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::deadline::ApprovalTimeout;
+use crate::rules::{ResolvedPaths, Rules, Verdict};
 use crate::tool::SUBMIT_PLAN;
+use crate::tool::ToolCall;
 use crate::tool::mcp::McpServer;
 
 /// A handle to a mode of one [`ModeGraph`]: a small copyable index, valid for the graph that
@@ -45,6 +47,7 @@ pub struct Mode {
     default_model_id: Option<String>,
     metadata: toml::Table,
     approval_timeout: Option<ApprovalTimeout>,
+    rules: Rules,
 }
 
 impl Mode {
@@ -73,6 +76,7 @@ impl Mode {
             default_model_id,
             metadata,
             approval_timeout: None,
+            rules: Rules::default(),
         }
     }
 
@@ -80,6 +84,59 @@ impl Mode {
     pub(crate) fn with_approval_timeout(mut self, timeout: Option<ApprovalTimeout>) -> Self {
         self.approval_timeout = timeout;
         self
+    }
+
+    /// The same mode with `rules` instead of its own (for a mode made or changed in code;
+    /// a config's `rules` are checked when it is read, these are not).
+    pub fn with_rules(mut self, rules: Rules) -> Self {
+        self.rules = rules;
+        self
+    }
+
+    /// The mode's rules on tool-call arguments (`rules`), in the order written; empty unless
+    /// the config sets them. [`Mode::decide`] applies them.
+    pub fn rules(&self) -> &Rules {
+        &self.rules
+    }
+
+    /// How `call` is handled in this mode ([`crate::rules`] for the precedence): `offered` says
+    /// whether the mode offers the call's tool (its `availableTools`, as the controller resolved
+    /// it), `paths` where the call's path arguments lie ([`crate::rules::resolve_paths`]). Pure:
+    /// no I/O.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::rules::{DecidedBy, ResolvedPaths, RuleAction};
+    /// use agent_controller::ToolCall;
+    /// let graph = agent_controller::config::parse(r#"
+    /// [[modes]]
+    /// id = "build"
+    /// requireApproval = ["write_file"]
+    /// rules = [
+    ///   { tool = "write_file", path = "**/.env*", action = "deny" },
+    ///   { tool = "write_file", path = "src/**", action = "allow" },
+    /// ]
+    /// "#, "modes.toml")?;
+    /// let build = graph.default_mode();
+    /// let write = |path: &str| ToolCall::new("c1", "write_file", serde_json::json!({"path": path, "content": ""}));
+    ///
+    /// let env = build.decide(true, &write("src/../.env"), &ResolvedPaths::new().with("path", ".env"));
+    /// assert_eq!((env.action, env.decided_by), (RuleAction::Deny, DecidedBy::Rule(1)));
+    /// let src = build.decide(true, &write("src/a.rs"), &ResolvedPaths::new().with("path", "src/a.rs"));
+    /// assert_eq!((src.action, src.decided_by), (RuleAction::Allow, DecidedBy::Rule(2)));
+    /// let docs = build.decide(true, &write("docs/a.md"), &ResolvedPaths::new().with("path", "docs/a.md"));
+    /// assert_eq!((docs.action, docs.decided_by), (RuleAction::Ask, DecidedBy::RequireApproval));
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
+    pub fn decide(&self, offered: bool, call: &ToolCall, paths: &ResolvedPaths) -> Verdict {
+        crate::rules::verdict(
+            &self.rules,
+            &self.id,
+            offered,
+            self.requires_approval(&call.name),
+            call,
+            paths,
+        )
     }
 
     /// How long a plan submitted in this mode may wait for a decision (`approvalTimeout`), if
@@ -509,6 +566,18 @@ impl ModeGraph {
                     for tool in tools {
                         field(tool.as_bytes());
                     }
+                }
+            }
+            // Likewise only a mode with rules adds them.
+            if !mode.rules.is_empty() {
+                field(b"?rules");
+                field(&(mode.rules.as_slice().len() as u64).to_le_bytes());
+                for rule in mode.rules.as_slice() {
+                    field(rule.tool().as_bytes());
+                    field(rule.action().as_str().as_bytes());
+                    field(rule.matcher().key().unwrap_or("*").as_bytes());
+                    field(rule.matcher().arg().unwrap_or("").as_bytes());
+                    field(rule.matcher().pattern().unwrap_or("").as_bytes());
                 }
             }
         }

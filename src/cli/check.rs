@@ -70,6 +70,9 @@ pub(crate) fn check(path: &Path, connect: bool) -> Outcome {
             neutralize_line(&tools),
             neutralize_line(&approval)
         );
+        for (i, rule) in mode.rules().as_slice().iter().enumerate() {
+            say!("    rule {}: {}", i + 1, neutralize_line(&rule.to_string()));
+        }
     }
     say!("default mode: {}", graph.default_mode().id());
     say!("hand-over edges (on approval):");
@@ -177,7 +180,9 @@ pub(crate) fn diagnose(path: &Path, tools: &ToolRegistry) -> Result<Diagnosis, F
     }
     .map_err(|e| Failure::invalid(neutralize(&e.to_string())))?;
     let names: Vec<&str> = tools.names().collect();
-    let errors = config::check_with_tool_names(&text, &origin, &names);
+    let mut errors = config::check_with_tool_names(&text, &origin, &names);
+    errors.extend(config::rule_errors(&text, &origin, tools));
+    errors.sort_by_key(ConfigError::location);
     let mut warnings = config::warnings_with_tools(&text, &origin, tools);
     // The current directory is the workspace `run` defaults to.
     warnings.extend(config::workspace_warnings(&text, &origin, Path::new(".")));

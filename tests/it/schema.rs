@@ -175,6 +175,7 @@ fn every_key_the_parser_knows_has_a_description() {
             "metadata",
             "name",
             "requireApproval",
+            "rules",
             "transitionsTo"
         ]
     );
