@@ -18,9 +18,10 @@
 //! `tests::modules_import_each_other_one_way`), so it cannot name their types yet.
 //!
 //! Not here yet (issue 20): the run loop's transitions (a model reply, tool results, an abort,
-//! a manual switch, a lease tick) still live in the driver ([`crate::Session`],
-//! `src/session/drive.rs` and `src/session.rs`), which saves each change through a checkpoint it
-//! rolls back on failure instead of saving the next state and then swapping it in.
+//! a manual switch, a lease tick) are pure methods of `Change` (`src/session/change.rs`,
+//! `src/session/drive.rs`), which compute the next state on a copy of the session's; the
+//! driver saves it at the expected version and only then swaps it in (no checkpoint, no
+//! rollback).
 //!
 //! # The reference model stays an independent oracle
 //!
@@ -46,10 +47,10 @@
 //!    (`with_id`, `src/session/decision.rs`) and calls `Session::decide_at`
 //!    (`src/session/drive.rs`).
 //! 4. `decide_at` checks the decision once (`check`, `src/session/decision.rs`: pin, target,
-//!    edited plan, config) and applies it: the approval's result for the model, the audit
-//!    record, the switch of mode, then `commit` (`src/session.rs`), which saves the record by a
-//!    compare-and-swap
-//!    ([`crate::store::SessionStore::save`], `src/store/file.rs` and the other stores) before
-//!    its events go out; the run then carries on in the new mode.
+//!    edited plan, config) and applies it to a copy of the session's state (`Change::decide_plan`,
+//!    `src/session/drive.rs`): the approval's result for the model, the audit record, the switch
+//!    of mode. `Session::change` (`src/session/change.rs`) saves that state's record by a
+//!    compare-and-swap ([`crate::store::SessionStore::save`], `src/store/file.rs` and the other
+//!    stores), then swaps it in and delivers its events; the run then carries on in the new mode.
 
 pub(crate) mod expiry;

@@ -1,6 +1,7 @@
 //! A session: the current mode, the conversation, the pending plan decision, and the operations
 //! that move between modes.
 
+mod change;
 mod decision;
 mod drive;
 mod expiry;
@@ -11,15 +12,14 @@ pub use self::decision::{Decision, DecisionAction, PendingDecision, PendingPlan,
 pub(crate) use self::expiry::expired_error;
 pub use self::kind::SessionErrorKind;
 
+use self::change::{Saving, State};
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use serde_json::{Map, Value};
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-
-use tracing::Instrument;
 
 use crate::event::{
     CancelReason, Event, EventStream, ModeChangeReason, RunState, Subscribers, Subscription,
@@ -29,8 +29,8 @@ use crate::extensions::Extensions;
 use crate::mode::{Mode, ModeGraph, ModeId};
 use crate::model::{LanguageModel, Message, ModelError};
 use crate::store::{
-    DecidedRecord, PendingRecord, PendingToolCallRecord, PlanRevision, RunRecord, SCHEMA_VERSION,
-    SessionRecord, SessionStore, StoreError,
+    DecidedRecord, PendingRecord, PendingToolCallRecord, RunRecord, SCHEMA_VERSION, SessionRecord,
+    SessionStore, StoreError,
 };
 use crate::tool::{SUBMIT_PLAN, ToolRegistry, ToolSpec};
 use crate::workspace::{WorkspaceMismatch, WorkspaceRecord};
@@ -186,50 +186,11 @@ impl Shared {
     }
 }
 
-/// The state a failed save rolls back to; taken only when a store is configured.
-pub(crate) struct Checkpoint {
-    mode: ModeId,
-    messages: usize,
-    counter: u64,
-    run: Option<(Arc<str>, RunState)>,
-    pending: Vec<PendingDecision>,
-    always_allowed: Vec<String>,
-    history: usize,
-    decisions: u64,
-    lease: Option<Lease>,
-    holds_lease: bool,
-    last_plan: Option<PlanRevision>,
-}
-
 /// The lease of a running run, as its record keeps it: who carries the run on, and until when.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Lease {
     pub(crate) owner: String,
     pub(crate) expires_at_ms: u64,
-}
-
-/// A save running in its own task, so that dropping the operation that started it cannot leave
-/// the store and the session disagreeing: the next operation awaits it to learn how it ended.
-struct Saving {
-    version: u64,
-    task: JoinHandle<Result<(), StoreError>>,
-}
-
-/// Whether `store` holds `mine`, the record of a change whose save was aborted (it got through).
-async fn landed(
-    store: Option<Arc<dyn crate::store::SessionStore>>,
-    mut mine: SessionRecord,
-) -> bool {
-    let Some(store) = store else {
-        return false;
-    };
-    match store.load(&mine.session_id).await {
-        Ok(Some(stored)) if stored.version == mine.version => {
-            mine.updated_at = stored.updated_at;
-            mine == stored
-        }
-        _ => false,
-    }
 }
 
 /// The targets of a pending plan restored under `graph`, in the payload's order, and why it can
@@ -752,21 +713,10 @@ impl SessionOptions {
 pub struct Session {
     pub(crate) shared: Arc<Shared>,
     pub(crate) id: Arc<str>,
-    pub(crate) mode: ModeId,
-    pub(crate) messages: Vec<Message>,
-    pub(crate) counter: u64,
-    pub(crate) run: Option<(Arc<str>, RunState)>,
-    /// What the suspended run waits on: one plan, or the tool calls of one reply that wait for
-    /// approval, in the model's order.
-    pub(crate) pending: Vec<PendingDecision>,
-    /// The tools a decision allowed, until the mode changes (`enter_mode` empties it).
-    pub(crate) always_allowed: Vec<String>,
-    /// Every settled decision, oldest first (the audit trail; the last one is `lastDecided`).
-    pub(crate) history: Vec<DecidedRecord>,
-    /// How many decision ids were given out.
-    pub(crate) decisions: u64,
-    /// The latest plan submitted, for the next revision's number and diff.
-    pub(crate) last_plan: Option<PlanRevision>,
+    /// What the session keeps and saves: the last state saved (or, after a run's future was
+    /// dropped, that run's end, saved by the next operation). A change is computed on a copy
+    /// and swapped in once saved ([`Session::change`]).
+    pub(crate) state: State,
     /// Callbacks and streams; behind a mutex only so a streaming model can deliver text deltas
     /// while the run loop lends it the conversation (everywhere else it is reached without
     /// locking, through `&mut self`).
@@ -787,24 +737,13 @@ pub struct Session {
     pub(crate) run_token: CancellationToken,
     /// The store version this session last saved or loaded (0: never saved).
     pub(crate) version: u64,
-    /// The lease of the running run, as the record has it (the owner's, maybe another
-    /// process's); `None` when the run is not running or has no lease.
-    lease: Option<Lease>,
-    /// Whether this session took or renewed `lease` (it carries the run on); a session
-    /// restored with a running run does not, until it takes it over.
-    holds_lease: bool,
-    /// Events of a state change held back until the change is saved.
-    outbox: Vec<Event>,
-    in_change: bool,
-    /// A run's future was dropped: the run's end (aborted) is applied in memory, in the change
-    /// still open, and is saved by the next operation or [`Session::settle`].
-    abandoned: bool,
-    /// The state to roll back to if the change being saved fails (only with a store).
-    /// Boxed: only sessions with a store take checkpoints, and only during a change; inline it
-    /// would add ~270 bytes to every session.
-    checkpoint: Option<Box<Checkpoint>>,
-    /// The save of the change in progress, while it runs.
+    /// A run's future was dropped: the run's end (aborted) is shown at once, and saved, with
+    /// these held-back events, by the next operation or [`Session::settle`].
+    abandoned: Option<Vec<Event>>,
+    /// The save of the change in progress, while it runs, with the state it saves.
     saving: Option<Saving>,
+    /// The buffer of the last change's events, kept for the next change of a running run.
+    spare_events: Vec<Event>,
 }
 
 impl std::fmt::Debug for Session {
@@ -812,9 +751,9 @@ impl std::fmt::Debug for Session {
         f.debug_struct("Session")
             .field("id", &self.id)
             .field("mode", &self.mode().id())
-            .field("run", &self.run)
-            .field("pending", &self.pending)
-            .field("always_allowed", &self.always_allowed)
+            .field("run", &self.state.run)
+            .field("pending", &self.state.pending)
+            .field("always_allowed", &self.state.always_allowed)
             .finish_non_exhaustive()
     }
 }
@@ -839,15 +778,7 @@ impl Session {
             workspace,
             shared,
             id,
-            mode,
-            messages: Vec::new(),
-            counter: 0,
-            run: None,
-            pending: Vec::new(),
-            always_allowed: Vec::new(),
-            history: Vec::new(),
-            decisions: 0,
-            last_plan: None,
+            state: State::new(mode),
             subscribers: Mutex::new(options.subscribers),
             extensions: options.extensions,
             metadata: options.metadata.unwrap_or_default(),
@@ -856,20 +787,20 @@ impl Session {
             cancel: CancelHandle::default(),
             run_token: CancellationToken::new(),
             version: 0,
-            lease: None,
-            holds_lease: false,
-            outbox: Vec::new(),
-            in_change: false,
-            abandoned: false,
-            checkpoint: None,
+            abandoned: None,
             saving: None,
+            spare_events: Vec::new(),
         };
-        session.begin();
-        session.emit(Event::SessionStarted {
-            session_id: session.id.clone(),
-            mode_id: session.mode_arc(),
-        });
-        match session.commit().await {
+        let started = session
+            .change(|c| {
+                let event = Event::SessionStarted {
+                    session_id: c.id.clone(),
+                    mode_id: c.mode_arc(),
+                };
+                c.emit(event);
+            })
+            .await;
+        match started {
             Ok(()) => Ok(session),
             Err(SessionError::Store(StoreError::Conflict {
                 found: Some(_),
@@ -956,19 +887,23 @@ impl Session {
         let pending = pending.into_iter().chain(calls).collect();
         Ok(Self {
             id: Arc::from(record.session_id),
-            mode,
-            messages: record.messages,
-            counter: record.run_counter,
-            run: record.run.map(|r| (Arc::from(r.run_id), r.state)),
-            pending,
-            always_allowed: record.always_allowed,
-            history: if record.history.is_empty() {
-                record.last_decided.into_iter().collect()
-            } else {
-                record.history
+            state: State {
+                mode,
+                messages: record.messages,
+                counter: record.run_counter,
+                run: record.run.map(|r| (Arc::from(r.run_id), r.state)),
+                pending,
+                always_allowed: record.always_allowed,
+                history: if record.history.is_empty() {
+                    record.last_decided.into_iter().collect()
+                } else {
+                    record.history
+                },
+                decisions,
+                last_plan: record.last_plan,
+                lease,
+                holds_lease: false,
             },
-            decisions,
-            last_plan: record.last_plan,
             subscribers: Mutex::new(options.subscribers),
             extensions: options.extensions,
             metadata: record.metadata,
@@ -978,13 +913,9 @@ impl Session {
             cancel: CancelHandle::default(),
             run_token: CancellationToken::new(),
             version: record.version,
-            lease,
-            holds_lease: false,
-            outbox: Vec::new(),
-            in_change: false,
-            abandoned: false,
-            checkpoint: None,
+            abandoned: None,
             saving: None,
+            spare_events: Vec::new(),
             shared,
         })
     }
@@ -1051,27 +982,16 @@ impl Session {
 
     /// The current mode's handle.
     pub fn mode_id(&self) -> ModeId {
-        self.unsaved().map_or(self.mode, |cp| cp.mode)
-    }
-
-    /// The last saved state while a change is being saved (or was abandoned mid-save): what
-    /// the accessors report until the change is saved.
-    fn unsaved(&self) -> Option<&Checkpoint> {
-        // An abandoned run's end is shown at once, though not saved yet.
-        self.checkpoint
-            .as_deref()
-            .filter(|_| self.in_change && !self.abandoned)
+        self.state.mode
     }
 
     pub(crate) fn mode_arc(&self) -> Arc<str> {
-        // The working mode (inside a change too), not the last saved one.
-        self.shared.graph.mode(self.mode).id_arc().clone()
+        self.shared.graph.mode(self.state.mode).id_arc().clone()
     }
 
     /// The conversation so far.
     pub fn messages(&self) -> &[Message] {
-        let len = self.unsaved().map_or(self.messages.len(), |cp| cp.messages);
-        &self.messages[..len]
+        &self.state.messages
     }
 
     /// What the suspended run waits on, empty when nothing waits: the plan, or the tool calls
@@ -1079,10 +999,7 @@ impl Session {
     /// the run's last reply that needs a decision, the ones decided already while others wait
     /// included ([`PendingDecision::decision`]). Never a plan and tool calls at once.
     pub fn pending(&self) -> &[PendingDecision] {
-        match self.unsaved() {
-            Some(cp) => &cp.pending,
-            None => &self.pending,
-        }
+        &self.state.pending
     }
 
     /// The plan among [`Session::pending`], if one waits.
@@ -1095,19 +1012,12 @@ impl Session {
     /// mode change empties the list: a manual switch ([`Session::switch_mode`]) and the switch
     /// of an approved plan alike.
     pub fn always_allowed(&self) -> &[String] {
-        match self.unsaved() {
-            Some(cp) => &cp.always_allowed,
-            None => &self.always_allowed,
-        }
+        &self.state.always_allowed
     }
 
     /// The latest run's id and state, if a run was started.
     pub fn run_state(&self) -> Option<(&str, RunState)> {
-        let run = match self.unsaved() {
-            Some(cp) => &cp.run,
-            None => &self.run,
-        };
-        run.as_ref().map(|(id, state)| (&**id, *state))
+        self.state.run.as_ref().map(|(id, state)| (&**id, *state))
     }
 
     /// Adds an event subscriber; it receives every event from now on, in order.
@@ -1148,46 +1058,9 @@ impl Session {
             .deliver(event);
     }
 
+    /// Delivers `event` to every subscriber now.
     pub(crate) fn emit(&mut self, event: Event) {
-        if self.in_change {
-            self.outbox.push(event);
-            return;
-        }
         self.subscribers_mut().deliver(&event);
-    }
-
-    /// Finishes what an abandoned operation (a future dropped mid-save) left half done: a save
-    /// that went through is committed (its held-back events delivered), one that did not is
-    /// rolled back, so events of a change that was never saved are never delivered.
-    ///
-    /// A save still running (a slow or stalled store) is aborted; when it is unclear whether
-    /// it got through before that, the store is asked. (A store that writes after its save
-    /// future was aborted, for example from a blocking thread, can still land a save after
-    /// this check; the next save then fails with [`StoreError::Conflict`] and changes nothing:
-    /// restore the session.)
-    async fn recover(&mut self) -> Result<(), SessionError> {
-        if !self.in_change {
-            return Ok(());
-        }
-        if std::mem::take(&mut self.abandoned) {
-            // The end of a dropped run, applied when it was dropped: save it now.
-            return self.commit().await;
-        }
-        if let Some(saving) = self.saving.take() {
-            saving.task.abort();
-            let saved = match saving.task.await {
-                Ok(result) => result.is_ok(),
-                Err(_) => landed(self.shared.store.clone(), self.record()).await,
-            };
-            if saved {
-                self.version = saving.version;
-                self.deliver_change();
-                return Ok(());
-            }
-        }
-        let checkpoint = self.checkpoint.take();
-        self.rollback(checkpoint);
-        Ok(())
     }
 
     /// Records what an operation whose future was dropped left behind, and applies the deadline
@@ -1221,12 +1094,10 @@ impl Session {
     pub async fn settle(&mut self) -> Result<(), SessionError> {
         self.recover().await?;
         self.cancel.finish();
-        if let Some((run_id, RunState::Running)) = &self.run {
+        if let Some((run_id, RunState::Running)) = &self.state.run {
             let run_id = run_id.clone();
             self.check_not_leased(&run_id)?;
-            self.begin();
-            self.close_interrupted(&run_id);
-            self.commit().await?;
+            self.change(|c| c.close_interrupted(&run_id)).await?;
         }
         // A plan past its deadline expires before anything else happens.
         self.apply_expiry().await?;
@@ -1236,8 +1107,8 @@ impl Session {
     /// [`SessionError::LeaseHeld`] when the running run `run_id` has a live lease that this
     /// session does not hold.
     fn check_not_leased(&self, run_id: &str) -> Result<(), SessionError> {
-        match &self.lease {
-            Some(lease) if !self.holds_lease => {
+        match &self.state.lease {
+            Some(lease) if !self.state.holds_lease => {
                 let remaining_ms = lease.expires_at_ms.saturating_sub(self.shared.now_ms());
                 if remaining_ms == 0 {
                     return Ok(());
@@ -1252,7 +1123,9 @@ impl Session {
             _ => Ok(()),
         }
     }
+}
 
+impl change::Change<'_> {
     /// Takes (or renews) the lease of the running run for this process: the change being made
     /// saves it. Without a store there is nobody to share the run with, and no lease.
     pub(crate) fn take_lease(&mut self) {
@@ -1260,19 +1133,21 @@ impl Session {
             return;
         }
         let duration = u64::try_from(self.shared.lease_duration.as_millis()).unwrap_or(u64::MAX);
-        self.lease = Some(Lease {
+        self.state.lease = Some(Lease {
             owner: self.shared.lease_owner.clone(),
             expires_at_ms: self.shared.now_ms().saturating_add(duration),
         });
-        self.holds_lease = true;
+        self.state.holds_lease = true;
     }
 
     /// The run no longer runs here: it has no lease any more.
     pub(crate) fn drop_lease(&mut self) {
-        self.lease = None;
-        self.holds_lease = false;
+        self.state.lease = None;
+        self.state.holds_lease = false;
     }
+}
 
+impl Session {
     /// Renews the lease of the run this session carries on, by a save (compare-and-swap): always
     /// when `save_step` (before a step's tool calls run, so each is in the store before it runs,
     /// and a run carried on after a crash never runs it again), else when less than half of the
@@ -1287,16 +1162,14 @@ impl Session {
         run_id: &str,
         save_step: bool,
     ) -> Result<(), SessionError> {
-        let Some(lease) = self.lease.as_ref().filter(|_| self.holds_lease) else {
+        let Some(lease) = self.state.lease.as_ref().filter(|_| self.state.holds_lease) else {
             return Ok(());
         };
         let half = u64::try_from(self.shared.lease_duration.as_millis() / 2).unwrap_or(u64::MAX);
         if !save_step && lease.expires_at_ms.saturating_sub(self.shared.now_ms()) > half {
             return Ok(());
         }
-        self.begin();
-        self.take_lease();
-        self.commit().await.map_err(|e| match e {
+        self.change(|c| c.take_lease()).await.map_err(|e| match e {
             SessionError::Store(source @ StoreError::Conflict { .. }) => SessionError::LeaseLost {
                 session_id: self.id.to_string(),
                 run_id: run_id.to_owned(),
@@ -1331,7 +1204,7 @@ impl Session {
             return Err(SessionError::NoStore);
         }
         self.check_workspace()?;
-        let run_id = match &self.run {
+        let run_id = match &self.state.run {
             Some((run_id, RunState::Running)) => run_id.clone(),
             other => {
                 return Err(SessionError::NotInterrupted {
@@ -1349,24 +1222,6 @@ impl Session {
         operation.finish(outcome)
     }
 
-    /// What a run's future dropped before it returned leaves: the run ends aborted at once, in
-    /// memory (every tool call of the last reply gets its result, `agent_end` waits with the
-    /// change), and the next operation or [`Session::settle`] saves it. A future dropped while
-    /// a save was under way is left to them too: whether that save landed is learned there.
-    fn abandon(&mut self) {
-        self.cancel.finish();
-        if self.in_change {
-            return;
-        }
-        let Some((run_id, RunState::Running)) = &self.run else {
-            return;
-        };
-        let run_id = run_id.clone();
-        self.begin();
-        self.close_interrupted(&run_id);
-        self.abandoned = true;
-    }
-
     /// Starts the cancellation token of a run that starts or resumes now.
     pub(crate) fn start_operation(&mut self) {
         self.run_token = self.cancel.start();
@@ -1377,120 +1232,29 @@ impl Session {
         self.cancel.finish();
     }
 
-    /// Starts a state change: its events are held back until [`Session::commit`] saves it.
-    pub(crate) fn begin(&mut self) {
-        self.in_change = true;
-        self.checkpoint = self.shared.store.as_ref().map(|_| {
-            Box::new(Checkpoint {
-                mode: self.mode,
-                messages: self.messages.len(),
-                counter: self.counter,
-                run: self.run.clone(),
-                pending: self.pending.clone(),
-                always_allowed: self.always_allowed.clone(),
-                history: self.history.len(),
-                decisions: self.decisions,
-                lease: self.lease.clone(),
-                holds_lease: self.holds_lease,
-                last_plan: self.last_plan.clone(),
-            })
-        });
-    }
-
-    /// Restores the state of `checkpoint` and drops the held-back events.
-    fn rollback(&mut self, checkpoint: Option<Box<Checkpoint>>) {
-        self.in_change = false;
-        self.outbox.clear();
-        if let Some(cp) = checkpoint {
-            self.mode = cp.mode;
-            self.messages.truncate(cp.messages);
-            self.counter = cp.counter;
-            self.run = cp.run;
-            self.pending = cp.pending;
-            self.always_allowed = cp.always_allowed;
-            self.history.truncate(cp.history);
-            self.decisions = cp.decisions;
-            self.lease = cp.lease;
-            self.holds_lease = cp.holds_lease;
-            self.last_plan = cp.last_plan;
-        }
-    }
-
-    /// Saves the state change (compare-and-swap on the version) and then delivers its events;
-    /// when the save fails, rolls back and delivers nothing.
-    ///
-    /// Cancel-safe: if the future is dropped during the save, the save and the checkpoint stay
-    /// in the session and the next operation commits the change if the save got through, else
-    /// rolls back to the checkpoint ([`Session::recover`]).
-    pub(crate) async fn commit(&mut self) -> Result<(), SessionError> {
-        if let Some(store) = self.shared.store.clone() {
-            let record = self.record();
-            let version = record.version;
-            let expected = (self.version > 0).then_some(self.version);
-            let saved = match tokio::runtime::Handle::try_current() {
-                // In its own task, so a dropped operation leaves a save that either happened or
-                // did not, and the next operation finds out which ([`Session::recover`]).
-                Ok(runtime) => {
-                    let span = tracing::debug_span!("save", session_id = %self.id, version);
-                    let save = async move { store.save(&record, expected).await };
-                    let task = runtime.spawn(save.instrument(span));
-                    let saving = self.saving.insert(Saving { version, task });
-                    let joined = (&mut saving.task).await;
-                    self.saving = None;
-                    joined.unwrap_or_else(|e| Err(StoreError::backend("the save task failed", e)))
-                }
-                Err(_) => {
-                    let span = tracing::debug_span!("save", session_id = %self.id, version);
-                    store.save(&record, expected).instrument(span).await
-                }
-            };
-            if let Err(err) = saved {
-                tracing::warn!(session_id = %self.id, error = %err, "save failed; the change is rolled back");
-                let checkpoint = self.checkpoint.take();
-                self.rollback(checkpoint);
-                return Err(SessionError::Store(err));
-            }
-            self.version = version;
-        }
-        self.deliver_change();
-        Ok(())
-    }
-
-    /// Ends a saved change: drops its checkpoint and delivers its held-back events.
-    fn deliver_change(&mut self) {
-        self.checkpoint = None;
-        self.in_change = false;
-        let mut events = std::mem::take(&mut self.outbox);
-        for event in events.drain(..) {
-            self.emit(event);
-        }
-        // Keep the buffer for the next change of a running run; a session that now waits (for
-        // a decision or a message) gives it back: a held session costs memory, not time.
-        if matches!(self.run, Some((_, RunState::Running))) {
-            self.outbox = events;
-        }
-    }
-
-    /// The session as a store record, with the next version number.
-    pub(crate) fn record(&self) -> SessionRecord {
+    /// The record of the session in `state`, with the next version number.
+    pub(crate) fn record_of(&self, state: &State) -> SessionRecord {
         SessionRecord {
             schema_version: SCHEMA_VERSION,
             session_id: self.id.to_string(),
             version: self.version + 1,
             config_fingerprint: self.shared.fingerprint.clone(),
-            mode_id: self.shared.graph.mode(self.mode).id().to_owned(),
-            messages: self.messages.clone(),
-            run_counter: self.counter,
-            run: self.run.as_ref().map(|(run_id, state)| {
-                let lease = self.lease.as_ref().filter(|_| *state == RunState::Running);
+            mode_id: self.shared.graph.mode(state.mode).id().to_owned(),
+            messages: state.messages.clone(),
+            run_counter: state.counter,
+            run: state.run.as_ref().map(|(run_id, run_state)| {
+                let lease = state
+                    .lease
+                    .as_ref()
+                    .filter(|_| *run_state == RunState::Running);
                 RunRecord {
                     run_id: run_id.to_string(),
-                    state: *state,
+                    state: *run_state,
                     owner: lease.map(|l| l.owner.clone()),
                     lease_expires_at_ms: lease.map(|l| l.expires_at_ms),
                 }
             }),
-            pending: self
+            pending: state
                 .pending
                 .iter()
                 .find_map(PendingDecision::as_plan)
@@ -1500,7 +1264,7 @@ impl Session {
                     tool_name: SUBMIT_PLAN.to_owned(),
                     suspend_payload: p.payload.clone(),
                 }),
-            pending_tool_calls: self
+            pending_tool_calls: state
                 .pending
                 .iter()
                 .filter_map(PendingDecision::as_tool_call)
@@ -1512,13 +1276,13 @@ impl Session {
                     feedback: p.feedback.clone(),
                 })
                 .collect(),
-            always_allowed: self.always_allowed.clone(),
-            last_decided: self.history.last().cloned(),
-            history: self.history.clone(),
-            decision_counter: self.decisions,
+            always_allowed: state.always_allowed.clone(),
+            last_decided: state.history.last().cloned(),
+            history: state.history.clone(),
+            decision_counter: state.decisions,
             updated_at: self.shared.now_ms() / 1000,
             metadata: self.metadata.clone(),
-            last_plan: self.last_plan.clone(),
+            last_plan: state.last_plan.clone(),
             workspace: Some(self.workspace.clone()),
         }
     }
@@ -1555,9 +1319,8 @@ impl Session {
 
     async fn replace_pending_and_run(&mut self, text: String) -> Result<RunOutcome, SessionError> {
         if self.has_pending() {
-            self.begin();
-            self.cancel_pending(CancelReason::UserMessage);
-            self.commit().await?;
+            self.change(|c| c.cancel_pending(CancelReason::UserMessage))
+                .await?;
         }
         self.start_run(text).await
     }
@@ -1648,8 +1411,7 @@ impl Session {
     /// Every settled decision of the session, oldest first: decision id, outcome, the plan's
     /// sha256, `decidedAt` and `decidedBy` (the audit trail the record keeps as `history`).
     pub fn decision_history(&self) -> &[DecidedRecord] {
-        let len = self.unsaved().map_or(self.history.len(), |cp| cp.history);
-        &self.history[..len]
+        &self.state.history
     }
 
     /// Like [`Session::resume`] with resume data as JSON (`{"action": "approved"}`, ...).
@@ -1678,9 +1440,8 @@ impl Session {
         if !self.has_pending() {
             return Ok(false);
         }
-        self.begin();
-        self.cancel_pending(CancelReason::Aborted);
-        self.commit().await?;
+        self.change(|c| c.cancel_pending(CancelReason::Aborted))
+            .await?;
         Ok(true)
     }
 
@@ -1700,25 +1461,30 @@ impl Session {
             .graph
             .get(id)
             .ok_or_else(|| SessionError::UnknownMode(id.to_owned()))?;
-        if target == self.mode {
+        if target == self.state.mode {
             return Ok(false);
         }
         self.settle().await?;
-        self.begin();
-        self.cancel_pending(CancelReason::ModeSwitch);
-        // The switch ends every "always allow" of the session (`enter_mode`).
-        self.set_mode(target, ModeChangeReason::Manual);
-        self.commit().await?;
+        self.change(|c| {
+            c.cancel_pending(CancelReason::ModeSwitch);
+            // The switch ends every "always allow" of the session (`enter_mode`).
+            c.set_mode(target, ModeChangeReason::Manual);
+        })
+        .await?;
         Ok(true)
     }
+}
 
+impl change::Change<'_> {
     /// Moves to `target`, emitting `mode_changed` and telling the model with a notice in the
     /// conversation; no-op for the same mode.
     pub(crate) fn set_mode(&mut self, target: ModeId, reason: ModeChangeReason) -> bool {
         let Some(notice) = self.mode_notice(target, reason) else {
             return false;
         };
-        self.messages.push(Message::System { content: notice });
+        self.state
+            .messages
+            .push(Message::System { content: notice });
         self.enter_mode(target, reason);
         true
     }
@@ -1726,7 +1492,7 @@ impl Session {
     /// The notice telling the model of a switch from the current mode to `target`, or `None`
     /// when `target` is the current mode.
     pub(crate) fn mode_notice(&self, target: ModeId, reason: ModeChangeReason) -> Option<String> {
-        (target != self.mode).then(|| {
+        (target != self.state.mode).then(|| {
             self.shared
                 .runtime(target)
                 .mode_notice(&self.mode_arc(), reason)
@@ -1739,8 +1505,8 @@ impl Session {
     /// calls unasked.
     pub(crate) fn enter_mode(&mut self, target: ModeId, reason: ModeChangeReason) {
         let previous = self.mode_arc();
-        self.always_allowed.clear();
-        self.mode = target;
+        self.state.always_allowed.clear();
+        self.state.mode = target;
         let mode_id = self.mode_arc();
         self.emit(Event::ModeChanged {
             session_id: self.id.clone(),

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use tracing::Instrument;
 
+use super::change::{Change, State};
 use super::decision::{self as rules, Checked};
 use super::{
     Decision, DecisionAction, Operation, PendingDecision, PendingPlan, PendingToolCall, RunOutcome,
@@ -71,19 +72,27 @@ const PLAN_BESIDE_APPROVALS: &str = "Not executed: other tool calls of this repl
 impl Session {
     /// Starts a run: appends the user message and drives the loop.
     pub(crate) async fn start_run(&mut self, text: String) -> Result<RunOutcome, SessionError> {
-        self.counter += 1;
-        let run_id = run_id_for(self.counter);
-        self.run = Some((run_id.clone(), RunState::Running));
+        let run_id = self.live(|c| c.start_run(text));
+        self.drive_traced(run_id).await
+    }
+}
+
+impl Change<'_> {
+    /// Starts run `run_<n>`: the user message, `agent_start`; returns the run id.
+    fn start_run(&mut self, text: String) -> Arc<str> {
+        self.state.counter += 1;
+        let run_id = run_id_for(self.state.counter);
+        self.state.run = Some((run_id.clone(), RunState::Running));
         // A run started by a message is saved when it suspends or ends, and has no lease.
         self.drop_lease();
-        self.messages.push(Message::User { content: text });
+        self.state.messages.push(Message::User { content: text });
         let mode_id = self.mode_arc();
         self.emit(Event::AgentStart {
             session_id: self.id.clone(),
             run_id: run_id.clone(),
             mode_id,
         });
-        self.drive_traced(run_id).await
+        run_id
     }
 
     /// Cancels what waits for a decision as *not approved*: the plan, or every tool call that
@@ -91,7 +100,7 @@ impl Session {
     /// a result saying so and `tool_suspension_cancelled` with a `cancelled` audit record; the
     /// run ends aborted, the mode stays. Callers persist the change.
     pub(crate) fn cancel_pending(&mut self, reason: CancelReason) -> bool {
-        let pending = std::mem::take(&mut self.pending);
+        let pending = std::mem::take(&mut self.state.pending);
         let Some(run_id) = pending.first().map(|p| p.run_arc().clone()) else {
             return false;
         };
@@ -125,13 +134,13 @@ impl Session {
                 waiting.tool_call_id().to_owned(),
                 waiting.tool_name().to_owned(),
             );
-            self.messages.push(Message::Tool {
+            self.state.messages.push(Message::Tool {
                 tool_call_id: tool_call_id.clone(),
                 tool_name: tool_name.clone(),
                 content: content.to_owned(),
                 is_error,
             });
-            self.history.push(record.clone());
+            self.state.history.push(record.clone());
             self.emit(Event::ToolSuspensionCancelled {
                 session_id: self.id.clone(),
                 run_id: run_id.clone(),
@@ -146,7 +155,7 @@ impl Session {
             run_id: run_id.clone(),
             reason: RunState::Aborted,
         });
-        self.run = Some((run_id, RunState::Aborted));
+        self.state.run = Some((run_id, RunState::Aborted));
         true
     }
 
@@ -175,10 +184,12 @@ impl Session {
             allowed_by: None,
         }
     }
+}
 
+impl Session {
     /// Whether a decision is waiting: a plan, or tool calls.
     pub(crate) fn has_pending(&self) -> bool {
-        !self.pending.is_empty()
+        !self.state.pending.is_empty()
     }
 
     /// The position in [`Session::pending`] of what `run_id` / `tool_call_id` name
@@ -189,9 +200,9 @@ impl Session {
         tool_call_id: &str,
     ) -> Result<usize, SessionError> {
         rules::named(
-            &self.pending,
-            &self.history,
-            self.counter,
+            &self.state.pending,
+            &self.state.history,
+            self.state.counter,
             run_id,
             tool_call_id,
         )
@@ -200,7 +211,7 @@ impl Session {
     /// The position in [`Session::pending`] of the decision with id `decision_id`
     /// ([`rules::with_id`]).
     pub(crate) fn pending_with_id(&self, decision_id: &str) -> Result<usize, SessionError> {
-        rules::with_id(&self.pending, &self.history, decision_id)
+        rules::with_id(&self.state.pending, &self.state.history, decision_id)
     }
 
     /// Checks `decision` against what waits at `index` ([`rules::check`]) and
@@ -212,7 +223,7 @@ impl Session {
         index: usize,
         decision: Decision,
     ) -> Result<RunOutcome, SessionError> {
-        let Some(pending) = self.pending.get(index) else {
+        let Some(pending) = self.state.pending.get(index) else {
             return Err(SessionError::NotSuspended(String::new()));
         };
         let checked = rules::check(pending, &decision)?;
@@ -249,12 +260,91 @@ impl Session {
         decision: Decision,
         checked: Checked,
     ) -> Result<RunOutcome, SessionError> {
-        // The checkpoint must hold what waits.
-        self.begin();
-        if let Some(PendingDecision::ToolCall(_)) = self.pending.get(index) {
+        if let Some(PendingDecision::ToolCall(_)) = self.state.pending.get(index) {
             return self.record_tool_call_decision(index, decision).await;
         }
-        let Some(PendingDecision::Plan(pending)) = self.pending.pop() else {
+        let decided = self
+            .try_change(|c| c.decide_plan(index, decision, checked))
+            .await?;
+        let run_id = decided.run_id;
+        if let Some(error) = decided.limit {
+            return Ok(RunOutcome::Failed { run_id, error });
+        }
+        if decided.ends_run {
+            return Ok(RunOutcome::Completed {
+                run_id,
+                text: String::new(),
+            });
+        }
+        self.drive_traced(run_id).await
+    }
+
+    /// The tool-call part of [`Session::apply_decision`]: records the decision on the call at
+    /// `index` and saves it, then carries the run on once every call of the reply is decided.
+    async fn record_tool_call_decision(
+        &mut self,
+        index: usize,
+        decision: Decision,
+    ) -> Result<RunOutcome, SessionError> {
+        let (run_id, approved) = self
+            .try_change(|c| c.decide_tool_call(index, decision))
+            .await?;
+        let Some(approved) = approved else {
+            return Ok(RunOutcome::ToolCallsSuspended {
+                run_id,
+                tool_calls: self.state.undecided_calls(),
+            });
+        };
+        // Every call is decided: the run resumes (same run id).
+        self.start_operation();
+        for (call, record) in approved {
+            if self.run_token.is_cancelled() {
+                // No approved call is running: this one and the rest never start.
+                return self.abort_unstarted(run_id).await;
+            }
+            let name = &call.payload.tool_name;
+            let output = if self.shared.runtime(self.state.mode).allows(name) {
+                self.execute_tool(&run_id, &call.tool_call_id, name, &call.payload.args)
+                    .await
+            } else {
+                // The config changed since the call was suspended (a restore under another one).
+                Some(ToolOutput::error(format!(
+                    "Tool `{name}` is not available in mode `{}` any more; it was not executed.",
+                    self.shared.graph.mode(self.state.mode).id()
+                )))
+            };
+            let Some(output) = output else {
+                return self.abort_run(run_id).await;
+            };
+            self.live(|c| c.finish_decided_tool(&run_id, &call, output, record));
+        }
+        self.drive_traced(run_id).await
+    }
+}
+
+/// What the decision of a plan did, for the driver to carry on: the run it resumed, whether
+/// it ended the run (a rejection without feedback), or the revision limit that failed it.
+struct PlanDecided {
+    run_id: Arc<str>,
+    ends_run: bool,
+    limit: Option<ModelError>,
+}
+
+/// An approved tool call with its audit record, to run once every call of its reply is decided.
+type Approved = (PendingToolCall, DecidedRecord);
+
+impl Change<'_> {
+    /// Applies the checked decision of the plan at `index`: the result for the model, the audit
+    /// record, the switch of mode of an approval (before any model call in the new mode), the
+    /// end of the run for a rejection without feedback or past the revision limit.
+    fn decide_plan(
+        &mut self,
+        index: usize,
+        decision: Decision,
+        checked: Checked,
+    ) -> Result<PlanDecided, SessionError> {
+        let pending = (index < self.state.pending.len()).then(|| self.state.pending.remove(index));
+        let Some(PendingDecision::Plan(pending)) = pending else {
             return Err(SessionError::NotSuspended(String::new()));
         };
         let run_id = pending.run_id.clone();
@@ -268,10 +358,11 @@ impl Session {
             DecisionAction::Rejected => None,
         };
         let edited = checked.edited;
+        let max_revisions = self.shared.max_revisions;
         // A rejection with feedback asks for a revision: beyond the run's limit it ends the run.
         let at_limit = decision.action == DecisionAction::Rejected
             && feedback.is_some()
-            && self.revisions(&run_id) >= self.shared.max_revisions;
+            && self.state.revisions(&run_id) >= max_revisions;
         let (result, outcome) = match (decision.action, feedback) {
             (DecisionAction::Approved, _) => (
                 match &edited {
@@ -290,7 +381,7 @@ impl Session {
                 DecisionOutcome::Approved,
             ),
             (DecisionAction::Rejected, Some(feedback)) if at_limit => (
-                submit_plan::rejected_at_revision_limit(feedback, self.shared.max_revisions),
+                submit_plan::rejected_at_revision_limit(feedback, max_revisions),
                 DecisionOutcome::Rejected,
             ),
             (DecisionAction::Rejected, Some(feedback)) => (
@@ -311,7 +402,7 @@ impl Session {
             approved_to,
             approved_sha256,
         );
-        self.history.push(record.clone());
+        self.state.history.push(record.clone());
         self.finish_decision(&run_id, &pending.tool_call_id, result, record);
         if notice.is_some() {
             // The switch happens before any model call in the new mode.
@@ -322,84 +413,30 @@ impl Session {
         }
         let limit = at_limit.then(|| {
             ModelError::new(format!(
-                "the run reached its limit of {} plan revisions (rejections with feedback)",
-                self.shared.max_revisions
+                "the run reached its limit of {max_revisions} plan revisions (rejections with feedback)"
             ))
             .with_kind(ModelErrorKind::RevisionLimit)
         });
         if let Some(error) = &limit {
             self.close_run(&run_id, RunState::Failed, Some(&error.to_string()));
         }
-        self.commit().await?;
-        if let Some(error) = limit {
-            return Ok(RunOutcome::Failed { run_id, error });
-        }
-        if ends_run {
-            return Ok(RunOutcome::Completed {
-                run_id,
-                text: String::new(),
-            });
-        }
-        self.drive_traced(run_id).await
-    }
-
-    /// A decision carries suspended run `run_id` on: it runs again, saved with this process's
-    /// lease (if the process stops before the run's next save, the run is interrupted once the
-    /// lease ends, and `continue_run` carries it on), and `agent_start` goes out again (same run
-    /// id) before its next events, as Mastra's AgentController does, so every `agent_end` pairs
-    /// with an `agent_start`.
-    fn resume_run(&mut self, run_id: &Arc<str>) {
-        self.run = Some((run_id.clone(), RunState::Running));
-        self.take_lease();
-        let mode_id = self.mode_arc();
-        self.emit(Event::AgentStart {
-            session_id: self.id.clone(),
-            run_id: run_id.clone(),
-            mode_id,
-        });
-    }
-
-    /// How many revisions run `run_id` was asked for so far: its plans rejected (a rejection
-    /// without feedback ends the run, so every earlier one carried feedback), from the history
-    /// the session record keeps.
-    fn revisions(&self, run_id: &str) -> usize {
-        self.history
-            .iter()
-            .filter(|d| {
-                d.run_id == run_id
-                    && d.tool_name.is_none()
-                    && d.outcome == Some(DecisionOutcome::Rejected)
-            })
-            .count()
-    }
-
-    /// The tool calls that wait for approval, mutably.
-    fn waiting_calls_mut(&mut self) -> impl Iterator<Item = &mut PendingToolCall> {
-        self.pending.iter_mut().filter_map(|p| match p {
-            PendingDecision::ToolCall(call) => Some(call),
-            _ => None,
+        Ok(PlanDecided {
+            run_id,
+            ends_run,
+            limit,
         })
     }
 
-    /// The tool calls of the suspended reply still waiting for a decision.
-    fn undecided_calls(&self) -> Vec<PendingToolCall> {
-        self.pending
-            .iter()
-            .filter(|p| p.is_waiting())
-            .filter_map(PendingDecision::as_tool_call)
-            .cloned()
-            .collect()
-    }
-
-    /// The tool-call part of [`Session::apply_decision`], inside its change: records the
-    /// decision on the call at `index`, then saves, and carries the run on once every call of
-    /// the reply is decided.
-    async fn record_tool_call_decision(
+    /// Records the decision on the tool call at `index` (and, with "always allow", on the
+    /// other calls of its tool waiting in the reply). Returns the run, and once every call of
+    /// the reply is decided, the approved calls to run in the model's order: the run resumes,
+    /// the rejected calls get their results and every record goes to the history.
+    fn decide_tool_call(
         &mut self,
         index: usize,
         decision: Decision,
-    ) -> Result<RunOutcome, SessionError> {
-        let Some(PendingDecision::ToolCall(call)) = self.pending.get_mut(index) else {
+    ) -> Result<(Arc<str>, Option<Vec<Approved>>), SessionError> {
+        let Some(PendingDecision::ToolCall(call)) = self.state.pending.get_mut(index) else {
             return Err(SessionError::NotSuspended(String::new()));
         };
         let outcome = match decision.action {
@@ -419,21 +456,16 @@ impl Session {
         call.decided = Some(record);
         call.feedback = decision.feedback().map(str::to_owned);
         if let Some(allowance) = allowance {
-            self.allow_waiting(&tool_name, &allowance);
-            if !self.always_allowed.contains(&tool_name) {
-                self.always_allowed.push(tool_name);
+            self.state.allow_waiting(&tool_name, &allowance);
+            if !self.state.always_allowed.contains(&tool_name) {
+                self.state.always_allowed.push(tool_name);
             }
         }
-        if self.pending.iter().any(PendingDecision::is_waiting) {
-            self.commit().await?;
-            return Ok(RunOutcome::ToolCallsSuspended {
-                run_id,
-                tool_calls: self.undecided_calls(),
-            });
+        if self.state.pending.iter().any(PendingDecision::is_waiting) {
+            return Ok((run_id, None));
         }
         // Every call is decided: the run resumes (same run id), saved with this process's lease.
-        self.start_operation();
-        let calls = std::mem::take(&mut self.pending);
+        let calls = std::mem::take(&mut self.state.pending);
         self.resume_run(&run_id);
         let mut approved = Vec::new();
         for call in calls {
@@ -443,7 +475,7 @@ impl Session {
             let Some(record) = call.decided.clone() else {
                 continue;
             };
-            self.history.push(record.clone());
+            self.state.history.push(record.clone());
             if record.outcome == Some(DecisionOutcome::Approved) {
                 approved.push((call, record));
             } else {
@@ -452,48 +484,23 @@ impl Session {
                 self.finish_decided_tool(&run_id, &call, output, record);
             }
         }
-        self.commit().await?;
-        for (call, record) in approved {
-            if self.run_token.is_cancelled() {
-                // No approved call is running: this one and the rest never start.
-                return self.abort_unstarted(run_id).await;
-            }
-            let name = &call.payload.tool_name;
-            let output = if self.shared.runtime(self.mode).allows(name) {
-                self.execute_tool(&run_id, &call.tool_call_id, name, &call.payload.args)
-                    .await
-            } else {
-                // The config changed since the call was suspended (a restore under another one).
-                Some(ToolOutput::error(format!(
-                    "Tool `{name}` is not available in mode `{}` any more; it was not executed.",
-                    self.shared.graph.mode(self.mode).id()
-                )))
-            };
-            let Some(output) = output else {
-                return self.abort_run(run_id).await;
-            };
-            self.finish_decided_tool(&run_id, &call, output, record);
-        }
-        self.drive_traced(run_id).await
+        Ok((run_id, Some(approved)))
     }
 
-    /// Approves every other call of `tool` that waits in the same reply, by the "always allow"
-    /// whose record is `allowance`: each gets its own record, approved, with the allowance's
-    /// time and decider and its decision id as `allowedBy`; none is asked about.
-    fn allow_waiting(&mut self, tool: &str, allowance: &DecidedRecord) {
-        for call in self.waiting_calls_mut() {
-            if call.decided.is_none() && call.payload.tool_name == tool {
-                let mut record = tool_call_record(
-                    call,
-                    DecisionOutcome::Approved,
-                    allowance.decided_by.clone(),
-                    false,
-                    allowance.decided_at.clone().unwrap_or_default(),
-                );
-                record.allowed_by = Some(allowance.decision_id.clone());
-                call.decided = Some(record);
-            }
-        }
+    /// A decision carries suspended run `run_id` on: it runs again, saved with this process's
+    /// lease (if the process stops before the run's next save, the run is interrupted once the
+    /// lease ends, and `continue_run` carries it on), and `agent_start` goes out again (same run
+    /// id) before its next events, as Mastra's AgentController does, so every `agent_end` pairs
+    /// with an `agent_start`.
+    fn resume_run(&mut self, run_id: &Arc<str>) {
+        self.state.run = Some((run_id.clone(), RunState::Running));
+        self.take_lease();
+        let mode_id = self.mode_arc();
+        self.emit(Event::AgentStart {
+            session_id: self.id.clone(),
+            run_id: run_id.clone(),
+            mode_id,
+        });
     }
 
     /// Ends a decided tool call: `tool_end` with the result and the decision's audit record,
@@ -514,14 +521,55 @@ impl Session {
             is_error: output.is_error,
             decision: Some(record),
         });
-        self.messages.push(Message::Tool {
+        self.state.messages.push(Message::Tool {
             tool_call_id: call.tool_call_id.clone(),
             tool_name: call.payload.tool_name.clone(),
             content: output.content,
             is_error: output.is_error,
         });
     }
+}
 
+impl State {
+    /// How many revisions run `run_id` was asked for so far: its plans rejected (a rejection
+    /// without feedback ends the run, so every earlier one carried feedback), from the history
+    /// the session record keeps.
+    fn revisions(&self, run_id: &str) -> usize {
+        self.history
+            .iter()
+            .filter(|d| {
+                d.run_id == run_id
+                    && d.tool_name.is_none()
+                    && d.outcome == Some(DecisionOutcome::Rejected)
+            })
+            .count()
+    }
+
+    /// Approves every other call of `tool` that waits in the same reply, by the "always allow"
+    /// whose record is `allowance`: each gets its own record, approved, with the allowance's
+    /// time and decider and its decision id as `allowedBy`; none is asked about.
+    fn allow_waiting(&mut self, tool: &str, allowance: &DecidedRecord) {
+        let calls = self.pending.iter_mut().filter_map(|p| match p {
+            PendingDecision::ToolCall(call) => Some(call),
+            _ => None,
+        });
+        for call in calls {
+            if call.decided.is_none() && call.payload.tool_name == tool {
+                let mut record = tool_call_record(
+                    call,
+                    DecisionOutcome::Approved,
+                    allowance.decided_by.clone(),
+                    false,
+                    allowance.decided_at.clone().unwrap_or_default(),
+                );
+                record.allowed_by = Some(allowance.decision_id.clone());
+                call.decided = Some(record);
+            }
+        }
+    }
+}
+
+impl Session {
     /// [`Session::drive`] inside a `run` span (session, run and mode ids).
     async fn drive_traced(&mut self, run_id: Arc<str>) -> Result<RunOutcome, SessionError> {
         let span = tracing::info_span!(
@@ -532,11 +580,13 @@ impl Session {
         );
         self.drive(run_id).instrument(span).await
     }
+}
 
+impl Change<'_> {
     /// Marks the run ended in `reason` (suspended, completed, aborted or failed) and emits
     /// `error` (for failures) and `agent_end`.
     pub(crate) fn close_run(&mut self, run_id: &Arc<str>, reason: RunState, error: Option<&str>) {
-        self.run = Some((run_id.clone(), reason));
+        self.state.run = Some((run_id.clone(), reason));
         self.drop_lease();
         tracing::info!(run_id = %run_id, %reason, error, "run ended");
         if let Some(message) = error {
@@ -551,12 +601,12 @@ impl Session {
             reason,
         });
     }
+}
 
-    /// Ends a run the host cancelled: see [`Session::close_interrupted`]; persists the session.
+impl Session {
+    /// Ends a run the host cancelled: see [`Change::close_interrupted`]; persists the session.
     async fn abort_run(&mut self, run_id: Arc<str>) -> Result<RunOutcome, SessionError> {
-        self.begin();
-        self.close_interrupted(&run_id);
-        self.commit().await?;
+        self.change(|c| c.close_interrupted(&run_id)).await?;
         Ok(RunOutcome::Aborted { run_id })
     }
 
@@ -564,13 +614,16 @@ impl Session {
     /// message without a result never started (`tool_start` and `tool_end` with
     /// [`NOT_STARTED_RESULT`]); persists the session.
     async fn abort_unstarted(&mut self, run_id: Arc<str>) -> Result<RunOutcome, SessionError> {
-        self.begin();
-        self.answer_unanswered(&run_id, NOT_STARTED_RESULT, NOT_STARTED_RESULT, false);
-        self.close_run(&run_id, RunState::Aborted, None);
-        self.commit().await?;
+        self.change(|c| {
+            c.answer_unanswered(&run_id, NOT_STARTED_RESULT, NOT_STARTED_RESULT, false);
+            c.close_run(&run_id, RunState::Aborted, None);
+        })
+        .await?;
         Ok(RunOutcome::Aborted { run_id })
     }
+}
 
+impl Change<'_> {
     /// Ends a run that was cancelled, or whose future was dropped, as `aborted`: every tool call
     /// of the last assistant message without a result gets one, so the conversation stays one
     /// a provider accepts (OpenAI refuses an assistant message whose calls lack results). The
@@ -594,6 +647,7 @@ impl Session {
         started_here: bool,
     ) {
         let Some(at) = self
+            .state
             .messages
             .iter()
             .rposition(|m| matches!(m, Message::Assistant { .. }))
@@ -601,7 +655,7 @@ impl Session {
             return;
         };
         // Results, by id (one result answers one call: a model may repeat an id).
-        let mut answered: Vec<String> = self.messages[at + 1..]
+        let mut answered: Vec<String> = self.state.messages[at + 1..]
             .iter()
             .filter_map(|m| match m {
                 Message::Tool { tool_call_id, .. } => Some(tool_call_id.clone()),
@@ -610,7 +664,7 @@ impl Session {
             .collect();
         let mut running = true;
         let mut index = 0;
-        while let Some(call) = self.tool_call(at, index) {
+        while let Some(call) = self.state.tool_call(at, index) {
             let (id, name) = (call.id.clone(), call.name.clone());
             if let Some(found) = answered.iter().position(|a| *a == id) {
                 answered.swap_remove(found);
@@ -627,23 +681,26 @@ impl Session {
             index += 1;
         }
     }
+}
 
+impl Session {
     /// Takes over the interrupted run `run_id` (see [`Session::continue_run`]): the lease, an
     /// `agent_start`, an "interrupted" result for each tool call that was cut off, all saved in
     /// one compare-and-swap; then the model's next step.
     pub(crate) async fn take_over(&mut self, run_id: Arc<str>) -> Result<RunOutcome, SessionError> {
-        self.begin();
-        self.take_lease();
-        let mode_id = self.mode_arc();
-        self.emit(Event::AgentStart {
-            session_id: self.id.clone(),
-            run_id: run_id.clone(),
-            mode_id,
-        });
-        // Each step was saved before its tool calls ran: any call without a saved result may
-        // have run, so none is run again.
-        self.answer_unanswered(&run_id, INTERRUPTED_RESULT, INTERRUPTED_RESULT, false);
-        self.commit().await?;
+        self.change(|c| {
+            c.take_lease();
+            let mode_id = c.mode_arc();
+            c.emit(Event::AgentStart {
+                session_id: c.id.clone(),
+                run_id: run_id.clone(),
+                mode_id,
+            });
+            // Each step was saved before its tool calls ran: any call without a saved result
+            // may have run, so none is run again.
+            c.answer_unanswered(&run_id, INTERRUPTED_RESULT, INTERRUPTED_RESULT, false);
+        })
+        .await?;
         self.drive_traced(run_id).await
     }
 
@@ -654,18 +711,19 @@ impl Session {
         run_id: Arc<str>,
         end: Result<String, ModelError>,
     ) -> Result<RunOutcome, SessionError> {
-        self.begin();
-        match &end {
-            Ok(_) => self.close_run(&run_id, RunState::Completed, None),
-            Err(error) => self.close_run(&run_id, RunState::Failed, Some(&error.to_string())),
-        }
-        self.commit().await?;
+        self.change(|c| match &end {
+            Ok(_) => c.close_run(&run_id, RunState::Completed, None),
+            Err(error) => c.close_run(&run_id, RunState::Failed, Some(&error.to_string())),
+        })
+        .await?;
         Ok(match end {
             Ok(text) => RunOutcome::Completed { run_id, text },
             Err(error) => RunOutcome::Failed { run_id, error },
         })
     }
+}
 
+impl Change<'_> {
     fn finish_tool(&mut self, run_id: &Arc<str>, call_id: &str, name: &str, output: ToolOutput) {
         self.emit(Event::ToolEnd {
             session_id: self.id.clone(),
@@ -676,7 +734,7 @@ impl Session {
             is_error: output.is_error,
             decision: None,
         });
-        self.messages.push(Message::Tool {
+        self.state.messages.push(Message::Tool {
             tool_call_id: call_id.to_owned(),
             tool_name: name.to_owned(),
             content: output.content,
@@ -702,14 +760,16 @@ impl Session {
             is_error: false,
             decision: Some(record),
         });
-        self.messages.push(Message::Tool {
+        self.state.messages.push(Message::Tool {
             tool_call_id: call_id.to_owned(),
             tool_name: SUBMIT_PLAN.to_owned(),
             content: result,
             is_error: false,
         });
     }
+}
 
+impl Session {
     /// The loop: call the model in the current mode, run its tool calls, repeat.
     async fn drive(&mut self, run_id: Arc<str>) -> Result<RunOutcome, SessionError> {
         let shared = self.shared.clone();
@@ -723,7 +783,7 @@ impl Session {
             }
             // Results may have come in another order than the calls (a suspension, decisions,
             // an expiry, a restore): the model gets them in the order of its calls.
-            self.order_results();
+            self.state.order_results();
             self.keep_lease(&run_id, false).await?;
             if steps >= max_steps {
                 let error = ModelError::new(format!(
@@ -733,7 +793,7 @@ impl Session {
                 return self.end_run(run_id, Err(error)).await;
             }
             steps += 1;
-            let mode = self.mode;
+            let mode = self.state.mode;
             let runtime = shared.runtime(mode);
             let (session_id, delta_run) = (self.id.clone(), run_id.clone());
             let this = &*self;
@@ -751,7 +811,7 @@ impl Session {
                 model_id: shared.graph.mode(mode).default_model_id(),
                 system_prompt: &runtime.system_prompt,
                 tools: &runtime.specs,
-                messages: &self.messages,
+                messages: &self.state.messages,
                 cancel: token.clone(),
                 extensions: &self.extensions,
                 text: TextSink::new(&deliver),
@@ -799,18 +859,18 @@ impl Session {
             calls.iter_mut().for_each(|call| take_args(&mut call.args));
             unique_call_ids(&mut calls);
             if calls.is_empty() {
-                self.messages.push(Message::Assistant {
+                self.state.messages.push(Message::Assistant {
                     content: response.text.clone(),
                     tool_calls: Vec::new(),
                 });
                 return self.end_run(run_id, Ok(response.text)).await;
             }
             // The conversation keeps the calls; the loop reads them from there (no copy).
-            self.messages.push(Message::Assistant {
+            self.state.messages.push(Message::Assistant {
                 content: response.text,
                 tool_calls: calls,
             });
-            let at = self.messages.len() - 1;
+            let at = self.state.messages.len() - 1;
             self.keep_lease(&run_id, true).await?;
             if let Some(outcome) = self.run_tool_calls(&run_id, at).await {
                 return outcome;
@@ -831,10 +891,12 @@ impl Session {
         at: usize,
     ) -> Option<Result<RunOutcome, SessionError>> {
         let shared = self.shared.clone();
-        let waits = (0..).map_while(|i| self.tool_call(at, i)).any(|call| {
-            self.refusal(&call.name, &call.args).is_none()
-                && self.needs_approval(&call.name, &call.args)
-        });
+        let waits = (0..)
+            .map_while(|i| self.state.tool_call(at, i))
+            .any(|call| {
+                self.refusal(&call.name, &call.args).is_none()
+                    && self.needs_approval(&call.name, &call.args)
+            });
         let mut waiting = Vec::new();
         let mut next = 0;
         loop {
@@ -845,24 +907,24 @@ impl Session {
                         .await,
                 );
             }
-            let Some((id, name)) = self.start_tool(run_id, at, next) else {
+            let Some((id, name)) = self.live(|c| c.start_tool(run_id, at, next)) else {
                 break;
             };
             next += 1;
-            let mode = self.mode;
+            let mode = self.state.mode;
             if !shared.runtime(mode).allows(&name) {
                 let output = ToolOutput::error(format!(
                     "Tool `{name}` is not available in mode `{}`; it was not executed. Available tools: {}.",
                     shared.graph.mode(mode).id(),
                     shared.runtime(mode).tool_list
                 ));
-                self.finish_tool(run_id, &id, &name, output);
+                self.live(|c| c.finish_tool(run_id, &id, &name, output));
                 continue;
             }
-            let args = self.tool_call(at, next - 1).map(|call| &call.args);
+            let args = self.state.tool_call(at, next - 1).map(|call| &call.args);
             if let Some(reason) = args.and_then(|args| self.refusal(&name, args)) {
                 let output = ToolOutput::error(format!("Not executed: {reason}."));
-                self.finish_tool(run_id, &id, &name, output);
+                self.live(|c| c.finish_tool(run_id, &id, &name, output));
                 continue;
             }
             if args.is_some_and(|args| self.needs_approval(&name, args)) {
@@ -870,7 +932,8 @@ impl Session {
                 continue;
             }
             if name == SUBMIT_PLAN && waits {
-                self.finish_tool(run_id, &id, &name, ToolOutput::error(PLAN_BESIDE_APPROVALS));
+                let output = ToolOutput::error(PLAN_BESIDE_APPROVALS);
+                self.live(|c| c.finish_tool(run_id, &id, &name, output));
                 continue;
             }
             if name == SUBMIT_PLAN {
@@ -887,17 +950,20 @@ impl Session {
                     });
                 match captured {
                     Ok(submission) => {
-                        while let Some((rest_id, rest_name)) = self.start_tool(run_id, at, next) {
-                            next += 1;
-                            let output = ToolOutput::error(
-                                "Not executed: the run suspended for plan approval first. Call it again after the decision.",
-                            );
-                            self.finish_tool(run_id, &rest_id, &rest_name, output);
-                        }
+                        self.live(|c| {
+                            while let Some((rest_id, rest_name)) = c.start_tool(run_id, at, next) {
+                                next += 1;
+                                let output = ToolOutput::error(
+                                    "Not executed: the run suspended for plan approval first. Call it again after the decision.",
+                                );
+                                c.finish_tool(run_id, &rest_id, &rest_name, output);
+                            }
+                        });
                         return Some(self.suspend(run_id.clone(), id, submission).await);
                     }
                     Err(e) => {
-                        self.finish_tool(run_id, &id, &name, ToolOutput::error(e.to_string()));
+                        let output = ToolOutput::error(e.to_string());
+                        self.live(|c| c.finish_tool(run_id, &id, &name, output));
                         continue;
                     }
                 }
@@ -916,7 +982,7 @@ impl Session {
                 );
             };
             tracing::debug!(tool_call_id = %id, tool_name = %name, is_error = output.is_error, "tool call finished");
-            self.finish_tool(run_id, &id, &name, output);
+            self.live(|c| c.finish_tool(run_id, &id, &name, output));
         }
         if waiting.is_empty() {
             return None;
@@ -937,27 +1003,28 @@ impl Session {
         waiting: &[usize],
         running: Option<usize>,
     ) -> Result<RunOutcome, SessionError> {
-        self.begin();
-        let mut index = 0;
-        while let Some(call) = self.tool_call(at, index) {
-            let (id, name) = (call.id.clone(), call.name.clone());
-            let result = if waiting.contains(&index) {
-                Some(tool_cancelled_result(CancelReason::Aborted))
-            } else if running == Some(index) {
-                Some(CANCELLED_RESULT)
-            } else if index >= next {
-                self.start_tool(run_id, at, index);
-                Some(NOT_STARTED_RESULT)
-            } else {
-                None
-            };
-            if let Some(text) = result {
-                self.finish_tool(run_id, &id, &name, ToolOutput::error(text));
+        self.change(|c| {
+            let mut index = 0;
+            while let Some(call) = c.state.tool_call(at, index) {
+                let (id, name) = (call.id.clone(), call.name.clone());
+                let result = if waiting.contains(&index) {
+                    Some(tool_cancelled_result(CancelReason::Aborted))
+                } else if running == Some(index) {
+                    Some(CANCELLED_RESULT)
+                } else if index >= next {
+                    c.start_tool(run_id, at, index);
+                    Some(NOT_STARTED_RESULT)
+                } else {
+                    None
+                };
+                if let Some(text) = result {
+                    c.finish_tool(run_id, &id, &name, ToolOutput::error(text));
+                }
+                index += 1;
             }
-            index += 1;
-        }
-        self.close_run(run_id, RunState::Aborted, None);
-        self.commit().await?;
+            c.close_run(run_id, RunState::Aborted, None);
+        })
+        .await?;
         Ok(RunOutcome::Aborted {
             run_id: run_id.clone(),
         })
@@ -970,18 +1037,18 @@ impl Session {
     /// [`crate::tool::args`], then the tool's input schema: [`crate::tool::input`]), if they are.
     fn refusal(&self, name: &str, args: &serde_json::Value) -> Option<String> {
         crate::tool::args::refusal(args).or_else(|| {
-            let runtime = self.shared.runtime(self.mode);
+            let runtime = self.shared.runtime(self.state.mode);
             let spec = runtime.specs.iter().find(|s| &*s.name == name)?;
             crate::tool::input::mismatch(args, &spec.input_schema)
         })
     }
 
     fn needs_approval(&self, name: &str, args: &serde_json::Value) -> bool {
-        let mode = self.shared.graph.mode(self.mode);
+        let mode = self.shared.graph.mode(self.state.mode);
         args.is_object()
             && mode.requires_approval(name)
-            && self.shared.runtime(self.mode).allows(name)
-            && !self.always_allowed.iter().any(|t| t == name)
+            && self.shared.runtime(self.state.mode).allows(name)
+            && !self.state.always_allowed.iter().any(|t| t == name)
     }
 
     /// Runs tool `name` with `args` in the current mode; `None` when the run was cancelled
@@ -994,7 +1061,7 @@ impl Session {
         args: &serde_json::Value,
     ) -> Option<ToolOutput> {
         let shared = &self.shared;
-        let mode = self.mode;
+        let mode = self.state.mode;
         let Some(tool) = shared.tools.get(name) else {
             return Some(ToolOutput::error(format!(
                 "Tool `{name}` has no implementation."
@@ -1029,18 +1096,80 @@ impl Session {
         at: usize,
         indexes: Vec<usize>,
     ) -> Result<RunOutcome, SessionError> {
-        self.begin();
-        for index in indexes {
-            let Some(call) = self.tool_call(at, index) else {
+        let suspended = self
+            .change(|c| c.suspend_tool_calls(&run_id, at, &indexes))
+            .await;
+        if let Err(err) = suspended {
+            self.live(|c| {
+                for &index in &indexes {
+                    let Some(call) = c.state.tool_call(at, index) else {
+                        continue;
+                    };
+                    let (id, name) = (call.id.clone(), call.name.clone());
+                    let output = ToolOutput::error(format!(
+                        "Not executed: the tool call could not be saved for approval: {err}"
+                    ));
+                    c.finish_tool(&run_id, &id, &name, output);
+                }
+            });
+            let failed = self
+                .change(|c| c.close_run(&run_id, RunState::Failed, Some(&err.to_string())))
+                .await;
+            return Err(failed.err().unwrap_or(err));
+        }
+        Ok(RunOutcome::ToolCallsSuspended {
+            run_id,
+            tool_calls: self.state.undecided_calls(),
+        })
+    }
+
+    /// Suspends the run on `submit_plan` and persists the pending decision. If it cannot be
+    /// saved, the plan is refused to the model and the run fails: a suspension that a restart
+    /// would lose is never reported as pending.
+    async fn suspend(
+        &mut self,
+        run_id: Arc<str>,
+        tool_call_id: String,
+        submission: PlanSubmission,
+    ) -> Result<RunOutcome, SessionError> {
+        let suspended = self
+            .change(|c| c.suspend_plan(&run_id, &tool_call_id, submission))
+            .await;
+        match suspended {
+            Ok(payload) => Ok(RunOutcome::Suspended {
+                run_id,
+                tool_call_id,
+                payload,
+            }),
+            Err(err) => {
+                let output =
+                    ToolOutput::error(format!("The plan could not be saved for review: {err}"));
+                self.live(|c| c.finish_tool(&run_id, &tool_call_id, SUBMIT_PLAN, output));
+                let failed = self
+                    .change(|c| c.close_run(&run_id, RunState::Failed, Some(&err.to_string())))
+                    .await;
+                Err(failed.err().unwrap_or(err))
+            }
+        }
+    }
+}
+
+impl Change<'_> {
+    /// The suspension of the calls at `indexes` of the assistant message at `at`: each waits
+    /// for approval with its decision id, `argsSha256` and deadline (`tool_suspended`), and the
+    /// run ends `suspended`.
+    fn suspend_tool_calls(&mut self, run_id: &Arc<str>, at: usize, indexes: &[usize]) {
+        for &index in indexes {
+            let Some(call) = self.state.tool_call(at, index) else {
                 continue;
             };
             let (tool_call_id, tool_name) = (call.id.clone(), call.name.clone());
             let args = call.args.clone();
-            self.decisions += 1;
+            self.state.decisions += 1;
             // The deadline is the mode's the call was requested in, fixed now.
-            let timeout = self.shared.graph.mode(self.mode).approval_timeout();
+            let timeout = self.shared.graph.mode(self.state.mode).approval_timeout();
             let payload = ToolCallPayload {
-                decision_id: decision_id_for(self.decisions),
+                decision_id: decision_id_for(self.state.decisions),
                 tool_name: tool_name.clone(),
                 args_sha256: crate::jcs::sha256(&args),
                 args,
@@ -1048,7 +1177,8 @@ impl Session {
                 deadline_at_ms: timeout.map(|t| t.deadline_after(self.shared.now_ms())),
                 workspace: Some(self.workspace.path.clone()),
             };
-            self.pending
+            self.state
+                .pending
                 .push(PendingDecision::ToolCall(PendingToolCall {
                     run_id: run_id.clone(),
                     tool_call_id: tool_call_id.clone(),
@@ -1064,90 +1194,38 @@ impl Session {
                 suspend_payload: Suspension::ToolCall(payload),
             });
         }
-        self.close_run(&run_id, RunState::Suspended, None);
-        if let Err(err) = self.commit().await {
-            let calls: Vec<(String, String)> = self
-                .pending
-                .drain(..)
-                .map(|c| (c.tool_call_id().to_owned(), c.tool_name().to_owned()))
-                .collect();
-            for (id, name) in calls {
-                let output = ToolOutput::error(format!(
-                    "Not executed: the tool call could not be saved for approval: {err}"
-                ));
-                self.finish_tool(&run_id, &id, &name, output);
-            }
-            self.begin();
-            self.close_run(&run_id, RunState::Failed, Some(&err.to_string()));
-            return match self.commit().await {
-                Ok(()) => Err(err),
-                Err(second) => Err(second),
-            };
-        }
-        Ok(RunOutcome::ToolCallsSuspended {
-            run_id,
-            tool_calls: self.undecided_calls(),
-        })
+        self.close_run(run_id, RunState::Suspended, None);
     }
 
-    /// The `index`-th tool call of the assistant message at `at` in the conversation.
-    fn tool_call(&self, at: usize, index: usize) -> Option<&ToolCall> {
-        match self.messages.get(at)? {
-            Message::Assistant { tool_calls, .. } => tool_calls.get(index),
-            _ => None,
-        }
-    }
-
-    /// Emits `tool_start` for the `index`-th call of the assistant message at `at`; returns its
-    /// id and tool name, or `None` when there is no such call.
-    fn start_tool(
+    /// The suspension on a plan submitted with `submit_plan`: its hand-over targets, revision,
+    /// diff and deadline fixed now, its decision id given out (`tool_suspended`); the run ends
+    /// `suspended`. Returns the plan's payload.
+    fn suspend_plan(
         &mut self,
         run_id: &Arc<str>,
-        at: usize,
-        index: usize,
-    ) -> Option<(String, String)> {
-        let call = self.tool_call(at, index)?;
-        let (id, name) = (call.id.clone(), call.name.clone());
-        let event = Event::ToolStart {
-            session_id: self.id.clone(),
-            run_id: run_id.clone(),
-            tool_call_id: id.clone(),
-            tool_name: name.clone(),
-            args: call.args.clone(),
-        };
-        self.emit(event);
-        Some((id, name))
-    }
-
-    /// Suspends the run on `submit_plan` and persists the pending decision. If it cannot be
-    /// saved, the plan is refused to the model and the run fails: a suspension that a restart
-    /// would lose is never reported as pending.
-    async fn suspend(
-        &mut self,
-        run_id: Arc<str>,
-        tool_call_id: String,
+        tool_call_id: &str,
         submission: PlanSubmission,
-    ) -> Result<RunOutcome, SessionError> {
-        self.begin();
+    ) -> SuspendPayload {
         // The hand-over targets are fixed now, at submit time.
         let graph = &self.shared.graph;
-        let target = graph.transition_target(self.mode);
-        let targets = graph.transition_targets(self.mode);
-        self.decisions += 1;
+        let mode = self.state.mode;
+        let target = graph.transition_target(mode);
+        let targets = graph.transition_targets(mode);
+        self.state.decisions += 1;
         // Each plan submitted in the session is its next revision, compared with the last one.
         let text = submit_plan::revision_text(&submission);
-        let previous = self.last_plan.take();
+        let previous = self.state.last_plan.take();
         let revision = previous.as_ref().map_or(1, |p| p.revision + 1);
         let diff = previous
             .as_ref()
             .and_then(|p| submit_plan::revision_diff(&p.text, &text, p.revision));
-        self.last_plan = Some(crate::store::PlanRevision {
+        self.state.last_plan = Some(crate::store::PlanRevision {
             revision,
             sha256: submission.sha256.clone(),
             text,
         });
         // The deadline is fixed now too: submit time plus the mode's approvalTimeout.
-        let timeout = graph.mode(self.mode).approval_timeout();
+        let timeout = graph.mode(mode).approval_timeout();
         let approval_timeout = timeout.map(|t| t.as_str().to_owned());
         let deadline_at_ms = timeout.map(|t| t.deadline_after(self.shared.now_ms()));
         let payload = SuspendPayload {
@@ -1162,14 +1240,14 @@ impl Session {
                 .iter()
                 .map(|t| graph.mode(*t).id_arc().clone())
                 .collect(),
-            decision_id: decision_id_for(self.decisions),
+            decision_id: decision_id_for(self.state.decisions),
             workspace: Some(self.workspace.path.clone()),
         };
         // Nothing else waits (a run suspends on one plan); `push` keeps the list's buffer.
-        self.pending.clear();
-        self.pending.push(PendingDecision::Plan(PendingPlan {
+        self.state.pending.clear();
+        self.state.pending.push(PendingDecision::Plan(PendingPlan {
             run_id: run_id.clone(),
-            tool_call_id: tool_call_id.clone(),
+            tool_call_id: tool_call_id.to_owned(),
             target,
             targets,
             payload: payload.clone(),
@@ -1178,27 +1256,33 @@ impl Session {
         self.emit(Event::ToolSuspended {
             session_id: self.id.clone(),
             run_id: run_id.clone(),
-            tool_call_id: tool_call_id.clone(),
+            tool_call_id: tool_call_id.to_owned(),
             tool_name: SUBMIT_PLAN.to_owned(),
             suspend_payload: Suspension::Plan(payload.clone()),
         });
-        self.close_run(&run_id, RunState::Suspended, None);
-        if let Err(err) = self.commit().await {
-            let output =
-                ToolOutput::error(format!("The plan could not be saved for review: {err}"));
-            self.finish_tool(&run_id, &tool_call_id, SUBMIT_PLAN, output);
-            self.begin();
-            self.close_run(&run_id, RunState::Failed, Some(&err.to_string()));
-            return match self.commit().await {
-                Ok(()) => Err(err),
-                Err(second) => Err(second),
-            };
-        }
-        Ok(RunOutcome::Suspended {
-            run_id,
-            tool_call_id,
-            payload,
-        })
+        self.close_run(run_id, RunState::Suspended, None);
+        payload
+    }
+
+    /// Emits `tool_start` for the `index`-th call of the assistant message at `at`; returns its
+    /// id and tool name, or `None` when there is no such call.
+    fn start_tool(
+        &mut self,
+        run_id: &Arc<str>,
+        at: usize,
+        index: usize,
+    ) -> Option<(String, String)> {
+        let call = self.state.tool_call(at, index)?;
+        let (id, name) = (call.id.clone(), call.name.clone());
+        let event = Event::ToolStart {
+            session_id: self.id.clone(),
+            run_id: run_id.clone(),
+            tool_call_id: id.clone(),
+            tool_name: name.clone(),
+            args: call.args.clone(),
+        };
+        self.emit(event);
+        Some((id, name))
     }
 }
 
@@ -1292,7 +1376,7 @@ fn result_positions(calls: &[ToolCall], results: &[Message]) -> Option<Vec<usize
     )
 }
 
-impl Session {
+impl State {
     /// Puts the tool results after each assistant message in the order of its calls
     /// ([`result_positions`]), whatever order they came in: calls that ran before a suspension
     /// answered before the calls ahead of them that waited, decisions taken in another order,
@@ -1304,7 +1388,7 @@ impl Session {
     /// Only the order changes. Called before each model call, where no change is being saved
     /// (while one is, the conversation only grows: a failed save truncates it back); the next
     /// save keeps the new order.
-    fn order_results(&mut self) {
+    pub(crate) fn order_results(&mut self) {
         let mut at = 0;
         while at < self.messages.len() {
             let start = at + 1;

@@ -4,6 +4,9 @@
 use crate::event::{DecidedRecord, DecisionOutcome, Event, RunState};
 use crate::machine::expiry::{self, Waiting};
 
+use std::sync::Arc;
+
+use super::change::Change;
 use super::{PendingDecision, Session, SessionError};
 
 /// What the expiry reads of `pending`.
@@ -53,10 +56,11 @@ impl Session {
     /// [`crate::StoreError::Conflict`] when another host changed the session first (it may have
     /// applied the expiry: restore the session to see); nothing changes.
     pub async fn expire_if_due(&mut self) -> Result<Vec<DecidedRecord>, SessionError> {
-        let before = self.history.len();
+        let before = self.state.history.len();
         // Settling applies the deadline (after what a dropped operation left behind).
         self.settle().await?;
         Ok(self
+            .state
             .history
             .get(before..)
             .unwrap_or_default()
@@ -70,16 +74,24 @@ impl Session {
     /// [`crate::machine::expiry::expire`] says to the session and saves it.
     pub(crate) async fn apply_expiry(&mut self) -> Result<Vec<DecidedRecord>, SessionError> {
         let now = self.shared.now_ms();
-        let Some(expiry) = expiry::expire(self.pending.iter().map(waiting), now) else {
+        let Some(expiry) = expiry::expire(self.state.pending.iter().map(waiting), now) else {
             return Ok(Vec::new());
         };
-        // The checkpoint must hold what is pending.
-        self.begin();
-        let Some(run_id) = self.pending.first().map(|p| p.run_arc().clone()) else {
+        let Some(run_id) = self.state.pending.first().map(|p| p.run_arc().clone()) else {
             return Ok(Vec::new());
         };
-        self.pending.clear();
         let expired = expiry.expired();
+        tracing::info!(session_id = %self.id, expired = expired.len(), "no decision by the deadline: expired");
+        self.change(|c| c.expire(&run_id, expiry)).await?;
+        Ok(expired)
+    }
+}
+
+impl Change<'_> {
+    /// Applies `expiry` to suspended run `run_id`: every call it answers gets its result and
+    /// audit record, and the run ends `completed`.
+    fn expire(&mut self, run_id: &Arc<str>, expiry: expiry::Expiry) {
+        self.state.pending.clear();
         // The suspended run resumes to end: its events lie between `agent_start` and `agent_end`.
         let mode_id = self.mode_arc();
         self.emit(Event::AgentStart {
@@ -98,13 +110,10 @@ impl Session {
                 decision: Some(answer.record.clone()),
             });
             let (message, decided) = answer.into_parts();
-            self.messages.push(message);
-            self.history.push(decided);
+            self.state.messages.push(message);
+            self.state.history.push(decided);
         }
-        self.close_run(&run_id, RunState::Completed, None);
-        tracing::info!(session_id = %self.id, expired = expired.len(), "no decision by the deadline: expired");
-        self.commit().await?;
-        Ok(expired)
+        self.close_run(run_id, RunState::Completed, None);
     }
 }
 

@@ -28,6 +28,8 @@ mod handover;
 mod hostile;
 mod jail;
 mod kit_plants;
+mod mcp;
+mod mcp_config;
 mod model_input;
 mod openai;
 mod postgres;

@@ -1097,6 +1097,72 @@ async fn a_failed_save_changes_nothing() {
     );
 }
 
+/// Tool calls that wait for approval, in a suspension that cannot be saved, are never reported
+/// as pending: each gets a result saying why it did not run (so the conversation stays one a
+/// provider accepts), the save's error is returned, and once the store works again the session
+/// carries on with every call answered. (The change used to be rolled back first, which emptied
+/// the list these results were made from: the calls were left without results.)
+#[tokio::test]
+async fn a_suspension_on_tool_calls_that_cannot_be_saved_answers_each_call() {
+    let ws = Workspace::new();
+    let store = Arc::new(Faulty::default());
+    let mut reply = ReplayModel::call(
+        "c1",
+        "write_file",
+        json!({ "path": "a.txt", "content": "A" }),
+    );
+    reply
+        .tool_calls
+        .extend(ReplayModel::call("c2", "read_file", json!({ "path": "b.txt" })).tool_calls);
+    let model = Arc::new(ReplayModel::new([reply, ReplayModel::text("done")]));
+    let controller = controller_with(APPROVAL, &ws, model, store.clone());
+    let mut session = controller
+        .start_session(SessionOptions::new())
+        .await
+        .expect("session");
+    store.set(SAVE_CONFLICTS);
+    let err = session.send_message("write").await.expect_err("not saved");
+    assert!(err.is_conflict(), "{err}");
+    assert!(session.pending().is_empty(), "{:?}", session.pending());
+    let results = |session: &agent_controller::Session| -> Vec<(String, String)> {
+        session
+            .messages()
+            .iter()
+            .filter_map(|m| match m {
+                agent_controller::Message::Tool {
+                    tool_call_id,
+                    content,
+                    ..
+                } => Some((tool_call_id.clone(), content.clone())),
+                _ => None,
+            })
+            .collect()
+    };
+    let answered = results(&session);
+    assert_eq!(
+        answered
+            .iter()
+            .map(|(id, _)| id.as_str())
+            .collect::<Vec<_>>(),
+        ["c1", "c2"],
+        "{answered:#?}"
+    );
+    for (_, content) in &answered {
+        assert!(
+            content.starts_with("Not executed: the tool call could not be saved for approval"),
+            "{content}"
+        );
+    }
+    assert!(!ws.path().join("a.txt").exists(), "nothing ran");
+    store.set(SAVE_OK);
+    let outcome = session.send_message("again").await.expect("carries on");
+    assert!(
+        matches!(outcome, RunOutcome::Completed { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(results(&session).len(), 2, "each call has one result");
+}
+
 /// Child process of the kill test: saves a growing session in a loop until killed.
 #[test]
 #[ignore = "run by kill_during_saves_leaves_the_last_complete_state as a child process"]

@@ -1,0 +1,332 @@
+//! Save, then swap: what a session keeps ([`State`]) and how it changes ([`Change`]).
+//!
+//! A change is computed on a copy of the session's state: [`Session::change`] clones the
+//! state, lets the change's rules write the next state and the events it emits, saves the next
+//! state's record at the expected version (compare-and-swap), and only then swaps the next state
+//! in and delivers the events. A save that fails leaves the session's state as it was, since it
+//! was never touched: there is no checkpoint and no rollback. A future dropped during the save
+//! leaves the next state beside the save ([`Session::recover`]): the next operation swaps it in
+//! if the save got through, and drops it otherwise.
+//!
+//! Between saves a run also changes its state in place ([`Session::live`]): the tool calls it
+//! runs and their results, delivered at once and saved with the run's next change (a run started
+//! by a message is saved when it suspends or ends).
+
+use std::sync::Arc;
+
+use crate::event::{DecidedRecord, Event, RunState};
+use crate::mode::ModeId;
+use crate::model::Message;
+use crate::store::{PlanRevision, StoreError};
+use crate::workspace::WorkspaceRecord;
+
+use super::{Lease, PendingDecision, PendingToolCall, Session, SessionError, Shared};
+
+/// What a session keeps that its record saves and that changes as it runs: the mode, the
+/// conversation, the run, what waits for a decision and the decisions taken.
+#[derive(Debug, Clone)]
+pub(crate) struct State {
+    pub(crate) mode: ModeId,
+    pub(crate) messages: Vec<Message>,
+    /// How many runs were started (the last run is `run_<counter>`).
+    pub(crate) counter: u64,
+    pub(crate) run: Option<(Arc<str>, RunState)>,
+    /// What the suspended run waits on: one plan, or the tool calls of one reply that wait for
+    /// approval, in the model's order.
+    pub(crate) pending: Vec<PendingDecision>,
+    /// The tools a decision allowed, until the mode changes (`enter_mode` empties it).
+    pub(crate) always_allowed: Vec<String>,
+    /// Every settled decision, oldest first (the audit trail; the last one is `lastDecided`).
+    pub(crate) history: Vec<DecidedRecord>,
+    /// How many decision ids were given out.
+    pub(crate) decisions: u64,
+    /// The latest plan submitted, for the next revision's number and diff.
+    pub(crate) last_plan: Option<PlanRevision>,
+    /// The lease of the running run, as the record has it (the owner's, maybe another
+    /// process's); `None` when the run is not running or has no lease.
+    pub(crate) lease: Option<Lease>,
+    /// Whether this session took or renewed `lease` (it carries the run on); a session
+    /// restored with a running run does not, until it takes it over.
+    pub(crate) holds_lease: bool,
+}
+
+impl State {
+    /// A session's state before anything happened, in `mode`.
+    pub(crate) fn new(mode: ModeId) -> Self {
+        Self {
+            mode,
+            messages: Vec::new(),
+            counter: 0,
+            run: None,
+            pending: Vec::new(),
+            always_allowed: Vec::new(),
+            history: Vec::new(),
+            decisions: 0,
+            last_plan: None,
+            lease: None,
+            holds_lease: false,
+        }
+    }
+
+    /// The tool calls of the suspended reply still waiting for a decision.
+    pub(crate) fn undecided_calls(&self) -> Vec<PendingToolCall> {
+        self.pending
+            .iter()
+            .filter(|p| p.is_waiting())
+            .filter_map(PendingDecision::as_tool_call)
+            .cloned()
+            .collect()
+    }
+
+    /// The `index`-th tool call of the assistant message at `at` in the conversation.
+    pub(crate) fn tool_call(&self, at: usize, index: usize) -> Option<&crate::tool::ToolCall> {
+        match self.messages.get(at)? {
+            Message::Assistant { tool_calls, .. } => tool_calls.get(index),
+            _ => None,
+        }
+    }
+}
+
+/// A change being computed: the session's next state and the events it emits, beside what of
+/// the session it reads (the controller's config, the session id and workspace). The rules
+/// that make a change are methods of this type; they never await, save or deliver.
+pub(crate) struct Change<'a> {
+    pub(crate) shared: &'a Shared,
+    pub(crate) id: &'a Arc<str>,
+    pub(crate) workspace: &'a WorkspaceRecord,
+    /// The next state.
+    pub(crate) state: &'a mut State,
+    /// The events of the change, in order, delivered once it is saved.
+    pub(crate) events: &'a mut Vec<Event>,
+}
+
+impl Change<'_> {
+    /// Emits `event` once the change is saved.
+    pub(crate) fn emit(&mut self, event: Event) {
+        self.events.push(event);
+    }
+
+    /// The id of the next state's mode.
+    pub(crate) fn mode_arc(&self) -> Arc<str> {
+        self.shared.graph.mode(self.state.mode).id_arc().clone()
+    }
+}
+
+/// A save running in its own task, with the state it saves and that state's events: dropping
+/// the operation that started it cannot leave the store and the session disagreeing, since the
+/// next operation awaits it to learn how it ended and swaps the state in only if it landed.
+pub(crate) struct Saving {
+    version: u64,
+    task: tokio::task::JoinHandle<Result<(), StoreError>>,
+    next: Box<State>,
+    events: Vec<Event>,
+}
+
+/// Whether `store` holds `mine`, the record of a change whose save was aborted (it got through).
+async fn landed(
+    store: Option<Arc<dyn crate::store::SessionStore>>,
+    mut mine: crate::store::SessionRecord,
+) -> bool {
+    let Some(store) = store else {
+        return false;
+    };
+    match store.load(&mine.session_id).await {
+        Ok(Some(stored)) if stored.version == mine.version => {
+            mine.updated_at = stored.updated_at;
+            mine == stored
+        }
+        _ => false,
+    }
+}
+
+impl Session {
+    /// Makes a change: `rules` computes the next state on a copy of the session's, the next
+    /// state is saved (compare-and-swap on the version), and only then is it swapped in and
+    /// are its events delivered. Returns what `rules` returned.
+    ///
+    /// # Errors
+    /// [`SessionError::Store`] when the save fails; the session is as before.
+    ///
+    /// Cancel-safe: dropped during the save, the next state waits beside the save, and the next
+    /// operation swaps it in if the save got through ([`Session::recover`]).
+    pub(crate) async fn change<T>(
+        &mut self,
+        rules: impl FnOnce(&mut Change<'_>) -> T,
+    ) -> Result<T, SessionError> {
+        self.try_change(|c| Ok(rules(c))).await
+    }
+
+    /// [`Session::change`] for rules that may refuse: when `rules` returns an error, the next
+    /// state is dropped unsaved and the session is as before.
+    ///
+    /// # Errors
+    /// What `rules` returned, and as for [`Session::change`].
+    pub(crate) async fn try_change<T>(
+        &mut self,
+        rules: impl FnOnce(&mut Change<'_>) -> Result<T, SessionError>,
+    ) -> Result<T, SessionError> {
+        let mut next = self.state.clone();
+        let mut events = std::mem::take(&mut self.spare_events);
+        let out = rules(&mut Change {
+            shared: &self.shared,
+            id: &self.id,
+            workspace: &self.workspace,
+            state: &mut next,
+            events: &mut events,
+        })?;
+        self.save_then_swap(next, events).await?;
+        Ok(out)
+    }
+
+    /// Changes the state in place, between saves: what a run does as it goes (a tool call and
+    /// its result), delivered at once and saved with the run's next change.
+    pub(crate) fn live<T>(&mut self, rules: impl FnOnce(&mut Change<'_>) -> T) -> T {
+        let mut events = std::mem::take(&mut self.spare_events);
+        let out = rules(&mut Change {
+            shared: &self.shared,
+            id: &self.id,
+            workspace: &self.workspace,
+            state: &mut self.state,
+            events: &mut events,
+        });
+        self.deliver(events);
+        out
+    }
+
+    /// Saves `next` at the expected version, then swaps it in and delivers `events`; when the
+    /// save fails, `next` and `events` are dropped and the session is as before.
+    async fn save_then_swap(
+        &mut self,
+        next: State,
+        events: Vec<Event>,
+    ) -> Result<(), SessionError> {
+        let Some(store) = self.shared.store.clone() else {
+            self.swap_in(None, next, events);
+            return Ok(());
+        };
+        let record = self.record_of(&next);
+        let version = record.version;
+        let expected = (self.version > 0).then_some(self.version);
+        let span = tracing::debug_span!("save", session_id = %self.id, version);
+        let saved = match tokio::runtime::Handle::try_current() {
+            // In its own task, so a dropped operation leaves a save that either happened or
+            // did not, and the next operation finds out which ([`Session::recover`]).
+            Ok(runtime) => {
+                use tracing::Instrument;
+                let save = async move { store.save(&record, expected).await };
+                let task = runtime.spawn(save.instrument(span));
+                let saving = self.saving.insert(Saving {
+                    version,
+                    task,
+                    next: Box::new(next),
+                    events,
+                });
+                let joined = (&mut saving.task).await;
+                let saving = self.saving.take();
+                match (joined, saving) {
+                    (Ok(Ok(())), Some(saving)) => {
+                        self.swap_in(Some(saving.version), *saving.next, saving.events);
+                        Ok(())
+                    }
+                    (Ok(result), _) => result,
+                    (Err(e), _) => Err(StoreError::backend("the save task failed", e)),
+                }
+            }
+            Err(_) => {
+                use tracing::Instrument;
+                let saved = store.save(&record, expected).instrument(span).await;
+                if saved.is_ok() {
+                    self.swap_in(Some(version), next, events);
+                }
+                saved
+            }
+        };
+        saved.map_err(|err| {
+            tracing::warn!(session_id = %self.id, error = %err, "save failed; the change was not applied");
+            SessionError::Store(err)
+        })
+    }
+
+    /// Swaps a saved state in (saved at `version`, or with no store) and delivers its events.
+    fn swap_in(&mut self, version: Option<u64>, next: State, events: Vec<Event>) {
+        if let Some(version) = version {
+            self.version = version;
+        }
+        self.state = next;
+        self.deliver(events);
+    }
+
+    /// Delivers `events` in order, keeping the buffer for the next change of a running run (a
+    /// session that now waits, for a decision or a message, gives it back: a held session costs
+    /// memory, not time).
+    fn deliver(&mut self, mut events: Vec<Event>) {
+        for event in events.drain(..) {
+            self.emit(event);
+        }
+        if matches!(self.state.run, Some((_, RunState::Running))) {
+            self.spare_events = events;
+        }
+    }
+
+    /// Finishes what an abandoned operation (a future dropped mid-save) left: a save that went
+    /// through has its state swapped in (and its held-back events delivered), one that did not
+    /// is dropped, so events of a change that was never saved are never delivered. Then the end
+    /// of a run whose future was dropped ([`Session::abandon`]), shown since, is saved.
+    ///
+    /// A save still running (a slow or stalled store) is aborted; when it is unclear whether
+    /// it got through before that, the store is asked. (A store that writes after its save
+    /// future was aborted, for example from a blocking thread, can still land a save after
+    /// this check; the next save then fails with [`StoreError::Conflict`] and changes nothing:
+    /// restore the session.)
+    ///
+    /// # Errors
+    /// [`SessionError::Store`] when the end of a dropped run cannot be saved; it stays shown,
+    /// and the next operation tries again.
+    pub(crate) async fn recover(&mut self) -> Result<(), SessionError> {
+        if let Some(saving) = self.saving.take() {
+            saving.task.abort();
+            let saved = match saving.task.await {
+                Ok(result) => result.is_ok(),
+                Err(_) => landed(self.shared.store.clone(), self.record_of(&saving.next)).await,
+            };
+            if saved {
+                self.swap_in(Some(saving.version), *saving.next, saving.events);
+            }
+        }
+        if let Some(events) = self.abandoned.take() {
+            // The end of a dropped run, shown since it was dropped: save it now.
+            let held = events.clone();
+            let next = self.state.clone();
+            if let Err(e) = self.save_then_swap(next, events).await {
+                self.abandoned = Some(held);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// What a run's future dropped before it returned leaves: the run ends aborted at once, in
+    /// memory (every tool call of the last reply gets its result; the events wait for the
+    /// save), and the next operation or [`Session::settle`] saves it. A future dropped while
+    /// a save was under way is left to them: whether that save landed is learned there.
+    pub(crate) fn abandon(&mut self) {
+        self.cancel.finish();
+        if self.saving.is_some() || self.abandoned.is_some() {
+            return;
+        }
+        let Some((run_id, RunState::Running)) = &self.state.run else {
+            return;
+        };
+        let run_id = run_id.clone();
+        let mut events = Vec::new();
+        Change {
+            shared: &self.shared,
+            id: &self.id,
+            workspace: &self.workspace,
+            state: &mut self.state,
+            events: &mut events,
+        }
+        .close_interrupted(&run_id);
+        self.abandoned = Some(events);
+    }
+}
