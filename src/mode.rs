@@ -8,7 +8,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::deadline::ApprovalTimeout;
+pub(crate) mod timeout;
+
+use self::timeout::ApprovalTimeout;
 use crate::tool::SUBMIT_PLAN;
 
 /// A handle to a mode of one [`ModeGraph`]: a small copyable index, valid for the graph that

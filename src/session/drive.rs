@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tracing::Instrument;
 
 use super::change::{Change, State};
-use super::decision::{self as rules, Checked};
+use crate::machine::decision::{self as rules, Checked};
 use super::{
     Decision, DecisionAction, Operation, PendingDecision, PendingPlan, PendingToolCall, RunOutcome,
     Session, SessionError, decision_id_for,

@@ -2,6 +2,7 @@
 //! of [`crate::deadline`].
 
 use crate::event::{DecidedRecord, DecisionOutcome, Event, RunState};
+use crate::machine::error::expired_error;
 use crate::machine::expiry::{self, Waiting};
 
 use std::sync::Arc;
@@ -25,16 +26,6 @@ fn waiting(pending: &PendingDecision) -> Waiting<'_> {
             payload: &p.payload,
         },
     }
-}
-
-/// The error for a decision of `decision_id` that names a plan which expired (its history
-/// record), or `None` when that record is not an expiry.
-pub(crate) fn expired_error(record: &DecidedRecord) -> Option<SessionError> {
-    (record.outcome == Some(DecisionOutcome::Expired)).then(|| SessionError::Expired {
-        decision_id: record.decision_id.clone(),
-        deadline_at: record.decided_at.clone().unwrap_or_default(),
-        tool_name: record.tool_name.clone(),
-    })
 }
 
 impl Session {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{SessionError, expired_error};
+use super::error::{SessionError, expired_error};
 use crate::event::{DecidedRecord, SuspendPayload, ToolCallPayload};
 use crate::mode::ModeId;
 use crate::tool::SUBMIT_PLAN;
