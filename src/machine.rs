@@ -53,6 +53,8 @@
 //!    compare-and-swap ([`crate::store::SessionStore::save`], `src/store/file.rs` and the other
 //!    stores), then swaps it in and delivers its events; the run then carries on in the new mode.
 
+pub(crate) mod change;
 pub(crate) mod decision;
 pub(crate) mod error;
 pub(crate) mod expiry;
+pub(crate) mod state;

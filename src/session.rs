@@ -1,19 +1,21 @@
 //! A session: the current mode, the conversation, the pending plan decision, and the operations
 //! that move between modes.
 
-mod change;
 mod drive;
 mod expiry;
 mod kind;
+mod save;
 
+pub use self::kind::SessionErrorKind;
 pub(crate) use crate::machine::decision::decision_id_for;
 pub use crate::machine::decision::{
     Decision, DecisionAction, PendingDecision, PendingPlan, PendingToolCall,
 };
 pub use crate::machine::error::SessionError;
-pub use self::kind::SessionErrorKind;
 
-use self::change::{Saving, State};
+use self::save::Saving;
+use crate::machine::state::{Lease, State};
+pub(crate) use crate::mode::ModeRuntime;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -33,7 +35,7 @@ use crate::store::{
     DecidedRecord, PendingRecord, PendingToolCallRecord, RunRecord, SCHEMA_VERSION, SessionRecord,
     SessionStore, StoreError,
 };
-use crate::tool::{SUBMIT_PLAN, ToolRegistry, ToolSpec};
+use crate::tool::{SUBMIT_PLAN, ToolRegistry};
 use crate::workspace::{WorkspaceMismatch, WorkspaceRecord};
 
 /// How a call that drives a run returned: the run's state ([`RunOutcome::state`]) with what
@@ -119,34 +121,6 @@ impl RunOutcome {
     }
 }
 
-/// What a mode needs at run time, built once when the controller is built.
-#[derive(Debug)]
-pub(crate) struct ModeRuntime {
-    pub(crate) system_prompt: String,
-    pub(crate) specs: Vec<ToolSpec>,
-    pub(crate) tool_list: String,
-    pub(crate) name: String,
-    pub(crate) id: Arc<str>,
-}
-
-impl ModeRuntime {
-    pub(crate) fn allows(&self, tool: &str) -> bool {
-        self.specs.iter().any(|s| &*s.name == tool)
-    }
-
-    /// The notice the model reads after a switch into this mode.
-    pub(crate) fn mode_notice(&self, previous: &str, reason: ModeChangeReason) -> String {
-        let why = match reason {
-            ModeChangeReason::Manual => "switched by the user",
-            ModeChangeReason::PlanApproved => "your plan was approved",
-        };
-        format!(
-            "Mode changed: you are now in the {} mode (`{}`), previously `{previous}` ({why}). Follow this mode's instructions from now on. Your tools are now: {}.",
-            self.name, self.id, self.tool_list
-        )
-    }
-}
-
 /// Everything the sessions of one controller share: read-only after the controller is built
 /// ([`crate::AgentControllerBuilder::build`]).
 pub(crate) struct Shared {
@@ -177,21 +151,9 @@ impl Shared {
         crate::deadline::millis_since_epoch((self.clock)())
     }
 
-    /// Now by the controller's clock, as RFC 3339 in UTC with whole seconds (`decidedAt`).
-    pub(crate) fn now_rfc3339(&self) -> String {
-        crate::event::rfc3339(self.now_ms() / 1000)
-    }
-
     pub(crate) fn runtime(&self, mode: ModeId) -> &ModeRuntime {
         &self.runtimes[mode.index().min(self.runtimes.len() - 1)]
     }
-}
-
-/// The lease of a running run, as its record keeps it: who carries the run on, and until when.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Lease {
-    pub(crate) owner: String,
-    pub(crate) expires_at_ms: u64,
 }
 
 /// The targets of a pending plan restored under `graph`, in the payload's order, and why it can
@@ -904,28 +866,6 @@ impl Session {
     }
 }
 
-impl change::Change<'_> {
-    /// Takes (or renews) the lease of the running run for this process: the change being made
-    /// saves it. Without a store there is nobody to share the run with, and no lease.
-    pub(crate) fn take_lease(&mut self) {
-        if self.shared.store.is_none() {
-            return;
-        }
-        let duration = u64::try_from(self.shared.lease_duration.as_millis()).unwrap_or(u64::MAX);
-        self.state.lease = Some(Lease {
-            owner: self.shared.lease_owner.clone(),
-            expires_at_ms: self.shared.now_ms().saturating_add(duration),
-        });
-        self.state.holds_lease = true;
-    }
-
-    /// The run no longer runs here: it has no lease any more.
-    pub(crate) fn drop_lease(&mut self) {
-        self.state.lease = None;
-        self.state.holds_lease = false;
-    }
-}
-
 impl Session {
     /// Renews the lease of the run this session carries on, by a save (compare-and-swap): always
     /// when `save_step` (before a step's tool calls run, so each is in the store before it runs,
@@ -1251,48 +1191,6 @@ impl Session {
         })
         .await?;
         Ok(true)
-    }
-}
-
-impl change::Change<'_> {
-    /// Moves to `target`, emitting `mode_changed` and telling the model with a notice in the
-    /// conversation; no-op for the same mode.
-    pub(crate) fn set_mode(&mut self, target: ModeId, reason: ModeChangeReason) -> bool {
-        let Some(notice) = self.mode_notice(target, reason) else {
-            return false;
-        };
-        self.state
-            .messages
-            .push(Message::System { content: notice });
-        self.enter_mode(target, reason);
-        true
-    }
-
-    /// The notice telling the model of a switch from the current mode to `target`, or `None`
-    /// when `target` is the current mode.
-    pub(crate) fn mode_notice(&self, target: ModeId, reason: ModeChangeReason) -> Option<String> {
-        (target != self.state.mode).then(|| {
-            self.shared
-                .runtime(target)
-                .mode_notice(&self.mode_arc(), reason)
-        })
-    }
-
-    /// Moves to `target` and emits `mode_changed`; the caller has told the model.
-    /// Every change of mode (by hand or by an approved plan) ends the session's "always allow"s
-    /// ([`Session::always_allowed`]): an allowance given in one mode never runs another mode's
-    /// calls unasked.
-    pub(crate) fn enter_mode(&mut self, target: ModeId, reason: ModeChangeReason) {
-        let previous = self.mode_arc();
-        self.state.always_allowed.clear();
-        self.state.mode = target;
-        let mode_id = self.mode_arc();
-        self.emit(Event::ModeChanged {
-            session_id: self.id.clone(),
-            mode_id,
-            previous_mode_id: previous,
-            reason,
-        });
     }
 }
 

@@ -239,4 +239,3 @@ pub(crate) fn expired_error(record: &DecidedRecord) -> Option<SessionError> {
         tool_name: record.tool_name.clone(),
     })
 }
-

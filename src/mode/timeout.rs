@@ -122,4 +122,3 @@ impl FromStr for ApprovalTimeout {
         })
     }
 }
-

@@ -7,8 +7,8 @@ use crate::machine::expiry::{self, Waiting};
 
 use std::sync::Arc;
 
-use super::change::Change;
 use super::{PendingDecision, Session, SessionError};
+use crate::machine::change::Change;
 
 /// What the expiry reads of `pending`.
 fn waiting(pending: &PendingDecision) -> Waiting<'_> {
