@@ -22,8 +22,9 @@ use crate::tool::fs::PLAN_WRITING_TOOLS;
 use crate::tool::{SUBMIT_PLAN, ToolAccess, ToolRegistry};
 
 mod builder;
+mod mcp;
 #[cfg(feature = "schema")]
-mod schema;
+pub(crate) mod schema;
 
 pub use self::builder::{BUILDER_ORIGIN, ModeBuilder, ModeGraphBuilder};
 
@@ -110,6 +111,19 @@ named_enum! {
         /// A warning, not an error ([`workspace_warnings`]): the plans folder holds files that
         /// are not plans (source, for example), which the plan tools could then change.
         PlansDirNotDedicated = "plans_dir_not_dedicated",
+        /// An `[[mcpServers]]` entry is not valid: a bad id, neither or both of `command` and
+        /// `url`, a URL that is not http(s), a bad `timeout`.
+        InvalidMcpServer = "invalid_mcp_server",
+        /// Two `[[mcpServers]]` entries share an id.
+        DuplicateMcpServer = "duplicate_mcp_server",
+        /// A mode lists `SERVER__TOOL` (or `SERVER__*`) but no `[[mcpServers]]` entry has
+        /// that id.
+        UnknownMcpServer = "unknown_mcp_server",
+        /// A mode lists an MCP tool name that no model provider accepts as a tool name.
+        InvalidMcpToolName = "invalid_mcp_tool_name",
+        /// A planning mode lists the `SERVER__*` wildcard of a server that is not `trusted`:
+        /// a planning mode offers such a server's tools only by name.
+        UntrustedWildcard = "untrusted_wildcard",
     }
 }
 
@@ -440,6 +454,11 @@ struct RawConfig<'a> {
     #[serde(default)]
     #[cfg_attr(feature = "schema", schemars(length(min = 1)))]
     modes: Vec<RawMode<'a>>,
+    /// The MCP servers whose tools modes may offer, as `SERVER__TOOL` or `SERVER__*` in
+    /// `availableTools` (guide: MCP). Each is a program with its own file access: the
+    /// workspace jail covers only the built-in tools.
+    #[serde(default)]
+    mcp_servers: Vec<mcp::RawMcpServer>,
 }
 
 /// One mode: its id, what the model is told in it, its tools and where an approved plan hands
@@ -1209,6 +1228,12 @@ fn validate(
         return None;
     }
 
+    let server_ids: Vec<String> = raw
+        .mcp_servers
+        .iter()
+        .map(|s| s.id_text().to_owned())
+        .collect();
+    let mcp_servers = mcp::validate_servers(raw.mcp_servers, source, errors);
     let mut index: HashMap<Arc<str>, ModeId> = HashMap::default();
     index.reserve(raw.modes.len());
     let mut ids: Vec<Arc<str>> = Vec::with_capacity(raw.modes.len());
@@ -1507,14 +1532,24 @@ fn validate(
             dir.into_inner()
         }
     };
-    Some(ModeGraph::new(
-        modes,
-        ModeId::from_index(default),
-        index,
-        plans_dir.into(),
-        source.origin.to_owned(),
-        tool_refs,
-    ))
+    errors.extend(mcp::reference_errors(
+        &tool_refs,
+        &modes,
+        &mcp_servers,
+        &server_ids,
+        source.origin,
+    ));
+    Some(
+        ModeGraph::new(
+            modes,
+            ModeId::from_index(default),
+            index,
+            plans_dir.into(),
+            source.origin.to_owned(),
+            tool_refs,
+        )
+        .with_mcp_servers(mcp_servers),
+    )
 }
 
 /// The error for a tool `name` that mode `id` lists a second time (at `span`) in `key`.
@@ -1598,7 +1633,12 @@ fn approval_policy(
             continue;
         }
         match &offered {
-            Some((offered, set)) if !set.contains(name) => {
+            Some((offered, set))
+                if !set.contains(name)
+                    && !offered
+                        .iter()
+                        .any(|pattern| crate::tool::mcp::wildcard_covers(pattern, name)) =>
+            {
                 let hint = if offered.len() <= MAX_HINT_CANDIDATES && *hinted < MAX_HINTED {
                     *hinted += 1;
                     did_you_mean(name, offered.iter().map(|t| &**t))
@@ -1810,7 +1850,7 @@ impl ModeGraph {
     ) -> Vec<ConfigError> {
         self.tool_refs()
             .iter()
-            .filter(|r| &*r.name != SUBMIT_PLAN && !is_known(&r.name))
+            .filter(|r| &*r.name != SUBMIT_PLAN && !self.is_mcp_ref(&r.name) && !is_known(&r.name))
             .enumerate()
             .map(|(n, r)| {
                 self.placed(ConfigError::unknown_tool(
@@ -1953,7 +1993,9 @@ impl ModeGraph {
         let refs: Vec<&ToolRef> = self
             .tool_refs()
             .iter()
-            .filter(|r| &*r.name != SUBMIT_PLAN && !known.contains(&&*r.name))
+            .filter(|r| {
+                &*r.name != SUBMIT_PLAN && !self.is_mcp_ref(&r.name) && !known.contains(&&*r.name)
+            })
             .collect();
         let others: Vec<String> = refs
             .iter()

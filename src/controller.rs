@@ -290,7 +290,20 @@ fn mode_runtime(
     match mode.available_tools() {
         Some(list) => {
             for name in list {
-                push(name);
+                if name.ends_with("__*") {
+                    // A `SERVER__*` wildcard: the server's tools, in registration order; in
+                    // a planning mode only those that change nothing (a trusted server's
+                    // tools annotated read-only: crate::tool::mcp).
+                    for tool in tools.iter() {
+                        if crate::tool::mcp::wildcard_covers(name, tool.name())
+                            && (!mode.is_planning() || tool.access() == ToolAccess::ReadOnly)
+                        {
+                            push(tool.name());
+                        }
+                    }
+                } else {
+                    push(name);
+                }
             }
         }
         // A planning mode offers a tool that writes only where its config lists it: without

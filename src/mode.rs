@@ -12,6 +12,7 @@ pub(crate) mod timeout;
 
 use self::timeout::ApprovalTimeout;
 use crate::event::ModeChangeReason;
+use crate::tool::mcp::McpServer;
 use crate::tool::{SUBMIT_PLAN, ToolSpec};
 
 /// A handle to a mode of one [`ModeGraph`]: a small copyable index, valid for the graph that
@@ -219,7 +220,9 @@ impl RequireApproval {
         match self {
             RequireApproval::None => false,
             RequireApproval::All => true,
-            RequireApproval::Tools(tools) => tools.iter().any(|t| &**t == tool),
+            RequireApproval::Tools(tools) => tools
+                .iter()
+                .any(|t| &**t == tool || crate::tool::mcp::wildcard_covers(t, tool)),
         }
     }
 
@@ -265,6 +268,8 @@ pub struct ModeGraph {
     /// Whether the graph came from text, so its errors can point into it (not for a graph built
     /// in code).
     positions: bool,
+    /// The `[[mcpServers]]` whose tools modes may name as `SERVER__TOOL`.
+    mcp_servers: Arc<[McpServer]>,
 }
 
 impl ModeGraph {
@@ -284,7 +289,66 @@ impl ModeGraph {
             origin,
             tool_refs,
             positions: true,
+            mcp_servers: Arc::from([]),
         }
+    }
+
+    /// The same graph with `servers` as its `[[mcpServers]]`.
+    pub(crate) fn with_mcp_servers(mut self, servers: Vec<McpServer>) -> Self {
+        self.mcp_servers = servers.into();
+        self
+    }
+
+    /// The `[[mcpServers]]` of the config, in order: the MCP servers whose tools modes may
+    /// name as `SERVER__TOOL` or `SERVER__*` ([`crate::tool::mcp`] starts them).
+    pub fn mcp_servers(&self) -> &[McpServer] {
+        &self.mcp_servers
+    }
+
+    /// The MCP server with this id, if the config has one.
+    pub fn mcp_server(&self, id: &str) -> Option<&McpServer> {
+        self.mcp_servers.iter().find(|s| s.id() == id)
+    }
+
+    /// Whether `name` refers to one of the config's MCP servers (`fs__read_text_file`,
+    /// `fs__*` with a server `fs`): such a name is checked against the server's own tools
+    /// when it is started, not against the controller's registry.
+    pub fn is_mcp_ref(&self, name: &str) -> bool {
+        crate::tool::mcp::split_mcp_name(name)
+            .is_some_and(|(server, _)| self.mcp_server(server).is_some())
+    }
+
+    /// The `SERVER__TOOL` names the modes list by name (not the `SERVER__*` wildcards) in
+    /// `availableTools` and `requireApproval`, of the config's MCP servers, each once.
+    pub fn mcp_tool_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = Vec::new();
+        for mode in &self.modes {
+            let listed = mode.available_tools.iter().flatten();
+            let approval = match &mode.require_approval {
+                RequireApproval::Tools(list) => list.as_slice(),
+                _ => &[],
+            };
+            for name in listed.chain(approval) {
+                if !name.ends_with('*') && self.is_mcp_ref(name) && !names.contains(&&**name) {
+                    names.push(name);
+                }
+            }
+        }
+        names
+    }
+
+    /// The MCP servers a session of this graph needs: those some mode names a tool of, and
+    /// every one when a mode has no `availableTools` (it offers every tool).
+    pub fn needed_mcp_servers(&self) -> Vec<&McpServer> {
+        let all = self.modes.iter().any(|m| m.available_tools.is_none());
+        self.mcp_servers
+            .iter()
+            .filter(|server| {
+                all || self.tool_refs.iter().any(|r| {
+                    crate::tool::mcp::split_mcp_name(&r.name).is_some_and(|(s, _)| s == server.id())
+                })
+            })
+            .collect()
     }
 
     /// Marks the graph as built in code: its tool errors carry no file position.

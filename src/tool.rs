@@ -14,6 +14,7 @@
 pub mod args;
 pub mod fs;
 pub mod input;
+pub mod mcp;
 pub mod submit_plan;
 
 use std::collections::HashMap;

@@ -8,6 +8,7 @@
 
 mod common;
 
+mod acp;
 mod anthropic;
 mod blocking;
 mod builders;
@@ -28,6 +29,8 @@ mod handover;
 mod hostile;
 mod jail;
 mod kit_plants;
+mod mcp;
+mod mcp_config;
 mod model_input;
 mod openai;
 mod postgres;
