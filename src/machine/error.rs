@@ -80,7 +80,7 @@ pub enum SessionError {
     /// The resume data is not `{ action: "approved" | "rejected", feedback?, sha256? }`.
     #[error("malformed resume data: {0}")]
     MalformedDecision(String),
-    /// The decision names a target mode ([`Decision::to`]) the pending plan does not list;
+    /// The decision names a target mode ([`Decision::to`](crate::Decision::to)) the pending plan does not list;
     /// nothing changed.
     #[error(
         "mode `{given}` is not a target of the pending plan: approve to one of {}",
@@ -92,7 +92,7 @@ pub enum SessionError {
         /// The targets the plan lists (`targetModeIds`), the plain approval's first.
         allowed: Vec<String>,
     },
-    /// The edited plan of an approval ([`Decision::with_plan`]) breaks the limits of a plan
+    /// The edited plan of an approval ([`Decision::with_plan`](crate::Decision::with_plan)) breaks the limits of a plan
     /// (blank, or larger than 1 MiB); nothing changed.
     #[error("the edited plan cannot be approved: {0}")]
     EditedPlan(#[source] crate::tool::submit_plan::PlanError),
@@ -120,7 +120,7 @@ pub enum SessionError {
     /// [`crate::AgentController::restore_session`] instead).
     #[error("session `{0}` already exists in the store")]
     SessionExists(String),
-    /// [`Session::continue_run`] found no run to carry on: the session's latest run is not
+    /// [`Session::continue_run`](crate::Session::continue_run) found no run to carry on: the session's latest run is not
     /// `running` (it is suspended, ended, or there is none).
     #[error(
         "session `{session_id}` has no interrupted run to continue (its latest run is {state})"
