@@ -20,15 +20,19 @@
 //! - [`expiry`]: the deadline tick: when what waits expires and what the expiry answers,
 //!   applied by a live session (`src/session/expiry.rs`) and to a stored record
 //!   (`deadline::expire_record`) alike.
+//! - [`run`]: the steps of a run: a user message starts it, a plan or tool calls suspend it,
+//!   an abort, a new message or a manual switch cancel what waits, and a cancelled, dropped or
+//!   interrupted run answers its open tool calls.
 //! - [`error`]: what the rules and the driver refuse ([`error::SessionError`]).
 //!
 //! Not here yet (issue 20): the run loop's inputs (a user message, a model reply, tool
-//! results, an abort, a manual switch, a lease tick) are pure `Change` methods too, but written
-//! in the driver's files (`src/session/drive.rs`, `src/session.rs`), which call them in order
-//! and perform the model and tool calls between them; they are not yet one `Input` handed to
-//! one entry point. A rule outcome on a tool call (issue 23) is one more input of the same
-//! kind: a pure function of the state and the call that the driver feeds in before it runs
-//! the call, like the "needs approval" check of `src/session/drive.rs` today.
+//! results, an abort, a manual switch, a lease tick) are pure `Change` methods here
+//! ([`run`], [`change`]), but the driver (`src/session/drive.rs`) still calls them one by one
+//! between its model and tool calls: they are not yet one `Input` handed to one entry point
+//! that returns the effects, as `Decide` does. A rule outcome on a tool call (issue 23) is one
+//! more input of the same kind: a pure function of the state and the call that the driver
+//! feeds in before it runs the call, beside the "needs approval" check of
+//! `src/session/drive.rs`.
 //!
 //! # The reference model stays an independent oracle
 //!
@@ -65,4 +69,5 @@ pub(crate) mod change;
 pub(crate) mod decision;
 pub(crate) mod error;
 pub(crate) mod expiry;
+pub(crate) mod run;
 pub(crate) mod state;

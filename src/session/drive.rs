@@ -1,69 +1,24 @@
 //! Driving a run (the I/O half of the session, [`Session`]): model call -> tool calls -> model
 //! call ..., until the model is done, a plan suspends the run, or the run fails; and the
-//! decision that resumes a suspended run. The rules a decision obeys are in
-//! [`crate::machine::decision`]; this file performs them (saves, events, tool and model calls).
+//! decision that resumes a suspended run. The rules each step obeys are in [`crate::machine`]
+//! ([`crate::machine::run`], [`crate::machine::decision`]); this file performs them: it calls
+//! the model and the tools, and saves each change before it swaps it in.
 
 use std::sync::Arc;
 
 use tracing::Instrument;
 
-use super::{
-    Decision, Operation, PendingDecision, PendingPlan, PendingToolCall, RunOutcome, Session,
-    SessionError, decision_id_for,
-};
-use crate::event::{
-    CancelReason, DecisionOutcome, Event, RunState, SuspendPayload, Suspension, ToolCallPayload,
-};
-use crate::machine::change::Change;
+use super::{Decision, Operation, PendingDecision, RunOutcome, Session, SessionError};
+use crate::event::{CancelReason, Event, RunState};
+use crate::machine::decision::Decided;
 use crate::machine::decision::{self as rules, Checked};
-use crate::machine::decision::{Decided, tool_call_record};
+use crate::machine::run::{
+    CANCELLED_RESULT, INTERRUPTED_RESULT, NOT_STARTED_RESULT, tool_cancelled_result,
+};
 use crate::model::{Message, ModelError, ModelErrorKind, ModelRequest, TextSink};
 use crate::store::SessionStore;
 use crate::tool::submit_plan::{self, PlanSubmission, SUBMIT_PLAN};
 use crate::tool::{PendingPlans, ToolCall, ToolContext, ToolOutput};
-
-/// The id of the `n`-th run of a session: `run_<n>`.
-fn run_id_for(n: u64) -> Arc<str> {
-    Arc::from(format!("run_{n}"))
-}
-
-/// The result of a tool call a cancelled (or dropped) run was waiting for.
-pub(crate) const CANCELLED_RESULT: &str =
-    "Cancelled: the run was cancelled before this tool call finished; it returned nothing.";
-
-/// The result of a tool call a cancelled (or dropped) run never started.
-pub(crate) const NOT_STARTED_RESULT: &str = "Not executed: the run was cancelled first.";
-
-/// The result of a tool call that a stopped process may have run before the run was carried on
-/// ([`Session::continue_run`]): never run again, so the model can check and decide.
-pub(crate) const INTERRUPTED_RESULT: &str = "Interrupted: the process running this tool call stopped before its result was saved, so it may or may not have taken effect. It was not run again: check its effect before calling it again.";
-
-/// The not-approved tool result for a suspension cancelled for `reason`.
-fn cancelled_result(reason: CancelReason) -> &'static str {
-    match reason {
-        CancelReason::Aborted => "Plan not approved: the run was aborted. Stay in this mode.",
-        CancelReason::UserMessage => {
-            "Plan not approved: the user sent a new message instead of deciding. Read it and continue in this mode."
-        }
-        CancelReason::ModeSwitch => "Plan not approved: the user switched mode by hand.",
-    }
-}
-
-/// The result of a tool call that waited for approval when its suspension was cancelled for
-/// `reason`: it never ran.
-fn tool_cancelled_result(reason: CancelReason) -> &'static str {
-    match reason {
-        CancelReason::Aborted => {
-            "Not approved: the run was aborted before this tool call was decided; it was not executed."
-        }
-        CancelReason::UserMessage => {
-            "Not approved: the user sent a new message instead of deciding; this tool call was not executed. Read the message and continue."
-        }
-        CancelReason::ModeSwitch => {
-            "Not approved: the user switched mode by hand; this tool call was not executed."
-        }
-    }
-}
 
 /// The result of a `submit_plan` call in a reply whose other calls wait for approval.
 const PLAN_BESIDE_APPROVALS: &str = "Not executed: other tool calls of this reply wait for the user's approval. Submit the plan again after they are decided.";
@@ -74,92 +29,6 @@ impl Session {
         let run_id = self.live(|c| c.start_run(text));
         self.drive_traced(run_id).await
     }
-}
-
-impl Change<'_> {
-    /// Starts run `run_<n>`: the user message, `agent_start`; returns the run id.
-    fn start_run(&mut self, text: String) -> Arc<str> {
-        self.state.counter += 1;
-        let run_id = run_id_for(self.state.counter);
-        self.state.run = Some((run_id.clone(), RunState::Running));
-        // A run started by a message is saved when it suspends or ends, and has no lease.
-        self.drop_lease();
-        self.state.messages.push(Message::User { content: text });
-        let mode_id = self.mode_arc();
-        self.emit(Event::AgentStart {
-            session_id: self.id.clone(),
-            run_id: run_id.clone(),
-            mode_id,
-        });
-        run_id
-    }
-
-    /// Cancels what waits for a decision as *not approved*: the plan, or every tool call that
-    /// waits for approval (those decided while others waited too: none of them ran). Each gets
-    /// a result saying so and `tool_suspension_cancelled` with a `cancelled` audit record; the
-    /// run ends aborted, the mode stays. Callers persist the change.
-    pub(crate) fn cancel_pending(&mut self, reason: CancelReason) -> bool {
-        let pending = std::mem::take(&mut self.state.pending);
-        let Some(run_id) = pending.first().map(|p| p.run_arc().clone()) else {
-            return false;
-        };
-        // The suspended run resumes to end: its events lie between `agent_start` and `agent_end`.
-        let mode_id = self.mode_arc();
-        self.emit(Event::AgentStart {
-            session_id: self.id.clone(),
-            run_id: run_id.clone(),
-            mode_id,
-        });
-        for waiting in pending {
-            let (content, is_error, record) = match &waiting {
-                PendingDecision::Plan(plan) => (
-                    cancelled_result(reason),
-                    false,
-                    self.plan_record(plan, DecisionOutcome::Cancelled, None, None, None),
-                ),
-                PendingDecision::ToolCall(call) => (
-                    tool_cancelled_result(reason),
-                    true,
-                    tool_call_record(
-                        call,
-                        DecisionOutcome::Cancelled,
-                        None,
-                        false,
-                        self.now_rfc3339(),
-                    ),
-                ),
-            };
-            let (tool_call_id, tool_name) = (
-                waiting.tool_call_id().to_owned(),
-                waiting.tool_name().to_owned(),
-            );
-            self.state.messages.push(Message::Tool {
-                tool_call_id: tool_call_id.clone(),
-                tool_name: tool_name.clone(),
-                content: content.to_owned(),
-                is_error,
-            });
-            self.state.history.push(record.clone());
-            self.emit(Event::ToolSuspensionCancelled {
-                session_id: self.id.clone(),
-                run_id: run_id.clone(),
-                tool_call_id,
-                tool_name,
-                reason,
-                decision: Some(record),
-            });
-        }
-        self.emit(Event::AgentEnd {
-            session_id: self.id.clone(),
-            run_id: run_id.clone(),
-            reason: RunState::Aborted,
-        });
-        self.state.run = Some((run_id, RunState::Aborted));
-        true
-    }
-}
-
-impl Session {
     /// Whether a decision is waiting: a plan, or tool calls.
     pub(crate) fn has_pending(&self) -> bool {
         !self.state.pending.is_empty()
@@ -290,9 +159,6 @@ impl Session {
         }
         self.drive_traced(run_id).await
     }
-}
-
-impl Session {
     /// [`Session::drive`] inside a `run` span (session, run and mode ids).
     async fn drive_traced(&mut self, run_id: Arc<str>) -> Result<RunOutcome, SessionError> {
         let span = tracing::info_span!(
@@ -303,9 +169,6 @@ impl Session {
         );
         self.drive(run_id).instrument(span).await
     }
-}
-
-impl Session {
     /// Ends a run the host cancelled: see [`Change::close_interrupted`]; persists the session.
     async fn abort_run(&mut self, run_id: Arc<str>) -> Result<RunOutcome, SessionError> {
         self.change(|c| c.close_interrupted(&run_id)).await?;
@@ -323,69 +186,6 @@ impl Session {
         .await?;
         Ok(RunOutcome::Aborted { run_id })
     }
-}
-
-impl Change<'_> {
-    /// Ends a run that was cancelled, or whose future was dropped, as `aborted`: every tool call
-    /// of the last assistant message without a result gets one, so the conversation stays one
-    /// a provider accepts (OpenAI refuses an assistant message whose calls lack results). The
-    /// first such call was running (`tool_end` with [`CANCELLED_RESULT`]); the calls after it
-    /// never started (`tool_start` and `tool_end` with [`NOT_STARTED_RESULT`]), as calls
-    /// skipped by a suspension are reported. Callers persist the change.
-    pub(crate) fn close_interrupted(&mut self, run_id: &Arc<str>) {
-        self.answer_unanswered(run_id, CANCELLED_RESULT, NOT_STARTED_RESULT, true);
-        self.close_run(run_id, RunState::Aborted, None);
-    }
-
-    /// Gives every tool call of the last assistant message that has no result one: `running`
-    /// for the first such call (calls run in order: it was running), `not_started` for those
-    /// after it (with their `tool_start`, as calls skipped by a suspension are reported). The
-    /// first call gets its `tool_start` too unless `started_here` (this process started it).
-    fn answer_unanswered(
-        &mut self,
-        run_id: &Arc<str>,
-        running_text: &str,
-        not_started: &str,
-        started_here: bool,
-    ) {
-        let Some(at) = self
-            .state
-            .messages
-            .iter()
-            .rposition(|m| matches!(m, Message::Assistant { .. }))
-        else {
-            return;
-        };
-        // Results, by id (one result answers one call: a model may repeat an id).
-        let mut answered: Vec<String> = self.state.messages[at + 1..]
-            .iter()
-            .filter_map(|m| match m {
-                Message::Tool { tool_call_id, .. } => Some(tool_call_id.clone()),
-                _ => None,
-            })
-            .collect();
-        let mut running = true;
-        let mut index = 0;
-        while let Some(call) = self.state.tool_call(at, index) {
-            let (id, name) = (call.id.clone(), call.name.clone());
-            if let Some(found) = answered.iter().position(|a| *a == id) {
-                answered.swap_remove(found);
-            } else if running {
-                running = false;
-                if !started_here {
-                    self.start_tool(run_id, at, index);
-                }
-                self.finish_tool(run_id, &id, &name, ToolOutput::error(running_text));
-            } else {
-                self.start_tool(run_id, at, index);
-                self.finish_tool(run_id, &id, &name, ToolOutput::error(not_started));
-            }
-            index += 1;
-        }
-    }
-}
-
-impl Session {
     /// Takes over the interrupted run `run_id` (see [`Session::continue_run`]): the lease, an
     /// `agent_start`, an "interrupted" result for each tool call that was cut off, all saved in
     /// one compare-and-swap; then the model's next step.
@@ -423,9 +223,6 @@ impl Session {
             Err(error) => RunOutcome::Failed { run_id, error },
         })
     }
-}
-
-impl Session {
     /// The loop: call the model in the current mode, run its tool calls, repeat.
     async fn drive(&mut self, run_id: Arc<str>) -> Result<RunOutcome, SessionError> {
         let shared = self.shared.clone();
@@ -807,117 +604,6 @@ impl Session {
                 Err(failed.err().unwrap_or(err))
             }
         }
-    }
-}
-
-impl Change<'_> {
-    /// The suspension of the calls at `indexes` of the assistant message at `at`: each waits
-    /// for approval with its decision id, `argsSha256` and deadline (`tool_suspended`), and the
-    /// run ends `suspended`.
-    fn suspend_tool_calls(&mut self, run_id: &Arc<str>, at: usize, indexes: &[usize]) {
-        for &index in indexes {
-            let Some(call) = self.state.tool_call(at, index) else {
-                continue;
-            };
-            let (tool_call_id, tool_name) = (call.id.clone(), call.name.clone());
-            let args = call.args.clone();
-            self.state.decisions += 1;
-            // The deadline is the mode's the call was requested in, fixed now.
-            let timeout = self.config.graph.mode(self.state.mode).approval_timeout();
-            let payload = ToolCallPayload {
-                decision_id: decision_id_for(self.state.decisions),
-                tool_name: tool_name.clone(),
-                args_sha256: crate::jcs::sha256(&args),
-                args,
-                approval_timeout: timeout.map(|t| t.as_str().to_owned()),
-                deadline_at_ms: timeout.map(|t| t.deadline_after(self.now_ms)),
-                workspace: Some(self.workspace.path.clone()),
-            };
-            self.state
-                .pending
-                .push(PendingDecision::ToolCall(PendingToolCall {
-                    run_id: run_id.clone(),
-                    tool_call_id: tool_call_id.clone(),
-                    payload: payload.clone(),
-                    decided: None,
-                    feedback: None,
-                }));
-            self.emit(Event::ToolSuspended {
-                session_id: self.id.clone(),
-                run_id: run_id.clone(),
-                tool_call_id,
-                tool_name,
-                suspend_payload: Suspension::ToolCall(payload),
-            });
-        }
-        self.close_run(run_id, RunState::Suspended, None);
-    }
-
-    /// The suspension on a plan submitted with `submit_plan`: its hand-over targets, revision,
-    /// diff and deadline fixed now, its decision id given out (`tool_suspended`); the run ends
-    /// `suspended`. Returns the plan's payload.
-    fn suspend_plan(
-        &mut self,
-        run_id: &Arc<str>,
-        tool_call_id: &str,
-        submission: PlanSubmission,
-    ) -> SuspendPayload {
-        // The hand-over targets are fixed now, at submit time.
-        let graph = self.config.graph;
-        let mode = self.state.mode;
-        let target = graph.transition_target(mode);
-        let targets = graph.transition_targets(mode);
-        self.state.decisions += 1;
-        // Each plan submitted in the session is its next revision, compared with the last one.
-        let text = submit_plan::revision_text(&submission);
-        let previous = self.state.last_plan.take();
-        let revision = previous.as_ref().map_or(1, |p| p.revision + 1);
-        let diff = previous
-            .as_ref()
-            .and_then(|p| submit_plan::revision_diff(&p.text, &text, p.revision));
-        self.state.last_plan = Some(crate::store::PlanRevision {
-            revision,
-            sha256: submission.sha256.clone(),
-            text,
-        });
-        // The deadline is fixed now too: submit time plus the mode's approvalTimeout.
-        let timeout = graph.mode(mode).approval_timeout();
-        let approval_timeout = timeout.map(|t| t.as_str().to_owned());
-        let deadline_at_ms = timeout.map(|t| t.deadline_after(self.now_ms));
-        let payload = SuspendPayload {
-            approval_timeout,
-            deadline_at_ms,
-            revision,
-            previous_sha256: previous.map(|p| p.sha256),
-            diff,
-            submission,
-            target_mode_id: graph.mode(target).id_arc().clone(),
-            target_mode_ids: targets
-                .iter()
-                .map(|t| graph.mode(*t).id_arc().clone())
-                .collect(),
-            decision_id: decision_id_for(self.state.decisions),
-            workspace: Some(self.workspace.path.clone()),
-        };
-        // Nothing else waits (a run suspends on one plan); `push` keeps the list's buffer.
-        self.state.pending.clear();
-        self.state.pending.push(PendingDecision::Plan(PendingPlan {
-            run_id: run_id.clone(),
-            tool_call_id: tool_call_id.to_owned(),
-            target,
-            targets,
-            payload: payload.clone(),
-            stale: None,
-        }));
-        self.emit(Event::ToolSuspended {
-            session_id: self.id.clone(),
-            run_id: run_id.clone(),
-            tool_call_id: tool_call_id.to_owned(),
-            tool_name: SUBMIT_PLAN.to_owned(),
-            suspend_payload: Suspension::Plan(payload.clone()),
-        });
-        self.close_run(run_id, RunState::Suspended, None);
-        payload
     }
 }
 
