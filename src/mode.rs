@@ -8,11 +8,14 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::deadline::ApprovalTimeout;
+pub(crate) mod timeout;
+
+use self::timeout::ApprovalTimeout;
+use crate::event::ModeChangeReason;
 use crate::rules::{ResolvedPaths, Rules, Verdict};
-use crate::tool::SUBMIT_PLAN;
 use crate::tool::ToolCall;
 use crate::tool::mcp::McpServer;
+use crate::tool::{SUBMIT_PLAN, ToolSpec};
 
 /// A handle to a mode of one [`ModeGraph`]: a small copyable index, valid for the graph that
 /// handed it out.
@@ -582,5 +585,32 @@ impl ModeGraph {
             }
         }
         crate::tool::submit_plan::hex(&hash.finalize())
+    }
+}
+/// What a mode needs at run time, built once when the controller is built.
+#[derive(Debug)]
+pub(crate) struct ModeRuntime {
+    pub(crate) system_prompt: String,
+    pub(crate) specs: Vec<ToolSpec>,
+    pub(crate) tool_list: String,
+    pub(crate) name: String,
+    pub(crate) id: Arc<str>,
+}
+
+impl ModeRuntime {
+    pub(crate) fn allows(&self, tool: &str) -> bool {
+        self.specs.iter().any(|s| &*s.name == tool)
+    }
+
+    /// The notice the model reads after a switch into this mode.
+    pub(crate) fn mode_notice(&self, previous: &str, reason: ModeChangeReason) -> String {
+        let why = match reason {
+            ModeChangeReason::Manual => "switched by the user",
+            ModeChangeReason::PlanApproved => "your plan was approved",
+        };
+        format!(
+            "Mode changed: you are now in the {} mode (`{}`), previously `{previous}` ({why}). Follow this mode's instructions from now on. Your tools are now: {}.",
+            self.name, self.id, self.tool_list
+        )
     }
 }
