@@ -632,129 +632,10 @@ fn question_text(style: &Style, targets: &[&Mode], edited: bool, extra: &str) ->
     format!("{question}\n{choices}{keys}{extra}\n> ")
 }
 
-/// Asks until the person decides: writes [`prompt_text`] to `out`, reads `input` by the grammar
-/// of [`read_answer`], and returns on `y`/`yes`, `n`/`no`, other text (feedback), end of input,
-/// or `interrupt` completing (the CLI passes `tokio::signal::ctrl_c()`). A blank line asks again;
-/// a single word that looks like a decision (`ok`, `approve`) asks again with a hint.
-///
-/// Every decision is pinned to `plan_sha256`, the hash of the plan shown with the prompt
-/// ([`Decision::with_sha256`]): if the pending plan changed meanwhile, resuming with it is
-/// refused and changes nothing.
-///
-/// # Examples
-/// ```
-/// use agent_controller::terminal::{PromptAnswer, StdinLines, Style, ask};
-/// use agent_controller::Decision;
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), agent_controller::ConfigError> {
-/// let graph = agent_controller::config::parse("[[modes]]\nid = \"build\"\n", "m.toml")?;
-/// let build = graph.mode(graph.default_mode_id());
-/// let mut out = Vec::new();
-/// let mut input = StdinLines::from_reader(&b"\nok\nadd tests\n"[..]);
-/// let answer = ask(&Style::plain(80), build, "53fa", &mut input, &mut out, std::future::pending::<()>()).await;
-/// assert_eq!(answer, PromptAnswer::Decided(Decision::reject_with("add tests").with_sha256("53fa")));
-/// assert!(String::from_utf8_lossy(&out).contains("`ok` is not an answer here"));
-/// let mut input = StdinLines::from_reader(&b""[..]);
-/// let answer = ask(&Style::plain(80), build, "53fa", &mut input, &mut out, std::future::pending::<()>()).await;
-/// assert_eq!(answer, PromptAnswer::EndOfInput);
-/// # Ok(()) }
-/// ```
-pub async fn ask<F>(
-    style: &Style,
-    target: &Mode,
-    plan_sha256: &str,
-    input: &mut StdinLines,
-    out: &mut impl Write,
-    interrupt: F,
-) -> PromptAnswer
-where
-    F: std::future::Future,
-{
-    ask_among(style, &[target], plan_sha256, input, out, interrupt).await
-}
-
-/// [`ask`] for a plan whose approval may hand over to any of `targets` (the plain approval's
-/// first, as [`crate::SuspendPayload::target_mode_ids`] lists them): the prompt lists them
-/// ([`prompt_text_among`]) and reads answers by [`read_answer_among`]; choosing a target that is
-/// not the first gives an approval with [`Decision::to`].
-///
-/// # Examples
-/// ```
-/// use agent_controller::terminal::{PromptAnswer, StdinLines, Style, ask_among};
-/// use agent_controller::Decision;
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), agent_controller::ConfigError> {
-/// let graph = agent_controller::config::parse(
-///     "[[modes]]\nid = \"plan\"\ntransitionsTo = [\"build\", \"build-auto\"]\n[[modes]]\nid = \"build\"\n[[modes]]\nid = \"build-auto\"\n",
-///     "modes.toml",
-/// )?;
-/// let targets = [graph.mode(graph.get("build").unwrap()), graph.mode(graph.get("build-auto").unwrap())];
-/// let mut out = Vec::new();
-/// let mut input = StdinLines::from_reader(&b"7\n2\n"[..]);
-/// let answer = ask_among(&Style::plain(80), &targets, "53fa", &mut input, &mut out, std::future::pending::<()>()).await;
-/// assert_eq!(answer, PromptAnswer::Decided(Decision::approve().to("build-auto").with_sha256("53fa")));
-/// assert!(String::from_utf8_lossy(&out).contains("`7` is not a listed choice"));
-/// # Ok(()) }
-/// ```
-pub async fn ask_among<F>(
-    style: &Style,
-    targets: &[&Mode],
-    plan_sha256: &str,
-    input: &mut StdinLines,
-    out: &mut impl Write,
-    interrupt: F,
-) -> PromptAnswer
-where
-    F: std::future::Future,
-{
-    Question::new(style, targets, plan_sha256)
-        .ask(input, out, interrupt)
-        .await
-}
-
-/// [`ask_among`] under a plan revision shown as its diff ([`Style::render_diff`]): the prompt
-/// adds the key `p` (any case), which prints `whole_plan` (the revision rendered whole, as
-/// [`Style::render_plan`] gives it) and asks again; every other answer reads as in
-/// [`ask_among`].
-///
-/// # Examples
-/// ```
-/// use agent_controller::terminal::{PromptAnswer, StdinLines, Style, ask_revision};
-/// use agent_controller::Decision;
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), agent_controller::ConfigError> {
-/// let graph = agent_controller::config::parse("[[modes]]\nid = \"build\"\n", "m.toml")?;
-/// let build = graph.mode(graph.default_mode_id());
-/// let mut out = Vec::new();
-/// let mut input = StdinLines::from_reader(&b"p\ny\n"[..]);
-/// let answer = ask_revision(&Style::plain(80), &[build], "53fa", "THE WHOLE PLAN", &mut input, &mut out, std::future::pending::<()>()).await;
-/// assert_eq!(answer, PromptAnswer::Decided(Decision::approve().with_sha256("53fa")));
-/// let shown = String::from_utf8_lossy(&out);
-/// assert!(shown.contains("[p] show the whole plan"), "{shown}");
-/// assert!(shown.contains("THE WHOLE PLAN"), "{shown}");
-/// # Ok(()) }
-/// ```
-pub async fn ask_revision<F>(
-    style: &Style,
-    targets: &[&Mode],
-    plan_sha256: &str,
-    whole_plan: &str,
-    input: &mut StdinLines,
-    out: &mut impl Write,
-    interrupt: F,
-) -> PromptAnswer
-where
-    F: std::future::Future,
-{
-    Question::new(style, targets, plan_sha256)
-        .whole_plan(whole_plan)
-        .ask(input, out, interrupt)
-        .await
-}
-
-/// The approval prompt with every key it can offer: [`ask_among`]'s grammar, plus `p` to show
-/// the whole plan ([`Question::whole_plan`]) and `e` to edit the plan in the user's editor
-/// before approving it ([`Question::editable`]).
+/// The approval prompt, for whatever waits: a plan ([`Question::new`]) or a tool call
+/// ([`Question::tool_call`]). A plan's question reads answers by [`read_answer_among`], and adds
+/// `p` to show the whole plan ([`Question::whole_plan`]) and `e` to edit the plan in the user's
+/// editor before approving it ([`Question::editable`]).
 ///
 /// # Examples
 /// ```
@@ -828,7 +709,48 @@ impl Asking {
 
 impl<'a> Question<'a> {
     /// The question under a plan with SHA-256 `plan_sha256`, whose approval may hand over to
-    /// any of `targets` (the plain approval's first): the keys of [`ask_among`].
+    /// any of `targets` (the plain approval's first, as [`crate::SuspendPayload::target_mode_ids`]
+    /// lists them): the prompt lists them ([`prompt_text_among`]) and reads answers by
+    /// [`read_answer_among`] (`y`/`yes`, `n`/`no`, a target's number or mode id, other text as
+    /// feedback); choosing a target that is not the first gives an approval with
+    /// [`Decision::to`]. A blank line asks again; a single word that looks like a decision
+    /// (`ok`, `approve`) asks again with a hint.
+    ///
+    /// Every decision is pinned to `plan_sha256`, the hash of the plan shown with the prompt
+    /// ([`Decision::with_sha256`]): if the pending plan changed meanwhile, resuming with it is
+    /// refused and changes nothing.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::terminal::{PromptAnswer, Question, StdinLines, Style};
+    /// use agent_controller::Decision;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), agent_controller::ConfigError> {
+    /// let graph = agent_controller::config::parse(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = [\"build\", \"build-auto\"]\n[[modes]]\nid = \"build\"\n[[modes]]\nid = \"build-auto\"\n",
+    ///     "modes.toml",
+    /// )?;
+    /// let build = graph.mode(graph.get("build").unwrap());
+    /// let style = Style::plain(80);
+    /// let never = || std::future::pending::<()>();
+    /// let mut out = Vec::new();
+    /// let one = [build];
+    /// let mut input = StdinLines::from_reader(&b"\nok\nadd tests\n"[..]);
+    /// let answer = Question::new(&style, &one, "53fa").ask(&mut input, &mut out, never()).await;
+    /// assert_eq!(answer, PromptAnswer::Decided(Decision::reject_with("add tests").with_sha256("53fa")));
+    /// assert!(String::from_utf8_lossy(&out).contains("`ok` is not an answer here"));
+    /// let mut input = StdinLines::from_reader(&b""[..]);
+    /// let answer = Question::new(&style, &one, "53fa").ask(&mut input, &mut out, never()).await;
+    /// assert_eq!(answer, PromptAnswer::EndOfInput);
+    ///
+    /// let two = [build, graph.mode(graph.get("build-auto").unwrap())];
+    /// let mut out = Vec::new();
+    /// let mut input = StdinLines::from_reader(&b"7\n2\n"[..]);
+    /// let answer = Question::new(&style, &two, "53fa").ask(&mut input, &mut out, never()).await;
+    /// assert_eq!(answer, PromptAnswer::Decided(Decision::approve().to("build-auto").with_sha256("53fa")));
+    /// assert!(String::from_utf8_lossy(&out).contains("`7` is not a listed choice"));
+    /// # Ok(()) }
+    /// ```
     pub fn new(style: &'a Style, targets: &'a [&'a Mode], plan_sha256: &'a str) -> Self {
         Self {
             style,
@@ -912,8 +834,29 @@ impl<'a> Question<'a> {
     }
 
     /// Adds the key `p` (any case) to a plan's question: prints `rendered` (the plan rendered
-    /// whole, as [`Style::render_plan`] gives it; for a revision shown as its diff) and asks
-    /// again.
+    /// whole, as [`Style::render_plan`] gives it; for a revision shown as its diff,
+    /// [`Style::render_diff`]) and asks again; every other answer reads as before.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::terminal::{PromptAnswer, Question, StdinLines, Style};
+    /// use agent_controller::Decision;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), agent_controller::ConfigError> {
+    /// let graph = agent_controller::config::parse("[[modes]]\nid = \"build\"\n", "m.toml")?;
+    /// let build = graph.mode(graph.default_mode_id());
+    /// let mut out = Vec::new();
+    /// let mut input = StdinLines::from_reader(&b"p\ny\n"[..]);
+    /// let answer = Question::new(&Style::plain(80), &[build], "53fa")
+    ///     .whole_plan("THE WHOLE PLAN")
+    ///     .ask(&mut input, &mut out, std::future::pending::<()>())
+    ///     .await;
+    /// assert_eq!(answer, PromptAnswer::Decided(Decision::approve().with_sha256("53fa")));
+    /// let shown = String::from_utf8_lossy(&out);
+    /// assert!(shown.contains("[p] show the whole plan"), "{shown}");
+    /// assert!(shown.contains("THE WHOLE PLAN"), "{shown}");
+    /// # Ok(()) }
+    /// ```
     pub fn whole_plan(mut self, rendered: &'a str) -> Self {
         if let Some(plan) = self.plan_mut() {
             plan.whole_plan = Some(rendered);

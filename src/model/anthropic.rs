@@ -41,14 +41,14 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 pub use super::http::RetryPolicy;
-use super::http::{self, HttpModel, HttpProvider, HttpSettings, truncate};
+use super::http::{self, HttpModel, HttpProvider, HttpSettings, PartialCall, truncate};
 use super::sse::{EventStream, SseError, StreamError};
 use super::{LanguageModel, Message, ModelError, ModelErrorKind, ModelRequest, ModelResponse};
 use crate::event::TokenUsage;
-use crate::tool::{ToolCall, ToolSpec};
+use crate::tool::ToolSpec;
 
 /// The provider prefix of model ids this model serves: `anthropic/MODEL`.
 pub const PROVIDER: &str = "anthropic";
@@ -415,16 +415,6 @@ struct Usage {
     cache_read_input_tokens: Option<u64>,
 }
 
-/// A tool call being put together from its block's deltas.
-#[derive(Debug, Default)]
-struct PartialCall {
-    id: String,
-    name: String,
-    /// The `input` of `content_block_start` (used when no delta follows).
-    input: Option<Value>,
-    arguments: String,
-}
-
 /// What one event means for the caller.
 enum Step {
     Text(String),
@@ -550,28 +540,7 @@ impl StreamState {
         let tool_calls = self
             .calls
             .into_iter()
-            .map(|(index, call)| {
-                let arguments = call.arguments.trim();
-                let args = if arguments.is_empty() {
-                    call.input
-                        .filter(Value::is_object)
-                        .unwrap_or_else(|| Value::Object(Map::new()))
-                } else {
-                    // As the OpenAI provider: arguments that are not JSON, or that the
-                    // controller refuses (`tool::args`), stay a raw string the tool reports.
-                    crate::tool::args::parse(arguments)
-                        .unwrap_or_else(|_| Value::String(call.arguments.clone()))
-                };
-                ToolCall {
-                    id: if call.id.is_empty() {
-                        format!("toolu_{index}")
-                    } else {
-                        call.id
-                    },
-                    name: call.name,
-                    args,
-                }
-            })
+            .map(|(index, call)| call.finish(index, "toolu_"))
             .collect();
         let usage = self.output_tokens.map(|output| TokenUsage {
             prompt_tokens: self.input_tokens,
@@ -781,6 +750,7 @@ impl LanguageModel for AnthropicModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tool::ToolCall;
 
     fn call(id: &str) -> ToolCall {
         ToolCall {

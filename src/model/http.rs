@@ -567,6 +567,45 @@ impl<P: HttpProvider> HttpSettings<P> {
     }
 }
 
+/// A tool call being put together from a stream's deltas, in either provider.
+#[derive(Debug, Default)]
+pub(crate) struct PartialCall {
+    pub(crate) id: String,
+    pub(crate) name: String,
+    pub(crate) arguments: String,
+    /// Anthropic's `input` of `content_block_start` (used when no delta follows).
+    pub(crate) input: Option<serde_json::Value>,
+}
+
+impl PartialCall {
+    /// The call, number `index` of its reply. Its arguments are parsed by the controller's
+    /// rules (`tool::args`): arguments that are not JSON stay a raw string, and so do arguments
+    /// the controller refuses (too deep, duplicate member names, unsafe integers); the tool
+    /// reports the bad input to the model as an error result, and the model can try again.
+    /// Without arguments: `input` when it is an object, else `{}`. A call without an id gets
+    /// `{id_prefix}{index}`.
+    pub(crate) fn finish(self, index: impl fmt::Display, id_prefix: &str) -> crate::tool::ToolCall {
+        let arguments = self.arguments.trim();
+        let args = if arguments.is_empty() {
+            self.input
+                .filter(serde_json::Value::is_object)
+                .unwrap_or_else(|| serde_json::Value::Object(serde_json::Map::new()))
+        } else {
+            crate::tool::args::parse(arguments)
+                .unwrap_or_else(|_| serde_json::Value::String(self.arguments.clone()))
+        };
+        crate::tool::ToolCall {
+            id: if self.id.is_empty() {
+                format!("{id_prefix}{index}")
+            } else {
+                self.id
+            },
+            name: self.name,
+            args,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

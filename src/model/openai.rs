@@ -50,7 +50,7 @@ use crate::event::TokenUsage;
 use crate::tool::{ToolCall, ToolSpec};
 
 pub use super::http::RetryPolicy;
-use super::http::{self, HttpModel, HttpProvider, HttpSettings, chain, truncate};
+use super::http::{self, HttpModel, HttpProvider, HttpSettings, PartialCall, chain, truncate};
 use super::sse::{EventStream, SseError, StreamError};
 
 /// The provider prefix of model ids this model serves: `openai/MODEL`.
@@ -332,14 +332,6 @@ fn wire_assistant(content: &str, tool_calls: &[ToolCall]) -> ChatCompletionReque
     ChatCompletionRequestMessage::Assistant(assistant)
 }
 
-/// A tool call being put together from its deltas.
-#[derive(Debug, Default)]
-struct PartialCall {
-    id: String,
-    name: String,
-    arguments: String,
-}
-
 /// The reply being put together from stream chunks (choice 0 only: we never ask for more).
 #[derive(Debug, Default)]
 struct StreamState {
@@ -444,28 +436,7 @@ impl StreamState {
         let tool_calls = self
             .calls
             .into_iter()
-            .map(|(index, call)| {
-                let arguments = call.arguments.trim();
-                let args = if arguments.is_empty() {
-                    Value::Object(Default::default())
-                } else {
-                    // Arguments that are not JSON stay a raw string: the tool reports the bad
-                    // input to the model as an error result, and the model can try again.
-                    // So are arguments the controller refuses (too deep, duplicate member
-                    // names, unsafe integers: `tool::args`); the model is told why.
-                    crate::tool::args::parse(arguments)
-                        .unwrap_or_else(|_| Value::String(call.arguments.clone()))
-                };
-                ToolCall {
-                    id: if call.id.is_empty() {
-                        format!("call_{index}")
-                    } else {
-                        call.id
-                    },
-                    name: call.name,
-                    args,
-                }
-            })
+            .map(|(index, call)| call.finish(index, "call_"))
             .collect();
         Ok(ModelResponse {
             text: self.text,

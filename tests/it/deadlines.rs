@@ -9,7 +9,7 @@ use crate::common;
 #[cfg(feature = "cli")]
 use std::path::Path;
 #[cfg(feature = "cli")]
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -23,10 +23,10 @@ use agent_controller::{
     RunOutcome, RunState, Session, SessionError, SessionOptions, SuspendPayload, ToolRegistry,
 };
 use common::clock::{T0, TestClock};
+#[cfg(feature = "cli")]
+use common::json_lines;
 use common::openai_server::{Reply, ScriptedServer, call, calls, contents, submit, text};
 use common::{Recorder, Workspace};
-#[cfg(feature = "cli")]
-use serde_json::Value;
 
 const CONFIG: &str = r#"
 [[modes]]
@@ -312,14 +312,6 @@ fn timed_config(dir: &Path) -> std::path::PathBuf {
     let path = dir.join("timed.toml");
     std::fs::write(&path, timed).expect("write config");
     path
-}
-
-#[cfg(feature = "cli")]
-fn json_lines(out: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
-        .collect()
 }
 
 #[cfg(feature = "cli")]
@@ -1293,17 +1285,10 @@ async fn a_tool_call_not_decided_by_its_deadline_expires_and_nothing_of_its_repl
             (second.clone(), Some(DecisionOutcome::Expired)),
         ]
     );
-    let results: Vec<(&str, &str)> = session
-        .messages()
+    let results = common::tool_results(session.messages());
+    let results: Vec<(&str, &str)> = results
         .iter()
-        .filter_map(|m| match m {
-            Message::Tool {
-                tool_call_id,
-                content,
-                ..
-            } => Some((tool_call_id.as_str(), content.as_str())),
-            _ => None,
-        })
+        .map(|(id, content)| (id.as_str(), content.as_str()))
         .collect();
     assert_eq!(
         results,
