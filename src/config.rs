@@ -24,7 +24,7 @@ use crate::tool::{SUBMIT_PLAN, ToolAccess, ToolRegistry};
 mod builder;
 mod mcp;
 #[cfg(feature = "schema")]
-mod schema;
+pub(crate) mod schema;
 
 pub use self::builder::{BUILDER_ORIGIN, ModeBuilder, ModeGraphBuilder};
 

@@ -11,6 +11,8 @@
 //!   session.
 //! - [`models`]: real models, OpenAI-compatible endpoints and Claude.
 //! - [`mcp`]: MCP servers' tools, gated per mode; what the jail does not cover.
+//! - [`acp`]: editors (Zed and other ACP clients) driving modes and approvals with
+//!   `agent-controller acp`.
 //! - [`library`]: a whole host in Rust: events as a stream, cancelling, your own data.
 //! - [`stores`]: durable sessions, the workspace of a session, interrupted runs and leases,
 //!   several hosts on PostgreSQL, and what the stores guarantee when things fail.
@@ -36,6 +38,9 @@ pub mod models {}
 
 #[doc = include_str!("guide/mcp.md")]
 pub mod mcp {}
+
+#[doc = include_str!("guide/acp.md")]
+pub mod acp {}
 
 #[doc = include_str!("guide/library.md")]
 pub mod library {}

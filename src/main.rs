@@ -34,6 +34,7 @@ fn main() -> ExitCode {
         Command::Decide(args) => cli::decide::decide(args),
         Command::Continue(args) => cli::r#continue::continue_run(args),
         Command::Verify(args) => cli::verify::verify(args),
+        Command::Acp(args) => cli::acp::acp(args),
     };
     let exit = match result {
         Ok(exit) => exit,
