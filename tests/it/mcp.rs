@@ -331,7 +331,7 @@ availableTools = ["bad__*", "bad__echo"]
 /// A tiny MCP server over stdio, hostile in the way its first argument says: `garbage` answers
 /// a call with a result that is not a tool result, `notjson` with a line that is not JSON, `hang` never answers one, `crash` exits during one,
 /// `huge` answers with 1 MB of text, `badinit` answers `initialize` with garbage, `names`
-/// offers tools whose names clash once mapped, `roots` answers a call with the roots it asks
+/// offers tools whose names clash once mapped, `pages` pages its tool list without end, `roots` answers a call with the roots it asks
 /// the client for.
 const FAKE_SERVER: &str = r#"
 const mode = process.argv[2];
@@ -358,6 +358,12 @@ rl.on('line', (line) => {
       tools.push({ name: 'a.b', inputSchema: { type: 'object' } });
       tools.push({ name: 'a_b', inputSchema: { type: 'object' } });
       tools.push({ name: 'with space', inputSchema: { type: 'object' } });
+      tools.push({ name: 'stringly', inputSchema: { type: 'string' } });
+    }
+    if (mode === 'pages') {
+      const page = Number((msg.params && msg.params.cursor) || 0);
+      send({ jsonrpc: '2.0', id: msg.id, result: { tools: [{ name: 'echo' + (page || ''), inputSchema: { type: 'object' } }], nextCursor: String(page + 1) } });
+      return;
     }
     send({ jsonrpc: '2.0', id: msg.id, result: { tools } });
   } else if (msg.method === 'tools/call') {
@@ -475,7 +481,7 @@ async fn a_server_that_does_not_start_makes_its_listed_tools_errors() {
 }
 
 #[tokio::test]
-async fn tool_names_that_clash_once_mapped_are_both_refused() {
+async fn clashing_mapped_names_and_a_schema_not_an_object_are_refused() {
     let s = hostile("names", "10s").await;
     let report = &s.mcp.reports()[0];
     let names: Vec<&str> = report
@@ -486,9 +492,14 @@ async fn tool_names_that_clash_once_mapped_are_both_refused() {
         .map(|t| t.name.as_str())
         .collect();
     assert_eq!(names, ["bad__echo", "bad__with_space"]);
-    assert_eq!(report.refused.len(), 1, "{:?}", report.refused);
+    assert_eq!(report.refused.len(), 2, "{:?}", report.refused);
     assert!(
-        report.refused[0].contains("`a.b`, `a_b`"),
+        report.refused[0].contains("`stringly`: its input schema is not of type `object`"),
+        "{:?}",
+        report.refused
+    );
+    assert!(
+        report.refused[1].contains("`a.b`, `a_b`"),
         "{:?}",
         report.refused
     );
@@ -735,4 +746,12 @@ availableTools = ["web__lookup"]
         "{}",
         s.result(1, "call_1")
     );
+}
+
+#[tokio::test]
+async fn a_tool_list_paged_without_end_is_cut_short() {
+    let s = hostile("pages", "10s").await;
+    let tools = s.mcp.reports()[0].tools.as_ref().expect("started");
+    assert_eq!(tools.len(), 64);
+    assert_eq!(echo_result(&s).await, r#"echo:{"said":"hi"}"#);
 }
