@@ -25,7 +25,7 @@ mod builder;
 mod mcp;
 mod rules;
 #[cfg(feature = "schema")]
-mod schema;
+pub(crate) mod schema;
 
 pub use self::builder::{BUILDER_ORIGIN, ModeBuilder, ModeGraphBuilder};
 

@@ -12,6 +12,8 @@
 //! - [`cli`]: the command line, its exit statuses, and what the terminal shows, with a recorded
 //!   session.
 //! - [`models`]: real models, OpenAI-compatible endpoints and Claude.
+//! - [`acp`]: editors (Zed and other ACP clients) driving modes and approvals with
+//!   `agent-controller acp`.
 //! - [`library`]: a whole host in Rust: events as a stream, cancelling, your own data.
 //! - [`stores`]: durable sessions, the workspace of a session, interrupted runs and leases,
 //!   several hosts on PostgreSQL, and what the stores guarantee when things fail.
@@ -37,6 +39,9 @@ pub mod cli {}
 
 #[doc = include_str!("guide/models.md")]
 pub mod models {}
+
+#[doc = include_str!("guide/acp.md")]
+pub mod acp {}
 
 #[doc = include_str!("guide/library.md")]
 pub mod library {}

@@ -85,6 +85,7 @@
 //! | *(none)* | the core: modes, sessions, runs, tools, [`MemoryStore`], [`FileStore`] |
 //! | `cli` (default) | the `agent-controller` binary (with `terminal`, `schema`, `testing`, `anthropic`) |
 //! | `diff` (default) | a unified diff of each plan revision against the previous one in the suspend payload |
+//! | `acp` | `acp`: an Agent Client Protocol agent (`agent-controller acp`), for editors such as Zed |
 //! | `terminal` | `terminal`: the plan shown as written, the approval prompt, editing in `$EDITOR` |
 //! | `schema` | `schema` and `config::schema`: the JSON Schemas of the config and of the decision JSON |
 //! | `openai` | `model::openai`: OpenAI-compatible chat-completions endpoints |
@@ -101,6 +102,8 @@
 #[macro_use]
 mod names;
 
+#[cfg(feature = "acp")]
+pub mod acp;
 pub mod config;
 pub mod controller;
 pub mod deadline;

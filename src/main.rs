@@ -35,6 +35,7 @@ fn main() -> ExitCode {
         Command::Continue(args) => cli::r#continue::continue_run(args),
         Command::Switch(args) => cli::switch::switch(args),
         Command::Verify(args) => cli::verify::verify(args),
+        Command::Acp(args) => cli::acp::acp(args),
     };
     let exit = match result {
         Ok(exit) => exit,

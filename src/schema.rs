@@ -88,6 +88,7 @@ fn schema_for<T: schemars::JsonSchema>() -> Value {
         .into_root_schema_for::<T>()
         .to_value();
     plain_descriptions(&mut schema);
+    crate::config::schema::sort_keys(&mut schema);
     schema
 }
 

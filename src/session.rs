@@ -351,6 +351,23 @@ impl CancelHandle {
         }
     }
 
+    /// Withdraws a cancel [`CancelHandle::cancel`] kept for the session's next run (one given
+    /// while no run was in progress); returns whether one was kept. A host whose "stop" covers
+    /// one turn of several runs (the ACP agent's `session/cancel`) calls it when the turn ends,
+    /// so a stop that came after the turn's last run does not end the next turn's first run.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::CancelHandle;
+    /// let handle = CancelHandle::default();
+    /// assert!(!handle.cancel()); // no run in progress: kept for the next run
+    /// assert!(handle.withdraw());
+    /// assert!(!handle.withdraw());
+    /// ```
+    pub fn withdraw(&self) -> bool {
+        std::mem::take(&mut self.lock().next)
+    }
+
     /// Whether a run is in progress.
     pub fn is_running(&self) -> bool {
         self.lock().token.is_some()

@@ -191,6 +191,35 @@ pub(crate) enum Command {
     /// diverges, 1 when the check cannot be set up (an unknown tool: stub it with --tool).
     #[command(after_help = EXIT_STATUS_HELP)]
     Verify(VerifyArgs),
+    /// Run an Agent Client Protocol agent on stdin and stdout (newline-delimited JSON-RPC 2.0),
+    /// for editors such as Zed: sessions, modes, plan approvals and tool approvals in the
+    /// editor. Each session works in the `cwd` the editor gives, with --config or that
+    /// directory's own config/modes.toml. Ends when stdin closes (exit 0).
+    Acp(AcpArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct AcpArgs {
+    /// The config file [default: config/modes.toml in each session's workspace].
+    #[arg(long)]
+    pub(crate) config: Option<PathBuf>,
+    /// Work only in this directory: a session whose `cwd` is another directory is refused.
+    #[arg(long)]
+    pub(crate) workspace: Option<PathBuf>,
+    /// Keep sessions in this store (a directory, `sqlite:FILE`, or
+    /// `postgres://USER@HOST:PORT/DB`): the editor can load them again (`session/load`), and a
+    /// plan pending when the editor closes stays pending (`pending`, `decide`).
+    #[arg(long, value_parser = parse_store)]
+    pub(crate) store: Option<String>,
+    #[arg(long, default_value = "scripted", help = MODEL_HELP)]
+    pub(crate) model: ModelSpec,
+    /// The lease of a running run, in seconds (as for `run`).
+    #[arg(long, value_name = "SECONDS", default_value = "30", value_parser = parse_lease)]
+    pub(crate) lease: Duration,
+    /// The most bytes one JSON-RPC message may have: a longer line is dropped and answered with
+    /// a parse error (-32700).
+    #[arg(long, value_name = "BYTES", default_value_t = agent_controller::acp::DEFAULT_MAX_MESSAGE_BYTES)]
+    pub(crate) max_message_bytes: usize,
 }
 
 #[derive(Debug, Args)]

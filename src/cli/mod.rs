@@ -5,6 +5,7 @@
 #[macro_use]
 pub(crate) mod output;
 
+pub(crate) mod acp;
 pub(crate) mod args;
 pub(crate) mod check;
 pub(crate) mod r#continue;

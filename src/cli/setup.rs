@@ -39,7 +39,7 @@ pub(crate) fn load(path: &Path) -> Result<(ModeGraph, ToolRegistry), Failure> {
 }
 
 /// The graph with the CLI's tools, refusing a config that names a tool they lack.
-fn with_tools(graph: ModeGraph) -> Result<(ModeGraph, ToolRegistry), Failure> {
+pub(crate) fn with_tools(graph: ModeGraph) -> Result<(ModeGraph, ToolRegistry), Failure> {
     let tools = tools();
     let names: Vec<&str> = tools.names().collect();
     if let Some(unknown) = graph.unknown_tools_among(&names).into_iter().next() {

@@ -32,7 +32,26 @@ pub fn schema() -> Value {
         .into_root_schema_for::<RawConfig<'static>>()
         .to_value();
     drop_null_types(&mut schema);
+    sort_keys(&mut schema);
     schema
+}
+
+/// Orders every object's keys alphabetically, so a schema reads (and its shipped file is) the
+/// same whether or not serde_json keeps insertion order (its `preserve_order` feature, which
+/// a dependency such as the `acp` feature's SDK turns on for the whole build).
+pub(crate) fn sort_keys(value: &mut Value) {
+    match value {
+        Value::Object(object) => {
+            let mut members: Vec<(String, Value)> = std::mem::take(object).into_iter().collect();
+            members.sort_by(|(a, _), (b, _)| a.cmp(b));
+            for (key, mut member) in members {
+                sort_keys(&mut member);
+                object.insert(key, member);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(sort_keys),
+        _ => {}
+    }
 }
 
 /// The schema of `transitionsTo`: one mode id, or a non-empty list of distinct mode ids.

@@ -84,12 +84,15 @@ fn the_decision_schema_names_every_field_with_a_description_and_no_other() {
         .with_plan("# P\n")
         .always_allow();
     let written = serde_json::to_value(&full).expect("to_value");
-    let written: Vec<&str> = written
+    let mut written: Vec<&str> = written
         .as_object()
         .expect("object")
         .keys()
         .map(String::as_str)
         .collect();
+    // In key order: serde_json keeps a struct's field order when a dependency turns on its
+    // `preserve_order` (the `acp` feature's SDK does).
+    written.sort_unstable();
     assert_eq!(written, keys);
 }
 

@@ -8,6 +8,7 @@
 
 mod common;
 
+mod acp;
 mod anthropic;
 mod blocking;
 mod builders;

@@ -1,0 +1,517 @@
+//! An [Agent Client Protocol](https://agentclientprotocol.com) agent over the public API:
+//! editors (Zed, JetBrains IDEs, Neovim, Emacs, ...) drive sessions, modes and approvals
+//! (feature `acp`; the CLI's `agent-controller acp`). The guide's [ACP page](crate::guide::acp)
+//! says what an editor shows.
+//!
+//! A host like the terminal one: it holds no rule of its own. Each ACP session is one library
+//! [`Session`] in the controller [`AcpAgent::new`]'s function builds for the
+//! session's `cwd`; modes are ACP session modes and the `mode` config option; a submitted plan
+//! and a tool call that waits for approval are `session/request_permission`, whose answer is a
+//! [`Decision`](crate::Decision) pinned to what the request showed.
+//!
+//! # Examples
+//! ```no_run
+//! use std::sync::Arc;
+//! use agent_controller::acp::AcpAgent;
+//! use agent_controller::model::scripted::ScriptedModel;
+//! use agent_controller::{AgentController, ToolRegistry, config};
+//!
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let agent = AcpAgent::new(|workspace: &std::path::Path| {
+//!     let graph = config::load("config/modes.toml")?;
+//!     let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+//!         .tools(ToolRegistry::with_workspace_tools())
+//!         .workspace(workspace)
+//!         .build()?;
+//!     Ok(controller)
+//! });
+//! agent.serve_stdio().await?;
+//! # Ok(())
+//! # }
+//! ```
+
+mod lines;
+mod permission;
+mod slot;
+mod turn;
+mod update;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{
+    AgentCapabilities, CancelNotification, ContentBlock, EmbeddedResourceResource, Implementation,
+    InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
+    NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse,
+    SessionId, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+    SetSessionModeRequest, SetSessionModeResponse,
+};
+use agent_client_protocol::{Agent, Client, Lines};
+use futures_util::SinkExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+
+use crate::acp::slot::Slot;
+use crate::acp::update::{MODE_OPTION, Updates, config_options, mode_state};
+use crate::controller::AgentController;
+use crate::session::{Session, SessionError, SessionErrorKind, SessionOptions};
+
+pub use agent_client_protocol::Error;
+
+/// The most bytes one JSON-RPC message may have by default (16 MiB): a longer line is dropped
+/// and answered with a parse error.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+/// What builds the controller of a session: given the session's workspace (the `cwd` of
+/// `session/new` or `session/load`), the controller whose config, model, tools and store the
+/// session runs with. An error refuses the session, with the error's text.
+pub type OpenController = dyn Fn(&Path) -> Result<AgentController, Box<dyn std::error::Error + Send + Sync>>
+    + Send
+    + Sync;
+
+/// An ACP agent: [`AcpAgent::serve`] answers one client over a byte stream (stdio for an
+/// editor) until the client goes.
+pub struct AcpAgent {
+    open: Arc<OpenController>,
+    load_session: bool,
+    max_message_bytes: usize,
+    decided_by: Arc<str>,
+}
+
+impl std::fmt::Debug for AcpAgent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AcpAgent")
+            .field("load_session", &self.load_session)
+            .field("max_message_bytes", &self.max_message_bytes)
+            .field("decided_by", &self.decided_by)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AcpAgent {
+    /// An agent whose sessions run in the controllers `open` builds, one per session, for the
+    /// session's workspace. Sessions are loaded (`session/load`, advertised as `loadSession`)
+    /// only after [`AcpAgent::load_session`].
+    pub fn new(
+        open: impl Fn(&Path) -> Result<AgentController, Box<dyn std::error::Error + Send + Sync>>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self {
+        Self {
+            open: Arc::new(open),
+            load_session: false,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            decided_by: Arc::from("acp-client"),
+        }
+    }
+
+    /// Whether `session/load` restores stored sessions: give `true` when the controllers have
+    /// a store.
+    pub fn load_session(mut self, load: bool) -> Self {
+        self.load_session = load;
+        self
+    }
+
+    /// The most bytes one message may have ([`DEFAULT_MAX_MESSAGE_BYTES`] unless set).
+    pub fn max_message_bytes(mut self, max: usize) -> Self {
+        self.max_message_bytes = max;
+        self
+    }
+
+    /// Who the decisions made through the client are recorded as (`decidedBy`; default
+    /// `acp-client`).
+    pub fn decided_by(mut self, name: impl Into<String>) -> Self {
+        self.decided_by = Arc::from(name.into());
+        self
+    }
+
+    /// Serves one client on stdin and stdout.
+    ///
+    /// # Errors
+    /// As [`AcpAgent::serve`].
+    pub async fn serve_stdio(self) -> Result<(), Error> {
+        self.serve(tokio::io::stdin(), tokio::io::stdout()).await
+    }
+
+    /// Serves one client: newline-delimited JSON-RPC 2.0 read from `input`, written to
+    /// `output`, until `input` ends. Then every session's run in progress is cancelled and
+    /// nothing pending is approved: with a store, plans and tool calls waiting for a decision
+    /// stay pending (decide them with `decide`, or in a later `session/load`).
+    ///
+    /// # Errors
+    /// When the connection fails (reading or writing fails).
+    pub async fn serve(
+        self,
+        input: impl AsyncRead + Send + Unpin + 'static,
+        output: impl AsyncWrite + Send + Unpin + 'static,
+    ) -> Result<(), Error> {
+        let incoming =
+            lines::bounded_lines(tokio::io::BufReader::new(input), self.max_message_bytes);
+        let outgoing = futures_util::sink::unfold(output, async |mut output, line: String| {
+            output.write_all(line.as_bytes()).await?;
+            output.write_all(b"\n").await?;
+            output.flush().await?;
+            Ok::<_, std::io::Error>(output)
+        });
+        let transport = Lines::new(Box::pin(outgoing), Box::pin(incoming));
+        let state = Arc::new(State {
+            agent: self,
+            sessions: Mutex::new(HashMap::new()),
+            turns: Mutex::new(Vec::new()),
+        });
+        let (s1, s2, s3, s4, s5, s6, s7) = (
+            state.clone(),
+            state.clone(),
+            state.clone(),
+            state.clone(),
+            state.clone(),
+            state.clone(),
+            state.clone(),
+        );
+        let result = Agent
+            .v1()
+            .name("agent-controller")
+            .on_receive_request(
+                async move |request: InitializeRequest, responder, _cx| {
+                    responder.respond(s1.initialize(request))
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: NewSessionRequest, responder, cx| {
+                    let state = s2.clone();
+                    spawn(&s2, async move {
+                        let _ = responder.respond_with_result(state.new_session(request, cx).await);
+                    });
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: LoadSessionRequest, responder, cx| {
+                    let state = s3.clone();
+                    spawn(&s3, async move {
+                        let _ =
+                            responder.respond_with_result(state.load_session(request, cx).await);
+                    });
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: PromptRequest, responder, _cx| match s4.start_prompt(request) {
+                    Ok(turn) => {
+                        spawn(&s4, async move {
+                            let _ =
+                                responder.respond_with_result(turn.await.map(PromptResponse::new));
+                        });
+                        Ok(())
+                    }
+                    Err(error) => responder.respond_with_error(error),
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: SetSessionModeRequest, responder, _cx| {
+                    let state = s5.clone();
+                    spawn(&s5, async move {
+                        let result = state
+                            .switch(&request.session_id, &request.mode_id.0)
+                            .await
+                            .map(|()| SetSessionModeResponse::new());
+                        let _ = responder.respond_with_result(result);
+                    });
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: SetSessionConfigOptionRequest, responder, _cx| {
+                    let state = s6.clone();
+                    spawn(&s6, async move {
+                        let _ = responder.respond_with_result(state.set_option(request).await);
+                    });
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_notification(
+                async move |notification: CancelNotification, _cx| {
+                    if let Some(slot) = s7.slot(&notification.session_id) {
+                        slot.cancel();
+                    }
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_notification!(),
+            )
+            .connect_with(transport, async |cx: ConnectionTo<Client>| {
+                cx.incoming_closed().await;
+                Ok(())
+            })
+            .await;
+        state.close().await;
+        result
+    }
+}
+
+/// The connection's state: its sessions by id, and the tasks its requests started.
+struct State {
+    agent: AcpAgent,
+    sessions: Mutex<HashMap<String, Arc<Slot>>>,
+    turns: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+/// Runs a request's work off the dispatch loop, so `session/cancel` and the answers to the
+/// agent's own requests get through while it waits.
+fn spawn(state: &State, work: impl Future<Output = ()> + Send + 'static) {
+    let handle = tokio::spawn(work);
+    let mut turns = state.turns.lock().unwrap_or_else(PoisonError::into_inner);
+    turns.retain(|t| !t.is_finished());
+    turns.push(handle);
+}
+
+/// A JSON-RPC "invalid params" error with this message.
+fn invalid(message: impl std::fmt::Display) -> Error {
+    Error::invalid_params().data(message.to_string())
+}
+
+/// A session operation's error as a JSON-RPC error: the client's mistakes (an unknown mode,
+/// session or decision) as invalid params, the rest (a store that fails) as internal errors.
+pub(crate) fn session_error(error: SessionError) -> Error {
+    match error.kind() {
+        SessionErrorKind::Store | SessionErrorKind::Workspace => {
+            Error::internal_error().data(error.to_string())
+        }
+        _ => invalid(error),
+    }
+}
+
+impl State {
+    fn slot(&self, id: &SessionId) -> Option<Arc<Slot>> {
+        let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        sessions.get(&*id.0).cloned()
+    }
+
+    fn known(&self, id: &SessionId) -> Result<Arc<Slot>, Error> {
+        self.slot(id)
+            .ok_or_else(|| invalid(format!("unknown session `{}`", id.0)))
+    }
+
+    fn initialize(&self, _request: InitializeRequest) -> InitializeResponse {
+        let capabilities = AgentCapabilities::new()
+            .load_session(self.agent.load_session)
+            .prompt_capabilities(PromptCapabilities::new().embedded_context(true));
+        InitializeResponse::new(agent_client_protocol::schema::ProtocolVersion::V1)
+            .agent_capabilities(capabilities)
+            .agent_info(
+                Implementation::new("agent-controller", env!("CARGO_PKG_VERSION"))
+                    .title("agent-controller"),
+            )
+    }
+
+    /// The controller for a session in `cwd`; MCP servers are refused (this agent has no MCP
+    /// client).
+    fn controller(&self, cwd: &Path, mcp_servers: usize) -> Result<AgentController, Error> {
+        if mcp_servers > 0 {
+            return Err(invalid(
+                "MCP servers are not supported: give the session no mcpServers",
+            ));
+        }
+        if !cwd.is_absolute() {
+            return Err(invalid(format!(
+                "cwd must be an absolute path, not `{}`",
+                cwd.display()
+            )));
+        }
+        (self.agent.open)(cwd)
+            .map_err(|e| invalid(format!("cannot open a session in `{}`: {e}", cwd.display())))
+    }
+
+    fn updates(&self, cx: ConnectionTo<Client>, controller: &AgentController, id: &str) -> Updates {
+        Updates {
+            cx,
+            session_id: SessionId::new(id.to_owned()),
+            graph: controller.modes().clone(),
+            workspace: controller.workspace().to_path_buf(),
+            plans_dir: controller.modes().plans_dir().to_path_buf(),
+            ids: Arc::default(),
+            seen: Arc::default(),
+        }
+    }
+
+    /// Keeps `session` as an ACP session, its events going to the client.
+    fn adopt(
+        &self,
+        mut session: Session,
+        controller: &AgentController,
+        updates: Updates,
+    ) -> Arc<Slot> {
+        let sink = updates.clone();
+        session
+            .subscribe(move |event| sink.on_event(event))
+            .detach();
+        let slot = Arc::new(Slot::new(
+            session,
+            controller.modes().clone(),
+            controller.store().is_some(),
+            updates,
+        ));
+        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        sessions.insert(slot.updates.session_id.0.to_string(), slot.clone());
+        slot
+    }
+
+    async fn new_session(
+        &self,
+        request: NewSessionRequest,
+        cx: ConnectionTo<Client>,
+    ) -> Result<NewSessionResponse, Error> {
+        let controller = self.controller(&request.cwd, request.mcp_servers.len())?;
+        let session = controller
+            .start_session(SessionOptions::new())
+            .await
+            .map_err(session_error)?;
+        let mode = session.mode_id();
+        let updates = self.updates(cx, &controller, session.id());
+        let slot = self.adopt(session, &controller, updates);
+        Ok(NewSessionResponse::new(slot.updates.session_id.clone())
+            .modes(mode_state(&slot.graph, mode))
+            .config_options(config_options(&slot.graph, mode)))
+    }
+
+    async fn load_session(
+        &self,
+        request: LoadSessionRequest,
+        cx: ConnectionTo<Client>,
+    ) -> Result<LoadSessionResponse, Error> {
+        if !self.agent.load_session {
+            return Err(Error::method_not_found()
+                .data("session/load needs a store: start the agent with --store"));
+        }
+        if self.slot(&request.session_id).is_some() {
+            return Err(invalid(format!(
+                "session `{}` is open already",
+                request.session_id.0
+            )));
+        }
+        let controller = self.controller(&request.cwd, request.mcp_servers.len())?;
+        let session = controller
+            .restore_session(&request.session_id.0, SessionOptions::new())
+            .await
+            .map_err(session_error)?;
+        let updates = self.updates(cx, &controller, session.id());
+        updates.replay(session.messages());
+        let mode = session.mode_id();
+        let slot = self.adopt(session, &controller, updates);
+        Ok(LoadSessionResponse::new()
+            .modes(mode_state(&slot.graph, mode))
+            .config_options(config_options(&slot.graph, mode)))
+    }
+
+    /// Starts the turn of a prompt: refused for an unknown session and while another prompt of
+    /// the session runs.
+    fn start_prompt(
+        &self,
+        request: PromptRequest,
+    ) -> Result<
+        impl Future<Output = Result<agent_client_protocol::v1::schema::StopReason, Error>> + use<>,
+        Error,
+    > {
+        let slot = self.known(&request.session_id)?;
+        let text = prompt_text(&request.prompt);
+        if text.trim().is_empty() {
+            return Err(invalid("the prompt has no text"));
+        }
+        if !slot.begin_turn() {
+            return Err(Error::invalid_request().data(format!(
+                "a prompt is already running in session `{}`: wait for it, or cancel it",
+                request.session_id.0
+            )));
+        }
+        Ok(turn::prompt(slot, text, self.agent.decided_by.clone()))
+    }
+
+    /// A manual switch of the session to `mode_id` (`session/set_mode`, or the `mode` config
+    /// option): a pending plan or tool call counts as not approved, and the model is told.
+    async fn switch(&self, id: &SessionId, mode_id: &str) -> Result<(), Error> {
+        let slot = self.known(id)?;
+        let mut session = slot.session.lock().await;
+        session.switch_mode(mode_id).await.map_err(session_error)?;
+        slot.stop_asking();
+        Ok(())
+    }
+
+    async fn set_option(
+        &self,
+        request: SetSessionConfigOptionRequest,
+    ) -> Result<SetSessionConfigOptionResponse, Error> {
+        if &*request.config_id.0 != MODE_OPTION {
+            return Err(invalid(format!(
+                "unknown config option `{}`: the one option is `{MODE_OPTION}`",
+                request.config_id.0
+            )));
+        }
+        let Some(mode) = request.value.as_value_id() else {
+            return Err(invalid("the `mode` option takes a mode id"));
+        };
+        self.switch(&request.session_id, &mode.0).await?;
+        let slot = self.known(&request.session_id)?;
+        let current = slot.session.lock().await.mode_id();
+        Ok(SetSessionConfigOptionResponse::new(config_options(
+            &slot.graph,
+            current,
+        )))
+    }
+
+    /// The client is gone: every run in progress is cancelled, every open permission request
+    /// given up (nothing approved), and every session settled, so a store records how each
+    /// run ended.
+    async fn close(&self) {
+        let slots: Vec<Arc<Slot>> = {
+            let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+            sessions.values().cloned().collect()
+        };
+        for slot in &slots {
+            slot.cancel();
+        }
+        let turns = std::mem::take(&mut *self.turns.lock().unwrap_or_else(PoisonError::into_inner));
+        for turn in turns {
+            let _ = turn.await;
+        }
+        for slot in &slots {
+            if let Err(error) = slot.session.lock().await.settle().await {
+                tracing::warn!(%error, "a session could not be settled");
+            }
+        }
+    }
+}
+
+/// The text of a prompt: its text blocks, and the text of embedded resources, in order.
+fn prompt_text(blocks: &[ContentBlock]) -> String {
+    let mut text = String::new();
+    for block in blocks {
+        let piece = match block {
+            ContentBlock::Text(t) => t.text.clone(),
+            ContentBlock::ResourceLink(link) => format!("[{}]({})", link.name, link.uri),
+            ContentBlock::Resource(resource) => match &resource.resource {
+                EmbeddedResourceResource::TextResourceContents(contents) => {
+                    format!("{}:\n{}", contents.uri, contents.text)
+                }
+                _ => continue,
+            },
+            _ => continue,
+        };
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(&piece);
+    }
+    text
+}
+
+// `SinkExt` is used by `Lines` through the boxed sink.
+#[allow(unused_imports)]
+use SinkExt as _;

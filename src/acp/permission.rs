@@ -1,0 +1,211 @@
+//! What a pending decision looks like as `session/request_permission`, and what the client's
+//! answer decides: the options offered, each with the verdict it stands for, so an answer can
+//! only ever pick a verdict that was offered.
+
+use agent_client_protocol::v1::schema::{
+    Content, Meta, PermissionOption, PermissionOptionKind, RequestPermissionOutcome,
+    RequestPermissionResponse, ToolCallContent, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind,
+};
+use serde_json::json;
+
+use crate::display::{arguments, neutralize, neutralize_line};
+use crate::mode::ModeGraph;
+use crate::session::{Decision, PendingPlan, PendingToolCall};
+
+/// The id of the option that rejects (a plan: "Keep planning"; a tool call: "Reject").
+pub(crate) const REJECT: &str = "reject";
+/// The id of the option that runs a tool call once.
+pub(crate) const ALLOW: &str = "allow";
+/// The id of the option that runs a tool call and allows its tool until the mode changes.
+pub(crate) const ALLOW_ALWAYS: &str = "allow_always";
+/// The prefix of a plan's allow options: `switch:MODE`, one per target mode.
+pub(crate) const SWITCH_PREFIX: &str = "switch:";
+
+/// What an option, once selected, decides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Approve: a plan to this target mode, a tool call (and its tool always, with `always`).
+    Approve {
+        /// The plan's target mode; `None` for a tool call.
+        to: Option<String>,
+        /// Always allow the tool until the mode changes (tool calls only).
+        always: bool,
+    },
+    /// Reject: the plan is not approved (the mode stays), the tool call does not run.
+    Reject,
+}
+
+/// The options of one permission request, each with its verdict.
+#[derive(Debug, Clone)]
+pub(crate) struct Offer {
+    pub(crate) options: Vec<(PermissionOption, Verdict)>,
+}
+
+/// How the client answered a permission request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Answer {
+    /// It selected an option that was offered.
+    Selected(Verdict),
+    /// The `cancelled` outcome (the client cancelled the turn).
+    Cancelled,
+    /// No decision: an option id that was not offered, an outcome of another kind, an error
+    /// response, or no response at all (the connection dropped).
+    Undecided,
+}
+
+impl Offer {
+    /// The options a submitted plan offers: one allow option per target mode, named by the
+    /// mode (the first target first), then "Keep planning".
+    pub(crate) fn plan(graph: &ModeGraph, plan: &PendingPlan) -> Self {
+        let mut options: Vec<(PermissionOption, Verdict)> = plan
+            .targets()
+            .iter()
+            .map(|&target| {
+                let mode = graph.mode(target);
+                let option = PermissionOption::new(
+                    format!("{SWITCH_PREFIX}{}", mode.id()),
+                    format!("Yes, switch to {}", neutralize_line(mode.name())),
+                    PermissionOptionKind::AllowOnce,
+                );
+                let verdict = Verdict::Approve {
+                    to: Some(mode.id().to_owned()),
+                    always: false,
+                };
+                (option, verdict)
+            })
+            .collect();
+        options.push((
+            PermissionOption::new(
+                REJECT,
+                "No, keep planning",
+                PermissionOptionKind::RejectOnce,
+            ),
+            Verdict::Reject,
+        ));
+        Self { options }
+    }
+
+    /// The options of a tool call that waits for approval: run it once, run it and always allow
+    /// its tool until the mode changes, or reject it.
+    pub(crate) fn tool_call(call: &PendingToolCall) -> Self {
+        let tool = neutralize_line(call.tool_name()).into_owned();
+        let options = vec![
+            (
+                PermissionOption::new(ALLOW, "Allow", PermissionOptionKind::AllowOnce),
+                Verdict::Approve {
+                    to: None,
+                    always: false,
+                },
+            ),
+            (
+                PermissionOption::new(
+                    ALLOW_ALWAYS,
+                    format!("Always allow {tool} in this mode"),
+                    PermissionOptionKind::AllowAlways,
+                ),
+                Verdict::Approve {
+                    to: None,
+                    always: true,
+                },
+            ),
+            (
+                PermissionOption::new(REJECT, "Reject", PermissionOptionKind::RejectOnce),
+                Verdict::Reject,
+            ),
+        ];
+        Self { options }
+    }
+
+    /// The options as the request carries them.
+    pub(crate) fn permission_options(&self) -> Vec<PermissionOption> {
+        self.options.iter().map(|(o, _)| o.clone()).collect()
+    }
+
+    /// What the client's response decides: the verdict of the option it selected, when that
+    /// option was offered; anything else decides nothing.
+    pub(crate) fn answer(
+        &self,
+        response: Result<RequestPermissionResponse, agent_client_protocol::Error>,
+    ) -> Answer {
+        match response.map(|r| r.outcome) {
+            Ok(RequestPermissionOutcome::Selected(selected)) => self
+                .options
+                .iter()
+                .find(|(option, _)| option.option_id == selected.option_id)
+                .map_or(Answer::Undecided, |(_, verdict)| {
+                    Answer::Selected(verdict.clone())
+                }),
+            Ok(RequestPermissionOutcome::Cancelled) => Answer::Cancelled,
+            Ok(_) | Err(_) => Answer::Undecided,
+        }
+    }
+}
+
+impl Verdict {
+    /// The library decision for this verdict, pinned to `sha256` (the plan's, or the tool
+    /// call's `argsSha256`: what the request showed).
+    pub(crate) fn decision(&self, sha256: &str, decided_by: &str) -> Decision {
+        let decision = match self {
+            Verdict::Approve { to: Some(mode), .. } => Decision::approve().to(mode.clone()),
+            Verdict::Approve { always: true, .. } => Decision::approve().always_allow(),
+            Verdict::Approve { .. } => Decision::approve(),
+            Verdict::Reject => Decision::reject(),
+        };
+        decision.with_sha256(sha256).decided_by(decided_by)
+    }
+}
+
+/// The `toolCall` of a plan's permission request: kind `switch_mode`, the plan's title, the plan
+/// text as captured (hidden characters shown as escapes), and its sha256 in `_meta`.
+pub(crate) fn plan_tool_call(tool_call_id: String, plan: &PendingPlan) -> ToolCallUpdate {
+    let payload = plan.payload();
+    let submission = &payload.submission;
+    let fields = ToolCallUpdateFields::new()
+        .kind(ToolKind::SwitchMode)
+        .status(ToolCallStatus::Pending)
+        .title(neutralize_line(&submission.title).into_owned())
+        .content(vec![ToolCallContent::Content(Content::new(
+            neutralize(&submission.plan).into_owned(),
+        ))])
+        .raw_input(json!({ "path": submission.path }));
+    ToolCallUpdate::new(tool_call_id, fields).meta(meta(json!({
+        "decisionId": payload.decision_id,
+        "sha256": submission.sha256,
+        "path": submission.path,
+        "revision": payload.revision,
+        "targetModeIds": payload.target_mode_ids,
+    })))
+}
+
+/// The `toolCall` of a waiting tool call's permission request: its tool, every argument, and
+/// its `argsSha256` in `_meta`.
+pub(crate) fn waiting_tool_call(
+    tool_call_id: String,
+    call: &PendingToolCall,
+    kind: ToolKind,
+) -> ToolCallUpdate {
+    let tool = neutralize_line(call.tool_name());
+    let fields = ToolCallUpdateFields::new()
+        .kind(kind)
+        .status(ToolCallStatus::Pending)
+        .title(format!("{tool} (waits for approval)"))
+        .content(vec![ToolCallContent::Content(Content::new(arguments(
+            call.args(),
+            60,
+            4_000,
+        )))])
+        .raw_input(call.args().clone());
+    ToolCallUpdate::new(tool_call_id, fields).meta(meta(json!({
+        "decisionId": call.decision_id(),
+        "argsSha256": call.args_sha256(),
+        "toolName": call.tool_name(),
+    })))
+}
+
+/// `_meta` with this crate's fields under `agentController`.
+pub(crate) fn meta(fields: serde_json::Value) -> Meta {
+    let mut meta = Meta::new();
+    meta.insert("agentController".to_owned(), fields);
+    meta
+}

@@ -1,0 +1,316 @@
+//! The session's events as `session/update` notifications, and the session's modes as ACP
+//! modes and as the `mode` config option.
+
+use std::collections::HashMap;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use agent_client_protocol::Client;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{
+    ConfigOptionUpdate, Content, ContentBlock, ContentChunk, CurrentModeUpdate,
+    SessionConfigOption, SessionConfigSelectOption, SessionId, SessionMode, SessionModeState,
+    SessionNotification, SessionUpdate, ToolCall, ToolCallContent, ToolCallLocation,
+    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+};
+
+use crate::display::neutralize_line_within;
+use crate::event::Event;
+use crate::mode::{ModeGraph, ModeId};
+use crate::model::Message;
+use crate::tool::SUBMIT_PLAN;
+
+/// The id of the config option that holds the mode.
+pub(crate) const MODE_OPTION: &str = "mode";
+
+/// The modes as `session/new` returns them: the current one and every mode with its id, name
+/// and description.
+pub(crate) fn mode_state(graph: &ModeGraph, current: ModeId) -> SessionModeState {
+    let modes = graph
+        .modes()
+        .iter()
+        .map(|m| {
+            let description = (!m.description().is_empty()).then(|| m.description().to_owned());
+            SessionMode::new(m.id().to_owned(), m.name().to_owned()).description(description)
+        })
+        .collect();
+    SessionModeState::new(graph.mode(current).id().to_owned(), modes)
+}
+
+/// The config options: one, `mode`, a select over every mode.
+pub(crate) fn config_options(graph: &ModeGraph, current: ModeId) -> Vec<SessionConfigOption> {
+    let options: Vec<SessionConfigSelectOption> = graph
+        .modes()
+        .iter()
+        .map(|m| {
+            let description = (!m.description().is_empty()).then(|| m.description().to_owned());
+            SessionConfigSelectOption::new(m.id().to_owned(), m.name().to_owned())
+                .description(description)
+        })
+        .collect();
+    let option = SessionConfigOption::select(
+        MODE_OPTION,
+        "Mode",
+        graph.mode(current).id().to_owned(),
+        options,
+    )
+    .description("The session's mode: what the agent may do, and where an approved plan leads.");
+    vec![option]
+}
+
+/// The ACP tool-call ids of a session's tool calls. A model may reuse its tool-call ids
+/// (`call_1` in every reply), so each call the session starts gets an id of its own, and a
+/// later event of the call (its end, its permission request) finds it by the model's id.
+#[derive(Debug, Default)]
+pub(crate) struct ToolIds {
+    next: u64,
+    latest: HashMap<String, String>,
+}
+
+impl ToolIds {
+    /// A fresh ACP id for the model's call `tool_call_id`.
+    fn start(&mut self, tool_call_id: &str) -> String {
+        self.next += 1;
+        let id = format!("{}#{}", neutralize_line_within(tool_call_id, 64), self.next);
+        self.latest.insert(tool_call_id.to_owned(), id.clone());
+        id
+    }
+
+    /// The ACP id of the latest call with the model's id `tool_call_id` (a fresh one if none
+    /// started).
+    pub(crate) fn of(&mut self, tool_call_id: &str) -> String {
+        match self.latest.get(tool_call_id) {
+            Some(id) => id.clone(),
+            None => self.start(tool_call_id),
+        }
+    }
+}
+
+/// Sends one session's updates to the client.
+#[derive(Clone)]
+pub(crate) struct Updates {
+    pub(crate) cx: ConnectionTo<Client>,
+    pub(crate) session_id: SessionId,
+    pub(crate) graph: ModeGraph,
+    pub(crate) workspace: PathBuf,
+    /// The plans directory, relative to the workspace (`write_plan`'s paths are relative to it).
+    pub(crate) plans_dir: PathBuf,
+    pub(crate) ids: Arc<Mutex<ToolIds>>,
+    /// What the event stream told so far in this run: whether the model's text streamed (then
+    /// `assistant_message` repeats it and is not sent), and the last finish reason.
+    pub(crate) seen: Arc<Mutex<Seen>>,
+}
+
+/// See [`Updates::seen`].
+#[derive(Debug, Default)]
+pub(crate) struct Seen {
+    streamed: bool,
+    pub(crate) finish_reason: Option<String>,
+}
+
+impl Updates {
+    /// Sends `update`; a connection that is gone is not this session's concern.
+    pub(crate) fn send(&self, update: SessionUpdate) {
+        let notification = SessionNotification::new(self.session_id.clone(), update);
+        if let Err(error) = self.cx.send_notification(notification) {
+            tracing::debug!(%error, "session/update not sent");
+        }
+    }
+
+    pub(crate) fn ids(&self) -> std::sync::MutexGuard<'_, ToolIds> {
+        self.ids.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
+        self.seen.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Announces the mode `mode_id`: `current_mode_update`, then `config_option_update`.
+    pub(crate) fn mode(&self, mode_id: &str) {
+        let Some(mode) = self.graph.get(mode_id) else {
+            return;
+        };
+        self.send(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(
+            mode_id.to_owned(),
+        )));
+        self.send(SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(
+            config_options(&self.graph, mode),
+        )));
+    }
+
+    /// The update (or updates) for one event of the session.
+    pub(crate) fn on_event(&self, event: &Event) {
+        match event {
+            Event::AgentStart { .. } => {
+                *self.seen() = Seen::default();
+            }
+            Event::TextDelta { text, .. } => {
+                self.seen().streamed = true;
+                self.text(text);
+            }
+            Event::ModelEnd { finish_reason, .. } => {
+                self.seen().finish_reason = finish_reason.clone();
+            }
+            Event::AssistantMessage { text, .. } => {
+                let streamed = std::mem::take(&mut self.seen().streamed);
+                if !streamed && !text.is_empty() {
+                    self.text(text);
+                }
+            }
+            Event::ToolStart {
+                tool_call_id,
+                tool_name,
+                args,
+                ..
+            } => {
+                let id = self.ids().start(tool_call_id);
+                let call = ToolCall::new(id, title(tool_name, args))
+                    .kind(kind(tool_name))
+                    .status(ToolCallStatus::InProgress)
+                    .locations(self.locations(tool_name, args))
+                    .raw_input(args.clone());
+                self.send(SessionUpdate::ToolCall(call));
+            }
+            Event::ToolSuspended { tool_call_id, .. } => {
+                let id = self.ids().of(tool_call_id);
+                let fields = ToolCallUpdateFields::new().status(ToolCallStatus::Pending);
+                self.send(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                    id, fields,
+                )));
+            }
+            Event::ToolEnd {
+                tool_call_id,
+                result,
+                is_error,
+                ..
+            } => {
+                let id = self.ids().of(tool_call_id);
+                self.send(SessionUpdate::ToolCallUpdate(ended(id, result, *is_error)));
+            }
+            Event::ToolSuspensionCancelled {
+                tool_call_id,
+                reason,
+                ..
+            } => {
+                let id = self.ids().of(tool_call_id);
+                let text = format!("Not approved ({reason}).");
+                self.send(SessionUpdate::ToolCallUpdate(ended(id, &text, true)));
+            }
+            Event::ModeChanged { mode_id, .. } => self.mode(mode_id),
+            _ => {}
+        }
+    }
+
+    /// Where a file tool's call points the editor: the file, in the workspace (`write_plan`'s
+    /// in the plans directory).
+    fn locations(&self, tool_name: &str, args: &serde_json::Value) -> Vec<ToolCallLocation> {
+        let base = if tool_name == "write_plan" {
+            self.workspace.join(&self.plans_dir)
+        } else {
+            self.workspace.clone()
+        };
+        locations(&base, args)
+    }
+
+    fn text(&self, text: &str) {
+        self.send(SessionUpdate::AgentMessageChunk(ContentChunk::new(
+            ContentBlock::from(text.to_owned()),
+        )));
+    }
+
+    /// Replays a stored conversation: the user's and the agent's messages and the tool calls
+    /// with their results, as `session/load` streams them before it answers.
+    pub(crate) fn replay(&self, messages: &[Message]) {
+        for message in messages {
+            match message {
+                Message::User { content } => {
+                    self.send(SessionUpdate::UserMessageChunk(ContentChunk::new(
+                        ContentBlock::from(content.clone()),
+                    )));
+                }
+                Message::Assistant {
+                    content,
+                    tool_calls,
+                } => {
+                    if !content.is_empty() {
+                        self.text(content);
+                    }
+                    for call in tool_calls {
+                        let id = self.ids().start(&call.id);
+                        let update = ToolCall::new(id, title(&call.name, &call.args))
+                            .kind(kind(&call.name))
+                            .status(ToolCallStatus::Pending)
+                            .locations(self.locations(&call.name, &call.args))
+                            .raw_input(call.args.clone());
+                        self.send(SessionUpdate::ToolCall(update));
+                    }
+                }
+                Message::Tool {
+                    tool_call_id,
+                    content,
+                    is_error,
+                    ..
+                } => {
+                    let id = self.ids().of(tool_call_id);
+                    self.send(SessionUpdate::ToolCallUpdate(ended(id, content, *is_error)));
+                }
+                // The mode notices are for the model; the client sees the modes themselves.
+                Message::System { .. } => {}
+            }
+        }
+    }
+}
+
+/// A tool call's end: completed or failed, with its result as text.
+fn ended(id: String, result: &str, is_error: bool) -> ToolCallUpdate {
+    let status = if is_error {
+        ToolCallStatus::Failed
+    } else {
+        ToolCallStatus::Completed
+    };
+    let fields =
+        ToolCallUpdateFields::new()
+            .status(status)
+            .content(vec![ToolCallContent::Content(Content::new(
+                result.to_owned(),
+            ))]);
+    ToolCallUpdate::new(id, fields)
+}
+
+/// What kind of tool a tool is, for the editor's icon: by the built-in tools' names, else
+/// `other`.
+pub(crate) fn kind(tool_name: &str) -> ToolKind {
+    match tool_name {
+        "read_file" => ToolKind::Read,
+        "list_files" => ToolKind::Search,
+        "write_file" | "write_plan" => ToolKind::Edit,
+        SUBMIT_PLAN => ToolKind::SwitchMode,
+        _ => ToolKind::Other,
+    }
+}
+
+/// A tool call's title: the tool and its `path` argument when it has one, on one line.
+fn title(tool_name: &str, args: &serde_json::Value) -> String {
+    let tool = neutralize_line_within(tool_name, 100);
+    match args.get("path").and_then(|p| p.as_str()) {
+        Some(path) => format!("{tool} {}", neutralize_line_within(path, 200)),
+        None => tool.into_owned(),
+    }
+}
+
+/// The file a file tool's `path` argument names, as an absolute path in the workspace; none
+/// when the path is absolute or climbs out with `..` (the model's path is not trusted to point
+/// the editor anywhere: the jail refuses such a path anyway).
+fn locations(workspace: &Path, args: &serde_json::Value) -> Vec<ToolCallLocation> {
+    let Some(path) = args.get("path").and_then(|p| p.as_str()) else {
+        return Vec::new();
+    };
+    let relative = Path::new(path);
+    let inside = relative
+        .components()
+        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
+    if !inside || path.is_empty() {
+        return Vec::new();
+    }
+    vec![ToolCallLocation::new(workspace.join(relative))]
+}

@@ -1,0 +1,92 @@
+//! `acp`: an Agent Client Protocol agent on stdin and stdout, for editors (the library's
+//! [`agent_controller::acp`] with the CLI's config, tools, model and store).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use agent_controller::acp::AcpAgent;
+use agent_controller::display::neutralize;
+use agent_controller::model::scripted::ScriptedModel;
+use agent_controller::store::open_store;
+use agent_controller::{AgentController, LanguageModel, config};
+
+use crate::cli::args::{AcpArgs, DEFAULT_CONFIG};
+use crate::cli::exit::{Exit, Failure, Outcome};
+use crate::cli::setup::{check_workspace, with_tools};
+
+/// `acp`: serves one client until it closes stdin. Each session works in the `cwd` the client
+/// gives (with `--workspace`, only in that directory), with `--config` or the workspace's own
+/// `config/modes.toml`.
+pub(crate) fn acp(args: AcpArgs) -> Outcome {
+    let only = match &args.workspace {
+        Some(dir) => {
+            check_workspace(dir)?;
+            Some(dir.canonicalize().map_err(Failure::runtime)?)
+        }
+        None => None,
+    };
+    let model: Arc<dyn LanguageModel> = if args.model.is_scripted() {
+        Arc::new(ScriptedModel::new())
+    } else {
+        Arc::new(
+            args.model
+                .open()
+                .map_err(|e| Failure::invalid(e.message()))?,
+        )
+    };
+    let store = match &args.store {
+        Some(spec) => Some(open_store(spec).map_err(Failure::runtime)?),
+        None => None,
+    };
+    let has_store = store.is_some();
+    let config = args.config.clone();
+    let lease = args.lease;
+    let agent = AcpAgent::new(move |cwd: &Path| {
+        if let Some(only) = &only {
+            let cwd = cwd.canonicalize()?;
+            if &cwd != only {
+                return Err(
+                    format!("this agent works in {} only (--workspace)", only.display()).into(),
+                );
+            }
+        }
+        let (path, text) = match &config {
+            Some(path) => (path.clone(), config::read(path)?),
+            None => (
+                cwd.join(DEFAULT_CONFIG),
+                config::read_in(cwd, DEFAULT_CONFIG)?,
+            ),
+        };
+        let graph = config::parse(&text, &path.display().to_string())?;
+        let (graph, tools) = with_tools(graph).map_err(|f| f.message)?;
+        let mut builder = AgentController::builder(graph, model.clone())
+            .tools(tools)
+            .workspace(cwd)
+            .protected_path(&path);
+        if let Some(store) = &store {
+            builder = builder.store(store.clone()).lease_duration(lease);
+        }
+        Ok(builder.build()?)
+    })
+    .load_session(has_store)
+    .max_message_bytes(args.max_message_bytes)
+    .decided_by(decided_by());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(Failure::runtime)?;
+    runtime
+        .block_on(agent.serve_stdio())
+        .map_err(|e| Failure::runtime(neutralize(&e.to_string())))?;
+    // The runtime's blocking stdin reader cannot be interrupted; do not wait for it.
+    runtime.shutdown_background();
+    Ok(Exit::Done)
+}
+
+/// Who decides through the editor: the OS user, as `--by` defaults to elsewhere.
+fn decided_by() -> String {
+    std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .map_or_else(|_| "acp-client".to_owned(), |user| format!("{user} (acp)"))
+}

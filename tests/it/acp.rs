@@ -1,0 +1,593 @@
+//! `agent-controller acp` over stdio, driven with raw JSON-RPC lines: initialize, sessions,
+//! modes and the `mode` config option, prompts with their updates, plan approval as
+//! `session/request_permission`, and the JSON-RPC errors bad input gets.
+#![cfg(feature = "cli")]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use agent_controller::tool::submit_plan::sha256_hex;
+use serde_json::{Value, json};
+
+use crate::common::Workspace;
+
+/// Two modes: `plan` (the default) hands over to `build` or `auto`.
+pub(crate) const MODES: &str = r#"
+defaultModeId = "plan"
+
+[[modes]]
+id = "plan"
+name = "Plan"
+description = "Explore read-only and write a plan."
+transitionsTo = ["build", "auto"]
+availableTools = ["read_file", "list_files", "write_plan", "submit_plan"]
+
+[[modes]]
+id = "build"
+name = "Build"
+description = "Carry out the approved plan."
+
+[[modes]]
+id = "auto"
+name = "Build (auto)"
+"#;
+
+/// How long a test waits for one message before it fails (a hang, not a timing).
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// The agent as a child process, and the lines it writes.
+pub(crate) struct Agent {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<Value>,
+    next_id: u64,
+    /// Every message read so far, in order.
+    pub(crate) seen: Vec<Value>,
+}
+
+/// A workspace with `MODES` as its own `config/modes.toml`.
+pub(crate) fn workspace(modes: &str) -> Workspace {
+    let ws = Workspace::new();
+    std::fs::create_dir_all(ws.path().join("config")).expect("config dir");
+    std::fs::write(ws.path().join("config/modes.toml"), modes).expect("config");
+    ws
+}
+
+impl Agent {
+    /// `agent-controller acp ARGS`, in `cwd`, with `env`.
+    pub(crate) fn start(cwd: &Path, args: &[&str], env: &[(&str, String)]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+            .arg("acp")
+            .args(args)
+            .current_dir(cwd)
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the binary starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let value: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
+                    panic!("the agent wrote a line that is not JSON ({e}): {line}")
+                });
+                if tx.send(value).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        Self {
+            child,
+            stdin,
+            lines,
+            next_id: 0,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Writes one raw line.
+    pub(crate) fn line(&mut self, text: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(text.as_bytes()).expect("write");
+        stdin.write_all(b"\n").expect("write");
+        stdin.flush().expect("flush");
+    }
+
+    pub(crate) fn send(&mut self, message: &Value) {
+        self.line(&message.to_string());
+    }
+
+    /// Sends a request; returns its id.
+    pub(crate) fn request(&mut self, method: &str, params: Value) -> u64 {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
+        id
+    }
+
+    #[allow(dead_code)]
+    pub(crate) fn notify(&mut self, method: &str, params: Value) {
+        self.send(&json!({ "jsonrpc": "2.0", "method": method, "params": params }));
+    }
+
+    /// Answers the agent's request `id` with `result`.
+    pub(crate) fn respond(&mut self, id: &Value, result: Value) {
+        self.send(&json!({ "jsonrpc": "2.0", "id": id, "result": result }));
+    }
+
+    /// The next message the agent writes.
+    pub(crate) fn next(&mut self) -> Value {
+        let message = self.lines.recv_timeout(PATIENCE).unwrap_or_else(|e| {
+            panic!("no message from the agent ({e}); so far: {:#?}", self.seen)
+        });
+        self.seen.push(message.clone());
+        message
+    }
+
+    /// Reads until the response to request `id`; returns it and what came before it.
+    pub(crate) fn response(&mut self, id: u64) -> (Value, Vec<Value>) {
+        let mut before = Vec::new();
+        loop {
+            let message = self.next();
+            if message.get("method").is_none() && message["id"] == json!(id) {
+                return (message, before);
+            }
+            before.push(message);
+        }
+    }
+
+    /// The result of request `id` (fails on an error response).
+    pub(crate) fn result(&mut self, id: u64) -> Value {
+        let (response, _) = self.response(id);
+        assert!(response.get("error").is_none(), "{response:#}");
+        response["result"].clone()
+    }
+
+    /// Reads until a message with this method (a request or notification from the agent).
+    pub(crate) fn until_method(&mut self, method: &str) -> (Value, Vec<Value>) {
+        let mut before = Vec::new();
+        loop {
+            let message = self.next();
+            if message["method"] == method {
+                return (message, before);
+            }
+            before.push(message);
+        }
+    }
+
+    /// `initialize`, then `session/new` in `cwd`; returns the session's id and the response.
+    pub(crate) fn open(&mut self, cwd: &Path) -> (String, Value) {
+        let id = self.request(
+            "initialize",
+            json!({ "protocolVersion": 1, "clientCapabilities": {} }),
+        );
+        self.result(id);
+        let id = self.request("session/new", json!({ "cwd": cwd, "mcpServers": [] }));
+        let session = self.result(id);
+        (
+            session["sessionId"].as_str().expect("an id").to_owned(),
+            session,
+        )
+    }
+
+    /// Sends a text prompt; returns the request id.
+    pub(crate) fn prompt(&mut self, session: &str, text: &str) -> u64 {
+        self.request(
+            "session/prompt",
+            json!({ "sessionId": session, "prompt": [{ "type": "text", "text": text }] }),
+        )
+    }
+
+    /// Closes stdin and waits for the agent to exit; returns its status code.
+    pub(crate) fn close(mut self) -> i32 {
+        drop(self.stdin.take());
+        let status = self.child.wait().expect("the agent exits");
+        status.code().unwrap_or(-1)
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The `sessionUpdate` kinds of the `session/update` notifications among `messages`.
+pub(crate) fn updates(messages: &[Value]) -> Vec<String> {
+    messages
+        .iter()
+        .filter(|m| m["method"] == "session/update")
+        .map(|m| {
+            m["params"]["update"]["sessionUpdate"]
+                .as_str()
+                .unwrap_or("?")
+                .to_owned()
+        })
+        .collect()
+}
+
+/// The modes `current_mode_update` announced among `messages`, in order.
+pub(crate) fn mode_updates(messages: &[Value]) -> Vec<String> {
+    messages
+        .iter()
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "current_mode_update")
+        .map(|m| {
+            m["params"]["update"]["currentModeId"]
+                .as_str()
+                .unwrap_or("?")
+                .to_owned()
+        })
+        .collect()
+}
+
+/// The `currentValue` of the `mode` option in each `config_option_update` among `messages`.
+pub(crate) fn mode_option_updates(messages: &[Value]) -> Vec<String> {
+    messages
+        .iter()
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "config_option_update")
+        .map(|m| {
+            let options = m["params"]["update"]["configOptions"]
+                .as_array()
+                .expect("options");
+            let mode = options
+                .iter()
+                .find(|o| o["id"] == "mode")
+                .expect("the mode option");
+            mode["currentValue"].as_str().unwrap_or("?").to_owned()
+        })
+        .collect()
+}
+
+fn option_ids(request: &Value) -> Vec<(String, String)> {
+    request["params"]["options"]
+        .as_array()
+        .expect("options")
+        .iter()
+        .map(|o| {
+            (
+                o["optionId"].as_str().expect("id").to_owned(),
+                o["kind"].as_str().expect("kind").to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn plan_file(ws: &Path) -> PathBuf {
+    ws.join(".agent/plans/add-dark-mode.md")
+}
+
+#[test]
+fn initialize_describes_the_agent_and_offers_load_only_with_a_store() {
+    let ws = workspace(MODES);
+    let mut agent = Agent::start(ws.path(), &[], &[]);
+    let id = agent.request(
+        "initialize",
+        json!({ "protocolVersion": 1, "clientCapabilities": {} }),
+    );
+    let result = agent.result(id);
+    assert_eq!(result["protocolVersion"], 1);
+    assert_eq!(result["agentInfo"]["name"], "agent-controller");
+    assert_eq!(result["agentInfo"]["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(result["agentCapabilities"]["loadSession"], false);
+    assert_eq!(agent.close(), 0);
+
+    let store = ws.path().join("sessions");
+    let mut agent = Agent::start(ws.path(), &["--store", store.to_str().expect("utf-8")], &[]);
+    let id = agent.request(
+        "initialize",
+        json!({ "protocolVersion": 1, "clientCapabilities": {} }),
+    );
+    assert_eq!(agent.result(id)["agentCapabilities"]["loadSession"], true);
+}
+
+#[test]
+fn a_new_session_lists_the_modes_and_the_mode_option() {
+    let ws = workspace(MODES);
+    let mut agent = Agent::start(ws.path(), &[], &[]);
+    let (_, session) = agent.open(ws.path());
+    assert_eq!(session["modes"]["currentModeId"], "plan");
+    let modes = session["modes"]["availableModes"]
+        .as_array()
+        .expect("modes");
+    let ids: Vec<&str> = modes
+        .iter()
+        .map(|m| m["id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(ids, ["plan", "build", "auto"]);
+    assert_eq!(modes[0]["name"], "Plan");
+    assert_eq!(
+        modes[0]["description"],
+        "Explore read-only and write a plan."
+    );
+    let options = session["configOptions"].as_array().expect("config options");
+    assert_eq!(options.len(), 1);
+    assert_eq!(options[0]["id"], "mode");
+    assert_eq!(options[0]["type"], "select");
+    assert_eq!(options[0]["currentValue"], "plan");
+    let values: Vec<&str> = options[0]["options"]
+        .as_array()
+        .expect("values")
+        .iter()
+        .map(|o| o["value"].as_str().expect("value"))
+        .collect();
+    assert_eq!(values, ["plan", "build", "auto"]);
+}
+
+/// The plan becomes a `switch_mode` permission request with the plan as captured and its
+/// sha256; one allow option per target (the first first) and "Keep planning"; selecting the
+/// build option announces the mode (both ways) and the turn ends `end_turn` in build mode.
+#[test]
+fn an_approved_plan_switches_mode_and_announces_it() {
+    let ws = workspace(MODES);
+    let mut agent = Agent::start(ws.path(), &[], &[]);
+    let (session, _) = agent.open(ws.path());
+    let prompt = agent.prompt(&session, "Add dark mode");
+    let (request, before) = agent.until_method("session/request_permission");
+    assert_eq!(
+        updates(&before),
+        [
+            "tool_call",
+            "tool_call_update",
+            "tool_call",
+            "tool_call_update"
+        ],
+        "write_plan, then submit_plan waiting"
+    );
+    let params = &request["params"];
+    assert_eq!(params["sessionId"], json!(session));
+    let call = &params["toolCall"];
+    assert_eq!(call["kind"], "switch_mode");
+    assert_eq!(call["title"], "Add dark mode");
+    let file = std::fs::read(plan_file(ws.path())).expect("the plan file");
+    assert_eq!(
+        call["_meta"]["agentController"]["sha256"],
+        sha256_hex(&file)
+    );
+    let shown = call["content"][0]["content"]["text"]
+        .as_str()
+        .expect("the plan text");
+    let file = String::from_utf8(file).expect("utf-8");
+    assert!(
+        file.trim_end().ends_with(shown) && shown.contains("## Steps"),
+        "{shown:?} in {file:?}"
+    );
+    // The submit_plan tool call the request is about is the one the client saw start.
+    assert_eq!(
+        call["toolCallId"],
+        before[2]["params"]["update"]["toolCallId"]
+    );
+    assert_eq!(
+        option_ids(&request),
+        [
+            ("switch:build".to_owned(), "allow_once".to_owned()),
+            ("switch:auto".to_owned(), "allow_once".to_owned()),
+            ("reject".to_owned(), "reject_once".to_owned()),
+        ]
+    );
+    assert_eq!(params["options"][0]["name"], "Yes, switch to Build");
+    assert_eq!(params["options"][2]["name"], "No, keep planning");
+
+    agent.respond(
+        &request["id"],
+        json!({ "outcome": { "outcome": "selected", "optionId": "switch:build" } }),
+    );
+    let (response, after) = agent.response(prompt);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response:#}");
+    assert_eq!(mode_updates(&after), ["build"]);
+    assert_eq!(mode_option_updates(&after), ["build"]);
+    let current = after
+        .iter()
+        .position(|m| m["params"]["update"]["sessionUpdate"] == "current_mode_update")
+        .expect("current_mode_update");
+    let text = after
+        .iter()
+        .position(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .expect("the build mode's message");
+    assert!(
+        current < text,
+        "the mode is announced before build mode speaks"
+    );
+    let message = &after[text]["params"]["update"]["content"]["text"];
+    assert!(
+        message.as_str().expect("text").contains("mode `build`"),
+        "{message}"
+    );
+    assert_eq!(agent.close(), 0);
+}
+
+/// A choice of target: the second option hands over to `auto`.
+#[test]
+fn the_second_target_option_approves_to_that_mode() {
+    let ws = workspace(MODES);
+    let mut agent = Agent::start(ws.path(), &[], &[]);
+    let (session, _) = agent.open(ws.path());
+    let prompt = agent.prompt(&session, "Add dark mode");
+    let (request, _) = agent.until_method("session/request_permission");
+    agent.respond(
+        &request["id"],
+        json!({ "outcome": { "outcome": "selected", "optionId": "switch:auto" } }),
+    );
+    let (response, after) = agent.response(prompt);
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    assert_eq!(mode_updates(&after), ["auto"]);
+}
+
+/// "Keep planning", an option id that was not offered, an outcome of another kind and an error
+/// response never approve: no mode update, the session stays in plan mode.
+#[test]
+fn reject_and_anything_but_an_offered_allow_option_never_approve() {
+    let answers = [
+        json!({ "result": { "outcome": { "outcome": "selected", "optionId": "reject" } } }),
+        json!({ "result": { "outcome": { "outcome": "selected", "optionId": "switch:plan" } } }),
+        json!({ "result": { "outcome": { "outcome": "selected", "optionId": "allow" } } }),
+        json!({ "result": { "outcome": { "outcome": "approved" } } }),
+        json!({ "result": { "outcome": "selected" } }),
+        json!({ "result": {} }),
+        json!({ "error": { "code": -32603, "message": "the client failed" } }),
+    ];
+    let ws = workspace(MODES);
+    let mut agent = Agent::start(ws.path(), &[], &[]);
+    let (session, _) = agent.open(ws.path());
+    for answer in answers {
+        let prompt = agent.prompt(&session, "Add dark mode");
+        let (request, _) = agent.until_method("session/request_permission");
+        let mut reply = answer.clone();
+        reply["jsonrpc"] = json!("2.0");
+        reply["id"] = request["id"].clone();
+        agent.send(&reply);
+        let (response, after) = agent.response(prompt);
+        assert_eq!(
+            response["result"]["stopReason"], "end_turn",
+            "{answer}: {response:#}"
+        );
+        assert_eq!(mode_updates(&after), Vec::<String>::new(), "{answer}");
+    }
+    // Still planning: the next prompt plans again.
+    agent.prompt(&session, "Add dark mode");
+    let (request, _) = agent.until_method("session/request_permission");
+    assert_eq!(request["params"]["toolCall"]["kind"], "switch_mode");
+}
+
+/// Bad input gets JSON-RPC errors and the agent carries on: malformed JSON, an unknown
+/// method, wrong params, an unknown session, a message over the size bound.
+#[test]
+fn bad_input_gets_json_rpc_errors_and_changes_nothing() {
+    let ws = workspace(MODES);
+    let mut agent = Agent::start(ws.path(), &["--max-message-bytes", "4096"], &[]);
+    let (session, _) = agent.open(ws.path());
+
+    agent.line("{not json");
+    let error = agent.next();
+    assert_eq!(error["error"]["code"], -32700, "{error:#}");
+    assert_eq!(error["id"], Value::Null);
+
+    let id = agent.request("session/bogus", json!({}));
+    let (response, _) = agent.response(id);
+    assert_eq!(response["error"]["code"], -32601, "{response:#}");
+
+    let id = agent.request("session/prompt", json!({ "sessionId": session }));
+    let (response, _) = agent.response(id);
+    assert_eq!(response["error"]["code"], -32602, "{response:#}");
+
+    let id = agent.prompt("no-such-session", "hello");
+    let (response, _) = agent.response(id);
+    assert_eq!(response["error"]["code"], -32602, "{response:#}");
+    assert!(
+        response["error"]["data"]
+            .to_string()
+            .contains("unknown session"),
+        "{response:#}"
+    );
+
+    let id = agent.request(
+        "session/set_mode",
+        json!({ "sessionId": session, "modeId": "no-such-mode" }),
+    );
+    let (response, _) = agent.response(id);
+    assert_eq!(response["error"]["code"], -32602, "{response:#}");
+
+    let id = agent.request(
+        "session/set_config_option",
+        json!({ "sessionId": session, "configId": "model", "value": "x" }),
+    );
+    let (response, _) = agent.response(id);
+    assert_eq!(response["error"]["code"], -32602, "{response:#}");
+
+    let huge = json!({ "jsonrpc": "2.0", "id": 99, "method": "session/prompt",
+        "params": { "sessionId": session, "prompt": [{ "type": "text", "text": "x".repeat(10_000) }] } });
+    agent.send(&huge);
+    let error = agent.next();
+    assert_eq!(error["error"]["code"], -32700, "{error:#}");
+
+    let id = agent.request(
+        "session/new",
+        json!({ "cwd": "relative/dir", "mcpServers": [] }),
+    );
+    let (response, _) = agent.response(id);
+    assert_eq!(response["error"]["code"], -32602, "{response:#}");
+
+    let id = agent.request(
+        "session/new",
+        json!({ "cwd": ws.path(), "mcpServers": [{ "name": "x", "command": "/bin/true", "args": [], "env": [] }] }),
+    );
+    let (response, _) = agent.response(id);
+    assert_eq!(response["error"]["code"], -32602, "{response:#}");
+    assert!(
+        response["error"]["data"].to_string().contains("MCP"),
+        "{response:#}"
+    );
+
+    // None of it changed the session: still in plan mode, and a prompt plans.
+    let prompt = agent.prompt(&session, "Add dark mode");
+    let (request, before) = agent.until_method("session/request_permission");
+    assert_eq!(mode_updates(&before), Vec::<String>::new());
+    agent.respond(
+        &request["id"],
+        json!({ "outcome": { "outcome": "selected", "optionId": "switch:build" } }),
+    );
+    let (response, _) = agent.response(prompt);
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    assert_eq!(agent.close(), 0);
+}
+
+/// A second prompt while the first waits for its permission answer is refused, and the first
+/// carries on.
+#[test]
+fn a_prompt_while_another_runs_in_the_session_is_refused() {
+    let ws = workspace(MODES);
+    let mut agent = Agent::start(ws.path(), &[], &[]);
+    let (session, _) = agent.open(ws.path());
+    let first = agent.prompt(&session, "Add dark mode");
+    let (request, _) = agent.until_method("session/request_permission");
+    let second = agent.prompt(&session, "Something else");
+    let (response, _) = agent.response(second);
+    assert_eq!(response["error"]["code"], -32600, "{response:#}");
+    agent.respond(
+        &request["id"],
+        json!({ "outcome": { "outcome": "selected", "optionId": "switch:build" } }),
+    );
+    let (response, after) = agent.response(first);
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    assert_eq!(mode_updates(&after), ["build"]);
+}
+
+/// A session's `cwd` is its workspace: the plan is written there, and with `--workspace` a
+/// session elsewhere is refused.
+#[test]
+fn the_session_works_in_its_cwd_and_workspace_confines_it() {
+    let ws = workspace(MODES);
+    let other = workspace(MODES);
+    let mut agent = Agent::start(
+        other.path(),
+        &["--workspace", ws.path().to_str().expect("utf-8")],
+        &[],
+    );
+    let id = agent.request(
+        "initialize",
+        json!({ "protocolVersion": 1, "clientCapabilities": {} }),
+    );
+    agent.result(id);
+    let id = agent.request(
+        "session/new",
+        json!({ "cwd": other.path(), "mcpServers": [] }),
+    );
+    let (response, _) = agent.response(id);
+    assert_eq!(response["error"]["code"], -32602, "{response:#}");
+    let id = agent.request("session/new", json!({ "cwd": ws.path(), "mcpServers": [] }));
+    let session = agent.result(id)["sessionId"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    agent.prompt(&session, "Add dark mode");
+    agent.until_method("session/request_permission");
+    assert!(plan_file(ws.path()).is_file());
+    assert!(!plan_file(other.path()).exists());
+}
