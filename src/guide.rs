@@ -14,6 +14,7 @@
 //! - [`models`]: real models, OpenAI-compatible endpoints and Claude.
 //! - [`acp`]: editors (Zed and other ACP clients) driving modes and approvals with
 //!   `agent-controller acp`.
+//! - [`mcp`]: MCP servers' tools, gated per mode; what the jail does not cover.
 //! - [`library`]: a whole host in Rust: events as a stream, cancelling, your own data.
 //! - [`stores`]: durable sessions, the workspace of a session, interrupted runs and leases,
 //!   several hosts on PostgreSQL, and what the stores guarantee when things fail.
@@ -42,6 +43,8 @@ pub mod models {}
 
 #[doc = include_str!("guide/acp.md")]
 pub mod acp {}
+#[doc = include_str!("guide/mcp.md")]
+pub mod mcp {}
 
 #[doc = include_str!("guide/library.md")]
 pub mod library {}

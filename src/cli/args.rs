@@ -124,6 +124,10 @@ pub(crate) enum Command {
         /// The config file.
         #[arg(default_value = DEFAULT_CONFIG)]
         config: PathBuf,
+        /// Also start the config's MCP servers (in the current directory, their root) and list
+        /// what each mode would offer; a tool a mode lists that its server lacks is an error.
+        #[arg(long)]
+        connect: bool,
     },
     /// Draw the modes and the hand-over edges (default and planning modes marked).
     Graph {

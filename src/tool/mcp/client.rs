@@ -414,6 +414,10 @@ impl Connection {
                         "MCP server `{id}` stopped during the call of `{remote}` ({why}{}): whether the tool did anything is unknown; the server is not started again in this session",
                         self.stderr_tail()
                     ))
+                } else if matches!(error, ServiceError::UnexpectedResponse) {
+                    ToolOutput::error(format!(
+                        "MCP server `{id}` answered the call of `{remote}` with something that is not a tool result"
+                    ))
                 } else {
                     ToolOutput::error(format!(
                         "MCP server `{id}` did not run `{remote}`: {}",
