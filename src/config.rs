@@ -23,6 +23,7 @@ use crate::tool::{SUBMIT_PLAN, ToolAccess, ToolRegistry};
 
 mod builder;
 mod mcp;
+mod on_timeout;
 mod rules;
 #[cfg(feature = "schema")]
 pub(crate) mod schema;
@@ -109,6 +110,9 @@ named_enum! {
         /// the mode format defines (`requireApproval`, `availableTools`, ...), which there is
         /// free data for hosts and has no effect.
         KnownKeyInMetadata = "known_key_in_metadata",
+        /// A mode's `onTimeout` is not `reject` or `abort` (a deadline never approves), or is
+        /// set without `approvalTimeout`.
+        InvalidOnTimeout = "invalid_on_timeout",
         /// A mode's rule is malformed: two patterns, a `glob` or `regex` without `arg`, an
         /// `arg` without a pattern, or a rule on `submit_plan` ([`crate::rules`]).
         InvalidRule = "invalid_rule",
@@ -550,6 +554,14 @@ struct RawMode<'a> {
         )
     )]
     approval_timeout: Option<Spanned<String>>,
+    /// What the deadline (`approvalTimeout`) does to a plan nobody decided in time: `reject`
+    /// (the default: it counts as rejected, the run ends) or `abort` (the run is aborted). A
+    /// deadline never approves.
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Option<String>", extend("enum" = ["reject", "abort"]))
+    )]
+    on_timeout: Option<Spanned<String>>,
     /// Rules on tool-call arguments: each `{ tool, action }` with at most one pattern (`path`,
     /// or `arg` with `glob` or `regex`). Of the rules that match a call, `deny` beats `ask`,
     /// which beats `allow`; a call no rule matches gets the mode's default (`requireApproval`,
@@ -932,6 +944,7 @@ const MODE_KEYS: &[&str] = &[
     "requireApproval",
     "defaultModelId",
     "approvalTimeout",
+    "onTimeout",
     "rules",
 ];
 
@@ -1547,6 +1560,13 @@ fn validate(
             )
         });
         let rules = rules::rules_of(mode.rules, id, offered, source, errors);
+        let on_timeout = on_timeout::on_timeout_of(
+            mode.on_timeout,
+            mode.approval_timeout.is_some(),
+            id,
+            source,
+            errors,
+        );
         let approval_timeout = mode.approval_timeout.and_then(|text| {
             text.get_ref()
                 .parse::<ApprovalTimeout>()
@@ -1573,7 +1593,8 @@ fn validate(
                 mode.metadata.map(Spanned::into_inner).unwrap_or_default(),
             )
             .with_approval_timeout(approval_timeout)
-            .with_rules(rules),
+            .with_rules(rules)
+            .with_on_timeout(on_timeout),
         );
     }
 

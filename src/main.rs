@@ -33,6 +33,7 @@ fn main() -> ExitCode {
         Command::Pending { store, json, .. } => cli::pending::pending(&store, json),
         Command::Decide(args) => cli::decide::decide(args),
         Command::Continue(args) => cli::r#continue::continue_run(args),
+        Command::Switch(args) => cli::switch::switch(args),
         Command::Verify(args) => cli::verify::verify(args),
         Command::Acp(args) => cli::acp::acp(args),
     };

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 pub(crate) mod timeout;
 
-use self::timeout::ApprovalTimeout;
+use self::timeout::{ApprovalTimeout, OnTimeout};
 use crate::event::ModeChangeReason;
 use crate::rules::{ResolvedPaths, Rules, Verdict};
 use crate::tool::ToolCall;
@@ -51,6 +51,7 @@ pub struct Mode {
     metadata: toml::Table,
     approval_timeout: Option<ApprovalTimeout>,
     rules: Rules,
+    on_timeout: OnTimeout,
 }
 
 impl Mode {
@@ -80,6 +81,7 @@ impl Mode {
             metadata,
             approval_timeout: None,
             rules: Rules::default(),
+            on_timeout: OnTimeout::Reject,
         }
     }
 
@@ -87,6 +89,18 @@ impl Mode {
     pub(crate) fn with_approval_timeout(mut self, timeout: Option<ApprovalTimeout>) -> Self {
         self.approval_timeout = timeout;
         self
+    }
+
+    /// The same mode with `onTimeout` set.
+    pub(crate) fn with_on_timeout(mut self, on_timeout: OnTimeout) -> Self {
+        self.on_timeout = on_timeout;
+        self
+    }
+
+    /// What the deadline does to a plan nobody decided in time (`onTimeout`):
+    /// [`OnTimeout::Reject`] unless the config says `abort`. A deadline never approves.
+    pub fn on_timeout(&self) -> OnTimeout {
+        self.on_timeout
     }
 
     /// The same mode with `rules` instead of its own (for a mode made or changed in code;
@@ -570,6 +584,9 @@ impl ModeGraph {
                         field(tool.as_bytes());
                     }
                 }
+            }
+            if mode.on_timeout == OnTimeout::Abort {
+                field(b"?onTimeout=abort");
             }
             // Likewise only a mode with rules adds them.
             if !mode.rules.is_empty() {

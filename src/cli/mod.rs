@@ -22,5 +22,6 @@ pub(crate) mod prompt;
 pub(crate) mod run;
 pub(crate) mod schema;
 pub(crate) mod setup;
+pub(crate) mod switch;
 pub(crate) mod text;
 pub(crate) mod verify;

@@ -16,6 +16,7 @@ mod cancel;
 mod chat_templates;
 mod cli;
 mod cli_rules;
+mod cli_switch;
 mod cli_tools;
 mod cli_workspace;
 mod config;

@@ -174,6 +174,7 @@ fn every_key_the_parser_knows_has_a_description() {
             "instructions",
             "metadata",
             "name",
+            "onTimeout",
             "requireApproval",
             "rules",
             "transitionsTo"
