@@ -1,18 +1,21 @@
 //! A session: the current mode, the conversation, the pending plan decision, and the operations
 //! that move between modes.
 
-mod change;
-mod decision;
 mod drive;
 mod expiry;
 mod kind;
+mod save;
 
-pub(crate) use self::decision::decision_id_for;
-pub use self::decision::{Decision, DecisionAction, PendingDecision, PendingPlan, PendingToolCall};
-pub(crate) use self::expiry::expired_error;
 pub use self::kind::SessionErrorKind;
+pub(crate) use crate::machine::decision::decision_id_for;
+pub use crate::machine::decision::{
+    Decision, DecisionAction, PendingDecision, PendingPlan, PendingToolCall,
+};
+pub use crate::machine::error::SessionError;
 
-use self::change::{Saving, State};
+use self::save::Saving;
+use crate::machine::state::{Lease, State};
+pub(crate) use crate::mode::ModeRuntime;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -32,7 +35,7 @@ use crate::store::{
     DecidedRecord, PendingRecord, PendingToolCallRecord, RunRecord, SCHEMA_VERSION, SessionRecord,
     SessionStore, StoreError,
 };
-use crate::tool::{SUBMIT_PLAN, ToolRegistry, ToolSpec};
+use crate::tool::{SUBMIT_PLAN, ToolRegistry};
 use crate::workspace::{WorkspaceMismatch, WorkspaceRecord};
 
 /// How a call that drives a run returned: the run's state ([`RunOutcome::state`]) with what
@@ -118,34 +121,6 @@ impl RunOutcome {
     }
 }
 
-/// What a mode needs at run time, built once when the controller is built.
-#[derive(Debug)]
-pub(crate) struct ModeRuntime {
-    pub(crate) system_prompt: String,
-    pub(crate) specs: Vec<ToolSpec>,
-    pub(crate) tool_list: String,
-    pub(crate) name: String,
-    pub(crate) id: Arc<str>,
-}
-
-impl ModeRuntime {
-    pub(crate) fn allows(&self, tool: &str) -> bool {
-        self.specs.iter().any(|s| &*s.name == tool)
-    }
-
-    /// The notice the model reads after a switch into this mode.
-    pub(crate) fn mode_notice(&self, previous: &str, reason: ModeChangeReason) -> String {
-        let why = match reason {
-            ModeChangeReason::Manual => "switched by the user",
-            ModeChangeReason::PlanApproved => "your plan was approved",
-        };
-        format!(
-            "Mode changed: you are now in the {} mode (`{}`), previously `{previous}` ({why}). Follow this mode's instructions from now on. Your tools are now: {}.",
-            self.name, self.id, self.tool_list
-        )
-    }
-}
-
 /// Everything the sessions of one controller share: read-only after the controller is built
 /// ([`crate::AgentControllerBuilder::build`]).
 pub(crate) struct Shared {
@@ -176,21 +151,9 @@ impl Shared {
         crate::deadline::millis_since_epoch((self.clock)())
     }
 
-    /// Now by the controller's clock, as RFC 3339 in UTC with whole seconds (`decidedAt`).
-    pub(crate) fn now_rfc3339(&self) -> String {
-        crate::event::rfc3339(self.now_ms() / 1000)
-    }
-
     pub(crate) fn runtime(&self, mode: ModeId) -> &ModeRuntime {
         &self.runtimes[mode.index().min(self.runtimes.len() - 1)]
     }
-}
-
-/// The lease of a running run, as its record keeps it: who carries the run on, and until when.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Lease {
-    pub(crate) owner: String,
-    pub(crate) expires_at_ms: u64,
 }
 
 /// The targets of a pending plan restored under `graph`, in the payload's order, and why it can
@@ -230,14 +193,6 @@ fn restored_targets(
         return (targets, Some(stale));
     }
     (targets, None)
-}
-
-/// What expired, for [`SessionError::Expired`]: the plan, or the tool call of `tool_name`.
-fn expired_subject(tool_name: Option<&str>) -> String {
-    match tool_name {
-        Some(name) => format!("the `{name}` tool call"),
-        None => "the plan".to_owned(),
-    }
 }
 
 /// An operation that drives a run, holding its session: dropped before
@@ -395,220 +350,6 @@ impl CancelHandle {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, CancelState> {
         self.current.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-/// Errors from session operations. Each leaves the session exactly as it was: a suspended run
-/// stays suspended and can still be decided. (A plan past its deadline expires as the operation
-/// starts, before any error: see [`crate::deadline`].)
-#[derive(Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum SessionError {
-    /// No mode has this id (ids are case-sensitive).
-    #[error("unknown mode `{0}`")]
-    UnknownMode(String),
-    /// No run with this id exists in the session.
-    #[error("unknown run `{0}`")]
-    UnknownRun(String),
-    /// The run exists but is not waiting for a decision.
-    #[error("run `{0}` is not suspended: there is no plan to decide")]
-    NotSuspended(String),
-    /// The suspended run has no pending tool call with this id.
-    #[error("run `{run_id}` has no suspended tool call `{tool_call_id}`")]
-    UnknownToolCall {
-        /// The run id given.
-        run_id: String,
-        /// The tool call id given.
-        tool_call_id: String,
-    },
-    /// This decision (named by its decision id, or by a run and tool-call id that no longer
-    /// name the pending plan) was already decided or cancelled; a decision applies once.
-    #[error("`{0}` was already decided: a decision applies once")]
-    AlreadyDecided(String),
-    /// No decision of the session has this decision id.
-    #[error("unknown decision `{0}`")]
-    UnknownDecision(String),
-    /// The plan, or the tool call, expired before this decision: no decision was taken by its
-    /// deadline (its mode's `approvalTimeout`), so it counts as rejected (see
-    /// [`crate::deadline`]). The expiry is in the decision history (outcome `expired`); this
-    /// decision changed nothing.
-    #[error(
-        "decision `{decision_id}` expired at {deadline_at}: no decision was taken by its deadline (approvalTimeout), so {} counts as rejected; this decision was not applied",
-        expired_subject(.tool_name.as_deref())
-    )]
-    Expired {
-        /// The decision id of the expired plan or tool call.
-        decision_id: String,
-        /// Its deadline, as RFC 3339 in UTC.
-        deadline_at: String,
-        /// The tool of an expired tool call; `None` for a plan.
-        tool_name: Option<String>,
-    },
-    /// The decision names a different plan than the one captured at submit time.
-    #[error(
-        "the decision is for plan sha256 {given}, but the submitted plan has sha256 {expected}"
-    )]
-    Sha256Mismatch {
-        /// The captured plan's hash.
-        expected: String,
-        /// The hash in the decision.
-        given: String,
-    },
-    /// The decision for a tool call that waits for approval names other arguments than the
-    /// call's (its `sha256` is not the call's `argsSha256`); nothing changed.
-    #[error(
-        "the decision is for tool call arguments with argsSha256 {given}, but tool call {decision_id} has argsSha256 {expected}: it is not the call you meant; nothing was decided"
-    )]
-    ArgsSha256Mismatch {
-        /// The decision id of the waiting tool call.
-        decision_id: String,
-        /// The call's `argsSha256`.
-        expected: String,
-        /// The hash in the decision.
-        given: String,
-    },
-    /// The resume data is not `{ action: "approved" | "rejected", feedback?, sha256? }`.
-    #[error("malformed resume data: {0}")]
-    MalformedDecision(String),
-    /// The decision names a target mode ([`Decision::to`]) the pending plan does not list;
-    /// nothing changed.
-    #[error(
-        "mode `{given}` is not a target of the pending plan: approve to one of {}",
-        allowed.join(", ")
-    )]
-    TargetNotAllowed {
-        /// The mode id the decision named.
-        given: String,
-        /// The targets the plan lists (`targetModeIds`), the plain approval's first.
-        allowed: Vec<String>,
-    },
-    /// The edited plan of an approval ([`Decision::with_plan`]) breaks the limits of a plan
-    /// (blank, or larger than 1 MiB); nothing changed.
-    #[error("the edited plan cannot be approved: {0}")]
-    EditedPlan(#[source] crate::tool::submit_plan::PlanError),
-    /// The plan cannot be approved: the config changed since it was submitted so that its
-    /// hand-over target is gone or different. It can still be rejected.
-    #[error("the plan cannot be approved: {0}")]
-    ConfigChanged(String),
-    /// The session store failed or another writer changed the session first
-    /// ([`StoreError::Conflict`]); nothing changed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// The controller has no session store, so sessions cannot be restored.
-    #[error("the controller has no session store")]
-    NoStore,
-    /// The store has no session with this id.
-    #[error("unknown session `{0}`")]
-    UnknownSession(String),
-    /// A session id given to [`crate::AgentController::start_session`] that cannot be stored:
-    /// empty, longer than 128 bytes, or with characters other than ASCII letters, digits, `-`
-    /// and `_` (see [`crate::store::check_session_id`]).
-    #[error("invalid session id `{0}`: use 1 to 128 ASCII letters, digits, `-` and `_`")]
-    InvalidSessionId(String),
-    /// [`crate::AgentController::start_session`] was given an id the store already has; the
-    /// stored session is left untouched (restore it with
-    /// [`crate::AgentController::restore_session`] instead).
-    #[error("session `{0}` already exists in the store")]
-    SessionExists(String),
-    /// [`Session::continue_run`] found no run to carry on: the session's latest run is not
-    /// `running` (it is suspended, ended, or there is none).
-    #[error(
-        "session `{session_id}` has no interrupted run to continue (its latest run is {state})"
-    )]
-    NotInterrupted {
-        /// The session id.
-        session_id: String,
-        /// The latest run's state, as text (`suspended`, `completed`, ..., or `none`).
-        state: String,
-    },
-    /// The session's run is being carried on by a live owner: its lease has not ended, so it is
-    /// not interrupted and is never taken over (nor ended by another operation). If that host
-    /// stopped, try again once the lease ends.
-    #[error(
-        "run `{run_id}` of session `{session_id}` is carried on by `{owner}`, whose lease ends in {remaining_ms} ms: it is not interrupted"
-    )]
-    LeaseHeld {
-        /// The session id.
-        session_id: String,
-        /// The running run.
-        run_id: String,
-        /// The lease's owner.
-        owner: String,
-        /// How long the lease still runs, in milliseconds, when it was checked.
-        remaining_ms: u64,
-    },
-    /// This process lost the lease of the run it was carrying on: another process changed the
-    /// session (for example `continue` took the run over after the lease ran out), so the run
-    /// stopped before its next step. Restore the session to see where it is.
-    #[error("run `{run_id}` of session `{session_id}` lost its lease: {source}")]
-    LeaseLost {
-        /// The session id.
-        session_id: String,
-        /// The run that stopped.
-        run_id: String,
-        /// The save that found the session changed ([`StoreError::Conflict`]).
-        source: StoreError,
-    },
-    /// The session works in another workspace than this controller's: it is never run, decided
-    /// or carried on elsewhere ([`crate::workspace`]); nothing changed. Use a controller of the
-    /// recorded workspace.
-    #[error(
-        "session `{session_id}` works in {}, but this controller's workspace is {}: it acts only where it started; nothing was done",
-        recorded.display(),
-        actual.display()
-    )]
-    WrongWorkspace {
-        /// The session id.
-        session_id: String,
-        /// The session's recorded workspace (canonical).
-        recorded: PathBuf,
-        /// This controller's workspace (canonical).
-        actual: PathBuf,
-    },
-    /// The session's workspace cannot be opened (deleted, not a directory, unreadable); nothing
-    /// changed.
-    #[error(
-        "the workspace {} of session `{session_id}` cannot be opened: {reason}; nothing was done",
-        path.display()
-    )]
-    WorkspaceGone {
-        /// The session id.
-        session_id: String,
-        /// The workspace.
-        path: PathBuf,
-        /// Why it cannot be opened.
-        reason: String,
-    },
-    /// Another directory is at the session's workspace path now (deleted and made again, or
-    /// replaced: its identity differs, see [`crate::workspace::DirectoryIdentity`]); nothing
-    /// changed.
-    #[error(
-        "{} is another directory now than the workspace session `{session_id}` started in (deleted and made again, or replaced); nothing was done",
-        path.display()
-    )]
-    WorkspaceReplaced {
-        /// The session id.
-        session_id: String,
-        /// The workspace path.
-        path: PathBuf,
-    },
-    /// The session was saved before workspaces were recorded, and this controller's workspace
-    /// was not named ([`crate::AgentControllerBuilder::workspace`]): the session would run in
-    /// whatever the current directory is. Name the workspace it works in; it is recorded from
-    /// then on.
-    #[error(
-        "session `{session_id}` was saved by an older release and records no workspace: name the directory it works in (it is recorded from then on); nothing was done"
-    )]
-    NoWorkspaceRecorded {
-        /// The session id.
-        session_id: String,
-    },
-}
-
-impl SessionError {
-    /// Whether another writer decided or changed the session first (a lost race).
-    pub fn is_conflict(&self) -> bool {
-        matches!(self, SessionError::Store(StoreError::Conflict { .. }))
     }
 }
 
@@ -1142,28 +883,6 @@ impl Session {
     }
 }
 
-impl change::Change<'_> {
-    /// Takes (or renews) the lease of the running run for this process: the change being made
-    /// saves it. Without a store there is nobody to share the run with, and no lease.
-    pub(crate) fn take_lease(&mut self) {
-        if self.shared.store.is_none() {
-            return;
-        }
-        let duration = u64::try_from(self.shared.lease_duration.as_millis()).unwrap_or(u64::MAX);
-        self.state.lease = Some(Lease {
-            owner: self.shared.lease_owner.clone(),
-            expires_at_ms: self.shared.now_ms().saturating_add(duration),
-        });
-        self.state.holds_lease = true;
-    }
-
-    /// The run no longer runs here: it has no lease any more.
-    pub(crate) fn drop_lease(&mut self) {
-        self.state.lease = None;
-        self.state.holds_lease = false;
-    }
-}
-
 impl Session {
     /// Renews the lease of the run this session carries on, by a save (compare-and-swap): always
     /// when `save_step` (before a step's tool calls run, so each is in the store before it runs,
@@ -1489,48 +1208,6 @@ impl Session {
         })
         .await?;
         Ok(true)
-    }
-}
-
-impl change::Change<'_> {
-    /// Moves to `target`, emitting `mode_changed` and telling the model with a notice in the
-    /// conversation; no-op for the same mode.
-    pub(crate) fn set_mode(&mut self, target: ModeId, reason: ModeChangeReason) -> bool {
-        let Some(notice) = self.mode_notice(target, reason) else {
-            return false;
-        };
-        self.state
-            .messages
-            .push(Message::System { content: notice });
-        self.enter_mode(target, reason);
-        true
-    }
-
-    /// The notice telling the model of a switch from the current mode to `target`, or `None`
-    /// when `target` is the current mode.
-    pub(crate) fn mode_notice(&self, target: ModeId, reason: ModeChangeReason) -> Option<String> {
-        (target != self.state.mode).then(|| {
-            self.shared
-                .runtime(target)
-                .mode_notice(&self.mode_arc(), reason)
-        })
-    }
-
-    /// Moves to `target` and emits `mode_changed`; the caller has told the model.
-    /// Every change of mode (by hand or by an approved plan) ends the session's "always allow"s
-    /// ([`Session::always_allowed`]): an allowance given in one mode never runs another mode's
-    /// calls unasked.
-    pub(crate) fn enter_mode(&mut self, target: ModeId, reason: ModeChangeReason) {
-        let previous = self.mode_arc();
-        self.state.always_allowed.clear();
-        self.state.mode = target;
-        let mode_id = self.mode_arc();
-        self.emit(Event::ModeChanged {
-            session_id: self.id.clone(),
-            mode_id,
-            previous_mode_id: previous,
-            reason,
-        });
     }
 }
 

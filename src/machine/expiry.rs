@@ -9,7 +9,11 @@
 //! ([`crate::deadline::APPROVED_NOT_RUN_RESULT`]), one rejected with its rejection. Either way the
 //! run ends `completed` and no model call follows.
 
-use crate::event::{DecidedRecord, DecisionOutcome, SuspendPayload, ToolCallPayload, rfc3339};
+use std::sync::Arc;
+
+use crate::event::{
+    DecidedRecord, DecisionOutcome, Event, RunState, SuspendPayload, ToolCallPayload, rfc3339,
+};
 use crate::model::Message;
 use crate::tool::SUBMIT_PLAN;
 
@@ -252,6 +256,36 @@ fn call_answer(
         result,
         is_error: true,
         record,
+    }
+}
+
+impl super::change::Change<'_> {
+    /// Applies `expiry` to suspended run `run_id`: every call it answers gets its result and
+    /// audit record, and the run ends `completed`.
+    pub(crate) fn apply_expiry(&mut self, run_id: &Arc<str>, expiry: Expiry) {
+        self.state.pending.clear();
+        // The suspended run resumes to end: its events lie between `agent_start` and `agent_end`.
+        let mode_id = self.mode_arc();
+        self.emit(Event::AgentStart {
+            session_id: self.id.clone(),
+            run_id: run_id.clone(),
+            mode_id,
+        });
+        for answer in expiry.answers {
+            self.emit(Event::ToolEnd {
+                session_id: self.id.clone(),
+                run_id: run_id.clone(),
+                tool_call_id: answer.tool_call_id.clone(),
+                tool_name: answer.tool_name.clone(),
+                result: answer.result.clone(),
+                is_error: answer.is_error,
+                decision: Some(answer.record.clone()),
+            });
+            let (message, decided) = answer.into_parts();
+            self.state.messages.push(message);
+            self.state.history.push(decided);
+        }
+        self.close_run(run_id, RunState::Completed, None);
     }
 }
 

@@ -38,19 +38,17 @@
 //! stream [`ModelErrorKind::MalformedResponse`].
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 pub use super::http::RetryPolicy;
-use super::http::{self, truncate};
+use super::http::{self, HttpModel, HttpProvider, HttpSettings, PartialCall, truncate};
 use super::sse::{EventStream, SseError, StreamError};
 use super::{LanguageModel, Message, ModelError, ModelErrorKind, ModelRequest, ModelResponse};
 use crate::event::TokenUsage;
-use crate::tool::{ToolCall, ToolSpec};
+use crate::tool::ToolSpec;
 
 /// The provider prefix of model ids this model serves: `anthropic/MODEL`.
 pub const PROVIDER: &str = "anthropic";
@@ -88,197 +86,58 @@ const MISSING_RESULT: &str = "error: this tool call has no result";
 /// The most bytes of an error response's body read for its message.
 const MAX_ERROR_BODY: usize = 64 * 1024;
 
-/// Where and how to reach the Messages API. Build with [`AnthropicSettings::from_env`] or
-/// [`AnthropicSettings::new`], then adjust with the setters.
-#[derive(Clone)]
-pub struct AnthropicSettings {
-    base_url: String,
-    api_key: Option<String>,
-    default_model: Option<String>,
-    env_model: Option<String>,
+/// Anthropic's Messages API as an [`HttpProvider`]: the name and environment variables above,
+/// and what only it has, `max_tokens` ([`AnthropicSettings::max_tokens`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Anthropic {
     max_tokens: u32,
-    connect_timeout: Duration,
-    read_timeout: Duration,
-    reply_timeout: Duration,
-    max_reply_bytes: usize,
-    retries: RetryPolicy,
 }
 
-impl fmt::Debug for AnthropicSettings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AnthropicSettings")
-            .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field("default_model", &self.default_model)
-            .field("env_model", &self.env_model)
-            .field("max_tokens", &self.max_tokens)
-            .field("retries", &self.retries)
-            .finish_non_exhaustive()
+impl Default for Anthropic {
+    fn default() -> Self {
+        Self { max_tokens: 8192 }
     }
 }
 
-impl AnthropicSettings {
-    /// Settings for the API at `base_url` (without `/v1`: requests go to `{base_url}/v1/messages`),
-    /// with no key and no default model.
-    pub fn new(base_url: impl Into<String>) -> Self {
-        Self {
-            base_url: base_url.into(),
-            api_key: None,
-            default_model: None,
-            env_model: None,
-            max_tokens: 8192,
-            connect_timeout: Duration::from_secs(10),
-            read_timeout: Duration::from_secs(300),
-            reply_timeout: Duration::from_secs(600),
-            max_reply_bytes: 8 * 1024 * 1024,
-            retries: RetryPolicy::default(),
-        }
-    }
+impl HttpProvider for Anthropic {
+    const NAME: &'static str = PROVIDER;
+    const API_KEY_ENV: &'static str = API_KEY_ENV;
+    const BASE_URL_ENV: &'static str = BASE_URL_ENV;
+    const MODEL_ENV: &'static str = MODEL_ENV;
+    const DEFAULT_BASE_URL: &'static str = DEFAULT_BASE_URL;
+    const MISSING_KEY_HINT: &'static str =
+        "export ANTHROPIC_API_KEY=sk-ant-... (or point ANTHROPIC_BASE_URL at a proxy)";
+    const SETTINGS_NAME: &'static str = "AnthropicSettings";
+    const MODEL_NAME: &'static str = "AnthropicModel";
+}
 
-    /// Settings from the environment, as Anthropic's own clients read it: `ANTHROPIC_API_KEY`,
-    /// `ANTHROPIC_BASE_URL` (default [`DEFAULT_BASE_URL`]) and `ANTHROPIC_MODEL` (the last-resort
-    /// model). Empty variables count as unset.
-    pub fn from_env() -> Self {
-        Self::from_vars(|name| std::env::var(name).ok())
-    }
+/// Where and how to reach the Messages API: [`HttpSettings`] for [`Anthropic`] (the base URL
+/// without `/v1`: requests go to `{base_url}/v1/messages`). Build with
+/// [`HttpSettings::from_env`] or [`HttpSettings::new`], then adjust with the setters.
+///
+/// # Examples
+/// ```
+/// use agent_controller::model::anthropic::AnthropicSettings;
+/// let settings = AnthropicSettings::from_vars(|name| match name {
+///     "ANTHROPIC_BASE_URL" => Some("http://127.0.0.1:8080/".to_owned()),
+///     "ANTHROPIC_API_KEY" => Some("sk-ant-test".to_owned()),
+///     _ => None,
+/// })
+/// .default_model("anthropic/claude-sonnet-4-5");
+/// assert_eq!(settings.base_url(), "http://127.0.0.1:8080");
+/// assert!(settings.has_api_key());
+/// assert_eq!(settings.resolve_model(Some("anthropic/claude-opus-4-1")).unwrap(), "claude-opus-4-1");
+/// assert_eq!(settings.resolve_model(None).unwrap(), "claude-sonnet-4-5");
+/// assert!(settings.resolve_model(Some("openai/gpt-4.1")).is_err());
+/// ```
+pub type AnthropicSettings = HttpSettings<Anthropic>;
 
-    /// Like [`AnthropicSettings::from_env`], reading variables through `var`.
-    ///
-    /// # Examples
-    /// ```
-    /// use agent_controller::model::anthropic::AnthropicSettings;
-    /// let settings = AnthropicSettings::from_vars(|name| match name {
-    ///     "ANTHROPIC_BASE_URL" => Some("http://127.0.0.1:8080/".to_owned()),
-    ///     "ANTHROPIC_API_KEY" => Some("sk-ant-test".to_owned()),
-    ///     _ => None,
-    /// });
-    /// assert_eq!(settings.base_url(), "http://127.0.0.1:8080");
-    /// assert!(settings.has_api_key());
-    /// ```
-    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Self {
-        let var = |name: &str| {
-            var(name)
-                .map(|v| v.trim().to_owned())
-                .filter(|v| !v.is_empty())
-        };
-        let mut settings =
-            Self::new(var(BASE_URL_ENV).unwrap_or_else(|| DEFAULT_BASE_URL.to_owned()));
-        settings.api_key = var(API_KEY_ENV);
-        settings.env_model = var(MODEL_ENV);
-        settings
-    }
-
-    /// Uses `key` as the API key (sent as `x-api-key`).
-    pub fn api_key(mut self, key: impl Into<String>) -> Self {
-        self.api_key = Some(key.into());
-        self
-    }
-
-    /// The model used in modes without a `defaultModelId` (the CLI's `--model anthropic/MODEL`);
-    /// it wins over `ANTHROPIC_MODEL`. Takes `MODEL` or `anthropic/MODEL`.
-    pub fn default_model(mut self, model: impl Into<String>) -> Self {
-        let model = model.into();
-        let model = match model
-            .strip_prefix(PROVIDER)
-            .and_then(|m| m.strip_prefix('/'))
-        {
-            Some(rest) => rest.to_owned(),
-            None => model,
-        };
-        self.default_model = Some(model);
-        self
-    }
-
+impl HttpSettings<Anthropic> {
     /// The most tokens the model may write in one reply (`max_tokens`, which the API requires;
     /// default 8192).
     pub fn max_tokens(mut self, tokens: u32) -> Self {
-        self.max_tokens = tokens.max(1);
+        self.provider.max_tokens = tokens.max(1);
         self
-    }
-
-    /// How long to wait for the connection (default 10 s).
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
-
-    /// How long to wait for the next bytes of a response (default 300 s).
-    pub fn read_timeout(mut self, timeout: Duration) -> Self {
-        self.read_timeout = timeout;
-        self
-    }
-
-    /// How long one model call may take in all, retries and streaming included (default 600 s).
-    /// Past it the call fails with [`ModelErrorKind::Transport`].
-    pub fn reply_timeout(mut self, timeout: Duration) -> Self {
-        self.reply_timeout = timeout;
-        self
-    }
-
-    /// The largest reply taken, in bytes of text and tool calls' ids, names and arguments
-    /// together (default 8 MiB); one event of the stream larger than that (its JSON, escapes
-    /// included) is refused too. Either fails with [`ModelErrorKind::MalformedResponse`] as soon
-    /// as it passes the bound, while it arrives.
-    pub fn max_reply_bytes(mut self, bytes: usize) -> Self {
-        self.max_reply_bytes = bytes;
-        self
-    }
-
-    /// How failed requests are retried (default [`RetryPolicy::default`]).
-    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
-        self.retries = policy;
-        self
-    }
-
-    /// The retry policy in use.
-    pub fn retries(&self) -> &RetryPolicy {
-        &self.retries
-    }
-
-    /// The base URL, without a trailing slash.
-    pub fn base_url(&self) -> &str {
-        self.base_url.trim_end_matches('/')
-    }
-
-    /// Whether an API key is set.
-    pub fn has_api_key(&self) -> bool {
-        self.api_key.is_some()
-    }
-
-    /// Picks the model for a call in a mode whose `defaultModelId` is `mode_model`: that model
-    /// when it names this provider (`anthropic/MODEL`, or a bare `MODEL`), else the default
-    /// model, else `ANTHROPIC_MODEL`.
-    ///
-    /// # Errors
-    /// A [`ModelError`] when the mode names another provider's model (`openai/...`), or when
-    /// no model is named anywhere.
-    ///
-    /// # Examples
-    /// ```
-    /// use agent_controller::model::anthropic::AnthropicSettings;
-    /// let settings = AnthropicSettings::new("http://127.0.0.1:8080").default_model("anthropic/claude-sonnet-4-5");
-    /// assert_eq!(settings.resolve_model(Some("anthropic/claude-opus-4-1")).unwrap(), "claude-opus-4-1");
-    /// assert_eq!(settings.resolve_model(None).unwrap(), "claude-sonnet-4-5");
-    /// assert!(settings.resolve_model(Some("openai/gpt-4.1")).is_err());
-    /// ```
-    pub fn resolve_model(&self, mode_model: Option<&str>) -> Result<String, ModelError> {
-        if let Some(id) = mode_model.map(str::trim).filter(|id| !id.is_empty()) {
-            return match id.split_once('/') {
-                Some((PROVIDER, model)) if !model.is_empty() => Ok(model.to_owned()),
-                Some((provider, _)) => Err(ModelError::new(format!(
-                    "the mode's defaultModelId `{id}` names provider `{provider}`, but this run uses the `{PROVIDER}` provider: use `{PROVIDER}/MODEL`"
-                ))),
-                None => Ok(id.to_owned()),
-            };
-        }
-        self.default_model
-            .clone()
-            .or_else(|| self.env_model.clone())
-            .ok_or_else(|| {
-                ModelError::new(format!(
-                    "no model to call: set defaultModelId = \"{PROVIDER}/MODEL\" in the mode, pass --model {PROVIDER}/MODEL, or set {MODEL_ENV}"
-                ))
-            })
     }
 }
 
@@ -294,63 +153,9 @@ impl AnthropicSettings {
 /// let controller = AgentController::builder(config::load("config/modes.toml")?, Arc::new(model)).build()?;
 /// # Ok(()) }
 /// ```
-pub struct AnthropicModel {
-    http: reqwest::Client,
-    settings: AnthropicSettings,
-}
-
-impl fmt::Debug for AnthropicModel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AnthropicModel")
-            .field("settings", &self.settings)
-            .finish_non_exhaustive()
-    }
-}
+pub type AnthropicModel = HttpModel<Anthropic>;
 
 impl AnthropicModel {
-    /// A model for the API `settings` describe.
-    ///
-    /// Installs the `ring` TLS provider as the process default when none is installed yet.
-    ///
-    /// # Errors
-    /// A [`ModelError`] of kind [`ModelErrorKind::Authentication`] when no API key is set for
-    /// Anthropic's own API (a proxy at another base URL may go without one), or one when the
-    /// HTTP client cannot be built.
-    pub fn new(settings: AnthropicSettings) -> Result<Self, ModelError> {
-        if settings.api_key.is_none() && settings.base_url() == DEFAULT_BASE_URL {
-            return Err(ModelError::new(format!(
-                "{API_KEY_ENV} is not set: export {API_KEY_ENV}=sk-ant-... (or point {BASE_URL_ENV} at a proxy)"
-            ))
-            .with_kind(ModelErrorKind::Authentication));
-        }
-        let http = http::client(settings.connect_timeout, settings.read_timeout)
-            .map_err(ModelError::new)?;
-        Ok(Self { http, settings })
-    }
-
-    /// A model configured from the environment ([`AnthropicSettings::from_env`]).
-    ///
-    /// # Errors
-    /// As [`AnthropicModel::new`]: `ANTHROPIC_API_KEY` unset while `ANTHROPIC_BASE_URL` is unset too.
-    pub fn from_env() -> Result<Self, ModelError> {
-        Self::new(AnthropicSettings::from_env())
-    }
-
-    /// The settings in use.
-    pub fn settings(&self) -> &AnthropicSettings {
-        &self.settings
-    }
-
-    fn error(&self, kind: ModelErrorKind, message: impl fmt::Display) -> ModelError {
-        ModelError::new(format!("{PROVIDER}: {message}")).with_kind(kind)
-    }
-
-    fn transport_error(&self, error: reqwest::Error) -> ModelError {
-        let message = http::transport_message(self.settings.base_url(), BASE_URL_ENV, &error);
-        self.error(ModelErrorKind::Transport, message)
-            .with_source(error)
-    }
-
     /// Sends `body`, retrying as the policy says; a response with a failing status becomes
     /// the error of its kind, with the provider's message.
     async fn send(&self, body: Vec<u8>) -> Result<reqwest::Response, ModelError> {
@@ -361,7 +166,7 @@ impl AnthropicModel {
                 .header("anthropic-version", API_VERSION)
         })
         .await
-        .map_err(|e| self.transport_error(e))?;
+        .map_err(|e| self.settings.transport_error(e))?;
         let status = response.status();
         if status.is_success() {
             return Ok(response);
@@ -434,7 +239,7 @@ impl AnthropicModel {
         let mut events = EventStream::new(response, max);
         let mut state = StreamState::default();
         while let Some(event) = events.next().await.map_err(|e| match e {
-            StreamError::Transport(e) => self.transport_error(e),
+            StreamError::Transport(e) => self.settings.transport_error(e),
             StreamError::Sse(SseError::TooLarge(max)) => self.error(
                 ModelErrorKind::MalformedResponse,
                 format!("an event of the stream from {base} is larger than {max} bytes"),
@@ -610,16 +415,6 @@ struct Usage {
     cache_read_input_tokens: Option<u64>,
 }
 
-/// A tool call being put together from its block's deltas.
-#[derive(Debug, Default)]
-struct PartialCall {
-    id: String,
-    name: String,
-    /// The `input` of `content_block_start` (used when no delta follows).
-    input: Option<Value>,
-    arguments: String,
-}
-
 /// What one event means for the caller.
 enum Step {
     Text(String),
@@ -745,28 +540,7 @@ impl StreamState {
         let tool_calls = self
             .calls
             .into_iter()
-            .map(|(index, call)| {
-                let arguments = call.arguments.trim();
-                let args = if arguments.is_empty() {
-                    call.input
-                        .filter(Value::is_object)
-                        .unwrap_or_else(|| Value::Object(Map::new()))
-                } else {
-                    // As the OpenAI provider: arguments that are not JSON, or that the
-                    // controller refuses (`tool::args`), stay a raw string the tool reports.
-                    crate::tool::args::parse(arguments)
-                        .unwrap_or_else(|_| Value::String(call.arguments.clone()))
-                };
-                ToolCall {
-                    id: if call.id.is_empty() {
-                        format!("toolu_{index}")
-                    } else {
-                        call.id
-                    },
-                    name: call.name,
-                    args,
-                }
-            })
+            .map(|(index, call)| call.finish(index, "toolu_"))
             .collect();
         let usage = self.output_tokens.map(|output| TokenUsage {
             prompt_tokens: self.input_tokens,
@@ -952,7 +726,7 @@ fn messages_request(model: &str, max_tokens: u32, request: &ModelRequest<'_>) ->
 impl LanguageModel for AnthropicModel {
     async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
         let model = self.settings.resolve_model(request.model_id)?;
-        let body = messages_request(&model, self.settings.max_tokens, &request);
+        let body = messages_request(&model, self.settings.provider.max_tokens, &request);
         let body = serde_json::to_vec(&body)
             .map_err(|e| ModelError::new(format!("{PROVIDER}: cannot write the request: {e}")))?;
         let deadline = self.settings.reply_timeout;
@@ -976,6 +750,7 @@ impl LanguageModel for AnthropicModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tool::ToolCall;
 
     fn call(id: &str) -> ToolCall {
         ToolCall {

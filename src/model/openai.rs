@@ -32,7 +32,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::time::Duration;
 
 use async_openai::types::chat::{
     ChatCompletionMessageToolCall, ChatCompletionMessageToolCalls,
@@ -51,7 +50,7 @@ use crate::event::TokenUsage;
 use crate::tool::{ToolCall, ToolSpec};
 
 pub use super::http::RetryPolicy;
-use super::http::{self, chain, truncate};
+use super::http::{self, HttpModel, HttpProvider, HttpSettings, PartialCall, chain, truncate};
 use super::sse::{EventStream, SseError, StreamError};
 
 /// The provider prefix of model ids this model serves: `openai/MODEL`.
@@ -78,191 +77,25 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 /// record with 300,000 decisions).
 pub const MAX_TOOL_CALLS: usize = 128;
 
-/// Where and how to reach the endpoint. Build with [`OpenAiSettings::from_env`] or
-/// [`OpenAiSettings::new`], then adjust with the setters.
-#[derive(Clone)]
-pub struct OpenAiSettings {
-    base_url: String,
-    api_key: Option<String>,
-    default_model: Option<String>,
-    env_model: Option<String>,
-    connect_timeout: Duration,
-    read_timeout: Duration,
-    reply_timeout: Duration,
-    max_reply_bytes: usize,
-    retries: RetryPolicy,
+/// OpenAI-compatible endpoints as an [`HttpProvider`]: the name and environment variables
+/// above; no settings of their own.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OpenAi;
+
+impl HttpProvider for OpenAi {
+    const NAME: &'static str = PROVIDER;
+    const API_KEY_ENV: &'static str = API_KEY_ENV;
+    const BASE_URL_ENV: &'static str = BASE_URL_ENV;
+    const MODEL_ENV: &'static str = MODEL_ENV;
+    const DEFAULT_BASE_URL: &'static str = DEFAULT_BASE_URL;
+    const MISSING_KEY_HINT: &'static str = "export OPENAI_API_KEY=sk-... (or point OPENAI_BASE_URL at a local OpenAI-compatible server such as http://localhost:11434/v1)";
+    const SETTINGS_NAME: &'static str = "OpenAiSettings";
+    const MODEL_NAME: &'static str = "OpenAiModel";
 }
 
-impl fmt::Debug for OpenAiSettings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OpenAiSettings")
-            .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field("default_model", &self.default_model)
-            .field("env_model", &self.env_model)
-            .field("retries", &self.retries)
-            .finish_non_exhaustive()
-    }
-}
-
-impl OpenAiSettings {
-    /// Settings for the endpoint at `base_url` (for example `http://localhost:11434/v1` for
-    /// Ollama), with no key and no default model.
-    pub fn new(base_url: impl Into<String>) -> Self {
-        Self {
-            base_url: base_url.into(),
-            api_key: None,
-            default_model: None,
-            env_model: None,
-            connect_timeout: Duration::from_secs(10),
-            read_timeout: Duration::from_secs(300),
-            reply_timeout: Duration::from_secs(600),
-            max_reply_bytes: 8 * 1024 * 1024,
-            retries: RetryPolicy::default(),
-        }
-    }
-
-    /// Settings from the environment, as OpenAI's own clients read it: `OPENAI_API_KEY`,
-    /// `OPENAI_BASE_URL` (default [`DEFAULT_BASE_URL`]) and `OPENAI_MODEL` (the last-resort
-    /// model). Empty variables count as unset.
-    pub fn from_env() -> Self {
-        Self::from_vars(|name| std::env::var(name).ok())
-    }
-
-    /// Like [`OpenAiSettings::from_env`], reading variables through `var` (for tests and hosts
-    /// with their own settings store).
-    ///
-    /// # Examples
-    /// ```
-    /// use agent_controller::model::openai::OpenAiSettings;
-    /// let settings = OpenAiSettings::from_vars(|name| match name {
-    ///     "OPENAI_BASE_URL" => Some("http://localhost:11434/v1/".to_owned()),
-    ///     _ => None,
-    /// });
-    /// assert_eq!(settings.base_url(), "http://localhost:11434/v1");
-    /// assert!(!settings.has_api_key());
-    /// ```
-    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Self {
-        let var = |name: &str| {
-            var(name)
-                .map(|v| v.trim().to_owned())
-                .filter(|v| !v.is_empty())
-        };
-        let mut settings =
-            Self::new(var(BASE_URL_ENV).unwrap_or_else(|| DEFAULT_BASE_URL.to_owned()));
-        settings.api_key = var(API_KEY_ENV);
-        settings.env_model = var(MODEL_ENV);
-        settings
-    }
-
-    /// Uses `key` as the API key (sent as `Authorization: Bearer KEY`).
-    pub fn api_key(mut self, key: impl Into<String>) -> Self {
-        self.api_key = Some(key.into());
-        self
-    }
-
-    /// The model used in modes without a `defaultModelId` (the CLI's `--model openai/MODEL`);
-    /// it wins over `OPENAI_MODEL`. Takes `MODEL` or `openai/MODEL`.
-    pub fn default_model(mut self, model: impl Into<String>) -> Self {
-        let model = model.into();
-        let model = match model
-            .strip_prefix(PROVIDER)
-            .and_then(|m| m.strip_prefix('/'))
-        {
-            Some(rest) => rest.to_owned(),
-            None => model,
-        };
-        self.default_model = Some(model);
-        self
-    }
-
-    /// How long to wait for the connection (default 10 s).
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
-
-    /// How long to wait for the next bytes of a response (default 300 s).
-    pub fn read_timeout(mut self, timeout: Duration) -> Self {
-        self.read_timeout = timeout;
-        self
-    }
-
-    /// How long one model call may take in all, retries and streaming included (default 600 s):
-    /// a server that keeps sending a little at a time cannot hold a run for ever. Past it the
-    /// call fails with [`ModelErrorKind::Transport`].
-    pub fn reply_timeout(mut self, timeout: Duration) -> Self {
-        self.reply_timeout = timeout;
-        self
-    }
-
-    /// The largest reply taken, in bytes of text and tool calls' ids, names and arguments
-    /// together (default 8 MiB); one event of the stream larger than that (its JSON, escapes
-    /// included) is refused too. Either fails with [`ModelErrorKind::MalformedResponse`] as soon
-    /// as it passes the bound, while it arrives.
-    pub fn max_reply_bytes(mut self, bytes: usize) -> Self {
-        self.max_reply_bytes = bytes;
-        self
-    }
-
-    /// How failed requests are retried (default [`RetryPolicy::default`]; tests use short
-    /// waits, [`RetryPolicy::none`] turns retries off).
-    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
-        self.retries = policy;
-        self
-    }
-
-    /// The retry policy in use.
-    pub fn retries(&self) -> &RetryPolicy {
-        &self.retries
-    }
-
-    /// The base URL requests go to, without a trailing slash.
-    pub fn base_url(&self) -> &str {
-        self.base_url.trim_end_matches('/')
-    }
-
-    /// Whether an API key is set.
-    pub fn has_api_key(&self) -> bool {
-        self.api_key.is_some()
-    }
-
-    /// Picks the model for a call in a mode whose `defaultModelId` is `mode_model`: that model
-    /// when it names this provider (`openai/MODEL`, or a bare `MODEL`), else the default model,
-    /// else `OPENAI_MODEL`.
-    ///
-    /// # Errors
-    /// A [`ModelError`] when the mode names another provider's model (`anthropic/...`), or when
-    /// no model is named anywhere.
-    ///
-    /// # Examples
-    /// ```
-    /// use agent_controller::model::openai::OpenAiSettings;
-    /// let settings = OpenAiSettings::new("http://localhost:8080/v1").default_model("openai/qwen3");
-    /// assert_eq!(settings.resolve_model(Some("openai/gpt-4.1")).unwrap(), "gpt-4.1");
-    /// assert_eq!(settings.resolve_model(None).unwrap(), "qwen3");
-    /// assert!(settings.resolve_model(Some("anthropic/claude")).is_err());
-    /// ```
-    pub fn resolve_model(&self, mode_model: Option<&str>) -> Result<String, ModelError> {
-        if let Some(id) = mode_model.map(str::trim).filter(|id| !id.is_empty()) {
-            return match id.split_once('/') {
-                Some((PROVIDER, model)) if !model.is_empty() => Ok(model.to_owned()),
-                Some((provider, _)) => Err(ModelError::new(format!(
-                    "the mode's defaultModelId `{id}` names provider `{provider}`, but this run uses the `{PROVIDER}` provider: use `{PROVIDER}/MODEL`"
-                ))),
-                None => Ok(id.to_owned()),
-            };
-        }
-        self.default_model
-            .clone()
-            .or_else(|| self.env_model.clone())
-            .ok_or_else(|| {
-                ModelError::new(format!(
-                    "no model to call: set defaultModelId = \"{PROVIDER}/MODEL\" in the mode, pass --model {PROVIDER}/MODEL, or set {MODEL_ENV}"
-                ))
-            })
-    }
-}
+/// Where and how to reach the endpoint: [`HttpSettings`] for [`OpenAi`]. Build with
+/// [`HttpSettings::from_env`] or [`HttpSettings::new`], then adjust with the setters.
+pub type OpenAiSettings = HttpSettings<OpenAi>;
 
 /// A [`LanguageModel`] talking to an OpenAI-compatible `/chat/completions` endpoint, streaming.
 ///
@@ -276,63 +109,9 @@ impl OpenAiSettings {
 /// let controller = AgentController::builder(config::load("config/modes.toml")?, Arc::new(model)).build()?;
 /// # Ok(()) }
 /// ```
-pub struct OpenAiModel {
-    http: reqwest::Client,
-    settings: OpenAiSettings,
-}
-
-impl fmt::Debug for OpenAiModel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OpenAiModel")
-            .field("settings", &self.settings)
-            .finish_non_exhaustive()
-    }
-}
+pub type OpenAiModel = HttpModel<OpenAi>;
 
 impl OpenAiModel {
-    /// A model for the endpoint `settings` describe.
-    ///
-    /// Installs the `ring` TLS provider as the process default when none is installed yet (the
-    /// HTTP client needs one for `https://` endpoints).
-    ///
-    /// # Errors
-    /// A [`ModelError`] when no API key is set for OpenAI's own endpoint (local servers at other
-    /// base URLs may go without one), or when the HTTP client cannot be built.
-    pub fn new(settings: OpenAiSettings) -> Result<Self, ModelError> {
-        if settings.api_key.is_none() && settings.base_url() == DEFAULT_BASE_URL {
-            return Err(ModelError::new(format!(
-                "{API_KEY_ENV} is not set: export {API_KEY_ENV}=sk-... (or point {BASE_URL_ENV} at a local OpenAI-compatible server such as http://localhost:11434/v1)"
-            ))
-            .with_kind(ModelErrorKind::Authentication));
-        }
-        let http = http::client(settings.connect_timeout, settings.read_timeout)
-            .map_err(ModelError::new)?;
-        Ok(Self { http, settings })
-    }
-
-    /// A model configured from the environment ([`OpenAiSettings::from_env`]).
-    ///
-    /// # Errors
-    /// As [`OpenAiModel::new`]: `OPENAI_API_KEY` unset while `OPENAI_BASE_URL` is unset too.
-    pub fn from_env() -> Result<Self, ModelError> {
-        Self::new(OpenAiSettings::from_env())
-    }
-
-    /// The settings in use.
-    pub fn settings(&self) -> &OpenAiSettings {
-        &self.settings
-    }
-
-    fn error(&self, kind: ModelErrorKind, message: impl fmt::Display) -> ModelError {
-        ModelError::new(format!("{PROVIDER}: {message}")).with_kind(kind)
-    }
-
-    fn transport_error(&self, error: reqwest::Error) -> ModelError {
-        let message = http::transport_message(self.settings.base_url(), BASE_URL_ENV, &error);
-        self.error(ModelErrorKind::Transport, message)
-            .with_source(error)
-    }
-
     /// Sends `body` to `/chat/completions`, retrying as the policy says; a response with a
     /// failing status becomes the error of its kind, with the server's message.
     async fn send(&self, body: Vec<u8>) -> Result<reqwest::Response, ModelError> {
@@ -342,7 +121,7 @@ impl OpenAiModel {
             r.bearer_auth(&key)
         })
         .await
-        .map_err(|e| self.transport_error(e))?;
+        .map_err(|e| self.settings.transport_error(e))?;
         let status = response.status();
         if status.is_success() {
             return Ok(response);
@@ -553,14 +332,6 @@ fn wire_assistant(content: &str, tool_calls: &[ToolCall]) -> ChatCompletionReque
     ChatCompletionRequestMessage::Assistant(assistant)
 }
 
-/// A tool call being put together from its deltas.
-#[derive(Debug, Default)]
-struct PartialCall {
-    id: String,
-    name: String,
-    arguments: String,
-}
-
 /// The reply being put together from stream chunks (choice 0 only: we never ask for more).
 #[derive(Debug, Default)]
 struct StreamState {
@@ -665,28 +436,7 @@ impl StreamState {
         let tool_calls = self
             .calls
             .into_iter()
-            .map(|(index, call)| {
-                let arguments = call.arguments.trim();
-                let args = if arguments.is_empty() {
-                    Value::Object(Default::default())
-                } else {
-                    // Arguments that are not JSON stay a raw string: the tool reports the bad
-                    // input to the model as an error result, and the model can try again.
-                    // So are arguments the controller refuses (too deep, duplicate member
-                    // names, unsafe integers: `tool::args`); the model is told why.
-                    crate::tool::args::parse(arguments)
-                        .unwrap_or_else(|_| Value::String(call.arguments.clone()))
-                };
-                ToolCall {
-                    id: if call.id.is_empty() {
-                        format!("call_{index}")
-                    } else {
-                        call.id
-                    },
-                    name: call.name,
-                    args,
-                }
-            })
+            .map(|(index, call)| call.finish(index, "call_"))
             .collect();
         Ok(ModelResponse {
             text: self.text,

@@ -1,70 +1,24 @@
 //! Driving a run (the I/O half of the session, [`Session`]): model call -> tool calls -> model
 //! call ..., until the model is done, a plan suspends the run, or the run fails; and the
-//! decision that resumes a suspended run. The rules a decision obeys are in
-//! [`crate::machine::decision`]; this file performs them (saves, events, tool and model calls).
+//! decision that resumes a suspended run. The rules each step obeys are in [`crate::machine`]
+//! ([`crate::machine::run`], [`crate::machine::decision`]); this file performs them: it calls
+//! the model and the tools, and saves each change before it swaps it in.
 
 use std::sync::Arc;
 
 use tracing::Instrument;
 
-use super::change::{Change, State};
-use super::decision::{self as rules, Checked};
-use super::{
-    Decision, DecisionAction, Operation, PendingDecision, PendingPlan, PendingToolCall, RunOutcome,
-    Session, SessionError, decision_id_for,
+use super::{Decision, Operation, PendingDecision, RunOutcome, Session, SessionError};
+use crate::event::{CancelReason, Event, RunState};
+use crate::machine::decision::Decided;
+use crate::machine::decision::{self as rules, Checked};
+use crate::machine::run::{
+    CANCELLED_RESULT, INTERRUPTED_RESULT, NOT_STARTED_RESULT, tool_cancelled_result,
 };
-use crate::event::{
-    CancelReason, DecidedRecord, DecisionOutcome, Event, ModeChangeReason, RunState,
-    SuspendPayload, Suspension, ToolCallPayload,
-};
-use crate::mode::ModeId;
 use crate::model::{Message, ModelError, ModelErrorKind, ModelRequest, TextSink};
 use crate::store::SessionStore;
-use crate::tool::submit_plan::{self, PlanSubmission, REJECTED_RESULT, SUBMIT_PLAN};
+use crate::tool::submit_plan::{self, PlanSubmission, SUBMIT_PLAN};
 use crate::tool::{PendingPlans, ToolCall, ToolContext, ToolOutput};
-
-/// The id of the `n`-th run of a session: `run_<n>`.
-fn run_id_for(n: u64) -> Arc<str> {
-    Arc::from(format!("run_{n}"))
-}
-
-/// The result of a tool call a cancelled (or dropped) run was waiting for.
-pub(crate) const CANCELLED_RESULT: &str =
-    "Cancelled: the run was cancelled before this tool call finished; it returned nothing.";
-
-/// The result of a tool call a cancelled (or dropped) run never started.
-pub(crate) const NOT_STARTED_RESULT: &str = "Not executed: the run was cancelled first.";
-
-/// The result of a tool call that a stopped process may have run before the run was carried on
-/// ([`Session::continue_run`]): never run again, so the model can check and decide.
-pub(crate) const INTERRUPTED_RESULT: &str = "Interrupted: the process running this tool call stopped before its result was saved, so it may or may not have taken effect. It was not run again: check its effect before calling it again.";
-
-/// The not-approved tool result for a suspension cancelled for `reason`.
-fn cancelled_result(reason: CancelReason) -> &'static str {
-    match reason {
-        CancelReason::Aborted => "Plan not approved: the run was aborted. Stay in this mode.",
-        CancelReason::UserMessage => {
-            "Plan not approved: the user sent a new message instead of deciding. Read it and continue in this mode."
-        }
-        CancelReason::ModeSwitch => "Plan not approved: the user switched mode by hand.",
-    }
-}
-
-/// The result of a tool call that waited for approval when its suspension was cancelled for
-/// `reason`: it never ran.
-fn tool_cancelled_result(reason: CancelReason) -> &'static str {
-    match reason {
-        CancelReason::Aborted => {
-            "Not approved: the run was aborted before this tool call was decided; it was not executed."
-        }
-        CancelReason::UserMessage => {
-            "Not approved: the user sent a new message instead of deciding; this tool call was not executed. Read the message and continue."
-        }
-        CancelReason::ModeSwitch => {
-            "Not approved: the user switched mode by hand; this tool call was not executed."
-        }
-    }
-}
 
 /// The result of a `submit_plan` call in a reply whose other calls wait for approval.
 const PLAN_BESIDE_APPROVALS: &str = "Not executed: other tool calls of this reply wait for the user's approval. Submit the plan again after they are decided.";
@@ -75,118 +29,6 @@ impl Session {
         let run_id = self.live(|c| c.start_run(text));
         self.drive_traced(run_id).await
     }
-}
-
-impl Change<'_> {
-    /// Starts run `run_<n>`: the user message, `agent_start`; returns the run id.
-    fn start_run(&mut self, text: String) -> Arc<str> {
-        self.state.counter += 1;
-        let run_id = run_id_for(self.state.counter);
-        self.state.run = Some((run_id.clone(), RunState::Running));
-        // A run started by a message is saved when it suspends or ends, and has no lease.
-        self.drop_lease();
-        self.state.messages.push(Message::User { content: text });
-        let mode_id = self.mode_arc();
-        self.emit(Event::AgentStart {
-            session_id: self.id.clone(),
-            run_id: run_id.clone(),
-            mode_id,
-        });
-        run_id
-    }
-
-    /// Cancels what waits for a decision as *not approved*: the plan, or every tool call that
-    /// waits for approval (those decided while others waited too: none of them ran). Each gets
-    /// a result saying so and `tool_suspension_cancelled` with a `cancelled` audit record; the
-    /// run ends aborted, the mode stays. Callers persist the change.
-    pub(crate) fn cancel_pending(&mut self, reason: CancelReason) -> bool {
-        let pending = std::mem::take(&mut self.state.pending);
-        let Some(run_id) = pending.first().map(|p| p.run_arc().clone()) else {
-            return false;
-        };
-        // The suspended run resumes to end: its events lie between `agent_start` and `agent_end`.
-        let mode_id = self.mode_arc();
-        self.emit(Event::AgentStart {
-            session_id: self.id.clone(),
-            run_id: run_id.clone(),
-            mode_id,
-        });
-        for waiting in pending {
-            let (content, is_error, record) = match &waiting {
-                PendingDecision::Plan(plan) => (
-                    cancelled_result(reason),
-                    false,
-                    self.plan_record(plan, DecisionOutcome::Cancelled, None, None, None),
-                ),
-                PendingDecision::ToolCall(call) => (
-                    tool_cancelled_result(reason),
-                    true,
-                    tool_call_record(
-                        call,
-                        DecisionOutcome::Cancelled,
-                        None,
-                        false,
-                        self.shared.now_rfc3339(),
-                    ),
-                ),
-            };
-            let (tool_call_id, tool_name) = (
-                waiting.tool_call_id().to_owned(),
-                waiting.tool_name().to_owned(),
-            );
-            self.state.messages.push(Message::Tool {
-                tool_call_id: tool_call_id.clone(),
-                tool_name: tool_name.clone(),
-                content: content.to_owned(),
-                is_error,
-            });
-            self.state.history.push(record.clone());
-            self.emit(Event::ToolSuspensionCancelled {
-                session_id: self.id.clone(),
-                run_id: run_id.clone(),
-                tool_call_id,
-                tool_name,
-                reason,
-                decision: Some(record),
-            });
-        }
-        self.emit(Event::AgentEnd {
-            session_id: self.id.clone(),
-            run_id: run_id.clone(),
-            reason: RunState::Aborted,
-        });
-        self.state.run = Some((run_id, RunState::Aborted));
-        true
-    }
-
-    /// The audit record of the decision on `pending` (`outcome`, now, by `decided_by`, handed
-    /// over to `target` when approved).
-    fn plan_record(
-        &self,
-        pending: &PendingPlan,
-        outcome: DecisionOutcome,
-        decided_by: Option<String>,
-        target: Option<ModeId>,
-        approved_sha256: Option<String>,
-    ) -> DecidedRecord {
-        DecidedRecord {
-            run_id: pending.run_id.to_string(),
-            tool_call_id: pending.tool_call_id.clone(),
-            decision_id: pending.payload.decision_id.clone(),
-            outcome: Some(outcome),
-            sha256: Some(pending.payload.submission.sha256.clone()),
-            approved_sha256,
-            decided_at: Some(self.shared.now_rfc3339()),
-            decided_by,
-            target_mode_id: target.map(|t| self.shared.graph.mode(t).id().to_owned()),
-            tool_name: None,
-            always_allow: false,
-            allowed_by: None,
-        }
-    }
-}
-
-impl Session {
     /// Whether a decision is waiting: a plan, or tool calls.
     pub(crate) fn has_pending(&self) -> bool {
         !self.state.pending.is_empty()
@@ -260,44 +102,41 @@ impl Session {
         decision: Decision,
         checked: Checked,
     ) -> Result<RunOutcome, SessionError> {
-        if let Some(PendingDecision::ToolCall(_)) = self.state.pending.get(index) {
-            return self.record_tool_call_decision(index, decision).await;
-        }
+        let tool_call = matches!(
+            self.state.pending.get(index),
+            Some(PendingDecision::ToolCall(_))
+        );
         let decided = self
-            .try_change(|c| c.decide_plan(index, decision, checked))
+            .try_change(|c| c.decide(index, decision, checked))
             .await?;
-        let run_id = decided.run_id;
-        if let Some(error) = decided.limit {
-            return Ok(RunOutcome::Failed { run_id, error });
-        }
-        if decided.ends_run {
-            return Ok(RunOutcome::Completed {
+        let (run_id, run_tools) = match decided {
+            Decided::Waiting { run_id } => {
+                return Ok(RunOutcome::ToolCallsSuspended {
+                    run_id,
+                    tool_calls: self.state.undecided_calls(),
+                });
+            }
+            Decided::Ended {
                 run_id,
-                text: String::new(),
-            });
-        }
-        self.drive_traced(run_id).await
-    }
-
-    /// The tool-call part of [`Session::apply_decision`]: records the decision on the call at
-    /// `index` and saves it, then carries the run on once every call of the reply is decided.
-    async fn record_tool_call_decision(
-        &mut self,
-        index: usize,
-        decision: Decision,
-    ) -> Result<RunOutcome, SessionError> {
-        let (run_id, approved) = self
-            .try_change(|c| c.decide_tool_call(index, decision))
-            .await?;
-        let Some(approved) = approved else {
-            return Ok(RunOutcome::ToolCallsSuspended {
+                error: Some(error),
+            } => return Ok(RunOutcome::Failed { run_id, error }),
+            Decided::Ended {
                 run_id,
-                tool_calls: self.state.undecided_calls(),
-            });
+                error: None,
+            } => {
+                return Ok(RunOutcome::Completed {
+                    run_id,
+                    text: String::new(),
+                });
+            }
+            Decided::Resumed { run_id, run_tools } => (run_id, run_tools),
         };
-        // Every call is decided: the run resumes (same run id).
-        self.start_operation();
-        for (call, record) in approved {
+        // A tool-call decision carries the run on only now, once every call is decided (a
+        // plan's run started before its change: `decide_at`).
+        if tool_call {
+            self.start_operation();
+        }
+        for (call, record) in run_tools {
             if self.run_token.is_cancelled() {
                 // No approved call is running: this one and the rest never start.
                 return self.abort_unstarted(run_id).await;
@@ -320,256 +159,6 @@ impl Session {
         }
         self.drive_traced(run_id).await
     }
-}
-
-/// What the decision of a plan did, for the driver to carry on: the run it resumed, whether
-/// it ended the run (a rejection without feedback), or the revision limit that failed it.
-struct PlanDecided {
-    run_id: Arc<str>,
-    ends_run: bool,
-    limit: Option<ModelError>,
-}
-
-/// An approved tool call with its audit record, to run once every call of its reply is decided.
-type Approved = (PendingToolCall, DecidedRecord);
-
-impl Change<'_> {
-    /// Applies the checked decision of the plan at `index`: the result for the model, the audit
-    /// record, the switch of mode of an approval (before any model call in the new mode), the
-    /// end of the run for a rejection without feedback or past the revision limit.
-    fn decide_plan(
-        &mut self,
-        index: usize,
-        decision: Decision,
-        checked: Checked,
-    ) -> Result<PlanDecided, SessionError> {
-        let pending = (index < self.state.pending.len()).then(|| self.state.pending.remove(index));
-        let Some(PendingDecision::Plan(pending)) = pending else {
-            return Err(SessionError::NotSuspended(String::new()));
-        };
-        let run_id = pending.run_id.clone();
-        self.resume_run(&run_id);
-        let feedback = decision.feedback();
-        let target = checked.target.unwrap_or(pending.target);
-        // The mode-change notice travels in the approval result, not as a later system message
-        // (many chat templates refuse a system message anywhere but first).
-        let notice = match decision.action {
-            DecisionAction::Approved => self.mode_notice(target, ModeChangeReason::PlanApproved),
-            DecisionAction::Rejected => None,
-        };
-        let edited = checked.edited;
-        let max_revisions = self.shared.max_revisions;
-        // A rejection with feedback asks for a revision: beyond the run's limit it ends the run.
-        let at_limit = decision.action == DecisionAction::Rejected
-            && feedback.is_some()
-            && self.state.revisions(&run_id) >= max_revisions;
-        let (result, outcome) = match (decision.action, feedback) {
-            (DecisionAction::Approved, _) => (
-                match &edited {
-                    Some(edited) => submit_plan::edited_approved_result(
-                        &pending.payload.submission,
-                        edited,
-                        feedback,
-                        notice.as_deref(),
-                    ),
-                    None => submit_plan::approved_result(
-                        &pending.payload.submission,
-                        feedback,
-                        notice.as_deref(),
-                    ),
-                },
-                DecisionOutcome::Approved,
-            ),
-            (DecisionAction::Rejected, Some(feedback)) if at_limit => (
-                submit_plan::rejected_at_revision_limit(feedback, max_revisions),
-                DecisionOutcome::Rejected,
-            ),
-            (DecisionAction::Rejected, Some(feedback)) => (
-                submit_plan::rejected_with_feedback(feedback),
-                DecisionOutcome::Rejected,
-            ),
-            (DecisionAction::Rejected, None) => {
-                (REJECTED_RESULT.to_owned(), DecisionOutcome::Rejected)
-            }
-        };
-        let ends_run = decision.action == DecisionAction::Rejected && feedback.is_none();
-        let approved_to = (decision.action == DecisionAction::Approved).then_some(target);
-        let approved_sha256 = edited.map(|e| e.sha256);
-        let record = self.plan_record(
-            &pending,
-            outcome,
-            decision.decided_by,
-            approved_to,
-            approved_sha256,
-        );
-        self.state.history.push(record.clone());
-        self.finish_decision(&run_id, &pending.tool_call_id, result, record);
-        if notice.is_some() {
-            // The switch happens before any model call in the new mode.
-            self.enter_mode(target, ModeChangeReason::PlanApproved);
-        }
-        if ends_run {
-            self.close_run(&run_id, RunState::Completed, None);
-        }
-        let limit = at_limit.then(|| {
-            ModelError::new(format!(
-                "the run reached its limit of {max_revisions} plan revisions (rejections with feedback)"
-            ))
-            .with_kind(ModelErrorKind::RevisionLimit)
-        });
-        if let Some(error) = &limit {
-            self.close_run(&run_id, RunState::Failed, Some(&error.to_string()));
-        }
-        Ok(PlanDecided {
-            run_id,
-            ends_run,
-            limit,
-        })
-    }
-
-    /// Records the decision on the tool call at `index` (and, with "always allow", on the
-    /// other calls of its tool waiting in the reply). Returns the run, and once every call of
-    /// the reply is decided, the approved calls to run in the model's order: the run resumes,
-    /// the rejected calls get their results and every record goes to the history.
-    fn decide_tool_call(
-        &mut self,
-        index: usize,
-        decision: Decision,
-    ) -> Result<(Arc<str>, Option<Vec<Approved>>), SessionError> {
-        let Some(PendingDecision::ToolCall(call)) = self.state.pending.get_mut(index) else {
-            return Err(SessionError::NotSuspended(String::new()));
-        };
-        let outcome = match decision.action {
-            DecisionAction::Approved => DecisionOutcome::Approved,
-            DecisionAction::Rejected => DecisionOutcome::Rejected,
-        };
-        let record = tool_call_record(
-            call,
-            outcome,
-            decision.decided_by.clone(),
-            decision.always_allow,
-            self.shared.now_rfc3339(),
-        );
-        let tool_name = call.payload.tool_name.clone();
-        let run_id = call.run_id.clone();
-        let allowance = decision.always_allow.then(|| record.clone());
-        call.decided = Some(record);
-        call.feedback = decision.feedback().map(str::to_owned);
-        if let Some(allowance) = allowance {
-            self.state.allow_waiting(&tool_name, &allowance);
-            if !self.state.always_allowed.contains(&tool_name) {
-                self.state.always_allowed.push(tool_name);
-            }
-        }
-        if self.state.pending.iter().any(PendingDecision::is_waiting) {
-            return Ok((run_id, None));
-        }
-        // Every call is decided: the run resumes (same run id), saved with this process's lease.
-        let calls = std::mem::take(&mut self.state.pending);
-        self.resume_run(&run_id);
-        let mut approved = Vec::new();
-        for call in calls {
-            let PendingDecision::ToolCall(call) = call else {
-                continue;
-            };
-            let Some(record) = call.decided.clone() else {
-                continue;
-            };
-            self.state.history.push(record.clone());
-            if record.outcome == Some(DecisionOutcome::Approved) {
-                approved.push((call, record));
-            } else {
-                let output =
-                    ToolOutput::error(crate::tool::rejected_result(call.feedback.as_deref()));
-                self.finish_decided_tool(&run_id, &call, output, record);
-            }
-        }
-        Ok((run_id, Some(approved)))
-    }
-
-    /// A decision carries suspended run `run_id` on: it runs again, saved with this process's
-    /// lease (if the process stops before the run's next save, the run is interrupted once the
-    /// lease ends, and `continue_run` carries it on), and `agent_start` goes out again (same run
-    /// id) before its next events, as Mastra's AgentController does, so every `agent_end` pairs
-    /// with an `agent_start`.
-    fn resume_run(&mut self, run_id: &Arc<str>) {
-        self.state.run = Some((run_id.clone(), RunState::Running));
-        self.take_lease();
-        let mode_id = self.mode_arc();
-        self.emit(Event::AgentStart {
-            session_id: self.id.clone(),
-            run_id: run_id.clone(),
-            mode_id,
-        });
-    }
-
-    /// Ends a decided tool call: `tool_end` with the result and the decision's audit record,
-    /// and the result in the conversation.
-    fn finish_decided_tool(
-        &mut self,
-        run_id: &Arc<str>,
-        call: &PendingToolCall,
-        output: ToolOutput,
-        record: DecidedRecord,
-    ) {
-        self.emit(Event::ToolEnd {
-            session_id: self.id.clone(),
-            run_id: run_id.clone(),
-            tool_call_id: call.tool_call_id.clone(),
-            tool_name: call.payload.tool_name.clone(),
-            result: output.content.clone(),
-            is_error: output.is_error,
-            decision: Some(record),
-        });
-        self.state.messages.push(Message::Tool {
-            tool_call_id: call.tool_call_id.clone(),
-            tool_name: call.payload.tool_name.clone(),
-            content: output.content,
-            is_error: output.is_error,
-        });
-    }
-}
-
-impl State {
-    /// How many revisions run `run_id` was asked for so far: its plans rejected (a rejection
-    /// without feedback ends the run, so every earlier one carried feedback), from the history
-    /// the session record keeps.
-    fn revisions(&self, run_id: &str) -> usize {
-        self.history
-            .iter()
-            .filter(|d| {
-                d.run_id == run_id
-                    && d.tool_name.is_none()
-                    && d.outcome == Some(DecisionOutcome::Rejected)
-            })
-            .count()
-    }
-
-    /// Approves every other call of `tool` that waits in the same reply, by the "always allow"
-    /// whose record is `allowance`: each gets its own record, approved, with the allowance's
-    /// time and decider and its decision id as `allowedBy`; none is asked about.
-    fn allow_waiting(&mut self, tool: &str, allowance: &DecidedRecord) {
-        let calls = self.pending.iter_mut().filter_map(|p| match p {
-            PendingDecision::ToolCall(call) => Some(call),
-            _ => None,
-        });
-        for call in calls {
-            if call.decided.is_none() && call.payload.tool_name == tool {
-                let mut record = tool_call_record(
-                    call,
-                    DecisionOutcome::Approved,
-                    allowance.decided_by.clone(),
-                    false,
-                    allowance.decided_at.clone().unwrap_or_default(),
-                );
-                record.allowed_by = Some(allowance.decision_id.clone());
-                call.decided = Some(record);
-            }
-        }
-    }
-}
-
-impl Session {
     /// [`Session::drive`] inside a `run` span (session, run and mode ids).
     async fn drive_traced(&mut self, run_id: Arc<str>) -> Result<RunOutcome, SessionError> {
         let span = tracing::info_span!(
@@ -580,30 +169,6 @@ impl Session {
         );
         self.drive(run_id).instrument(span).await
     }
-}
-
-impl Change<'_> {
-    /// Marks the run ended in `reason` (suspended, completed, aborted or failed) and emits
-    /// `error` (for failures) and `agent_end`.
-    pub(crate) fn close_run(&mut self, run_id: &Arc<str>, reason: RunState, error: Option<&str>) {
-        self.state.run = Some((run_id.clone(), reason));
-        self.drop_lease();
-        tracing::info!(run_id = %run_id, %reason, error, "run ended");
-        if let Some(message) = error {
-            self.emit(Event::Error {
-                session_id: self.id.clone(),
-                message: message.to_owned(),
-            });
-        }
-        self.emit(Event::AgentEnd {
-            session_id: self.id.clone(),
-            run_id: run_id.clone(),
-            reason,
-        });
-    }
-}
-
-impl Session {
     /// Ends a run the host cancelled: see [`Change::close_interrupted`]; persists the session.
     async fn abort_run(&mut self, run_id: Arc<str>) -> Result<RunOutcome, SessionError> {
         self.change(|c| c.close_interrupted(&run_id)).await?;
@@ -621,69 +186,6 @@ impl Session {
         .await?;
         Ok(RunOutcome::Aborted { run_id })
     }
-}
-
-impl Change<'_> {
-    /// Ends a run that was cancelled, or whose future was dropped, as `aborted`: every tool call
-    /// of the last assistant message without a result gets one, so the conversation stays one
-    /// a provider accepts (OpenAI refuses an assistant message whose calls lack results). The
-    /// first such call was running (`tool_end` with [`CANCELLED_RESULT`]); the calls after it
-    /// never started (`tool_start` and `tool_end` with [`NOT_STARTED_RESULT`]), as calls
-    /// skipped by a suspension are reported. Callers persist the change.
-    pub(crate) fn close_interrupted(&mut self, run_id: &Arc<str>) {
-        self.answer_unanswered(run_id, CANCELLED_RESULT, NOT_STARTED_RESULT, true);
-        self.close_run(run_id, RunState::Aborted, None);
-    }
-
-    /// Gives every tool call of the last assistant message that has no result one: `running`
-    /// for the first such call (calls run in order: it was running), `not_started` for those
-    /// after it (with their `tool_start`, as calls skipped by a suspension are reported). The
-    /// first call gets its `tool_start` too unless `started_here` (this process started it).
-    fn answer_unanswered(
-        &mut self,
-        run_id: &Arc<str>,
-        running_text: &str,
-        not_started: &str,
-        started_here: bool,
-    ) {
-        let Some(at) = self
-            .state
-            .messages
-            .iter()
-            .rposition(|m| matches!(m, Message::Assistant { .. }))
-        else {
-            return;
-        };
-        // Results, by id (one result answers one call: a model may repeat an id).
-        let mut answered: Vec<String> = self.state.messages[at + 1..]
-            .iter()
-            .filter_map(|m| match m {
-                Message::Tool { tool_call_id, .. } => Some(tool_call_id.clone()),
-                _ => None,
-            })
-            .collect();
-        let mut running = true;
-        let mut index = 0;
-        while let Some(call) = self.state.tool_call(at, index) {
-            let (id, name) = (call.id.clone(), call.name.clone());
-            if let Some(found) = answered.iter().position(|a| *a == id) {
-                answered.swap_remove(found);
-            } else if running {
-                running = false;
-                if !started_here {
-                    self.start_tool(run_id, at, index);
-                }
-                self.finish_tool(run_id, &id, &name, ToolOutput::error(running_text));
-            } else {
-                self.start_tool(run_id, at, index);
-                self.finish_tool(run_id, &id, &name, ToolOutput::error(not_started));
-            }
-            index += 1;
-        }
-    }
-}
-
-impl Session {
     /// Takes over the interrupted run `run_id` (see [`Session::continue_run`]): the lease, an
     /// `agent_start`, an "interrupted" result for each tool call that was cut off, all saved in
     /// one compare-and-swap; then the model's next step.
@@ -721,55 +223,6 @@ impl Session {
             Err(error) => RunOutcome::Failed { run_id, error },
         })
     }
-}
-
-impl Change<'_> {
-    fn finish_tool(&mut self, run_id: &Arc<str>, call_id: &str, name: &str, output: ToolOutput) {
-        self.emit(Event::ToolEnd {
-            session_id: self.id.clone(),
-            run_id: run_id.clone(),
-            tool_call_id: call_id.to_owned(),
-            tool_name: name.to_owned(),
-            result: output.content.clone(),
-            is_error: output.is_error,
-            decision: None,
-        });
-        self.state.messages.push(Message::Tool {
-            tool_call_id: call_id.to_owned(),
-            tool_name: name.to_owned(),
-            content: output.content,
-            is_error: output.is_error,
-        });
-    }
-
-    /// Ends the decided `submit_plan` call: `tool_end` with the audit record, and the result in
-    /// the conversation.
-    fn finish_decision(
-        &mut self,
-        run_id: &Arc<str>,
-        call_id: &str,
-        result: String,
-        record: DecidedRecord,
-    ) {
-        self.emit(Event::ToolEnd {
-            session_id: self.id.clone(),
-            run_id: run_id.clone(),
-            tool_call_id: call_id.to_owned(),
-            tool_name: SUBMIT_PLAN.to_owned(),
-            result: result.clone(),
-            is_error: false,
-            decision: Some(record),
-        });
-        self.state.messages.push(Message::Tool {
-            tool_call_id: call_id.to_owned(),
-            tool_name: SUBMIT_PLAN.to_owned(),
-            content: result,
-            is_error: false,
-        });
-    }
-}
-
-impl Session {
     /// The loop: call the model in the current mode, run its tool calls, repeat.
     async fn drive(&mut self, run_id: Arc<str>) -> Result<RunOutcome, SessionError> {
         let shared = self.shared.clone();
@@ -1154,162 +607,6 @@ impl Session {
     }
 }
 
-impl Change<'_> {
-    /// The suspension of the calls at `indexes` of the assistant message at `at`: each waits
-    /// for approval with its decision id, `argsSha256` and deadline (`tool_suspended`), and the
-    /// run ends `suspended`.
-    fn suspend_tool_calls(&mut self, run_id: &Arc<str>, at: usize, indexes: &[usize]) {
-        for &index in indexes {
-            let Some(call) = self.state.tool_call(at, index) else {
-                continue;
-            };
-            let (tool_call_id, tool_name) = (call.id.clone(), call.name.clone());
-            let args = call.args.clone();
-            self.state.decisions += 1;
-            // The deadline is the mode's the call was requested in, fixed now.
-            let timeout = self.shared.graph.mode(self.state.mode).approval_timeout();
-            let payload = ToolCallPayload {
-                decision_id: decision_id_for(self.state.decisions),
-                tool_name: tool_name.clone(),
-                args_sha256: crate::jcs::sha256(&args),
-                args,
-                approval_timeout: timeout.map(|t| t.as_str().to_owned()),
-                deadline_at_ms: timeout.map(|t| t.deadline_after(self.shared.now_ms())),
-                workspace: Some(self.workspace.path.clone()),
-            };
-            self.state
-                .pending
-                .push(PendingDecision::ToolCall(PendingToolCall {
-                    run_id: run_id.clone(),
-                    tool_call_id: tool_call_id.clone(),
-                    payload: payload.clone(),
-                    decided: None,
-                    feedback: None,
-                }));
-            self.emit(Event::ToolSuspended {
-                session_id: self.id.clone(),
-                run_id: run_id.clone(),
-                tool_call_id,
-                tool_name,
-                suspend_payload: Suspension::ToolCall(payload),
-            });
-        }
-        self.close_run(run_id, RunState::Suspended, None);
-    }
-
-    /// The suspension on a plan submitted with `submit_plan`: its hand-over targets, revision,
-    /// diff and deadline fixed now, its decision id given out (`tool_suspended`); the run ends
-    /// `suspended`. Returns the plan's payload.
-    fn suspend_plan(
-        &mut self,
-        run_id: &Arc<str>,
-        tool_call_id: &str,
-        submission: PlanSubmission,
-    ) -> SuspendPayload {
-        // The hand-over targets are fixed now, at submit time.
-        let graph = &self.shared.graph;
-        let mode = self.state.mode;
-        let target = graph.transition_target(mode);
-        let targets = graph.transition_targets(mode);
-        self.state.decisions += 1;
-        // Each plan submitted in the session is its next revision, compared with the last one.
-        let text = submit_plan::revision_text(&submission);
-        let previous = self.state.last_plan.take();
-        let revision = previous.as_ref().map_or(1, |p| p.revision + 1);
-        let diff = previous
-            .as_ref()
-            .and_then(|p| submit_plan::revision_diff(&p.text, &text, p.revision));
-        self.state.last_plan = Some(crate::store::PlanRevision {
-            revision,
-            sha256: submission.sha256.clone(),
-            text,
-        });
-        // The deadline is fixed now too: submit time plus the mode's approvalTimeout.
-        let timeout = graph.mode(mode).approval_timeout();
-        let approval_timeout = timeout.map(|t| t.as_str().to_owned());
-        let deadline_at_ms = timeout.map(|t| t.deadline_after(self.shared.now_ms()));
-        let payload = SuspendPayload {
-            approval_timeout,
-            deadline_at_ms,
-            revision,
-            previous_sha256: previous.map(|p| p.sha256),
-            diff,
-            submission,
-            target_mode_id: graph.mode(target).id_arc().clone(),
-            target_mode_ids: targets
-                .iter()
-                .map(|t| graph.mode(*t).id_arc().clone())
-                .collect(),
-            decision_id: decision_id_for(self.state.decisions),
-            workspace: Some(self.workspace.path.clone()),
-        };
-        // Nothing else waits (a run suspends on one plan); `push` keeps the list's buffer.
-        self.state.pending.clear();
-        self.state.pending.push(PendingDecision::Plan(PendingPlan {
-            run_id: run_id.clone(),
-            tool_call_id: tool_call_id.to_owned(),
-            target,
-            targets,
-            payload: payload.clone(),
-            stale: None,
-        }));
-        self.emit(Event::ToolSuspended {
-            session_id: self.id.clone(),
-            run_id: run_id.clone(),
-            tool_call_id: tool_call_id.to_owned(),
-            tool_name: SUBMIT_PLAN.to_owned(),
-            suspend_payload: Suspension::Plan(payload.clone()),
-        });
-        self.close_run(run_id, RunState::Suspended, None);
-        payload
-    }
-
-    /// Emits `tool_start` for the `index`-th call of the assistant message at `at`; returns its
-    /// id and tool name, or `None` when there is no such call.
-    fn start_tool(
-        &mut self,
-        run_id: &Arc<str>,
-        at: usize,
-        index: usize,
-    ) -> Option<(String, String)> {
-        let call = self.state.tool_call(at, index)?;
-        let (id, name) = (call.id.clone(), call.name.clone());
-        let event = Event::ToolStart {
-            session_id: self.id.clone(),
-            run_id: run_id.clone(),
-            tool_call_id: id.clone(),
-            tool_name: name.clone(),
-            args: call.args.clone(),
-        };
-        self.emit(event);
-        Some((id, name))
-    }
-}
-
-/// The audit record of a decision on the tool call `call`.
-fn tool_call_record(
-    call: &PendingToolCall,
-    outcome: DecisionOutcome,
-    decided_by: Option<String>,
-    always_allow: bool,
-    decided_at: String,
-) -> DecidedRecord {
-    DecidedRecord {
-        run_id: call.run_id.to_string(),
-        tool_call_id: call.tool_call_id.clone(),
-        decision_id: call.payload.decision_id.clone(),
-        outcome: Some(outcome),
-        sha256: Some(call.payload.args_sha256.clone()),
-        approved_sha256: None,
-        decided_at: Some(decided_at),
-        decided_by,
-        target_mode_id: None,
-        tool_name: Some(call.payload.tool_name.clone()),
-        always_allow,
-        allowed_by: None,
-    }
-}
-
 /// Gives every call of one reply an id of its own: a model may repeat an id or send none, and
 /// a result names only the id of the call it answers, so results of such calls could not be
 /// told apart (or put back in the order of the calls). The first call of an id keeps it; a
@@ -1335,82 +632,6 @@ fn unique_call_ids(calls: &mut [ToolCall]) {
             };
         }
         seen.insert(call.id.clone());
-    }
-}
-
-/// The order results of `calls` should have, when `results` (the tool messages right after
-/// them) are not in it already: for each result, the position of the call it answers, the first
-/// call of its id that no earlier result answers (a model may repeat an id), or `usize::MAX`
-/// for a result that answers none (it goes last). `None` when the results are in order: their
-/// ids are a subsequence of the calls' ids.
-fn result_positions(calls: &[ToolCall], results: &[Message]) -> Option<Vec<usize>> {
-    fn id(m: &Message) -> &str {
-        match m {
-            Message::Tool { tool_call_id, .. } => tool_call_id,
-            _ => "",
-        }
-    }
-    let mut next = 0;
-    let in_order = results.iter().all(|r| {
-        let found = calls[next..].iter().position(|c| c.id == id(r));
-        found.map(|k| next += k + 1).is_some()
-    });
-    if in_order {
-        return None;
-    }
-    let mut by_id: std::collections::HashMap<&str, std::collections::VecDeque<usize>> =
-        std::collections::HashMap::new();
-    for (k, call) in calls.iter().enumerate() {
-        by_id.entry(call.id.as_str()).or_default().push_back(k);
-    }
-    Some(
-        results
-            .iter()
-            .map(|r| {
-                by_id
-                    .get_mut(id(r))
-                    .and_then(std::collections::VecDeque::pop_front)
-                    .unwrap_or(usize::MAX)
-            })
-            .collect(),
-    )
-}
-
-impl State {
-    /// Puts the tool results after each assistant message in the order of its calls
-    /// ([`result_positions`]), whatever order they came in: calls that ran before a suspension
-    /// answered before the calls ahead of them that waited, decisions taken in another order,
-    /// rejections before approvals, a plan decided after the calls behind it, an expiry or a
-    /// cancellation answering the waiting calls last. Chat templates that pair results with
-    /// calls by position (Qwen's `<tool_response>` carries no id) would otherwise show the
-    /// model the wrong result for a call (langchain-ai/langgraph#6626).
-    ///
-    /// Only the order changes. Called before each model call, where no change is being saved
-    /// (while one is, the conversation only grows: a failed save truncates it back); the next
-    /// save keeps the new order.
-    pub(crate) fn order_results(&mut self) {
-        let mut at = 0;
-        while at < self.messages.len() {
-            let start = at + 1;
-            let end = start
-                + self.messages[start..]
-                    .iter()
-                    .take_while(|m| matches!(m, Message::Tool { .. }))
-                    .count();
-            if let Message::Assistant { tool_calls, .. } = &self.messages[at]
-                && let Some(positions) = result_positions(tool_calls, &self.messages[start..end])
-            {
-                let mut block: Vec<(usize, Message)> = positions
-                    .into_iter()
-                    .zip(self.messages.drain(start..end))
-                    .collect();
-                // Stable: results of one id keep their relative order.
-                block.sort_by_key(|(position, _)| *position);
-                self.messages
-                    .splice(start..start, block.into_iter().map(|(_, m)| m));
-            }
-            at = end;
-        }
     }
 }
 

@@ -1,12 +1,10 @@
 //! Applying a plan's deadline to a live session ([`Session::expire_if_due`]): the session side
 //! of [`crate::deadline`].
 
-use crate::event::{DecidedRecord, DecisionOutcome, Event, RunState};
+use crate::event::{DecidedRecord, DecisionOutcome};
+use crate::machine::error::expired_error;
 use crate::machine::expiry::{self, Waiting};
 
-use std::sync::Arc;
-
-use super::change::Change;
 use super::{PendingDecision, Session, SessionError};
 
 /// What the expiry reads of `pending`.
@@ -25,16 +23,6 @@ fn waiting(pending: &PendingDecision) -> Waiting<'_> {
             payload: &p.payload,
         },
     }
-}
-
-/// The error for a decision of `decision_id` that names a plan which expired (its history
-/// record), or `None` when that record is not an expiry.
-pub(crate) fn expired_error(record: &DecidedRecord) -> Option<SessionError> {
-    (record.outcome == Some(DecisionOutcome::Expired)).then(|| SessionError::Expired {
-        decision_id: record.decision_id.clone(),
-        deadline_at: record.decided_at.clone().unwrap_or_default(),
-        tool_name: record.tool_name.clone(),
-    })
 }
 
 impl Session {
@@ -82,38 +70,8 @@ impl Session {
         };
         let expired = expiry.expired();
         tracing::info!(session_id = %self.id, expired = expired.len(), "no decision by the deadline: expired");
-        self.change(|c| c.expire(&run_id, expiry)).await?;
+        self.change(|c| c.apply_expiry(&run_id, expiry)).await?;
         Ok(expired)
-    }
-}
-
-impl Change<'_> {
-    /// Applies `expiry` to suspended run `run_id`: every call it answers gets its result and
-    /// audit record, and the run ends `completed`.
-    fn expire(&mut self, run_id: &Arc<str>, expiry: expiry::Expiry) {
-        self.state.pending.clear();
-        // The suspended run resumes to end: its events lie between `agent_start` and `agent_end`.
-        let mode_id = self.mode_arc();
-        self.emit(Event::AgentStart {
-            session_id: self.id.clone(),
-            run_id: run_id.clone(),
-            mode_id,
-        });
-        for answer in expiry.answers {
-            self.emit(Event::ToolEnd {
-                session_id: self.id.clone(),
-                run_id: run_id.clone(),
-                tool_call_id: answer.tool_call_id.clone(),
-                tool_name: answer.tool_name.clone(),
-                result: answer.result.clone(),
-                is_error: answer.is_error,
-                decision: Some(answer.record.clone()),
-            });
-            let (message, decided) = answer.into_parts();
-            self.state.messages.push(message);
-            self.state.history.push(decided);
-        }
-        self.close_run(run_id, RunState::Completed, None);
     }
 }
 

@@ -455,15 +455,20 @@ async fn read_your_writes<S: SessionStore + 'static>(
 }
 
 /// The failure text for a save that should have been refused as a conflict.
-fn no_cas(what: &str, got: &Result<(), StoreError>) -> String {
+/// `Ok` when `got` is the [`StoreError::Conflict`] a compare-and-swap store refuses `what`
+/// with; else what went wrong.
+fn ensure_conflict(what: &str, got: &Result<(), StoreError>) -> Result<(), String> {
     match got {
-        Ok(()) => format!(
+        Err(StoreError::Conflict { .. }) => Ok(()),
+        Ok(()) => Err(format!(
             "{what} succeeded: the store ignores the expected version (no compare-and-swap). \
              `save(record, expected)` must compare `expected` with the stored version (None: \
              no session) in the same atomic step as the write, and return \
              StoreError::Conflict when they differ; otherwise two deciders can both win"
-        ),
-        Err(e) => format!("{what} failed with `{e}`, not StoreError::Conflict"),
+        )),
+        Err(e) => Err(format!(
+            "{what} failed with `{e}`, not StoreError::Conflict"
+        )),
     }
 }
 
@@ -479,32 +484,20 @@ async fn compare_and_swap(store: &dyn SessionStore, prefix: &str) -> Result<(), 
         ensure!(second.is_ok(), "the second save failed: {}", said(&second));
 
         let twice = store.save(&record(&id, 1, false, 3), None).await;
-        ensure!(
-            matches!(twice, Err(StoreError::Conflict { .. })),
-            "{}",
-            no_cas(
-                &format!("saving session `{id}` as new (expected None) while version 2 is stored"),
-                &twice
-            )
-        );
+        ensure_conflict(
+            &format!("saving session `{id}` as new (expected None) while version 2 is stored"),
+            &twice,
+        )?;
         let stale = store.save(&record(&id, 2, false, 3), Some(1)).await;
-        ensure!(
-            matches!(stale, Err(StoreError::Conflict { .. })),
-            "{}",
-            no_cas(
-                &format!("saving session `{id}` expecting version 1 while version 2 is stored"),
-                &stale
-            )
-        );
+        ensure_conflict(
+            &format!("saving session `{id}` expecting version 1 while version 2 is stored"),
+            &stale,
+        )?;
         let ahead = store.save(&record(&missing, 4, false, 3), Some(3)).await;
-        ensure!(
-            matches!(ahead, Err(StoreError::Conflict { .. })),
-            "{}",
-            no_cas(
-                &format!("saving session `{missing}`, which does not exist, expecting version 3"),
-                &ahead
-            )
-        );
+        ensure_conflict(
+            &format!("saving session `{missing}`, which does not exist, expecting version 3"),
+            &ahead,
+        )?;
         let kept = store.load(&id).await;
         ensure!(
             matches!(&kept, Ok(Some(r)) if *r == v2),

@@ -1,6 +1,17 @@
 //! The reference model: a small, pure session that follows the rules of the mode state machine
 //! (the current mode, the pending decision, the run state) and says, for every operation, what
 //! the real session must do: its outcome and the exact order of what it emits.
+//!
+//! # An independent oracle, on purpose
+//!
+//! This model does not call the session's rules (`src/machine/`, the crate's core without I/O):
+//! it restates them in another form, for each host operation the expected outcome, refusal and
+//! trace of events over a few plans and tool calls. The property tests and the explorer
+//! ([`crate::testing`]) drive the real [`crate::Session`], whose every change runs the core, and
+//! compare each step with this model. A model that called the core would agree with every bug in
+//! it; a rule written twice, in two different shapes, checks itself. So it stays small and of
+//! another kind: outcomes and traces, never records, leases or saves; when a rule changes, it is
+//! changed here by hand.
 
 use std::fmt;
 use std::sync::Arc;
@@ -1000,10 +1011,8 @@ impl ReferenceSession {
 
     fn model_called(&self) -> Trace {
         let mode = &self.facts.modes()[self.mode];
-        let listed = mode.tools.as_ref().map(|tools| {
-            let mut names = tools.clone();
+        let listed = self.facts.listed_offer(self.mode).map(|mut names| {
             names.sort();
-            names.dedup();
             names
         });
         Trace::ModelCalled {

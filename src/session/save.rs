@@ -14,103 +14,12 @@
 
 use std::sync::Arc;
 
-use crate::event::{DecidedRecord, Event, RunState};
-use crate::mode::ModeId;
-use crate::model::Message;
-use crate::store::{PlanRevision, StoreError};
-use crate::workspace::WorkspaceRecord;
+use crate::event::{Event, RunState};
+use crate::machine::change::{Change, Config, LeaseTerms};
+use crate::machine::state::State;
+use crate::store::StoreError;
 
-use super::{Lease, PendingDecision, PendingToolCall, Session, SessionError, Shared};
-
-/// What a session keeps that its record saves and that changes as it runs: the mode, the
-/// conversation, the run, what waits for a decision and the decisions taken.
-#[derive(Debug, Clone)]
-pub(crate) struct State {
-    pub(crate) mode: ModeId,
-    pub(crate) messages: Vec<Message>,
-    /// How many runs were started (the last run is `run_<counter>`).
-    pub(crate) counter: u64,
-    pub(crate) run: Option<(Arc<str>, RunState)>,
-    /// What the suspended run waits on: one plan, or the tool calls of one reply that wait for
-    /// approval, in the model's order.
-    pub(crate) pending: Vec<PendingDecision>,
-    /// The tools a decision allowed, until the mode changes (`enter_mode` empties it).
-    pub(crate) always_allowed: Vec<String>,
-    /// Every settled decision, oldest first (the audit trail; the last one is `lastDecided`).
-    pub(crate) history: Vec<DecidedRecord>,
-    /// How many decision ids were given out.
-    pub(crate) decisions: u64,
-    /// The latest plan submitted, for the next revision's number and diff.
-    pub(crate) last_plan: Option<PlanRevision>,
-    /// The lease of the running run, as the record has it (the owner's, maybe another
-    /// process's); `None` when the run is not running or has no lease.
-    pub(crate) lease: Option<Lease>,
-    /// Whether this session took or renewed `lease` (it carries the run on); a session
-    /// restored with a running run does not, until it takes it over.
-    pub(crate) holds_lease: bool,
-}
-
-impl State {
-    /// A session's state before anything happened, in `mode`.
-    pub(crate) fn new(mode: ModeId) -> Self {
-        Self {
-            mode,
-            messages: Vec::new(),
-            counter: 0,
-            run: None,
-            pending: Vec::new(),
-            always_allowed: Vec::new(),
-            history: Vec::new(),
-            decisions: 0,
-            last_plan: None,
-            lease: None,
-            holds_lease: false,
-        }
-    }
-
-    /// The tool calls of the suspended reply still waiting for a decision.
-    pub(crate) fn undecided_calls(&self) -> Vec<PendingToolCall> {
-        self.pending
-            .iter()
-            .filter(|p| p.is_waiting())
-            .filter_map(PendingDecision::as_tool_call)
-            .cloned()
-            .collect()
-    }
-
-    /// The `index`-th tool call of the assistant message at `at` in the conversation.
-    pub(crate) fn tool_call(&self, at: usize, index: usize) -> Option<&crate::tool::ToolCall> {
-        match self.messages.get(at)? {
-            Message::Assistant { tool_calls, .. } => tool_calls.get(index),
-            _ => None,
-        }
-    }
-}
-
-/// A change being computed: the session's next state and the events it emits, beside what of
-/// the session it reads (the controller's config, the session id and workspace). The rules
-/// that make a change are methods of this type; they never await, save or deliver.
-pub(crate) struct Change<'a> {
-    pub(crate) shared: &'a Shared,
-    pub(crate) id: &'a Arc<str>,
-    pub(crate) workspace: &'a WorkspaceRecord,
-    /// The next state.
-    pub(crate) state: &'a mut State,
-    /// The events of the change, in order, delivered once it is saved.
-    pub(crate) events: &'a mut Vec<Event>,
-}
-
-impl Change<'_> {
-    /// Emits `event` once the change is saved.
-    pub(crate) fn emit(&mut self, event: Event) {
-        self.events.push(event);
-    }
-
-    /// The id of the next state's mode.
-    pub(crate) fn mode_arc(&self) -> Arc<str> {
-        self.shared.graph.mode(self.state.mode).id_arc().clone()
-    }
-}
+use super::{Session, SessionError, Shared};
 
 /// A save running in its own task, with the state it saves and that state's events: dropping
 /// the operation that started it cannot leave the store and the session disagreeing, since the
@@ -168,7 +77,8 @@ impl Session {
         let mut next = self.state.clone();
         let mut events = std::mem::take(&mut self.spare_events);
         let out = rules(&mut Change {
-            shared: &self.shared,
+            config: self.shared.config(),
+            now_ms: self.shared.now_ms(),
             id: &self.id,
             workspace: &self.workspace,
             state: &mut next,
@@ -183,7 +93,8 @@ impl Session {
     pub(crate) fn live<T>(&mut self, rules: impl FnOnce(&mut Change<'_>) -> T) -> T {
         let mut events = std::mem::take(&mut self.spare_events);
         let out = rules(&mut Change {
-            shared: &self.shared,
+            config: self.shared.config(),
+            now_ms: self.shared.now_ms(),
             id: &self.id,
             workspace: &self.workspace,
             state: &mut self.state,
@@ -320,7 +231,8 @@ impl Session {
         let run_id = run_id.clone();
         let mut events = Vec::new();
         Change {
-            shared: &self.shared,
+            config: self.shared.config(),
+            now_ms: self.shared.now_ms(),
             id: &self.id,
             workspace: &self.workspace,
             state: &mut self.state,
@@ -328,5 +240,20 @@ impl Session {
         }
         .close_interrupted(&run_id);
         self.abandoned = Some(events);
+    }
+}
+
+impl Shared {
+    /// What of the controller's config a change's rules read ([`Config`]).
+    pub(crate) fn config(&self) -> Config<'_> {
+        Config {
+            graph: &self.graph,
+            runtimes: &self.runtimes,
+            max_revisions: self.max_revisions,
+            lease: self.store.as_ref().map(|_| LeaseTerms {
+                owner: &self.lease_owner,
+                duration: self.lease_duration,
+            }),
+        }
     }
 }

@@ -1,0 +1,241 @@
+//! The errors of the session's operations ([`SessionError`]): what the rules refuse (a decision
+//! that names nothing pending, a stale pin, a target the plan does not list) and what the
+//! driver meets (a store that fails, a lease another process holds, a workspace that moved).
+//! Each leaves the session as it was.
+
+use std::path::PathBuf;
+
+use crate::event::{DecidedRecord, DecisionOutcome};
+use crate::store::StoreError;
+
+/// Errors from session operations. Each leaves the session exactly as it was: a suspended run
+/// stays suspended and can still be decided. (A plan past its deadline expires as the operation
+/// starts, before any error: see [`crate::deadline`].)
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionError {
+    /// No mode has this id (ids are case-sensitive).
+    #[error("unknown mode `{0}`")]
+    UnknownMode(String),
+    /// No run with this id exists in the session.
+    #[error("unknown run `{0}`")]
+    UnknownRun(String),
+    /// The run exists but is not waiting for a decision.
+    #[error("run `{0}` is not suspended: there is no plan to decide")]
+    NotSuspended(String),
+    /// The suspended run has no pending tool call with this id.
+    #[error("run `{run_id}` has no suspended tool call `{tool_call_id}`")]
+    UnknownToolCall {
+        /// The run id given.
+        run_id: String,
+        /// The tool call id given.
+        tool_call_id: String,
+    },
+    /// This decision (named by its decision id, or by a run and tool-call id that no longer
+    /// name the pending plan) was already decided or cancelled; a decision applies once.
+    #[error("`{0}` was already decided: a decision applies once")]
+    AlreadyDecided(String),
+    /// No decision of the session has this decision id.
+    #[error("unknown decision `{0}`")]
+    UnknownDecision(String),
+    /// The plan, or the tool call, expired before this decision: no decision was taken by its
+    /// deadline (its mode's `approvalTimeout`), so it counts as rejected (see
+    /// [`crate::deadline`]). The expiry is in the decision history (outcome `expired`); this
+    /// decision changed nothing.
+    #[error(
+        "decision `{decision_id}` expired at {deadline_at}: no decision was taken by its deadline (approvalTimeout), so {} counts as rejected; this decision was not applied",
+        expired_subject(.tool_name.as_deref())
+    )]
+    Expired {
+        /// The decision id of the expired plan or tool call.
+        decision_id: String,
+        /// Its deadline, as RFC 3339 in UTC.
+        deadline_at: String,
+        /// The tool of an expired tool call; `None` for a plan.
+        tool_name: Option<String>,
+    },
+    /// The decision names a different plan than the one captured at submit time.
+    #[error(
+        "the decision is for plan sha256 {given}, but the submitted plan has sha256 {expected}"
+    )]
+    Sha256Mismatch {
+        /// The captured plan's hash.
+        expected: String,
+        /// The hash in the decision.
+        given: String,
+    },
+    /// The decision for a tool call that waits for approval names other arguments than the
+    /// call's (its `sha256` is not the call's `argsSha256`); nothing changed.
+    #[error(
+        "the decision is for tool call arguments with argsSha256 {given}, but tool call {decision_id} has argsSha256 {expected}: it is not the call you meant; nothing was decided"
+    )]
+    ArgsSha256Mismatch {
+        /// The decision id of the waiting tool call.
+        decision_id: String,
+        /// The call's `argsSha256`.
+        expected: String,
+        /// The hash in the decision.
+        given: String,
+    },
+    /// The resume data is not `{ action: "approved" | "rejected", feedback?, sha256? }`.
+    #[error("malformed resume data: {0}")]
+    MalformedDecision(String),
+    /// The decision names a target mode ([`Decision::to`](crate::Decision::to)) the pending plan does not list;
+    /// nothing changed.
+    #[error(
+        "mode `{given}` is not a target of the pending plan: approve to one of {}",
+        allowed.join(", ")
+    )]
+    TargetNotAllowed {
+        /// The mode id the decision named.
+        given: String,
+        /// The targets the plan lists (`targetModeIds`), the plain approval's first.
+        allowed: Vec<String>,
+    },
+    /// The edited plan of an approval ([`Decision::with_plan`](crate::Decision::with_plan)) breaks the limits of a plan
+    /// (blank, or larger than 1 MiB); nothing changed.
+    #[error("the edited plan cannot be approved: {0}")]
+    EditedPlan(#[source] crate::tool::submit_plan::PlanError),
+    /// The plan cannot be approved: the config changed since it was submitted so that its
+    /// hand-over target is gone or different. It can still be rejected.
+    #[error("the plan cannot be approved: {0}")]
+    ConfigChanged(String),
+    /// The session store failed or another writer changed the session first
+    /// ([`StoreError::Conflict`]); nothing changed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The controller has no session store, so sessions cannot be restored.
+    #[error("the controller has no session store")]
+    NoStore,
+    /// The store has no session with this id.
+    #[error("unknown session `{0}`")]
+    UnknownSession(String),
+    /// A session id given to [`crate::AgentController::start_session`] that cannot be stored:
+    /// empty, longer than 128 bytes, or with characters other than ASCII letters, digits, `-`
+    /// and `_` (see [`crate::store::check_session_id`]).
+    #[error("invalid session id `{0}`: use 1 to 128 ASCII letters, digits, `-` and `_`")]
+    InvalidSessionId(String),
+    /// [`crate::AgentController::start_session`] was given an id the store already has; the
+    /// stored session is left untouched (restore it with
+    /// [`crate::AgentController::restore_session`] instead).
+    #[error("session `{0}` already exists in the store")]
+    SessionExists(String),
+    /// [`Session::continue_run`](crate::Session::continue_run) found no run to carry on: the session's latest run is not
+    /// `running` (it is suspended, ended, or there is none).
+    #[error(
+        "session `{session_id}` has no interrupted run to continue (its latest run is {state})"
+    )]
+    NotInterrupted {
+        /// The session id.
+        session_id: String,
+        /// The latest run's state, as text (`suspended`, `completed`, ..., or `none`).
+        state: String,
+    },
+    /// The session's run is being carried on by a live owner: its lease has not ended, so it is
+    /// not interrupted and is never taken over (nor ended by another operation). If that host
+    /// stopped, try again once the lease ends.
+    #[error(
+        "run `{run_id}` of session `{session_id}` is carried on by `{owner}`, whose lease ends in {remaining_ms} ms: it is not interrupted"
+    )]
+    LeaseHeld {
+        /// The session id.
+        session_id: String,
+        /// The running run.
+        run_id: String,
+        /// The lease's owner.
+        owner: String,
+        /// How long the lease still runs, in milliseconds, when it was checked.
+        remaining_ms: u64,
+    },
+    /// This process lost the lease of the run it was carrying on: another process changed the
+    /// session (for example `continue` took the run over after the lease ran out), so the run
+    /// stopped before its next step. Restore the session to see where it is.
+    #[error("run `{run_id}` of session `{session_id}` lost its lease: {source}")]
+    LeaseLost {
+        /// The session id.
+        session_id: String,
+        /// The run that stopped.
+        run_id: String,
+        /// The save that found the session changed ([`StoreError::Conflict`]).
+        source: StoreError,
+    },
+    /// The session works in another workspace than this controller's: it is never run, decided
+    /// or carried on elsewhere ([`crate::workspace`]); nothing changed. Use a controller of the
+    /// recorded workspace.
+    #[error(
+        "session `{session_id}` works in {}, but this controller's workspace is {}: it acts only where it started; nothing was done",
+        recorded.display(),
+        actual.display()
+    )]
+    WrongWorkspace {
+        /// The session id.
+        session_id: String,
+        /// The session's recorded workspace (canonical).
+        recorded: PathBuf,
+        /// This controller's workspace (canonical).
+        actual: PathBuf,
+    },
+    /// The session's workspace cannot be opened (deleted, not a directory, unreadable); nothing
+    /// changed.
+    #[error(
+        "the workspace {} of session `{session_id}` cannot be opened: {reason}; nothing was done",
+        path.display()
+    )]
+    WorkspaceGone {
+        /// The session id.
+        session_id: String,
+        /// The workspace.
+        path: PathBuf,
+        /// Why it cannot be opened.
+        reason: String,
+    },
+    /// Another directory is at the session's workspace path now (deleted and made again, or
+    /// replaced: its identity differs, see [`crate::workspace::DirectoryIdentity`]); nothing
+    /// changed.
+    #[error(
+        "{} is another directory now than the workspace session `{session_id}` started in (deleted and made again, or replaced); nothing was done",
+        path.display()
+    )]
+    WorkspaceReplaced {
+        /// The session id.
+        session_id: String,
+        /// The workspace path.
+        path: PathBuf,
+    },
+    /// The session was saved before workspaces were recorded, and this controller's workspace
+    /// was not named ([`crate::AgentControllerBuilder::workspace`]): the session would run in
+    /// whatever the current directory is. Name the workspace it works in; it is recorded from
+    /// then on.
+    #[error(
+        "session `{session_id}` was saved by an older release and records no workspace: name the directory it works in (it is recorded from then on); nothing was done"
+    )]
+    NoWorkspaceRecorded {
+        /// The session id.
+        session_id: String,
+    },
+}
+
+impl SessionError {
+    /// Whether another writer decided or changed the session first (a lost race).
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, SessionError::Store(StoreError::Conflict { .. }))
+    }
+}
+
+/// What expired, for [`SessionError::Expired`]: the plan, or the tool call of `tool_name`.
+fn expired_subject(tool_name: Option<&str>) -> String {
+    match tool_name {
+        Some(name) => format!("the `{name}` tool call"),
+        None => "the plan".to_owned(),
+    }
+}
+
+/// The error for a decision of `decision_id` that names a plan which expired (its history
+/// record), or `None` when that record is not an expiry.
+pub(crate) fn expired_error(record: &DecidedRecord) -> Option<SessionError> {
+    (record.outcome == Some(DecisionOutcome::Expired)).then(|| SessionError::Expired {
+        decision_id: record.decision_id.clone(),
+        deadline_at: record.decided_at.clone().unwrap_or_default(),
+        tool_name: record.tool_name.clone(),
+    })
+}

@@ -1,0 +1,310 @@
+//! The steps of a run, without I/O: a run started by a user message, a suspension on a plan or
+//! on tool calls that wait for approval, a suspension cancelled (by an abort, a new message or
+//! a manual switch), and the results a cancelled, dropped or interrupted run gives its open
+//! tool calls. The driver (`src/session/drive.rs`) calls them between the model and tool calls
+//! it makes.
+
+use std::sync::Arc;
+
+use crate::event::{
+    CancelReason, DecisionOutcome, Event, RunState, SuspendPayload, Suspension, ToolCallPayload,
+};
+use crate::model::Message;
+use crate::tool::ToolOutput;
+use crate::tool::submit_plan::{self, PlanSubmission, SUBMIT_PLAN};
+
+use super::change::Change;
+use super::decision::{
+    PendingDecision, PendingPlan, PendingToolCall, decision_id_for, tool_call_record,
+};
+
+/// The id of the `n`-th run of a session: `run_<n>`.
+pub(crate) fn run_id_for(n: u64) -> Arc<str> {
+    Arc::from(format!("run_{n}"))
+}
+
+/// The result of a tool call a cancelled (or dropped) run was waiting for.
+pub(crate) const CANCELLED_RESULT: &str =
+    "Cancelled: the run was cancelled before this tool call finished; it returned nothing.";
+
+/// The result of a tool call a cancelled (or dropped) run never started.
+pub(crate) const NOT_STARTED_RESULT: &str = "Not executed: the run was cancelled first.";
+
+/// The result of a tool call that a stopped process may have run before the run was carried on
+/// ([`Session::continue_run`]): never run again, so the model can check and decide.
+pub(crate) const INTERRUPTED_RESULT: &str = "Interrupted: the process running this tool call stopped before its result was saved, so it may or may not have taken effect. It was not run again: check its effect before calling it again.";
+
+/// The not-approved tool result for a suspension cancelled for `reason`.
+fn cancelled_result(reason: CancelReason) -> &'static str {
+    match reason {
+        CancelReason::Aborted => "Plan not approved: the run was aborted. Stay in this mode.",
+        CancelReason::UserMessage => {
+            "Plan not approved: the user sent a new message instead of deciding. Read it and continue in this mode."
+        }
+        CancelReason::ModeSwitch => "Plan not approved: the user switched mode by hand.",
+    }
+}
+
+/// The result of a tool call that waited for approval when its suspension was cancelled for
+/// `reason`: it never ran.
+pub(crate) fn tool_cancelled_result(reason: CancelReason) -> &'static str {
+    match reason {
+        CancelReason::Aborted => {
+            "Not approved: the run was aborted before this tool call was decided; it was not executed."
+        }
+        CancelReason::UserMessage => {
+            "Not approved: the user sent a new message instead of deciding; this tool call was not executed. Read the message and continue."
+        }
+        CancelReason::ModeSwitch => {
+            "Not approved: the user switched mode by hand; this tool call was not executed."
+        }
+    }
+}
+
+impl Change<'_> {
+    /// Starts run `run_<n>`: the user message, `agent_start`; returns the run id.
+    pub(crate) fn start_run(&mut self, text: String) -> Arc<str> {
+        self.state.counter += 1;
+        let run_id = run_id_for(self.state.counter);
+        self.state.run = Some((run_id.clone(), RunState::Running));
+        // A run started by a message is saved when it suspends or ends, and has no lease.
+        self.drop_lease();
+        self.state.messages.push(Message::User { content: text });
+        let mode_id = self.mode_arc();
+        self.emit(Event::AgentStart {
+            session_id: self.id.clone(),
+            run_id: run_id.clone(),
+            mode_id,
+        });
+        run_id
+    }
+
+    /// Cancels what waits for a decision as *not approved*: the plan, or every tool call that
+    /// waits for approval (those decided while others waited too: none of them ran). Each gets
+    /// a result saying so and `tool_suspension_cancelled` with a `cancelled` audit record; the
+    /// run ends aborted, the mode stays. Callers persist the change.
+    pub(crate) fn cancel_pending(&mut self, reason: CancelReason) -> bool {
+        let pending = std::mem::take(&mut self.state.pending);
+        let Some(run_id) = pending.first().map(|p| p.run_arc().clone()) else {
+            return false;
+        };
+        // The suspended run resumes to end: its events lie between `agent_start` and `agent_end`.
+        let mode_id = self.mode_arc();
+        self.emit(Event::AgentStart {
+            session_id: self.id.clone(),
+            run_id: run_id.clone(),
+            mode_id,
+        });
+        for waiting in pending {
+            let (content, is_error, record) = match &waiting {
+                PendingDecision::Plan(plan) => (
+                    cancelled_result(reason),
+                    false,
+                    self.plan_record(plan, DecisionOutcome::Cancelled, None, None, None),
+                ),
+                PendingDecision::ToolCall(call) => (
+                    tool_cancelled_result(reason),
+                    true,
+                    tool_call_record(
+                        call,
+                        DecisionOutcome::Cancelled,
+                        None,
+                        false,
+                        self.now_rfc3339(),
+                    ),
+                ),
+            };
+            let (tool_call_id, tool_name) = (
+                waiting.tool_call_id().to_owned(),
+                waiting.tool_name().to_owned(),
+            );
+            self.state.messages.push(Message::Tool {
+                tool_call_id: tool_call_id.clone(),
+                tool_name: tool_name.clone(),
+                content: content.to_owned(),
+                is_error,
+            });
+            self.state.history.push(record.clone());
+            self.emit(Event::ToolSuspensionCancelled {
+                session_id: self.id.clone(),
+                run_id: run_id.clone(),
+                tool_call_id,
+                tool_name,
+                reason,
+                decision: Some(record),
+            });
+        }
+        self.emit(Event::AgentEnd {
+            session_id: self.id.clone(),
+            run_id: run_id.clone(),
+            reason: RunState::Aborted,
+        });
+        self.state.run = Some((run_id, RunState::Aborted));
+        true
+    }
+    /// Ends a run that was cancelled, or whose future was dropped, as `aborted`: every tool call
+    /// of the last assistant message without a result gets one, so the conversation stays one
+    /// a provider accepts (OpenAI refuses an assistant message whose calls lack results). The
+    /// first such call was running (`tool_end` with [`CANCELLED_RESULT`]); the calls after it
+    /// never started (`tool_start` and `tool_end` with [`NOT_STARTED_RESULT`]), as calls
+    /// skipped by a suspension are reported. Callers persist the change.
+    pub(crate) fn close_interrupted(&mut self, run_id: &Arc<str>) {
+        self.answer_unanswered(run_id, CANCELLED_RESULT, NOT_STARTED_RESULT, true);
+        self.close_run(run_id, RunState::Aborted, None);
+    }
+
+    /// Gives every tool call of the last assistant message that has no result one: `running`
+    /// for the first such call (calls run in order: it was running), `not_started` for those
+    /// after it (with their `tool_start`, as calls skipped by a suspension are reported). The
+    /// first call gets its `tool_start` too unless `started_here` (this process started it).
+    pub(crate) fn answer_unanswered(
+        &mut self,
+        run_id: &Arc<str>,
+        running_text: &str,
+        not_started: &str,
+        started_here: bool,
+    ) {
+        let Some(at) = self
+            .state
+            .messages
+            .iter()
+            .rposition(|m| matches!(m, Message::Assistant { .. }))
+        else {
+            return;
+        };
+        // Results, by id (one result answers one call: a model may repeat an id).
+        let mut answered: Vec<String> = self.state.messages[at + 1..]
+            .iter()
+            .filter_map(|m| match m {
+                Message::Tool { tool_call_id, .. } => Some(tool_call_id.clone()),
+                _ => None,
+            })
+            .collect();
+        let mut running = true;
+        let mut index = 0;
+        while let Some(call) = self.state.tool_call(at, index) {
+            let (id, name) = (call.id.clone(), call.name.clone());
+            if let Some(found) = answered.iter().position(|a| *a == id) {
+                answered.swap_remove(found);
+            } else if running {
+                running = false;
+                if !started_here {
+                    self.start_tool(run_id, at, index);
+                }
+                self.finish_tool(run_id, &id, &name, ToolOutput::error(running_text));
+            } else {
+                self.start_tool(run_id, at, index);
+                self.finish_tool(run_id, &id, &name, ToolOutput::error(not_started));
+            }
+            index += 1;
+        }
+    }
+    /// The suspension of the calls at `indexes` of the assistant message at `at`: each waits
+    /// for approval with its decision id, `argsSha256` and deadline (`tool_suspended`), and the
+    /// run ends `suspended`.
+    pub(crate) fn suspend_tool_calls(&mut self, run_id: &Arc<str>, at: usize, indexes: &[usize]) {
+        for &index in indexes {
+            let Some(call) = self.state.tool_call(at, index) else {
+                continue;
+            };
+            let (tool_call_id, tool_name) = (call.id.clone(), call.name.clone());
+            let args = call.args.clone();
+            self.state.decisions += 1;
+            // The deadline is the mode's the call was requested in, fixed now.
+            let timeout = self.config.graph.mode(self.state.mode).approval_timeout();
+            let payload = ToolCallPayload {
+                decision_id: decision_id_for(self.state.decisions),
+                tool_name: tool_name.clone(),
+                args_sha256: crate::jcs::sha256(&args),
+                args,
+                approval_timeout: timeout.map(|t| t.as_str().to_owned()),
+                deadline_at_ms: timeout.map(|t| t.deadline_after(self.now_ms)),
+                workspace: Some(self.workspace.path.clone()),
+            };
+            self.state
+                .pending
+                .push(PendingDecision::ToolCall(PendingToolCall {
+                    run_id: run_id.clone(),
+                    tool_call_id: tool_call_id.clone(),
+                    payload: payload.clone(),
+                    decided: None,
+                    feedback: None,
+                }));
+            self.emit(Event::ToolSuspended {
+                session_id: self.id.clone(),
+                run_id: run_id.clone(),
+                tool_call_id,
+                tool_name,
+                suspend_payload: Suspension::ToolCall(payload),
+            });
+        }
+        self.close_run(run_id, RunState::Suspended, None);
+    }
+
+    /// The suspension on a plan submitted with `submit_plan`: its hand-over targets, revision,
+    /// diff and deadline fixed now, its decision id given out (`tool_suspended`); the run ends
+    /// `suspended`. Returns the plan's payload.
+    pub(crate) fn suspend_plan(
+        &mut self,
+        run_id: &Arc<str>,
+        tool_call_id: &str,
+        submission: PlanSubmission,
+    ) -> SuspendPayload {
+        // The hand-over targets are fixed now, at submit time.
+        let graph = self.config.graph;
+        let mode = self.state.mode;
+        let target = graph.transition_target(mode);
+        let targets = graph.transition_targets(mode);
+        self.state.decisions += 1;
+        // Each plan submitted in the session is its next revision, compared with the last one.
+        let text = submit_plan::revision_text(&submission);
+        let previous = self.state.last_plan.take();
+        let revision = previous.as_ref().map_or(1, |p| p.revision + 1);
+        let diff = previous
+            .as_ref()
+            .and_then(|p| submit_plan::revision_diff(&p.text, &text, p.revision));
+        self.state.last_plan = Some(crate::store::PlanRevision {
+            revision,
+            sha256: submission.sha256.clone(),
+            text,
+        });
+        // The deadline is fixed now too: submit time plus the mode's approvalTimeout.
+        let timeout = graph.mode(mode).approval_timeout();
+        let approval_timeout = timeout.map(|t| t.as_str().to_owned());
+        let deadline_at_ms = timeout.map(|t| t.deadline_after(self.now_ms));
+        let payload = SuspendPayload {
+            approval_timeout,
+            deadline_at_ms,
+            revision,
+            previous_sha256: previous.map(|p| p.sha256),
+            diff,
+            submission,
+            target_mode_id: graph.mode(target).id_arc().clone(),
+            target_mode_ids: targets
+                .iter()
+                .map(|t| graph.mode(*t).id_arc().clone())
+                .collect(),
+            decision_id: decision_id_for(self.state.decisions),
+            workspace: Some(self.workspace.path.clone()),
+        };
+        // Nothing else waits (a run suspends on one plan); `push` keeps the list's buffer.
+        self.state.pending.clear();
+        self.state.pending.push(PendingDecision::Plan(PendingPlan {
+            run_id: run_id.clone(),
+            tool_call_id: tool_call_id.to_owned(),
+            target,
+            targets,
+            payload: payload.clone(),
+            stale: None,
+        }));
+        self.emit(Event::ToolSuspended {
+            session_id: self.id.clone(),
+            run_id: run_id.clone(),
+            tool_call_id: tool_call_id.to_owned(),
+            tool_name: SUBMIT_PLAN.to_owned(),
+            suspend_payload: Suspension::Plan(payload.clone()),
+        });
+        self.close_run(run_id, RunState::Suspended, None);
+        payload
+    }
+}
