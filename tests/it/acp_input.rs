@@ -2,7 +2,7 @@
 //! pipe): whatever lines a client sends and however it answers the permission requests, the
 //! agent never panics, writes only JSON, answers every request, and approves a plan only when
 //! the client selected an allow option it offered.
-#![cfg(feature = "acp")]
+#![cfg(feature = "cli")]
 
 use std::path::Path;
 use std::sync::Arc;
@@ -183,10 +183,8 @@ async fn run(steps: Vec<Step>) -> Seen {
             .expect("the agent answers (a hang fails the test)")
             .expect("read")?;
         let message: Value = serde_json::from_str(&line).expect("the agent writes JSON");
-        if message.get("method").is_none() {
-            if let Some(id) = message["id"].as_u64() {
-                seen.answered.push(id);
-            }
+        if let (None, Some(id)) = (message.get("method"), message["id"].as_u64()) {
+            seen.answered.push(id);
         }
         if message["params"]["update"]["sessionUpdate"] == "current_mode_update" {
             seen.mode_changed = true;
