@@ -23,6 +23,8 @@ use crate::tool::{SUBMIT_PLAN, ToolAccess, ToolRegistry};
 
 mod builder;
 mod mcp;
+mod on_timeout;
+mod rules;
 #[cfg(feature = "schema")]
 pub(crate) mod schema;
 
@@ -108,6 +110,22 @@ named_enum! {
         /// the mode format defines (`requireApproval`, `availableTools`, ...), which there is
         /// free data for hosts and has no effect.
         KnownKeyInMetadata = "known_key_in_metadata",
+        /// A mode's `onTimeout` is not `reject` or `abort` (a deadline never approves), or is
+        /// set without `approvalTimeout`.
+        InvalidOnTimeout = "invalid_on_timeout",
+        /// A mode's rule is malformed: two patterns, a `glob` or `regex` without `arg`, an
+        /// `arg` without a pattern, or a rule on `submit_plan` ([`crate::rules`]).
+        InvalidRule = "invalid_rule",
+        /// A rule's `path`, `glob` or `regex` does not compile.
+        InvalidPattern = "invalid_pattern",
+        /// A rule is on a tool its mode does not offer (not in its `availableTools`), so it
+        /// could never apply.
+        RuleToolNotOffered = "rule_tool_not_offered",
+        /// A rule reads an argument its tool's input schema does not declare.
+        UnknownArgument = "unknown_argument",
+        /// A rule can never decide a call: another rule matches every call it matches and wins
+        /// (a stronger action, or the same action listed first).
+        ShadowedRule = "shadowed_rule",
         /// A warning, not an error ([`workspace_warnings`]): the plans folder holds files that
         /// are not plans (source, for example), which the plan tools could then change.
         PlansDirNotDedicated = "plans_dir_not_dedicated",
@@ -210,6 +228,23 @@ impl ConfigError {
     ) -> Self {
         Self {
             kind: ConfigErrorKind::UnknownTool,
+            origin: origin.to_owned(),
+            location: Some(location),
+            message,
+            snippet,
+        }
+    }
+
+    /// An error at a place found earlier (`location`, with its two-line `snippet`).
+    pub(crate) fn placed_at(
+        kind: ConfigErrorKind,
+        origin: &str,
+        location: Location,
+        snippet: String,
+        message: String,
+    ) -> Self {
+        Self {
+            kind,
             origin: origin.to_owned(),
             location: Some(location),
             message,
@@ -519,6 +554,20 @@ struct RawMode<'a> {
         )
     )]
     approval_timeout: Option<Spanned<String>>,
+    /// What the deadline (`approvalTimeout`) does to a plan nobody decided in time: `reject`
+    /// (the default: it counts as rejected, the run ends) or `abort` (the run is aborted). A
+    /// deadline never approves.
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Option<String>", extend("enum" = ["reject", "abort"]))
+    )]
+    on_timeout: Option<Spanned<String>>,
+    /// Rules on tool-call arguments: each `{ tool, action }` with at most one pattern (`path`,
+    /// or `arg` with `glob` or `regex`). Of the rules that match a call, `deny` beats `ask`,
+    /// which beats `allow`; a call no rule matches gets the mode's default (`requireApproval`,
+    /// else it runs).
+    #[cfg_attr(feature = "schema", schemars(with = "Option<Vec<rules::RawRule>>"))]
+    rules: Option<Spanned<Vec<Spanned<rules::RawRule>>>>,
     /// Free data for hosts, such as `color` (`#rrggbb` or a colour name) and `icon`.
     #[cfg_attr(
         feature = "schema",
@@ -801,6 +850,24 @@ pub fn check_with_tool_names(text: &str, origin: &str, known: &[&str]) -> Vec<Co
     check_tools_of(text, origin, |graph| graph.unknown_tools_among(known))
 }
 
+/// The errors of the file's rules against a controller's `tools` ([`ModeGraph::rule_errors`]:
+/// a rule on a tool the controller lacks, or on an argument the tool does not declare), sorted
+/// by position; empty also when the modes could not be read (see [`check`] for that). This is
+/// what `agent-controller check` adds to [`check_with_tool_names`].
+///
+/// # Examples
+/// ```
+/// let text = "[[modes]]\nid = \"build\"\nrules = [{ tool = \"run_command\", action = \"ask\" }]\n";
+/// let errors = agent_controller::config::rule_errors(text, "modes.toml", &agent_controller::ToolRegistry::with_workspace_tools());
+/// assert!(errors[0].to_string().contains("rule 1 of mode `build` is on unknown tool `run_command`"));
+/// ```
+pub fn rule_errors(text: &str, origin: &str, tools: &ToolRegistry) -> Vec<ConfigError> {
+    match parse_lenient(text, origin) {
+        (Some(graph), _) => graph.rule_errors(tools),
+        (None, _) => Vec::new(),
+    }
+}
+
 /// Every error of the file: the graph's, and those `unknown_tools` finds in a graph read.
 fn check_tools_of(
     text: &str,
@@ -877,6 +944,8 @@ const MODE_KEYS: &[&str] = &[
     "requireApproval",
     "defaultModelId",
     "approvalTimeout",
+    "onTimeout",
+    "rules",
 ];
 
 /// A warning for each key of a mode's `metadata` that the mode format defines
@@ -1490,6 +1559,14 @@ fn validate(
                 &mut hinted,
             )
         });
+        let rules = rules::rules_of(mode.rules, id, offered, source, errors);
+        let on_timeout = on_timeout::on_timeout_of(
+            mode.on_timeout,
+            mode.approval_timeout.is_some(),
+            id,
+            source,
+            errors,
+        );
         let approval_timeout = mode.approval_timeout.and_then(|text| {
             text.get_ref()
                 .parse::<ApprovalTimeout>()
@@ -1515,7 +1592,9 @@ fn validate(
                 mode.default_model_id,
                 mode.metadata.map(Spanned::into_inner).unwrap_or_default(),
             )
-            .with_approval_timeout(approval_timeout),
+            .with_approval_timeout(approval_timeout)
+            .with_rules(rules)
+            .with_on_timeout(on_timeout),
         );
     }
 

@@ -202,11 +202,36 @@ impl AgentControllerBuilder {
     /// [`crate::config::ConfigErrorKind::UnknownTool`] when an `availableTools` (or
     /// `requireApproval`) name is neither registered nor `submit_plan`: at the first one's line
     /// and column, its message naming every unknown tool with theirs, and saying which are
-    /// built-in tools that [`ToolRegistry::with_workspace_tools`] registers.
+    /// built-in tools that [`ToolRegistry::with_workspace_tools`] registers. The first error of
+    /// [`ModeGraph::rule_errors`] when a mode's rule is on a tool the registry lacks, or reads an
+    /// argument its tool does not declare; [`crate::config::ConfigErrorKind::InvalidRule`] for a
+    /// graph with any rules, which sessions do not apply yet (refused, so that a `deny` rule is
+    /// never silently ignored).
     pub fn build(mut self) -> Result<AgentController, ConfigError> {
         let names: Vec<&str> = self.tools.names().collect();
         if let Some(unknown) = self.graph.unknown_tools_error(&names) {
             return Err(unknown);
+        }
+        if let Some(rule) = self.graph.rule_errors(&self.tools).into_iter().next() {
+            return Err(rule);
+        }
+        if let Some(unapplied) = self.graph.rules_not_applied() {
+            return Err(unapplied);
+        }
+        if let Some(mode) = self
+            .graph
+            .modes()
+            .iter()
+            .find(|m| m.on_timeout() == crate::deadline::OnTimeout::Abort)
+        {
+            // Sessions apply `reject` only so far: an abort that rejects would be a lie.
+            return Err(ConfigError::without_position(
+                crate::config::ConfigErrorKind::InvalidOnTimeout,
+                format!(
+                    "mode `{}` has onTimeout = \"abort\", which this version reads but does not apply yet (a plan nobody decided counts as rejected): leave it out or use \"reject\"",
+                    mode.id()
+                ),
+            ));
         }
         if let Some(layer) = &self.tool_layer {
             let mut layered = ToolRegistry::new();

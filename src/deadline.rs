@@ -25,7 +25,9 @@ use crate::machine::expiry::{self, Waiting};
 pub use crate::machine::expiry::{
     APPROVED_NOT_RUN_RESULT, deadline_text, expired_result, expired_tool_result,
 };
-pub use crate::mode::timeout::{ApprovalTimeout, ApprovalTimeoutError, MAX_APPROVAL_TIMEOUT};
+pub use crate::mode::timeout::{
+    ApprovalTimeout, ApprovalTimeoutError, MAX_APPROVAL_TIMEOUT, OnTimeout,
+};
 use crate::store::{SessionRecord, SessionStore, StoreError};
 
 /// The time source of a controller ([`crate::AgentControllerBuilder::clock`]): now, as wall-clock

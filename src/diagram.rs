@@ -4,7 +4,8 @@
 //! The default mode is marked `default` (and drawn as a rounded stadium in Mermaid, with a double
 //! border in DOT); planning modes, where `submit_plan` is offered, are marked `planning` (dashed);
 //! a mode whose tool calls wait for the user is marked `approval: write_file` (the tools its
-//! `requireApproval` lists, or `approval: every tool`).
+//! `requireApproval` lists, or `approval: every tool`); a mode that offers MCP tools is marked
+//! `mcp: fs__read_text_file fs__*` (the `SERVER__TOOL` names and wildcards it lists).
 //! Every hand-over edge of [`ModeGraph::transition_edges`] is drawn, labelled `plan approved`
 //! (`plan approved (chosen)` for a target of a `transitionsTo` list other than the first).
 //! A `metadata.color` in `#rgb` / `#rrggbb` form colours the node's border. Mode names are shown
@@ -39,6 +40,12 @@ named_enum! {
 /// )?;
 /// assert!(render(&graph, DiagramFormat::Dot).contains("\"plan\" -> \"build\""));
 /// assert!(render(&graph, DiagramFormat::Mermaid).contains("mode_plan -->|plan approved| mode_build"));
+///
+/// let graph = agent_controller::config::parse(
+///     "[[mcpServers]]\nid = \"fs\"\ncommand = \"mcp-fs\"\n[[modes]]\nid = \"build\"\navailableTools = [\"fs__*\", \"read_file\"]\n",
+///     "modes.toml",
+/// )?;
+/// assert!(render(&graph, DiagramFormat::Dot).contains("mcp: fs__*"));
 /// # Ok::<(), agent_controller::ConfigError>(())
 /// ```
 pub fn render(graph: &ModeGraph, format: DiagramFormat) -> String {
@@ -48,8 +55,9 @@ pub fn render(graph: &ModeGraph, format: DiagramFormat) -> String {
     }
 }
 
-/// The marks a mode carries in a picture: `default`, `planning`, and `approval: TOOLS` (or
-/// `approval: every tool`) for a mode whose tool calls wait for the user (`requireApproval`).
+/// The marks a mode carries in a picture: `default`, `planning`, `approval: TOOLS` (or
+/// `approval: every tool`) for a mode whose tool calls wait for the user (`requireApproval`),
+/// and `mcp: NAMES` for the MCP tools (`SERVER__TOOL`, `SERVER__*`) its `availableTools` lists.
 /// Tool names are shown through [`neutralize_line`].
 fn marks(graph: &ModeGraph, id: ModeId) -> Vec<String> {
     let mut marks = Vec::new();
@@ -69,6 +77,17 @@ fn marks(graph: &ModeGraph, id: ModeId) -> Vec<String> {
                 .collect();
             marks.push(format!("approval: {}", names.join(" ")));
         }
+    }
+    let mcp: Vec<String> = graph
+        .mode(id)
+        .available_tools()
+        .unwrap_or_default()
+        .iter()
+        .filter(|t| graph.is_mcp_ref(t))
+        .map(|t| neutralize_line(t).into_owned())
+        .collect();
+    if !mcp.is_empty() {
+        marks.push(format!("mcp: {}", mcp.join(" ")));
     }
     marks
 }

@@ -7,11 +7,14 @@
 //!   that wait for the user, and the decision JSON.
 //! - [`config`]: modes in `config/modes.toml`, and seeing a config with `graph`, `check` and
 //!   `schema` (completion and validation in your editor).
+//! - [`rules`]: rules on tool-call arguments, per mode: allow, ask or deny by the path a call
+//!   writes or the command it runs.
 //! - [`cli`]: the command line, its exit statuses, and what the terminal shows, with a recorded
 //!   session.
 //! - [`models`]: real models, OpenAI-compatible endpoints and Claude.
 //! - [`acp`]: editors (Zed and other ACP clients) driving modes and approvals with
 //!   `agent-controller acp`.
+//! - [`mcp`]: MCP servers' tools, gated per mode; what the jail does not cover.
 //! - [`library`]: a whole host in Rust: events as a stream, cancelling, your own data.
 //! - [`stores`]: durable sessions, the workspace of a session, interrupted runs and leases,
 //!   several hosts on PostgreSQL, and what the stores guarantee when things fail.
@@ -29,6 +32,9 @@ pub mod contract {}
 #[doc = include_str!("guide/config.md")]
 pub mod config {}
 
+#[doc = include_str!("guide/rules.md")]
+pub mod rules {}
+
 #[doc = include_str!("guide/cli.md")]
 pub mod cli {}
 
@@ -37,6 +43,8 @@ pub mod models {}
 
 #[doc = include_str!("guide/acp.md")]
 pub mod acp {}
+#[doc = include_str!("guide/mcp.md")]
+pub mod mcp {}
 
 #[doc = include_str!("guide/library.md")]
 pub mod library {}

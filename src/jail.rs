@@ -157,7 +157,11 @@ impl Jail {
             let Some(real) = opened else { continue };
             let real = real.ok_or_else(|| JailError::Protected(shown.to_owned()))?;
             let rest = path.strip_prefix(existing).unwrap_or(path);
-            let mut target = real;
+            // `.` (what the directory itself canonicalizes to) is no part of the place.
+            let mut target: PathBuf = real
+                .components()
+                .filter(|c| !matches!(c, Component::CurDir))
+                .collect();
             for part in rest.components() {
                 match part {
                     Component::ParentDir => {
@@ -195,6 +199,83 @@ impl Jail {
             label: label.to_owned(),
             areas: self.areas.clone(),
         })
+    }
+
+    /// Where `path` really lies in the directory, as a relative path without `.` or `..`
+    /// (empty for the directory itself): the deepest part of it that exists is resolved by the
+    /// kernel beneath the handle (symlinks inside followed), and the rest applied to that, as
+    /// a file about to be created there would lie. What a rule on paths matches
+    /// ([`crate::rules`]): `./src/../.env` and `src/link/.env` (with `src/link` a symlink to
+    /// `..`) both lie at `.env`.
+    ///
+    /// # Errors
+    /// [`JailError::Outside`] when the path, or a symlink on it, leads outside;
+    /// [`JailError::NotFound`] for a dangling symlink; [`JailError::Io`] when a part of it
+    /// cannot be resolved (a file used as a folder, no permission, `..` after a name that does
+    /// not exist yet).
+    ///
+    /// # Examples
+    /// ```
+    /// use std::path::Path;
+    /// use agent_controller::jail::Jail;
+    /// # let ws = tempfile::tempdir()?;
+    /// std::fs::create_dir(ws.path().join("src"))?;
+    /// let jail = Jail::open(ws.path())?;
+    /// assert_eq!(jail.resolve(Path::new("./src/../.env"))?, Path::new(".env"));
+    /// assert!(jail.resolve(Path::new("src/../../x")).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn resolve(&self, path: &Path) -> Result<PathBuf, JailError> {
+        let shown = path.display().to_string();
+        let outside = || JailError::Outside(shown.clone(), self.label.clone());
+        if path.has_root() {
+            return Err(outside());
+        }
+        for existing in path.ancestors() {
+            let real = if existing.as_os_str().is_empty() {
+                PathBuf::new()
+            } else {
+                match self.dir.canonicalize(existing) {
+                    Ok(real) => real,
+                    // A dangling symlink is not a name still free: where it leads is unknown.
+                    Err(e)
+                        if e.kind() == std::io::ErrorKind::NotFound
+                            && !self
+                                .dir
+                                .symlink_metadata(existing)
+                                .is_ok_and(|m| m.file_type().is_symlink()) =>
+                    {
+                        continue;
+                    }
+                    Err(e) => return Err(io_error(&shown, &self.label, e)),
+                }
+            };
+            let rest = path.strip_prefix(existing).unwrap_or(path);
+            // `.` (what the directory itself canonicalizes to) is no part of the place.
+            let mut target: PathBuf = real
+                .components()
+                .filter(|c| !matches!(c, Component::CurDir))
+                .collect();
+            for part in rest.components() {
+                match part {
+                    // Past a name that does not exist yet, `..` cannot be told: once the
+                    // folders are made, it may climb through a symlink (`new/../link/x`).
+                    // The rest starts at a name that does not exist (the kernel resolved every
+                    // `..` before it). Past it `..` cannot be told: once the folders are made,
+                    // it may climb through a symlink (`new/../link/x`).
+                    Component::ParentDir => {
+                        return Err(JailError::Io(
+                            shown.clone(),
+                            std::io::Error::other("`..` after a name that does not exist yet"),
+                        ));
+                    }
+                    Component::Normal(name) => target.push(name),
+                    _ => {}
+                }
+            }
+            return Ok(target);
+        }
+        Err(outside())
     }
 
     /// Reads the regular file at `path`, at most `limit` bytes.

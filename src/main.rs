@@ -21,7 +21,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     cli::logging::init_logging(cli.log_level);
     let result = match cli.command {
-        Command::Check { config } => cli::check::check(&config),
+        Command::Check { config, connect } => cli::check::check(&config, connect),
         Command::Graph { config, format } => cli::graph::graph(&config, format),
         Command::Schema { of } => cli::schema::schema(of),
         Command::Run(args) => cli::run::run(args),
@@ -33,6 +33,7 @@ fn main() -> ExitCode {
         Command::Pending { store, json, .. } => cli::pending::pending(&store, json),
         Command::Decide(args) => cli::decide::decide(args),
         Command::Continue(args) => cli::r#continue::continue_run(args),
+        Command::Switch(args) => cli::switch::switch(args),
         Command::Verify(args) => cli::verify::verify(args),
         Command::Acp(args) => cli::acp::acp(args),
     };

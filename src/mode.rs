@@ -10,8 +10,10 @@ use std::sync::Arc;
 
 pub(crate) mod timeout;
 
-use self::timeout::ApprovalTimeout;
+use self::timeout::{ApprovalTimeout, OnTimeout};
 use crate::event::ModeChangeReason;
+use crate::rules::{ResolvedPaths, Rules, Verdict};
+use crate::tool::ToolCall;
 use crate::tool::mcp::McpServer;
 use crate::tool::{SUBMIT_PLAN, ToolSpec};
 
@@ -48,6 +50,8 @@ pub struct Mode {
     default_model_id: Option<String>,
     metadata: toml::Table,
     approval_timeout: Option<ApprovalTimeout>,
+    rules: Rules,
+    on_timeout: OnTimeout,
 }
 
 impl Mode {
@@ -76,6 +80,8 @@ impl Mode {
             default_model_id,
             metadata,
             approval_timeout: None,
+            rules: Rules::default(),
+            on_timeout: OnTimeout::Reject,
         }
     }
 
@@ -83,6 +89,71 @@ impl Mode {
     pub(crate) fn with_approval_timeout(mut self, timeout: Option<ApprovalTimeout>) -> Self {
         self.approval_timeout = timeout;
         self
+    }
+
+    /// The same mode with `onTimeout` set.
+    pub(crate) fn with_on_timeout(mut self, on_timeout: OnTimeout) -> Self {
+        self.on_timeout = on_timeout;
+        self
+    }
+
+    /// What the deadline does to a plan nobody decided in time (`onTimeout`):
+    /// [`OnTimeout::Reject`] unless the config says `abort`. A deadline never approves.
+    pub fn on_timeout(&self) -> OnTimeout {
+        self.on_timeout
+    }
+
+    /// The same mode with `rules` instead of its own (for a mode made or changed in code;
+    /// a config's `rules` are checked when it is read, these are not).
+    pub fn with_rules(mut self, rules: Rules) -> Self {
+        self.rules = rules;
+        self
+    }
+
+    /// The mode's rules on tool-call arguments (`rules`), in the order written; empty unless
+    /// the config sets them. [`Mode::decide`] applies them.
+    pub fn rules(&self) -> &Rules {
+        &self.rules
+    }
+
+    /// How `call` is handled in this mode ([`crate::rules`] for the precedence): `offered` says
+    /// whether the mode offers the call's tool (its `availableTools`, as the controller resolved
+    /// it), `paths` where the call's path arguments lie ([`crate::rules::resolve_paths`]). Pure:
+    /// no I/O.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::rules::{DecidedBy, ResolvedPaths, RuleAction};
+    /// use agent_controller::ToolCall;
+    /// let graph = agent_controller::config::parse(r#"
+    /// [[modes]]
+    /// id = "build"
+    /// requireApproval = ["write_file"]
+    /// rules = [
+    ///   { tool = "write_file", path = "**/.env*", action = "deny" },
+    ///   { tool = "write_file", path = "src/**", action = "allow" },
+    /// ]
+    /// "#, "modes.toml")?;
+    /// let build = graph.default_mode();
+    /// let write = |path: &str| ToolCall::new("c1", "write_file", serde_json::json!({"path": path, "content": ""}));
+    ///
+    /// let env = build.decide(true, &write("src/../.env"), &ResolvedPaths::new().with("path", ".env"));
+    /// assert_eq!((env.action, env.decided_by), (RuleAction::Deny, DecidedBy::Rule(1)));
+    /// let src = build.decide(true, &write("src/a.rs"), &ResolvedPaths::new().with("path", "src/a.rs"));
+    /// assert_eq!((src.action, src.decided_by), (RuleAction::Allow, DecidedBy::Rule(2)));
+    /// let docs = build.decide(true, &write("docs/a.md"), &ResolvedPaths::new().with("path", "docs/a.md"));
+    /// assert_eq!((docs.action, docs.decided_by), (RuleAction::Ask, DecidedBy::RequireApproval));
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
+    pub fn decide(&self, offered: bool, call: &ToolCall, paths: &ResolvedPaths) -> Verdict {
+        crate::rules::verdict(
+            &self.rules,
+            &self.id,
+            offered,
+            self.requires_approval(&call.name),
+            call,
+            paths,
+        )
     }
 
     /// How long a plan submitted in this mode may wait for a decision (`approvalTimeout`), if
@@ -512,6 +583,21 @@ impl ModeGraph {
                     for tool in tools {
                         field(tool.as_bytes());
                     }
+                }
+            }
+            if mode.on_timeout == OnTimeout::Abort {
+                field(b"?onTimeout=abort");
+            }
+            // Likewise only a mode with rules adds them.
+            if !mode.rules.is_empty() {
+                field(b"?rules");
+                field(&(mode.rules.as_slice().len() as u64).to_le_bytes());
+                for rule in mode.rules.as_slice() {
+                    field(rule.tool().as_bytes());
+                    field(rule.action().as_str().as_bytes());
+                    field(rule.matcher().key().unwrap_or("*").as_bytes());
+                    field(rule.matcher().arg().unwrap_or("").as_bytes());
+                    field(rule.matcher().pattern().unwrap_or("").as_bytes());
                 }
             }
         }

@@ -30,8 +30,8 @@ pub mod editor;
 pub mod tool_call;
 
 pub use self::tool_call::{
-    TOOL_ARGS_MAX_CHARS, TOOL_ARGS_MAX_LINES, ToolAnswer, allowance_note, ask_tool_call,
-    read_tool_answer, render_tool_call, tool_question_text,
+    TOOL_ARGS_MAX_CHARS, TOOL_ARGS_MAX_LINES, ToolAnswer, allowance_note, read_tool_answer,
+    render_tool_call, tool_question_text,
 };
 
 use editor::{Editor, EditorError};
@@ -305,7 +305,8 @@ pub enum PromptAnswer {
     EndOfInput,
     /// Ctrl-C at the prompt: no decision, as [`PromptAnswer::EndOfInput`].
     Interrupted,
-    /// `q` at a tool call's prompt ([`ask_tool_call`]): no decision now, the call stays pending.
+    /// `q` at a tool call's prompt ([`Question::tool_call`]): no decision now, the call stays
+    /// pending.
     Left,
 }
 
@@ -631,129 +632,10 @@ fn question_text(style: &Style, targets: &[&Mode], edited: bool, extra: &str) ->
     format!("{question}\n{choices}{keys}{extra}\n> ")
 }
 
-/// Asks until the person decides: writes [`prompt_text`] to `out`, reads `input` by the grammar
-/// of [`read_answer`], and returns on `y`/`yes`, `n`/`no`, other text (feedback), end of input,
-/// or `interrupt` completing (the CLI passes `tokio::signal::ctrl_c()`). A blank line asks again;
-/// a single word that looks like a decision (`ok`, `approve`) asks again with a hint.
-///
-/// Every decision is pinned to `plan_sha256`, the hash of the plan shown with the prompt
-/// ([`Decision::with_sha256`]): if the pending plan changed meanwhile, resuming with it is
-/// refused and changes nothing.
-///
-/// # Examples
-/// ```
-/// use agent_controller::terminal::{PromptAnswer, StdinLines, Style, ask};
-/// use agent_controller::Decision;
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), agent_controller::ConfigError> {
-/// let graph = agent_controller::config::parse("[[modes]]\nid = \"build\"\n", "m.toml")?;
-/// let build = graph.mode(graph.default_mode_id());
-/// let mut out = Vec::new();
-/// let mut input = StdinLines::from_reader(&b"\nok\nadd tests\n"[..]);
-/// let answer = ask(&Style::plain(80), build, "53fa", &mut input, &mut out, std::future::pending::<()>()).await;
-/// assert_eq!(answer, PromptAnswer::Decided(Decision::reject_with("add tests").with_sha256("53fa")));
-/// assert!(String::from_utf8_lossy(&out).contains("`ok` is not an answer here"));
-/// let mut input = StdinLines::from_reader(&b""[..]);
-/// let answer = ask(&Style::plain(80), build, "53fa", &mut input, &mut out, std::future::pending::<()>()).await;
-/// assert_eq!(answer, PromptAnswer::EndOfInput);
-/// # Ok(()) }
-/// ```
-pub async fn ask<F>(
-    style: &Style,
-    target: &Mode,
-    plan_sha256: &str,
-    input: &mut StdinLines,
-    out: &mut impl Write,
-    interrupt: F,
-) -> PromptAnswer
-where
-    F: std::future::Future,
-{
-    ask_among(style, &[target], plan_sha256, input, out, interrupt).await
-}
-
-/// [`ask`] for a plan whose approval may hand over to any of `targets` (the plain approval's
-/// first, as [`crate::SuspendPayload::target_mode_ids`] lists them): the prompt lists them
-/// ([`prompt_text_among`]) and reads answers by [`read_answer_among`]; choosing a target that is
-/// not the first gives an approval with [`Decision::to`].
-///
-/// # Examples
-/// ```
-/// use agent_controller::terminal::{PromptAnswer, StdinLines, Style, ask_among};
-/// use agent_controller::Decision;
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), agent_controller::ConfigError> {
-/// let graph = agent_controller::config::parse(
-///     "[[modes]]\nid = \"plan\"\ntransitionsTo = [\"build\", \"build-auto\"]\n[[modes]]\nid = \"build\"\n[[modes]]\nid = \"build-auto\"\n",
-///     "modes.toml",
-/// )?;
-/// let targets = [graph.mode(graph.get("build").unwrap()), graph.mode(graph.get("build-auto").unwrap())];
-/// let mut out = Vec::new();
-/// let mut input = StdinLines::from_reader(&b"7\n2\n"[..]);
-/// let answer = ask_among(&Style::plain(80), &targets, "53fa", &mut input, &mut out, std::future::pending::<()>()).await;
-/// assert_eq!(answer, PromptAnswer::Decided(Decision::approve().to("build-auto").with_sha256("53fa")));
-/// assert!(String::from_utf8_lossy(&out).contains("`7` is not a listed choice"));
-/// # Ok(()) }
-/// ```
-pub async fn ask_among<F>(
-    style: &Style,
-    targets: &[&Mode],
-    plan_sha256: &str,
-    input: &mut StdinLines,
-    out: &mut impl Write,
-    interrupt: F,
-) -> PromptAnswer
-where
-    F: std::future::Future,
-{
-    Question::new(style, targets, plan_sha256)
-        .ask(input, out, interrupt)
-        .await
-}
-
-/// [`ask_among`] under a plan revision shown as its diff ([`Style::render_diff`]): the prompt
-/// adds the key `p` (any case), which prints `whole_plan` (the revision rendered whole, as
-/// [`Style::render_plan`] gives it) and asks again; every other answer reads as in
-/// [`ask_among`].
-///
-/// # Examples
-/// ```
-/// use agent_controller::terminal::{PromptAnswer, StdinLines, Style, ask_revision};
-/// use agent_controller::Decision;
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), agent_controller::ConfigError> {
-/// let graph = agent_controller::config::parse("[[modes]]\nid = \"build\"\n", "m.toml")?;
-/// let build = graph.mode(graph.default_mode_id());
-/// let mut out = Vec::new();
-/// let mut input = StdinLines::from_reader(&b"p\ny\n"[..]);
-/// let answer = ask_revision(&Style::plain(80), &[build], "53fa", "THE WHOLE PLAN", &mut input, &mut out, std::future::pending::<()>()).await;
-/// assert_eq!(answer, PromptAnswer::Decided(Decision::approve().with_sha256("53fa")));
-/// let shown = String::from_utf8_lossy(&out);
-/// assert!(shown.contains("[p] show the whole plan"), "{shown}");
-/// assert!(shown.contains("THE WHOLE PLAN"), "{shown}");
-/// # Ok(()) }
-/// ```
-pub async fn ask_revision<F>(
-    style: &Style,
-    targets: &[&Mode],
-    plan_sha256: &str,
-    whole_plan: &str,
-    input: &mut StdinLines,
-    out: &mut impl Write,
-    interrupt: F,
-) -> PromptAnswer
-where
-    F: std::future::Future,
-{
-    Question::new(style, targets, plan_sha256)
-        .whole_plan(whole_plan)
-        .ask(input, out, interrupt)
-        .await
-}
-
-/// The approval prompt with every key it can offer: [`ask_among`]'s grammar, plus `p` to show
-/// the whole plan ([`Question::whole_plan`]) and `e` to edit the plan in the user's editor
-/// before approving it ([`Question::editable`]).
+/// The approval prompt, for whatever waits: a plan ([`Question::new`]) or a tool call
+/// ([`Question::tool_call`]). A plan's question reads answers by [`read_answer_among`], and adds
+/// `p` to show the whole plan ([`Question::whole_plan`]) and `e` to edit the plan in the user's
+/// editor before approving it ([`Question::editable`]).
 ///
 /// # Examples
 /// ```
@@ -783,6 +665,22 @@ where
 #[derive(Debug, Clone, Copy)]
 pub struct Question<'a> {
     style: &'a Style,
+    subject: Subject<'a>,
+}
+
+/// What a [`Question`] asks about: one pending decision of either kind.
+#[derive(Debug, Clone, Copy)]
+enum Subject<'a> {
+    Plan(PlanQuestion<'a>),
+    ToolCall {
+        tool_name: &'a str,
+        args_sha256: &'a str,
+    },
+}
+
+/// The parts of a plan's question.
+#[derive(Debug, Clone, Copy)]
+struct PlanQuestion<'a> {
     targets: &'a [&'a Mode],
     plan_sha256: &'a str,
     whole_plan: Option<&'a str>,
@@ -790,24 +688,130 @@ pub struct Question<'a> {
     allowances: &'a [String],
 }
 
+/// Where a question stands between two typed lines.
+enum Asking {
+    /// At the question itself.
+    Question,
+    /// A plan's question after the user edited the plan: this is the edit.
+    Edited(String),
+    /// A tool call's question after `f`: the next line is the feedback.
+    Feedback,
+}
+
+impl Asking {
+    fn edit(&self) -> Option<&str> {
+        match self {
+            Asking::Edited(text) => Some(text),
+            _ => None,
+        }
+    }
+}
+
 impl<'a> Question<'a> {
     /// The question under a plan with SHA-256 `plan_sha256`, whose approval may hand over to
-    /// any of `targets` (the plain approval's first): the keys of [`ask_among`].
+    /// any of `targets` (the plain approval's first, as [`crate::SuspendPayload::target_mode_ids`]
+    /// lists them): the prompt lists them ([`prompt_text_among`]) and reads answers by
+    /// [`read_answer_among`] (`y`/`yes`, `n`/`no`, a target's number or mode id, other text as
+    /// feedback); choosing a target that is not the first gives an approval with
+    /// [`Decision::to`]. A blank line asks again; a single word that looks like a decision
+    /// (`ok`, `approve`) asks again with a hint.
+    ///
+    /// Every decision is pinned to `plan_sha256`, the hash of the plan shown with the prompt
+    /// ([`Decision::with_sha256`]): if the pending plan changed meanwhile, resuming with it is
+    /// refused and changes nothing.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::terminal::{PromptAnswer, Question, StdinLines, Style};
+    /// use agent_controller::Decision;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), agent_controller::ConfigError> {
+    /// let graph = agent_controller::config::parse(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = [\"build\", \"build-auto\"]\n[[modes]]\nid = \"build\"\n[[modes]]\nid = \"build-auto\"\n",
+    ///     "modes.toml",
+    /// )?;
+    /// let build = graph.mode(graph.get("build").unwrap());
+    /// let style = Style::plain(80);
+    /// let never = || std::future::pending::<()>();
+    /// let mut out = Vec::new();
+    /// let one = [build];
+    /// let mut input = StdinLines::from_reader(&b"\nok\nadd tests\n"[..]);
+    /// let answer = Question::new(&style, &one, "53fa").ask(&mut input, &mut out, never()).await;
+    /// assert_eq!(answer, PromptAnswer::Decided(Decision::reject_with("add tests").with_sha256("53fa")));
+    /// assert!(String::from_utf8_lossy(&out).contains("`ok` is not an answer here"));
+    /// let mut input = StdinLines::from_reader(&b""[..]);
+    /// let answer = Question::new(&style, &one, "53fa").ask(&mut input, &mut out, never()).await;
+    /// assert_eq!(answer, PromptAnswer::EndOfInput);
+    ///
+    /// let two = [build, graph.mode(graph.get("build-auto").unwrap())];
+    /// let mut out = Vec::new();
+    /// let mut input = StdinLines::from_reader(&b"7\n2\n"[..]);
+    /// let answer = Question::new(&style, &two, "53fa").ask(&mut input, &mut out, never()).await;
+    /// assert_eq!(answer, PromptAnswer::Decided(Decision::approve().to("build-auto").with_sha256("53fa")));
+    /// assert!(String::from_utf8_lossy(&out).contains("`7` is not a listed choice"));
+    /// # Ok(()) }
+    /// ```
     pub fn new(style: &'a Style, targets: &'a [&'a Mode], plan_sha256: &'a str) -> Self {
         Self {
             style,
-            targets,
-            plan_sha256,
-            whole_plan: None,
-            editing: None,
-            allowances: &[],
+            subject: Subject::Plan(PlanQuestion {
+                targets,
+                plan_sha256,
+                whole_plan: None,
+                editing: None,
+                allowances: &[],
+            }),
+        }
+    }
+
+    /// The question under a tool call of `tool_name` that waits for approval, pinned to its
+    /// `argsSha256`: the call itself is shown by the caller first ([`render_tool_call`]). The
+    /// keys ([`read_tool_answer`]): `y` approves, `a` approves and always allows the tool, `n`
+    /// rejects, `f` asks for the feedback on the next line (a blank line goes back to the
+    /// question), other text rejects with it, `q` is [`PromptAnswer::Left`].
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::terminal::{PromptAnswer, Question, StdinLines, Style};
+    /// use agent_controller::Decision;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let style = Style::plain(80);
+    /// let question = Question::tool_call(&style, "write_file", "53fa");
+    /// let never = || std::future::pending::<()>();
+    /// let mut out = Vec::new();
+    /// let mut input = StdinLines::from_reader(&b"ok\nf\n\nf\nuse b.txt\n"[..]);
+    /// let answer = question.ask(&mut input, &mut out, never()).await;
+    /// assert_eq!(answer, PromptAnswer::Decided(Decision::reject_with("use b.txt").with_sha256("53fa")));
+    /// let mut input = StdinLines::from_reader(&b"a\n"[..]);
+    /// let answer = question.ask(&mut input, &mut out, never()).await;
+    /// assert_eq!(answer, PromptAnswer::Decided(Decision::approve().always_allow().with_sha256("53fa")));
+    /// let mut input = StdinLines::from_reader(&b"q\n"[..]);
+    /// assert_eq!(question.ask(&mut input, &mut out, never()).await, PromptAnswer::Left);
+    /// # }
+    /// ```
+    pub fn tool_call(style: &'a Style, tool_name: &'a str, args_sha256: &'a str) -> Self {
+        Self {
+            style,
+            subject: Subject::ToolCall {
+                tool_name,
+                args_sha256,
+            },
+        }
+    }
+
+    /// The plan's parts, for the builder methods that only a plan's question has.
+    fn plan_mut(&mut self) -> Option<&mut PlanQuestion<'a>> {
+        match &mut self.subject {
+            Subject::Plan(plan) => Some(plan),
+            Subject::ToolCall { .. } => None,
         }
     }
 
     /// Says, above the keys, that approving ends the "always allow" of `tools` (the session's
     /// [`crate::Session::always_allowed`]): an approval switches mode, and every mode change
     /// ends them, so their calls ask again. Nothing is said when `tools` is empty or there is
-    /// no target to switch to.
+    /// no target to switch to, nor under a tool call.
     ///
     /// # Examples
     /// ```
@@ -823,10 +827,160 @@ impl<'a> Question<'a> {
     /// # Ok::<(), agent_controller::ConfigError>(())
     /// ```
     pub fn ending_allowances(mut self, tools: &'a [String]) -> Self {
-        self.allowances = tools;
+        if let Some(plan) = self.plan_mut() {
+            plan.allowances = tools;
+        }
         self
     }
 
+    /// Adds the key `p` (any case) to a plan's question: prints `rendered` (the plan rendered
+    /// whole, as [`Style::render_plan`] gives it; for a revision shown as its diff,
+    /// [`Style::render_diff`]) and asks again; every other answer reads as before.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::terminal::{PromptAnswer, Question, StdinLines, Style};
+    /// use agent_controller::Decision;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), agent_controller::ConfigError> {
+    /// let graph = agent_controller::config::parse("[[modes]]\nid = \"build\"\n", "m.toml")?;
+    /// let build = graph.mode(graph.default_mode_id());
+    /// let mut out = Vec::new();
+    /// let mut input = StdinLines::from_reader(&b"p\ny\n"[..]);
+    /// let answer = Question::new(&Style::plain(80), &[build], "53fa")
+    ///     .whole_plan("THE WHOLE PLAN")
+    ///     .ask(&mut input, &mut out, std::future::pending::<()>())
+    ///     .await;
+    /// assert_eq!(answer, PromptAnswer::Decided(Decision::approve().with_sha256("53fa")));
+    /// let shown = String::from_utf8_lossy(&out);
+    /// assert!(shown.contains("[p] show the whole plan"), "{shown}");
+    /// assert!(shown.contains("THE WHOLE PLAN"), "{shown}");
+    /// # Ok(()) }
+    /// ```
+    pub fn whole_plan(mut self, rendered: &'a str) -> Self {
+        if let Some(plan) = self.plan_mut() {
+            plan.whole_plan = Some(rendered);
+        }
+        self
+    }
+
+    /// Adds the key `e` (any case) to a plan's question: opens `plan_text` (the submitted plan
+    /// as text, a `# title` line and the body: [`crate::tool::submit_plan::revision_text`]) in
+    /// `editor`, then shows what the edit changed (a diff against the submitted plan) and asks
+    /// about the edit: `y` (or a listed target's number or mode id) approves the edited text
+    /// ([`Decision::with_plan`], still pinned to the SHA-256 of the plan shown), `e` edits it
+    /// again, `d` discards the edit and asks about the submitted plan again. A rejection needs
+    /// the edit discarded first, so typing `n` after editing loses nothing.
+    ///
+    /// An editor that cannot be started or fails, a file left empty or blank, or one no plan
+    /// may be (over 1 MiB, not UTF-8), changes nothing: the prompt says why and asks again (an
+    /// earlier edit is kept). An edit that leaves the text as it was is no edit. When the prompt
+    /// is dismissed (end of input, `interrupt`) with an edit in hand, the edit is kept in a file
+    /// whose path the prompt prints.
+    pub fn editable(mut self, plan_text: &'a str, editor: &'a Editor) -> Self {
+        if let Some(plan) = self.plan_mut() {
+            plan.editing = Some((plan_text, editor));
+        }
+        self
+    }
+
+    /// The prompt's text: the question and its keys.
+    pub fn text(&self) -> String {
+        self.text_at(&Asking::Question)
+    }
+
+    fn text_at(&self, at: &Asking) -> String {
+        match (&self.subject, at) {
+            (Subject::ToolCall { .. }, Asking::Feedback) => {
+                "Feedback for the model (the call is rejected with it; an empty line goes back):\n> "
+                    .to_owned()
+            }
+            (Subject::ToolCall { tool_name, .. }, _) => tool_question_text(self.style, tool_name),
+            (Subject::Plan(plan), at) => plan.text(self.style, at.edit().is_some()),
+        }
+    }
+
+    /// Asks until the person decides: writes the question to `out`, reads `input` by the
+    /// subject's grammar ([`read_answer_among`] for a plan, with the keys this question adds;
+    /// [`read_tool_answer`] for a tool call) and returns the decision pinned to the SHA-256 of
+    /// what was shown ([`Decision::with_sha256`]). End of input and `interrupt` completing (the
+    /// CLI passes `tokio::signal::ctrl_c()`) are [`PromptAnswer::EndOfInput`] and
+    /// [`PromptAnswer::Interrupted`]: no decision.
+    pub async fn ask<F>(
+        &self,
+        input: &mut StdinLines,
+        out: &mut impl Write,
+        interrupt: F,
+    ) -> PromptAnswer
+    where
+        F: std::future::Future,
+    {
+        let mut interrupt = std::pin::pin!(interrupt);
+        let mut at = Asking::Question;
+        loop {
+            // A closed stderr must not stop the decision: it is still read from stdin.
+            let _ = write!(out, "{}", self.text_at(&at));
+            let _ = out.flush();
+            let line = tokio::select! {
+                line = input.next_line() => line,
+                _ = &mut interrupt => {
+                    let _ = writeln!(out);
+                    keep_edit(at.edit(), out);
+                    return PromptAnswer::Interrupted;
+                }
+            };
+            let Some(line) = line else {
+                let _ = writeln!(out);
+                keep_edit(at.edit(), out);
+                return PromptAnswer::EndOfInput;
+            };
+            let answer = match &self.subject {
+                Subject::Plan(plan) => plan.read(self.style, &line, &mut at, out).await,
+                Subject::ToolCall { args_sha256, .. } => {
+                    read_tool_line(&line, args_sha256, &mut at, out)
+                }
+            };
+            if let Some(answer) = answer {
+                return answer;
+            }
+        }
+    }
+}
+
+/// Reads one line typed at a tool call's question; `None` asks again.
+fn read_tool_line(
+    line: &str,
+    args_sha256: &str,
+    at: &mut Asking,
+    out: &mut impl Write,
+) -> Option<PromptAnswer> {
+    if matches!(at, Asking::Feedback) {
+        *at = Asking::Question;
+        let feedback = line.trim();
+        return (!feedback.is_empty()).then(|| {
+            PromptAnswer::Decided(Decision::reject_with(feedback).with_sha256(args_sha256))
+        });
+    }
+    let decision = match read_tool_answer(line) {
+        ToolAnswer::Blank => return None,
+        ToolAnswer::Approve => Decision::approve(),
+        ToolAnswer::AlwaysAllow => Decision::approve().always_allow(),
+        ToolAnswer::Reject => Decision::reject(),
+        ToolAnswer::Feedback(text) => Decision::reject_with(text),
+        ToolAnswer::AskFeedback => {
+            *at = Asking::Feedback;
+            return None;
+        }
+        ToolAnswer::Leave => return Some(PromptAnswer::Left),
+        ToolAnswer::Unclear(hint) => {
+            let _ = writeln!(out, "{hint}");
+            return None;
+        }
+    };
+    Some(PromptAnswer::Decided(decision.with_sha256(args_sha256)))
+}
+
+impl PlanQuestion<'_> {
     /// The line about the allowances an approval ends, if any.
     fn allowances_line(&self) -> String {
         if self.allowances.is_empty() || self.targets.is_empty() {
@@ -848,130 +1002,82 @@ impl<'a> Question<'a> {
         )
     }
 
-    /// Adds the key `p` (any case): prints `rendered` (the plan rendered whole, as
-    /// [`Style::render_plan`] gives it; for a revision shown as its diff) and asks again.
-    pub fn whole_plan(mut self, rendered: &'a str) -> Self {
-        self.whole_plan = Some(rendered);
-        self
-    }
-
-    /// Adds the key `e` (any case): opens `plan_text` (the submitted plan as text, a `# title`
-    /// line and the body: [`crate::tool::submit_plan::revision_text`]) in `editor`, then shows
-    /// what the edit changed (a diff against the submitted plan) and asks about the edit: `y`
-    /// (or a listed target's number or mode id) approves the edited text
-    /// ([`Decision::with_plan`], still pinned to the SHA-256 of the plan shown), `e` edits it
-    /// again, `d` discards the edit and asks about the submitted plan again. A rejection needs
-    /// the edit discarded first, so typing `n` after editing loses nothing.
-    ///
-    /// An editor that cannot be started or fails, a file left empty or blank, or one no plan
-    /// may be (over 1 MiB, not UTF-8), changes nothing: the prompt says why and asks again (an
-    /// earlier edit is kept). An edit that leaves the text as it was is no edit. When the prompt
-    /// is dismissed (end of input, `interrupt`) with an edit in hand, the edit is kept in a file
-    /// whose path the prompt prints.
-    pub fn editable(mut self, plan_text: &'a str, editor: &'a Editor) -> Self {
-        self.editing = Some((plan_text, editor));
-        self
-    }
-
-    /// The prompt's text: the question and its keys.
-    pub fn text(&self) -> String {
+    /// The question and its keys; `edited`: the question about an edit.
+    fn text(&self, style: &Style, edited: bool) -> String {
         let mut extra = String::new();
-        if self.whole_plan.is_some() {
+        if !edited && self.whole_plan.is_some() {
             extra.push_str("  [p] show the whole plan");
         }
-        if self.editing.is_some() {
+        if !edited && self.editing.is_some() {
             extra.push_str("  [e] edit the plan");
         }
         format!(
             "{}{}",
             self.allowances_line(),
-            question_text(self.style, self.targets, false, &extra)
+            question_text(style, self.targets, edited, &extra)
         )
     }
 
-    /// Asks until the person decides, as [`ask_among`] does, with the keys this question adds.
-    pub async fn ask<F>(
+    /// Reads one line typed at the plan's question; `None` asks again.
+    async fn read(
         &self,
-        input: &mut StdinLines,
+        style: &Style,
+        line: &str,
+        at: &mut Asking,
         out: &mut impl Write,
-        interrupt: F,
-    ) -> PromptAnswer
-    where
-        F: std::future::Future,
-    {
+    ) -> Option<PromptAnswer> {
         let ids: Vec<&str> = self.targets.iter().map(|t| t.id()).collect();
-        let mut interrupt = std::pin::pin!(interrupt);
-        // The user's edit of the plan, once they made one.
-        let mut edit: Option<String> = None;
-        loop {
-            // A closed stderr must not stop the decision: it is still read from stdin.
-            let text = match edit {
-                None => self.text(),
-                Some(_) => format!(
-                    "{}{}",
-                    self.allowances_line(),
-                    question_text(self.style, self.targets, true, "")
-                ),
-            };
-            let _ = write!(out, "{text}");
-            let _ = out.flush();
-            let line = tokio::select! {
-                line = input.next_line() => line,
-                _ = &mut interrupt => {
-                    let _ = writeln!(out);
-                    keep_edit(edit.as_deref(), out);
-                    return PromptAnswer::Interrupted;
-                }
-            };
-            let Some(line) = line else {
-                let _ = writeln!(out);
-                keep_edit(edit.as_deref(), out);
-                return PromptAnswer::EndOfInput;
-            };
-            let key = line.trim().to_lowercase();
-            match (key.as_str(), &edit) {
-                ("p", None) if self.whole_plan.is_some() => {
-                    let _ = writeln!(out, "{}", self.whole_plan.unwrap_or_default());
-                    continue;
-                }
-                ("e", _) if self.editing.is_some() => {
-                    edit = self.edit(edit, out).await;
-                    continue;
-                }
-                ("d", Some(_)) => {
-                    edit = None;
-                    let _ = writeln!(out, "the edit is discarded");
-                    continue;
-                }
-                _ => {}
+        let key = line.trim().to_lowercase();
+        let edit = at.edit().map(str::to_owned);
+        match (key.as_str(), &edit) {
+            ("p", None) if self.whole_plan.is_some() => {
+                let _ = writeln!(out, "{}", self.whole_plan.unwrap_or_default());
+                return None;
             }
-            let answer = read_answer_among(&line, &ids);
-            let decision = match (answer, &edit) {
-                (Answer::Blank, _) => continue,
-                (Answer::Approve, Some(text)) => Decision::approve().with_plan(text),
-                (Answer::ApproveTo(at), Some(text)) => {
-                    Decision::approve().to(ids[at]).with_plan(text)
-                }
-                (_, Some(_)) => {
-                    let _ = writeln!(out, "{}", edited_hint(line.trim(), ids.len()));
-                    continue;
-                }
-                (Answer::Approve, None) => Decision::approve(),
-                (Answer::ApproveTo(at), None) => Decision::approve().to(ids[at]),
-                (Answer::Reject, None) => Decision::reject(),
-                (Answer::Feedback(text), None) => Decision::reject_with(text),
-                (Answer::Unclear(hint), None) => {
-                    let _ = writeln!(out, "{hint}");
-                    continue;
-                }
-            };
-            return PromptAnswer::Decided(decision.with_sha256(self.plan_sha256));
+            ("e", _) if self.editing.is_some() => {
+                *at = match self.edit(style, edit, out).await {
+                    Some(text) => Asking::Edited(text),
+                    None => Asking::Question,
+                };
+                return None;
+            }
+            ("d", Some(_)) => {
+                *at = Asking::Question;
+                let _ = writeln!(out, "the edit is discarded");
+                return None;
+            }
+            _ => {}
         }
+        let decision = match (read_answer_among(line, &ids), &edit) {
+            (Answer::Blank, _) => return None,
+            (Answer::Approve, Some(text)) => Decision::approve().with_plan(text),
+            (Answer::ApproveTo(at), Some(text)) => Decision::approve().to(ids[at]).with_plan(text),
+            (_, Some(_)) => {
+                let _ = writeln!(out, "{}", edited_hint(line.trim(), ids.len()));
+                return None;
+            }
+            (Answer::Approve, None) => Decision::approve(),
+            (Answer::ApproveTo(at), None) => Decision::approve().to(ids[at]),
+            (Answer::Reject, None) => Decision::reject(),
+            (Answer::Feedback(text), None) => Decision::reject_with(text),
+            (Answer::Unclear(hint), None) => {
+                let _ = writeln!(out, "{hint}");
+                return None;
+            }
+        };
+        Some(PromptAnswer::Decided(
+            decision.with_sha256(self.plan_sha256),
+        ))
     }
 
     /// Runs the editor on the current edit (else the submitted plan) and shows what changed;
     /// returns the edit to ask about next: the new one, or on failure the one before.
-    async fn edit(&self, before: Option<String>, out: &mut impl Write) -> Option<String> {
+    async fn edit(
+        &self,
+        style: &Style,
+        before: Option<String>,
+        out: &mut impl Write,
+    ) -> Option<String> {
         let (submitted, editor) = self.editing?;
         let start = before.clone().unwrap_or_else(|| submitted.to_owned());
         let editor = editor.clone();
@@ -1002,7 +1108,7 @@ impl<'a> Question<'a> {
                 None
             }
             Ok(text) => {
-                let _ = writeln!(out, "{}", self.edit_shown(submitted, &text));
+                let _ = writeln!(out, "{}", self.edit_shown(style, submitted, &text));
                 Some(text)
             }
         }
@@ -1010,17 +1116,17 @@ impl<'a> Question<'a> {
 
     /// What an edit changed: its diff against the submitted plan, or (without the `diff`
     /// feature) the edited plan rendered whole.
-    fn edit_shown(&self, submitted: &str, edited: &str) -> String {
+    fn edit_shown(&self, style: &Style, submitted: &str, edited: &str) -> String {
         let short = self.plan_sha256.get(..12).unwrap_or(self.plan_sha256);
         match plan_diff(submitted, edited, "submitted plan", "edited plan") {
             Some(diff) => format!(
                 "your edit, changes against the submitted plan (sha256 {}...):\n{}",
                 neutralize_line(short),
-                self.style.render_diff(&diff)
+                style.render_diff(&diff)
             ),
             None => {
                 let (title, body) = parse_plan(edited);
-                format!("your edit:\n{}", self.style.render_plan(title, body))
+                format!("your edit:\n{}", style.render_plan(title, body))
             }
         }
     }

@@ -124,6 +124,10 @@ pub(crate) enum Command {
         /// The config file.
         #[arg(default_value = DEFAULT_CONFIG)]
         config: PathBuf,
+        /// Also start the config's MCP servers (in the current directory, their root) and list
+        /// what each mode would offer; a tool a mode lists that its server lacks is an error.
+        #[arg(long)]
+        connect: bool,
     },
     /// Draw the modes and the hand-over edges (default and planning modes marked).
     Graph {
@@ -176,6 +180,13 @@ pub(crate) enum Command {
     /// (exit 5), as is a run whose lease still runs. Tool calls are never run twice.
     #[command(after_help = format!("{PROMPT_HELP}\n\n{EXIT_STATUS_HELP}"))]
     Continue(ContinueArgs),
+    /// Switch a stored session to another mode by hand, in a fresh process: leave planning
+    /// without approving. A plan pending a decision, and tool calls waiting for approval, count
+    /// as not approved, and the model is told so (and of the switch) when the session next
+    /// runs; the tools a decision always allowed are allowed no longer. Switching to the mode
+    /// the session is in changes nothing (exit 0); an unknown mode is refused (exit 2).
+    #[command(after_help = EXIT_STATUS_HELP)]
+    Switch(SwitchArgs),
     /// Property-test a mode config with the built-in tools (and the tools --tool stubs): report
     /// its errors and warnings as `check` does (exit 2 on errors), explore every reachable state
     /// of a session, walk every edge, and run the random state-machine test against the
@@ -284,6 +295,27 @@ pub(crate) struct DecideArgs {
     pub(crate) always: bool,
     #[command(flatten)]
     pub(crate) common: SessionArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SwitchArgs {
+    /// The store: a directory, `sqlite:FILE`, or `postgres://USER@HOST:PORT/DB`.
+    #[arg(long, value_parser = parse_store)]
+    pub(crate) store: String,
+    /// The session to switch (its id, or a unique prefix of 8 or more characters).
+    pub(crate) session: String,
+    /// The mode to switch to, by its id.
+    pub(crate) mode: String,
+    /// The config file [default: config/modes.toml in the workspace the session recorded].
+    #[arg(long)]
+    pub(crate) config: Option<PathBuf>,
+    /// The workspace the session recorded (default: taken from the record; another directory
+    /// is refused, exit 2).
+    #[arg(long)]
+    pub(crate) workspace: Option<PathBuf>,
+    /// Print one JSON event per line on stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]

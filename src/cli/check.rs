@@ -4,7 +4,12 @@ use std::path::Path;
 
 use agent_controller::config::ConfigError;
 use agent_controller::display::{neutralize, neutralize_line};
-use agent_controller::{RequireApproval, ToolRegistry, config};
+use std::sync::Arc;
+
+use agent_controller::model::scripted::ScriptedModel;
+use agent_controller::{
+    AgentController, ModeGraph, RequireApproval, ToolAccess, ToolRegistry, config,
+};
 
 use crate::cli::args::DEFAULT_CONFIG;
 use crate::cli::exit::{Exit, Failure, Outcome};
@@ -12,7 +17,7 @@ use crate::cli::setup::{load, tools};
 
 /// `check`: every error and warning of the config at `path` on stderr, each with its source
 /// line (exit 2 on errors), else its modes, default mode and hand-over edges on stdout.
-pub(crate) fn check(path: &Path) -> Outcome {
+pub(crate) fn check(path: &Path, connect: bool) -> Outcome {
     let Diagnosis { errors, warnings } = diagnose(path, &tools())?;
     if !errors.is_empty() {
         return Ok(Exit::Invalid);
@@ -65,6 +70,9 @@ pub(crate) fn check(path: &Path) -> Outcome {
             neutralize_line(&tools),
             neutralize_line(&approval)
         );
+        for (i, rule) in mode.rules().as_slice().iter().enumerate() {
+            say!("    rule {}: {}", i + 1, neutralize_line(&rule.to_string()));
+        }
     }
     say!("default mode: {}", graph.default_mode().id());
     say!("hand-over edges (on approval):");
@@ -79,6 +87,72 @@ pub(crate) fn check(path: &Path) -> Outcome {
             graph.mode(from).id(),
             graph.mode(to).id()
         );
+    }
+    if connect {
+        return connected(&graph);
+    }
+    Ok(Exit::Done)
+}
+
+/// `check --connect`: starts the config's MCP servers in the current directory and prints each
+/// server's tools and what each mode offers; exit 2 when a mode lists a tool its server lacks
+/// or a server does not start.
+fn connected(graph: &ModeGraph) -> Outcome {
+    let workspace = Path::new(".");
+    let mcp = crate::cli::mcp::started(graph, workspace)?;
+    let mut problems = 0;
+    say!("MCP servers:");
+    if mcp.reports().is_empty() {
+        say!("  none needed");
+    }
+    for report in mcp.reports() {
+        match &report.tools {
+            Ok(tools) => say!("  {}: {}", report.id, counted(tools.len(), "tool")),
+            Err(e) => {
+                problems += 1;
+                say!("  {}: {}", report.id, neutralize_line(&e.to_string()));
+            }
+        }
+        for refused in &report.refused {
+            say!("    refused: {}", neutralize_line(refused));
+        }
+    }
+    for (mode, name) in crate::cli::mcp::missing(graph, mcp) {
+        problems += 1;
+        note!("error: mode `{mode}` lists `{name}`, which its MCP server does not offer");
+    }
+    let mut tools = ToolRegistry::with_workspace_tools();
+    mcp.register(&mut tools).map_err(Failure::invalid)?;
+    let controller = AgentController::builder(graph.clone(), Arc::new(ScriptedModel::new()))
+        .tools(tools)
+        .build()
+        .map_err(Failure::invalid)?;
+    say!("offered per mode:");
+    for id in graph.ids() {
+        let names: Vec<String> = controller
+            .tool_specs(id)
+            .iter()
+            .map(|spec| {
+                let access = match spec.access {
+                    ToolAccess::ReadOnly => " (read-only)",
+                    ToolAccess::Plans => " (plans)",
+                    _ => "",
+                };
+                format!("{}{access}", spec.name)
+            })
+            .collect();
+        say!(
+            "  {}: {}",
+            graph.mode(id).id(),
+            neutralize_line(&if names.is_empty() {
+                "none".to_owned()
+            } else {
+                names.join(", ")
+            })
+        );
+    }
+    if problems > 0 {
+        return Ok(Exit::Invalid);
     }
     Ok(Exit::Done)
 }
@@ -106,7 +180,9 @@ pub(crate) fn diagnose(path: &Path, tools: &ToolRegistry) -> Result<Diagnosis, F
     }
     .map_err(|e| Failure::invalid(neutralize(&e.to_string())))?;
     let names: Vec<&str> = tools.names().collect();
-    let errors = config::check_with_tool_names(&text, &origin, &names);
+    let mut errors = config::check_with_tool_names(&text, &origin, &names);
+    errors.extend(config::rule_errors(&text, &origin, tools));
+    errors.sort_by_key(ConfigError::location);
     let mut warnings = config::warnings_with_tools(&text, &origin, tools);
     // The current directory is the workspace `run` defaults to.
     warnings.extend(config::workspace_warnings(&text, &origin, Path::new(".")));

@@ -3,7 +3,7 @@
 use agent_controller::display::neutralize_line;
 use agent_controller::terminal::editor::Editor;
 use agent_controller::terminal::{
-    PromptAnswer, Question, StdinLines, Style, allowance_note, ask_tool_call, render_tool_call,
+    PromptAnswer, Question, StdinLines, Style, allowance_note, render_tool_call,
 };
 use agent_controller::tool::submit_plan::{self};
 use agent_controller::{Decision, ModeGraph, PendingDecision, Session, SuspendPayload};
@@ -63,15 +63,9 @@ impl Prompt {
                 if let Some(text) = allowance_note(call.tool_name(), others) {
                     note!("{text}");
                 }
-                ask_tool_call(
-                    &self.style,
-                    call.tool_name(),
-                    call.args_sha256(),
-                    &mut self.input,
-                    &mut stderr,
-                    tokio::signal::ctrl_c(),
-                )
-                .await
+                Question::tool_call(&self.style, call.tool_name(), call.args_sha256())
+                    .ask(&mut self.input, &mut stderr, tokio::signal::ctrl_c())
+                    .await
             }
             _ => {
                 let payload = pending.as_plan()?.payload();

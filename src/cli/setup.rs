@@ -73,7 +73,8 @@ pub(crate) fn load_warning(
         Failure::invalid(format!("{e}{hint}"))
     })?;
     let graph = config::parse(&text, &origin).map_err(Failure::invalid)?;
-    let (graph, tools) = with_tools(graph)?;
+    let (graph, mut tools) = with_tools(graph)?;
+    crate::cli::mcp::start(&graph, workspace, common.config.is_some(), &mut tools)?;
     let mut warnings = config::warnings_with_tools(&text, &origin, &tools);
     warnings.extend(config::workspace_warnings(&text, &origin, workspace));
     for warning in warnings {

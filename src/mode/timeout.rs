@@ -5,6 +5,20 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+named_enum! {
+    /// What a mode's deadline does to a plan nobody decided in time (`onTimeout`): a deadline
+    /// never approves.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub enum OnTimeout {
+        /// The plan counts as rejected: the model is told, the run ends, the mode stays (the
+        /// default).
+        #[default]
+        Reject = "reject",
+        /// The run is aborted: the plan counts as not approved and the run ends `aborted`.
+        Abort = "abort",
+    }
+}
+
 /// The longest `approvalTimeout` accepted: 3650 days (about ten years).
 pub const MAX_APPROVAL_TIMEOUT: Duration = Duration::from_secs(3650 * 86_400);
 

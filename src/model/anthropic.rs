@@ -38,18 +38,17 @@
 //! stream [`ModelErrorKind::MalformedResponse`].
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use async_trait::async_trait;
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 pub use super::http::RetryPolicy;
-use super::http::{self, HttpProvider, HttpSettings, truncate};
+use super::http::{self, HttpModel, HttpProvider, HttpSettings, PartialCall, truncate};
 use super::sse::{EventStream, SseError, StreamError};
 use super::{LanguageModel, Message, ModelError, ModelErrorKind, ModelRequest, ModelResponse};
 use crate::event::TokenUsage;
-use crate::tool::{ToolCall, ToolSpec};
+use crate::tool::ToolSpec;
 
 /// The provider prefix of model ids this model serves: `anthropic/MODEL`.
 pub const PROVIDER: &str = "anthropic";
@@ -109,6 +108,7 @@ impl HttpProvider for Anthropic {
     const MISSING_KEY_HINT: &'static str =
         "export ANTHROPIC_API_KEY=sk-ant-... (or point ANTHROPIC_BASE_URL at a proxy)";
     const SETTINGS_NAME: &'static str = "AnthropicSettings";
+    const MODEL_NAME: &'static str = "AnthropicModel";
 }
 
 /// Where and how to reach the Messages API: [`HttpSettings`] for [`Anthropic`] (the base URL
@@ -153,50 +153,9 @@ impl HttpSettings<Anthropic> {
 /// let controller = AgentController::builder(config::load("config/modes.toml")?, Arc::new(model)).build()?;
 /// # Ok(()) }
 /// ```
-pub struct AnthropicModel {
-    http: reqwest::Client,
-    settings: AnthropicSettings,
-}
-
-impl fmt::Debug for AnthropicModel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AnthropicModel")
-            .field("settings", &self.settings)
-            .finish_non_exhaustive()
-    }
-}
+pub type AnthropicModel = HttpModel<Anthropic>;
 
 impl AnthropicModel {
-    /// A model for the API `settings` describe.
-    ///
-    /// Installs the `ring` TLS provider as the process default when none is installed yet.
-    ///
-    /// # Errors
-    /// A [`ModelError`] of kind [`ModelErrorKind::Authentication`] when no API key is set for
-    /// Anthropic's own API (a proxy at another base URL may go without one), or one when the
-    /// HTTP client cannot be built.
-    pub fn new(settings: AnthropicSettings) -> Result<Self, ModelError> {
-        let http = settings.client()?;
-        Ok(Self { http, settings })
-    }
-
-    /// A model configured from the environment ([`AnthropicSettings::from_env`]).
-    ///
-    /// # Errors
-    /// As [`AnthropicModel::new`]: `ANTHROPIC_API_KEY` unset while `ANTHROPIC_BASE_URL` is unset too.
-    pub fn from_env() -> Result<Self, ModelError> {
-        Self::new(AnthropicSettings::from_env())
-    }
-
-    /// The settings in use.
-    pub fn settings(&self) -> &AnthropicSettings {
-        &self.settings
-    }
-
-    fn error(&self, kind: ModelErrorKind, message: impl fmt::Display) -> ModelError {
-        self.settings.error(kind, message)
-    }
-
     /// Sends `body`, retrying as the policy says; a response with a failing status becomes
     /// the error of its kind, with the provider's message.
     async fn send(&self, body: Vec<u8>) -> Result<reqwest::Response, ModelError> {
@@ -456,16 +415,6 @@ struct Usage {
     cache_read_input_tokens: Option<u64>,
 }
 
-/// A tool call being put together from its block's deltas.
-#[derive(Debug, Default)]
-struct PartialCall {
-    id: String,
-    name: String,
-    /// The `input` of `content_block_start` (used when no delta follows).
-    input: Option<Value>,
-    arguments: String,
-}
-
 /// What one event means for the caller.
 enum Step {
     Text(String),
@@ -591,28 +540,7 @@ impl StreamState {
         let tool_calls = self
             .calls
             .into_iter()
-            .map(|(index, call)| {
-                let arguments = call.arguments.trim();
-                let args = if arguments.is_empty() {
-                    call.input
-                        .filter(Value::is_object)
-                        .unwrap_or_else(|| Value::Object(Map::new()))
-                } else {
-                    // As the OpenAI provider: arguments that are not JSON, or that the
-                    // controller refuses (`tool::args`), stay a raw string the tool reports.
-                    crate::tool::args::parse(arguments)
-                        .unwrap_or_else(|_| Value::String(call.arguments.clone()))
-                };
-                ToolCall {
-                    id: if call.id.is_empty() {
-                        format!("toolu_{index}")
-                    } else {
-                        call.id
-                    },
-                    name: call.name,
-                    args,
-                }
-            })
+            .map(|(index, call)| call.finish(index, "toolu_"))
             .collect();
         let usage = self.output_tokens.map(|output| TokenUsage {
             prompt_tokens: self.input_tokens,
@@ -822,6 +750,7 @@ impl LanguageModel for AnthropicModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tool::ToolCall;
 
     fn call(id: &str) -> ToolCall {
         ToolCall {

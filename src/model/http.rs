@@ -281,6 +281,59 @@ pub trait HttpProvider: Clone + fmt::Debug + Default + Send + Sync + 'static {
     const MISSING_KEY_HINT: &'static str;
     /// The settings' name in `Debug` output (`OpenAiSettings`).
     const SETTINGS_NAME: &'static str;
+    /// The model's name in `Debug` output (`OpenAiModel`).
+    const MODEL_NAME: &'static str;
+}
+
+/// A provider's model over HTTP: the client its [`HttpSettings`] describe, and the settings.
+/// `OpenAiModel` and `AnthropicModel` are this for their provider `P`; each provider's module
+/// adds what its requests and replies look like ([`crate::LanguageModel`]).
+pub struct HttpModel<P: HttpProvider> {
+    pub(crate) http: reqwest::Client,
+    pub(crate) settings: HttpSettings<P>,
+}
+
+impl<P: HttpProvider> fmt::Debug for HttpModel<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct(P::MODEL_NAME)
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<P: HttpProvider> HttpModel<P> {
+    /// A model for the endpoint `settings` describe.
+    ///
+    /// Installs the `ring` TLS provider as the process default when none is installed yet (the
+    /// HTTP client needs one for `https://` endpoints).
+    ///
+    /// # Errors
+    /// A [`ModelError`] of kind [`ModelErrorKind::Authentication`] when no API key is set for
+    /// the provider's own endpoint (a local server or a proxy at another base URL may go
+    /// without one), or one when the HTTP client cannot be built.
+    pub fn new(settings: HttpSettings<P>) -> Result<Self, ModelError> {
+        let http = settings.client()?;
+        Ok(Self { http, settings })
+    }
+
+    /// A model configured from the environment ([`HttpSettings::from_env`]).
+    ///
+    /// # Errors
+    /// As [`HttpModel::new`]: the API key variable unset while the base URL variable is unset
+    /// too.
+    pub fn from_env() -> Result<Self, ModelError> {
+        Self::new(HttpSettings::from_env())
+    }
+
+    /// The settings in use.
+    pub fn settings(&self) -> &HttpSettings<P> {
+        &self.settings
+    }
+
+    /// An error of `kind` from this provider ([`HttpSettings::error`]).
+    pub(crate) fn error(&self, kind: ModelErrorKind, message: impl fmt::Display) -> ModelError {
+        self.settings.error(kind, message)
+    }
 }
 
 /// Where and how to reach a provider's HTTP API, the same for every provider: base URL, API
@@ -511,6 +564,45 @@ impl<P: HttpProvider> HttpSettings<P> {
         let message = transport_message(self.base_url(), P::BASE_URL_ENV, &error);
         self.error(ModelErrorKind::Transport, message)
             .with_source(error)
+    }
+}
+
+/// A tool call being put together from a stream's deltas, in either provider.
+#[derive(Debug, Default)]
+pub(crate) struct PartialCall {
+    pub(crate) id: String,
+    pub(crate) name: String,
+    pub(crate) arguments: String,
+    /// Anthropic's `input` of `content_block_start` (used when no delta follows).
+    pub(crate) input: Option<serde_json::Value>,
+}
+
+impl PartialCall {
+    /// The call, number `index` of its reply. Its arguments are parsed by the controller's
+    /// rules (`tool::args`): arguments that are not JSON stay a raw string, and so do arguments
+    /// the controller refuses (too deep, duplicate member names, unsafe integers); the tool
+    /// reports the bad input to the model as an error result, and the model can try again.
+    /// Without arguments: `input` when it is an object, else `{}`. A call without an id gets
+    /// `{id_prefix}{index}`.
+    pub(crate) fn finish(self, index: impl fmt::Display, id_prefix: &str) -> crate::tool::ToolCall {
+        let arguments = self.arguments.trim();
+        let args = if arguments.is_empty() {
+            self.input
+                .filter(serde_json::Value::is_object)
+                .unwrap_or_else(|| serde_json::Value::Object(serde_json::Map::new()))
+        } else {
+            crate::tool::args::parse(arguments)
+                .unwrap_or_else(|_| serde_json::Value::String(self.arguments.clone()))
+        };
+        crate::tool::ToolCall {
+            id: if self.id.is_empty() {
+                format!("{id_prefix}{index}")
+            } else {
+                self.id
+            },
+            name: self.name,
+            args,
+        }
     }
 }
 

@@ -50,7 +50,7 @@ use crate::event::TokenUsage;
 use crate::tool::{ToolCall, ToolSpec};
 
 pub use super::http::RetryPolicy;
-use super::http::{self, HttpProvider, HttpSettings, chain, truncate};
+use super::http::{self, HttpModel, HttpProvider, HttpSettings, PartialCall, chain, truncate};
 use super::sse::{EventStream, SseError, StreamError};
 
 /// The provider prefix of model ids this model serves: `openai/MODEL`.
@@ -90,6 +90,7 @@ impl HttpProvider for OpenAi {
     const DEFAULT_BASE_URL: &'static str = DEFAULT_BASE_URL;
     const MISSING_KEY_HINT: &'static str = "export OPENAI_API_KEY=sk-... (or point OPENAI_BASE_URL at a local OpenAI-compatible server such as http://localhost:11434/v1)";
     const SETTINGS_NAME: &'static str = "OpenAiSettings";
+    const MODEL_NAME: &'static str = "OpenAiModel";
 }
 
 /// Where and how to reach the endpoint: [`HttpSettings`] for [`OpenAi`]. Build with
@@ -108,50 +109,9 @@ pub type OpenAiSettings = HttpSettings<OpenAi>;
 /// let controller = AgentController::builder(config::load("config/modes.toml")?, Arc::new(model)).build()?;
 /// # Ok(()) }
 /// ```
-pub struct OpenAiModel {
-    http: reqwest::Client,
-    settings: OpenAiSettings,
-}
-
-impl fmt::Debug for OpenAiModel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OpenAiModel")
-            .field("settings", &self.settings)
-            .finish_non_exhaustive()
-    }
-}
+pub type OpenAiModel = HttpModel<OpenAi>;
 
 impl OpenAiModel {
-    /// A model for the endpoint `settings` describe.
-    ///
-    /// Installs the `ring` TLS provider as the process default when none is installed yet (the
-    /// HTTP client needs one for `https://` endpoints).
-    ///
-    /// # Errors
-    /// A [`ModelError`] when no API key is set for OpenAI's own endpoint (local servers at other
-    /// base URLs may go without one), or when the HTTP client cannot be built.
-    pub fn new(settings: OpenAiSettings) -> Result<Self, ModelError> {
-        let http = settings.client()?;
-        Ok(Self { http, settings })
-    }
-
-    /// A model configured from the environment ([`OpenAiSettings::from_env`]).
-    ///
-    /// # Errors
-    /// As [`OpenAiModel::new`]: `OPENAI_API_KEY` unset while `OPENAI_BASE_URL` is unset too.
-    pub fn from_env() -> Result<Self, ModelError> {
-        Self::new(OpenAiSettings::from_env())
-    }
-
-    /// The settings in use.
-    pub fn settings(&self) -> &OpenAiSettings {
-        &self.settings
-    }
-
-    fn error(&self, kind: ModelErrorKind, message: impl fmt::Display) -> ModelError {
-        self.settings.error(kind, message)
-    }
-
     /// Sends `body` to `/chat/completions`, retrying as the policy says; a response with a
     /// failing status becomes the error of its kind, with the server's message.
     async fn send(&self, body: Vec<u8>) -> Result<reqwest::Response, ModelError> {
@@ -372,14 +332,6 @@ fn wire_assistant(content: &str, tool_calls: &[ToolCall]) -> ChatCompletionReque
     ChatCompletionRequestMessage::Assistant(assistant)
 }
 
-/// A tool call being put together from its deltas.
-#[derive(Debug, Default)]
-struct PartialCall {
-    id: String,
-    name: String,
-    arguments: String,
-}
-
 /// The reply being put together from stream chunks (choice 0 only: we never ask for more).
 #[derive(Debug, Default)]
 struct StreamState {
@@ -484,28 +436,7 @@ impl StreamState {
         let tool_calls = self
             .calls
             .into_iter()
-            .map(|(index, call)| {
-                let arguments = call.arguments.trim();
-                let args = if arguments.is_empty() {
-                    Value::Object(Default::default())
-                } else {
-                    // Arguments that are not JSON stay a raw string: the tool reports the bad
-                    // input to the model as an error result, and the model can try again.
-                    // So are arguments the controller refuses (too deep, duplicate member
-                    // names, unsafe integers: `tool::args`); the model is told why.
-                    crate::tool::args::parse(arguments)
-                        .unwrap_or_else(|_| Value::String(call.arguments.clone()))
-                };
-                ToolCall {
-                    id: if call.id.is_empty() {
-                        format!("call_{index}")
-                    } else {
-                        call.id
-                    },
-                    name: call.name,
-                    args,
-                }
-            })
+            .map(|(index, call)| call.finish(index, "call_"))
             .collect();
         Ok(ModelResponse {
             text: self.text,

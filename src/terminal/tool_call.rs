@@ -4,13 +4,10 @@
 //! always allow the tool until the mode changes), `f` (reject with feedback typed on the next line) and
 //! `q` (leave the call pending).
 
-use std::io::Write;
-
 use crate::display::{arguments, neutralize_line};
 use crate::event::ToolCallPayload;
-use crate::run::Decision;
 
-use super::{Answer, PromptAnswer, StdinLines, Style, read_answer};
+use super::{Answer, Style, read_answer};
 
 /// How many lines of a tool call's pretty-printed argument values the prompt shows, shared among
 /// the values ([`crate::display::arguments`]: every argument is shown, a long value is cut in
@@ -27,7 +24,7 @@ pub const TOOL_ARGS_MAX_CHARS: usize = 4_000;
 pub enum ToolAnswer {
     /// `y` or `yes` (any case): run the call.
     Approve,
-    /// `a` (any case): run the call and allow its tool ([`Decision::always_allow`]) until the
+    /// `a` (any case): run the call and allow its tool ([`crate::Decision::always_allow`]) until the
     /// mode changes (a manual switch or an approved plan); the other calls of the tool waiting
     /// in the same reply run with it.
     AlwaysAllow,
@@ -168,7 +165,7 @@ pub fn tool_question_text(style: &Style, tool_name: &str) -> String {
 }
 
 /// What `a` does beyond the call shown, when `others` other calls of `tool_name` wait in the
-/// same reply: it approves them too ([`Decision::always_allow`]); `None` when none does.
+/// same reply: it approves them too ([`crate::Decision::always_allow`]); `None` when none does.
 ///
 /// # Examples
 /// ```
@@ -189,95 +186,5 @@ pub fn allowance_note(tool_name: &str, others: usize) -> Option<String> {
         n => Some(format!(
             "a also runs the {n} other {name} calls waiting in this reply"
         )),
-    }
-}
-
-/// Asks about one tool call until the person decides: writes [`tool_question_text`] to `out`,
-/// reads `input` by [`read_tool_answer`] and returns the decision pinned to the call's
-/// `argsSha256` ([`Decision::with_sha256`]): `y` approves, `a` approves and always allows the
-/// tool, `n` rejects, `f` asks for the feedback on the next line (a blank line goes back to the
-/// question), other text rejects with it. `q` is [`PromptAnswer::Left`]; end of input and
-/// `interrupt` completing (the CLI passes `tokio::signal::ctrl_c()`) are
-/// [`PromptAnswer::EndOfInput`] and [`PromptAnswer::Interrupted`]: no decision.
-///
-/// The call itself is shown by the caller first ([`render_tool_call`]).
-///
-/// # Examples
-/// ```
-/// use agent_controller::terminal::{PromptAnswer, StdinLines, Style, ask_tool_call};
-/// use agent_controller::Decision;
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
-/// let mut out = Vec::new();
-/// let mut input = StdinLines::from_reader(&b"ok\nf\n\nf\nuse b.txt\n"[..]);
-/// let answer = ask_tool_call(&Style::plain(80), "write_file", "53fa", &mut input, &mut out, std::future::pending::<()>()).await;
-/// assert_eq!(answer, PromptAnswer::Decided(Decision::reject_with("use b.txt").with_sha256("53fa")));
-/// let mut input = StdinLines::from_reader(&b"a\n"[..]);
-/// let answer = ask_tool_call(&Style::plain(80), "write_file", "53fa", &mut input, &mut out, std::future::pending::<()>()).await;
-/// assert_eq!(answer, PromptAnswer::Decided(Decision::approve().always_allow().with_sha256("53fa")));
-/// let mut input = StdinLines::from_reader(&b"q\n"[..]);
-/// let answer = ask_tool_call(&Style::plain(80), "write_file", "53fa", &mut input, &mut out, std::future::pending::<()>()).await;
-/// assert_eq!(answer, PromptAnswer::Left);
-/// # }
-/// ```
-pub async fn ask_tool_call<F>(
-    style: &Style,
-    tool_name: &str,
-    args_sha256: &str,
-    input: &mut StdinLines,
-    out: &mut impl Write,
-    interrupt: F,
-) -> PromptAnswer
-where
-    F: std::future::Future,
-{
-    let mut interrupt = std::pin::pin!(interrupt);
-    let mut wants_feedback = false;
-    loop {
-        // A closed stderr must not stop the decision: it is still read from stdin.
-        let text = if wants_feedback {
-            "Feedback for the model (the call is rejected with it; an empty line goes back):\n> "
-                .to_owned()
-        } else {
-            tool_question_text(style, tool_name)
-        };
-        let _ = write!(out, "{text}");
-        let _ = out.flush();
-        let line = tokio::select! {
-            line = input.next_line() => line,
-            _ = &mut interrupt => {
-                let _ = writeln!(out);
-                return PromptAnswer::Interrupted;
-            }
-        };
-        let Some(line) = line else {
-            let _ = writeln!(out);
-            return PromptAnswer::EndOfInput;
-        };
-        if wants_feedback {
-            wants_feedback = false;
-            let feedback = line.trim();
-            if feedback.is_empty() {
-                continue;
-            }
-            return PromptAnswer::Decided(Decision::reject_with(feedback).with_sha256(args_sha256));
-        }
-        let decision = match read_tool_answer(&line) {
-            ToolAnswer::Blank => continue,
-            ToolAnswer::Approve => Decision::approve(),
-            ToolAnswer::AlwaysAllow => Decision::approve().always_allow(),
-            ToolAnswer::Reject => Decision::reject(),
-            ToolAnswer::Feedback(text) => Decision::reject_with(text),
-            ToolAnswer::AskFeedback => {
-                wants_feedback = true;
-                continue;
-            }
-            ToolAnswer::Leave => return PromptAnswer::Left,
-            ToolAnswer::Unclear(hint) => {
-                let _ = writeln!(out, "{hint}");
-                continue;
-            }
-        };
-        return PromptAnswer::Decided(decision.with_sha256(args_sha256));
     }
 }

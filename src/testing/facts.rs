@@ -46,7 +46,9 @@ impl Approvals {
         tool != SUBMIT_PLAN
             && match self {
                 Approvals::None => false,
-                Approvals::Tools(tools) => tools.iter().any(|t| t == tool),
+                Approvals::Tools(tools) => tools
+                    .iter()
+                    .any(|t| t == tool || crate::tool::mcp::wildcard_covers(t, tool)),
                 Approvals::All => true,
             }
     }
@@ -352,13 +354,57 @@ impl ConfigFacts {
             return Some(self.is_planning(mode));
         }
         match &self.modes.get(mode)?.tools {
-            Some(list) => Some(list.iter().any(|t| t == tool)),
+            // A listed name is offered when the controller has the tool: the config refuses
+            // other unknown names, but an MCP server may lack one its config lists.
+            Some(list) if list.iter().any(|t| t == tool) => Some(
+                self.registered
+                    .as_ref()
+                    .is_none_or(|registered| registered.iter().any(|t| t == tool)),
+            ),
+            // A `SERVER__*` wildcard offers the registered tools it covers; in a planning mode
+            // only those that change nothing (an MCP tool is read-only or writes).
+            Some(list)
+                if list
+                    .iter()
+                    .any(|t| crate::tool::mcp::wildcard_covers(t, tool)) =>
+            {
+                Some(
+                    self.registered.as_ref()?.iter().any(|t| t == tool)
+                        && !(self.is_planning(mode) && self.writing.iter().any(|t| t == tool)),
+                )
+            }
+            Some(_) => Some(false),
             // A planning mode offers a tool that writes only where it lists it.
             None => Some(
                 self.registered.as_ref()?.iter().any(|t| t == tool)
                     && !(self.is_planning(mode) && self.writing.iter().any(|t| t == tool)),
             ),
         }
+    }
+
+    /// The names `mode` offers when it has `availableTools`: the list with each `SERVER__*`
+    /// wildcard replaced by the registered tools it covers ([`ConfigFacts::offers`]), each
+    /// once, in the order the controller offers them; `None` without a list.
+    pub fn listed_offer(&self, mode: usize) -> Option<Vec<String>> {
+        let list = self.modes.get(mode)?.tools.as_ref()?;
+        let mut names: Vec<String> = Vec::new();
+        for name in list {
+            if name.ends_with("__*") {
+                for tool in self.registered.iter().flatten() {
+                    if crate::tool::mcp::wildcard_covers(name, tool)
+                        && self.offers(mode, tool) == Some(true)
+                        && !names.contains(tool)
+                    {
+                        names.push(tool.clone());
+                    }
+                }
+            } else if !names.contains(name)
+                && (name == SUBMIT_PLAN || self.offers(mode, name) != Some(false))
+            {
+                names.push(name.clone());
+            }
+        }
+        Some(names)
     }
 
     /// Whether a call to `tool` in `mode` waits for the user's approval (unless a decision

@@ -1011,10 +1011,8 @@ impl ReferenceSession {
 
     fn model_called(&self) -> Trace {
         let mode = &self.facts.modes()[self.mode];
-        let listed = mode.tools.as_ref().map(|tools| {
-            let mut names = tools.clone();
+        let listed = self.facts.listed_offer(self.mode).map(|mut names| {
             names.sort();
-            names.dedup();
             names
         });
         Trace::ModelCalled {

@@ -409,19 +409,7 @@ async fn a_dropped_run_gives_every_open_tool_call_a_result_and_ends_aborted() {
     );
     f.session.settle().await.expect("settle");
     assert_eq!(f.session.run_state(), Some(("run_1", RunState::Aborted)));
-    let results: Vec<(String, String)> = f
-        .session
-        .messages()
-        .iter()
-        .filter_map(|m| match m {
-            Message::Tool {
-                tool_call_id,
-                content,
-                ..
-            } => Some((tool_call_id.clone(), content.clone())),
-            _ => None,
-        })
-        .collect();
+    let results = common::tool_results(f.session.messages());
     assert_eq!(results.len(), 2, "{results:?}");
     assert!(results[0].1.starts_with("Cancelled:"), "{results:?}");
     assert!(results[1].1.starts_with("Not executed:"), "{results:?}");

@@ -8,6 +8,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+use common::json_lines as events;
 use common::{Workspace, fixture, read_fixture};
 use serde_json::Value;
 
@@ -45,13 +46,6 @@ fn run(ws: &Path, args: &[&str], stdin: Option<&str>) -> Output {
     }
     drop(pipe);
     child.wait_with_output().expect("wait")
-}
-
-fn events(out: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line: {l}: {e}")))
-        .collect()
 }
 
 fn types(events: &[Value]) -> Vec<&str> {

@@ -13,7 +13,9 @@ use std::process::{Command, Output, Stdio};
 
 use agent_controller::jcs;
 use common::Workspace;
+use common::json_lines;
 use common::openai_server::{Reply, ScriptedServer, call, calls, contents, text};
+use common::stderr;
 use serde_json::{Value, json};
 
 const DONE: i32 = 0;
@@ -146,17 +148,6 @@ fn pending(spec: &str, json: bool) -> Output {
         cmd.arg("--json");
     }
     cmd.stdin(Stdio::null()).output().expect("pending")
-}
-
-fn json_lines(out: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line: {l}: {e}")))
-        .collect()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 fn stdout(out: &Output) -> String {

@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use common::Workspace;
+use common::json_lines;
 use common::openai_server::{Reply, ScriptedServer, call, calls, contents, submit, text};
+use common::stderr;
 use serde_json::{Value, json};
 
 const DONE: i32 = 0;
@@ -148,17 +150,6 @@ fn script() -> Vec<Reply> {
         )]),
         text("Wrote the marker."),
     ]
-}
-
-fn json_lines(out: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line: {l}: {e}")))
-        .collect()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 fn stores() -> Vec<&'static str> {

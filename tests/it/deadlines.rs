@@ -9,7 +9,7 @@ use crate::common;
 #[cfg(feature = "cli")]
 use std::path::Path;
 #[cfg(feature = "cli")]
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -23,10 +23,10 @@ use agent_controller::{
     RunOutcome, RunState, Session, SessionError, SessionOptions, SuspendPayload, ToolRegistry,
 };
 use common::clock::{T0, TestClock};
+#[cfg(feature = "cli")]
+use common::json_lines;
 use common::openai_server::{Reply, ScriptedServer, call, calls, contents, submit, text};
 use common::{Recorder, Workspace};
-#[cfg(feature = "cli")]
-use serde_json::Value;
 
 const CONFIG: &str = r#"
 [[modes]]
@@ -312,14 +312,6 @@ fn timed_config(dir: &Path) -> std::path::PathBuf {
     let path = dir.join("timed.toml");
     std::fs::write(&path, timed).expect("write config");
     path
-}
-
-#[cfg(feature = "cli")]
-fn json_lines(out: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
-        .collect()
 }
 
 #[cfg(feature = "cli")]
@@ -1293,17 +1285,10 @@ async fn a_tool_call_not_decided_by_its_deadline_expires_and_nothing_of_its_repl
             (second.clone(), Some(DecisionOutcome::Expired)),
         ]
     );
-    let results: Vec<(&str, &str)> = session
-        .messages()
+    let results = common::tool_results(session.messages());
+    let results: Vec<(&str, &str)> = results
         .iter()
-        .filter_map(|m| match m {
-            Message::Tool {
-                tool_call_id,
-                content,
-                ..
-            } => Some((tool_call_id.as_str(), content.as_str())),
-            _ => None,
-        })
+        .map(|(id, content)| (id.as_str(), content.as_str()))
         .collect();
     assert_eq!(
         results,
@@ -1535,4 +1520,103 @@ fn cli_pending_after_a_tool_calls_deadline_speaks_of_the_tool_call_not_a_plan() 
             .any(|l| l.starts_with("expired:") && l.contains("plan")),
         "{stderr}"
     );
+}
+
+/// Issue 23, item 4: `onTimeout` is `reject` or `abort`; a deadline never approves, so
+/// `"approve"` is refused at its line and column, saying why.
+mod on_timeout {
+    use agent_controller::deadline::OnTimeout;
+    use agent_controller::{ConfigErrorKind, config};
+
+    fn errors(text: &str) -> Vec<(usize, usize, ConfigErrorKind, String)> {
+        config::check(text, "modes.toml")
+            .iter()
+            .map(|e| {
+                let at = e.location().expect("a place");
+                (at.line, at.column, e.kind(), e.message().to_owned())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn approve_is_refused_at_line_and_column_with_why() {
+        let text = "[[modes]]\nid = \"plan\"\napprovalTimeout = \"1h\"\nonTimeout = \"approve\"\n";
+        let found = errors(text);
+        assert_eq!(found.len(), 1, "{found:?}");
+        let (line, column, kind, message) = &found[0];
+        assert_eq!(
+            (*line, *column, *kind),
+            (4, 13, ConfigErrorKind::InvalidOnTimeout)
+        );
+        assert!(message.contains("a deadline never approves"), "{message}");
+        assert!(
+            config::parse(text, "modes.toml").is_err(),
+            "bad input changes nothing"
+        );
+    }
+
+    #[test]
+    fn reject_is_the_default_and_abort_is_read() {
+        let plain = config::parse(
+            "[[modes]]\nid = \"plan\"\napprovalTimeout = \"1h\"\n",
+            "m.toml",
+        )
+        .expect("valid");
+        assert_eq!(plain.default_mode().on_timeout(), OnTimeout::Reject);
+        let abort = config::parse(
+            "[[modes]]\nid = \"plan\"\napprovalTimeout = \"1h\"\nonTimeout = \"abort\"\n",
+            "m.toml",
+        )
+        .expect("valid");
+        assert_eq!(abort.default_mode().on_timeout(), OnTimeout::Abort);
+        assert_ne!(plain.fingerprint(), abort.fingerprint());
+        let reject = config::parse(
+            "[[modes]]\nid = \"plan\"\napprovalTimeout = \"1h\"\nonTimeout = \"reject\"\n",
+            "m.toml",
+        )
+        .expect("valid");
+        assert_eq!(plain.fingerprint(), reject.fingerprint());
+    }
+
+    #[test]
+    fn an_unknown_value_or_no_deadline_is_refused() {
+        let unknown =
+            errors("[[modes]]\nid = \"p\"\napprovalTimeout = \"1h\"\nonTimeout = \"wait\"\n");
+        assert_eq!(unknown[0].2, ConfigErrorKind::InvalidOnTimeout);
+        assert!(unknown[0].3.contains("use `reject`"), "{}", unknown[0].3);
+        let orphan = errors("[[modes]]\nid = \"p\"\nonTimeout = \"reject\"\n");
+        assert_eq!(
+            (orphan[0].0, orphan[0].2),
+            (3, ConfigErrorKind::InvalidOnTimeout)
+        );
+        assert!(
+            orphan[0].3.contains("no approvalTimeout"),
+            "{}",
+            orphan[0].3
+        );
+    }
+
+    #[test]
+    fn a_controller_refuses_abort_until_sessions_apply_it() {
+        let graph = config::parse(
+            "[[modes]]\nid = \"plan\"\napprovalTimeout = \"1h\"\nonTimeout = \"abort\"\n",
+            "m.toml",
+        )
+        .expect("valid");
+        let model = std::sync::Arc::new(agent_controller::model::scripted::ScriptedModel::new());
+        let err = agent_controller::AgentController::builder(graph, model)
+            .build()
+            .map(|_| ())
+            .expect_err("refused");
+        assert_eq!(err.kind(), ConfigErrorKind::InvalidOnTimeout);
+    }
+
+    #[cfg(feature = "schema")]
+    #[test]
+    fn the_schema_lists_reject_and_abort() {
+        let schema = config::schema();
+        let on_timeout = &schema["definitions"]["Mode"]["properties"]["onTimeout"];
+        assert_eq!(on_timeout["enum"], serde_json::json!(["reject", "abort"]));
+        assert!(on_timeout["description"].is_string());
+    }
 }

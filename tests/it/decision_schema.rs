@@ -473,12 +473,7 @@ fn decided_records_validate_and_unknown_fields_do_not() {
 const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/modes.toml");
 
 #[cfg(feature = "cli")]
-fn json_lines(out: &std::process::Output) -> Vec<Value> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
-        .collect()
-}
+use crate::common::json_lines;
 
 /// What the CLI really prints validates: the lines of `pending --json` for a plan left
 /// pending, and the audit record (`decision`) in the events of the decision that settles it.

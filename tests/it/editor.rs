@@ -12,6 +12,7 @@ use std::process::{Command, Output, Stdio};
 
 use agent_controller::tool::submit_plan::sha256_hex;
 use common::Workspace;
+use common::json_lines as events;
 use serde_json::Value;
 
 const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/modes.toml");
@@ -75,13 +76,6 @@ fn run_with_editor(args: &[&str], editor: &str, stdin: &str, env: &[(&str, Strin
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn events(out: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line: {l}: {e}")))
-        .collect()
 }
 
 fn mode_changes(events: &[Value]) -> Vec<(String, String)> {

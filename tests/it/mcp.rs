@@ -329,9 +329,9 @@ availableTools = ["bad__*", "bad__echo"]
 }
 
 /// A tiny MCP server over stdio, hostile in the way its first argument says: `garbage` answers
-/// a call with a line that is not JSON, `hang` never answers one, `crash` exits during one,
+/// a call with a result that is not a tool result, `notjson` with a line that is not JSON, `hang` never answers one, `crash` exits during one,
 /// `huge` answers with 1 MB of text, `badinit` answers `initialize` with garbage, `names`
-/// offers tools whose names clash once mapped, `roots` answers a call with the roots it asks
+/// offers tools whose names clash once mapped, `pages` pages its tool list without end, `roots` answers a call with the roots it asks
 /// the client for.
 const FAKE_SERVER: &str = r#"
 const mode = process.argv[2];
@@ -358,11 +358,18 @@ rl.on('line', (line) => {
       tools.push({ name: 'a.b', inputSchema: { type: 'object' } });
       tools.push({ name: 'a_b', inputSchema: { type: 'object' } });
       tools.push({ name: 'with space', inputSchema: { type: 'object' } });
+      tools.push({ name: 'stringly', inputSchema: { type: 'string' } });
+    }
+    if (mode === 'pages') {
+      const page = Number((msg.params && msg.params.cursor) || 0);
+      send({ jsonrpc: '2.0', id: msg.id, result: { tools: [{ name: 'echo' + (page || ''), inputSchema: { type: 'object' } }], nextCursor: String(page + 1) } });
+      return;
     }
     send({ jsonrpc: '2.0', id: msg.id, result: { tools } });
   } else if (msg.method === 'tools/call') {
     if (mode === 'garbage') { process.stdout.write('{"jsonrpc": "2.0", "id": ' + JSON.stringify(msg.id) + ', "result": 42}\n'); return; }
     if (mode === 'hang') return;
+    if (mode === 'notjson') { process.stdout.write('\u001b[2J{ this is not json\n'); return; }
     if (mode === 'roots') { pending = msg.id; send({ jsonrpc: '2.0', id: 'roots-1', method: 'roots/list' }); return; }
     if (mode === 'crash') { process.stderr.write('fake server: out of cheese\n'); process.exit(3); }
     const text = mode === 'huge' ? 'y'.repeat(1024 * 1024) : 'echo:' + JSON.stringify(msg.params.arguments);
@@ -411,7 +418,21 @@ async fn a_well_behaved_fake_server_echoes() {
 async fn a_server_that_answers_with_garbage_gives_an_error() {
     let s = hostile("garbage", "2s").await;
     let result = echo_result(&s).await;
-    assert!(result.contains("MCP server `bad`"), "{result}");
+    assert_eq!(
+        result,
+        "MCP server `bad` answered the call of `echo` with something that is not a tool result"
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_answers_with_a_line_that_is_not_json_gives_an_error() {
+    let s = hostile("notjson", "1s").await;
+    let result = echo_result(&s).await;
+    // rmcp drops a line it cannot read: no reply comes, and the timeout ends the call.
+    assert!(
+        result.starts_with("MCP server `bad` sent no reply to `echo` within 1s"),
+        "{result}"
+    );
 }
 
 #[tokio::test]
@@ -460,7 +481,7 @@ async fn a_server_that_does_not_start_makes_its_listed_tools_errors() {
 }
 
 #[tokio::test]
-async fn tool_names_that_clash_once_mapped_are_both_refused() {
+async fn clashing_mapped_names_and_a_schema_not_an_object_are_refused() {
     let s = hostile("names", "10s").await;
     let report = &s.mcp.reports()[0];
     let names: Vec<&str> = report
@@ -471,9 +492,14 @@ async fn tool_names_that_clash_once_mapped_are_both_refused() {
         .map(|t| t.name.as_str())
         .collect();
     assert_eq!(names, ["bad__echo", "bad__with_space"]);
-    assert_eq!(report.refused.len(), 1, "{:?}", report.refused);
+    assert_eq!(report.refused.len(), 2, "{:?}", report.refused);
     assert!(
-        report.refused[0].contains("`a.b`, `a_b`"),
+        report.refused[0].contains("`stringly`: its input schema is not of type `object`"),
+        "{:?}",
+        report.refused
+    );
+    assert!(
+        report.refused[1].contains("`a.b`, `a_b`"),
         "{:?}",
         report.refused
     );
@@ -487,4 +513,245 @@ async fn the_workspace_is_the_servers_root() {
     let root = std::fs::canonicalize(s.ws.path()).expect("canonical");
     assert_eq!(roots[0]["uri"], format!("file://{}", root.display()));
     assert_eq!(roots.as_array().map(Vec::len), Some(1));
+}
+
+fn bin() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+}
+
+#[test]
+fn check_connect_starts_the_servers_and_lists_what_each_mode_offers() {
+    let ws = Workspace::new();
+    let config = ws.path().join("modes.toml");
+    std::fs::write(&config, fs_config(&ws.path().join(".agent/fs.pid"))).expect("config");
+    // Without --connect nothing starts: the names are checked against the config alone.
+    let out = bin()
+        .arg("check")
+        .arg(&config)
+        .current_dir(ws.path())
+        .output()
+        .expect("check");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!stdout.contains("MCP servers"), "{stdout}");
+    assert!(
+        !ws.path().join(".agent/fs.pid").exists(),
+        "no server started"
+    );
+
+    let out = bin()
+        .args(["check", "--connect"])
+        .arg(&config)
+        .current_dir(ws.path())
+        .output()
+        .expect("check --connect");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("MCP servers:\n  fs: "), "{stdout}");
+    assert!(
+        stdout.contains(
+            "  plan: fs__read_text_file, fs__list_directory, write_plan (plans), submit_plan (plans)\n"
+        ),
+        "{stdout}"
+    );
+    let build = stdout
+        .lines()
+        .find(|l| l.starts_with("  build: "))
+        .expect("build line");
+    assert!(build.contains("fs__write_file"), "{build}");
+    assert!(build.ends_with("read_file (read-only)"), "{build}");
+}
+
+#[test]
+fn check_connect_reports_a_listed_tool_the_server_lacks() {
+    let ws = Workspace::new();
+    let config = ws.path().join("modes.toml");
+    let text = fs_config(&ws.path().join(".agent/fs.pid")).replace(
+        "\"fs__list_directory\"",
+        "\"fs__list_directory\", \"fs__format_disk\"",
+    );
+    std::fs::write(&config, text).expect("config");
+    let out = bin()
+        .args(["check", "--connect"])
+        .arg(&config)
+        .current_dir(ws.path())
+        .output()
+        .expect("check --connect");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("mode `plan` lists `fs__format_disk`, which its MCP server does not offer"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn run_starts_no_server_of_a_workspace_config_it_was_not_given() {
+    let ws = Workspace::new();
+    std::fs::create_dir_all(ws.path().join("config")).expect("config dir");
+    let pid = ws.path().join(".agent/fs.pid");
+    std::fs::write(ws.path().join("config/modes.toml"), fs_config(&pid)).expect("config");
+    let out = bin()
+        .args(["run", "--workspace"])
+        .arg(ws.path())
+        .arg("hello")
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("pass --config"), "{stderr}");
+    assert!(!pid.exists(), "the server did not start");
+    // Named, it starts and the session runs (the scripted model calls no MCP tool).
+    let out = bin()
+        .args(["run", "--workspace"])
+        .arg(ws.path())
+        .arg("--config")
+        .arg(ws.path().join("config/modes.toml"))
+        .args(["--mode", "build", "hello"])
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(pid.exists(), "the server started");
+}
+
+/// A streamable HTTP MCP server scripted with wiremock: JSON replies to `initialize`,
+/// `tools/list` and `tools/call` (the echo of the arguments), 202 to notifications, 405 to the
+/// GET that would open an event stream.
+struct HttpServer;
+
+impl wiremock::Respond for HttpServer {
+    fn respond(&self, request: &wiremock::Request) -> wiremock::ResponseTemplate {
+        if request.method != wiremock::http::Method::POST {
+            return wiremock::ResponseTemplate::new(405);
+        }
+        let msg: serde_json::Value = serde_json::from_slice(&request.body).unwrap_or_default();
+        let result = match msg["method"].as_str() {
+            Some("initialize") => json!({
+                "protocolVersion": msg["params"]["protocolVersion"],
+                "capabilities": { "tools": {} },
+                "serverInfo": { "name": "scripted-http", "version": "1.0.0" }
+            }),
+            Some("tools/list") => json!({ "tools": [{
+                "name": "lookup",
+                "description": "Looks up",
+                "inputSchema": { "type": "object" },
+                "annotations": { "readOnlyHint": true }
+            }] }),
+            Some("tools/call") => json!({ "content": [{
+                "type": "text",
+                "text": format!("found {}", msg["params"]["arguments"]["q"])
+            }] }),
+            _ if msg.get("id").is_none() => return wiremock::ResponseTemplate::new(202),
+            _ => {
+                return wiremock::ResponseTemplate::new(200).set_body_json(json!({
+                    "jsonrpc": "2.0", "id": msg["id"],
+                    "error": { "code": -32601, "message": "method not found" }
+                }));
+            }
+        };
+        wiremock::ResponseTemplate::new(200)
+            .set_body_json(json!({ "jsonrpc": "2.0", "id": msg["id"], "result": result }))
+    }
+}
+
+#[tokio::test]
+async fn a_streamable_http_server_offers_and_runs_its_tools() {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::path("/mcp"))
+        .respond_with(HttpServer)
+        .mount(&server)
+        .await;
+    let config_text = format!(
+        r#"
+[[mcpServers]]
+id = "web"
+url = "{}/mcp"
+trusted = true
+timeout = "10s"
+
+[[modes]]
+id = "plan"
+transitionsTo = "build"
+availableTools = ["web__*", "submit_plan"]
+
+[[modes]]
+id = "build"
+default = true
+"#,
+        server.uri()
+    );
+    let graph = config::parse(&config_text, "modes.toml").expect("config");
+    let s = Setup::with_graph(
+        Workspace::new(),
+        graph,
+        vec![
+            call("call_1", "web__lookup", json!({"q": "dark mode"})),
+            text("done"),
+        ],
+        PathBuf::new(),
+    )
+    .await;
+    let listed = s.mcp.reports()[0].tools.as_ref().expect("started");
+    // Trusted and annotated read-only: the planning mode's wildcard offers it.
+    assert_eq!(listed[0].access, ToolAccess::ReadOnly);
+    let mut session = s.session("plan").await;
+    session.send_message("look it up").await.expect("run");
+    assert_eq!(
+        s.model.requests()[0].tool_names,
+        ["web__lookup", "submit_plan"]
+    );
+    assert_eq!(s.result(1, "call_1"), r#"found "dark mode""#);
+}
+
+#[tokio::test]
+async fn an_http_server_that_is_not_there_does_not_start() {
+    let config_text = r#"
+[[mcpServers]]
+id = "web"
+url = "http://127.0.0.1:9/mcp"
+timeout = "5s"
+
+[[modes]]
+id = "build"
+availableTools = ["web__lookup"]
+"#;
+    let graph = config::parse(config_text, "modes.toml").expect("config");
+    let s = Setup::with_graph(
+        Workspace::new(),
+        graph,
+        vec![call("call_1", "web__lookup", json!({})), text("done")],
+        PathBuf::new(),
+    )
+    .await;
+    let error = s.mcp.reports()[0].tools.as_ref().expect_err("not started");
+    assert!(
+        error
+            .to_string()
+            .starts_with("MCP server `web` did not start"),
+        "{error}"
+    );
+    let mut session = s.session("build").await;
+    session.send_message("look").await.expect("run");
+    assert!(
+        s.result(1, "call_1").contains("did not start"),
+        "{}",
+        s.result(1, "call_1")
+    );
+}
+
+#[tokio::test]
+async fn a_tool_list_paged_without_end_is_cut_short() {
+    let s = hostile("pages", "10s").await;
+    let tools = s.mcp.reports()[0].tools.as_ref().expect("started");
+    assert_eq!(tools.len(), 64);
+    assert_eq!(echo_result(&s).await, r#"echo:{"said":"hi"}"#);
 }

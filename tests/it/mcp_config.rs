@@ -174,3 +174,127 @@ fn bad_server_entries_are_errors_at_their_place() {
     assert!(!found.is_empty());
     assert!(found[0].to_string().contains("comand"), "{}", found[0]);
 }
+
+/// A registry that stands in for a trusted MCP server `fs`: two read-only tools and one that
+/// writes, named as the client names a server's tools.
+#[cfg(feature = "testing")]
+fn stand_in_server() -> agent_controller::ToolRegistry {
+    use agent_controller::{Tool, ToolAccess, ToolContext, ToolOutput};
+    struct StandIn(&'static str, ToolAccess);
+    #[agent_controller::async_trait]
+    impl Tool for StandIn {
+        fn name(&self) -> &str {
+            self.0
+        }
+        fn description(&self) -> String {
+            format!("{} (MCP server `fs`)", self.0)
+        }
+        fn input_schema(&self) -> serde_json::Value {
+            serde_json::json!({"type": "object"})
+        }
+        fn access(&self) -> ToolAccess {
+            self.1
+        }
+        async fn execute(&self, _: &serde_json::Value, _: &ToolContext<'_>) -> ToolOutput {
+            ToolOutput::ok(self.0)
+        }
+    }
+    let mut tools = agent_controller::ToolRegistry::new();
+    for (name, access) in [
+        ("fs__read_text_file", ToolAccess::ReadOnly),
+        ("fs__write_file", ToolAccess::Writes),
+        ("fs__list_directory", ToolAccess::ReadOnly),
+    ] {
+        tools
+            .register(std::sync::Arc::new(StandIn(name, access)))
+            .expect("register");
+    }
+    tools
+}
+
+/// The property tests know MCP tools: the session follows the reference model on a config
+/// whose modes offer a stand-in server's tools by name and by wildcard (a planning mode's
+/// wildcard of a trusted server: its read-only tools only), with approval by name and by
+/// wildcard, and a name the server lacks (never offered).
+#[cfg(feature = "testing")]
+#[test]
+fn a_session_with_mcp_tools_follows_the_reference_model() {
+    use agent_controller::testing::Check;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("mcp.toml");
+    std::fs::write(
+        &path,
+        r#"
+[[mcpServers]]
+id = "fs"
+command = "stand-in"
+trusted = true
+
+[[modes]]
+id = "plan"
+transitionsTo = "build"
+availableTools = ["fs__list_directory", "fs__format_disk", "fs__*", "submit_plan"]
+
+[[modes]]
+id = "build"
+default = true
+availableTools = ["fs__*"]
+requireApproval = ["fs__*"]
+"#,
+    )
+    .expect("config");
+    let report = Check::new(&path)
+        .cases(4)
+        .max_states(30)
+        .without_regressions()
+        .run(|setup| setup.builder().tools(stand_in_server()).build())
+        .unwrap_or_else(|e| panic!("{e}"));
+    println!("{report}");
+}
+
+#[test]
+fn the_guides_config_is_valid() {
+    let guide = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/guide/mcp.md"))
+        .expect("guide");
+    let start = guide.find("```toml\n").expect("a toml block") + "```toml\n".len();
+    let end = start + guide[start..].find("```").expect("its end");
+    let graph = config::parse(&guide[start..end], "src/guide/mcp.md").expect("valid");
+    assert_eq!(graph.mcp_servers()[0].id(), "fs");
+    let build = graph.mode(graph.get("build").expect("build"));
+    assert!(build.requires_approval("fs__move_file"));
+}
+
+#[cfg(feature = "cli")]
+#[test]
+fn verify_runs_an_mcp_config_with_its_tools_stubbed_or_absent() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let guide = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/guide/mcp.md"))
+        .expect("guide");
+    let start = guide.find("```toml\n").expect("a toml block") + "```toml\n".len();
+    let end = start + guide[start..].find("```").expect("its end");
+    let path = dir.path().join("mcp.toml");
+    std::fs::write(&path, &guide[start..end]).expect("config");
+    for stubs in [
+        &[][..],
+        &[
+            "--tool",
+            "fs__read_text_file:read-only",
+            "--tool",
+            "fs__write_file",
+        ][..],
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+            .args(["verify", "--cases", "4"])
+            .arg(&path)
+            .args(stubs)
+            .current_dir(dir.path())
+            .output()
+            .expect("verify");
+        assert!(
+            out.status.success(),
+            "{stubs:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -174,7 +174,9 @@ fn every_key_the_parser_knows_has_a_description() {
             "instructions",
             "metadata",
             "name",
+            "onTimeout",
             "requireApproval",
+            "rules",
             "transitionsTo"
         ]
     );

@@ -1124,20 +1124,7 @@ async fn a_suspension_on_tool_calls_that_cannot_be_saved_answers_each_call() {
     let err = session.send_message("write").await.expect_err("not saved");
     assert!(err.is_conflict(), "{err}");
     assert!(session.pending().is_empty(), "{:?}", session.pending());
-    let results = |session: &agent_controller::Session| -> Vec<(String, String)> {
-        session
-            .messages()
-            .iter()
-            .filter_map(|m| match m {
-                agent_controller::Message::Tool {
-                    tool_call_id,
-                    content,
-                    ..
-                } => Some((tool_call_id.clone(), content.clone())),
-                _ => None,
-            })
-            .collect()
-    };
+    let results = |session: &agent_controller::Session| common::tool_results(session.messages());
     let answered = results(&session);
     assert_eq!(
         answered

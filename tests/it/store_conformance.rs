@@ -8,8 +8,21 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use agent_controller::store::{PendingListing, SessionRecord};
-use agent_controller::testing::{ConformanceOutcome, StoreConformance, store_conformance};
+use agent_controller::testing::{
+    ConformanceOutcome, ConformanceReport, StoreConformance, store_conformance,
+};
 use agent_controller::{FileStore, MemoryStore, SessionStore, StoreError};
+
+/// Every check of `report` passed.
+fn assert_all_passed(report: &ConformanceReport) {
+    assert!(
+        report
+            .checks
+            .iter()
+            .all(|c| c.outcome == ConformanceOutcome::Passed),
+        "{report}"
+    );
+}
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -63,13 +76,7 @@ fn the_file_store_conforms_with_raw_records() {
             .run()
             .await
             .expect("conforms");
-        assert!(
-            report
-                .checks
-                .iter()
-                .all(|c| c.outcome == ConformanceOutcome::Passed),
-            "{report}"
-        );
+        assert_all_passed(&report);
         assert_eq!(report.checks.len(), 9, "{report}");
         // It cleaned up after itself.
         let left: Vec<_> = std::fs::read_dir(&dir)
@@ -104,13 +111,7 @@ fn the_sqlite_store_conforms_with_raw_records() {
             .run()
             .await
             .expect("conforms");
-        assert!(
-            report
-                .checks
-                .iter()
-                .all(|c| c.outcome == ConformanceOutcome::Passed),
-            "{report}"
-        );
+        assert_all_passed(&report);
     });
 }
 
@@ -160,13 +161,7 @@ fn the_postgres_store_conforms_with_raw_records() {
         .run()
         .await
         .expect("conforms");
-        assert!(
-            report
-                .checks
-                .iter()
-                .all(|c| c.outcome == ConformanceOutcome::Passed),
-            "{report}"
-        );
+        assert_all_passed(&report);
     });
 }
 

@@ -58,6 +58,9 @@ pub const MAX_SCHEMA_BYTES: usize = 64 * 1024;
 /// The most tools taken from one server; the rest are refused.
 pub const MAX_TOOLS_PER_SERVER: usize = 512;
 
+/// The most pages of `tools/list` read from one server.
+const MAX_LIST_PAGES: usize = 64;
+
 /// The most bytes of a server's stderr kept to explain why it stopped.
 const STDERR_TAIL_BYTES: usize = 2_000;
 
@@ -414,6 +417,10 @@ impl Connection {
                         "MCP server `{id}` stopped during the call of `{remote}` ({why}{}): whether the tool did anything is unknown; the server is not started again in this session",
                         self.stderr_tail()
                     ))
+                } else if matches!(error, ServiceError::UnexpectedResponse) {
+                    ToolOutput::error(format!(
+                        "MCP server `{id}` answered the call of `{remote}` with something that is not a tool result"
+                    ))
                 } else {
                     ToolOutput::error(format!(
                         "MCP server `{id}` did not run `{remote}`: {}",
@@ -473,11 +480,22 @@ async fn connect(
                 .map_err(|e| bounded_chars(&format!("initialize failed: {e}"), MAX_ERROR_CHARS))?
         }
     };
-    let tools = service
-        .peer()
-        .list_all_tools()
-        .await
-        .map_err(|e| bounded_chars(&format!("tools/list failed: {e}"), MAX_ERROR_CHARS))?;
+    // Page by page, so a server that pages without end (or lists too much) is cut short.
+    let mut tools = Vec::new();
+    let mut cursor = None;
+    for _ in 0..MAX_LIST_PAGES {
+        let params = rmcp::model::PaginatedRequestParams::default().with_cursor(cursor);
+        let page = service
+            .peer()
+            .list_tools(Some(params))
+            .await
+            .map_err(|e| bounded_chars(&format!("tools/list failed: {e}"), MAX_ERROR_CHARS))?;
+        tools.extend(page.tools);
+        cursor = page.next_cursor;
+        if cursor.is_none() || tools.len() > MAX_TOOLS_PER_SERVER {
+            break;
+        }
+    }
     Ok((service, tools))
 }
 
@@ -504,6 +522,14 @@ fn tools_of(
             continue;
         };
         let input_schema = Value::Object((*tool.input_schema).clone());
+        // Providers refuse a request whose tool takes anything but an object: one such tool
+        // would fail every model call of the mode.
+        if input_schema.get("type").and_then(Value::as_str) != Some("object") {
+            refused.push(format!(
+                "`{shown}`: its input schema is not of type `object`, as MCP requires"
+            ));
+            continue;
+        }
         let schema_len = serde_json::to_string(&input_schema).map_or(usize::MAX, |s| s.len());
         if schema_len > MAX_SCHEMA_BYTES {
             refused.push(format!(

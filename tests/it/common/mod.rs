@@ -122,3 +122,32 @@ pub fn waiting_calls(
         .cloned()
         .collect()
 }
+
+/// The JSON lines a command printed on stdout (events, `pending --json`), each parsed; a line
+/// that is not JSON fails the test.
+pub fn json_lines(out: &std::process::Output) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line: {l}: {e}")))
+        .collect()
+}
+
+/// What a command printed on stderr.
+pub fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Every tool result in `messages`, in order: (tool call id, content).
+pub fn tool_results(messages: &[agent_controller::Message]) -> Vec<(String, String)> {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            agent_controller::Message::Tool {
+                tool_call_id,
+                content,
+                ..
+            } => Some((tool_call_id.clone(), content.clone())),
+            _ => None,
+        })
+        .collect()
+}

@@ -1,0 +1,92 @@
+//! `switch`: switches a stored session to another mode by hand ([`Session::switch_mode`]).
+//!
+//! [`Session::switch_mode`]: agent_controller::Session::switch_mode
+
+use agent_controller::display::neutralize_line;
+use agent_controller::{PendingDecision, SessionError, SessionOptions};
+use clap::{Args, FromArgMatches};
+
+use crate::cli::args::{SessionArgs, SwitchArgs};
+use crate::cli::events::event_printer;
+use crate::cli::exit::{Exit, Failure, Outcome};
+use crate::cli::setup::{runtime, stored_session};
+
+/// `switch`: restores the session and switches it to `args.mode`; what was pending counts as
+/// not approved. Says what changed on stderr (the events on stdout with `--json`).
+pub(crate) fn switch(args: SwitchArgs) -> Outcome {
+    let mut common = session_args(&args)?;
+    let mut session_id = args.session.clone();
+    let (controller, graph) = stored_session(&mut common, &args.store, &mut session_id)?;
+    let json = args.json;
+    runtime()?.block_on(async {
+        let options = SessionOptions::new().on_event(event_printer(json, graph.clone(), true));
+        let mut session = controller.restore_session(&session_id, options).await?;
+        let Some(target) = graph.get(&args.mode) else {
+            let known: Vec<&str> = graph.modes().iter().map(|m| m.id()).collect();
+            return Err(Failure::invalid(format!(
+                "no mode `{}` in the config (modes: {})",
+                neutralize_line(&args.mode),
+                known.join(", ")
+            )));
+        };
+        let from = session.mode().id().to_owned();
+        let pending: Vec<String> = session.pending().iter().map(describe).collect();
+        let changed = session
+            .switch_mode(&args.mode)
+            .await
+            .map_err(|e| lost(e, &session_id))?;
+        let to = graph.mode(target).id();
+        let who = neutralize_line(&session_id);
+        if !changed {
+            note!("session {who} is already in mode {to}: nothing changed");
+            return Ok(Exit::Done);
+        }
+        note!("session {who}: mode {from} -> {to} (switched by hand)");
+        for what in pending {
+            note!("  {what} counts as not approved; the model is told when the session runs next");
+        }
+        Ok(Exit::Done)
+    })
+}
+
+/// The shared session flags with their defaults, and the ones `switch` takes.
+fn session_args(args: &SwitchArgs) -> Result<SessionArgs, Failure> {
+    let command = SessionArgs::augment_args(clap::Command::new("switch"));
+    let matches = command
+        .try_get_matches_from(["switch"])
+        .map_err(|e| Failure::runtime(e.to_string()))?;
+    let mut common =
+        SessionArgs::from_arg_matches(&matches).map_err(|e| Failure::runtime(e.to_string()))?;
+    common.config = args.config.clone();
+    common.workspace = args.workspace.clone();
+    common.json = args.json;
+    Ok(common)
+}
+
+/// A pending decision as `switch` names it.
+fn describe(pending: &PendingDecision) -> String {
+    match pending {
+        PendingDecision::Plan(plan) => format!(
+            "the plan {} ({})",
+            neutralize_line(plan.decision_id()),
+            neutralize_line(&plan.payload().submission.title)
+        ),
+        PendingDecision::ToolCall(call) => format!(
+            "the tool call {} ({})",
+            neutralize_line(call.decision_id()),
+            neutralize_line(call.tool_name())
+        ),
+        _ => "a pending decision".to_owned(),
+    }
+}
+
+/// A switch that lost to another writer says so; nothing changed.
+fn lost(error: SessionError, session: &str) -> Failure {
+    if !error.is_conflict() {
+        return error.into();
+    }
+    Failure::refused(format!(
+        "{error}: the session {} changed after it was loaded here, so nothing was switched",
+        neutralize_line(session)
+    ))
+}

@@ -1,0 +1,381 @@
+//! A mode's `rules` list as written, and its checks: what [`crate::rules`] evaluates comes out
+//! of here only valid (each rule one kind, its pattern compiled, its tool offered, none that can
+//! never decide).
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::Value;
+use toml::Spanned;
+
+use super::{ConfigError, ConfigErrorKind, Location, Source, did_you_mean, listed};
+use crate::mode::ModeGraph;
+use crate::rules::RulePlace;
+use crate::rules::{
+    DEFAULT_PATH_ARG, Matcher, PathGlob, Pattern, Rule, RuleAction, Rules, StringGlob,
+};
+use crate::tool::{SUBMIT_PLAN, ToolRegistry};
+
+/// One rule as written: `{ tool = "write_file", path = "src/**", action = "allow" }`.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[cfg_attr(
+    feature = "schema",
+    schemars(
+        rename = "Rule",
+        extend("dependencies" = { "glob": ["arg"], "regex": ["arg"] })
+    )
+)]
+pub(super) struct RawRule {
+    /// The tool whose calls the rule is on; the mode must offer it.
+    #[cfg_attr(feature = "schema", schemars(with = "String", length(min = 1)))]
+    tool: Spanned<String>,
+    /// The argument the rule reads: with `glob` or `regex`, its canonical value (a string as it
+    /// is, another value as its RFC 8785 text); with `path`, the path it holds (default `path`).
+    #[cfg_attr(feature = "schema", schemars(with = "Option<String>", length(min = 1)))]
+    arg: Option<Spanned<String>>,
+    /// A glob the path argument must fit as the workspace jail resolved it (`.`, `..` and
+    /// symlinks applied): `*` and `?` within one folder, `**` across folders.
+    #[cfg_attr(feature = "schema", schemars(with = "Option<String>"))]
+    path: Option<Spanned<String>>,
+    /// A glob the argument's canonical value must fit, whole (`*` matches any text).
+    #[cfg_attr(feature = "schema", schemars(with = "Option<String>"))]
+    glob: Option<Spanned<String>>,
+    /// A regex the argument's canonical value must match, whole (anchored at both ends).
+    #[cfg_attr(feature = "schema", schemars(with = "Option<String>"))]
+    regex: Option<Spanned<String>>,
+    /// What a matching call gets: `allow` (runs), `ask` (waits for the user) or `deny` (is
+    /// refused, and the model told why). Of the rules that match, `deny` beats `ask`, which
+    /// beats `allow`; `availableTools` outranks them all.
+    #[cfg_attr(feature = "schema", schemars(with = "RuleAction"))]
+    action: Spanned<RuleAction>,
+}
+
+/// The rules of mode `id` (which offers `offered`, `None`: every tool), each checked; errors go
+/// to `errors` and the rule in error is left out.
+pub(super) fn rules_of(
+    raw: Option<Spanned<Vec<Spanned<RawRule>>>>,
+    id: &str,
+    offered: Option<&[Arc<str>]>,
+    source: &Source<'_>,
+    errors: &mut Vec<ConfigError>,
+) -> Rules {
+    let Some(raw) = raw else {
+        return Rules::default();
+    };
+    let mut rules: Vec<(usize, Range<usize>, Rule)> = Vec::new();
+    for (i, entry) in raw.into_inner().into_iter().enumerate() {
+        let number = i + 1;
+        let span = entry.span();
+        if let Some(rule) = rule_of(entry.into_inner(), number, id, offered, source, errors) {
+            rules.push((number, span, rule));
+        }
+    }
+    shadowed(&rules, id, source, errors);
+    Rules::new(rules.into_iter().map(|(_, _, rule)| rule).collect())
+}
+
+fn rule_of(
+    raw: RawRule,
+    number: usize,
+    id: &str,
+    offered: Option<&[Arc<str>]>,
+    source: &Source<'_>,
+    errors: &mut Vec<ConfigError>,
+) -> Option<Rule> {
+    let err =
+        |kind, span: Range<usize>, message: String| ConfigError::at(kind, source, span, message);
+    let tool: &str = raw.tool.get_ref();
+    if tool == SUBMIT_PLAN {
+        errors.push(err(
+            ConfigErrorKind::InvalidRule,
+            raw.tool.span(),
+            format!("rule {number} of mode `{id}` is on `{SUBMIT_PLAN}`, whose plan always waits for a decision: leave it out"),
+        ));
+        return None;
+    }
+    if let Some(offered) = offered
+        && !offered.iter().any(|t| &**t == tool)
+    {
+        let hint = match did_you_mean(tool, offered.iter().map(|t| &**t)) {
+            Some(near) => format!("did you mean `{near}`?"),
+            None => format!("add `{tool}` to availableTools or leave the rule out"),
+        };
+        errors.push(err(
+            ConfigErrorKind::RuleToolNotOffered,
+            raw.tool.span(),
+            format!(
+                "rule {number} of mode `{id}` is on `{tool}`, which the mode does not offer (its availableTools: {}), so it could never apply: {hint}",
+                if offered.is_empty() { "none".to_owned() } else { listed(offered.iter().map(|t| &**t)) },
+            ),
+        ));
+        return None;
+    }
+    let pattern_error = |key: &str, span: Range<usize>, text: &str, why: String| {
+        err(
+            ConfigErrorKind::InvalidPattern,
+            span,
+            format!("rule {number} of mode `{id}` has {key} `{text}`, which is not valid: {why}"),
+        )
+    };
+    let arg = raw.arg.as_ref().map(|a| a.get_ref().as_str());
+    if let Some(a) = &raw.arg
+        && a.get_ref().is_empty()
+    {
+        errors.push(err(
+            ConfigErrorKind::InvalidRule,
+            a.span(),
+            format!(
+                "rule {number} of mode `{id}` has an empty arg: name the argument the rule reads"
+            ),
+        ));
+        return None;
+    }
+    let given: Vec<(&str, &Spanned<String>)> = [
+        ("path", &raw.path),
+        ("glob", &raw.glob),
+        ("regex", &raw.regex),
+    ]
+    .into_iter()
+    .filter_map(|(key, value)| value.as_ref().map(|v| (key, v)))
+    .collect();
+    let matcher = match (given.as_slice(), arg) {
+        ([], None) => Matcher::Any,
+        ([], Some(_)) => {
+            let span = raw.arg.as_ref().map_or(0..0, Spanned::span);
+            errors.push(err(
+                ConfigErrorKind::InvalidRule,
+                span,
+                format!("rule {number} of mode `{id}` names arg `{}` but no pattern for it: add `path`, `glob` or `regex`, or leave arg out to match every call", arg.unwrap_or_default()),
+            ));
+            return None;
+        }
+        ([(key, value)], arg) => {
+            let text = value.get_ref().as_str();
+            let compiled = match *key {
+                "path" => PathGlob::new(text).map(|glob| Matcher::Path {
+                    arg: Arc::from(arg.unwrap_or(DEFAULT_PATH_ARG)),
+                    glob,
+                }),
+                other => {
+                    let Some(arg) = arg else {
+                        errors.push(err(
+                            ConfigErrorKind::InvalidRule,
+                            value.span(),
+                            format!("rule {number} of mode `{id}` has a {other} but no arg: name the argument it reads (`arg = \"command\"`), or use `path` for a path"),
+                        ));
+                        return None;
+                    };
+                    let arg = Arc::from(arg);
+                    if other == "glob" {
+                        StringGlob::new(text).map(|glob| Matcher::Glob { arg, glob })
+                    } else {
+                        Pattern::new(text).map(|regex| Matcher::Regex { arg, regex })
+                    }
+                }
+            };
+            match compiled {
+                Ok(matcher) => matcher,
+                Err(why) => {
+                    errors.push(pattern_error(key, value.span(), text, why.to_string()));
+                    return None;
+                }
+            }
+        }
+        ([.., (key, value)], _) => {
+            errors.push(err(
+                ConfigErrorKind::InvalidRule,
+                value.span(),
+                format!(
+                    "rule {number} of mode `{id}` sets both {} and `{key}`: a rule has one pattern, so write one rule for each",
+                    given[..given.len() - 1].iter().map(|(k, _)| format!("`{k}`")).collect::<Vec<_>>().join(" and ")
+                ),
+            ));
+            return None;
+        }
+    };
+    let at = |span: Range<usize>| {
+        let p = source.position(span);
+        (p.location.line, p.location.column, p.snippet())
+    };
+    let arg_span = raw
+        .arg
+        .as_ref()
+        .or(given.first().map(|(_, v)| *v))
+        .map_or_else(|| raw.tool.span(), Spanned::span);
+    let place = RulePlace {
+        number,
+        tool: at(raw.tool.span()),
+        arg: at(arg_span),
+    };
+    Some(Rule::new(tool, matcher, *raw.action.get_ref()).placed(place))
+}
+
+/// Whether rule `a` matches every call rule `b` matches: on the same tool, `a` matches every
+/// call, or reads the same argument with the same pattern.
+fn covers(a: &Rule, b: &Rule) -> bool {
+    a.tool() == b.tool() && (matches!(a.matcher(), Matcher::Any) || a.matcher() == b.matcher())
+}
+
+/// An error at each rule that can never decide a call: another rule matches every call it
+/// matches and wins over it (a stronger action, or the same action listed first).
+fn shadowed(
+    rules: &[(usize, Range<usize>, Rule)],
+    id: &str,
+    source: &Source<'_>,
+    errors: &mut Vec<ConfigError>,
+) {
+    for (j, (number, span, rule)) in rules.iter().enumerate() {
+        let winner = rules.iter().enumerate().find(|(i, (_, _, other))| {
+            *i != j
+                && covers(other, rule)
+                && (other.action() > rule.action() || (*i < j && other.action() == rule.action()))
+        });
+        let Some((_, (other_number, _, other))) = winner else {
+            continue;
+        };
+        let why = if other.action() == rule.action() {
+            "and comes first: leave one of them out".to_owned()
+        } else {
+            let mut why = format!("and {} beats {}", other.action(), rule.action());
+            if matches!(other.matcher(), Matcher::Any) && other.action() == RuleAction::Ask {
+                why.push_str(&format!(
+                    ": to ask about the calls no rule allows, list `{}` in requireApproval and leave rule {other_number} out",
+                    other.tool()
+                ));
+            }
+            why
+        };
+        errors.push(ConfigError::at(
+            ConfigErrorKind::ShadowedRule,
+            source,
+            span.clone(),
+            format!(
+                "rule {number} of mode `{id}` ({rule}) can never decide a call: rule {other_number} ({other}) matches every call it matches, {why}"
+            ),
+        ));
+    }
+}
+
+impl ModeGraph {
+    /// The errors of the graph's rules against a controller's `tools`: a rule on a tool the
+    /// controller lacks (in a mode without `availableTools`; with it, the mode's list is
+    /// checked when the config is read), and a rule on an argument the tool's input schema does
+    /// not declare (when it declares its `properties`). Sorted by position; empty when every
+    /// rule can apply. [`crate::AgentControllerBuilder::build`] refuses a graph with any.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{ConfigErrorKind, ToolRegistry};
+    /// let graph = agent_controller::config::parse(
+    ///     "[[modes]]\nid = \"build\"\nrules = [{ tool = \"write_file\", arg = \"pth\", path = \"src/**\", action = \"allow\" }]\n",
+    ///     "modes.toml",
+    /// )?;
+    /// let errors = graph.rule_errors(&ToolRegistry::with_workspace_tools());
+    /// assert_eq!(errors[0].kind(), ConfigErrorKind::UnknownArgument);
+    /// assert!(errors[0].to_string().starts_with("modes.toml:3:39: rule 1 of mode `build` reads argument `pth`"));
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
+    pub fn rule_errors(&self, tools: &ToolRegistry) -> Vec<ConfigError> {
+        rule_errors(self, tools)
+            .into_iter()
+            .map(|e| self.placed(e))
+            .collect()
+    }
+}
+
+impl ModeGraph {
+    /// The error for a graph whose modes have rules, at the first rule: sessions do not apply
+    /// rules to tool calls yet, and a `deny` rule silently ignored would be worse than none.
+    pub(crate) fn rules_not_applied(&self) -> Option<ConfigError> {
+        let mode = self.modes().iter().find(|m| !m.rules().is_empty())?;
+        let message = format!(
+            "mode `{}` has rules, which this version reads and checks but does not apply to tool calls yet: leave `rules` out (use availableTools and requireApproval) until a version applies them",
+            mode.id()
+        );
+        let error = match mode.rules().as_slice().iter().find_map(Rule::place) {
+            Some(place) => {
+                let (line, column, snippet) = &place.tool;
+                ConfigError::placed_at(
+                    ConfigErrorKind::InvalidRule,
+                    self.origin(),
+                    Location {
+                        line: *line,
+                        column: *column,
+                    },
+                    snippet.clone(),
+                    message,
+                )
+            }
+            None => ConfigError::without_position(ConfigErrorKind::InvalidRule, message),
+        };
+        Some(self.placed(error))
+    }
+}
+
+fn rule_errors(graph: &ModeGraph, tools: &ToolRegistry) -> Vec<ConfigError> {
+    let mut errors = Vec::new();
+    for mode in graph.modes() {
+        for rule in mode.rules().as_slice() {
+            let Some(place) = rule.place() else { continue };
+            let number = place.number;
+            let error = |kind, (line, column, snippet): &(usize, usize, String), message| {
+                let location = Location {
+                    line: *line,
+                    column: *column,
+                };
+                ConfigError::placed_at(kind, graph.origin(), location, snippet.clone(), message)
+            };
+            let Some(tool) = tools.get(rule.tool()) else {
+                // A mode that lists its tools has its list checked, and its rules against it.
+                if mode.available_tools().is_some() {
+                    continue;
+                }
+                let names: Vec<&str> = tools.names().collect();
+                let hint = match did_you_mean(rule.tool(), names.iter().copied()) {
+                    Some(near) => format!(": did you mean `{near}`?"),
+                    None => String::new(),
+                };
+                errors.push(error(
+                    ConfigErrorKind::UnknownTool,
+                    &place.tool,
+                    format!(
+                        "rule {number} of mode `{}` is on unknown tool `{}`{hint}",
+                        mode.id(),
+                        rule.tool()
+                    ),
+                ));
+                continue;
+            };
+            let Some(arg) = rule.matcher().arg() else {
+                continue;
+            };
+            let schema = tool.input_schema();
+            let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+                continue;
+            };
+            if properties.contains_key(arg) {
+                continue;
+            }
+            let declared: Vec<&str> = properties.keys().map(String::as_str).collect();
+            let hint = match did_you_mean(arg, declared.iter().copied()) {
+                Some(near) => format!("did you mean `{near}`?"),
+                None if declared.is_empty() => "it declares none".to_owned(),
+                None => format!("its arguments: {}", listed(declared.iter().copied())),
+            };
+            errors.push(error(
+                ConfigErrorKind::UnknownArgument,
+                &place.arg,
+                format!(
+                    "rule {number} of mode `{}` reads argument `{arg}`, which `{}` does not declare, so it could never match: {hint}",
+                    mode.id(),
+                    rule.tool()
+                ),
+            ));
+        }
+    }
+    errors.sort_by_key(ConfigError::location);
+    errors
+}

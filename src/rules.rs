@@ -1,0 +1,785 @@
+//! Rules on tool-call arguments, per mode: whether a call runs, waits for the user, or is
+//! refused, decided by what it does and not only by which tool it is.
+//!
+//! A mode's `rules` list (after Roo Code's `fileRegex`/`commandRegex` and Claude Code's
+//! `Bash(git:*)` permissions) holds rules of three kinds:
+//!
+//! ```toml
+//! [[modes]]
+//! id = "build"
+//! availableTools = ["read_file", "write_file", "run_command"]
+//! requireApproval = ["run_command"]
+//! rules = [
+//!   { tool = "write_file", path = "**/.env*", action = "deny" },
+//!   { tool = "write_file", path = "src/**", action = "allow" },
+//!   { tool = "run_command", arg = "command", glob = "git status*", action = "allow" },
+//! ]
+//! ```
+//!
+//! - **A path rule** (`path = GLOB`, on the argument `path`, or on the one `arg` names) matches
+//!   the path *as the workspace jail resolved it* ([`crate::jail::Jail::resolve`]): `.` and
+//!   `..` applied, symlinks inside the workspace followed. So `./src/../.env`, `src/../.env` and
+//!   `src/link/.env` (with `src/link` a symlink to `..`) are all `.env`. In a path glob `*` and
+//!   `?` stay within one folder and `**` crosses folders (`**/.env*` matches `.env` too).
+//! - **A string rule** (`arg = NAME` with `glob = GLOB` or `regex = REGEX`) matches the
+//!   argument's canonical value: a string as it is, any other value as its RFC 8785 text
+//!   ([`crate::jcs`]: `42`, `true`, `["a","b"]`). In a string glob `*` matches any text, `/`
+//!   included. A regex must match the whole value (it is anchored at both ends).
+//! - **A tool rule** (neither) matches every call of the tool.
+//!
+//! **Precedence** ([`crate::Mode::decide`]):
+//! 1. the mode's `availableTools` outranks every rule: a tool the mode does not offer is refused
+//!    whatever a rule says (`decidedBy: availableTools`);
+//! 2. of the rules that match, `deny` beats `ask`, which beats `allow`; among rules of the same
+//!    action the first listed decides (`decidedBy: rule N`, counted from 1 in the mode's list);
+//! 3. a call no rule matches gets the mode's default: it waits when `requireApproval` covers
+//!    the tool (`decidedBy: requireApproval`), else it runs (`decidedBy: default`).
+//!
+//! **Doubt** (the model is an attacker): a path argument that is not a string, or that cannot
+//! be resolved inside the workspace (it leads outside, through `..` or a symlink), matches every
+//! `deny` and `ask` path rule on it and no `allow` rule. An argument the call leaves out matches
+//! no rule on it (the tool refuses a call that lacks what it needs).
+//!
+//! [`crate::Mode::decide`] is pure: the paths come in already resolved ([`ResolvedPaths`], made by
+//! [`resolve_paths`], which is the one part that reads the file system).
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Component, Path};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::jail::{self, Jail};
+use crate::tool::ToolCall;
+
+/// The argument a path rule reads when it names none (`path = "src/**"` alone).
+pub const DEFAULT_PATH_ARG: &str = "path";
+
+named_enum! {
+    /// What a rule does with a call it matches; ordered by strength (`Allow < Ask < Deny`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum RuleAction {
+        /// The call runs without asking.
+        Allow = "allow",
+        /// The call waits for the user's approval, as under `requireApproval`.
+        Ask = "ask",
+        /// The call is refused, and the model is told which rule refused it.
+        Deny = "deny",
+    }
+}
+
+/// What part of a call a rule looks at, and the pattern it must fit.
+#[derive(Debug, Clone)]
+pub enum Matcher {
+    /// Every call of the tool.
+    Any,
+    /// The path argument `arg`, as the workspace jail resolved it, fits the glob.
+    Path {
+        /// The argument holding the path.
+        arg: Arc<str>,
+        /// The glob, as written.
+        glob: PathGlob,
+    },
+    /// The canonical value of argument `arg` fits the glob.
+    Glob {
+        /// The argument.
+        arg: Arc<str>,
+        /// The glob, as written.
+        glob: StringGlob,
+    },
+    /// The canonical value of argument `arg` fits the regex, whole.
+    Regex {
+        /// The argument.
+        arg: Arc<str>,
+        /// The regex, as written.
+        regex: Pattern,
+    },
+}
+
+impl Matcher {
+    /// The argument the matcher reads; `None` for [`Matcher::Any`].
+    pub fn arg(&self) -> Option<&str> {
+        match self {
+            Matcher::Any => None,
+            Matcher::Path { arg, .. } | Matcher::Glob { arg, .. } | Matcher::Regex { arg, .. } => {
+                Some(arg)
+            }
+        }
+    }
+
+    /// The pattern as written; `None` for [`Matcher::Any`].
+    pub fn pattern(&self) -> Option<&str> {
+        match self {
+            Matcher::Any => None,
+            Matcher::Path { glob, .. } => Some(glob.as_str()),
+            Matcher::Glob { glob, .. } => Some(glob.as_str()),
+            Matcher::Regex { regex, .. } => Some(regex.as_str()),
+        }
+    }
+
+    /// The key the pattern is written under: `path`, `glob` or `regex`; `None` for
+    /// [`Matcher::Any`].
+    pub fn key(&self) -> Option<&'static str> {
+        match self {
+            Matcher::Any => None,
+            Matcher::Path { .. } => Some("path"),
+            Matcher::Glob { .. } => Some("glob"),
+            Matcher::Regex { .. } => Some("regex"),
+        }
+    }
+}
+
+impl PartialEq for Matcher {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key() && self.arg() == other.arg() && self.pattern() == other.pattern()
+    }
+}
+
+/// Why a pattern could not be compiled.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PatternError(String);
+
+/// A glob over workspace paths (`*` and `?` within one folder, `**` across folders).
+#[derive(Debug, Clone)]
+pub struct PathGlob {
+    text: Arc<str>,
+    matcher: globset::GlobMatcher,
+}
+
+impl PathGlob {
+    /// Compiles `text`.
+    ///
+    /// # Errors
+    /// [`PatternError`] when `text` is not a glob (an unclosed `[`, `{` or `**` inside a name).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::rules::PathGlob;
+    /// let env = PathGlob::new("**/.env*")?;
+    /// assert!(env.is_match(".env") && env.is_match("config/.env.local"));
+    /// assert!(!PathGlob::new("src/*")?.is_match("src/a/b.rs"));
+    /// # Ok::<(), agent_controller::rules::PatternError>(())
+    /// ```
+    pub fn new(text: &str) -> Result<Self, PatternError> {
+        let glob = globset::GlobBuilder::new(text)
+            .literal_separator(true)
+            .backslash_escape(true)
+            .build()
+            .map_err(|e| PatternError(glob_error(&e)))?;
+        Ok(Self {
+            text: Arc::from(text),
+            matcher: glob.compile_matcher(),
+        })
+    }
+
+    /// The glob as written.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether the relative path `path` (folders separated by `/`) fits.
+    pub fn is_match(&self, path: &str) -> bool {
+        self.matcher.is_match(path)
+    }
+}
+
+/// A glob over text (`*` matches any text, `/` included; `?` one character).
+#[derive(Debug, Clone)]
+pub struct StringGlob {
+    text: Arc<str>,
+    matcher: globset::GlobMatcher,
+}
+
+impl StringGlob {
+    /// Compiles `text`.
+    ///
+    /// # Errors
+    /// [`PatternError`] when `text` is not a glob.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::rules::StringGlob;
+    /// let git = StringGlob::new("git *")?;
+    /// assert!(git.is_match("git log --oneline src/main.rs"));
+    /// assert!(!git.is_match("gitk"));
+    /// # Ok::<(), agent_controller::rules::PatternError>(())
+    /// ```
+    pub fn new(text: &str) -> Result<Self, PatternError> {
+        let glob = globset::GlobBuilder::new(text)
+            .literal_separator(false)
+            .backslash_escape(true)
+            .build()
+            .map_err(|e| PatternError(glob_error(&e)))?;
+        Ok(Self {
+            text: Arc::from(text),
+            matcher: glob.compile_matcher(),
+        })
+    }
+
+    /// The glob as written.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether `value` fits, whole.
+    pub fn is_match(&self, value: &str) -> bool {
+        self.matcher.is_match(value)
+    }
+}
+
+/// globset's message without the pattern it repeats.
+fn glob_error(e: &globset::Error) -> String {
+    e.kind().to_string()
+}
+
+/// Largest compiled size of a rule's regex (1 MiB), so a config cannot make matching slow.
+const REGEX_SIZE_LIMIT: usize = 1 << 20;
+
+/// A regex that must match a whole value (anchored at both ends).
+#[derive(Debug, Clone)]
+pub struct Pattern {
+    text: Arc<str>,
+    regex: regex::Regex,
+}
+
+impl Pattern {
+    /// Compiles `text`, anchored at both ends.
+    ///
+    /// # Errors
+    /// [`PatternError`] when `text` is not a regex (the `regex` crate's syntax) or compiles to
+    /// more than 1 MiB.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::rules::Pattern;
+    /// let status = Pattern::new("git (status|diff)( .*)?")?;
+    /// assert!(status.is_match("git status"));
+    /// assert!(!status.is_match("rm -rf / ; git status"));
+    /// # Ok::<(), agent_controller::rules::PatternError>(())
+    /// ```
+    pub fn new(text: &str) -> Result<Self, PatternError> {
+        // The pattern alone must parse: `a)|(b` would balance the wrapper below and match
+        // unanchored.
+        regex_syntax::Parser::new()
+            .parse(text)
+            .map_err(|e| PatternError(syntax_error(&e)))?;
+        let regex = regex::RegexBuilder::new(&format!("^(?:{text})$"))
+            .size_limit(REGEX_SIZE_LIMIT)
+            .build()
+            .map_err(|e| PatternError(regex_error(&e)))?;
+        Ok(Self {
+            text: Arc::from(text),
+            regex,
+        })
+    }
+
+    /// The regex as written.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether `value` fits, whole.
+    pub fn is_match(&self, value: &str) -> bool {
+        self.regex.is_match(value)
+    }
+}
+
+/// The parser's message on one line (its `Display` draws the pattern and a caret).
+fn syntax_error(e: &regex_syntax::Error) -> String {
+    match e {
+        regex_syntax::Error::Parse(e) => e.kind().to_string(),
+        regex_syntax::Error::Translate(e) => e.kind().to_string(),
+        other => other.to_string(),
+    }
+}
+
+fn regex_error(e: &regex::Error) -> String {
+    match e {
+        regex::Error::CompiledTooBig(limit) => {
+            format!("the regex compiles to more than {limit} bytes: write a simpler one")
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Where a config writes a rule, kept so the checks against a controller's tools can point at
+/// it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RulePlace {
+    /// The rule's number in its mode's list as written (from 1).
+    pub(crate) number: usize,
+    /// The `tool` value: its line and column (1-based) and two-line snippet.
+    pub(crate) tool: (usize, usize, String),
+    /// The `arg` value, else the pattern's.
+    pub(crate) arg: (usize, usize, String),
+}
+
+/// One rule of a mode: a tool, what of its call to look at, and what to do on a match.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    tool: Arc<str>,
+    matcher: Matcher,
+    action: RuleAction,
+    /// Where the config writes it (none for a rule made in code).
+    place: Option<Box<RulePlace>>,
+}
+
+/// Two rules are equal when they do the same, wherever they are written.
+impl PartialEq for Rule {
+    fn eq(&self, other: &Self) -> bool {
+        self.tool == other.tool && self.matcher == other.matcher && self.action == other.action
+    }
+}
+
+impl Rule {
+    /// A rule on calls of `tool`.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::rules::{Matcher, PathGlob, Rule, RuleAction};
+    /// let rule = Rule::new(
+    ///     "write_file",
+    ///     Matcher::Path { arg: "path".into(), glob: PathGlob::new("**/.env*")? },
+    ///     RuleAction::Deny,
+    /// );
+    /// assert_eq!(rule.to_string(), "deny write_file path `**/.env*`");
+    /// # Ok::<(), agent_controller::rules::PatternError>(())
+    /// ```
+    pub fn new(tool: impl Into<Arc<str>>, matcher: Matcher, action: RuleAction) -> Self {
+        Self {
+            tool: tool.into(),
+            matcher,
+            action,
+            place: None,
+        }
+    }
+
+    /// The same rule, written at `place` in a config.
+    pub(crate) fn placed(mut self, place: RulePlace) -> Self {
+        self.place = Some(Box::new(place));
+        self
+    }
+
+    /// Where the config writes the rule, if it came from one.
+    pub(crate) fn place(&self) -> Option<&RulePlace> {
+        self.place.as_deref()
+    }
+
+    /// The tool the rule is on.
+    pub fn tool(&self) -> &str {
+        &self.tool
+    }
+
+    /// What of the call the rule looks at.
+    pub fn matcher(&self) -> &Matcher {
+        &self.matcher
+    }
+
+    /// What the rule does on a match.
+    pub fn action(&self) -> RuleAction {
+        self.action
+    }
+
+    /// Whether the rule matches `call` (whose path arguments `paths` resolved), and on what:
+    /// `None` when it does not.
+    fn matches(&self, call: &ToolCall, paths: &ResolvedPaths) -> Option<Fit> {
+        if *self.tool != *call.name {
+            return None;
+        }
+        let arg = match &self.matcher {
+            Matcher::Any => return Some(Fit::Call),
+            other => other.arg().unwrap_or_default(),
+        };
+        let value = call.args.get(arg)?;
+        match &self.matcher {
+            Matcher::Any => Some(Fit::Call),
+            Matcher::Path { glob, .. } => match paths.get(arg) {
+                Some(ResolvedPath::Inside(path)) if glob.is_match(path) => {
+                    Some(Fit::Value(path.clone()))
+                }
+                Some(ResolvedPath::Inside(_)) => None,
+                // A path not known to lie inside: never allowed by a rule, always denied or
+                // asked by one.
+                Some(ResolvedPath::Doubtful(why)) | Some(ResolvedPath::NotAString(why)) => {
+                    (self.action > RuleAction::Allow).then(|| Fit::Doubt(why.clone()))
+                }
+                None => (self.action > RuleAction::Allow)
+                    .then(|| Fit::Doubt("its path was not resolved".to_owned())),
+            },
+            Matcher::Glob { glob, .. } => {
+                let text = canonical_value(value);
+                glob.is_match(&text).then_some(Fit::Value(text))
+            }
+            Matcher::Regex { regex, .. } => {
+                let text = canonical_value(value);
+                regex.is_match(&text).then_some(Fit::Value(text))
+            }
+        }
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.action, self.tool)?;
+        match &self.matcher {
+            Matcher::Any => Ok(()),
+            Matcher::Path { arg, glob } if &**arg == DEFAULT_PATH_ARG => {
+                write!(f, " path `{}`", glob.as_str())
+            }
+            Matcher::Path { arg, glob } => write!(f, " {arg} path `{}`", glob.as_str()),
+            Matcher::Glob { arg, glob } => write!(f, " {arg} glob `{}`", glob.as_str()),
+            Matcher::Regex { arg, regex } => write!(f, " {arg} regex `{}`", regex.as_str()),
+        }
+    }
+}
+
+/// What a rule matched: the whole call, a value, or a path in doubt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Fit {
+    Call,
+    Value(String),
+    Doubt(String),
+}
+
+/// The value a string rule matches: a string as it is, any other value as its RFC 8785 text.
+///
+/// # Examples
+/// ```
+/// use agent_controller::rules::canonical_value;
+/// use serde_json::json;
+/// assert_eq!(canonical_value(&json!("git status")), "git status");
+/// assert_eq!(canonical_value(&json!(1.0)), "1");
+/// assert_eq!(canonical_value(&json!({"b": 1, "a": [true]})), r#"{"a":[true],"b":1}"#);
+/// ```
+pub fn canonical_value(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => crate::jcs::to_string(other),
+    }
+}
+
+/// A mode's rules, in the order written.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Rules(Vec<Rule>);
+
+impl Rules {
+    /// The rules `rules`, in order (rule 1 first).
+    pub fn new(rules: Vec<Rule>) -> Self {
+        Self(rules)
+    }
+
+    /// The rules in order; rule N is `as_slice()[N - 1]`.
+    pub fn as_slice(&self) -> &[Rule] {
+        &self.0
+    }
+
+    /// Whether the mode has no rules.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The path arguments some rule on `tool` reads, each once, in rule order.
+    pub fn path_args(&self, tool: &str) -> Vec<&str> {
+        let mut args: Vec<&str> = Vec::new();
+        for rule in self.0.iter().filter(|r| &*r.tool == tool) {
+            if let Matcher::Path { arg, .. } = &rule.matcher
+                && !args.contains(&&**arg)
+            {
+                args.push(arg);
+            }
+        }
+        args
+    }
+
+    /// The rule that decides `call`: of those that match, the strongest action, and among
+    /// those the first; `None` when no rule matches.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::rules::{Matcher, PathGlob, ResolvedPaths, Rule, RuleAction, Rules};
+    /// use agent_controller::ToolCall;
+    /// let rules = Rules::new(vec![
+    ///     Rule::new("write_file", Matcher::Path { arg: "path".into(), glob: PathGlob::new("src/**")? }, RuleAction::Allow),
+    ///     Rule::new("write_file", Matcher::Path { arg: "path".into(), glob: PathGlob::new("**/*.lock")? }, RuleAction::Deny),
+    /// ]);
+    /// let call = ToolCall::new("c1", "write_file", serde_json::json!({"path": "src/Cargo.lock", "content": ""}));
+    /// let paths = ResolvedPaths::new().with("path", "src/Cargo.lock");
+    /// let (number, rule) = rules.deciding(&call, &paths).unwrap();
+    /// assert_eq!((number, rule.action()), (2, RuleAction::Deny));
+    /// # Ok::<(), agent_controller::rules::PatternError>(())
+    /// ```
+    pub fn deciding(&self, call: &ToolCall, paths: &ResolvedPaths) -> Option<(usize, &Rule)> {
+        self.deciding_fit(call, paths)
+            .map(|(number, rule, _)| (number, rule))
+    }
+
+    fn deciding_fit(&self, call: &ToolCall, paths: &ResolvedPaths) -> Option<(usize, &Rule, Fit)> {
+        let mut best: Option<(usize, &Rule, Fit)> = None;
+        for (i, rule) in self.0.iter().enumerate() {
+            let Some(fit) = rule.matches(call, paths) else {
+                continue;
+            };
+            let stronger = best
+                .as_ref()
+                .is_none_or(|(_, b, _)| rule.action.cmp(&b.action) == Ordering::Greater);
+            if stronger {
+                best = Some((i + 1, rule, fit));
+            }
+        }
+        best
+    }
+}
+
+/// Where a path argument of a call lies, as the workspace jail resolved it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResolvedPath {
+    /// Inside the workspace, at this relative path (folders separated by `/`, no `.` or `..`;
+    /// empty for the workspace itself).
+    Inside(String),
+    /// Not known to lie inside (it leads outside, or could not be resolved), and why.
+    Doubtful(String),
+    /// The argument is not a string, and what it is.
+    NotAString(String),
+}
+
+/// The path arguments of one call, resolved ([`resolve_paths`]): argument name to where it lies.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ResolvedPaths(BTreeMap<String, ResolvedPath>);
+
+impl ResolvedPaths {
+    /// No resolved paths.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The same, with argument `arg` resolved to `path` inside the workspace (for tests and
+    /// hosts that resolve paths themselves).
+    pub fn with(mut self, arg: &str, path: &str) -> Self {
+        self.0
+            .insert(arg.to_owned(), ResolvedPath::Inside(path.to_owned()));
+        self
+    }
+
+    /// The same, with argument `arg` resolved to `resolved`.
+    pub fn with_resolved(mut self, arg: &str, resolved: ResolvedPath) -> Self {
+        self.0.insert(arg.to_owned(), resolved);
+        self
+    }
+
+    /// Where argument `arg` lies, if it was resolved.
+    pub fn get(&self, arg: &str) -> Option<&ResolvedPath> {
+        self.0.get(arg)
+    }
+}
+
+/// Resolves, beneath the workspace at `workspace`, every path argument of `call` that a rule of
+/// `rules` reads: the file system is read here (symlinks followed inside the workspace), and
+/// nowhere in [`crate::Mode::decide`]. An argument the call leaves out is left out.
+///
+/// # Examples
+/// ```
+/// use agent_controller::rules::{ResolvedPath, Rules, resolve_paths};
+/// # let ws = tempfile::tempdir()?;
+/// std::fs::create_dir(ws.path().join("src"))?;
+/// let graph = agent_controller::config::parse(
+///     "[[modes]]\nid = \"build\"\nrules = [{ tool = \"write_file\", path = \"**/.env*\", action = \"deny\" }]\n",
+///     "modes.toml",
+/// )?;
+/// let call = agent_controller::ToolCall::new("c1", "write_file", serde_json::json!({"path": "./src/../.env"}));
+/// let paths = resolve_paths(graph.default_mode().rules(), &call, ws.path());
+/// assert_eq!(paths.get("path"), Some(&ResolvedPath::Inside(".env".to_owned())));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn resolve_paths(rules: &Rules, call: &ToolCall, workspace: &Path) -> ResolvedPaths {
+    let args = rules.path_args(&call.name);
+    let mut resolved = ResolvedPaths::new();
+    if args.is_empty() {
+        return resolved;
+    }
+    let jail = Jail::open(workspace);
+    for arg in args {
+        let Some(value) = call.args.get(arg) else {
+            continue;
+        };
+        let path = match value {
+            Value::String(path) => match &jail {
+                Ok(jail) => resolve_one(jail, workspace, path),
+                Err(e) => ResolvedPath::Doubtful(e.to_string()),
+            },
+            other => ResolvedPath::NotAString(format!(
+                "`{arg}` is {}, not a path",
+                crate::jcs::to_string(other)
+            )),
+        };
+        resolved.0.insert(arg.to_owned(), path);
+    }
+    resolved
+}
+
+fn resolve_one(jail: &Jail, workspace: &Path, path: &str) -> ResolvedPath {
+    let relative = match jail::relative_to(workspace, path) {
+        Ok(relative) => relative,
+        Err(e) => return ResolvedPath::Doubtful(e.to_string()),
+    };
+    match jail.resolve(&relative) {
+        Ok(real) => match slashed(&real) {
+            Some(text) => ResolvedPath::Inside(text),
+            None => ResolvedPath::Doubtful(format!("`{path}` is not valid UTF-8")),
+        },
+        Err(e) => ResolvedPath::Doubtful(e.to_string()),
+    }
+}
+
+/// A relative path as `a/b/c`; `None` when a part is not UTF-8.
+fn slashed(path: &Path) -> Option<String> {
+    let mut parts = Vec::new();
+    for part in path.components() {
+        match part {
+            Component::Normal(name) => parts.push(name.to_str()?),
+            Component::CurDir => {}
+            _ => return None,
+        }
+    }
+    Some(parts.join("/"))
+}
+
+/// What decided a tool call's outcome, as the decision record names it (`decidedBy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DecidedBy {
+    /// The mode does not offer the tool (`availableTools`), which outranks every rule.
+    AvailableTools,
+    /// Rule N of the mode (counted from 1): `rule N`.
+    Rule(usize),
+    /// No rule matched, and the mode's `requireApproval` covers the tool.
+    RequireApproval,
+    /// No rule matched, and nothing makes the call wait: it runs.
+    Default,
+}
+
+impl fmt::Display for DecidedBy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DecidedBy::AvailableTools => f.write_str("availableTools"),
+            DecidedBy::Rule(n) => write!(f, "rule {n}"),
+            DecidedBy::RequireApproval => f.write_str("requireApproval"),
+            DecidedBy::Default => f.write_str("default"),
+        }
+    }
+}
+
+impl std::str::FromStr for DecidedBy {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "availableTools" => Ok(DecidedBy::AvailableTools),
+            "requireApproval" => Ok(DecidedBy::RequireApproval),
+            "default" => Ok(DecidedBy::Default),
+            other => other
+                .strip_prefix("rule ")
+                .and_then(|n| n.parse::<usize>().ok())
+                .filter(|n| *n > 0)
+                .map(DecidedBy::Rule)
+                .ok_or_else(|| format!("`{other}` names no decider")),
+        }
+    }
+}
+
+impl Serialize for DecidedBy {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for DecidedBy {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// How one tool call is to be handled, and why ([`crate::Mode::decide`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// Run it, ask the user, or refuse it.
+    pub action: RuleAction,
+    /// What decided.
+    pub decided_by: DecidedBy,
+    /// Why, in a sentence the model (for a refusal) and the user can read.
+    pub reason: String,
+}
+
+/// How a call is handled under a mode's `rules` (see [`crate::Mode::decide`], which calls
+/// this): `mode` names the mode in the reason, `offered` says whether it offers the tool, `asks`
+/// whether its `requireApproval` covers it.
+pub(crate) fn verdict(
+    rules: &Rules,
+    mode: &str,
+    offered: bool,
+    asks: bool,
+    call: &ToolCall,
+    paths: &ResolvedPaths,
+) -> Verdict {
+    if !offered {
+        return Verdict {
+            action: RuleAction::Deny,
+            decided_by: DecidedBy::AvailableTools,
+            reason: format!("mode `{mode}` does not offer the tool `{}`", call.name),
+        };
+    }
+    if let Some((number, rule, fit)) = rules.deciding_fit(call, paths) {
+        let on = match fit {
+            Fit::Call => String::new(),
+            Fit::Value(value) => format!(", which matches `{}`", shorten(&value)),
+            Fit::Doubt(why) => format!(", whose path is in doubt ({})", shorten(&why)),
+        };
+        let verb = match rule.action {
+            RuleAction::Allow => "allows",
+            RuleAction::Ask => "asks the user about",
+            RuleAction::Deny => "refuses",
+        };
+        let arg = rule
+            .matcher
+            .arg()
+            .map(|a| format!(" with {a}"))
+            .unwrap_or_default();
+        return Verdict {
+            action: rule.action,
+            decided_by: DecidedBy::Rule(number),
+            reason: format!(
+                "rule {number} of mode `{mode}` ({rule}) {verb} this call of `{}`{arg}{on}",
+                call.name
+            ),
+        };
+    }
+    if asks {
+        Verdict {
+            action: RuleAction::Ask,
+            decided_by: DecidedBy::RequireApproval,
+            reason: format!(
+                "no rule matches, and mode `{mode}` lists `{}` in requireApproval",
+                call.name
+            ),
+        }
+    } else {
+        Verdict {
+            action: RuleAction::Allow,
+            decided_by: DecidedBy::Default,
+            reason: format!("no rule matches, and mode `{mode}` runs it"),
+        }
+    }
+}
+
+/// Most characters of a model's value quoted in a reason.
+const MAX_QUOTED: usize = 200;
+
+fn shorten(text: &str) -> String {
+    match text.char_indices().nth(MAX_QUOTED) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
