@@ -451,6 +451,10 @@ impl State {
     async fn switch(&self, id: &SessionId, mode_id: &str) -> Result<(), Error> {
         let slot = self.known(id)?;
         let mut session = slot.session.lock().await;
+        if session.mode().id() == mode_id {
+            // Already there: nothing changes, and what waits for the user keeps waiting.
+            return Ok(());
+        }
         session.switch_mode(mode_id).await.map_err(session_error)?;
         slot.stop_asking();
         Ok(())

@@ -165,9 +165,9 @@ pub(crate) fn plan_tool_call(tool_call_id: String, plan: &PendingPlan) -> ToolCa
         .kind(ToolKind::SwitchMode)
         .status(ToolCallStatus::Pending)
         .title(neutralize_line(&submission.title).into_owned())
-        .content(vec![ToolCallContent::Content(Content::new(
-            neutralize(&submission.plan).into_owned(),
-        ))])
+        .content(vec![ToolCallContent::Content(Content::new(as_code(
+            &submission.plan,
+        )))])
         .raw_input(json!({ "path": submission.path }));
     ToolCallUpdate::new(tool_call_id, fields).meta(meta(json!({
         "decisionId": payload.decision_id,
@@ -190,10 +190,8 @@ pub(crate) fn waiting_tool_call(
         .kind(kind)
         .status(ToolCallStatus::Pending)
         .title(format!("{tool} (waits for approval)"))
-        .content(vec![ToolCallContent::Content(Content::new(arguments(
-            call.args(),
-            60,
-            4_000,
+        .content(vec![ToolCallContent::Content(Content::new(as_code(
+            &arguments(call.args(), 60, 4_000),
         )))])
         .raw_input(call.args().clone());
     ToolCallUpdate::new(tool_call_id, fields).meta(meta(json!({
@@ -201,6 +199,26 @@ pub(crate) fn waiting_tool_call(
         "argsSha256": call.args_sha256(),
         "toolName": call.tool_name(),
     })))
+}
+
+/// `text` as a fenced code block, its hidden characters shown as escapes: an editor renders a
+/// permission request's content as Markdown, which would hide an HTML comment, a link
+/// definition or a `<details>` body of a plan the user approves. The fence is longer than any
+/// run of backticks in `text`, so the text cannot close it.
+///
+/// Rule: the user sees every character of what they approve (the hostile review's finding: a
+/// plan step inside `<!-- -->` was approved unseen).
+pub(crate) fn as_code(text: &str) -> String {
+    let text = neutralize(text);
+    let mut longest = 0;
+    let mut run = 0;
+    for c in text.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat((longest + 1).max(3));
+    let newline = if text.ends_with('\n') { "" } else { "\n" };
+    format!("{fence}text\n{text}{newline}{fence}")
 }
 
 /// `_meta` with this crate's fields under `agentController`.

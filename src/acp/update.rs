@@ -14,7 +14,7 @@ use agent_client_protocol::v1::schema::{
     ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
 
-use crate::display::neutralize_line_within;
+use crate::display::{neutralize, neutralize_line_within};
 use crate::event::Event;
 use crate::mode::{ModeGraph, ModeId};
 use crate::model::Message;
@@ -214,7 +214,7 @@ impl Updates {
 
     fn text(&self, text: &str) {
         self.send(SessionUpdate::AgentMessageChunk(ContentChunk::new(
-            ContentBlock::from(text.to_owned()),
+            ContentBlock::from(neutralize(text).into_owned()),
         )));
     }
 
@@ -272,7 +272,7 @@ fn ended(id: String, result: &str, is_error: bool) -> ToolCallUpdate {
         ToolCallUpdateFields::new()
             .status(status)
             .content(vec![ToolCallContent::Content(Content::new(
-                result.to_owned(),
+                super::permission::as_code(result),
             ))]);
     ToolCallUpdate::new(id, fields)
 }

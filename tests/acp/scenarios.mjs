@@ -111,7 +111,10 @@ const scenarios = {
     assert.equal(request.toolCall.kind, "switch_mode");
     assert.equal(request.toolCall.title, "Dark mode");
     const plan = fs.readFileSync(path.join(ws, ".agent/plans/dark.md"), "utf8");
-    assert.ok(plan.includes(request.toolCall.content[0].content.text));
+    // The plan is shown in a fenced code block, so a Markdown view hides none of it.
+    const shown = request.toolCall.content[0].content.text;
+    assert.match(shown, /^```text\n[\s\S]*\n```$/);
+    assert.ok(plan.includes(shown.slice("```text\n".length, -"\n```".length)));
     assert.match(request.toolCall._meta.agentController.sha256, /^[0-9a-f]{64}$/);
     assert.deepEqual(
       request.options.map((o) => [o.optionId, o.kind]),
