@@ -9,7 +9,6 @@ use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/modes.toml");
 
@@ -334,7 +333,7 @@ async fn ctrl_c_while_the_model_works_names_the_current_mode() {
         .await;
     // The build-mode call never answers in time.
     Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(500).set_delay(Duration::from_secs(60)))
+        .respond_with(ResponseTemplate::new(500).set_delay(std::time::Duration::from_secs(60)))
         .mount(&server)
         .await;
 
@@ -479,7 +478,7 @@ fn ctrl_c_while_the_model_works_saves_the_run_as_aborted() {
     let server = ScriptedServer::start_blocking(vec![
         calls([call("call_1", "read_file", r#"{"path": "notes.md"}"#)]),
         // The second model call never answers in time.
-        Reply::Raw(ResponseTemplate::new(500).set_delay(Duration::from_secs(60))),
+        Reply::Raw(ResponseTemplate::new(500).set_delay(std::time::Duration::from_secs(60))),
     ]);
     let ws = tempfile::tempdir().expect("tempdir");
     let store = ws.path().join("sessions");
