@@ -11,7 +11,7 @@ use std::path::Path;
 #[cfg(feature = "cli")]
 use std::process::Command;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use agent_controller::config::{self, ConfigErrorKind};
 use agent_controller::deadline::{self, ApprovalTimeout};
@@ -316,7 +316,7 @@ fn timed_config(dir: &Path) -> std::path::PathBuf {
 
 #[cfg(feature = "cli")]
 fn now_ms() -> u64 {
-    deadline::millis_since_epoch(SystemTime::now())
+    deadline::millis_since_epoch(std::time::SystemTime::now())
 }
 
 /// A plan left pending by `run --detach` under the timed config: (config, store spec, session).
