@@ -1,6 +1,6 @@
 //! MCP servers and the names of their tools: what a config's `[[mcpServers]]` describes
 //! ([`McpServer`]), and the rules for the `SERVER__TOOL` names that refer to them. The client
-//! that starts the servers and offers their tools, [`McpTools`], needs the feature `mcp`.
+//! that starts the servers and offers their tools, `McpTools`, needs the feature `mcp`.
 //!
 //! An MCP server is a process (or a service) with its own file access: the workspace jail
 //! ([`crate::jail`]) covers only this crate's own tools. See the guide's MCP chapter.
