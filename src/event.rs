@@ -170,7 +170,7 @@ pub struct ToolCallPayload {
     /// waits because the mode's `requireApproval` covers its tool. An "always allow" never
     /// lets through a call a rule asks about ([`crate::Decision::always_allow`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rule: Option<crate::rules::RuleRecord>,
+    pub rule: Option<Box<crate::rules::RuleRecord>>,
 }
 
 /// What a suspended tool call waits on, as `tool_suspended` carries it (`suspendPayload`): a
@@ -294,7 +294,7 @@ pub struct DecidedRecord {
     /// `ask` rule made wait keeps the rule in the record of the user's decision. `None` when
     /// no rule decided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rule: Option<crate::rules::RuleRecord>,
+    pub rule: Option<Box<crate::rules::RuleRecord>>,
 }
 
 /// Seconds since the Unix epoch as RFC 3339 in UTC (civil date from days: H. Hinnant's algorithm).

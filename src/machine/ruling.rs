@@ -30,12 +30,12 @@ use super::decision::decision_id_for;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Ruling {
     /// The call runs: with the `allow` rule that let it, when one decided.
-    Run(Option<RuleRecord>),
+    Run(Option<Box<RuleRecord>>),
     /// The call waits for the user's approval: with the `ask` rule that asked, when one did
     /// (else the mode's `requireApproval`).
-    Ask(Option<RuleRecord>),
+    Ask(Option<Box<RuleRecord>>),
     /// A `deny` rule refused the call: it never runs, and the model is told why.
-    Deny(RuleRecord),
+    Deny(Box<RuleRecord>),
 }
 
 impl State {
@@ -49,12 +49,12 @@ impl State {
     ) -> Ruling {
         let mode = graph.mode(self.mode);
         let verdict = mode.decide(true, call, paths);
-        let rule = RuleRecord::of(&verdict, mode.rules(), mode.id());
+        let rule = RuleRecord::of(&verdict, mode.rules(), mode.id()).map(Box::new);
         match (verdict.action, rule) {
             (RuleAction::Deny, Some(rule)) => Ruling::Deny(rule),
             // Only a rule denies an offered tool's call; anything else is in doubt: ask.
             (RuleAction::Deny, None) => Ruling::Ask(None),
-            (RuleAction::Ask, None) if self.always_allowed.iter().any(|t| *t == call.name) => {
+            (RuleAction::Ask, None) if self.always_allowed.contains(&call.name) => {
                 Ruling::Run(None)
             }
             (RuleAction::Ask, rule) => Ruling::Ask(rule),
@@ -78,7 +78,7 @@ impl Change<'_> {
         name: &str,
         args_sha256: String,
         outcome: DecisionOutcome,
-        rule: RuleRecord,
+        rule: Box<RuleRecord>,
     ) -> DecidedRecord {
         self.state.decisions += 1;
         DecidedRecord {
@@ -108,7 +108,7 @@ impl Change<'_> {
         name: &str,
         args_sha256: String,
         output: ToolOutput,
-        rule: RuleRecord,
+        rule: Box<RuleRecord>,
     ) {
         let outcome = match rule.action {
             RuleAction::Deny => DecisionOutcome::Rejected,

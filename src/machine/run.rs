@@ -207,7 +207,7 @@ impl Change<'_> {
         &mut self,
         run_id: &Arc<str>,
         at: usize,
-        indexes: &[(usize, Option<RuleRecord>)],
+        indexes: &[(usize, Option<Box<RuleRecord>>)],
     ) {
         for (index, rule) in indexes {
             let index = *index;

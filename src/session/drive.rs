@@ -483,7 +483,7 @@ impl Session {
         run_id: &Arc<str>,
         at: usize,
         next: usize,
-        waiting: &[(usize, Option<RuleRecord>)],
+        waiting: &[(usize, Option<Box<RuleRecord>>)],
         running: Option<usize>,
     ) -> Result<RunOutcome, SessionError> {
         self.change(|c| {
@@ -580,7 +580,7 @@ impl Session {
         &mut self,
         run_id: Arc<str>,
         at: usize,
-        indexes: Vec<(usize, Option<RuleRecord>)>,
+        indexes: Vec<(usize, Option<Box<RuleRecord>>)>,
     ) -> Result<RunOutcome, SessionError> {
         let suspended = self
             .change(|c| c.suspend_tool_calls(&run_id, at, &indexes))

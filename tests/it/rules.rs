@@ -812,7 +812,7 @@ rules = [
         json!({"path": path, "content": "x"})
     }
 
-    fn result<'a>(session: &'a Session, id: &str) -> String {
+    fn result(session: &Session, id: &str) -> String {
         tool_results(session.messages())
             .into_iter()
             .find(|(call, _)| call == id)
