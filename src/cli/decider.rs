@@ -162,10 +162,13 @@ impl Decider<'_> {
         let from = session.mode().id().to_owned();
         let left: Vec<String> = waiting(session).iter().map(describe).collect();
         let tool_call = session.pending_plan().is_none();
-        session.switch_mode(mode).await.map_err(|e| match self.store {
-            Some(store) => lost_race(e, store, tool_call),
-            None => e.into(),
-        })?;
+        session
+            .switch_mode(mode)
+            .await
+            .map_err(|e| match self.store {
+                Some(store) => lost_race(e, store, tool_call),
+                None => e.into(),
+            })?;
         note!(
             "mode {} -> {} (switched by hand at the prompt)",
             neutralize_line(&from),

@@ -72,11 +72,18 @@ fn s_mode_at_the_prompt_switches_without_approving() {
         ),
         "{err}"
     );
-    assert!(err.contains("switch to which mode? type s and one of build"), "{err}");
+    assert!(
+        err.contains("switch to which mode? type s and one of build"),
+        "{err}"
+    );
     assert!(err.contains("`nope` is not a mode to switch to"), "{err}");
     // Mode ids are typed exactly, as at `--to`.
     assert!(err.contains("`Build` is not a mode to switch to"), "{err}");
-    assert_eq!(err.matches("Approve this plan").count(), 4, "asked again each time: {err}");
+    assert_eq!(
+        err.matches("Approve this plan").count(),
+        4,
+        "asked again each time: {err}"
+    );
     assert!(
         err.contains("mode plan -> build (switched by hand at the prompt)"),
         "{err}"
@@ -124,10 +131,9 @@ fn decide_at_the_prompt_can_switch_instead() {
     let out = run(ws.path(), &["--store", "st"], "");
     assert_eq!(out.status.code(), Some(PENDING), "{}", err(&out));
     let listed = bin(ws.path(), &["pending", "--store", "st", "--json"], "");
-    let first: serde_json::Value = serde_json::from_str(
-        stdout(&listed).lines().next().expect("a pending plan"),
-    )
-    .expect("json");
+    let first: serde_json::Value =
+        serde_json::from_str(stdout(&listed).lines().next().expect("a pending plan"))
+            .expect("json");
     let session = first["sessionId"].as_str().expect("sessionId").to_owned();
     let out = bin(
         ws.path(),
@@ -136,10 +142,21 @@ fn decide_at_the_prompt_can_switch_instead() {
     );
     let shown = format!("{}{}", stdout(&out), err(&out));
     assert_eq!(out.status.code(), Some(NOT_APPROVED), "{shown}");
-    assert!(shown.contains("mode changed: plan -> build (manual)"), "{shown}");
+    assert!(
+        shown.contains("mode changed: plan -> build (manual)"),
+        "{shown}"
+    );
     let late = bin(
         ws.path(),
-        &["decide", "--store", "st", "--config", SHIPPED, &session, "--approve"],
+        &[
+            "decide",
+            "--store",
+            "st",
+            "--config",
+            SHIPPED,
+            &session,
+            "--approve",
+        ],
         "",
     );
     assert_ne!(late.status.code(), Some(0), "nothing left to approve");
