@@ -861,8 +861,8 @@ impl<'a> Question<'a> {
     /// )?;
     /// let build = graph.mode(graph.get("build").unwrap());
     /// let review = graph.mode(graph.get("review").unwrap());
-    /// let (targets, others) = ([build], [build, review]);
-    /// let question = Question::new(&Style::plain(80), &targets, "53fa").switchable(&others);
+    /// let (targets, others, style) = ([build], [build, review], Style::plain(80));
+    /// let question = Question::new(&style, &targets, "53fa").switchable(&others);
     /// assert!(question.text().contains("[s MODE] switch to build or review, not approving"));
     /// let mut out = Vec::new();
     /// let mut input = StdinLines::from_reader(&b"s\nswitch Review\ns review\n"[..]);
