@@ -136,7 +136,7 @@ impl Prompt {
         let sha256 = &payload.submission.sha256;
         let plan_text = submit_plan::revision_text(&payload.submission);
         // A manual switch may go to any other mode of the config (`Session::switch_mode`).
-        let others: Vec<&agent_controller::Mode> = graph
+        let others: Vec<&agent_controller::mode::Mode> = graph
             .modes()
             .iter()
             .filter(|m| m.id() != session.mode().id())
