@@ -4,9 +4,9 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use agent_controller::display::neutralize_line;
+use agent_controller::store::{PendingListing, SessionRecord};
 use agent_controller::testing::{Check, CheckError, CheckReport};
 use agent_controller::tool::{Tool, ToolAccess, ToolContext, ToolError, ToolOutput};
-use agent_controller::store::{PendingListing, SessionRecord};
 use agent_controller::{
     ConfigErrorKind, MemoryStore, ModeGraph, RequireApproval, SessionStore, StoreError,
     ToolRegistry, config,
@@ -59,13 +59,7 @@ pub(crate) fn verify(args: VerifyArgs) -> Outcome {
     if let Some(file) = args.regressions {
         check = check.regressions(file);
     }
-    let result = check.run(|setup| {
-        setup
-            .builder()
-            .tools(tools.clone())
-            .store(store())
-            .build()
-    });
+    let result = check.run(|setup| setup.builder().tools(tools.clone()).store(store()).build());
     let stubs: Vec<&str> = args.tools.iter().map(|s| s.name.as_str()).collect();
     // The config loaded for the check: its modes with a deadline, which the kit does not model.
     let timed: Vec<String> = config::load(&args.config).map_or_else(

@@ -337,7 +337,10 @@ fn a_controller_level_bug_planted_from_outside_is_caught() {
         report.exploration.transitions,
         started.elapsed()
     );
-    assert_eq!(found.ops, [agent_controller::testing::Op::call("write_file")]);
+    assert_eq!(
+        found.ops,
+        [agent_controller::testing::Op::call("write_file")]
+    );
     assert!(found.divergence.expected.contains("Suspended"), "{found}");
 }
 
@@ -383,7 +386,9 @@ fn a_controller_the_kit_cannot_observe_is_refused_with_what_to_do() {
         })
         .expect_err("refused");
     assert!(
-        error.to_string().contains("not in the kit's temporary workspace"),
+        error
+            .to_string()
+            .contains("not in the kit's temporary workspace"),
         "{error}"
     );
 }
