@@ -8,8 +8,8 @@ use agent_controller::store::{PendingListing, SessionRecord};
 use agent_controller::testing::{Check, CheckError, CheckReport};
 use agent_controller::tool::{Tool, ToolAccess, ToolContext, ToolError, ToolOutput};
 use agent_controller::{
-    ConfigErrorKind, MemoryStore, ModeGraph, RequireApproval, SessionStore, StoreError,
-    ToolRegistry, config,
+    MemoryStore, ModeGraph, SessionStore, ToolRegistry, config, config::ConfigErrorKind,
+    mode::RequireApproval, store::StoreError,
 };
 use async_trait::async_trait;
 use serde_json::{Value, json};
