@@ -32,7 +32,7 @@
 //! A rule's `tool` is a tool name or an MCP server's `SERVER__*` wildcard, which covers every
 //! tool of the server, as in `availableTools` ([`Rule::is_on`]).
 //!
-//! **Precedence** ([`crate::Mode::decide`]):
+//! **Precedence** ([`crate::mode::Mode::decide`]):
 //! 1. the mode's `availableTools` outranks every rule: a tool the mode does not offer is refused
 //!    whatever a rule says (`decidedBy: availableTools`);
 //! 2. of the rules that match, `deny` beats `ask`, which beats `allow`; among rules of the same
@@ -51,7 +51,7 @@
 //! record and the events ([`RuleRecord`]). An "always allow" lets through only what
 //! `requireApproval` would hold, never a call a `deny` or `ask` rule decides.
 //!
-//! [`crate::Mode::decide`] is pure: the paths come in already resolved ([`ResolvedPaths`], made by
+//! [`crate::mode::Mode::decide`] is pure: the paths come in already resolved ([`ResolvedPaths`], made by
 //! [`resolve_paths`], which is the one part that reads the file system).
 
 use std::cmp::Ordering;
@@ -626,7 +626,7 @@ impl ResolvedPaths {
 
 /// Resolves, beneath the workspace at `workspace`, every path argument of `call` that a rule of
 /// `rules` reads: the file system is read here (symlinks followed inside the workspace), and
-/// nowhere in [`crate::Mode::decide`]. An argument the call leaves out is left out.
+/// nowhere in [`crate::mode::Mode::decide`]. An argument the call leaves out is left out.
 ///
 /// # Examples
 /// ```
@@ -750,7 +750,7 @@ impl<'de> Deserialize<'de> for DecidedBy {
     }
 }
 
-/// How one tool call is to be handled, and why ([`crate::Mode::decide`]).
+/// How one tool call is to be handled, and why ([`crate::mode::Mode::decide`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
     /// Run it, ask the user, or refuse it.
@@ -761,7 +761,7 @@ pub struct Verdict {
     pub reason: String,
 }
 
-/// How a call is handled under a mode's `rules` (see [`crate::Mode::decide`], which calls
+/// How a call is handled under a mode's `rules` (see [`crate::mode::Mode::decide`], which calls
 /// this): `mode` names the mode in the reason, `offered` says whether it offers the tool, `asks`
 /// whether its `requireApproval` covers it.
 pub(crate) fn verdict(
@@ -832,7 +832,7 @@ fn shorten(text: &str) -> String {
     }
 }
 
-/// Which rule of a mode decided a tool call, as the audit record ([`crate::DecidedRecord`]),
+/// Which rule of a mode decided a tool call, as the audit record ([`crate::event::DecidedRecord`]),
 /// the waiting call's payload ([`crate::event::ToolCallPayload`]) and their events carry it,
 /// under the key `rule`:
 ///

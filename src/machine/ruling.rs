@@ -7,7 +7,7 @@
 //! and that the arguments are well formed.
 //!
 //! The order, the guide's `rules` page in short:
-//! 1. of the rules that match, `deny` beats `ask`, which beats `allow` ([`crate::Mode::decide`]);
+//! 1. of the rules that match, `deny` beats `ask`, which beats `allow` ([`crate::mode::Mode::decide`]);
 //! 2. a call no rule matches waits when `requireApproval` covers its tool, else it runs;
 //! 3. an "always allow" ([`crate::Decision::always_allow`]) lets through only a call that would
 //!    wait by `requireApproval`: never one an `ask` rule asks about, never one a `deny` rule

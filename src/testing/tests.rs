@@ -73,7 +73,7 @@ impl LanguageModel for OffersListedTools {
 }
 
 /// A builder for the planted bug above, over the config `text`.
-fn running_refused_tools(setup: Setup, text: &str) -> crate::AgentControllerBuilder {
+fn running_refused_tools(setup: Setup, text: &str) -> crate::controller::AgentControllerBuilder {
     let unlisted: String = text
         .lines()
         .filter(|line| !line.trim_start().starts_with("availableTools"))
@@ -84,7 +84,7 @@ fn running_refused_tools(setup: Setup, text: &str) -> crate::AgentControllerBuil
         listed: setup.graph().clone(),
         model: setup.model(),
     });
-    setup.builder_over(graph, model)
+    setup.builder_for(graph, model)
 }
 
 fn build_running_refused_tools(setup: Setup) -> Result<AgentController, ConfigError> {
@@ -121,8 +121,8 @@ impl crate::tool::Tool for DeclaresReadOnly {
     fn input_schema(&self) -> serde_json::Value {
         self.0.input_schema()
     }
-    fn access(&self) -> crate::ToolAccess {
-        crate::ToolAccess::ReadOnly
+    fn access(&self) -> crate::tool::ToolAccess {
+        crate::tool::ToolAccess::ReadOnly
     }
     async fn execute(
         &self,
@@ -521,7 +521,7 @@ fn build_running_before_approval(setup: Setup) -> Result<AgentController, Config
         .expect("the config without requireApproval");
     let model = setup.model();
     setup
-        .builder_over(graph, model)
+        .builder_for(graph, model)
         .tools(ToolRegistry::with_workspace_tools())
         .build()
 }

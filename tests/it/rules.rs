@@ -11,7 +11,7 @@ use agent_controller::rules::{
     DecidedBy, Glob, Matcher, ResolvedPath, ResolvedPaths, Rule, RuleAction, Rules, Verdict,
     resolve_paths,
 };
-use agent_controller::{ConfigErrorKind, Mode, ToolCall, ToolRegistry, config};
+use agent_controller::{ToolCall, ToolRegistry, config, config::ConfigErrorKind, mode::Mode};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{Value, json};
@@ -735,11 +735,11 @@ fn the_jail_resolves_the_spellings_of_the_issue() {
 mod session {
     use std::sync::Arc;
 
+    use agent_controller::event::DecisionOutcome;
     use agent_controller::model::scripted::ReplayModel;
     use agent_controller::rules::RuleAction;
     use agent_controller::{
-        AgentController, Decision, DecisionOutcome, Event, RunOutcome, Session, SessionError,
-        ToolRegistry, config,
+        AgentController, Decision, Event, RunOutcome, Session, SessionError, ToolRegistry, config,
     };
     use serde_json::json;
 
