@@ -34,6 +34,9 @@ pub struct ModeSpec {
     pub require_approval: Approvals,
     /// A `[modes.metadata]` colour, if set.
     pub color: Option<String>,
+    /// `rules`: (tool, action) rules without a pattern, each on a tool the mode lists (never
+    /// `submit_plan`), at most one per tool (a second would be shadowed).
+    pub rules: Vec<(String, String)>,
 }
 
 /// A generated mode config: render it with [`ConfigSpec::to_toml`], read what it means with
@@ -76,6 +79,15 @@ impl ConfigSpec {
                 transitions_to: m.transitions_to.clone(),
                 tools: m.available_tools.clone(),
                 require_approval: m.require_approval.clone(),
+                rules: m
+                    .rules
+                    .iter()
+                    .map(|(tool, action)| super::facts::RuleFacts {
+                        tool: tool.clone(),
+                        pattern: false,
+                        action: action.clone(),
+                    })
+                    .collect(),
             })
             .collect();
         ConfigFacts::new(
@@ -124,6 +136,16 @@ impl ConfigSpec {
                 Approvals::None => {}
                 Approvals::All => table.set("requireApproval", "true".into()),
                 Approvals::Tools(tools) => table.set("requireApproval", list(tools)),
+            }
+            if !mode.rules.is_empty() {
+                let rules: Vec<String> = mode
+                    .rules
+                    .iter()
+                    .map(|(tool, action)| {
+                        format!("{{ tool = {}, action = {} }}", quote(tool), quote(action))
+                    })
+                    .collect();
+                table.set("rules", format!("[{}]", rules.join(", ")));
             }
             if let Some(color) = &mode.color {
                 table.metadata.push(("color".into(), quote(color)));
@@ -384,7 +406,15 @@ fn realistic_mode_parts(
     )
         .prop_map(|(id, named, target, tools, approvals, color)| {
             let name = named.then(|| title_case(&id));
-            (id, name, target, tools, approvals, color.map(str::to_owned))
+            (
+                id,
+                name,
+                target,
+                tools,
+                approvals,
+                color.map(str::to_owned),
+                Vec::new(),
+            )
         })
 }
 
@@ -415,6 +445,7 @@ type ModeParts = (
     Option<Vec<String>>,
     Option<(bool, Vec<String>)>,
     Option<String>,
+    Vec<u8>,
 );
 
 fn mode_parts(n: usize, pool: Vec<String>) -> impl Strategy<Value = ModeParts> {
@@ -434,6 +465,8 @@ fn mode_parts(n: usize, pool: Vec<String>) -> impl Strategy<Value = ModeParts> {
             ),
         ),
         proptest::option::weighted(0.1, "#[0-9a-f]{6}"),
+        // The rule on each listed tool in order: none, allow, ask or deny (mostly none).
+        proptest::collection::vec(prop_oneof![6 => Just(0u8), 1 => 1u8..4], 0..=3),
     )
 }
 
@@ -453,7 +486,7 @@ fn build_spec(
         ids.push(id);
     }
     let modes = parts.into_iter().zip(ids).enumerate().map(
-        |(i, ((_, name, target, tools, approvals, color), id))| {
+        |(i, ((_, name, target, tools, approvals, color, ruled), id))| {
             // A self target is invalid; turn it into a hand-over to the next mode (a cycle).
             // A mode listed twice is invalid too: keep its first place.
             let (targets, targets_as_list) = target.unwrap_or_default();
@@ -486,6 +519,24 @@ fn build_spec(
                     Approvals::Tools(names)
                 }
             };
+            // A rule without a pattern on a listed tool, at most one per tool (a second would
+            // be shadowed), never on `submit_plan`.
+            let listed = available_tools
+                .iter()
+                .flatten()
+                .filter(|t| *t != SUBMIT_PLAN);
+            let rules = listed
+                .zip(ruled)
+                .filter_map(|(tool, action)| {
+                    let action = match action {
+                        1 => "allow",
+                        2 => "ask",
+                        3 => "deny",
+                        _ => return None,
+                    };
+                    Some((tool.clone(), action.to_owned()))
+                })
+                .collect();
             ModeSpec {
                 id,
                 name,
@@ -495,6 +546,7 @@ fn build_spec(
                 available_tools,
                 require_approval,
                 color,
+                rules,
             }
         },
     );
@@ -679,6 +731,7 @@ fn mutate(
             available_tools: None,
             require_approval: Approvals::None,
             color: None,
+            rules: Vec::new(),
         });
     }
     let n = spec.modes.len();

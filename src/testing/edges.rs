@@ -46,6 +46,15 @@ named_enum! {
         /// After an "always allow" in the planning mode `from`, a plan is approved and hands
         /// over to `to`: the switch ends the always-allow, as every mode change does.
         ApprovalEndsAlwaysAllow = "approval_ends_always_allow",
+        /// A call a `deny` rule of `from` decides (issue 23): it never runs, and the model is
+        /// told which rule refused it; the mode stays.
+        RuleDeny = "rule_deny",
+        /// A call an `ask` rule of `from` decides: it waits as under `requireApproval`, and is
+        /// approved: it runs; the mode stays.
+        RuleAsk = "rule_ask",
+        /// A call an `allow` rule of `from` decides: it runs without asking (even when
+        /// `requireApproval` lists its tool); the mode stays.
+        RuleAllow = "rule_allow",
     }
 }
 
@@ -133,6 +142,19 @@ fn index_edges(facts: &ConfigFacts) -> Vec<IndexEdge> {
                 }
             }
         }
+        for (cause, action) in [
+            (Cause::RuleDeny, "deny"),
+            (Cause::RuleAsk, "ask"),
+            (Cause::RuleAllow, "allow"),
+        ] {
+            if !facts.ruled_tools(from, action).is_empty() {
+                edges.push(IndexEdge {
+                    from,
+                    cause,
+                    to: from,
+                });
+            }
+        }
     }
     edges
 }
@@ -143,7 +165,9 @@ fn index_edges(facts: &ConfigFacts) -> Vec<IndexEdge> {
 /// modes; and for each mode where a tool call waits for approval (`requireApproval`), the
 /// approval, the rejection and the "always allow" of such a call, and a manual switch to every
 /// other mode after an "always allow", which ends it (and, from a planning mode, the approval to
-/// each of its targets after an "always allow", which ends it too).
+/// each of its targets after an "always allow", which ends it too); and for each mode with a
+/// rule that decides a call of one of its tools, a call each of its `deny`, `ask` (approved)
+/// and `allow` rules decides.
 pub fn edges(facts: &ConfigFacts) -> Vec<Edge> {
     index_edges(facts)
         .into_iter()
@@ -185,7 +209,18 @@ fn fire(facts: &ConfigFacts, edge: IndexEdge) -> Vec<Op> {
             .next()
             .unwrap_or_default()
     };
+    // The first tool a rule with `action` decides in the edge's start mode.
+    let ruled_tool = |action: &str| {
+        facts
+            .ruled_tools(edge.from, action)
+            .into_iter()
+            .next()
+            .unwrap_or_default()
+    };
     match edge.cause {
+        Cause::RuleDeny => vec![Op::call(ruled_tool("deny"))],
+        Cause::RuleAsk => vec![Op::call(ruled_tool("ask")), Op::approve_tool(0)],
+        Cause::RuleAllow => vec![Op::call(ruled_tool("allow"))],
         Cause::Manual => vec![Op::switch(facts.id(edge.to))],
         Cause::ApproveTool => vec![Op::call(waiting_tool()), Op::approve_tool(0)],
         Cause::RejectTool => vec![

@@ -25,6 +25,33 @@ pub struct ModeFacts {
     pub tools: Option<Vec<String>>,
     /// `requireApproval` as written: which offered tools wait for the user's approval.
     pub require_approval: Approvals,
+    /// The `rules` list as written, in order (rule N is `rules[N - 1]`).
+    pub rules: Vec<RuleFacts>,
+}
+
+/// One rule of a mode as the reference model reads it: its tool, whether it has a pattern, and
+/// its action.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RuleFacts {
+    /// `tool`: a tool name or a `SERVER__*` wildcard.
+    pub tool: String,
+    /// Whether the rule reads an argument (`path`, `glob` or `regex`). The kit's calls carry
+    /// `{}`, so such a rule never matches one of them (an argument the call leaves out matches
+    /// no rule on it).
+    pub pattern: bool,
+    /// `action`: `allow`, `ask` or `deny`.
+    pub action: String,
+}
+
+impl RuleFacts {
+    /// The action's strength: `deny` beats `ask`, which beats `allow`.
+    fn strength(&self) -> u8 {
+        match self.action.as_str() {
+            "deny" => 2,
+            "ask" => 1,
+            _ => 0,
+        }
+    }
 }
 
 /// A mode's `requireApproval` as the reference model reads it.
@@ -179,11 +206,29 @@ impl ConfigFacts {
                         })?,
                 ),
             };
+            let rules = raw
+                .get("rules")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|rule| {
+                    let text = |key: &str| rule.get(key).and_then(Value::as_str).map(str::to_owned);
+                    Some(RuleFacts {
+                        tool: text("tool")?,
+                        pattern: ["path", "glob", "regex"]
+                            .iter()
+                            .any(|k| rule.get(*k).is_some()),
+                        action: text("action")?,
+                    })
+                })
+                .collect::<Option<Vec<RuleFacts>>>()
+                .ok_or_else(|| FactsError(format!("mode `{id}` has a bad rule")))?;
             modes.push(ModeFacts {
                 id: id.clone(),
                 transitions_to,
                 tools,
                 require_approval,
+                rules,
             });
         }
         let marked = raw_modes
@@ -417,12 +462,44 @@ impl ConfigFacts {
                 .is_some_and(|m| m.require_approval.covers(tool))
     }
 
-    /// The tools whose calls wait for approval in `mode` (registered tools it offers that its
-    /// `requireApproval` covers), in [`ConfigFacts::tool_names`] order.
+    /// The tools whose calls wait for approval in `mode` by `requireApproval` alone (registered
+    /// tools it offers that its `requireApproval` covers and no rule decides), in
+    /// [`ConfigFacts::tool_names`] order: those an "always allow" can allow.
     pub fn approval_tools(&self, mode: usize) -> Vec<String> {
         self.tool_names()
             .into_iter()
-            .filter(|t| self.requires_approval(mode, t))
+            .filter(|t| self.requires_approval(mode, t) && self.rule_for(mode, t).is_none())
+            .collect()
+    }
+
+    /// The rule of `mode` that decides a kit call of `tool` (arguments `{}`), as the rules'
+    /// precedence says: of the rules on the tool (by name or `SERVER__*` wildcard) without a
+    /// pattern, the strongest action (`deny`, then `ask`, then `allow`), the first listed
+    /// among equals. Returns its number (from 1) and action; `None` when none decides (a tool
+    /// the mode does not offer included: `availableTools` outranks every rule).
+    pub fn rule_for(&self, mode: usize, tool: &str) -> Option<(usize, &str)> {
+        if self.offers(mode, tool) != Some(true) {
+            return None;
+        }
+        let mut best: Option<(usize, &RuleFacts)> = None;
+        for (i, rule) in self.modes.get(mode)?.rules.iter().enumerate() {
+            let on = rule.tool == tool || crate::tool::mcp::wildcard_covers(&rule.tool, tool);
+            if !on || rule.pattern {
+                continue;
+            }
+            if best.is_none_or(|(_, b)| rule.strength() > b.strength()) {
+                best = Some((i + 1, rule));
+            }
+        }
+        best.map(|(n, rule)| (n, rule.action.as_str()))
+    }
+
+    /// The registered tools `mode` offers whose kit calls a rule with `action` decides, in
+    /// [`ConfigFacts::tool_names`] order.
+    pub fn ruled_tools(&self, mode: usize, action: &str) -> Vec<String> {
+        self.tool_names()
+            .into_iter()
+            .filter(|t| self.rule_for(mode, t).is_some_and(|(_, a)| a == action))
             .collect()
     }
 

@@ -747,6 +747,7 @@ impl Harness {
                     tool,
                     mode,
                     allowed_by: None,
+                    rule: None,
                 });
             }
         };
@@ -772,11 +773,15 @@ impl Harness {
                     ..
                 }) if executed.is_some() => {
                     let (tool, mode) = executed.take().unwrap_or_default();
+                    let rule = decision
+                        .as_ref()
+                        .and_then(|d| d.rule.as_ref().map(|r| r.number));
                     Some(Trace::ToolRan {
                         tool_call_id,
                         tool,
                         mode,
                         allowed_by: decision.and_then(|d| d.allowed_by),
+                        rule,
                     })
                 }
                 Record::Event(event) => {
@@ -845,6 +850,7 @@ impl Harness {
                 decided: decision.map(|d| Decided {
                     sha256: d.sha256.unwrap_or_default(),
                     approved_sha256: d.approved_sha256,
+                    rule: d.rule.map(|r| r.number),
                 }),
             },
             Event::ToolSuspended {
@@ -856,6 +862,7 @@ impl Harness {
                 tool: payload.tool_name,
                 decision_id: payload.decision_id,
                 args_sha256: payload.args_sha256,
+                rule: payload.rule.map(|r| r.number),
             },
             Event::ToolSuspended {
                 tool_call_id,
@@ -960,6 +967,7 @@ impl Harness {
                         (action, feedback)
                     }),
                     allowed_by: p.decision().and_then(|d| d.allowed_by.clone()),
+                    rule: p.payload().rule.as_ref().map(|r| r.number),
                 })
             })
             .collect();
@@ -1205,6 +1213,8 @@ fn result_kind(result: &str) -> ResultKind {
         .is_some_and(|rest| rest.starts_with(TOOL_FEEDBACK_PREFIX))
     {
         ResultKind::ToolRejectedWithFeedback
+    } else if result.starts_with("Not executed: rule ") {
+        ResultKind::Denied
     } else if result.starts_with(APPROVED_RESULT) {
         ResultKind::Approved
     } else if result == REJECTED_RESULT {

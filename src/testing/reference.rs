@@ -524,6 +524,9 @@ pub enum ResultKind {
     ToolRejected,
     /// A tool call the user rejected with feedback, which the result carries.
     ToolRejectedWithFeedback,
+    /// A tool call a mode's `deny` rule refused (`Not executed: rule N of mode …`): it never
+    /// ran.
+    Denied,
     /// Anything else (tool errors, refusals).
     Other,
 }
@@ -575,6 +578,10 @@ pub enum Trace {
         /// For a waiting call approved by another call's "always allow" in the same reply
         /// (never asked about itself): that allowance's decision id (`allowedBy`).
         allowed_by: Option<String>,
+        /// The number of the mode's rule that decided the call (an `allow` rule that ran it
+        /// without asking, or the `ask` rule whose call the user approved): the `rule` of its
+        /// `tool_end`'s audit record.
+        rule: Option<usize>,
     },
     /// `tool_end` of a call that did not run a registered tool (`submit_plan`, or a refusal).
     ToolEnded {
@@ -609,6 +616,9 @@ pub enum Trace {
         decision_id: String,
         /// The `argsSha256` in the payload.
         args_sha256: String,
+        /// The number of the `ask` rule that made it wait (the payload's `rule`); `None` when
+        /// `requireApproval` did.
+        rule: Option<usize>,
     },
     /// `tool_suspension_cancelled`.
     Cancelled {
@@ -643,6 +653,9 @@ pub struct Decided {
     /// `approvedSha256`: the user's edit approved instead of it; `None` when nothing was
     /// edited.
     pub approved_sha256: Option<String>,
+    /// The number of the mode's rule named in the record (`rule`): the `deny` rule that
+    /// refused the call, or the `ask` rule that made it wait; `None` when no rule decided.
+    pub rule: Option<usize>,
 }
 
 /// What one operation must do.
@@ -703,6 +716,8 @@ pub struct WaitingCall {
     /// The decision id of the "always allow" on another call of the reply that approved this
     /// one ([`crate::event::DecidedRecord::allowed_by`]).
     pub allowed_by: Option<String>,
+    /// The `ask` rule that made it wait (its number); `None` when `requireApproval` did.
+    pub rule: Option<usize>,
 }
 
 /// The reference model of a session: current mode, pending decision and run state, moved by
@@ -1163,36 +1178,72 @@ impl ReferenceSession {
         }
     }
 
-    /// Rules 3, 8, 9 and 12: runs one step's calls in order; returns `Some` when the run
+    /// Rules 3, 8, 9, 12 and 13: runs one step's calls in order; returns `Some` when the run
     /// suspends.
     ///
-    /// A call to a tool the mode offers and its `requireApproval` covers (not always allowed)
-    /// does not run: once the other calls have run, the run suspends on every such call at
-    /// once, each its own decision. A `submit_plan` in such a reply is not executed.
+    /// Rule 13 (a mode's rules, [`ConfigFacts::rule_for`]): a call of an offered tool that a
+    /// `deny` rule decides never runs (its result names the rule; its audit record gets a
+    /// decision id); one an `allow` rule decides runs without asking (with a record and a
+    /// decision id of its own); one an `ask` rule decides waits, "always allow" or not.
+    ///
+    /// A call to a tool the mode offers and its `requireApproval` covers (not always allowed,
+    /// no rule deciding) does not run: once the other calls have run, the run suspends on
+    /// every such call at once, each its own decision. A `submit_plan` in such a reply is not
+    /// executed.
     fn tool_calls_then(
         &mut self,
         run: usize,
         calls: &[ScriptedCall],
         trace: &mut Vec<Trace>,
     ) -> Option<Outcome> {
-        let waits_for = |this: &Self, call: &ScriptedCall| {
-            this.facts.requires_approval(this.mode, &call.tool)
-                && !this.always_allowed.contains(&call.tool)
+        let rule_of = |this: &Self, call: &ScriptedCall| {
+            this.facts
+                .rule_for(this.mode, &call.tool)
+                .map(|(n, action)| (n, action.to_owned()))
+        };
+        let waits_for = |this: &Self, call: &ScriptedCall| match rule_of(this, call) {
+            Some((_, action)) => action == "ask",
+            None => {
+                this.facts.requires_approval(this.mode, &call.tool)
+                    && !this.always_allowed.contains(&call.tool)
+            }
         };
         let waits = calls.iter().any(|c| waits_for(self, c));
         let mut waiting = Vec::new();
         for (i, call) in calls.iter().enumerate() {
             let offered = self.facts.offers(self.mode, &call.tool) == Some(true);
+            let rule = if offered { rule_of(self, call) } else { None };
             if offered && waits_for(self, call) {
-                waiting.push(call);
+                waiting.push((call, rule.map(|(n, _)| n)));
+                continue;
+            }
+            if let Some((n, action)) = &rule
+                && action == "deny"
+            {
+                self.decisions += 1;
+                trace.push(Trace::ToolEnded {
+                    tool_call_id: call.id.clone(),
+                    is_error: true,
+                    result: ResultKind::Denied,
+                    decided: Some(Decided {
+                        sha256: tool_args_sha256(),
+                        approved_sha256: None,
+                        rule: Some(*n),
+                    }),
+                });
                 continue;
             }
             if offered && call.tool != SUBMIT_PLAN {
+                let rule = rule.map(|(n, _)| n);
+                if rule.is_some() {
+                    self.decisions += 1;
+                }
                 trace.push(Trace::ToolRan {
                     tool_call_id: call.id.clone(),
                     tool: call.tool.clone(),
                     mode: self.facts.id(self.mode).to_owned(),
                     allowed_by: None,
+                    rule,
                 });
                 continue;
             }
@@ -1219,7 +1270,7 @@ impl ReferenceSession {
         if waiting.is_empty() {
             return None;
         }
-        for call in waiting {
+        for (call, rule) in waiting {
             self.decisions += 1;
             let waiting = WaitingCall {
                 run,
@@ -1229,12 +1280,14 @@ impl ReferenceSession {
                 args_sha256: tool_args_sha256(),
                 decided: None,
                 allowed_by: None,
+                rule,
             };
             trace.push(Trace::ToolCallSuspended {
                 tool_call_id: waiting.tool_call_id.clone(),
                 tool: waiting.tool.clone(),
                 decision_id: waiting.decision_id.clone(),
                 args_sha256: waiting.args_sha256.clone(),
+                rule,
             });
             self.waiting.push(waiting);
         }
@@ -1440,6 +1493,10 @@ impl ReferenceSession {
                 if *always_allow && action == DecisionAction::Rejected {
                     return refused(Refusal::MalformedDecision);
                 }
+                // Rule 13: an allowance never covers what an `ask` rule asks about.
+                if *always_allow && waiting.rule.is_some() {
+                    return refused(Refusal::MalformedDecision);
+                }
                 if stale {
                     return refused(Refusal::Sha256Mismatch);
                 }
@@ -1470,7 +1527,7 @@ impl ReferenceSession {
         if always_allow {
             // The allowance decides every other call of its tool that waits in the reply.
             for other in &mut self.waiting {
-                if other.decided.is_none() && other.tool == call.tool {
+                if other.decided.is_none() && other.tool == call.tool && other.rule.is_none() {
                     other.decided = Some((DecisionAction::Approved, false));
                     other.allowed_by = Some(call.decision_id.clone());
                 }
@@ -1495,6 +1552,7 @@ impl ReferenceSession {
             Some(Decided {
                 sha256: w.args_sha256.clone(),
                 approved_sha256: None,
+                rule: w.rule,
             })
         };
         for w in &waiting {
@@ -1518,6 +1576,7 @@ impl ReferenceSession {
                     tool: w.tool.clone(),
                     mode: mode.clone(),
                     allowed_by: w.allowed_by.clone(),
+                    rule: w.rule,
                 });
             }
         }
@@ -1560,6 +1619,7 @@ impl ReferenceSession {
             decided: Some(Decided {
                 sha256: pending.sha256.clone(),
                 approved_sha256: edit.map(edited_plan_sha256),
+                rule: None,
             }),
         });
         let text = Reply::Text(format!("done with run {run}"));
@@ -1608,6 +1668,7 @@ impl ReferenceSession {
             ResultKind::Rejected
             | ResultKind::Other
             | ResultKind::ToolRejected
+            | ResultKind::Denied
             | ResultKind::ToolRejectedWithFeedback => {
                 trace.push(Trace::RunEnded {
                     run,

@@ -420,6 +420,7 @@ fn the_reference_hands_an_edited_approval_on_with_both_hashes() {
         Some(Decided {
             sha256: plan_sha256(0),
             approved_sha256: Some(edited_plan_sha256(1)),
+            rule: None,
         })
     );
     let handed = step.expected.trace.iter().find_map(|t| match t {
@@ -785,12 +786,14 @@ fn the_reference_waits_for_every_tool_call_and_runs_the_approved_ones_last() {
         tool: "write_file".to_owned(),
         decision_id: decision.to_owned(),
         args_sha256: tool_args_sha256(),
+        rule: None,
     };
     let ran = |id: &str, tool: &str| Trace::ToolRan {
         tool_call_id: id.to_owned(),
         tool: tool.to_owned(),
         mode: "build".to_owned(),
         allowed_by: None,
+        rule: None,
     };
 
     let expected = step(
@@ -829,6 +832,7 @@ fn the_reference_waits_for_every_tool_call_and_runs_the_approved_ones_last() {
                 decided: Some(Decided {
                     sha256: tool_args_sha256(),
                     approved_sha256: None,
+                    rule: None,
                 }),
             },
             ran("call_1", "write_file"),
@@ -887,6 +891,7 @@ fn the_reference_ends_an_always_allow_at_the_plan_approval_and_decides_a_replys_
         tool: "write_file".to_owned(),
         mode: "plan".to_owned(),
         allowed_by: allowed_by.map(str::to_owned),
+        rule: None,
     };
     let expected = step(
         &mut reference,
@@ -1181,4 +1186,106 @@ fn max_states_bounds_the_exploration_and_says_so() {
         "{report}\n{full}"
     );
     assert!(report.to_string().contains("more states were not explored"));
+}
+
+/// A config whose modes have rules: in `build` a deny rule (`read_file`), an allow rule over
+/// `requireApproval` (`list_files`) and a path rule no kit call matches (`write_file` waits by
+/// `requireApproval`); in `plan` an ask rule (`list_files`).
+const RULES: &str = "tests/fixtures/configs/valid/rules.toml";
+
+/// `text` without the lines of its rules whose action is `action`.
+fn without_rules(text: &str, action: &str) -> String {
+    text.lines()
+        .filter(|line| !line.contains(&format!("action = \"{action}\"")))
+        .map(|line| format!("{line}\n"))
+        .collect()
+}
+
+#[test]
+fn a_config_with_rules_passes_and_its_rule_edges_are_walked() {
+    let report = Check::new(RULES)
+        .cases(32)
+        .seed(7)
+        .without_regressions()
+        .run(|setup| {
+            setup
+                .builder()
+                .tools(ToolRegistry::with_workspace_tools())
+                .build()
+        })
+        .unwrap_or_else(|e| panic!("a correct controller passes: {e:?}"));
+    let causes: Vec<String> = report
+        .edges
+        .edges
+        .iter()
+        .map(|e| format!("{e}"))
+        .filter(|e| e.contains("rule_"))
+        .collect();
+    assert_eq!(
+        causes,
+        [
+            "plan --rule_ask--> plan",
+            "build --rule_deny--> build",
+            "build --rule_allow--> build",
+        ]
+    );
+    assert!(report.edges.is_complete(), "{:?}", report.edges.missed);
+}
+
+#[test]
+fn a_deny_rule_ignored_is_caught() {
+    // Planted bug: the controller runs over the config without its deny rules.
+    let report = failed(
+        &Check::new(RULES).cases(32).seed(8).without_regressions(),
+        |setup| {
+            let text = std::fs::read_to_string(RULES).expect("the fixture");
+            let graph = config::parse(&without_rules(&text, "deny"), "no-deny.toml")
+                .expect("the config without deny rules");
+            let model = setup.model();
+            setup
+                .builder_for(graph, model)
+                .tools(ToolRegistry::with_workspace_tools())
+                .build()
+        },
+    );
+    let found = report
+        .exploration
+        .counterexample
+        .expect("the exploration finds it");
+    assert_eq!(found.start, "build", "{found}");
+    assert_eq!(found.ops, vec![Op::call("read_file")], "{found}");
+    assert!(found.divergence.expected.contains("Denied"), "{found}");
+    assert!(!report.edges.is_complete(), "the edge walk misses it too");
+}
+
+#[test]
+fn an_always_allow_that_passes_an_ask_rule_is_caught() {
+    // Planted bug: the ask rule on `list_files` in `plan` is read as `requireApproval`, so an
+    // "always allow" on its call is taken and lets later calls through.
+    let report = failed(
+        &Check::new(RULES).cases(64).seed(9).without_regressions(),
+        |setup| {
+            let text = std::fs::read_to_string(RULES).expect("the fixture");
+            let text = text.replace(
+                "rules = [{ tool = \"list_files\", action = \"ask\" }]",
+                "requireApproval = [\"list_files\"]",
+            );
+            let graph = config::parse(&text, "asked-by-approval.toml").expect("the config");
+            let model = setup.model();
+            setup
+                .builder_for(graph, model)
+                .tools(ToolRegistry::with_workspace_tools())
+                .build()
+        },
+    );
+    let found = report
+        .exploration
+        .counterexample
+        .expect("the exploration finds it");
+    // The call waits in `plan`, but as `requireApproval`'s, not as the ask rule's.
+    assert!(found.ops.contains(&Op::call("list_files")), "{found}");
+    assert!(
+        found.divergence.expected.contains("rule: Some(1)"),
+        "{found}"
+    );
 }

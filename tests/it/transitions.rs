@@ -214,6 +214,37 @@ fn shipped_configs() -> Vec<PathBuf> {
     files
 }
 
+/// The case's `rules`: for each mode, each action some rule has, with the tools it decides.
+fn case_rules(expected: &toml::Table, name: &str) -> Vec<(String, Vec<(String, Vec<String>)>)> {
+    let Some(rules) = expected
+        .get(name)
+        .and_then(|c| c.get("rules"))
+        .and_then(toml::Value::as_table)
+    else {
+        return Vec::new();
+    };
+    rules
+        .iter()
+        .map(|(mode, actions)| {
+            let actions = actions
+                .as_table()
+                .expect("actions")
+                .iter()
+                .map(|(action, tools)| {
+                    let tools = tools
+                        .as_array()
+                        .expect("tools")
+                        .iter()
+                        .map(|t| t.as_str().expect("a tool").to_owned())
+                        .collect();
+                    (action.clone(), tools)
+                })
+                .collect();
+            (mode.clone(), actions)
+        })
+        .collect()
+}
+
 #[test]
 fn every_edge_of_the_shipped_configs_is_exercised() {
     let expected: toml::Table = toml::from_str(
@@ -249,7 +280,25 @@ fn every_edge_of_the_shipped_configs_is_exercised() {
         let waiting = (0..n)
             .filter(|m| !harness.facts().approval_tools(*m).is_empty())
             .count();
-        expected_total += n * (n - 1) + 4 * planning.len() + approvals + waiting * (3 + n - 1);
+        // Per mode and rule action: one edge when a rule with that action decides a call of
+        // one of its tools (the kit's calls have no arguments: a rule without a pattern), as
+        // the case's `rules` lists them.
+        let ruled: usize = case_rules(&expected, &name)
+            .iter()
+            .map(|(mode, actions)| {
+                let m = facts.index_of(mode).expect("a mode of the case");
+                for (action, tools) in actions {
+                    assert_eq!(
+                        &harness.facts().ruled_tools(m, action),
+                        tools,
+                        "{name}: {mode} {action}"
+                    );
+                }
+                actions.len()
+            })
+            .sum();
+        expected_total +=
+            n * (n - 1) + 4 * planning.len() + approvals + waiting * (3 + n - 1) + ruled;
 
         // The relation's approval edges are the hand-overs the fixture file names: every target
         // of `approve_to` where the case lists a choice, else the one of `approve`.
