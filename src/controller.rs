@@ -213,21 +213,6 @@ impl AgentControllerBuilder {
         if let Some(rule) = self.graph.rule_errors(&self.tools).into_iter().next() {
             return Err(rule);
         }
-        if let Some(mode) = self
-            .graph
-            .modes()
-            .iter()
-            .find(|m| m.on_timeout() == crate::deadline::OnTimeout::Abort)
-        {
-            // Sessions apply `reject` only so far: an abort that rejects would be a lie.
-            return Err(ConfigError::without_position(
-                crate::config::ConfigErrorKind::InvalidOnTimeout,
-                format!(
-                    "mode `{}` has onTimeout = \"abort\", which this version reads but does not apply yet (a plan nobody decided counts as rejected): leave it out or use \"reject\"",
-                    mode.id()
-                ),
-            ));
-        }
         if let Some(layer) = &self.tool_layer {
             let mut layered = ToolRegistry::new();
             for tool in self.tools.iter() {

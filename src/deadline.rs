@@ -4,8 +4,12 @@
 //!
 //! An expired plan counts as rejected. The model gets a result saying so
 //! ([`expired_result`]), the decision history records the outcome `expired`
-//! ([`crate::event::DecisionOutcome::Expired`]), the run ends (`completed`, as after a rejection without
-//! feedback: no model call happens without a host) and the mode stays.
+//! ([`crate::event::DecisionOutcome::Expired`]), the run ends (`completed`, as after a rejection
+//! without feedback: no model call happens without a host) and the mode stays. With
+//! `onTimeout = "abort"` ([`OnTimeout`]) the same happens, but the run ends `aborted` and the
+//! results say so. A deadline never approves. What a deadline does is fixed with the deadline,
+//! in the payload (`onTimeout`), so a host without the config (a store's [`expire_due`])
+//! applies it the same.
 //!
 //! Nothing runs at the deadline itself: whoever looks next applies the expiry, exactly once.
 //! Every operation of a [`crate::Session`] first applies it ([`crate::Session::decide`],
@@ -47,7 +51,8 @@ pub fn millis_since_epoch(time: SystemTime) -> u64 {
 
 /// Applies the expiry of `record`'s pending plan, or of its waiting tool calls, if a deadline
 /// passed at `now_ms`: the results for the model, the history entries, the run ended
-/// `completed`; the same change a [`crate::Session`] makes. Returns the records of what expired
+/// `completed` (or `aborted`, for `onTimeout = "abort"`); the same change a [`crate::Session`]
+/// makes. Returns the records of what expired
 /// (empty when nothing is due). The caller saves the record.
 pub(crate) fn expire_record(record: &mut SessionRecord, now_ms: u64) -> Vec<DecidedRecord> {
     let plan = record.pending.iter().map(|p| Waiting::Plan {
@@ -76,7 +81,7 @@ pub(crate) fn expire_record(record: &mut SessionRecord, now_ms: u64) -> Vec<Deci
     record.last_decided = record.history.last().cloned();
     record.run = Some(crate::store::RunRecord {
         run_id: expiry.run_id,
-        state: RunState::Completed,
+        state: expiry.ends,
         owner: None,
         lease_expires_at_ms: None,
     });
@@ -90,6 +95,9 @@ pub struct ExpiredDecision {
     pub session_id: String,
     /// The audit record (outcome `expired`), as the session's history now ends with it.
     pub decision: DecidedRecord,
+    /// How the expiry ended the session's run: `completed` for `onTimeout = "reject"`,
+    /// `aborted` for `"abort"`.
+    pub run_state: RunState,
 }
 
 /// Expires every pending plan (and every tool call waiting for approval) in `store` whose
@@ -114,10 +122,12 @@ pub async fn expire_due(
         }
         // A session with several waiting calls is listed once per call: the first expires
         // them all, the others find nothing due.
-        for decision in expire_session(store, &summary.session_id, now_ms).await? {
+        let (decisions, run_state) = expire_session(store, &summary.session_id, now_ms).await?;
+        for decision in decisions {
             expired.push(ExpiredDecision {
                 session_id: summary.session_id.clone(),
                 decision,
+                run_state,
             });
         }
     }
@@ -132,25 +142,26 @@ async fn expire_session(
     store: &dyn SessionStore,
     session_id: &str,
     now_ms: u64,
-) -> Result<Vec<DecidedRecord>, StoreError> {
+) -> Result<(Vec<DecidedRecord>, RunState), StoreError> {
     let mut record = match store.load(session_id).await {
         Ok(Some(record)) => record,
         // Gone, or unreadable: nothing to expire here (the listing reports unreadable records).
         Ok(None) | Err(StoreError::Corrupt { .. } | StoreError::NewerSchema { .. }) => {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), RunState::Completed));
         }
         Err(e) => return Err(e),
     };
     let decided = expire_record(&mut record, now_ms);
     if decided.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), RunState::Completed));
     }
+    let ended = record.run.as_ref().map_or(RunState::Completed, |r| r.state);
     let expected = record.version;
     record.version += 1;
     record.updated_at = now_ms / 1000;
     match store.save(&record, Some(expected)).await {
-        Ok(()) => Ok(decided),
-        Err(StoreError::Conflict { .. }) => Ok(Vec::new()),
+        Ok(()) => Ok((decided, ended)),
+        Err(StoreError::Conflict { .. }) => Ok((Vec::new(), RunState::Completed)),
         Err(e) => Err(e),
     }
 }

@@ -18,6 +18,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
 use serde::{Deserialize, Serialize};
+
+use crate::mode::timeout::OnTimeout;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
@@ -135,6 +137,11 @@ pub struct SuspendPayload {
     /// ([`crate::workspace`]). `None` only in records written before workspaces were recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<std::path::PathBuf>,
+    /// What the deadline does when nobody decided in time (`onTimeout` of the mode the plan was
+    /// submitted in, fixed then, as the deadline is): `reject` (the default, left out of the
+    /// JSON) or `abort` ([`crate::deadline`]). A deadline never approves.
+    #[serde(default, skip_serializing_if = "OnTimeout::is_reject")]
+    pub on_timeout: OnTimeout,
 }
 
 /// What `tool_suspended` carries for a tool call that waits for the user's approval (the
@@ -166,6 +173,11 @@ pub struct ToolCallPayload {
     /// were recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<std::path::PathBuf>,
+    /// What the deadline does when nobody decided in time (`onTimeout` of the mode the call was
+    /// made in, fixed then): `reject` (the default, left out of the JSON) or `abort`
+    /// ([`crate::deadline`]). A deadline never approves.
+    #[serde(default, skip_serializing_if = "OnTimeout::is_reject")]
+    pub on_timeout: OnTimeout,
     /// The `ask` rule that made the call wait ([`crate::rules::RuleRecord`]); `None` when it
     /// waits because the mode's `requireApproval` covers its tool. An "always allow" never
     /// lets through a call a rule asks about ([`crate::Decision::always_allow`]).

@@ -28,16 +28,20 @@ pub(crate) fn pending(spec: &str, json: bool) -> Outcome {
                     Some(tool) => format!("the `{}` tool call", neutralize_line(tool)),
                     None => "the plan".to_owned(),
                 };
+                let so = match e.run_state {
+                    agent_controller::event::RunState::Aborted => {
+                        "counts as not approved and its run was aborted (onTimeout = \"abort\")"
+                    }
+                    _ => "counts as rejected",
+                };
                 note!(
-                    "expired: session {} decision {}: no decision by {}, so {what} counts as rejected",
+                    "expired: session {} decision {}: no decision by {}, so {what} {so}",
                     neutralize_line(&e.session_id),
                     neutralize_line(&e.decision.decision_id),
                     neutralize_line(e.decision.decided_at.as_deref().unwrap_or("its deadline"))
                 );
             }
-            store
-                .list_pending(deadline::millis_since_epoch(now))
-                .await
+            store.list_pending(deadline::millis_since_epoch(now)).await
         })
         .map_err(Failure::runtime)?;
     for p in &listing.pending {

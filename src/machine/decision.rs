@@ -1183,6 +1183,7 @@ mod tests {
                 approval_timeout: None,
                 deadline_at_ms: None,
                 workspace: None,
+                on_timeout: crate::deadline::OnTimeout::Reject,
             },
             stale: stale.map(str::to_owned),
         })
@@ -1200,6 +1201,7 @@ mod tests {
                 approval_timeout: None,
                 deadline_at_ms: None,
                 workspace: None,
+                on_timeout: crate::deadline::OnTimeout::Reject,
                 rule: None,
             },
             decided,

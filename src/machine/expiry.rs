@@ -6,14 +6,17 @@
 //! [`crate::deadline::expired_result`] and an `expired` audit record. Tool calls waiting for
 //! approval expire as a reply: once one undecided call is past its deadline, every call of the
 //! reply is answered, an undecided one as expired, one approved while others waited as never run
-//! ([`crate::deadline::APPROVED_NOT_RUN_RESULT`]), one rejected with its rejection. Either way the
-//! run ends `completed` and no model call follows.
+//! ([`crate::deadline::APPROVED_NOT_RUN_RESULT`]), one rejected with its rejection. Either way no
+//! model call follows, and the run ends as what expired says (`onTimeout`, fixed in its payload
+//! when it was suspended): `completed` for `reject`, `aborted` for `abort`. A deadline never
+//! approves.
 
 use std::sync::Arc;
 
 use crate::event::{
     DecidedRecord, DecisionOutcome, Event, RunState, SuspendPayload, ToolCallPayload, rfc3339,
 };
+use crate::mode::timeout::OnTimeout;
 use crate::model::Message;
 use crate::tool::SUBMIT_PLAN;
 
@@ -33,9 +36,14 @@ pub fn expired_result(payload: &SuspendPayload) -> String {
     let at = payload.deadline_at_ms.map_or(String::new(), |ms| {
         format!("; the plan expired at {}", deadline_text(ms))
     });
-    format!(
-        "Not approved: no decision was taken{within}{at}. Stay in this mode; the user may ask for the plan again."
-    )
+    match payload.on_timeout {
+        OnTimeout::Reject => format!(
+            "Not approved: no decision was taken{within}{at}. Stay in this mode; the user may ask for the plan again."
+        ),
+        OnTimeout::Abort => format!(
+            "Not approved: no decision was taken{within}{at}, and the run was aborted (onTimeout = \"abort\"). Stay in this mode; the user may ask for the plan again."
+        ),
+    }
 }
 
 /// The result the model gets for a tool call that waited for approval and expired undecided:
@@ -49,7 +57,13 @@ pub fn expired_tool_result(payload: &ToolCallPayload) -> String {
     let at = payload.deadline_at_ms.map_or(String::new(), |ms| {
         format!(" expired at {} and", deadline_text(ms))
     });
-    format!("Not approved: no decision was taken{within}; this tool call{at} was not executed.")
+    let aborted = match payload.on_timeout {
+        OnTimeout::Reject => "",
+        OnTimeout::Abort => " The run was aborted (onTimeout = \"abort\").",
+    };
+    format!(
+        "Not approved: no decision was taken{within}; this tool call{at} was not executed.{aborted}"
+    )
 }
 
 /// The result of a tool call that was approved while others of its reply waited, when those
@@ -114,11 +128,12 @@ impl Answer {
 }
 
 /// What an expiry does: it answers these calls of run `run_id`, in the model's order, and ends
-/// the run `completed`.
+/// the run `ends` (`completed` for `onTimeout = "reject"`, `aborted` for `"abort"`).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Expiry {
     pub(crate) run_id: String,
     pub(crate) answers: Vec<Answer>,
+    pub(crate) ends: RunState,
 }
 
 impl Expiry {
@@ -165,11 +180,17 @@ where
         return Some(Expiry {
             run_id: run_id.to_owned(),
             answers: vec![answer],
+            ends: payload.on_timeout.run_end(),
         });
     }
     if !calls_due {
         return None;
     }
+    // The calls of one reply share their mode's onTimeout; should they differ (a record
+    // written by hand), the one that ends the run harder wins.
+    let abort = waiting.clone().any(|w| {
+        matches!(w, Waiting::ToolCall { payload, .. } if payload.on_timeout == OnTimeout::Abort)
+    });
     let mut run = None;
     let answers = waiting
         .filter_map(|w| match w {
@@ -195,6 +216,11 @@ where
     Some(Expiry {
         run_id: run?.to_owned(),
         answers,
+        ends: if abort {
+            RunState::Aborted
+        } else {
+            RunState::Completed
+        },
     })
 }
 
@@ -263,7 +289,8 @@ fn call_answer(
 
 impl super::change::Change<'_> {
     /// Applies `expiry` to suspended run `run_id`: every call it answers gets its result and
-    /// audit record, and the run ends `completed`.
+    /// audit record, and the run ends as the expiry says (`completed`, or `aborted` for
+    /// `onTimeout = "abort"`).
     pub(crate) fn apply_expiry(&mut self, run_id: &Arc<str>, expiry: Expiry) {
         self.state.pending.clear();
         // The suspended run resumes to end: its events lie between `agent_start` and `agent_end`.
@@ -287,7 +314,7 @@ impl super::change::Change<'_> {
             self.state.messages.push(message);
             self.state.history.push(decided);
         }
-        self.close_run(run_id, RunState::Completed, None);
+        self.close_run(run_id, expiry.ends, None);
     }
 }
 
@@ -313,6 +340,7 @@ mod tests {
             approval_timeout: Some("1h".to_owned()),
             deadline_at_ms,
             workspace: None,
+            on_timeout: crate::deadline::OnTimeout::Reject,
         }
     }
 
@@ -325,6 +353,7 @@ mod tests {
             approval_timeout: Some("1h".to_owned()),
             deadline_at_ms,
             workspace: None,
+            on_timeout: crate::deadline::OnTimeout::Reject,
             rule: None,
         }
     }
@@ -335,6 +364,54 @@ mod tests {
             tool_call_id: "c1",
             payload,
         }
+    }
+
+    #[test]
+    fn on_timeout_says_how_the_run_ends_and_never_approves() {
+        let reject = plan(Some(1_000));
+        let abort = SuspendPayload {
+            on_timeout: OnTimeout::Abort,
+            ..plan(Some(1_000))
+        };
+        let ended = |p: &SuspendPayload| expire([waiting_plan(p)], 1_000).expect("due");
+        assert_eq!(ended(&reject).ends, RunState::Completed);
+        assert_eq!(ended(&abort).ends, RunState::Aborted);
+        for expiry in [ended(&reject), ended(&abort)] {
+            assert_eq!(
+                expiry.answers[0].record.outcome,
+                Some(DecisionOutcome::Expired)
+            );
+        }
+        assert!(expired_result(&abort).contains("the run was aborted"));
+        assert!(!expired_result(&reject).contains("aborted"));
+        // A reply's calls: one that aborts makes the expiry abort the run.
+        let calls = [
+            call(1, Some(1_000)),
+            ToolCallPayload {
+                on_timeout: OnTimeout::Abort,
+                ..call(2, Some(1_000))
+            },
+        ];
+        let waiting = calls.iter().map(|payload| Waiting::ToolCall {
+            run_id: "run_1",
+            tool_call_id: "c1",
+            payload,
+            decided: None,
+            feedback: None,
+        });
+        let expiry = expire(waiting, 1_000).expect("due");
+        assert_eq!(expiry.ends, RunState::Aborted);
+        assert!(
+            expiry
+                .answers
+                .iter()
+                .all(|a| a.record.outcome == Some(DecisionOutcome::Expired))
+        );
+        assert!(
+            expiry.answers[1]
+                .result
+                .ends_with("The run was aborted (onTimeout = \"abort\").")
+        );
     }
 
     #[test]

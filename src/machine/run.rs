@@ -227,6 +227,7 @@ impl Change<'_> {
                 approval_timeout: timeout.map(|t| t.as_str().to_owned()),
                 deadline_at_ms: timeout.map(|t| t.deadline_after(self.now_ms)),
                 workspace: Some(self.workspace.path.clone()),
+                on_timeout: self.config.graph.mode(self.state.mode).on_timeout(),
                 rule: rule.clone(),
             };
             self.state
@@ -294,6 +295,7 @@ impl Change<'_> {
                 .collect(),
             decision_id: decision_id_for(self.state.decisions),
             workspace: Some(self.workspace.path.clone()),
+            on_timeout: graph.mode(mode).on_timeout(),
         };
         // Nothing else waits (a run suspends on one plan); `push` keeps the list's buffer.
         self.state.pending.clear();

@@ -14,8 +14,25 @@ named_enum! {
         /// default).
         #[default]
         Reject = "reject",
-        /// The run is aborted: the plan counts as not approved and the run ends `aborted`.
+        /// The run is aborted: what waits counts as not approved (the model is told, every tool
+        /// call of the reply has its result), the run ends `aborted`, the mode stays.
         Abort = "abort",
+    }
+}
+
+impl OnTimeout {
+    /// Whether this is `reject`, the default (left out of a payload's JSON).
+    pub fn is_reject(&self) -> bool {
+        *self == OnTimeout::Reject
+    }
+
+    /// How the run ends when the deadline passes: `completed` for `reject` (as after a
+    /// rejection without feedback), `aborted` for `abort`.
+    pub fn run_end(self) -> crate::event::RunState {
+        match self {
+            OnTimeout::Reject => crate::event::RunState::Completed,
+            OnTimeout::Abort => crate::event::RunState::Aborted,
+        }
     }
 }
 

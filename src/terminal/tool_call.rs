@@ -108,6 +108,7 @@ const KEYS_HINT: &str = "type y to run the call, a to run it and always allow th
 ///     approval_timeout: None,
 ///     deadline_at_ms: None,
 ///     workspace: None,
+///     on_timeout: agent_controller::deadline::OnTimeout::Reject,
 ///     rule: None,
 /// };
 /// let shown = render_tool_call(&Style::plain(80), &call, 1, 2);

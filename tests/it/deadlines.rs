@@ -1597,21 +1597,6 @@ mod on_timeout {
         );
     }
 
-    #[test]
-    fn a_controller_refuses_abort_until_sessions_apply_it() {
-        let graph = config::parse(
-            "[[modes]]\nid = \"plan\"\napprovalTimeout = \"1h\"\nonTimeout = \"abort\"\n",
-            "m.toml",
-        )
-        .expect("valid");
-        let model = std::sync::Arc::new(agent_controller::model::scripted::ScriptedModel::new());
-        let err = agent_controller::AgentController::builder(graph, model)
-            .build()
-            .map(|_| ())
-            .expect_err("refused");
-        assert_eq!(err.kind(), ConfigErrorKind::InvalidOnTimeout);
-    }
-
     #[cfg(feature = "schema")]
     #[test]
     fn the_schema_lists_reject_and_abort() {
@@ -1619,5 +1604,228 @@ mod on_timeout {
         let on_timeout = &schema["definitions"]["Mode"]["properties"]["onTimeout"];
         assert_eq!(on_timeout["enum"], serde_json::json!(["reject", "abort"]));
         assert!(on_timeout["description"].is_string());
+    }
+}
+
+/// Issue 23, item 4: `onTimeout = "abort"` applied. A plan or a reply's tool calls nobody
+/// decided by the deadline count as not approved, every call has its result, no model call
+/// follows, the mode stays, and the run ends `aborted`: in a session, in a store's expiry and
+/// in `agent-controller pending`. A deadline never approves. The clock is the test's.
+mod on_timeout_abort {
+    use super::*;
+
+    const ABORT_PLAN: &str = r#"
+[[modes]]
+id = "plan"
+approvalTimeout = "24h"
+onTimeout = "abort"
+transitionsTo = "build"
+availableTools = ["read_file", "write_plan", "submit_plan"]
+
+[[modes]]
+id = "build"
+default = true
+"#;
+
+    const ABORT_TOOLS: &str = r#"
+[[modes]]
+id = "build"
+default = true
+approvalTimeout = "1h"
+onTimeout = "abort"
+availableTools = ["read_file", "write_file"]
+requireApproval = ["write_file"]
+"#;
+
+    #[test]
+    fn a_controller_builds_a_config_with_abort() {
+        let graph = config::parse(ABORT_PLAN, "m.toml").expect("valid");
+        let model = Arc::new(agent_controller::model::scripted::ScriptedModel::new());
+        let built = AgentController::builder(graph, model)
+            .tools(ToolRegistry::with_workspace_tools())
+            .build();
+        assert!(built.is_ok(), "{:?}", built.err());
+    }
+
+    #[tokio::test]
+    async fn an_expired_plan_with_abort_ends_the_run_aborted_and_is_not_approved() {
+        let clock = TestClock::at(T0);
+        let server =
+            ScriptedServer::start(vec![calls([submit("call_1", ".agent/plans/p.md")])]).await;
+        let ws = Workspace::new();
+        ws.plan("p.md", PLAN);
+        let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
+        let ctl = controller(ABORT_PLAN, &server, &ws, Some(store.clone()), &clock);
+        let recorder = Recorder::default();
+        let mut session = ctl
+            .start_session(recorder.options().mode("plan").id("a1"))
+            .await
+            .expect("session");
+        let outcome = session.send_message("Add dark mode").await.expect("run");
+        let payload = payload_of(&outcome).clone();
+        assert_eq!(
+            payload.on_timeout,
+            deadline::OnTimeout::Abort,
+            "fixed at submit time"
+        );
+        let json = serde_json::to_value(&payload).expect("json");
+        assert_eq!(json["onTimeout"], "abort");
+        recorder.take();
+        clock.set(T0 + 24 * HOUR - 1);
+        assert!(session.expire_if_due().await.expect("expire").is_empty());
+        clock.set(T0 + 24 * HOUR);
+        let expired = session.expire_if_due().await.expect("expire");
+        assert_eq!(expired.len(), 1);
+        assert_eq!(expired[0].outcome, Some(DecisionOutcome::Expired));
+        assert_eq!(session.run_state().map(|(_, s)| s), Some(RunState::Aborted));
+        assert_eq!(
+            session.mode().id(),
+            "plan",
+            "a deadline never approves: the mode stays"
+        );
+        assert_eq!(server.served(), 1, "no model call after an expiry");
+        let events = recorder.take();
+        assert_eq!(
+            common::kinds(&events),
+            ["agent_start", "tool_end", "agent_end"]
+        );
+        assert!(matches!(
+            events.last(),
+            Some(Event::AgentEnd {
+                reason: RunState::Aborted,
+                ..
+            })
+        ));
+        let results = common::tool_results(session.messages());
+        assert_eq!(
+            results.last().map(|(_, r)| r.as_str()),
+            Some(
+                "Not approved: no decision was taken within 24h (approvalTimeout); the plan expired at 2027-01-16T08:00:00Z, and the run was aborted (onTimeout = \"abort\"). Stay in this mode; the user may ask for the plan again."
+            )
+        );
+        // An approval after it is refused, as with reject.
+        assert!(matches!(
+            session.decide("decision_1", Decision::approve()).await,
+            Err(SessionError::Expired { .. })
+        ));
+        let record = store.load("a1").await.expect("load").expect("saved");
+        assert_eq!(record.run.map(|r| r.state), Some(RunState::Aborted));
+    }
+
+    async fn tools_waiting(
+        store: Arc<dyn SessionStore>,
+        clock: &TestClock,
+        id: &str,
+    ) -> (ScriptedServer, Workspace, AgentController, Session) {
+        let server = ScriptedServer::start(vec![
+            calls([write("c1", "a.txt"), write("c2", "b.txt")]),
+            text("must not be asked"),
+        ])
+        .await;
+        let ws = Workspace::new();
+        let ctl = controller(ABORT_TOOLS, &server, &ws, Some(store), clock);
+        let mut session = ctl
+            .start_session(SessionOptions::new().id(id))
+            .await
+            .expect("session");
+        let outcome = session.send_message("write both").await.expect("run");
+        assert!(
+            matches!(outcome, RunOutcome::ToolCallsSuspended { .. }),
+            "{outcome:?}"
+        );
+        (server, ws, ctl, session)
+    }
+
+    #[tokio::test]
+    async fn expired_tool_calls_with_abort_each_get_a_result_and_the_run_ends_aborted() {
+        let clock = TestClock::at(T0);
+        let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
+        let (server, ws, _ctl, mut session) = tools_waiting(store.clone(), &clock, "t1").await;
+        let first = common::waiting_calls(&session)[0].decision_id().to_owned();
+        session
+            .decide(&first, Decision::approve())
+            .await
+            .expect("approved in time");
+        clock.set(T0 + HOUR);
+        let expired = session.expire_if_due().await.expect("expire");
+        assert_eq!(expired.len(), 1, "the undecided call expired");
+        assert_eq!(session.run_state().map(|(_, s)| s), Some(RunState::Aborted));
+        assert!(!ws.path().join("a.txt").exists() && !ws.path().join("b.txt").exists());
+        assert_eq!(server.served(), 1, "no model call after an expiry");
+        let results = common::tool_results(session.messages());
+        let results: Vec<(&str, &str)> = results
+            .iter()
+            .map(|(id, content)| (id.as_str(), content.as_str()))
+            .collect();
+        assert_eq!(
+            results,
+            [
+                ("c1", deadline::APPROVED_NOT_RUN_RESULT),
+                (
+                    "c2",
+                    "Not approved: no decision was taken within 1h (approvalTimeout); this tool call expired at 2027-01-15T09:00:00Z and was not executed. The run was aborted (onTimeout = \"abort\")."
+                ),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_store_expires_abort_alike_and_says_how_the_run_ended() {
+        let clock = TestClock::at(T0);
+        let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
+        let (_server, _ws, _ctl, _session) = tools_waiting(store.clone(), &clock, "s1").await;
+        let expired = deadline::expire_due(
+            &*store,
+            std::time::UNIX_EPOCH + Duration::from_millis(T0 + HOUR),
+        )
+        .await
+        .expect("expire");
+        assert_eq!(expired.len(), 2, "{expired:?}");
+        assert!(expired.iter().all(|e| e.run_state == RunState::Aborted));
+        let record = store.load("s1").await.expect("load").expect("saved");
+        assert_eq!(record.run.map(|r| r.state), Some(RunState::Aborted));
+        assert!(record.pending_tool_calls.is_empty());
+        assert_eq!(
+            record.history.iter().map(|d| d.outcome).collect::<Vec<_>>(),
+            [
+                Some(DecisionOutcome::Expired),
+                Some(DecisionOutcome::Expired)
+            ]
+        );
+    }
+
+    #[cfg(feature = "cli")]
+    #[test]
+    fn cli_pending_says_the_run_was_aborted() {
+        let ws = Workspace::new();
+        let spec = ws.path().join("sessions").display().to_string();
+        // Made two hours ago by the controller's clock: their 1h deadline has passed.
+        let clock = TestClock::at(now_ms() - 2 * HOUR);
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+            .block_on(async {
+                let store = open_store(&spec).expect("store");
+                tools_waiting(store, &clock, "s-abort").await;
+            });
+        let out = bin()
+            .args(["pending", "--store", &spec])
+            .output()
+            .expect("pending");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        let line = stderr
+            .lines()
+            .find(|l| l.contains("expired: session s-abort decision decision_1:"))
+            .unwrap_or_else(|| panic!("no expiry: {stderr}"));
+        assert!(
+            line.ends_with(
+                "so the `write_file` tool call counts as not approved and its run was aborted (onTimeout = \"abort\")"
+            ),
+            "{line}"
+        );
+        let record = load_record(&spec, "s-abort");
+        assert_eq!(record.run.map(|r| r.state), Some(RunState::Aborted));
     }
 }

@@ -975,6 +975,7 @@ fn waiting_calls(id: &str, version: u64, calls: &[&str], decided: usize) -> Sess
                     approval_timeout: None,
                     deadline_at_ms: None,
                     workspace: None,
+                    on_timeout: agent_controller::deadline::OnTimeout::Reject,
                     rule: None,
                 },
                 decided: (i < decided).then(|| agent_controller::event::DecidedRecord {
