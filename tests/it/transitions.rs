@@ -214,8 +214,11 @@ fn shipped_configs() -> Vec<PathBuf> {
     files
 }
 
+/// Per rule action, the tools a rule with it decides.
+type RuleActions = Vec<(String, Vec<String>)>;
+
 /// The case's `rules`: for each mode, each action some rule has, with the tools it decides.
-fn case_rules(expected: &toml::Table, name: &str) -> Vec<(String, Vec<(String, Vec<String>)>)> {
+fn case_rules(expected: &toml::Table, name: &str) -> Vec<(String, RuleActions)> {
     let Some(rules) = expected
         .get(name)
         .and_then(|c| c.get("rules"))
