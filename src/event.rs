@@ -18,8 +18,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
 use serde::{Deserialize, Serialize};
-
-use crate::mode::timeout::OnTimeout;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
@@ -183,6 +181,28 @@ pub struct ToolCallPayload {
     /// lets through a call a rule asks about ([`crate::Decision::always_allow`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule: Option<Box<crate::rules::RuleRecord>>,
+}
+
+named_enum! {
+    /// What a mode's deadline does to a plan nobody decided in time (`onTimeout`): a deadline
+    /// never approves.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub enum OnTimeout {
+        /// The plan counts as rejected: the model is told, the run ends, the mode stays (the
+        /// default).
+        #[default]
+        Reject = "reject",
+        /// The run is aborted: what waits counts as not approved (the model is told, every tool
+        /// call of the reply has its result), the run ends `aborted`, the mode stays.
+        Abort = "abort",
+    }
+}
+
+impl OnTimeout {
+    /// Whether this is `reject`, the default (left out of a payload's JSON).
+    pub fn is_reject(&self) -> bool {
+        *self == OnTimeout::Reject
+    }
 }
 
 /// What a suspended tool call waits on, as `tool_suspended` carries it (`suspendPayload`): a

@@ -87,18 +87,20 @@ impl Offer {
     }
 
     /// The options of a tool call that waits for approval: run it once, run it and always allow
-    /// its tool until the mode changes, or reject it.
+    /// its tool until the mode changes, or reject it. A call a mode's `ask` rule made wait gets
+    /// no "always allow" (an allowance never covers what an `ask` rule asks about, and the
+    /// decision would be refused).
     pub(crate) fn tool_call(call: &PendingToolCall) -> Self {
         let tool = neutralize_line(call.tool_name()).into_owned();
-        let options = vec![
-            (
-                PermissionOption::new(ALLOW, "Allow", PermissionOptionKind::AllowOnce),
-                Verdict::Approve {
-                    to: None,
-                    always: false,
-                },
-            ),
-            (
+        let mut options = vec![(
+            PermissionOption::new(ALLOW, "Allow", PermissionOptionKind::AllowOnce),
+            Verdict::Approve {
+                to: None,
+                always: false,
+            },
+        )];
+        if call.payload().rule.is_none() {
+            options.push((
                 PermissionOption::new(
                     ALLOW_ALWAYS,
                     format!("Always allow {tool} in this mode"),
@@ -108,12 +110,12 @@ impl Offer {
                     to: None,
                     always: true,
                 },
-            ),
-            (
-                PermissionOption::new(REJECT, "Reject", PermissionOptionKind::RejectOnce),
-                Verdict::Reject,
-            ),
-        ];
+            ));
+        }
+        options.push((
+            PermissionOption::new(REJECT, "Reject", PermissionOptionKind::RejectOnce),
+            Verdict::Reject,
+        ));
         Self { options }
     }
 

@@ -127,6 +127,15 @@ impl Answer {
     }
 }
 
+/// How the run ends when a deadline with `on_timeout` passes: `completed` for `reject` (as
+/// after a rejection without feedback), `aborted` for `abort`.
+fn run_end(on_timeout: OnTimeout) -> RunState {
+    match on_timeout {
+        OnTimeout::Reject => RunState::Completed,
+        OnTimeout::Abort => RunState::Aborted,
+    }
+}
+
 /// What an expiry does: it answers these calls of run `run_id`, in the model's order, and ends
 /// the run `ends` (`completed` for `onTimeout = "reject"`, `aborted` for `"abort"`).
 #[derive(Debug, Clone, PartialEq)]
@@ -180,7 +189,7 @@ where
         return Some(Expiry {
             run_id: run_id.to_owned(),
             answers: vec![answer],
-            ends: payload.on_timeout.run_end(),
+            ends: run_end(payload.on_timeout),
         });
     }
     if !calls_due {
@@ -216,11 +225,11 @@ where
     Some(Expiry {
         run_id: run?.to_owned(),
         answers,
-        ends: if abort {
-            RunState::Aborted
+        ends: run_end(if abort {
+            OnTimeout::Abort
         } else {
-            RunState::Completed
-        },
+            OnTimeout::Reject
+        }),
     })
 }
 

@@ -5,36 +5,8 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-named_enum! {
-    /// What a mode's deadline does to a plan nobody decided in time (`onTimeout`): a deadline
-    /// never approves.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-    pub enum OnTimeout {
-        /// The plan counts as rejected: the model is told, the run ends, the mode stays (the
-        /// default).
-        #[default]
-        Reject = "reject",
-        /// The run is aborted: what waits counts as not approved (the model is told, every tool
-        /// call of the reply has its result), the run ends `aborted`, the mode stays.
-        Abort = "abort",
-    }
-}
-
-impl OnTimeout {
-    /// Whether this is `reject`, the default (left out of a payload's JSON).
-    pub fn is_reject(&self) -> bool {
-        *self == OnTimeout::Reject
-    }
-
-    /// How the run ends when the deadline passes: `completed` for `reject` (as after a
-    /// rejection without feedback), `aborted` for `abort`.
-    pub fn run_end(self) -> crate::event::RunState {
-        match self {
-            OnTimeout::Reject => crate::event::RunState::Completed,
-            OnTimeout::Abort => crate::event::RunState::Aborted,
-        }
-    }
-}
+// Defined beside the payloads that carry it (`onTimeout`), which the event module owns.
+pub use crate::event::OnTimeout;
 
 /// The longest `approvalTimeout` accepted: 3650 days (about ten years).
 pub const MAX_APPROVAL_TIMEOUT: Duration = Duration::from_secs(3650 * 86_400);
