@@ -68,6 +68,14 @@ named_enum! {
 impl RunState {
     /// Whether the run has ended (for now, when suspended): every state but
     /// [`RunState::Running`].
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::event::RunState;
+    /// assert!(!RunState::Running.is_ended());
+    /// assert!(RunState::Suspended.is_ended());
+    /// assert!(RunState::Completed.is_ended());
+    /// ```
     pub fn is_ended(self) -> bool {
         self != RunState::Running
     }
@@ -183,6 +191,31 @@ pub enum Suspension {
 
 impl Suspension {
     /// The decision id (`decision_N`) to decide it by.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// use agent_controller::event::Suspension;
+    /// let suspension = Suspension::Plan(payload.clone());
+    /// assert_eq!(suspension.decision_id(), payload.decision_id);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn decision_id(&self) -> &str {
         match self {
             Suspension::Plan(p) => &p.decision_id,
@@ -191,6 +224,32 @@ impl Suspension {
     }
 
     /// The plan's payload, for a plan.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// use agent_controller::event::Suspension;
+    /// let suspension = Suspension::Plan(payload.clone());
+    /// assert_eq!(suspension.as_plan(), Some(&payload));
+    /// assert!(suspension.as_tool_call().is_none());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn as_plan(&self) -> Option<&SuspendPayload> {
         match self {
             Suspension::Plan(p) => Some(p),
@@ -199,6 +258,36 @@ impl Suspension {
     }
 
     /// The tool call's payload, for a tool call that waits for approval.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ReplayModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let model = ReplayModel::new([
+    /// #     ReplayModel::call("call_1", "write_file", serde_json::json!({ "path": "a.txt", "content": "hi" })),
+    /// #     ReplayModel::text("Wrote a.txt."),
+    /// # ]);
+    /// # let controller = AgentController::builder(graph, Arc::new(model))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// # let RunOutcome::ToolCallsSuspended { tool_calls, .. } = session.send_message("Write a.txt").await? else { unreachable!() };
+    /// use agent_controller::event::Suspension;
+    /// let suspension = Suspension::ToolCall(tool_calls[0].payload().clone());
+    /// assert_eq!(suspension.as_tool_call().map(|t| t.tool_name.as_str()), Some("write_file"));
+    /// assert!(suspension.as_plan().is_none());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn as_tool_call(&self) -> Option<&ToolCallPayload> {
         match self {
             Suspension::Plan(_) => None,
