@@ -404,6 +404,48 @@ mod tests {
 }
 
 /// One thing that happened in a session.
+///
+/// `#[non_exhaustive]`: a host matches the events it shows and keeps a last arm for the rest
+/// (events may be added); [`Event::kind`] names each (`"mode_changed"`), as its JSON `type`.
+///
+/// # Examples
+/// A host that turns the events it cares about into lines for its user:
+/// ```
+/// use std::sync::Arc;
+/// use agent_controller::{AgentController, Event, SessionOptions, ToolRegistry, config};
+/// use agent_controller::model::scripted::ScriptedModel;
+///
+/// fn line(event: &Event) -> Option<String> {
+///     match event {
+///         Event::ToolSuspended { suspend_payload, .. } => match suspend_payload.as_plan() {
+///             Some(plan) => Some(format!("plan to approve: {}", plan.submission.title)),
+///             None => Some("a tool call waits for approval".into()),
+///         },
+///         Event::ModeChanged { mode_id, reason, .. } => Some(format!("now in {mode_id} ({reason})")),
+///         Event::AgentEnd { reason, .. } => Some(format!("run ended: {reason}")),
+///         _ => None,
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let workspace = tempfile::tempdir()?;
+/// let graph = config::parse(
+///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+///     "modes.toml",
+/// )?;
+/// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+///     .tools(ToolRegistry::with_workspace_tools())
+///     .workspace(workspace.path())
+///     .build()?;
+/// let (options, mut events) = SessionOptions::new().mode("plan").event_stream();
+/// let mut session = controller.start_session(options).await?;
+/// session.send_message("Add dark mode").await?;
+/// let lines: Vec<String> = std::iter::from_fn(|| events.try_next()).filter_map(|e| line(&e)).collect();
+/// assert_eq!(lines, ["plan to approve: Add dark mode", "run ended: suspended"]);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(
     tag = "type",
