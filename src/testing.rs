@@ -284,6 +284,7 @@ impl Check {
     /// ([`Exploration::complete`]). Unbounded by default; a generated config of many modes can
     /// have thousands of states.
     ///
+    /// # Examples
     /// ```
     /// use agent_controller::ToolRegistry;
     /// use agent_controller::testing::Check;
