@@ -127,7 +127,18 @@ impl Decider<'_> {
                     let Some(prompt) = self.prompt.as_deref_mut() else {
                         return Ok(Err(self.leave(session)));
                     };
-                    match prompt.ask(session, waiting, at + 1, pending.len()).await {
+                    let mut reply = prompt.ask(session, waiting, at + 1, pending.len()).await;
+                    // `a` on a call a mode's `ask` rule made wait is refused by the library (an
+                    // allowance never covers what a rule asks about): say why and ask again,
+                    // rather than end the run and lose the call.
+                    while let Some(Reply::Decide(decision)) = &reply
+                        && decision.always_allow
+                        && let Err(refused) = waiting.check(decision)
+                    {
+                        note!("not taken: {}", neutralize_line(&refused.to_string()));
+                        reply = prompt.ask(session, waiting, at + 1, pending.len()).await;
+                    }
+                    match reply {
                         Some(Reply::Decide(decision)) => self.flags.signed(decision),
                         Some(Reply::Switch(mode)) => {
                             return self.switch(session, &mode).await.map(Err);

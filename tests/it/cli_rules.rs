@@ -280,6 +280,27 @@ rules = [
     }
 
     #[test]
+    fn always_at_the_prompt_on_a_call_a_rule_asks_about_is_refused_and_asked_again() {
+        let (ws, server) = world();
+        let out = cli(&ws, &server, &["run", "go"], "a\ny\n");
+        let shown = stderr(&out);
+        assert_eq!(out.status.code(), Some(0), "{shown}");
+        assert!(
+            shown.contains(
+                "not taken: malformed resume data: this call waits because rule 3 of mode `build`"
+            ),
+            "{shown}"
+        );
+        // Asked again, then approved once: the call ran and the run went on.
+        assert_eq!(
+            shown.matches("Run this read_file call?").count(),
+            2,
+            "{shown}"
+        );
+        assert_eq!(server.served(), 2, "{shown}");
+    }
+
+    #[test]
     fn the_prompt_names_the_rule_that_asks() {
         let (ws, server) = world();
         let out = cli(&ws, &server, &["run", "go"], "y\n");
