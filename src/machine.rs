@@ -66,8 +66,11 @@
 //!    (`src/session/drive.rs`).
 
 pub(crate) mod change;
+pub(crate) mod check;
+pub(crate) mod decide;
 pub(crate) mod decision;
 pub(crate) mod error;
 pub(crate) mod expiry;
+pub(crate) mod pending;
 pub(crate) mod run;
 pub(crate) mod state;

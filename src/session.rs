@@ -7,11 +7,10 @@ mod kind;
 mod save;
 
 pub use self::kind::SessionErrorKind;
-pub(crate) use crate::machine::decision::decision_id_for;
-pub use crate::machine::decision::{
-    Decision, DecisionAction, PendingDecision, PendingPlan, PendingToolCall,
-};
+pub(crate) use crate::machine::check::decision_id_for;
+pub use crate::machine::decision::{Decision, DecisionAction};
 pub use crate::machine::error::SessionError;
+pub use crate::machine::pending::{PendingDecision, PendingPlan, PendingToolCall};
 
 use self::save::Saving;
 use crate::machine::state::{Lease, State};

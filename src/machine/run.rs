@@ -14,9 +14,9 @@ use crate::tool::ToolOutput;
 use crate::tool::submit_plan::{self, PlanSubmission, SUBMIT_PLAN};
 
 use super::change::Change;
-use super::decision::{
-    PendingDecision, PendingPlan, PendingToolCall, decision_id_for, tool_call_record,
-};
+use super::check::decision_id_for;
+use super::decide::tool_call_record;
+use super::pending::{PendingDecision, PendingPlan, PendingToolCall};
 
 /// The id of the `n`-th run of a session: `run_<n>`.
 pub(crate) fn run_id_for(n: u64) -> Arc<str> {

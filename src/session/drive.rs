@@ -10,8 +10,8 @@ use tracing::Instrument;
 
 use super::{Decision, Operation, PendingDecision, RunOutcome, Session, SessionError};
 use crate::event::{CancelReason, Event, RunState};
-use crate::machine::decision::Decided;
-use crate::machine::decision::{self as rules, Checked};
+use crate::machine::check::{self as rules, Checked};
+use crate::machine::decide::Decided;
 use crate::machine::run::{
     CANCELLED_RESULT, INTERRUPTED_RESULT, NOT_STARTED_RESULT, tool_cancelled_result,
 };
