@@ -1,6 +1,6 @@
 //! The `Decide` input: a checked decision applied to what waits ([`Change::decide`]), the one
 //! place a decision of any kind is applied: the next state, its events, and what the driver
-//! does next ([`Decided`]).
+//! does next ([`Next`]).
 
 use std::sync::Arc;
 
@@ -8,44 +8,18 @@ use super::change::Change;
 use super::check::Checked;
 use super::decision::{Decision, DecisionAction};
 use super::error::SessionError;
+use super::input::Next;
 use super::pending::{PendingDecision, PendingPlan, PendingToolCall};
 use super::state::State;
-use crate::event::{DecidedRecord, DecisionOutcome, Event, ModeChangeReason, RunState};
+use crate::event::{DecidedRecord, DecisionOutcome, ModeChangeReason, RunState};
 use crate::mode::ModeId;
-use crate::model::{Message, ModelError, ModelErrorKind};
+use crate::model::{ModelError, ModelErrorKind};
 use crate::tool::SUBMIT_PLAN;
 use crate::tool::ToolOutput;
 use crate::tool::submit_plan::{self, REJECTED_RESULT};
 
-/// What a decision's change leaves the driver to do once it is saved (and its events
-/// delivered): the effects of the `Decide` input.
-#[derive(Debug)]
-pub(crate) enum Decided {
-    /// Other tool calls of the reply still wait: the run stays suspended.
-    Waiting {
-        /// The suspended run.
-        run_id: Arc<str>,
-    },
-    /// The decision ended the run: completed (a plan rejected without feedback), or failed
-    /// with this error (past the run's revision limit).
-    Ended {
-        /// The run that ended.
-        run_id: Arc<str>,
-        /// The revision limit's error, when it failed the run.
-        error: Option<ModelError>,
-    },
-    /// The run resumes: run these approved tool calls in the model's order, then call the
-    /// model.
-    Resumed {
-        /// The resumed run.
-        run_id: Arc<str>,
-        /// The approved tool calls with their audit records.
-        run_tools: Vec<Approved>,
-    },
-}
-
 /// An approved tool call with its audit record, to run once every call of its reply is decided.
-type Approved = (PendingToolCall, DecidedRecord);
+pub(crate) type Approved = (PendingToolCall, DecidedRecord);
 
 /// What the decision of a plan did, for the driver to carry on: the run it resumed, whether
 /// it ended the run (a rejection without feedback), or the revision limit that failed it.
@@ -56,8 +30,10 @@ struct PlanDecided {
 }
 
 impl Change<'_> {
-    /// The `Decide` input: applies `decision`, checked by [`check`] into `checked`, to what waits
-    /// at `index`, the one place a decision of any kind is applied.
+    /// The `Decide` input: applies `decision`, checked by [`super::check::check`] into
+    /// `checked`, to what waits at `index`, the one place a decision of any kind is applied.
+    /// Next: wait for the other calls of the reply, the run ended, or it resumes (run the
+    /// approved calls, then call the model).
     ///
     /// # Errors
     /// [`SessionError::NotSuspended`] when nothing waits at `index`; nothing changes.
@@ -66,31 +42,28 @@ impl Change<'_> {
         index: usize,
         decision: Decision,
         checked: Checked,
-    ) -> Result<Decided, SessionError> {
+    ) -> Result<Next, SessionError> {
         match self.state.pending.get(index) {
             Some(PendingDecision::ToolCall(_)) => {
                 let (run_id, approved) = self.decide_tool_call(index, decision)?;
                 Ok(match approved {
-                    Some(run_tools) => Decided::Resumed { run_id, run_tools },
-                    None => Decided::Waiting { run_id },
+                    Some(calls) => Next::RunApproved { run_id, calls },
+                    None => Next::WaitsOnToolCalls(run_id),
                 })
             }
             Some(PendingDecision::Plan(_)) => {
                 let decided = self.decide_plan(index, decision, checked)?;
                 let run_id = decided.run_id;
                 Ok(match decided.limit {
-                    Some(error) => Decided::Ended {
+                    Some(error) => Next::Ended {
                         run_id,
                         error: Some(error),
                     },
-                    None if decided.ends_run => Decided::Ended {
+                    None if decided.ends_run => Next::Ended {
                         run_id,
                         error: None,
                     },
-                    None => Decided::Resumed {
-                        run_id,
-                        run_tools: Vec::new(),
-                    },
+                    None => Next::CallModel(run_id),
                 })
             }
             None => Err(SessionError::NotSuspended(String::new())),
@@ -166,7 +139,8 @@ impl Change<'_> {
             approved_sha256,
         );
         self.state.history.push(record.clone());
-        self.finish_decision(&run_id, &pending.tool_call_id, result, record);
+        let output = ToolOutput::ok(result);
+        self.finish_tool(&run_id, &pending.tool_call_id, SUBMIT_PLAN, output, Some(record));
         if notice.is_some() {
             // The switch happens before any model call in the new mode.
             self.enter_mode(target, ModeChangeReason::PlanApproved);
@@ -245,7 +219,13 @@ impl Change<'_> {
             } else {
                 let output =
                     ToolOutput::error(crate::tool::rejected_result(call.feedback.as_deref()));
-                self.finish_decided_tool(&run_id, &call, output, record);
+                self.finish_tool(
+                    &run_id,
+                    &call.tool_call_id,
+                    &call.payload.tool_name,
+                    output,
+                    Some(record),
+                );
             }
         }
         Ok((run_id, Some(approved)))
@@ -259,12 +239,7 @@ impl Change<'_> {
     fn resume_run(&mut self, run_id: &Arc<str>) {
         self.state.run = Some((run_id.clone(), RunState::Running));
         self.take_lease();
-        let mode_id = self.mode_arc();
-        self.emit(Event::AgentStart {
-            session_id: self.id.clone(),
-            run_id: run_id.clone(),
-            mode_id,
-        });
+        self.agent_start(run_id);
     }
 
     /// The audit record of the decision on `pending` (`outcome`, now, by `decided_by`, handed
@@ -291,56 +266,6 @@ impl Change<'_> {
             always_allow: false,
             allowed_by: None,
         }
-    }
-    /// Ends the decided `submit_plan` call: `tool_end` with the audit record, and the result in
-    /// the conversation.
-    fn finish_decision(
-        &mut self,
-        run_id: &Arc<str>,
-        call_id: &str,
-        result: String,
-        record: DecidedRecord,
-    ) {
-        self.emit(Event::ToolEnd {
-            session_id: self.id.clone(),
-            run_id: run_id.clone(),
-            tool_call_id: call_id.to_owned(),
-            tool_name: SUBMIT_PLAN.to_owned(),
-            result: result.clone(),
-            is_error: false,
-            decision: Some(record),
-        });
-        self.state.messages.push(Message::Tool {
-            tool_call_id: call_id.to_owned(),
-            tool_name: SUBMIT_PLAN.to_owned(),
-            content: result,
-            is_error: false,
-        });
-    }
-    /// Ends a decided tool call: `tool_end` with the result and the decision's audit record,
-    /// and the result in the conversation.
-    pub(crate) fn finish_decided_tool(
-        &mut self,
-        run_id: &Arc<str>,
-        call: &PendingToolCall,
-        output: ToolOutput,
-        record: DecidedRecord,
-    ) {
-        self.emit(Event::ToolEnd {
-            session_id: self.id.clone(),
-            run_id: run_id.clone(),
-            tool_call_id: call.tool_call_id.clone(),
-            tool_name: call.payload.tool_name.clone(),
-            result: output.content.clone(),
-            is_error: output.is_error,
-            decision: Some(record),
-        });
-        self.state.messages.push(Message::Tool {
-            tool_call_id: call.tool_call_id.clone(),
-            tool_name: call.payload.tool_name.clone(),
-            content: output.content,
-            is_error: output.is_error,
-        });
     }
 }
 

@@ -7,6 +7,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::error::SessionError;
+// For the docs' links: the docs are also the JSON Schema's descriptions, so they keep their text.
+#[cfg(doc)]
+use crate::event::SuspendPayload;
 
 named_enum! {
     /// The host's answer to a submitted plan.
@@ -24,7 +27,7 @@ named_enum! {
 /// "plan"?, "alwaysAllow"? }`. When `sha256` is given it must equal the captured plan's hash (for
 /// a tool call, its `argsSha256`), so a host never approves a plan other than the one it showed.
 /// `targetModeId` chooses where an approval hands over to, among the targets the plan lists
-/// ([`SuspendPayload::target_mode_ids`](crate::event::SuspendPayload::target_mode_ids)). `plan` is the user's edited text of the plan, approved
+/// ([`SuspendPayload::target_mode_ids`]). `plan` is the user's edited text of the plan, approved
 /// instead of the submitted one ([`Decision::with_plan`]). `alwaysAllow` with the approval of a
 /// tool call allows its tool for the rest of the session ([`Decision::always_allow`]). The guide's
 /// [Decision JSON](crate::guide::contract#decision-json) has the table of fields.
@@ -76,7 +79,7 @@ pub struct Decision {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided_by: Option<String>,
     /// The mode an approval hands over to (`targetModeId`): one of the targets the plan lists
-    /// ([`SuspendPayload::target_mode_ids`](crate::event::SuspendPayload::target_mode_ids), from the planning mode's `transitionsTo`); left
+    /// ([`SuspendPayload::target_mode_ids`], from the planning mode's `transitionsTo`); left
     /// out (`None`) for the first of them. Any other mode, or a target on a rejection or a tool
     /// call, is refused.
     #[serde(
@@ -162,7 +165,7 @@ impl Decision {
 
     /// The same approval, handing over to the mode with id `mode` instead of the first target:
     /// one of the modes the planning mode's `transitionsTo` lists (`transitionsTo = ["build",
-    /// "build-auto"]`), as [`SuspendPayload::target_mode_ids`](crate::event::SuspendPayload::target_mode_ids) shows them. A mode the plan does
+    /// "build-auto"]`), as [`SuspendPayload::target_mode_ids`] shows them. A mode the plan does
     /// not list is refused ([`crate::session::SessionError::TargetNotAllowed`]) and changes nothing; so is a
     /// rejection with a target ([`crate::session::SessionError::MalformedDecision`]).
     ///
