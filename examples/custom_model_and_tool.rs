@@ -8,9 +8,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use agent_controller::{
-    AgentController, Decision, FileStore, LanguageModel, Message, ModeBuilder, ModeGraph,
-    ModeGraphBuilder, ModelError, ModelRequest, ModelResponse, RunOutcome, SessionOptions, Tool,
-    ToolCall, ToolContext, ToolOutput, ToolRegistry,
+    AgentController, Decision, FileStore, LanguageModel, ModeGraph, ModelError, ModelRequest,
+    ModelResponse, RunOutcome, SessionOptions, Tool, ToolCall, ToolContext, ToolOutput,
+    ToolRegistry, config::ModeBuilder, config::ModeGraphBuilder, model::Message,
 };
 use serde_json::{Value, json};
 
@@ -134,10 +134,11 @@ fn options() -> SessionOptions {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> agent_controller::Result<()> {
-    let workspace = tempfile::tempdir()
-        .map_err(|e| agent_controller::StoreError::backend("create a temporary workspace", e))?;
+    let workspace = tempfile::tempdir().map_err(|e| {
+        agent_controller::store::StoreError::backend("create a temporary workspace", e)
+    })?;
     let sessions = tempfile::tempdir()
-        .map_err(|e| agent_controller::StoreError::backend("create a temporary store", e))?;
+        .map_err(|e| agent_controller::store::StoreError::backend("create a temporary store", e))?;
 
     // First process: plan, then stop with the plan pending.
     let session_id = {

@@ -85,7 +85,7 @@ named_enum! {
         /// plan file, so a real model there cannot author a plan.
         NoPlanWriter = "no_plan_writer",
         /// A warning, not an error ([`warnings_with_tools`]): a planning mode lists a tool that
-        /// writes ([`crate::ToolAccess::Writes`]) in its `availableTools`, so the tool runs before
+        /// writes ([`crate::tool::ToolAccess::Writes`]) in its `availableTools`, so the tool runs before
         /// any plan is approved.
         PlanningModeWrites = "planning_mode_writes",
         /// `plansDir` is empty, absolute, or leaves the workspace (`..`).
@@ -897,7 +897,7 @@ fn check_tools_of(
 /// let text = "[[modes]]\nid = \"plan\"\navailableTools = [\"read_file\", \"list_files\", \"submit_plan\"]\n";
 /// let warnings = agent_controller::config::warnings(text, "modes.toml", |t| PLAN_WRITING_TOOLS.contains(&t));
 /// assert_eq!(warnings.len(), 1);
-/// assert_eq!(warnings[0].kind(), agent_controller::ConfigErrorKind::NoPlanWriter);
+/// assert_eq!(warnings[0].kind(), agent_controller::config::ConfigErrorKind::NoPlanWriter);
 /// ```
 pub fn warnings(text: &str, origin: &str, writes_plans: impl Fn(&str) -> bool) -> Vec<ConfigError> {
     match parse_lenient(text, origin) {
@@ -914,7 +914,7 @@ pub fn warnings(text: &str, origin: &str, writes_plans: impl Fn(&str) -> bool) -
 ///
 /// # Examples
 /// ```
-/// use agent_controller::{ConfigErrorKind, ToolRegistry};
+/// use agent_controller::{config::ConfigErrorKind, ToolRegistry};
 /// let text = "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"write_plan\", \"write_file\", \"submit_plan\"]\n[[modes]]\nid = \"build\"\n";
 /// let tools = ToolRegistry::with_workspace_tools();
 /// let warnings = agent_controller::config::warnings_with_tools(text, "modes.toml", &tools);
@@ -1029,7 +1029,7 @@ fn key_span(text: &str, table: Range<usize>, key: &str) -> Range<usize> {
 /// std::fs::write(ws.path().join("src/main.rs"), "fn main() {}")?;
 /// let text = "plansDir = \"src\"\n[[modes]]\nid = \"build\"\n";
 /// let warnings = agent_controller::config::workspace_warnings(text, "modes.toml", ws.path());
-/// assert_eq!(warnings[0].kind(), agent_controller::ConfigErrorKind::PlansDirNotDedicated);
+/// assert_eq!(warnings[0].kind(), agent_controller::config::ConfigErrorKind::PlansDirNotDedicated);
 /// assert_eq!(warnings[0].location().map(|l| (l.line, l.column)), Some((1, 12)));
 /// # Ok::<(), std::io::Error>(())
 /// ```
@@ -1076,7 +1076,7 @@ pub fn workspace_warnings(text: &str, origin: &str, workspace: &Path) -> Vec<Con
 ///
 /// # Examples
 /// ```
-/// use agent_controller::{ConfigErrorKind, ToolRegistry};
+/// use agent_controller::{config::ConfigErrorKind, ToolRegistry};
 /// let text = "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\
 ///             availableTools = [\"write_file\", \"write_plan\", \"submit_plan\"]\n\
 ///             [[modes]]\nid = \"build\"\ndefault = true\n";
@@ -2064,7 +2064,7 @@ impl ModeGraph {
     }
 
     /// One error for every name [`ModeGraph::unknown_tools_among`] finds unknown among `known`
-    /// (what [`crate::AgentControllerBuilder::build`] returns), `None` when there is none: the
+    /// (what [`crate::controller::AgentControllerBuilder::build`] returns), `None` when there is none: the
     /// first one's error, its message naming the others with their line and column, and saying
     /// which are built-in tools, which [`ToolRegistry::with_workspace_tools`] registers.
     pub(crate) fn unknown_tools_error(&self, known: &[&str]) -> Option<ConfigError> {

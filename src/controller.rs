@@ -95,7 +95,7 @@ impl AgentControllerBuilder {
     /// a rejection with feedback sends the plan back to the model in one run. The rejection that
     /// would ask for one more is recorded as usual, its result tells the model that the run ends
     /// here, and the run ends with reason `failed` and
-    /// [`crate::ModelErrorKind::RevisionLimit`] ([`crate::RunOutcome::Failed`]); the mode
+    /// [`crate::model::ModelErrorKind::RevisionLimit`] ([`crate::RunOutcome::Failed`]); the mode
     /// stays, and a new message starts a run with its own count. `0` allows no revision: every
     /// rejection with feedback ends the run. The count lives in the session record (the
     /// rejected decisions of the run), so a restore or another process keeps it.

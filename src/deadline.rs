@@ -4,7 +4,7 @@
 //!
 //! An expired plan counts as rejected. The model gets a result saying so
 //! ([`expired_result`]), the decision history records the outcome `expired`
-//! ([`crate::DecisionOutcome::Expired`]), the run ends (`completed`, as after a rejection without
+//! ([`crate::event::DecisionOutcome::Expired`]), the run ends (`completed`, as after a rejection without
 //! feedback: no model call happens without a host) and the mode stays.
 //!
 //! Nothing runs at the deadline itself: whoever looks next applies the expiry, exactly once.
@@ -30,7 +30,7 @@ pub use crate::mode::timeout::{
 };
 use crate::store::{SessionRecord, SessionStore, StoreError};
 
-/// The time source of a controller ([`crate::AgentControllerBuilder::clock`]): now, as wall-clock
+/// The time source of a controller ([`crate::controller::AgentControllerBuilder::clock`]): now, as wall-clock
 /// time. Deadlines are computed and compared with it.
 pub(crate) type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
 

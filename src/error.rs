@@ -61,13 +61,13 @@ pub enum Error {
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// A name that is none of an enum's variants (`"complete"` for a [`crate::RunState`]): the error
-/// of `FromStr` for the crate's small enums ([`crate::RunState`], [`crate::CancelReason`],
+/// A name that is none of an enum's variants (`"complete"` for a [`crate::event::RunState`]): the error
+/// of `FromStr` for the crate's small enums ([`crate::event::RunState`], [`crate::event::CancelReason`],
 /// [`crate::diagram::DiagramFormat`], ...).
 ///
 /// # Examples
 /// ```
-/// use agent_controller::RunState;
+/// use agent_controller::event::RunState;
 /// let error = "complete".parse::<RunState>().unwrap_err();
 /// assert_eq!(error.name(), "complete");
 /// assert!(error.expected().contains(&"completed"));

@@ -44,7 +44,7 @@ named_enum! {
     ///
     /// # Examples
     /// ```
-    /// use agent_controller::RunState;
+    /// use agent_controller::event::RunState;
     /// assert_eq!(RunState::Completed.to_string(), "completed");
     /// assert_eq!("failed".parse::<RunState>(), Ok(RunState::Failed));
     /// assert!(RunState::Aborted.is_ended() && !RunState::Running.is_ended());
@@ -475,7 +475,7 @@ impl Event {
     /// `Event` is `#[non_exhaustive]`: a host matches the variants it handles and lets the rest
     /// (those added later too) through by kind.
     /// ```
-    /// use agent_controller::{Event, ModeChangeReason};
+    /// use agent_controller::{Event, event::ModeChangeReason};
     ///
     /// fn describe(event: &Event) -> String {
     ///     match event {

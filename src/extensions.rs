@@ -16,7 +16,7 @@ use std::sync::Arc;
 ///
 /// # Examples
 /// ```
-/// use agent_controller::Extensions;
+/// use agent_controller::extensions::Extensions;
 ///
 /// #[derive(Debug, PartialEq)]
 /// struct UserId(u64);

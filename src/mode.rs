@@ -490,8 +490,8 @@ impl ModeGraph {
 
     /// Where a plan approved in `mode` hands over to: its `transitionsTo`, else the default mode.
     /// Never `mode` itself for a planning mode: validation refuses a `transitionsTo` naming its
-    /// own mode ([`crate::ConfigErrorKind::SelfTransition`]) and a default mode that plans
-    /// without one ([`crate::ConfigErrorKind::SelfHandover`]).
+    /// own mode ([`crate::config::ConfigErrorKind::SelfTransition`]) and a default mode that plans
+    /// without one ([`crate::config::ConfigErrorKind::SelfHandover`]).
     pub fn transition_target(&self, mode: ModeId) -> ModeId {
         self.mode(mode).transitions_to().unwrap_or(self.default)
     }

@@ -111,7 +111,7 @@ impl<'a> ModelRequest<'a> {
     ///
     /// # Examples
     /// ```
-    /// use agent_controller::{LanguageModel, Message, ModelError, ModelRequest, ModelResponse};
+    /// use agent_controller::{LanguageModel, model::Message, ModelError, ModelRequest, ModelResponse};
     ///
     /// struct Shout;
     ///
@@ -182,7 +182,7 @@ impl<'a> ModelRequest<'a> {
     ///
     /// # Examples
     /// ```
-    /// use agent_controller::{ModelRequest, ToolAccess, ToolSpec};
+    /// use agent_controller::{ModelRequest, tool::ToolAccess, tool::ToolSpec};
     /// let tools = [ToolSpec {
     ///     name: "read_file".into(),
     ///     description: "Reads a file".into(),
@@ -361,10 +361,10 @@ named_enum! {
         /// Anthropic's `invalid_request_error`), other than a context-length error.
         InvalidRequest = "invalid_request",
         /// The run reached its limit of model calls (see
-        /// [`crate::AgentControllerBuilder::max_steps`]); no model call failed.
+        /// [`crate::controller::AgentControllerBuilder::max_steps`]); no model call failed.
         StepLimit = "step_limit",
         /// The run reached its limit of plan revisions (see
-        /// [`crate::AgentControllerBuilder::max_revisions`]): a rejection with feedback would
+        /// [`crate::controller::AgentControllerBuilder::max_revisions`]): a rejection with feedback would
         /// have asked for one more; no model call failed.
         RevisionLimit = "revision_limit",
         /// Anything else (a server error, an unknown model, a bad request).
@@ -381,7 +381,7 @@ named_enum! {
 ///
 /// # Examples
 /// ```
-/// use agent_controller::{ModelError, ModelErrorKind};
+/// use agent_controller::{ModelError, model::ModelErrorKind};
 /// let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
 /// let error = ModelError::new("cannot reach the server").with_kind(ModelErrorKind::Transport).with_source(io);
 /// assert_eq!(error.kind(), ModelErrorKind::Transport);
@@ -463,7 +463,7 @@ impl ModelError {
 /// ```
 /// use std::sync::Arc;
 /// use agent_controller::{
-///     AgentController, LanguageModel, Message, ModelError, ModelRequest, ModelResponse, RunOutcome,
+///     AgentController, LanguageModel, model::Message, ModelError, ModelRequest, ModelResponse, RunOutcome,
 ///     SessionOptions,
 /// };
 ///

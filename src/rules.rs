@@ -27,7 +27,7 @@
 //!   included. A regex must match the whole value (it is anchored at both ends).
 //! - **A tool rule** (neither) matches every call of the tool.
 //!
-//! **Precedence** ([`crate::Mode::decide`]):
+//! **Precedence** ([`crate::mode::Mode::decide`]):
 //! 1. the mode's `availableTools` outranks every rule: a tool the mode does not offer is refused
 //!    whatever a rule says (`decidedBy: availableTools`);
 //! 2. of the rules that match, `deny` beats `ask`, which beats `allow`; among rules of the same
@@ -40,7 +40,7 @@
 //! `deny` and `ask` path rule on it and no `allow` rule. An argument the call leaves out matches
 //! no rule on it (the tool refuses a call that lacks what it needs).
 //!
-//! [`crate::Mode::decide`] is pure: the paths come in already resolved ([`ResolvedPaths`], made by
+//! [`crate::mode::Mode::decide`] is pure: the paths come in already resolved ([`ResolvedPaths`], made by
 //! [`resolve_paths`], which is the one part that reads the file system).
 
 use std::cmp::Ordering;
@@ -578,7 +578,7 @@ impl ResolvedPaths {
 
 /// Resolves, beneath the workspace at `workspace`, every path argument of `call` that a rule of
 /// `rules` reads: the file system is read here (symlinks followed inside the workspace), and
-/// nowhere in [`crate::Mode::decide`]. An argument the call leaves out is left out.
+/// nowhere in [`crate::mode::Mode::decide`]. An argument the call leaves out is left out.
 ///
 /// # Examples
 /// ```
@@ -702,7 +702,7 @@ impl<'de> Deserialize<'de> for DecidedBy {
     }
 }
 
-/// How one tool call is to be handled, and why ([`crate::Mode::decide`]).
+/// How one tool call is to be handled, and why ([`crate::mode::Mode::decide`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
     /// Run it, ask the user, or refuse it.
@@ -713,7 +713,7 @@ pub struct Verdict {
     pub reason: String,
 }
 
-/// How a call is handled under a mode's `rules` (see [`crate::Mode::decide`], which calls
+/// How a call is handled under a mode's `rules` (see [`crate::mode::Mode::decide`], which calls
 /// this): `mode` names the mode in the reason, `offered` says whether it offers the tool, `asks`
 /// whether its `requireApproval` covers it.
 pub(crate) fn verdict(

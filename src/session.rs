@@ -105,7 +105,7 @@ impl RunOutcome {
     ///
     /// # Examples
     /// ```
-    /// use agent_controller::{RunOutcome, RunState};
+    /// use agent_controller::{RunOutcome, event::RunState};
     /// let outcome = RunOutcome::Aborted { run_id: "run_1".into() };
     /// assert_eq!(outcome.state(), RunState::Aborted);
     /// ```
@@ -122,7 +122,7 @@ impl RunOutcome {
 }
 
 /// Everything the sessions of one controller share: read-only after the controller is built
-/// ([`crate::AgentControllerBuilder::build`]).
+/// ([`crate::controller::AgentControllerBuilder::build`]).
 pub(crate) struct Shared {
     pub(crate) graph: ModeGraph,
     pub(crate) tools: ToolRegistry,
@@ -132,7 +132,7 @@ pub(crate) struct Shared {
     pub(crate) workspace_named: bool,
     pub(crate) plans_dir: PathBuf,
     pub(crate) max_steps: usize,
-    /// Plan revisions per run ([`crate::AgentControllerBuilder::max_revisions`]).
+    /// Plan revisions per run ([`crate::controller::AgentControllerBuilder::max_revisions`]).
     pub(crate) max_revisions: usize,
     pub(crate) store: Option<Arc<dyn SessionStore>>,
     pub(crate) fingerprint: String,
@@ -140,7 +140,7 @@ pub(crate) struct Shared {
     pub(crate) lease_duration: Duration,
     pub(crate) protected_paths: Vec<PathBuf>,
     pub(crate) runtimes: Vec<ModeRuntime>,
-    /// Now, for deadlines and leases ([`crate::AgentControllerBuilder::clock`]).
+    /// Now, for deadlines and leases ([`crate::controller::AgentControllerBuilder::clock`]).
     pub(crate) clock: crate::deadline::Clock,
 }
 
@@ -313,7 +313,7 @@ impl CancelHandle {
     ///
     /// # Examples
     /// ```
-    /// use agent_controller::CancelHandle;
+    /// use agent_controller::session::CancelHandle;
     /// let handle = CancelHandle::default();
     /// assert!(!handle.cancel()); // no run in progress: kept for the next run
     /// assert!(handle.withdraw());
@@ -454,8 +454,8 @@ impl SessionOptions {
     }
 
     /// Limits each run of this session to `steps` model calls (at least 1) instead of the
-    /// controller's limit ([`crate::AgentControllerBuilder::max_steps`]); a run that reaches it
-    /// fails with [`crate::ModelErrorKind::StepLimit`]. Kept in memory only, like
+    /// controller's limit ([`crate::controller::AgentControllerBuilder::max_steps`]); a run that reaches it
+    /// fails with [`crate::model::ModelErrorKind::StepLimit`]. Kept in memory only, like
     /// [`SessionOptions::model`].
     pub fn max_steps(mut self, steps: usize) -> Self {
         self.max_steps = Some(steps.max(1));

@@ -87,7 +87,7 @@ pub struct SessionRecord {
     /// ([`crate::workspace`]): every later act of the session is refused in another directory.
     /// Absent in records written before schema 5; such a session adopts the workspace of the
     /// first controller that restores it and names one explicitly
-    /// ([`crate::AgentControllerBuilder::workspace`]), and is refused by one that does not
+    /// ([`crate::controller::AgentControllerBuilder::workspace`]), and is refused by one that does not
     /// ([`crate::SessionError::NoWorkspaceRecorded`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<WorkspaceRecord>,
@@ -123,7 +123,7 @@ pub struct RunRecord {
     /// Its state.
     pub state: RunState,
     /// Who carries a `running` run on: the owner of its lease
-    /// ([`crate::AgentControllerBuilder::lease_owner`], by default `HOST:PID`). Only a running
+    /// ([`crate::controller::AgentControllerBuilder::lease_owner`], by default `HOST:PID`). Only a running
     /// run saved after a decision, or carried on with [`crate::Session::continue_run`], has
     /// one; absent in records written before leases existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -142,7 +142,7 @@ impl RunRecord {
     ///
     /// # Examples
     /// ```
-    /// use agent_controller::RunState;
+    /// use agent_controller::event::RunState;
     /// use agent_controller::store::RunRecord;
     ///
     /// let run = RunRecord {
@@ -294,7 +294,7 @@ pub struct PendingSummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_timeout: Option<String>,
     /// When the plan expires unless decided, in milliseconds since the Unix epoch
-    /// ([`crate::SuspendPayload::deadline_at_ms`]); `None` without a timeout.
+    /// ([`crate::event::SuspendPayload::deadline_at_ms`]); `None` without a timeout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline_at_ms: Option<u64>,
     /// When the session was last saved (seconds since the Unix epoch).
@@ -613,7 +613,7 @@ impl StoreError {
 /// ```
 /// use std::sync::atomic::{AtomicUsize, Ordering};
 /// use agent_controller::store::{PendingListing, SessionRecord};
-/// use agent_controller::{MemoryStore, SessionStore, StoreError};
+/// use agent_controller::{MemoryStore, SessionStore, store::StoreError};
 ///
 /// #[derive(Default)]
 /// struct Counting {
@@ -685,7 +685,7 @@ pub trait SessionStore: Send + Sync {
     /// database); never for one bad record.
     ///
     /// A store reads no clock: the caller says when, as for [`SessionStore::expire`] (a
-    /// controller passes its own clock's now, [`crate::AgentControllerBuilder::clock`]).
+    /// controller passes its own clock's now, [`crate::controller::AgentControllerBuilder::clock`]).
     async fn list_pending(&self, now_ms: u64) -> Result<PendingListing, StoreError>;
 
     /// Deletes sessions with nothing pending and no running run (an interrupted run can still
@@ -699,7 +699,7 @@ pub trait SessionStore: Send + Sync {
     /// The files and directories that hold this store's data, which no workspace tool may
     /// read, list or write (a model could otherwise read other sessions or forge a record when
     /// the store sits in the workspace): a directory covers everything beneath it. The
-    /// controller protects them ([`crate::AgentControllerBuilder::protected_path`]). Empty by
+    /// controller protects them ([`crate::controller::AgentControllerBuilder::protected_path`]). Empty by
     /// default, for stores outside the file system.
     fn protected_paths(&self) -> Vec<PathBuf> {
         Vec::new()

@@ -147,7 +147,7 @@ impl Style {
         out
     }
 
-    /// A unified diff (a plan revision's [`crate::SuspendPayload::diff`]) as the user should
+    /// A unified diff (a plan revision's [`crate::event::SuspendPayload::diff`]) as the user should
     /// read it: each line through [`neutralize_line`]; with colours, added lines green, removed
     /// lines red, hunk headers cyan. An empty diff says the text is unchanged.
     ///
@@ -709,7 +709,7 @@ impl Asking {
 
 impl<'a> Question<'a> {
     /// The question under a plan with SHA-256 `plan_sha256`, whose approval may hand over to
-    /// any of `targets` (the plain approval's first, as [`crate::SuspendPayload::target_mode_ids`]
+    /// any of `targets` (the plain approval's first, as [`crate::event::SuspendPayload::target_mode_ids`]
     /// lists them): the prompt lists them ([`prompt_text_among`]) and reads answers by
     /// [`read_answer_among`] (`y`/`yes`, `n`/`no`, a target's number or mode id, other text as
     /// feedback); choosing a target that is not the first gives an approval with

@@ -5,7 +5,7 @@
 //!
 //! - [`valid_configs`] generates arbitrary valid configs as [`ConfigSpec`]s (render them with
 //!   [`ConfigSpec::to_toml`]); [`invalid_configs`] breaks one with a known [`Mutation`] and pairs
-//!   it with the [`crate::ConfigErrorKind`] loading it must give.
+//!   it with the [`crate::config::ConfigErrorKind`] loading it must give.
 //! - [`ConfigFacts`] reads what a config means (default mode, hand-over targets, tool lists)
 //!   straight from the TOML text, independently of [`crate::config`].
 //! - [`ReferenceSession`] is a small pure model of a session: the current mode, the pending
@@ -71,13 +71,13 @@
 //!   before each call, not through the registry, goes unseen.
 //! - **What a tool does on its own**: a tool whose `execute` ran where it was allowed is trusted to
 //!   do only what its call asked. One that writes while declared read-only
-//!   ([`crate::ToolAccess`]), writes outside the workspace, or leaves a background task that
+//!   ([`crate::tool::ToolAccess`]), writes outside the workspace, or leaves a background task that
 //!   writes later is seen only if the write lands in the workspace in a step in which no tool ran.
 //! - **A controller it did not build**: the spies are installed by [`Setup::builder`] and
 //!   [`Setup::builder_with`]; a controller built another way loses them, and reports tool calls
 //!   that did run as not run.
 //! - **Deadlines** (`approvalTimeout`): neither the reference model nor the exploration knows
-//!   them; test expiry with an injected clock ([`crate::AgentControllerBuilder::clock`]).
+//!   them; test expiry with an injected clock ([`crate::controller::AgentControllerBuilder::clock`]).
 //! - **Several hosts at once**: a check drives one session at a time; the store's side of racing
 //!   hosts is what [`StoreConformance`] checks.
 //!

@@ -176,7 +176,7 @@ pub struct ToolContext<'a> {
     /// them (the workspace tools refuse to, or write the new plan under a fresh name).
     pub pending_plans: &'a dyn PendingPlans,
     /// The protected areas no workspace tool reads, lists or writes: files, and directories with
-    /// everything beneath them ([`crate::AgentControllerBuilder::protected_path`]; the
+    /// everything beneath them ([`crate::controller::AgentControllerBuilder::protected_path`]; the
     /// controller adds its store's files, [`crate::store::SessionStore::protected_paths`]).
     pub protected_paths: &'a [PathBuf],
 }

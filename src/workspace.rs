@@ -1,7 +1,7 @@
 //! Where a session works: its workspace, as the session records it when it starts.
 //!
 //! A session is started in its controller's workspace
-//! ([`crate::AgentControllerBuilder::workspace`]) and records it ([`WorkspaceRecord`]): the
+//! ([`crate::controller::AgentControllerBuilder::workspace`]) and records it ([`WorkspaceRecord`]): the
 //! directory's canonical path, and the identity of the directory itself
 //! ([`DirectoryIdentity`]), so that a different directory put at the same path is noticed. Every
 //! later act of the session (restoring it, deciding, carrying a run on, sending a message) first

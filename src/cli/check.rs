@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use agent_controller::model::scripted::ScriptedModel;
 use agent_controller::{
-    AgentController, ModeGraph, RequireApproval, ToolAccess, ToolRegistry, config,
+    AgentController, ModeGraph, ToolRegistry, config, mode::RequireApproval, tool::ToolAccess,
 };
 
 use crate::cli::args::DEFAULT_CONFIG;

@@ -4,7 +4,8 @@ use agent_controller::display::{neutralize, neutralize_line};
 use agent_controller::store::display_spec;
 use agent_controller::terminal::Style;
 use agent_controller::{
-    Decision, DecisionAction, PendingDecision, RunOutcome, RunState, Session, SessionError,
+    Decision, PendingDecision, RunOutcome, Session, SessionError, event::RunState,
+    session::DecisionAction,
 };
 
 use crate::cli::args::DecisionArgs;
@@ -214,7 +215,7 @@ impl Decider<'_> {
 }
 
 /// The decision id of the "always allow" that decided tool call `decision_id` with another call
-/// of its reply ([`agent_controller::DecidedRecord::allowed_by`]), while the run still waits or
+/// of its reply ([`agent_controller::event::DecidedRecord::allowed_by`]), while the run still waits or
 /// once it carried on; `None` when no allowance decided it.
 pub(crate) fn allowed_by(session: &Session, decision_id: &str) -> Option<String> {
     let waiting = session

@@ -6,7 +6,7 @@ use agent_controller::display::{
     arguments_line, json_line, neutralize_line, neutralize_line_within,
 };
 use agent_controller::terminal::Style;
-use agent_controller::{Event, ModeGraph, Suspension};
+use agent_controller::{Event, ModeGraph, event::Suspension};
 
 use crate::cli::text::{
     PENDING_ARGS_MAX_CHARS, deadline_note, deadline_note_of, short_sha256, targets_text,

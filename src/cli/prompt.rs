@@ -6,7 +6,7 @@ use agent_controller::terminal::{
     PromptAnswer, Question, StdinLines, Style, allowance_note, render_tool_call,
 };
 use agent_controller::tool::submit_plan::{self};
-use agent_controller::{Decision, ModeGraph, PendingDecision, Session, SuspendPayload};
+use agent_controller::{Decision, ModeGraph, PendingDecision, Session, event::SuspendPayload};
 
 use crate::cli::decider::waiting;
 use crate::cli::text::{deadline_note, plan_origin, short_sha256};
@@ -99,7 +99,7 @@ impl Prompt {
         stderr: &mut std::io::Stderr,
     ) -> PromptAnswer {
         let graph = &self.graph;
-        let mut targets: Vec<&agent_controller::Mode> = payload
+        let mut targets: Vec<&agent_controller::mode::Mode> = payload
             .target_mode_ids
             .iter()
             .filter_map(|id| graph.get(id).map(|t| graph.mode(t)))

@@ -1,8 +1,8 @@
 //! Small pieces of text several commands print (targets, short hashes, deadlines).
 
-use agent_controller::SuspendPayload;
 use agent_controller::deadline::deadline_text;
 use agent_controller::display::neutralize_line;
+use agent_controller::event::SuspendPayload;
 
 /// How many characters of a tool call's argument values `pending` and the event lines show,
 /// shared among the values (every argument is shown, a long value cut in its middle and the cut

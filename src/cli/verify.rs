@@ -6,7 +6,7 @@ use agent_controller::display::neutralize_line;
 use agent_controller::testing::{Check, CheckError, CheckReport};
 use agent_controller::tool::{Tool, ToolAccess, ToolContext, ToolError, ToolOutput};
 use agent_controller::{
-    ConfigErrorKind, MemoryStore, ModeGraph, RequireApproval, ToolRegistry, config,
+    MemoryStore, ModeGraph, ToolRegistry, config, config::ConfigErrorKind, mode::RequireApproval,
 };
 use async_trait::async_trait;
 use serde_json::{Value, json};

@@ -62,7 +62,7 @@ impl ModeBuilder {
     ///
     /// # Examples
     /// ```
-    /// use agent_controller::{ModeBuilder, ModeGraphBuilder};
+    /// use agent_controller::{config::ModeBuilder, config::ModeGraphBuilder};
     /// let graph = ModeGraphBuilder::new()
     ///     .mode(ModeBuilder::new("plan").transitions_to_list(["build", "build-auto"]))
     ///     .mode(ModeBuilder::new("build").default_mode())
@@ -102,7 +102,7 @@ impl ModeBuilder {
     ///
     /// # Examples
     /// ```
-    /// use agent_controller::{ModeBuilder, ModeGraphBuilder};
+    /// use agent_controller::{config::ModeBuilder, config::ModeGraphBuilder};
     /// let graph = ModeGraphBuilder::new()
     ///     .mode(ModeBuilder::new("build").require_approval(["write_file"]))
     ///     .build()?;
@@ -149,7 +149,7 @@ impl ModeBuilder {
 ///
 /// # Examples
 /// ```
-/// use agent_controller::{ConfigErrorKind, ModeBuilder, ModeGraphBuilder};
+/// use agent_controller::{config::ConfigErrorKind, config::ModeBuilder, config::ModeGraphBuilder};
 ///
 /// let graph = ModeGraphBuilder::new()
 ///     .mode(

@@ -264,11 +264,11 @@ impl ModeGraph {
     /// controller lacks (in a mode without `availableTools`; with it, the mode's list is
     /// checked when the config is read), and a rule on an argument the tool's input schema does
     /// not declare (when it declares its `properties`). Sorted by position; empty when every
-    /// rule can apply. [`crate::AgentControllerBuilder::build`] refuses a graph with any.
+    /// rule can apply. [`crate::controller::AgentControllerBuilder::build`] refuses a graph with any.
     ///
     /// # Examples
     /// ```
-    /// use agent_controller::{ConfigErrorKind, ToolRegistry};
+    /// use agent_controller::{config::ConfigErrorKind, ToolRegistry};
     /// let graph = agent_controller::config::parse(
     ///     "[[modes]]\nid = \"build\"\nrules = [{ tool = \"write_file\", arg = \"pth\", path = \"src/**\", action = \"allow\" }]\n",
     ///     "modes.toml",

@@ -212,7 +212,7 @@ impl Decision {
     /// ([`crate::Session::switch_mode`]) and the switch of an approved plan alike, so an
     /// allowance given in a planning mode never runs the next mode's calls. The other calls of
     /// the tool waiting in the same reply are approved with it in the same save, each with its
-    /// own audit record whose [`crate::DecidedRecord::allowed_by`] names this decision; later
+    /// own audit record whose [`crate::event::DecidedRecord::allowed_by`] names this decision; later
     /// calls of the tool run without waiting. Kept in the session record and shown by
     /// [`crate::Session::always_allowed`]. Refused ([`SessionError::MalformedDecision`],
     /// nothing changes) with a rejection and on a plan.

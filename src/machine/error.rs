@@ -203,7 +203,7 @@ pub enum SessionError {
         path: PathBuf,
     },
     /// The session was saved before workspaces were recorded, and this controller's workspace
-    /// was not named ([`crate::AgentControllerBuilder::workspace`]): the session would run in
+    /// was not named ([`crate::controller::AgentControllerBuilder::workspace`]): the session would run in
     /// whatever the current directory is. Name the workspace it works in; it is recorded from
     /// then on.
     #[error(

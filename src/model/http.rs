@@ -458,7 +458,7 @@ impl<P: HttpProvider> HttpSettings<P> {
 
     /// How long one model call may take in all, retries and streaming included (default 600 s):
     /// a server that keeps sending a little at a time cannot hold a run for ever. Past it the
-    /// call fails with [`crate::ModelErrorKind::Transport`].
+    /// call fails with [`crate::model::ModelErrorKind::Transport`].
     pub fn reply_timeout(mut self, timeout: Duration) -> Self {
         self.reply_timeout = timeout;
         self
@@ -466,7 +466,7 @@ impl<P: HttpProvider> HttpSettings<P> {
 
     /// The largest reply taken, in bytes of text and tool calls' ids, names and arguments
     /// together (default 8 MiB); one event of the stream larger than that (its JSON, escapes
-    /// included) is refused too. Either fails with [`crate::ModelErrorKind::MalformedResponse`]
+    /// included) is refused too. Either fails with [`crate::model::ModelErrorKind::MalformedResponse`]
     /// as soon as it passes the bound, while it arrives.
     pub fn max_reply_bytes(mut self, bytes: usize) -> Self {
         self.max_reply_bytes = bytes;

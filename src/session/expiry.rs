@@ -29,7 +29,7 @@ fn waiting(pending: &PendingDecision) -> Waiting<'_> {
 impl Session {
     /// Applies the deadline of what the session waits for: if the pending plan's deadline, or
     /// that of a tool call waiting for approval, has passed (by the controller's clock,
-    /// [`crate::AgentControllerBuilder::clock`]), it expires and counts as rejected (see
+    /// [`crate::controller::AgentControllerBuilder::clock`]), it expires and counts as rejected (see
     /// [`crate::deadline`]): `agent_start`; `tool_end` with the result for the model and the
     /// audit record (outcome `expired`) for the plan, or for each call of the reply (an expired
     /// call; one approved while it waited never runs, [`crate::deadline::APPROVED_NOT_RUN_RESULT`];
@@ -42,7 +42,7 @@ impl Session {
     ///
     /// # Errors
     /// [`SessionError::Store`] when the expiry cannot be saved, with
-    /// [`crate::StoreError::Conflict`] when another host changed the session first (it may have
+    /// [`crate::store::StoreError::Conflict`] when another host changed the session first (it may have
     /// applied the expiry: restore the session to see); nothing changes.
     pub async fn expire_if_due(&mut self) -> Result<Vec<DecidedRecord>, SessionError> {
         let before = self.state.history.len();

@@ -11,7 +11,7 @@ named_enum! {
     /// # Examples
     /// ```
     /// use std::sync::Arc;
-    /// use agent_controller::{AgentController, SessionErrorKind, SessionOptions};
+    /// use agent_controller::{AgentController, session::SessionErrorKind, SessionOptions};
     /// use agent_controller::model::scripted::ScriptedModel;
     ///
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -74,7 +74,7 @@ impl SessionError {
     ///
     /// # Examples
     /// ```
-    /// use agent_controller::{SessionError, SessionErrorKind};
+    /// use agent_controller::{SessionError, session::SessionErrorKind};
     /// assert_eq!(SessionError::UnknownRun("r9".into()).kind(), SessionErrorKind::NotFound);
     /// assert_eq!(SessionError::NoStore.kind(), SessionErrorKind::Store);
     /// ```

@@ -54,7 +54,7 @@ impl SqliteStore {
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
     /// let store = SqliteStore::in_memory()?;
     /// assert_eq!(store.load("nobody").await?, None);
-    /// # Ok::<(), agent_controller::StoreError>(())
+    /// # Ok::<(), agent_controller::store::StoreError>(())
     /// # }).unwrap();
     /// ```
     pub fn in_memory() -> Result<Self, StoreError> {

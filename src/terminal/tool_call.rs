@@ -99,7 +99,7 @@ const KEYS_HINT: &str = "type y to run the call, a to run it and always allow th
 /// # Examples
 /// ```
 /// use agent_controller::terminal::{Style, render_tool_call};
-/// use agent_controller::ToolCallPayload;
+/// use agent_controller::event::ToolCallPayload;
 /// let call = ToolCallPayload {
 ///     decision_id: "decision_1".into(),
 ///     tool_name: "write_file".into(),

@@ -10,8 +10,9 @@ use serde_json::json;
 use crate::model::scripted::ReplayModel;
 use crate::store::SCHEMA_VERSION;
 use crate::{
-    AgentController, Decision, DecisionAction, Message, PendingKind, PendingListing, RunOutcome,
-    RunState, SessionOptions, SessionRecord, SessionStore, StoreError, ToolRegistry,
+    AgentController, Decision, RunOutcome, SessionOptions, SessionStore, ToolRegistry,
+    event::RunState, model::Message, session::DecisionAction, store::PendingKind,
+    store::PendingListing, store::SessionRecord, store::StoreError,
 };
 
 /// Puts raw record text under a session id behind the store's back, as another release, a

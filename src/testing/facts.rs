@@ -90,19 +90,19 @@ pub struct ConfigFacts {
     plans_dir: String,
     text: Arc<str>,
     registered: Option<Vec<String>>,
-    /// The registered tools that write ([`crate::ToolAccess::Writes`]), which a planning mode
+    /// The registered tools that write ([`crate::tool::ToolAccess::Writes`]), which a planning mode
     /// without `availableTools` does not offer.
     writing: Vec<String>,
     max_steps: usize,
     max_revisions: usize,
 }
 
-/// The names of the tools of `registry` that write ([`crate::ToolAccess::Writes`]), in
+/// The names of the tools of `registry` that write ([`crate::tool::ToolAccess::Writes`]), in
 /// registration order.
 pub(crate) fn writing_tools(registry: &crate::ToolRegistry) -> Vec<String> {
     registry
         .iter()
-        .filter(|tool| tool.access() == crate::ToolAccess::Writes)
+        .filter(|tool| tool.access() == crate::tool::ToolAccess::Writes)
         .map(|tool| tool.name().to_owned())
         .collect()
 }
@@ -238,7 +238,7 @@ impl ConfigFacts {
     }
 
     /// The same facts, with `names` as the registered tools that write
-    /// ([`crate::ToolAccess::Writes`]): a planning mode without `availableTools` does not offer
+    /// ([`crate::tool::ToolAccess::Writes`]): a planning mode without `availableTools` does not offer
     /// them.
     pub fn with_writing_tools(
         mut self,
@@ -262,14 +262,14 @@ impl ConfigFacts {
     }
 
     /// The same facts for a controller whose runs make at most `steps` model calls per drive
-    /// (per message or decision; [`crate::AgentControllerBuilder::max_steps`]).
+    /// (per message or decision; [`crate::controller::AgentControllerBuilder::max_steps`]).
     pub fn with_max_steps(mut self, steps: usize) -> Self {
         self.max_steps = steps.max(1);
         self
     }
 
     /// The same facts for a controller whose runs take at most `revisions` plan revisions
-    /// ([`crate::AgentControllerBuilder::max_revisions`]).
+    /// ([`crate::controller::AgentControllerBuilder::max_revisions`]).
     pub fn with_max_revisions(mut self, revisions: usize) -> Self {
         self.max_revisions = revisions;
         self

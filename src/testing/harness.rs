@@ -197,7 +197,7 @@ impl Tool for Spy {
         schema
     }
 
-    fn access(&self) -> crate::ToolAccess {
+    fn access(&self) -> crate::tool::ToolAccess {
         self.tool.access()
     }
 

@@ -701,7 +701,7 @@ pub struct WaitingCall {
     /// whether it carried feedback.
     pub decided: Option<(DecisionAction, bool)>,
     /// The decision id of the "always allow" on another call of the reply that approved this
-    /// one ([`crate::DecidedRecord::allowed_by`]).
+    /// one ([`crate::event::DecidedRecord::allowed_by`]).
     pub allowed_by: Option<String>,
 }
 

@@ -73,7 +73,7 @@ impl LanguageModel for OffersListedTools {
 }
 
 /// A builder for the planted bug above, over the config `text`.
-fn running_refused_tools(setup: Setup, text: &str) -> crate::AgentControllerBuilder {
+fn running_refused_tools(setup: Setup, text: &str) -> crate::controller::AgentControllerBuilder {
     let unlisted: String = text
         .lines()
         .filter(|line| !line.trim_start().starts_with("availableTools"))
@@ -121,8 +121,8 @@ impl crate::tool::Tool for DeclaresReadOnly {
     fn input_schema(&self) -> serde_json::Value {
         self.0.input_schema()
     }
-    fn access(&self) -> crate::ToolAccess {
-        crate::ToolAccess::ReadOnly
+    fn access(&self) -> crate::tool::ToolAccess {
+        crate::tool::ToolAccess::ReadOnly
     }
     async fn execute(
         &self,

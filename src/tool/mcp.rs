@@ -138,8 +138,8 @@ impl McpServer {
     }
 
     /// Whether its tool annotations count: a tool of a trusted server annotated
-    /// `readOnlyHint: true` is [`crate::ToolAccess::ReadOnly`]; every other MCP tool
-    /// [`crate::ToolAccess::Writes`].
+    /// `readOnlyHint: true` is [`crate::tool::ToolAccess::ReadOnly`]; every other MCP tool
+    /// [`crate::tool::ToolAccess::Writes`].
     pub fn is_trusted(&self) -> bool {
         self.trusted
     }

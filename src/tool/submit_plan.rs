@@ -151,7 +151,7 @@ pub fn rejected_with_feedback(feedback: &str) -> String {
 }
 
 /// The tool result for a rejection with `feedback` that reached the run's limit of `limit`
-/// plan revisions ([`crate::AgentControllerBuilder::max_revisions`]): the feedback, and that
+/// plan revisions ([`crate::controller::AgentControllerBuilder::max_revisions`]): the feedback, and that
 /// the run ends here instead of a request to revise.
 pub fn rejected_at_revision_limit(feedback: &str, limit: usize) -> String {
     format!(

@@ -16,8 +16,8 @@ use agent_controller::model::anthropic::{
 };
 use agent_controller::tool::submit_plan::APPROVED_RESULT;
 use agent_controller::{
-    AgentController, Decision, Event, ModelError, ModelErrorKind, RunOutcome, SessionOptions,
-    ToolRegistry, config,
+    AgentController, Decision, Event, ModelError, RunOutcome, SessionOptions, ToolRegistry, config,
+    model::ModelErrorKind,
 };
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};

@@ -4,8 +4,8 @@
 use agent_controller::json::{Value, json};
 use agent_controller::model::TextSink;
 use agent_controller::{
-    Extensions, LanguageModel, Message, ModelError, ModelRequest, ModelResponse, ToolAccess,
-    ToolCall, ToolSpec,
+    LanguageModel, ModelError, ModelRequest, ModelResponse, ToolCall, extensions::Extensions,
+    model::Message, tool::ToolAccess, tool::ToolSpec,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -158,7 +158,7 @@ fn a_built_request_starts_empty_but_for_its_messages() {
 #[tokio::test]
 async fn session_errors_are_matched_by_kind() {
     use agent_controller::model::scripted::ReplayModel;
-    use agent_controller::{Decision, RunOutcome, SessionErrorKind, SessionOptions};
+    use agent_controller::{Decision, RunOutcome, SessionOptions, session::SessionErrorKind};
 
     let ws = crate::common::Workspace::new();
     let path = ws.plan("p.md", "# Plan\n\n1. Do it\n");

@@ -18,8 +18,8 @@ use agent_controller::store::{
 use agent_controller::tool::submit_plan::APPROVED_RESULT;
 use agent_controller::tool::{Tool, ToolCall, ToolContext, ToolOutput};
 use agent_controller::{
-    AgentController, Decision, DecisionOutcome, Event, Message, RunOutcome, RunState, Session,
-    SessionOptions, ToolRegistry,
+    AgentController, Decision, Event, RunOutcome, Session, SessionOptions, ToolRegistry,
+    event::DecisionOutcome, event::RunState, model::Message,
 };
 use async_trait::async_trait;
 use common::{Recorder, Workspace, graph};

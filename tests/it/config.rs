@@ -96,7 +96,7 @@ fn every_valid_case_loads_with_the_expected_default_planning_modes_and_targets()
 /// Each mode's `requireApproval` as the case's `approval_required` says: `true` for every
 /// offered tool, a list of tool names, or (for a mode the case leaves out) none.
 fn check_approval_required(name: &str, case: &toml::Table, graph: &agent_controller::ModeGraph) {
-    use agent_controller::RequireApproval;
+    use agent_controller::mode::RequireApproval;
     let wanted = case.get("approval_required").and_then(|t| t.as_table());
     for mode in graph.modes() {
         let want = match wanted.and_then(|t| t.get(mode.id())) {
@@ -442,7 +442,7 @@ fn configs_that_are_not_regular_files_or_too_large_are_refused_at_once() {
 /// error kind and message as the TOML text with the same values, without a file position.
 #[test]
 fn a_mode_graph_built_in_code_follows_the_toml_rules() {
-    use agent_controller::{ModeBuilder as M, ModeGraphBuilder as G};
+    use agent_controller::{config::ModeBuilder as M, config::ModeGraphBuilder as G};
     let plan = || M::new("plan").available_tools(["read_file", "submit_plan"]);
     let cases: Vec<(G, &str)> = vec![
         (G::new(), "modes = []"),
@@ -505,7 +505,7 @@ fn a_mode_graph_built_in_code_follows_the_toml_rules() {
 /// targets and fingerprint; an unknown tool is reported without a position.
 #[test]
 fn a_mode_graph_built_in_code_equals_its_toml_twin() {
-    use agent_controller::{ModeBuilder, ModeGraphBuilder};
+    use agent_controller::{config::ModeBuilder, config::ModeGraphBuilder};
     let built = ModeGraphBuilder::new()
         .mode(
             ModeBuilder::new("plan")
@@ -528,7 +528,7 @@ fn a_mode_graph_built_in_code_equals_its_toml_twin() {
     assert_eq!(unknown.len(), 1);
     assert_eq!(
         unknown[0].kind(),
-        agent_controller::ConfigErrorKind::UnknownTool
+        agent_controller::config::ConfigErrorKind::UnknownTool
     );
     assert_eq!(unknown[0].location(), None);
     assert!(
@@ -656,7 +656,7 @@ fn one_target_written_as_a_list_is_the_same_graph() {
 
 #[test]
 fn a_targets_list_built_in_code_follows_the_toml_rules() {
-    use agent_controller::{ModeBuilder as M, ModeGraphBuilder as G};
+    use agent_controller::{config::ModeBuilder as M, config::ModeGraphBuilder as G};
     let plan = |targets: &[&str]| M::new("plan").transitions_to_list(targets.iter().copied());
     let cases: Vec<(G, &str)> = vec![
         (
@@ -725,7 +725,7 @@ fn require_approval_takes_true_false_or_a_list_and_refuses_other_types() {
     let all = parse("true").expect("true");
     assert_eq!(
         all.default_mode().require_approval(),
-        &agent_controller::RequireApproval::All
+        &agent_controller::mode::RequireApproval::All
     );
     assert!(all.default_mode().requires_approval("read_file"));
     let none = parse("false").expect("false");
@@ -857,7 +857,7 @@ fn an_entry_listed_twice_is_refused_at_its_second_line_and_column() {
         .collect();
     assert_eq!(columns, [24, 29]);
 
-    use agent_controller::{ModeBuilder, ModeGraphBuilder};
+    use agent_controller::{config::ModeBuilder, config::ModeGraphBuilder};
     let err = ModeGraphBuilder::new()
         .mode(ModeBuilder::new("build").available_tools(["read_file", "read_file"]))
         .build()

@@ -19,8 +19,9 @@ use agent_controller::store::{
     MemoryStore, PendingListing, SessionRecord, SessionStore, StoreError, open_store,
 };
 use agent_controller::{
-    AgentController, Decision, DecisionOutcome, Event, Message, ModeBuilder, ModeGraphBuilder,
-    RunOutcome, RunState, Session, SessionError, SessionOptions, SuspendPayload, ToolRegistry,
+    AgentController, Decision, Event, RunOutcome, Session, SessionError, SessionOptions,
+    ToolRegistry, config::ModeBuilder, config::ModeGraphBuilder, event::DecisionOutcome,
+    event::RunState, event::SuspendPayload, model::Message,
 };
 use common::clock::{T0, TestClock};
 #[cfg(feature = "cli")]
@@ -1526,7 +1527,7 @@ fn cli_pending_after_a_tool_calls_deadline_speaks_of_the_tool_call_not_a_plan() 
 /// `"approve"` is refused at its line and column, saying why.
 mod on_timeout {
     use agent_controller::deadline::OnTimeout;
-    use agent_controller::{ConfigErrorKind, config};
+    use agent_controller::{config, config::ConfigErrorKind};
 
     fn errors(text: &str) -> Vec<(usize, usize, ConfigErrorKind, String)> {
         config::check(text, "modes.toml")

@@ -7,7 +7,9 @@
 use std::path::{Path, PathBuf};
 
 use agent_controller::event::DecidedRecord;
-use agent_controller::{Decision, DecisionOutcome, PendingKind, PendingSummary, schema};
+use agent_controller::{
+    Decision, event::DecisionOutcome, schema, store::PendingKind, store::PendingSummary,
+};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use agent_controller::store::{MemoryStore, SessionStore};
 use agent_controller::tool::submit_plan::{APPROVAL_NOTE_PREFIX, APPROVED_RESULT};
 use agent_controller::{
-    AgentController, Decision, DecisionOutcome, Event, RunOutcome, Session, SessionError,
-    ToolRegistry, config,
+    AgentController, Decision, Event, RunOutcome, Session, SessionError, ToolRegistry, config,
+    event::DecisionOutcome,
 };
 use common::openai_server::{Reply, ScriptedServer, call, calls, contents, submit, text};
 use common::{Recorder, Workspace};

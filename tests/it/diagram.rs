@@ -136,7 +136,10 @@ fn a_default_planning_mode_without_target_is_refused_before_it_can_be_drawn() {
         "solo.toml",
     )
     .expect_err("a self hand-over");
-    assert_eq!(err.kind(), agent_controller::ConfigErrorKind::SelfHandover);
+    assert_eq!(
+        err.kind(),
+        agent_controller::config::ConfigErrorKind::SelfHandover
+    );
 }
 
 #[test]

@@ -10,7 +10,7 @@ use agent_controller::model::scripted::ReplayModel;
 use agent_controller::store::SessionStore;
 use agent_controller::{
     AgentController, Decision, Event, LanguageModel, MemoryStore, ModelError, ModelRequest,
-    ModelResponse, RunOutcome, RunState, SessionOptions, ToolRegistry,
+    ModelResponse, RunOutcome, SessionOptions, ToolRegistry, event::RunState,
 };
 use common::{PLAN_BUILD, Recorder, Workspace, graph, kinds, replay};
 use serde_json::json;
@@ -161,7 +161,7 @@ async fn a_run_resumed_in_another_process_starts_again_before_its_events() {
 
 #[cfg(feature = "openai")]
 mod openai {
-    use agent_controller::TokenUsage;
+    use agent_controller::event::TokenUsage;
     use agent_controller::model::openai::{OpenAiModel, OpenAiSettings};
     use serde_json::Value;
     use wiremock::matchers::{method, path};
@@ -255,7 +255,7 @@ mod openai {
                 Event::AgentEnd {
                     session_id: "s-1".into(),
                     run_id: "run_1".into(),
-                    reason: agent_controller::RunState::Completed
+                    reason: agent_controller::event::RunState::Completed
                 },
             ]
         );
@@ -407,12 +407,13 @@ async fn agent_end_session_outcome_and_record_name_how_a_run_ended_alike() {
 /// included (providers differ: some never report usage), and is left out when it has neither.
 #[tokio::test]
 async fn model_end_follows_a_reply_with_a_finish_reason_or_usage_alone() {
-    let usage = agent_controller::TokenUsage {
+    let usage = agent_controller::event::TokenUsage {
         prompt_tokens: 3,
         completion_tokens: 2,
         total_tokens: 5,
     };
-    let reply = |finish_reason: Option<&str>, usage: Option<agent_controller::TokenUsage>| {
+    let reply = |finish_reason: Option<&str>,
+                 usage: Option<agent_controller::event::TokenUsage>| {
         let mut reply = ReplayModel::text("done");
         reply.finish_reason = finish_reason.map(str::to_owned);
         reply.usage = usage;

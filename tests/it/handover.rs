@@ -5,7 +5,7 @@
 use crate::common;
 
 use agent_controller::model::scripted::ReplayModel;
-use agent_controller::{Decision, Event, ModeChangeReason, RunOutcome};
+use agent_controller::{Decision, Event, RunOutcome, event::ModeChangeReason};
 use common::{Recorder, Workspace, controller, fixture, replay};
 use serde_json::json;
 

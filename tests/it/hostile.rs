@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use agent_controller::model::scripted::ReplayModel;
 use agent_controller::{
-    AgentController, Event, RunOutcome, Tool, ToolAccess, ToolContext, ToolOutput, ToolRegistry,
+    AgentController, Event, RunOutcome, Tool, ToolContext, ToolOutput, ToolRegistry,
+    tool::ToolAccess,
 };
 use common::{Recorder, Workspace};
 use serde_json::{Value, json};
@@ -299,7 +300,7 @@ fn at(error: &agent_controller::ConfigError) -> Option<(usize, usize)> {
 /// one that does not exist yet, is fine.
 #[test]
 fn a_plans_dir_that_holds_source_is_warned_about_and_the_root_refused() {
-    use agent_controller::{ConfigErrorKind, config};
+    use agent_controller::{config, config::ConfigErrorKind};
     let ws = Workspace::new();
     std::fs::create_dir_all(ws.path().join("src")).expect("src");
     std::fs::write(ws.path().join("src/main.rs"), "fn main() {}").expect("main.rs");
@@ -328,7 +329,7 @@ fn a_plans_dir_that_holds_source_is_warned_about_and_the_root_refused() {
 /// Item 5: a known mode key under `[modes.metadata]` has no effect there: warned at the key.
 #[test]
 fn a_known_key_in_metadata_is_warned_about_at_the_key() {
-    use agent_controller::{ConfigErrorKind, ToolRegistry, config};
+    use agent_controller::{ToolRegistry, config, config::ConfigErrorKind};
     let text = "[[modes]]\nid = \"build\"\navailableTools = [\"write_file\"]\n\n[modes.metadata]\ncolor = \"red\"\nrequireApproval = true\n";
     let graph = config::parse(text, "modes.toml").expect("still valid");
     assert!(
@@ -353,7 +354,7 @@ fn a_known_key_in_metadata_is_warned_about_at_the_key() {
 /// at the second name: the user picks a target mode by its name at the prompt.
 #[test]
 fn two_modes_with_the_same_name_are_refused() {
-    use agent_controller::{ConfigErrorKind, config};
+    use agent_controller::{config, config::ConfigErrorKind};
     let text = "[[modes]]\nid = \"build\"\nname = \"Build\"\ndefault = true\n\n[[modes]]\nid = \"yolo\"\nname = \"build\"\n";
     let error = config::parse(text, "modes.toml").expect_err("same name");
     assert_eq!(error.kind(), ConfigErrorKind::DuplicateName);
@@ -405,7 +406,7 @@ async fn write_plan_through_a_symlinked_plans_folder_says_it_leaves_the_workspac
 /// `check`; refused at the name.
 #[test]
 fn an_empty_mode_name_is_refused() {
-    use agent_controller::{ConfigErrorKind, config};
+    use agent_controller::{config, config::ConfigErrorKind};
     for name in ["", "   "] {
         let text = format!("[[modes]]\nid = \"build\"\nname = \"{name}\"\n");
         let error = config::parse(&text, "modes.toml").expect_err(name);

@@ -14,7 +14,9 @@ use std::time::Instant;
 
 use agent_controller::store::{PendingListing, SessionRecord};
 use agent_controller::testing::{Check, CheckError, CheckReport};
-use agent_controller::{DecisionOutcome, MemoryStore, SessionStore, StoreError, ToolRegistry};
+use agent_controller::{
+    MemoryStore, SessionStore, ToolRegistry, event::DecisionOutcome, store::StoreError,
+};
 
 /// A plan goes to `build` or `build-auto`; `build` asks before `write_file`.
 const TARGETS: &str = concat!(

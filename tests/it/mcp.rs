@@ -14,7 +14,8 @@ use agent_controller::model::scripted::ReplayModel;
 use agent_controller::store::MemoryStore;
 use agent_controller::tool::mcp::McpTools;
 use agent_controller::{
-    AgentController, Decision, ModeGraph, RunOutcome, Session, ToolAccess, ToolRegistry, config,
+    AgentController, Decision, ModeGraph, RunOutcome, Session, ToolRegistry, config,
+    tool::ToolAccess,
 };
 use common::{Recorder, Workspace};
 use serde_json::json;

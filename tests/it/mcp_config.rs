@@ -179,7 +179,7 @@ fn bad_server_entries_are_errors_at_their_place() {
 /// writes, named as the client names a server's tools.
 #[cfg(feature = "testing")]
 fn stand_in_server() -> agent_controller::ToolRegistry {
-    use agent_controller::{Tool, ToolAccess, ToolContext, ToolOutput};
+    use agent_controller::{Tool, ToolContext, ToolOutput, tool::ToolAccess};
     struct StandIn(&'static str, ToolAccess);
     #[agent_controller::async_trait]
     impl Tool for StandIn {

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use agent_controller::model::openai::{OpenAiModel, OpenAiSettings, RetryPolicy};
 use agent_controller::tool::submit_plan::APPROVED_RESULT;
 use agent_controller::{
-    AgentController, Decision, Event, ModelError, ModelErrorKind, RunOutcome, SessionOptions,
-    ToolRegistry, config,
+    AgentController, Decision, Event, ModelError, RunOutcome, SessionOptions, ToolRegistry, config,
+    model::ModelErrorKind,
 };
 use serde_json::{Value, json};
 use wiremock::ResponseTemplate;

@@ -170,7 +170,7 @@ async fn text_a_model_wrote_round_trips_exactly() {
     let pending = hostile.pending.as_mut().expect("pending");
     pending.tool_call_id = "call\u{0}\u{1b}[2J".into();
     pending.suspend_payload.submission.title = "Title\u{0} with NUL \u{202e}and 'quotes'\"".into();
-    hostile.messages = vec![agent_controller::Message::User {
+    hostile.messages = vec![agent_controller::model::Message::User {
         content: "\u{0}".repeat(3) + "'); DROP TABLE agent_controller_sessions; --",
     }];
     store.save(&hostile, None).await.expect("save");
@@ -955,7 +955,7 @@ fn waiting_calls(id: &str, version: u64, calls: &[&str], decided: usize) -> Sess
     let mut record = record(id, version, None);
     record.run = Some(agent_controller::store::RunRecord {
         run_id: "run_1".into(),
-        state: agent_controller::RunState::Suspended,
+        state: agent_controller::event::RunState::Suspended,
         owner: None,
         lease_expires_at_ms: None,
     });
@@ -967,7 +967,7 @@ fn waiting_calls(id: &str, version: u64, calls: &[&str], decided: usize) -> Sess
             agent_controller::store::PendingToolCallRecord {
                 run_id: "run_1".into(),
                 tool_call_id: (*call).to_owned(),
-                suspend_payload: agent_controller::ToolCallPayload {
+                suspend_payload: agent_controller::event::ToolCallPayload {
                     decision_id: format!("decision_{}", i + 1),
                     tool_name: "write_file".into(),
                     args_sha256: agent_controller::jcs::sha256(&args),
@@ -976,11 +976,11 @@ fn waiting_calls(id: &str, version: u64, calls: &[&str], decided: usize) -> Sess
                     deadline_at_ms: None,
                     workspace: None,
                 },
-                decided: (i < decided).then(|| agent_controller::DecidedRecord {
+                decided: (i < decided).then(|| agent_controller::event::DecidedRecord {
                     run_id: "run_1".into(),
                     tool_call_id: (*call).to_owned(),
                     decision_id: format!("decision_{}", i + 1),
-                    outcome: Some(agent_controller::DecisionOutcome::Approved),
+                    outcome: Some(agent_controller::event::DecisionOutcome::Approved),
                     sha256: None,
                     approved_sha256: None,
                     decided_at: None,

@@ -15,8 +15,8 @@ use agent_controller::model::scripted::ReplayModel;
 use agent_controller::store::{MemoryStore, SessionStore};
 use agent_controller::tool::ToolCall;
 use agent_controller::{
-    AgentController, Decision, Message, ModelResponse, RunOutcome, Session, SessionOptions,
-    ToolRegistry,
+    AgentController, Decision, ModelResponse, RunOutcome, Session, SessionOptions, ToolRegistry,
+    model::Message,
 };
 use common::{Workspace, graph};
 use serde_json::{Value, json};

@@ -11,7 +11,7 @@ use agent_controller::rules::{
     DecidedBy, Matcher, PathGlob, ResolvedPath, ResolvedPaths, Rule, RuleAction, Rules, StringGlob,
     Verdict, resolve_paths,
 };
-use agent_controller::{ConfigErrorKind, Mode, ToolCall, ToolRegistry, config};
+use agent_controller::{ToolCall, ToolRegistry, config, config::ConfigErrorKind, mode::Mode};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{Value, json};

@@ -12,8 +12,8 @@ use agent_controller::model::{
 };
 use agent_controller::tool::submit_plan::{APPROVAL_NOTE_PREFIX, APPROVED_RESULT, REJECTED_RESULT};
 use agent_controller::{
-    Decision, DecisionOutcome, Event, Message, ModeChangeReason, RunOutcome, RunState,
-    SessionError, SessionOptions,
+    Decision, Event, RunOutcome, SessionError, SessionOptions, event::DecisionOutcome,
+    event::ModeChangeReason, event::RunState, model::Message,
 };
 use async_trait::async_trait;
 use common::{PLAN_BUILD, Recorder, Workspace, controller, kinds, replay};
@@ -828,7 +828,10 @@ async fn a_model_that_never_stops_calling_tools_hits_the_step_limit() {
     let RunOutcome::Failed { error, .. } = outcome else {
         panic!("expected the step limit, got {outcome:?}");
     };
-    assert_eq!(error.kind(), agent_controller::ModelErrorKind::StepLimit);
+    assert_eq!(
+        error.kind(),
+        agent_controller::model::ModelErrorKind::StepLimit
+    );
     assert_eq!(
         error.to_string(),
         "the run exceeded its limit of 3 model calls"

@@ -11,8 +11,8 @@ use agent_controller::store::{
     FileStore, MemoryStore, SCHEMA_VERSION, SessionRecord, SessionStore, StoreError,
 };
 use agent_controller::{
-    AgentController, Decision, Event, LanguageModel, ModeChangeReason, RunOutcome, RunState,
-    SessionError, SessionOptions, ToolRegistry,
+    AgentController, Decision, Event, LanguageModel, RunOutcome, SessionError, SessionOptions,
+    ToolRegistry, event::ModeChangeReason, event::RunState,
 };
 use common::clock::{T0, TestClock};
 use common::{PLAN_BUILD, Recorder, Workspace};
@@ -1063,7 +1063,7 @@ impl SessionStore for Faulty {
     async fn list_pending(
         &self,
         now_ms: u64,
-    ) -> Result<agent_controller::PendingListing, StoreError> {
+    ) -> Result<agent_controller::store::PendingListing, StoreError> {
         self.inner.list_pending(now_ms).await
     }
     async fn expire(&self, before: u64) -> Result<usize, StoreError> {
@@ -1182,7 +1182,7 @@ fn store_writer_child() {
             let mut next = record("k", version + 1, version % 2 == 0);
             // The record's content is tied to its version, so a torn mix would be caught.
             next.messages = (0..=version % 50)
-                .map(|i| agent_controller::Message::User {
+                .map(|i| agent_controller::model::Message::User {
                     content: format!("{}-{i}-{}", version + 1, "x".repeat(200)),
                 })
                 .collect();
@@ -1253,7 +1253,7 @@ fn kill_during_saves_leaves_the_last_complete_state() {
                 record.version
             );
             let first = match &record.messages[0] {
-                agent_controller::Message::User { content } => content.clone(),
+                agent_controller::model::Message::User { content } => content.clone(),
                 other => panic!("{other:?}"),
             };
             assert!(
@@ -1746,7 +1746,7 @@ async fn a_run_cut_off_after_its_decision_is_interrupted_once_its_lease_ends_and
         let run = record.run.clone().expect("run");
         assert_eq!(
             run.state,
-            agent_controller::RunState::Running,
+            agent_controller::event::RunState::Running,
             "{backend:?}"
         );
         assert_eq!(run.owner.as_deref(), Some("host-a"), "{backend:?}");
@@ -1851,7 +1851,7 @@ async fn a_run_cut_off_after_its_decision_is_interrupted_once_its_lease_ends_and
         let run = done.run.clone().expect("run");
         assert_eq!(
             run.state,
-            agent_controller::RunState::Completed,
+            agent_controller::event::RunState::Completed,
             "{backend:?}"
         );
         assert_eq!(
@@ -1933,7 +1933,7 @@ fn racing_continuers_exactly_one_wins() {
                 let calls: usize = models.iter().map(|m| m.requests().len()).sum();
                 assert_eq!(calls, 1, "{backend:?} round {round}: one model step in all");
                 let run = stored(&store, &id).await.run.expect("run");
-                assert_eq!(run.state, agent_controller::RunState::Completed);
+                assert_eq!(run.state, agent_controller::event::RunState::Completed);
             }
         }
     });
@@ -1971,7 +1971,7 @@ async fn a_tool_call_saved_or_cut_off_is_never_run_again_when_a_run_is_continued
         let record = stored(&store, &id).await;
         assert!(
             record.messages.iter().any(|m| matches!(m,
-                agent_controller::Message::Tool { tool_call_id, .. } if tool_call_id == "k1")),
+                agent_controller::model::Message::Tool { tool_call_id, .. } if tool_call_id == "k1")),
             "{backend:?}: k1's result was saved before k2 ran"
         );
 
@@ -2011,7 +2011,7 @@ async fn a_tool_call_saved_or_cut_off_is_never_run_again_when_a_run_is_continued
         let results: Vec<(&str, &str)> = messages
             .iter()
             .filter_map(|m| match m {
-                agent_controller::Message::Tool {
+                agent_controller::model::Message::Tool {
                     tool_call_id,
                     content,
                     ..
@@ -2495,7 +2495,7 @@ async fn an_sqlite_file_from_before_leases_migrates_and_lists_its_running_run_as
 /// and changes nothing.
 #[tokio::test]
 async fn an_edited_approval_hands_over_the_edited_text_and_keeps_both_hashes_on_every_store() {
-    use agent_controller::Message;
+    use agent_controller::model::Message;
     use agent_controller::tool::submit_plan::{MAX_PLAN_BYTES, PlanError, sha256_hex};
     const SUBMITTED: &str = "# Durable\n\n1. step\n";
     const EDITED: &str = "# Durable\n\n1. step\n2. EDITED step with tests\n";

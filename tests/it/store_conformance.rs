@@ -11,7 +11,7 @@ use agent_controller::store::{PendingListing, SessionRecord};
 use agent_controller::testing::{
     ConformanceOutcome, ConformanceReport, StoreConformance, store_conformance,
 };
-use agent_controller::{FileStore, MemoryStore, SessionStore, StoreError};
+use agent_controller::{FileStore, MemoryStore, SessionStore, store::StoreError};
 
 /// Every check of `report` passed.
 fn assert_all_passed(report: &ConformanceReport) {

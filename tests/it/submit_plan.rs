@@ -89,7 +89,7 @@ async fn every_case_plan_gives_the_expected_title_body_and_outcome() {
                     sha256_hex(&bytes),
                     "{name}: sha256 of the file's bytes"
                 );
-                assert!(events.iter().any(|e| matches!(e, Event::ToolSuspended { suspend_payload: agent_controller::Suspension::Plan(suspend_payload), .. } if suspend_payload.submission == *plan)));
+                assert!(events.iter().any(|e| matches!(e, Event::ToolSuspended { suspend_payload: agent_controller::event::Suspension::Plan(suspend_payload), .. } if suspend_payload.submission == *plan)));
             }
             "refused" => {
                 assert!(
@@ -263,8 +263,8 @@ async fn revising_session(
     ws: &Workspace,
     model: Arc<ReplayModel>,
     build: impl FnOnce(
-        agent_controller::AgentControllerBuilder,
-    ) -> agent_controller::AgentControllerBuilder,
+        agent_controller::controller::AgentControllerBuilder,
+    ) -> agent_controller::controller::AgentControllerBuilder,
 ) -> (agent_controller::AgentController, agent_controller::Session) {
     ws.plan("p.md", "# Plan\n\n1. Do it.\n");
     let builder = agent_controller::AgentController::builder(common::graph(PLAN_BUILD), model)
@@ -323,7 +323,7 @@ async fn resubmissions_after_rejections_with_feedback_are_bounded_per_run() {
     };
     assert_eq!(
         error.kind(),
-        agent_controller::ModelErrorKind::RevisionLimit
+        agent_controller::model::ModelErrorKind::RevisionLimit
     );
     assert!(
         error.to_string().contains("limit of 20 plan revisions"),
@@ -334,7 +334,7 @@ async fn resubmissions_after_rejections_with_feedback_are_bounded_per_run() {
     assert_eq!(model.requests().len(), limit + 1);
     assert_eq!(
         session.run_state().map(|(_, s)| s),
-        Some(agent_controller::RunState::Failed)
+        Some(agent_controller::event::RunState::Failed)
     );
     assert_eq!(session.mode().id(), "plan");
     // The model is told why the run ends, with the user's feedback.
@@ -343,7 +343,7 @@ async fn resubmissions_after_rejections_with_feedback_are_bounded_per_run() {
         .iter()
         .rev()
         .find_map(|m| match m {
-            agent_controller::Message::Tool { content, .. } => Some(content.clone()),
+            agent_controller::model::Message::Tool { content, .. } => Some(content.clone()),
             _ => None,
         })
         .expect("a tool result");
@@ -373,7 +373,7 @@ async fn the_revision_limit_is_a_builder_setting_counted_per_run() {
     let (rejected, outcome) = reject_every_plan(&mut session, outcome).await;
     assert_eq!(rejected, 3, "{outcome:?}");
     assert!(
-        matches!(&outcome, RunOutcome::Failed { error, .. } if error.kind() == agent_controller::ModelErrorKind::RevisionLimit),
+        matches!(&outcome, RunOutcome::Failed { error, .. } if error.kind() == agent_controller::model::ModelErrorKind::RevisionLimit),
         "{outcome:?}"
     );
     assert_eq!(model.requests().len(), 3);

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use agent_controller::model::scripted::ScriptedModel;
 use agent_controller::{
-    AgentController, ConfigErrorKind, Tool, ToolAccess, ToolContext, ToolOutput, ToolRegistry,
-    config,
+    AgentController, Tool, ToolContext, ToolOutput, ToolRegistry, config, config::ConfigErrorKind,
+    tool::ToolAccess,
 };
 use serde_json::{Value, json};
 
@@ -111,7 +111,7 @@ fn the_built_in_tools_declare_what_they_change_and_a_host_tool_writes_unless_it_
     assert_eq!(value["access"], "readOnly");
     let mut without = value.clone();
     without.as_object_mut().expect("object").remove("access");
-    let back: agent_controller::ToolSpec = serde_json::from_value(without).expect("spec");
+    let back: agent_controller::tool::ToolSpec = serde_json::from_value(without).expect("spec");
     assert_eq!(back.access, Writes);
 }
 

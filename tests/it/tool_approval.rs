@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use agent_controller::store::{MemoryStore, PendingKind, SessionStore};
 use agent_controller::{
-    AgentController, Decision, DecisionOutcome, Event, RunOutcome, RunState, Session, SessionError,
-    Suspension, ToolRegistry, config, jcs,
+    AgentController, Decision, Event, RunOutcome, Session, SessionError, ToolRegistry, config,
+    event::DecisionOutcome, event::RunState, event::Suspension, jcs,
 };
 use common::clock::{T0, TestClock};
 use common::openai_server::{Call, Reply, ScriptedServer, call, calls, submit, text};
@@ -114,7 +114,7 @@ fn write(id: &str, path: &str, content: &str) -> Call {
     )
 }
 
-fn waiting(outcome: RunOutcome) -> Vec<agent_controller::PendingToolCall> {
+fn waiting(outcome: RunOutcome) -> Vec<agent_controller::session::PendingToolCall> {
     match outcome {
         RunOutcome::ToolCallsSuspended { tool_calls, .. } => tool_calls,
         other => panic!("expected tool calls waiting for approval, got {other:?}"),
@@ -565,7 +565,7 @@ async fn abort_and_a_new_message_never_run_the_call() {
         let answered = session
             .messages()
             .iter()
-            .filter(|m| matches!(m, agent_controller::Message::Tool { .. }))
+            .filter(|m| matches!(m, agent_controller::model::Message::Tool { .. }))
             .count();
         assert!(answered >= 2);
     }

@@ -25,8 +25,8 @@ use agent_controller::testing::{
     Setup,
 };
 use agent_controller::{
-    AgentController, ConfigError, ConfigErrorKind, LanguageModel, SessionError, SessionOptions,
-    ToolRegistry, config,
+    AgentController, ConfigError, LanguageModel, SessionError, SessionOptions, ToolRegistry,
+    config, config::ConfigErrorKind,
 };
 use proptest::prelude::*;
 use proptest::sample::Index;

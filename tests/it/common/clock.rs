@@ -35,7 +35,7 @@ impl TestClock {
         UNIX_EPOCH + Duration::from_millis(self.now_ms())
     }
 
-    /// The clock for [`agent_controller::AgentControllerBuilder::clock`].
+    /// The clock for [`agent_controller::controller::AgentControllerBuilder::clock`].
     pub fn source(&self) -> impl Fn() -> SystemTime + Send + Sync + 'static {
         let clock = self.clone();
         move || clock.now()

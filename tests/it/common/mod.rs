@@ -114,7 +114,7 @@ pub fn replay(replies: Vec<agent_controller::ModelResponse>) -> Arc<ReplayModel>
 /// The tool calls `session` waits on (decided while others wait included), in the model's order.
 pub fn waiting_calls(
     session: &agent_controller::Session,
-) -> Vec<agent_controller::PendingToolCall> {
+) -> Vec<agent_controller::session::PendingToolCall> {
     session
         .pending()
         .iter()
@@ -138,11 +138,11 @@ pub fn stderr(out: &std::process::Output) -> String {
 }
 
 /// Every tool result in `messages`, in order: (tool call id, content).
-pub fn tool_results(messages: &[agent_controller::Message]) -> Vec<(String, String)> {
+pub fn tool_results(messages: &[agent_controller::model::Message]) -> Vec<(String, String)> {
     messages
         .iter()
         .filter_map(|m| match m {
-            agent_controller::Message::Tool {
+            agent_controller::model::Message::Tool {
                 tool_call_id,
                 content,
                 ..
