@@ -25,8 +25,7 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::event::{
-    CancelReason, Event, EventStream, RunState, Subscribers, Subscription,
-    SuspendPayload,
+    CancelReason, Event, EventStream, RunState, Subscribers, Subscription, SuspendPayload,
 };
 use crate::extensions::Extensions;
 use crate::mode::{Mode, ModeGraph, ModeId};

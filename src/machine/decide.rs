@@ -140,7 +140,13 @@ impl Change<'_> {
         );
         self.state.history.push(record.clone());
         let output = ToolOutput::ok(result);
-        self.finish_tool(&run_id, &pending.tool_call_id, SUBMIT_PLAN, output, Some(record));
+        self.finish_tool(
+            &run_id,
+            &pending.tool_call_id,
+            SUBMIT_PLAN,
+            output,
+            Some(record),
+        );
         if notice.is_some() {
             // The switch happens before any model call in the new mode.
             self.enter_mode(target, ModeChangeReason::PlanApproved);

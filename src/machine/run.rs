@@ -14,9 +14,9 @@ use crate::tool::submit_plan::{self, PlanSubmission, SUBMIT_PLAN};
 use crate::tool::{ToolCall, ToolOutput};
 
 use super::change::Change;
-use super::input::{Abort, Next};
 use super::check::decision_id_for;
 use super::decide::tool_call_record;
+use super::input::{Abort, Next};
 use super::pending::{PendingDecision, PendingPlan, PendingToolCall};
 
 /// The id of the `n`-th run of a session: `run_<n>`.
@@ -36,7 +36,8 @@ pub(crate) const NOT_STARTED_RESULT: &str = "Not executed: the run was cancelled
 pub(crate) const INTERRUPTED_RESULT: &str = "Interrupted: the process running this tool call stopped before its result was saved, so it may or may not have taken effect. It was not run again: check its effect before calling it again.";
 
 /// The result of a tool call after a `submit_plan` that suspended the run: it never ran.
-pub(crate) const SUSPENDED_FIRST_RESULT: &str = "Not executed: the run suspended for plan approval first. Call it again after the decision.";
+pub(crate) const SUSPENDED_FIRST_RESULT: &str =
+    "Not executed: the run suspended for plan approval first. Call it again after the decision.";
 
 /// The not-approved tool result for a suspension cancelled for `reason`.
 fn cancelled_result(reason: CancelReason) -> &'static str {

@@ -153,7 +153,12 @@ impl Session {
             // No step follows: the run stands as the state has it (not given for an input
             // that carries a run on).
             Next::Nothing => Ok(RunOutcome::Completed {
-                run_id: self.state.run.as_ref().map(|(id, _)| id.clone()).unwrap_or_default(),
+                run_id: self
+                    .state
+                    .run
+                    .as_ref()
+                    .map(|(id, _)| id.clone())
+                    .unwrap_or_default(),
                 text: String::new(),
             }),
         }
@@ -213,7 +218,12 @@ impl Session {
         let run_id = match &abort {
             Abort::Run(run_id) | Abort::BeforeApproved(run_id) => run_id.clone(),
             Abort::ToolCalls { run_id, .. } => run_id.clone(),
-            Abort::Pending(_) => self.state.run.as_ref().map(|(id, _)| id.clone()).unwrap_or_default(),
+            Abort::Pending(_) => self
+                .state
+                .run
+                .as_ref()
+                .map(|(id, _)| id.clone())
+                .unwrap_or_default(),
         };
         self.handle(Input::Abort(abort)).await?;
         Ok(RunOutcome::Aborted { run_id })
