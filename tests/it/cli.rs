@@ -1924,7 +1924,7 @@ fn a_revised_plan_is_shown_as_its_diff_and_p_shows_it_whole() {
     assert!(err.contains("[p] show the whole plan"), "{err}");
     // `p` prints the whole revision before asking again.
     let after_p = err
-        .rsplit("[p] show the whole plan  [e] edit the plan\n> ")
+        .rsplit("[p] show the whole plan  [e] edit the plan  [s MODE] switch to build, not approving\n> ")
         .nth(1)
         .expect("asked twice");
     assert!(after_p.contains("Revisions"), "{err}");
@@ -2424,4 +2424,36 @@ error: session [SESSION] has nothing pending (already decided?)
 "#]],
         );
     }
+}
+
+/// The binary diverges (exit 7) on a real divergence: through `verify`'s test seam (a debug
+/// build reads `AGENT_CONTROLLER_VERIFY_PLANT`), its store keeps only each session's first
+/// save, so a restored session has lost what happened. The report names the restart and how
+/// to replay it; the summary still closes it.
+#[test]
+fn verify_exits_7_when_the_controller_diverges() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let mut cmd = bin();
+    cmd.current_dir(dir.path())
+        .env("AGENT_CONTROLLER_VERIFY_PLANT", "forgets-saves")
+        .args(["verify", SHIPPED, "--cases", "4", "--seed", "1"]);
+    let out = in_time(cmd);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(7), "{stdout}\n{stderr}");
+    assert!(stderr.contains("a planted bug (ForgetsSaves)"), "{stderr}");
+    assert!(stdout.contains("checked before a divergence"), "{stdout}");
+    assert!(stdout.contains("Restart"), "{stdout}");
+    assert!(stdout.contains("\nchecked: "), "{stdout}");
+    // Without the seam the same config passes.
+    let mut cmd = bin();
+    cmd.current_dir(dir.path())
+        .args(["verify", SHIPPED, "--cases", "4", "--seed", "1"]);
+    let out = in_time(cmd);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
