@@ -713,6 +713,11 @@ fn mutate(
     known_tools: &[String],
 ) -> InvalidConfig {
     let mut spec = base.clone();
+    // A mutation rewrites tool lists, which a rule on a listed tool would then also break: the
+    // broken config has no rules, so that it gives the mutation's error alone.
+    for mode in &mut spec.modes {
+        mode.rules.clear();
+    }
     let needs_two = matches!(
         mutation,
         Mutation::TwoDefaults
