@@ -526,3 +526,33 @@ impl ConfigFacts {
         &self.text
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn approval_timeouts_are_read_as_the_format_writes_them() {
+        assert_eq!(timeout_ms("90s"), Some(90_000));
+        assert_eq!(timeout_ms("1h30m"), Some(5_400_000));
+        assert_eq!(timeout_ms("1d2h3m4s"), Some(93_784_000));
+        assert_eq!(timeout_ms("0h1s"), Some(1_000));
+        for bad in ["", "5", "h", "30m1h", "1h1h", "0s", "5 m", "1w"] {
+            assert_eq!(timeout_ms(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_mode_s_deadline_and_on_timeout_are_read() {
+        let facts = ConfigFacts::from_toml(
+            "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\napprovalTimeout = \"24h\"\n\
+             onTimeout = \"abort\"\n[[modes]]\nid = \"build\"\n",
+        )
+        .expect("facts");
+        assert_eq!(facts.approval_timeout_ms(0), Some(86_400_000));
+        assert_eq!(facts.on_timeout(0), TimeoutRule::Abort);
+        assert_eq!(facts.approval_timeout_ms(1), None);
+        assert_eq!(facts.on_timeout(1), TimeoutRule::Reject);
+        assert!(facts.has_deadlines());
+    }
+}

@@ -932,3 +932,31 @@ fn the_reference_ends_an_expired_run_as_on_timeout_says() {
         assert_eq!(reference.run().map(|(_, s)| s), Some(end), "{rule}");
     }
 }
+
+/// A controller on a clock of its own cannot be checked against deadlines (the kit moves time
+/// to and past each one on its clock): refused before anything runs, saying what to do.
+#[test]
+fn a_controller_on_another_clock_is_refused_for_a_config_with_deadlines() {
+    let error = Check::new(DEADLINES)
+        .cases(4)
+        .without_regressions()
+        .run(|setup| {
+            setup
+                .builder()
+                .tools(ToolRegistry::with_workspace_tools())
+                .clock(std::time::SystemTime::now)
+                .build()
+        })
+        .expect_err("refused");
+    assert!(
+        matches!(
+            &error,
+            CheckError::Setup(agent_controller::testing::HarnessError::Unobservable(_))
+        ),
+        "{error}"
+    );
+    assert!(
+        error.to_string().contains("do not call .clock(...)"),
+        "{error}"
+    );
+}
