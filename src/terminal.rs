@@ -308,13 +308,18 @@ pub enum PromptAnswer {
     /// `q` at a tool call's prompt ([`Question::tool_call`]): no decision now, the call stays
     /// pending.
     Left,
+    /// `s MODE` or `switch MODE` at a plan's question ([`Question::switchable`]): no decision;
+    /// the host switches to mode `MODE` by hand ([`crate::Session::switch_mode`]), so the
+    /// pending plan counts as not approved and the model is told. `MODE` is one of the modes
+    /// the question listed, typed exactly.
+    Switch(String),
 }
 
 impl PromptAnswer {
     /// What to tell the person about an answer that was not a typed decision.
     pub fn notice(&self, mode_id: &str) -> Option<String> {
         let what = match self {
-            PromptAnswer::Decided(_) => return None,
+            PromptAnswer::Decided(_) | PromptAnswer::Switch(_) => return None,
             PromptAnswer::EndOfInput => "end of input",
             PromptAnswer::Interrupted => "interrupted",
             PromptAnswer::Left => "left for later",
@@ -686,6 +691,8 @@ struct PlanQuestion<'a> {
     whole_plan: Option<&'a str>,
     editing: Option<(&'a str, &'a Editor)>,
     allowances: &'a [String],
+    /// The modes `s MODE` may switch to by hand (the session's other modes).
+    switchable: &'a [&'a Mode],
 }
 
 /// Where a question stands between two typed lines.
@@ -760,6 +767,7 @@ impl<'a> Question<'a> {
                 whole_plan: None,
                 editing: None,
                 allowances: &[],
+                switchable: &[],
             }),
         }
     }
@@ -829,6 +837,44 @@ impl<'a> Question<'a> {
     pub fn ending_allowances(mut self, tools: &'a [String]) -> Self {
         if let Some(plan) = self.plan_mut() {
             plan.allowances = tools;
+        }
+        self
+    }
+
+    /// Adds `s MODE` (or `switch MODE`) to a plan's question: leave the plan without approving
+    /// it and switch to `MODE`, one of `modes` (the modes a manual switch may go to: the
+    /// session's other modes), typed exactly as its id. The answer is
+    /// [`PromptAnswer::Switch`]; the host makes the switch ([`crate::Session::switch_mode`]),
+    /// which counts the plan as not approved and tells the model. `s` or `switch` alone, or
+    /// with a word that is not one of `modes`, asks again with the list; `switch` followed by
+    /// a sentence is feedback, as before. The help line lists the key; nothing is added when
+    /// `modes` is empty, nor under a tool call.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::terminal::{PromptAnswer, Question, StdinLines, Style};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), agent_controller::ConfigError> {
+    /// let graph = agent_controller::config::parse(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n[[modes]]\nid = \"build\"\n[[modes]]\nid = \"review\"\n",
+    ///     "modes.toml",
+    /// )?;
+    /// let build = graph.mode(graph.get("build").unwrap());
+    /// let review = graph.mode(graph.get("review").unwrap());
+    /// let (targets, others, style) = ([build], [build, review], Style::plain(80));
+    /// let question = Question::new(&style, &targets, "53fa").switchable(&others);
+    /// assert!(question.text().contains("[s MODE] switch to build or review, not approving"));
+    /// let mut out = Vec::new();
+    /// let mut input = StdinLines::from_reader(&b"s\nswitch Review\ns review\n"[..]);
+    /// let answer = question.ask(&mut input, &mut out, std::future::pending::<()>()).await;
+    /// assert_eq!(answer, PromptAnswer::Switch("review".to_owned()));
+    /// let shown = String::from_utf8_lossy(&out);
+    /// assert!(shown.contains("`Review` is not a mode to switch to: type s and one of build, review"), "{shown}");
+    /// # Ok(()) }
+    /// ```
+    pub fn switchable(mut self, modes: &'a [&'a Mode]) -> Self {
+        if let Some(plan) = self.plan_mut() {
+            plan.switchable = modes;
         }
         self
     }
@@ -1011,6 +1057,13 @@ impl PlanQuestion<'_> {
         if !edited && self.editing.is_some() {
             extra.push_str("  [e] edit the plan");
         }
+        if !edited && !self.switchable.is_empty() {
+            let ids: Vec<&str> = self.switchable.iter().map(|m| m.id()).collect();
+            extra.push_str(&format!(
+                "  [s MODE] switch to {}, not approving",
+                or_list(&ids)
+            ));
+        }
         format!(
             "{}{}",
             self.allowances_line(),
@@ -1047,6 +1100,16 @@ impl PlanQuestion<'_> {
                 return None;
             }
             _ => {}
+        }
+        if edit.is_none() {
+            match read_switch(line, self.switchable) {
+                Some(Ok(mode)) => return Some(PromptAnswer::Switch(mode)),
+                Some(Err(hint)) => {
+                    let _ = writeln!(out, "{hint}");
+                    return None;
+                }
+                None => {}
+            }
         }
         let decision = match (read_answer_among(line, &ids), &edit) {
             (Answer::Blank, _) => return None,
@@ -1129,6 +1192,45 @@ impl PlanQuestion<'_> {
                 format!("your edit:\n{}", style.render_plan(title, body))
             }
         }
+    }
+}
+
+/// Reads `s MODE` / `switch MODE` (the key any case, the mode id exactly) against the modes a
+/// switch may go to: `Some(Ok(id))` to switch, `Some(Err(hint))` to ask again (the key alone,
+/// or one word that is not a listed mode), `None` for any other line (`switch` followed by a
+/// sentence is feedback). Nothing is a switch when `modes` is empty.
+fn read_switch(line: &str, modes: &[&Mode]) -> Option<Result<String, String>> {
+    if modes.is_empty() {
+        return None;
+    }
+    let mut words = line.split_whitespace();
+    let key = words.next()?.to_lowercase();
+    if key != "s" && key != "switch" {
+        return None;
+    }
+    let ids: Vec<&str> = modes.iter().map(|m| m.id()).collect();
+    let (mode, rest) = (words.next(), words.next());
+    match (mode, rest) {
+        (Some(mode), None) if ids.contains(&mode) => Some(Ok(mode.to_owned())),
+        (Some(mode), None) => Some(Err(format!(
+            "`{}` is not a mode to switch to: type s and one of {} (the plan is then not approved), or answer the plan",
+            neutralize_line(mode),
+            ids.join(", ")
+        ))),
+        (None, _) => Some(Err(format!(
+            "switch to which mode? type s and one of {} (the plan is then not approved)",
+            ids.join(", ")
+        ))),
+        (Some(_), Some(_)) => None,
+    }
+}
+
+/// `a`, `a or b`, `a, b or c`.
+fn or_list(items: &[&str]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => (*one).to_owned(),
+        [rest @ .., last] => format!("{} or {last}", rest.join(", ")),
     }
 }
 

@@ -52,6 +52,9 @@ The prompt (without --approve or --reject) shows the plan on stderr and reads st
                  y (or a listed number or mode id) approves the edited text, e edits again,
                  d discards the edit; the approval is pinned to the sha256 of the plan shown
   p            on a revision shown as its diff: show the whole plan
+  s MODE, switch MODE
+               switch to another mode by hand without approving (MODE typed exactly): the
+               plan counts as not approved and the model is told (exit 3, in the new mode)
   approve, ok, okay, accept, lgtm, sure, reject, deny, ... (one word that looks like a decision)
                asks again, with a hint
   other text   reject, with the text as feedback (the model revises and submits again)

@@ -10,7 +10,8 @@ use agent_controller::{
 
 use crate::cli::args::DecisionArgs;
 use crate::cli::exit::{Exit, Failure, Outcome};
-use crate::cli::prompt::Prompt;
+use crate::cli::prompt::{Prompt, Reply};
+use crate::cli::switch::describe;
 
 /// Decides suspended plans until the run ends: with the decision flags, else with the prompt.
 pub(crate) struct Decider<'a> {
@@ -127,7 +128,10 @@ impl Decider<'_> {
                         return Ok(Err(self.leave(session)));
                     };
                     match prompt.ask(session, waiting, at + 1, pending.len()).await {
-                        Some(decision) => self.flags.signed(decision),
+                        Some(Reply::Decide(decision)) => self.flags.signed(decision),
+                        Some(Reply::Switch(mode)) => {
+                            return self.switch(session, &mode).await.map(Err);
+                        }
                         None if self.store.is_some() => {
                             return Ok(Err(self.leave(session)));
                         }
@@ -150,6 +154,32 @@ impl Decider<'_> {
             // Nothing waited (another process decided them): say what is left.
             None => Ok(Err(self.leave(session))),
         }
+    }
+
+    /// `s MODE` at the prompt: switches `session` to `mode` by hand
+    /// ([`Session::switch_mode`]), so what waits counts as not approved and the model is told
+    /// when the session runs next; says so and ends not approved (exit 3), in the new mode.
+    async fn switch(&mut self, session: &mut Session, mode: &str) -> Result<Exit, Failure> {
+        let from = session.mode().id().to_owned();
+        let left: Vec<String> = waiting(session).iter().map(describe).collect();
+        let tool_call = session.pending_plan().is_none();
+        session
+            .switch_mode(mode)
+            .await
+            .map_err(|e| match self.store {
+                Some(store) => lost_race(e, store, tool_call),
+                None => e.into(),
+            })?;
+        note!(
+            "mode {} -> {} (switched by hand at the prompt)",
+            neutralize_line(&from),
+            neutralize_line(session.mode().id())
+        );
+        for what in left {
+            note!("  {what} counts as not approved; the model is told when the session runs next");
+        }
+        finish(session, self.json, &Style::for_stdout());
+        Ok(Exit::NotApproved)
     }
 
     /// Says what waits (the plan, or the tool calls) and how to decide it later; it stays

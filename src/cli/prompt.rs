@@ -11,6 +11,16 @@ use agent_controller::{Decision, ModeGraph, PendingDecision, Session, event::Sus
 use crate::cli::decider::waiting;
 use crate::cli::text::{deadline_note, plan_origin, short_sha256};
 
+/// What the person at the prompt chose: a decision, or a switch of mode by hand instead (`s
+/// MODE` at a plan's question).
+#[derive(Debug)]
+pub(crate) enum Reply {
+    /// Decide what waits.
+    Decide(Decision),
+    /// Switch to this mode by hand: what waits counts as not approved.
+    Switch(String),
+}
+
 /// The approval prompt on the terminal: the plan rendered on stderr, answers from stdin, edits
 /// in the user's editor.
 pub(crate) struct Prompt {
@@ -32,14 +42,15 @@ impl Prompt {
 
     /// Shows what waits (a plan, or tool call `nth` of the `of` that wait) and asks about it;
     /// `None` when end of input or Ctrl-C dismissed the prompt, or `q` left a tool call (no
-    /// decision). A decision is pinned to the sha256 of what was shown.
+    /// decision). A decision is pinned to the sha256 of what was shown; at a plan, `s MODE`
+    /// asks for a switch by hand instead.
     pub(crate) async fn ask(
         &mut self,
         session: &Session,
         pending: &PendingDecision,
         nth: usize,
         of: usize,
-    ) -> Option<Decision> {
+    ) -> Option<Reply> {
         let mut stderr = std::io::stderr();
         let answer = match pending {
             PendingDecision::ToolCall(call) => {
@@ -77,7 +88,8 @@ impl Prompt {
             return None;
         }
         let what = match answer {
-            PromptAnswer::Decided(decision) => return Some(decision),
+            PromptAnswer::Decided(decision) => return Some(Reply::Decide(decision)),
+            PromptAnswer::Switch(mode) => return Some(Reply::Switch(mode)),
             PromptAnswer::EndOfInput => "end of input",
             PromptAnswer::Interrupted => "interrupted",
             PromptAnswer::Left => "left for later",
@@ -123,9 +135,16 @@ impl Prompt {
         );
         let sha256 = &payload.submission.sha256;
         let plan_text = submit_plan::revision_text(&payload.submission);
+        // A manual switch may go to any other mode of the config (`Session::switch_mode`).
+        let others: Vec<&agent_controller::mode::Mode> = graph
+            .modes()
+            .iter()
+            .filter(|m| m.id() != session.mode().id())
+            .collect();
         let mut question = Question::new(&self.style, &targets, sha256)
             .editable(&plan_text, &self.editor)
-            .ending_allowances(session.always_allowed());
+            .ending_allowances(session.always_allowed())
+            .switchable(&others);
         match (&payload.diff, &payload.previous_sha256) {
             // A revision: what changed since the previous one; `p` shows it whole.
             (Some(diff), Some(previous)) => {

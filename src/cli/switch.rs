@@ -64,7 +64,7 @@ fn session_args(args: &SwitchArgs) -> Result<SessionArgs, Failure> {
 }
 
 /// A pending decision as `switch` names it.
-fn describe(pending: &PendingDecision) -> String {
+pub(crate) fn describe(pending: &PendingDecision) -> String {
     match pending {
         PendingDecision::Plan(plan) => format!(
             "the plan {} ({})",

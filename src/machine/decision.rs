@@ -227,7 +227,12 @@ impl Decision {
     /// own audit record whose [`crate::event::DecidedRecord::allowed_by`] names this decision; later
     /// calls of the tool run without waiting. Kept in the session record and shown by
     /// [`crate::Session::always_allowed`]. Refused ([`SessionError::MalformedDecision`],
-    /// nothing changes) with a rejection and on a plan.
+    /// nothing changes) with a rejection, on a plan, and on a call an `ask` rule made wait.
+    ///
+    /// Next to a mode's rules ([`crate::rules`]) an allowance lets through only what would wait
+    /// by `requireApproval`: a call a `deny` rule refuses is refused, and one an `ask` rule
+    /// asks about is asked about, whatever the allowance (a rule written for some calls of a
+    /// tool is not undone by allowing the whole tool).
     ///
     /// # Examples
     /// ```
@@ -404,7 +409,8 @@ impl PendingDecision {
     /// - A plan: no `alwaysAllow`; a `targetModeId` (with an approval only) must be one the plan
     ///   lists; an edited plan (with an approval only) obeys the plan limits; an approval must
     ///   still be possible under the current config.
-    /// - A tool call: no `targetModeId`, no edited plan, no `alwaysAllow` with a rejection.
+    /// - A tool call: no `targetModeId`, no edited plan, no `alwaysAllow` with a rejection,
+    ///   nor on a call an `ask` rule made wait ([`crate::event::ToolCallPayload::rule`]).
     ///
     /// # Errors
     /// [`SessionError::MalformedDecision`], [`SessionError::Sha256Mismatch`],
@@ -605,6 +611,14 @@ pub(crate) fn check(
             return malformed(
                 "a rejection cannot always allow the tool: `alwaysAllow` goes with an approval",
             );
+        }
+        PendingDecision::ToolCall(call) if decision.always_allow => {
+            if let Some(rule) = &call.payload.rule {
+                return Err(SessionError::MalformedDecision(format!(
+                    "this call waits because rule {} of mode `{}` ({}) asks about every call it matches, which an \"always allow\" does not override: approve it without `alwaysAllow`, or change the rule",
+                    rule.number, rule.mode_id, rule.rule
+                )));
+            }
         }
         _ => {}
     }
@@ -1018,6 +1032,7 @@ impl Change<'_> {
             tool_name: None,
             always_allow: false,
             allowed_by: None,
+            rule: None,
         }
     }
     /// Ends the decided `submit_plan` call: `tool_end` with the audit record, and the result in
@@ -1096,7 +1111,11 @@ impl State {
             _ => None,
         });
         for call in calls {
-            if call.decided.is_none() && call.payload.tool_name == tool {
+            // A call an `ask` rule made wait is asked about, whatever the allowance.
+            if call.decided.is_none()
+                && call.payload.tool_name == tool
+                && call.payload.rule.is_none()
+            {
                 let mut record = tool_call_record(
                     call,
                     DecisionOutcome::Approved,
@@ -1132,6 +1151,7 @@ pub(crate) fn tool_call_record(
         tool_name: Some(call.payload.tool_name.clone()),
         always_allow,
         allowed_by: None,
+        rule: call.payload.rule.clone(),
     }
 }
 
@@ -1180,6 +1200,7 @@ mod tests {
                 approval_timeout: None,
                 deadline_at_ms: None,
                 workspace: None,
+                rule: None,
             },
             decided,
             feedback: None,
@@ -1200,6 +1221,7 @@ mod tests {
             tool_name: None,
             always_allow: false,
             allowed_by: None,
+            rule: None,
         }
     }
 

@@ -214,6 +214,7 @@ fn plan_record(run_id: &str, tool_call_id: &str, payload: &SuspendPayload) -> De
         tool_name: None,
         always_allow: false,
         allowed_by: None,
+        rule: None,
     }
 }
 
@@ -243,6 +244,7 @@ fn call_answer(
                 tool_name: Some(payload.tool_name.clone()),
                 always_allow: false,
                 allowed_by: None,
+                rule: payload.rule.clone(),
             },
         ),
         Some(record) if record.outcome == Some(DecisionOutcome::Approved) => {
@@ -323,6 +325,7 @@ mod tests {
             approval_timeout: Some("1h".to_owned()),
             deadline_at_ms,
             workspace: None,
+            rule: None,
         }
     }
 
@@ -376,6 +379,7 @@ mod tests {
             tool_name: Some("write_file".to_owned()),
             always_allow: false,
             allowed_by: None,
+            rule: None,
         };
         let rejected = DecidedRecord {
             outcome: Some(DecisionOutcome::Rejected),

@@ -17,6 +17,7 @@ mod builders;
 mod cancel;
 mod chat_templates;
 mod cli;
+mod cli_prompt_switch;
 mod cli_rules;
 mod cli_switch;
 mod cli_tools;
