@@ -2468,3 +2468,26 @@ fn verify_exits_7_when_the_controller_diverges() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// A config with deadlines: `verify` checks them (the expiry of plans and of waiting tool
+/// calls, time passing, restarts around it) and says so in its summary.
+#[test]
+fn verify_checks_deadlines_and_says_so() {
+    let toml = std::fs::read_to_string(fixture("configs/deadlines.toml")).expect("fixture");
+    let out = verify(&toml, &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(DONE), "{stdout}{}", stderr(&out));
+    let checked = stdout
+        .lines()
+        .find(|l| l.starts_with("checked: "))
+        .unwrap_or_else(|| panic!("no `checked:` line: {stdout}"));
+    assert!(
+        checked.contains("deadlines (the approvalTimeout of `plan`, `build`: time passing"),
+        "{checked}"
+    );
+    let not = stdout
+        .lines()
+        .find(|l| l.starts_with("not checked: "))
+        .unwrap_or_default();
+    assert!(!not.contains("deadlines"), "{not}");
+}
