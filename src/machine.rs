@@ -66,6 +66,7 @@
 //!    (`src/session/drive.rs`).
 
 pub(crate) mod change;
+pub(crate) mod comment;
 pub(crate) mod decision;
 pub(crate) mod error;
 pub(crate) mod expiry;

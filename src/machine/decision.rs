@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::change::Change;
+use super::comment::{self, PlanComment, QuotedComment};
 use super::error::{SessionError, expired_error};
 use super::state::State;
 use crate::event::{DecidedRecord, SuspendPayload, ToolCallPayload};
@@ -105,6 +106,17 @@ pub struct Decision {
     /// (`alwaysAllow`, [`Decision::always_allow`]). Refused on a rejection and on a plan.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub always_allow: bool,
+    /// With the rejection of a plan: comments on lines of the plan shown
+    /// ([`Decision::comment`]). Each names a line of the plan (from 1) and must not be blank;
+    /// the model receives each with the line it quotes. Refused on an approval and on a tool
+    /// call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub comments: Vec<PlanComment>,
+    /// With the approval of a plan: the model the next mode runs with (`model`,
+    /// [`Decision::model`]), by an id the host can build. Refused on a rejection and on a tool
+    /// call, and when the host cannot build it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 impl Decision {
@@ -118,6 +130,8 @@ impl Decision {
             to: None,
             plan: None,
             always_allow: false,
+            comments: Vec::new(),
+            model: None,
         }
     }
 
@@ -140,6 +154,8 @@ impl Decision {
             to: None,
             plan: None,
             always_allow: false,
+            comments: Vec::new(),
+            model: None,
         }
     }
 
@@ -240,6 +256,55 @@ impl Decision {
     /// ```
     pub fn always_allow(mut self) -> Self {
         self.always_allow = true;
+        self
+    }
+
+    /// The same rejection, with a comment on line `line` of the plan shown (from 1, the `# title`
+    /// line first, as [`crate::session::plan_lines`] numbers them): the model receives `text`
+    /// with the line it quotes (neutralized and bounded), the audit record keeps both
+    /// ([`crate::event::DecidedRecord::comments`]), and the next revision shows them again beside its
+    /// diff ([`crate::event::SuspendPayload::comments`]). Repeat it for more lines. A rejection with
+    /// comments asks for a revision, as one with feedback does. A line outside the plan, a blank
+    /// text ([`SessionError::PlanComment`]), a comment with an approval or on a tool call
+    /// ([`SessionError::MalformedDecision`]) are refused and change nothing.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::Decision;
+    /// let decision = Decision::reject().comment(4, "staging first").with_sha256("53fa");
+    /// assert_eq!(
+    ///     serde_json::to_value(&decision).unwrap(),
+    ///     serde_json::json!({
+    ///         "action": "rejected",
+    ///         "comments": [{ "line": 4, "text": "staging first" }],
+    ///         "sha256": "53fa",
+    ///     }),
+    /// );
+    /// ```
+    pub fn comment(mut self, line: u64, text: impl Into<String>) -> Self {
+        self.comments.push(PlanComment {
+            line,
+            text: text.into(),
+        });
+        self
+    }
+
+    /// The same approval, naming the model the next mode should run with, by an id the host
+    /// can build (the CLI's are its `--model` specs, `openai/gpt-4o-mini`). A model the host
+    /// cannot build is refused ([`SessionError::UnknownModel`]) before anything changes; so is a
+    /// model with a rejection or on a tool call ([`SessionError::MalformedDecision`]).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::Decision;
+    /// let decision = Decision::approve().model("openai/gpt-4o-mini");
+    /// assert_eq!(
+    ///     serde_json::to_value(&decision).unwrap(),
+    ///     serde_json::json!({ "action": "approved", "model": "openai/gpt-4o-mini" }),
+    /// );
+    /// ```
+    pub fn model(mut self, id: impl Into<String>) -> Self {
+        self.model = Some(id.into());
         self
     }
 
@@ -563,6 +628,8 @@ pub(crate) struct Checked {
     pub(crate) target: Option<ModeId>,
     /// The edited plan, captured under the plan limits.
     pub(crate) edited: Option<PlanSubmission>,
+    /// The comments of a rejection, resolved to the lines they quote.
+    pub(crate) comments: Vec<QuotedComment>,
 }
 
 /// Checks that `decision` may be applied to `pending`, and resolves what it names; changes
@@ -606,6 +673,16 @@ pub(crate) fn check(
                 "a rejection cannot always allow the tool: `alwaysAllow` goes with an approval",
             );
         }
+        PendingDecision::ToolCall(_) if !decision.comments.is_empty() => {
+            return malformed(
+                "a tool-call decision carries no plan comments: `comments` go with a plan",
+            );
+        }
+        PendingDecision::ToolCall(_) if decision.model.is_some() => {
+            return malformed(
+                "a tool-call decision names no model: `model` goes with the approval of a plan",
+            );
+        }
         _ => {}
     }
     if let Some(given) = &decision.sha256 {
@@ -615,6 +692,7 @@ pub(crate) fn check(
         return Ok(Checked {
             target: None,
             edited: None,
+            comments: Vec::new(),
         });
     };
     if rejected && decision.to.is_some() {
@@ -622,6 +700,22 @@ pub(crate) fn check(
     }
     if rejected && decision.plan.is_some() {
         return malformed("a rejection carries no edited plan: `plan` goes with an approval");
+    }
+    if rejected && decision.model.is_some() {
+        return malformed("a rejection names no model: `model` goes with an approval");
+    }
+    if !rejected && !decision.comments.is_empty() {
+        return malformed(
+            "an approval carries no plan comments: `comments` go with a rejection (the model revises)",
+        );
+    }
+    let comments = comment::quote_all(&plan.payload.submission, &decision.comments)?;
+    if let Some(model) = &decision.model {
+        // No host can build a model for the next mode yet: refused before anything changes.
+        return Err(SessionError::UnknownModel {
+            model: model.clone(),
+            reason: "this host chooses no model at approval".to_owned(),
+        });
     }
     let Some(target) = plan.chosen_target(decision.to.as_deref()) else {
         return Err(SessionError::TargetNotAllowed {
@@ -647,6 +741,7 @@ pub(crate) fn check(
     Ok(Checked {
         target: Some(target),
         edited,
+        comments,
     })
 }
 
@@ -849,6 +944,21 @@ impl Change<'_> {
             DecisionAction::Rejected => None,
         };
         let edited = checked.edited;
+        let comments = checked.comments;
+        // Comments on plan lines reach the model after the feedback, each with its line; a
+        // rejection with comments asks for a revision as one with feedback does.
+        let revise_with = match (feedback, comments.is_empty()) {
+            (feedback, true) => feedback.map(str::to_owned),
+            (feedback, false) => Some(format!(
+                "{}\n\n{}",
+                feedback.unwrap_or("see the comments on lines of the plan below."),
+                comment::for_model(&comments)
+            )),
+        };
+        let feedback = match decision.action {
+            DecisionAction::Approved => feedback,
+            DecisionAction::Rejected => revise_with.as_deref(),
+        };
         let max_revisions = self.config.max_revisions;
         // A rejection with feedback asks for a revision: beyond the run's limit it ends the run.
         let at_limit = decision.action == DecisionAction::Rejected
@@ -886,13 +996,15 @@ impl Change<'_> {
         let ends_run = decision.action == DecisionAction::Rejected && feedback.is_none();
         let approved_to = (decision.action == DecisionAction::Approved).then_some(target);
         let approved_sha256 = edited.map(|e| e.sha256);
-        let record = self.plan_record(
+        let mut record = self.plan_record(
             &pending,
             outcome,
             decision.decided_by,
             approved_to,
             approved_sha256,
         );
+        record.comments = comments;
+        record.model = decision.model.clone();
         self.state.history.push(record.clone());
         self.finish_decision(&run_id, &pending.tool_call_id, result, record);
         if notice.is_some() {
@@ -1018,6 +1130,8 @@ impl Change<'_> {
             tool_name: None,
             always_allow: false,
             allowed_by: None,
+            comments: Vec::new(),
+            model: None,
         }
     }
     /// Ends the decided `submit_plan` call: `tool_end` with the audit record, and the result in
@@ -1087,6 +1201,19 @@ impl State {
             .count()
     }
 
+    /// The comments of the last rejection of the plan with this `sha256`, if it made any.
+    pub(crate) fn comments_on(&self, sha256: &str) -> Option<Vec<QuotedComment>> {
+        self.history
+            .iter()
+            .rev()
+            .find(|d| {
+                d.tool_name.is_none()
+                    && d.outcome == Some(DecisionOutcome::Rejected)
+                    && d.sha256.as_deref() == Some(sha256)
+            })
+            .map(|d| d.comments.clone())
+    }
+
     /// Approves every other call of `tool` that waits in the same reply, by the "always allow"
     /// whose record is `allowance`: each gets its own record, approved, with the allowance's
     /// time and decider and its decision id as `allowedBy`; none is asked about.
@@ -1132,6 +1259,8 @@ pub(crate) fn tool_call_record(
         tool_name: Some(call.payload.tool_name.clone()),
         always_allow,
         allowed_by: None,
+        comments: Vec::new(),
+        model: None,
     }
 }
 
@@ -1163,6 +1292,7 @@ mod tests {
                 approval_timeout: None,
                 deadline_at_ms: None,
                 workspace: None,
+                comments: Vec::new(),
             },
             stale: stale.map(str::to_owned),
         })
@@ -1200,6 +1330,8 @@ mod tests {
             tool_name: None,
             always_allow: false,
             allowed_by: None,
+            comments: Vec::new(),
+            model: None,
         }
     }
 

@@ -1364,6 +1364,8 @@ impl ReferenceSession {
                             to: to.map(str::to_owned),
                             plan: plan.map(EditedPlan::text),
                             always_allow: false,
+                            comments: Vec::new(),
+                            model: None,
                         },
                     }
                 };
@@ -1420,6 +1422,8 @@ impl ReferenceSession {
                     to: None,
                     plan: None,
                     always_allow: *always_allow,
+                    comments: Vec::new(),
+                    model: None,
                 };
                 let host_action = if *by_id {
                     Action::Decide {
@@ -1653,6 +1657,8 @@ impl ReferenceSession {
             to: None,
             plan: None,
             always_allow: false,
+            comments: Vec::new(),
+            model: None,
         };
         let host_action = Action::Resume {
             run: RunRef::Run(pending.run),
