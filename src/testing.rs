@@ -31,8 +31,9 @@
 //! state, walks every edge and runs the random state-machine test (operation sequences on the
 //! reference model and on your controller, compared after every step) on a config file. You
 //! give it the config and the way you build your controller from a [`Setup`]: the config's
-//! mode graph, the kit's scripted model (wrap it in your own model layer if you have one) and a
-//! temporary workspace. Add what your harness adds: your tools (the kit calls each of them, and
+//! mode graph (or one your code built: [`Setup::builder_for`]), the kit's scripted model (wrap
+//! it in your own model layer if you have one) and a temporary workspace; a builder you made
+//! yourself goes through [`Setup::observe`]. Add what your harness adds: your tools (the kit calls each of them, and
 //! a name no tool has, in every mode), your step limit, your session store (with one, the
 //! sequences also restart the process and restore the session).
 //!
@@ -73,9 +74,12 @@
 //!   do only what its call asked. One that writes while declared read-only
 //!   ([`crate::tool::ToolAccess`]), writes outside the workspace, or leaves a background task that
 //!   writes later is seen only if the write lands in the workspace in a step in which no tool ran.
-//! - **A controller it did not build**: the spies are installed by [`Setup::builder`] and
-//!   [`Setup::builder_with`]; a controller built another way loses them, and reports tool calls
-//!   that did run as not run.
+//! - **A controller it cannot observe** is refused, not checked: the spies, the workspace and
+//!   the clock are installed by [`Setup::builder`], [`Setup::builder_with`],
+//!   [`Setup::builder_for`] (your own mode graph) and [`Setup::observe`] (a builder you made);
+//!   a controller built another way fails the check with [`HarnessError::Unobservable`], which
+//!   says what to change. A model layer that answers without passing requests on to
+//!   [`Setup::model`] shows as a divergence that says so.
 //! - **Deadlines** (`approvalTimeout`): neither the reference model nor the exploration knows
 //!   them; test expiry with an injected clock ([`crate::controller::AgentControllerBuilder::clock`]).
 //! - **Several hosts at once**: a check drives one session at a time; the store's side of racing

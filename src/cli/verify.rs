@@ -1,12 +1,15 @@
 //! `verify`: property-tests a mode config with the built-in tools and the tools `--tool` stubs.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use agent_controller::display::neutralize_line;
+use agent_controller::store::{PendingListing, SessionRecord};
 use agent_controller::testing::{Check, CheckError, CheckReport};
 use agent_controller::tool::{Tool, ToolAccess, ToolContext, ToolError, ToolOutput};
 use agent_controller::{
-    MemoryStore, ModeGraph, ToolRegistry, config, config::ConfigErrorKind, mode::RequireApproval,
+    MemoryStore, ModeGraph, SessionStore, ToolRegistry, config, config::ConfigErrorKind,
+    mode::RequireApproval, store::StoreError,
 };
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -43,6 +46,9 @@ pub(crate) fn verify(args: VerifyArgs) -> Outcome {
         );
         return Ok(Exit::RuntimeError);
     }
+    if let Some(plant) = planted() {
+        note!("{PLANT_ENV}: a planted bug ({plant:?}), a test seam of debug builds");
+    }
     let mut check = Check::new(&args.config);
     if let Some(cases) = args.cases {
         check = check.cases(cases);
@@ -53,13 +59,7 @@ pub(crate) fn verify(args: VerifyArgs) -> Outcome {
     if let Some(file) = args.regressions {
         check = check.regressions(file);
     }
-    let result = check.run(|setup| {
-        setup
-            .builder()
-            .tools(tools.clone())
-            .store(Arc::new(MemoryStore::new()))
-            .build()
-    });
+    let result = check.run(|setup| setup.builder().tools(tools.clone()).store(store()).build());
     let stubs: Vec<&str> = args.tools.iter().map(|s| s.name.as_str()).collect();
     // The config loaded for the check: its modes with a deadline, which the kit does not model.
     let timed: Vec<String> = config::load(&args.config).map_or_else(
@@ -87,6 +87,82 @@ pub(crate) fn verify(args: VerifyArgs) -> Outcome {
         }
         Err(CheckError::Config(e)) => Err(Failure::invalid(e)),
         Err(e) => Err(Failure::runtime(e)),
+    }
+}
+
+/// The environment variable of `verify`'s test seam ([`planted`]).
+pub(crate) const PLANT_ENV: &str = "AGENT_CONTROLLER_VERIFY_PLANT";
+
+/// The session store each check's controller gets: a fresh in-memory one (so restarts are
+/// checked), or in a debug build the planted one [`PLANT_ENV`] names.
+fn store() -> Arc<dyn SessionStore> {
+    let memory = Arc::new(MemoryStore::new());
+    match planted() {
+        Some(Plant::ForgetsSaves) => Arc::new(ForgetsSaves {
+            inner: memory,
+            first: Mutex::default(),
+        }),
+        None => memory,
+    }
+}
+
+/// A bug a test can plant in the controller `verify` checks, to see the binary diverge (exit 7)
+/// from outside: a test seam, not a feature.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Plant {
+    /// The store keeps only each session's first save: a restored session is the new session.
+    ForgetsSaves,
+}
+
+/// The plant [`PLANT_ENV`] names (`forgets-saves`), read only in a debug build (the one
+/// `cargo test` runs): a test seam, so that a test can make the binary diverge, since a correct
+/// crate gives no honest way to make `verify` diverge from outside (it checks the crate's own
+/// controller, with the built-in tools and fixed stubs). A release build ignores it.
+fn planted() -> Option<Plant> {
+    if !cfg!(debug_assertions) {
+        return None;
+    }
+    match std::env::var(PLANT_ENV).ok()?.as_str() {
+        "forgets-saves" => Some(Plant::ForgetsSaves),
+        _ => None,
+    }
+}
+
+/// [`Plant::ForgetsSaves`]: every save after a session's first is accepted and dropped.
+struct ForgetsSaves {
+    inner: Arc<MemoryStore>,
+    first: Mutex<HashSet<String>>,
+}
+
+#[async_trait]
+impl SessionStore for ForgetsSaves {
+    async fn load(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        self.inner.load(id).await
+    }
+
+    async fn save(&self, record: &SessionRecord, expected: Option<u64>) -> Result<(), StoreError> {
+        let first = self
+            .first
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(record.session_id.clone());
+        if first {
+            self.inner.save(record, expected).await
+        } else {
+            Ok(())
+        }
+    }
+
+    async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+        self.inner.delete(id).await
+    }
+
+    async fn list_pending(&self, now_ms: u64) -> Result<PendingListing, StoreError> {
+        self.inner.list_pending(now_ms).await
+    }
+
+    async fn expire(&self, before: u64) -> Result<usize, StoreError> {
+        self.inner.expire(before).await
     }
 }
 

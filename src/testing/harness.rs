@@ -45,6 +45,11 @@ pub enum HarnessError {
     /// The session could not be started.
     #[error("starting the session failed: {0}")]
     Start(#[from] SessionError),
+    /// The kit cannot observe the controller it was given (it was not built from the
+    /// [`Setup`]): the message says what it lacks and what to do. Checked before anything
+    /// runs, so a controller the kit cannot see is never reported as diverging.
+    #[error("the kit cannot observe this controller: {0}")]
+    Unobservable(String),
 }
 
 named_enum! {
@@ -210,11 +215,18 @@ impl Tool for Spy {
     }
 }
 
-/// What the kit hands your build function: the mode graph, the kit's scripted model and a
-/// temporary workspace. Build your controller from [`Setup::builder`] (the kit's model) or
-/// from [`Setup::builder_with`] (your model layer around [`Setup::model`]), add your tools,
-/// step limit and store, and build it. Every tool you register is wrapped by the kit's spy
-/// when the controller is built, outside your own tool layers.
+/// What the kit hands your build function: the mode graph, the kit's scripted model, a
+/// temporary workspace and a clock the kit moves. Build your controller from
+/// [`Setup::builder`] (the kit's model) or [`Setup::builder_with`] (your model layer around
+/// [`Setup::model`]), from [`Setup::builder_for`] (a mode graph your own code built), or hand
+/// a builder you made to [`Setup::observe`]; add your tools, step limit and store, and build it.
+/// Every tool you register is wrapped by the kit's spy when the controller is built, outside
+/// your own tool layers.
+///
+/// The kit checks that it can observe the controller it was given: one built another way (its
+/// own workspace, tools without the spy, another clock) is refused with
+/// [`HarnessError::Unobservable`], which says what to change, rather than reported as
+/// divergences that are not there.
 pub struct Setup {
     graph: ModeGraph,
     model: Arc<StepModel>,
@@ -260,7 +272,66 @@ impl Setup {
     /// workspace.
     pub fn builder_with(self, model: Arc<dyn LanguageModel>) -> AgentControllerBuilder {
         let graph = self.graph.clone();
-        self.builder_over(graph, model)
+        self.builder_for(graph, model)
+    }
+
+    /// A builder over `graph`, a mode graph your own code built (from the config, say, with
+    /// modes or tools your harness adds), with `model` (the kit's, [`Setup::model`], or your
+    /// layer around it) and the kit's workspace, spy and clock. The reference model reads the
+    /// config file: a graph that means something else is a divergence, as it would be a bug of
+    /// your harness.
+    ///
+    /// ```
+    /// use agent_controller::{ToolRegistry, config};
+    /// use agent_controller::testing::Check;
+    ///
+    /// let report = Check::new("config/modes.toml")
+    ///     .cases(8)
+    ///     .without_regressions()
+    ///     .run(|setup| {
+    ///         // Your harness loads the config its own way.
+    ///         let graph = config::load("config/modes.toml")?;
+    ///         let model = setup.model();
+    ///         setup
+    ///             .builder_for(graph, model)
+    ///             .tools(ToolRegistry::with_workspace_tools())
+    ///             .build()
+    ///     })?;
+    /// assert!(report.is_ok());
+    /// # Ok::<(), agent_controller::testing::CheckError>(())
+    /// ```
+    pub fn builder_for(
+        self,
+        graph: ModeGraph,
+        model: Arc<dyn LanguageModel>,
+    ) -> AgentControllerBuilder {
+        self.observe(AgentController::builder(graph, model))
+    }
+
+    /// Makes a builder you made (with your graph, your model layer around [`Setup::model`],
+    /// your tools, store and limits) observable: sets the kit's workspace and clock and puts
+    /// the kit's spy around every tool it registers when it is built. Call it last, or at least
+    /// do not set the workspace or the clock after it.
+    ///
+    /// ```
+    /// use agent_controller::{AgentController, ToolRegistry, config};
+    /// use agent_controller::testing::Check;
+    ///
+    /// let report = Check::new("config/modes.toml")
+    ///     .cases(8)
+    ///     .without_regressions()
+    ///     .run(|setup| {
+    ///         let graph = config::load("config/modes.toml")?;
+    ///         let yours = AgentController::builder(graph, setup.model())
+    ///             .tools(ToolRegistry::with_workspace_tools())
+    ///             .max_steps(16);
+    ///         setup.observe(yours).build()
+    ///     })?;
+    /// assert!(report.is_ok());
+    /// # Ok::<(), agent_controller::testing::CheckError>(())
+    /// ```
+    pub fn observe(self, builder: AgentControllerBuilder) -> AgentControllerBuilder {
+        builder.workspace(&self.workspace).tool_layer(self.spy)
     }
 
     /// The kit's spy, which the built controller puts around every tool: the kit's own tests
@@ -268,18 +339,6 @@ impl Setup {
     #[cfg(test)]
     pub(crate) fn spy(&self) -> ToolLayer {
         self.spy.clone()
-    }
-
-    /// A builder over another `graph` than the config's: the kit's own tests plant a bug this
-    /// way (a controller whose modes offer more than the config says).
-    pub(crate) fn builder_over(
-        self,
-        graph: ModeGraph,
-        model: Arc<dyn LanguageModel>,
-    ) -> AgentControllerBuilder {
-        AgentController::builder(graph, model)
-            .workspace(&self.workspace)
-            .tool_layer(self.spy)
     }
 }
 
@@ -350,7 +409,11 @@ impl Harness {
         std::fs::create_dir_all(&workspace)?;
         let model = Arc::new(StepModel::default());
         let log = model.log.clone();
+        // The tools the spy wrapped, to tell a controller built without it.
+        let spied: Arc<Mutex<Vec<String>>> = Arc::default();
+        let wrapped = spied.clone();
         let spy: ToolLayer = Arc::new(move |tool: Arc<dyn Tool>| -> Arc<dyn Tool> {
+            lock(&wrapped).push(tool.name().to_owned());
             Arc::new(Spy {
                 tool,
                 log: log.clone(),
@@ -359,10 +422,11 @@ impl Harness {
         let setup = Setup {
             graph,
             model: model.clone(),
-            workspace,
+            workspace: workspace.clone(),
             spy,
         };
         let controller = build(setup).map_err(|e| HarnessError::Build(e.to_string()))?;
+        observable(&controller, &workspace, &lock(&spied))?;
         let facts = controller_facts(facts, &controller)?;
         let plans_dir = controller.plans_dir().to_owned();
         std::fs::create_dir_all(&plans_dir)?;
@@ -510,17 +574,30 @@ impl Harness {
         let outcome = self.perform(step).map_err(|panic| panicked(&op, &panic))?;
         let records = std::mem::take(&mut *lock(&self.model.log));
         let trace = self.trace(records);
+        // Either a real bug, or a model layer that never passes requests on: say which to look at.
+        let called = |t: &[Trace]| t.iter().any(|t| matches!(t, Trace::ModelCalled { .. }));
+        let hint = if called(&step.expected.trace) && !called(&trace) {
+            " (no model call reached the kit's model: a model layer of yours must pass each \
+             request on to setup.model(), or the kit cannot see the model's calls)"
+        } else {
+            ""
+        };
         if outcome != step.expected.outcome {
             return Err(divergence(
                 Aspect::Outcome,
                 &op,
                 format!("{:?}", step.expected.outcome),
-                format!("{outcome:?}"),
+                format!("{outcome:?}{hint}"),
             ));
         }
         if trace != step.expected.trace {
             let (expected, actual) = first_difference(&step.expected.trace, &trace);
-            return Err(divergence(Aspect::Events, &op, expected, actual));
+            return Err(divergence(
+                Aspect::Events,
+                &op,
+                expected,
+                format!("{actual}{hint}"),
+            ));
         }
         let ran = trace.iter().any(|t| matches!(t, Trace::ToolRan { .. }));
         let after = workspace_files(self.controller.workspace());
@@ -1165,6 +1242,45 @@ fn panicked(op: &str, panic: &Box<dyn std::any::Any + Send>) -> Divergence {
         "no panic",
         format!("panicked: {message}"),
     )
+}
+
+/// Whether the kit can observe `controller`: it works in the kit's `workspace` and every tool
+/// it registers went through the kit's spy (`spied`). Otherwise the kit would report tool calls
+/// that ran as not run, or files the workspace never had: say what to do instead.
+fn observable(
+    controller: &AgentController,
+    workspace: &Path,
+    spied: &[String],
+) -> Result<(), HarnessError> {
+    const HOW: &str = "build it from the Setup the kit passes (setup.builder(), \
+        setup.builder_with(your_model_layer), setup.builder_for(your_graph, model)) or pass \
+        your own builder through setup.observe(builder)";
+    let theirs = controller.workspace();
+    let same = theirs == workspace
+        || theirs
+            .canonicalize()
+            .is_ok_and(|dir| dir == workspace.canonicalize().unwrap_or_default());
+    if !same {
+        return Err(HarnessError::Unobservable(format!(
+            "it works in {}, not in the kit's temporary workspace {} (the kit writes its plan \
+             files there and watches it for writes): {HOW}, and do not set .workspace(...) \
+             after it",
+            theirs.display(),
+            workspace.display()
+        )));
+    }
+    let unseen: Vec<&str> = controller
+        .registry()
+        .names()
+        .filter(|name| !spied.iter().any(|s| s == name))
+        .collect();
+    if !unseen.is_empty() {
+        return Err(HarnessError::Unobservable(format!(
+            "its tools {unseen:?} were not registered through the kit's spy, so the kit cannot \
+             see them run: {HOW}"
+        )));
+    }
+    Ok(())
 }
 
 /// `facts` completed with (or checked against) the controller's tools and step limit.

@@ -84,7 +84,7 @@ fn running_refused_tools(setup: Setup, text: &str) -> crate::controller::AgentCo
         listed: setup.graph().clone(),
         model: setup.model(),
     });
-    setup.builder_over(graph, model)
+    setup.builder_for(graph, model)
 }
 
 fn build_running_refused_tools(setup: Setup) -> Result<AgentController, ConfigError> {
@@ -521,7 +521,7 @@ fn build_running_before_approval(setup: Setup) -> Result<AgentController, Config
         .expect("the config without requireApproval");
     let model = setup.model();
     setup
-        .builder_over(graph, model)
+        .builder_for(graph, model)
         .tools(ToolRegistry::with_workspace_tools())
         .build()
 }

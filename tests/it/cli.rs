@@ -2425,3 +2425,35 @@ error: session [SESSION] has nothing pending (already decided?)
         );
     }
 }
+
+/// The binary diverges (exit 7) on a real divergence: through `verify`'s test seam (a debug
+/// build reads `AGENT_CONTROLLER_VERIFY_PLANT`), its store keeps only each session's first
+/// save, so a restored session has lost what happened. The report names the restart and how
+/// to replay it; the summary still closes it.
+#[test]
+fn verify_exits_7_when_the_controller_diverges() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let mut cmd = bin();
+    cmd.current_dir(dir.path())
+        .env("AGENT_CONTROLLER_VERIFY_PLANT", "forgets-saves")
+        .args(["verify", SHIPPED, "--cases", "4", "--seed", "1"]);
+    let out = in_time(cmd);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(7), "{stdout}\n{stderr}");
+    assert!(stderr.contains("a planted bug (ForgetsSaves)"), "{stderr}");
+    assert!(stdout.contains("checked before a divergence"), "{stdout}");
+    assert!(stdout.contains("Restart"), "{stdout}");
+    assert!(stdout.contains("\nchecked: "), "{stdout}");
+    // Without the seam the same config passes.
+    let mut cmd = bin();
+    cmd.current_dir(dir.path())
+        .args(["verify", SHIPPED, "--cases", "4", "--seed", "1"]);
+    let out = in_time(cmd);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

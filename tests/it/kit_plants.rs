@@ -298,3 +298,155 @@ fn the_config_passes_with_a_store_without_a_bug() {
         .unwrap_or_else(|e| panic!("{e}"));
     println!("{report}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// A controller the user built (issue 25, round 2, item 2)
+
+/// The user's harness loads the config its own way and, by a bug of its own, drops the
+/// `requireApproval` of `build`: a controller-level bug planted from outside the crate, in a
+/// graph handed to `Setup::builder_for`. The kit keeps its spies and catches it at once: a
+/// `write_file` in `build` ran without waiting for approval.
+#[test]
+fn a_controller_level_bug_planted_from_outside_is_caught() {
+    let started = Instant::now();
+    let result = Check::new(TARGETS)
+        .cases(16)
+        .seed(25)
+        .without_regressions()
+        .run(|setup| {
+            let text = std::fs::read_to_string(TARGETS).expect("config");
+            let graph = agent_controller::config::parse(
+                &text.replace("requireApproval = [\"write_file\"]", ""),
+                "targets-list.toml",
+            )?;
+            let model = setup.model();
+            setup
+                .builder_for(graph, model)
+                .tools(ToolRegistry::with_workspace_tools())
+                .build()
+        });
+    let report = match result {
+        Err(CheckError::Failed(report)) => *report,
+        other => panic!("the planted graph was not caught: {other:?}"),
+    };
+    let found = report
+        .exploration
+        .counterexample
+        .clone()
+        .expect("the exploration finds it");
+    println!(
+        "graph without requireApproval: caught by the exploration after {} transitions in {:.1?}\n{found}",
+        report.exploration.transitions,
+        started.elapsed()
+    );
+    assert_eq!(
+        found.ops,
+        [agent_controller::testing::Op::call("write_file")]
+    );
+    assert!(found.divergence.expected.contains("Suspended"), "{found}");
+}
+
+/// A controller built without the `Setup` (the crate's own builder, the kit's model) cannot be
+/// observed: the check refuses it before anything runs and says what to do, instead of reporting
+/// the tool calls it cannot see as divergences.
+#[test]
+fn a_controller_the_kit_cannot_observe_is_refused_with_what_to_do() {
+    let result = Check::new(TARGETS)
+        .cases(4)
+        .without_regressions()
+        .run(|setup| {
+            let ws = setup.workspace().to_owned();
+            agent_controller::AgentController::builder(setup.graph().clone(), setup.model())
+                .tools(ToolRegistry::with_workspace_tools())
+                .workspace(ws)
+                .build()
+        });
+    let error = result.expect_err("refused");
+    let text = error.to_string();
+    assert!(
+        matches!(
+            &error,
+            CheckError::Setup(agent_controller::testing::HarnessError::Unobservable(_))
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("not registered through the kit's spy") && text.contains("setup.observe"),
+        "{text}"
+    );
+    // Its own workspace: refused too, naming it.
+    let elsewhere = tempfile::tempdir().expect("dir");
+    let error = Check::new(TARGETS)
+        .cases(4)
+        .without_regressions()
+        .run(|setup| {
+            setup
+                .builder()
+                .tools(ToolRegistry::with_workspace_tools())
+                .workspace(elsewhere.path())
+                .build()
+        })
+        .expect_err("refused");
+    assert!(
+        error
+            .to_string()
+            .contains("not in the kit's temporary workspace"),
+        "{error}"
+    );
+}
+
+/// A builder the user made (their graph, model, tools and step limit) passed through
+/// `Setup::observe` is checked like one the kit made.
+#[test]
+fn a_builder_the_user_made_is_checked_through_observe() {
+    let report = Check::new(TARGETS)
+        .cases(8)
+        .seed(25)
+        .max_states(40)
+        .without_regressions()
+        .run(|setup| {
+            let graph = agent_controller::config::load(TARGETS)?;
+            let yours = agent_controller::AgentController::builder(graph, setup.model())
+                .tools(ToolRegistry::with_workspace_tools())
+                .max_steps(12);
+            setup.observe(yours).build()
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(report.is_ok(), "{report}");
+}
+
+/// A model layer that answers by itself (never passing requests on to the kit's model) shows as
+/// a divergence that says so.
+#[test]
+fn a_model_layer_that_never_passes_requests_on_is_named_in_the_divergence() {
+    struct Answers;
+    #[agent_controller::async_trait]
+    impl agent_controller::LanguageModel for Answers {
+        async fn generate(
+            &self,
+            _request: agent_controller::ModelRequest<'_>,
+        ) -> Result<agent_controller::ModelResponse, agent_controller::ModelError> {
+            Ok(agent_controller::ModelResponse {
+                text: "cached".to_owned(),
+                ..Default::default()
+            })
+        }
+    }
+    let error = Check::new(TARGETS)
+        .cases(4)
+        .max_states(2)
+        .without_regressions()
+        .run(|setup| {
+            setup
+                .builder_with(Arc::new(Answers))
+                .tools(ToolRegistry::with_workspace_tools())
+                .build()
+        })
+        .expect_err("diverges");
+    assert!(
+        error
+            .to_string()
+            .contains("no model call reached the kit's model"),
+        "{error}"
+    );
+}
