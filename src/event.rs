@@ -140,7 +140,7 @@ pub struct SuspendPayload {
     /// of that revision): shown again beside `diff`. Empty for a first revision and when the
     /// rejection made none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub comments: Vec<crate::session::QuotedComment>,
+    pub comments: Vec<crate::comment::QuotedComment>,
 }
 
 /// What `tool_suspended` carries for a tool call that waits for the user's approval (the
@@ -292,7 +292,7 @@ pub struct DecidedRecord {
     /// ([`crate::Decision::comment`]), each with the line it quotes; empty for every other
     /// decision.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub comments: Vec<crate::session::QuotedComment>,
+    pub comments: Vec<crate::comment::QuotedComment>,
     /// The model an approval chose for the next mode ([`crate::Decision::model`]), by the id
     /// the host builds it by; `None` when the approval kept the session's model.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -66,7 +66,6 @@
 //!    (`src/session/drive.rs`).
 
 pub(crate) mod change;
-pub(crate) mod comment;
 pub(crate) mod decision;
 pub(crate) mod error;
 pub(crate) mod expiry;

@@ -7,9 +7,6 @@ mod kind;
 mod save;
 
 pub use self::kind::SessionErrorKind;
-pub use crate::machine::comment::{
-    MAX_COMMENTS, PlanComment, QUOTE_MAX_CHARS, QuotedComment, plan_lines,
-};
 pub(crate) use crate::machine::decision::decision_id_for;
 pub use crate::machine::decision::{
     Decision, DecisionAction, PendingDecision, PendingPlan, PendingToolCall,

@@ -300,7 +300,7 @@ pub struct PendingSummary {
     /// For a plan: the comments the rejection of the previous revision made on its lines, with
     /// the lines they quote ([`crate::event::SuspendPayload::comments`]); empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub comments: Vec<crate::session::QuotedComment>,
+    pub comments: Vec<crate::comment::QuotedComment>,
     /// When the session was last saved (seconds since the Unix epoch).
     pub updated_at: u64,
 }

@@ -884,7 +884,7 @@ impl<'a> Question<'a> {
 
     /// Adds `c LINE TEXT` to a plan's question: a comment on line `LINE` of `plan_text` (the
     /// plan's text as shown, [`crate::tool::submit_plan::revision_text`], whose lines are
-    /// numbered from 1 as [`crate::session::plan_lines`] numbers them), kept until the person
+    /// numbered from 1 as [`crate::comment::plan_lines`] numbers them), kept until the person
     /// rejects: `n` (or feedback text) then gives a rejection with every comment
     /// ([`Decision::comment`]). `c` alone shows the plan with its lines numbered; a line outside
     /// the plan or a blank text asks again, with a hint; an approval while comments are held

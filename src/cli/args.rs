@@ -3,9 +3,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use agent_controller::comment::PlanComment;
 use agent_controller::diagram::DiagramFormat;
 use agent_controller::model::ModelSpec;
-use agent_controller::session::PlanComment;
 use agent_controller::store::{StoreError, check_spec};
 use clap::{Args, Parser, Subcommand};
 

@@ -9,9 +9,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::change::Change;
-use super::comment::{self, PlanComment, QuotedComment};
 use super::error::{SessionError, expired_error};
 use super::state::State;
+use crate::comment::{self, PlanComment, QuotedComment};
 use crate::event::{DecidedRecord, SuspendPayload, ToolCallPayload};
 use crate::event::{DecisionOutcome, Event, ModeChangeReason, RunState};
 use crate::mode::ModeId;
@@ -260,7 +260,7 @@ impl Decision {
     }
 
     /// The same rejection, with a comment on line `line` of the plan shown (from 1, the `# title`
-    /// line first, as [`crate::session::plan_lines`] numbers them): the model receives `text`
+    /// line first, as [`crate::comment::plan_lines`] numbers them): the model receives `text`
     /// with the line it quotes (neutralized and bounded), the audit record keeps both
     /// ([`crate::event::DecidedRecord::comments`]), and the next revision shows them again beside its
     /// diff ([`crate::event::SuspendPayload::comments`]). Repeat it for more lines. A rejection with
@@ -709,7 +709,8 @@ pub(crate) fn check(
             "an approval carries no plan comments: `comments` go with a rejection (the model revises)",
         );
     }
-    let comments = comment::quote_all(&plan.payload.submission, &decision.comments)?;
+    let comments = comment::quote_all(&plan.payload.submission, &decision.comments)
+        .map_err(SessionError::PlanComment)?;
     if let Some(model) = &decision.model {
         // No host can build a model for the next mode yet: refused before anything changes.
         return Err(SessionError::UnknownModel {

@@ -9,10 +9,10 @@ use crate::common;
 
 use std::sync::Arc;
 
+use agent_controller::comment::{PlanComment, QUOTE_MAX_CHARS, QuotedComment};
 use agent_controller::display::neutralize_line_within;
 use agent_controller::model::Message;
 use agent_controller::model::scripted::ReplayModel;
-use agent_controller::session::{PlanComment, QUOTE_MAX_CHARS, QuotedComment};
 use agent_controller::{AgentController, Decision, RunOutcome, SessionError, ToolRegistry};
 use common::{PLAN_BUILD, Workspace, graph};
 use proptest::prelude::*;

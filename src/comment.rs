@@ -1,7 +1,8 @@
 //! Comments anchored to lines of a plan (issue 23, item 5): what a rejection may carry
 //! ([`PlanComment`]: a line number and a text), checked against the plan shown and resolved to
 //! the line it quotes ([`QuotedComment`]), which the model receives, the audit record keeps and
-//! the next revision shows again beside its diff. Pure: no I/O.
+//! the next revision shows again beside its diff. Pure: no I/O. The decision check
+//! (`src/machine/decision.rs`) resolves a rejection's comments here.
 //!
 //! Lines are numbered from 1 over the plan's text as it is shown and diffed
 //! ([`crate::tool::submit_plan::revision_text`]: a `# title` line, a blank line, the body), the
@@ -9,7 +10,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::error::SessionError;
 use crate::display::neutralize_line_within;
 use crate::tool::submit_plan::{self, PlanSubmission};
 
@@ -25,7 +25,8 @@ pub const MAX_COMMENTS: usize = 100;
 ///
 /// # Examples
 /// ```
-/// use agent_controller::{Decision, PlanComment};
+/// use agent_controller::Decision;
+/// use agent_controller::comment::PlanComment;
 /// let decision = Decision::reject().comment(4, "staging first");
 /// assert_eq!(decision.comments, [PlanComment { line: 4, text: "staging first".into() }]);
 /// ```
@@ -69,16 +70,17 @@ pub fn plan_lines(submission: &PlanSubmission) -> Vec<String> {
 /// of the plan's (1 to its line count), each text not blank, and at most [`MAX_COMMENTS`].
 ///
 /// # Errors
-/// [`SessionError::PlanComment`], naming the first comment refused; nothing is resolved.
+/// Why the first comment refused is refused (the decision check makes it a
+/// [`crate::SessionError::PlanComment`]); nothing is resolved.
 pub(crate) fn quote_all(
     submission: &PlanSubmission,
     comments: &[PlanComment],
-) -> Result<Vec<QuotedComment>, SessionError> {
+) -> Result<Vec<QuotedComment>, String> {
     if comments.len() > MAX_COMMENTS {
-        return Err(SessionError::PlanComment(format!(
+        return Err(format!(
             "{} comments: a decision carries at most {MAX_COMMENTS}",
             comments.len()
-        )));
+        ));
     }
     let lines = plan_lines(submission);
     comments
@@ -88,24 +90,21 @@ pub(crate) fn quote_all(
 }
 
 /// One comment resolved against `lines` (the plan's, line 1 first).
-fn quote(lines: &[String], comment: &PlanComment) -> Result<QuotedComment, SessionError> {
+fn quote(lines: &[String], comment: &PlanComment) -> Result<QuotedComment, String> {
     let text = comment.text.trim();
     if text.is_empty() {
-        return Err(SessionError::PlanComment(format!(
-            "the comment on line {} is blank",
-            comment.line
-        )));
+        return Err(format!("the comment on line {} is blank", comment.line));
     }
     let line = usize::try_from(comment.line)
         .ok()
         .and_then(|n| n.checked_sub(1))
         .and_then(|at| lines.get(at))
         .ok_or_else(|| {
-            SessionError::PlanComment(format!(
+            format!(
                 "line {} is not a line of the plan shown (lines 1 to {})",
                 comment.line,
                 lines.len()
-            ))
+            )
         })?;
     Ok(QuotedComment {
         line: comment.line,
@@ -166,17 +165,11 @@ mod tests {
     fn a_line_outside_the_plan_or_a_blank_text_is_refused() {
         for line in [0, 6, u64::MAX] {
             assert!(
-                matches!(
-                    quote_all(&plan(), &[comment(line, "x")]),
-                    Err(SessionError::PlanComment(_))
-                ),
+                quote_all(&plan(), &[comment(line, "x")]).is_err(),
                 "line {line}"
             );
         }
-        assert!(matches!(
-            quote_all(&plan(), &[comment(2, " \n")]),
-            Err(SessionError::PlanComment(_))
-        ));
+        assert!(quote_all(&plan(), &[comment(2, " \n")]).is_err());
         let many = vec![comment(1, "x"); MAX_COMMENTS + 1];
         assert!(quote_all(&plan(), &many).is_err());
     }
