@@ -204,9 +204,7 @@ impl AgentControllerBuilder {
     /// and column, its message naming every unknown tool with theirs, and saying which are
     /// built-in tools that [`ToolRegistry::with_workspace_tools`] registers. The first error of
     /// [`ModeGraph::rule_errors`] when a mode's rule is on a tool the registry lacks, or reads an
-    /// argument its tool does not declare; [`crate::config::ConfigErrorKind::InvalidRule`] for a
-    /// graph with any rules, which sessions do not apply yet (refused, so that a `deny` rule is
-    /// never silently ignored).
+    /// argument its tool does not declare.
     pub fn build(mut self) -> Result<AgentController, ConfigError> {
         let names: Vec<&str> = self.tools.names().collect();
         if let Some(unknown) = self.graph.unknown_tools_error(&names) {
@@ -214,9 +212,6 @@ impl AgentControllerBuilder {
         }
         if let Some(rule) = self.graph.rule_errors(&self.tools).into_iter().next() {
             return Err(rule);
-        }
-        if let Some(unapplied) = self.graph.rules_not_applied() {
-            return Err(unapplied);
         }
         if let Some(mode) = self
             .graph

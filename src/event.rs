@@ -172,6 +172,11 @@ pub struct ToolCallPayload {
     /// were recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<std::path::PathBuf>,
+    /// The `ask` rule that made the call wait ([`crate::rules::RuleRecord`]); `None` when it
+    /// waits because the mode's `requireApproval` covers its tool. An "always allow" never
+    /// lets through a call a rule asks about ([`crate::Decision::always_allow`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<Box<crate::rules::RuleRecord>>,
 }
 
 /// What a suspended tool call waits on, as `tool_suspended` carries it (`suspendPayload`): a
@@ -297,6 +302,14 @@ pub struct DecidedRecord {
     /// the host builds it by; `None` when the approval kept the session's model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// For a tool call a mode's rule decided ([`crate::rules`]): which rule, and why
+    /// ([`crate::rules::RuleRecord`]: `modeId`, `number`, `action`, `rule`, `reason`). A call
+    /// an `allow` rule ran without asking and one a `deny` rule refused get a record of their
+    /// own (outcome `approved` or `rejected`, no `decidedBy`: no person decided); a call an
+    /// `ask` rule made wait keeps the rule in the record of the user's decision. `None` when
+    /// no rule decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<Box<crate::rules::RuleRecord>>,
 }
 
 /// Seconds since the Unix epoch as RFC 3339 in UTC (civil date from days: H. Hinnant's algorithm).

@@ -20,6 +20,9 @@
 //! - [`expiry`]: the deadline tick: when what waits expires and what the expiry answers,
 //!   applied by a live session (`src/session/expiry.rs`) and to a stored record
 //!   (`deadline::expire_record`) alike.
+//! - [`ruling`]: a rule outcome on a tool call ([`ruling::Ruling`]: run, ask, or denied by a
+//!   mode's rule), the one more input the driver feeds in before it runs a call, and the audit
+//!   record a rule's outcome leaves.
 //! - [`run`]: the steps of a run: a user message starts it, a plan or tool calls suspend it,
 //!   an abort, a new message or a manual switch cancel what waits, and a cancelled, dropped or
 //!   interrupted run answers its open tool calls.
@@ -29,10 +32,9 @@
 //! results, an abort, a manual switch, a lease tick) are pure `Change` methods here
 //! ([`run`], [`change`]), but the driver (`src/session/drive.rs`) still calls them one by one
 //! between its model and tool calls: they are not yet one `Input` handed to one entry point
-//! that returns the effects, as `Decide` does. A rule outcome on a tool call (issue 23) is one
-//! more input of the same kind: a pure function of the state and the call that the driver
-//! feeds in before it runs the call, beside the "needs approval" check of
-//! `src/session/drive.rs`.
+//! that returns the effects, as `Decide` does. A rule outcome on a tool call ([`ruling`]) is
+//! one more input of the same kind: a pure function of the state and the call (its paths
+//! resolved by the driver) that the driver feeds in before it runs the call.
 //!
 //! # The reference model stays an independent oracle
 //!
@@ -69,5 +71,6 @@ pub(crate) mod change;
 pub(crate) mod decision;
 pub(crate) mod error;
 pub(crate) mod expiry;
+pub(crate) mod ruling;
 pub(crate) mod run;
 pub(crate) mod state;

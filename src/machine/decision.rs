@@ -243,7 +243,12 @@ impl Decision {
     /// own audit record whose [`crate::event::DecidedRecord::allowed_by`] names this decision; later
     /// calls of the tool run without waiting. Kept in the session record and shown by
     /// [`crate::Session::always_allowed`]. Refused ([`SessionError::MalformedDecision`],
-    /// nothing changes) with a rejection and on a plan.
+    /// nothing changes) with a rejection, on a plan, and on a call an `ask` rule made wait.
+    ///
+    /// Next to a mode's rules ([`crate::rules`]) an allowance lets through only what would wait
+    /// by `requireApproval`: a call a `deny` rule refuses is refused, and one an `ask` rule
+    /// asks about is asked about, whatever the allowance (a rule written for some calls of a
+    /// tool is not undone by allowing the whole tool).
     ///
     /// # Examples
     /// ```
@@ -469,7 +474,8 @@ impl PendingDecision {
     /// - A plan: no `alwaysAllow`; a `targetModeId` (with an approval only) must be one the plan
     ///   lists; an edited plan (with an approval only) obeys the plan limits; an approval must
     ///   still be possible under the current config.
-    /// - A tool call: no `targetModeId`, no edited plan, no `alwaysAllow` with a rejection.
+    /// - A tool call: no `targetModeId`, no edited plan, no `alwaysAllow` with a rejection,
+    ///   nor on a call an `ask` rule made wait ([`crate::event::ToolCallPayload::rule`]).
     ///
     /// # Errors
     /// [`SessionError::MalformedDecision`], [`SessionError::Sha256Mismatch`],
@@ -682,6 +688,14 @@ pub(crate) fn check(
             return malformed(
                 "a tool-call decision names no model: `model` goes with the approval of a plan",
             );
+        }
+        PendingDecision::ToolCall(call) if decision.always_allow => {
+            if let Some(rule) = &call.payload.rule {
+                return Err(SessionError::MalformedDecision(format!(
+                    "this call waits because rule {} of mode `{}` ({}) asks about every call it matches, which an \"always allow\" does not override: approve it without `alwaysAllow`, or change the rule",
+                    rule.number, rule.mode_id, rule.rule
+                )));
+            }
         }
         _ => {}
     }
@@ -1133,6 +1147,7 @@ impl Change<'_> {
             allowed_by: None,
             comments: Vec::new(),
             model: None,
+            rule: None,
         }
     }
     /// Ends the decided `submit_plan` call: `tool_end` with the audit record, and the result in
@@ -1224,7 +1239,11 @@ impl State {
             _ => None,
         });
         for call in calls {
-            if call.decided.is_none() && call.payload.tool_name == tool {
+            // A call an `ask` rule made wait is asked about, whatever the allowance.
+            if call.decided.is_none()
+                && call.payload.tool_name == tool
+                && call.payload.rule.is_none()
+            {
                 let mut record = tool_call_record(
                     call,
                     DecisionOutcome::Approved,
@@ -1262,6 +1281,7 @@ pub(crate) fn tool_call_record(
         allowed_by: None,
         comments: Vec::new(),
         model: None,
+        rule: call.payload.rule.clone(),
     }
 }
 
@@ -1311,6 +1331,7 @@ mod tests {
                 approval_timeout: None,
                 deadline_at_ms: None,
                 workspace: None,
+                rule: None,
             },
             decided,
             feedback: None,
@@ -1333,6 +1354,7 @@ mod tests {
             allowed_by: None,
             comments: Vec::new(),
             model: None,
+            rule: None,
         }
     }
 

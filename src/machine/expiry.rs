@@ -216,6 +216,7 @@ fn plan_record(run_id: &str, tool_call_id: &str, payload: &SuspendPayload) -> De
         allowed_by: None,
         comments: Vec::new(),
         model: None,
+        rule: None,
     }
 }
 
@@ -247,6 +248,7 @@ fn call_answer(
                 allowed_by: None,
                 comments: Vec::new(),
                 model: None,
+                rule: payload.rule.clone(),
             },
         ),
         Some(record) if record.outcome == Some(DecisionOutcome::Approved) => {
@@ -328,6 +330,7 @@ mod tests {
             approval_timeout: Some("1h".to_owned()),
             deadline_at_ms,
             workspace: None,
+            rule: None,
         }
     }
 
@@ -383,6 +386,7 @@ mod tests {
             allowed_by: None,
             comments: Vec::new(),
             model: None,
+            rule: None,
         };
         let rejected = DecidedRecord {
             outcome: Some(DecisionOutcome::Rejected),

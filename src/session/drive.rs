@@ -12,10 +12,12 @@ use super::{Decision, Operation, PendingDecision, RunOutcome, Session, SessionEr
 use crate::event::{CancelReason, Event, RunState};
 use crate::machine::decision::Decided;
 use crate::machine::decision::{self as rules, Checked};
+use crate::machine::ruling::{Ruling, denied_result};
 use crate::machine::run::{
     CANCELLED_RESULT, INTERRUPTED_RESULT, NOT_STARTED_RESULT, tool_cancelled_result,
 };
 use crate::model::{Message, ModelError, ModelErrorKind, ModelRequest, TextSink};
+use crate::rules::RuleRecord;
 use crate::store::SessionStore;
 use crate::tool::submit_plan::{self, PlanSubmission, SUBMIT_PLAN};
 use crate::tool::{PendingPlans, ToolCall, ToolContext, ToolOutput};
@@ -142,7 +144,16 @@ impl Session {
                 return self.abort_unstarted(run_id).await;
             }
             let name = &call.payload.tool_name;
-            let output = if self.shared.runtime(self.state.mode).allows(name) {
+            // A deny rule wins over the user's approval too: the rules (or the workspace the
+            // paths resolve in) may have changed since the call was suspended.
+            let now = ToolCall::new(
+                call.tool_call_id.clone(),
+                name.clone(),
+                call.payload.args.clone(),
+            );
+            let output = if let Some(Ruling::Deny(rule)) = self.ruling_of(&now) {
+                Some(ToolOutput::error(denied_result(&rule)))
+            } else if self.shared.runtime(self.state.mode).allows(name) {
                 self.execute_tool(&run_id, &call.tool_call_id, name, &call.payload.args)
                     .await
             } else {
@@ -334,22 +345,25 @@ impl Session {
     /// Runs one step's tool calls in order; returns `Some` when the run suspends (or its
     /// suspension could not be saved).
     ///
-    /// A call that needs approval in the current mode (`requireApproval`, and its tool not
-    /// always allowed) does not run: once the other calls have run, the run suspends on every
-    /// such call of the reply at once ([`Session::suspend_tool_calls`]). A `submit_plan` beside
-    /// them is not executed.
+    /// Each call is ruled first ([`Ruling`]: the mode's rules, its `requireApproval`, the
+    /// tools always allowed). A call a `deny` rule refuses never runs: its result names the rule.
+    /// A call that waits (an `ask` rule, or `requireApproval` and its tool not always allowed)
+    /// does not run: once the other calls have run, the run suspends on every such call of the
+    /// reply at once ([`Session::suspend_tool_calls`]). A `submit_plan` beside them is not
+    /// executed.
     async fn run_tool_calls(
         &mut self,
         run_id: &Arc<str>,
         at: usize,
     ) -> Option<Result<RunOutcome, SessionError>> {
         let shared = self.shared.clone();
-        let waits = (0..)
+        // Each call's outcome is ruled once, before any runs: all of the reply's calls are
+        // judged in the mode, the rules and the allowances it was made under.
+        let rulings: Vec<Option<Ruling>> = (0..)
             .map_while(|i| self.state.tool_call(at, i))
-            .any(|call| {
-                self.refusal(&call.name, &call.args).is_none()
-                    && self.needs_approval(&call.name, &call.args)
-            });
+            .map(|call| self.ruling_of(call))
+            .collect();
+        let waits = rulings.iter().any(|r| matches!(r, Some(Ruling::Ask(_))));
         let mut waiting = Vec::new();
         let mut next = 0;
         loop {
@@ -380,10 +394,20 @@ impl Session {
                 self.live(|c| c.finish_tool(run_id, &id, &name, output));
                 continue;
             }
-            if args.is_some_and(|args| self.needs_approval(&name, args)) {
-                waiting.push(next - 1);
-                continue;
-            }
+            let allowed_by = match rulings.get(next - 1).cloned().flatten() {
+                Some(Ruling::Deny(rule)) => {
+                    let output = ToolOutput::error(denied_result(&rule));
+                    let sha256 = args.map(crate::jcs::sha256).unwrap_or_default();
+                    self.live(|c| c.finish_ruled_tool(run_id, &id, &name, sha256, output, rule));
+                    continue;
+                }
+                Some(Ruling::Ask(rule)) => {
+                    waiting.push((next - 1, rule));
+                    continue;
+                }
+                Some(Ruling::Run(rule)) => rule,
+                None => None,
+            };
             if name == SUBMIT_PLAN && waits {
                 let output = ToolOutput::error(PLAN_BESIDE_APPROVALS);
                 self.live(|c| c.finish_tool(run_id, &id, &name, output));
@@ -435,7 +459,13 @@ impl Session {
                 );
             };
             tracing::debug!(tool_call_id = %id, tool_name = %name, is_error = output.is_error, "tool call finished");
-            self.live(|c| c.finish_tool(run_id, &id, &name, output));
+            match allowed_by {
+                Some(rule) => {
+                    let sha256 = args.map(crate::jcs::sha256).unwrap_or_default();
+                    self.live(|c| c.finish_ruled_tool(run_id, &id, &name, sha256, output, rule));
+                }
+                None => self.live(|c| c.finish_tool(run_id, &id, &name, output)),
+            }
         }
         if waiting.is_empty() {
             return None;
@@ -453,14 +483,14 @@ impl Session {
         run_id: &Arc<str>,
         at: usize,
         next: usize,
-        waiting: &[usize],
+        waiting: &[(usize, Option<Box<RuleRecord>>)],
         running: Option<usize>,
     ) -> Result<RunOutcome, SessionError> {
         self.change(|c| {
             let mut index = 0;
             while let Some(call) = c.state.tool_call(at, index) {
                 let (id, name) = (call.id.clone(), call.name.clone());
-                let result = if waiting.contains(&index) {
+                let result = if waiting.iter().any(|(i, _)| *i == index) {
                     Some(tool_cancelled_result(CancelReason::Aborted))
                 } else if running == Some(index) {
                     Some(CANCELLED_RESULT)
@@ -483,9 +513,20 @@ impl Session {
         })
     }
 
-    /// Whether a call of `name` with `args` waits for approval in the current mode: the mode
-    /// offers the tool and lists it in `requireApproval`, the arguments are an object (else the
-    /// call is refused, never suspended), and no decision allowed the tool for the session.
+    /// How `call` is handled in the current mode ([`Ruling`]: run, wait for approval, or refused
+    /// by a rule); `None` for a call refused before any rule applies (a tool the mode does not
+    /// offer, arguments that are not a well-formed object). Its path arguments are resolved
+    /// here, in the workspace (the I/O the pure ruling needs).
+    fn ruling_of(&self, call: &ToolCall) -> Option<Ruling> {
+        let runtime = self.shared.runtime(self.state.mode);
+        if !runtime.allows(&call.name) || self.refusal(&call.name, &call.args).is_some() {
+            return None;
+        }
+        let rules = self.shared.graph.mode(self.state.mode).rules();
+        let paths = crate::rules::resolve_paths(rules, call, &self.shared.workspace);
+        Some(self.state.ruling(&self.shared.graph, call, &paths))
+    }
+
     /// Why the arguments of a call of `name` are refused before it runs or waits (the rules of
     /// [`crate::tool::args`], then the tool's input schema: [`crate::tool::input`]), if they are.
     fn refusal(&self, name: &str, args: &serde_json::Value) -> Option<String> {
@@ -494,14 +535,6 @@ impl Session {
             let spec = runtime.specs.iter().find(|s| &*s.name == name)?;
             crate::tool::input::mismatch(args, &spec.input_schema)
         })
-    }
-
-    fn needs_approval(&self, name: &str, args: &serde_json::Value) -> bool {
-        let mode = self.shared.graph.mode(self.state.mode);
-        args.is_object()
-            && mode.requires_approval(name)
-            && self.shared.runtime(self.state.mode).allows(name)
-            && !self.state.always_allowed.iter().any(|t| t == name)
     }
 
     /// Runs tool `name` with `args` in the current mode; `None` when the run was cancelled
@@ -547,14 +580,14 @@ impl Session {
         &mut self,
         run_id: Arc<str>,
         at: usize,
-        indexes: Vec<usize>,
+        indexes: Vec<(usize, Option<Box<RuleRecord>>)>,
     ) -> Result<RunOutcome, SessionError> {
         let suspended = self
             .change(|c| c.suspend_tool_calls(&run_id, at, &indexes))
             .await;
         if let Err(err) = suspended {
             self.live(|c| {
-                for &index in &indexes {
+                for &(index, _) in &indexes {
                     let Some(call) = c.state.tool_call(at, index) else {
                         continue;
                     };

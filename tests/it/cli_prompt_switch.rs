@@ -67,7 +67,9 @@ fn s_mode_at_the_prompt_switches_without_approving() {
     assert_eq!(out.status.code(), Some(NOT_APPROVED), "{err}{stdout}");
     // The help line names the key and the modes a switch may go to (not the current one).
     assert!(
-        err.contains("\n[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  "),
+        err.contains(
+            "\n[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  "
+        ),
         "{err}"
     );
     assert!(

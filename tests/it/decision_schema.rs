@@ -487,6 +487,7 @@ fn decided_records_validate_and_unknown_fields_do_not() {
         allowed_by: None,
         comments: Vec::new(),
         model: None,
+        rule: None,
     };
     let value = serde_json::to_value(&record).expect("to_value");
     assert!(errors(&schema, &value).is_empty(), "{value}");

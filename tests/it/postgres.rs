@@ -975,6 +975,7 @@ fn waiting_calls(id: &str, version: u64, calls: &[&str], decided: usize) -> Sess
                     approval_timeout: None,
                     deadline_at_ms: None,
                     workspace: None,
+                    rule: None,
                 },
                 decided: (i < decided).then(|| agent_controller::event::DecidedRecord {
                     run_id: "run_1".into(),
@@ -991,6 +992,7 @@ fn waiting_calls(id: &str, version: u64, calls: &[&str], decided: usize) -> Sess
                     comments: Vec::new(),
                     model: None,
                     allowed_by: None,
+                    rule: None,
                 }),
                 feedback: None,
             }
