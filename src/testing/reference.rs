@@ -1729,6 +1729,8 @@ impl ReferenceSession {
                             to: to.map(str::to_owned),
                             plan: plan.map(EditedPlan::text),
                             always_allow: false,
+                            comments: Vec::new(),
+                            model: None,
                         },
                     }
                 };
@@ -1785,6 +1787,8 @@ impl ReferenceSession {
                     to: None,
                     plan: None,
                     always_allow: *always_allow,
+                    comments: Vec::new(),
+                    model: None,
                 };
                 let host_action = if *by_id {
                     Action::Decide {
@@ -2011,6 +2015,8 @@ impl ReferenceSession {
             to: None,
             plan: None,
             always_allow: false,
+            comments: Vec::new(),
+            model: None,
         };
         let host_action = Action::Resume {
             run: RunRef::Run(pending.run),
