@@ -88,6 +88,8 @@ impl ConfigSpec {
                         action: action.clone(),
                     })
                     .collect(),
+                approval_timeout_ms: None,
+                on_timeout: super::facts::TimeoutRule::Reject,
             })
             .collect();
         ConfigFacts::new(

@@ -9,7 +9,7 @@ use super::explore::Counterexample;
 use super::facts::ConfigFacts;
 use super::harness::Harness;
 use super::reference::{
-    Call, Feedback, Op, PlanFile, ReferenceSession, Revision, ShaChoice, Subject, Then,
+    Call, Feedback, Op, PlanFile, ReferenceSession, Revision, ShaChoice, Subject, Then, Until,
 };
 use crate::run::DecisionAction;
 
@@ -55,6 +55,12 @@ named_enum! {
         /// A call an `allow` rule of `from` decides: it runs without asking (even when
         /// `requireApproval` lists its tool); the mode stays.
         RuleAllow = "rule_allow",
+        /// A plan submitted in `from`, which has an `approvalTimeout`, is not decided by its
+        /// deadline: it expires, not approved; the mode stays.
+        Expire = "expire",
+        /// A tool call waiting for approval in `from`, which has an `approvalTimeout`, is not
+        /// decided by its deadline: it expires and never runs; the mode stays.
+        ExpireTool = "expire_tool",
     }
 }
 
@@ -105,6 +111,13 @@ fn index_edges(facts: &ConfigFacts) -> Vec<IndexEdge> {
                     to: from,
                 });
             }
+            if facts.approval_timeout_ms(from).is_some() {
+                edges.push(IndexEdge {
+                    from,
+                    cause: Cause::Expire,
+                    to: from,
+                });
+            }
         }
         for to in (0..facts.len()).filter(|to| *to != from) {
             edges.push(IndexEdge {
@@ -130,6 +143,13 @@ fn index_edges(facts: &ConfigFacts) -> Vec<IndexEdge> {
                     from,
                     cause: Cause::ManualEndsAlwaysAllow,
                     to,
+                });
+            }
+            if facts.approval_timeout_ms(from).is_some() {
+                edges.push(IndexEdge {
+                    from,
+                    cause: Cause::ExpireTool,
+                    to: from,
                 });
             }
             if facts.is_planning(from) {
@@ -165,9 +185,10 @@ fn index_edges(facts: &ConfigFacts) -> Vec<IndexEdge> {
 /// modes; and for each mode where a tool call waits for approval (`requireApproval`), the
 /// approval, the rejection and the "always allow" of such a call, and a manual switch to every
 /// other mode after an "always allow", which ends it (and, from a planning mode, the approval to
-/// each of its targets after an "always allow", which ends it too); and for each mode with a
-/// rule that decides a call of one of its tools, a call each of its `deny`, `ask` (approved)
-/// and `allow` rules decides.
+/// each of its targets after an "always allow", which ends it too). In a mode with an
+/// `approvalTimeout`, the expiry of a plan and of a waiting tool call nobody decided in time.
+/// For each mode with a rule that decides a call of one of its tools: a call each of its
+/// `deny`, `ask` (approved) and `allow` rules decides.
 pub fn edges(facts: &ConfigFacts) -> Vec<Edge> {
     index_edges(facts)
         .into_iter()
@@ -257,6 +278,12 @@ fn fire(facts: &ConfigFacts, edge: IndexEdge) -> Vec<Op> {
             ),
         ],
         Cause::Abort => vec![submit, Op::Abort],
+        Cause::Expire => vec![submit, Op::Wait(Until::Deadline), Op::ExpireIfDue],
+        Cause::ExpireTool => vec![
+            Op::call(waiting_tool()),
+            Op::Wait(Until::Deadline),
+            Op::ExpireIfDue,
+        ],
         Cause::UserMessage => vec![
             submit,
             Op::Message {
