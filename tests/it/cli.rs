@@ -71,20 +71,42 @@ fn mode_changes(events: &[Value]) -> Vec<(&str, &str)> {
 #[test]
 fn check_prints_modes_default_and_edges() {
     let out = bin().arg("check").arg(SHIPPED).output().expect("run");
-    assert!(out.status.success());
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("default mode: build"), "{text}");
-    assert!(text.contains("plan -> build"), "{text}");
+    snapshots::same(
+        snapshots::shown(&out, &[(SHIPPED, "[CONFIG]")]),
+        snapbox::str![[r#"
+exit 0
+--- stdout
+[CONFIG]: ok, 2 modes
+  plan (Plan) [planning]  tools: read_file, list_files, write_plan, submit_plan
+  build (Build) [default]  tools: all
+default mode: build
+hand-over edges (on approval):
+  plan -> build
+--- stderr
+
+"#]],
+    );
 }
 
 #[test]
 fn check_refuses_an_invalid_config_with_file_line_col() {
     let path = fixture("configs/invalid/duplicate-id.toml");
     let out = bin().arg("check").arg(&path).output().expect("run");
-    assert_eq!(out.status.code(), Some(INVALID));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(&format!("{}:10:6", path.display())), "{err}");
-    assert!(err.contains("duplicate"), "{err}");
+    let path = path.display().to_string();
+    snapshots::same(
+        snapshots::shown(&out, &[(&path, "[CONFIG]")]),
+        snapbox::str![[r#"
+exit 2
+--- stdout
+--- stderr
+error: [CONFIG]:10:6: duplicate mode id `plan`: another mode already uses it
+10 | id = "plan"
+   |      ^^^^^^
+
+[CONFIG]: 1 error
+
+"#]],
+    );
 }
 
 #[test]
@@ -259,8 +281,17 @@ fn run_outside_a_planning_mode_just_answers() {
 fn run_with_an_unknown_mode_fails_cleanly() {
     let ws = Workspace::new();
     let out = run(ws.path(), &["--mode", "review", "x"], None);
-    assert_eq!(out.status.code(), Some(INVALID));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown mode `review`"));
+    let ws = ws.path().display().to_string();
+    snapshots::same(
+        snapshots::shown(&out, &[(&ws, "[WORKSPACE]")]),
+        snapbox::str![[r#"
+exit 2
+--- stdout
+--- stderr
+error: unknown mode `review`
+
+"#]],
+    );
 }
 
 #[test]
@@ -271,11 +302,18 @@ fn an_unknown_model_provider_is_a_usage_error_before_anything_runs() {
         &["--model", "llama/7b", "--mode", "plan", "x"],
         None,
     );
-    assert_eq!(out.status.code(), Some(INVALID));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("unknown model provider `llama`"), "{err}");
-    assert!(err.contains("anthropic/MODEL"), "{err}");
-    assert!(out.stdout.is_empty(), "nothing ran");
+    snapshots::same(
+        snapshots::shown(&out, &[]),
+        snapbox::str![[r#"
+exit 2
+--- stdout
+--- stderr
+error: invalid value 'llama/7b' for '--model <MODEL>': unknown model provider `llama`: use `scripted`, `openai/MODEL` or `anthropic/MODEL`
+
+For more information, try '--help'.
+
+"#]],
+    );
     let plans = std::fs::read_dir(ws.path().join(".agent/plans")).expect("plans dir");
     assert_eq!(plans.count(), 0, "no plan was written");
 }
@@ -1114,10 +1152,25 @@ fn verify_prints_states_transitions_cases_and_seed() {
 fn verify_refuses_an_invalid_config_with_exit_status_2() {
     let path = fixture("configs/invalid/self-handover-default.toml");
     let out = bin().arg("verify").arg(&path).output().expect("run verify");
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("self-handover-default.toml:5:"), "{stderr}");
-    assert!(stderr.contains("transitionsTo"), "{stderr}");
+    let path = path.display().to_string();
+    snapshots::same(
+        snapshots::shown(&out, &[(&path, "[CONFIG]")]),
+        snapbox::str![[r#"
+exit 2
+--- stdout
+--- stderr
+warning: [CONFIG]:5:19: planning mode `plan` offers no tool that can write a plan (its availableTools has none of the plan-writing tools, such as `write_plan`): a model there cannot author a plan to submit
+5 | availableTools = ["read_file", "submit_plan"]
+  |                   ^^^^^^^^^^^
+
+error: [CONFIG]:5:32: mode `plan` lists `submit_plan` but sets no transitionsTo and is itself the default mode, so an approved plan would hand over to `plan` itself: add `transitionsTo` naming the mode to hand over to, or mark another mode default
+5 | availableTools = ["read_file", "submit_plan"]
+  |                                ^^^^^^^^^^^^^
+
+[CONFIG]: 1 error
+
+"#]],
+    );
 }
 
 /// `verify CONFIG ARGS...` in a fresh directory (so no regression file is left behind), with
@@ -1144,16 +1197,24 @@ fn verify_reports_every_config_error_as_check_does() {
         [[modes]]\nid = \"build\"\nname = \"Build\"\ndefault = true\n\
         availableTools = [\"read_file\", \"write_flie\"]\n";
     let out = verify(toml, &[]);
-    let stderr = stderr(&out);
-    assert_eq!(out.status.code(), Some(INVALID), "{stderr}");
-    assert!(
-        stderr.contains("modes.toml:4:17: mode `plan` has transitionsTo"),
-        "{stderr}"
+    snapshots::same(
+        snapshots::shown(&out, &[]),
+        snapbox::str![[r#"
+exit 2
+--- stdout
+--- stderr
+error: modes.toml:4:17: mode `plan` has transitionsTo `nowhere`, which names no mode (ids are case-sensitive; known: plan, build)
+4 | transitionsTo = "nowhere"
+  |                 ^^^^^^^^^
+
+error: modes.toml:10:32: mode `build` lists unknown tool `write_flie` in availableTools: did you mean `write_file`?
+10 | availableTools = ["read_file", "write_flie"]
+   |                                ^^^^^^^^^^^^
+
+modes.toml: 2 errors
+
+"#]],
     );
-    assert!(stderr.contains("modes.toml:10:32:"), "{stderr}");
-    assert!(stderr.contains("did you mean `write_file`?"), "{stderr}");
-    assert!(stderr.contains("modes.toml: 2 errors"), "{stderr}");
-    assert!(out.stdout.is_empty(), "nothing was checked");
 }
 
 #[test]
@@ -1180,13 +1241,21 @@ fn verify_shows_checks_warnings_and_still_checks() {
 #[test]
 fn verify_exits_1_for_an_unknown_custom_tool_and_says_to_stub_it() {
     let out = verify(CUSTOM_TOOL, &[]);
-    let stderr = stderr(&out);
-    assert_eq!(out.status.code(), Some(RUNTIME_ERROR), "{stderr}");
-    assert!(
-        stderr.contains("modes.toml:10:46: mode `build` lists unknown tool `run_tests`"),
-        "{stderr}"
+    snapshots::same(
+        snapshots::shown(&out, &[]),
+        snapbox::str![[r#"
+exit 1
+--- stdout
+--- stderr
+error: modes.toml:10:46: mode `build` lists unknown tool `run_tests` in availableTools
+10 | availableTools = ["read_file", "write_file", "run_tests"]
+   |                                              ^^^^^^^^^^^
+
+modes.toml: 1 error
+the config names tools of its host: stub them with --tool run_tests (add `:read-only` to one that changes nothing)
+
+"#]],
     );
-    assert!(stderr.contains("--tool run_tests"), "{stderr}");
 }
 
 #[test]
@@ -2057,7 +2126,7 @@ mod snapshots {
     /// `actual` is `expected`, whole; backslashes stay backslashes (the event lines escape
     /// control characters as `\u{a}`, which path normalization would turn into `/u{a}`).
     #[track_caller]
-    fn same(actual: String, expected: impl snapbox::IntoData) {
+    pub(super) fn same(actual: String, expected: impl snapbox::IntoData) {
         snapbox::Assert::new()
             .action_env(snapbox::assert::DEFAULT_ACTION_ENV)
             .normalize_paths(false)
@@ -2066,7 +2135,7 @@ mod snapshots {
 
     /// `out`'s status, stdout and stderr as one text, `(value, placeholder)` pairs replaced in
     /// order (the longest first).
-    fn shown(out: &Output, redact: &[(&str, &str)]) -> String {
+    pub(super) fn shown(out: &Output, redact: &[(&str, &str)]) -> String {
         let mut text = format!(
             "exit {}\n--- stdout\n{}--- stderr\n{}",
             out.status.code().unwrap_or(-1),
