@@ -1065,19 +1065,27 @@ fn plan_copy_never_writes_through_a_symlink_or_over_another_file() {
 fn plan_is_checked_before_anything_is_copied() {
     let ws = Workspace::new();
     let source = tempfile::tempdir().expect("source");
-    let cases: [(&str, &[u8], &str); 4] = [
-        ("notes.txt", b"# Plan\n", ".md"),
-        ("blank.md", b" \n\n", "empty"),
-        ("latin1.md", b"# Caf\xe9\n", "UTF-8"),
-        ("huge.md", &[b'x'; 1024 * 1024 + 1], "1 MiB"),
+    let cases: [(&str, &[u8]); 4] = [
+        ("notes.txt", b"# Plan\n"),
+        ("blank.md", b" \n\n"),
+        ("latin1.md", b"# Caf\xe9\n"),
+        ("huge.md", &[b'x'; 1024 * 1024 + 1]),
     ];
-    for (name, bytes, says) in cases {
+    let source_dir = source.path().display().to_string();
+    let workspace = ws.path().display().to_string();
+    let redact = [
+        (source_dir.as_str(), "[SOURCE]"),
+        (workspace.as_str(), "[WORKSPACE]"),
+    ];
+    let mut all = String::new();
+    for (name, bytes) in cases {
         let plan = source.path().join(name);
         std::fs::write(&plan, bytes).expect("write");
         let out = in_time(plan_run(ws.path(), &plan));
-        assert_eq!(out.status.code(), Some(INVALID), "{name}");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(stderr.contains(says), "{name}: {stderr}");
+        all.push_str(&format!(
+            "$ run --plan {name}\n{}\n",
+            snapshots::shown(&out, &redact)
+        ));
     }
     // Not a planning mode: nothing to submit the plan in.
     let plan = source.path().join("ok.md");
@@ -1088,8 +1096,45 @@ fn plan_is_checked_before_anything_is_copied() {
         .args(["--mode", "build", "--approve", "--plan"])
         .arg(&plan);
     let out = in_time(cmd);
-    assert_eq!(out.status.code(), Some(INVALID));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("planning mode"));
+    all.push_str(&format!(
+        "$ run --mode build --plan ok.md\n{}",
+        snapshots::shown(&out, &redact)
+    ));
+    snapshots::same(
+        all,
+        snapbox::str![[r#"
+$ run --plan notes.txt
+exit 2
+--- stdout
+--- stderr
+error: --plan: plan file `[SOURCE]/notes.txt` is not a markdown file: the name must end in .md
+
+$ run --plan blank.md
+exit 2
+--- stdout
+--- stderr
+error: --plan: plan file `[SOURCE]/blank.md` is empty: write the plan into it before submitting
+
+$ run --plan latin1.md
+exit 2
+--- stdout
+--- stderr
+error: --plan: plan file `[SOURCE]/latin1.md` is not valid UTF-8 text
+
+$ run --plan huge.md
+exit 2
+--- stdout
+--- stderr
+error: --plan: plan file `[SOURCE]/huge.md` is larger than 1 MiB (1048577 bytes): shorten it
+
+$ run --mode build --plan ok.md
+exit 2
+--- stdout
+--- stderr
+error: --plan: [SOURCE]/ok.md: the start mode is not a planning mode (it does not offer submit_plan); start in one with --mode
+
+"#]],
+    );
     let plans = ws.path().join(".agent/plans");
     assert_eq!(
         std::fs::read_dir(plans).expect("dir").count(),
@@ -1103,19 +1148,36 @@ fn check_refuses_devices_and_non_utf8_configs_with_a_location() {
     let mut cmd = bin();
     cmd.args(["check", "/dev/zero"]);
     let out = in_time(cmd);
-    assert_eq!(out.status.code(), Some(INVALID));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not a regular file"));
+    let mut all = format!("$ check /dev/zero\n{}\n", snapshots::shown(&out, &[]));
     let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join("modes.toml");
     std::fs::write(&path, b"[[modes]]\nid = \"b\xff\"\n").expect("write");
     let mut cmd = bin();
     cmd.arg("check").arg(&path);
     let out = in_time(cmd);
-    assert_eq!(out.status.code(), Some(INVALID));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains(&format!("{}:2:8:", path.display())),
-        "{stderr}"
+    let path = path.display().to_string();
+    all.push_str(&format!(
+        "$ check [LATIN1]\n{}",
+        snapshots::shown(&out, &[(&path, "[LATIN1]")])
+    ));
+    snapshots::same(
+        all,
+        snapbox::str![[r#"
+$ check /dev/zero
+exit 2
+--- stdout
+--- stderr
+error: /dev/zero: cannot read config: not a regular file (a config must be a file, not a device, FIFO or folder)
+
+$ check [LATIN1]
+exit 2
+--- stdout
+--- stderr
+error: [LATIN1]:2:8: the config is not valid UTF-8: byte 0xff at offset 17 (save the file as UTF-8)
+2 | id = "b�"
+  |        ^
+
+"#]],
     );
 }
 
