@@ -715,7 +715,9 @@ fn pending_reports_special_files_symlinks_and_odd_names_as_unreadable_at_once() 
         (session.as_str(), "[SESSION]"),
     ];
     // Nothing is read through the link (no `root:` line of /etc/passwd).
-    snapshots::same(snapshots::shown(&out, &redact), snapbox::str![[r#"
+    snapshots::same(
+        snapshots::shown(&out, &redact),
+        snapbox::str![[r#"
 exit 6
 --- stdout
 [SESSION]	run_1	decision_1	plan -> build	53fac1f88019	Add dark mode	workspace [WORKSPACE]
@@ -724,16 +726,20 @@ warning: session `fifo` ([STORE]/fifo.pending.json) cannot be read, not listed: 
 warning: session `link` ([STORE]/link.pending.json) cannot be read, not listed: [STORE]/link.pending.json: it is a symlink, which the store does not follow
 warning: session `odd name` ([STORE]/odd name.pending.json) cannot be read, not listed: the file name is not `<session id>.pending.json`: `odd name` is not a session id (ASCII letters, digits, `-` and `_`, at most 128); not read
 
-"#]]);
+"#]],
+    );
 
     let fifo = decide(&ws, &spec, "fifo", &["--approve"], None);
-    snapshots::same(snapshots::shown(&fifo, &redact), snapbox::str![[r#"
+    snapshots::same(
+        snapshots::shown(&fifo, &redact),
+        snapbox::str![[r#"
 exit 1
 --- stdout
 --- stderr
 error: session `fifo` cannot be read: [STORE]/fifo.pending.json: it is not a regular file (a FIFO, device or socket)
 
-"#]]);
+"#]],
+    );
 }
 
 /// Issue 10, fault 7: `--store sqlite:` and `sqlite::memory:` printed "decide later with ..."
@@ -1536,6 +1542,7 @@ fn run_approve_to_a_listed_target_hands_over_there() {
 
 #[test]
 fn run_approve_to_a_mode_outside_the_list_is_refused_and_nothing_is_approved() {
+    let mut refusals = String::new();
     for to in ["plan", "nowhere", "Build-auto", "build\u{1b}[2K"] {
         let ws = Workspace::new();
         let out = run_choice(
@@ -1554,13 +1561,27 @@ fn run_approve_to_a_mode_outside_the_list_is_refused_and_nothing_is_approved() {
         assert_eq!(out.status.code(), Some(REFUSED), "{to:?}: {}", stderr(&out));
         assert!(mode_changes(&events(&out)).is_empty(), "{to:?}");
         let err = stderr(&out);
-        assert!(err.contains("is not a target of the pending plan"), "{err}");
-        assert!(err.contains("build, build-auto"), "{err}");
         assert!(
             !err.contains('\u{1b}'),
             "no raw escape reaches the terminal: {err:?}"
         );
+        refusals.push_str(&format!("$ run --approve --to {to:?}\n{err}\n"));
     }
+    snapshots::same(refusals, snapbox::str![[r#"
+$ run --approve --to "plan"
+error: mode `plan` is not a target of the pending plan: approve to one of build, build-auto
+
+$ run --approve --to "nowhere"
+error: mode `nowhere` is not a target of the pending plan: approve to one of build, build-auto
+
+$ run --approve --to "Build-auto"
+error: mode `Build-auto` is not a target of the pending plan: approve to one of build, build-auto
+
+$ run --approve --to "build\u{1b}[2K"
+error: mode `build\u{1b}[2K` is not a target of the pending plan: approve to one of build, build-auto
+
+
+"#]]);
     // `--to` goes with `--approve` only.
     let ws = Workspace::new();
     for flags in [&["--to", "build"][..], &["--reject", "--to", "build"][..]] {
@@ -1691,38 +1712,87 @@ fn the_prompt_lists_the_targets_and_takes_a_number_or_a_mode_id() {
 #[test]
 fn check_and_graph_show_every_target() {
     let config = choice_config();
+    let redact = [(config.as_str(), "[CONFIG]")];
     let out = cli(&["check", &config], None);
-    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("  plan -> build\n"), "{text}");
-    assert!(
-        text.contains("  plan -> build-auto (when chosen at approval)\n"),
-        "{text}"
-    );
+    let mut all = format!("$ check\n{}\n", snapshots::shown(&out, &redact));
     let out = cli(&["graph", &config, "--format", "dot"], None);
-    let dot = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        dot.contains(r#""plan" -> "build" [label="plan approved"];"#),
-        "{dot}"
-    );
-    assert!(
-        dot.contains(r#""plan" -> "build-auto" [label="plan approved (chosen)"];"#),
-        "{dot}"
-    );
-    for (name, at) in [
-        ("targets-list-unknown.toml", ":5:3:"),
-        ("targets-list-self.toml", ":3:27:"),
-        ("targets-list-duplicate.toml", ":3:41:"),
+    all.push_str(&format!(
+        "$ graph --format dot\n{}\n",
+        snapshots::shown(&out, &redact)
+    ));
+    for name in [
+        "targets-list-unknown.toml",
+        "targets-list-self.toml",
+        "targets-list-duplicate.toml",
     ] {
         let path = fixture(&format!("configs/invalid/{name}"));
         let out = cli(&["check", path.to_str().expect("utf-8")], None);
-        assert_eq!(out.status.code(), Some(INVALID), "{name}");
-        let err = stderr(&out);
-        assert!(
-            err.contains(&format!("{}{at}", path.display())),
-            "{name}: {err}"
-        );
+        let path = path.display().to_string();
+        all.push_str(&format!(
+            "$ check {name}\n{}\n",
+            snapshots::shown(&out, &[(&path, "[CONFIG]")])
+        ));
     }
+    snapshots::same(all, snapbox::str![[r#"
+$ check
+exit 0
+--- stdout
+[CONFIG]: ok, 3 modes
+  plan (plan) [planning]  tools: read_file, list_files, write_plan, submit_plan
+  build (build) [default]  tools: all  requireApproval: write_file
+  build-auto (build-auto)  tools: all
+default mode: build
+hand-over edges (on approval):
+  plan -> build
+  plan -> build-auto (when chosen at approval)
+--- stderr
+
+$ graph --format dot
+exit 0
+--- stdout
+digraph modes {
+    rankdir=LR;
+    node [shape=box, style=rounded];
+    "plan" [label="plan\n(plan)\nplanning", style="rounded,dashed"];
+    "build" [label="build\n(build)\ndefault, approval: write_file", peripheries=2];
+    "build-auto" [label="build-auto\n(build-auto)"];
+    "plan" -> "build" [label="plan approved"];
+    "plan" -> "build-auto" [label="plan approved (chosen)"];
+}
+--- stderr
+
+$ check targets-list-unknown.toml
+exit 2
+--- stdout
+--- stderr
+error: [CONFIG]:5:3: mode `plan` has transitionsTo `biuld`, which names no mode: did you mean `build`?
+5 |   "biuld",
+  |   ^^^^^^^
+
+[CONFIG]: 1 error
+
+$ check targets-list-self.toml
+exit 2
+--- stdout
+--- stderr
+error: [CONFIG]:3:27: mode `plan` has transitionsTo naming itself: a plan approved in `plan` must hand over to another mode
+3 | transitionsTo = ["build", "plan"]
+  |                           ^^^^^^
+
+[CONFIG]: 1 error
+
+$ check targets-list-duplicate.toml
+exit 2
+--- stdout
+--- stderr
+error: [CONFIG]:3:41: mode `plan` lists `build` twice in transitionsTo: name each mode once
+3 | transitionsTo = ["build", "build-auto", "build"]
+  |                                         ^^^^^^^
+
+[CONFIG]: 1 error
+
+
+"#]]);
 }
 
 /// Reads a child's stderr on a thread; `wait_for` blocks until it holds a text (or 20 s pass).
