@@ -1567,7 +1567,9 @@ fn run_approve_to_a_mode_outside_the_list_is_refused_and_nothing_is_approved() {
         );
         refusals.push_str(&format!("$ run --approve --to {to:?}\n{err}\n"));
     }
-    snapshots::same(refusals, snapbox::str![[r#"
+    snapshots::same(
+        refusals,
+        snapbox::str![[r#"
 $ run --approve --to "plan"
 error: mode `plan` is not a target of the pending plan: approve to one of build, build-auto
 
@@ -1581,7 +1583,8 @@ $ run --approve --to "build\u{1b}[2K"
 error: mode `build\u{1b}[2K` is not a target of the pending plan: approve to one of build, build-auto
 
 
-"#]]);
+"#]],
+    );
     // `--to` goes with `--approve` only.
     let ws = Workspace::new();
     for flags in [&["--to", "build"][..], &["--reject", "--to", "build"][..]] {
@@ -1733,7 +1736,9 @@ fn check_and_graph_show_every_target() {
             snapshots::shown(&out, &[(&path, "[CONFIG]")])
         ));
     }
-    snapshots::same(all, snapbox::str![[r#"
+    snapshots::same(
+        all,
+        snapbox::str![[r#"
 $ check
 exit 0
 --- stdout
@@ -1792,7 +1797,8 @@ error: [CONFIG]:3:41: mode `plan` lists `build` twice in transitionsTo: name eac
 [CONFIG]: 1 error
 
 
-"#]]);
+"#]],
+    );
 }
 
 /// Reads a child's stderr on a thread; `wait_for` blocks until it holds a text (or 20 s pass).
