@@ -399,7 +399,8 @@ impl<P: HttpProvider> HttpSettings<P> {
     /// with their own settings store).
     ///
     /// # Examples
-    /// ```
+    #[cfg_attr(feature = "openai", doc = "```")]
+    #[cfg_attr(not(feature = "openai"), doc = "```ignore")]
     /// use agent_controller::model::openai::OpenAiSettings;
     /// let settings = OpenAiSettings::from_vars(|name| match name {
     ///     "OPENAI_BASE_URL" => Some("http://localhost:11434/v1/".to_owned()),
@@ -504,7 +505,8 @@ impl<P: HttpProvider> HttpSettings<P> {
     /// named anywhere.
     ///
     /// # Examples
-    /// ```
+    #[cfg_attr(feature = "openai", doc = "```")]
+    #[cfg_attr(not(feature = "openai"), doc = "```ignore")]
     /// use agent_controller::model::openai::OpenAiSettings;
     /// let settings = OpenAiSettings::new("http://localhost:8080/v1").default_model("openai/qwen3");
     /// assert_eq!(settings.resolve_model(Some("openai/gpt-4.1")).unwrap(), "gpt-4.1");

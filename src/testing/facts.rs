@@ -333,6 +333,19 @@ impl ConfigFacts {
     /// `submit_plan`): a mode without `availableTools` offers these, a planning mode those of
     /// them that do not write ([`ConfigFacts::with_writing_tools`]; none writes unless named
     /// there).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ConfigFacts;
+    /// let facts = ConfigFacts::from_toml(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n",
+    /// )?
+    /// .with_tools(["read_file", "list_files", "write_file", "write_plan"])
+    /// .with_writing_tools(["write_file"]);
+    /// let (plan, build) = (0, 1);
+    /// assert_eq!(facts.offers(build, "list_files"), Some(true), "build lists no tools: every registered one");
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn with_tools(mut self, names: impl IntoIterator<Item = impl Into<String>>) -> Self {
         self.registered = Some(names.into_iter().map(Into::into).collect());
         self
@@ -341,6 +354,19 @@ impl ConfigFacts {
     /// The same facts, with `names` as the registered tools that write
     /// ([`crate::tool::ToolAccess::Writes`]): a planning mode without `availableTools` does not offer
     /// them.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ConfigFacts;
+    /// let facts = ConfigFacts::from_toml(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n",
+    /// )?
+    /// .with_tools(["read_file", "list_files", "write_file", "write_plan"])
+    /// .with_writing_tools(["write_file"]);
+    /// let (plan, build) = (0, 1);
+    /// assert_eq!(facts.writing_tools(), ["write_file"]);
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn with_writing_tools(
         mut self,
         names: impl IntoIterator<Item = impl Into<String>>,
@@ -352,18 +378,53 @@ impl ConfigFacts {
     /// The same facts for a controller with the tools of `registry`: their names
     /// ([`ConfigFacts::with_tools`]) and which of them write
     /// ([`ConfigFacts::with_writing_tools`]).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{ToolRegistry, testing::ConfigFacts};
+    /// let facts = ConfigFacts::from_toml("[[modes]]\nid = \"build\"\n")?.with_registry(&ToolRegistry::with_workspace_tools());
+    /// assert_eq!(facts.writing_tools(), ["write_file"]);
+    /// assert_eq!(facts.registered().map(|r| r.len()), Some(4));
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn with_registry(self, registry: &crate::ToolRegistry) -> Self {
         self.with_tools(registry.names())
             .with_writing_tools(writing_tools(registry))
     }
 
     /// The registered tools that write, as [`ConfigFacts::with_writing_tools`] set them.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ConfigFacts;
+    /// let facts = ConfigFacts::from_toml(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n",
+    /// )?
+    /// .with_tools(["read_file", "list_files", "write_file", "write_plan"])
+    /// .with_writing_tools(["write_file"]);
+    /// let (plan, build) = (0, 1);
+    /// assert!(facts.writing_tools().iter().all(|t| t == "write_file"));
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn writing_tools(&self) -> &[String] {
         &self.writing
     }
 
     /// The same facts for a controller whose runs make at most `steps` model calls per drive
     /// (per message or decision; [`crate::controller::AgentControllerBuilder::max_steps`]).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ConfigFacts;
+    /// let facts = ConfigFacts::from_toml(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n",
+    /// )?
+    /// .with_tools(["read_file", "list_files", "write_file", "write_plan"])
+    /// .with_writing_tools(["write_file"]);
+    /// let (plan, build) = (0, 1);
+    /// assert_eq!(facts.with_max_steps(3).max_steps(), 3);
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn with_max_steps(mut self, steps: usize) -> Self {
         self.max_steps = steps.max(1);
         self
@@ -371,58 +432,200 @@ impl ConfigFacts {
 
     /// The same facts for a controller whose runs take at most `revisions` plan revisions
     /// ([`crate::controller::AgentControllerBuilder::max_revisions`]).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ConfigFacts;
+    /// let facts = ConfigFacts::from_toml(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n",
+    /// )?
+    /// .with_tools(["read_file", "list_files", "write_file", "write_plan"])
+    /// .with_writing_tools(["write_file"]);
+    /// let (plan, build) = (0, 1);
+    /// assert_eq!(facts.with_max_revisions(0).max_revisions(), 0);
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn with_max_revisions(mut self, revisions: usize) -> Self {
         self.max_revisions = revisions;
         self
     }
 
     /// The limit of plan revisions per run (default [`DEFAULT_MAX_REVISIONS`]).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ConfigFacts;
+    /// let facts = ConfigFacts::from_toml(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n",
+    /// )?
+    /// .with_tools(["read_file", "list_files", "write_file", "write_plan"])
+    /// .with_writing_tools(["write_file"]);
+    /// let (plan, build) = (0, 1);
+    /// assert_eq!(facts.max_revisions(), agent_controller::controller::DEFAULT_MAX_REVISIONS);
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn max_revisions(&self) -> usize {
         self.max_revisions
     }
 
     /// The registered tool names, once known ([`ConfigFacts::with_tools`]).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ConfigFacts;
+    /// let facts = ConfigFacts::from_toml("[[modes]]\nid = \"build\"\n")?;
+    /// assert_eq!(facts.registered(), None, "not known yet");
+    /// assert_eq!(facts.with_tools(["read_file"]).registered().map(|r| r.len()), Some(1));
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn registered(&self) -> Option<&[String]> {
         self.registered.as_deref()
     }
 
     /// The step limit (default [`DEFAULT_MAX_STEPS`]).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ConfigFacts;
+    /// let facts = ConfigFacts::from_toml(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n",
+    /// )?
+    /// .with_tools(["read_file", "list_files", "write_file", "write_plan"])
+    /// .with_writing_tools(["write_file"]);
+    /// let (plan, build) = (0, 1);
+    /// assert_eq!(facts.max_steps(), agent_controller::controller::DEFAULT_MAX_STEPS);
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn max_steps(&self) -> usize {
         self.max_steps
     }
 
     /// The modes in config order.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ConfigFacts;
+    /// let facts = ConfigFacts::from_toml(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n",
+    /// )?
+    /// .with_tools(["read_file", "list_files", "write_file", "write_plan"])
+    /// .with_writing_tools(["write_file"]);
+    /// let (plan, build) = (0, 1);
+    /// assert_eq!(facts.modes().len(), 2);
+    /// assert!(facts.modes()[plan].is_planning());
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn modes(&self) -> &[ModeFacts] {
         &self.modes
     }
 
     /// The number of modes.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ConfigFacts;
+    /// let facts = ConfigFacts::from_toml(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n",
+    /// )?
+    /// .with_tools(["read_file", "list_files", "write_file", "write_plan"])
+    /// .with_writing_tools(["write_file"]);
+    /// let (plan, build) = (0, 1);
+    /// assert_eq!(facts.len(), 2);
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn len(&self) -> usize {
         self.modes.len()
     }
 
     /// Always `false`: a config has at least one mode.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ConfigFacts;
+    /// let facts = ConfigFacts::from_toml(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n",
+    /// )?
+    /// .with_tools(["read_file", "list_files", "write_file", "write_plan"])
+    /// .with_writing_tools(["write_file"]);
+    /// let (plan, build) = (0, 1);
+    /// assert!(!facts.is_empty());
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.modes.is_empty()
     }
 
     /// The mode at `index`: its id. Out of range gives `""`.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ConfigFacts;
+    /// let facts = ConfigFacts::from_toml(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n",
+    /// )?
+    /// .with_tools(["read_file", "list_files", "write_file", "write_plan"])
+    /// .with_writing_tools(["write_file"]);
+    /// let (plan, build) = (0, 1);
+    /// assert_eq!(facts.id(build), "build");
+    /// assert_eq!(facts.id(9), "");
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn id(&self, index: usize) -> &str {
         self.modes.get(index).map_or("", |m| m.id.as_str())
     }
 
     /// The index of the mode with this id (case-sensitive), if any.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ConfigFacts;
+    /// let facts = ConfigFacts::from_toml(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n",
+    /// )?
+    /// .with_tools(["read_file", "list_files", "write_file", "write_plan"])
+    /// .with_writing_tools(["write_file"]);
+    /// let (plan, build) = (0, 1);
+    /// assert_eq!(facts.index_of("build"), Some(build));
+    /// assert_eq!(facts.index_of("Build"), None);
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn index_of(&self, id: &str) -> Option<usize> {
         self.modes.iter().position(|m| m.id == id)
     }
 
     /// The index of the resolved default mode.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ConfigFacts;
+    /// let facts = ConfigFacts::from_toml(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n",
+    /// )?
+    /// .with_tools(["read_file", "list_files", "write_file", "write_plan"])
+    /// .with_writing_tools(["write_file"]);
+    /// let (plan, build) = (0, 1);
+    /// assert_eq!(facts.default_mode(), build);
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn default_mode(&self) -> usize {
         self.default
     }
 
     /// Where a plain approval of a plan submitted in `mode` hands over to: the first mode its
     /// `transitionsTo` names, else the default mode.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ConfigFacts;
+    /// let facts = ConfigFacts::from_toml(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n",
+    /// )?
+    /// .with_tools(["read_file", "list_files", "write_file", "write_plan"])
+    /// .with_writing_tools(["write_file"]);
+    /// let (plan, build) = (0, 1);
+    /// assert_eq!(facts.transition_target(plan), build);
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn transition_target(&self, mode: usize) -> usize {
         self.modes
             .get(mode)
@@ -432,6 +635,19 @@ impl ConfigFacts {
 
     /// Every mode a plan submitted in `mode` may be approved to, the plain approval's target
     /// first: the modes its `transitionsTo` names, else the default mode alone.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ConfigFacts;
+    /// let facts = ConfigFacts::from_toml(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n",
+    /// )?
+    /// .with_tools(["read_file", "list_files", "write_file", "write_plan"])
+    /// .with_writing_tools(["write_file"]);
+    /// let (plan, build) = (0, 1);
+    /// assert_eq!(facts.transition_targets(plan), [build]);
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn transition_targets(&self, mode: usize) -> Vec<usize> {
         match self.modes.get(mode).map(|m| m.transitions_to.as_slice()) {
             Some([]) | None => vec![self.default],
@@ -440,6 +656,20 @@ impl ConfigFacts {
     }
 
     /// Whether `mode` is a planning mode (where `submit_plan` is offered).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ConfigFacts;
+    /// let facts = ConfigFacts::from_toml(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n",
+    /// )?
+    /// .with_tools(["read_file", "list_files", "write_file", "write_plan"])
+    /// .with_writing_tools(["write_file"]);
+    /// let (plan, build) = (0, 1);
+    /// assert!(facts.is_planning(plan));
+    /// assert!(!facts.is_planning(build));
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn is_planning(&self, mode: usize) -> bool {
         self.modes.get(mode).is_some_and(ModeFacts::is_planning)
     }
@@ -447,6 +677,20 @@ impl ConfigFacts {
     /// Whether the model is offered `tool` in `mode`: `Some(answer)` when the config (and, for a
     /// mode without `availableTools`, the registered tools) decide it, `None` when the tools are
     /// not known. [`UNKNOWN_TOOL`] is never offered.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ConfigFacts;
+    /// let facts = ConfigFacts::from_toml(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n",
+    /// )?
+    /// .with_tools(["read_file", "list_files", "write_file", "write_plan"])
+    /// .with_writing_tools(["write_file"]);
+    /// let (plan, build) = (0, 1);
+    /// assert_eq!(facts.offers(plan, "write_file"), Some(false), "not listed");
+    /// assert_eq!(facts.offers(plan, "read_file"), Some(true));
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn offers(&self, mode: usize, tool: &str) -> Option<bool> {
         if tool == UNKNOWN_TOOL {
             return Some(false);
@@ -486,6 +730,20 @@ impl ConfigFacts {
     /// The names `mode` offers when it has `availableTools`: the list with each `SERVER__*`
     /// wildcard replaced by the registered tools it covers ([`ConfigFacts::offers`]), each
     /// once, in the order the controller offers them; `None` without a list.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ConfigFacts;
+    /// let facts = ConfigFacts::from_toml(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n",
+    /// )?
+    /// .with_tools(["read_file", "list_files", "write_file", "write_plan"])
+    /// .with_writing_tools(["write_file"]);
+    /// let (plan, build) = (0, 1);
+    /// assert_eq!(facts.listed_offer(plan), Some(vec!["read_file".to_owned(), "write_plan".to_owned(), "submit_plan".to_owned()]));
+    /// assert_eq!(facts.listed_offer(build), None);
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn listed_offer(&self, mode: usize) -> Option<Vec<String>> {
         let list = self.modes.get(mode)?.tools.as_ref()?;
         let mut names: Vec<String> = Vec::new();
@@ -527,6 +785,20 @@ impl ConfigFacts {
 
     /// Whether a call to `tool` in `mode` waits for the user's approval (unless a decision
     /// always allowed the tool): the mode offers it and its `requireApproval` covers it.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ConfigFacts;
+    /// let facts = ConfigFacts::from_toml(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n",
+    /// )?
+    /// .with_tools(["read_file", "list_files", "write_file", "write_plan"])
+    /// .with_writing_tools(["write_file"]);
+    /// let (plan, build) = (0, 1);
+    /// assert!(facts.requires_approval(build, "write_file"));
+    /// assert!(!facts.requires_approval(plan, "write_file"), "not offered there");
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn requires_approval(&self, mode: usize, tool: &str) -> bool {
         self.offers(mode, tool) == Some(true)
             && self
@@ -538,6 +810,20 @@ impl ConfigFacts {
     /// The tools whose calls wait for approval in `mode` by `requireApproval` alone (registered
     /// tools it offers that its `requireApproval` covers and no rule decides), in
     /// [`ConfigFacts::tool_names`] order: those an "always allow" can allow.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ConfigFacts;
+    /// let facts = ConfigFacts::from_toml(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n",
+    /// )?
+    /// .with_tools(["read_file", "list_files", "write_file", "write_plan"])
+    /// .with_writing_tools(["write_file"]);
+    /// let (plan, build) = (0, 1);
+    /// assert_eq!(facts.approval_tools(build), ["write_file"]);
+    /// assert!(facts.approval_tools(plan).is_empty());
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn approval_tools(&self, mode: usize) -> Vec<String> {
         self.tool_names()
             .into_iter()
@@ -578,6 +864,21 @@ impl ConfigFacts {
 
     /// Every tool name the kit calls in every mode: [`UNKNOWN_TOOL`], `submit_plan` and each
     /// registered tool (when not known: each tool some mode lists).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ConfigFacts;
+    /// let facts = ConfigFacts::from_toml(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n",
+    /// )?
+    /// .with_tools(["read_file", "list_files", "write_file", "write_plan"])
+    /// .with_writing_tools(["write_file"]);
+    /// let (plan, build) = (0, 1);
+    /// let names = facts.tool_names();
+    /// assert!(names.contains(&"submit_plan".to_owned()));
+    /// assert!(names.contains(&"write_file".to_owned()));
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn tool_names(&self) -> Vec<String> {
         let mut names = vec![UNKNOWN_TOOL.to_owned(), SUBMIT_PLAN.to_owned()];
         let listed = self.modes.iter().flat_map(|m| m.tools.iter().flatten());
@@ -594,11 +895,37 @@ impl ConfigFacts {
     }
 
     /// The plans directory as configured (`plansDir`, default `.agent/plans`).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ConfigFacts;
+    /// let facts = ConfigFacts::from_toml(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n",
+    /// )?
+    /// .with_tools(["read_file", "list_files", "write_file", "write_plan"])
+    /// .with_writing_tools(["write_file"]);
+    /// let (plan, build) = (0, 1);
+    /// assert_eq!(facts.plans_dir(), ".agent/plans", "the default");
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn plans_dir(&self) -> &str {
         &self.plans_dir
     }
 
     /// The config text the facts were read from (or rendered for).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ConfigFacts;
+    /// let facts = ConfigFacts::from_toml(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n",
+    /// )?
+    /// .with_tools(["read_file", "list_files", "write_file", "write_plan"])
+    /// .with_writing_tools(["write_file"]);
+    /// let (plan, build) = (0, 1);
+    /// assert!(facts.text().contains("[[modes]]"));
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn text(&self) -> &str {
         &self.text
     }

@@ -82,6 +82,12 @@ pub fn edited_plan_text(k: u8) -> String {
 }
 
 /// Lower-case hex SHA-256 of [`edited_plan_text`] `k`.
+///
+/// # Examples
+/// ```
+/// use agent_controller::testing::{edited_plan_sha256, edited_plan_text};
+/// assert_eq!(edited_plan_sha256(0), agent_controller::tool::submit_plan::sha256_hex(edited_plan_text(0).as_bytes()));
+/// ```
 pub fn edited_plan_sha256(k: u8) -> String {
     hex(&Sha256::digest(edited_plan_text(k).as_bytes()))
 }
@@ -94,6 +100,12 @@ fn handed(text: &str) -> String {
 
 /// Lower-case hex SHA-256 of the arguments the kit's tool calls carry (`{}`), in RFC 8785
 /// canonical JSON: the `argsSha256` of every tool call that waits for approval.
+///
+/// # Examples
+/// ```
+/// use agent_controller::testing::tool_args_sha256;
+/// assert_eq!(tool_args_sha256(), agent_controller::jcs::sha256(&serde_json::json!({})));
+/// ```
 pub fn tool_args_sha256() -> String {
     hex(&Sha256::digest(b"{}"))
 }
@@ -119,6 +131,13 @@ pub enum PlanFile {
 
 impl PlanFile {
     /// Whether `submit_plan` accepts the file and suspends.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::PlanFile;
+    /// assert!(PlanFile::Valid(0).is_valid());
+    /// assert!(!PlanFile::Outside.is_valid());
+    /// ```
     pub fn is_valid(self) -> bool {
         matches!(self, PlanFile::Valid(_))
     }
@@ -180,6 +199,13 @@ pub enum EditedPlan {
 
 impl EditedPlan {
     /// The edited text the decision carries.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::{EditedPlan, edited_plan_text};
+    /// assert_eq!(EditedPlan::Text(1).text(), edited_plan_text(1));
+    /// assert!(EditedPlan::Blank.text().trim().is_empty());
+    /// ```
     pub fn text(self) -> String {
         match self {
             EditedPlan::Text(k) => edited_plan_text(k),
@@ -316,6 +342,20 @@ impl Op {
     }
 
     /// A user message after which the model call fails.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::testing::{ConfigFacts, Op, ReferenceSession};
+    /// let facts = Arc::new(ConfigFacts::from_toml("[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\ndefault = true\n")?);
+    /// let plan = facts.index_of("plan").unwrap();
+    /// let build = facts.index_of("build").unwrap();
+    /// let mut session = ReferenceSession::new(facts.clone(), Some(plan));
+    /// use agent_controller::event::RunState;
+    /// session.apply(&Op::model_fails());
+    /// assert_eq!(session.run().map(|(_, state)| state), Some(RunState::Failed));
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn model_fails() -> Self {
         Op::Message {
             calls: Vec::new(),
@@ -342,6 +382,20 @@ impl Op {
     }
 
     /// A user message on which the model submits `plan` (valid or not).
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::testing::{ConfigFacts, Op, ReferenceSession};
+    /// let facts = Arc::new(ConfigFacts::from_toml("[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\ndefault = true\n")?);
+    /// let plan = facts.index_of("plan").unwrap();
+    /// let build = facts.index_of("build").unwrap();
+    /// let mut session = ReferenceSession::new(facts.clone(), Some(plan));
+    /// use agent_controller::testing::PlanFile;
+    /// session.apply(&Op::submit_file(PlanFile::Outside));
+    /// assert!(session.pending().is_none(), "refused: nothing waits");
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn submit_file(plan: PlanFile) -> Self {
         Op::Message {
             calls: vec![Call::SubmitPlan(plan)],
@@ -350,6 +404,21 @@ impl Op {
     }
 
     /// A user message on which the model calls tool `name` with `{}` and then answers.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::testing::{ConfigFacts, Op, ReferenceSession};
+    /// let facts = Arc::new(
+    ///     ConfigFacts::from_toml("[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n")?
+    ///         .with_tools(["write_file"])
+    ///         .with_writing_tools(["write_file"]),
+    /// );
+    /// let mut session = ReferenceSession::new(facts.clone(), None);
+    /// session.apply(&Op::call("write_file"));
+    /// assert_eq!(session.waiting().len(), 1, "write_file waits for approval in build");
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn call(name: impl Into<String>) -> Self {
         Op::Message {
             calls: vec![Call::Tool(name.into())],
@@ -418,6 +487,20 @@ impl Op {
     }
 
     /// Approve the pending plan to the mode with `id` ([`Decision::to`]).
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::testing::{ConfigFacts, Op, ReferenceSession};
+    /// let facts = Arc::new(ConfigFacts::from_toml("[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\ndefault = true\n")?);
+    /// let plan = facts.index_of("plan").unwrap();
+    /// let build = facts.index_of("build").unwrap();
+    /// let mut session = ReferenceSession::new(facts.clone(), Some(plan));
+    /// session.apply(&Op::submit(0));
+    /// session.apply(&Op::approve_to("build"));
+    /// assert_eq!(session.mode(), build);
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn approve_to(id: impl Into<String>) -> Self {
         let on = Subject::Plan {
             json: false,
@@ -430,6 +513,20 @@ impl Op {
 
     /// Approve the user's edit [`edited_plan_text`] `k` instead of the pending plan, pinned to
     /// the pending plan's SHA-256 (the plan shown), as the terminal prompt's `e` does.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::testing::{ConfigFacts, Op, ReferenceSession};
+    /// let facts = Arc::new(ConfigFacts::from_toml("[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\ndefault = true\n")?);
+    /// let plan = facts.index_of("plan").unwrap();
+    /// let build = facts.index_of("build").unwrap();
+    /// let mut session = ReferenceSession::new(facts.clone(), Some(plan));
+    /// session.apply(&Op::submit(0));
+    /// session.apply(&Op::approve_edited(0));
+    /// assert_eq!(session.mode(), build);
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn approve_edited(k: u8) -> Self {
         let on = Subject::Plan {
             json: false,
@@ -457,6 +554,21 @@ impl Op {
 
     /// A user message on which the model calls each tool of `names` with `{}` in one reply
     /// (parallel calls), then answers.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::testing::{ConfigFacts, Op, ReferenceSession};
+    /// let facts = Arc::new(
+    ///     ConfigFacts::from_toml("[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n")?
+    ///         .with_tools(["write_file"])
+    ///         .with_writing_tools(["write_file"]),
+    /// );
+    /// let mut session = ReferenceSession::new(facts.clone(), None);
+    /// session.apply(&Op::calls(["write_file", "write_file"]));
+    /// assert_eq!(session.waiting().len(), 2);
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn calls(names: impl IntoIterator<Item = impl Into<String>>) -> Self {
         Op::Message {
             calls: names.into_iter().map(|n| Call::Tool(n.into())).collect(),
@@ -465,6 +577,22 @@ impl Op {
     }
 
     /// Approve the waiting tool call at position `call` (by its run and tool-call ids).
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::testing::{ConfigFacts, Op, ReferenceSession};
+    /// let facts = Arc::new(
+    ///     ConfigFacts::from_toml("[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n")?
+    ///         .with_tools(["write_file"])
+    ///         .with_writing_tools(["write_file"]),
+    /// );
+    /// let mut session = ReferenceSession::new(facts.clone(), None);
+    /// session.apply(&Op::call("write_file"));
+    /// session.apply(&Op::approve_tool(0));
+    /// assert!(session.waiting().is_empty());
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn approve_tool(call: usize) -> Self {
         Self::decide(
             Self::tool(call, false),
@@ -476,6 +604,22 @@ impl Op {
     /// Approve the waiting tool call at position `call` and always allow its tool for the
     /// session, until the mode changes (by hand or by an approved plan); the other calls of
     /// that tool waiting in the same reply are approved with it.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::testing::{ConfigFacts, Op, ReferenceSession};
+    /// let facts = Arc::new(
+    ///     ConfigFacts::from_toml("[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n")?
+    ///         .with_tools(["write_file"])
+    ///         .with_writing_tools(["write_file"]),
+    /// );
+    /// let mut session = ReferenceSession::new(facts.clone(), None);
+    /// session.apply(&Op::call("write_file"));
+    /// session.apply(&Op::always_allow_tool(0));
+    /// assert_eq!(session.always_allowed(), ["write_file"]);
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn always_allow_tool(call: usize) -> Self {
         Self::decide(
             Self::tool(call, true),
@@ -485,6 +629,23 @@ impl Op {
     }
 
     /// Reject the waiting tool call at position `call`; with `feedback`, the model gets it.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::testing::{ConfigFacts, Op, ReferenceSession};
+    /// let facts = Arc::new(
+    ///     ConfigFacts::from_toml("[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n")?
+    ///         .with_tools(["write_file"])
+    ///         .with_writing_tools(["write_file"]),
+    /// );
+    /// let mut session = ReferenceSession::new(facts.clone(), None);
+    /// session.apply(&Op::call("write_file"));
+    /// session.apply(&Op::reject_tool(0, Some("not now")));
+    /// assert!(session.waiting().is_empty());
+    /// assert!(session.always_allowed().is_empty());
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn reject_tool(call: usize, feedback: Option<&str>) -> Self {
         let feedback = feedback.map_or(Feedback::Omitted, |f| Feedback::Text(f.to_owned()));
         Self::decide(Self::tool(call, false), DecisionAction::Rejected, feedback)
@@ -973,17 +1134,55 @@ impl ReferenceSession {
 
     /// The same session, with [`Op::Restart`] among its operations when `restarts` is true (for
     /// a controller with a session store).
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::testing::{ConfigFacts, Op, ReferenceSession};
+    /// let facts = Arc::new(ConfigFacts::from_toml("[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\ndefault = true\n")?);
+    /// let plan = facts.index_of("plan").unwrap();
+    /// let build = facts.index_of("build").unwrap();
+    /// let mut session = ReferenceSession::new(facts.clone(), Some(plan));
+    /// let session = session.with_restarts(true);
+    /// assert!(session.can_apply(&Op::Restart));
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn with_restarts(mut self, restarts: bool) -> Self {
         self.restarts = restarts;
         self
     }
 
     /// The config facts.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::testing::{ConfigFacts, Op, ReferenceSession};
+    /// let facts = Arc::new(ConfigFacts::from_toml("[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\ndefault = true\n")?);
+    /// let plan = facts.index_of("plan").unwrap();
+    /// let build = facts.index_of("build").unwrap();
+    /// let mut session = ReferenceSession::new(facts.clone(), Some(plan));
+    /// assert_eq!(session.facts().len(), 2);
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn facts(&self) -> &Arc<ConfigFacts> {
         &self.facts
     }
 
     /// The mode the session was started in by name; `None` when it started in the default.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::testing::{ConfigFacts, Op, ReferenceSession};
+    /// let facts = Arc::new(ConfigFacts::from_toml("[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\ndefault = true\n")?);
+    /// let plan = facts.index_of("plan").unwrap();
+    /// let build = facts.index_of("build").unwrap();
+    /// let mut session = ReferenceSession::new(facts.clone(), Some(plan));
+    /// assert_eq!(session.start(), Some(plan));
+    /// assert_eq!(ReferenceSession::new(facts, None).start(), None);
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn start(&self) -> Option<usize> {
         self.start
     }
@@ -1026,21 +1225,80 @@ impl ReferenceSession {
 
     /// The tool calls waiting for approval (those decided while others wait included), in the
     /// model's order; empty when none waits.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::testing::{ConfigFacts, Op, ReferenceSession};
+    /// let facts = Arc::new(
+    ///     ConfigFacts::from_toml("[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n")?
+    ///         .with_tools(["write_file"])
+    ///         .with_writing_tools(["write_file"]),
+    /// );
+    /// let mut session = ReferenceSession::new(facts.clone(), None);
+    /// assert!(session.waiting().is_empty());
+    /// session.apply(&Op::call("write_file"));
+    /// assert_eq!(session.waiting().len(), 1);
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn waiting(&self) -> &[WaitingCall] {
         &self.waiting
     }
 
     /// The tools a decision always allowed for the session, in the order allowed.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::testing::{ConfigFacts, Op, ReferenceSession};
+    /// let facts = Arc::new(
+    ///     ConfigFacts::from_toml("[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n")?
+    ///         .with_tools(["write_file"])
+    ///         .with_writing_tools(["write_file"]),
+    /// );
+    /// let mut session = ReferenceSession::new(facts.clone(), None);
+    /// assert!(session.always_allowed().is_empty());
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn always_allowed(&self) -> &[String] {
         &self.always_allowed
     }
 
     /// The latest run's ordinal and state, if a run was started.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::testing::{ConfigFacts, Op, ReferenceSession};
+    /// let facts = Arc::new(ConfigFacts::from_toml("[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\ndefault = true\n")?);
+    /// let plan = facts.index_of("plan").unwrap();
+    /// let build = facts.index_of("build").unwrap();
+    /// let mut session = ReferenceSession::new(facts.clone(), Some(plan));
+    /// use agent_controller::event::RunState;
+    /// assert_eq!(session.run(), None);
+    /// session.apply(&Op::message());
+    /// assert_eq!(session.run(), Some((1, RunState::Completed)));
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn run(&self) -> Option<(usize, RunState)> {
         self.run
     }
 
     /// The step the last [`ReferenceSession::apply`] recorded.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::testing::{ConfigFacts, Op, ReferenceSession};
+    /// let facts = Arc::new(ConfigFacts::from_toml("[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\ndefault = true\n")?);
+    /// let plan = facts.index_of("plan").unwrap();
+    /// let build = facts.index_of("build").unwrap();
+    /// let mut session = ReferenceSession::new(facts.clone(), Some(plan));
+    /// assert!(session.last_step().is_none());
+    /// session.apply(&Op::message());
+    /// assert!(session.last_step().is_some());
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn last_step(&self) -> Option<&Step> {
         self.last.as_ref()
     }
@@ -1048,6 +1306,19 @@ impl ReferenceSession {
     /// Whether `op` makes sense now: decisions need a pending plan, `DecideAgain` a decided
     /// tool call, and `Tool` calls a tool whose offer the facts decide (a mode without
     /// `availableTools` needs [`ConfigFacts::with_tools`]).
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::testing::{ConfigFacts, Op, ReferenceSession};
+    /// let facts = Arc::new(ConfigFacts::from_toml("[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\ndefault = true\n")?);
+    /// let plan = facts.index_of("plan").unwrap();
+    /// let build = facts.index_of("build").unwrap();
+    /// let mut session = ReferenceSession::new(facts.clone(), Some(plan));
+    /// assert!(session.can_apply(&Op::message()));
+    /// assert!(!session.can_apply(&Op::approve()), "no plan waits");
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn can_apply(&self, op: &Op) -> bool {
         match op {
             Op::Message { calls, .. } => calls.iter().all(|call| match call {
@@ -1084,6 +1355,21 @@ impl ReferenceSession {
 
     /// Applies `op` and returns the recorded [`Step`]. An op that [`ReferenceSession::can_apply`]
     /// refuses becomes a step that does nothing.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::testing::{ConfigFacts, Op, ReferenceSession};
+    /// let facts = Arc::new(ConfigFacts::from_toml("[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\ndefault = true\n")?);
+    /// let plan = facts.index_of("plan").unwrap();
+    /// let build = facts.index_of("build").unwrap();
+    /// let mut session = ReferenceSession::new(facts.clone(), Some(plan));
+    /// session.apply(&Op::submit(1));
+    /// session.apply(&Op::approve());
+    /// assert_eq!(session.mode(), build);
+    /// assert!(session.pending().is_none());
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn apply(&mut self, op: &Op) -> &Step {
         let mut trace = Vec::new();
         let (action, replies, outcome) = if self.can_apply(op) {

@@ -71,20 +71,42 @@ fn mode_changes(events: &[Value]) -> Vec<(&str, &str)> {
 #[test]
 fn check_prints_modes_default_and_edges() {
     let out = bin().arg("check").arg(SHIPPED).output().expect("run");
-    assert!(out.status.success());
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("default mode: build"), "{text}");
-    assert!(text.contains("plan -> build"), "{text}");
+    snapshots::same(
+        snapshots::shown(&out, &[(SHIPPED, "[CONFIG]")]),
+        snapbox::str![[r#"
+exit 0
+--- stdout
+[CONFIG]: ok, 2 modes
+  plan (Plan) [planning]  tools: read_file, list_files, write_plan, submit_plan
+  build (Build) [default]  tools: all
+default mode: build
+hand-over edges (on approval):
+  plan -> build
+--- stderr
+
+"#]],
+    );
 }
 
 #[test]
 fn check_refuses_an_invalid_config_with_file_line_col() {
     let path = fixture("configs/invalid/duplicate-id.toml");
     let out = bin().arg("check").arg(&path).output().expect("run");
-    assert_eq!(out.status.code(), Some(INVALID));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(&format!("{}:10:6", path.display())), "{err}");
-    assert!(err.contains("duplicate"), "{err}");
+    let path = path.display().to_string();
+    snapshots::same(
+        snapshots::shown(&out, &[(&path, "[CONFIG]")]),
+        snapbox::str![[r#"
+exit 2
+--- stdout
+--- stderr
+error: [CONFIG]:10:6: duplicate mode id `plan`: another mode already uses it
+10 | id = "plan"
+   |      ^^^^^^
+
+[CONFIG]: 1 error
+
+"#]],
+    );
 }
 
 #[test]
@@ -259,8 +281,17 @@ fn run_outside_a_planning_mode_just_answers() {
 fn run_with_an_unknown_mode_fails_cleanly() {
     let ws = Workspace::new();
     let out = run(ws.path(), &["--mode", "review", "x"], None);
-    assert_eq!(out.status.code(), Some(INVALID));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown mode `review`"));
+    let ws = ws.path().display().to_string();
+    snapshots::same(
+        snapshots::shown(&out, &[(&ws, "[WORKSPACE]")]),
+        snapbox::str![[r#"
+exit 2
+--- stdout
+--- stderr
+error: unknown mode `review`
+
+"#]],
+    );
 }
 
 #[test]
@@ -271,11 +302,18 @@ fn an_unknown_model_provider_is_a_usage_error_before_anything_runs() {
         &["--model", "llama/7b", "--mode", "plan", "x"],
         None,
     );
-    assert_eq!(out.status.code(), Some(INVALID));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("unknown model provider `llama`"), "{err}");
-    assert!(err.contains("anthropic/MODEL"), "{err}");
-    assert!(out.stdout.is_empty(), "nothing ran");
+    snapshots::same(
+        snapshots::shown(&out, &[]),
+        snapbox::str![[r#"
+exit 2
+--- stdout
+--- stderr
+error: invalid value 'llama/7b' for '--model <MODEL>': unknown model provider `llama`: use `scripted`, `openai/MODEL` or `anthropic/MODEL`
+
+For more information, try '--help'.
+
+"#]],
+    );
     let plans = std::fs::read_dir(ws.path().join(".agent/plans")).expect("plans dir");
     assert_eq!(plans.count(), 0, "no plan was written");
 }
@@ -600,20 +638,23 @@ fn pending_lists_healthy_plans_and_warns_about_each_unreadable_record() {
     .expect("twin");
 
     let out = cli(&["pending", "--store", &spec], None);
-    assert_eq!(out.status.code(), Some(UNREADABLE), "{}", stderr(&out));
-    let listed = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert_eq!(listed.lines().count(), 1, "{listed}");
-    assert!(listed.starts_with(&session), "{listed}");
-    let warnings: Vec<String> = stderr(&out)
-        .lines()
-        .filter(|l| l.starts_with("warning: "))
-        .map(str::to_owned)
-        .collect();
-    assert_eq!(warnings.len(), 2, "{}", stderr(&out));
-    assert!(warnings[0].contains("`garbage`"), "{warnings:?}");
-    assert!(
-        warnings[1].contains("`twin`") && warnings[1].contains(&session),
-        "{warnings:?}"
+    let workspace = ws.path().display().to_string();
+    let redact = [
+        (spec.as_str(), "[STORE]"),
+        (workspace.as_str(), "[WORKSPACE]"),
+        (session.as_str(), "[SESSION]"),
+    ];
+    snapshots::same(
+        snapshots::shown(&out, &redact),
+        snapbox::str![[r#"
+exit 6
+--- stdout
+[SESSION]	run_1	decision_1	plan -> build	53fac1f88019	Add dark mode	workspace [WORKSPACE]
+--- stderr
+warning: session `garbage` ([STORE]/garbage.pending.json) cannot be read, not listed: [STORE]/garbage.pending.json: key must be a string at line 1 column 3
+warning: session `twin` ([STORE]/twin.pending.json) cannot be read, not listed: [STORE]/twin.pending.json: the record is stored as session `twin` but names session `[SESSION]`
+
+"#]],
     );
 
     let out = cli(&["pending", "--store", &spec, "--json"], None);
@@ -631,11 +672,15 @@ fn pending_lists_healthy_plans_and_warns_about_each_unreadable_record() {
     );
 
     let twin = decide(&ws, &spec, "twin", &["--approve"], None);
-    assert_eq!(twin.status.code(), Some(RUNTIME_ERROR), "{}", stderr(&twin));
-    assert!(
-        stderr(&twin).contains("twin.pending.json"),
-        "{}",
-        stderr(&twin)
+    snapshots::same(
+        snapshots::shown(&twin, &redact),
+        snapbox::str![[r#"
+exit 1
+--- stdout
+--- stderr
+error: session `twin` cannot be read: [STORE]/twin.pending.json: the record is stored as session `twin` but names session `[SESSION]`
+
+"#]],
     );
     let first = decide(&ws, &spec, &session, &["--approve"], None);
     assert_eq!(first.status.code(), Some(DONE), "{}", stderr(&first));
@@ -663,37 +708,37 @@ fn pending_reports_special_files_symlinks_and_odd_names_as_unreadable_at_once() 
     .expect("copy");
 
     let out = cli(&["pending", "--store", &spec], None);
-    assert_eq!(out.status.code(), Some(UNREADABLE), "{}", stderr(&out));
-    let listed = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert_eq!(listed.lines().count(), 1, "{listed}");
-    assert!(listed.starts_with(&session), "{listed}");
-    let warnings: Vec<String> = stderr(&out)
-        .lines()
-        .filter(|l| l.starts_with("warning: "))
-        .map(str::to_owned)
-        .collect();
-    assert_eq!(warnings.len(), 3, "{}", stderr(&out));
-    for (warning, (id, why)) in warnings.iter().zip([
-        ("fifo", "not a regular file"),
-        ("link", "symlink"),
-        ("odd name", "not a session id"),
-    ]) {
-        assert!(
-            warning.contains(&format!("`{id}`")) && warning.contains(why),
-            "{warning}"
-        );
-    }
-    assert!(
-        !stderr(&out).contains("root:"),
-        "nothing read through the link"
+    let workspace = ws.path().display().to_string();
+    let redact = [
+        (spec.as_str(), "[STORE]"),
+        (workspace.as_str(), "[WORKSPACE]"),
+        (session.as_str(), "[SESSION]"),
+    ];
+    // Nothing is read through the link (no `root:` line of /etc/passwd).
+    snapshots::same(
+        snapshots::shown(&out, &redact),
+        snapbox::str![[r#"
+exit 6
+--- stdout
+[SESSION]	run_1	decision_1	plan -> build	53fac1f88019	Add dark mode	workspace [WORKSPACE]
+--- stderr
+warning: session `fifo` ([STORE]/fifo.pending.json) cannot be read, not listed: [STORE]/fifo.pending.json: it is not a regular file (a FIFO, device or socket)
+warning: session `link` ([STORE]/link.pending.json) cannot be read, not listed: [STORE]/link.pending.json: it is a symlink, which the store does not follow
+warning: session `odd name` ([STORE]/odd name.pending.json) cannot be read, not listed: the file name is not `<session id>.pending.json`: `odd name` is not a session id (ASCII letters, digits, `-` and `_`, at most 128); not read
+
+"#]],
     );
 
     let fifo = decide(&ws, &spec, "fifo", &["--approve"], None);
-    assert_eq!(fifo.status.code(), Some(RUNTIME_ERROR), "{}", stderr(&fifo));
-    assert!(
-        stderr(&fifo).contains("fifo.pending.json"),
-        "{}",
-        stderr(&fifo)
+    snapshots::same(
+        snapshots::shown(&fifo, &redact),
+        snapbox::str![[r#"
+exit 1
+--- stdout
+--- stderr
+error: session `fifo` cannot be read: [STORE]/fifo.pending.json: it is not a regular file (a FIFO, device or socket)
+
+"#]],
     );
 }
 
@@ -1027,19 +1072,27 @@ fn plan_copy_never_writes_through_a_symlink_or_over_another_file() {
 fn plan_is_checked_before_anything_is_copied() {
     let ws = Workspace::new();
     let source = tempfile::tempdir().expect("source");
-    let cases: [(&str, &[u8], &str); 4] = [
-        ("notes.txt", b"# Plan\n", ".md"),
-        ("blank.md", b" \n\n", "empty"),
-        ("latin1.md", b"# Caf\xe9\n", "UTF-8"),
-        ("huge.md", &[b'x'; 1024 * 1024 + 1], "1 MiB"),
+    let cases: [(&str, &[u8]); 4] = [
+        ("notes.txt", b"# Plan\n"),
+        ("blank.md", b" \n\n"),
+        ("latin1.md", b"# Caf\xe9\n"),
+        ("huge.md", &[b'x'; 1024 * 1024 + 1]),
     ];
-    for (name, bytes, says) in cases {
+    let source_dir = source.path().display().to_string();
+    let workspace = ws.path().display().to_string();
+    let redact = [
+        (source_dir.as_str(), "[SOURCE]"),
+        (workspace.as_str(), "[WORKSPACE]"),
+    ];
+    let mut all = String::new();
+    for (name, bytes) in cases {
         let plan = source.path().join(name);
         std::fs::write(&plan, bytes).expect("write");
         let out = in_time(plan_run(ws.path(), &plan));
-        assert_eq!(out.status.code(), Some(INVALID), "{name}");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(stderr.contains(says), "{name}: {stderr}");
+        all.push_str(&format!(
+            "$ run --plan {name}\n{}\n",
+            snapshots::shown(&out, &redact)
+        ));
     }
     // Not a planning mode: nothing to submit the plan in.
     let plan = source.path().join("ok.md");
@@ -1050,8 +1103,45 @@ fn plan_is_checked_before_anything_is_copied() {
         .args(["--mode", "build", "--approve", "--plan"])
         .arg(&plan);
     let out = in_time(cmd);
-    assert_eq!(out.status.code(), Some(INVALID));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("planning mode"));
+    all.push_str(&format!(
+        "$ run --mode build --plan ok.md\n{}",
+        snapshots::shown(&out, &redact)
+    ));
+    snapshots::same(
+        all,
+        snapbox::str![[r#"
+$ run --plan notes.txt
+exit 2
+--- stdout
+--- stderr
+error: --plan: plan file `[SOURCE]/notes.txt` is not a markdown file: the name must end in .md
+
+$ run --plan blank.md
+exit 2
+--- stdout
+--- stderr
+error: --plan: plan file `[SOURCE]/blank.md` is empty: write the plan into it before submitting
+
+$ run --plan latin1.md
+exit 2
+--- stdout
+--- stderr
+error: --plan: plan file `[SOURCE]/latin1.md` is not valid UTF-8 text
+
+$ run --plan huge.md
+exit 2
+--- stdout
+--- stderr
+error: --plan: plan file `[SOURCE]/huge.md` is larger than 1 MiB (1048577 bytes): shorten it
+
+$ run --mode build --plan ok.md
+exit 2
+--- stdout
+--- stderr
+error: --plan: [SOURCE]/ok.md: the start mode is not a planning mode (it does not offer submit_plan); start in one with --mode
+
+"#]],
+    );
     let plans = ws.path().join(".agent/plans");
     assert_eq!(
         std::fs::read_dir(plans).expect("dir").count(),
@@ -1065,19 +1155,36 @@ fn check_refuses_devices_and_non_utf8_configs_with_a_location() {
     let mut cmd = bin();
     cmd.args(["check", "/dev/zero"]);
     let out = in_time(cmd);
-    assert_eq!(out.status.code(), Some(INVALID));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not a regular file"));
+    let mut all = format!("$ check /dev/zero\n{}\n", snapshots::shown(&out, &[]));
     let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join("modes.toml");
     std::fs::write(&path, b"[[modes]]\nid = \"b\xff\"\n").expect("write");
     let mut cmd = bin();
     cmd.arg("check").arg(&path);
     let out = in_time(cmd);
-    assert_eq!(out.status.code(), Some(INVALID));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains(&format!("{}:2:8:", path.display())),
-        "{stderr}"
+    let path = path.display().to_string();
+    all.push_str(&format!(
+        "$ check [LATIN1]\n{}",
+        snapshots::shown(&out, &[(&path, "[LATIN1]")])
+    ));
+    snapshots::same(
+        all,
+        snapbox::str![[r#"
+$ check /dev/zero
+exit 2
+--- stdout
+--- stderr
+error: /dev/zero: cannot read config: not a regular file (a config must be a file, not a device, FIFO or folder)
+
+$ check [LATIN1]
+exit 2
+--- stdout
+--- stderr
+error: [LATIN1]:2:8: the config is not valid UTF-8: byte 0xff at offset 17 (save the file as UTF-8)
+2 | id = "b�"
+  |        ^
+
+"#]],
     );
 }
 
@@ -1114,10 +1221,25 @@ fn verify_prints_states_transitions_cases_and_seed() {
 fn verify_refuses_an_invalid_config_with_exit_status_2() {
     let path = fixture("configs/invalid/self-handover-default.toml");
     let out = bin().arg("verify").arg(&path).output().expect("run verify");
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("self-handover-default.toml:5:"), "{stderr}");
-    assert!(stderr.contains("transitionsTo"), "{stderr}");
+    let path = path.display().to_string();
+    snapshots::same(
+        snapshots::shown(&out, &[(&path, "[CONFIG]")]),
+        snapbox::str![[r#"
+exit 2
+--- stdout
+--- stderr
+warning: [CONFIG]:5:19: planning mode `plan` offers no tool that can write a plan (its availableTools has none of the plan-writing tools, such as `write_plan`): a model there cannot author a plan to submit
+5 | availableTools = ["read_file", "submit_plan"]
+  |                   ^^^^^^^^^^^
+
+error: [CONFIG]:5:32: mode `plan` lists `submit_plan` but sets no transitionsTo and is itself the default mode, so an approved plan would hand over to `plan` itself: add `transitionsTo` naming the mode to hand over to, or mark another mode default
+5 | availableTools = ["read_file", "submit_plan"]
+  |                                ^^^^^^^^^^^^^
+
+[CONFIG]: 1 error
+
+"#]],
+    );
 }
 
 /// `verify CONFIG ARGS...` in a fresh directory (so no regression file is left behind), with
@@ -1144,16 +1266,24 @@ fn verify_reports_every_config_error_as_check_does() {
         [[modes]]\nid = \"build\"\nname = \"Build\"\ndefault = true\n\
         availableTools = [\"read_file\", \"write_flie\"]\n";
     let out = verify(toml, &[]);
-    let stderr = stderr(&out);
-    assert_eq!(out.status.code(), Some(INVALID), "{stderr}");
-    assert!(
-        stderr.contains("modes.toml:4:17: mode `plan` has transitionsTo"),
-        "{stderr}"
+    snapshots::same(
+        snapshots::shown(&out, &[]),
+        snapbox::str![[r#"
+exit 2
+--- stdout
+--- stderr
+error: modes.toml:4:17: mode `plan` has transitionsTo `nowhere`, which names no mode (ids are case-sensitive; known: plan, build)
+4 | transitionsTo = "nowhere"
+  |                 ^^^^^^^^^
+
+error: modes.toml:10:32: mode `build` lists unknown tool `write_flie` in availableTools: did you mean `write_file`?
+10 | availableTools = ["read_file", "write_flie"]
+   |                                ^^^^^^^^^^^^
+
+modes.toml: 2 errors
+
+"#]],
     );
-    assert!(stderr.contains("modes.toml:10:32:"), "{stderr}");
-    assert!(stderr.contains("did you mean `write_file`?"), "{stderr}");
-    assert!(stderr.contains("modes.toml: 2 errors"), "{stderr}");
-    assert!(out.stdout.is_empty(), "nothing was checked");
 }
 
 #[test]
@@ -1180,13 +1310,21 @@ fn verify_shows_checks_warnings_and_still_checks() {
 #[test]
 fn verify_exits_1_for_an_unknown_custom_tool_and_says_to_stub_it() {
     let out = verify(CUSTOM_TOOL, &[]);
-    let stderr = stderr(&out);
-    assert_eq!(out.status.code(), Some(RUNTIME_ERROR), "{stderr}");
-    assert!(
-        stderr.contains("modes.toml:10:46: mode `build` lists unknown tool `run_tests`"),
-        "{stderr}"
+    snapshots::same(
+        snapshots::shown(&out, &[]),
+        snapbox::str![[r#"
+exit 1
+--- stdout
+--- stderr
+error: modes.toml:10:46: mode `build` lists unknown tool `run_tests` in availableTools
+10 | availableTools = ["read_file", "write_file", "run_tests"]
+   |                                              ^^^^^^^^^^^
+
+modes.toml: 1 error
+the config names tools of its host: stub them with --tool run_tests (add `:read-only` to one that changes nothing)
+
+"#]],
     );
-    assert!(stderr.contains("--tool run_tests"), "{stderr}");
 }
 
 #[test]
@@ -1404,6 +1542,7 @@ fn run_approve_to_a_listed_target_hands_over_there() {
 
 #[test]
 fn run_approve_to_a_mode_outside_the_list_is_refused_and_nothing_is_approved() {
+    let mut refusals = String::new();
     for to in ["plan", "nowhere", "Build-auto", "build\u{1b}[2K"] {
         let ws = Workspace::new();
         let out = run_choice(
@@ -1422,13 +1561,30 @@ fn run_approve_to_a_mode_outside_the_list_is_refused_and_nothing_is_approved() {
         assert_eq!(out.status.code(), Some(REFUSED), "{to:?}: {}", stderr(&out));
         assert!(mode_changes(&events(&out)).is_empty(), "{to:?}");
         let err = stderr(&out);
-        assert!(err.contains("is not a target of the pending plan"), "{err}");
-        assert!(err.contains("build, build-auto"), "{err}");
         assert!(
             !err.contains('\u{1b}'),
             "no raw escape reaches the terminal: {err:?}"
         );
+        refusals.push_str(&format!("$ run --approve --to {to:?}\n{err}\n"));
     }
+    snapshots::same(
+        refusals,
+        snapbox::str![[r#"
+$ run --approve --to "plan"
+error: mode `plan` is not a target of the pending plan: approve to one of build, build-auto
+
+$ run --approve --to "nowhere"
+error: mode `nowhere` is not a target of the pending plan: approve to one of build, build-auto
+
+$ run --approve --to "Build-auto"
+error: mode `Build-auto` is not a target of the pending plan: approve to one of build, build-auto
+
+$ run --approve --to "build\u{1b}[2K"
+error: mode `build\u{1b}[2K` is not a target of the pending plan: approve to one of build, build-auto
+
+
+"#]],
+    );
     // `--to` goes with `--approve` only.
     let ws = Workspace::new();
     for flags in [&["--to", "build"][..], &["--reject", "--to", "build"][..]] {
@@ -1559,38 +1715,90 @@ fn the_prompt_lists_the_targets_and_takes_a_number_or_a_mode_id() {
 #[test]
 fn check_and_graph_show_every_target() {
     let config = choice_config();
+    let redact = [(config.as_str(), "[CONFIG]")];
     let out = cli(&["check", &config], None);
-    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("  plan -> build\n"), "{text}");
-    assert!(
-        text.contains("  plan -> build-auto (when chosen at approval)\n"),
-        "{text}"
-    );
+    let mut all = format!("$ check\n{}\n", snapshots::shown(&out, &redact));
     let out = cli(&["graph", &config, "--format", "dot"], None);
-    let dot = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        dot.contains(r#""plan" -> "build" [label="plan approved"];"#),
-        "{dot}"
-    );
-    assert!(
-        dot.contains(r#""plan" -> "build-auto" [label="plan approved (chosen)"];"#),
-        "{dot}"
-    );
-    for (name, at) in [
-        ("targets-list-unknown.toml", ":5:3:"),
-        ("targets-list-self.toml", ":3:27:"),
-        ("targets-list-duplicate.toml", ":3:41:"),
+    all.push_str(&format!(
+        "$ graph --format dot\n{}\n",
+        snapshots::shown(&out, &redact)
+    ));
+    for name in [
+        "targets-list-unknown.toml",
+        "targets-list-self.toml",
+        "targets-list-duplicate.toml",
     ] {
         let path = fixture(&format!("configs/invalid/{name}"));
         let out = cli(&["check", path.to_str().expect("utf-8")], None);
-        assert_eq!(out.status.code(), Some(INVALID), "{name}");
-        let err = stderr(&out);
-        assert!(
-            err.contains(&format!("{}{at}", path.display())),
-            "{name}: {err}"
-        );
+        let path = path.display().to_string();
+        all.push_str(&format!(
+            "$ check {name}\n{}\n",
+            snapshots::shown(&out, &[(&path, "[CONFIG]")])
+        ));
     }
+    snapshots::same(
+        all,
+        snapbox::str![[r#"
+$ check
+exit 0
+--- stdout
+[CONFIG]: ok, 3 modes
+  plan (plan) [planning]  tools: read_file, list_files, write_plan, submit_plan
+  build (build) [default]  tools: all  requireApproval: write_file
+  build-auto (build-auto)  tools: all
+default mode: build
+hand-over edges (on approval):
+  plan -> build
+  plan -> build-auto (when chosen at approval)
+--- stderr
+
+$ graph --format dot
+exit 0
+--- stdout
+digraph modes {
+    rankdir=LR;
+    node [shape=box, style=rounded];
+    "plan" [label="plan\n(plan)\nplanning", style="rounded,dashed"];
+    "build" [label="build\n(build)\ndefault, approval: write_file", peripheries=2];
+    "build-auto" [label="build-auto\n(build-auto)"];
+    "plan" -> "build" [label="plan approved"];
+    "plan" -> "build-auto" [label="plan approved (chosen)"];
+}
+--- stderr
+
+$ check targets-list-unknown.toml
+exit 2
+--- stdout
+--- stderr
+error: [CONFIG]:5:3: mode `plan` has transitionsTo `biuld`, which names no mode: did you mean `build`?
+5 |   "biuld",
+  |   ^^^^^^^
+
+[CONFIG]: 1 error
+
+$ check targets-list-self.toml
+exit 2
+--- stdout
+--- stderr
+error: [CONFIG]:3:27: mode `plan` has transitionsTo naming itself: a plan approved in `plan` must hand over to another mode
+3 | transitionsTo = ["build", "plan"]
+  |                           ^^^^^^
+
+[CONFIG]: 1 error
+
+$ check targets-list-duplicate.toml
+exit 2
+--- stdout
+--- stderr
+error: [CONFIG]:3:41: mode `plan` lists `build` twice in transitionsTo: name each mode once
+3 | transitionsTo = ["build", "build-auto", "build"]
+  |                                         ^^^^^^^
+
+[CONFIG]: 1 error
+
+
+"#]],
+    );
 }
 
 /// Reads a child's stderr on a thread; `wait_for` blocks until it holds a text (or 20 s pass),
@@ -2068,7 +2276,7 @@ mod snapshots {
     /// `actual` is `expected`, whole; backslashes stay backslashes (the event lines escape
     /// control characters as `\u{a}`, which path normalization would turn into `/u{a}`).
     #[track_caller]
-    fn same(actual: String, expected: impl snapbox::IntoData) {
+    pub(super) fn same(actual: String, expected: impl snapbox::IntoData) {
         snapbox::Assert::new()
             .action_env(snapbox::assert::DEFAULT_ACTION_ENV)
             .normalize_paths(false)
@@ -2077,7 +2285,7 @@ mod snapshots {
 
     /// `out`'s status, stdout and stderr as one text, `(value, placeholder)` pairs replaced in
     /// order (the longest first).
-    fn shown(out: &Output, redact: &[(&str, &str)]) -> String {
+    pub(super) fn shown(out: &Output, redact: &[(&str, &str)]) -> String {
         let mut text = format!(
             "exit {}\n--- stdout\n{}--- stderr\n{}",
             out.status.code().unwrap_or(-1),
