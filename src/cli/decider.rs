@@ -128,7 +128,7 @@ impl Decider<'_> {
                         return Ok(Err(self.leave(session)));
                     };
                     match prompt.ask(session, waiting, at + 1, pending.len()).await {
-                        Some(Reply::Decide(decision)) => self.flags.signed(decision),
+                        Some(Reply::Decide(decision)) => self.flags.completed(decision, waiting),
                         Some(Reply::Switch(mode)) => {
                             return self.switch(session, &mode).await.map(Err);
                         }

@@ -113,8 +113,8 @@ pub struct Decision {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub comments: Vec<PlanComment>,
     /// With the approval of a plan: the model the next mode runs with (`model`,
-    /// [`Decision::model`]), by an id the host can build. Refused on a rejection and on a tool
-    /// call, and when the host cannot build it.
+    /// [`Decision::model`]), by an id the host's model chooser builds, until the next change of
+    /// mode. Refused on a rejection and on a tool call, and when the host cannot build it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
 }
@@ -371,10 +371,15 @@ impl Decision {
         self
     }
 
-    /// The same approval, naming the model the next mode should run with, by an id the host
-    /// can build (the CLI's are its `--model` specs, `openai/gpt-4o-mini`). A model the host
-    /// cannot build is refused ([`SessionError::UnknownModel`]) before anything changes; so is a
-    /// model with a rejection or on a tool call ([`SessionError::MalformedDecision`]).
+    /// The same approval, running the next mode with the model `id`, as the host's model
+    /// chooser builds it ([`crate::controller::AgentControllerBuilder::model_chooser`]; the
+    /// CLI's are its `--model` specs, `openai/gpt-4o-mini`). The chosen model runs the mode the
+    /// plan hands over to until the session's next change of mode (a manual switch or the next
+    /// approved plan), then the session's own model runs again ([`crate::Session::chosen_model`]);
+    /// the audit record keeps it ([`crate::event::DecidedRecord::model`]). A model the host
+    /// cannot build, or any model when it has no chooser, is refused
+    /// ([`SessionError::UnknownModel`]) before anything changes; so is a model with a rejection
+    /// or on a tool call ([`SessionError::MalformedDecision`]).
     ///
     /// # Examples
     /// ```
@@ -840,6 +845,9 @@ impl PendingDecision {
     ///   still be possible under the current config.
     /// - A tool call: no `targetModeId`, no edited plan, no `alwaysAllow` with a rejection,
     ///   nor on a call an `ask` rule made wait ([`crate::event::ToolCallPayload::rule`]).
+    /// - Comments ([`Decision::comment`]) go with the rejection of a plan, on lines of it; a
+    ///   model ([`Decision::model`]) with its approval. Whether the host can build the model is
+    ///   the session's check, with its chooser.
     ///
     /// # Errors
     /// [`SessionError::MalformedDecision`], [`SessionError::Sha256Mismatch`],
@@ -1504,13 +1512,6 @@ pub(crate) fn check(
     }
     let comments = comment::quote_all(&plan.payload.submission, &decision.comments)
         .map_err(SessionError::PlanComment)?;
-    if let Some(model) = &decision.model {
-        // No host can build a model for the next mode yet: refused before anything changes.
-        return Err(SessionError::UnknownModel {
-            model: model.clone(),
-            reason: "this host chooses no model at approval".to_owned(),
-        });
-    }
     let Some(target) = plan.chosen_target(decision.to.as_deref()) else {
         return Err(SessionError::TargetNotAllowed {
             given: decision.to.clone().unwrap_or_default(),
@@ -1804,6 +1805,10 @@ impl Change<'_> {
         if notice.is_some() {
             // The switch happens before any model call in the new mode.
             self.enter_mode(target, ModeChangeReason::PlanApproved);
+        }
+        if let (DecisionAction::Approved, Some(model)) = (decision.action, decision.model) {
+            // After the switch, which ends any model chosen before: this one runs the mode.
+            self.state.model_id = Some(model);
         }
         if ends_run {
             self.close_run(&run_id, RunState::Completed, None);
