@@ -930,7 +930,7 @@ impl<'a> Question<'a> {
     }
 
     /// Adds `m MODEL` to a plan's question: the approval typed next (`y`, a target's number or
-    /// mode id, also of an edit) names `MODEL` for the next mode ([`Decision::model`]; whether
+    /// mode id, also of an edit made after `m`) names `MODEL` for the next mode ([`Decision::model`]; whether
     /// the host can build it is the session's check, which refuses it and changes nothing); `m`
     /// alone goes back to the session's model. Nothing is added under a tool call.
     ///
@@ -1137,7 +1137,7 @@ impl PlanQuestion<'_> {
         if !edited && self.editing.is_some() {
             extra.push_str("  [e] edit the plan");
         }
-        if self.choosing_model {
+        if !edited && self.choosing_model {
             extra.push_str("  [m MODEL] approve with another model");
         }
         if !edited && self.commentable.is_some() {
@@ -1167,7 +1167,9 @@ impl PlanQuestion<'_> {
         out: &mut impl Write,
     ) -> Option<PromptAnswer> {
         let comments = &mut held.comments;
+        // Chosen before an edit, the model goes with the approval of the edit too.
         if self.choosing_model
+            && at.edit().is_none()
             && let Some(said) = read_model(line, &mut held.model)
         {
             let _ = writeln!(out, "{said}");
