@@ -24,7 +24,7 @@ use crate::model::Message;
 use crate::rules::{ResolvedPaths, RuleAction, RuleRecord};
 use crate::tool::{ToolCall, ToolOutput};
 
-use super::decision::decision_id_for;
+use super::check::decision_id_for;
 
 /// How one tool call of the current mode is handled.
 #[derive(Debug, Clone, PartialEq, Eq)]
