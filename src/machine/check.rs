@@ -58,6 +58,11 @@ pub(crate) fn check(
                 "a tool-call decision carries no edited plan: `plan` goes with a plan",
             );
         }
+        PendingDecision::ToolCall(_) if decision.always_allow && rejected => {
+            return malformed(
+                "a rejection cannot always allow the tool: `alwaysAllow` goes with an approval",
+            );
+        }
         PendingDecision::ToolCall(_) if !decision.comments.is_empty() => {
             return malformed(
                 "a tool-call decision carries no plan comments: `comments` go with a plan",
@@ -66,11 +71,6 @@ pub(crate) fn check(
         PendingDecision::ToolCall(_) if decision.model.is_some() => {
             return malformed(
                 "a tool-call decision names no model: `model` goes with the approval of a plan",
-            );
-        }
-        PendingDecision::ToolCall(_) if decision.always_allow && rejected => {
-            return malformed(
-                "a rejection cannot always allow the tool: `alwaysAllow` goes with an approval",
             );
         }
         PendingDecision::ToolCall(call) if decision.always_allow => {
@@ -298,6 +298,8 @@ mod tests {
             tool_name: None,
             always_allow: false,
             allowed_by: None,
+            comments: Vec::new(),
+            model: None,
             rule: None,
         }
     }

@@ -293,27 +293,14 @@ impl Change<'_> {
             tool_name: None,
             always_allow: false,
             allowed_by: None,
-            rule: None,
             comments: Vec::new(),
             model: None,
+            rule: None,
         }
     }
 }
 
 impl State {
-    /// The comments of the last rejection of the plan with this `sha256`, if it made any.
-    pub(crate) fn comments_on(&self, sha256: &str) -> Option<Vec<QuotedComment>> {
-        self.history
-            .iter()
-            .rev()
-            .find(|d| {
-                d.tool_name.is_none()
-                    && d.outcome == Some(DecisionOutcome::Rejected)
-                    && d.sha256.as_deref() == Some(sha256)
-            })
-            .map(|d| d.comments.clone())
-    }
-
     /// How many revisions run `run_id` was asked for so far: its plans rejected (a rejection
     /// without feedback ends the run, so every earlier one carried feedback), from the history
     /// the session record keeps.
@@ -326,6 +313,19 @@ impl State {
                     && d.outcome == Some(DecisionOutcome::Rejected)
             })
             .count()
+    }
+
+    /// The comments of the last rejection of the plan with this `sha256`, if it made any.
+    pub(crate) fn comments_on(&self, sha256: &str) -> Option<Vec<QuotedComment>> {
+        self.history
+            .iter()
+            .rev()
+            .find(|d| {
+                d.tool_name.is_none()
+                    && d.outcome == Some(DecisionOutcome::Rejected)
+                    && d.sha256.as_deref() == Some(sha256)
+            })
+            .map(|d| d.comments.clone())
     }
 
     /// Approves every other call of `tool` that waits in the same reply, by the "always allow"
@@ -377,8 +377,8 @@ pub(crate) fn tool_call_record(
         tool_name: Some(call.payload.tool_name.clone()),
         always_allow,
         allowed_by: None,
-        rule: call.payload.rule.clone(),
         comments: Vec::new(),
         model: None,
+        rule: call.payload.rule.clone(),
     }
 }
