@@ -52,6 +52,7 @@ pub struct AgentControllerBuilder {
     lease_duration: Duration,
     protected_paths: Vec<PathBuf>,
     clock: Clock,
+    model_chooser: Option<Arc<dyn crate::model::ModelChooser>>,
 }
 
 impl std::fmt::Debug for AgentControllerBuilder {
@@ -201,6 +202,33 @@ impl AgentControllerBuilder {
     /// ```
     pub fn protected_path(mut self, path: impl Into<PathBuf>) -> Self {
         self.protected_paths.push(path.into());
+        self
+    }
+
+    /// Lets an approval choose the model of the next mode ([`crate::Decision::model`]): `chooser`
+    /// builds a model from the id the decision names, or says why it cannot (the approval is
+    /// then refused, [`SessionError::UnknownModel`], before anything changes). Without a chooser
+    /// every approval naming a model is refused. The CLI's chooser is
+    /// [`crate::model::SpecChooser`] (its `--model` specs).
+    ///
+    /// The chosen model runs the mode the plan hands over to until the session's next change
+    /// of mode (a manual switch, or the next approved plan), then the session's own model runs
+    /// again; the session record keeps the id, so a session restored in another process builds
+    /// it again with its controller's chooser before its next model call.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, config, model::scripted::ScriptedModel};
+    /// use agent_controller::model::SpecChooser;
+    /// # let graph = config::parse("[[modes]]\nid = \"build\"\n", "modes.toml").unwrap();
+    /// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    ///     .model_chooser(SpecChooser)
+    ///     .build()?;
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
+    pub fn model_chooser(mut self, chooser: impl crate::model::ModelChooser + 'static) -> Self {
+        self.model_chooser = Some(Arc::new(chooser));
         self
     }
 
@@ -399,6 +427,7 @@ impl AgentControllerBuilder {
                 protected_paths,
                 runtimes,
                 clock: self.clock,
+                model_chooser: self.model_chooser,
             }),
         })
     }
@@ -587,6 +616,7 @@ impl AgentController {
             lease_duration: DEFAULT_LEASE,
             clock: system_clock(),
             protected_paths: Vec::new(),
+            model_chooser: None,
         }
     }
 

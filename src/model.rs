@@ -3,6 +3,7 @@
 
 #[cfg(feature = "anthropic")]
 pub mod anthropic;
+mod chooser;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 pub mod http;
 #[cfg(feature = "openai")]
@@ -23,6 +24,7 @@ use crate::event::TokenUsage;
 use crate::extensions::Extensions;
 use crate::tool::{ToolCall, ToolSpec};
 
+pub use chooser::{ModelChooser, SpecChooser};
 pub use spec::{ModelSpec, ModelSpecError};
 
 /// One message of a session's conversation.

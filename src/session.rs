@@ -148,6 +148,9 @@ pub(crate) struct Shared {
     pub(crate) runtimes: Vec<ModeRuntime>,
     /// Now, for deadlines and leases ([`crate::controller::AgentControllerBuilder::clock`]).
     pub(crate) clock: crate::deadline::Clock,
+    /// Builds the model an approval chooses for the next mode
+    /// ([`crate::controller::AgentControllerBuilder::model_chooser`]).
+    pub(crate) model_chooser: Option<Arc<dyn crate::model::ModelChooser>>,
 }
 
 impl Shared {
@@ -703,6 +706,8 @@ pub struct Session {
     pub(crate) model: Option<Arc<dyn LanguageModel>>,
     /// The step limit of this session's runs, when not the controller's.
     pub(crate) max_steps: Option<usize>,
+    /// The model an approval chose ([`State::model_id`]), once built, with its id.
+    pub(crate) chosen_model: Option<(String, Arc<dyn LanguageModel>)>,
     /// The workspace the session works in, recorded when it started ([`crate::workspace`]).
     pub(crate) workspace: WorkspaceRecord,
     /// Cancels the run in progress; shared with the host's handles.
@@ -758,6 +763,7 @@ impl Session {
             metadata: options.metadata.unwrap_or_default(),
             model: options.model,
             max_steps: options.max_steps,
+            chosen_model: None,
             cancel: CancelHandle::default(),
             run_token: CancellationToken::new(),
             version: 0,
@@ -869,12 +875,14 @@ impl Session {
                 last_plan: record.last_plan,
                 lease,
                 holds_lease: false,
+                model_id: record.model_id,
             },
             subscribers: Mutex::new(options.subscribers),
             extensions: options.extensions,
             metadata: record.metadata,
             model: options.model,
             max_steps: options.max_steps,
+            chosen_model: None,
             workspace,
             cancel: CancelHandle::default(),
             run_token: CancellationToken::new(),
@@ -1274,6 +1282,53 @@ impl Session {
     /// ```
     pub fn always_allowed(&self) -> &[String] {
         &self.state.always_allowed
+    }
+
+    /// The id of the model an approval chose for the current mode ([`Decision::model`]), which
+    /// runs its model calls instead of the session's model until the next change of mode;
+    /// `None` when the session's own model runs.
+    pub fn chosen_model(&self) -> Option<&str> {
+        self.state.model_id.as_deref()
+    }
+
+    /// The model of the current mode's next model call: the one an approval chose (built by
+    /// the controller's chooser once, also after a restore), else the session's or the
+    /// controller's; and whether it was chosen (its request then names no mode default model).
+    ///
+    /// # Errors
+    /// A [`ModelError`] when the chosen model cannot be built (any more).
+    pub(crate) fn mode_model(&mut self) -> Result<(Arc<dyn LanguageModel>, bool), ModelError> {
+        let Some(id) = self.state.model_id.clone() else {
+            let model = self.model.clone();
+            return Ok((model.unwrap_or_else(|| self.shared.model.clone()), false));
+        };
+        if let Some((built, model)) = &self.chosen_model
+            && *built == id
+        {
+            return Ok((model.clone(), true));
+        }
+        let model = self
+            .build_model(&id)
+            .map_err(|e| ModelError::new(e.to_string()))?;
+        self.chosen_model = Some((id, model.clone()));
+        Ok((model, true))
+    }
+
+    /// The model with id `id`, as the controller's chooser builds it.
+    ///
+    /// # Errors
+    /// [`SessionError::UnknownModel`] when there is no chooser or it cannot build `id`.
+    pub(crate) fn build_model(&self, id: &str) -> Result<Arc<dyn LanguageModel>, SessionError> {
+        let unknown = |reason: String| SessionError::UnknownModel {
+            model: id.to_owned(),
+            reason,
+        };
+        let Some(chooser) = &self.shared.model_chooser else {
+            return Err(unknown(
+                "this host chooses no model at approval (it has no model chooser)".to_owned(),
+            ));
+        };
+        chooser.build(id).map_err(unknown)
     }
 
     /// The latest run's id and state, if a run was started.
@@ -1682,6 +1737,7 @@ impl Session {
             decision_counter: state.decisions,
             updated_at: self.shared.now_ms() / 1000,
             metadata: self.metadata.clone(),
+            model_id: state.model_id.clone(),
             last_plan: state.last_plan.clone(),
             workspace: Some(self.workspace.clone()),
         }

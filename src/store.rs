@@ -99,6 +99,11 @@ pub struct SessionRecord {
     /// diff against it); absent before the first plan and in records written before revisions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_plan: Option<PlanRevision>,
+    /// The model an approval chose for the current mode ([`crate::Decision::model`]), by the id
+    /// the host's model chooser builds it by; `None` when the session's own model runs. Every
+    /// change of mode clears it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_id: Option<String>,
 }
 
 /// A plan as the next revision compares against it: its revision number, SHA-256 and text (the

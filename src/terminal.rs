@@ -695,6 +695,16 @@ struct PlanQuestion<'a> {
     switchable: &'a [&'a Mode],
     /// The plan's text as shown, whose lines `c LINE TEXT` comments on.
     commentable: Option<&'a str>,
+    /// Whether `m MODEL` chooses the next mode's model.
+    choosing_model: bool,
+}
+
+/// What a plan's question holds between two typed lines: the comments kept with `c`, and the
+/// model chosen with `m`.
+#[derive(Debug, Default)]
+struct Held {
+    comments: Vec<(u64, String)>,
+    model: Option<String>,
 }
 
 /// Where a question stands between two typed lines.
@@ -771,6 +781,7 @@ impl<'a> Question<'a> {
                 allowances: &[],
                 switchable: &[],
                 commentable: None,
+                choosing_model: false,
             }),
         }
     }
@@ -918,6 +929,35 @@ impl<'a> Question<'a> {
         self
     }
 
+    /// Adds `m MODEL` to a plan's question: the approval typed next (`y`, a target's number or
+    /// mode id, also of an edit made after `m`) names `MODEL` for the next mode ([`Decision::model`]; whether
+    /// the host can build it is the session's check, which refuses it and changes nothing); `m`
+    /// alone goes back to the session's model. Nothing is added under a tool call.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::terminal::{PromptAnswer, Question, StdinLines, Style};
+    /// use agent_controller::Decision;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), agent_controller::ConfigError> {
+    /// let graph = agent_controller::config::parse("[[modes]]\nid = \"build\"\n", "m.toml")?;
+    /// let (targets, style) = ([graph.mode(graph.default_mode_id())], Style::plain(80));
+    /// let question = Question::new(&style, &targets, "53fa").choosing_model();
+    /// assert!(question.text().contains("[m MODEL] approve with another model"));
+    /// let mut out = Vec::new();
+    /// let mut input = StdinLines::from_reader(&b"m openai/gpt-4o-mini\ny\n"[..]);
+    /// let answer = question.ask(&mut input, &mut out, std::future::pending::<()>()).await;
+    /// let approved = Decision::approve().model("openai/gpt-4o-mini").with_sha256("53fa");
+    /// assert_eq!(answer, PromptAnswer::Decided(approved));
+    /// # Ok(()) }
+    /// ```
+    pub fn choosing_model(mut self) -> Self {
+        if let Some(plan) = self.plan_mut() {
+            plan.choosing_model = true;
+        }
+        self
+    }
+
     /// Adds the key `p` (any case) to a plan's question: prints `rendered` (the plan rendered
     /// whole, as [`Style::render_plan`] gives it; for a revision shown as its diff,
     /// [`Style::render_diff`]) and asks again; every other answer reads as before.
@@ -1002,7 +1042,7 @@ impl<'a> Question<'a> {
     {
         let mut interrupt = std::pin::pin!(interrupt);
         let mut at = Asking::Question;
-        let mut comments = Vec::new();
+        let mut held = Held::default();
         loop {
             // A closed stderr must not stop the decision: it is still read from stdin.
             let _ = write!(out, "{}", self.text_at(&at));
@@ -1021,10 +1061,7 @@ impl<'a> Question<'a> {
                 return PromptAnswer::EndOfInput;
             };
             let answer = match &self.subject {
-                Subject::Plan(plan) => {
-                    plan.read(self.style, &line, &mut at, &mut comments, out)
-                        .await
-                }
+                Subject::Plan(plan) => plan.read(self.style, &line, &mut at, &mut held, out).await,
                 Subject::ToolCall { args_sha256, .. } => {
                     read_tool_line(&line, args_sha256, &mut at, out)
                 }
@@ -1100,6 +1137,9 @@ impl PlanQuestion<'_> {
         if !edited && self.editing.is_some() {
             extra.push_str("  [e] edit the plan");
         }
+        if !edited && self.choosing_model {
+            extra.push_str("  [m MODEL] approve with another model");
+        }
         if !edited && self.commentable.is_some() {
             extra.push_str("  [c LINE TEXT] comment on a line (c numbers them)");
         }
@@ -1123,9 +1163,18 @@ impl PlanQuestion<'_> {
         style: &Style,
         line: &str,
         at: &mut Asking,
-        comments: &mut Vec<(u64, String)>,
+        held: &mut Held,
         out: &mut impl Write,
     ) -> Option<PromptAnswer> {
+        let comments = &mut held.comments;
+        // Chosen before an edit, the model goes with the approval of the edit too.
+        if self.choosing_model
+            && at.edit().is_none()
+            && let Some(said) = read_model(line, &mut held.model)
+        {
+            let _ = writeln!(out, "{said}");
+            return None;
+        }
         let ids: Vec<&str> = self.targets.iter().map(|t| t.id()).collect();
         let key = line.trim().to_lowercase();
         let edit = at.edit().map(str::to_owned);
@@ -1198,6 +1247,10 @@ impl PlanQuestion<'_> {
         let decision = comments
             .drain(..)
             .fold(decision, |d, (line, text)| d.comment(line, text));
+        let decision = match (decision.action, held.model.take()) {
+            (crate::run::DecisionAction::Approved, Some(model)) => decision.model(model),
+            _ => decision,
+        };
         Some(PromptAnswer::Decided(
             decision.with_sha256(self.plan_sha256),
         ))
@@ -1349,6 +1402,29 @@ fn read_comment(line: &str, plan_text: &str, comments: &mut Vec<(u64, String)>) 
         neutralize_line_within(quoted, 80),
         neutralize_line(text)
     ))
+}
+
+/// Reads `m` / `m MODEL`: `None` for any other line; else what to print, having set (or, for
+/// `m` alone, cleared) the model the next approval names.
+fn read_model(line: &str, model: &mut Option<String>) -> Option<String> {
+    let mut words = line.split_whitespace();
+    if !words.next()?.eq_ignore_ascii_case("m") {
+        return None;
+    }
+    match (words.next(), words.next()) {
+        (None, _) => {
+            *model = None;
+            Some("the next mode runs with the session's model".to_owned())
+        }
+        (Some(id), None) => {
+            *model = Some(id.to_owned());
+            Some(format!(
+                "the next mode runs with model {} once you approve",
+                neutralize_line(id)
+            ))
+        }
+        (Some(_), Some(_)) => Some("a model id is one word: type m MODEL".to_owned()),
+    }
 }
 
 /// `a`, `a or b`, `a, b or c`.

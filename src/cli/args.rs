@@ -56,6 +56,8 @@ The prompt (without --approve or --reject) shows the plan on stderr and reads st
   c            show the plan with its lines numbered
   c LINE TEXT  keep a comment on that line; n (or feedback) then rejects with every comment
                kept (the model gets each with the line it quotes); d drops them
+  m MODEL      approve (y or a target) with this model for the next mode (a --model spec,
+               as --model-for-next takes it); m alone goes back to the session's model
   s MODE, switch MODE
                switch to another mode by hand without approving (MODE typed exactly): the
                plan counts as not approved and the model is told (exit 3, in the new mode)
@@ -411,6 +413,13 @@ pub(crate) struct DecisionArgs {
     /// blank text is refused (exit 2) and nothing changes.
     #[arg(long = "comment", value_name = "LINE:TEXT", requires = "reject", value_parser = parse_comment)]
     pub(crate) comments: Vec<PlanComment>,
+    /// The model the next mode runs with once a plan is approved (by --approve or at the
+    /// prompt): a model spec as --model takes it (`openai/gpt-4o-mini`, `anthropic/NAME`,
+    /// `scripted`). It runs the mode the plan hands over to until the session's next change of
+    /// mode, and the audit record keeps it (`model`). A spec this build cannot open is refused
+    /// (exit 2) and nothing changes.
+    #[arg(long = "model-for-next", value_name = "ID", conflicts_with = "reject")]
+    pub(crate) model_for_next: Option<String>,
     /// `decide --always` (a flag of `decide` alone, copied here: [`DecideArgs::always`]).
     #[arg(skip)]
     pub(crate) always: bool,

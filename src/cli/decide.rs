@@ -29,6 +29,7 @@ pub(crate) fn decide(mut args: DecideArgs) -> Outcome {
             always: false,
             edited: None,
             comments: Vec::new(),
+            model_for_next: None,
         };
         let waiting = waiting(&session);
         if waiting.is_empty() {

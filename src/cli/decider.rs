@@ -139,7 +139,7 @@ impl Decider<'_> {
                         reply = prompt.ask(session, waiting, at + 1, pending.len()).await;
                     }
                     match reply {
-                        Some(Reply::Decide(decision)) => self.flags.signed(decision),
+                        Some(Reply::Decide(decision)) => self.flags.completed(decision, waiting),
                         Some(Reply::Switch(mode)) => {
                             return self.switch(session, &mode).await.map(Err);
                         }

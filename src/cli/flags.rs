@@ -51,6 +51,9 @@ impl DecisionArgs {
                 for comment in &self.comments {
                     decision = decision.comment(comment.line, &comment.text);
                 }
+                if let (true, Some(model)) = (self.approve, &self.model_for_next) {
+                    decision = decision.model(model);
+                }
             }
         }
         Some(self.signed(decision))
@@ -78,6 +81,9 @@ impl DecisionArgs {
             PendingDecision::ToolCall(_) if self.to.is_some() => Some("--to"),
             PendingDecision::ToolCall(_) if self.plan_file.is_some() => Some("--plan-file"),
             PendingDecision::ToolCall(_) if !self.comments.is_empty() => Some("--comment"),
+            PendingDecision::ToolCall(_) if self.model_for_next.is_some() => {
+                Some("--model-for-next")
+            }
             _ => None,
         };
         if let Some(flag) = flag {
@@ -107,6 +113,19 @@ impl DecisionArgs {
                 "the pending plan has sha256 {sha256}, not {pinned}: it is not the plan you meant; nothing was decided"
             ),
         }))
+    }
+
+    /// A decision typed at the prompt on `pending`, completed by the flags: signed
+    /// ([`DecisionArgs::signed`]) and, for the approval of a plan that names no model yet,
+    /// with `--model-for-next`.
+    pub(crate) fn completed(&self, decision: Decision, pending: &PendingDecision) -> Decision {
+        let approves_plan = pending.as_plan().is_some()
+            && decision.action == agent_controller::session::DecisionAction::Approved;
+        let decision = match (&self.model_for_next, approves_plan, &decision.model) {
+            (Some(model), true, None) => decision.model(model),
+            _ => decision,
+        };
+        self.signed(decision)
     }
 
     /// `decision` with who decided: `--by`, else the OS user, else `unknown`.

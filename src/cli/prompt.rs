@@ -145,7 +145,8 @@ impl Prompt {
             .editable(&plan_text, &self.editor)
             .ending_allowances(session.always_allowed())
             .switchable(&others)
-            .commentable(&plan_text);
+            .commentable(&plan_text)
+            .choosing_model();
         match (&payload.diff, &payload.previous_sha256) {
             // A revision: what changed since the previous one; `p` shows it whole.
             (Some(diff), Some(previous)) => {

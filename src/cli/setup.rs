@@ -7,8 +7,8 @@ use std::sync::Arc;
 use agent_controller::controller::session_workspace;
 use agent_controller::display::{neutralize, neutralize_line};
 use agent_controller::jail::Jail;
-use agent_controller::model::ModelSpec;
 use agent_controller::model::scripted::ScriptedModel;
+use agent_controller::model::{ModelChooser, ModelSpec, SpecChooser};
 use agent_controller::store::{
     IdPrefixError, SessionStore, StoreError, open_existing_store, resolve_prefix,
     resolve_session_id,
@@ -143,10 +143,17 @@ pub(crate) fn controller(
     model: Arc<dyn LanguageModel>,
     store: Option<Arc<dyn SessionStore>>,
 ) -> Result<AgentController, Failure> {
+    // An approval may choose the next mode's model by a `--model` spec, behind the spinner.
+    let spin = !common.json && std::io::stdout().is_terminal();
+    let chooser = move |id: &str| -> Result<Arc<dyn LanguageModel>, String> {
+        let model = SpecChooser.build(id)?;
+        Ok(Arc::new(SpinnerModel::new(model, spin)))
+    };
     let mut builder = AgentController::builder(graph, model)
         .tools(tools)
         .workspace(workspace)
-        .protected_path(config);
+        .protected_path(config)
+        .model_chooser(chooser);
     if let Some(store) = store {
         builder = builder.store(store).lease_duration(common.lease);
     }

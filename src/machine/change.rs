@@ -139,6 +139,8 @@ impl Change<'_> {
     pub(crate) fn enter_mode(&mut self, target: ModeId, reason: ModeChangeReason) {
         let previous = self.mode_arc();
         self.state.always_allowed.clear();
+        // A model chosen at approval runs the mode it was chosen for, no other.
+        self.state.model_id = None;
         self.state.mode = target;
         let mode_id = self.mode_arc();
         self.emit(Event::ModeChanged {

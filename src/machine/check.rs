@@ -109,13 +109,6 @@ pub(crate) fn check(
     }
     let comments = comment::quote_all(&plan.payload.submission, &decision.comments)
         .map_err(SessionError::PlanComment)?;
-    if let Some(model) = &decision.model {
-        // No host can build a model for the next mode yet: refused before anything changes.
-        return Err(SessionError::UnknownModel {
-            model: model.clone(),
-            reason: "this host chooses no model at approval".to_owned(),
-        });
-    }
     let Some(target) = plan.chosen_target(decision.to.as_deref()) else {
         return Err(SessionError::TargetNotAllowed {
             given: decision.to.clone().unwrap_or_default(),

@@ -169,6 +169,10 @@ impl Change<'_> {
             // The switch happens before any model call in the new mode.
             self.enter_mode(target, ModeChangeReason::PlanApproved);
         }
+        if let (DecisionAction::Approved, Some(model)) = (decision.action, decision.model) {
+            // After the switch, which ends any model chosen before: this one runs the mode.
+            self.state.model_id = Some(model);
+        }
         if ends_run {
             self.close_run(&run_id, RunState::Completed, None);
         }

@@ -104,8 +104,8 @@ pub struct Decision {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub comments: Vec<PlanComment>,
     /// With the approval of a plan: the model the next mode runs with (`model`,
-    /// [`Decision::model`]), by an id the host can build. Refused on a rejection and on a tool
-    /// call, and when the host cannot build it.
+    /// [`Decision::model`]), by an id the host's model chooser builds, until the next change of
+    /// mode. Refused on a rejection and on a tool call, and when the host cannot build it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
 }
@@ -357,10 +357,15 @@ impl Decision {
         self
     }
 
-    /// The same approval, naming the model the next mode should run with, by an id the host
-    /// can build (the CLI's are its `--model` specs, `openai/gpt-4o-mini`). A model the host
-    /// cannot build is refused ([`SessionError::UnknownModel`]) before anything changes; so is a
-    /// model with a rejection or on a tool call ([`SessionError::MalformedDecision`]).
+    /// The same approval, running the next mode with the model `id`, as the host's model
+    /// chooser builds it ([`crate::controller::AgentControllerBuilder::model_chooser`]; the
+    /// CLI's are its `--model` specs, `openai/gpt-4o-mini`). The chosen model runs the mode the
+    /// plan hands over to until the session's next change of mode (a manual switch or the next
+    /// approved plan), then the session's own model runs again ([`crate::Session::chosen_model`]);
+    /// the audit record keeps it ([`crate::event::DecidedRecord::model`]). A model the host
+    /// cannot build, or any model when it has no chooser, is refused
+    /// ([`SessionError::UnknownModel`]) before anything changes; so is a model with a rejection
+    /// or on a tool call ([`SessionError::MalformedDecision`]).
     ///
     /// # Examples
     /// ```

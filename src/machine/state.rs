@@ -44,6 +44,9 @@ pub(crate) struct State {
     /// Whether this session took or renewed `lease` (it carries the run on); a session
     /// restored with a running run does not, until it takes it over.
     pub(crate) holds_lease: bool,
+    /// The model an approval chose for the current mode (`Decision::model`), until the mode
+    /// changes (`enter_mode` clears it).
+    pub(crate) model_id: Option<String>,
 }
 
 impl State {
@@ -61,6 +64,7 @@ impl State {
             last_plan: None,
             lease: None,
             holds_lease: false,
+            model_id: None,
         }
     }
 

@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use tracing::Instrument;
 
-use super::{Decision, Operation, PendingDecision, RunOutcome, Session, SessionError};
+use super::{
+    Decision, DecisionAction, Operation, PendingDecision, RunOutcome, Session, SessionError,
+};
 use crate::event::Event;
 use crate::machine::check::{self as rules, Checked};
 use crate::machine::decide::Approved;
@@ -71,6 +73,14 @@ impl Session {
             return Err(SessionError::NotSuspended(String::new()));
         };
         let checked = rules::check(pending, &decision)?;
+        if let (DecisionAction::Approved, Some(id)) = (decision.action, &decision.model) {
+            // The host must build the chosen model before anything changes.
+            let model = self.build_model(id)?;
+            self.chosen_model = Some((id.clone(), model));
+        }
+        let Some(pending) = self.state.pending.get(index) else {
+            return Err(SessionError::NotSuspended(String::new()));
+        };
         let span = tracing::info_span!(
             "decision",
             session_id = %self.id,
@@ -271,7 +281,10 @@ impl Session {
     async fn drive(&mut self, run_id: Arc<str>) -> Result<RunOutcome, SessionError> {
         let shared = self.shared.clone();
         let token = self.run_token.clone();
-        let model = self.model.clone().unwrap_or_else(|| shared.model.clone());
+        let (model, chosen) = match self.mode_model() {
+            Ok(found) => found,
+            Err(error) => return self.end_run(run_id, Err(error)).await,
+        };
         let max_steps = self.max_steps.unwrap_or(shared.max_steps);
         let mut steps = 0usize;
         loop {
@@ -305,7 +318,12 @@ impl Session {
                 session_id: &self.id,
                 run_id: &run_id,
                 mode_id: shared.graph.mode(mode).id(),
-                model_id: shared.graph.mode(mode).default_model_id(),
+                // A model chosen at approval is the user's choice: no mode default overrides it.
+                model_id: if chosen {
+                    None
+                } else {
+                    shared.graph.mode(mode).default_model_id()
+                },
                 system_prompt: &runtime.system_prompt,
                 tools: &runtime.specs,
                 messages: &self.state.messages,

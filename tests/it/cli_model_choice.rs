@@ -1,0 +1,248 @@
+//! Choosing the model at approval from the CLI (issue 23, item 6): `--model-for-next ID` on
+//! `run` and `decide`, and `m MODEL` at the prompt. The requests of the mode the plan hands over
+//! to go to the chosen model (checked on a scripted OpenAI-compatible server); the audit record
+//! keeps it; a spec the CLI cannot open is refused (exit 2) and changes nothing.
+#![cfg(all(feature = "cli", feature = "openai"))]
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use crate::common::openai_server::{ScriptedServer, calls, submit, text};
+
+const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/modes.toml");
+const PLAN: &str = "# Add dark mode\n\n1. Add a theme setting.\n";
+
+fn bin(ws: &Path, server: Option<&ScriptedServer>, args: &[&str], input: &str) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agent-controller"));
+    command
+        .current_dir(ws)
+        .args(args)
+        .env_remove("OPENAI_MODEL")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(server) = server {
+        command.envs(server.env());
+    }
+    let mut child = command.spawn().expect("spawn");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("write");
+    child.wait_with_output().expect("wait")
+}
+
+fn text_of(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A workspace with the plan file the scripted server submits.
+fn workspace() -> tempfile::TempDir {
+    let ws = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(ws.path().join(".agent/plans")).expect("mkdir");
+    std::fs::write(ws.path().join(".agent/plans/p.md"), PLAN).expect("write");
+    ws
+}
+
+fn models(server: &ScriptedServer) -> Vec<String> {
+    server
+        .bodies_blocking()
+        .iter()
+        .map(|b| b["model"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// The session's stored record, from the file store `st`.
+fn record(ws: &Path) -> serde_json::Value {
+    let entry = std::fs::read_dir(ws.join("st"))
+        .expect("the store")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .expect("a record");
+    serde_json::from_str(&std::fs::read_to_string(entry).expect("read")).expect("json")
+}
+
+#[test]
+fn run_approve_with_model_for_next_sends_the_next_mode_to_that_model() {
+    let ws = workspace();
+    let server = ScriptedServer::start_blocking(vec![
+        calls([submit("c1", ".agent/plans/p.md")]),
+        text("built with the cheap one"),
+    ]);
+    let out = bin(
+        ws.path(),
+        Some(&server),
+        &[
+            "run",
+            "--config",
+            SHIPPED,
+            "--store",
+            "st",
+            "--mode",
+            "plan",
+            "--model",
+            "openai/planner",
+            "--approve",
+            "--model-for-next",
+            "openai/cheap",
+            "Add dark mode",
+        ],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text_of(&out));
+    assert_eq!(
+        models(&server),
+        ["planner", "cheap"],
+        "the build mode's call went to cheap"
+    );
+    let stored = record(ws.path());
+    assert_eq!(stored["history"][0]["model"], "openai/cheap", "{stored}");
+    assert_eq!(
+        stored["modelId"], "openai/cheap",
+        "it runs the build mode on: {stored}"
+    );
+}
+
+#[test]
+fn m_at_the_prompt_chooses_the_model_and_a_bad_spec_changes_nothing() {
+    let ws = workspace();
+    let server = ScriptedServer::start_blocking(vec![
+        calls([submit("c1", ".agent/plans/p.md")]),
+        text("built"),
+    ]);
+    let run = bin(
+        ws.path(),
+        Some(&server),
+        &[
+            "run",
+            "--config",
+            SHIPPED,
+            "--store",
+            "st",
+            "--mode",
+            "plan",
+            "--model",
+            "openai/planner",
+            "Add dark mode",
+        ],
+        "",
+    );
+    assert_eq!(run.status.code(), Some(4), "pending: {}", text_of(&run));
+    let session = record(ws.path())["sessionId"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    // A provider the CLI does not know: refused before anything changes.
+    let refused = bin(
+        ws.path(),
+        Some(&server),
+        &[
+            "decide",
+            "--store",
+            "st",
+            "--config",
+            SHIPPED,
+            &session,
+            "--model",
+            "openai/planner",
+            "--approve",
+            "--model-for-next",
+            "llama/7b",
+        ],
+        "",
+    );
+    assert_eq!(refused.status.code(), Some(2), "{}", text_of(&refused));
+    assert!(
+        text_of(&refused).contains("unknown model provider `llama`"),
+        "{}",
+        text_of(&refused)
+    );
+    assert!(
+        record(ws.path())["history"]
+            .as_array()
+            .is_none_or(Vec::is_empty)
+    );
+    assert_eq!(models(&server), ["planner"], "no model call");
+    let out = bin(
+        ws.path(),
+        Some(&server),
+        &[
+            "decide",
+            "--store",
+            "st",
+            "--config",
+            SHIPPED,
+            &session,
+            "--model",
+            "openai/planner",
+        ],
+        "m openai/cheap\ny\n",
+    );
+    let shown = text_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(
+        shown.contains("[m MODEL] approve with another model"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("the next mode runs with model openai/cheap once you approve"),
+        "{shown}"
+    );
+    assert_eq!(models(&server), ["planner", "cheap"]);
+    assert_eq!(record(ws.path())["history"][0]["model"], "openai/cheap");
+}
+
+#[test]
+fn model_for_next_goes_with_an_approval() {
+    let ws = workspace();
+    let out = bin(
+        ws.path(),
+        None,
+        &[
+            "run",
+            "--config",
+            SHIPPED,
+            "--mode",
+            "plan",
+            "--reject",
+            "--model-for-next",
+            "scripted",
+            "Add dark mode",
+        ],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text_of(&out));
+    // With the scripted model: the approval records it, and the build mode runs.
+    let out = bin(
+        ws.path(),
+        None,
+        &[
+            "run",
+            "--config",
+            SHIPPED,
+            "--store",
+            "st",
+            "--mode",
+            "plan",
+            "--approve",
+            "--model-for-next",
+            "scripted",
+            "Add dark mode",
+        ],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text_of(&out));
+    assert!(
+        text_of(&out).contains("mode changed: plan -> build (plan_approved)"),
+        "{}",
+        text_of(&out)
+    );
+    assert_eq!(record(ws.path())["history"][0]["model"], "scripted");
+}

@@ -1,0 +1,183 @@
+//! Choosing the model at approval (issue 23, item 6): `Decision::approve().model(id)` runs the
+//! mode the plan hands over to with the model the host's chooser builds for `id`, until the
+//! session's next change of mode; the audit record keeps the id; a model the host cannot build
+//! is refused before anything changes.
+
+use crate::common;
+
+use std::sync::Arc;
+
+use agent_controller::model::scripted::ReplayModel;
+use agent_controller::model::{LanguageModel, ModelChooser};
+use agent_controller::{
+    AgentController, Decision, MemoryStore, RunOutcome, SessionError, SessionOptions, ToolRegistry,
+};
+use common::{PLAN_BUILD, Workspace, graph};
+use serde_json::json;
+
+/// A chooser that knows `cheap` only, and counts what it built.
+struct Cheap {
+    model: Arc<ReplayModel>,
+    built: std::sync::Mutex<Vec<String>>,
+}
+
+impl ModelChooser for Cheap {
+    fn build(&self, id: &str) -> Result<Arc<dyn LanguageModel>, String> {
+        self.built.lock().expect("lock").push(id.to_owned());
+        match id {
+            "cheap" => Ok(self.model.clone()),
+            other => Err(format!("no model `{other}` here")),
+        }
+    }
+}
+
+struct Setup {
+    ws: Workspace,
+    main: Arc<ReplayModel>,
+    cheap: Arc<ReplayModel>,
+    chooser: Arc<Cheap>,
+    store: Arc<MemoryStore>,
+}
+
+impl Setup {
+    fn new(
+        main: Vec<agent_controller::ModelResponse>,
+        cheap: Vec<agent_controller::ModelResponse>,
+    ) -> Self {
+        let cheap = Arc::new(ReplayModel::new(cheap));
+        Self {
+            ws: Workspace::new(),
+            main: Arc::new(ReplayModel::new(main)),
+            chooser: Arc::new(Cheap {
+                model: cheap.clone(),
+                built: std::sync::Mutex::default(),
+            }),
+            cheap,
+            store: Arc::new(MemoryStore::new()),
+        }
+    }
+
+    fn controller(&self) -> AgentController {
+        let chooser = self.chooser.clone();
+        AgentController::builder(graph(PLAN_BUILD), self.main.clone())
+            .tools(ToolRegistry::with_workspace_tools())
+            .workspace(self.ws.path())
+            .store(self.store.clone())
+            .model_chooser(move |id: &str| chooser.build(id))
+            .build()
+            .expect("controller")
+    }
+}
+
+fn submit(path: &str) -> agent_controller::ModelResponse {
+    ReplayModel::call("c1", "submit_plan", json!({ "path": path }))
+}
+
+#[tokio::test]
+async fn the_next_mode_runs_with_the_chosen_model_until_the_next_switch() {
+    let ws_plan = "# Deploy\n\n1. Build.\n";
+    let setup = Setup::new(
+        vec![],
+        vec![ReplayModel::text("built it"), ReplayModel::text("again")],
+    );
+    let path = setup.ws.plan("p.md", ws_plan);
+    setup.main.push(Ok(submit(&path)));
+    let controller = setup.controller();
+    let mut session = controller
+        .start_session(SessionOptions::new().mode("plan"))
+        .await
+        .expect("session");
+    session.send_message("deploy").await.expect("run");
+    let id = session.pending()[0].decision_id().to_owned();
+    let outcome = session
+        .decide(&id, Decision::approve().model("cheap"))
+        .await
+        .expect("approved");
+    assert!(
+        matches!(outcome, RunOutcome::Completed { ref text, .. } if text == "built it"),
+        "{outcome:?}"
+    );
+    // The planning mode's call went to the session's model, the build mode's to the chosen one.
+    assert_eq!(setup.main.requests().len(), 1);
+    let cheap = setup.cheap.requests();
+    assert_eq!(cheap.len(), 1);
+    assert_eq!(cheap[0].mode_id, "build");
+    assert_eq!(session.chosen_model(), Some("cheap"));
+    let record = session.decision_history().last().expect("record").clone();
+    assert_eq!(record.model.as_deref(), Some("cheap"));
+    assert_eq!(record.target_mode_id.as_deref(), Some("build"));
+    // A restored session (another process) keeps it, built again by the chooser.
+    let session_id = session.id().to_owned();
+    drop(session);
+    let mut session = setup
+        .controller()
+        .restore_session(&session_id, SessionOptions::new())
+        .await
+        .expect("restored");
+    assert_eq!(session.chosen_model(), Some("cheap"));
+    session.send_message("more").await.expect("run");
+    assert_eq!(setup.cheap.requests().len(), 2, "the next run in build too");
+    assert_eq!(
+        setup.chooser.built.lock().expect("lock").as_slice(),
+        ["cheap", "cheap"],
+        "built at the approval, and again by the restored session"
+    );
+    assert_eq!(setup.main.requests().len(), 1);
+    // A switch ends it: the session's own model again.
+    session.switch_mode("plan").await.expect("switched");
+    assert_eq!(session.chosen_model(), None);
+    setup.main.push(Ok(ReplayModel::text("planning")));
+    session.send_message("plan again").await.expect("run");
+    assert_eq!(setup.main.requests().len(), 2);
+    assert_eq!(setup.cheap.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn a_model_the_host_cannot_build_is_refused_and_changes_nothing() {
+    let setup = Setup::new(vec![], vec![]);
+    let path = setup.ws.plan("p.md", "# P\n\n1. Step.\n");
+    setup.main.push(Ok(submit(&path)));
+    let controller = setup.controller();
+    let mut session = controller
+        .start_session(SessionOptions::new().mode("plan"))
+        .await
+        .expect("session");
+    session.send_message("go").await.expect("run");
+    let id = session.pending()[0].decision_id().to_owned();
+    let version = session.version();
+    let refused = session
+        .decide(&id, Decision::approve().model("gpt-9"))
+        .await;
+    match refused {
+        Err(SessionError::UnknownModel { model, reason }) => {
+            assert_eq!(model, "gpt-9");
+            assert!(reason.contains("no model `gpt-9` here"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(session.version(), version);
+    assert_eq!(session.mode().id(), "plan");
+    assert!(session.pending()[0].is_waiting());
+    assert!(session.decision_history().is_empty());
+    // With a rejection, or on a tool call, a model is malformed.
+    let rejected = session.decide(&id, Decision::reject().model("cheap")).await;
+    assert!(
+        matches!(rejected, Err(SessionError::MalformedDecision(_))),
+        "{rejected:?}"
+    );
+    // Without a chooser every model is refused.
+    let bare = common::controller(PLAN_BUILD, &setup.ws, setup.main.clone());
+    setup.main.push(Ok(submit(&path)));
+    let mut other = bare
+        .start_session(SessionOptions::new().mode("plan"))
+        .await
+        .expect("session");
+    other.send_message("go").await.expect("run");
+    let id = other.pending()[0].decision_id().to_owned();
+    let refused = other.decide(&id, Decision::approve().model("cheap")).await;
+    assert!(
+        matches!(refused, Err(SessionError::UnknownModel { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(other.mode().id(), "plan");
+}
