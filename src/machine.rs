@@ -72,5 +72,7 @@ pub(crate) mod error;
 pub(crate) mod expiry;
 pub(crate) mod input;
 pub(crate) mod pending;
+#[cfg(test)]
+pub(crate) mod rig;
 pub(crate) mod run;
 pub(crate) mod state;

@@ -17,6 +17,8 @@ use crate::event::{
 use crate::model::Message;
 use crate::tool::SUBMIT_PLAN;
 
+use super::pending::PendingDecision;
+
 /// A deadline (milliseconds since the Unix epoch) as RFC 3339 in UTC, to the second.
 pub fn deadline_text(deadline_at_ms: u64) -> String {
     rfc3339(deadline_at_ms / 1000)
@@ -87,6 +89,24 @@ impl Waiting<'_> {
             } => (payload.deadline_at_ms, decided.is_some()),
         };
         !decided && deadline.is_some_and(|at| at <= now_ms)
+    }
+}
+
+/// What the expiry reads of `pending`.
+pub(crate) fn waiting(pending: &PendingDecision) -> Waiting<'_> {
+    match pending {
+        PendingDecision::ToolCall(c) => Waiting::ToolCall {
+            run_id: &c.run_id,
+            tool_call_id: &c.tool_call_id,
+            payload: &c.payload,
+            decided: c.decided.as_ref(),
+            feedback: c.feedback.as_deref(),
+        },
+        PendingDecision::Plan(p) => Waiting::Plan {
+            run_id: &p.run_id,
+            tool_call_id: &p.tool_call_id,
+            payload: &p.payload,
+        },
     }
 }
 
