@@ -446,4 +446,85 @@ mod tests {
         );
         assert_eq!(decided, None);
     }
+
+    #[test]
+    fn an_expiry_says_when_and_within_what() {
+        assert_eq!(deadline_text(1_796_148_000_999), "2026-12-01T18:00:00Z");
+        let text = expired_result(&plan(Some(1_796_148_000_000)));
+        assert_eq!(
+            text,
+            "Not approved: no decision was taken within 1h (approvalTimeout); the plan expired at 2026-12-01T18:00:00Z. Stay in this mode; the user may ask for the plan again."
+        );
+        let text = expired_tool_result(&call(1, Some(1_796_148_000_000)));
+        assert_eq!(
+            text,
+            "Not approved: no decision was taken within 1h (approvalTimeout); this tool call expired at 2026-12-01T18:00:00Z and was not executed."
+        );
+        let mut open = call(1, None);
+        open.approval_timeout = None;
+        assert_eq!(
+            expired_tool_result(&open),
+            "Not approved: no decision was taken; this tool call was not executed."
+        );
+    }
+
+    #[test]
+    fn the_expired_records_are_those_of_what_expired_undecided() {
+        let (a, b, c) = (call(1, Some(10)), call(2, Some(10)), call(3, Some(10)));
+        let approved = DecidedRecord {
+            outcome: Some(DecisionOutcome::Approved),
+            ..plan_record("run_1", "c1", &plan(None))
+        };
+        let rejected = DecidedRecord {
+            outcome: Some(DecisionOutcome::Rejected),
+            ..approved.clone()
+        };
+        let waiting = [
+            Waiting::ToolCall {
+                run_id: "run_1",
+                tool_call_id: "c1",
+                payload: &a,
+                decided: Some(&approved),
+                feedback: None,
+            },
+            Waiting::ToolCall {
+                run_id: "run_1",
+                tool_call_id: "c2",
+                payload: &b,
+                decided: None,
+                feedback: None,
+            },
+            Waiting::ToolCall {
+                run_id: "run_1",
+                tool_call_id: "c3",
+                payload: &c,
+                decided: Some(&rejected),
+                feedback: Some("not c"),
+            },
+        ];
+        assert_eq!(expire(waiting, 9), None);
+        let expiry = expire(waiting, 10).expect("due");
+        let results: Vec<&str> = expiry.answers.iter().map(|a| a.result.as_str()).collect();
+        assert_eq!(results[0], APPROVED_NOT_RUN_RESULT);
+        assert_eq!(results[1], expired_tool_result(&b));
+        assert!(results[2].contains("not c"), "{}", results[2]);
+        assert!(expiry.answers.iter().all(|a| a.is_error));
+        let expired: Vec<String> = expiry
+            .expired()
+            .into_iter()
+            .map(|r| r.decision_id)
+            .collect();
+        assert_eq!(expired, ["decision_2"]);
+        let (message, record) = expiry.answers[1].clone().into_parts();
+        assert_eq!(record.decision_id, "decision_2");
+        assert_eq!(
+            message,
+            crate::model::Message::Tool {
+                tool_call_id: "c2".to_owned(),
+                tool_name: "write_file".to_owned(),
+                content: expired_tool_result(&b),
+                is_error: true,
+            }
+        );
+    }
 }

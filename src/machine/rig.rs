@@ -175,7 +175,7 @@ pub(crate) fn call(id: &str, name: &str, args: serde_json::Value) -> ToolCall {
 }
 
 /// What mode `id` offers: a spec per available tool, its name and id.
-fn runtime(graph: &ModeGraph, id: ModeId) -> ModeRuntime {
+pub(crate) fn runtime(graph: &ModeGraph, id: ModeId) -> ModeRuntime {
     let mode = graph.mode(id);
     let names: Vec<Arc<str>> = mode.available_tools().unwrap_or_default().to_vec();
     ModeRuntime {
