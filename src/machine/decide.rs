@@ -430,6 +430,8 @@ mod tests {
         suspend_plan(&mut rig, &run, "p1");
         let next = decide(&mut rig, 0, Decision::reject_with("again"));
         assert!(matches!(next, Next::CallModel(_)), "{next:?}");
+        let (_, result) = rig.results().pop().expect("a result");
+        assert_eq!(result, submit_plan::rejected_with_feedback("again"));
         assert_eq!(rig.state.revisions(&run), 1);
         suspend_plan(&mut rig, &run, "p2");
         let next = decide(&mut rig, 0, Decision::reject_with("again"));

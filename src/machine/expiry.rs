@@ -28,30 +28,34 @@ pub fn deadline_text(deadline_at_ms: u64) -> String {
 /// it stays in its mode (`Not approved: no decision was taken within 24h (approvalTimeout); the
 /// plan expired at 2026-12-01T18:30:00Z. Stay in this mode.`).
 pub fn expired_result(payload: &SuspendPayload) -> String {
-    let within = payload
-        .approval_timeout
-        .as_deref()
-        .map_or(String::new(), |t| format!(" within {t} (approvalTimeout)"));
     let at = payload.deadline_at_ms.map_or(String::new(), |ms| {
         format!("; the plan expired at {}", deadline_text(ms))
     });
     format!(
-        "Not approved: no decision was taken{within}{at}. Stay in this mode; the user may ask for the plan again."
+        "{}{at}. Stay in this mode; the user may ask for the plan again.",
+        no_decision(payload.approval_timeout.as_deref())
     )
+}
+
+/// How an expiry's result starts: not approved, and within what (`Not approved: no decision was
+/// taken within 24h (approvalTimeout)`), for a plan and a tool call alike.
+fn no_decision(approval_timeout: Option<&str>) -> String {
+    let within =
+        approval_timeout.map_or(String::new(), |t| format!(" within {t} (approvalTimeout)"));
+    format!("Not approved: no decision was taken{within}")
 }
 
 /// The result the model gets for a tool call that waited for approval and expired undecided:
 /// not approved, why, and that it did not run (`Not approved: no decision was taken within 24h
 /// (approvalTimeout); this tool call expired at 2026-12-01T18:30:00Z and was not executed.`).
 pub fn expired_tool_result(payload: &ToolCallPayload) -> String {
-    let within = payload
-        .approval_timeout
-        .as_deref()
-        .map_or(String::new(), |t| format!(" within {t} (approvalTimeout)"));
     let at = payload.deadline_at_ms.map_or(String::new(), |ms| {
         format!(" expired at {} and", deadline_text(ms))
     });
-    format!("Not approved: no decision was taken{within}; this tool call{at} was not executed.")
+    format!(
+        "{}; this tool call{at} was not executed.",
+        no_decision(payload.approval_timeout.as_deref())
+    )
 }
 
 /// The result of a tool call that was approved while others of its reply waited, when those

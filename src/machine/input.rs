@@ -339,7 +339,7 @@ mod tests {
     use super::*;
     use crate::event::{DecisionOutcome, RunState};
     use crate::machine::check::check;
-    use crate::machine::rig::{Rig, T0, call};
+    use crate::machine::rig::{Rig, T0, call, reads};
     use crate::machine::run::{CANCELLED_RESULT, NOT_STARTED_RESULT, SUSPENDED_FIRST_RESULT};
     use crate::model::Message;
     use crate::tool::submit_plan::REJECTED_RESULT;
@@ -384,14 +384,7 @@ mod tests {
         let Next::RunToolCalls { at, .. } = rig.reply(&run, "", calls) else {
             panic!("a reply with calls runs them");
         };
-        rig.handle(Input::ToolResult {
-            run_id: run.clone(),
-            call_id: "r1".to_owned(),
-            name: "read_file".to_owned(),
-            output: ToolOutput::ok("b's text"),
-            decision: None,
-        })
-        .expect("a result");
+        rig.result(&run, "r1", "b's text");
         let suspend = Suspend::ToolCalls {
             run_id: run.clone(),
             at,
@@ -400,6 +393,18 @@ mod tests {
         rig.handle(Input::Suspend(suspend)).expect("suspends");
         rig.take_kinds();
         run
+    }
+
+    /// A plain approval of what waits first, checked against nothing.
+    fn plain_approval() -> Input {
+        Input::Decide {
+            index: 0,
+            decision: Decision::approve(),
+            checked: Checked {
+                target: None,
+                edited: None,
+            },
+        }
     }
 
     fn decide(rig: &mut Rig, index: usize, decision: Decision) -> Result<Next, SessionError> {
@@ -445,14 +450,7 @@ mod tests {
             assert!(input.saves(), "{input:?}");
             assert!(!input.may_refuse(), "{input:?}");
         }
-        let decide = Input::Decide {
-            index: 0,
-            decision: Decision::approve(),
-            checked: Checked {
-                target: None,
-                edited: None,
-            },
-        };
+        let decide = plain_approval();
         assert!(decide.saves() && decide.may_refuse());
     }
 
@@ -711,16 +709,8 @@ mod tests {
     #[test]
     fn a_decision_on_nothing_is_refused() {
         let mut rig = Rig::new();
-        let decide = Input::Decide {
-            index: 0,
-            decision: Decision::approve(),
-            checked: Checked {
-                target: None,
-                edited: None,
-            },
-        };
         assert_eq!(
-            rig.handle(decide).map(drop),
+            rig.handle(plain_approval()).map(drop),
             Err(SessionError::NotSuspended(String::new()))
         );
         assert!(rig.events.is_empty());
@@ -852,14 +842,8 @@ mod tests {
         let mut rig = Rig::new();
         rig.lease = Some(std::time::Duration::from_secs(30));
         let run = rig.start("hi");
-        rig.reply(
-            &run,
-            "",
-            vec![
-                call("c1", "read_file", json!({})),
-                call("c2", "read_file", json!({})),
-            ],
-        );
+        rig.reply(&run, "", reads(&["c1", "c2", "c3"]));
+        rig.result(&run, "c2", "two");
         rig.take_kinds();
         let next = rig
             .handle(Input::TakeOver(run.clone()))
@@ -876,29 +860,25 @@ mod tests {
                 "tool_end"
             ]
         );
+        // The result already given is not given again; c1 may have run, c3 never started: this
+        // process started neither, so each gets its `tool_start` here.
         let results = rig.results();
-        assert_eq!(results.len(), 2);
-        assert!(results.iter().all(|(_, r)| r.starts_with("Interrupted")));
+        let ids: Vec<&str> = results.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids, ["c2", "c1", "c3"]);
+        assert!(
+            results[1..]
+                .iter()
+                .all(|(_, r)| r.starts_with("Interrupted"))
+        );
     }
 
     #[test]
     fn a_cancelled_run_answers_the_running_call_and_the_unstarted_ones() {
         let mut rig = Rig::new();
         let run = rig.start("hi");
-        let calls = vec![
-            call("c1", "read_file", json!({})),
-            call("c2", "read_file", json!({})),
-            call("c3", "read_file", json!({})),
-        ];
+        let calls = reads(&["c1", "c2", "c3"]);
         rig.reply(&run, "", calls);
-        rig.handle(Input::ToolResult {
-            run_id: run.clone(),
-            call_id: "c1".to_owned(),
-            name: "read_file".to_owned(),
-            output: ToolOutput::ok("one"),
-            decision: None,
-        })
-        .expect("a result");
+        rig.result(&run, "c1", "one");
         rig.take_kinds();
         rig.handle(Input::Abort(Abort::Run(run.clone())))
             .expect("aborts");
@@ -924,14 +904,7 @@ mod tests {
             call("c3", "read_file", json!({})),
         ];
         rig.reply(&run, "", calls);
-        rig.handle(Input::ToolResult {
-            run_id: run.clone(),
-            call_id: "c1".to_owned(),
-            name: "read_file".to_owned(),
-            output: ToolOutput::ok("one"),
-            decision: None,
-        })
-        .expect("a result");
+        rig.result(&run, "c1", "one");
         rig.take_kinds();
         let abort = Abort::ToolCalls {
             run_id: run.clone(),

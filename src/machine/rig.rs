@@ -18,31 +18,7 @@ use crate::model::{Message, ModelResponse};
 use crate::tool::{ToolCall, ToolSpec};
 use crate::workspace::{DirectoryIdentity, WorkspaceRecord};
 
-const MODES: &str = r#"
-defaultModeId = "plan"
-
-[[modes]]
-id = "plan"
-name = "Plan"
-instructions = "Plan."
-transitionsTo = ["build", "build-auto"]
-availableTools = ["read_file", "submit_plan"]
-approvalTimeout = "1h"
-
-[[modes]]
-id = "build"
-name = "Build"
-instructions = "Build."
-availableTools = ["read_file", "write_file"]
-requireApproval = ["write_file"]
-approvalTimeout = "30m"
-
-[[modes]]
-id = "build-auto"
-name = "Build (auto)"
-instructions = "Build without asking."
-availableTools = ["read_file", "write_file"]
-"#;
+const MODES: &str = include_str!("rig.toml");
 
 /// 2026-12-01T18:00:00Z.
 pub(crate) const T0: u64 = 1_796_148_000_000;
@@ -148,6 +124,18 @@ impl Rig {
         self.handle(input).expect("a model reply is never refused")
     }
 
+    /// The result `content` of the `read_file` call `call_id` of run `run_id`.
+    pub(crate) fn result(&mut self, run_id: &Arc<str>, call_id: &str, content: &str) {
+        let result = Input::ToolResult {
+            run_id: run_id.clone(),
+            call_id: call_id.to_owned(),
+            name: "read_file".to_owned(),
+            output: crate::tool::ToolOutput::ok(content),
+            decision: None,
+        };
+        self.handle(result).expect("a result is never refused");
+    }
+
     /// The results in the conversation, as `(tool call id, content)`, in order.
     pub(crate) fn results(&self) -> Vec<(String, String)> {
         self.state
@@ -172,6 +160,13 @@ pub(crate) fn call(id: &str, name: &str, args: serde_json::Value) -> ToolCall {
         name: name.to_owned(),
         args,
     }
+}
+
+/// Calls of `read_file` with ids `ids`.
+pub(crate) fn reads(ids: &[&str]) -> Vec<ToolCall> {
+    ids.iter()
+        .map(|id| call(id, "read_file", json!({})))
+        .collect()
 }
 
 /// What mode `id` offers: a spec per available tool, its name and id.

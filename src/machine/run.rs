@@ -636,44 +636,4 @@ mod tests {
             assert_eq!(rig.state.run, Some((run, RunState::Aborted)));
         }
     }
-
-    #[test]
-    fn a_result_already_given_is_not_given_again() {
-        let mut rig = Rig::new();
-        let run = rig.start("go");
-        let calls = vec![
-            call("x", "read_file", json!({})),
-            call("y", "read_file", json!({})),
-            call("z", "read_file", json!({})),
-        ];
-        rig.reply(&run, "", calls);
-        for id in ["y"] {
-            rig.handle(Input::ToolResult {
-                run_id: run.clone(),
-                call_id: id.to_owned(),
-                name: "read_file".to_owned(),
-                output: ToolOutput::ok(id),
-                decision: None,
-            })
-            .expect("a result");
-        }
-        rig.take_kinds();
-        rig.handle(Input::TakeOver(run)).expect("takes over");
-        let results: Vec<(String, String)> = rig.results();
-        let ids: Vec<&str> = results.iter().map(|(id, _)| id.as_str()).collect();
-        assert_eq!(ids, ["y", "x", "z"]);
-        assert!(results[1].1.starts_with("Interrupted"));
-        // x was running (its start went out before the stop) and z never started: each gets
-        // its `tool_start` here, since this process started neither.
-        assert_eq!(
-            rig.take_kinds(),
-            [
-                "agent_start",
-                "tool_start",
-                "tool_end",
-                "tool_start",
-                "tool_end"
-            ]
-        );
-    }
 }

@@ -197,13 +197,19 @@ mod tests {
             .collect()
     }
 
+    /// A state whose conversation is a user message, then `messages`.
+    fn after_go(messages: Vec<Message>) -> State {
+        let mut state = State::new(ModeId::from_index(0));
+        state.messages = vec![Message::User {
+            content: "go".to_owned(),
+        }];
+        state.messages.extend(messages);
+        state
+    }
+
     #[test]
     fn results_go_in_the_order_of_their_calls_reply_by_reply() {
-        let mut state = State::new(ModeId::from_index(0));
-        state.messages = vec![
-            Message::User {
-                content: "go".to_owned(),
-            },
+        let mut state = after_go(vec![
             assistant(&["a", "b", "c"]),
             result("c", "C"),
             result("a", "A"),
@@ -212,7 +218,7 @@ mod tests {
             assistant(&["d", "e"]),
             result("e", "E"),
             result("d", "D"),
-        ];
+        ]);
         state.order_results();
         assert_eq!(
             contents(&state.messages),
@@ -248,13 +254,7 @@ mod tests {
 
     #[test]
     fn a_tool_call_is_read_from_an_assistant_message_only() {
-        let mut state = State::new(ModeId::from_index(0));
-        state.messages = vec![
-            Message::User {
-                content: "go".to_owned(),
-            },
-            assistant(&["a", "b"]),
-        ];
+        let state = after_go(vec![assistant(&["a", "b"])]);
         assert_eq!(state.tool_call(1, 1).map(|c| c.id.as_str()), Some("b"));
         assert_eq!(state.tool_call(1, 2), None);
         assert_eq!(state.tool_call(0, 0), None);
