@@ -20,12 +20,17 @@
 //!   the path *as the workspace jail resolved it* ([`crate::jail::Jail::resolve`]): `.` and
 //!   `..` applied, symlinks inside the workspace followed. So `./src/../.env`, `src/../.env` and
 //!   `src/link/.env` (with `src/link` a symlink to `..`) are all `.env`. In a path glob `*` and
-//!   `?` stay within one folder and `**` crosses folders (`**/.env*` matches `.env` too).
+//!   `?` stay within one folder and `**` crosses folders (`**/.env*` matches `.env` too). A
+//!   `deny` or `ask` path rule matches ignoring case (`.GIT/hooks` is `.git/hooks` on a file
+//!   system that ignores case), an `allow` path rule with the case as written ([`Glob`]).
 //! - **A string rule** (`arg = NAME` with `glob = GLOB` or `regex = REGEX`) matches the
 //!   argument's canonical value: a string as it is, any other value as its RFC 8785 text
 //!   ([`crate::jcs`]: `42`, `true`, `["a","b"]`). In a string glob `*` matches any text, `/`
 //!   included. A regex must match the whole value (it is anchored at both ends).
 //! - **A tool rule** (neither) matches every call of the tool.
+//!
+//! A rule's `tool` is a tool name or an MCP server's `SERVER__*` wildcard, which covers every
+//! tool of the server, as in `availableTools` ([`Rule::is_on`]).
 //!
 //! **Precedence** ([`crate::mode::Mode::decide`]):
 //! 1. the mode's `availableTools` outranks every rule: a tool the mode does not offer is refused
@@ -39,6 +44,12 @@
 //! be resolved inside the workspace (it leads outside, through `..` or a symlink), matches every
 //! `deny` and `ask` path rule on it and no `allow` rule. An argument the call leaves out matches
 //! no rule on it (the tool refuses a call that lacks what it needs).
+//!
+//! A session applies the verdict to each tool call (`src/machine/ruling.rs`): a `deny` rule's
+//! call never runs and the model is told the reason, an `ask` rule's waits for the user as under
+//! `requireApproval`, an `allow` rule's runs without asking; the rule is named in the audit
+//! record and the events ([`RuleRecord`]). An "always allow" lets through only what
+//! `requireApproval` would hold, never a call a `deny` or `ask` rule decides.
 //!
 //! [`crate::mode::Mode::decide`] is pure: the paths come in already resolved ([`ResolvedPaths`], made by
 //! [`resolve_paths`], which is the one part that reads the file system).
@@ -80,15 +91,15 @@ pub enum Matcher {
     Path {
         /// The argument holding the path.
         arg: Arc<str>,
-        /// The glob, as written.
-        glob: PathGlob,
+        /// The glob ([`Glob::path`]).
+        glob: Glob,
     },
     /// The canonical value of argument `arg` fits the glob.
     Glob {
         /// The argument.
         arg: Arc<str>,
-        /// The glob, as written.
-        glob: StringGlob,
+        /// The glob ([`Glob::text`]).
+        glob: Glob,
     },
     /// The canonical value of argument `arg` fits the regex, whole.
     Regex {
@@ -143,80 +154,78 @@ impl PartialEq for Matcher {
 #[error("{0}")]
 pub struct PatternError(String);
 
-/// A glob over workspace paths (`*` and `?` within one folder, `**` across folders).
+/// A glob, over workspace paths or over text: the one flag that tells them apart is whether
+/// `*` and `?` stop at a `/` (`literal_separator`).
+///
+/// - [`Glob::path`]: over workspace paths. `*` and `?` stay within one folder, `**` crosses
+///   folders (`**/.env*` matches `.env` too).
+/// - [`Glob::text`]: over text. `*` matches any text, `/` included; `?` one character.
+///
+/// Either can be matched case-sensitively ([`Glob::is_match`]) or ignoring case
+/// ([`Glob::is_match_ignoring_case`]): a `deny` or `ask` path rule matches ignoring case, so
+/// that `.GIT/hooks` cannot slip past `.git/**` on a file system that ignores case (macOS,
+/// Windows), and an `allow` path rule matches case-sensitively, so that it never allows more
+/// than it names.
 #[derive(Debug, Clone)]
-pub struct PathGlob {
+pub struct Glob {
     text: Arc<str>,
+    literal_separator: bool,
     matcher: globset::GlobMatcher,
+    any_case: globset::GlobMatcher,
 }
 
-impl PathGlob {
-    /// Compiles `text`.
+impl Glob {
+    /// Compiles `text` as a glob over workspace paths (`*` and `?` within one folder, `**`
+    /// across folders).
     ///
     /// # Errors
     /// [`PatternError`] when `text` is not a glob (an unclosed `[`, `{` or `**` inside a name).
     ///
     /// # Examples
     /// ```
-    /// use agent_controller::rules::PathGlob;
-    /// let env = PathGlob::new("**/.env*")?;
+    /// use agent_controller::rules::Glob;
+    /// let env = Glob::path("**/.env*")?;
     /// assert!(env.is_match(".env") && env.is_match("config/.env.local"));
-    /// assert!(!PathGlob::new("src/*")?.is_match("src/a/b.rs"));
+    /// assert!(!Glob::path("src/*")?.is_match("src/a/b.rs"));
+    /// assert!(!env.is_match(".ENV") && env.is_match_ignoring_case(".ENV"));
     /// # Ok::<(), agent_controller::rules::PatternError>(())
     /// ```
-    pub fn new(text: &str) -> Result<Self, PatternError> {
-        let glob = globset::GlobBuilder::new(text)
-            .literal_separator(true)
-            .backslash_escape(true)
-            .build()
-            .map_err(|e| PatternError(glob_error(&e)))?;
-        Ok(Self {
-            text: Arc::from(text),
-            matcher: glob.compile_matcher(),
-        })
+    pub fn path(text: &str) -> Result<Self, PatternError> {
+        Self::new(text, true)
     }
 
-    /// The glob as written.
-    pub fn as_str(&self) -> &str {
-        &self.text
-    }
-
-    /// Whether the relative path `path` (folders separated by `/`) fits.
-    pub fn is_match(&self, path: &str) -> bool {
-        self.matcher.is_match(path)
-    }
-}
-
-/// A glob over text (`*` matches any text, `/` included; `?` one character).
-#[derive(Debug, Clone)]
-pub struct StringGlob {
-    text: Arc<str>,
-    matcher: globset::GlobMatcher,
-}
-
-impl StringGlob {
-    /// Compiles `text`.
+    /// Compiles `text` as a glob over text (`*` matches any text, `/` included).
     ///
     /// # Errors
     /// [`PatternError`] when `text` is not a glob.
     ///
     /// # Examples
     /// ```
-    /// use agent_controller::rules::StringGlob;
-    /// let git = StringGlob::new("git *")?;
+    /// use agent_controller::rules::Glob;
+    /// let git = Glob::text("git *")?;
     /// assert!(git.is_match("git log --oneline src/main.rs"));
     /// assert!(!git.is_match("gitk"));
     /// # Ok::<(), agent_controller::rules::PatternError>(())
     /// ```
-    pub fn new(text: &str) -> Result<Self, PatternError> {
-        let glob = globset::GlobBuilder::new(text)
-            .literal_separator(false)
-            .backslash_escape(true)
-            .build()
-            .map_err(|e| PatternError(glob_error(&e)))?;
+    pub fn text(text: &str) -> Result<Self, PatternError> {
+        Self::new(text, false)
+    }
+
+    fn new(text: &str, literal_separator: bool) -> Result<Self, PatternError> {
+        let compile = |case_insensitive| {
+            globset::GlobBuilder::new(text)
+                .literal_separator(literal_separator)
+                .backslash_escape(true)
+                .case_insensitive(case_insensitive)
+                .build()
+                .map(|glob| glob.compile_matcher())
+                .map_err(|e| PatternError(glob_error(&e)))
+        };
         Ok(Self {
             text: Arc::from(text),
-            matcher: glob.compile_matcher(),
+            literal_separator,
+            matcher: compile(false)?,
+            any_case: compile(true)?,
         })
     }
 
@@ -225,9 +234,28 @@ impl StringGlob {
         &self.text
     }
 
-    /// Whether `value` fits, whole.
+    /// Whether `*` and `?` stop at a `/`: `true` for a [`Glob::path`], `false` for a
+    /// [`Glob::text`].
+    pub fn literal_separator(&self) -> bool {
+        self.literal_separator
+    }
+
+    /// Whether `value` (for a path glob, a relative path with folders separated by `/`) fits,
+    /// whole, with its case as written.
     pub fn is_match(&self, value: &str) -> bool {
         self.matcher.is_match(value)
+    }
+
+    /// Whether `value` fits, whole, whatever the case of its letters.
+    pub fn is_match_ignoring_case(&self, value: &str) -> bool {
+        self.any_case.is_match(value)
+    }
+}
+
+/// Two globs are equal when they are written the same and of the same kind.
+impl PartialEq for Glob {
+    fn eq(&self, other: &Self) -> bool {
+        self.text == other.text && self.literal_separator == other.literal_separator
     }
 }
 
@@ -340,10 +368,10 @@ impl Rule {
     ///
     /// # Examples
     /// ```
-    /// use agent_controller::rules::{Matcher, PathGlob, Rule, RuleAction};
+    /// use agent_controller::rules::{Glob, Matcher, Rule, RuleAction};
     /// let rule = Rule::new(
     ///     "write_file",
-    ///     Matcher::Path { arg: "path".into(), glob: PathGlob::new("**/.env*")? },
+    ///     Matcher::Path { arg: "path".into(), glob: Glob::path("**/.env*")? },
     ///     RuleAction::Deny,
     /// );
     /// assert_eq!(rule.to_string(), "deny write_file path `**/.env*`");
@@ -369,9 +397,24 @@ impl Rule {
         self.place.as_deref()
     }
 
-    /// The tool the rule is on.
+    /// The tool the rule is on, as written: a tool name, or an MCP server's `SERVER__*`
+    /// wildcard, which covers every tool of the server ([`crate::tool::mcp::wildcard_covers`],
+    /// as in `availableTools`).
     pub fn tool(&self) -> &str {
         &self.tool
+    }
+
+    /// Whether the rule is on calls of the tool `name`: its tool is `name`, or a `SERVER__*`
+    /// wildcard that covers it.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::rules::{Matcher, Rule, RuleAction};
+    /// let rule = Rule::new("fs__*", Matcher::Any, RuleAction::Ask);
+    /// assert!(rule.is_on("fs__write_file") && !rule.is_on("fsx__write_file"));
+    /// ```
+    pub fn is_on(&self, name: &str) -> bool {
+        *self.tool == *name || crate::tool::mcp::wildcard_covers(&self.tool, name)
     }
 
     /// What of the call the rule looks at.
@@ -387,7 +430,7 @@ impl Rule {
     /// Whether the rule matches `call` (whose path arguments `paths` resolved), and on what:
     /// `None` when it does not.
     fn matches(&self, call: &ToolCall, paths: &ResolvedPaths) -> Option<Fit> {
-        if *self.tool != *call.name {
+        if !self.is_on(&call.name) {
             return None;
         }
         let arg = match &self.matcher {
@@ -398,7 +441,12 @@ impl Rule {
         match &self.matcher {
             Matcher::Any => Some(Fit::Call),
             Matcher::Path { glob, .. } => match paths.get(arg) {
-                Some(ResolvedPath::Inside(path)) if glob.is_match(path) => {
+                // A deny or ask rule matches whatever the case: on a file system that ignores
+                // case `.GIT/hooks` is `.git/hooks`. An allow rule allows only what it names.
+                Some(ResolvedPath::Inside(path))
+                    if (self.action > RuleAction::Allow && glob.is_match_ignoring_case(path))
+                        || glob.is_match(path) =>
+                {
                     Some(Fit::Value(path.clone()))
                 }
                 Some(ResolvedPath::Inside(_)) => None,
@@ -485,7 +533,7 @@ impl Rules {
     /// The path arguments some rule on `tool` reads, each once, in rule order.
     pub fn path_args(&self, tool: &str) -> Vec<&str> {
         let mut args: Vec<&str> = Vec::new();
-        for rule in self.0.iter().filter(|r| &*r.tool == tool) {
+        for rule in self.0.iter().filter(|r| r.is_on(tool)) {
             if let Matcher::Path { arg, .. } = &rule.matcher
                 && !args.contains(&&**arg)
             {
@@ -500,11 +548,11 @@ impl Rules {
     ///
     /// # Examples
     /// ```
-    /// use agent_controller::rules::{Matcher, PathGlob, ResolvedPaths, Rule, RuleAction, Rules};
+    /// use agent_controller::rules::{Glob, Matcher, ResolvedPaths, Rule, RuleAction, Rules};
     /// use agent_controller::ToolCall;
     /// let rules = Rules::new(vec![
-    ///     Rule::new("write_file", Matcher::Path { arg: "path".into(), glob: PathGlob::new("src/**")? }, RuleAction::Allow),
-    ///     Rule::new("write_file", Matcher::Path { arg: "path".into(), glob: PathGlob::new("**/*.lock")? }, RuleAction::Deny),
+    ///     Rule::new("write_file", Matcher::Path { arg: "path".into(), glob: Glob::path("src/**")? }, RuleAction::Allow),
+    ///     Rule::new("write_file", Matcher::Path { arg: "path".into(), glob: Glob::path("**/*.lock")? }, RuleAction::Deny),
     /// ]);
     /// let call = ToolCall::new("c1", "write_file", serde_json::json!({"path": "src/Cargo.lock", "content": ""}));
     /// let paths = ResolvedPaths::new().with("path", "src/Cargo.lock");
@@ -781,5 +829,73 @@ fn shorten(text: &str) -> String {
     match text.char_indices().nth(MAX_QUOTED) {
         Some((cut, _)) => format!("{}…", &text[..cut]),
         None => text.to_owned(),
+    }
+}
+
+/// Which rule of a mode decided a tool call, as the audit record ([`crate::event::DecidedRecord`]),
+/// the waiting call's payload ([`crate::event::ToolCallPayload`]) and their events carry it,
+/// under the key `rule`:
+///
+/// ```json
+/// "rule": {
+///   "modeId": "build",
+///   "number": 1,
+///   "action": "deny",
+///   "rule": "deny write_file path `**/.env*`",
+///   "reason": "rule 1 of mode `build` (deny write_file path `**/.env*`) refuses this call of `write_file` with path, which matches `.env`"
+/// }
+/// ```
+///
+/// `number` is `N` of `decidedBy: rule N` ([`DecidedBy::Rule`]), counted from 1 in the mode's
+/// list; a call no rule decided (the mode's `requireApproval`, or its default) carries none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RuleRecord {
+    /// The mode whose rule it is.
+    pub mode_id: String,
+    /// The rule's number in the mode's `rules` list, from 1.
+    pub number: usize,
+    /// What the rule does: `allow` (the call ran without asking), `ask` (it waited for the
+    /// user) or `deny` (it was refused and never ran).
+    pub action: RuleAction,
+    /// The rule, as [`Rule`]'s `Display` writes it (`deny write_file path `**/.env*``).
+    pub rule: String,
+    /// Why, as the model (for a refusal) and the user read it: the rule and the value it
+    /// matched.
+    pub reason: String,
+}
+
+impl RuleRecord {
+    /// The record of `verdict` in mode `mode_id` with rules `rules`; `None` when no rule
+    /// decided (`availableTools`, `requireApproval` or the default).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::rules::{ResolvedPaths, RuleAction, RuleRecord};
+    /// let graph = agent_controller::config::parse(
+    ///     "[[modes]]\nid = \"build\"\nrules = [{ tool = \"write_file\", path = \"**/.env*\", action = \"deny\" }]\n",
+    ///     "modes.toml",
+    /// )?;
+    /// let build = graph.default_mode();
+    /// let call = agent_controller::ToolCall::new("c1", "write_file", serde_json::json!({"path": ".env"}));
+    /// let verdict = build.decide(true, &call, &ResolvedPaths::new().with("path", ".env"));
+    /// let record = RuleRecord::of(&verdict, build.rules(), build.id()).expect("a rule decided");
+    /// assert_eq!((record.number, record.action), (1, RuleAction::Deny));
+    /// assert_eq!(record.rule, "deny write_file path `**/.env*`");
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
+    pub fn of(verdict: &Verdict, rules: &Rules, mode_id: &str) -> Option<Self> {
+        let DecidedBy::Rule(number) = verdict.decided_by else {
+            return None;
+        };
+        let rule = rules.as_slice().get(number.checked_sub(1)?)?;
+        Some(Self {
+            mode_id: mode_id.to_owned(),
+            number,
+            action: verdict.action,
+            rule: rule.to_string(),
+            reason: verdict.reason.clone(),
+        })
     }
 }

@@ -12,9 +12,7 @@ use toml::Spanned;
 use super::{ConfigError, ConfigErrorKind, Location, Source, did_you_mean, listed};
 use crate::mode::ModeGraph;
 use crate::rules::RulePlace;
-use crate::rules::{
-    DEFAULT_PATH_ARG, Matcher, PathGlob, Pattern, Rule, RuleAction, Rules, StringGlob,
-};
+use crate::rules::{DEFAULT_PATH_ARG, Glob, Matcher, Pattern, Rule, RuleAction, Rules};
 use crate::tool::{SUBMIT_PLAN, ToolRegistry};
 
 /// One rule as written: `{ tool = "write_file", path = "src/**", action = "allow" }`.
@@ -96,8 +94,12 @@ fn rule_of(
         ));
         return None;
     }
+    // A rule on `SERVER__*` (every tool of an MCP server) or on one of its tools is on what a
+    // listed wildcard offers.
     if let Some(offered) = offered
-        && !offered.iter().any(|t| &**t == tool)
+        && !offered
+            .iter()
+            .any(|t| &**t == tool || crate::tool::mcp::wildcard_covers(t, tool))
     {
         let hint = match did_you_mean(tool, offered.iter().map(|t| &**t)) {
             Some(near) => format!("did you mean `{near}`?"),
@@ -155,7 +157,7 @@ fn rule_of(
         ([(key, value)], arg) => {
             let text = value.get_ref().as_str();
             let compiled = match *key {
-                "path" => PathGlob::new(text).map(|glob| Matcher::Path {
+                "path" => Glob::path(text).map(|glob| Matcher::Path {
                     arg: Arc::from(arg.unwrap_or(DEFAULT_PATH_ARG)),
                     glob,
                 }),
@@ -170,7 +172,7 @@ fn rule_of(
                     };
                     let arg = Arc::from(arg);
                     if other == "glob" {
-                        StringGlob::new(text).map(|glob| Matcher::Glob { arg, glob })
+                        Glob::text(text).map(|glob| Matcher::Glob { arg, glob })
                     } else {
                         Pattern::new(text).map(|regex| Matcher::Regex { arg, regex })
                     }
@@ -216,7 +218,8 @@ fn rule_of(
 /// Whether rule `a` matches every call rule `b` matches: on the same tool, `a` matches every
 /// call, or reads the same argument with the same pattern.
 fn covers(a: &Rule, b: &Rule) -> bool {
-    a.tool() == b.tool() && (matches!(a.matcher(), Matcher::Any) || a.matcher() == b.matcher())
+    (a.tool() == b.tool() || crate::tool::mcp::wildcard_covers(a.tool(), b.tool()))
+        && (matches!(a.matcher(), Matcher::Any) || a.matcher() == b.matcher())
 }
 
 /// An error at each rule that can never decide a call: another rule matches every call it
@@ -286,35 +289,6 @@ impl ModeGraph {
     }
 }
 
-impl ModeGraph {
-    /// The error for a graph whose modes have rules, at the first rule: sessions do not apply
-    /// rules to tool calls yet, and a `deny` rule silently ignored would be worse than none.
-    pub(crate) fn rules_not_applied(&self) -> Option<ConfigError> {
-        let mode = self.modes().iter().find(|m| !m.rules().is_empty())?;
-        let message = format!(
-            "mode `{}` has rules, which this version reads and checks but does not apply to tool calls yet: leave `rules` out (use availableTools and requireApproval) until a version applies them",
-            mode.id()
-        );
-        let error = match mode.rules().as_slice().iter().find_map(Rule::place) {
-            Some(place) => {
-                let (line, column, snippet) = &place.tool;
-                ConfigError::placed_at(
-                    ConfigErrorKind::InvalidRule,
-                    self.origin(),
-                    Location {
-                        line: *line,
-                        column: *column,
-                    },
-                    snippet.clone(),
-                    message,
-                )
-            }
-            None => ConfigError::without_position(ConfigErrorKind::InvalidRule, message),
-        };
-        Some(self.placed(error))
-    }
-}
-
 fn rule_errors(graph: &ModeGraph, tools: &ToolRegistry) -> Vec<ConfigError> {
     let mut errors = Vec::new();
     for mode in graph.modes() {
@@ -328,9 +302,11 @@ fn rule_errors(graph: &ModeGraph, tools: &ToolRegistry) -> Vec<ConfigError> {
                 };
                 ConfigError::placed_at(kind, graph.origin(), location, snippet.clone(), message)
             };
+            let covered = || tools.names().any(|name| rule.is_on(name));
             let Some(tool) = tools.get(rule.tool()) else {
-                // A mode that lists its tools has its list checked, and its rules against it.
-                if mode.available_tools().is_some() {
+                // A mode that lists its tools has its list checked, and its rules against it; a
+                // `SERVER__*` rule is on the server's tools, each with its own arguments.
+                if mode.available_tools().is_some() || (rule.tool().ends_with("__*") && covered()) {
                     continue;
                 }
                 let names: Vec<&str> = tools.names().collect();

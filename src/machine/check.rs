@@ -60,6 +60,14 @@ pub(crate) fn check(
                 "a rejection cannot always allow the tool: `alwaysAllow` goes with an approval",
             );
         }
+        PendingDecision::ToolCall(call) if decision.always_allow => {
+            if let Some(rule) = &call.payload.rule {
+                return Err(SessionError::MalformedDecision(format!(
+                    "this call waits because rule {} of mode `{}` ({}) asks about every call it matches, which an \"always allow\" does not override: approve it without `alwaysAllow`, or change the rule",
+                    rule.number, rule.mode_id, rule.rule
+                )));
+            }
+        }
         _ => {}
     }
     if let Some(given) = &decision.sha256 {
@@ -243,6 +251,7 @@ mod tests {
                 approval_timeout: None,
                 deadline_at_ms: None,
                 workspace: None,
+                rule: None,
             },
             decided,
             feedback: None,
@@ -263,6 +272,7 @@ mod tests {
             tool_name: None,
             always_allow: false,
             allowed_by: None,
+            rule: None,
         }
     }
 

@@ -271,6 +271,7 @@ impl Change<'_> {
             tool_name: None,
             always_allow: false,
             allowed_by: None,
+            rule: None,
         }
     }
 }
@@ -299,7 +300,11 @@ impl State {
             _ => None,
         });
         for call in calls {
-            if call.decided.is_none() && call.payload.tool_name == tool {
+            // A call an `ask` rule made wait is asked about, whatever the allowance.
+            if call.decided.is_none()
+                && call.payload.tool_name == tool
+                && call.payload.rule.is_none()
+            {
                 let mut record = tool_call_record(
                     call,
                     DecisionOutcome::Approved,
@@ -335,6 +340,7 @@ pub(crate) fn tool_call_record(
         tool_name: Some(call.payload.tool_name.clone()),
         always_allow,
         allowed_by: None,
+        rule: call.payload.rule.clone(),
     }
 }
 
@@ -385,7 +391,7 @@ mod tests {
         let suspend = Suspend::ToolCalls {
             run_id: run.clone(),
             at: 1,
-            indexes: (0..tools.len()).collect(),
+            indexes: (0..tools.len()).map(|k| (k, None)).collect(),
         };
         rig.handle(Input::Suspend(suspend)).expect("suspends");
         rig.take_kinds();
@@ -410,6 +416,7 @@ mod tests {
                     approval_timeout: None,
                     deadline_at_ms: None,
                     workspace: None,
+                    rule: None,
                 },
                 decided: None,
                 feedback: None,

@@ -100,12 +100,27 @@ pub struct Decision {
 
 impl Decision {
     /// Approve.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{Decision, session::DecisionAction};
+    /// let decision = Decision::approve();
+    /// assert_eq!(decision.action, DecisionAction::Approved);
+    /// assert_eq!(serde_json::to_value(&decision).unwrap(), serde_json::json!({ "action": "approved" }));
+    /// ```
     pub fn approve() -> Self {
         Self::new(DecisionAction::Approved)
     }
 
     /// Approve with a note for the next mode (`"also update the docs page"`): the model
     /// receives it in the approval result, beside the approved plan.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::Decision;
+    /// let decision = Decision::approve_with("also update the docs page");
+    /// assert_eq!(decision.feedback.as_deref(), Some("also update the docs page"));
+    /// ```
     pub fn approve_with(feedback: impl Into<String>) -> Self {
         Self {
             feedback: Some(feedback.into()),
@@ -114,6 +129,14 @@ impl Decision {
     }
 
     /// Reject without feedback: the run ends and the model waits for the next message.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{Decision, session::DecisionAction};
+    /// let decision = Decision::reject();
+    /// assert_eq!(decision.action, DecisionAction::Rejected);
+    /// assert_eq!(decision.feedback, None);
+    /// ```
     pub fn reject() -> Self {
         Self::new(DecisionAction::Rejected)
     }
@@ -132,6 +155,33 @@ impl Decision {
     }
 
     /// Reject with feedback: the model revises and submits again.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// let outcome = session.decide(&payload.decision_id, Decision::reject_with("Cover the settings page too.")).await?;
+    /// // The model revised in the same mode and submitted again.
+    /// let RunOutcome::Suspended { payload: revised, .. } = outcome else { unreachable!() };
+    /// assert_ne!(revised.decision_id, payload.decision_id);
+    /// assert_eq!(session.mode().id(), "plan");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn reject_with(feedback: impl Into<String>) -> Self {
         Self {
             feedback: Some(feedback.into()),
@@ -143,6 +193,33 @@ impl Decision {
     /// ([`crate::session::SessionError::Sha256Mismatch`]) and changes nothing unless the pending plan has exactly
     /// this hash, so an approval can never land on a plan nobody saw (a revision submitted
     /// after a racing rejection, for example).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// use agent_controller::SessionError;
+    /// let stale = Decision::approve().with_sha256("0".repeat(64));
+    /// let error = session.decide(&payload.decision_id, stale).await.unwrap_err();
+    /// assert!(matches!(error, SessionError::Sha256Mismatch { .. }));
+    /// assert_eq!(session.mode().id(), "plan", "refused: nothing changed");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn with_sha256(mut self, sha256: impl Into<String>) -> Self {
         self.sha256 = Some(sha256.into());
         self
@@ -215,7 +292,12 @@ impl Decision {
     /// own audit record whose [`crate::event::DecidedRecord::allowed_by`] names this decision; later
     /// calls of the tool run without waiting. Kept in the session record and shown by
     /// [`crate::Session::always_allowed`]. Refused ([`SessionError::MalformedDecision`],
-    /// nothing changes) with a rejection and on a plan.
+    /// nothing changes) with a rejection, on a plan, and on a call an `ask` rule made wait.
+    ///
+    /// Next to a mode's rules ([`crate::rules`]) an allowance lets through only what would wait
+    /// by `requireApproval`: a call a `deny` rule refuses is refused, and one an `ask` rule
+    /// asks about is asked about, whatever the allowance (a rule written for some calls of a
+    /// tool is not undone by allowing the whole tool).
     ///
     /// # Examples
     /// ```
@@ -236,6 +318,16 @@ impl Decision {
     /// # Errors
     /// [`crate::session::SessionError::MalformedDecision`] for anything but the shape above (for example
     /// `{"action": "approve"}`, or anything but a JSON object), naming the problem.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{Decision, SessionError};
+    /// let decision = Decision::from_json(&serde_json::json!({ "action": "rejected", "feedback": "smaller steps" }))?;
+    /// assert_eq!(decision, Decision::reject_with("smaller steps"));
+    /// let typo = Decision::from_json(&serde_json::json!({ "action": "approve" }));
+    /// assert!(matches!(typo, Err(SessionError::MalformedDecision(_))));
+    /// # Ok::<(), SessionError>(())
+    /// ```
     pub fn from_json(value: &Value) -> Result<Self, SessionError> {
         // serde's derive also reads a struct from an array of its fields in order
         // (`["approved"]`); a decision is an object with named fields and nothing else, as its

@@ -238,6 +238,7 @@ fn plan_record(run_id: &str, tool_call_id: &str, payload: &SuspendPayload) -> De
         tool_name: None,
         always_allow: false,
         allowed_by: None,
+        rule: None,
     }
 }
 
@@ -267,6 +268,7 @@ fn call_answer(
                 tool_name: Some(payload.tool_name.clone()),
                 always_allow: false,
                 allowed_by: None,
+                rule: payload.rule.clone(),
             },
         ),
         Some(record) if record.outcome == Some(DecisionOutcome::Approved) => {
@@ -347,6 +349,7 @@ mod tests {
             approval_timeout: Some("1h".to_owned()),
             deadline_at_ms,
             workspace: None,
+            rule: None,
         }
     }
 
@@ -400,6 +403,7 @@ mod tests {
             tool_name: Some("write_file".to_owned()),
             always_allow: false,
             allowed_by: None,
+            rule: None,
         };
         let rejected = DecidedRecord {
             outcome: Some(DecisionOutcome::Rejected),

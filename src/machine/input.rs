@@ -16,6 +16,7 @@ use std::sync::Arc;
 use crate::event::{CancelReason, DecidedRecord, ModeChangeReason, SuspendPayload};
 use crate::mode::ModeId;
 use crate::model::{ModelError, ModelResponse};
+use crate::rules::RuleRecord;
 use crate::tool::ToolOutput;
 use crate::tool::submit_plan::PlanSubmission;
 
@@ -69,6 +70,23 @@ pub(crate) enum Input {
         output: ToolOutput,
         /// The audit record of the decision that let it run, for a call that waited.
         decision: Option<DecidedRecord>,
+    },
+    /// The result of a call whose outcome a rule decided (an `allow` rule let it run, a `deny`
+    /// rule refused it): `tool_end` with the rule's audit record, the record in the history, the
+    /// result in the conversation.
+    RuledResult {
+        /// The running run.
+        run_id: Arc<str>,
+        /// The model's id of the call.
+        call_id: String,
+        /// The tool called.
+        name: String,
+        /// The SHA-256 of the call's arguments (`argsSha256`), for the audit record.
+        args_sha256: String,
+        /// What the call returned, or the refusal.
+        output: ToolOutput,
+        /// The rule that decided.
+        rule: Box<RuleRecord>,
     },
     /// The calls of the assistant message at `at` from `from` on are not executed: the run
     /// suspends on a plan first (`tool_start` and `tool_end` for each, saying so).
@@ -138,8 +156,9 @@ pub(crate) enum Suspend {
         run_id: Arc<str>,
         /// The assistant message's position in the conversation.
         at: usize,
-        /// The positions of the calls that wait, in the model's order.
-        indexes: Vec<usize>,
+        /// The positions of the calls that wait, in the model's order, each with the `ask` rule
+        /// that made it wait, if one did.
+        indexes: Vec<(usize, Option<Box<RuleRecord>>)>,
     },
 }
 
@@ -233,6 +252,7 @@ impl Input {
                 | Input::ModelReply { .. }
                 | Input::ToolStart { .. }
                 | Input::ToolResult { .. }
+                | Input::RuledResult { .. }
                 | Input::SkipRest { .. }
         )
     }
@@ -271,6 +291,17 @@ impl Change<'_> {
                 decision,
             } => {
                 self.finish_tool(&run_id, &call_id, &name, output, decision);
+                Next::Nothing
+            }
+            Input::RuledResult {
+                run_id,
+                call_id,
+                name,
+                args_sha256,
+                output,
+                rule,
+            } => {
+                self.finish_ruled_tool(&run_id, &call_id, &name, args_sha256, output, rule);
                 Next::Nothing
             }
             Input::SkipRest { run_id, at, from } => {
@@ -388,7 +419,7 @@ mod tests {
         let suspend = Suspend::ToolCalls {
             run_id: run.clone(),
             at,
-            indexes: vec![0, 2],
+            indexes: vec![(0, None), (2, None)],
         };
         rig.handle(Input::Suspend(suspend)).expect("suspends");
         rig.take_kinds();

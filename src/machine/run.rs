@@ -10,6 +10,7 @@ use crate::event::{
     CancelReason, DecisionOutcome, Event, RunState, SuspendPayload, Suspension, ToolCallPayload,
 };
 use crate::model::{Message, ModelResponse};
+use crate::rules::RuleRecord;
 use crate::tool::submit_plan::{self, PlanSubmission, SUBMIT_PLAN};
 use crate::tool::{ToolCall, ToolOutput};
 
@@ -341,10 +342,16 @@ impl Change<'_> {
         }
     }
     /// The suspension of the calls at `indexes` of the assistant message at `at`: each waits
-    /// for approval with its decision id, `argsSha256` and deadline (`tool_suspended`), and the
-    /// run ends `suspended`.
-    pub(crate) fn suspend_tool_calls(&mut self, run_id: &Arc<str>, at: usize, indexes: &[usize]) {
-        for &index in indexes {
+    /// for approval with its decision id, `argsSha256`, deadline and the `ask` rule that made
+    /// it wait, if one did (`tool_suspended`), and the run ends `suspended`.
+    pub(crate) fn suspend_tool_calls(
+        &mut self,
+        run_id: &Arc<str>,
+        at: usize,
+        indexes: &[(usize, Option<Box<RuleRecord>>)],
+    ) {
+        for (index, rule) in indexes {
+            let index = *index;
             let Some(call) = self.state.tool_call(at, index) else {
                 continue;
             };
@@ -361,6 +368,7 @@ impl Change<'_> {
                 approval_timeout: timeout.map(|t| t.as_str().to_owned()),
                 deadline_at_ms: timeout.map(|t| t.deadline_after(self.now_ms)),
                 workspace: Some(self.workspace.path.clone()),
+                rule: rule.clone(),
             };
             self.state
                 .pending
@@ -585,7 +593,7 @@ mod tests {
         let suspend = Suspend::ToolCalls {
             run_id: run.clone(),
             at: 1,
-            indexes: vec![0, 1, 7],
+            indexes: vec![(0, None), (1, None), (7, None)],
         };
         rig.handle(Input::Suspend(suspend)).expect("suspends");
         let ids: Vec<&str> = rig.state.pending.iter().map(|p| p.decision_id()).collect();

@@ -13,10 +13,12 @@ use crate::event::Event;
 use crate::machine::check::{self as rules, Checked};
 use crate::machine::decide::Approved;
 use crate::machine::input::{Abort, Input, Next, Suspend};
+use crate::machine::ruling::{Ruling, denied_result};
 use crate::model::{ModelError, ModelErrorKind, ModelRequest, TextSink};
+use crate::rules::RuleRecord;
 use crate::store::SessionStore;
 use crate::tool::submit_plan::{self, PlanSubmission, SUBMIT_PLAN};
-use crate::tool::{PendingPlans, ToolContext, ToolOutput};
+use crate::tool::{PendingPlans, ToolCall, ToolContext, ToolOutput};
 
 /// The result of a `submit_plan` call in a reply whose other calls wait for approval.
 const PLAN_BESIDE_APPROVALS: &str = "Not executed: other tool calls of this reply wait for the user's approval. Submit the plan again after they are decided.";
@@ -179,7 +181,16 @@ impl Session {
                 return self.abort_run(Abort::BeforeApproved(run_id)).await;
             }
             let name = &call.payload.tool_name;
-            let output = if self.shared.runtime(self.state.mode).allows(name) {
+            // A deny rule wins over the user's approval too: the rules (or the workspace the
+            // paths resolve in) may have changed since the call was suspended.
+            let now = ToolCall::new(
+                call.tool_call_id.clone(),
+                name.clone(),
+                call.payload.args.clone(),
+            );
+            let output = if let Some(Ruling::Deny(rule)) = self.ruling_of(&now) {
+                Some(ToolOutput::error(denied_result(&rule)))
+            } else if self.shared.runtime(self.state.mode).allows(name) {
                 self.execute_tool(&run_id, &call.tool_call_id, name, &call.payload.args)
                     .await
             } else {
@@ -345,22 +356,25 @@ impl Session {
     /// Runs one step's tool calls in order; returns how the run stands when it suspends (or
     /// its suspension could not be saved), or is aborted, and `None` when the model is next.
     ///
-    /// A call that needs approval in the current mode (`requireApproval`, and its tool not
-    /// always allowed) does not run: once the other calls have run, the run suspends on every
-    /// such call of the reply at once ([`Session::suspend_tool_calls`]). A `submit_plan` beside
-    /// them is not executed.
+    /// Each call is ruled first ([`Ruling`]: the mode's rules, its `requireApproval`, the
+    /// tools always allowed). A call a `deny` rule refuses never runs: its result names the rule.
+    /// A call that waits (an `ask` rule, or `requireApproval` and its tool not always allowed)
+    /// does not run: once the other calls have run, the run suspends on every such call of the
+    /// reply at once ([`Session::suspend_tool_calls`]). A `submit_plan` beside them is not
+    /// executed.
     async fn run_tool_calls(
         &mut self,
         run_id: &Arc<str>,
         at: usize,
     ) -> Result<Option<RunOutcome>, SessionError> {
         let shared = self.shared.clone();
-        let waits = (0..)
+        // Each call's outcome is ruled once, before any runs: all of the reply's calls are
+        // judged in the mode, the rules and the allowances it was made under.
+        let rulings: Vec<Option<Ruling>> = (0..)
             .map_while(|i| self.state.tool_call(at, i))
-            .any(|call| {
-                self.refusal(&call.name, &call.args).is_none()
-                    && self.needs_approval(&call.name, &call.args)
-            });
+            .map(|call| self.ruling_of(call))
+            .collect();
+        let waits = rulings.iter().any(|r| matches!(r, Some(Ruling::Ask(_))));
         let mut waiting = Vec::new();
         let mut next = 0;
         loop {
@@ -370,7 +384,7 @@ impl Session {
                     run_id: run_id.clone(),
                     at,
                     next,
-                    waiting,
+                    waiting: waiting.iter().map(|(index, _)| *index).collect(),
                     running: None,
                 };
                 return self.abort_run(abort).await.map(Some);
@@ -402,10 +416,21 @@ impl Session {
                 self.tool_result(run_id, id, name, output).await?;
                 continue;
             }
-            if args.is_some_and(|args| self.needs_approval(&name, args)) {
-                waiting.push(next - 1);
-                continue;
-            }
+            let allowed_by = match rulings.get(next - 1).cloned().flatten() {
+                Some(Ruling::Deny(rule)) => {
+                    let output = ToolOutput::error(denied_result(&rule));
+                    let sha256 = args.map(crate::jcs::sha256).unwrap_or_default();
+                    self.ruled_result(run_id, id, name, sha256, output, rule)
+                        .await?;
+                    continue;
+                }
+                Some(Ruling::Ask(rule)) => {
+                    waiting.push((next - 1, rule));
+                    continue;
+                }
+                Some(Ruling::Run(rule)) => rule,
+                None => None,
+            };
             if name == SUBMIT_PLAN && waits {
                 let output = ToolOutput::error(PLAN_BESIDE_APPROVALS);
                 self.tool_result(run_id, id, name, output).await?;
@@ -451,13 +476,20 @@ impl Session {
                     run_id: run_id.clone(),
                     at,
                     next,
-                    waiting,
+                    waiting: waiting.iter().map(|(index, _)| *index).collect(),
                     running: Some(next - 1),
                 };
                 return self.abort_run(abort).await.map(Some);
             };
             tracing::debug!(tool_call_id = %id, tool_name = %name, is_error = output.is_error, "tool call finished");
-            self.tool_result(run_id, id, name, output).await?;
+            match allowed_by {
+                Some(rule) => {
+                    let sha256 = args.map(crate::jcs::sha256).unwrap_or_default();
+                    self.ruled_result(run_id, id, name, sha256, output, rule)
+                        .await?;
+                }
+                None => self.tool_result(run_id, id, name, output).await?,
+            }
         }
         if waiting.is_empty() {
             return Ok(None);
@@ -465,6 +497,28 @@ impl Session {
         self.suspend_tool_calls(run_id.clone(), at, waiting)
             .await
             .map(Some)
+    }
+
+    /// Hands the result of tool call `id` (`name`), whose outcome `rule` decided, to the rules
+    /// ([`Input::RuledResult`]).
+    async fn ruled_result(
+        &mut self,
+        run_id: &Arc<str>,
+        id: String,
+        name: String,
+        args_sha256: String,
+        output: ToolOutput,
+        rule: Box<RuleRecord>,
+    ) -> Result<(), SessionError> {
+        let result = Input::RuledResult {
+            run_id: run_id.clone(),
+            call_id: id,
+            name,
+            args_sha256,
+            output,
+            rule,
+        };
+        self.handle(result).await.map(drop)
     }
 
     /// Hands the result of tool call `id` (`name`) to the rules ([`Input::ToolResult`]).
@@ -485,9 +539,20 @@ impl Session {
         self.handle(result).await.map(drop)
     }
 
-    /// Whether a call of `name` with `args` waits for approval in the current mode: the mode
-    /// offers the tool and lists it in `requireApproval`, the arguments are an object (else the
-    /// call is refused, never suspended), and no decision allowed the tool for the session.
+    /// How `call` is handled in the current mode ([`Ruling`]: run, wait for approval, or refused
+    /// by a rule); `None` for a call refused before any rule applies (a tool the mode does not
+    /// offer, arguments that are not a well-formed object). Its path arguments are resolved
+    /// here, in the workspace (the I/O the pure ruling needs).
+    fn ruling_of(&self, call: &ToolCall) -> Option<Ruling> {
+        let runtime = self.shared.runtime(self.state.mode);
+        if !runtime.allows(&call.name) || self.refusal(&call.name, &call.args).is_some() {
+            return None;
+        }
+        let rules = self.shared.graph.mode(self.state.mode).rules();
+        let paths = crate::rules::resolve_paths(rules, call, &self.shared.workspace);
+        Some(self.state.ruling(&self.shared.graph, call, &paths))
+    }
+
     /// Why the arguments of a call of `name` are refused before it runs or waits (the rules of
     /// [`crate::tool::args`], then the tool's input schema: [`crate::tool::input`]), if they are.
     fn refusal(&self, name: &str, args: &serde_json::Value) -> Option<String> {
@@ -496,14 +561,6 @@ impl Session {
             let spec = runtime.specs.iter().find(|s| &*s.name == name)?;
             crate::tool::input::mismatch(args, &spec.input_schema)
         })
-    }
-
-    fn needs_approval(&self, name: &str, args: &serde_json::Value) -> bool {
-        let mode = self.shared.graph.mode(self.state.mode);
-        args.is_object()
-            && mode.requires_approval(name)
-            && self.shared.runtime(self.state.mode).allows(name)
-            && !self.state.always_allowed.iter().any(|t| t == name)
     }
 
     /// Runs tool `name` with `args` in the current mode; `None` when the run was cancelled
@@ -549,7 +606,7 @@ impl Session {
         &mut self,
         run_id: Arc<str>,
         at: usize,
-        indexes: Vec<usize>,
+        indexes: Vec<(usize, Option<Box<RuleRecord>>)>,
     ) -> Result<RunOutcome, SessionError> {
         let suspend = Suspend::ToolCalls {
             run_id: run_id.clone(),
@@ -559,7 +616,7 @@ impl Session {
         match self.handle(Input::Suspend(suspend)).await {
             Ok(next) => self.carry_on(next).await,
             Err(err) => {
-                for index in indexes {
+                for (index, _) in indexes {
                     let Some(call) = self.state.tool_call(at, index) else {
                         continue;
                     };

@@ -108,6 +108,7 @@ const KEYS_HINT: &str = "type y to run the call, a to run it and always allow th
 ///     approval_timeout: None,
 ///     deadline_at_ms: None,
 ///     workspace: None,
+///     rule: None,
 /// };
 /// let shown = render_tool_call(&Style::plain(80), &call, 1, 2);
 /// assert!(shown.starts_with("tool call 1 of 2 waits for approval: write_file (decision decision_1, argsSha256 abab"), "{shown}");
@@ -127,8 +128,21 @@ pub fn render_tool_call(style: &Style, call: &ToolCallPayload, nth: usize, of: u
     } else {
         name.into_owned()
     };
+    // The rule that asked, when one did (an "always allow" does not cover its calls).
+    let rule = call
+        .rule
+        .as_ref()
+        .map(|r| {
+            format!(
+                "asked by rule {} of mode `{}`: {} (always allowing the tool does not cover it)\n",
+                r.number,
+                neutralize_line(&r.mode_id),
+                neutralize_line(&r.rule)
+            )
+        })
+        .unwrap_or_default();
     format!(
-        "{which} waits for approval: {name} (decision {}, argsSha256 {})\n{}",
+        "{which} waits for approval: {name} (decision {}, argsSha256 {})\n{rule}{}",
         neutralize_line(&call.decision_id),
         neutralize_line(&call.args_sha256),
         arguments(&call.args, TOOL_ARGS_MAX_LINES, TOOL_ARGS_MAX_CHARS)

@@ -124,3 +124,170 @@ modes.toml: 1 error
 "#]],
     );
 }
+
+/// `run` and `decide` apply a mode's rules: a deny rule refuses the call and the model is told
+/// which rule; an ask rule makes the call wait, names the rule in the prompt, `pending --json`
+/// and the events, and refuses `--always`; the audit record names the rule.
+#[cfg(feature = "openai")]
+mod applied {
+    use std::io::Write;
+    use std::process::{Command, Output, Stdio};
+
+    use serde_json::Value;
+
+    use crate::common::openai_server::{ScriptedServer, call, calls, contents, text};
+    use crate::common::{Workspace, json_lines, stderr};
+
+    const CONFIG: &str = r#"
+[[modes]]
+id = "build"
+availableTools = ["read_file", "write_file"]
+requireApproval = ["write_file"]
+rules = [
+  { tool = "write_file", path = "**/.env*", action = "deny" },
+  { tool = "write_file", path = "src/**", action = "allow" },
+  { tool = "read_file", path = "secret/**", action = "ask" },
+]
+"#;
+
+    fn cli(ws: &Workspace, server: &ScriptedServer, args: &[&str], stdin: &str) -> Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agent-controller"));
+        cmd.arg(args[0])
+            .arg("--config")
+            .arg(ws.path().join("modes.toml"))
+            .arg("--workspace")
+            .arg(ws.path())
+            .args(["--model", "openai/test-model"])
+            .args(&args[1..])
+            .envs(server.env())
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn");
+        let mut pipe = child.stdin.take().expect("stdin");
+        pipe.write_all(stdin.as_bytes()).expect("stdin");
+        drop(pipe);
+        child.wait_with_output().expect("wait")
+    }
+
+    fn world() -> (Workspace, ScriptedServer) {
+        let ws = Workspace::new();
+        std::fs::write(ws.path().join("modes.toml"), CONFIG).expect("config");
+        std::fs::create_dir_all(ws.path().join("secret")).expect("secret");
+        std::fs::write(ws.path().join("secret/key"), "k").expect("key");
+        let server = ScriptedServer::start_blocking(vec![
+            calls([
+                call(
+                    "c1",
+                    "write_file",
+                    r#"{"path": "src/../.env", "content": "x"}"#,
+                ),
+                call(
+                    "c2",
+                    "write_file",
+                    r#"{"path": "src/a.rs", "content": "y"}"#,
+                ),
+                call("c3", "read_file", r#"{"path": "secret/key"}"#),
+            ]),
+            text("done"),
+        ]);
+        (ws, server)
+    }
+
+    fn rule_number(event: &Value) -> Option<u64> {
+        event["decision"]["rule"]["number"].as_u64()
+    }
+
+    #[test]
+    fn run_applies_each_rule_and_decide_records_the_one_that_asked() {
+        let (ws, server) = world();
+        let store = ws.path().join("sessions");
+        let store = store.to_str().expect("utf-8");
+        let out = cli(&ws, &server, &["run", "--store", store, "--json", "go"], "");
+        assert_eq!(out.status.code(), Some(4), "pending: {}", stderr(&out));
+        let events = json_lines(&out);
+        let ended: Vec<(&str, Option<u64>)> = events
+            .iter()
+            .filter(|e| e["type"] == "tool_end")
+            .map(|e| (e["toolCallId"].as_str().unwrap_or_default(), rule_number(e)))
+            .collect();
+        assert_eq!(ended, [("c1", Some(1)), ("c2", Some(2))], "{events:?}");
+        assert!(!ws.path().join(".env").exists());
+        assert_eq!(
+            std::fs::read_to_string(ws.path().join("src/a.rs"))
+                .ok()
+                .as_deref(),
+            Some("y")
+        );
+        let suspended: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["type"] == "tool_suspended")
+            .collect();
+        assert_eq!(suspended.len(), 1, "{events:?}");
+        assert_eq!(suspended[0]["suspendPayload"]["rule"]["number"], 3);
+        assert_eq!(
+            suspended[0]["suspendPayload"]["rule"]["rule"],
+            "ask read_file path `secret/**`"
+        );
+        let session = events[0]["sessionId"]
+            .as_str()
+            .expect("session id")
+            .to_owned();
+        // `--always` would let the rule's later calls through: refused, nothing changes.
+        let always = cli(
+            &ws,
+            &server,
+            &[
+                "decide",
+                "--store",
+                store,
+                &session,
+                "--approve",
+                "--always",
+            ],
+            "",
+        );
+        assert_ne!(always.status.code(), Some(0), "refused");
+        assert!(
+            stderr(&always).contains("rule 3 of mode `build`"),
+            "{}",
+            stderr(&always)
+        );
+        let out = cli(
+            &ws,
+            &server,
+            &["decide", "--store", store, "--json", &session, "--approve"],
+            "",
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let events = json_lines(&out);
+        let read = events
+            .iter()
+            .find(|e| e["type"] == "tool_end" && e["toolCallId"] == "c3")
+            .expect("c3 ran");
+        assert_eq!(rule_number(read), Some(3));
+        assert_eq!(read["decision"]["outcome"], "approved");
+        // The model was told which rule refused c1.
+        let bodies = server.bodies_blocking();
+        let results = contents(&bodies[1], "tool");
+        assert!(
+            results.iter().any(|r| r.starts_with(
+                "Not executed: rule 1 of mode `build` (deny write_file path `**/.env*`)"
+            )),
+            "{results:?}"
+        );
+    }
+
+    #[test]
+    fn the_prompt_names_the_rule_that_asks() {
+        let (ws, server) = world();
+        let out = cli(&ws, &server, &["run", "go"], "y\n");
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let shown = stderr(&out) + &String::from_utf8_lossy(&out.stdout);
+        assert!(
+            shown.contains("asked by rule 3 of mode `build`: ask read_file path `secret/**`"),
+            "{shown}"
+        );
+    }
+}

@@ -437,6 +437,7 @@ fn decided_records_validate_and_unknown_fields_do_not() {
         tool_name: None,
         always_allow: false,
         allowed_by: None,
+        rule: None,
     };
     let value = serde_json::to_value(&record).expect("to_value");
     assert!(errors(&schema, &value).is_empty(), "{value}");

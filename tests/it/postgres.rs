@@ -975,6 +975,7 @@ fn waiting_calls(id: &str, version: u64, calls: &[&str], decided: usize) -> Sess
                     approval_timeout: None,
                     deadline_at_ms: None,
                     workspace: None,
+                    rule: None,
                 },
                 decided: (i < decided).then(|| agent_controller::event::DecidedRecord {
                     run_id: "run_1".into(),
@@ -989,6 +990,7 @@ fn waiting_calls(id: &str, version: u64, calls: &[&str], decided: usize) -> Sess
                     tool_name: Some("write_file".into()),
                     always_allow: false,
                     allowed_by: None,
+                    rule: None,
                 }),
                 feedback: None,
             }

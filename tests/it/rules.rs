@@ -8,8 +8,8 @@
 use std::path::Path;
 
 use agent_controller::rules::{
-    DecidedBy, Matcher, PathGlob, ResolvedPath, ResolvedPaths, Rule, RuleAction, Rules, StringGlob,
-    Verdict, resolve_paths,
+    DecidedBy, Glob, Matcher, ResolvedPath, ResolvedPaths, Rule, RuleAction, Rules, Verdict,
+    resolve_paths,
 };
 use agent_controller::{ToolCall, ToolRegistry, config, config::ConfigErrorKind, mode::Mode};
 use proptest::prelude::*;
@@ -286,21 +286,14 @@ fn a_rule_on_a_tool_the_controller_lacks_is_refused_at_build() {
 }
 
 #[test]
-fn a_controller_refuses_rules_until_sessions_apply_them() {
-    // Until the session applies rules, a deny rule would be silently ignored: refused instead.
+fn a_controller_builds_a_config_with_rules_now_that_sessions_apply_them() {
+    // Sessions apply rules (the `session` tests below): the refusal that stood in for them is gone.
     let text = "[[modes]]\nid = \"build\"\nrules = [{ tool = \"write_file\", path = \".env\", action = \"deny\" }]\n";
     let model = std::sync::Arc::new(agent_controller::model::scripted::ScriptedModel::new());
-    let err = agent_controller::AgentController::builder(graph(text), model)
+    let built = agent_controller::AgentController::builder(graph(text), model)
         .tools(ToolRegistry::with_workspace_tools())
-        .build()
-        .map(|_| ())
-        .expect_err("refused");
-    assert_eq!(err.kind(), ConfigErrorKind::InvalidRule);
-    assert!(
-        err.to_string()
-            .starts_with("modes.toml:3:19: mode `build` has rules"),
-        "{err}"
-    );
+        .build();
+    assert!(built.is_ok(), "{:?}", built.err());
 }
 
 #[test]
@@ -393,7 +386,7 @@ fn ref_rule() -> impl Strategy<Value = RefRule> {
 fn real_rule(r: &RefRule) -> Rule {
     let path = |glob: String| Matcher::Path {
         arg: "path".into(),
-        glob: PathGlob::new(&glob).expect("glob"),
+        glob: Glob::path(&glob).expect("glob"),
     };
     let matcher = match r.shape {
         Shape::Any => Matcher::Any,
@@ -401,7 +394,7 @@ fn real_rule(r: &RefRule) -> Rule {
         Shape::Under(dir) => path(format!("{dir}/**")),
         Shape::Prefix(prefix) => Matcher::Glob {
             arg: "content".into(),
-            glob: StringGlob::new(&format!("{prefix}*")).expect("glob"),
+            glob: Glob::text(&format!("{prefix}*")).expect("glob"),
         },
     };
     Rule::new(r.tool, matcher, r.action)
@@ -734,4 +727,462 @@ fn the_jail_resolves_the_spellings_of_the_issue() {
         resolved("src/dangling").get("path"),
         Some(ResolvedPath::Doubtful(_))
     ));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rules applied by a session (item 1): the real session, the workspace tools, a replayed model.
+
+mod session {
+    use std::sync::Arc;
+
+    use agent_controller::event::DecisionOutcome;
+    use agent_controller::model::scripted::ReplayModel;
+    use agent_controller::rules::RuleAction;
+    use agent_controller::{
+        AgentController, Decision, Event, RunOutcome, Session, SessionError, ToolRegistry, config,
+    };
+    use serde_json::json;
+
+    use crate::common::{Recorder, Workspace, tool_results};
+
+    const BUILD: &str = r#"
+[[modes]]
+id = "build"
+availableTools = ["read_file", "write_file"]
+requireApproval = ["write_file"]
+rules = [
+  { tool = "write_file", path = "**/.env*", action = "deny" },
+  { tool = "write_file", path = "src/**", action = "allow" },
+  { tool = "read_file", path = "secret/**", action = "ask" },
+]
+"#;
+
+    struct Setup {
+        ws: Workspace,
+        model: Arc<ReplayModel>,
+        controller: AgentController,
+        recorder: Recorder,
+    }
+
+    fn setup(text: &str) -> Setup {
+        let ws = Workspace::new();
+        std::fs::create_dir_all(ws.path().join("src")).expect("src");
+        std::fs::create_dir_all(ws.path().join("secret")).expect("secret");
+        std::fs::write(ws.path().join("secret/key"), "k").expect("key");
+        let model = Arc::new(ReplayModel::default());
+        let controller = AgentController::builder(
+            config::parse(text, "modes.toml").expect("config"),
+            model.clone(),
+        )
+        .tools(ToolRegistry::with_workspace_tools())
+        .workspace(ws.path())
+        .build()
+        .expect("a config with rules builds");
+        Setup {
+            ws,
+            model,
+            controller,
+            recorder: Recorder::default(),
+        }
+    }
+
+    impl Setup {
+        async fn session(&self) -> Session {
+            self.controller
+                .start_session(self.recorder.options())
+                .await
+                .expect("session")
+        }
+
+        fn reply(&self, calls: &[(&str, &str, serde_json::Value)]) {
+            let mut reply = ReplayModel::text("");
+            reply.tool_calls = calls
+                .iter()
+                .map(|(id, name, args)| agent_controller::ToolCall::new(*id, *name, args.clone()))
+                .collect();
+            self.model.push(Ok(reply));
+        }
+
+        fn done(&self) {
+            self.model.push(Ok(ReplayModel::text("done")));
+        }
+    }
+
+    fn write(path: &str) -> serde_json::Value {
+        json!({"path": path, "content": "x"})
+    }
+
+    fn result(session: &Session, id: &str) -> String {
+        tool_results(session.messages())
+            .into_iter()
+            .find(|(call, _)| call == id)
+            .map(|(_, content)| content)
+            .unwrap_or_else(|| panic!("no result for {id}"))
+    }
+
+    /// The `tool_end` decision record of each call a rule decided, by call id.
+    fn ruled(events: &[Event]) -> Vec<(String, DecisionOutcome, usize, RuleAction)> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                Event::ToolEnd {
+                    tool_call_id,
+                    decision: Some(record),
+                    ..
+                } => record.rule.as_ref().map(|rule| {
+                    (
+                        tool_call_id.clone(),
+                        record.outcome.expect("an outcome"),
+                        rule.number,
+                        rule.action,
+                    )
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_deny_rule_refuses_the_call_and_the_model_is_told_which_rule() {
+        let s = setup(BUILD);
+        s.reply(&[("c1", "write_file", write(".env"))]);
+        s.done();
+        let mut session = s.session().await;
+        let outcome = session.send_message("go").await.expect("run");
+        assert!(
+            matches!(outcome, RunOutcome::Completed { .. }),
+            "{outcome:?}"
+        );
+        assert!(
+            !s.ws.path().join(".env").exists(),
+            "the denied call never ran"
+        );
+        assert_eq!(
+            result(&session, "c1"),
+            "Not executed: rule 1 of mode `build` (deny write_file path `**/.env*`) refuses this call of `write_file` with path, which matches `.env`."
+        );
+        let events = s.recorder.take();
+        assert_eq!(
+            ruled(&events),
+            [(
+                "c1".to_owned(),
+                DecisionOutcome::Rejected,
+                1,
+                RuleAction::Deny
+            )]
+        );
+        // The audit history keeps it, with no person as decider and a decision id of its own.
+        let record = session.decision_history().last().expect("a record").clone();
+        assert_eq!(record.decided_by, None);
+        assert_eq!(record.decision_id, "decision_1");
+        assert_eq!(record.tool_name.as_deref(), Some("write_file"));
+        let json = serde_json::to_value(&record).expect("json");
+        assert_eq!(json["rule"]["number"], 1);
+        assert_eq!(json["rule"]["modeId"], "build");
+        assert_eq!(json["rule"]["action"], "deny");
+        assert_eq!(json["rule"]["rule"], "deny write_file path `**/.env*`");
+    }
+
+    #[tokio::test]
+    async fn a_path_rule_matches_where_the_path_leads_through_dots_and_symlinks() {
+        let s = setup(BUILD);
+        #[cfg(unix)]
+        std::os::unix::fs::symlink("..", s.ws.path().join("src/up")).expect("symlink");
+        let mut spellings = vec![
+            "./src/../.env",
+            "src/../.env",
+            "src//./../config/.env.local",
+        ];
+        if cfg!(unix) {
+            spellings.push("src/up/.env");
+        }
+        // Out of the workspace: in doubt, so every deny path rule on it matches.
+        spellings.push("src/../../.env");
+        for (k, path) in spellings.iter().enumerate() {
+            s.reply(&[(&format!("c{k}"), "write_file", write(path))]);
+        }
+        s.done();
+        let mut session = s.session().await;
+        let outcome = session.send_message("go").await.expect("run");
+        assert!(
+            matches!(outcome, RunOutcome::Completed { .. }),
+            "{outcome:?}"
+        );
+        for (k, path) in spellings.iter().enumerate() {
+            let text = result(&session, &format!("c{k}"));
+            assert!(
+                text.starts_with("Not executed: rule 1 of mode `build`"),
+                "{path}: {text}"
+            );
+        }
+        assert!(!s.ws.path().join(".env").exists());
+        assert!(!s.ws.path().join("config").exists());
+    }
+
+    #[tokio::test]
+    async fn an_allow_rule_runs_a_call_that_require_approval_would_hold() {
+        let s = setup(BUILD);
+        s.reply(&[
+            ("c1", "write_file", write("src/a.rs")),
+            ("c2", "write_file", write("docs/a.md")),
+        ]);
+        let mut session = s.session().await;
+        let outcome = session.send_message("go").await.expect("run");
+        let RunOutcome::ToolCallsSuspended { tool_calls, .. } = outcome else {
+            panic!("docs/a.md waits by requireApproval: {outcome:?}");
+        };
+        assert!(
+            s.ws.path().join("src/a.rs").exists(),
+            "the allowed call ran"
+        );
+        assert_eq!(tool_calls.len(), 1);
+        assert_eq!(tool_calls[0].tool_call_id(), "c2");
+        assert_eq!(
+            tool_calls[0].payload().rule,
+            None,
+            "no rule asked: requireApproval"
+        );
+        let events = s.recorder.take();
+        assert_eq!(
+            ruled(&events),
+            [(
+                "c1".to_owned(),
+                DecisionOutcome::Approved,
+                2,
+                RuleAction::Allow
+            )]
+        );
+        // The allowed call got the first decision id, the waiting one the next.
+        assert_eq!(tool_calls[0].decision_id(), "decision_2");
+    }
+
+    #[tokio::test]
+    async fn an_ask_rule_suspends_as_require_approval_does_and_names_the_rule() {
+        let s = setup(BUILD);
+        s.reply(&[("c1", "read_file", json!({"path": "secret/key"}))]);
+        s.done();
+        let mut session = s.session().await;
+        let outcome = session.send_message("go").await.expect("run");
+        let RunOutcome::ToolCallsSuspended { tool_calls, .. } = outcome else {
+            panic!("an ask rule suspends: {outcome:?}");
+        };
+        let rule = tool_calls[0]
+            .payload()
+            .rule
+            .clone()
+            .expect("the rule that asked");
+        assert_eq!((rule.number, rule.action), (3, RuleAction::Ask));
+        let id = tool_calls[0].decision_id().to_owned();
+        // An allowance would let later calls the rule asks about through: refused, nothing
+        // changes.
+        let refused = session
+            .decide(&id, Decision::approve().always_allow())
+            .await
+            .expect_err("refused");
+        assert!(
+            matches!(&refused, SessionError::MalformedDecision(m) if m.contains("rule 3 of mode `build`")),
+            "{refused}"
+        );
+        assert_eq!(session.pending().len(), 1);
+        let outcome = session
+            .decide(&id, Decision::approve())
+            .await
+            .expect("decide");
+        assert!(
+            matches!(outcome, RunOutcome::Completed { .. }),
+            "{outcome:?}"
+        );
+        assert_eq!(result(&session, "c1"), "k");
+        let record = session.decision_history().last().expect("record");
+        assert_eq!(record.outcome, Some(DecisionOutcome::Approved));
+        assert_eq!(record.rule.as_ref().map(|r| r.number), Some(3));
+    }
+
+    #[tokio::test]
+    async fn always_allow_lets_through_what_require_approval_holds_never_what_a_deny_rule_refuses()
+    {
+        let s = setup(BUILD);
+        s.reply(&[("c1", "write_file", write("docs/a.md"))]);
+        let mut session = s.session().await;
+        let outcome = session.send_message("go").await.expect("run");
+        let RunOutcome::ToolCallsSuspended { tool_calls, .. } = outcome else {
+            panic!("waits: {outcome:?}");
+        };
+        s.reply(&[
+            ("c2", "write_file", write("docs/b.md")),
+            ("c3", "write_file", write("docs/.env")),
+        ]);
+        s.done();
+        let id = tool_calls[0].decision_id().to_owned();
+        let outcome = session
+            .decide(&id, Decision::approve().always_allow())
+            .await
+            .expect("decide");
+        assert!(
+            matches!(outcome, RunOutcome::Completed { .. }),
+            "{outcome:?}"
+        );
+        assert!(
+            s.ws.path().join("docs/b.md").exists(),
+            "allowed for the session"
+        );
+        assert!(!s.ws.path().join("docs/.env").exists(), "deny still wins");
+        assert!(result(&session, "c3").starts_with("Not executed: rule 1 of mode `build`"));
+    }
+
+    #[tokio::test]
+    async fn a_deny_path_rule_ignores_case_and_an_allow_path_rule_does_not() {
+        let s = setup(
+            r#"
+[[modes]]
+id = "build"
+availableTools = ["write_file"]
+requireApproval = ["write_file"]
+rules = [
+  { tool = "write_file", path = ".git/**", action = "deny" },
+  { tool = "write_file", path = "src/**", action = "allow" },
+]
+"#,
+        );
+        s.reply(&[
+            ("c1", "write_file", write(".GIT/hooks/pre-commit")),
+            ("c2", "write_file", write("SRC/a.rs")),
+        ]);
+        let mut session = s.session().await;
+        let outcome = session.send_message("go").await.expect("run");
+        assert!(result(&session, "c1").starts_with("Not executed: rule 1 of mode `build`"));
+        let RunOutcome::ToolCallsSuspended { tool_calls, .. } = outcome else {
+            panic!("SRC/a.rs is not allowed by `src/**`: {outcome:?}");
+        };
+        assert_eq!(tool_calls[0].tool_call_id(), "c2");
+    }
+}
+
+#[test]
+fn a_rule_on_an_mcp_wildcard_matches_every_tool_of_the_server() {
+    // Latent bug: `tool = "fs__*"` passed `check` but matched no call (names compared as text).
+    let text = r#"
+[[mcpServers]]
+id = "fs"
+command = "mcp-fs"
+
+[[modes]]
+id = "build"
+availableTools = ["fs__*"]
+rules = [
+  { tool = "fs__*", path = "**/.env*", action = "deny" },
+  { tool = "fs__write_file", action = "ask" },
+]
+"#;
+    assert_eq!(
+        errors(text),
+        [],
+        "a rule on the wildcard, and on a tool it offers, are valid"
+    );
+    let graph = graph(text);
+    let build = graph.default_mode();
+    let call = |name: &str, path: &str| ToolCall::new("c1", name, json!({"path": path}));
+    let at = |p: &str| ResolvedPaths::new().with("path", p);
+    let outcome = |v: Verdict| (v.action, v.decided_by);
+    assert_eq!(
+        outcome(decide(
+            build,
+            true,
+            &call("fs__read_text_file", ".env"),
+            &at(".env")
+        )),
+        (RuleAction::Deny, DecidedBy::Rule(1))
+    );
+    assert_eq!(
+        outcome(decide(
+            build,
+            true,
+            &call("fs__write_file", "a.txt"),
+            &at("a.txt")
+        )),
+        (RuleAction::Ask, DecidedBy::Rule(2))
+    );
+    // Another server's tool is not the wildcard's.
+    assert_eq!(
+        outcome(decide(
+            build,
+            true,
+            &call("fsx__write_file", ".env"),
+            &at(".env")
+        )),
+        (RuleAction::Allow, DecidedBy::Default)
+    );
+    // The wildcard's path rule reads the path of each of the server's tools.
+    assert_eq!(build.rules().path_args("fs__read_text_file"), ["path"]);
+}
+
+#[test]
+fn a_wildcard_catch_all_shadows_a_rule_on_one_of_its_tools() {
+    let text = r#"
+[[mcpServers]]
+id = "fs"
+command = "mcp-fs"
+
+[[modes]]
+id = "build"
+availableTools = ["fs__*"]
+rules = [
+  { tool = "fs__*", action = "deny" },
+  { tool = "fs__write_file", path = "src/**", action = "allow" },
+]
+"#;
+    let found = errors(text);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(
+        (found[0].0, found[0].2),
+        (11, ConfigErrorKind::ShadowedRule)
+    );
+}
+
+#[test]
+fn deny_and_ask_path_rules_ignore_case_and_allow_rules_do_not() {
+    // Latent bug: `.git/**` denied `.git/hooks/x` but not `.GIT/hooks/x`, the same file on a
+    // file system that ignores case.
+    let graph = graph(
+        r#"
+[[modes]]
+id = "build"
+requireApproval = ["write_file"]
+rules = [
+  { tool = "write_file", path = ".git/**", action = "deny" },
+  { tool = "write_file", path = "secret/**", action = "ask" },
+  { tool = "write_file", path = "src/**", action = "allow" },
+]
+"#,
+    );
+    let build = graph.default_mode();
+    let at = |p: &str| ResolvedPaths::new().with("path", p);
+    let outcome = |p: &str| {
+        let v = decide(build, true, &write(p), &at(p));
+        (v.action, v.decided_by)
+    };
+    assert_eq!(
+        outcome(".GIT/hooks/x"),
+        (RuleAction::Deny, DecidedBy::Rule(1))
+    );
+    assert_eq!(
+        outcome(".Git/config"),
+        (RuleAction::Deny, DecidedBy::Rule(1))
+    );
+    assert_eq!(outcome("SECRET/k"), (RuleAction::Ask, DecidedBy::Rule(2)));
+    assert_eq!(outcome("src/a.rs"), (RuleAction::Allow, DecidedBy::Rule(3)));
+    assert_eq!(
+        outcome("SRC/a.rs"),
+        (RuleAction::Ask, DecidedBy::RequireApproval)
+    );
+}
+
+#[test]
+fn a_glob_holds_whether_its_stars_stop_at_a_slash() {
+    let path = Glob::path("src/*").expect("glob");
+    let text = Glob::text("src/*").expect("glob");
+    assert!(path.literal_separator() && !text.literal_separator());
+    assert!(!path.is_match("src/a/b") && text.is_match("src/a/b"));
+    assert_ne!(path, text, "the same text, another kind");
+    assert_eq!(path, Glob::path("src/*").expect("glob"));
 }

@@ -1,0 +1,120 @@
+//! A rule outcome on a tool call, without I/O: whether a call of the current mode runs, waits
+//! for the user, or is refused, by the mode's `rules` ([`crate::rules`]), its `requireApproval`
+//! and the tools a decision always allows; and the audit record a rule's outcome leaves. The
+//! driver (`src/session/drive.rs`) resolves the call's path arguments first (the one part that
+//! reads the file system: [`crate::rules::resolve_paths`]) and hands them in with the call,
+//! after it checked that the mode offers the tool (`availableTools`, which outranks every rule)
+//! and that the arguments are well formed.
+//!
+//! The order, the guide's `rules` page in short:
+//! 1. of the rules that match, `deny` beats `ask`, which beats `allow` ([`crate::mode::Mode::decide`]);
+//! 2. a call no rule matches waits when `requireApproval` covers its tool, else it runs;
+//! 3. an "always allow" ([`crate::Decision::always_allow`]) lets through only a call that would
+//!    wait by `requireApproval`: never one an `ask` rule asks about, never one a `deny` rule
+//!    refuses (an allowance of the whole tool must not undo a rule written for some of its
+//!    calls).
+
+use std::sync::Arc;
+
+use super::change::Change;
+use super::state::State;
+use crate::event::{DecidedRecord, DecisionOutcome};
+use crate::mode::ModeGraph;
+use crate::rules::{ResolvedPaths, RuleAction, RuleRecord};
+use crate::tool::{ToolCall, ToolOutput};
+
+use super::check::decision_id_for;
+
+/// How one tool call of the current mode is handled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Ruling {
+    /// The call runs: with the `allow` rule that let it, when one decided.
+    Run(Option<Box<RuleRecord>>),
+    /// The call waits for the user's approval: with the `ask` rule that asked, when one did
+    /// (else the mode's `requireApproval`).
+    Ask(Option<Box<RuleRecord>>),
+    /// A `deny` rule refused the call: it never runs, and the model is told why.
+    Deny(Box<RuleRecord>),
+}
+
+impl State {
+    /// How `call`, whose path arguments lie at `paths`, is handled in the current mode of
+    /// `graph` (which offers its tool: the driver checked). Pure.
+    pub(crate) fn ruling(
+        &self,
+        graph: &ModeGraph,
+        call: &ToolCall,
+        paths: &ResolvedPaths,
+    ) -> Ruling {
+        let mode = graph.mode(self.mode);
+        let verdict = mode.decide(true, call, paths);
+        let rule = RuleRecord::of(&verdict, mode.rules(), mode.id()).map(Box::new);
+        match (verdict.action, rule) {
+            (RuleAction::Deny, Some(rule)) => Ruling::Deny(rule),
+            // Only a rule denies an offered tool's call; anything else is in doubt: ask.
+            (RuleAction::Deny, None) => Ruling::Ask(None),
+            (RuleAction::Ask, None) if self.always_allowed.contains(&call.name) => {
+                Ruling::Run(None)
+            }
+            (RuleAction::Ask, rule) => Ruling::Ask(rule),
+            (RuleAction::Allow, rule) => Ruling::Run(rule),
+        }
+    }
+}
+
+/// The result the model gets for a call a `deny` rule refused.
+pub(crate) fn denied_result(rule: &RuleRecord) -> String {
+    format!("Not executed: {}.", rule.reason)
+}
+
+impl Change<'_> {
+    /// The audit record of a call rule `rule` decided on its own (`outcome`: approved for an
+    /// `allow` rule, rejected for a `deny` rule): a decision id of its own, no `decidedBy`.
+    fn rule_record(
+        &mut self,
+        run_id: &Arc<str>,
+        call_id: &str,
+        name: &str,
+        args_sha256: String,
+        outcome: DecisionOutcome,
+        rule: Box<RuleRecord>,
+    ) -> DecidedRecord {
+        self.state.decisions += 1;
+        DecidedRecord {
+            run_id: run_id.to_string(),
+            tool_call_id: call_id.to_owned(),
+            decision_id: decision_id_for(self.state.decisions),
+            outcome: Some(outcome),
+            sha256: Some(args_sha256),
+            approved_sha256: None,
+            decided_at: Some(self.now_rfc3339()),
+            decided_by: None,
+            target_mode_id: None,
+            tool_name: Some(name.to_owned()),
+            always_allow: false,
+            allowed_by: None,
+            rule: Some(rule),
+        }
+    }
+
+    /// Ends a call (started with `tool_start`) whose outcome a rule decided: `tool_end` with
+    /// `output` and the rule's audit record (approved when the rule allowed it, rejected when
+    /// it denied it), the record in the history, the result in the conversation.
+    pub(crate) fn finish_ruled_tool(
+        &mut self,
+        run_id: &Arc<str>,
+        call_id: &str,
+        name: &str,
+        args_sha256: String,
+        output: ToolOutput,
+        rule: Box<RuleRecord>,
+    ) {
+        let outcome = match rule.action {
+            RuleAction::Deny => DecisionOutcome::Rejected,
+            RuleAction::Allow | RuleAction::Ask => DecisionOutcome::Approved,
+        };
+        let record = self.rule_record(run_id, call_id, name, args_sha256, outcome, rule);
+        self.state.history.push(record.clone());
+        self.finish_tool(run_id, call_id, name, output, Some(record));
+    }
+}
