@@ -23,18 +23,16 @@
 //!   applied by a live session (`src/session/expiry.rs`) and to a stored record
 //!   (`deadline::expire_record`) alike.
 //! - [`ruling`]: a rule outcome on a tool call ([`ruling::Ruling`]: run, ask, or denied by a
-//!   mode's rule), which the driver asks for before it runs a call, and the audit record a
-//!   rule's outcome leaves.
+//!   mode's rule), and the audit record a rule's outcome leaves.
 //! - [`run`]: the steps of a run: a user message starts it, the model's reply joins the
 //!   conversation, a plan or tool calls suspend it, an abort, a new message or a manual switch
 //!   cancel what waits, and a cancelled, dropped or interrupted run answers its open tool calls.
 //! - [`error`]: what the rules and the driver refuse ([`error::SessionError`]).
 //!
-//! What stays in the driver: the I/O a call's outcome needs before the rules can rule on it
-//! (`src/session/drive.rs`: `ruling_of` resolves the call's paths in the workspace, then asks
-//! [`ruling`]; `refusal` checks the arguments; a submitted plan's file is read), and the
-//! driver feeds the outcomes in as inputs ([`input::Input::ToolResult`],
-//! [`input::Input::RuledResult`], [`input::Suspend`]).
+//! What stays in the driver: which calls of a reply wait for approval, are refused or run
+//! (`src/session/drive.rs`: `needs_approval`, `refusal`, resolving a call's paths through the
+//! jail for [`ruling`], reading a submitted plan's file), since some of it reads the workspace;
+//! the driver feeds the verdicts in as inputs ([`input::Input::ToolResult`], [`input::Suspend`]).
 //!
 //! # The reference model stays an independent oracle
 //!
@@ -76,8 +74,6 @@ pub(crate) mod error;
 pub(crate) mod expiry;
 pub(crate) mod input;
 pub(crate) mod pending;
-#[cfg(test)]
-pub(crate) mod rig;
 pub(crate) mod ruling;
 pub(crate) mod run;
 pub(crate) mod state;

@@ -71,19 +71,19 @@ pub(crate) enum Input {
         /// The audit record of the decision that let it run, for a call that waited.
         decision: Option<DecidedRecord>,
     },
-    /// The result of a call whose outcome a rule decided (an `allow` rule let it run, a `deny`
-    /// rule refused it): `tool_end` with the rule's audit record, the record in the history, the
-    /// result in the conversation.
-    RuledResult {
+    /// The result of a tool call whose outcome a mode's rule decided on its own (`deny`: the
+    /// driver's refusal; `allow`: what the tool returned): `tool_end` with the rule's audit
+    /// record, the record in the history, and the result in the conversation.
+    RuledToolResult {
         /// The running run.
         run_id: Arc<str>,
         /// The model's id of the call.
         call_id: String,
         /// The tool called.
         name: String,
-        /// The SHA-256 of the call's arguments (`argsSha256`), for the audit record.
+        /// The sha256 of the call's canonical arguments.
         args_sha256: String,
-        /// What the call returned, or the refusal.
+        /// What the call returned, or why it was not executed.
         output: ToolOutput,
         /// The rule that decided.
         rule: Box<RuleRecord>,
@@ -252,7 +252,7 @@ impl Input {
                 | Input::ModelReply { .. }
                 | Input::ToolStart { .. }
                 | Input::ToolResult { .. }
-                | Input::RuledResult { .. }
+                | Input::RuledToolResult { .. }
                 | Input::SkipRest { .. }
         )
     }
@@ -293,7 +293,7 @@ impl Change<'_> {
                 self.finish_tool(&run_id, &call_id, &name, output, decision);
                 Next::Nothing
             }
-            Input::RuledResult {
+            Input::RuledToolResult {
                 run_id,
                 call_id,
                 name,

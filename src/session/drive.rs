@@ -375,7 +375,7 @@ impl Session {
             .map(|call| self.ruling_of(call))
             .collect();
         let waits = rulings.iter().any(|r| matches!(r, Some(Ruling::Ask(_))));
-        let mut waiting = Vec::new();
+        let mut waiting: Vec<(usize, Option<Box<RuleRecord>>)> = Vec::new();
         let mut next = 0;
         loop {
             // Once the handle fired no call starts, and none waits: the run ends aborted.
@@ -384,7 +384,7 @@ impl Session {
                     run_id: run_id.clone(),
                     at,
                     next,
-                    waiting: waiting.iter().map(|(index, _)| *index).collect(),
+                    waiting: waiting.iter().map(|(i, _)| *i).collect(),
                     running: None,
                 };
                 return self.abort_run(abort).await.map(Some);
@@ -420,7 +420,7 @@ impl Session {
                 Some(Ruling::Deny(rule)) => {
                     let output = ToolOutput::error(denied_result(&rule));
                     let sha256 = args.map(crate::jcs::sha256).unwrap_or_default();
-                    self.ruled_result(run_id, id, name, sha256, output, rule)
+                    self.ruled_tool_result(run_id, id, name, sha256, output, rule)
                         .await?;
                     continue;
                 }
@@ -476,7 +476,7 @@ impl Session {
                     run_id: run_id.clone(),
                     at,
                     next,
-                    waiting: waiting.iter().map(|(index, _)| *index).collect(),
+                    waiting: waiting.iter().map(|(i, _)| *i).collect(),
                     running: Some(next - 1),
                 };
                 return self.abort_run(abort).await.map(Some);
@@ -485,8 +485,8 @@ impl Session {
             match allowed_by {
                 Some(rule) => {
                     let sha256 = args.map(crate::jcs::sha256).unwrap_or_default();
-                    self.ruled_result(run_id, id, name, sha256, output, rule)
-                        .await?;
+                    self.ruled_tool_result(run_id, id, name, sha256, output, rule)
+                        .await?
                 }
                 None => self.tool_result(run_id, id, name, output).await?,
             }
@@ -535,6 +535,29 @@ impl Session {
             name,
             output,
             decision: None,
+        };
+        self.handle(result).await.map(drop)
+    }
+
+    /// Hands the result of tool call `id` (`name`, its canonical arguments hashing to
+    /// `args_sha256`), whose outcome `rule` decided on its own, to the rules
+    /// ([`Input::RuledToolResult`]).
+    async fn ruled_tool_result(
+        &mut self,
+        run_id: &Arc<str>,
+        id: String,
+        name: String,
+        args_sha256: String,
+        output: ToolOutput,
+        rule: Box<RuleRecord>,
+    ) -> Result<(), SessionError> {
+        let result = Input::RuledToolResult {
+            run_id: run_id.clone(),
+            call_id: id,
+            name,
+            args_sha256,
+            output,
+            rule,
         };
         self.handle(result).await.map(drop)
     }
