@@ -499,28 +499,6 @@ impl Session {
             .map(Some)
     }
 
-    /// Hands the result of tool call `id` (`name`), whose outcome `rule` decided, to the rules
-    /// ([`Input::RuledResult`]).
-    async fn ruled_result(
-        &mut self,
-        run_id: &Arc<str>,
-        id: String,
-        name: String,
-        args_sha256: String,
-        output: ToolOutput,
-        rule: Box<RuleRecord>,
-    ) -> Result<(), SessionError> {
-        let result = Input::RuledResult {
-            run_id: run_id.clone(),
-            call_id: id,
-            name,
-            args_sha256,
-            output,
-            rule,
-        };
-        self.handle(result).await.map(drop)
-    }
-
     /// Hands the result of tool call `id` (`name`) to the rules ([`Input::ToolResult`]).
     async fn tool_result(
         &mut self,
