@@ -308,6 +308,14 @@ impl AgentControllerBuilder {
         self
     }
 
+    /// [`AgentControllerBuilder::clock`] with a clock already shared (the testing kit's, which
+    /// it moves and recognises).
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
+    pub(crate) fn shared_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
     /// Wraps every registered tool in `layer` at build time, outside any wrapping of the
     /// caller's (the testing kit's spy).
     #[cfg_attr(not(feature = "testing"), allow(dead_code))]
@@ -630,6 +638,12 @@ impl AgentController {
     #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     pub(crate) fn registry(&self) -> &ToolRegistry {
         &self.shared.tools
+    }
+
+    /// The clock the controller reads (the testing kit checks it is its own).
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
+    pub(crate) fn clock(&self) -> &Clock {
+        &self.shared.clock
     }
 
     /// The limit of model calls per run segment ([`AgentControllerBuilder::max_steps`]).

@@ -143,6 +143,12 @@ pub struct SuspendPayload {
     /// ([`crate::workspace`]). `None` only in records written before workspaces were recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<std::path::PathBuf>,
+    /// The comments the user made on lines of the previous revision (`previousSha256`) when
+    /// rejecting it ([`crate::Decision::comment`]), each with the line it quotes (line numbers
+    /// of that revision): shown again beside `diff`. Empty for a first revision and when the
+    /// rejection made none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub comments: Vec<crate::comment::QuotedComment>,
 }
 
 /// What `tool_suspended` carries for a tool call that waits for the user's approval (the
@@ -376,6 +382,15 @@ pub struct DecidedRecord {
     /// allowance's. `None` for every other decision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_by: Option<String>,
+    /// The comments a plan's rejection made on lines of the plan with this record's `sha256`
+    /// ([`crate::Decision::comment`]), each with the line it quotes; empty for every other
+    /// decision.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub comments: Vec<crate::comment::QuotedComment>,
+    /// The model an approval chose for the next mode ([`crate::Decision::model`]), by the id
+    /// the host builds it by; `None` when the approval kept the session's model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     /// For a tool call a mode's rule decided ([`crate::rules`]): which rule, and why
     /// ([`crate::rules::RuleRecord`]: `modeId`, `number`, `action`, `rule`, `reason`). A call
     /// an `allow` rule ran without asking and one a `deny` rule refused get a record of their

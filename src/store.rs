@@ -297,6 +297,10 @@ pub struct PendingSummary {
     /// ([`crate::event::SuspendPayload::deadline_at_ms`]); `None` without a timeout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline_at_ms: Option<u64>,
+    /// For a plan: the comments the rejection of the previous revision made on its lines, with
+    /// the lines they quote ([`crate::event::SuspendPayload::comments`]); empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub comments: Vec<crate::comment::QuotedComment>,
     /// When the session was last saved (seconds since the Unix epoch).
     pub updated_at: u64,
 }
@@ -632,6 +636,7 @@ impl SessionRecord {
                     deadline_at_ms: p.suspend_payload.deadline_at_ms,
                     plan_path: String::new(),
                     workspace: self.workspace.as_ref().map(|w| w.path.clone()),
+                    comments: Vec::new(),
                     updated_at: self.updated_at,
                 }),
         );
@@ -663,6 +668,7 @@ impl SessionRecord {
             workspace: self.workspace.as_ref().map(|w| w.path.clone()),
             approval_timeout: p.suspend_payload.approval_timeout.clone(),
             deadline_at_ms: p.suspend_payload.deadline_at_ms,
+            comments: p.suspend_payload.comments.clone(),
             updated_at: self.updated_at,
         })
     }

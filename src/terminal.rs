@@ -693,6 +693,8 @@ struct PlanQuestion<'a> {
     allowances: &'a [String],
     /// The modes `s MODE` may switch to by hand (the session's other modes).
     switchable: &'a [&'a Mode],
+    /// The plan's text as shown, whose lines `c LINE TEXT` comments on.
+    commentable: Option<&'a str>,
 }
 
 /// Where a question stands between two typed lines.
@@ -768,6 +770,7 @@ impl<'a> Question<'a> {
                 editing: None,
                 allowances: &[],
                 switchable: &[],
+                commentable: None,
             }),
         }
     }
@@ -879,6 +882,42 @@ impl<'a> Question<'a> {
         self
     }
 
+    /// Adds `c LINE TEXT` to a plan's question: a comment on line `LINE` of `plan_text` (the
+    /// plan's text as shown, [`crate::tool::submit_plan::revision_text`], whose lines are
+    /// numbered from 1 as [`crate::comment::plan_lines`] numbers them), kept until the person
+    /// rejects: `n` (or feedback text) then gives a rejection with every comment
+    /// ([`Decision::comment`]). `c` alone shows the plan with its lines numbered; a line outside
+    /// the plan or a blank text asks again, with a hint; an approval while comments are held
+    /// asks again (comments go with a rejection) and `d` drops them.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::terminal::{PromptAnswer, Question, StdinLines, Style};
+    /// use agent_controller::Decision;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), agent_controller::ConfigError> {
+    /// let graph = agent_controller::config::parse("[[modes]]\nid = \"build\"\n", "m.toml")?;
+    /// let (targets, style) = ([graph.mode(graph.default_mode_id())], Style::plain(80));
+    /// let text = "# Deploy\n\n1. Build.\n2. Deploy to production.\n";
+    /// let question = Question::new(&style, &targets, "53fa").commentable(text);
+    /// let mut out = Vec::new();
+    /// let mut input = StdinLines::from_reader(&b"c\nc 9 no\nc 4 staging first\ny\nn\n"[..]);
+    /// let answer = question.ask(&mut input, &mut out, std::future::pending::<()>()).await;
+    /// let rejected = Decision::reject().comment(4, "staging first").with_sha256("53fa");
+    /// assert_eq!(answer, PromptAnswer::Decided(rejected));
+    /// let shown = String::from_utf8_lossy(&out);
+    /// assert!(shown.contains("   4  2. Deploy to production.\n"), "{shown}");
+    /// assert!(shown.contains("line 9 is not a line of the plan (lines 1 to 4)"), "{shown}");
+    /// assert!(shown.contains("comments go with a rejection"), "{shown}");
+    /// # Ok(()) }
+    /// ```
+    pub fn commentable(mut self, plan_text: &'a str) -> Self {
+        if let Some(plan) = self.plan_mut() {
+            plan.commentable = Some(plan_text);
+        }
+        self
+    }
+
     /// Adds the key `p` (any case) to a plan's question: prints `rendered` (the plan rendered
     /// whole, as [`Style::render_plan`] gives it; for a revision shown as its diff,
     /// [`Style::render_diff`]) and asks again; every other answer reads as before.
@@ -963,6 +1002,7 @@ impl<'a> Question<'a> {
     {
         let mut interrupt = std::pin::pin!(interrupt);
         let mut at = Asking::Question;
+        let mut comments = Vec::new();
         loop {
             // A closed stderr must not stop the decision: it is still read from stdin.
             let _ = write!(out, "{}", self.text_at(&at));
@@ -981,7 +1021,10 @@ impl<'a> Question<'a> {
                 return PromptAnswer::EndOfInput;
             };
             let answer = match &self.subject {
-                Subject::Plan(plan) => plan.read(self.style, &line, &mut at, out).await,
+                Subject::Plan(plan) => {
+                    plan.read(self.style, &line, &mut at, &mut comments, out)
+                        .await
+                }
                 Subject::ToolCall { args_sha256, .. } => {
                     read_tool_line(&line, args_sha256, &mut at, out)
                 }
@@ -1057,6 +1100,9 @@ impl PlanQuestion<'_> {
         if !edited && self.editing.is_some() {
             extra.push_str("  [e] edit the plan");
         }
+        if !edited && self.commentable.is_some() {
+            extra.push_str("  [c LINE TEXT] comment on a line (c numbers them)");
+        }
         if !edited && !self.switchable.is_empty() {
             let ids: Vec<&str> = self.switchable.iter().map(|m| m.id()).collect();
             extra.push_str(&format!(
@@ -1077,11 +1123,18 @@ impl PlanQuestion<'_> {
         style: &Style,
         line: &str,
         at: &mut Asking,
+        comments: &mut Vec<(u64, String)>,
         out: &mut impl Write,
     ) -> Option<PromptAnswer> {
         let ids: Vec<&str> = self.targets.iter().map(|t| t.id()).collect();
         let key = line.trim().to_lowercase();
         let edit = at.edit().map(str::to_owned);
+        if let Some(text) = self.commentable
+            && let Some(said) = read_comment(line, text, comments)
+        {
+            let _ = writeln!(out, "{said}");
+            return None;
+        }
         match (key.as_str(), &edit) {
             ("p", None) if self.whole_plan.is_some() => {
                 let _ = writeln!(out, "{}", self.whole_plan.unwrap_or_default());
@@ -1099,6 +1152,11 @@ impl PlanQuestion<'_> {
                 let _ = writeln!(out, "the edit is discarded");
                 return None;
             }
+            ("d", None) if !comments.is_empty() => {
+                comments.clear();
+                let _ = writeln!(out, "your comments are dropped");
+                return None;
+            }
             _ => {}
         }
         if edit.is_none() {
@@ -1111,7 +1169,16 @@ impl PlanQuestion<'_> {
                 None => {}
             }
         }
-        let decision = match (read_answer_among(line, &ids), &edit) {
+        let answer = read_answer_among(line, &ids);
+        if !comments.is_empty() && matches!(answer, Answer::Approve | Answer::ApproveTo(_)) {
+            let _ = writeln!(
+                out,
+                "you hold {} comment(s): comments go with a rejection, so type n (or feedback) to reject with them, or d to drop them and answer again",
+                comments.len()
+            );
+            return None;
+        }
+        let decision = match (answer, &edit) {
             (Answer::Blank, _) => return None,
             (Answer::Approve, Some(text)) => Decision::approve().with_plan(text),
             (Answer::ApproveTo(at), Some(text)) => Decision::approve().to(ids[at]).with_plan(text),
@@ -1128,6 +1195,9 @@ impl PlanQuestion<'_> {
                 return None;
             }
         };
+        let decision = comments
+            .drain(..)
+            .fold(decision, |d, (line, text)| d.comment(line, text));
         Some(PromptAnswer::Decided(
             decision.with_sha256(self.plan_sha256),
         ))
@@ -1223,6 +1293,62 @@ fn read_switch(line: &str, modes: &[&Mode]) -> Option<Result<String, String>> {
         ))),
         (Some(_), Some(_)) => None,
     }
+}
+
+/// Reads `c` / `c LINE TEXT` against the plan's shown text `plan_text`: `None` for any other
+/// line; else what to print, having kept a comment in `comments` when it names a line of the
+/// plan (from 1) and has a text. `c` alone numbers the plan's lines.
+fn read_comment(line: &str, plan_text: &str, comments: &mut Vec<(u64, String)>) -> Option<String> {
+    let trimmed = line.trim();
+    let (key, rest) = trimmed
+        .split_once(char::is_whitespace)
+        .unwrap_or((trimmed, ""));
+    if !key.eq_ignore_ascii_case("c") {
+        return None;
+    }
+    let lines: Vec<&str> = plan_text.lines().collect();
+    if rest.trim().is_empty() {
+        let numbered: Vec<String> = lines
+            .iter()
+            .enumerate()
+            .map(|(at, l)| format!("{:>4}  {}", at + 1, neutralize_line(l)))
+            .collect();
+        return Some(format!(
+            "{}\n(type c LINE TEXT to comment on a line; n or feedback then rejects with your comments)",
+            numbered.join("\n")
+        ));
+    }
+    let rest = rest.trim_start();
+    let (number, text) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    let Ok(n) = number.parse::<u64>() else {
+        return Some(format!(
+            "`{}` is not a line number: type c LINE TEXT (c alone numbers the lines)",
+            neutralize_line(number)
+        ));
+    };
+    let Some(quoted) = usize::try_from(n)
+        .ok()
+        .and_then(|n| n.checked_sub(1))
+        .and_then(|at| lines.get(at))
+    else {
+        return Some(format!(
+            "line {n} is not a line of the plan (lines 1 to {}): nothing is kept",
+            lines.len()
+        ));
+    };
+    let text = text.trim();
+    if text.is_empty() {
+        return Some(format!(
+            "the comment on line {n} has no text: type c {n} TEXT"
+        ));
+    }
+    comments.push((n, text.to_owned()));
+    Some(format!(
+        "comment {} on line {n} ({}): {}\n(n or feedback rejects with your comments; d drops them)",
+        comments.len(),
+        neutralize_line_within(quoted, 80),
+        neutralize_line(text)
+    ))
 }
 
 /// `a`, `a or b`, `a, b or c`.

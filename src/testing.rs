@@ -13,7 +13,8 @@
 //!   approval (`requireApproval`) with the decisions taken on them, the tools always allowed,
 //!   and the run state. Each [`Op`] (a message, a `submit_plan` call on a valid or refused
 //!   file, a decision on a plan or on a waiting tool call, an abort, a manual switch, a call to
-//!   a tool outside the mode, a process restart, ...) becomes a
+//!   a tool outside the mode, a process restart, time passing to just before or to a deadline,
+//!   ...) becomes a
 //!   [`Step`] saying what the real session must return and emit, in order.
 //!   [`ReferenceSession::ops`] is a strategy for the operations that make sense in the current
 //!   state; [`sessions`] a strategy for whole operation sequences.
@@ -59,6 +60,21 @@
 //! prints the same readable report with `{}` and `{:?}`, so `?` in a test shows it. The same check runs from the command line, with the built-in
 //! tools: `agent-controller verify CONFIG`.
 //!
+//! # Deadlines
+//!
+//! A config's `approvalTimeout`s are checked on the kit's clock, which starts at
+//! [`CLOCK_START_MS`] and moves only when an operation says so ([`Op::Wait`]: to one
+//! millisecond before the earliest deadline of what waits, to that deadline, or an hour on).
+//! The reference knows each plan's and waiting tool call's deadline (compared with the
+//! `deadlineAtMs` the session records), applies the expiry where the session does (first thing
+//! in every host call that looks at the session, in a restore, in
+//! [`crate::Session::expire_if_due`]; not in a resume with malformed data, nor in a switch to
+//! the current mode) and refuses a decision on what expired. The exploration's states include
+//! where the clock stands before the deadline (in time, one millisecond before, due), and with
+//! a store it restarts around time passing as around decisions. `onTimeout = "abort"` is
+//! modelled (the run ends `aborted`); sessions refuse it until they apply it. The controller
+//! must read the kit's clock: do not set `.clock(...)` on the builder a [`Setup`] gives you.
+//!
 //! # What the kit cannot see
 //!
 //! The kit compares what it can observe: the session's events, mode, pending decision and run
@@ -80,8 +96,12 @@
 //!   a controller built another way fails the check with [`HarnessError::Unobservable`], which
 //!   says what to change. A model layer that answers without passing requests on to
 //!   [`Setup::model`] shows as a divergence that says so.
-//! - **Deadlines** (`approvalTimeout`): neither the reference model nor the exploration knows
-//!   them; test expiry with an injected clock ([`crate::controller::AgentControllerBuilder::clock`]).
+//! - **What your tool layers hand on**: the spy sits outside the layers you wrap your tools in,
+//!   so it sees the call the session made (tool, mode), not what your layer passes to the tool
+//!   (a layer that hands the tool another mode id, or runs it twice, goes unseen).
+//! - **Listing pending decisions**: a check drives one session by its own ids and never calls
+//!   `list_pending`; a store whose listing leaves a decision out is what [`StoreConformance`]
+//!   catches.
 //! - **Several hosts at once**: a check drives one session at a time; the store's side of racing
 //!   hosts is what [`StoreConformance`] checks.
 //!
@@ -152,13 +172,13 @@ pub use self::conformance::{
 };
 pub use self::edges::{Cause, Edge, EdgeReport, Miss, edges, walk_edges};
 pub use self::explore::{Counterexample, Exploration, explore, explore_up_to, operations};
-pub use self::facts::{Approvals, ConfigFacts, FactsError, ModeFacts, UNKNOWN_TOOL};
+pub use self::facts::{Approvals, ConfigFacts, FactsError, ModeFacts, TimeoutRule, UNKNOWN_TOOL};
 pub use self::harness::{Aspect, Divergence, Harness, HarnessError, Invariant, Setup};
 pub use self::reference::{
-    Action, Call, Decided, EditedPlan, Expected, Feedback, Offered, Op, Outcome, PLAN_COUNT,
-    PendingPlan, PlanFile, ReferenceSession, Refusal, Reply, ResultKind, Revision, RunRef,
-    ScriptedCall, ShaChoice, Step, Subject, Then, Trace, WaitingCall, edited_plan_sha256,
-    edited_plan_text, plan_sha256, plan_text, tool_args_sha256,
+    Action, CLOCK_START_MS, Call, Decided, EditedPlan, Expected, Feedback, Offered, Op, Outcome,
+    PLAN_COUNT, PendingPlan, PlanFile, ReferenceSession, Refusal, Reply, ResultKind, Revision,
+    RunRef, ScriptedCall, ShaChoice, Step, Subject, Then, Trace, Until, WaitingCall,
+    edited_plan_sha256, edited_plan_text, plan_sha256, plan_text, tool_args_sha256,
 };
 use crate::config::{self, ConfigError};
 use crate::controller::AgentController;
@@ -471,7 +491,8 @@ impl Check {
             cases: self.cases,
             seed,
             counterexample: random.as_ref().map(|r| r.counterexample.clone()),
-            replays: random.is_none_or(|r| r.replays),
+            replays: random.as_ref().is_none_or(|r| r.replays),
+            failed_case: random.map(|r| r.failed_case),
             test,
         };
         if report.is_ok() {
@@ -595,14 +616,20 @@ impl Check {
         });
         // Every failing case and how it diverged, for a failure that does not replay alone.
         let failures: RefCell<Vec<(usize, Vec<Op>, Divergence)>> = RefCell::new(Vec::new());
+        // Cases run until the first failure (shrinking runs more after it).
+        let run = AtomicUsize::new(0);
+        let first_failed = AtomicUsize::new(0);
         let result = runner.run(&strategy, |(initial, ops, seen)| {
+            let n = run.fetch_add(1, Ordering::SeqCst) + 1;
             run_case(&mut harness.borrow_mut(), &initial, &ops, seen.as_deref()).map_err(|e| {
+                let _ = first_failed.compare_exchange(0, n, Ordering::SeqCst, Ordering::SeqCst);
                 failures
                     .borrow_mut()
                     .push((initial.mode(), ops.clone(), e.clone()));
                 TestCaseError::fail(e.to_string())
             })
         });
+        let failed_case = first_failed.load(Ordering::SeqCst);
         let (initial, ops) = match result {
             Ok(()) => return Ok(None),
             Err(TestError::Fail(_, (initial, ops, _))) => (initial, ops),
@@ -637,6 +664,7 @@ impl Check {
                     divergence,
                 },
                 replays: false,
+                failed_case,
             }));
         };
         let mut ops = ops;
@@ -649,6 +677,7 @@ impl Check {
                 divergence,
             },
             replays: true,
+            failed_case,
         }))
     }
 }
@@ -658,6 +687,7 @@ impl Check {
 struct RandomFailure {
     counterexample: Counterexample,
     replays: bool,
+    failed_case: usize,
 }
 
 /// The name of the test running this thread: `cargo test` names each test's thread by the
@@ -738,6 +768,9 @@ pub struct CheckReport {
     /// when it failed only after the cases before it (in the controller all cases share):
     /// then `counterexample` is the case as found, not shrunk further.
     pub replays: bool,
+    /// The random case that failed first, counted from 1 (the cases of the regression file
+    /// first), before shrinking; `None` when none failed.
+    pub failed_case: Option<usize>,
     /// The test that ran the check (its thread's name under `cargo test`), for the replay
     /// command the report prints.
     pub test: Option<String>,
@@ -783,8 +816,11 @@ impl fmt::Display for CheckReport {
             )?,
             Some(c) if self.replays => write!(
                 f,
-                "{config}: {}\n{config}: a random case failed (seed {}; replay with it):\n{c}",
-                self.edges, self.seed
+                "{config}: {}\n{config}: random case {} of {} failed (seed {}; replay with it):\n{c}",
+                self.edges,
+                self.failed_case.unwrap_or_default(),
+                self.cases,
+                self.seed
             )?,
             Some(c) => write!(
                 f,

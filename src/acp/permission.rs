@@ -161,13 +161,27 @@ impl Verdict {
 pub(crate) fn plan_tool_call(tool_call_id: String, plan: &PendingPlan) -> ToolCallUpdate {
     let payload = plan.payload();
     let submission = &payload.submission;
+    let mut content = vec![ToolCallContent::Content(Content::new(as_code(
+        &submission.plan,
+    )))];
+    if !payload.comments.is_empty() {
+        // The comments the user made on the previous revision, beside this one.
+        let lines: Vec<String> = payload
+            .comments
+            .iter()
+            .map(|c| format!("line {}: {}\n  {}", c.line, c.quote, c.text))
+            .collect();
+        content.push(ToolCallContent::Content(Content::new(format!(
+            "Your comments on revision {}:\n{}",
+            payload.revision.saturating_sub(1),
+            as_code(&lines.join("\n"))
+        ))));
+    }
     let fields = ToolCallUpdateFields::new()
         .kind(ToolKind::SwitchMode)
         .status(ToolCallStatus::Pending)
         .title(neutralize_line(&submission.title).into_owned())
-        .content(vec![ToolCallContent::Content(Content::new(as_code(
-            &submission.plan,
-        )))])
+        .content(content)
         .raw_input(json!({ "path": submission.path }));
     ToolCallUpdate::new(tool_call_id, fields).meta(meta(json!({
         "decisionId": payload.decision_id,
@@ -175,6 +189,7 @@ pub(crate) fn plan_tool_call(tool_call_id: String, plan: &PendingPlan) -> ToolCa
         "path": submission.path,
         "revision": payload.revision,
         "targetModeIds": payload.target_mode_ids,
+        "comments": payload.comments,
     })))
 }
 

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use agent_controller::comment::PlanComment;
 use agent_controller::diagram::DiagramFormat;
 use agent_controller::model::ModelSpec;
 use agent_controller::store::{StoreError, check_spec};
@@ -52,6 +53,9 @@ The prompt (without --approve or --reject) shows the plan on stderr and reads st
                  y (or a listed number or mode id) approves the edited text, e edits again,
                  d discards the edit; the approval is pinned to the sha256 of the plan shown
   p            on a revision shown as its diff: show the whole plan
+  c            show the plan with its lines numbered
+  c LINE TEXT  keep a comment on that line; n (or feedback) then rejects with every comment
+               kept (the model gets each with the line it quotes); d drops them
   s MODE, switch MODE
                switch to another mode by hand without approving (MODE typed exactly): the
                plan counts as not approved and the model is told (exit 3, in the new mode)
@@ -401,6 +405,12 @@ pub(crate) struct DecisionArgs {
     /// UTF-8, not blank): the next mode receives its text; --sha256 still names the plan shown.
     #[arg(long, value_name = "FILE", requires = "approve")]
     pub(crate) plan_file: Option<PathBuf>,
+    /// With --reject: a comment on a line of the plan shown, `LINE:TEXT` (`4:"staging first"`;
+    /// lines from 1, the `# title` line first, as `c` numbers them at the prompt); repeat it for
+    /// more. The model receives each with the line it quotes. A line outside the plan or a
+    /// blank text is refused (exit 2) and nothing changes.
+    #[arg(long = "comment", value_name = "LINE:TEXT", requires = "reject", value_parser = parse_comment)]
+    pub(crate) comments: Vec<PlanComment>,
     /// `decide --always` (a flag of `decide` alone, copied here: [`DecideArgs::always`]).
     #[arg(skip)]
     pub(crate) always: bool,
@@ -417,6 +427,21 @@ pub(crate) fn parse_store(text: &str) -> Result<String, String> {
         Err(StoreError::InvalidSpec { reason, .. }) => Err(reason),
         Err(other) => Err(other.to_string()),
     }
+}
+
+/// `--comment LINE:TEXT`: a line number and a text that is not blank (whether the line is one
+/// of the plan's is the library's check, against the plan that waits).
+pub(crate) fn parse_comment(text: &str) -> Result<PlanComment, String> {
+    let usage = "a comment is LINE:TEXT, a line number of the plan and what to say about it (4:\"staging first\")";
+    let (line, said) = text.split_once(':').ok_or(usage)?;
+    let line = line.trim().parse::<u64>().map_err(|_| usage.to_owned())?;
+    if said.trim().is_empty() {
+        return Err(format!("the comment on line {line} has no text: {usage}"));
+    }
+    Ok(PlanComment {
+        line,
+        text: said.trim().to_owned(),
+    })
 }
 
 pub(crate) fn parse_sha256(text: &str) -> Result<String, String> {

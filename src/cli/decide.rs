@@ -28,6 +28,7 @@ pub(crate) fn decide(mut args: DecideArgs) -> Outcome {
             plan_file: None,
             always: false,
             edited: None,
+            comments: Vec::new(),
         };
         let waiting = waiting(&session);
         if waiting.is_empty() {

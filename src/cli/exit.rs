@@ -113,6 +113,8 @@ impl From<SessionError> for Failure {
             SessionError::Expired { .. } => Exit::NotApproved,
             SessionError::UnknownMode(_)
             | SessionError::MalformedDecision(_)
+            | SessionError::PlanComment(_)
+            | SessionError::UnknownModel { .. }
             | SessionError::InvalidSessionId(_)
             | SessionError::WrongWorkspace { .. }
             | SessionError::NoWorkspaceRecorded { .. }

@@ -48,6 +48,9 @@ impl DecisionArgs {
                 if let Some(text) = &self.edited {
                     decision = decision.with_plan(text);
                 }
+                for comment in &self.comments {
+                    decision = decision.comment(comment.line, &comment.text);
+                }
             }
         }
         Some(self.signed(decision))
@@ -74,6 +77,7 @@ impl DecisionArgs {
         let flag = match pending {
             PendingDecision::ToolCall(_) if self.to.is_some() => Some("--to"),
             PendingDecision::ToolCall(_) if self.plan_file.is_some() => Some("--plan-file"),
+            PendingDecision::ToolCall(_) if !self.comments.is_empty() => Some("--comment"),
             _ => None,
         };
         if let Some(flag) = flag {

@@ -138,13 +138,35 @@ pub(crate) fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Fai
         ))
     } else {
         Ok(format!(
-            "{ids} -> {}\t{}\t{}{}{deadline}",
+            "{ids} -> {}\t{}\t{}{}{deadline}{}",
             neutralize_line(&targets_text(&p.target_mode_id, &p.target_mode_ids)),
             neutralize_line(short_sha256(&p.sha256)),
             neutralize_line(&p.title),
             workspace_field(p),
+            comments_field(p),
         ))
     }
+}
+
+/// The last field of a plan's `pending` line: the comments the rejection of the previous
+/// revision made (`comments line 4 "2. Deploy..." staging first; ...`), none without them.
+pub(crate) fn comments_field(p: &PendingSummary) -> String {
+    if p.comments.is_empty() {
+        return String::new();
+    }
+    let each: Vec<String> = p
+        .comments
+        .iter()
+        .map(|c| {
+            format!(
+                "line {} {}: {}",
+                c.line,
+                serde_json::to_string(&c.quote).unwrap_or_default(),
+                neutralize_line(&c.text)
+            )
+        })
+        .collect();
+    format!("\tcomments on the last revision: {}", each.join("; "))
 }
 
 /// The field of a `pending` line after the plan's title or the call's `argsSha256`:

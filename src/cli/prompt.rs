@@ -144,7 +144,8 @@ impl Prompt {
         let mut question = Question::new(&self.style, &targets, sha256)
             .editable(&plan_text, &self.editor)
             .ending_allowances(session.always_allowed())
-            .switchable(&others);
+            .switchable(&others)
+            .commentable(&plan_text);
         match (&payload.diff, &payload.previous_sha256) {
             // A revision: what changed since the previous one; `p` shows it whole.
             (Some(diff), Some(previous)) => {
@@ -160,8 +161,32 @@ impl Prompt {
             }
             _ => note!("\n{whole}\n{origin}"),
         }
+        if let Some(text) = comments_text(payload) {
+            note!("{text}");
+        }
         question
             .ask(&mut self.input, stderr, tokio::signal::ctrl_c())
             .await
     }
+}
+
+/// The comments the user made on the previous revision (shown beside the next one's diff), or
+/// `None` when it made none.
+pub(crate) fn comments_text(payload: &SuspendPayload) -> Option<String> {
+    if payload.comments.is_empty() {
+        return None;
+    }
+    let mut text = format!(
+        "your comments on revision {}:",
+        payload.revision.saturating_sub(1)
+    );
+    for c in &payload.comments {
+        text.push_str(&format!(
+            "\n  line {}: {}\n    {}",
+            c.line,
+            c.quote,
+            neutralize_line(&c.text)
+        ));
+    }
+    Some(text)
 }

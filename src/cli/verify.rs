@@ -61,7 +61,7 @@ pub(crate) fn verify(args: VerifyArgs) -> Outcome {
     }
     let result = check.run(|setup| setup.builder().tools(tools.clone()).store(store()).build());
     let stubs: Vec<&str> = args.tools.iter().map(|s| s.name.as_str()).collect();
-    // The config loaded for the check: its modes with a deadline, which the kit does not model.
+    // The config loaded for the check: its modes with a deadline, whose expiry the kit checks.
     let timed: Vec<String> = config::load(&args.config).map_or_else(
         |_| Vec::new(),
         |graph| {
@@ -229,24 +229,26 @@ fn summary(report: &CheckReport, warnings: usize, stubs: &[&str], timed: &[Strin
         counted(report.cases as usize, "random case"),
         report.seed,
     );
+    if !timed.is_empty() {
+        checked.push_str(&format!(
+            ", deadlines (the approvalTimeout of {}: time passing to just before and to each \
+             deadline, the expiry of plans and waiting tool calls, decisions and restarts around \
+             it)",
+            quoted(timed)
+        ));
+    }
     if warnings > 0 {
         checked.push_str(&format!(
             "; {} (above)",
             counted(warnings, "config warning")
         ));
     }
-    let deadlines = if timed.is_empty() {
-        "deadlines (approvalTimeout is not modelled)".to_owned()
-    } else {
-        format!(
-            "deadlines (approvalTimeout is not modelled: the one of {} is not checked)",
-            quoted(timed)
-        )
-    };
-    let mut not = format!(
-        "not checked: {deadlines}, side effects outside the tool registry and what a tool does on \
+    let mut not = "not checked: side effects outside the tool registry and what a tool does on \
          its own"
-    );
+        .to_owned();
+    if timed.is_empty() {
+        not.push_str(", deadlines (no mode has an approvalTimeout)");
+    }
     if !stubs.is_empty() {
         not.push_str(&format!(
             ", the real {} (stubbed: each call returns a fixed result)",
@@ -327,6 +329,7 @@ mod tests {
             seed: 1,
             counterexample: None,
             replays: true,
+            failed_case: None,
             test: None,
         }
     }
@@ -343,10 +346,14 @@ mod tests {
         );
         assert!(text.contains("1 config warning"), "{text}");
         assert!(
-            text.contains(
-                "\nnot checked: deadlines (approvalTimeout is not modelled: the one of `plan`"
-            ),
+            text.contains(", deadlines (the approvalTimeout of `plan`: time passing"),
             "{text}"
+        );
+        assert!(!text.contains("not checked: deadlines"), "{text}");
+        let untimed = summary(&report(false), 0, &[], &[]);
+        assert!(
+            untimed.contains("deadlines (no mode has an approvalTimeout)"),
+            "{untimed}"
         );
         assert!(text.contains("the real `run_tests` (stubbed"), "{text}");
         assert!(!report(true).is_ok());

@@ -5,6 +5,7 @@
 use super::decision::{Decision, DecisionAction};
 use super::error::{SessionError, expired_error};
 use super::pending::PendingDecision;
+use crate::comment::{self, QuotedComment};
 use crate::event::DecidedRecord;
 use crate::mode::ModeId;
 use crate::tool::submit_plan::{self, PlanSubmission};
@@ -17,6 +18,8 @@ pub(crate) struct Checked {
     pub(crate) target: Option<ModeId>,
     /// The edited plan, captured under the plan limits.
     pub(crate) edited: Option<PlanSubmission>,
+    /// The comments of a rejection, resolved to the lines they quote.
+    pub(crate) comments: Vec<QuotedComment>,
 }
 
 /// Checks that `decision` may be applied to `pending`, and resolves what it names; changes
@@ -60,6 +63,16 @@ pub(crate) fn check(
                 "a rejection cannot always allow the tool: `alwaysAllow` goes with an approval",
             );
         }
+        PendingDecision::ToolCall(_) if !decision.comments.is_empty() => {
+            return malformed(
+                "a tool-call decision carries no plan comments: `comments` go with a plan",
+            );
+        }
+        PendingDecision::ToolCall(_) if decision.model.is_some() => {
+            return malformed(
+                "a tool-call decision names no model: `model` goes with the approval of a plan",
+            );
+        }
         PendingDecision::ToolCall(call) if decision.always_allow => {
             if let Some(rule) = &call.payload.rule {
                 return Err(SessionError::MalformedDecision(format!(
@@ -77,6 +90,7 @@ pub(crate) fn check(
         return Ok(Checked {
             target: None,
             edited: None,
+            comments: Vec::new(),
         });
     };
     if rejected && decision.to.is_some() {
@@ -84,6 +98,23 @@ pub(crate) fn check(
     }
     if rejected && decision.plan.is_some() {
         return malformed("a rejection carries no edited plan: `plan` goes with an approval");
+    }
+    if rejected && decision.model.is_some() {
+        return malformed("a rejection names no model: `model` goes with an approval");
+    }
+    if !rejected && !decision.comments.is_empty() {
+        return malformed(
+            "an approval carries no plan comments: `comments` go with a rejection (the model revises)",
+        );
+    }
+    let comments = comment::quote_all(&plan.payload.submission, &decision.comments)
+        .map_err(SessionError::PlanComment)?;
+    if let Some(model) = &decision.model {
+        // No host can build a model for the next mode yet: refused before anything changes.
+        return Err(SessionError::UnknownModel {
+            model: model.clone(),
+            reason: "this host chooses no model at approval".to_owned(),
+        });
     }
     let Some(target) = plan.chosen_target(decision.to.as_deref()) else {
         return Err(SessionError::TargetNotAllowed {
@@ -109,6 +140,7 @@ pub(crate) fn check(
     Ok(Checked {
         target: Some(target),
         edited,
+        comments,
     })
 }
 
@@ -234,6 +266,7 @@ mod tests {
                 approval_timeout: None,
                 deadline_at_ms: None,
                 workspace: None,
+                comments: Vec::new(),
             },
             stale: stale.map(str::to_owned),
         })
@@ -272,6 +305,8 @@ mod tests {
             tool_name: None,
             always_allow: false,
             allowed_by: None,
+            comments: Vec::new(),
+            model: None,
             rule: None,
         }
     }

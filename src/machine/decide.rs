@@ -11,6 +11,7 @@ use super::error::SessionError;
 use super::input::Next;
 use super::pending::{PendingDecision, PendingPlan, PendingToolCall};
 use super::state::State;
+use crate::comment::{self, QuotedComment};
 use crate::event::{DecidedRecord, DecisionOutcome, ModeChangeReason, RunState};
 use crate::mode::ModeId;
 use crate::model::{ModelError, ModelErrorKind};
@@ -94,6 +95,21 @@ impl Change<'_> {
             DecisionAction::Rejected => None,
         };
         let edited = checked.edited;
+        let comments = checked.comments;
+        // Comments on plan lines reach the model after the feedback, each with its line; a
+        // rejection with comments asks for a revision as one with feedback does.
+        let revise_with = match (feedback, comments.is_empty()) {
+            (feedback, true) => feedback.map(str::to_owned),
+            (feedback, false) => Some(format!(
+                "{}\n\n{}",
+                feedback.unwrap_or("see the comments on lines of the plan below."),
+                comment::for_model(&comments)
+            )),
+        };
+        let feedback = match decision.action {
+            DecisionAction::Approved => feedback,
+            DecisionAction::Rejected => revise_with.as_deref(),
+        };
         let max_revisions = self.config.max_revisions;
         // A rejection with feedback asks for a revision: beyond the run's limit it ends the run.
         let at_limit = decision.action == DecisionAction::Rejected
@@ -131,13 +147,15 @@ impl Change<'_> {
         let ends_run = decision.action == DecisionAction::Rejected && feedback.is_none();
         let approved_to = (decision.action == DecisionAction::Approved).then_some(target);
         let approved_sha256 = edited.map(|e| e.sha256);
-        let record = self.plan_record(
+        let mut record = self.plan_record(
             &pending,
             outcome,
             decision.decided_by,
             approved_to,
             approved_sha256,
         );
+        record.comments = comments;
+        record.model = decision.model.clone();
         self.state.history.push(record.clone());
         let output = ToolOutput::ok(result);
         self.finish_tool(
@@ -271,6 +289,8 @@ impl Change<'_> {
             tool_name: None,
             always_allow: false,
             allowed_by: None,
+            comments: Vec::new(),
+            model: None,
             rule: None,
         }
     }
@@ -289,6 +309,19 @@ impl State {
                     && d.outcome == Some(DecisionOutcome::Rejected)
             })
             .count()
+    }
+
+    /// The comments of the last rejection of the plan with this `sha256`, if it made any.
+    pub(crate) fn comments_on(&self, sha256: &str) -> Option<Vec<QuotedComment>> {
+        self.history
+            .iter()
+            .rev()
+            .find(|d| {
+                d.tool_name.is_none()
+                    && d.outcome == Some(DecisionOutcome::Rejected)
+                    && d.sha256.as_deref() == Some(sha256)
+            })
+            .map(|d| d.comments.clone())
     }
 
     /// Approves every other call of `tool` that waits in the same reply, by the "always allow"
@@ -340,6 +373,8 @@ pub(crate) fn tool_call_record(
         tool_name: Some(call.payload.tool_name.clone()),
         always_allow,
         allowed_by: None,
+        comments: Vec::new(),
+        model: None,
         rule: call.payload.rule.clone(),
     }
 }

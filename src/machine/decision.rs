@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::error::SessionError;
+use crate::comment::PlanComment;
 // For the docs' links: the docs are also the JSON Schema's descriptions, so they keep their text.
 #[cfg(doc)]
 use crate::event::SuspendPayload;
@@ -96,6 +97,17 @@ pub struct Decision {
     /// (`alwaysAllow`, [`Decision::always_allow`]). Refused on a rejection and on a plan.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub always_allow: bool,
+    /// With the rejection of a plan: comments on lines of the plan shown
+    /// ([`Decision::comment`]). Each names a line of the plan (from 1) and must not be blank;
+    /// the model receives each with the line it quotes. Refused on an approval and on a tool
+    /// call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub comments: Vec<PlanComment>,
+    /// With the approval of a plan: the model the next mode runs with (`model`,
+    /// [`Decision::model`]), by an id the host can build. Refused on a rejection and on a tool
+    /// call, and when the host cannot build it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 impl Decision {
@@ -151,6 +163,8 @@ impl Decision {
             to: None,
             plan: None,
             always_allow: false,
+            comments: Vec::new(),
+            model: None,
         }
     }
 
@@ -310,6 +324,55 @@ impl Decision {
     /// ```
     pub fn always_allow(mut self) -> Self {
         self.always_allow = true;
+        self
+    }
+
+    /// The same rejection, with a comment on line `line` of the plan shown (from 1, the `# title`
+    /// line first, as [`crate::comment::plan_lines`] numbers them): the model receives `text`
+    /// with the line it quotes (neutralized and bounded), the audit record keeps both
+    /// ([`crate::event::DecidedRecord::comments`]), and the next revision shows them again beside its
+    /// diff ([`crate::event::SuspendPayload::comments`]). Repeat it for more lines. A rejection with
+    /// comments asks for a revision, as one with feedback does. A line outside the plan, a blank
+    /// text ([`SessionError::PlanComment`]), a comment with an approval or on a tool call
+    /// ([`SessionError::MalformedDecision`]) are refused and change nothing.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::Decision;
+    /// let decision = Decision::reject().comment(4, "staging first").with_sha256("53fa");
+    /// assert_eq!(
+    ///     serde_json::to_value(&decision).unwrap(),
+    ///     serde_json::json!({
+    ///         "action": "rejected",
+    ///         "comments": [{ "line": 4, "text": "staging first" }],
+    ///         "sha256": "53fa",
+    ///     }),
+    /// );
+    /// ```
+    pub fn comment(mut self, line: u64, text: impl Into<String>) -> Self {
+        self.comments.push(PlanComment {
+            line,
+            text: text.into(),
+        });
+        self
+    }
+
+    /// The same approval, naming the model the next mode should run with, by an id the host
+    /// can build (the CLI's are its `--model` specs, `openai/gpt-4o-mini`). A model the host
+    /// cannot build is refused ([`SessionError::UnknownModel`]) before anything changes; so is a
+    /// model with a rejection or on a tool call ([`SessionError::MalformedDecision`]).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::Decision;
+    /// let decision = Decision::approve().model("openai/gpt-4o-mini");
+    /// assert_eq!(
+    ///     serde_json::to_value(&decision).unwrap(),
+    ///     serde_json::json!({ "action": "approved", "model": "openai/gpt-4o-mini" }),
+    /// );
+    /// ```
+    pub fn model(mut self, id: impl Into<String>) -> Self {
+        self.model = Some(id.into());
         self
     }
 

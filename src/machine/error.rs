@@ -122,6 +122,20 @@ pub enum SessionError {
     /// (blank, or larger than 1 MiB); nothing changed.
     #[error("the edited plan cannot be approved: {0}")]
     EditedPlan(#[source] crate::tool::submit_plan::PlanError),
+    /// A comment on a plan line ([`Decision::comment`](crate::Decision::comment)) cannot be
+    /// kept: its line is not one of the plan shown (0, or past the end), its text is blank,
+    /// or there are too many; nothing changed.
+    #[error("the plan comment is refused: {0}")]
+    PlanComment(String),
+    /// The approval names a model for the next mode ([`Decision::model`](crate::Decision::model))
+    /// that the host cannot build; nothing changed.
+    #[error("the model `{model}` cannot be used: {reason}")]
+    UnknownModel {
+        /// The model id the decision named.
+        model: String,
+        /// Why the host cannot build it.
+        reason: String,
+    },
     /// The plan cannot be approved: the config changed since it was submitted so that its
     /// hand-over target is gone or different. It can still be rejected.
     #[error("the plan cannot be approved: {0}")]

@@ -238,6 +238,8 @@ fn plan_record(run_id: &str, tool_call_id: &str, payload: &SuspendPayload) -> De
         tool_name: None,
         always_allow: false,
         allowed_by: None,
+        comments: Vec::new(),
+        model: None,
         rule: None,
     }
 }
@@ -268,6 +270,8 @@ fn call_answer(
                 tool_name: Some(payload.tool_name.clone()),
                 always_allow: false,
                 allowed_by: None,
+                comments: Vec::new(),
+                model: None,
                 rule: payload.rule.clone(),
             },
         ),
@@ -333,6 +337,7 @@ mod tests {
             decision_id: "decision_1".to_owned(),
             revision: 1,
             previous_sha256: None,
+            comments: Vec::new(),
             diff: None,
             approval_timeout: Some("1h".to_owned()),
             deadline_at_ms,
@@ -403,6 +408,8 @@ mod tests {
             tool_name: Some("write_file".to_owned()),
             always_allow: false,
             allowed_by: None,
+            comments: Vec::new(),
+            model: None,
             rule: None,
         };
         let rejected = DecidedRecord {

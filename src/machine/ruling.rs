@@ -94,6 +94,8 @@ impl Change<'_> {
             always_allow: false,
             allowed_by: None,
             rule: Some(rule),
+            comments: Vec::new(),
+            model: None,
         }
     }
 

@@ -417,6 +417,11 @@ impl Change<'_> {
             sha256: submission.sha256.clone(),
             text,
         });
+        // The comments the rejection of the previous revision made come back beside the diff.
+        let comments = previous
+            .as_ref()
+            .and_then(|p| self.state.comments_on(&p.sha256))
+            .unwrap_or_default();
         // The deadline is fixed now too: submit time plus the mode's approvalTimeout.
         let timeout = graph.mode(mode).approval_timeout();
         let approval_timeout = timeout.map(|t| t.as_str().to_owned());
@@ -435,6 +440,7 @@ impl Change<'_> {
                 .collect(),
             decision_id: decision_id_for(self.state.decisions),
             workspace: Some(self.workspace.path.clone()),
+            comments,
         };
         // Nothing else waits (a run suspends on one plan); `push` keeps the list's buffer.
         self.state.pending.clear();

@@ -48,7 +48,8 @@ named_enum! {
         /// The input cannot be used: a malformed decision, a target the plan does not list, an
         /// edited plan past the limits, a session id that cannot be stored
         /// ([`SessionError::MalformedDecision`], [`SessionError::TargetNotAllowed`],
-        /// [`SessionError::EditedPlan`], [`SessionError::InvalidSessionId`]).
+        /// [`SessionError::EditedPlan`], [`SessionError::PlanComment`],
+        /// [`SessionError::InvalidSessionId`]).
         InvalidInput = "invalid_input",
         /// The session is not in a state the operation needs: no suspended run, no interrupted
         /// run, an id already stored, a config changed under a pending plan
@@ -93,6 +94,8 @@ impl SessionError {
             E::MalformedDecision(_)
             | E::TargetNotAllowed { .. }
             | E::EditedPlan(_)
+            | E::PlanComment(_)
+            | E::UnknownModel { .. }
             | E::InvalidSessionId(_) => K::InvalidInput,
             E::NotSuspended(_)
             | E::NotInterrupted { .. }

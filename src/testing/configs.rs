@@ -76,6 +76,8 @@ impl ConfigSpec {
                 transitions_to: m.transitions_to.clone(),
                 tools: m.available_tools.clone(),
                 require_approval: m.require_approval.clone(),
+                approval_timeout_ms: None,
+                on_timeout: super::facts::TimeoutRule::Reject,
             })
             .collect();
         ConfigFacts::new(

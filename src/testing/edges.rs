@@ -9,7 +9,7 @@ use super::explore::Counterexample;
 use super::facts::ConfigFacts;
 use super::harness::Harness;
 use super::reference::{
-    Call, Feedback, Op, PlanFile, ReferenceSession, Revision, ShaChoice, Subject, Then,
+    Call, Feedback, Op, PlanFile, ReferenceSession, Revision, ShaChoice, Subject, Then, Until,
 };
 use crate::run::DecisionAction;
 
@@ -46,6 +46,12 @@ named_enum! {
         /// After an "always allow" in the planning mode `from`, a plan is approved and hands
         /// over to `to`: the switch ends the always-allow, as every mode change does.
         ApprovalEndsAlwaysAllow = "approval_ends_always_allow",
+        /// A plan submitted in `from`, which has an `approvalTimeout`, is not decided by its
+        /// deadline: it expires, not approved; the mode stays.
+        Expire = "expire",
+        /// A tool call waiting for approval in `from`, which has an `approvalTimeout`, is not
+        /// decided by its deadline: it expires and never runs; the mode stays.
+        ExpireTool = "expire_tool",
     }
 }
 
@@ -96,6 +102,13 @@ fn index_edges(facts: &ConfigFacts) -> Vec<IndexEdge> {
                     to: from,
                 });
             }
+            if facts.approval_timeout_ms(from).is_some() {
+                edges.push(IndexEdge {
+                    from,
+                    cause: Cause::Expire,
+                    to: from,
+                });
+            }
         }
         for to in (0..facts.len()).filter(|to| *to != from) {
             edges.push(IndexEdge {
@@ -123,6 +136,13 @@ fn index_edges(facts: &ConfigFacts) -> Vec<IndexEdge> {
                     to,
                 });
             }
+            if facts.approval_timeout_ms(from).is_some() {
+                edges.push(IndexEdge {
+                    from,
+                    cause: Cause::ExpireTool,
+                    to: from,
+                });
+            }
             if facts.is_planning(from) {
                 for to in facts.transition_targets(from) {
                     edges.push(IndexEdge {
@@ -143,7 +163,8 @@ fn index_edges(facts: &ConfigFacts) -> Vec<IndexEdge> {
 /// modes; and for each mode where a tool call waits for approval (`requireApproval`), the
 /// approval, the rejection and the "always allow" of such a call, and a manual switch to every
 /// other mode after an "always allow", which ends it (and, from a planning mode, the approval to
-/// each of its targets after an "always allow", which ends it too).
+/// each of its targets after an "always allow", which ends it too). In a mode with an
+/// `approvalTimeout`, the expiry of a plan and of a waiting tool call nobody decided in time.
 pub fn edges(facts: &ConfigFacts) -> Vec<Edge> {
     index_edges(facts)
         .into_iter()
@@ -222,6 +243,12 @@ fn fire(facts: &ConfigFacts, edge: IndexEdge) -> Vec<Op> {
             ),
         ],
         Cause::Abort => vec![submit, Op::Abort],
+        Cause::Expire => vec![submit, Op::Wait(Until::Deadline), Op::ExpireIfDue],
+        Cause::ExpireTool => vec![
+            Op::call(waiting_tool()),
+            Op::Wait(Until::Deadline),
+            Op::ExpireIfDue,
+        ],
         Cause::UserMessage => vec![
             submit,
             Op::Message {

@@ -3,7 +3,9 @@
 //!
 //! A state is what the rules of the mode state machine look at: the current mode, the target
 //! of the pending decision (if a plan waits), the latest run's state, the tool calls waiting for
-//! approval (with the decisions taken on them while others wait) and the tools always allowed. From the start state
+//! approval (with the decisions taken on them while others wait), the tools always allowed,
+//! where the kit's clock stands before the deadline of what waits (none, in time, one
+//! millisecond before, due) and whether the decision settled last expired. From the start state
 //! (a new session in the default mode) the walk goes breadth first; from each state it applies
 //! every operation of a fixed list that makes sense there ([`operations`]): a message, a message
 //! on which the model submits a valid or a refused plan, calls each tool (registered or not,
@@ -12,13 +14,16 @@
 //! approval (approve, always allow, reject with and without feedback, a stale or upper-case
 //! hash, by decision id), two calls at once of each tool that waits, an abort, decisions on
 //! unknown runs and
-//! tool calls and malformed ones, a manual switch to every mode and to an unknown id, and a
-//! restart when the controller has a store. With a store, every decision that changes the
-//! session (a plan or tool-call decision, an answer, an abort, a manual switch) is also tried
+//! tool calls and malformed ones, a manual switch to every mode and to an unknown id, a
+//! restart when the controller has a store, and, for a config with an `approvalTimeout`, time
+//! passing (to just before the deadline, to it, an hour on) and `expire_if_due`. With a store, every decision that changes the
+//! session (a plan or tool-call decision, an answer, an abort, a manual switch, time passing, an
+//! expiry) is also tried
 //! once more on the same path with the process restarted before and after each decision on it:
 //! what a restored session does with its history (an approval decided after a restart, a
 //! restart after an approval or after a switch that ended an always-allow) is compared too,
-//! though the state itself holds no history. Each (state, operation) pair is one transition:
+//! though the state itself holds no history; so is every decision taken again (it reads the
+//! history a restart restores). Each (state, operation) pair is one transition:
 //! a fresh session replays the shortest path to the state and then the operation, compared with
 //! the reference after every step. Because states are visited in order of distance, the first
 //! transition that diverges has a shortest path: it is reported as the counterexample.
@@ -39,20 +44,45 @@ use serde_json::json;
 use super::facts::ConfigFacts;
 use super::harness::{Divergence, Harness};
 use super::reference::{
-    Call, EditedPlan, Op, PlanFile, ReferenceSession, Revision, ShaChoice, Subject, Then,
+    Call, EditedPlan, Op, PlanFile, ReferenceSession, Revision, ShaChoice, Subject, Then, Until,
 };
 use crate::event::RunState;
 
 /// What the rules of the mode state machine look at: mode, pending target, run state, the tool
-/// calls waiting for approval (each by tool and its decision so far) and the tools always
-/// allowed.
+/// calls waiting for approval (each by tool and its decision so far), the tools always
+/// allowed, and where the clock stands before the deadline of what waits.
 type Rules = (
     usize,
     Option<usize>,
     Option<RunState>,
     Vec<String>,
     Vec<String>,
+    Clock,
+    bool,
 );
+
+/// Where the clock stands before the earliest deadline of what waits: what a decision, a
+/// restart or time passing does depends on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Clock {
+    /// Nothing waits with a deadline.
+    NoDeadline,
+    /// More than a millisecond before it.
+    InTime,
+    /// One millisecond before it.
+    JustBefore,
+    /// At or past it: the expiry is due (not applied yet).
+    Due,
+}
+
+fn clock(reference: &ReferenceSession) -> Clock {
+    match reference.next_deadline() {
+        None => Clock::NoDeadline,
+        Some(at) if at <= reference.now() => Clock::Due,
+        Some(at) if at - reference.now() == 1 => Clock::JustBefore,
+        Some(_) => Clock::InTime,
+    }
+}
 
 fn rules(reference: &ReferenceSession) -> Rules {
     let mut allowed = reference.always_allowed().to_vec();
@@ -67,6 +97,8 @@ fn rules(reference: &ReferenceSession) -> Rules {
             .map(|w| format!("{} {:?}", w.tool, w.decided))
             .collect(),
         allowed,
+        clock(reference),
+        reference.last_settled_expired(),
     )
 }
 
@@ -79,7 +111,12 @@ type State = Rules;
 fn is_decision(op: &Op) -> bool {
     matches!(
         op,
-        Op::Decide { .. } | Op::Answer(_) | Op::Abort | Op::Switch(_)
+        Op::Decide { .. }
+            | Op::Answer(_)
+            | Op::Abort
+            | Op::Switch(_)
+            | Op::Wait(_)
+            | Op::ExpireIfDue
     )
 }
 
@@ -338,6 +375,14 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
     if restarts {
         ops.push(Op::Restart);
     }
+    if facts.has_deadlines() {
+        ops.extend([
+            Op::Wait(Until::JustBefore),
+            Op::Wait(Until::Deadline),
+            Op::Wait(Until::AnHour),
+            Op::ExpireIfDue,
+        ]);
+    }
     ops
 }
 
@@ -420,9 +465,12 @@ pub fn explore_up_to(harness: &mut Harness, max_states: Option<usize>) -> Explor
             let result = match harness.run(&root, &next_path) {
                 Err(failure) => Err((next_path, failure)),
                 Ok(next) => {
-                    let variant = (restarts && is_decision(op) && rules(&next) != rules(&at))
-                        .then(|| with_restarts_around_decisions(&root, &next_path))
-                        .flatten();
+                    // Deciding again reads the history a restart restores: after a restart too.
+                    let reads_history = *op == Op::DecideAgain;
+                    let variant = (restarts
+                        && (reads_history || is_decision(op) && rules(&next) != rules(&at)))
+                    .then(|| with_restarts_around_decisions(&root, &next_path))
+                    .flatten();
                     match variant.map(|v| (harness.run(&root, &v), v)) {
                         Some((Err(failure), variant)) => Err((variant, failure)),
                         _ => Ok((next, next_path)),

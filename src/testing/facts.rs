@@ -25,6 +25,49 @@ pub struct ModeFacts {
     pub tools: Option<Vec<String>>,
     /// `requireApproval` as written: which offered tools wait for the user's approval.
     pub require_approval: Approvals,
+    /// `approvalTimeout` in milliseconds: how long a plan submitted in this mode, or a tool
+    /// call made in it that waits for approval, waits for a decision before it expires; `None`
+    /// without one (it waits for ever).
+    pub approval_timeout_ms: Option<u64>,
+    /// `onTimeout`: what an expiry does to the run.
+    pub on_timeout: TimeoutRule,
+}
+
+/// A mode's `onTimeout` as the reference model reads it: what happens to the run when what it
+/// waits on expires. Either way the plan, or the tool call, counts as not approved and the mode
+/// stays.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TimeoutRule {
+    /// `reject` (the default): the run ends `completed`, as after a rejection.
+    #[default]
+    Reject,
+    /// `abort`: the run ends `aborted`.
+    Abort,
+}
+
+/// An `approvalTimeout` value in milliseconds, read by the format's rule (whole numbers of
+/// `d`, `h`, `m`, `s`, largest unit first, each once: `90s`, `1h30m`); `None` for anything else.
+fn timeout_ms(text: &str) -> Option<u64> {
+    const UNITS: [(char, u64); 4] = [('d', 86_400), ('h', 3_600), ('m', 60), ('s', 1)];
+    let mut total: u64 = 0;
+    let mut digits = String::new();
+    let mut next_unit = 0;
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        let at = UNITS.iter().position(|(unit, _)| *unit == c)?;
+        if at < next_unit || digits.is_empty() {
+            return None;
+        }
+        let n: u64 = digits.parse().ok()?;
+        total = total.checked_add(n.checked_mul(UNITS[at].1)?)?;
+        digits.clear();
+        next_unit = at + 1;
+    }
+    (digits.is_empty() && total > 0).then_some(total.checked_mul(1000)?)
 }
 
 /// A mode's `requireApproval` as the reference model reads it.
@@ -179,11 +222,24 @@ impl ConfigFacts {
                         })?,
                 ),
             };
+            let approval_timeout_ms =
+                match raw.get("approvalTimeout") {
+                    None => None,
+                    Some(value) => Some(value.as_str().and_then(timeout_ms).ok_or_else(|| {
+                        FactsError(format!("mode `{id}` has a bad approvalTimeout"))
+                    })?),
+                };
+            let on_timeout = match raw.get("onTimeout").and_then(Value::as_str) {
+                Some("abort") => TimeoutRule::Abort,
+                _ => TimeoutRule::Reject,
+            };
             modes.push(ModeFacts {
                 id: id.clone(),
                 transitions_to,
                 tools,
                 require_approval,
+                approval_timeout_ms,
+                on_timeout,
             });
         }
         let marked = raw_modes
@@ -407,6 +463,23 @@ impl ConfigFacts {
         Some(names)
     }
 
+    /// The `approvalTimeout` of `mode` in milliseconds, if it has one.
+    pub fn approval_timeout_ms(&self, mode: usize) -> Option<u64> {
+        self.modes.get(mode)?.approval_timeout_ms
+    }
+
+    /// What an expiry in `mode` does to the run ([`TimeoutRule`]).
+    pub fn on_timeout(&self, mode: usize) -> TimeoutRule {
+        self.modes
+            .get(mode)
+            .map_or_else(TimeoutRule::default, |m| m.on_timeout)
+    }
+
+    /// Whether some mode has an `approvalTimeout`: then time passing is among the operations.
+    pub fn has_deadlines(&self) -> bool {
+        self.modes.iter().any(|m| m.approval_timeout_ms.is_some())
+    }
+
     /// Whether a call to `tool` in `mode` waits for the user's approval (unless a decision
     /// always allowed the tool): the mode offers it and its `requireApproval` covers it.
     pub fn requires_approval(&self, mode: usize, tool: &str) -> bool {
@@ -451,5 +524,35 @@ impl ConfigFacts {
     /// The config text the facts were read from (or rendered for).
     pub fn text(&self) -> &str {
         &self.text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn approval_timeouts_are_read_as_the_format_writes_them() {
+        assert_eq!(timeout_ms("90s"), Some(90_000));
+        assert_eq!(timeout_ms("1h30m"), Some(5_400_000));
+        assert_eq!(timeout_ms("1d2h3m4s"), Some(93_784_000));
+        assert_eq!(timeout_ms("0h1s"), Some(1_000));
+        for bad in ["", "5", "h", "30m1h", "1h1h", "0s", "5 m", "1w"] {
+            assert_eq!(timeout_ms(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_mode_s_deadline_and_on_timeout_are_read() {
+        let facts = ConfigFacts::from_toml(
+            "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\napprovalTimeout = \"24h\"\n\
+             onTimeout = \"abort\"\n[[modes]]\nid = \"build\"\n",
+        )
+        .expect("facts");
+        assert_eq!(facts.approval_timeout_ms(0), Some(86_400_000));
+        assert_eq!(facts.on_timeout(0), TimeoutRule::Abort);
+        assert_eq!(facts.approval_timeout_ms(1), None);
+        assert_eq!(facts.on_timeout(1), TimeoutRule::Reject);
+        assert!(facts.has_deadlines());
     }
 }

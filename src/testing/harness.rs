@@ -5,17 +5,21 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use serde_json::json;
 
 use super::facts::ConfigFacts;
 use super::reference::{
-    Action, Decided, Offered, Op, Outcome, PLAN_COUNT, PendingPlan, PlanFile, ReferenceSession,
-    Refusal, Reply, ResultKind, RunRef, Step, Trace, WaitingCall, plan_text,
+    Action, CLOCK_START_MS, Decided, Offered, Op, Outcome, PLAN_COUNT, PendingPlan, PlanFile,
+    ReferenceSession, Refusal, Reply, ResultKind, RunRef, Step, Trace, WaitingCall, plan_text,
 };
 use crate::controller::{AgentController, AgentControllerBuilder, ToolLayer};
+use crate::deadline::{APPROVED_NOT_RUN_RESULT, Clock};
 use crate::event::{DecisionOutcome, Event, Suspension};
 use crate::mode::ModeGraph;
 use crate::model::{LanguageModel, Message, ModelError, ModelRequest, ModelResponse};
@@ -232,6 +236,7 @@ pub struct Setup {
     model: Arc<StepModel>,
     workspace: PathBuf,
     spy: ToolLayer,
+    clock: Clock,
 }
 
 impl fmt::Debug for Setup {
@@ -331,7 +336,10 @@ impl Setup {
     /// # Ok::<(), agent_controller::testing::CheckError>(())
     /// ```
     pub fn observe(self, builder: AgentControllerBuilder) -> AgentControllerBuilder {
-        builder.workspace(&self.workspace).tool_layer(self.spy)
+        builder
+            .workspace(&self.workspace)
+            .tool_layer(self.spy)
+            .shared_clock(self.clock)
     }
 
     /// The kit's spy, which the built controller puts around every tool: the kit's own tests
@@ -356,6 +364,9 @@ pub struct Harness {
     controller: AgentController,
     facts: Arc<ConfigFacts>,
     model: Arc<StepModel>,
+    /// The kit's clock, in milliseconds since the Unix epoch: set to the reference's before
+    /// every step.
+    now: Arc<AtomicU64>,
     session: Option<Session>,
     run_ids: Vec<String>,
     plans_dir: PathBuf,
@@ -419,14 +430,26 @@ impl Harness {
                 log: log.clone(),
             })
         });
+        let now = Arc::new(AtomicU64::new(CLOCK_START_MS));
+        let reads = now.clone();
+        let clock: Clock = Arc::new(move || UNIX_EPOCH + Duration::from_millis(reads.load(SeqCst)));
         let setup = Setup {
             graph,
             model: model.clone(),
             workspace: workspace.clone(),
             spy,
+            clock: clock.clone(),
         };
         let controller = build(setup).map_err(|e| HarnessError::Build(e.to_string()))?;
         observable(&controller, &workspace, &lock(&spied))?;
+        if facts.has_deadlines() && !Arc::ptr_eq(controller.clock(), &clock) {
+            return Err(HarnessError::Unobservable(
+                "the config has an approvalTimeout, and the controller reads a clock of its own, \
+                 not the kit's (which moves time to and past each deadline): do not call \
+                 .clock(...) on the builder the Setup gives you, nor after setup.observe(builder)"
+                    .to_owned(),
+            ));
+        }
         let facts = controller_facts(facts, &controller)?;
         let plans_dir = controller.plans_dir().to_owned();
         std::fs::create_dir_all(&plans_dir)?;
@@ -442,6 +465,7 @@ impl Harness {
             controller,
             facts,
             model,
+            now,
             session: None,
             run_ids: Vec::new(),
             plans_dir,
@@ -487,6 +511,7 @@ impl Harness {
         lock(&self.model.log).clear();
         *lock(&self.model.seen) = 0;
         self.run_ids.clear();
+        self.now.store(reference.now(), SeqCst);
         let mut options = self.options();
         if let Some(start) = reference.start() {
             options = options.mode(self.facts.id(start));
@@ -571,7 +596,9 @@ impl Harness {
         };
         let op = format!("{:?}", step.op);
         let before = workspace_files(self.controller.workspace());
-        let outcome = self.perform(step).map_err(|panic| panicked(&op, &panic))?;
+        let outcome = self
+            .perform(step, reference.now())
+            .map_err(|panic| panicked(&op, &panic))?;
         let records = std::mem::take(&mut *lock(&self.model.log));
         let trace = self.trace(records);
         // Either a real bug, or a model layer that never passes requests on: say which to look at.
@@ -613,7 +640,9 @@ impl Harness {
         self.check_invariants(reference, &op)
     }
 
-    fn perform(&mut self, step: &Step) -> Result<Outcome, Box<dyn std::any::Any + Send>> {
+    fn perform(&mut self, step: &Step, now: u64) -> Result<Outcome, Box<dyn std::any::Any + Send>> {
+        // Time passed (or not) before the host call.
+        self.now.store(now, SeqCst);
         {
             let mut replies = lock(&self.model.replies);
             replies.clear();
@@ -648,6 +677,7 @@ impl Harness {
             Action::Abort => Resolved::Abort,
             Action::Switch(id) => Resolved::Switch(id.clone()),
             Action::Restore => Resolved::Restore,
+            Action::ExpireIfDue => Resolved::ExpireIfDue,
             Action::Nothing => Resolved::Nothing,
         };
         let options = self.options();
@@ -684,6 +714,10 @@ impl Harness {
                     Err(e) => Outcome::Refused(refusal(&e)),
                 }
             }
+            Resolved::ExpireIfDue => match runtime.block_on(session.expire_if_due()) {
+                Ok(expired) => Outcome::Expired(expired.len()),
+                Err(e) => Outcome::Refused(refusal(&e)),
+            },
             Resolved::Nothing => Outcome::NoDecision,
         }));
         lock(&self.model.replies).clear();
@@ -928,6 +962,7 @@ impl Harness {
                 .map(ToString::to_string)
                 .collect(),
             sha256: p.payload().submission.sha256.clone(),
+            deadline_at_ms: p.payload().deadline_at_ms,
         });
         if expected_pending != actual_pending {
             let (expected, actual) = match (&expected_pending, &actual_pending) {
@@ -960,6 +995,7 @@ impl Harness {
                         (action, feedback)
                     }),
                     allowed_by: p.decision().and_then(|d| d.allowed_by.clone()),
+                    deadline: p.payload().deadline_at_ms,
                 })
             })
             .collect();
@@ -1012,6 +1048,7 @@ impl Harness {
                 .map(|t| self.facts.id(*t).to_owned())
                 .collect(),
             sha256: pending.sha256.clone(),
+            deadline_at_ms: pending.deadline,
         }
     }
 
@@ -1029,6 +1066,7 @@ enum Resolved {
     Abort,
     Switch(String),
     Restore,
+    ExpireIfDue,
     Nothing,
 }
 
@@ -1041,6 +1079,7 @@ struct PendingView {
     targets: Vec<String>,
     payload_targets: Vec<String>,
     sha256: String,
+    deadline_at_ms: Option<u64>,
 }
 
 impl PendingView {
@@ -1066,6 +1105,11 @@ impl PendingView {
                 actual.payload_targets.join(","),
             ),
             ("sha256", self.sha256.clone(), actual.sha256.clone()),
+            (
+                "deadline_at_ms",
+                format!("{:?}", self.deadline_at_ms),
+                format!("{:?}", actual.deadline_at_ms),
+            ),
         ];
         let differ: Vec<_> = fields.iter().filter(|(_, e, a)| e != a).collect();
         let side = |expected: bool| {
@@ -1078,6 +1122,10 @@ impl PendingView {
         (side(true), side(false))
     }
 }
+
+/// How the result of an expired plan or tool call starts ([`crate::deadline::expired_result`],
+/// [`crate::deadline::expired_tool_result`]).
+const EXPIRED_RESULT_START: &str = "Not approved: no decision was taken";
 
 /// The tool-call id of a [`Trace::ToolRan`] for an execution no `tool_end` followed.
 pub(crate) const STRAY_EXECUTION: &str = "(executed without a tool_end)";
@@ -1094,8 +1142,12 @@ fn waiting_view(w: &WaitingCall) -> String {
         Some(allowance) => format!(" (allowed by {allowance})"),
         None => String::new(),
     };
+    let deadline = match w.deadline {
+        Some(at) => format!(", deadline {at}"),
+        None => String::new(),
+    };
     format!(
-        "{} {} of run {} ({}, argsSha256 {}): {decided}{by}",
+        "{} {} of run {} ({}, argsSha256 {}{deadline}): {decided}{by}",
         w.decision_id, w.tool_call_id, w.run, w.tool, w.args_sha256
     )
 }
@@ -1192,13 +1244,18 @@ fn refusal(error: &SessionError) -> Refusal {
         SessionError::EditedPlan(_) => Refusal::EditedPlan,
         SessionError::UnknownSession(_) => Refusal::UnknownSession,
         SessionError::Store(_) | SessionError::NoStore => Refusal::Store,
+        SessionError::Expired { .. } => Refusal::Expired,
         #[allow(unreachable_patterns)]
         _ => Refusal::Other,
     }
 }
 
 fn result_kind(result: &str) -> ResultKind {
-    if result == TOOL_REJECTED_RESULT {
+    if result.starts_with(EXPIRED_RESULT_START) {
+        ResultKind::Expired
+    } else if result == APPROVED_NOT_RUN_RESULT {
+        ResultKind::ApprovedNotRun
+    } else if result == TOOL_REJECTED_RESULT {
         ResultKind::ToolRejected
     } else if result
         .strip_prefix(TOOL_REJECTED_RESULT)

@@ -28,6 +28,24 @@ use crate::tool::SUBMIT_PLAN;
 /// How many distinct valid plan files a harness provides ([`PlanFile::Valid`] `0..PLAN_COUNT`).
 pub const PLAN_COUNT: u8 = 4;
 
+/// The time a [`ReferenceSession`] starts at, and the kit's clock with it
+/// (2027-01-15T08:00:00Z), in milliseconds since the Unix epoch: deadlines are counted from it.
+pub const CLOCK_START_MS: u64 = 1_800_000_000_000;
+
+/// An hour in milliseconds ([`Until::AnHour`]).
+const HOUR_MS: u64 = 3_600_000;
+
+/// How far the clock moves in an [`Op::Wait`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Until {
+    /// To one millisecond before the earliest deadline of what waits: still in time.
+    JustBefore,
+    /// To that deadline exactly: what waits on it has expired (whoever looks next applies it).
+    Deadline,
+    /// One hour on, whatever waits.
+    AnHour,
+}
+
 /// The text of valid plan file `k`; the files differ, so their SHA-256 differ.
 ///
 /// # Examples
@@ -220,9 +238,16 @@ pub enum Op {
     Switch(String),
     /// The host process restarts: the session is restored from the controller's store
     /// ([`crate::AgentController::restore_session`]). Nothing may change: a session is saved
-    /// when it starts, so even one with no state change since is restored. Generated
-    /// only for a reference built [`ReferenceSession::with_restarts`].
+    /// when it starts, so even one with no state change since is restored (but what waits past
+    /// its deadline expires as it is restored). Generated only for a reference built
+    /// [`ReferenceSession::with_restarts`].
     Restart,
+    /// Time passes (the kit's clock moves, nothing is called). What waits past its deadline
+    /// (`approvalTimeout`) has expired; the next host call that looks applies the expiry first.
+    /// Generated for configs with an `approvalTimeout`.
+    Wait(Until),
+    /// The host applies what expired ([`crate::Session::expire_if_due`]).
+    ExpireIfDue,
 }
 
 /// What an [`Op::Decide`] decides, with the parts of the decision only that kind takes.
@@ -540,7 +565,9 @@ pub enum Action {
     Switch(String),
     /// [`crate::AgentController::restore_session`] by the session's id.
     Restore,
-    /// Nothing (a blank answer: the prompt asks again).
+    /// [`crate::Session::expire_if_due`].
+    ExpireIfDue,
+    /// Nothing (a blank answer: the prompt asks again; time passing).
     Nothing,
 }
 
@@ -579,6 +606,8 @@ pub enum Outcome {
     NoDecision,
     /// The session was restored from the store.
     Restored,
+    /// `expire_if_due` returned this many records of expired decisions.
+    Expired(usize),
     /// The call was refused with this error; nothing changed.
     Refused(Refusal),
 }
@@ -611,6 +640,8 @@ pub enum Refusal {
     UnknownSession,
     /// A store error ([`crate::SessionError::Store`], [`crate::SessionError::NoStore`]).
     Store,
+    /// [`crate::SessionError::Expired`]: what the decision names expired.
+    Expired,
     /// A variant this version of the reference does not know.
     Other,
 }
@@ -628,6 +659,12 @@ pub enum ResultKind {
     ToolRejected,
     /// A tool call the user rejected with feedback, which the result carries.
     ToolRejectedWithFeedback,
+    /// Not approved in time: the plan, or the tool call, expired
+    /// ([`crate::deadline::expired_result`], [`crate::deadline::expired_tool_result`]).
+    Expired,
+    /// A tool call approved while others of its reply waited, which expired: it never ran
+    /// ([`crate::deadline::APPROVED_NOT_RUN_RESULT`]).
+    ApprovedNotRun,
     /// Anything else (tool errors, refusals).
     Other,
 }
@@ -786,6 +823,9 @@ pub struct PendingPlan {
     pub sha256: String,
     /// The valid plan file submitted ([`plan_text`] `plan`).
     pub plan: u8,
+    /// When it expires (milliseconds since the Unix epoch on the kit's clock): submitted at
+    /// plus its mode's `approvalTimeout`; `None` without one.
+    pub deadline: Option<u64>,
 }
 
 /// A tool call waiting for the user's approval, as the reference holds it.
@@ -807,6 +847,9 @@ pub struct WaitingCall {
     /// The decision id of the "always allow" on another call of the reply that approved this
     /// one ([`crate::event::DecidedRecord::allowed_by`]).
     pub allowed_by: Option<String>,
+    /// When it expires (milliseconds since the Unix epoch on the kit's clock): made at plus
+    /// its mode's `approvalTimeout`; `None` without one.
+    pub deadline: Option<u64>,
 }
 
 /// The reference model of a session: current mode, pending decision and run state, moved by
@@ -825,7 +868,10 @@ pub struct ReferenceSession {
     /// The plan revisions the current run was asked for (rejections with feedback).
     revisions: usize,
     tool_calls: usize,
-    decided: Option<(usize, String)>,
+    /// The run and call decided (or cancelled, or expired) last, and whether it expired.
+    decided: Option<(usize, String, bool)>,
+    /// The kit's clock (milliseconds since the Unix epoch).
+    now: u64,
     /// Decision ids given out (plans and tool calls).
     decisions: usize,
     /// The tool calls waiting for approval, in the model's order.
@@ -865,6 +911,7 @@ impl fmt::Debug for ReferenceSession {
             )
             .field("always_allowed", &self.always_allowed)
             .field("run", &self.run)
+            .field("now", &self.now.saturating_sub(CLOCK_START_MS))
             .finish_non_exhaustive()
     }
 }
@@ -898,6 +945,7 @@ impl ReferenceSession {
             revisions: 0,
             tool_calls: 0,
             decided: None,
+            now: CLOCK_START_MS,
             decisions: 0,
             waiting: Vec::new(),
             always_allowed: Vec::new(),
@@ -1006,6 +1054,11 @@ impl ReferenceSession {
             Op::Answer(_) => self.pending.is_some(),
             Op::DecideAgain => self.decided.is_some(),
             Op::Restart => self.restarts,
+            Op::Wait(Until::JustBefore) => self
+                .next_deadline()
+                .is_some_and(|at| self.now.saturating_add(1) < at),
+            Op::Wait(Until::Deadline) => self.next_deadline().is_some_and(|at| self.now < at),
+            Op::Wait(Until::AnHour) | Op::ExpireIfDue => self.facts.has_deadlines(),
             Op::Abort
             | Op::DecideUnknownCall
             | Op::DecideUnknownRun
@@ -1031,7 +1084,163 @@ impl ReferenceSession {
         })
     }
 
+    /// Deadlines: every host call that looks at the session first applies what
+    /// expired ([`ReferenceSession::expire`]); a decision on what just expired is refused, as
+    /// it would be after the expiry.
     fn step(&mut self, op: &Op, trace: &mut Vec<Trace>) -> (Action, Vec<Reply>, Outcome) {
+        if !(self.settles(op) && self.is_due()) {
+            return self.perform(op, trace);
+        }
+        let refusal = match op {
+            Op::Decide {
+                on: Subject::ToolCall { call, .. },
+                ..
+            } if self.waiting.get(*call).is_some_and(|w| w.decided.is_some()) => {
+                Some(Refusal::AlreadyDecided)
+            }
+            Op::Decide { .. } | Op::Answer(_) => Some(Refusal::Expired),
+            Op::DecideAgain => Some(match self.decided {
+                Some((_, _, true)) => Refusal::Expired,
+                _ => Refusal::AlreadyDecided,
+            }),
+            _ => None,
+        };
+        let Some(refusal) = refusal else {
+            self.expire(trace);
+            return self.perform(op, trace);
+        };
+        // The host call is the one made on what waited; the session applies the expiry, then
+        // finds the decision settled.
+        let (action, _, _) = self.clone().perform(op, &mut Vec::new());
+        self.expire(trace);
+        (action, Vec::new(), Outcome::Refused(refusal))
+    }
+
+    /// Whether the host call `op` becomes applies what expired before anything else: every
+    /// session call but a resume with malformed data (refused before the session is looked at),
+    /// a switch to the current mode or an unknown id, an answer that decides nothing, time
+    /// passing, and `expire_if_due` (which is the expiry).
+    fn settles(&self, op: &Op) -> bool {
+        match op {
+            // `expire_if_due` is the expiry itself.
+            Op::Malformed(_) | Op::Wait(_) | Op::ExpireIfDue => false,
+            Op::Switch(id) => self.facts.index_of(id).is_some_and(|m| m != self.mode),
+            Op::Answer(answer) => parse_answer(answer.as_deref()).is_some(),
+            _ => true,
+        }
+    }
+
+    /// The earliest deadline of what waits undecided: the pending plan's, or that of the tool
+    /// calls waiting for approval (those decided while others wait have none any more).
+    pub fn next_deadline(&self) -> Option<u64> {
+        let plan = self.pending.iter().filter_map(|p| p.deadline);
+        let calls = self
+            .waiting
+            .iter()
+            .filter(|w| w.decided.is_none())
+            .filter_map(|w| w.deadline);
+        plan.chain(calls).min()
+    }
+
+    /// Whether what waits is past its deadline now, its expiry not applied yet.
+    pub fn is_due(&self) -> bool {
+        self.next_deadline().is_some_and(|at| at <= self.now)
+    }
+
+    /// Whether the decision settled last expired (deciding it again is refused as expired).
+    pub fn last_settled_expired(&self) -> bool {
+        matches!(self.decided, Some((_, _, true)))
+    }
+
+    /// The kit's clock: milliseconds since the Unix epoch ([`CLOCK_START_MS`] at the start).
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// The deadline of a plan submitted, or a tool call made, now in the current mode.
+    fn deadline_from_now(&self) -> Option<u64> {
+        self.facts
+            .approval_timeout_ms(self.mode)
+            .map(|timeout| self.now.saturating_add(timeout))
+    }
+
+    fn wait(&mut self, until: Until) {
+        let next = self.next_deadline();
+        self.now = match (until, next) {
+            (Until::JustBefore, Some(at)) => self.now.max(at.saturating_sub(1)),
+            (Until::Deadline, Some(at)) => self.now.max(at),
+            (Until::AnHour, _) => self.now.saturating_add(HOUR_MS),
+            (_, None) => self.now,
+        };
+    }
+
+    /// Deadlines: what waits past its deadline expires and counts as not approved; the mode
+    /// stays, no model call follows. A plan expires alone: its `submit_plan` call gets the
+    /// expired result (not an error) and an audit record. Tool calls expire as their reply:
+    /// every call of it is answered in the model's order, an undecided one as expired, one
+    /// approved while others waited as never run, one rejected with its rejection. The run ends
+    /// `completed` (`onTimeout = "reject"`) or `aborted` (`"abort"`). Returns how many
+    /// decisions expired (0 when nothing was due).
+    fn expire(&mut self, trace: &mut Vec<Trace>) -> usize {
+        if !self.is_due() {
+            return 0;
+        }
+        let mode = self.facts.id(self.mode).to_owned();
+        let end = match self.facts.on_timeout(self.mode) {
+            super::facts::TimeoutRule::Abort => RunState::Aborted,
+            _ => RunState::Completed,
+        };
+        if let Some(plan) = self.pending.take() {
+            trace.push(Trace::RunStarted {
+                run: plan.run,
+                mode,
+            });
+            trace.push(Trace::ToolEnded {
+                tool_call_id: plan.tool_call_id.clone(),
+                is_error: false,
+                result: ResultKind::Expired,
+                decided: Some(Decided {
+                    sha256: plan.sha256.clone(),
+                    approved_sha256: None,
+                }),
+            });
+            trace.push(Trace::RunEnded {
+                run: plan.run,
+                reason: end,
+            });
+            self.run = Some((plan.run, end));
+            self.decided = Some((plan.run, plan.tool_call_id, true));
+            return 1;
+        }
+        let waiting = std::mem::take(&mut self.waiting);
+        let Some(last) = waiting.last() else {
+            return 0;
+        };
+        let run = last.run;
+        trace.push(Trace::RunStarted { run, mode });
+        for w in &waiting {
+            trace.push(Trace::ToolEnded {
+                tool_call_id: w.tool_call_id.clone(),
+                is_error: true,
+                result: match w.decided {
+                    None => ResultKind::Expired,
+                    Some((DecisionAction::Approved, _)) => ResultKind::ApprovedNotRun,
+                    Some((DecisionAction::Rejected, false)) => ResultKind::ToolRejected,
+                    Some((DecisionAction::Rejected, true)) => ResultKind::ToolRejectedWithFeedback,
+                },
+                decided: Some(Decided {
+                    sha256: w.args_sha256.clone(),
+                    approved_sha256: None,
+                }),
+            });
+        }
+        trace.push(Trace::RunEnded { run, reason: end });
+        self.run = Some((run, end));
+        self.decided = Some((run, last.tool_call_id.clone(), last.decided.is_none()));
+        waiting.iter().filter(|w| w.decided.is_none()).count()
+    }
+
+    fn perform(&mut self, op: &Op, trace: &mut Vec<Trace>) -> (Action, Vec<Reply>, Outcome) {
         match op {
             Op::Message { calls, then } => self.message(calls, *then, trace),
             Op::Decide {
@@ -1049,17 +1258,27 @@ impl ReferenceSession {
             // (saved since it started).
             Op::Restart => (Action::Restore, Vec::new(), Outcome::Restored),
             Op::DecideAgain => {
-                let (run, call) = self.decided.clone().unwrap_or_default();
+                let (run, call, expired) = self.decided.clone().unwrap_or_default();
                 let action = Action::Resume {
                     run: RunRef::Run(run),
                     tool_call_id: call,
                     decision: Decision::approve(),
                 };
-                (
-                    action,
-                    Vec::new(),
-                    Outcome::Refused(Refusal::AlreadyDecided),
-                )
+                // A call that expired is refused as expired (the history says so).
+                let refusal = if expired {
+                    Refusal::Expired
+                } else {
+                    Refusal::AlreadyDecided
+                };
+                (action, Vec::new(), Outcome::Refused(refusal))
+            }
+            Op::Wait(until) => {
+                self.wait(*until);
+                (Action::Nothing, Vec::new(), Outcome::NoDecision)
+            }
+            Op::ExpireIfDue => {
+                let expired = self.expire(trace);
+                (Action::ExpireIfDue, Vec::new(), Outcome::Expired(expired))
             }
             Op::DecideUnknownCall => {
                 let (run, refusal) = match (&self.pending, self.run) {
@@ -1191,7 +1410,7 @@ impl ReferenceSession {
                 reason: RunState::Aborted,
             });
             self.run = Some((run, RunState::Aborted));
-            self.decided = waiting.last().map(|w| (run, w.tool_call_id.clone()));
+            self.decided = waiting.last().map(|w| (run, w.tool_call_id.clone(), false));
             return true;
         }
         let Some(pending) = self.pending.take() else {
@@ -1211,7 +1430,7 @@ impl ReferenceSession {
             reason: RunState::Aborted,
         });
         self.run = Some((pending.run, RunState::Aborted));
-        self.decided = Some((pending.run, pending.tool_call_id));
+        self.decided = Some((pending.run, pending.tool_call_id, false));
         true
     }
 
@@ -1373,6 +1592,7 @@ impl ReferenceSession {
                 args_sha256: tool_args_sha256(),
                 decided: None,
                 allowed_by: None,
+                deadline: self.deadline_from_now(),
             };
             trace.push(Trace::ToolCallSuspended {
                 tool_call_id: waiting.tool_call_id.clone(),
@@ -1422,6 +1642,7 @@ impl ReferenceSession {
             targets,
             sha256,
             plan: k,
+            deadline: self.deadline_from_now(),
         });
         self.run = Some((run, RunState::Suspended));
         Outcome::Run(RunState::Suspended)
@@ -1508,6 +1729,8 @@ impl ReferenceSession {
                             to: to.map(str::to_owned),
                             plan: plan.map(EditedPlan::text),
                             always_allow: false,
+                            comments: Vec::new(),
+                            model: None,
                         },
                     }
                 };
@@ -1564,6 +1787,8 @@ impl ReferenceSession {
                     to: None,
                     plan: None,
                     always_allow: *always_allow,
+                    comments: Vec::new(),
+                    model: None,
                 };
                 let host_action = if *by_id {
                     Action::Decide {
@@ -1623,7 +1848,7 @@ impl ReferenceSession {
                 self.always_allowed.push(call.tool.clone());
             }
         }
-        self.decided = Some((call.run, call.tool_call_id.clone()));
+        self.decided = Some((call.run, call.tool_call_id.clone(), false));
         if self.waiting.iter().any(|w| w.decided.is_none()) {
             return (Vec::new(), Outcome::Run(RunState::Suspended));
         }
@@ -1683,7 +1908,7 @@ impl ReferenceSession {
         trace: &mut Vec<Trace>,
     ) -> (Vec<Reply>, Outcome) {
         self.pending = None;
-        self.decided = Some((pending.run, pending.tool_call_id.clone()));
+        self.decided = Some((pending.run, pending.tool_call_id.clone(), false));
         let run = pending.run;
         let has_feedback = matches!(feedback, Feedback::Text(t) if !t.trim().is_empty());
         let result = match (action, has_feedback) {
@@ -1752,7 +1977,9 @@ impl ReferenceSession {
             ResultKind::Rejected
             | ResultKind::Other
             | ResultKind::ToolRejected
-            | ResultKind::ToolRejectedWithFeedback => {
+            | ResultKind::ToolRejectedWithFeedback
+            | ResultKind::Expired
+            | ResultKind::ApprovedNotRun => {
                 trace.push(Trace::RunEnded {
                     run,
                     reason: RunState::Completed,
@@ -1774,17 +2001,8 @@ impl ReferenceSession {
         let Some(pending) = self.pending.clone() else {
             return (Action::Nothing, Vec::new(), Outcome::NoDecision);
         };
-        let trimmed = answer.map(str::trim);
-        let (action, feedback) = match trimmed.map(str::to_ascii_lowercase).as_deref() {
-            None | Some("" | "ok" | "approve" | "lgtm" | "reject") => {
-                return (Action::Nothing, Vec::new(), Outcome::NoDecision);
-            }
-            Some("y" | "yes") => (DecisionAction::Approved, Feedback::Omitted),
-            Some("n" | "no") => (DecisionAction::Rejected, Feedback::Omitted),
-            Some(_) => (
-                DecisionAction::Rejected,
-                Feedback::Text(trimmed.unwrap_or_default().to_owned()),
-            ),
+        let Some((action, feedback)) = parse_answer(answer) else {
+            return (Action::Nothing, Vec::new(), Outcome::NoDecision);
         };
         let decision = Decision {
             action,
@@ -1797,6 +2015,8 @@ impl ReferenceSession {
             to: None,
             plan: None,
             always_allow: false,
+            comments: Vec::new(),
+            model: None,
         };
         let host_action = Action::Resume {
             run: RunRef::Run(pending.run),
@@ -1894,7 +2114,33 @@ impl ReferenceSession {
         if self.restarts {
             choices.push((2, Just(Op::Restart).boxed()));
         }
+        if self.facts.has_deadlines() {
+            // Time passing: to just before and to the deadline of what waits, or an hour.
+            for (weight, op) in [
+                (3, Op::Wait(Until::JustBefore)),
+                (5, Op::Wait(Until::Deadline)),
+                (1, Op::Wait(Until::AnHour)),
+                (1, Op::ExpireIfDue),
+            ] {
+                if self.can_apply(&op) {
+                    choices.push((weight, Just(op).boxed()));
+                }
+            }
+        }
         proptest::strategy::Union::new_weighted(choices).boxed()
+    }
+}
+
+/// What a typed answer decides: `y`/`yes` approves, `n`/`no` rejects, other text rejects with
+/// it as feedback; `None` for end of input, a blank line and a single word that only looks like
+/// a decision.
+fn parse_answer(answer: Option<&str>) -> Option<(DecisionAction, Feedback)> {
+    let trimmed = answer?.trim();
+    match trimmed.to_ascii_lowercase().as_str() {
+        "" | "ok" | "approve" | "lgtm" | "reject" => None,
+        "y" | "yes" => Some((DecisionAction::Approved, Feedback::Omitted)),
+        "n" | "no" => Some((DecisionAction::Rejected, Feedback::Omitted)),
+        _ => Some((DecisionAction::Rejected, Feedback::Text(trimmed.to_owned()))),
     }
 }
 

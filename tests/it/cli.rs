@@ -1593,9 +1593,11 @@ fn check_and_graph_show_every_target() {
     }
 }
 
-/// Reads a child's stderr on a thread; `wait_for` blocks until it holds a text (or 20 s pass).
+/// Reads a child's stderr on a thread; `wait_for` blocks until it holds a text (or 20 s pass),
+/// `all` until the stream ended (the child exited and its last bytes were read).
 struct StderrWatch {
     seen: std::sync::Arc<std::sync::Mutex<String>>,
+    reader: std::thread::JoinHandle<()>,
 }
 
 impl StderrWatch {
@@ -1603,7 +1605,7 @@ impl StderrWatch {
         use std::io::Read;
         let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         let sink = seen.clone();
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
             while let Ok(n) = stderr.read(&mut buf) {
                 if n == 0 {
@@ -1614,7 +1616,14 @@ impl StderrWatch {
                     .push_str(&String::from_utf8_lossy(&buf[..n]));
             }
         });
-        Self { seen }
+        Self { seen, reader }
+    }
+
+    /// All the child wrote: waits for the end of the stream, so no late bytes are missed.
+    fn all(self) -> String {
+        self.reader.join().expect("the reader thread");
+        let seen = self.seen.lock().expect("lock");
+        seen.clone()
     }
 
     fn text(&self) -> String {
@@ -1676,12 +1685,14 @@ fn a_plan_revised_while_the_prompt_waits_cannot_be_approved_from_that_prompt() {
     answer.write_all(b"y\n").expect("answer");
     drop(answer);
     let out = common::wait::exit_of(prompt);
-    assert_eq!(out.status.code(), Some(REFUSED), "{}", watch.text());
-    assert!(
-        watch.text().contains("this decision was not applied"),
-        "{}",
-        watch.text()
+    let said = watch.all();
+    assert_eq!(
+        out.status.code(),
+        Some(REFUSED),
+        "exit {:?}: {said}",
+        out.status.code()
     );
+    assert!(said.contains("this decision was not applied"), "{said}");
     assert!(
         mode_changes(&events(&out)).is_empty(),
         "no hand-over: {:?}",
@@ -1924,7 +1935,7 @@ fn a_revised_plan_is_shown_as_its_diff_and_p_shows_it_whole() {
     assert!(err.contains("[p] show the whole plan"), "{err}");
     // `p` prints the whole revision before asking again.
     let after_p = err
-        .rsplit("[p] show the whole plan  [e] edit the plan  [s MODE] switch to build, not approving\n> ")
+        .rsplit("[s MODE] switch to build, not approving\n> ")
         .nth(1)
         .expect("asked twice");
     assert!(after_p.contains("Revisions"), "{err}");
@@ -2456,4 +2467,27 @@ fn verify_exits_7_when_the_controller_diverges() {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
+}
+
+/// A config with deadlines: `verify` checks them (the expiry of plans and of waiting tool
+/// calls, time passing, restarts around it) and says so in its summary.
+#[test]
+fn verify_checks_deadlines_and_says_so() {
+    let toml = std::fs::read_to_string(fixture("configs/deadlines.toml")).expect("fixture");
+    let out = verify(&toml, &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(DONE), "{stdout}{}", stderr(&out));
+    let checked = stdout
+        .lines()
+        .find(|l| l.starts_with("checked: "))
+        .unwrap_or_else(|| panic!("no `checked:` line: {stdout}"));
+    assert!(
+        checked.contains("deadlines (the approvalTimeout of `plan`, `build`: time passing"),
+        "{checked}"
+    );
+    let not = stdout
+        .lines()
+        .find(|l| l.starts_with("not checked: "))
+        .unwrap_or_default();
+    assert!(!not.contains("deadlines"), "{not}");
 }

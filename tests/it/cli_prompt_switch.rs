@@ -68,8 +68,12 @@ fn s_mode_at_the_prompt_switches_without_approving() {
     // The help line names the key and the modes a switch may go to (not the current one).
     assert!(
         err.contains(
-            "[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [s MODE] switch to build, not approving"
+            "\n[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  "
         ),
+        "{err}"
+    );
+    assert!(
+        err.contains("  [s MODE] switch to build, not approving\n> "),
         "{err}"
     );
     assert!(

@@ -66,8 +66,10 @@ fn the_decision_schema_names_every_field_with_a_description_and_no_other() {
         [
             "action",
             "alwaysAllow",
+            "comments",
             "decidedBy",
             "feedback",
+            "model",
             "plan",
             "sha256",
             "targetModeId"
@@ -84,7 +86,9 @@ fn the_decision_schema_names_every_field_with_a_description_and_no_other() {
         .decided_by("alice")
         .to("build")
         .with_plan("# P\n")
-        .always_allow();
+        .always_allow()
+        .comment(4, "staging first")
+        .model("openai/gpt-4o-mini");
     let written = serde_json::to_value(&full).expect("to_value");
     let mut written: Vec<&str> = written
         .as_object()
@@ -128,6 +132,40 @@ fn schema_and_parser_agree_on_a_table_of_decisions() {
             json!({"action": "approved", "feedback": null, "plan": null}),
             true,
         ),
+        (
+            json!({"action": "rejected", "comments": [{"line": 4, "text": "staging first"}]}),
+            true,
+        ),
+        (json!({"action": "rejected", "comments": []}), true),
+        (
+            json!({"action": "approved", "model": "openai/gpt-4o-mini"}),
+            true,
+        ),
+        (
+            json!({"action": "rejected", "comments": [{"line": 4}]}),
+            false,
+        ),
+        (
+            json!({"action": "rejected", "comments": [{"text": "x"}]}),
+            false,
+        ),
+        (
+            json!({"action": "rejected", "comments": [{"line": -1, "text": "x"}]}),
+            false,
+        ),
+        (
+            json!({"action": "rejected", "comments": [{"line": "4", "text": "x"}]}),
+            false,
+        ),
+        (
+            json!({"action": "rejected", "comments": [{"line": 4, "text": "x", "quote": "y"}]}),
+            false,
+        ),
+        (
+            json!({"action": "rejected", "comments": {"line": 4, "text": "x"}}),
+            false,
+        ),
+        (json!({"action": "approved", "model": 4}), false),
         (json!({"action": "approve"}), false),
         (json!({"action": "APPROVED"}), false),
         (json!({"action": null}), false),
@@ -172,13 +210,18 @@ fn cross_field_rules_are_left_to_the_session() {
         json!({"action": "rejected", "targetModeId": "build"}),
         json!({"action": "rejected", "plan": "# P\n"}),
         json!({"action": "rejected", "alwaysAllow": true}),
+        json!({"action": "approved", "comments": [{"line": 4, "text": "x"}]}),
+        json!({"action": "rejected", "comments": [{"line": 0, "text": " "}]}),
+        json!({"action": "rejected", "model": "openai/gpt-4o-mini"}),
     ] {
         assert!(assert_agree(&instance), "{instance}");
     }
 }
 
-const FIELDS: [&str; 9] = [
+const FIELDS: [&str; 11] = [
     "action",
+    "comments",
+    "model",
     "feedback",
     "sha256",
     "decidedBy",
@@ -233,6 +276,8 @@ proptest! {
         to in proptest::option::of("[a-z-]{1,8}"),
         plan in proptest::option::of(".{0,16}"),
         always in any::<bool>(),
+        comments in prop::collection::vec((any::<u64>(), ".{0,8}"), 0..3),
+        model in proptest::option::of(".{0,8}"),
     ) {
         let mut decision = match (approve, feedback) {
             (true, Some(f)) => Decision::approve_with(f),
@@ -245,6 +290,8 @@ proptest! {
         if let Some(to) = to { decision = decision.to(to); }
         if let Some(plan) = plan { decision = decision.with_plan(plan); }
         if always { decision = decision.always_allow(); }
+        for (line, text) in comments { decision = decision.comment(line, text); }
+        if let Some(model) = model { decision = decision.model(model); }
         let value = serde_json::to_value(&decision).expect("to_value");
         prop_assert!(decision_errors(&value).is_empty(), "{}", value);
         prop_assert_eq!(Decision::from_json(&value).ok(), Some(decision));
@@ -373,6 +420,7 @@ fn full_pending_tool_call() -> PendingSummary {
         workspace: Some("/home/alice/project".into()),
         approval_timeout: Some("24h".into()),
         deadline_at_ms: Some(1_800_000_000_000),
+        comments: Vec::new(),
         updated_at: 1_700_000_000,
     }
 }
@@ -437,6 +485,8 @@ fn decided_records_validate_and_unknown_fields_do_not() {
         tool_name: None,
         always_allow: false,
         allowed_by: None,
+        comments: Vec::new(),
+        model: None,
         rule: None,
     };
     let value = serde_json::to_value(&record).expect("to_value");
@@ -579,7 +629,9 @@ fn the_guide_field_table_lists_every_decision_field() {
             "decidedBy",
             "targetModeId",
             "plan",
-            "alwaysAllow"
+            "alwaysAllow",
+            "comments",
+            "model"
         ]
     );
     let mut sorted = listed.clone();

@@ -450,3 +450,513 @@ fn a_model_layer_that_never_passes_requests_on_is_named_in_the_divergence() {
         "{error}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Deadlines (issue 25, round 2, item 1)
+
+/// A plan waits a day (`plan`), a `write_file` in `build` an hour.
+const DEADLINES: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/configs/deadlines.toml"
+);
+
+#[test]
+fn the_deadline_config_passes_with_and_without_a_store() {
+    for store in [false, true] {
+        let started = Instant::now();
+        let cases = std::env::var("KIT_CASES")
+            .ok()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(32);
+        let report = Check::new(DEADLINES)
+            .cases(cases)
+            .seed(25)
+            .without_regressions()
+            .run(|setup| {
+                let builder = setup.builder().tools(ToolRegistry::with_workspace_tools());
+                if store {
+                    builder.store(Arc::new(MemoryStore::new())).build()
+                } else {
+                    builder.build()
+                }
+            })
+            .unwrap_or_else(|e| panic!("store {store}: {e}"));
+        println!("store {store}: {report} in {:.1?}", started.elapsed());
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Round 2 of plants (issue 25, round 2, item 4): new bugs planted from outside the crate, in a
+// model layer, a tool layer or a store wrapper, one at a time. Each test says what caught it, in
+// how long, and the shrunk counterexample; `src/guide/testing.md` has the table.
+
+use agent_controller::model::{Message, ModelRequest, ModelResponse};
+use agent_controller::testing::{Op, Setup};
+use agent_controller::tool::{ToolContext, ToolOutput};
+use agent_controller::{AgentController, ConfigError, LanguageModel, ModelError, Tool};
+
+/// What the check found on a planted bug, by part, for the table.
+fn found(
+    name: &str,
+    result: &Result<CheckReport, CheckError>,
+    took: std::time::Duration,
+) -> String {
+    let report = match result {
+        Ok(report) => report,
+        Err(CheckError::Failed(report)) => &**report,
+        Err(e) => panic!("{name}: the check did not run: {e}"),
+    };
+    let exploration = match &report.exploration.counterexample {
+        Some(_) => format!(
+            "caught by the exploration after {} transitions ({} states)",
+            report.exploration.transitions, report.exploration.states
+        ),
+        None => format!(
+            "missed by the exploration ({} transitions)",
+            report.exploration.transitions
+        ),
+    };
+    let random = match report.failed_case {
+        Some(n) => format!("random case {n} of {} failed", report.cases),
+        None => format!("{} random cases passed", report.cases),
+    };
+    let shrunk = report
+        .exploration
+        .counterexample
+        .as_ref()
+        .or(report.counterexample.as_ref())
+        .map_or_else(|| "none".to_owned(), ToString::to_string);
+    format!(
+        "{name}: {exploration}; edge walk: {}/{} edges diverged; {random}; {took:.1?}\n{shrunk}",
+        report.edges.missed.len(),
+        report.edges.total()
+    )
+}
+
+/// Runs the check of `config` on the controller `build` makes (with the workspace tools and,
+/// when `store` gives one, that store); prints and returns what it found.
+fn plant(
+    name: &str,
+    config: &str,
+    build: impl Fn(Setup) -> Result<AgentController, ConfigError>,
+) -> Result<CheckReport, CheckError> {
+    let started = Instant::now();
+    let result = Check::new(config)
+        .cases(64)
+        .seed(25)
+        .without_regressions()
+        .run(build);
+    println!("{}", found(name, &result, started.elapsed()));
+    result
+}
+
+fn exploration_found(
+    result: &Result<CheckReport, CheckError>,
+) -> agent_controller::testing::Counterexample {
+    match result {
+        Err(CheckError::Failed(report)) => report
+            .exploration
+            .counterexample
+            .clone()
+            .unwrap_or_else(|| panic!("the exploration missed it:\n{report}")),
+        other => panic!("not caught: {other:?}"),
+    }
+}
+
+/// A model layer with one planted bug in what it passes on.
+struct Layer {
+    inner: Arc<dyn LanguageModel>,
+    bug: LayerBug,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum LayerBug {
+    /// Drops the last tool result from the conversation (an off-by-one in a history trimmer).
+    DropsLastToolResult,
+    /// Offers one tool more than the mode does (a layer adding the host's own `web_search`).
+    OffersAnExtraTool,
+    /// Drops system messages (a layer that keeps only the first system prompt): the notice of a
+    /// manual switch is lost.
+    DropsSystemMessages,
+}
+
+#[agent_controller::async_trait]
+impl LanguageModel for Layer {
+    async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        let mut messages: Vec<Message> = request.messages.to_vec();
+        let mut tools = request.tools.to_vec();
+        match self.bug {
+            LayerBug::DropsLastToolResult => {
+                if let Some(last) = messages
+                    .iter()
+                    .rposition(|m| matches!(m, Message::Tool { .. }))
+                {
+                    messages.remove(last);
+                }
+            }
+            LayerBug::OffersAnExtraTool => {
+                if let Some(first) = tools.first().cloned() {
+                    tools.push(agent_controller::tool::ToolSpec {
+                        name: Arc::from("web_search"),
+                        ..first
+                    });
+                }
+            }
+            LayerBug::DropsSystemMessages => {
+                messages.retain(|m| !matches!(m, Message::System { .. }));
+            }
+        }
+        let mut passed = request.clone();
+        passed.messages = &messages;
+        passed.tools = &tools;
+        self.inner.generate(passed).await
+    }
+}
+
+fn with_layer(setup: Setup, bug: LayerBug) -> Result<AgentController, ConfigError> {
+    let model = Arc::new(Layer {
+        inner: setup.model(),
+        bug,
+    });
+    setup
+        .builder_with(model)
+        .tools(ToolRegistry::with_workspace_tools())
+        .build()
+}
+
+#[test]
+fn a_model_layer_that_drops_the_last_tool_result_is_caught() {
+    let result = plant("model layer drops the last tool result", TARGETS, |setup| {
+        with_layer(setup, LayerBug::DropsLastToolResult)
+    });
+    let found = exploration_found(&result);
+    // The approval result carries the plan and the notice: the next mode never gets them.
+    assert!(
+        matches!(found.ops.last(), Some(Op::Decide { .. })),
+        "{found}"
+    );
+    assert!(
+        found.divergence.to_string().contains("ModelCalled"),
+        "{found}"
+    );
+}
+
+#[test]
+fn a_model_layer_that_offers_an_extra_tool_is_caught() {
+    let result = plant("model layer offers an extra tool", TARGETS, |setup| {
+        with_layer(setup, LayerBug::OffersAnExtraTool)
+    });
+    let found = exploration_found(&result);
+    assert!(found.divergence.actual.contains("web_search"), "{found}");
+}
+
+#[test]
+fn a_model_layer_that_drops_the_switch_notice_is_caught() {
+    let result = plant("model layer drops system messages", TARGETS, |setup| {
+        with_layer(setup, LayerBug::DropsSystemMessages)
+    });
+    let found = exploration_found(&result);
+    assert!(
+        found.ops.iter().any(|op| matches!(op, Op::Switch(_))),
+        "{found}"
+    );
+    assert!(
+        found.divergence.expected.contains("told_mode_change: true"),
+        "{found}"
+    );
+}
+
+/// A tool layer that hands the tool another mode id than the session's (a layer that "fixes up"
+/// contexts): the kit's spy sits outside the user's layers, so it sees the call the session
+/// made, not what the layer passes on; and the workspace tools do not read the mode id. A blind
+/// spot, documented; this test shows the check passing on it.
+#[test]
+fn a_tool_layer_that_swaps_the_mode_id_is_not_seen() {
+    struct SwapsMode(Arc<dyn Tool>);
+    #[agent_controller::async_trait]
+    impl Tool for SwapsMode {
+        fn name(&self) -> &str {
+            self.0.name()
+        }
+        fn description(&self) -> String {
+            self.0.description()
+        }
+        fn input_schema(&self) -> serde_json::Value {
+            self.0.input_schema()
+        }
+        fn access(&self) -> agent_controller::tool::ToolAccess {
+            self.0.access()
+        }
+        async fn execute(&self, args: &serde_json::Value, ctx: &ToolContext<'_>) -> ToolOutput {
+            let mut swapped = ctx.clone();
+            swapped.mode_id = if ctx.mode_id == "build" {
+                "plan"
+            } else {
+                "build"
+            };
+            self.0.execute(args, &swapped).await
+        }
+    }
+    let result = plant("tool layer swaps the mode id", TARGETS, |setup| {
+        let mut tools = ToolRegistry::new();
+        for tool in ToolRegistry::with_workspace_tools().iter() {
+            tools
+                .register(Arc::new(SwapsMode(tool.clone())))
+                .expect("distinct names");
+        }
+        setup.builder().tools(tools).build()
+    });
+    assert!(
+        result.as_ref().is_ok_and(CheckReport::is_ok),
+        "the kit saw it after all: update the blind spots: {result:?}"
+    );
+}
+
+/// A store wrapper with one planted bug.
+struct Store {
+    inner: Arc<MemoryStore>,
+    bug: StoreBug,
+    /// Every record saved, per session, oldest first ([`StoreBug::LoadsThePreviousVersion`]).
+    saved: Mutex<HashMap<String, Vec<SessionRecord>>>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum StoreBug {
+    /// `load` returns the version before the latest (a read replica one write behind).
+    LoadsThePreviousVersion,
+    /// `list_pending` leaves out the newest pending decision (an off-by-one in paging).
+    ListingSkipsTheNewest,
+    /// The deadline is not stored (a schema without a `deadlineAtMs` column): a restored plan
+    /// or tool call waits for ever, and an expired one can still be approved.
+    DropsDeadlines,
+    /// An outcome is stored as `approved: bool` (anything but a rejection is `true`): an expiry
+    /// reads back as an approval.
+    OutcomeAsABool,
+}
+
+impl Store {
+    fn new(bug: StoreBug) -> Self {
+        Self::over(Arc::new(MemoryStore::new()), bug)
+    }
+
+    /// A handle on `inner`'s data (another host's, for the conformance suite).
+    fn over(inner: Arc<MemoryStore>, bug: StoreBug) -> Self {
+        Self {
+            inner,
+            bug,
+            saved: Mutex::default(),
+        }
+    }
+}
+
+#[agent_controller::async_trait]
+impl SessionStore for Store {
+    async fn load(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        if matches!(self.bug, StoreBug::LoadsThePreviousVersion) {
+            let saved = self.saved.lock().expect("lock");
+            if let Some([.., previous, _]) = saved.get(id).map(Vec::as_slice) {
+                return Ok(Some(previous.clone()));
+            }
+        }
+        self.inner.load(id).await
+    }
+
+    async fn save(&self, record: &SessionRecord, expected: Option<u64>) -> Result<(), StoreError> {
+        let mut record = record.clone();
+        match self.bug {
+            StoreBug::DropsDeadlines => {
+                if let Some(plan) = &mut record.pending {
+                    plan.suspend_payload.deadline_at_ms = None;
+                }
+                for call in &mut record.pending_tool_calls {
+                    call.suspend_payload.deadline_at_ms = None;
+                }
+            }
+            StoreBug::OutcomeAsABool => {
+                let as_bool = |d: &mut agent_controller::event::DecidedRecord| {
+                    if d.outcome.is_some_and(|o| o != DecisionOutcome::Rejected) {
+                        d.outcome = Some(DecisionOutcome::Approved);
+                    }
+                };
+                record.history.iter_mut().for_each(as_bool);
+                record.last_decided.iter_mut().for_each(as_bool);
+            }
+            StoreBug::LoadsThePreviousVersion | StoreBug::ListingSkipsTheNewest => {}
+        }
+        self.inner.save(&record, expected).await?;
+        self.saved
+            .lock()
+            .expect("lock")
+            .entry(record.session_id.clone())
+            .or_default()
+            .push(record);
+        Ok(())
+    }
+
+    async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+        self.inner.delete(id).await
+    }
+
+    async fn list_pending(&self, now_ms: u64) -> Result<PendingListing, StoreError> {
+        let mut listing = self.inner.list_pending(now_ms).await?;
+        if matches!(self.bug, StoreBug::ListingSkipsTheNewest) {
+            listing.pending.pop();
+        }
+        Ok(listing)
+    }
+
+    async fn expire(&self, before: u64) -> Result<usize, StoreError> {
+        self.inner.expire(before).await
+    }
+}
+
+fn with_store(setup: Setup, bug: StoreBug) -> Result<AgentController, ConfigError> {
+    setup
+        .builder()
+        .tools(ToolRegistry::with_workspace_tools())
+        .store(Arc::new(Store::new(bug)))
+        .build()
+}
+
+#[test]
+fn a_store_that_loads_the_previous_version_is_caught() {
+    let result = plant("store loads the previous version", TARGETS, |setup| {
+        with_store(setup, StoreBug::LoadsThePreviousVersion)
+    });
+    let found = exploration_found(&result);
+    assert_eq!(found.ops.last(), Some(&Op::Restart), "{found}");
+}
+
+/// `Check` never lists pending decisions (a session is driven by its own ids), so it cannot see
+/// this one; the store conformance suite does.
+#[test]
+fn a_store_whose_listing_skips_the_newest_is_caught_by_the_conformance_suite_not_by_check() {
+    let result = plant("store listing skips the newest", TARGETS, |setup| {
+        with_store(setup, StoreBug::ListingSkipsTheNewest)
+    });
+    assert!(result.as_ref().is_ok_and(CheckReport::is_ok), "{result:?}");
+    let started = Instant::now();
+    let data = Arc::new(MemoryStore::new());
+    let conformance = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(agent_controller::testing::store_conformance(move || {
+            Store::over(data.clone(), StoreBug::ListingSkipsTheNewest)
+        }));
+    let failure = conformance.expect_err("the conformance suite catches it");
+    println!(
+        "store listing skips the newest: caught by store_conformance in {:.1?}\n{failure}",
+        started.elapsed()
+    );
+    let report = &failure.0;
+    let failed: Vec<&str> = report.failures().map(|c| c.name).collect();
+    assert_eq!(failed, ["list_pending"], "{failure}");
+}
+
+#[test]
+fn a_store_that_drops_deadlines_is_caught_an_expired_plan_could_still_be_approved() {
+    let result = plant("store drops deadlines", DEADLINES, |setup| {
+        with_store(setup, StoreBug::DropsDeadlines)
+    });
+    let found = exploration_found(&result);
+    assert_eq!(found.ops.last(), Some(&Op::Restart), "{found}");
+    assert!(found.divergence.to_string().contains("deadline"), "{found}");
+}
+
+#[test]
+fn a_store_that_reads_an_expiry_back_as_an_approval_is_caught() {
+    let result = plant("store keeps outcomes as a bool", DEADLINES, |setup| {
+        with_store(setup, StoreBug::OutcomeAsABool)
+    });
+    let found = exploration_found(&result);
+    assert!(
+        found.ops.iter().any(|op| matches!(op, Op::Wait(_))),
+        "{found}"
+    );
+    assert_eq!(found.ops.last(), Some(&Op::DecideAgain), "{found}");
+    assert!(found.divergence.expected.contains("Expired"), "{found}");
+}
+
+/// The reference model of `onTimeout`: an expiry under `reject` ends the run `completed`, under
+/// `abort` `aborted`; either way the plan counts as not approved (its result says it expired)
+/// and the mode stays. (Sessions refuse `abort` until they apply it: a check of such a config
+/// stops at the controller's build, so this is the reference alone.)
+#[test]
+fn the_reference_ends_an_expired_run_as_on_timeout_says() {
+    use agent_controller::testing::{ConfigFacts, ReferenceSession, ResultKind, Trace, Until};
+    for (rule, end) in [
+        ("reject", agent_controller::event::RunState::Completed),
+        ("abort", agent_controller::event::RunState::Aborted),
+    ] {
+        let text = format!(
+            "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\napprovalTimeout = \"90s\"\n\
+             onTimeout = \"{rule}\"\n\n[[modes]]\nid = \"build\"\n"
+        );
+        let facts = Arc::new(ConfigFacts::from_toml(&text).expect("facts"));
+        let mut reference = ReferenceSession::new(facts, Some(0));
+        reference.apply(&Op::submit(0));
+        let deadline = reference.pending().and_then(|p| p.deadline);
+        assert_eq!(
+            deadline,
+            Some(agent_controller::testing::CLOCK_START_MS + 90_000)
+        );
+        reference.apply(&Op::Wait(Until::JustBefore));
+        assert!(reference.pending().is_some() && !reference.is_due());
+        reference.apply(&Op::Wait(Until::Deadline));
+        assert!(reference.is_due());
+        let step = reference.apply(&Op::approve());
+        assert_eq!(
+            step.expected.outcome,
+            agent_controller::testing::Outcome::Refused(
+                agent_controller::testing::Refusal::Expired
+            ),
+            "{rule}"
+        );
+        assert!(
+            matches!(
+                step.expected.trace.as_slice(),
+                [
+                    Trace::RunStarted { .. },
+                    Trace::ToolEnded {
+                        result: ResultKind::Expired,
+                        ..
+                    },
+                    Trace::RunEnded { reason, .. },
+                ] if *reason == end
+            ),
+            "{rule}: {:?}",
+            step.expected.trace
+        );
+        assert_eq!(reference.mode(), 0, "{rule}: the mode stays");
+        assert_eq!(reference.run().map(|(_, s)| s), Some(end), "{rule}");
+    }
+}
+
+/// A controller on a clock of its own cannot be checked against deadlines (the kit moves time
+/// to and past each one on its clock): refused before anything runs, saying what to do.
+#[test]
+fn a_controller_on_another_clock_is_refused_for_a_config_with_deadlines() {
+    let error = Check::new(DEADLINES)
+        .cases(4)
+        .without_regressions()
+        .run(|setup| {
+            setup
+                .builder()
+                .tools(ToolRegistry::with_workspace_tools())
+                .clock(std::time::SystemTime::now)
+                .build()
+        })
+        .expect_err("refused");
+    assert!(
+        matches!(
+            &error,
+            CheckError::Setup(agent_controller::testing::HarnessError::Unobservable(_))
+        ),
+        "{error}"
+    );
+    assert!(
+        error.to_string().contains("do not call .clock(...)"),
+        "{error}"
+    );
+}

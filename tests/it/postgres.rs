@@ -989,6 +989,8 @@ fn waiting_calls(id: &str, version: u64, calls: &[&str], decided: usize) -> Sess
                     target_mode_id: None,
                     tool_name: Some("write_file".into()),
                     always_allow: false,
+                    comments: Vec::new(),
+                    model: None,
                     allowed_by: None,
                     rule: None,
                 }),
