@@ -299,6 +299,8 @@ mod tests {
             always_allow: false,
             allowed_by: None,
             rule: None,
+            comments: Vec::new(),
+            model: None,
         }
     }
 

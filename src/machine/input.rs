@@ -434,6 +434,7 @@ mod tests {
             checked: Checked {
                 target: None,
                 edited: None,
+                comments: Vec::new(),
             },
         }
     }

@@ -15,11 +15,11 @@ mod tests {
 
     use serde_json::json;
 
+    use crate::event::Event;
     use crate::machine::change::{Change, Config, LeaseTerms};
     use crate::machine::error::SessionError;
     use crate::machine::input::{Input, Next};
     use crate::machine::state::State;
-    use crate::event::Event;
     use crate::mode::{ModeGraph, ModeId, ModeRuntime};
     use crate::model::{Message, ModelResponse};
     use crate::tool::{ToolCall, ToolSpec};
