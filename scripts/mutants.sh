@@ -38,7 +38,7 @@ else
 fi
 
 export PROPTEST_CASES="${PROPTEST_CASES:-16}"
-exec nice -n 19 cargo mutants \
+exec nice -n 19 cargo mutants --no-config \
     --file src/session.rs --file src/run.rs --file src/mode.rs --file src/tool/submit_plan.rs \
     --exclude-re planted \
     --all-features \

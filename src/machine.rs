@@ -29,10 +29,11 @@
 //!   cancel what waits, and a cancelled, dropped or interrupted run answers its open tool calls.
 //! - [`error`]: what the rules and the driver refuse ([`error::SessionError`]).
 //!
-//! What stays in the driver: which calls of a reply wait for approval, are refused or run
-//! (`src/session/drive.rs`: `needs_approval`, `refusal`, resolving a call's paths through the
-//! jail for [`ruling`], reading a submitted plan's file), since some of it reads the workspace;
-//! the driver feeds the verdicts in as inputs ([`input::Input::ToolResult`], [`input::Suspend`]).
+//! What stays in the driver: the I/O a call's outcome needs before the rules can rule on it
+//! (`src/session/drive.rs`: `ruling_of` resolves the call's paths through the jail, then asks
+//! [`ruling`]; `refusal` checks the arguments; a submitted plan's file is read); the driver
+//! feeds the outcomes in as inputs ([`input::Input::ToolResult`],
+//! [`input::Input::RuledToolResult`], [`input::Suspend`]).
 //!
 //! # The reference model stays an independent oracle
 //!
@@ -74,6 +75,8 @@ pub(crate) mod error;
 pub(crate) mod expiry;
 pub(crate) mod input;
 pub(crate) mod pending;
+#[cfg(test)]
+pub(crate) mod rig;
 pub(crate) mod ruling;
 pub(crate) mod run;
 pub(crate) mod state;

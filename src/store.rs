@@ -898,6 +898,16 @@ pub trait SessionStore: Send + Sync {
     /// controller passes its own clock's now, [`crate::controller::AgentControllerBuilder::clock`]).
     async fn list_pending(&self, now_ms: u64) -> Result<PendingListing, StoreError>;
 
+    /// [`SessionStore::list_pending`] for a caller that reads the pending decisions (and the
+    /// unreadable records) and has no clock: the listing at time 0, at which no lease has
+    /// ended, so [`PendingListing::interrupted`] holds only the running runs without a lease.
+    ///
+    /// # Errors
+    /// As for [`SessionStore::list_pending`].
+    async fn list_pending_decisions(&self) -> Result<PendingListing, StoreError> {
+        self.list_pending(0).await
+    }
+
     /// Deletes sessions with nothing pending and no running run (an interrupted run can still
     /// be carried on) that were last saved before `before` (seconds since the Unix epoch);
     /// returns how many were deleted.
@@ -929,6 +939,9 @@ impl<S: SessionStore + ?Sized> SessionStore for Arc<S> {
     }
     async fn list_pending(&self, now_ms: u64) -> Result<PendingListing, StoreError> {
         (**self).list_pending(now_ms).await
+    }
+    async fn list_pending_decisions(&self) -> Result<PendingListing, StoreError> {
+        (**self).list_pending_decisions().await
     }
     async fn expire(&self, before: u64) -> Result<usize, StoreError> {
         (**self).expire(before).await
@@ -1158,8 +1171,7 @@ pub async fn resolve_session_id(
     if check_session_id(prefix).is_ok() && store.load(prefix).await?.is_some() {
         return Ok(prefix.to_owned());
     }
-    // Only the pending decisions are read: no time is needed.
-    let listing = store.list_pending(0).await?;
+    let listing = store.list_pending_decisions().await?;
     let ids = listing
         .pending
         .iter()

@@ -215,8 +215,7 @@ fn resolve_ids(
         return Ok(());
     };
     let listing = rt
-        // Only the pending decisions' hashes are read: no time is needed.
-        .block_on(store.list_pending(0))
+        .block_on(store.list_pending_decisions())
         .map_err(Failure::runtime)?;
     let hashes = listing
         .pending

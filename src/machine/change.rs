@@ -198,3 +198,26 @@ impl Change<'_> {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::rig::{Rig, runtime};
+
+    #[test]
+    fn a_mode_reads_its_own_runtime_and_one_past_the_list_reads_the_last() {
+        let rig = Rig::new();
+        let (plan, build, auto) = (rig.mode("plan"), rig.mode("build"), rig.mode("build-auto"));
+        let runtimes = [runtime(&rig.graph, plan), runtime(&rig.graph, build)];
+        let config = Config {
+            graph: &rig.graph,
+            runtimes: &runtimes,
+            max_revisions: 1,
+            lease: None,
+        };
+        assert_eq!(&*config.runtime(plan).id, "plan");
+        assert_eq!(&*config.runtime(build).id, "build");
+        // A config whose runtimes lack a mode (never built so) reads the last, not a panic.
+        assert_eq!(&*config.runtime(auto).id, "build");
+    }
+}

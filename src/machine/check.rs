@@ -406,6 +406,23 @@ mod tests {
             named(&[], &history, 2, "run_1", "c1"),
             Err(SessionError::AlreadyDecided("c1".to_owned()))
         );
+        // Another call of the run, or the call of another run, was decided: not this one.
+        let others = [
+            (
+                "run_1",
+                "c9",
+                SessionError::NotSuspended("run_1".to_owned()),
+            ),
+            (
+                "run_2",
+                "c1",
+                SessionError::NotSuspended("run_2".to_owned()),
+            ),
+            ("run_0", "c1", SessionError::UnknownRun("run_0".to_owned())),
+        ];
+        for (run, call, refusal) in others {
+            assert_eq!(named(&[], &history, 2, run, call), Err(refusal));
+        }
         assert_eq!(with_id(&pending, &[], "decision_2"), Ok(1));
         assert_eq!(
             with_id(&pending, &[], "decision_1"),

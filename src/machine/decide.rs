@@ -382,3 +382,199 @@ pub(crate) fn tool_call_record(
         rule: call.payload.rule.clone(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::machine::check::check;
+    use crate::machine::input::{Input, Suspend};
+    use crate::machine::rig::{Rig, call};
+    use crate::tool::submit_plan::PlanSubmission;
+
+    fn decide(rig: &mut Rig, index: usize, decision: Decision) -> Next {
+        let checked = check(&rig.state.pending[index], &decision).expect("checks");
+        rig.handle(Input::Decide {
+            index,
+            decision,
+            checked,
+        })
+        .expect("applies")
+    }
+
+    fn suspend_plan(rig: &mut Rig, run: &Arc<str>, id: &str) {
+        let suspend = Suspend::Plan {
+            run_id: run.clone(),
+            tool_call_id: id.to_owned(),
+            submission: PlanSubmission {
+                path: "a.md".to_owned(),
+                title: "A".to_owned(),
+                plan: "1. Step.".to_owned(),
+                sha256: "s1".to_owned(),
+            },
+        };
+        rig.handle(Input::Suspend(suspend)).expect("suspends");
+    }
+
+    /// Calls of `tools` in mode `build`, all waiting; returns the run.
+    fn waiting(rig: &mut Rig, tools: &[&str]) -> Arc<str> {
+        rig.state.mode = rig.mode("build");
+        let run = rig.start("go");
+        let calls = tools
+            .iter()
+            .enumerate()
+            .map(|(k, t)| call(&format!("c{k}"), t, json!({ "k": k })))
+            .collect();
+        rig.reply(&run, "", calls);
+        let suspend = Suspend::ToolCalls {
+            run_id: run.clone(),
+            at: 1,
+            indexes: (0..tools.len()).map(|k| (k, None)).collect(),
+        };
+        rig.handle(Input::Suspend(suspend)).expect("suspends");
+        rig.take_kinds();
+        run
+    }
+
+    #[test]
+    fn only_this_runs_rejected_plans_count_as_revisions() {
+        let mut rig = Rig::new();
+        rig.max_revisions = 1;
+        let run = rig.start("plan");
+        // Records that are not this run's plan rejections.
+        let mut other = tool_call_record(
+            &crate::machine::pending::PendingToolCall {
+                run_id: run.clone(),
+                tool_call_id: "t".to_owned(),
+                payload: crate::event::ToolCallPayload {
+                    decision_id: "decision_0".to_owned(),
+                    tool_name: "write_file".to_owned(),
+                    args: json!({}),
+                    args_sha256: String::new(),
+                    approval_timeout: None,
+                    deadline_at_ms: None,
+                    workspace: None,
+                    rule: None,
+                    on_timeout: crate::deadline::OnTimeout::Reject,
+                },
+                decided: None,
+                feedback: None,
+            },
+            DecisionOutcome::Rejected,
+            None,
+            false,
+            String::new(),
+        );
+        rig.state.history.push(other.clone());
+        other.tool_name = None;
+        other.run_id = "run_9".to_owned();
+        rig.state.history.push(other.clone());
+        other.run_id = run.to_string();
+        other.outcome = Some(DecisionOutcome::Approved);
+        rig.state.history.push(other);
+        assert_eq!(rig.state.revisions(&run), 0);
+        suspend_plan(&mut rig, &run, "p1");
+        let next = decide(&mut rig, 0, Decision::reject_with("again"));
+        assert!(matches!(next, Next::CallModel(_)), "{next:?}");
+        let (_, result) = rig.results().pop().expect("a result");
+        assert_eq!(result, submit_plan::rejected_with_feedback("again"));
+        assert_eq!(rig.state.revisions(&run), 1);
+        suspend_plan(&mut rig, &run, "p2");
+        let next = decide(&mut rig, 0, Decision::reject_with("again"));
+        assert!(
+            matches!(next, Next::Ended { error: Some(_), .. }),
+            "{next:?}"
+        );
+        let (_, result) = rig.results().pop().expect("a result");
+        assert!(result.contains("limit of 1 plan revisions"), "{result}");
+    }
+
+    #[test]
+    fn an_edited_plan_is_approved_with_both_hashes_in_its_record() {
+        let mut rig = Rig::new();
+        let run = rig.start("plan");
+        suspend_plan(&mut rig, &run, "p1");
+        let edit = Decision::approve_with("and docs").with_plan("# B\n\n1. Other.\n");
+        decide(&mut rig, 0, edit);
+        let record = rig.state.history.last().expect("a record");
+        assert_eq!(record.sha256.as_deref(), Some("s1"));
+        let edited = crate::tool::submit_plan::capture_plan("a.md", b"# B\n\n1. Other.\n")
+            .expect("captures");
+        assert_eq!(
+            record.approved_sha256.as_deref(),
+            Some(edited.sha256.as_str())
+        );
+        assert_eq!(record.decision_id, "decision_1");
+        assert_eq!(record.tool_call_id, "p1");
+        assert_eq!(record.run_id, "run_1");
+        let (_, result) = rig.results().pop().expect("a result");
+        assert!(result.contains("1. Other."), "{result}");
+        assert!(result.contains("and docs"), "{result}");
+        assert!(rig.state.lease.is_none(), "no store, no lease");
+        assert_eq!(rig.mode_id(), "build");
+    }
+
+    #[test]
+    fn always_allow_approves_waiting_calls_of_its_tool_only() {
+        let mut rig = Rig::new();
+        let run = waiting(&mut rig, &["write_file", "read_file", "write_file"]);
+        rig.now_ms += 1_000;
+        let next = decide(
+            &mut rig,
+            0,
+            Decision::approve().always_allow().decided_by("al"),
+        );
+        assert!(
+            matches!(&next, Next::WaitsOnToolCalls(r) if *r == run),
+            "{next:?}"
+        );
+        let decided: Vec<bool> = rig.state.pending.iter().map(|p| !p.is_waiting()).collect();
+        assert_eq!(decided, [true, false, true]);
+        let allowed = rig.state.pending[2].decision().expect("decided");
+        assert_eq!(allowed.outcome, Some(DecisionOutcome::Approved));
+        assert_eq!(allowed.decided_by.as_deref(), Some("al"));
+        assert_eq!(allowed.decided_at.as_deref(), Some("2026-12-01T18:00:01Z"));
+        assert_eq!(allowed.allowed_by.as_deref(), Some("decision_1"));
+        assert_eq!(allowed.tool_name.as_deref(), Some("write_file"));
+        assert_eq!(
+            allowed.sha256.as_deref(),
+            Some(rig.state.pending[2].sha256())
+        );
+        // A second "always allow" does not list the tool twice.
+        let next = decide(&mut rig, 1, Decision::reject_with("no reads"));
+        let Next::RunApproved { calls, .. } = next else {
+            panic!("every call is decided: {next:?}");
+        };
+        let ids: Vec<&str> = calls.iter().map(|(c, _)| c.tool_call_id()).collect();
+        assert_eq!(ids, ["c0", "c2"]);
+        assert_eq!(rig.state.always_allowed, ["write_file"]);
+        assert_eq!(rig.state.history.len(), 3);
+        let (id, result) = rig.results().pop().expect("the rejection");
+        assert_eq!(id, "c1");
+        assert!(result.contains("no reads"), "{result}");
+        assert_eq!(rig.take_kinds(), ["agent_start", "tool_end"]);
+    }
+
+    #[test]
+    fn a_decision_taken_while_others_wait_keeps_its_feedback_and_decider() {
+        let mut rig = Rig::new();
+        rig.lease = Some(std::time::Duration::from_secs(60));
+        waiting(&mut rig, &["write_file", "write_file"]);
+        decide(
+            &mut rig,
+            1,
+            Decision::reject_with("  not this  ").decided_by("bo"),
+        );
+        let call = rig.state.pending[1].as_tool_call().expect("a call");
+        assert_eq!(call.feedback(), Some("not this"));
+        let record = call.decision().expect("decided");
+        assert_eq!(record.outcome, Some(DecisionOutcome::Rejected));
+        assert_eq!(record.decided_by.as_deref(), Some("bo"));
+        assert!(!record.always_allow);
+        assert!(rig.state.always_allowed.is_empty());
+        assert!(rig.state.lease.is_none(), "still suspended: no lease yet");
+        decide(&mut rig, 0, Decision::approve());
+        assert!(rig.state.holds_lease, "the resumed run is carried on here");
+    }
+}

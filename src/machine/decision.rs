@@ -416,3 +416,71 @@ impl Decision {
             .filter(|f| !f.is_empty())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn each_builder_sets_its_part_alone() {
+        let plain = Decision::approve();
+        assert_eq!(plain.action, DecisionAction::Approved);
+        assert_eq!(
+            serde_json::to_value(&plain).expect("json"),
+            json!({"action": "approved"})
+        );
+        assert_eq!(
+            serde_json::to_value(Decision::reject()).expect("json"),
+            json!({"action": "rejected"})
+        );
+        let noted = Decision::approve_with("docs too");
+        assert_eq!(noted.action, DecisionAction::Approved);
+        assert_eq!(noted.feedback.as_deref(), Some("docs too"));
+        let revise = Decision::reject_with("tests");
+        assert_eq!(revise.action, DecisionAction::Rejected);
+        assert_eq!(revise.feedback.as_deref(), Some("tests"));
+        let all = Decision::reject()
+            .with_sha256("ab")
+            .decided_by("alice")
+            .to("build")
+            .with_plan("# P")
+            .always_allow();
+        assert_eq!(
+            serde_json::to_value(&all).expect("json"),
+            json!({
+                "action": "rejected",
+                "sha256": "ab",
+                "decidedBy": "alice",
+                "targetModeId": "build",
+                "plan": "# P",
+                "alwaysAllow": true,
+            })
+        );
+    }
+
+    #[test]
+    fn a_decision_is_read_from_an_object_only() {
+        let read = Decision::from_json(&json!({"action": "rejected", "feedback": "x"}));
+        assert_eq!(read, Ok(Decision::reject_with("x")));
+        assert!(matches!(
+            Decision::from_json(&json!(["approved"])),
+            Err(SessionError::MalformedDecision(_))
+        ));
+        assert!(matches!(
+            Decision::from_json(&json!({"action": "approve"})),
+            Err(SessionError::MalformedDecision(_))
+        ));
+    }
+
+    #[test]
+    fn blank_feedback_counts_as_none_and_feedback_is_trimmed() {
+        assert_eq!(
+            Decision::reject_with("  fix it \n").feedback(),
+            Some("fix it")
+        );
+        assert_eq!(Decision::reject_with(" \n\t").feedback(), None);
+        assert_eq!(Decision::reject().feedback(), None);
+    }
+}

@@ -279,3 +279,66 @@ pub(crate) fn expired_error(record: &DecidedRecord) -> Option<SessionError> {
         tool_name: record.tool_name.clone(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(outcome: DecisionOutcome, tool_name: Option<&str>) -> DecidedRecord {
+        DecidedRecord {
+            run_id: "run_1".to_owned(),
+            tool_call_id: "c1".to_owned(),
+            decision_id: "decision_3".to_owned(),
+            outcome: Some(outcome),
+            sha256: None,
+            approved_sha256: None,
+            decided_at: Some("2026-12-01T19:00:00Z".to_owned()),
+            decided_by: None,
+            target_mode_id: None,
+            tool_name: tool_name.map(str::to_owned),
+            always_allow: false,
+            allowed_by: None,
+            rule: None,
+            comments: Vec::new(),
+            model: None,
+        }
+    }
+
+    #[test]
+    fn only_an_expiry_refuses_as_expired_and_names_what_expired() {
+        assert_eq!(
+            expired_error(&record(DecisionOutcome::Rejected, None)),
+            None
+        );
+        let plan = expired_error(&record(DecisionOutcome::Expired, None)).expect("expired");
+        assert_eq!(
+            plan,
+            SessionError::Expired {
+                decision_id: "decision_3".to_owned(),
+                deadline_at: "2026-12-01T19:00:00Z".to_owned(),
+                tool_name: None,
+            }
+        );
+        assert!(
+            plan.to_string().contains("so the plan counts as rejected"),
+            "{plan}"
+        );
+        let call = expired_error(&record(DecisionOutcome::Expired, Some("write_file")));
+        let call = call.expect("expired").to_string();
+        assert!(
+            call.contains("so the `write_file` tool call counts"),
+            "{call}"
+        );
+    }
+
+    #[test]
+    fn a_conflict_is_a_lost_race_and_nothing_else_is() {
+        let conflict = SessionError::Store(StoreError::Conflict {
+            session_id: "s1".to_owned(),
+            expected: Some(1),
+            found: Some(2),
+        });
+        assert!(conflict.is_conflict());
+        assert!(!SessionError::NotSuspended("run_1".to_owned()).is_conflict());
+    }
+}

@@ -20,6 +20,8 @@ use crate::mode::timeout::OnTimeout;
 use crate::model::Message;
 use crate::tool::SUBMIT_PLAN;
 
+use super::pending::PendingDecision;
+
 /// A deadline (milliseconds since the Unix epoch) as RFC 3339 in UTC, to the second.
 pub fn deadline_text(deadline_at_ms: u64) -> String {
     rfc3339(deadline_at_ms / 1000)
@@ -29,31 +31,32 @@ pub fn deadline_text(deadline_at_ms: u64) -> String {
 /// it stays in its mode (`Not approved: no decision was taken within 24h (approvalTimeout); the
 /// plan expired at 2026-12-01T18:30:00Z. Stay in this mode.`).
 pub fn expired_result(payload: &SuspendPayload) -> String {
-    let within = payload
-        .approval_timeout
-        .as_deref()
-        .map_or(String::new(), |t| format!(" within {t} (approvalTimeout)"));
     let at = payload.deadline_at_ms.map_or(String::new(), |ms| {
         format!("; the plan expired at {}", deadline_text(ms))
     });
+    let start = no_decision(payload.approval_timeout.as_deref());
     match payload.on_timeout {
-        OnTimeout::Reject => format!(
-            "Not approved: no decision was taken{within}{at}. Stay in this mode; the user may ask for the plan again."
-        ),
+        OnTimeout::Reject => {
+            format!("{start}{at}. Stay in this mode; the user may ask for the plan again.")
+        }
         OnTimeout::Abort => format!(
-            "Not approved: no decision was taken{within}{at}, and the run was aborted (onTimeout = \"abort\"). Stay in this mode; the user may ask for the plan again."
+            "{start}{at}, and the run was aborted (onTimeout = \"abort\"). Stay in this mode; the user may ask for the plan again."
         ),
     }
+}
+
+/// How an expiry's result starts: not approved, and within what (`Not approved: no decision was
+/// taken within 24h (approvalTimeout)`), for a plan and a tool call alike.
+fn no_decision(approval_timeout: Option<&str>) -> String {
+    let within =
+        approval_timeout.map_or(String::new(), |t| format!(" within {t} (approvalTimeout)"));
+    format!("Not approved: no decision was taken{within}")
 }
 
 /// The result the model gets for a tool call that waited for approval and expired undecided:
 /// not approved, why, and that it did not run (`Not approved: no decision was taken within 24h
 /// (approvalTimeout); this tool call expired at 2026-12-01T18:30:00Z and was not executed.`).
 pub fn expired_tool_result(payload: &ToolCallPayload) -> String {
-    let within = payload
-        .approval_timeout
-        .as_deref()
-        .map_or(String::new(), |t| format!(" within {t} (approvalTimeout)"));
     let at = payload.deadline_at_ms.map_or(String::new(), |ms| {
         format!(" expired at {} and", deadline_text(ms))
     });
@@ -62,7 +65,8 @@ pub fn expired_tool_result(payload: &ToolCallPayload) -> String {
         OnTimeout::Abort => " The run was aborted (onTimeout = \"abort\").",
     };
     format!(
-        "Not approved: no decision was taken{within}; this tool call{at} was not executed.{aborted}"
+        "{}; this tool call{at} was not executed.{aborted}",
+        no_decision(payload.approval_timeout.as_deref())
     )
 }
 
@@ -101,6 +105,24 @@ impl Waiting<'_> {
             } => (payload.deadline_at_ms, decided.is_some()),
         };
         !decided && deadline.is_some_and(|at| at <= now_ms)
+    }
+}
+
+/// What the expiry reads of `pending`.
+pub(crate) fn waiting(pending: &PendingDecision) -> Waiting<'_> {
+    match pending {
+        PendingDecision::ToolCall(c) => Waiting::ToolCall {
+            run_id: &c.run_id,
+            tool_call_id: &c.tool_call_id,
+            payload: &c.payload,
+            decided: c.decided.as_ref(),
+            feedback: c.feedback.as_deref(),
+        },
+        PendingDecision::Plan(p) => Waiting::Plan {
+            run_id: &p.run_id,
+            tool_call_id: &p.tool_call_id,
+            payload: &p.payload,
+        },
     }
 }
 
@@ -522,5 +544,86 @@ mod tests {
             u64::MAX,
         );
         assert_eq!(decided, None);
+    }
+
+    #[test]
+    fn an_expiry_says_when_and_within_what() {
+        assert_eq!(deadline_text(1_796_148_000_999), "2026-12-01T18:00:00Z");
+        let text = expired_result(&plan(Some(1_796_148_000_000)));
+        assert_eq!(
+            text,
+            "Not approved: no decision was taken within 1h (approvalTimeout); the plan expired at 2026-12-01T18:00:00Z. Stay in this mode; the user may ask for the plan again."
+        );
+        let text = expired_tool_result(&call(1, Some(1_796_148_000_000)));
+        assert_eq!(
+            text,
+            "Not approved: no decision was taken within 1h (approvalTimeout); this tool call expired at 2026-12-01T18:00:00Z and was not executed."
+        );
+        let mut open = call(1, None);
+        open.approval_timeout = None;
+        assert_eq!(
+            expired_tool_result(&open),
+            "Not approved: no decision was taken; this tool call was not executed."
+        );
+    }
+
+    #[test]
+    fn the_expired_records_are_those_of_what_expired_undecided() {
+        let (a, b, c) = (call(1, Some(10)), call(2, Some(10)), call(3, Some(10)));
+        let approved = DecidedRecord {
+            outcome: Some(DecisionOutcome::Approved),
+            ..plan_record("run_1", "c1", &plan(None))
+        };
+        let rejected = DecidedRecord {
+            outcome: Some(DecisionOutcome::Rejected),
+            ..approved.clone()
+        };
+        let waiting = [
+            Waiting::ToolCall {
+                run_id: "run_1",
+                tool_call_id: "c1",
+                payload: &a,
+                decided: Some(&approved),
+                feedback: None,
+            },
+            Waiting::ToolCall {
+                run_id: "run_1",
+                tool_call_id: "c2",
+                payload: &b,
+                decided: None,
+                feedback: None,
+            },
+            Waiting::ToolCall {
+                run_id: "run_1",
+                tool_call_id: "c3",
+                payload: &c,
+                decided: Some(&rejected),
+                feedback: Some("not c"),
+            },
+        ];
+        assert_eq!(expire(waiting, 9), None);
+        let expiry = expire(waiting, 10).expect("due");
+        let results: Vec<&str> = expiry.answers.iter().map(|a| a.result.as_str()).collect();
+        assert_eq!(results[0], APPROVED_NOT_RUN_RESULT);
+        assert_eq!(results[1], expired_tool_result(&b));
+        assert!(results[2].contains("not c"), "{}", results[2]);
+        assert!(expiry.answers.iter().all(|a| a.is_error));
+        let expired: Vec<String> = expiry
+            .expired()
+            .into_iter()
+            .map(|r| r.decision_id)
+            .collect();
+        assert_eq!(expired, ["decision_2"]);
+        let (message, record) = expiry.answers[1].clone().into_parts();
+        assert_eq!(record.decision_id, "decision_2");
+        assert_eq!(
+            message,
+            crate::model::Message::Tool {
+                tool_call_id: "c2".to_owned(),
+                tool_name: "write_file".to_owned(),
+                content: expired_tool_result(&b),
+                is_error: true,
+            }
+        );
     }
 }

@@ -362,3 +362,666 @@ impl Change<'_> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::event::{DecisionOutcome, RunState};
+    use crate::machine::check::check;
+    use crate::machine::rig::{Rig, T0, call, reads};
+    use crate::machine::run::{CANCELLED_RESULT, NOT_STARTED_RESULT, SUSPENDED_FIRST_RESULT};
+    use crate::model::Message;
+    use crate::tool::submit_plan::REJECTED_RESULT;
+
+    fn plan(title: &str) -> PlanSubmission {
+        PlanSubmission {
+            path: "plans/a.md".to_owned(),
+            title: title.to_owned(),
+            plan: "1. Step.".to_owned(),
+            sha256: format!("{:0>64}", title.len()),
+        }
+    }
+
+    /// A run suspended on a plan in mode `plan`; returns its id.
+    fn suspended_on_plan(rig: &mut Rig) -> Arc<str> {
+        let run = rig.start("make a plan");
+        rig.reply(
+            &run,
+            "",
+            vec![call("c1", "submit_plan", json!({"path": "a.md"}))],
+        );
+        let suspend = Suspend::Plan {
+            run_id: run.clone(),
+            tool_call_id: "c1".to_owned(),
+            submission: plan("A"),
+        };
+        rig.handle(Input::Suspend(suspend)).expect("suspends");
+        rig.take_kinds();
+        run
+    }
+
+    /// A run in mode `build` suspended on the `write_file` calls `w1` and `w2` (a `read_file`
+    /// between them ran); returns its id.
+    fn suspended_on_calls(rig: &mut Rig) -> Arc<str> {
+        rig.state.mode = rig.mode("build");
+        let run = rig.start("write");
+        let calls = vec![
+            call("w1", "write_file", json!({"path": "a"})),
+            call("r1", "read_file", json!({"path": "b"})),
+            call("w2", "write_file", json!({"path": "c"})),
+        ];
+        let Next::RunToolCalls { at, .. } = rig.reply(&run, "", calls) else {
+            panic!("a reply with calls runs them");
+        };
+        rig.result(&run, "r1", "b's text");
+        let suspend = Suspend::ToolCalls {
+            run_id: run.clone(),
+            at,
+            indexes: vec![(0, None), (2, None)],
+        };
+        rig.handle(Input::Suspend(suspend)).expect("suspends");
+        rig.take_kinds();
+        run
+    }
+
+    /// A plain approval of what waits first, checked against nothing.
+    fn plain_approval() -> Input {
+        Input::Decide {
+            index: 0,
+            decision: Decision::approve(),
+            checked: Checked {
+                target: None,
+                edited: None,
+                comments: Vec::new(),
+            },
+        }
+    }
+
+    fn decide(rig: &mut Rig, index: usize, decision: Decision) -> Result<Next, SessionError> {
+        let checked = check(&rig.state.pending[index], &decision)?;
+        rig.handle(Input::Decide {
+            index,
+            decision,
+            checked,
+        })
+    }
+
+    #[test]
+    fn only_the_steps_of_a_running_run_go_unsaved_and_only_a_decision_is_refused() {
+        let run: Arc<str> = Arc::from("run_1");
+        let unsaved = [
+            Input::UserMessage("hi".to_owned()),
+            Input::ToolStart {
+                run_id: run.clone(),
+                at: 0,
+                index: 0,
+            },
+            Input::SkipRest {
+                run_id: run.clone(),
+                at: 0,
+                from: 0,
+            },
+        ];
+        for input in &unsaved {
+            assert!(!input.saves(), "{input:?}");
+            assert!(!input.may_refuse(), "{input:?}");
+        }
+        let saved = [
+            Input::Opened,
+            Input::LeaseTick,
+            Input::TakeOver(run.clone()),
+            Input::Abort(Abort::Run(run.clone())),
+            Input::End {
+                run_id: run,
+                error: None,
+            },
+        ];
+        for input in &saved {
+            assert!(input.saves(), "{input:?}");
+            assert!(!input.may_refuse(), "{input:?}");
+        }
+        let decide = plain_approval();
+        assert!(decide.saves() && decide.may_refuse());
+    }
+
+    #[test]
+    fn a_run_starts_with_the_message_and_ends_with_the_models_text() {
+        let mut rig = Rig::new();
+        rig.handle(Input::Opened).expect("opens");
+        assert_eq!(rig.take_kinds(), ["session_started"]);
+        let run = rig.start("hello");
+        assert_eq!(&*run, "run_1");
+        assert_eq!(rig.state.counter, 1);
+        assert_eq!(rig.state.run, Some((run.clone(), RunState::Running)));
+        assert_eq!(rig.take_kinds(), ["agent_start"]);
+        let next = rig.reply(&run, "done", Vec::new());
+        assert!(
+            matches!(&next, Next::Complete { run_id, text } if *run_id == run && text == "done"),
+            "{next:?}"
+        );
+        assert_eq!(rig.take_kinds(), ["assistant_message"]);
+        let end = Input::End {
+            run_id: run.clone(),
+            error: None,
+        };
+        assert!(matches!(rig.handle(end), Ok(Next::Nothing)));
+        assert_eq!(rig.take_kinds(), ["agent_end"]);
+        assert_eq!(rig.state.run, Some((run.clone(), RunState::Completed)));
+        assert_eq!(
+            rig.state.messages,
+            [
+                Message::User {
+                    content: "hello".to_owned()
+                },
+                Message::Assistant {
+                    content: "done".to_owned(),
+                    tool_calls: Vec::new()
+                },
+            ]
+        );
+        // The next run is the session's second.
+        assert_eq!(&*rig.start("again"), "run_2");
+    }
+
+    #[test]
+    fn a_failed_run_says_why_before_it_ends() {
+        let mut rig = Rig::new();
+        let run = rig.start("hello");
+        rig.take_kinds();
+        let end = Input::End {
+            run_id: run.clone(),
+            error: Some("rate limited".to_owned()),
+        };
+        rig.handle(end).expect("ends");
+        assert_eq!(rig.take_kinds(), ["error", "agent_end"]);
+        assert_eq!(rig.state.run, Some((run, RunState::Failed)));
+    }
+
+    #[test]
+    fn a_reply_says_why_the_model_stopped_only_when_the_provider_did() {
+        let mut rig = Rig::new();
+        let run = rig.start("hello");
+        rig.take_kinds();
+        let reply = ModelResponse {
+            text: String::new(),
+            tool_calls: Vec::new(),
+            finish_reason: Some("stop".to_owned()),
+            usage: None,
+        };
+        rig.handle(Input::ModelReply {
+            run_id: run.clone(),
+            reply,
+        })
+        .expect("a reply");
+        assert_eq!(rig.take_kinds(), ["model_end"]);
+        rig.reply(&run, "", Vec::new());
+        assert_eq!(rig.take_kinds(), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn a_reply_with_calls_keeps_them_with_ids_of_their_own() {
+        let mut rig = Rig::new();
+        let run = rig.start("hello");
+        let calls = vec![
+            call("c", "read_file", json!({"b": 1, "a": 2})),
+            call("c", "read_file", json!({})),
+            call("", "read_file", json!({})),
+        ];
+        let next = rig.reply(&run, "looking", calls);
+        assert!(matches!(next, Next::RunToolCalls { at: 1, .. }), "{next:?}");
+        let ids: Vec<&str> = (0..3)
+            .map(|i| rig.state.tool_call(1, i).expect("a call").id.as_str())
+            .collect();
+        assert_eq!(ids, ["c", "c_1", "call_2"]);
+    }
+
+    #[test]
+    fn tool_calls_start_and_end_in_the_conversation() {
+        let mut rig = Rig::new();
+        let run = rig.start("hello");
+        rig.reply(&run, "", vec![call("c1", "read_file", json!({}))]);
+        rig.take_kinds();
+        let start = Input::ToolStart {
+            run_id: run.clone(),
+            at: 1,
+            index: 0,
+        };
+        assert!(matches!(rig.handle(start), Ok(Next::Nothing)));
+        // No such call: nothing happens.
+        let beyond = Input::ToolStart {
+            run_id: run.clone(),
+            at: 1,
+            index: 1,
+        };
+        rig.handle(beyond).expect("nothing");
+        assert_eq!(rig.take_kinds(), ["tool_start"]);
+        let result = Input::ToolResult {
+            run_id: run,
+            call_id: "c1".to_owned(),
+            name: "read_file".to_owned(),
+            output: ToolOutput::ok("text"),
+            decision: None,
+        };
+        rig.handle(result).expect("a result");
+        assert_eq!(rig.take_kinds(), ["tool_end"]);
+        assert_eq!(rig.results(), [("c1".to_owned(), "text".to_owned())]);
+    }
+
+    #[test]
+    fn a_plan_suspends_the_run_with_its_targets_deadline_and_decision_id() {
+        let mut rig = Rig::new();
+        let run = rig.start("make a plan");
+        rig.reply(
+            &run,
+            "",
+            vec![
+                call("c1", "submit_plan", json!({"path": "a.md"})),
+                call("c2", "read_file", json!({})),
+            ],
+        );
+        rig.handle(Input::SkipRest {
+            run_id: run.clone(),
+            at: 1,
+            from: 1,
+        })
+        .expect("skips");
+        assert_eq!(
+            rig.results(),
+            [("c2".to_owned(), SUSPENDED_FIRST_RESULT.to_owned())]
+        );
+        rig.take_kinds();
+        let suspend = Suspend::Plan {
+            run_id: run.clone(),
+            tool_call_id: "c1".to_owned(),
+            submission: plan("A"),
+        };
+        let Ok(Next::SuspendedOnPlan {
+            run_id,
+            tool_call_id,
+            payload,
+        }) = rig.handle(Input::Suspend(suspend))
+        else {
+            panic!("a plan suspends the run");
+        };
+        assert_eq!((&*run_id, tool_call_id.as_str()), ("run_1", "c1"));
+        assert_eq!(payload.decision_id, "decision_1");
+        assert_eq!(&*payload.target_mode_id, "build");
+        let targets: Vec<&str> = payload.target_mode_ids.iter().map(|t| &**t).collect();
+        assert_eq!(targets, ["build", "build-auto"]);
+        assert_eq!(payload.deadline_at_ms, Some(T0 + 3_600_000));
+        assert_eq!(payload.revision, 1);
+        assert_eq!(rig.take_kinds(), ["tool_suspended", "agent_end"]);
+        assert_eq!(rig.state.run, Some((run, RunState::Suspended)));
+        assert_eq!(rig.state.pending.len(), 1);
+    }
+
+    #[test]
+    fn an_approved_plan_hands_over_to_the_target_it_names() {
+        for (to, expected) in [(None, "build"), (Some("build-auto"), "build-auto")] {
+            let mut rig = Rig::new();
+            let run = suspended_on_plan(&mut rig);
+            let mut decision = Decision::approve().decided_by("alice");
+            if let Some(to) = to {
+                decision = decision.to(to);
+            }
+            let next = decide(&mut rig, 0, decision).expect("approved");
+            assert!(matches!(&next, Next::CallModel(r) if *r == run), "{next:?}");
+            assert_eq!(rig.mode_id(), expected);
+            assert_eq!(
+                rig.take_kinds(),
+                ["agent_start", "tool_end", "mode_changed"]
+            );
+            assert!(rig.state.pending.is_empty());
+            assert_eq!(rig.state.run, Some((run.clone(), RunState::Running)));
+            let record = rig.state.history.last().expect("a record");
+            assert_eq!(record.outcome, Some(DecisionOutcome::Approved));
+            assert_eq!(record.target_mode_id.as_deref(), Some(expected));
+            assert_eq!(record.decided_by.as_deref(), Some("alice"));
+            assert_eq!(record.decided_at.as_deref(), Some("2026-12-01T18:00:00Z"));
+            let (id, result) = rig.results().pop().expect("the plan's result");
+            assert_eq!(id, "c1");
+            assert!(result.contains(&format!("(`{expected}`)")), "{result}");
+        }
+    }
+
+    #[test]
+    fn a_rejected_plan_stays_in_the_mode_and_ends_the_run_without_feedback() {
+        let mut rig = Rig::new();
+        let run = suspended_on_plan(&mut rig);
+        let next = decide(&mut rig, 0, Decision::reject()).expect("rejected");
+        assert!(
+            matches!(&next, Next::Ended { run_id, error: None } if *run_id == run),
+            "{next:?}"
+        );
+        assert_eq!(rig.mode_id(), "plan");
+        assert_eq!(rig.state.run, Some((run, RunState::Completed)));
+        assert_eq!(rig.take_kinds(), ["agent_start", "tool_end", "agent_end"]);
+        assert_eq!(
+            rig.results().pop().map(|r| r.1).as_deref(),
+            Some(REJECTED_RESULT)
+        );
+        let record = rig.state.history.last().expect("a record");
+        assert_eq!(record.outcome, Some(DecisionOutcome::Rejected));
+        assert_eq!(record.target_mode_id, None);
+    }
+
+    #[test]
+    fn feedback_asks_for_revisions_until_the_runs_limit() {
+        let mut rig = Rig::new();
+        let run = suspended_on_plan(&mut rig);
+        for revision in 1..=2 {
+            let next = decide(&mut rig, 0, Decision::reject_with("more tests")).expect("ok");
+            assert!(matches!(next, Next::CallModel(_)), "{revision}: {next:?}");
+            assert_eq!(rig.state.run, Some((run.clone(), RunState::Running)));
+            let suspend = Suspend::Plan {
+                run_id: run.clone(),
+                tool_call_id: format!("p{revision}"),
+                submission: plan("AB"),
+            };
+            let Ok(Next::SuspendedOnPlan { payload, .. }) = rig.handle(Input::Suspend(suspend))
+            else {
+                panic!("suspends again");
+            };
+            assert_eq!(payload.revision, revision + 1);
+        }
+        let next = decide(&mut rig, 0, Decision::reject_with("still")).expect("ok");
+        let Next::Ended {
+            error: Some(error), ..
+        } = next
+        else {
+            panic!("past the limit the run fails: {next:?}");
+        };
+        assert_eq!(error.kind(), crate::model::ModelErrorKind::RevisionLimit);
+        assert_eq!(rig.state.run, Some((run, RunState::Failed)));
+        assert_eq!(rig.mode_id(), "plan");
+    }
+
+    #[test]
+    fn a_decision_on_nothing_is_refused() {
+        let mut rig = Rig::new();
+        assert_eq!(
+            rig.handle(plain_approval()).map(drop),
+            Err(SessionError::NotSuspended(String::new()))
+        );
+        assert!(rig.events.is_empty());
+    }
+
+    #[test]
+    fn tool_calls_wait_together_and_the_last_decision_resumes_the_run() {
+        let mut rig = Rig::new();
+        let run = suspended_on_calls(&mut rig);
+        assert_eq!(rig.state.undecided_calls().len(), 2);
+        assert_eq!(rig.state.run, Some((run.clone(), RunState::Suspended)));
+        let first = rig.state.pending[0].deadline_at_ms();
+        assert_eq!(first, Some(T0 + 1_800_000));
+        let next = decide(&mut rig, 1, Decision::reject_with("not c")).expect("ok");
+        assert!(
+            matches!(&next, Next::WaitsOnToolCalls(r) if *r == run),
+            "{next:?}"
+        );
+        assert_eq!(rig.take_kinds(), Vec::<&str>::new());
+        assert_eq!(rig.state.undecided_calls().len(), 1);
+        let next = decide(&mut rig, 0, Decision::approve()).expect("ok");
+        let Next::RunApproved { run_id, calls } = next else {
+            panic!("the last decision resumes the run: {next:?}");
+        };
+        assert_eq!(run_id, run);
+        let approved: Vec<&str> = calls.iter().map(|(c, _)| c.tool_call_id()).collect();
+        assert_eq!(approved, ["w1"]);
+        // The rejected call got its result in the same change.
+        assert_eq!(rig.take_kinds(), ["agent_start", "tool_end"]);
+        let (id, result) = rig.results().pop().expect("a result");
+        assert_eq!(id, "w2");
+        assert!(result.contains("not c"), "{result}");
+        assert_eq!(rig.state.history.len(), 2);
+        assert!(rig.state.pending.is_empty());
+        assert_eq!(rig.state.run, Some((run, RunState::Running)));
+    }
+
+    #[test]
+    fn always_allow_approves_the_tools_other_waiting_calls_until_the_mode_changes() {
+        let mut rig = Rig::new();
+        suspended_on_calls(&mut rig);
+        let next = decide(&mut rig, 0, Decision::approve().always_allow()).expect("ok");
+        let Next::RunApproved { calls, .. } = next else {
+            panic!("every call is decided: {next:?}");
+        };
+        assert_eq!(calls.len(), 2);
+        assert_eq!(calls[1].1.allowed_by.as_deref(), Some("decision_1"));
+        assert!(calls[0].1.always_allow && !calls[1].1.always_allow);
+        assert_eq!(rig.state.always_allowed, ["write_file"]);
+        rig.handle(Input::ManualSwitch(rig.mode("plan")))
+            .expect("switch");
+        assert!(rig.state.always_allowed.is_empty());
+    }
+
+    #[test]
+    fn an_abort_answers_every_waiting_call_as_not_approved() {
+        let mut rig = Rig::new();
+        let run = suspended_on_calls(&mut rig);
+        let abort = Abort::Pending(CancelReason::Aborted);
+        rig.handle(Input::Abort(abort)).expect("aborts");
+        assert_eq!(
+            rig.take_kinds(),
+            [
+                "agent_start",
+                "tool_suspension_cancelled",
+                "tool_suspension_cancelled",
+                "agent_end"
+            ]
+        );
+        assert!(rig.state.pending.is_empty());
+        assert_eq!(rig.state.run, Some((run, RunState::Aborted)));
+        let outcomes: Vec<_> = rig.state.history.iter().map(|r| r.outcome).collect();
+        assert_eq!(outcomes, [Some(DecisionOutcome::Cancelled); 2]);
+        let ids: Vec<String> = rig.results().into_iter().map(|r| r.0).collect();
+        assert_eq!(ids, ["r1", "w1", "w2"]);
+        // Nothing waits any more: a second abort changes nothing.
+        rig.handle(Input::Abort(Abort::Pending(CancelReason::Aborted)))
+            .expect("nothing");
+        assert!(rig.events.is_empty());
+    }
+
+    #[test]
+    fn a_manual_switch_cancels_the_plan_and_tells_the_model() {
+        let mut rig = Rig::new();
+        suspended_on_plan(&mut rig);
+        rig.handle(Input::ManualSwitch(rig.mode("build")))
+            .expect("switch");
+        assert_eq!(rig.mode_id(), "build");
+        let kinds = rig.take_kinds();
+        assert_eq!(
+            kinds,
+            [
+                "agent_start",
+                "tool_suspension_cancelled",
+                "agent_end",
+                "mode_changed"
+            ]
+        );
+        assert!(matches!(
+            rig.state.messages.last(),
+            Some(Message::System { content }) if content.contains("(`build`)")
+        ));
+        // To the mode it is in: nothing.
+        rig.handle(Input::ManualSwitch(rig.mode("build")))
+            .expect("switch");
+        assert!(rig.events.is_empty());
+    }
+
+    #[test]
+    fn a_lease_tick_takes_the_lease_for_its_duration_only_with_a_store() {
+        let mut rig = Rig::new();
+        rig.handle(Input::LeaseTick).expect("tick");
+        assert_eq!(rig.state.lease, None);
+        assert!(!rig.state.holds_lease);
+        rig.lease = Some(std::time::Duration::from_secs(30));
+        rig.handle(Input::LeaseTick).expect("tick");
+        let lease = rig.state.lease.clone().expect("a lease");
+        assert_eq!(lease.owner, "rig-owner");
+        assert_eq!(lease.expires_at_ms, T0 + 30_000);
+        assert!(rig.state.holds_lease);
+        // A run started by a message has no lease: it is saved when it suspends or ends.
+        rig.start("hi");
+        assert_eq!(rig.state.lease, None);
+        assert!(!rig.state.holds_lease);
+    }
+
+    #[test]
+    fn an_interrupted_run_is_taken_over_without_running_a_call_again() {
+        let mut rig = Rig::new();
+        rig.lease = Some(std::time::Duration::from_secs(30));
+        let run = rig.start("hi");
+        rig.reply(&run, "", reads(&["c1", "c2", "c3"]));
+        rig.result(&run, "c2", "two");
+        rig.take_kinds();
+        let next = rig
+            .handle(Input::TakeOver(run.clone()))
+            .expect("takes over");
+        assert!(matches!(&next, Next::CallModel(r) if *r == run), "{next:?}");
+        assert!(rig.state.holds_lease);
+        assert_eq!(
+            rig.take_kinds(),
+            [
+                "agent_start",
+                "tool_start",
+                "tool_end",
+                "tool_start",
+                "tool_end"
+            ]
+        );
+        // The result already given is not given again; c1 may have run, c3 never started: this
+        // process started neither, so each gets its `tool_start` here.
+        let results = rig.results();
+        let ids: Vec<&str> = results.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids, ["c2", "c1", "c3"]);
+        assert!(
+            results[1..]
+                .iter()
+                .all(|(_, r)| r.starts_with("Interrupted"))
+        );
+    }
+
+    #[test]
+    fn a_cancelled_run_answers_the_running_call_and_the_unstarted_ones() {
+        let mut rig = Rig::new();
+        let run = rig.start("hi");
+        let calls = reads(&["c1", "c2", "c3"]);
+        rig.reply(&run, "", calls);
+        rig.result(&run, "c1", "one");
+        rig.take_kinds();
+        rig.handle(Input::Abort(Abort::Run(run.clone())))
+            .expect("aborts");
+        // c2 was running (its `tool_start` went out when it started); c3 never started.
+        assert_eq!(
+            rig.take_kinds(),
+            ["tool_end", "tool_start", "tool_end", "agent_end"]
+        );
+        let results: Vec<String> = rig.results().into_iter().map(|r| r.1).collect();
+        assert_eq!(results, ["one", CANCELLED_RESULT, NOT_STARTED_RESULT]);
+        assert_eq!(rig.state.run, Some((run, RunState::Aborted)));
+    }
+
+    #[test]
+    fn a_run_cancelled_among_its_calls_answers_each_in_order() {
+        let mut rig = Rig::new();
+        rig.state.mode = rig.mode("build");
+        let run = rig.start("hi");
+        let calls = vec![
+            call("c1", "read_file", json!({})),
+            call("w1", "write_file", json!({})),
+            call("c2", "read_file", json!({})),
+            call("c3", "read_file", json!({})),
+        ];
+        rig.reply(&run, "", calls);
+        rig.result(&run, "c1", "one");
+        rig.take_kinds();
+        let abort = Abort::ToolCalls {
+            run_id: run.clone(),
+            at: 1,
+            next: 3,
+            waiting: vec![1],
+            running: Some(2),
+        };
+        rig.handle(Input::Abort(abort)).expect("aborts");
+        assert_eq!(
+            rig.take_kinds(),
+            [
+                "tool_end",
+                "tool_end",
+                "tool_start",
+                "tool_end",
+                "agent_end"
+            ]
+        );
+        let results: Vec<String> = rig.results().into_iter().map(|r| r.1).collect();
+        assert_eq!(
+            results,
+            [
+                "one",
+                crate::machine::run::tool_cancelled_result(CancelReason::Aborted),
+                CANCELLED_RESULT,
+                NOT_STARTED_RESULT
+            ]
+        );
+        assert_eq!(rig.state.run, Some((run, RunState::Aborted)));
+    }
+
+    #[test]
+    fn a_run_cancelled_before_its_approved_calls_starts_none_of_them() {
+        let mut rig = Rig::new();
+        let run = suspended_on_calls(&mut rig);
+        decide(&mut rig, 0, Decision::approve()).expect("ok");
+        decide(&mut rig, 1, Decision::approve()).expect("ok");
+        rig.take_kinds();
+        rig.handle(Input::Abort(Abort::BeforeApproved(run.clone())))
+            .expect("aborts");
+        assert_eq!(
+            rig.take_kinds(),
+            [
+                "tool_start",
+                "tool_end",
+                "tool_start",
+                "tool_end",
+                "agent_end"
+            ]
+        );
+        let results = rig.results();
+        let last: Vec<(&str, &str)> = results[results.len() - 2..]
+            .iter()
+            .map(|(id, r)| (id.as_str(), r.as_str()))
+            .collect();
+        assert_eq!(
+            last,
+            [("w1", NOT_STARTED_RESULT), ("w2", NOT_STARTED_RESULT)]
+        );
+        assert_eq!(rig.state.run, Some((run, RunState::Aborted)));
+    }
+
+    #[test]
+    fn a_deadline_answers_what_expired_and_ends_the_run() {
+        let mut rig = Rig::new();
+        let run = suspended_on_plan(&mut rig);
+        rig.now_ms = T0 + 3_600_000;
+        let waiting = rig
+            .state
+            .pending
+            .iter()
+            .map(crate::machine::expiry::waiting);
+        let expiry = crate::machine::expiry::expire(waiting, rig.now_ms).expect("due");
+        rig.handle(Input::Deadline {
+            run_id: run.clone(),
+            expiry,
+        })
+        .expect("expires");
+        assert_eq!(rig.take_kinds(), ["agent_start", "tool_end", "agent_end"]);
+        assert!(rig.state.pending.is_empty());
+        assert_eq!(rig.state.run, Some((run, RunState::Completed)));
+        assert_eq!(
+            rig.state.history.last().and_then(|r| r.outcome),
+            Some(DecisionOutcome::Expired)
+        );
+    }
+}

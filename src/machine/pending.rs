@@ -987,3 +987,128 @@ impl PendingToolCall {
         self.feedback.as_deref()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::machine::input::{Input, Next, Suspend};
+    use crate::machine::rig::{Rig, T0, call};
+    use crate::tool::submit_plan::PlanSubmission;
+
+    fn suspended_plan(rig: &mut Rig) -> PendingDecision {
+        let run = rig.start("plan");
+        let suspend = Suspend::Plan {
+            run_id: run,
+            tool_call_id: "p1".to_owned(),
+            submission: PlanSubmission {
+                path: "a.md".to_owned(),
+                title: "A".to_owned(),
+                plan: "1. Step.".to_owned(),
+                sha256: "ab12".to_owned(),
+            },
+        };
+        rig.handle(Input::Suspend(suspend)).expect("suspends");
+        rig.state.pending[0].clone()
+    }
+
+    fn suspended_call(rig: &mut Rig) -> PendingDecision {
+        rig.state.mode = rig.mode("build");
+        let run = rig.start("write");
+        let args = json!({"path": "a.txt"});
+        let Next::RunToolCalls { at, .. } =
+            rig.reply(&run, "", vec![call("w1", "write_file", args)])
+        else {
+            panic!("runs the call");
+        };
+        let suspend = Suspend::ToolCalls {
+            run_id: run,
+            at,
+            indexes: vec![(0, None)],
+        };
+        rig.handle(Input::Suspend(suspend)).expect("suspends");
+        rig.state.pending[0].clone()
+    }
+
+    #[test]
+    fn a_pending_plan_shows_what_was_submitted() {
+        let mut rig = Rig::new();
+        let pending = suspended_plan(&mut rig);
+        assert_eq!(pending.run_id(), "run_1");
+        assert_eq!(&**pending.run_arc(), "run_1");
+        assert_eq!(pending.tool_call_id(), "p1");
+        assert_eq!(pending.decision_id(), "decision_1");
+        assert_eq!(pending.tool_name(), SUBMIT_PLAN);
+        assert_eq!(pending.sha256(), "ab12");
+        assert_eq!(pending.deadline_at_ms(), Some(T0 + 3_600_000));
+        assert_eq!(pending.decision(), None);
+        assert!(pending.is_waiting());
+        assert!(pending.as_tool_call().is_none());
+        let plan = pending.as_plan().expect("a plan");
+        assert_eq!(plan.run_id(), "run_1");
+        assert_eq!(plan.tool_call_id(), "p1");
+        assert_eq!(plan.decision_id(), "decision_1");
+        assert_eq!(plan.target(), rig.mode("build"));
+        assert_eq!(plan.targets(), [rig.mode("build"), rig.mode("build-auto")]);
+        assert_eq!(plan.payload().submission.title, "A");
+        assert_eq!(plan.stale_reason(), None);
+        assert_eq!(plan.chosen_target(None), Some(rig.mode("build")));
+        assert_eq!(
+            plan.chosen_target(Some("build-auto")),
+            Some(rig.mode("build-auto"))
+        );
+        assert_eq!(plan.chosen_target(Some("plan")), None);
+        assert_eq!(pending.check_sha256("AB12"), Ok(()));
+        assert!(pending.check_sha256("ab13").is_err());
+        assert_eq!(pending.check(&Decision::approve().to("build-auto")), Ok(()));
+        assert!(pending.check(&Decision::approve().to("plan")).is_err());
+        let mut stale = plan.clone();
+        stale.stale = Some("gone".to_owned());
+        assert_eq!(stale.stale_reason(), Some("gone"));
+    }
+
+    #[test]
+    fn a_pending_tool_call_shows_its_call_and_its_decision_while_others_wait() {
+        let mut rig = Rig::new();
+        let pending = suspended_call(&mut rig);
+        assert_eq!(pending.run_id(), "run_1");
+        assert_eq!(&**pending.run_arc(), "run_1");
+        assert_eq!(pending.tool_call_id(), "w1");
+        assert_eq!(pending.decision_id(), "decision_1");
+        assert_eq!(pending.tool_name(), "write_file");
+        let sha = crate::jcs::sha256(&json!({"path": "a.txt"}));
+        assert_eq!(pending.sha256(), sha);
+        assert_eq!(pending.deadline_at_ms(), Some(T0 + 1_800_000));
+        assert!(pending.is_waiting());
+        assert!(pending.as_plan().is_none());
+        let waiting = pending.as_tool_call().expect("a tool call");
+        assert_eq!(waiting.run_id(), "run_1");
+        assert_eq!(waiting.tool_call_id(), "w1");
+        assert_eq!(waiting.decision_id(), "decision_1");
+        assert_eq!(waiting.tool_name(), "write_file");
+        assert_eq!(waiting.args(), &json!({"path": "a.txt"}));
+        assert_eq!(waiting.args_sha256(), sha);
+        assert_eq!(waiting.payload().tool_name, "write_file");
+        assert_eq!(waiting.decision(), None);
+        assert_eq!(waiting.feedback(), None);
+        assert!(pending.check(&Decision::approve().to("build")).is_err());
+        assert_eq!(pending.check(&Decision::approve().always_allow()), Ok(()));
+        // Decided while another call waits.
+        let mut decided = waiting.clone();
+        let record = crate::machine::decide::tool_call_record(
+            waiting,
+            crate::event::DecisionOutcome::Rejected,
+            None,
+            false,
+            "2026-12-01T18:00:00Z".to_owned(),
+        );
+        decided.decided = Some(record.clone());
+        decided.feedback = Some("no".to_owned());
+        assert_eq!(decided.decision(), Some(&record));
+        assert_eq!(decided.feedback(), Some("no"));
+        let decided = PendingDecision::ToolCall(decided);
+        assert_eq!(decided.decision(), Some(&record));
+        assert!(!decided.is_waiting());
+    }
+}

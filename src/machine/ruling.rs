@@ -18,9 +18,8 @@ use std::sync::Arc;
 
 use super::change::Change;
 use super::state::State;
-use crate::event::{DecidedRecord, DecisionOutcome, Event};
+use crate::event::{DecidedRecord, DecisionOutcome};
 use crate::mode::ModeGraph;
-use crate::model::Message;
 use crate::rules::{ResolvedPaths, RuleAction, RuleRecord};
 use crate::tool::{ToolCall, ToolOutput};
 
@@ -118,20 +117,6 @@ impl Change<'_> {
         };
         let record = self.rule_record(run_id, call_id, name, args_sha256, outcome, rule);
         self.state.history.push(record.clone());
-        self.emit(Event::ToolEnd {
-            session_id: self.id.clone(),
-            run_id: run_id.clone(),
-            tool_call_id: call_id.to_owned(),
-            tool_name: name.to_owned(),
-            result: output.content.clone(),
-            is_error: output.is_error,
-            decision: Some(record),
-        });
-        self.state.messages.push(Message::Tool {
-            tool_call_id: call_id.to_owned(),
-            tool_name: name.to_owned(),
-            content: output.content,
-            is_error: output.is_error,
-        });
+        self.finish_tool(run_id, call_id, name, output, Some(record));
     }
 }

@@ -507,3 +507,149 @@ fn take_args(args: &mut serde_json::Value) {
         Err(_) => serde_json::Value::String(value.to_string()),
     };
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::event::DecisionOutcome;
+    use crate::machine::input::{Input, Next, Suspend};
+    use crate::machine::rig::{Rig, T0, call};
+
+    fn plan(sha256: &str, body: &str) -> PlanSubmission {
+        PlanSubmission {
+            path: "a.md".to_owned(),
+            title: "A".to_owned(),
+            plan: body.to_owned(),
+            sha256: sha256.to_owned(),
+        }
+    }
+
+    #[test]
+    fn runs_are_numbered_from_one() {
+        assert_eq!(&*run_id_for(1), "run_1");
+        assert_eq!(&*run_id_for(12), "run_12");
+    }
+
+    #[test]
+    fn arguments_are_kept_as_the_record_keeps_them_or_as_their_text() {
+        let mut normal = json!({"n": 1.0, "m": -0.0});
+        take_args(&mut normal);
+        assert_eq!(normal, json!({"n": 1, "m": 0}));
+        let mut unsafe_integer = json!({"n": 9_007_199_254_740_993_u64});
+        take_args(&mut unsafe_integer);
+        assert_eq!(unsafe_integer, json!(r#"{"n":9007199254740993}"#));
+        let mut text = json!("{not json");
+        take_args(&mut text);
+        assert_eq!(text, json!("{not json"));
+    }
+
+    #[test]
+    fn a_repeated_or_missing_id_gets_one_no_other_call_uses() {
+        let mut calls = vec![
+            call("a", "read_file", json!({})),
+            call("a", "read_file", json!({})),
+            call("a_1", "read_file", json!({})),
+            call("", "read_file", json!({})),
+            call("", "read_file", json!({})),
+        ];
+        unique_call_ids(&mut calls);
+        let ids: Vec<&str> = calls.iter().map(|c| c.id.as_str()).collect();
+        // `a_1` is taken by the third call: the second counts on to `a_2`.
+        assert_eq!(ids, ["a", "a_2", "a_1", "call_3", "call_4"]);
+    }
+
+    #[test]
+    fn each_revision_counts_on_and_is_compared_with_the_last() {
+        let mut rig = Rig::new();
+        let run = rig.start("plan");
+        for (n, sha) in [(1, "s1"), (2, "s2")] {
+            let suspend = Suspend::Plan {
+                run_id: run.clone(),
+                tool_call_id: format!("p{n}"),
+                submission: plan(sha, &format!("{n}. Step.")),
+            };
+            let Ok(Next::SuspendedOnPlan { payload, .. }) = rig.handle(Input::Suspend(suspend))
+            else {
+                panic!("suspends");
+            };
+            assert_eq!(payload.revision, n);
+            assert_eq!(payload.decision_id, format!("decision_{n}"));
+            let previous = (n > 1).then(|| "s1".to_owned());
+            assert_eq!(payload.previous_sha256, previous);
+            assert_eq!(
+                rig.state.last_plan.as_ref().map(|p| p.sha256.as_str()),
+                Some(sha)
+            );
+        }
+        assert_eq!(rig.state.pending.len(), 1, "one plan waits at a time");
+        assert_eq!(rig.state.decisions, 2);
+    }
+
+    #[test]
+    fn each_waiting_call_gets_its_own_decision_id_hash_and_deadline() {
+        let mut rig = Rig::new();
+        rig.state.mode = rig.mode("build");
+        rig.now_ms = T0 + 5;
+        let run = rig.start("write");
+        let calls = vec![
+            call("w1", "write_file", json!({"p": 1})),
+            call("w2", "write_file", json!({"p": 2})),
+        ];
+        rig.reply(&run, "", calls);
+        let suspend = Suspend::ToolCalls {
+            run_id: run.clone(),
+            at: 1,
+            indexes: vec![(0, None), (1, None), (7, None)],
+        };
+        rig.handle(Input::Suspend(suspend)).expect("suspends");
+        let ids: Vec<&str> = rig.state.pending.iter().map(|p| p.decision_id()).collect();
+        assert_eq!(ids, ["decision_1", "decision_2"]);
+        let p = &rig.state.pending[1];
+        assert_eq!(p.sha256(), crate::jcs::sha256(&json!({"p": 2})));
+        assert_eq!(p.deadline_at_ms(), Some(T0 + 5 + 1_800_000));
+        assert_eq!(
+            rig.take_kinds(),
+            [
+                "agent_start",
+                "tool_suspended",
+                "tool_suspended",
+                "agent_end"
+            ]
+        );
+        assert_eq!(rig.state.run, Some((run, RunState::Suspended)));
+    }
+
+    #[test]
+    fn a_cancelled_plan_is_told_why_and_the_mode_stays() {
+        let reasons = [
+            (CancelReason::Aborted, "aborted"),
+            (CancelReason::UserMessage, "new message"),
+            (CancelReason::ModeSwitch, "switched mode"),
+        ];
+        for (reason, says) in reasons {
+            let mut rig = Rig::new();
+            let run = rig.start("plan");
+            let suspend = Suspend::Plan {
+                run_id: run.clone(),
+                tool_call_id: "p1".to_owned(),
+                submission: plan("s1", "1."),
+            };
+            rig.handle(Input::Suspend(suspend)).expect("suspends");
+            rig.handle(Input::Abort(crate::machine::input::Abort::Pending(reason)))
+                .expect("cancels");
+            let (id, text) = rig.results().pop().expect("a result");
+            assert_eq!(id, "p1");
+            assert!(text.starts_with("Plan not approved"), "{text}");
+            assert!(text.contains(says), "{reason:?}: {text}");
+            assert!(!tool_cancelled_result(reason).is_empty());
+            assert!(tool_cancelled_result(reason).contains(says));
+            let record = rig.state.history.last().expect("a record");
+            assert_eq!(record.outcome, Some(DecisionOutcome::Cancelled));
+            assert_eq!(record.sha256.as_deref(), Some("s1"));
+            assert_eq!(rig.mode_id(), "plan");
+            assert_eq!(rig.state.run, Some((run, RunState::Aborted)));
+        }
+    }
+}

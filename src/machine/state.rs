@@ -160,3 +160,109 @@ fn result_positions(calls: &[ToolCall], results: &[Message]) -> Option<Vec<usize
             .collect(),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn assistant(ids: &[&str]) -> Message {
+        Message::Assistant {
+            content: String::new(),
+            tool_calls: ids
+                .iter()
+                .map(|id| ToolCall {
+                    id: (*id).to_owned(),
+                    name: "read_file".to_owned(),
+                    args: json!({}),
+                })
+                .collect(),
+        }
+    }
+
+    fn result(id: &str, content: &str) -> Message {
+        Message::Tool {
+            tool_call_id: id.to_owned(),
+            tool_name: "read_file".to_owned(),
+            content: content.to_owned(),
+            is_error: false,
+        }
+    }
+
+    fn contents(messages: &[Message]) -> Vec<String> {
+        messages
+            .iter()
+            .map(|m| match m {
+                Message::Tool { content, .. } => content.clone(),
+                Message::User { content } => format!("user {content}"),
+                _ => "assistant".to_owned(),
+            })
+            .collect()
+    }
+
+    /// A state whose conversation is a user message, then `messages`.
+    fn after_go(messages: Vec<Message>) -> State {
+        let mut state = State::new(ModeId::from_index(0));
+        state.messages = vec![Message::User {
+            content: "go".to_owned(),
+        }];
+        state.messages.extend(messages);
+        state
+    }
+
+    #[test]
+    fn results_go_in_the_order_of_their_calls_reply_by_reply() {
+        let mut state = after_go(vec![
+            assistant(&["a", "b", "c"]),
+            result("c", "C"),
+            result("a", "A"),
+            result("zz", "stray"),
+            result("b", "B"),
+            assistant(&["d", "e"]),
+            result("e", "E"),
+            result("d", "D"),
+        ]);
+        state.order_results();
+        assert_eq!(
+            contents(&state.messages),
+            [
+                "user go",
+                "assistant",
+                "A",
+                "B",
+                "C",
+                "stray",
+                "assistant",
+                "D",
+                "E"
+            ]
+        );
+    }
+
+    #[test]
+    fn results_of_a_repeated_id_answer_its_calls_in_turn() {
+        let calls = match assistant(&["x", "y", "x"]) {
+            Message::Assistant { tool_calls, .. } => tool_calls,
+            _ => unreachable!(),
+        };
+        let in_order = [result("x", "1"), result("y", "2"), result("x", "3")];
+        assert_eq!(result_positions(&calls, &in_order), None);
+        let partial = [result("y", "2")];
+        assert_eq!(result_positions(&calls, &partial), None);
+        let swapped = [result("y", "2"), result("x", "1"), result("x", "3")];
+        assert_eq!(result_positions(&calls, &swapped), Some(vec![1, 0, 2]));
+        let stray = [result("q", "?"), result("x", "1")];
+        assert_eq!(result_positions(&calls, &stray), Some(vec![usize::MAX, 0]));
+    }
+
+    #[test]
+    fn a_tool_call_is_read_from_an_assistant_message_only() {
+        let state = after_go(vec![assistant(&["a", "b"])]);
+        assert_eq!(state.tool_call(1, 1).map(|c| c.id.as_str()), Some("b"));
+        assert_eq!(state.tool_call(1, 2), None);
+        assert_eq!(state.tool_call(0, 0), None);
+        assert_eq!(state.tool_call(5, 0), None);
+        assert!(state.undecided_calls().is_empty());
+    }
+}

@@ -698,8 +698,11 @@ impl PendingPlans for StorePending<'_> {
             return Ok(Vec::new());
         };
         // An unreadable record's plan cannot be decided (loading it fails), so there is
-        // nothing of it to protect. Only the pending decisions are read: no time is needed.
-        let listing = store.list_pending(0).await.map_err(|e| e.to_string())?;
+        // nothing of it to protect.
+        let listing = store
+            .list_pending_decisions()
+            .await
+            .map_err(|e| e.to_string())?;
         Ok(listing
             .pending
             .into_iter()

@@ -3,28 +3,10 @@
 
 use crate::event::{DecidedRecord, DecisionOutcome};
 use crate::machine::error::expired_error;
-use crate::machine::expiry::{self, Waiting};
+use crate::machine::expiry::{self, waiting};
 use crate::machine::input::Input;
 
-use super::{PendingDecision, Session, SessionError};
-
-/// What the expiry reads of `pending`.
-fn waiting(pending: &PendingDecision) -> Waiting<'_> {
-    match pending {
-        PendingDecision::ToolCall(c) => Waiting::ToolCall {
-            run_id: &c.run_id,
-            tool_call_id: &c.tool_call_id,
-            payload: &c.payload,
-            decided: c.decided.as_ref(),
-            feedback: c.feedback.as_deref(),
-        },
-        PendingDecision::Plan(p) => Waiting::Plan {
-            run_id: &p.run_id,
-            tool_call_id: &p.tool_call_id,
-            payload: &p.payload,
-        },
-    }
-}
+use super::{Session, SessionError};
 
 impl Session {
     /// Applies the deadline of what the session waits for: if the pending plan's deadline, or

@@ -65,54 +65,20 @@ impl Session {
     /// Cancel-safe: dropped during the save, the next state waits beside the save, and the next
     /// operation swaps it in if the save got through ([`Session::recover`]).
     pub(crate) async fn handle(&mut self, input: Input) -> Result<Next, SessionError> {
+        let mut events = std::mem::take(&mut self.spare_events);
         if !input.saves() || (self.shared.store.is_none() && !input.may_refuse()) {
             // Nothing to save now, or nothing to save at all: the change cannot fail or be cut
             // off, so it needs no copy (a copy per change would cost a long conversation time
             // on every switch).
-            return self.live(|c| c.handle(input));
+            let next = rules(self, None, &mut events, input);
+            self.deliver(events);
+            return next;
         }
-        self.try_change(|c| c.handle(input)).await
-    }
-
-    /// Makes a change on a copy: `rules` computes the next state on a copy of the session's,
-    /// the next state is saved, and only then is it swapped in and are its events delivered.
-    /// When `rules` returns an error, the next state is dropped unsaved and the session is as
-    /// before.
-    ///
-    /// # Errors
-    /// What `rules` returned, and [`SessionError::Store`] when the save fails.
-    async fn try_change<T>(
-        &mut self,
-        rules: impl FnOnce(&mut Change<'_>) -> Result<T, SessionError>,
-    ) -> Result<T, SessionError> {
-        let mut next = self.state.clone();
-        let mut events = std::mem::take(&mut self.spare_events);
-        let out = rules(&mut Change {
-            config: self.shared.config(),
-            now_ms: self.shared.now_ms(),
-            id: &self.id,
-            workspace: &self.workspace,
-            state: &mut next,
-            events: &mut events,
-        })?;
-        self.save_then_swap(next, events).await?;
-        Ok(out)
-    }
-
-    /// Changes the state in place, between saves: what a run does as it goes (a tool call and
-    /// its result), delivered at once and saved with the run's next change.
-    fn live<T>(&mut self, rules: impl FnOnce(&mut Change<'_>) -> T) -> T {
-        let mut events = std::mem::take(&mut self.spare_events);
-        let out = rules(&mut Change {
-            config: self.shared.config(),
-            now_ms: self.shared.now_ms(),
-            id: &self.id,
-            workspace: &self.workspace,
-            state: &mut self.state,
-            events: &mut events,
-        });
-        self.deliver(events);
-        out
+        // A copy: a refusal or a failed save drops it, and the session is as before.
+        let mut copy = self.state.clone();
+        let next = rules(self, Some(&mut copy), &mut events, input)?;
+        self.save_then_swap(copy, events).await?;
+        Ok(next)
     }
 
     /// Saves `next` at the expected version, then swaps it in and delivers `events`; when the
@@ -241,18 +207,29 @@ impl Session {
         };
         let run_id = run_id.clone();
         let mut events = Vec::new();
-        let abort = Input::Abort(Abort::Run(run_id));
-        let _nothing_next = Change {
-            config: self.shared.config(),
-            now_ms: self.shared.now_ms(),
-            id: &self.id,
-            workspace: &self.workspace,
-            state: &mut self.state,
-            events: &mut events,
-        }
-        .handle(abort);
+        // An abort is never refused, and nothing follows it.
+        let _nothing = rules(self, None, &mut events, Input::Abort(Abort::Run(run_id)));
         self.abandoned = Some(events);
     }
+}
+
+/// Hands `input` to the rules ([`Change::handle`]) with `now` from the controller's clock, on
+/// `copy` of the session's state, or on the state itself for `None`; the events go to `events`.
+fn rules(
+    session: &mut Session,
+    copy: Option<&mut State>,
+    events: &mut Vec<Event>,
+    input: Input,
+) -> Result<Next, SessionError> {
+    Change {
+        config: session.shared.config(),
+        now_ms: session.shared.now_ms(),
+        id: &session.id,
+        workspace: &session.workspace,
+        state: copy.unwrap_or(&mut session.state),
+        events,
+    }
+    .handle(input)
 }
 
 impl Shared {

@@ -2899,3 +2899,67 @@ async fn a_unique_session_id_prefix_names_its_session() {
     );
     assert!(resolve_prefix("sha256", "aaaa", [full.as_str()]).is_err());
 }
+
+/// Without a store a change is made in place; with one it is made on a copy, saved, then
+/// swapped in (`Session::handle`). The two paths give the same mode, conversation, decisions
+/// and events, step by step: a plan suspended and approved, a run to its end, a plan aborted.
+#[tokio::test]
+async fn a_change_in_place_and_a_change_on_a_copy_give_the_same_session() {
+    let ws = Workspace::new();
+    let path = ws.plan("p.md", "# Same\n\n1. step\n");
+    let clock = TestClock::at(T0);
+    let mut sessions = Vec::new();
+    for store in [None, Some(Arc::new(MemoryStore::new()))] {
+        let model = Arc::new(ReplayModel::new([
+            ReplayModel::call("c1", "submit_plan", json!({ "path": path })),
+            ReplayModel::text("built"),
+            ReplayModel::call("c2", "submit_plan", json!({ "path": path })),
+        ]));
+        let builder = AgentController::builder(common::graph(PLAN_BUILD), model)
+            .tools(ToolRegistry::with_workspace_tools())
+            .workspace(ws.path())
+            .clock(clock.source());
+        let builder = match store {
+            Some(store) => builder.store(store),
+            None => builder,
+        };
+        let controller = builder.build().expect("controller");
+        let recorder = Recorder::default();
+        let mut session = controller
+            .start_session(recorder.options().id("s1"))
+            .await
+            .expect("session");
+        let mut steps = Vec::new();
+        let mut step = |session: &agent_controller::Session, what: &str| {
+            steps.push((
+                what.to_owned(),
+                session.mode().id().to_owned(),
+                session.messages().to_vec(),
+                session.decision_history().to_vec(),
+                recorder.take(),
+            ));
+        };
+        session.switch_mode("plan").await.expect("switch");
+        step(&session, "switch");
+        let outcome = session.send_message("plan it").await.expect("run");
+        let RunOutcome::Suspended { payload, .. } = outcome else {
+            panic!("suspends on the plan: {outcome:?}");
+        };
+        step(&session, "suspend");
+        let outcome = session
+            .decide(&payload.decision_id, Decision::approve())
+            .await
+            .expect("approve");
+        assert!(
+            matches!(outcome, RunOutcome::Completed { .. }),
+            "{outcome:?}"
+        );
+        step(&session, "approve and build");
+        session.switch_mode("plan").await.expect("switch");
+        session.send_message("again").await.expect("run");
+        assert!(session.abort().await.expect("abort"));
+        step(&session, "abort");
+        sessions.push(steps);
+    }
+    assert_eq!(sessions[0], sessions[1]);
+}

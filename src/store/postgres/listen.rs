@@ -141,8 +141,7 @@ impl PostgresStore {
     {
         let changes = self.changes().await?;
         let existing = if include_existing {
-            // Only the pending decisions are read: no time is needed.
-            self.list_pending(0).await?
+            self.list_pending_decisions().await?
         } else {
             PendingListing::default()
         };
