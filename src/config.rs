@@ -171,21 +171,51 @@ pub struct ConfigError {
 
 impl ConfigError {
     /// The kind of problem, for callers that want to match on it.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::config::{self, ConfigErrorKind};
+    /// let error = config::parse("[[modes]]\nid = \"build\"\ntransitionTo = \"plan\"\n", "modes.toml").unwrap_err();
+    /// assert_eq!(error.kind(), ConfigErrorKind::UnknownField);
+    /// assert_eq!(error.kind().to_string(), "unknown_field");
+    /// ```
     pub fn kind(&self) -> ConfigErrorKind {
         self.kind
     }
 
     /// Where the problem is, or `None` for errors that have no place in the text (an I/O error).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::config::{self, Location};
+    /// let error = config::parse("[[modes]]\nid = \"build\"\ntransitionTo = \"plan\"\n", "modes.toml").unwrap_err();
+    /// assert_eq!(error.location(), Some(Location { line: 3, column: 1 }));
+    /// ```
     pub fn location(&self) -> Option<Location> {
         self.location
     }
 
     /// The file name (or other origin label) the config came from.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::config;
+    /// let error = config::parse("[[modes]]\n", "config/modes.toml").unwrap_err();
+    /// assert_eq!(error.origin(), "config/modes.toml");
+    /// ```
     pub fn origin(&self) -> &str {
         &self.origin
     }
 
     /// The message alone, without location or snippet.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::config;
+    /// let error = config::parse("[[modes]]\nid = \"Build Mode\"\n", "modes.toml").unwrap_err();
+    /// assert!(!error.message().contains("modes.toml"), "the message alone");
+    /// assert!(error.to_string().contains("modes.toml"), "Display adds the place and a snippet");
+    /// ```
     pub fn message(&self) -> &str {
         &self.message
     }
@@ -658,6 +688,16 @@ impl<'de, 'a> Deserialize<'de> for RawApproval<'a> {
 ///
 /// # Errors
 /// [`ConfigErrorKind::Io`] when the file cannot be read, otherwise every error of [`parse`].
+///
+/// # Examples
+/// ```
+/// use agent_controller::config::{self, ConfigErrorKind};
+/// let graph = config::load("config/modes.toml")?;
+/// assert!(graph.get("plan").is_some());
+/// let missing = config::load("config/no-such-file.toml").unwrap_err();
+/// assert_eq!(missing.kind(), ConfigErrorKind::Io);
+/// # Ok::<(), agent_controller::ConfigError>(())
+/// ```
 pub fn load(path: impl AsRef<Path>) -> Result<ModeGraph, ConfigError> {
     let path = path.as_ref();
     let text = read(path)?;
@@ -706,6 +746,15 @@ fn origin_in(dir: &Path, path: &Path) -> String {
 ///
 /// # Errors
 /// As [`load_in`].
+///
+/// # Examples
+/// ```
+/// use agent_controller::config;
+/// let text = config::read_in(".", "config/modes.toml")?;
+/// assert!(text.contains("[[modes]]"));
+/// assert!(config::read_in("config", "../Cargo.toml").is_err(), "outside the directory");
+/// # Ok::<(), agent_controller::ConfigError>(())
+/// ```
 pub fn read_in(dir: impl AsRef<Path>, path: impl AsRef<Path>) -> Result<String, ConfigError> {
     let (dir, path) = (dir.as_ref(), path.as_ref());
     let origin = origin_in(dir, path);
@@ -745,6 +794,17 @@ fn read_error(e: crate::jail::JailError) -> String {
 /// # Errors
 /// [`ConfigErrorKind::Io`] when the file cannot be read, is not a regular file or is too large;
 /// [`ConfigErrorKind::NotUtf8`] at the line and column of the first byte that is not UTF-8.
+///
+/// # Examples
+/// ```
+/// use agent_controller::config::{self, ConfigErrorKind};
+/// let dir = tempfile::tempdir()?;
+/// std::fs::write(dir.path().join("bad.toml"), b"[[modes]]\nid = \"b\xffuild\"\n")?;
+/// let error = config::read(dir.path().join("bad.toml")).unwrap_err();
+/// assert_eq!(error.kind(), ConfigErrorKind::NotUtf8);
+/// assert_eq!(error.location().map(|l| l.line), Some(2));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read(path: impl AsRef<Path>) -> Result<String, ConfigError> {
     let path = path.as_ref();
     let origin = path.display().to_string();
@@ -806,6 +866,19 @@ pub fn parse(text: &str, origin: &str) -> Result<ModeGraph, ConfigError> {
 
 /// Like [`parse`] but reports every problem it can find at once, sorted by position; an empty list
 /// means the text is valid (tool names aside).
+///
+/// # Examples
+/// ```
+/// use agent_controller::config::{self, ConfigErrorKind};
+/// let errors = config::check(
+///     "[[modes]]\nid = \"plan\"\ntransitionTo = \"build\"\n\n[[modes]]\nid = \"plan\"\n",
+///     "modes.toml",
+/// );
+/// let kinds: Vec<ConfigErrorKind> = errors.iter().map(|e| e.kind()).collect();
+/// assert!(kinds.contains(&ConfigErrorKind::UnknownField), "{kinds:?}");
+/// assert!(kinds.contains(&ConfigErrorKind::DuplicateId), "and the error after it: {kinds:?}");
+/// assert!(errors[0].message().contains("transitionsTo"), "did you mean");
+/// ```
 pub fn check(text: &str, origin: &str) -> Vec<ConfigError> {
     parse_all(text, origin).err().unwrap_or_default()
 }
@@ -1893,6 +1966,16 @@ impl ModeGraph {
     /// # Errors
     /// One [`ConfigErrorKind::UnknownTool`] error per unknown name, at the name's line and column,
     /// in text order. An empty list means every name is known.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::config;
+    /// let graph = config::parse("[[modes]]\nid = \"build\"\navailableTools = [\"read_file\", \"deploy\", \"ship\"]\n", "modes.toml")?;
+    /// let errors = graph.unknown_tools(|name| name == "read_file");
+    /// assert_eq!(errors.len(), 2);
+    /// assert!(errors[0].message().contains("`deploy`"));
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn unknown_tools(&self, is_known: impl Fn(&str) -> bool) -> Vec<ConfigError> {
         self.unknown_tools_hinted(is_known, &[])
     }
@@ -2125,6 +2208,16 @@ impl ModeGraph {
     ///
     /// # Errors
     /// [`ConfigErrorKind::UnknownTool`] for the first name `is_known` rejects.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{ToolRegistry, config};
+    /// let graph = config::parse("[[modes]]\nid = \"build\"\navailableTools = [\"read_file\"]\n", "modes.toml")?;
+    /// let tools = ToolRegistry::with_workspace_tools();
+    /// assert!(graph.check_tools(|name| tools.knows(name)).is_ok());
+    /// assert!(graph.check_tools(|_| false).is_err());
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn check_tools(&self, is_known: impl Fn(&str) -> bool) -> Result<(), ConfigError> {
         match self.unknown_tools(is_known).into_iter().next() {
             Some(err) => Err(err),

@@ -66,6 +66,22 @@ impl std::fmt::Debug for AgentControllerBuilder {
 
 impl AgentControllerBuilder {
     /// The tools modes may name (default: none but the built-in `submit_plan`).
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::{AgentController, ToolRegistry, config, model::scripted::ScriptedModel};
+    /// let graph = config::parse("[[modes]]\nid = \"build\"\navailableTools = [\"read_file\"]\n", "modes.toml")?;
+    /// // Without the workspace tools, `read_file` is unknown and the build is refused.
+    /// let refused = AgentController::builder(graph.clone(), Arc::new(ScriptedModel::new())).build();
+    /// assert!(refused.is_err());
+    /// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    ///     .tools(ToolRegistry::with_workspace_tools())
+    ///     .build()?;
+    /// let build = controller.modes().get("build").unwrap();
+    /// assert_eq!(&*controller.tool_specs(build)[0].name, "read_file");
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn tools(mut self, tools: ToolRegistry) -> Self {
         self.tools = tools;
         self
@@ -78,6 +94,20 @@ impl AgentControllerBuilder {
     /// whose workspace is that same directory ([`crate::workspace`]). A session recorded before
     /// workspaces were (schema 4) adopts this workspace when it is named here, and is refused
     /// ([`SessionError::NoWorkspaceRecorded`]) when it is left as the default.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::{AgentController, config, model::scripted::ScriptedModel};
+    /// let dir = tempfile::tempdir()?;
+    /// let graph = config::parse("[[modes]]\nid = \"build\"\n", "modes.toml")?;
+    /// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    ///     .workspace(dir.path())
+    ///     .build()?;
+    /// assert_eq!(controller.workspace(), dir.path());
+    /// assert_eq!(controller.plans_dir(), dir.path().join(".agent/plans"), "the default plansDir");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn workspace(mut self, dir: impl Into<PathBuf>) -> Self {
         self.workspace = dir.into();
         self.workspace_named = true;
@@ -86,6 +116,39 @@ impl AgentControllerBuilder {
 
     /// The limit of model calls per run (default [`DEFAULT_MAX_STEPS`]); a run that reaches it
     /// ends with reason `failed`.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// use agent_controller::model::{ModelErrorKind, scripted::ReplayModel};
+    /// let model = ReplayModel::new([
+    ///     ReplayModel::call("call_1", "read_file", serde_json::json!({ "path": "a.txt" })),
+    ///     ReplayModel::text("never reached"),
+    /// ]);
+    /// let controller = AgentController::builder(controller.modes().clone(), Arc::new(model))
+    ///     .tools(ToolRegistry::with_workspace_tools())
+    ///     .workspace(workspace.path())
+    ///     .max_steps(1)
+    ///     .build()?;
+    /// let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// let RunOutcome::Failed { error, .. } = session.send_message("read a.txt").await? else { unreachable!() };
+    /// assert_eq!(error.kind(), ModelErrorKind::StepLimit);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn max_steps(mut self, steps: usize) -> Self {
         self.max_steps = steps.max(1);
         self
@@ -121,6 +184,21 @@ impl AgentControllerBuilder {
     /// as the mode config (the CLI protects the config it loaded). The store's own files are
     /// protected without this ([`crate::store::SessionStore::protected_paths`]). A relative path
     /// is taken from the current directory; the path need not exist yet.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::{AgentController, ToolRegistry, config, model::scripted::ScriptedModel};
+    /// let dir = tempfile::tempdir()?;
+    /// let graph = config::parse("[[modes]]\nid = \"build\"\n", "modes.toml")?;
+    /// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    ///     .tools(ToolRegistry::with_workspace_tools())
+    ///     .workspace(dir.path())
+    ///     .protected_path(dir.path().join("config"))
+    ///     .build()?;
+    /// assert!(controller.protected_paths().iter().any(|p| p.ends_with("config")));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn protected_path(mut self, path: impl Into<PathBuf>) -> Self {
         self.protected_paths.push(path.into());
         self
@@ -129,6 +207,36 @@ impl AgentControllerBuilder {
     /// Persists sessions in `store` at every state change that matters (suspend, decision, mode
     /// change, run end), so they can be restored in another process
     /// ([`AgentController::restore_session`]). Without a store, sessions live in memory only.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// use agent_controller::MemoryStore;
+    /// let store = Arc::new(MemoryStore::new());
+    /// let controller = AgentController::builder(controller.modes().clone(), Arc::new(ScriptedModel::new()))
+    ///     .tools(ToolRegistry::with_workspace_tools())
+    ///     .workspace(workspace.path())
+    ///     .store(store.clone())
+    ///     .build()?;
+    /// let session = controller.start_session(SessionOptions::new()).await?;
+    /// assert_eq!(store.len(), 1, "saved as it started");
+    /// assert!(controller.restore_session(session.id(), SessionOptions::new()).await.is_ok());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn store(mut self, store: Arc<dyn SessionStore>) -> Self {
         self.store = Some(store);
         self
@@ -160,6 +268,19 @@ impl AgentControllerBuilder {
     /// it on. Choose a lease longer than the longest model call or tool call: a run whose call
     /// outlasts it may be taken over, and then stops at its next step
     /// ([`crate::SessionError::LeaseLost`]) without running that step's tool calls.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use agent_controller::{AgentController, config, model::scripted::ScriptedModel};
+    /// let graph = config::parse("[[modes]]\nid = \"build\"\n", "modes.toml")?;
+    /// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    ///     .lease_duration(Duration::from_secs(120))
+    ///     .build()?;
+    /// assert!(controller.store().is_none());
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn lease_duration(mut self, lease: Duration) -> Self {
         self.lease_duration = lease.max(Duration::from_millis(1));
         self
@@ -205,6 +326,24 @@ impl AgentControllerBuilder {
     /// built-in tools that [`ToolRegistry::with_workspace_tools`] registers. The first error of
     /// [`ModeGraph::rule_errors`] when a mode's rule is on a tool the registry lacks, or reads an
     /// argument its tool does not declare.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::{AgentController, ToolRegistry, config, config::ConfigErrorKind};
+    /// use agent_controller::model::scripted::ScriptedModel;
+    /// let graph = config::parse(
+    ///     "[[modes]]\nid = \"build\"\navailableTools = [\"read_file\", \"deploy\"]\n",
+    ///     "modes.toml",
+    /// )?;
+    /// let error = AgentController::builder(graph.clone(), Arc::new(ScriptedModel::new()))
+    ///     .tools(ToolRegistry::with_workspace_tools())
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert_eq!(error.kind(), ConfigErrorKind::UnknownTool);
+    /// assert!(error.message().contains("`deploy`"));
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn build(mut self) -> Result<AgentController, ConfigError> {
         let names: Vec<&str> = self.tools.names().collect();
         if let Some(unknown) = self.graph.unknown_tools_error(&names) {
@@ -430,6 +569,16 @@ impl std::fmt::Debug for AgentController {
 
 impl AgentController {
     /// Starts building a controller over a validated `graph`, driving `model`.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::{AgentController, config, model::scripted::ScriptedModel};
+    /// let graph = config::parse("[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\ndefault = true\n", "modes.toml")?;
+    /// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new())).build()?;
+    /// assert_eq!(controller.modes().default_mode().id(), "build");
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn builder(graph: ModeGraph, model: Arc<dyn LanguageModel>) -> AgentControllerBuilder {
         AgentControllerBuilder {
             graph,
@@ -449,6 +598,30 @@ impl AgentController {
     }
 
     /// The mode graph.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// let modes = controller.modes();
+    /// assert_eq!(modes.len(), 2);
+    /// assert_eq!(modes.default_mode().id(), "build");
+    /// assert!(modes.mode(modes.get("plan").unwrap()).is_planning());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn modes(&self) -> &ModeGraph {
         &self.shared.graph
     }
@@ -472,21 +645,108 @@ impl AgentController {
     }
 
     /// The tool specs the model is offered in `mode`, in order (built once at build time).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// let plan = controller.modes().get("plan").unwrap();
+    /// let names: Vec<&str> = controller.tool_specs(plan).iter().map(|t| &*t.name).collect();
+    /// assert_eq!(names, ["read_file", "write_plan", "submit_plan"]);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn tool_specs(&self, mode: ModeId) -> &[ToolSpec] {
         &self.shared.runtime(mode).specs
     }
 
     /// The system prompt of `mode` (built once at build time).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// let plan = controller.modes().get("plan").unwrap();
+    /// assert!(controller.system_prompt(plan).contains("submit_plan"));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn system_prompt(&self, mode: ModeId) -> &str {
         &self.shared.runtime(mode).system_prompt
     }
 
     /// The absolute-or-workspace-relative plans directory.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// assert!(controller.plans_dir().starts_with(workspace.path()));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn plans_dir(&self) -> &Path {
         &self.shared.plans_dir
     }
 
     /// The workspace root.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// assert_eq!(controller.workspace(), workspace.path());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn workspace(&self) -> &Path {
         &self.shared.workspace
     }
@@ -507,6 +767,29 @@ impl AgentController {
     /// left untouched); [`SessionError::WorkspaceGone`] when the workspace cannot be opened (the
     /// session records it: [`crate::workspace`]); [`SessionError::Store`] when the first save
     /// fails. On error no session is started and no event is emitted.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// let session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// assert_eq!(session.mode().id(), "plan");
+    /// assert!(session.pending().is_empty());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn start_session(
         &self,
         mut options: SessionOptions,
@@ -531,11 +814,53 @@ impl AgentController {
 
     /// The protected areas no workspace tool touches: the host's
     /// ([`AgentControllerBuilder::protected_path`]) and the store's, as absolute paths.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// assert!(controller.protected_paths().is_empty(), "no store, nothing protected by hand");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn protected_paths(&self) -> &[PathBuf] {
         &self.shared.protected_paths
     }
 
     /// The session store, if one is configured.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// assert!(controller.store().is_none());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn store(&self) -> Option<&Arc<dyn SessionStore>> {
         self.shared.store.as_ref()
     }
@@ -562,6 +887,43 @@ impl AgentController {
     /// gone, [`SessionError::WorkspaceReplaced`] when another directory is at its path now,
     /// [`SessionError::NoWorkspaceRecorded`] for a record without one restored by a controller
     /// whose workspace was not named. On any of these nothing changes (no expiry is applied).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// let store = Arc::new(agent_controller::FileStore::open(workspace.path().join(".sessions"))?);
+    /// let build = || {
+    ///     AgentController::builder(controller.modes().clone(), Arc::new(ScriptedModel::new()))
+    ///         .tools(ToolRegistry::with_workspace_tools())
+    ///         .workspace(workspace.path())
+    ///         .store(store.clone())
+    ///         .build()
+    /// };
+    /// let mut session = build()?.start_session(SessionOptions::new().mode("plan")).await?;
+    /// let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// let id = session.id().to_owned();
+    /// drop(session);
+    /// // Another process (here: another controller on the same files) decides.
+    /// let mut restored = build()?.restore_session(&id, SessionOptions::new()).await?;
+    /// assert_eq!(restored.mode().id(), "plan");
+    /// restored.decide(&payload.decision_id, Decision::approve().with_sha256(&payload.submission.sha256)).await?;
+    /// assert_eq!(restored.mode().id(), "build");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn restore_session(
         &self,
         id: &str,
@@ -598,6 +960,37 @@ impl AgentController {
     /// # Errors
     /// [`SessionError::NoStore`], [`SessionError::Store`] when the store itself fails (never for
     /// one unreadable record).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// let controller = AgentController::builder(controller.modes().clone(), Arc::new(ScriptedModel::new()))
+    ///     .tools(ToolRegistry::with_workspace_tools())
+    ///     .workspace(workspace.path())
+    ///     .store(Arc::new(agent_controller::MemoryStore::new()))
+    ///     .build()?;
+    /// let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// session.send_message("Add dark mode").await?;
+    /// let listing = controller.list_pending().await?;
+    /// assert_eq!(listing.pending.len(), 1);
+    /// assert_eq!(listing.pending[0].session_id, session.id());
+    /// assert_eq!(listing.pending[0].title, "Add dark mode");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn list_pending(&self) -> Result<PendingListing, SessionError> {
         let store = self.shared.store.as_ref().ok_or(SessionError::NoStore)?;
         let now = (self.shared.clock)();
@@ -611,6 +1004,34 @@ impl AgentController {
     ///
     /// # Errors
     /// [`SessionError::NoStore`], [`SessionError::Store`].
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// let controller = AgentController::builder(controller.modes().clone(), Arc::new(ScriptedModel::new()))
+    ///     .tools(ToolRegistry::with_workspace_tools())
+    ///     .workspace(workspace.path())
+    ///     .store(Arc::new(agent_controller::MemoryStore::new()))
+    ///     .build()?;
+    /// let session = controller.start_session(SessionOptions::new()).await?;
+    /// assert!(controller.delete_session(session.id()).await?);
+    /// assert!(!controller.delete_session(session.id()).await?);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn delete_session(&self, id: &str) -> Result<bool, SessionError> {
         let store = self.shared.store.as_ref().ok_or(SessionError::NoStore)?;
         Ok(store.delete(id).await?)

@@ -68,6 +68,14 @@ named_enum! {
 impl RunState {
     /// Whether the run has ended (for now, when suspended): every state but
     /// [`RunState::Running`].
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::event::RunState;
+    /// assert!(!RunState::Running.is_ended());
+    /// assert!(RunState::Suspended.is_ended());
+    /// assert!(RunState::Completed.is_ended());
+    /// ```
     pub fn is_ended(self) -> bool {
         self != RunState::Running
     }
@@ -188,6 +196,31 @@ pub enum Suspension {
 
 impl Suspension {
     /// The decision id (`decision_N`) to decide it by.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// use agent_controller::event::Suspension;
+    /// let suspension = Suspension::Plan(payload.clone());
+    /// assert_eq!(suspension.decision_id(), payload.decision_id);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn decision_id(&self) -> &str {
         match self {
             Suspension::Plan(p) => &p.decision_id,
@@ -196,6 +229,32 @@ impl Suspension {
     }
 
     /// The plan's payload, for a plan.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// use agent_controller::event::Suspension;
+    /// let suspension = Suspension::Plan(payload.clone());
+    /// assert_eq!(suspension.as_plan(), Some(&payload));
+    /// assert!(suspension.as_tool_call().is_none());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn as_plan(&self) -> Option<&SuspendPayload> {
         match self {
             Suspension::Plan(p) => Some(p),
@@ -204,6 +263,36 @@ impl Suspension {
     }
 
     /// The tool call's payload, for a tool call that waits for approval.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ReplayModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let model = ReplayModel::new([
+    /// #     ReplayModel::call("call_1", "write_file", serde_json::json!({ "path": "a.txt", "content": "hi" })),
+    /// #     ReplayModel::text("Wrote a.txt."),
+    /// # ]);
+    /// # let controller = AgentController::builder(graph, Arc::new(model))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// # let RunOutcome::ToolCallsSuspended { tool_calls, .. } = session.send_message("Write a.txt").await? else { unreachable!() };
+    /// use agent_controller::event::Suspension;
+    /// let suspension = Suspension::ToolCall(tool_calls[0].payload().clone());
+    /// assert_eq!(suspension.as_tool_call().map(|t| t.tool_name.as_str()), Some("write_file"));
+    /// assert!(suspension.as_plan().is_none());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn as_tool_call(&self) -> Option<&ToolCallPayload> {
         match self {
             Suspension::Plan(_) => None,
@@ -328,6 +417,48 @@ mod tests {
 }
 
 /// One thing that happened in a session.
+///
+/// `#[non_exhaustive]`: a host matches the events it shows and keeps a last arm for the rest
+/// (events may be added); [`Event::kind`] names each (`"mode_changed"`), as its JSON `type`.
+///
+/// # Examples
+/// A host that turns the events it cares about into lines for its user:
+/// ```
+/// use std::sync::Arc;
+/// use agent_controller::{AgentController, Event, SessionOptions, ToolRegistry, config};
+/// use agent_controller::model::scripted::ScriptedModel;
+///
+/// fn line(event: &Event) -> Option<String> {
+///     match event {
+///         Event::ToolSuspended { suspend_payload, .. } => match suspend_payload.as_plan() {
+///             Some(plan) => Some(format!("plan to approve: {}", plan.submission.title)),
+///             None => Some("a tool call waits for approval".into()),
+///         },
+///         Event::ModeChanged { mode_id, reason, .. } => Some(format!("now in {mode_id} ({reason})")),
+///         Event::AgentEnd { reason, .. } => Some(format!("run ended: {reason}")),
+///         _ => None,
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let workspace = tempfile::tempdir()?;
+/// let graph = config::parse(
+///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+///     "modes.toml",
+/// )?;
+/// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+///     .tools(ToolRegistry::with_workspace_tools())
+///     .workspace(workspace.path())
+///     .build()?;
+/// let (options, mut events) = SessionOptions::new().mode("plan").event_stream();
+/// let mut session = controller.start_session(options).await?;
+/// session.send_message("Add dark mode").await?;
+/// let lines: Vec<String> = std::iter::from_fn(|| events.try_next()).filter_map(|e| line(&e)).collect();
+/// assert_eq!(lines, ["plan to approve: Add dark mode", "run ended: suspended"]);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(
     tag = "type",

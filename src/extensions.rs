@@ -42,6 +42,13 @@ impl std::fmt::Debug for Extensions {
 
 impl Extensions {
     /// An empty map.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::extensions::Extensions;
+    /// let extensions = Extensions::new();
+    /// assert!(extensions.is_empty());
+    /// ```
     pub const fn new() -> Self {
         Self {
             values: BTreeMap::new(),
@@ -51,6 +58,16 @@ impl Extensions {
     /// Stores `value`, replacing (and returning) the value of the same type, if any.
     ///
     /// Returns `None` as well when the old value is still shared with a running call.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::extensions::Extensions;
+    /// #[derive(Debug, PartialEq)]
+    /// struct TenantId(&'static str);
+    /// let mut extensions = Extensions::new();
+    /// assert_eq!(extensions.insert(TenantId("acme")), None);
+    /// assert_eq!(extensions.insert(TenantId("globex")), Some(TenantId("acme")), "one value per type");
+    /// ```
     pub fn insert<T: Send + Sync + 'static>(&mut self, value: T) -> Option<T> {
         let old = self.values.insert(TypeId::of::<T>(), Arc::new(value))?;
         Arc::downcast::<T>(old)
@@ -59,6 +76,16 @@ impl Extensions {
     }
 
     /// The value of type `T`, if one was inserted.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::extensions::Extensions;
+    /// struct TenantId(&'static str);
+    /// let mut extensions = Extensions::new();
+    /// extensions.insert(TenantId("acme"));
+    /// assert_eq!(extensions.get::<TenantId>().map(|t| t.0), Some("acme"));
+    /// assert!(extensions.get::<String>().is_none());
+    /// ```
     pub fn get<T: Send + Sync + 'static>(&self) -> Option<&T> {
         self.values
             .get(&TypeId::of::<T>())
@@ -66,16 +93,43 @@ impl Extensions {
     }
 
     /// Whether a value of type `T` is stored.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::extensions::Extensions;
+    /// let mut extensions = Extensions::new();
+    /// extensions.insert(42u32);
+    /// assert!(extensions.contains::<u32>());
+    /// assert!(!extensions.contains::<u64>());
+    /// ```
     pub fn contains<T: Send + Sync + 'static>(&self) -> bool {
         self.values.contains_key(&TypeId::of::<T>())
     }
 
     /// How many values are stored.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::extensions::Extensions;
+    /// let mut extensions = Extensions::new();
+    /// extensions.insert(1u8);
+    /// extensions.insert("two");
+    /// assert_eq!(extensions.len(), 2);
+    /// ```
     pub fn len(&self) -> usize {
         self.values.len()
     }
 
     /// Whether no value is stored.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::extensions::Extensions;
+    /// let mut extensions = Extensions::new();
+    /// assert!(extensions.is_empty());
+    /// extensions.insert(1u8);
+    /// assert!(!extensions.is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.values.is_empty()
     }

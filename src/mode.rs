@@ -29,6 +29,42 @@ impl ModeId {
     }
 
     /// The position of the mode in its config file, starting at 0.
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// assert_eq!(plan.index(), 0, "the first mode in the file");
+    /// assert_eq!(graph.modes()[build.index()].id(), "build");
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn index(self) -> usize {
         self.0 as usize
     }
@@ -99,12 +135,83 @@ impl Mode {
 
     /// What the deadline does to a plan nobody decided in time (`onTimeout`):
     /// [`OnTimeout::Reject`] unless the config says `abort`. A deadline never approves.
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// assert_eq!(graph.mode(plan).on_timeout().to_string(), "reject", "the default");
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn on_timeout(&self) -> OnTimeout {
         self.on_timeout
     }
 
     /// The same mode with `rules` instead of its own (for a mode made or changed in code;
     /// a config's `rules` are checked when it is read, these are not).
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// let mode = graph.mode(build).clone().with_rules(Default::default());
+    /// assert!(mode.rules().is_empty());
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn with_rules(mut self, rules: Rules) -> Self {
         self.rules = rules;
         self
@@ -112,6 +219,41 @@ impl Mode {
 
     /// The mode's rules on tool-call arguments (`rules`), in the order written; empty unless
     /// the config sets them. [`Mode::decide`] applies them.
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// assert!(graph.mode(build).rules().is_empty(), "no `rules` in the config");
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn rules(&self) -> &Rules {
         &self.rules
     }
@@ -158,11 +300,84 @@ impl Mode {
 
     /// How long a plan submitted in this mode may wait for a decision (`approvalTimeout`), if
     /// set: a plan not decided by then expires and counts as rejected ([`crate::deadline`]).
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// let timeout = graph.mode(plan).approval_timeout().expect("approvalTimeout = \"30m\"");
+    /// assert_eq!(timeout.duration(), std::time::Duration::from_secs(30 * 60));
+    /// assert_eq!(timeout.as_str(), "30m");
+    /// assert!(graph.mode(build).approval_timeout().is_none());
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn approval_timeout(&self) -> Option<&ApprovalTimeout> {
         self.approval_timeout.as_ref()
     }
 
     /// The mode id (`id` in TOML): ASCII letters, digits, `-` and `_`.
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// assert_eq!(graph.mode(plan).id(), "plan");
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn id(&self) -> &str {
         &self.id
     }
@@ -172,28 +387,205 @@ impl Mode {
     }
 
     /// The display name (`name`); the id when the config gives none.
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// assert_eq!(graph.mode(plan).name(), "Plan");
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }
 
     /// The description (`description`); empty when the config gives none.
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// assert_eq!(graph.mode(plan).description(), "Explore and write a plan.");
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn description(&self) -> &str {
         &self.description
     }
 
     /// The instructions given to the model in this mode (`instructions`); may be empty.
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// assert_eq!(graph.mode(plan).instructions(), "Plan first.");
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn instructions(&self) -> &str {
         &self.instructions
     }
 
     /// Whether the config marks this mode `default = true`. The resolved default mode may differ
     /// when no mode is marked; see [`ModeGraph::default_mode_id`].
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// assert!(graph.mode(build).is_marked_default());
+    /// assert!(!graph.mode(plan).is_marked_default());
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn is_marked_default(&self) -> bool {
         self.marked_default
     }
 
     /// The mode a plain approval of a plan in this mode hands over to: the first mode
     /// `transitionsTo` names, if set.
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// assert_eq!(graph.mode(plan).transitions_to(), Some(build), "the first of the list");
+    /// assert_eq!(graph.mode(build).transitions_to(), None);
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn transitions_to(&self) -> Option<ModeId> {
         self.transitions_to.first().copied()
     }
@@ -201,18 +593,128 @@ impl Mode {
     /// Every mode `transitionsTo` names, in config order: one for `transitionsTo = "build"`, each
     /// listed one for `transitionsTo = ["build", "build-auto"]`, none when unset. The user may
     /// approve a plan to any of them; a plain approval goes to the first.
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// let targets: Vec<&str> = graph.mode(plan).transitions_to_all().iter().map(|&m| graph.mode(m).id()).collect();
+    /// assert_eq!(targets, ["build", "build-auto"]);
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn transitions_to_all(&self) -> &[ModeId] {
         &self.transitions_to
     }
 
     /// The tool allowlist (`availableTools`); `None` means every tool the controller has
     /// (plus `submit_plan` when this is a planning mode).
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// let tools = graph.mode(plan).available_tools().expect("listed");
+    /// assert_eq!(&*tools[0], "read_file");
+    /// assert!(graph.mode(build).available_tools().is_none(), "every tool");
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn available_tools(&self) -> Option<&[Arc<str>]> {
         self.available_tools.as_deref()
     }
 
     /// Which of this mode's tool calls wait for the user before they run (`requireApproval`):
     /// [`RequireApproval::None`] unless the config sets it.
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// use agent_controller::mode::RequireApproval;
+    /// assert!(graph.mode(build).require_approval().covers("write_file"));
+    /// assert!(matches!(graph.mode(plan).require_approval(), RequireApproval::None));
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn require_approval(&self) -> &RequireApproval {
         &self.require_approval
     }
@@ -236,17 +738,124 @@ impl Mode {
     }
 
     /// The model id this mode prefers (`defaultModelId`, `provider/model`), if set.
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// assert_eq!(graph.mode(build).default_model_id(), Some("gpt-4o"));
+    /// assert_eq!(graph.mode(plan).default_model_id(), None);
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn default_model_id(&self) -> Option<&str> {
         self.default_model_id.as_deref()
     }
 
     /// The free `[modes.metadata]` table (colours, icons, ...); empty when absent.
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// assert_eq!(graph.mode(build).metadata()["color"].as_str(), Some("green"));
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn metadata(&self) -> &toml::Table {
         &self.metadata
     }
 
     /// Whether `submit_plan` is registered in this mode: it sets `transitionsTo` or lists
     /// `submit_plan` in `availableTools`.
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// assert!(graph.mode(plan).is_planning());
+    /// assert!(!graph.mode(build).is_planning());
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn is_planning(&self) -> bool {
         !self.transitions_to.is_empty()
             || self
@@ -284,6 +893,13 @@ pub enum RequireApproval {
 impl RequireApproval {
     /// Whether a call to `tool` waits for approval under this policy; `false` for `submit_plan`
     /// (its plan waits for a decision anyway).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::mode::RequireApproval;
+    /// assert!(RequireApproval::All.covers("anything"));
+    /// assert!(!RequireApproval::None.covers("write_file"));
+    /// ```
     pub fn covers(&self, tool: &str) -> bool {
         if tool == SUBMIT_PLAN {
             return false;
@@ -298,6 +914,13 @@ impl RequireApproval {
     }
 
     /// Whether no tool call waits.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::mode::RequireApproval;
+    /// assert!(RequireApproval::None.is_none());
+    /// assert!(!RequireApproval::All.is_none());
+    /// ```
     pub fn is_none(&self) -> bool {
         match self {
             RequireApproval::None => true,
@@ -372,11 +995,83 @@ impl ModeGraph {
 
     /// The `[[mcpServers]]` of the config, in order: the MCP servers whose tools modes may
     /// name as `SERVER__TOOL` or `SERVER__*` ([`crate::tool::mcp`] starts them).
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// assert_eq!(graph.mcp_servers().len(), 1);
+    /// assert_eq!(graph.mcp_servers()[0].id(), "gh");
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn mcp_servers(&self) -> &[McpServer] {
         &self.mcp_servers
     }
 
     /// The MCP server with this id, if the config has one.
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// assert!(graph.mcp_server("gh").is_some());
+    /// assert!(graph.mcp_server("fs").is_none());
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn mcp_server(&self, id: &str) -> Option<&McpServer> {
         self.mcp_servers.iter().find(|s| s.id() == id)
     }
@@ -384,6 +1079,44 @@ impl ModeGraph {
     /// Whether `name` refers to one of the config's MCP servers (`fs__read_text_file`,
     /// `fs__*` with a server `fs`): such a name is checked against the server's own tools
     /// when it is started, not against the controller's registry.
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// assert!(graph.is_mcp_ref("gh__search_issues"));
+    /// assert!(graph.is_mcp_ref("gh__*"));
+    /// assert!(!graph.is_mcp_ref("fs__read"), "no server `fs`");
+    /// assert!(!graph.is_mcp_ref("read_file"));
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn is_mcp_ref(&self, name: &str) -> bool {
         crate::tool::mcp::split_mcp_name(name)
             .is_some_and(|(server, _)| self.mcp_server(server).is_some())
@@ -391,6 +1124,41 @@ impl ModeGraph {
 
     /// The `SERVER__TOOL` names the modes list by name (not the `SERVER__*` wildcards) in
     /// `availableTools` and `requireApproval`, of the config's MCP servers, each once.
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// assert_eq!(graph.mcp_tool_names(), ["gh__search_issues"]);
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn mcp_tool_names(&self) -> Vec<&str> {
         let mut names: Vec<&str> = Vec::new();
         for mode in &self.modes {
@@ -410,6 +1178,42 @@ impl ModeGraph {
 
     /// The MCP servers a session of this graph needs: those some mode names a tool of, and
     /// every one when a mode has no `availableTools` (it offers every tool).
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// // `build` lists no tools (it offers every tool), so every server is needed.
+    /// assert_eq!(graph.needed_mcp_servers().len(), 1);
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn needed_mcp_servers(&self) -> Vec<&McpServer> {
         let all = self.modes.iter().any(|m| m.available_tools.is_none());
         self.mcp_servers
@@ -443,6 +1247,42 @@ impl ModeGraph {
     }
 
     /// Looks a mode up by its id (case-sensitive); `None` when no mode has that id.
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// assert_eq!(graph.get("plan"), Some(plan));
+    /// assert_eq!(graph.get("Plan"), None, "ids are case-sensitive");
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn get(&self, id: &str) -> Option<ModeId> {
         self.index.get(id).copied()
     }
@@ -451,6 +1291,41 @@ impl ModeGraph {
     ///
     /// A [`ModeId`] from another graph may name a different mode or, when out of range, the
     /// default mode; handles are only meaningful for the graph that handed them out.
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// assert_eq!(graph.mode(build).id(), "build");
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn mode(&self, id: ModeId) -> &Mode {
         self.modes
             .get(id.index())
@@ -458,32 +1333,244 @@ impl ModeGraph {
     }
 
     /// All modes in config order.
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// let ids: Vec<&str> = graph.modes().iter().map(|m| m.id()).collect();
+    /// assert_eq!(ids, ["plan", "build", "build-auto"]);
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn modes(&self) -> &[Mode] {
         &self.modes
     }
 
     /// All mode handles in config order.
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// assert_eq!(graph.ids().len(), 3);
+    /// assert_eq!(graph.ids().next(), Some(plan));
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn ids(&self) -> impl ExactSizeIterator<Item = ModeId> + '_ {
         (0..self.modes.len()).map(ModeId::from_index)
     }
 
     /// The number of modes (at least 1).
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// assert_eq!(graph.len(), 3);
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn len(&self) -> usize {
         self.modes.len()
     }
 
     /// Always `false`: a validated graph has at least one mode.
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// assert!(!graph.is_empty(), "a graph has at least one mode");
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.modes.is_empty()
     }
 
     /// The resolved default mode: `defaultModeId`, else the mode marked `default = true`, else
     /// the first mode (the resolution order of Mastra's `AgentController`).
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// assert_eq!(graph.default_mode_id(), build);
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn default_mode_id(&self) -> ModeId {
         self.default
     }
 
     /// The resolved default mode itself.
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// assert_eq!(graph.default_mode().id(), "build");
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn default_mode(&self) -> &Mode {
         self.mode(self.default)
     }
@@ -492,6 +1579,41 @@ impl ModeGraph {
     /// Never `mode` itself for a planning mode: validation refuses a `transitionsTo` naming its
     /// own mode ([`crate::config::ConfigErrorKind::SelfTransition`]) and a default mode that plans
     /// without one ([`crate::config::ConfigErrorKind::SelfHandover`]).
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// assert_eq!(graph.transition_target(plan), build);
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn transition_target(&self, mode: ModeId) -> ModeId {
         self.mode(mode).transitions_to().unwrap_or(self.default)
     }
@@ -520,6 +1642,41 @@ impl ModeGraph {
     }
 
     /// The planning modes (where `submit_plan` is registered), in config order.
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// assert_eq!(graph.planning_modes().collect::<Vec<_>>(), [plan]);
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn planning_modes(&self) -> impl Iterator<Item = ModeId> + '_ {
         self.ids().filter(|id| self.mode(*id).is_planning())
     }
@@ -527,6 +1684,42 @@ impl ModeGraph {
     /// Every approval hand-over edge `(planning mode, target)`, in config order: one per target
     /// a planning mode lists (the plain approval's first); never a loop (see
     /// [`ModeGraph::transition_target`]).
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// let auto = graph.get("build-auto").unwrap();
+    /// assert_eq!(graph.transition_edges().collect::<Vec<_>>(), [(plan, build), (plan, auto)]);
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn transition_edges(&self) -> impl Iterator<Item = (ModeId, ModeId)> + '_ {
         self.planning_modes().flat_map(|from| {
             self.transition_targets(from)
@@ -537,6 +1730,41 @@ impl ModeGraph {
 
     /// The plans directory as configured (`plansDir`, default `.agent/plans`), relative to the
     /// workspace unless absolute.
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// assert_eq!(graph.plans_dir(), std::path::Path::new("plans"));
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn plans_dir(&self) -> &Path {
         &self.plans_dir
     }
@@ -544,6 +1772,44 @@ impl ModeGraph {
     /// A SHA-256 (hex) over what decides behaviour: each mode's id, instructions, `transitionsTo`
     /// and `availableTools`, the default mode and the plans directory (names, descriptions and
     /// metadata do not count). Persisted sessions carry it so a restore can tell a changed config.
+    ///
+    /// # Examples
+    /// ```
+    /// # let graph = agent_controller::config::parse(r#"
+    /// # plansDir = "plans"
+    /// #
+    /// # [[mcpServers]]
+    /// # id = "gh"
+    /// # command = "gh-mcp"
+    /// #
+    /// # [[modes]]
+    /// # id = "plan"
+    /// # name = "Plan"
+    /// # description = "Explore and write a plan."
+    /// # instructions = "Plan first."
+    /// # transitionsTo = ["build", "build-auto"]
+    /// # availableTools = ["read_file", "write_plan", "submit_plan", "gh__search_issues"]
+    /// # approvalTimeout = "30m"
+    /// #
+    /// # [[modes]]
+    /// # id = "build"
+    /// # default = true
+    /// # requireApproval = ["write_file"]
+    /// # defaultModelId = "gpt-4o"
+    /// # [modes.metadata]
+    /// # color = "green"
+    /// #
+    /// # [[modes]]
+    /// # id = "build-auto"
+    /// # "#, "modes.toml")?;
+    /// # let plan = graph.get("plan").unwrap();
+    /// # let build = graph.get("build").unwrap();
+    /// let same = agent_controller::config::parse(&std::fs::read_to_string("config/modes.toml").unwrap(), "a.toml")?;
+    /// let again = agent_controller::config::parse(&std::fs::read_to_string("config/modes.toml").unwrap(), "b.toml")?;
+    /// assert_eq!(same.fingerprint(), again.fingerprint());
+    /// assert_ne!(graph.fingerprint(), same.fingerprint());
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn fingerprint(&self) -> String {
         use sha2::{Digest, Sha256};
         let mut hash = Sha256::new();

@@ -149,30 +149,61 @@ impl<'a> ModelRequest<'a> {
     }
 
     /// The same request in session `session_id`.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::ModelRequest;
+    /// assert_eq!(ModelRequest::new(&[]).with_session_id("s1").session_id, "s1");
+    /// ```
     pub fn with_session_id(mut self, session_id: &'a str) -> Self {
         self.session_id = session_id;
         self
     }
 
     /// The same request in run `run_id`.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::ModelRequest;
+    /// assert_eq!(ModelRequest::new(&[]).with_run_id("run_2").run_id, "run_2");
+    /// ```
     pub fn with_run_id(mut self, run_id: &'a str) -> Self {
         self.run_id = run_id;
         self
     }
 
     /// The same request in mode `mode_id`.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::ModelRequest;
+    /// assert_eq!(ModelRequest::new(&[]).with_mode_id("plan").mode_id, "plan");
+    /// ```
     pub fn with_mode_id(mut self, mode_id: &'a str) -> Self {
         self.mode_id = mode_id;
         self
     }
 
     /// The same request with `model_id` as the mode's preferred model.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::ModelRequest;
+    /// assert_eq!(ModelRequest::new(&[]).with_model_id("gpt-4o").model_id, Some("gpt-4o"));
+    /// assert_eq!(ModelRequest::new(&[]).model_id, None);
+    /// ```
     pub fn with_model_id(mut self, model_id: &'a str) -> Self {
         self.model_id = Some(model_id);
         self
     }
 
     /// The same request with `system_prompt`.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::ModelRequest;
+    /// assert_eq!(ModelRequest::new(&[]).with_system_prompt("Plan first.").system_prompt, "Plan first.");
+    /// ```
     pub fn with_system_prompt(mut self, system_prompt: &'a str) -> Self {
         self.system_prompt = system_prompt;
         self
@@ -199,12 +230,31 @@ impl<'a> ModelRequest<'a> {
 
     /// The same request with `cancel` as its cancellation token (cancel it to test that a
     /// model stops).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::ModelRequest;
+    /// let token = tokio_util::sync::CancellationToken::new();
+    /// let request = ModelRequest::new(&[]).with_cancel(token.clone());
+    /// token.cancel();
+    /// assert!(request.cancel.is_cancelled());
+    /// ```
     pub fn with_cancel(mut self, cancel: CancellationToken) -> Self {
         self.cancel = cancel;
         self
     }
 
     /// The same request with the host's `extensions`.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{ModelRequest, extensions::Extensions};
+    /// struct ApiKey(&'static str);
+    /// let mut extensions = Extensions::new();
+    /// extensions.insert(ApiKey("sk-test"));
+    /// let request = ModelRequest::new(&[]).with_extensions(&extensions);
+    /// assert_eq!(request.extensions.get::<ApiKey>().map(|k| k.0), Some("sk-test"));
+    /// ```
     pub fn with_extensions(mut self, extensions: &'a Extensions) -> Self {
         self.extensions = extensions;
         self
@@ -254,16 +304,43 @@ impl std::fmt::Debug for TextSink<'_> {
 
 impl<'a> TextSink<'a> {
     /// A sink that hands every piece to `deliver`.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::model::TextSink;
+    /// let seen = std::sync::Mutex::new(Vec::new());
+    /// let deliver = |piece: &str| seen.lock().unwrap().push(piece.to_owned());
+    /// TextSink::new(&deliver).send("Hi");
+    /// assert_eq!(*seen.lock().unwrap(), ["Hi"]);
+    /// ```
     pub fn new(deliver: &'a (dyn Fn(&str) + Send + Sync)) -> Self {
         Self { deliver }
     }
 
     /// A sink that drops every piece (for calling a model outside a session).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::model::TextSink;
+    /// let sink = TextSink::none();
+    /// sink.send("dropped"); // goes nowhere, and does not fail
+    /// ```
     pub fn none() -> TextSink<'static> {
         TextSink { deliver: &|_| {} }
     }
 
     /// Sends a piece of reply text; empty pieces are skipped.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::model::TextSink;
+    /// let count = std::sync::atomic::AtomicUsize::new(0);
+    /// let deliver = |_: &str| { count.fetch_add(1, std::sync::atomic::Ordering::Relaxed); };
+    /// let sink = TextSink::new(&deliver);
+    /// sink.send("a");
+    /// sink.send(""); // skipped
+    /// assert_eq!(count.load(std::sync::atomic::Ordering::Relaxed), 1);
+    /// ```
     pub fn send(&self, text: &str) {
         if !text.is_empty() {
             (self.deliver)(text);
@@ -330,6 +407,13 @@ impl ModelResponse {
     }
 
     /// The same reply with `text` as its text.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{ModelResponse, ToolCall};
+    /// let reply = ModelResponse::tool_calls([ToolCall::new("c1", "list_files", serde_json::json!({}))]).with_text("Looking.");
+    /// assert_eq!((reply.text.as_str(), reply.tool_calls.len()), ("Looking.", 1));
+    /// ```
     pub fn with_text(mut self, text: impl Into<String>) -> Self {
         self.text = text.into();
         self
@@ -422,6 +506,14 @@ impl Eq for ModelError {}
 
 impl ModelError {
     /// An error of kind [`ModelErrorKind::Other`] with `message` and no source.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{ModelError, model::ModelErrorKind};
+    /// let error = ModelError::new("unknown model `gpt-9`");
+    /// assert_eq!(error.kind(), ModelErrorKind::Other);
+    /// assert_eq!(error.to_string(), "model call failed: unknown model `gpt-9`");
+    /// ```
     pub fn new(message: impl Into<String>) -> Self {
         Self {
             kind: ModelErrorKind::Other,
@@ -431,23 +523,57 @@ impl ModelError {
     }
 
     /// The same error with kind `kind`.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{ModelError, model::ModelErrorKind};
+    /// let error = ModelError::new("slow down").with_kind(ModelErrorKind::RateLimited);
+    /// assert_eq!(error.kind(), ModelErrorKind::RateLimited);
+    /// ```
     pub fn with_kind(mut self, kind: ModelErrorKind) -> Self {
         self.kind = kind;
         self
     }
 
     /// The same error with `source` as its [`std::error::Error::source`].
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::ModelError;
+    /// let io = std::io::Error::other("reset by peer");
+    /// let error = ModelError::new("the stream broke").with_source(io);
+    /// let source = std::error::Error::source(&error).unwrap();
+    /// assert_eq!(source.to_string(), "reset by peer");
+    /// ```
     pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
         self.source = Some(Arc::new(source));
         self
     }
 
     /// What kind of failure this is.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{ModelError, model::ModelErrorKind};
+    /// let error = ModelError::new("401").with_kind(ModelErrorKind::Authentication);
+    /// match error.kind() {
+    ///     ModelErrorKind::Authentication => {} // ask for a key
+    ///     ModelErrorKind::RateLimited => unreachable!(),
+    ///     _ => unreachable!(),
+    /// }
+    /// ```
     pub fn kind(&self) -> ModelErrorKind {
         self.kind
     }
 
     /// What went wrong, for people (without the `model call failed: ` prefix of `Display`).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::ModelError;
+    /// let error = ModelError::new("cannot reach the server");
+    /// assert_eq!(error.message(), "cannot reach the server");
+    /// ```
     pub fn message(&self) -> &str {
         &self.message
     }

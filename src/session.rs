@@ -90,6 +90,13 @@ pub enum RunOutcome {
 
 impl RunOutcome {
     /// The run id.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::RunOutcome;
+    /// let outcome = RunOutcome::Aborted { run_id: "run_1".into() };
+    /// assert_eq!(&**outcome.run_id(), "run_1");
+    /// ```
     pub fn run_id(&self) -> &Arc<str> {
         match self {
             RunOutcome::Completed { run_id, .. }
@@ -292,6 +299,14 @@ struct CancelState {
 impl CancelHandle {
     /// Cancels the run in progress, or, when none is, the session's next run (see
     /// [`CancelHandle`]); returns whether a run was in progress.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::session::CancelHandle;
+    /// let handle = CancelHandle::default();
+    /// assert!(!handle.cancel(), "no run in progress: the cancel is kept for the next run");
+    /// assert!(handle.withdraw());
+    /// ```
     pub fn cancel(&self) -> bool {
         let mut state = self.lock();
         match &state.token {
@@ -324,6 +339,31 @@ impl CancelHandle {
     }
 
     /// Whether a run is in progress.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// let handle = session.cancel_handle();
+    /// assert!(!handle.is_running());
+    /// session.send_message("hello").await?;
+    /// assert!(!handle.is_running(), "the run ended");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn is_running(&self) -> bool {
         self.lock().token.is_some()
     }
@@ -381,11 +421,57 @@ impl std::fmt::Debug for SessionOptions {
 
 impl SessionOptions {
     /// Default options: the resolved default mode, a random id, no subscribers.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// let session = controller.start_session(SessionOptions::new()).await?;
+    /// assert_eq!(session.mode().id(), "build", "the default mode");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn new() -> Self {
         Self::default()
     }
 
     /// Start in the mode with this id instead of the default mode.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// let session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// assert_eq!(session.mode().id(), "plan");
+    /// let unknown = controller.start_session(SessionOptions::new().mode("review")).await;
+    /// assert!(matches!(unknown, Err(agent_controller::SessionError::UnknownMode(_))));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn mode(mut self, id: impl Into<String>) -> Self {
         self.mode = Some(id.into());
         self
@@ -393,12 +479,63 @@ impl SessionOptions {
 
     /// Use this session id instead of a random UUID: 1 to 128 ASCII letters, digits, `-` and
     /// `_` ([`crate::store::check_session_id`]); with a store it must not exist there yet.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// let session = controller.start_session(SessionOptions::new().id("ticket-42")).await?;
+    /// assert_eq!(session.id(), "ticket-42");
+    /// assert!(controller.start_session(SessionOptions::new().id("not/a/path")).await.is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn id(mut self, id: impl Into<String>) -> Self {
         self.id = Some(id.into());
         self
     }
 
     /// Receive every event from the start (including `session_started`).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// let kinds = Arc::new(std::sync::Mutex::new(Vec::new()));
+    /// let sink = kinds.clone();
+    /// let options = SessionOptions::new().on_event(move |event| sink.lock().unwrap().push(event.kind()));
+    /// let mut session = controller.start_session(options).await?;
+    /// session.send_message("hello").await?;
+    /// let kinds = kinds.lock().unwrap();
+    /// assert_eq!(kinds.first(), Some(&"session_started"));
+    /// assert_eq!(kinds.last(), Some(&"agent_end"));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn on_event(mut self, subscriber: impl FnMut(&Event) + Send + 'static) -> Self {
         self.subscribers.add_permanent(Box::new(subscriber));
         self
@@ -407,6 +544,31 @@ impl SessionOptions {
     /// Receive every event from the start (including `session_started`) as an async stream;
     /// returns the options and the stream. See [`EventStream`] (in order, unbounded, ends when
     /// the session is dropped).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// let (options, mut events) = SessionOptions::new().event_stream();
+    /// let mut session = controller.start_session(options).await?;
+    /// assert_eq!(events.next().await.map(|e| e.kind()), Some("session_started"));
+    /// session.send_message("hello").await?;
+    /// assert_eq!(events.try_next().map(|e| e.kind()), Some("agent_start"));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn event_stream(mut self) -> (Self, EventStream) {
         let stream = self.subscribers.add_stream();
         (self, stream)
@@ -448,6 +610,32 @@ impl SessionOptions {
     /// Drives this session's runs with `model` instead of the controller's
     /// ([`crate::AgentController::builder`]). Kept in memory only: give it again to
     /// [`crate::AgentController::restore_session`].
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// use agent_controller::model::scripted::ReplayModel;
+    /// let model = Arc::new(ReplayModel::new([ReplayModel::text("from the session's own model")]));
+    /// let mut session = controller.start_session(SessionOptions::new().model(model.clone())).await?;
+    /// let outcome = session.send_message("hello").await?;
+    /// assert!(matches!(outcome, RunOutcome::Completed { text, .. } if text == "from the session's own model"));
+    /// assert_eq!(model.requests().len(), 1);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn model(mut self, model: Arc<dyn LanguageModel>) -> Self {
         self.model = Some(model);
         self
@@ -457,6 +645,35 @@ impl SessionOptions {
     /// controller's limit ([`crate::controller::AgentControllerBuilder::max_steps`]); a run that reaches it
     /// fails with [`crate::model::ModelErrorKind::StepLimit`]. Kept in memory only, like
     /// [`SessionOptions::model`].
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// use agent_controller::model::{ModelErrorKind, scripted::ReplayModel};
+    /// let model = Arc::new(ReplayModel::new([
+    ///     ReplayModel::call("call_1", "read_file", serde_json::json!({ "path": "a.txt" })),
+    ///     ReplayModel::text("never reached"),
+    /// ]));
+    /// let options = SessionOptions::new().model(model).max_steps(1);
+    /// let mut session = controller.start_session(options).await?;
+    /// let RunOutcome::Failed { error, .. } = session.send_message("read a.txt").await? else { unreachable!() };
+    /// assert_eq!(error.kind(), ModelErrorKind::StepLimit);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn max_steps(mut self, steps: usize) -> Self {
         self.max_steps = Some(steps.max(1));
         self
@@ -696,12 +913,57 @@ impl Session {
     }
 
     /// The session id.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// let a = controller.start_session(SessionOptions::new()).await?;
+    /// let b = controller.start_session(SessionOptions::new()).await?;
+    /// assert_ne!(a.id(), b.id(), "a random UUID each");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn id(&self) -> &str {
         &self.id
     }
 
     /// The workspace the session works in: the canonical path it recorded when it started
     /// ([`crate::workspace`]).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// assert_eq!(session.workspace(), workspace.path().canonicalize()?);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn workspace(&self) -> &Path {
         &self.workspace.path
     }
@@ -713,32 +975,175 @@ impl Session {
     }
 
     /// The host's metadata ([`SessionOptions::metadata`]), as persisted in the record.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// let mut metadata = serde_json::Map::new();
+    /// metadata.insert("userId".into(), serde_json::json!("u-42"));
+    /// let session = controller.start_session(SessionOptions::new().metadata(metadata)).await?;
+    /// assert_eq!(session.metadata()["userId"], "u-42");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn metadata(&self) -> &Map<String, Value> {
         &self.metadata
     }
 
     /// The host's state for this session's tools and model ([`SessionOptions::extension`]).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// struct TenantId(&'static str);
+    /// let session = controller.start_session(SessionOptions::new().extension(TenantId("acme"))).await?;
+    /// assert_eq!(session.extensions().get::<TenantId>().map(|t| t.0), Some("acme"));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn extensions(&self) -> &Extensions {
         &self.extensions
     }
 
     /// The same, to add or replace values between runs.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// struct TenantId(&'static str);
+    /// assert!(session.extensions_mut().insert(TenantId("acme")).is_none());
+    /// assert!(session.extensions().contains::<TenantId>());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn extensions_mut(&mut self) -> &mut Extensions {
         &mut self.extensions
     }
 
     /// A handle that cancels this session's run in progress, or its next run, from another
     /// task or thread ([`CancelHandle`]).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// let handle = session.cancel_handle();
+    /// std::thread::spawn(move || handle.cancel()).join().unwrap();
+    /// assert!(matches!(session.send_message("hello").await?, RunOutcome::Aborted { .. }));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn cancel_handle(&self) -> CancelHandle {
         self.cancel.clone()
     }
 
     /// The current mode: the one whose instructions and tools the next model call uses.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// let mode = session.mode();
+    /// assert_eq!(mode.id(), "build");
+    /// assert!(!mode.is_planning());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn mode(&self) -> &Mode {
         self.shared.graph.mode(self.mode_id())
     }
 
     /// The current mode's handle.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// let id = session.mode_id();
+    /// assert_eq!(controller.modes().mode(id).id(), "build");
+    /// assert_eq!(Some(id), controller.modes().get("build"));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn mode_id(&self) -> ModeId {
         self.state.mode
     }
@@ -748,6 +1153,32 @@ impl Session {
     }
 
     /// The conversation so far.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// use agent_controller::model::Message;
+    /// session.send_message("hello").await?;
+    /// let messages = session.messages();
+    /// assert_eq!(messages[0], Message::User { content: "hello".into() });
+    /// assert!(matches!(messages.last(), Some(Message::Assistant { .. })));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn messages(&self) -> &[Message] {
         &self.state.messages
     }
@@ -756,11 +1187,64 @@ impl Session {
     /// waiting for approval (the mode's `requireApproval`) in the model's order, every call of
     /// the run's last reply that needs a decision, the ones decided already while others wait
     /// included ([`PendingDecision::decision`]). Never a plan and tool calls at once.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// let pending = session.pending();
+    /// assert_eq!(pending.len(), 1);
+    /// assert_eq!(pending[0].decision_id(), payload.decision_id);
+    /// assert_eq!(pending[0].tool_name(), "submit_plan");
+    /// session.decide(&payload.decision_id, Decision::approve()).await?;
+    /// assert!(session.pending().is_empty());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn pending(&self) -> &[PendingDecision] {
         &self.state.pending
     }
 
     /// The plan among [`Session::pending`], if one waits.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// let plan = session.pending_plan().expect("a plan waits");
+    /// assert_eq!(plan.payload().submission.title, "Add dark mode");
+    /// assert_eq!(controller.modes().mode(plan.target()).id(), "build");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn pending_plan(&self) -> Option<&PendingPlan> {
         self.pending().iter().find_map(PendingDecision::as_plan)
     }
@@ -769,11 +1253,64 @@ impl Session {
     /// allowed: their calls run without waiting for approval until the mode changes. Every
     /// mode change empties the list: a manual switch ([`Session::switch_mode`]) and the switch
     /// of an approved plan alike.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ReplayModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let model = ReplayModel::new([
+    /// #     ReplayModel::call("call_1", "write_file", serde_json::json!({ "path": "a.txt", "content": "hi" })),
+    /// #     ReplayModel::text("Wrote a.txt."),
+    /// # ]);
+    /// # let controller = AgentController::builder(graph, Arc::new(model))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// # let RunOutcome::ToolCallsSuspended { tool_calls, .. } = session.send_message("Write a.txt").await? else { unreachable!() };
+    /// session.decide(tool_calls[0].decision_id(), Decision::approve().always_allow()).await?;
+    /// assert_eq!(session.always_allowed(), ["write_file"]);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn always_allowed(&self) -> &[String] {
         &self.state.always_allowed
     }
 
     /// The latest run's id and state, if a run was started.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// use agent_controller::event::RunState;
+    /// assert_eq!(session.run_state(), None);
+    /// session.send_message("hello").await?;
+    /// assert_eq!(session.run_state(), Some(("run_1", RunState::Completed)));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn run_state(&self) -> Option<(&str, RunState)> {
         self.state.run.as_ref().map(|(id, state)| (&**id, *state))
     }
@@ -784,6 +1321,38 @@ impl Session {
     /// [`Subscription::detach`] keeps it as long as the session lives. Callbacks run inside the
     /// run loop, in order, and must not block; to process events elsewhere, use
     /// [`Session::events`].
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    /// let counter = seen.clone();
+    /// let subscription = session.subscribe(move |_| {
+    ///     counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    /// });
+    /// session.send_message("hello").await?;
+    /// let after_one_run = seen.load(std::sync::atomic::Ordering::Relaxed);
+    /// assert!(after_one_run > 0);
+    /// drop(subscription); // unsubscribes
+    /// session.send_message("again").await?;
+    /// assert_eq!(seen.load(std::sync::atomic::Ordering::Relaxed), after_one_run);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn subscribe(&mut self, subscriber: impl FnMut(&Event) + Send + 'static) -> Subscription {
         self.subscribers_mut().add_callback(Box::new(subscriber))
     }
@@ -791,12 +1360,67 @@ impl Session {
     /// Every event from now on as an async stream, in order; see [`EventStream`] for
     /// backpressure (unbounded). Dropping the stream unsubscribes it. To get `session_started`
     /// too, use [`SessionOptions::event_stream`].
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// let mut events = session.events();
+    /// session.send_message("hello").await?;
+    /// let mut kinds = Vec::new();
+    /// while let Some(event) = events.try_next() {
+    ///     kinds.push(event.kind());
+    /// }
+    /// assert_eq!(kinds.first(), Some(&"agent_start"));
+    /// assert_eq!(kinds.last(), Some(&"agent_end"));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn events(&mut self) -> EventStream {
         self.subscribers_mut().add_stream()
     }
 
     /// How many callbacks and streams still listen (a dropped [`Subscription`] or
     /// [`EventStream`] no longer counts).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// assert_eq!(session.subscriber_count(), 0);
+    /// let events = session.events();
+    /// assert_eq!(session.subscriber_count(), 1);
+    /// drop(events);
+    /// assert_eq!(session.subscriber_count(), 0);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn subscriber_count(&mut self) -> usize {
         self.subscribers_mut().len()
     }
@@ -849,6 +1473,30 @@ impl Session {
     /// ended the same way if it is interrupted (its lease ended: its process stopped); while its
     /// lease runs, this is [`SessionError::LeaseHeld`] and nothing changes, so an operation never
     /// ends a run another process is carrying on.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// // Nothing was left behind by a dropped operation: returns at once.
+    /// session.settle().await?;
+    /// assert!(session.run_state().is_none());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn settle(&mut self) -> Result<(), SessionError> {
         self.recover().await?;
         self.cancel.finish();
@@ -933,6 +1581,30 @@ impl Session {
     /// taken over); [`SessionError::Store`] with [`StoreError::Conflict`] when another process
     /// changed the session first (of racing continuers exactly one wins; the others get this and
     /// change nothing); later errors as for [`Session::send_message`].
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// use agent_controller::SessionError;
+    /// // Without a store there is no interrupted run to carry on.
+    /// assert!(matches!(session.continue_run().await, Err(SessionError::NoStore)));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn continue_run(&mut self) -> Result<RunOutcome, SessionError> {
         self.recover().await?;
         self.cancel.finish();
@@ -1024,6 +1696,38 @@ impl Session {
     }
 
     /// The store version this session last saved or was restored at (0: never saved).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// let session = controller.start_session(SessionOptions::new()).await?;
+    /// assert_eq!(session.version(), 0, "no store: never saved");
+    /// # let workspace = tempfile::tempdir()?;
+    /// let stored = AgentController::builder(controller.modes().clone(), Arc::new(ScriptedModel::new()))
+    ///     .tools(ToolRegistry::with_workspace_tools())
+    ///     .workspace(workspace.path())
+    ///     .store(Arc::new(agent_controller::MemoryStore::new()))
+    ///     .build()?;
+    /// let mut session = stored.start_session(SessionOptions::new()).await?;
+    /// assert_eq!(session.version(), 1, "saved as it started");
+    /// session.send_message("hello").await?;
+    /// assert!(session.version() > 1);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn version(&self) -> u64 {
         self.version
     }
@@ -1041,6 +1745,30 @@ impl Session {
     /// # Errors
     /// [`SessionError::Store`] when a store is configured and a save fails (including a
     /// [`StoreError::Conflict`] when another writer changed the session first).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// let outcome = session.send_message("hello").await?;
+    /// let RunOutcome::Completed { text, .. } = outcome else { unreachable!() };
+    /// assert!(!text.is_empty());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn send_message(
         &mut self,
         text: impl Into<String>,
@@ -1087,6 +1815,35 @@ impl Session {
     /// decision cannot be saved or another decider won the race; in all these cases nothing
     /// changes. A store failure later in the run (after the decision was saved) is also
     /// [`SessionError::Store`].
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// let RunOutcome::Completed { .. } = session
+    ///     .resume("run_1", session.pending()[0].tool_call_id().to_owned().as_str(), Decision::approve())
+    ///     .await?
+    /// else {
+    ///     unreachable!()
+    /// };
+    /// assert_eq!(session.mode().id(), "build");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn resume(
         &mut self,
         run_id: &str,
@@ -1120,6 +1877,35 @@ impl Session {
     /// [`SessionError::UnknownDecision`] for one the session never gave out, then
     /// [`SessionError::Sha256Mismatch`], [`SessionError::ArgsSha256Mismatch`], [`SessionError::ConfigChanged`] and
     /// [`SessionError::Store`] as for [`Session::resume`]; on error nothing changes.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// // Pinned to what was shown: a plan that changed since is refused and nothing changes.
+    /// let wrong = Decision::approve().with_sha256("0".repeat(64));
+    /// assert!(session.decide(&payload.decision_id, wrong).await.is_err());
+    /// assert_eq!(session.mode().id(), "plan");
+    /// let approve = Decision::approve().with_sha256(&payload.submission.sha256);
+    /// session.decide(&payload.decision_id, approve).await?;
+    /// assert_eq!(session.mode().id(), "build");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn decide(
         &mut self,
         decision_id: &str,
@@ -1135,6 +1921,33 @@ impl Session {
     ///
     /// # Errors
     /// [`SessionError::MalformedDecision`] first, then those of [`Session::decide`].
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// let data = serde_json::json!({ "action": "rejected", "feedback": "Also cover the settings page." });
+    /// let outcome = session.decide_json(&payload.decision_id, &data).await?;
+    /// assert!(matches!(outcome, RunOutcome::Suspended { .. }), "the model revised and submitted again");
+    /// let malformed = serde_json::json!({ "action": "approve" });
+    /// assert!(session.decide_json(&session.pending()[0].decision_id().to_owned(), &malformed).await.is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn decide_json(
         &mut self,
         decision_id: &str,
@@ -1146,6 +1959,36 @@ impl Session {
 
     /// Every settled decision of the session, oldest first: decision id, outcome, the plan's
     /// sha256, `decidedAt` and `decidedBy` (the audit trail the record keeps as `history`).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// use agent_controller::event::DecisionOutcome;
+    /// session.decide(&payload.decision_id, Decision::approve().decided_by("alice")).await?;
+    /// let history = session.decision_history();
+    /// assert_eq!(history.len(), 1);
+    /// assert_eq!(history[0].decision_id, payload.decision_id);
+    /// assert_eq!(history[0].decided_by.as_deref(), Some("alice"));
+    /// assert!(history[0].outcome.is_some());
+    /// # let _ = DecisionOutcome::Approved;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn decision_history(&self) -> &[DecidedRecord] {
         &self.state.history
     }
@@ -1155,6 +1998,36 @@ impl Session {
     /// # Errors
     /// [`SessionError::MalformedDecision`] for resume data of another shape (checked before
     /// anything else), then the errors of [`Session::resume`]; on error nothing changes.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// let (run_id, call_id) = (payload_ids(&session));
+    /// # fn payload_ids(session: &agent_controller::Session) -> (String, String) {
+    /// #     let p = &session.pending()[0];
+    /// #     (p.run_id().to_owned(), p.tool_call_id().to_owned())
+    /// # }
+    /// let data = serde_json::json!({ "action": "approved", "decidedBy": "ci" });
+    /// session.resume_json(&run_id, &call_id, &data).await?;
+    /// assert_eq!(session.mode().id(), "build");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn resume_json(
         &mut self,
         run_id: &str,
@@ -1171,6 +2044,32 @@ impl Session {
     ///
     /// # Errors
     /// [`SessionError::Store`] when the change cannot be saved; nothing changes.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// assert!(session.abort().await?);
+    /// assert!(session.pending().is_empty());
+    /// assert_eq!(session.mode().id(), "plan", "not approved: the mode stays");
+    /// assert!(!session.abort().await?, "nothing left to abort");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn abort(&mut self) -> Result<bool, SessionError> {
         self.settle().await?;
         if !self.has_pending() {
@@ -1191,6 +2090,31 @@ impl Session {
     /// # Errors
     /// [`SessionError::UnknownMode`] when no mode has this id, [`SessionError::Store`] when the
     /// change cannot be saved; nothing changes.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// assert!(session.switch_mode("plan").await?);
+    /// assert_eq!(session.mode().id(), "plan");
+    /// assert!(!session.switch_mode("plan").await?, "already there");
+    /// assert!(session.switch_mode("review").await.is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn switch_mode(&mut self, id: &str) -> Result<bool, SessionError> {
         let target = self
             .shared

@@ -338,12 +338,26 @@ pub struct PendingListing {
 
 impl PendingListing {
     /// Whether every record could be read (`unreadable` is empty).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::store::PendingListing;
+    /// assert!(PendingListing::default().is_healthy());
+    /// ```
     pub fn is_healthy(&self) -> bool {
         self.unreadable.is_empty()
     }
 
     /// Sorts `pending` and `interrupted` oldest first (by `updated_at`, then session id) and
     /// `unreadable` by session id: the order [`SessionStore::list_pending`] promises.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::store::PendingListing;
+    /// let mut listing = PendingListing::default();
+    /// listing.sort();
+    /// assert!(listing.pending.is_empty());
+    /// ```
     pub fn sort(&mut self) {
         self.pending
             .sort_by(|a, b| (a.updated_at, &a.session_id).cmp(&(b.updated_at, &b.session_id)));
@@ -372,6 +386,15 @@ pub struct UnreadableRecord {
 
 impl UnreadableRecord {
     /// The report for the record of `session_id` at `location` that failed with `error`.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::store::{StoreError, UnreadableRecord};
+    /// let error = StoreError::backend_message("not JSON");
+    /// let report = UnreadableRecord::new("s1", "/var/sessions/s1.json", &error);
+    /// assert_eq!(report.session_id, "s1");
+    /// assert!(report.reason.contains("not JSON"));
+    /// ```
     pub fn new(session_id: &str, location: impl Into<String>, error: &StoreError) -> Self {
         let reason = match error {
             StoreError::Corrupt { message, .. } => message.clone(),
@@ -389,6 +412,37 @@ impl SessionRecord {
     /// When the lease of this record's running run ends (milliseconds since the Unix epoch; 0
     /// for a running run without a lease, which counts as ended), or `None` when the run is not
     /// running: what stores index to list interrupted runs without reading the others.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # use agent_controller::SessionStore;
+    /// # let store = Arc::new(agent_controller::MemoryStore::new());
+    /// # let controller = AgentController::builder(controller.modes().clone(), Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .store(store.clone())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// # let record = store.load(session.id()).await?.expect("saved");
+    /// assert_eq!(record.lease_until(), None, "the run is suspended, not running");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn lease_until(&self) -> Option<u64> {
         self.run
             .as_ref()
@@ -398,6 +452,37 @@ impl SessionRecord {
 
     /// This record's run as an [`InterruptedRun`], if it is interrupted at `now_ms`
     /// ([`RunRecord::is_interrupted`]).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # use agent_controller::SessionStore;
+    /// # let store = Arc::new(agent_controller::MemoryStore::new());
+    /// # let controller = AgentController::builder(controller.modes().clone(), Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .store(store.clone())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// # let record = store.load(session.id()).await?.expect("saved");
+    /// assert!(record.interrupted_run(agent_controller::store::now_millis()).is_none());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn interrupted_run(&self, now_ms: u64) -> Option<InterruptedRun> {
         let run = self.run.as_ref().filter(|r| r.is_interrupted(now_ms))?;
         Some(InterruptedRun {
@@ -412,12 +497,76 @@ impl SessionRecord {
     }
 
     /// Whether anything waits for a decision: a plan, or a tool call not decided yet.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # use agent_controller::SessionStore;
+    /// # let store = Arc::new(agent_controller::MemoryStore::new());
+    /// # let controller = AgentController::builder(controller.modes().clone(), Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .store(store.clone())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// # let record = store.load(session.id()).await?.expect("saved");
+    /// assert!(record.has_pending());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn has_pending(&self) -> bool {
         self.pending.is_some() || self.pending_tool_calls.iter().any(|p| p.decided.is_none())
     }
 
     /// The first of [`SessionRecord::pending_summaries`] (the plan, or the first tool call that
     /// waits), if any.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # use agent_controller::SessionStore;
+    /// # let store = Arc::new(agent_controller::MemoryStore::new());
+    /// # let controller = AgentController::builder(controller.modes().clone(), Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .store(store.clone())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// # let record = store.load(session.id()).await?.expect("saved");
+    /// let summary = record.pending_summary().expect("a plan waits");
+    /// assert_eq!(summary.decision_id, payload.decision_id);
+    /// assert_eq!(summary.sha256, payload.submission.sha256);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn pending_summary(&self) -> Option<PendingSummary> {
         self.pending_summaries().into_iter().next()
     }
@@ -425,6 +574,39 @@ impl SessionRecord {
     /// Every decision this record waits for, as [`SessionStore::list_pending`] lists them: the
     /// pending plan, or each tool call that waits for approval and is not decided yet, in the
     /// model's order.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # use agent_controller::SessionStore;
+    /// # let store = Arc::new(agent_controller::MemoryStore::new());
+    /// # let controller = AgentController::builder(controller.modes().clone(), Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .store(store.clone())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// # let record = store.load(session.id()).await?.expect("saved");
+    /// let summaries = record.pending_summaries();
+    /// assert_eq!(summaries.len(), 1);
+    /// assert_eq!(summaries[0].title, "Add dark mode");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn pending_summaries(&self) -> Vec<PendingSummary> {
         let mut summaries: Vec<PendingSummary> = self.plan_summary().into_iter().collect();
         summaries.extend(
@@ -580,6 +762,15 @@ impl Eq for StoreError {}
 impl StoreError {
     /// A [`StoreError::Backend`]: `message` says what failed, `source` (an I/O or database
     /// error) is kept as the error's source, and its text is appended to the message.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::store::StoreError;
+    /// let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied");
+    /// let error = StoreError::backend("cannot write s1.json", io);
+    /// assert!(error.to_string().contains("cannot write s1.json: denied"));
+    /// assert!(std::error::Error::source(&error).is_some());
+    /// ```
     pub fn backend(
         message: impl Into<String>,
         source: impl std::error::Error + Send + Sync + 'static,
@@ -591,6 +782,14 @@ impl StoreError {
     }
 
     /// A [`StoreError::Backend`] with no underlying error.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::store::StoreError;
+    /// let error = StoreError::backend_message("the database is read-only");
+    /// assert!(matches!(error, StoreError::Backend { .. }));
+    /// assert!(std::error::Error::source(&error).is_none());
+    /// ```
     pub fn backend_message(message: impl Into<String>) -> Self {
         Self::Backend {
             message: message.into(),
@@ -737,6 +936,16 @@ impl<S: SessionStore + ?Sized> SessionStore for Arc<S> {
 /// # Errors
 /// [`StoreError::InvalidSpec`] for a spec [`check_spec`] refuses (`sqlite:` or `postgres://`
 /// without their feature among them); [`StoreError::Backend`] when the store cannot be opened.
+///
+/// # Examples
+/// ```
+/// use agent_controller::store::open_store;
+/// let dir = tempfile::tempdir()?;
+/// let store = open_store(dir.path().join("sessions").to_str().unwrap())?;
+/// assert!(dir.path().join("sessions").is_dir(), "a directory: a FileStore");
+/// # let _ = store;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn open_store(spec: &str) -> Result<Arc<dyn SessionStore>, StoreError> {
     check_spec(spec)?;
     if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
@@ -761,6 +970,16 @@ pub fn open_store(spec: &str) -> Result<Arc<dyn SessionStore>, StoreError> {
 /// # Errors
 /// [`StoreError::Missing`] when the directory or file does not exist (or is of the other
 /// kind); otherwise as [`open_store`].
+///
+/// # Examples
+/// ```
+/// use agent_controller::store::{StoreError, open_existing_store};
+/// let dir = tempfile::tempdir()?;
+/// let missing = dir.path().join("sessions");
+/// assert!(matches!(open_existing_store(missing.to_str().unwrap()), Err(StoreError::Missing { .. })));
+/// assert!(!missing.exists(), "nothing was created");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn open_existing_store(spec: &str) -> Result<Arc<dyn SessionStore>, StoreError> {
     check_spec(spec)?;
     let exists = if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
@@ -887,6 +1106,40 @@ pub fn resolve_prefix<'a>(
 /// # Errors
 /// [`IdPrefixError::Ambiguous`], [`IdPrefixError::TooShort`] as [`resolve_prefix`];
 /// [`IdPrefixError::Store`] when the store cannot be read.
+///
+/// # Examples
+/// ```
+/// # use std::sync::Arc;
+/// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+/// # use agent_controller::model::scripted::ScriptedModel;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let workspace = tempfile::tempdir()?;
+/// # let graph = agent_controller::config::parse(
+/// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+/// #     "modes.toml",
+/// # )?;
+/// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+/// #     .tools(ToolRegistry::with_workspace_tools())
+/// #     .workspace(workspace.path())
+/// #     .build()?;
+/// # use agent_controller::SessionStore;
+/// # let store = Arc::new(agent_controller::MemoryStore::new());
+/// # let controller = AgentController::builder(controller.modes().clone(), Arc::new(ScriptedModel::new()))
+/// #     .tools(ToolRegistry::with_workspace_tools())
+/// #     .workspace(workspace.path())
+/// #     .store(store.clone())
+/// #     .build()?;
+/// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+/// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+/// # let record = store.load(session.id()).await?.expect("saved");
+/// use agent_controller::store::resolve_session_id;
+/// let id = session.id().to_owned();
+/// assert_eq!(resolve_session_id(&*store, &id[..8]).await?, id);
+/// assert_eq!(resolve_session_id(&*store, &id).await?, id);
+/// # Ok(())
+/// # }
+/// ```
 pub async fn resolve_session_id(
     store: &dyn SessionStore,
     prefix: &str,
@@ -1020,6 +1273,12 @@ pub fn display_spec(spec: &str) -> String {
 /// Milliseconds since the Unix epoch, now: the clock of leases
 /// ([`RunRecord::lease_expires_at_ms`]). Hosts that share a store must keep their clocks in
 /// step (NTP) to well within a lease.
+///
+/// # Examples
+/// ```
+/// use agent_controller::store::{now_millis, now_secs};
+/// assert!(now_millis() / 1000 >= now_secs() - 1);
+/// ```
 pub fn now_millis() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -1027,6 +1286,12 @@ pub fn now_millis() -> u64 {
 }
 
 /// Seconds since the Unix epoch, now.
+///
+/// # Examples
+/// ```
+/// use agent_controller::store::now_secs;
+/// assert!(now_secs() > 1_700_000_000, "after November 2023");
+/// ```
 pub fn now_secs() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -1038,6 +1303,15 @@ pub fn now_secs() -> u64 {
 /// # Errors
 /// [`StoreError::InvalidId`] for an empty id or one with characters other than ASCII letters,
 /// digits, `-` and `_`, or longer than 128 bytes.
+///
+/// # Examples
+/// ```
+/// use agent_controller::store::check_session_id;
+/// assert!(check_session_id("ticket-42_b").is_ok());
+/// assert!(check_session_id("../etc/passwd").is_err());
+/// assert!(check_session_id("").is_err());
+/// assert!(check_session_id(&"a".repeat(129)).is_err());
+/// ```
 pub fn check_session_id(id: &str) -> Result<(), StoreError> {
     let ok = !id.is_empty()
         && id.len() <= 128

@@ -236,6 +236,19 @@ impl Check {
     /// `PROPTEST_CASES` says otherwise), sequences of up to 32 operations, a random seed
     /// (`PROPTEST_RNG_SEED` fixes it), failures kept in a file of the check's own in
     /// [`REGRESSIONS_DIR`].
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::ToolRegistry;
+    /// use agent_controller::testing::Check;
+    /// let report = Check::new("config/modes.toml")
+    ///     .cases(4)
+    ///     .without_regressions()
+    ///     .run(|setup| setup.builder().tools(ToolRegistry::with_workspace_tools()).build())?;
+    /// assert!(report.is_ok());
+    /// assert_eq!(report.cases, 4);
+    /// # Ok::<(), agent_controller::testing::CheckError>(())
+    /// ```
     pub fn new(config: impl AsRef<Path>) -> Self {
         let defaults = Config::default();
         Self {
@@ -253,6 +266,18 @@ impl Check {
     }
 
     /// Random operation sequences to run.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::ToolRegistry;
+    /// use agent_controller::testing::Check;
+    /// let report = Check::new("config/modes.toml")
+    ///     .cases(2)
+    ///     .without_regressions()
+    ///     .run(|setup| setup.builder().tools(ToolRegistry::with_workspace_tools()).build())?;
+    /// assert_eq!(report.cases, 2);
+    /// # Ok::<(), agent_controller::testing::CheckError>(())
+    /// ```
     pub fn cases(mut self, cases: u32) -> Self {
         self.cases = cases;
         self
@@ -263,6 +288,7 @@ impl Check {
     /// ([`Exploration::complete`]). Unbounded by default; a generated config of many modes can
     /// have thousands of states.
     ///
+    /// # Examples
     /// ```
     /// use agent_controller::ToolRegistry;
     /// use agent_controller::testing::Check;
@@ -282,6 +308,19 @@ impl Check {
     }
 
     /// The longest random operation sequence.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::ToolRegistry;
+    /// use agent_controller::testing::Check;
+    /// let report = Check::new("config/modes.toml")
+    ///     .cases(2)
+    ///     .max_ops(4)
+    ///     .without_regressions()
+    ///     .run(|setup| setup.builder().tools(ToolRegistry::with_workspace_tools()).build())?;
+    /// assert!(report.is_ok());
+    /// # Ok::<(), agent_controller::testing::CheckError>(())
+    /// ```
     pub fn max_ops(mut self, max_ops: usize) -> Self {
         self.max_ops = max_ops.max(1);
         self
@@ -289,18 +328,57 @@ impl Check {
 
     /// The seed of the random test: the report prints the one used, so a failure can be
     /// replayed with it.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::ToolRegistry;
+    /// use agent_controller::testing::Check;
+    /// let report = Check::new("config/modes.toml")
+    ///     .cases(2)
+    ///     .seed(42)
+    ///     .without_regressions()
+    ///     .run(|setup| setup.builder().tools(ToolRegistry::with_workspace_tools()).build())?;
+    /// assert_eq!(report.seed, 42);
+    /// # Ok::<(), agent_controller::testing::CheckError>(())
+    /// ```
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
         self
     }
 
     /// Keep failing cases in `file` (proptest's regression format), replayed first next time.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::ToolRegistry;
+    /// use agent_controller::testing::Check;
+    /// let dir = tempfile::tempdir()?;
+    /// let report = Check::new("config/modes.toml")
+    ///     .cases(2)
+    ///     .regressions(dir.path().join("modes.txt"))
+    ///     .run(|setup| setup.builder().tools(ToolRegistry::with_workspace_tools()).build())?;
+    /// assert!(report.is_ok());
+    /// assert!(!dir.path().join("modes.txt").exists(), "nothing failed, nothing kept");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn regressions(mut self, file: impl Into<PathBuf>) -> Self {
         self.regressions = Regressions::File(file.into());
         self
     }
 
     /// Keep no regression file.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::ToolRegistry;
+    /// use agent_controller::testing::Check;
+    /// let report = Check::new("config/modes.toml")
+    ///     .cases(2)
+    ///     .without_regressions()
+    ///     .run(|setup| setup.builder().tools(ToolRegistry::with_workspace_tools()).build())?;
+    /// assert!(report.is_ok());
+    /// # Ok::<(), agent_controller::testing::CheckError>(())
+    /// ```
     pub fn without_regressions(mut self) -> Self {
         self.regressions = Regressions::Off;
         self
@@ -310,6 +388,28 @@ impl Check {
     /// the start and after every step of the exploration, the edge walk and the random test
     /// (as proptest-state-machine's `check_invariants` and Hypothesis' `@invariant`).
     /// `Err(message)` fails the check there.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::ToolRegistry;
+    /// use agent_controller::testing::{Check, CheckError};
+    /// let check = Check::new("config/modes.toml").cases(2).without_regressions();
+    /// // The tools the real session always allows are the reference model's.
+    /// let report = check
+    ///     .clone()
+    ///     .invariant(|session, reference| {
+    ///         let (real, expected) = (session.always_allowed(), reference.always_allowed());
+    ///         if real == expected { Ok(()) } else { Err(format!("allowed {real:?}, expected {expected:?}")) }
+    ///     })
+    ///     .run(|setup| setup.builder().tools(ToolRegistry::with_workspace_tools()).build())?;
+    /// assert!(report.is_ok());
+    /// // An invariant that cannot hold fails the check.
+    /// let failing = check
+    ///     .invariant(|_, _| Err("never".to_owned()))
+    ///     .run(|setup| setup.builder().tools(ToolRegistry::with_workspace_tools()).build());
+    /// assert!(matches!(failing, Err(CheckError::Failed(_))));
+    /// # Ok::<(), CheckError>(())
+    /// ```
     pub fn invariant(
         mut self,
         check: impl Fn(&Session, &ReferenceSession) -> Result<(), String> + Send + Sync + 'static,
@@ -331,6 +431,17 @@ impl Check {
     /// [`CheckError::Config`] for an invalid config, [`CheckError::Facts`] when the reference
     /// cannot read it, [`CheckError::Setup`] when `build` or the workspace fails, and
     /// [`CheckError::Failed`] with the whole report when anything diverged.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::ToolRegistry;
+    /// use agent_controller::testing::{Check, CheckError};
+    /// let check = Check::new("config/modes.toml").cases(2).without_regressions();
+    /// assert!(check.run(|setup| setup.builder().tools(ToolRegistry::with_workspace_tools()).build())?.is_ok());
+    /// // Without the workspace tools the controller cannot be built: a setup error.
+    /// assert!(matches!(check.run(|setup| setup.builder().build()), Err(CheckError::Setup(_))));
+    /// # Ok::<(), CheckError>(())
+    /// ```
     pub fn run<F, E>(&self, build: F) -> Result<CheckReport, CheckError>
     where
         F: Fn(Setup) -> Result<AgentController, E>,
@@ -634,6 +745,19 @@ pub struct CheckReport {
 
 impl CheckReport {
     /// Whether everything matched the reference.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::ToolRegistry;
+    /// use agent_controller::testing::Check;
+    /// let report = Check::new("config/modes.toml")
+    ///     .cases(2)
+    ///     .without_regressions()
+    ///     .run(|setup| setup.builder().tools(ToolRegistry::with_workspace_tools()).build())?;
+    /// assert!(report.is_ok());
+    /// assert!(report.exploration.is_ok());
+    /// # Ok::<(), agent_controller::testing::CheckError>(())
+    /// ```
     pub fn is_ok(&self) -> bool {
         self.exploration.is_ok() && self.edges.is_complete() && self.counterexample.is_none()
     }
@@ -728,7 +852,19 @@ impl fmt::Debug for CheckError {
 /// As [`Check::run`].
 ///
 /// # Examples
-/// See the [module docs](self).
+/// ```
+/// use agent_controller::ToolRegistry;
+/// use agent_controller::testing::check_controller;
+/// let report = check_controller("config/modes.toml", |setup| {
+///     setup.builder().tools(ToolRegistry::with_workspace_tools()).max_steps(8).build()
+/// })?;
+/// assert!(report.is_ok(), "{report}");
+/// assert!(report.exploration.complete);
+/// assert_eq!(report.edges.total(), 7);
+/// # Ok::<(), agent_controller::testing::CheckError>(())
+/// ```
+///
+/// The [module docs](self) say what it checks and what it cannot see.
 pub fn check_controller<F, E>(config: impl AsRef<Path>, build: F) -> Result<CheckReport, CheckError>
 where
     F: Fn(Setup) -> Result<AgentController, E>,

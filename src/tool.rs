@@ -63,6 +63,13 @@ pub enum ToolAccess {
 impl ToolAccess {
     /// Whether a planning mode without `availableTools` offers a tool of this access: a
     /// read-only tool or a plan tool, never one that writes.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::tool::ToolAccess;
+    /// assert!(ToolAccess::ReadOnly.is_offered_unlisted_in_planning_modes());
+    /// assert!(!ToolAccess::Writes.is_offered_unlisted_in_planning_modes());
+    /// ```
     pub fn is_offered_unlisted_in_planning_modes(self) -> bool {
         matches!(self, ToolAccess::ReadOnly | ToolAccess::Plans)
     }
@@ -128,6 +135,13 @@ pub struct ToolOutput {
 
 impl ToolOutput {
     /// A successful result with `content`.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::ToolOutput;
+    /// let output = ToolOutput::ok("3 files");
+    /// assert_eq!((output.content.as_str(), output.is_error), ("3 files", false));
+    /// ```
     pub fn ok(content: impl Into<String>) -> Self {
         Self {
             content: content.into(),
@@ -136,6 +150,13 @@ impl ToolOutput {
     }
 
     /// An error result with `content`.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::ToolOutput;
+    /// let output = ToolOutput::error("no such file: a.txt");
+    /// assert!(output.is_error);
+    /// ```
     pub fn error(content: impl Into<String>) -> Self {
         Self {
             content: content.into(),
@@ -184,6 +205,25 @@ pub struct ToolContext<'a> {
 impl<'a> ToolContext<'a> {
     /// A context outside any session (for testing a tool on its own): empty session, run and
     /// tool-call ids, a token nobody cancels, and no extensions.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::path::Path;
+    /// use agent_controller::{Tool, ToolContext, ToolRegistry};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let workspace = tempfile::tempdir()?;
+    /// std::fs::write(workspace.path().join("a.txt"), "hello")?;
+    /// let plans = workspace.path().join(".agent/plans");
+    /// let ctx = ToolContext::new(workspace.path(), &plans, "build");
+    /// let tools = ToolRegistry::with_workspace_tools();
+    /// let read = tools.get("read_file").unwrap();
+    /// let output = read.execute(&serde_json::json!({ "path": "a.txt" }), &ctx).await;
+    /// assert!(!output.is_error);
+    /// assert!(output.content.contains("hello"));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn new(workspace: &'a Path, plans_dir: &'a Path, mode_id: &'a str) -> Self {
         Self {
             workspace,
@@ -200,12 +240,41 @@ impl<'a> ToolContext<'a> {
     }
 
     /// The same context, with `paths` as the protected areas no workspace tool touches.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{ToolContext, ToolRegistry};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let workspace = tempfile::tempdir()?;
+    /// std::fs::write(workspace.path().join("secret.toml"), "key = 1")?;
+    /// let plans = workspace.path().join(".agent/plans");
+    /// let protected = [workspace.path().join("secret.toml")];
+    /// let ctx = ToolContext::new(workspace.path(), &plans, "build").with_protected_paths(&protected);
+    /// let read = ToolRegistry::with_workspace_tools().get("read_file").unwrap().clone();
+    /// let output = read.execute(&serde_json::json!({ "path": "secret.toml" }), &ctx).await;
+    /// assert!(output.is_error, "a protected file is not read");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn with_protected_paths(mut self, paths: &'a [PathBuf]) -> Self {
         self.protected_paths = paths;
         self
     }
 
     /// The same context, telling the tools which plan files are pending a decision.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::path::Path;
+    /// use agent_controller::ToolContext;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let pending = vec![".agent/plans/add-dark-mode.md".to_owned()];
+    /// let ctx = ToolContext::new(Path::new("."), Path::new(".agent/plans"), "plan").with_pending_plans(&pending);
+    /// assert_eq!(ctx.pending_plans.pending_plan_paths().await.unwrap(), pending);
+    /// # }
+    /// ```
     pub fn with_pending_plans(mut self, pending_plans: &'a dyn PendingPlans) -> Self {
         self.pending_plans = pending_plans;
         self
@@ -351,12 +420,29 @@ impl std::fmt::Debug for ToolRegistry {
 
 impl ToolRegistry {
     /// An empty registry.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::ToolRegistry;
+    /// let tools = ToolRegistry::new();
+    /// assert_eq!(tools.names().count(), 0);
+    /// assert!(tools.knows("submit_plan"), "the built-in plan tool is always known");
+    /// ```
     pub fn new() -> Self {
         Self::default()
     }
 
     /// A registry with the workspace tools the CLI uses: `read_file`, `list_files`, `write_file`
     /// (all confined to the workspace) and `write_plan` (confined to the plans directory).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::ToolRegistry;
+    /// let tools = ToolRegistry::with_workspace_tools();
+    /// let mut names: Vec<&str> = tools.names().collect();
+    /// names.sort();
+    /// assert_eq!(names, ["list_files", "read_file", "write_file", "write_plan"]);
+    /// ```
     pub fn with_workspace_tools() -> Self {
         let mut registry = Self::new();
         for tool in fs::workspace_tools() {
@@ -370,6 +456,28 @@ impl ToolRegistry {
     ///
     /// # Errors
     /// [`ToolError::Duplicate`] if the name is taken, [`ToolError::Reserved`] for `submit_plan`.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::json::{Value, json};
+    /// use agent_controller::{Tool, ToolContext, ToolOutput, ToolRegistry, tool::ToolError};
+    ///
+    /// struct Clock;
+    /// #[agent_controller::async_trait]
+    /// impl Tool for Clock {
+    ///     fn name(&self) -> &str { "clock" }
+    ///     fn description(&self) -> String { "The time".into() }
+    ///     fn input_schema(&self) -> Value { json!({ "type": "object" }) }
+    ///     async fn execute(&self, _: &Value, _: &ToolContext<'_>) -> ToolOutput { ToolOutput::ok("12:00") }
+    /// }
+    ///
+    /// let mut tools = ToolRegistry::with_workspace_tools();
+    /// tools.register(Arc::new(Clock))?;
+    /// assert!(tools.knows("clock"));
+    /// assert_eq!(tools.register(Arc::new(Clock)), Err(ToolError::Duplicate("clock".into())));
+    /// # Ok::<(), ToolError>(())
+    /// ```
     pub fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), ToolError> {
         let name = tool.name().to_owned();
         if name == SUBMIT_PLAN {
@@ -384,21 +492,51 @@ impl ToolRegistry {
     }
 
     /// The tool with this name, if registered.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{ToolRegistry, tool::ToolAccess};
+    /// let tools = ToolRegistry::with_workspace_tools();
+    /// assert_eq!(tools.get("read_file").map(|t| t.access()), Some(ToolAccess::ReadOnly));
+    /// assert!(tools.get("deploy").is_none());
+    /// ```
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
         self.by_name.get(name).map(|i| &self.tools[*i])
     }
 
     /// Whether a config may name this tool: a registered name or `submit_plan`.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::ToolRegistry;
+    /// let tools = ToolRegistry::with_workspace_tools();
+    /// assert!(tools.knows("write_file"));
+    /// assert!(!tools.knows("Write_File"), "names are exact");
+    /// ```
     pub fn knows(&self, name: &str) -> bool {
         name == SUBMIT_PLAN || self.by_name.contains_key(name)
     }
 
     /// Registered tool names in registration order (without `submit_plan`).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::ToolRegistry;
+    /// assert!(ToolRegistry::with_workspace_tools().names().any(|n| n == "list_files"));
+    /// ```
     pub fn names(&self) -> impl Iterator<Item = &str> + '_ {
         self.tools.iter().map(|t| t.name())
     }
 
     /// All registered tools in registration order.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{ToolRegistry, tool::ToolAccess};
+    /// let tools = ToolRegistry::with_workspace_tools();
+    /// let writers: Vec<&str> = tools.iter().filter(|t| t.access() == ToolAccess::Writes).map(|t| t.name()).collect();
+    /// assert_eq!(writers, ["write_file"]);
+    /// ```
     pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> + '_ {
         self.tools.iter()
     }

@@ -109,6 +109,14 @@ pub struct Decision {
 
 impl Decision {
     /// Approve.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{Decision, session::DecisionAction};
+    /// let decision = Decision::approve();
+    /// assert_eq!(decision.action, DecisionAction::Approved);
+    /// assert_eq!(serde_json::to_value(&decision).unwrap(), serde_json::json!({ "action": "approved" }));
+    /// ```
     pub fn approve() -> Self {
         Self {
             action: DecisionAction::Approved,
@@ -123,6 +131,13 @@ impl Decision {
 
     /// Approve with a note for the next mode (`"also update the docs page"`): the model
     /// receives it in the approval result, beside the approved plan.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::Decision;
+    /// let decision = Decision::approve_with("also update the docs page");
+    /// assert_eq!(decision.feedback.as_deref(), Some("also update the docs page"));
+    /// ```
     pub fn approve_with(feedback: impl Into<String>) -> Self {
         Self {
             feedback: Some(feedback.into()),
@@ -131,6 +146,14 @@ impl Decision {
     }
 
     /// Reject without feedback: the run ends and the model waits for the next message.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{Decision, session::DecisionAction};
+    /// let decision = Decision::reject();
+    /// assert_eq!(decision.action, DecisionAction::Rejected);
+    /// assert_eq!(decision.feedback, None);
+    /// ```
     pub fn reject() -> Self {
         Self {
             action: DecisionAction::Rejected,
@@ -144,6 +167,33 @@ impl Decision {
     }
 
     /// Reject with feedback: the model revises and submits again.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// let outcome = session.decide(&payload.decision_id, Decision::reject_with("Cover the settings page too.")).await?;
+    /// // The model revised in the same mode and submitted again.
+    /// let RunOutcome::Suspended { payload: revised, .. } = outcome else { unreachable!() };
+    /// assert_ne!(revised.decision_id, payload.decision_id);
+    /// assert_eq!(session.mode().id(), "plan");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn reject_with(feedback: impl Into<String>) -> Self {
         Self {
             feedback: Some(feedback.into()),
@@ -155,6 +205,33 @@ impl Decision {
     /// ([`crate::session::SessionError::Sha256Mismatch`]) and changes nothing unless the pending plan has exactly
     /// this hash, so an approval can never land on a plan nobody saw (a revision submitted
     /// after a racing rejection, for example).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// use agent_controller::SessionError;
+    /// let stale = Decision::approve().with_sha256("0".repeat(64));
+    /// let error = session.decide(&payload.decision_id, stale).await.unwrap_err();
+    /// assert!(matches!(error, SessionError::Sha256Mismatch { .. }));
+    /// assert_eq!(session.mode().id(), "plan", "refused: nothing changed");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn with_sha256(mut self, sha256: impl Into<String>) -> Self {
         self.sha256 = Some(sha256.into());
         self
@@ -253,6 +330,16 @@ impl Decision {
     /// # Errors
     /// [`crate::session::SessionError::MalformedDecision`] for anything but the shape above (for example
     /// `{"action": "approve"}`, or anything but a JSON object), naming the problem.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{Decision, SessionError};
+    /// let decision = Decision::from_json(&serde_json::json!({ "action": "rejected", "feedback": "smaller steps" }))?;
+    /// assert_eq!(decision, Decision::reject_with("smaller steps"));
+    /// let typo = Decision::from_json(&serde_json::json!({ "action": "approve" }));
+    /// assert!(matches!(typo, Err(SessionError::MalformedDecision(_))));
+    /// # Ok::<(), SessionError>(())
+    /// ```
     pub fn from_json(value: &Value) -> Result<Self, SessionError> {
         // serde's derive also reads a struct from an array of its fields in order
         // (`["approved"]`); a decision is an object with named fields and nothing else, as its
@@ -303,6 +390,29 @@ pub enum PendingDecision {
 
 impl PendingDecision {
     /// The suspended run.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// assert_eq!(session.pending()[0].run_id(), "run_1");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn run_id(&self) -> &str {
         match self {
             PendingDecision::Plan(p) => &p.run_id,
@@ -319,6 +429,34 @@ impl PendingDecision {
 
     /// The model's id of the call that waits (`submit_plan` or the tool call): a model may
     /// reuse it, so address the decision by [`PendingDecision::decision_id`].
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ReplayModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let model = ReplayModel::new([
+    /// #     ReplayModel::call("call_1", "write_file", serde_json::json!({ "path": "a.txt", "content": "hi" })),
+    /// #     ReplayModel::text("Wrote a.txt."),
+    /// # ]);
+    /// # let controller = AgentController::builder(graph, Arc::new(model))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// # let RunOutcome::ToolCallsSuspended { tool_calls, .. } = session.send_message("Write a.txt").await? else { unreachable!() };
+    /// assert_eq!(session.pending()[0].tool_call_id(), "call_1", "the model's id");
+    /// assert_ne!(session.pending()[0].decision_id(), "call_1", "the controller's id");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn tool_call_id(&self) -> &str {
         match self {
             PendingDecision::Plan(p) => &p.tool_call_id,
@@ -328,6 +466,32 @@ impl PendingDecision {
 
     /// The controller's id of this decision (`decision_N`), unique in the session and kept
     /// across restores: decide by it with [`crate::Session::decide`].
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// let id = session.pending()[0].decision_id().to_owned();
+    /// assert_eq!(id, payload.decision_id);
+    /// session.decide(&id, Decision::approve()).await?;
+    /// assert!(session.pending().is_empty());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn decision_id(&self) -> &str {
         match self {
             PendingDecision::Plan(p) => p.decision_id(),
@@ -336,6 +500,29 @@ impl PendingDecision {
     }
 
     /// The tool the model called: `submit_plan` for a plan.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// assert_eq!(session.pending()[0].tool_name(), "submit_plan");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn tool_name(&self) -> &str {
         match self {
             PendingDecision::Plan(_) => SUBMIT_PLAN,
@@ -345,6 +532,31 @@ impl PendingDecision {
 
     /// The SHA-256 a [`Decision::with_sha256`] pin must equal: the plan's `sha256`, or the
     /// tool call's `argsSha256`.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// let pending = &session.pending()[0];
+    /// assert_eq!(pending.sha256(), payload.submission.sha256);
+    /// assert_eq!(pending.sha256().len(), 64);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn sha256(&self) -> &str {
         match self {
             PendingDecision::Plan(p) => &p.payload.submission.sha256,
@@ -354,6 +566,29 @@ impl PendingDecision {
 
     /// When it expires, in milliseconds since the Unix epoch (its mode's `approvalTimeout`),
     /// or `None` when it waits for ever.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// assert_eq!(session.pending()[0].deadline_at_ms(), None, "the mode has no approvalTimeout");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn deadline_at_ms(&self) -> Option<u64> {
         match self {
             PendingDecision::Plan(p) => p.payload.deadline_at_ms,
@@ -363,6 +598,29 @@ impl PendingDecision {
 
     /// The audit record of a decision taken on it already while other calls of the same reply
     /// still wait (only tool calls are decided that way); `None` while it waits.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// assert!(session.pending()[0].decision().is_none(), "nothing decided yet");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn decision(&self) -> Option<&DecidedRecord> {
         match self {
             PendingDecision::Plan(_) => None,
@@ -371,11 +629,63 @@ impl PendingDecision {
     }
 
     /// Whether it still waits for a decision (not decided while others wait).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ReplayModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let model = ReplayModel::new([
+    /// #     ReplayModel::call("call_1", "write_file", serde_json::json!({ "path": "a.txt", "content": "hi" })),
+    /// #     ReplayModel::text("Wrote a.txt."),
+    /// # ]);
+    /// # let controller = AgentController::builder(graph, Arc::new(model))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// # let RunOutcome::ToolCallsSuspended { tool_calls, .. } = session.send_message("Write a.txt").await? else { unreachable!() };
+    /// assert!(session.pending()[0].is_waiting());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn is_waiting(&self) -> bool {
         self.decision().is_none()
     }
 
     /// The plan, when this is one.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// let plan = session.pending()[0].as_plan().expect("a plan");
+    /// assert_eq!(plan.decision_id(), payload.decision_id);
+    /// assert!(session.pending()[0].as_tool_call().is_none());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn as_plan(&self) -> Option<&PendingPlan> {
         match self {
             PendingDecision::Plan(p) => Some(p),
@@ -384,6 +694,35 @@ impl PendingDecision {
     }
 
     /// The tool call, when this is one.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ReplayModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let model = ReplayModel::new([
+    /// #     ReplayModel::call("call_1", "write_file", serde_json::json!({ "path": "a.txt", "content": "hi" })),
+    /// #     ReplayModel::text("Wrote a.txt."),
+    /// # ]);
+    /// # let controller = AgentController::builder(graph, Arc::new(model))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// # let RunOutcome::ToolCallsSuspended { tool_calls, .. } = session.send_message("Write a.txt").await? else { unreachable!() };
+    /// let call = session.pending()[0].as_tool_call().expect("a tool call");
+    /// assert_eq!(call.args()["path"], "a.txt");
+    /// assert!(session.pending()[0].as_plan().is_none());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn as_tool_call(&self) -> Option<&PendingToolCall> {
         match self {
             PendingDecision::ToolCall(c) => Some(c),
@@ -397,6 +736,31 @@ impl PendingDecision {
     /// # Errors
     /// [`SessionError::Sha256Mismatch`] for a plan, [`SessionError::ArgsSha256Mismatch`] for a
     /// tool call.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// let pending = &session.pending()[0];
+    /// assert!(pending.check_sha256(&payload.submission.sha256.to_uppercase()).is_ok());
+    /// assert!(pending.check_sha256(&"0".repeat(64)).is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn check_sha256(&self, given: &str) -> Result<(), SessionError> {
         check_pin(self, given)
     }
@@ -416,6 +780,32 @@ impl PendingDecision {
     /// [`SessionError::MalformedDecision`], [`SessionError::Sha256Mismatch`],
     /// [`SessionError::ArgsSha256Mismatch`], [`SessionError::TargetNotAllowed`],
     /// [`SessionError::EditedPlan`], [`SessionError::ConfigChanged`].
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// let pending = &session.pending()[0];
+    /// assert!(pending.check(&Decision::approve()).is_ok());
+    /// assert!(pending.check(&Decision::approve().to("review")).is_err(), "not a target of the plan");
+    /// assert!(pending.check(&Decision::reject().with_plan("# edited")).is_err(), "an edit with a rejection");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn check(&self, decision: &Decision) -> Result<(), SessionError> {
         check(self, decision).map(drop)
     }
@@ -436,6 +826,29 @@ pub struct PendingPlan {
 
 impl PendingPlan {
     /// The suspended run.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// assert_eq!(session.pending_plan().unwrap().run_id(), "run_1");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn run_id(&self) -> &str {
         &self.run_id
     }
@@ -443,23 +856,120 @@ impl PendingPlan {
     /// The `submit_plan` call awaiting the decision: the model's id, which a model may reuse
     /// (many servers number calls per response); address the decision by
     /// [`PendingPlan::decision_id`] instead.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// let plan = session.pending_plan().unwrap();
+    /// assert_eq!(plan.tool_call_id(), session.pending()[0].tool_call_id());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn tool_call_id(&self) -> &str {
         &self.tool_call_id
     }
 
     /// The id the controller gave this decision (`decision_N`), unique in the session and kept
     /// across restores: decide by it with [`crate::Session::decide`].
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// let id = session.pending_plan().unwrap().decision_id().to_owned();
+    /// session.decide(&id, Decision::reject()).await?;
+    /// assert_eq!(session.mode().id(), "plan");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn decision_id(&self) -> &str {
         &self.payload.decision_id
     }
 
     /// The mode a plain approval hands over to, fixed at submit time.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// let plan = session.pending_plan().unwrap();
+    /// assert_eq!(controller.modes().mode(plan.target()).id(), "build");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn target(&self) -> ModeId {
         self.target
     }
 
     /// Every mode an approval may hand over to ([`Decision::to`]), fixed at submit time:
     /// [`PendingPlan::target`] first, as the payload's `targetModeIds` lists them.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// let plan = session.pending_plan().unwrap();
+    /// assert_eq!(plan.targets(), [plan.target()]);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn targets(&self) -> &[ModeId] {
         &self.targets
     }
@@ -479,12 +989,59 @@ impl PendingPlan {
     }
 
     /// The captured plan and the target mode id.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// let plan = session.pending_plan().unwrap();
+    /// assert_eq!(plan.payload(), &payload);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn payload(&self) -> &SuspendPayload {
         &self.payload
     }
 
     /// Why this plan can no longer be approved (the config changed since it was submitted so
     /// that its hand-over target is gone or different), or `None`. It can still be rejected.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// assert_eq!(session.pending_plan().unwrap().stale_reason(), None, "the config did not change");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn stale_reason(&self) -> Option<&str> {
         self.stale.as_deref()
     }
@@ -507,34 +1064,202 @@ pub struct PendingToolCall {
 
 impl PendingToolCall {
     /// The suspended run.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ReplayModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let model = ReplayModel::new([
+    /// #     ReplayModel::call("call_1", "write_file", serde_json::json!({ "path": "a.txt", "content": "hi" })),
+    /// #     ReplayModel::text("Wrote a.txt."),
+    /// # ]);
+    /// # let controller = AgentController::builder(graph, Arc::new(model))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// # let RunOutcome::ToolCallsSuspended { tool_calls, .. } = session.send_message("Write a.txt").await? else { unreachable!() };
+    /// assert_eq!(tool_calls[0].run_id(), "run_1");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn run_id(&self) -> &str {
         &self.run_id
     }
 
     /// The model's id of the call (a model may reuse it: decide by
     /// [`PendingToolCall::decision_id`]).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ReplayModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let model = ReplayModel::new([
+    /// #     ReplayModel::call("call_1", "write_file", serde_json::json!({ "path": "a.txt", "content": "hi" })),
+    /// #     ReplayModel::text("Wrote a.txt."),
+    /// # ]);
+    /// # let controller = AgentController::builder(graph, Arc::new(model))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// # let RunOutcome::ToolCallsSuspended { tool_calls, .. } = session.send_message("Write a.txt").await? else { unreachable!() };
+    /// assert_eq!(tool_calls[0].tool_call_id(), "call_1");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn tool_call_id(&self) -> &str {
         &self.tool_call_id
     }
 
     /// The controller's id of this decision (`decision_N`): decide with
     /// [`crate::Session::decide`].
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ReplayModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let model = ReplayModel::new([
+    /// #     ReplayModel::call("call_1", "write_file", serde_json::json!({ "path": "a.txt", "content": "hi" })),
+    /// #     ReplayModel::text("Wrote a.txt."),
+    /// # ]);
+    /// # let controller = AgentController::builder(graph, Arc::new(model))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// # let RunOutcome::ToolCallsSuspended { tool_calls, .. } = session.send_message("Write a.txt").await? else { unreachable!() };
+    /// let outcome = session.decide(tool_calls[0].decision_id(), Decision::approve()).await?;
+    /// assert!(matches!(outcome, RunOutcome::Completed { .. }));
+    /// assert_eq!(std::fs::read_to_string(workspace.path().join("a.txt"))?, "hi");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn decision_id(&self) -> &str {
         &self.payload.decision_id
     }
 
     /// The tool the model called.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ReplayModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let model = ReplayModel::new([
+    /// #     ReplayModel::call("call_1", "write_file", serde_json::json!({ "path": "a.txt", "content": "hi" })),
+    /// #     ReplayModel::text("Wrote a.txt."),
+    /// # ]);
+    /// # let controller = AgentController::builder(graph, Arc::new(model))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// # let RunOutcome::ToolCallsSuspended { tool_calls, .. } = session.send_message("Write a.txt").await? else { unreachable!() };
+    /// assert_eq!(tool_calls[0].tool_name(), "write_file");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn tool_name(&self) -> &str {
         &self.payload.tool_name
     }
 
     /// The call's arguments (a JSON object).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ReplayModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let model = ReplayModel::new([
+    /// #     ReplayModel::call("call_1", "write_file", serde_json::json!({ "path": "a.txt", "content": "hi" })),
+    /// #     ReplayModel::text("Wrote a.txt."),
+    /// # ]);
+    /// # let controller = AgentController::builder(graph, Arc::new(model))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// # let RunOutcome::ToolCallsSuspended { tool_calls, .. } = session.send_message("Write a.txt").await? else { unreachable!() };
+    /// let call = session.pending()[0].as_tool_call().unwrap();
+    /// assert_eq!(call.args(), &serde_json::json!({ "path": "a.txt", "content": "hi" }));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn args(&self) -> &Value {
         &self.payload.args
     }
 
     /// The SHA-256 of the arguments in RFC 8785 canonical JSON ([`crate::jcs::sha256`]), which a
     /// [`Decision::with_sha256`] pin must equal.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ReplayModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let model = ReplayModel::new([
+    /// #     ReplayModel::call("call_1", "write_file", serde_json::json!({ "path": "a.txt", "content": "hi" })),
+    /// #     ReplayModel::text("Wrote a.txt."),
+    /// # ]);
+    /// # let controller = AgentController::builder(graph, Arc::new(model))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// # let RunOutcome::ToolCallsSuspended { tool_calls, .. } = session.send_message("Write a.txt").await? else { unreachable!() };
+    /// let call = &tool_calls[0];
+    /// assert_eq!(call.args_sha256(), agent_controller::jcs::sha256(call.args()));
+    /// // Pin the approval to the arguments that were shown.
+    /// session.decide(call.decision_id(), Decision::approve().with_sha256(call.args_sha256())).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn args_sha256(&self) -> &str {
         &self.payload.args_sha256
     }
@@ -547,11 +1272,65 @@ impl PendingToolCall {
     /// The audit record of the decision taken on it while other calls of the reply still wait
     /// (outcome, `decidedAt`, `decidedBy`, `alwaysAllow`; the run carries on once every one is
     /// decided); `None` while it waits.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ReplayModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let model = ReplayModel::new([
+    /// #     ReplayModel::call("call_1", "write_file", serde_json::json!({ "path": "a.txt", "content": "hi" })),
+    /// #     ReplayModel::text("Wrote a.txt."),
+    /// # ]);
+    /// # let controller = AgentController::builder(graph, Arc::new(model))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// # let RunOutcome::ToolCallsSuspended { tool_calls, .. } = session.send_message("Write a.txt").await? else { unreachable!() };
+    /// assert!(tool_calls[0].decision().is_none(), "nothing decided yet");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn decision(&self) -> Option<&DecidedRecord> {
         self.decided.as_ref()
     }
 
     /// The feedback of that decision, if it gave one.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ReplayModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let model = ReplayModel::new([
+    /// #     ReplayModel::call("call_1", "write_file", serde_json::json!({ "path": "a.txt", "content": "hi" })),
+    /// #     ReplayModel::text("Wrote a.txt."),
+    /// # ]);
+    /// # let controller = AgentController::builder(graph, Arc::new(model))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// # let RunOutcome::ToolCallsSuspended { tool_calls, .. } = session.send_message("Write a.txt").await? else { unreachable!() };
+    /// assert_eq!(tool_calls[0].feedback(), None, "not decided yet");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn feedback(&self) -> Option<&str> {
         self.feedback.as_deref()
     }

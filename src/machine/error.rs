@@ -11,6 +11,32 @@ use crate::store::StoreError;
 /// Errors from session operations. Each leaves the session exactly as it was: a suspended run
 /// stays suspended and can still be decided. (A plan past its deadline expires as the operation
 /// starts, before any error: see [`crate::deadline`].)
+///
+/// `#[non_exhaustive]`: match the variants a host handles on its own, or the
+/// [`kind`](SessionError::kind), and keep a last arm for the rest.
+///
+/// # Examples
+/// A host that answers each error the way its user can act on it:
+/// ```
+/// use agent_controller::{SessionError, session::SessionErrorKind};
+///
+/// fn advice(error: &SessionError) -> String {
+///     match error {
+///         SessionError::Sha256Mismatch { .. } => "the plan changed since you saw it: review it again".into(),
+///         error => match error.kind() {
+///             SessionErrorKind::NotFound => format!("nothing to decide: {error}"),
+///             SessionErrorKind::Conflict => "someone else decided first: reload".into(),
+///             SessionErrorKind::Store => "the session store failed: try again".into(),
+///             _ => error.to_string(),
+///         },
+///     }
+/// }
+///
+/// assert_eq!(advice(&SessionError::UnknownDecision("decision_9".into())), "nothing to decide: unknown decision `decision_9`");
+/// assert_eq!(advice(&SessionError::NoStore), "the session store failed: try again");
+/// let malformed = SessionError::MalformedDecision("unknown variant `approve`".into());
+/// assert_eq!(advice(&malformed), malformed.to_string());
+/// ```
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SessionError {

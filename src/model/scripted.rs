@@ -27,11 +27,49 @@ pub struct ScriptedModel {
 
 impl ScriptedModel {
     /// A model that writes its own plans (with `write_plan`).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// assert_eq!(payload.submission.title, "Add dark mode", "the scripted model planned for the prompt");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn new() -> Self {
         Self::default()
     }
 
     /// A model that submits the plan file at `path` (relative to the workspace) as is.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{LanguageModel, ModelRequest, model::Message, model::scripted::ScriptedModel};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), agent_controller::ModelError> {
+    /// let model = ScriptedModel::with_plan_path("docs/plan.md");
+    /// let messages = [Message::User { content: "go".into() }];
+    /// # let tools = [agent_controller::tool::ToolSpec { name: "submit_plan".into(), description: String::new(), input_schema: serde_json::json!({}), access: agent_controller::tool::ToolAccess::Plans }];
+    /// let reply = model.generate(ModelRequest::new(&messages).with_tools(&tools)).await?;
+    /// assert_eq!(reply.tool_calls[0].name, "submit_plan");
+    /// assert_eq!(reply.tool_calls[0].args["path"], "docs/plan.md");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn with_plan_path(path: impl Into<String>) -> Self {
         Self {
             plan_path: Some(path.into()),
@@ -39,6 +77,15 @@ impl ScriptedModel {
     }
 
     /// The plan the model writes for `prompt`, with the feedback it was given so far.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::model::scripted::ScriptedModel;
+    /// let plan = ScriptedModel::plan_for("Add dark mode", &[]);
+    /// assert!(plan.starts_with("# Add dark mode"));
+    /// let revised = ScriptedModel::plan_for("Add dark mode", &["cover settings"]);
+    /// assert!(revised.contains("cover settings"));
+    /// ```
     pub fn plan_for(prompt: &str, feedback: &[&str]) -> String {
         let title = prompt.lines().next().unwrap_or("").trim();
         let title = if title.is_empty() { "Plan" } else { title };
@@ -55,6 +102,12 @@ impl ScriptedModel {
     }
 
     /// The file name the model uses for `prompt`'s plan: a lower-case slug plus `.md`.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::model::scripted::ScriptedModel;
+    /// assert_eq!(ScriptedModel::plan_file_name("Add dark mode"), "add-dark-mode.md");
+    /// ```
     pub fn plan_file_name(prompt: &str) -> String {
         let mut slug = String::new();
         for c in prompt.chars().flat_map(char::to_lowercase) {
@@ -226,6 +279,18 @@ pub struct ReplayModel {
 
 impl ReplayModel {
     /// A model that returns `replies` one per call.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{LanguageModel, ModelRequest, model::scripted::ReplayModel};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let model = ReplayModel::new([ReplayModel::text("one"), ReplayModel::text("two")]);
+    /// assert_eq!(model.generate(ModelRequest::new(&[])).await.unwrap().text, "one");
+    /// assert_eq!(model.generate(ModelRequest::new(&[])).await.unwrap().text, "two");
+    /// assert!(model.generate(ModelRequest::new(&[])).await.is_err(), "out of replies");
+    /// # }
+    /// ```
     pub fn new(replies: impl IntoIterator<Item = ModelResponse>) -> Self {
         Self {
             replies: Mutex::new(replies.into_iter().map(Ok).collect()),
@@ -234,6 +299,19 @@ impl ReplayModel {
     }
 
     /// Appends a reply (or an error) to the queue.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{LanguageModel, ModelError, ModelRequest, model::scripted::ReplayModel};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let model = ReplayModel::new([]);
+    /// model.push(Err(ModelError::new("rate limited")));
+    /// model.push(Ok(ReplayModel::text("fine now")));
+    /// assert!(model.generate(ModelRequest::new(&[])).await.is_err());
+    /// assert_eq!(model.generate(ModelRequest::new(&[])).await.unwrap().text, "fine now");
+    /// # }
+    /// ```
     pub fn push(&self, reply: Result<ModelResponse, ModelError>) {
         self.replies
             .lock()
@@ -242,6 +320,34 @@ impl ReplayModel {
     }
 
     /// Every request seen so far, oldest first.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// use agent_controller::model::scripted::ReplayModel;
+    /// let model = Arc::new(ReplayModel::new([ReplayModel::text("hi")]));
+    /// let mut session = controller.start_session(SessionOptions::new().mode("plan").model(model.clone())).await?;
+    /// session.send_message("hello").await?;
+    /// let requests = model.requests();
+    /// assert_eq!(requests.len(), 1);
+    /// assert_eq!(requests[0].mode_id, "plan");
+    /// assert!(requests[0].tool_names.iter().any(|t| t == "submit_plan"));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.seen
             .lock()
@@ -250,6 +356,14 @@ impl ReplayModel {
     }
 
     /// A reply with one tool call.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::model::scripted::ReplayModel;
+    /// let reply = ReplayModel::call("call_1", "read_file", serde_json::json!({ "path": "a.txt" }));
+    /// assert_eq!(reply.tool_calls[0].name, "read_file");
+    /// assert!(reply.text.is_empty());
+    /// ```
     pub fn call(id: &str, name: &str, args: serde_json::Value) -> ModelResponse {
         ModelResponse {
             text: String::new(),
@@ -263,6 +377,14 @@ impl ReplayModel {
     }
 
     /// A text-only reply (the model is done).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::model::scripted::ReplayModel;
+    /// let reply = ReplayModel::text("done");
+    /// assert_eq!(reply.text, "done");
+    /// assert!(reply.tool_calls.is_empty());
+    /// ```
     pub fn text(text: &str) -> ModelResponse {
         ModelResponse {
             text: text.to_owned(),

@@ -170,6 +170,37 @@ impl FileStore {
     ///
     /// # Errors
     /// [`StoreError::Backend`] when the directory cannot be created or read.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// use agent_controller::{FileStore, SessionStore};
+    /// let store = Arc::new(FileStore::open(workspace.path().join(".sessions"))?);
+    /// let controller = AgentController::builder(controller.modes().clone(), Arc::new(ScriptedModel::new()))
+    ///     .tools(ToolRegistry::with_workspace_tools())
+    ///     .workspace(workspace.path())
+    ///     .store(store.clone())
+    ///     .build()?;
+    /// let session = controller.start_session(SessionOptions::new().id("s1")).await?;
+    /// assert!(store.load("s1").await?.is_some());
+    /// assert!(store.protected_paths().iter().any(|p| p.ends_with(".sessions")));
+    /// # drop(session);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn open(dir: impl Into<PathBuf>) -> Result<Self, StoreError> {
         let dir = dir.into();
         std::fs::create_dir_all(&dir)
@@ -185,11 +216,29 @@ impl FileStore {
     }
 
     /// The directory.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::FileStore;
+    /// let dir = tempfile::tempdir()?;
+    /// let store = FileStore::open(dir.path().join("sessions"))?;
+    /// assert_eq!(store.dir(), dir.path().join("sessions"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
     /// How many fsyncs this store has issued (files and directory), for benchmarks.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::FileStore;
+    /// let dir = tempfile::tempdir()?;
+    /// let store = FileStore::open(dir.path())?;
+    /// assert_eq!(store.fsyncs(), 0, "nothing saved yet");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn fsyncs(&self) -> u64 {
         self.fsyncs.load(Ordering::Relaxed)
     }

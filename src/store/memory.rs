@@ -17,16 +17,59 @@ pub struct MemoryStore {
 
 impl MemoryStore {
     /// An empty store.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// use agent_controller::{MemoryStore, SessionStore};
+    /// let store = Arc::new(MemoryStore::new());
+    /// let controller = AgentController::builder(controller.modes().clone(), Arc::new(ScriptedModel::new()))
+    ///     .tools(ToolRegistry::with_workspace_tools())
+    ///     .workspace(workspace.path())
+    ///     .store(store.clone())
+    ///     .build()?;
+    /// let mut session = controller.start_session(SessionOptions::new().id("s1")).await?;
+    /// session.send_message("hello").await?;
+    /// let record = store.load("s1").await?.expect("saved");
+    /// assert_eq!(record.version, session.version());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn new() -> Self {
         Self::default()
     }
 
     /// How many sessions are stored.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::MemoryStore;
+    /// assert_eq!(MemoryStore::new().len(), 0);
+    /// ```
     pub fn len(&self) -> usize {
         self.lock().len()
     }
 
     /// Whether no session is stored.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::MemoryStore;
+    /// assert!(MemoryStore::new().is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.lock().is_empty()
     }

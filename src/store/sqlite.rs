@@ -37,6 +37,20 @@ impl SqliteStore {
     ///
     /// # Errors
     /// [`StoreError::Backend`] when the file cannot be opened or the schema created.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::SessionStore;
+    /// use agent_controller::store::sqlite::SqliteStore;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// let store = SqliteStore::open(dir.path().join("sessions.db"))?;
+    /// assert!(store.load("s1").await?.is_none());
+    /// assert!(dir.path().join("sessions.db").exists());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
         Self::with_connection(Connection::open(path).map_err(db)?)
     }

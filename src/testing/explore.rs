@@ -127,6 +127,23 @@ pub struct Exploration {
 
 impl Exploration {
     /// Whether every transition matched the reference.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::{ToolRegistry, config};
+    /// use agent_controller::testing::{ConfigFacts, Harness, explore};
+    /// let text = std::fs::read_to_string("config/modes.toml")?;
+    /// let graph = config::parse(&text, "config/modes.toml")?;
+    /// let facts = Arc::new(ConfigFacts::from_toml(&text)?);
+    /// let mut harness = Harness::new(graph, facts, |setup| {
+    ///     setup.builder().tools(ToolRegistry::with_workspace_tools()).build()
+    /// })?;
+    /// let exploration = explore(&mut harness);
+    /// assert!(exploration.is_ok());
+    /// assert!(exploration.counterexample.is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn is_ok(&self) -> bool {
         self.counterexample.is_none()
     }
@@ -179,6 +196,16 @@ impl fmt::Display for Counterexample {
 /// The operations the walk tries from every state (those that apply there): one of each kind
 /// the reference model knows, every tool of [`ConfigFacts::tool_names`], a switch to every mode
 /// and to an unknown id, and [`Op::Restart`] when `restarts`.
+///
+/// # Examples
+/// ```
+/// use agent_controller::testing::{ConfigFacts, Op, operations};
+/// let facts = ConfigFacts::from_toml(&std::fs::read_to_string("config/modes.toml")?)?;
+/// let ops = operations(&facts, false);
+/// assert!(!ops.contains(&Op::Restart), "no store: no restarts");
+/// assert!(operations(&facts, true).contains(&Op::Restart));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
     let mut ops = vec![
         Op::message(),
@@ -320,6 +347,24 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
 /// restarts are among the operations.
 ///
 /// Stops at the first divergence, which has a shortest path to it.
+///
+/// # Examples
+/// ```
+/// use std::sync::Arc;
+/// use agent_controller::{ToolRegistry, config};
+/// use agent_controller::testing::{ConfigFacts, Harness, explore};
+/// let text = std::fs::read_to_string("config/modes.toml")?;
+/// let graph = config::parse(&text, "config/modes.toml")?;
+/// let facts = Arc::new(ConfigFacts::from_toml(&text)?);
+/// let mut harness = Harness::new(graph, facts, |setup| {
+///     setup.builder().tools(ToolRegistry::with_workspace_tools()).build()
+/// })?;
+/// let exploration = explore(&mut harness);
+/// assert!(exploration.is_ok(), "{exploration}");
+/// assert!(exploration.complete);
+/// assert!(exploration.states > 1 && exploration.transitions > exploration.states);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn explore(harness: &mut Harness) -> Exploration {
     explore_up_to(harness, None)
 }
@@ -327,6 +372,24 @@ pub fn explore(harness: &mut Harness) -> Exploration {
 /// [`explore`], bounded: with `Some(max_states)` the walk expands at most that many states
 /// (in order of distance from the start, so the nearest ones) and reports
 /// [`Exploration::complete`] `false` when more were reachable.
+///
+/// # Examples
+/// ```
+/// use std::sync::Arc;
+/// use agent_controller::{ToolRegistry, config};
+/// use agent_controller::testing::{ConfigFacts, Harness, explore};
+/// let text = std::fs::read_to_string("config/modes.toml")?;
+/// let graph = config::parse(&text, "config/modes.toml")?;
+/// let facts = Arc::new(ConfigFacts::from_toml(&text)?);
+/// let mut harness = Harness::new(graph, facts, |setup| {
+///     setup.builder().tools(ToolRegistry::with_workspace_tools()).build()
+/// })?;
+/// use agent_controller::testing::explore_up_to;
+/// let exploration = explore_up_to(&mut harness, Some(2));
+/// assert!(!exploration.complete, "more states were reachable");
+/// assert!(exploration.is_ok());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn explore_up_to(harness: &mut Harness, max_states: Option<usize>) -> Exploration {
     let facts = harness.facts().clone();
     let restarts = harness.controller().store().is_some();

@@ -29,17 +29,36 @@ use crate::tool::SUBMIT_PLAN;
 pub const PLAN_COUNT: u8 = 4;
 
 /// The text of valid plan file `k`; the files differ, so their SHA-256 differ.
+///
+/// # Examples
+/// ```
+/// use agent_controller::testing::plan_text;
+/// assert!(plan_text(0).starts_with("# Plan 0"));
+/// assert_ne!(plan_text(0), plan_text(1));
+/// ```
 pub fn plan_text(k: u8) -> String {
     format!("# Plan {k}\n\n1. Do step {k}.\n2. Test it.\n")
 }
 
 /// Lower-case hex SHA-256 of valid plan file `k`, computed here rather than by the tool.
+///
+/// # Examples
+/// ```
+/// use agent_controller::testing::{plan_sha256, plan_text};
+/// assert_eq!(plan_sha256(1), agent_controller::tool::submit_plan::sha256_hex(plan_text(1).as_bytes()));
+/// ```
 pub fn plan_sha256(k: u8) -> String {
     hex(&Sha256::digest(plan_text(k).as_bytes()))
 }
 
 /// The text of the user's edit of valid plan file `k`, approved instead of it
 /// ([`Decision::with_plan`]); it differs from every plan file.
+///
+/// # Examples
+/// ```
+/// use agent_controller::testing::{edited_plan_text, plan_text};
+/// assert_ne!(edited_plan_text(0), plan_text(0));
+/// ```
 pub fn edited_plan_text(k: u8) -> String {
     format!("# Plan {k}, edited\n\n1. Do step {k} with care.\n2. Test it twice.\n")
 }
@@ -251,6 +270,19 @@ impl Subject {
 
 impl Op {
     /// A user message the model answers with text.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::testing::{ConfigFacts, Op, ReferenceSession};
+    /// let facts = Arc::new(ConfigFacts::from_toml("[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\ndefault = true\n")?);
+    /// let plan = facts.index_of("plan").unwrap();
+    /// let build = facts.index_of("build").unwrap();
+    /// let mut session = ReferenceSession::new(facts.clone(), Some(plan));
+    /// session.apply(&Op::message());
+    /// assert_eq!(session.mode(), plan, "a message changes no mode");
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn message() -> Self {
         Op::Message {
             calls: Vec::new(),
@@ -267,6 +299,19 @@ impl Op {
     }
 
     /// A user message on which the model submits valid plan file `k` (`0..PLAN_COUNT`).
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::testing::{ConfigFacts, Op, ReferenceSession};
+    /// let facts = Arc::new(ConfigFacts::from_toml("[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\ndefault = true\n")?);
+    /// let plan = facts.index_of("plan").unwrap();
+    /// let build = facts.index_of("build").unwrap();
+    /// let mut session = ReferenceSession::new(facts.clone(), Some(plan));
+    /// session.apply(&Op::submit(0));
+    /// assert!(session.pending().is_some());
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn submit(k: u8) -> Self {
         Self::submit_file(PlanFile::Valid(k))
     }
@@ -288,16 +333,60 @@ impl Op {
     }
 
     /// Approve the pending plan (no `sha256`, as [`crate::Decision::approve`]).
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::testing::{ConfigFacts, Op, ReferenceSession};
+    /// let facts = Arc::new(ConfigFacts::from_toml("[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\ndefault = true\n")?);
+    /// let plan = facts.index_of("plan").unwrap();
+    /// let build = facts.index_of("build").unwrap();
+    /// let mut session = ReferenceSession::new(facts.clone(), Some(plan));
+    /// assert!(!session.can_apply(&Op::approve()), "nothing pending yet");
+    /// session.apply(&Op::submit(0));
+    /// session.apply(&Op::approve());
+    /// assert_eq!(session.mode(), build);
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn approve() -> Self {
         Self::decide(Subject::plan(), DecisionAction::Approved, Feedback::Omitted)
     }
 
     /// Reject the pending plan without feedback: the run ends.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::testing::{ConfigFacts, Op, ReferenceSession};
+    /// let facts = Arc::new(ConfigFacts::from_toml("[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\ndefault = true\n")?);
+    /// let plan = facts.index_of("plan").unwrap();
+    /// let build = facts.index_of("build").unwrap();
+    /// let mut session = ReferenceSession::new(facts.clone(), Some(plan));
+    /// session.apply(&Op::submit(0));
+    /// session.apply(&Op::reject());
+    /// assert!(session.pending().is_none());
+    /// assert_eq!(session.mode(), plan, "the mode stays");
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn reject() -> Self {
         Self::decide(Subject::plan(), DecisionAction::Rejected, Feedback::Omitted)
     }
 
     /// Reject the pending plan with `feedback`: the model answers in the same mode.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::testing::{ConfigFacts, Op, ReferenceSession};
+    /// let facts = Arc::new(ConfigFacts::from_toml("[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\ndefault = true\n")?);
+    /// let plan = facts.index_of("plan").unwrap();
+    /// let build = facts.index_of("build").unwrap();
+    /// let mut session = ReferenceSession::new(facts.clone(), Some(plan));
+    /// session.apply(&Op::submit(0));
+    /// session.apply(&Op::reject_with("smaller steps"));
+    /// assert_eq!(session.mode(), plan);
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn reject_with(feedback: impl Into<String>) -> Self {
         let feedback = Feedback::Text(feedback.into());
         Self::decide(Subject::plan(), DecisionAction::Rejected, feedback)
@@ -386,6 +475,21 @@ impl Op {
     }
 
     /// Switch by hand to the mode with `id`.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::testing::{ConfigFacts, Op, ReferenceSession};
+    /// let facts = Arc::new(ConfigFacts::from_toml("[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\ndefault = true\n")?);
+    /// let plan = facts.index_of("plan").unwrap();
+    /// let build = facts.index_of("build").unwrap();
+    /// let mut session = ReferenceSession::new(facts.clone(), Some(plan));
+    /// session.apply(&Op::switch("build"));
+    /// assert_eq!(session.mode(), build);
+    /// session.apply(&Op::switch("no-such-mode"));
+    /// assert_eq!(session.mode(), build, "refused: nothing changes");
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn switch(id: impl Into<String>) -> Self {
         Op::Switch(id.into())
     }
@@ -767,6 +871,20 @@ impl fmt::Debug for ReferenceSession {
 
 impl ReferenceSession {
     /// A new session in mode `start`, or in the default mode for `None` (rule 1).
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::testing::{ConfigFacts, Op, ReferenceSession};
+    /// let facts = Arc::new(ConfigFacts::from_toml("[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\ndefault = true\n")?);
+    /// let plan = facts.index_of("plan").unwrap();
+    /// let build = facts.index_of("build").unwrap();
+    /// let mut session = ReferenceSession::new(facts.clone(), Some(plan));
+    /// let default = ReferenceSession::new(facts.clone(), None);
+    /// assert_eq!(default.mode(), build, "the default mode");
+    /// assert_eq!(session.mode(), plan);
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn new(facts: Arc<ConfigFacts>, start: Option<usize>) -> Self {
         let start = start.filter(|m| *m < facts.len());
         let mode = start.unwrap_or_else(|| facts.default_mode());
@@ -808,11 +926,37 @@ impl ReferenceSession {
     }
 
     /// The current mode's index.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::testing::{ConfigFacts, Op, ReferenceSession};
+    /// let facts = Arc::new(ConfigFacts::from_toml("[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\ndefault = true\n")?);
+    /// let plan = facts.index_of("plan").unwrap();
+    /// let build = facts.index_of("build").unwrap();
+    /// let mut session = ReferenceSession::new(facts.clone(), Some(plan));
+    /// assert_eq!(facts.id(session.mode()), "plan");
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn mode(&self) -> usize {
         self.mode
     }
 
     /// The plan waiting for a decision, if any.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::testing::{ConfigFacts, Op, ReferenceSession};
+    /// let facts = Arc::new(ConfigFacts::from_toml("[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\ndefault = true\n")?);
+    /// let plan = facts.index_of("plan").unwrap();
+    /// let build = facts.index_of("build").unwrap();
+    /// let mut session = ReferenceSession::new(facts.clone(), Some(plan));
+    /// assert!(session.pending().is_none());
+    /// session.apply(&Op::submit(2));
+    /// assert!(session.pending().is_some());
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
     pub fn pending(&self) -> Option<&PendingPlan> {
         self.pending.as_ref()
     }
