@@ -126,6 +126,12 @@ named_enum! {
         /// A rule can never decide a call: another rule matches every call it matches and wins
         /// (a stronger action, or the same action listed first).
         ShadowedRule = "shadowed_rule",
+        /// A warning, not an error ([`warnings_with_tools`]): a path rule on an MCP server's
+        /// `SERVER__*` wildcard reads an argument that some of the server's tools do not
+        /// declare (their paths go by another name, `paths` or `source`). A `deny` or `ask`
+        /// rule then matches every call of such a tool (its path is in doubt); an `allow` rule
+        /// never does ([`crate::rules`]).
+        WildcardRuleWithoutArg = "wildcard_rule_without_arg",
         /// A warning, not an error ([`workspace_warnings`]): the plans folder holds files that
         /// are not plans (source, for example), which the plan tools could then change.
         PlansDirNotDedicated = "plans_dir_not_dedicated",

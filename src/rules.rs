@@ -26,7 +26,11 @@
 //! - **A string rule** (`arg = NAME` with `glob = GLOB` or `regex = REGEX`) matches the
 //!   argument's canonical value: a string as it is, any other value as its RFC 8785 text
 //!   ([`crate::jcs`]: `42`, `true`, `["a","b"]`). In a string glob `*` matches any text, `/`
-//!   included. A regex must match the whole value (it is anchored at both ends).
+//!   included. A regex must match the whole value (it is anchored at both ends), and its `.`
+//!   matches a line break too. A `deny` or `ask` string rule matches a value of several lines
+//!   whole (`.*rm -rf.*` matches `echo ok\nrm -rf ~`); an `allow` string rule never matches a
+//!   value with a line break in it (`git *` does not allow `git status\nrm -rf ~`: in doubt,
+//!   nothing allows), so such a call gets what the other rules, or the mode's default, say.
 //! - **A tool rule** (neither) matches every call of the tool.
 //!
 //! A rule's `tool` is a tool name or an MCP server's `SERVER__*` wildcard, which covers every
@@ -275,7 +279,8 @@ pub struct Pattern {
 }
 
 impl Pattern {
-    /// Compiles `text`, anchored at both ends.
+    /// Compiles `text`, anchored at both ends, with `.` matching any character, a line break
+    /// included (as `*` does in a string glob): a value of several lines is matched whole.
     ///
     /// # Errors
     /// [`PatternError`] when `text` is not a regex (the `regex` crate's syntax) or compiles to
@@ -287,6 +292,7 @@ impl Pattern {
     /// let status = Pattern::new("git (status|diff)( .*)?")?;
     /// assert!(status.is_match("git status"));
     /// assert!(!status.is_match("rm -rf / ; git status"));
+    /// assert!(Pattern::new(".*rm -rf.*")?.is_match("echo ok\nrm -rf ~"));
     /// # Ok::<(), agent_controller::rules::PatternError>(())
     /// ```
     pub fn new(text: &str) -> Result<Self, PatternError> {
@@ -295,7 +301,9 @@ impl Pattern {
         regex_syntax::Parser::new()
             .parse(text)
             .map_err(|e| PatternError(syntax_error(&e)))?;
+        // `.` matches a line break too: `.*rm -rf.*` must see `echo ok\nrm -rf ~`.
         let regex = regex::RegexBuilder::new(&format!("^(?:{text})$"))
+            .dot_matches_new_line(true)
             .size_limit(REGEX_SIZE_LIMIT)
             .build()
             .map_err(|e| PatternError(regex_error(&e)))?;
@@ -458,15 +466,20 @@ impl Rule {
                 None => (self.action > RuleAction::Allow)
                     .then(|| Fit::Doubt("its path was not resolved".to_owned())),
             },
-            Matcher::Glob { glob, .. } => {
-                let text = canonical_value(value);
-                glob.is_match(&text).then_some(Fit::Value(text))
-            }
-            Matcher::Regex { regex, .. } => {
-                let text = canonical_value(value);
-                regex.is_match(&text).then_some(Fit::Value(text))
-            }
+            Matcher::Glob { glob, .. } => self.fits_text(value, |text| glob.is_match(text)),
+            Matcher::Regex { regex, .. } => self.fits_text(value, |text| regex.is_match(text)),
         }
+    }
+
+    /// Whether a string rule fits `value`'s canonical text, by `is_match`.
+    fn fits_text(&self, value: &Value, is_match: impl Fn(&str) -> bool) -> Option<Fit> {
+        let text = canonical_value(value);
+        // An allow rule fits one line only: a line break in a value is in doubt (a shell runs
+        // each line), and doubt never allows. Deny and ask rules match across lines.
+        if self.action == RuleAction::Allow && is_multi_line(&text) {
+            return None;
+        }
+        is_match(&text).then_some(Fit::Value(text))
     }
 }
 
@@ -483,6 +496,12 @@ impl fmt::Display for Rule {
             Matcher::Regex { arg, regex } => write!(f, " {arg} regex `{}`", regex.as_str()),
         }
     }
+}
+
+/// Whether `text` holds a line break (`\n`, `\r`, or another Unicode one): more than one line
+/// to a shell or a reader.
+fn is_multi_line(text: &str) -> bool {
+    text.contains(['\n', '\r', '\u{0b}', '\u{0c}', '\u{85}', '\u{2028}', '\u{2029}'])
 }
 
 /// What a rule matched: the whole call, a value, or a path in doubt.
