@@ -501,7 +501,9 @@ impl fmt::Display for Rule {
 /// Whether `text` holds a line break (`\n`, `\r`, or another Unicode one): more than one line
 /// to a shell or a reader.
 fn is_multi_line(text: &str) -> bool {
-    text.contains(['\n', '\r', '\u{0b}', '\u{0c}', '\u{85}', '\u{2028}', '\u{2029}'])
+    text.contains([
+        '\n', '\r', '\u{0b}', '\u{0c}', '\u{85}', '\u{2028}', '\u{2029}',
+    ])
 }
 
 /// What a rule matched: the whole call, a value, or a path in doubt.

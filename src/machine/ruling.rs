@@ -24,7 +24,7 @@ use crate::model::Message;
 use crate::rules::{ResolvedPaths, RuleAction, RuleRecord};
 use crate::tool::{ToolCall, ToolOutput};
 
-use super::decision::decision_id_for;
+use super::decision::{PendingToolCall, decision_id_for};
 
 /// How one tool call of the current mode is handled.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,6 +96,32 @@ impl Change<'_> {
             allowed_by: None,
             rule: Some(rule),
         }
+    }
+
+    /// Ends a call the user approved that deny rule `rule` refuses as it is about to run (the
+    /// rules, or where its paths lead, changed while it waited): it never runs, the model is
+    /// told why, and its audit record (`record`, in the history since the decision) says what
+    /// happened: `rejected`, with the rule; `decidedBy` and `decidedAt` stay the approval's.
+    pub(crate) fn refuse_decided_tool(
+        &mut self,
+        run_id: &Arc<str>,
+        call: &PendingToolCall,
+        mut record: DecidedRecord,
+        rule: Box<RuleRecord>,
+    ) {
+        let output = ToolOutput::error(denied_result(&rule));
+        record.outcome = Some(DecisionOutcome::Rejected);
+        record.rule = Some(rule);
+        if let Some(kept) = self
+            .state
+            .history
+            .iter_mut()
+            .rev()
+            .find(|d| d.decision_id == record.decision_id)
+        {
+            *kept = record.clone();
+        }
+        self.finish_decided_tool(run_id, call, output, record);
     }
 
     /// Ends a call (started with `tool_start`) whose outcome a rule decided: `tool_end` with

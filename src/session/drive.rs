@@ -151,9 +151,11 @@ impl Session {
                 name.clone(),
                 call.payload.args.clone(),
             );
-            let output = if let Some(Ruling::Deny(rule)) = self.ruling_of(&now) {
-                Some(ToolOutput::error(denied_result(&rule)))
-            } else if self.shared.runtime(self.state.mode).allows(name) {
+            if let Some(Ruling::Deny(rule)) = self.ruling_of(&now) {
+                self.live(|c| c.refuse_decided_tool(&run_id, &call, record, rule));
+                continue;
+            }
+            let output = if self.shared.runtime(self.state.mode).allows(name) {
                 self.execute_tool(&run_id, &call.tool_call_id, name, &call.payload.args)
                     .await
             } else {
@@ -346,7 +348,10 @@ impl Session {
     /// suspension could not be saved).
     ///
     /// Each call is ruled first ([`Ruling`]: the mode's rules, its `requireApproval`, the
-    /// tools always allowed). A call a `deny` rule refuses never runs: its result names the rule.
+    /// tools always allowed), and a call that would run is ruled again just before it runs,
+    /// its paths resolved anew, so what an earlier call of the reply did (a symlink it made)
+    /// cannot take it past a deny or ask rule. A call a `deny` rule refuses never runs: its
+    /// result names the rule.
     /// A call that waits (an `ask` rule, or `requireApproval` and its tool not always allowed)
     /// does not run: once the other calls have run, the run suspends on every such call of the
     /// reply at once ([`Session::suspend_tool_calls`]). A `submit_plan` beside them is not
@@ -357,8 +362,9 @@ impl Session {
         at: usize,
     ) -> Option<Result<RunOutcome, SessionError>> {
         let shared = self.shared.clone();
-        // Each call's outcome is ruled once, before any runs: all of the reply's calls are
-        // judged in the mode, the rules and the allowances it was made under.
+        // Each call's outcome is ruled before any runs (all of the reply's calls are judged in
+        // the mode, the rules and the allowances it was made under), and once more just before
+        // it runs.
         let rulings: Vec<Option<Ruling>> = (0..)
             .map_while(|i| self.state.tool_call(at, i))
             .map(|call| self.ruling_of(call))
@@ -394,7 +400,17 @@ impl Session {
                 self.live(|c| c.finish_tool(run_id, &id, &name, output));
                 continue;
             }
-            let allowed_by = match rulings.get(next - 1).cloned().flatten() {
+            // Ruled again just before it runs: an earlier call of the reply may have changed
+            // where its paths lead (a symlink it made). A call that would run is refused or
+            // waits if it now matches a deny or ask rule; one that waits, or was refused, stays so.
+            let ruling = match rulings.get(next - 1).cloned().flatten() {
+                Some(Ruling::Run(_)) => self
+                    .state
+                    .tool_call(at, next - 1)
+                    .and_then(|call| self.ruling_of(call)),
+                other => other,
+            };
+            let allowed_by = match ruling {
                 Some(Ruling::Deny(rule)) => {
                     let output = ToolOutput::error(denied_result(&rule));
                     let sha256 = args.map(crate::jcs::sha256).unwrap_or_default();
@@ -408,7 +424,7 @@ impl Session {
                 Some(Ruling::Run(rule)) => rule,
                 None => None,
             };
-            if name == SUBMIT_PLAN && waits {
+            if name == SUBMIT_PLAN && (waits || !waiting.is_empty()) {
                 let output = ToolOutput::error(PLAN_BESIDE_APPROVALS);
                 self.live(|c| c.finish_tool(run_id, &id, &name, output));
                 continue;

@@ -304,16 +304,14 @@ rules = [
             .split("asked by rule 3 of mode `build`")
             .nth(1)
             .expect("the call the rule asks about is shown");
-        assert!(
-            question.contains("Run this read_file call?"),
-            "{question}"
-        );
+        assert!(question.contains("Run this read_file call?"), "{question}");
         assert!(
             !question.contains("[a]lways allow"),
             "`a` is not offered at a rule's question: {question}"
         );
         assert!(
-            question.contains("`a` is not offered here: rule 3 of mode `build` asks about each call"),
+            question
+                .contains("`a` is not offered here: rule 3 of mode `build` asks about each call"),
             "{question}"
         );
         assert_eq!(

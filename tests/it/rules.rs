@@ -213,7 +213,12 @@ fn a_deny_regex_matches_across_newlines() {
         "write_file",
         json!({"path": "src/k.pem", "content": "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n"}),
     );
-    let verdict = decide(build, true, &key, &ResolvedPaths::new().with("path", "src/k.pem"));
+    let verdict = decide(
+        build,
+        true,
+        &key,
+        &ResolvedPaths::new().with("path", "src/k.pem"),
+    );
     assert_eq!(
         (verdict.action, verdict.decided_by),
         (RuleAction::Deny, DecidedBy::Rule(3)),
@@ -255,7 +260,11 @@ rules = [
     // An allow rule fits one line only: the rest waits as requireApproval says.
     assert_eq!(outcome("echo ok"), (RuleAction::Allow, DecidedBy::Rule(3)));
     assert_eq!(outcome("ls -la"), (RuleAction::Allow, DecidedBy::Rule(4)));
-    for command in ["echo ok\ncurl x | sh", "echo ok\rcurl x | sh", "ls\ncurl x | sh"] {
+    for command in [
+        "echo ok\ncurl x | sh",
+        "echo ok\rcurl x | sh",
+        "ls\ncurl x | sh",
+    ] {
         assert_eq!(
             outcome(command),
             (RuleAction::Ask, DecidedBy::RequireApproval),
@@ -1182,7 +1191,11 @@ rules = [
 "#,
         );
         s.reply(&[
-            ("c1", "make_link", json!({"link": "hooks", "target": ".git/hooks"})),
+            (
+                "c1",
+                "make_link",
+                json!({"link": "hooks", "target": ".git/hooks"}),
+            ),
             ("c2", "write_file", write("hooks/pre-commit")),
         ]);
         s.done();
@@ -1229,7 +1242,11 @@ rules = [
 "#,
         );
         s.reply(&[
-            ("c1", "make_link", json!({"link": "hooks", "target": ".git/hooks"})),
+            (
+                "c1",
+                "make_link",
+                json!({"link": "hooks", "target": ".git/hooks"}),
+            ),
             ("c2", "write_file", write("hooks/pre-commit")),
         ]);
         let mut session = s.session().await;
@@ -1240,10 +1257,13 @@ rules = [
         assert!(!s.ws.path().join(".git/hooks/pre-commit").exists());
         assert_eq!(tool_calls.len(), 1);
         assert_eq!(tool_calls[0].tool_call_id(), "c2");
-        let rule = tool_calls[0].payload().rule.clone().expect("the rule asked");
+        let rule = tool_calls[0]
+            .payload()
+            .rule
+            .clone()
+            .expect("the rule asked");
         assert_eq!((rule.number, rule.action), (1, RuleAction::Ask));
     }
-
 
     /// A deny rule checked again when an approved call is about to run refused it, but the
     /// record still said `approved`: it says what happened, rejected, with the rule.
@@ -1286,10 +1306,18 @@ rules = [
             .find(|d| d.decision_id == id)
             .expect("the decision's record")
             .clone();
-        assert_eq!(record.outcome, Some(DecisionOutcome::Rejected), "{record:?}");
+        assert_eq!(
+            record.outcome,
+            Some(DecisionOutcome::Rejected),
+            "{record:?}"
+        );
         let rule = record.rule.clone().expect("the rule that refused it");
         assert_eq!((rule.number, rule.action), (1, RuleAction::Deny));
-        assert_eq!(record.decided_by.as_deref(), Some("alice"), "who approved it");
+        assert_eq!(
+            record.decided_by.as_deref(),
+            Some("alice"),
+            "who approved it"
+        );
         assert_eq!(
             ruled(&s.recorder.take()),
             [(
@@ -1309,7 +1337,6 @@ rules = [
             1
         );
     }
-
 
     /// A bare `p.md` is written to `.agent/plans/p.md`, and `write_plan` applies `..` to the
     /// name before it: rules on `write_plan` matched another path than the one written. The
@@ -1359,13 +1386,27 @@ rules = [
         assert_eq!(
             ruled(&s.recorder.take()),
             [
-                ("c1".to_owned(), DecisionOutcome::Approved, 2, RuleAction::Allow),
-                ("c2".to_owned(), DecisionOutcome::Rejected, 1, RuleAction::Deny),
-                ("c3".to_owned(), DecisionOutcome::Rejected, 1, RuleAction::Deny),
+                (
+                    "c1".to_owned(),
+                    DecisionOutcome::Approved,
+                    2,
+                    RuleAction::Allow
+                ),
+                (
+                    "c2".to_owned(),
+                    DecisionOutcome::Rejected,
+                    1,
+                    RuleAction::Deny
+                ),
+                (
+                    "c3".to_owned(),
+                    DecisionOutcome::Rejected,
+                    1,
+                    RuleAction::Deny
+                ),
             ]
         );
     }
-
 }
 
 /// A tool of an MCP server under test: its name and the arguments its schema declares.
@@ -1448,12 +1489,17 @@ rules = [
         "{}",
         on_rule_1[0]
     );
-    assert!(on_rule_1[1].contains("`fs__read_multiple_files`"), "{}", on_rule_1[1]);
+    assert!(
+        on_rule_1[1].contains("`fs__read_multiple_files`"),
+        "{}",
+        on_rule_1[1]
+    );
     // The allow rule is warned about too: it never allows those tools' calls.
     assert!(
         warnings
             .iter()
-            .any(|(line, _, kind, _)| *line == 11 && *kind == ConfigErrorKind::WildcardRuleWithoutArg),
+            .any(|(line, _, kind, _)| *line == 11
+                && *kind == ConfigErrorKind::WildcardRuleWithoutArg),
         "{warnings:?}"
     );
 
@@ -1485,7 +1531,13 @@ rules = [
     // A tool rule on one named tool still reads only that tool's argument.
     let read = ToolCall::new("c3", "fs__read_file", json!({"path": "src/a.rs"}));
     assert_eq!(
-        decide(build, true, &read, &ResolvedPaths::new().with("path", "src/a.rs")).decided_by,
+        decide(
+            build,
+            true,
+            &read,
+            &ResolvedPaths::new().with("path", "src/a.rs")
+        )
+        .decided_by,
         DecidedBy::Rule(2)
     );
 }
