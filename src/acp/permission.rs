@@ -87,10 +87,11 @@ impl Offer {
     }
 
     /// The options of a tool call that waits for approval: run it once, run it and always allow
-    /// its tool until the mode changes, or reject it.
+    /// its tool until the mode changes (not for a call an `ask` rule made wait: an allowance
+    /// does not cover it, and the library refuses one), or reject it.
     pub(crate) fn tool_call(call: &PendingToolCall) -> Self {
         let tool = neutralize_line(call.tool_name()).into_owned();
-        let options = vec![
+        let mut options = vec![
             (
                 PermissionOption::new(ALLOW, "Allow", PermissionOptionKind::AllowOnce),
                 Verdict::Approve {
@@ -114,6 +115,10 @@ impl Offer {
                 Verdict::Reject,
             ),
         ];
+        if call.payload().rule.is_some() {
+            options
+                .retain(|(_, verdict)| !matches!(verdict, Verdict::Approve { always: true, .. }));
+        }
         Self { options }
     }
 

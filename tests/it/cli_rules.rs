@@ -310,8 +310,8 @@ rules = [
             "`a` is not offered at a rule's question: {question}"
         );
         assert!(
-            question
-                .contains("`a` is not offered here: rule 3 of mode `build` asks about each call"),
+            question.contains("`a` is not offered here: rule 3 of mode `build`")
+                && question.contains("always allowing the tool does not cover them"),
             "{question}"
         );
         assert_eq!(
