@@ -1171,6 +1171,11 @@ pub fn warnings_of(graph: &ModeGraph, tools: &ToolRegistry) -> Vec<ConfigError> 
         PLAN_WRITING_TOOLS.contains(&name) || access(name) == Some(ToolAccess::Plans)
     });
     warnings.extend(graph.planning_modes_listing_writers(access));
+    warnings.extend(
+        rules::wildcard_rule_warnings(graph, tools)
+            .into_iter()
+            .map(|w| graph.placed(w)),
+    );
     warnings.sort_by_key(|w| w.location);
     warnings
 }

@@ -538,8 +538,18 @@ impl Session {
         if !runtime.allows(&call.name) || self.refusal(&call.name, &call.args).is_some() {
             return None;
         }
-        let rules = self.shared.graph.mode(self.state.mode).rules();
-        let paths = crate::rules::resolve_paths(rules, call, &self.shared.workspace);
+        let mode = self.shared.graph.mode(self.state.mode);
+        let rules = mode.rules();
+        // Where the tool itself takes each path (`write_plan`'s bare name, `list_files`'s
+        // default), so the rules match the path it opens.
+        let paths = match self.shared.tools.get(&call.name) {
+            Some(tool) => {
+                let ctx =
+                    ToolContext::new(&self.shared.workspace, &self.shared.plans_dir, mode.id());
+                crate::rules::resolve_paths_for(rules, call, tool.as_ref(), &ctx)
+            }
+            None => crate::rules::resolve_paths(rules, call, &self.shared.workspace),
+        };
         Some(self.state.ruling(&self.shared.graph, call, &paths))
     }
 

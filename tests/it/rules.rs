@@ -1485,7 +1485,8 @@ rules = [
     assert!(
         on_rule_1[0].contains("`fs__move_file`")
             && on_rule_1[0].contains("no argument `path`")
-            && on_rule_1[0].contains("source, destination"),
+            && on_rule_1[0].contains("`source`")
+            && on_rule_1[0].contains("`destination`"),
         "{}",
         on_rule_1[0]
     );
@@ -1540,6 +1541,39 @@ rules = [
         .decided_by,
         DecidedBy::Rule(2)
     );
+}
+
+/// `list_files {}` lists the workspace root, but its missing `path` matched no rule: the rules
+/// see the folder the tool lists, its default included.
+#[test]
+fn a_list_files_call_without_a_path_is_ruled_on_the_folder_it_lists() {
+    use agent_controller::rules::resolve_paths_for;
+    use agent_controller::tool::{ToolContext, fs::ListFiles};
+    let ws = tempfile::tempdir().expect("tempdir");
+    let graph = graph(
+        r#"
+[[modes]]
+id = "build"
+rules = [{ tool = "list_files", path = "**", action = "ask" }]
+"#,
+    );
+    let build = graph.default_mode();
+    let plans = ws.path().join(".agent/plans");
+    let ctx = ToolContext::new(ws.path(), &plans, "build");
+    for args in [json!({}), json!({"path": ""}), json!({"path": "."})] {
+        let call = ToolCall::new("c1", "list_files", args.clone());
+        let paths = resolve_paths_for(build.rules(), &call, &ListFiles, &ctx);
+        assert_eq!(
+            paths.get("path"),
+            Some(&ResolvedPath::Inside(String::new())),
+            "{args}"
+        );
+        assert_eq!(
+            decide(build, true, &call, &paths).decided_by,
+            DecidedBy::Rule(1),
+            "{args}"
+        );
+    }
 }
 
 #[test]
