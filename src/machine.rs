@@ -1,40 +1,38 @@
 //! The session's rules without I/O, the way `quinn-proto` keeps the QUIC rules apart from
 //! sockets and clocks: `(state, input, now) -> (next state, effects)`. Nothing here awaits,
 //! reads a clock or touches a store. The driver ([`crate::Session`], `src/session/`) hands each
-//! input to the rules with `now` from the controller's clock, saves the next state, and performs
-//! the effects.
+//! input to the one entry point, [`input::Input`] to `Change::handle` ([`input`]), with `now`
+//! from the controller's clock, and performs the effects it gets back as data: it saves the
+//! next state, delivers its events, then calls the model or runs the tools the rules name.
 //!
+//! - [`input`]: the one entry point: the inputs ([`input::Input`]: a user message, a model
+//!   reply, a tool call and its result, a suspension, a decision, an abort, a manual switch, a
+//!   deadline or lease tick) and the effects: *save this record at version N*
+//!   ([`input::Input::saves`]), *emit these events*, and the next step ([`input::Next`]: call
+//!   the model, run these tools, or wait).
 //! - [`state`]: what a session keeps and saves ([`state::State`]).
 //! - [`change`]: a change, [`change::Change`]: the next state, computed on a copy of the
-//!   session's, with the events it emits, reading the controller's config
-//!   ([`change::Config`]) and `now`. Every input's change carries two effects, performed by
-//!   `Session::change` (`src/session/save.rs`): *save this record at version N* (a
-//!   compare-and-swap), and only once it is saved, *swap the state in and emit these events*.
-//!   A failed save drops the copy: nothing to roll back.
-//! - [`decision`]: what waits for a decision and the host's answer
-//!   ([`decision::PendingDecision`], [`decision::Decision`]), checked in one place
-//!   ([`decision::check`]) and applied in one place, the `Decide` input
-//!   (`Change::decide`), whose further effect is a [`decision::Decided`]: wait for the other
-//!   calls of the reply, the run ended, or the run resumes (*run these tools*, then *call the
-//!   model*).
+//!   session's (or in place for an input that saves nothing), with the events it emits,
+//!   reading the controller's config ([`change::Config`]) and `now`. A failed save drops the
+//!   copy: nothing to roll back (`src/session/save.rs`).
+//! - [`decision`]: the host's answer ([`decision::Decision`]); [`pending`]: what waits for one
+//!   ([`pending::PendingDecision`]: a plan or a tool call); [`check`]: the one place a decision
+//!   is checked against what waits ([`check::check`]) and the ids a host gives are resolved;
+//!   [`decide`]: the one place it is applied, the `Decide` input (`Change::decide`).
 //! - [`expiry`]: the deadline tick: when what waits expires and what the expiry answers,
 //!   applied by a live session (`src/session/expiry.rs`) and to a stored record
 //!   (`deadline::expire_record`) alike.
 //! - [`ruling`]: a rule outcome on a tool call ([`ruling::Ruling`]: run, ask, or denied by a
-//!   mode's rule), the one more input the driver feeds in before it runs a call, and the audit
-//!   record a rule's outcome leaves.
-//! - [`run`]: the steps of a run: a user message starts it, a plan or tool calls suspend it,
-//!   an abort, a new message or a manual switch cancel what waits, and a cancelled, dropped or
-//!   interrupted run answers its open tool calls.
+//!   mode's rule), and the audit record a rule's outcome leaves.
+//! - [`run`]: the steps of a run: a user message starts it, the model's reply joins the
+//!   conversation, a plan or tool calls suspend it, an abort, a new message or a manual switch
+//!   cancel what waits, and a cancelled, dropped or interrupted run answers its open tool calls.
 //! - [`error`]: what the rules and the driver refuse ([`error::SessionError`]).
 //!
-//! Not here yet (issue 20): the run loop's inputs (a user message, a model reply, tool
-//! results, an abort, a manual switch, a lease tick) are pure `Change` methods here
-//! ([`run`], [`change`]), but the driver (`src/session/drive.rs`) still calls them one by one
-//! between its model and tool calls: they are not yet one `Input` handed to one entry point
-//! that returns the effects, as `Decide` does. A rule outcome on a tool call ([`ruling`]) is
-//! one more input of the same kind: a pure function of the state and the call (its paths
-//! resolved by the driver) that the driver feeds in before it runs the call.
+//! What stays in the driver: which calls of a reply wait for approval, are refused or run
+//! (`src/session/drive.rs`: `needs_approval`, `refusal`, resolving a call's paths through the
+//! jail for [`ruling`], reading a submitted plan's file), since some of it reads the workspace;
+//! the driver feeds the verdicts in as inputs ([`input::Input::ToolResult`], [`input::Suspend`]).
 //!
 //! # The reference model stays an independent oracle
 //!
@@ -56,21 +54,26 @@
 //!    `src/cli/flags.rs` refuses flags that do not fit it and a stale `--sha256`
 //!    ([`crate::PendingDecision::check_sha256`]), then builds the [`crate::Decision`].
 //! 3. `src/cli/decider.rs` calls [`crate::Session::decide`] (`src/session.rs`): it settles what
-//!    a dropped operation left, resolves the decision id ([`decision::with_id`]) and calls
+//!    a dropped operation left, resolves the decision id ([`check::with_id`]) and calls
 //!    `Session::decide_at` (`src/session/drive.rs`).
-//! 4. `decide_at` checks the decision once ([`decision::check`]: pin, target, edited plan,
-//!    config) and hands it to `Session::try_change` (`src/session/save.rs`), which runs the
-//!    `Decide` input (`Change::decide`, `src/machine/decision.rs`) on a copy of the state: the
-//!    approval's result for the model, the audit record, the switch of mode.
-//! 5. `try_change` saves the next state's record by a compare-and-swap
+//! 4. `decide_at` checks the decision once ([`check::check`], `src/machine/check.rs`: pin,
+//!    target, edited plan, config) and hands the `Decide` input to `Session::handle`
+//!    (`src/session/save.rs`), which runs `Change::handle` (`src/machine/input.rs`) and so
+//!    `Change::decide` (`src/machine/decide.rs`) on a copy of the state: the approval's result
+//!    for the model, the audit record, the switch of mode; the next step is *call the model*.
+//! 5. `Session::handle` saves the next state's record by a compare-and-swap
 //!    ([`crate::store::SessionStore::save`], `src/store/file.rs` and the other stores), then
-//!    swaps it in and delivers its events; the run then carries on in the new mode
-//!    (`src/session/drive.rs`).
+//!    swaps it in and delivers its events; `Session::carry_on` (`src/session/drive.rs`) then
+//!    calls the model in the new mode.
 
 pub(crate) mod change;
+pub(crate) mod check;
+pub(crate) mod decide;
 pub(crate) mod decision;
 pub(crate) mod error;
 pub(crate) mod expiry;
+pub(crate) mod input;
+pub(crate) mod pending;
 pub(crate) mod ruling;
 pub(crate) mod run;
 pub(crate) mod state;

@@ -7,13 +7,13 @@ mod kind;
 mod save;
 
 pub use self::kind::SessionErrorKind;
-pub(crate) use crate::machine::decision::decision_id_for;
-pub use crate::machine::decision::{
-    Decision, DecisionAction, PendingDecision, PendingPlan, PendingToolCall,
-};
+pub(crate) use crate::machine::check::decision_id_for;
+pub use crate::machine::decision::{Decision, DecisionAction};
 pub use crate::machine::error::SessionError;
+pub use crate::machine::pending::{PendingDecision, PendingPlan, PendingToolCall};
 
 use self::save::Saving;
+use crate::machine::input::{Abort, Input};
 use crate::machine::state::{Lease, State};
 pub(crate) use crate::mode::ModeRuntime;
 
@@ -25,8 +25,7 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::event::{
-    CancelReason, Event, EventStream, ModeChangeReason, RunState, Subscribers, Subscription,
-    SuspendPayload,
+    CancelReason, Event, EventStream, RunState, Subscribers, Subscription, SuspendPayload,
 };
 use crate::extensions::Extensions;
 use crate::mode::{Mode, ModeGraph, ModeId};
@@ -690,7 +689,7 @@ pub struct Session {
     pub(crate) id: Arc<str>,
     /// What the session keeps and saves: the last state saved (or, after a run's future was
     /// dropped, that run's end, saved by the next operation). A change is computed on a copy
-    /// and swapped in once saved ([`Session::change`]).
+    /// and swapped in once saved ([`Session::handle`]).
     pub(crate) state: State,
     /// Callbacks and streams; behind a mutex only so a streaming model can deliver text deltas
     /// while the run loop lends it the conversation (everywhere else it is reached without
@@ -766,17 +765,9 @@ impl Session {
             saving: None,
             spare_events: Vec::new(),
         };
-        let started = session
-            .change(|c| {
-                let event = Event::SessionStarted {
-                    session_id: c.id.clone(),
-                    mode_id: c.mode_arc(),
-                };
-                c.emit(event);
-            })
-            .await;
+        let started = session.handle(Input::Opened).await;
         match started {
-            Ok(()) => Ok(session),
+            Ok(_) => Ok(session),
             Err(SessionError::Store(StoreError::Conflict {
                 found: Some(_),
                 expected: None,
@@ -1503,7 +1494,7 @@ impl Session {
         if let Some((run_id, RunState::Running)) = &self.state.run {
             let run_id = run_id.clone();
             self.check_not_leased(&run_id)?;
-            self.change(|c| c.close_interrupted(&run_id)).await?;
+            self.handle(Input::Abort(Abort::Run(run_id))).await?;
         }
         // A plan past its deadline expires before anything else happens.
         self.apply_expiry().await?;
@@ -1553,7 +1544,8 @@ impl Session {
         if !save_step && lease.expires_at_ms.saturating_sub(self.shared.now_ms()) > half {
             return Ok(());
         }
-        self.change(|c| c.take_lease()).await.map_err(|e| match e {
+        let renewed = self.handle(Input::LeaseTick).await;
+        renewed.map(drop).map_err(|e| match e {
             SessionError::Store(source @ StoreError::Conflict { .. }) => SessionError::LeaseLost {
                 session_id: self.id.to_string(),
                 run_id: run_id.to_owned(),
@@ -1783,8 +1775,8 @@ impl Session {
 
     async fn replace_pending_and_run(&mut self, text: String) -> Result<RunOutcome, SessionError> {
         if self.has_pending() {
-            self.change(|c| c.cancel_pending(CancelReason::UserMessage))
-                .await?;
+            let cancel = Abort::Pending(CancelReason::UserMessage);
+            self.handle(Input::Abort(cancel)).await?;
         }
         self.start_run(text).await
     }
@@ -2075,8 +2067,8 @@ impl Session {
         if !self.has_pending() {
             return Ok(false);
         }
-        self.change(|c| c.cancel_pending(CancelReason::Aborted))
-            .await?;
+        let abort = Abort::Pending(CancelReason::Aborted);
+        self.handle(Input::Abort(abort)).await?;
         Ok(true)
     }
 
@@ -2125,12 +2117,7 @@ impl Session {
             return Ok(false);
         }
         self.settle().await?;
-        self.change(|c| {
-            c.cancel_pending(CancelReason::ModeSwitch);
-            // The switch ends every "always allow" of the session (`enter_mode`).
-            c.set_mode(target, ModeChangeReason::Manual);
-        })
-        .await?;
+        self.handle(Input::ManualSwitch(target)).await?;
         Ok(true)
     }
 }

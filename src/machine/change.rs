@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::event::{Event, ModeChangeReason, RunState};
+use crate::event::{DecidedRecord, Event, ModeChangeReason, RunState};
 use crate::mode::{ModeGraph, ModeId, ModeRuntime};
 use crate::model::Message;
 use crate::tool::ToolOutput;
@@ -168,12 +168,16 @@ impl Change<'_> {
         self.emit(event);
         Some((id, name))
     }
+    /// Ends tool call `call_id` of tool `name`: `tool_end` with its result (and the audit
+    /// record of the decision that let it run, for a call that waited), and the result in the
+    /// conversation.
     pub(crate) fn finish_tool(
         &mut self,
         run_id: &Arc<str>,
         call_id: &str,
         name: &str,
         output: ToolOutput,
+        decision: Option<DecidedRecord>,
     ) {
         self.emit(Event::ToolEnd {
             session_id: self.id.clone(),
@@ -182,7 +186,7 @@ impl Change<'_> {
             tool_name: name.to_owned(),
             result: output.content.clone(),
             is_error: output.is_error,
-            decision: None,
+            decision,
         });
         self.state.messages.push(Message::Tool {
             tool_call_id: call_id.to_owned(),

@@ -24,7 +24,7 @@ use crate::model::Message;
 use crate::rules::{ResolvedPaths, RuleAction, RuleRecord};
 use crate::tool::{ToolCall, ToolOutput};
 
-use super::decision::{PendingToolCall, decision_id_for};
+use super::check::decision_id_for;
 
 /// How one tool call of the current mode is handled.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,10 +102,11 @@ impl Change<'_> {
     /// rules, or where its paths lead, changed while it waited): it never runs, the model is
     /// told why, and its audit record (`record`, in the history since the decision) says what
     /// happened: `rejected`, with the rule; `decidedBy` and `decidedAt` stay the approval's.
-    pub(crate) fn refuse_decided_tool(
+    pub(crate) fn refuse_approved_tool(
         &mut self,
         run_id: &Arc<str>,
-        call: &PendingToolCall,
+        call_id: &str,
+        name: &str,
         mut record: DecidedRecord,
         rule: Box<RuleRecord>,
     ) {
@@ -121,7 +122,7 @@ impl Change<'_> {
         {
             *kept = record.clone();
         }
-        self.finish_decided_tool(run_id, call, output, record);
+        self.finish_tool(run_id, call_id, name, output, Some(record));
     }
 
     /// Ends a call (started with `tool_start`) whose outcome a rule decided: `tool_end` with

@@ -9,15 +9,16 @@ use std::sync::Arc;
 use crate::event::{
     CancelReason, DecisionOutcome, Event, RunState, SuspendPayload, Suspension, ToolCallPayload,
 };
-use crate::model::Message;
+use crate::model::{Message, ModelResponse};
 use crate::rules::RuleRecord;
-use crate::tool::ToolOutput;
 use crate::tool::submit_plan::{self, PlanSubmission, SUBMIT_PLAN};
+use crate::tool::{ToolCall, ToolOutput};
 
 use super::change::Change;
-use super::decision::{
-    PendingDecision, PendingPlan, PendingToolCall, decision_id_for, tool_call_record,
-};
+use super::check::decision_id_for;
+use super::decide::tool_call_record;
+use super::input::{Abort, Next};
+use super::pending::{PendingDecision, PendingPlan, PendingToolCall};
 
 /// The id of the `n`-th run of a session: `run_<n>`.
 pub(crate) fn run_id_for(n: u64) -> Arc<str> {
@@ -34,6 +35,10 @@ pub(crate) const NOT_STARTED_RESULT: &str = "Not executed: the run was cancelled
 /// The result of a tool call that a stopped process may have run before the run was carried on
 /// ([`Session::continue_run`]): never run again, so the model can check and decide.
 pub(crate) const INTERRUPTED_RESULT: &str = "Interrupted: the process running this tool call stopped before its result was saved, so it may or may not have taken effect. It was not run again: check its effect before calling it again.";
+
+/// The result of a tool call after a `submit_plan` that suspended the run: it never ran.
+pub(crate) const SUSPENDED_FIRST_RESULT: &str =
+    "Not executed: the run suspended for plan approval first. Call it again after the decision.";
 
 /// The not-approved tool result for a suspension cancelled for `reason`.
 fn cancelled_result(reason: CancelReason) -> &'static str {
@@ -63,6 +68,152 @@ pub(crate) fn tool_cancelled_result(reason: CancelReason) -> &'static str {
 }
 
 impl Change<'_> {
+    /// The session was created: `session_started`.
+    pub(crate) fn open(&mut self) {
+        let mode_id = self.mode_arc();
+        self.emit(Event::SessionStarted {
+            session_id: self.id.clone(),
+            mode_id,
+        });
+    }
+
+    /// `agent_start` of run `run_id` in the current mode: a run starts, or a suspended or
+    /// interrupted one carries on (its events lie between an `agent_start` and an `agent_end`).
+    pub(crate) fn agent_start(&mut self, run_id: &Arc<str>) {
+        let mode_id = self.mode_arc();
+        self.emit(Event::AgentStart {
+            session_id: self.id.clone(),
+            run_id: run_id.clone(),
+            mode_id,
+        });
+    }
+
+    /// The model's reply in run `run_id` ([`super::input::Input::ModelReply`]): `model_end` when
+    /// the provider said why it stopped or what it used, `assistant_message` when it has text,
+    /// then the reply in the conversation with its calls' arguments as the record keeps them
+    /// ([`take_args`]) and ids of their own ([`unique_call_ids`]). Next: run its calls, or end
+    /// the run with its text when it has none.
+    pub(crate) fn model_reply(&mut self, run_id: Arc<str>, reply: ModelResponse) -> Next {
+        if reply.finish_reason.is_some() || reply.usage.is_some() {
+            self.emit(Event::ModelEnd {
+                session_id: self.id.clone(),
+                run_id: run_id.clone(),
+                finish_reason: reply.finish_reason,
+                usage: reply.usage,
+            });
+        }
+        if !reply.text.is_empty() {
+            self.emit(Event::AssistantMessage {
+                session_id: self.id.clone(),
+                run_id: run_id.clone(),
+                text: reply.text.clone(),
+            });
+        }
+        let mut calls = reply.tool_calls;
+        calls.iter_mut().for_each(|call| take_args(&mut call.args));
+        unique_call_ids(&mut calls);
+        if calls.is_empty() {
+            self.state.messages.push(Message::Assistant {
+                content: reply.text.clone(),
+                tool_calls: Vec::new(),
+            });
+            return Next::Complete {
+                run_id,
+                text: reply.text,
+            };
+        }
+        // The conversation keeps the calls; the driver reads them from there (no copy).
+        self.state.messages.push(Message::Assistant {
+            content: reply.text,
+            tool_calls: calls,
+        });
+        let at = self.state.messages.len() - 1;
+        Next::RunToolCalls { run_id, at }
+    }
+
+    /// The run ends: completed, or failed with `error`.
+    pub(crate) fn end_run(&mut self, run_id: &Arc<str>, error: Option<&str>) {
+        match error {
+            None => self.close_run(run_id, RunState::Completed, None),
+            Some(error) => self.close_run(run_id, RunState::Failed, Some(error)),
+        }
+    }
+
+    /// Gives the calls of the assistant message at `at` from `from` on their `tool_start` and a
+    /// result saying they never ran: the run suspends on a plan first.
+    pub(crate) fn skip_rest(&mut self, run_id: &Arc<str>, at: usize, from: usize) {
+        let mut next = from;
+        while let Some((id, name)) = self.start_tool(run_id, at, next) {
+            next += 1;
+            let output = ToolOutput::error(SUSPENDED_FIRST_RESULT);
+            self.finish_tool(run_id, &id, &name, output, None);
+        }
+    }
+
+    /// Takes over interrupted run `run_id`: the lease, `agent_start`, and an "interrupted"
+    /// result for each tool call that was cut off: each step was saved before its tool calls
+    /// ran, so any call without a saved result may have run, and none is run again.
+    pub(crate) fn take_over(&mut self, run_id: &Arc<str>) {
+        self.take_lease();
+        self.agent_start(run_id);
+        self.answer_unanswered(run_id, INTERRUPTED_RESULT, INTERRUPTED_RESULT, false);
+    }
+
+    /// Applies `abort` ([`Abort`]): the run ends aborted, every open tool call answered.
+    pub(crate) fn abort(&mut self, abort: Abort) {
+        match abort {
+            Abort::Pending(reason) => {
+                self.cancel_pending(reason);
+            }
+            Abort::Run(run_id) => self.close_interrupted(&run_id),
+            Abort::BeforeApproved(run_id) => {
+                self.answer_unanswered(&run_id, NOT_STARTED_RESULT, NOT_STARTED_RESULT, false);
+                self.close_run(&run_id, RunState::Aborted, None);
+            }
+            Abort::ToolCalls {
+                run_id,
+                at,
+                next,
+                waiting,
+                running,
+            } => self.abort_tool_calls(&run_id, at, next, &waiting, running),
+        }
+    }
+
+    /// Ends the run as aborted while it runs the calls of the assistant message at `at`, the
+    /// calls before `next` started (the one at `running` cut off, if any): each call without
+    /// a result gets one, in the order of the calls. One that waited for approval is not
+    /// approved; the cut-off one is cancelled; those from `next` on never started (with their
+    /// `tool_start`, as calls skipped by a suspension are reported).
+    fn abort_tool_calls(
+        &mut self,
+        run_id: &Arc<str>,
+        at: usize,
+        next: usize,
+        waiting: &[usize],
+        running: Option<usize>,
+    ) {
+        let mut index = 0;
+        while let Some(call) = self.state.tool_call(at, index) {
+            let (id, name) = (call.id.clone(), call.name.clone());
+            let result = if waiting.contains(&index) {
+                Some(tool_cancelled_result(CancelReason::Aborted))
+            } else if running == Some(index) {
+                Some(CANCELLED_RESULT)
+            } else if index >= next {
+                self.start_tool(run_id, at, index);
+                Some(NOT_STARTED_RESULT)
+            } else {
+                None
+            };
+            if let Some(text) = result {
+                self.finish_tool(run_id, &id, &name, ToolOutput::error(text), None);
+            }
+            index += 1;
+        }
+        self.close_run(run_id, RunState::Aborted, None);
+    }
+
     /// Starts run `run_<n>`: the user message, `agent_start`; returns the run id.
     pub(crate) fn start_run(&mut self, text: String) -> Arc<str> {
         self.state.counter += 1;
@@ -71,12 +222,7 @@ impl Change<'_> {
         // A run started by a message is saved when it suspends or ends, and has no lease.
         self.drop_lease();
         self.state.messages.push(Message::User { content: text });
-        let mode_id = self.mode_arc();
-        self.emit(Event::AgentStart {
-            session_id: self.id.clone(),
-            run_id: run_id.clone(),
-            mode_id,
-        });
+        self.agent_start(&run_id);
         run_id
     }
 
@@ -90,12 +236,7 @@ impl Change<'_> {
             return false;
         };
         // The suspended run resumes to end: its events lie between `agent_start` and `agent_end`.
-        let mode_id = self.mode_arc();
-        self.emit(Event::AgentStart {
-            session_id: self.id.clone(),
-            run_id: run_id.clone(),
-            mode_id,
-        });
+        self.agent_start(&run_id);
         for waiting in pending {
             let (content, is_error, record) = match &waiting {
                 PendingDecision::Plan(plan) => (
@@ -192,10 +333,10 @@ impl Change<'_> {
                 if !started_here {
                     self.start_tool(run_id, at, index);
                 }
-                self.finish_tool(run_id, &id, &name, ToolOutput::error(running_text));
+                self.finish_tool(run_id, &id, &name, ToolOutput::error(running_text), None);
             } else {
                 self.start_tool(run_id, at, index);
-                self.finish_tool(run_id, &id, &name, ToolOutput::error(not_started));
+                self.finish_tool(run_id, &id, &name, ToolOutput::error(not_started), None);
             }
             index += 1;
         }
@@ -315,4 +456,46 @@ impl Change<'_> {
         self.close_run(run_id, RunState::Suspended, None);
         payload
     }
+}
+
+/// Gives every call of one reply an id of its own: a model may repeat an id or send none, and
+/// a result names only the id of the call it answers, so results of such calls could not be
+/// told apart (or put back in the order of the calls). The first call of an id keeps it; a
+/// later one, or one without an id, gets `ID_K` (`call_K` for none), K its position in the
+/// reply (counting on past any id the reply already uses).
+fn unique_call_ids(calls: &mut [ToolCall]) {
+    let given: std::collections::HashSet<String> = calls.iter().map(|c| c.id.clone()).collect();
+    let mut seen = std::collections::HashSet::new();
+    for (k, call) in calls.iter_mut().enumerate() {
+        if call.id.is_empty() || seen.contains(&call.id) {
+            let base = if call.id.is_empty() {
+                "call".to_owned()
+            } else {
+                call.id.clone()
+            };
+            let mut n = k;
+            call.id = loop {
+                let id = format!("{base}_{n}");
+                if !given.contains(&id) && !seen.contains(&id) {
+                    break id;
+                }
+                n += 1;
+            };
+        }
+        seen.insert(call.id.clone());
+    }
+}
+
+/// Takes a model's tool-call arguments as the record keeps them ([`crate::tool::args`]): their
+/// RFC 8785 round trip when they meet the rules, else their text (a string), which the call's
+/// refusal then explains. Arguments that are text already (not JSON to the provider) stay.
+fn take_args(args: &mut serde_json::Value) {
+    if args.is_string() {
+        return;
+    }
+    let value = std::mem::take(args);
+    *args = match crate::tool::args::check(&value) {
+        Ok(()) => crate::tool::args::normalize(value).unwrap_or_default(),
+        Err(_) => serde_json::Value::String(value.to_string()),
+    };
 }

@@ -9,7 +9,7 @@ use crate::model::Message;
 use crate::store::PlanRevision;
 use crate::tool::ToolCall;
 
-use super::decision::{PendingDecision, PendingToolCall};
+use super::pending::{PendingDecision, PendingToolCall};
 
 /// The lease of a running run, as its record keeps it: who carries the run on, and until when.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,22 +1,20 @@
 //! Driving a run (the I/O half of the session, [`Session`]): model call -> tool calls -> model
 //! call ..., until the model is done, a plan suspends the run, or the run fails; and the
-//! decision that resumes a suspended run. The rules each step obeys are in [`crate::machine`]
-//! ([`crate::machine::run`], [`crate::machine::decision`]); this file performs them: it calls
-//! the model and the tools, and saves each change before it swaps it in.
+//! decision that resumes a suspended run. The rules each step obeys are in [`crate::machine`]:
+//! this file hands them each input ([`Input`], through [`Session::handle`]) and carries out the
+//! next step they return ([`Next`], [`Session::carry_on`]): it calls the model and the tools.
 
 use std::sync::Arc;
 
 use tracing::Instrument;
 
 use super::{Decision, Operation, PendingDecision, RunOutcome, Session, SessionError};
-use crate::event::{CancelReason, Event, RunState};
-use crate::machine::decision::Decided;
-use crate::machine::decision::{self as rules, Checked};
+use crate::event::Event;
+use crate::machine::check::{self as rules, Checked};
+use crate::machine::decide::Approved;
+use crate::machine::input::{Abort, Input, Next, Suspend};
 use crate::machine::ruling::{Ruling, denied_result};
-use crate::machine::run::{
-    CANCELLED_RESULT, INTERRUPTED_RESULT, NOT_STARTED_RESULT, tool_cancelled_result,
-};
-use crate::model::{Message, ModelError, ModelErrorKind, ModelRequest, TextSink};
+use crate::model::{ModelError, ModelErrorKind, ModelRequest, TextSink};
 use crate::rules::RuleRecord;
 use crate::store::SessionStore;
 use crate::tool::submit_plan::{self, PlanSubmission, SUBMIT_PLAN};
@@ -28,7 +26,9 @@ const PLAN_BESIDE_APPROVALS: &str = "Not executed: other tool calls of this repl
 impl Session {
     /// Starts a run: appends the user message and drives the loop.
     pub(crate) async fn start_run(&mut self, text: String) -> Result<RunOutcome, SessionError> {
-        let run_id = self.live(|c| c.start_run(text));
+        let Next::CallModel(run_id) = self.handle(Input::UserMessage(text)).await? else {
+            unreachable!("a user message starts a run")
+        };
         self.drive_traced(run_id).await
     }
     /// Whether a decision is waiting: a plan, or tool calls.
@@ -104,44 +104,81 @@ impl Session {
         decision: Decision,
         checked: Checked,
     ) -> Result<RunOutcome, SessionError> {
-        let tool_call = matches!(
-            self.state.pending.get(index),
-            Some(PendingDecision::ToolCall(_))
-        );
-        let decided = self
-            .try_change(|c| c.decide(index, decision, checked))
-            .await?;
-        let (run_id, run_tools) = match decided {
-            Decided::Waiting { run_id } => {
-                return Ok(RunOutcome::ToolCallsSuspended {
-                    run_id,
-                    tool_calls: self.state.undecided_calls(),
-                });
+        let decide = Input::Decide {
+            index,
+            decision,
+            checked,
+        };
+        let next = self.handle(decide).await?;
+        self.carry_on(next).await
+    }
+
+    /// Carries out the next step the rules gave ([`Next`]) to its end: calls the model, runs
+    /// the approved tool calls, or returns how the run stands.
+    async fn carry_on(&mut self, next: Next) -> Result<RunOutcome, SessionError> {
+        match next {
+            Next::CallModel(run_id) => self.drive_traced(run_id).await,
+            Next::RunApproved { run_id, calls } => self.run_approved(run_id, calls).await,
+            Next::RunToolCalls { run_id, at } => {
+                self.keep_lease(&run_id, true).await?;
+                // Boxed: running the calls may suspend the run, which carries on here.
+                match Box::pin(self.run_tool_calls(&run_id, at)).await? {
+                    Some(outcome) => Ok(outcome),
+                    None => self.drive_traced(run_id).await,
+                }
             }
-            Decided::Ended {
+            Next::Complete { run_id, text } => self.end_run(run_id, Ok(text)).await,
+            Next::SuspendedOnPlan {
+                run_id,
+                tool_call_id,
+                payload,
+            } => Ok(RunOutcome::Suspended {
+                run_id,
+                tool_call_id,
+                payload: *payload,
+            }),
+            Next::WaitsOnToolCalls(run_id) => Ok(RunOutcome::ToolCallsSuspended {
+                run_id,
+                tool_calls: self.state.undecided_calls(),
+            }),
+            Next::Ended {
                 run_id,
                 error: Some(error),
-            } => return Ok(RunOutcome::Failed { run_id, error }),
-            Decided::Ended {
+            } => Ok(RunOutcome::Failed { run_id, error }),
+            Next::Ended {
                 run_id,
                 error: None,
-            } => {
-                return Ok(RunOutcome::Completed {
-                    run_id,
-                    text: String::new(),
-                });
-            }
-            Decided::Resumed { run_id, run_tools } => (run_id, run_tools),
-        };
-        // A tool-call decision carries the run on only now, once every call is decided (a
-        // plan's run started before its change: `decide_at`).
-        if tool_call {
-            self.start_operation();
+            } => Ok(RunOutcome::Completed {
+                run_id,
+                text: String::new(),
+            }),
+            // No step follows: the run stands as the state has it (not given for an input
+            // that carries a run on).
+            Next::Nothing => Ok(RunOutcome::Completed {
+                run_id: self
+                    .state
+                    .run
+                    .as_ref()
+                    .map(|(id, _)| id.clone())
+                    .unwrap_or_default(),
+                text: String::new(),
+            }),
         }
-        for (call, record) in run_tools {
+    }
+
+    /// Runs the approved tool calls of a reply whose last call was just decided, in the
+    /// model's order, then calls the model. A tool-call decision carries the run on only now,
+    /// once every call is decided (a plan's run started before its change: `decide_at`).
+    async fn run_approved(
+        &mut self,
+        run_id: Arc<str>,
+        calls: Vec<Approved>,
+    ) -> Result<RunOutcome, SessionError> {
+        self.start_operation();
+        for (call, record) in calls {
             if self.run_token.is_cancelled() {
                 // No approved call is running: this one and the rest never start.
-                return self.abort_unstarted(run_id).await;
+                return self.abort_run(Abort::BeforeApproved(run_id)).await;
             }
             let name = &call.payload.tool_name;
             // A deny rule wins over the user's approval too: the rules (or the workspace the
@@ -152,7 +189,14 @@ impl Session {
                 call.payload.args.clone(),
             );
             if let Some(Ruling::Deny(rule)) = self.ruling_of(&now) {
-                self.live(|c| c.refuse_decided_tool(&run_id, &call, record, rule));
+                let refused = Input::RefusedApproved {
+                    run_id: run_id.clone(),
+                    call_id: call.tool_call_id,
+                    name: call.payload.tool_name,
+                    record,
+                    rule,
+                };
+                self.handle(refused).await?;
                 continue;
             }
             let output = if self.shared.runtime(self.state.mode).allows(name) {
@@ -166,9 +210,16 @@ impl Session {
                 )))
             };
             let Some(output) = output else {
-                return self.abort_run(run_id).await;
+                return self.abort_run(Abort::Run(run_id)).await;
             };
-            self.live(|c| c.finish_decided_tool(&run_id, &call, output, record));
+            let result = Input::ToolResult {
+                run_id: run_id.clone(),
+                call_id: call.tool_call_id,
+                name: call.payload.tool_name,
+                output,
+                decision: Some(record),
+            };
+            self.handle(result).await?;
         }
         self.drive_traced(run_id).await
     }
@@ -180,43 +231,30 @@ impl Session {
             run_id = %run_id,
             mode_id = %self.mode_arc(),
         );
-        self.drive(run_id).instrument(span).await
+        Box::pin(self.drive(run_id).instrument(span)).await
     }
-    /// Ends a run the host cancelled: see [`Change::close_interrupted`]; persists the session.
-    async fn abort_run(&mut self, run_id: Arc<str>) -> Result<RunOutcome, SessionError> {
-        self.change(|c| c.close_interrupted(&run_id)).await?;
+    /// Ends a run the host cancelled ([`Abort`]); persists the session.
+    async fn abort_run(&mut self, abort: Abort) -> Result<RunOutcome, SessionError> {
+        let run_id = match &abort {
+            Abort::Run(run_id) | Abort::BeforeApproved(run_id) => run_id.clone(),
+            Abort::ToolCalls { run_id, .. } => run_id.clone(),
+            Abort::Pending(_) => self
+                .state
+                .run
+                .as_ref()
+                .map(|(id, _)| id.clone())
+                .unwrap_or_default(),
+        };
+        self.handle(Input::Abort(abort)).await?;
         Ok(RunOutcome::Aborted { run_id })
     }
 
-    /// Ends a run the host cancelled between tool calls: each call of the last assistant
-    /// message without a result never started (`tool_start` and `tool_end` with
-    /// [`NOT_STARTED_RESULT`]); persists the session.
-    async fn abort_unstarted(&mut self, run_id: Arc<str>) -> Result<RunOutcome, SessionError> {
-        self.change(|c| {
-            c.answer_unanswered(&run_id, NOT_STARTED_RESULT, NOT_STARTED_RESULT, false);
-            c.close_run(&run_id, RunState::Aborted, None);
-        })
-        .await?;
-        Ok(RunOutcome::Aborted { run_id })
-    }
     /// Takes over the interrupted run `run_id` (see [`Session::continue_run`]): the lease, an
     /// `agent_start`, an "interrupted" result for each tool call that was cut off, all saved in
     /// one compare-and-swap; then the model's next step.
     pub(crate) async fn take_over(&mut self, run_id: Arc<str>) -> Result<RunOutcome, SessionError> {
-        self.change(|c| {
-            c.take_lease();
-            let mode_id = c.mode_arc();
-            c.emit(Event::AgentStart {
-                session_id: c.id.clone(),
-                run_id: run_id.clone(),
-                mode_id,
-            });
-            // Each step was saved before its tool calls ran: any call without a saved result
-            // may have run, so none is run again.
-            c.answer_unanswered(&run_id, INTERRUPTED_RESULT, INTERRUPTED_RESULT, false);
-        })
-        .await?;
-        self.drive_traced(run_id).await
+        let next = self.handle(Input::TakeOver(run_id)).await?;
+        self.carry_on(next).await
     }
 
     /// Ends the run and persists the session: completed with the model's last text, or failed
@@ -226,9 +264,11 @@ impl Session {
         run_id: Arc<str>,
         end: Result<String, ModelError>,
     ) -> Result<RunOutcome, SessionError> {
-        self.change(|c| match &end {
-            Ok(_) => c.close_run(&run_id, RunState::Completed, None),
-            Err(error) => c.close_run(&run_id, RunState::Failed, Some(&error.to_string())),
+        let error = end.as_ref().err().map(ToString::to_string);
+        let run_id = run_id.clone();
+        self.handle(Input::End {
+            run_id: run_id.clone(),
+            error,
         })
         .await?;
         Ok(match end {
@@ -245,7 +285,7 @@ impl Session {
         let mut steps = 0usize;
         loop {
             if token.is_cancelled() {
-                return self.abort_run(run_id).await;
+                return self.abort_run(Abort::Run(run_id)).await;
             }
             // Results may have come in another order than the calls (a suspension, decisions,
             // an expiry, a restore): the model gets them in the order of its calls.
@@ -293,8 +333,8 @@ impl Session {
             let response = match response {
                 // Once the handle fired the run ends aborted, whatever the model returned (a
                 // model that watches its token may return an error, or a reply, as it stops).
-                None => return self.abort_run(run_id).await,
-                Some(_) if token.is_cancelled() => return self.abort_run(run_id).await,
+                None => return self.abort_run(Abort::Run(run_id)).await,
+                Some(_) if token.is_cancelled() => return self.abort_run(Abort::Run(run_id)).await,
                 Some(Ok(r)) => r,
                 Some(Err(error)) => {
                     tracing::debug!(%error, kind = %error.kind(), "model call failed");
@@ -306,46 +346,24 @@ impl Session {
                 finish_reason = response.finish_reason.as_deref(),
                 "model replied"
             );
-            if response.finish_reason.is_some() || response.usage.is_some() {
-                self.emit(Event::ModelEnd {
-                    session_id: self.id.clone(),
-                    run_id: run_id.clone(),
-                    finish_reason: response.finish_reason.clone(),
-                    usage: response.usage,
-                });
-            }
-            if !response.text.is_empty() {
-                self.emit(Event::AssistantMessage {
-                    session_id: self.id.clone(),
-                    run_id: run_id.clone(),
-                    text: response.text.clone(),
-                });
-            }
-            let mut calls = response.tool_calls;
-            calls.iter_mut().for_each(|call| take_args(&mut call.args));
-            unique_call_ids(&mut calls);
-            if calls.is_empty() {
-                self.state.messages.push(Message::Assistant {
-                    content: response.text.clone(),
-                    tool_calls: Vec::new(),
-                });
-                return self.end_run(run_id, Ok(response.text)).await;
-            }
-            // The conversation keeps the calls; the loop reads them from there (no copy).
-            self.state.messages.push(Message::Assistant {
-                content: response.text,
-                tool_calls: calls,
-            });
-            let at = self.state.messages.len() - 1;
+            let reply = Input::ModelReply {
+                run_id: run_id.clone(),
+                reply: response,
+            };
+            let next = self.handle(reply).await?;
+            let Next::RunToolCalls { at, .. } = next else {
+                // The model is done.
+                return self.carry_on(next).await;
+            };
             self.keep_lease(&run_id, true).await?;
-            if let Some(outcome) = self.run_tool_calls(&run_id, at).await {
-                return outcome;
+            if let Some(outcome) = self.run_tool_calls(&run_id, at).await? {
+                return Ok(outcome);
             }
         }
     }
 
-    /// Runs one step's tool calls in order; returns `Some` when the run suspends (or its
-    /// suspension could not be saved).
+    /// Runs one step's tool calls in order; returns how the run stands when it suspends (or
+    /// its suspension could not be saved), or is aborted, and `None` when the model is next.
     ///
     /// Each call is ruled first ([`Ruling`]: the mode's rules, its `requireApproval`, the
     /// tools always allowed), and a call that would run is ruled again just before it runs,
@@ -360,7 +378,7 @@ impl Session {
         &mut self,
         run_id: &Arc<str>,
         at: usize,
-    ) -> Option<Result<RunOutcome, SessionError>> {
+    ) -> Result<Option<RunOutcome>, SessionError> {
         let shared = self.shared.clone();
         // Each call's outcome is ruled before any runs (all of the reply's calls are judged in
         // the mode, the rules and the allowances it was made under), and once more just before
@@ -370,19 +388,30 @@ impl Session {
             .map(|call| self.ruling_of(call))
             .collect();
         let waits = rulings.iter().any(|r| matches!(r, Some(Ruling::Ask(_))));
-        let mut waiting = Vec::new();
+        let mut waiting: Vec<(usize, Option<Box<RuleRecord>>)> = Vec::new();
         let mut next = 0;
         loop {
             // Once the handle fired no call starts, and none waits: the run ends aborted.
             if self.run_token.is_cancelled() {
-                return Some(
-                    self.abort_tool_calls(run_id, at, next, &waiting, None)
-                        .await,
-                );
+                let abort = Abort::ToolCalls {
+                    run_id: run_id.clone(),
+                    at,
+                    next,
+                    waiting: waiting.iter().map(|(i, _)| *i).collect(),
+                    running: None,
+                };
+                return self.abort_run(abort).await.map(Some);
             }
-            let Some((id, name)) = self.live(|c| c.start_tool(run_id, at, next)) else {
+            let Some(call) = self.state.tool_call(at, next) else {
                 break;
             };
+            let (id, name) = (call.id.clone(), call.name.clone());
+            let start = Input::ToolStart {
+                run_id: run_id.clone(),
+                at,
+                index: next,
+            };
+            self.handle(start).await?;
             next += 1;
             let mode = self.state.mode;
             if !shared.runtime(mode).allows(&name) {
@@ -391,13 +420,13 @@ impl Session {
                     shared.graph.mode(mode).id(),
                     shared.runtime(mode).tool_list
                 ));
-                self.live(|c| c.finish_tool(run_id, &id, &name, output));
+                self.tool_result(run_id, id, name, output).await?;
                 continue;
             }
             let args = self.state.tool_call(at, next - 1).map(|call| &call.args);
             if let Some(reason) = args.and_then(|args| self.refusal(&name, args)) {
                 let output = ToolOutput::error(format!("Not executed: {reason}."));
-                self.live(|c| c.finish_tool(run_id, &id, &name, output));
+                self.tool_result(run_id, id, name, output).await?;
                 continue;
             }
             // Ruled again just before it runs: an earlier call of the reply may have changed
@@ -414,7 +443,8 @@ impl Session {
                 Some(Ruling::Deny(rule)) => {
                     let output = ToolOutput::error(denied_result(&rule));
                     let sha256 = args.map(crate::jcs::sha256).unwrap_or_default();
-                    self.live(|c| c.finish_ruled_tool(run_id, &id, &name, sha256, output, rule));
+                    self.ruled_tool_result(run_id, id, name, sha256, output, rule)
+                        .await?;
                     continue;
                 }
                 Some(Ruling::Ask(rule)) => {
@@ -426,7 +456,7 @@ impl Session {
             };
             if name == SUBMIT_PLAN && (waits || !waiting.is_empty()) {
                 let output = ToolOutput::error(PLAN_BESIDE_APPROVALS);
-                self.live(|c| c.finish_tool(run_id, &id, &name, output));
+                self.tool_result(run_id, id, name, output).await?;
                 continue;
             }
             if name == SUBMIT_PLAN {
@@ -443,20 +473,17 @@ impl Session {
                     });
                 match captured {
                     Ok(submission) => {
-                        self.live(|c| {
-                            while let Some((rest_id, rest_name)) = c.start_tool(run_id, at, next) {
-                                next += 1;
-                                let output = ToolOutput::error(
-                                    "Not executed: the run suspended for plan approval first. Call it again after the decision.",
-                                );
-                                c.finish_tool(run_id, &rest_id, &rest_name, output);
-                            }
-                        });
-                        return Some(self.suspend(run_id.clone(), id, submission).await);
+                        let skip = Input::SkipRest {
+                            run_id: run_id.clone(),
+                            at,
+                            from: next,
+                        };
+                        self.handle(skip).await?;
+                        return self.suspend(run_id.clone(), id, submission).await.map(Some);
                     }
                     Err(e) => {
                         let output = ToolOutput::error(e.to_string());
-                        self.live(|c| c.finish_tool(run_id, &id, &name, output));
+                        self.tool_result(run_id, id, name, output).await?;
                         continue;
                     }
                 }
@@ -468,65 +495,72 @@ impl Session {
                 ))),
             };
             let Some(output) = output else {
-                let running = Some(next - 1);
-                return Some(
-                    self.abort_tool_calls(run_id, at, next, &waiting, running)
-                        .await,
-                );
+                let abort = Abort::ToolCalls {
+                    run_id: run_id.clone(),
+                    at,
+                    next,
+                    waiting: waiting.iter().map(|(i, _)| *i).collect(),
+                    running: Some(next - 1),
+                };
+                return self.abort_run(abort).await.map(Some);
             };
             tracing::debug!(tool_call_id = %id, tool_name = %name, is_error = output.is_error, "tool call finished");
             match allowed_by {
                 Some(rule) => {
                     let sha256 = args.map(crate::jcs::sha256).unwrap_or_default();
-                    self.live(|c| c.finish_ruled_tool(run_id, &id, &name, sha256, output, rule));
+                    self.ruled_tool_result(run_id, id, name, sha256, output, rule)
+                        .await?
                 }
-                None => self.live(|c| c.finish_tool(run_id, &id, &name, output)),
+                None => self.tool_result(run_id, id, name, output).await?,
             }
         }
         if waiting.is_empty() {
-            return None;
+            return Ok(None);
         }
-        Some(self.suspend_tool_calls(run_id.clone(), at, waiting).await)
+        self.suspend_tool_calls(run_id.clone(), at, waiting)
+            .await
+            .map(Some)
     }
 
-    /// Ends the run as aborted while it runs the calls of the assistant message at `at`, the
-    /// calls before `next` started (the one at `running` cut off, if any): each call without
-    /// a result gets one, in the order of the calls. One that waited for approval is not
-    /// approved; the cut-off one is cancelled; those from `next` on never started (with their
-    /// `tool_start`, as calls skipped by a suspension are reported). Saved.
-    async fn abort_tool_calls(
+    /// Hands the result of tool call `id` (`name`) to the rules ([`Input::ToolResult`]).
+    async fn tool_result(
         &mut self,
         run_id: &Arc<str>,
-        at: usize,
-        next: usize,
-        waiting: &[(usize, Option<Box<RuleRecord>>)],
-        running: Option<usize>,
-    ) -> Result<RunOutcome, SessionError> {
-        self.change(|c| {
-            let mut index = 0;
-            while let Some(call) = c.state.tool_call(at, index) {
-                let (id, name) = (call.id.clone(), call.name.clone());
-                let result = if waiting.iter().any(|(i, _)| *i == index) {
-                    Some(tool_cancelled_result(CancelReason::Aborted))
-                } else if running == Some(index) {
-                    Some(CANCELLED_RESULT)
-                } else if index >= next {
-                    c.start_tool(run_id, at, index);
-                    Some(NOT_STARTED_RESULT)
-                } else {
-                    None
-                };
-                if let Some(text) = result {
-                    c.finish_tool(run_id, &id, &name, ToolOutput::error(text));
-                }
-                index += 1;
-            }
-            c.close_run(run_id, RunState::Aborted, None);
-        })
-        .await?;
-        Ok(RunOutcome::Aborted {
+        id: String,
+        name: String,
+        output: ToolOutput,
+    ) -> Result<(), SessionError> {
+        let result = Input::ToolResult {
             run_id: run_id.clone(),
-        })
+            call_id: id,
+            name,
+            output,
+            decision: None,
+        };
+        self.handle(result).await.map(drop)
+    }
+
+    /// Hands the result of tool call `id` (`name`, its canonical arguments hashing to
+    /// `args_sha256`), whose outcome `rule` decided on its own, to the rules
+    /// ([`Input::RuledToolResult`]).
+    async fn ruled_tool_result(
+        &mut self,
+        run_id: &Arc<str>,
+        id: String,
+        name: String,
+        args_sha256: String,
+        output: ToolOutput,
+        rule: Box<RuleRecord>,
+    ) -> Result<(), SessionError> {
+        let result = Input::RuledToolResult {
+            run_id: run_id.clone(),
+            call_id: id,
+            name,
+            args_sha256,
+            output,
+            rule,
+        };
+        self.handle(result).await.map(drop)
     }
 
     /// How `call` is handled in the current mode ([`Ruling`]: run, wait for approval, or refused
@@ -608,31 +642,27 @@ impl Session {
         at: usize,
         indexes: Vec<(usize, Option<Box<RuleRecord>>)>,
     ) -> Result<RunOutcome, SessionError> {
-        let suspended = self
-            .change(|c| c.suspend_tool_calls(&run_id, at, &indexes))
-            .await;
-        if let Err(err) = suspended {
-            self.live(|c| {
-                for &(index, _) in &indexes {
-                    let Some(call) = c.state.tool_call(at, index) else {
+        let suspend = Suspend::ToolCalls {
+            run_id: run_id.clone(),
+            at,
+            indexes: indexes.clone(),
+        };
+        match self.handle(Input::Suspend(suspend)).await {
+            Ok(next) => self.carry_on(next).await,
+            Err(err) => {
+                for (index, _) in indexes {
+                    let Some(call) = self.state.tool_call(at, index) else {
                         continue;
                     };
                     let (id, name) = (call.id.clone(), call.name.clone());
                     let output = ToolOutput::error(format!(
                         "Not executed: the tool call could not be saved for approval: {err}"
                     ));
-                    c.finish_tool(&run_id, &id, &name, output);
+                    self.tool_result(&run_id, id, name, output).await?;
                 }
-            });
-            let failed = self
-                .change(|c| c.close_run(&run_id, RunState::Failed, Some(&err.to_string())))
-                .await;
-            return Err(failed.err().unwrap_or(err));
+                Err(self.fail_unsaved(run_id, err).await)
+            }
         }
-        Ok(RunOutcome::ToolCallsSuspended {
-            run_id,
-            tool_calls: self.state.undecided_calls(),
-        })
     }
 
     /// Suspends the run on `submit_plan` and persists the pending decision. If it cannot be
@@ -644,53 +674,31 @@ impl Session {
         tool_call_id: String,
         submission: PlanSubmission,
     ) -> Result<RunOutcome, SessionError> {
-        let suspended = self
-            .change(|c| c.suspend_plan(&run_id, &tool_call_id, submission))
-            .await;
-        match suspended {
-            Ok(payload) => Ok(RunOutcome::Suspended {
-                run_id,
-                tool_call_id,
-                payload,
-            }),
+        let suspend = Suspend::Plan {
+            run_id: run_id.clone(),
+            tool_call_id: tool_call_id.clone(),
+            submission,
+        };
+        match self.handle(Input::Suspend(suspend)).await {
+            Ok(next) => self.carry_on(next).await,
             Err(err) => {
                 let output =
                     ToolOutput::error(format!("The plan could not be saved for review: {err}"));
-                self.live(|c| c.finish_tool(&run_id, &tool_call_id, SUBMIT_PLAN, output));
-                let failed = self
-                    .change(|c| c.close_run(&run_id, RunState::Failed, Some(&err.to_string())))
-                    .await;
-                Err(failed.err().unwrap_or(err))
+                self.tool_result(&run_id, tool_call_id, SUBMIT_PLAN.to_owned(), output)
+                    .await?;
+                Err(self.fail_unsaved(run_id, err).await)
             }
         }
     }
-}
 
-/// Gives every call of one reply an id of its own: a model may repeat an id or send none, and
-/// a result names only the id of the call it answers, so results of such calls could not be
-/// told apart (or put back in the order of the calls). The first call of an id keeps it; a
-/// later one, or one without an id, gets `ID_K` (`call_K` for none), K its position in the
-/// reply (counting on past any id the reply already uses).
-fn unique_call_ids(calls: &mut [ToolCall]) {
-    let given: std::collections::HashSet<String> = calls.iter().map(|c| c.id.clone()).collect();
-    let mut seen = std::collections::HashSet::new();
-    for (k, call) in calls.iter_mut().enumerate() {
-        if call.id.is_empty() || seen.contains(&call.id) {
-            let base = if call.id.is_empty() {
-                "call".to_owned()
-            } else {
-                call.id.clone()
-            };
-            let mut n = k;
-            call.id = loop {
-                let id = format!("{base}_{n}");
-                if !given.contains(&id) && !seen.contains(&id) {
-                    break id;
-                }
-                n += 1;
-            };
-        }
-        seen.insert(call.id.clone());
+    /// Fails the run whose suspension could not be saved (`err`), and returns the error to
+    /// report: the failure's own save error if that fails too.
+    async fn fail_unsaved(&mut self, run_id: Arc<str>, err: SessionError) -> SessionError {
+        let end = Input::End {
+            run_id,
+            error: Some(err.to_string()),
+        };
+        self.handle(end).await.err().unwrap_or(err)
     }
 }
 
@@ -714,18 +722,4 @@ impl PendingPlans for StorePending<'_> {
             .map(|p| p.plan_path)
             .collect())
     }
-}
-
-/// Takes a model's tool-call arguments as the record keeps them ([`crate::tool::args`]): their
-/// RFC 8785 round trip when they meet the rules, else their text (a string), which the call's
-/// refusal then explains. Arguments that are text already (not JSON to the provider) stay.
-fn take_args(args: &mut serde_json::Value) {
-    if args.is_string() {
-        return;
-    }
-    let value = std::mem::take(args);
-    *args = match crate::tool::args::check(&value) {
-        Ok(()) => crate::tool::args::normalize(value).unwrap_or_default(),
-        Err(_) => serde_json::Value::String(value.to_string()),
-    };
 }

@@ -4,6 +4,7 @@
 use crate::event::{DecidedRecord, DecisionOutcome};
 use crate::machine::error::expired_error;
 use crate::machine::expiry::{self, Waiting};
+use crate::machine::input::Input;
 
 use super::{PendingDecision, Session, SessionError};
 
@@ -70,7 +71,7 @@ impl Session {
         };
         let expired = expiry.expired();
         tracing::info!(session_id = %self.id, expired = expired.len(), "no decision by the deadline: expired");
-        self.change(|c| c.apply_expiry(&run_id, expiry)).await?;
+        self.handle(Input::Deadline { run_id, expiry }).await?;
         Ok(expired)
     }
 }

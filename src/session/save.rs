@@ -1,6 +1,6 @@
 //! Save, then swap: what a session keeps ([`State`]) and how it changes ([`Change`]).
 //!
-//! A change is computed on a copy of the session's state: [`Session::change`] clones the
+//! A change is computed on a copy of the session's state: [`Session::handle`] clones the
 //! state, lets the change's rules write the next state and the events it emits, saves the next
 //! state's record at the expected version (compare-and-swap), and only then swaps the next state
 //! in and delivers the events. A save that fails leaves the session's state as it was, since it
@@ -8,14 +8,17 @@
 //! leaves the next state beside the save ([`Session::recover`]): the next operation swaps it in
 //! if the save got through, and drops it otherwise.
 //!
-//! Between saves a run also changes its state in place ([`Session::live`]): the tool calls it
-//! runs and their results, delivered at once and saved with the run's next change (a run started
-//! by a message is saved when it suspends or ends).
+//! Every change goes through one entry point, [`Session::handle`]: an input for the rules
+//! ([`crate::machine::input`]), whose effects it performs. Between saves a run also changes its
+//! state in place (the inputs that do not save, [`Input::saves`]): the tool calls it runs and
+//! their results, delivered at once and saved with the run's next change (a run started by a
+//! message is saved when it suspends or ends).
 
 use std::sync::Arc;
 
 use crate::event::{Event, RunState};
 use crate::machine::change::{Change, Config, LeaseTerms};
+use crate::machine::input::{Abort, Input, Next};
 use crate::machine::state::State;
 use crate::store::StoreError;
 
@@ -49,33 +52,36 @@ async fn landed(
 }
 
 impl Session {
-    /// Makes a change: `rules` computes the next state on a copy of the session's, the next
-    /// state is saved (compare-and-swap on the version), and only then is it swapped in and
-    /// are its events delivered. Returns what `rules` returned.
+    /// Hands `input` to the rules ([`Change::handle`]) with `now` from the controller's clock,
+    /// and performs the effects it names: the next state is saved (compare-and-swap on the
+    /// version) when the input saves ([`Input::saves`]), and only then swapped in and its
+    /// events delivered; then the next step is returned for the run loop to carry out. The one
+    /// way the session's state changes.
     ///
     /// # Errors
-    /// [`SessionError::Store`] when the save fails; the session is as before.
+    /// What the rules refuse ([`Input::may_refuse`]), and [`SessionError::Store`] when the save
+    /// fails; either way the session is as before.
     ///
     /// Cancel-safe: dropped during the save, the next state waits beside the save, and the next
     /// operation swaps it in if the save got through ([`Session::recover`]).
-    pub(crate) async fn change<T>(
-        &mut self,
-        rules: impl FnOnce(&mut Change<'_>) -> T,
-    ) -> Result<T, SessionError> {
-        if self.shared.store.is_none() {
-            // Nothing to save: the change cannot fail or be cut off, so it needs no copy (a
-            // copy per change would cost a long conversation time on every switch).
-            return Ok(self.live(rules));
+    pub(crate) async fn handle(&mut self, input: Input) -> Result<Next, SessionError> {
+        if !input.saves() || (self.shared.store.is_none() && !input.may_refuse()) {
+            // Nothing to save now, or nothing to save at all: the change cannot fail or be cut
+            // off, so it needs no copy (a copy per change would cost a long conversation time
+            // on every switch).
+            return self.live(|c| c.handle(input));
         }
-        self.try_change(|c| Ok(rules(c))).await
+        self.try_change(|c| c.handle(input)).await
     }
 
-    /// [`Session::change`] for rules that may refuse: when `rules` returns an error, the next
-    /// state is dropped unsaved and the session is as before.
+    /// Makes a change on a copy: `rules` computes the next state on a copy of the session's,
+    /// the next state is saved, and only then is it swapped in and are its events delivered.
+    /// When `rules` returns an error, the next state is dropped unsaved and the session is as
+    /// before.
     ///
     /// # Errors
-    /// What `rules` returned, and as for [`Session::change`].
-    pub(crate) async fn try_change<T>(
+    /// What `rules` returned, and [`SessionError::Store`] when the save fails.
+    async fn try_change<T>(
         &mut self,
         rules: impl FnOnce(&mut Change<'_>) -> Result<T, SessionError>,
     ) -> Result<T, SessionError> {
@@ -95,7 +101,7 @@ impl Session {
 
     /// Changes the state in place, between saves: what a run does as it goes (a tool call and
     /// its result), delivered at once and saved with the run's next change.
-    pub(crate) fn live<T>(&mut self, rules: impl FnOnce(&mut Change<'_>) -> T) -> T {
+    fn live<T>(&mut self, rules: impl FnOnce(&mut Change<'_>) -> T) -> T {
         let mut events = std::mem::take(&mut self.spare_events);
         let out = rules(&mut Change {
             config: self.shared.config(),
@@ -235,7 +241,8 @@ impl Session {
         };
         let run_id = run_id.clone();
         let mut events = Vec::new();
-        Change {
+        let abort = Input::Abort(Abort::Run(run_id));
+        let _nothing_next = Change {
             config: self.shared.config(),
             now_ms: self.shared.now_ms(),
             id: &self.id,
@@ -243,7 +250,7 @@ impl Session {
             state: &mut self.state,
             events: &mut events,
         }
-        .close_interrupted(&run_id);
+        .handle(abort);
         self.abandoned = Some(events);
     }
 }

@@ -427,21 +427,23 @@ async fn a_server_that_answers_with_garbage_gives_an_error() {
 
 #[tokio::test]
 async fn a_server_that_answers_with_a_line_that_is_not_json_gives_an_error() {
-    let s = hostile("notjson", "1s").await;
+    // The timeout covers the server's start too: 4s leaves room for node to start on a loaded
+    // machine (1s did not, under the whole suite on 2 cores).
+    let s = hostile("notjson", "4s").await;
     let result = echo_result(&s).await;
     // rmcp drops a line it cannot read: no reply comes, and the timeout ends the call.
     assert!(
-        result.starts_with("MCP server `bad` sent no reply to `echo` within 1s"),
+        result.starts_with("MCP server `bad` sent no reply to `echo` within 4s"),
         "{result}"
     );
 }
 
 #[tokio::test]
 async fn a_server_that_hangs_gives_an_error_after_its_timeout() {
-    let s = hostile("hang", "1s").await;
+    let s = hostile("hang", "4s").await;
     let result = echo_result(&s).await;
     assert!(
-        result.contains("sent no reply to `echo` within 1s"),
+        result.contains("sent no reply to `echo` within 4s"),
         "{result}"
     );
 }

@@ -1,0 +1,393 @@
+//! The rules of deciding: the one place a decision is checked against what it decides
+//! ([`check`], [`check_pin`]) and where the ids a host gives are resolved to it ([`named`],
+//! [`with_id`]). Pure: no I/O, no clock.
+
+use super::decision::{Decision, DecisionAction};
+use super::error::{SessionError, expired_error};
+use super::pending::PendingDecision;
+use crate::event::DecidedRecord;
+use crate::mode::ModeId;
+use crate::tool::submit_plan::{self, PlanSubmission};
+
+/// What a decision checked by [`check`] resolves to, so that nothing is
+/// validated twice: the mode an approved plan hands over to and the user's edit, captured.
+#[derive(Debug)]
+pub(crate) struct Checked {
+    /// The plan's hand-over target an approval names (the first target when it names none).
+    pub(crate) target: Option<ModeId>,
+    /// The edited plan, captured under the plan limits.
+    pub(crate) edited: Option<PlanSubmission>,
+}
+
+/// Checks that `decision` may be applied to `pending`, and resolves what it names; changes
+/// nothing. The rules, in the order they apply:
+///
+/// - A plan takes no `alwaysAllow`; a tool call no `targetModeId`, no edited plan, and no
+///   `alwaysAllow` with a rejection ([`SessionError::MalformedDecision`]).
+/// - A pinned `sha256` must be what was shown ([`check_pin`]).
+/// - A plan: a `targetModeId` or an edit goes with an approval only
+///   ([`SessionError::MalformedDecision`]); the target must be one the plan lists
+///   ([`SessionError::TargetNotAllowed`]); the edit obeys the plan limits
+///   ([`SessionError::EditedPlan`]: validated here, once); an approval must still be possible
+///   under the current config ([`SessionError::ConfigChanged`]).
+///
+/// # Errors
+/// As above.
+pub(crate) fn check(
+    pending: &PendingDecision,
+    decision: &Decision,
+) -> Result<Checked, SessionError> {
+    let malformed = |what: &str| Err(SessionError::MalformedDecision(what.to_owned()));
+    let rejected = decision.action == DecisionAction::Rejected;
+    match pending {
+        PendingDecision::Plan(_) if decision.always_allow => {
+            return malformed(
+                "a plan decision takes no `alwaysAllow`: it goes with the approval of a tool call",
+            );
+        }
+        PendingDecision::ToolCall(_) if decision.to.is_some() => {
+            return malformed(
+                "a tool-call decision names no target mode: `targetModeId` goes with a plan",
+            );
+        }
+        PendingDecision::ToolCall(_) if decision.plan.is_some() => {
+            return malformed(
+                "a tool-call decision carries no edited plan: `plan` goes with a plan",
+            );
+        }
+        PendingDecision::ToolCall(_) if decision.always_allow && rejected => {
+            return malformed(
+                "a rejection cannot always allow the tool: `alwaysAllow` goes with an approval",
+            );
+        }
+        PendingDecision::ToolCall(call) if decision.always_allow => {
+            if let Some(rule) = &call.payload.rule {
+                return Err(SessionError::MalformedDecision(format!(
+                    "this call waits because rule {} of mode `{}` ({}) asks about every call it matches, which an \"always allow\" does not override: approve it without `alwaysAllow`, or change the rule",
+                    rule.number, rule.mode_id, rule.rule
+                )));
+            }
+        }
+        _ => {}
+    }
+    if let Some(given) = &decision.sha256 {
+        check_pin(pending, given)?;
+    }
+    let PendingDecision::Plan(plan) = pending else {
+        return Ok(Checked {
+            target: None,
+            edited: None,
+        });
+    };
+    if rejected && decision.to.is_some() {
+        return malformed("a rejection names no target mode: `targetModeId` goes with an approval");
+    }
+    if rejected && decision.plan.is_some() {
+        return malformed("a rejection carries no edited plan: `plan` goes with an approval");
+    }
+    let Some(target) = plan.chosen_target(decision.to.as_deref()) else {
+        return Err(SessionError::TargetNotAllowed {
+            given: decision.to.clone().unwrap_or_default(),
+            allowed: plan
+                .payload
+                .target_mode_ids
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+        });
+    };
+    let edited = match &decision.plan {
+        Some(text) => Some(
+            submit_plan::capture_plan(&plan.payload.submission.path, text.as_bytes())
+                .map_err(SessionError::EditedPlan)?,
+        ),
+        None => None,
+    };
+    if let (false, Some(reason)) = (rejected, &plan.stale) {
+        return Err(SessionError::ConfigChanged(reason.clone()));
+    }
+    Ok(Checked {
+        target: Some(target),
+        edited,
+    })
+}
+
+/// Checks a `sha256` pin (what the user saw) against [`PendingDecision::sha256`], ignoring ASCII
+/// case: the one place a pin is compared.
+///
+/// # Errors
+/// [`SessionError::Sha256Mismatch`] for a plan, [`SessionError::ArgsSha256Mismatch`] for a tool
+/// call.
+pub(crate) fn check_pin(pending: &PendingDecision, given: &str) -> Result<(), SessionError> {
+    if given.eq_ignore_ascii_case(pending.sha256()) {
+        return Ok(());
+    }
+    let (expected, given) = (pending.sha256().to_owned(), given.to_owned());
+    Err(match pending {
+        PendingDecision::ToolCall(c) => SessionError::ArgsSha256Mismatch {
+            decision_id: c.payload.decision_id.clone(),
+            expected,
+            given,
+        },
+        PendingDecision::Plan(_) => SessionError::Sha256Mismatch { expected, given },
+    })
+}
+
+/// The position in `pending` of what `run_id` / `tool_call_id` name: the first one not decided
+/// yet where a model reused the ids (so the current plan can always be decided). `history` is
+/// the session's settled decisions, `runs` how many runs it started.
+///
+/// # Errors
+/// [`SessionError::AlreadyDecided`] (or [`SessionError::Expired`]) when what they name was
+/// decided, [`SessionError::UnknownToolCall`] when the run waits on something else,
+/// [`SessionError::NotSuspended`] for a run that waits on nothing, [`SessionError::UnknownRun`]
+/// for a run never started.
+pub(crate) fn named(
+    pending: &[PendingDecision],
+    history: &[DecidedRecord],
+    runs: u64,
+    run_id: &str,
+    tool_call_id: &str,
+) -> Result<usize, SessionError> {
+    let names = |p: &PendingDecision| p.run_id() == run_id && p.tool_call_id() == tool_call_id;
+    if let Some(index) = pending.iter().position(|p| names(p) && p.is_waiting()) {
+        return Ok(index);
+    }
+    if pending.iter().any(names) {
+        return Err(SessionError::AlreadyDecided(tool_call_id.to_owned()));
+    }
+    let decided = history
+        .iter()
+        .rfind(|d| d.run_id == run_id && d.tool_call_id == tool_call_id);
+    let started = run_id
+        .strip_prefix("run_")
+        .and_then(|n| n.parse::<u64>().ok())
+        .is_some_and(|n| n >= 1 && n <= runs);
+    Err(match decided {
+        Some(decided) => expired_error(decided)
+            .unwrap_or_else(|| SessionError::AlreadyDecided(tool_call_id.to_owned())),
+        None if pending.iter().any(|p| p.run_id() == run_id) => SessionError::UnknownToolCall {
+            run_id: run_id.to_owned(),
+            tool_call_id: tool_call_id.to_owned(),
+        },
+        None if started => SessionError::NotSuspended(run_id.to_owned()),
+        None => SessionError::UnknownRun(run_id.to_owned()),
+    })
+}
+
+/// The position in `pending` of the decision with id `decision_id`.
+///
+/// # Errors
+/// [`SessionError::AlreadyDecided`] (or [`SessionError::Expired`]) for a decision settled
+/// before (in `history`) or decided while others wait, [`SessionError::UnknownDecision`] for
+/// one the session never gave out.
+pub(crate) fn with_id(
+    pending: &[PendingDecision],
+    history: &[DecidedRecord],
+    decision_id: &str,
+) -> Result<usize, SessionError> {
+    if let Some(index) = pending.iter().position(|p| p.decision_id() == decision_id) {
+        if !pending[index].is_waiting() {
+            return Err(SessionError::AlreadyDecided(decision_id.to_owned()));
+        }
+        return Ok(index);
+    }
+    match history.iter().find(|d| d.decision_id == decision_id) {
+        Some(decided) => Err(expired_error(decided)
+            .unwrap_or_else(|| SessionError::AlreadyDecided(decision_id.to_owned()))),
+        None => Err(SessionError::UnknownDecision(decision_id.to_owned())),
+    }
+}
+
+/// `decision_<n>`: the controller's id of the session's `n`-th submitted plan.
+pub(crate) fn decision_id_for(n: u64) -> String {
+    format!("decision_{n}")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::event::{SuspendPayload, ToolCallPayload};
+    use crate::machine::pending::{PendingPlan, PendingToolCall};
+
+    fn plan(stale: Option<&str>) -> PendingDecision {
+        PendingDecision::Plan(PendingPlan {
+            run_id: Arc::from("run_1"),
+            tool_call_id: "c1".to_owned(),
+            target: ModeId::from_index(1),
+            targets: vec![ModeId::from_index(1), ModeId::from_index(2)],
+            payload: SuspendPayload {
+                submission: PlanSubmission {
+                    path: "plans/a.md".to_owned(),
+                    title: "A".to_owned(),
+                    plan: "1. Step.".to_owned(),
+                    sha256: "ab12".to_owned(),
+                },
+                target_mode_id: "build".into(),
+                target_mode_ids: vec!["build".into(), "build-auto".into()],
+                decision_id: "decision_1".to_owned(),
+                revision: 1,
+                previous_sha256: None,
+                diff: None,
+                approval_timeout: None,
+                deadline_at_ms: None,
+                workspace: None,
+            },
+            stale: stale.map(str::to_owned),
+        })
+    }
+
+    fn call(n: u64, decided: Option<DecidedRecord>) -> PendingDecision {
+        PendingDecision::ToolCall(PendingToolCall {
+            run_id: Arc::from("run_2"),
+            tool_call_id: format!("c{n}"),
+            payload: ToolCallPayload {
+                decision_id: format!("decision_{n}"),
+                tool_name: "write_file".to_owned(),
+                args: serde_json::json!({}),
+                args_sha256: "cd34".to_owned(),
+                approval_timeout: None,
+                deadline_at_ms: None,
+                workspace: None,
+                rule: None,
+            },
+            decided,
+            feedback: None,
+        })
+    }
+
+    fn record(run_id: &str, tool_call_id: &str, decision_id: &str) -> DecidedRecord {
+        DecidedRecord {
+            run_id: run_id.to_owned(),
+            tool_call_id: tool_call_id.to_owned(),
+            decision_id: decision_id.to_owned(),
+            outcome: Some(crate::event::DecisionOutcome::Rejected),
+            sha256: None,
+            approved_sha256: None,
+            decided_at: None,
+            decided_by: None,
+            target_mode_id: None,
+            tool_name: None,
+            always_allow: false,
+            allowed_by: None,
+            rule: None,
+        }
+    }
+
+    #[test]
+    fn a_pin_is_compared_ignoring_case_and_names_what_was_shown() {
+        assert_eq!(check_pin(&plan(None), "AB12"), Ok(()));
+        assert_eq!(
+            check_pin(&plan(None), "ffff"),
+            Err(SessionError::Sha256Mismatch {
+                expected: "ab12".to_owned(),
+                given: "ffff".to_owned(),
+            })
+        );
+        assert_eq!(
+            check_pin(&call(1, None), "ab12"),
+            Err(SessionError::ArgsSha256Mismatch {
+                decision_id: "decision_1".to_owned(),
+                expected: "cd34".to_owned(),
+                given: "ab12".to_owned(),
+            })
+        );
+    }
+
+    #[test]
+    fn a_plan_approval_resolves_its_target_and_its_edit_once() {
+        let checked = check(&plan(None), &Decision::approve().to("build-auto")).expect("ok");
+        assert_eq!(checked.target, Some(ModeId::from_index(2)));
+        let edit = Decision::approve().with_plan("# B\n\n1. Other.\n");
+        let checked = check(&plan(None), &edit).expect("ok");
+        assert_eq!(checked.edited.map(|e| e.title), Some("B".to_owned()));
+        assert!(matches!(
+            check(&plan(None), &Decision::approve().to("review")),
+            Err(SessionError::TargetNotAllowed { .. })
+        ));
+        assert!(matches!(
+            check(&plan(None), &Decision::approve().with_plan("  \n")),
+            Err(SessionError::EditedPlan(_))
+        ));
+    }
+
+    #[test]
+    fn each_kind_refuses_the_parts_of_the_other() {
+        let malformed =
+            |r: Result<Checked, SessionError>| matches!(r, Err(SessionError::MalformedDecision(_)));
+        assert!(malformed(check(
+            &plan(None),
+            &Decision::approve().always_allow()
+        )));
+        assert!(malformed(check(
+            &plan(None),
+            &Decision::reject().to("build")
+        )));
+        assert!(malformed(check(
+            &call(1, None),
+            &Decision::approve().to("build")
+        )));
+        assert!(malformed(check(
+            &call(1, None),
+            &Decision::approve().with_plan("# A")
+        )));
+        assert!(malformed(check(
+            &call(1, None),
+            &Decision::reject().always_allow()
+        )));
+        assert!(check(&call(1, None), &Decision::approve().always_allow()).is_ok());
+    }
+
+    #[test]
+    fn a_stale_plan_can_be_rejected_not_approved() {
+        let stale = plan(Some("its target is gone"));
+        assert_eq!(
+            check(&stale, &Decision::approve()).map(drop),
+            Err(SessionError::ConfigChanged("its target is gone".to_owned()))
+        );
+        assert!(check(&stale, &Decision::reject()).is_ok());
+    }
+
+    #[test]
+    fn ids_resolve_to_what_waits_first_then_to_the_history() {
+        let decided = record("run_2", "c1", "decision_1");
+        let pending = [call(1, Some(decided.clone())), call(2, None)];
+        assert_eq!(named(&pending, &[], 2, "run_2", "c2"), Ok(1));
+        assert_eq!(
+            named(&pending, &[], 2, "run_2", "c1"),
+            Err(SessionError::AlreadyDecided("c1".to_owned()))
+        );
+        assert!(matches!(
+            named(&pending, &[], 2, "run_2", "c9"),
+            Err(SessionError::UnknownToolCall { .. })
+        ));
+        assert_eq!(
+            named(&[], &[], 2, "run_1", "c1"),
+            Err(SessionError::NotSuspended("run_1".to_owned()))
+        );
+        assert_eq!(
+            named(&[], &[], 2, "run_3", "c1"),
+            Err(SessionError::UnknownRun("run_3".to_owned()))
+        );
+        let history = [record("run_1", "c1", "decision_0")];
+        assert_eq!(
+            named(&[], &history, 2, "run_1", "c1"),
+            Err(SessionError::AlreadyDecided("c1".to_owned()))
+        );
+        assert_eq!(with_id(&pending, &[], "decision_2"), Ok(1));
+        assert_eq!(
+            with_id(&pending, &[], "decision_1"),
+            Err(SessionError::AlreadyDecided("decision_1".to_owned()))
+        );
+        assert_eq!(
+            with_id(&pending, &history, "decision_0"),
+            Err(SessionError::AlreadyDecided("decision_0".to_owned()))
+        );
+        assert_eq!(
+            with_id(&pending, &[], "decision_9"),
+            Err(SessionError::UnknownDecision("decision_9".to_owned()))
+        );
+    }
+}

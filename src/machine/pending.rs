@@ -1,0 +1,989 @@
+//! What waits for the host's decision ([`PendingDecision`]: a plan, [`PendingPlan`], or a tool
+//! call, [`PendingToolCall`]): what [`crate::Session::pending`] shows and a host loops over once,
+//! whatever the kind.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::check::{check, check_pin};
+use super::decision::Decision;
+use super::error::SessionError;
+use crate::event::{DecidedRecord, SuspendPayload, ToolCallPayload};
+use crate::mode::ModeId;
+use crate::tool::SUBMIT_PLAN;
+
+/// What waits for the host's decision: a plan submitted with `submit_plan`, or a tool call that
+/// needs approval (its mode's `requireApproval`). A suspended run waits on one plan, or on the
+/// tool calls of one model reply, never both; [`crate::Session::pending`] lists them, and a
+/// host loops over that list once, whatever the kind.
+///
+/// # Examples
+/// ```
+/// use agent_controller::PendingDecision;
+/// fn describe(pending: &PendingDecision) -> String {
+///     match pending {
+///         PendingDecision::Plan(plan) => format!("plan {}", plan.payload().submission.title),
+///         PendingDecision::ToolCall(call) => format!("tool call {}", call.tool_name()),
+///         // A kind added later lands here.
+///         _ => format!("decision {}", pending.decision_id()),
+///     }
+/// }
+/// # let _ = describe;
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum PendingDecision {
+    /// A plan waiting for approval.
+    Plan(PendingPlan),
+    /// A tool call waiting for approval.
+    ToolCall(PendingToolCall),
+}
+
+impl PendingDecision {
+    /// The suspended run.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// assert_eq!(session.pending()[0].run_id(), "run_1");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn run_id(&self) -> &str {
+        match self {
+            PendingDecision::Plan(p) => &p.run_id,
+            PendingDecision::ToolCall(c) => &c.run_id,
+        }
+    }
+
+    pub(crate) fn run_arc(&self) -> &Arc<str> {
+        match self {
+            PendingDecision::Plan(p) => &p.run_id,
+            PendingDecision::ToolCall(c) => &c.run_id,
+        }
+    }
+
+    /// The model's id of the call that waits (`submit_plan` or the tool call): a model may
+    /// reuse it, so address the decision by [`PendingDecision::decision_id`].
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ReplayModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let model = ReplayModel::new([
+    /// #     ReplayModel::call("call_1", "write_file", serde_json::json!({ "path": "a.txt", "content": "hi" })),
+    /// #     ReplayModel::text("Wrote a.txt."),
+    /// # ]);
+    /// # let controller = AgentController::builder(graph, Arc::new(model))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// # let RunOutcome::ToolCallsSuspended { tool_calls, .. } = session.send_message("Write a.txt").await? else { unreachable!() };
+    /// assert_eq!(session.pending()[0].tool_call_id(), "call_1", "the model's id");
+    /// assert_ne!(session.pending()[0].decision_id(), "call_1", "the controller's id");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn tool_call_id(&self) -> &str {
+        match self {
+            PendingDecision::Plan(p) => &p.tool_call_id,
+            PendingDecision::ToolCall(c) => &c.tool_call_id,
+        }
+    }
+
+    /// The controller's id of this decision (`decision_N`), unique in the session and kept
+    /// across restores: decide by it with [`crate::Session::decide`].
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// let id = session.pending()[0].decision_id().to_owned();
+    /// assert_eq!(id, payload.decision_id);
+    /// session.decide(&id, Decision::approve()).await?;
+    /// assert!(session.pending().is_empty());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn decision_id(&self) -> &str {
+        match self {
+            PendingDecision::Plan(p) => p.decision_id(),
+            PendingDecision::ToolCall(c) => c.decision_id(),
+        }
+    }
+
+    /// The tool the model called: `submit_plan` for a plan.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// assert_eq!(session.pending()[0].tool_name(), "submit_plan");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn tool_name(&self) -> &str {
+        match self {
+            PendingDecision::Plan(_) => SUBMIT_PLAN,
+            PendingDecision::ToolCall(c) => c.tool_name(),
+        }
+    }
+
+    /// The SHA-256 a [`Decision::with_sha256`] pin must equal: the plan's `sha256`, or the
+    /// tool call's `argsSha256`.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// let pending = &session.pending()[0];
+    /// assert_eq!(pending.sha256(), payload.submission.sha256);
+    /// assert_eq!(pending.sha256().len(), 64);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn sha256(&self) -> &str {
+        match self {
+            PendingDecision::Plan(p) => &p.payload.submission.sha256,
+            PendingDecision::ToolCall(c) => c.args_sha256(),
+        }
+    }
+
+    /// When it expires, in milliseconds since the Unix epoch (its mode's `approvalTimeout`),
+    /// or `None` when it waits for ever.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// assert_eq!(session.pending()[0].deadline_at_ms(), None, "the mode has no approvalTimeout");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn deadline_at_ms(&self) -> Option<u64> {
+        match self {
+            PendingDecision::Plan(p) => p.payload.deadline_at_ms,
+            PendingDecision::ToolCall(c) => c.payload.deadline_at_ms,
+        }
+    }
+
+    /// The audit record of a decision taken on it already while other calls of the same reply
+    /// still wait (only tool calls are decided that way); `None` while it waits.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// assert!(session.pending()[0].decision().is_none(), "nothing decided yet");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn decision(&self) -> Option<&DecidedRecord> {
+        match self {
+            PendingDecision::Plan(_) => None,
+            PendingDecision::ToolCall(c) => c.decision(),
+        }
+    }
+
+    /// Whether it still waits for a decision (not decided while others wait).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ReplayModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let model = ReplayModel::new([
+    /// #     ReplayModel::call("call_1", "write_file", serde_json::json!({ "path": "a.txt", "content": "hi" })),
+    /// #     ReplayModel::text("Wrote a.txt."),
+    /// # ]);
+    /// # let controller = AgentController::builder(graph, Arc::new(model))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// # let RunOutcome::ToolCallsSuspended { tool_calls, .. } = session.send_message("Write a.txt").await? else { unreachable!() };
+    /// assert!(session.pending()[0].is_waiting());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn is_waiting(&self) -> bool {
+        self.decision().is_none()
+    }
+
+    /// The plan, when this is one.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// let plan = session.pending()[0].as_plan().expect("a plan");
+    /// assert_eq!(plan.decision_id(), payload.decision_id);
+    /// assert!(session.pending()[0].as_tool_call().is_none());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn as_plan(&self) -> Option<&PendingPlan> {
+        match self {
+            PendingDecision::Plan(p) => Some(p),
+            PendingDecision::ToolCall(_) => None,
+        }
+    }
+
+    /// The tool call, when this is one.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ReplayModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let model = ReplayModel::new([
+    /// #     ReplayModel::call("call_1", "write_file", serde_json::json!({ "path": "a.txt", "content": "hi" })),
+    /// #     ReplayModel::text("Wrote a.txt."),
+    /// # ]);
+    /// # let controller = AgentController::builder(graph, Arc::new(model))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// # let RunOutcome::ToolCallsSuspended { tool_calls, .. } = session.send_message("Write a.txt").await? else { unreachable!() };
+    /// let call = session.pending()[0].as_tool_call().expect("a tool call");
+    /// assert_eq!(call.args()["path"], "a.txt");
+    /// assert!(session.pending()[0].as_plan().is_none());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn as_tool_call(&self) -> Option<&PendingToolCall> {
+        match self {
+            PendingDecision::ToolCall(c) => Some(c),
+            PendingDecision::Plan(_) => None,
+        }
+    }
+
+    /// Checks a `sha256` pin (what the user saw) against [`PendingDecision::sha256`], ignoring
+    /// ASCII case; changes nothing. A host can call it before it shows anything.
+    ///
+    /// # Errors
+    /// [`SessionError::Sha256Mismatch`] for a plan, [`SessionError::ArgsSha256Mismatch`] for a
+    /// tool call.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// let pending = &session.pending()[0];
+    /// assert!(pending.check_sha256(&payload.submission.sha256.to_uppercase()).is_ok());
+    /// assert!(pending.check_sha256(&"0".repeat(64)).is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn check_sha256(&self, given: &str) -> Result<(), SessionError> {
+        check_pin(self, given)
+    }
+
+    /// Checks that `decision` may be applied to what waits; changes nothing. This is the one
+    /// place a decision is checked: [`crate::Session::decide`] and [`crate::Session::resume`]
+    /// call it, and a host may call it first (to refuse a flag before it shows a prompt).
+    ///
+    /// - Any: a pinned `sha256` must be [`PendingDecision::sha256`].
+    /// - A plan: no `alwaysAllow`; a `targetModeId` (with an approval only) must be one the plan
+    ///   lists; an edited plan (with an approval only) obeys the plan limits; an approval must
+    ///   still be possible under the current config.
+    /// - A tool call: no `targetModeId`, no edited plan, no `alwaysAllow` with a rejection,
+    ///   nor on a call an `ask` rule made wait ([`crate::event::ToolCallPayload::rule`]).
+    ///
+    /// # Errors
+    /// [`SessionError::MalformedDecision`], [`SessionError::Sha256Mismatch`],
+    /// [`SessionError::ArgsSha256Mismatch`], [`SessionError::TargetNotAllowed`],
+    /// [`SessionError::EditedPlan`], [`SessionError::ConfigChanged`].
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// let pending = &session.pending()[0];
+    /// assert!(pending.check(&Decision::approve()).is_ok());
+    /// assert!(pending.check(&Decision::approve().to("review")).is_err(), "not a target of the plan");
+    /// assert!(pending.check(&Decision::reject().with_plan("# edited")).is_err(), "an edit with a rejection");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn check(&self, decision: &Decision) -> Result<(), SessionError> {
+        check(self, decision).map(drop)
+    }
+}
+
+/// A plan waiting for a decision: which run and tool call, the captured plan, and the targets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingPlan {
+    pub(crate) run_id: Arc<str>,
+    pub(crate) tool_call_id: String,
+    pub(crate) target: ModeId,
+    /// Every target, in the order of the payload's `targetModeIds` (`target` first).
+    pub(crate) targets: Vec<ModeId>,
+    pub(crate) payload: SuspendPayload,
+    /// Why approval is impossible after a restore under a changed config (`None`: it is fine).
+    pub(crate) stale: Option<String>,
+}
+
+impl PendingPlan {
+    /// The suspended run.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// assert_eq!(session.pending_plan().unwrap().run_id(), "run_1");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// The `submit_plan` call awaiting the decision: the model's id, which a model may reuse
+    /// (many servers number calls per response); address the decision by
+    /// [`PendingPlan::decision_id`] instead.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// let plan = session.pending_plan().unwrap();
+    /// assert_eq!(plan.tool_call_id(), session.pending()[0].tool_call_id());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn tool_call_id(&self) -> &str {
+        &self.tool_call_id
+    }
+
+    /// The id the controller gave this decision (`decision_N`), unique in the session and kept
+    /// across restores: decide by it with [`crate::Session::decide`].
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// let id = session.pending_plan().unwrap().decision_id().to_owned();
+    /// session.decide(&id, Decision::reject()).await?;
+    /// assert_eq!(session.mode().id(), "plan");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn decision_id(&self) -> &str {
+        &self.payload.decision_id
+    }
+
+    /// The mode a plain approval hands over to, fixed at submit time.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// let plan = session.pending_plan().unwrap();
+    /// assert_eq!(controller.modes().mode(plan.target()).id(), "build");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn target(&self) -> ModeId {
+        self.target
+    }
+
+    /// Every mode an approval may hand over to ([`Decision::to`]), fixed at submit time:
+    /// [`PendingPlan::target`] first, as the payload's `targetModeIds` lists them.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// let plan = session.pending_plan().unwrap();
+    /// assert_eq!(plan.targets(), [plan.target()]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn targets(&self) -> &[ModeId] {
+        &self.targets
+    }
+
+    /// The mode an approval naming `to` hands over to: the listed target with that id, the
+    /// first for `None`; `None` when the plan does not list `to`.
+    pub(crate) fn chosen_target(&self, to: Option<&str>) -> Option<ModeId> {
+        let Some(to) = to else {
+            return Some(self.target);
+        };
+        let at = self
+            .payload
+            .target_mode_ids
+            .iter()
+            .position(|t| &**t == to)?;
+        self.targets.get(at).copied()
+    }
+
+    /// The captured plan and the target mode id.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// let plan = session.pending_plan().unwrap();
+    /// assert_eq!(plan.payload(), &payload);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn payload(&self) -> &SuspendPayload {
+        &self.payload
+    }
+
+    /// Why this plan can no longer be approved (the config changed since it was submitted so
+    /// that its hand-over target is gone or different), or `None`. It can still be rejected.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// assert_eq!(session.pending_plan().unwrap().stale_reason(), None, "the config did not change");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn stale_reason(&self) -> Option<&str> {
+        self.stale.as_deref()
+    }
+}
+
+/// A tool call waiting for approval (its mode's `requireApproval`): which run and call, the
+/// tool, its arguments and their hash, and whether it was decided already while other calls of
+/// the same model reply still wait ([`crate::Session::pending`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingToolCall {
+    pub(crate) run_id: Arc<str>,
+    pub(crate) tool_call_id: String,
+    pub(crate) payload: ToolCallPayload,
+    /// The audit record of the decision taken while others wait (in the history once the run
+    /// carries on).
+    pub(crate) decided: Option<DecidedRecord>,
+    /// That decision's feedback, trimmed.
+    pub(crate) feedback: Option<String>,
+}
+
+impl PendingToolCall {
+    /// The suspended run.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ReplayModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let model = ReplayModel::new([
+    /// #     ReplayModel::call("call_1", "write_file", serde_json::json!({ "path": "a.txt", "content": "hi" })),
+    /// #     ReplayModel::text("Wrote a.txt."),
+    /// # ]);
+    /// # let controller = AgentController::builder(graph, Arc::new(model))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// # let RunOutcome::ToolCallsSuspended { tool_calls, .. } = session.send_message("Write a.txt").await? else { unreachable!() };
+    /// assert_eq!(tool_calls[0].run_id(), "run_1");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// The model's id of the call (a model may reuse it: decide by
+    /// [`PendingToolCall::decision_id`]).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ReplayModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let model = ReplayModel::new([
+    /// #     ReplayModel::call("call_1", "write_file", serde_json::json!({ "path": "a.txt", "content": "hi" })),
+    /// #     ReplayModel::text("Wrote a.txt."),
+    /// # ]);
+    /// # let controller = AgentController::builder(graph, Arc::new(model))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// # let RunOutcome::ToolCallsSuspended { tool_calls, .. } = session.send_message("Write a.txt").await? else { unreachable!() };
+    /// assert_eq!(tool_calls[0].tool_call_id(), "call_1");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn tool_call_id(&self) -> &str {
+        &self.tool_call_id
+    }
+
+    /// The controller's id of this decision (`decision_N`): decide with
+    /// [`crate::Session::decide`].
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ReplayModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let model = ReplayModel::new([
+    /// #     ReplayModel::call("call_1", "write_file", serde_json::json!({ "path": "a.txt", "content": "hi" })),
+    /// #     ReplayModel::text("Wrote a.txt."),
+    /// # ]);
+    /// # let controller = AgentController::builder(graph, Arc::new(model))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// # let RunOutcome::ToolCallsSuspended { tool_calls, .. } = session.send_message("Write a.txt").await? else { unreachable!() };
+    /// let outcome = session.decide(tool_calls[0].decision_id(), Decision::approve()).await?;
+    /// assert!(matches!(outcome, RunOutcome::Completed { .. }));
+    /// assert_eq!(std::fs::read_to_string(workspace.path().join("a.txt"))?, "hi");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn decision_id(&self) -> &str {
+        &self.payload.decision_id
+    }
+
+    /// The tool the model called.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ReplayModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let model = ReplayModel::new([
+    /// #     ReplayModel::call("call_1", "write_file", serde_json::json!({ "path": "a.txt", "content": "hi" })),
+    /// #     ReplayModel::text("Wrote a.txt."),
+    /// # ]);
+    /// # let controller = AgentController::builder(graph, Arc::new(model))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// # let RunOutcome::ToolCallsSuspended { tool_calls, .. } = session.send_message("Write a.txt").await? else { unreachable!() };
+    /// assert_eq!(tool_calls[0].tool_name(), "write_file");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn tool_name(&self) -> &str {
+        &self.payload.tool_name
+    }
+
+    /// The call's arguments (a JSON object).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ReplayModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let model = ReplayModel::new([
+    /// #     ReplayModel::call("call_1", "write_file", serde_json::json!({ "path": "a.txt", "content": "hi" })),
+    /// #     ReplayModel::text("Wrote a.txt."),
+    /// # ]);
+    /// # let controller = AgentController::builder(graph, Arc::new(model))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// # let RunOutcome::ToolCallsSuspended { tool_calls, .. } = session.send_message("Write a.txt").await? else { unreachable!() };
+    /// let call = session.pending()[0].as_tool_call().unwrap();
+    /// assert_eq!(call.args(), &serde_json::json!({ "path": "a.txt", "content": "hi" }));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn args(&self) -> &Value {
+        &self.payload.args
+    }
+
+    /// The SHA-256 of the arguments in RFC 8785 canonical JSON ([`crate::jcs::sha256`]), which a
+    /// [`Decision::with_sha256`] pin must equal.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ReplayModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let model = ReplayModel::new([
+    /// #     ReplayModel::call("call_1", "write_file", serde_json::json!({ "path": "a.txt", "content": "hi" })),
+    /// #     ReplayModel::text("Wrote a.txt."),
+    /// # ]);
+    /// # let controller = AgentController::builder(graph, Arc::new(model))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// # let RunOutcome::ToolCallsSuspended { tool_calls, .. } = session.send_message("Write a.txt").await? else { unreachable!() };
+    /// let call = &tool_calls[0];
+    /// assert_eq!(call.args_sha256(), agent_controller::jcs::sha256(call.args()));
+    /// // Pin the approval to the arguments that were shown.
+    /// session.decide(call.decision_id(), Decision::approve().with_sha256(call.args_sha256())).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn args_sha256(&self) -> &str {
+        &self.payload.args_sha256
+    }
+
+    /// What `tool_suspended` carried for it.
+    pub fn payload(&self) -> &ToolCallPayload {
+        &self.payload
+    }
+
+    /// The audit record of the decision taken on it while other calls of the reply still wait
+    /// (outcome, `decidedAt`, `decidedBy`, `alwaysAllow`; the run carries on once every one is
+    /// decided); `None` while it waits.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ReplayModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let model = ReplayModel::new([
+    /// #     ReplayModel::call("call_1", "write_file", serde_json::json!({ "path": "a.txt", "content": "hi" })),
+    /// #     ReplayModel::text("Wrote a.txt."),
+    /// # ]);
+    /// # let controller = AgentController::builder(graph, Arc::new(model))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// # let RunOutcome::ToolCallsSuspended { tool_calls, .. } = session.send_message("Write a.txt").await? else { unreachable!() };
+    /// assert!(tool_calls[0].decision().is_none(), "nothing decided yet");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn decision(&self) -> Option<&DecidedRecord> {
+        self.decided.as_ref()
+    }
+
+    /// The feedback of that decision, if it gave one.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ReplayModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let model = ReplayModel::new([
+    /// #     ReplayModel::call("call_1", "write_file", serde_json::json!({ "path": "a.txt", "content": "hi" })),
+    /// #     ReplayModel::text("Wrote a.txt."),
+    /// # ]);
+    /// # let controller = AgentController::builder(graph, Arc::new(model))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// # let RunOutcome::ToolCallsSuspended { tool_calls, .. } = session.send_message("Write a.txt").await? else { unreachable!() };
+    /// assert_eq!(tool_calls[0].feedback(), None, "not decided yet");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn feedback(&self) -> Option<&str> {
+        self.feedback.as_deref()
+    }
+}
