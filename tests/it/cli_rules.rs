@@ -322,6 +322,6 @@ rules = [
         // The call ran once approved, and the run went on.
         let bodies = server.bodies_blocking();
         let results = contents(&bodies[1], "tool");
-        assert!(results.iter().any(|r| *r == "k"), "{results:?}");
+        assert!(results.contains(&"k"), "{results:?}");
     }
 }
