@@ -408,11 +408,11 @@ pub trait Tool: Send + Sync {
     /// use std::path::Path;
     /// use agent_controller::tool::{Tool, ToolContext, fs::{ListFiles, WritePlan}};
     /// let ws = Path::new("/ws");
-    /// let ctx = ToolContext::new(ws, &ws.join(".agent/plans"), "plan");
+    /// let plans = ws.join(".agent/plans");
+    /// let ctx = ToolContext::new(ws, &plans, "plan");
     /// let at = |tool: &dyn Tool, path| tool.locate("path", path, &ctx);
     /// assert_eq!(at(&WritePlan, Some("p.md")), Some(Ok(".agent/plans/p.md".into())));
     /// assert_eq!(at(&ListFiles, None), Some(Ok(".".into())));
-    /// # let _ = Path::new("");
     /// ```
     fn locate(
         &self,
