@@ -126,6 +126,12 @@ named_enum! {
         /// A rule can never decide a call: another rule matches every call it matches and wins
         /// (a stronger action, or the same action listed first).
         ShadowedRule = "shadowed_rule",
+        /// A warning, not an error ([`warnings_with_tools`]): a path rule on an MCP server's
+        /// `SERVER__*` wildcard reads an argument that some of the server's tools do not
+        /// declare (their paths go by another name, `paths` or `source`). A `deny` or `ask`
+        /// rule then matches every call of such a tool (its path is in doubt); an `allow` rule
+        /// never does ([`crate::rules`]).
+        WildcardRuleWithoutArg = "wildcard_rule_without_arg",
         /// A warning, not an error ([`workspace_warnings`]): the plans folder holds files that
         /// are not plans (source, for example), which the plan tools could then change.
         PlansDirNotDedicated = "plans_dir_not_dedicated",
@@ -1165,6 +1171,11 @@ pub fn warnings_of(graph: &ModeGraph, tools: &ToolRegistry) -> Vec<ConfigError> 
         PLAN_WRITING_TOOLS.contains(&name) || access(name) == Some(ToolAccess::Plans)
     });
     warnings.extend(graph.planning_modes_listing_writers(access));
+    warnings.extend(
+        rules::wildcard_rule_warnings(graph, tools)
+            .into_iter()
+            .map(|w| graph.placed(w)),
+    );
     warnings.sort_by_key(|w| w.location);
     warnings
 }

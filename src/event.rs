@@ -427,8 +427,10 @@ pub struct DecidedRecord {
     /// ([`crate::rules::RuleRecord`]: `modeId`, `number`, `action`, `rule`, `reason`). A call
     /// an `allow` rule ran without asking and one a `deny` rule refused get a record of their
     /// own (outcome `approved` or `rejected`, no `decidedBy`: no person decided); a call an
-    /// `ask` rule made wait keeps the rule in the record of the user's decision. `None` when
-    /// no rule decided.
+    /// `ask` rule made wait keeps the rule in the record of the user's decision. A call the
+    /// user approved that a `deny` rule refused as it was about to run (the rules, or where its
+    /// paths lead, changed while it waited) has outcome `rejected` and that rule; its
+    /// `decidedBy` and `decidedAt` stay the approval's. `None` when no rule decided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule: Option<Box<crate::rules::RuleRecord>>,
 }

@@ -26,7 +26,11 @@
 //! - **A string rule** (`arg = NAME` with `glob = GLOB` or `regex = REGEX`) matches the
 //!   argument's canonical value: a string as it is, any other value as its RFC 8785 text
 //!   ([`crate::jcs`]: `42`, `true`, `["a","b"]`). In a string glob `*` matches any text, `/`
-//!   included. A regex must match the whole value (it is anchored at both ends).
+//!   included. A regex must match the whole value (it is anchored at both ends), and its `.`
+//!   matches a line break too. A `deny` or `ask` string rule matches a value of several lines
+//!   whole (`.*rm -rf.*` matches `echo ok\nrm -rf ~`); an `allow` string rule never matches a
+//!   value with a line break in it (`git *` does not allow `git status\nrm -rf ~`: in doubt,
+//!   nothing allows), so such a call gets what the other rules, or the mode's default, say.
 //! - **A tool rule** (neither) matches every call of the tool.
 //!
 //! A rule's `tool` is a tool name or an MCP server's `SERVER__*` wildcard, which covers every
@@ -42,8 +46,16 @@
 //!
 //! **Doubt** (the model is an attacker): a path argument that is not a string, or that cannot
 //! be resolved inside the workspace (it leads outside, through `..` or a symlink), matches every
-//! `deny` and `ask` path rule on it and no `allow` rule. An argument the call leaves out matches
-//! no rule on it (the tool refuses a call that lacks what it needs).
+//! `deny` and `ask` path rule on it and no `allow` rule. A path argument the call leaves out is
+//! the tool's default for it where the tool has one ([`crate::tool::Tool::locate`]: `list_files`
+//! lists the workspace, so `list_files {}` is ruled as `.`). A rule on a server's `SERVER__*`
+//! wildcard is on tools whose paths may go by other names (`paths`, `source`): a call of such a
+//! tool without the rule's argument is in doubt, so it matches every `deny` and `ask` path rule
+//! on the wildcard and no `allow` rule, and `check` warns at the rule about each such tool it
+//! knows. Otherwise an argument the call leaves out matches no rule on it: a string rule, or a
+//! path rule on a named tool with no default for it (the workspace tools other than
+//! `list_files` require their `path`, so such a call is refused before it runs; a tool of your
+//! own that does not should say its default in [`crate::tool::Tool::locate`]).
 //!
 //! A session applies the verdict to each tool call (`src/machine/ruling.rs`): a `deny` rule's
 //! call never runs and the model is told the reason, an `ask` rule's waits for the user as under
@@ -57,13 +69,13 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::{Component, Path};
+use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::jail::{self, Jail};
+use crate::jail::Jail;
 use crate::tool::ToolCall;
 
 /// The argument a path rule reads when it names none (`path = "src/**"` alone).
@@ -275,7 +287,8 @@ pub struct Pattern {
 }
 
 impl Pattern {
-    /// Compiles `text`, anchored at both ends.
+    /// Compiles `text`, anchored at both ends, with `.` matching any character, a line break
+    /// included (as `*` does in a string glob): a value of several lines is matched whole.
     ///
     /// # Errors
     /// [`PatternError`] when `text` is not a regex (the `regex` crate's syntax) or compiles to
@@ -287,6 +300,7 @@ impl Pattern {
     /// let status = Pattern::new("git (status|diff)( .*)?")?;
     /// assert!(status.is_match("git status"));
     /// assert!(!status.is_match("rm -rf / ; git status"));
+    /// assert!(Pattern::new(".*rm -rf.*")?.is_match("echo ok\nrm -rf ~"));
     /// # Ok::<(), agent_controller::rules::PatternError>(())
     /// ```
     pub fn new(text: &str) -> Result<Self, PatternError> {
@@ -295,7 +309,9 @@ impl Pattern {
         regex_syntax::Parser::new()
             .parse(text)
             .map_err(|e| PatternError(syntax_error(&e)))?;
+        // `.` matches a line break too: `.*rm -rf.*` must see `echo ok\nrm -rf ~`.
         let regex = regex::RegexBuilder::new(&format!("^(?:{text})$"))
+            .dot_matches_new_line(true)
             .size_limit(REGEX_SIZE_LIMIT)
             .build()
             .map_err(|e| PatternError(regex_error(&e)))?;
@@ -437,36 +453,63 @@ impl Rule {
             Matcher::Any => return Some(Fit::Call),
             other => other.arg().unwrap_or_default(),
         };
+        if let Matcher::Path { glob, .. } = &self.matcher {
+            return self.fits_path(glob, arg, call, paths);
+        }
         let value = call.args.get(arg)?;
         match &self.matcher {
-            Matcher::Any => Some(Fit::Call),
-            Matcher::Path { glob, .. } => match paths.get(arg) {
-                // A deny or ask rule matches whatever the case: on a file system that ignores
-                // case `.GIT/hooks` is `.git/hooks`. An allow rule allows only what it names.
-                Some(ResolvedPath::Inside(path))
-                    if (self.action > RuleAction::Allow && glob.is_match_ignoring_case(path))
-                        || glob.is_match(path) =>
-                {
-                    Some(Fit::Value(path.clone()))
-                }
-                Some(ResolvedPath::Inside(_)) => None,
-                // A path not known to lie inside: never allowed by a rule, always denied or
-                // asked by one.
-                Some(ResolvedPath::Doubtful(why)) | Some(ResolvedPath::NotAString(why)) => {
-                    (self.action > RuleAction::Allow).then(|| Fit::Doubt(why.clone()))
-                }
-                None => (self.action > RuleAction::Allow)
-                    .then(|| Fit::Doubt("its path was not resolved".to_owned())),
-            },
-            Matcher::Glob { glob, .. } => {
-                let text = canonical_value(value);
-                glob.is_match(&text).then_some(Fit::Value(text))
-            }
-            Matcher::Regex { regex, .. } => {
-                let text = canonical_value(value);
-                regex.is_match(&text).then_some(Fit::Value(text))
-            }
+            Matcher::Glob { glob, .. } => self.fits_text(value, |text| glob.is_match(text)),
+            Matcher::Regex { regex, .. } => self.fits_text(value, |text| regex.is_match(text)),
+            Matcher::Any | Matcher::Path { .. } => None,
         }
+    }
+
+    /// Whether a path rule's `glob` fits argument `arg` of `call`, as `paths` resolved it.
+    fn fits_path(
+        &self,
+        glob: &Glob,
+        arg: &str,
+        call: &ToolCall,
+        paths: &ResolvedPaths,
+    ) -> Option<Fit> {
+        let asks = self.action > RuleAction::Allow;
+        let doubt = |why: String| asks.then_some(Fit::Doubt(why));
+        match paths.get(arg) {
+            // A deny or ask rule matches whatever the case: on a file system that ignores case
+            // `.GIT/hooks` is `.git/hooks`. An allow rule allows only what it names.
+            Some(ResolvedPath::Inside(path))
+                if (asks && glob.is_match_ignoring_case(path)) || glob.is_match(path) =>
+            {
+                Some(Fit::Value(path.clone()))
+            }
+            Some(ResolvedPath::Inside(_)) => None,
+            // A path not known to lie inside: never allowed by a rule, always denied or asked
+            // by one.
+            Some(ResolvedPath::Doubtful(why)) | Some(ResolvedPath::NotAString(why)) => {
+                doubt(why.clone())
+            }
+            None if call.args.get(arg).is_some() => doubt("its path was not resolved".to_owned()),
+            // A rule on a server's `SERVER__*` covers tools whose paths go by other names
+            // (`paths`, `source`): a call without the argument is in doubt, not let through.
+            None if crate::tool::mcp::wildcard_covers(&self.tool, &call.name) => doubt(format!(
+                "`{}` has no argument `{arg}`, so where it reads or writes is not known",
+                call.name
+            )),
+            // A named tool's call without the argument: the tool refuses it, or its default
+            // was resolved (`resolve_paths`).
+            None => None,
+        }
+    }
+
+    /// Whether a string rule fits `value`'s canonical text, by `is_match`.
+    fn fits_text(&self, value: &Value, is_match: impl Fn(&str) -> bool) -> Option<Fit> {
+        let text = canonical_value(value);
+        // An allow rule fits one line only: a line break in a value is in doubt (a shell runs
+        // each line), and doubt never allows. Deny and ask rules match across lines.
+        if self.action == RuleAction::Allow && is_multi_line(&text) {
+            return None;
+        }
+        is_match(&text).then_some(Fit::Value(text))
     }
 }
 
@@ -483,6 +526,14 @@ impl fmt::Display for Rule {
             Matcher::Regex { arg, regex } => write!(f, " {arg} regex `{}`", regex.as_str()),
         }
     }
+}
+
+/// Whether `text` holds a line break (`\n`, `\r`, or another Unicode one): more than one line
+/// to a shell or a reader.
+fn is_multi_line(text: &str) -> bool {
+    text.contains([
+        '\n', '\r', '\u{0b}', '\u{0c}', '\u{85}', '\u{2028}', '\u{2029}',
+    ])
 }
 
 /// What a rule matched: the whole call, a value, or a path in doubt.
@@ -625,8 +676,11 @@ impl ResolvedPaths {
 }
 
 /// Resolves, beneath the workspace at `workspace`, every path argument of `call` that a rule of
-/// `rules` reads: the file system is read here (symlinks followed inside the workspace), and
-/// nowhere in [`crate::mode::Mode::decide`]. An argument the call leaves out is left out.
+/// `rules` reads, as a tool that takes its paths relative to the workspace reads them (the
+/// default of [`crate::tool::Tool::locate`]): the file system is read here (symlinks followed
+/// inside the workspace), and nowhere in [`crate::mode::Mode::decide`]. An argument the call
+/// leaves out is left out. A session resolves with the tool's own
+/// [`crate::tool::Tool::locate`] ([`resolve_paths_for`]).
 ///
 /// # Examples
 /// ```
@@ -643,6 +697,53 @@ impl ResolvedPaths {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn resolve_paths(rules: &Rules, call: &ToolCall, workspace: &Path) -> ResolvedPaths {
+    resolve_with(rules, call, workspace, |_, path| {
+        path.map(|path| crate::tool::in_workspace(workspace, path))
+    })
+}
+
+/// Resolves every path argument of `call` that a rule of `rules` reads where `tool` (the
+/// call's tool) takes it ([`crate::tool::Tool::locate`], with `ctx`'s workspace and plans
+/// directory), then follows the symlinks in it inside the workspace: the path the tool opens,
+/// which is what the rules match. An argument the call leaves out is resolved to the tool's
+/// default for it, if it has one (`list_files` lists the workspace), else left out.
+///
+/// # Examples
+/// ```
+/// use agent_controller::rules::{ResolvedPath, resolve_paths_for};
+/// use agent_controller::tool::{ToolContext, fs::WritePlan};
+/// # let ws = tempfile::tempdir()?;
+/// let graph = agent_controller::config::parse(
+///     "[[modes]]\nid = \"plan\"\nrules = [{ tool = \"write_plan\", path = \".agent/plans/final.md\", action = \"deny\" }]\n",
+///     "modes.toml",
+/// )?;
+/// let plans = ws.path().join(".agent/plans");
+/// let ctx = ToolContext::new(ws.path(), &plans, "plan");
+/// let call = agent_controller::ToolCall::new("c1", "write_plan", serde_json::json!({"path": "final.md"}));
+/// let paths = resolve_paths_for(graph.default_mode().rules(), &call, &WritePlan, &ctx);
+/// assert_eq!(paths.get("path"), Some(&ResolvedPath::Inside(".agent/plans/final.md".to_owned())));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn resolve_paths_for(
+    rules: &Rules,
+    call: &ToolCall,
+    tool: &dyn crate::tool::Tool,
+    ctx: &crate::tool::ToolContext<'_>,
+) -> ResolvedPaths {
+    resolve_with(rules, call, ctx.workspace, |arg, path| {
+        tool.locate(arg, path, ctx)
+    })
+}
+
+/// Resolves the path arguments of `call` that `rules` read: `locate` says where each leads
+/// relative to the workspace (the argument's name and value, `None` when left out), the jail
+/// follows the symlinks in it.
+fn resolve_with(
+    rules: &Rules,
+    call: &ToolCall,
+    workspace: &Path,
+    locate: impl Fn(&str, Option<&str>) -> Option<Result<PathBuf, String>>,
+) -> ResolvedPaths {
     let args = rules.path_args(&call.name);
     let mut resolved = ResolvedPaths::new();
     if args.is_empty() {
@@ -650,33 +751,37 @@ pub fn resolve_paths(rules: &Rules, call: &ToolCall, workspace: &Path) -> Resolv
     }
     let jail = Jail::open(workspace);
     for arg in args {
-        let Some(value) = call.args.get(arg) else {
-            continue;
-        };
-        let path = match value {
-            Value::String(path) => match &jail {
-                Ok(jail) => resolve_one(jail, workspace, path),
-                Err(e) => ResolvedPath::Doubtful(e.to_string()),
+        let located = match call.args.get(arg) {
+            None => match locate(arg, None) {
+                Some(located) => located,
+                None => continue,
             },
-            other => ResolvedPath::NotAString(format!(
-                "`{arg}` is {}, not a path",
-                crate::jcs::to_string(other)
-            )),
+            Some(Value::String(path)) => locate(arg, Some(path))
+                .unwrap_or_else(|| Err(format!("`{path}` is not a path the tool takes"))),
+            Some(other) => {
+                let what = ResolvedPath::NotAString(format!(
+                    "`{arg}` is {}, not a path",
+                    crate::jcs::to_string(other)
+                ));
+                resolved.0.insert(arg.to_owned(), what);
+                continue;
+            }
+        };
+        let path = match (located, &jail) {
+            (Err(why), _) => ResolvedPath::Doubtful(why),
+            (Ok(_), Err(e)) => ResolvedPath::Doubtful(e.to_string()),
+            (Ok(relative), Ok(jail)) => resolve_one(jail, &relative),
         };
         resolved.0.insert(arg.to_owned(), path);
     }
     resolved
 }
 
-fn resolve_one(jail: &Jail, workspace: &Path, path: &str) -> ResolvedPath {
-    let relative = match jail::relative_to(workspace, path) {
-        Ok(relative) => relative,
-        Err(e) => return ResolvedPath::Doubtful(e.to_string()),
-    };
-    match jail.resolve(&relative) {
+fn resolve_one(jail: &Jail, relative: &Path) -> ResolvedPath {
+    match jail.resolve(relative) {
         Ok(real) => match slashed(&real) {
             Some(text) => ResolvedPath::Inside(text),
-            None => ResolvedPath::Doubtful(format!("`{path}` is not valid UTF-8")),
+            None => ResolvedPath::Doubtful(format!("`{}` is not valid UTF-8", relative.display())),
         },
         Err(e) => ResolvedPath::Doubtful(e.to_string()),
     }

@@ -680,6 +680,8 @@ enum Subject<'a> {
     ToolCall {
         tool_name: &'a str,
         args_sha256: &'a str,
+        /// The `ask` rule that made the call wait, if one did: no `a` then.
+        rule: Option<&'a crate::rules::RuleRecord>,
     },
 }
 
@@ -818,8 +820,46 @@ impl<'a> Question<'a> {
             subject: Subject::ToolCall {
                 tool_name,
                 args_sha256,
+                rule: None,
             },
         }
+    }
+
+    /// Marks a tool call's question as one about a call that `rule`, a mode's `ask` rule, made
+    /// wait (the payload's [`crate::event::ToolCallPayload::rule`]; `None` changes nothing). An
+    /// "always allow" does not cover such calls ([`Decision::always_allow`] is refused on
+    /// them), so `a` is not offered, and `a` typed anyway says why and asks again. Nothing
+    /// changes under a plan.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::terminal::{PromptAnswer, Question, StdinLines, Style};
+    /// use agent_controller::rules::{RuleAction, RuleRecord};
+    /// use agent_controller::Decision;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let rule = RuleRecord {
+    ///     mode_id: "build".into(),
+    ///     number: 3,
+    ///     action: RuleAction::Ask,
+    ///     rule: "ask read_file path `secret/**`".into(),
+    ///     reason: "rule 3 of mode `build` asks".into(),
+    /// };
+    /// let style = Style::plain(80);
+    /// let question = Question::tool_call(&style, "read_file", "53fa").asked_by_rule(Some(&rule));
+    /// assert!(!question.text().contains("[a]lways allow"));
+    /// let mut out = Vec::new();
+    /// let mut input = StdinLines::from_reader(&b"a\ny\n"[..]);
+    /// let answer = question.ask(&mut input, &mut out, std::future::pending::<()>()).await;
+    /// assert_eq!(answer, PromptAnswer::Decided(Decision::approve().with_sha256("53fa")));
+    /// assert!(String::from_utf8_lossy(&out).contains("`a` is not offered here: rule 3 of mode `build`"));
+    /// # }
+    /// ```
+    pub fn asked_by_rule(mut self, rule: Option<&'a crate::rules::RuleRecord>) -> Self {
+        if let Subject::ToolCall { rule: asked, .. } = &mut self.subject {
+            *asked = rule;
+        }
+        self
     }
 
     /// The plan's parts, for the builder methods that only a plan's question has.
@@ -1020,7 +1060,9 @@ impl<'a> Question<'a> {
                 "Feedback for the model (the call is rejected with it; an empty line goes back):\n> "
                     .to_owned()
             }
-            (Subject::ToolCall { tool_name, .. }, _) => tool_question_text(self.style, tool_name),
+            (Subject::ToolCall { tool_name, rule, .. }, _) => {
+                tool_call::question_text(self.style, tool_name, rule.is_none())
+            }
             (Subject::Plan(plan), at) => plan.text(self.style, at.edit().is_some()),
         }
     }
@@ -1062,9 +1104,9 @@ impl<'a> Question<'a> {
             };
             let answer = match &self.subject {
                 Subject::Plan(plan) => plan.read(self.style, &line, &mut at, &mut held, out).await,
-                Subject::ToolCall { args_sha256, .. } => {
-                    read_tool_line(&line, args_sha256, &mut at, out)
-                }
+                Subject::ToolCall {
+                    args_sha256, rule, ..
+                } => read_tool_line(&line, args_sha256, *rule, &mut at, out),
             };
             if let Some(answer) = answer {
                 return answer;
@@ -1073,10 +1115,12 @@ impl<'a> Question<'a> {
     }
 }
 
-/// Reads one line typed at a tool call's question; `None` asks again.
+/// Reads one line typed at a tool call's question (one `rule` made wait, if any); `None` asks
+/// again.
 fn read_tool_line(
     line: &str,
     args_sha256: &str,
+    rule: Option<&crate::rules::RuleRecord>,
     at: &mut Asking,
     out: &mut impl Write,
 ) -> Option<PromptAnswer> {
@@ -1090,7 +1134,20 @@ fn read_tool_line(
     let decision = match read_tool_answer(line) {
         ToolAnswer::Blank => return None,
         ToolAnswer::Approve => Decision::approve(),
-        ToolAnswer::AlwaysAllow => Decision::approve().always_allow(),
+        ToolAnswer::AlwaysAllow => match rule {
+            // The library refuses an allowance here: say why and ask again.
+            Some(rule) => {
+                let _ = writeln!(
+                    out,
+                    "`a` is not offered here: rule {} of mode `{}` ({}) asks about each call it matches, and always allowing the tool does not cover them. Answer y, n, f or q.",
+                    rule.number,
+                    neutralize_line(&rule.mode_id),
+                    neutralize_line(&rule.rule)
+                );
+                return None;
+            }
+            None => Decision::approve().always_allow(),
+        },
         ToolAnswer::Reject => Decision::reject(),
         ToolAnswer::Feedback(text) => Decision::reject_with(text),
         ToolAnswer::AskFeedback => {

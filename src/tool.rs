@@ -389,8 +389,48 @@ pub trait Tool: Send + Sync {
     fn access(&self) -> ToolAccess {
         ToolAccess::Writes
     }
+    /// Where the path argument `arg` of a call leads, relative to the workspace, as this tool
+    /// opens it (before symlinks are followed): what a mode's path rules on `arg` match, once
+    /// the workspace jail has followed the symlinks in it ([`crate::rules::resolve_paths_for`]).
+    /// `path` is the argument's value, `None` when the call leaves it out. Only `ctx`'s
+    /// `workspace` and `plans_dir` are set when rules ask.
+    ///
+    /// Returns `None` when the call leaves the argument out and the tool has no default for it
+    /// (a rule on it then matches nothing, [`crate::rules`]), and `Some(Err(why))` for a path
+    /// the tool refuses (in doubt, for the rules: every `deny` and `ask` rule on it matches).
+    /// The default: `path` relative to the workspace (an absolute path under it made
+    /// relative), and no default path. Override it when the tool reads its path otherwise
+    /// (`write_plan` puts a bare file name in the plans directory; `list_files` lists the
+    /// workspace when `path` is left out), so that a rule checks the path the tool uses.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::path::Path;
+    /// use agent_controller::tool::{Tool, ToolContext, fs::{ListFiles, WritePlan}};
+    /// let ws = Path::new("/ws");
+    /// let plans = ws.join(".agent/plans");
+    /// let ctx = ToolContext::new(ws, &plans, "plan");
+    /// let at = |tool: &dyn Tool, path| tool.locate("path", path, &ctx);
+    /// assert_eq!(at(&WritePlan, Some("p.md")), Some(Ok(".agent/plans/p.md".into())));
+    /// assert_eq!(at(&ListFiles, None), Some(Ok(".".into())));
+    /// ```
+    fn locate(
+        &self,
+        arg: &str,
+        path: Option<&str>,
+        ctx: &ToolContext<'_>,
+    ) -> Option<Result<PathBuf, String>> {
+        let _ = arg;
+        path.map(|path| in_workspace(ctx.workspace, path))
+    }
     /// Runs the tool on `args` (a JSON object).
     async fn execute(&self, args: &Value, ctx: &ToolContext<'_>) -> ToolOutput;
+}
+
+/// `path`, as the workspace tools take it, relative to `workspace`: an absolute path under it
+/// made relative ([`crate::jail::relative_to`]); the reason when it cannot be.
+pub(crate) fn in_workspace(workspace: &Path, path: &str) -> Result<PathBuf, String> {
+    crate::jail::relative_to(workspace, path).map_err(|e| e.to_string())
 }
 
 /// Errors from building a [`ToolRegistry`].

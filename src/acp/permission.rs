@@ -87,20 +87,19 @@ impl Offer {
     }
 
     /// The options of a tool call that waits for approval: run it once, run it and always allow
-    /// its tool until the mode changes, or reject it. A call a mode's `ask` rule made wait gets
-    /// no "always allow" (an allowance never covers what an `ask` rule asks about, and the
-    /// decision would be refused).
+    /// its tool until the mode changes (not for a call an `ask` rule made wait: an allowance
+    /// does not cover it, and the library refuses one), or reject it.
     pub(crate) fn tool_call(call: &PendingToolCall) -> Self {
         let tool = neutralize_line(call.tool_name()).into_owned();
-        let mut options = vec![(
-            PermissionOption::new(ALLOW, "Allow", PermissionOptionKind::AllowOnce),
-            Verdict::Approve {
-                to: None,
-                always: false,
-            },
-        )];
-        if call.payload().rule.is_none() {
-            options.push((
+        let mut options = vec![
+            (
+                PermissionOption::new(ALLOW, "Allow", PermissionOptionKind::AllowOnce),
+                Verdict::Approve {
+                    to: None,
+                    always: false,
+                },
+            ),
+            (
                 PermissionOption::new(
                     ALLOW_ALWAYS,
                     format!("Always allow {tool} in this mode"),
@@ -110,12 +109,16 @@ impl Offer {
                     to: None,
                     always: true,
                 },
-            ));
+            ),
+            (
+                PermissionOption::new(REJECT, "Reject", PermissionOptionKind::RejectOnce),
+                Verdict::Reject,
+            ),
+        ];
+        if call.payload().rule.is_some() {
+            options
+                .retain(|(_, verdict)| !matches!(verdict, Verdict::Approve { always: true, .. }));
         }
-        options.push((
-            PermissionOption::new(REJECT, "Reject", PermissionOptionKind::RejectOnce),
-            Verdict::Reject,
-        ));
         Self { options }
     }
 
@@ -163,27 +166,13 @@ impl Verdict {
 pub(crate) fn plan_tool_call(tool_call_id: String, plan: &PendingPlan) -> ToolCallUpdate {
     let payload = plan.payload();
     let submission = &payload.submission;
-    let mut content = vec![ToolCallContent::Content(Content::new(as_code(
-        &submission.plan,
-    )))];
-    if !payload.comments.is_empty() {
-        // The comments the user made on the previous revision, beside this one.
-        let lines: Vec<String> = payload
-            .comments
-            .iter()
-            .map(|c| format!("line {}: {}\n  {}", c.line, c.quote, c.text))
-            .collect();
-        content.push(ToolCallContent::Content(Content::new(format!(
-            "Your comments on revision {}:\n{}",
-            payload.revision.saturating_sub(1),
-            as_code(&lines.join("\n"))
-        ))));
-    }
     let fields = ToolCallUpdateFields::new()
         .kind(ToolKind::SwitchMode)
         .status(ToolCallStatus::Pending)
         .title(neutralize_line(&submission.title).into_owned())
-        .content(content)
+        .content(vec![ToolCallContent::Content(Content::new(as_code(
+            &submission.plan,
+        )))])
         .raw_input(json!({ "path": submission.path }));
     ToolCallUpdate::new(tool_call_id, fields).meta(meta(json!({
         "decisionId": payload.decision_id,
@@ -191,7 +180,6 @@ pub(crate) fn plan_tool_call(tool_call_id: String, plan: &PendingPlan) -> ToolCa
         "path": submission.path,
         "revision": payload.revision,
         "targetModeIds": payload.target_mode_ids,
-        "comments": payload.comments,
     })))
 }
 

@@ -71,10 +71,13 @@ impl Prompt {
                         c.tool_name() == call.tool_name() && c.decision_id() != call.decision_id()
                     })
                     .count();
-                if let Some(text) = allowance_note(call.tool_name(), others) {
+                // `a` is not offered at a call an `ask` rule made wait.
+                let offered = call.payload().rule.is_none();
+                if let Some(text) = allowance_note(call.tool_name(), others).filter(|_| offered) {
                     note!("{text}");
                 }
                 Question::tool_call(&self.style, call.tool_name(), call.args_sha256())
+                    .asked_by_rule(call.payload().rule.as_deref())
                     .ask(&mut self.input, &mut stderr, tokio::signal::ctrl_c())
                     .await
             }

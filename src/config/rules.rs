@@ -289,6 +289,66 @@ impl ModeGraph {
     }
 }
 
+/// A warning for each tool of `tools` that a path rule on an MCP server's `SERVER__*` wildcard
+/// covers and whose input schema does not declare the rule's argument (its paths go by another
+/// name: `paths`, `source`), at the rule's argument or pattern: a `deny` or `ask` rule then
+/// matches every call of the tool (its path is in doubt), an `allow` rule none. In tool-name
+/// order for each rule.
+pub(crate) fn wildcard_rule_warnings(graph: &ModeGraph, tools: &ToolRegistry) -> Vec<ConfigError> {
+    let mut warnings = Vec::new();
+    for mode in graph.modes() {
+        for rule in mode.rules().as_slice() {
+            let (Some(place), Matcher::Path { arg, .. }) = (rule.place(), rule.matcher()) else {
+                continue;
+            };
+            let mut covered: Vec<&str> = tools
+                .names()
+                .filter(|name| crate::tool::mcp::wildcard_covers(rule.tool(), name))
+                .collect();
+            covered.sort_unstable();
+            for name in covered {
+                let Some(schema) = tools.get(name).map(|tool| tool.input_schema()) else {
+                    continue;
+                };
+                let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+                    continue;
+                };
+                if properties.contains_key(&**arg) {
+                    continue;
+                }
+                let declared: Vec<&str> = properties.keys().map(String::as_str).collect();
+                let (line, column, snippet) = &place.arg;
+                let effect = match rule.action() {
+                    RuleAction::Allow => "never allows a call of it",
+                    RuleAction::Ask | RuleAction::Deny => {
+                        "matches every call of it (where it reads or writes is in doubt)"
+                    }
+                };
+                let arguments = if declared.is_empty() {
+                    "it declares none".to_owned()
+                } else {
+                    format!("its arguments: {}", listed(declared.iter().copied()))
+                };
+                warnings.push(ConfigError::placed_at(
+                    ConfigErrorKind::WildcardRuleWithoutArg,
+                    graph.origin(),
+                    Location {
+                        line: *line,
+                        column: *column,
+                    },
+                    snippet.clone(),
+                    format!(
+                        "rule {} of mode `{}` ({rule}) is on `{name}`, which has no argument `{arg}` ({arguments}), so the rule {effect}: write a rule on `{name}` with `arg` naming its path",
+                        place.number,
+                        mode.id()
+                    ),
+                ));
+            }
+        }
+    }
+    warnings
+}
+
 fn rule_errors(graph: &ModeGraph, tools: &ToolRegistry) -> Vec<ConfigError> {
     let mut errors = Vec::new();
     for mode in graph.modes() {

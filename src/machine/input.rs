@@ -88,6 +88,21 @@ pub(crate) enum Input {
         /// The rule that decided.
         rule: Box<RuleRecord>,
     },
+    /// An approved call that a `deny` rule refuses as it is about to run: never run, the model
+    /// told why, and its audit record `record` (in the history since the decision) rejected,
+    /// with the rule ([`Change::refuse_approved_tool`]).
+    RefusedApproved {
+        /// The running run.
+        run_id: Arc<str>,
+        /// The model's id of the call.
+        call_id: String,
+        /// The tool called.
+        name: String,
+        /// The audit record of the approval.
+        record: DecidedRecord,
+        /// The deny rule that refused it.
+        rule: Box<RuleRecord>,
+    },
     /// The calls of the assistant message at `at` from `from` on are not executed: the run
     /// suspends on a plan first (`tool_start` and `tool_end` for each, saying so).
     SkipRest {
@@ -253,6 +268,7 @@ impl Input {
                 | Input::ToolStart { .. }
                 | Input::ToolResult { .. }
                 | Input::RuledToolResult { .. }
+                | Input::RefusedApproved { .. }
                 | Input::SkipRest { .. }
         )
     }
@@ -302,6 +318,16 @@ impl Change<'_> {
                 rule,
             } => {
                 self.finish_ruled_tool(&run_id, &call_id, &name, args_sha256, output, rule);
+                Next::Nothing
+            }
+            Input::RefusedApproved {
+                run_id,
+                call_id,
+                name,
+                record,
+                rule,
+            } => {
+                self.refuse_approved_tool(&run_id, &call_id, &name, record, rule);
                 Next::Nothing
             }
             Input::SkipRest { run_id, at, from } => {

@@ -99,6 +99,33 @@ impl Change<'_> {
         }
     }
 
+    /// Ends a call the user approved that deny rule `rule` refuses as it is about to run (the
+    /// rules, or where its paths lead, changed while it waited): it never runs, the model is
+    /// told why, and its audit record (`record`, in the history since the decision) says what
+    /// happened: `rejected`, with the rule; `decidedBy` and `decidedAt` stay the approval's.
+    pub(crate) fn refuse_approved_tool(
+        &mut self,
+        run_id: &Arc<str>,
+        call_id: &str,
+        name: &str,
+        mut record: DecidedRecord,
+        rule: Box<RuleRecord>,
+    ) {
+        let output = ToolOutput::error(denied_result(&rule));
+        record.outcome = Some(DecisionOutcome::Rejected);
+        record.rule = Some(rule);
+        if let Some(kept) = self
+            .state
+            .history
+            .iter_mut()
+            .rev()
+            .find(|d| d.decision_id == record.decision_id)
+        {
+            *kept = record.clone();
+        }
+        self.finish_tool(run_id, call_id, name, output, Some(record));
+    }
+
     /// Ends a call (started with `tool_start`) whose outcome a rule decided: `tool_end` with
     /// `output` and the rule's audit record (approved when the rule allowed it, rejected when
     /// it denied it), the record in the history, the result in the conversation.

@@ -198,9 +198,18 @@ impl Session {
                 name.clone(),
                 call.payload.args.clone(),
             );
-            let output = if let Some(Ruling::Deny(rule)) = self.ruling_of(&now) {
-                Some(ToolOutput::error(denied_result(&rule)))
-            } else if self.shared.runtime(self.state.mode).allows(name) {
+            if let Some(Ruling::Deny(rule)) = self.ruling_of(&now) {
+                let refused = Input::RefusedApproved {
+                    run_id: run_id.clone(),
+                    call_id: call.tool_call_id,
+                    name: call.payload.tool_name,
+                    record,
+                    rule,
+                };
+                self.handle(refused).await?;
+                continue;
+            }
+            let output = if self.shared.runtime(self.state.mode).allows(name) {
                 self.execute_tool(&run_id, &call.tool_call_id, name, &call.payload.args)
                     .await
             } else {
@@ -375,7 +384,10 @@ impl Session {
     /// its suspension could not be saved), or is aborted, and `None` when the model is next.
     ///
     /// Each call is ruled first ([`Ruling`]: the mode's rules, its `requireApproval`, the
-    /// tools always allowed). A call a `deny` rule refuses never runs: its result names the rule.
+    /// tools always allowed), and a call that would run is ruled again just before it runs,
+    /// its paths resolved anew, so what an earlier call of the reply did (a symlink it made)
+    /// cannot take it past a deny or ask rule. A call a `deny` rule refuses never runs: its
+    /// result names the rule.
     /// A call that waits (an `ask` rule, or `requireApproval` and its tool not always allowed)
     /// does not run: once the other calls have run, the run suspends on every such call of the
     /// reply at once ([`Session::suspend_tool_calls`]). A `submit_plan` beside them is not
@@ -386,8 +398,9 @@ impl Session {
         at: usize,
     ) -> Result<Option<RunOutcome>, SessionError> {
         let shared = self.shared.clone();
-        // Each call's outcome is ruled once, before any runs: all of the reply's calls are
-        // judged in the mode, the rules and the allowances it was made under.
+        // Each call's outcome is ruled before any runs (all of the reply's calls are judged in
+        // the mode, the rules and the allowances it was made under), and once more just before
+        // it runs.
         let rulings: Vec<Option<Ruling>> = (0..)
             .map_while(|i| self.state.tool_call(at, i))
             .map(|call| self.ruling_of(call))
@@ -434,7 +447,17 @@ impl Session {
                 self.tool_result(run_id, id, name, output).await?;
                 continue;
             }
-            let allowed_by = match rulings.get(next - 1).cloned().flatten() {
+            // Ruled again just before it runs: an earlier call of the reply may have changed
+            // where its paths lead (a symlink it made). A call that would run is refused or
+            // waits if it now matches a deny or ask rule; one that waits, or was refused, stays so.
+            let ruling = match rulings.get(next - 1).cloned().flatten() {
+                Some(Ruling::Run(_)) => self
+                    .state
+                    .tool_call(at, next - 1)
+                    .and_then(|call| self.ruling_of(call)),
+                other => other,
+            };
+            let allowed_by = match ruling {
                 Some(Ruling::Deny(rule)) => {
                     let output = ToolOutput::error(denied_result(&rule));
                     let sha256 = args.map(crate::jcs::sha256).unwrap_or_default();
@@ -449,7 +472,7 @@ impl Session {
                 Some(Ruling::Run(rule)) => rule,
                 None => None,
             };
-            if name == SUBMIT_PLAN && waits {
+            if name == SUBMIT_PLAN && (waits || !waiting.is_empty()) {
                 let output = ToolOutput::error(PLAN_BESIDE_APPROVALS);
                 self.tool_result(run_id, id, name, output).await?;
                 continue;
@@ -567,8 +590,18 @@ impl Session {
         if !runtime.allows(&call.name) || self.refusal(&call.name, &call.args).is_some() {
             return None;
         }
-        let rules = self.shared.graph.mode(self.state.mode).rules();
-        let paths = crate::rules::resolve_paths(rules, call, &self.shared.workspace);
+        let mode = self.shared.graph.mode(self.state.mode);
+        let rules = mode.rules();
+        // Where the tool itself takes each path (`write_plan`'s bare name, `list_files`'s
+        // default), so the rules match the path it opens.
+        let paths = match self.shared.tools.get(&call.name) {
+            Some(tool) => {
+                let ctx =
+                    ToolContext::new(&self.shared.workspace, &self.shared.plans_dir, mode.id());
+                crate::rules::resolve_paths_for(rules, call, tool.as_ref(), &ctx)
+            }
+            None => crate::rules::resolve_paths(rules, call, &self.shared.workspace),
+        };
         Some(self.state.ruling(&self.shared.graph, call, &paths))
     }
 

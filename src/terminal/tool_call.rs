@@ -160,6 +160,12 @@ pub fn render_tool_call(style: &Style, call: &ToolCallPayload, nth: usize, of: u
 /// assert!(text.ends_with("> "));
 /// ```
 pub fn tool_question_text(style: &Style, tool_name: &str) -> String {
+    question_text(style, tool_name, true)
+}
+
+/// The question under a tool call; `allowance`: whether `a` (always allow) is offered (not
+/// under a call an `ask` rule made wait).
+pub(crate) fn question_text(style: &Style, tool_name: &str, allowance: bool) -> String {
     let key = |k: &str| {
         if style.color {
             use termimad::crossterm::style::Stylize;
@@ -169,10 +175,14 @@ pub fn tool_question_text(style: &Style, tool_name: &str) -> String {
         }
     };
     let name = neutralize_line(tool_name);
+    let always = if allowance {
+        format!("  [{}]lways allow {name} until the mode changes", key("a"))
+    } else {
+        String::new()
+    };
     format!(
-        "Run this {name} call?\n[{}]es run it  [{}]lways allow {name} until the mode changes  [{}]o reject  [{}]eedback reject with a note  [{}] leave it pending  or type feedback to reject with it\n> ",
+        "Run this {name} call?\n[{}]es run it{always}  [{}]o reject  [{}]eedback reject with a note  [{}] leave it pending  or type feedback to reject with it\n> ",
         key("y"),
-        key("a"),
         key("n"),
         key("f"),
         key("q"),

@@ -219,8 +219,9 @@ impl Tool for Spy {
     }
 }
 
-/// What the kit hands your build function: the mode graph, the kit's scripted model, a
-/// temporary workspace and a clock the kit moves. Build your controller from
+/// What the kit hands your build function: the mode graph, the kit's scripted model and a
+/// temporary workspace (the kit sets no clock: the controller keeps the one its builder has,
+/// the system clock unless you set one). Build your controller from
 /// [`Setup::builder`] (the kit's model) or [`Setup::builder_with`] (your model layer around
 /// [`Setup::model`]), from [`Setup::builder_for`] (a mode graph your own code built), or hand
 /// a builder you made to [`Setup::observe`]; add your tools, step limit and store, and build it.
@@ -228,7 +229,7 @@ impl Tool for Spy {
 /// your own tool layers.
 ///
 /// The kit checks that it can observe the controller it was given: one built another way (its
-/// own workspace, tools without the spy, another clock) is refused with
+/// own workspace, tools without the spy) is refused with
 /// [`HarnessError::Unobservable`], which says what to change, rather than reported as
 /// divergences that are not there.
 pub struct Setup {
@@ -282,7 +283,7 @@ impl Setup {
 
     /// A builder over `graph`, a mode graph your own code built (from the config, say, with
     /// modes or tools your harness adds), with `model` (the kit's, [`Setup::model`], or your
-    /// layer around it) and the kit's workspace, spy and clock. The reference model reads the
+    /// layer around it) and the kit's workspace and spy. The reference model reads the
     /// config file: a graph that means something else is a divergence, as it would be a bug of
     /// your harness.
     ///
@@ -314,9 +315,9 @@ impl Setup {
     }
 
     /// Makes a builder you made (with your graph, your model layer around [`Setup::model`],
-    /// your tools, store and limits) observable: sets the kit's workspace and clock and puts
-    /// the kit's spy around every tool it registers when it is built. Call it last, or at least
-    /// do not set the workspace or the clock after it.
+    /// your tools, store and limits) observable: sets the kit's workspace and puts the kit's
+    /// spy around every tool it registers when it is built (the clock stays the builder's).
+    /// Call it last, or at least do not set the workspace after it.
     ///
     /// ```
     /// use agent_controller::{AgentController, ToolRegistry, config};

@@ -135,12 +135,17 @@ impl Tool for ListFiles {
     fn access(&self) -> ToolAccess {
         ToolAccess::ReadOnly
     }
+    /// The folder listed: `path`, or the workspace itself when it is left out or empty.
+    fn locate(
+        &self,
+        _arg: &str,
+        path: Option<&str>,
+        ctx: &ToolContext<'_>,
+    ) -> Option<Result<PathBuf, String>> {
+        Some(super::in_workspace(ctx.workspace, listed_dir(path)))
+    }
     async fn execute(&self, args: &Value, ctx: &ToolContext<'_>) -> ToolOutput {
-        let path = args
-            .get("path")
-            .and_then(Value::as_str)
-            .filter(|p| !p.is_empty())
-            .unwrap_or(".");
+        let path = listed_dir(args.get("path").and_then(Value::as_str));
         let result = in_workspace(ctx, path).and_then(|(workspace, rel)| workspace.list(&rel));
         match result {
             Ok(names) if names.len() > MAX_LIST_ENTRIES => {
@@ -152,6 +157,12 @@ impl Tool for ListFiles {
             Err(e) => ToolOutput::error(e.to_string()),
         }
     }
+}
+
+/// The folder `list_files` lists for its `path` argument: the workspace itself (`.`) when the
+/// call leaves it out or gives an empty one.
+fn listed_dir(path: Option<&str>) -> &str {
+    path.filter(|p| !p.is_empty()).unwrap_or(".")
 }
 
 /// `write_file { path, content }`: writes a file inside the workspace, creating folders.
@@ -232,6 +243,23 @@ impl Tool for WritePlan {
     fn access(&self) -> ToolAccess {
         ToolAccess::Plans
     }
+    /// Where the plan lands, as [`Tool::execute`] puts it: a bare name in the plans directory,
+    /// any other path relative to the workspace with `.` and `..` applied as written.
+    fn locate(
+        &self,
+        arg: &str,
+        path: Option<&str>,
+        ctx: &ToolContext<'_>,
+    ) -> Option<Result<PathBuf, String>> {
+        if arg != "path" {
+            return path.map(|path| super::in_workspace(ctx.workspace, path));
+        }
+        let (plans_rel, rel) = match path.map(|path| plan_target(ctx, path))? {
+            Ok(target) => target,
+            Err(why) => return Some(Err(why)),
+        };
+        Some(Ok(plans_rel.join(rel)))
+    }
     async fn execute(&self, args: &Value, ctx: &ToolContext<'_>) -> ToolOutput {
         match write_plan(args, ctx).await {
             Ok(path) => ToolOutput::ok(path),
@@ -268,6 +296,24 @@ fn plan_path(ctx: &ToolContext<'_>, plans_rel: &Path, path: &str) -> Result<Path
     })
 }
 
+/// Where `write_plan` writes `path`: the plans directory relative to the workspace, and the
+/// file relative to it ([`plan_path`]). The one place the tool, and the rules on it
+/// ([`Tool::locate`]), read its path.
+///
+/// # Errors
+/// A message for a plans directory outside the workspace, or a path outside it.
+fn plan_target(ctx: &ToolContext<'_>, path: &str) -> Result<(PathBuf, PathBuf), String> {
+    let plans_rel = jail::inside(ctx.workspace, ctx.plans_dir).ok_or_else(|| {
+        format!(
+            "the plans directory {} is not inside the workspace {}",
+            ctx.plans_dir.display(),
+            ctx.workspace.display()
+        )
+    })?;
+    let rel = plan_path(ctx, &plans_rel, path)?;
+    Ok((plans_rel, rel))
+}
+
 /// Writes the plan of a `write_plan` call; returns its path relative to the workspace. A plan
 /// file that is pending a decision is never replaced: the new plan gets a fresh name beside it.
 async fn write_plan(args: &Value, ctx: &ToolContext<'_>) -> Result<String, String> {
@@ -285,14 +331,7 @@ async fn write_plan(args: &Value, ctx: &ToolContext<'_>) -> Result<String, Strin
             "plan file `{path}` is not a markdown file: the name must end in .md"
         ));
     }
-    let plans_rel = jail::inside(ctx.workspace, ctx.plans_dir).ok_or_else(|| {
-        format!(
-            "the plans directory {} is not inside the workspace {}",
-            ctx.plans_dir.display(),
-            ctx.workspace.display()
-        )
-    })?;
-    let rel = plan_path(ctx, &plans_rel, path)?;
+    let (plans_rel, rel) = plan_target(ctx, path)?;
     let workspace = Jail::open(ctx.workspace)
         .map_err(|e| e.to_string())?
         .protecting(ctx.protected_paths);

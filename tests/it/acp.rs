@@ -700,6 +700,42 @@ fn a_tool_call_that_waits_is_asked_about_and_allowed_runs() {
     );
 }
 
+/// A call an `ask` rule made wait is offered allow_once and reject_once, not allow_always:
+/// an allowance does not cover it, and the library would refuse one.
+#[test]
+fn a_tool_call_an_ask_rule_made_wait_offers_no_allow_always() {
+    let ws = workspace(
+        r#"
+[[modes]]
+id = "build"
+name = "Build"
+rules = [{ tool = "write_file", path = "secret/**", action = "ask" }]
+"#,
+    );
+    let server = ScriptedServer::start_blocking(vec![
+        write_call("secret/k.txt", "hello"),
+        openai_server::text("Wrote it."),
+    ]);
+    let mut agent = scripted(ws.path(), &server, &[]);
+    let (session, _) = agent.open(ws.path());
+    let prompt = agent.prompt(&session, "Write the key");
+    let (request, _) = agent.until_method("session/request_permission");
+    assert_eq!(
+        option_ids(&request),
+        [
+            ("allow".to_owned(), "allow_once".to_owned()),
+            ("reject".to_owned(), "reject_once".to_owned()),
+        ]
+    );
+    select(&mut agent, &request, "allow");
+    let (response, _) = agent.response(prompt);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response:#}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("secret/k.txt")).expect("written"),
+        "hello"
+    );
+}
+
 /// Rejected, the call never runs and the model is told; "always allow" runs the tool's next
 /// call without asking.
 #[test]

@@ -311,4 +311,38 @@ rules = [
             "{shown}"
         );
     }
+
+    /// The prompt offered `[a]lways allow` on a call an ask rule made wait; `a` was refused by
+    /// the library and the CLI exited, losing the run. The key is not offered there, and `a`
+    /// typed anyway asks again, saying why.
+    #[test]
+    fn always_allow_at_an_ask_rule_prompt_asks_again() {
+        let (ws, server) = world();
+        let out = cli(&ws, &server, &["run", "go"], "a\ny\n");
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let shown = stderr(&out);
+        let question = shown
+            .split("asked by rule 3 of mode `build`")
+            .nth(1)
+            .expect("the call the rule asks about is shown");
+        assert!(question.contains("Run this read_file call?"), "{question}");
+        assert!(
+            !question.contains("[a]lways allow"),
+            "`a` is not offered at a rule's question: {question}"
+        );
+        assert!(
+            question.contains("`a` is not offered here: rule 3 of mode `build`")
+                && question.contains("always allowing the tool does not cover them"),
+            "{question}"
+        );
+        assert_eq!(
+            question.matches("Run this read_file call?").count(),
+            2,
+            "asked again: {question}"
+        );
+        // The call ran once approved, and the run went on.
+        let bodies = server.bodies_blocking();
+        let results = contents(&bodies[1], "tool");
+        assert!(results.contains(&"k"), "{results:?}");
+    }
 }

@@ -200,6 +200,79 @@ rules = [
     );
 }
 
+/// A newline slipped past every deny and ask regex (`.` did not match it), and an allow glob
+/// or regex let a second line through: a deny or ask string rule matches across lines, an allow
+/// string rule never matches a value of more than one line (in doubt, nothing allows).
+#[test]
+fn a_deny_regex_matches_across_newlines() {
+    // The guide's config: a private key written under `src/` is refused, on any line.
+    let guide = graph(BUILD);
+    let build = guide.default_mode();
+    let key = ToolCall::new(
+        "c1",
+        "write_file",
+        json!({"path": "src/k.pem", "content": "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n"}),
+    );
+    let verdict = decide(
+        build,
+        true,
+        &key,
+        &ResolvedPaths::new().with("path", "src/k.pem"),
+    );
+    assert_eq!(
+        (verdict.action, verdict.decided_by),
+        (RuleAction::Deny, DecidedBy::Rule(3)),
+        "{}",
+        verdict.reason
+    );
+
+    let shell = graph(
+        r#"
+[[modes]]
+id = "build"
+requireApproval = ["run_command"]
+rules = [
+  { tool = "run_command", arg = "command", regex = ".*rm -rf.*", action = "deny" },
+  { tool = "run_command", arg = "command", glob = "*sudo *", action = "ask" },
+  { tool = "run_command", arg = "command", glob = "echo *", action = "allow" },
+  { tool = "run_command", arg = "command", regex = "ls( .*)?", action = "allow" },
+]
+"#,
+    );
+    let build = shell.default_mode();
+    let outcome = |command: &str| {
+        let call = ToolCall::new("c", "run_command", json!({ "command": command }));
+        let verdict = decide(build, true, &call, &ResolvedPaths::new());
+        (verdict.action, verdict.decided_by)
+    };
+    assert_eq!(
+        outcome("echo ok\nrm -rf ~"),
+        (RuleAction::Deny, DecidedBy::Rule(1))
+    );
+    assert_eq!(
+        outcome("echo ok\r\nrm -rf ~"),
+        (RuleAction::Deny, DecidedBy::Rule(1))
+    );
+    assert_eq!(
+        outcome("echo ok\nsudo reboot"),
+        (RuleAction::Ask, DecidedBy::Rule(2))
+    );
+    // An allow rule fits one line only: the rest waits as requireApproval says.
+    assert_eq!(outcome("echo ok"), (RuleAction::Allow, DecidedBy::Rule(3)));
+    assert_eq!(outcome("ls -la"), (RuleAction::Allow, DecidedBy::Rule(4)));
+    for command in [
+        "echo ok\ncurl x | sh",
+        "echo ok\rcurl x | sh",
+        "ls\ncurl x | sh",
+    ] {
+        assert_eq!(
+            outcome(command),
+            (RuleAction::Ask, DecidedBy::RequireApproval),
+            "{command:?}"
+        );
+    }
+}
+
 #[test]
 fn check_reports_each_bad_rule_at_its_line_and_column() {
     let text = r#"[[modes]]
@@ -765,6 +838,10 @@ rules = [
     }
 
     fn setup(text: &str) -> Setup {
+        setup_with(text, ToolRegistry::with_workspace_tools())
+    }
+
+    fn setup_with(text: &str, tools: ToolRegistry) -> Setup {
         let ws = Workspace::new();
         std::fs::create_dir_all(ws.path().join("src")).expect("src");
         std::fs::create_dir_all(ws.path().join("secret")).expect("secret");
@@ -774,7 +851,7 @@ rules = [
             config::parse(text, "modes.toml").expect("config"),
             model.clone(),
         )
-        .tools(ToolRegistry::with_workspace_tools())
+        .tools(tools)
         .workspace(ws.path())
         .build()
         .expect("a config with rules builds");
@@ -1055,6 +1132,447 @@ rules = [
             panic!("SRC/a.rs is not allowed by `src/**`: {outcome:?}");
         };
         assert_eq!(tool_calls[0].tool_call_id(), "c2");
+    }
+
+    /// `make_link {link, target}`: makes the symlink `link` in the workspace, pointing at
+    /// `target`, as a shell command of the model's could.
+    #[cfg(unix)]
+    struct MakeLink;
+
+    #[cfg(unix)]
+    #[async_trait::async_trait]
+    impl agent_controller::tool::Tool for MakeLink {
+        fn name(&self) -> &str {
+            "make_link"
+        }
+        fn description(&self) -> String {
+            "Makes a symlink.".to_owned()
+        }
+        fn input_schema(&self) -> serde_json::Value {
+            json!({"type": "object", "properties": {"link": {"type": "string"}, "target": {"type": "string"}}})
+        }
+        async fn execute(
+            &self,
+            args: &serde_json::Value,
+            ctx: &agent_controller::tool::ToolContext<'_>,
+        ) -> agent_controller::tool::ToolOutput {
+            let link = args["link"].as_str().unwrap_or_default();
+            let target = args["target"].as_str().unwrap_or_default();
+            match std::os::unix::fs::symlink(target, ctx.workspace.join(link)) {
+                Ok(()) => agent_controller::tool::ToolOutput::ok("linked"),
+                Err(e) => agent_controller::tool::ToolOutput::error(e.to_string()),
+            }
+        }
+    }
+
+    #[cfg(unix)]
+    fn with_make_link(text: &str) -> Setup {
+        let mut tools = ToolRegistry::with_workspace_tools();
+        tools.register(Arc::new(MakeLink)).expect("make_link");
+        let s = setup_with(text, tools);
+        std::fs::create_dir_all(s.ws.path().join(".git/hooks")).expect(".git/hooks");
+        s
+    }
+
+    /// The paths of a reply's calls were all resolved before the first ran: a call that made
+    /// `hooks -> .git/hooks` let the next one write `hooks/pre-commit` past `deny **/.git/**`,
+    /// ruled while `hooks` did not exist. Each call is ruled again just before it runs.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_symlink_made_by_an_earlier_call_of_the_reply_is_ruled_on() {
+        let s = with_make_link(
+            r#"
+[[modes]]
+id = "build"
+availableTools = ["make_link", "write_file"]
+rules = [
+  { tool = "write_file", path = "**/.git/**", action = "deny" },
+]
+"#,
+        );
+        s.reply(&[
+            (
+                "c1",
+                "make_link",
+                json!({"link": "hooks", "target": ".git/hooks"}),
+            ),
+            ("c2", "write_file", write("hooks/pre-commit")),
+        ]);
+        s.done();
+        let mut session = s.session().await;
+        let outcome = session.send_message("go").await.expect("run");
+        assert!(
+            matches!(outcome, RunOutcome::Completed { .. }),
+            "{outcome:?}"
+        );
+        assert_eq!(result(&session, "c1"), "linked");
+        assert!(
+            !s.ws.path().join(".git/hooks/pre-commit").exists(),
+            "the write through the new symlink never ran"
+        );
+        let text = result(&session, "c2");
+        assert!(
+            text.starts_with("Not executed: rule 1 of mode `build`")
+                && text.contains("which matches `.git/hooks/pre-commit`"),
+            "{text}"
+        );
+        assert_eq!(
+            ruled(&s.recorder.take()),
+            [(
+                "c2".to_owned(),
+                DecisionOutcome::Rejected,
+                1,
+                RuleAction::Deny
+            )]
+        );
+    }
+
+    /// The same with an `ask` rule: the call that now matches it waits for the user.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_call_that_matches_an_ask_rule_only_once_an_earlier_call_ran_waits() {
+        let s = with_make_link(
+            r#"
+[[modes]]
+id = "build"
+availableTools = ["make_link", "write_file"]
+rules = [
+  { tool = "write_file", path = ".git/**", action = "ask" },
+]
+"#,
+        );
+        s.reply(&[
+            (
+                "c1",
+                "make_link",
+                json!({"link": "hooks", "target": ".git/hooks"}),
+            ),
+            ("c2", "write_file", write("hooks/pre-commit")),
+        ]);
+        let mut session = s.session().await;
+        let outcome = session.send_message("go").await.expect("run");
+        let RunOutcome::ToolCallsSuspended { tool_calls, .. } = outcome else {
+            panic!("the write waits for the user: {outcome:?}");
+        };
+        assert!(!s.ws.path().join(".git/hooks/pre-commit").exists());
+        assert_eq!(tool_calls.len(), 1);
+        assert_eq!(tool_calls[0].tool_call_id(), "c2");
+        let rule = tool_calls[0]
+            .payload()
+            .rule
+            .clone()
+            .expect("the rule asked");
+        assert_eq!((rule.number, rule.action), (1, RuleAction::Ask));
+    }
+
+    /// A deny rule checked again when an approved call is about to run refused it, but the
+    /// record still said `approved`: it says what happened, rejected, with the rule.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_deny_on_recheck_records_rejected_with_rule() {
+        let s = setup(BUILD);
+        std::fs::write(s.ws.path().join(".env"), "SECRET=1").expect(".env");
+        std::fs::create_dir_all(s.ws.path().join("docs")).expect("docs");
+        s.reply(&[("c1", "write_file", write("docs/cfg"))]);
+        s.done();
+        let mut session = s.session().await;
+        let outcome = session.send_message("go").await.expect("run");
+        let RunOutcome::ToolCallsSuspended { tool_calls, .. } = outcome else {
+            panic!("docs/cfg waits by requireApproval: {outcome:?}");
+        };
+        assert_eq!(tool_calls[0].payload().rule, None);
+        let id = tool_calls[0].decision_id().to_owned();
+        // While the call waits, `docs/cfg` becomes a symlink to `.env`.
+        std::os::unix::fs::symlink("../.env", s.ws.path().join("docs/cfg")).expect("symlink");
+        s.recorder.take();
+        let outcome = session
+            .decide(&id, Decision::approve().decided_by("alice"))
+            .await
+            .expect("decide");
+        assert!(
+            matches!(outcome, RunOutcome::Completed { .. }),
+            "{outcome:?}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(s.ws.path().join(".env")).expect(".env"),
+            "SECRET=1",
+            "the refused call never ran"
+        );
+        assert!(result(&session, "c1").starts_with("Not executed: rule 1 of mode `build`"));
+        // The audit history and the `tool_end` event say the same: rejected by rule 1.
+        let record = session
+            .decision_history()
+            .iter()
+            .find(|d| d.decision_id == id)
+            .expect("the decision's record")
+            .clone();
+        assert_eq!(
+            record.outcome,
+            Some(DecisionOutcome::Rejected),
+            "{record:?}"
+        );
+        let rule = record.rule.clone().expect("the rule that refused it");
+        assert_eq!((rule.number, rule.action), (1, RuleAction::Deny));
+        assert_eq!(
+            record.decided_by.as_deref(),
+            Some("alice"),
+            "who approved it"
+        );
+        assert_eq!(
+            ruled(&s.recorder.take()),
+            [(
+                "c1".to_owned(),
+                DecisionOutcome::Rejected,
+                1,
+                RuleAction::Deny
+            )]
+        );
+        // One record for the call, not an approval beside a refusal.
+        assert_eq!(
+            session
+                .decision_history()
+                .iter()
+                .filter(|d| d.tool_call_id == "c1")
+                .count(),
+            1
+        );
+    }
+
+    /// A bare `p.md` is written to `.agent/plans/p.md`, and `write_plan` applies `..` to the
+    /// name before it: rules on `write_plan` matched another path than the one written. The
+    /// tool says where its path argument leads, and the rules match that.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_write_plan_rule_sees_the_plans_dir_path() {
+        let s = setup(
+            r#"
+[[modes]]
+id = "plan"
+availableTools = ["write_plan"]
+requireApproval = ["write_plan"]
+rules = [
+  { tool = "write_plan", path = ".agent/plans/final.md", action = "deny" },
+  { tool = "write_plan", path = ".agent/plans/*.md", action = "allow" },
+]
+"#,
+        );
+        // `up` leads out of the plans folder, but `write_plan` drops `up/..` as written.
+        std::os::unix::fs::symlink("../../src", s.ws.path().join(".agent/plans/up"))
+            .expect("symlink");
+        let plan = |path: &str| json!({"path": path, "content": "# P\n\n1. Step\n"});
+        s.reply(&[
+            ("c1", "write_plan", plan("p.md")),
+            ("c2", "write_plan", plan("final.md")),
+            ("c3", "write_plan", plan(".agent/plans/up/../final.md")),
+        ]);
+        s.done();
+        let mut session = s.session().await;
+        let outcome = session.send_message("go").await.expect("run");
+        assert!(
+            matches!(outcome, RunOutcome::Completed { .. }),
+            "the bare name is allowed where it lands: {outcome:?}"
+        );
+        assert_eq!(result(&session, "c1"), ".agent/plans/p.md");
+        for id in ["c2", "c3"] {
+            let text = result(&session, id);
+            assert!(
+                text.starts_with("Not executed: rule 1 of mode `plan`")
+                    && text.contains("which matches `.agent/plans/final.md`"),
+                "{id}: {text}"
+            );
+        }
+        assert!(!s.ws.path().join(".agent/plans/final.md").exists());
+        assert!(!s.ws.path().join("final.md").exists());
+        assert_eq!(
+            ruled(&s.recorder.take()),
+            [
+                (
+                    "c1".to_owned(),
+                    DecisionOutcome::Approved,
+                    2,
+                    RuleAction::Allow
+                ),
+                (
+                    "c2".to_owned(),
+                    DecisionOutcome::Rejected,
+                    1,
+                    RuleAction::Deny
+                ),
+                (
+                    "c3".to_owned(),
+                    DecisionOutcome::Rejected,
+                    1,
+                    RuleAction::Deny
+                ),
+            ]
+        );
+    }
+}
+
+/// A tool of an MCP server under test: its name and the arguments its schema declares.
+struct Declares(&'static str, &'static [&'static str]);
+
+#[async_trait::async_trait]
+impl agent_controller::tool::Tool for Declares {
+    fn name(&self) -> &str {
+        self.0
+    }
+    fn description(&self) -> String {
+        "An MCP tool.".to_owned()
+    }
+    fn input_schema(&self) -> Value {
+        let properties: serde_json::Map<String, Value> = self
+            .1
+            .iter()
+            .map(|arg| ((*arg).to_owned(), json!({"type": "string"})))
+            .collect();
+        json!({"type": "object", "properties": properties})
+    }
+    async fn execute(
+        &self,
+        _: &Value,
+        _: &agent_controller::tool::ToolContext<'_>,
+    ) -> agent_controller::tool::ToolOutput {
+        agent_controller::tool::ToolOutput::ok("")
+    }
+}
+
+/// A path deny on `SERVER__*` missed that server's tools whose path argument has another name
+/// (`paths`, `source`): `check` warns at the rule for each covered tool that lacks the
+/// argument, and at run time a deny or ask path rule on a wildcard treats a call of a covered
+/// tool without the argument as in doubt: it matches.
+#[test]
+fn a_wildcard_path_deny_flags_tools_without_the_arg() {
+    let text = r#"
+[[mcpServers]]
+id = "fs"
+command = "mcp-fs"
+
+[[modes]]
+id = "build"
+availableTools = ["fs__*"]
+rules = [
+  { tool = "fs__*", path = "**/.env*", action = "deny" },
+  { tool = "fs__*", path = "src/**", action = "allow" },
+]
+"#;
+    let mut tools = ToolRegistry::new();
+    for (name, args) in [
+        ("fs__read_file", &["path"][..]),
+        ("fs__read_multiple_files", &["paths"][..]),
+        ("fs__move_file", &["source", "destination"][..]),
+    ] {
+        tools
+            .register(std::sync::Arc::new(Declares(name, args)))
+            .expect("register");
+    }
+    let warnings: Vec<(usize, usize, ConfigErrorKind, String)> =
+        config::warnings_with_tools(text, "modes.toml", &tools)
+            .iter()
+            .map(|w| {
+                let at = w.location().expect("a place");
+                (at.line, at.column, w.kind(), w.message().to_owned())
+            })
+            .collect();
+    let on_rule_1: Vec<&String> = warnings
+        .iter()
+        .filter(|(line, column, kind, _)| {
+            (*line, *column, *kind) == (10, 28, ConfigErrorKind::WildcardRuleWithoutArg)
+        })
+        .map(|(_, _, _, message)| message)
+        .collect();
+    assert_eq!(on_rule_1.len(), 2, "{warnings:?}");
+    assert!(
+        on_rule_1[0].contains("`fs__move_file`")
+            && on_rule_1[0].contains("no argument `path`")
+            && on_rule_1[0].contains("`source`")
+            && on_rule_1[0].contains("`destination`"),
+        "{}",
+        on_rule_1[0]
+    );
+    assert!(
+        on_rule_1[1].contains("`fs__read_multiple_files`"),
+        "{}",
+        on_rule_1[1]
+    );
+    // The allow rule is warned about too: it never allows those tools' calls.
+    assert!(
+        warnings
+            .iter()
+            .any(|(line, _, kind, _)| *line == 11
+                && *kind == ConfigErrorKind::WildcardRuleWithoutArg),
+        "{warnings:?}"
+    );
+
+    // At run time: no `path`, so the path is in doubt: denied, never allowed.
+    let graph = graph(text);
+    let build = graph.default_mode();
+    let call = ToolCall::new(
+        "c1",
+        "fs__read_multiple_files",
+        json!({"paths": [".env", "src/a.rs"]}),
+    );
+    let verdict = decide(build, true, &call, &ResolvedPaths::new());
+    assert_eq!(
+        (verdict.action, verdict.decided_by),
+        (RuleAction::Deny, DecidedBy::Rule(1)),
+        "{}",
+        verdict.reason
+    );
+    assert!(verdict.reason.contains("in doubt"), "{}", verdict.reason);
+    let moved = ToolCall::new(
+        "c2",
+        "fs__move_file",
+        json!({"source": "src/a.rs", "destination": "src/b.rs"}),
+    );
+    assert_eq!(
+        decide(build, true, &moved, &ResolvedPaths::new()).action,
+        RuleAction::Deny
+    );
+    // A tool rule on one named tool still reads only that tool's argument.
+    let read = ToolCall::new("c3", "fs__read_file", json!({"path": "src/a.rs"}));
+    assert_eq!(
+        decide(
+            build,
+            true,
+            &read,
+            &ResolvedPaths::new().with("path", "src/a.rs")
+        )
+        .decided_by,
+        DecidedBy::Rule(2)
+    );
+}
+
+/// `list_files {}` lists the workspace root, but its missing `path` matched no rule: the rules
+/// see the folder the tool lists, its default included.
+#[test]
+fn a_list_files_call_without_a_path_is_ruled_on_the_folder_it_lists() {
+    use agent_controller::rules::resolve_paths_for;
+    use agent_controller::tool::{ToolContext, fs::ListFiles};
+    let ws = tempfile::tempdir().expect("tempdir");
+    let graph = graph(
+        r#"
+[[modes]]
+id = "build"
+rules = [{ tool = "list_files", path = "**", action = "ask" }]
+"#,
+    );
+    let build = graph.default_mode();
+    let plans = ws.path().join(".agent/plans");
+    let ctx = ToolContext::new(ws.path(), &plans, "build");
+    for args in [json!({}), json!({"path": ""}), json!({"path": "."})] {
+        let call = ToolCall::new("c1", "list_files", args.clone());
+        let paths = resolve_paths_for(build.rules(), &call, &ListFiles, &ctx);
+        assert_eq!(
+            paths.get("path"),
+            Some(&ResolvedPath::Inside(String::new())),
+            "{args}"
+        );
+        assert_eq!(
+            decide(build, true, &call, &paths).decided_by,
+            DecidedBy::Rule(1),
+            "{args}"
+        );
     }
 }
 
