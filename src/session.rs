@@ -51,7 +51,9 @@ pub enum RunOutcome {
         /// The model's last text (empty when a rejection ended the run).
         text: String,
     },
-    /// The run is suspended on `submit_plan`; decide with [`crate::Session::resume`].
+    /// The run is suspended on `submit_plan`; decide with [`crate::Session::decide`] and the
+    /// payload's `decision_id` (models reuse tool-call ids, so prefer it to
+    /// [`crate::Session::resume`]).
     Suspended {
         /// The run id.
         run_id: Arc<str>,
