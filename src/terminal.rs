@@ -699,6 +699,8 @@ struct PlanQuestion<'a> {
     commentable: Option<&'a str>,
     /// Whether `m MODEL` chooses the next mode's model.
     choosing_model: bool,
+    /// The model an approval names until `m` changes it ([`Question::starting_model`]).
+    starting_model: Option<&'a str>,
 }
 
 /// What a plan's question holds between two typed lines: the comments kept with `c`, and the
@@ -784,6 +786,7 @@ impl<'a> Question<'a> {
                 switchable: &[],
                 commentable: None,
                 choosing_model: false,
+                starting_model: None,
             }),
         }
     }
@@ -998,6 +1001,40 @@ impl<'a> Question<'a> {
         self
     }
 
+    /// With [`Question::choosing_model`]: the model an approval names until `m` changes it (a
+    /// host's `--model-for-next`), so that `m` alone really goes back to the session's model.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::terminal::{PromptAnswer, Question, StdinLines, Style};
+    /// use agent_controller::Decision;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), agent_controller::ConfigError> {
+    /// let graph = agent_controller::config::parse("[[modes]]\nid = \"build\"\n", "m.toml")?;
+    /// let (targets, style) = ([graph.mode(graph.default_mode_id())], Style::plain(80));
+    /// let ask = |keys: &'static [u8]| {
+    ///     let question = Question::new(&style, &targets, "53fa")
+    ///         .choosing_model()
+    ///         .starting_model(Some("cheap"));
+    ///     async move {
+    ///         let mut input = StdinLines::from_reader(keys);
+    ///         question.ask(&mut input, &mut Vec::new(), std::future::pending::<()>()).await
+    ///     }
+    /// };
+    /// let cheap = Decision::approve().model("cheap").with_sha256("53fa");
+    /// assert_eq!(ask(b"y\n").await, PromptAnswer::Decided(cheap));
+    /// // `m` alone: the session's model, whatever the host started with.
+    /// let session_model = Decision::approve().with_sha256("53fa");
+    /// assert_eq!(ask(b"m\ny\n").await, PromptAnswer::Decided(session_model));
+    /// # Ok(()) }
+    /// ```
+    pub fn starting_model(mut self, model: Option<&'a str>) -> Self {
+        if let Some(plan) = self.plan_mut() {
+            plan.starting_model = model;
+        }
+        self
+    }
+
     /// Adds the key `p` (any case) to a plan's question: prints `rendered` (the plan rendered
     /// whole, as [`Style::render_plan`] gives it; for a revision shown as its diff,
     /// [`Style::render_diff`]) and asks again; every other answer reads as before.
@@ -1085,6 +1122,11 @@ impl<'a> Question<'a> {
         let mut interrupt = std::pin::pin!(interrupt);
         let mut at = Asking::Question;
         let mut held = Held::default();
+        if let Subject::Plan(plan) = &self.subject
+            && plan.choosing_model
+        {
+            held.model = plan.starting_model.map(str::to_owned);
+        }
         loop {
             // A closed stderr must not stop the decision: it is still read from stdin.
             let _ = write!(out, "{}", self.text_at(&at));

@@ -127,6 +127,8 @@ impl Decider<'_> {
                     let Some(prompt) = self.prompt.as_deref_mut() else {
                         return Ok(Err(self.leave(session)));
                     };
+                    // The prompt starts from `--model-for-next`, so that `m` alone clears it.
+                    prompt.model_for_next = self.flags.model_for_next.clone();
                     let mut reply = prompt.ask(session, waiting, at + 1, pending.len()).await;
                     // `a` on a call a mode's `ask` rule made wait is refused by the library (an
                     // allowance never covers what a rule asks about): say why and ask again,
@@ -139,7 +141,7 @@ impl Decider<'_> {
                         reply = prompt.ask(session, waiting, at + 1, pending.len()).await;
                     }
                     match reply {
-                        Some(Reply::Decide(decision)) => self.flags.completed(decision, waiting),
+                        Some(Reply::Decide(decision)) => self.flags.signed(decision),
                         Some(Reply::Switch(mode)) => {
                             return self.switch(session, &mode).await.map(Err);
                         }

@@ -115,19 +115,6 @@ impl DecisionArgs {
         }))
     }
 
-    /// A decision typed at the prompt on `pending`, completed by the flags: signed
-    /// ([`DecisionArgs::signed`]) and, for the approval of a plan that names no model yet,
-    /// with `--model-for-next`.
-    pub(crate) fn completed(&self, decision: Decision, pending: &PendingDecision) -> Decision {
-        let approves_plan = pending.as_plan().is_some()
-            && decision.action == agent_controller::session::DecisionAction::Approved;
-        let decision = match (&self.model_for_next, approves_plan, &decision.model) {
-            (Some(model), true, None) => decision.model(model),
-            _ => decision,
-        };
-        self.signed(decision)
-    }
-
     /// `decision` with who decided: `--by`, else the OS user, else `unknown`.
     pub(crate) fn signed(&self, decision: Decision) -> Decision {
         let by = self.by.clone().unwrap_or_else(|| {

@@ -28,6 +28,8 @@ pub(crate) struct Prompt {
     pub(crate) input: StdinLines,
     pub(crate) graph: ModeGraph,
     pub(crate) editor: Editor,
+    /// `--model-for-next`: the model an approval at the prompt names until `m` changes it.
+    pub(crate) model_for_next: Option<String>,
 }
 
 impl Prompt {
@@ -37,6 +39,7 @@ impl Prompt {
             input: StdinLines::spawn(),
             graph,
             editor: Editor::from_env(),
+            model_for_next: None,
         }
     }
 
@@ -149,7 +152,8 @@ impl Prompt {
             .ending_allowances(session.always_allowed())
             .switchable(&others)
             .commentable(&plan_text)
-            .choosing_model();
+            .choosing_model()
+            .starting_model(self.model_for_next.as_deref());
         match (&payload.diff, &payload.previous_sha256) {
             // A revision: what changed since the previous one; `p` shows it whole.
             (Some(diff), Some(previous)) => {

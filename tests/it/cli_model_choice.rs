@@ -246,3 +246,55 @@ fn model_for_next_goes_with_an_approval() {
     );
     assert_eq!(record(ws.path())["history"][0]["model"], "scripted");
 }
+
+/// `run` at the prompt with `--model-for-next ID`, answering `input`: the models the scripted
+/// server was asked for, and the stored approval's model.
+fn prompt_with_model_for_next(input: &str) -> (Vec<String>, serde_json::Value, String) {
+    let ws = workspace();
+    let server = ScriptedServer::start_blocking(vec![
+        calls([submit("c1", ".agent/plans/p.md")]),
+        text("built"),
+    ]);
+    let out = bin(
+        ws.path(),
+        Some(&server),
+        &[
+            "run",
+            "--config",
+            SHIPPED,
+            "--store",
+            "st",
+            "--mode",
+            "plan",
+            "--model",
+            "openai/planner",
+            "--model-for-next",
+            "openai/cheap",
+            "Add dark mode",
+        ],
+        input,
+    );
+    let shown = text_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    let model = record(ws.path())["history"][0]["model"].clone();
+    (models(&server), model, shown)
+}
+
+#[test]
+fn y_at_the_prompt_approves_with_the_model_for_next() {
+    let (models, model, shown) = prompt_with_model_for_next("y\n");
+    assert_eq!(models, ["planner", "cheap"], "{shown}");
+    assert_eq!(model, "openai/cheap", "{shown}");
+}
+
+#[test]
+fn m_alone_at_the_prompt_goes_back_to_the_sessions_model_despite_model_for_next() {
+    let (models, model, shown) = prompt_with_model_for_next("m\ny\n");
+    assert!(
+        shown.contains("the next mode runs with the session's model"),
+        "{shown}"
+    );
+    // What the prompt said is what ran: the flag does not come back behind it.
+    assert_eq!(models, ["planner", "planner"], "{shown}");
+    assert!(model.is_null(), "no model chosen: {model}");
+}
