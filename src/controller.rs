@@ -968,6 +968,7 @@ impl AgentController {
                 .await?
                 .ok_or_else(|| SessionError::UnknownSession(id.to_owned()))?;
             let mut session = Session::from_record(self.shared.clone(), record, options)?;
+            session.load_workspace_allowances().await;
             match session.apply_expiry().await {
                 Ok(_) => return Ok(session),
                 Err(e) if e.is_conflict() => options = session.into_options(),
@@ -978,7 +979,9 @@ impl AgentController {
             .load(id)
             .await?
             .ok_or_else(|| SessionError::UnknownSession(id.to_owned()))?;
-        Session::from_record(self.shared.clone(), record, options)
+        let mut session = Session::from_record(self.shared.clone(), record, options)?;
+        session.load_workspace_allowances().await;
+        Ok(session)
     }
 
     /// Every pending decision in the store, oldest first, and apart from them every record the

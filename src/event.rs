@@ -197,6 +197,44 @@ pub struct ToolCallPayload {
     pub rule: Option<Box<crate::rules::RuleRecord>>,
 }
 
+impl ToolCallPayload {
+    /// Why an "always allow" ([`crate::Decision::always_allow`]) cannot be given at this
+    /// call, if it cannot: the call waits because a mode's `ask` rule asks about every call it
+    /// matches, which an allowance never overrides. The one predicate every host asks before it
+    /// offers "always allow" (the terminal prompt, the ACP agent, the CLI), and the library's
+    /// check of a decision ([`crate::Session::decide`]) refuses by it.
+    ///
+    /// # Examples
+    /// ```
+    /// # let payload: agent_controller::event::ToolCallPayload = serde_json::from_value(serde_json::json!({
+    /// #     "decisionId": "decision_1", "toolName": "write_file", "args": {}, "argsSha256": "ab",
+    /// # })).unwrap();
+    /// assert_eq!(payload.allowance_refusal(), None, "requireApproval: an allowance may cover it");
+    /// assert!(payload.may_always_allow());
+    /// ```
+    pub fn allowance_refusal(&self) -> Option<String> {
+        let rule = self.rule.as_ref()?;
+        Some(format!(
+            "this call waits because rule {} of mode `{}` ({}) asks about every call it matches, which an \"always allow\" does not override: approve it without `alwaysAllow`, or change the rule",
+            rule.number, rule.mode_id, rule.rule
+        ))
+    }
+
+    /// Whether an "always allow" may be given at this call ([`ToolCallPayload::allowance_refusal`]
+    /// says why not).
+    ///
+    /// # Examples
+    /// ```
+    /// # let payload: agent_controller::event::ToolCallPayload = serde_json::from_value(serde_json::json!({
+    /// #     "decisionId": "decision_1", "toolName": "write_file", "args": {}, "argsSha256": "ab",
+    /// # })).unwrap();
+    /// assert!(payload.may_always_allow());
+    /// ```
+    pub fn may_always_allow(&self) -> bool {
+        self.allowance_refusal().is_none()
+    }
+}
+
 named_enum! {
     /// What a mode's deadline does to a plan nobody decided in time (`onTimeout`): a deadline
     /// never approves.

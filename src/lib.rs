@@ -112,6 +112,7 @@ mod names;
 
 #[cfg(feature = "acp")]
 pub mod acp;
+pub mod allowance;
 pub mod comment;
 pub mod config;
 pub mod controller;

@@ -36,6 +36,7 @@ fn main() -> ExitCode {
         Command::Switch(args) => cli::switch::switch(args),
         Command::Verify(args) => cli::verify::verify(args),
         Command::Acp(args) => cli::acp::acp(args),
+        Command::Allowances(command) => cli::allowances::allowances(command),
     };
     let exit = match result {
         Ok(exit) => exit,

@@ -166,6 +166,13 @@ impl PartialEq for Matcher {
 #[error("{0}")]
 pub struct PatternError(String);
 
+impl PatternError {
+    /// A pattern error saying `why`.
+    pub(crate) fn new(why: &str) -> Self {
+        Self(why.to_owned())
+    }
+}
+
 /// A glob, over workspace paths or over text: the one flag that tells them apart is whether
 /// `*` and `?` stop at a `/` (`literal_separator`).
 ///

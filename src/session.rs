@@ -167,6 +167,35 @@ impl Shared {
     }
 }
 
+/// The allowances of a record from before `allowances`: each tool of its `alwaysAllowed`, of
+/// scope `mode` in the record's mode `mode_id`, with the id of the decision that allowed it
+/// where the history shows it.
+fn legacy_allowances(
+    tools: &[String],
+    history: &[DecidedRecord],
+    mode_id: &str,
+) -> Vec<crate::allowance::Allowance> {
+    tools
+        .iter()
+        .map(|tool| {
+            let id = history
+                .iter()
+                .rev()
+                .find(|d| d.always_allow && d.tool_name.as_deref() == Some(tool.as_str()))
+                .map_or_else(
+                    || format!("always_allowed_{tool}"),
+                    |d| d.decision_id.clone(),
+                );
+            crate::allowance::Allowance::new(
+                crate::allowance::AllowanceScope::Mode,
+                id,
+                mode_id,
+                tool.as_str(),
+            )
+        })
+        .collect()
+}
+
 /// The targets of a pending plan restored under `graph`, in the payload's order, and why it can
 /// no longer be approved (a listed target is gone, or the config changed what plans from `mode`
 /// hand over to), if so.
@@ -773,6 +802,7 @@ impl Session {
             saving: None,
             spare_events: Vec::new(),
         };
+        session.load_workspace_allowances().await;
         let started = session.handle(Input::Opened).await;
         match started {
             Ok(_) => Ok(session),
@@ -859,7 +889,17 @@ impl Session {
             })
         });
         let pending = pending.into_iter().chain(calls).collect();
-        Ok(Self {
+        let history = if record.history.is_empty() {
+            record.last_decided.into_iter().collect()
+        } else {
+            record.history
+        };
+        let allowances = if record.allowances.is_empty() {
+            legacy_allowances(&record.always_allowed, &history, &record.mode_id)
+        } else {
+            record.allowances
+        };
+        let mut session = Self {
             id: Arc::from(record.session_id),
             state: State {
                 mode,
@@ -867,12 +907,10 @@ impl Session {
                 counter: record.run_counter,
                 run: record.run.map(|r| (Arc::from(r.run_id), r.state)),
                 pending,
-                always_allowed: record.always_allowed,
-                history: if record.history.is_empty() {
-                    record.last_decided.into_iter().collect()
-                } else {
-                    record.history
-                },
+                always_allowed: Vec::new(),
+                allowances,
+                workspace_allowances: Vec::new(),
+                history,
                 decisions,
                 last_plan: record.last_plan,
                 lease,
@@ -893,7 +931,10 @@ impl Session {
             saving: None,
             spare_events: Vec::new(),
             shared,
-        })
+        };
+        let mode_id = session.mode_arc();
+        session.state.refresh_allowed(&mode_id);
+        Ok(session)
     }
 
     /// The host's parts of this session (subscribers, extensions, model, step limit) as
@@ -1284,6 +1325,133 @@ impl Session {
     /// ```
     pub fn always_allowed(&self) -> &[String] {
         &self.state.always_allowed
+    }
+
+    /// Every allowance the session keeps, oldest first: those its decisions gave of scope
+    /// `mode` (until the mode changes) and `session` (applying in their own mode only), then the
+    /// workspace allowances of its workspace and config, as loaded from the store when it was
+    /// opened or restored and as its decisions gave them ([`crate::allowance`]). An allowance
+    /// applies in its [`Allowance::mode_id`] only.
+    ///
+    /// [`Allowance::mode_id`]: crate::allowance::Allowance::mode_id
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ReplayModel;
+    /// use agent_controller::allowance::{AllowancePattern, AllowanceScope};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let model = ReplayModel::new([
+    /// #     ReplayModel::call("call_1", "write_file", serde_json::json!({ "path": "src/a.txt", "content": "hi" })),
+    /// #     ReplayModel::text("Wrote it."),
+    /// # ]);
+    /// # std::fs::create_dir(workspace.path().join("src"))?;
+    /// # let controller = AgentController::builder(graph, Arc::new(model))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// # let RunOutcome::ToolCallsSuspended { tool_calls, .. } = session.send_message("Write src/a.txt").await? else { unreachable!() };
+    /// let decision = Decision::approve()
+    ///     .always_allow()
+    ///     .scope(AllowanceScope::Session)
+    ///     .allow_only(AllowancePattern::path("src/**"));
+    /// session.decide(tool_calls[0].decision_id(), decision).await?;
+    /// let allowances = session.allowances();
+    /// assert_eq!(allowances.len(), 1);
+    /// assert_eq!(allowances[0].scope, AllowanceScope::Session);
+    /// assert_eq!(allowances[0].id, tool_calls[0].decision_id());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn allowances(&self) -> Vec<crate::allowance::Allowance> {
+        self.state.all_allowances().cloned().collect()
+    }
+
+    /// Revokes the allowance with id `id` ([`Session::allowances`]): it no longer applies in
+    /// this session; a workspace allowance is revoked in the store first
+    /// ([`SessionStore::revoke_workspace_allowance`]), so no session opened afterwards applies
+    /// it either (a session already open elsewhere keeps it until it is opened again). Returns
+    /// whether the session kept it.
+    ///
+    /// # Errors
+    /// [`SessionError::Store`] when the store fails to revoke or to save the session; the
+    /// allowance is then still in force here.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ReplayModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let model = ReplayModel::new([
+    /// #     ReplayModel::call("call_1", "write_file", serde_json::json!({ "path": "a.txt", "content": "hi" })),
+    /// #     ReplayModel::text("Wrote a.txt."),
+    /// # ]);
+    /// # let controller = AgentController::builder(graph, Arc::new(model))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// # let RunOutcome::ToolCallsSuspended { tool_calls, .. } = session.send_message("Write a.txt").await? else { unreachable!() };
+    /// session.decide(tool_calls[0].decision_id(), Decision::approve().always_allow()).await?;
+    /// assert_eq!(session.always_allowed(), ["write_file"]);
+    /// assert!(session.revoke_allowance(tool_calls[0].decision_id()).await?);
+    /// assert!(session.always_allowed().is_empty());
+    /// assert!(!session.revoke_allowance("decision_99").await?, "no such allowance");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn revoke_allowance(&mut self, id: &str) -> Result<bool, SessionError> {
+        self.settle().await?;
+        let Some(kept) = self.state.all_allowances().find(|a| a.id == id).cloned() else {
+            return Ok(false);
+        };
+        if kept.scope == crate::allowance::AllowanceScope::Workspace
+            && let Some(store) = self.shared.store.clone()
+        {
+            store.revoke_workspace_allowance(id).await?;
+        }
+        self.handle(Input::RevokeAllowance(id.to_owned())).await?;
+        Ok(true)
+    }
+
+    /// Loads the workspace allowances of this session's workspace and config from the store,
+    /// keeping only those keyed by both ([`crate::allowance::Allowance::is_for`]), whatever else
+    /// the store returns. A store that fails to list them leaves none (an allowance in doubt
+    /// allows nothing) and says so in the log.
+    pub(crate) async fn load_workspace_allowances(&mut self) {
+        let Some(store) = self.shared.store.clone() else {
+            return;
+        };
+        let workspace = self.workspace.path.clone();
+        let listed = match store.list_workspace_allowances(Some(&workspace)).await {
+            Ok(listed) => listed,
+            Err(error) => {
+                tracing::warn!(session_id = %self.id, %error, "workspace allowances not loaded; none applies");
+                Vec::new()
+            }
+        };
+        let fingerprint = self.shared.fingerprint.clone();
+        self.state.workspace_allowances = listed
+            .into_iter()
+            .filter(|a| a.is_for(&workspace, &fingerprint) && a.id == a.workspace_id())
+            .collect();
+        let mode_id = self.mode_arc();
+        self.state.refresh_allowed(&mode_id);
     }
 
     /// The id of the model an approval chose for the current mode ([`Decision::model`]), which
@@ -1733,7 +1901,19 @@ impl Session {
                     feedback: p.feedback.clone(),
                 })
                 .collect(),
-            always_allowed: state.always_allowed.clone(),
+            // The session's own allowances only: a workspace one lives in the store, and a
+            // record read back must not turn it into one of the session's.
+            always_allowed: {
+                let mode_id = self.shared.graph.mode(state.mode).id();
+                let mut tools: Vec<String> = Vec::new();
+                for a in state.allowances.iter().filter(|a| a.mode_id == mode_id) {
+                    if a.pattern.is_none() && !tools.contains(&a.tool_name) {
+                        tools.push(a.tool_name.clone());
+                    }
+                }
+                tools
+            },
+            allowances: state.allowances.clone(),
             last_decided: state.history.last().cloned(),
             history: state.history.clone(),
             decision_counter: state.decisions,

@@ -69,10 +69,17 @@ pub struct SessionRecord {
     /// those decided while others wait included; absent when none waits.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending_tool_calls: Vec<PendingToolCallRecord>,
-    /// The tools an approval allowed (`alwaysAllow`), until the mode changes (a manual switch
-    /// or an approved plan); absent when there are none.
+    /// The tools an allowance lets run whole in the current mode (`alwaysAllow`, no pattern):
+    /// derived from `allowances` on save, for readers that list it; absent when there are none.
+    /// A record from before `allowances` keeps its "always allow"s here alone (scope `mode`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub always_allowed: Vec<String>,
+    /// The allowances the session's decisions gave, of scope `mode` (until the mode changes)
+    /// and `session` (for the rest of the session, in their own mode):
+    /// [`crate::allowance::Allowance`]. Workspace allowances are kept apart
+    /// ([`SessionStore::save_workspace_allowance`]). Absent when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowances: Vec<crate::allowance::Allowance>,
     /// The last decided (or cancelled) plan, so a second decision is recognised.
     pub last_decided: Option<DecidedRecord>,
     /// Every decided (or cancelled) plan of the session, oldest first: the audit trail.
@@ -746,6 +753,10 @@ pub enum StoreError {
         /// What the driver reported.
         message: String,
     },
+    /// The store does not do what was asked (a third-party store without workspace allowances,
+    /// [`SessionStore::save_workspace_allowance`]): what it cannot do.
+    #[error("the session store cannot {0}")]
+    Unsupported(String),
     /// A session id that cannot be stored (empty, or with characters other than ASCII letters,
     /// digits, `-` and `_`).
     #[error("invalid session id `{0}`: use ASCII letters, digits, `-` and `_`")]
@@ -806,6 +817,25 @@ impl StoreError {
             message: message.into(),
             source: None,
         }
+    }
+}
+
+/// Checks that `allowance` may be kept as a workspace allowance: scope `workspace`, a
+/// workspace and a config fingerprint, and the id they give ([`crate::allowance::Allowance::workspace_id`]).
+pub(crate) fn check_workspace_allowance(
+    allowance: &crate::allowance::Allowance,
+) -> Result<(), StoreError> {
+    let keyed = allowance.scope == crate::allowance::AllowanceScope::Workspace
+        && allowance.workspace.is_some()
+        && allowance.config_fingerprint.is_some()
+        && allowance.id == allowance.workspace_id();
+    if keyed {
+        Ok(())
+    } else {
+        Err(StoreError::Unsupported(format!(
+            "keep allowance `{}` as a workspace allowance: it must be of scope `workspace`, name its workspace and config, and have the id they give",
+            allowance.id
+        )))
     }
 }
 
@@ -924,6 +954,48 @@ pub trait SessionStore: Send + Sync {
     fn protected_paths(&self) -> Vec<PathBuf> {
         Vec::new()
     }
+
+    /// Keeps a workspace allowance ([`crate::allowance::AllowanceScope::Workspace`]) for every
+    /// session of the store in its workspace, under its config, in its mode. Saving one whose
+    /// id the store holds replaces it (the same allowance given twice is kept once).
+    ///
+    /// # Errors
+    /// [`StoreError::Unsupported`] by default: a store that keeps none refuses, and the
+    /// decision that asked for it changes nothing. [`StoreError::Backend`] on I/O failure.
+    async fn save_workspace_allowance(
+        &self,
+        allowance: &crate::allowance::Allowance,
+    ) -> Result<(), StoreError> {
+        let _ = allowance;
+        Err(StoreError::Unsupported(
+            "keep workspace allowances".to_owned(),
+        ))
+    }
+
+    /// The workspace allowances the store keeps, oldest first: those of the workspace whose
+    /// canonical root is `workspace`, or every one with `None`. A session asks for its own
+    /// workspace's and keeps only those of its workspace and config
+    /// ([`crate::allowance::Allowance::is_for`]).
+    ///
+    /// # Errors
+    /// [`StoreError::Backend`] on I/O failure. By default there are none (`Ok(vec![])`).
+    async fn list_workspace_allowances(
+        &self,
+        workspace: Option<&std::path::Path>,
+    ) -> Result<Vec<crate::allowance::Allowance>, StoreError> {
+        let _ = workspace;
+        Ok(Vec::new())
+    }
+
+    /// Revokes the workspace allowance with id `id`: no session opened or restored afterwards
+    /// applies it. Returns whether the store kept it.
+    ///
+    /// # Errors
+    /// [`StoreError::Backend`] on I/O failure. By default the store keeps none (`Ok(false)`).
+    async fn revoke_workspace_allowance(&self, id: &str) -> Result<bool, StoreError> {
+        let _ = id;
+        Ok(false)
+    }
 }
 
 #[async_trait]
@@ -948,6 +1020,21 @@ impl<S: SessionStore + ?Sized> SessionStore for Arc<S> {
     }
     fn protected_paths(&self) -> Vec<PathBuf> {
         (**self).protected_paths()
+    }
+    async fn save_workspace_allowance(
+        &self,
+        allowance: &crate::allowance::Allowance,
+    ) -> Result<(), StoreError> {
+        (**self).save_workspace_allowance(allowance).await
+    }
+    async fn list_workspace_allowances(
+        &self,
+        workspace: Option<&std::path::Path>,
+    ) -> Result<Vec<crate::allowance::Allowance>, StoreError> {
+        (**self).list_workspace_allowances(workspace).await
+    }
+    async fn revoke_workspace_allowance(&self, id: &str) -> Result<bool, StoreError> {
+        (**self).revoke_workspace_allowance(id).await
     }
 }
 

@@ -1176,7 +1176,7 @@ fn read_tool_line(
     let decision = match read_tool_answer(line) {
         ToolAnswer::Blank => return None,
         ToolAnswer::Approve => Decision::approve(),
-        ToolAnswer::AlwaysAllow => match rule {
+        answer @ (ToolAnswer::AlwaysAllow | ToolAnswer::AlwaysAllowFor(_)) => match rule {
             // The library refuses an allowance here: say why and ask again.
             Some(rule) => {
                 let _ = writeln!(
@@ -1188,7 +1188,10 @@ fn read_tool_line(
                 );
                 return None;
             }
-            None => Decision::approve().always_allow(),
+            None => match answer {
+                ToolAnswer::AlwaysAllowFor(scope) => Decision::approve().scope(scope),
+                _ => Decision::approve().always_allow(),
+            },
         },
         ToolAnswer::Reject => Decision::reject(),
         ToolAnswer::Feedback(text) => Decision::reject_with(text),

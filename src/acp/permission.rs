@@ -115,7 +115,7 @@ impl Offer {
                 Verdict::Reject,
             ),
         ];
-        if call.payload().rule.is_some() {
+        if !call.payload().may_always_allow() {
             options
                 .retain(|(_, verdict)| !matches!(verdict, Verdict::Approve { always: true, .. }));
         }

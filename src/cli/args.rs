@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use agent_controller::allowance::AllowanceScope;
 use agent_controller::comment::PlanComment;
 use agent_controller::diagram::DiagramFormat;
 use agent_controller::model::ModelSpec;
@@ -209,6 +210,37 @@ pub(crate) enum Command {
     /// editor. Each session works in the `cwd` the editor gives, with --config or that
     /// directory's own config/modes.toml. Ends when stdin closes (exit 0).
     Acp(AcpArgs),
+    /// List or revoke the workspace allowances a session store keeps (`decide --always --scope
+    /// workspace`, `a workspace` at the prompt): each lets a tool's calls run without asking in
+    /// every session of the store in its workspace, under its config, in its mode.
+    #[command(subcommand)]
+    Allowances(AllowancesCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum AllowancesCommand {
+    /// Print the workspace allowances of the store, oldest first, one a line: id, mode, tool and
+    /// pattern, workspace, who gave it and when (`--json`: one JSON object a line).
+    List {
+        /// The store: a directory, `sqlite:FILE`, or `postgres://USER@HOST:PORT/DB`.
+        #[arg(long, value_parser = parse_store)]
+        store: String,
+        /// Only those of this workspace (resolved to its canonical path).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+        /// Print one JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke the workspace allowance with this id (as `list` shows it): no session opened
+    /// afterwards applies it. An id the store does not keep is refused (exit 5).
+    Revoke {
+        /// The store: a directory, `sqlite:FILE`, or `postgres://USER@HOST:PORT/DB`.
+        #[arg(long, value_parser = parse_store)]
+        store: String,
+        /// The allowance's id (`ws_...`).
+        id: String,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -302,8 +334,24 @@ pub(crate) struct DecideArgs {
     /// always allowed: `--always` on a plan is refused (exit 2) and nothing changes.
     #[arg(long, requires = "approve", conflicts_with = "reject")]
     pub(crate) always: bool,
+    /// With --always: how long the allowance lasts. `mode` (the default): until the mode
+    /// changes; `session`: for the rest of the session, while it is in this mode; `workspace`:
+    /// kept in the store for every session in this workspace under this config, in this mode
+    /// (`allowances list` shows them).
+    #[arg(long, requires = "always", value_parser = parse_scope)]
+    pub(crate) scope: Option<AllowanceScope>,
+    /// With --always: allow only the calls whose path argument `path`, as the workspace jail
+    /// resolves it, fits this glob (`src/**`), as an `allow` rule's `path` matches.
+    #[arg(long, value_name = "GLOB", requires = "always")]
+    pub(crate) allow_path: Option<String>,
     #[command(flatten)]
     pub(crate) common: SessionArgs,
+}
+
+/// `--scope`: `mode`, `session` or `workspace`.
+fn parse_scope(text: &str) -> Result<AllowanceScope, String> {
+    text.parse()
+        .map_err(|e: agent_controller::error::UnknownName| e.to_string())
 }
 
 #[derive(Debug, Args)]
@@ -423,6 +471,12 @@ pub(crate) struct DecisionArgs {
     /// `decide --always` (a flag of `decide` alone, copied here: [`DecideArgs::always`]).
     #[arg(skip)]
     pub(crate) always: bool,
+    /// `decide --scope` ([`DecideArgs::scope`]).
+    #[arg(skip)]
+    pub(crate) scope: Option<AllowanceScope>,
+    /// `decide --allow-path` ([`DecideArgs::allow_path`]).
+    #[arg(skip)]
+    pub(crate) allow_path: Option<String>,
     /// The text of --plan-file, read and checked once before anything is decided.
     #[arg(skip)]
     pub(crate) edited: Option<String>,

@@ -135,9 +135,11 @@ impl Decider<'_> {
                     // rather than end the run and lose the call.
                     while let Some(Reply::Decide(decision)) = &reply
                         && decision.always_allow
-                        && let Err(refused) = waiting.check(decision)
+                        && let Some(refused) = waiting
+                            .as_tool_call()
+                            .and_then(|c| c.payload().allowance_refusal())
                     {
-                        note!("not taken: {}", neutralize_line(&refused.to_string()));
+                        note!("not taken: {}", neutralize_line(&refused));
                         reply = prompt.ask(session, waiting, at + 1, pending.len()).await;
                     }
                     match reply {

@@ -1,5 +1,6 @@
 //! What the decision flags (`--approve`, `--reject`, `--sha256`, ...) decide.
 
+use agent_controller::allowance::AllowancePattern;
 use agent_controller::display::neutralize_line;
 use agent_controller::tool::submit_plan;
 use agent_controller::{Decision, PendingDecision};
@@ -35,6 +36,12 @@ impl DecisionArgs {
             PendingDecision::ToolCall(call) => {
                 if self.always {
                     decision = decision.always_allow();
+                    if let Some(scope) = self.scope {
+                        decision = decision.scope(scope);
+                    }
+                    if let Some(glob) = &self.allow_path {
+                        decision = decision.allow_only(AllowancePattern::path(glob));
+                    }
                 }
                 decision = decision.with_sha256(call.args_sha256());
             }

@@ -6,6 +6,7 @@
 pub(crate) mod output;
 
 pub(crate) mod acp;
+pub(crate) mod allowances;
 pub(crate) mod args;
 pub(crate) mod check;
 pub(crate) mod r#continue;

@@ -75,7 +75,7 @@ impl Prompt {
                     })
                     .count();
                 // `a` is not offered at a call an `ask` rule made wait.
-                let offered = call.payload().rule.is_none();
+                let offered = call.payload().may_always_allow();
                 if let Some(text) = allowance_note(call.tool_name(), others).filter(|_| offered) {
                     note!("{text}");
                 }

@@ -23,6 +23,9 @@ pub(crate) struct Config<'a> {
     pub(crate) runtimes: &'a [ModeRuntime],
     pub(crate) max_revisions: usize,
     pub(crate) lease: Option<LeaseTerms<'a>>,
+    /// The config's fingerprint ([`ModeGraph::fingerprint`]), which keys a workspace
+    /// allowance.
+    pub(crate) fingerprint: &'a str,
 }
 
 /// Who takes a run's lease, and for how long.
@@ -133,16 +136,20 @@ impl Change<'_> {
     }
 
     /// Moves to `target` and emits `mode_changed`; the caller has told the model.
-    /// Every change of mode (by hand or by an approved plan) ends the session's "always allow"s
-    /// ([`Session::always_allowed`]): an allowance given in one mode never runs another mode's
-    /// calls unasked.
+    /// Every change of mode (by hand or by an approved plan) ends the session's allowances of
+    /// scope `mode` ([`Session::always_allowed`]); those of scope `session` and `workspace` are
+    /// kept but apply in their own mode only: an allowance given in one mode never runs another
+    /// mode's calls unasked.
     pub(crate) fn enter_mode(&mut self, target: ModeId, reason: ModeChangeReason) {
         let previous = self.mode_arc();
-        self.state.always_allowed.clear();
+        self.state
+            .allowances
+            .retain(|a| a.scope != crate::allowance::AllowanceScope::Mode);
         // A model chosen at approval runs the mode it was chosen for, no other.
         self.state.model_id = None;
         self.state.mode = target;
         let mode_id = self.mode_arc();
+        self.state.refresh_allowed(&mode_id);
         self.emit(Event::ModeChanged {
             session_id: self.id.clone(),
             mode_id,
@@ -214,6 +221,7 @@ mod tests {
             runtimes: &runtimes,
             max_revisions: 1,
             lease: None,
+            fingerprint: "",
         };
         assert_eq!(&*config.runtime(plan).id, "plan");
         assert_eq!(&*config.runtime(build).id, "build");

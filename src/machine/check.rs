@@ -25,8 +25,11 @@ pub(crate) struct Checked {
 /// Checks that `decision` may be applied to `pending`, and resolves what it names; changes
 /// nothing. The rules, in the order they apply:
 ///
-/// - A plan takes no `alwaysAllow`; a tool call no `targetModeId`, no edited plan, and no
-///   `alwaysAllow` with a rejection ([`SessionError::MalformedDecision`]).
+/// - A plan takes no `alwaysAllow`, `scope` or `allow`; a tool call no `targetModeId`, no
+///   edited plan, no `alwaysAllow` with a rejection, no `scope` or `allow` without
+///   `alwaysAllow`, no `alwaysAllow` at a call an `ask` rule made wait
+///   ([`crate::event::ToolCallPayload::allowance_refusal`]), and no `allow` pattern that does
+///   not compile ([`SessionError::MalformedDecision`]).
 /// - A pinned `sha256` must be what was shown ([`check_pin`]).
 /// - A plan: a `targetModeId` or an edit goes with an approval only
 ///   ([`SessionError::MalformedDecision`]); the target must be one the plan lists
@@ -73,11 +76,25 @@ pub(crate) fn check(
                 "a tool-call decision names no model: `model` goes with the approval of a plan",
             );
         }
+        PendingDecision::Plan(_) if decision.scope.is_some() || decision.allow.is_some() => {
+            return malformed(
+                "a plan decision takes no `scope` or `allow`: they go with the `alwaysAllow` of a tool call",
+            );
+        }
+        PendingDecision::ToolCall(_)
+            if !decision.always_allow && (decision.scope.is_some() || decision.allow.is_some()) =>
+        {
+            return malformed(
+                "`scope` and `allow` describe an allowance: they go with `\"alwaysAllow\": true`",
+            );
+        }
         PendingDecision::ToolCall(call) if decision.always_allow => {
-            if let Some(rule) = &call.payload.rule {
+            if let Some(refusal) = call.payload.allowance_refusal() {
+                return Err(SessionError::MalformedDecision(refusal));
+            }
+            if let Some(Err(why)) = decision.allow.as_ref().map(|p| p.matcher()) {
                 return Err(SessionError::MalformedDecision(format!(
-                    "this call waits because rule {} of mode `{}` ({}) asks about every call it matches, which an \"always allow\" does not override: approve it without `alwaysAllow`, or change the rule",
-                    rule.number, rule.mode_id, rule.rule
+                    "the allowance's pattern `allow` is not valid: {why}"
                 )));
             }
         }

@@ -218,14 +218,18 @@ impl Change<'_> {
         );
         let tool_name = call.payload.tool_name.clone();
         let run_id = call.run_id.clone();
-        let allowance = decision.always_allow.then(|| record.clone());
+        let granted = decision.always_allow.then(|| record.clone());
         call.decided = Some(record);
         call.feedback = decision.feedback().map(str::to_owned);
-        if let Some(allowance) = allowance {
-            self.state.allow_waiting(&tool_name, &allowance);
-            if !self.state.always_allowed.contains(&tool_name) {
-                self.state.always_allowed.push(tool_name);
+        if let (Some(granted), Some(scope)) = (granted, decision.allowance_scope()) {
+            // A narrowed allowance approves no other waiting call: where their paths lead is
+            // the driver's to resolve, so each is asked about.
+            if decision.allow.is_none() {
+                self.state.allow_waiting(&tool_name, &granted);
             }
+            let allowance = self.allowance(scope, &tool_name, &decision, &granted);
+            let mode_id = self.mode_arc();
+            self.state.keep_allowance(allowance, &mode_id);
         }
         if self.state.pending.iter().any(PendingDecision::is_waiting) {
             return Ok((run_id, None));
@@ -257,6 +261,29 @@ impl Change<'_> {
             }
         }
         Ok((run_id, Some(approved)))
+    }
+
+    /// The allowance of `scope` an approval of a call of `tool` gives (`granted`: the
+    /// approval's record), in the current mode: its id the decision id, or for a workspace
+    /// one the id of its workspace, config, mode, tool and pattern.
+    fn allowance(
+        &self,
+        scope: crate::allowance::AllowanceScope,
+        tool: &str,
+        decision: &Decision,
+        granted: &DecidedRecord,
+    ) -> crate::allowance::Allowance {
+        let mut allowance =
+            crate::allowance::Allowance::new(scope, &granted.decision_id, &*self.mode_arc(), tool);
+        allowance.pattern = decision.allow.clone();
+        allowance.session_id = self.id.to_string();
+        allowance.decision_id = granted.decision_id.clone();
+        allowance.decided_by = granted.decided_by.clone();
+        allowance.decided_at = granted.decided_at.clone();
+        if scope == crate::allowance::AllowanceScope::Workspace {
+            allowance = allowance.in_workspace(&self.workspace.path, self.config.fingerprint);
+        }
+        allowance
     }
 
     /// A decision carries suspended run `run_id` on: it runs again, saved with this process's
@@ -576,5 +603,136 @@ mod tests {
         assert!(rig.state.lease.is_none(), "still suspended: no lease yet");
         decide(&mut rig, 0, Decision::approve());
         assert!(rig.state.holds_lease, "the resumed run is carried on here");
+    }
+
+    fn ruling_of_write(rig: &Rig, path: &str) -> crate::machine::ruling::Ruling {
+        let call = call("c9", "write_file", json!({ "path": path, "content": "" }));
+        let paths = crate::rules::ResolvedPaths::new().with("path", path);
+        rig.state.ruling(&rig.graph, &call, &paths)
+    }
+
+    fn allowed_by(ruling: &crate::machine::ruling::Ruling) -> Option<(&str, AllowanceScope)> {
+        match ruling {
+            crate::machine::ruling::Ruling::Allowed(a) => Some((a.id.as_str(), a.scope)),
+            _ => None,
+        }
+    }
+
+    use crate::allowance::{AllowancePattern, AllowanceScope};
+
+    #[test]
+    fn a_mode_allowance_ends_with_the_mode_and_a_session_one_comes_back_with_it() {
+        for (scope, back) in [
+            (AllowanceScope::Mode, false),
+            (AllowanceScope::Session, true),
+        ] {
+            let mut rig = Rig::new();
+            waiting(&mut rig, &["write_file"]);
+            decide(&mut rig, 0, Decision::approve().scope(scope));
+            let ruling = ruling_of_write(&rig, "a.txt");
+            assert_eq!(allowed_by(&ruling), Some(("decision_1", scope)));
+            assert_eq!(rig.state.always_allowed, ["write_file"]);
+            rig.handle(Input::ManualSwitch(rig.mode("build-auto")))
+                .expect("switch");
+            // Never another mode's calls: build-auto runs write_file anyway, but by its default.
+            assert_eq!(allowed_by(&ruling_of_write(&rig, "a.txt")), None);
+            assert!(rig.state.always_allowed.is_empty());
+            rig.handle(Input::ManualSwitch(rig.mode("build")))
+                .expect("switch back");
+            let again = allowed_by(&ruling_of_write(&rig, "a.txt")).is_some();
+            assert_eq!(again, back, "{scope}");
+            assert_eq!(rig.state.allowances.len(), usize::from(back));
+        }
+    }
+
+    #[test]
+    fn a_narrowed_allowance_covers_only_what_its_pattern_matches_and_no_waiting_call() {
+        let mut rig = Rig::new();
+        waiting(&mut rig, &["write_file", "write_file"]);
+        let narrowed = Decision::approve()
+            .scope(AllowanceScope::Session)
+            .allow_only(AllowancePattern::path("src/**"));
+        let next = decide(&mut rig, 0, narrowed);
+        assert!(
+            matches!(next, Next::WaitsOnToolCalls(_)),
+            "the other call is asked about"
+        );
+        assert!(rig.state.pending[1].is_waiting());
+        assert!(allowed_by(&ruling_of_write(&rig, "src/a.rs")).is_some());
+        assert!(allowed_by(&ruling_of_write(&rig, ".env")).is_none());
+        assert!(
+            rig.state.always_allowed.is_empty(),
+            "not the whole tool: {:?}",
+            rig.state.always_allowed
+        );
+    }
+
+    #[test]
+    fn a_workspace_allowance_is_keyed_by_workspace_config_and_mode() {
+        let mut rig = Rig::new();
+        waiting(&mut rig, &["write_file"]);
+        decide(
+            &mut rig,
+            0,
+            Decision::approve().scope(AllowanceScope::Workspace),
+        );
+        assert!(rig.state.allowances.is_empty(), "not the session's own");
+        let [kept] = rig.state.workspace_allowances.as_slice() else {
+            panic!(
+                "one workspace allowance: {:?}",
+                rig.state.workspace_allowances
+            );
+        };
+        assert!(kept.id.starts_with("ws_"));
+        assert_eq!(
+            kept.workspace.as_deref(),
+            Some(rig.workspace.path.as_path())
+        );
+        assert_eq!(kept.config_fingerprint.as_deref(), Some("rig-fingerprint"));
+        assert_eq!(kept.mode_id, "build");
+        assert!(allowed_by(&ruling_of_write(&rig, "a.txt")).is_some());
+        // Giving it again keeps it once.
+        let again = kept.clone();
+        assert!(!rig.state.keep_allowance(again, "build"));
+        assert_eq!(rig.state.workspace_allowances.len(), 1);
+    }
+
+    #[test]
+    fn an_allowance_never_stands_in_for_a_rule_and_is_revoked_by_its_id() {
+        let mut rig = Rig::new();
+        waiting(&mut rig, &["write_file"]);
+        decide(
+            &mut rig,
+            0,
+            Decision::approve().scope(AllowanceScope::Session),
+        );
+        rig.handle(Input::RevokeAllowance("decision_1".to_owned()))
+            .expect("revoke");
+        assert!(rig.state.allowances.is_empty());
+        assert!(matches!(
+            ruling_of_write(&rig, "a.txt"),
+            crate::machine::ruling::Ruling::Ask(None)
+        ));
+    }
+
+    #[test]
+    fn scope_and_allow_go_with_always_allow_on_a_tool_call_only() {
+        let mut rig = Rig::new();
+        waiting(&mut rig, &["write_file"]);
+        let pending = &rig.state.pending[0];
+        let mut bare = Decision::approve();
+        bare.scope = Some(AllowanceScope::Session);
+        assert!(matches!(
+            check(pending, &bare),
+            Err(SessionError::MalformedDecision(_))
+        ));
+        let bad = Decision::approve().allow_only(AllowancePattern::path("src/["));
+        assert!(matches!(
+            check(pending, &bad),
+            Err(SessionError::MalformedDecision(m)) if m.contains("pattern")
+        ));
+        let mut rejected = Decision::reject();
+        rejected.allow = Some(AllowancePattern::path("src/**"));
+        assert!(check(pending, &rejected).is_err());
     }
 }

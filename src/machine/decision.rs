@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::error::SessionError;
+use crate::allowance::{AllowancePattern, AllowanceScope};
 use crate::comment::PlanComment;
 // For the docs' links: the docs are also the JSON Schema's descriptions, so they keep their text.
 #[cfg(doc)]
@@ -30,7 +31,9 @@ named_enum! {
 /// `targetModeId` chooses where an approval hands over to, among the targets the plan lists
 /// ([`SuspendPayload::target_mode_ids`]). `plan` is the user's edited text of the plan, approved
 /// instead of the submitted one ([`Decision::with_plan`]). `alwaysAllow` with the approval of a
-/// tool call allows its tool for the rest of the session ([`Decision::always_allow`]). The guide's
+/// tool call allows its tool until the mode changes ([`Decision::always_allow`]), or for the
+/// `scope` it names (`"session"`, `"workspace"`), narrowed by `allow` to the calls a pattern
+/// matches ([`Decision::allow_only`]). The guide's
 /// [Decision JSON](crate::guide::contract#decision-json) has the table of fields.
 ///
 /// # Examples
@@ -93,10 +96,22 @@ pub struct Decision {
     /// of the submitted plan ([`Decision::with_plan`]). Only with an approval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<String>,
-    /// With the approval of a tool call: allow its tool for the rest of the session
-    /// (`alwaysAllow`, [`Decision::always_allow`]). Refused on a rejection and on a plan.
+    /// With the approval of a tool call: allow its tool's later calls without asking
+    /// (`alwaysAllow`, [`Decision::always_allow`]), until the mode changes unless `scope` says
+    /// otherwise. Refused on a rejection and on a plan.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub always_allow: bool,
+    /// With `alwaysAllow`: how long the allowance lasts and where it applies (`scope`:
+    /// `mode`, the default when left out; `session`; `workspace`: [`AllowanceScope`],
+    /// [`Decision::scope`]). Refused without `alwaysAllow`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<AllowanceScope>,
+    /// With `alwaysAllow`: the pattern, written as a rule's (`{"path": "src/**"}`, `{"arg":
+    /// "command", "glob": "git *"}`), that narrows the allowance to the calls it matches
+    /// (`allow`, [`Decision::allow_only`]); left out, every call of the tool. Refused without
+    /// `alwaysAllow`, and when the pattern does not compile.
+    #[serde(default, rename = "allow", skip_serializing_if = "Option::is_none")]
+    pub allow: Option<AllowancePattern>,
     /// With the rejection of a plan: comments on lines of the plan shown
     /// ([`Decision::comment`]). Each names a line of the plan (from 1) and must not be blank;
     /// the model receives each with the line it quotes. Refused on an approval and on a tool
@@ -163,6 +178,8 @@ impl Decision {
             to: None,
             plan: None,
             always_allow: false,
+            scope: None,
+            allow: None,
             comments: Vec::new(),
             model: None,
         }
@@ -325,6 +342,60 @@ impl Decision {
     pub fn always_allow(mut self) -> Self {
         self.always_allow = true;
         self
+    }
+
+    /// The same "always allow", for `scope` ([`AllowanceScope`]): `Mode` (the default: until
+    /// the mode changes), `Session` (for the rest of the session, while it is in this mode) or
+    /// `Workspace` (kept in the session store for every session in this workspace under this
+    /// config, in this mode; refused without a store that keeps them). Also sets
+    /// `alwaysAllow`.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{Decision, allowance::AllowanceScope};
+    /// let decision = Decision::approve().always_allow().scope(AllowanceScope::Workspace);
+    /// assert_eq!(
+    ///     serde_json::to_value(&decision).unwrap(),
+    ///     serde_json::json!({ "action": "approved", "alwaysAllow": true, "scope": "workspace" }),
+    /// );
+    /// ```
+    pub fn scope(mut self, scope: AllowanceScope) -> Self {
+        self.always_allow = true;
+        self.scope = Some(scope);
+        self
+    }
+
+    /// The same "always allow", narrowed to the calls `pattern` matches (a rule's pattern:
+    /// [`AllowancePattern::path`], [`AllowancePattern::glob`]), matched as an `allow` rule is.
+    /// A narrowed allowance does not approve the other calls waiting in the same reply: each is
+    /// asked about, and it covers the calls that come after. Also sets `alwaysAllow`.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{Decision, allowance::{AllowancePattern, AllowanceScope}};
+    /// let decision = Decision::approve()
+    ///     .always_allow()
+    ///     .scope(AllowanceScope::Workspace)
+    ///     .allow_only(AllowancePattern::path("src/**"));
+    /// assert_eq!(
+    ///     serde_json::to_value(&decision).unwrap(),
+    ///     serde_json::json!({
+    ///         "action": "approved",
+    ///         "alwaysAllow": true,
+    ///         "scope": "workspace",
+    ///         "allow": { "path": "src/**" },
+    ///     }),
+    /// );
+    /// ```
+    pub fn allow_only(mut self, pattern: AllowancePattern) -> Self {
+        self.always_allow = true;
+        self.allow = Some(pattern);
+        self
+    }
+
+    /// The scope of the allowance this decision gives: `None` without `alwaysAllow`.
+    pub(crate) fn allowance_scope(&self) -> Option<AllowanceScope> {
+        self.always_allow.then(|| self.scope.unwrap_or_default())
     }
 
     /// The same rejection, with a comment on line `line` of the plan shown (from 1, the `# title`

@@ -88,6 +88,28 @@ pub(crate) enum Input {
         /// The rule that decided.
         rule: Box<RuleRecord>,
     },
+    /// The result of a tool call an allowance ran without asking ([`Ruling::Allowed`]):
+    /// `tool_end` with an audit record naming the allowance, the record in the history.
+    ///
+    /// [`Ruling::Allowed`]: super::ruling::Ruling::Allowed
+    AllowedToolResult {
+        /// The running run.
+        run_id: Arc<str>,
+        /// The model's id of the call.
+        call_id: String,
+        /// The tool called.
+        name: String,
+        /// The sha256 of the call's canonical arguments.
+        args_sha256: String,
+        /// What the call returned.
+        output: ToolOutput,
+        /// The allowance that ran it.
+        allowance: Box<crate::allowance::Allowance>,
+    },
+    /// The host revokes the allowance with this id ([`crate::Session::revoke_allowance`]):
+    /// it no longer applies (a workspace one the driver revoked in the store first). Next:
+    /// nothing.
+    RevokeAllowance(String),
     /// An approved call that a `deny` rule refuses as it is about to run: never run, the model
     /// told why, and its audit record `record` (in the history since the decision) rejected,
     /// with the rule ([`Change::refuse_approved_tool`]).
@@ -268,6 +290,7 @@ impl Input {
                 | Input::ToolStart { .. }
                 | Input::ToolResult { .. }
                 | Input::RuledToolResult { .. }
+                | Input::AllowedToolResult { .. }
                 | Input::RefusedApproved { .. }
                 | Input::SkipRest { .. }
         )
@@ -318,6 +341,22 @@ impl Change<'_> {
                 rule,
             } => {
                 self.finish_ruled_tool(&run_id, &call_id, &name, args_sha256, output, rule);
+                Next::Nothing
+            }
+            Input::AllowedToolResult {
+                run_id,
+                call_id,
+                name,
+                args_sha256,
+                output,
+                allowance,
+            } => {
+                self.finish_allowed_tool(&run_id, &call_id, &name, args_sha256, output, &allowance);
+                Next::Nothing
+            }
+            Input::RevokeAllowance(id) => {
+                let mode_id = self.mode_arc();
+                self.state.drop_allowance(&id, &mode_id);
                 Next::Nothing
             }
             Input::RefusedApproved {

@@ -35,7 +35,7 @@ mod tests {
         pub(crate) graph: ModeGraph,
         runtimes: Vec<ModeRuntime>,
         id: Arc<str>,
-        workspace: WorkspaceRecord,
+        pub(crate) workspace: WorkspaceRecord,
         /// The session's state, as the inputs leave it.
         pub(crate) state: State,
         /// Every event emitted so far, in order.
@@ -92,6 +92,7 @@ mod tests {
                     runtimes: &self.runtimes,
                     max_revisions: self.max_revisions,
                     lease: self.lease.map(|duration| LeaseTerms { owner, duration }),
+                    fingerprint: "rig-fingerprint",
                 },
                 now_ms: self.now_ms,
                 id: &self.id,

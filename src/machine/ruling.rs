@@ -9,15 +9,17 @@
 //! The order, the guide's `rules` page in short:
 //! 1. of the rules that match, `deny` beats `ask`, which beats `allow` ([`crate::mode::Mode::decide`]);
 //! 2. a call no rule matches waits when `requireApproval` covers its tool, else it runs;
-//! 3. an "always allow" ([`crate::Decision::always_allow`]) lets through only a call that would
-//!    wait by `requireApproval`: never one an `ask` rule asks about, never one a `deny` rule
-//!    refuses (an allowance of the whole tool must not undo a rule written for some of its
-//!    calls).
+//! 3. an allowance in force in the mode ([`crate::allowance`], left by an "always allow":
+//!    [`crate::Decision::always_allow`]) that covers the call lets through only a call that
+//!    would wait by `requireApproval`: never one an `ask` rule asks about, never one a `deny`
+//!    rule refuses (an allowance of the whole tool must not undo a rule written for some of its
+//!    calls). Its audit record names the allowance.
 
 use std::sync::Arc;
 
 use super::change::Change;
 use super::state::State;
+use crate::allowance::Allowance;
 use crate::event::{DecidedRecord, DecisionOutcome};
 use crate::mode::ModeGraph;
 use crate::rules::{ResolvedPaths, RuleAction, RuleRecord};
@@ -35,6 +37,9 @@ pub(crate) enum Ruling {
     Ask(Option<Box<RuleRecord>>),
     /// A `deny` rule refused the call: it never runs, and the model is told why.
     Deny(Box<RuleRecord>),
+    /// No rule matched and the mode's `requireApproval` would hold the call, but this
+    /// allowance covers it: it runs, and its audit record names the allowance.
+    Allowed(Box<Allowance>),
 }
 
 impl State {
@@ -53,9 +58,14 @@ impl State {
             (RuleAction::Deny, Some(rule)) => Ruling::Deny(rule),
             // Only a rule denies an offered tool's call; anything else is in doubt: ask.
             (RuleAction::Deny, None) => Ruling::Ask(None),
-            (RuleAction::Ask, None) if self.always_allowed.contains(&call.name) => {
-                Ruling::Run(None)
-            }
+            // An allowance stands in for `requireApproval` only, never for a rule.
+            (RuleAction::Ask, None) => match self
+                .allowances_in(mode.id())
+                .find(|a| a.covers(mode.id(), call, paths))
+            {
+                Some(allowance) => Ruling::Allowed(Box::new(allowance.clone())),
+                None => Ruling::Ask(None),
+            },
             (RuleAction::Ask, rule) => Ruling::Ask(rule),
             (RuleAction::Allow, rule) => Ruling::Run(rule),
         }
@@ -97,6 +107,41 @@ impl Change<'_> {
             comments: Vec::new(),
             model: None,
         }
+    }
+
+    /// Ends a call (started with `tool_start`) that `allowance` ran without asking: `tool_end`
+    /// with `output` and an audit record of its own (approved, a decision id of its own,
+    /// `allowedBy` the allowance's id, `decidedBy` `allowance ID (SCOPE)`), the record in the
+    /// history, the result in the conversation.
+    pub(crate) fn finish_allowed_tool(
+        &mut self,
+        run_id: &Arc<str>,
+        call_id: &str,
+        name: &str,
+        args_sha256: String,
+        output: ToolOutput,
+        allowance: &Allowance,
+    ) {
+        self.state.decisions += 1;
+        let record = DecidedRecord {
+            run_id: run_id.to_string(),
+            tool_call_id: call_id.to_owned(),
+            decision_id: decision_id_for(self.state.decisions),
+            outcome: Some(DecisionOutcome::Approved),
+            sha256: Some(args_sha256),
+            approved_sha256: None,
+            decided_at: Some(self.now_rfc3339()),
+            decided_by: Some(allowance.decider()),
+            target_mode_id: None,
+            tool_name: Some(name.to_owned()),
+            always_allow: false,
+            allowed_by: Some(allowance.id.clone()),
+            rule: None,
+            comments: Vec::new(),
+            model: None,
+        };
+        self.state.history.push(record.clone());
+        self.finish_tool(run_id, call_id, name, output, Some(record));
     }
 
     /// Ends a call the user approved that deny rule `rule` refuses as it is about to run (the

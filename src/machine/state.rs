@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use crate::allowance::{Allowance, AllowanceScope};
 use crate::event::{DecidedRecord, RunState};
 use crate::mode::ModeId;
 use crate::model::Message;
@@ -30,8 +31,18 @@ pub(crate) struct State {
     /// What the suspended run waits on: one plan, or the tool calls of one reply that wait for
     /// approval, in the model's order.
     pub(crate) pending: Vec<PendingDecision>,
-    /// The tools a decision allowed, until the mode changes (`enter_mode` empties it).
+    /// The tools an allowance in force lets run whole in the current mode (no pattern), in the
+    /// order they were allowed: derived from `allowances` and `workspace_allowances` by
+    /// [`State::refresh_allowed`] whenever either or the mode changes.
     pub(crate) always_allowed: Vec<String>,
+    /// The allowances the session's decisions gave, of scope `mode` (until the mode changes:
+    /// `enter_mode` drops them) and `session` (kept, applying in their own mode only), oldest
+    /// first. Saved in the session record.
+    pub(crate) allowances: Vec<Allowance>,
+    /// The workspace allowances of this workspace and config: loaded from the store when the
+    /// session is opened or restored, and those its decisions gave (which the driver saves in
+    /// the store with the change that gave them). Not part of the session record.
+    pub(crate) workspace_allowances: Vec<Allowance>,
     /// Every settled decision, oldest first (the audit trail; the last one is `lastDecided`).
     pub(crate) history: Vec<DecidedRecord>,
     /// How many decision ids were given out.
@@ -59,6 +70,8 @@ impl State {
             run: None,
             pending: Vec::new(),
             always_allowed: Vec::new(),
+            allowances: Vec::new(),
+            workspace_allowances: Vec::new(),
             history: Vec::new(),
             decisions: 0,
             last_plan: None,
@@ -66,6 +79,67 @@ impl State {
             holds_lease: false,
             model_id: None,
         }
+    }
+
+    /// Every allowance the session keeps, in order: its own (mode and session scopes), then the
+    /// workspace ones.
+    pub(crate) fn all_allowances(&self) -> impl Iterator<Item = &Allowance> {
+        self.allowances.iter().chain(&self.workspace_allowances)
+    }
+
+    /// The allowances that apply in mode `mode_id`: every kept one given in that mode (a
+    /// `mode` allowance is only kept while its mode lasts).
+    pub(crate) fn allowances_in<'a>(
+        &'a self,
+        mode_id: &'a str,
+    ) -> impl Iterator<Item = &'a Allowance> + 'a {
+        self.all_allowances().filter(move |a| a.mode_id == mode_id)
+    }
+
+    /// Recomputes `always_allowed` for the current mode `mode_id`: the tools of the allowances
+    /// in force there without a pattern, each once.
+    pub(crate) fn refresh_allowed(&mut self, mode_id: &str) {
+        let mut tools: Vec<String> = Vec::new();
+        for allowance in self.allowances_in(mode_id) {
+            if allowance.pattern.is_none() && !tools.contains(&allowance.tool_name) {
+                tools.push(allowance.tool_name.clone());
+            }
+        }
+        self.always_allowed = tools;
+    }
+
+    /// Keeps `allowance` (given in mode `mode_id`, the current one): a workspace one beside the
+    /// loaded ones, the others in the session's; one that allows what a kept one of the same
+    /// scope allows already is not kept twice. Returns whether it was new.
+    pub(crate) fn keep_allowance(&mut self, allowance: Allowance, mode_id: &str) -> bool {
+        let same = |a: &Allowance| {
+            a.scope == allowance.scope
+                && a.mode_id == allowance.mode_id
+                && a.tool_name == allowance.tool_name
+                && a.pattern == allowance.pattern
+        };
+        let kept = match allowance.scope {
+            AllowanceScope::Workspace => &mut self.workspace_allowances,
+            AllowanceScope::Mode | AllowanceScope::Session => &mut self.allowances,
+        };
+        let new = !kept.iter().any(same);
+        if new {
+            kept.push(allowance);
+        }
+        self.refresh_allowed(mode_id);
+        new
+    }
+
+    /// Drops the allowance with id `id` (any scope); returns it, if the session kept it.
+    pub(crate) fn drop_allowance(&mut self, id: &str, mode_id: &str) -> Option<Allowance> {
+        let dropped = [&mut self.allowances, &mut self.workspace_allowances]
+            .into_iter()
+            .find_map(|kept| {
+                let at = kept.iter().position(|a| a.id == id)?;
+                Some(kept.remove(at))
+            });
+        self.refresh_allowed(mode_id);
+        dropped
     }
 
     /// The tool calls of the suspended reply still waiting for a decision.

@@ -451,12 +451,13 @@ impl Session {
             // where its paths lead (a symlink it made). A call that would run is refused or
             // waits if it now matches a deny or ask rule; one that waits, or was refused, stays so.
             let ruling = match rulings.get(next - 1).cloned().flatten() {
-                Some(Ruling::Run(_)) => self
+                Some(Ruling::Run(_) | Ruling::Allowed(_)) => self
                     .state
                     .tool_call(at, next - 1)
                     .and_then(|call| self.ruling_of(call)),
                 other => other,
             };
+            let mut allowance = None;
             let allowed_by = match ruling {
                 Some(Ruling::Deny(rule)) => {
                     let output = ToolOutput::error(denied_result(&rule));
@@ -470,6 +471,10 @@ impl Session {
                     continue;
                 }
                 Some(Ruling::Run(rule)) => rule,
+                Some(Ruling::Allowed(by)) => {
+                    allowance = Some(by);
+                    None
+                }
                 None => None,
             };
             if name == SUBMIT_PLAN && (waits || !waiting.is_empty()) {
@@ -523,13 +528,24 @@ impl Session {
                 return self.abort_run(abort).await.map(Some);
             };
             tracing::debug!(tool_call_id = %id, tool_name = %name, is_error = output.is_error, "tool call finished");
-            match allowed_by {
-                Some(rule) => {
-                    let sha256 = args.map(crate::jcs::sha256).unwrap_or_default();
-                    self.ruled_tool_result(run_id, id, name, sha256, output, rule)
+            let sha256 = || args.map(crate::jcs::sha256).unwrap_or_default();
+            match (allowed_by, allowance) {
+                (Some(rule), _) => {
+                    self.ruled_tool_result(run_id, id, name, sha256(), output, rule)
                         .await?
                 }
-                None => self.tool_result(run_id, id, name, output).await?,
+                (None, Some(allowance)) => {
+                    let result = Input::AllowedToolResult {
+                        run_id: run_id.clone(),
+                        call_id: id,
+                        name,
+                        args_sha256: sha256(),
+                        output,
+                        allowance,
+                    };
+                    self.handle(result).await?;
+                }
+                (None, None) => self.tool_result(run_id, id, name, output).await?,
             }
         }
         if waiting.is_empty() {
@@ -591,7 +607,17 @@ impl Session {
             return None;
         }
         let mode = self.shared.graph.mode(self.state.mode);
-        let rules = mode.rules();
+        // The paths the mode's rules read, and those the patterns of its allowances read.
+        let narrowing = crate::allowance::pattern_rules(self.state.allowances_in(mode.id()));
+        let joined;
+        let rules = if narrowing.is_empty() {
+            mode.rules()
+        } else {
+            let mut all = mode.rules().as_slice().to_vec();
+            all.extend(narrowing);
+            joined = crate::rules::Rules::new(all);
+            &joined
+        };
         // Where the tool itself takes each path (`write_plan`'s bare name, `list_files`'s
         // default), so the rules match the path it opens.
         let paths = match self.shared.tools.get(&call.name) {

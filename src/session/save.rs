@@ -88,10 +88,27 @@ impl Session {
         next: State,
         events: Vec<Event>,
     ) -> Result<(), SessionError> {
+        // The effect of a decision that gave a workspace allowance: kept in the store before
+        // the session's record, so a refusal (a store that keeps none) changes nothing.
+        let given: Vec<_> = next
+            .workspace_allowances
+            .iter()
+            .filter(|a| !self.state.workspace_allowances.iter().any(|b| b.id == a.id))
+            .cloned()
+            .collect();
         let Some(store) = self.shared.store.clone() else {
+            if !given.is_empty() {
+                return Err(SessionError::Store(StoreError::Unsupported(
+                    "keep a workspace allowance: the controller has no session store".to_owned(),
+                )));
+            }
             self.swap_in(None, next, events);
             return Ok(());
         };
+        for allowance in &given {
+            store.save_workspace_allowance(allowance).await?;
+        }
+        let keeper = store.clone();
         let record = self.record_of(&next);
         let version = record.version;
         let expected = (self.version > 0).then_some(self.version);
@@ -129,6 +146,12 @@ impl Session {
                 saved
             }
         };
+        if saved.is_err() {
+            // The decision that gave them was not saved: neither are they (best effort).
+            for allowance in &given {
+                let _ = keeper.revoke_workspace_allowance(&allowance.id).await;
+            }
+        }
         saved.map_err(|err| {
             tracing::warn!(session_id = %self.id, error = %err, "save failed; the change was not applied");
             SessionError::Store(err)
@@ -243,6 +266,7 @@ impl Shared {
                 owner: &self.lease_owner,
                 duration: self.lease_duration,
             }),
+            fingerprint: &self.fingerprint,
         }
     }
 }

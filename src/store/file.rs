@@ -41,6 +41,8 @@ use super::{
 
 const PENDING_SUFFIX: &str = ".pending.json";
 const PLAIN_SUFFIX: &str = ".json";
+/// The folder of the workspace allowances, one `<id>.json` each.
+const ALLOWANCES_DIR: &str = "allowances";
 const RUNNING_SUFFIX: &str = ".running.json";
 /// Every name a session's record may have; a save leaves only one of them.
 const RECORD_SUFFIXES: [&str; 3] = [PLAIN_SUFFIX, PENDING_SUFFIX, RUNNING_SUFFIX];
@@ -587,5 +589,89 @@ impl SessionStore for FileStore {
     /// The store's directory, with the records and the `.locks` folder in it.
     fn protected_paths(&self) -> Vec<PathBuf> {
         vec![self.dir.clone()]
+    }
+
+    /// Writes `allowances/<id>.json` in one step (a temporary file renamed into place).
+    async fn save_workspace_allowance(
+        &self,
+        allowance: &crate::allowance::Allowance,
+    ) -> Result<(), StoreError> {
+        super::check_workspace_allowance(allowance)?;
+        check_session_id(&allowance.id)?;
+        let allowance = allowance.clone();
+        self.blocking(move |store| {
+            let dir = store.dir.join(ALLOWANCES_DIR);
+            std::fs::create_dir_all(&dir).map_err(|e| backend("create allowances directory", e))?;
+            let text = serde_json::to_vec_pretty(&allowance)
+                .map_err(|e| StoreError::backend("serialize allowance", e))?;
+            let mut temp = TempFile::create(&dir, &allowance.id)?;
+            temp.file
+                .write_all(&text)
+                .and_then(|()| temp.file.sync_all())
+                .map_err(|e| backend("write allowance", e))?;
+            store.fsyncs.fetch_add(1, Ordering::Relaxed);
+            temp.persist(&dir.join(format!("{}{PLAIN_SUFFIX}", allowance.id)))?;
+            if let Ok(d) = File::open(&dir) {
+                let _ = d.sync_all();
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    /// Reads `allowances/*.json`; a file that cannot be read as an allowance is skipped (an
+    /// allowance in doubt allows nothing).
+    async fn list_workspace_allowances(
+        &self,
+        workspace: Option<&Path>,
+    ) -> Result<Vec<crate::allowance::Allowance>, StoreError> {
+        let workspace = workspace.map(Path::to_path_buf);
+        self.blocking(move |store| {
+            let dir = store.dir.join(ALLOWANCES_DIR);
+            let entries = match std::fs::read_dir(&dir) {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+                Err(e) => return Err(backend("read allowances directory", e)),
+            };
+            let mut found = Vec::new();
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                let Some(id) = name.to_str().and_then(|n| n.strip_suffix(PLAIN_SUFFIX)) else {
+                    continue;
+                };
+                let read = std::fs::read(entry.path())
+                    .ok()
+                    .and_then(|bytes| serde_json::from_slice::<crate::allowance::Allowance>(&bytes).ok());
+                match read {
+                    Some(a) if a.id == id && workspace.as_deref().is_none_or(|w| a.workspace.as_deref() == Some(w)) => {
+                        found.push(a);
+                    }
+                    Some(_) => {}
+                    None => tracing::warn!(file = %entry.path().display(), "an allowance file that cannot be read is skipped"),
+                }
+            }
+            found.sort_by(|a, b| a.decided_at.cmp(&b.decided_at).then_with(|| a.id.cmp(&b.id)));
+            Ok(found)
+        })
+        .await
+    }
+
+    async fn revoke_workspace_allowance(&self, id: &str) -> Result<bool, StoreError> {
+        if check_session_id(id).is_err() {
+            return Ok(false);
+        }
+        let id = id.to_owned();
+        self.blocking(move |store| {
+            let path = store
+                .dir
+                .join(ALLOWANCES_DIR)
+                .join(format!("{id}{PLAIN_SUFFIX}"));
+            match std::fs::remove_file(&path) {
+                Ok(()) => Ok(true),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+                Err(e) => Err(backend("remove allowance", e)),
+            }
+        })
+        .await
     }
 }

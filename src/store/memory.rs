@@ -13,6 +13,8 @@ use super::{
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     records: Mutex<HashMap<String, SessionRecord>>,
+    /// The workspace allowances, oldest first.
+    allowances: Mutex<Vec<crate::allowance::Allowance>>,
 }
 
 impl MemoryStore {
@@ -74,6 +76,12 @@ impl MemoryStore {
         self.lock().is_empty()
     }
 
+    fn allowances(&self) -> std::sync::MutexGuard<'_, Vec<crate::allowance::Allowance>> {
+        self.allowances
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, SessionRecord>> {
         self.records
             .lock()
@@ -132,5 +140,37 @@ impl SessionStore for MemoryStore {
         records
             .retain(|_, r| r.has_pending() || r.lease_until().is_some() || r.updated_at >= before);
         Ok(old - records.len())
+    }
+
+    async fn save_workspace_allowance(
+        &self,
+        allowance: &crate::allowance::Allowance,
+    ) -> Result<(), StoreError> {
+        super::check_workspace_allowance(allowance)?;
+        let mut kept = self.allowances();
+        match kept.iter_mut().find(|a| a.id == allowance.id) {
+            Some(same) => *same = allowance.clone(),
+            None => kept.push(allowance.clone()),
+        }
+        Ok(())
+    }
+
+    async fn list_workspace_allowances(
+        &self,
+        workspace: Option<&std::path::Path>,
+    ) -> Result<Vec<crate::allowance::Allowance>, StoreError> {
+        Ok(self
+            .allowances()
+            .iter()
+            .filter(|a| workspace.is_none_or(|w| a.workspace.as_deref() == Some(w)))
+            .cloned()
+            .collect())
+    }
+
+    async fn revoke_workspace_allowance(&self, id: &str) -> Result<bool, StoreError> {
+        let mut kept = self.allowances();
+        let before = kept.len();
+        kept.retain(|a| a.id != id);
+        Ok(kept.len() != before)
     }
 }

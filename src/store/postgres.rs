@@ -58,6 +58,8 @@ use super::{
 
 /// The sessions table.
 const TABLE: &str = "agent_controller_sessions";
+/// The table of the workspace allowances (migration 3).
+const ALLOWANCES: &str = "agent_controller_allowances";
 
 /// Sessions in a PostgreSQL database, shared by every host that opens the same URL.
 ///
@@ -521,6 +523,78 @@ impl SessionStore for PostgresStore {
         self.list_interrupted(&client, now_ms, &mut listing).await?;
         listing.sort();
         Ok(listing)
+    }
+
+    async fn save_workspace_allowance(
+        &self,
+        allowance: &crate::allowance::Allowance,
+    ) -> Result<(), StoreError> {
+        super::check_workspace_allowance(allowance)?;
+        let workspace = allowance
+            .workspace
+            .as_deref()
+            .map(|w| w.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let text = serde_json::to_string(allowance)
+            .map_err(|e| StoreError::backend("serialize allowance", e))?;
+        let client = self.client().await?;
+        let stmt = client
+            .prepare_cached(&format!(
+                "INSERT INTO {ALLOWANCES} (id, workspace, allowance) VALUES ($1, $2, $3::text::json) \
+                 ON CONFLICT (id) DO UPDATE SET workspace = $2, allowance = $3::text::json"
+            ))
+            .await
+            .map_err(|e| self.db(e))?;
+        client
+            .execute(&stmt, &[&allowance.id, &workspace, &text])
+            .await
+            .map_err(|e| self.db(e))?;
+        Ok(())
+    }
+
+    /// A row that cannot be read as an allowance is skipped (an allowance in doubt allows
+    /// nothing).
+    async fn list_workspace_allowances(
+        &self,
+        workspace: Option<&std::path::Path>,
+    ) -> Result<Vec<crate::allowance::Allowance>, StoreError> {
+        let workspace = workspace.map(|w| w.to_string_lossy().into_owned());
+        let client = self.client().await?;
+        let stmt = client
+            .prepare_cached(&format!(
+                "SELECT allowance::text FROM {ALLOWANCES} \
+                 WHERE $1::text IS NULL OR workspace = $1 ORDER BY seq"
+            ))
+            .await
+            .map_err(|e| self.db(e))?;
+        let rows = client
+            .query(&stmt, &[&workspace])
+            .await
+            .map_err(|e| self.db(e))?;
+        let mut found = Vec::new();
+        for row in &rows {
+            let text: &str = row.get(0);
+            match serde_json::from_str(text) {
+                Ok(allowance) => found.push(allowance),
+                Err(e) => {
+                    tracing::warn!(error = %e, "an allowance row that cannot be read is skipped");
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    async fn revoke_workspace_allowance(&self, id: &str) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let stmt = client
+            .prepare_cached(&format!("DELETE FROM {ALLOWANCES} WHERE id = $1"))
+            .await
+            .map_err(|e| self.db(e))?;
+        let n = client
+            .execute(&stmt, &[&id])
+            .await
+            .map_err(|e| self.db(e))?;
+        Ok(n > 0)
     }
 
     async fn expire(&self, before: u64) -> Result<usize, StoreError> {

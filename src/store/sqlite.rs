@@ -90,7 +90,12 @@ impl SqliteStore {
                  updated_at INTEGER NOT NULL,
                  record TEXT NOT NULL
              );
-             CREATE INDEX IF NOT EXISTS sessions_pending ON sessions (pending) WHERE pending = 1;",
+             CREATE INDEX IF NOT EXISTS sessions_pending ON sessions (pending) WHERE pending = 1;
+             CREATE TABLE IF NOT EXISTS workspace_allowances (
+                 id TEXT PRIMARY KEY,
+                 workspace TEXT NOT NULL,
+                 allowance TEXT NOT NULL
+             );",
         )
         .map_err(db)?;
         add_lease_column(&conn)?;
@@ -156,6 +161,13 @@ fn add_lease_column(conn: &Connection) -> Result<(), StoreError> {
 
 /// The text of an `id` cell as it may be shown (a non-text id, which this crate never writes,
 /// is shown as what it is).
+/// The key of a workspace in the allowance tables: its path, lossily as text.
+fn workspace_key(workspace: Option<&Path>) -> String {
+    workspace
+        .map(|w| w.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 fn key_text(cell: ValueRef<'_>) -> String {
     match cell {
         ValueRef::Text(bytes) => String::from_utf8_lossy(bytes).into_owned(),
@@ -308,6 +320,71 @@ impl SessionStore for SqliteStore {
                 "DELETE FROM sessions WHERE pending = 0 AND lease_until IS NULL AND updated_at < ?1",
                 params![i64::try_from(before).unwrap_or(i64::MAX)],
             )
+            .map_err(db)
+        })
+        .await
+    }
+
+    /// A row of `workspace_allowances`, replaced when its id is there.
+    async fn save_workspace_allowance(
+        &self,
+        allowance: &crate::allowance::Allowance,
+    ) -> Result<(), StoreError> {
+        super::check_workspace_allowance(allowance)?;
+        let id = allowance.id.clone();
+        let workspace = workspace_key(allowance.workspace.as_deref());
+        let text = serde_json::to_string(allowance)
+            .map_err(|e| StoreError::backend("serialize allowance", e))?;
+        self.with(move |conn| {
+            conn.execute(
+                "INSERT INTO workspace_allowances (id, workspace, allowance) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(id) DO UPDATE SET workspace = ?2, allowance = ?3",
+                params![id, workspace, text],
+            )
+            .map(drop)
+            .map_err(db)
+        })
+        .await
+    }
+
+    /// A row that cannot be read as an allowance is skipped (an allowance in doubt allows
+    /// nothing).
+    async fn list_workspace_allowances(
+        &self,
+        workspace: Option<&Path>,
+    ) -> Result<Vec<crate::allowance::Allowance>, StoreError> {
+        let workspace = workspace.map(|w| workspace_key(Some(w)));
+        self.with(move |conn| {
+            let mut stmt = conn
+                .prepare(
+                    "SELECT allowance FROM workspace_allowances
+                     WHERE ?1 IS NULL OR workspace = ?1 ORDER BY rowid",
+                )
+                .map_err(db)?;
+            let rows = stmt
+                .query_map(params![workspace], |row| row.get::<_, String>(0))
+                .map_err(db)?;
+            let mut found = Vec::new();
+            for text in rows {
+                let text = text.map_err(db)?;
+                match serde_json::from_str(&text) {
+                    Ok(allowance) => found.push(allowance),
+                    Err(e) => tracing::warn!(error = %e, "an allowance row that cannot be read is skipped"),
+                }
+            }
+            Ok(found)
+        })
+        .await
+    }
+
+    async fn revoke_workspace_allowance(&self, id: &str) -> Result<bool, StoreError> {
+        let id = id.to_owned();
+        self.with(move |conn| {
+            conn.execute(
+                "DELETE FROM workspace_allowances WHERE id = ?1",
+                params![id],
+            )
+            .map(|n| n > 0)
             .map_err(db)
         })
         .await

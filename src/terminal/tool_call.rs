@@ -28,6 +28,10 @@ pub enum ToolAnswer {
     /// mode changes (a manual switch or an approved plan); the other calls of the tool waiting
     /// in the same reply run with it.
     AlwaysAllow,
+    /// `a session` or `a workspace` (`a mode` is [`ToolAnswer::AlwaysAllow`]): run the call and
+    /// allow its tool for that scope ([`crate::Decision::scope`]): for the rest of the session
+    /// in this mode, or for every session in this workspace under this config in this mode.
+    AlwaysAllowFor(crate::allowance::AllowanceScope),
     /// `n` or `no` (any case): do not run the call (the model is told "Not approved").
     Reject,
     /// `f` (any case): reject with feedback typed on the next line.
@@ -45,7 +49,8 @@ pub enum ToolAnswer {
 
 /// Reads one line typed at a tool call's prompt: the plan prompt's grammar ([`read_answer`]:
 /// `y`/`yes`, `n`/`no`, a word that looks like a decision asks again, other text is feedback),
-/// extended with the keys `a` (approve and always allow this tool), `f` (feedback on the next
+/// extended with the keys `a` (approve and always allow this tool until the mode changes; `a
+/// session` or `a workspace` for that scope), `f` (feedback on the next
 /// line) and `q` (leave it pending), any case, surrounding blanks ignored.
 ///
 /// # Examples
@@ -53,6 +58,8 @@ pub enum ToolAnswer {
 /// use agent_controller::terminal::{ToolAnswer, read_tool_answer};
 /// assert_eq!(read_tool_answer(" Y\n"), ToolAnswer::Approve);
 /// assert_eq!(read_tool_answer("a"), ToolAnswer::AlwaysAllow);
+/// use agent_controller::allowance::AllowanceScope;
+/// assert_eq!(read_tool_answer("a workspace"), ToolAnswer::AlwaysAllowFor(AllowanceScope::Workspace));
 /// assert_eq!(read_tool_answer("no"), ToolAnswer::Reject);
 /// assert_eq!(read_tool_answer("F"), ToolAnswer::AskFeedback);
 /// assert_eq!(read_tool_answer("q"), ToolAnswer::Leave);
@@ -64,7 +71,13 @@ pub enum ToolAnswer {
 pub fn read_tool_answer(line: &str) -> ToolAnswer {
     let text = line.trim();
     match text.to_lowercase().as_str() {
-        "a" => return ToolAnswer::AlwaysAllow,
+        "a" | "a mode" => return ToolAnswer::AlwaysAllow,
+        "a session" => {
+            return ToolAnswer::AlwaysAllowFor(crate::allowance::AllowanceScope::Session);
+        }
+        "a workspace" => {
+            return ToolAnswer::AlwaysAllowFor(crate::allowance::AllowanceScope::Workspace);
+        }
         "f" => return ToolAnswer::AskFeedback,
         "q" => return ToolAnswer::Leave,
         "always" | "all" | "allow" | "quit" | "exit" | "skip" | "later" => {
@@ -129,10 +142,12 @@ pub fn render_tool_call(style: &Style, call: &ToolCallPayload, nth: usize, of: u
     } else {
         name.into_owned()
     };
-    // The rule that asked, when one did (an "always allow" does not cover its calls).
+    // The rule that asked, when one did (an "always allow" does not cover its calls:
+    // `allowance_refusal`).
     let rule = call
         .rule
         .as_ref()
+        .filter(|_| !call.may_always_allow())
         .map(|r| {
             format!(
                 "asked by rule {} of mode `{}`: {} (always allowing the tool does not cover it)\n",
@@ -176,7 +191,10 @@ pub(crate) fn question_text(style: &Style, tool_name: &str, allowance: bool) -> 
     };
     let name = neutralize_line(tool_name);
     let always = if allowance {
-        format!("  [{}]lways allow {name} until the mode changes", key("a"))
+        format!(
+            "  [{}]lways allow {name} until the mode changes (`a session`, `a workspace` for longer)",
+            key("a")
+        )
     } else {
         String::new()
     };

@@ -878,7 +878,8 @@ pub enum Trace {
         /// The mode it ran in.
         mode: String,
         /// For a waiting call approved by another call's "always allow" in the same reply
-        /// (never asked about itself): that allowance's decision id (`allowedBy`).
+        /// (never asked about itself), or a later call an allowance ran without waiting: that
+        /// allowance's id, the decision id that gave it (`allowedBy`).
         allowed_by: Option<String>,
         /// The number of the mode's rule that decided the call (an `allow` rule that ran it
         /// without asking, or the `ask` rule whose call the user approved): the `rule` of its
@@ -1054,6 +1055,9 @@ pub struct ReferenceSession {
     waiting: Vec<WaitingCall>,
     /// The tools a decision always allowed, in the order allowed.
     always_allowed: Vec<String>,
+    /// The decision id that allowed each tool of `always_allowed`, at the same index: the
+    /// allowance's id, which the audit record of each call it runs names (`allowedBy`).
+    allowance_ids: Vec<String>,
     restarts: bool,
     /// The mode changed since the model's last call: its next call must carry a notice.
     notice_due: bool,
@@ -1125,6 +1129,7 @@ impl ReferenceSession {
             decisions: 0,
             waiting: Vec::new(),
             always_allowed: Vec::new(),
+            allowance_ids: Vec::new(),
             restarts: false,
             notice_due: false,
             handed_due: None,
@@ -1750,6 +1755,7 @@ impl ReferenceSession {
         self.notice_due = true;
         // Every mode change, an approved plan's included, ends the "always allow"s.
         self.always_allowed.clear();
+        self.allowance_ids.clear();
     }
 
     fn end_run(&mut self, run: usize, then: Then, trace: &mut Vec<Trace>) -> Outcome {
@@ -1886,14 +1892,24 @@ impl ReferenceSession {
             }
             if offered && call.tool != SUBMIT_PLAN {
                 let rule = rule.map(|(n, _)| n);
-                if rule.is_some() {
+                // A call `requireApproval` would hold that an allowance ran: a record of its
+                // own, naming the allowance.
+                let allowed_by = match rule {
+                    None if self.facts.requires_approval(self.mode, &call.tool) => self
+                        .always_allowed
+                        .iter()
+                        .position(|t| *t == call.tool)
+                        .map(|i| self.allowance_ids[i].clone()),
+                    _ => None,
+                };
+                if rule.is_some() || allowed_by.is_some() {
                     self.decisions += 1;
                 }
                 trace.push(Trace::ToolRan {
                     tool_call_id: call.id.clone(),
                     tool: call.tool.clone(),
                     mode: self.facts.id(self.mode).to_owned(),
-                    allowed_by: None,
+                    allowed_by,
                     rule,
                 });
                 continue;
@@ -2070,6 +2086,8 @@ impl ReferenceSession {
                             to: to.map(str::to_owned),
                             plan: plan.map(EditedPlan::text),
                             always_allow: false,
+                            scope: None,
+                            allow: None,
                             comments: Vec::new(),
                             model: None,
                         },
@@ -2128,6 +2146,8 @@ impl ReferenceSession {
                     to: None,
                     plan: None,
                     always_allow: *always_allow,
+                    scope: None,
+                    allow: None,
                     comments: Vec::new(),
                     model: None,
                 };
@@ -2191,6 +2211,7 @@ impl ReferenceSession {
             }
             if !self.always_allowed.contains(&call.tool) {
                 self.always_allowed.push(call.tool.clone());
+                self.allowance_ids.push(call.decision_id.clone());
             }
         }
         self.decided = Some((call.run, call.tool_call_id.clone(), false));
@@ -2364,6 +2385,8 @@ impl ReferenceSession {
             to: None,
             plan: None,
             always_allow: false,
+            scope: None,
+            allow: None,
             comments: Vec::new(),
             model: None,
         };

@@ -200,7 +200,7 @@ async fn hosts_starting_together_migrate_once_and_a_newer_schema_is_refused() {
         "SELECT count(*) FROM agent_controller_migrations",
     )
     .await;
-    assert_eq!(applied, ["2"], "each migration applied once");
+    assert_eq!(applied, ["3"], "each migration applied once");
     query(
         &schema.url,
         "INSERT INTO agent_controller_migrations (version) VALUES (999)",

@@ -30,6 +30,16 @@ const MIGRATIONS: &[&str] = &[
          WHERE record -> 'run' ->> 'state' = 'running';
      CREATE INDEX agent_controller_sessions_running
          ON agent_controller_sessions (lease_until) WHERE lease_until IS NOT NULL;",
+    // 3: the workspace allowances (`SessionStore::save_workspace_allowance`), in the order they
+    // were first given, found by workspace.
+    "CREATE TABLE agent_controller_allowances (
+         id text PRIMARY KEY,
+         seq bigserial NOT NULL,
+         workspace text NOT NULL,
+         allowance json NOT NULL
+     );
+     CREATE INDEX agent_controller_allowances_workspace
+         ON agent_controller_allowances (workspace, seq);",
 ];
 
 /// The schema version this build migrates to.

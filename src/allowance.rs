@@ -1,0 +1,447 @@
+//! Allowances: what an "always allow" ([`crate::Decision::always_allow`]) leaves behind, for how
+//! long ([`AllowanceScope`]), and on which calls ([`AllowancePattern`]).
+//!
+//! An allowance lets a tool's later calls run without asking, where the mode's
+//! `requireApproval` would hold them. It never stands in for a mode's rule: a call a `deny` rule
+//! refuses is refused, one an `ask` rule asks about is asked about, whatever the allowance
+//! ([`crate::rules`]). The precedence, in full:
+//!
+//! 1. the mode's `availableTools` outranks everything;
+//! 2. then the mode's rules: `deny` beats `ask`, which beats `allow`;
+//! 3. a call no rule matched gets the mode's default; where that default is to wait
+//!    (`requireApproval`), an allowance in force that covers the call runs it instead, and the
+//!    call's audit record names the allowance (`allowedBy`, and `decidedBy: "allowance ID
+//!    (SCOPE)"`).
+//!
+//! Scopes:
+//! - [`AllowanceScope::Mode`] (the default): until the session's mode changes.
+//! - [`AllowanceScope::Session`]: for the rest of the session, but only while it is in the mode
+//!   the allowance was given in: switch away and back, and it applies again. It never runs
+//!   another mode's calls.
+//! - [`AllowanceScope::Workspace`]: kept in the session store
+//!   ([`crate::SessionStore::save_workspace_allowance`]), keyed by the workspace (its canonical
+//!   root, as the jail uses it), the config's fingerprint ([`crate::ModeGraph::fingerprint`]) and
+//!   the mode: every session of that store in the same workspace, under the same config, in that
+//!   mode, is covered, and none in another workspace or under another config.
+//!
+//! The guide's [rules page](crate::guide::rules#allowances-with-a-scope) shows a decision and a
+//! terminal transcript.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::rules::{
+    DEFAULT_PATH_ARG, Glob, Matcher, Pattern, PatternError, ResolvedPaths, Rule, RuleAction, Rules,
+};
+use crate::tool::ToolCall;
+
+named_enum! {
+    /// How long an allowance lasts, and where it applies (`"scope"` in a decision).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+    pub enum AllowanceScope {
+        /// Until the session's mode changes (the default).
+        #[default]
+        Mode = "mode",
+        /// For the rest of the session, while it is in the mode it was given in.
+        Session = "session",
+        /// Every session of the store in the same workspace, under the same config, in the
+        /// same mode.
+        Workspace = "workspace",
+    }
+}
+
+/// What narrows an allowance to some calls of its tool, written as a mode's rule is
+/// ([`crate::rules`]): `{"path": "src/**"}` (the path argument `path`, or the one `arg` names,
+/// as the workspace jail resolved it) or `{"arg": "command", "glob": "git *"}` (or `"regex"`:
+/// the argument's canonical value). It matches as an `allow` rule does: the case as written, a
+/// path in doubt or a value of several lines never.
+///
+/// # Examples
+/// ```
+/// use agent_controller::allowance::AllowancePattern;
+/// let pattern: AllowancePattern = serde_json::from_value(serde_json::json!({ "path": "src/**" }))?;
+/// assert_eq!(pattern, AllowancePattern::path("src/**"));
+/// assert_eq!(pattern.to_string(), "path `src/**`");
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AllowancePattern {
+    /// The argument the pattern reads: with `glob` or `regex`, its canonical value; with
+    /// `path`, the path it holds (default `path`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arg: Option<String>,
+    /// A glob the path argument must fit as the workspace jail resolved it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// A glob the argument's canonical value must fit, whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub glob: Option<String>,
+    /// A regex the argument's canonical value must match, whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regex: Option<String>,
+}
+
+impl AllowancePattern {
+    /// A pattern on the path argument `path`.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::allowance::AllowancePattern;
+    /// assert_eq!(AllowancePattern::path("src/**").path.as_deref(), Some("src/**"));
+    /// ```
+    pub fn path(glob: impl Into<String>) -> Self {
+        Self {
+            path: Some(glob.into()),
+            ..Self::default()
+        }
+    }
+
+    /// A glob on the canonical value of argument `arg`.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::allowance::AllowancePattern;
+    /// let pattern = AllowancePattern::glob("command", "git *");
+    /// assert_eq!(pattern.to_string(), "command glob `git *`");
+    /// ```
+    pub fn glob(arg: impl Into<String>, glob: impl Into<String>) -> Self {
+        Self {
+            arg: Some(arg.into()),
+            glob: Some(glob.into()),
+            ..Self::default()
+        }
+    }
+
+    /// The pattern as a rule's matcher.
+    ///
+    /// # Errors
+    /// A [`PatternError`] saying what is wrong: no pattern or more than one, an empty `arg`, a
+    /// `glob` or `regex` without `arg`, or a pattern that does not compile.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::allowance::AllowancePattern;
+    /// assert!(AllowancePattern::path("src/**").matcher().is_ok());
+    /// assert!(AllowancePattern::default().matcher().is_err());
+    /// assert!(AllowancePattern::path("src/[").matcher().is_err());
+    /// ```
+    pub fn matcher(&self) -> Result<Matcher, PatternError> {
+        let fail = |why: &str| Err(PatternError::new(why));
+        if self.arg.as_deref().is_some_and(str::is_empty) {
+            return fail("an empty `arg`: name the argument the pattern reads");
+        }
+        match (&self.path, &self.glob, &self.regex) {
+            (Some(path), None, None) => Ok(Matcher::Path {
+                arg: self.arg.as_deref().unwrap_or(DEFAULT_PATH_ARG).into(),
+                glob: Glob::path(path)?,
+            }),
+            (None, Some(glob), None) => match &self.arg {
+                Some(arg) => Ok(Matcher::Glob {
+                    arg: arg.as_str().into(),
+                    glob: Glob::text(glob)?,
+                }),
+                None => fail("a `glob` needs the `arg` it reads"),
+            },
+            (None, None, Some(regex)) => match &self.arg {
+                Some(arg) => Ok(Matcher::Regex {
+                    arg: arg.as_str().into(),
+                    regex: Pattern::new(regex)?,
+                }),
+                None => fail("a `regex` needs the `arg` it reads"),
+            },
+            (None, None, None) => fail("no pattern: give `path`, or `arg` with `glob` or `regex`"),
+            _ => fail("more than one of `path`, `glob` and `regex`: a pattern has one"),
+        }
+    }
+}
+
+impl std::fmt::Display for AllowancePattern {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let arg = self.arg.as_deref();
+        match (&self.path, &self.glob, &self.regex) {
+            (Some(p), _, _) if arg.is_none_or(|a| a == DEFAULT_PATH_ARG) => {
+                write!(f, "path `{p}`")
+            }
+            (Some(p), _, _) => write!(f, "{} path `{p}`", arg.unwrap_or_default()),
+            (_, Some(g), _) => write!(f, "{} glob `{g}`", arg.unwrap_or_default()),
+            (_, _, Some(r)) => write!(f, "{} regex `{r}`", arg.unwrap_or_default()),
+            _ => f.write_str("no pattern"),
+        }
+    }
+}
+
+/// One allowance in force: a tool (maybe narrowed by a pattern) that runs without asking in a
+/// mode, for a scope. [`crate::Session::allowances`] lists those of a session,
+/// [`crate::SessionStore::list_workspace_allowances`] the workspace ones of a store.
+///
+/// # Examples
+/// ```
+/// use agent_controller::allowance::{Allowance, AllowancePattern, AllowanceScope};
+/// let allowance = Allowance::new(AllowanceScope::Session, "decision_3", "build", "write_file")
+///     .narrowed(AllowancePattern::path("src/**"));
+/// assert_eq!(allowance.to_string(), "decision_3 (session): write_file path `src/**` in mode `build`");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Allowance {
+    /// The allowance's id: for the scopes `mode` and `session`, the id of the decision that gave
+    /// it (unique in the session); for `workspace`, `ws_` and 16 hex digits of a SHA-256 of what
+    /// it allows and where (unique in the store, the same for the same allowance given twice).
+    pub id: String,
+    /// How long it lasts, and where it applies.
+    pub scope: AllowanceScope,
+    /// The mode it was given in, the only mode whose calls it runs.
+    pub mode_id: String,
+    /// The tool whose calls it runs.
+    pub tool_name: String,
+    /// What narrows it to some calls of the tool; `None`: every call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<AllowancePattern>,
+    /// The session whose decision gave it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub session_id: String,
+    /// The id of the decision that gave it, in that session.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub decision_id: String,
+    /// Who gave it ([`crate::Decision::decided_by`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+    /// When, as RFC 3339 in UTC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_at: Option<String>,
+    /// For a workspace allowance: the workspace's canonical root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<PathBuf>,
+    /// For a workspace allowance: the config's fingerprint ([`crate::ModeGraph::fingerprint`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_fingerprint: Option<String>,
+}
+
+impl Allowance {
+    /// An allowance of every call of `tool_name` in mode `mode_id`, with id `id`.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::allowance::{Allowance, AllowanceScope};
+    /// let allowance = Allowance::new(AllowanceScope::Mode, "decision_1", "build", "write_file");
+    /// assert_eq!(allowance.pattern, None);
+    /// ```
+    pub fn new(
+        scope: AllowanceScope,
+        id: impl Into<String>,
+        mode_id: impl Into<String>,
+        tool_name: impl Into<String>,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            scope,
+            mode_id: mode_id.into(),
+            tool_name: tool_name.into(),
+            pattern: None,
+            session_id: String::new(),
+            decision_id: String::new(),
+            decided_by: None,
+            decided_at: None,
+            workspace: None,
+            config_fingerprint: None,
+        }
+    }
+
+    /// The same allowance, narrowed to the calls `pattern` matches.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::allowance::{Allowance, AllowancePattern, AllowanceScope};
+    /// let allowance = Allowance::new(AllowanceScope::Mode, "decision_1", "build", "run_command")
+    ///     .narrowed(AllowancePattern::glob("command", "git *"));
+    /// assert!(allowance.pattern.is_some());
+    /// ```
+    pub fn narrowed(mut self, pattern: AllowancePattern) -> Self {
+        self.pattern = Some(pattern);
+        self
+    }
+
+    /// The same allowance, kept for the workspace at `workspace` under the config with
+    /// `fingerprint`: its scope becomes [`AllowanceScope::Workspace`] and its id the
+    /// workspace id ([`Allowance::workspace_id`]).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::allowance::{Allowance, AllowanceScope};
+    /// let a = Allowance::new(AllowanceScope::Workspace, "", "build", "write_file").in_workspace("/w/a", "f1");
+    /// let b = Allowance::new(AllowanceScope::Workspace, "", "build", "write_file").in_workspace("/w/b", "f1");
+    /// assert!(a.id.starts_with("ws_") && a.id != b.id);
+    /// ```
+    pub fn in_workspace(mut self, workspace: impl Into<PathBuf>, fingerprint: &str) -> Self {
+        self.scope = AllowanceScope::Workspace;
+        self.workspace = Some(workspace.into());
+        self.config_fingerprint = Some(fingerprint.to_owned());
+        self.id = self.workspace_id();
+        self
+    }
+
+    /// The id a workspace allowance has: `ws_` and 16 hex digits of the SHA-256 of its
+    /// workspace, config fingerprint, mode, tool and pattern.
+    pub fn workspace_id(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut hash = Sha256::new();
+        let workspace = self
+            .workspace
+            .as_deref()
+            .map(|w| w.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let pattern = self
+            .pattern
+            .as_ref()
+            .map(|p| serde_json::to_string(p).unwrap_or_default())
+            .unwrap_or_default();
+        for part in [
+            workspace.as_str(),
+            self.config_fingerprint.as_deref().unwrap_or_default(),
+            &self.mode_id,
+            &self.tool_name,
+            &pattern,
+        ] {
+            hash.update((part.len() as u64).to_le_bytes());
+            hash.update(part.as_bytes());
+        }
+        let digest = hash.finalize();
+        let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+        format!("ws_{hex}")
+    }
+
+    /// Whether this workspace allowance is for the workspace at `workspace` under the config
+    /// with `fingerprint`: both must be equal, so it never applies to another workspace or
+    /// another config.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::allowance::{Allowance, AllowanceScope};
+    /// let a = Allowance::new(AllowanceScope::Workspace, "", "build", "write_file").in_workspace("/w/a", "f1");
+    /// assert!(a.is_for(std::path::Path::new("/w/a"), "f1"));
+    /// assert!(!a.is_for(std::path::Path::new("/w/b"), "f1"));
+    /// assert!(!a.is_for(std::path::Path::new("/w/a"), "f2"));
+    /// ```
+    pub fn is_for(&self, workspace: &std::path::Path, fingerprint: &str) -> bool {
+        self.scope == AllowanceScope::Workspace
+            && self.workspace.as_deref() == Some(workspace)
+            && self.config_fingerprint.as_deref() == Some(fingerprint)
+    }
+
+    /// Whether the allowance covers `call` (whose path arguments lie at `paths`) in mode
+    /// `mode_id`: its mode, its tool, and its pattern if it has one (a pattern that does not
+    /// compile covers nothing).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::allowance::{Allowance, AllowancePattern, AllowanceScope};
+    /// use agent_controller::{ToolCall, rules::ResolvedPaths};
+    /// let allowance = Allowance::new(AllowanceScope::Mode, "decision_1", "build", "write_file")
+    ///     .narrowed(AllowancePattern::path("src/**"));
+    /// let call = ToolCall::new("c1", "write_file", serde_json::json!({"path": "src/a.rs"}));
+    /// assert!(allowance.covers("build", &call, &ResolvedPaths::new().with("path", "src/a.rs")));
+    /// assert!(!allowance.covers("build", &call, &ResolvedPaths::new().with("path", ".env")));
+    /// assert!(!allowance.covers("plan", &call, &ResolvedPaths::new().with("path", "src/a.rs")));
+    /// ```
+    pub fn covers(&self, mode_id: &str, call: &ToolCall, paths: &ResolvedPaths) -> bool {
+        if self.mode_id != mode_id || self.tool_name != call.name {
+            return false;
+        }
+        match self.rule() {
+            Some(Ok(rule)) => Rules::new(vec![rule]).deciding(call, paths).is_some(),
+            Some(Err(_)) => false,
+            None => true,
+        }
+    }
+
+    /// The pattern as an `allow` rule on the tool; `None` without a pattern.
+    pub(crate) fn rule(&self) -> Option<Result<Rule, PatternError>> {
+        let pattern = self.pattern.as_ref()?;
+        Some(
+            pattern
+                .matcher()
+                .map(|m| Rule::new(self.tool_name.as_str(), m, RuleAction::Allow)),
+        )
+    }
+
+    /// What the audit record of a call it ran says decided it: `allowance ID (SCOPE)`.
+    pub fn decider(&self) -> String {
+        format!("allowance {} ({})", self.id, self.scope)
+    }
+}
+
+impl std::fmt::Display for Allowance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({}): {}", self.id, self.scope, self.tool_name)?;
+        if let Some(pattern) = &self.pattern {
+            write!(f, " {pattern}")?;
+        }
+        write!(f, " in mode `{}`", self.mode_id)
+    }
+}
+
+/// The rules an allowance's pattern reads paths for, beside a mode's: the path arguments of
+/// `allowances`' patterns, as `allow` rules.
+pub(crate) fn pattern_rules<'a>(allowances: impl Iterator<Item = &'a Allowance>) -> Vec<Rule> {
+    allowances
+        .filter_map(Allowance::rule)
+        .filter_map(Result::ok)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pattern_has_exactly_one_kind() {
+        let bad = [
+            AllowancePattern::default(),
+            AllowancePattern {
+                path: Some("a".into()),
+                glob: Some("b".into()),
+                arg: Some("x".into()),
+                regex: None,
+            },
+            AllowancePattern {
+                glob: Some("git *".into()),
+                ..AllowancePattern::default()
+            },
+            AllowancePattern {
+                arg: Some(String::new()),
+                path: Some("a".into()),
+                ..AllowancePattern::default()
+            },
+        ];
+        for pattern in bad {
+            assert!(pattern.matcher().is_err(), "{pattern:?}");
+        }
+        assert!(AllowancePattern::glob("command", "git *").matcher().is_ok());
+    }
+
+    #[test]
+    fn a_workspace_id_depends_on_every_key() {
+        let base = Allowance::new(AllowanceScope::Workspace, "", "build", "write_file");
+        let id = base.clone().in_workspace("/a", "f").id;
+        assert_eq!(id, base.clone().in_workspace("/a", "f").id);
+        assert_ne!(id, base.clone().in_workspace("/b", "f").id);
+        assert_ne!(id, base.clone().in_workspace("/a", "g").id);
+        let narrowed = base.narrowed(AllowancePattern::path("src/**"));
+        assert_ne!(id, narrowed.in_workspace("/a", "f").id);
+    }
+
+    #[test]
+    fn a_string_pattern_never_covers_several_lines() {
+        let allowance = Allowance::new(AllowanceScope::Mode, "d", "build", "run_command")
+            .narrowed(AllowancePattern::glob("command", "git *"));
+        let call = |c: &str| ToolCall::new("c", "run_command", serde_json::json!({ "command": c }));
+        let none = ResolvedPaths::new();
+        assert!(allowance.covers("build", &call("git status"), &none));
+        assert!(!allowance.covers("build", &call("git status\nrm -rf ~"), &none));
+        assert!(!allowance.covers("build", &call("rm -rf ~"), &none));
+    }
+}
