@@ -124,6 +124,13 @@ impl<S: SessionStore + 'static> StoreConformance<S> {
             interrupted_runs(&*store, &prefix).await,
         );
         report.push("expire", expire(&*store, &prefix).await);
+        match workspace_allowances(&*store, &prefix).await {
+            Err(Unsupported) => report.skip(
+                WORKSPACE_ALLOWANCES,
+                "the store keeps no workspace allowances (save_workspace_allowance is unsupported)",
+            ),
+            Ok(result) => report.push(WORKSPACE_ALLOWANCES, result),
+        }
         match &self.plant {
             Some(plant) => {
                 report.push(
@@ -917,6 +924,105 @@ async fn interrupted_runs(store: &dyn SessionStore, prefix: &str) -> Result<(), 
 
 /// Only records saved before this (seconds since the epoch) are expired by the suite: its own.
 const EXPIRE_BEFORE: u64 = 1_000;
+
+/// The name of the check of workspace allowances.
+const WORKSPACE_ALLOWANCES: &str = "workspace allowances keyed by workspace and config";
+
+/// The store answered [`StoreError::Unsupported`]: the check is skipped.
+struct Unsupported;
+
+/// Workspace allowances: listed by the workspace they were saved for and no other, each once
+/// however often saved, gone once revoked; the config fingerprint is kept as saved.
+async fn workspace_allowances(
+    store: &dyn SessionStore,
+    prefix: &str,
+) -> Result<Result<(), String>, Unsupported> {
+    use crate::allowance::{Allowance, AllowancePattern, AllowanceScope};
+    let root = std::path::PathBuf::from(format!("/conformance/{prefix}"));
+    let (a, b) = (root.join("a"), root.join("b"));
+    let make = |workspace: &std::path::Path, fingerprint: &str, tool: &str| {
+        let mut allowance = Allowance::new(AllowanceScope::Workspace, "", "build", tool)
+            .in_workspace(workspace, fingerprint);
+        allowance.session_id = format!("{prefix}-s");
+        allowance.decision_id = "decision_1".to_owned();
+        allowance
+    };
+    let in_a = make(&a, "f1", "write_file");
+    let other_config = make(&a, "f2", "write_file");
+    let in_b = make(&b, "f1", "write_file");
+    let narrowed = {
+        let mut n = make(&a, "f1", "run_command");
+        n.pattern = Some(AllowancePattern::glob("command", "git *"));
+        n.in_workspace(&a, "f1")
+    };
+    match store.save_workspace_allowance(&in_a).await {
+        Err(StoreError::Unsupported(_)) => return Err(Unsupported),
+        Err(e) => return Ok(Err(format!("saving a workspace allowance failed: {e}"))),
+        Ok(()) => {}
+    }
+    Ok(async {
+        for allowance in [&other_config, &in_b, &narrowed, &in_a] {
+            store
+                .save_workspace_allowance(allowance)
+                .await
+                .map_err(|e| format!("saving a workspace allowance failed: {e}"))?;
+        }
+        let ours = |listed: Vec<Allowance>| -> Vec<Allowance> {
+            listed
+                .into_iter()
+                .filter(|l| l.workspace.as_deref().is_some_and(|w| w.starts_with(&root)))
+                .collect()
+        };
+        let listed = ours(
+            store
+                .list_workspace_allowances(Some(&a))
+                .await
+                .map_err(|e| format!("listing workspace allowances failed: {e}"))?,
+        );
+        if let Some(stray) = listed.iter().find(|l| l.workspace.as_deref() != Some(&a)) {
+            return Err(format!(
+                "the allowances of workspace {} include {} of workspace {:?}: a workspace allowance must never apply to another workspace",
+                a.display(),
+                stray.id,
+                stray.workspace
+            ));
+        }
+        let ids: Vec<&str> = listed.iter().map(|l| l.id.as_str()).collect();
+        let want = [in_a.id.as_str(), other_config.id.as_str(), narrowed.id.as_str()];
+        if ids.len() != want.len() || want.iter().any(|w| !ids.contains(w)) {
+            return Err(format!(
+                "listing workspace {} gave {ids:?}, not each of {want:?} once (saved twice, kept once)",
+                a.display()
+            ));
+        }
+        if listed.iter().any(|l| !want.iter().any(|w| *w == l.id) || !(l == &in_a || l == &other_config || l == &narrowed)) {
+            return Err("a listed allowance is not what was saved (its key, fingerprint or pattern changed)".to_owned());
+        }
+        let all = ours(
+            store
+                .list_workspace_allowances(None)
+                .await
+                .map_err(|e| format!("listing every workspace allowance failed: {e}"))?,
+        );
+        if all.len() != 4 {
+            return Err(format!("listing every workspace gave {} allowances, not 4", all.len()));
+        }
+        let revoked = store.revoke_workspace_allowance(&in_a.id).await.map_err(|e| format!("revoking failed: {e}"))?;
+        let again = store.revoke_workspace_allowance(&in_a.id).await.map_err(|e| format!("revoking again failed: {e}"))?;
+        if !revoked || again {
+            return Err(format!("revoking an allowance said {revoked}, then again {again}: want true, then false"));
+        }
+        let left = ours(store.list_workspace_allowances(Some(&a)).await.map_err(|e| e.to_string())?);
+        if left.iter().any(|l| l.id == in_a.id) {
+            return Err("a revoked allowance is still listed".to_owned());
+        }
+        for allowance in [&other_config, &in_b, &narrowed] {
+            let _ = store.revoke_workspace_allowance(&allowance.id).await;
+        }
+        Ok(())
+    }
+    .await)
+}
 
 async fn expire(store: &dyn SessionStore, prefix: &str) -> Result<(), String> {
     let prefix = format!("{prefix}-expire");

@@ -960,3 +960,132 @@ fn a_controller_on_another_clock_is_refused_for_a_config_with_deadlines() {
         "{error}"
     );
 }
+
+/// Planted bug "a workspace allowance applied in another workspace": a store that keys its
+/// workspace allowances by nothing, and hands every one to whichever workspace asks.
+struct ForgetsWorkspace(MemoryStore);
+
+#[agent_controller::async_trait]
+impl SessionStore for ForgetsWorkspace {
+    async fn load(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        self.0.load(id).await
+    }
+    async fn save(&self, record: &SessionRecord, expected: Option<u64>) -> Result<(), StoreError> {
+        self.0.save(record, expected).await
+    }
+    async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+        self.0.delete(id).await
+    }
+    async fn list_pending(&self, now_ms: u64) -> Result<PendingListing, StoreError> {
+        self.0.list_pending(now_ms).await
+    }
+    async fn expire(&self, before: u64) -> Result<usize, StoreError> {
+        self.0.expire(before).await
+    }
+    async fn save_workspace_allowance(
+        &self,
+        allowance: &agent_controller::allowance::Allowance,
+    ) -> Result<(), StoreError> {
+        self.0.save_workspace_allowance(allowance).await
+    }
+    async fn list_workspace_allowances(
+        &self,
+        _workspace: Option<&std::path::Path>,
+    ) -> Result<Vec<agent_controller::allowance::Allowance>, StoreError> {
+        // The bug: the workspace asked for is ignored.
+        self.0.list_workspace_allowances(None).await
+    }
+    async fn revoke_workspace_allowance(&self, id: &str) -> Result<bool, StoreError> {
+        self.0.revoke_workspace_allowance(id).await
+    }
+}
+
+#[tokio::test]
+async fn the_kit_catches_a_workspace_allowance_applied_in_another_workspace() {
+    use agent_controller::testing::{ConformanceOutcome, StoreConformance};
+    let started = Instant::now();
+    let shared = Arc::new(ForgetsWorkspace(MemoryStore::new()));
+    let open = shared.clone();
+    let failure = StoreConformance::new(move || open.clone())
+        .run()
+        .await
+        .expect_err("the planted bug is caught");
+    let report = &failure.0;
+    let caught = report
+        .checks
+        .iter()
+        .find(|c| c.name == "workspace allowances keyed by workspace and config")
+        .expect("the check ran");
+    let ConformanceOutcome::Failed(why) = &caught.outcome else {
+        panic!("not caught: {report}");
+    };
+    assert!(why.contains("another workspace"), "{why}");
+    println!(
+        "caught by the store conformance check `{}` in {:?}: {why}",
+        caught.name,
+        started.elapsed()
+    );
+    // The correct store passes the same check.
+    let correct = Arc::new(MemoryStore::new());
+    StoreConformance::new(move || correct.clone())
+        .run()
+        .await
+        .expect("the memory store conforms");
+
+    // And a session never applies what such a store hands it for another workspace: the
+    // driver keeps only the allowances keyed by its own workspace and config.
+    let (a, b) = (
+        tempfile::tempdir().expect("a"),
+        tempfile::tempdir().expect("b"),
+    );
+    let graph = agent_controller::config::parse(
+        "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n",
+        "modes.toml",
+    )
+    .expect("config");
+    let allowance = agent_controller::allowance::Allowance::new(
+        agent_controller::allowance::AllowanceScope::Workspace,
+        "",
+        "build",
+        "write_file",
+    )
+    .in_workspace(
+        std::fs::canonicalize(a.path()).expect("a"),
+        &graph.fingerprint(),
+    );
+    shared
+        .save_workspace_allowance(&allowance)
+        .await
+        .expect("saved");
+    let model = agent_controller::model::scripted::ReplayModel::new([
+        agent_controller::model::scripted::ReplayModel::call(
+            "call_1",
+            "write_file",
+            serde_json::json!({ "path": "x.txt", "content": "x" }),
+        ),
+    ]);
+    let in_b = agent_controller::AgentController::builder(graph, Arc::new(model))
+        .tools(ToolRegistry::with_workspace_tools())
+        .workspace(b.path())
+        .store(shared.clone())
+        .build()
+        .expect("controller");
+    let mut session = in_b
+        .start_session(agent_controller::SessionOptions::new())
+        .await
+        .expect("session");
+    assert!(
+        session.allowances().is_empty(),
+        "{:?}",
+        session.allowances()
+    );
+    let outcome = session.send_message("write").await.expect("run");
+    assert!(
+        matches!(
+            outcome,
+            agent_controller::RunOutcome::ToolCallsSuspended { .. }
+        ),
+        "{outcome:?}"
+    );
+    assert!(!b.path().join("x.txt").exists());
+}

@@ -11,6 +11,7 @@ mod common;
 mod acp;
 mod acp_input;
 mod acp_sdk;
+mod allowances;
 mod anthropic;
 mod blocking;
 mod builders;

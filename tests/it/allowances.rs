@@ -1,0 +1,373 @@
+//! Allowances with a scope (issue 23, item 2): an "always allow" lasts for its mode (the
+//! default), for the session in its mode, or for the workspace (kept in the store, keyed by the
+//! workspace and the config, never applied to another); a pattern written as a rule narrows it;
+//! it only stands in for `requireApproval`, never for a rule; every use is in the audit history;
+//! the library lists and revokes them. Driven by the real `OpenAiModel` against the scripted
+//! OpenAI-compatible server.
+#![cfg(feature = "openai")]
+
+use crate::common;
+
+use std::sync::Arc;
+
+use agent_controller::allowance::{AllowancePattern, AllowanceScope};
+use agent_controller::store::StoreError;
+use agent_controller::{
+    AgentController, Decision, FileStore, RunOutcome, Session, SessionError, SessionStore,
+    ToolRegistry, config,
+};
+use common::Workspace;
+use common::openai_server::{Call, Reply, ScriptedServer, call, calls, text};
+use serde_json::json;
+
+const CONFIG: &str = r#"
+[[modes]]
+id = "build"
+default = true
+availableTools = ["read_file", "write_file"]
+requireApproval = ["write_file"]
+rules = [
+  { tool = "write_file", path = "**/.env*", action = "deny" },
+  { tool = "write_file", path = "ops/**", action = "ask" },
+]
+
+[[modes]]
+id = "review"
+availableTools = ["read_file", "write_file"]
+requireApproval = ["write_file"]
+"#;
+
+fn write(id: &str, path: &str) -> Call {
+    call(
+        id,
+        "write_file",
+        &json!({ "path": path, "content": "x" }).to_string(),
+    )
+}
+
+/// A controller over `store` in `ws` with `config`, its model scripted by `script`.
+async fn controller(
+    ws: &Workspace,
+    store: Option<Arc<dyn SessionStore>>,
+    config_text: &str,
+    script: Vec<Reply>,
+) -> (ScriptedServer, AgentController) {
+    let server = ScriptedServer::start(script).await;
+    let mut builder = AgentController::builder(
+        config::parse(config_text, "modes.toml").expect("config"),
+        Arc::new(server.model()),
+    )
+    .tools(ToolRegistry::with_workspace_tools())
+    .workspace(ws.path());
+    if let Some(store) = store {
+        builder = builder.store(store);
+    }
+    (server, builder.build().expect("controller"))
+}
+
+fn file_store(dir: &tempfile::TempDir) -> Arc<dyn SessionStore> {
+    Arc::new(FileStore::open(dir.path().join("sessions")).expect("store"))
+}
+
+/// Whether the run waits on a call (true) or ran it and completed (false).
+fn waits(outcome: &RunOutcome) -> bool {
+    match outcome {
+        RunOutcome::ToolCallsSuspended { .. } => true,
+        RunOutcome::Completed { .. } => false,
+        other => panic!("unexpected outcome {other:?}"),
+    }
+}
+
+/// One session in `ws` that writes `path` once, then ends.
+async fn one_write(
+    ws: &Workspace,
+    store: Option<Arc<dyn SessionStore>>,
+    config_text: &str,
+    path: &str,
+) -> (Session, RunOutcome, ScriptedServer) {
+    let (server, controller) = controller(
+        ws,
+        store,
+        config_text,
+        vec![calls([write("call_1", path)]), text("done")],
+    )
+    .await;
+    let mut session = controller
+        .start_session(agent_controller::SessionOptions::new())
+        .await
+        .expect("session");
+    let outcome = session.send_message("write").await.expect("run");
+    (session, outcome, server)
+}
+
+#[tokio::test]
+async fn a_workspace_allowance_runs_the_calls_of_later_sessions_in_that_workspace_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = file_store(&dir);
+    let (a, b) = (Workspace::new(), Workspace::new());
+    let (mut first, outcome, _server) = one_write(&a, Some(store.clone()), CONFIG, "a.txt").await;
+    assert!(waits(&outcome));
+    let decision = Decision::approve()
+        .always_allow()
+        .scope(AllowanceScope::Workspace)
+        .decided_by("ana");
+    first.decide("decision_1", decision).await.expect("decide");
+    let kept = store.list_workspace_allowances(None).await.expect("listed");
+    let [allowance] = kept.as_slice() else {
+        panic!("one workspace allowance: {kept:?}");
+    };
+    assert_eq!(allowance.mode_id, "build");
+    assert_eq!(
+        allowance.workspace.as_deref(),
+        Some(
+            std::fs::canonicalize(a.path())
+                .expect("canonical")
+                .as_path()
+        )
+    );
+    assert_eq!(allowance.decided_by.as_deref(), Some("ana"));
+
+    // A new session in the same workspace under the same config: runs without asking, and
+    // its audit record names the allowance.
+    let (second, outcome, _server) = one_write(&a, Some(store.clone()), CONFIG, "b.txt").await;
+    assert!(!waits(&outcome), "{outcome:?}");
+    assert!(a.path().join("b.txt").exists());
+    let used = second
+        .decision_history()
+        .iter()
+        .find(|d| d.tool_call_id == "call_1")
+        .expect("a record of the allowed call");
+    assert_eq!(used.allowed_by.as_deref(), Some(allowance.id.as_str()));
+    assert_eq!(
+        used.decided_by.as_deref(),
+        Some(format!("allowance {} (workspace)", allowance.id).as_str())
+    );
+    assert_eq!(second.allowances(), kept);
+
+    // Another workspace, same store and config: asked.
+    let (third, outcome, _server) = one_write(&b, Some(store.clone()), CONFIG, "a.txt").await;
+    assert!(waits(&outcome), "another workspace: {outcome:?}");
+    assert!(third.allowances().is_empty());
+    // The same workspace under another config: asked.
+    let changed = format!("{CONFIG}\n[[modes]]\nid = \"extra\"\n");
+    let (_fourth, outcome, _server) = one_write(&a, Some(store.clone()), &changed, "c.txt").await;
+    assert!(waits(&outcome), "another config: {outcome:?}");
+
+    // Revoked in the store: the next session asks again.
+    assert!(
+        store
+            .revoke_workspace_allowance(&allowance.id)
+            .await
+            .expect("revoke")
+    );
+    let (_fifth, outcome, _server) = one_write(&a, Some(store.clone()), CONFIG, "d.txt").await;
+    assert!(waits(&outcome), "revoked: {outcome:?}");
+}
+
+#[tokio::test]
+async fn a_session_allowance_applies_again_back_in_its_mode_and_a_mode_one_does_not() {
+    for (scope, back) in [
+        (AllowanceScope::Mode, false),
+        (AllowanceScope::Session, true),
+    ] {
+        let ws = Workspace::new();
+        let script = vec![
+            calls([write("call_1", "a.txt")]),
+            text("done"),
+            calls([write("call_2", "b.txt")]),
+            calls([write("call_3", "c.txt")]),
+            text("done"),
+        ];
+        let (_server, controller) = controller(&ws, None, CONFIG, script).await;
+        let mut session = controller
+            .start_session(agent_controller::SessionOptions::new())
+            .await
+            .expect("session");
+        session.send_message("one").await.expect("run");
+        session
+            .decide(
+                "decision_1",
+                Decision::approve().always_allow().scope(scope),
+            )
+            .await
+            .expect("decide");
+        session.switch_mode("review").await.expect("switch");
+        // Never another mode's calls.
+        let outcome = session.send_message("two").await.expect("run");
+        assert!(waits(&outcome), "{scope}: in review");
+        session.abort().await.expect("abort");
+        session.switch_mode("build").await.expect("switch back");
+        let outcome = session.send_message("three").await.expect("run");
+        assert_eq!(!waits(&outcome), back, "{scope}: back in build");
+        assert_eq!(session.allowances().len(), usize::from(back), "{scope}");
+    }
+}
+
+#[tokio::test]
+async fn a_narrowed_allowance_runs_only_what_its_pattern_matches_where_the_jail_resolves_it() {
+    let ws = Workspace::new();
+    std::fs::create_dir_all(ws.path().join("src")).expect("src");
+    let script = vec![
+        calls([write("call_1", "src/a.rs")]),
+        text("done"),
+        calls([
+            write("call_2", "src/b.rs"),
+            write("call_3", "src/../top.txt"),
+            write("call_4", "./src/c.rs"),
+        ]),
+        text("done"),
+    ];
+    let (_server, controller) = controller(&ws, None, CONFIG, script).await;
+    let mut session = controller
+        .start_session(agent_controller::SessionOptions::new())
+        .await
+        .expect("session");
+    session.send_message("one").await.expect("run");
+    let narrowed = Decision::approve()
+        .scope(AllowanceScope::Session)
+        .allow_only(AllowancePattern::path("src/**"));
+    session
+        .decide("decision_1", narrowed)
+        .await
+        .expect("decide");
+    assert!(session.always_allowed().is_empty(), "not the whole tool");
+    let RunOutcome::ToolCallsSuspended { tool_calls, .. } =
+        session.send_message("two").await.expect("run")
+    else {
+        panic!("the call outside src waits");
+    };
+    let ids: Vec<&str> = tool_calls.iter().map(|c| c.tool_call_id()).collect();
+    assert_eq!(
+        ids,
+        ["call_3"],
+        "`src/../top.txt` is `top.txt`, outside src/**"
+    );
+    let ran: Vec<&str> = session
+        .decision_history()
+        .iter()
+        .filter(|d| d.allowed_by.as_deref() == Some("decision_1"))
+        .map(|d| d.tool_call_id.as_str())
+        .collect();
+    assert_eq!(ran, ["call_2", "call_4"]);
+}
+
+#[tokio::test]
+async fn a_deny_or_ask_rule_outranks_any_allowance() {
+    let ws = Workspace::new();
+    let script = vec![
+        calls([write("call_1", "a.txt")]),
+        text("done"),
+        calls([write("call_2", ".env"), write("call_3", "ops/deploy.sh")]),
+        text("done"),
+    ];
+    let (_server, controller) = controller(&ws, None, CONFIG, script).await;
+    let mut session = controller
+        .start_session(agent_controller::SessionOptions::new())
+        .await
+        .expect("session");
+    session.send_message("one").await.expect("run");
+    session
+        .decide(
+            "decision_1",
+            Decision::approve().scope(AllowanceScope::Session),
+        )
+        .await
+        .expect("decide");
+    let RunOutcome::ToolCallsSuspended { tool_calls, .. } =
+        session.send_message("two").await.expect("run")
+    else {
+        panic!("the ask rule's call waits");
+    };
+    assert_eq!(tool_calls.len(), 1);
+    assert_eq!(tool_calls[0].tool_call_id(), "call_3");
+    assert!(!ws.path().join(".env").exists(), "the deny rule refused it");
+    // And no allowance may be given at the ask rule's call: the one predicate says why.
+    assert!(!tool_calls[0].payload().may_always_allow());
+    let refused = session
+        .decide(
+            tool_calls[0].decision_id(),
+            Decision::approve().scope(AllowanceScope::Workspace),
+        )
+        .await
+        .expect_err("refused");
+    assert!(
+        matches!(refused, SessionError::MalformedDecision(_)),
+        "{refused}"
+    );
+}
+
+#[tokio::test]
+async fn a_workspace_allowance_without_a_store_that_keeps_it_is_refused_and_changes_nothing() {
+    let ws = Workspace::new();
+    let (mut session, outcome, _server) = one_write(&ws, None, CONFIG, "a.txt").await;
+    assert!(waits(&outcome));
+    let refused = session
+        .decide(
+            "decision_1",
+            Decision::approve().scope(AllowanceScope::Workspace),
+        )
+        .await
+        .expect_err("no store");
+    assert!(
+        matches!(refused, SessionError::Store(StoreError::Unsupported(_))),
+        "{refused}"
+    );
+    assert!(session.pending()[0].is_waiting(), "nothing changed");
+    assert!(session.allowances().is_empty());
+    assert!(!ws.path().join("a.txt").exists());
+}
+
+#[tokio::test]
+async fn allowances_are_listed_and_revoked_by_the_session_and_survive_a_restore() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = file_store(&dir);
+    let ws = Workspace::new();
+    let (server, controller) = controller(
+        &ws,
+        Some(store.clone()),
+        CONFIG,
+        vec![
+            calls([write("call_1", "a.txt")]),
+            text("done"),
+            calls([write("call_2", "b.txt")]),
+            text("done"),
+        ],
+    )
+    .await;
+    let mut session = controller
+        .start_session(agent_controller::SessionOptions::new())
+        .await
+        .expect("session");
+    session.send_message("one").await.expect("run");
+    let narrowed = Decision::approve()
+        .scope(AllowanceScope::Session)
+        .allow_only(AllowancePattern::glob("content", "x"));
+    session
+        .decide("decision_1", narrowed)
+        .await
+        .expect("decide");
+    let id = session.id().to_owned();
+    drop(session);
+    let mut restored = controller
+        .restore_session(&id, agent_controller::SessionOptions::new())
+        .await
+        .expect("restore");
+    let listed = restored.allowances();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].id, "decision_1");
+    assert_eq!(listed[0].scope, AllowanceScope::Session);
+    assert_eq!(
+        listed[0].pattern,
+        Some(AllowancePattern::glob("content", "x"))
+    );
+    assert!(
+        restored
+            .revoke_allowance("decision_1")
+            .await
+            .expect("revoke")
+    );
+    assert!(restored.allowances().is_empty());
+    let outcome = restored.send_message("two").await.expect("run");
+    assert!(waits(&outcome), "revoked: asked again");
+    drop(server);
+}
