@@ -18,6 +18,7 @@ mod builders;
 mod cancel;
 mod chat_templates;
 mod cli;
+mod cli_allowances;
 mod cli_model_choice;
 mod cli_plan_comments;
 mod cli_prompt_switch;
