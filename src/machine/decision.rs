@@ -60,8 +60,8 @@ named_enum! {
         description = "A host's decision on a pending plan (`submit_plan`) or on a tool \
         call waiting for approval (`requireApproval`), as `Session::resume_json` and \
         `Session::decide_json` take it. Only `action` is required; unknown fields are refused. \
-        `targetModeId` and `plan` apply to the approval of a plan, `alwaysAllow` to the \
-        approval of a tool call; anything else is refused with `MalformedDecision` and \
+        `targetModeId` and `plan` apply to the approval of a plan, `alwaysAllow` (with its \
+        `scope` and its narrowing pattern `allow`) to the approval of a tool call; anything else is refused with `MalformedDecision` and \
         changes nothing."
     )
 )]

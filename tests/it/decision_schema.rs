@@ -65,12 +65,14 @@ fn the_decision_schema_names_every_field_with_a_description_and_no_other() {
         keys,
         [
             "action",
+            "allow",
             "alwaysAllow",
             "comments",
             "decidedBy",
             "feedback",
             "model",
             "plan",
+            "scope",
             "sha256",
             "targetModeId"
         ]
@@ -87,6 +89,10 @@ fn the_decision_schema_names_every_field_with_a_description_and_no_other() {
         .to("build")
         .with_plan("# P\n")
         .always_allow()
+        .scope(agent_controller::allowance::AllowanceScope::Workspace)
+        .allow_only(agent_controller::allowance::AllowancePattern::path(
+            "src/**",
+        ))
         .comment(4, "staging first")
         .model("openai/gpt-4o-mini");
     let written = serde_json::to_value(&full).expect("to_value");
@@ -123,6 +129,22 @@ fn schema_and_parser_agree_on_a_table_of_decisions() {
         ),
         (json!({"action": "approved", "alwaysAllow": true}), true),
         (json!({"action": "approved", "alwaysAllow": false}), true),
+        (
+            json!({"action": "approved", "alwaysAllow": true, "scope": "workspace", "allow": {"path": "src/**"}}),
+            true,
+        ),
+        (
+            json!({"action": "approved", "alwaysAllow": true, "scope": "session", "allow": {"arg": "command", "glob": "git *"}}),
+            true,
+        ),
+        (
+            json!({"action": "approved", "alwaysAllow": true, "scope": "forever"}),
+            false,
+        ),
+        (
+            json!({"action": "approved", "alwaysAllow": true, "allow": {"path": "src/**", "tool": "x"}}),
+            false,
+        ),
         (
             json!({"action": "approved", "sha256": "00ff", "decidedBy": "alice"}),
             true,
@@ -630,6 +652,8 @@ fn the_guide_field_table_lists_every_decision_field() {
             "targetModeId",
             "plan",
             "alwaysAllow",
+            "scope",
+            "allow",
             "comments",
             "model"
         ]
