@@ -275,7 +275,7 @@ impl Change<'_> {
     ) -> crate::allowance::Allowance {
         let mut allowance =
             crate::allowance::Allowance::new(scope, &granted.decision_id, &*self.mode_arc(), tool);
-        allowance.pattern = decision.allow.clone();
+        allowance.pattern = decision.allow.as_deref().cloned();
         allowance.session_id = self.id.to_string();
         allowance.decision_id = granted.decision_id.clone();
         allowance.decided_by = granted.decided_by.clone();
@@ -732,7 +732,7 @@ mod tests {
             Err(SessionError::MalformedDecision(m)) if m.contains("pattern")
         ));
         let mut rejected = Decision::reject();
-        rejected.allow = Some(AllowancePattern::path("src/**"));
+        rejected.allow = Some(Box::new(AllowancePattern::path("src/**")));
         assert!(check(pending, &rejected).is_err());
     }
 }

@@ -111,7 +111,7 @@ pub struct Decision {
     /// (`allow`, [`Decision::allow_only`]); left out, every call of the tool. Refused without
     /// `alwaysAllow`, and when the pattern does not compile.
     #[serde(default, rename = "allow", skip_serializing_if = "Option::is_none")]
-    pub allow: Option<AllowancePattern>,
+    pub allow: Option<Box<AllowancePattern>>,
     /// With the rejection of a plan: comments on lines of the plan shown
     /// ([`Decision::comment`]). Each names a line of the plan (from 1) and must not be blank;
     /// the model receives each with the line it quotes. Refused on an approval and on a tool
@@ -389,7 +389,7 @@ impl Decision {
     /// ```
     pub fn allow_only(mut self, pattern: AllowancePattern) -> Self {
         self.always_allow = true;
-        self.allow = Some(pattern);
+        self.allow = Some(Box::new(pattern));
         self
     }
 

@@ -839,9 +839,17 @@ fn the_reference_waits_for_every_tool_call_and_runs_the_approved_ones_last() {
         ]
     );
     assert_eq!(reference.always_allowed(), ["write_file".to_owned()]);
-    // Always allowed: the next call runs at once.
+    // Always allowed: the next call runs at once, its record naming the allowance (the
+    // decision that gave it) and taking a decision id of its own.
     let expected = step(&mut reference, Op::call("write_file"));
-    assert!(expected.trace.contains(&ran("call_4", "write_file")));
+    let allowed = Trace::ToolRan {
+        tool_call_id: "call_4".to_owned(),
+        tool: "write_file".to_owned(),
+        mode: "build".to_owned(),
+        allowed_by: Some("decision_1".to_owned()),
+        rule: None,
+    };
+    assert!(expected.trace.contains(&allowed), "{:?}", expected.trace);
     // A switch to the current mode is no switch; a manual switch ends the always-allow.
     step(&mut reference, Op::switch("build"));
     assert_eq!(reference.always_allowed(), ["write_file".to_owned()]);
@@ -849,7 +857,7 @@ fn the_reference_waits_for_every_tool_call_and_runs_the_approved_ones_last() {
     step(&mut reference, Op::switch("build"));
     assert!(reference.always_allowed().is_empty());
     let expected = step(&mut reference, Op::call("write_file"));
-    assert!(expected.trace.contains(&suspended("call_5", "decision_3")));
+    assert!(expected.trace.contains(&suspended("call_5", "decision_4")));
     // An abort: the waiting call never runs.
     let expected = step(&mut reference, Op::Abort);
     assert_eq!(expected.outcome, Outcome::Aborted(true));
