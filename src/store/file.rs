@@ -3,7 +3,8 @@
 //! Layout: `<id>.json` for a session with nothing pending, `<id>.pending.json` for one with a
 //! pending decision (so [`SessionStore::list_pending`] reads only those), `<id>.running.json`
 //! for one whose run is running under a lease (so `list_pending` finds interrupted runs among
-//! those only), and `.locks/`, a fixed
+//! those only), `allowances/<id>.json` for each workspace allowance
+//! ([`SessionStore::save_workspace_allowance`], written the same way), and `.locks/`, a fixed
 //! set of [`LOCK_STRIPES`] lock files for the short compare-and-swap section: a session takes the
 //! stripe its id hashes to, so a deleted or expired session leaves no file behind (issue 10: a
 //! `<id>.lock` per session was left for ever; and deleting a lock file someone waits on lets two

@@ -371,3 +371,62 @@ async fn allowances_are_listed_and_revoked_by_the_session_and_survive_a_restore(
     assert!(waits(&outcome), "revoked: asked again");
     drop(server);
 }
+
+mod keyed {
+    use agent_controller::allowance::{Allowance, AllowancePattern, AllowanceScope};
+    use agent_controller::{MemoryStore, SessionStore};
+    use proptest::prelude::*;
+
+    const WORKSPACES: [&str; 3] = ["/w/a", "/w/b", "/w/a/b"];
+    const CONFIGS: [&str; 2] = ["f1", "f2"];
+    const TOOLS: [&str; 2] = ["write_file", "run_command"];
+
+    fn allowance(w: usize, f: usize, t: usize, narrowed: bool) -> Allowance {
+        let mut a = Allowance::new(AllowanceScope::Workspace, "", "build", TOOLS[t]);
+        if narrowed {
+            a.pattern = Some(AllowancePattern::path("src/**"));
+        }
+        a.in_workspace(WORKSPACES[w], CONFIGS[f])
+    }
+
+    proptest! {
+        /// Whatever workspace allowances are given, in whatever order and however often, what a
+        /// workspace under a config keeps is exactly those given for both: never another
+        /// workspace's (`/w/a/b` is not `/w/a`), never another config's, each once.
+        #[test]
+        fn a_workspace_keeps_exactly_its_own_allowances(
+            given in proptest::collection::vec((0..3usize, 0..2usize, 0..2usize, any::<bool>()), 0..12)
+        ) {
+            let store = MemoryStore::new();
+            let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+            runtime.block_on(async {
+                for (w, f, t, n) in &given {
+                    store.save_workspace_allowance(&allowance(*w, *f, *t, *n)).await.expect("saved");
+                }
+                for (w, workspace) in WORKSPACES.iter().enumerate() {
+                    for (f, config) in CONFIGS.iter().enumerate() {
+                        let path = std::path::Path::new(workspace);
+                        let mut kept: Vec<String> = store
+                            .list_workspace_allowances(Some(path))
+                            .await
+                            .expect("listed")
+                            .into_iter()
+                            .filter(|a| a.is_for(path, config))
+                            .map(|a| a.id)
+                            .collect();
+                        kept.sort();
+                        let mut want: Vec<String> = given
+                            .iter()
+                            .filter(|(gw, gf, _, _)| *gw == w && *gf == f)
+                            .map(|(gw, gf, t, n)| allowance(*gw, *gf, *t, *n).id)
+                            .collect();
+                        want.sort();
+                        want.dedup();
+                        prop_assert_eq!(kept, want);
+                    }
+                }
+                Ok(())
+            })?;
+        }
+    }
+}
