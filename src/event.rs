@@ -429,8 +429,9 @@ pub struct DecidedRecord {
     /// own (outcome `approved` or `rejected`, no `decidedBy`: no person decided); a call an
     /// `ask` rule made wait keeps the rule in the record of the user's decision. A call the
     /// user approved that a `deny` rule refused as it was about to run (the rules, or where its
-    /// paths lead, changed while it waited) has outcome `rejected` and that rule; its
-    /// `decidedBy` and `decidedAt` stay the approval's. `None` when no rule decided.
+    /// paths lead, changed while it waited) keeps the approval's record as it was, and the
+    /// refusal gets a record of its own after it (outcome `rejected`, that rule, no
+    /// `decidedBy`). `None` when no rule decided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule: Option<Box<crate::rules::RuleRecord>>,
 }

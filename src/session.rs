@@ -1858,12 +1858,25 @@ impl Session {
     /// Rejected without feedback: the run ends; the mode stays.
     ///
     /// # Errors
-    /// [`SessionError::UnknownRun`], [`SessionError::NotSuspended`],
-    /// [`SessionError::UnknownToolCall`], [`SessionError::AlreadyDecided`],
-    /// [`SessionError::Sha256Mismatch`] (a plan), [`SessionError::ArgsSha256Mismatch`] (a tool call), [`SessionError::ConfigChanged`] (approval after a restore
-    /// under a config whose target is gone or different), and [`SessionError::Store`] when the
-    /// decision cannot be saved or another decider won the race; in all these cases nothing
-    /// changes. A store failure later in the run (after the decision was saved) is also
+    /// In each of these cases nothing changes:
+    /// - what the ids name: [`SessionError::UnknownRun`], [`SessionError::NotSuspended`],
+    ///   [`SessionError::UnknownToolCall`], [`SessionError::AlreadyDecided`], and
+    ///   [`SessionError::Expired`] for what expired before this decision;
+    /// - the decision, as [`PendingDecision::check`] checks it:
+    ///   [`SessionError::MalformedDecision`], [`SessionError::Sha256Mismatch`] (a plan),
+    ///   [`SessionError::ArgsSha256Mismatch`] (a tool call), [`SessionError::TargetNotAllowed`],
+    ///   [`SessionError::EditedPlan`], [`SessionError::PlanComment`] (a comment on a line the
+    ///   plan lacks), [`SessionError::ConfigChanged`] (approval after a restore under a config
+    ///   whose target is gone or different);
+    /// - [`SessionError::UnknownModel`]: the approval names a model the host's chooser cannot
+    ///   build (or the host has none);
+    /// - the workspace the session started in: [`SessionError::WorkspaceGone`],
+    ///   [`SessionError::WrongWorkspace`], [`SessionError::WorkspaceReplaced`];
+    /// - [`SessionError::LeaseHeld`] while another process runs the session's run, and
+    ///   [`SessionError::Store`] when the decision cannot be saved or another decider won the
+    ///   race.
+    ///
+    /// A store failure later in the run (after the decision was saved) is also
     /// [`SessionError::Store`].
     ///
     /// # Examples
@@ -1923,10 +1936,16 @@ impl Session {
     ///
     /// # Errors
     /// [`SessionError::AlreadyDecided`] for a decision id that was settled (or, for a tool call,
-    /// decided while others wait) before,
-    /// [`SessionError::UnknownDecision`] for one the session never gave out, then
-    /// [`SessionError::Sha256Mismatch`], [`SessionError::ArgsSha256Mismatch`], [`SessionError::ConfigChanged`] and
-    /// [`SessionError::Store`] as for [`Session::resume`]; on error nothing changes.
+    /// decided while others wait) before ([`SessionError::Expired`] when it expired),
+    /// [`SessionError::UnknownDecision`] for one the session never gave out, then the errors of
+    /// the decision itself as for [`Session::resume`]: [`SessionError::MalformedDecision`],
+    /// [`SessionError::Sha256Mismatch`], [`SessionError::ArgsSha256Mismatch`],
+    /// [`SessionError::TargetNotAllowed`], [`SessionError::EditedPlan`],
+    /// [`SessionError::PlanComment`], [`SessionError::ConfigChanged`] and
+    /// [`SessionError::UnknownModel`], and those of the workspace and the store
+    /// ([`SessionError::WorkspaceGone`], [`SessionError::WrongWorkspace`],
+    /// [`SessionError::WorkspaceReplaced`], [`SessionError::LeaseHeld`], [`SessionError::Store`]);
+    /// on error nothing changes.
     ///
     /// # Examples
     /// ```

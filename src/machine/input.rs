@@ -89,8 +89,8 @@ pub(crate) enum Input {
         rule: Box<RuleRecord>,
     },
     /// An approved call that a `deny` rule refuses as it is about to run: never run, the model
-    /// told why, and its audit record `record` (in the history since the decision) rejected,
-    /// with the rule ([`Change::refuse_approved_tool`]).
+    /// told why, and the refusal's own audit record appended, rejected with the rule; the
+    /// approval's record `record` stays as it was saved ([`Change::refuse_approved_tool`]).
     RefusedApproved {
         /// The running run.
         run_id: Arc<str>,
@@ -327,7 +327,7 @@ impl Change<'_> {
                 record,
                 rule,
             } => {
-                self.refuse_approved_tool(&run_id, &call_id, &name, record, rule);
+                self.refuse_approved_tool(&run_id, &call_id, &name, &record, rule);
                 Next::Nothing
             }
             Input::SkipRest { run_id, at, from } => {

@@ -15,8 +15,8 @@ use crate::event::Event;
 use crate::machine::check::{self as rules, Checked};
 use crate::machine::decide::Approved;
 use crate::machine::input::{Abort, Input, Next, Suspend};
-use crate::machine::ruling::{Ruling, denied_result};
-use crate::model::{ModelError, ModelErrorKind, ModelRequest, TextSink};
+use crate::machine::ruling::{Ruling, denied_result, refused_result};
+use crate::model::{LanguageModel, ModelError, ModelErrorKind, ModelRequest, TextSink};
 use crate::rules::RuleRecord;
 use crate::store::SessionStore;
 use crate::tool::submit_plan::{self, PlanSubmission, SUBMIT_PLAN};
@@ -73,13 +73,11 @@ impl Session {
             return Err(SessionError::NotSuspended(String::new()));
         };
         let checked = rules::check(pending, &decision)?;
-        if let (DecisionAction::Approved, Some(id)) = (decision.action, &decision.model) {
-            // The host must build the chosen model before anything changes.
-            let model = self.build_model(id)?;
-            self.chosen_model = Some((id.clone(), model));
-        }
-        let Some(pending) = self.state.pending.get(index) else {
-            return Err(SessionError::NotSuspended(String::new()));
+        // The host must build the chosen model before anything changes; the session keeps it
+        // for the next mode only once the approval is saved (`apply_decision`).
+        let model = match (decision.action, &decision.model) {
+            (DecisionAction::Approved, Some(id)) => Some((id.clone(), self.build_model(id)?)),
+            _ => None,
         };
         let span = tracing::info_span!(
             "decision",
@@ -94,14 +92,16 @@ impl Session {
         let operation = Operation::new(self);
         let outcome = operation
             .session
-            .apply_decision(index, decision, checked)
+            .apply_decision(index, decision, checked, model)
             .instrument(span)
             .await;
         operation.finish(outcome)
     }
 
     /// Applies a checked decision, persists it (compare-and-swap), then carries the run on.
-    /// When the save fails nothing has changed: the run is still suspended.
+    /// When the save fails nothing has changed: the run is still suspended, and the mode runs
+    /// with the model it ran with. `model` is the one the approval chose, built already: kept
+    /// for the next mode once the approval is saved.
     ///
     /// A plan: approved, the session switches to the chosen target before the next model
     /// call; rejected with feedback, the model revises; rejected without, the run ends.
@@ -113,6 +113,7 @@ impl Session {
         index: usize,
         decision: Decision,
         checked: Checked,
+        model: Option<(String, Arc<dyn LanguageModel>)>,
     ) -> Result<RunOutcome, SessionError> {
         let decide = Input::Decide {
             index,
@@ -120,6 +121,9 @@ impl Session {
             checked,
         };
         let next = self.handle(decide).await?;
+        if model.is_some() {
+            self.chosen_model = model;
+        }
         self.carry_on(next).await
     }
 
@@ -191,33 +195,37 @@ impl Session {
                 return self.abort_run(Abort::BeforeApproved(run_id)).await;
             }
             let name = &call.payload.tool_name;
-            // A deny rule wins over the user's approval too: the rules (or the workspace the
-            // paths resolve in) may have changed since the call was suspended.
+            // Every check a call that never waited gets is made again: the config, the tools,
+            // the rules or the workspace the paths resolve in may have changed since the call
+            // was suspended (a restore under another config or other tools among them), and a
+            // refusal wins over the user's approval.
             let now = ToolCall::new(
                 call.tool_call_id.clone(),
                 name.clone(),
                 call.payload.args.clone(),
             );
-            if let Some(Ruling::Deny(rule)) = self.ruling_of(&now) {
-                let refused = Input::RefusedApproved {
-                    run_id: run_id.clone(),
-                    call_id: call.tool_call_id,
-                    name: call.payload.tool_name,
-                    record,
-                    rule,
-                };
-                self.handle(refused).await?;
-                continue;
-            }
-            let output = if self.shared.runtime(self.state.mode).allows(name) {
-                self.execute_tool(&run_id, &call.tool_call_id, name, &call.payload.args)
-                    .await
-            } else {
-                // The config changed since the call was suspended (a restore under another one).
-                Some(ToolOutput::error(format!(
+            let output = match self.ruling_of(&now) {
+                Some(Ruling::Deny(rule)) => {
+                    let refused = Input::RefusedApproved {
+                        run_id: run_id.clone(),
+                        call_id: call.tool_call_id,
+                        name: call.payload.tool_name,
+                        record,
+                        rule,
+                    };
+                    self.handle(refused).await?;
+                    continue;
+                }
+                None => Some(ToolOutput::error(format!(
                     "Tool `{name}` is not available in mode `{}` any more; it was not executed.",
                     self.shared.graph.mode(self.state.mode).id()
-                )))
+                ))),
+                Some(Ruling::Refused(reason)) => Some(ToolOutput::error(refused_result(&reason))),
+                // Approved: an `ask` rule asked the user, who said yes.
+                Some(Ruling::Run(_) | Ruling::Ask(_)) => {
+                    self.execute_tool(&run_id, &call.tool_call_id, name, &call.payload.args)
+                        .await
+                }
             };
             let Some(output) = output else {
                 return self.abort_run(Abort::Run(run_id)).await;
@@ -431,22 +439,7 @@ impl Session {
             };
             self.handle(start).await?;
             next += 1;
-            let mode = self.state.mode;
-            if !shared.runtime(mode).allows(&name) {
-                let output = ToolOutput::error(format!(
-                    "Tool `{name}` is not available in mode `{}`; it was not executed. Available tools: {}.",
-                    shared.graph.mode(mode).id(),
-                    shared.runtime(mode).tool_list
-                ));
-                self.tool_result(run_id, id, name, output).await?;
-                continue;
-            }
             let args = self.state.tool_call(at, next - 1).map(|call| &call.args);
-            if let Some(reason) = args.and_then(|args| self.refusal(&name, args)) {
-                let output = ToolOutput::error(format!("Not executed: {reason}."));
-                self.tool_result(run_id, id, name, output).await?;
-                continue;
-            }
             // Ruled again just before it runs: an earlier call of the reply may have changed
             // where its paths lead (a symlink it made). A call that would run is refused or
             // waits if it now matches a deny or ask rule; one that waits, or was refused, stays so.
@@ -458,6 +451,21 @@ impl Session {
                 other => other,
             };
             let allowed_by = match ruling {
+                None => {
+                    let mode = self.state.mode;
+                    let output = ToolOutput::error(format!(
+                        "Tool `{name}` is not available in mode `{}`; it was not executed. Available tools: {}.",
+                        shared.graph.mode(mode).id(),
+                        shared.runtime(mode).tool_list
+                    ));
+                    self.tool_result(run_id, id, name, output).await?;
+                    continue;
+                }
+                Some(Ruling::Refused(reason)) => {
+                    let output = ToolOutput::error(refused_result(&reason));
+                    self.tool_result(run_id, id, name, output).await?;
+                    continue;
+                }
                 Some(Ruling::Deny(rule)) => {
                     let output = ToolOutput::error(denied_result(&rule));
                     let sha256 = args.map(crate::jcs::sha256).unwrap_or_default();
@@ -470,7 +478,6 @@ impl Session {
                     continue;
                 }
                 Some(Ruling::Run(rule)) => rule,
-                None => None,
             };
             if name == SUBMIT_PLAN && (waits || !waiting.is_empty()) {
                 let output = ToolOutput::error(PLAN_BESIDE_APPROVALS);
@@ -581,14 +588,17 @@ impl Session {
         self.handle(result).await.map(drop)
     }
 
-    /// How `call` is handled in the current mode ([`Ruling`]: run, wait for approval, or refused
-    /// by a rule); `None` for a call refused before any rule applies (a tool the mode does not
-    /// offer, arguments that are not a well-formed object). Its path arguments are resolved
-    /// here, in the workspace (the I/O the pure ruling needs).
+    /// How `call` is handled in the current mode ([`Ruling`]: run, wait for approval, refused
+    /// by a rule, or refused for its arguments before any rule applies: [`Session::refusal`]);
+    /// `None` for a tool the mode does not offer (`availableTools`, which outranks every rule).
+    /// Its path arguments are resolved here, in the workspace (the I/O the pure ruling needs).
     fn ruling_of(&self, call: &ToolCall) -> Option<Ruling> {
         let runtime = self.shared.runtime(self.state.mode);
-        if !runtime.allows(&call.name) || self.refusal(&call.name, &call.args).is_some() {
+        if !runtime.allows(&call.name) {
             return None;
+        }
+        if let Some(reason) = self.refusal(&call.name, &call.args) {
+            return Some(Ruling::Refused(reason));
         }
         let mode = self.shared.graph.mode(self.state.mode);
         let rules = mode.rules();

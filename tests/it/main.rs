@@ -12,6 +12,7 @@ mod acp;
 mod acp_input;
 mod acp_sdk;
 mod anthropic;
+mod approved_calls;
 mod blocking;
 mod builders;
 mod cancel;

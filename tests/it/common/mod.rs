@@ -3,6 +3,7 @@
 
 pub mod clock;
 pub mod endless;
+pub mod faulty;
 pub mod openai_server;
 #[cfg(feature = "postgres")]
 pub mod postgres;
