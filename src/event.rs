@@ -436,6 +436,36 @@ pub struct DecidedRecord {
     pub rule: Option<Box<crate::rules::RuleRecord>>,
 }
 
+impl DecidedRecord {
+    /// The record of decision `decision_id` on the call `tool_call_id` of run `run_id`, with
+    /// `outcome` and nothing else yet (no hash, time, decider, target, tool, allowance,
+    /// comments, model or rule): what each kind of record fills in.
+    pub(crate) fn new(
+        run_id: impl Into<String>,
+        tool_call_id: impl Into<String>,
+        decision_id: impl Into<String>,
+        outcome: DecisionOutcome,
+    ) -> Self {
+        Self {
+            run_id: run_id.into(),
+            tool_call_id: tool_call_id.into(),
+            decision_id: decision_id.into(),
+            outcome: Some(outcome),
+            sha256: None,
+            approved_sha256: None,
+            decided_at: None,
+            decided_by: None,
+            target_mode_id: None,
+            tool_name: None,
+            always_allow: false,
+            allowed_by: None,
+            comments: Vec::new(),
+            model: None,
+            rule: None,
+        }
+    }
+}
+
 /// Seconds since the Unix epoch as RFC 3339 in UTC (civil date from days: H. Hinnant's algorithm).
 pub(crate) fn rfc3339(secs: u64) -> String {
     let (days, rest) = ((secs / 86_400) as i64, secs % 86_400);

@@ -1691,6 +1691,27 @@ impl Session {
 
     /// The record of the session in `state`, with the next version number.
     pub(crate) fn record_of(&self, state: &State) -> SessionRecord {
+        // What waits, in one pass: a plan, or the tool calls of one reply.
+        let (mut pending, mut pending_tool_calls) = (None, Vec::new());
+        for waiting in &state.pending {
+            match waiting {
+                PendingDecision::Plan(p) => {
+                    pending.get_or_insert_with(|| PendingRecord {
+                        run_id: p.run_id.to_string(),
+                        tool_call_id: p.tool_call_id.clone(),
+                        tool_name: SUBMIT_PLAN.to_owned(),
+                        suspend_payload: p.payload.clone(),
+                    });
+                }
+                PendingDecision::ToolCall(c) => pending_tool_calls.push(PendingToolCallRecord {
+                    run_id: c.run_id.to_string(),
+                    tool_call_id: c.tool_call_id.clone(),
+                    suspend_payload: c.payload.clone(),
+                    decided: c.decided.clone(),
+                    feedback: c.feedback.clone(),
+                }),
+            }
+        }
         SessionRecord {
             schema_version: SCHEMA_VERSION,
             session_id: self.id.to_string(),
@@ -1711,28 +1732,8 @@ impl Session {
                     lease_expires_at_ms: lease.map(|l| l.expires_at_ms),
                 }
             }),
-            pending: state
-                .pending
-                .iter()
-                .find_map(PendingDecision::as_plan)
-                .map(|p| PendingRecord {
-                    run_id: p.run_id.to_string(),
-                    tool_call_id: p.tool_call_id.clone(),
-                    tool_name: SUBMIT_PLAN.to_owned(),
-                    suspend_payload: p.payload.clone(),
-                }),
-            pending_tool_calls: state
-                .pending
-                .iter()
-                .filter_map(PendingDecision::as_tool_call)
-                .map(|p| PendingToolCallRecord {
-                    run_id: p.run_id.to_string(),
-                    tool_call_id: p.tool_call_id.clone(),
-                    suspend_payload: p.payload.clone(),
-                    decided: p.decided.clone(),
-                    feedback: p.feedback.clone(),
-                })
-                .collect(),
+            pending,
+            pending_tool_calls,
             always_allowed: state.always_allowed.clone(),
             last_decided: state.history.last().cloned(),
             history: state.history.clone(),

@@ -155,7 +155,7 @@ impl Decision {
     }
 
     /// A plain decision of `action`: no feedback, no pin, no decider, no target, no edit.
-    fn new(action: DecisionAction) -> Self {
+    pub(crate) fn new(action: DecisionAction) -> Self {
         Self {
             action,
             feedback: None,

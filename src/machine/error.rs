@@ -286,21 +286,9 @@ mod tests {
 
     fn record(outcome: DecisionOutcome, tool_name: Option<&str>) -> DecidedRecord {
         DecidedRecord {
-            run_id: "run_1".to_owned(),
-            tool_call_id: "c1".to_owned(),
-            decision_id: "decision_3".to_owned(),
-            outcome: Some(outcome),
-            sha256: None,
-            approved_sha256: None,
             decided_at: Some("2026-12-01T19:00:00Z".to_owned()),
-            decided_by: None,
-            target_mode_id: None,
             tool_name: tool_name.map(str::to_owned),
-            always_allow: false,
-            allowed_by: None,
-            rule: None,
-            comments: Vec::new(),
-            model: None,
+            ..DecidedRecord::new("run_1", "c1", "decision_3", outcome)
         }
     }
 

@@ -211,10 +211,9 @@ pub(crate) enum Next {
     Nothing,
     /// Call the model for run `run_id`, in the current mode.
     CallModel(Arc<str>),
-    /// Run the tool calls of the assistant message at `at`, in order ([`Input::ModelReply`]).
+    /// Run the tool calls of the assistant message at `at`, in order ([`Input::ModelReply`]):
+    /// the driver's loop runs them in the run it called the model for, then calls it again.
     RunToolCalls {
-        /// The running run.
-        run_id: Arc<str>,
         /// The assistant message's position in the conversation.
         at: usize,
     },

@@ -66,12 +66,10 @@ impl PendingDecision {
     /// # }
     /// ```
     pub fn run_id(&self) -> &str {
-        match self {
-            PendingDecision::Plan(p) => &p.run_id,
-            PendingDecision::ToolCall(c) => &c.run_id,
-        }
+        self.run_arc()
     }
 
+    /// The suspended run's id, shared.
     pub(crate) fn run_arc(&self) -> &Arc<str> {
         match self {
             PendingDecision::Plan(p) => &p.run_id,

@@ -91,21 +91,16 @@ impl Change<'_> {
     ) -> DecidedRecord {
         self.state.decisions += 1;
         DecidedRecord {
-            run_id: run_id.to_string(),
-            tool_call_id: call_id.to_owned(),
-            decision_id: decision_id_for(self.state.decisions),
-            outcome: Some(outcome),
             sha256: Some(args_sha256),
-            approved_sha256: None,
             decided_at: Some(self.now_rfc3339()),
-            decided_by: None,
-            target_mode_id: None,
             tool_name: Some(name.to_owned()),
-            always_allow: false,
-            allowed_by: None,
             rule: Some(rule),
-            comments: Vec::new(),
-            model: None,
+            ..DecidedRecord::new(
+                &**run_id,
+                call_id,
+                decision_id_for(self.state.decisions),
+                outcome,
+            )
         }
     }
 

@@ -128,19 +128,15 @@ impl Session {
     }
 
     /// Carries out the next step the rules gave ([`Next`]) to its end: calls the model, runs
-    /// the approved tool calls, or returns how the run stands.
+    /// the approved tool calls, or returns how the run stands. Given what a decision, a
+    /// take-over, a suspension or a model reply without tool calls leads to: never
+    /// [`Next::Nothing`] (the steps of a running run, the host's aborts and switches, the
+    /// ticks, whose callers carry nothing on) nor [`Next::RunToolCalls`] (a model reply with
+    /// calls, which the loop of [`Session::drive`] runs itself, within its step limit).
     async fn carry_on(&mut self, next: Next) -> Result<RunOutcome, SessionError> {
         match next {
             Next::CallModel(run_id) => self.drive_traced(run_id).await,
             Next::RunApproved { run_id, calls } => self.run_approved(run_id, calls).await,
-            Next::RunToolCalls { run_id, at } => {
-                self.keep_lease(&run_id, true).await?;
-                // Boxed: running the calls may suspend the run, which carries on here.
-                match Box::pin(self.run_tool_calls(&run_id, at)).await? {
-                    Some(outcome) => Ok(outcome),
-                    None => self.drive_traced(run_id).await,
-                }
-            }
             Next::Complete { run_id, text } => self.end_run(run_id, Ok(text)).await,
             Next::SuspendedOnPlan {
                 run_id,
@@ -166,17 +162,9 @@ impl Session {
                 run_id,
                 text: String::new(),
             }),
-            // No step follows: the run stands as the state has it (not given for an input
-            // that carries a run on).
-            Next::Nothing => Ok(RunOutcome::Completed {
-                run_id: self
-                    .state
-                    .run
-                    .as_ref()
-                    .map(|(id, _)| id.clone())
-                    .unwrap_or_default(),
-                text: String::new(),
-            }),
+            Next::Nothing | Next::RunToolCalls { .. } => {
+                unreachable!("no input that carries a run on leads to {next:?}")
+            }
         }
     }
 
@@ -458,18 +446,18 @@ impl Session {
                         shared.graph.mode(mode).id(),
                         shared.runtime(mode).tool_list
                     ));
-                    self.tool_result(run_id, id, name, output).await?;
+                    self.tool_result(run_id, id, name, output, None).await?;
                     continue;
                 }
                 Some(Ruling::Refused(reason)) => {
                     let output = ToolOutput::error(refused_result(&reason));
-                    self.tool_result(run_id, id, name, output).await?;
+                    self.tool_result(run_id, id, name, output, None).await?;
                     continue;
                 }
                 Some(Ruling::Deny(rule)) => {
                     let output = ToolOutput::error(denied_result(&rule));
                     let sha256 = args.map(crate::jcs::sha256).unwrap_or_default();
-                    self.ruled_tool_result(run_id, id, name, sha256, output, rule)
+                    self.tool_result(run_id, id, name, output, Some((sha256, rule)))
                         .await?;
                     continue;
                 }
@@ -481,7 +469,7 @@ impl Session {
             };
             if name == SUBMIT_PLAN && (waits || !waiting.is_empty()) {
                 let output = ToolOutput::error(PLAN_BESIDE_APPROVALS);
-                self.tool_result(run_id, id, name, output).await?;
+                self.tool_result(run_id, id, name, output, None).await?;
                 continue;
             }
             if name == SUBMIT_PLAN {
@@ -508,7 +496,7 @@ impl Session {
                     }
                     Err(e) => {
                         let output = ToolOutput::error(e.to_string());
-                        self.tool_result(run_id, id, name, output).await?;
+                        self.tool_result(run_id, id, name, output, None).await?;
                         continue;
                     }
                 }
@@ -530,14 +518,11 @@ impl Session {
                 return self.abort_run(abort).await.map(Some);
             };
             tracing::debug!(tool_call_id = %id, tool_name = %name, is_error = output.is_error, "tool call finished");
-            match allowed_by {
-                Some(rule) => {
-                    let sha256 = args.map(crate::jcs::sha256).unwrap_or_default();
-                    self.ruled_tool_result(run_id, id, name, sha256, output, rule)
-                        .await?
-                }
-                None => self.tool_result(run_id, id, name, output).await?,
-            }
+            let ruled = allowed_by.map(|rule| {
+                let sha256 = args.map(crate::jcs::sha256).unwrap_or_default();
+                (sha256, rule)
+            });
+            self.tool_result(run_id, id, name, output, ruled).await?;
         }
         if waiting.is_empty() {
             return Ok(None);
@@ -547,43 +532,34 @@ impl Session {
             .map(Some)
     }
 
-    /// Hands the result of tool call `id` (`name`) to the rules ([`Input::ToolResult`]).
+    /// Hands the result of tool call `id` (`name`) to the rules: [`Input::ToolResult`], or
+    /// [`Input::RuledToolResult`] when a rule decided the call's outcome on its own (`ruled`:
+    /// the sha256 of the call's canonical arguments, and the rule).
     async fn tool_result(
         &mut self,
         run_id: &Arc<str>,
         id: String,
         name: String,
         output: ToolOutput,
+        ruled: Option<(String, Box<RuleRecord>)>,
     ) -> Result<(), SessionError> {
-        let result = Input::ToolResult {
-            run_id: run_id.clone(),
-            call_id: id,
-            name,
-            output,
-            decision: None,
-        };
-        self.handle(result).await.map(drop)
-    }
-
-    /// Hands the result of tool call `id` (`name`, its canonical arguments hashing to
-    /// `args_sha256`), whose outcome `rule` decided on its own, to the rules
-    /// ([`Input::RuledToolResult`]).
-    async fn ruled_tool_result(
-        &mut self,
-        run_id: &Arc<str>,
-        id: String,
-        name: String,
-        args_sha256: String,
-        output: ToolOutput,
-        rule: Box<RuleRecord>,
-    ) -> Result<(), SessionError> {
-        let result = Input::RuledToolResult {
-            run_id: run_id.clone(),
-            call_id: id,
-            name,
-            args_sha256,
-            output,
-            rule,
+        let run_id = run_id.clone();
+        let result = match ruled {
+            None => Input::ToolResult {
+                run_id,
+                call_id: id,
+                name,
+                output,
+                decision: None,
+            },
+            Some((args_sha256, rule)) => Input::RuledToolResult {
+                run_id,
+                call_id: id,
+                name,
+                args_sha256,
+                output,
+                rule,
+            },
         };
         self.handle(result).await.map(drop)
     }
@@ -686,7 +662,7 @@ impl Session {
                     let output = ToolOutput::error(format!(
                         "Not executed: the tool call could not be saved for approval: {err}"
                     ));
-                    self.tool_result(&run_id, id, name, output).await?;
+                    self.tool_result(&run_id, id, name, output, None).await?;
                 }
                 Err(self.fail_unsaved(run_id, err).await)
             }
@@ -712,7 +688,7 @@ impl Session {
             Err(err) => {
                 let output =
                     ToolOutput::error(format!("The plan could not be saved for review: {err}"));
-                self.tool_result(&run_id, tool_call_id, SUBMIT_PLAN.to_owned(), output)
+                self.tool_result(&run_id, tool_call_id, SUBMIT_PLAN.to_owned(), output, None)
                     .await?;
                 Err(self.fail_unsaved(run_id, err).await)
             }

@@ -2063,15 +2063,11 @@ impl ReferenceSession {
                         run: RunRef::Run(pending.run),
                         tool_call_id: pending.tool_call_id.clone(),
                         decision: Decision {
-                            action,
                             feedback: feedback_text,
                             sha256: sha,
-                            decided_by: None,
                             to: to.map(str::to_owned),
                             plan: plan.map(EditedPlan::text),
-                            always_allow: false,
-                            comments: Vec::new(),
-                            model: None,
+                            ..Decision::new(action)
                         },
                     }
                 };
@@ -2354,18 +2350,11 @@ impl ReferenceSession {
             return (Action::Nothing, Vec::new(), Outcome::NoDecision);
         };
         let decision = Decision {
-            action,
             feedback: match &feedback {
                 Feedback::Text(t) => Some(t.clone()),
                 _ => None,
             },
-            sha256: None,
-            decided_by: None,
-            to: None,
-            plan: None,
-            always_allow: false,
-            comments: Vec::new(),
-            model: None,
+            ..Decision::new(action)
         };
         let host_action = Action::Resume {
             run: RunRef::Run(pending.run),
