@@ -139,31 +139,43 @@ fn m_at_the_prompt_chooses_the_model_and_a_bad_spec_changes_nothing() {
         .as_str()
         .expect("id")
         .to_owned();
-    // A provider the CLI does not know: refused before anything changes.
-    let refused = bin(
-        ws.path(),
-        Some(&server),
-        &[
-            "decide",
-            "--store",
-            "st",
-            "--config",
-            SHIPPED,
-            &session,
-            "--model",
-            "openai/planner",
-            "--approve",
-            "--model-for-next",
+    // A provider the CLI does not know: refused before anything changes, with a hint at the
+    // provider meant when it is near one.
+    for (next, said) in [
+        (
             "llama/7b",
-        ],
-        "",
-    );
-    assert_eq!(refused.status.code(), Some(2), "{}", text_of(&refused));
-    assert!(
-        text_of(&refused).contains("unknown model provider `llama`"),
-        "{}",
-        text_of(&refused)
-    );
+            "unknown model provider `llama`: use `scripted`, `openai/MODEL` or `anthropic/MODEL`",
+        ),
+        (
+            "OpenAI/cheap",
+            "unknown model provider `OpenAI`: did you mean `openai`? (provider names are case-sensitive) use `scripted`",
+        ),
+        (
+            "antropic/cheap",
+            "unknown model provider `antropic`: did you mean `anthropic`? use `scripted`",
+        ),
+    ] {
+        let refused = bin(
+            ws.path(),
+            Some(&server),
+            &[
+                "decide",
+                "--store",
+                "st",
+                "--config",
+                SHIPPED,
+                &session,
+                "--model",
+                "openai/planner",
+                "--approve",
+                "--model-for-next",
+                next,
+            ],
+            "",
+        );
+        assert_eq!(refused.status.code(), Some(2), "{}", text_of(&refused));
+        assert!(text_of(&refused).contains(said), "{}", text_of(&refused));
+    }
     assert!(
         record(ws.path())["history"]
             .as_array()

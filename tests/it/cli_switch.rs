@@ -147,7 +147,8 @@ fn switch_to_an_unknown_mode_or_the_same_mode_changes_nothing() {
     );
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(
-        text(&out).contains("no mode `Build` in the config (modes: plan, build)"),
+        text(&out)
+            .contains("unknown mode `Build`: did you mean `build`? (mode ids are case-sensitive)"),
         "{}",
         text(&out)
     );
