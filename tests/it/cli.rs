@@ -1995,7 +1995,7 @@ fn a_decide_killed_after_its_save_is_interrupted_and_continue_carries_it_on_once
         .spawn()
         .expect("decide");
     // The decision is saved before the model is called: once the server sees the call, kill.
-    common::wait::until(|| server.served() >= 1, || "no model call".to_owned());
+    server.wait_served(1);
     decider.kill().expect("SIGKILL");
     decider.wait().expect("reap");
 
