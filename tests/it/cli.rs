@@ -2311,32 +2311,8 @@ fn only_decide_lists_always() {
 /// rewrites them after a deliberate change.
 mod snapshots {
     use super::*;
+    pub(super) use common::cli::snapshots::{same, shown};
     use snapbox::str;
-
-    /// `actual` is `expected`, whole; backslashes stay backslashes (the event lines escape
-    /// control characters as `\u{a}`, which path normalization would turn into `/u{a}`).
-    #[track_caller]
-    pub(super) fn same(actual: String, expected: impl snapbox::IntoData) {
-        snapbox::Assert::new()
-            .action_env(snapbox::assert::DEFAULT_ACTION_ENV)
-            .normalize_paths(false)
-            .eq(actual, expected);
-    }
-
-    /// `out`'s status, stdout and stderr as one text, `(value, placeholder)` pairs replaced in
-    /// order (the longest first).
-    pub(super) fn shown(out: &Output, redact: &[(&str, &str)]) -> String {
-        let mut text = format!(
-            "exit {}\n--- stdout\n{}--- stderr\n{}",
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        for (value, placeholder) in redact {
-            text = text.replace(value, placeholder);
-        }
-        text
-    }
 
     #[test]
     fn check_reports_each_invalid_fixture() {
