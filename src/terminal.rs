@@ -495,14 +495,15 @@ pub fn read_answer_among(line: &str, targets: &[&str]) -> Answer {
     let single = !text.chars().any(char::is_whitespace);
     // One word that misses a listed target only in case or by a typo was meant as that
     // target: asking again loses nothing, where sending it as feedback would reject the plan.
-    if single && targets.len() > 1 {
-        if let Some(hint) = crate::names::hint(text, targets.iter().copied(), "mode ids") {
-            return Answer::Unclear(format!(
-                "`{}` is not a listed choice: {hint}; type 1 to {} or a listed mode id to approve to that mode, n to reject, or a sentence of feedback",
-                neutralize_line(text),
-                targets.len()
-            ));
-        }
+    if single
+        && targets.len() > 1
+        && let Some(hint) = crate::names::hint(text, targets.iter().copied(), "mode ids")
+    {
+        return Answer::Unclear(format!(
+            "`{}` is not a listed choice: {hint}; type 1 to {} or a listed mode id to approve to that mode, n to reject, or a sentence of feedback",
+            neutralize_line(text),
+            targets.len()
+        ));
     }
     if single
         && (matches!(word.as_str(), "y" | "yes" | "n" | "no")
