@@ -17,8 +17,8 @@ use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use crate::deadline::ApprovalTimeout;
+use crate::hint::{did_you_mean, edit_distance};
 use crate::mode::{Mode, ModeGraph, ModeId, RequireApproval, ToolRef};
-use crate::names::{did_you_mean, edit_distance};
 use crate::tool::fs::PLAN_WRITING_TOOLS;
 use crate::tool::{SUBMIT_PLAN, ToolAccess, ToolRegistry};
 
@@ -2230,11 +2230,11 @@ impl ToolRef {
 mod tests {
     #[test]
     fn edit_distance_counts_insertions_deletions_and_substitutions() {
-        assert_eq!(crate::names::edit_distance("submit_plan", "submit_plan"), 0);
-        assert_eq!(crate::names::edit_distance("submitplan", "submit_plan"), 1);
-        assert_eq!(crate::names::edit_distance("sbumit_plan", "submit_plan"), 2);
-        assert_eq!(crate::names::edit_distance("", "abc"), 3);
-        assert_eq!(crate::names::edit_distance("kitten", "sitting"), 3);
+        assert_eq!(crate::hint::edit_distance("submit_plan", "submit_plan"), 0);
+        assert_eq!(crate::hint::edit_distance("submitplan", "submit_plan"), 1);
+        assert_eq!(crate::hint::edit_distance("sbumit_plan", "submit_plan"), 2);
+        assert_eq!(crate::hint::edit_distance("", "abc"), 3);
+        assert_eq!(crate::hint::edit_distance("kitten", "sitting"), 3);
     }
 
     use super::*;

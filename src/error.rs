@@ -78,7 +78,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "unknown name `{name}`: {}expected one of {}",
-    crate::names::hint(name, expected.iter().copied(), "names").map(|hint| format!("{hint} ")).unwrap_or_default(),
+    crate::hint::hint(name, expected.iter().copied(), "names").map(|hint| format!("{hint} ")).unwrap_or_default(),
     expected.join(", ")
 )]
 pub struct UnknownName {

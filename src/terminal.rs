@@ -497,7 +497,7 @@ pub fn read_answer_among(line: &str, targets: &[&str]) -> Answer {
     // target: asking again loses nothing, where sending it as feedback would reject the plan.
     if single
         && targets.len() > 1
-        && let Some(hint) = crate::names::hint(text, targets.iter().copied(), "mode ids")
+        && let Some(hint) = crate::hint::hint(text, targets.iter().copied(), "mode ids")
     {
         return Answer::Unclear(format!(
             "`{}` is not a listed choice: {hint}; type 1 to {} or a listed mode id to approve to that mode, n to reject, or a sentence of feedback",
@@ -1456,7 +1456,7 @@ fn read_switch(line: &str, modes: &[&Mode]) -> Option<Result<String, String>> {
         (Some(mode), None) => Some(Err(format!(
             "`{}` is not a mode to switch to{}: type s and one of {} (the plan is then not approved), or answer the plan",
             neutralize_line(mode),
-            crate::names::hint(mode, ids.iter().copied(), "mode ids")
+            crate::hint::hint(mode, ids.iter().copied(), "mode ids")
                 .map(|hint| format!(" ({hint})"))
                 .unwrap_or_default(),
             ids.join(", ")

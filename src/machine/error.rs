@@ -307,7 +307,7 @@ const MAX_LISTED_MODES: usize = 8;
 /// What follows "unknown mode `id`": the hint at the mode meant, else the modes (at most
 /// [`MAX_LISTED_MODES`], then how many more).
 fn mode_hint(id: &str, known: &[String]) -> String {
-    if let Some(hint) = crate::names::hint(id, known.iter().map(String::as_str), "mode ids") {
+    if let Some(hint) = crate::hint::hint(id, known.iter().map(String::as_str), "mode ids") {
         return format!(": {hint}");
     }
     if known.is_empty() {
@@ -328,7 +328,7 @@ fn mode_hint(id: &str, known: &[String]) -> String {
 /// What follows the targets of [`SessionError::TargetNotAllowed`]: the hint at the target
 /// meant, if one is near.
 fn target_hint(given: &str, allowed: &[String]) -> String {
-    crate::names::hint(given, allowed.iter().map(String::as_str), "mode ids")
+    crate::hint::hint(given, allowed.iter().map(String::as_str), "mode ids")
         .map(|hint| format!(": {hint}"))
         .unwrap_or_default()
 }

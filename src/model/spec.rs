@@ -57,7 +57,7 @@ pub enum ModelSpecError {
     /// The provider (the part before `/`) is none of `scripted`, `openai`, `anthropic`.
     #[error(
         "unknown model provider `{provider}`: {}use `scripted`, `openai/MODEL` or `anthropic/MODEL`",
-        crate::names::hint(provider, ["scripted", "openai", "anthropic"], "provider names")
+        crate::hint::hint(provider, ["scripted", "openai", "anthropic"], "provider names")
             .map(|hint| format!("{hint} "))
             .unwrap_or_default()
     )]
