@@ -17,6 +17,7 @@ use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use crate::deadline::ApprovalTimeout;
+use crate::hint::{did_you_mean, edit_distance};
 use crate::mode::{Mode, ModeGraph, ModeId, RequireApproval, ToolRef};
 use crate::tool::fs::PLAN_WRITING_TOOLS;
 use crate::tool::{SUBMIT_PLAN, ToolAccess, ToolRegistry};
@@ -1917,54 +1918,6 @@ fn index_ids(index: &HashMap<Arc<str>, ModeId>) -> String {
     ids.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", ")
 }
 
-/// The candidate `name` is most likely a typo of, for a "did you mean" hint: one equal to it but
-/// for case, else the nearest within two edits (case ignored) when no other is as near; `None`
-/// when no candidate is near or `name` is itself a candidate.
-fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
-    let lower = name.to_lowercase();
-    let mut best: Option<(usize, &'a str)> = None;
-    let mut tied = false;
-    for candidate in candidates {
-        if candidate == name {
-            return None;
-        }
-        let distance = edit_distance(&lower, &candidate.to_lowercase());
-        match best {
-            Some((d, _)) if distance > d => {}
-            Some((d, c)) if distance == d => tied |= c != candidate,
-            _ => {
-                best = Some((distance, candidate));
-                tied = false;
-            }
-        }
-    }
-    match best {
-        Some((0, candidate)) => Some(candidate),
-        Some((distance, candidate))
-            if distance <= 2 && !tied && distance < lower.chars().count() =>
-        {
-            Some(candidate)
-        }
-        _ => None,
-    }
-}
-
-/// The Levenshtein distance between `a` and `b` in characters (insertions, deletions and
-/// substitutions each count one), for "did you mean" hints on short names.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut current = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let substitution = previous[j] + usize::from(ca != *cb);
-            current.push(substitution.min(previous[j + 1] + 1).min(current[j] + 1));
-        }
-        previous = current;
-    }
-    previous[b.len()]
-}
-
 // The graph's tool names checked against a controller's tools. Here rather than in
 // `crate::mode`, beside the errors they make, so that the mode graph does not depend on the
 // config module that builds it.
@@ -2277,11 +2230,11 @@ impl ToolRef {
 mod tests {
     #[test]
     fn edit_distance_counts_insertions_deletions_and_substitutions() {
-        assert_eq!(super::edit_distance("submit_plan", "submit_plan"), 0);
-        assert_eq!(super::edit_distance("submitplan", "submit_plan"), 1);
-        assert_eq!(super::edit_distance("sbumit_plan", "submit_plan"), 2);
-        assert_eq!(super::edit_distance("", "abc"), 3);
-        assert_eq!(super::edit_distance("kitten", "sitting"), 3);
+        assert_eq!(crate::hint::edit_distance("submit_plan", "submit_plan"), 0);
+        assert_eq!(crate::hint::edit_distance("submitplan", "submit_plan"), 1);
+        assert_eq!(crate::hint::edit_distance("sbumit_plan", "submit_plan"), 2);
+        assert_eq!(crate::hint::edit_distance("", "abc"), 3);
+        assert_eq!(crate::hint::edit_distance("kitten", "sitting"), 3);
     }
 
     use super::*;

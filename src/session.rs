@@ -472,7 +472,7 @@ impl SessionOptions {
     /// let session = controller.start_session(SessionOptions::new().mode("plan")).await?;
     /// assert_eq!(session.mode().id(), "plan");
     /// let unknown = controller.start_session(SessionOptions::new().mode("review")).await;
-    /// assert!(matches!(unknown, Err(agent_controller::SessionError::UnknownMode(_))));
+    /// assert!(matches!(unknown, Err(agent_controller::SessionError::UnknownMode { .. })));
     /// # Ok(())
     /// # }
     /// ```
@@ -2190,7 +2190,7 @@ impl Session {
             .shared
             .graph
             .get(id)
-            .ok_or_else(|| SessionError::UnknownMode(id.to_owned()))?;
+            .ok_or_else(|| SessionError::unknown_mode(id, &self.shared.graph))?;
         if target == self.state.mode {
             return Ok(false);
         }

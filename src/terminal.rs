@@ -443,8 +443,9 @@ pub fn read_answer(line: &str) -> Answer {
 /// Reads one line typed at an approval prompt that lists `targets` (mode ids, the plain
 /// approval's first): the grammar of [`read_answer`], extended when there are two or more
 /// targets: the number of a listed target (`1` for the first) or its mode id typed alone
-/// (exactly, case-sensitive) approves to it ([`Answer::ApproveTo`]); any other number asks
-/// again with a hint. With fewer than two targets it is [`read_answer`].
+/// (exactly, case-sensitive) approves to it ([`Answer::ApproveTo`]); any other number, and one
+/// word that misses a listed id only in case or by at most two characters, asks again with a
+/// hint. With fewer than two targets it is [`read_answer`].
 ///
 /// # Examples
 /// ```
@@ -454,7 +455,13 @@ pub fn read_answer(line: &str) -> Answer {
 /// assert_eq!(read_answer_among(" 2\n", &targets), Answer::ApproveTo(1));
 /// assert_eq!(read_answer_among("build-auto", &targets), Answer::ApproveTo(1));
 /// assert!(matches!(read_answer_among("3", &targets), Answer::Unclear(_)));
-/// assert_eq!(read_answer_among("Build-auto", &targets), Answer::Feedback("Build-auto".to_owned()));
+/// // A listed mode id missed in case or by a typo asks again, with a hint.
+/// assert_eq!(
+///     read_answer_among("Build-auto", &targets),
+///     Answer::Unclear("`Build-auto` is not a listed choice: did you mean `build-auto`? (mode ids are case-sensitive); type 1 to 2 or a listed mode id to approve to that mode, n to reject, or a sentence of feedback".to_owned())
+/// );
+/// assert!(matches!(read_answer_among("biuld", &targets), Answer::Unclear(_)));
+/// assert_eq!(read_answer_among("tests", &targets), Answer::Feedback("tests".to_owned()));
 /// // One target: numbers and ids are not choices.
 /// assert!(matches!(read_answer_among("1", &["build"]), Answer::Unclear(_)));
 /// ```
@@ -486,6 +493,18 @@ pub fn read_answer_among(line: &str, targets: &[&str]) -> Answer {
         .trim_matches(|c: char| matches!(c, '.' | '!' | '?' | ',' | ';' | ':' | '"' | '\''))
         .to_lowercase();
     let single = !text.chars().any(char::is_whitespace);
+    // One word that misses a listed target only in case or by a typo was meant as that
+    // target: asking again loses nothing, where sending it as feedback would reject the plan.
+    if single
+        && targets.len() > 1
+        && let Some(hint) = crate::hint::hint(text, targets.iter().copied(), "mode ids")
+    {
+        return Answer::Unclear(format!(
+            "`{}` is not a listed choice: {hint}; type 1 to {} or a listed mode id to approve to that mode, n to reject, or a sentence of feedback",
+            neutralize_line(text),
+            targets.len()
+        ));
+    }
     if single
         && (matches!(word.as_str(), "y" | "yes" | "n" | "no")
             || DECISION_WORDS.contains(&word.as_str()))
@@ -926,7 +945,7 @@ impl<'a> Question<'a> {
     /// let answer = question.ask(&mut input, &mut out, std::future::pending::<()>()).await;
     /// assert_eq!(answer, PromptAnswer::Switch("review".to_owned()));
     /// let shown = String::from_utf8_lossy(&out);
-    /// assert!(shown.contains("`Review` is not a mode to switch to: type s and one of build, review"), "{shown}");
+    /// assert!(shown.contains("`Review` is not a mode to switch to (did you mean `review`? (mode ids are case-sensitive)): type s and one of build, review"), "{shown}");
     /// # Ok(()) }
     /// ```
     pub fn switchable(mut self, modes: &'a [&'a Mode]) -> Self {
@@ -1435,8 +1454,11 @@ fn read_switch(line: &str, modes: &[&Mode]) -> Option<Result<String, String>> {
     match (mode, rest) {
         (Some(mode), None) if ids.contains(&mode) => Some(Ok(mode.to_owned())),
         (Some(mode), None) => Some(Err(format!(
-            "`{}` is not a mode to switch to: type s and one of {} (the plan is then not approved), or answer the plan",
+            "`{}` is not a mode to switch to{}: type s and one of {} (the plan is then not approved), or answer the plan",
             neutralize_line(mode),
+            crate::hint::hint(mode, ids.iter().copied(), "mode ids")
+                .map(|hint| format!(" ({hint})"))
+                .unwrap_or_default(),
             ids.join(", ")
         ))),
         (None, _) => Some(Err(format!(

@@ -56,7 +56,10 @@ pub enum ModelSpec {
 pub enum ModelSpecError {
     /// The provider (the part before `/`) is none of `scripted`, `openai`, `anthropic`.
     #[error(
-        "unknown model provider `{provider}`: use `scripted`, `openai/MODEL` or `anthropic/MODEL`"
+        "unknown model provider `{provider}`: {}use `scripted`, `openai/MODEL` or `anthropic/MODEL`",
+        crate::hint::hint(provider, ["scripted", "openai", "anthropic"], "provider names")
+            .map(|hint| format!("{hint} "))
+            .unwrap_or_default()
     )]
     UnknownProvider {
         /// The provider as given.

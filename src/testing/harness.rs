@@ -1239,7 +1239,7 @@ fn run_outcome(result: Result<RunOutcome, SessionError>) -> Outcome {
 
 fn refusal(error: &SessionError) -> Refusal {
     match error {
-        SessionError::UnknownMode(_) => Refusal::UnknownMode,
+        SessionError::UnknownMode { .. } => Refusal::UnknownMode,
         SessionError::UnknownRun(_) => Refusal::UnknownRun,
         SessionError::NotSuspended(_) => Refusal::NotSuspended,
         SessionError::UnknownToolCall { .. } => Refusal::UnknownToolCall,

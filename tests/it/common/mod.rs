@@ -1,6 +1,8 @@
 //! Shared test helpers: fixtures, a temporary workspace, an event recorder.
 #![allow(dead_code, unreachable_pub)]
 
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod clock;
 pub mod endless;
 pub mod faulty;
