@@ -162,7 +162,7 @@ impl PostgresStore {
                         &client,
                         &format!(
                             "SELECT id, pending::text FROM {TABLE} WHERE pending IS NOT NULL \
-                         ORDER BY updated_at, id LIMIT $1"
+                             ORDER BY updated_at, id LIMIT $1"
                         ),
                     )
                     .await?;
@@ -270,10 +270,10 @@ impl PostgresStore {
     ) -> Result<(), StoreError> {
         let stmt = self
             .prepare(
-                &client,
+                client,
                 &format!(
                     "SELECT id, record::text FROM {TABLE} \
-                 WHERE lease_until IS NOT NULL AND lease_until <= $1"
+                     WHERE lease_until IS NOT NULL AND lease_until <= $1"
                 ),
             )
             .await?;
@@ -478,7 +478,7 @@ impl SessionStore for PostgresStore {
                 &client,
                 &format!(
                     "WITH gone AS (DELETE FROM {TABLE} WHERE id = $1 RETURNING id) \
-                 SELECT pg_notify($2, json_build_object('sessionId', $1::text)::text) FROM gone"
+                     SELECT pg_notify($2, json_build_object('sessionId', $1::text)::text) FROM gone"
                 ),
             )
             .await?;
@@ -498,7 +498,7 @@ impl SessionStore for PostgresStore {
                 &client,
                 &format!(
                     "SELECT id, pending::text FROM {TABLE} WHERE pending IS NOT NULL \
-                 ORDER BY updated_at, id"
+                     ORDER BY updated_at, id"
                 ),
             )
             .await?;
