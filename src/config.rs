@@ -257,21 +257,6 @@ impl ConfigError {
         }
     }
 
-    pub(crate) fn unknown_tool(
-        origin: &str,
-        location: Location,
-        snippet: String,
-        message: String,
-    ) -> Self {
-        Self {
-            kind: ConfigErrorKind::UnknownTool,
-            origin: origin.to_owned(),
-            location: Some(location),
-            message,
-            snippet,
-        }
-    }
-
     /// An error at a place found earlier (`location`, with its two-line `snippet`).
     pub(crate) fn placed_at(
         kind: ConfigErrorKind,
@@ -286,18 +271,6 @@ impl ConfigError {
             location: Some(location),
             message,
             snippet,
-        }
-    }
-
-    pub(crate) fn no_plan_writer(
-        origin: &str,
-        location: Location,
-        snippet: String,
-        message: String,
-    ) -> Self {
-        Self {
-            kind: ConfigErrorKind::NoPlanWriter,
-            ..Self::unknown_tool(origin, location, snippet, message)
         }
     }
 
@@ -582,14 +555,7 @@ struct RawMode<'a> {
     /// How long a plan submitted in this mode may wait for a decision (`"24h"`, `"1h30m"`:
     /// whole numbers with the units d, h, m, s, largest first; more than zero, at most 3650d).
     /// A plan not decided by then expires and counts as rejected. Absent: no deadline.
-    #[cfg_attr(
-        feature = "schema",
-        schemars(
-            with = "Option<String>",
-            pattern(r"^([0-9]+d)?([0-9]+h)?([0-9]+m)?([0-9]+s)?$"),
-            length(min = 2)
-        )
-    )]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<schema::Duration>"))]
     approval_timeout: Option<Spanned<String>>,
     /// What the deadline (`approvalTimeout`) does to a plan nobody decided in time: `reject`
     /// (the default: it counts as rejected, the run ends) or `abort` (the run is aborted). A
@@ -1603,7 +1569,8 @@ fn validate(
                 .take(names.len())
                 .find(|r| edit_distance(&r.name, SUBMIT_PLAN) <= 2);
             if let Some(typo) = typo {
-                errors.push(ConfigError::unknown_tool(
+                errors.push(ConfigError::placed_at(
+ConfigErrorKind::UnknownTool,
                     source.origin,
                     typo.location(),
                     typo.snippet(),
@@ -1979,7 +1946,8 @@ impl ModeGraph {
             .filter(|r| &*r.name != SUBMIT_PLAN && !self.is_mcp_ref(&r.name) && !is_known(&r.name))
             .enumerate()
             .map(|(n, r)| {
-                self.placed(ConfigError::unknown_tool(
+                self.placed(ConfigError::placed_at(
+                    ConfigErrorKind::UnknownTool,
                     self.origin(),
                     r.location(),
                     r.snippet(),
@@ -2050,7 +2018,8 @@ impl ModeGraph {
             let Some(first) = first else {
                 continue;
             };
-            warnings.push(self.placed(ConfigError::no_plan_writer(
+            warnings.push(self.placed(ConfigError::placed_at(
+                ConfigErrorKind::NoPlanWriter,
                 self.origin(),
                 first.location(),
                 first.snippet(),
@@ -2093,9 +2062,9 @@ impl ModeGraph {
             .filter(|r| !r.in_approval && planning[r.mode.index()])
             .filter(|r| access(&r.name) == Some(ToolAccess::Writes))
             .map(|r| {
-                self.placed(ConfigError {
-                    kind: ConfigErrorKind::PlanningModeWrites,
-                    ..ConfigError::unknown_tool(
+                self.placed(ConfigError::placed_at(
+ConfigErrorKind::PlanningModeWrites,
+
                         self.origin(),
                         r.location(),
                         r.snippet(),
@@ -2104,8 +2073,7 @@ impl ModeGraph {
                             self.mode(r.mode).id(),
                             r.name
                         ),
-                    )
-                })
+                    ))
             })
             .collect()
     }

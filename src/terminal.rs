@@ -884,12 +884,14 @@ impl<'a> Question<'a> {
         self
     }
 
-    /// The plan's parts, for the builder methods that only a plan's question has.
-    fn plan_mut(&mut self) -> Option<&mut PlanQuestion<'a>> {
+    /// This question with `set` applied to its plan's parts, for the builder methods that only a
+    /// plan's question has (a tool call's question is returned as it is).
+    fn with_plan(mut self, set: impl FnOnce(&mut PlanQuestion<'a>)) -> Self {
         match &mut self.subject {
-            Subject::Plan(plan) => Some(plan),
-            Subject::ToolCall { .. } => None,
+            Subject::Plan(plan) => set(plan),
+            Subject::ToolCall { .. } => {}
         }
+        self
     }
 
     /// Says, above the keys, that approving ends the "always allow" of `tools` (the session's
@@ -910,11 +912,8 @@ impl<'a> Question<'a> {
     /// assert!(text.contains("Approving switches mode and ends the always-allow of write_file: its calls ask again.\n"), "{text}");
     /// # Ok::<(), agent_controller::ConfigError>(())
     /// ```
-    pub fn ending_allowances(mut self, tools: &'a [String]) -> Self {
-        if let Some(plan) = self.plan_mut() {
-            plan.allowances = tools;
-        }
-        self
+    pub fn ending_allowances(self, tools: &'a [String]) -> Self {
+        self.with_plan(|plan| plan.allowances = tools)
     }
 
     /// Adds `s MODE` (or `switch MODE`) to a plan's question: leave the plan without approving
@@ -948,11 +947,8 @@ impl<'a> Question<'a> {
     /// assert!(shown.contains("`Review` is not a mode to switch to (did you mean `review`? (mode ids are case-sensitive)): type s and one of build, review"), "{shown}");
     /// # Ok(()) }
     /// ```
-    pub fn switchable(mut self, modes: &'a [&'a Mode]) -> Self {
-        if let Some(plan) = self.plan_mut() {
-            plan.switchable = modes;
-        }
-        self
+    pub fn switchable(self, modes: &'a [&'a Mode]) -> Self {
+        self.with_plan(|plan| plan.switchable = modes)
     }
 
     /// Adds `c LINE TEXT` to a plan's question: a comment on line `LINE` of `plan_text` (the
@@ -984,11 +980,8 @@ impl<'a> Question<'a> {
     /// assert!(shown.contains("comments go with a rejection"), "{shown}");
     /// # Ok(()) }
     /// ```
-    pub fn commentable(mut self, plan_text: &'a str) -> Self {
-        if let Some(plan) = self.plan_mut() {
-            plan.commentable = Some(plan_text);
-        }
-        self
+    pub fn commentable(self, plan_text: &'a str) -> Self {
+        self.with_plan(|plan| plan.commentable = Some(plan_text))
     }
 
     /// Adds `m MODEL` to a plan's question: the approval typed next (`y`, a target's number or
@@ -1013,11 +1006,8 @@ impl<'a> Question<'a> {
     /// assert_eq!(answer, PromptAnswer::Decided(approved));
     /// # Ok(()) }
     /// ```
-    pub fn choosing_model(mut self) -> Self {
-        if let Some(plan) = self.plan_mut() {
-            plan.choosing_model = true;
-        }
-        self
+    pub fn choosing_model(self) -> Self {
+        self.with_plan(|plan| plan.choosing_model = true)
     }
 
     /// With [`Question::choosing_model`]: the model an approval names until `m` changes it (a
@@ -1047,11 +1037,8 @@ impl<'a> Question<'a> {
     /// assert_eq!(ask(b"m\ny\n").await, PromptAnswer::Decided(session_model));
     /// # Ok(()) }
     /// ```
-    pub fn starting_model(mut self, model: Option<&'a str>) -> Self {
-        if let Some(plan) = self.plan_mut() {
-            plan.starting_model = model;
-        }
-        self
+    pub fn starting_model(self, model: Option<&'a str>) -> Self {
+        self.with_plan(|plan| plan.starting_model = model)
     }
 
     /// Adds the key `p` (any case) to a plan's question: prints `rendered` (the plan rendered
@@ -1078,11 +1065,8 @@ impl<'a> Question<'a> {
     /// assert!(shown.contains("THE WHOLE PLAN"), "{shown}");
     /// # Ok(()) }
     /// ```
-    pub fn whole_plan(mut self, rendered: &'a str) -> Self {
-        if let Some(plan) = self.plan_mut() {
-            plan.whole_plan = Some(rendered);
-        }
-        self
+    pub fn whole_plan(self, rendered: &'a str) -> Self {
+        self.with_plan(|plan| plan.whole_plan = Some(rendered))
     }
 
     /// Adds the key `e` (any case) to a plan's question: opens `plan_text` (the submitted plan
@@ -1098,11 +1082,8 @@ impl<'a> Question<'a> {
     /// earlier edit is kept). An edit that leaves the text as it was is no edit. When the prompt
     /// is dismissed (end of input, `interrupt`) with an edit in hand, the edit is kept in a file
     /// whose path the prompt prints.
-    pub fn editable(mut self, plan_text: &'a str, editor: &'a Editor) -> Self {
-        if let Some(plan) = self.plan_mut() {
-            plan.editing = Some((plan_text, editor));
-        }
-        self
+    pub fn editable(self, plan_text: &'a str, editor: &'a Editor) -> Self {
+        self.with_plan(|plan| plan.editing = Some((plan_text, editor)))
     }
 
     /// The prompt's text: the question and its keys.
