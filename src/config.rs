@@ -17,6 +17,7 @@ use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use crate::deadline::ApprovalTimeout;
+use crate::hint::{did_you_mean, edit_distance};
 use crate::mode::{Mode, ModeGraph, ModeId, RequireApproval, ToolRef};
 use crate::tool::fs::PLAN_WRITING_TOOLS;
 use crate::tool::{SUBMIT_PLAN, ToolAccess, ToolRegistry};
@@ -256,21 +257,6 @@ impl ConfigError {
         }
     }
 
-    pub(crate) fn unknown_tool(
-        origin: &str,
-        location: Location,
-        snippet: String,
-        message: String,
-    ) -> Self {
-        Self {
-            kind: ConfigErrorKind::UnknownTool,
-            origin: origin.to_owned(),
-            location: Some(location),
-            message,
-            snippet,
-        }
-    }
-
     /// An error at a place found earlier (`location`, with its two-line `snippet`).
     pub(crate) fn placed_at(
         kind: ConfigErrorKind,
@@ -285,18 +271,6 @@ impl ConfigError {
             location: Some(location),
             message,
             snippet,
-        }
-    }
-
-    pub(crate) fn no_plan_writer(
-        origin: &str,
-        location: Location,
-        snippet: String,
-        message: String,
-    ) -> Self {
-        Self {
-            kind: ConfigErrorKind::NoPlanWriter,
-            ..Self::unknown_tool(origin, location, snippet, message)
         }
     }
 
@@ -581,14 +555,7 @@ struct RawMode<'a> {
     /// How long a plan submitted in this mode may wait for a decision (`"24h"`, `"1h30m"`:
     /// whole numbers with the units d, h, m, s, largest first; more than zero, at most 3650d).
     /// A plan not decided by then expires and counts as rejected. Absent: no deadline.
-    #[cfg_attr(
-        feature = "schema",
-        schemars(
-            with = "Option<String>",
-            pattern(r"^([0-9]+d)?([0-9]+h)?([0-9]+m)?([0-9]+s)?$"),
-            length(min = 2)
-        )
-    )]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<schema::Duration>"))]
     approval_timeout: Option<Spanned<String>>,
     /// What the deadline (`approvalTimeout`) does to a plan nobody decided in time: `reject`
     /// (the default: it counts as rejected, the run ends) or `abort` (the run is aborted). A
@@ -1602,7 +1569,8 @@ fn validate(
                 .take(names.len())
                 .find(|r| edit_distance(&r.name, SUBMIT_PLAN) <= 2);
             if let Some(typo) = typo {
-                errors.push(ConfigError::unknown_tool(
+                errors.push(ConfigError::placed_at(
+ConfigErrorKind::UnknownTool,
                     source.origin,
                     typo.location(),
                     typo.snippet(),
@@ -1917,54 +1885,6 @@ fn index_ids(index: &HashMap<Arc<str>, ModeId>) -> String {
     ids.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", ")
 }
 
-/// The candidate `name` is most likely a typo of, for a "did you mean" hint: one equal to it but
-/// for case, else the nearest within two edits (case ignored) when no other is as near; `None`
-/// when no candidate is near or `name` is itself a candidate.
-fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
-    let lower = name.to_lowercase();
-    let mut best: Option<(usize, &'a str)> = None;
-    let mut tied = false;
-    for candidate in candidates {
-        if candidate == name {
-            return None;
-        }
-        let distance = edit_distance(&lower, &candidate.to_lowercase());
-        match best {
-            Some((d, _)) if distance > d => {}
-            Some((d, c)) if distance == d => tied |= c != candidate,
-            _ => {
-                best = Some((distance, candidate));
-                tied = false;
-            }
-        }
-    }
-    match best {
-        Some((0, candidate)) => Some(candidate),
-        Some((distance, candidate))
-            if distance <= 2 && !tied && distance < lower.chars().count() =>
-        {
-            Some(candidate)
-        }
-        _ => None,
-    }
-}
-
-/// The Levenshtein distance between `a` and `b` in characters (insertions, deletions and
-/// substitutions each count one), for "did you mean" hints on short names.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut current = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let substitution = previous[j] + usize::from(ca != *cb);
-            current.push(substitution.min(previous[j + 1] + 1).min(current[j] + 1));
-        }
-        previous = current;
-    }
-    previous[b.len()]
-}
-
 // The graph's tool names checked against a controller's tools. Here rather than in
 // `crate::mode`, beside the errors they make, so that the mode graph does not depend on the
 // config module that builds it.
@@ -2026,7 +1946,8 @@ impl ModeGraph {
             .filter(|r| &*r.name != SUBMIT_PLAN && !self.is_mcp_ref(&r.name) && !is_known(&r.name))
             .enumerate()
             .map(|(n, r)| {
-                self.placed(ConfigError::unknown_tool(
+                self.placed(ConfigError::placed_at(
+                    ConfigErrorKind::UnknownTool,
                     self.origin(),
                     r.location(),
                     r.snippet(),
@@ -2097,7 +2018,8 @@ impl ModeGraph {
             let Some(first) = first else {
                 continue;
             };
-            warnings.push(self.placed(ConfigError::no_plan_writer(
+            warnings.push(self.placed(ConfigError::placed_at(
+                ConfigErrorKind::NoPlanWriter,
                 self.origin(),
                 first.location(),
                 first.snippet(),
@@ -2140,9 +2062,9 @@ impl ModeGraph {
             .filter(|r| !r.in_approval && planning[r.mode.index()])
             .filter(|r| access(&r.name) == Some(ToolAccess::Writes))
             .map(|r| {
-                self.placed(ConfigError {
-                    kind: ConfigErrorKind::PlanningModeWrites,
-                    ..ConfigError::unknown_tool(
+                self.placed(ConfigError::placed_at(
+ConfigErrorKind::PlanningModeWrites,
+
                         self.origin(),
                         r.location(),
                         r.snippet(),
@@ -2151,8 +2073,7 @@ impl ModeGraph {
                             self.mode(r.mode).id(),
                             r.name
                         ),
-                    )
-                })
+                    ))
             })
             .collect()
     }
@@ -2277,11 +2198,11 @@ impl ToolRef {
 mod tests {
     #[test]
     fn edit_distance_counts_insertions_deletions_and_substitutions() {
-        assert_eq!(super::edit_distance("submit_plan", "submit_plan"), 0);
-        assert_eq!(super::edit_distance("submitplan", "submit_plan"), 1);
-        assert_eq!(super::edit_distance("sbumit_plan", "submit_plan"), 2);
-        assert_eq!(super::edit_distance("", "abc"), 3);
-        assert_eq!(super::edit_distance("kitten", "sitting"), 3);
+        assert_eq!(crate::hint::edit_distance("submit_plan", "submit_plan"), 0);
+        assert_eq!(crate::hint::edit_distance("submitplan", "submit_plan"), 1);
+        assert_eq!(crate::hint::edit_distance("sbumit_plan", "submit_plan"), 2);
+        assert_eq!(crate::hint::edit_distance("", "abc"), 3);
+        assert_eq!(crate::hint::edit_distance("kitten", "sitting"), 3);
     }
 
     use super::*;

@@ -828,7 +828,7 @@ impl AgentController {
                 .shared
                 .graph
                 .get(id)
-                .ok_or_else(|| SessionError::UnknownMode(id.clone()))?,
+                .ok_or_else(|| SessionError::unknown_mode(id, &self.shared.graph))?,
             None => self.shared.graph.default_mode_id(),
         };
         let id: Arc<str> = match options.id.take() {

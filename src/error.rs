@@ -71,9 +71,16 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// let error = "complete".parse::<RunState>().unwrap_err();
 /// assert_eq!(error.name(), "complete");
 /// assert!(error.expected().contains(&"completed"));
+/// assert!(error.to_string().starts_with("unknown name `complete`: did you mean `completed`? expected one of"), "{error}");
+/// let error = "Running".parse::<RunState>().unwrap_err();
+/// assert!(error.to_string().contains("did you mean `running`? (names are case-sensitive)"), "{error}");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown name `{name}`: expected one of {}", expected.join(", "))]
+#[error(
+    "unknown name `{name}`: {}expected one of {}",
+    crate::hint::hint(name, expected.iter().copied(), "names").map(|hint| format!("{hint} ")).unwrap_or_default(),
+    expected.join(", ")
+)]
 pub struct UnknownName {
     name: String,
     expected: &'static [&'static str],

@@ -467,10 +467,41 @@ pub struct DecidedRecord {
     /// own (outcome `approved` or `rejected`, no `decidedBy`: no person decided); a call an
     /// `ask` rule made wait keeps the rule in the record of the user's decision. A call the
     /// user approved that a `deny` rule refused as it was about to run (the rules, or where its
-    /// paths lead, changed while it waited) has outcome `rejected` and that rule; its
-    /// `decidedBy` and `decidedAt` stay the approval's. `None` when no rule decided.
+    /// paths lead, changed while it waited) keeps the approval's record as it was, and the
+    /// refusal gets a record of its own after it (outcome `rejected`, that rule, no
+    /// `decidedBy`). `None` when no rule decided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule: Option<Box<crate::rules::RuleRecord>>,
+}
+
+impl DecidedRecord {
+    /// The record of decision `decision_id` on the call `tool_call_id` of run `run_id`, with
+    /// `outcome` and nothing else yet (no hash, time, decider, target, tool, allowance,
+    /// comments, model or rule): what each kind of record fills in.
+    pub(crate) fn new(
+        run_id: impl Into<String>,
+        tool_call_id: impl Into<String>,
+        decision_id: impl Into<String>,
+        outcome: DecisionOutcome,
+    ) -> Self {
+        Self {
+            run_id: run_id.into(),
+            tool_call_id: tool_call_id.into(),
+            decision_id: decision_id.into(),
+            outcome: Some(outcome),
+            sha256: None,
+            approved_sha256: None,
+            decided_at: None,
+            decided_by: None,
+            target_mode_id: None,
+            tool_name: None,
+            always_allow: false,
+            allowed_by: None,
+            comments: Vec::new(),
+            model: None,
+            rule: None,
+        }
+    }
 }
 
 /// Seconds since the Unix epoch as RFC 3339 in UTC (civil date from days: H. Hinnant's algorithm).

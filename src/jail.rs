@@ -157,11 +157,7 @@ impl Jail {
             let Some(real) = opened else { continue };
             let real = real.ok_or_else(|| JailError::Protected(shown.to_owned()))?;
             let rest = path.strip_prefix(existing).unwrap_or(path);
-            // `.` (what the directory itself canonicalizes to) is no part of the place.
-            let mut target: PathBuf = real
-                .components()
-                .filter(|c| !matches!(c, Component::CurDir))
-                .collect();
+            let mut target = without_cur_dir(&real);
             for part in rest.components() {
                 match part {
                     Component::ParentDir => {
@@ -251,11 +247,7 @@ impl Jail {
                 }
             };
             let rest = path.strip_prefix(existing).unwrap_or(path);
-            // `.` (what the directory itself canonicalizes to) is no part of the place.
-            let mut target: PathBuf = real
-                .components()
-                .filter(|c| !matches!(c, Component::CurDir))
-                .collect();
+            let mut target = without_cur_dir(&real);
             for part in rest.components() {
                 match part {
                     // Past a name that does not exist yet, `..` cannot be told: once the
@@ -501,6 +493,14 @@ fn real_path(handle: &impl AsFd) -> Option<PathBuf> {
         let _ = handle;
         None
     }
+}
+
+/// `real`, a path the kernel resolved, without its `.` parts: `.` (what the directory itself
+/// canonicalizes to) is no part of the place.
+fn without_cur_dir(real: &Path) -> PathBuf {
+    real.components()
+        .filter(|c| !matches!(c, Component::CurDir))
+        .collect()
 }
 
 /// `path` with `-n` added to its stem for `n > 1` (`plan.md`, `plan-2.md`, ...).

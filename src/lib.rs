@@ -109,6 +109,7 @@
 
 #[macro_use]
 mod names;
+mod hint;
 
 #[cfg(feature = "acp")]
 pub mod acp;

@@ -22,8 +22,8 @@
 //! - [`expiry`]: the deadline tick: when what waits expires and what the expiry answers,
 //!   applied by a live session (`src/session/expiry.rs`) and to a stored record
 //!   (`deadline::expire_record`) alike.
-//! - [`ruling`]: a rule outcome on a tool call ([`ruling::Ruling`]: run, ask, or denied by a
-//!   mode's rule), and the audit record a rule's outcome leaves.
+//! - [`ruling`]: a rule outcome on a tool call ([`ruling::Ruling`]: run, ask, denied by a
+//!   mode's rule, or refused for its arguments), and the audit record a rule's outcome leaves.
 //! - [`run`]: the steps of a run: a user message starts it, the model's reply joins the
 //!   conversation, a plan or tool calls suspend it, an abort, a new message or a manual switch
 //!   cancel what waits, and a cancelled, dropped or interrupted run answers its open tool calls.

@@ -501,7 +501,7 @@ impl SessionOptions {
     /// let session = controller.start_session(SessionOptions::new().mode("plan")).await?;
     /// assert_eq!(session.mode().id(), "plan");
     /// let unknown = controller.start_session(SessionOptions::new().mode("review")).await;
-    /// assert!(matches!(unknown, Err(agent_controller::SessionError::UnknownMode(_))));
+    /// assert!(matches!(unknown, Err(agent_controller::SessionError::UnknownMode { .. })));
     /// # Ok(())
     /// # }
     /// ```
@@ -1859,6 +1859,27 @@ impl Session {
 
     /// The record of the session in `state`, with the next version number.
     pub(crate) fn record_of(&self, state: &State) -> SessionRecord {
+        // What waits, in one pass: a plan, or the tool calls of one reply.
+        let (mut pending, mut pending_tool_calls) = (None, Vec::new());
+        for waiting in &state.pending {
+            match waiting {
+                PendingDecision::Plan(p) => {
+                    pending.get_or_insert_with(|| PendingRecord {
+                        run_id: p.run_id.to_string(),
+                        tool_call_id: p.tool_call_id.clone(),
+                        tool_name: SUBMIT_PLAN.to_owned(),
+                        suspend_payload: p.payload.clone(),
+                    });
+                }
+                PendingDecision::ToolCall(c) => pending_tool_calls.push(PendingToolCallRecord {
+                    run_id: c.run_id.to_string(),
+                    tool_call_id: c.tool_call_id.clone(),
+                    suspend_payload: c.payload.clone(),
+                    decided: c.decided.clone(),
+                    feedback: c.feedback.clone(),
+                }),
+            }
+        }
         SessionRecord {
             schema_version: SCHEMA_VERSION,
             session_id: self.id.to_string(),
@@ -1879,28 +1900,8 @@ impl Session {
                     lease_expires_at_ms: lease.map(|l| l.expires_at_ms),
                 }
             }),
-            pending: state
-                .pending
-                .iter()
-                .find_map(PendingDecision::as_plan)
-                .map(|p| PendingRecord {
-                    run_id: p.run_id.to_string(),
-                    tool_call_id: p.tool_call_id.clone(),
-                    tool_name: SUBMIT_PLAN.to_owned(),
-                    suspend_payload: p.payload.clone(),
-                }),
-            pending_tool_calls: state
-                .pending
-                .iter()
-                .filter_map(PendingDecision::as_tool_call)
-                .map(|p| PendingToolCallRecord {
-                    run_id: p.run_id.to_string(),
-                    tool_call_id: p.tool_call_id.clone(),
-                    suspend_payload: p.payload.clone(),
-                    decided: p.decided.clone(),
-                    feedback: p.feedback.clone(),
-                })
-                .collect(),
+            pending,
+            pending_tool_calls,
             // The session's own allowances only: a workspace one lives in the store, and a
             // record read back must not turn it into one of the session's.
             always_allowed: {
@@ -2038,12 +2039,25 @@ impl Session {
     /// Rejected without feedback: the run ends; the mode stays.
     ///
     /// # Errors
-    /// [`SessionError::UnknownRun`], [`SessionError::NotSuspended`],
-    /// [`SessionError::UnknownToolCall`], [`SessionError::AlreadyDecided`],
-    /// [`SessionError::Sha256Mismatch`] (a plan), [`SessionError::ArgsSha256Mismatch`] (a tool call), [`SessionError::ConfigChanged`] (approval after a restore
-    /// under a config whose target is gone or different), and [`SessionError::Store`] when the
-    /// decision cannot be saved or another decider won the race; in all these cases nothing
-    /// changes. A store failure later in the run (after the decision was saved) is also
+    /// In each of these cases nothing changes:
+    /// - what the ids name: [`SessionError::UnknownRun`], [`SessionError::NotSuspended`],
+    ///   [`SessionError::UnknownToolCall`], [`SessionError::AlreadyDecided`], and
+    ///   [`SessionError::Expired`] for what expired before this decision;
+    /// - the decision, as [`PendingDecision::check`] checks it:
+    ///   [`SessionError::MalformedDecision`], [`SessionError::Sha256Mismatch`] (a plan),
+    ///   [`SessionError::ArgsSha256Mismatch`] (a tool call), [`SessionError::TargetNotAllowed`],
+    ///   [`SessionError::EditedPlan`], [`SessionError::PlanComment`] (a comment on a line the
+    ///   plan lacks), [`SessionError::ConfigChanged`] (approval after a restore under a config
+    ///   whose target is gone or different);
+    /// - [`SessionError::UnknownModel`]: the approval names a model the host's chooser cannot
+    ///   build (or the host has none);
+    /// - the workspace the session started in: [`SessionError::WorkspaceGone`],
+    ///   [`SessionError::WrongWorkspace`], [`SessionError::WorkspaceReplaced`];
+    /// - [`SessionError::LeaseHeld`] while another process runs the session's run, and
+    ///   [`SessionError::Store`] when the decision cannot be saved or another decider won the
+    ///   race.
+    ///
+    /// A store failure later in the run (after the decision was saved) is also
     /// [`SessionError::Store`].
     ///
     /// # Examples
@@ -2103,10 +2117,16 @@ impl Session {
     ///
     /// # Errors
     /// [`SessionError::AlreadyDecided`] for a decision id that was settled (or, for a tool call,
-    /// decided while others wait) before,
-    /// [`SessionError::UnknownDecision`] for one the session never gave out, then
-    /// [`SessionError::Sha256Mismatch`], [`SessionError::ArgsSha256Mismatch`], [`SessionError::ConfigChanged`] and
-    /// [`SessionError::Store`] as for [`Session::resume`]; on error nothing changes.
+    /// decided while others wait) before ([`SessionError::Expired`] when it expired),
+    /// [`SessionError::UnknownDecision`] for one the session never gave out, then the errors of
+    /// the decision itself as for [`Session::resume`]: [`SessionError::MalformedDecision`],
+    /// [`SessionError::Sha256Mismatch`], [`SessionError::ArgsSha256Mismatch`],
+    /// [`SessionError::TargetNotAllowed`], [`SessionError::EditedPlan`],
+    /// [`SessionError::PlanComment`], [`SessionError::ConfigChanged`] and
+    /// [`SessionError::UnknownModel`], and those of the workspace and the store
+    /// ([`SessionError::WorkspaceGone`], [`SessionError::WrongWorkspace`],
+    /// [`SessionError::WorkspaceReplaced`], [`SessionError::LeaseHeld`], [`SessionError::Store`]);
+    /// on error nothing changes.
     ///
     /// # Examples
     /// ```
@@ -2350,7 +2370,7 @@ impl Session {
             .shared
             .graph
             .get(id)
-            .ok_or_else(|| SessionError::UnknownMode(id.to_owned()))?;
+            .ok_or_else(|| SessionError::unknown_mode(id, &self.shared.graph))?;
         if target == self.state.mode {
             return Ok(false);
         }

@@ -443,8 +443,9 @@ pub fn read_answer(line: &str) -> Answer {
 /// Reads one line typed at an approval prompt that lists `targets` (mode ids, the plain
 /// approval's first): the grammar of [`read_answer`], extended when there are two or more
 /// targets: the number of a listed target (`1` for the first) or its mode id typed alone
-/// (exactly, case-sensitive) approves to it ([`Answer::ApproveTo`]); any other number asks
-/// again with a hint. With fewer than two targets it is [`read_answer`].
+/// (exactly, case-sensitive) approves to it ([`Answer::ApproveTo`]); any other number, and one
+/// word that misses a listed id only in case or by at most two characters, asks again with a
+/// hint. With fewer than two targets it is [`read_answer`].
 ///
 /// # Examples
 /// ```
@@ -454,7 +455,13 @@ pub fn read_answer(line: &str) -> Answer {
 /// assert_eq!(read_answer_among(" 2\n", &targets), Answer::ApproveTo(1));
 /// assert_eq!(read_answer_among("build-auto", &targets), Answer::ApproveTo(1));
 /// assert!(matches!(read_answer_among("3", &targets), Answer::Unclear(_)));
-/// assert_eq!(read_answer_among("Build-auto", &targets), Answer::Feedback("Build-auto".to_owned()));
+/// // A listed mode id missed in case or by a typo asks again, with a hint.
+/// assert_eq!(
+///     read_answer_among("Build-auto", &targets),
+///     Answer::Unclear("`Build-auto` is not a listed choice: did you mean `build-auto`? (mode ids are case-sensitive); type 1 to 2 or a listed mode id to approve to that mode, n to reject, or a sentence of feedback".to_owned())
+/// );
+/// assert!(matches!(read_answer_among("biuld", &targets), Answer::Unclear(_)));
+/// assert_eq!(read_answer_among("tests", &targets), Answer::Feedback("tests".to_owned()));
 /// // One target: numbers and ids are not choices.
 /// assert!(matches!(read_answer_among("1", &["build"]), Answer::Unclear(_)));
 /// ```
@@ -486,6 +493,18 @@ pub fn read_answer_among(line: &str, targets: &[&str]) -> Answer {
         .trim_matches(|c: char| matches!(c, '.' | '!' | '?' | ',' | ';' | ':' | '"' | '\''))
         .to_lowercase();
     let single = !text.chars().any(char::is_whitespace);
+    // One word that misses a listed target only in case or by a typo was meant as that
+    // target: asking again loses nothing, where sending it as feedback would reject the plan.
+    if single
+        && targets.len() > 1
+        && let Some(hint) = crate::hint::hint(text, targets.iter().copied(), "mode ids")
+    {
+        return Answer::Unclear(format!(
+            "`{}` is not a listed choice: {hint}; type 1 to {} or a listed mode id to approve to that mode, n to reject, or a sentence of feedback",
+            neutralize_line(text),
+            targets.len()
+        ));
+    }
     if single
         && (matches!(word.as_str(), "y" | "yes" | "n" | "no")
             || DECISION_WORDS.contains(&word.as_str()))
@@ -865,12 +884,14 @@ impl<'a> Question<'a> {
         self
     }
 
-    /// The plan's parts, for the builder methods that only a plan's question has.
-    fn plan_mut(&mut self) -> Option<&mut PlanQuestion<'a>> {
+    /// This question with `set` applied to its plan's parts, for the builder methods that only a
+    /// plan's question has (a tool call's question is returned as it is).
+    fn with_plan(mut self, set: impl FnOnce(&mut PlanQuestion<'a>)) -> Self {
         match &mut self.subject {
-            Subject::Plan(plan) => Some(plan),
-            Subject::ToolCall { .. } => None,
+            Subject::Plan(plan) => set(plan),
+            Subject::ToolCall { .. } => {}
         }
+        self
     }
 
     /// Says, above the keys, that approving ends the "always allow" of `tools` (the session's
@@ -891,11 +912,8 @@ impl<'a> Question<'a> {
     /// assert!(text.contains("Approving switches mode and ends the always-allow of write_file: its calls ask again.\n"), "{text}");
     /// # Ok::<(), agent_controller::ConfigError>(())
     /// ```
-    pub fn ending_allowances(mut self, tools: &'a [String]) -> Self {
-        if let Some(plan) = self.plan_mut() {
-            plan.allowances = tools;
-        }
-        self
+    pub fn ending_allowances(self, tools: &'a [String]) -> Self {
+        self.with_plan(|plan| plan.allowances = tools)
     }
 
     /// Adds `s MODE` (or `switch MODE`) to a plan's question: leave the plan without approving
@@ -926,14 +944,11 @@ impl<'a> Question<'a> {
     /// let answer = question.ask(&mut input, &mut out, std::future::pending::<()>()).await;
     /// assert_eq!(answer, PromptAnswer::Switch("review".to_owned()));
     /// let shown = String::from_utf8_lossy(&out);
-    /// assert!(shown.contains("`Review` is not a mode to switch to: type s and one of build, review"), "{shown}");
+    /// assert!(shown.contains("`Review` is not a mode to switch to (did you mean `review`? (mode ids are case-sensitive)): type s and one of build, review"), "{shown}");
     /// # Ok(()) }
     /// ```
-    pub fn switchable(mut self, modes: &'a [&'a Mode]) -> Self {
-        if let Some(plan) = self.plan_mut() {
-            plan.switchable = modes;
-        }
-        self
+    pub fn switchable(self, modes: &'a [&'a Mode]) -> Self {
+        self.with_plan(|plan| plan.switchable = modes)
     }
 
     /// Adds `c LINE TEXT` to a plan's question: a comment on line `LINE` of `plan_text` (the
@@ -965,11 +980,8 @@ impl<'a> Question<'a> {
     /// assert!(shown.contains("comments go with a rejection"), "{shown}");
     /// # Ok(()) }
     /// ```
-    pub fn commentable(mut self, plan_text: &'a str) -> Self {
-        if let Some(plan) = self.plan_mut() {
-            plan.commentable = Some(plan_text);
-        }
-        self
+    pub fn commentable(self, plan_text: &'a str) -> Self {
+        self.with_plan(|plan| plan.commentable = Some(plan_text))
     }
 
     /// Adds `m MODEL` to a plan's question: the approval typed next (`y`, a target's number or
@@ -994,11 +1006,8 @@ impl<'a> Question<'a> {
     /// assert_eq!(answer, PromptAnswer::Decided(approved));
     /// # Ok(()) }
     /// ```
-    pub fn choosing_model(mut self) -> Self {
-        if let Some(plan) = self.plan_mut() {
-            plan.choosing_model = true;
-        }
-        self
+    pub fn choosing_model(self) -> Self {
+        self.with_plan(|plan| plan.choosing_model = true)
     }
 
     /// With [`Question::choosing_model`]: the model an approval names until `m` changes it (a
@@ -1028,11 +1037,8 @@ impl<'a> Question<'a> {
     /// assert_eq!(ask(b"m\ny\n").await, PromptAnswer::Decided(session_model));
     /// # Ok(()) }
     /// ```
-    pub fn starting_model(mut self, model: Option<&'a str>) -> Self {
-        if let Some(plan) = self.plan_mut() {
-            plan.starting_model = model;
-        }
-        self
+    pub fn starting_model(self, model: Option<&'a str>) -> Self {
+        self.with_plan(|plan| plan.starting_model = model)
     }
 
     /// Adds the key `p` (any case) to a plan's question: prints `rendered` (the plan rendered
@@ -1059,11 +1065,8 @@ impl<'a> Question<'a> {
     /// assert!(shown.contains("THE WHOLE PLAN"), "{shown}");
     /// # Ok(()) }
     /// ```
-    pub fn whole_plan(mut self, rendered: &'a str) -> Self {
-        if let Some(plan) = self.plan_mut() {
-            plan.whole_plan = Some(rendered);
-        }
-        self
+    pub fn whole_plan(self, rendered: &'a str) -> Self {
+        self.with_plan(|plan| plan.whole_plan = Some(rendered))
     }
 
     /// Adds the key `e` (any case) to a plan's question: opens `plan_text` (the submitted plan
@@ -1079,11 +1082,8 @@ impl<'a> Question<'a> {
     /// earlier edit is kept). An edit that leaves the text as it was is no edit. When the prompt
     /// is dismissed (end of input, `interrupt`) with an edit in hand, the edit is kept in a file
     /// whose path the prompt prints.
-    pub fn editable(mut self, plan_text: &'a str, editor: &'a Editor) -> Self {
-        if let Some(plan) = self.plan_mut() {
-            plan.editing = Some((plan_text, editor));
-        }
-        self
+    pub fn editable(self, plan_text: &'a str, editor: &'a Editor) -> Self {
+        self.with_plan(|plan| plan.editing = Some((plan_text, editor)))
     }
 
     /// The prompt's text: the question and its keys.
@@ -1438,8 +1438,11 @@ fn read_switch(line: &str, modes: &[&Mode]) -> Option<Result<String, String>> {
     match (mode, rest) {
         (Some(mode), None) if ids.contains(&mode) => Some(Ok(mode.to_owned())),
         (Some(mode), None) => Some(Err(format!(
-            "`{}` is not a mode to switch to: type s and one of {} (the plan is then not approved), or answer the plan",
+            "`{}` is not a mode to switch to{}: type s and one of {} (the plan is then not approved), or answer the plan",
             neutralize_line(mode),
+            crate::hint::hint(mode, ids.iter().copied(), "mode ids")
+                .map(|hint| format!(" ({hint})"))
+                .unwrap_or_default(),
             ids.join(", ")
         ))),
         (None, _) => Some(Err(format!(

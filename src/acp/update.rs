@@ -184,17 +184,14 @@ impl Updates {
                 is_error,
                 ..
             } => {
-                let id = self.ids().of(tool_call_id);
-                self.send(SessionUpdate::ToolCallUpdate(ended(id, result, *is_error)));
+                self.end_call(tool_call_id, result, *is_error);
             }
             Event::ToolSuspensionCancelled {
                 tool_call_id,
                 reason,
                 ..
             } => {
-                let id = self.ids().of(tool_call_id);
-                let text = format!("Not approved ({reason}).");
-                self.send(SessionUpdate::ToolCallUpdate(ended(id, &text, true)));
+                self.end_call(tool_call_id, &format!("Not approved ({reason})."), true);
             }
             Event::ModeChanged { mode_id, .. } => self.mode(mode_id),
             _ => {}
@@ -210,6 +207,12 @@ impl Updates {
             self.workspace.clone()
         };
         locations(&base, args)
+    }
+
+    /// Tells the client that the tool call `tool_call_id` ended with `result`.
+    fn end_call(&self, tool_call_id: &str, result: &str, is_error: bool) {
+        let id = self.ids().of(tool_call_id);
+        self.send(SessionUpdate::ToolCallUpdate(ended(id, result, is_error)));
     }
 
     fn text(&self, text: &str) {
@@ -251,8 +254,7 @@ impl Updates {
                     is_error,
                     ..
                 } => {
-                    let id = self.ids().of(tool_call_id);
-                    self.send(SessionUpdate::ToolCallUpdate(ended(id, content, *is_error)));
+                    self.end_call(tool_call_id, content, *is_error);
                 }
                 // The mode notices are for the model; the client sees the modes themselves.
                 Message::System { .. } => {}

@@ -111,7 +111,7 @@ impl From<SessionError> for Failure {
             e if e.is_conflict() => Exit::Refused,
             // An expired plan counts as rejected: not approved, whatever the decision was.
             SessionError::Expired { .. } => Exit::NotApproved,
-            SessionError::UnknownMode(_)
+            SessionError::UnknownMode { .. }
             | SessionError::MalformedDecision(_)
             | SessionError::PlanComment(_)
             | SessionError::UnknownModel { .. }

@@ -10,7 +10,7 @@ use agent_controller::model::scripted::ScriptedModel;
 use agent_controller::store::open_store;
 use agent_controller::tool::SUBMIT_PLAN;
 use agent_controller::tool::submit_plan::{self, PlanError};
-use agent_controller::{AgentController, SessionOptions};
+use agent_controller::{AgentController, SessionError, SessionOptions};
 
 use crate::cli::args::RunArgs;
 use crate::cli::decider::{Decider, interrupted};
@@ -34,7 +34,7 @@ pub(crate) fn run(mut args: RunArgs) -> Outcome {
     let start = match &args.mode {
         Some(id) => graph
             .get(id)
-            .ok_or_else(|| Failure::invalid(format!("unknown mode `{}`", neutralize_line(id))))?,
+            .ok_or_else(|| Failure::from(SessionError::unknown_mode(id, &graph)))?,
         None => graph.default_mode_id(),
     };
     let scripted = args.common.model.is_scripted();

@@ -22,12 +22,7 @@ pub(crate) fn switch(args: SwitchArgs) -> Outcome {
         let options = SessionOptions::new().on_event(event_printer(json, graph.clone(), true));
         let mut session = controller.restore_session(&session_id, options).await?;
         let Some(target) = graph.get(&args.mode) else {
-            let known: Vec<&str> = graph.modes().iter().map(|m| m.id()).collect();
-            return Err(Failure::invalid(format!(
-                "no mode `{}` in the config (modes: {})",
-                neutralize_line(&args.mode),
-                known.join(", ")
-            )));
+            return Err(SessionError::unknown_mode(&args.mode, &graph).into());
         };
         let from = session.mode().id().to_owned();
         let pending: Vec<String> = session.pending().iter().map(describe).collect();

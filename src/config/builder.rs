@@ -17,6 +17,20 @@ pub struct ModeBuilder {
     table: toml::Table,
 }
 
+/// `items` as a TOML array of strings.
+fn strings<I, S>(items: I) -> toml::Value
+where
+    I: IntoIterator<Item = S>,
+    S: Into<String>,
+{
+    toml::Value::Array(
+        items
+            .into_iter()
+            .map(|t| toml::Value::String(t.into()))
+            .collect(),
+    )
+}
+
 impl ModeBuilder {
     /// A mode with id `id` (ASCII letters, digits, `-` and `_`; checked by
     /// [`ModeGraphBuilder::build`]).
@@ -133,11 +147,7 @@ impl ModeBuilder {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        let targets = targets
-            .into_iter()
-            .map(|t| toml::Value::String(t.into()))
-            .collect();
-        self.set("transitionsTo", toml::Value::Array(targets))
+        self.set("transitionsTo", strings(targets))
     }
 
     /// The tools the model may call in this mode (`availableTools`); without it, every tool.
@@ -154,11 +164,7 @@ impl ModeBuilder {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        let tools = tools
-            .into_iter()
-            .map(|t| toml::Value::String(t.into()))
-            .collect();
-        self.set("availableTools", toml::Value::Array(tools))
+        self.set("availableTools", strings(tools))
     }
 
     /// The tools whose calls wait for the user's approval in this mode (`requireApproval =
@@ -178,11 +184,7 @@ impl ModeBuilder {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        let tools = tools
-            .into_iter()
-            .map(|t| toml::Value::String(t.into()))
-            .collect();
-        self.set("requireApproval", toml::Value::Array(tools))
+        self.set("requireApproval", strings(tools))
     }
 
     /// Every tool call in this mode waits for the user's approval (`requireApproval = true`).

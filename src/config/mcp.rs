@@ -58,14 +58,7 @@ pub(crate) struct RawMcpServer {
     trusted: Option<bool>,
     /// How long starting the server, and each tool call, may take (`"30s"`, `"2m"`; default
     /// 60s): past it the call ends with an error result.
-    #[cfg_attr(
-        feature = "schema",
-        schemars(
-            with = "Option<String>",
-            pattern(r"^([0-9]+d)?([0-9]+h)?([0-9]+m)?([0-9]+s)?$"),
-            length(min = 2)
-        )
-    )]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<super::schema::Duration>"))]
     timeout: Option<Spanned<String>>,
 }
 
@@ -204,9 +197,8 @@ pub(crate) fn reference_errors(
         } else {
             "availableTools"
         };
-        let at = |kind, message: String| ConfigError {
-            kind,
-            ..ConfigError::unknown_tool(origin, r.location(), r.snippet(), message)
+        let at = |kind, message: String| {
+            ConfigError::placed_at(kind, origin, r.location(), r.snippet(), message)
         };
         let Some(server) = servers.iter().find(|s| s.id() == server_id) else {
             // An entry refused for another reason is reported there.

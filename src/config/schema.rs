@@ -83,6 +83,28 @@ pub(super) fn approval_schema(_: &mut schemars::SchemaGenerator) -> schemars::Sc
     })
 }
 
+/// A duration as the config writes it (`approvalTimeout`, a server's `timeout`): whole numbers
+/// with the units d, h, m, s, largest first (`"24h"`, `"1h30m"`).
+pub(super) struct Duration;
+
+impl schemars::JsonSchema for Duration {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Duration".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": r"^([0-9]+d)?([0-9]+h)?([0-9]+m)?([0-9]+s)?$",
+            "minLength": 2
+        })
+    }
+}
+
 /// What a mode id looks like (ASCII letters, digits, `-` and `_`), as the other id fields say.
 const MODE_ID_PATTERN: &str = r"^[A-Za-z0-9_-]+$";
 

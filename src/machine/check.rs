@@ -304,23 +304,12 @@ mod tests {
     }
 
     fn record(run_id: &str, tool_call_id: &str, decision_id: &str) -> DecidedRecord {
-        DecidedRecord {
-            run_id: run_id.to_owned(),
-            tool_call_id: tool_call_id.to_owned(),
-            decision_id: decision_id.to_owned(),
-            outcome: Some(crate::event::DecisionOutcome::Rejected),
-            sha256: None,
-            approved_sha256: None,
-            decided_at: None,
-            decided_by: None,
-            target_mode_id: None,
-            tool_name: None,
-            always_allow: false,
-            allowed_by: None,
-            comments: Vec::new(),
-            model: None,
-            rule: None,
-        }
+        DecidedRecord::new(
+            run_id,
+            tool_call_id,
+            decision_id,
+            crate::event::DecisionOutcome::Rejected,
+        )
     }
 
     #[test]

@@ -60,9 +60,10 @@ named_enum! {
         description = "A host's decision on a pending plan (`submit_plan`) or on a tool \
         call waiting for approval (`requireApproval`), as `Session::resume_json` and \
         `Session::decide_json` take it. Only `action` is required; unknown fields are refused. \
-        `targetModeId` and `plan` apply to the approval of a plan, `alwaysAllow` (with its \
-        `scope` and its narrowing pattern `allow`) to the approval of a tool call; anything else is refused with `MalformedDecision` and \
-        changes nothing."
+        `feedback`, `sha256` and `decidedBy` apply to any decision; `targetModeId`, `plan` and \
+        `model` to the approval of a plan, `comments` to its rejection; `alwaysAllow` (with its \
+        `scope` and its narrowing pattern `allow`) to the approval of a tool call. Anything else \
+        is refused with `MalformedDecision` and changes nothing."
     )
 )]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -169,7 +170,7 @@ impl Decision {
     }
 
     /// A plain decision of `action`: no feedback, no pin, no decider, no target, no edit.
-    fn new(action: DecisionAction) -> Self {
+    pub(crate) fn new(action: DecisionAction) -> Self {
         Self {
             action,
             feedback: None,

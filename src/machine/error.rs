@@ -40,9 +40,16 @@ use crate::store::StoreError;
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SessionError {
-    /// No mode has this id (ids are case-sensitive).
-    #[error("unknown mode `{0}`")]
-    UnknownMode(String),
+    /// No mode has this id (ids are case-sensitive). The message hints at the mode meant: one
+    /// that differs only in case, or one within two edits ("did you mean"), else it lists the
+    /// modes. Make it with [`SessionError::unknown_mode`].
+    #[error("unknown mode `{id}`{}", mode_hint(id, known))]
+    UnknownMode {
+        /// The mode id given.
+        id: String,
+        /// The config's mode ids, in its order.
+        known: Vec<String>,
+    },
     /// No run with this id exists in the session.
     #[error("unknown run `{0}`")]
     UnknownRun(String),
@@ -109,8 +116,9 @@ pub enum SessionError {
     /// The decision names a target mode ([`Decision::to`](crate::Decision::to)) the pending plan does not list;
     /// nothing changed.
     #[error(
-        "mode `{given}` is not a target of the pending plan: approve to one of {}",
-        allowed.join(", ")
+        "mode `{given}` is not a target of the pending plan: approve to one of {}{}",
+        allowed.join(", "),
+        target_hint(given, allowed)
     )]
     TargetNotAllowed {
         /// The mode id the decision named.
@@ -256,10 +264,73 @@ pub enum SessionError {
 }
 
 impl SessionError {
+    /// [`SessionError::UnknownMode`] for `id`, which no mode of `graph` has: its message hints
+    /// at the mode meant, as the config loader does.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::SessionError;
+    /// let graph = agent_controller::config::parse(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n[[modes]]\nid = \"build\"\n",
+    ///     "modes.toml",
+    /// )?;
+    /// assert_eq!(
+    ///     SessionError::unknown_mode("Plan", &graph).to_string(),
+    ///     "unknown mode `Plan`: did you mean `plan`? (mode ids are case-sensitive)"
+    /// );
+    /// assert_eq!(
+    ///     SessionError::unknown_mode("buidl", &graph).to_string(),
+    ///     "unknown mode `buidl`: did you mean `build`?"
+    /// );
+    /// assert_eq!(
+    ///     SessionError::unknown_mode("review", &graph).to_string(),
+    ///     "unknown mode `review` (modes: plan, build)"
+    /// );
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
+    pub fn unknown_mode(id: &str, graph: &crate::mode::ModeGraph) -> Self {
+        SessionError::UnknownMode {
+            id: id.to_owned(),
+            known: graph.modes().iter().map(|m| m.id().to_owned()).collect(),
+        }
+    }
+
     /// Whether another writer decided or changed the session first (a lost race).
     pub fn is_conflict(&self) -> bool {
         matches!(self, SessionError::Store(StoreError::Conflict { .. }))
     }
+}
+
+/// Most mode ids [`SessionError::UnknownMode`] lists when it has no hint.
+const MAX_LISTED_MODES: usize = 8;
+
+/// What follows "unknown mode `id`": the hint at the mode meant, else the modes (at most
+/// [`MAX_LISTED_MODES`], then how many more).
+fn mode_hint(id: &str, known: &[String]) -> String {
+    if let Some(hint) = crate::hint::hint(id, known.iter().map(String::as_str), "mode ids") {
+        return format!(": {hint}");
+    }
+    if known.is_empty() {
+        return String::new();
+    }
+    let mut shown = known
+        .iter()
+        .take(MAX_LISTED_MODES)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if known.len() > MAX_LISTED_MODES {
+        shown.push_str(&format!(" and {} more", known.len() - MAX_LISTED_MODES));
+    }
+    format!(" (modes: {shown})")
+}
+
+/// What follows the targets of [`SessionError::TargetNotAllowed`]: the hint at the target
+/// meant, if one is near.
+fn target_hint(given: &str, allowed: &[String]) -> String {
+    crate::hint::hint(given, allowed.iter().map(String::as_str), "mode ids")
+        .map(|hint| format!(": {hint}"))
+        .unwrap_or_default()
 }
 
 /// What expired, for [`SessionError::Expired`]: the plan, or the tool call of `tool_name`.
@@ -286,21 +357,9 @@ mod tests {
 
     fn record(outcome: DecisionOutcome, tool_name: Option<&str>) -> DecidedRecord {
         DecidedRecord {
-            run_id: "run_1".to_owned(),
-            tool_call_id: "c1".to_owned(),
-            decision_id: "decision_3".to_owned(),
-            outcome: Some(outcome),
-            sha256: None,
-            approved_sha256: None,
             decided_at: Some("2026-12-01T19:00:00Z".to_owned()),
-            decided_by: None,
-            target_mode_id: None,
             tool_name: tool_name.map(str::to_owned),
-            always_allow: false,
-            allowed_by: None,
-            rule: None,
-            comments: Vec::new(),
-            model: None,
+            ..DecidedRecord::new("run_1", "c1", "decision_3", outcome)
         }
     }
 

@@ -259,21 +259,14 @@ where
 /// deadline, nobody as `decidedBy`. The same on every host that applies it.
 fn plan_record(run_id: &str, tool_call_id: &str, payload: &SuspendPayload) -> DecidedRecord {
     DecidedRecord {
-        run_id: run_id.to_owned(),
-        tool_call_id: tool_call_id.to_owned(),
-        decision_id: payload.decision_id.clone(),
-        outcome: Some(DecisionOutcome::Expired),
         sha256: Some(payload.submission.sha256.clone()),
-        approved_sha256: None,
         decided_at: payload.deadline_at_ms.map(deadline_text),
-        decided_by: None,
-        target_mode_id: None,
-        tool_name: None,
-        always_allow: false,
-        allowed_by: None,
-        comments: Vec::new(),
-        model: None,
-        rule: None,
+        ..DecidedRecord::new(
+            run_id,
+            tool_call_id,
+            &payload.decision_id,
+            DecisionOutcome::Expired,
+        )
     }
 }
 
@@ -291,21 +284,16 @@ fn call_answer(
         None => (
             expired_tool_result(payload),
             DecidedRecord {
-                run_id: run_id.to_owned(),
-                tool_call_id: tool_call_id.to_owned(),
-                decision_id: payload.decision_id.clone(),
-                outcome: Some(DecisionOutcome::Expired),
                 sha256: Some(payload.args_sha256.clone()),
-                approved_sha256: None,
                 decided_at: payload.deadline_at_ms.map(deadline_text),
-                decided_by: None,
-                target_mode_id: None,
                 tool_name: Some(payload.tool_name.clone()),
-                always_allow: false,
-                allowed_by: None,
-                comments: Vec::new(),
-                model: None,
                 rule: payload.rule.clone(),
+                ..DecidedRecord::new(
+                    run_id,
+                    tool_call_id,
+                    &payload.decision_id,
+                    DecisionOutcome::Expired,
+                )
             },
         ),
         Some(record) if record.outcome == Some(DecisionOutcome::Approved) => {
@@ -480,21 +468,8 @@ mod tests {
     fn one_due_call_expires_its_whole_reply_keeping_earlier_decisions() {
         let (first, second, third) = (call(1, Some(500)), call(2, Some(500)), call(3, Some(500)));
         let approved = DecidedRecord {
-            run_id: "run_1".to_owned(),
-            tool_call_id: "c2".to_owned(),
-            decision_id: "decision_2".to_owned(),
-            outcome: Some(DecisionOutcome::Approved),
-            sha256: None,
-            approved_sha256: None,
-            decided_at: None,
-            decided_by: None,
-            target_mode_id: None,
             tool_name: Some("write_file".to_owned()),
-            always_allow: false,
-            allowed_by: None,
-            comments: Vec::new(),
-            model: None,
-            rule: None,
+            ..DecidedRecord::new("run_1", "c2", "decision_2", DecisionOutcome::Approved)
         };
         let rejected = DecidedRecord {
             outcome: Some(DecisionOutcome::Rejected),

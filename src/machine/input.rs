@@ -111,8 +111,8 @@ pub(crate) enum Input {
     /// nothing.
     RevokeAllowance(String),
     /// An approved call that a `deny` rule refuses as it is about to run: never run, the model
-    /// told why, and its audit record `record` (in the history since the decision) rejected,
-    /// with the rule ([`Change::refuse_approved_tool`]).
+    /// told why, and the refusal's own audit record appended, rejected with the rule; the
+    /// approval's record `record` stays as it was saved ([`Change::refuse_approved_tool`]).
     RefusedApproved {
         /// The running run.
         run_id: Arc<str>,
@@ -233,10 +233,9 @@ pub(crate) enum Next {
     Nothing,
     /// Call the model for run `run_id`, in the current mode.
     CallModel(Arc<str>),
-    /// Run the tool calls of the assistant message at `at`, in order ([`Input::ModelReply`]).
+    /// Run the tool calls of the assistant message at `at`, in order ([`Input::ModelReply`]):
+    /// the driver's loop runs them in the run it called the model for, then calls it again.
     RunToolCalls {
-        /// The running run.
-        run_id: Arc<str>,
         /// The assistant message's position in the conversation.
         at: usize,
     },
@@ -366,7 +365,7 @@ impl Change<'_> {
                 record,
                 rule,
             } => {
-                self.refuse_approved_tool(&run_id, &call_id, &name, record, rule);
+                self.refuse_approved_tool(&run_id, &call_id, &name, &record, rule);
                 Next::Nothing
             }
             Input::SkipRest { run_id, at, from } => {

@@ -66,12 +66,10 @@ impl PendingDecision {
     /// # }
     /// ```
     pub fn run_id(&self) -> &str {
-        match self {
-            PendingDecision::Plan(p) => &p.run_id,
-            PendingDecision::ToolCall(c) => &c.run_id,
-        }
+        self.run_arc()
     }
 
+    /// The suspended run's id, shared.
     pub(crate) fn run_arc(&self) -> &Arc<str> {
         match self {
             PendingDecision::Plan(p) => &p.run_id,
@@ -423,15 +421,20 @@ impl PendingDecision {
     ///
     /// - Any: a pinned `sha256` must be [`PendingDecision::sha256`].
     /// - A plan: no `alwaysAllow`; a `targetModeId` (with an approval only) must be one the plan
-    ///   lists; an edited plan (with an approval only) obeys the plan limits; an approval must
-    ///   still be possible under the current config.
-    /// - A tool call: no `targetModeId`, no edited plan, no `alwaysAllow` with a rejection,
-    ///   nor on a call an `ask` rule made wait ([`crate::event::ToolCallPayload::rule`]).
+    ///   lists; an edited plan (with an approval only) obeys the plan limits; a `model` goes
+    ///   with an approval only; `comments` go with a rejection only, each on a line of the plan
+    ///   shown; an approval must still be possible under the current config.
+    /// - A tool call: no `targetModeId`, no edited plan, no `model`, no `comments`, no
+    ///   `alwaysAllow` with a rejection, nor on a call an `ask` rule made wait
+    ///   ([`crate::event::ToolCallPayload::rule`]).
     ///
     /// # Errors
     /// [`SessionError::MalformedDecision`], [`SessionError::Sha256Mismatch`],
     /// [`SessionError::ArgsSha256Mismatch`], [`SessionError::TargetNotAllowed`],
-    /// [`SessionError::EditedPlan`], [`SessionError::ConfigChanged`].
+    /// [`SessionError::EditedPlan`], [`SessionError::PlanComment`] (a comment on a line the plan
+    /// lacks, a blank one, too many), [`SessionError::ConfigChanged`]. A model the approval names
+    /// ([`Decision::model`]) is not checked here: the session asks the host's chooser when it
+    /// applies the approval ([`SessionError::UnknownModel`], from [`crate::Session::decide`]).
     ///
     /// # Examples
     /// ```

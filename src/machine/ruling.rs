@@ -40,6 +40,11 @@ pub(crate) enum Ruling {
     /// No rule matched and the mode's `requireApproval` would hold the call, but this
     /// allowance covers it: it runs, and its audit record names the allowance.
     Allowed(Box<Allowance>),
+    /// The call's arguments are refused before any rule applies (not a well-formed object, or
+    /// not what the tool's input schema asks: the driver checks them, `Session::refusal`), for
+    /// this reason: it never runs, and the model is told why. Never given by
+    /// [`State::ruling`], which rules on well-formed calls only.
+    Refused(String),
 }
 
 impl State {
@@ -74,7 +79,12 @@ impl State {
 
 /// The result the model gets for a call a `deny` rule refused.
 pub(crate) fn denied_result(rule: &RuleRecord) -> String {
-    format!("Not executed: {}.", rule.reason)
+    refused_result(&rule.reason)
+}
+
+/// The result the model gets for a call refused for `reason` ([`Ruling::Refused`]).
+pub(crate) fn refused_result(reason: &str) -> String {
+    format!("Not executed: {reason}.")
 }
 
 impl Change<'_> {
@@ -91,21 +101,16 @@ impl Change<'_> {
     ) -> DecidedRecord {
         self.state.decisions += 1;
         DecidedRecord {
-            run_id: run_id.to_string(),
-            tool_call_id: call_id.to_owned(),
-            decision_id: decision_id_for(self.state.decisions),
-            outcome: Some(outcome),
             sha256: Some(args_sha256),
-            approved_sha256: None,
             decided_at: Some(self.now_rfc3339()),
-            decided_by: None,
-            target_mode_id: None,
             tool_name: Some(name.to_owned()),
-            always_allow: false,
-            allowed_by: None,
             rule: Some(rule),
-            comments: Vec::new(),
-            model: None,
+            ..DecidedRecord::new(
+                &**run_id,
+                call_id,
+                decision_id_for(self.state.decisions),
+                outcome,
+            )
         }
     }
 
@@ -145,30 +150,21 @@ impl Change<'_> {
     }
 
     /// Ends a call the user approved that deny rule `rule` refuses as it is about to run (the
-    /// rules, or where its paths lead, changed while it waited): it never runs, the model is
-    /// told why, and its audit record (`record`, in the history since the decision) says what
-    /// happened: `rejected`, with the rule; `decidedBy` and `decidedAt` stay the approval's.
+    /// rules, or where its paths lead, changed while it waited): it never runs and the model is
+    /// told why. The approval's audit record (`approval`, in the history since the decision was
+    /// saved) stays as it is, with its `decidedBy` and the `ask` rule that asked; the refusal
+    /// gets a record of its own, appended (`rejected`, with the deny rule: [`Change::finish_ruled_tool`]).
     pub(crate) fn refuse_approved_tool(
         &mut self,
         run_id: &Arc<str>,
         call_id: &str,
         name: &str,
-        mut record: DecidedRecord,
+        approval: &DecidedRecord,
         rule: Box<RuleRecord>,
     ) {
         let output = ToolOutput::error(denied_result(&rule));
-        record.outcome = Some(DecisionOutcome::Rejected);
-        record.rule = Some(rule);
-        if let Some(kept) = self
-            .state
-            .history
-            .iter_mut()
-            .rev()
-            .find(|d| d.decision_id == record.decision_id)
-        {
-            *kept = record.clone();
-        }
-        self.finish_tool(run_id, call_id, name, output, Some(record));
+        let args_sha256 = approval.sha256.clone().unwrap_or_default();
+        self.finish_ruled_tool(run_id, call_id, name, args_sha256, output, rule);
     }
 
     /// Ends a call (started with `tool_start`) whose outcome a rule decided: `tool_end` with
@@ -190,5 +186,109 @@ impl Change<'_> {
         let record = self.rule_record(run_id, call_id, name, args_sha256, outcome, rule);
         self.state.history.push(record.clone());
         self.finish_tool(run_id, call_id, name, output, Some(record));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::machine::check::check;
+    use crate::machine::decision::Decision;
+    use crate::machine::input::{Input, Next, Suspend};
+    use crate::machine::rig::{Rig, call};
+
+    fn rule(number: usize, action: RuleAction) -> Box<RuleRecord> {
+        Box::new(RuleRecord {
+            mode_id: "build".to_owned(),
+            number,
+            action,
+            rule: format!("{action:?} write_file"),
+            reason: format!("rule {number} of mode `build`"),
+        })
+    }
+
+    /// A call an `ask` rule made wait, approved by alice, that a `deny` rule refuses as it is
+    /// about to run: the approval's record stays as it was saved (approved, by alice, the `ask`
+    /// rule that asked), and the refusal is a record of its own, appended.
+    #[test]
+    fn a_refused_approved_call_appends_its_refusal_and_keeps_the_approval() {
+        let mut rig = Rig::new();
+        rig.state.mode = rig.mode("build");
+        let run = rig.start("write");
+        let Next::RunToolCalls { at, .. } = rig.reply(
+            &run,
+            "",
+            vec![call("w1", "write_file", json!({"path": "a"}))],
+        ) else {
+            panic!("a reply with calls runs them");
+        };
+        let suspend = Suspend::ToolCalls {
+            run_id: run.clone(),
+            at,
+            indexes: vec![(0, Some(rule(2, RuleAction::Ask)))],
+        };
+        rig.handle(Input::Suspend(suspend)).expect("suspends");
+        let decision = Decision::approve().decided_by("alice");
+        let checked = check(&rig.state.pending[0], &decision).expect("checks");
+        let next = rig
+            .handle(Input::Decide {
+                index: 0,
+                decision,
+                checked,
+            })
+            .expect("approved");
+        let Next::RunApproved { mut calls, .. } = next else {
+            panic!("the only call is decided: {next:?}");
+        };
+        let (approved, record) = calls.pop().expect("the approved call");
+        let saved = rig.state.history.clone();
+        assert_eq!(saved.last(), Some(&record));
+        rig.take_kinds();
+        let refused = Input::RefusedApproved {
+            run_id: run.clone(),
+            call_id: approved.tool_call_id().to_owned(),
+            name: approved.tool_name().to_owned(),
+            record,
+            rule: rule(1, RuleAction::Deny),
+        };
+        rig.handle(refused).expect("refused");
+        // What was saved is kept as it was: an audit record is never rewritten.
+        assert_eq!(rig.state.history[..saved.len()], saved[..]);
+        let approval = &rig.state.history[saved.len() - 1];
+        assert_eq!(approval.outcome, Some(DecisionOutcome::Approved));
+        assert_eq!(approval.decided_by.as_deref(), Some("alice"));
+        assert_eq!(
+            approval.rule.as_ref().map(|r| (r.number, r.action)),
+            Some((2, RuleAction::Ask)),
+            "the rule that asked"
+        );
+        assert_eq!(rig.state.history.len(), saved.len() + 1);
+        let refusal = rig.state.history.last().expect("the refusal's record");
+        assert_eq!(refusal.outcome, Some(DecisionOutcome::Rejected));
+        assert_eq!(
+            refusal.rule.as_ref().map(|r| (r.number, r.action)),
+            Some((1, RuleAction::Deny))
+        );
+        assert_eq!(refusal.tool_call_id, "w1");
+        assert_eq!(refusal.tool_name.as_deref(), Some("write_file"));
+        assert_eq!(refusal.sha256, approval.sha256);
+        assert_ne!(refusal.decision_id, approval.decision_id);
+        assert_eq!(refusal.decided_by, None, "no person decided the refusal");
+        // The model is told why, and `tool_end` carries the refusal's record.
+        let ended: Vec<_> = rig
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                crate::event::Event::ToolEnd { decision, .. } => Some(decision.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ended, [Some(refusal.clone())]);
+        assert_eq!(rig.take_kinds(), ["tool_end"]);
+        let (id, result) = rig.results().pop().expect("a result");
+        assert_eq!(id, "w1");
+        assert_eq!(result, "Not executed: rule 1 of mode `build`.");
     }
 }

@@ -128,7 +128,7 @@ impl Change<'_> {
             tool_calls: calls,
         });
         let at = self.state.messages.len() - 1;
-        Next::RunToolCalls { run_id, at }
+        Next::RunToolCalls { at }
     }
 
     /// The run ends: completed, or failed with `error`.

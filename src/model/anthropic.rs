@@ -159,14 +159,12 @@ impl AnthropicModel {
     /// Sends `body`, retrying as the policy says; a response with a failing status becomes
     /// the error of its kind, with the provider's message.
     async fn send(&self, body: Vec<u8>) -> Result<reqwest::Response, ModelError> {
-        let url = format!("{}/v1/messages", self.settings.base_url());
-        let key = self.settings.api_key.clone().unwrap_or_default();
-        let response = http::post_json(&self.http, &self.settings.retries, &url, &body, |r| {
-            r.header("x-api-key", &key)
-                .header("anthropic-version", API_VERSION)
-        })
-        .await
-        .map_err(|e| self.settings.transport_error(e))?;
+        let response = self
+            .post("/v1/messages", &body, |r, key| {
+                r.header("x-api-key", key)
+                    .header("anthropic-version", API_VERSION)
+            })
+            .await?;
         let status = response.status();
         if status.is_success() {
             return Ok(response);
@@ -832,36 +830,32 @@ mod tests {
 
     #[test]
     fn error_kinds_follow_status_and_type() {
-        assert_eq!(error_kind(401, "", ""), ModelErrorKind::Authentication);
-        assert_eq!(
-            error_kind(403, "permission_error", ""),
-            ModelErrorKind::Authentication
-        );
-        assert_eq!(
-            error_kind(429, "rate_limit_error", ""),
-            ModelErrorKind::RateLimited
-        );
-        assert_eq!(
-            error_kind(529, "overloaded_error", ""),
-            ModelErrorKind::Overloaded
-        );
-        assert_eq!(
-            error_kind(0, "overloaded_error", ""),
-            ModelErrorKind::Overloaded
-        );
-        assert_eq!(
-            error_kind(400, "invalid_request_error", "max_tokens: too large"),
-            ModelErrorKind::InvalidRequest
-        );
-        assert_eq!(
-            error_kind(
+        for (status, kind, message, expected) in [
+            (401, "", "", ModelErrorKind::Authentication),
+            (403, "permission_error", "", ModelErrorKind::Authentication),
+            (429, "rate_limit_error", "", ModelErrorKind::RateLimited),
+            (529, "overloaded_error", "", ModelErrorKind::Overloaded),
+            (0, "overloaded_error", "", ModelErrorKind::Overloaded),
+            (
                 400,
                 "invalid_request_error",
-                "prompt is too long: 210000 tokens > 200000 maximum"
+                "max_tokens: too large",
+                ModelErrorKind::InvalidRequest,
             ),
-            ModelErrorKind::ContextLength
-        );
-        assert_eq!(error_kind(500, "api_error", ""), ModelErrorKind::Other);
+            (
+                400,
+                "invalid_request_error",
+                "prompt is too long: 210000 tokens > 200000 maximum",
+                ModelErrorKind::ContextLength,
+            ),
+            (500, "api_error", "", ModelErrorKind::Other),
+        ] {
+            assert_eq!(
+                error_kind(status, kind, message),
+                expected,
+                "{status} {kind} {message}"
+            );
+        }
     }
 
     #[test]

@@ -14,9 +14,12 @@ use crate::model::{LanguageModel, ModelSpec};
 /// Set it with `AgentControllerBuilder::model_chooser`; without one, every approval naming a
 /// model is refused ([`crate::SessionError::UnknownModel`]) and changes nothing.
 ///
-/// The chooser is asked when the approval is checked, before anything changes (a model it
-/// cannot build refuses the approval), and again by a session restored in another process
-/// before its next model call in that mode.
+/// The chooser is asked when the approval is applied ([`crate::Session::decide`]): after the
+/// decision is checked ([`crate::PendingDecision::check`] does not ask it) and before anything
+/// changes, so a model it cannot build refuses the approval. The model is kept for the next
+/// mode once the approval is saved (an approval that cannot be saved leaves the mode's model
+/// as it was). A session restored in another process asks again before its next model call in
+/// that mode.
 ///
 /// # Examples
 /// ```

@@ -334,6 +334,24 @@ impl<P: HttpProvider> HttpModel<P> {
     pub(crate) fn error(&self, kind: ModelErrorKind, message: impl fmt::Display) -> ModelError {
         self.settings.error(kind, message)
     }
+
+    /// POSTs the JSON `body` to `path` under the base URL ([`post_json`]), with the headers
+    /// `auth` adds for the API key (empty when none is set); a transport failure becomes the
+    /// provider's [`ModelErrorKind::Transport`] error. The response may have any status.
+    pub(crate) async fn post(
+        &self,
+        path: &str,
+        body: &[u8],
+        auth: impl Fn(reqwest::RequestBuilder, &str) -> reqwest::RequestBuilder,
+    ) -> Result<Response, ModelError> {
+        let url = format!("{}{path}", self.settings.base_url());
+        let key = self.settings.api_key.clone().unwrap_or_default();
+        post_json(&self.http, &self.settings.retries, &url, body, |r| {
+            auth(r, &key)
+        })
+        .await
+        .map_err(|e| self.settings.transport_error(e))
+    }
 }
 
 /// Where and how to reach a provider's HTTP API, the same for every provider: base URL, API

@@ -115,13 +115,9 @@ impl OpenAiModel {
     /// Sends `body` to `/chat/completions`, retrying as the policy says; a response with a
     /// failing status becomes the error of its kind, with the server's message.
     async fn send(&self, body: Vec<u8>) -> Result<reqwest::Response, ModelError> {
-        let url = format!("{}/chat/completions", self.settings.base_url());
-        let key = self.settings.api_key.clone().unwrap_or_default();
-        let response = http::post_json(&self.http, &self.settings.retries, &url, &body, |r| {
-            r.bearer_auth(&key)
-        })
-        .await
-        .map_err(|e| self.settings.transport_error(e))?;
+        let response = self
+            .post("/chat/completions", &body, |r, key| r.bearer_auth(key))
+            .await?;
         let status = response.status();
         if status.is_success() {
             return Ok(response);

@@ -56,7 +56,10 @@ pub enum ModelSpec {
 pub enum ModelSpecError {
     /// The provider (the part before `/`) is none of `scripted`, `openai`, `anthropic`.
     #[error(
-        "unknown model provider `{provider}`: use `scripted`, `openai/MODEL` or `anthropic/MODEL`"
+        "unknown model provider `{provider}`: {}use `scripted`, `openai/MODEL` or `anthropic/MODEL`",
+        crate::hint::hint(provider, ["scripted", "openai", "anthropic"], "provider names")
+            .map(|hint| format!("{hint} "))
+            .unwrap_or_default()
     )]
     UnknownProvider {
         /// The provider as given.
@@ -145,37 +148,47 @@ impl fmt::Display for ModelSpec {
     }
 }
 
-#[cfg(feature = "openai")]
-fn open_openai(name: Option<&str>) -> Result<Arc<dyn LanguageModel>, ModelError> {
-    use crate::model::openai::{OpenAiModel, OpenAiSettings};
-    let mut settings = OpenAiSettings::from_env();
+/// A model of provider `P` configured from the environment, with `name` as its default model
+/// when given.
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+fn open_http<P: crate::model::http::HttpProvider>(
+    name: Option<&str>,
+) -> Result<Arc<dyn LanguageModel>, ModelError>
+where
+    crate::model::http::HttpModel<P>: LanguageModel,
+{
+    let mut settings = crate::model::http::HttpSettings::<P>::from_env();
     if let Some(name) = name {
         settings = settings.default_model(name);
     }
-    Ok(Arc::new(OpenAiModel::new(settings)?))
+    Ok(Arc::new(crate::model::http::HttpModel::new(settings)?))
+}
+
+#[cfg(feature = "openai")]
+fn open_openai(name: Option<&str>) -> Result<Arc<dyn LanguageModel>, ModelError> {
+    open_http::<crate::model::openai::OpenAi>(name)
 }
 
 #[cfg(not(feature = "openai"))]
 fn open_openai(_: Option<&str>) -> Result<Arc<dyn LanguageModel>, ModelError> {
-    Err(ModelError::new(
-        "this build has no `openai` provider: rebuild with `--features openai`",
-    ))
+    Err(not_built("openai"))
 }
 
 #[cfg(feature = "anthropic")]
 fn open_anthropic(name: Option<&str>) -> Result<Arc<dyn LanguageModel>, ModelError> {
-    use crate::model::anthropic::{AnthropicModel, AnthropicSettings};
-    let mut settings = AnthropicSettings::from_env();
-    if let Some(name) = name {
-        settings = settings.default_model(name);
-    }
-    Ok(Arc::new(AnthropicModel::new(settings)?))
+    open_http::<crate::model::anthropic::Anthropic>(name)
 }
 
 #[cfg(not(feature = "anthropic"))]
 fn open_anthropic(_: Option<&str>) -> Result<Arc<dyn LanguageModel>, ModelError> {
-    Err(ModelError::new(
-        "this build has no `anthropic` provider: rebuild with `--features anthropic`",
+    Err(not_built("anthropic"))
+}
+
+/// The error for a provider whose cargo feature `feature` this build lacks.
+#[cfg(not(all(feature = "openai", feature = "anthropic")))]
+fn not_built(feature: &str) -> ModelError {
+    ModelError::new(format!(
+        "this build has no `{feature}` provider: rebuild with `--features {feature}`"
     ))
 }
 

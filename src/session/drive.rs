@@ -15,8 +15,8 @@ use crate::event::Event;
 use crate::machine::check::{self as rules, Checked};
 use crate::machine::decide::Approved;
 use crate::machine::input::{Abort, Input, Next, Suspend};
-use crate::machine::ruling::{Ruling, denied_result};
-use crate::model::{ModelError, ModelErrorKind, ModelRequest, TextSink};
+use crate::machine::ruling::{Ruling, denied_result, refused_result};
+use crate::model::{LanguageModel, ModelError, ModelErrorKind, ModelRequest, TextSink};
 use crate::rules::RuleRecord;
 use crate::store::SessionStore;
 use crate::tool::submit_plan::{self, PlanSubmission, SUBMIT_PLAN};
@@ -73,13 +73,11 @@ impl Session {
             return Err(SessionError::NotSuspended(String::new()));
         };
         let checked = rules::check(pending, &decision)?;
-        if let (DecisionAction::Approved, Some(id)) = (decision.action, &decision.model) {
-            // The host must build the chosen model before anything changes.
-            let model = self.build_model(id)?;
-            self.chosen_model = Some((id.clone(), model));
-        }
-        let Some(pending) = self.state.pending.get(index) else {
-            return Err(SessionError::NotSuspended(String::new()));
+        // The host must build the chosen model before anything changes; the session keeps it
+        // for the next mode only once the approval is saved (`apply_decision`).
+        let model = match (decision.action, &decision.model) {
+            (DecisionAction::Approved, Some(id)) => Some((id.clone(), self.build_model(id)?)),
+            _ => None,
         };
         let span = tracing::info_span!(
             "decision",
@@ -94,14 +92,16 @@ impl Session {
         let operation = Operation::new(self);
         let outcome = operation
             .session
-            .apply_decision(index, decision, checked)
+            .apply_decision(index, decision, checked, model)
             .instrument(span)
             .await;
         operation.finish(outcome)
     }
 
     /// Applies a checked decision, persists it (compare-and-swap), then carries the run on.
-    /// When the save fails nothing has changed: the run is still suspended.
+    /// When the save fails nothing has changed: the run is still suspended, and the mode runs
+    /// with the model it ran with. `model` is the one the approval chose, built already: kept
+    /// for the next mode once the approval is saved.
     ///
     /// A plan: approved, the session switches to the chosen target before the next model
     /// call; rejected with feedback, the model revises; rejected without, the run ends.
@@ -113,6 +113,7 @@ impl Session {
         index: usize,
         decision: Decision,
         checked: Checked,
+        model: Option<(String, Arc<dyn LanguageModel>)>,
     ) -> Result<RunOutcome, SessionError> {
         let decide = Input::Decide {
             index,
@@ -120,23 +121,22 @@ impl Session {
             checked,
         };
         let next = self.handle(decide).await?;
+        if model.is_some() {
+            self.chosen_model = model;
+        }
         self.carry_on(next).await
     }
 
     /// Carries out the next step the rules gave ([`Next`]) to its end: calls the model, runs
-    /// the approved tool calls, or returns how the run stands.
+    /// the approved tool calls, or returns how the run stands. Given what a decision, a
+    /// take-over, a suspension or a model reply without tool calls leads to: never
+    /// [`Next::Nothing`] (the steps of a running run, the host's aborts and switches, the
+    /// ticks, whose callers carry nothing on) nor [`Next::RunToolCalls`] (a model reply with
+    /// calls, which the loop of [`Session::drive`] runs itself, within its step limit).
     async fn carry_on(&mut self, next: Next) -> Result<RunOutcome, SessionError> {
         match next {
             Next::CallModel(run_id) => self.drive_traced(run_id).await,
             Next::RunApproved { run_id, calls } => self.run_approved(run_id, calls).await,
-            Next::RunToolCalls { run_id, at } => {
-                self.keep_lease(&run_id, true).await?;
-                // Boxed: running the calls may suspend the run, which carries on here.
-                match Box::pin(self.run_tool_calls(&run_id, at)).await? {
-                    Some(outcome) => Ok(outcome),
-                    None => self.drive_traced(run_id).await,
-                }
-            }
             Next::Complete { run_id, text } => self.end_run(run_id, Ok(text)).await,
             Next::SuspendedOnPlan {
                 run_id,
@@ -162,17 +162,9 @@ impl Session {
                 run_id,
                 text: String::new(),
             }),
-            // No step follows: the run stands as the state has it (not given for an input
-            // that carries a run on).
-            Next::Nothing => Ok(RunOutcome::Completed {
-                run_id: self
-                    .state
-                    .run
-                    .as_ref()
-                    .map(|(id, _)| id.clone())
-                    .unwrap_or_default(),
-                text: String::new(),
-            }),
+            Next::Nothing | Next::RunToolCalls { .. } => {
+                unreachable!("no input that carries a run on leads to {next:?}")
+            }
         }
     }
 
@@ -191,33 +183,38 @@ impl Session {
                 return self.abort_run(Abort::BeforeApproved(run_id)).await;
             }
             let name = &call.payload.tool_name;
-            // A deny rule wins over the user's approval too: the rules (or the workspace the
-            // paths resolve in) may have changed since the call was suspended.
+            // Every check a call that never waited gets is made again: the config, the tools,
+            // the rules or the workspace the paths resolve in may have changed since the call
+            // was suspended (a restore under another config or other tools among them), and a
+            // refusal wins over the user's approval.
             let now = ToolCall::new(
                 call.tool_call_id.clone(),
                 name.clone(),
                 call.payload.args.clone(),
             );
-            if let Some(Ruling::Deny(rule)) = self.ruling_of(&now) {
-                let refused = Input::RefusedApproved {
-                    run_id: run_id.clone(),
-                    call_id: call.tool_call_id,
-                    name: call.payload.tool_name,
-                    record,
-                    rule,
-                };
-                self.handle(refused).await?;
-                continue;
-            }
-            let output = if self.shared.runtime(self.state.mode).allows(name) {
-                self.execute_tool(&run_id, &call.tool_call_id, name, &call.payload.args)
-                    .await
-            } else {
-                // The config changed since the call was suspended (a restore under another one).
-                Some(ToolOutput::error(format!(
+            let output = match self.ruling_of(&now) {
+                Some(Ruling::Deny(rule)) => {
+                    let refused = Input::RefusedApproved {
+                        run_id: run_id.clone(),
+                        call_id: call.tool_call_id,
+                        name: call.payload.tool_name,
+                        record,
+                        rule,
+                    };
+                    self.handle(refused).await?;
+                    continue;
+                }
+                None => Some(ToolOutput::error(format!(
                     "Tool `{name}` is not available in mode `{}` any more; it was not executed.",
                     self.shared.graph.mode(self.state.mode).id()
-                )))
+                ))),
+                Some(Ruling::Refused(reason)) => Some(ToolOutput::error(refused_result(&reason))),
+                // Approved: an `ask` rule (or the mode's `requireApproval`) asked the user, who
+                // said yes; an allowance given since would have run it too.
+                Some(Ruling::Run(_) | Ruling::Ask(_) | Ruling::Allowed(_)) => {
+                    self.execute_tool(&run_id, &call.tool_call_id, name, &call.payload.args)
+                        .await
+                }
             };
             let Some(output) = output else {
                 return self.abort_run(Abort::Run(run_id)).await;
@@ -431,22 +428,7 @@ impl Session {
             };
             self.handle(start).await?;
             next += 1;
-            let mode = self.state.mode;
-            if !shared.runtime(mode).allows(&name) {
-                let output = ToolOutput::error(format!(
-                    "Tool `{name}` is not available in mode `{}`; it was not executed. Available tools: {}.",
-                    shared.graph.mode(mode).id(),
-                    shared.runtime(mode).tool_list
-                ));
-                self.tool_result(run_id, id, name, output).await?;
-                continue;
-            }
             let args = self.state.tool_call(at, next - 1).map(|call| &call.args);
-            if let Some(reason) = args.and_then(|args| self.refusal(&name, args)) {
-                let output = ToolOutput::error(format!("Not executed: {reason}."));
-                self.tool_result(run_id, id, name, output).await?;
-                continue;
-            }
             // Ruled again just before it runs: an earlier call of the reply may have changed
             // where its paths lead (a symlink it made). A call that would run is refused or
             // waits if it now matches a deny or ask rule; one that waits, or was refused, stays so.
@@ -459,10 +441,25 @@ impl Session {
             };
             let mut allowance = None;
             let allowed_by = match ruling {
+                None => {
+                    let mode = self.state.mode;
+                    let output = ToolOutput::error(format!(
+                        "Tool `{name}` is not available in mode `{}`; it was not executed. Available tools: {}.",
+                        shared.graph.mode(mode).id(),
+                        shared.runtime(mode).tool_list
+                    ));
+                    self.tool_result(run_id, id, name, output, None).await?;
+                    continue;
+                }
+                Some(Ruling::Refused(reason)) => {
+                    let output = ToolOutput::error(refused_result(&reason));
+                    self.tool_result(run_id, id, name, output, None).await?;
+                    continue;
+                }
                 Some(Ruling::Deny(rule)) => {
                     let output = ToolOutput::error(denied_result(&rule));
                     let sha256 = args.map(crate::jcs::sha256).unwrap_or_default();
-                    self.ruled_tool_result(run_id, id, name, sha256, output, rule)
+                    self.tool_result(run_id, id, name, output, Some((sha256, rule)))
                         .await?;
                     continue;
                 }
@@ -475,11 +472,10 @@ impl Session {
                     allowance = Some(by);
                     None
                 }
-                None => None,
             };
             if name == SUBMIT_PLAN && (waits || !waiting.is_empty()) {
                 let output = ToolOutput::error(PLAN_BESIDE_APPROVALS);
-                self.tool_result(run_id, id, name, output).await?;
+                self.tool_result(run_id, id, name, output, None).await?;
                 continue;
             }
             if name == SUBMIT_PLAN {
@@ -506,7 +502,7 @@ impl Session {
                     }
                     Err(e) => {
                         let output = ToolOutput::error(e.to_string());
-                        self.tool_result(run_id, id, name, output).await?;
+                        self.tool_result(run_id, id, name, output, None).await?;
                         continue;
                     }
                 }
@@ -531,7 +527,7 @@ impl Session {
             let sha256 = || args.map(crate::jcs::sha256).unwrap_or_default();
             match (allowed_by, allowance) {
                 (Some(rule), _) => {
-                    self.ruled_tool_result(run_id, id, name, sha256(), output, rule)
+                    self.tool_result(run_id, id, name, output, Some((sha256(), rule)))
                         .await?
                 }
                 (None, Some(allowance)) => {
@@ -545,7 +541,7 @@ impl Session {
                     };
                     self.handle(result).await?;
                 }
-                (None, None) => self.tool_result(run_id, id, name, output).await?,
+                (None, None) => self.tool_result(run_id, id, name, output, None).await?,
             }
         }
         if waiting.is_empty() {
@@ -556,55 +552,49 @@ impl Session {
             .map(Some)
     }
 
-    /// Hands the result of tool call `id` (`name`) to the rules ([`Input::ToolResult`]).
+    /// Hands the result of tool call `id` (`name`) to the rules: [`Input::ToolResult`], or
+    /// [`Input::RuledToolResult`] when a rule decided the call's outcome on its own (`ruled`:
+    /// the sha256 of the call's canonical arguments, and the rule).
     async fn tool_result(
         &mut self,
         run_id: &Arc<str>,
         id: String,
         name: String,
         output: ToolOutput,
+        ruled: Option<(String, Box<RuleRecord>)>,
     ) -> Result<(), SessionError> {
-        let result = Input::ToolResult {
-            run_id: run_id.clone(),
-            call_id: id,
-            name,
-            output,
-            decision: None,
+        let run_id = run_id.clone();
+        let result = match ruled {
+            None => Input::ToolResult {
+                run_id,
+                call_id: id,
+                name,
+                output,
+                decision: None,
+            },
+            Some((args_sha256, rule)) => Input::RuledToolResult {
+                run_id,
+                call_id: id,
+                name,
+                args_sha256,
+                output,
+                rule,
+            },
         };
         self.handle(result).await.map(drop)
     }
 
-    /// Hands the result of tool call `id` (`name`, its canonical arguments hashing to
-    /// `args_sha256`), whose outcome `rule` decided on its own, to the rules
-    /// ([`Input::RuledToolResult`]).
-    async fn ruled_tool_result(
-        &mut self,
-        run_id: &Arc<str>,
-        id: String,
-        name: String,
-        args_sha256: String,
-        output: ToolOutput,
-        rule: Box<RuleRecord>,
-    ) -> Result<(), SessionError> {
-        let result = Input::RuledToolResult {
-            run_id: run_id.clone(),
-            call_id: id,
-            name,
-            args_sha256,
-            output,
-            rule,
-        };
-        self.handle(result).await.map(drop)
-    }
-
-    /// How `call` is handled in the current mode ([`Ruling`]: run, wait for approval, or refused
-    /// by a rule); `None` for a call refused before any rule applies (a tool the mode does not
-    /// offer, arguments that are not a well-formed object). Its path arguments are resolved
-    /// here, in the workspace (the I/O the pure ruling needs).
+    /// How `call` is handled in the current mode ([`Ruling`]: run, wait for approval, refused
+    /// by a rule, or refused for its arguments before any rule applies: [`Session::refusal`]);
+    /// `None` for a tool the mode does not offer (`availableTools`, which outranks every rule).
+    /// Its path arguments are resolved here, in the workspace (the I/O the pure ruling needs).
     fn ruling_of(&self, call: &ToolCall) -> Option<Ruling> {
         let runtime = self.shared.runtime(self.state.mode);
-        if !runtime.allows(&call.name) || self.refusal(&call.name, &call.args).is_some() {
+        if !runtime.allows(&call.name) {
             return None;
+        }
+        if let Some(reason) = self.refusal(&call.name, &call.args) {
+            return Some(Ruling::Refused(reason));
         }
         let mode = self.shared.graph.mode(self.state.mode);
         // The paths the mode's rules read, and those the patterns of its allowances read.
@@ -702,7 +692,7 @@ impl Session {
                     let output = ToolOutput::error(format!(
                         "Not executed: the tool call could not be saved for approval: {err}"
                     ));
-                    self.tool_result(&run_id, id, name, output).await?;
+                    self.tool_result(&run_id, id, name, output, None).await?;
                 }
                 Err(self.fail_unsaved(run_id, err).await)
             }
@@ -728,7 +718,7 @@ impl Session {
             Err(err) => {
                 let output =
                     ToolOutput::error(format!("The plan could not be saved for review: {err}"));
-                self.tool_result(&run_id, tool_call_id, SUBMIT_PLAN.to_owned(), output)
+                self.tool_result(&run_id, tool_call_id, SUBMIT_PLAN.to_owned(), output, None)
                     .await?;
                 Err(self.fail_unsaved(run_id, err).await)
             }

@@ -83,7 +83,7 @@ impl SessionError {
         use SessionError as E;
         use SessionErrorKind as K;
         match self {
-            E::UnknownMode(_)
+            E::UnknownMode { .. }
             | E::UnknownRun(_)
             | E::UnknownToolCall { .. }
             | E::UnknownDecision(_)

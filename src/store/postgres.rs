@@ -159,20 +159,19 @@ impl PostgresStore {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows = match after {
             None => {
-                let stmt = client
-                    .prepare_cached(&format!(
-                        "SELECT id, pending::text FROM {TABLE} WHERE pending IS NOT NULL \
-                         ORDER BY updated_at, id LIMIT $1"
-                    ))
-                    .await
-                    .map_err(|e| self.db(e))?;
+                let stmt = self
+                    .prepare(
+                        &client,
+                        &format!(
+                            "SELECT id, pending::text FROM {TABLE} WHERE pending IS NOT NULL \
+                             ORDER BY updated_at, id LIMIT $1"
+                        ),
+                    )
+                    .await?;
                 client.query(&stmt, &[&limit]).await
             }
             Some(last) => {
-                let stmt = client
-                    .prepare_cached(&Self::page_after_sql())
-                    .await
-                    .map_err(|e| self.db(e))?;
+                let stmt = self.prepare(&client, &Self::page_after_sql()).await?;
                 client
                     .query(&stmt, &[&to_i64(last.updated_at), &last.session_id, &limit])
                     .await
@@ -202,12 +201,14 @@ impl PostgresStore {
     /// As [`PostgresStore::pending_page`].
     pub async fn pending_of(&self, session_id: &str) -> Result<Vec<PendingSummary>, StoreError> {
         let client = self.client().await?;
-        let stmt = client
-            .prepare_cached(&format!(
-                "SELECT id, pending::text FROM {TABLE} WHERE id = $1 AND pending IS NOT NULL"
-            ))
-            .await
-            .map_err(|e| self.db(e))?;
+        let stmt = self
+            .prepare(
+                &client,
+                &format!(
+                    "SELECT id, pending::text FROM {TABLE} WHERE id = $1 AND pending IS NOT NULL"
+                ),
+            )
+            .await?;
         let row = client
             .query_opt(&stmt, &[&session_id])
             .await
@@ -247,6 +248,15 @@ impl PostgresStore {
         StoreError::backend(what, err)
     }
 
+    /// `sql` prepared on `client` (and cached there).
+    async fn prepare(
+        &self,
+        client: &deadpool_postgres::Client,
+        sql: &str,
+    ) -> Result<tokio_postgres::Statement, StoreError> {
+        client.prepare_cached(sql).await.map_err(|e| self.db(e))
+    }
+
     fn db(&self, err: tokio_postgres::Error) -> StoreError {
         let what = format!("postgres ({}){}", self.config.redacted(), causes(&err));
         StoreError::backend(what, err)
@@ -260,13 +270,15 @@ impl PostgresStore {
         now: u64,
         listing: &mut PendingListing,
     ) -> Result<(), StoreError> {
-        let stmt = client
-            .prepare_cached(&format!(
-                "SELECT id, record::text FROM {TABLE} \
-                 WHERE lease_until IS NOT NULL AND lease_until <= $1"
-            ))
-            .await
-            .map_err(|e| self.db(e))?;
+        let stmt = self
+            .prepare(
+                client,
+                &format!(
+                    "SELECT id, record::text FROM {TABLE} \
+                     WHERE lease_until IS NOT NULL AND lease_until <= $1"
+                ),
+            )
+            .await?;
         let rows = client
             .query(&stmt, &[&to_i64(now)])
             .await
@@ -305,56 +317,35 @@ impl PostgresStore {
         let schema_version = i32::try_from(record.schema_version).unwrap_or(i32::MAX);
         let updated_at = to_i64(record.updated_at);
         let lease_until = record.lease_until().map(to_i64);
-        let rows = match expected {
-            None => {
-                let stmt = tx
-                    .prepare_cached(&format!(
-                        "WITH saved AS (INSERT INTO {TABLE} \
-                         (id, version, schema_version, updated_at, pending, record, lease_until) \
-                         VALUES ($1, $2, $3, $4, $5::text::json, $6::text::json, $8) \
-                         ON CONFLICT (id) DO NOTHING RETURNING id) {notify}"
-                    ))
-                    .await?;
-                tx.query(
-                    &stmt,
-                    &[
-                        id,
-                        &version,
-                        &schema_version,
-                        &updated_at,
-                        &pending,
-                        &text,
-                        &channel,
-                        &lease_until,
-                    ],
-                )
-                .await?
-            }
+        let previous = expected.map(to_i64);
+        let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
+            id,
+            &version,
+            &schema_version,
+            &updated_at,
+            &pending,
+            &text,
+            &channel,
+            &lease_until,
+        ];
+        let sql = match &previous {
+            None => format!(
+                "WITH saved AS (INSERT INTO {TABLE} \
+                 (id, version, schema_version, updated_at, pending, record, lease_until) \
+                 VALUES ($1, $2, $3, $4, $5::text::json, $6::text::json, $8) \
+                 ON CONFLICT (id) DO NOTHING RETURNING id) {notify}"
+            ),
             Some(previous) => {
-                let stmt = tx
-                    .prepare_cached(&format!(
-                        "WITH saved AS (UPDATE {TABLE} SET version = $2, schema_version = $3, \
-                         updated_at = $4, pending = $5::text::json, record = $6::text::json, \
-                         lease_until = $9 WHERE id = $1 AND version = $8 RETURNING id) {notify}"
-                    ))
-                    .await?;
-                tx.query(
-                    &stmt,
-                    &[
-                        id,
-                        &version,
-                        &schema_version,
-                        &updated_at,
-                        &pending,
-                        &text,
-                        &channel,
-                        &to_i64(previous),
-                        &lease_until,
-                    ],
+                params.push(previous);
+                format!(
+                    "WITH saved AS (UPDATE {TABLE} SET version = $2, schema_version = $3, \
+                     updated_at = $4, pending = $5::text::json, record = $6::text::json, \
+                     lease_until = $8 WHERE id = $1 AND version = $9 RETURNING id) {notify}"
                 )
-                .await?
             }
         };
+        let stmt = tx.prepare_cached(&sql).await?;
+        let rows = tx.query(&stmt, &params).await?;
         Ok(rows.len() == 1)
     }
 }
@@ -407,10 +398,12 @@ fn summaries(session_id: &str, text: &str) -> Result<Vec<PendingSummary>, StoreE
 impl SessionStore for PostgresStore {
     async fn load(&self, session_id: &str) -> Result<Option<SessionRecord>, StoreError> {
         let client = self.client().await?;
-        let stmt = client
-            .prepare_cached(&format!("SELECT record::text FROM {TABLE} WHERE id = $1"))
-            .await
-            .map_err(|e| self.db(e))?;
+        let stmt = self
+            .prepare(
+                &client,
+                &format!("SELECT record::text FROM {TABLE} WHERE id = $1"),
+            )
+            .await?;
         let row = client
             .query_opt(&stmt, &[&session_id])
             .await
@@ -482,13 +475,15 @@ impl SessionStore for PostgresStore {
     async fn delete(&self, session_id: &str) -> Result<bool, StoreError> {
         let client = self.client().await?;
         let channel = &self.ready().await?.channel;
-        let stmt = client
-            .prepare_cached(&format!(
-                "WITH gone AS (DELETE FROM {TABLE} WHERE id = $1 RETURNING id) \
-                 SELECT pg_notify($2, json_build_object('sessionId', $1::text)::text) FROM gone"
-            ))
-            .await
-            .map_err(|e| self.db(e))?;
+        let stmt = self
+            .prepare(
+                &client,
+                &format!(
+                    "WITH gone AS (DELETE FROM {TABLE} WHERE id = $1 RETURNING id) \
+                     SELECT pg_notify($2, json_build_object('sessionId', $1::text)::text) FROM gone"
+                ),
+            )
+            .await?;
         let rows = client
             .query(&stmt, &[&session_id, channel])
             .await
@@ -500,13 +495,15 @@ impl SessionStore for PostgresStore {
     /// `agent_controller_sessions row ID`.
     async fn list_pending(&self, now_ms: u64) -> Result<PendingListing, StoreError> {
         let client = self.client().await?;
-        let stmt = client
-            .prepare_cached(&format!(
-                "SELECT id, pending::text FROM {TABLE} WHERE pending IS NOT NULL \
-                 ORDER BY updated_at, id"
-            ))
-            .await
-            .map_err(|e| self.db(e))?;
+        let stmt = self
+            .prepare(
+                &client,
+                &format!(
+                    "SELECT id, pending::text FROM {TABLE} WHERE pending IS NOT NULL \
+                     ORDER BY updated_at, id"
+                ),
+            )
+            .await?;
         let rows = client.query(&stmt, &[]).await.map_err(|e| self.db(e))?;
         let mut listing = PendingListing::default();
         for row in &rows {
@@ -599,12 +596,9 @@ impl SessionStore for PostgresStore {
 
     async fn expire(&self, before: u64) -> Result<usize, StoreError> {
         let client = self.client().await?;
-        let stmt = client
-            .prepare_cached(&format!(
+        let stmt = self.prepare(&client, &format!(
                 "DELETE FROM {TABLE} WHERE pending IS NULL AND lease_until IS NULL AND updated_at < $1"
-            ))
-            .await
-            .map_err(|e| self.db(e))?;
+            )).await?;
         let n = client
             .execute(&stmt, &[&to_i64(before)])
             .await

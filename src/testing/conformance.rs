@@ -416,11 +416,10 @@ async fn read_your_writes<S: SessionStore + 'static>(
             let r = record(&id, version, version == 2, version);
             let expected = (version > 1).then(|| version - 1);
             let saved = a.save(&r, expected).await;
-            ensure!(
-                saved.is_ok(),
-                "save of version {version} (expected {expected:?}) failed: {}",
-                said(&saved)
-            );
+            ensure_saved(
+                &format!("save of version {version} (expected {expected:?})"),
+                &saved,
+            )?;
             for (handle, store) in [("the same handle", &a), ("another handle", &b)] {
                 let loaded = store.load(&id).await;
                 ensure!(
@@ -462,6 +461,32 @@ async fn read_your_writes<S: SessionStore + 'static>(
     result
 }
 
+/// `Ok` when `saved` is; else that `what` failed, and how.
+fn ensure_saved(what: &str, saved: &Result<(), StoreError>) -> Result<(), String> {
+    ensure!(saved.is_ok(), "{what} failed: {}", said(saved));
+    Ok(())
+}
+
+/// Saves each of `records` as a new session.
+async fn save_new(
+    store: &dyn SessionStore,
+    records: impl IntoIterator<Item = SessionRecord>,
+) -> Result<(), String> {
+    for r in records {
+        let saved = store.save(&r, None).await;
+        ensure_saved(&format!("saving `{}`", r.session_id), &saved)?;
+    }
+    Ok(())
+}
+
+/// The store's listing at [`NOW`].
+async fn list(store: &dyn SessionStore) -> Result<PendingListing, String> {
+    store
+        .list_pending(NOW)
+        .await
+        .map_err(|e| format!("list_pending failed: {e}"))
+}
+
 /// The failure text for a save that should have been refused as a conflict.
 /// `Ok` when `got` is the [`StoreError::Conflict`] a compare-and-swap store refuses `what`
 /// with; else what went wrong.
@@ -486,10 +511,10 @@ async fn compare_and_swap(store: &dyn SessionStore, prefix: &str) -> Result<(), 
     let result = async {
         let v1 = record(&id, 1, false, 1);
         let first = store.save(&v1, None).await;
-        ensure!(first.is_ok(), "the first save failed: {}", said(&first));
+        ensure_saved("the first save", &first)?;
         let v2 = record(&id, 2, true, 2);
         let second = store.save(&v2, Some(1)).await;
-        ensure!(second.is_ok(), "the second save failed: {}", said(&second));
+        ensure_saved("the second save", &second)?;
 
         let twice = store.save(&record(&id, 1, false, 3), None).await;
         ensure_conflict(
@@ -771,24 +796,17 @@ async fn list_pending(store: &dyn SessionStore, prefix: &str) -> Result<(), Stri
         format!("{prefix}-calls"),
     );
     let result = async {
-        for r in [
-            record(&new, 1, true, 30),
-            record(&idle, 1, false, 10),
-            record(&old, 1, true, 20),
-            with_waiting_calls(record(&calls, 1, false, 25), &["call_a", "call_b"]),
-        ] {
-            let saved = store.save(&r, None).await;
-            ensure!(
-                saved.is_ok(),
-                "saving `{}` failed: {}",
-                r.session_id,
-                said(&saved)
-            );
-        }
-        let listing = store
-            .list_pending(NOW)
-            .await
-            .map_err(|e| format!("list_pending failed: {e}"))?;
+        save_new(
+            store,
+            [
+                record(&new, 1, true, 30),
+                record(&idle, 1, false, 10),
+                record(&old, 1, true, 20),
+                with_waiting_calls(record(&calls, 1, false, 25), &["call_a", "call_b"]),
+            ],
+        )
+        .await?;
+        let listing = list(store).await?;
         let (pending, unreadable, _) = ours(&listing, &prefix);
         let want = [
             format!("{old}/decision_1"),
@@ -826,15 +844,8 @@ async fn list_pending(store: &dyn SessionStore, prefix: &str) -> Result<(), Stri
         );
         // A decision saved: the plan is listed no more, at once.
         let decided = store.save(&record(&old, 2, false, 35), Some(1)).await;
-        ensure!(
-            decided.is_ok(),
-            "saving the decision failed: {}",
-            said(&decided)
-        );
-        let listing = store
-            .list_pending(NOW)
-            .await
-            .map_err(|e| format!("list_pending failed: {e}"))?;
+        ensure_saved("saving the decision", &decided)?;
+        let listing = list(store).await?;
         let (pending, _, _) = ours(&listing, &prefix);
         ensure!(
             !pending.iter().any(|p| p.starts_with(&old)),
@@ -857,24 +868,17 @@ async fn interrupted_runs(store: &dyn SessionStore, prefix: &str) -> Result<(), 
     );
     let now = NOW;
     let result = async {
-        for r in [
-            running(&ended, Some(now.saturating_sub(60_000))),
-            running(&live, Some(now + 3_600_000)),
-            running(&none, None),
-            record(&done, 1, false, 40),
-        ] {
-            let saved = store.save(&r, None).await;
-            ensure!(
-                saved.is_ok(),
-                "saving `{}` failed: {}",
-                r.session_id,
-                said(&saved)
-            );
-        }
-        let listing = store
-            .list_pending(NOW)
-            .await
-            .map_err(|e| format!("list_pending failed: {e}"))?;
+        save_new(
+            store,
+            [
+                running(&ended, Some(now.saturating_sub(60_000))),
+                running(&live, Some(now + 3_600_000)),
+                running(&none, None),
+                record(&done, 1, false, 40),
+            ],
+        )
+        .await?;
+        let listing = list(store).await?;
         let (_, _, mut interrupted) = ours(&listing, &prefix);
         interrupted.sort();
         let mut want = vec![ended.clone(), none.clone()];
@@ -900,15 +904,8 @@ async fn interrupted_runs(store: &dyn SessionStore, prefix: &str) -> Result<(), 
         let mut taken = running(&ended, Some(now + 3_600_000));
         taken.version = 2;
         let saved = store.save(&taken, Some(1)).await;
-        ensure!(
-            saved.is_ok(),
-            "taking a lease over failed: {}",
-            said(&saved)
-        );
-        let listing = store
-            .list_pending(NOW)
-            .await
-            .map_err(|e| format!("list_pending failed: {e}"))?;
+        ensure_saved("taking a lease over", &saved)?;
+        let listing = list(store).await?;
         let (_, _, interrupted) = ours(&listing, &prefix);
         ensure!(
             !interrupted.contains(&ended),
@@ -1031,21 +1028,17 @@ async fn expire(store: &dyn SessionStore, prefix: &str) -> Result<(), String> {
         .map(|k| format!("{prefix}-{k}"))
         .collect();
     let result = async {
-        for r in [
-            record(&ids[0], 1, false, 10),
-            record(&ids[1], 1, false, EXPIRE_BEFORE),
-            record(&ids[2], 1, true, 10),
-            running(&ids[3], Some(NOW.saturating_sub(60_000))),
-            with_waiting_calls(record(&ids[4], 1, false, 10), &["call_a"]),
-        ] {
-            let saved = store.save(&r, None).await;
-            ensure!(
-                saved.is_ok(),
-                "saving `{}` failed: {}",
-                r.session_id,
-                said(&saved)
-            );
-        }
+        save_new(
+            store,
+            [
+                record(&ids[0], 1, false, 10),
+                record(&ids[1], 1, false, EXPIRE_BEFORE),
+                record(&ids[2], 1, true, 10),
+                running(&ids[3], Some(NOW.saturating_sub(60_000))),
+                with_waiting_calls(record(&ids[4], 1, false, 10), &["call_a"]),
+            ],
+        )
+        .await?;
         let expired = store.expire(EXPIRE_BEFORE).await;
         ensure!(
             matches!(expired, Ok(n) if n >= 1),
@@ -1085,7 +1078,7 @@ async fn unreadable_records(
     let result = async {
         let a = record(&healthy, 1, true, 50);
         let saved = store.save(&a, None).await;
-        ensure!(saved.is_ok(), "saving `{healthy}` failed: {}", said(&saved));
+        ensure_saved(&format!("saving `{healthy}`"), &saved)?;
         let a_text = serde_json::to_string(&a).map_err(|e| e.to_string())?;
         plant(&garbage, "{ not json").map_err(|e| format!("planting garbage failed: {e}"))?;
         plant(&twin, &a_text).map_err(|e| format!("planting a twin failed: {e}"))?;
@@ -1188,10 +1181,7 @@ async fn migrations(store: &dyn SessionStore, plant: &Planter, prefix: &str) -> 
             old.schema_version,
             old.mode_id
         );
-        let listing = store
-            .list_pending(NOW)
-            .await
-            .map_err(|e| format!("list_pending failed: {e}"))?;
+        let listing = list(store).await?;
         ensure!(
             listing.pending.iter().any(|p| p.session_id == id),
             "the pending plan of a schema-1 record is not listed by list_pending"
@@ -1200,11 +1190,7 @@ async fn migrations(store: &dyn SessionStore, plant: &Planter, prefix: &str) -> 
         next.version = 2;
         next.pending = None;
         let saved = store.save(&next, Some(1)).await;
-        ensure!(
-            saved.is_ok(),
-            "saving a migrated record at version 2 failed: {}",
-            said(&saved)
-        );
+        ensure_saved("saving a migrated record at version 2", &saved)?;
         let reloaded = store.load(&id).await;
         ensure!(
             matches!(&reloaded, Ok(Some(r)) if *r == next),

@@ -91,13 +91,10 @@ struct IndexEdge {
 fn index_edges(facts: &ConfigFacts) -> Vec<IndexEdge> {
     let mut edges = Vec::new();
     for from in 0..facts.len() {
+        let mut edge = |cause, to| edges.push(IndexEdge { from, cause, to });
         if facts.is_planning(from) {
             for to in facts.transition_targets(from) {
-                edges.push(IndexEdge {
-                    from,
-                    cause: Cause::Approve,
-                    to,
-                });
+                edge(Cause::Approve, to);
             }
             for cause in [
                 Cause::Reject,
@@ -105,26 +102,14 @@ fn index_edges(facts: &ConfigFacts) -> Vec<IndexEdge> {
                 Cause::Abort,
                 Cause::UserMessage,
             ] {
-                edges.push(IndexEdge {
-                    from,
-                    cause,
-                    to: from,
-                });
+                edge(cause, from);
             }
             if facts.approval_timeout_ms(from).is_some() {
-                edges.push(IndexEdge {
-                    from,
-                    cause: Cause::Expire,
-                    to: from,
-                });
+                edge(Cause::Expire, from);
             }
         }
         for to in (0..facts.len()).filter(|to| *to != from) {
-            edges.push(IndexEdge {
-                from,
-                cause: Cause::Manual,
-                to,
-            });
+            edge(Cause::Manual, to);
         }
         if !facts.approval_tools(from).is_empty() {
             for cause in [
@@ -132,33 +117,17 @@ fn index_edges(facts: &ConfigFacts) -> Vec<IndexEdge> {
                 Cause::RejectTool,
                 Cause::AlwaysAllowTool,
             ] {
-                edges.push(IndexEdge {
-                    from,
-                    cause,
-                    to: from,
-                });
+                edge(cause, from);
             }
             for to in (0..facts.len()).filter(|to| *to != from) {
-                edges.push(IndexEdge {
-                    from,
-                    cause: Cause::ManualEndsAlwaysAllow,
-                    to,
-                });
+                edge(Cause::ManualEndsAlwaysAllow, to);
             }
             if facts.approval_timeout_ms(from).is_some() {
-                edges.push(IndexEdge {
-                    from,
-                    cause: Cause::ExpireTool,
-                    to: from,
-                });
+                edge(Cause::ExpireTool, from);
             }
             if facts.is_planning(from) {
                 for to in facts.transition_targets(from) {
-                    edges.push(IndexEdge {
-                        from,
-                        cause: Cause::ApprovalEndsAlwaysAllow,
-                        to,
-                    });
+                    edge(Cause::ApprovalEndsAlwaysAllow, to);
                 }
             }
         }
@@ -168,11 +137,7 @@ fn index_edges(facts: &ConfigFacts) -> Vec<IndexEdge> {
             (Cause::RuleAllow, "allow"),
         ] {
             if !facts.ruled_tools(from, action).is_empty() {
-                edges.push(IndexEdge {
-                    from,
-                    cause,
-                    to: from,
-                });
+                edge(cause, from);
             }
         }
     }

@@ -299,16 +299,7 @@ impl ConfigFacts {
             .and_then(Value::as_str)
             .unwrap_or(DEFAULT_PLANS_DIR)
             .to_owned();
-        Ok(Self {
-            modes,
-            default,
-            plans_dir,
-            text: Arc::from(text),
-            registered: None,
-            writing: Vec::new(),
-            max_steps: DEFAULT_MAX_STEPS,
-            max_revisions: DEFAULT_MAX_REVISIONS,
-        })
+        Ok(Self::new(modes, default, plans_dir, text.to_owned()))
     }
 
     pub(crate) fn new(

@@ -619,7 +619,8 @@ impl Harness {
             ));
         }
         if trace != step.expected.trace {
-            let (expected, actual) = first_difference(&step.expected.trace, &trace);
+            let (expected, actual) =
+                first_difference(&step.expected.trace, &trace, |t| format!("{t:?}"));
             return Err(divergence(
                 Aspect::Events,
                 &op,
@@ -1009,7 +1010,8 @@ impl Harness {
             })
             .collect();
         if expected_waiting != actual_waiting {
-            let (expected, actual) = first_string_difference(&expected_waiting, &actual_waiting);
+            let (expected, actual) =
+                first_difference(&expected_waiting, &actual_waiting, String::clone);
             return Err(divergence(
                 Aspect::Pending,
                 op,
@@ -1161,30 +1163,21 @@ fn waiting_view(w: &WaitingCall) -> String {
     )
 }
 
-/// The first of two lists' items that differ, with its position.
-fn first_string_difference(expected: &[String], actual: &[String]) -> (String, String) {
+/// The first item where two lists differ, with its position (the rest is noise), each item
+/// as `shown`.
+fn first_difference<T: PartialEq>(
+    expected: &[T],
+    actual: &[T],
+    shown: impl Fn(&T) -> String,
+) -> (String, String) {
     let at = expected
         .iter()
         .zip(actual)
         .position(|(e, a)| e != a)
         .unwrap_or(expected.len().min(actual.len()));
-    let show = |items: &[String]| match items.get(at) {
-        Some(item) => format!("item {} of {}: {item}", at + 1, items.len()),
+    let show = |items: &[T]| match items.get(at) {
+        Some(item) => format!("item {} of {}: {}", at + 1, items.len(), shown(item)),
         None => format!("nothing after item {at} of {}", items.len()),
-    };
-    (show(expected), show(actual))
-}
-
-/// The first item where two traces differ, with its position: the rest is noise.
-fn first_difference(expected: &[Trace], actual: &[Trace]) -> (String, String) {
-    let at = expected
-        .iter()
-        .zip(actual)
-        .position(|(e, a)| e != a)
-        .unwrap_or(expected.len().min(actual.len()));
-    let show = |trace: &[Trace]| match trace.get(at) {
-        Some(item) => format!("item {} of {}: {item:?}", at + 1, trace.len()),
-        None => format!("nothing after item {at} of {}", trace.len()),
     };
     (show(expected), show(actual))
 }
@@ -1239,7 +1232,7 @@ fn run_outcome(result: Result<RunOutcome, SessionError>) -> Outcome {
 
 fn refusal(error: &SessionError) -> Refusal {
     match error {
-        SessionError::UnknownMode(_) => Refusal::UnknownMode,
+        SessionError::UnknownMode { .. } => Refusal::UnknownMode,
         SessionError::UnknownRun(_) => Refusal::UnknownRun,
         SessionError::NotSuspended(_) => Refusal::NotSuspended,
         SessionError::UnknownToolCall { .. } => Refusal::UnknownToolCall,

@@ -2079,17 +2079,11 @@ impl ReferenceSession {
                         run: RunRef::Run(pending.run),
                         tool_call_id: pending.tool_call_id.clone(),
                         decision: Decision {
-                            action,
                             feedback: feedback_text,
                             sha256: sha,
-                            decided_by: None,
                             to: to.map(str::to_owned),
                             plan: plan.map(EditedPlan::text),
-                            always_allow: false,
-                            scope: None,
-                            allow: None,
-                            comments: Vec::new(),
-                            model: None,
+                            ..Decision::new(action)
                         },
                     }
                 };
@@ -2375,20 +2369,11 @@ impl ReferenceSession {
             return (Action::Nothing, Vec::new(), Outcome::NoDecision);
         };
         let decision = Decision {
-            action,
             feedback: match &feedback {
                 Feedback::Text(t) => Some(t.clone()),
                 _ => None,
             },
-            sha256: None,
-            decided_by: None,
-            to: None,
-            plan: None,
-            always_allow: false,
-            scope: None,
-            allow: None,
-            comments: Vec::new(),
-            model: None,
+            ..Decision::new(action)
         };
         let host_action = Action::Resume {
             run: RunRef::Run(pending.run),
@@ -2519,25 +2504,39 @@ fn parse_answer(answer: Option<&str>) -> Option<(DecisionAction, Feedback)> {
 const UNKNOWN_RUN: &str = "no-such-run";
 const UNKNOWN_CALL: &str = "no-such-call";
 
-/// A decision; its target (`to`) is mostly none, else one the plan lists (`listed`), else any
-/// mode id or one no mode has (`all`).
-fn plan_decision_op(listed: Vec<String>, all: Vec<String>) -> impl Strategy<Value = Op> {
-    let action = prop_oneof![
+/// A decision's action: approve more often than reject.
+fn action_choice() -> impl Strategy<Value = DecisionAction> {
+    prop_oneof![
         3 => Just(DecisionAction::Approved),
         2 => Just(DecisionAction::Rejected),
-    ];
-    let feedback = prop_oneof![
+    ]
+}
+
+/// A decision's feedback: omitted, blank, or one of `texts`.
+fn feedback_choice(texts: Vec<&'static str>) -> impl Strategy<Value = Feedback> {
+    prop_oneof![
         2 => Just(Feedback::Omitted),
         1 => Just(Feedback::Blank),
-        2 => proptest::sample::select(vec!["add tests", "split step 2", "  more detail \n"])
-            .prop_map(|f| Feedback::Text(f.to_owned())),
-    ];
-    let sha256 = prop_oneof![
-        3 => Just(ShaChoice::Omitted),
+        2 => proptest::sample::select(texts).prop_map(|f| Feedback::Text(f.to_owned())),
+    ]
+}
+
+/// A decision's `sha256`: omitted (weighted `omitted` against 4 for the others), matching (in
+/// lower or upper case), or stale.
+fn sha256_choice(omitted: u32) -> impl Strategy<Value = ShaChoice> {
+    prop_oneof![
+        omitted => Just(ShaChoice::Omitted),
         2 => Just(ShaChoice::Matching),
         1 => Just(ShaChoice::MatchingUppercase),
         1 => Just(ShaChoice::Stale),
-    ];
+    ]
+}
+
+/// A decision; its target (`to`) is mostly none, else one the plan lists (`listed`), else any
+/// mode id or one no mode has (`all`).
+fn plan_decision_op(listed: Vec<String>, all: Vec<String>) -> impl Strategy<Value = Op> {
+    let feedback = feedback_choice(vec!["add tests", "split step 2", "  more detail \n"]);
+    let sha256 = sha256_choice(3);
     let revision = prop_oneof![
         1 => Just(Revision::Text),
         1 => (0..PLAN_COUNT).prop_map(Revision::Resubmit),
@@ -2552,43 +2551,38 @@ fn plan_decision_op(listed: Vec<String>, all: Vec<String>) -> impl Strategy<Valu
         2 => (0..PLAN_COUNT).prop_map(|k| Some(EditedPlan::Text(k))),
         1 => Just(Some(EditedPlan::Blank)),
     ];
-    (action, feedback, sha256, any::<bool>(), revision, to, plan).prop_map(
-        |(action, feedback, sha256, json, revision, to, plan)| Op::Decide {
-            on: Subject::Plan {
-                json,
-                revision,
-                to,
-                plan,
-            },
-            action,
-            feedback,
-            sha256,
-        },
+    (
+        action_choice(),
+        feedback,
+        sha256,
+        any::<bool>(),
+        revision,
+        to,
+        plan,
     )
+        .prop_map(
+            |(action, feedback, sha256, json, revision, to, plan)| Op::Decide {
+                on: Subject::Plan {
+                    json,
+                    revision,
+                    to,
+                    plan,
+                },
+                action,
+                feedback,
+                sha256,
+            },
+        )
 }
 
 /// A decision on one of `waiting` tool calls: mostly a plain approval or rejection, sometimes
 /// "always allow", a pinned hash (stale at times), by decision id or by run and tool-call ids.
 fn tool_call_decision_op(waiting: usize) -> impl Strategy<Value = Op> {
-    let action = prop_oneof![
-        3 => Just(DecisionAction::Approved),
-        2 => Just(DecisionAction::Rejected),
-    ];
-    let feedback = prop_oneof![
-        2 => Just(Feedback::Omitted),
-        1 => Just(Feedback::Blank),
-        2 => proptest::sample::select(vec!["use another path", "not now"])
-            .prop_map(|f| Feedback::Text(f.to_owned())),
-    ];
-    let sha256 = prop_oneof![
-        4 => Just(ShaChoice::Omitted),
-        2 => Just(ShaChoice::Matching),
-        1 => Just(ShaChoice::MatchingUppercase),
-        1 => Just(ShaChoice::Stale),
-    ];
+    let feedback = feedback_choice(vec!["use another path", "not now"]);
+    let sha256 = sha256_choice(4);
     (
         0..waiting.max(1),
-        action,
+        action_choice(),
         feedback,
         proptest::bool::weighted(0.3),
         sha256,

@@ -11,6 +11,90 @@ use crate::tool::{ToolRegistry, ToolSpec};
 
 const MODES: &str = "config/modes.toml";
 
+/// A correct controller: the kit's setup with the workspace tools.
+fn build_correct(setup: Setup) -> Result<AgentController, ConfigError> {
+    setup
+        .builder()
+        .tools(ToolRegistry::with_workspace_tools())
+        .build()
+}
+
+/// A controller with the workspace tools whose model is `wrap` around the kit's model.
+fn build_around_model<M: LanguageModel + 'static>(
+    setup: Setup,
+    wrap: impl FnOnce(Arc<dyn LanguageModel>) -> M,
+) -> Result<AgentController, ConfigError> {
+    let model = Arc::new(wrap(setup.model()));
+    setup
+        .builder_with(model)
+        .tools(ToolRegistry::with_workspace_tools())
+        .build()
+}
+
+/// A controller with the workspace tools that runs over the config `text` (named `name`)
+/// instead of the checked one, while its model sees what a correct controller offers.
+fn build_over(setup: Setup, text: &str, name: &str) -> Result<AgentController, ConfigError> {
+    let graph = config::parse(text, name).expect("the planted config");
+    let model = setup.model();
+    setup
+        .builder_for(graph, model)
+        .tools(ToolRegistry::with_workspace_tools())
+        .build()
+}
+
+/// `model`'s answer to `request` with `messages` in place of the request's.
+async fn generate_with_messages(
+    model: &dyn LanguageModel,
+    request: ModelRequest<'_>,
+    messages: Vec<Message>,
+) -> Result<ModelResponse, ModelError> {
+    model
+        .generate(ModelRequest {
+            messages: &messages,
+            ..request
+        })
+        .await
+}
+
+/// The counterexample the exploration of a failed check found.
+fn explored(report: &CheckReport) -> &Counterexample {
+    report
+        .exploration
+        .counterexample
+        .as_ref()
+        .expect("the exploration finds it")
+}
+
+/// Applies `op` to `reference` and the same step to `harness`'s controller, which must agree;
+/// returns what the reference expects of the step.
+fn step_both(harness: &mut Harness, reference: &mut ReferenceSession, op: Op) -> Expected {
+    let step = reference.apply(&op).clone();
+    harness
+        .step(reference)
+        .unwrap_or_else(|d| panic!("the controller differs: {d}"));
+    step.expected
+}
+
+/// A decision on the pending plan's text, with no `sha256`.
+fn decide_plan(
+    revision: Revision,
+    plan: Option<EditedPlan>,
+    action: crate::run::DecisionAction,
+    feedback: Feedback,
+) -> Op {
+    Op::Decide {
+        on: Subject::Plan {
+            json: false,
+            revision,
+            to: None,
+            plan,
+        },
+        action,
+        feedback,
+        sha256: ShaChoice::Omitted,
+    }
+}
+
 /// Planted bug "no notice after a manual switch": the system message that tells the model of
 /// a manual switch never reaches it (an approval's notice, in the approval result, still does).
 struct DropsManualNotice(Arc<dyn LanguageModel>);
@@ -18,27 +102,18 @@ struct DropsManualNotice(Arc<dyn LanguageModel>);
 #[async_trait::async_trait]
 impl LanguageModel for DropsManualNotice {
     async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
-        let messages: Vec<Message> = request
+        let messages = request
             .messages
             .iter()
             .filter(|m| !matches!(m, Message::System { .. }))
             .cloned()
             .collect();
-        self.0
-            .generate(ModelRequest {
-                messages: &messages,
-                ..request
-            })
-            .await
+        generate_with_messages(&*self.0, request, messages).await
     }
 }
 
 fn build_without_manual_notice(setup: Setup) -> Result<AgentController, ConfigError> {
-    let model = Arc::new(DropsManualNotice(setup.model()));
-    setup
-        .builder_with(model)
-        .tools(ToolRegistry::with_workspace_tools())
-        .build()
+    build_around_model(setup, DropsManualNotice)
 }
 
 /// Planted bug "a tool the mode does not offer is executed": the controller runs over the same
@@ -159,7 +234,7 @@ fn submitted_instead_of_edit(result: &str) -> Option<String> {
 #[async_trait::async_trait]
 impl LanguageModel for HandsOverSubmitted {
     async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
-        let messages: Vec<Message> = request
+        let messages = request
             .messages
             .iter()
             .map(|m| {
@@ -172,21 +247,22 @@ impl LanguageModel for HandsOverSubmitted {
                 m
             })
             .collect();
-        self.0
-            .generate(ModelRequest {
-                messages: &messages,
-                ..request
-            })
-            .await
+        generate_with_messages(&*self.0, request, messages).await
     }
 }
 
 fn build_handing_over_submitted(setup: Setup) -> Result<AgentController, ConfigError> {
-    let model = Arc::new(HandsOverSubmitted(setup.model()));
-    setup
-        .builder_with(model)
-        .tools(ToolRegistry::with_workspace_tools())
-        .build()
+    build_around_model(setup, HandsOverSubmitted)
+}
+
+/// The report of the check of `config` (`cases` random cases from `seed`, no regression file),
+/// which must catch the bug planted by `build`.
+fn caught<F>(config: &str, cases: u32, seed: u64, build: F) -> CheckReport
+where
+    F: Fn(Setup) -> Result<AgentController, ConfigError>,
+{
+    let check = Check::new(config).cases(cases).seed(seed);
+    failed(&check.without_regressions(), build)
 }
 
 fn failed<F>(check: &Check, build: F) -> CheckReport
@@ -203,14 +279,8 @@ where
 fn a_tool_run_in_a_mode_that_does_not_offer_it_is_caught() {
     // Fault 1: `write_file` is offered only by `build`, which has no tool list; the old kit
     // never called it in `plan` and judged "not executed" by the error flag.
-    let report = failed(
-        &Check::new(MODES).cases(64).seed(1).without_regressions(),
-        build_running_refused_tools,
-    );
-    let found = report
-        .exploration
-        .counterexample
-        .expect("the exploration finds it");
+    let report = caught(MODES, 64, 1, build_running_refused_tools);
+    let found = explored(&report);
     assert_eq!(found.divergence.aspect, Aspect::Events, "{found}");
     assert!(found.divergence.actual.contains("ToolRan"), "{found}");
     assert!(
@@ -226,14 +296,8 @@ fn a_tool_run_in_a_mode_that_does_not_offer_it_is_caught() {
 #[test]
 fn a_missing_notice_after_a_manual_switch_is_caught() {
     // Fault 2: after a manual switch the last message before the model call is the user's.
-    let report = failed(
-        &Check::new(MODES).cases(64).seed(2).without_regressions(),
-        build_without_manual_notice,
-    );
-    let found = report
-        .exploration
-        .counterexample
-        .expect("the exploration finds it");
+    let report = caught(MODES, 64, 2, build_without_manual_notice);
+    let found = explored(&report);
     assert_eq!(found.divergence.aspect, Aspect::Events, "{found}");
     assert!(
         found.divergence.expected.contains("told_mode_change: true"),
@@ -389,10 +453,7 @@ fn a_user_tool_that_writes_and_then_fails_outside_its_mode_is_caught() {
     let Err(CheckError::Failed(report)) = result else {
         panic!("not caught: {result:?}");
     };
-    let found = report
-        .exploration
-        .counterexample
-        .expect("the exploration finds it");
+    let found = explored(&report);
     assert!(found.divergence.actual.contains("scribble"), "{found}");
     assert!(
         found.divergence.actual.contains("mode: \"plan\""),
@@ -432,30 +493,20 @@ fn the_reference_hands_an_edited_approval_on_with_both_hashes() {
     // A blank edit and an edit with a rejection are refused and change nothing.
     reference.apply(&Op::switch("plan"));
     reference.apply(&Op::submit(2));
-    let blank = Op::Decide {
-        on: Subject::Plan {
-            json: false,
-            revision: Revision::Text,
-            to: None,
-            plan: Some(EditedPlan::Blank),
-        },
-        action: crate::run::DecisionAction::Approved,
-        feedback: Feedback::Omitted,
-        sha256: ShaChoice::Omitted,
-    };
+    let blank = decide_plan(
+        Revision::Text,
+        Some(EditedPlan::Blank),
+        crate::run::DecisionAction::Approved,
+        Feedback::Omitted,
+    );
     let step = reference.apply(&blank).clone();
     assert_eq!(step.expected.outcome, Outcome::Refused(Refusal::EditedPlan));
-    let rejected = Op::Decide {
-        on: Subject::Plan {
-            json: false,
-            revision: Revision::Text,
-            to: None,
-            plan: Some(EditedPlan::Text(0)),
-        },
-        action: crate::run::DecisionAction::Rejected,
-        feedback: Feedback::Omitted,
-        sha256: ShaChoice::Omitted,
-    };
+    let rejected = decide_plan(
+        Revision::Text,
+        Some(EditedPlan::Text(0)),
+        crate::run::DecisionAction::Rejected,
+        Feedback::Omitted,
+    );
     let step = reference.apply(&rejected).clone();
     assert_eq!(
         step.expected.outcome,
@@ -467,14 +518,8 @@ fn the_reference_hands_an_edited_approval_on_with_both_hashes() {
 #[test]
 fn an_edited_approval_that_hands_over_the_submitted_plan_is_caught() {
     // Issue 12: the next mode must receive the user's edit, not the plan as submitted.
-    let report = failed(
-        &Check::new(MODES).cases(64).seed(6).without_regressions(),
-        build_handing_over_submitted,
-    );
-    let found = report
-        .exploration
-        .counterexample
-        .expect("the exploration finds it");
+    let report = caught(MODES, 64, 6, build_handing_over_submitted);
+    let found = explored(&report);
     assert_eq!(found.divergence.aspect, Aspect::Events, "{found}");
     assert!(
         found.divergence.expected.contains("Plan 1, edited"),
@@ -518,28 +563,13 @@ fn without_approvals(text: &str) -> String {
 /// sees exactly what a correct controller offers.
 fn build_running_before_approval(setup: Setup) -> Result<AgentController, ConfigError> {
     let text = std::fs::read_to_string(APPROVALS).expect("the fixture");
-    let graph = config::parse(&without_approvals(&text), "no-approvals.toml")
-        .expect("the config without requireApproval");
-    let model = setup.model();
-    setup
-        .builder_for(graph, model)
-        .tools(ToolRegistry::with_workspace_tools())
-        .build()
+    build_over(setup, &without_approvals(&text), "no-approvals.toml")
 }
 
 #[test]
 fn a_tool_run_before_its_approval_is_caught() {
-    let report = failed(
-        &Check::new(APPROVALS)
-            .cases(64)
-            .seed(5)
-            .without_regressions(),
-        build_running_before_approval,
-    );
-    let found = report
-        .exploration
-        .counterexample
-        .expect("the exploration finds it");
+    let report = caught(APPROVALS, 64, 5, build_running_before_approval);
+    let found = explored(&report);
     // The shortest counterexample: one call to `write_file` in `build`, which ran at once.
     assert_eq!(found.start, "build", "{found}");
     assert_eq!(found.ops, vec![Op::call("write_file")], "{found}");
@@ -617,13 +647,7 @@ fn build_keeping_always_allowed(setup: Setup) -> Result<AgentController, ConfigE
 
 #[test]
 fn an_always_allow_kept_after_a_manual_switch_is_caught() {
-    let report = failed(
-        &Check::new(APPROVALS)
-            .cases(64)
-            .seed(6)
-            .without_regressions(),
-        build_keeping_always_allowed,
-    );
+    let report = caught(APPROVALS, 64, 6, build_keeping_always_allowed);
     // The edge walk restarts after every edge when the controller has a store: the
     // always-allow ended by a switch is back after the restart.
     let missed: Vec<String> = report
@@ -728,17 +752,8 @@ fn build_running_rejected(setup: Setup) -> Result<AgentController, ConfigError> 
 
 #[test]
 fn a_rejected_tool_call_that_runs_is_caught() {
-    let report = failed(
-        &Check::new(APPROVALS)
-            .cases(64)
-            .seed(7)
-            .without_regressions(),
-        build_running_rejected,
-    );
-    let found = report
-        .exploration
-        .counterexample
-        .expect("the exploration finds it");
+    let report = caught(APPROVALS, 64, 7, build_running_rejected);
+    let found = explored(&report);
     assert_eq!(found.divergence.aspect, Aspect::Events, "{found}");
     assert!(
         found
@@ -765,22 +780,10 @@ fn the_reference_waits_for_every_tool_call_and_runs_the_approved_ones_last() {
     let text = std::fs::read_to_string(APPROVALS).expect("the fixture");
     let graph = config::parse(&text, APPROVALS).expect("the fixture");
     let facts = Arc::new(ConfigFacts::from_toml(&text).expect("facts"));
-    let mut harness = Harness::new(graph, facts, |setup: Setup| {
-        setup
-            .builder()
-            .tools(ToolRegistry::with_workspace_tools())
-            .build()
-    })
-    .expect("a harness");
+    let mut harness = Harness::new(graph, facts, build_correct).expect("a harness");
     let mut reference = ReferenceSession::new(harness.facts().clone(), None);
     harness.start(&reference).expect("the start");
-    let mut step = |reference: &mut ReferenceSession, op: Op| {
-        let step = reference.apply(&op).clone();
-        harness
-            .step(reference)
-            .unwrap_or_else(|d| panic!("the controller differs: {d}"));
-        step.expected
-    };
+    let mut step = |reference: &mut ReferenceSession, op| step_both(&mut harness, reference, op);
     let suspended = |id: &str, decision: &str| Trace::ToolCallSuspended {
         tool_call_id: id.to_owned(),
         tool: "write_file".to_owned(),
@@ -878,22 +881,10 @@ fn the_reference_ends_an_always_allow_at_the_plan_approval_and_decides_a_replys_
     let text = "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_file\", \"submit_plan\"]\nrequireApproval = [\"write_file\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n";
     let graph = config::parse(text, "modes.toml").expect("config");
     let facts = Arc::new(ConfigFacts::from_toml(text).expect("facts"));
-    let mut harness = Harness::new(graph, facts, |setup: Setup| {
-        setup
-            .builder()
-            .tools(ToolRegistry::with_workspace_tools())
-            .build()
-    })
-    .expect("a harness");
+    let mut harness = Harness::new(graph, facts, build_correct).expect("a harness");
     let mut reference = ReferenceSession::new(harness.facts().clone(), Some(0));
     harness.start(&reference).expect("the start");
-    let mut step = |reference: &mut ReferenceSession, op: Op| {
-        let step = reference.apply(&op).clone();
-        harness
-            .step(reference)
-            .unwrap_or_else(|d| panic!("the controller differs: {d}"));
-        step.expected
-    };
+    let mut step = |reference: &mut ReferenceSession, op| step_both(&mut harness, reference, op);
     let ran = |id: &str, allowed_by: Option<&str>| Trace::ToolRan {
         tool_call_id: id.to_owned(),
         tool: "write_file".to_owned(),
@@ -954,23 +945,14 @@ fn the_reference_ends_a_run_at_its_revision_limit() {
     let plan = harness.facts().index_of("plan");
     let mut reference = ReferenceSession::new(harness.facts().clone(), plan);
     harness.start(&reference).expect("the start");
-    let mut step = |reference: &mut ReferenceSession, op: Op| {
-        let step = reference.apply(&op).clone();
-        harness
-            .step(reference)
-            .unwrap_or_else(|d| panic!("the controller differs: {d}"));
-        step.expected
-    };
-    let revise = |k: u8| Op::Decide {
-        on: Subject::Plan {
-            json: false,
-            revision: Revision::Resubmit(k),
-            to: None,
-            plan: None,
-        },
-        action: crate::run::DecisionAction::Rejected,
-        feedback: Feedback::Text("more detail".to_owned()),
-        sha256: ShaChoice::Omitted,
+    let mut step = |reference: &mut ReferenceSession, op| step_both(&mut harness, reference, op);
+    let revise = |k: u8| {
+        decide_plan(
+            Revision::Resubmit(k),
+            None,
+            crate::run::DecisionAction::Rejected,
+            Feedback::Text("more detail".to_owned()),
+        )
     };
     for _ in 0..2 {
         let expected = step(&mut reference, Op::submit(0));
@@ -1040,14 +1022,7 @@ fn an_edge_walk_failure_prints_its_path_and_a_replay_command_and_replays() {
         .replay(found, build_without_manual_notice)
         .expect("replayed");
     assert_eq!(again.map(|d| d.aspect), Some(found.divergence.aspect));
-    let fixed = check
-        .replay(found, |setup| {
-            setup
-                .builder()
-                .tools(ToolRegistry::with_workspace_tools())
-                .build()
-        })
-        .expect("replayed");
+    let fixed = check.replay(found, build_correct).expect("replayed");
     assert_eq!(fixed, None);
 }
 
@@ -1074,19 +1049,12 @@ impl LanguageModel for DropsNoticesLate {
 #[test]
 fn a_random_failure_that_does_not_replay_keeps_its_seed_ops_and_the_results_so_far() {
     // Issue 25: such a failure ended with "the property test stopped", dropping all of it.
-    let report = failed(
-        &Check::new(MODES).cases(256).seed(5).without_regressions(),
-        |setup| {
-            let model = Arc::new(DropsNoticesLate {
-                inner: setup.model(),
-                calls: AtomicUsize::new(0),
-            });
-            setup
-                .builder_with(model)
-                .tools(ToolRegistry::with_workspace_tools())
-                .build()
-        },
-    );
+    let report = caught(MODES, 256, 5, |setup| {
+        build_around_model(setup, |inner| DropsNoticesLate {
+            inner,
+            calls: AtomicUsize::new(0),
+        })
+    });
     assert!(!report.replays, "{report}");
     let found = report.counterexample.as_ref().expect("kept");
     assert!(!found.ops.is_empty(), "{report}");
@@ -1169,24 +1137,14 @@ fn max_states_bounds_the_exploration_and_says_so() {
         .cases(4)
         .seed(1)
         .without_regressions()
-        .run(|setup| {
-            setup
-                .builder()
-                .tools(ToolRegistry::with_workspace_tools())
-                .build()
-        })
+        .run(build_correct)
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(!report.exploration.complete, "{report}");
     let full = Check::new(MODES)
         .cases(4)
         .seed(1)
         .without_regressions()
-        .run(|setup| {
-            setup
-                .builder()
-                .tools(ToolRegistry::with_workspace_tools())
-                .build()
-        })
+        .run(build_correct)
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(full.exploration.complete);
     assert!(
@@ -1215,12 +1173,7 @@ fn a_config_with_rules_passes_and_its_rule_edges_are_walked() {
         .cases(32)
         .seed(7)
         .without_regressions()
-        .run(|setup| {
-            setup
-                .builder()
-                .tools(ToolRegistry::with_workspace_tools())
-                .build()
-        })
+        .run(build_correct)
         .unwrap_or_else(|e| panic!("a correct controller passes: {e:?}"));
     let causes: Vec<String> = report
         .edges
@@ -1243,23 +1196,11 @@ fn a_config_with_rules_passes_and_its_rule_edges_are_walked() {
 #[test]
 fn a_deny_rule_ignored_is_caught() {
     // Planted bug: the controller runs over the config without its deny rules.
-    let report = failed(
-        &Check::new(RULES).cases(32).seed(8).without_regressions(),
-        |setup| {
-            let text = std::fs::read_to_string(RULES).expect("the fixture");
-            let graph = config::parse(&without_rules(&text, "deny"), "no-deny.toml")
-                .expect("the config without deny rules");
-            let model = setup.model();
-            setup
-                .builder_for(graph, model)
-                .tools(ToolRegistry::with_workspace_tools())
-                .build()
-        },
-    );
-    let found = report
-        .exploration
-        .counterexample
-        .expect("the exploration finds it");
+    let report = caught(RULES, 32, 8, |setup| {
+        let text = std::fs::read_to_string(RULES).expect("the fixture");
+        build_over(setup, &without_rules(&text, "deny"), "no-deny.toml")
+    });
+    let found = explored(&report);
     assert_eq!(found.start, "build", "{found}");
     assert_eq!(found.ops, vec![Op::call("read_file")], "{found}");
     assert!(found.divergence.expected.contains("Denied"), "{found}");
@@ -1270,26 +1211,15 @@ fn a_deny_rule_ignored_is_caught() {
 fn an_always_allow_that_passes_an_ask_rule_is_caught() {
     // Planted bug: the ask rule on `list_files` in `plan` is read as `requireApproval`, so an
     // "always allow" on its call is taken and lets later calls through.
-    let report = failed(
-        &Check::new(RULES).cases(64).seed(9).without_regressions(),
-        |setup| {
-            let text = std::fs::read_to_string(RULES).expect("the fixture");
-            let text = text.replace(
-                "rules = [{ tool = \"list_files\", action = \"ask\" }]",
-                "requireApproval = [\"list_files\"]",
-            );
-            let graph = config::parse(&text, "asked-by-approval.toml").expect("the config");
-            let model = setup.model();
-            setup
-                .builder_for(graph, model)
-                .tools(ToolRegistry::with_workspace_tools())
-                .build()
-        },
-    );
-    let found = report
-        .exploration
-        .counterexample
-        .expect("the exploration finds it");
+    let report = caught(RULES, 64, 9, |setup| {
+        let text = std::fs::read_to_string(RULES).expect("the fixture");
+        let text = text.replace(
+            "rules = [{ tool = \"list_files\", action = \"ask\" }]",
+            "requireApproval = [\"list_files\"]",
+        );
+        build_over(setup, &text, "asked-by-approval.toml")
+    });
+    let found = explored(&report);
     // The call waits in `plan`, but as `requireApproval`'s, not as the ask rule's.
     assert!(found.ops.contains(&Op::call("list_files")), "{found}");
     assert!(

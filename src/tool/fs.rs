@@ -2,7 +2,7 @@
 //! `read_file`, `list_files`, `write_file` and `write_plan`. The CLI registers them; a harness can
 //! too ([`crate::ToolRegistry::with_workspace_tools`]).
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -268,24 +268,15 @@ impl Tool for WritePlan {
     }
 }
 
-/// Where `write_plan` writes `path`, relative to the plans directory `plans_rel`: a bare file
-/// name (`p.md`, no folder, no `./`) lands in the plans directory; any other path is relative to
-/// the workspace, as the tool's results and `submit_plan` name plans, and must lie inside the
-/// plans directory after `.` and `..` are applied (`.agent/plans/p.md`,
-/// `./.agent/plans/sub/p.md`, `.agent/plans/sub/../p.md`).
+/// Where `write_plan` writes `path`, relative to the plans directory `plans_rel`, resolved as
+/// `submit_plan` resolves it ([`submit_plan::in_plans_dir`]): a bare file name (`p.md`, no
+/// folder, no `./`) lands in the plans directory; any other path is relative to the workspace,
+/// as the tool's results name plans, and must lie inside the plans directory after `.` and `..`
+/// are applied (`.agent/plans/p.md`, `./.agent/plans/sub/p.md`, `.agent/plans/sub/../p.md`).
 ///
 /// # Errors
 /// A message saying where plans go, for a path outside the plans directory.
 fn plan_path(ctx: &ToolContext<'_>, plans_rel: &Path, path: &str) -> Result<PathBuf, String> {
-    let given = Path::new(path);
-    let bare = !path.contains('/')
-        && matches!(
-            given.components().collect::<Vec<_>>()[..],
-            [Component::Normal(_)]
-        );
-    if bare {
-        return Ok(given.to_owned());
-    }
     submit_plan::in_plans_dir(ctx.workspace, plans_rel, path).ok_or_else(|| {
         let plans = plans_rel.display();
         format!(

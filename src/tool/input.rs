@@ -145,35 +145,19 @@ fn check(value: &Value, schema: &Value, at: &str) -> Result<(), String> {
                 }
             }
             let len = items.len() as u64;
-            if schema
-                .get("minItems")
-                .and_then(Value::as_u64)
-                .is_some_and(|m| len < m)
-            {
+            if count_keyword(schema, "minItems").is_some_and(|m| len < m) {
                 return Err(format!("{} has too few items", subject(at)));
             }
-            if schema
-                .get("maxItems")
-                .and_then(Value::as_u64)
-                .is_some_and(|m| len > m)
-            {
+            if count_keyword(schema, "maxItems").is_some_and(|m| len > m) {
                 return Err(format!("{} has too many items", subject(at)));
             }
         }
         Value::String(text) => {
             let len = text.chars().count() as u64;
-            if schema
-                .get("minLength")
-                .and_then(Value::as_u64)
-                .is_some_and(|m| len < m)
-            {
+            if count_keyword(schema, "minLength").is_some_and(|m| len < m) {
                 return Err(format!("{} is too short", subject(at)));
             }
-            if schema
-                .get("maxLength")
-                .and_then(Value::as_u64)
-                .is_some_and(|m| len > m)
-            {
+            if count_keyword(schema, "maxLength").is_some_and(|m| len > m) {
                 return Err(format!("{} is too long", subject(at)));
             }
         }
@@ -227,6 +211,11 @@ fn check(value: &Value, schema: &Value, at: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// The whole-number keyword `key` of `schema` (`minItems`, `maxLength`, ...), if it has one.
+fn count_keyword(schema: &serde_json::Map<String, Value>, key: &str) -> Option<u64> {
+    schema.get(key).and_then(Value::as_u64)
 }
 
 fn has_type(value: &Value, name: &str) -> bool {

@@ -290,9 +290,11 @@ pub fn is_markdown(path: &str) -> bool {
         .is_some_and(|e| e.eq_ignore_ascii_case("md"))
 }
 
-/// Reads the plan file at `path` (relative to `workspace`, or absolute under it) and captures
-/// it ([`capture_plan`]). The file must be a `.md` regular file inside `plans_dir` (which lies
-/// inside `workspace`), at most [`MAX_PLAN_BYTES`]; sub-folders of the plans directory are fine.
+/// Reads the plan file at `path` (relative to `workspace`, or absolute under it, or a bare file
+/// name in the plans directory, as `write_plan` takes it) and captures it ([`capture_plan`];
+/// a bare name is recorded as the path relative to the workspace). The file must be a `.md`
+/// regular file inside `plans_dir` (which lies inside `workspace`), at most
+/// [`MAX_PLAN_BYTES`]; sub-folders of the plans directory are fine.
 /// It is opened through a directory handle on the plans directory ([`crate::jail`]): a symlink
 /// that leaves the plans directory, a FIFO or a device is refused at once.
 ///
@@ -338,6 +340,11 @@ pub fn read_plan_protecting(
         .and_then(|ws| ws.subdir(&plans_rel, false, &shown_dir()))
         .map_err(from_jail)?;
     let bytes = plans.read(&in_plans, MAX_PLAN_BYTES).map_err(from_jail)?;
+    // A bare name is recorded where it lies, relative to the workspace as every other plan path
+    // is (the pending plan files are found, and protected, by that path).
+    if is_bare_name(path) {
+        return capture_plan(&plans_rel.join(&in_plans).display().to_string(), &bytes);
+    }
     capture_plan(path, &bytes)
 }
 
@@ -376,16 +383,34 @@ pub fn read_plan_file(path: &Path) -> Result<String, PlanError> {
     String::from_utf8(bytes).map_err(|_| PlanError::NotUtf8(shown))
 }
 
-/// Where `path`, as the plan tools take it (relative to `workspace`, or absolute under it), lies
-/// inside the plans directory `plans_rel` (relative to the workspace, normalized): the path
-/// relative to the plans directory, with `.` dropped and each `..` applied to the name before it
-/// (lexically, as the jail then opens it); `None` when it is not a file path inside the plans
-/// directory. `submit_plan` and `write_plan` resolve their paths with it.
+/// Where `path`, as the plan tools take it, lies inside the plans directory `plans_rel`
+/// (relative to the workspace, normalized): the path relative to the plans directory, or `None`
+/// when it is not a file path inside the plans directory. `submit_plan` and `write_plan`
+/// resolve their paths with it, so each takes what the other does:
+/// - a bare file name ([`is_bare_name`]: `p.md`, one name, no folder, no `./`) is the file of
+///   that name in the plans directory;
+/// - any other path is relative to `workspace` (or absolute under it), with `.` dropped and each
+///   `..` applied to the name before it (lexically, as the jail then opens it), and must lie
+///   inside the plans directory (`.agent/plans/p.md`, `.agent/plans/sub/../p.md`).
 pub(crate) fn in_plans_dir(workspace: &Path, plans_rel: &Path, path: &str) -> Option<PathBuf> {
+    if is_bare_name(path) {
+        return Some(PathBuf::from(path));
+    }
     let rel = jail::relative_to(workspace, path).ok()?;
     let rel = jail::normalize(&rel)?;
     let in_plans = rel.strip_prefix(plans_rel).ok()?;
     (!in_plans.as_os_str().is_empty()).then(|| in_plans.to_owned())
+}
+
+/// Whether `path` is a bare file name (`p.md`): one normal name, without a folder, `/`, `./` or
+/// `..`. The plan tools take it as the file of that name in the plans directory
+/// ([`in_plans_dir`]).
+pub(crate) fn is_bare_name(path: &str) -> bool {
+    !path.contains('/')
+        && matches!(
+            Path::new(path).components().collect::<Vec<_>>()[..],
+            [std::path::Component::Normal(_)]
+        )
 }
 
 /// Captures plan text read from `path`: checks it is UTF-8 and not blank, splits title and body
@@ -557,7 +582,7 @@ pub fn input_schema() -> Value {
         "properties": {
             "path": {
                 "type": "string",
-                "description": "Path of the plan file (.md), relative to the workspace, inside the plans directory."
+                "description": "Path of the plan file (.md), relative to the workspace, inside the plans directory (as write_plan's result names it), or a bare file name, which is the file of that name in the plans directory."
             }
         },
         "required": ["path"],

@@ -792,9 +792,7 @@ fn session_cancel_mid_turn_returns_cancelled_and_the_next_prompt_runs() {
     let (session, _) = agent.open(ws.path());
     let prompt = agent.prompt(&session, "Think hard");
     // The model call is under way once the server saw it.
-    while server.served() == 0 {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    server.wait_served(1);
     agent.notify("session/cancel", json!({ "sessionId": session }));
     let (response, _) = agent.response(prompt);
     assert_eq!(
@@ -1032,9 +1030,7 @@ fn a_dropped_connection_mid_turn_ends_the_run() {
     let mut agent = scripted(ws.path(), &server, &["--store", store]);
     let (session, _) = agent.open(ws.path());
     agent.prompt(&session, "Think hard");
-    while server.served() == 0 {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    server.wait_served(1);
     assert_eq!(agent.close(), 0);
     let record = std::fs::read_to_string(Path::new(store).join(format!("{session}.json")))
         .expect("the session's record");

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 
@@ -59,6 +59,9 @@ fn sdk_dir() -> PathBuf {
     dir
 }
 
+/// How long a scenario (a node start, `npm`'s SDK, the agent) may take before it counts as hung.
+const SCENARIO_PATIENCE: Duration = Duration::from_secs(120);
+
 /// Runs scenario `name` in a fresh workspace with `modes`, the model scripted by `script`
 /// (the scripted model when `None`), and a file store when `store`.
 fn scenario(name: &str, modes: &str, script: Option<Vec<Reply>>, store: bool) {
@@ -80,23 +83,23 @@ fn scenario(name: &str, modes: &str, script: Option<Vec<Reply>>, store: bool) {
     if let Some(server) = &server {
         node.envs(server.env());
     }
-    let mut child = node
+    let child = node
         .spawn()
         .expect("node runs (Node 20 is needed for the ACP SDK tests)");
-    // A hang fails the test instead of blocking the suite (no timing is measured).
-    let started = Instant::now();
-    while child.try_wait().expect("wait").is_none() {
-        if server.as_ref().is_some_and(|s| s.served() > 0) {
-            // Tells a scenario that waits for it that the model call is under way.
-            let _ = std::fs::write(ws.path().join(".model-called"), "");
-        }
-        if started.elapsed() > Duration::from_secs(120) {
-            let _ = child.kill();
-            panic!("scenario {name} hung");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    // Tells a scenario that waits for it that the model call is under way: a thread woken by
+    // the server's first request writes the marker.
+    if let Some(server) = &server {
+        let watcher = server.watcher();
+        let marker = ws.path().join(".model-called");
+        std::thread::spawn(move || {
+            if watcher.wait_served(1, SCENARIO_PATIENCE) {
+                let _ = std::fs::write(marker, "");
+            }
+        });
     }
-    let output = child.wait_with_output().expect("output");
+    // A hang fails the test instead of blocking the suite (no timing is measured).
+    let output = crate::common::wait::exit_within(child, SCENARIO_PATIENCE)
+        .unwrap_or_else(|| panic!("scenario {name} hung"));
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(

@@ -280,15 +280,36 @@ fn run_outside_a_planning_mode_just_answers() {
 #[test]
 fn run_with_an_unknown_mode_fails_cleanly() {
     let ws = Workspace::new();
-    let out = run(ws.path(), &["--mode", "review", "x"], None);
-    let ws = ws.path().display().to_string();
+    let mut shown = String::new();
+    for mode in ["review", "Plan", "buidl"] {
+        let out = run(ws.path(), &["--mode", mode, "x"], None);
+        let ws = ws.path().display().to_string();
+        shown.push_str(&format!(
+            "$ run --mode {mode}\n{}\n",
+            snapshots::shown(&out, &[(&ws, "[WORKSPACE]")])
+        ));
+    }
     snapshots::same(
-        snapshots::shown(&out, &[(&ws, "[WORKSPACE]")]),
+        shown,
         snapbox::str![[r#"
+$ run --mode review
 exit 2
 --- stdout
 --- stderr
-error: unknown mode `review`
+error: unknown mode `review` (modes: plan, build)
+
+$ run --mode Plan
+exit 2
+--- stdout
+--- stderr
+error: unknown mode `Plan`: did you mean `plan`? (mode ids are case-sensitive)
+
+$ run --mode buidl
+exit 2
+--- stdout
+--- stderr
+error: unknown mode `buidl`: did you mean `build`?
+
 
 "#]],
     );
@@ -1577,7 +1598,7 @@ $ run --approve --to "nowhere"
 error: mode `nowhere` is not a target of the pending plan: approve to one of build, build-auto
 
 $ run --approve --to "Build-auto"
-error: mode `Build-auto` is not a target of the pending plan: approve to one of build, build-auto
+error: mode `Build-auto` is not a target of the pending plan: approve to one of build, build-auto: did you mean `build-auto`? (mode ids are case-sensitive)
 
 $ run --approve --to "build\u{1b}[2K"
 error: mode `build\u{1b}[2K` is not a target of the pending plan: approve to one of build, build-auto
@@ -1657,6 +1678,17 @@ fn pending_lists_the_targets_and_decide_to_chooses_one_across_processes() {
     assert_eq!(out.status.code(), Some(REFUSED), "{}", stderr(&out));
     assert!(events(&out).is_empty(), "nothing happened");
     assert_eq!(pending_json(&spec), listed, "still pending, unchanged");
+    // A case-only miss is hinted, as the config loader hints it.
+    let out = decide_to(&["--approve", "--to", "Build-auto"]);
+    assert_eq!(out.status.code(), Some(REFUSED), "{}", stderr(&out));
+    snapshots::same(
+        stderr(&out),
+        snapbox::str![[r#"
+error: mode `Build-auto` is not a target of the pending plan: approve to one of build, build-auto: did you mean `build-auto`? (mode ids are case-sensitive)
+
+"#]],
+    );
+    assert_eq!(pending_json(&spec), listed, "still pending, unchanged");
     let out = decide_to(&["--approve", "--to", "build-auto"]);
     assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
     assert_eq!(mode_changes(&events(&out)), [("plan", "build-auto")]);
@@ -1680,6 +1712,7 @@ fn the_prompt_lists_the_targets_and_takes_a_number_or_a_mode_id() {
         ("7\n2\n", Some("build-auto")),
         ("n\n", None),
         ("Build-auto\nn\n", None),
+        ("Build-auto\n2\n", Some("build-auto")),
     ] {
         let ws = Workspace::new();
         let out = run_choice(
@@ -1708,6 +1741,13 @@ fn the_prompt_lists_the_targets_and_takes_a_number_or_a_mode_id() {
         }
         if input.starts_with('7') {
             assert!(err.contains("`7` is not a listed choice"), "{err}");
+        }
+        if input.starts_with("Build-auto") {
+            // A case-only miss asks again with the hint: it is not feedback that rejects.
+            assert!(
+                err.contains("`Build-auto` is not a listed choice: did you mean `build-auto`? (mode ids are case-sensitive); type 1 to 2"),
+                "{err}"
+            );
         }
     }
 }
@@ -1955,7 +1995,7 @@ fn a_decide_killed_after_its_save_is_interrupted_and_continue_carries_it_on_once
         .spawn()
         .expect("decide");
     // The decision is saved before the model is called: once the server sees the call, kill.
-    common::wait::until(|| server.served() >= 1, || "no model call".to_owned());
+    server.wait_served(1);
     decider.kill().expect("SIGKILL");
     decider.wait().expect("reap");
 
@@ -2271,32 +2311,8 @@ fn only_decide_lists_always() {
 /// rewrites them after a deliberate change.
 mod snapshots {
     use super::*;
+    pub(super) use common::cli::snapshots::{same, shown};
     use snapbox::str;
-
-    /// `actual` is `expected`, whole; backslashes stay backslashes (the event lines escape
-    /// control characters as `\u{a}`, which path normalization would turn into `/u{a}`).
-    #[track_caller]
-    pub(super) fn same(actual: String, expected: impl snapbox::IntoData) {
-        snapbox::Assert::new()
-            .action_env(snapbox::assert::DEFAULT_ACTION_ENV)
-            .normalize_paths(false)
-            .eq(actual, expected);
-    }
-
-    /// `out`'s status, stdout and stderr as one text, `(value, placeholder)` pairs replaced in
-    /// order (the longest first).
-    pub(super) fn shown(out: &Output, redact: &[(&str, &str)]) -> String {
-        let mut text = format!(
-            "exit {}\n--- stdout\n{}--- stderr\n{}",
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        for (value, placeholder) in redact {
-            text = text.replace(value, placeholder);
-        }
-        text
-    }
 
     #[test]
     fn check_reports_each_invalid_fixture() {

@@ -4,43 +4,21 @@
 //! keeps it; a spec the CLI cannot open is refused (exit 2) and changes nothing.
 #![cfg(all(feature = "cli", feature = "openai"))]
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
+use crate::common::cli::{self, SHIPPED, text as text_of};
 use crate::common::openai_server::{ScriptedServer, calls, submit, text};
 
-const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/modes.toml");
 const PLAN: &str = "# Add dark mode\n\n1. Add a theme setting.\n";
 
+/// The binary in `ws` with `args` and `input` on stdin, pointed at `server` when given.
 fn bin(ws: &Path, server: Option<&ScriptedServer>, args: &[&str], input: &str) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_agent-controller"));
-    command
-        .current_dir(ws)
-        .args(args)
-        .env_remove("OPENAI_MODEL")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    let mut command = cli::command(ws, args);
     if let Some(server) = server {
         command.envs(server.env());
     }
-    let mut child = command.spawn().expect("spawn");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input.as_bytes())
-        .expect("write");
-    child.wait_with_output().expect("wait")
-}
-
-fn text_of(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+    cli::output(command, input)
 }
 
 /// A workspace with the plan file the scripted server submits.
@@ -59,14 +37,10 @@ fn models(server: &ScriptedServer) -> Vec<String> {
         .collect()
 }
 
-/// The session's stored record, from the file store `st`.
+/// The session's stored record, from the file store `st` (the one session of the test).
 fn record(ws: &Path) -> serde_json::Value {
-    let entry = std::fs::read_dir(ws.join("st"))
-        .expect("the store")
-        .map(|e| e.expect("entry").path())
-        .find(|p| p.extension().is_some_and(|e| e == "json"))
-        .expect("a record");
-    serde_json::from_str(&std::fs::read_to_string(entry).expect("read")).expect("json")
+    let (_, text) = cli::records(ws).into_iter().next().expect("a record");
+    serde_json::from_str(&text).expect("json")
 }
 
 #[test]
@@ -139,31 +113,43 @@ fn m_at_the_prompt_chooses_the_model_and_a_bad_spec_changes_nothing() {
         .as_str()
         .expect("id")
         .to_owned();
-    // A provider the CLI does not know: refused before anything changes.
-    let refused = bin(
-        ws.path(),
-        Some(&server),
-        &[
-            "decide",
-            "--store",
-            "st",
-            "--config",
-            SHIPPED,
-            &session,
-            "--model",
-            "openai/planner",
-            "--approve",
-            "--model-for-next",
+    // A provider the CLI does not know: refused before anything changes, with a hint at the
+    // provider meant when it is near one.
+    for (next, said) in [
+        (
             "llama/7b",
-        ],
-        "",
-    );
-    assert_eq!(refused.status.code(), Some(2), "{}", text_of(&refused));
-    assert!(
-        text_of(&refused).contains("unknown model provider `llama`"),
-        "{}",
-        text_of(&refused)
-    );
+            "unknown model provider `llama`: use `scripted`, `openai/MODEL` or `anthropic/MODEL`",
+        ),
+        (
+            "OpenAI/cheap",
+            "unknown model provider `OpenAI`: did you mean `openai`? (provider names are case-sensitive) use `scripted`",
+        ),
+        (
+            "antropic/cheap",
+            "unknown model provider `antropic`: did you mean `anthropic`? use `scripted`",
+        ),
+    ] {
+        let refused = bin(
+            ws.path(),
+            Some(&server),
+            &[
+                "decide",
+                "--store",
+                "st",
+                "--config",
+                SHIPPED,
+                &session,
+                "--model",
+                "openai/planner",
+                "--approve",
+                "--model-for-next",
+                next,
+            ],
+            "",
+        );
+        assert_eq!(refused.status.code(), Some(2), "{}", text_of(&refused));
+        assert!(text_of(&refused).contains(said), "{}", text_of(&refused));
+    }
     assert!(
         record(ws.path())["history"]
             .as_array()

@@ -4,66 +4,18 @@
 //! the plan is refused (exit 2) and changes nothing.
 #![cfg(feature = "cli")]
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
-const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/modes.toml");
+use crate::common::cli::snapshots::{same, scrubbed};
+use crate::common::cli::{self, SHIPPED, pending_plan, text};
 
 /// The scripted plan of "Add dark mode", as the prompt numbers it with `c`.
 const LINE_4: &str = "1. Read the code this change touches.";
 const LINE_6: &str = "3. Add tests for it and run the whole suite.";
 
 fn bin(ws: &Path, args: &[&str], input: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
-        .current_dir(ws)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input.as_bytes())
-        .expect("write");
-    child.wait_with_output().expect("wait")
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-/// A stored session with the scripted plan pending; its id.
-fn pending_plan(ws: &Path) -> String {
-    let out = bin(
-        ws,
-        &[
-            "run",
-            "--config",
-            SHIPPED,
-            "--store",
-            "st",
-            "--mode",
-            "plan",
-            "Add dark mode",
-        ],
-        "",
-    );
-    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
-    let listed = bin(ws, &["pending", "--store", "st", "--json"], "");
-    let line = String::from_utf8_lossy(&listed.stdout)
-        .lines()
-        .next()
-        .map(str::to_owned);
-    let first: serde_json::Value = serde_json::from_str(&line.expect("pending")).expect("json");
-    first["sessionId"].as_str().expect("sessionId").to_owned()
+    cli::bin(ws, args, input)
 }
 
 /// The session's history of decisions, from the file store.
@@ -99,12 +51,27 @@ fn decide_reject_with_comments_sends_each_with_its_line_and_shows_them_again() {
         ],
         "",
     );
-    let shown = text(&out);
-    // The revision waits again (exit 4): comments ask for a revision as feedback does.
-    assert_eq!(out.status.code(), Some(4), "{shown}");
-    assert!(
-        shown.contains(&format!("- line 4 \"{LINE_4}\": staging first")),
-        "the model got the line: {shown}"
+    // The revision waits again (exit 4): comments ask for a revision as feedback does; the
+    // model got each comment with its line.
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    assert!(text(&out).contains(&format!("- line 4 \"{LINE_4}\": staging first")));
+    same(
+        scrubbed(cli::snapshots::shown(&out, &[]), ws.path(), &session),
+        snapbox::str![[r##"
+exit 4
+--- stdout
+[run_1] resumed in mode plan
+tool submit_plan ok: Plan rejected. Feedback from the user: see the comments on lines of the plan below.\u{a}\u{a}Comments from the user on lines of the plan:\u{a}- line 4 "1. Read the code this change touches.": staging first\u{a}- line 6 "3. Add tests for it and run the whole suite.": and the docs\u{a}\u{a}Revise the plan to address this feedback, then call submit_plan again with the revised plan.
+tool write_plan {"path": "add-dark-mode.md", "content": "# Add dark mode\n\n## Steps\n1. Read the code this change touches.\n2. Make the change in … (45 characters not shown) … whole suite.\n\n## Revisions\n- Addressed: see the comments on lines of the plan below.\n"}
+tool write_plan ok: .agent/plans/add-dark-mode.md
+tool submit_plan {"path": ".agent/plans/add-dark-mode.md"}
+plan submitted: "Add dark mode" (.agent/plans/add-dark-mode.md), sha256 [SHA256]; waiting for a decision
+[run_1] ended: suspended
+suspended: session [SESSION] run run_1 decision decision_2
+--- stderr
+the plan stays pending; decide later with: agent-controller decide --store st [SESSION] --decision decision_2 (--approve [--to MODE] | --reject) [--feedback TEXT]
+
+"##]],
     );
     let decided = history(ws.path(), &session);
     let comments = &decided[0]["comments"];
@@ -118,11 +85,12 @@ fn decide_reject_with_comments_sends_each_with_its_line_and_shows_them_again() {
     );
     assert!(decided[0]["sha256"].as_str().is_some_and(|s| s.len() == 64));
     let listed = text(&bin(ws.path(), &["pending", "--store", "st"], ""));
-    assert!(
-        listed.contains(&format!(
-            "comments on the last revision: line 4 \"{LINE_4}\": staging first; line 6"
-        )),
-        "{listed}"
+    same(
+        scrubbed(listed, ws.path(), &session),
+        snapbox::str![[r#"
+[SESSION]	run_1	decision_2	plan -> build	[SHA12]	Add dark mode	workspace [WORKSPACE]	comments on the last revision: line 4 "1. Read the code this change touches.": staging first; line 6 "3. Add tests for it and run the whole suite.": and the docs
+
+"#]],
     );
     let json = text(&bin(ws.path(), &["pending", "--store", "st", "--json"], ""));
     assert!(json.contains("\"comments\":[{\"line\":4"), "{json}");
@@ -139,6 +107,36 @@ fn decide_reject_with_comments_sends_each_with_its_line_and_shows_them_again() {
         )),
         "{prompt}"
     );
+    same(
+        scrubbed(prompt, ws.path(), &session),
+        snapbox::str![[r#"
+[run_1] resumed in mode plan
+tool submit_plan ok: Plan rejected. Stop here and wait for the user's next message before doing anything else.
+[run_1] ended: completed
+mode: plan
+
+revision 2 of the plan "Add dark mode", changes since revision 1 (sha256 [SHA12]...):
+--- revision 1
++++ revision 2
+@@ -4,3 +4,6 @@
+ 1. Read the code this change touches.
+ 2. Make the change in small steps.
+ 3. Add tests for it and run the whole suite.
++
++## Revisions
++- Addressed: see the comments on lines of the plan below.
+(plan file .agent/plans/add-dark-mode.md, sha256 [SHA12]...)
+workspace: [WORKSPACE] (where an approval carries the run on)
+your comments on revision 1:
+  line 4: 1. Read the code this change touches.
+    staging first
+  line 6: 3. Add tests for it and run the whole suite.
+    and the docs
+Approve this plan and switch to ● Build (build)?
+[y]es approve  [n]o reject  or type feedback to reject with it  [p] show the whole plan  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [s MODE] switch to build, not approving
+> 
+"#]],
+    );
 }
 
 #[test]
@@ -150,35 +148,73 @@ fn a_comment_outside_the_plan_or_without_text_is_refused_and_changes_nothing() {
         args.extend_from_slice(extra);
         bin(ws.path(), &args, "")
     };
-    for (extra, says) in [
-        (
-            &["--reject", "--comment", "0:x"][..],
-            "line 0 is not a line of the plan shown (lines 1 to 6)",
-        ),
-        (
-            &["--reject", "--comment", "7:x"][..],
-            "line 7 is not a line of the plan shown",
-        ),
-        (&["--reject", "--comment", "4:  "][..], "has no text"),
-        (
-            &["--reject", "--comment", "four:x"][..],
-            "a comment is LINE:TEXT",
-        ),
-        (
-            &["--approve", "--comment", "4:x"][..],
-            "`comments` go with a rejection",
-        ),
+    let mut all = String::new();
+    for extra in [
+        &["--reject", "--comment", "0:x"][..],
+        &["--reject", "--comment", "7:x"][..],
+        &["--reject", "--comment", "4:  "][..],
+        &["--reject", "--comment", "four:x"][..],
+        &["--approve", "--comment", "4:x"][..],
     ] {
         let out = decide(extra);
-        assert_eq!(out.status.code(), Some(2), "{extra:?}: {}", text(&out));
-        assert!(text(&out).contains(says), "{extra:?}: {}", text(&out));
+        all.push_str(&format!(
+            "$ decide {}\n{}\n",
+            extra.join(" "),
+            cli::snapshots::shown(&out, &[])
+        ));
     }
+    same(
+        scrubbed(all, ws.path(), &session),
+        snapbox::str![[r#"
+$ decide --reject --comment 0:x
+exit 2
+--- stdout
+--- stderr
+error: the plan comment is refused: line 0 is not a line of the plan shown (lines 1 to 6)
+
+$ decide --reject --comment 7:x
+exit 2
+--- stdout
+--- stderr
+error: the plan comment is refused: line 7 is not a line of the plan shown (lines 1 to 6)
+
+$ decide --reject --comment 4:  
+exit 2
+--- stdout
+--- stderr
+error: invalid value '4:  ' for '--comment <LINE:TEXT>': the comment on line 4 has no text: a comment is LINE:TEXT, a line number of the plan and what to say about it (4:"staging first")
+
+For more information, try '--help'.
+
+$ decide --reject --comment four:x
+exit 2
+--- stdout
+--- stderr
+error: invalid value 'four:x' for '--comment <LINE:TEXT>': a comment is LINE:TEXT, a line number of the plan and what to say about it (4:"staging first")
+
+For more information, try '--help'.
+
+$ decide --approve --comment 4:x
+exit 2
+--- stdout
+--- stderr
+error: malformed resume data: an approval carries no plan comments: `comments` go with a rejection (the model revises)
+
+
+"#]],
+    );
     assert!(
         history(ws.path(), &session).is_empty(),
         "nothing was decided"
     );
     let listed = text(&bin(ws.path(), &["pending", "--store", "st"], ""));
-    assert!(listed.contains("decision_1"), "{listed}");
+    same(
+        scrubbed(listed, ws.path(), &session),
+        snapbox::str![[r#"
+[SESSION]	run_1	decision_1	plan -> build	[SHA12]	Add dark mode	workspace [WORKSPACE]
+
+"#]],
+    );
 }
 
 #[test]
@@ -190,24 +226,55 @@ fn c_at_the_prompt_numbers_the_lines_and_n_rejects_with_the_comments() {
         &["decide", "--store", "st", "--config", SHIPPED, &session],
         "c\nc 7 past the end\nc 4 staging first\ny\nn\n",
     );
-    let shown = text(&out);
-    assert_eq!(out.status.code(), Some(4), "the revision waits: {shown}");
-    assert!(
-        shown.contains("[c LINE TEXT] comment on a line (c numbers them)"),
-        "{shown}"
-    );
-    assert!(shown.contains(&format!("   4  {LINE_4}\n")), "{shown}");
-    assert!(
-        shown.contains("line 7 is not a line of the plan (lines 1 to 6)"),
-        "{shown}"
-    );
-    assert!(
-        shown.contains(&format!("comment 1 on line 4 ({LINE_4}): staging first")),
-        "{shown}"
-    );
-    assert!(
-        shown.contains("comments go with a rejection"),
-        "y asks again: {shown}"
+    // The revision waits (exit 4); `c` numbered the lines, a line past the end and `y` while a
+    // comment is held asked again, `n` sent the comment.
+    same(
+        scrubbed(cli::snapshots::shown(&out, &[]), ws.path(), &session),
+        snapbox::str![[r##"
+exit 4
+--- stdout
+[run_1] resumed in mode plan
+tool submit_plan ok: Plan rejected. Feedback from the user: see the comments on lines of the plan below.\u{a}\u{a}Comments from the user on lines of the plan:\u{a}- line 4 "1. Read the code this change touches.": staging first\u{a}\u{a}Revise the plan to address this feedback, then call submit_plan again with the revised plan.
+tool write_plan {"path": "add-dark-mode.md", "content": "# Add dark mode\n\n## Steps\n1. Read the code this change touches.\n2. Make the change in … (45 characters not shown) … whole suite.\n\n## Revisions\n- Addressed: see the comments on lines of the plan below.\n"}
+tool write_plan ok: .agent/plans/add-dark-mode.md
+tool submit_plan {"path": ".agent/plans/add-dark-mode.md"}
+plan submitted: "Add dark mode" (.agent/plans/add-dark-mode.md), sha256 [SHA256]; waiting for a decision
+[run_1] ended: suspended
+suspended: session [SESSION] run run_1 decision decision_2
+--- stderr
+
+# Add dark mode
+
+## Steps
+1. Read the code this change touches.
+2. Make the change in small steps.
+3. Add tests for it and run the whole suite.
+(plan file .agent/plans/add-dark-mode.md, sha256 [SHA12]...)
+workspace: [WORKSPACE] (where an approval carries the run on)
+Approve this plan and switch to ● Build (build)?
+[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [s MODE] switch to build, not approving
+>    1  # Add dark mode
+   2  
+   3  ## Steps
+   4  1. Read the code this change touches.
+   5  2. Make the change in small steps.
+   6  3. Add tests for it and run the whole suite.
+(type c LINE TEXT to comment on a line; n or feedback then rejects with your comments)
+Approve this plan and switch to ● Build (build)?
+[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [s MODE] switch to build, not approving
+> line 7 is not a line of the plan (lines 1 to 6): nothing is kept
+Approve this plan and switch to ● Build (build)?
+[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [s MODE] switch to build, not approving
+> comment 1 on line 4 (1. Read the code this change touches.): staging first
+(n or feedback rejects with your comments; d drops them)
+Approve this plan and switch to ● Build (build)?
+[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [s MODE] switch to build, not approving
+> you hold 1 comment(s): comments go with a rejection, so type n (or feedback) to reject with them, or d to drop them and answer again
+Approve this plan and switch to ● Build (build)?
+[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [s MODE] switch to build, not approving
+> the plan stays pending; decide later with: agent-controller decide --store st [SESSION] --decision decision_2 (--approve [--to MODE] | --reject) [--feedback TEXT]
+
+"##]],
     );
     // What the prompt numbered is what the library quotes.
     let decided = history(ws.path(), &session);

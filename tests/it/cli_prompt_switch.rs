@@ -4,32 +4,15 @@
 //! with stdin.
 #![cfg(feature = "cli")]
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
-const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/modes.toml");
-const NOT_APPROVED: i32 = 3;
-const PENDING: i32 = 4;
+use crate::common::cli::snapshots::{same, scrubbed, shown};
+use crate::common::cli::{self, NOT_APPROVED, SHIPPED, pending_plan};
 
 /// The binary in `ws` with `args`, `input` on stdin.
 fn bin(ws: &Path, args: &[&str], input: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
-        .current_dir(ws)
-        .args(args)
-        .env_remove("NO_COLOR")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input.as_bytes())
-        .expect("write");
-    child.wait_with_output().expect("wait")
+    cli::bin(ws, args, input)
 }
 
 fn run(ws: &Path, extra: &[&str], input: &str) -> Output {
@@ -39,80 +22,69 @@ fn run(ws: &Path, extra: &[&str], input: &str) -> Output {
     bin(ws, &args, input)
 }
 
-fn err(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// The text of every record in the file store `st`.
 fn records(ws: &Path) -> String {
-    let mut all = String::new();
-    for entry in std::fs::read_dir(ws.join("st")).expect("the store") {
-        let path = entry.expect("an entry").path();
-        if path.extension().is_some_and(|e| e == "json") {
-            all.push_str(&std::fs::read_to_string(&path).expect("read"));
-        }
-    }
-    all
+    cli::records(ws).into_iter().map(|(_, text)| text).collect()
 }
 
 #[test]
 fn s_mode_at_the_prompt_switches_without_approving() {
     let ws = tempfile::tempdir().expect("tempdir");
     let out = run(ws.path(), &[], "s\ns nope\nswitch Build\ns build\n");
-    let (err, stdout) = (err(&out), stdout(&out));
-    assert_eq!(out.status.code(), Some(NOT_APPROVED), "{err}{stdout}");
-    // The help line names the key and the modes a switch may go to (not the current one).
-    assert!(
-        err.contains(
-            "\n[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  "
-        ),
-        "{err}"
+    // The help line names the key and the modes a switch may go to (not the current one);
+    // `s` alone, an unknown mode and a mode id in the wrong case ask again (mode ids are typed
+    // exactly, as at `--to`, with the hint); the plan is cancelled (not approved) before the
+    // mode changes.
+    same(
+        scrubbed(shown(&out, &[]), ws.path(), ""),
+        snapbox::str![[r##"
+exit 3
+--- stdout
+session [SESSION] started in mode plan
+[run_1] started in mode plan
+tool write_plan {"path": "add-dark-mode.md", "content": "# Add dark mode\n\n## Steps\n1. Read the code this change touches.\n2. Make the change in small steps.\n3. Add tests for it and run the whole suite.\n"}
+tool write_plan ok: .agent/plans/add-dark-mode.md
+tool submit_plan {"path": ".agent/plans/add-dark-mode.md"}
+plan submitted: "Add dark mode" (.agent/plans/add-dark-mode.md), sha256 [SHA256]; waiting for a decision
+[run_1] ended: suspended
+[run_1] resumed in mode plan
+submit_plan cancelled (mode_switch): not approved
+[run_1] ended: aborted
+mode changed: plan -> build (manual)
+mode: build
+--- stderr
+
+# Add dark mode
+
+## Steps
+1. Read the code this change touches.
+2. Make the change in small steps.
+3. Add tests for it and run the whole suite.
+(plan file .agent/plans/add-dark-mode.md, sha256 [SHA12]...)
+workspace: [WORKSPACE] (where an approval carries the run on)
+Approve this plan and switch to ● Build (build)?
+[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [s MODE] switch to build, not approving
+> switch to which mode? type s and one of build (the plan is then not approved)
+Approve this plan and switch to ● Build (build)?
+[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [s MODE] switch to build, not approving
+> `nope` is not a mode to switch to: type s and one of build (the plan is then not approved), or answer the plan
+Approve this plan and switch to ● Build (build)?
+[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [s MODE] switch to build, not approving
+> `Build` is not a mode to switch to (did you mean `build`? (mode ids are case-sensitive)): type s and one of build (the plan is then not approved), or answer the plan
+Approve this plan and switch to ● Build (build)?
+[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [s MODE] switch to build, not approving
+> mode plan -> build (switched by hand at the prompt)
+  the plan decision_1 (Add dark mode) counts as not approved; the model is told when the session runs next
+
+"##]],
     );
-    assert!(
-        err.contains("  [s MODE] switch to build, not approving\n> "),
-        "{err}"
-    );
-    assert!(
-        err.contains("switch to which mode? type s and one of build"),
-        "{err}"
-    );
-    assert!(err.contains("`nope` is not a mode to switch to"), "{err}");
-    // Mode ids are typed exactly, as at `--to`.
-    assert!(err.contains("`Build` is not a mode to switch to"), "{err}");
-    assert_eq!(
-        err.matches("Approve this plan").count(),
-        4,
-        "asked again each time: {err}"
-    );
-    assert!(
-        err.contains("mode plan -> build (switched by hand at the prompt)"),
-        "{err}"
-    );
-    assert!(
-        err.contains("the plan decision_1 (Add dark mode) counts as not approved"),
-        "{err}"
-    );
-    // The plan is cancelled (not approved) before the mode changes; nothing was approved.
-    let cancelled = stdout
-        .find("submit_plan cancelled (mode_switch): not approved")
-        .expect(&stdout);
-    let changed = stdout
-        .find("mode changed: plan -> build (manual)")
-        .expect(&stdout);
-    assert!(cancelled < changed, "{stdout}");
-    assert!(!stdout.contains("plan_approved"), "{stdout}");
-    assert!(stdout.trim_end().ends_with("mode: build"), "{stdout}");
 }
 
 #[test]
 fn a_switch_at_the_prompt_of_a_stored_run_is_saved_and_the_model_is_told() {
     let ws = tempfile::tempdir().expect("tempdir");
     let out = run(ws.path(), &["--store", "st"], "s build\n");
-    assert_eq!(out.status.code(), Some(NOT_APPROVED), "{}", err(&out));
+    assert_eq!(out.status.code(), Some(NOT_APPROVED), "{}", cli::text(&out));
     let stored = records(ws.path());
     assert!(
         stored.contains("Plan not approved: the user switched mode by hand."),
@@ -120,35 +92,53 @@ fn a_switch_at_the_prompt_of_a_stored_run_is_saved_and_the_model_is_told() {
     );
     assert!(stored.contains("\"modeId\":\"build\""), "{stored}");
     let listed = bin(ws.path(), &["pending", "--store", "st"], "");
-    assert!(
-        stdout(&listed).contains("no pending plans or tool calls")
-            || err(&listed).contains("no pending plans or tool calls"),
-        "{}{}",
-        stdout(&listed),
-        err(&listed)
+    same(
+        shown(&listed, &[]),
+        snapbox::str![[r#"
+exit 0
+--- stdout
+--- stderr
+no pending plans or tool calls
+
+"#]],
     );
 }
 
 #[test]
 fn decide_at_the_prompt_can_switch_instead() {
     let ws = tempfile::tempdir().expect("tempdir");
-    let out = run(ws.path(), &["--store", "st"], "");
-    assert_eq!(out.status.code(), Some(PENDING), "{}", err(&out));
-    let listed = bin(ws.path(), &["pending", "--store", "st", "--json"], "");
-    let first: serde_json::Value =
-        serde_json::from_str(stdout(&listed).lines().next().expect("a pending plan"))
-            .expect("json");
-    let session = first["sessionId"].as_str().expect("sessionId").to_owned();
+    let session = pending_plan(ws.path());
     let out = bin(
         ws.path(),
         &["decide", "--store", "st", "--config", SHIPPED, &session],
         "s build\n",
     );
-    let shown = format!("{}{}", stdout(&out), err(&out));
-    assert_eq!(out.status.code(), Some(NOT_APPROVED), "{shown}");
-    assert!(
-        shown.contains("mode changed: plan -> build (manual)"),
-        "{shown}"
+    same(
+        scrubbed(shown(&out, &[]), ws.path(), &session),
+        snapbox::str![[r#"
+exit 3
+--- stdout
+[run_1] resumed in mode plan
+submit_plan cancelled (mode_switch): not approved
+[run_1] ended: aborted
+mode changed: plan -> build (manual)
+mode: build
+--- stderr
+
+# Add dark mode
+
+## Steps
+1. Read the code this change touches.
+2. Make the change in small steps.
+3. Add tests for it and run the whole suite.
+(plan file .agent/plans/add-dark-mode.md, sha256 [SHA12]...)
+workspace: [WORKSPACE] (where an approval carries the run on)
+Approve this plan and switch to ● Build (build)?
+[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [s MODE] switch to build, not approving
+> mode plan -> build (switched by hand at the prompt)
+  the plan decision_1 (Add dark mode) counts as not approved; the model is told when the session runs next
+
+"#]],
     );
     let late = bin(
         ws.path(),
@@ -163,7 +153,17 @@ fn decide_at_the_prompt_can_switch_instead() {
         ],
         "",
     );
-    assert_ne!(late.status.code(), Some(0), "nothing left to approve");
+    // Nothing is left to approve.
+    same(
+        scrubbed(shown(&late, &[]), ws.path(), &session),
+        snapbox::str![[r#"
+exit 5
+--- stdout
+--- stderr
+error: session [SESSION] has nothing pending (already decided?)
+
+"#]],
+    );
     assert!(
         records(ws.path()).contains("Plan not approved: the user switched mode by hand."),
         "saved"
@@ -174,12 +174,58 @@ fn decide_at_the_prompt_can_switch_instead() {
 fn switch_followed_by_a_sentence_is_still_feedback() {
     let ws = tempfile::tempdir().expect("tempdir");
     let out = run(ws.path(), &[], "switch steps 2 and 3 around\nn\n");
-    let (err, stdout) = (err(&out), stdout(&out));
-    assert_eq!(out.status.code(), Some(NOT_APPROVED), "{err}");
-    assert!(
-        stdout.contains("switch steps 2 and 3 around"),
-        "sent as feedback: {stdout}"
+    // Sent as feedback: no mode changed.
+    same(
+        scrubbed(shown(&out, &[]), ws.path(), ""),
+        snapbox::str![[r##"
+exit 3
+--- stdout
+session [SESSION] started in mode plan
+[run_1] started in mode plan
+tool write_plan {"path": "add-dark-mode.md", "content": "# Add dark mode\n\n## Steps\n1. Read the code this change touches.\n2. Make the change in small steps.\n3. Add tests for it and run the whole suite.\n"}
+tool write_plan ok: .agent/plans/add-dark-mode.md
+tool submit_plan {"path": ".agent/plans/add-dark-mode.md"}
+plan submitted: "Add dark mode" (.agent/plans/add-dark-mode.md), sha256 [SHA256]; waiting for a decision
+[run_1] ended: suspended
+[run_1] resumed in mode plan
+tool submit_plan ok: Plan rejected. Feedback from the user: switch steps 2 and 3 around\u{a}\u{a}Revise the plan to address this feedback, then call submit_plan again with the revised plan.
+tool write_plan {"path": "add-dark-mode.md", "content": "# Add dark mode\n\n## Steps\n1. Read the code this change touches.\n2. Make the change in … (28 characters not shown) …or it and run the whole suite.\n\n## Revisions\n- Addressed: switch steps 2 and 3 around\n"}
+tool write_plan ok: .agent/plans/add-dark-mode.md
+tool submit_plan {"path": ".agent/plans/add-dark-mode.md"}
+plan submitted: "Add dark mode" (.agent/plans/add-dark-mode.md), sha256 [SHA256]; waiting for a decision
+[run_1] ended: suspended
+[run_1] resumed in mode plan
+tool submit_plan ok: Plan rejected. Stop here and wait for the user's next message before doing anything else.
+[run_1] ended: completed
+mode: plan
+--- stderr
+
+# Add dark mode
+
+## Steps
+1. Read the code this change touches.
+2. Make the change in small steps.
+3. Add tests for it and run the whole suite.
+(plan file .agent/plans/add-dark-mode.md, sha256 [SHA12]...)
+workspace: [WORKSPACE] (where an approval carries the run on)
+Approve this plan and switch to ● Build (build)?
+[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [s MODE] switch to build, not approving
+> 
+revision 2 of the plan "Add dark mode", changes since revision 1 (sha256 [SHA12]...):
+--- revision 1
++++ revision 2
+@@ -4,3 +4,6 @@
+ 1. Read the code this change touches.
+ 2. Make the change in small steps.
+ 3. Add tests for it and run the whole suite.
++
++## Revisions
++- Addressed: switch steps 2 and 3 around
+(plan file .agent/plans/add-dark-mode.md, sha256 [SHA12]...)
+workspace: [WORKSPACE] (where an approval carries the run on)
+Approve this plan and switch to ● Build (build)?
+[y]es approve  [n]o reject  or type feedback to reject with it  [p] show the whole plan  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [s MODE] switch to build, not approving
+> 
+"##]],
     );
-    assert!(!stdout.contains("mode changed"), "{stdout}");
-    assert!(stdout.trim_end().ends_with("mode: plan"), "{stdout}");
 }

@@ -2,33 +2,15 @@
 //! its mode; a bad rule is reported at its line and column, with the rest of the file.
 #![cfg(feature = "cli")]
 
-use std::process::Command;
-
 use snapbox::str;
 
+use crate::common::cli::{self, snapshots::same, snapshots::shown};
+
+/// `check modes.toml` on `text`, in a fresh directory: exit status, stdout and stderr.
 fn check(text: &str) -> String {
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("modes.toml");
-    std::fs::write(&path, text).expect("write");
-    let out = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
-        .current_dir(dir.path())
-        .args(["check", "modes.toml"])
-        .output()
-        .expect("run");
-    format!(
-        "exit {}\n--- stdout\n{}--- stderr\n{}",
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-#[track_caller]
-fn same(actual: String, expected: impl snapbox::IntoData) {
-    snapbox::Assert::new()
-        .action_env(snapbox::assert::DEFAULT_ACTION_ENV)
-        .normalize_paths(false)
-        .eq(actual, expected);
+    std::fs::write(dir.path().join("modes.toml"), text).expect("write");
+    shown(&cli::bin(dir.path(), &["check", "modes.toml"], ""), &[])
 }
 
 #[test]

@@ -4,70 +4,19 @@
 #![cfg(feature = "cli")]
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
-const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/modes.toml");
+use crate::common::cli::snapshots::{same, shown};
+use crate::common::cli::{self, SHIPPED, STORE, pending_plan, text};
 
 fn bin(ws: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_agent-controller"))
-        .current_dir(ws)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run")
+    cli::bin(ws, args, "")
 }
 
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-/// A session in `plan` with a plan pending, in a fresh workspace and store; its id.
-fn pending_plan(ws: &Path) -> String {
-    let out = bin(
-        ws,
-        &[
-            "run",
-            "--config",
-            SHIPPED,
-            "--store",
-            "st",
-            "--mode",
-            "plan",
-            "Add dark mode",
-        ],
-    );
-    // Exit 4: the plan stays pending in the store.
-    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
-    let listed = bin(ws, &["pending", "--store", "st", "--json"]);
-    let line = String::from_utf8_lossy(&listed.stdout)
-        .lines()
-        .next()
-        .map(str::to_owned);
-    let first: serde_json::Value =
-        serde_json::from_str(&line.expect("a pending plan")).expect("json");
-    first["sessionId"].as_str().expect("sessionId").to_owned()
-}
-
-/// The session's record as the file store keeps it (`ID.pending.json` while a decision is
-/// pending, `ID.json` otherwise): its file name and text.
+/// The session's one record in the store: its file name and text.
 fn record(ws: &Path, session: &str) -> String {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(ws.join("st")).expect("the store") {
-        let path = entry.expect("an entry").path();
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-        if let Some(name) = name.filter(|n| n.starts_with(session) && n.ends_with(".json")) {
-            found.push(format!(
-                "{name}\n{}",
-                std::fs::read_to_string(&path).expect("read")
-            ));
-        }
-    }
-    assert_eq!(found.len(), 1, "one record: {found:?}");
-    found.remove(0)
+    let (name, text) = cli::record_of(ws, session);
+    format!("{name}\n{text}")
 }
 
 #[test]
@@ -86,32 +35,33 @@ fn switch_leaves_planning_without_approving_and_the_model_is_told() {
             "build",
         ],
     );
-    let shown = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{shown}");
-    assert!(
-        shown.contains("submit_plan cancelled (mode_switch): not approved"),
-        "{shown}"
-    );
-    assert!(
-        shown.contains("mode changed: plan -> build (manual)"),
-        "{shown}"
-    );
-    assert!(
-        shown.contains(&format!(
-            "session {session}: mode plan -> build (switched by hand)"
-        )),
-        "{shown}"
-    );
-    assert!(
-        shown.contains("the plan decision_1 (Add dark mode) counts as not approved"),
-        "{shown}"
+    // The whole text: the cancelled plan, the switch, what counts as not approved.
+    same(
+        shown(&out, &[(&session, "[SESSION]")]),
+        snapbox::str![[r#"
+exit 0
+--- stdout
+[run_1] resumed in mode plan
+submit_plan cancelled (mode_switch): not approved
+[run_1] ended: aborted
+mode changed: plan -> build (manual)
+--- stderr
+session [SESSION]: mode plan -> build (switched by hand)
+  the plan decision_1 (Add dark mode) counts as not approved; the model is told when the session runs next
+
+"#]],
     );
     // Nothing is pending any more, and the model is told why its plan went nowhere.
-    let listed = bin(ws.path(), &["pending", "--store", "st"]);
-    assert!(
-        text(&listed).contains("no pending plans or tool calls"),
-        "{}",
-        text(&listed)
+    let listed = bin(ws.path(), &["pending", "--store", STORE]);
+    same(
+        shown(&listed, &[]),
+        snapbox::str![[r#"
+exit 0
+--- stdout
+--- stderr
+no pending plans or tool calls
+
+"#]],
     );
     let stored = record(ws.path(), &session);
     assert!(
@@ -131,7 +81,16 @@ fn switch_leaves_planning_without_approving_and_the_model_is_told() {
             "--approve",
         ],
     );
-    assert_ne!(late.status.code(), Some(0), "{}", text(&late));
+    same(
+        shown(&late, &[(&session, "[SESSION]")]),
+        snapbox::str![[r#"
+exit 5
+--- stdout
+--- stderr
+error: session [SESSION] has nothing pending (already decided?)
+
+"#]],
+    );
 }
 
 #[test]
@@ -145,30 +104,38 @@ fn switch_to_an_unknown_mode_or_the_same_mode_changes_nothing() {
             "switch", "--store", "st", "--config", SHIPPED, &session, "Build",
         ],
     );
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(
-        text(&out).contains("no mode `Build` in the config (modes: plan, build)"),
-        "{}",
-        text(&out)
+    same(
+        shown(&out, &[(&session, "[SESSION]")]),
+        snapbox::str![[r#"
+exit 2
+--- stdout
+--- stderr
+error: unknown mode `Build`: did you mean `build`? (mode ids are case-sensitive)
+
+"#]],
     );
     assert_eq!(
         record(ws.path(), &session),
         before,
         "an unknown mode changes nothing"
     );
-    let same = bin(
+    let unchanged = bin(
         ws.path(),
         &[
             "switch", "--store", "st", "--config", SHIPPED, &session, "plan", "--json",
         ],
     );
-    assert_eq!(same.status.code(), Some(0), "{}", text(&same));
-    assert!(
-        text(&same).contains("is already in mode plan: nothing changed"),
-        "{}",
-        text(&same)
+    // No event on stdout, a note on stderr.
+    self::same(
+        shown(&unchanged, &[(&session, "[SESSION]")]),
+        snapbox::str![[r#"
+exit 0
+--- stdout
+--- stderr
+session [SESSION] is already in mode plan: nothing changed
+
+"#]],
     );
-    assert!(same.stdout.is_empty(), "no event: {}", text(&same));
     assert_eq!(
         record(ws.path(), &session),
         before,

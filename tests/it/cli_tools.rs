@@ -13,10 +13,12 @@ use std::process::{Command, Output, Stdio};
 
 use agent_controller::jcs;
 use common::Workspace;
+use common::cli::snapshots::{same, scrubbed, shown};
 use common::json_lines;
 use common::openai_server::{Reply, ScriptedServer, call, calls, contents, text};
 use common::stderr;
 use serde_json::{Value, json};
+use snapbox::str;
 
 const DONE: i32 = 0;
 const INVALID: i32 = 2;
@@ -125,6 +127,13 @@ impl World {
         let out = pending(&self.spec, true);
         assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
         json_lines(&out)
+    }
+
+    /// What `out` printed (exit status, stdout, stderr), with the store spec, the workspace,
+    /// the session ids and the hashes replaced by placeholders: the same text on every store.
+    fn shown(&self, out: &Output, session: &str) -> String {
+        let text = shown(out, &[(&self.spec, "[STORE]")]);
+        scrubbed(text, self.ws.path(), session)
     }
 
     fn file(&self, name: &str) -> Option<String> {
@@ -460,11 +469,9 @@ fn a_wrong_pin_or_plan_flags_on_a_tool_call_are_refused_and_change_nothing() {
         let before = world.pending_json();
         let wrong = args_sha256("a.txt", "HELLO");
         let out = world.decide(&session, &["--approve", "--sha256", &wrong]);
-        assert_eq!(out.status.code(), Some(REFUSED), "{kind}: {}", stderr(&out));
-        assert!(
-            stderr(&out).contains("nothing was decided"),
-            "{kind}: {}",
-            stderr(&out)
+        let mut all = format!(
+            "$ decide --approve --sha256 WRONG\n{}\n",
+            world.shown(&out, &session)
         );
 
         let edited = world.ws.path().join("edited.md");
@@ -476,24 +483,47 @@ fn a_wrong_pin_or_plan_flags_on_a_tool_call_are_refused_and_change_nothing() {
             vec!["--reject", "--always"],
         ] {
             let out = world.decide(&session, &flags);
-            assert_eq!(
-                out.status.code(),
-                Some(INVALID),
-                "{kind} {flags:?}: {}",
-                stderr(&out)
-            );
-            // Trial finding 5: flags that conflict say so, not "malformed resume data".
-            assert!(
-                !stderr(&out).contains("malformed"),
-                "{kind} {flags:?}: {}",
-                stderr(&out)
-            );
+            let flags = flags.join(" ").replace(edited, "EDITED");
+            all.push_str(&format!(
+                "$ decide {flags}\n{}\n",
+                world.shown(&out, &session)
+            ));
         }
-        let out = world.decide(&session, &["--reject", "--always"]);
-        assert!(
-            stderr(&out).contains("'--reject' cannot be used with '--always'"),
-            "{kind}: {}",
-            stderr(&out)
+        // Trial finding 5: flags that conflict say so, not "malformed resume data". The same
+        // text on every store.
+        same(
+            all,
+            str![[r#"
+$ decide --approve --sha256 WRONG
+exit 5
+--- stdout
+--- stderr
+error: the tool call decision_1 (write_file) has argsSha256 [SHA256], not [SHA256]: it is not the call you meant; nothing was decided
+
+$ decide --approve --to review
+exit 2
+--- stdout
+--- stderr
+error: --to goes with a plan, and decision decision_1 is a tool call (write_file): nothing was decided
+
+$ decide --approve --plan-file EDITED
+exit 2
+--- stdout
+--- stderr
+error: --plan-file goes with a plan, and decision decision_1 is a tool call (write_file): nothing was decided
+
+$ decide --reject --always
+exit 2
+--- stdout
+--- stderr
+error: the argument '--reject' cannot be used with '--always'
+
+Usage: agent-controller decide --store <STORE> --config <CONFIG> --workspace <WORKSPACE> --model <MODEL> --reject <SESSION>
+
+For more information, try '--help'.
+
+
+"#]],
         );
         assert_eq!(world.pending_json(), before, "{kind}: nothing changed");
         assert_eq!(world.file("a.txt"), None, "{kind}");
@@ -543,11 +573,15 @@ fn decide_always_on_a_plan_is_refused() {
         .stdin(Stdio::null())
         .output()
         .expect("decide");
-    assert_eq!(out.status.code(), Some(INVALID), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("--always goes with a tool call"),
-        "{}",
-        stderr(&out)
+    same(
+        scrubbed(shown(&out, &[(&spec, "[STORE]")]), ws.path(), &session),
+        str![[r#"
+exit 2
+--- stdout
+--- stderr
+error: --always goes with a tool call, and decision decision_1 is a plan: nothing was decided
+
+"#]],
     );
     let listed = json_lines(&pending(&spec, true));
     assert_eq!(listed.len(), 1, "{listed:?}");
@@ -576,31 +610,55 @@ fn the_prompt_asks_per_call_and_the_run_carries_on_once_all_are_decided() {
         Some("ok\nf\nnot that one\ny\n"),
     );
     assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
-    let shown = stderr(&out);
+    let text = stderr(&out);
     assert!(
-        shown.contains(
-            "tool call 1 of 2 waits for approval: write_file (decision decision_1, argsSha256 "
-        ),
-        "{shown}"
+        !text.contains('\u{202e}') && !text.contains('\u{1b}'),
+        "the bidi override and the escape are shown escaped: {text}"
     );
-    assert!(shown.contains("\"path\": \"evil.txt\""), "{shown}");
-    assert!(
-        shown.contains("\\u{202e}"),
-        "the bidi override is shown escaped: {shown}"
+    // Each call with its tool and arguments, `ok` asked again, the feedback, the second call.
+    same(
+        world.shown(&out, ""),
+        str![[r#"
+exit 0
+--- stdout
+session [SESSION] started in mode build
+[run_1] started in mode build
+tool write_file {"path": "evil.txt", "content": "x\u001b[2K\u{202e}y"}
+tool write_file {"content": "beta", "path": "b.txt"}
+tool call waits for approval: write_file {"path": "evil.txt", "content": "x\u001b[2K\u{202e}y"} (decision decision_1, argsSha256 [SHA256])
+tool call waits for approval: write_file {"content": "beta", "path": "b.txt"} (decision decision_2, argsSha256 [SHA256])
+[run_1] ended: suspended
+[run_1] resumed in mode build
+tool write_file error: Not approved: the user rejected this tool call; it was not executed. Their feedback:\u{a}not that one
+tool write_file ok: Wrote b.txt
+model: All decided.
+[run_1] ended: completed
+mode: build
+--- stderr
+
+tool call 1 of 2 waits for approval: write_file (decision decision_1, argsSha256 [SHA256])
+  "path": "evil.txt"
+  "content": "x\u001b[2K\u{202e}y"
+workspace: [WORKSPACE] (where the call runs if approved)
+a also runs the other write_file call waiting in this reply
+Run this write_file call?
+[y]es run it  [a]lways allow write_file until the mode changes  [n]o reject  [f]eedback reject with a note  [q] leave it pending  or type feedback to reject with it
+> `ok` is not an answer here: type y to run the call, a to run it and always allow this tool until the mode changes (a plan approval included), n to reject it, f (or a sentence) to reject it with feedback, or q to leave it pending
+Run this write_file call?
+[y]es run it  [a]lways allow write_file until the mode changes  [n]o reject  [f]eedback reject with a note  [q] leave it pending  or type feedback to reject with it
+> Feedback for the model (the call is rejected with it; an empty line goes back):
+> 
+tool call 2 of 2 waits for approval: write_file (decision decision_2, argsSha256 [SHA256])
+  "content": "beta"
+  "path": "b.txt"
+workspace: [WORKSPACE] (where the call runs if approved)
+Run this write_file call?
+[y]es run it  [a]lways allow write_file until the mode changes  [n]o reject  [f]eedback reject with a note  [q] leave it pending  or type feedback to reject with it
+> 
+"#]],
     );
-    assert!(
-        !shown.contains('\u{202e}') && !shown.contains('\u{1b}'),
-        "{shown}"
-    );
-    assert!(shown.contains("`ok` is not an answer here"), "{shown}");
-    assert!(
-        shown.contains("[a]lways allow write_file until the mode changes"),
-        "{shown}"
-    );
-    assert!(shown.contains("tool call 2 of 2"), "{shown}");
     assert_eq!(world.file("evil.txt"), None);
     assert_eq!(world.file("b.txt").as_deref(), Some("beta"));
-    assert!(stdout(&out).contains("All decided."), "{}", stdout(&out));
     let results = world.tool_results(1);
     assert!(
         results.iter().any(|r| r.contains("not that one")),
@@ -769,16 +827,30 @@ fn q_leaves_the_call_pending_and_end_of_input_without_a_store_runs_nothing() {
     for kind in stores() {
         let world = World::new(kind, vec![calls([write("call_1", "a.txt", "hello")])]);
         let out = world.cli("run", true, &["Write a.txt"], Some("q\n"));
-        assert_eq!(out.status.code(), Some(PENDING), "{kind}: {}", stderr(&out));
-        assert!(
-            stderr(&out).contains("left for later"),
-            "{kind}: {}",
-            stderr(&out)
-        );
-        assert!(
-            stderr(&out).contains("--decision decision_1 (--approve [--always] | --reject)"),
-            "{kind}: {}",
-            stderr(&out)
+        // The same text on every store.
+        same(
+            world.shown(&out, ""),
+            str![[r#"
+exit 4
+--- stdout
+session [SESSION] started in mode build
+[run_1] started in mode build
+tool write_file {"content": "hello", "path": "a.txt"}
+tool call waits for approval: write_file {"content": "hello", "path": "a.txt"} (decision decision_1, argsSha256 [SHA256])
+[run_1] ended: suspended
+suspended: session [SESSION] run run_1 tool calls wait for approval: decision_1 (write_file)
+--- stderr
+
+tool call waits for approval: write_file (decision decision_1, argsSha256 [SHA256])
+  "content": "hello"
+  "path": "a.txt"
+workspace: [WORKSPACE] (where the call runs if approved)
+Run this write_file call?
+[y]es run it  [a]lways allow write_file until the mode changes  [n]o reject  [f]eedback reject with a note  [q] leave it pending  or type feedback to reject with it
+> left for later: the tool call decision_1 (write_file) is not decided and does not run
+the tool call stays pending; decide it later with: agent-controller decide --store [STORE] [SESSION] --decision decision_1 (--approve [--always] | --reject) [--feedback TEXT]
+
+"#]],
         );
         assert_eq!(world.file("a.txt"), None, "{kind}");
         assert_eq!(world.pending_json().len(), 1, "{kind}");
@@ -790,11 +862,21 @@ fn q_leaves_the_call_pending_and_end_of_input_without_a_store_runs_nothing() {
     // `--detach` stops at the first suspension without asking, as with a plan.
     let world = World::new("dir", vec![calls([write("call_1", "a.txt", "hello")])]);
     let out = world.cli("run", true, &["--detach", "Write a.txt"], Some("y\n"));
-    assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
-    assert!(
-        !stderr(&out).contains("Run this write_file call?"),
-        "{}",
-        stderr(&out)
+    same(
+        world.shown(&out, ""),
+        str![[r#"
+exit 4
+--- stdout
+session [SESSION] started in mode build
+[run_1] started in mode build
+tool write_file {"content": "hello", "path": "a.txt"}
+tool call waits for approval: write_file {"content": "hello", "path": "a.txt"} (decision decision_1, argsSha256 [SHA256])
+[run_1] ended: suspended
+suspended: session [SESSION] run run_1 tool calls wait for approval: decision_1 (write_file)
+--- stderr
+the tool call stays pending; decide it later with: agent-controller decide --store [STORE] [SESSION] --decision decision_1 (--approve [--always] | --reject) [--feedback TEXT]
+
+"#]],
     );
     assert_eq!(world.file("a.txt"), None);
     assert_eq!(world.pending_json().len(), 1);
@@ -818,10 +900,35 @@ fn decide_without_a_verdict_asks_about_each_waiting_call() {
     assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
     assert_eq!(world.file("a.txt"), None);
     assert_eq!(world.file("b.txt").as_deref(), Some("beta"));
-    let shown = stderr(&out);
-    assert!(
-        shown.contains("tool call 1 of 2") && shown.contains("tool call 2 of 2"),
-        "{shown}"
+    same(
+        world.shown(&out, &session),
+        str![[r#"
+exit 0
+--- stdout
+[run_1] resumed in mode build
+tool write_file error: Not approved: the user rejected this tool call; it was not executed.
+tool write_file ok: Wrote b.txt
+model: Done.
+[run_1] ended: completed
+mode: build
+--- stderr
+
+tool call 1 of 2 waits for approval: write_file (decision decision_1, argsSha256 [SHA256])
+  "content": "alpha"
+  "path": "a.txt"
+workspace: [WORKSPACE] (where the call runs if approved)
+a also runs the other write_file call waiting in this reply
+Run this write_file call?
+[y]es run it  [a]lways allow write_file until the mode changes  [n]o reject  [f]eedback reject with a note  [q] leave it pending  or type feedback to reject with it
+> 
+tool call 2 of 2 waits for approval: write_file (decision decision_2, argsSha256 [SHA256])
+  "content": "beta"
+  "path": "b.txt"
+workspace: [WORKSPACE] (where the call runs if approved)
+Run this write_file call?
+[y]es run it  [a]lways allow write_file until the mode changes  [n]o reject  [f]eedback reject with a note  [q] leave it pending  or type feedback to reject with it
+> 
+"#]],
     );
 }
 
@@ -833,11 +940,32 @@ fn run_verdict_flags_decide_plans_only_and_tool_calls_are_asked() {
     let script = || vec![calls([write("call_1", "a.txt", "one")]), text("Done.")];
     let world = World::new("dir", script());
     let out = world.cli("run", false, &["--approve", "Write"], None);
-    assert_eq!(out.status.code(), Some(NOT_APPROVED), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("Run this write_file call?"),
-        "{}",
-        stderr(&out)
+    same(
+        world.shown(&out, ""),
+        str![[r#"
+exit 3
+--- stdout
+session [SESSION] started in mode build
+[run_1] started in mode build
+tool write_file {"content": "one", "path": "a.txt"}
+tool call waits for approval: write_file {"content": "one", "path": "a.txt"} (decision decision_1, argsSha256 [SHA256])
+[run_1] ended: suspended
+[run_1] resumed in mode build
+write_file cancelled (aborted): not approved
+[run_1] ended: aborted
+mode: build
+--- stderr
+
+tool call waits for approval: write_file (decision decision_1, argsSha256 [SHA256])
+  "content": "one"
+  "path": "a.txt"
+workspace: [WORKSPACE] (where the call runs if approved)
+Run this write_file call?
+[y]es run it  [a]lways allow write_file until the mode changes  [n]o reject  [f]eedback reject with a note  [q] leave it pending  or type feedback to reject with it
+> 
+end of input: the tool call decision_1 (write_file) is not decided and does not run
+
+"#]],
     );
     assert_eq!(world.file("a.txt"), None);
 
@@ -867,11 +995,21 @@ fn run_verdict_flags_decide_plans_only_and_tool_calls_are_asked() {
 
     let world = World::new("dir", script());
     let out = world.cli("run", false, &["--approve", "--always", "Write"], None);
-    assert_eq!(out.status.code(), Some(INVALID), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("unexpected argument '--always'"),
-        "{}",
-        stderr(&out)
+    same(
+        world.shown(&out, ""),
+        str![[r#"
+exit 2
+--- stdout
+--- stderr
+error: unexpected argument '--always' found
+
+  tip: to pass '--always' as a value, use '-- --always'
+
+Usage: agent-controller run --config <CONFIG> --workspace <WORKSPACE> --model <MODEL> --approve [PROMPT]
+
+For more information, try '--help'.
+
+"#]],
     );
     assert_eq!(world.file("a.txt"), None);
 }
@@ -948,24 +1086,42 @@ fn the_prompt_a_on_one_of_three_parallel_calls_runs_the_others_unasked() {
     );
     let out = world.cli("run", false, &["Write three files"], Some("a\n"));
     assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
-    let shown = stderr(&out);
-    assert_eq!(
-        shown.matches("Run this write_file call?").count(),
-        1,
-        "{shown}"
+    // One question; the prompt says which allowance ran the other two.
+    same(
+        world.shown(&out, ""),
+        str![[r#"
+exit 0
+--- stdout
+session [SESSION] started in mode build
+[run_1] started in mode build
+tool write_file {"content": "one", "path": "a.txt"}
+tool write_file {"content": "two", "path": "b.txt"}
+tool write_file {"content": "three", "path": "c.txt"}
+tool call waits for approval: write_file {"content": "one", "path": "a.txt"} (decision decision_1, argsSha256 [SHA256])
+tool call waits for approval: write_file {"content": "two", "path": "b.txt"} (decision decision_2, argsSha256 [SHA256])
+tool call waits for approval: write_file {"content": "three", "path": "c.txt"} (decision decision_3, argsSha256 [SHA256])
+[run_1] ended: suspended
+[run_1] resumed in mode build
+tool write_file ok: Wrote a.txt
+tool write_file ok: Wrote b.txt
+tool write_file ok: Wrote c.txt
+model: All three written.
+[run_1] ended: completed
+mode: build
+--- stderr
+
+tool call 1 of 3 waits for approval: write_file (decision decision_1, argsSha256 [SHA256])
+  "content": "one"
+  "path": "a.txt"
+workspace: [WORKSPACE] (where the call runs if approved)
+a also runs the 2 other write_file calls waiting in this reply
+Run this write_file call?
+[y]es run it  [a]lways allow write_file until the mode changes  [n]o reject  [f]eedback reject with a note  [q] leave it pending  or type feedback to reject with it
+> tool call 2 of 3 (write_file, decision decision_2) runs: always allowed by decision decision_1
+tool call 3 of 3 (write_file, decision decision_3) runs: always allowed by decision decision_1
+
+"#]],
     );
-    assert!(
-        shown.contains("a also runs the 2 other write_file calls waiting in this reply"),
-        "{shown}"
-    );
-    for (nth, decision) in [(2, "decision_2"), (3, "decision_3")] {
-        assert!(
-            shown.contains(&format!(
-                "tool call {nth} of 3 (write_file, decision {decision}) runs: always allowed by decision decision_1"
-            )),
-            "{shown}"
-        );
-    }
     assert_eq!(world.file("a.txt").as_deref(), Some("one"));
     assert_eq!(world.file("b.txt").as_deref(), Some("two"));
     assert_eq!(world.file("c.txt").as_deref(), Some("three"));

@@ -12,15 +12,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use common::Workspace;
+use common::cli::snapshots::{same, scrubbed, shown};
 use common::json_lines;
 use common::openai_server::{Reply, ScriptedServer, call, calls, contents, submit, text};
 use common::stderr;
 use serde_json::{Value, json};
+use snapbox::str;
 
 const DONE: i32 = 0;
-const INVALID: i32 = 2;
 const PENDING: i32 = 4;
-const REFUSED: i32 = 5;
 
 const CONFIG: &str = r#"
 [[modes]]
@@ -74,6 +74,33 @@ impl World {
             #[cfg(feature = "postgres")]
             _schema: schema,
         }
+    }
+
+    /// What `out` printed (exit status, stdout, stderr) with the store spec, the project and
+    /// the other directory (as given and canonical), ids and hashes replaced by placeholders:
+    /// the same text on every store.
+    fn shown(&self, out: &Output, session: &str) -> String {
+        let canonical = |path: &Path| {
+            std::fs::canonicalize(path)
+                .unwrap_or_else(|_| path.to_owned())
+                .display()
+                .to_string()
+        };
+        let project = self.project.path().display().to_string();
+        let project_canonical = canonical(self.project.path());
+        let elsewhere = self.elsewhere.path().display().to_string();
+        let elsewhere_canonical = canonical(self.elsewhere.path());
+        let text = shown(
+            out,
+            &[
+                (&self.spec, "[STORE]"),
+                (&project_canonical, "[PROJECT]"),
+                (&project, "[PROJECT]"),
+                (&elsewhere_canonical, "[ELSEWHERE]"),
+                (&elsewhere, "[ELSEWHERE]"),
+            ],
+        );
+        scrubbed(text, self.project.path(), session)
     }
 
     fn canonical(&self) -> PathBuf {
@@ -229,16 +256,16 @@ fn decide_with_a_workspace_other_than_the_recorded_one_is_refused_naming_both() 
                 config.to_str().expect("ok"),
             ],
         );
-        assert_eq!(out.status.code(), Some(INVALID), "{kind}: {}", stderr(&out));
-        let message = stderr(&out);
-        let canonical_other = std::fs::canonicalize(other).expect("ok");
-        assert!(
-            message.contains(world.canonical().to_str().expect("ok")),
-            "{kind}: {message}"
-        );
-        assert!(
-            message.contains(canonical_other.to_str().expect("ok")),
-            "{kind}: {message}"
+        // The same text on every store, naming both directories.
+        same(
+            world.shown(&out, &session),
+            str![[r#"
+exit 2
+--- stdout
+--- stderr
+error: --workspace: session `[SESSION]` works in [PROJECT], but this controller's workspace is [ELSEWHERE]: it acts only where it started; nothing was done
+
+"#]],
         );
         assert_eq!(world.pending_json(), before, "{kind}: nothing changed");
         assert!(!world.elsewhere.path().join("marker.txt").exists());
@@ -268,22 +295,30 @@ fn decide_refuses_a_workspace_that_is_gone_or_another_directory_now() {
         std::fs::create_dir_all(path.join("config")).expect("new directory");
         std::fs::write(path.join("config/modes.toml"), CONFIG).expect("config");
         let out = world.cli(world.elsewhere.path(), "decide", &[&session, "--approve"]);
-        assert_eq!(out.status.code(), Some(REFUSED), "{kind}: {}", stderr(&out));
-        assert!(
-            stderr(&out).contains("another directory"),
-            "{kind}: {}",
-            stderr(&out)
+        same(
+            world.shown(&out, &session),
+            str![[r#"
+exit 5
+--- stdout
+--- stderr
+error: [PROJECT] is another directory now than the workspace session `[SESSION]` started in (deleted and made again, or replaced); nothing was done
+
+"#]],
         );
         assert_eq!(world.pending_json(), before, "{kind}: nothing changed");
         assert!(!path.join("marker.txt").exists());
 
         std::fs::remove_dir_all(&path).expect("remove");
         let out = world.cli(world.elsewhere.path(), "decide", &[&session, "--approve"]);
-        assert_eq!(out.status.code(), Some(REFUSED), "{kind}: {}", stderr(&out));
-        assert!(
-            stderr(&out).contains("cannot be opened"),
-            "{kind}: {}",
-            stderr(&out)
+        same(
+            world.shown(&out, &session),
+            str![[r#"
+exit 5
+--- stdout
+--- stderr
+error: the workspace [PROJECT] of session `[SESSION]` cannot be opened: No such file or directory (os error 2); nothing was done
+
+"#]],
         );
         assert_eq!(world.pending_json(), before, "{kind}: nothing changed");
 
@@ -302,34 +337,73 @@ fn pending_and_the_decide_prompt_show_the_workspace() {
     let listed = world.pending_json();
     assert_eq!(listed[0]["workspace"], canonical.to_str().expect("ok"));
     let out = world.pending(false);
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        text.contains(&format!("workspace {}", canonical.display())),
-        "{text}"
+    same(
+        world.shown(&out, &session),
+        str![[r#"
+exit 0
+--- stdout
+[SESSION]	run_1	decision_1	plan -> build	[SHA12]	Marker	workspace [PROJECT]
+--- stderr
+
+"#]],
     );
     // The prompt (no verdict flag), dismissed by end of input.
     let out = world.cli(world.elsewhere.path(), "decide", &[&session]);
-    assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains(&format!("workspace: {}", canonical.display())),
-        "{}",
-        stderr(&out)
+    same(
+        world.shown(&out, &session),
+        str![[r#"
+exit 4
+--- stdout
+suspended: session [SESSION] run run_1 decision decision_1
+--- stderr
+
+# Marker
+
+Write marker.txt.
+(plan file .agent/plans/marker.md, sha256 [SHA12]...)
+workspace: [PROJECT] (where an approval carries the run on)
+Approve this plan and switch to ● Build (build)?
+[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [s MODE] switch to build, not approving
+> 
+end of input: the plan is not approved; the mode stays `plan`
+the plan stays pending; decide later with: agent-controller decide --store [STORE] [SESSION] --decision decision_1 (--approve [--to MODE] | --reject) [--feedback TEXT]
+
+"#]],
     );
     // A waiting tool call: its `pending` line and its prompt name the workspace too.
     let out = world.cli(world.elsewhere.path(), "decide", &[&session, "--approve"]);
     assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
     let out = world.pending(false);
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(text.contains("tool call write_file"), "{text}");
-    assert!(
-        text.contains(&format!("workspace {}", canonical.display())),
-        "{text}"
+    same(
+        world.shown(&out, &session),
+        str![[r#"
+exit 0
+--- stdout
+[SESSION]	run_1	decision_2	build	tool call write_file	{"content": "written", "path": "marker.txt"}	argsSha256 [SHA256]	workspace [PROJECT]
+--- stderr
+
+"#]],
     );
     let out = world.cli(world.elsewhere.path(), "decide", &[&session]);
-    assert!(
-        stderr(&out).contains(&format!("workspace: {}", canonical.display())),
-        "{}",
-        stderr(&out)
+    same(
+        world.shown(&out, &session),
+        str![[r#"
+exit 4
+--- stdout
+suspended: session [SESSION] run run_1 tool calls wait for approval: decision_2 (write_file)
+--- stderr
+
+tool call waits for approval: write_file (decision decision_2, argsSha256 [SHA256])
+  "content": "written"
+  "path": "marker.txt"
+workspace: [PROJECT] (where the call runs if approved)
+Run this write_file call?
+[y]es run it  [a]lways allow write_file until the mode changes  [n]o reject  [f]eedback reject with a note  [q] leave it pending  or type feedback to reject with it
+> 
+end of input: the tool call decision_2 (write_file) is not decided and does not run
+the tool call stays pending; decide it later with: agent-controller decide --store [STORE] [SESSION] --decision decision_2 (--approve [--always] | --reject) [--feedback TEXT]
+
+"#]],
     );
 }
 
@@ -441,12 +515,15 @@ fn decide_on_a_record_without_a_workspace_needs_workspace_and_adopts_it() {
         "decide",
         &[&session, "--approve", "--config", config],
     );
-    assert_eq!(out.status.code(), Some(INVALID), "{}", stderr(&out));
-    assert!(stderr(&out).contains("--workspace DIR"), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("records no workspace"),
-        "{}",
-        stderr(&out)
+    same(
+        world.shown(&out, &session),
+        str![[r#"
+exit 2
+--- stdout
+--- stderr
+error: --workspace DIR is needed: session `[SESSION]` was saved by an older release and records no workspace: name the directory it works in (it is recorded from then on); nothing was done
+
+"#]],
     );
     assert_eq!(world.pending_json(), before, "nothing changed");
 

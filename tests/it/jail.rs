@@ -274,6 +274,99 @@ async fn write_plan_refuses_paths_outside_the_plans_directory_and_says_where_pla
     assert!(written.is_empty(), "nothing was written: {written:?}");
 }
 
+/// Issue 21: `submit_plan` reads a plan path exactly as `write_plan` writes it (one function
+/// resolves both): a bare file name is the file of that name in the plans directory, and the
+/// submission names it relative to the workspace, as `write_plan`'s result does; every path
+/// `write_plan` refuses, `submit_plan` refuses too, and a bare name that is a symlink out of the
+/// plans directory is refused.
+#[tokio::test]
+async fn submit_plan_resolves_a_plan_path_as_write_plan_does() {
+    let ws = Workspace::new();
+    let plans = ws.path().join(PLANS);
+    for (given, landed) in [
+        ("bare.md", ".agent/plans/bare.md"),
+        ("BARE-2.MD", ".agent/plans/BARE-2.MD"),
+        (".agent/plans/p.md", ".agent/plans/p.md"),
+        (".agent/plans/sub/../up.md", ".agent/plans/up.md"),
+    ] {
+        let content = format!("# Written as {given}\n\n1. Step.\n");
+        let out = call(
+            &WritePlan,
+            ws.path(),
+            json!({"path": given, "content": content}),
+        )
+        .await;
+        assert_eq!(out, ToolOutput::ok(landed), "{given}");
+        // The name the model gave write_plan is one submit_plan takes, for the same file.
+        let plan = read_plan(ws.path(), &plans, given).expect(given);
+        assert_eq!(plan.title, format!("Written as {given}"), "{given}");
+        if !given.contains('/') {
+            assert_eq!(plan.path, landed, "a bare name is recorded where it lies");
+        }
+    }
+    // A bare name for a file that is not in the plans directory (only at the workspace root).
+    std::fs::write(ws.path().join("root.md"), "# Root\n").expect("write");
+    assert!(
+        matches!(
+            read_plan(ws.path(), &plans, "root.md"),
+            Err(PlanError::NotFound(..))
+        ),
+        "a bare name never means the workspace root"
+    );
+    // A bare name that is a symlink leaving the plans directory.
+    let outside = tempfile::tempdir().expect("outside");
+    std::fs::write(outside.path().join("secret.md"), "# Secret\n").expect("write");
+    std::os::unix::fs::symlink(outside.path().join("secret.md"), plans.join("link.md"))
+        .expect("symlink");
+    assert!(
+        matches!(
+            read_plan(ws.path(), &plans, "link.md"),
+            Err(PlanError::OutsidePlansDir(..))
+        ),
+        "{:?}",
+        read_plan(ws.path(), &plans, "link.md")
+    );
+    // What write_plan refuses, submit_plan refuses: each has a plan file to find if it misread.
+    std::fs::write(ws.path().join("escape.md"), "# Escape\n").expect("write");
+    std::fs::create_dir_all(ws.path().join(".agent/sub")).expect("mkdir");
+    std::fs::write(ws.path().join(".agent/escape.md"), "# Escape\n").expect("write");
+    for given in [
+        "../escape.md",
+        "./escape.md",
+        "escape.md/",
+        "sub/escape.md",
+        ".agent/escape.md",
+        ".agent/plans/../escape.md",
+        ".agent/plans/sub/../../escape.md",
+        "..",
+        ".",
+        "/escape.md",
+        "../../../../../../../../tmp/escape.md",
+    ] {
+        let written = call(
+            &WritePlan,
+            ws.path(),
+            json!({"path": given, "content": "# Escape\n"}),
+        )
+        .await;
+        assert!(written.is_error, "{given}: {written:?}");
+        let read = read_plan(ws.path(), &plans, given);
+        assert!(
+            matches!(
+                read,
+                Err(PlanError::OutsidePlansDir(..)
+                    | PlanError::NotMarkdown(_)
+                    | PlanError::NotFound(..))
+            ),
+            "{given}: {read:?}"
+        );
+        assert!(
+            !matches!(read, Err(PlanError::NotFound(..))) || !given.contains(".."),
+            "{given}: a path that leaves is refused as outside, not looked up: {read:?}"
+        );
+    }
+}
+
 /// Every path under `dir`, depth first (symlinks not followed).
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();

@@ -13,6 +13,7 @@ mod acp_input;
 mod acp_sdk;
 mod allowances;
 mod anthropic;
+mod approved_calls;
 mod blocking;
 mod builders;
 mod cancel;

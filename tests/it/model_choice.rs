@@ -181,3 +181,109 @@ async fn a_model_the_host_cannot_build_is_refused_and_changes_nothing() {
     );
     assert_eq!(other.mode().id(), "plan");
 }
+
+/// An approval that names a model and cannot be saved changes nothing: not even the model the
+/// session's mode runs with. The model it named was kept for the next mode before the save,
+/// and so replaced the one the mode was running with: the next model call in that mode asked
+/// the chooser again, and failed once the chooser could no longer build it.
+#[tokio::test]
+async fn an_approval_that_cannot_be_saved_leaves_the_model_as_it_was() {
+    use common::faulty::{Faulty, SAVE_CONFLICTS, SAVE_OK};
+    const MODES: &str = r#"
+[[modes]]
+id = "plan"
+transitionsTo = "build"
+availableTools = ["read_file", "submit_plan"]
+
+[[modes]]
+id = "build"
+default = true
+transitionsTo = "deploy"
+availableTools = ["read_file", "submit_plan"]
+
+[[modes]]
+id = "deploy"
+"#;
+    let ws = Workspace::new();
+    let plan = ws.plan("p.md", "# Build\n\n1. Build.\n");
+    let deploy = ws.plan("d.md", "# Deploy\n\n1. Ship.\n");
+    let main = Arc::new(ReplayModel::new([submit(&plan)]));
+    let cheap = Arc::new(ReplayModel::new([
+        submit(&deploy),
+        ReplayModel::text("revised"),
+    ]));
+    let fast = Arc::new(ReplayModel::new([]));
+    let built = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    // Once `closed`, the chooser builds nothing (its credentials are gone).
+    let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let store = Arc::new(Faulty::default());
+    let chooser = {
+        let (cheap, fast, built, closed) =
+            (cheap.clone(), fast.clone(), built.clone(), closed.clone());
+        move |id: &str| -> Result<Arc<dyn LanguageModel>, String> {
+            built.lock().expect("lock").push(id.to_owned());
+            if closed.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err("no credentials".to_owned());
+            }
+            match id {
+                "cheap" => Ok(cheap.clone() as Arc<dyn LanguageModel>),
+                "fast" => Ok(fast.clone() as Arc<dyn LanguageModel>),
+                other => Err(format!("no model `{other}` here")),
+            }
+        }
+    };
+    let controller = AgentController::builder(graph(MODES), main.clone())
+        .tools(ToolRegistry::with_workspace_tools())
+        .workspace(ws.path())
+        .store(store.clone())
+        .model_chooser(chooser)
+        .build()
+        .expect("controller");
+    let mut session = controller
+        .start_session(SessionOptions::new().mode("plan"))
+        .await
+        .expect("session");
+    session.send_message("go").await.expect("run");
+    let id = session.pending()[0].decision_id().to_owned();
+    // Built with `cheap`, which submits the deploy plan.
+    let outcome = session
+        .decide(&id, Decision::approve().model("cheap"))
+        .await
+        .expect("approved");
+    assert!(
+        matches!(outcome, RunOutcome::Suspended { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(session.mode().id(), "build");
+    assert_eq!(session.chosen_model(), Some("cheap"));
+    let id = session.pending()[0].decision_id().to_owned();
+    // Approving the deploy plan with `fast` cannot be saved.
+    store.set(SAVE_CONFLICTS);
+    let version = session.version();
+    let failed = session
+        .decide(&id, Decision::approve().model("fast"))
+        .await
+        .expect_err("the save fails");
+    assert!(failed.is_conflict(), "{failed:?}");
+    assert_eq!(session.version(), version);
+    assert_eq!(session.mode().id(), "build");
+    assert_eq!(session.chosen_model(), Some("cheap"));
+    store.set(SAVE_OK);
+    closed.store(true, std::sync::atomic::Ordering::SeqCst);
+    // The revision runs in `build` with `cheap`, as before the failed approval.
+    let outcome = session
+        .decide(&id, Decision::reject_with("smaller steps"))
+        .await
+        .expect("rejected");
+    assert!(
+        matches!(outcome, RunOutcome::Completed { ref text, .. } if text == "revised"),
+        "{outcome:?}"
+    );
+    assert_eq!(cheap.requests().len(), 2);
+    assert!(fast.requests().is_empty());
+    assert_eq!(
+        built.lock().expect("lock").as_slice(),
+        ["cheap", "fast"],
+        "each approval asked the chooser once, and nothing else did"
+    );
+}

@@ -887,10 +887,7 @@ fn hosts_honour_each_others_leases_and_one_of_racing_continuers_wins() {
         cmd
     };
     let mut host_a = on_host("decide").arg("--approve").spawn().expect("host A");
-    common::wait::until(
-        || server.served() >= 1,
-        || "host A never called the model".to_owned(),
-    );
+    server.wait_served(1);
     // Host A is alive and within its lease: nobody takes its run over.
     for _ in 0..2 {
         let out = on_host("continue").output().expect("continue");

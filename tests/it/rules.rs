@@ -1266,7 +1266,8 @@ rules = [
     }
 
     /// A deny rule checked again when an approved call is about to run refused it, but the
-    /// record still said `approved`: it says what happened, rejected, with the rule.
+    /// record still said `approved`: the refusal has a record of its own, rejected, with the
+    /// rule, and the approval's record stays as it was saved (the history is only appended to).
     #[cfg(unix)]
     #[tokio::test]
     async fn a_deny_on_recheck_records_rejected_with_rule() {
@@ -1299,25 +1300,38 @@ rules = [
             "the refused call never ran"
         );
         assert!(result(&session, "c1").starts_with("Not executed: rule 1 of mode `build`"));
-        // The audit history and the `tool_end` event say the same: rejected by rule 1.
-        let record = session
+        // The approval's record stays as it was saved: approved, by alice.
+        let records: Vec<_> = session
             .decision_history()
             .iter()
-            .find(|d| d.decision_id == id)
-            .expect("the decision's record")
-            .clone();
+            .filter(|d| d.tool_call_id == "c1")
+            .cloned()
+            .collect();
         assert_eq!(
-            record.outcome,
-            Some(DecisionOutcome::Rejected),
-            "{record:?}"
+            records.len(),
+            2,
+            "the approval, then the refusal: {records:?}"
         );
-        let rule = record.rule.clone().expect("the rule that refused it");
-        assert_eq!((rule.number, rule.action), (1, RuleAction::Deny));
+        let (approval, refusal) = (&records[0], &records[1]);
+        assert_eq!(approval.decision_id, id);
+        assert_eq!(approval.outcome, Some(DecisionOutcome::Approved));
         assert_eq!(
-            record.decided_by.as_deref(),
+            approval.decided_by.as_deref(),
             Some("alice"),
             "who approved it"
         );
+        assert_eq!(approval.rule, None, "requireApproval asked, not a rule");
+        // The refusal: rejected by rule 1, no person decided it; `tool_end` carries it.
+        assert_ne!(refusal.decision_id, id);
+        assert_eq!(
+            refusal.outcome,
+            Some(DecisionOutcome::Rejected),
+            "{refusal:?}"
+        );
+        let rule = refusal.rule.clone().expect("the rule that refused it");
+        assert_eq!((rule.number, rule.action), (1, RuleAction::Deny));
+        assert_eq!(refusal.decided_by, None);
+        assert_eq!(refusal.sha256, approval.sha256);
         assert_eq!(
             ruled(&s.recorder.take()),
             [(
@@ -1326,15 +1340,6 @@ rules = [
                 1,
                 RuleAction::Deny
             )]
-        );
-        // One record for the call, not an approval beside a refusal.
-        assert_eq!(
-            session
-                .decision_history()
-                .iter()
-                .filter(|d| d.tool_call_id == "c1")
-                .count(),
-            1
         );
     }
 

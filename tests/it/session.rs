@@ -84,7 +84,17 @@ async fn a_new_session_starts_in_the_default_mode_or_the_named_one() {
         .start_session(SessionOptions::new().mode("Plan"))
         .await
         .expect_err("case-sensitive");
-    assert_eq!(err, SessionError::UnknownMode("Plan".into()));
+    assert_eq!(
+        err,
+        SessionError::UnknownMode {
+            id: "Plan".into(),
+            known: vec!["plan".into(), "build".into()],
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "unknown mode `Plan`: did you mean `plan`? (mode ids are case-sensitive)"
+    );
 }
 
 #[tokio::test]
@@ -110,7 +120,26 @@ async fn manual_switch_emits_mode_changed_and_unknown_or_same_mode_change_nothin
     assert_eq!(session.switch_mode("plan").await, Ok(false));
     assert_eq!(
         session.switch_mode("biuld").await,
-        Err(SessionError::UnknownMode("biuld".into()))
+        Err(SessionError::UnknownMode {
+            id: "biuld".into(),
+            known: vec!["plan".into(), "build".into()],
+        })
+    );
+    let unknown = session
+        .switch_mode("Build")
+        .await
+        .expect_err("case-sensitive");
+    assert_eq!(
+        unknown.to_string(),
+        "unknown mode `Build`: did you mean `build`? (mode ids are case-sensitive)"
+    );
+    let unknown = session
+        .switch_mode("review")
+        .await
+        .expect_err("no such mode");
+    assert_eq!(
+        unknown.to_string(),
+        "unknown mode `review` (modes: plan, build)"
     );
     assert!(
         recorder.take().is_empty(),
@@ -1055,6 +1084,31 @@ async fn a_target_outside_the_list_is_refused_and_changes_nothing() {
             }
         );
         assert!(err.to_string().contains("build, build-auto"), "{err}");
+    }
+    // A case-only or near miss gets the config loader's hint; it quotes the plan's target,
+    // never the id given.
+    for (to, hint) in [
+        (
+            "BUILD",
+            ": did you mean `build`? (mode ids are case-sensitive)",
+        ),
+        (
+            "Build-auto",
+            ": did you mean `build-auto`? (mode ids are case-sensitive)",
+        ),
+        ("biuld-auto", ": did you mean `build-auto`?"),
+        ("nowhere", ""),
+    ] {
+        let err = session
+            .resume(&run_id, &call_id, Decision::approve().to(to))
+            .await
+            .expect_err(to);
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "mode `{to}` is not a target of the pending plan: approve to one of build, build-auto{hint}"
+            )
+        );
     }
     let err = session
         .resume(&run_id, &call_id, Decision::reject_with("no").to("build"))

@@ -444,3 +444,30 @@ fn a_plan_file_a_host_names_is_checked_as_submit_plan_checks_a_plan() {
         assert!(matches!(refused(&fifo), PlanError::NotAFile(_)), "at once");
     }
 }
+
+/// Issue 21: a bare file name, which `write_plan` puts in the plans directory, is what
+/// `submit_plan` takes too; the plan shown names the file where it lies.
+#[tokio::test]
+async fn submit_plan_takes_the_bare_name_write_plan_took() {
+    let ws = Workspace::new();
+    ws.plan("dark.md", "# Dark mode\n\n1. Theme.\n");
+    let model = Arc::new(ReplayModel::new([
+        ReplayModel::call("c2", "submit_plan", json!({ "path": "dark.md" })),
+        ReplayModel::text("done"),
+    ]));
+    let controller = controller(PLAN_BUILD, &ws, model);
+    let mut session = controller
+        .start_session(agent_controller::SessionOptions::new().mode("plan"))
+        .await
+        .expect("session");
+    let outcome = session.send_message("plan it").await.expect("run");
+    let RunOutcome::Suspended { payload, .. } = outcome else {
+        panic!("a bare name is submitted: {outcome:?}");
+    };
+    assert_eq!(payload.submission.path, ".agent/plans/dark.md");
+    assert_eq!(payload.submission.title, "Dark mode");
+    assert_eq!(
+        payload.submission.sha256,
+        sha256_hex(b"# Dark mode\n\n1. Theme.\n")
+    );
+}

@@ -196,7 +196,15 @@ async fn a_session_refuses_to_start_in_an_unknown_mode() {
         .start_session(SessionOptions::new().mode("Plan"))
         .await
         .expect_err("ids are case-sensitive");
-    assert_eq!(err, SessionError::UnknownMode("Plan".to_owned()));
+    assert!(
+        matches!(&err, SessionError::UnknownMode { id, .. } if id == "Plan"),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string()
+            .starts_with("unknown mode `Plan`: did you mean `plan`? (mode ids are case-sensitive)"),
+        "{err}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

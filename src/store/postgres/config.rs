@@ -228,20 +228,28 @@ impl PostgresConfig {
             // the certificate, as libpq does (use verify-full to know who you talk to).
             SslMode::Disable | SslMode::Prefer | SslMode::Require => builder
                 .dangerous()
-                .with_custom_certificate_verifier(Arc::new(Unverified(provider)))
+                .with_custom_certificate_verifier(Arc::new(Lax {
+                    provider,
+                    chain: None,
+                }))
                 .with_no_client_auth(),
             SslMode::VerifyCa | SslMode::VerifyFull => {
                 let roots = Arc::new(self.load_roots()?);
-                let webpki =
-                    rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider)
-                        .build()
-                        .map_err(|e| StoreError::backend("TLS", e))?;
+                let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(
+                    roots,
+                    provider.clone(),
+                )
+                .build()
+                .map_err(|e| StoreError::backend("TLS", e))?;
                 if self.ssl_mode == SslMode::VerifyFull {
                     builder.with_webpki_verifier(webpki).with_no_client_auth()
                 } else {
                     builder
                         .dangerous()
-                        .with_custom_certificate_verifier(Arc::new(AnyName(webpki)))
+                        .with_custom_certificate_verifier(Arc::new(Lax {
+                            provider,
+                            chain: Some(webpki),
+                        }))
                         .with_no_client_auth()
                 }
             }
@@ -285,60 +293,18 @@ impl PostgresConfig {
     }
 }
 
-/// `prefer`/`require`: any certificate, but the handshake signatures are still checked.
+/// The certificate checks of `prefer`/`require` and of `verify-ca`, which rustls's own verifier
+/// does not offer: any certificate, or (with `chain`) a trusted chain whatever name the
+/// certificate carries. The handshake signatures are checked in both, as rustls's verifier
+/// built with the same provider checks them.
 #[derive(Debug)]
-struct Unverified(Arc<rustls::crypto::CryptoProvider>);
-
-impl ServerCertVerifier for Unverified {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
+struct Lax {
+    provider: Arc<rustls::crypto::CryptoProvider>,
+    /// For `verify-ca`: the verifier whose chain check must pass (its name check is ignored).
+    chain: Option<Arc<rustls::client::WebPkiServerVerifier>>,
 }
 
-/// `verify-ca`: a trusted chain, whatever name the certificate carries.
-#[derive(Debug)]
-struct AnyName(Arc<rustls::client::WebPkiServerVerifier>);
-
-impl ServerCertVerifier for AnyName {
+impl ServerCertVerifier for Lax {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -347,10 +313,10 @@ impl ServerCertVerifier for AnyName {
         ocsp: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
-        {
+        let Some(chain) = &self.chain else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp, now) {
             Err(rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForName))
             | Err(rustls::Error::InvalidCertificate(
                 rustls::CertificateError::NotValidForNameContext { .. },
@@ -365,7 +331,12 @@ impl ServerCertVerifier for AnyName {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
     }
 
     fn verify_tls13_signature(
@@ -374,11 +345,18 @@ impl ServerCertVerifier for AnyName {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 

@@ -1,8 +1,11 @@
 //! Shared test helpers: fixtures, a temporary workspace, an event recorder.
 #![allow(dead_code, unreachable_pub)]
 
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod clock;
 pub mod endless;
+pub mod faulty;
 pub mod openai_server;
 #[cfg(feature = "postgres")]
 pub mod postgres;

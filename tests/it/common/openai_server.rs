@@ -13,8 +13,8 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
@@ -149,12 +149,41 @@ impl Reply {
 /// Answers with the script's replies in order; a 500 "script exhausted" once it runs out.
 struct Script {
     replies: Mutex<VecDeque<Reply>>,
-    served: Arc<AtomicUsize>,
+    served: Arc<Served>,
+}
+
+/// How many requests the server answered, and a condition variable told of each: a test waits
+/// for the model call itself ([`ScriptedServer::wait_served`]), not for time to pass.
+#[derive(Default)]
+struct Served {
+    count: Mutex<usize>,
+    changed: Condvar,
+}
+
+impl Served {
+    fn add(&self) {
+        *self.count.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        self.changed.notify_all();
+    }
+
+    fn get(&self) -> usize {
+        *self.count.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Blocks until at least `n` requests were answered (true) or `patience` passed (false).
+    fn wait(&self, n: usize, patience: Duration) -> bool {
+        let count = self.count.lock().unwrap_or_else(|e| e.into_inner());
+        let (count, _) = self
+            .changed
+            .wait_timeout_while(count, patience, |count| *count < n)
+            .unwrap_or_else(|e| e.into_inner());
+        *count >= n
+    }
 }
 
 impl Respond for Script {
     fn respond(&self, _: &Request) -> ResponseTemplate {
-        self.served.fetch_add(1, Ordering::SeqCst);
+        self.served.add();
         match self.replies.lock().expect("lock").pop_front() {
             Some(reply) => reply.response(),
             None => ResponseTemplate::new(500).set_body_string("script exhausted"),
@@ -165,14 +194,14 @@ impl Respond for Script {
 /// The scripted server. Dropping it stops it.
 pub struct ScriptedServer {
     pub server: MockServer,
-    served: Arc<AtomicUsize>,
+    served: Arc<Served>,
 }
 
 impl ScriptedServer {
     /// Starts a server that answers with `script`, one reply per request.
     pub async fn start(script: Vec<Reply>) -> Self {
         let server = MockServer::start().await;
-        let served = Arc::new(AtomicUsize::new(0));
+        let served = Arc::new(Served::default());
         Mock::given(method("POST"))
             .and(path("/v1/chat/completions"))
             .respond_with(Script {
@@ -204,7 +233,24 @@ impl ScriptedServer {
 
     /// How many requests the server answered so far.
     pub fn served(&self) -> usize {
-        self.served.load(Ordering::SeqCst)
+        self.served.get()
+    }
+
+    /// Blocks until the server answered at least `n` requests; fails the test when it has not
+    /// within [`super::wait::PATIENCE`]. Woken by each request, so it waits for the model call
+    /// itself, however loaded the machine is.
+    pub fn wait_served(&self, n: usize) {
+        assert!(
+            self.served.wait(n, super::wait::PATIENCE),
+            "the model server answered {} of the {n} requests awaited",
+            self.served()
+        );
+    }
+
+    /// A handle that waits for this server's requests from another thread
+    /// ([`Watcher::wait_served`]).
+    pub fn watcher(&self) -> Watcher {
+        Watcher(self.served.clone())
     }
 
     /// Every request body received, in order, as JSON.
@@ -274,4 +320,17 @@ pub fn contents<'a>(body: &'a Value, role: &str) -> Vec<&'a str> {
         .filter(|m| m["role"] == role)
         .filter_map(|m| m["content"].as_str())
         .collect()
+}
+
+/// Waits for a [`ScriptedServer`]'s requests from another thread (the server stays with the
+/// test).
+#[derive(Clone)]
+pub struct Watcher(Arc<Served>);
+
+impl Watcher {
+    /// Blocks until the server answered at least `n` requests (true), or `patience` passed
+    /// (false).
+    pub fn wait_served(&self, n: usize, patience: Duration) -> bool {
+        self.0.wait(n, patience)
+    }
 }

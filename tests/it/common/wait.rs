@@ -1,5 +1,6 @@
 //! Waiting for another process or thread: a child to exit, output to appear, a server to be
-//! called. These poll what they wait for, with the one real sleep of the suite between looks;
+//! called. A child's exit wakes its waiter ([`exit_within`]); [`until`] polls what it waits
+//! for, with the suite's one polling sleep between looks;
 //! nothing here waits for time to pass (time is a [`super::clock::TestClock`], and a lease a
 //! test needs ended is ended in the record: [`end_lease`]).
 
@@ -28,12 +29,29 @@ fn polled(mut done: impl FnMut() -> bool) -> bool {
 
 /// Waits for `child` to exit, killing it (and failing) when it has not within [`PATIENCE`]; its
 /// output.
-pub fn exit_of(mut child: Child) -> Output {
-    if !polled(|| child.try_wait().expect("wait").is_some()) {
-        let _ = child.kill();
-        panic!("the command hung");
+pub fn exit_of(child: Child) -> Output {
+    exit_within(child, PATIENCE).unwrap_or_else(|| panic!("the command hung"))
+}
+
+/// Waits for `child` to exit and returns its output, or kills it and returns `None` when it has
+/// not exited within `patience`. Woken by the exit itself (a thread waits on the child), so it
+/// does not poll.
+pub fn exit_within(child: Child, patience: Duration) -> Option<Output> {
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(patience) {
+        Ok(output) => Some(output.expect("output")),
+        Err(_) => {
+            // The child is the waiting thread's: kill it by its id, which that thread then reaps.
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            None
+        }
     }
-    child.wait_with_output().expect("output")
 }
 
 /// Ends the lease of session `session_id`'s running run in the store at `spec`, as if its

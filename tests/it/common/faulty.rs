@@ -1,0 +1,55 @@
+//! A store whose saves fail on demand: [`Faulty`].
+
+use agent_controller::store::{MemoryStore, SessionRecord, SessionStore, StoreError};
+
+/// How a [`Faulty`] store treats saves.
+pub const SAVE_OK: u8 = 0;
+pub const SAVE_CONFLICTS: u8 = 1;
+pub const SAVE_STALLS: u8 = 2;
+
+/// A memory store whose saves can be made to conflict (as if another process always wins) or to
+/// never finish (as if the disk hung).
+#[derive(Default)]
+pub struct Faulty {
+    inner: MemoryStore,
+    saves: std::sync::atomic::AtomicU8,
+}
+
+impl Faulty {
+    pub fn set(&self, mode: u8) {
+        self.saves.store(mode, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[async_trait::async_trait]
+impl SessionStore for Faulty {
+    async fn load(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        self.inner.load(id).await
+    }
+    async fn save(&self, r: &SessionRecord, e: Option<u64>) -> Result<(), StoreError> {
+        match self.saves.load(std::sync::atomic::Ordering::SeqCst) {
+            SAVE_CONFLICTS => {
+                return Err(StoreError::Conflict {
+                    session_id: r.session_id.clone(),
+                    expected: e,
+                    found: Some(7),
+                });
+            }
+            SAVE_STALLS => std::future::pending::<()>().await,
+            _ => {}
+        }
+        self.inner.save(r, e).await
+    }
+    async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+        self.inner.delete(id).await
+    }
+    async fn list_pending(
+        &self,
+        now_ms: u64,
+    ) -> Result<agent_controller::store::PendingListing, StoreError> {
+        self.inner.list_pending(now_ms).await
+    }
+    async fn expire(&self, before: u64) -> Result<usize, StoreError> {
+        self.inner.expire(before).await
+    }
+}
