@@ -133,6 +133,13 @@ impl AllowancePattern {
         if self.arg.as_deref().is_some_and(str::is_empty) {
             return fail("an empty `arg`: name the argument the pattern reads");
         }
+        if self.arg.as_deref() == Some(DEFAULT_PATH_ARG)
+            && (self.glob.is_some() || self.regex.is_some())
+        {
+            return fail(
+                "a `glob` or `regex` on `path` reads the text as sent, which `..` walks out of (`src/../.env` fits `src/*`): use `path`, which reads the path the workspace jail resolved",
+            );
+        }
         match (&self.path, &self.glob, &self.regex) {
             (Some(path), None, None) => Ok(Matcher::Path {
                 arg: self.arg.as_deref().unwrap_or(DEFAULT_PATH_ARG).into(),
@@ -156,6 +163,42 @@ impl AllowancePattern {
             _ => fail("more than one of `path`, `glob` and `regex`: a pattern has one"),
         }
     }
+}
+
+/// Why `pattern` cannot narrow an allowance on tool `tool`, whose input schema is `schema`: the
+/// argument it reads is not one the schema declares (`properties`). A tool whose schema takes
+/// extra properties would let the model meet the pattern with a decoy argument
+/// (`{"command": "rm -rf ~", "path": "src/x"}` fits `path src/**`), so such a pattern is refused.
+/// `None`: the schema declares it.
+pub(crate) fn undeclared_pattern_arg(
+    pattern: &AllowancePattern,
+    tool: &str,
+    schema: Option<&serde_json::Value>,
+) -> Option<String> {
+    let arg = pattern.arg.as_deref().unwrap_or(DEFAULT_PATH_ARG);
+    let declared: Vec<&str> = schema
+        .and_then(|s| s.get("properties"))
+        .and_then(serde_json::Value::as_object)
+        .map(|p| p.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    if declared.contains(&arg) {
+        return None;
+    }
+    let takes = if declared.is_empty() {
+        "declares no argument".to_owned()
+    } else {
+        format!(
+            "declares {}",
+            declared
+                .iter()
+                .map(|a| format!("`{a}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    Some(format!(
+        "the allowance's pattern `allow` reads argument `{arg}`, which tool `{tool}` does not declare in its input schema (it {takes}): a call could meet the pattern with an extra argument of that name, so name an argument the tool takes"
+    ))
 }
 
 impl std::fmt::Display for AllowancePattern {

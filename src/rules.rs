@@ -513,11 +513,19 @@ impl Rule {
         let text = canonical_value(value);
         // An allow rule fits one line only: a line break in a value is in doubt (a shell runs
         // each line), and doubt never allows. Deny and ask rules match across lines.
-        if self.action == RuleAction::Allow && is_multi_line(&text) {
+        if self.action == RuleAction::Allow && (is_multi_line(&text) || has_dot_component(&text)) {
             return None;
         }
         is_match(&text).then_some(Fit::Value(text))
     }
+}
+
+/// Whether `text`, read as a path, has a `.` or `..` component (split at `/` and `\\`): a
+/// string rule reads the text as sent, so `src/../.env` would fit `src/*`; such a value is in
+/// doubt for an allow rule, which then does not fit it (a `path` rule reads the resolved path).
+fn has_dot_component(text: &str) -> bool {
+    text.split(['/', '\\'])
+        .any(|part| part == "." || part == "..")
 }
 
 impl fmt::Display for Rule {

@@ -170,6 +170,14 @@ fn rule_of(
                         ));
                         return None;
                     };
+                    if arg == DEFAULT_PATH_ARG && *raw.action.get_ref() == RuleAction::Allow {
+                        errors.push(err(
+                            ConfigErrorKind::InvalidRule,
+                            value.span(),
+                            format!("rule {number} of mode `{id}` allows by a {other} on arg `path`, which reads the text as sent and lets `..` walk out of it (`src/../.env` fits `src/*`): use `path = \"...\"`, which reads the path the workspace jail resolved"),
+                        ));
+                        return None;
+                    }
                     let arg = Arc::from(arg);
                     if other == "glob" {
                         Glob::text(text).map(|glob| Matcher::Glob { arg, glob })

@@ -73,6 +73,20 @@ impl Session {
             return Err(SessionError::NotSuspended(String::new()));
         };
         let checked = rules::check(pending, &decision)?;
+        if let (PendingDecision::ToolCall(call), true, Some(pattern)) =
+            (pending, decision.always_allow, &decision.allow)
+        {
+            let name = call.payload.tool_name.as_str();
+            let runtime = self.shared.runtime(self.state.mode);
+            let schema = runtime.specs.iter().find(|s| &*s.name == name);
+            if let Some(why) = crate::allowance::undeclared_pattern_arg(
+                pattern,
+                name,
+                schema.map(|s| &s.input_schema),
+            ) {
+                return Err(SessionError::MalformedDecision(why));
+            }
+        }
         // The host must build the chosen model before anything changes; the session keeps it
         // for the next mode only once the approval is saved (`apply_decision`).
         let model = match (decision.action, &decision.model) {

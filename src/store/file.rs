@@ -93,6 +93,40 @@ fn open_regular(
     }
 }
 
+/// The most bytes an allowance file may hold: an allowance is a few hundred bytes, and a larger
+/// file is skipped unread rather than read whole.
+const MAX_ALLOWANCE_BYTES: u64 = 1 << 20;
+
+/// Reads the store's file at `path` as [`open_regular`] opens it (no symlink followed, no
+/// waiting, regular files only), refusing one of more than `limit` bytes. `Err(Ok(why))`: it
+/// cannot be used, and why; `Err(Err(e))`: the open or read failed.
+fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>, Result<String, std::io::Error>> {
+    let file = open_regular(path, OpenOptions::new().read(true))?;
+    let mut bytes = Vec::new();
+    file.take(limit + 1).read_to_end(&mut bytes).map_err(Err)?;
+    if bytes.len() as u64 > limit {
+        return Err(Ok(format!("it is larger than {limit} bytes")));
+    }
+    Ok(bytes)
+}
+
+/// Checks that the folder at `dir` is a folder and not a symlink to one: the store reads and
+/// writes its allowances only in a folder of its own. `Ok(false)`: nothing is there.
+fn real_dir(dir: &Path) -> Result<bool, StoreError> {
+    match std::fs::symlink_metadata(dir) {
+        Ok(meta) if meta.file_type().is_dir() => Ok(true),
+        Ok(_) => Err(StoreError::backend(
+            "use allowances directory",
+            std::io::Error::other(format!(
+                "{} is not a folder (a symlink, which the store does not follow, or a file)",
+                dir.display()
+            )),
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(backend("read allowances directory", e)),
+    }
+}
+
 /// The `<id>.lock` files of releases up to 0.2.0, removed when a store is opened.
 const LEGACY_LOCK_SUFFIX: &str = ".lock";
 const TEMP_PREFIX: &str = ".tmp-";
@@ -602,7 +636,14 @@ impl SessionStore for FileStore {
         let allowance = allowance.clone();
         self.blocking(move |store| {
             let dir = store.dir.join(ALLOWANCES_DIR);
-            std::fs::create_dir_all(&dir).map_err(|e| backend("create allowances directory", e))?;
+            if !real_dir(&dir)? {
+                match std::fs::create_dir(&dir) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(backend("create allowances directory", e)),
+                }
+                real_dir(&dir)?;
+            }
             let text = serde_json::to_vec_pretty(&allowance)
                 .map_err(|e| StoreError::backend("serialize allowance", e))?;
             let mut temp = TempFile::create(&dir, &allowance.id)?;
@@ -629,6 +670,14 @@ impl SessionStore for FileStore {
         let workspace = workspace.map(Path::to_path_buf);
         self.blocking(move |store| {
             let dir = store.dir.join(ALLOWANCES_DIR);
+            match real_dir(&dir) {
+                Ok(true) => {}
+                Ok(false) => return Ok(Vec::new()),
+                Err(e) => {
+                    tracing::warn!(error = %e, "the allowances folder is not read");
+                    return Ok(Vec::new());
+                }
+            }
             let entries = match std::fs::read_dir(&dir) {
                 Ok(entries) => entries,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -640,18 +689,37 @@ impl SessionStore for FileStore {
                 let Some(id) = name.to_str().and_then(|n| n.strip_suffix(PLAIN_SUFFIX)) else {
                     continue;
                 };
-                let read = std::fs::read(entry.path())
-                    .ok()
-                    .and_then(|bytes| serde_json::from_slice::<crate::allowance::Allowance>(&bytes).ok());
+                let read = read_regular(&entry.path(), MAX_ALLOWANCE_BYTES)
+                    .map_err(|e| match e {
+                        Ok(why) => why,
+                        Err(e) => e.to_string(),
+                    })
+                    .and_then(|bytes| {
+                        serde_json::from_slice::<crate::allowance::Allowance>(&bytes)
+                            .map_err(|e| e.to_string())
+                    });
                 match read {
-                    Some(a) if a.id == id && workspace.as_deref().is_none_or(|w| a.workspace.as_deref() == Some(w)) => {
+                    Ok(a)
+                        if a.id == id
+                            && workspace
+                                .as_deref()
+                                .is_none_or(|w| a.workspace.as_deref() == Some(w)) =>
+                    {
                         found.push(a);
                     }
-                    Some(_) => {}
-                    None => tracing::warn!(file = %entry.path().display(), "an allowance file that cannot be read is skipped"),
+                    Ok(_) => {}
+                    Err(why) => tracing::warn!(
+                        file = %entry.path().display(),
+                        why,
+                        "an allowance file that cannot be read is skipped"
+                    ),
                 }
             }
-            found.sort_by(|a, b| a.decided_at.cmp(&b.decided_at).then_with(|| a.id.cmp(&b.id)));
+            found.sort_by(|a, b| {
+                a.decided_at
+                    .cmp(&b.decided_at)
+                    .then_with(|| a.id.cmp(&b.id))
+            });
             Ok(found)
         })
         .await
@@ -663,10 +731,11 @@ impl SessionStore for FileStore {
         }
         let id = id.to_owned();
         self.blocking(move |store| {
-            let path = store
-                .dir
-                .join(ALLOWANCES_DIR)
-                .join(format!("{id}{PLAIN_SUFFIX}"));
+            let dir = store.dir.join(ALLOWANCES_DIR);
+            if !real_dir(&dir)? {
+                return Ok(false);
+            }
+            let path = dir.join(format!("{id}{PLAIN_SUFFIX}"));
             match std::fs::remove_file(&path) {
                 Ok(()) => Ok(true),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),

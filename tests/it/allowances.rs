@@ -430,3 +430,225 @@ mod keyed {
         }
     }
 }
+
+/// Review finding 2: a `glob` on the argument `path` read the text as sent, so
+/// `src/../.env` fit `src/*` and ran unasked. The narrowing is refused (use `path`), nothing
+/// changes, and the call still waits; the same narrowing written with `path` is accepted.
+#[tokio::test]
+async fn a_string_pattern_on_the_path_argument_is_refused_and_changes_nothing() {
+    let ws = Workspace::new();
+    std::fs::create_dir_all(ws.path().join("src")).expect("src");
+    let script = vec![
+        calls([write("call_1", "src/a.rs")]),
+        text("done"),
+        calls([write("call_2", "src/../top.txt")]),
+        text("done"),
+    ];
+    let (_server, controller) = controller(&ws, None, CONFIG, script).await;
+    let mut session = controller
+        .start_session(agent_controller::SessionOptions::new())
+        .await
+        .expect("session");
+    assert!(waits(&session.send_message("one").await.expect("run")));
+    for pattern in [
+        AllowancePattern::glob("path", "src/*"),
+        serde_json::from_value(json!({ "arg": "path", "regex": "src/.*" })).expect("pattern"),
+    ] {
+        let refused = session
+            .decide(
+                "decision_1",
+                Decision::approve()
+                    .scope(AllowanceScope::Session)
+                    .allow_only(pattern.clone()),
+            )
+            .await
+            .expect_err("refused");
+        let SessionError::MalformedDecision(why) = &refused else {
+            panic!("{refused}");
+        };
+        assert!(why.contains("use `path`"), "{why}");
+        assert_eq!(session.pending().len(), 1, "nothing changed");
+        assert!(session.allowances().is_empty(), "{pattern}");
+    }
+    session
+        .decide(
+            "decision_1",
+            Decision::approve()
+                .scope(AllowanceScope::Session)
+                .allow_only(AllowancePattern::path("src/*")),
+        )
+        .await
+        .expect("decide");
+    assert!(
+        waits(&session.send_message("two").await.expect("run")),
+        "`src/../top.txt` is `top.txt`, outside src/*"
+    );
+    assert!(!ws.path().join("top.txt").exists());
+}
+
+/// Review finding 2, in a mode's own rules: an `allow` rule with a `glob` on `path` is refused
+/// by the config, at the pattern's line and column.
+#[test]
+fn an_allow_rule_with_a_string_pattern_on_path_is_a_config_error_at_its_place() {
+    let text = "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\nrules = [{ tool = \"write_file\", arg = \"path\", glob = \"src/*\", action = \"allow\" }]\n";
+    let err = config::parse(text, "modes.toml").expect_err("refused");
+    let shown = err.to_string();
+    assert!(shown.contains("modes.toml:4:"), "{shown}");
+    assert!(shown.contains("use `path"), "{shown}");
+    // A deny rule may read the text as sent (it only refuses more).
+    let deny = text.replace("\"allow\"", "\"deny\"");
+    config::parse(&deny, "modes.toml").expect("a deny rule is kept");
+}
+
+/// A host tool `copy` that takes its path in `file` (so a string pattern on `file` reads a
+/// path the jail does not resolve), and `run` that takes only `command`; neither schema closes
+/// its properties.
+struct HostTool {
+    name: &'static str,
+    arg: &'static str,
+}
+
+#[async_trait::async_trait]
+impl agent_controller::tool::Tool for HostTool {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn description(&self) -> String {
+        "A host tool.".to_owned()
+    }
+    fn input_schema(&self) -> serde_json::Value {
+        json!({ "type": "object", "properties": { self.arg: { "type": "string" } } })
+    }
+    async fn execute(
+        &self,
+        _: &serde_json::Value,
+        _: &agent_controller::tool::ToolContext<'_>,
+    ) -> agent_controller::tool::ToolOutput {
+        agent_controller::tool::ToolOutput::ok("done")
+    }
+}
+
+const HOST_CONFIG: &str = r#"
+[[modes]]
+id = "build"
+default = true
+availableTools = ["copy", "run"]
+requireApproval = ["copy", "run"]
+"#;
+
+async fn host_session(ws: &Workspace, script: Vec<Reply>) -> (ScriptedServer, Session) {
+    let server = ScriptedServer::start(script).await;
+    let mut tools = ToolRegistry::new();
+    for (name, arg) in [("copy", "file"), ("run", "command")] {
+        tools
+            .register(Arc::new(HostTool { name, arg }))
+            .expect("registers");
+    }
+    let controller = AgentController::builder(
+        config::parse(HOST_CONFIG, "modes.toml").expect("config"),
+        Arc::new(server.model()),
+    )
+    .tools(tools)
+    .workspace(ws.path())
+    .build()
+    .expect("controller");
+    let session = controller
+        .start_session(agent_controller::SessionOptions::new())
+        .await
+        .expect("session");
+    (server, session)
+}
+
+/// Review finding 3: a pattern on an argument the tool does not declare was accepted, and a
+/// decoy argument of that name met it (`{"command": "rm -rf ~", "path": "src/x"}` fit `path
+/// src/**`). Such a pattern is refused and nothing changes; one on `command` is accepted and the
+/// decoy call still waits.
+#[tokio::test]
+async fn a_pattern_on_an_argument_the_tool_does_not_declare_is_refused() {
+    let ws = Workspace::new();
+    let script = vec![
+        calls([call(
+            "call_1",
+            "run",
+            &json!({ "command": "git status" }).to_string(),
+        )]),
+        text("done"),
+        calls([call(
+            "call_2",
+            "run",
+            &json!({ "command": "rm -rf ~", "path": "src/x", "cmd": "git x" }).to_string(),
+        )]),
+        text("done"),
+    ];
+    let (_server, mut session) = host_session(&ws, script).await;
+    assert!(waits(&session.send_message("one").await.expect("run")));
+    for pattern in [
+        AllowancePattern::path("src/**"),
+        AllowancePattern::glob("cmd", "git *"),
+    ] {
+        let refused = session
+            .decide(
+                "decision_1",
+                Decision::approve()
+                    .scope(AllowanceScope::Session)
+                    .allow_only(pattern.clone()),
+            )
+            .await
+            .expect_err("refused");
+        let SessionError::MalformedDecision(why) = &refused else {
+            panic!("{refused}");
+        };
+        assert!(why.contains("does not declare"), "{why}");
+        assert_eq!(session.pending().len(), 1, "nothing changed");
+        assert!(session.allowances().is_empty(), "{pattern}");
+    }
+    session
+        .decide(
+            "decision_1",
+            Decision::approve()
+                .scope(AllowanceScope::Session)
+                .allow_only(AllowancePattern::glob("command", "git *")),
+        )
+        .await
+        .expect("decide");
+    assert!(
+        waits(&session.send_message("two").await.expect("run")),
+        "`rm -rf ~` is not `git *`, whatever the decoys say"
+    );
+}
+
+/// Review finding 2, for a path argument the jail does not resolve: an allow pattern on the
+/// text of `file` never fits a value with a `.` or `..` component, so `src/../.env` waits.
+#[tokio::test]
+async fn a_string_allow_pattern_never_fits_a_value_that_walks_out_with_dot_dot() {
+    let ws = Workspace::new();
+    let copy = |id: &str, file: &str| call(id, "copy", &json!({ "file": file }).to_string());
+    let script = vec![
+        calls([copy("call_1", "src/a")]),
+        text("done"),
+        calls([
+            copy("call_2", "src/b"),
+            copy("call_3", "src/../.env"),
+            copy("call_4", "src/./c"),
+        ]),
+        text("done"),
+    ];
+    let (_server, mut session) = host_session(&ws, script).await;
+    assert!(waits(&session.send_message("one").await.expect("run")));
+    session
+        .decide(
+            "decision_1",
+            Decision::approve()
+                .scope(AllowanceScope::Session)
+                .allow_only(AllowancePattern::glob("file", "src/*")),
+        )
+        .await
+        .expect("decide");
+    let RunOutcome::ToolCallsSuspended { tool_calls, .. } =
+        session.send_message("two").await.expect("run")
+    else {
+        panic!("the calls with `..` or `.` wait");
+    };
+    let ids: Vec<&str> = tool_calls.iter().map(|c| c.tool_call_id()).collect();
+    assert_eq!(ids, ["call_3", "call_4"]);
+}

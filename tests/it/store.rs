@@ -2912,3 +2912,54 @@ async fn a_change_in_place_and_a_change_on_a_copy_give_the_same_session() {
     }
     assert_eq!(sessions[0], sessions[1]);
 }
+
+/// Review finding 7: `allowances/` was read with `std::fs::read`, which follows a symlink and
+/// waits on a FIFO: a FIFO there hung every session start, a symlink to `/dev/zero` read without
+/// end, a symlink to another store's allowance was loaded, and a symlinked `allowances` folder
+/// was listed. Now each is skipped at once, and only the real allowance is listed.
+#[tokio::test]
+async fn special_files_and_symlinks_in_allowances_are_skipped_at_once() {
+    use agent_controller::allowance::{Allowance, AllowanceScope};
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("sessions");
+    let store = FileStore::open(&dir).expect("store");
+    let real = Allowance::new(AllowanceScope::Workspace, "", "build", "write_file")
+        .in_workspace(tmp.path().to_path_buf(), "fp");
+    store.save_workspace_allowance(&real).await.expect("saved");
+    let allowances = dir.join("allowances");
+    let other = Allowance::new(AllowanceScope::Workspace, "", "build", "run_command")
+        .in_workspace(tmp.path().to_path_buf(), "fp");
+    let outside = tmp.path().join("outside");
+    std::fs::create_dir(&outside).expect("outside");
+    let outside_file = outside.join(format!("{}.json", other.id));
+    std::fs::write(&outside_file, serde_json::to_vec(&other).expect("json")).expect("write");
+    std::os::unix::fs::symlink(&outside_file, allowances.join(format!("{}.json", other.id)))
+        .expect("symlink");
+    mkfifo(&allowances.join("ws_fifo.json"));
+    std::os::unix::fs::symlink("/dev/zero", allowances.join("ws_zero.json")).expect("symlink");
+    // A regular file far larger than any allowance is not read whole.
+    let big = serde_json::to_string(&other).expect("json");
+    let padded = format!("{}{}", " ".repeat(4 << 20), big);
+    std::fs::write(allowances.join("ws_big.json"), padded).expect("big");
+    let listed = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        store.list_workspace_allowances(None),
+    )
+    .await
+    .expect("the listing does not wait on a FIFO or read /dev/zero")
+    .expect("listed");
+    assert_eq!(listed, vec![real.clone()]);
+
+    // A symlinked `allowances` folder is not listed either.
+    let dir2 = tmp.path().join("sessions2");
+    let store2 = FileStore::open(&dir2).expect("store");
+    std::os::unix::fs::symlink(&allowances, dir2.join("allowances")).expect("symlink dir");
+    let listed = store2.list_workspace_allowances(None).await;
+    assert!(
+        listed.as_ref().is_ok_and(Vec::is_empty),
+        "a symlinked allowances folder is not read: {listed:?}"
+    );
+    // Nor written through.
+    assert!(store2.save_workspace_allowance(&other).await.is_err());
+    assert!(allowances.join(format!("{}.json", other.id)).is_symlink());
+}
