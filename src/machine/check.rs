@@ -443,4 +443,54 @@ mod tests {
             Err(SessionError::UnknownDecision("decision_9".to_owned()))
         );
     }
+
+    /// Survivors of the core's mutation run (src/guide/testing.md): each refusal below is the
+    /// only one that catches its decision, and each part is accepted where it belongs.
+    #[test]
+    fn comments_and_a_model_go_with_a_plan_and_an_ask_rule_refuses_always_allow() {
+        let malformed =
+            |r: Result<Checked, SessionError>| matches!(r, Err(SessionError::MalformedDecision(_)));
+        // A tool call takes no plan comments and names no model.
+        assert!(malformed(check(
+            &call(1, None),
+            &Decision::approve().comment(1, "why")
+        )));
+        assert!(malformed(check(
+            &call(1, None),
+            &Decision::approve().model("m")
+        )));
+        // Comments go with the rejection of a plan, never with its approval.
+        let rejected = check(&plan(None), &Decision::reject().comment(3, "why")).expect("ok");
+        assert_eq!(
+            rejected
+                .comments
+                .iter()
+                .map(|c| (c.line, c.text.as_str(), c.quote.as_str()))
+                .collect::<Vec<_>>(),
+            [(3, "why", "1. Step.")]
+        );
+        assert!(malformed(check(
+            &plan(None),
+            &Decision::approve().comment(3, "why")
+        )));
+        // A call an `ask` rule made wait is approved, but not always allowed.
+        let mut asked = call(1, None);
+        let PendingDecision::ToolCall(waiting) = &mut asked else {
+            unreachable!("a call");
+        };
+        waiting.payload.rule = Some(Box::new(crate::rules::RuleRecord {
+            mode_id: "build".to_owned(),
+            number: 1,
+            action: crate::rules::RuleAction::Ask,
+            rule: "ask write_file".to_owned(),
+            reason: "rule 1 of mode `build`".to_owned(),
+        }));
+        assert!(check(&asked, &Decision::approve()).is_ok());
+        let Err(SessionError::MalformedDecision(why)) =
+            check(&asked, &Decision::approve().always_allow())
+        else {
+            panic!("an ask rule's call is never always allowed");
+        };
+        assert!(why.contains("rule 1 of mode `build`"), "{why}");
+    }
 }

@@ -735,4 +735,74 @@ mod tests {
         rejected.allow = Some(Box::new(AllowancePattern::path("src/**")));
         assert!(check(pending, &rejected).is_err());
     }
+
+    /// A decision at an index past what waits is refused and changes nothing (the index is
+    /// the host's: never a panic). `Change::decide` refuses it before `decide_plan`, whose own
+    /// bounds check is therefore never the one that decides (the `<` to `<=` mutant there is
+    /// equivalent: src/guide/testing.md).
+    #[test]
+    fn a_decision_past_what_waits_is_refused() {
+        let mut rig = Rig::new();
+        let run = rig.start("plan");
+        suspend_plan(&mut rig, &run, "p1");
+        let decision = Decision::approve();
+        let checked = check(&rig.state.pending[0], &decision).expect("checks");
+        let refused = rig.handle(Input::Decide {
+            index: 1,
+            decision,
+            checked,
+        });
+        assert!(
+            matches!(refused, Err(SessionError::NotSuspended(_))),
+            "{refused:?}"
+        );
+        assert_eq!(rig.state.pending.len(), 1, "the plan still waits");
+    }
+
+    /// The comments that come back with a revision are those of the rejection of the revision
+    /// before it: the last rejected plan record with its `sha256`, not a later record of
+    /// another kind, outcome or plan.
+    #[test]
+    fn a_revision_carries_the_comments_of_the_rejection_of_the_one_before() {
+        let mut rig = Rig::new();
+        let run = rig.start("plan");
+        let submit = |rig: &mut Rig, n: usize| {
+            let suspend = Suspend::Plan {
+                run_id: run.clone(),
+                tool_call_id: format!("p{n}"),
+                submission: PlanSubmission {
+                    path: "a.md".to_owned(),
+                    title: "A".to_owned(),
+                    plan: format!("{n}. Step."),
+                    sha256: format!("s{n}"),
+                },
+            };
+            match rig.handle(Input::Suspend(suspend)) {
+                Ok(Next::SuspendedOnPlan { payload, .. }) => payload,
+                other => panic!("suspends: {other:?}"),
+            }
+        };
+        let texts = |comments: &[QuotedComment]| -> Vec<String> {
+            comments.iter().map(|c| c.text.clone()).collect()
+        };
+        assert_eq!(texts(&submit(&mut rig, 1).comments), Vec::<String>::new());
+        decide(&mut rig, 0, Decision::reject().comment(3, "one"));
+        assert_eq!(texts(&submit(&mut rig, 2).comments), ["one"]);
+        decide(&mut rig, 0, Decision::reject().comment(3, "two"));
+        // Later records that are not that rejection: a plan record approved, and a call's
+        // record with the plan's hash.
+        let rejection = rig.state.history.last().expect("the rejection").clone();
+        assert_eq!(rejection.sha256.as_deref(), Some("s2"));
+        let mut other = rejection.clone();
+        other.outcome = Some(DecisionOutcome::Approved);
+        other.sha256 = Some("s9".to_owned());
+        other.comments[0].text = "approved".to_owned();
+        rig.state.history.push(other.clone());
+        other.outcome = Some(DecisionOutcome::Rejected);
+        other.sha256 = Some("s2".to_owned());
+        other.tool_name = Some("write_file".to_owned());
+        other.comments[0].text = "a call's".to_owned();
+        rig.state.history.push(other);
+        assert_eq!(texts(&submit(&mut rig, 3).comments), ["two"]);
+    }
 }

@@ -456,6 +456,38 @@ mod tests {
             Some("1970-01-01T00:00:01Z")
         );
         assert_eq!(expiry.expired(), vec![answer.record.clone()]);
+        assert_eq!(answer.record.sha256.as_deref(), Some("aa"), "what expired");
+    }
+
+    /// The expired record of an undecided call says what expired, when, of which tool, and the
+    /// `ask` rule that made it wait: the audit of an expiry is as full as that of a decision.
+    #[test]
+    fn an_expired_calls_record_names_its_hash_deadline_tool_and_rule() {
+        let mut payload = call(1, Some(1_000));
+        payload.rule = Some(Box::new(crate::rules::RuleRecord {
+            mode_id: "build".to_owned(),
+            number: 1,
+            action: crate::rules::RuleAction::Ask,
+            rule: "ask write_file".to_owned(),
+            reason: "rule 1 of mode `build`".to_owned(),
+        }));
+        let waiting = [Waiting::ToolCall {
+            run_id: "run_1",
+            tool_call_id: "c1",
+            payload: &payload,
+            decided: None,
+            feedback: None,
+        }];
+        let expiry = expire(waiting, 1_000).expect("due");
+        let [answer] = expiry.answers.as_slice() else {
+            panic!("one answer: {expiry:?}");
+        };
+        let record = &answer.record;
+        assert_eq!(record.outcome, Some(DecisionOutcome::Expired));
+        assert_eq!(record.sha256.as_deref(), Some("bb"));
+        assert_eq!(record.decided_at.as_deref(), Some("1970-01-01T00:00:01Z"));
+        assert_eq!(record.tool_name.as_deref(), Some("write_file"));
+        assert_eq!(record.rule, payload.rule);
     }
 
     #[test]

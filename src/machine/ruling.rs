@@ -246,6 +246,7 @@ mod tests {
         let saved = rig.state.history.clone();
         assert_eq!(saved.last(), Some(&record));
         rig.take_kinds();
+        let counted = rig.state.decisions;
         let refused = Input::RefusedApproved {
             run_id: run.clone(),
             call_id: approved.tool_call_id().to_owned(),
@@ -275,6 +276,14 @@ mod tests {
         assert_eq!(refusal.tool_name.as_deref(), Some("write_file"));
         assert_eq!(refusal.sha256, approval.sha256);
         assert_ne!(refusal.decision_id, approval.decision_id);
+        // The refusal is the next decision, counted, at the time it was made.
+        assert_eq!(rig.state.decisions, counted + 1);
+        assert_eq!(refusal.decision_id, decision_id_for(counted + 1));
+        assert!(refusal.decided_at.is_some());
+        assert_eq!(
+            refusal.decided_at, approval.decided_at,
+            "the rig's clock stands still"
+        );
         assert_eq!(refusal.decided_by, None, "no person decided the refusal");
         // The model is told why, and `tool_end` carries the refusal's record.
         let ended: Vec<_> = rig

@@ -652,4 +652,24 @@ mod tests {
             assert_eq!(rig.state.run, Some((run, RunState::Aborted)));
         }
     }
+
+    /// A model may repeat a call id from an earlier reply: only the results after the last
+    /// reply answer its calls, so a cancelled run still answers the repeated call.
+    #[test]
+    fn a_cancelled_call_is_answered_though_an_earlier_reply_used_its_id() {
+        let mut rig = Rig::new();
+        let run = rig.start("hi");
+        rig.reply(&run, "", vec![call("r1", "read_file", json!({}))]);
+        rig.result(&run, "r1", "one");
+        rig.reply(&run, "", vec![call("r1", "read_file", json!({}))]);
+        rig.handle(Input::Abort(Abort::Run(run.clone())))
+            .expect("aborts");
+        assert_eq!(
+            rig.results(),
+            [
+                ("r1".to_owned(), "one".to_owned()),
+                ("r1".to_owned(), CANCELLED_RESULT.to_owned())
+            ]
+        );
+    }
 }
