@@ -164,7 +164,12 @@ impl Change<'_> {
     ) {
         let output = ToolOutput::error(denied_result(&rule));
         let args_sha256 = approval.sha256.clone().unwrap_or_default();
-        self.finish_ruled_tool(run_id, call_id, name, args_sha256, output, rule);
+        // Rejected whatever the rule's action (an `ask` rule refuses a call an allowance
+        // approved unseen: `Session::run_approved`).
+        let outcome = DecisionOutcome::Rejected;
+        let record = self.rule_record(run_id, call_id, name, args_sha256, outcome, rule);
+        self.state.history.push(record.clone());
+        self.finish_tool(run_id, call_id, name, output, Some(record));
     }
 
     /// Ends a call (started with `tool_start`) whose outcome a rule decided: `tool_end` with

@@ -218,6 +218,27 @@ impl Session {
                     self.handle(refused).await?;
                     continue;
                 }
+                // Approved only by an allowance given at another call of the reply (nobody saw
+                // this one), and an `ask` rule now holds it: that approval does not stand in for
+                // the user's. It is refused, never run (not asked about again: the reply's other
+                // calls may have run already), the model told why, the refusal's record naming
+                // the rule.
+                Some(Ruling::Ask(Some(mut rule))) if record.allowed_by.is_some() => {
+                    rule.reason = format!(
+                        "{}; it was approved only by an allowance given at another call, \
+                         and a rule that asks the user holds it now",
+                        rule.reason
+                    );
+                    let refused = Input::RefusedApproved {
+                        run_id: run_id.clone(),
+                        call_id: call.tool_call_id,
+                        name: call.payload.tool_name,
+                        record,
+                        rule,
+                    };
+                    self.handle(refused).await?;
+                    continue;
+                }
                 None => Some(ToolOutput::error(format!(
                     "Tool `{name}` is not available in mode `{}` any more; it was not executed.",
                     self.shared.graph.mode(self.state.mode).id()

@@ -88,8 +88,9 @@ impl Session {
         next: State,
         events: Vec<Event>,
     ) -> Result<(), SessionError> {
-        // The effect of a decision that gave a workspace allowance: kept in the store before
-        // the session's record, so a refusal (a store that keeps none) changes nothing.
+        // The effect of a decision that gave a workspace allowance: kept in the store only
+        // after the session's record (with the decision's audit record) is saved, so a failed
+        // save (a lost race, a dead process) never leaves an allowance no saved decision gave.
         let given: Vec<_> = next
             .workspace_allowances
             .iter()
@@ -105,9 +106,6 @@ impl Session {
             self.swap_in(None, next, events);
             return Ok(());
         };
-        for allowance in &given {
-            store.save_workspace_allowance(allowance).await?;
-        }
         let keeper = store.clone();
         let record = self.record_of(&next);
         let version = record.version;
@@ -146,16 +144,39 @@ impl Session {
                 saved
             }
         };
-        if saved.is_err() {
-            // The decision that gave them was not saved: neither are they (best effort).
-            for allowance in &given {
-                let _ = keeper.revoke_workspace_allowance(&allowance.id).await;
-            }
+        if saved.is_ok() {
+            self.keep_workspace_allowances(keeper.as_ref(), &given)
+                .await;
         }
         saved.map_err(|err| {
             tracing::warn!(session_id = %self.id, error = %err, "save failed; the change was not applied");
             SessionError::Store(err)
         })
+    }
+
+    /// Keeps the workspace allowances `given` by a decision whose record is saved. One the
+    /// store fails to keep (or keeps none: [`StoreError::Unsupported`]) is dropped from the
+    /// session too, and the log says so: the decision stands, its allowance allows nothing,
+    /// and the user is asked again (an allowance in doubt allows nothing).
+    async fn keep_workspace_allowances(
+        &mut self,
+        store: &dyn crate::store::SessionStore,
+        given: &[crate::allowance::Allowance],
+    ) {
+        let mut lost = Vec::new();
+        for allowance in given {
+            if let Err(error) = store.save_workspace_allowance(allowance).await {
+                tracing::warn!(session_id = %self.id, allowance = %allowance.id, %error, "workspace allowance not kept; it allows nothing");
+                lost.push(allowance.id.clone());
+            }
+        }
+        if !lost.is_empty() {
+            self.state
+                .workspace_allowances
+                .retain(|a| !lost.contains(&a.id));
+            let mode_id = self.mode_arc();
+            self.state.refresh_allowed(&mode_id);
+        }
     }
 
     /// Swaps a saved state in (saved at `version`, or with no store) and delivers its events.

@@ -652,3 +652,176 @@ async fn a_string_allow_pattern_never_fits_a_value_that_walks_out_with_dot_dot()
     let ids: Vec<&str> = tool_calls.iter().map(|c| c.tool_call_id()).collect();
     assert_eq!(ids, ["call_3", "call_4"]);
 }
+
+/// The config of [`CONFIG`]'s `build` mode without its rules: every write waits on
+/// `requireApproval` alone.
+const NO_RULES: &str = r#"
+[[modes]]
+id = "build"
+default = true
+availableTools = ["read_file", "write_file"]
+requireApproval = ["write_file"]
+"#;
+
+/// Review finding 1: an "always allow" on one call approves the other waiting calls of its tool
+/// unseen; when the rules checked again just before such a call runs say `ask` (the session was
+/// restored under a config with an `ask` rule on its path), it must not run on that approval:
+/// it is refused, the model is told, and the refusal's record names the rule.
+#[tokio::test]
+async fn a_call_an_allowance_approved_unseen_is_refused_when_an_ask_rule_now_holds_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = file_store(&dir);
+    let ws = Workspace::new();
+    let (_first_server, first) = controller(
+        &ws,
+        Some(store.clone()),
+        NO_RULES,
+        vec![calls([
+            write("call_1", "a.txt"),
+            write("call_2", "ops/b.txt"),
+        ])],
+    )
+    .await;
+    let mut session = first
+        .start_session(agent_controller::SessionOptions::new())
+        .await
+        .expect("session");
+    let outcome = session.send_message("write").await.expect("run");
+    let RunOutcome::ToolCallsSuspended { tool_calls, .. } = &outcome else {
+        panic!("both calls wait: {outcome:?}");
+    };
+    assert_eq!(tool_calls.len(), 2);
+    let id = session.id().to_owned();
+    drop(session);
+
+    let (server, second) = controller(&ws, Some(store.clone()), CONFIG, vec![text("done")]).await;
+    let mut restored = second
+        .restore_session(&id, agent_controller::SessionOptions::new())
+        .await
+        .expect("restore");
+    let outcome = restored
+        .decide("decision_1", Decision::approve().always_allow())
+        .await
+        .expect("decide");
+    assert!(
+        matches!(outcome, RunOutcome::Completed { .. }),
+        "{outcome:?}"
+    );
+    assert!(
+        ws.path().join("a.txt").exists(),
+        "the call the user approved ran"
+    );
+    assert!(
+        !ws.path().join("ops/b.txt").exists(),
+        "the ask rule's call never ran on an approval nobody saw"
+    );
+    let last = restored
+        .decision_history()
+        .iter()
+        .rev()
+        .find(|d| d.tool_call_id == "call_2")
+        .expect("a record of call_2");
+    assert_eq!(
+        last.outcome,
+        Some(agent_controller::event::DecisionOutcome::Rejected),
+        "{last:?}"
+    );
+    let rule = last.rule.as_ref().expect("the rule that holds it");
+    assert_eq!(rule.number, 2, "{rule:?}");
+    // The model was told it did not run.
+    let told = server.bodies().await;
+    let body = told.last().expect("the model was called").to_string();
+    assert!(body.contains("Not executed"), "{body}");
+}
+
+/// A memory store whose session saves conflict once `lose` is set (another decider won the
+/// race) and whose revokes fail.
+#[derive(Default)]
+struct LosesTheRace {
+    inner: agent_controller::MemoryStore,
+    lose: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl SessionStore for LosesTheRace {
+    async fn load(
+        &self,
+        id: &str,
+    ) -> Result<Option<agent_controller::store::SessionRecord>, StoreError> {
+        self.inner.load(id).await
+    }
+    async fn save(
+        &self,
+        r: &agent_controller::store::SessionRecord,
+        e: Option<u64>,
+    ) -> Result<(), StoreError> {
+        if self.lose.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(StoreError::Conflict {
+                session_id: r.session_id.clone(),
+                expected: e,
+                found: Some(7),
+            });
+        }
+        self.inner.save(r, e).await
+    }
+    async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+        self.inner.delete(id).await
+    }
+    async fn list_pending(
+        &self,
+        now_ms: u64,
+    ) -> Result<agent_controller::store::PendingListing, StoreError> {
+        self.inner.list_pending(now_ms).await
+    }
+    async fn expire(&self, before: u64) -> Result<usize, StoreError> {
+        self.inner.expire(before).await
+    }
+    async fn save_workspace_allowance(
+        &self,
+        allowance: &agent_controller::allowance::Allowance,
+    ) -> Result<(), StoreError> {
+        self.inner.save_workspace_allowance(allowance).await
+    }
+    async fn list_workspace_allowances(
+        &self,
+        workspace: Option<&std::path::Path>,
+    ) -> Result<Vec<agent_controller::allowance::Allowance>, StoreError> {
+        self.inner.list_workspace_allowances(workspace).await
+    }
+    async fn revoke_workspace_allowance(&self, _id: &str) -> Result<bool, StoreError> {
+        Err(StoreError::Unsupported(
+            "revoke (failing on purpose)".to_owned(),
+        ))
+    }
+}
+
+/// Review finding 6: a workspace allowance is kept only once the decision that gives it is
+/// saved. When that save fails (a lost race) and a revoke would fail too, the store keeps no
+/// allowance, and the session still waits, as before.
+#[tokio::test]
+async fn a_workspace_allowance_whose_decision_is_not_saved_is_never_kept() {
+    let store = Arc::new(LosesTheRace::default());
+    let ws = Workspace::new();
+    let (mut session, outcome, _server) =
+        one_write(&ws, Some(store.clone()), CONFIG, "a.txt").await;
+    assert!(waits(&outcome));
+    store.lose.store(true, std::sync::atomic::Ordering::SeqCst);
+    let decision = Decision::approve()
+        .always_allow()
+        .scope(AllowanceScope::Workspace);
+    let lost = session
+        .decide("decision_1", decision)
+        .await
+        .expect_err("the save lost the race");
+    assert!(
+        matches!(lost, SessionError::Store(StoreError::Conflict { .. })),
+        "{lost}"
+    );
+    let kept = store.list_workspace_allowances(None).await.expect("listed");
+    assert!(
+        kept.is_empty(),
+        "no allowance without its decision: {kept:?}"
+    );
+    assert!(session.pending()[0].is_waiting(), "nothing changed");
+    assert!(!ws.path().join("a.txt").exists());
+}

@@ -4,7 +4,7 @@
 //! session` and `a workspace` choose the scope. The model is the real OpenAI provider against
 //! the scripted OpenAI-compatible server, on the directory store, SQLite and PostgreSQL
 //! (`AGENT_CONTROLLER_TEST_POSTGRES`).
-#![cfg(feature = "openai")]
+#![cfg(all(feature = "openai", feature = "cli"))]
 
 use crate::common;
 

@@ -3,7 +3,7 @@
 //! of `run` asks about each. The model is the real OpenAI provider against the scripted
 //! OpenAI-compatible server; the tests of `decide` and `pending` run on the directory store,
 //! SQLite and PostgreSQL (`AGENT_CONTROLLER_TEST_POSTGRES`).
-#![cfg(feature = "openai")]
+#![cfg(all(feature = "openai", feature = "cli"))]
 
 use crate::common;
 
