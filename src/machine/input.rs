@@ -110,7 +110,8 @@ pub(crate) enum Input {
     /// it no longer applies (a workspace one the driver revoked in the store first). Next:
     /// nothing.
     RevokeAllowance(String),
-    /// An approved call that a `deny` rule refuses as it is about to run: never run, the model
+    /// An approved call that a rule refuses as it is about to run (a `deny` rule, or an `ask`
+    /// rule over a call only an allowance approved): never run, the model
     /// told why, and the refusal's own audit record appended, rejected with the rule; the
     /// approval's record `record` stays as it was saved ([`Change::refuse_approved_tool`]).
     RefusedApproved {

@@ -149,9 +149,9 @@ impl Change<'_> {
         self.finish_tool(run_id, call_id, name, output, Some(record));
     }
 
-    /// Ends a call the user approved that deny rule `rule` refuses as it is about to run (the
-    /// rules, or where its paths lead, changed while it waited): it never runs and the model is
-    /// told why. The approval's audit record (`approval`, in the history since the decision was
+    /// Ends a call approved earlier that rule `rule` refuses as it is about to run (the rules,
+    /// or where its paths lead, changed while it waited): a `deny` rule, or an `ask` rule over a
+    /// call only an allowance approved, unseen. It never runs and the model is told why. The approval's audit record (`approval`, in the history since the decision was
     /// saved) stays as it is, with its `decidedBy` and the `ask` rule that asked; the refusal
     /// gets a record of its own, appended (`rejected`, with the deny rule: [`Change::finish_ruled_tool`]).
     pub(crate) fn refuse_approved_tool(
