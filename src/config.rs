@@ -13,6 +13,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde::Deserialize;
+use serde::de::value::SeqAccessDeserializer;
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
@@ -605,13 +606,9 @@ impl<'de, 'a> Deserialize<'de> for RawTargets<'a> {
 
             fn visit_seq<A: serde::de::SeqAccess<'de>>(
                 self,
-                mut seq: A,
+                seq: A,
             ) -> Result<Self::Value, A::Error> {
-                let mut ids = Vec::new();
-                while let Some(id) = seq.next_element()? {
-                    ids.push(id);
-                }
-                Ok(RawTargets::List(ids))
+                Deserialize::deserialize(SeqAccessDeserializer::new(seq)).map(RawTargets::List)
             }
         }
         deserializer.deserialize_any(Visitor(std::marker::PhantomData))
@@ -643,13 +640,9 @@ impl<'de, 'a> Deserialize<'de> for RawApproval<'a> {
 
             fn visit_seq<A: serde::de::SeqAccess<'de>>(
                 self,
-                mut seq: A,
+                seq: A,
             ) -> Result<Self::Value, A::Error> {
-                let mut names = Vec::new();
-                while let Some(name) = seq.next_element()? {
-                    names.push(name);
-                }
-                Ok(RawApproval::List(names))
+                Deserialize::deserialize(SeqAccessDeserializer::new(seq)).map(RawApproval::List)
             }
         }
         deserializer.deserialize_any(Visitor(std::marker::PhantomData))
@@ -1631,23 +1624,23 @@ ConfigErrorKind::UnknownTool,
                 })
                 .ok()
         });
-        modes.push(
-            Mode::new(
-                ids[i].clone(),
-                mode.name.map(Spanned::into_inner),
-                mode.description,
-                mode.instructions,
-                marked_default.as_ref().is_some_and(|(m, _)| *m == i),
-                transitions_to,
-                available_tools.map(|(_, names)| names),
-                require_approval,
-                mode.default_model_id,
-                mode.metadata.map(Spanned::into_inner).unwrap_or_default(),
-            )
-            .with_approval_timeout(approval_timeout)
-            .with_rules(rules)
-            .with_on_timeout(on_timeout),
-        );
+        modes.push(Mode {
+            id: ids[i].clone(),
+            name: mode
+                .name
+                .map_or_else(|| ids[i].to_string(), Spanned::into_inner),
+            description: mode.description.unwrap_or_default(),
+            instructions: mode.instructions.unwrap_or_default(),
+            marked_default: marked_default.as_ref().is_some_and(|(m, _)| *m == i),
+            transitions_to,
+            available_tools: available_tools.map(|(_, names)| names),
+            require_approval,
+            default_model_id: mode.default_model_id,
+            metadata: mode.metadata.map(Spanned::into_inner).unwrap_or_default(),
+            approval_timeout,
+            rules,
+            on_timeout,
+        });
     }
 
     let plans_dir = match raw.plans_dir {

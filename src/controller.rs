@@ -958,23 +958,28 @@ impl AgentController {
         id: &str,
         options: SessionOptions,
     ) -> Result<Session, SessionError> {
-        let store = self.shared.store.as_ref().ok_or(SessionError::NoStore)?;
         let mut options = options;
         // A plan past its deadline expires now; if another host saved first (it applied the
         // expiry, or decided), the session is loaded again as that host left it.
         for _ in 0..RESTORE_ATTEMPTS {
-            let record = store
-                .load(id)
-                .await?
-                .ok_or_else(|| SessionError::UnknownSession(id.to_owned()))?;
-            let mut session = Session::from_record(self.shared.clone(), record, options)?;
-            session.load_workspace_allowances().await;
+            let mut session = self.load_session(id, options).await?;
             match session.apply_expiry().await {
                 Ok(_) => return Ok(session),
                 Err(e) if e.is_conflict() => options = session.into_options(),
                 Err(e) => return Err(e),
             }
         }
+        self.load_session(id, options).await
+    }
+
+    /// Session `id` as the store holds it, with the allowances of its workspace: one attempt of
+    /// [`AgentController::restore_session`], before any expiry.
+    async fn load_session(
+        &self,
+        id: &str,
+        options: SessionOptions,
+    ) -> Result<Session, SessionError> {
+        let store = self.shared.store.as_ref().ok_or(SessionError::NoStore)?;
         let record = store
             .load(id)
             .await?

@@ -73,66 +73,25 @@ impl ModeId {
 /// One mode as configured: id, display name, instructions, tool allowlist and hand-over target.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Mode {
-    id: Arc<str>,
-    name: String,
-    description: String,
-    instructions: String,
-    marked_default: bool,
+    pub(crate) id: Arc<str>,
+    /// `name`, or the id when the config sets none.
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) instructions: String,
+    pub(crate) marked_default: bool,
     /// The listed hand-over targets in config order (empty: none set); the first is where a
     /// plain approval goes.
-    transitions_to: Vec<ModeId>,
-    available_tools: Option<Vec<Arc<str>>>,
-    require_approval: RequireApproval,
-    default_model_id: Option<String>,
-    metadata: toml::Table,
-    approval_timeout: Option<ApprovalTimeout>,
-    rules: Rules,
-    on_timeout: OnTimeout,
+    pub(crate) transitions_to: Vec<ModeId>,
+    pub(crate) available_tools: Option<Vec<Arc<str>>>,
+    pub(crate) require_approval: RequireApproval,
+    pub(crate) default_model_id: Option<String>,
+    pub(crate) metadata: toml::Table,
+    pub(crate) approval_timeout: Option<ApprovalTimeout>,
+    pub(crate) rules: Rules,
+    pub(crate) on_timeout: OnTimeout,
 }
 
 impl Mode {
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
-        id: Arc<str>,
-        name: Option<String>,
-        description: Option<String>,
-        instructions: Option<String>,
-        marked_default: bool,
-        transitions_to: Vec<ModeId>,
-        available_tools: Option<Vec<Arc<str>>>,
-        require_approval: RequireApproval,
-        default_model_id: Option<String>,
-        metadata: toml::Table,
-    ) -> Self {
-        Self {
-            name: name.unwrap_or_else(|| id.to_string()),
-            id,
-            description: description.unwrap_or_default(),
-            instructions: instructions.unwrap_or_default(),
-            marked_default,
-            transitions_to,
-            available_tools,
-            require_approval,
-            default_model_id,
-            metadata,
-            approval_timeout: None,
-            rules: Rules::default(),
-            on_timeout: OnTimeout::Reject,
-        }
-    }
-
-    /// The same mode with `approvalTimeout` set.
-    pub(crate) fn with_approval_timeout(mut self, timeout: Option<ApprovalTimeout>) -> Self {
-        self.approval_timeout = timeout;
-        self
-    }
-
-    /// The same mode with `onTimeout` set.
-    pub(crate) fn with_on_timeout(mut self, on_timeout: OnTimeout) -> Self {
-        self.on_timeout = on_timeout;
-        self
-    }
-
     /// What the deadline does to a plan nobody decided in time (`onTimeout`):
     /// [`OnTimeout::Reject`] unless the config says `abort`. A deadline never approves.
     ///

@@ -308,21 +308,17 @@ impl Change<'_> {
         approved_sha256: Option<String>,
     ) -> DecidedRecord {
         DecidedRecord {
-            run_id: pending.run_id.to_string(),
-            tool_call_id: pending.tool_call_id.clone(),
-            decision_id: pending.payload.decision_id.clone(),
-            outcome: Some(outcome),
             sha256: Some(pending.payload.submission.sha256.clone()),
             approved_sha256,
             decided_at: Some(self.now_rfc3339()),
             decided_by,
             target_mode_id: target.map(|t| self.config.graph.mode(t).id().to_owned()),
-            tool_name: None,
-            always_allow: false,
-            allowed_by: None,
-            comments: Vec::new(),
-            model: None,
-            rule: None,
+            ..DecidedRecord::new(
+                &*pending.run_id,
+                &pending.tool_call_id,
+                &pending.payload.decision_id,
+                outcome,
+            )
         }
     }
 }
@@ -392,21 +388,18 @@ pub(crate) fn tool_call_record(
     decided_at: String,
 ) -> DecidedRecord {
     DecidedRecord {
-        run_id: call.run_id.to_string(),
-        tool_call_id: call.tool_call_id.clone(),
-        decision_id: call.payload.decision_id.clone(),
-        outcome: Some(outcome),
         sha256: Some(call.payload.args_sha256.clone()),
-        approved_sha256: None,
         decided_at: Some(decided_at),
         decided_by,
-        target_mode_id: None,
         tool_name: Some(call.payload.tool_name.clone()),
         always_allow,
-        allowed_by: None,
-        comments: Vec::new(),
-        model: None,
         rule: call.payload.rule.clone(),
+        ..DecidedRecord::new(
+            &*call.run_id,
+            &call.tool_call_id,
+            &call.payload.decision_id,
+            outcome,
+        )
     }
 }
 

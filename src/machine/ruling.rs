@@ -88,6 +88,31 @@ pub(crate) fn refused_result(reason: &str) -> String {
 }
 
 impl Change<'_> {
+    /// The audit record of a call decided without asking anyone, by a rule or an allowance:
+    /// `outcome`, a decision id of its own, now, the tool and `args_sha256`; no `decidedBy`
+    /// (the caller adds what decided).
+    fn own_record(
+        &mut self,
+        run_id: &Arc<str>,
+        call_id: &str,
+        name: &str,
+        args_sha256: String,
+        outcome: DecisionOutcome,
+    ) -> DecidedRecord {
+        self.state.decisions += 1;
+        DecidedRecord {
+            sha256: Some(args_sha256),
+            decided_at: Some(self.now_rfc3339()),
+            tool_name: Some(name.to_owned()),
+            ..DecidedRecord::new(
+                &**run_id,
+                call_id,
+                decision_id_for(self.state.decisions),
+                outcome,
+            )
+        }
+    }
+
     /// The audit record of a call rule `rule` decided on its own (`outcome`: approved for an
     /// `allow` rule, rejected for a `deny` rule): a decision id of its own, no `decidedBy`.
     fn rule_record(
@@ -99,19 +124,24 @@ impl Change<'_> {
         outcome: DecisionOutcome,
         rule: Box<RuleRecord>,
     ) -> DecidedRecord {
-        self.state.decisions += 1;
         DecidedRecord {
-            sha256: Some(args_sha256),
-            decided_at: Some(self.now_rfc3339()),
-            tool_name: Some(name.to_owned()),
             rule: Some(rule),
-            ..DecidedRecord::new(
-                &**run_id,
-                call_id,
-                decision_id_for(self.state.decisions),
-                outcome,
-            )
+            ..self.own_record(run_id, call_id, name, args_sha256, outcome)
         }
+    }
+
+    /// Ends a call (started with `tool_start`) with `output` and its audit record `record`,
+    /// which goes into the history: `tool_end` with both, the result in the conversation.
+    fn finish_recorded_tool(
+        &mut self,
+        run_id: &Arc<str>,
+        call_id: &str,
+        name: &str,
+        output: ToolOutput,
+        record: DecidedRecord,
+    ) {
+        self.state.history.push(record.clone());
+        self.finish_tool(run_id, call_id, name, output, Some(record));
     }
 
     /// Ends a call (started with `tool_start`) that `allowance` ran without asking: `tool_end`
@@ -127,26 +157,13 @@ impl Change<'_> {
         output: ToolOutput,
         allowance: &Allowance,
     ) {
-        self.state.decisions += 1;
+        let approved = DecisionOutcome::Approved;
         let record = DecidedRecord {
-            run_id: run_id.to_string(),
-            tool_call_id: call_id.to_owned(),
-            decision_id: decision_id_for(self.state.decisions),
-            outcome: Some(DecisionOutcome::Approved),
-            sha256: Some(args_sha256),
-            approved_sha256: None,
-            decided_at: Some(self.now_rfc3339()),
             decided_by: Some(allowance.decider()),
-            target_mode_id: None,
-            tool_name: Some(name.to_owned()),
-            always_allow: false,
             allowed_by: Some(allowance.id.clone()),
-            rule: None,
-            comments: Vec::new(),
-            model: None,
+            ..self.own_record(run_id, call_id, name, args_sha256, approved)
         };
-        self.state.history.push(record.clone());
-        self.finish_tool(run_id, call_id, name, output, Some(record));
+        self.finish_recorded_tool(run_id, call_id, name, output, record);
     }
 
     /// Ends a call approved earlier that rule `rule` refuses as it is about to run (the rules,
@@ -168,8 +185,7 @@ impl Change<'_> {
         // approved unseen: `Session::run_approved`).
         let outcome = DecisionOutcome::Rejected;
         let record = self.rule_record(run_id, call_id, name, args_sha256, outcome, rule);
-        self.state.history.push(record.clone());
-        self.finish_tool(run_id, call_id, name, output, Some(record));
+        self.finish_recorded_tool(run_id, call_id, name, output, record);
     }
 
     /// Ends a call (started with `tool_start`) whose outcome a rule decided: `tool_end` with
@@ -189,8 +205,7 @@ impl Change<'_> {
             RuleAction::Allow | RuleAction::Ask => DecisionOutcome::Approved,
         };
         let record = self.rule_record(run_id, call_id, name, args_sha256, outcome, rule);
-        self.state.history.push(record.clone());
-        self.finish_tool(run_id, call_id, name, output, Some(record));
+        self.finish_recorded_tool(run_id, call_id, name, output, record);
     }
 }
 

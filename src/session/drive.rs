@@ -9,9 +9,10 @@ use std::sync::Arc;
 use tracing::Instrument;
 
 use super::{
-    Decision, DecisionAction, Operation, PendingDecision, RunOutcome, Session, SessionError,
+    Decision, DecisionAction, Operation, PendingDecision, PendingToolCall, RunOutcome, Session,
+    SessionError,
 };
-use crate::event::Event;
+use crate::event::{DecidedRecord, Event};
 use crate::machine::check::{self as rules, Checked};
 use crate::machine::decide::Approved;
 use crate::machine::input::{Abort, Input, Next, Suspend};
@@ -208,14 +209,7 @@ impl Session {
             );
             let output = match self.ruling_of(&now) {
                 Some(Ruling::Deny(rule)) => {
-                    let refused = Input::RefusedApproved {
-                        run_id: run_id.clone(),
-                        call_id: call.tool_call_id,
-                        name: call.payload.tool_name,
-                        record,
-                        rule,
-                    };
-                    self.handle(refused).await?;
+                    self.refuse_approved(&run_id, call, record, rule).await?;
                     continue;
                 }
                 // Approved only by an allowance given at another call of the reply (nobody saw
@@ -229,14 +223,7 @@ impl Session {
                          and a rule that asks the user holds it now",
                         rule.reason
                     );
-                    let refused = Input::RefusedApproved {
-                        run_id: run_id.clone(),
-                        call_id: call.tool_call_id,
-                        name: call.payload.tool_name,
-                        record,
-                        rule,
-                    };
-                    self.handle(refused).await?;
+                    self.refuse_approved(&run_id, call, record, rule).await?;
                     continue;
                 }
                 None => Some(ToolOutput::error(format!(
@@ -264,6 +251,26 @@ impl Session {
             self.handle(result).await?;
         }
         self.drive_traced(run_id).await
+    }
+    /// Refuses an approved call of [`Session::run_approved`] that `rule` holds now: it never
+    /// runs, the model is told why, and the refusal gets a record of its own
+    /// ([`Input::RefusedApproved`]).
+    async fn refuse_approved(
+        &mut self,
+        run_id: &Arc<str>,
+        call: PendingToolCall,
+        record: DecidedRecord,
+        rule: Box<RuleRecord>,
+    ) -> Result<(), SessionError> {
+        let refused = Input::RefusedApproved {
+            run_id: run_id.clone(),
+            call_id: call.tool_call_id,
+            name: call.payload.tool_name,
+            record,
+            rule,
+        };
+        self.handle(refused).await?;
+        Ok(())
     }
     /// [`Session::drive`] inside a `run` span (session, run and mode ids).
     async fn drive_traced(&mut self, run_id: Arc<str>) -> Result<RunOutcome, SessionError> {
