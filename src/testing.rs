@@ -983,7 +983,7 @@ pub fn sessions(
 /// };
 /// let mut first = Harness::new(graph.clone(), facts.clone(), build)?;
 /// let mut second = Harness::new(graph, facts, build)?;
-/// let kept = check_other_workspace(&mut first, &mut second, 16, 23).map_err(|e| e.to_string())?;
+/// let kept = check_other_workspace(&mut first, &mut second, 64, 23).map_err(|e| e.to_string())?;
 /// assert!(kept > 0);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
