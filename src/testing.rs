@@ -10,11 +10,11 @@
 //!   straight from the TOML text, independently of [`crate::config`].
 //! - [`ReferenceSession`] is a small pure model of a session: the current mode, the pending
 //!   decision (tool call id, target fixed at submit time, SHA-256), the tool calls waiting for
-//!   approval (`requireApproval`) with the decisions taken on them, the tools always allowed,
-//!   and the run state. Each [`Op`] (a message, a `submit_plan` call on a valid or refused
+//!   approval (`requireApproval`) with the decisions taken on them, the allowances in force
+//!   (each by scope, mode and tool: [`ModelAllowance`]), and the run state. Each [`Op`] (a message, a `submit_plan` call on a valid or refused
 //!   file, a decision on a plan or on a waiting tool call, an abort, a manual switch, a call to
-//!   a tool outside the mode, a process restart, time passing to just before or to a deadline,
-//!   ...) becomes a
+//!   a tool outside the mode, a process restart, a new session on the same controller, time
+//!   passing to just before or to a deadline, ...) becomes a
 //!   [`Step`] saying what the real session must return and emit, in order.
 //!   [`ReferenceSession::ops`] is a strategy for the operations that make sense in the current
 //!   state; [`sessions`] a strategy for whole operation sequences.
@@ -74,6 +74,21 @@
 //! a store it restarts around time passing as around decisions. `onTimeout = "abort"` is
 //! modelled (the run ends `aborted`); sessions refuse it until they apply it. The controller
 //! must read the kit's clock: do not set `.clock(...)` on the builder a [`Setup`] gives you.
+//!
+//! # Allowances
+//!
+//! Decisions on waiting tool calls "always allow" with each scope ([`crate::allowance`]): `mode`
+//! (the default; ends at any change of mode), `session` (kept across mode changes, applying
+//! only while the session is in the mode it was given in) and `workspace` (kept in the store:
+//! applying in later sessions of the same workspace and config, in its mode; refused without a
+//! store, and allowing nothing with a store that keeps none: [`WorkspaceStore`]). The harness
+//! compares the allowances in force (scope, tool, mode) after every step and the allowance a
+//! call it ran names (`allowedBy`); restarts ([`Op::Restart`]) and new sessions
+//! ([`Op::NewSession`]) show what carries over. [`check_other_workspace`] drives a second
+//! controller over the same store in another workspace, where none of them may apply. Not
+//! generated: a narrowing pattern (the kit's calls carry `{}`, which no path or argument
+//! pattern covers, so a pattern would only ever allow nothing) and revocation
+//! ([`crate::Session::revoke_allowance`]).
 //!
 //! # What the kit cannot see
 //!
@@ -172,12 +187,14 @@ pub use self::conformance::{
 };
 pub use self::edges::{Cause, Edge, EdgeReport, Miss, edges, walk_edges};
 pub use self::explore::{Counterexample, Exploration, explore, explore_up_to, operations};
-pub use self::facts::{Approvals, ConfigFacts, FactsError, ModeFacts, TimeoutRule, UNKNOWN_TOOL};
+pub use self::facts::{
+    Approvals, ConfigFacts, FactsError, ModeFacts, TimeoutRule, UNKNOWN_TOOL, WorkspaceStore,
+};
 pub use self::harness::{Aspect, Divergence, Harness, HarnessError, Invariant, Setup};
 pub use self::reference::{
-    Action, CLOCK_START_MS, Call, Decided, EditedPlan, Expected, Feedback, Offered, Op, Outcome,
-    PLAN_COUNT, PendingPlan, PlanFile, ReferenceSession, Refusal, Reply, ResultKind, Revision,
-    RunRef, ScriptedCall, ShaChoice, Step, Subject, Then, Trace, Until, WaitingCall,
+    Action, CLOCK_START_MS, Call, Decided, EditedPlan, Expected, Feedback, ModelAllowance, Offered,
+    Op, Outcome, PLAN_COUNT, PendingPlan, PlanFile, ReferenceSession, Refusal, Reply, ResultKind,
+    Revision, RunRef, ScriptedCall, ShaChoice, Step, Subject, Then, Trace, Until, WaitingCall,
     edited_plan_sha256, edited_plan_text, plan_sha256, plan_text, tool_args_sha256,
 };
 use crate::config::{self, ConfigError};
@@ -940,6 +957,173 @@ pub fn sessions(
         },
     )
 }
+
+/// Workspace allowances across workspaces (issue 23): `cases` random operation sequences
+/// (from proptest seed `seed`; every allowance scope, restarts, new sessions) on `first`, each
+/// followed on `second`, a controller over the same session store in another workspace, by a
+/// new session that calls every tool that waits, in every mode. That session must start with
+/// none of the workspace allowances the first gave, and ask before each call: a store (or a
+/// layer) that hands one workspace's allowances to another shows here. Returns how many
+/// sequences ended with a workspace allowance kept.
+///
+/// # Errors
+/// The shrunk sequence and how the second workspace (or the first) diverged.
+///
+/// # Examples
+/// ```
+/// use std::sync::Arc;
+/// use agent_controller::{MemoryStore, SessionStore, ToolRegistry, config};
+/// use agent_controller::testing::{ConfigFacts, Harness, check_other_workspace};
+/// let path = "tests/fixtures/configs/valid/targets-list.toml";
+/// let graph = config::load(path)?;
+/// let facts = Arc::new(ConfigFacts::from_toml(&std::fs::read_to_string(path)?)?);
+/// let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
+/// let build = |setup: agent_controller::testing::Setup| {
+///     setup.builder().tools(ToolRegistry::with_workspace_tools()).store(store.clone()).build()
+/// };
+/// let mut first = Harness::new(graph.clone(), facts.clone(), build)?;
+/// let mut second = Harness::new(graph, facts, build)?;
+/// let kept = check_other_workspace(&mut first, &mut second, 64, 23).map_err(|e| e.to_string())?;
+/// assert!(kept > 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn check_other_workspace(
+    first: &mut Harness,
+    second: &mut Harness,
+    cases: u32,
+    seed: u64,
+) -> Result<usize, Box<WorkspaceCounterexample>> {
+    let facts = second.facts().clone();
+    let mut probe = Vec::new();
+    for mode in 0..facts.len() {
+        probe.push(Op::switch(facts.id(mode)));
+        probe.extend(facts.approval_tools(mode).into_iter().map(Op::call));
+    }
+    let restarts = first.controller().store().is_some();
+    let strategy = sessions(first.facts(), 16, restarts);
+    let harnesses = RefCell::new((first, second));
+    let kept = AtomicUsize::new(0);
+    let found: RefCell<Option<Divergence>> = RefCell::new(None);
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        rng_seed: RngSeed::Fixed(seed),
+        ..Config::default()
+    });
+    let result = runner.run(&strategy, |(initial, ops, seen)| {
+        let mut harnesses = harnesses.borrow_mut();
+        let (first, second) = &mut *harnesses;
+        let failed = |d: Divergence| {
+            let message = d.to_string();
+            *found.borrow_mut() = Some(d);
+            TestCaseError::fail(message)
+        };
+        run_case(first, &initial, &ops, seen.as_deref()).map_err(&failed)?;
+        let mut ended = initial.clone();
+        for op in &ops {
+            ended.apply(op);
+        }
+        if ended
+            .allowances()
+            .iter()
+            .any(|a| a.scope == crate::allowance::AllowanceScope::Workspace)
+        {
+            kept.fetch_add(1, Ordering::SeqCst);
+        }
+        let fresh = ReferenceSession::new(second.facts().clone(), None).with_restarts(restarts);
+        second
+            .run(&fresh, &probe)
+            .map(|_| ())
+            .map_err(|(_, d)| failed(d))
+    });
+    match result {
+        Ok(()) => Ok(kept.load(Ordering::SeqCst)),
+        Err(TestError::Fail(_, (initial, ops, _))) => {
+            // Replay the shrunk case for its own divergence.
+            let mut guard = harnesses.borrow_mut();
+            let (first, second) = &mut *guard;
+            let in_first = run_case(first, &initial, &ops, None).err();
+            let fresh = ReferenceSession::new(facts.clone(), None).with_restarts(restarts);
+            let in_second = match &in_first {
+                Some(_) => None,
+                None => second.run(&fresh, &probe).err(),
+            };
+            let (in_second, divergence) = match (in_first, in_second) {
+                (Some(d), _) => (false, d),
+                (None, Some((at, d))) => {
+                    probe.truncate(at.map_or(0, |i| i + 1));
+                    (true, d)
+                }
+                (None, None) => (
+                    true,
+                    found.into_inner().unwrap_or_else(|| Divergence {
+                        aspect: harness::Aspect::Panic,
+                        op: "the case".to_owned(),
+                        expected: "the case to pass".to_owned(),
+                        actual: "it failed, and its divergence was not kept".to_owned(),
+                    }),
+                ),
+            };
+            Err(Box::new(WorkspaceCounterexample {
+                start: facts.id(initial.mode()).to_owned(),
+                first: ops,
+                second: in_second.then_some(probe),
+                divergence,
+            }))
+        }
+        Err(TestError::Abort(reason)) => Err(Box::new(WorkspaceCounterexample {
+            start: facts.id(facts.default_mode()).to_owned(),
+            first: Vec::new(),
+            second: None,
+            divergence: Divergence {
+                aspect: harness::Aspect::Panic,
+                op: "the check".to_owned(),
+                expected: "the cases to run".to_owned(),
+                actual: reason.to_string(),
+            },
+        })),
+    }
+}
+
+/// What [`check_other_workspace`] found: the operations in the first workspace, then (when it
+/// diverged there) those of the new session in the second, and the divergence.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkspaceCounterexample {
+    /// The mode the first workspace's session started in (by id).
+    pub start: String,
+    /// The operations in the first workspace.
+    pub first: Vec<Op>,
+    /// The operations of the new session in the second workspace (default mode), the last of
+    /// which diverged; `None` when the first workspace diverged.
+    pub second: Option<Vec<Op>>,
+    /// What differed.
+    pub divergence: Divergence,
+}
+
+impl fmt::Display for WorkspaceCounterexample {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "  in the first workspace, a session started in `{}`",
+            self.start
+        )?;
+        for (i, op) in self.first.iter().enumerate() {
+            write!(f, "\n  {}. {op:?}", i + 1)?;
+        }
+        if let Some(second) = &self.second {
+            write!(
+                f,
+                "\n  then a new session in the second workspace (the same store)"
+            )?;
+            for (i, op) in second.iter().enumerate() {
+                write!(f, "\n  {}. {op:?}", i + 1)?;
+            }
+        }
+        write!(f, "\n{}", self.divergence)
+    }
+}
+
+impl std::error::Error for WorkspaceCounterexample {}
 
 fn run_case(
     harness: &mut Harness,

@@ -3,7 +3,8 @@
 //!
 //! A state is what the rules of the mode state machine look at: the current mode, the target
 //! of the pending decision (if a plan waits), the latest run's state, the tool calls waiting for
-//! approval (with the decisions taken on them while others wait), the tools always allowed,
+//! approval (with the decisions taken on them while others wait), the allowances in force (by
+//! scope, mode and tool),
 //! where the kit's clock stands before the deadline of what waits (none, in time, one
 //! millisecond before, due) and whether the decision settled last expired. From the start state
 //! (a new session in the default mode) the walk goes breadth first; from each state it applies
@@ -12,10 +13,10 @@
 //! offered or not) or fails; every kind of decision (an approval to every mode, listed as a
 //! target or not, too), every kind of decision on the first and second tool call waiting for
 //! approval (approve, always allow, reject with and without feedback, a stale or upper-case
-//! hash, by decision id), two calls at once of each tool that waits, an abort, decisions on
-//! unknown runs and
+//! hash, by decision id; on the first, always allow of scope `session` and `workspace`), two
+//! calls at once of each tool that waits, an abort, decisions on unknown runs and
 //! tool calls and malformed ones, a manual switch to every mode and to an unknown id, a
-//! restart when the controller has a store, and, for a config with an `approvalTimeout`, time
+//! restart and a new session when the controller has a store, and, for a config with an `approvalTimeout`, time
 //! passing (to just before the deadline, to it, an hour on) and `expire_if_due`. With a store, every decision that changes the
 //! session (a plan or tool-call decision, an answer, an abort, a manual switch, time passing, an
 //! expiry) is also tried
@@ -46,11 +47,12 @@ use super::harness::{Divergence, Harness};
 use super::reference::{
     Call, EditedPlan, Op, PlanFile, ReferenceSession, Revision, ShaChoice, Subject, Then, Until,
 };
+use crate::allowance::AllowanceScope;
 use crate::event::RunState;
 
 /// What the rules of the mode state machine look at: mode, pending target, run state, the tool
-/// calls waiting for approval (each by tool and its decision so far), the tools always
-/// allowed, and where the clock stands before the deadline of what waits.
+/// calls waiting for approval (each by tool and its decision so far), the allowances in force
+/// (by scope, mode and tool), and where the clock stands before the deadline of what waits.
 type Rules = (
     usize,
     Option<usize>,
@@ -85,7 +87,13 @@ fn clock(reference: &ReferenceSession) -> Clock {
 }
 
 fn rules(reference: &ReferenceSession) -> Rules {
-    let mut allowed = reference.always_allowed().to_vec();
+    // The allowances in force by scope, mode and tool (what the tools always allowed in the
+    // current mode follow from).
+    let mut allowed: Vec<String> = reference
+        .allowances()
+        .iter()
+        .map(|a| format!("{} {} {}", a.scope, a.mode, a.tool))
+        .collect();
     allowed.sort();
     (
         reference.mode(),
@@ -338,11 +346,19 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
             Op::reject_tool(call, Some("use another path")),
         ]);
     }
+    // The other allowance scopes, on the first waiting call: `session` (kept across mode
+    // changes, applying in its own mode) and `workspace` (kept in the store, for later
+    // sessions too; refused without a store).
+    ops.extend([
+        Op::always_allow_tool_for(0, AllowanceScope::Session),
+        Op::always_allow_tool_for(0, AllowanceScope::Workspace),
+    ]);
     ops.extend([
         Op::Decide {
             on: Subject::ToolCall {
                 call: 0,
                 always_allow: false,
+                scope: None,
                 by_id: true,
             },
             action: crate::run::DecisionAction::Approved,
@@ -353,6 +369,7 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
             on: Subject::ToolCall {
                 call: 0,
                 always_allow: true,
+                scope: None,
                 by_id: true,
             },
             action: crate::run::DecisionAction::Approved,
@@ -363,6 +380,7 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
             on: Subject::ToolCall {
                 call: 0,
                 always_allow: true,
+                scope: None,
                 by_id: false,
             },
             action: crate::run::DecisionAction::Rejected,
@@ -373,7 +391,8 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
     ops.extend(facts.modes().iter().map(|m| Op::switch(m.id.clone())));
     ops.push(Op::switch("no-such-mode"));
     if restarts {
-        ops.push(Op::Restart);
+        // A restart restores the session; a new session keeps only the workspace allowances.
+        ops.extend([Op::Restart, Op::NewSession]);
     }
     if facts.has_deadlines() {
         ops.extend([

@@ -165,6 +165,24 @@ pub struct ConfigFacts {
     writing: Vec<String>,
     max_steps: usize,
     max_revisions: usize,
+    workspace_store: WorkspaceStore,
+}
+
+/// Whether the controller under test keeps workspace allowances
+/// ([`crate::allowance::AllowanceScope::Workspace`]), which the reference needs to say what a
+/// decision of that scope does; the [`super::Harness`] finds out from the controller's store.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum WorkspaceStore {
+    /// No session store: a decision of scope `workspace` is refused (nothing can keep it).
+    #[default]
+    None,
+    /// A store that keeps none ([`crate::SessionStore::save_workspace_allowance`] is
+    /// unsupported): the decision stands, its allowance allows nothing.
+    Drops,
+    /// A store that keeps them: later sessions in the same workspace, under the same config,
+    /// apply them.
+    Keeps,
 }
 
 /// The names of the tools of `registry` that write ([`crate::tool::ToolAccess::Writes`]), in
@@ -317,6 +335,7 @@ impl ConfigFacts {
             writing: Vec::new(),
             max_steps: DEFAULT_MAX_STEPS,
             max_revisions: DEFAULT_MAX_REVISIONS,
+            workspace_store: WorkspaceStore::None,
         }
     }
 
@@ -457,6 +476,27 @@ impl ConfigFacts {
     /// ```
     pub fn max_revisions(&self) -> usize {
         self.max_revisions
+    }
+
+    /// The same facts, with `store` saying whether the controller keeps workspace allowances
+    /// (the [`super::Harness`] sets it from the controller's store).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::{ConfigFacts, WorkspaceStore};
+    /// let facts = ConfigFacts::from_toml("[[modes]]\nid = \"build\"\n")?;
+    /// assert_eq!(facts.workspace_store(), WorkspaceStore::None);
+    /// assert_eq!(facts.with_workspace_store(WorkspaceStore::Keeps).workspace_store(), WorkspaceStore::Keeps);
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
+    pub fn with_workspace_store(mut self, store: WorkspaceStore) -> Self {
+        self.workspace_store = store;
+        self
+    }
+
+    /// Whether the controller keeps workspace allowances ([`WorkspaceStore`]).
+    pub fn workspace_store(&self) -> WorkspaceStore {
+        self.workspace_store
     }
 
     /// The registered tool names, once known ([`ConfigFacts::with_tools`]).

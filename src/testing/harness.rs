@@ -13,11 +13,13 @@ use std::time::{Duration, UNIX_EPOCH};
 use async_trait::async_trait;
 use serde_json::json;
 
-use super::facts::ConfigFacts;
+use super::facts::{ConfigFacts, WorkspaceStore};
 use super::reference::{
-    Action, CLOCK_START_MS, Decided, Offered, Op, Outcome, PLAN_COUNT, PendingPlan, PlanFile,
-    ReferenceSession, Refusal, Reply, ResultKind, RunRef, Step, Trace, WaitingCall, plan_text,
+    Action, CLOCK_START_MS, Decided, ModelAllowance, Offered, Op, Outcome, PLAN_COUNT, PendingPlan,
+    PlanFile, ReferenceSession, Refusal, Reply, ResultKind, RunRef, Step, Trace, WaitingCall,
+    plan_text,
 };
+use crate::allowance::{Allowance, AllowanceScope};
 use crate::controller::{AgentController, AgentControllerBuilder, ToolLayer};
 use crate::deadline::{APPROVED_NOT_RUN_RESULT, Clock};
 use crate::event::{DecisionOutcome, Event, Suspension};
@@ -71,6 +73,8 @@ named_enum! {
         Pending = "pending",
         /// The latest run's state afterwards.
         Run = "run",
+        /// The allowances in force afterwards (scope, tool, mode).
+        Allowances = "allowances",
         /// The workspace changed in a step in which no tool ran.
         Workspace = "workspace",
         /// An invariant of yours ([`Harness::invariant`]) failed.
@@ -373,6 +377,10 @@ pub struct Harness {
     plans_dir: PathBuf,
     outside: PathBuf,
     invariants: Vec<Invariant>,
+    /// The workspace allowances this harness's sessions gave (their ids in the store): revoked
+    /// before each new start, so every operation sequence starts from a store without them.
+    /// Only these: another harness on the same store (another workspace) keeps its own.
+    given: Vec<String>,
     _dir: tempfile::TempDir,
 }
 
@@ -452,6 +460,8 @@ impl Harness {
             ));
         }
         let facts = controller_facts(facts, &controller)?;
+        let store = runtime.block_on(workspace_store(&controller, &workspace, &root));
+        let facts = Arc::new((*facts).clone().with_workspace_store(store));
         let plans_dir = controller.plans_dir().to_owned();
         std::fs::create_dir_all(&plans_dir)?;
         for k in 0..PLAN_COUNT {
@@ -472,6 +482,7 @@ impl Harness {
             plans_dir,
             outside,
             invariants: Vec::new(),
+            given: Vec::new(),
             _dir: dir,
         })
     }
@@ -509,6 +520,13 @@ impl Harness {
     /// # Errors
     /// [`Divergence`] when the new session differs from the reference, including a refused start.
     pub fn start(&mut self, reference: &ReferenceSession) -> Result<(), Divergence> {
+        // The workspace allowances an earlier sequence gave are no part of this one.
+        if let Some(store) = self.controller.store().cloned() {
+            for id in std::mem::take(&mut self.given) {
+                // A store that fails here shows as allowances the reference does not expect.
+                let _ = self.runtime.block_on(store.revoke_workspace_allowance(&id));
+            }
+        }
         lock(&self.model.log).clear();
         *lock(&self.model.seen) = 0;
         self.run_ids.clear();
@@ -600,6 +618,7 @@ impl Harness {
         let outcome = self
             .perform(step, reference.now())
             .map_err(|panic| panicked(&op, &panic))?;
+        self.note_given();
         let records = std::mem::take(&mut *lock(&self.model.log));
         let trace = self.trace(records);
         // Either a real bug, or a model layer that never passes requests on: say which to look at.
@@ -679,6 +698,7 @@ impl Harness {
             Action::Abort => Resolved::Abort,
             Action::Switch(id) => Resolved::Switch(id.clone()),
             Action::Restore => Resolved::Restore,
+            Action::NewSession => Resolved::NewSession,
             Action::ExpireIfDue => Resolved::ExpireIfDue,
             Action::Nothing => Resolved::Nothing,
         };
@@ -716,6 +736,13 @@ impl Harness {
                     Err(e) => Outcome::Refused(refusal(&e)),
                 }
             }
+            Resolved::NewSession => match runtime.block_on(controller.start_session(options)) {
+                Ok(started) => {
+                    *session = started;
+                    Outcome::Started
+                }
+                Err(e) => Outcome::Refused(refusal(&e)),
+            },
             Resolved::ExpireIfDue => match runtime.block_on(session.expire_if_due()) {
                 Ok(expired) => Outcome::Expired(expired.len()),
                 Err(e) => Outcome::Refused(refusal(&e)),
@@ -723,6 +750,11 @@ impl Harness {
             Resolved::Nothing => Outcome::NoDecision,
         }));
         lock(&self.model.replies).clear();
+        if matches!(outcome, Ok(Outcome::Started)) {
+            // Run ordinals and the model's view count from the new session.
+            self.run_ids.clear();
+            *lock(&self.model.seen) = 0;
+        }
         outcome
     }
 
@@ -816,7 +848,7 @@ impl Harness {
                         tool_call_id,
                         tool,
                         mode,
-                        allowed_by: decision.and_then(|d| d.allowed_by),
+                        allowed_by: decision.and_then(|d| d.allowed_by).map(|id| self.named(id)),
                         rule,
                     })
                 }
@@ -832,6 +864,20 @@ impl Harness {
         }
         stray(&mut executed, &mut trace);
         trace
+    }
+
+    /// The reference's name of allowance `id`: a workspace allowance's id is a hash of the
+    /// workspace and config ([`ModelAllowance::workspace_id`] names it by mode and tool); any
+    /// other id as it is.
+    fn named(&self, id: String) -> String {
+        let allowances = self.session.as_ref().map(Session::allowances);
+        allowances
+            .iter()
+            .flatten()
+            .find(|a| a.id == id && a.scope == AllowanceScope::Workspace)
+            .map_or(id, |a| {
+                ModelAllowance::workspace_id(&a.mode_id, &a.tool_name)
+            })
     }
 
     fn model_called(
@@ -1019,6 +1065,33 @@ impl Harness {
                 format!("waiting tool calls: {actual}"),
             ));
         }
+        let expected_allowances: Vec<String> =
+            reference.allowances().iter().map(allowance_view).collect();
+        let actual_allowances: Vec<String> = session
+            .allowances()
+            .iter()
+            .map(|a: &Allowance| {
+                allowance_view(&ModelAllowance {
+                    scope: a.scope,
+                    mode: a.mode_id.clone(),
+                    tool: a.tool_name.clone(),
+                    id: match a.scope {
+                        AllowanceScope::Workspace => {
+                            ModelAllowance::workspace_id(&a.mode_id, &a.tool_name)
+                        }
+                        _ => a.id.clone(),
+                    },
+                })
+            })
+            .collect();
+        if expected_allowances != actual_allowances {
+            return Err(divergence(
+                Aspect::Allowances,
+                op,
+                format!("allowances in force: {expected_allowances:?}"),
+                format!("allowances in force: {actual_allowances:?}"),
+            ));
+        }
         if session.always_allowed() != reference.always_allowed() {
             return Err(divergence(
                 Aspect::Pending,
@@ -1039,6 +1112,19 @@ impl Harness {
             ));
         }
         Ok(())
+    }
+
+    /// Notes the workspace allowances the current session keeps, to revoke before the next
+    /// start ([`Harness::start`]).
+    fn note_given(&mut self) {
+        let Some(session) = &self.session else {
+            return;
+        };
+        for a in session.allowances() {
+            if a.scope == AllowanceScope::Workspace && !self.given.contains(&a.id) {
+                self.given.push(a.id);
+            }
+        }
     }
 
     fn pending_view(&self, pending: &PendingPlan) -> PendingView {
@@ -1077,6 +1163,7 @@ enum Resolved {
     Abort,
     Switch(String),
     Restore,
+    NewSession,
     ExpireIfDue,
     Nothing,
 }
@@ -1142,6 +1229,35 @@ const EXPIRED_RESULT_START: &str = "Not approved: no decision was taken";
 pub(crate) const STRAY_EXECUTION: &str = "(executed without a tool_end)";
 
 /// A waiting tool call as the comparison shows it: run, ids, tool, hash and decision so far.
+/// An allowance as compared: scope, tool and mode (and the id a call it runs names).
+fn allowance_view(a: &ModelAllowance) -> String {
+    format!("{} ({}): {} in mode `{}`", a.id, a.scope, a.tool, a.mode)
+}
+
+/// What the controller's store does with workspace allowances: found by keeping one for a
+/// config no session has (a fingerprint of its own) and revoking it again.
+async fn workspace_store(
+    controller: &AgentController,
+    workspace: &Path,
+    root: &Path,
+) -> WorkspaceStore {
+    let Some(store) = controller.store() else {
+        return WorkspaceStore::None;
+    };
+    let keyed = workspace
+        .canonicalize()
+        .unwrap_or_else(|_| root.join("workspace"));
+    let probe = Allowance::new(AllowanceScope::Workspace, "", "kit-probe", "kit-probe")
+        .in_workspace(keyed, "agent-controller-testing-probe");
+    match store.save_workspace_allowance(&probe).await {
+        Ok(()) => {
+            let _ = store.revoke_workspace_allowance(&probe.id).await;
+            WorkspaceStore::Keeps
+        }
+        Err(_) => WorkspaceStore::Drops,
+    }
+}
+
 fn waiting_view(w: &WaitingCall) -> String {
     let decided = match w.decided {
         None => "waiting",

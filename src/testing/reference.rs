@@ -20,7 +20,8 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::facts::ConfigFacts;
+use super::facts::{ConfigFacts, WorkspaceStore};
+use crate::allowance::AllowanceScope;
 use crate::event::{CancelReason, ModeChangeReason, RunState};
 use crate::run::{Decision, DecisionAction};
 use crate::tool::SUBMIT_PLAN;
@@ -268,6 +269,11 @@ pub enum Op {
     /// its deadline expires as it is restored). Generated only for a reference built
     /// [`ReferenceSession::with_restarts`].
     Restart,
+    /// The host starts another session on the same controller, in the default mode, and
+    /// drives it from now on: nothing of the session before carries over but the workspace
+    /// allowances the store keeps (the same workspace, the same config). Generated only for a
+    /// reference built [`ReferenceSession::with_restarts`] (a controller with a store).
+    NewSession,
     /// Time passes (the kit's clock moves, nothing is called). What waits past its deadline
     /// (`approvalTimeout`) has expired; the next host call that looks applies the expiry first.
     /// Generated for configs with an `approvalTimeout`.
@@ -297,9 +303,11 @@ pub enum Subject {
     ToolCall {
         /// The waiting call's position.
         call: usize,
-        /// "Always allow this tool in this session" ([`Decision::always_allow`]): refused with
-        /// a rejection.
+        /// "Always allow this tool" ([`Decision::always_allow`]): refused with a rejection.
         always_allow: bool,
+        /// The allowance's scope ([`Decision::scope`]); `None` for the default, `mode`.
+        /// Generated only with `always_allow`.
+        scope: Option<AllowanceScope>,
         /// Decide by the call's decision id ([`crate::Session::decide`]) instead of its run and
         /// tool-call ids ([`crate::Session::resume`]).
         by_id: bool,
@@ -651,11 +659,50 @@ impl Op {
         Self::decide(Self::tool(call, false), DecisionAction::Rejected, feedback)
     }
 
+    /// Approve the waiting tool call at position `call` and always allow its tool with
+    /// allowance scope `scope`: `mode` until the mode changes, `session` for the rest of the
+    /// session in this mode only, `workspace` for every later session in this workspace, under
+    /// this config, in this mode ([`crate::allowance`]).
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::allowance::AllowanceScope;
+    /// use agent_controller::testing::{ConfigFacts, Op, ReferenceSession};
+    /// let facts = Arc::new(
+    ///     ConfigFacts::from_toml("[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n")?
+    ///         .with_tools(["write_file"])
+    ///         .with_writing_tools(["write_file"]),
+    /// );
+    /// let mut session = ReferenceSession::new(facts.clone(), None);
+    /// session.apply(&Op::call("write_file"));
+    /// session.apply(&Op::always_allow_tool_for(0, AllowanceScope::Session));
+    /// session.apply(&Op::switch("plan"));
+    /// assert!(session.always_allowed().is_empty(), "not in another mode");
+    /// assert_eq!(session.allowances().len(), 1, "but kept");
+    /// session.apply(&Op::switch("build"));
+    /// assert_eq!(session.always_allowed(), ["write_file"]);
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
+    pub fn always_allow_tool_for(call: usize, scope: AllowanceScope) -> Self {
+        Self::decide(
+            Subject::ToolCall {
+                call,
+                always_allow: true,
+                scope: Some(scope),
+                by_id: false,
+            },
+            DecisionAction::Approved,
+            Feedback::Omitted,
+        )
+    }
+
     /// The waiting tool call at position `call`, addressed by its run and tool-call ids.
     fn tool(call: usize, always_allow: bool) -> Subject {
         Subject::ToolCall {
             call,
             always_allow,
+            scope: None,
             by_id: false,
         }
     }
@@ -726,6 +773,9 @@ pub enum Action {
     Switch(String),
     /// [`crate::AgentController::restore_session`] by the session's id.
     Restore,
+    /// [`crate::AgentController::start_session`] in the default mode: the harness drives the
+    /// new session from now on.
+    NewSession,
     /// [`crate::Session::expire_if_due`].
     ExpireIfDue,
     /// Nothing (a blank answer: the prompt asks again; time passing).
@@ -767,6 +817,8 @@ pub enum Outcome {
     NoDecision,
     /// The session was restored from the store.
     Restored,
+    /// A new session was started.
+    Started,
     /// `expire_if_due` returned this many records of expired decisions.
     Expired(usize),
     /// The call was refused with this error; nothing changed.
@@ -1029,6 +1081,37 @@ pub struct WaitingCall {
     pub deadline: Option<u64>,
 }
 
+/// An allowance in force, as the reference holds it: what [`crate::Session::allowances`] lists,
+/// by scope, mode and tool (the kit's decisions carry no pattern: its calls carry `{}`, which
+/// no path or argument pattern covers).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ModelAllowance {
+    /// Its scope.
+    pub scope: AllowanceScope,
+    /// The mode it was given in (by id), the only one whose calls it runs.
+    pub mode: String,
+    /// The tool it allows.
+    pub tool: String,
+    /// Its id as the audit record of a call it runs names it (`allowedBy`): the decision id
+    /// that gave it for the scopes `mode` and `session`; for `workspace`, the session's id is a
+    /// hash of the workspace and config the reference does not know, so it names it
+    /// [`ModelAllowance::workspace_id`] and the harness reads the real id that way.
+    pub id: String,
+}
+
+impl ModelAllowance {
+    /// The name the reference gives the workspace allowance of `tool` in `mode`.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ModelAllowance;
+    /// assert_eq!(ModelAllowance::workspace_id("build", "write_file"), "workspace:build:write_file");
+    /// ```
+    pub fn workspace_id(mode: &str, tool: &str) -> String {
+        format!("workspace:{mode}:{tool}")
+    }
+}
+
 /// The reference model of a session: current mode, pending decision and run state, moved by
 /// [`Op`]s under the rules of the mode state machine.
 ///
@@ -1053,11 +1136,15 @@ pub struct ReferenceSession {
     decisions: usize,
     /// The tool calls waiting for approval, in the model's order.
     waiting: Vec<WaitingCall>,
-    /// The tools a decision always allowed, in the order allowed.
+    /// The tools an allowance in force lets run in the current mode, each once, in the order
+    /// of `allowances` then `workspace_allowances` (derived from them).
     always_allowed: Vec<String>,
-    /// The decision id that allowed each tool of `always_allowed`, at the same index: the
-    /// allowance's id, which the audit record of each call it runs names (`allowedBy`).
-    allowance_ids: Vec<String>,
+    /// The allowances the session's decisions gave, of scope `mode` (dropped at any change of
+    /// mode) and `session` (kept, applying in their own mode only), oldest first.
+    allowances: Vec<ModelAllowance>,
+    /// The workspace allowances of the store for this workspace and config, oldest first:
+    /// kept across restarts and into new sessions ([`Op::NewSession`]).
+    workspace_allowances: Vec<ModelAllowance>,
     restarts: bool,
     /// The mode changed since the model's last call: its next call must carry a notice.
     notice_due: bool,
@@ -1089,7 +1176,13 @@ impl fmt::Debug for ReferenceSession {
                     .map(|w| format!("{} {} {:?}", w.decision_id, w.tool, w.decided))
                     .collect::<Vec<_>>(),
             )
-            .field("always_allowed", &self.always_allowed)
+            .field(
+                "allowances",
+                &self
+                    .all_allowances()
+                    .map(|a| format!("{} {} in {}", a.scope, a.tool, a.mode))
+                    .collect::<Vec<_>>(),
+            )
             .field("run", &self.run)
             .field("now", &self.now.saturating_sub(CLOCK_START_MS))
             .finish_non_exhaustive()
@@ -1129,7 +1222,8 @@ impl ReferenceSession {
             decisions: 0,
             waiting: Vec::new(),
             always_allowed: Vec::new(),
-            allowance_ids: Vec::new(),
+            allowances: Vec::new(),
+            workspace_allowances: Vec::new(),
             restarts: false,
             notice_due: false,
             handed_due: None,
@@ -1269,6 +1363,57 @@ impl ReferenceSession {
         &self.always_allowed
     }
 
+    /// Every allowance in force, as [`crate::Session::allowances`] lists them: the session's
+    /// own (scopes `mode` and `session`), oldest first, then the workspace ones.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::allowance::AllowanceScope;
+    /// use agent_controller::testing::{ConfigFacts, Op, ReferenceSession, WorkspaceStore};
+    /// let facts = Arc::new(
+    ///     ConfigFacts::from_toml("[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n")?
+    ///         .with_tools(["write_file"])
+    ///         .with_writing_tools(["write_file"])
+    ///         .with_workspace_store(WorkspaceStore::Keeps),
+    /// );
+    /// let mut session = ReferenceSession::new(facts.clone(), None).with_restarts(true);
+    /// session.apply(&Op::call("write_file"));
+    /// session.apply(&Op::always_allow_tool_for(0, AllowanceScope::Workspace));
+    /// session.apply(&Op::NewSession);
+    /// let kept = session.allowances();
+    /// assert_eq!(kept.len(), 1);
+    /// assert_eq!((kept[0].scope, kept[0].tool.as_str()), (AllowanceScope::Workspace, "write_file"));
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
+    pub fn allowances(&self) -> Vec<ModelAllowance> {
+        self.all_allowances().cloned().collect()
+    }
+
+    fn all_allowances(&self) -> impl Iterator<Item = &ModelAllowance> {
+        self.allowances.iter().chain(&self.workspace_allowances)
+    }
+
+    /// The allowance that runs a call of `tool` in the current mode unasked, if any: the first
+    /// in force given in this mode.
+    fn allowance_for(&self, tool: &str) -> Option<&ModelAllowance> {
+        let mode = self.facts.id(self.mode);
+        self.all_allowances()
+            .find(|a| a.mode == mode && a.tool == tool)
+    }
+
+    /// Recomputes `always_allowed` for the current mode.
+    fn refresh_allowed(&mut self) {
+        let mode = self.facts.id(self.mode).to_owned();
+        let mut tools: Vec<String> = Vec::new();
+        for a in self.all_allowances() {
+            if a.mode == mode && !tools.contains(&a.tool) {
+                tools.push(a.tool.clone());
+            }
+        }
+        self.always_allowed = tools;
+    }
+
     /// The latest run's ordinal and state, if a run was started.
     ///
     /// # Examples
@@ -1344,7 +1489,7 @@ impl ReferenceSession {
             } => *call < self.waiting.len(),
             Op::Answer(_) => self.pending.is_some(),
             Op::DecideAgain => self.decided.is_some(),
-            Op::Restart => self.restarts,
+            Op::Restart | Op::NewSession => self.restarts,
             Op::Wait(Until::JustBefore) => self
                 .next_deadline()
                 .is_some_and(|at| self.now.saturating_add(1) < at),
@@ -1429,7 +1574,8 @@ impl ReferenceSession {
     fn settles(&self, op: &Op) -> bool {
         match op {
             // `expire_if_due` is the expiry itself.
-            Op::Malformed(_) | Op::Wait(_) | Op::ExpireIfDue => false,
+            // A new session leaves the old one as it is.
+            Op::Malformed(_) | Op::Wait(_) | Op::ExpireIfDue | Op::NewSession => false,
             Op::Switch(id) => self.facts.index_of(id).is_some_and(|m| m != self.mode),
             Op::Answer(answer) => parse_answer(answer.as_deref()).is_some(),
             _ => true,
@@ -1565,6 +1711,17 @@ impl ReferenceSession {
             // A restored session is the session: same mode, pending plan, runs and decisions
             // (saved since it started).
             Op::Restart => (Action::Restore, Vec::new(), Outcome::Restored),
+            Op::NewSession => {
+                // A session of its own: only the store's workspace allowances carry over.
+                let mut fresh =
+                    ReferenceSession::new(self.facts.clone(), None).with_restarts(self.restarts);
+                fresh.now = self.now;
+                fresh.tool_calls = self.tool_calls;
+                fresh.workspace_allowances = std::mem::take(&mut self.workspace_allowances);
+                fresh.refresh_allowed();
+                *self = fresh;
+                (Action::NewSession, Vec::new(), Outcome::Started)
+            }
             Op::DecideAgain => {
                 let (run, call, expired) = self.decided.clone().unwrap_or_default();
                 let action = Action::Resume {
@@ -1753,9 +1910,10 @@ impl ReferenceSession {
         });
         self.mode = target;
         self.notice_due = true;
-        // Every mode change, an approved plan's included, ends the "always allow"s.
-        self.always_allowed.clear();
-        self.allowance_ids.clear();
+        // Every mode change, an approved plan's included, ends the allowances of scope
+        // `mode`; the others stay, applying in the mode they were given in only.
+        self.allowances.retain(|a| a.scope != AllowanceScope::Mode);
+        self.refresh_allowed();
     }
 
     fn end_run(&mut self, run: usize, then: Then, trace: &mut Vec<Trace>) -> Outcome {
@@ -1895,11 +2053,9 @@ impl ReferenceSession {
                 // A call `requireApproval` would hold that an allowance ran: a record of its
                 // own, naming the allowance.
                 let allowed_by = match rule {
-                    None if self.facts.requires_approval(self.mode, &call.tool) => self
-                        .always_allowed
-                        .iter()
-                        .position(|t| *t == call.tool)
-                        .map(|i| self.allowance_ids[i].clone()),
+                    None if self.facts.requires_approval(self.mode, &call.tool) => {
+                        self.allowance_for(&call.tool).map(|a| a.id.clone())
+                    }
                     _ => None,
                 };
                 if rule.is_some() || allowed_by.is_some() {
@@ -2127,6 +2283,7 @@ impl ReferenceSession {
             Subject::ToolCall {
                 call,
                 always_allow,
+                scope,
                 by_id,
             } => {
                 let Some(waiting) = self.waiting.get(*call).cloned() else {
@@ -2140,7 +2297,7 @@ impl ReferenceSession {
                     to: None,
                     plan: None,
                     always_allow: *always_allow,
-                    scope: None,
+                    scope: *scope,
                     allow: None,
                     comments: Vec::new(),
                     model: None,
@@ -2161,6 +2318,10 @@ impl ReferenceSession {
                 if waiting.decided.is_some() {
                     return refused(Refusal::AlreadyDecided);
                 }
+                // A scope goes with an "always allow" only.
+                if !*always_allow && scope.is_some() {
+                    return refused(Refusal::MalformedDecision);
+                }
                 if *always_allow && action == DecisionAction::Rejected {
                     return refused(Refusal::MalformedDecision);
                 }
@@ -2171,8 +2332,15 @@ impl ReferenceSession {
                 if stale {
                     return refused(Refusal::Sha256Mismatch);
                 }
-                let (replies, outcome) =
-                    self.decided_call(*call, action, feedback, *always_allow, trace);
+                // Without a store nothing can keep a workspace allowance: the change is not
+                // saved, so nothing changes.
+                let scope = always_allow.then(|| scope.unwrap_or_default());
+                if scope == Some(AllowanceScope::Workspace)
+                    && self.facts.workspace_store() == WorkspaceStore::None
+                {
+                    return refused(Refusal::Store);
+                }
+                let (replies, outcome) = self.decided_call(*call, action, feedback, scope, trace);
                 (host_action, replies, outcome)
             }
         }
@@ -2187,7 +2355,7 @@ impl ReferenceSession {
         index: usize,
         action: DecisionAction,
         feedback: &Feedback,
-        always_allow: bool,
+        scope: Option<AllowanceScope>,
         trace: &mut Vec<Trace>,
     ) -> (Vec<Reply>, Outcome) {
         let Some(call) = self.waiting.get(index).cloned() else {
@@ -2195,7 +2363,7 @@ impl ReferenceSession {
         };
         let has_feedback = matches!(feedback, Feedback::Text(t) if !t.trim().is_empty());
         self.waiting[index].decided = Some((action, has_feedback));
-        if always_allow {
+        if let Some(scope) = scope {
             // The allowance decides every other call of its tool that waits in the reply.
             for other in &mut self.waiting {
                 if other.decided.is_none() && other.tool == call.tool && other.rule.is_none() {
@@ -2203,10 +2371,32 @@ impl ReferenceSession {
                     other.allowed_by = Some(call.decision_id.clone());
                 }
             }
-            if !self.always_allowed.contains(&call.tool) {
-                self.always_allowed.push(call.tool.clone());
-                self.allowance_ids.push(call.decision_id.clone());
+            let mode = self.facts.id(self.mode).to_owned();
+            let (kept, id) = match scope {
+                AllowanceScope::Mode | AllowanceScope::Session => {
+                    (Some(&mut self.allowances), call.decision_id.clone())
+                }
+                // A store that keeps none: the decision stands, the allowance allows nothing.
+                AllowanceScope::Workspace => (
+                    (self.facts.workspace_store() == WorkspaceStore::Keeps)
+                        .then_some(&mut self.workspace_allowances),
+                    ModelAllowance::workspace_id(&mode, &call.tool),
+                ),
+            };
+            // One that allows what one of its scope allows already is not kept twice.
+            if let Some(kept) = kept
+                && !kept
+                    .iter()
+                    .any(|a| a.scope == scope && a.mode == mode && a.tool == call.tool)
+            {
+                kept.push(ModelAllowance {
+                    scope,
+                    mode,
+                    tool: call.tool.clone(),
+                    id,
+                });
             }
+            self.refresh_allowed();
         }
         self.decided = Some((call.run, call.tool_call_id.clone(), false));
         if self.waiting.iter().any(|w| w.decided.is_none()) {
@@ -2470,6 +2660,7 @@ impl ReferenceSession {
         }
         if self.restarts {
             choices.push((2, Just(Op::Restart).boxed()));
+            choices.push((1, Just(Op::NewSession).boxed()));
         }
         if self.facts.has_deadlines() {
             // Time passing: to just before and to the deadline of what waits, or an hour.
@@ -2580,19 +2771,28 @@ fn plan_decision_op(listed: Vec<String>, all: Vec<String>) -> impl Strategy<Valu
 fn tool_call_decision_op(waiting: usize) -> impl Strategy<Value = Op> {
     let feedback = feedback_choice(vec!["use another path", "not now"]);
     let sha256 = sha256_choice(4);
+    // The scope, with "always allow" only: the default, or each scope named.
+    let allow = prop_oneof![
+        7 => Just((false, None)),
+        1 => Just((true, None)),
+        1 => Just((true, Some(AllowanceScope::Mode))),
+        2 => Just((true, Some(AllowanceScope::Session))),
+        2 => Just((true, Some(AllowanceScope::Workspace))),
+    ];
     (
         0..waiting.max(1),
         action_choice(),
         feedback,
-        proptest::bool::weighted(0.3),
+        allow,
         sha256,
         any::<bool>(),
     )
         .prop_map(
-            |(call, action, feedback, always_allow, sha256, by_id)| Op::Decide {
+            |(call, action, feedback, (always_allow, scope), sha256, by_id)| Op::Decide {
                 on: Subject::ToolCall {
                     call,
                     always_allow,
+                    scope,
                     by_id,
                 },
                 action,

@@ -276,8 +276,13 @@ fn an_always_allow_that_survives_a_manual_switch_is_caught() {
     );
     assert_eq!(ops.last().map(String::as_str), Some("Restart"), "{report}");
     let found = report.exploration.counterexample.expect("found");
+    // The restored session holds the tool's allowance (read back from the kept always-allowed
+    // list) in the mode switched to; the allowances in force, compared first, show it.
     assert!(
-        found.divergence.to_string().contains("always allowed"),
+        found
+            .divergence
+            .actual
+            .contains("(mode): write_file in mode"),
         "{found}"
     );
 }
@@ -1088,4 +1093,207 @@ async fn the_kit_catches_a_workspace_allowance_applied_in_another_workspace() {
         "{outcome:?}"
     );
     assert!(!b.path().join("x.txt").exists());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Allowances with a scope (issue 23, item 2): bugs the property tests and the exploration catch
+// through the allowances in force, compared after every step.
+
+use agent_controller::allowance::{Allowance, AllowanceScope};
+use agent_controller::testing::{Harness, Subject, check_other_workspace};
+
+/// Planted bug "a workspace allowance applied in another workspace", past the session's own
+/// check: a store whose allowance table has no workspace column (rows keyed by config, mode,
+/// tool and pattern) and rebuilds each row for the workspace asked about, so another
+/// workspace's allowance comes back as this one's, with this one's id.
+#[derive(Default)]
+struct RelabelsWorkspace {
+    inner: MemoryStore,
+    kept: Mutex<Vec<Allowance>>,
+}
+
+#[agent_controller::async_trait]
+impl SessionStore for RelabelsWorkspace {
+    async fn load(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        self.inner.load(id).await
+    }
+    async fn save(&self, record: &SessionRecord, expected: Option<u64>) -> Result<(), StoreError> {
+        self.inner.save(record, expected).await
+    }
+    async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+        self.inner.delete(id).await
+    }
+    async fn list_pending(&self, now_ms: u64) -> Result<PendingListing, StoreError> {
+        self.inner.list_pending(now_ms).await
+    }
+    async fn expire(&self, before: u64) -> Result<usize, StoreError> {
+        self.inner.expire(before).await
+    }
+    async fn save_workspace_allowance(&self, allowance: &Allowance) -> Result<(), StoreError> {
+        let mut kept = self.kept.lock().expect("lock");
+        if !kept.iter().any(|a| a.id == allowance.id) {
+            kept.push(allowance.clone());
+        }
+        Ok(())
+    }
+    async fn list_workspace_allowances(
+        &self,
+        workspace: Option<&std::path::Path>,
+    ) -> Result<Vec<Allowance>, StoreError> {
+        let kept = self.kept.lock().expect("lock").clone();
+        Ok(kept
+            .into_iter()
+            .map(|a| match workspace {
+                // The bug: the row has no workspace, so it gets the one asked about.
+                Some(asked) => {
+                    let fingerprint = a.config_fingerprint.clone().unwrap_or_default();
+                    a.in_workspace(asked, &fingerprint)
+                }
+                None => a,
+            })
+            .collect())
+    }
+    async fn revoke_workspace_allowance(&self, id: &str) -> Result<bool, StoreError> {
+        let mut kept = self.kept.lock().expect("lock");
+        let before = kept.len();
+        kept.retain(|a| a.id != id);
+        Ok(kept.len() != before)
+    }
+}
+
+/// Two harnesses over `store`, each in a temporary workspace of its own.
+fn two_workspaces(store: Arc<dyn SessionStore>) -> (Harness, Harness) {
+    let graph = agent_controller::config::load(TARGETS).expect("config");
+    let text = std::fs::read_to_string(TARGETS).expect("config");
+    let facts = Arc::new(agent_controller::testing::ConfigFacts::from_toml(&text).expect("facts"));
+    let build = |setup: Setup| {
+        setup
+            .builder()
+            .tools(ToolRegistry::with_workspace_tools())
+            .store(store.clone())
+            .build()
+    };
+    let first = Harness::new(graph.clone(), facts.clone(), build).expect("the first workspace");
+    let second = Harness::new(graph, facts, build).expect("the second workspace");
+    (first, second)
+}
+
+#[test]
+fn a_store_that_hands_a_workspace_allowance_to_another_workspace_is_caught() {
+    let started = Instant::now();
+    let (mut first, mut second) = two_workspaces(Arc::new(RelabelsWorkspace::default()));
+    let found = check_other_workspace(&mut first, &mut second, 64, 23)
+        .expect_err("the planted bug is caught");
+    println!(
+        "store hands a workspace allowance to another workspace: caught by check_other_workspace in {:.1?}\n{found}",
+        started.elapsed()
+    );
+    // Shrunk: a workspace allowance given in the first workspace, then the second's new
+    // session starts with it.
+    let gave = found.first.iter().any(|op| {
+        matches!(
+            op,
+            Op::Decide {
+                on: Subject::ToolCall {
+                    always_allow: true,
+                    scope: Some(AllowanceScope::Workspace),
+                    ..
+                },
+                ..
+            }
+        )
+    });
+    assert!(gave, "{found}");
+    assert_eq!(found.second.as_deref(), Some(&[][..]), "{found}");
+    assert_eq!(found.divergence.op, "start", "{found}");
+    assert!(found.divergence.expected.contains("[]"), "{found}");
+    assert!(
+        found
+            .divergence
+            .actual
+            .contains("(workspace): write_file in mode `build`"),
+        "{found}"
+    );
+    // The same check passes on the memory store.
+    let (mut first, mut second) = two_workspaces(Arc::new(MemoryStore::new()));
+    let kept = check_other_workspace(&mut first, &mut second, 64, 23)
+        .unwrap_or_else(|found| panic!("{found}"));
+    assert!(kept > 0);
+}
+
+/// Planted bug "a session allowance survives into another mode": a store that saves each
+/// allowance of scope `session` under the mode the session is in when saved (a "current
+/// mode" column filled from the record), so after a switch and a restart it runs the other
+/// mode's calls unasked.
+struct MovesSessionAllowances(MemoryStore);
+
+#[agent_controller::async_trait]
+impl SessionStore for MovesSessionAllowances {
+    async fn load(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        self.0.load(id).await
+    }
+    async fn save(&self, record: &SessionRecord, expected: Option<u64>) -> Result<(), StoreError> {
+        let mut record = record.clone();
+        for allowance in &mut record.allowances {
+            if allowance.scope == AllowanceScope::Session {
+                allowance.mode_id = record.mode_id.clone();
+            }
+        }
+        self.0.save(&record, expected).await
+    }
+    async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+        self.0.delete(id).await
+    }
+    async fn list_pending(&self, now_ms: u64) -> Result<PendingListing, StoreError> {
+        self.0.list_pending(now_ms).await
+    }
+    async fn expire(&self, before: u64) -> Result<usize, StoreError> {
+        self.0.expire(before).await
+    }
+}
+
+#[test]
+fn a_session_allowance_that_survives_into_another_mode_is_caught() {
+    let result = plant("store moves session allowances", TARGETS, |setup| {
+        setup
+            .builder()
+            .tools(ToolRegistry::with_workspace_tools())
+            .store(Arc::new(MovesSessionAllowances(MemoryStore::new())))
+            .build()
+    });
+    let found = exploration_found(&result);
+    let gave = found.ops.iter().any(|op| {
+        matches!(
+            op,
+            Op::Decide {
+                on: Subject::ToolCall {
+                    scope: Some(AllowanceScope::Session),
+                    ..
+                },
+                ..
+            }
+        )
+    });
+    assert!(gave, "{found}");
+    assert!(
+        found.ops.iter().any(|op| matches!(op, Op::Switch(_))),
+        "{found}"
+    );
+    assert_eq!(found.ops.last(), Some(&Op::Restart), "{found}");
+    // Restored after the switch: the session allowance of `build` is now another mode's.
+    assert!(
+        found
+            .divergence
+            .expected
+            .contains("(session): write_file in mode `build`"),
+        "{found}"
+    );
+    assert!(
+        found
+            .divergence
+            .actual
+            .contains("(session): write_file in mode")
+            && !found.divergence.actual.contains("in mode `build`"),
+        "{found}"
+    );
 }
