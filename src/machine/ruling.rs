@@ -141,6 +141,7 @@ impl Change<'_> {
             tool_name: Some(name.to_owned()),
             always_allow: false,
             allowed_by: Some(allowance.id.clone()),
+            allowance: None,
             rule: None,
             comments: Vec::new(),
             model: None,
