@@ -460,7 +460,7 @@ pub struct DecidedRecord {
     /// narrowing pattern `allow` ([`crate::allowance::GivenAllowance`]). Where the session
     /// kept the same allowance already, the one kept. `None` for every other decision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub allowance: Option<crate::allowance::GivenAllowance>,
+    pub allowance: Option<Box<crate::allowance::GivenAllowance>>,
     /// The comments a plan's rejection made on lines of the plan with this record's `sha256`
     /// ([`crate::Decision::comment`]), each with the line it quotes; empty for every other
     /// decision.

@@ -230,7 +230,9 @@ impl Change<'_> {
                 .find(|a| a.allows_as(&allowance));
             in_force.cloned().unwrap_or(allowance)
         });
-        record.allowance = given.as_ref().map(crate::allowance::GivenAllowance::of);
+        record.allowance = given
+            .as_ref()
+            .map(|a| Box::new(crate::allowance::GivenAllowance::of(a)));
         if let Some(PendingDecision::ToolCall(call)) = self.state.pending.get_mut(index) {
             call.decided = Some(record);
             call.feedback = decision.feedback().map(str::to_owned);
@@ -581,11 +583,11 @@ mod tests {
         assert_eq!(granting.decided_by.as_deref(), Some("al"));
         assert_eq!(
             granting.allowance,
-            Some(GivenAllowance {
+            Some(Box::new(GivenAllowance {
                 id: "decision_1".to_owned(),
                 scope: AllowanceScope::Mode,
                 allow: None,
-            })
+            }))
         );
         let allowed = rig.state.pending[2].decision().expect("decided");
         assert_eq!(allowed.outcome, Some(DecisionOutcome::Approved));
@@ -698,11 +700,11 @@ mod tests {
         let granting = rig.state.pending[0].decision().expect("decided");
         assert_eq!(
             granting.allowance,
-            Some(GivenAllowance {
+            Some(Box::new(GivenAllowance {
                 id: "decision_1".to_owned(),
                 scope: AllowanceScope::Session,
                 allow: Some(AllowancePattern::path("src/**")),
-            })
+            }))
         );
         assert!(
             rig.state.always_allowed.is_empty(),
@@ -765,11 +767,11 @@ mod tests {
         assert_eq!(granting.decided_by.as_deref(), Some("al"));
         assert_eq!(
             granting.allowance,
-            Some(GivenAllowance {
+            Some(Box::new(GivenAllowance {
                 id: kept.id.clone(),
                 scope: AllowanceScope::Workspace,
                 allow: None,
-            })
+            }))
         );
         let sibling = &rig.state.history[1];
         assert_eq!(sibling.tool_call_id, "c1");

@@ -981,7 +981,7 @@ async fn the_approval_records_what_it_gave_and_the_calls_it_approves_name_the_al
         .decide("decision_1", decision)
         .await
         .expect("decide");
-    let given = narrowed.decision_history()[0].allowance.clone();
+    let given = narrowed.decision_history()[0].allowance.clone().map(|g| *g);
     assert_eq!(
         given,
         Some(agent_controller::allowance::GivenAllowance {
