@@ -22,7 +22,14 @@
 //!   ([`crate::SessionStore::save_workspace_allowance`]), keyed by the workspace (its canonical
 //!   root, as the jail uses it), the config's fingerprint ([`crate::ModeGraph::fingerprint`]) and
 //!   the mode: every session of that store in the same workspace, under the same config, in that
-//!   mode, is covered, and none in another workspace or under another config.
+//!   mode, is covered, and none in another workspace or under another config. It also keeps the
+//!   identity of the workspace directory ([`crate::workspace::DirectoryIdentity`], as sessions
+//!   check it): a directory deleted and made again at the same path (another clone, another
+//!   project) is another workspace, and the allowance does not apply there
+//!   ([`Allowance::applies_in`]). A session ignores it, and its log says why (`workspace allowance
+//!   not in force here`); the store still lists it for that path, so it can be revoked, and the
+//!   same allowance given again in the new directory replaces it (it has the same id). One kept
+//!   before identities were recorded applies nowhere for the same reason: give it again.
 //!
 //! The guide's [rules page](crate::guide::rules#allowances-with-a-scope) shows a decision and a
 //! terminal transcript.
@@ -35,6 +42,7 @@ use crate::rules::{
     DEFAULT_PATH_ARG, Glob, Matcher, Pattern, PatternError, ResolvedPaths, Rule, RuleAction, Rules,
 };
 use crate::tool::ToolCall;
+use crate::workspace::{DirectoryIdentity, WorkspaceRecord};
 
 named_enum! {
     /// How long an allowance lasts, and where it applies (`"scope"` in a decision).
@@ -262,6 +270,13 @@ pub struct Allowance {
     /// For a workspace allowance: the config's fingerprint ([`crate::ModeGraph::fingerprint`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_fingerprint: Option<String>,
+    /// For a workspace allowance: the identity of the workspace directory it was given in
+    /// ([`DirectoryIdentity`]), so that another directory at the same path is not covered
+    /// ([`Allowance::applies_in`]). `None` in allowances kept before it was recorded, which
+    /// apply nowhere. Not part of the id: given again in a new directory at the path, the
+    /// allowance replaces the old one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_identity: Option<DirectoryIdentity>,
 }
 
 impl Allowance {
@@ -291,6 +306,7 @@ impl Allowance {
             decided_at: None,
             workspace: None,
             config_fingerprint: None,
+            workspace_identity: None,
         }
     }
 
@@ -325,6 +341,29 @@ impl Allowance {
         self.config_fingerprint = Some(fingerprint.to_owned());
         self.id = self.workspace_id();
         self
+    }
+
+    /// The same allowance, kept for the workspace `workspace` (its canonical path and the
+    /// identity of its directory) under the config with `fingerprint`: as
+    /// [`Allowance::in_workspace`], with the directory's identity, so that it applies in that
+    /// directory only ([`Allowance::applies_in`]).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::allowance::{Allowance, AllowanceScope};
+    /// use agent_controller::workspace::WorkspaceRecord;
+    /// let dir = tempfile::tempdir()?;
+    /// let workspace = WorkspaceRecord::of(dir.path())?;
+    /// let a = Allowance::new(AllowanceScope::Workspace, "", "build", "write_file")
+    ///     .in_directory(&workspace, "f1");
+    /// assert_eq!(a.workspace_identity.as_ref(), Some(&workspace.identity));
+    /// assert!(a.applies_in(&workspace, "f1").is_ok());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn in_directory(self, workspace: &WorkspaceRecord, fingerprint: &str) -> Self {
+        let mut allowance = self.in_workspace(&workspace.path, fingerprint);
+        allowance.workspace_identity = Some(workspace.identity.clone());
+        allowance
     }
 
     /// The id a workspace allowance has: `ws_` and 16 hex digits of the SHA-256 of its
@@ -375,6 +414,57 @@ impl Allowance {
             && self.config_fingerprint.as_deref() == Some(fingerprint)
     }
 
+    /// Whether this workspace allowance is in force in the workspace `workspace` (a session's:
+    /// its canonical path and directory identity) under the config with `fingerprint`: keyed by
+    /// both ([`Allowance::is_for`]), and given in that same directory (its
+    /// [`Allowance::workspace_identity`] is the workspace's).
+    ///
+    /// # Errors
+    /// Why not ([`NotInForce`]): another workspace or config, another directory at the same
+    /// path (deleted and made again, or replaced), or no directory identity recorded.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::allowance::{Allowance, AllowanceScope, NotInForce};
+    /// use agent_controller::workspace::WorkspaceRecord;
+    /// let dir = tempfile::tempdir()?;
+    /// let here = WorkspaceRecord::of(dir.path())?;
+    /// let given = Allowance::new(AllowanceScope::Workspace, "", "build", "write_file")
+    ///     .in_directory(&here, "f1");
+    /// assert_eq!(given.applies_in(&here, "f1"), Ok(()));
+    /// assert_eq!(given.applies_in(&here, "f2"), Err(NotInForce::OtherWorkspaceOrConfig));
+    /// let mut elsewhere = here.clone();
+    /// elsewhere.identity.inode = elsewhere.identity.inode.map(|i| i + 1);
+    /// assert_eq!(given.applies_in(&elsewhere, "f1"), Err(NotInForce::OtherDirectory));
+    /// let old = Allowance::new(AllowanceScope::Workspace, "", "build", "write_file")
+    ///     .in_workspace(&here.path, "f1");
+    /// assert_eq!(old.applies_in(&here, "f1"), Err(NotInForce::NoDirectory));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn applies_in(
+        &self,
+        workspace: &WorkspaceRecord,
+        fingerprint: &str,
+    ) -> Result<(), NotInForce> {
+        if !self.is_for(&workspace.path, fingerprint) {
+            return Err(NotInForce::OtherWorkspaceOrConfig);
+        }
+        match &self.workspace_identity {
+            None => Err(NotInForce::NoDirectory),
+            Some(identity) if *identity != workspace.identity => Err(NotInForce::OtherDirectory),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// Whether `other` allows what this one does: the same scope, mode, tool and pattern (so
+    /// a session keeps it once).
+    pub(crate) fn allows_as(&self, other: &Allowance) -> bool {
+        self.scope == other.scope
+            && self.mode_id == other.mode_id
+            && self.tool_name == other.tool_name
+            && self.pattern == other.pattern
+    }
+
     /// Whether the allowance covers `call` (whose path arguments lie at `paths`) in mode
     /// `mode_id`: its mode, its tool, and its pattern if it has one (a pattern that does not
     /// compile covers nothing).
@@ -414,6 +504,68 @@ impl Allowance {
     /// What the audit record of a call it ran says decided it: `allowance ID (SCOPE)`.
     pub fn decider(&self) -> String {
         format!("allowance {} ({})", self.id, self.scope)
+    }
+}
+
+/// Why a workspace allowance is not in force in a workspace ([`Allowance::applies_in`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NotInForce {
+    /// It is kept for another workspace path, or under another config (or is no workspace
+    /// allowance).
+    #[error("it is for another workspace or another config")]
+    OtherWorkspaceOrConfig,
+    /// It was given in another directory at the same path: the workspace was deleted and made
+    /// again, or replaced (another clone, another project).
+    #[error(
+        "it was given in another directory at this path (deleted and made again, or replaced): revoke it, or give it again here"
+    )]
+    OtherDirectory,
+    /// It records no directory identity (kept before identities were recorded), so the
+    /// directory it was given in cannot be told from another at the same path.
+    #[error(
+        "it records no directory identity (kept by an older version), so the directory it was given in is in doubt: give it again"
+    )]
+    NoDirectory,
+}
+
+/// What an approval with "always allow" gave, as its audit record keeps it
+/// ([`crate::event::DecidedRecord::allowance`]): the allowance's id (what the records of the
+/// calls it runs name in `allowedBy`), its scope and its pattern.
+///
+/// # Examples
+/// ```
+/// use agent_controller::allowance::{Allowance, AllowancePattern, AllowanceScope, GivenAllowance};
+/// let allowance = Allowance::new(AllowanceScope::Session, "decision_3", "build", "write_file")
+///     .narrowed(AllowancePattern::path("src/**"));
+/// let given = GivenAllowance::of(&allowance);
+/// assert_eq!(
+///     serde_json::to_value(&given)?,
+///     serde_json::json!({ "id": "decision_3", "scope": "session", "allow": { "path": "src/**" } })
+/// );
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GivenAllowance {
+    /// The allowance's id ([`Allowance::id`]): the decision's for scopes `mode` and `session`,
+    /// `ws_…` for `workspace`.
+    pub id: String,
+    /// Its scope (the decision's `scope`).
+    pub scope: AllowanceScope,
+    /// The pattern that narrows it (the decision's `allow`); `None`: every call of the tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow: Option<AllowancePattern>,
+}
+
+impl GivenAllowance {
+    /// What the audit record keeps of `allowance`.
+    pub fn of(allowance: &Allowance) -> Self {
+        Self {
+            id: allowance.id.clone(),
+            scope: allowance.scope,
+            allow: allowance.pattern.clone(),
+        }
     }
 }
 
@@ -475,6 +627,62 @@ mod tests {
         assert_ne!(id, base.clone().in_workspace("/a", "g").id);
         let narrowed = base.narrowed(AllowancePattern::path("src/**"));
         assert_ne!(id, narrowed.in_workspace("/a", "f").id);
+    }
+
+    /// Review finding 4: a workspace allowance applies in the directory it was given in only,
+    /// not in another one at the same path, and not where it records no directory.
+    #[test]
+    fn a_workspace_allowance_applies_in_its_own_directory_only() {
+        let identity = |inode| DirectoryIdentity {
+            device: Some(1),
+            inode: Some(inode),
+            created_ns: Some(5),
+        };
+        let here = WorkspaceRecord {
+            path: "/w/a".into(),
+            identity: identity(7),
+        };
+        let base = Allowance::new(AllowanceScope::Workspace, "", "build", "write_file");
+        let given = base.clone().in_directory(&here, "f");
+        assert_eq!(
+            given.id,
+            base.clone().in_workspace("/w/a", "f").id,
+            "the id as before"
+        );
+        assert_eq!(given.applies_in(&here, "f"), Ok(()));
+        let replaced = WorkspaceRecord {
+            identity: identity(8),
+            ..here.clone()
+        };
+        assert_eq!(
+            given.applies_in(&replaced, "f"),
+            Err(NotInForce::OtherDirectory)
+        );
+        let reborn = WorkspaceRecord {
+            identity: DirectoryIdentity {
+                created_ns: Some(6),
+                ..identity(7)
+            },
+            ..here.clone()
+        };
+        assert_eq!(
+            given.applies_in(&reborn, "f"),
+            Err(NotInForce::OtherDirectory)
+        );
+        assert_eq!(
+            given.applies_in(&here, "g"),
+            Err(NotInForce::OtherWorkspaceOrConfig)
+        );
+        let elsewhere = WorkspaceRecord {
+            path: "/w/b".into(),
+            ..here.clone()
+        };
+        assert_eq!(
+            given.applies_in(&elsewhere, "f"),
+            Err(NotInForce::OtherWorkspaceOrConfig)
+        );
+        let old = base.in_workspace("/w/a", "f");
+        assert_eq!(old.applies_in(&here, "f"), Err(NotInForce::NoDirectory));
     }
 
     #[test]

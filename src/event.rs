@@ -447,11 +447,20 @@ pub struct DecidedRecord {
     /// ([`crate::Decision::always_allow`]); only on tool-call approvals.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub always_allow: bool,
-    /// For a tool call approved by another call's "always allow" in the same reply (not asked
-    /// about itself): the decision id of that allowance. `decidedAt` and `decidedBy` are the
-    /// allowance's. `None` for every other decision.
+    /// For a tool call an allowance approved without asking: the allowance's id
+    /// ([`crate::allowance::Allowance::id`]: the id of the decision that gave it for scopes
+    /// `mode` and `session`, `ws_…` for a workspace one), and `decidedBy` is then
+    /// `allowance ID (SCOPE)`. The same for a call the allowance ran later and for another
+    /// call of the same reply that the "always allow" approved with it (whose `decidedAt` is
+    /// the decision's). `None` for every other decision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_by: Option<String>,
+    /// For the approval of a tool call that gave an allowance (`alwaysAllow`): what it gave,
+    /// its `id` (what `allowedBy` names in the records of the calls it approves), `scope` and
+    /// narrowing pattern `allow` ([`crate::allowance::GivenAllowance`]). Where the session
+    /// kept the same allowance already, the one kept. `None` for every other decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowance: Option<Box<crate::allowance::GivenAllowance>>,
     /// The comments a plan's rejection made on lines of the plan with this record's `sha256`
     /// ([`crate::Decision::comment`]), each with the line it quotes; empty for every other
     /// decision.
@@ -497,6 +506,7 @@ impl DecidedRecord {
             tool_name: None,
             always_allow: false,
             allowed_by: None,
+            allowance: None,
             comments: Vec::new(),
             model: None,
             rule: None,

@@ -14,7 +14,7 @@ use self::timeout::{ApprovalTimeout, OnTimeout};
 use crate::event::ModeChangeReason;
 use crate::rules::{ResolvedPaths, Rules, Verdict};
 use crate::tool::ToolCall;
-use crate::tool::mcp::McpServer;
+use crate::tool::mcp::{McpServer, McpTransport};
 use crate::tool::{SUBMIT_PLAN, ToolSpec};
 
 /// A handle to a mode of one [`ModeGraph`]: a small copyable index, valid for the graph that
@@ -1728,9 +1728,14 @@ impl ModeGraph {
         &self.plans_dir
     }
 
-    /// A SHA-256 (hex) over what decides behaviour: each mode's id, instructions, `transitionsTo`
-    /// and `availableTools`, the default mode and the plans directory (names, descriptions and
-    /// metadata do not count). Persisted sessions carry it so a restore can tell a changed config.
+    /// A SHA-256 (hex) over what decides behaviour: each mode's id, instructions, `transitionsTo`,
+    /// `availableTools`, `requireApproval`, `onTimeout` and rules, the default mode, the plans
+    /// directory, and the MCP servers (`[[mcpServers]]`: each one's id, trust and transport,
+    /// its command, arguments and environment or its URL: what a `SERVER__TOOL` name runs).
+    /// Names, descriptions, metadata and timeouts do not count. Persisted sessions carry it so
+    /// a restore can tell a changed config, and workspace allowances are keyed by it
+    /// ([`crate::allowance`]): one given under one set of MCP servers does not apply when the
+    /// config points the same tool name at another server.
     ///
     /// # Examples
     /// ```
@@ -1823,6 +1828,39 @@ impl ModeGraph {
                     field(rule.matcher().key().unwrap_or("*").as_bytes());
                     field(rule.matcher().arg().unwrap_or("").as_bytes());
                     field(rule.matcher().pattern().unwrap_or("").as_bytes());
+                }
+            }
+        }
+        // Only a config with MCP servers adds them, so configs without keep their fingerprint.
+        if !self.mcp_servers.is_empty() {
+            field(b"?mcpServers");
+            field(&(self.mcp_servers.len() as u64).to_le_bytes());
+            for server in self.mcp_servers.iter() {
+                field(server.id().as_bytes());
+                let trust: &[u8] = if server.is_trusted() {
+                    b"trusted"
+                } else {
+                    b"untrusted"
+                };
+                field(trust);
+                match server.transport() {
+                    McpTransport::Stdio { command, args, env } => {
+                        field(b"stdio");
+                        field(command.as_bytes());
+                        field(&(args.len() as u64).to_le_bytes());
+                        for arg in args {
+                            field(arg.as_bytes());
+                        }
+                        field(&(env.len() as u64).to_le_bytes());
+                        for (key, value) in env {
+                            field(key.as_bytes());
+                            field(value.as_bytes());
+                        }
+                    }
+                    McpTransport::Http { url } => {
+                        field(b"http");
+                        field(url.as_bytes());
+                    }
                 }
             }
         }

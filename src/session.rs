@@ -1430,10 +1430,13 @@ impl Session {
     }
 
     /// Loads the workspace allowances of this session's workspace and config from the store,
-    /// keeping only those keyed by both ([`crate::allowance::Allowance::is_for`]), whatever else
-    /// the store returns. A store that fails to list them leaves none (an allowance in doubt
-    /// allows nothing) and says so in the log.
+    /// keeping only those in force here ([`crate::allowance::Allowance::applies_in`]: keyed by
+    /// both, and given in this same directory), whatever else the store returns. One kept for
+    /// this path and config but given in another directory there (deleted and made again, or
+    /// replaced), or recording none, is ignored and the log says why. A store that fails to
+    /// list them leaves none (an allowance in doubt allows nothing) and says so in the log.
     pub(crate) async fn load_workspace_allowances(&mut self) {
+        use crate::allowance::NotInForce;
         let Some(store) = self.shared.store.clone() else {
             return;
         };
@@ -1445,11 +1448,21 @@ impl Session {
                 Vec::new()
             }
         };
-        let fingerprint = self.shared.fingerprint.clone();
-        self.state.workspace_allowances = listed
-            .into_iter()
-            .filter(|a| a.is_for(&workspace, &fingerprint) && a.id == a.workspace_id())
-            .collect();
+        let fingerprint = &self.shared.fingerprint;
+        let mut kept = Vec::new();
+        for allowance in listed {
+            if allowance.id != allowance.workspace_id() {
+                continue;
+            }
+            match allowance.applies_in(&self.workspace, fingerprint) {
+                Ok(()) => kept.push(allowance),
+                Err(NotInForce::OtherWorkspaceOrConfig) => {}
+                Err(why) => {
+                    tracing::warn!(session_id = %self.id, allowance = %allowance.id, reason = %why, "workspace allowance not in force here");
+                }
+            }
+        }
+        self.state.workspace_allowances = kept;
         let mode_id = self.mode_arc();
         self.state.refresh_allowed(&mode_id);
     }

@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 /// same fields for it each time. A host on another machine sees other device numbers (even for
 /// a shared network file system) and is refused; such a host must work in its own workspace.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DirectoryIdentity {
     /// The device number (`st_dev`), on unix.

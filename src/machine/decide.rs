@@ -202,34 +202,45 @@ impl Change<'_> {
         decision: Decision,
     ) -> Result<(Arc<str>, Option<Vec<Approved>>), SessionError> {
         let decided_at = self.now_rfc3339();
-        let Some(PendingDecision::ToolCall(call)) = self.state.pending.get_mut(index) else {
+        let Some(PendingDecision::ToolCall(call)) = self.state.pending.get(index) else {
             return Err(SessionError::NotSuspended(String::new()));
         };
         let outcome = match decision.action {
             DecisionAction::Approved => DecisionOutcome::Approved,
             DecisionAction::Rejected => DecisionOutcome::Rejected,
         };
-        let record = tool_call_record(
+        let mut record = tool_call_record(
             call,
             outcome,
             decision.decided_by.clone(),
             decision.always_allow,
-            decided_at,
+            decided_at.clone(),
         );
         let tool_name = call.payload.tool_name.clone();
         let run_id = call.run_id.clone();
-        let granted = decision.always_allow.then(|| record.clone());
-        call.decided = Some(record);
-        call.feedback = decision.feedback().map(str::to_owned);
-        if let (Some(granted), Some(scope)) = (granted, decision.allowance_scope()) {
-            // A narrowed allowance approves no other waiting call: where their paths lead is
-            // the driver's to resolve, so each is asked about.
-            if decision.allow.is_none() {
-                self.state.allow_waiting(&tool_name, &granted);
-            }
-            let allowance = self.allowance(scope, &tool_name, &decision, &granted);
+        // The allowance in force once this one is kept: the one given, or the same one kept
+        // earlier. The approval's record says what it gave; the calls it approves name it.
+        let given = decision.allowance_scope().map(|scope| {
+            let allowance = self.allowance(scope, &tool_name, &decision, &record);
             let mode_id = self.mode_arc();
-            self.state.keep_allowance(allowance, &mode_id);
+            self.state.keep_allowance(allowance.clone(), &mode_id);
+            let in_force = self
+                .state
+                .all_allowances()
+                .find(|a| a.allows_as(&allowance));
+            in_force.cloned().unwrap_or(allowance)
+        });
+        record.allowance = given
+            .as_ref()
+            .map(|a| Box::new(crate::allowance::GivenAllowance::of(a)));
+        if let Some(PendingDecision::ToolCall(call)) = self.state.pending.get_mut(index) {
+            call.decided = Some(record);
+            call.feedback = decision.feedback().map(str::to_owned);
+        }
+        // A narrowed allowance approves no other waiting call: where their paths lead is the
+        // driver's to resolve, so each is asked about.
+        if let Some(given) = given.filter(|_| decision.allow.is_none()) {
+            self.state.allow_waiting(&tool_name, &given, &decided_at);
         }
         if self.state.pending.iter().any(PendingDecision::is_waiting) {
             return Ok((run_id, None));
@@ -265,7 +276,8 @@ impl Change<'_> {
 
     /// The allowance of `scope` an approval of a call of `tool` gives (`granted`: the
     /// approval's record), in the current mode: its id the decision id, or for a workspace
-    /// one the id of its workspace, config, mode, tool and pattern.
+    /// one the id of its workspace, config, mode, tool and pattern (and it keeps the identity of
+    /// the workspace directory).
     fn allowance(
         &self,
         scope: crate::allowance::AllowanceScope,
@@ -281,7 +293,7 @@ impl Change<'_> {
         allowance.decided_by = granted.decided_by.clone();
         allowance.decided_at = granted.decided_at.clone();
         if scope == crate::allowance::AllowanceScope::Workspace {
-            allowance = allowance.in_workspace(&self.workspace.path, self.config.fingerprint);
+            allowance = allowance.in_directory(self.workspace, self.config.fingerprint);
         }
         allowance
     }
@@ -352,9 +364,16 @@ impl State {
     }
 
     /// Approves every other call of `tool` that waits in the same reply, by the "always allow"
-    /// whose record is `allowance`: each gets its own record, approved, with the allowance's
-    /// time and decider and its decision id as `allowedBy`; none is asked about.
-    fn allow_waiting(&mut self, tool: &str, allowance: &DecidedRecord) {
+    /// that gave `allowance` at `decided_at`: each gets its own record, approved, at that time,
+    /// named as every call an allowance approves is (`allowedBy` the allowance's id,
+    /// `decidedBy` `allowance ID (SCOPE)`: [`crate::allowance::Allowance::decider`]); none is
+    /// asked about.
+    fn allow_waiting(
+        &mut self,
+        tool: &str,
+        allowance: &crate::allowance::Allowance,
+        decided_at: &str,
+    ) {
         let calls = self.pending.iter_mut().filter_map(|p| match p {
             PendingDecision::ToolCall(call) => Some(call),
             _ => None,
@@ -368,11 +387,11 @@ impl State {
                 let mut record = tool_call_record(
                     call,
                     DecisionOutcome::Approved,
-                    allowance.decided_by.clone(),
+                    Some(allowance.decider()),
                     false,
-                    allowance.decided_at.clone().unwrap_or_default(),
+                    decided_at.to_owned(),
                 );
-                record.allowed_by = Some(allowance.decision_id.clone());
+                record.allowed_by = Some(allowance.id.clone());
                 call.decided = Some(record);
             }
         }
@@ -551,11 +570,26 @@ mod tests {
         );
         let decided: Vec<bool> = rig.state.pending.iter().map(|p| !p.is_waiting()).collect();
         assert_eq!(decided, [true, false, true]);
+        let granting = rig.state.pending[0].decision().expect("decided");
+        assert_eq!(granting.decided_by.as_deref(), Some("al"));
+        assert_eq!(
+            granting.allowance,
+            Some(Box::new(GivenAllowance {
+                id: "decision_1".to_owned(),
+                scope: AllowanceScope::Mode,
+                allow: None,
+            }))
+        );
         let allowed = rig.state.pending[2].decision().expect("decided");
         assert_eq!(allowed.outcome, Some(DecisionOutcome::Approved));
-        assert_eq!(allowed.decided_by.as_deref(), Some("al"));
+        // Named as a call the allowance runs later is: by the allowance.
+        assert_eq!(
+            allowed.decided_by.as_deref(),
+            Some("allowance decision_1 (mode)")
+        );
         assert_eq!(allowed.decided_at.as_deref(), Some("2026-12-01T18:00:01Z"));
         assert_eq!(allowed.allowed_by.as_deref(), Some("decision_1"));
+        assert_eq!(allowed.allowance, None, "it gave nothing");
         assert_eq!(allowed.tool_name.as_deref(), Some("write_file"));
         assert_eq!(
             allowed.sha256.as_deref(),
@@ -611,7 +645,7 @@ mod tests {
         }
     }
 
-    use crate::allowance::{AllowancePattern, AllowanceScope};
+    use crate::allowance::{AllowancePattern, AllowanceScope, GivenAllowance};
 
     #[test]
     fn a_mode_allowance_ends_with_the_mode_and_a_session_one_comes_back_with_it() {
@@ -653,6 +687,16 @@ mod tests {
         assert!(rig.state.pending[1].is_waiting());
         assert!(allowed_by(&ruling_of_write(&rig, "src/a.rs")).is_some());
         assert!(allowed_by(&ruling_of_write(&rig, ".env")).is_none());
+        // The approval's record keeps the scope and the pattern it gave.
+        let granting = rig.state.pending[0].decision().expect("decided");
+        assert_eq!(
+            granting.allowance,
+            Some(Box::new(GivenAllowance {
+                id: "decision_1".to_owned(),
+                scope: AllowanceScope::Session,
+                allow: Some(AllowancePattern::path("src/**")),
+            }))
+        );
         assert!(
             rig.state.always_allowed.is_empty(),
             "not the whole tool: {:?}",
@@ -688,6 +732,68 @@ mod tests {
         let again = kept.clone();
         assert!(!rig.state.keep_allowance(again, "build"));
         assert_eq!(rig.state.workspace_allowances.len(), 1);
+    }
+
+    /// Review findings 4, 9 and 10: a workspace allowance keeps the identity of the workspace
+    /// directory; the approval's record says what it gave (its `ws_` id and scope); the other
+    /// call it approves in the reply names it by that id, as a call it runs later does, not by
+    /// the decision's id.
+    #[test]
+    fn a_workspace_allowance_keeps_its_directory_and_is_named_by_its_own_id() {
+        let mut rig = Rig::new();
+        rig.workspace.identity.inode = Some(7);
+        waiting(&mut rig, &["write_file", "write_file"]);
+        let workspace = Decision::approve().scope(AllowanceScope::Workspace);
+        decide(&mut rig, 0, workspace.decided_by("al"));
+        let [kept] = rig.state.workspace_allowances.as_slice() else {
+            panic!("one: {:?}", rig.state.workspace_allowances);
+        };
+        assert_eq!(
+            kept.workspace_identity.as_ref(),
+            Some(&rig.workspace.identity)
+        );
+        assert!(kept.id.starts_with("ws_"), "{}", kept.id);
+        let granting = rig.state.history[0].clone();
+        assert_eq!(granting.decision_id, "decision_1");
+        assert_eq!(granting.decided_by.as_deref(), Some("al"));
+        assert_eq!(
+            granting.allowance,
+            Some(Box::new(GivenAllowance {
+                id: kept.id.clone(),
+                scope: AllowanceScope::Workspace,
+                allow: None,
+            }))
+        );
+        let sibling = &rig.state.history[1];
+        assert_eq!(sibling.tool_call_id, "c1");
+        assert_eq!(sibling.allowed_by.as_deref(), Some(kept.id.as_str()));
+        assert_eq!(
+            sibling.decided_by.as_deref(),
+            Some(format!("allowance {} (workspace)", kept.id).as_str())
+        );
+    }
+
+    /// The same allowance given twice is kept once, and the second approval's record names the
+    /// one in force (the first decision's), not an allowance that was never kept.
+    #[test]
+    fn an_allowance_given_again_names_the_one_kept() {
+        let mut rig = Rig::new();
+        waiting(&mut rig, &["write_file", "write_file"]);
+        let narrowed = || {
+            Decision::approve()
+                .scope(AllowanceScope::Session)
+                .allow_only(AllowancePattern::path("src/**"))
+        };
+        decide(&mut rig, 0, narrowed());
+        rig.now_ms += 1_000;
+        decide(&mut rig, 1, narrowed());
+        assert_eq!(rig.state.allowances.len(), 1);
+        let second = rig.state.history[1].clone();
+        assert_eq!(second.decision_id, "decision_2");
+        assert_eq!(
+            second.allowance.map(|a| a.id),
+            Some("decision_1".to_owned())
+        );
     }
 
     #[test]

@@ -224,6 +224,9 @@ pub(crate) enum Abort {
         waiting: Vec<usize>,
         /// The call cut off while it ran, if any.
         running: Option<usize>,
+        /// When an allowance let the call at `running` run: the allowance, and the sha256 of
+        /// the call's canonical arguments, for its audit record.
+        allowed: Option<(Box<crate::allowance::Allowance>, String)>,
     },
 }
 
@@ -1009,6 +1012,7 @@ mod tests {
             next: 3,
             waiting: vec![1],
             running: Some(2),
+            allowed: None,
         };
         rig.handle(Input::Abort(abort)).expect("aborts");
         assert_eq!(
@@ -1031,6 +1035,60 @@ mod tests {
                 NOT_STARTED_RESULT
             ]
         );
+        assert_eq!(rig.state.run, Some((run, RunState::Aborted)));
+    }
+
+    /// Review finding 11: a call an allowance let run, cancelled while it runs, gets the
+    /// allowance's audit record (approved, `allowedBy`, `decidedBy`) with its cancelled result,
+    /// as it would had it finished; the calls around it are answered as before.
+    #[test]
+    fn a_call_an_allowance_ran_keeps_its_record_when_the_run_is_cancelled() {
+        use crate::allowance::{Allowance, AllowanceScope};
+        let mut rig = Rig::new();
+        rig.state.mode = rig.mode("build");
+        let run = rig.start("hi");
+        let calls = vec![
+            call("c1", "read_file", json!({})),
+            call("w1", "write_file", json!({})),
+            call("c2", "read_file", json!({})),
+        ];
+        rig.reply(&run, "", calls);
+        rig.result(&run, "c1", "one");
+        rig.take_kinds();
+        let allowance =
+            Allowance::new(AllowanceScope::Session, "decision_7", "build", "write_file");
+        let counted = rig.state.decisions;
+        let before = rig.state.history.len();
+        let abort = Abort::ToolCalls {
+            run_id: run.clone(),
+            at: 1,
+            next: 2,
+            waiting: vec![],
+            running: Some(1),
+            allowed: Some((Box::new(allowance), "sha".to_owned())),
+        };
+        rig.handle(Input::Abort(abort)).expect("aborts");
+        assert_eq!(
+            rig.take_kinds(),
+            ["tool_end", "tool_start", "tool_end", "agent_end"]
+        );
+        let results: Vec<String> = rig.results().into_iter().map(|r| r.1).collect();
+        assert_eq!(results, ["one", CANCELLED_RESULT, NOT_STARTED_RESULT]);
+        assert_eq!(
+            rig.state.history.len(),
+            before + 1,
+            "one record: the allowed call's"
+        );
+        let record = rig.state.history.last().expect("a record");
+        assert_eq!(record.tool_call_id, "w1");
+        assert_eq!(record.outcome, Some(DecisionOutcome::Approved));
+        assert_eq!(record.allowed_by.as_deref(), Some("decision_7"));
+        assert_eq!(
+            record.decided_by.as_deref(),
+            Some("allowance decision_7 (session)")
+        );
+        assert_eq!(record.sha256.as_deref(), Some("sha"));
+        assert_eq!(rig.state.decisions, counted + 1);
         assert_eq!(rig.state.run, Some((run, RunState::Aborted)));
     }
 

@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use crate::allowance::Allowance;
 use crate::event::{
     CancelReason, DecisionOutcome, Event, RunState, SuspendPayload, Suspension, ToolCallPayload,
 };
@@ -176,14 +177,17 @@ impl Change<'_> {
                 next,
                 waiting,
                 running,
-            } => self.abort_tool_calls(&run_id, at, next, &waiting, running),
+                allowed,
+            } => self.abort_tool_calls(&run_id, at, next, &waiting, running, allowed),
         }
     }
 
     /// Ends the run as aborted while it runs the calls of the assistant message at `at`, the
-    /// calls before `next` started (the one at `running` cut off, if any): each call without
-    /// a result gets one, in the order of the calls. One that waited for approval is not
-    /// approved; the cut-off one is cancelled; those from `next` on never started (with their
+    /// calls before `next` started (the one at `running` cut off, if any, with the allowance
+    /// that let it run and its arguments' sha256): each call without a result gets one, in the
+    /// order of the calls. One that waited for approval is not approved; the cut-off one is
+    /// cancelled (with the audit record of the allowance that approved it, if one did: every
+    /// call an allowance let run has one); those from `next` on never started (with their
     /// `tool_start`, as calls skipped by a suspension are reported).
     fn abort_tool_calls(
         &mut self,
@@ -192,6 +196,7 @@ impl Change<'_> {
         next: usize,
         waiting: &[usize],
         running: Option<usize>,
+        mut allowed: Option<(Box<Allowance>, String)>,
     ) {
         let mut index = 0;
         while let Some(call) = self.state.tool_call(at, index) {
@@ -206,8 +211,13 @@ impl Change<'_> {
             } else {
                 None
             };
-            if let Some(text) = result {
-                self.finish_tool(run_id, &id, &name, ToolOutput::error(text), None);
+            let output = result.map(ToolOutput::error);
+            match (output, allowed.take_if(|_| running == Some(index))) {
+                (Some(output), Some((allowance, args_sha256))) => {
+                    self.finish_allowed_tool(run_id, &id, &name, args_sha256, output, &allowance);
+                }
+                (Some(output), None) => self.finish_tool(run_id, &id, &name, output, None),
+                (None, _) => {}
             }
             index += 1;
         }

@@ -112,17 +112,11 @@ impl State {
     /// loaded ones, the others in the session's; one that allows what a kept one of the same
     /// scope allows already is not kept twice. Returns whether it was new.
     pub(crate) fn keep_allowance(&mut self, allowance: Allowance, mode_id: &str) -> bool {
-        let same = |a: &Allowance| {
-            a.scope == allowance.scope
-                && a.mode_id == allowance.mode_id
-                && a.tool_name == allowance.tool_name
-                && a.pattern == allowance.pattern
-        };
         let kept = match allowance.scope {
             AllowanceScope::Workspace => &mut self.workspace_allowances,
             AllowanceScope::Mode | AllowanceScope::Session => &mut self.allowances,
         };
-        let new = !kept.iter().any(same);
+        let new = !kept.iter().any(|a| a.allows_as(&allowance));
         if new {
             kept.push(allowance);
         }

@@ -456,6 +456,7 @@ impl Session {
                     next,
                     waiting: waiting.iter().map(|(i, _)| *i).collect(),
                     running: None,
+                    allowed: None,
                 };
                 return self.abort_run(abort).await.map(Some);
             }
@@ -562,6 +563,9 @@ impl Session {
                     next,
                     waiting: waiting.iter().map(|(i, _)| *i).collect(),
                     running: Some(next - 1),
+                    // Cancelled while it ran: the record of the allowance that let it run.
+                    allowed: allowance
+                        .map(|a| (a, args.map(crate::jcs::sha256).unwrap_or_default())),
                 };
                 return self.abort_run(abort).await.map(Some);
             };

@@ -825,3 +825,266 @@ async fn a_workspace_allowance_whose_decision_is_not_saved_is_never_kept() {
     assert!(session.pending()[0].is_waiting(), "nothing changed");
     assert!(!ws.path().join("a.txt").exists());
 }
+
+fn workspace_scope() -> Decision {
+    Decision::approve()
+        .always_allow()
+        .scope(AllowanceScope::Workspace)
+}
+
+/// Review finding 4: a workspace allowance was keyed by the path text of the workspace, so a
+/// directory deleted and made again at the same path (another clone, another project) ran its
+/// calls unasked. It keeps the directory's identity, as sessions do: in another directory at
+/// the path it does not apply (the store still lists it, to be revoked), and given again there
+/// it replaces the old one.
+#[tokio::test]
+async fn a_workspace_allowance_does_not_apply_in_another_directory_at_the_same_path() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = file_store(&dir);
+    let ws = Workspace::new();
+    let (mut first, outcome, _server) = one_write(&ws, Some(store.clone()), CONFIG, "a.txt").await;
+    assert!(waits(&outcome));
+    first
+        .decide("decision_1", workspace_scope())
+        .await
+        .expect("decide");
+    let kept = store.list_workspace_allowances(None).await.expect("listed");
+    let [given] = kept.as_slice() else {
+        panic!("one workspace allowance: {kept:?}");
+    };
+    assert!(given.workspace_identity.is_some(), "{given:?}");
+    let (_same, outcome, _server) = one_write(&ws, Some(store.clone()), CONFIG, "b.txt").await;
+    assert!(!waits(&outcome), "the same directory: {outcome:?}");
+
+    // Another directory at the same path: the old one moved aside (so its inode stays in use),
+    // a new one made in its place.
+    let canonical = std::fs::canonicalize(ws.path()).expect("canonical");
+    let aside = ws.path().with_extension("aside");
+    std::fs::rename(ws.path(), &aside).expect("move aside");
+    std::fs::create_dir(ws.path()).expect("a new directory at the same path");
+    let (mut other, outcome, _server) = one_write(&ws, Some(store.clone()), CONFIG, "c.txt").await;
+    assert!(
+        waits(&outcome),
+        "another directory at the path: {outcome:?}"
+    );
+    assert!(other.allowances().is_empty(), "{:?}", other.allowances());
+    assert!(!ws.path().join("c.txt").exists());
+    let listed = store
+        .list_workspace_allowances(Some(&canonical))
+        .await
+        .expect("listed");
+    assert_eq!(listed, kept, "still listed for the path, to be revoked");
+
+    // Given again in the new directory: it replaces the old one, and applies here.
+    other
+        .decide("decision_1", workspace_scope())
+        .await
+        .expect("decide");
+    let now = store.list_workspace_allowances(None).await.expect("listed");
+    let [again] = now.as_slice() else {
+        panic!("one workspace allowance: {now:?}");
+    };
+    assert_eq!(again.id, given.id);
+    assert_ne!(again.workspace_identity, given.workspace_identity);
+    let (_next, outcome, _server) = one_write(&ws, Some(store.clone()), CONFIG, "d.txt").await;
+    assert!(!waits(&outcome), "given again here: {outcome:?}");
+    std::fs::remove_dir_all(&aside).expect("remove the old directory");
+}
+
+/// Review finding 5: the config fingerprint left out the MCP servers, so an allowance given
+/// while a tool name ran on one server applied when the config pointed it at another. Every
+/// part of a server that decides what its tools do is in the fingerprint.
+#[tokio::test]
+async fn a_workspace_allowance_does_not_apply_when_the_config_names_other_mcp_servers() {
+    let servers =
+        |command: &str| format!("[[mcpServers]]\nid = \"gh\"\ncommand = \"{command}\"\n{CONFIG}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = file_store(&dir);
+    let ws = Workspace::new();
+    let given_under = servers("gh-mcp");
+    let (mut first, outcome, _server) =
+        one_write(&ws, Some(store.clone()), &given_under, "a.txt").await;
+    assert!(waits(&outcome));
+    first
+        .decide("decision_1", workspace_scope())
+        .await
+        .expect("decide");
+    let (_same, outcome, _server) =
+        one_write(&ws, Some(store.clone()), &given_under, "b.txt").await;
+    assert!(!waits(&outcome), "the same servers: {outcome:?}");
+    for other in [servers("evil-mcp"), CONFIG.to_owned()] {
+        let (_other, outcome, _server) = one_write(&ws, Some(store.clone()), &other, "c.txt").await;
+        assert!(waits(&outcome), "other servers: {outcome:?}");
+    }
+    assert!(!ws.path().join("c.txt").exists());
+}
+
+/// Review findings 9 and 10: the approval that gave an allowance did not record its scope and
+/// pattern, and another call of the reply it approved named the decision, not the allowance
+/// (`ws_…` for a workspace one). The approval's record keeps `allowance` (`id`, `scope`,
+/// `allow`), and every call the allowance approves names it as a later call does.
+#[tokio::test]
+async fn the_approval_records_what_it_gave_and_the_calls_it_approves_name_the_allowance() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = file_store(&dir);
+    let ws = Workspace::new();
+    let script = vec![
+        calls([write("call_1", "a.txt"), write("call_2", "b.txt")]),
+        text("done"),
+    ];
+    let (_server, controller) = controller(&ws, Some(store.clone()), CONFIG, script).await;
+    let mut session = controller
+        .start_session(agent_controller::SessionOptions::new())
+        .await
+        .expect("session");
+    let outcome = session.send_message("write").await.expect("run");
+    assert!(waits(&outcome));
+    session
+        .decide("decision_1", workspace_scope().decided_by("ana"))
+        .await
+        .expect("decide");
+    let allowances = session.allowances();
+    let [allowance] = allowances.as_slice() else {
+        panic!("one allowance: {allowances:?}");
+    };
+    assert!(allowance.id.starts_with("ws_"), "{}", allowance.id);
+    let history = session.decision_history();
+    let record = |call: &str| {
+        history
+            .iter()
+            .find(|d| d.tool_call_id == call)
+            .unwrap_or_else(|| panic!("a record of {call}: {history:?}"))
+    };
+    let granting = serde_json::to_value(record("call_1")).expect("json");
+    assert_eq!(
+        granting["allowance"],
+        json!({ "id": allowance.id, "scope": "workspace" })
+    );
+    assert_eq!(granting["decidedBy"], "ana");
+    let sibling = record("call_2");
+    assert_eq!(sibling.allowed_by.as_deref(), Some(allowance.id.as_str()));
+    assert_eq!(
+        sibling.decided_by.as_deref(),
+        Some(format!("allowance {} (workspace)", allowance.id).as_str())
+    );
+    assert_eq!(sibling.allowance, None);
+    assert!(ws.path().join("b.txt").exists());
+
+    // A narrowed one keeps its pattern.
+    let (mut narrowed, outcome, _server) = one_write(&ws, None, CONFIG, "src/a.txt").await;
+    assert!(waits(&outcome));
+    let decision = Decision::approve()
+        .always_allow()
+        .scope(AllowanceScope::Session)
+        .allow_only(AllowancePattern::path("src/**"));
+    narrowed
+        .decide("decision_1", decision)
+        .await
+        .expect("decide");
+    let given = narrowed.decision_history()[0].allowance.clone().map(|g| *g);
+    assert_eq!(
+        given,
+        Some(agent_controller::allowance::GivenAllowance {
+            id: "decision_1".to_owned(),
+            scope: AllowanceScope::Session,
+            allow: Some(AllowancePattern::path("src/**")),
+        })
+    );
+}
+
+/// A tool `slow` that returns at once, or with `{"wait": true}` waits until the run is
+/// cancelled (after telling `started`).
+struct Slow {
+    started: Arc<tokio::sync::Notify>,
+}
+
+#[async_trait::async_trait]
+impl agent_controller::tool::Tool for Slow {
+    fn name(&self) -> &str {
+        "slow"
+    }
+    fn description(&self) -> String {
+        "Waits when asked to.".to_owned()
+    }
+    fn input_schema(&self) -> serde_json::Value {
+        json!({ "type": "object", "properties": { "wait": { "type": "boolean" } } })
+    }
+    async fn execute(
+        &self,
+        args: &serde_json::Value,
+        _: &agent_controller::tool::ToolContext<'_>,
+    ) -> agent_controller::tool::ToolOutput {
+        if args["wait"] == json!(true) {
+            self.started.notify_one();
+            std::future::pending::<()>().await;
+        }
+        agent_controller::tool::ToolOutput::ok("done")
+    }
+}
+
+/// Review finding 11: a call an allowance ran that was cancelled while it ran (the host's
+/// abort) got no audit record. It gets the allowance's, as a call it ran to the end does.
+#[tokio::test]
+async fn a_call_an_allowance_ran_that_is_cancelled_has_its_record() {
+    let ws = Workspace::new();
+    let started = Arc::new(tokio::sync::Notify::new());
+    let script = vec![
+        calls([call("call_1", "slow", r#"{"wait": false}"#)]),
+        text("done"),
+        calls([call("call_2", "slow", r#"{"wait": true}"#)]),
+    ];
+    let server = ScriptedServer::start(script).await;
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(Arc::new(Slow {
+            started: started.clone(),
+        }))
+        .expect("registers");
+    let graph = config::parse(
+        "[[modes]]\nid = \"build\"\ndefault = true\navailableTools = [\"slow\"]\nrequireApproval = [\"slow\"]\n",
+        "modes.toml",
+    )
+    .expect("config");
+    let controller = AgentController::builder(graph, Arc::new(server.model()))
+        .tools(tools)
+        .workspace(ws.path())
+        .build()
+        .expect("controller");
+    let mut session = controller
+        .start_session(agent_controller::SessionOptions::new())
+        .await
+        .expect("session");
+    assert!(waits(&session.send_message("one").await.expect("run")));
+    let decision = Decision::approve()
+        .always_allow()
+        .scope(AllowanceScope::Session);
+    session
+        .decide("decision_1", decision)
+        .await
+        .expect("decide");
+    let handle = session.cancel_handle();
+    let (outcome, cancelled) = tokio::join!(session.send_message("two"), async move {
+        started.notified().await;
+        handle.cancel()
+    });
+    assert!(cancelled);
+    assert!(
+        matches!(outcome, Ok(RunOutcome::Aborted { .. })),
+        "{outcome:?}"
+    );
+    let record = session
+        .decision_history()
+        .iter()
+        .find(|d| d.tool_call_id == "call_2")
+        .cloned()
+        .expect("a record of the cancelled call the allowance ran");
+    assert_eq!(record.allowed_by.as_deref(), Some("decision_1"));
+    assert_eq!(
+        record.decided_by.as_deref(),
+        Some("allowance decision_1 (session)")
+    );
+    assert_eq!(
+        record.outcome,
+        Some(agent_controller::event::DecisionOutcome::Approved)
+    );
+}

@@ -507,6 +507,7 @@ fn decided_records_validate_and_unknown_fields_do_not() {
         tool_name: None,
         always_allow: false,
         allowed_by: None,
+        allowance: None,
         comments: Vec::new(),
         model: None,
         rule: None,

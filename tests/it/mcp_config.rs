@@ -298,3 +298,41 @@ fn verify_runs_an_mcp_config_with_its_tools_stubbed_or_absent() {
         );
     }
 }
+
+/// Review finding 5: the config fingerprint, which keys workspace allowances, left out the MCP
+/// servers. Each part of a server that decides what its tools do (id, command, arguments,
+/// environment, URL, trust) changes it now; the timeout does not, and a config without servers
+/// is not one with them.
+#[test]
+fn the_fingerprint_counts_what_decides_what_an_mcp_tool_runs() {
+    let modes = "[[modes]]\nid = \"build\"\ndefault = true\n";
+    let fingerprint = |servers: &str| {
+        config::parse(&format!("{servers}{modes}"), "modes.toml")
+            .expect("valid")
+            .fingerprint()
+    };
+    let base = fingerprint(SERVERS);
+    assert_eq!(base, fingerprint(SERVERS), "the same config");
+    assert_eq!(
+        base,
+        fingerprint(&SERVERS.replace("timeout = \"30s\"", "timeout = \"45s\"")),
+        "a timeout decides no tool"
+    );
+    let changed = [
+        SERVERS.replace("command = \"npx\"", "command = \"evil\""),
+        SERVERS.replace("\".\"]", "\"/\"]"),
+        SERVERS.replace("\"production\"", "\"development\""),
+        SERVERS.replace("NODE_ENV", "NODE_OPTIONS"),
+        SERVERS.replace("127.0.0.1:8000", "127.0.0.1:8001"),
+        SERVERS.replace("trusted = true", "trusted = false"),
+        SERVERS.replace("id = \"docs\"", "id = \"web\""),
+        SERVERS[..SERVERS
+            .find("[[mcpServers]]\nid = \"docs\"")
+            .expect("second")]
+            .to_owned(),
+        String::new(),
+    ];
+    for (k, servers) in changed.iter().enumerate() {
+        assert_ne!(base, fingerprint(servers), "change {k}: {servers}");
+    }
+}

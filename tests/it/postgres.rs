@@ -990,6 +990,7 @@ fn waiting_calls(id: &str, version: u64, calls: &[&str], decided: usize) -> Sess
                     comments: Vec::new(),
                     model: None,
                     allowed_by: None,
+                    allowance: None,
                     rule: None,
                 }),
                 feedback: None,
