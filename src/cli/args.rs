@@ -344,6 +344,8 @@ fn parse_stub(value: &str) -> Result<StubSpec, String> {
 }
 
 #[derive(Debug, Args)]
+// The `--allow-*` patterns: at most one of them narrows an allowance.
+#[command(group(clap::ArgGroup::new("allow_pattern").args(["allow_path", "allow_glob", "allow_regex"])))]
 pub(crate) struct DecideArgs {
     /// The store: a directory, `sqlite:FILE`, or `postgres://USER@HOST:PORT/DB`.
     #[arg(long, value_parser = parse_store)]
@@ -370,12 +372,7 @@ pub(crate) struct DecideArgs {
     /// With --always: allow only the calls whose path argument (`path`, or the one --allow-arg
     /// names), as the workspace jail resolves it, fits this glob (`src/**`), as an `allow`
     /// rule's `path` matches.
-    #[arg(
-        long,
-        value_name = "GLOB",
-        requires = "always",
-        group = "allow_pattern"
-    )]
+    #[arg(long, value_name = "GLOB", requires = "always")]
     pub(crate) allow_path: Option<String>,
     /// With --always and --allow-glob, --allow-regex or --allow-path: the argument the pattern
     /// reads, one the tool's input schema declares.
@@ -389,21 +386,11 @@ pub(crate) struct DecideArgs {
     /// With --always and --allow-arg: allow only the calls whose argument, its canonical value
     /// whole, fits this glob (`git *`), as an `allow` rule's `glob` matches (never a value of
     /// several lines). A glob on `path` is refused: use --allow-path.
-    #[arg(
-        long,
-        value_name = "GLOB",
-        requires = "allow_arg",
-        group = "allow_pattern"
-    )]
+    #[arg(long, value_name = "GLOB", requires = "allow_arg")]
     pub(crate) allow_glob: Option<String>,
     /// With --always and --allow-arg: allow only the calls whose argument, its canonical value
     /// whole, matches this regex, as an `allow` rule's `regex` matches.
-    #[arg(
-        long,
-        value_name = "REGEX",
-        requires = "allow_arg",
-        group = "allow_pattern"
-    )]
+    #[arg(long, value_name = "REGEX", requires = "allow_arg")]
     pub(crate) allow_regex: Option<String>,
     #[command(flatten)]
     pub(crate) common: SessionArgs,
