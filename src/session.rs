@@ -167,14 +167,18 @@ impl Shared {
     }
 }
 
-/// The allowances of a record from before `allowances`: each tool of its `alwaysAllowed`, of
-/// scope `mode` in the record's mode `mode_id`, with the id of the decision that allowed it
-/// where the history shows it.
-fn legacy_allowances(
+/// The session's own allowances a record keeps: its `allowances`; for a record from before
+/// them (`allowances` empty), each tool of its `alwaysAllowed`, of scope `mode` in the record's
+/// mode `mode_id`, with the id of the decision that allowed it where the history shows it.
+fn recorded_allowances(
+    allowances: Vec<crate::allowance::Allowance>,
     tools: &[String],
     history: &[DecidedRecord],
     mode_id: &str,
 ) -> Vec<crate::allowance::Allowance> {
+    if !allowances.is_empty() {
+        return allowances;
+    }
     tools
         .iter()
         .map(|tool| {
@@ -894,11 +898,12 @@ impl Session {
         } else {
             record.history
         };
-        let allowances = if record.allowances.is_empty() {
-            legacy_allowances(&record.always_allowed, &history, &record.mode_id)
-        } else {
-            record.allowances
-        };
+        let allowances = recorded_allowances(
+            record.allowances,
+            &record.always_allowed,
+            &history,
+            &record.mode_id,
+        );
         let mut session = Self {
             id: Arc::from(record.session_id),
             state: State {
@@ -1436,7 +1441,6 @@ impl Session {
     /// replaced), or recording none, is ignored and the log says why. A store that fails to
     /// list them leaves none (an allowance in doubt allows nothing) and says so in the log.
     pub(crate) async fn load_workspace_allowances(&mut self) {
-        use crate::allowance::NotInForce;
         let Some(store) = self.shared.store.clone() else {
             return;
         };
@@ -1448,21 +1452,8 @@ impl Session {
                 Vec::new()
             }
         };
-        let fingerprint = &self.shared.fingerprint;
-        let mut kept = Vec::new();
-        for allowance in listed {
-            if allowance.id != allowance.workspace_id() {
-                continue;
-            }
-            match allowance.applies_in(&self.workspace, fingerprint) {
-                Ok(()) => kept.push(allowance),
-                Err(NotInForce::OtherWorkspaceOrConfig) => {}
-                Err(why) => {
-                    tracing::warn!(session_id = %self.id, allowance = %allowance.id, reason = %why, "workspace allowance not in force here");
-                }
-            }
-        }
-        self.state.workspace_allowances = kept;
+        self.state.workspace_allowances =
+            keyed_by(listed, &self.workspace, &self.shared.fingerprint, &self.id);
         let mode_id = self.mode_arc();
         self.state.refresh_allowed(&mode_id);
     }
@@ -2391,6 +2382,107 @@ impl Session {
         self.handle(Input::ManualSwitch(target)).await?;
         Ok(true)
     }
+}
+
+/// Of the workspace allowances a store listed, those in force in `workspace` under the config
+/// `fingerprint` ([`Allowance::applies_in`](crate::allowance::Allowance::applies_in): keyed by
+/// both and given in this same directory), whose id is the one what they allow gives them,
+/// whatever else the store returned. One kept for this path and config but given in another
+/// directory there (deleted and made again, or replaced), or recording none, is left out and
+/// the log says why (for session `session_id`).
+fn keyed_by(
+    listed: Vec<crate::allowance::Allowance>,
+    workspace: &WorkspaceRecord,
+    fingerprint: &str,
+    session_id: &str,
+) -> Vec<crate::allowance::Allowance> {
+    use crate::allowance::NotInForce;
+    let mut kept = Vec::new();
+    for allowance in listed {
+        if allowance.id != allowance.workspace_id() {
+            continue;
+        }
+        match allowance.applies_in(workspace, fingerprint) {
+            Ok(()) => kept.push(allowance),
+            Err(NotInForce::OtherWorkspaceOrConfig) => {}
+            Err(why) => {
+                tracing::warn!(session_id, allowance = %allowance.id, reason = %why, "workspace allowance not in force here");
+            }
+        }
+    }
+    kept
+}
+
+/// The allowances a stored session keeps, as [`Session::allowances`] lists them once it is
+/// restored, read from `store` alone (no config, no restore; `pending` and `allowances list
+/// --session` show them): those its decisions gave (scopes `mode` and `session`), then the
+/// workspace allowances `store` keeps for the workspace and config `record` names. Those in
+/// force are those of the record's mode (an allowance applies in its
+/// [`Allowance::mode_id`](crate::allowance::Allowance::mode_id) only).
+///
+/// # Errors
+/// The store's error when it cannot list the workspace allowances.
+///
+/// # Examples
+/// ```
+/// # use std::sync::Arc;
+/// # use agent_controller::{AgentController, Decision, MemoryStore, RunOutcome, SessionOptions, SessionStore, ToolRegistry};
+/// # use agent_controller::model::scripted::ReplayModel;
+/// use agent_controller::allowance::AllowanceScope;
+/// use agent_controller::session::stored_allowances;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let workspace = tempfile::tempdir()?;
+/// # let graph = agent_controller::config::parse(
+/// #     "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n",
+/// #     "modes.toml",
+/// # )?;
+/// # let model = ReplayModel::new([
+/// #     ReplayModel::call("call_1", "write_file", serde_json::json!({ "path": "a.txt", "content": "hi" })),
+/// #     ReplayModel::text("Wrote a.txt."),
+/// # ]);
+/// let store = Arc::new(MemoryStore::new());
+/// # let controller = AgentController::builder(graph, Arc::new(model))
+/// #     .tools(ToolRegistry::with_workspace_tools())
+/// #     .workspace(workspace.path())
+/// #     .store(store.clone())
+/// #     .build()?;
+/// # let mut session = controller.start_session(SessionOptions::new()).await?;
+/// # let RunOutcome::ToolCallsSuspended { tool_calls, .. } = session.send_message("Write a.txt").await? else { unreachable!() };
+/// let decision = Decision::approve().always_allow().scope(AllowanceScope::Session);
+/// session.decide(tool_calls[0].decision_id(), decision).await?;
+/// let record = store.load(session.id()).await?.expect("saved");
+/// assert_eq!(stored_allowances(&*store, &record).await?, session.allowances());
+/// # Ok(())
+/// # }
+/// ```
+pub async fn stored_allowances(
+    store: &dyn SessionStore,
+    record: &SessionRecord,
+) -> Result<Vec<crate::allowance::Allowance>, StoreError> {
+    let history: &[DecidedRecord] = if record.history.is_empty() {
+        record.last_decided.as_slice()
+    } else {
+        &record.history
+    };
+    let mut kept = recorded_allowances(
+        record.allowances.clone(),
+        &record.always_allowed,
+        history,
+        &record.mode_id,
+    );
+    if let Some(workspace) = &record.workspace {
+        let listed = store
+            .list_workspace_allowances(Some(&workspace.path))
+            .await?;
+        kept.extend(keyed_by(
+            listed,
+            workspace,
+            &record.config_fingerprint,
+            &record.session_id,
+        ));
+    }
+    Ok(kept)
 }
 
 /// Checks that `dir` (a controller's workspace) is the workspace session `session_id`

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use agent_controller::allowance::AllowanceScope;
+use agent_controller::allowance::{AllowancePattern, AllowanceScope};
 use agent_controller::comment::PlanComment;
 use agent_controller::diagram::DiagramFormat;
 use agent_controller::model::ModelSpec;
@@ -161,7 +161,9 @@ pub(crate) enum Command {
     Run(RunArgs),
     /// List the plans and the tool calls waiting for a decision in a session store (a tool call
     /// with its tool, every argument on one line, neutralized, the values sharing 200 characters
-    /// and a longer value cut in its middle, its argsSha256 and the tools the session always allows), then the interrupted runs (a
+    /// and a longer value cut in its middle, its argsSha256 and the tools the session always
+    /// allows), each entry with the allowances in force for its session (`allowances in force:`,
+    /// `allowancesInForce` with --json), then the interrupted runs (a
     /// run whose process stopped and whose lease ended: `continue` carries it on). A stored
     /// record that cannot be read is not listed: it is a `warning:` line on stderr, and the exit
     /// status is 6.
@@ -193,8 +195,10 @@ pub(crate) enum Command {
     /// Switch a stored session to another mode by hand, in a fresh process: leave planning
     /// without approving. A plan pending a decision, and tool calls waiting for approval, count
     /// as not approved, and the model is told so (and of the switch) when the session next
-    /// runs; the tools a decision always allowed are allowed no longer. Switching to the mode
-    /// the session is in changes nothing (exit 0); an unknown mode is refused (exit 2).
+    /// runs. Of the allowances a decision gave (`allowances list --session`), those of scope
+    /// `mode` end; those of scope `session` stop applying and apply again when the session
+    /// returns to their mode; workspace ones stay. Switching to the mode the session is in
+    /// changes nothing (exit 0); an unknown mode is refused (exit 2).
     #[command(after_help = EXIT_STATUS_HELP)]
     Switch(SwitchArgs),
     /// Property-test a mode config with the built-in tools (and the tools --tool stubs): report
@@ -212,7 +216,9 @@ pub(crate) enum Command {
     Acp(AcpArgs),
     /// List or revoke the workspace allowances a session store keeps (`decide --always --scope
     /// workspace`, `a workspace` at the prompt): each lets a tool's calls run without asking in
-    /// every session of the store in its workspace, under its config, in its mode.
+    /// every session of the store in its workspace, under its config, in its mode. With
+    /// --session, those of one session instead: what its decisions gave (scopes `mode` and
+    /// `session`) and the workspace ones it applies.
     #[command(subcommand)]
     Allowances(AllowancesCommand),
 }
@@ -220,25 +226,46 @@ pub(crate) enum Command {
 #[derive(Debug, Subcommand)]
 pub(crate) enum AllowancesCommand {
     /// Print the workspace allowances of the store, oldest first, one a line: id, mode, tool and
-    /// pattern, workspace, who gave it and when (`--json`: one JSON object a line).
+    /// pattern, workspace, who gave it and when (`--json`: one JSON object a line). With
+    /// --session: the allowances of that session, its own (scopes `mode` and `session`) first,
+    /// each with its scope and whether it is in force (it applies in its mode only), and
+    /// `inForce` with --json.
     List {
         /// The store: a directory, `sqlite:FILE`, or `postgres://USER@HOST:PORT/DB`.
         #[arg(long, value_parser = parse_store)]
         store: String,
         /// Only those of this workspace (resolved to its canonical path).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "session")]
         workspace: Option<PathBuf>,
+        /// The allowances of this session (its id, or a unique prefix of 8 or more characters).
+        #[arg(long, value_name = "SESSION")]
+        session: Option<String>,
         /// Print one JSON object per line.
         #[arg(long)]
         json: bool,
     },
     /// Revoke the workspace allowance with this id (as `list` shows it): no session opened
-    /// afterwards applies it. An id the store does not keep is refused (exit 5).
+    /// afterwards applies it. With --session: revoke the allowance of that session with this id
+    /// (`decision_N`, or a workspace one's `ws_...`, also revoked in the store), saved as any
+    /// change to the session is: one that changed after it was read here is refused and nothing
+    /// is revoked. An id the store or the session does not keep is refused (exit 5).
     Revoke {
         /// The store: a directory, `sqlite:FILE`, or `postgres://USER@HOST:PORT/DB`.
         #[arg(long, value_parser = parse_store)]
         store: String,
-        /// The allowance's id (`ws_...`).
+        /// The session whose allowance to revoke (its id, or a unique prefix of 8 or more
+        /// characters).
+        #[arg(long, value_name = "SESSION")]
+        session: Option<String>,
+        /// With --session: the config file [default: config/modes.toml in the workspace the
+        /// session recorded].
+        #[arg(long, requires = "session")]
+        config: Option<PathBuf>,
+        /// With --session: the workspace the session recorded (default: taken from the record;
+        /// another directory is refused, exit 2).
+        #[arg(long, requires = "session")]
+        workspace: Option<PathBuf>,
+        /// The allowance's id (`ws_...`; with --session also `decision_N`).
         id: String,
     },
 }
@@ -317,6 +344,8 @@ fn parse_stub(value: &str) -> Result<StubSpec, String> {
 }
 
 #[derive(Debug, Args)]
+// The `--allow-*` patterns: at most one of them narrows an allowance.
+#[command(group(clap::ArgGroup::new("allow_pattern").args(["allow_path", "allow_glob", "allow_regex"])))]
 pub(crate) struct DecideArgs {
     /// The store: a directory, `sqlite:FILE`, or `postgres://USER@HOST:PORT/DB`.
     #[arg(long, value_parser = parse_store)]
@@ -340,12 +369,44 @@ pub(crate) struct DecideArgs {
     /// (`allowances list` shows them).
     #[arg(long, requires = "always", value_parser = parse_scope)]
     pub(crate) scope: Option<AllowanceScope>,
-    /// With --always: allow only the calls whose path argument `path`, as the workspace jail
-    /// resolves it, fits this glob (`src/**`), as an `allow` rule's `path` matches.
+    /// With --always: allow only the calls whose path argument (`path`, or the one --allow-arg
+    /// names), as the workspace jail resolves it, fits this glob (`src/**`), as an `allow`
+    /// rule's `path` matches.
     #[arg(long, value_name = "GLOB", requires = "always")]
     pub(crate) allow_path: Option<String>,
+    /// With --always and --allow-glob, --allow-regex or --allow-path: the argument the pattern
+    /// reads, one the tool's input schema declares.
+    #[arg(
+        long,
+        value_name = "NAME",
+        requires = "always",
+        requires = "allow_pattern"
+    )]
+    pub(crate) allow_arg: Option<String>,
+    /// With --always and --allow-arg: allow only the calls whose argument, its canonical value
+    /// whole, fits this glob (`git *`), as an `allow` rule's `glob` matches (never a value of
+    /// several lines). A glob on `path` is refused: use --allow-path.
+    #[arg(long, value_name = "GLOB", requires = "allow_arg")]
+    pub(crate) allow_glob: Option<String>,
+    /// With --always and --allow-arg: allow only the calls whose argument, its canonical value
+    /// whole, matches this regex, as an `allow` rule's `regex` matches.
+    #[arg(long, value_name = "REGEX", requires = "allow_arg")]
+    pub(crate) allow_regex: Option<String>,
     #[command(flatten)]
     pub(crate) common: SessionArgs,
+}
+
+impl DecideArgs {
+    /// The narrowing the `--allow-*` flags give, as the library's pattern; `None` without them.
+    pub(crate) fn allow_pattern(&self) -> Option<AllowancePattern> {
+        let pattern = AllowancePattern {
+            arg: self.allow_arg.clone(),
+            path: self.allow_path.clone(),
+            glob: self.allow_glob.clone(),
+            regex: self.allow_regex.clone(),
+        };
+        (pattern != AllowancePattern::default()).then_some(pattern)
+    }
 }
 
 /// `--scope`: `mode`, `session` or `workspace`.
@@ -474,9 +535,10 @@ pub(crate) struct DecisionArgs {
     /// `decide --scope` ([`DecideArgs::scope`]).
     #[arg(skip)]
     pub(crate) scope: Option<AllowanceScope>,
-    /// `decide --allow-path` ([`DecideArgs::allow_path`]).
+    /// The pattern `decide --allow-path`, `--allow-arg`, `--allow-glob` and `--allow-regex`
+    /// give ([`DecideArgs::allow_pattern`]).
     #[arg(skip)]
-    pub(crate) allow_path: Option<String>,
+    pub(crate) allow: Option<AllowancePattern>,
     /// The text of --plan-file, read and checked once before anything is decided.
     #[arg(skip)]
     pub(crate) edited: Option<String>,

@@ -13,7 +13,7 @@ use crate::cli::setup::{runtime, stored_session};
 pub(crate) fn decide(mut args: DecideArgs) -> Outcome {
     args.common.decision.always = args.always;
     args.common.decision.scope = args.scope;
-    args.common.decision.allow_path = args.allow_path.clone();
+    args.common.decision.allow = args.allow_pattern();
     let (controller, graph) = stored_session(&mut args.common, &args.store, &mut args.session)?;
     let json = args.common.json;
     let flags = &args.common.decision;
@@ -30,7 +30,7 @@ pub(crate) fn decide(mut args: DecideArgs) -> Outcome {
             plan_file: None,
             always: false,
             scope: None,
-            allow_path: None,
+            allow: None,
             edited: None,
             comments: Vec::new(),
             model_for_next: None,

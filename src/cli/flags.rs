@@ -1,6 +1,5 @@
 //! What the decision flags (`--approve`, `--reject`, `--sha256`, ...) decide.
 
-use agent_controller::allowance::AllowancePattern;
 use agent_controller::display::neutralize_line;
 use agent_controller::tool::submit_plan;
 use agent_controller::{Decision, PendingDecision};
@@ -39,8 +38,8 @@ impl DecisionArgs {
                     if let Some(scope) = self.scope {
                         decision = decision.scope(scope);
                     }
-                    if let Some(glob) = &self.allow_path {
-                        decision = decision.allow_only(AllowancePattern::path(glob));
+                    if let Some(pattern) = &self.allow {
+                        decision = decision.allow_only(pattern.clone());
                     }
                 }
                 decision = decision.with_sha256(call.args_sha256());
@@ -79,8 +78,10 @@ impl DecisionArgs {
     }
 
     /// Refuses the flags that do not go with `pending` before anything is shown or decided:
-    /// `--always` on a plan, `--to` or `--plan-file` on a tool call (exit 2), and a `--sha256`
-    /// that names other content than what waits (exit 5; the library's pin check,
+    /// `--always` on a plan, `--to` or `--plan-file` on a tool call, an `--allow-*` pattern the
+    /// library refuses
+    /// ([`AllowancePattern::matcher`](agent_controller::allowance::AllowancePattern::matcher),
+    /// exit 2), and a `--sha256` that names other content than what waits (exit 5; the library's pin check,
     /// [`PendingDecision::check_sha256`]).
     pub(crate) fn check(&self, pending: &PendingDecision) -> Result<(), Failure> {
         let id = neutralize_line(pending.decision_id());
@@ -103,6 +104,18 @@ impl DecisionArgs {
             return Err(Failure::invalid(format!(
                 "--always goes with a tool call, and decision {id} is a plan: nothing was decided"
             )));
+        }
+        if let Some(pattern) = &self.allow
+            && let Err(error) = pattern.matcher()
+        {
+            let flag = match (&pattern.glob, &pattern.regex) {
+                (Some(_), _) => "--allow-glob",
+                (_, Some(_)) => "--allow-regex",
+                _ => "--allow-path",
+            };
+            return Err(Failure::invalid(neutralize_line(&format!(
+                "{flag} cannot narrow the allowance ({pattern}): {error}; nothing was decided"
+            ))));
         }
         let Some(pinned) = self.sha256.as_ref() else {
             return Ok(());

@@ -2,12 +2,14 @@
 
 use std::time::SystemTime;
 
+use agent_controller::allowance::Allowance;
 use agent_controller::deadline::{self, deadline_text};
 use agent_controller::display::{arguments_line, json_line, neutralize_line};
 use agent_controller::store::{
     InterruptedRun, PendingKind, PendingSummary, SessionStore, display_spec,
 };
 
+use crate::cli::allowances::session_allowances;
 use crate::cli::exit::{Exit, Failure, Outcome};
 use crate::cli::setup::{open_existing, runtime};
 use crate::cli::text::{PENDING_ARGS_MAX_CHARS, short_sha256, targets_text};
@@ -44,8 +46,18 @@ pub(crate) fn pending(spec: &str, json: bool) -> Outcome {
             store.list_pending(deadline::millis_since_epoch(now)).await
         })
         .map_err(Failure::runtime)?;
+    // The allowances in force, read once per session.
+    let mut in_force: Vec<(&str, Vec<Allowance>)> = Vec::new();
     for p in &listing.pending {
-        say!("{}", pending_line(p, json)?);
+        let known = in_force.iter().position(|(s, _)| *s == p.session_id);
+        let at = known.unwrap_or_else(|| {
+            in_force.push((
+                p.session_id.as_str(),
+                allowances_in_force(&*store, &p.session_id),
+            ));
+            in_force.len() - 1
+        });
+        say!("{}", listed_line(p, &in_force[at].1, json)?);
     }
     for run in &listing.interrupted {
         say!("{}", interrupted_line(run, spec, json)?);
@@ -66,6 +78,44 @@ pub(crate) fn pending(spec: &str, json: bool) -> Outcome {
     } else {
         Ok(Exit::Unreadable)
     }
+}
+
+/// The allowances in force for stored session `session`: those of the mode it is in
+/// ([`session_allowances`]). Allowances that cannot be read are a `warning:` line on stderr,
+/// and none is listed.
+fn allowances_in_force(store: &dyn SessionStore, session: &str) -> Vec<Allowance> {
+    match session_allowances(store, session) {
+        Ok(Some((mode_id, kept))) => kept.into_iter().filter(|a| a.mode_id == mode_id).collect(),
+        Ok(None) => Vec::new(),
+        Err(failure) => {
+            note!(
+                "warning: the allowances of session {} cannot be read, not listed: {}",
+                neutralize_line(session),
+                neutralize_line(&failure.message)
+            );
+            Vec::new()
+        }
+    }
+}
+
+/// A pending decision as `pending` lists it ([`pending_line`]) with the allowances in force for
+/// its session: the field `allowances in force: ID (SCOPE): TOOL [PATTERN] in mode `MODE`; ...`
+/// last, or `allowancesInForce` (each an allowance object) with `--json`; nothing without them.
+fn listed_line(p: &PendingSummary, in_force: &[Allowance], json: bool) -> Result<String, Failure> {
+    if in_force.is_empty() {
+        return pending_line(p, json);
+    }
+    if json {
+        let mut value = serde_json::to_value(p).map_err(Failure::runtime)?;
+        value["allowancesInForce"] = serde_json::to_value(in_force).map_err(Failure::runtime)?;
+        return json_line(&value).map_err(Failure::runtime);
+    }
+    let each: Vec<String> = in_force.iter().map(ToString::to_string).collect();
+    Ok(format!(
+        "{}\tallowances in force: {}",
+        pending_line(p, false)?,
+        neutralize_line(&each.join("; "))
+    ))
 }
 
 /// The `warning:` line of a record `pending` cannot read.

@@ -193,6 +193,26 @@ pub(crate) fn stored_session(
     Ok((controller, graph))
 }
 
+/// The shared session flags with their defaults, for a command that acts on a stored session
+/// without running it (`switch`, `allowances revoke --session`), and the ones it takes.
+pub(crate) fn stored_session_args(
+    config: Option<PathBuf>,
+    workspace: Option<PathBuf>,
+    json: bool,
+) -> Result<SessionArgs, Failure> {
+    use clap::{Args, FromArgMatches};
+    let command = SessionArgs::augment_args(clap::Command::new("stored"));
+    let matches = command
+        .try_get_matches_from(["stored"])
+        .map_err(|e| Failure::runtime(e.to_string()))?;
+    let mut common =
+        SessionArgs::from_arg_matches(&matches).map_err(|e| Failure::runtime(e.to_string()))?;
+    common.config = config;
+    common.workspace = workspace;
+    common.json = json;
+    Ok(common)
+}
+
 /// What `pending` shows, `decide` and `continue` take: a session id prefix becomes the session's
 /// id, a `--sha256` prefix the whole hash of the plan (or the tool call's `argsSha256`) pending
 /// in it ([`resolve_session_id`], [`resolve_prefix`]); an ambiguous or too short prefix is a
@@ -203,14 +223,8 @@ fn resolve_ids(
     session: &mut String,
     sha256: &mut Option<String>,
 ) -> Result<(), Failure> {
-    let invalid = |e: IdPrefixError| match e {
-        IdPrefixError::Store(e) => Failure::runtime(e),
-        other => Failure::invalid(neutralize_line(&other.to_string())),
-    };
+    *session = resolve_session(store, session)?;
     let rt = runtime()?;
-    *session = rt
-        .block_on(resolve_session_id(store, session))
-        .map_err(invalid)?;
     let Some(pinned) = sha256.as_mut().filter(|p| p.len() < 64) else {
         return Ok(());
     };
@@ -222,10 +236,26 @@ fn resolve_ids(
         .iter()
         .filter(|p| p.session_id == *session)
         .map(|p| p.args_sha256.as_deref().unwrap_or(&p.sha256));
-    if let Some(full) = resolve_prefix("sha256", pinned, hashes).map_err(invalid)? {
+    if let Some(full) = resolve_prefix("sha256", pinned, hashes).map_err(prefix_failure)? {
         *pinned = full.to_owned();
     }
     Ok(())
+}
+
+/// The id of the session `session` names: its id, or a unique prefix of it
+/// ([`resolve_session_id`]); an ambiguous or too short prefix is a usage error (exit 2).
+pub(crate) fn resolve_session(store: &dyn SessionStore, session: &str) -> Result<String, Failure> {
+    runtime()?
+        .block_on(resolve_session_id(store, session))
+        .map_err(prefix_failure)
+}
+
+/// An id prefix that names no one thing: a usage error (exit 2), or the store's failure.
+fn prefix_failure(error: IdPrefixError) -> Failure {
+    match error {
+        IdPrefixError::Store(e) => Failure::runtime(e),
+        other => Failure::invalid(neutralize_line(&other.to_string())),
+    }
 }
 
 /// The workspace `decide` and `continue` act in: the one session `id` recorded when it started

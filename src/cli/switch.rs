@@ -4,17 +4,16 @@
 
 use agent_controller::display::neutralize_line;
 use agent_controller::{PendingDecision, SessionError, SessionOptions};
-use clap::{Args, FromArgMatches};
 
-use crate::cli::args::{SessionArgs, SwitchArgs};
+use crate::cli::args::SwitchArgs;
 use crate::cli::events::event_printer;
 use crate::cli::exit::{Exit, Failure, Outcome};
-use crate::cli::setup::{runtime, stored_session};
+use crate::cli::setup::{runtime, stored_session, stored_session_args};
 
 /// `switch`: restores the session and switches it to `args.mode`; what was pending counts as
 /// not approved. Says what changed on stderr (the events on stdout with `--json`).
 pub(crate) fn switch(args: SwitchArgs) -> Outcome {
-    let mut common = session_args(&args)?;
+    let mut common = stored_session_args(args.config.clone(), args.workspace.clone(), args.json)?;
     let mut session_id = args.session.clone();
     let (controller, graph) = stored_session(&mut common, &args.store, &mut session_id)?;
     let json = args.json;
@@ -29,7 +28,7 @@ pub(crate) fn switch(args: SwitchArgs) -> Outcome {
         let changed = session
             .switch_mode(&args.mode)
             .await
-            .map_err(|e| lost(e, &session_id))?;
+            .map_err(|e| lost(e, &session_id, "switched"))?;
         let to = graph.mode(target).id();
         let who = neutralize_line(&session_id);
         if !changed {
@@ -42,20 +41,6 @@ pub(crate) fn switch(args: SwitchArgs) -> Outcome {
         }
         Ok(Exit::Done)
     })
-}
-
-/// The shared session flags with their defaults, and the ones `switch` takes.
-fn session_args(args: &SwitchArgs) -> Result<SessionArgs, Failure> {
-    let command = SessionArgs::augment_args(clap::Command::new("switch"));
-    let matches = command
-        .try_get_matches_from(["switch"])
-        .map_err(|e| Failure::runtime(e.to_string()))?;
-    let mut common =
-        SessionArgs::from_arg_matches(&matches).map_err(|e| Failure::runtime(e.to_string()))?;
-    common.config = args.config.clone();
-    common.workspace = args.workspace.clone();
-    common.json = args.json;
-    Ok(common)
 }
 
 /// A pending decision as `switch` names it.
@@ -75,13 +60,14 @@ pub(crate) fn describe(pending: &PendingDecision) -> String {
     }
 }
 
-/// A switch that lost to another writer says so; nothing changed.
-fn lost(error: SessionError, session: &str) -> Failure {
+/// A change to `session` that lost to another writer says so: nothing was `undone` (`switched`,
+/// `revoked`).
+pub(crate) fn lost(error: SessionError, session: &str, undone: &str) -> Failure {
     if !error.is_conflict() {
         return error.into();
     }
     Failure::refused(format!(
-        "{error}: the session {} changed after it was loaded here, so nothing was switched",
+        "{error}: the session {} changed after it was loaded here, so nothing was {undone}",
         neutralize_line(session)
     ))
 }

@@ -431,6 +431,29 @@ mod keyed {
     }
 }
 
+/// An approval of the call that waits with a session allowance narrowed by `pattern`.
+fn narrowed(pattern: AllowancePattern) -> Decision {
+    Decision::approve()
+        .scope(AllowanceScope::Session)
+        .allow_only(pattern)
+}
+
+/// Deciding `decision_1` with a session allowance narrowed by `pattern` is refused as a
+/// malformed decision whose reason says `why`, and changes nothing: the call still waits and
+/// no allowance is kept.
+async fn narrowing_is_refused(session: &mut Session, pattern: AllowancePattern, why: &str) {
+    let refused = session
+        .decide("decision_1", narrowed(pattern.clone()))
+        .await
+        .expect_err("refused");
+    let SessionError::MalformedDecision(reason) = &refused else {
+        panic!("{refused}");
+    };
+    assert!(reason.contains(why), "{reason}");
+    assert_eq!(session.pending().len(), 1, "nothing changed");
+    assert!(session.allowances().is_empty(), "{pattern}");
+}
+
 /// Review finding 2: a `glob` on the argument `path` read the text as sent, so
 /// `src/../.env` fit `src/*` and ran unasked. The narrowing is refused (use `path`), nothing
 /// changes, and the call still waits; the same narrowing written with `path` is accepted.
@@ -454,29 +477,10 @@ async fn a_string_pattern_on_the_path_argument_is_refused_and_changes_nothing() 
         AllowancePattern::glob("path", "src/*"),
         serde_json::from_value(json!({ "arg": "path", "regex": "src/.*" })).expect("pattern"),
     ] {
-        let refused = session
-            .decide(
-                "decision_1",
-                Decision::approve()
-                    .scope(AllowanceScope::Session)
-                    .allow_only(pattern.clone()),
-            )
-            .await
-            .expect_err("refused");
-        let SessionError::MalformedDecision(why) = &refused else {
-            panic!("{refused}");
-        };
-        assert!(why.contains("use `path`"), "{why}");
-        assert_eq!(session.pending().len(), 1, "nothing changed");
-        assert!(session.allowances().is_empty(), "{pattern}");
+        narrowing_is_refused(&mut session, pattern, "use `path`").await;
     }
     session
-        .decide(
-            "decision_1",
-            Decision::approve()
-                .scope(AllowanceScope::Session)
-                .allow_only(AllowancePattern::path("src/*")),
-        )
+        .decide("decision_1", narrowed(AllowancePattern::path("src/*")))
         .await
         .expect("decide");
     assert!(
@@ -586,28 +590,12 @@ async fn a_pattern_on_an_argument_the_tool_does_not_declare_is_refused() {
         AllowancePattern::path("src/**"),
         AllowancePattern::glob("cmd", "git *"),
     ] {
-        let refused = session
-            .decide(
-                "decision_1",
-                Decision::approve()
-                    .scope(AllowanceScope::Session)
-                    .allow_only(pattern.clone()),
-            )
-            .await
-            .expect_err("refused");
-        let SessionError::MalformedDecision(why) = &refused else {
-            panic!("{refused}");
-        };
-        assert!(why.contains("does not declare"), "{why}");
-        assert_eq!(session.pending().len(), 1, "nothing changed");
-        assert!(session.allowances().is_empty(), "{pattern}");
+        narrowing_is_refused(&mut session, pattern, "does not declare").await;
     }
     session
         .decide(
             "decision_1",
-            Decision::approve()
-                .scope(AllowanceScope::Session)
-                .allow_only(AllowancePattern::glob("command", "git *")),
+            narrowed(AllowancePattern::glob("command", "git *")),
         )
         .await
         .expect("decide");

@@ -8,16 +8,17 @@
 use crate::common;
 
 use std::io::Write;
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use agent_controller::jcs;
 use common::Workspace;
 use common::cli::snapshots::{same, scrubbed, shown};
+use common::cli::stdout;
+use common::cli::world::{World, pending, stores};
 use common::json_lines;
-use common::openai_server::{Reply, ScriptedServer, call, calls, contents, text};
+use common::openai_server::{Reply, call, calls, text};
 use common::stderr;
-use serde_json::{Value, json};
+use serde_json::json;
 use snapbox::str;
 
 const DONE: i32 = 0;
@@ -38,141 +39,9 @@ id = "review"
 availableTools = ["read_file"]
 "#;
 
-/// One test's world: a workspace with the config, a store, and the scripted model.
-struct World {
-    ws: Workspace,
-    config: PathBuf,
-    spec: String,
-    server: ScriptedServer,
-    /// The PostgreSQL schema of a `postgres` world, dropped with it.
-    #[cfg(feature = "postgres")]
-    _schema: Option<common::postgres::TestSchema>,
-}
-
-impl World {
-    fn new(kind: &str, script: Vec<Reply>) -> Self {
-        Self::with_config(kind, CONFIG, script)
-    }
-
-    /// A world whose modes are `modes` (TOML) instead of [`CONFIG`].
-    fn with_config(kind: &str, modes: &str, script: Vec<Reply>) -> Self {
-        let ws = Workspace::new();
-        let config = ws.path().join("modes.toml");
-        std::fs::write(&config, modes).expect("config");
-        #[cfg(feature = "postgres")]
-        let schema = (kind == "postgres")
-            .then(common::postgres::TestSchema::new)
-            .flatten();
-        let spec = match kind {
-            "sqlite" => format!("sqlite:{}", ws.path().join("sessions.db").display()),
-            #[cfg(feature = "postgres")]
-            "postgres" => schema.as_ref().expect("a schema").url.clone(),
-            _ => ws.path().join("sessions").display().to_string(),
-        };
-        Self {
-            ws,
-            config,
-            spec,
-            server: ScriptedServer::start_blocking(script),
-            #[cfg(feature = "postgres")]
-            _schema: schema,
-        }
-    }
-
-    /// `agent-controller COMMAND --config --workspace --model [--store] ARGS` with `stdin`.
-    fn cli(&self, command: &str, store: bool, args: &[&str], stdin: Option<&str>) -> Output {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agent-controller"));
-        cmd.arg(command)
-            .arg("--config")
-            .arg(&self.config)
-            .arg("--workspace")
-            .arg(self.ws.path())
-            .args(["--model", "openai/test-model"]);
-        if store {
-            cmd.args(["--store", &self.spec]);
-        }
-        cmd.args(args)
-            .envs(self.server.env())
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("spawn");
-        let mut pipe = child.stdin.take().expect("stdin");
-        if let Some(text) = stdin {
-            pipe.write_all(text.as_bytes()).expect("write stdin");
-        }
-        drop(pipe);
-        child.wait_with_output().expect("wait")
-    }
-
-    /// `run --store ... --json PROMPT` with stdin closed: waiting tool calls stay pending.
-    fn run_stored(&self, prompt: &str) -> (Output, String) {
-        let out = self.cli("run", true, &["--json", prompt], None);
-        let session = json_lines(&out)
-            .first()
-            .and_then(|e| e["sessionId"].as_str())
-            .unwrap_or_default()
-            .to_owned();
-        (out, session)
-    }
-
-    fn decide(&self, session: &str, flags: &[&str]) -> Output {
-        let mut args = vec![session];
-        args.extend_from_slice(flags);
-        self.cli("decide", true, &args, None)
-    }
-
-    fn pending_json(&self) -> Vec<Value> {
-        let out = pending(&self.spec, true);
-        assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
-        json_lines(&out)
-    }
-
-    /// What `out` printed (exit status, stdout, stderr), with the store spec, the workspace,
-    /// the session ids and the hashes replaced by placeholders: the same text on every store.
-    fn shown(&self, out: &Output, session: &str) -> String {
-        let text = shown(out, &[(&self.spec, "[STORE]")]);
-        scrubbed(text, self.ws.path(), session)
-    }
-
-    fn file(&self, name: &str) -> Option<String> {
-        std::fs::read_to_string(self.ws.path().join(name)).ok()
-    }
-
-    /// The content of every `tool` message the model received in request `n` (from 0).
-    fn tool_results(&self, n: usize) -> Vec<String> {
-        let bodies = self.server.bodies_blocking();
-        contents(&bodies[n], "tool")
-            .into_iter()
-            .map(str::to_owned)
-            .collect()
-    }
-}
-
-fn pending(spec: &str, json: bool) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agent-controller"));
-    cmd.args(["pending", "--store", spec]);
-    if json {
-        cmd.arg("--json");
-    }
-    cmd.stdin(Stdio::null()).output().expect("pending")
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stores() -> Vec<&'static str> {
-    let mut stores = vec!["dir"];
-    if cfg!(feature = "sqlite") {
-        stores.push("sqlite");
-    }
-    #[cfg(feature = "postgres")]
-    if !common::postgres::skipped() {
-        stores.push("postgres");
-    }
-    stores
+/// A world with [`CONFIG`].
+fn new_world(kind: &str, script: Vec<Reply>) -> World {
+    World::with_config(kind, CONFIG, script)
 }
 
 fn write(id: &str, path: &str, content: &str) -> common::openai_server::Call {
@@ -192,7 +61,7 @@ fn args_sha256(path: &str, content: &str) -> String {
 #[test]
 fn decide_approve_runs_the_waiting_tool_call_and_the_run_carries_on() {
     for kind in stores() {
-        let world = World::new(
+        let world = new_world(
             kind,
             vec![
                 calls([write("call_1", "a.txt", "hello")]),
@@ -252,7 +121,7 @@ fn decide_approve_runs_the_waiting_tool_call_and_the_run_carries_on() {
 #[test]
 fn decide_reject_does_not_run_and_the_model_sees_the_feedback() {
     for kind in stores() {
-        let world = World::new(
+        let world = new_world(
             kind,
             vec![
                 calls([write("call_1", "a.txt", "hello")]),
@@ -288,7 +157,7 @@ fn decide_reject_does_not_run_and_the_model_sees_the_feedback() {
 #[test]
 fn decide_always_allows_the_tool_until_a_manual_switch() {
     for kind in stores() {
-        let world = World::new(
+        let world = new_world(
             kind,
             vec![
                 calls([write("call_1", "a.txt", "one")]),
@@ -372,7 +241,7 @@ fn decide_always_allows_the_tool_until_a_manual_switch() {
 #[test]
 fn two_parallel_calls_are_decided_one_by_one_with_decision() {
     for kind in stores() {
-        let world = World::new(
+        let world = new_world(
             kind,
             vec![
                 calls([
@@ -461,7 +330,7 @@ fn two_parallel_calls_are_decided_one_by_one_with_decision() {
 #[test]
 fn a_wrong_pin_or_plan_flags_on_a_tool_call_are_refused_and_change_nothing() {
     for kind in stores() {
-        let world = World::new(
+        let world = new_world(
             kind,
             vec![calls([write("call_1", "a.txt", "hello")]), text("Ok.")],
         );
@@ -593,7 +462,7 @@ error: --always goes with a tool call, and decision decision_1 is a plan: nothin
 /// rejects the first with feedback, `y` approves the second, and the run carries on (exit 0).
 #[test]
 fn the_prompt_asks_per_call_and_the_run_carries_on_once_all_are_decided() {
-    let world = World::new(
+    let world = new_world(
         "dir",
         vec![
             calls([
@@ -671,7 +540,7 @@ Run this write_file call?
 #[test]
 fn the_prompt_a_always_allows_the_tool_and_long_arguments_are_bounded() {
     let long = "z".repeat(20_000);
-    let world = World::new(
+    let world = new_world(
         "dir",
         vec![
             calls([write("call_1", "long.txt", &long)]),
@@ -710,7 +579,7 @@ fn every_argument_shows_however_long_another_is() {
         assert!(shown.contains("characters not shown) …"), "{what}: {shown}");
     };
     // The prompt (stderr) and the event lines (stdout) of a run; `y` runs the call.
-    let world = World::new(
+    let world = new_world(
         "dir",
         vec![calls([write("call_1", hook, &content)]), text("Done.")],
     );
@@ -736,7 +605,7 @@ fn every_argument_shows_however_long_another_is() {
     }
     // `pending`.
     for kind in stores() {
-        let world = World::new(kind, vec![calls([write("call_1", hook, &content)])]);
+        let world = new_world(kind, vec![calls([write("call_1", hook, &content)])]);
         let (out, _) = world.run_stored("Write");
         assert_eq!(out.status.code(), Some(PENDING), "{kind}: {}", stderr(&out));
         let out = pending(&world.spec, false);
@@ -752,7 +621,7 @@ fn every_argument_shows_however_long_another_is() {
 #[test]
 fn json_output_escapes_c1_and_bidi_characters() {
     let content = "a\u{9b}2J\u{202e}txt.sh";
-    let world = World::new("dir", vec![calls([write("call_1", "a.txt", content)])]);
+    let world = new_world("dir", vec![calls([write("call_1", "a.txt", content)])]);
     let (out, _) = world.run_stored("Write");
     assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
     let listed = pending(&world.spec, true);
@@ -776,7 +645,7 @@ fn json_output_escapes_c1_and_bidi_characters() {
 #[test]
 fn a_waiting_call_shows_invisible_characters_as_escapes_everywhere() {
     let content = "const { timeout,\u{3164}} = req.query\nrun(timeout)\u{fe0f}\n";
-    let world = World::new("dir", vec![calls([write("call_1", "a.js", content)])]);
+    let world = new_world("dir", vec![calls([write("call_1", "a.js", content)])]);
     let out = world.cli("run", true, &["Write"], None);
     assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
     let listed = pending(&world.spec, false);
@@ -802,7 +671,7 @@ fn a_waiting_call_shows_invisible_characters_as_escapes_everywhere() {
 #[test]
 fn a_long_model_message_is_bounded_on_its_event_line() {
     let message = format!("Start {} End", "m".repeat(20_000));
-    let world = World::new("dir", vec![text(&message)]);
+    let world = new_world("dir", vec![text(&message)]);
     let out = world.cli("run", false, &["Say it"], None);
     assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
     let shown = stdout(&out);
@@ -825,7 +694,7 @@ fn a_long_model_message_is_bounded_on_its_event_line() {
 #[test]
 fn q_leaves_the_call_pending_and_end_of_input_without_a_store_runs_nothing() {
     for kind in stores() {
-        let world = World::new(kind, vec![calls([write("call_1", "a.txt", "hello")])]);
+        let world = new_world(kind, vec![calls([write("call_1", "a.txt", "hello")])]);
         let out = world.cli("run", true, &["Write a.txt"], Some("q\n"));
         // The same text on every store.
         same(
@@ -855,12 +724,12 @@ the tool call stays pending; decide it later with: agent-controller decide --sto
         assert_eq!(world.file("a.txt"), None, "{kind}");
         assert_eq!(world.pending_json().len(), 1, "{kind}");
     }
-    let world = World::new("dir", vec![calls([write("call_1", "a.txt", "hello")])]);
+    let world = new_world("dir", vec![calls([write("call_1", "a.txt", "hello")])]);
     let out = world.cli("run", false, &["Write a.txt"], None);
     assert_eq!(out.status.code(), Some(NOT_APPROVED), "{}", stderr(&out));
     assert_eq!(world.file("a.txt"), None);
     // `--detach` stops at the first suspension without asking, as with a plan.
-    let world = World::new("dir", vec![calls([write("call_1", "a.txt", "hello")])]);
+    let world = new_world("dir", vec![calls([write("call_1", "a.txt", "hello")])]);
     let out = world.cli("run", true, &["--detach", "Write a.txt"], Some("y\n"));
     same(
         world.shown(&out, ""),
@@ -885,7 +754,7 @@ the tool call stays pending; decide it later with: agent-controller decide --sto
 /// `decide` without a verdict asks at the prompt about each waiting call, as `run` does.
 #[test]
 fn decide_without_a_verdict_asks_about_each_waiting_call() {
-    let world = World::new(
+    let world = new_world(
         "dir",
         vec![
             calls([
@@ -938,7 +807,7 @@ Run this write_file call?
 #[test]
 fn run_verdict_flags_decide_plans_only_and_tool_calls_are_asked() {
     let script = || vec![calls([write("call_1", "a.txt", "one")]), text("Done.")];
-    let world = World::new("dir", script());
+    let world = new_world("dir", script());
     let out = world.cli("run", false, &["--approve", "Write"], None);
     same(
         world.shown(&out, ""),
@@ -969,20 +838,20 @@ end of input: the tool call decision_1 (write_file) is not decided and does not 
     );
     assert_eq!(world.file("a.txt"), None);
 
-    let world = World::new("dir", script());
+    let world = new_world("dir", script());
     let out = world.cli("run", false, &["--approve", "Write"], Some("y\n"));
     assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
     assert_eq!(world.file("a.txt").as_deref(), Some("one"));
 
     for kind in stores() {
-        let world = World::new(kind, script());
+        let world = new_world(kind, script());
         let out = world.cli("run", true, &["--approve", "Write"], None);
         assert_eq!(out.status.code(), Some(PENDING), "{kind}: {}", stderr(&out));
         assert_eq!(world.file("a.txt"), None, "{kind}");
         assert_eq!(world.pending_json().len(), 1, "{kind}");
     }
 
-    let world = World::new("dir", script());
+    let world = new_world("dir", script());
     let out = world.cli("run", false, &["--reject", "Write"], Some("n\n"));
     assert_eq!(out.status.code(), Some(NOT_APPROVED), "{}", stderr(&out));
     assert_eq!(world.file("a.txt"), None);
@@ -993,7 +862,7 @@ end of input: the tool call decision_1 (write_file) is not decided and does not 
             .any(|r| r.contains("Not approved"))
     );
 
-    let world = World::new("dir", script());
+    let world = new_world("dir", script());
     let out = world.cli("run", false, &["--approve", "--always", "Write"], None);
     same(
         world.shown(&out, ""),
@@ -1023,7 +892,7 @@ fn continue_asks_about_the_tool_calls_of_the_run_it_carries_on() {
     use std::time::Duration;
     use wiremock::ResponseTemplate;
 
-    let world = World::new(
+    let world = new_world(
         "dir",
         vec![
             calls([write("call_1", "a.txt", "one")]),
@@ -1073,7 +942,7 @@ fn continue_asks_about_the_tool_calls_of_the_run_it_carries_on() {
 /// them, and all three run once.
 #[test]
 fn the_prompt_a_on_one_of_three_parallel_calls_runs_the_others_unasked() {
-    let world = World::new(
+    let world = new_world(
         "dir",
         vec![
             calls([
@@ -1134,7 +1003,7 @@ tool call 3 of 3 (write_file, decision decision_3) runs: always allowed by decis
 #[test]
 fn decide_always_decides_the_other_calls_of_the_tool_and_pending_lists_none_of_them() {
     for kind in stores() {
-        let world = World::new(
+        let world = new_world(
             kind,
             vec![
                 calls([
@@ -1227,7 +1096,7 @@ fn approving_a_plan_ends_an_always_allow_and_the_plan_prompt_says_so() {
 #[test]
 fn a_tool_call_decision_that_loses_the_race_speaks_of_the_tool_call() {
     use std::io::{BufRead, BufReader, Read};
-    let world = World::new(
+    let world = new_world(
         "dir",
         vec![
             calls([write("call_1", "a.txt", "hello")]),

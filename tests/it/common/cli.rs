@@ -1,6 +1,7 @@
 //! The CLI tests' shared fixture: the binary run in a workspace with text on stdin, its output as
 //! text, a stored session with the scripted plan pending (the shipped config, the file store
-//! `st` in the workspace), the store's records, and whole-text snapshots with redactions.
+//! `st` in the workspace), the store's records, whole-text snapshots with redactions, and a
+//! [`world::World`] of a config, a store of each kind and the scripted OpenAI-compatible model.
 #![cfg(feature = "cli")]
 
 use std::io::Write;
@@ -183,5 +184,166 @@ pub mod snapshots {
         let text = sha.replace_all(&text, "[SHA256]");
         let short = regex::Regex::new(r"\b[0-9a-f]{12}\b").expect("regex");
         short.replace_all(&text, "[SHA12]").into_owned()
+    }
+}
+
+/// One test's world for the commands that act on a store of each kind: a workspace with a
+/// config, a store (the directory store, SQLite or PostgreSQL), and the real OpenAI provider
+/// against the scripted OpenAI-compatible server.
+#[cfg(feature = "openai")]
+pub mod world {
+    use std::io::Write;
+    use std::path::PathBuf;
+    use std::process::{Command, Output, Stdio};
+
+    use serde_json::Value;
+
+    use super::DONE;
+    use super::snapshots::{scrubbed, shown};
+    use crate::common::openai_server::{Reply, ScriptedServer, contents};
+    use crate::common::{Workspace, json_lines, stderr};
+
+    /// The kinds of store a world can have: `dir`, then `sqlite` and `postgres` where this
+    /// build (and the environment, `AGENT_CONTROLLER_TEST_POSTGRES`) has them.
+    pub fn stores() -> Vec<&'static str> {
+        let mut stores = vec!["dir"];
+        if cfg!(feature = "sqlite") {
+            stores.push("sqlite");
+        }
+        #[cfg(feature = "postgres")]
+        if !crate::common::postgres::skipped() {
+            stores.push("postgres");
+        }
+        stores
+    }
+
+    /// `agent-controller pending --store SPEC [--json]`.
+    pub fn pending(spec: &str, json: bool) -> Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agent-controller"));
+        cmd.args(["pending", "--store", spec]);
+        if json {
+            cmd.arg("--json");
+        }
+        cmd.stdin(Stdio::null()).output().expect("pending")
+    }
+
+    /// A workspace with the config, a store of a kind, and the scripted model.
+    pub struct World {
+        pub ws: Workspace,
+        pub config: PathBuf,
+        pub spec: String,
+        pub server: ScriptedServer,
+        /// The PostgreSQL schema of a `postgres` world, dropped with it.
+        #[cfg(feature = "postgres")]
+        _schema: Option<crate::common::postgres::TestSchema>,
+    }
+
+    impl World {
+        /// A world whose modes are `modes` (TOML, written to `modes.toml` in the workspace),
+        /// with a store of `kind` ([`stores`]), the model scripted by `script`.
+        pub fn with_config(kind: &str, modes: &str, script: Vec<Reply>) -> Self {
+            let ws = Workspace::new();
+            let config = ws.path().join("modes.toml");
+            std::fs::write(&config, modes).expect("config");
+            #[cfg(feature = "postgres")]
+            let schema = (kind == "postgres")
+                .then(crate::common::postgres::TestSchema::new)
+                .flatten();
+            let spec = match kind {
+                "sqlite" => format!("sqlite:{}", ws.path().join("sessions.db").display()),
+                #[cfg(feature = "postgres")]
+                "postgres" => schema.as_ref().expect("a schema").url.clone(),
+                _ => ws.path().join("sessions").display().to_string(),
+            };
+            Self {
+                ws,
+                config,
+                spec,
+                server: ScriptedServer::start_blocking(script),
+                #[cfg(feature = "postgres")]
+                _schema: schema,
+            }
+        }
+
+        /// `agent-controller COMMAND --config --workspace --model [--store] ARGS` with `stdin`.
+        pub fn cli(
+            &self,
+            command: &str,
+            store: bool,
+            args: &[&str],
+            stdin: Option<&str>,
+        ) -> Output {
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_agent-controller"));
+            cmd.arg(command)
+                .arg("--config")
+                .arg(&self.config)
+                .arg("--workspace")
+                .arg(self.ws.path())
+                .args(["--model", "openai/test-model"]);
+            if store {
+                cmd.args(["--store", &self.spec]);
+            }
+            cmd.args(args)
+                .envs(self.server.env())
+                .env("NO_COLOR", "1")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            let mut child = cmd.spawn().expect("spawn");
+            let mut pipe = child.stdin.take().expect("stdin");
+            if let Some(text) = stdin {
+                pipe.write_all(text.as_bytes()).expect("write stdin");
+            }
+            drop(pipe);
+            child.wait_with_output().expect("wait")
+        }
+
+        /// `run --store ... --json PROMPT` with stdin closed: waiting tool calls stay pending.
+        /// Its output and the session's id.
+        pub fn run_stored(&self, prompt: &str) -> (Output, String) {
+            let out = self.cli("run", true, &["--json", prompt], None);
+            let session = json_lines(&out)
+                .first()
+                .and_then(|e| e["sessionId"].as_str())
+                .unwrap_or_default()
+                .to_owned();
+            (out, session)
+        }
+
+        /// `decide --store ... SESSION FLAGS`.
+        pub fn decide(&self, session: &str, flags: &[&str]) -> Output {
+            let mut args = vec![session];
+            args.extend_from_slice(flags);
+            self.cli("decide", true, &args, None)
+        }
+
+        /// The lines of `pending --json` (which must exit 0).
+        pub fn pending_json(&self) -> Vec<Value> {
+            let out = pending(&self.spec, true);
+            assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+            json_lines(&out)
+        }
+
+        /// What `out` printed (exit status, stdout, stderr), with the store spec, the
+        /// workspace, the session ids and the hashes replaced by placeholders: the same text on
+        /// every store.
+        pub fn shown(&self, out: &Output, session: &str) -> String {
+            let text = shown(out, &[(&self.spec, "[STORE]")]);
+            scrubbed(text, self.ws.path(), session)
+        }
+
+        /// The text of file `name` in the workspace, if it is there.
+        pub fn file(&self, name: &str) -> Option<String> {
+            std::fs::read_to_string(self.ws.path().join(name)).ok()
+        }
+
+        /// The content of every `tool` message the model received in request `n` (from 0).
+        pub fn tool_results(&self, n: usize) -> Vec<String> {
+            let bodies = self.server.bodies_blocking();
+            contents(&bodies[n], "tool")
+                .into_iter()
+                .map(str::to_owned)
+                .collect()
+        }
     }
 }
