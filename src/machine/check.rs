@@ -377,6 +377,30 @@ mod tests {
     }
 
     #[test]
+    fn a_plan_decision_refuses_a_scope_or_a_pattern_each_on_its_own() {
+        // JSON may carry `scope` or `allow` without `alwaysAllow` (the builders set it): on a
+        // plan, either one alone is refused.
+        let decision = |json: serde_json::Value| -> Decision {
+            serde_json::from_value(json).expect("a decision")
+        };
+        let scope_only = decision(serde_json::json!({"action": "approved", "scope": "session"}));
+        let allow_only = decision(serde_json::json!({
+            "action": "rejected",
+            "allow": {"path": "src/**"},
+        }));
+        for decision in [scope_only, allow_only] {
+            assert!(
+                matches!(
+                    check(&plan(None), &decision),
+                    Err(SessionError::MalformedDecision(ref why)) if why.contains("plan decision takes no")
+                ),
+                "{decision:?}"
+            );
+        }
+        assert!(check(&plan(None), &Decision::approve()).is_ok());
+    }
+
+    #[test]
     fn a_stale_plan_can_be_rejected_not_approved() {
         let stale = plan(Some("its target is gone"));
         assert_eq!(

@@ -391,6 +391,28 @@ mod tests {
     }
 
     #[test]
+    fn an_unknown_mode_hints_at_the_one_meant_else_lists_at_most_eight() {
+        let ids = |n: usize| (0..n).map(|i| format!("mode{i:02}")).collect::<Vec<_>>();
+        let known = vec!["plan".to_owned(), "build".to_owned()];
+        let near = mode_hint("Build", &known);
+        assert!(near.starts_with(": ") && near.contains("`build`"), "{near}");
+        assert_eq!(mode_hint("zzzzzzzz", &[]), "");
+        assert_eq!(mode_hint("zzzzzzzz", &known), " (modes: plan, build)");
+        let eight = mode_hint("zzzzzzzz", &ids(8));
+        assert!(eight.ends_with("mode07)") && !eight.contains("more"), "{eight}");
+        let nine = mode_hint("zzzzzzzz", &ids(9));
+        assert!(nine.ends_with("mode07 and 1 more)") && !nine.contains("mode08"), "{nine}");
+    }
+
+    #[test]
+    fn a_target_outside_the_list_hints_at_the_one_meant_only_when_near() {
+        let allowed = vec!["build".to_owned(), "build-auto".to_owned()];
+        let near = target_hint("Build-auto", &allowed);
+        assert!(near.starts_with(": ") && near.contains("`build-auto`"), "{near}");
+        assert_eq!(target_hint("zzzzzzzz", &allowed), "");
+    }
+
+    #[test]
     fn a_conflict_is_a_lost_race_and_nothing_else_is() {
         let conflict = SessionError::Store(StoreError::Conflict {
             session_id: "s1".to_owned(),
