@@ -399,16 +399,25 @@ mod tests {
         assert_eq!(mode_hint("zzzzzzzz", &[]), "");
         assert_eq!(mode_hint("zzzzzzzz", &known), " (modes: plan, build)");
         let eight = mode_hint("zzzzzzzz", &ids(8));
-        assert!(eight.ends_with("mode07)") && !eight.contains("more"), "{eight}");
+        assert!(
+            eight.ends_with("mode07)") && !eight.contains("more"),
+            "{eight}"
+        );
         let nine = mode_hint("zzzzzzzz", &ids(9));
-        assert!(nine.ends_with("mode07 and 1 more)") && !nine.contains("mode08"), "{nine}");
+        assert!(
+            nine.ends_with("mode07 and 1 more)") && !nine.contains("mode08"),
+            "{nine}"
+        );
     }
 
     #[test]
     fn a_target_outside_the_list_hints_at_the_one_meant_only_when_near() {
         let allowed = vec!["build".to_owned(), "build-auto".to_owned()];
         let near = target_hint("Build-auto", &allowed);
-        assert!(near.starts_with(": ") && near.contains("`build-auto`"), "{near}");
+        assert!(
+            near.starts_with(": ") && near.contains("`build-auto`"),
+            "{near}"
+        );
         assert_eq!(target_hint("zzzzzzzz", &allowed), "");
     }
 
