@@ -333,4 +333,27 @@ mod tests {
         assert_eq!(state.tool_call(5, 0), None);
         assert!(state.undecided_calls().is_empty());
     }
+
+    #[test]
+    fn an_allowance_is_kept_once_unless_its_scope_mode_tool_or_pattern_differs() {
+        use crate::allowance::{Allowance, AllowancePattern, AllowanceScope};
+        let given = |scope, mode: &str, tool: &str| Allowance::new(scope, "a1", mode, tool);
+        let first = given(AllowanceScope::Session, "build", "write_file");
+        let mut state = after_go(Vec::new());
+        assert!(state.keep_allowance(first.clone(), "build"));
+        assert!(!state.keep_allowance(first.clone(), "build"));
+        let others = [
+            given(AllowanceScope::Mode, "build", "write_file"),
+            given(AllowanceScope::Session, "review", "write_file"),
+            given(AllowanceScope::Session, "build", "run_command"),
+            first.clone().narrowed(AllowancePattern::path("src/**")),
+        ];
+        for (n, other) in others.into_iter().enumerate() {
+            assert!(
+                state.keep_allowance(other, "build"),
+                "allowance {n} differs"
+            );
+            assert_eq!(state.allowances.len(), n + 2);
+        }
+    }
 }
