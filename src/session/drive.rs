@@ -550,12 +550,23 @@ impl Session {
                     }
                 }
             }
+            // Dropped while it runs, the run ends at once (`abandon`): with this abort, the call
+            // an allowance let run keeps the allowance's record.
+            self.abort_while_allowed = allowance.as_ref().map(|a| Abort::ToolCalls {
+                run_id: run_id.clone(),
+                at,
+                next,
+                waiting: waiting.iter().map(|(i, _)| *i).collect(),
+                running: Some(next - 1),
+                allowed: Some((a.clone(), args.map(crate::jcs::sha256).unwrap_or_default())),
+            });
             let output = match args {
                 Some(args) => self.execute_tool(run_id, &id, &name, args).await,
                 None => Some(ToolOutput::error(format!(
                     "Tool `{name}` has no implementation."
                 ))),
             };
+            self.abort_while_allowed = None;
             let Some(output) = output else {
                 let abort = Abort::ToolCalls {
                     run_id: run_id.clone(),

@@ -250,9 +250,16 @@ impl Session {
             return;
         };
         let run_id = run_id.clone();
+        // Dropped while a call an allowance let run was running: the abort that keeps its record.
+        let abort = match self.abort_while_allowed.take() {
+            Some(abort) if matches!(&abort, Abort::ToolCalls { run_id: of, .. } if *of == run_id) => {
+                abort
+            }
+            _ => Abort::Run(run_id),
+        };
         let mut events = Vec::new();
         // An abort is never refused, and nothing follows it.
-        let _nothing = rules(self, None, &mut events, Input::Abort(Abort::Run(run_id)));
+        let _nothing = rules(self, None, &mut events, Input::Abort(abort));
         self.abandoned = Some(events);
     }
 }

@@ -1076,3 +1076,73 @@ async fn a_call_an_allowance_ran_that_is_cancelled_has_its_record() {
         Some(agent_controller::event::DecisionOutcome::Approved)
     );
 }
+
+/// Review finding 11, the other way to stop a run: a call an allowance ran whose run's future
+/// the host dropped while it ran got no audit record. It gets the allowance's at once, in
+/// memory, as a cancelled one does.
+#[tokio::test]
+async fn a_call_an_allowance_ran_whose_run_is_dropped_has_its_record() {
+    let ws = Workspace::new();
+    let started = Arc::new(tokio::sync::Notify::new());
+    let script = vec![
+        calls([call("call_1", "slow", r#"{"wait": false}"#)]),
+        text("done"),
+        calls([call("call_2", "slow", r#"{"wait": true}"#)]),
+    ];
+    let server = ScriptedServer::start(script).await;
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(Arc::new(Slow {
+            started: started.clone(),
+        }))
+        .expect("registers");
+    let graph = config::parse(
+        "[[modes]]\nid = \"build\"\ndefault = true\navailableTools = [\"slow\"]\nrequireApproval = [\"slow\"]\n",
+        "modes.toml",
+    )
+    .expect("config");
+    let controller = AgentController::builder(graph, Arc::new(server.model()))
+        .tools(tools)
+        .workspace(ws.path())
+        .build()
+        .expect("controller");
+    let mut session = controller
+        .start_session(agent_controller::SessionOptions::new())
+        .await
+        .expect("session");
+    assert!(waits(&session.send_message("one").await.expect("run")));
+    let decision = Decision::approve()
+        .always_allow()
+        .scope(AllowanceScope::Session);
+    session
+        .decide("decision_1", decision)
+        .await
+        .expect("decide");
+    {
+        let run = session.send_message("two");
+        tokio::pin!(run);
+        tokio::select! {
+            outcome = &mut run => panic!("the run waits in `slow`, it ended: {outcome:?}"),
+            () = started.notified() => {}
+        }
+    }
+    assert_eq!(
+        session.run_state().map(|(_, state)| state),
+        Some(agent_controller::event::RunState::Aborted)
+    );
+    let record = session
+        .decision_history()
+        .iter()
+        .find(|d| d.tool_call_id == "call_2")
+        .cloned()
+        .expect("a record of the cancelled call the allowance ran");
+    assert_eq!(record.allowed_by.as_deref(), Some("decision_1"));
+    assert_eq!(
+        record.decided_by.as_deref(),
+        Some("allowance decision_1 (session)")
+    );
+    assert_eq!(
+        record.outcome,
+        Some(agent_controller::event::DecisionOutcome::Approved)
+    );
+}
