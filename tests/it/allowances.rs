@@ -1010,11 +1010,16 @@ impl agent_controller::tool::Tool for Slow {
     }
 }
 
-/// Review finding 11: a call an allowance ran that was cancelled while it ran (the host's
-/// abort) got no audit record. It gets the allowance's, as a call it ran to the end does.
-#[tokio::test]
-async fn a_call_an_allowance_ran_that_is_cancelled_has_its_record() {
-    let ws = Workspace::new();
+/// A session in `build` where `slow` waits for approval, with `slow` allowed for the session
+/// (the first call approved with "always allow"); the model's next reply calls `slow` with
+/// `{"wait": true}` (`call_2`), which tells the returned `Notify` when it starts. Keep the server.
+async fn allowed_slow_session(
+    ws: &Workspace,
+) -> (
+    ScriptedServer,
+    agent_controller::Session,
+    Arc<tokio::sync::Notify>,
+) {
     let started = Arc::new(tokio::sync::Notify::new());
     let script = vec![
         calls([call("call_1", "slow", r#"{"wait": false}"#)]),
@@ -1050,16 +1055,11 @@ async fn a_call_an_allowance_ran_that_is_cancelled_has_its_record() {
         .decide("decision_1", decision)
         .await
         .expect("decide");
-    let handle = session.cancel_handle();
-    let (outcome, cancelled) = tokio::join!(session.send_message("two"), async move {
-        started.notified().await;
-        handle.cancel()
-    });
-    assert!(cancelled);
-    assert!(
-        matches!(outcome, Ok(RunOutcome::Aborted { .. })),
-        "{outcome:?}"
-    );
+    (server, session, started)
+}
+
+/// `call_2`, which the allowance `decision_1` let run, has the allowance's audit record.
+fn assert_the_allowance_record_of_call_2(session: &agent_controller::Session) {
     let record = session
         .decision_history()
         .iter()
@@ -1077,47 +1077,32 @@ async fn a_call_an_allowance_ran_that_is_cancelled_has_its_record() {
     );
 }
 
+/// Review finding 11: a call an allowance ran that was cancelled while it ran (the host's
+/// abort) got no audit record. It gets the allowance's, as a call it ran to the end does.
+#[tokio::test]
+async fn a_call_an_allowance_ran_that_is_cancelled_has_its_record() {
+    let ws = Workspace::new();
+    let (_server, mut session, started) = allowed_slow_session(&ws).await;
+    let handle = session.cancel_handle();
+    let (outcome, cancelled) = tokio::join!(session.send_message("two"), async move {
+        started.notified().await;
+        handle.cancel()
+    });
+    assert!(cancelled);
+    assert!(
+        matches!(outcome, Ok(RunOutcome::Aborted { .. })),
+        "{outcome:?}"
+    );
+    assert_the_allowance_record_of_call_2(&session);
+}
+
 /// Review finding 11, the other way to stop a run: a call an allowance ran whose run's future
 /// the host dropped while it ran got no audit record. It gets the allowance's at once, in
 /// memory, as a cancelled one does.
 #[tokio::test]
 async fn a_call_an_allowance_ran_whose_run_is_dropped_has_its_record() {
     let ws = Workspace::new();
-    let started = Arc::new(tokio::sync::Notify::new());
-    let script = vec![
-        calls([call("call_1", "slow", r#"{"wait": false}"#)]),
-        text("done"),
-        calls([call("call_2", "slow", r#"{"wait": true}"#)]),
-    ];
-    let server = ScriptedServer::start(script).await;
-    let mut tools = ToolRegistry::new();
-    tools
-        .register(Arc::new(Slow {
-            started: started.clone(),
-        }))
-        .expect("registers");
-    let graph = config::parse(
-        "[[modes]]\nid = \"build\"\ndefault = true\navailableTools = [\"slow\"]\nrequireApproval = [\"slow\"]\n",
-        "modes.toml",
-    )
-    .expect("config");
-    let controller = AgentController::builder(graph, Arc::new(server.model()))
-        .tools(tools)
-        .workspace(ws.path())
-        .build()
-        .expect("controller");
-    let mut session = controller
-        .start_session(agent_controller::SessionOptions::new())
-        .await
-        .expect("session");
-    assert!(waits(&session.send_message("one").await.expect("run")));
-    let decision = Decision::approve()
-        .always_allow()
-        .scope(AllowanceScope::Session);
-    session
-        .decide("decision_1", decision)
-        .await
-        .expect("decide");
+    let (_server, mut session, started) = allowed_slow_session(&ws).await;
     {
         let run = session.send_message("two");
         tokio::pin!(run);
@@ -1130,19 +1115,5 @@ async fn a_call_an_allowance_ran_whose_run_is_dropped_has_its_record() {
         session.run_state().map(|(_, state)| state),
         Some(agent_controller::event::RunState::Aborted)
     );
-    let record = session
-        .decision_history()
-        .iter()
-        .find(|d| d.tool_call_id == "call_2")
-        .cloned()
-        .expect("a record of the cancelled call the allowance ran");
-    assert_eq!(record.allowed_by.as_deref(), Some("decision_1"));
-    assert_eq!(
-        record.decided_by.as_deref(),
-        Some("allowance decision_1 (session)")
-    );
-    assert_eq!(
-        record.outcome,
-        Some(agent_controller::event::DecisionOutcome::Approved)
-    );
+    assert_the_allowance_record_of_call_2(&session);
 }
