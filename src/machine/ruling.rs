@@ -320,4 +320,49 @@ mod tests {
         assert_eq!(id, "w1");
         assert_eq!(result, "Not executed: rule 1 of mode `build`.");
     }
+
+    /// A call a rule decided ends with the rule's record (approved for `allow`, rejected for
+    /// `deny`), counted as a decision, and its result in the conversation.
+    #[test]
+    fn a_ruled_call_ends_with_the_rules_record_and_its_result() {
+        for (action, outcome, text) in [
+            (RuleAction::Allow, DecisionOutcome::Approved, "written"),
+            (RuleAction::Deny, DecisionOutcome::Rejected, "denied"),
+        ] {
+            let mut rig = Rig::new();
+            rig.state.mode = rig.mode("build");
+            let run = rig.start("write");
+            let Next::RunToolCalls { at, .. } = rig.reply(
+                &run,
+                "",
+                vec![call("w1", "write_file", json!({"path": "a"}))],
+            ) else {
+                panic!("a reply with calls runs them");
+            };
+            let start = Input::ToolStart {
+                run_id: run.clone(),
+                at,
+                index: 0,
+            };
+            rig.handle(start).expect("starts");
+            let counted = rig.state.decisions;
+            let ruled = Input::RuledToolResult {
+                run_id: run.clone(),
+                call_id: "w1".to_owned(),
+                name: "write_file".to_owned(),
+                args_sha256: "sha".to_owned(),
+                output: ToolOutput::ok(text),
+                rule: rule(3, action),
+            };
+            rig.handle(ruled).expect("ends");
+            let record = rig.state.history.last().expect("the rule's record");
+            assert_eq!(record.outcome, Some(outcome), "{action:?}");
+            assert_eq!(record.tool_call_id, "w1");
+            assert_eq!(record.sha256.as_deref(), Some("sha"));
+            assert_eq!(record.rule.as_ref().map(|r| r.number), Some(3));
+            assert_eq!(rig.state.decisions, counted + 1);
+            let results: Vec<String> = rig.results().into_iter().map(|r| r.1).collect();
+            assert_eq!(results, [text], "{action:?}");
+        }
+    }
 }
