@@ -229,12 +229,9 @@ mod tests {
         })
     }
 
-    /// A call an `ask` rule made wait, approved by alice, that a `deny` rule refuses as it is
-    /// about to run: the approval's record stays as it was saved (approved, by alice, the `ask`
-    /// rule that asked), and the refusal is a record of its own, appended.
-    #[test]
-    fn a_refused_approved_call_appends_its_refusal_and_keeps_the_approval() {
-        let mut rig = Rig::new();
+    /// A run in `build` whose model replied with one call, `w1` to `write_file`: the run's id
+    /// and the reply's position.
+    fn a_reply_calling_write_file(rig: &mut Rig) -> (Arc<str>, usize) {
         rig.state.mode = rig.mode("build");
         let run = rig.start("write");
         let Next::RunToolCalls { at, .. } = rig.reply(
@@ -244,6 +241,16 @@ mod tests {
         ) else {
             panic!("a reply with calls runs them");
         };
+        (run, at)
+    }
+
+    /// A call an `ask` rule made wait, approved by alice, that a `deny` rule refuses as it is
+    /// about to run: the approval's record stays as it was saved (approved, by alice, the `ask`
+    /// rule that asked), and the refusal is a record of its own, appended.
+    #[test]
+    fn a_refused_approved_call_appends_its_refusal_and_keeps_the_approval() {
+        let mut rig = Rig::new();
+        let (run, at) = a_reply_calling_write_file(&mut rig);
         let suspend = Suspend::ToolCalls {
             run_id: run.clone(),
             at,
@@ -330,15 +337,7 @@ mod tests {
             (RuleAction::Deny, DecisionOutcome::Rejected, "denied"),
         ] {
             let mut rig = Rig::new();
-            rig.state.mode = rig.mode("build");
-            let run = rig.start("write");
-            let Next::RunToolCalls { at, .. } = rig.reply(
-                &run,
-                "",
-                vec![call("w1", "write_file", json!({"path": "a"}))],
-            ) else {
-                panic!("a reply with calls runs them");
-            };
+            let (run, at) = a_reply_calling_write_file(&mut rig);
             let start = Input::ToolStart {
                 run_id: run.clone(),
                 at,
