@@ -1071,8 +1071,10 @@ pub struct WaitingCall {
     /// The decision taken while other calls of the reply still wait: approved or not, and
     /// whether it carried feedback.
     pub decided: Option<(DecisionAction, bool)>,
-    /// The decision id of the "always allow" on another call of the reply that approved this
-    /// one ([`crate::event::DecidedRecord::allowed_by`]).
+    /// The id of the allowance that an "always allow" on another call of the reply gave and
+    /// that approved this one (the decision's id for scopes `mode` and `session`, the kit's
+    /// [`ModelAllowance::workspace_id`] for a workspace one;
+    /// [`crate::event::DecidedRecord::allowed_by`]).
     pub allowed_by: Option<String>,
     /// The `ask` rule that made it wait (its number); `None` when `requireApproval` did.
     pub rule: Option<usize>,
@@ -2364,24 +2366,25 @@ impl ReferenceSession {
         let has_feedback = matches!(feedback, Feedback::Text(t) if !t.trim().is_empty());
         self.waiting[index].decided = Some((action, has_feedback));
         if let Some(scope) = scope {
-            // The allowance decides every other call of its tool that waits in the reply.
+            let mode = self.facts.id(self.mode).to_owned();
+            let id = match scope {
+                AllowanceScope::Mode | AllowanceScope::Session => call.decision_id.clone(),
+                AllowanceScope::Workspace => ModelAllowance::workspace_id(&mode, &call.tool),
+            };
+            // The allowance decides every other call of its tool that waits in the reply, and
+            // they name it, as the calls it runs later do.
             for other in &mut self.waiting {
                 if other.decided.is_none() && other.tool == call.tool && other.rule.is_none() {
                     other.decided = Some((DecisionAction::Approved, false));
-                    other.allowed_by = Some(call.decision_id.clone());
+                    other.allowed_by = Some(id.clone());
                 }
             }
-            let mode = self.facts.id(self.mode).to_owned();
-            let (kept, id) = match scope {
-                AllowanceScope::Mode | AllowanceScope::Session => {
-                    (Some(&mut self.allowances), call.decision_id.clone())
-                }
+            let kept = match scope {
+                AllowanceScope::Mode | AllowanceScope::Session => Some(&mut self.allowances),
                 // A store that keeps none: the decision stands, the allowance allows nothing.
-                AllowanceScope::Workspace => (
-                    (self.facts.workspace_store() == WorkspaceStore::Keeps)
-                        .then_some(&mut self.workspace_allowances),
-                    ModelAllowance::workspace_id(&mode, &call.tool),
-                ),
+                AllowanceScope::Workspace => (self.facts.workspace_store()
+                    == WorkspaceStore::Keeps)
+                    .then_some(&mut self.workspace_allowances),
             };
             // One that allows what one of its scope allows already is not kept twice.
             if let Some(kept) = kept
