@@ -844,11 +844,14 @@ impl Harness {
                     let rule = decision
                         .as_ref()
                         .and_then(|d| d.rule.as_ref().map(|r| r.number));
+                    let allowed_by = decision
+                        .and_then(|d| d.allowed_by)
+                        .map(|id| self.named(id, &mode, &tool));
                     Some(Trace::ToolRan {
                         tool_call_id,
                         tool,
                         mode,
-                        allowed_by: decision.and_then(|d| d.allowed_by).map(|id| self.named(id)),
+                        allowed_by,
                         rule,
                     })
                 }
@@ -866,18 +869,23 @@ impl Harness {
         trace
     }
 
-    /// The reference's name of allowance `id`: a workspace allowance's id is a hash of the
-    /// workspace and config ([`ModelAllowance::workspace_id`] names it by mode and tool); any
-    /// other id as it is.
-    fn named(&self, id: String) -> String {
+    /// The reference's name of allowance `id`, which let a call to `tool` run in `mode`: a
+    /// workspace allowance's id is a hash of the workspace and config
+    /// ([`ModelAllowance::workspace_id`] names it by mode and tool), whether the session keeps
+    /// it or not (a store that keeps none: the calls of the reply it approved still name it);
+    /// any other id as it is.
+    fn named(&self, id: String, mode: &str, tool: &str) -> String {
         let allowances = self.session.as_ref().map(Session::allowances);
-        allowances
+        let kept = allowances
             .iter()
             .flatten()
             .find(|a| a.id == id && a.scope == AllowanceScope::Workspace)
-            .map_or(id, |a| {
-                ModelAllowance::workspace_id(&a.mode_id, &a.tool_name)
-            })
+            .map(|a| ModelAllowance::workspace_id(&a.mode_id, &a.tool_name));
+        match kept {
+            Some(name) => name,
+            None if id.starts_with("ws_") => ModelAllowance::workspace_id(mode, tool),
+            None => id,
+        }
     }
 
     fn model_called(

@@ -1144,10 +1144,14 @@ impl SessionStore for RelabelsWorkspace {
         Ok(kept
             .into_iter()
             .map(|a| match workspace {
-                // The bug: the row has no workspace, so it gets the one asked about.
+                // The bug: the row has no workspace, so it gets the one asked about (its path and
+                // the directory there, so the library's own check of the directory passes).
                 Some(asked) => {
                     let fingerprint = a.config_fingerprint.clone().unwrap_or_default();
-                    a.in_workspace(asked, &fingerprint)
+                    match agent_controller::workspace::WorkspaceRecord::of(asked) {
+                        Ok(here) => a.in_directory(&here, &fingerprint),
+                        Err(_) => a.in_workspace(asked, &fingerprint),
+                    }
                 }
                 None => a,
             })
