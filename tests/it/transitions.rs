@@ -97,9 +97,17 @@ impl<const RESTARTS: bool> ReferenceStateMachine for SessionRules<RESTARTS> {
     fn init_state() -> BoxedStrategy<ReferenceSession> {
         testing::valid_configs(&tool_names())
             .prop_flat_map(|spec| {
+                // With restarts the sessions are stored in a `FileStore`, which keeps workspace
+                // allowances; without, there is no store.
+                let store = if RESTARTS {
+                    testing::WorkspaceStore::Keeps
+                } else {
+                    testing::WorkspaceStore::None
+                };
                 let facts = Arc::new(
                     spec.facts()
-                        .with_registry(&ToolRegistry::with_workspace_tools()),
+                        .with_registry(&ToolRegistry::with_workspace_tools())
+                        .with_workspace_store(store),
                 );
                 let n = facts.len();
                 (Just(facts), 0..=n)
