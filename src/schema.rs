@@ -4,7 +4,8 @@
 //! - what a host **sends**: a decision ([`decision`], of [`Decision`]: `resume_json`,
 //!   `decide_json`), shipped as `config/decision.schema.json`;
 //! - what a host **reads**: an entry of the pending listing ([`pending_summary`], of
-//!   [`PendingSummary`], one line of `pending --json`) and the audit record of a settled decision
+//!   [`PendingSummary`]; a line of `pending --json` is [`pending_entry`], of [`PendingEntry`],
+//!   with the allowances in force) and the audit record of a settled decision
 //!   ([`decided_record`], of [`DecidedRecord`]: `decision` in events, `lastDecided` and
 //!   `history` in session records).
 //!
@@ -21,7 +22,7 @@ use serde_json::Value;
 
 use crate::event::DecidedRecord;
 use crate::session::Decision;
-use crate::store::PendingSummary;
+use crate::store::{PendingEntry, PendingSummary};
 
 /// The JSON Schema of a decision as a host sends it ([`Decision`],
 /// [`Decision::from_json`]): `action` (`approved` or `rejected`, required), `feedback`,
@@ -57,6 +58,21 @@ pub fn decision() -> Value {
 /// ```
 pub fn pending_summary() -> Value {
     schema_for::<PendingSummary>()
+}
+
+/// The JSON Schema of one line of `agent-controller pending --json` ([`PendingEntry`]): the
+/// fields of [`pending_summary`] and `allowancesInForce`, the allowances in force for the
+/// decision's session (each an allowance object, [`crate::allowance::Allowance`]). What
+/// `agent-controller schema pending` prints.
+///
+/// # Examples
+/// ```
+/// let schema = agent_controller::schema::pending_entry();
+/// assert_eq!(schema["properties"]["kind"]["enum"], serde_json::json!(["plan", "tool_call"]));
+/// assert_eq!(schema["properties"]["allowancesInForce"]["type"], "array");
+/// ```
+pub fn pending_entry() -> Value {
+    schema_for::<PendingEntry>()
 }
 
 /// The JSON Schema of the audit record of a settled decision ([`DecidedRecord`]): `decision`

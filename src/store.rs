@@ -317,6 +317,45 @@ pub struct PendingSummary {
     pub updated_at: u64,
 }
 
+/// One line of `agent-controller pending --json`: a pending decision ([`PendingSummary`], its
+/// fields inline) and the allowances in force for its session (`allowancesInForce`): those that
+/// let a call of its mode run unasked now, each as [`crate::allowance::Allowance`] writes it (a
+/// workspace one only in the workspace it was given in). Left out when there are none.
+///
+#[cfg_attr(
+    feature = "schema",
+    doc = "With the `schema` feature, [`crate::schema::pending_entry`] is its JSON Schema \
+           (`agent-controller schema pending`)."
+)]
+///
+/// # Examples
+/// ```
+/// use agent_controller::store::{PendingEntry, PendingSummary};
+///
+/// let summary: PendingSummary = serde_json::from_value(serde_json::json!({
+///     "sessionId": "s1", "runId": "run_1", "toolCallId": "call_1", "kind": "tool_call",
+///     "modeId": "build", "targetModeId": "", "title": "", "updatedAt": 0
+/// }))?;
+/// let entry = PendingEntry { summary, allowances_in_force: Vec::new() };
+/// let line = serde_json::to_value(&entry)?;
+/// assert_eq!(line["kind"], "tool_call");
+/// assert!(line.get("allowancesInForce").is_none(), "left out when there are none");
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct PendingEntry {
+    /// The pending decision; its fields stand inline in the line.
+    #[serde(flatten)]
+    pub summary: PendingSummary,
+    /// The allowances in force for the decision's session, in its mode now: its own (scopes
+    /// `mode` and `session`) first, then the workspace ones it applies. Empty (and left out of
+    /// the JSON) when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowances_in_force: Vec<crate::allowance::Allowance>,
+}
+
 /// What [`SessionStore::list_pending`] finds: every healthy pending decision, and apart from
 /// them every record that cannot be read, so one corrupt record never hides the others.
 ///

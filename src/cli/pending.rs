@@ -6,7 +6,7 @@ use agent_controller::allowance::Allowance;
 use agent_controller::deadline::{self, deadline_text};
 use agent_controller::display::{arguments_line, json_line, neutralize_line};
 use agent_controller::store::{
-    InterruptedRun, PendingKind, PendingSummary, SessionStore, display_spec,
+    InterruptedRun, PendingEntry, PendingKind, PendingSummary, SessionStore, display_spec,
 };
 
 use crate::cli::allowances::session_allowances;
@@ -106,9 +106,11 @@ fn listed_line(p: &PendingSummary, in_force: &[Allowance], json: bool) -> Result
         return pending_line(p, json);
     }
     if json {
-        let mut value = serde_json::to_value(p).map_err(Failure::runtime)?;
-        value["allowancesInForce"] = serde_json::to_value(in_force).map_err(Failure::runtime)?;
-        return json_line(&value).map_err(Failure::runtime);
+        let entry = PendingEntry {
+            summary: p.clone(),
+            allowances_in_force: in_force.to_vec(),
+        };
+        return json_line(&entry).map_err(Failure::runtime);
     }
     let each: Vec<String> = in_force.iter().map(ToString::to_string).collect();
     Ok(format!(

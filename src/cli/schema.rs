@@ -11,7 +11,7 @@ pub(crate) fn schema(of: SchemaKind) -> Outcome {
     let text = match of {
         SchemaKind::Config => config::schema_json(),
         SchemaKind::Decision => schema::to_json(&schema::decision()),
-        SchemaKind::Pending => schema::to_json(&schema::pending_summary()),
+        SchemaKind::Pending => schema::to_json(&schema::pending_entry()),
         SchemaKind::Decided => schema::to_json(&schema::decided_record()),
     };
     emit(format_args!("{text}"));

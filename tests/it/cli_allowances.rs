@@ -257,6 +257,16 @@ exit 0
         let listed = world.pending_json();
         assert_eq!(listed.len(), 1, "{kind}: {listed:?}");
         let in_force = &listed[0]["allowancesInForce"];
+        let invalid: Vec<String> =
+            jsonschema::validator_for(&agent_controller::schema::pending_entry())
+                .expect("a valid schema")
+                .iter_errors(&listed[0])
+                .map(|e| e.to_string())
+                .collect();
+        assert!(
+            invalid.is_empty(),
+            "{kind}: `schema pending` describes the line: {invalid:?}"
+        );
         assert_eq!(in_force[0]["id"], "decision_1", "{kind}: {in_force}");
         assert_eq!(in_force[0]["scope"], "session", "{kind}");
         assert_eq!(

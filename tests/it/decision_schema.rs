@@ -409,7 +409,7 @@ fn the_cli_prints_each_schema_and_plain_schema_stays_the_config_one() {
     );
     assert_eq!(
         stdout_of(&["schema", "pending"]),
-        schema::to_json(&schema::pending_summary())
+        schema::to_json(&schema::pending_entry())
     );
     assert_eq!(
         stdout_of(&["schema", "decided"]),
@@ -486,6 +486,56 @@ fn pending_entries_validate_and_malformed_ones_do_not() {
         assert!(!errors(&schema, &instance).is_empty(), "{instance}");
         assert!(
             serde_json::from_value::<PendingSummary>(instance.clone()).is_err(),
+            "{instance}"
+        );
+    }
+}
+
+/// A line of `pending --json` is a pending entry with the allowances in force: `schema pending`
+/// describes them, so an allowance that is not one (an unknown scope, a pattern with an unknown
+/// key, a list where an object goes) fails, while the summary's schema alone lets any extra key
+/// through.
+#[test]
+fn pending_lines_with_allowances_in_force_validate_and_malformed_ones_do_not() {
+    let schema = schema::pending_entry();
+    let allowance = json!({
+        "id": "decision_1", "scope": "session", "modeId": "build", "toolName": "write_file",
+        "pattern": { "path": "src/**" }, "decisionId": "decision_1", "decidedBy": "ana",
+        "decidedAt": "2026-12-02T03:10:00Z"
+    });
+    let allowance: agent_controller::allowance::Allowance =
+        serde_json::from_value(allowance).expect("an allowance as the library writes it");
+    let entry = agent_controller::store::PendingEntry {
+        summary: full_pending_tool_call(),
+        allowances_in_force: vec![allowance],
+    };
+    let line = serde_json::to_value(&entry).expect("to_value");
+    assert_eq!(
+        line["toolName"], "write_file",
+        "the summary's fields stand inline: {line}"
+    );
+    assert!(
+        errors(&schema, &line).is_empty(),
+        "{line}: {:?}",
+        errors(&schema, &line)
+    );
+    let plain = serde_json::to_value(full_pending_tool_call()).expect("to_value");
+    assert!(errors(&schema, &plain).is_empty(), "no allowances: {plain}");
+    for (path, bad) in [
+        ("scope", json!("forever")),
+        ("pattern", json!({ "path": "src/**", "nope": 1 })),
+        ("toolName", json!(["write_file"])),
+    ] {
+        let mut instance = line.clone();
+        instance["allowancesInForce"][0][path] = bad;
+        assert!(!errors(&schema, &instance).is_empty(), "{instance}");
+        assert!(
+            errors(&schema::pending_summary(), &instance).is_empty(),
+            "the summary alone does not describe allowancesInForce"
+        );
+        assert!(
+            serde_json::from_value::<agent_controller::store::PendingEntry>(instance.clone())
+                .is_err(),
             "{instance}"
         );
     }
@@ -587,9 +637,9 @@ fn what_the_cli_prints_for_a_real_decision_validates() {
     let entry = &pending[0];
     assert_eq!(entry["kind"], "plan");
     assert!(
-        errors(&schema::pending_summary(), entry).is_empty(),
+        errors(&schema::pending_entry(), entry).is_empty(),
         "{entry}: {:?}",
-        errors(&schema::pending_summary(), entry)
+        errors(&schema::pending_entry(), entry)
     );
 
     let out = bin()
