@@ -754,7 +754,14 @@ availableTools = ["web__lookup"]
 #[tokio::test]
 async fn a_tool_list_paged_without_end_is_cut_short() {
     let s = hostile("pages", "10s").await;
-    let tools = s.mcp.reports()[0].tools.as_ref().expect("started");
+    let report = &s.mcp.reports()[0];
+    let tools = report.tools.as_ref().expect("started");
     assert_eq!(tools.len(), 64);
+    // The cut is said, not silent: the report names the pages left unread.
+    assert!(
+        report.refused.iter().any(|r| r.contains("past page 64")),
+        "{:?}",
+        report.refused
+    );
     assert_eq!(echo_result(&s).await, r#"echo:{"said":"hi"}"#);
 }

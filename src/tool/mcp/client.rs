@@ -58,7 +58,8 @@ pub const MAX_SCHEMA_BYTES: usize = 64 * 1024;
 /// The most tools taken from one server; the rest are refused.
 pub const MAX_TOOLS_PER_SERVER: usize = 512;
 
-/// The most pages of `tools/list` read from one server.
+/// The most pages of `tools/list` read from one server; a server with more gets a line in
+/// [`ServerReport::refused`] saying the rest were not read.
 const MAX_LIST_PAGES: usize = 64;
 
 /// The most bytes of a server's stderr kept to explain why it stopped.
@@ -102,7 +103,8 @@ pub struct ServerReport {
     /// Its tools, or why it could not be used.
     pub tools: Result<Vec<ListedTool>, McpError>,
     /// The server's tools left out, each with why (a name that no provider accepts and maps
-    /// onto another tool's, an input schema too large, ...).
+    /// onto another tool's, an input schema too large, ..., or the pages of `tools/list` past
+    /// the 64th, which are not read).
     pub refused: Vec<String>,
 }
 
@@ -173,7 +175,12 @@ impl McpTools {
             let connection = Arc::new(connection);
             match listing {
                 Ok(remote) => {
-                    let (tools, refused) = tools_of(&connection, remote);
+                    let (tools, mut refused) = tools_of(&connection, remote.tools);
+                    if remote.unread_pages {
+                        refused.push(format!(
+                            "the tools past page {MAX_LIST_PAGES} of `tools/list`: the server lists more pages than are read, so those tools were not read"
+                        ));
+                    }
                     out.reports.push(ServerReport {
                         id: connection.server.id().to_owned(),
                         tools: Ok(tools
@@ -323,10 +330,7 @@ struct State {
 
 impl Connection {
     /// Starts `server` and lists its tools, within its timeout.
-    async fn start(
-        server: McpServer,
-        root: PathBuf,
-    ) -> (Connection, Result<Vec<rmcp::model::Tool>, String>) {
+    async fn start(server: McpServer, root: PathBuf) -> (Connection, Result<ToolList, String>) {
         let stderr = Arc::new(Mutex::new(Vec::new()));
         let timeout = server.call_timeout();
         let started = tokio::time::timeout(timeout, connect(&server, root, stderr.clone())).await;
@@ -437,7 +441,7 @@ async fn connect(
     server: &McpServer,
     root: PathBuf,
     stderr: Arc<Mutex<Vec<u8>>>,
-) -> Result<(RunningService<RoleClient, Client>, Vec<rmcp::model::Tool>), String> {
+) -> Result<(RunningService<RoleClient, Client>, ToolList), String> {
     let client = Client { root: root.clone() };
     let service = match server.transport() {
         McpTransport::Stdio { command, args, env } => {
@@ -496,7 +500,23 @@ async fn connect(
             break;
         }
     }
-    Ok((service, tools))
+    // Pages left unread past the last one read: their tools are missing, and the report says so.
+    let unread_pages = cursor.is_some() && tools.len() <= MAX_TOOLS_PER_SERVER;
+    Ok((
+        service,
+        ToolList {
+            tools,
+            unread_pages,
+        },
+    ))
+}
+
+/// What `tools/list` gave, page by page.
+struct ToolList {
+    /// The tools of the pages read.
+    tools: Vec<rmcp::model::Tool>,
+    /// The server offered more pages after the [`MAX_LIST_PAGES`] read.
+    unread_pages: bool,
 }
 
 /// The server's tools as [`McpTool`]s, and the ones refused, each with why.
