@@ -37,7 +37,7 @@ mod slot;
 mod turn;
 mod update;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -160,6 +160,7 @@ impl AcpAgent {
         let state = Arc::new(State {
             agent: self,
             sessions: Mutex::new(HashMap::new()),
+            loading: Mutex::new(HashSet::new()),
             turns: Mutex::new(Vec::new()),
         });
         let (s1, s2, s3, s4, s5, s6, s7) = (
@@ -272,7 +273,23 @@ impl AcpAgent {
 struct State {
     agent: AcpAgent,
     sessions: Mutex<HashMap<String, Arc<Slot>>>,
+    /// The ids of the sessions a `session/load` is opening (until it adopts or fails).
+    loading: Mutex<HashSet<String>>,
     turns: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+/// A `session/load` under way for one session id ([`State::begin_load`]): a second load of it
+/// meanwhile is refused, as one of an open session is; dropped, the id is free again.
+struct Loading<'a> {
+    loading: &'a Mutex<HashSet<String>>,
+    id: String,
+}
+
+impl Drop for Loading<'_> {
+    fn drop(&mut self) {
+        let mut loading = self.loading.lock().unwrap_or_else(PoisonError::into_inner);
+        loading.remove(&self.id);
+    }
 }
 
 /// Runs a request's work off the dispatch loop, so `session/cancel` and the answers to the
@@ -304,6 +321,21 @@ impl State {
     fn slot(&self, id: &SessionId) -> Option<Arc<Slot>> {
         let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
         sessions.get(&*id.0).cloned()
+    }
+
+    /// Marks session `id` as being loaded, or refuses when it is open or being loaded already:
+    /// the check and the mark are one step, so two loads sent at once cannot both open it (the
+    /// second would replace the first in `sessions`, leaving a session running unreachable).
+    fn begin_load(&self, id: &SessionId) -> Result<Loading<'_>, Error> {
+        let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut loading = self.loading.lock().unwrap_or_else(PoisonError::into_inner);
+        if sessions.contains_key(&*id.0) || !loading.insert(id.0.to_string()) {
+            return Err(invalid(format!("session `{}` is open already", id.0)));
+        }
+        Ok(Loading {
+            loading: &self.loading,
+            id: id.0.to_string(),
+        })
     }
 
     fn known(&self, id: &SessionId) -> Result<Arc<Slot>, Error> {
@@ -402,12 +434,8 @@ impl State {
             return Err(Error::method_not_found()
                 .data("session/load needs a store: start the agent with --store"));
         }
-        if self.slot(&request.session_id).is_some() {
-            return Err(invalid(format!(
-                "session `{}` is open already",
-                request.session_id.0
-            )));
-        }
+        // Held until the session is adopted (or the load fails).
+        let _loading = self.begin_load(&request.session_id)?;
         let controller = self.controller(&request.cwd, request.mcp_servers.len())?;
         let session = controller
             .restore_session(&request.session_id.0, SessionOptions::new())

@@ -1038,3 +1038,69 @@ fn a_dropped_connection_mid_turn_ends_the_run() {
     assert_eq!(record["run"]["state"], "aborted", "{record:#}");
     assert_eq!(record["modeId"], "build");
 }
+
+/// Two `session/load` of one stored session sent at once (the agent handles requests
+/// concurrently): exactly one opens it and the other is refused, so one `Session` serves it and
+/// none is left running unreachable beside it: a switch then is announced once.
+#[test]
+fn two_loads_of_one_session_at_once_open_it_once() {
+    let ws = workspace(MODES);
+    let store = ws.path().join("sessions");
+    let store = store.to_str().expect("utf-8");
+    let mut agent = Agent::start(ws.path(), &["--store", store], &[]);
+    let (session, _) = agent.open(ws.path());
+    assert_eq!(agent.close(), 0);
+
+    for round in 0..5 {
+        let mut agent = Agent::start(ws.path(), &["--store", store], &[]);
+        let id = agent.request(
+            "initialize",
+            json!({ "protocolVersion": 1, "clientCapabilities": {} }),
+        );
+        agent.result(id);
+        let load = json!({ "sessionId": session, "cwd": ws.path(), "mcpServers": [] });
+        let first = agent.request("session/load", load.clone());
+        let second = agent.request("session/load", load);
+        // The two answers, in whichever order they come.
+        let (mut one, mut other) = (None, None);
+        while one.is_none() || other.is_none() {
+            let message = agent.next();
+            if message.get("method").is_none() {
+                if message["id"] == json!(first) {
+                    one = Some(message);
+                } else if message["id"] == json!(second) {
+                    other = Some(message);
+                }
+            }
+        }
+        let (one, other) = (one.expect("answered"), other.expect("answered"));
+        let opened = [&one, &other]
+            .iter()
+            .filter(|r| r.get("error").is_none())
+            .count();
+        assert_eq!(opened, 1, "round {round}: {one:#} {other:#}");
+        let refused = if one.get("error").is_some() {
+            &one
+        } else {
+            &other
+        };
+        assert!(
+            refused["error"]["data"]
+                .as_str()
+                .is_some_and(|d| d.contains("open already")),
+            "round {round}: {refused:#}"
+        );
+        let mode = if round % 2 == 0 { "build" } else { "plan" };
+        let switch = agent.request(
+            "session/set_mode",
+            json!({ "sessionId": session, "modeId": mode }),
+        );
+        let (response, seen) = agent.response(switch);
+        assert!(
+            response.get("error").is_none(),
+            "round {round}: {response:#}"
+        );
+        assert_eq!(mode_updates(&seen), [mode], "round {round}: announced once");
+        assert_eq!(agent.close(), 0, "round {round}");
+    }
+}
