@@ -1389,8 +1389,11 @@ impl Session {
     /// Revokes the allowance with id `id` ([`Session::allowances`]): it no longer applies in
     /// this session; a workspace allowance is revoked in the store first
     /// ([`SessionStore::revoke_workspace_allowance`]), so no session opened afterwards applies
-    /// it either (a session already open elsewhere keeps it until it is opened again). Returns
-    /// whether the session kept it.
+    /// it either (a session already open elsewhere keeps it until it is opened again). The
+    /// calls of the suspended reply it approved unseen (the other waiting calls of its tool)
+    /// and that have not run wait again, to be asked about ([`Session::pending`]);
+    /// so does such a call of a session restored after its workspace allowance was revoked in
+    /// the store, once the next decision comes. Returns whether the session kept it.
     ///
     /// # Errors
     /// [`SessionError::Store`] when the store fails to revoke or to save the session; the

@@ -242,6 +242,9 @@ impl Change<'_> {
         if let Some(given) = given.filter(|_| decision.allow.is_none()) {
             self.state.allow_waiting(&tool_name, &given, &decided_at);
         }
+        // An approval by an allowance revoked since (in the store, before this session was
+        // restored) is taken back before the run can resume: such a call is asked about.
+        self.state.withdraw_approvals_of_revoked();
         if self.state.pending.iter().any(PendingDecision::is_waiting) {
             return Ok((run_id, None));
         }
@@ -812,6 +815,53 @@ mod tests {
             ruling_of_write(&rig, "a.txt"),
             crate::machine::ruling::Ruling::Ask(None)
         ));
+    }
+
+    /// The hostile review's finding 1: an "always allow" approves the other waiting calls of
+    /// its tool in the reply, unseen. Revoked before the run resumes, it takes those approvals
+    /// back: each such call waits again, to be asked about, and the run does not resume when
+    /// the last other call is decided. The call the user approved by hand stays approved.
+    #[test]
+    fn a_revoked_allowance_takes_back_the_approvals_it_gave_to_waiting_calls() {
+        let mut rig = Rig::new();
+        waiting(&mut rig, &["write_file", "write_file", "read_file"]);
+        decide(
+            &mut rig,
+            0,
+            Decision::approve().scope(AllowanceScope::Session),
+        );
+        let waiting_ids = |rig: &Rig| -> Vec<String> {
+            rig.state
+                .undecided_calls()
+                .iter()
+                .map(|c| c.tool_call_id.clone())
+                .collect()
+        };
+        assert_eq!(
+            waiting_ids(&rig),
+            ["c2"],
+            "the sibling was approved by the allowance"
+        );
+        rig.handle(Input::RevokeAllowance("decision_1".to_owned()))
+            .expect("revoke");
+        assert_eq!(waiting_ids(&rig), ["c1", "c2"], "the sibling waits again");
+        let by_hand = rig.state.pending[0].as_tool_call().expect("a call");
+        assert_eq!(
+            by_hand.decided.as_ref().and_then(|d| d.outcome),
+            Some(DecisionOutcome::Approved),
+            "the call the user approved stays approved"
+        );
+        let next = decide(&mut rig, 2, Decision::approve());
+        assert!(matches!(next, Next::WaitsOnToolCalls(_)), "{next:?}");
+        assert_eq!(
+            waiting_ids(&rig),
+            ["c1"],
+            "the run waits for the sibling's decision"
+        );
+        assert!(
+            rig.state.history.is_empty(),
+            "nothing ran or was recorded yet"
+        );
     }
 
     #[test]

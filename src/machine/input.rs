@@ -360,6 +360,8 @@ impl Change<'_> {
             Input::RevokeAllowance(id) => {
                 let mode_id = self.mode_arc();
                 self.state.drop_allowance(&id, &mode_id);
+                // What it approved unseen and has not run yet waits again.
+                self.state.withdraw_approvals_of_revoked();
                 Next::Nothing
             }
             Input::RefusedApproved {

@@ -136,6 +136,22 @@ impl State {
         dropped
     }
 
+    /// Takes back the approvals that allowances no longer kept gave to calls of the suspended
+    /// reply (`allowedBy` one revoked since it approved them, unseen): each such call waits
+    /// again, to be asked about. An approval the user gave by hand stays.
+    pub(crate) fn withdraw_approvals_of_revoked(&mut self) {
+        let kept: Vec<String> = self.all_allowances().map(|a| a.id.clone()).collect();
+        for pending in &mut self.pending {
+            let PendingDecision::ToolCall(call) = pending else {
+                continue;
+            };
+            let allowed_by = call.decided.as_ref().and_then(|d| d.allowed_by.as_ref());
+            if allowed_by.is_some_and(|id| !kept.contains(id)) {
+                call.decided = None;
+            }
+        }
+    }
+
     /// The tool calls of the suspended reply still waiting for a decision.
     pub(crate) fn undecided_calls(&self) -> Vec<PendingToolCall> {
         self.pending

@@ -23,6 +23,7 @@ use snapbox::str;
 
 const DONE: i32 = 0;
 const INVALID: i32 = 2;
+const NOT_APPROVED: i32 = 3;
 const PENDING: i32 = 4;
 const REFUSED: i32 = 5;
 
@@ -509,4 +510,120 @@ fn decide_narrows_an_allowance_to_an_argument_and_refuses_bad_patterns() {
         world.pending_json()[0]["allowancesInForce"][0]["pattern"],
         json!({ "arg": "content", "glob": "x*" })
     );
+}
+
+/// Both tools wait in `build`: the reply's `read_file` keeps the run suspended while its two
+/// `write_file` calls are decided.
+const BOTH_WAIT: &str = r#"
+[[modes]]
+id = "build"
+default = true
+availableTools = ["read_file", "write_file"]
+requireApproval = ["write_file", "read_file"]
+"#;
+
+/// The hostile review's finding 1: an "always allow" approves the reply's other `write_file`
+/// call unseen; revoked before the run resumes (by `allowances revoke --session`, or a
+/// workspace one in the store with `allowances revoke ID`), it takes that approval back: the
+/// call is asked about again and never runs unless the user approves it.
+#[test]
+fn a_revoked_allowance_takes_back_what_it_approved_before_the_run_resumed() {
+    for (kind, scope) in [
+        ("dir", "session"),
+        ("dir", "workspace"),
+        ("sqlite", "workspace"),
+    ] {
+        let world = World::with_config(
+            kind,
+            BOTH_WAIT,
+            vec![
+                calls([
+                    write("call_1", "a.txt"),
+                    write("call_2", "b.txt"),
+                    call(
+                        "call_3",
+                        "read_file",
+                        &json!({ "path": "a.txt" }).to_string(),
+                    ),
+                ]),
+                text("done"),
+            ],
+        );
+        let (out, session) = world.run_stored("Write a.txt and b.txt");
+        assert_eq!(out.status.code(), Some(PENDING), "{kind}: {}", stderr(&out));
+        let args = [
+            "--decision",
+            "decision_1",
+            "--approve",
+            "--always",
+            "--scope",
+            scope,
+        ];
+        let out = world.decide(&session, &args);
+        assert_eq!(
+            out.status.code(),
+            Some(PENDING),
+            "{kind} {scope}: {}",
+            stderr(&out)
+        );
+        let waiting = |world: &World| -> Vec<String> {
+            world
+                .pending_json()
+                .iter()
+                .map(|p| p["decisionId"].as_str().unwrap_or("?").to_owned())
+                .collect()
+        };
+        assert_eq!(
+            waiting(&world),
+            ["decision_3"],
+            "{kind} {scope}: b.txt approved unseen"
+        );
+
+        let out = if scope == "session" {
+            of_session(&world, &["revoke", "decision_1"], &session)
+        } else {
+            let listed = json_lines(&allowances(&world, &["list", "--json"]));
+            let id = listed[0]["id"].as_str().expect("an id").to_owned();
+            allowances(&world, &["revoke", &id])
+        };
+        assert_eq!(
+            out.status.code(),
+            Some(DONE),
+            "{kind} {scope}: {}",
+            stderr(&out)
+        );
+        if scope == "session" {
+            assert_eq!(
+                waiting(&world),
+                ["decision_2", "decision_3"],
+                "{kind} {scope}: the revoke takes the approval back at once"
+            );
+        }
+
+        let out = world.decide(&session, &["--decision", "decision_3", "--approve"]);
+        assert_eq!(
+            out.status.code(),
+            Some(PENDING),
+            "{kind} {scope}: b.txt waits, so the run does not resume: {}",
+            stderr(&out)
+        );
+        assert!(
+            world.file("b.txt").is_none(),
+            "{kind} {scope}: never run unasked"
+        );
+        assert_eq!(waiting(&world), ["decision_2"], "{kind} {scope}");
+        let out = world.decide(&session, &["--decision", "decision_2", "--reject"]);
+        assert_eq!(
+            out.status.code(),
+            Some(NOT_APPROVED),
+            "{kind} {scope}: {}",
+            stderr(&out)
+        );
+        assert!(world.file("b.txt").is_none(), "{kind} {scope}: rejected");
+        assert_eq!(
+            world.file("a.txt").as_deref(),
+            Some("x"),
+            "{kind} {scope}: approved by hand"
+        );
+    }
 }
