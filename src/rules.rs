@@ -510,6 +510,12 @@ impl Rule {
 
     /// Whether a string rule fits `value`'s canonical text, by `is_match`.
     fn fits_text(&self, value: &Value, is_match: impl Fn(&str) -> bool) -> Option<Fit> {
+        // An allow rule fits a scalar only: the text of an array or object holds several values
+        // (a `*` spans them, and `["src/a", "../x"]` has no `..` component of its own), so it is
+        // in doubt, and doubt never allows. Deny and ask rules match the text of any value.
+        if self.action == RuleAction::Allow && (value.is_array() || value.is_object()) {
+            return None;
+        }
         let text = canonical_value(value);
         // An allow rule fits one line only: a line break in a value is in doubt (a shell runs
         // each line), and doubt never allows. Deny and ask rules match across lines.

@@ -385,7 +385,9 @@ pub(crate) struct DecideArgs {
     pub(crate) allow_arg: Option<String>,
     /// With --always and --allow-arg: allow only the calls whose argument, its canonical value
     /// whole, fits this glob (`git *`), as an `allow` rule's `glob` matches (never a value of
-    /// several lines). A glob on `path` is refused: use --allow-path.
+    /// several lines, an array or an object). It reads the text as sent: for an argument that
+    /// names a file, use --allow-arg NAME --allow-path GLOB, which follows it where it leads (a
+    /// glob on `path` is refused for that reason).
     #[arg(long, value_name = "GLOB", requires = "allow_arg")]
     pub(crate) allow_glob: Option<String>,
     /// With --always and --allow-arg: allow only the calls whose argument, its canonical value

@@ -1709,3 +1709,56 @@ fn a_glob_holds_whether_its_stars_stop_at_a_slash() {
     assert_ne!(path, text, "the same text, another kind");
     assert_eq!(path, Glob::path("src/*").expect("glob"));
 }
+
+/// The hostile review's finding 3: an allow glob or regex reads a value's canonical text, so on
+/// an array (`["src/a.txt", "../outside.txt"]`) its `*` spanned the elements and the `..` guard
+/// saw one text, letting a path outside through. An allow string rule fits a string (or
+/// another scalar) only: an array or object is in doubt and waits, as `requireApproval` says.
+/// Deny and ask rules still match the canonical text of any value.
+#[test]
+fn an_allow_string_rule_never_fits_an_array_or_an_object() {
+    let graph = graph(
+        r#"
+[[modes]]
+id = "build"
+requireApproval = ["cat"]
+rules = [
+  { tool = "cat", arg = "file", glob = "*secret*", action = "deny" },
+  { tool = "cat", arg = "file", glob = "*src/*", action = "allow" },
+  { tool = "cat", arg = "file", regex = ".*src/.*", action = "allow" },
+]
+"#,
+    );
+    let build = graph.default_mode();
+    let outcome = |file: Value| {
+        let call = ToolCall::new("c", "cat", json!({ "file": file }));
+        let verdict = decide(build, true, &call, &ResolvedPaths::new());
+        (verdict.action, verdict.decided_by)
+    };
+    assert_eq!(
+        outcome(json!("src/a.txt")),
+        (RuleAction::Allow, DecidedBy::Rule(2))
+    );
+    assert_eq!(
+        outcome(json!("src/../.env")),
+        (RuleAction::Ask, DecidedBy::RequireApproval),
+        "a `..` in a string is in doubt"
+    );
+    for file in [
+        json!(["src/a.txt", "../outside.txt"]),
+        json!(["src/a.txt", "/etc/hostname"]),
+        json!(["src/a.txt"]),
+        json!({ "src/a": "b" }),
+    ] {
+        assert_eq!(
+            outcome(file.clone()),
+            (RuleAction::Ask, DecidedBy::RequireApproval),
+            "{file}"
+        );
+    }
+    assert_eq!(
+        outcome(json!(["src/a.txt", "secret.txt"])),
+        (RuleAction::Deny, DecidedBy::Rule(1)),
+        "a deny rule still reads the array's text"
+    );
+}
