@@ -8,7 +8,7 @@
 //! [`stored_allowances`]: agent_controller::session::stored_allowances
 //! [`Session::revoke_allowance`]: agent_controller::Session::revoke_allowance
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use agent_controller::allowance::{Allowance, AllowanceScope};
 use agent_controller::display::{json_line, neutralize_line};
@@ -135,31 +135,20 @@ fn unknown_session(id: &str) -> String {
 /// One allowance on one line, neutralized: id, mode, tool and pattern, the workspace of a
 /// workspace one, the session and decision that gave it, who and when.
 fn line(a: &Allowance) -> String {
-    let pattern = a
-        .pattern
-        .as_ref()
-        .map(|p| format!(" {p}"))
-        .unwrap_or_default();
-    let workspace = a
-        .workspace
-        .as_deref()
-        .map(|w| format!("  workspace {}", w.display()))
-        .unwrap_or_default();
-    let by = a
-        .decided_by
-        .as_deref()
-        .map(|b| format!(" by {b}"))
-        .unwrap_or_default();
-    let at = a
-        .decided_at
-        .as_deref()
-        .map(|t| format!(" at {t}"))
-        .unwrap_or_default();
+    let pattern = part(" ", a.pattern.as_ref());
+    let workspace = part("  workspace ", a.workspace.as_deref().map(Path::display));
+    let by = part(" by ", a.decided_by.as_deref());
+    let at = part(" at ", a.decided_at.as_deref());
     neutralize_line(&format!(
         "{}  mode {}  {}{pattern}{workspace}  (session {}, {}{by}{at})",
         a.id, a.mode_id, a.tool_name, a.session_id, a.decision_id
     ))
     .into_owned()
+}
+
+/// The part of a [`line`] that says `value` after `label`, or nothing when there is no value.
+fn part(label: &str, value: Option<impl std::fmt::Display>) -> String {
+    value.map(|v| format!("{label}{v}")).unwrap_or_default()
 }
 
 fn revoke(spec: &str, id: &str) -> Outcome {

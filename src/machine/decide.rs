@@ -650,15 +650,22 @@ mod tests {
 
     use crate::allowance::{AllowancePattern, AllowanceScope, GivenAllowance};
 
+    /// A rig whose `write_file` call waited in `build` and was approved with an "always allow"
+    /// of `scope`.
+    fn allowed_write(scope: AllowanceScope) -> Rig {
+        let mut rig = Rig::new();
+        waiting(&mut rig, &["write_file"]);
+        decide(&mut rig, 0, Decision::approve().scope(scope));
+        rig
+    }
+
     #[test]
     fn a_mode_allowance_ends_with_the_mode_and_a_session_one_comes_back_with_it() {
         for (scope, back) in [
             (AllowanceScope::Mode, false),
             (AllowanceScope::Session, true),
         ] {
-            let mut rig = Rig::new();
-            waiting(&mut rig, &["write_file"]);
-            decide(&mut rig, 0, Decision::approve().scope(scope));
+            let mut rig = allowed_write(scope);
             let ruling = ruling_of_write(&rig, "a.txt");
             assert_eq!(allowed_by(&ruling), Some(("decision_1", scope)));
             assert_eq!(rig.state.always_allowed, ["write_file"]);
@@ -709,13 +716,7 @@ mod tests {
 
     #[test]
     fn a_workspace_allowance_is_keyed_by_workspace_config_and_mode() {
-        let mut rig = Rig::new();
-        waiting(&mut rig, &["write_file"]);
-        decide(
-            &mut rig,
-            0,
-            Decision::approve().scope(AllowanceScope::Workspace),
-        );
+        let mut rig = allowed_write(AllowanceScope::Workspace);
         assert!(rig.state.allowances.is_empty(), "not the session's own");
         let [kept] = rig.state.workspace_allowances.as_slice() else {
             panic!(
@@ -801,13 +802,7 @@ mod tests {
 
     #[test]
     fn an_allowance_never_stands_in_for_a_rule_and_is_revoked_by_its_id() {
-        let mut rig = Rig::new();
-        waiting(&mut rig, &["write_file"]);
-        decide(
-            &mut rig,
-            0,
-            Decision::approve().scope(AllowanceScope::Session),
-        );
+        let mut rig = allowed_write(AllowanceScope::Session);
         rig.handle(Input::RevokeAllowance("decision_1".to_owned()))
             .expect("revoke");
         assert!(rig.state.allowances.is_empty());

@@ -496,6 +496,27 @@ mod tests {
         run
     }
 
+    /// A run started in the rig's mode whose reply calls `calls`, the first of them (`c1`, a
+    /// `read_file`) answered `one`, and the events so far taken; returns its id.
+    fn past_the_first_call(rig: &mut Rig, calls: Vec<crate::tool::ToolCall>) -> Arc<str> {
+        let run = rig.start("hi");
+        rig.reply(&run, "", calls);
+        rig.result(&run, "c1", "one");
+        rig.take_kinds();
+        run
+    }
+
+    /// The `read_file` call `c1`, the `write_file` call `w1`, then a `read_file` call for each
+    /// of `more`.
+    fn read_write_reads(more: &[&str]) -> Vec<crate::tool::ToolCall> {
+        let mut calls = vec![
+            call("c1", "read_file", json!({})),
+            call("w1", "write_file", json!({})),
+        ];
+        calls.extend(reads(more));
+        calls
+    }
+
     /// A plain approval of what waits first, checked against nothing.
     fn plain_approval() -> Input {
         Input::Decide {
@@ -977,11 +998,7 @@ mod tests {
     #[test]
     fn a_cancelled_run_answers_the_running_call_and_the_unstarted_ones() {
         let mut rig = Rig::new();
-        let run = rig.start("hi");
-        let calls = reads(&["c1", "c2", "c3"]);
-        rig.reply(&run, "", calls);
-        rig.result(&run, "c1", "one");
-        rig.take_kinds();
+        let run = past_the_first_call(&mut rig, reads(&["c1", "c2", "c3"]));
         rig.handle(Input::Abort(Abort::Run(run.clone())))
             .expect("aborts");
         // c2 was running (its `tool_start` went out when it started); c3 never started.
@@ -998,16 +1015,7 @@ mod tests {
     fn a_run_cancelled_among_its_calls_answers_each_in_order() {
         let mut rig = Rig::new();
         rig.state.mode = rig.mode("build");
-        let run = rig.start("hi");
-        let calls = vec![
-            call("c1", "read_file", json!({})),
-            call("w1", "write_file", json!({})),
-            call("c2", "read_file", json!({})),
-            call("c3", "read_file", json!({})),
-        ];
-        rig.reply(&run, "", calls);
-        rig.result(&run, "c1", "one");
-        rig.take_kinds();
+        let run = past_the_first_call(&mut rig, read_write_reads(&["c2", "c3"]));
         let abort = Abort::ToolCalls {
             run_id: run.clone(),
             at: 1,
@@ -1048,15 +1056,7 @@ mod tests {
         use crate::allowance::{Allowance, AllowanceScope};
         let mut rig = Rig::new();
         rig.state.mode = rig.mode("build");
-        let run = rig.start("hi");
-        let calls = vec![
-            call("c1", "read_file", json!({})),
-            call("w1", "write_file", json!({})),
-            call("c2", "read_file", json!({})),
-        ];
-        rig.reply(&run, "", calls);
-        rig.result(&run, "c1", "one");
-        rig.take_kinds();
+        let run = past_the_first_call(&mut rig, read_write_reads(&["c2"]));
         let allowance =
             Allowance::new(AllowanceScope::Session, "decision_7", "build", "write_file");
         let counted = rig.state.decisions;

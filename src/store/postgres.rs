@@ -535,13 +535,11 @@ impl SessionStore for PostgresStore {
         let text = serde_json::to_string(allowance)
             .map_err(|e| StoreError::backend("serialize allowance", e))?;
         let client = self.client().await?;
-        let stmt = client
-            .prepare_cached(&format!(
-                "INSERT INTO {ALLOWANCES} (id, workspace, allowance) VALUES ($1, $2, $3::text::json) \
-                 ON CONFLICT (id) DO UPDATE SET workspace = $2, allowance = $3::text::json"
-            ))
-            .await
-            .map_err(|e| self.db(e))?;
+        let sql = format!(
+            "INSERT INTO {ALLOWANCES} (id, workspace, allowance) VALUES ($1, $2, $3::text::json) \
+             ON CONFLICT (id) DO UPDATE SET workspace = $2, allowance = $3::text::json"
+        );
+        let stmt = self.prepare(&client, &sql).await?;
         client
             .execute(&stmt, &[&allowance.id, &workspace, &text])
             .await
@@ -557,13 +555,11 @@ impl SessionStore for PostgresStore {
     ) -> Result<Vec<crate::allowance::Allowance>, StoreError> {
         let workspace = workspace.map(|w| w.to_string_lossy().into_owned());
         let client = self.client().await?;
-        let stmt = client
-            .prepare_cached(&format!(
-                "SELECT allowance::text FROM {ALLOWANCES} \
-                 WHERE $1::text IS NULL OR workspace = $1 ORDER BY seq"
-            ))
-            .await
-            .map_err(|e| self.db(e))?;
+        let sql = format!(
+            "SELECT allowance::text FROM {ALLOWANCES} \
+             WHERE $1::text IS NULL OR workspace = $1 ORDER BY seq"
+        );
+        let stmt = self.prepare(&client, &sql).await?;
         let rows = client
             .query(&stmt, &[&workspace])
             .await
@@ -583,10 +579,8 @@ impl SessionStore for PostgresStore {
 
     async fn revoke_workspace_allowance(&self, id: &str) -> Result<bool, StoreError> {
         let client = self.client().await?;
-        let stmt = client
-            .prepare_cached(&format!("DELETE FROM {ALLOWANCES} WHERE id = $1"))
-            .await
-            .map_err(|e| self.db(e))?;
+        let sql = format!("DELETE FROM {ALLOWANCES} WHERE id = $1");
+        let stmt = self.prepare(&client, &sql).await?;
         let n = client
             .execute(&stmt, &[&id])
             .await

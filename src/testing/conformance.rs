@@ -392,6 +392,22 @@ fn with_waiting_calls(mut r: SessionRecord, calls: &[&str]) -> SessionRecord {
     r
 }
 
+/// The ids of a check's sessions: `{prefix}-{name}` for each of `names`.
+fn session_ids<const N: usize>(prefix: &str, names: [&str; N]) -> [String; N] {
+    names.map(|name| format!("{prefix}-{name}"))
+}
+
+/// Deletes the session `id`, which holds `what`: the delete must say it removed one.
+async fn ensure_deletes(store: &dyn SessionStore, id: &str, what: &str) -> Result<(), String> {
+    let deleted = store.delete(id).await;
+    ensure!(
+        deleted == Ok(true),
+        "delete of {what} gave {}, not Ok(true)",
+        said(&deleted)
+    );
+    Ok(())
+}
+
 async fn cleanup(store: &dyn SessionStore, ids: &[&str]) {
     for id in ids {
         // Best effort: a failed delete shows up in the next run as nothing (ids are unique).
@@ -430,12 +446,7 @@ async fn read_your_writes<S: SessionStore + 'static>(
                 );
             }
         }
-        let deleted = b.delete(&id).await;
-        ensure!(
-            deleted == Ok(true),
-            "delete of a stored session gave {}, not Ok(true)",
-            said(&deleted)
-        );
+        ensure_deletes(&*b, &id, "a stored session").await?;
         let gone = a.load(&id).await;
         ensure!(
             matches!(gone, Ok(None)),
@@ -772,29 +783,25 @@ fn ours(listing: &PendingListing, prefix: &str) -> (Vec<String>, Vec<String>, Ve
         .filter(|p| p.session_id.starts_with(prefix))
         .map(|p| format!("{}/{}", p.session_id, p.decision_id))
         .collect();
-    let unreadable = listing
-        .unreadable
-        .iter()
-        .filter(|u| u.session_id.starts_with(prefix))
-        .map(|u| u.session_id.clone())
-        .collect();
-    let interrupted = listing
-        .interrupted
-        .iter()
-        .filter(|r| r.session_id.starts_with(prefix))
-        .map(|r| r.session_id.clone())
-        .collect();
-    (pending, unreadable, interrupted)
+    let unreadable = listing.unreadable.iter().map(|u| u.session_id.as_str());
+    let interrupted = listing.interrupted.iter().map(|r| r.session_id.as_str());
+    (
+        pending,
+        starting_with(unreadable, prefix),
+        starting_with(interrupted, prefix),
+    )
+}
+
+/// The session ids of `ids` that start with `prefix`.
+fn starting_with<'a>(ids: impl Iterator<Item = &'a str>, prefix: &str) -> Vec<String> {
+    ids.filter(|id| id.starts_with(prefix))
+        .map(str::to_owned)
+        .collect()
 }
 
 async fn list_pending(store: &dyn SessionStore, prefix: &str) -> Result<(), String> {
     let prefix = format!("{prefix}-list");
-    let (old, new, idle, calls) = (
-        format!("{prefix}-old"),
-        format!("{prefix}-new"),
-        format!("{prefix}-idle"),
-        format!("{prefix}-calls"),
-    );
+    let [old, new, idle, calls] = session_ids(&prefix, ["old", "new", "idle", "calls"]);
     let result = async {
         save_new(
             store,
@@ -860,12 +867,7 @@ async fn list_pending(store: &dyn SessionStore, prefix: &str) -> Result<(), Stri
 
 async fn interrupted_runs(store: &dyn SessionStore, prefix: &str) -> Result<(), String> {
     let prefix = format!("{prefix}-lease");
-    let (ended, live, none, done) = (
-        format!("{prefix}-ended"),
-        format!("{prefix}-live"),
-        format!("{prefix}-none"),
-        format!("{prefix}-done"),
-    );
+    let [ended, live, none, done] = session_ids(&prefix, ["ended", "live", "none", "done"]);
     let now = NOW;
     let result = async {
         save_new(
@@ -1023,10 +1025,7 @@ async fn workspace_allowances(
 
 async fn expire(store: &dyn SessionStore, prefix: &str) -> Result<(), String> {
     let prefix = format!("{prefix}-expire");
-    let ids: Vec<String> = ["idle", "recent", "pending", "running", "calls"]
-        .iter()
-        .map(|k| format!("{prefix}-{k}"))
-        .collect();
+    let ids = session_ids(&prefix, ["idle", "recent", "pending", "running", "calls"]);
     let result = async {
         save_new(
             store,
@@ -1069,12 +1068,8 @@ async fn unreadable_records(
     prefix: &str,
 ) -> Result<(), String> {
     let prefix = format!("{prefix}-bad");
-    let (healthy, garbage, twin) = (
-        format!("{prefix}-healthy"),
-        format!("{prefix}-garbage"),
-        format!("{prefix}-twin"),
-    );
-    let newer = format!("{prefix}-newer");
+    let [healthy, garbage, twin, newer] =
+        session_ids(&prefix, ["healthy", "garbage", "twin", "newer"]);
     let result = async {
         let a = record(&healthy, 1, true, 50);
         let saved = store.save(&a, None).await;
@@ -1115,12 +1110,7 @@ async fn unreadable_records(
             "load of a record of a newer schema gave {}, not StoreError::NewerSchema",
             said(&loaded)
         );
-        let deleted = store.delete(&garbage).await;
-        ensure!(
-            deleted == Ok(true),
-            "delete of an unreadable record gave {}, not Ok(true)",
-            said(&deleted)
-        );
+        ensure_deletes(store, &garbage, "an unreadable record").await?;
         Ok(())
     }
     .await;

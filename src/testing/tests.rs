@@ -65,6 +65,14 @@ fn explored(report: &CheckReport) -> &Counterexample {
         .expect("the exploration finds it")
 }
 
+/// The counterexample the exploration of a failed check found, which must differ from the
+/// reference in `aspect`.
+fn explored_in(report: &CheckReport, aspect: Aspect) -> &Counterexample {
+    let found = explored(report);
+    assert_eq!(found.divergence.aspect, aspect, "{found}");
+    found
+}
+
 /// Applies `op` to `reference` and the same step to `harness`'s controller, which must agree;
 /// returns what the reference expects of the step.
 fn step_both(harness: &mut Harness, reference: &mut ReferenceSession, op: Op) -> Expected {
@@ -265,6 +273,14 @@ where
     failed(&check.without_regressions(), build)
 }
 
+/// The report of `check` (no regression file) of a correct controller, which must pass.
+fn passed(check: Check) -> CheckReport {
+    check
+        .without_regressions()
+        .run(build_correct)
+        .unwrap_or_else(|e| panic!("a correct controller passes: {e:?}"))
+}
+
 fn failed<F>(check: &Check, build: F) -> CheckReport
 where
     F: Fn(Setup) -> Result<AgentController, ConfigError>,
@@ -280,8 +296,7 @@ fn a_tool_run_in_a_mode_that_does_not_offer_it_is_caught() {
     // Fault 1: `write_file` is offered only by `build`, which has no tool list; the old kit
     // never called it in `plan` and judged "not executed" by the error flag.
     let report = caught(MODES, 64, 1, build_running_refused_tools);
-    let found = explored(&report);
-    assert_eq!(found.divergence.aspect, Aspect::Events, "{found}");
+    let found = explored_in(&report, Aspect::Events);
     assert!(found.divergence.actual.contains("ToolRan"), "{found}");
     assert!(
         found.divergence.actual.contains("mode: \"plan\""),
@@ -297,8 +312,7 @@ fn a_tool_run_in_a_mode_that_does_not_offer_it_is_caught() {
 fn a_missing_notice_after_a_manual_switch_is_caught() {
     // Fault 2: after a manual switch the last message before the model call is the user's.
     let report = caught(MODES, 64, 2, build_without_manual_notice);
-    let found = explored(&report);
-    assert_eq!(found.divergence.aspect, Aspect::Events, "{found}");
+    let found = explored_in(&report, Aspect::Events);
     assert!(
         found.divergence.expected.contains("told_mode_change: true"),
         "{found}"
@@ -519,8 +533,7 @@ fn the_reference_hands_an_edited_approval_on_with_both_hashes() {
 fn an_edited_approval_that_hands_over_the_submitted_plan_is_caught() {
     // Issue 12: the next mode must receive the user's edit, not the plan as submitted.
     let report = caught(MODES, 64, 6, build_handing_over_submitted);
-    let found = explored(&report);
-    assert_eq!(found.divergence.aspect, Aspect::Events, "{found}");
+    let found = explored_in(&report, Aspect::Events);
     assert!(
         found.divergence.expected.contains("Plan 1, edited"),
         "{found}"
@@ -550,6 +563,14 @@ fn an_edited_approval_that_hands_over_the_submitted_plan_is_caught() {
 /// `build-auto`.
 const APPROVALS: &str = "tests/fixtures/configs/valid/targets-list.toml";
 
+/// The graph of [`APPROVALS`], and the facts the kit reads of it.
+fn approvals() -> (ModeGraph, Arc<ConfigFacts>) {
+    let graph = config::load(APPROVALS).expect("config");
+    let text = std::fs::read_to_string(APPROVALS).expect("config");
+    let facts = Arc::new(ConfigFacts::from_toml(&text).expect("facts"));
+    (graph, facts)
+}
+
 /// `text` without its `requireApproval` lines.
 fn without_approvals(text: &str) -> String {
     text.lines()
@@ -569,11 +590,10 @@ fn build_running_before_approval(setup: Setup) -> Result<AgentController, Config
 #[test]
 fn a_tool_run_before_its_approval_is_caught() {
     let report = caught(APPROVALS, 64, 5, build_running_before_approval);
-    let found = explored(&report);
+    let found = explored_in(&report, Aspect::Outcome);
     // The shortest counterexample: one call to `write_file` in `build`, which ran at once.
     assert_eq!(found.start, "build", "{found}");
     assert_eq!(found.ops, vec![Op::call("write_file")], "{found}");
-    assert_eq!(found.divergence.aspect, Aspect::Outcome, "{found}");
     assert!(found.divergence.expected.contains("Suspended"), "{found}");
     assert!(!report.edges.is_complete(), "the edge walk misses it too");
     assert!(
@@ -759,8 +779,7 @@ fn build_running_rejected(setup: Setup) -> Result<AgentController, ConfigError> 
 #[test]
 fn a_rejected_tool_call_that_runs_is_caught() {
     let report = caught(APPROVALS, 64, 7, build_running_rejected);
-    let found = explored(&report);
-    assert_eq!(found.divergence.aspect, Aspect::Events, "{found}");
+    let found = explored_in(&report, Aspect::Events);
     assert!(
         found
             .ops
@@ -1138,20 +1157,9 @@ fn realistic_configs_stay_in_their_limits_read_well_and_ask_before_writing() {
 
 #[test]
 fn max_states_bounds_the_exploration_and_says_so() {
-    let report = Check::new(MODES)
-        .max_states(2)
-        .cases(4)
-        .seed(1)
-        .without_regressions()
-        .run(build_correct)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let report = passed(Check::new(MODES).max_states(2).cases(4).seed(1));
     assert!(!report.exploration.complete, "{report}");
-    let full = Check::new(MODES)
-        .cases(4)
-        .seed(1)
-        .without_regressions()
-        .run(build_correct)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let full = passed(Check::new(MODES).cases(4).seed(1));
     assert!(full.exploration.complete);
     assert!(
         report.exploration.transitions < full.exploration.transitions,
@@ -1175,12 +1183,7 @@ fn without_rules(text: &str, action: &str) -> String {
 
 #[test]
 fn a_config_with_rules_passes_and_its_rule_edges_are_walked() {
-    let report = Check::new(RULES)
-        .cases(32)
-        .seed(7)
-        .without_regressions()
-        .run(build_correct)
-        .unwrap_or_else(|e| panic!("a correct controller passes: {e:?}"));
+    let report = passed(Check::new(RULES).cases(32).seed(7));
     let causes: Vec<String> = report
         .edges
         .edges
@@ -1253,9 +1256,7 @@ fn the_reference_keeps_each_allowance_for_its_scope_and_the_session_agrees() {
     // only, `workspace` stays into a new session of the same workspace. The real controller
     // agrees step by step (allowances in force compared after each).
     use crate::allowance::AllowanceScope;
-    let graph = config::load(APPROVALS).expect("config");
-    let text = std::fs::read_to_string(APPROVALS).expect("config");
-    let facts = Arc::new(ConfigFacts::from_toml(&text).expect("facts"));
+    let (graph, facts) = approvals();
     let store: Arc<dyn crate::store::SessionStore> = Arc::new(crate::store::MemoryStore::new());
     let mut harness = Harness::new(graph, facts, build_on_store(store)).expect("a harness");
     assert_eq!(harness.facts().workspace_store(), WorkspaceStore::Keeps);
@@ -1318,22 +1319,26 @@ fn the_reference_keeps_each_allowance_for_its_scope_and_the_session_agrees() {
     );
 }
 
+/// A `write_file` call, then an "always allow" of `scope` for it, stepped on both `reference`
+/// and `harness`; returns what the reference expects of the decision.
+fn always_allow_a_write(
+    harness: &mut Harness,
+    reference: &mut ReferenceSession,
+    scope: crate::allowance::AllowanceScope,
+) -> Expected {
+    step_both(harness, reference, Op::call("write_file"));
+    step_both(harness, reference, Op::always_allow_tool_for(0, scope))
+}
+
 #[test]
 fn a_workspace_allowance_without_a_store_is_refused_and_one_a_store_drops_allows_nothing() {
     use crate::allowance::AllowanceScope;
-    let graph = config::load(APPROVALS).expect("config");
-    let text = std::fs::read_to_string(APPROVALS).expect("config");
-    let facts = Arc::new(ConfigFacts::from_toml(&text).expect("facts"));
+    let (graph, facts) = approvals();
     let mut harness = Harness::new(graph.clone(), facts.clone(), build_correct).expect("a harness");
     assert_eq!(harness.facts().workspace_store(), WorkspaceStore::None);
     let mut reference = ReferenceSession::new(harness.facts().clone(), None);
     harness.start(&reference).expect("the start");
-    step_both(&mut harness, &mut reference, Op::call("write_file"));
-    let refused = step_both(
-        &mut harness,
-        &mut reference,
-        Op::always_allow_tool_for(0, AllowanceScope::Workspace),
-    );
+    let refused = always_allow_a_write(&mut harness, &mut reference, AllowanceScope::Workspace);
     assert_eq!(refused.outcome, Outcome::Refused(Refusal::Store));
     assert_eq!(reference.waiting().len(), 1, "nothing changed");
     // A store that keeps no workspace allowance (the trait's default): the decision stands.
@@ -1342,12 +1347,7 @@ fn a_workspace_allowance_without_a_store_is_refused_and_one_a_store_drops_allows
     assert_eq!(harness.facts().workspace_store(), WorkspaceStore::Drops);
     let mut reference = ReferenceSession::new(harness.facts().clone(), None).with_restarts(true);
     harness.start(&reference).expect("the start");
-    step_both(&mut harness, &mut reference, Op::call("write_file"));
-    let decided = step_both(
-        &mut harness,
-        &mut reference,
-        Op::always_allow_tool_for(0, AllowanceScope::Workspace),
-    );
+    let decided = always_allow_a_write(&mut harness, &mut reference, AllowanceScope::Workspace);
     assert_eq!(decided.outcome, Outcome::Run(RunState::Completed));
     assert!(reference.allowances().is_empty());
     let asked = step_both(&mut harness, &mut reference, Op::call("write_file"));
@@ -1360,9 +1360,7 @@ fn a_workspace_allowance_without_a_store_is_refused_and_one_a_store_drops_allows
 /// of the first's workspace allowances and ask before every call that waits, in every mode.
 #[test]
 fn a_workspace_allowance_never_applies_in_another_workspace() {
-    let graph = config::load(APPROVALS).expect("config");
-    let text = std::fs::read_to_string(APPROVALS).expect("config");
-    let facts = Arc::new(ConfigFacts::from_toml(&text).expect("facts"));
+    let (graph, facts) = approvals();
     let store: Arc<dyn crate::store::SessionStore> = Arc::new(crate::store::MemoryStore::new());
     let mut first = Harness::new(graph.clone(), facts.clone(), build_on_store(store.clone()))
         .expect("the first workspace");

@@ -8,21 +8,13 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+use common::cli::{
+    DONE, INVALID, NOT_APPROVED, PENDING, REFUSED, RUNTIME_ERROR, SHIPPED, STDOUT_CLOSED,
+    UNREADABLE,
+};
 use common::json_lines as events;
 use common::{Workspace, fixture, read_fixture};
 use serde_json::Value;
-
-const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/modes.toml");
-
-// The exit statuses `--help` and the guide (`src/guide/cli.md`) document.
-const DONE: i32 = 0;
-const RUNTIME_ERROR: i32 = 1;
-const INVALID: i32 = 2;
-const NOT_APPROVED: i32 = 3;
-const PENDING: i32 = 4;
-const REFUSED: i32 = 5;
-const UNREADABLE: i32 = 6;
-const STDOUT_CLOSED: i32 = 141;
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_agent-controller"))

@@ -13,19 +13,13 @@ use crate::common;
 use std::process::{Command, Output, Stdio};
 
 use common::cli::snapshots::same;
-use common::cli::stdout;
 use common::cli::world::{World, pending, stores};
+use common::cli::{DONE, INVALID, NOT_APPROVED, PENDING, REFUSED, stdout};
 use common::json_lines;
 use common::openai_server::{Reply, call, calls, text};
 use common::stderr;
 use serde_json::json;
 use snapbox::str;
-
-const DONE: i32 = 0;
-const INVALID: i32 = 2;
-const NOT_APPROVED: i32 = 3;
-const PENDING: i32 = 4;
-const REFUSED: i32 = 5;
 
 const CONFIG: &str = r#"
 [[modes]]

@@ -13,14 +13,12 @@ use std::process::{Command, Output, Stdio};
 
 use common::Workspace;
 use common::cli::snapshots::{same, scrubbed, shown};
+use common::cli::{DONE, PENDING};
 use common::json_lines;
 use common::openai_server::{Reply, ScriptedServer, call, calls, contents, submit, text};
 use common::stderr;
 use serde_json::{Value, json};
 use snapbox::str;
-
-const DONE: i32 = 0;
-const PENDING: i32 = 4;
 
 const CONFIG: &str = r#"
 [[modes]]

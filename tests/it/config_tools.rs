@@ -7,8 +7,7 @@ use std::process::{Command, Output};
 
 use agent_controller::{config, diagram};
 
-/// The exit status of an invalid config (the guide, `src/guide/cli.md`, "Exit status").
-const INVALID: i32 = 2;
+use crate::common::cli::INVALID;
 
 fn bin(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_agent-controller"))

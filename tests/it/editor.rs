@@ -12,13 +12,9 @@ use std::process::{Command, Output, Stdio};
 
 use agent_controller::tool::submit_plan::sha256_hex;
 use common::Workspace;
+use common::cli::{DONE, NOT_APPROVED, PENDING, SHIPPED};
 use common::json_lines as events;
 use serde_json::Value;
-
-const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/modes.toml");
-const DONE: i32 = 0;
-const NOT_APPROVED: i32 = 3;
-const PENDING: i32 = 4;
 
 /// Editor scripts in a temporary directory.
 struct Editors {

@@ -10,11 +10,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 
-const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/modes.toml");
-
-// Exit statuses (the guide, `src/guide/cli.md`, "Exit status").
-const NOT_APPROVED: i32 = 3;
-const PENDING: i32 = 4;
+use common::cli::{NOT_APPROVED, PENDING, SHIPPED};
 
 fn run(ws: &Path, extra: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_agent-controller"));

@@ -16,10 +16,13 @@ pub const STORE: &str = "st";
 
 // The exit statuses `--help` and the guide (`src/guide/cli.md`) document.
 pub const DONE: i32 = 0;
+pub const RUNTIME_ERROR: i32 = 1;
 pub const INVALID: i32 = 2;
 pub const NOT_APPROVED: i32 = 3;
 pub const PENDING: i32 = 4;
 pub const REFUSED: i32 = 5;
+pub const UNREADABLE: i32 = 6;
+pub const STDOUT_CLOSED: i32 = 141;
 
 /// The binary with `args`, run in `ws`, its three streams piped; `OPENAI_MODEL` and `NO_COLOR`
 /// are removed, so the caller's environment does not choose a model or the styling.
