@@ -1313,8 +1313,6 @@ fn model_of(a: &Allowance) -> ModelAllowance {
     }
 }
 
-/// A waiting tool call as the comparison shows it: run, ids, tool, hash and decision so far.
-
 /// What the controller's store does with workspace allowances: found by keeping one for a
 /// config no session has (a fingerprint of its own) and revoking it again.
 async fn workspace_store(
@@ -1339,6 +1337,7 @@ async fn workspace_store(
     }
 }
 
+/// A waiting tool call as the comparison shows it: run, ids, tool, hash and decision so far.
 fn waiting_view(w: &WaitingCall) -> String {
     let decided = match w.decided {
         None => "waiting",
