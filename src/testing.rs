@@ -11,8 +11,10 @@
 //! - [`ReferenceSession`] is a small pure model of a session: the current mode, the pending
 //!   decision (tool call id, target fixed at submit time, SHA-256), the tool calls waiting for
 //!   approval (`requireApproval`) with the decisions taken on them, the allowances in force
-//!   (each by scope, mode and tool: [`ModelAllowance`]), and the run state. Each [`Op`] (a message, a `submit_plan` call on a valid or refused
-//!   file, a decision on a plan or on a waiting tool call, an abort, a manual switch, a call to
+//!   (each by scope, mode, tool and pattern: [`ModelAllowance`]), and the run state. Each [`Op`] (a message, a `submit_plan` call on a valid or refused
+//!   file, a call with a path inside or outside `src/` ([`CallPath`]), a decision on a plan or
+//!   on a waiting tool call (an "always allow" of each scope, narrowed to [`NARROWING`] or
+//!   not), the revocation of an allowance, an abort, a manual switch, a call to
 //!   a tool outside the mode, a process restart, a new session on the same controller, time
 //!   passing to just before or to a deadline, ...) becomes a
 //!   [`Step`] saying what the real session must return and emit, in order.
@@ -82,13 +84,19 @@
 //! only while the session is in the mode it was given in) and `workspace` (kept in the store:
 //! applying in later sessions of the same workspace and config, in its mode; refused without a
 //! store, and allowing nothing with a store that keeps none: [`WorkspaceStore`]). The harness
-//! compares the allowances in force (scope, tool, mode) after every step and the allowance a
-//! call it ran names (`allowedBy`); restarts ([`Op::Restart`]) and new sessions
+//! compares the allowances in force (scope, tool, mode, pattern) after every step and the
+//! allowance a call it ran names (`allowedBy`); restarts ([`Op::Restart`]) and new sessions
 //! ([`Op::NewSession`]) show what carries over. [`check_other_workspace`] drives a second
-//! controller over the same store in another workspace, where none of them may apply. Not
-//! generated: a narrowing pattern (the kit's calls carry `{}`, which no path or argument
-//! pattern covers, so a pattern would only ever allow nothing) and revocation
-//! ([`crate::Session::revoke_allowance`]).
+//! controller over the same store in another workspace, where none of them may apply.
+//!
+//! An "always allow" of scope `mode` or `session` may be narrowed to [`NARROWING`] (`src/**`):
+//! the kit's calls of a tool that takes a path ([`ConfigFacts::path_tools`]) carry one of
+//! [`CallPath`] (`src/a.txt`, `.env`, `src/../.env`), and a narrowed allowance runs only the
+//! calls whose path leads into `src/`. [`Op::Revoke`] revokes the first or the last allowance
+//! in force, or an id nobody gave ([`crate::Session::revoke_allowance`]): a revoked workspace
+//! allowance is gone from the store, so no restart or new session has it. Not generated: a
+//! narrowed `workspace` allowance (a store lists those in an order of its own, which decides
+//! which of two covering allowances a call names) and patterns on other arguments.
 //!
 //! # What the kit cannot see
 //!
@@ -192,10 +200,11 @@ pub use self::facts::{
 };
 pub use self::harness::{Aspect, Divergence, Harness, HarnessError, Invariant, Setup};
 pub use self::reference::{
-    Action, CLOCK_START_MS, Call, Decided, EditedPlan, Expected, Feedback, ModelAllowance, Offered,
-    Op, Outcome, PLAN_COUNT, PendingPlan, PlanFile, ReferenceSession, Refusal, Reply, ResultKind,
-    Revision, RunRef, ScriptedCall, ShaChoice, Step, Subject, Then, Trace, Until, WaitingCall,
-    edited_plan_sha256, edited_plan_text, plan_sha256, plan_text, tool_args_sha256,
+    Action, CLOCK_START_MS, Call, CallPath, Decided, EditedPlan, Expected, Feedback,
+    ModelAllowance, NARROWING, Offered, Op, Outcome, PLAN_COUNT, PendingPlan, PlanFile,
+    ReferenceSession, Refusal, Reply, ResultKind, Revision, RevokeChoice, RunRef, ScriptedCall,
+    ShaChoice, Step, Subject, Then, Trace, Until, WaitingCall, edited_plan_sha256,
+    edited_plan_text, plan_sha256, plan_text, tool_args_sha256,
 };
 use crate::config::{self, ConfigError};
 use crate::controller::AgentController;

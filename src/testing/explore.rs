@@ -4,7 +4,7 @@
 //! A state is what the rules of the mode state machine look at: the current mode, the target
 //! of the pending decision (if a plan waits), the latest run's state, the tool calls waiting for
 //! approval (with the decisions taken on them while others wait), the allowances in force (by
-//! scope, mode and tool),
+//! scope, mode, tool and pattern),
 //! where the kit's clock stands before the deadline of what waits (none, in time, one
 //! millisecond before, due) and whether the decision settled last expired. From the start state
 //! (a new session in the default mode) the walk goes breadth first; from each state it applies
@@ -13,13 +13,16 @@
 //! offered or not) or fails; every kind of decision (an approval to every mode, listed as a
 //! target or not, too), every kind of decision on the first and second tool call waiting for
 //! approval (approve, always allow, reject with and without feedback, a stale or upper-case
-//! hash, by decision id; on the first, always allow of scope `session` and `workspace`), two
-//! calls at once of each tool that waits, an abort, decisions on unknown runs and
+//! hash, by decision id; on the first, always allow of scope `session` and `workspace`, and one
+//! narrowed to paths under `src/`), two calls at once of each tool that waits, a call with a
+//! path inside `src/` and one walking out of it of one tool that waits and takes a path (the
+//! one the walk narrows allowances of), the
+//! revocation of the first and the last allowance in force and of an id nobody gave, an abort, decisions on unknown runs and
 //! tool calls and malformed ones, a manual switch to every mode and to an unknown id, a
 //! restart and a new session when the controller has a store, and, for a config with an `approvalTimeout`, time
 //! passing (to just before the deadline, to it, an hour on) and `expire_if_due`. With a store, every decision that changes the
 //! session (a plan or tool-call decision, an answer, an abort, a manual switch, time passing, an
-//! expiry) is also tried
+//! expiry, a revocation) is also tried
 //! once more on the same path with the process restarted before and after each decision on it:
 //! what a restored session does with its history (an approval decided after a restart, a
 //! restart after an approval or after a switch that ended an always-allow) is compared too,
@@ -45,7 +48,8 @@ use serde_json::json;
 use super::facts::ConfigFacts;
 use super::harness::{Divergence, Harness};
 use super::reference::{
-    Call, EditedPlan, Op, PlanFile, ReferenceSession, Revision, ShaChoice, Subject, Then, Until,
+    Call, CallPath, EditedPlan, Op, PlanFile, ReferenceSession, Revision, RevokeChoice, ShaChoice,
+    Subject, Then, Until,
 };
 use crate::allowance::AllowanceScope;
 use crate::event::RunState;
@@ -87,12 +91,12 @@ fn clock(reference: &ReferenceSession) -> Clock {
 }
 
 fn rules(reference: &ReferenceSession) -> Rules {
-    // The allowances in force by scope, mode and tool (what the tools always allowed in the
-    // current mode follow from).
+    // The allowances in force by scope, mode, tool and pattern (what the tools always allowed
+    // in the current mode follow from).
     let mut allowed: Vec<String> = reference
         .allowances()
         .iter()
-        .map(|a| format!("{} {} {}", a.scope, a.mode, a.tool))
+        .map(|a| format!("{} {} {} {:?}", a.scope, a.mode, a.tool, a.pattern))
         .collect();
     allowed.sort();
     (
@@ -114,7 +118,7 @@ fn rules(reference: &ReferenceSession) -> Rules {
 type State = Rules;
 
 /// Whether `op` decides something: a plan or tool-call decision, an answer, an abort, a manual
-/// switch. With a store, the walk also replays every path that ends in one with a restart
+/// switch, time passing, an expiry, a revocation. With a store, the walk also replays every path that ends in one with a restart
 /// before and after each decision on it ([`with_restarts_around_decisions`]).
 fn is_decision(op: &Op) -> bool {
     matches!(
@@ -125,6 +129,7 @@ fn is_decision(op: &Op) -> bool {
             | Op::Switch(_)
             | Op::Wait(_)
             | Op::ExpireIfDue
+            | Op::Revoke(_)
     )
 }
 
@@ -153,6 +158,35 @@ fn with_restarts_around_decisions(root: &ReferenceSession, path: &[Op]) -> Optio
         }
     }
     Some(ops)
+}
+
+/// The one tool the walk narrows allowances of and calls with a path: the first that waits for
+/// approval somewhere and takes a path ([`ConfigFacts::path_tools`]). One is enough to check
+/// narrowing; every such tool would multiply the states by its allowances.
+fn narrowed_tool(facts: &ConfigFacts) -> Option<String> {
+    (0..facts.len())
+        .flat_map(|mode| facts.approval_tools(mode))
+        .find(|tool| facts.path_tools().contains(tool))
+}
+
+/// Whether the walk tries `op` at `at` (where it applies): a narrowed "always allow" only on a
+/// call of the tool it narrows (`narrowing`).
+fn walks(at: &ReferenceSession, op: &Op, narrowing: Option<&str>) -> bool {
+    match op {
+        Op::Decide {
+            on:
+                Subject::ToolCall {
+                    call,
+                    narrowed: true,
+                    ..
+                },
+            ..
+        } => at
+            .waiting()
+            .get(*call)
+            .is_some_and(|w| Some(w.tool.as_str()) == narrowing),
+        _ => true,
+    }
 }
 
 /// What [`explore`] found.
@@ -276,6 +310,16 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
         }
     }
     ops.extend(waiting_tools.iter().map(|t| Op::calls([t, t])));
+    // A call with a path inside `src/` and one that walks out of it, of the tool the walk
+    // narrows allowances of: a narrowed allowance covers the first only.
+    if let Some(tool) = narrowed_tool(facts) {
+        for path in [CallPath::Src, CallPath::WalksOut] {
+            ops.push(Op::Message {
+                calls: vec![Call::ToolAt(tool.clone(), path)],
+                then: Then::Text,
+            });
+        }
+    }
     ops.extend([
         Op::approve(),
         Op::Decide {
@@ -353,12 +397,16 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
         Op::always_allow_tool_for(0, AllowanceScope::Session),
         Op::always_allow_tool_for(0, AllowanceScope::Workspace),
     ]);
+    // An "always allow" narrowed to paths under `src/`, on the first waiting call (where its
+    // tool takes a path).
+    ops.push(Op::always_allow_narrowed(0));
     ops.extend([
         Op::Decide {
             on: Subject::ToolCall {
                 call: 0,
                 always_allow: false,
                 scope: None,
+                narrowed: false,
                 by_id: true,
             },
             action: crate::run::DecisionAction::Approved,
@@ -370,6 +418,7 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
                 call: 0,
                 always_allow: true,
                 scope: None,
+                narrowed: false,
                 by_id: true,
             },
             action: crate::run::DecisionAction::Approved,
@@ -381,6 +430,7 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
                 call: 0,
                 always_allow: true,
                 scope: None,
+                narrowed: false,
                 by_id: false,
             },
             action: crate::run::DecisionAction::Rejected,
@@ -390,6 +440,14 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
     ]);
     ops.extend(facts.modes().iter().map(|m| Op::switch(m.id.clone())));
     ops.push(Op::switch("no-such-mode"));
+    // The revocation of the first and the last allowance in force and of an id nobody gave
+    // (where allowances are in force); after the switches, so that of two paths as short
+    // that end an allowance the walk reports the switch.
+    ops.extend([
+        Op::Revoke(RevokeChoice::First),
+        Op::Revoke(RevokeChoice::Last),
+        Op::Revoke(RevokeChoice::Unknown),
+    ]);
     if restarts {
         // A restart restores the session; a new session keeps only the workspace allowances.
         ops.extend([Op::Restart, Op::NewSession]);
@@ -459,6 +517,8 @@ pub fn explore_up_to(harness: &mut Harness, max_states: Option<usize>) -> Explor
     let restarts = harness.controller().store().is_some();
     let root = ReferenceSession::new(facts.clone(), None).with_restarts(restarts);
     let ops = operations(&facts, restarts);
+    let narrowing = narrowed_tool(&facts);
+    let narrowing = narrowing.as_deref();
     let mut seen: HashSet<State> = HashSet::from([rules(&root)]);
     let mut queue: VecDeque<(ReferenceSession, Vec<Op>)> =
         VecDeque::from([(root.clone(), Vec::new())]);
@@ -474,7 +534,10 @@ pub fn explore_up_to(harness: &mut Harness, max_states: Option<usize>) -> Explor
             };
         }
         expanded += 1;
-        for op in ops.iter().filter(|op| at.can_apply(op)) {
+        for op in ops
+            .iter()
+            .filter(|op| at.can_apply(op) && walks(&at, op, narrowing))
+        {
             transitions += 1;
             let mut next_path = path.clone();
             next_path.push(op.clone());

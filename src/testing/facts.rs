@@ -163,6 +163,8 @@ pub struct ConfigFacts {
     /// The registered tools that write ([`crate::tool::ToolAccess::Writes`]), which a planning mode
     /// without `availableTools` does not offer.
     writing: Vec<String>,
+    /// The registered tools whose calls may carry a `path` ([`ConfigFacts::with_path_tools`]).
+    path_tools: Vec<String>,
     max_steps: usize,
     max_revisions: usize,
     workspace_store: WorkspaceStore,
@@ -183,6 +185,31 @@ pub enum WorkspaceStore {
     /// A store that keeps them: later sessions in the same workspace, under the same config,
     /// apply them.
     Keeps,
+}
+
+/// The names of the tools of `registry` whose calls may carry a `path`
+/// ([`ConfigFacts::with_path_tools`]): each declares `path` in its input schema and locates
+/// every path of [`super::CallPath`] where it is written.
+pub(crate) fn path_tools(registry: &crate::ToolRegistry) -> Vec<String> {
+    let workspace = std::path::Path::new("/kit-probe/workspace");
+    let plans = workspace.join(".agent/plans");
+    let ctx = crate::tool::ToolContext::new(workspace, &plans, "kit-probe");
+    registry
+        .iter()
+        .filter(|tool| {
+            let schema = tool.input_schema();
+            let declared = schema
+                .get("properties")
+                .and_then(|p| p.get(crate::rules::DEFAULT_PATH_ARG))
+                .is_some();
+            declared
+                && super::CallPath::ALL.iter().all(|path| {
+                    tool.locate(crate::rules::DEFAULT_PATH_ARG, Some(path.as_str()), &ctx)
+                        == Some(Ok(std::path::PathBuf::from(path.as_str())))
+                })
+        })
+        .map(|tool| tool.name().to_owned())
+        .collect()
 }
 
 /// The names of the tools of `registry` that write ([`crate::tool::ToolAccess::Writes`]), in
@@ -333,6 +360,7 @@ impl ConfigFacts {
             text: Arc::from(text),
             registered: None,
             writing: Vec::new(),
+            path_tools: Vec::new(),
             max_steps: DEFAULT_MAX_STEPS,
             max_revisions: DEFAULT_MAX_REVISIONS,
             workspace_store: WorkspaceStore::None,
@@ -400,6 +428,49 @@ impl ConfigFacts {
     pub fn with_registry(self, registry: &crate::ToolRegistry) -> Self {
         self.with_tools(registry.names())
             .with_writing_tools(writing_tools(registry))
+            .with_path_tools(path_tools(registry))
+    }
+
+    /// The same facts, with `names` as the registered tools whose calls the kit may give a
+    /// `path` argument ([`crate::testing::CallPath`]): each declares `path` in its input schema
+    /// and takes it relative to the workspace, as written (the default of
+    /// [`crate::tool::Tool::locate`]), so that the reference knows where the path lies.
+    /// [`ConfigFacts::with_registry`] and the [`super::Harness`] find them in the registry.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{ToolRegistry, testing::ConfigFacts};
+    /// let facts = ConfigFacts::from_toml("[[modes]]\nid = \"build\"\n")?
+    ///     .with_registry(&ToolRegistry::with_workspace_tools());
+    /// assert!(facts.path_tools().iter().any(|t| t == "write_file"));
+    /// assert!(!facts.path_tools().iter().any(|t| t == "write_plan"), "it takes a bare name in the plans directory");
+    /// assert!(ConfigFacts::from_toml("[[modes]]\nid = \"build\"\n")?.path_tools().is_empty());
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
+    pub fn with_path_tools(mut self, names: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.path_tools = names.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The registered tools whose calls may carry a `path`, as
+    /// [`ConfigFacts::with_path_tools`] set them.
+    pub fn path_tools(&self) -> &[String] {
+        &self.path_tools
+    }
+
+    /// Whether the kit's calls of `tool` in `mode` may carry a `path`: it is one of
+    /// [`ConfigFacts::path_tools`], the mode offers it, and no rule of the mode with a pattern
+    /// is on it (the reference reads the rules without one only).
+    pub fn takes_path(&self, mode: usize, tool: &str) -> bool {
+        self.path_tools.iter().any(|t| t == tool)
+            && self.offers(mode, tool) == Some(true)
+            && self.modes.get(mode).is_some_and(|m| {
+                !m.rules.iter().any(|rule| {
+                    rule.pattern
+                        && (rule.tool == tool
+                            || crate::tool::mcp::wildcard_covers(&rule.tool, tool))
+                })
+            })
     }
 
     /// The registered tools that write, as [`ConfigFacts::with_writing_tools`] set them.

@@ -73,7 +73,8 @@ named_enum! {
         Pending = "pending",
         /// The latest run's state afterwards.
         Run = "run",
-        /// The allowances in force afterwards (scope, tool, mode).
+        /// The allowances in force afterwards (scope, tool, pattern, mode), or, at a start,
+        /// workspace allowances the kit revoked that the new session still has.
         Allowances = "allowances",
         /// The workspace changed in a step in which no tool ran.
         Workspace = "workspace",
@@ -212,6 +213,17 @@ impl Tool for Spy {
 
     fn access(&self) -> crate::tool::ToolAccess {
         self.tool.access()
+    }
+
+    /// Where the tool takes a path, as it says: the rules and allowances the session checks
+    /// read the path it opens.
+    fn locate(
+        &self,
+        arg: &str,
+        path: Option<&str>,
+        ctx: &ToolContext<'_>,
+    ) -> Option<Result<PathBuf, String>> {
+        self.tool.locate(arg, path, ctx)
     }
 
     async fn execute(&self, args: &serde_json::Value, ctx: &ToolContext<'_>) -> ToolOutput {
@@ -461,7 +473,13 @@ impl Harness {
         }
         let facts = controller_facts(facts, &controller)?;
         let store = runtime.block_on(workspace_store(&controller, &workspace, &root));
-        let facts = Arc::new((*facts).clone().with_workspace_store(store));
+        let path_tools = super::facts::path_tools(controller.registry());
+        let facts = Arc::new(
+            (*facts)
+                .clone()
+                .with_workspace_store(store)
+                .with_path_tools(path_tools),
+        );
         let plans_dir = controller.plans_dir().to_owned();
         std::fs::create_dir_all(&plans_dir)?;
         for k in 0..PLAN_COUNT {
@@ -488,7 +506,8 @@ impl Harness {
     }
 
     /// The facts the harness compares against: the config's, with the controller's registered
-    /// tools and step limit.
+    /// tools (which write, which take a path: [`ConfigFacts::path_tools`]), step limit and
+    /// what its store does with workspace allowances.
     pub fn facts(&self) -> &Arc<ConfigFacts> {
         &self.facts
     }
@@ -521,10 +540,11 @@ impl Harness {
     /// [`Divergence`] when the new session differs from the reference, including a refused start.
     pub fn start(&mut self, reference: &ReferenceSession) -> Result<(), Divergence> {
         // The workspace allowances an earlier sequence gave are no part of this one.
+        let revoked = std::mem::take(&mut self.given);
         if let Some(store) = self.controller.store().cloned() {
-            for id in std::mem::take(&mut self.given) {
+            for id in &revoked {
                 // A store that fails here shows as allowances the reference does not expect.
-                let _ = self.runtime.block_on(store.revoke_workspace_allowance(&id));
+                let _ = self.runtime.block_on(store.revoke_workspace_allowance(id));
             }
         }
         lock(&self.model.log).clear();
@@ -545,7 +565,25 @@ impl Harness {
             Ok(Err(e)) => return Err(divergence(Aspect::Outcome, "start", "a session", e)),
             Err(panic) => return Err(panicked("start", &panic)),
         };
+        // A revoked workspace allowance the new session still has: the store's revoke left it.
+        let kept: Vec<String> = session
+            .allowances()
+            .iter()
+            .filter(|a| revoked.contains(&a.id))
+            .map(|a| allowance_view(&model_of(a)))
+            .collect();
         self.session = Some(session);
+        if !kept.is_empty() {
+            self.note_given();
+            return Err(divergence(
+                Aspect::Allowances,
+                "start",
+                "none of the workspace allowances the kit revoked before the start (`revoke_workspace_allowance`)",
+                format!(
+                    "a new session still has revoked workspace allowances: {kept:?} (the store's revoke did not remove them)"
+                ),
+            ));
+        }
         let events = std::mem::take(&mut *lock(&self.model.log));
         let started_in: Vec<String> = events
             .iter()
@@ -700,6 +738,7 @@ impl Harness {
             Action::Restore => Resolved::Restore,
             Action::NewSession => Resolved::NewSession,
             Action::ExpireIfDue => Resolved::ExpireIfDue,
+            Action::Revoke(name) => Resolved::Revoke(self.allowance_id(name)),
             Action::Nothing => Resolved::Nothing,
         };
         let options = self.options();
@@ -747,6 +786,10 @@ impl Harness {
                 Ok(expired) => Outcome::Expired(expired.len()),
                 Err(e) => Outcome::Refused(refusal(&e)),
             },
+            Resolved::Revoke(id) => match runtime.block_on(session.revoke_allowance(&id)) {
+                Ok(kept) => Outcome::Revoked(kept),
+                Err(e) => Outcome::Refused(refusal(&e)),
+            },
             Resolved::Nothing => Outcome::NoDecision,
         }));
         lock(&self.model.replies).clear();
@@ -773,9 +816,10 @@ impl Harness {
                     .map(|call| ToolCall {
                         id: call.id.clone(),
                         name: call.tool.clone(),
-                        args: match call.plan {
-                            Some(plan) => json!({ "path": self.plan_path(plan) }),
-                            None => json!({}),
+                        args: match (call.plan, call.path) {
+                            (Some(plan), _) => json!({ "path": self.plan_path(plan) }),
+                            (None, Some(path)) => json!({ "path": path.as_str() }),
+                            (None, None) => json!({}),
                         },
                     })
                     .collect(),
@@ -880,7 +924,7 @@ impl Harness {
             .iter()
             .flatten()
             .find(|a| a.id == id && a.scope == AllowanceScope::Workspace)
-            .map(|a| ModelAllowance::workspace_id(&a.mode_id, &a.tool_name));
+            .map(|a| model_of(a).id);
         match kept {
             Some(name) => name,
             None if id.starts_with("ws_") => ModelAllowance::workspace_id(mode, tool),
@@ -1078,19 +1122,7 @@ impl Harness {
         let actual_allowances: Vec<String> = session
             .allowances()
             .iter()
-            .map(|a: &Allowance| {
-                allowance_view(&ModelAllowance {
-                    scope: a.scope,
-                    mode: a.mode_id.clone(),
-                    tool: a.tool_name.clone(),
-                    id: match a.scope {
-                        AllowanceScope::Workspace => {
-                            ModelAllowance::workspace_id(&a.mode_id, &a.tool_name)
-                        }
-                        _ => a.id.clone(),
-                    },
-                })
-            })
+            .map(|a| allowance_view(&model_of(a)))
             .collect();
         if expected_allowances != actual_allowances {
             return Err(divergence(
@@ -1135,6 +1167,16 @@ impl Harness {
         }
     }
 
+    /// The real id of the allowance the reference names `name` ([`ModelAllowance::id`]): a
+    /// workspace one in force by its mode, tool and pattern; any other name as it is.
+    fn allowance_id(&self, name: &str) -> String {
+        self.session
+            .iter()
+            .flat_map(Session::allowances)
+            .find(|a| model_of(a).id == name)
+            .map_or_else(|| name.to_owned(), |a| a.id)
+    }
+
     fn pending_view(&self, pending: &PendingPlan) -> PendingView {
         let target = self.facts.id(pending.target).to_owned();
         PendingView {
@@ -1173,6 +1215,7 @@ enum Resolved {
     Restore,
     NewSession,
     ExpireIfDue,
+    Revoke(String),
     Nothing,
 }
 
@@ -1236,10 +1279,38 @@ const EXPIRED_RESULT_START: &str = "Not approved: no decision was taken";
 /// The tool-call id of a [`Trace::ToolRan`] for an execution no `tool_end` followed.
 pub(crate) const STRAY_EXECUTION: &str = "(executed without a tool_end)";
 
-/// A waiting tool call as the comparison shows it: run, ids, tool, hash and decision so far.
-/// An allowance as compared: scope, tool and mode (and the id a call it runs names).
+/// An allowance as compared: scope, tool, pattern and mode (and the id a call it runs names),
+/// as the library shows one.
 fn allowance_view(a: &ModelAllowance) -> String {
-    format!("{} ({}): {} in mode `{}`", a.id, a.scope, a.tool, a.mode)
+    match &a.pattern {
+        Some(glob) => format!(
+            "{} ({}): {} path `{glob}` in mode `{}`",
+            a.id, a.scope, a.tool, a.mode
+        ),
+        None => format!("{} ({}): {} in mode `{}`", a.id, a.scope, a.tool, a.mode),
+    }
+}
+
+/// The session's allowance `a` as the reference holds one: a workspace one named by mode,
+/// tool and pattern ([`ModelAllowance::narrowed_workspace_id`]), a path pattern by its glob.
+fn model_of(a: &Allowance) -> ModelAllowance {
+    let pattern = a.pattern.as_ref().map(|p| match (&p.path, &p.arg) {
+        (Some(glob), None) => glob.clone(),
+        _ => p.to_string(),
+    });
+    let id = match a.scope {
+        AllowanceScope::Workspace => {
+            ModelAllowance::narrowed_workspace_id(&a.mode_id, &a.tool_name, pattern.as_deref())
+        }
+        _ => a.id.clone(),
+    };
+    ModelAllowance {
+        scope: a.scope,
+        mode: a.mode_id.clone(),
+        tool: a.tool_name.clone(),
+        pattern,
+        id,
+    }
 }
 
 /// What the controller's store does with workspace allowances: found by keeping one for a
@@ -1266,6 +1337,7 @@ async fn workspace_store(
     }
 }
 
+/// A waiting tool call as the comparison shows it: run, ids, tool, hash and decision so far.
 fn waiting_view(w: &WaitingCall) -> String {
     let decided = match w.decided {
         None => "waiting",

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::facts::{ConfigFacts, WorkspaceStore};
-use crate::allowance::AllowanceScope;
+use crate::allowance::{AllowancePattern, AllowanceScope};
 use crate::event::{CancelReason, ModeChangeReason, RunState};
 use crate::run::{Decision, DecisionAction};
 use crate::tool::SUBMIT_PLAN;
@@ -115,6 +115,71 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The path glob a narrowed "always allow" of the kit carries ([`Subject::ToolCall`]'s
+/// `narrowed`, [`Decision::allow_only`] with [`AllowancePattern::path`]): it covers
+/// [`CallPath::Src`] and neither of the other paths.
+pub const NARROWING: &str = "src/**";
+
+/// The `path` argument a tool call of the kit may carry ([`Call::ToolAt`]), for a tool that
+/// takes one ([`ConfigFacts::takes_path`]): one inside `src/`, which [`NARROWING`] covers, and
+/// two outside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CallPath {
+    /// `src/a.txt`, inside `src/`.
+    Src,
+    /// `.env`, outside `src/`.
+    Outside,
+    /// `src/../.env`: written under `src/`, it leads outside (a pattern matches where a path
+    /// leads, as the workspace jail resolves it, never the text as sent).
+    WalksOut,
+}
+
+impl CallPath {
+    /// Every path, in order.
+    pub const ALL: [CallPath; 3] = [CallPath::Src, CallPath::Outside, CallPath::WalksOut];
+
+    /// The argument's value.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::CallPath;
+    /// assert_eq!(CallPath::WalksOut.as_str(), "src/../.env");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallPath::Src => "src/a.txt",
+            CallPath::Outside => ".env",
+            CallPath::WalksOut => "src/../.env",
+        }
+    }
+
+    /// Whether [`NARROWING`] covers where the path leads: only [`CallPath::Src`] lies in `src/`.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::CallPath;
+    /// assert!(CallPath::Src.in_src());
+    /// assert!(!CallPath::WalksOut.in_src(), "it leads to .env");
+    /// ```
+    pub fn in_src(self) -> bool {
+        matches!(self, CallPath::Src)
+    }
+
+    /// Lower-case hex SHA-256 of the call's arguments `{"path": ...}` in RFC 8785 canonical
+    /// JSON: the `argsSha256` of such a call when it waits for approval.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::CallPath;
+    /// let args = serde_json::json!({ "path": CallPath::Src.as_str() });
+    /// assert_eq!(CallPath::Src.args_sha256(), agent_controller::jcs::sha256(&args));
+    /// ```
+    pub fn args_sha256(self) -> String {
+        let args = format!("{{\"path\":\"{}\"}}", self.as_str());
+        hex(&Sha256::digest(args.as_bytes()))
+    }
+}
+
 /// A plan file the model may submit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PlanFile {
@@ -153,6 +218,10 @@ pub enum Call {
     /// not (see [`ConfigFacts::tool_names`]): an offered registered tool runs, anything else is
     /// refused with an error result and never executed.
     Tool(String),
+    /// A call to the tool with this name and `{"path": ...}` as arguments: made only where
+    /// the tool takes a path ([`ConfigFacts::takes_path`]), so that a narrowed allowance covers
+    /// some of its calls and not others.
+    ToolAt(String, CallPath),
 }
 
 /// What the model does last in a turn, once its tool calls (if any) are answered.
@@ -280,6 +349,22 @@ pub enum Op {
     Wait(Until),
     /// The host applies what expired ([`crate::Session::expire_if_due`]).
     ExpireIfDue,
+    /// The host revokes an allowance ([`crate::Session::revoke_allowance`]): it no longer
+    /// applies, and a workspace one is gone from the store, so a restart or a new session no
+    /// longer has it. An id nobody gave changes nothing. Generated where allowances are in force.
+    Revoke(RevokeChoice),
+}
+
+/// Which allowance an [`Op::Revoke`] revokes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RevokeChoice {
+    /// The first the session lists ([`crate::Session::allowances`]: its own, oldest first, then
+    /// the workspace ones).
+    First,
+    /// The last it lists.
+    Last,
+    /// An id no allowance has: the call returns `false` and nothing changes.
+    Unknown,
 }
 
 /// What an [`Op::Decide`] decides, with the parts of the decision only that kind takes.
@@ -308,6 +393,11 @@ pub enum Subject {
         /// The allowance's scope ([`Decision::scope`]); `None` for the default, `mode`.
         /// Generated only with `always_allow`.
         scope: Option<AllowanceScope>,
+        /// Narrow the allowance to the paths [`NARROWING`] covers ([`Decision::allow_only`]):
+        /// it then approves no other waiting call, and covers a later call only when its
+        /// `path` leads into `src/`. Generated only with `always_allow`, of scope `mode` or
+        /// `session`, on a tool that takes a path ([`ConfigFacts::takes_path`]).
+        narrowed: bool,
         /// Decide by the call's decision id ([`crate::Session::decide`]) instead of its run and
         /// tool-call ids ([`crate::Session::resume`]).
         by_id: bool,
@@ -690,6 +780,7 @@ impl Op {
                 call,
                 always_allow: true,
                 scope: Some(scope),
+                narrowed: false,
                 by_id: false,
             },
             DecisionAction::Approved,
@@ -703,8 +794,48 @@ impl Op {
             call,
             always_allow,
             scope: None,
+            narrowed: false,
             by_id: false,
         }
+    }
+
+    /// Approve the waiting tool call at position `call` and always allow, for the mode, the
+    /// calls of its tool whose `path` leads into `src/` ([`NARROWING`]); the other calls of
+    /// the tool waiting in the reply still wait.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::testing::{CallPath, Call, ConfigFacts, Op, ReferenceSession, Then};
+    /// let facts = Arc::new(
+    ///     ConfigFacts::from_toml("[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n")?
+    ///         .with_tools(["write_file"])
+    ///         .with_writing_tools(["write_file"])
+    ///         .with_path_tools(["write_file"]),
+    /// );
+    /// let at = |path| Op::Message { calls: vec![Call::ToolAt("write_file".into(), path)], then: Then::Text };
+    /// let mut session = ReferenceSession::new(facts.clone(), None);
+    /// session.apply(&Op::call("write_file"));
+    /// session.apply(&Op::always_allow_narrowed(0));
+    /// assert!(session.always_allowed().is_empty(), "narrowed: not the whole tool");
+    /// session.apply(&at(CallPath::Src));
+    /// assert!(session.waiting().is_empty(), "src/a.txt runs unasked");
+    /// session.apply(&at(CallPath::WalksOut));
+    /// assert_eq!(session.waiting().len(), 1, "src/../.env leads outside src/: it waits");
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
+    pub fn always_allow_narrowed(call: usize) -> Self {
+        Self::decide(
+            Subject::ToolCall {
+                call,
+                always_allow: true,
+                scope: None,
+                narrowed: true,
+                by_id: false,
+            },
+            DecisionAction::Approved,
+            Feedback::Omitted,
+        )
     }
 
     /// Switch by hand to the mode with `id`.
@@ -778,6 +909,9 @@ pub enum Action {
     NewSession,
     /// [`crate::Session::expire_if_due`].
     ExpireIfDue,
+    /// [`crate::Session::revoke_allowance`] of the allowance with this id, as the reference
+    /// names it ([`ModelAllowance::id`]: the harness revokes a workspace one by its real id).
+    Revoke(String),
     /// Nothing (a blank answer: the prompt asks again; time passing).
     Nothing,
 }
@@ -791,6 +925,17 @@ pub struct ScriptedCall {
     pub tool: String,
     /// The plan file, for `submit_plan` calls (the harness turns it into a `path`).
     pub plan: Option<PlanFile>,
+    /// The `path` argument of a call of another tool ([`Call::ToolAt`]); `None`: `{}`.
+    pub path: Option<CallPath>,
+}
+
+impl ScriptedCall {
+    /// The `argsSha256` of a call of a tool other than `submit_plan` (that of its `path`, else
+    /// of `{}`).
+    fn args_sha256(&self) -> String {
+        self.path
+            .map_or_else(tool_args_sha256, CallPath::args_sha256)
+    }
 }
 
 /// One scripted model reply.
@@ -821,6 +966,8 @@ pub enum Outcome {
     Started,
     /// `expire_if_due` returned this many records of expired decisions.
     Expired(usize),
+    /// `revoke_allowance` returned whether the session kept the allowance.
+    Revoked(bool),
     /// The call was refused with this error; nothing changed.
     Refused(Refusal),
 }
@@ -1066,7 +1213,7 @@ pub struct WaitingCall {
     pub tool: String,
     /// Its decision id (`decision_N`, counted with the plans').
     pub decision_id: String,
-    /// `argsSha256` ([`tool_args_sha256`]).
+    /// `argsSha256` ([`tool_args_sha256`], or [`CallPath::args_sha256`] for a call with a path).
     pub args_sha256: String,
     /// The decision taken while other calls of the reply still wait: approved or not, and
     /// whether it carried feedback.
@@ -1084,8 +1231,7 @@ pub struct WaitingCall {
 }
 
 /// An allowance in force, as the reference holds it: what [`crate::Session::allowances`] lists,
-/// by scope, mode and tool (the kit's decisions carry no pattern: its calls carry `{}`, which
-/// no path or argument pattern covers).
+/// by scope, mode, tool and pattern (the kit's narrowing pattern is [`NARROWING`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ModelAllowance {
     /// Its scope.
@@ -1094,6 +1240,9 @@ pub struct ModelAllowance {
     pub mode: String,
     /// The tool it allows.
     pub tool: String,
+    /// The path glob that narrows it ([`NARROWING`]); `None`: every call of the tool. (A
+    /// pattern the kit never gives is shown as [`AllowancePattern`] displays it.)
+    pub pattern: Option<String>,
     /// Its id as the audit record of a call it runs names it (`allowedBy`): the decision id
     /// that gave it for the scopes `mode` and `session`; for `workspace`, the session's id is a
     /// hash of the workspace and config the reference does not know, so it names it
@@ -1111,6 +1260,33 @@ impl ModelAllowance {
     /// ```
     pub fn workspace_id(mode: &str, tool: &str) -> String {
         format!("workspace:{mode}:{tool}")
+    }
+
+    /// The name the reference gives the workspace allowance of `tool` in `mode` narrowed by
+    /// the path glob `pattern` (`None`: [`ModelAllowance::workspace_id`]).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ModelAllowance;
+    /// assert_eq!(ModelAllowance::narrowed_workspace_id("build", "write_file", Some("src/**")), "workspace:build:write_file:src/**");
+    /// assert_eq!(ModelAllowance::narrowed_workspace_id("build", "write_file", None), "workspace:build:write_file");
+    /// ```
+    pub fn narrowed_workspace_id(mode: &str, tool: &str, pattern: Option<&str>) -> String {
+        match pattern {
+            Some(glob) => format!("workspace:{mode}:{tool}:{glob}"),
+            None => Self::workspace_id(mode, tool),
+        }
+    }
+
+    /// Whether it runs a call of `tool` in `mode` with `path` unasked: its mode, its tool, and
+    /// where the path leads if it is narrowed (a call without one is never covered then).
+    fn covers(&self, mode: &str, tool: &str, path: Option<CallPath>) -> bool {
+        self.mode == mode
+            && self.tool == tool
+            && match &self.pattern {
+                None => true,
+                Some(glob) => glob == NARROWING && path.is_some_and(CallPath::in_src),
+            }
     }
 }
 
@@ -1182,7 +1358,10 @@ impl fmt::Debug for ReferenceSession {
                 "allowances",
                 &self
                     .all_allowances()
-                    .map(|a| format!("{} {} in {}", a.scope, a.tool, a.mode))
+                    .map(|a| match &a.pattern {
+                        Some(p) => format!("{} {} `{p}` in {}", a.scope, a.tool, a.mode),
+                        None => format!("{} {} in {}", a.scope, a.tool, a.mode),
+                    })
                     .collect::<Vec<_>>(),
             )
             .field("run", &self.run)
@@ -1396,20 +1575,20 @@ impl ReferenceSession {
         self.allowances.iter().chain(&self.workspace_allowances)
     }
 
-    /// The allowance that runs a call of `tool` in the current mode unasked, if any: the first
-    /// in force given in this mode.
-    fn allowance_for(&self, tool: &str) -> Option<&ModelAllowance> {
+    /// The allowance that runs a call of `tool` with `path` in the current mode unasked, if
+    /// any: the first in force given in this mode that covers it.
+    fn allowance_for(&self, tool: &str, path: Option<CallPath>) -> Option<&ModelAllowance> {
         let mode = self.facts.id(self.mode);
-        self.all_allowances()
-            .find(|a| a.mode == mode && a.tool == tool)
+        self.all_allowances().find(|a| a.covers(mode, tool, path))
     }
 
-    /// Recomputes `always_allowed` for the current mode.
+    /// Recomputes `always_allowed` for the current mode: the tools of the allowances in force
+    /// there without a pattern, each once.
     fn refresh_allowed(&mut self) {
         let mode = self.facts.id(self.mode).to_owned();
         let mut tools: Vec<String> = Vec::new();
         for a in self.all_allowances() {
-            if a.mode == mode && !tools.contains(&a.tool) {
+            if a.mode == mode && a.pattern.is_none() && !tools.contains(&a.tool) {
                 tools.push(a.tool.clone());
             }
         }
@@ -1477,6 +1656,7 @@ impl ReferenceSession {
                 Call::SubmitPlan(PlanFile::Valid(k)) => *k < PLAN_COUNT,
                 Call::SubmitPlan(_) => true,
                 Call::Tool(name) => self.facts.offers(self.mode, name).is_some(),
+                Call::ToolAt(name, _) => self.facts.takes_path(self.mode, name),
             }),
             Op::Decide {
                 on: Subject::Plan { revision, .. },
@@ -1486,9 +1666,13 @@ impl ReferenceSession {
                     && !matches!(revision, Revision::Resubmit(k) if *k >= PLAN_COUNT)
             }
             Op::Decide {
-                on: Subject::ToolCall { call, .. },
+                on: Subject::ToolCall { call, narrowed, .. },
                 ..
-            } => *call < self.waiting.len(),
+            } => self
+                .waiting
+                .get(*call)
+                .is_some_and(|w| !narrowed || self.facts.takes_path(self.mode, &w.tool)),
+            Op::Revoke(_) => self.all_allowances().next().is_some(),
             Op::Answer(_) => self.pending.is_some(),
             Op::DecideAgain => self.decided.is_some(),
             Op::Restart | Op::NewSession => self.restarts,
@@ -1747,6 +1931,7 @@ impl ReferenceSession {
                 let expired = self.expire(trace);
                 (Action::ExpireIfDue, Vec::new(), Outcome::Expired(expired))
             }
+            Op::Revoke(choice) => self.revoke(*choice),
             Op::DecideUnknownCall => {
                 let (run, refusal) = match (&self.pending, self.run) {
                     (Some(p), _) => (RunRef::Run(p.run), Refusal::UnknownToolCall),
@@ -1798,6 +1983,24 @@ impl ReferenceSession {
                 (action, Vec::new(), Outcome::Switched(true))
             }
         }
+    }
+
+    /// Revokes the allowance `choice` names: it is no longer in force, and a workspace one is
+    /// gone from the store too (restarts and new sessions no longer have it). An id nobody gave
+    /// changes nothing; the call says whether the session kept it.
+    fn revoke(&mut self, choice: RevokeChoice) -> (Action, Vec<Reply>, Outcome) {
+        let named = match choice {
+            RevokeChoice::First => self.all_allowances().next(),
+            RevokeChoice::Last => self.all_allowances().last(),
+            RevokeChoice::Unknown => None,
+        };
+        let id = named.map_or_else(|| UNKNOWN_ALLOWANCE.to_owned(), |a| a.id.clone());
+        let kept = self.all_allowances().count();
+        self.allowances.retain(|a| a.id != id);
+        self.workspace_allowances.retain(|a| a.id != id);
+        let revoked = self.all_allowances().count() != kept;
+        self.refresh_allowed();
+        (Action::Revoke(id), Vec::new(), Outcome::Revoked(revoked))
     }
 
     /// The run a decision addresses when the op does not care: the pending one, else the latest.
@@ -1963,11 +2166,19 @@ impl ReferenceSession {
                         id,
                         tool: SUBMIT_PLAN.to_owned(),
                         plan: Some(*plan),
+                        path: None,
                     },
                     Call::Tool(name) => ScriptedCall {
                         id,
                         tool: name.clone(),
                         plan: None,
+                        path: None,
+                    },
+                    Call::ToolAt(name, path) => ScriptedCall {
+                        id,
+                        tool: name.clone(),
+                        plan: None,
+                        path: Some(*path),
                     },
                 }
             })
@@ -2022,7 +2233,7 @@ impl ReferenceSession {
             Some((_, action)) => action == "ask",
             None => {
                 this.facts.requires_approval(this.mode, &call.tool)
-                    && !this.always_allowed.contains(&call.tool)
+                    && this.allowance_for(&call.tool, call.path).is_none()
             }
         };
         let waits = calls.iter().any(|c| waits_for(self, c));
@@ -2043,7 +2254,7 @@ impl ReferenceSession {
                     is_error: true,
                     result: ResultKind::Denied,
                     decided: Some(Decided {
-                        sha256: tool_args_sha256(),
+                        sha256: call.args_sha256(),
                         approved_sha256: None,
                         rule: Some(*n),
                     }),
@@ -2055,9 +2266,9 @@ impl ReferenceSession {
                 // A call `requireApproval` would hold that an allowance ran: a record of its
                 // own, naming the allowance.
                 let allowed_by = match rule {
-                    None if self.facts.requires_approval(self.mode, &call.tool) => {
-                        self.allowance_for(&call.tool).map(|a| a.id.clone())
-                    }
+                    None if self.facts.requires_approval(self.mode, &call.tool) => self
+                        .allowance_for(&call.tool, call.path)
+                        .map(|a| a.id.clone()),
                     _ => None,
                 };
                 if rule.is_some() || allowed_by.is_some() {
@@ -2102,7 +2313,7 @@ impl ReferenceSession {
                 tool_call_id: call.id.clone(),
                 tool: call.tool.clone(),
                 decision_id: format!("decision_{}", self.decisions),
-                args_sha256: tool_args_sha256(),
+                args_sha256: call.args_sha256(),
                 decided: None,
                 allowed_by: None,
                 rule,
@@ -2286,6 +2497,7 @@ impl ReferenceSession {
                 call,
                 always_allow,
                 scope,
+                narrowed,
                 by_id,
             } => {
                 let Some(waiting) = self.waiting.get(*call).cloned() else {
@@ -2300,7 +2512,7 @@ impl ReferenceSession {
                     plan: None,
                     always_allow: *always_allow,
                     scope: *scope,
-                    allow: None,
+                    allow: narrowed.then(|| Box::new(AllowancePattern::path(NARROWING))),
                     comments: Vec::new(),
                     model: None,
                 };
@@ -2320,8 +2532,8 @@ impl ReferenceSession {
                 if waiting.decided.is_some() {
                     return refused(Refusal::AlreadyDecided);
                 }
-                // A scope goes with an "always allow" only.
-                if !*always_allow && scope.is_some() {
+                // A scope and a pattern go with an "always allow" only.
+                if !*always_allow && (scope.is_some() || *narrowed) {
                     return refused(Refusal::MalformedDecision);
                 }
                 if *always_allow && action == DecisionAction::Rejected {
@@ -2342,13 +2554,17 @@ impl ReferenceSession {
                 {
                     return refused(Refusal::Store);
                 }
-                let (replies, outcome) = self.decided_call(*call, action, feedback, scope, trace);
+                let pattern = narrowed.then(|| NARROWING.to_owned());
+                let allowance = scope.map(|scope| (scope, pattern));
+                let (replies, outcome) =
+                    self.decided_call(*call, action, feedback, allowance, trace);
                 (host_action, replies, outcome)
             }
         }
     }
 
-    /// Rule 12: the decision on the waiting tool call at position `index`. While other calls
+    /// Rule 12: the decision on the waiting tool call at position `index`, giving `allowance`
+    /// (its scope and the path glob narrowing it) with an "always allow". While other calls
     /// wait, it is recorded and the run stays suspended; the last one carries the run on: the
     /// rejected calls' results (with their feedback), then the approved calls run in the
     /// model's order, then the model is called.
@@ -2357,7 +2573,7 @@ impl ReferenceSession {
         index: usize,
         action: DecisionAction,
         feedback: &Feedback,
-        scope: Option<AllowanceScope>,
+        allowance: Option<(AllowanceScope, Option<String>)>,
         trace: &mut Vec<Trace>,
     ) -> (Vec<Reply>, Outcome) {
         let Some(call) = self.waiting.get(index).cloned() else {
@@ -2365,16 +2581,23 @@ impl ReferenceSession {
         };
         let has_feedback = matches!(feedback, Feedback::Text(t) if !t.trim().is_empty());
         self.waiting[index].decided = Some((action, has_feedback));
-        if let Some(scope) = scope {
+        if let Some((scope, pattern)) = allowance {
             let mode = self.facts.id(self.mode).to_owned();
             let id = match scope {
                 AllowanceScope::Mode | AllowanceScope::Session => call.decision_id.clone(),
-                AllowanceScope::Workspace => ModelAllowance::workspace_id(&mode, &call.tool),
+                AllowanceScope::Workspace => {
+                    ModelAllowance::narrowed_workspace_id(&mode, &call.tool, pattern.as_deref())
+                }
             };
             // The allowance decides every other call of its tool that waits in the reply, and
-            // they name it, as the calls it runs later do.
+            // they name it, as the calls it runs later do; a narrowed one decides none of them
+            // (each is asked about).
             for other in &mut self.waiting {
-                if other.decided.is_none() && other.tool == call.tool && other.rule.is_none() {
+                if pattern.is_none()
+                    && other.decided.is_none()
+                    && other.tool == call.tool
+                    && other.rule.is_none()
+                {
                     other.decided = Some((DecisionAction::Approved, false));
                     other.allowed_by = Some(id.clone());
                 }
@@ -2386,16 +2609,21 @@ impl ReferenceSession {
                     == WorkspaceStore::Keeps)
                     .then_some(&mut self.workspace_allowances),
             };
-            // One that allows what one of its scope allows already is not kept twice.
+            // One that allows what one of its scope allows already (the same mode, tool and
+            // pattern) is not kept twice.
             if let Some(kept) = kept
-                && !kept
-                    .iter()
-                    .any(|a| a.scope == scope && a.mode == mode && a.tool == call.tool)
+                && !kept.iter().any(|a| {
+                    a.scope == scope
+                        && a.mode == mode
+                        && a.tool == call.tool
+                        && a.pattern == pattern
+                })
             {
                 kept.push(ModelAllowance {
                     scope,
                     mode,
                     tool: call.tool.clone(),
+                    pattern,
                     id,
                 });
             }
@@ -2520,6 +2748,7 @@ impl ReferenceSession {
                             id: self.next_call_id(),
                             tool: SUBMIT_PLAN.to_owned(),
                             plan: Some(PlanFile::Valid(k)),
+                            path: None,
                         };
                         let replies = vec![Reply::Calls(vec![call.clone()]), text];
                         let outcome = match self.tool_calls_then(run, &[call], trace) {
@@ -2595,10 +2824,35 @@ impl ReferenceSession {
             1 => Just(PlanFile::NotMarkdown),
             1 => Just(PlanFile::Outside),
         ];
-        let call = prop_oneof![
-            3 => plan_file.prop_map(Call::SubmitPlan),
-            2 => proptest::sample::select(tools).prop_map(Call::Tool),
-        ];
+        // A call of a tool that takes a path carries one (inside `src/` or not) three times in
+        // four, else `{}`.
+        let tool_call = |tools: Vec<String>| {
+            let facts = self.facts.clone();
+            let mode = self.mode;
+            (proptest::sample::select(tools), 0..4usize).prop_map(move |(tool, k)| {
+                match CallPath::ALL.get(k) {
+                    Some(path) if facts.takes_path(mode, &tool) => Call::ToolAt(tool, *path),
+                    _ => Call::Tool(tool),
+                }
+            })
+        };
+        // Where calls wait for approval, as often again a tool whose calls wait: the
+        // allowances need waiting calls to be given on.
+        let waiting_tools = self.facts.approval_tools(self.mode);
+        let call = if waiting_tools.is_empty() {
+            prop_oneof![
+                3 => plan_file.prop_map(Call::SubmitPlan),
+                2 => tool_call(tools),
+            ]
+            .boxed()
+        } else {
+            prop_oneof![
+                3 => plan_file.prop_map(Call::SubmitPlan),
+                2 => tool_call(tools),
+                4 => tool_call(waiting_tools),
+            ]
+            .boxed()
+        };
         let then = prop_oneof![8 => Just(Then::Text), 1 => Just(Then::ModelFails)];
         let message = (
             prop_oneof![
@@ -2655,8 +2909,24 @@ impl ReferenceSession {
             choices.push((2, Just(Op::Abort).boxed()));
         }
         if !self.waiting.is_empty() {
-            choices.push((16, tool_call_decision_op(self.waiting.len()).boxed()));
+            let narrowable = self
+                .waiting
+                .iter()
+                .any(|w| self.facts.takes_path(self.mode, &w.tool));
+            let kept = self.facts.workspace_store() == WorkspaceStore::Keeps;
+            choices.push((
+                16,
+                tool_call_decision_op(self.waiting.len(), narrowable, kept).boxed(),
+            ));
             choices.push((2, Just(Op::Abort).boxed()));
+        }
+        if self.all_allowances().next().is_some() {
+            let revoke = proptest::sample::select(vec![
+                RevokeChoice::First,
+                RevokeChoice::Last,
+                RevokeChoice::Unknown,
+            ]);
+            choices.push((1, revoke.prop_map(Op::Revoke).boxed()));
         }
         if self.decided.is_some() {
             choices.push((1, Just(Op::DecideAgain).boxed()));
@@ -2697,6 +2967,8 @@ fn parse_answer(answer: Option<&str>) -> Option<(DecisionAction, Feedback)> {
 
 const UNKNOWN_RUN: &str = "no-such-run";
 const UNKNOWN_CALL: &str = "no-such-call";
+/// The id an [`RevokeChoice::Unknown`] revokes: no allowance has it.
+const UNKNOWN_ALLOWANCE: &str = "no-such-allowance";
 
 /// A decision's action: approve more often than reject.
 fn action_choice() -> impl Strategy<Value = DecisionAction> {
@@ -2770,18 +3042,39 @@ fn plan_decision_op(listed: Vec<String>, all: Vec<String>) -> impl Strategy<Valu
 }
 
 /// A decision on one of `waiting` tool calls: mostly a plain approval or rejection, sometimes
-/// "always allow", a pinned hash (stale at times), by decision id or by run and tool-call ids.
-fn tool_call_decision_op(waiting: usize) -> impl Strategy<Value = Op> {
+/// "always allow", a pinned hash (stale at times), by decision id or by run and tool-call ids;
+/// with `narrowable` (a waiting call's tool takes a path), an "always allow" narrowed to
+/// [`NARROWING`] at times; with `kept` (a store that keeps workspace allowances), scope
+/// `workspace` more often, as what it gives reaches restarts, new sessions and revocations.
+fn tool_call_decision_op(
+    waiting: usize,
+    narrowable: bool,
+    kept: bool,
+) -> impl Strategy<Value = Op> {
     let feedback = feedback_choice(vec!["use another path", "not now"]);
     let sha256 = sha256_choice(4);
-    // The scope, with "always allow" only: the default, or each scope named.
-    let allow = prop_oneof![
-        7 => Just((false, None)),
-        1 => Just((true, None)),
-        1 => Just((true, Some(AllowanceScope::Mode))),
-        2 => Just((true, Some(AllowanceScope::Session))),
-        2 => Just((true, Some(AllowanceScope::Workspace))),
+    // The scope, with "always allow" only: the default, or each scope named; narrowed or not.
+    let mut allows = vec![
+        (7, (false, None, false)),
+        (1, (true, None, false)),
+        (1, (true, Some(AllowanceScope::Mode), false)),
+        (2, (true, Some(AllowanceScope::Session), false)),
+        (
+            if kept { 4 } else { 2 },
+            (true, Some(AllowanceScope::Workspace), false),
+        ),
     ];
+    if narrowable {
+        // Not of scope `workspace`: a store lists those in an order of its own, which decides
+        // which of two allowances covering a call it names.
+        allows.push((1, (true, Some(AllowanceScope::Session), true)));
+    }
+    let allow = proptest::strategy::Union::new_weighted(
+        allows
+            .into_iter()
+            .map(|(weight, allow)| (weight, Just(allow).boxed()))
+            .collect(),
+    );
     (
         0..waiting.max(1),
         action_choice(),
@@ -2791,11 +3084,12 @@ fn tool_call_decision_op(waiting: usize) -> impl Strategy<Value = Op> {
         any::<bool>(),
     )
         .prop_map(
-            |(call, action, feedback, (always_allow, scope), sha256, by_id)| Op::Decide {
+            |(call, action, feedback, (always_allow, scope, narrowed), sha256, by_id)| Op::Decide {
                 on: Subject::ToolCall {
                     call,
                     always_allow,
                     scope,
+                    narrowed,
                     by_id,
                 },
                 action,

@@ -1374,3 +1374,179 @@ fn a_workspace_allowance_never_applies_in_another_workspace() {
         .unwrap_or_else(|found| panic!("{found}"));
     assert!(kept > 0, "no case kept a workspace allowance");
 }
+
+/// The calls of one reply, each to `tool` with `path` (`None`: `{}`).
+fn calls_at(tool: &str, paths: &[Option<CallPath>]) -> Op {
+    let calls = paths
+        .iter()
+        .map(|path| match path {
+            Some(path) => Call::ToolAt(tool.to_owned(), *path),
+            None => Call::Tool(tool.to_owned()),
+        })
+        .collect();
+    Op::Message {
+        calls,
+        then: Then::Text,
+    }
+}
+
+/// An approval of the waiting call at `call` with an "always allow" of `scope`, narrowed to
+/// [`NARROWING`] when `narrowed`; `always_allow: false` leaves the scope and pattern without one.
+fn allow_at(
+    call: usize,
+    always_allow: bool,
+    scope: Option<crate::allowance::AllowanceScope>,
+    narrowed: bool,
+) -> Op {
+    Op::Decide {
+        on: Subject::ToolCall {
+            call,
+            always_allow,
+            scope,
+            narrowed,
+            by_id: false,
+        },
+        action: crate::run::DecisionAction::Approved,
+        feedback: Feedback::Omitted,
+        sha256: ShaChoice::Omitted,
+    }
+}
+
+/// What each call an allowance ran in a step names as its allowance (`allowedBy`).
+fn allowed_by(expected: &Expected) -> Vec<Option<String>> {
+    expected
+        .trace
+        .iter()
+        .filter_map(|t| match t {
+            Trace::ToolRan { allowed_by, .. } => Some(allowed_by.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_narrowed_allowance_covers_only_calls_that_lead_into_src_and_the_session_agrees() {
+    // Issue 23: an "always allow" narrowed to `src/**` approves no other waiting call, runs a
+    // later call whose path leads into `src/` (naming itself), and asks about `.env`, about
+    // `src/../.env` (the text under `src/`, the path outside) and about a call without a path.
+    let graph = config::load(APPROVALS).expect("config");
+    let text = std::fs::read_to_string(APPROVALS).expect("config");
+    let facts = Arc::new(ConfigFacts::from_toml(&text).expect("facts"));
+    let mut harness = Harness::new(graph, facts, build_correct).expect("a harness");
+    let paths = harness.facts().path_tools().to_vec();
+    assert!(paths.iter().any(|t| t == "write_file"), "{paths:?}");
+    assert!(!paths.iter().any(|t| t == "write_plan"), "{paths:?}");
+    let mut reference = ReferenceSession::new(harness.facts().clone(), None);
+    harness.start(&reference).expect("the start");
+    let mut step = |reference: &mut ReferenceSession, op| step_both(&mut harness, reference, op);
+    let both = step(
+        &mut reference,
+        calls_at(
+            "write_file",
+            &[Some(CallPath::Src), Some(CallPath::Outside)],
+        ),
+    );
+    let hashes: Vec<String> = both
+        .trace
+        .iter()
+        .filter_map(|t| match t {
+            Trace::ToolCallSuspended { args_sha256, .. } => Some(args_sha256.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        hashes,
+        [CallPath::Src.args_sha256(), CallPath::Outside.args_sha256()]
+    );
+    // A pattern goes with an "always allow" only.
+    let refused = step(&mut reference, allow_at(0, false, None, true));
+    assert_eq!(
+        refused.outcome,
+        Outcome::Refused(Refusal::MalformedDecision)
+    );
+    step(&mut reference, Op::always_allow_narrowed(0));
+    assert!(
+        reference.waiting()[1].decided.is_none(),
+        "the other still waits"
+    );
+    assert!(reference.always_allowed().is_empty(), "not the whole tool");
+    let kept = reference.allowances();
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept[0].pattern.as_deref(), Some(NARROWING));
+    let done = step(&mut reference, Op::approve_tool(1));
+    assert_eq!(done.outcome, Outcome::Run(RunState::Completed));
+    let ran = step(
+        &mut reference,
+        calls_at("write_file", &[Some(CallPath::Src)]),
+    );
+    assert_eq!(ran.outcome, Outcome::Run(RunState::Completed));
+    assert_eq!(allowed_by(&ran), [Some("decision_1".to_owned())]);
+    for path in [Some(CallPath::Outside), Some(CallPath::WalksOut), None] {
+        let asked = step(&mut reference, calls_at("write_file", &[path]));
+        assert_eq!(asked.outcome, Outcome::Run(RunState::Suspended), "{path:?}");
+        step(&mut reference, Op::Abort);
+    }
+}
+
+#[test]
+fn a_revoked_allowance_allows_nothing_and_a_revoked_workspace_one_leaves_the_store() {
+    // Issue 23: `revoke_allowance` ends an allowance at once; a workspace one is revoked in the
+    // store too, so neither a restart nor a new session has it; an id nobody gave changes
+    // nothing and returns `false`. The real controller agrees step by step.
+    use crate::allowance::AllowanceScope;
+    let graph = config::load(APPROVALS).expect("config");
+    let text = std::fs::read_to_string(APPROVALS).expect("config");
+    let facts = Arc::new(ConfigFacts::from_toml(&text).expect("facts"));
+    let store: Arc<dyn crate::store::SessionStore> = Arc::new(crate::store::MemoryStore::new());
+    let mut harness = Harness::new(graph, facts, build_on_store(store)).expect("a harness");
+    let mut reference = ReferenceSession::new(harness.facts().clone(), None).with_restarts(true);
+    harness.start(&reference).expect("the start");
+    let mut step = |reference: &mut ReferenceSession, op| step_both(&mut harness, reference, op);
+    let scopes = |reference: &ReferenceSession| -> Vec<AllowanceScope> {
+        reference.allowances().iter().map(|a| a.scope).collect()
+    };
+    // A narrowed `session` allowance on the first call (it approves only that one), a
+    // `workspace` one on the second.
+    step(
+        &mut reference,
+        calls_at("write_file", &[Some(CallPath::Src), None]),
+    );
+    step(
+        &mut reference,
+        allow_at(0, true, Some(AllowanceScope::Session), true),
+    );
+    step(
+        &mut reference,
+        Op::always_allow_tool_for(1, AllowanceScope::Workspace),
+    );
+    assert_eq!(
+        scopes(&reference),
+        [AllowanceScope::Session, AllowanceScope::Workspace]
+    );
+    let unknown = step(&mut reference, Op::Revoke(RevokeChoice::Unknown));
+    assert_eq!(unknown.outcome, Outcome::Revoked(false));
+    assert_eq!(reference.allowances().len(), 2, "nothing changed");
+    let revoked = step(&mut reference, Op::Revoke(RevokeChoice::Last));
+    assert_eq!(revoked.outcome, Outcome::Revoked(true));
+    assert_eq!(scopes(&reference), [AllowanceScope::Session]);
+    // A call without a path: the narrowed one does not cover it, the workspace one is gone.
+    let asked = step(&mut reference, Op::call("write_file"));
+    assert_eq!(asked.outcome, Outcome::Run(RunState::Suspended));
+    step(&mut reference, Op::Restart);
+    assert_eq!(
+        scopes(&reference),
+        [AllowanceScope::Session],
+        "not from the store"
+    );
+    let first = step(&mut reference, Op::Revoke(RevokeChoice::First));
+    assert_eq!(first.outcome, Outcome::Revoked(true));
+    step(&mut reference, Op::Restart);
+    assert!(reference.allowances().is_empty());
+    step(&mut reference, Op::NewSession);
+    assert!(reference.allowances().is_empty(), "nor in a new session");
+    let asked = step(
+        &mut reference,
+        calls_at("write_file", &[Some(CallPath::Src)]),
+    );
+    assert_eq!(asked.outcome, Outcome::Run(RunState::Suspended));
+}

@@ -1301,3 +1301,175 @@ fn a_session_allowance_that_survives_into_another_mode_is_caught() {
         "{found}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Revocations and narrowed allowances (issue 23): bugs the kit catches now that it revokes
+// allowances and narrows them to paths.
+
+use agent_controller::testing::{Aspect, ReferenceSession, RevokeChoice};
+
+/// Planted bug "a revoked workspace allowance still applies": a store whose
+/// `revoke_workspace_allowance` says it revoked the allowance and keeps it (a soft delete its
+/// listing does not filter), so every later session of the workspace still has it.
+#[derive(Default)]
+struct IgnoresRevocations(MemoryStore);
+
+#[agent_controller::async_trait]
+impl SessionStore for IgnoresRevocations {
+    async fn load(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        self.0.load(id).await
+    }
+    async fn save(&self, record: &SessionRecord, expected: Option<u64>) -> Result<(), StoreError> {
+        self.0.save(record, expected).await
+    }
+    async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+        self.0.delete(id).await
+    }
+    async fn list_pending(&self, now_ms: u64) -> Result<PendingListing, StoreError> {
+        self.0.list_pending(now_ms).await
+    }
+    async fn expire(&self, before: u64) -> Result<usize, StoreError> {
+        self.0.expire(before).await
+    }
+    async fn save_workspace_allowance(&self, allowance: &Allowance) -> Result<(), StoreError> {
+        self.0.save_workspace_allowance(allowance).await
+    }
+    async fn list_workspace_allowances(
+        &self,
+        workspace: Option<&std::path::Path>,
+    ) -> Result<Vec<Allowance>, StoreError> {
+        self.0.list_workspace_allowances(workspace).await
+    }
+    async fn revoke_workspace_allowance(&self, _id: &str) -> Result<bool, StoreError> {
+        // The bug: marked revoked, still listed.
+        Ok(true)
+    }
+}
+
+fn with_workspace_store(
+    setup: Setup,
+    store: Arc<dyn SessionStore>,
+) -> Result<AgentController, ConfigError> {
+    setup
+        .builder()
+        .tools(ToolRegistry::with_workspace_tools())
+        .store(store)
+        .build()
+}
+
+#[test]
+fn a_store_that_ignores_revocations_is_caught() {
+    // Revoked, then a new session: it must not have the allowance (the session itself dropped
+    // it at once, so only a later session shows the bug).
+    let graph = agent_controller::config::load(TARGETS).expect("config");
+    let text = std::fs::read_to_string(TARGETS).expect("config");
+    let facts = Arc::new(agent_controller::testing::ConfigFacts::from_toml(&text).expect("facts"));
+    let store: Arc<dyn SessionStore> = Arc::new(IgnoresRevocations::default());
+    let mut harness = Harness::new(graph, facts, |setup| {
+        with_workspace_store(setup, store.clone())
+    })
+    .expect("a harness");
+    let reference = ReferenceSession::new(harness.facts().clone(), None).with_restarts(true);
+    let ops = [
+        Op::call("write_file"),
+        Op::always_allow_tool_for(0, AllowanceScope::Workspace),
+        Op::Revoke(RevokeChoice::First),
+        Op::NewSession,
+    ];
+    let (at, divergence) = harness
+        .run(&reference, &ops)
+        .expect_err("the planted bug is caught");
+    println!("store ignores revocations, by hand: after op {at:?}: {divergence}");
+    assert_eq!(at, Some(3), "the new session: {divergence}");
+    assert_eq!(divergence.aspect, Aspect::Allowances, "{divergence}");
+    assert!(divergence.expected.contains("[]"), "{divergence}");
+    assert!(
+        divergence
+            .actual
+            .contains("(workspace): write_file in mode `build`"),
+        "{divergence}"
+    );
+    // The check finds it too: the kit revokes a sequence's workspace allowances before the next
+    // one starts, whose new session still has the revoked one, and says so.
+    let result = plant("store ignores revocations", TARGETS, |setup| {
+        with_workspace_store(setup, Arc::new(IgnoresRevocations::default()))
+    });
+    let found = exploration_found(&result);
+    assert_eq!(found.divergence.op, "start", "{found}");
+    assert_eq!(found.divergence.aspect, Aspect::Allowances, "{found}");
+    assert!(
+        found
+            .divergence
+            .actual
+            .contains("a new session still has revoked workspace allowances")
+            && found
+                .divergence
+                .actual
+                .contains("(workspace): write_file in mode `build`"),
+        "{found}"
+    );
+}
+
+/// Planted bug "a narrowed allowance applied to a call its pattern does not match": a store
+/// whose record of a session's allowances has no room for the pattern (`allow`), so a session
+/// restored from it allows every call of the tool, `.env` included, where the session that gave
+/// it allowed only paths under `src/`.
+struct DropsPatterns(MemoryStore);
+
+#[agent_controller::async_trait]
+impl SessionStore for DropsPatterns {
+    async fn load(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        self.0.load(id).await
+    }
+    async fn save(&self, record: &SessionRecord, expected: Option<u64>) -> Result<(), StoreError> {
+        let mut record = record.clone();
+        for allowance in &mut record.allowances {
+            allowance.pattern = None;
+        }
+        self.0.save(&record, expected).await
+    }
+    async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+        self.0.delete(id).await
+    }
+    async fn list_pending(&self, now_ms: u64) -> Result<PendingListing, StoreError> {
+        self.0.list_pending(now_ms).await
+    }
+    async fn expire(&self, before: u64) -> Result<usize, StoreError> {
+        self.0.expire(before).await
+    }
+}
+
+#[test]
+fn a_store_that_drops_the_pattern_of_an_allowance_is_caught() {
+    let result = plant("store drops allowance patterns", TARGETS, |setup| {
+        with_workspace_store(setup, Arc::new(DropsPatterns(MemoryStore::new())))
+    });
+    let found = exploration_found(&result);
+    let narrowed = found.ops.iter().any(|op| {
+        matches!(
+            op,
+            Op::Decide {
+                on: Subject::ToolCall { narrowed: true, .. },
+                ..
+            }
+        )
+    });
+    assert!(narrowed, "{found}");
+    assert_eq!(found.ops.last(), Some(&Op::Restart), "{found}");
+    // Restored: the allowance of `src/**` is one of the whole tool.
+    assert_eq!(found.divergence.aspect, Aspect::Allowances, "{found}");
+    assert!(
+        found
+            .divergence
+            .expected
+            .contains("write_file path `src/**` in mode `build`"),
+        "{found}"
+    );
+    assert!(
+        found
+            .divergence
+            .actual
+            .contains(": write_file in mode `build`"),
+        "{found}"
+    );
+}
