@@ -1101,7 +1101,11 @@ impl Harness {
                         let feedback = p.feedback().is_some_and(|f| !f.trim().is_empty());
                         (action, feedback)
                     }),
-                    allowed_by: p.decision().and_then(|d| d.allowed_by.clone()),
+                    // A workspace allowance by the kit's name, as a call it runs is named.
+                    allowed_by: p
+                        .decision()
+                        .and_then(|d| d.allowed_by.clone())
+                        .map(|id| self.named(id, session.mode().id(), p.tool_name())),
                     rule: p.payload().rule.as_ref().map(|r| r.number),
                     deadline: p.payload().deadline_at_ms,
                 })

@@ -2000,7 +2000,25 @@ impl ReferenceSession {
         self.workspace_allowances.retain(|a| a.id != id);
         let revoked = self.all_allowances().count() != kept;
         self.refresh_allowed();
+        self.withdraw_unkept_approvals();
         (Action::Revoke(id), Vec::new(), Outcome::Revoked(revoked))
+    }
+
+    /// A call of the waiting reply that an allowance approved unseen waits again when that
+    /// allowance is no longer kept (revoked, or never kept: a store that drops workspace
+    /// allowances): what it approved had not run, and nobody saw it.
+    fn withdraw_unkept_approvals(&mut self) {
+        let kept: Vec<String> = self.all_allowances().map(|a| a.id.clone()).collect();
+        for call in &mut self.waiting {
+            if call
+                .allowed_by
+                .as_ref()
+                .is_some_and(|id| !kept.contains(id))
+            {
+                call.decided = None;
+                call.allowed_by = None;
+            }
+        }
     }
 
     /// The run a decision addresses when the op does not care: the pending one, else the latest.
@@ -2580,6 +2598,9 @@ impl ReferenceSession {
             return (Vec::new(), Outcome::NoDecision);
         };
         let has_feedback = matches!(feedback, Feedback::Text(t) if !t.trim().is_empty());
+        // What an allowance no longer kept approved waits again (one revoked in the store before
+        // a restart, one the store dropped after the decision that gave it).
+        self.withdraw_unkept_approvals();
         self.waiting[index].decided = Some((action, has_feedback));
         if let Some((scope, pattern)) = allowance {
             let mode = self.facts.id(self.mode).to_owned();

@@ -1550,3 +1550,67 @@ fn a_revoked_allowance_allows_nothing_and_a_revoked_workspace_one_leaves_the_sto
     );
     assert_eq!(asked.outcome, Outcome::Run(RunState::Suspended));
 }
+
+/// The hostile review's finding 1, library and reference alike: an "always allow" approves the
+/// reply's other call of its tool unseen; revoked while a third call still waits, it takes that
+/// approval back (the call waits again), so deciding the third call does not resume the run. A
+/// workspace allowance that a store drops: the decision that gave it stands, and what it
+/// approved in the reply waits again at the next decision.
+#[test]
+fn a_revoke_takes_back_what_the_allowance_approved_in_the_reply() {
+    use crate::allowance::AllowanceScope;
+    let undecided = |reference: &ReferenceSession| {
+        reference
+            .waiting()
+            .iter()
+            .filter(|w| w.decided.is_none())
+            .count()
+    };
+    let config = "tests/fixtures/configs/valid/require-approval-all.toml";
+    let graph = config::load(config).expect("config");
+    let text = std::fs::read_to_string(config).expect("config");
+    let facts = Arc::new(ConfigFacts::from_toml(&text).expect("facts"));
+    let mut harness = Harness::new(graph.clone(), facts.clone(), build_correct).expect("a harness");
+    let mut reference = ReferenceSession::new(harness.facts().clone(), None);
+    harness.start(&reference).expect("the start");
+    let mut step = |reference: &mut ReferenceSession, op| step_both(&mut harness, reference, op);
+    step(
+        &mut reference,
+        Op::calls(["write_file", "write_file", "read_file"]),
+    );
+    step(
+        &mut reference,
+        Op::always_allow_tool_for(0, AllowanceScope::Session),
+    );
+    assert_eq!(
+        undecided(&reference),
+        1,
+        "the second write is approved by the allowance"
+    );
+    let revoked = step(&mut reference, Op::Revoke(RevokeChoice::First));
+    assert_eq!(revoked.outcome, Outcome::Revoked(true));
+    assert_eq!(undecided(&reference), 2, "the second write waits again");
+    let decided = step(&mut reference, Op::approve_tool(2));
+    assert_eq!(decided.outcome, Outcome::Run(RunState::Suspended));
+    assert_eq!(undecided(&reference), 1);
+
+    let store: Arc<dyn crate::store::SessionStore> = Arc::new(KeepsAlwaysAllowed::default());
+    let mut harness = Harness::new(graph, facts, build_on_store(store)).expect("a harness");
+    assert_eq!(harness.facts().workspace_store(), WorkspaceStore::Drops);
+    let mut reference = ReferenceSession::new(harness.facts().clone(), None).with_restarts(true);
+    harness.start(&reference).expect("the start");
+    let mut step = |reference: &mut ReferenceSession, op| step_both(&mut harness, reference, op);
+    step(
+        &mut reference,
+        Op::calls(["write_file", "write_file", "read_file"]),
+    );
+    step(
+        &mut reference,
+        Op::always_allow_tool_for(0, AllowanceScope::Workspace),
+    );
+    assert_eq!(undecided(&reference), 1, "the decision stands");
+    assert!(reference.allowances().is_empty(), "the store dropped it");
+    let decided = step(&mut reference, Op::approve_tool(2));
+    assert_eq!(decided.outcome, Outcome::Run(RunState::Suspended));
+    assert_eq!(undecided(&reference), 1, "the second write waits again");
+}
