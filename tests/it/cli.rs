@@ -994,6 +994,20 @@ fn a_closed_stdout_ends_quietly() {
 
 /// Runs the binary with `args`, killing it (and failing) if it has not ended in time
 /// ([`common::wait::exit_of`]).
+/// `cmd` run as [`in_time`] runs it, with the patience of a command that explores a config
+/// ([`common::wait::EXPLORATION_PATIENCE`]): `verify` of `deadlines.toml` takes 16 s on an idle
+/// machine, which beside the suite's parallel tests can pass the 30 s a hang is waited for.
+fn exploring_in_time(mut cmd: Command) -> Output {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    common::wait::exit_within(child, common::wait::EXPLORATION_PATIENCE)
+        .unwrap_or_else(|| panic!("verify hung"))
+}
+
 fn in_time(mut cmd: Command) -> Output {
     let child = cmd
         .stdin(Stdio::null())
@@ -1264,7 +1278,7 @@ fn verify(toml: &str, args: &[&str]) -> Output {
     cmd.current_dir(dir.path())
         .args(["verify", "modes.toml", "--cases", "4", "--seed", "1"])
         .args(args);
-    in_time(cmd)
+    exploring_in_time(cmd)
 }
 
 /// A config naming the host's own tool `run_tests`, which waits for approval in `build`.
@@ -2664,7 +2678,7 @@ fn verify_exits_7_when_the_controller_diverges() {
     cmd.current_dir(dir.path())
         .env("AGENT_CONTROLLER_VERIFY_PLANT", "forgets-saves")
         .args(["verify", SHIPPED, "--cases", "4", "--seed", "1"]);
-    let out = in_time(cmd);
+    let out = exploring_in_time(cmd);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(7), "{stdout}\n{stderr}");
@@ -2676,7 +2690,7 @@ fn verify_exits_7_when_the_controller_diverges() {
     let mut cmd = bin();
     cmd.current_dir(dir.path())
         .args(["verify", SHIPPED, "--cases", "4", "--seed", "1"]);
-    let out = in_time(cmd);
+    let out = exploring_in_time(cmd);
     assert_eq!(
         out.status.code(),
         Some(0),

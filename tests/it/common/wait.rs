@@ -10,6 +10,11 @@ use std::time::{Duration, Instant};
 /// How long a test waits for another process before it fails.
 pub const PATIENCE: Duration = Duration::from_secs(30);
 
+/// How long a test waits for a command that explores every state of a config (`verify`): it
+/// takes some seconds on an idle machine and several times that beside the rest of the suite on
+/// two cores, so this detects a hang and never times a run.
+pub const EXPLORATION_PATIENCE: Duration = Duration::from_secs(600);
+
 /// Polls `done` until it holds; fails with `what()` when it has not within [`PATIENCE`].
 pub fn until(done: impl FnMut() -> bool, what: impl Fn() -> String) {
     assert!(polled(done), "{}", what());
