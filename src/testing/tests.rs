@@ -358,9 +358,7 @@ fn failures_are_kept_in_the_regression_file() {
 fn the_shrunk_failure_keeps_no_needless_step() {
     // Fault 5: the steps that change nothing (a switch to the current mode, a blank answer, a
     // refused decision) and the steps the failure does not need are removed.
-    let graph = config::load(MODES).expect("the shipped config");
-    let text = std::fs::read_to_string(MODES).expect("the shipped config");
-    let facts = Arc::new(ConfigFacts::from_toml(&text).expect("facts"));
+    let (graph, facts) = loaded(MODES);
     let mut harness = Harness::new(graph, facts, build_without_manual_notice).expect("a harness");
     let initial = ReferenceSession::new(harness.facts().clone(), None);
     let ops = vec![
@@ -565,8 +563,13 @@ const APPROVALS: &str = "tests/fixtures/configs/valid/targets-list.toml";
 
 /// The graph of [`APPROVALS`], and the facts the kit reads of it.
 fn approvals() -> (ModeGraph, Arc<ConfigFacts>) {
-    let graph = config::load(APPROVALS).expect("config");
-    let text = std::fs::read_to_string(APPROVALS).expect("config");
+    loaded(APPROVALS)
+}
+
+/// The config at `path` (relative to the crate) and its facts.
+fn loaded(path: &str) -> (ModeGraph, Arc<ConfigFacts>) {
+    let graph = config::load(path).expect("config");
+    let text = std::fs::read_to_string(path).expect("config");
     let facts = Arc::new(ConfigFacts::from_toml(&text).expect("facts"));
     (graph, facts)
 }
@@ -955,9 +958,7 @@ fn the_reference_ends_a_run_at_its_revision_limit() {
     // Issue 19, item 7: a rejection with feedback beyond the run's limit of revisions
     // (`max_revisions`, 1 here) ends the run as failed without calling the model; a new
     // message counts from zero. The real controller agrees step by step.
-    let graph = config::load(MODES).expect("the shipped config");
-    let text = std::fs::read_to_string(MODES).expect("the shipped config");
-    let facts = Arc::new(ConfigFacts::from_toml(&text).expect("facts"));
+    let (graph, facts) = loaded(MODES);
     let mut harness = Harness::new(graph, facts, |setup: Setup| {
         setup
             .builder()
@@ -1429,9 +1430,7 @@ fn a_narrowed_allowance_covers_only_calls_that_lead_into_src_and_the_session_agr
     // Issue 23: an "always allow" narrowed to `src/**` approves no other waiting call, runs a
     // later call whose path leads into `src/` (naming itself), and asks about `.env`, about
     // `src/../.env` (the text under `src/`, the path outside) and about a call without a path.
-    let graph = config::load(APPROVALS).expect("config");
-    let text = std::fs::read_to_string(APPROVALS).expect("config");
-    let facts = Arc::new(ConfigFacts::from_toml(&text).expect("facts"));
+    let (graph, facts) = loaded(APPROVALS);
     let mut harness = Harness::new(graph, facts, build_correct).expect("a harness");
     let paths = harness.facts().path_tools().to_vec();
     assert!(paths.iter().any(|t| t == "write_file"), "{paths:?}");
@@ -1494,9 +1493,7 @@ fn a_revoked_allowance_allows_nothing_and_a_revoked_workspace_one_leaves_the_sto
     // store too, so neither a restart nor a new session has it; an id nobody gave changes
     // nothing and returns `false`. The real controller agrees step by step.
     use crate::allowance::AllowanceScope;
-    let graph = config::load(APPROVALS).expect("config");
-    let text = std::fs::read_to_string(APPROVALS).expect("config");
-    let facts = Arc::new(ConfigFacts::from_toml(&text).expect("facts"));
+    let (graph, facts) = loaded(APPROVALS);
     let store: Arc<dyn crate::store::SessionStore> = Arc::new(crate::store::MemoryStore::new());
     let mut harness = Harness::new(graph, facts, build_on_store(store)).expect("a harness");
     let mut reference = ReferenceSession::new(harness.facts().clone(), None).with_restarts(true);
@@ -1567,9 +1564,7 @@ fn a_revoke_takes_back_what_the_allowance_approved_in_the_reply() {
             .count()
     };
     let config = "tests/fixtures/configs/valid/require-approval-all.toml";
-    let graph = config::load(config).expect("config");
-    let text = std::fs::read_to_string(config).expect("config");
-    let facts = Arc::new(ConfigFacts::from_toml(&text).expect("facts"));
+    let (graph, facts) = loaded(config);
     let mut harness = Harness::new(graph.clone(), facts.clone(), build_correct).expect("a harness");
     let mut reference = ReferenceSession::new(harness.facts().clone(), None);
     harness.start(&reference).expect("the start");

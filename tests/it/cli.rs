@@ -997,25 +997,24 @@ fn a_closed_stdout_ends_quietly() {
 /// `cmd` run as [`in_time`] runs it, with the patience of a command that explores a config
 /// ([`common::wait::EXPLORATION_PATIENCE`]): `verify` of `deadlines.toml` takes 16 s on an idle
 /// machine, which beside the suite's parallel tests can pass the 30 s a hang is waited for.
-fn exploring_in_time(mut cmd: Command) -> Output {
-    let child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    common::wait::exit_within(child, common::wait::EXPLORATION_PATIENCE)
-        .unwrap_or_else(|| panic!("verify hung"))
+fn exploring_in_time(cmd: Command) -> Output {
+    within(cmd, common::wait::EXPLORATION_PATIENCE)
 }
 
-fn in_time(mut cmd: Command) -> Output {
+fn in_time(cmd: Command) -> Output {
+    within(cmd, common::wait::PATIENCE)
+}
+
+/// Runs `cmd` with stdin closed and its output captured; fails when it has not exited within
+/// `patience` (a hang).
+fn within(mut cmd: Command, patience: std::time::Duration) -> Output {
     let child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
-    common::wait::exit_of(child)
+    common::wait::exit_within(child, patience).unwrap_or_else(|| panic!("the command hung"))
 }
 
 fn plan_run(ws: &Path, plan: &Path) -> Command {
