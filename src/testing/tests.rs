@@ -1563,49 +1563,40 @@ fn a_revoke_takes_back_what_the_allowance_approved_in_the_reply() {
             .filter(|w| w.decided.is_none())
             .count()
     };
-    let config = "tests/fixtures/configs/valid/require-approval-all.toml";
-    let (graph, facts) = loaded(config);
+    // Two writes and a read wait; the first write is always allowed with `scope`.
+    let allowed_in_a_reply = |harness: &mut Harness, scope| {
+        let mut reference = ReferenceSession::new(harness.facts().clone(), None)
+            .with_restarts(harness.controller().store().is_some());
+        harness.start(&reference).expect("the start");
+        step_both(
+            harness,
+            &mut reference,
+            Op::calls(["write_file", "write_file", "read_file"]),
+        );
+        step_both(harness, &mut reference, Op::always_allow_tool_for(0, scope));
+        assert_eq!(undecided(&reference), 1, "the second write is approved too");
+        reference
+    };
+    let (graph, facts) = loaded("tests/fixtures/configs/valid/require-approval-all.toml");
     let mut harness = Harness::new(graph.clone(), facts.clone(), build_correct).expect("a harness");
-    let mut reference = ReferenceSession::new(harness.facts().clone(), None);
-    harness.start(&reference).expect("the start");
-    let mut step = |reference: &mut ReferenceSession, op| step_both(&mut harness, reference, op);
-    step(
+    let mut reference = allowed_in_a_reply(&mut harness, AllowanceScope::Session);
+    let revoked = step_both(
+        &mut harness,
         &mut reference,
-        Op::calls(["write_file", "write_file", "read_file"]),
+        Op::Revoke(RevokeChoice::First),
     );
-    step(
-        &mut reference,
-        Op::always_allow_tool_for(0, AllowanceScope::Session),
-    );
-    assert_eq!(
-        undecided(&reference),
-        1,
-        "the second write is approved by the allowance"
-    );
-    let revoked = step(&mut reference, Op::Revoke(RevokeChoice::First));
     assert_eq!(revoked.outcome, Outcome::Revoked(true));
     assert_eq!(undecided(&reference), 2, "the second write waits again");
-    let decided = step(&mut reference, Op::approve_tool(2));
+    let decided = step_both(&mut harness, &mut reference, Op::approve_tool(2));
     assert_eq!(decided.outcome, Outcome::Run(RunState::Suspended));
     assert_eq!(undecided(&reference), 1);
 
     let store: Arc<dyn crate::store::SessionStore> = Arc::new(KeepsAlwaysAllowed::default());
     let mut harness = Harness::new(graph, facts, build_on_store(store)).expect("a harness");
     assert_eq!(harness.facts().workspace_store(), WorkspaceStore::Drops);
-    let mut reference = ReferenceSession::new(harness.facts().clone(), None).with_restarts(true);
-    harness.start(&reference).expect("the start");
-    let mut step = |reference: &mut ReferenceSession, op| step_both(&mut harness, reference, op);
-    step(
-        &mut reference,
-        Op::calls(["write_file", "write_file", "read_file"]),
-    );
-    step(
-        &mut reference,
-        Op::always_allow_tool_for(0, AllowanceScope::Workspace),
-    );
-    assert_eq!(undecided(&reference), 1, "the decision stands");
+    let mut reference = allowed_in_a_reply(&mut harness, AllowanceScope::Workspace);
     assert!(reference.allowances().is_empty(), "the store dropped it");
-    let decided = step(&mut reference, Op::approve_tool(2));
+    let decided = step_both(&mut harness, &mut reference, Op::approve_tool(2));
     assert_eq!(decided.outcome, Outcome::Run(RunState::Suspended));
     assert_eq!(undecided(&reference), 1, "the second write waits again");
 }
