@@ -1267,16 +1267,6 @@ fn the_reference_keeps_each_allowance_for_its_scope_and_the_session_agrees() {
     let scopes = |reference: &ReferenceSession| -> Vec<AllowanceScope> {
         reference.allowances().iter().map(|a| a.scope).collect()
     };
-    let allowed_by = |expected: &Expected| -> Vec<Option<String>> {
-        expected
-            .trace
-            .iter()
-            .filter_map(|t| match t {
-                Trace::ToolRan { allowed_by, .. } => Some(allowed_by.clone()),
-                _ => None,
-            })
-            .collect()
-    };
     // `session`: kept across switches, applying in its own mode only.
     step(&mut reference, Op::call("write_file"));
     step(

@@ -967,41 +967,59 @@ fn a_controller_on_another_clock_is_refused_for_a_config_with_deadlines() {
 }
 
 /// Planted bug "a workspace allowance applied in another workspace": a store that keys its
+
+/// `impl SessionStore for STORE` whose `load`, `delete`, `list_pending` and `expire` pass through
+/// to the store in its field `INNER`, followed by the methods given (at least `save`, which the
+/// trait requires): a planted store writes out only what it does differently.
+macro_rules! passing_through {
+    ($store:ident . $inner:tt { $($methods:tt)* }) => {
+        #[agent_controller::async_trait]
+        impl SessionStore for $store {
+            async fn load(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+                self.$inner.load(id).await
+            }
+            async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+                self.$inner.delete(id).await
+            }
+            async fn list_pending(&self, now_ms: u64) -> Result<PendingListing, StoreError> {
+                self.$inner.list_pending(now_ms).await
+            }
+            async fn expire(&self, before: u64) -> Result<usize, StoreError> {
+                self.$inner.expire(before).await
+            }
+            $($methods)*
+        }
+    };
+}
+
 /// workspace allowances by nothing, and hands every one to whichever workspace asks.
 struct ForgetsWorkspace(MemoryStore);
 
-#[agent_controller::async_trait]
-impl SessionStore for ForgetsWorkspace {
-    async fn load(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
-        self.0.load(id).await
-    }
-    async fn save(&self, record: &SessionRecord, expected: Option<u64>) -> Result<(), StoreError> {
-        self.0.save(record, expected).await
-    }
-    async fn delete(&self, id: &str) -> Result<bool, StoreError> {
-        self.0.delete(id).await
-    }
-    async fn list_pending(&self, now_ms: u64) -> Result<PendingListing, StoreError> {
-        self.0.list_pending(now_ms).await
-    }
-    async fn expire(&self, before: u64) -> Result<usize, StoreError> {
-        self.0.expire(before).await
-    }
-    async fn save_workspace_allowance(
-        &self,
-        allowance: &agent_controller::allowance::Allowance,
-    ) -> Result<(), StoreError> {
-        self.0.save_workspace_allowance(allowance).await
-    }
-    async fn list_workspace_allowances(
-        &self,
-        _workspace: Option<&std::path::Path>,
-    ) -> Result<Vec<agent_controller::allowance::Allowance>, StoreError> {
-        // The bug: the workspace asked for is ignored.
-        self.0.list_workspace_allowances(None).await
-    }
-    async fn revoke_workspace_allowance(&self, id: &str) -> Result<bool, StoreError> {
-        self.0.revoke_workspace_allowance(id).await
+passing_through! {
+    ForgetsWorkspace.0 {
+        async fn save(
+            &self,
+            record: &SessionRecord,
+            expected: Option<u64>,
+        ) -> Result<(), StoreError> {
+            self.0.save(record, expected).await
+        }
+        async fn save_workspace_allowance(
+            &self,
+            allowance: &agent_controller::allowance::Allowance,
+        ) -> Result<(), StoreError> {
+            self.0.save_workspace_allowance(allowance).await
+        }
+        async fn list_workspace_allowances(
+            &self,
+            _workspace: Option<&std::path::Path>,
+        ) -> Result<Vec<agent_controller::allowance::Allowance>, StoreError> {
+            // The bug: the workspace asked for is ignored.
+            self.0.list_workspace_allowances(None).await
+        }
+        async fn revoke_workspace_allowance(&self, id: &str) -> Result<bool, StoreError> {
+            self.0.revoke_workspace_allowance(id).await
+        }
     }
 }
 
@@ -1112,56 +1130,50 @@ struct RelabelsWorkspace {
     kept: Mutex<Vec<Allowance>>,
 }
 
-#[agent_controller::async_trait]
-impl SessionStore for RelabelsWorkspace {
-    async fn load(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
-        self.inner.load(id).await
-    }
-    async fn save(&self, record: &SessionRecord, expected: Option<u64>) -> Result<(), StoreError> {
-        self.inner.save(record, expected).await
-    }
-    async fn delete(&self, id: &str) -> Result<bool, StoreError> {
-        self.inner.delete(id).await
-    }
-    async fn list_pending(&self, now_ms: u64) -> Result<PendingListing, StoreError> {
-        self.inner.list_pending(now_ms).await
-    }
-    async fn expire(&self, before: u64) -> Result<usize, StoreError> {
-        self.inner.expire(before).await
-    }
-    async fn save_workspace_allowance(&self, allowance: &Allowance) -> Result<(), StoreError> {
-        let mut kept = self.kept.lock().expect("lock");
-        if !kept.iter().any(|a| a.id == allowance.id) {
-            kept.push(allowance.clone());
+passing_through! {
+    RelabelsWorkspace.inner {
+        async fn save(
+            &self,
+            record: &SessionRecord,
+            expected: Option<u64>,
+        ) -> Result<(), StoreError> {
+            self.inner.save(record, expected).await
         }
-        Ok(())
-    }
-    async fn list_workspace_allowances(
-        &self,
-        workspace: Option<&std::path::Path>,
-    ) -> Result<Vec<Allowance>, StoreError> {
-        let kept = self.kept.lock().expect("lock").clone();
-        Ok(kept
-            .into_iter()
-            .map(|a| match workspace {
-                // The bug: the row has no workspace, so it gets the one asked about (its path and
-                // the directory there, so the library's own check of the directory passes).
-                Some(asked) => {
-                    let fingerprint = a.config_fingerprint.clone().unwrap_or_default();
-                    match agent_controller::workspace::WorkspaceRecord::of(asked) {
-                        Ok(here) => a.in_directory(&here, &fingerprint),
-                        Err(_) => a.in_workspace(asked, &fingerprint),
+        async fn save_workspace_allowance(&self, allowance: &Allowance) -> Result<(), StoreError> {
+            let mut kept = self.kept.lock().expect("lock");
+            if !kept.iter().any(|a| a.id == allowance.id) {
+                kept.push(allowance.clone());
+            }
+            Ok(())
+        }
+        async fn list_workspace_allowances(
+            &self,
+            workspace: Option<&std::path::Path>,
+        ) -> Result<Vec<Allowance>, StoreError> {
+            let kept = self.kept.lock().expect("lock").clone();
+            Ok(kept
+                .into_iter()
+                .map(|a| match workspace {
+                    // The bug: the row has no workspace, so it gets the one asked about (its
+                    // path and the directory there, so the library's own check of the directory
+                    // passes).
+                    Some(asked) => {
+                        let fingerprint = a.config_fingerprint.clone().unwrap_or_default();
+                        match agent_controller::workspace::WorkspaceRecord::of(asked) {
+                            Ok(here) => a.in_directory(&here, &fingerprint),
+                            Err(_) => a.in_workspace(asked, &fingerprint),
+                        }
                     }
-                }
-                None => a,
-            })
-            .collect())
-    }
-    async fn revoke_workspace_allowance(&self, id: &str) -> Result<bool, StoreError> {
-        let mut kept = self.kept.lock().expect("lock");
-        let before = kept.len();
-        kept.retain(|a| a.id != id);
-        Ok(kept.len() != before)
+                    None => a,
+                })
+                .collect())
+        }
+        async fn revoke_workspace_allowance(&self, id: &str) -> Result<bool, StoreError> {
+            let mut kept = self.kept.lock().expect("lock");
+            let before = kept.len();
+            kept.retain(|a| a.id != id);
+            Ok(kept.len() != before)
+        }
     }
 }
 
@@ -1231,28 +1243,21 @@ fn a_store_that_hands_a_workspace_allowance_to_another_workspace_is_caught() {
 /// mode's calls unasked.
 struct MovesSessionAllowances(MemoryStore);
 
-#[agent_controller::async_trait]
-impl SessionStore for MovesSessionAllowances {
-    async fn load(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
-        self.0.load(id).await
-    }
-    async fn save(&self, record: &SessionRecord, expected: Option<u64>) -> Result<(), StoreError> {
-        let mut record = record.clone();
-        for allowance in &mut record.allowances {
-            if allowance.scope == AllowanceScope::Session {
-                allowance.mode_id = record.mode_id.clone();
+passing_through! {
+    MovesSessionAllowances.0 {
+        async fn save(
+            &self,
+            record: &SessionRecord,
+            expected: Option<u64>,
+        ) -> Result<(), StoreError> {
+            let mut record = record.clone();
+            for allowance in &mut record.allowances {
+                if allowance.scope == AllowanceScope::Session {
+                    allowance.mode_id = record.mode_id.clone();
+                }
             }
+            self.0.save(&record, expected).await
         }
-        self.0.save(&record, expected).await
-    }
-    async fn delete(&self, id: &str) -> Result<bool, StoreError> {
-        self.0.delete(id).await
-    }
-    async fn list_pending(&self, now_ms: u64) -> Result<PendingListing, StoreError> {
-        self.0.list_pending(now_ms).await
-    }
-    async fn expire(&self, before: u64) -> Result<usize, StoreError> {
-        self.0.expire(before).await
     }
 }
 
@@ -1314,35 +1319,28 @@ use agent_controller::testing::{Aspect, ReferenceSession, RevokeChoice};
 #[derive(Default)]
 struct IgnoresRevocations(MemoryStore);
 
-#[agent_controller::async_trait]
-impl SessionStore for IgnoresRevocations {
-    async fn load(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
-        self.0.load(id).await
-    }
-    async fn save(&self, record: &SessionRecord, expected: Option<u64>) -> Result<(), StoreError> {
-        self.0.save(record, expected).await
-    }
-    async fn delete(&self, id: &str) -> Result<bool, StoreError> {
-        self.0.delete(id).await
-    }
-    async fn list_pending(&self, now_ms: u64) -> Result<PendingListing, StoreError> {
-        self.0.list_pending(now_ms).await
-    }
-    async fn expire(&self, before: u64) -> Result<usize, StoreError> {
-        self.0.expire(before).await
-    }
-    async fn save_workspace_allowance(&self, allowance: &Allowance) -> Result<(), StoreError> {
-        self.0.save_workspace_allowance(allowance).await
-    }
-    async fn list_workspace_allowances(
-        &self,
-        workspace: Option<&std::path::Path>,
-    ) -> Result<Vec<Allowance>, StoreError> {
-        self.0.list_workspace_allowances(workspace).await
-    }
-    async fn revoke_workspace_allowance(&self, _id: &str) -> Result<bool, StoreError> {
-        // The bug: marked revoked, still listed.
-        Ok(true)
+passing_through! {
+    IgnoresRevocations.0 {
+        async fn save(
+            &self,
+            record: &SessionRecord,
+            expected: Option<u64>,
+        ) -> Result<(), StoreError> {
+            self.0.save(record, expected).await
+        }
+        async fn save_workspace_allowance(&self, allowance: &Allowance) -> Result<(), StoreError> {
+            self.0.save_workspace_allowance(allowance).await
+        }
+        async fn list_workspace_allowances(
+            &self,
+            workspace: Option<&std::path::Path>,
+        ) -> Result<Vec<Allowance>, StoreError> {
+            self.0.list_workspace_allowances(workspace).await
+        }
+        async fn revoke_workspace_allowance(&self, _id: &str) -> Result<bool, StoreError> {
+            // The bug: marked revoked, still listed.
+            Ok(true)
+        }
     }
 }
 
@@ -1416,26 +1414,19 @@ fn a_store_that_ignores_revocations_is_caught() {
 /// it allowed only paths under `src/`.
 struct DropsPatterns(MemoryStore);
 
-#[agent_controller::async_trait]
-impl SessionStore for DropsPatterns {
-    async fn load(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
-        self.0.load(id).await
-    }
-    async fn save(&self, record: &SessionRecord, expected: Option<u64>) -> Result<(), StoreError> {
-        let mut record = record.clone();
-        for allowance in &mut record.allowances {
-            allowance.pattern = None;
+passing_through! {
+    DropsPatterns.0 {
+        async fn save(
+            &self,
+            record: &SessionRecord,
+            expected: Option<u64>,
+        ) -> Result<(), StoreError> {
+            let mut record = record.clone();
+            for allowance in &mut record.allowances {
+                allowance.pattern = None;
+            }
+            self.0.save(&record, expected).await
         }
-        self.0.save(&record, expected).await
-    }
-    async fn delete(&self, id: &str) -> Result<bool, StoreError> {
-        self.0.delete(id).await
-    }
-    async fn list_pending(&self, now_ms: u64) -> Result<PendingListing, StoreError> {
-        self.0.list_pending(now_ms).await
-    }
-    async fn expire(&self, before: u64) -> Result<usize, StoreError> {
-        self.0.expire(before).await
     }
 }
 
