@@ -966,8 +966,6 @@ fn a_controller_on_another_clock_is_refused_for_a_config_with_deadlines() {
     );
 }
 
-/// Planted bug "a workspace allowance applied in another workspace": a store that keys its
-
 /// `impl SessionStore for STORE` whose `load`, `delete`, `list_pending` and `expire` pass through
 /// to the store in its field `INNER`, followed by the methods given (at least `save`, which the
 /// trait requires): a planted store writes out only what it does differently.
@@ -992,6 +990,7 @@ macro_rules! passing_through {
     };
 }
 
+/// Planted bug "a workspace allowance applied in another workspace": a store that keys its
 /// workspace allowances by nothing, and hands every one to whichever workspace asks.
 struct ForgetsWorkspace(MemoryStore);
 
