@@ -50,12 +50,12 @@ named_enum! {
     pub enum AllowanceScope {
         /// Until the session's mode changes (the default).
         #[default]
-        Mode = "mode",
+        Mode,
         /// For the rest of the session, while it is in the mode it was given in.
-        Session = "session",
+        Session,
         /// Every session of the store in the same workspace, under the same config, in the
         /// same mode.
-        Workspace = "workspace",
+        Workspace,
     }
 }
 

@@ -23,9 +23,9 @@ named_enum! {
     pub enum DiagramFormat {
         /// A Mermaid `flowchart LR`, for Markdown on code hosts.
         #[default]
-        Mermaid = "mermaid",
+        Mermaid,
         /// A Graphviz `digraph`, for `dot -Tsvg`.
-        Dot = "dot",
+        Dot,
     }
 }
 

@@ -28,9 +28,9 @@ named_enum! {
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
     pub enum ModeChangeReason {
         /// The host switched mode ([`crate::Session::switch_mode`]).
-        Manual = "manual",
+        Manual,
         /// A plan was approved and the session handed over to the planning mode's target.
-        PlanApproved = "plan_approved",
+        PlanApproved,
     }
 }
 
@@ -52,16 +52,16 @@ named_enum! {
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
     pub enum RunState {
         /// The run loop is calling the model or executing tools. Never the reason of an `agent_end`.
-        Running = "running",
+        Running,
         /// The run waits for a decision on a submitted plan.
-        Suspended = "suspended",
+        Suspended,
         /// The model finished, or a plan was rejected without feedback.
-        Completed = "completed",
+        Completed,
         /// The run was aborted (cancelled by the host, its future dropped, or its suspension
         /// cancelled by an abort, a user message or a manual switch).
-        Aborted = "aborted",
+        Aborted,
         /// The model failed or the run exceeded its step limit.
-        Failed = "failed",
+        Failed,
     }
 }
 
@@ -86,11 +86,11 @@ named_enum! {
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
     pub enum CancelReason {
         /// The host aborted the run.
-        Aborted = "aborted",
+        Aborted,
         /// The user sent a new message instead of deciding.
-        UserMessage = "user_message",
+        UserMessage,
         /// The host switched mode by hand.
-        ModeSwitch = "mode_switch",
+        ModeSwitch,
     }
 }
 
@@ -243,10 +243,10 @@ named_enum! {
         /// The plan counts as rejected: the model is told, the run ends, the mode stays (the
         /// default).
         #[default]
-        Reject = "reject",
+        Reject,
         /// The run is aborted: what waits counts as not approved (the model is told, every tool
         /// call of the reply has its result), the run ends `aborted`, the mode stays.
-        Abort = "abort",
+        Abort,
     }
 }
 
@@ -382,15 +382,15 @@ named_enum! {
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
     pub enum DecisionOutcome {
         /// The host approved it.
-        Approved = "approved",
+        Approved,
         /// The host rejected it (with or without feedback).
-        Rejected = "rejected",
+        Rejected,
         /// It was cancelled without a decision (abort, a new user message, a manual switch): not
         /// approved.
-        Cancelled = "cancelled",
+        Cancelled,
         /// No decision was taken by its deadline (the planning mode's `approvalTimeout`): it
         /// counts as rejected ([`crate::deadline`]).
-        Expired = "expired",
+        Expired,
     }
 }
 

@@ -430,31 +430,31 @@ named_enum! {
     #[non_exhaustive]
     pub enum ModelErrorKind {
         /// The provider refused the credentials (HTTP 401 or 403, or no key where one is needed).
-        Authentication = "authentication",
+        Authentication,
         /// The provider is rate limiting or the quota is used up (HTTP 429).
-        RateLimited = "rate_limited",
+        RateLimited,
         /// The provider could not be reached, or the connection broke.
-        Transport = "transport",
+        Transport,
         /// The provider answered with something that is not a valid reply (bad JSON, a stream cut
         /// off before the model finished).
-        MalformedResponse = "malformed_response",
+        MalformedResponse,
         /// The conversation does not fit the model's context window.
-        ContextLength = "context_length",
+        ContextLength,
         /// The provider is overloaded for the moment (Anthropic's HTTP 529 or `overloaded_error`);
         /// a later call may succeed.
-        Overloaded = "overloaded",
+        Overloaded,
         /// The provider refused the request as malformed or not allowed (HTTP 400 with
         /// Anthropic's `invalid_request_error`), other than a context-length error.
-        InvalidRequest = "invalid_request",
+        InvalidRequest,
         /// The run reached its limit of model calls (see
         /// [`crate::controller::AgentControllerBuilder::max_steps`]); no model call failed.
-        StepLimit = "step_limit",
+        StepLimit,
         /// The run reached its limit of plan revisions (see
         /// [`crate::controller::AgentControllerBuilder::max_revisions`]): a rejection with feedback would
         /// have asked for one more; no model call failed.
-        RevisionLimit = "revision_limit",
+        RevisionLimit,
         /// Anything else (a server error, an unknown model, a bad request).
-        Other = "other",
+        Other,
     }
 }
 

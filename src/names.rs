@@ -1,16 +1,20 @@
 //! Small enums whose variants each have one name in text, the same everywhere: in `Display`,
 //! in `FromStr`, and in JSON and TOML (serde). Written once here instead of derived per enum
 //! (the derive crates cost the core five dependencies; see the README, section "Features").
+//!
+//! A variant's name is its identifier in snake_case (`UnknownField` is `unknown_field`),
+//! worked out at compile time by [`snake_case`]: the identifier is the one place a name is
+//! written, so the two cannot drift apart.
 
-/// Declares a fieldless enum whose variants are written `Variant = "name"`, and gives it
-/// `as_str`, `NAMES`, `Display`, `FromStr` (error [`crate::error::UnknownName`]) and serde's
-/// `Serialize` / `Deserialize`, all from those names, and with the `schema` feature
+/// Declares a fieldless enum and gives it `as_str`, `NAMES`, `Display`, `FromStr` (error
+/// [`crate::error::UnknownName`]) and serde's `Serialize` / `Deserialize`, all from each
+/// variant's name (its identifier in snake_case), and with the `schema` feature
 /// `schemars::JsonSchema` (a string naming one of them). Attributes and doc comments pass through.
 macro_rules! named_enum {
     (
         $(#[$meta:meta])*
         $vis:vis enum $name:ident {
-            $( $(#[$variant_meta:meta])* $variant:ident = $text:literal ),+ $(,)?
+            $( $(#[$variant_meta:meta])* $variant:ident ),+ $(,)?
         }
     ) => {
         $(#[$meta])*
@@ -20,12 +24,12 @@ macro_rules! named_enum {
 
         impl $name {
             /// Every variant's name, in declaration order.
-            pub const NAMES: &'static [&'static str] = &[$($text),+];
+            pub const NAMES: &'static [&'static str] = &[$(snake_name!($variant)),+];
 
             /// The variant's name: what `Display` writes and `FromStr` reads.
             pub fn as_str(self) -> &'static str {
                 match self {
-                    $( Self::$variant => $text, )+
+                    $( Self::$variant => snake_name!($variant), )+
                 }
             }
         }
@@ -40,10 +44,10 @@ macro_rules! named_enum {
             type Err = $crate::error::UnknownName;
 
             fn from_str(text: &str) -> ::std::result::Result<Self, Self::Err> {
-                match text {
-                    $( $text => Ok(Self::$variant), )+
-                    _ => Err($crate::error::UnknownName::new(text, Self::NAMES)),
-                }
+                [$(Self::$variant),+]
+                    .into_iter()
+                    .find(|variant| variant.as_str() == text)
+                    .ok_or_else(|| $crate::error::UnknownName::new(text, Self::NAMES))
             }
         }
 
@@ -86,6 +90,54 @@ macro_rules! named_enum {
     };
 }
 
+/// The name of the variant `$variant`: its identifier in snake_case, as a `&'static str` made at
+/// compile time.
+macro_rules! snake_name {
+    ($variant:ident) => {{
+        const IDENT: &str = stringify!($variant);
+        const NAME: [u8; $crate::names::snake_case_len(IDENT)] = $crate::names::snake_case(IDENT);
+        match ::std::str::from_utf8(&NAME) {
+            Ok(name) => name,
+            Err(_) => panic!("an identifier in snake_case is UTF-8"),
+        }
+    }};
+}
+
+/// How many bytes `ident` takes in snake_case: one more for each capital after the first byte
+/// (each gets a `_` before it).
+pub(crate) const fn snake_case_len(ident: &str) -> usize {
+    let bytes = ident.as_bytes();
+    let mut len = bytes.len();
+    let mut at = 1;
+    while at < bytes.len() {
+        if bytes[at].is_ascii_uppercase() {
+            len += 1;
+        }
+        at += 1;
+    }
+    len
+}
+
+/// `ident` in snake_case (`UnknownField` is `unknown_field`, `Sha256Mismatch` is
+/// `sha256_mismatch`): each capital lowered, with a `_` before it unless it comes first. `N` is
+/// [`snake_case_len`] of `ident`.
+pub(crate) const fn snake_case<const N: usize>(ident: &str) -> [u8; N] {
+    let bytes = ident.as_bytes();
+    let mut name = [0; N];
+    let (mut from, mut to) = (0, 0);
+    while from < bytes.len() {
+        let byte = bytes[from];
+        if byte.is_ascii_uppercase() && from > 0 {
+            name[to] = b'_';
+            to += 1;
+        }
+        name[to] = byte.to_ascii_lowercase();
+        from += 1;
+        to += 1;
+    }
+    name
+}
+
 #[cfg(test)]
 mod tests {
     use crate::diagram::DiagramFormat;
@@ -125,6 +177,30 @@ mod tests {
             format!("{:>7}", DiagramFormat::Dot),
             "    dot",
             "Display pads"
+        );
+    }
+
+    /// A name is the identifier in snake_case: a `_` before each capital but the first, digits
+    /// kept where they stand.
+    #[test]
+    fn a_name_is_the_identifier_in_snake_case() {
+        use crate::config::ConfigErrorKind;
+        use crate::session::SessionErrorKind;
+        assert_eq!(ConfigErrorKind::UnknownField.as_str(), "unknown_field");
+        assert_eq!(SessionErrorKind::NotFound.to_string(), "not_found");
+        assert_eq!(RunState::Suspended.as_str(), "suspended");
+        assert_eq!(
+            super::snake_case_len("Sha256Mismatch"),
+            "sha256_mismatch".len()
+        );
+        assert_eq!(
+            &super::snake_case::<15>("Sha256Mismatch"),
+            b"sha256_mismatch"
+        );
+        assert_eq!(&super::snake_case::<1>("A"), b"a");
+        assert_eq!(
+            "invalid_type".parse::<ConfigErrorKind>(),
+            Ok(ConfigErrorKind::InvalidType)
         );
     }
 

@@ -86,11 +86,11 @@ named_enum! {
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
     pub enum RuleAction {
         /// The call runs without asking.
-        Allow = "allow",
+        Allow,
         /// The call waits for the user's approval, as under `requireApproval`.
-        Ask = "ask",
+        Ask,
         /// The call is refused, and the model is told which rule refused it.
-        Deny = "deny",
+        Deny,
     }
 }
 

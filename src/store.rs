@@ -236,9 +236,9 @@ named_enum! {
     pub enum PendingKind {
         /// A submitted plan (`submit_plan`).
         #[default]
-        Plan = "plan",
+        Plan,
         /// A tool call that needs approval (the mode's `requireApproval`).
-        ToolCall = "tool_call",
+        ToolCall,
     }
 }
 

@@ -18,9 +18,9 @@ named_enum! {
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
     pub enum DecisionAction {
         /// The plan is approved: hand over to the target mode.
-        Approved = "approved",
+        Approved,
         /// The plan is rejected: stay in the mode.
-        Rejected = "rejected",
+        Rejected,
     }
 }
 

@@ -37,36 +37,36 @@ named_enum! {
         /// ([`SessionError::UnknownMode`], [`SessionError::UnknownRun`],
         /// [`SessionError::UnknownToolCall`], [`SessionError::UnknownDecision`],
         /// [`SessionError::UnknownSession`]).
-        NotFound = "not_found",
+        NotFound,
         /// The decision was already taken or cancelled ([`SessionError::AlreadyDecided`]).
-        AlreadyDecided = "already_decided",
+        AlreadyDecided,
         /// The plan expired before the decision ([`SessionError::Expired`]).
-        Expired = "expired",
+        Expired,
         /// The decision names other content than what waits (a plan's or a tool call's sha256:
         /// [`SessionError::Sha256Mismatch`], [`SessionError::ArgsSha256Mismatch`]).
-        Mismatch = "mismatch",
+        Mismatch,
         /// The input cannot be used: a malformed decision, a target the plan does not list, an
         /// edited plan past the limits, a session id that cannot be stored
         /// ([`SessionError::MalformedDecision`], [`SessionError::TargetNotAllowed`],
         /// [`SessionError::EditedPlan`], [`SessionError::PlanComment`],
         /// [`SessionError::InvalidSessionId`]).
-        InvalidInput = "invalid_input",
+        InvalidInput,
         /// The session is not in a state the operation needs: no suspended run, no interrupted
         /// run, an id already stored, a config changed under a pending plan
         /// ([`SessionError::NotSuspended`], [`SessionError::NotInterrupted`],
         /// [`SessionError::SessionExists`], [`SessionError::ConfigChanged`]).
-        WrongState = "wrong_state",
+        WrongState,
         /// Another writer or process got there first, or holds the run: a store conflict
         /// ([`SessionError::is_conflict`]), [`SessionError::LeaseHeld`],
         /// [`SessionError::LeaseLost`].
-        Conflict = "conflict",
+        Conflict,
         /// The session store failed, or there is none ([`SessionError::Store`] but a conflict,
         /// [`SessionError::NoStore`]).
-        Store = "store",
+        Store,
         /// The session's workspace is not this controller's, is gone, replaced or not recorded
         /// ([`SessionError::WrongWorkspace`], [`SessionError::WorkspaceGone`],
         /// [`SessionError::WorkspaceReplaced`], [`SessionError::NoWorkspaceRecorded`]).
-        Workspace = "workspace",
+        Workspace,
     }
 }
 

@@ -602,32 +602,32 @@ named_enum! {
     #[non_exhaustive]
     pub enum Mutation {
         /// Add a mode whose id another mode already has.
-        DuplicateId = "duplicate_id",
+        DuplicateId,
         /// Point a `transitionsTo` at an id no mode has.
-        UnknownTarget = "unknown_target",
+        UnknownTarget,
         /// Point a mode's `transitionsTo` at itself.
-        SelfTarget = "self_target",
+        SelfTarget,
         /// List another mode twice in a `transitionsTo` list.
-        DuplicateTarget = "duplicate_target",
+        DuplicateTarget,
         /// Mark two modes `default = true`.
-        TwoDefaults = "two_defaults",
+        TwoDefaults,
         /// Name one mode in `defaultModeId` and mark another `default = true`.
-        ConflictingDefault = "conflicting_default",
+        ConflictingDefault,
         /// Add a key the format does not define (at the top or in a mode).
-        UnknownKey = "unknown_key",
+        UnknownKey,
         /// Give a known key a value of the wrong type.
-        WrongType = "wrong_type",
+        WrongType,
         /// Give a mode with `transitionsTo` an `availableTools` list without `submit_plan`.
-        TargetWithoutSubmitPlan = "target_without_submit_plan",
+        TargetWithoutSubmitPlan,
         /// Make a mode that lists `submit_plan` and sets no `transitionsTo` the default mode: its
         /// approval would hand over to itself.
-        SelfHandover = "self_handover",
+        SelfHandover,
         /// List a tool in a mode's `requireApproval` that its `availableTools` does not offer.
-        ApprovalToolNotOffered = "approval_tool_not_offered",
+        ApprovalToolNotOffered,
         /// List `submit_plan` in a mode's `requireApproval` (a plan always waits).
-        ApprovalOfSubmitPlan = "approval_of_submit_plan",
+        ApprovalOfSubmitPlan,
         /// List a tool twice in a mode's `availableTools`.
-        DuplicateTool = "duplicate_tool",
+        DuplicateTool,
     }
 }
 

@@ -21,46 +21,46 @@ named_enum! {
         /// A plan submitted in `from` is approved to `to`, one of `from`'s targets (a plain
         /// approval for the first, [`crate::Decision::to`] for the others): the session hands
         /// over.
-        Approve = "approve",
+        Approve,
         /// A plan is rejected without feedback: the mode stays.
-        Reject = "reject",
+        Reject,
         /// A plan is rejected with feedback: the mode stays.
-        RejectWithFeedback = "reject_with_feedback",
+        RejectWithFeedback,
         /// The run is aborted while the plan is pending: the mode stays.
-        Abort = "abort",
+        Abort,
         /// A user message arrives while the plan is pending: the mode stays.
-        UserMessage = "user_message",
+        UserMessage,
         /// The host switches to `to` by hand.
-        Manual = "manual",
+        Manual,
         /// A tool call that waits for approval in `from` (its `requireApproval`) is approved:
         /// it runs; the mode stays.
-        ApproveTool = "approve_tool",
+        ApproveTool,
         /// Such a call is rejected with feedback: it does not run; the mode stays.
-        RejectTool = "reject_tool",
+        RejectTool,
         /// Such a call is approved with "always allow": it runs, and later calls of the tool
         /// run without waiting; the mode stays.
-        AlwaysAllowTool = "always_allow_tool",
+        AlwaysAllowTool,
         /// After an "always allow" in `from`, the host switches to `to` by hand: the switch
         /// ends the always-allow (back in `from`, the tool waits again).
-        ManualEndsAlwaysAllow = "manual_ends_always_allow",
+        ManualEndsAlwaysAllow,
         /// After an "always allow" in the planning mode `from`, a plan is approved and hands
         /// over to `to`: the switch ends the always-allow, as every mode change does.
-        ApprovalEndsAlwaysAllow = "approval_ends_always_allow",
+        ApprovalEndsAlwaysAllow,
         /// A call a `deny` rule of `from` decides (issue 23): it never runs, and the model is
         /// told which rule refused it; the mode stays.
-        RuleDeny = "rule_deny",
+        RuleDeny,
         /// A call an `ask` rule of `from` decides: it waits as under `requireApproval`, and is
         /// approved: it runs; the mode stays.
-        RuleAsk = "rule_ask",
+        RuleAsk,
         /// A call an `allow` rule of `from` decides: it runs without asking (even when
         /// `requireApproval` lists its tool); the mode stays.
-        RuleAllow = "rule_allow",
+        RuleAllow,
         /// A plan submitted in `from`, which has an `approvalTimeout`, is not decided by its
         /// deadline: it expires, not approved; the mode stays.
-        Expire = "expire",
+        Expire,
         /// A tool call waiting for approval in `from`, which has an `approvalTimeout`, is not
         /// decided by its deadline: it expires and never runs; the mode stays.
-        ExpireTool = "expire_tool",
+        ExpireTool,
     }
 }
 

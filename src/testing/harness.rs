@@ -64,24 +64,24 @@ named_enum! {
     #[non_exhaustive]
     pub enum Aspect {
         /// The return value of the host call.
-        Outcome = "outcome",
+        Outcome,
         /// The events emitted and model calls made, in order.
-        Events = "events",
+        Events,
         /// The current mode afterwards.
-        Mode = "mode",
+        Mode,
         /// The pending decision afterwards.
-        Pending = "pending",
+        Pending,
         /// The latest run's state afterwards.
-        Run = "run",
+        Run,
         /// The allowances in force afterwards (scope, tool, pattern, mode), or, at a start,
         /// workspace allowances the kit revoked that the new session still has.
-        Allowances = "allowances",
+        Allowances,
         /// The workspace changed in a step in which no tool ran.
-        Workspace = "workspace",
+        Workspace,
         /// An invariant of yours ([`Harness::invariant`]) failed.
-        Invariant = "invariant",
+        Invariant,
         /// The session panicked.
-        Panic = "panic",
+        Panic,
     }
 }
 
