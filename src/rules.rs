@@ -69,14 +69,14 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Component, Path};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::jail::Jail;
-use crate::tool::ToolCall;
+use crate::tool::{PathLocation, ToolCall};
 
 /// The argument a path rule reads when it names none (`path = "src/**"` alone).
 pub const DEFAULT_PATH_ARG: &str = "path";
@@ -763,7 +763,7 @@ fn resolve_with(
     rules: &Rules,
     call: &ToolCall,
     workspace: &Path,
-    locate: impl Fn(&str, Option<&str>) -> Option<Result<PathBuf, String>>,
+    locate: impl Fn(&str, Option<&str>) -> PathLocation,
 ) -> ResolvedPaths {
     let args = rules.path_args(&call.name);
     let mut resolved = ResolvedPaths::new();

@@ -123,6 +123,11 @@ impl ToolCall {
     }
 }
 
+/// Where a tool says a path argument of a call leads ([`Tool::locate`]): `None` when the call
+/// leaves the argument out and the tool has no default for it, `Some(Ok(path))` relative to the
+/// workspace, `Some(Err(why))` for a path the tool refuses.
+pub type PathLocation = Option<Result<PathBuf, String>>;
+
 /// The result of executing a tool: text for the model, and whether it reports an error.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -414,12 +419,7 @@ pub trait Tool: Send + Sync {
     /// assert_eq!(at(&WritePlan, Some("p.md")), Some(Ok(".agent/plans/p.md".into())));
     /// assert_eq!(at(&ListFiles, None), Some(Ok(".".into())));
     /// ```
-    fn locate(
-        &self,
-        arg: &str,
-        path: Option<&str>,
-        ctx: &ToolContext<'_>,
-    ) -> Option<Result<PathBuf, String>> {
+    fn locate(&self, arg: &str, path: Option<&str>, ctx: &ToolContext<'_>) -> PathLocation {
         let _ = arg;
         path.map(|path| in_workspace(ctx.workspace, path))
     }

@@ -53,6 +53,7 @@ use super::reference::{
 };
 use crate::allowance::AllowanceScope;
 use crate::event::RunState;
+use crate::run::DecisionAction;
 
 /// What the rules of the mode state machine look at: mode, pending target, run state, the tool
 /// calls waiting for approval (each by tool and its decision so far), the allowances in force
@@ -329,7 +330,7 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
                 to: None,
                 plan: None,
             },
-            action: crate::run::DecisionAction::Approved,
+            action: DecisionAction::Approved,
             feedback: super::Feedback::Omitted,
             sha256: ShaChoice::MatchingUppercase,
         },
@@ -340,7 +341,7 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
                 to: None,
                 plan: None,
             },
-            action: crate::run::DecisionAction::Approved,
+            action: DecisionAction::Approved,
             feedback: super::Feedback::Omitted,
             sha256: ShaChoice::Stale,
         },
@@ -353,7 +354,7 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
                 to: None,
                 plan: None,
             },
-            action: crate::run::DecisionAction::Rejected,
+            action: DecisionAction::Rejected,
             feedback: super::Feedback::Text("split step 2".to_owned()),
             sha256: ShaChoice::Matching,
         },
@@ -377,7 +378,7 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
             to: None,
             plan: Some(EditedPlan::Blank),
         },
-        action: crate::run::DecisionAction::Approved,
+        action: DecisionAction::Approved,
         feedback: super::Feedback::Omitted,
         sha256: ShaChoice::Omitted,
     });
@@ -400,43 +401,25 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
     // An "always allow" narrowed to paths under `src/`, on the first waiting call (where its
     // tool takes a path).
     ops.push(Op::always_allow_narrowed(0));
+    // The first waiting call decided with a pin in capitals, with a stale pin, and a rejection
+    // that asks for an allowance; the first two address it by its decision id.
+    let first_call = |always_allow, by_id, action, sha256| Op::Decide {
+        on: Subject::ToolCall {
+            call: 0,
+            always_allow,
+            scope: None,
+            narrowed: false,
+            by_id,
+        },
+        action,
+        feedback: super::Feedback::Omitted,
+        sha256,
+    };
+    let (approved, rejected) = (DecisionAction::Approved, DecisionAction::Rejected);
     ops.extend([
-        Op::Decide {
-            on: Subject::ToolCall {
-                call: 0,
-                always_allow: false,
-                scope: None,
-                narrowed: false,
-                by_id: true,
-            },
-            action: crate::run::DecisionAction::Approved,
-            feedback: super::Feedback::Omitted,
-            sha256: ShaChoice::MatchingUppercase,
-        },
-        Op::Decide {
-            on: Subject::ToolCall {
-                call: 0,
-                always_allow: true,
-                scope: None,
-                narrowed: false,
-                by_id: true,
-            },
-            action: crate::run::DecisionAction::Approved,
-            feedback: super::Feedback::Omitted,
-            sha256: ShaChoice::Stale,
-        },
-        Op::Decide {
-            on: Subject::ToolCall {
-                call: 0,
-                always_allow: true,
-                scope: None,
-                narrowed: false,
-                by_id: false,
-            },
-            action: crate::run::DecisionAction::Rejected,
-            feedback: super::Feedback::Omitted,
-            sha256: ShaChoice::Matching,
-        },
+        first_call(false, true, approved, ShaChoice::MatchingUppercase),
+        first_call(true, true, approved, ShaChoice::Stale),
+        first_call(true, false, rejected, ShaChoice::Matching),
     ]);
     ops.extend(facts.modes().iter().map(|m| Op::switch(m.id.clone())));
     ops.push(Op::switch("no-such-mode"));

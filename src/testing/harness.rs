@@ -32,7 +32,8 @@ use crate::tool::submit_plan::{
     REJECTED_WITH_FEEDBACK_PREFIX, SUBMIT_PLAN,
 };
 use crate::tool::{
-    TOOL_FEEDBACK_PREFIX, TOOL_REJECTED_RESULT, Tool, ToolCall, ToolContext, ToolOutput,
+    PathLocation, TOOL_FEEDBACK_PREFIX, TOOL_REJECTED_RESULT, Tool, ToolCall, ToolContext,
+    ToolOutput,
 };
 
 /// Why a [`Harness`] could not be set up.
@@ -217,12 +218,7 @@ impl Tool for Spy {
 
     /// Where the tool takes a path, as it says: the rules and allowances the session checks
     /// read the path it opens.
-    fn locate(
-        &self,
-        arg: &str,
-        path: Option<&str>,
-        ctx: &ToolContext<'_>,
-    ) -> Option<Result<PathBuf, String>> {
+    fn locate(&self, arg: &str, path: Option<&str>, ctx: &ToolContext<'_>) -> PathLocation {
         self.tool.locate(arg, path, ctx)
     }
 

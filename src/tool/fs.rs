@@ -8,7 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use super::{Tool, ToolAccess, ToolContext, ToolOutput, submit_plan};
+use super::{PathLocation, Tool, ToolAccess, ToolContext, ToolOutput, submit_plan};
 use crate::jail::{self, FileId, Jail, JailError};
 
 /// Largest file `read_file` returns, in bytes (256 KiB).
@@ -136,12 +136,7 @@ impl Tool for ListFiles {
         ToolAccess::ReadOnly
     }
     /// The folder listed: `path`, or the workspace itself when it is left out or empty.
-    fn locate(
-        &self,
-        _arg: &str,
-        path: Option<&str>,
-        ctx: &ToolContext<'_>,
-    ) -> Option<Result<PathBuf, String>> {
+    fn locate(&self, _arg: &str, path: Option<&str>, ctx: &ToolContext<'_>) -> PathLocation {
         Some(super::in_workspace(ctx.workspace, listed_dir(path)))
     }
     async fn execute(&self, args: &Value, ctx: &ToolContext<'_>) -> ToolOutput {
@@ -245,12 +240,7 @@ impl Tool for WritePlan {
     }
     /// Where the plan lands, as [`Tool::execute`] puts it: a bare name in the plans directory,
     /// any other path relative to the workspace with `.` and `..` applied as written.
-    fn locate(
-        &self,
-        arg: &str,
-        path: Option<&str>,
-        ctx: &ToolContext<'_>,
-    ) -> Option<Result<PathBuf, String>> {
+    fn locate(&self, arg: &str, path: Option<&str>, ctx: &ToolContext<'_>) -> PathLocation {
         if arg != "path" {
             return path.map(|path| super::in_workspace(ctx.workspace, path));
         }
