@@ -94,6 +94,47 @@ named_enum! {
     }
 }
 
+/// The terms a pending decision waits under, whichever its kind (a plan or a tool call), fixed
+/// when it began to wait from the mode it waits in: how long it may wait, when it expires,
+/// what its deadline does, and the workspace an approval acts in. A payload flattens them into
+/// its JSON (`approvalTimeout`, `deadlineAtMs`, `workspace`, `onTimeout`).
+///
+/// # Examples
+/// ```
+/// use agent_controller::event::{OnTimeout, WaitTerms};
+/// let terms: WaitTerms = serde_json::from_value(serde_json::json!({
+///     "approvalTimeout": "1h", "deadlineAtMs": 3_600_000_u64,
+/// }))?;
+/// assert_eq!(terms.deadline_at_ms, Some(3_600_000));
+/// assert_eq!(terms.on_timeout, OnTimeout::Reject, "the default, left out of the JSON");
+/// assert_eq!(WaitTerms::default().approval_timeout, None, "no timeout: it waits for ever");
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitTerms {
+    /// The mode's `approvalTimeout` as configured (`"24h"`); `None` when the mode sets none
+    /// (the decision waits for ever).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_timeout: Option<String>,
+    /// When the decision expires, in milliseconds since the Unix epoch (`deadlineAtMs`): the
+    /// time it began to wait plus `approvalTimeout`. Not decided by then, a plan counts as
+    /// rejected and a tool call too (the run ends), with the outcome `expired`
+    /// ([`crate::deadline`]). `None` without a timeout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_at_ms: Option<u64>,
+    /// The workspace an approval acts in (a plan's next mode, a tool call's run): the
+    /// session's recorded one, as a canonical path ([`crate::workspace`]). `None` only in
+    /// records written before workspaces were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<std::path::PathBuf>,
+    /// What the deadline does when nobody decided in time (the mode's `onTimeout`): `reject`
+    /// (the default, left out of the JSON) or `abort` ([`crate::deadline`]). A deadline never
+    /// approves.
+    #[serde(default, skip_serializing_if = "OnTimeout::is_reject")]
+    pub on_timeout: OnTimeout,
+}
+
 /// What `tool_suspended` carries for `submit_plan`: the captured plan, where approval leads, and
 /// the decision id hosts address the decision by.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -130,24 +171,10 @@ pub struct SuspendPayload {
     /// without the `diff` feature.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diff: Option<String>,
-    /// The planning mode's `approvalTimeout` as configured (`"24h"`), fixed at submit time;
-    /// `None` when the mode sets none (the plan waits for ever).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approval_timeout: Option<String>,
-    /// When the plan expires, in milliseconds since the Unix epoch (`deadlineAtMs`): submit time
-    /// plus `approvalTimeout`. A plan not decided by then counts as rejected, with the outcome
-    /// `expired` ([`crate::deadline`]). `None` without a timeout.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deadline_at_ms: Option<u64>,
-    /// The workspace an approval acts in: the session's recorded one, as a canonical path
-    /// ([`crate::workspace`]). `None` only in records written before workspaces were recorded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workspace: Option<std::path::PathBuf>,
-    /// What the deadline does when nobody decided in time (`onTimeout` of the mode the plan was
-    /// submitted in, fixed then, as the deadline is): `reject` (the default, left out of the
-    /// JSON) or `abort` ([`crate::deadline`]). A deadline never approves.
-    #[serde(default, skip_serializing_if = "OnTimeout::is_reject")]
-    pub on_timeout: OnTimeout,
+    /// How long the plan may wait, when it expires, what its deadline does, and the workspace
+    /// an approval acts in: fixed at submit time, from the planning mode.
+    #[serde(flatten)]
+    pub terms: WaitTerms,
     /// The comments the user made on lines of the previous revision (`previousSha256`) when
     /// rejecting it ([`crate::Decision::comment`]), each with the line it quotes (line numbers
     /// of that revision): shown again beside `diff`. Empty for a first revision and when the
@@ -157,7 +184,8 @@ pub struct SuspendPayload {
 }
 
 /// What `tool_suspended` carries for a tool call that waits for the user's approval (the
-/// mode's `requireApproval`): `{ decisionId, toolName, args, argsSha256 }`.
+/// mode's `requireApproval`): `{ decisionId, toolName, args, argsSha256 }` and its
+/// [`WaitTerms`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCallPayload {
@@ -171,25 +199,10 @@ pub struct ToolCallPayload {
     /// The SHA-256 (lowercase hex) of `args` in RFC 8785 canonical JSON ([`crate::jcs::sha256`]):
     /// pin a decision to it with [`crate::Decision::with_sha256`], computed with any JCS library.
     pub args_sha256: String,
-    /// The `approvalTimeout` of the mode the call was made in (`"24h"`), fixed then; `None`
-    /// when that mode sets none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approval_timeout: Option<String>,
-    /// When the call expires undecided, in milliseconds since the Unix epoch (`deadlineAtMs`):
-    /// the time it was made plus `approvalTimeout`. A call not decided by then counts as
-    /// rejected, with the outcome `expired`, and the run ends ([`crate::deadline`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deadline_at_ms: Option<u64>,
-    /// The workspace the call runs in when approved: the session's recorded one, as a
-    /// canonical path ([`crate::workspace`]). `None` only in records written before workspaces
-    /// were recorded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workspace: Option<std::path::PathBuf>,
-    /// What the deadline does when nobody decided in time (`onTimeout` of the mode the call was
-    /// made in, fixed then): `reject` (the default, left out of the JSON) or `abort`
-    /// ([`crate::deadline`]). A deadline never approves.
-    #[serde(default, skip_serializing_if = "OnTimeout::is_reject")]
-    pub on_timeout: OnTimeout,
+    /// How long the call may wait, when it expires, what its deadline does, and the workspace
+    /// it runs in when approved: fixed when it was made, from the mode it was made in.
+    #[serde(flatten)]
+    pub terms: WaitTerms,
     /// The `ask` rule that made the call wait ([`crate::rules::RuleRecord`]); `None` when it
     /// waits because the mode's `requireApproval` covers its tool. An "always allow" never
     /// lets through a call a rule asks about ([`crate::Decision::always_allow`]).

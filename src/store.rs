@@ -306,7 +306,7 @@ pub struct PendingSummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_timeout: Option<String>,
     /// When the plan expires unless decided, in milliseconds since the Unix epoch
-    /// ([`crate::event::SuspendPayload::deadline_at_ms`]); `None` without a timeout.
+    /// ([`crate::event::WaitTerms::deadline_at_ms`]); `None` without a timeout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline_at_ms: Option<u64>,
     /// For a plan: the comments the rejection of the previous revision made on its lines, with
@@ -683,8 +683,8 @@ impl SessionRecord {
                     args: Some(p.suspend_payload.args.clone()),
                     args_sha256: Some(p.suspend_payload.args_sha256.clone()),
                     always_allowed: self.always_allowed.clone(),
-                    approval_timeout: p.suspend_payload.approval_timeout.clone(),
-                    deadline_at_ms: p.suspend_payload.deadline_at_ms,
+                    approval_timeout: p.suspend_payload.terms.approval_timeout.clone(),
+                    deadline_at_ms: p.suspend_payload.terms.deadline_at_ms,
                     plan_path: String::new(),
                     workspace: self.workspace.as_ref().map(|w| w.path.clone()),
                     comments: Vec::new(),
@@ -717,8 +717,8 @@ impl SessionRecord {
             always_allowed: self.always_allowed.clone(),
             plan_path: p.suspend_payload.submission.path.clone(),
             workspace: self.workspace.as_ref().map(|w| w.path.clone()),
-            approval_timeout: p.suspend_payload.approval_timeout.clone(),
-            deadline_at_ms: p.suspend_payload.deadline_at_ms,
+            approval_timeout: p.suspend_payload.terms.approval_timeout.clone(),
+            deadline_at_ms: p.suspend_payload.terms.deadline_at_ms,
             comments: p.suspend_payload.comments.clone(),
             updated_at: self.updated_at,
         })

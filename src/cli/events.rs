@@ -8,9 +8,7 @@ use agent_controller::display::{
 use agent_controller::terminal::Style;
 use agent_controller::{Event, ModeGraph, event::Suspension};
 
-use crate::cli::text::{
-    PENDING_ARGS_MAX_CHARS, deadline_note, deadline_note_of, short_sha256, targets_text,
-};
+use crate::cli::text::{PENDING_ARGS_MAX_CHARS, deadline_note, short_sha256, targets_text};
 
 /// The event subscriber of `run`, `decide` and `continue`: JSON lines, or readable lines where
 /// modes show as their coloured labels on a terminal. Text from the model, tools and files is
@@ -103,7 +101,7 @@ pub(crate) fn event_line(
             suspend_payload: Suspension::ToolCall(call),
             ..
         } => {
-            let by = deadline_note_of(call.approval_timeout.as_deref(), call.deadline_at_ms)
+            let by = deadline_note(&call.terms)
                 .map_or(String::new(), |note| format!(" {}", line(&note)));
             format!(
                 "tool call waits for approval: {} {} (decision {}, argsSha256 {}){by}",
@@ -127,7 +125,7 @@ pub(crate) fn event_line(
                 ),
                 _ => String::new(),
             };
-            let by = deadline_note(suspend_payload)
+            let by = deadline_note(&suspend_payload.terms)
                 .map_or(String::new(), |note| format!(" {}", line(&note)));
             format!(
                 "plan submitted: \"{}\" ({}), sha256 {}; waiting for a decision{choice}{by}",

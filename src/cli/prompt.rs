@@ -61,7 +61,7 @@ impl Prompt {
                     "\n{}",
                     render_tool_call(&self.style, call.payload(), nth, of)
                 );
-                if let Some(workspace) = &call.payload().workspace {
+                if let Some(workspace) = &call.payload().terms.workspace {
                     note!(
                         "workspace: {} (where the call runs if approved)",
                         neutralize_line(&workspace.display().to_string())
@@ -132,7 +132,7 @@ impl Prompt {
             .style
             .render_plan(&payload.submission.title, &payload.submission.plan);
         let mut origin = plan_origin(&payload.submission.path, &payload.submission.sha256);
-        if let Some(note) = deadline_note(payload) {
+        if let Some(note) = deadline_note(&payload.terms) {
             origin = format!("{origin}\n{}", neutralize_line(&note));
         }
         origin = format!(

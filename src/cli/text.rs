@@ -2,7 +2,7 @@
 
 use agent_controller::deadline::deadline_text;
 use agent_controller::display::neutralize_line;
-use agent_controller::event::SuspendPayload;
+use agent_controller::event::WaitTerms;
 
 /// How many characters of a tool call's argument values `pending` and the event lines show,
 /// shared among the values (every argument is shown, a long value cut in its middle and the cut
@@ -40,20 +40,15 @@ pub(crate) fn plan_origin(path: &str, sha256: &str) -> String {
     )
 }
 
-/// When a plan with a deadline expires, for people: `(decide by 2026-12-01T18:30:00Z,
-/// approvalTimeout 24h; after that it counts as rejected)`; `None` without a deadline.
-pub(crate) fn deadline_note(payload: &SuspendPayload) -> Option<String> {
-    deadline_note_of(payload.approval_timeout.as_deref(), payload.deadline_at_ms)
-}
-
-/// [`deadline_note`] of a deadline and the `approvalTimeout` it came from (a plan's or a tool
-/// call's).
-pub(crate) fn deadline_note_of(
-    approval_timeout: Option<&str>,
-    deadline_at_ms: Option<u64>,
-) -> Option<String> {
-    let at = deadline_at_ms?;
-    let timeout = approval_timeout.map_or(String::new(), |t| format!(", approvalTimeout {t}"));
+/// When a plan or a tool call with a deadline expires, for people: `(decide by
+/// 2026-12-01T18:30:00Z, approvalTimeout 24h; after that it counts as rejected)`; `None` without
+/// a deadline.
+pub(crate) fn deadline_note(terms: &WaitTerms) -> Option<String> {
+    let at = terms.deadline_at_ms?;
+    let timeout = terms
+        .approval_timeout
+        .as_ref()
+        .map_or(String::new(), |t| format!(", approvalTimeout {t}"));
     Some(format!(
         "(decide by {}{timeout}; after that it counts as rejected)",
         deadline_text(at)

@@ -31,11 +31,11 @@ pub fn deadline_text(deadline_at_ms: u64) -> String {
 /// it stays in its mode (`Not approved: no decision was taken within 24h (approvalTimeout); the
 /// plan expired at 2026-12-01T18:30:00Z. Stay in this mode.`).
 pub fn expired_result(payload: &SuspendPayload) -> String {
-    let at = payload.deadline_at_ms.map_or(String::new(), |ms| {
+    let at = payload.terms.deadline_at_ms.map_or(String::new(), |ms| {
         format!("; the plan expired at {}", deadline_text(ms))
     });
-    let start = no_decision(payload.approval_timeout.as_deref());
-    match payload.on_timeout {
+    let start = no_decision(payload.terms.approval_timeout.as_deref());
+    match payload.terms.on_timeout {
         OnTimeout::Reject => {
             format!("{start}{at}. Stay in this mode; the user may ask for the plan again.")
         }
@@ -57,16 +57,16 @@ fn no_decision(approval_timeout: Option<&str>) -> String {
 /// not approved, why, and that it did not run (`Not approved: no decision was taken within 24h
 /// (approvalTimeout); this tool call expired at 2026-12-01T18:30:00Z and was not executed.`).
 pub fn expired_tool_result(payload: &ToolCallPayload) -> String {
-    let at = payload.deadline_at_ms.map_or(String::new(), |ms| {
+    let at = payload.terms.deadline_at_ms.map_or(String::new(), |ms| {
         format!(" expired at {} and", deadline_text(ms))
     });
-    let aborted = match payload.on_timeout {
+    let aborted = match payload.terms.on_timeout {
         OnTimeout::Reject => "",
         OnTimeout::Abort => " The run was aborted (onTimeout = \"abort\").",
     };
     format!(
         "{}; this tool call{at} was not executed.{aborted}",
-        no_decision(payload.approval_timeout.as_deref())
+        no_decision(payload.terms.approval_timeout.as_deref())
     )
 }
 
@@ -98,13 +98,13 @@ impl Waiting<'_> {
     /// Whether its deadline has passed at `now_ms` (a tool call decided while others wait no
     /// longer has one).
     fn is_due(&self, now_ms: u64) -> bool {
-        let (deadline, decided) = match self {
-            Waiting::Plan { payload, .. } => (payload.deadline_at_ms, false),
+        let (terms, decided) = match self {
+            Waiting::Plan { payload, .. } => (&payload.terms, false),
             Waiting::ToolCall {
                 payload, decided, ..
-            } => (payload.deadline_at_ms, decided.is_some()),
+            } => (&payload.terms, decided.is_some()),
         };
-        !decided && deadline.is_some_and(|at| at <= now_ms)
+        !decided && terms.deadline_at_ms.is_some_and(|at| at <= now_ms)
     }
 }
 
@@ -211,7 +211,7 @@ where
         return Some(Expiry {
             run_id: run_id.to_owned(),
             answers: vec![answer],
-            ends: run_end(payload.on_timeout),
+            ends: run_end(payload.terms.on_timeout),
         });
     }
     if !calls_due {
@@ -220,7 +220,7 @@ where
     // The calls of one reply share their mode's onTimeout; should they differ (a record
     // written by hand), the one that ends the run harder wins.
     let abort = waiting.clone().any(|w| {
-        matches!(w, Waiting::ToolCall { payload, .. } if payload.on_timeout == OnTimeout::Abort)
+        matches!(w, Waiting::ToolCall { payload, .. } if payload.terms.on_timeout == OnTimeout::Abort)
     });
     let mut run = None;
     let answers = waiting
@@ -260,7 +260,7 @@ where
 fn plan_record(run_id: &str, tool_call_id: &str, payload: &SuspendPayload) -> DecidedRecord {
     DecidedRecord {
         sha256: Some(payload.submission.sha256.clone()),
-        decided_at: payload.deadline_at_ms.map(deadline_text),
+        decided_at: payload.terms.deadline_at_ms.map(deadline_text),
         ..DecidedRecord::new(
             run_id,
             tool_call_id,
@@ -285,7 +285,7 @@ fn call_answer(
             expired_tool_result(payload),
             DecidedRecord {
                 sha256: Some(payload.args_sha256.clone()),
-                decided_at: payload.deadline_at_ms.map(deadline_text),
+                decided_at: payload.terms.deadline_at_ms.map(deadline_text),
                 tool_name: Some(payload.tool_name.clone()),
                 rule: payload.rule.clone(),
                 ..DecidedRecord::new(
@@ -344,6 +344,7 @@ impl super::change::Change<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::WaitTerms;
     use crate::tool::submit_plan::PlanSubmission;
 
     fn plan(deadline_at_ms: Option<u64>) -> SuspendPayload {
@@ -361,10 +362,16 @@ mod tests {
             previous_sha256: None,
             comments: Vec::new(),
             diff: None,
+            terms: an_hour_until(deadline_at_ms),
+        }
+    }
+
+    /// The terms of a decision whose `approvalTimeout` of an hour ends at `deadline_at_ms`.
+    fn an_hour_until(deadline_at_ms: Option<u64>) -> WaitTerms {
+        WaitTerms {
             approval_timeout: Some("1h".to_owned()),
             deadline_at_ms,
-            workspace: None,
-            on_timeout: crate::deadline::OnTimeout::Reject,
+            ..WaitTerms::default()
         }
     }
 
@@ -374,10 +381,7 @@ mod tests {
             tool_name: "write_file".to_owned(),
             args: serde_json::json!({}),
             args_sha256: "bb".to_owned(),
-            approval_timeout: Some("1h".to_owned()),
-            deadline_at_ms,
-            workspace: None,
-            on_timeout: crate::deadline::OnTimeout::Reject,
+            terms: an_hour_until(deadline_at_ms),
             rule: None,
         }
     }
@@ -393,10 +397,8 @@ mod tests {
     #[test]
     fn on_timeout_says_how_the_run_ends_and_never_approves() {
         let reject = plan(Some(1_000));
-        let abort = SuspendPayload {
-            on_timeout: OnTimeout::Abort,
-            ..plan(Some(1_000))
-        };
+        let mut abort = plan(Some(1_000));
+        abort.terms.on_timeout = OnTimeout::Abort;
         let ended = |p: &SuspendPayload| expire([waiting_plan(p)], 1_000).expect("due");
         assert_eq!(ended(&reject).ends, RunState::Completed);
         assert_eq!(ended(&abort).ends, RunState::Aborted);
@@ -409,13 +411,11 @@ mod tests {
         assert!(expired_result(&abort).contains("the run was aborted"));
         assert!(!expired_result(&reject).contains("aborted"));
         // A reply's calls: one that aborts makes the expiry abort the run.
-        let calls = [
-            call(1, Some(1_000)),
-            ToolCallPayload {
-                on_timeout: OnTimeout::Abort,
-                ..call(2, Some(1_000))
-            },
-        ];
+        let calls = [call(1, Some(1_000)), {
+            let mut aborting = call(2, Some(1_000));
+            aborting.terms.on_timeout = OnTimeout::Abort;
+            aborting
+        }];
         let waiting = calls.iter().map(|payload| Waiting::ToolCall {
             run_id: "run_1",
             tool_call_id: "c1",
@@ -567,7 +567,7 @@ mod tests {
             "Not approved: no decision was taken within 1h (approvalTimeout); this tool call expired at 2026-12-01T18:00:00Z and was not executed."
         );
         let mut open = call(1, None);
-        open.approval_timeout = None;
+        open.terms.approval_timeout = None;
         assert_eq!(
             expired_tool_result(&open),
             "Not approved: no decision was taken; this tool call was not executed."

@@ -741,7 +741,7 @@ mod tests {
         assert_eq!(&*payload.target_mode_id, "build");
         let targets: Vec<&str> = payload.target_mode_ids.iter().map(|t| &**t).collect();
         assert_eq!(targets, ["build", "build-auto"]);
-        assert_eq!(payload.deadline_at_ms, Some(T0 + 3_600_000));
+        assert_eq!(payload.terms.deadline_at_ms, Some(T0 + 3_600_000));
         assert_eq!(payload.revision, 1);
         assert_eq!(rig.take_kinds(), ["tool_suspended", "agent_end"]);
         assert_eq!(rig.state.run, Some((run, RunState::Suspended)));

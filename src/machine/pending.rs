@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::check::{check, check_pin};
 use super::decision::Decision;
 use super::error::SessionError;
-use crate::event::{DecidedRecord, SuspendPayload, ToolCallPayload};
+use crate::event::{DecidedRecord, SuspendPayload, ToolCallPayload, WaitTerms};
 use crate::mode::ModeId;
 use crate::tool::SUBMIT_PLAN;
 
@@ -240,9 +240,40 @@ impl PendingDecision {
     /// # }
     /// ```
     pub fn deadline_at_ms(&self) -> Option<u64> {
+        self.terms().deadline_at_ms
+    }
+
+    /// The terms it waits under, fixed when it began to wait: its `approvalTimeout`, deadline,
+    /// `onTimeout` and the workspace an approval acts in ([`WaitTerms`]).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// let graph = agent_controller::config::parse(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\napprovalTimeout = \"1h\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    ///     "modes.toml",
+    /// )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// let terms = session.pending()[0].terms();
+    /// assert_eq!(terms.approval_timeout.as_deref(), Some("1h"));
+    /// assert!(terms.deadline_at_ms.is_some());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn terms(&self) -> &WaitTerms {
         match self {
-            PendingDecision::Plan(p) => p.payload.deadline_at_ms,
-            PendingDecision::ToolCall(c) => c.payload.deadline_at_ms,
+            PendingDecision::Plan(p) => &p.payload.terms,
+            PendingDecision::ToolCall(c) => &c.payload.terms,
         }
     }
 

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use crate::allowance::Allowance;
 use crate::event::{
     CancelReason, DecisionOutcome, Event, RunState, SuspendPayload, Suspension, ToolCallPayload,
+    WaitTerms,
 };
 use crate::model::{Message, ModelResponse};
 use crate::rules::RuleRecord;
@@ -368,17 +369,12 @@ impl Change<'_> {
             let (tool_call_id, tool_name) = (call.id.clone(), call.name.clone());
             let args = call.args.clone();
             self.state.decisions += 1;
-            // The deadline is the mode's the call was requested in, fixed now.
-            let timeout = self.config.graph.mode(self.state.mode).approval_timeout();
             let payload = ToolCallPayload {
                 decision_id: decision_id_for(self.state.decisions),
                 tool_name: tool_name.clone(),
                 args_sha256: crate::jcs::sha256(&args),
                 args,
-                approval_timeout: timeout.map(|t| t.as_str().to_owned()),
-                deadline_at_ms: timeout.map(|t| t.deadline_after(self.now_ms)),
-                workspace: Some(self.workspace.path.clone()),
-                on_timeout: self.config.graph.mode(self.state.mode).on_timeout(),
+                terms: self.wait_terms(),
                 rule: rule.clone(),
             };
             self.state
@@ -399,6 +395,20 @@ impl Change<'_> {
             });
         }
         self.close_run(run_id, RunState::Suspended, None);
+    }
+
+    /// The terms a decision that begins to wait now waits under, fixed now from the mode it
+    /// waits in: its `approvalTimeout`, the deadline that gives (now plus the timeout), its
+    /// `onTimeout`, and the session's workspace.
+    fn wait_terms(&self) -> WaitTerms {
+        let mode = self.config.graph.mode(self.state.mode);
+        let timeout = mode.approval_timeout();
+        WaitTerms {
+            approval_timeout: timeout.map(|t| t.as_str().to_owned()),
+            deadline_at_ms: timeout.map(|t| t.deadline_after(self.now_ms)),
+            workspace: Some(self.workspace.path.clone()),
+            on_timeout: mode.on_timeout(),
+        }
     }
 
     /// The suspension on a plan submitted with `submit_plan`: its hand-over targets, revision,
@@ -433,13 +443,8 @@ impl Change<'_> {
             .as_ref()
             .and_then(|p| self.state.comments_on(&p.sha256))
             .unwrap_or_default();
-        // The deadline is fixed now too: submit time plus the mode's approvalTimeout.
-        let timeout = graph.mode(mode).approval_timeout();
-        let approval_timeout = timeout.map(|t| t.as_str().to_owned());
-        let deadline_at_ms = timeout.map(|t| t.deadline_after(self.now_ms));
         let payload = SuspendPayload {
-            approval_timeout,
-            deadline_at_ms,
+            terms: self.wait_terms(),
             revision,
             previous_sha256: previous.map(|p| p.sha256),
             diff,
@@ -450,8 +455,6 @@ impl Change<'_> {
                 .map(|t| graph.mode(*t).id_arc().clone())
                 .collect(),
             decision_id: decision_id_for(self.state.decisions),
-            workspace: Some(self.workspace.path.clone()),
-            on_timeout: graph.mode(mode).on_timeout(),
             comments,
         };
         // Nothing else waits (a run suspends on one plan); `push` keeps the list's buffer.

@@ -1065,7 +1065,7 @@ impl Harness {
                 .map(ToString::to_string)
                 .collect(),
             sha256: p.payload().submission.sha256.clone(),
-            deadline_at_ms: p.payload().deadline_at_ms,
+            deadline_at_ms: p.payload().terms.deadline_at_ms,
         });
         if expected_pending != actual_pending {
             let (expected, actual) = match (&expected_pending, &actual_pending) {
@@ -1103,7 +1103,7 @@ impl Harness {
                         .and_then(|d| d.allowed_by.clone())
                         .map(|id| self.named(id, session.mode().id(), p.tool_name())),
                     rule: p.payload().rule.as_ref().map(|r| r.number),
-                    deadline: p.payload().deadline_at_ms,
+                    deadline: p.payload().terms.deadline_at_ms,
                 })
             })
             .collect();

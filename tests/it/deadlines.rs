@@ -247,8 +247,11 @@ async fn a_plan_records_its_deadline_in_the_payload_event_record_and_listing() {
     let (_server, _ws, ctl, session, recorder) =
         submitted(Vec::new(), Some(store.clone()), &clock).await;
     let pending = session.pending_plan().expect("pending");
-    assert_eq!(pending.payload().approval_timeout.as_deref(), Some("24h"));
-    assert_eq!(pending.payload().deadline_at_ms, Some(T0 + 24 * HOUR));
+    assert_eq!(
+        pending.payload().terms.approval_timeout.as_deref(),
+        Some("24h")
+    );
+    assert_eq!(pending.payload().terms.deadline_at_ms, Some(T0 + 24 * HOUR));
     let suspended = recorder
         .take()
         .into_iter()
@@ -268,7 +271,7 @@ async fn a_plan_records_its_deadline_in_the_payload_event_record_and_listing() {
         .expect("load")
         .expect("saved");
     let stored = &record.pending.expect("pending record").suspend_payload;
-    assert_eq!(stored.deadline_at_ms, Some(T0 + 24 * HOUR));
+    assert_eq!(stored.terms.deadline_at_ms, Some(T0 + 24 * HOUR));
     let listing = ctl.list_pending().await.expect("list");
     assert_eq!(listing.pending.len(), 1);
     assert_eq!(listing.pending[0].deadline_at_ms, Some(T0 + 24 * HOUR));
@@ -923,7 +926,7 @@ fn pass_the_deadline(spec: &str, session: &str) -> String {
         let mut record = store.load(session).await.expect("load").expect("saved");
         let payload = &mut record.pending.as_mut().expect("pending").suspend_payload;
         let past = now_ms() - 1_000;
-        payload.deadline_at_ms = Some(past);
+        payload.terms.deadline_at_ms = Some(past);
         let expected = record.version;
         record.version += 1;
         store.save(&record, Some(expected)).await.expect("save");
@@ -1150,6 +1153,7 @@ fn the_terminal_shows_the_deadline_under_the_plan_and_in_the_event_line() {
         .pending
         .expect("pending")
         .suspend_payload
+        .terms
         .deadline_at_ms;
     let by = format!(
         "(decide by {}, approvalTimeout 24h; after that it counts as rejected)",
@@ -1232,8 +1236,8 @@ async fn a_tool_call_not_decided_by_its_deadline_expires_and_nothing_of_its_repl
     let waiting = common::waiting_calls(&session);
     assert_eq!(waiting.len(), 2);
     for call in &waiting {
-        assert_eq!(call.payload().approval_timeout.as_deref(), Some("1h"));
-        assert_eq!(call.payload().deadline_at_ms, Some(T0 + HOUR));
+        assert_eq!(call.payload().terms.approval_timeout.as_deref(), Some("1h"));
+        assert_eq!(call.payload().terms.deadline_at_ms, Some(T0 + HOUR));
     }
     let listed = ctl.list_pending().await.expect("list");
     assert_eq!(
@@ -1441,7 +1445,10 @@ fn cli_a_tool_call_after_its_deadline_is_refused_and_not_run() {
         .block_on(async {
             let store = open_store(&spec).expect("store");
             let mut record = store.load(&session).await.expect("load").expect("saved");
-            record.pending_tool_calls[0].suspend_payload.deadline_at_ms = Some(now_ms() - 1_000);
+            record.pending_tool_calls[0]
+                .suspend_payload
+                .terms
+                .deadline_at_ms = Some(now_ms() - 1_000);
             let expected = record.version;
             record.version += 1;
             store.save(&record, Some(expected)).await.expect("save");
@@ -1664,7 +1671,7 @@ requireApproval = ["write_file"]
         let outcome = session.send_message("Add dark mode").await.expect("run");
         let payload = payload_of(&outcome).clone();
         assert_eq!(
-            payload.on_timeout,
+            payload.terms.on_timeout,
             deadline::OnTimeout::Abort,
             "fixed at submit time"
         );

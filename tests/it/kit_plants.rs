@@ -771,10 +771,10 @@ impl SessionStore for Store {
         match self.bug {
             StoreBug::DropsDeadlines => {
                 if let Some(plan) = &mut record.pending {
-                    plan.suspend_payload.deadline_at_ms = None;
+                    plan.suspend_payload.terms.deadline_at_ms = None;
                 }
                 for call in &mut record.pending_tool_calls {
-                    call.suspend_payload.deadline_at_ms = None;
+                    call.suspend_payload.terms.deadline_at_ms = None;
                 }
             }
             StoreBug::OutcomeAsABool => {

@@ -969,10 +969,7 @@ fn waiting_calls(id: &str, version: u64, calls: &[&str], decided: usize) -> Sess
                     tool_name: "write_file".into(),
                     args_sha256: agent_controller::jcs::sha256(&args),
                     args,
-                    approval_timeout: None,
-                    deadline_at_ms: None,
-                    workspace: None,
-                    on_timeout: agent_controller::deadline::OnTimeout::Reject,
+                    terms: Default::default(),
                     rule: None,
                 },
                 decided: (i < decided).then(|| agent_controller::event::DecidedRecord {

@@ -121,7 +121,7 @@ async fn a_session_records_its_workspace_canonical_path_and_identity_at_start() 
     );
     let pending = saved.pending.expect("pending");
     assert_eq!(
-        pending.suspend_payload.workspace.as_deref(),
+        pending.suspend_payload.terms.workspace.as_deref(),
         Some(&*recorded.path)
     );
 }
@@ -177,7 +177,7 @@ async fn a_decision_in_a_controller_of_another_workspace_is_refused_and_changes_
         panic!("write_file waits: {outcome:?}");
     };
     assert_eq!(
-        calls[0].payload().workspace.as_deref(),
+        calls[0].payload().terms.workspace.as_deref(),
         Some(session.workspace())
     );
     // The waiting tool call, decided from a controller of another workspace: refused too.
