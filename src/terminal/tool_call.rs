@@ -118,10 +118,7 @@ const KEYS_HINT: &str = "type y to run the call, a to run it and always allow th
 ///     tool_name: "write_file".into(),
 ///     args: serde_json::json!({ "path": "a.txt", "content": "hi\u{1b}[2K" }),
 ///     args_sha256: "ab".repeat(32),
-///     approval_timeout: None,
-///     deadline_at_ms: None,
-///     workspace: None,
-///     on_timeout: agent_controller::deadline::OnTimeout::Reject,
+///     terms: Default::default(),
 ///     rule: None,
 /// };
 /// let shown = render_tool_call(&Style::plain(80), &call, 1, 2);
