@@ -117,7 +117,7 @@ pub async fn expire_due(
     let listing = store.list_pending(now_ms).await?;
     let mut expired = Vec::new();
     for summary in listing.pending {
-        if summary.deadline_at_ms.is_none_or(|at| at > now_ms) {
+        if summary.terms.deadline_at_ms.is_none_or(|at| at > now_ms) {
             continue;
         }
         // A session with several waiting calls is listed once per call: the first expires

@@ -111,6 +111,7 @@ named_enum! {
 /// # Ok::<(), serde_json::Error>(())
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct WaitTerms {
     /// The mode's `approvalTimeout` as configured (`"24h"`); `None` when the mode sets none

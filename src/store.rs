@@ -298,17 +298,12 @@ pub struct PendingSummary {
     /// The plan file's path as submitted (relative to the workspace, unless absolute).
     #[serde(default)]
     pub plan_path: String,
-    /// The workspace the decision acts in: the session's recorded one (canonical path); absent
-    /// for a record written before workspaces were recorded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workspace: Option<PathBuf>,
-    /// The planning mode's `approvalTimeout` as configured (`"24h"`), if it sets one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approval_timeout: Option<String>,
-    /// When the plan expires unless decided, in milliseconds since the Unix epoch
-    /// ([`crate::event::WaitTerms::deadline_at_ms`]); `None` without a timeout.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deadline_at_ms: Option<u64>,
+    /// What the decision waits under: the `workspace` it acts in (the session's recorded one,
+    /// absent for a record written before workspaces were recorded), the mode's
+    /// `approvalTimeout`, the `deadlineAtMs` it expires at unless decided, and what the deadline
+    /// does (`onTimeout`). Flattened: its fields are this entry's.
+    #[serde(flatten)]
+    pub terms: crate::event::WaitTerms,
     /// For a plan: the comments the rejection of the previous revision made on its lines, with
     /// the lines they quote ([`crate::event::SuspendPayload::comments`]); empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -683,15 +678,22 @@ impl SessionRecord {
                     args: Some(p.suspend_payload.args.clone()),
                     args_sha256: Some(p.suspend_payload.args_sha256.clone()),
                     always_allowed: self.always_allowed.clone(),
-                    approval_timeout: p.suspend_payload.terms.approval_timeout.clone(),
-                    deadline_at_ms: p.suspend_payload.terms.deadline_at_ms,
                     plan_path: String::new(),
-                    workspace: self.workspace.as_ref().map(|w| w.path.clone()),
+                    terms: self.listed_terms(&p.suspend_payload.terms),
                     comments: Vec::new(),
                     updated_at: self.updated_at,
                 }),
         );
         summaries
+    }
+
+    /// The terms a listed decision waits under: its payload's, in the session's recorded
+    /// workspace.
+    fn listed_terms(&self, terms: &crate::event::WaitTerms) -> crate::event::WaitTerms {
+        crate::event::WaitTerms {
+            workspace: self.workspace.as_ref().map(|w| w.path.clone()),
+            ..terms.clone()
+        }
     }
 
     /// The pending plan as a summary.
@@ -716,9 +718,7 @@ impl SessionRecord {
             args_sha256: None,
             always_allowed: self.always_allowed.clone(),
             plan_path: p.suspend_payload.submission.path.clone(),
-            workspace: self.workspace.as_ref().map(|w| w.path.clone()),
-            approval_timeout: p.suspend_payload.terms.approval_timeout.clone(),
-            deadline_at_ms: p.suspend_payload.terms.deadline_at_ms,
+            terms: self.listed_terms(&p.suspend_payload.terms),
             comments: p.suspend_payload.comments.clone(),
             updated_at: self.updated_at,
         })

@@ -5,6 +5,7 @@ use std::time::SystemTime;
 use agent_controller::allowance::Allowance;
 use agent_controller::deadline::{self, deadline_text};
 use agent_controller::display::{arguments_line, json_line, neutralize_line};
+use agent_controller::event::OnTimeout;
 use agent_controller::store::{
     InterruptedRun, PendingEntry, PendingKind, PendingSummary, SessionStore, display_spec,
 };
@@ -169,8 +170,12 @@ pub(crate) fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Fai
         neutralize_line(&p.decision_id),
         neutralize_line(&p.mode_id),
     );
-    let deadline = p.deadline_at_ms.map_or(String::new(), |at| {
-        format!("\tdeadline {}", deadline_text(at))
+    let deadline = p.terms.deadline_at_ms.map_or(String::new(), |at| {
+        let then = match p.terms.on_timeout {
+            OnTimeout::Abort => " (onTimeout abort)",
+            OnTimeout::Reject => "",
+        };
+        format!("\tdeadline {}{then}", deadline_text(at))
     });
     if p.kind == PendingKind::ToolCall {
         let args = p
@@ -229,7 +234,7 @@ pub(crate) fn comments_field(p: &PendingSummary) -> String {
 /// `workspace PATH`, where the decision acts (none for a record from before workspaces were
 /// recorded).
 pub(crate) fn workspace_field(p: &PendingSummary) -> String {
-    p.workspace.as_ref().map_or(String::new(), |w| {
+    p.terms.workspace.as_ref().map_or(String::new(), |w| {
         format!("\tworkspace {}", neutralize_line(&w.display().to_string()))
     })
 }

@@ -274,8 +274,14 @@ async fn a_plan_records_its_deadline_in_the_payload_event_record_and_listing() {
     assert_eq!(stored.terms.deadline_at_ms, Some(T0 + 24 * HOUR));
     let listing = ctl.list_pending().await.expect("list");
     assert_eq!(listing.pending.len(), 1);
-    assert_eq!(listing.pending[0].deadline_at_ms, Some(T0 + 24 * HOUR));
-    assert_eq!(listing.pending[0].approval_timeout.as_deref(), Some("24h"));
+    assert_eq!(
+        listing.pending[0].terms.deadline_at_ms,
+        Some(T0 + 24 * HOUR)
+    );
+    assert_eq!(
+        listing.pending[0].terms.approval_timeout.as_deref(),
+        Some("24h")
+    );
 
     // Without approvalTimeout: no deadline anywhere.
     let server = ScriptedServer::start(vec![calls([submit("call_1", ".agent/plans/p.md")])]).await;
@@ -1244,7 +1250,7 @@ async fn a_tool_call_not_decided_by_its_deadline_expires_and_nothing_of_its_repl
         listed
             .pending
             .iter()
-            .map(|p| p.deadline_at_ms)
+            .map(|p| p.terms.deadline_at_ms)
             .collect::<Vec<_>>(),
         [Some(T0 + HOUR), Some(T0 + HOUR)]
     );
@@ -1677,6 +1683,11 @@ requireApproval = ["write_file"]
         );
         let json = serde_json::to_value(&payload).expect("json");
         assert_eq!(json["onTimeout"], "abort");
+        // A host listing the store (`pending --json`) is told what the deadline will do.
+        let listing = store.list_pending(T0).await.expect("list");
+        let listed = serde_json::to_value(&listing.pending[0]).expect("json");
+        assert_eq!(listed["onTimeout"], "abort", "{listed}");
+        assert_eq!(listed["approvalTimeout"], "24h", "{listed}");
         recorder.take();
         clock.set(T0 + 24 * HOUR - 1);
         assert!(session.expire_if_due().await.expect("expire").is_empty());

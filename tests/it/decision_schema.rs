@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use agent_controller::event::DecidedRecord;
+use agent_controller::event::{DecidedRecord, OnTimeout, WaitTerms};
 use agent_controller::{
     Decision, event::DecisionOutcome, schema, store::PendingKind, store::PendingSummary,
 };
@@ -439,9 +439,12 @@ fn full_pending_tool_call() -> PendingSummary {
         args_sha256: Some("ab".into()),
         always_allowed: vec!["read_file".into()],
         plan_path: String::new(),
-        workspace: Some("/home/alice/project".into()),
-        approval_timeout: Some("24h".into()),
-        deadline_at_ms: Some(1_800_000_000_000),
+        terms: WaitTerms {
+            workspace: Some("/home/alice/project".into()),
+            approval_timeout: Some("24h".into()),
+            deadline_at_ms: Some(1_800_000_000_000),
+            on_timeout: OnTimeout::Abort,
+        },
         comments: Vec::new(),
         updated_at: 1_700_000_000,
     }
@@ -462,8 +465,7 @@ fn pending_entries_validate_and_malformed_ones_do_not() {
         args: None,
         args_sha256: None,
         always_allowed: Vec::new(),
-        approval_timeout: None,
-        deadline_at_ms: None,
+        terms: WaitTerms::default(),
         ..full_pending_tool_call()
     };
     let plan = serde_json::to_value(plan).expect("to_value");

@@ -116,7 +116,7 @@ async fn a_session_records_its_workspace_canonical_path_and_identity_at_start() 
         .await
         .expect("list");
     assert_eq!(
-        listing.pending[0].workspace.as_deref(),
+        listing.pending[0].terms.workspace.as_deref(),
         Some(&*recorded.path)
     );
     let pending = saved.pending.expect("pending");
