@@ -20,7 +20,10 @@
 //! device, socket, folder or symlink named like a record is reported unreadable at once (in
 //! [`SessionStore::list_pending`], and as [`StoreError::Corrupt`] by `load`), never waited on
 //! or read through, and so is a record file whose name is not a session id. A FIFO or symlink
-//! among the lock stripes fails the save that needs it.
+//! among the lock stripes fails the save that needs it, and so does a symlink in place of
+//! `.locks/` itself. A record file is read up to [`FileStore::max_record_bytes`] (256 MiB by
+//! default), never whole: a larger one is unreadable too, and a save that would write one is
+//! refused.
 //!
 //! The file I/O (reads, writes, fsyncs, the lock) runs on tokio's blocking pool, off the async
 //! runtime's threads, when there is a runtime (inline otherwise): a slow disk never stalls the
@@ -111,19 +114,20 @@ fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>, Result<String, std::
 }
 
 /// Checks that the folder at `dir` is a folder and not a symlink to one: the store reads and
-/// writes its allowances only in a folder of its own. `Ok(false)`: nothing is there.
+/// writes its allowances and its lock stripes only in folders of its own. `Ok(false)`: nothing
+/// is there.
 fn real_dir(dir: &Path) -> Result<bool, StoreError> {
     match std::fs::symlink_metadata(dir) {
         Ok(meta) if meta.file_type().is_dir() => Ok(true),
         Ok(_) => Err(StoreError::backend(
-            "use allowances directory",
+            format!("use {}", dir.display()),
             std::io::Error::other(format!(
                 "{} is not a folder (a symlink, which the store does not follow, or a file)",
                 dir.display()
             )),
         )),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(backend("read allowances directory", e)),
+        Err(e) => Err(backend(&format!("read {}", dir.display()), e)),
     }
 }
 
@@ -195,7 +199,12 @@ impl Drop for TempFile {
 pub struct FileStore {
     dir: PathBuf,
     fsyncs: Arc<AtomicU64>,
+    max_record_bytes: u64,
 }
+
+/// The most bytes a session's record file may hold unless
+/// [`FileStore::max_record_bytes`] says otherwise: 256 MiB.
+pub const DEFAULT_MAX_RECORD_BYTES: u64 = 256 << 20;
 
 fn backend(context: &str, err: std::io::Error) -> StoreError {
     StoreError::backend(context, err)
@@ -244,9 +253,11 @@ impl FileStore {
             .map_err(|e| backend(&format!("create {}", dir.display()), e))?;
         std::fs::create_dir_all(dir.join(LOCK_DIR))
             .map_err(|e| backend(&format!("create {}", dir.join(LOCK_DIR).display()), e))?;
+        real_dir(&dir.join(LOCK_DIR))?;
         let store = Self {
             dir,
             fsyncs: Arc::new(AtomicU64::new(0)),
+            max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
         };
         store.remove_residue()?;
         Ok(store)
@@ -264,6 +275,26 @@ impl FileStore {
     /// ```
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Sets the most bytes a session's record file may hold (default
+    /// [`DEFAULT_MAX_RECORD_BYTES`], 256 MiB). A larger file in the store is never read whole:
+    /// loading it is [`StoreError::Corrupt`], and [`SessionStore::list_pending`] reports it
+    /// unreadable. A save whose record would be larger is refused
+    /// ([`StoreError::Backend`]) and changes nothing, so the store never writes what it would
+    /// not read back.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::FileStore;
+    /// let dir = tempfile::tempdir()?;
+    /// let store = FileStore::open(dir.path())?.max_record_bytes(64 << 20);
+    /// # let _ = store;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn max_record_bytes(mut self, bytes: u64) -> Self {
+        self.max_record_bytes = bytes;
+        self
     }
 
     /// How many fsyncs this store has issued (files and directory), for benchmarks.
@@ -339,15 +370,12 @@ impl FileStore {
             session_id: id.to_owned(),
             message: format!("{}: {message}", path.display()),
         };
-        let read_error = |e| backend(&format!("read {}", path.display()), e);
-        let mut file = match open_regular(&path, OpenOptions::new().read(true)) {
-            Ok(file) => file,
+        let bytes = match read_regular(&path, self.max_record_bytes) {
+            Ok(bytes) => bytes,
             Err(Ok(why)) => return Err(corrupt(why)),
             Err(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(Err(e)) => return Err(read_error(e)),
+            Err(Err(e)) => return Err(backend(&format!("read {}", path.display()), e)),
         };
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes).map_err(read_error)?;
         decode(id, &bytes).map(Some).map_err(|e| match e {
             StoreError::Corrupt { message, .. } => corrupt(message),
             other => other,
@@ -371,6 +399,8 @@ impl FileStore {
     /// drop. The stripe files are never removed, so whoever waits on one is let in properly.
     fn lock(&self, id: &str) -> Result<File, StoreError> {
         let dir = self.dir.join(LOCK_DIR);
+        // Not through a symlink put in its place: the stripes are made in the store's own folder.
+        real_dir(&dir)?;
         let path = dir.join(format!("{:02}", stripe_of(id)));
         let open = || {
             open_regular(
@@ -413,6 +443,14 @@ impl FileStore {
         check_next_version(record, expected)?;
         let bytes =
             serde_json::to_vec(record).map_err(|e| StoreError::backend("encode session", e))?;
+        if bytes.len() as u64 > self.max_record_bytes {
+            return Err(StoreError::backend_message(format!(
+                "session `{id}` not saved: its record is {} bytes, more than the {} bytes the \
+                 store reads back (FileStore::max_record_bytes)",
+                bytes.len(),
+                self.max_record_bytes
+            )));
+        }
         let _lock = self.lock(id)?;
         let found = self.read_current(id)?.map(|r| r.version);
         if found != expected {

@@ -420,6 +420,104 @@ async fn a_special_file_among_the_lock_stripes_fails_a_save_at_once() {
     assert_eq!(std::fs::read_to_string(&outside).expect("outside"), "keep");
 }
 
+/// A record file is read up to the store's bound, never whole: a larger one (a file anyone
+/// could grow, or a sparse one of many gigabytes) is unreadable in `pending` and a typed error
+/// for `load`, and a save that would write one is refused and changes nothing, so the store
+/// never writes what it would not read back.
+#[tokio::test]
+async fn a_record_file_past_the_size_bound_is_unreadable_and_never_written() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("sessions");
+    let store = FileStore::open(&dir).expect("store").max_record_bytes(4096);
+    store
+        .save(&record("good", 1, true), None)
+        .await
+        .expect("a small record");
+    // A healthy record, grown past the bound.
+    let mut big = record("big", 1, true);
+    big.messages.push(agent_controller::model::Message::User {
+        content: "x".repeat(5000),
+    });
+    let big_json = serde_json::to_vec(&big).expect("json");
+    std::fs::write(dir.join("big.pending.json"), &big_json).expect("plant");
+    // A sparse file of a gigabyte: reading it whole would take a gigabyte of memory.
+    std::fs::File::create(dir.join("huge.pending.json"))
+        .and_then(|f| f.set_len(1 << 30))
+        .expect("sparse");
+
+    let listing = store
+        .list_pending(agent_controller::store::now_millis())
+        .await
+        .expect("listed");
+    let listed: Vec<&str> = listing
+        .pending
+        .iter()
+        .map(|p| p.session_id.as_str())
+        .collect();
+    assert_eq!(listed, ["good"]);
+    let mut unreadable: Vec<(&str, &str)> = listing
+        .unreadable
+        .iter()
+        .map(|u| (u.session_id.as_str(), u.reason.as_str()))
+        .collect();
+    unreadable.sort();
+    assert_eq!(unreadable.len(), 2, "{unreadable:?}");
+    for (id, reason) in &unreadable {
+        assert!(["big", "huge"].contains(id), "{id}");
+        assert!(reason.contains("larger than 4096 bytes"), "{id}: {reason}");
+    }
+    for id in ["big", "huge"] {
+        match store.load(id).await {
+            Err(StoreError::Corrupt { message, .. }) => {
+                assert!(message.contains("larger than 4096 bytes"), "{message}");
+            }
+            other => panic!("load {id}: {other:?}"),
+        }
+    }
+    // A save past the bound is refused; the saved record stays as it was.
+    let mut grown = record("good", 2, true);
+    grown.messages.push(agent_controller::model::Message::User {
+        content: "y".repeat(5000),
+    });
+    let refused = store.save(&grown, Some(1)).await.expect_err("too large");
+    assert!(
+        refused.to_string().contains("more than the 4096 bytes"),
+        "{refused}"
+    );
+    let kept = store.load("good").await.expect("load").expect("kept");
+    assert_eq!(kept.version, 1);
+    // Under the default bound (256 MiB) the grown record is an ordinary one.
+    let default = FileStore::open(&dir).expect("store");
+    assert!(default.load("big").await.expect("read").is_some());
+}
+
+/// The lock stripes are made only in the store's own `.locks` folder: a symlink put in its
+/// place (to a folder elsewhere) is refused, at open and at a save, and nothing is made where
+/// it points.
+#[tokio::test]
+async fn a_symlink_in_place_of_the_lock_folder_is_refused() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("sessions");
+    let store = FileStore::open(&dir).expect("store");
+    let elsewhere = tmp.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).expect("elsewhere");
+    std::fs::remove_dir_all(dir.join(".locks")).expect("remove");
+    std::os::unix::fs::symlink(&elsewhere, dir.join(".locks")).expect("symlink");
+    let error = store
+        .save(&record("a", 1, true), None)
+        .await
+        .expect_err("refused");
+    assert!(error.to_string().contains(".locks"), "{error}");
+    assert!(store.load("a").await.expect("load").is_none(), "not saved");
+    let reopened = FileStore::open(&dir).expect_err("refused at open");
+    assert!(reopened.to_string().contains("symlink"), "{reopened}");
+    assert_eq!(
+        std::fs::read_dir(&elsewhere).expect("read").count(),
+        0,
+        "nothing made where the link points"
+    );
+}
+
 /// Issue 10, fault 7: `open_store` (the CLI's spec parser) refuses every spec that would keep
 /// sessions in a throw-away database, and a plain SQLite path still opens; a library host can
 /// still ask for an in-memory SQLite store explicitly.
