@@ -32,6 +32,8 @@
 //! ```
 
 mod lines;
+#[cfg(feature = "mcp")]
+mod mcp;
 mod permission;
 mod slot;
 mod turn;
@@ -71,10 +73,38 @@ pub type OpenController = dyn Fn(&Path) -> Result<AgentController, Box<dyn std::
     + Send
     + Sync;
 
+/// What builds the controller of a session of an agent that takes the client's MCP servers
+/// ([`AcpAgent::with_mcp`]): given the session's workspace and the tools of the servers the
+/// client gave (`mcpServers`), started in it, the controller the session runs with; register
+/// the tools ([`McpTools::register`](crate::tool::mcp::McpTools::register)) in its registry.
+#[cfg(feature = "mcp")]
+pub type OpenControllerWithMcp = dyn Fn(
+        &Path,
+        &crate::tool::mcp::McpTools,
+    ) -> Result<AgentController, Box<dyn std::error::Error + Send + Sync>>
+    + Send
+    + Sync;
+
+/// How the agent builds a session's controller.
+enum Open {
+    /// Without the client's MCP servers: a session given some is refused.
+    Plain(Arc<OpenController>),
+    /// With them, started for the session first.
+    #[cfg(feature = "mcp")]
+    WithMcp(Arc<OpenControllerWithMcp>),
+}
+
+/// What a session keeps as long as it lives besides its controller: the client's MCP servers,
+/// which stop when it goes.
+#[cfg(feature = "mcp")]
+pub(crate) type SessionServers = Option<crate::tool::mcp::McpTools>;
+#[cfg(not(feature = "mcp"))]
+pub(crate) type SessionServers = ();
+
 /// An ACP agent: [`AcpAgent::serve`] answers one client over a byte stream (stdio for an
 /// editor) until the client goes.
 pub struct AcpAgent {
-    open: Arc<OpenController>,
+    open: Open,
     load_session: bool,
     max_message_bytes: usize,
     decided_by: Arc<str>,
@@ -93,15 +123,67 @@ impl std::fmt::Debug for AcpAgent {
 impl AcpAgent {
     /// An agent whose sessions run in the controllers `open` builds, one per session, for the
     /// session's workspace. Sessions are loaded (`session/load`, advertised as `loadSession`)
-    /// only after [`AcpAgent::load_session`].
+    /// only after [`AcpAgent::load_session`]. A session the client gives MCP servers
+    /// (`mcpServers`) is refused, saying so: [`AcpAgent::with_mcp`] takes them.
     pub fn new(
         open: impl Fn(&Path) -> Result<AgentController, Box<dyn std::error::Error + Send + Sync>>
         + Send
         + Sync
         + 'static,
     ) -> Self {
+        Self::with_open(Open::Plain(Arc::new(open)))
+    }
+
+    /// An agent that takes the MCP servers the client gives a session (`mcpServers` of
+    /// `session/new` and `session/load`, stdio ones: ACP has every agent take those), as
+    /// editors pass the servers their user configured. For each session it starts them in the
+    /// session's workspace, all at once, then calls `open` with the workspace and their tools
+    /// (named `NAME__TOOL`, gated per mode like a config's MCP tools: the guide's MCP page);
+    /// they stop when the session goes. A server that does not start leaves its tools out,
+    /// and the session opens without them. Refused with the reason, before anything starts:
+    /// an HTTP or SSE server (this agent's `mcpCapabilities` name neither), a name that is
+    /// not a valid server id, a name given twice. Like a config's servers, the client's are
+    /// not trusted: their tools count as tools that write.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use agent_controller::acp::AcpAgent;
+    /// use agent_controller::model::scripted::ScriptedModel;
+    /// use agent_controller::{AgentController, ToolRegistry, config};
+    ///
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let agent = AcpAgent::with_mcp(|workspace, mcp| {
+    ///     let graph = config::load("config/modes.toml")?;
+    ///     let mut tools = ToolRegistry::with_workspace_tools();
+    ///     mcp.register(&mut tools)?;
+    ///     let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    ///         .tools(tools)
+    ///         .workspace(workspace)
+    ///         .build()?;
+    ///     Ok(controller)
+    /// });
+    /// agent.serve_stdio().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "mcp")]
+    pub fn with_mcp(
+        open: impl Fn(
+            &Path,
+            &crate::tool::mcp::McpTools,
+        ) -> Result<AgentController, Box<dyn std::error::Error + Send + Sync>>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self {
+        Self::with_open(Open::WithMcp(Arc::new(open)))
+    }
+
+    fn with_open(open: Open) -> Self {
         Self {
-            open: Arc::new(open),
+            open,
             load_session: false,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             decided_by: Arc::from("acp-client"),
@@ -355,22 +437,41 @@ impl State {
             )
     }
 
-    /// The controller for a session in `cwd`; MCP servers are refused (this agent has no MCP
-    /// client).
-    fn controller(&self, cwd: &Path, mcp_servers: usize) -> Result<AgentController, Error> {
-        if mcp_servers > 0 {
-            return Err(invalid(
-                "MCP servers are not supported: give the session no mcpServers",
-            ));
-        }
+    /// The controller for a session in `cwd`, with the MCP servers the client gave, started
+    /// (refused by an agent made with [`AcpAgent::new`]), which the session keeps.
+    async fn controller(
+        &self,
+        cwd: &Path,
+        servers: &[agent_client_protocol::v1::schema::McpServer],
+    ) -> Result<(AgentController, SessionServers), Error> {
         if !cwd.is_absolute() {
             return Err(invalid(format!(
                 "cwd must be an absolute path, not `{}`",
                 cwd.display()
             )));
         }
-        (self.agent.open)(cwd)
-            .map_err(|e| invalid(format!("cannot open a session in `{}`: {e}", cwd.display())))
+        let cannot = |e| invalid(format!("cannot open a session in `{}`: {e}", cwd.display()));
+        match &self.agent.open {
+            Open::Plain(open) => {
+                if !servers.is_empty() {
+                    return Err(invalid(
+                        "MCP servers are not taken by this agent (built with AcpAgent::new; \
+                         AcpAgent::with_mcp takes them): give the session no mcpServers",
+                    ));
+                }
+                #[cfg_attr(not(feature = "mcp"), allow(clippy::let_unit_value))]
+                let kept = SessionServers::default();
+                Ok((open(cwd).map_err(cannot)?, kept))
+            }
+            #[cfg(feature = "mcp")]
+            Open::WithMcp(open) => {
+                let servers = mcp::client_servers(servers).map_err(invalid)?;
+                let started =
+                    crate::tool::mcp::McpTools::start(&servers, std::iter::empty(), cwd).await;
+                let controller = open(cwd, &started).map_err(cannot)?;
+                Ok((controller, Some(started)))
+            }
+        }
     }
 
     fn updates(&self, cx: ConnectionTo<Client>, controller: &AgentController, id: &str) -> Updates {
@@ -391,6 +492,7 @@ impl State {
         mut session: Session,
         controller: &AgentController,
         updates: Updates,
+        servers: SessionServers,
     ) -> Arc<Slot> {
         let sink = updates.clone();
         session
@@ -401,6 +503,7 @@ impl State {
             controller.modes().clone(),
             controller.store().is_some(),
             updates,
+            servers,
         ));
         let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
         sessions.insert(slot.updates.session_id.0.to_string(), slot.clone());
@@ -412,14 +515,14 @@ impl State {
         request: NewSessionRequest,
         cx: ConnectionTo<Client>,
     ) -> Result<NewSessionResponse, Error> {
-        let controller = self.controller(&request.cwd, request.mcp_servers.len())?;
+        let (controller, servers) = self.controller(&request.cwd, &request.mcp_servers).await?;
         let session = controller
             .start_session(SessionOptions::new())
             .await
             .map_err(session_error)?;
         let mode = session.mode_id();
         let updates = self.updates(cx, &controller, session.id());
-        let slot = self.adopt(session, &controller, updates);
+        let slot = self.adopt(session, &controller, updates, servers);
         Ok(NewSessionResponse::new(slot.updates.session_id.clone())
             .modes(mode_state(&slot.graph, mode))
             .config_options(config_options(&slot.graph, mode)))
@@ -436,7 +539,7 @@ impl State {
         }
         // Held until the session is adopted (or the load fails).
         let _loading = self.begin_load(&request.session_id)?;
-        let controller = self.controller(&request.cwd, request.mcp_servers.len())?;
+        let (controller, servers) = self.controller(&request.cwd, &request.mcp_servers).await?;
         let session = controller
             .restore_session(&request.session_id.0, SessionOptions::new())
             .await
@@ -444,7 +547,7 @@ impl State {
         let updates = self.updates(cx, &controller, session.id());
         updates.replay(session.messages());
         let mode = session.mode_id();
-        let slot = self.adopt(session, &controller, updates);
+        let slot = self.adopt(session, &controller, updates, servers);
         let response = LoadSessionResponse::new()
             .modes(mode_state(&slot.graph, mode))
             .config_options(config_options(&slot.graph, mode));

@@ -5,6 +5,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::acp::SessionServers;
 use crate::acp::update::Updates;
 use crate::mode::ModeGraph;
 use crate::session::{CancelHandle, Session};
@@ -36,6 +37,8 @@ pub(crate) struct Slot {
     pub(crate) updates: Updates,
     cancel: CancelHandle,
     turn: Mutex<Turn>,
+    /// The client's MCP servers for this session: they stop when it goes.
+    _servers: SessionServers,
 }
 
 impl Slot {
@@ -44,8 +47,10 @@ impl Slot {
         graph: ModeGraph,
         has_store: bool,
         updates: Updates,
+        servers: SessionServers,
     ) -> Self {
         Self {
+            _servers: servers,
             cancel: session.cancel_handle(),
             session: tokio::sync::Mutex::new(session),
             graph,

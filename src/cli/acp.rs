@@ -8,6 +8,7 @@ use agent_controller::acp::AcpAgent;
 use agent_controller::display::neutralize;
 use agent_controller::model::scripted::ScriptedModel;
 use agent_controller::store::open_store;
+use agent_controller::tool::mcp::McpTools;
 use agent_controller::{AgentController, LanguageModel, config};
 
 use crate::cli::args::{AcpArgs, DEFAULT_CONFIG};
@@ -41,7 +42,9 @@ pub(crate) fn acp(args: AcpArgs) -> Outcome {
     let has_store = store.is_some();
     let config = args.config.clone();
     let lease = args.lease;
-    let agent = AcpAgent::new(move |cwd: &Path| {
+    // The client's MCP servers (`mcpServers`: those the editor's user configured) are taken;
+    // a config's own `[[mcpServers]]` are not started here.
+    let agent = AcpAgent::with_mcp(move |cwd: &Path, mcp: &McpTools| {
         if let Some(only) = &only {
             let cwd = cwd.canonicalize()?;
             if &cwd != only {
@@ -58,7 +61,8 @@ pub(crate) fn acp(args: AcpArgs) -> Outcome {
             ),
         };
         let graph = config::parse(&text, &path.display().to_string())?;
-        let (graph, tools) = with_tools(graph).map_err(|f| f.message)?;
+        let (graph, mut tools) = with_tools(graph).map_err(|f| f.message)?;
+        mcp.register(&mut tools)?;
         let mut builder = AgentController::builder(graph, model.clone())
             .tools(tools)
             .workspace(cwd)

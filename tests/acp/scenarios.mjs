@@ -231,6 +231,43 @@ const scenarios = {
     assert.equal(await agent.close(), 0);
   },
 
+  /// The client's MCP server (the reference filesystem server, at AC_FS_SERVER) is started for
+  /// the session; its tool is offered as fs__TOOL, waits for approval like any tool
+  /// (`requireApproval = true`), runs once allowed, and its result reaches the client.
+  async mcp_servers() {
+    const agent = start(() => select("allow"));
+    const fsServer = {
+      name: "fs",
+      command: process.execPath,
+      args: [process.env.AC_FS_SERVER, ws],
+      env: [],
+    };
+    await agent.run(async (ctx) => {
+      await open(ctx);
+      const { sessionId } = await ctx.request(methods.agent.session.new, {
+        cwd: ws,
+        mcpServers: [fsServer],
+      });
+      assert.equal((await prompt(ctx, sessionId, "List the workspace")).stopReason, "end_turn");
+    });
+    const [request] = agent.requests;
+    assert.ok(request, "the MCP tool call waited for approval");
+    assert.ok(request.toolCall.title.startsWith("fs__list_directory"), request.toolCall.title);
+    const call = agent.updates.find(
+      (u) => u.sessionUpdate === "tool_call" && u.title.startsWith("fs__list_directory"),
+    );
+    assert.ok(call, JSON.stringify(kinds(agent.updates)));
+    const end = agent.updates.find(
+      (u) =>
+        u.sessionUpdate === "tool_call_update" &&
+        u.toolCallId === call.toolCallId &&
+        u.status === "completed",
+    );
+    assert.ok(end, JSON.stringify(agent.updates));
+    assert.match(JSON.stringify(end.content), /\[DIR\] config/);
+    assert.equal(await agent.close(), 0);
+  },
+
   /// A plan left pending (a `cancelled` outcome, with a file store); the agent restarts; the
   /// session loads with its history, is asked about again, and approved.
   async load_after_restart() {

@@ -65,6 +65,17 @@ const SCENARIO_PATIENCE: Duration = Duration::from_secs(120);
 /// Runs scenario `name` in a fresh workspace with `modes`, the model scripted by `script`
 /// (the scripted model when `None`), and a file store when `store`.
 fn scenario(name: &str, modes: &str, script: Option<Vec<Reply>>, store: bool) {
+    scenario_with(name, modes, script, store, &[]);
+}
+
+/// [`scenario`] with `env` set for the scenario too; returns the scripted model's server.
+fn scenario_with(
+    name: &str,
+    modes: &str,
+    script: Option<Vec<Reply>>,
+    store: bool,
+    env: &[(&str, &Path)],
+) -> Option<ScriptedServer> {
     let dir = sdk_dir();
     let ws = workspace(modes);
     let server = script.map(ScriptedServer::start_blocking);
@@ -80,6 +91,7 @@ fn scenario(name: &str, modes: &str, script: Option<Vec<Reply>>, store: bool) {
     if store {
         node.env("AC_STORE", ws.path().join("sessions"));
     }
+    node.envs(env.iter().copied());
     if let Some(server) = &server {
         node.envs(server.env());
     }
@@ -107,6 +119,7 @@ fn scenario(name: &str, modes: &str, script: Option<Vec<Reply>>, store: bool) {
         "scenario {name}: {}\n{stdout}\n{stderr}",
         output.status
     );
+    server
 }
 
 fn write_call(path: &str, content: &str) -> Reply {
@@ -165,4 +178,51 @@ fn sdk_a_tool_call_that_waits_is_allowed_then_rejected() {
 #[test]
 fn sdk_load_after_a_restart_with_a_file_store() {
     scenario("load_after_restart", PLAN_BUILD, None, true);
+}
+
+/// Every tool call waits for approval.
+#[cfg(feature = "mcp")]
+const ASKING: &str = r#"
+defaultModeId = "build"
+
+[[modes]]
+id = "plan"
+name = "Plan"
+transitionsTo = "build"
+availableTools = ["read_file", "list_files", "write_plan", "submit_plan"]
+
+[[modes]]
+id = "build"
+name = "Build"
+requireApproval = true
+"#;
+
+/// ACP has every agent take the client's stdio MCP servers: the editor's server (the reference
+/// filesystem server from npm) is started for the session, its tools are offered in the mode
+/// (`build` lists no tools: all of them), a call waits for approval like any other, and runs.
+#[cfg(feature = "mcp")]
+#[test]
+fn sdk_the_clients_mcp_server_is_started_and_its_tools_offered_and_gated() {
+    let entry = crate::mcp::filesystem_server();
+    let script = vec![
+        openai_server::calls([openai_server::call(
+            "call_1",
+            "fs__list_directory",
+            &json!({ "path": "." }).to_string(),
+        )]),
+        openai_server::text("Listed."),
+    ];
+    let server = scenario_with(
+        "mcp_servers",
+        ASKING,
+        Some(script),
+        false,
+        &[("AC_FS_SERVER", &entry)],
+    )
+    .expect("a scripted model");
+    let bodies = server.bodies_blocking();
+    let offered = openai_server::tool_names(&bodies[0]);
+    for name in ["fs__list_directory", "fs__write_file", "read_file"] {
+        assert!(offered.iter().any(|n| n == name), "{name}: {offered:?}");
+    }
 }
