@@ -713,29 +713,10 @@ impl Harness {
                 .unwrap_or_else(|| format!("run #{n} was never started")),
             RunRef::Unknown(id) => id.clone(),
         };
-        let action = match &step.action {
-            Action::Resume {
-                run,
-                tool_call_id,
-                decision,
-            } => Resolved::Resume(run_id(run), tool_call_id.clone(), decision.clone()),
-            Action::Decide {
-                decision_id,
-                decision,
-            } => Resolved::Decide(decision_id.clone(), decision.clone()),
-            Action::ResumeJson {
-                run,
-                tool_call_id,
-                data,
-            } => Resolved::ResumeJson(run_id(run), tool_call_id.clone(), data.clone()),
-            Action::Send(text) => Resolved::Send(text.clone()),
-            Action::Abort => Resolved::Abort,
-            Action::Switch(id) => Resolved::Switch(id.clone()),
-            Action::Restore => Resolved::Restore,
-            Action::NewSession => Resolved::NewSession,
-            Action::ExpireIfDue => Resolved::ExpireIfDue,
-            Action::Revoke(name) => Resolved::Revoke(self.allowance_id(name)),
-            Action::Nothing => Resolved::Nothing,
+        // The allowance a revocation names, by its real id (read before the session is borrowed).
+        let revoked = match &step.action {
+            Action::Revoke(name) => self.allowance_id(name),
+            _ => String::new(),
         };
         let options = self.options();
         let Some(session) = self.session.as_mut() else {
@@ -743,26 +724,37 @@ impl Harness {
         };
         let runtime = &self.runtime;
         let controller = &self.controller;
-        let outcome = catch_unwind(AssertUnwindSafe(|| match action {
-            Resolved::Send(text) => run_outcome(runtime.block_on(session.send_message(text))),
-            Resolved::Resume(run, call, decision) => {
-                run_outcome(runtime.block_on(session.resume(&run, &call, decision)))
+        let outcome = catch_unwind(AssertUnwindSafe(|| match &step.action {
+            Action::Send(text) => run_outcome(runtime.block_on(session.send_message(text.clone()))),
+            Action::Resume {
+                run,
+                tool_call_id,
+                decision,
+            } => run_outcome(runtime.block_on(session.resume(
+                &run_id(run),
+                tool_call_id,
+                decision.clone(),
+            ))),
+            Action::Decide {
+                decision_id,
+                decision,
+            } => run_outcome(runtime.block_on(session.decide(decision_id, decision.clone()))),
+            Action::ResumeJson {
+                run,
+                tool_call_id,
+                data,
+            } => {
+                run_outcome(runtime.block_on(session.resume_json(&run_id(run), tool_call_id, data)))
             }
-            Resolved::Decide(id, decision) => {
-                run_outcome(runtime.block_on(session.decide(&id, decision)))
-            }
-            Resolved::ResumeJson(run, call, data) => {
-                run_outcome(runtime.block_on(session.resume_json(&run, &call, &data)))
-            }
-            Resolved::Abort => match runtime.block_on(session.abort()) {
+            Action::Abort => match runtime.block_on(session.abort()) {
                 Ok(aborted) => Outcome::Aborted(aborted),
                 Err(e) => Outcome::Refused(refusal(&e)),
             },
-            Resolved::Switch(id) => match runtime.block_on(session.switch_mode(&id)) {
+            Action::Switch(id) => match runtime.block_on(session.switch_mode(id)) {
                 Ok(changed) => Outcome::Switched(changed),
                 Err(e) => Outcome::Refused(refusal(&e)),
             },
-            Resolved::Restore => {
+            Action::Restore => {
                 match runtime.block_on(controller.restore_session(session.id(), options)) {
                     Ok(restored) => {
                         *session = restored;
@@ -771,22 +763,22 @@ impl Harness {
                     Err(e) => Outcome::Refused(refusal(&e)),
                 }
             }
-            Resolved::NewSession => match runtime.block_on(controller.start_session(options)) {
+            Action::NewSession => match runtime.block_on(controller.start_session(options)) {
                 Ok(started) => {
                     *session = started;
                     Outcome::Started
                 }
                 Err(e) => Outcome::Refused(refusal(&e)),
             },
-            Resolved::ExpireIfDue => match runtime.block_on(session.expire_if_due()) {
+            Action::ExpireIfDue => match runtime.block_on(session.expire_if_due()) {
                 Ok(expired) => Outcome::Expired(expired.len()),
                 Err(e) => Outcome::Refused(refusal(&e)),
             },
-            Resolved::Revoke(id) => match runtime.block_on(session.revoke_allowance(&id)) {
+            Action::Revoke(_) => match runtime.block_on(session.revoke_allowance(&revoked)) {
                 Ok(kept) => Outcome::Revoked(kept),
                 Err(e) => Outcome::Refused(refusal(&e)),
             },
-            Resolved::Nothing => Outcome::NoDecision,
+            Action::Nothing => Outcome::NoDecision,
         }));
         lock(&self.model.replies).clear();
         if matches!(outcome, Ok(Outcome::Started)) {
@@ -1203,20 +1195,6 @@ impl Harness {
     pub fn plans_dir(&self) -> &Path {
         &self.plans_dir
     }
-}
-
-enum Resolved {
-    Send(String),
-    Resume(String, String, crate::run::Decision),
-    Decide(String, crate::run::Decision),
-    ResumeJson(String, String, serde_json::Value),
-    Abort,
-    Switch(String),
-    Restore,
-    NewSession,
-    ExpireIfDue,
-    Revoke(String),
-    Nothing,
 }
 
 #[derive(Debug, PartialEq, Eq)]
