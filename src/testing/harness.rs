@@ -977,28 +977,26 @@ impl Harness {
             },
             Event::ToolSuspended {
                 tool_call_id,
-                suspend_payload: Suspension::ToolCall(payload),
+                suspend_payload,
                 ..
-            } => Trace::ToolCallSuspended {
-                tool_call_id,
-                tool: payload.tool_name,
-                decision_id: payload.decision_id,
-                args_sha256: payload.args_sha256,
-                rule: payload.rule.map(|r| r.number),
-            },
-            Event::ToolSuspended {
-                tool_call_id,
-                suspend_payload: Suspension::Plan(suspend_payload),
-                ..
-            } => Trace::Suspended {
-                tool_call_id,
-                target: suspend_payload.target_mode_id.to_string(),
-                targets: suspend_payload
-                    .target_mode_ids
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect(),
-                sha256: suspend_payload.submission.sha256,
+            } => match suspend_payload {
+                Suspension::ToolCall(call) => Trace::ToolCallSuspended {
+                    tool_call_id,
+                    tool: call.tool_name,
+                    decision_id: call.decision_id,
+                    args_sha256: call.args_sha256,
+                    rule: call.rule.map(|r| r.number),
+                },
+                Suspension::Plan(plan) => Trace::Suspended {
+                    tool_call_id,
+                    target: plan.target_mode_id.to_string(),
+                    targets: plan
+                        .target_mode_ids
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect(),
+                    sha256: plan.submission.sha256,
+                },
             },
             Event::ToolSuspensionCancelled {
                 tool_call_id,
