@@ -95,8 +95,16 @@ impl ModelSpec {
     pub fn open(&self) -> Result<Arc<dyn LanguageModel>, ModelError> {
         match self {
             Self::Scripted => Ok(Arc::new(ScriptedModel::new())),
-            Self::OpenAi { model } => open_openai(model.as_deref()),
-            Self::Anthropic { model } => open_anthropic(model.as_deref()),
+            #[cfg(feature = "openai")]
+            Self::OpenAi { model } => open_http::<crate::model::openai::OpenAi>(model.as_deref()),
+            #[cfg(not(feature = "openai"))]
+            Self::OpenAi { .. } => Err(not_built("openai")),
+            #[cfg(feature = "anthropic")]
+            Self::Anthropic { model } => {
+                open_http::<crate::model::anthropic::Anthropic>(model.as_deref())
+            }
+            #[cfg(not(feature = "anthropic"))]
+            Self::Anthropic { .. } => Err(not_built("anthropic")),
         }
     }
 
@@ -162,26 +170,6 @@ where
         settings = settings.default_model(name);
     }
     Ok(Arc::new(crate::model::http::HttpModel::new(settings)?))
-}
-
-#[cfg(feature = "openai")]
-fn open_openai(name: Option<&str>) -> Result<Arc<dyn LanguageModel>, ModelError> {
-    open_http::<crate::model::openai::OpenAi>(name)
-}
-
-#[cfg(not(feature = "openai"))]
-fn open_openai(_: Option<&str>) -> Result<Arc<dyn LanguageModel>, ModelError> {
-    Err(not_built("openai"))
-}
-
-#[cfg(feature = "anthropic")]
-fn open_anthropic(name: Option<&str>) -> Result<Arc<dyn LanguageModel>, ModelError> {
-    open_http::<crate::model::anthropic::Anthropic>(name)
-}
-
-#[cfg(not(feature = "anthropic"))]
-fn open_anthropic(_: Option<&str>) -> Result<Arc<dyn LanguageModel>, ModelError> {
-    Err(not_built("anthropic"))
 }
 
 /// The error for a provider whose cargo feature `feature` this build lacks.
