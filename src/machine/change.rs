@@ -12,6 +12,7 @@ use crate::model::Message;
 use crate::tool::ToolOutput;
 use crate::workspace::WorkspaceRecord;
 
+use super::input::CallRef;
 use super::state::{Lease, State};
 
 /// What of the controller's config the rules read: the mode graph and what each mode needs at
@@ -177,29 +178,27 @@ impl Change<'_> {
         self.emit(event);
         Some((id, name))
     }
-    /// Ends tool call `call_id` of tool `name`: `tool_end` with its result (and the audit
+    /// Ends tool call `call`: `tool_end` with its result (and the audit
     /// record of the decision that let it run, for a call that waited), and the result in the
     /// conversation.
     pub(crate) fn finish_tool(
         &mut self,
-        run_id: &Arc<str>,
-        call_id: &str,
-        name: &str,
+        call: CallRef,
         output: ToolOutput,
         decision: Option<DecidedRecord>,
     ) {
         self.emit(Event::ToolEnd {
             session_id: self.id.clone(),
-            run_id: run_id.clone(),
-            tool_call_id: call_id.to_owned(),
-            tool_name: name.to_owned(),
+            run_id: call.run_id,
+            tool_call_id: call.call_id.clone(),
+            tool_name: call.name.clone(),
             result: output.content.clone(),
             is_error: output.is_error,
             decision,
         });
         self.state.messages.push(Message::Tool {
-            tool_call_id: call_id.to_owned(),
-            tool_name: name.to_owned(),
+            tool_call_id: call.call_id,
+            tool_name: call.name,
             content: output.content,
             is_error: output.is_error,
         });

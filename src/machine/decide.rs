@@ -8,7 +8,7 @@ use super::change::Change;
 use super::check::Checked;
 use super::decision::{Decision, DecisionAction};
 use super::error::SessionError;
-use super::input::Next;
+use super::input::{CallRef, Next};
 use super::pending::{PendingDecision, PendingPlan, PendingToolCall};
 use super::state::State;
 use crate::comment::{self, QuotedComment};
@@ -158,13 +158,8 @@ impl Change<'_> {
         record.model = decision.model.clone();
         self.state.history.push(record.clone());
         let output = ToolOutput::ok(result);
-        self.finish_tool(
-            &run_id,
-            &pending.tool_call_id,
-            SUBMIT_PLAN,
-            output,
-            Some(record),
-        );
+        let call = CallRef::new(run_id.clone(), pending.tool_call_id.as_str(), SUBMIT_PLAN);
+        self.finish_tool(call, output, Some(record));
         if notice.is_some() {
             // The switch happens before any model call in the new mode.
             self.enter_mode(target, ModeChangeReason::PlanApproved);
@@ -265,13 +260,12 @@ impl Change<'_> {
             } else {
                 let output =
                     ToolOutput::error(crate::tool::rejected_result(call.feedback.as_deref()));
-                self.finish_tool(
-                    &run_id,
-                    &call.tool_call_id,
-                    &call.payload.tool_name,
-                    output,
-                    Some(record),
+                let answered = CallRef::new(
+                    run_id.clone(),
+                    call.tool_call_id.as_str(),
+                    call.payload.tool_name.as_str(),
                 );
+                self.finish_tool(answered, output, Some(record));
             }
         }
         Ok((run_id, Some(approved)))

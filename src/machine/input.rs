@@ -30,6 +30,32 @@ use super::expiry::Expiry;
 /// What happens to a session, as the driver tells the rules: the host's calls (a message, a
 /// decision, an abort, a switch), what the model and the tools returned, and the ticks of time
 /// (a deadline passed, a lease to renew).
+/// The tool call a result answers: its run, the model's id of the call, and the tool called.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CallRef {
+    /// The running run.
+    pub(crate) run_id: Arc<str>,
+    /// The model's id of the call.
+    pub(crate) call_id: String,
+    /// The tool called.
+    pub(crate) name: String,
+}
+
+impl CallRef {
+    /// Call `call_id` of tool `name` in run `run_id`.
+    pub(crate) fn new(
+        run_id: Arc<str>,
+        call_id: impl Into<String>,
+        name: impl Into<String>,
+    ) -> Self {
+        Self {
+            run_id,
+            call_id: call_id.into(),
+            name: name.into(),
+        }
+    }
+}
+
 #[derive(Debug)]
 pub(crate) enum Input {
     /// The session was created: `session_started`.
@@ -60,12 +86,8 @@ pub(crate) enum Input {
     /// A tool call's result (from the tool, or the driver's refusal to run it): `tool_end`, and
     /// the result in the conversation.
     ToolResult {
-        /// The running run.
-        run_id: Arc<str>,
-        /// The model's id of the call.
-        call_id: String,
-        /// The tool called.
-        name: String,
+        /// The call the result answers.
+        call: CallRef,
         /// What the call returned.
         output: ToolOutput,
         /// The audit record of the decision that let it run, for a call that waited.
@@ -75,12 +97,8 @@ pub(crate) enum Input {
     /// driver's refusal; `allow`: what the tool returned): `tool_end` with the rule's audit
     /// record, the record in the history, and the result in the conversation.
     RuledToolResult {
-        /// The running run.
-        run_id: Arc<str>,
-        /// The model's id of the call.
-        call_id: String,
-        /// The tool called.
-        name: String,
+        /// The call the result answers.
+        call: CallRef,
         /// The sha256 of the call's canonical arguments.
         args_sha256: String,
         /// What the call returned, or why it was not executed.
@@ -93,12 +111,8 @@ pub(crate) enum Input {
     ///
     /// [`Ruling::Allowed`]: super::ruling::Ruling::Allowed
     AllowedToolResult {
-        /// The running run.
-        run_id: Arc<str>,
-        /// The model's id of the call.
-        call_id: String,
-        /// The tool called.
-        name: String,
+        /// The call the result answers.
+        call: CallRef,
         /// The sha256 of the call's canonical arguments.
         args_sha256: String,
         /// What the call returned.
@@ -115,12 +129,8 @@ pub(crate) enum Input {
     /// told why, and the refusal's own audit record appended, rejected with the rule; the
     /// approval's record `record` stays as it was saved ([`Change::refuse_approved_tool`]).
     RefusedApproved {
-        /// The running run.
-        run_id: Arc<str>,
-        /// The model's id of the call.
-        call_id: String,
-        /// The tool called.
-        name: String,
+        /// The call the result answers.
+        call: CallRef,
         /// The audit record of the approval.
         record: DecidedRecord,
         /// The deny rule that refused it.
@@ -326,35 +336,29 @@ impl Change<'_> {
                 Next::Nothing
             }
             Input::ToolResult {
-                run_id,
-                call_id,
-                name,
+                call,
                 output,
                 decision,
             } => {
-                self.finish_tool(&run_id, &call_id, &name, output, decision);
+                self.finish_tool(call, output, decision);
                 Next::Nothing
             }
             Input::RuledToolResult {
-                run_id,
-                call_id,
-                name,
+                call,
                 args_sha256,
                 output,
                 rule,
             } => {
-                self.finish_ruled_tool(&run_id, &call_id, &name, args_sha256, output, rule);
+                self.finish_ruled_tool(call, args_sha256, output, rule);
                 Next::Nothing
             }
             Input::AllowedToolResult {
-                run_id,
-                call_id,
-                name,
+                call,
                 args_sha256,
                 output,
                 allowance,
             } => {
-                self.finish_allowed_tool(&run_id, &call_id, &name, args_sha256, output, &allowance);
+                self.finish_allowed_tool(call, args_sha256, output, &allowance);
                 Next::Nothing
             }
             Input::RevokeAllowance(id) => {
@@ -364,14 +368,8 @@ impl Change<'_> {
                 self.state.withdraw_approvals_of_revoked();
                 Next::Nothing
             }
-            Input::RefusedApproved {
-                run_id,
-                call_id,
-                name,
-                record,
-                rule,
-            } => {
-                self.refuse_approved_tool(&run_id, &call_id, &name, &record, rule);
+            Input::RefusedApproved { call, record, rule } => {
+                self.refuse_approved_tool(call, &record, rule);
                 Next::Nothing
             }
             Input::SkipRest { run_id, at, from } => {
@@ -689,9 +687,7 @@ mod tests {
         rig.handle(beyond).expect("nothing");
         assert_eq!(rig.take_kinds(), ["tool_start"]);
         let result = Input::ToolResult {
-            run_id: run,
-            call_id: "c1".to_owned(),
-            name: "read_file".to_owned(),
+            call: CallRef::new(run, "c1", "read_file"),
             output: ToolOutput::ok("text"),
             decision: None,
         };

@@ -140,9 +140,7 @@ mod tests {
         /// The result `content` of the `read_file` call `call_id` of run `run_id`.
         pub(crate) fn result(&mut self, run_id: &Arc<str>, call_id: &str, content: &str) {
             let result = Input::ToolResult {
-                run_id: run_id.clone(),
-                call_id: call_id.to_owned(),
-                name: "read_file".to_owned(),
+                call: crate::machine::input::CallRef::new(run_id.clone(), call_id, "read_file"),
                 output: crate::tool::ToolOutput::ok(content),
                 decision: None,
             };

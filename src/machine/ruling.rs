@@ -15,9 +15,8 @@
 //!    rule refuses (an allowance of the whole tool must not undo a rule written for some of its
 //!    calls). Its audit record names the allowance.
 
-use std::sync::Arc;
-
 use super::change::Change;
+use super::input::CallRef;
 use super::state::State;
 use crate::allowance::Allowance;
 use crate::event::{DecidedRecord, DecisionOutcome};
@@ -93,9 +92,7 @@ impl Change<'_> {
     /// (the caller adds what decided).
     fn own_record(
         &mut self,
-        run_id: &Arc<str>,
-        call_id: &str,
-        name: &str,
+        call: &CallRef,
         args_sha256: String,
         outcome: DecisionOutcome,
     ) -> DecidedRecord {
@@ -103,10 +100,10 @@ impl Change<'_> {
         DecidedRecord {
             sha256: Some(args_sha256),
             decided_at: Some(self.now_rfc3339()),
-            tool_name: Some(name.to_owned()),
+            tool_name: Some(call.name.clone()),
             ..DecidedRecord::new(
-                &**run_id,
-                call_id,
+                &*call.run_id,
+                &call.call_id,
                 decision_id_for(self.state.decisions),
                 outcome,
             )
@@ -117,31 +114,22 @@ impl Change<'_> {
     /// `allow` rule, rejected for a `deny` rule): a decision id of its own, no `decidedBy`.
     fn rule_record(
         &mut self,
-        run_id: &Arc<str>,
-        call_id: &str,
-        name: &str,
+        call: &CallRef,
         args_sha256: String,
         outcome: DecisionOutcome,
         rule: Box<RuleRecord>,
     ) -> DecidedRecord {
         DecidedRecord {
             rule: Some(rule),
-            ..self.own_record(run_id, call_id, name, args_sha256, outcome)
+            ..self.own_record(call, args_sha256, outcome)
         }
     }
 
     /// Ends a call (started with `tool_start`) with `output` and its audit record `record`,
     /// which goes into the history: `tool_end` with both, the result in the conversation.
-    fn finish_recorded_tool(
-        &mut self,
-        run_id: &Arc<str>,
-        call_id: &str,
-        name: &str,
-        output: ToolOutput,
-        record: DecidedRecord,
-    ) {
+    fn finish_recorded_tool(&mut self, call: CallRef, output: ToolOutput, record: DecidedRecord) {
         self.state.history.push(record.clone());
-        self.finish_tool(run_id, call_id, name, output, Some(record));
+        self.finish_tool(call, output, Some(record));
     }
 
     /// Ends a call (started with `tool_start`) that `allowance` ran without asking: `tool_end`
@@ -150,9 +138,7 @@ impl Change<'_> {
     /// history, the result in the conversation.
     pub(crate) fn finish_allowed_tool(
         &mut self,
-        run_id: &Arc<str>,
-        call_id: &str,
-        name: &str,
+        call: CallRef,
         args_sha256: String,
         output: ToolOutput,
         allowance: &Allowance,
@@ -161,9 +147,9 @@ impl Change<'_> {
         let record = DecidedRecord {
             decided_by: Some(allowance.decider()),
             allowed_by: Some(allowance.id.clone()),
-            ..self.own_record(run_id, call_id, name, args_sha256, approved)
+            ..self.own_record(&call, args_sha256, approved)
         };
-        self.finish_recorded_tool(run_id, call_id, name, output, record);
+        self.finish_recorded_tool(call, output, record);
     }
 
     /// Ends a call approved earlier that rule `rule` refuses as it is about to run (the rules,
@@ -173,9 +159,7 @@ impl Change<'_> {
     /// gets a record of its own, appended (`rejected`, with the deny rule: [`Change::finish_ruled_tool`]).
     pub(crate) fn refuse_approved_tool(
         &mut self,
-        run_id: &Arc<str>,
-        call_id: &str,
-        name: &str,
+        call: CallRef,
         approval: &DecidedRecord,
         rule: Box<RuleRecord>,
     ) {
@@ -184,8 +168,8 @@ impl Change<'_> {
         // Rejected whatever the rule's action (an `ask` rule refuses a call an allowance
         // approved unseen: `Session::run_approved`).
         let outcome = DecisionOutcome::Rejected;
-        let record = self.rule_record(run_id, call_id, name, args_sha256, outcome, rule);
-        self.finish_recorded_tool(run_id, call_id, name, output, record);
+        let record = self.rule_record(&call, args_sha256, outcome, rule);
+        self.finish_recorded_tool(call, output, record);
     }
 
     /// Ends a call (started with `tool_start`) whose outcome a rule decided: `tool_end` with
@@ -193,9 +177,7 @@ impl Change<'_> {
     /// it denied it), the record in the history, the result in the conversation.
     pub(crate) fn finish_ruled_tool(
         &mut self,
-        run_id: &Arc<str>,
-        call_id: &str,
-        name: &str,
+        call: CallRef,
         args_sha256: String,
         output: ToolOutput,
         rule: Box<RuleRecord>,
@@ -204,13 +186,15 @@ impl Change<'_> {
             RuleAction::Deny => DecisionOutcome::Rejected,
             RuleAction::Allow | RuleAction::Ask => DecisionOutcome::Approved,
         };
-        let record = self.rule_record(run_id, call_id, name, args_sha256, outcome, rule);
-        self.finish_recorded_tool(run_id, call_id, name, output, record);
+        let record = self.rule_record(&call, args_sha256, outcome, rule);
+        self.finish_recorded_tool(call, output, record);
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use serde_json::json;
 
     use super::*;
@@ -275,9 +259,11 @@ mod tests {
         rig.take_kinds();
         let counted = rig.state.decisions;
         let refused = Input::RefusedApproved {
-            run_id: run.clone(),
-            call_id: approved.tool_call_id().to_owned(),
-            name: approved.tool_name().to_owned(),
+            call: CallRef::new(
+                run.clone(),
+                approved.tool_call_id().to_owned(),
+                approved.tool_name().to_owned(),
+            ),
             record,
             rule: rule(1, RuleAction::Deny),
         };
@@ -346,9 +332,7 @@ mod tests {
             rig.handle(start).expect("starts");
             let counted = rig.state.decisions;
             let ruled = Input::RuledToolResult {
-                run_id: run.clone(),
-                call_id: "w1".to_owned(),
-                name: "write_file".to_owned(),
+                call: CallRef::new(run.clone(), "w1", "write_file"),
                 args_sha256: "sha".to_owned(),
                 output: ToolOutput::ok(text),
                 rule: rule(3, action),

@@ -19,7 +19,7 @@ use crate::tool::{ToolCall, ToolOutput};
 use super::change::Change;
 use super::check::decision_id_for;
 use super::decide::tool_call_record;
-use super::input::{Abort, Next};
+use super::input::{Abort, CallRef, Next};
 use super::pending::{PendingDecision, PendingPlan, PendingToolCall};
 
 /// The id of the `n`-th run of a session: `run_<n>`.
@@ -148,7 +148,7 @@ impl Change<'_> {
         while let Some((id, name)) = self.start_tool(run_id, at, next) {
             next += 1;
             let output = ToolOutput::error(SUSPENDED_FIRST_RESULT);
-            self.finish_tool(run_id, &id, &name, output, None);
+            self.finish_tool(CallRef::new(run_id.clone(), id, name), output, None);
         }
     }
 
@@ -213,11 +213,12 @@ impl Change<'_> {
                 None
             };
             let output = result.map(ToolOutput::error);
+            let call = CallRef::new(run_id.clone(), id, name);
             match (output, allowed.take_if(|_| running == Some(index))) {
                 (Some(output), Some((allowance, args_sha256))) => {
-                    self.finish_allowed_tool(run_id, &id, &name, args_sha256, output, &allowance);
+                    self.finish_allowed_tool(call, args_sha256, output, &allowance);
                 }
-                (Some(output), None) => self.finish_tool(run_id, &id, &name, output, None),
+                (Some(output), None) => self.finish_tool(call, output, None),
                 (None, _) => {}
             }
             index += 1;
@@ -344,10 +345,12 @@ impl Change<'_> {
                 if !started_here {
                     self.start_tool(run_id, at, index);
                 }
-                self.finish_tool(run_id, &id, &name, ToolOutput::error(running_text), None);
+                let call = CallRef::new(run_id.clone(), id, name);
+                self.finish_tool(call, ToolOutput::error(running_text), None);
             } else {
                 self.start_tool(run_id, at, index);
-                self.finish_tool(run_id, &id, &name, ToolOutput::error(not_started), None);
+                let call = CallRef::new(run_id.clone(), id, name);
+                self.finish_tool(call, ToolOutput::error(not_started), None);
             }
             index += 1;
         }

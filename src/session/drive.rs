@@ -15,7 +15,7 @@ use super::{
 use crate::event::{DecidedRecord, Event};
 use crate::machine::check::{self as rules, Checked};
 use crate::machine::decide::Approved;
-use crate::machine::input::{Abort, Input, Next, Suspend};
+use crate::machine::input::{Abort, CallRef, Input, Next, Suspend};
 use crate::machine::ruling::{Ruling, denied_result, refused_result};
 use crate::model::{LanguageModel, ModelError, ModelErrorKind, ModelRequest, TextSink};
 use crate::rules::RuleRecord;
@@ -242,9 +242,7 @@ impl Session {
                 return self.abort_run(Abort::Run(run_id)).await;
             };
             let result = Input::ToolResult {
-                run_id: run_id.clone(),
-                call_id: call.tool_call_id,
-                name: call.payload.tool_name,
+                call: CallRef::new(run_id.clone(), call.tool_call_id, call.payload.tool_name),
                 output,
                 decision: Some(record),
             };
@@ -263,9 +261,7 @@ impl Session {
         rule: Box<RuleRecord>,
     ) -> Result<(), SessionError> {
         let refused = Input::RefusedApproved {
-            run_id: run_id.clone(),
-            call_id: call.tool_call_id,
-            name: call.payload.tool_name,
+            call: CallRef::new(run_id.clone(), call.tool_call_id, call.payload.tool_name),
             record,
             rule,
         };
@@ -589,9 +585,7 @@ impl Session {
                 }
                 (None, Some(allowance)) => {
                     let result = Input::AllowedToolResult {
-                        run_id: run_id.clone(),
-                        call_id: id,
-                        name,
+                        call: CallRef::new(run_id.clone(), id, name),
                         args_sha256: sha256(),
                         output,
                         allowance,
@@ -620,19 +614,15 @@ impl Session {
         output: ToolOutput,
         ruled: Option<(String, Box<RuleRecord>)>,
     ) -> Result<(), SessionError> {
-        let run_id = run_id.clone();
+        let call = CallRef::new(run_id.clone(), id, name);
         let result = match ruled {
             None => Input::ToolResult {
-                run_id,
-                call_id: id,
-                name,
+                call,
                 output,
                 decision: None,
             },
             Some((args_sha256, rule)) => Input::RuledToolResult {
-                run_id,
-                call_id: id,
-                name,
+                call,
                 args_sha256,
                 output,
                 rule,
