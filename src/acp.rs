@@ -124,7 +124,7 @@ impl AcpAgent {
     /// An agent whose sessions run in the controllers `open` builds, one per session, for the
     /// session's workspace. Sessions are loaded (`session/load`, advertised as `loadSession`)
     /// only after [`AcpAgent::load_session`]. A session the client gives MCP servers
-    /// (`mcpServers`) is refused, saying so: [`AcpAgent::with_mcp`] takes them.
+    /// (`mcpServers`) is refused, saying so: `AcpAgent::with_mcp` (feature `mcp`) takes them.
     pub fn new(
         open: impl Fn(&Path) -> Result<AgentController, Box<dyn std::error::Error + Send + Sync>>
         + Send
