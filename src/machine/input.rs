@@ -27,9 +27,6 @@ use super::decision::Decision;
 use super::error::SessionError;
 use super::expiry::Expiry;
 
-/// What happens to a session, as the driver tells the rules: the host's calls (a message, a
-/// decision, an abort, a switch), what the model and the tools returned, and the ticks of time
-/// (a deadline passed, a lease to renew).
 /// The tool call a result answers: its run, the model's id of the call, and the tool called.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct CallRef {
@@ -56,6 +53,9 @@ impl CallRef {
     }
 }
 
+/// What happens to a session, as the driver tells the rules: the host's calls (a message, a
+/// decision, an abort, a switch), what the model and the tools returned, and the ticks of time
+/// (a deadline passed, a lease to renew).
 #[derive(Debug)]
 pub(crate) enum Input {
     /// The session was created: `session_started`.

@@ -106,7 +106,9 @@ const MAX_ALLOWANCE_BYTES: u64 = 1 << 20;
 fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>, Result<String, std::io::Error>> {
     let file = open_regular(path, OpenOptions::new().read(true))?;
     let mut bytes = Vec::new();
-    file.take(limit + 1).read_to_end(&mut bytes).map_err(Err)?;
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(Err)?;
     if bytes.len() as u64 > limit {
         return Err(Ok(format!("it is larger than {limit} bytes")));
     }
@@ -446,7 +448,8 @@ impl FileStore {
         if bytes.len() as u64 > self.max_record_bytes {
             return Err(StoreError::backend_message(format!(
                 "session `{id}` not saved: its record is {} bytes, more than the {} bytes the \
-                 store reads back (FileStore::max_record_bytes)",
+                 store reads back (FileStore::max_record_bytes): the session cannot be saved \
+                 until a store with a larger bound opens it",
                 bytes.len(),
                 self.max_record_bytes
             )));

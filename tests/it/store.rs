@@ -489,6 +489,12 @@ async fn a_record_file_past_the_size_bound_is_unreadable_and_never_written() {
     // Under the default bound (256 MiB) the grown record is an ordinary one.
     let default = FileStore::open(&dir).expect("store");
     assert!(default.load("big").await.expect("read").is_some());
+    // The largest bound there is reads and writes as any other.
+    let unbounded = FileStore::open(&dir)
+        .expect("store")
+        .max_record_bytes(u64::MAX);
+    assert!(unbounded.load("big").await.expect("read").is_some());
+    unbounded.save(&grown, Some(1)).await.expect("saved");
 }
 
 /// The lock stripes are made only in the store's own `.locks` folder: a symlink put in its
