@@ -73,25 +73,27 @@ pub type OpenController = dyn Fn(&Path) -> Result<AgentController, Box<dyn std::
     + Send
     + Sync;
 
-/// What builds the controller of a session of an agent that takes the client's MCP servers
-/// ([`AcpAgent::with_mcp`]): given the session's workspace and the tools of the servers the
-/// client gave (`mcpServers`), started in it, the controller the session runs with; register
-/// the tools ([`McpTools::register`](crate::tool::mcp::McpTools::register)) in its registry.
+/// What prepares the controller of a session of an agent that takes the client's MCP servers
+/// ([`AcpAgent::with_mcp`]): given the session's workspace, the builder of the controller the
+/// session runs with (its config, model, tools and store), not built yet: the agent adds the
+/// client's servers' tools and builds it. An error refuses the session, with the error's
+/// text, before any server starts.
 #[cfg(feature = "mcp")]
-pub type OpenControllerWithMcp = dyn Fn(
+pub type OpenBuilder = dyn Fn(
         &Path,
-        &crate::tool::mcp::McpTools,
-    ) -> Result<AgentController, Box<dyn std::error::Error + Send + Sync>>
-    + Send
+    ) -> Result<
+        crate::controller::AgentControllerBuilder,
+        Box<dyn std::error::Error + Send + Sync>,
+    > + Send
     + Sync;
 
 /// How the agent builds a session's controller.
 enum Open {
     /// Without the client's MCP servers: a session given some is refused.
     Plain(Arc<OpenController>),
-    /// With them, started for the session first.
+    /// With them: the builder first, then the servers, then the controller.
     #[cfg(feature = "mcp")]
-    WithMcp(Arc<OpenControllerWithMcp>),
+    WithMcp(Arc<OpenBuilder>),
 }
 
 /// What a session keeps as long as it lives besides its controller: the client's MCP servers,
@@ -136,14 +138,20 @@ impl AcpAgent {
 
     /// An agent that takes the MCP servers the client gives a session (`mcpServers` of
     /// `session/new` and `session/load`, stdio ones: ACP has every agent take those), as
-    /// editors pass the servers their user configured. For each session it starts them in the
-    /// session's workspace, all at once, then calls `open` with the workspace and their tools
-    /// (named `NAME__TOOL`, gated per mode like a config's MCP tools: the guide's MCP page);
-    /// they stop when the session goes. A server that does not start leaves its tools out,
-    /// and the session opens without them. Refused with the reason, before anything starts:
-    /// an HTTP or SSE server (this agent's `mcpCapabilities` name neither), a name that is
-    /// not a valid server id, a name given twice. Like a config's servers, the client's are
-    /// not trusted: their tools count as tools that write.
+    /// editors pass the servers their user configured. For each session it calls `open` with
+    /// the session's workspace for the controller's builder, then starts the servers in the
+    /// workspace, all at once, adds their tools ([`AgentControllerBuilder::mcp_tools`]: named
+    /// `NAME__TOOL`, gated per mode like a config's MCP tools, the guide's MCP page) and builds
+    /// the controller. The servers stop when the agent's connection ends.
+    ///
+    /// Refused with the reason, before any server starts: an HTTP or SSE server (this agent's
+    /// `mcpCapabilities` name neither), a name that is not a valid server id, a name given
+    /// twice, a name the config's `[[mcpServers]]` uses (its tools are the config's), and
+    /// whatever `open` refuses. A server that does not start leaves its tools out, and the
+    /// session opens without them. Like a config's servers, the client's are not trusted:
+    /// their tools count as tools that write.
+    ///
+    /// [`AgentControllerBuilder::mcp_tools`]: crate::controller::AgentControllerBuilder::mcp_tools
     ///
     /// # Examples
     /// ```no_run
@@ -154,15 +162,12 @@ impl AcpAgent {
     ///
     /// # #[tokio::main]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let agent = AcpAgent::with_mcp(|workspace, mcp| {
+    /// let agent = AcpAgent::with_mcp(|workspace| {
     ///     let graph = config::load("config/modes.toml")?;
-    ///     let mut tools = ToolRegistry::with_workspace_tools();
-    ///     mcp.register(&mut tools)?;
-    ///     let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
-    ///         .tools(tools)
-    ///         .workspace(workspace)
-    ///         .build()?;
-    ///     Ok(controller)
+    ///     let builder = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    ///         .tools(ToolRegistry::with_workspace_tools())
+    ///         .workspace(workspace);
+    ///     Ok(builder)
     /// });
     /// agent.serve_stdio().await?;
     /// # Ok(())
@@ -172,9 +177,10 @@ impl AcpAgent {
     pub fn with_mcp(
         open: impl Fn(
             &Path,
-            &crate::tool::mcp::McpTools,
-        ) -> Result<AgentController, Box<dyn std::error::Error + Send + Sync>>
-        + Send
+        ) -> Result<
+            crate::controller::AgentControllerBuilder,
+            Box<dyn std::error::Error + Send + Sync>,
+        > + Send
         + Sync
         + 'static,
     ) -> Self {
@@ -450,7 +456,9 @@ impl State {
                 cwd.display()
             )));
         }
-        let cannot = |e| invalid(format!("cannot open a session in `{}`: {e}", cwd.display()));
+        let cannot = |e: &dyn std::fmt::Display| {
+            invalid(format!("cannot open a session in `{}`: {e}", cwd.display()))
+        };
         match &self.agent.open {
             Open::Plain(open) => {
                 if !servers.is_empty() {
@@ -461,14 +469,23 @@ impl State {
                 }
                 #[cfg_attr(not(feature = "mcp"), allow(clippy::let_unit_value))]
                 let kept = SessionServers::default();
-                Ok((open(cwd).map_err(cannot)?, kept))
+                Ok((open(cwd).map_err(|e| cannot(&e))?, kept))
             }
             #[cfg(feature = "mcp")]
             Open::WithMcp(open) => {
                 let servers = mcp::client_servers(servers).map_err(invalid)?;
+                let builder = open(cwd).map_err(|e| cannot(&e))?;
+                mcp::check_names(&servers, builder.modes()).map_err(invalid)?;
+                if servers.is_empty() {
+                    return Ok((builder.build().map_err(|e| cannot(&e))?, None));
+                }
                 let started =
                     crate::tool::mcp::McpTools::start(&servers, std::iter::empty(), cwd).await;
-                let controller = open(cwd, &started).map_err(cannot)?;
+                let controller = builder
+                    .mcp_tools(&started)
+                    .map_err(|e| cannot(&e))?
+                    .build()
+                    .map_err(|e| cannot(&e))?;
                 Ok((controller, Some(started)))
             }
         }
@@ -633,6 +650,9 @@ impl State {
                 tracing::warn!(%error, "a session could not be settled");
             }
         }
+        // The client's MCP servers, all at once: each is asked to exit, then stopped.
+        #[cfg(feature = "mcp")]
+        futures_util::future::join_all(slots.iter().map(|slot| slot.stop_servers())).await;
     }
 }
 

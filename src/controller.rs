@@ -352,6 +352,39 @@ impl AgentControllerBuilder {
         self
     }
 
+    /// The modes the controller will run: the graph given to [`AgentController::builder`].
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::{AgentController, config, model::scripted::ScriptedModel};
+    /// let graph = config::parse("[[modes]]\nid = \"build\"\n", "modes.toml")?;
+    /// let builder = AgentController::builder(graph, Arc::new(ScriptedModel::new()));
+    /// assert_eq!(builder.modes().len(), 1);
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
+    pub fn modes(&self) -> &ModeGraph {
+        &self.graph
+    }
+
+    /// Adds the tools of started MCP servers ([`McpTools::register`]: each server's tools as
+    /// `SERVER__TOOL`, and a stand-in reporting the failure for each name a mode lists of a
+    /// server that did not start) to the tools modes may name.
+    ///
+    /// # Errors
+    /// [`ToolError::Duplicate`](crate::tool::ToolError::Duplicate) when a name is registered
+    /// already (a tool of your own named like an MCP tool).
+    ///
+    /// [`McpTools::register`]: crate::tool::mcp::McpTools::register
+    #[cfg(feature = "mcp")]
+    pub fn mcp_tools(
+        mut self,
+        mcp: &crate::tool::mcp::McpTools,
+    ) -> Result<Self, crate::tool::ToolError> {
+        mcp.register(&mut self.tools)?;
+        Ok(self)
+    }
+
     /// Checks the config's tool names against the registry and builds the controller: system
     /// prompts and tool specs are built here, once per mode.
     ///

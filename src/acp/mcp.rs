@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use agent_client_protocol::v1::schema::McpServer as ClientServer;
 
+use crate::mode::ModeGraph;
 use crate::tool::mcp::{McpServer, McpTransport, is_valid_server_id};
 
 /// The servers `given` as the session starts them, or why one is refused (the first such, in
@@ -63,6 +64,21 @@ pub(crate) fn client_servers(given: &[ClientServer]) -> Result<Vec<McpServer>, S
     Ok(servers)
 }
 
+/// Refuses a client's server named like one of the config's `[[mcpServers]]` entries: the
+/// config's `NAME__TOOL` names (in `availableTools`, `requireApproval`, rules) mean that
+/// entry's program, not the client's.
+pub(crate) fn check_names(servers: &[McpServer], graph: &ModeGraph) -> Result<(), String> {
+    match servers.iter().find(|s| graph.mcp_server(s.id()).is_some()) {
+        Some(clash) => Err(format!(
+            "MCP server name `{0}` is refused: the config has an [[mcpServers]] entry `{0}`, \
+             and the config's `{0}__TOOL` names mean that entry's tools; give the client's \
+             server another name",
+            clash.id()
+        )),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use agent_client_protocol::v1::schema::{
@@ -113,5 +129,19 @@ mod tests {
             assert!(refused.contains(says), "{refused}");
         }
         assert_eq!(client_servers(&[]).map(|s| s.len()), Ok(0));
+    }
+
+    #[test]
+    fn a_name_the_configs_servers_use_is_refused() {
+        let graph = crate::config::parse(
+            "[[mcpServers]]\nid = \"fs\"\ncommand = \"node\"\n\n[[modes]]\nid = \"build\"\n",
+            "m.toml",
+        )
+        .expect("config");
+        let given = client_servers(&[stdio("fs")]).expect("taken");
+        let refused = check_names(&given, &graph).expect_err("refused");
+        assert!(refused.contains("entry `fs`"), "{refused}");
+        let other = client_servers(&[stdio("github")]).expect("taken");
+        assert_eq!(check_names(&other, &graph), Ok(()));
     }
 }

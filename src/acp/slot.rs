@@ -37,8 +37,9 @@ pub(crate) struct Slot {
     pub(crate) updates: Updates,
     cancel: CancelHandle,
     turn: Mutex<Turn>,
-    /// The client's MCP servers for this session: they stop when it goes.
-    _servers: SessionServers,
+    /// The client's MCP servers for this session, stopped when the connection ends.
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+    servers: Mutex<SessionServers>,
 }
 
 impl Slot {
@@ -50,13 +51,26 @@ impl Slot {
         servers: SessionServers,
     ) -> Self {
         Self {
-            _servers: servers,
+            servers: Mutex::new(servers),
             cancel: session.cancel_handle(),
             session: tokio::sync::Mutex::new(session),
             graph,
             has_store,
             updates,
             turn: Mutex::new(Turn::default()),
+        }
+    }
+
+    /// Stops the client's MCP servers of this session (the connection ends).
+    #[cfg(feature = "mcp")]
+    pub(crate) async fn stop_servers(&self) {
+        let servers = self
+            .servers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(servers) = servers {
+            servers.shutdown().await;
         }
     }
 

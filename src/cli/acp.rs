@@ -8,7 +8,6 @@ use agent_controller::acp::AcpAgent;
 use agent_controller::display::neutralize;
 use agent_controller::model::scripted::ScriptedModel;
 use agent_controller::store::open_store;
-use agent_controller::tool::mcp::McpTools;
 use agent_controller::{AgentController, LanguageModel, config};
 
 use crate::cli::args::{AcpArgs, DEFAULT_CONFIG};
@@ -42,9 +41,10 @@ pub(crate) fn acp(args: AcpArgs) -> Outcome {
     let has_store = store.is_some();
     let config = args.config.clone();
     let lease = args.lease;
-    // The client's MCP servers (`mcpServers`: those the editor's user configured) are taken;
-    // a config's own `[[mcpServers]]` are not started here.
-    let agent = AcpAgent::with_mcp(move |cwd: &Path, mcp: &McpTools| {
+    // The client's MCP servers (`mcpServers`: those the editor's user configured) are taken,
+    // started once this has checked the session's workspace and config; a config's own
+    // `[[mcpServers]]` are not started here.
+    let agent = AcpAgent::with_mcp(move |cwd: &Path| {
         if let Some(only) = &only {
             let cwd = cwd.canonicalize()?;
             if &cwd != only {
@@ -61,8 +61,7 @@ pub(crate) fn acp(args: AcpArgs) -> Outcome {
             ),
         };
         let graph = config::parse(&text, &path.display().to_string())?;
-        let (graph, mut tools) = with_tools(graph).map_err(|f| f.message)?;
-        mcp.register(&mut tools)?;
+        let (graph, tools) = with_tools(graph).map_err(|f| f.message)?;
         let mut builder = AgentController::builder(graph, model.clone())
             .tools(tools)
             .workspace(cwd)
@@ -70,7 +69,7 @@ pub(crate) fn acp(args: AcpArgs) -> Outcome {
         if let Some(store) = &store {
             builder = builder.store(store.clone()).lease_duration(lease);
         }
-        Ok(builder.build()?)
+        Ok(builder)
     })
     .load_session(has_store)
     .max_message_bytes(args.max_message_bytes)

@@ -236,12 +236,10 @@ const scenarios = {
   /// (`requireApproval = true`), runs once allowed, and its result reaches the client.
   async mcp_servers() {
     const agent = start(() => select("allow"));
-    const fsServer = {
-      name: "fs",
-      command: process.execPath,
-      args: [process.env.AC_FS_SERVER, ws],
-      env: [],
-    };
+    // Through sh, which writes its pid and, once the server exits, stays (sleep): the agent
+    // stops it when the connection ends, whether or not it exits on its own.
+    const script = `echo $$ > '${process.env.AC_FS_PID}'; '${process.execPath}' '${process.env.AC_FS_SERVER}' '${ws}'; exec sleep 300`;
+    const fsServer = { name: "fs", command: "sh", args: ["-c", script], env: [] };
     await agent.run(async (ctx) => {
       await open(ctx);
       const { sessionId } = await ctx.request(methods.agent.session.new, {

@@ -606,6 +606,17 @@ fn the_session_works_in_its_cwd_and_workspace_confines_it() {
     );
     let (response, _) = agent.response(id);
     assert_eq!(response["error"]["code"], -32602, "{response:#}");
+    // Refused in a workspace it may not work in, the session starts none of the client's MCP
+    // servers there.
+    let marker = other.path().join("started");
+    let server = json!({ "name": "mark", "command": "touch", "args": [&marker], "env": [] });
+    let id = agent.request(
+        "session/new",
+        json!({ "cwd": other.path(), "mcpServers": [server] }),
+    );
+    let (response, _) = agent.response(id);
+    assert_eq!(response["error"]["code"], -32602, "{response:#}");
+    assert!(!marker.exists(), "a server started for a refused session");
     let id = agent.request("session/new", json!({ "cwd": ws.path(), "mcpServers": [] }));
     let session = agent.result(id)["sessionId"]
         .as_str()

@@ -212,12 +212,14 @@ fn sdk_the_clients_mcp_server_is_started_and_its_tools_offered_and_gated() {
         )]),
         openai_server::text("Listed."),
     ];
+    let pids = tempfile::tempdir().expect("tmp");
+    let pid_file = pids.path().join("fs.pid");
     let server = scenario_with(
         "mcp_servers",
         ASKING,
         Some(script),
         false,
-        &[("AC_FS_SERVER", &entry)],
+        &[("AC_FS_SERVER", &entry), ("AC_FS_PID", &pid_file)],
     )
     .expect("a scripted model");
     let bodies = server.bodies_blocking();
@@ -225,4 +227,13 @@ fn sdk_the_clients_mcp_server_is_started_and_its_tools_offered_and_gated() {
     for name in ["fs__list_directory", "fs__write_file", "read_file"] {
         assert!(offered.iter().any(|n| n == name), "{name}: {offered:?}");
     }
+    // The agent stopped the server when the connection ended (it had exited by then).
+    let pid = std::fs::read_to_string(&pid_file).expect("the server's pid");
+    let stat = format!("/proc/{}/stat", pid.trim());
+    let running = std::fs::read_to_string(&stat)
+        .is_ok_and(|s| !s.rsplit(')').next().unwrap_or_default().starts_with(" Z"));
+    assert!(
+        !running,
+        "the client's MCP server outlived the agent: {stat}"
+    );
 }
