@@ -413,9 +413,10 @@ impl FileStore {
         let file = match open() {
             // Someone removed `.locks/`: make it again.
             Err(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::create_dir_all(&dir)
-                    .map_err(Err)
-                    .and_then(|()| open())
+                std::fs::create_dir_all(&dir).map_err(|e| backend("create .locks", e))?;
+                // What was made is the store's own folder, not a symlink put there meanwhile.
+                real_dir(&dir)?;
+                open()
             }
             other => other,
         };
