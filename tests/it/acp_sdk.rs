@@ -180,23 +180,6 @@ fn sdk_load_after_a_restart_with_a_file_store() {
     scenario("load_after_restart", PLAN_BUILD, None, true);
 }
 
-/// Every tool call waits for approval.
-#[cfg(feature = "mcp")]
-const ASKING: &str = r#"
-defaultModeId = "build"
-
-[[modes]]
-id = "plan"
-name = "Plan"
-transitionsTo = "build"
-availableTools = ["read_file", "list_files", "write_plan", "submit_plan"]
-
-[[modes]]
-id = "build"
-name = "Build"
-requireApproval = true
-"#;
-
 /// ACP has every agent take the client's stdio MCP servers: the editor's server (the reference
 /// filesystem server from npm) is started for the session, its tools are offered in the mode
 /// (`build` lists no tools: all of them), a call waits for approval like any other, and runs.
@@ -214,9 +197,15 @@ fn sdk_the_clients_mcp_server_is_started_and_its_tools_offered_and_gated() {
     ];
     let pids = tempfile::tempdir().expect("tmp");
     let pid_file = pids.path().join("fs.pid");
+    // APPROVING with every tool call waiting for approval.
+    let asking = APPROVING.replace(
+        r#"requireApproval = ["write_file"]"#,
+        "requireApproval = true",
+    );
+    assert_ne!(asking, APPROVING);
     let server = scenario_with(
         "mcp_servers",
-        ASKING,
+        &asking,
         Some(script),
         false,
         &[("AC_FS_SERVER", &entry), ("AC_FS_PID", &pid_file)],

@@ -303,6 +303,24 @@ fn mkfifo(path: &Path) {
     assert!(status.success(), "mkfifo {}", path.display());
 }
 
+/// Asserts that `listing` lists session `good` alone; returns its unreadable records as
+/// `(session id, reason)`, sorted.
+fn only_good_listed(listing: &agent_controller::store::PendingListing) -> Vec<(&str, &str)> {
+    let listed: Vec<&str> = listing
+        .pending
+        .iter()
+        .map(|p| p.session_id.as_str())
+        .collect();
+    assert_eq!(listed, ["good"]);
+    let mut unreadable: Vec<(&str, &str)> = listing
+        .unreadable
+        .iter()
+        .map(|u| (u.session_id.as_str(), u.reason.as_str()))
+        .collect();
+    unreadable.sort();
+    unreadable
+}
+
 /// Issue 19, item 7: a FIFO named like a record hung `pending` and `decide` (the read waited for
 /// a writer), a symlinked record (`link.pending.json -> /etc/passwd`) was followed and read, and
 /// a record whose name is not a session id was skipped silently. Each is reported unreadable,
@@ -337,18 +355,7 @@ async fn special_files_symlinks_and_odd_names_in_a_file_store_are_unreadable_at_
         .list_pending(agent_controller::store::now_millis())
         .await
         .expect("listed, not hung");
-    let listed: Vec<&str> = listing
-        .pending
-        .iter()
-        .map(|p| p.session_id.as_str())
-        .collect();
-    assert_eq!(listed, ["good"]);
-    let mut unreadable: Vec<(&str, &str)> = listing
-        .unreadable
-        .iter()
-        .map(|u| (u.session_id.as_str(), u.reason.as_str()))
-        .collect();
-    unreadable.sort();
+    let unreadable = only_good_listed(&listing);
     let names: Vec<&str> = unreadable.iter().map(|(id, _)| *id).collect();
     assert_eq!(
         names,
@@ -449,18 +456,7 @@ async fn a_record_file_past_the_size_bound_is_unreadable_and_never_written() {
         .list_pending(agent_controller::store::now_millis())
         .await
         .expect("listed");
-    let listed: Vec<&str> = listing
-        .pending
-        .iter()
-        .map(|p| p.session_id.as_str())
-        .collect();
-    assert_eq!(listed, ["good"]);
-    let mut unreadable: Vec<(&str, &str)> = listing
-        .unreadable
-        .iter()
-        .map(|u| (u.session_id.as_str(), u.reason.as_str()))
-        .collect();
-    unreadable.sort();
+    let unreadable = only_good_listed(&listing);
     assert_eq!(unreadable.len(), 2, "{unreadable:?}");
     for (id, reason) in &unreadable {
         assert!(["big", "huge"].contains(id), "{id}");
