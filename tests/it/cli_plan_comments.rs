@@ -30,6 +30,8 @@ fn history(ws: &Path, session: &str) -> Vec<serde_json::Value> {
     panic!("no record of {session}");
 }
 
+// The revision prompt shows a diff: the `diff` feature.
+#[cfg(feature = "diff")]
 #[test]
 fn decide_reject_with_comments_sends_each_with_its_line_and_shows_them_again() {
     let ws = tempfile::tempdir().expect("tempdir");
