@@ -12,6 +12,7 @@ use crate::common::cli::{self, SHIPPED, pending_plan, text};
 
 /// The scripted plan of "Add dark mode", as the prompt numbers it with `c`.
 const LINE_4: &str = "1. Read the code this change touches.";
+#[cfg(feature = "diff")]
 const LINE_6: &str = "3. Add tests for it and run the whole suite.";
 
 fn bin(ws: &Path, args: &[&str], input: &str) -> Output {
