@@ -95,7 +95,9 @@ named_enum! {
         /// The file is not valid UTF-8 (the location is the first bad byte).
         NotUtf8,
         /// A mode's `requireApproval` lists a tool the mode does not offer (not in its
-        /// `availableTools`), so the rule could never apply.
+        /// `availableTools`), so the rule could never apply. A warning ([`warnings_of`]) for a
+        /// planning mode without `availableTools` and a tool that writes, which it does not
+        /// offer.
         ApprovalToolNotOffered,
         /// A mode's `requireApproval` lists `submit_plan`, whose plan always waits for a decision.
         ApprovalOfSubmitPlan,
@@ -121,7 +123,8 @@ named_enum! {
         /// A rule's `path`, `glob` or `regex` does not compile.
         InvalidPattern,
         /// A rule is on a tool its mode does not offer (not in its `availableTools`), so it
-        /// could never apply.
+        /// could never apply. A warning ([`warnings_of`]) for a planning mode without
+        /// `availableTools` and a tool that writes, which it does not offer.
         RuleToolNotOffered,
         /// A rule reads an argument its tool's input schema does not declare.
         UnknownArgument,
@@ -949,7 +952,9 @@ pub fn warnings(text: &str, origin: &str, writes_plans: impl Fn(&str) -> bool) -
 /// reports): each planning mode that offers no tool that can write a plan (as [`warnings`], with
 /// the plan tools of `tools` and `write_file`), and each tool that writes
 /// ([`ToolAccess::Writes`]) a planning mode lists in `availableTools`
-/// ([`ModeGraph::planning_modes_listing_writers`]), sorted by position.
+/// ([`ModeGraph::planning_modes_listing_writers`]), and each `requireApproval` entry and rule
+/// of a planning mode without `availableTools` on a tool of `tools` that the mode does not
+/// offer (it offers the read-only and plan tools), sorted by position.
 ///
 /// # Examples
 /// ```
@@ -1134,6 +1139,7 @@ pub fn warnings_of(graph: &ModeGraph, tools: &ToolRegistry) -> Vec<ConfigError> 
     warnings.extend(
         rules::wildcard_rule_warnings(graph, tools)
             .into_iter()
+            .chain(rules::implicit_offer_warnings(graph, tools))
             .map(|w| graph.placed(w)),
     );
     warnings.sort_by_key(|w| w.location);

@@ -72,6 +72,21 @@ pub enum JailError {
         "`{0}` lies in a protected area (the session store, the mode config or a path the host protects): access refused"
     )]
     Protected(String),
+    /// A directory that must lie where its name says ([`Jail::subdir`]: the plans directory)
+    /// is reached through a symbolic link, which leads elsewhere inside.
+    #[error(
+        "`{path}` is reached through the symbolic link `{link}`, which leads to `{target}` in {root}: refused, as this directory must be a real folder where its name says"
+    )]
+    Linked {
+        /// The directory's path as given.
+        path: String,
+        /// The part of it that is a symbolic link.
+        link: String,
+        /// Where the link leads, relative to the jail (`.` for its root).
+        target: String,
+        /// The jail, as its label names it.
+        root: String,
+    },
     /// The file has other hard links, which may lie outside; it is not written through.
     #[error("`{0}` has other hard links: refusing to write through it")]
     HardLinked(String),
@@ -173,28 +188,84 @@ impl Jail {
     }
 
     /// The directory `path` inside this one, created first when `create` is set, as a jail of its
-    /// own (named `label` in messages).
+    /// own (named `label` in messages). The directory must lie where its name says: each part of
+    /// `path` is a real directory, never a symbolic link, not even one that stays inside (a
+    /// plans directory `.agent/plans -> ..` would put plans at the workspace root, over its
+    /// files). Each part is opened beneath the handle of the one before, created there when
+    /// missing, and checked on its handle to be the directory entry of that name, so a link
+    /// swapped in meanwhile is refused too.
     ///
     /// # Errors
-    /// [`JailError::Outside`] when `path` leads outside, [`JailError::Protected`] when it leads
-    /// into a protected area, [`JailError::NotFound`] or [`JailError::Io`] when it cannot be
-    /// created or opened.
+    /// [`JailError::Outside`] when `path` leads outside, [`JailError::Linked`] when a part of it
+    /// is a symbolic link, [`JailError::Protected`] when it leads into a protected area,
+    /// [`JailError::NotFound`] or [`JailError::Io`] when it cannot be created or opened.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::path::Path;
+    /// use agent_controller::jail::{Jail, JailError};
+    /// # let ws = tempfile::tempdir()?;
+    /// let jail = Jail::open(ws.path())?;
+    /// assert!(jail.subdir(Path::new(".agent/plans"), true, "plans").is_ok());
+    /// std::os::unix::fs::symlink(".agent", ws.path().join("alias"))?;
+    /// let linked = jail.subdir(Path::new("alias/plans"), false, "plans");
+    /// assert!(matches!(linked, Err(JailError::Linked { .. })));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn subdir(&self, path: &Path, create: bool, label: &str) -> Result<Self, JailError> {
         let shown = path.display().to_string();
         self.check_path(path, &shown)?;
-        if create {
-            self.create_dir_all(path, &shown)?;
+        let err = |e| io_error(&shown, &self.label, e);
+        let mut dir = self.dir.try_clone().map_err(err)?;
+        let mut walked = PathBuf::new();
+        for part in path.components() {
+            let name = match part {
+                Component::CurDir => continue,
+                Component::Normal(name) => name,
+                _ => return Err(JailError::Outside(shown.clone(), self.label.clone())),
+            };
+            walked.push(name);
+            if create {
+                match dir.create_dir(name) {
+                    Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(err(e)),
+                    _ => {}
+                }
+            }
+            let entry = dir.symlink_metadata(name).map_err(err)?;
+            if entry.file_type().is_symlink() {
+                return Err(self.linked(&shown, &walked));
+            }
+            // The handle opened is the entry looked at only when the two are one directory:
+            // a link swapped in meanwhile is refused too.
+            let next = dir.open_dir(name).map_err(err)?;
+            let opened = next.dir_metadata().map_err(err)?;
+            if (entry.dev(), entry.ino()) != (opened.dev(), opened.ino()) {
+                return Err(self.linked(&shown, &walked));
+            }
+            dir = next;
         }
-        let dir = self
-            .dir
-            .open_dir(path)
-            .map_err(|e| io_error(&shown, &self.label, e))?;
         self.check_handle(&dir, &shown)?;
         Ok(Self {
             dir,
             label: label.to_owned(),
             areas: self.areas.clone(),
         })
+    }
+
+    /// [`JailError::Linked`] for `path`, reached through the link `link`, saying where the
+    /// link leads; the error of following it when it leads nowhere inside (outside, dangling).
+    fn linked(&self, path: &str, link: &Path) -> JailError {
+        let target = match self.resolve(link) {
+            Ok(real) if real.as_os_str().is_empty() => ".".to_owned(),
+            Ok(real) => real.display().to_string(),
+            Err(e) => return e,
+        };
+        JailError::Linked {
+            path: path.to_owned(),
+            link: link.display().to_string(),
+            target,
+            root: self.label.clone(),
+        }
     }
 
     /// Where `path` really lies in the directory, as a relative path without `.` or `..`

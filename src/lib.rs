@@ -32,9 +32,13 @@
 //! tool parts in [`tool`] (`ToolSpec`, `ToolAccess`, `ToolError`) and model parts in [`model`]
 //! (`Message`, `ModelErrorKind`).
 //!
-//! The [`guide`] explains the rest: [the hand-over contract](guide::contract), [the command
-//! line](guide::cli), [stores and operations](guide::stores), [the workspace jail](guide::jail),
-//! [property testing](guide::testing) and [performance](guide::performance).
+//! The [`guide`] explains the rest: [the hand-over contract](guide::contract), [modes in
+//! TOML](guide::config), [rules on tool-call arguments](guide::rules), [the command
+//! line](guide::cli), [real models](guide::models), [editors over ACP](guide::acp), [MCP
+//! servers' tools](guide::mcp), [a whole host in Rust](guide::library), [stores and
+//! operations](guide::stores), [the workspace jail](guide::jail), [property
+//! testing](guide::testing), [performance](guide::performance) and [where each concept
+//! lives](guide::layout).
 //!
 //! # Example
 //!
@@ -91,13 +95,14 @@
 //! | feature | what it adds |
 //! |---|---|
 //! | *(none)* | the core: modes, sessions, runs, tools, [`MemoryStore`], [`FileStore`] |
-//! | `cli` (default) | the `agent-controller` binary (with `terminal`, `schema`, `testing`, `anthropic`) |
+//! | `cli` (default) | the `agent-controller` binary (with `terminal`, `schema`, `testing`, `anthropic`, `acp`, `mcp`) |
 //! | `diff` (default) | a unified diff of each plan revision against the previous one in the suspend payload |
 //! | `acp` | `acp`: an Agent Client Protocol agent (`agent-controller acp`), for editors such as Zed |
 //! | `terminal` | `terminal`: the plan shown as written, the approval prompt, editing in `$EDITOR` |
 //! | `schema` | `schema` and `config::schema`: the JSON Schemas of the config and of the decision JSON |
 //! | `openai` | `model::openai`: OpenAI-compatible chat-completions endpoints |
 //! | `anthropic` | `model::anthropic`: Anthropic's Messages API |
+//! | `mcp` | `tool::mcp::McpTools`: the tools of a config's `[[mcpServers]]`, offered per mode |
 //! | `sqlite` | `store::sqlite::SqliteStore` |
 //! | `postgres` | `store::PostgresStore`: sessions shared by several hosts |
 //! | `testing` | `testing`: proptest strategies, a reference model, `check_controller` |

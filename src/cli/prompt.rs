@@ -1,5 +1,6 @@
 //! The approval prompt on the terminal.
 
+use agent_controller::allowance::AllowanceScope;
 use agent_controller::display::neutralize_line;
 use agent_controller::terminal::editor::Editor;
 use agent_controller::terminal::{
@@ -147,9 +148,17 @@ impl Prompt {
             .iter()
             .filter(|m| m.id() != session.mode().id())
             .collect();
+        // An approval switches mode, which ends the allowances of scope `mode` only: those of
+        // scope `session` and `workspace` survive, to apply again back in their own mode.
+        let mut ending: Vec<String> = Vec::new();
+        for allowance in session.allowances() {
+            if allowance.scope == AllowanceScope::Mode && !ending.contains(&allowance.tool_name) {
+                ending.push(allowance.tool_name);
+            }
+        }
         let mut question = Question::new(&self.style, &targets, sha256)
             .editable(&plan_text, &self.editor)
-            .ending_allowances(session.always_allowed())
+            .ending_allowances(&ending)
             .switchable(&others)
             .commentable(&plan_text)
             .choosing_model()

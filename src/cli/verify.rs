@@ -214,15 +214,24 @@ fn unknown_tools(graph: &ModeGraph, tools: &ToolRegistry) -> Vec<String> {
 /// What `verify` checked and what it did not, from the kit's report: two lines.
 fn summary(report: &CheckReport, warnings: usize, stubs: &[&str], timed: &[String]) -> String {
     let exploration = &report.exploration;
-    let bound = if exploration.complete {
-        "every reachable state"
+    let (states, bound) = if exploration.complete {
+        (
+            counted(exploration.states, "state"),
+            "every reachable state".to_owned(),
+        )
     } else {
-        "up to the bound: more states were left"
+        (
+            format!("{} explored", counted(exploration.explored, "state")),
+            format!(
+                "up to the bound: {} more reached were not explored",
+                exploration.states - exploration.explored
+            ),
+        )
     };
     let mut checked = format!(
         "checked: {} and {} ({bound}), {}/{} edges, {} (seed {}), restarts (an in-memory session \
          store)",
-        counted(exploration.states, "state"),
+        states,
         counted(exploration.transitions, "transition"),
         report.edges.covered(),
         report.edges.total(),
@@ -308,6 +317,7 @@ mod tests {
             config: "modes.toml".to_owned(),
             exploration: Exploration {
                 states: 9,
+                explored: 9,
                 transitions: 178,
                 counterexample: diverged.then(|| Counterexample {
                     start: "plan".to_owned(),

@@ -357,6 +357,79 @@ pub(crate) fn wildcard_rule_warnings(graph: &ModeGraph, tools: &ToolRegistry) ->
     warnings
 }
 
+/// A warning at each `requireApproval` entry and rule of a planning mode without
+/// `availableTools` that is on a tool of `tools` the mode does not offer: such a mode offers
+/// the read-only and plan tools ([`crate::tool::ToolAccess::is_offered_unlisted_in_planning_modes`])
+/// and `submit_plan`, so an entry on a tool that writes could never apply. The same entries in
+/// a mode that lists its tools are errors when the config is read; here the set depends on the
+/// tools a host registers, so they are warnings. A `SERVER__*` rule is reported when none of
+/// the tools it covers is offered.
+pub(crate) fn implicit_offer_warnings(graph: &ModeGraph, tools: &ToolRegistry) -> Vec<ConfigError> {
+    let implicit =
+        |mode: &crate::mode::Mode| mode.is_planning() && mode.available_tools().is_none();
+    let offered = |name: &str| {
+        tools
+            .get(name)
+            .is_some_and(|tool| tool.access().is_offered_unlisted_in_planning_modes())
+    };
+    let set = || {
+        let mut names: Vec<&str> = tools.names().filter(|name| offered(name)).collect();
+        names.push(SUBMIT_PLAN);
+        format!(
+            "a planning mode without availableTools offers the read-only and plan tools: {}",
+            listed(names.into_iter())
+        )
+    };
+    let mut warnings = Vec::new();
+    for r in graph.tool_refs() {
+        let mode = graph.mode(r.mode);
+        if !r.in_approval || !implicit(mode) || tools.get(&r.name).is_none() || offered(&r.name) {
+            continue;
+        }
+        warnings.push(ConfigError::placed_at(
+            ConfigErrorKind::ApprovalToolNotOffered,
+            graph.origin(),
+            r.location(),
+            r.snippet(),
+            format!(
+                "mode `{}` lists `{}` in requireApproval, but does not offer it ({}): list the mode's tools in availableTools, or leave it out of requireApproval",
+                mode.id(),
+                r.name,
+                set()
+            ),
+        ));
+    }
+    for mode in graph.modes().iter().filter(|mode| implicit(mode)) {
+        for rule in mode.rules().as_slice() {
+            let Some(place) = rule.place() else { continue };
+            let mut covered = tools.names().filter(|name| rule.is_on(name)).peekable();
+            if covered.peek().is_none()
+                || tools.names().any(|name| rule.is_on(name) && offered(name))
+            {
+                continue;
+            }
+            let (line, column, snippet) = &place.tool;
+            warnings.push(ConfigError::placed_at(
+                ConfigErrorKind::RuleToolNotOffered,
+                graph.origin(),
+                Location {
+                    line: *line,
+                    column: *column,
+                },
+                snippet.clone(),
+                format!(
+                    "rule {} of mode `{}` is on `{}`, which the mode does not offer ({}), so it could never apply: list the mode's tools in availableTools, or leave the rule out",
+                    place.number,
+                    mode.id(),
+                    rule.tool(),
+                    set()
+                ),
+            ));
+        }
+    }
+    warnings
+}
+
 fn rule_errors(graph: &ModeGraph, tools: &ToolRegistry) -> Vec<ConfigError> {
     let mut errors = Vec::new();
     for mode in graph.modes() {

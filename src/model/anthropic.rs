@@ -430,7 +430,8 @@ struct StreamState {
     input_tokens: u64,
     output_tokens: Option<u64>,
     events: usize,
-    /// Bytes of text and tool calls' ids, names and arguments so far.
+    /// Bytes of text and tool calls' ids, names and arguments (deltas, and inputs given whole
+    /// at a block's start) so far.
     bytes: usize,
     /// Whether a call past [`MAX_TOOL_CALLS`] started (it is not kept).
     too_many_calls: bool,
@@ -468,7 +469,8 @@ impl StreamState {
                         self.too_many_calls = true;
                         return Step::Continue;
                     }
-                    self.bytes += id.len() + name.len();
+                    // The input given whole at the start counts as the deltas would.
+                    self.bytes += id.len() + name.len() + input.as_ref().map_or(0, json_len);
                     let call = self.calls.entry(index).or_default();
                     call.id = id;
                     call.name = name;
@@ -552,6 +554,24 @@ impl StreamState {
             usage,
         })
     }
+}
+
+/// How many bytes `value` takes as compact JSON, counted without writing it out.
+fn json_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a `Value` into a counter cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// A turn of the wire conversation being built.
@@ -824,6 +844,7 @@ mod tests {
 
     #[test]
     fn raw_arguments_go_back_inside_an_object() {
+        assert_eq!(json_len(&json!({"a": [1, "é"]})), r#"{"a":[1,"é"]}"#.len());
         assert_eq!(wire_input(&json!({"a": 1})), json!({"a": 1}));
         assert_eq!(wire_input(&json!("{\"pa")), json!({"arguments": "{\"pa"}));
     }

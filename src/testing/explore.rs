@@ -196,6 +196,10 @@ pub struct Exploration {
     /// Distinct states reached: mode, pending target, run state, tool calls waiting, tools
     /// always allowed.
     pub states: usize,
+    /// The states explored: reached, and every operation tried from them. What the bound of
+    /// [`explore_up_to`] counts; at most [`Exploration::states`], equal to it when the walk is
+    /// [`complete`](Exploration::complete).
+    pub explored: usize,
     /// (state, operation) pairs performed and compared.
     pub transitions: usize,
     /// The first divergence, with a shortest operation sequence; `None` when all matched.
@@ -232,10 +236,15 @@ impl Exploration {
 impl fmt::Display for Exploration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.counterexample {
+            // The bound counts the states explored; the others reached are named beside it.
             None if !self.complete => write!(
                 f,
-                "{} states (the bound), {} transitions checked; more states were not explored",
-                self.states, self.transitions
+                "{} states (the bound) of {} states reached, {} transitions checked; {} more \
+                 states were not explored",
+                self.explored,
+                self.states,
+                self.transitions,
+                self.states - self.explored
             ),
             None => write!(
                 f,
@@ -511,6 +520,7 @@ pub fn explore_up_to(harness: &mut Harness, max_states: Option<usize>) -> Explor
         if max_states.is_some_and(|max| expanded >= max) {
             return Exploration {
                 states: seen.len(),
+                explored: expanded,
                 transitions,
                 counterexample: None,
                 complete: false,
@@ -552,6 +562,7 @@ pub fn explore_up_to(harness: &mut Harness, max_states: Option<usize>) -> Explor
                     ops.truncate(failed.map_or(0, |i| i + 1));
                     return Exploration {
                         states: seen.len(),
+                        explored: expanded,
                         transitions,
                         counterexample: Some(Counterexample {
                             start: facts.id(root.mode()).to_owned(),
@@ -566,6 +577,7 @@ pub fn explore_up_to(harness: &mut Harness, max_states: Option<usize>) -> Explor
     }
     Exploration {
         states: seen.len(),
+        explored: expanded,
         transitions,
         counterexample: None,
         complete: true,

@@ -319,7 +319,7 @@ async fn write_plan(args: &Value, ctx: &ToolContext<'_>) -> Result<String, Strin
     let label = format!("the plans directory {}", plans_rel.display());
     let plans = workspace
         .subdir(&plans_rel, true, &label)
-        .map_err(|e| format!("cannot create the plans directory: {e}"))?;
+        .map_err(|e| format!("cannot use the plans directory: {e}"))?;
     let protected = protected(&workspace, ctx).await?;
     let pending = plans
         .file_id(&rel)

@@ -631,9 +631,11 @@ fn the_session_works_in_its_cwd_and_workspace_confines_it() {
 // Stage 2: tool calls that wait, cancelling, manual switches, stores and restarts. The model is
 // the real OpenAI provider against the scripted server, so a test chooses each tool call.
 
+#[cfg(feature = "openai")]
 use crate::common::openai_server::{self, Reply, ScriptedServer};
 
 /// `build` (the default) runs `write_file` only with approval; `plan` hands over to `build`.
+#[cfg(feature = "openai")]
 pub(crate) const APPROVING: &str = r#"
 defaultModeId = "build"
 
@@ -650,12 +652,14 @@ requireApproval = ["write_file"]
 "#;
 
 /// An agent on the scripted server, with `args`.
+#[cfg(feature = "openai")]
 fn scripted(ws: &Path, server: &ScriptedServer, args: &[&str]) -> Agent {
     let mut all = vec!["--model", "openai/test-model"];
     all.extend_from_slice(args);
     Agent::start(ws, &all, &server.env())
 }
 
+#[cfg(feature = "openai")]
 fn write_call(path: &str, content: &str) -> Reply {
     let args = json!({ "path": path, "content": content }).to_string();
     openai_server::calls([openai_server::call("call_1", "write_file", &args)])
@@ -669,6 +673,7 @@ fn select(agent: &mut Agent, request: &Value, option: &str) {
 }
 
 /// A model reply that never comes in a test's time: the model call hangs until cancelled.
+#[cfg(feature = "openai")]
 pub(crate) fn hang() -> Reply {
     Reply::Raw(
         wiremock::ResponseTemplate::new(200)
@@ -679,6 +684,7 @@ pub(crate) fn hang() -> Reply {
 
 /// A `write_file` call in a mode with `requireApproval` asks with allow_once, allow_always and
 /// reject_once, pinned to its argsSha256; allowed, it runs and the turn carries on.
+#[cfg(feature = "openai")] // the model is the OpenAI provider
 #[test]
 fn a_tool_call_that_waits_is_asked_about_and_allowed_runs() {
     let ws = workspace(APPROVING);
@@ -734,6 +740,7 @@ fn a_tool_call_that_waits_is_asked_about_and_allowed_runs() {
 
 /// A call an `ask` rule made wait is offered allow_once and reject_once, not allow_always:
 /// an allowance does not cover it, and the library would refuse one.
+#[cfg(feature = "openai")] // the model is the OpenAI provider
 #[test]
 fn a_tool_call_an_ask_rule_made_wait_offers_no_allow_always() {
     let ws = workspace(
@@ -770,6 +777,7 @@ rules = [{ tool = "write_file", path = "secret/**", action = "ask" }]
 
 /// Rejected, the call never runs and the model is told; "always allow" runs the tool's next
 /// call without asking.
+#[cfg(feature = "openai")] // the model is the OpenAI provider
 #[test]
 fn a_rejected_tool_call_never_runs_and_always_allow_stops_asking() {
     let ws = workspace(APPROVING);
@@ -816,6 +824,7 @@ fn a_rejected_tool_call_never_runs_and_always_allow_stops_asking() {
 
 /// `session/cancel` while the model works: the run stops through its cancel handle, the prompt
 /// returns `cancelled`, and the next prompt runs normally (the cancel does not linger).
+#[cfg(feature = "openai")] // the model is the OpenAI provider
 #[test]
 fn session_cancel_mid_turn_returns_cancelled_and_the_next_prompt_runs() {
     let ws = workspace(APPROVING);
@@ -925,6 +934,7 @@ fn set_mode_to_the_current_mode_keeps_the_plan_asked_about() {
 /// What a waiting call would write is shown whole in a fenced code block, longer than any run
 /// of backticks in it: an HTML comment or a fence in the content cannot hide a line from an
 /// editor that renders Markdown.
+#[cfg(feature = "openai")] // the model is the OpenAI provider
 #[test]
 fn a_waiting_call_shows_markdown_as_written() {
     let ws = workspace(APPROVING);
@@ -1053,6 +1063,7 @@ fn a_dropped_connection_approves_nothing_and_keeps_the_plan_pending() {
 
 /// The connection drops while the model works: the agent exits at once and the run ends as a
 /// dismissal does (aborted, saved).
+#[cfg(feature = "openai")] // the model is the OpenAI provider
 #[test]
 fn a_dropped_connection_mid_turn_ends_the_run() {
     let ws = workspace(APPROVING);

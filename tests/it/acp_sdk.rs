@@ -8,10 +8,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+#[cfg(feature = "openai")]
 use serde_json::json;
 
-use crate::acp::{APPROVING, hang, workspace};
-use crate::common::openai_server::{self, Reply, ScriptedServer};
+use crate::acp::workspace;
+#[cfg(feature = "openai")]
+use crate::acp::{APPROVING, hang};
+#[cfg(feature = "openai")]
+use crate::common::openai_server;
+use crate::common::openai_server::{Reply, ScriptedServer};
 
 /// `plan` (the default) hands over to `build`.
 const PLAN_BUILD: &str = r#"
@@ -122,11 +127,13 @@ fn scenario_with(
     server
 }
 
+#[cfg(feature = "openai")]
 fn write_call(path: &str, content: &str) -> Reply {
     let args = json!({ "path": path, "content": content }).to_string();
     openai_server::calls([openai_server::call("call_1", "write_file", &args)])
 }
 
+#[cfg(feature = "openai")] // the model is the OpenAI provider
 #[test]
 fn sdk_approve_to_build_then_a_build_tool_call_ends_the_turn() {
     let plan = json!({ "path": "dark.md", "content": "# Dark mode\n\n1. Add a theme.\n" });
@@ -158,12 +165,14 @@ fn sdk_set_mode_while_a_plan_is_pending() {
     scenario("set_mode_while_pending", PLAN_BUILD, None, false);
 }
 
+#[cfg(feature = "openai")] // the model is the OpenAI provider
 #[test]
 fn sdk_session_cancel_mid_turn() {
     let script = vec![hang(), openai_server::text("Hello again.")];
     scenario("cancel_mid_turn", APPROVING, Some(script), false);
 }
 
+#[cfg(feature = "openai")] // the model is the OpenAI provider
 #[test]
 fn sdk_a_tool_call_that_waits_is_allowed_then_rejected() {
     let script = vec![
@@ -184,6 +193,7 @@ fn sdk_load_after_a_restart_with_a_file_store() {
 /// filesystem server from npm) is started for the session, its tools are offered in the mode
 /// (`build` lists no tools: all of them), a call waits for approval like any other, and runs.
 #[cfg(feature = "mcp")]
+#[cfg(feature = "openai")] // the model is the OpenAI provider
 #[test]
 fn sdk_the_clients_mcp_server_is_started_and_its_tools_offered_and_gated() {
     let entry = crate::mcp::filesystem_server();

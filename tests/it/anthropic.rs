@@ -673,6 +673,55 @@ async fn a_reply_over_the_bound_and_a_reply_past_the_deadline_are_refused() {
     assert!(started.elapsed() < Duration::from_secs(4));
 }
 
+/// Issue 36, item 8: the `input` of a `tool_use` block's `content_block_start` counts toward the
+/// reply bound, as the deltas do (20 blocks of 4 MB each were accepted, 359 MB at the peak, and
+/// sent back whole in the next request). Each event here is within the bound; together they are
+/// not. Within the bound, the same blocks make a reply whose calls carry their input.
+#[tokio::test]
+async fn tool_inputs_given_whole_at_the_block_start_count_toward_the_reply_bound() {
+    let max = 4096;
+    let path = "p".repeat(1000);
+    let blocks = |count: usize| {
+        let mut events = vec![message_start()];
+        for index in 0..count {
+            events.push((
+                "content_block_start",
+                json!({"type": "content_block_start", "index": index,
+                       "content_block": {"type": "tool_use", "id": format!("toolu_{index}"),
+                                         "name": "read_file", "input": {"path": path}}}),
+            ));
+            events.push(block_stop(index));
+        }
+        events.extend(message_end("tool_use"));
+        sse(&events)
+    };
+    // Three inputs of about 1,000 bytes: within the bound, read as the calls' arguments.
+    let h = Harness::with(CONFIG, vec![blocks(3), text(&["done"])], |s| {
+        s.max_reply_bytes(max)
+    })
+    .await;
+    h.one_call().await.expect("within the bound");
+    let bodies = h.bodies().await;
+    let sent: Vec<&Value> = bodies[1]["messages"][1]["content"]
+        .as_array()
+        .expect("the assistant turn")
+        .iter()
+        .map(|block| &block["input"]["path"])
+        .collect();
+    assert_eq!(sent, vec![&json!(path); 3], "{bodies:?}");
+    // Five: each event within the bound, the reply not.
+    let h = Harness::with(CONFIG, vec![blocks(5)], |s| s.max_reply_bytes(max)).await;
+    let error = h.one_call().await.expect_err("over the bound");
+    assert_eq!(error.kind(), ModelErrorKind::MalformedResponse, "{error}");
+    assert!(
+        error
+            .message()
+            .contains(&format!("larger than {max} bytes")),
+        "{error}"
+    );
+    assert_eq!(h.served(), 1, "refused, not retried");
+}
+
 /// Issue 19, item 7: one large `data:` event is read in one pass (the unit tests of
 /// `model::sse` count the bytes examined); a 3 MiB text in one event, within the default
 /// bound, arrives whole.

@@ -2154,6 +2154,8 @@ fn decide_approve_with_an_edited_plan_file_hands_over_the_edit() {
     assert!(pending_json(&spec).is_empty());
 }
 
+// The revision prompt shows a diff: the `diff` feature.
+#[cfg(feature = "diff")]
 #[test]
 fn a_revised_plan_is_shown_as_its_diff_and_p_shows_it_whole() {
     let ws = Workspace::new();

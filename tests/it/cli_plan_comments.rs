@@ -12,6 +12,7 @@ use crate::common::cli::{self, SHIPPED, pending_plan, text};
 
 /// The scripted plan of "Add dark mode", as the prompt numbers it with `c`.
 const LINE_4: &str = "1. Read the code this change touches.";
+#[cfg(feature = "diff")]
 const LINE_6: &str = "3. Add tests for it and run the whole suite.";
 
 fn bin(ws: &Path, args: &[&str], input: &str) -> Output {
@@ -30,6 +31,8 @@ fn history(ws: &Path, session: &str) -> Vec<serde_json::Value> {
     panic!("no record of {session}");
 }
 
+// The revision prompt shows a diff: the `diff` feature.
+#[cfg(feature = "diff")]
 #[test]
 fn decide_reject_with_comments_sends_each_with_its_line_and_shows_them_again() {
     let ws = tempfile::tempdir().expect("tempdir");

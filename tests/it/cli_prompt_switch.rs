@@ -170,6 +170,8 @@ error: session [SESSION] has nothing pending (already decided?)
     );
 }
 
+// The revision prompt shows a diff: the `diff` feature.
+#[cfg(feature = "diff")]
 #[test]
 fn switch_followed_by_a_sentence_is_still_feedback() {
     let ws = tempfile::tempdir().expect("tempdir");

@@ -1085,6 +1085,46 @@ fn approving_a_plan_ends_an_always_allow_and_the_plan_prompt_says_so() {
     assert_eq!(out.status.code(), Some(NOT_APPROVED), "{shown}");
 }
 
+/// Issue 36, item 16: an "always allow" of scope `session` or `workspace` survives the switch
+/// an approval makes (it applies again back in its own mode), so the plan prompt does not say
+/// that approving ends it; the build mode's call is asked about all the same.
+#[test]
+fn the_plan_prompt_says_approving_ends_only_the_always_allows_that_end() {
+    for scope in ["session", "workspace"] {
+        let world = World::with_config(
+            "dir",
+            PLAN_CONFIG,
+            vec![
+                calls([write("call_1", "notes.txt", "notes")]),
+                calls([call(
+                    "call_2",
+                    "submit_plan",
+                    r#"{"path":".agent/plans/p.md"}"#,
+                )]),
+                calls([write("call_3", "src.txt", "built")]),
+                text("Built."),
+            ],
+        );
+        world.ws.plan("p.md", "# Plan\n\n1. Write src.txt.\n");
+        let answers = format!("a {scope}\ny\nn\n");
+        let out = world.cli(
+            "run",
+            true,
+            &["--mode", "plan", "Plan and build"],
+            Some(&answers),
+        );
+        let shown = stderr(&out);
+        assert!(!shown.contains("ends the always-allow"), "{scope}: {shown}");
+        assert_eq!(
+            shown.matches("Run this write_file call?").count(),
+            2,
+            "{scope}: {shown}"
+        );
+        assert_eq!(world.file("notes.txt").as_deref(), Some("notes"), "{scope}");
+        assert_eq!(world.file("src.txt"), None, "{scope}: {shown}");
+    }
+}
+
 /// Hostile item 7: a tool-call decision that loses the race (another `decide` settled the call
 /// after this one loaded the session) is refused in words about the tool call, not a plan.
 #[test]

@@ -233,6 +233,53 @@ availableTools = ["read_file", "write_file"]
     );
 }
 
+/// Issue 36, item 10: `check` reported `requireApproval` and `rules` entries on a tool that a
+/// planning mode does not offer only when the mode lists its tools; a planning mode without
+/// `availableTools` offers the read-only and plan tools, and entries on any other tool (one
+/// that writes) are reported against that set too, at their line and column (as warnings: the
+/// set depends on the tools a host registers). Entries on tools the set holds pass.
+#[test]
+fn check_reports_entries_on_tools_a_planning_mode_offers_only_implicitly_not() {
+    let (out, origin) = check(
+        r#"[[modes]]
+id = "plan"
+transitionsTo = "build"
+requireApproval = ["write_file", "read_file"]
+rules = [
+  { tool = "write_file", path = "src/**", action = "allow" },
+  { tool = "list_files", path = "secret/**", action = "deny" },
+]
+
+[[modes]]
+id = "build"
+default = true
+requireApproval = ["write_file"]
+"#,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let err = stderr(&out);
+    let warnings: Vec<&str> = err.lines().filter(|l| l.starts_with("warning: ")).collect();
+    assert_eq!(warnings.len(), 2, "{err}");
+    assert!(
+        warnings[0].starts_with(&format!(
+            "warning: {origin}:4:20: mode `plan` lists `write_file` in requireApproval, but does not offer it"
+        )),
+        "{err}"
+    );
+    assert!(
+        warnings[1].starts_with(&format!(
+            "warning: {origin}:6:12: rule 1 of mode `plan` is on `write_file`, which the mode does not offer"
+        )),
+        "{err}"
+    );
+    assert!(err.contains("read-only and plan tools"), "{err}");
+    assert!(
+        stdout(&out).contains("ok, 2 modes, 2 warnings"),
+        "{}",
+        stdout(&out)
+    );
+}
+
 #[test]
 fn check_reports_warnings_together_with_errors() {
     let (out, origin) = check(

@@ -959,6 +959,7 @@ type Keep = Option<Box<dyn std::any::Any>>;
 /// Every store the CLI can open in this build: (name, spec, what keeps it).
 #[cfg(feature = "cli")]
 fn cli_stores(ws: &Workspace) -> Vec<(&'static str, String, Keep)> {
+    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(unused_mut))]
     let mut stores = vec![(
         "dir",
         ws.path().join("sessions").display().to_string(),

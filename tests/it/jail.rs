@@ -914,3 +914,60 @@ async fn a_hard_link_that_already_exists_is_read_but_never_written_through() {
         "# Outside plan\n"
     );
 }
+
+/// Issue 36, item 2: with `.agent/plans -> ..` in the workspace, `write_plan` in the read-only
+/// plan mode overwrote `README.md` at the workspace root and created `AGENTS.md` there (the
+/// result said `.agent/plans/README.md`); with `.agent -> .` it wrote into `plans/`. A plans
+/// directory reached through a symlink that leads elsewhere in the workspace is refused, by
+/// `write_plan` and `submit_plan` alike, and nothing is written.
+#[tokio::test]
+async fn a_plans_directory_linked_elsewhere_in_the_workspace_is_refused() {
+    // (what is made a link, where it leads, a folder the plan would land in through it)
+    for (link, target, landing) in [(".agent/plans", "..", ""), (".agent", ".", "plans")] {
+        let ws = Workspace::new();
+        std::fs::remove_dir_all(ws.path().join(".agent/plans")).expect("rm plans");
+        if link == ".agent" {
+            std::fs::remove_dir_all(ws.path().join(".agent")).expect("rm .agent");
+        }
+        std::fs::create_dir_all(ws.path().join(landing)).expect("landing");
+        std::os::unix::fs::symlink(target, ws.path().join(link)).expect("symlink");
+        let readme = ws.path().join(landing).join("README.md");
+        std::fs::write(&readme, "# Readme\n").expect("readme");
+        let listing = || {
+            let mut found = walk(ws.path());
+            found.sort();
+            found
+        };
+        let before = listing();
+        for path in [
+            "README.md",
+            "AGENTS.md",
+            ".agent/plans/README.md",
+            ".agent/plans/sub/p.md",
+        ] {
+            let args = json!({"path": path, "content": "# Overwritten\n"});
+            let out = call(&WritePlan, ws.path(), args).await;
+            assert!(out.is_error, "{link} -> {target}, {path}: {out:?}");
+            assert!(
+                out.content.contains("symbolic link") && out.content.contains(link),
+                "{link} -> {target}, {path}: {}",
+                out.content
+            );
+        }
+        assert_eq!(
+            std::fs::read_to_string(&readme).expect("readme"),
+            "# Readme\n"
+        );
+        assert_eq!(listing(), before, "{link} -> {target}");
+        let plans = ws.path().join(PLANS);
+        for path in ["README.md", ".agent/plans/README.md"] {
+            let read = read_plan(ws.path(), &plans, path);
+            let why = read.as_ref().err().map(ToString::to_string);
+            assert!(
+                why.as_ref()
+                    .is_some_and(|why| why.contains("symbolic link")),
+                "{link} -> {target}, submit_plan {path}: {read:?}"
+            );
+        }
+    }
+}

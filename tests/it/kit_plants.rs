@@ -1463,3 +1463,37 @@ fn a_store_that_drops_the_pattern_of_an_allowance_is_caught() {
         "{found}"
     );
 }
+
+/// Issue 36, item 21: `max_states(50)` on a large config reported "explored 204 states (the
+/// bound)": the bound counts the states explored (their operations tried), while the figure
+/// was every state reached. The report names the states explored as the bound, and the states
+/// reached beside it.
+#[test]
+fn the_bound_of_the_exploration_is_reported_as_what_it_counts() {
+    let max = 2;
+    let report = Check::new(TARGETS)
+        .cases(2)
+        .seed(36)
+        .max_states(max)
+        .without_regressions()
+        .run(|setup| {
+            setup
+                .builder()
+                .tools(ToolRegistry::with_workspace_tools())
+                .build()
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(report.is_ok(), "{report}");
+    let exploration = &report.exploration;
+    assert!(!exploration.complete, "{report}");
+    assert!(exploration.states > max, "more were reached: {report}");
+    let text = report.to_string();
+    assert!(
+        text.contains(&format!("explored {max} states (the bound)")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("{} states reached", exploration.states)),
+        "{text}"
+    );
+}

@@ -33,6 +33,7 @@ mod deadlines;
 mod decision_schema;
 mod decisions;
 mod diagram;
+mod docs;
 mod editor;
 mod events;
 mod handover;

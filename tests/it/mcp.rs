@@ -331,11 +331,13 @@ availableTools = ["bad__*", "bad__echo"]
 
 /// A tiny MCP server over stdio, hostile in the way its first argument says: `garbage` answers
 /// a call with a result that is not a tool result, `notjson` with a line that is not JSON, `hang` never answers one, `crash` exits during one,
-/// `huge` answers with 1 MB of text, `badinit` answers `initialize` with garbage, `names`
+/// `huge` answers with 1 MB of text, `flood` sends 100,000 log notifications of 2 KB before
+/// it answers, `badinit` answers `initialize` with garbage, `names`
 /// offers tools whose names clash once mapped, `pages` pages its tool list without end, `roots` answers a call with the roots it asks
 /// the client for.
 const FAKE_SERVER: &str = r#"
 const mode = process.argv[2];
+const FLOOD = 100000;
 const rl = require('readline').createInterface({ input: process.stdin });
 let pending;
 const send = (m) => process.stdout.write(JSON.stringify(m) + '\n');
@@ -373,6 +375,12 @@ rl.on('line', (line) => {
     if (mode === 'notjson') { process.stdout.write('\u001b[2J{ this is not json\n'); return; }
     if (mode === 'roots') { pending = msg.id; send({ jsonrpc: '2.0', id: 'roots-1', method: 'roots/list' }); return; }
     if (mode === 'crash') { process.stderr.write('fake server: out of cheese\n'); process.exit(3); }
+    if (mode === 'flood') {
+      const data = 'n'.repeat(2000);
+      for (let i = 0; i < FLOOD; i++) {
+        send({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', logger: 'flood', data: data + i } });
+      }
+    }
     const text = mode === 'huge' ? 'y'.repeat(1024 * 1024) : 'echo:' + JSON.stringify(msg.params.arguments);
     send({ jsonrpc: '2.0', id: msg.id, result: { content: [{ type: 'text', text }] } });
   } else {
@@ -469,6 +477,20 @@ async fn a_huge_result_is_cut() {
         "{}",
         &result[result.len() - 200..]
     );
+}
+
+/// Issue 36, item 7: a server that floods notifications grew the host's memory without bound
+/// (1.37 GB in 21 s): the SDK gives each notification that reaches it a task of its own. The
+/// host acts on none, so each is dropped as it is read and only counted: all 100,000 sent
+/// during the call are counted there, none is held, and the call still gets its answer, read
+/// after all of them.
+#[tokio::test]
+async fn a_server_flooding_notifications_is_held_to_a_bounded_queue() {
+    let s = hostile("flood", "120s").await;
+    assert_eq!(s.mcp.ignored_notifications("bad"), Some(0));
+    assert_eq!(echo_result(&s).await, r#"echo:{"said":"hi"}"#);
+    assert_eq!(s.mcp.ignored_notifications("bad"), Some(100_000));
+    assert_eq!(s.mcp.ignored_notifications("nope"), None);
 }
 
 #[tokio::test]

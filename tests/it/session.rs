@@ -1142,6 +1142,8 @@ async fn a_target_outside_the_list_is_refused_and_changes_nothing() {
 
 /// Every plan submitted in a session is its next revision: the payload carries the revision
 /// number, the previous revision's sha256 and a unified diff against it.
+/// The diff of a revision needs the `diff` feature.
+#[cfg(feature = "diff")]
 #[tokio::test]
 async fn each_resubmission_is_a_revision_with_the_previous_sha256_and_a_diff() {
     let ws = Workspace::new();

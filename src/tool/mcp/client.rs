@@ -17,7 +17,9 @@
 //! [`MAX_SCHEMA_BYTES`] refuses its tool. A server that does not start, stops, sends no reply
 //! within its `timeout` or sends something that is not a result gives the call an error result
 //! saying so: the run goes on. A server that stopped is not started again in this process, so
-//! no call is sent twice and nothing runs that the user did not see.
+//! no call is sent twice and nothing runs that the user did not see. A server's notifications
+//! are ignored as they are read, each only counted ([`McpTools::ignored_notifications`]): a
+//! server that floods them costs the host no memory.
 //!
 //! An MCP server is a process with its own file access: the workspace jail
 //! ([`crate::jail`]) covers only this crate's own tools. The workspace is given to each server
@@ -26,18 +28,23 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 // Roots are deprecated by SEP-2577 but still what servers such as the reference filesystem
 // server read their allowed directories from.
+use rmcp::model::JsonRpcMessage;
 #[allow(deprecated)]
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ListRootsResult, Root,
     RootsCapabilities,
 };
-use rmcp::service::{RequestContext, RoleClient, RunningService, ServiceError};
+use rmcp::service::{
+    RequestContext, RoleClient, RunningService, RxJsonRpcMessage, ServiceError, TxJsonRpcMessage,
+};
+use rmcp::transport::Transport;
 use rmcp::{ClientHandler, ServiceExt};
 use serde_json::Value;
 use tokio::io::AsyncReadExt;
@@ -231,6 +238,31 @@ impl McpTools {
         &self.reports
     }
 
+    /// How many notifications the server `server` (its id) has sent so far; `None` for an id
+    /// that is not one of the servers. The host acts on none of them (log messages are not
+    /// shown, progress does not extend a call's timeout, a changed tool list is not read again:
+    /// the tools are listed once, at the start), so each is dropped as it is read, before the
+    /// SDK would give it a task of its own: a server that floods them (a trial saw 1.37 GB
+    /// in 21 s) holds no memory of the host's.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn demo(graph: agent_controller::ModeGraph) {
+    /// use agent_controller::tool::mcp::McpTools;
+    /// let mcp = McpTools::start(graph.needed_mcp_servers(), graph.mcp_tool_names(), ".".as_ref()).await;
+    /// for report in mcp.reports() {
+    ///     let ignored = mcp.ignored_notifications(&report.id).unwrap_or(0);
+    ///     println!("{}: {ignored} notifications ignored", report.id);
+    /// }
+    /// # }
+    /// ```
+    pub fn ignored_notifications(&self, server: &str) -> Option<u64> {
+        self.servers
+            .iter()
+            .find(|c| c.server.id() == server)
+            .map(|c| c.ignored.load(Ordering::Relaxed))
+    }
+
     /// The tools of the servers that started (without the stand-ins of those that did not).
     pub fn tools(&self) -> impl Iterator<Item = &Arc<McpTool>> + '_ {
         self.tools.iter()
@@ -320,6 +352,8 @@ struct Connection {
     server: McpServer,
     state: Mutex<State>,
     stderr: Arc<Mutex<Vec<u8>>>,
+    /// The notifications the server sent, each dropped as it was read ([`Quiet`]).
+    ignored: Arc<AtomicU64>,
 }
 
 struct State {
@@ -332,8 +366,13 @@ impl Connection {
     /// Starts `server` and lists its tools, within its timeout.
     async fn start(server: McpServer, root: PathBuf) -> (Connection, Result<ToolList, String>) {
         let stderr = Arc::new(Mutex::new(Vec::new()));
+        let ignored = Arc::new(AtomicU64::new(0));
         let timeout = server.call_timeout();
-        let started = tokio::time::timeout(timeout, connect(&server, root, stderr.clone())).await;
+        let started = tokio::time::timeout(
+            timeout,
+            connect(&server, root, stderr.clone(), ignored.clone()),
+        )
+        .await;
         let (service, listing) = match started {
             Err(_) => (
                 None,
@@ -352,6 +391,7 @@ impl Connection {
                 stopped: None,
             }),
             stderr,
+            ignored,
         };
         let listing = listing.map_err(|reason| format!("{reason}{}", connection.stderr_tail()));
         (connection, listing)
@@ -441,6 +481,7 @@ async fn connect(
     server: &McpServer,
     root: PathBuf,
     stderr: Arc<Mutex<Vec<u8>>>,
+    ignored: Arc<AtomicU64>,
 ) -> Result<(RunningService<RoleClient, Client>, ToolList), String> {
     let client = Client { root: root.clone() };
     let service = match server.transport() {
@@ -470,7 +511,7 @@ async fn connect(
                 });
             }
             client
-                .serve(transport)
+                .serve(Quiet::new(transport, ignored))
                 .await
                 .map_err(|e| bounded_chars(&format!("initialize failed: {e}"), MAX_ERROR_CHARS))?
         }
@@ -479,7 +520,7 @@ async fn connect(
             let _ = rustls::crypto::ring::default_provider().install_default();
             let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str());
             client
-                .serve(transport)
+                .serve(Quiet::new(transport, ignored))
                 .await
                 .map_err(|e| bounded_chars(&format!("initialize failed: {e}"), MAX_ERROR_CHARS))?
         }
@@ -509,6 +550,50 @@ async fn connect(
             unread_pages,
         },
     ))
+}
+
+/// A server's transport that drops the server's notifications as they are read, counting
+/// them ([`McpTools::ignored_notifications`]): the SDK's service loop gives each notification
+/// that reaches it a task of its own, so a server that floods them would grow the host's
+/// memory without bound, for messages the host does not act on. Requests (`roots/list`),
+/// replies and errors pass as they are.
+struct Quiet<T> {
+    inner: T,
+    ignored: Arc<AtomicU64>,
+}
+
+impl<T> Quiet<T> {
+    fn new(inner: T, ignored: Arc<AtomicU64>) -> Self {
+        Self { inner, ignored }
+    }
+}
+
+impl<T: Transport<RoleClient>> Transport<RoleClient> for Quiet<T> {
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    /// The next message that is not a notification. Cancel-safe as the inner `receive` is:
+    /// a notification dropped before the future is dropped is only counted.
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        loop {
+            let message = self.inner.receive().await?;
+            if matches!(message, JsonRpcMessage::Notification(_)) {
+                self.ignored.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            return Some(message);
+        }
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
+    }
 }
 
 /// What `tools/list` gave, page by page.
