@@ -32,6 +32,12 @@ impl Session {
         let Next::CallModel(run_id) = self.handle(Input::UserMessage(text)).await? else {
             unreachable!("a user message starts a run")
         };
+        // With a store, the run holds the session from its start: saved `running` with this
+        // process's lease, so another process's switch or decision is refused while it works
+        // (`LeaseHeld`) instead of being lost to its end's save, or losing the turn to it.
+        if self.shared.store.is_some() {
+            self.handle(Input::LeaseTick).await?;
+        }
         self.drive_traced(run_id).await
     }
     /// Whether a decision is waiting: a plan, or tool calls.
@@ -467,17 +473,23 @@ impl Session {
             };
             self.handle(start).await?;
             next += 1;
-            let args = self.state.tool_call(at, next - 1).map(|call| &call.args);
             // Ruled again just before it runs: an earlier call of the reply may have changed
             // where its paths lead (a symlink it made). A call that would run is refused or
             // waits if it now matches a deny or ask rule; one that waits, or was refused, stays so.
             let ruling = match rulings.get(next - 1).cloned().flatten() {
-                Some(Ruling::Run(_) | Ruling::Allowed(_)) => self
-                    .state
-                    .tool_call(at, next - 1)
-                    .and_then(|call| self.ruling_of(call)),
+                Some(ruled @ (Ruling::Run(_) | Ruling::Allowed(_))) => {
+                    if matches!(ruled, Ruling::Allowed(_)) {
+                        // An allowance lets it run: as the store has them now, so one another
+                        // process revoked since the run started no longer does.
+                        self.load_workspace_allowances().await;
+                    }
+                    self.state
+                        .tool_call(at, next - 1)
+                        .and_then(|call| self.ruling_of(call))
+                }
                 other => other,
             };
+            let args = self.state.tool_call(at, next - 1).map(|call| &call.args);
             let mut allowance = None;
             let allowed_by = match ruling {
                 None => {

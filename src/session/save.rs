@@ -32,6 +32,35 @@ pub(crate) struct Saving {
     task: tokio::task::JoinHandle<Result<(), StoreError>>,
     next: Box<State>,
     events: Vec<Event>,
+    /// Set by the save's task as the save returns: whether it landed. Read by
+    /// [`Session::run_state`] while the session is not borrowed, so a run whose future was
+    /// dropped during this save reads as it ended without an await.
+    landed: Arc<std::sync::OnceLock<bool>>,
+    /// The save renews the running run's lease and nothing else ([`Input::LeaseTick`]): its
+    /// state is the session's with the lease, so a run dropped during it is ended in memory at
+    /// once ([`Session::abandon`]), on the session's state, whether the save lands or not.
+    lease_only: bool,
+}
+
+impl Saving {
+    /// The run as a look at the session sees it while this save, left behind by a dropped
+    /// operation, is not yet taken in ([`Session::recover`]): the run of the state it saves once
+    /// the save landed (or while it is still under way: a save that started is taken to land,
+    /// and the next operation learns whether it did), else of the state before; a run that
+    /// would still be running there was dropped with the operation, and reads aborted.
+    pub(crate) fn shown_run<'a>(
+        &'a self,
+        before: Option<&'a (Arc<str>, RunState)>,
+    ) -> Option<(&'a str, RunState)> {
+        let run = match self.landed.get() {
+            Some(false) => before,
+            Some(true) | None => self.next.run.as_ref(),
+        };
+        run.map(|(id, state)| match state {
+            RunState::Running => (&**id, RunState::Aborted),
+            other => (&**id, *other),
+        })
+    }
 }
 
 /// Whether `store` holds `mine`, the record of a change whose save was aborted (it got through).
@@ -76,8 +105,9 @@ impl Session {
         }
         // A copy: a refusal or a failed save drops it, and the session is as before.
         let mut copy = self.state.clone();
+        let lease_only = matches!(input, Input::LeaseTick);
         let next = rules(self, Some(&mut copy), &mut events, input)?;
-        self.save_then_swap(copy, events).await?;
+        self.save_then_swap(copy, events, lease_only).await?;
         Ok(next)
     }
 
@@ -87,6 +117,7 @@ impl Session {
         &mut self,
         next: State,
         events: Vec<Event>,
+        lease_only: bool,
     ) -> Result<(), SessionError> {
         // The effect of a decision that gave a workspace allowance: kept in the store only
         // after the session's record (with the decision's audit record) is saved, so a failed
@@ -116,13 +147,21 @@ impl Session {
             // did not, and the next operation finds out which ([`Session::recover`]).
             Ok(runtime) => {
                 use tracing::Instrument;
-                let save = async move { store.save(&record, expected).await };
+                let landed = Arc::new(std::sync::OnceLock::new());
+                let told = landed.clone();
+                let save = async move {
+                    let saved = store.save(&record, expected).await;
+                    let _first = told.set(saved.is_ok());
+                    saved
+                };
                 let task = runtime.spawn(save.instrument(span));
                 let saving = self.saving.insert(Saving {
                     version,
                     task,
                     next: Box::new(next),
                     events,
+                    landed,
+                    lease_only,
                 });
                 let joined = (&mut saving.task).await;
                 let saving = self.saving.take();
@@ -221,7 +260,11 @@ impl Session {
                 Ok(result) => result.is_ok(),
                 Err(_) => landed(self.shared.store.clone(), self.record_of(&saving.next)).await,
             };
-            if saved {
+            if saved && saving.lease_only && self.abandoned.is_some() {
+                // The run was ended in memory on the state this save renewed the lease of
+                // (`abandon`): only the version it took counts.
+                self.version = saving.version;
+            } else if saved {
                 self.swap_in(Some(saving.version), *saving.next, saving.events);
             }
         }
@@ -229,7 +272,7 @@ impl Session {
             // The end of a dropped run, shown since it was dropped: save it now.
             let held = events.clone();
             let next = self.state.clone();
-            if let Err(e) = self.save_then_swap(next, events).await {
+            if let Err(e) = self.save_then_swap(next, events, false).await {
                 self.abandoned = Some(held);
                 return Err(e);
             }
@@ -240,10 +283,13 @@ impl Session {
     /// What a run's future dropped before it returned leaves: the run ends aborted at once, in
     /// memory (every tool call of the last reply gets its result; the events wait for the
     /// save), and the next operation or [`Session::settle`] saves it. A future dropped while
-    /// a save was under way is left to them: whether that save landed is learned there.
+    /// a save of a change was under way is left to them: whether that save landed is learned
+    /// there (meanwhile [`Session::run_state`] reads the run as that save leaves it); one
+    /// dropped while a save renewed the lease (a state that differs from the session's by the
+    /// lease only) ends the run at once all the same.
     pub(crate) fn abandon(&mut self) {
         self.cancel.finish();
-        if self.saving.is_some() || self.abandoned.is_some() {
+        if self.saving.as_ref().is_some_and(|s| !s.lease_only) || self.abandoned.is_some() {
             return;
         }
         let Some((run_id, RunState::Running)) = &self.state.run else {

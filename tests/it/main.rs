@@ -59,5 +59,6 @@ mod terminal;
 mod tool_access;
 mod tool_approval;
 mod transitions;
+mod two_processes;
 mod usage;
 mod workspace;
