@@ -2065,9 +2065,16 @@ impl Session {
     /// once the reply's other calls have run, the run suspends on every such call
     /// ([`RunOutcome::ToolCallsSuspended`], a `tool_suspended` event for each).
     ///
+    /// With a store, the session first takes in what another process saved since it last saved
+    /// or loaded (a switch, a decision: `mode_changed` when the mode changed), and the run
+    /// then holds the session from its start: it is saved `running` under this process's lease
+    /// before the first model call, so another process's change is refused while it works
+    /// ([Two processes, one session](crate::guide::stores#two-processes-one-session)).
+    ///
     /// # Errors
     /// [`SessionError::Store`] when a store is configured and a save fails (including a
-    /// [`StoreError::Conflict`] when another writer changed the session first).
+    /// [`StoreError::Conflict`] when another writer changed the session first);
+    /// [`SessionError::LeaseHeld`] while a run of another process holds the session.
     ///
     /// # Examples
     /// ```
@@ -2434,6 +2441,8 @@ impl Session {
     /// no longer allowed ([`Session::always_allowed`] is emptied).
     ///
     /// # Errors
+    /// [`SessionError::LeaseHeld`] while a run of another process holds the session (what that
+    /// process saved is taken in first, as [`Session::send_message`] does);
     /// [`SessionError::UnknownMode`] when no mode has this id, [`SessionError::Store`] when the
     /// change cannot be saved; nothing changes.
     ///
