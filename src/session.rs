@@ -153,6 +153,8 @@ pub(crate) struct Shared {
     /// Builds the model an approval chooses for the next mode
     /// ([`crate::controller::AgentControllerBuilder::model_chooser`]).
     pub(crate) model_chooser: Option<Arc<dyn crate::model::ModelChooser>>,
+    /// What the graph lets each mode do, as records keep it: made at the first save.
+    pub(crate) recorded_config: std::sync::OnceLock<crate::store::RecordedConfig>,
 }
 
 impl Shared {
@@ -2015,6 +2017,12 @@ impl Session {
             model_id: state.model_id.clone(),
             last_plan: state.last_plan.clone(),
             workspace: Some(self.workspace.clone()),
+            config: Some(
+                self.shared
+                    .recorded_config
+                    .get_or_init(|| crate::store::RecordedConfig::of(&self.shared.graph))
+                    .clone(),
+            ),
         }
     }
 

@@ -15,7 +15,12 @@ use crate::cli::setup::{runtime, stored_session, stored_session_args};
 pub(crate) fn switch(args: SwitchArgs) -> Outcome {
     let mut common = stored_session_args(args.config.clone(), args.workspace.clone(), args.json)?;
     let mut session_id = args.session.clone();
-    let (controller, graph) = stored_session(&mut common, &args.store, &mut session_id)?;
+    let (controller, graph) = stored_session(
+        &mut common,
+        &args.store,
+        &mut session_id,
+        args.allow_config_change,
+    )?;
     let json = args.json;
     runtime()?.block_on(async {
         let options = SessionOptions::new().on_event(event_printer(json, graph.clone(), true));
