@@ -80,6 +80,16 @@ impl Session {
             return Err(SessionError::NotSuspended(String::new()));
         };
         let checked = rules::check(pending, &decision)?;
+        if let (PendingDecision::ToolCall(call), true) = (pending, decision.always_allow) {
+            let name = call.payload.tool_name.as_str();
+            if self.shared.tools.get(name).is_none() {
+                // Nothing here can run the call, so nothing here can say what an allowance of it
+                // would cover (another server may reuse the name): none is given.
+                return Err(SessionError::MalformedDecision(format!(
+                    "`{name}` cannot be always allowed here: this host has no tool `{name}` (an MCP server of another host, such as an editor's, runs it), so the call would not run; approve it without always allowing it, or decide it where it runs"
+                )));
+            }
+        }
         if let (PendingDecision::ToolCall(call), true, Some(pattern)) =
             (pending, decision.always_allow, &decision.allow)
         {
@@ -677,7 +687,20 @@ impl Session {
             }
             None => crate::rules::resolve_paths(rules, call, &self.shared.workspace),
         };
-        Some(self.state.ruling(&self.shared.graph, call, &paths))
+        let ruling = self.state.ruling(&self.shared.graph, call, &paths);
+        // An allowance covers the tool it was given for: one of another origin (another MCP
+        // server that reuses the name) does not stand in for the user.
+        Some(match ruling {
+            Ruling::Allowed(by) if !by.covers_origin(self.origin_of(&call.name).as_deref()) => {
+                Ruling::Ask(None)
+            }
+            other => other,
+        })
+    }
+
+    /// What runs calls of tool `name` when not this process ([`crate::tool::Tool::origin`]).
+    pub(crate) fn origin_of(&self, name: &str) -> Option<String> {
+        self.shared.tools.get(name).and_then(|tool| tool.origin())
     }
 
     /// Why the arguments of a call of `name` are refused before it runs or waits (the rules of

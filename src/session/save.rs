@@ -115,10 +115,11 @@ impl Session {
     /// save fails, `next` and `events` are dropped and the session is as before.
     async fn save_then_swap(
         &mut self,
-        next: State,
+        mut next: State,
         events: Vec<Event>,
         lease_only: bool,
     ) -> Result<(), SessionError> {
+        self.stamp_origins(&mut next);
         // The effect of a decision that gave a workspace allowance: kept in the store only
         // after the session's record (with the decision's audit record) is saved, so a failed
         // save (a lost race, a dead process) never leaves an allowance no saved decision gave.
@@ -191,6 +192,25 @@ impl Session {
             tracing::warn!(session_id = %self.id, error = %err, "save failed; the change was not applied");
             SessionError::Store(err)
         })
+    }
+
+    /// Records on each allowance `next` gives (one the session's state lacks) what runs its
+    /// tool's calls ([`crate::tool::Tool::origin`]), so it covers that origin only.
+    fn stamp_origins(&self, next: &mut State) {
+        let known = |a: &crate::allowance::Allowance| {
+            self.state
+                .all_allowances()
+                .any(|b| b.id == a.id && b.scope == a.scope)
+        };
+        for allowance in next
+            .allowances
+            .iter_mut()
+            .chain(next.workspace_allowances.iter_mut())
+        {
+            if allowance.origin.is_none() && !known(allowance) {
+                allowance.origin = self.origin_of(&allowance.tool_name);
+            }
+        }
     }
 
     /// Keeps the workspace allowances `given` by a decision whose record is saved. One the
