@@ -1390,8 +1390,11 @@ impl Session {
 
     /// Revokes the allowance with id `id` ([`Session::allowances`]): it no longer applies in
     /// this session; a workspace allowance is revoked in the store first
-    /// ([`SessionStore::revoke_workspace_allowance`]), so no session opened afterwards applies
-    /// it either (a session already open elsewhere keeps it until it is opened again). The
+    /// ([`SessionStore::revoke_workspace_allowance`]), so no session applies it afterwards
+    /// (one open elsewhere lists the workspace allowances again before its next call). While a
+    /// run in another process holds the session (its lease), the revoke is not held off: it is
+    /// saved beside the run, which takes it in at its next save, before its next call, and
+    /// carries on ([Two processes, one session](crate::guide::stores#two-processes-one-session)). The
     /// calls of the suspended reply it approved unseen (the other waiting calls of its tool)
     /// and that have not run wait again, to be asked about ([`Session::pending`]);
     /// so does such a call of a session restored after its workspace allowance was revoked in
@@ -1432,7 +1435,19 @@ impl Session {
     /// # }
     /// ```
     pub async fn revoke_allowance(&mut self, id: &str) -> Result<bool, SessionError> {
-        self.settle().await?;
+        // A run another process holds is not ended for a revoke, nor does its lease hold the
+        // revoke off: the revoke is saved beside it, and the run takes it in at its next save,
+        // before its next call (`take_revocations`).
+        let held_elsewhere = match &self.state.run {
+            Some((run_id, RunState::Running)) => self.check_not_leased(run_id).is_err(),
+            _ => false,
+        };
+        if held_elsewhere {
+            self.recover().await?;
+            self.load_workspace_allowances().await;
+        } else {
+            self.settle().await?;
+        }
         let Some(kept) = self.state.all_allowances().find(|a| a.id == id).cloned() else {
             return Ok(false);
         };

@@ -139,11 +139,50 @@ impl Session {
             return Ok(());
         };
         let keeper = store.clone();
+        let (mut next, mut events, mut merged) = (next, events, false);
+        let saved = loop {
+            match self
+                .save_once(store.clone(), next, events, lease_only)
+                .await
+            {
+                Ok(()) => break Ok(()),
+                // Another process revoked an allowance of the run this session holds, and changed
+                // nothing else: the run takes the revoke in and saves again, losing nothing.
+                Err((err @ StoreError::Conflict { .. }, Some((mut back, held))))
+                    if !merged && self.state.holds_lease =>
+                {
+                    if !self.take_revocations(store.as_ref(), &mut back).await {
+                        break Err(err);
+                    }
+                    (next, events, merged) = (back, held, true);
+                }
+                Err((err, _)) => break Err(err),
+            }
+        };
+        if saved.is_ok() {
+            self.keep_workspace_allowances(keeper.as_ref(), &given)
+                .await;
+        }
+        saved.map_err(|err| {
+            tracing::warn!(session_id = %self.id, error = %err, "save failed; the change was not applied");
+            SessionError::Store(err)
+        })
+    }
+
+    /// One save of `next` at the expected version, swapped in (with `events`) once it landed;
+    /// when it did not, the error and (where the save ran to its end) `next` and `events` back.
+    async fn save_once(
+        &mut self,
+        store: Arc<dyn crate::store::SessionStore>,
+        next: State,
+        events: Vec<Event>,
+        lease_only: bool,
+    ) -> Result<(), (StoreError, Option<(State, Vec<Event>)>)> {
         let record = self.record_of(&next);
         let version = record.version;
         let expected = (self.version > 0).then_some(self.version);
         let span = tracing::debug_span!("save", session_id = %self.id, version);
-        let saved = match tokio::runtime::Handle::try_current() {
+        match tokio::runtime::Handle::try_current() {
             // In its own task, so a dropped operation leaves a save that either happened or
             // did not, and the next operation finds out which ([`Session::recover`]).
             Ok(runtime) => {
@@ -171,27 +210,71 @@ impl Session {
                         self.swap_in(Some(saving.version), *saving.next, saving.events);
                         Ok(())
                     }
-                    (Ok(result), _) => result,
-                    (Err(e), _) => Err(StoreError::backend("the save task failed", e)),
+                    (Ok(Err(e)), Some(saving)) => Err((e, Some((*saving.next, saving.events)))),
+                    (Ok(result), None) => result.map_err(|e| (e, None)),
+                    (Err(e), _) => Err((StoreError::backend("the save task failed", e), None)),
                 }
             }
             Err(_) => {
                 use tracing::Instrument;
-                let saved = store.save(&record, expected).instrument(span).await;
-                if saved.is_ok() {
-                    self.swap_in(Some(version), next, events);
+                match store.save(&record, expected).instrument(span).await {
+                    Ok(()) => {
+                        self.swap_in(Some(version), next, events);
+                        Ok(())
+                    }
+                    Err(e) => Err((e, Some((next, events)))),
                 }
-                saved
             }
-        };
-        if saved.is_ok() {
-            self.keep_workspace_allowances(keeper.as_ref(), &given)
-                .await;
         }
-        saved.map_err(|err| {
-            tracing::warn!(session_id = %self.id, error = %err, "save failed; the change was not applied");
-            SessionError::Store(err)
-        })
+    }
+
+    /// After a save of the run this session holds lost to another writer: whether that writer
+    /// only revoked allowances of the session (`allowances revoke --session` in another
+    /// process, which a run's lease does not hold off). Then the revoked allowances are dropped
+    /// from the session and from `next`, the session takes the stored version, and the caller
+    /// saves `next` again. Anything else another process changed (a decision, a switch, a take
+    /// over: the stored run is not this one under this lease, or the mode differs, or the
+    /// decisions or the conversation saved are not where this session's begin) is not taken in: `false`, and the save's conflict stands.
+    async fn take_revocations(
+        &mut self,
+        store: &dyn crate::store::SessionStore,
+        next: &mut State,
+    ) -> bool {
+        let Ok(Some(stored)) = store.load(&self.id).await else {
+            return false;
+        };
+        let (Some((run_id, _)), Some(lease)) = (&self.state.run, &self.state.lease) else {
+            return false;
+        };
+        let ours = stored.run.as_ref().is_some_and(|r| {
+            r.run_id == **run_id
+                && r.state == RunState::Running
+                && r.owner.as_deref() == Some(lease.owner.as_str())
+        });
+        let kept = |a: &crate::allowance::Allowance| stored.allowances.iter().any(|b| b.id == a.id);
+        let only_revoked = stored.allowances.len() < self.state.allowances.len()
+            && stored
+                .allowances
+                .iter()
+                .all(|a| self.state.allowances.iter().any(|b| b.id == a.id));
+        let same = stored.version > self.version
+            && ours
+            && stored.mode_id == self.mode_arc().as_ref()
+            && self.state.history.starts_with(&stored.history)
+            && stored.pending.is_none()
+            && stored.pending_tool_calls.is_empty()
+            && self.state.messages.starts_with(&stored.messages);
+        if !(same && only_revoked) {
+            return false;
+        }
+        tracing::info!(session_id = %self.id, version = stored.version, "allowances revoked by another process taken in");
+        self.state.allowances.retain(kept);
+        next.allowances.retain(kept);
+        let mode_id = self.mode_arc();
+        self.state.refresh_allowed(&mode_id);
+        next.refresh_allowed(&mode_id);
+        self.version = stored.version;
+        true
     }
 
     /// Records on each allowance `next` gives (one the session's state lacks) what runs its

@@ -434,3 +434,74 @@ async fn an_open_idle_session_sees_a_revoke_by_another_host_before_its_next_call
         assert_eq!(hosts.file("b.txt"), None, "{backend:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_own_allowance_revoked_by_another_host_during_its_run_takes_effect_and_no_turn_is_lost()
+ {
+    for backend in backends() {
+        let hosts = Hosts::new(backend, ASKING);
+        let model = Gated::new(
+            4,
+            [
+                write("s1", "seed.txt", "seed"),
+                ReplayModel::text("seeded"),
+                write("c1", "a.txt", "one"),
+                write("c2", "b.txt", "two"),
+                ReplayModel::text("wrote both"),
+            ],
+        );
+        let a = hosts.host("host-a", model.clone());
+        let mut session = a.start_session(SessionOptions::new()).await.expect("start");
+        let id = session.id().to_owned();
+        let RunOutcome::ToolCallsSuspended { tool_calls, .. } =
+            session.send_message("seed").await.expect("send")
+        else {
+            panic!("write_file asks");
+        };
+        let allowance = tool_calls[0].decision_id().to_owned();
+        let always = Decision::approve()
+            .always_allow()
+            .scope(AllowanceScope::Session);
+        session.decide(&allowance, always).await.expect("decide");
+        let run = tokio::spawn(async move {
+            let outcome = session.send_message("write two files").await;
+            (session, outcome)
+        });
+        model.reached.notified().await;
+        assert_eq!(
+            hosts.file("a.txt").as_deref(),
+            Some("one"),
+            "{backend:?}: allowed"
+        );
+
+        // Host B (`allowances revoke --session`) while A's run is between its two calls.
+        let b = hosts.host("host-b", common::replay(vec![]));
+        let mut other = b
+            .restore_session(&id, SessionOptions::new())
+            .await
+            .expect("restore");
+        assert!(
+            other.revoke_allowance(&allowance).await.expect("revoked"),
+            "{backend:?}"
+        );
+
+        model.release.notify_one();
+        let (session, outcome) = run.await.expect("join");
+        let outcome = outcome.unwrap_or_else(|e| panic!("{backend:?}: the turn was lost: {e}"));
+        assert!(
+            matches!(outcome, RunOutcome::ToolCallsSuspended { .. }),
+            "{backend:?}: the revoked allowance let the call run: {outcome:?}"
+        );
+        assert_eq!(hosts.file("b.txt"), None, "{backend:?}");
+        assert!(session.allowances().is_empty(), "{backend:?}");
+        let record = hosts.store().load(&id).await.expect("load").expect("kept");
+        assert!(record.allowances.is_empty(), "{backend:?}");
+        assert_eq!(record.version, session.version(), "{backend:?}");
+        assert!(
+            common::tool_results(&record.messages)
+                .iter()
+                .any(|(call, result)| call == "c1" && !result.is_empty()),
+            "{backend:?}: the first write's result is kept"
+        );
+    }
+}
