@@ -277,6 +277,12 @@ pub struct Allowance {
     /// allowance replaces the old one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_identity: Option<DirectoryIdentity>,
+    /// For an allowance of a tool that runs elsewhere (an MCP server's): the identity of what
+    /// runs it ([`crate::tool::Tool::origin`]: the server's command and arguments, or its URL),
+    /// so a different server that reuses the name is not covered ([`Allowance::covers_origin`]).
+    /// `None` for a tool of the process itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
 }
 
 impl Allowance {
@@ -307,6 +313,7 @@ impl Allowance {
             workspace: None,
             config_fingerprint: None,
             workspace_identity: None,
+            origin: None,
         }
     }
 
@@ -454,6 +461,24 @@ impl Allowance {
             Some(identity) if *identity != workspace.identity => Err(NotInForce::OtherDirectory),
             Some(_) => Ok(()),
         }
+    }
+
+    /// Whether this allowance covers the calls of a tool whose origin is `origin`
+    /// ([`crate::tool::Tool::origin`]): the one it was given for. An allowance given for a tool
+    /// of the process itself (no origin) covers no tool that runs elsewhere, and one given
+    /// for a server covers no other server (nor the process's own tool) under the same name.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::allowance::{Allowance, AllowanceScope};
+    /// let mut given = Allowance::new(AllowanceScope::Workspace, "", "build", "fs__write_file");
+    /// given.origin = Some("mcp stdio node [\"server.js\"]".into());
+    /// assert!(given.covers_origin(Some("mcp stdio node [\"server.js\"]")));
+    /// assert!(!given.covers_origin(Some("mcp stdio node [\"evil.js\"]")));
+    /// assert!(!given.covers_origin(None));
+    /// ```
+    pub fn covers_origin(&self, origin: Option<&str>) -> bool {
+        self.origin.as_deref() == origin
     }
 
     /// Whether `other` allows what this one does: the same scope, mode, tool and pattern (so

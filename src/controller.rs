@@ -461,6 +461,7 @@ impl AgentControllerBuilder {
                 runtimes,
                 clock: self.clock,
                 model_chooser: self.model_chooser,
+                recorded_config: std::sync::OnceLock::new(),
             }),
         })
     }

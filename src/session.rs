@@ -153,6 +153,8 @@ pub(crate) struct Shared {
     /// Builds the model an approval chooses for the next mode
     /// ([`crate::controller::AgentControllerBuilder::model_chooser`]).
     pub(crate) model_chooser: Option<Arc<dyn crate::model::ModelChooser>>,
+    /// What the graph lets each mode do, as records keep it: made at the first save.
+    pub(crate) recorded_config: std::sync::OnceLock<crate::store::RecordedConfig>,
 }
 
 impl Shared {
@@ -1388,8 +1390,11 @@ impl Session {
 
     /// Revokes the allowance with id `id` ([`Session::allowances`]): it no longer applies in
     /// this session; a workspace allowance is revoked in the store first
-    /// ([`SessionStore::revoke_workspace_allowance`]), so no session opened afterwards applies
-    /// it either (a session already open elsewhere keeps it until it is opened again). The
+    /// ([`SessionStore::revoke_workspace_allowance`]), so no session applies it afterwards
+    /// (one open elsewhere lists the workspace allowances again before its next call). While a
+    /// run in another process holds the session (its lease), the revoke is not held off: it is
+    /// saved beside the run, which takes it in at its next save, before its next call, and
+    /// carries on ([Two processes, one session](crate::guide::stores#two-processes-one-session)). The
     /// calls of the suspended reply it approved unseen (the other waiting calls of its tool)
     /// and that have not run wait again, to be asked about ([`Session::pending`]);
     /// so does such a call of a session restored after its workspace allowance was revoked in
@@ -1430,7 +1435,19 @@ impl Session {
     /// # }
     /// ```
     pub async fn revoke_allowance(&mut self, id: &str) -> Result<bool, SessionError> {
-        self.settle().await?;
+        // A run another process holds is not ended for a revoke, nor does its lease hold the
+        // revoke off: the revoke is saved beside it, and the run takes it in at its next save,
+        // before its next call (`take_revocations`).
+        let held_elsewhere = match &self.state.run {
+            Some((run_id, RunState::Running)) => self.check_not_leased(run_id).is_err(),
+            _ => false,
+        };
+        if held_elsewhere {
+            self.recover().await?;
+            self.load_workspace_allowances().await;
+        } else {
+            self.settle().await?;
+        }
         let Some(kept) = self.state.all_allowances().find(|a| a.id == id).cloned() else {
             return Ok(false);
         };
@@ -1465,6 +1482,71 @@ impl Session {
             keyed_by(listed, &self.workspace, &self.shared.fingerprint, &self.id);
         let mode_id = self.mode_arc();
         self.state.refresh_allowed(&mode_id);
+    }
+
+    /// Takes in what another process saved since this session last saved or loaded:
+    /// [`Session::send_message`] and [`Session::switch_mode`] do this first, so a session left
+    /// open (an ACP agent's, for days) acts on the session as the store has it, never on a copy
+    /// another host changed since (a `switch`, a decision, a run carried on elsewhere). The
+    /// stored record replaces the session's state when its version is newer
+    /// ([`Session::adopt`]). A decision, an abort or a take-over does not reload: it was made on
+    /// what the host showed, and loses to a change made since with [`StoreError::Conflict`],
+    /// changing nothing.
+    ///
+    /// # Errors
+    /// [`SessionError::Store`] when the record cannot be read; what restoring it refuses
+    /// ([`SessionError::ConfigChanged`] when its mode is gone from this config). Nothing
+    /// changes then.
+    pub(crate) async fn reload(&mut self) -> Result<(), SessionError> {
+        let Some(store) = self.shared.store.clone() else {
+            return Ok(());
+        };
+        if self.version > 0
+            && let Some(record) = store.load(&self.id).await?
+            && record.version > self.version
+        {
+            self.adopt(record)?;
+        }
+        Ok(())
+    }
+
+    /// Replaces the session's state with `record`'s, which another process saved: the host's
+    /// parts (subscribers, extensions, model, step limit, cancel handle) stay. A changed mode
+    /// is announced with `mode_changed` (reason `plan_approved` when the record's last decision
+    /// approved a plan into it, else `manual`); the model an approval chose here is dropped
+    /// unless the record still names it.
+    fn adopt(&mut self, record: SessionRecord) -> Result<(), SessionError> {
+        tracing::debug!(session_id = %self.id, from = self.version, to = record.version, "session changed by another writer: reloaded");
+        let fresh = Session::from_record(self.shared.clone(), record, SessionOptions::new())?;
+        let (previous, decided) = (self.state.mode, self.state.history.len());
+        self.state = fresh.state;
+        self.version = fresh.version;
+        self.metadata = fresh.metadata;
+        self.workspace = fresh.workspace;
+        if self.chosen_model.as_ref().map(|(id, _)| id) != self.state.model_id.as_ref() {
+            self.chosen_model = None;
+        }
+        if previous != self.state.mode {
+            let mode_id = self.mode_arc();
+            let approved = self.state.history.len() > decided
+                && self.state.history.last().is_some_and(|d| {
+                    d.outcome == Some(crate::event::DecisionOutcome::Approved)
+                        && d.target_mode_id.as_deref() == Some(&*mode_id)
+                });
+            let reason = if approved {
+                crate::event::ModeChangeReason::PlanApproved
+            } else {
+                crate::event::ModeChangeReason::Manual
+            };
+            let event = Event::ModeChanged {
+                session_id: self.id.clone(),
+                mode_id,
+                previous_mode_id: Arc::from(self.shared.graph.mode(previous).id()),
+                reason,
+            };
+            self.emit(event);
+        }
+        Ok(())
     }
 
     /// The id of the model an approval chose for the current mode ([`Decision::model`]), which
@@ -1516,6 +1598,11 @@ impl Session {
 
     /// The latest run's id and state, if a run was started.
     ///
+    /// A run whose future was dropped reads as ended at once, whatever await it was dropped at
+    /// ([`Session::settle`]): aborted, or, when it was dropped while the save of its end (its
+    /// suspension, its completion) was under way, as that save leaves it once it landed (and
+    /// while it is still under way); aborted when it did not land.
+    ///
     /// # Examples
     /// ```
     /// # use std::sync::Arc;
@@ -1541,7 +1628,12 @@ impl Session {
     /// # }
     /// ```
     pub fn run_state(&self) -> Option<(&str, RunState)> {
-        self.state.run.as_ref().map(|(id, state)| (&**id, *state))
+        match &self.saving {
+            // Only a dropped operation leaves a save behind: its run reads as ended (unless it
+            // was ended in memory already: `abandon`).
+            Some(saving) if self.abandoned.is_none() => saving.shown_run(self.state.run.as_ref()),
+            _ => self.state.run.as_ref().map(|(id, state)| (&**id, *state)),
+        }
     }
 
     /// Adds an event subscriber; it receives every event from now on, in order.
@@ -1690,9 +1782,11 @@ impl Session {
     /// The next model call therefore sends a conversation an OpenAI-compatible server accepts.
     ///
     /// A `Drop` cannot await a save, which is why the save happens here and not when the future
-    /// is dropped. A run dropped while a save of it was under way reads as it was last saved
-    /// until then (whether that save landed is learned here), and is ended here if it still
-    /// runs. To stop a run more gently, use [`Session::cancel_handle`].
+    /// is dropped. A run dropped while a save of it was under way reads as ended at once
+    /// ([`Session::run_state`]: as that save leaves it if it landed or is still under way,
+    /// aborted if it did not); whether it landed is learned here, where the state it saved is
+    /// taken in, or the run is ended aborted. To stop a run more gently, use
+    /// [`Session::cancel_handle`].
     ///
     /// # Errors
     /// [`SessionError::Store`] when the aborted run cannot be saved; the session is as before
@@ -1729,6 +1823,8 @@ impl Session {
     pub async fn settle(&mut self) -> Result<(), SessionError> {
         self.recover().await?;
         self.cancel.finish();
+        // A workspace allowance another process revoked since no longer applies.
+        self.load_workspace_allowances().await;
         if let Some((run_id, RunState::Running)) = &self.state.run {
             let run_id = run_id.clone();
             self.check_not_leased(&run_id)?;
@@ -1936,6 +2032,12 @@ impl Session {
             model_id: state.model_id.clone(),
             last_plan: state.last_plan.clone(),
             workspace: Some(self.workspace.clone()),
+            config: Some(
+                self.shared
+                    .recorded_config
+                    .get_or_init(|| crate::store::RecordedConfig::of(&self.shared.graph))
+                    .clone(),
+            ),
         }
     }
 
@@ -1986,9 +2088,16 @@ impl Session {
     /// once the reply's other calls have run, the run suspends on every such call
     /// ([`RunOutcome::ToolCallsSuspended`], a `tool_suspended` event for each).
     ///
+    /// With a store, the session first takes in what another process saved since it last saved
+    /// or loaded (a switch, a decision: `mode_changed` when the mode changed), and the run
+    /// then holds the session from its start: it is saved `running` under this process's lease
+    /// before the first model call, so another process's change is refused while it works
+    /// ([Two processes, one session](crate::guide::stores#two-processes-one-session)).
+    ///
     /// # Errors
     /// [`SessionError::Store`] when a store is configured and a save fails (including a
-    /// [`StoreError::Conflict`] when another writer changed the session first).
+    /// [`StoreError::Conflict`] when another writer changed the session first);
+    /// [`SessionError::LeaseHeld`] while a run of another process holds the session.
     ///
     /// # Examples
     /// ```
@@ -2017,6 +2126,10 @@ impl Session {
         &mut self,
         text: impl Into<String>,
     ) -> Result<RunOutcome, SessionError> {
+        // A session left open acts on what the store has: another process may have switched
+        // it, decided what waited, or be running it (then this is `LeaseHeld`).
+        self.recover().await?;
+        self.reload().await?;
         self.settle().await?;
         self.check_workspace()?;
         self.start_operation();
@@ -2351,6 +2464,8 @@ impl Session {
     /// no longer allowed ([`Session::always_allowed`] is emptied).
     ///
     /// # Errors
+    /// [`SessionError::LeaseHeld`] while a run of another process holds the session (what that
+    /// process saved is taken in first, as [`Session::send_message`] does);
     /// [`SessionError::UnknownMode`] when no mode has this id, [`SessionError::Store`] when the
     /// change cannot be saved; nothing changes.
     ///
@@ -2384,6 +2499,9 @@ impl Session {
             .graph
             .get(id)
             .ok_or_else(|| SessionError::unknown_mode(id, &self.shared.graph))?;
+        // What another process saved counts: it may have switched the session already.
+        self.recover().await?;
+        self.reload().await?;
         if target == self.state.mode {
             return Ok(false);
         }

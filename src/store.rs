@@ -10,6 +10,7 @@ pub mod file;
 pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+pub mod recorded_config;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
@@ -23,6 +24,7 @@ pub use self::file::FileStore;
 pub use self::memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use self::postgres::PostgresStore;
+pub use self::recorded_config::{ConfigChange, ModePowers, RecordedConfig};
 #[cfg(feature = "sqlite")]
 pub use self::sqlite::SqliteStore;
 
@@ -111,6 +113,12 @@ pub struct SessionRecord {
     /// change of mode clears it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_id: Option<String>,
+    /// The config the session ran under when this record was saved: the file it was read from
+    /// and what each mode may do ([`RecordedConfig`]), so a host that decides or carries the
+    /// session on later loads that file and can tell what a different config would let the
+    /// modes do more ([`RecordedConfig::change_to`]). Absent in records written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<RecordedConfig>,
 }
 
 /// A plan as the next revision compares against it: its revision number, SHA-256 and text (the

@@ -423,6 +423,14 @@ pub trait Tool: Send + Sync {
         let _ = arg;
         path.map(|path| in_workspace(ctx.workspace, path))
     }
+    /// What runs the tool's calls when that is not this process: for an MCP server's tool, the
+    /// server's transport (its command and arguments, or its URL). An allowance given for the
+    /// tool records it ([`crate::allowance::Allowance::origin`]) and covers only a tool of the
+    /// same origin, so another server that reuses the name is asked about again. `None` (the
+    /// default) for a tool of the process itself.
+    fn origin(&self) -> Option<String> {
+        None
+    }
     /// Runs the tool on `args` (a JSON object).
     async fn execute(&self, args: &Value, ctx: &ToolContext<'_>) -> ToolOutput;
 }

@@ -180,7 +180,8 @@ fn revoke_session(
     id: &str,
 ) -> Outcome {
     let mut common = stored_session_args(config, workspace, false)?;
-    let (controller, _) = stored_session(&mut common, spec, &mut session)?;
+    // A revoke runs nothing: a config that lets the modes do more is noted, never refused.
+    let (controller, _) = stored_session(&mut common, spec, &mut session, true)?;
     let who = neutralize_line(&session).into_owned();
     let what = neutralize_line(id).into_owned();
     runtime()?.block_on(async {

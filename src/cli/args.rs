@@ -394,6 +394,12 @@ pub(crate) struct DecideArgs {
     /// whole, matches this regex, as an `allow` rule's `regex` matches.
     #[arg(long, value_name = "REGEX", requires = "allow_arg")]
     pub(crate) allow_regex: Option<String>,
+    /// Act on the session under this config even where it lets the modes do more than the
+    /// config the session ran under (a mode that offers a tool, runs one without asking, drops
+    /// a rule, hands plans over elsewhere); without it that is refused (exit 5), naming what
+    /// would do more. A config that only narrows them needs no flag (a note says what changed).
+    #[arg(long)]
+    pub(crate) allow_config_change: bool,
     #[command(flatten)]
     pub(crate) common: SessionArgs,
 }
@@ -426,7 +432,8 @@ pub(crate) struct SwitchArgs {
     pub(crate) session: String,
     /// The mode to switch to, by its id.
     pub(crate) mode: String,
-    /// The config file [default: config/modes.toml in the workspace the session recorded].
+    /// The config file [default: the file the session ran under, where it still is; else
+    /// config/modes.toml in the workspace the session recorded].
     #[arg(long)]
     pub(crate) config: Option<PathBuf>,
     /// The workspace the session recorded (default: taken from the record; another directory
@@ -436,6 +443,12 @@ pub(crate) struct SwitchArgs {
     /// Print one JSON event per line on stdout.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Act on the session under this config even where it lets the modes do more than the
+    /// config the session ran under (a mode that offers a tool, runs one without asking, drops
+    /// a rule, hands plans over elsewhere); without it that is refused (exit 5), naming what
+    /// would do more. A config that only narrows them needs no flag (a note says what changed).
+    #[arg(long)]
+    pub(crate) allow_config_change: bool,
 }
 
 #[derive(Debug, Args)]
@@ -445,6 +458,12 @@ pub(crate) struct ContinueArgs {
     pub(crate) store: String,
     /// The session whose interrupted run to carry on.
     pub(crate) session: String,
+    /// Act on the session under this config even where it lets the modes do more than the
+    /// config the session ran under (a mode that offers a tool, runs one without asking, drops
+    /// a rule, hands plans over elsewhere); without it that is refused (exit 5), naming what
+    /// would do more. A config that only narrows them needs no flag (a note says what changed).
+    #[arg(long)]
+    pub(crate) allow_config_change: bool,
     #[command(flatten)]
     pub(crate) common: SessionArgs,
 }
@@ -453,7 +472,8 @@ pub(crate) struct ContinueArgs {
 /// are decided, how events are printed, which model runs, and the lease of a running run.
 #[derive(Debug, Args)]
 pub(crate) struct SessionArgs {
-    /// The config file [default: config/modes.toml in the workspace].
+    /// The config file [default: config/modes.toml in the workspace; for decide and continue,
+    /// the file the session ran under, where it still is].
     #[arg(long)]
     pub(crate) config: Option<PathBuf>,
     /// The workspace the tools work in [`run`: default `.`]. `decide` and `continue` act in the

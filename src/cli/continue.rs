@@ -15,7 +15,12 @@ use crate::cli::setup::{runtime, stored_session};
 /// submits are decided as `run` decides them (the flags, else the prompt; with neither they stay
 /// pending).
 pub(crate) fn continue_run(mut args: ContinueArgs) -> Outcome {
-    let (controller, graph) = stored_session(&mut args.common, &args.store, &mut args.session)?;
+    let (controller, graph) = stored_session(
+        &mut args.common,
+        &args.store,
+        &mut args.session,
+        args.allow_config_change,
+    )?;
     let json = args.common.json;
     runtime()?.block_on(async {
         let options = SessionOptions::new().on_event(event_printer(json, graph.clone(), true));

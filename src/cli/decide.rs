@@ -14,7 +14,12 @@ pub(crate) fn decide(mut args: DecideArgs) -> Outcome {
     args.common.decision.always = args.always;
     args.common.decision.scope = args.scope;
     args.common.decision.allow = args.allow_pattern();
-    let (controller, graph) = stored_session(&mut args.common, &args.store, &mut args.session)?;
+    let (controller, graph) = stored_session(
+        &mut args.common,
+        &args.store,
+        &mut args.session,
+        args.allow_config_change,
+    )?;
     let json = args.common.json;
     let flags = &args.common.decision;
     runtime()?.block_on(async {

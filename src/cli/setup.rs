@@ -10,8 +10,8 @@ use agent_controller::jail::Jail;
 use agent_controller::model::scripted::ScriptedModel;
 use agent_controller::model::{ModelChooser, ModelSpec, SpecChooser};
 use agent_controller::store::{
-    IdPrefixError, SessionStore, StoreError, open_existing_store, resolve_prefix,
-    resolve_session_id,
+    IdPrefixError, RecordedConfig, SessionRecord, SessionStore, StoreError, open_existing_store,
+    resolve_prefix, resolve_session_id,
 };
 use agent_controller::terminal::SpinnerModel;
 use agent_controller::{
@@ -57,6 +57,16 @@ pub(crate) fn load_warning(
     common: &SessionArgs,
     workspace: &Path,
 ) -> Result<(PathBuf, ModeGraph, ToolRegistry), Failure> {
+    load_checked(common, workspace, |_| Ok(()))
+}
+
+/// [`load_warning`], with `check` run on the parsed config before anything else happens (its
+/// MCP servers start, its warnings are printed).
+fn load_checked(
+    common: &SessionArgs,
+    workspace: &Path,
+    check: impl FnOnce(&ModeGraph) -> Result<(), Failure>,
+) -> Result<(PathBuf, ModeGraph, ToolRegistry), Failure> {
     let path = config_path(common, workspace);
     let origin = path.display().to_string();
     let text = match &common.config {
@@ -73,6 +83,7 @@ pub(crate) fn load_warning(
         Failure::invalid(format!("{e}{hint}"))
     })?;
     let graph = config::parse(&text, &origin).map_err(Failure::invalid)?;
+    check(&graph)?;
     let (graph, mut tools) = with_tools(graph)?;
     crate::cli::mcp::start(&graph, workspace, common.config.is_some(), &mut tools)?;
     let mut warnings = config::warnings_with_tools(&text, &origin, &tools);
@@ -160,17 +171,24 @@ pub(crate) fn controller(
     builder.build().map_err(Failure::invalid)
 }
 
-/// The one setup of `decide` and `continue`, which act on a session a store keeps: the
-/// `--workspace` they may name must exist (exit 2) and `--plan-file` is read and checked before
-/// anything else; the store must exist (exit 2, none is created); the workspace is the one the
-/// session recorded ([`recorded_workspace`]), the config is read from there (unless `--config`
-/// names one), and the controller is built over it. A prefix of the session id and of
-/// `--sha256` is resolved to the whole id and hash ([`resolve_ids`]). Returns the controller and
-/// its mode graph.
+/// The one setup of `decide`, `continue`, `switch` and `allowances revoke --session`, which act
+/// on a session a store keeps: the `--workspace` they may name must exist (exit 2) and
+/// `--plan-file` is read and checked before anything else; the store must exist (exit 2, none
+/// is created); the workspace is the one the session recorded ([`recorded_workspace`]); the
+/// config is the file the session ran under ([`RecordedConfig::path`], where it still is; else
+/// the workspace's own `config/modes.toml`), unless `--config` names one; and the controller is
+/// built over it. A config that lets the session's modes do more than the one it ran under is
+/// refused (exit 5, naming what changed) unless `allow_config_change` (the command's
+/// `--allow-config-change`); one that only narrows them passes with a note ([`check_config`]).
+/// A prefix of the session id and of `--sha256` is resolved to the whole id and hash
+/// ([`resolve_ids`]). Returns the controller and its mode graph.
+///
+/// [`RecordedConfig::path`]: agent_controller::store::RecordedConfig::path
 pub(crate) fn stored_session(
     common: &mut SessionArgs,
     store: &str,
     session: &mut String,
+    allow_config_change: bool,
 ) -> Result<(AgentController, ModeGraph), Failure> {
     if let Some(named) = &common.workspace {
         check_workspace(named)?;
@@ -180,7 +198,19 @@ pub(crate) fn stored_session(
     resolve_ids(&*store, session, &mut common.decision.sha256)?;
     let session = session.as_str();
     let workspace = recorded_workspace(&*store, session, common.workspace.as_deref())?;
-    let (config, graph, tools) = load_warning(common, &workspace)?;
+    let record = runtime()?
+        .block_on(store.load(session))
+        .map_err(Failure::runtime)?;
+    if common.config.is_none() {
+        common.config = record
+            .as_ref()
+            .and_then(|r| ran_under(r.config.as_ref()?, &workspace));
+    }
+    let check = |graph: &ModeGraph| match &record {
+        Some(record) => check_config(record, graph, allow_config_change),
+        None => Ok(()),
+    };
+    let (config, graph, tools) = load_checked(common, &workspace, check)?;
     let model = model_for(&common.model, common.json, None, ScriptedModel::new())?;
     let controller = controller(
         common,
@@ -191,6 +221,72 @@ pub(crate) fn stored_session(
         Some(store),
     )?;
     Ok((controller, graph))
+}
+
+/// The file a session ran under (`recorded`), to read again in its place: `None` when it is the
+/// workspace's own `config/modes.toml` (read as the default is, inside the workspace) or is no
+/// longer a file (the workspace's own is read then, and compared).
+fn ran_under(recorded: &RecordedConfig, workspace: &Path) -> Option<PathBuf> {
+    let path = PathBuf::from(&recorded.path);
+    if !path.is_absolute() || !path.is_file() {
+        return None;
+    }
+    let default = std::path::absolute(workspace.join(DEFAULT_CONFIG)).ok();
+    let same = |a: &Path, b: &Path| match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    match default {
+        Some(default) if same(&path, &default) => None,
+        _ => Some(path),
+    }
+}
+
+/// Compares `graph` with the config stored session `record` ran under (its fingerprint, then
+/// what each mode may do: [`RecordedConfig::change_to`]). The same config passes; one that only
+/// narrows what the modes may do passes with a note naming the change; one that lets them do
+/// more is refused (exit 5) with what would do more, unless `allowed` (then a warning says so).
+/// A record that does not say what its config let the modes do (written before it did) and a
+/// config of another fingerprint count as one that does more.
+fn check_config(record: &SessionRecord, graph: &ModeGraph, allowed: bool) -> Result<(), Failure> {
+    if record.config_fingerprint == graph.fingerprint() {
+        return Ok(());
+    }
+    let who = neutralize_line(&record.session_id);
+    let Some(recorded) = &record.config else {
+        let what = format!(
+            "session {who} ran under another config than this one, and its record does not say what that config let its modes do"
+        );
+        if allowed {
+            note!("warning: {what}; it is acted on under this config, as allowed");
+            return Ok(());
+        }
+        return Err(Failure::refused(format!(
+            "{what}: nothing was done (name the config it ran under with --config, or pass --allow-config-change to run it under this one)"
+        )));
+    };
+    let change = recorded.change_to(graph);
+    let was = neutralize_line(&recorded.path);
+    if change.only_narrows() {
+        let what = match change.is_empty() {
+            true => "in nothing its modes may do".to_owned(),
+            false => neutralize_line(&change.to_string()).into_owned(),
+        };
+        note!(
+            "note: this config differs from the one session {who} ran under ({was}): {what}; it only narrows what the modes may do"
+        );
+        return Ok(());
+    }
+    let wider = neutralize_line(&change.wider.join("; ")).into_owned();
+    if allowed {
+        note!(
+            "warning: session {who} is acted on, as allowed, under a config that lets its modes do more than the one it ran under ({was}): {wider}"
+        );
+        return Ok(());
+    }
+    Err(Failure::refused(format!(
+        "this config lets the modes of session {who} do more than the one it ran under ({was}): {wider}; nothing was done (pass --allow-config-change to run it under this config anyway)"
+    )))
 }
 
 /// The shared session flags with their defaults, for a command that acts on a stored session

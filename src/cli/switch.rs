@@ -15,7 +15,12 @@ use crate::cli::setup::{runtime, stored_session, stored_session_args};
 pub(crate) fn switch(args: SwitchArgs) -> Outcome {
     let mut common = stored_session_args(args.config.clone(), args.workspace.clone(), args.json)?;
     let mut session_id = args.session.clone();
-    let (controller, graph) = stored_session(&mut common, &args.store, &mut session_id)?;
+    let (controller, graph) = stored_session(
+        &mut common,
+        &args.store,
+        &mut session_id,
+        args.allow_config_change,
+    )?;
     let json = args.json;
     runtime()?.block_on(async {
         let options = SessionOptions::new().on_event(event_printer(json, graph.clone(), true));
@@ -60,9 +65,24 @@ pub(crate) fn describe(pending: &PendingDecision) -> String {
     }
 }
 
-/// A change to `session` that lost to another writer says so: nothing was `undone` (`switched`,
-/// `revoked`).
+/// A change to `session` that lost to another writer, or that a run in another process holds
+/// off (its lease: [`SessionError::LeaseHeld`]), says so: nothing was `undone` (`switched`,
+/// `revoked`). Exit 5 either way.
+///
+/// [`SessionError::LeaseHeld`]: agent_controller::SessionError::LeaseHeld
 pub(crate) fn lost(error: SessionError, session: &str, undone: &str) -> Failure {
+    if let SessionError::LeaseHeld {
+        owner,
+        remaining_ms,
+        ..
+    } = &error
+    {
+        return Failure::refused(format!(
+            "session {} is running in another process ({}, its lease ends in {remaining_ms} ms), so nothing was {undone}: try again once its run has ended (`pending` lists the sessions that wait)",
+            neutralize_line(session),
+            neutralize_line(owner)
+        ));
+    }
     if !error.is_conflict() {
         return error.into();
     }

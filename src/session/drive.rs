@@ -32,6 +32,12 @@ impl Session {
         let Next::CallModel(run_id) = self.handle(Input::UserMessage(text)).await? else {
             unreachable!("a user message starts a run")
         };
+        // With a store, the run holds the session from its start: saved `running` with this
+        // process's lease, so another process's switch or decision is refused while it works
+        // (`LeaseHeld`) instead of being lost to its end's save, or losing the turn to it.
+        if self.shared.store.is_some() {
+            self.handle(Input::LeaseTick).await?;
+        }
         self.drive_traced(run_id).await
     }
     /// Whether a decision is waiting: a plan, or tool calls.
@@ -74,6 +80,16 @@ impl Session {
             return Err(SessionError::NotSuspended(String::new()));
         };
         let checked = rules::check(pending, &decision)?;
+        if let (PendingDecision::ToolCall(call), true) = (pending, decision.always_allow) {
+            let name = call.payload.tool_name.as_str();
+            if self.shared.tools.get(name).is_none() {
+                // Nothing here can run the call, so nothing here can say what an allowance of it
+                // would cover (another server may reuse the name): none is given.
+                return Err(SessionError::MalformedDecision(format!(
+                    "`{name}` cannot be always allowed here: this host has no tool `{name}` (an MCP server of another host, such as an editor's, runs it), so the call would not run; approve it without always allowing it, or decide it where it runs"
+                )));
+            }
+        }
         if let (PendingDecision::ToolCall(call), true, Some(pattern)) =
             (pending, decision.always_allow, &decision.allow)
         {
@@ -467,17 +483,23 @@ impl Session {
             };
             self.handle(start).await?;
             next += 1;
-            let args = self.state.tool_call(at, next - 1).map(|call| &call.args);
             // Ruled again just before it runs: an earlier call of the reply may have changed
             // where its paths lead (a symlink it made). A call that would run is refused or
             // waits if it now matches a deny or ask rule; one that waits, or was refused, stays so.
             let ruling = match rulings.get(next - 1).cloned().flatten() {
-                Some(Ruling::Run(_) | Ruling::Allowed(_)) => self
-                    .state
-                    .tool_call(at, next - 1)
-                    .and_then(|call| self.ruling_of(call)),
+                Some(ruled @ (Ruling::Run(_) | Ruling::Allowed(_))) => {
+                    if matches!(ruled, Ruling::Allowed(_)) {
+                        // An allowance lets it run: as the store has them now, so one another
+                        // process revoked since the run started no longer does.
+                        self.load_workspace_allowances().await;
+                    }
+                    self.state
+                        .tool_call(at, next - 1)
+                        .and_then(|call| self.ruling_of(call))
+                }
                 other => other,
             };
+            let args = self.state.tool_call(at, next - 1).map(|call| &call.args);
             let mut allowance = None;
             let allowed_by = match ruling {
                 None => {
@@ -665,7 +687,20 @@ impl Session {
             }
             None => crate::rules::resolve_paths(rules, call, &self.shared.workspace),
         };
-        Some(self.state.ruling(&self.shared.graph, call, &paths))
+        let ruling = self.state.ruling(&self.shared.graph, call, &paths);
+        // An allowance covers the tool it was given for: one of another origin (another MCP
+        // server that reuses the name) does not stand in for the user.
+        Some(match ruling {
+            Ruling::Allowed(by) if !by.covers_origin(self.origin_of(&call.name).as_deref()) => {
+                Ruling::Ask(None)
+            }
+            other => other,
+        })
+    }
+
+    /// What runs calls of tool `name` when not this process ([`crate::tool::Tool::origin`]).
+    pub(crate) fn origin_of(&self, name: &str) -> Option<String> {
+        self.shared.tools.get(name).and_then(|tool| tool.origin())
     }
 
     /// Why the arguments of a call of `name` are refused before it runs or waits (the rules of

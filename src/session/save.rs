@@ -32,6 +32,35 @@ pub(crate) struct Saving {
     task: tokio::task::JoinHandle<Result<(), StoreError>>,
     next: Box<State>,
     events: Vec<Event>,
+    /// Set by the save's task as the save returns: whether it landed. Read by
+    /// [`Session::run_state`] while the session is not borrowed, so a run whose future was
+    /// dropped during this save reads as it ended without an await.
+    landed: Arc<std::sync::OnceLock<bool>>,
+    /// The save renews the running run's lease and nothing else ([`Input::LeaseTick`]): its
+    /// state is the session's with the lease, so a run dropped during it is ended in memory at
+    /// once ([`Session::abandon`]), on the session's state, whether the save lands or not.
+    lease_only: bool,
+}
+
+impl Saving {
+    /// The run as a look at the session sees it while this save, left behind by a dropped
+    /// operation, is not yet taken in ([`Session::recover`]): the run of the state it saves once
+    /// the save landed (or while it is still under way: a save that started is taken to land,
+    /// and the next operation learns whether it did), else of the state before; a run that
+    /// would still be running there was dropped with the operation, and reads aborted.
+    pub(crate) fn shown_run<'a>(
+        &'a self,
+        before: Option<&'a (Arc<str>, RunState)>,
+    ) -> Option<(&'a str, RunState)> {
+        let run = match self.landed.get() {
+            Some(false) => before,
+            Some(true) | None => self.next.run.as_ref(),
+        };
+        run.map(|(id, state)| match state {
+            RunState::Running => (&**id, RunState::Aborted),
+            other => (&**id, *other),
+        })
+    }
 }
 
 /// Whether `store` holds `mine`, the record of a change whose save was aborted (it got through).
@@ -76,8 +105,9 @@ impl Session {
         }
         // A copy: a refusal or a failed save drops it, and the session is as before.
         let mut copy = self.state.clone();
+        let lease_only = matches!(input, Input::LeaseTick);
         let next = rules(self, Some(&mut copy), &mut events, input)?;
-        self.save_then_swap(copy, events).await?;
+        self.save_then_swap(copy, events, lease_only).await?;
         Ok(next)
     }
 
@@ -85,9 +115,11 @@ impl Session {
     /// save fails, `next` and `events` are dropped and the session is as before.
     async fn save_then_swap(
         &mut self,
-        next: State,
+        mut next: State,
         events: Vec<Event>,
+        lease_only: bool,
     ) -> Result<(), SessionError> {
+        self.stamp_origins(&mut next);
         // The effect of a decision that gave a workspace allowance: kept in the store only
         // after the session's record (with the decision's audit record) is saved, so a failed
         // save (a lost race, a dead process) never leaves an allowance no saved decision gave.
@@ -107,41 +139,24 @@ impl Session {
             return Ok(());
         };
         let keeper = store.clone();
-        let record = self.record_of(&next);
-        let version = record.version;
-        let expected = (self.version > 0).then_some(self.version);
-        let span = tracing::debug_span!("save", session_id = %self.id, version);
-        let saved = match tokio::runtime::Handle::try_current() {
-            // In its own task, so a dropped operation leaves a save that either happened or
-            // did not, and the next operation finds out which ([`Session::recover`]).
-            Ok(runtime) => {
-                use tracing::Instrument;
-                let save = async move { store.save(&record, expected).await };
-                let task = runtime.spawn(save.instrument(span));
-                let saving = self.saving.insert(Saving {
-                    version,
-                    task,
-                    next: Box::new(next),
-                    events,
-                });
-                let joined = (&mut saving.task).await;
-                let saving = self.saving.take();
-                match (joined, saving) {
-                    (Ok(Ok(())), Some(saving)) => {
-                        self.swap_in(Some(saving.version), *saving.next, saving.events);
-                        Ok(())
+        let (mut next, mut events, mut merged) = (next, events, false);
+        let saved = loop {
+            match self
+                .save_once(store.clone(), next, events, lease_only)
+                .await
+            {
+                Ok(()) => break Ok(()),
+                // Another process revoked an allowance of the run this session holds, and changed
+                // nothing else: the run takes the revoke in and saves again, losing nothing.
+                Err((err @ StoreError::Conflict { .. }, Some((mut back, held))))
+                    if !merged && self.state.holds_lease =>
+                {
+                    if !self.take_revocations(store.as_ref(), &mut back).await {
+                        break Err(err);
                     }
-                    (Ok(result), _) => result,
-                    (Err(e), _) => Err(StoreError::backend("the save task failed", e)),
+                    (next, events, merged) = (back, held, true);
                 }
-            }
-            Err(_) => {
-                use tracing::Instrument;
-                let saved = store.save(&record, expected).instrument(span).await;
-                if saved.is_ok() {
-                    self.swap_in(Some(version), next, events);
-                }
-                saved
+                Err((err, _)) => break Err(err),
             }
         };
         if saved.is_ok() {
@@ -152,6 +167,133 @@ impl Session {
             tracing::warn!(session_id = %self.id, error = %err, "save failed; the change was not applied");
             SessionError::Store(err)
         })
+    }
+
+    /// One save of `next` at the expected version, swapped in (with `events`) once it landed;
+    /// when it did not, the error and (where the save ran to its end) `next` and `events` back.
+    async fn save_once(
+        &mut self,
+        store: Arc<dyn crate::store::SessionStore>,
+        next: State,
+        events: Vec<Event>,
+        lease_only: bool,
+    ) -> Result<(), (StoreError, Option<(State, Vec<Event>)>)> {
+        let record = self.record_of(&next);
+        let version = record.version;
+        let expected = (self.version > 0).then_some(self.version);
+        let span = tracing::debug_span!("save", session_id = %self.id, version);
+        match tokio::runtime::Handle::try_current() {
+            // In its own task, so a dropped operation leaves a save that either happened or
+            // did not, and the next operation finds out which ([`Session::recover`]).
+            Ok(runtime) => {
+                use tracing::Instrument;
+                let landed = Arc::new(std::sync::OnceLock::new());
+                let told = landed.clone();
+                let save = async move {
+                    let saved = store.save(&record, expected).await;
+                    let _first = told.set(saved.is_ok());
+                    saved
+                };
+                let task = runtime.spawn(save.instrument(span));
+                let saving = self.saving.insert(Saving {
+                    version,
+                    task,
+                    next: Box::new(next),
+                    events,
+                    landed,
+                    lease_only,
+                });
+                let joined = (&mut saving.task).await;
+                let saving = self.saving.take();
+                match (joined, saving) {
+                    (Ok(Ok(())), Some(saving)) => {
+                        self.swap_in(Some(saving.version), *saving.next, saving.events);
+                        Ok(())
+                    }
+                    (Ok(Err(e)), Some(saving)) => Err((e, Some((*saving.next, saving.events)))),
+                    (Ok(result), None) => result.map_err(|e| (e, None)),
+                    (Err(e), _) => Err((StoreError::backend("the save task failed", e), None)),
+                }
+            }
+            Err(_) => {
+                use tracing::Instrument;
+                match store.save(&record, expected).instrument(span).await {
+                    Ok(()) => {
+                        self.swap_in(Some(version), next, events);
+                        Ok(())
+                    }
+                    Err(e) => Err((e, Some((next, events)))),
+                }
+            }
+        }
+    }
+
+    /// After a save of the run this session holds lost to another writer: whether that writer
+    /// only revoked allowances of the session (`allowances revoke --session` in another
+    /// process, which a run's lease does not hold off). Then the revoked allowances are dropped
+    /// from the session and from `next`, the session takes the stored version, and the caller
+    /// saves `next` again. Anything else another process changed (a decision, a switch, a take
+    /// over: the stored run is not this one under this lease, or the mode differs, or the
+    /// decisions or the conversation saved are not where this session's begin) is not taken in: `false`, and the save's conflict stands.
+    async fn take_revocations(
+        &mut self,
+        store: &dyn crate::store::SessionStore,
+        next: &mut State,
+    ) -> bool {
+        let Ok(Some(stored)) = store.load(&self.id).await else {
+            return false;
+        };
+        let (Some((run_id, _)), Some(lease)) = (&self.state.run, &self.state.lease) else {
+            return false;
+        };
+        let ours = stored.run.as_ref().is_some_and(|r| {
+            r.run_id == **run_id
+                && r.state == RunState::Running
+                && r.owner.as_deref() == Some(lease.owner.as_str())
+        });
+        let kept = |a: &crate::allowance::Allowance| stored.allowances.iter().any(|b| b.id == a.id);
+        let only_revoked = stored.allowances.len() < self.state.allowances.len()
+            && stored
+                .allowances
+                .iter()
+                .all(|a| self.state.allowances.iter().any(|b| b.id == a.id));
+        let same = stored.version > self.version
+            && ours
+            && stored.mode_id == self.mode_arc().as_ref()
+            && self.state.history.starts_with(&stored.history)
+            && stored.pending.is_none()
+            && stored.pending_tool_calls.is_empty()
+            && self.state.messages.starts_with(&stored.messages);
+        if !(same && only_revoked) {
+            return false;
+        }
+        tracing::info!(session_id = %self.id, version = stored.version, "allowances revoked by another process taken in");
+        self.state.allowances.retain(kept);
+        next.allowances.retain(kept);
+        let mode_id = self.mode_arc();
+        self.state.refresh_allowed(&mode_id);
+        next.refresh_allowed(&mode_id);
+        self.version = stored.version;
+        true
+    }
+
+    /// Records on each allowance `next` gives (one the session's state lacks) what runs its
+    /// tool's calls ([`crate::tool::Tool::origin`]), so it covers that origin only.
+    fn stamp_origins(&self, next: &mut State) {
+        let known = |a: &crate::allowance::Allowance| {
+            self.state
+                .all_allowances()
+                .any(|b| b.id == a.id && b.scope == a.scope)
+        };
+        for allowance in next
+            .allowances
+            .iter_mut()
+            .chain(next.workspace_allowances.iter_mut())
+        {
+            if allowance.origin.is_none() && !known(allowance) {
+                allowance.origin = self.origin_of(&allowance.tool_name);
+            }
+        }
     }
 
     /// Keeps the workspace allowances `given` by a decision whose record is saved. One the
@@ -221,7 +363,11 @@ impl Session {
                 Ok(result) => result.is_ok(),
                 Err(_) => landed(self.shared.store.clone(), self.record_of(&saving.next)).await,
             };
-            if saved {
+            if saved && saving.lease_only && self.abandoned.is_some() {
+                // The run was ended in memory on the state this save renewed the lease of
+                // (`abandon`): only the version it took counts.
+                self.version = saving.version;
+            } else if saved {
                 self.swap_in(Some(saving.version), *saving.next, saving.events);
             }
         }
@@ -229,7 +375,7 @@ impl Session {
             // The end of a dropped run, shown since it was dropped: save it now.
             let held = events.clone();
             let next = self.state.clone();
-            if let Err(e) = self.save_then_swap(next, events).await {
+            if let Err(e) = self.save_then_swap(next, events, false).await {
                 self.abandoned = Some(held);
                 return Err(e);
             }
@@ -240,10 +386,13 @@ impl Session {
     /// What a run's future dropped before it returned leaves: the run ends aborted at once, in
     /// memory (every tool call of the last reply gets its result; the events wait for the
     /// save), and the next operation or [`Session::settle`] saves it. A future dropped while
-    /// a save was under way is left to them: whether that save landed is learned there.
+    /// a save of a change was under way is left to them: whether that save landed is learned
+    /// there (meanwhile [`Session::run_state`] reads the run as that save leaves it); one
+    /// dropped while a save renewed the lease (a state that differs from the session's by the
+    /// lease only) ends the run at once all the same.
     pub(crate) fn abandon(&mut self) {
         self.cancel.finish();
-        if self.saving.is_some() || self.abandoned.is_some() {
+        if self.saving.as_ref().is_some_and(|s| !s.lease_only) || self.abandoned.is_some() {
             return;
         }
         let Some((run_id, RunState::Running)) = &self.state.run else {

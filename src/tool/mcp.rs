@@ -137,6 +137,26 @@ impl McpServer {
         &self.transport
     }
 
+    /// What runs this server's tools, as an allowance of one records it
+    /// ([`crate::tool::Tool::origin`]): `mcp stdio COMMAND ARGS` (the arguments as JSON) or `mcp
+    /// http URL`; the environment is left out (it may hold secrets, and the store keeps this).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::tool::mcp::McpServer;
+    /// let server = McpServer::stdio("fs", "node", ["server.js", "."]);
+    /// assert_eq!(server.origin(), r#"mcp stdio node ["server.js","."]"#);
+    /// ```
+    pub fn origin(&self) -> String {
+        match &self.transport {
+            McpTransport::Stdio { command, args, .. } => format!(
+                "mcp stdio {command} {}",
+                serde_json::to_string(args).unwrap_or_default()
+            ),
+            McpTransport::Http { url } => format!("mcp http {url}"),
+        }
+    }
+
     /// Whether its tool annotations count: a tool of a trusted server annotated
     /// `readOnlyHint: true` is [`crate::tool::ToolAccess::ReadOnly`]; every other MCP tool
     /// [`crate::tool::ToolAccess::Writes`].

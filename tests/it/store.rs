@@ -1169,7 +1169,8 @@ async fn a_suspension_on_tool_calls_that_cannot_be_saved_answers_each_call() {
         .start_session(SessionOptions::new())
         .await
         .expect("session");
-    store.set(SAVE_CONFLICTS);
+    // The run's start and its step are saved (its lease); its suspension is not.
+    store.set_after(2, SAVE_CONFLICTS);
     let err = session.send_message("write").await.expect_err("not saved");
     assert!(err.is_conflict(), "{err}");
     assert!(session.pending().is_empty(), "{:?}", session.pending());

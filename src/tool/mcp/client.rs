@@ -823,6 +823,10 @@ impl Tool for McpTool {
         self.access
     }
 
+    fn origin(&self) -> Option<String> {
+        Some(self.connection.server.origin())
+    }
+
     async fn execute(&self, args: &Value, ctx: &ToolContext<'_>) -> ToolOutput {
         if self.remote_name.is_empty() {
             return ToolOutput::error(format!("{}; the call was not sent", self.description));

@@ -13,11 +13,19 @@ pub const SAVE_STALLS: u8 = 2;
 pub struct Faulty {
     inner: MemoryStore,
     saves: std::sync::atomic::AtomicU8,
+    /// Saves still let through before `saves` applies.
+    pass: std::sync::atomic::AtomicUsize,
 }
 
 impl Faulty {
     pub fn set(&self, mode: u8) {
         self.saves.store(mode, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Saves treated as `mode` from the save after the next `pass` on.
+    pub fn set_after(&self, pass: usize, mode: u8) {
+        self.pass.store(pass, std::sync::atomic::Ordering::SeqCst);
+        self.set(mode);
     }
 }
 
@@ -27,7 +35,15 @@ impl SessionStore for Faulty {
         self.inner.load(id).await
     }
     async fn save(&self, r: &SessionRecord, e: Option<u64>) -> Result<(), StoreError> {
-        match self.saves.load(std::sync::atomic::Ordering::SeqCst) {
+        use std::sync::atomic::Ordering;
+        let passed = self
+            .pass
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if passed {
+            return self.inner.save(r, e).await;
+        }
+        match self.saves.load(Ordering::SeqCst) {
             SAVE_CONFLICTS => {
                 return Err(StoreError::Conflict {
                     session_id: r.session_id.clone(),
