@@ -12,7 +12,7 @@ use crate::model::Message;
 use crate::tool::ToolOutput;
 use crate::workspace::WorkspaceRecord;
 
-use super::input::CallRef;
+use super::call::CallRef;
 use super::state::{Lease, State};
 
 /// What of the controller's config the rules read: the mode graph and what each mode needs at

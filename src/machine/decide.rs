@@ -8,7 +8,8 @@ use super::change::Change;
 use super::check::Checked;
 use super::decision::{Decision, DecisionAction};
 use super::error::SessionError;
-use super::input::{CallRef, Next};
+use super::call::CallRef;
+use super::next::{Approved, Next};
 use super::pending::{PendingDecision, PendingPlan, PendingToolCall};
 use super::state::State;
 use crate::comment::{self, QuotedComment};
@@ -18,9 +19,6 @@ use crate::model::{ModelError, ModelErrorKind};
 use crate::tool::SUBMIT_PLAN;
 use crate::tool::ToolOutput;
 use crate::tool::submit_plan::{self, REJECTED_RESULT};
-
-/// An approved tool call with its audit record, to run once every call of its reply is decided.
-pub(crate) type Approved = (PendingToolCall, DecidedRecord);
 
 /// What the decision of a plan did, for the driver to carry on: the run it resumed, whether
 /// it ended the run (a rejection without feedback), or the revision limit that failed it.

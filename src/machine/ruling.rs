@@ -16,7 +16,7 @@
 //!    calls). Its audit record names the allowance.
 
 use super::change::Change;
-use super::input::CallRef;
+use super::call::CallRef;
 use super::state::State;
 use crate::allowance::Allowance;
 use crate::event::{DecidedRecord, DecisionOutcome};
@@ -200,7 +200,8 @@ mod tests {
     use super::*;
     use crate::machine::check::check;
     use crate::machine::decision::Decision;
-    use crate::machine::input::{Input, Next, Suspend};
+    use crate::machine::input::{Input, Suspend};
+    use crate::machine::next::Next;
     use crate::machine::rig::{Rig, call};
 
     fn rule(number: usize, action: RuleAction) -> Box<RuleRecord> {

@@ -19,7 +19,9 @@ use crate::tool::{ToolCall, ToolOutput};
 use super::change::Change;
 use super::check::decision_id_for;
 use super::decide::tool_call_record;
-use super::input::{Abort, CallRef, Next};
+use super::call::CallRef;
+use super::input::Abort;
+use super::next::Next;
 use super::pending::{PendingDecision, PendingPlan, PendingToolCall};
 
 /// The id of the `n`-th run of a session: `run_<n>`.
@@ -530,7 +532,8 @@ mod tests {
 
     use super::*;
     use crate::event::DecisionOutcome;
-    use crate::machine::input::{Input, Next, Suspend};
+    use crate::machine::input::{Input, Suspend};
+    use crate::machine::next::Next;
     use crate::machine::rig::{Rig, T0, call};
 
     fn plan(sha256: &str, body: &str) -> PlanSubmission {

@@ -18,7 +18,8 @@ use std::sync::Arc;
 
 use crate::event::{Event, RunState};
 use crate::machine::change::{Change, Config, LeaseTerms};
-use crate::machine::input::{Abort, Input, Next};
+use crate::machine::input::{Abort, Input};
+use crate::machine::next::Next;
 use crate::machine::state::State;
 use crate::store::StoreError;
 
