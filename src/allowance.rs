@@ -588,6 +588,25 @@ pub(crate) fn pattern_rules<'a>(allowances: impl Iterator<Item = &'a Allowance>)
         .collect()
 }
 
+/// Where the workspace allowances a session gives apply: its workspace directory (path and
+/// identity) under the config with `fingerprint`, the pair [`Allowance::applies_in`] checks. The
+/// rules (`src/machine/`) stamp a new workspace allowance with it ([`WorkspaceScope::stamp`]), so
+/// they read no workspace of their own.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WorkspaceScope<'a> {
+    /// The session's workspace.
+    pub(crate) workspace: &'a WorkspaceRecord,
+    /// The config's fingerprint ([`crate::ModeGraph::fingerprint`]).
+    pub(crate) fingerprint: &'a str,
+}
+
+impl WorkspaceScope<'_> {
+    /// `allowance`, kept for this workspace and config ([`Allowance::in_directory`]).
+    pub(crate) fn stamp(&self, allowance: Allowance) -> Allowance {
+        allowance.in_directory(self.workspace, self.fingerprint)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

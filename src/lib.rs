@@ -122,6 +122,7 @@ pub mod diagram;
 pub mod display;
 pub mod error;
 pub mod event;
+mod exchange;
 pub mod extensions;
 pub mod guide;
 pub mod jail;
@@ -129,12 +130,14 @@ pub mod jcs;
 pub(crate) mod machine;
 pub mod mode;
 pub mod model;
+mod plan;
 pub mod rules;
 pub mod run;
 #[cfg(feature = "schema")]
 pub mod schema;
 pub mod session;
 pub mod store;
+mod store_error;
 #[cfg(feature = "terminal")]
 pub mod terminal;
 #[cfg(feature = "testing")]

@@ -79,6 +79,7 @@ pub(crate) mod next;
 pub(crate) mod pending;
 #[cfg(test)]
 pub(crate) mod rig;
+pub(crate) mod rejection;
 pub(crate) mod ruling;
 pub(crate) mod run;
 pub(crate) mod state;

@@ -22,49 +22,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::event::TokenUsage;
 use crate::extensions::Extensions;
-use crate::tool::{ToolCall, ToolSpec};
+use crate::tool::ToolSpec;
 
+pub use crate::exchange::Message;
 pub use chooser::{ModelChooser, SpecChooser};
 pub use spec::{ModelSpec, ModelSpecError};
-
-/// One message of a session's conversation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(
-    tag = "role",
-    rename_all = "snake_case",
-    rename_all_fields = "camelCase"
-)]
-pub enum Message {
-    /// A notice from the controller, such as a mode change.
-    System {
-        /// The notice text.
-        content: String,
-    },
-    /// A user message.
-    User {
-        /// The message text.
-        content: String,
-    },
-    /// A model reply: text and the tool calls it made.
-    Assistant {
-        /// Reply text (may be empty when the model only calls tools).
-        content: String,
-        /// Tool calls, in the order the model made them.
-        tool_calls: Vec<ToolCall>,
-    },
-    /// A tool result. The results of an assistant message's calls follow it in the order of
-    /// its calls before each model call, whatever order they came in.
-    Tool {
-        /// The call this answers.
-        tool_call_id: String,
-        /// The tool name.
-        tool_name: String,
-        /// The result text.
-        content: String,
-        /// Whether the result reports an error.
-        is_error: bool,
-    },
-}
 
 /// What a model call sees: the session, run and mode it runs in, the mode's system prompt and
 /// tools, the conversation, a cancellation token, and the host's extensions.

@@ -8,7 +8,7 @@ use super::pending::PendingDecision;
 use crate::comment::{self, QuotedComment};
 use crate::event::DecidedRecord;
 use crate::mode::ModeId;
-use crate::tool::submit_plan::{self, PlanSubmission};
+use crate::plan::{self, PlanSubmission};
 
 /// What a decision checked by [`check`] resolves to, so that nothing is
 /// validated twice: the mode an approved plan hands over to and the user's edit, captured.
@@ -139,7 +139,7 @@ pub(crate) fn check(
     };
     let edited = match &decision.plan {
         Some(text) => Some(
-            submit_plan::capture_plan(&plan.payload.submission.path, text.as_bytes())
+            plan::capture_plan(&plan.payload.submission.path, text.as_bytes())
                 .map_err(SessionError::EditedPlan)?,
         ),
         None => None,

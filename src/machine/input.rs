@@ -17,8 +17,8 @@ use crate::event::{CancelReason, DecidedRecord, ModeChangeReason, SuspendPayload
 use crate::mode::ModeId;
 use crate::model::{ModelError, ModelResponse};
 use crate::rules::RuleRecord;
-use crate::tool::ToolOutput;
-use crate::tool::submit_plan::PlanSubmission;
+use crate::exchange::ToolOutput;
+use crate::plan::PlanSubmission;
 
 use super::call::CallRef;
 use super::change::Change;
@@ -364,8 +364,8 @@ mod tests {
     use crate::machine::check::check;
     use crate::machine::rig::{Rig, T0, call, reads};
     use crate::machine::run::{CANCELLED_RESULT, NOT_STARTED_RESULT, SUSPENDED_FIRST_RESULT};
-    use crate::model::Message;
-    use crate::tool::submit_plan::REJECTED_RESULT;
+    use crate::exchange::Message;
+    use crate::plan::REJECTED_RESULT;
 
     fn plan(title: &str) -> PlanSubmission {
         PlanSubmission {

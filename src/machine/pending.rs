@@ -10,7 +10,7 @@ use super::decision::Decision;
 use super::error::SessionError;
 use crate::event::{DecidedRecord, SuspendPayload, ToolCallPayload, WaitTerms};
 use crate::mode::ModeId;
-use crate::tool::SUBMIT_PLAN;
+use crate::exchange::SUBMIT_PLAN;
 
 /// What waits for the host's decision: a plan submitted with `submit_plan`, or a tool call that
 /// needs approval (its mode's `requireApproval`). A suspended run waits on one plan, or on the
@@ -944,7 +944,7 @@ mod tests {
     use crate::machine::input::{Input, Suspend};
     use crate::machine::next::Next;
     use crate::machine::rig::{Rig, T0, call};
-    use crate::tool::submit_plan::PlanSubmission;
+    use crate::plan::PlanSubmission;
 
     fn suspended_plan(rig: &mut Rig) -> PendingDecision {
         let run = rig.start("plan");

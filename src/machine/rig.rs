@@ -93,11 +93,13 @@ mod tests {
                     runtimes: &self.runtimes,
                     max_revisions: self.max_revisions,
                     lease: self.lease.map(|duration| LeaseTerms { owner, duration }),
-                    fingerprint: "rig-fingerprint",
                 },
                 now_ms: self.now_ms,
                 id: &self.id,
-                workspace: &self.workspace,
+                workspace: crate::allowance::WorkspaceScope {
+                    workspace: &self.workspace,
+                    fingerprint: "rig-fingerprint",
+                },
                 state: &mut self.state,
                 events: &mut self.events,
             };

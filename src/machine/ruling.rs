@@ -22,7 +22,7 @@ use crate::allowance::Allowance;
 use crate::event::{DecidedRecord, DecisionOutcome};
 use crate::mode::ModeGraph;
 use crate::rules::{ResolvedPaths, RuleAction, RuleRecord};
-use crate::tool::{ToolCall, ToolOutput};
+use crate::exchange::{ToolCall, ToolOutput};
 
 use super::check::decision_id_for;
 

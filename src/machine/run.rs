@@ -11,10 +11,11 @@ use crate::event::{
     CancelReason, DecisionOutcome, Event, RunState, SuspendPayload, Suspension, ToolCallPayload,
     WaitTerms,
 };
-use crate::model::{Message, ModelResponse};
+use crate::exchange::Message;
+use crate::model::ModelResponse;
 use crate::rules::RuleRecord;
-use crate::tool::submit_plan::{self, PlanSubmission, SUBMIT_PLAN};
-use crate::tool::{ToolCall, ToolOutput};
+use crate::exchange::{SUBMIT_PLAN, ToolCall, ToolOutput};
+use crate::plan::{self, PlanRevision, PlanSubmission};
 
 use super::change::Change;
 use super::check::decision_id_for;
@@ -432,13 +433,13 @@ impl Change<'_> {
         let targets = graph.transition_targets(mode);
         self.state.decisions += 1;
         // Each plan submitted in the session is its next revision, compared with the last one.
-        let text = submit_plan::revision_text(&submission);
+        let text = plan::revision_text(&submission);
         let previous = self.state.last_plan.take();
         let revision = previous.as_ref().map_or(1, |p| p.revision + 1);
         let diff = previous
             .as_ref()
-            .and_then(|p| submit_plan::revision_diff(&p.text, &text, p.revision));
-        self.state.last_plan = Some(crate::store::PlanRevision {
+            .and_then(|p| plan::revision_diff(&p.text, &text, p.revision));
+        self.state.last_plan = Some(PlanRevision {
             revision,
             sha256: submission.sha256.clone(),
             text,
@@ -520,8 +521,8 @@ fn take_args(args: &mut serde_json::Value) {
         return;
     }
     let value = std::mem::take(args);
-    *args = match crate::tool::args::check(&value) {
-        Ok(()) => crate::tool::args::normalize(value).unwrap_or_default(),
+    *args = match crate::exchange::args::check(&value) {
+        Ok(()) => crate::exchange::args::normalize(value).unwrap_or_default(),
         Err(_) => serde_json::Value::String(value.to_string()),
     };
 }

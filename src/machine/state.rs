@@ -6,9 +6,9 @@ use std::sync::Arc;
 use crate::allowance::{Allowance, AllowanceScope};
 use crate::event::{DecidedRecord, RunState};
 use crate::mode::ModeId;
-use crate::model::Message;
-use crate::store::PlanRevision;
-use crate::tool::ToolCall;
+use crate::exchange::Message;
+use crate::plan::PlanRevision;
+use crate::exchange::ToolCall;
 
 use super::pending::{PendingDecision, PendingToolCall};
 

@@ -16,6 +16,7 @@
 
 use std::sync::Arc;
 
+use crate::allowance::WorkspaceScope;
 use crate::event::{Event, RunState};
 use crate::machine::change::{Change, Config, LeaseTerms};
 use crate::machine::input::{Abort, Input};
@@ -277,7 +278,10 @@ fn rules(
         config: session.shared.config(),
         now_ms: session.shared.now_ms(),
         id: &session.id,
-        workspace: &session.workspace,
+        workspace: WorkspaceScope {
+            workspace: &session.workspace,
+            fingerprint: &session.shared.fingerprint,
+        },
         state: copy.unwrap_or(&mut session.state),
         events,
     }
@@ -295,7 +299,6 @@ impl Shared {
                 owner: &self.lease_owner,
                 duration: self.lease_duration,
             }),
-            fingerprint: &self.fingerprint,
         }
     }
 }

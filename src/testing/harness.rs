@@ -31,10 +31,8 @@ use crate::tool::submit_plan::{
     APPROVED_PLAN_BEGIN, APPROVED_PLAN_END, APPROVED_RESULT, REJECTED_RESULT,
     REJECTED_WITH_FEEDBACK_PREFIX, SUBMIT_PLAN,
 };
-use crate::tool::{
-    PathLocation, TOOL_FEEDBACK_PREFIX, TOOL_REJECTED_RESULT, Tool, ToolCall, ToolContext,
-    ToolOutput,
-};
+use crate::machine::rejection::{TOOL_FEEDBACK_PREFIX, TOOL_REJECTED_RESULT};
+use crate::tool::{PathLocation, Tool, ToolCall, ToolContext, ToolOutput};
 
 /// Why a [`Harness`] could not be set up.
 #[derive(Debug, thiserror::Error)]
