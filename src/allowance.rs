@@ -588,10 +588,11 @@ pub(crate) fn pattern_rules<'a>(allowances: impl Iterator<Item = &'a Allowance>)
         .collect()
 }
 
-/// Where the workspace allowances a session gives apply: its workspace directory (path and
-/// identity) under the config with `fingerprint`, the pair [`Allowance::applies_in`] checks. The
-/// rules (`src/machine/`) stamp a new workspace allowance with it ([`WorkspaceScope::stamp`]), so
-/// they read no workspace of their own.
+/// The session's workspace as the rules (`src/machine/`) see it: where the workspace allowances
+/// the session gives apply, its directory (path and identity) under the config with
+/// `fingerprint`, the pair [`Allowance::applies_in`] checks. The rules stamp a new workspace
+/// allowance with it ([`WorkspaceScope::stamp`]) and name its path in a wait's terms, so they
+/// import no workspace module.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct WorkspaceScope<'a> {
     /// The session's workspace.

@@ -77,9 +77,9 @@ pub(crate) mod expiry;
 pub(crate) mod input;
 pub(crate) mod next;
 pub(crate) mod pending;
+pub(crate) mod rejection;
 #[cfg(test)]
 pub(crate) mod rig;
-pub(crate) mod rejection;
 pub(crate) mod ruling;
 pub(crate) mod run;
 pub(crate) mod state;

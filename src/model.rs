@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::event::TokenUsage;
 use crate::extensions::Extensions;
-use crate::tool::ToolSpec;
+use crate::tool::{ToolCall, ToolSpec};
 
 pub use crate::exchange::Message;
 pub use chooser::{ModelChooser, SpecChooser};

@@ -173,7 +173,10 @@ mod tests {
                 assert_eq!(toml.trim_end(), format!("name = \"{name}\""));
                 let back: Field<T> = toml::from_str(&toml).expect("TOML back");
                 assert_eq!(back.name, *variant);
-                assert!(name.to_uppercase().parse::<T>().is_err(), "{name}: case-sensitive");
+                assert!(
+                    name.to_uppercase().parse::<T>().is_err(),
+                    "{name}: case-sensitive"
+                );
             }
         }
         macro_rules! check {
@@ -191,22 +194,49 @@ mod tests {
         use crate::rules::RuleAction;
         use crate::session::{DecisionAction, SessionErrorKind};
         use crate::store::PendingKind;
-        check!(AllowanceScope, [Mode, Session, Workspace], ["mode", "session", "workspace"]);
+        check!(
+            AllowanceScope,
+            [Mode, Session, Workspace],
+            ["mode", "session", "workspace"]
+        );
         check!(DiagramFormat, [Mermaid, Dot], ["mermaid", "dot"]);
         check!(
             ModelErrorKind,
             [
-                Authentication, RateLimited, Transport, MalformedResponse, ContextLength,
-                Overloaded, InvalidRequest, StepLimit, RevisionLimit, Other
+                Authentication,
+                RateLimited,
+                Transport,
+                MalformedResponse,
+                ContextLength,
+                Overloaded,
+                InvalidRequest,
+                StepLimit,
+                RevisionLimit,
+                Other
             ],
             [
-                "authentication", "rate_limited", "transport", "malformed_response",
-                "context_length", "overloaded", "invalid_request", "step_limit", "revision_limit",
+                "authentication",
+                "rate_limited",
+                "transport",
+                "malformed_response",
+                "context_length",
+                "overloaded",
+                "invalid_request",
+                "step_limit",
+                "revision_limit",
                 "other"
             ]
         );
-        check!(DecisionAction, [Approved, Rejected], ["approved", "rejected"]);
-        check!(ModeChangeReason, [Manual, PlanApproved], ["manual", "plan_approved"]);
+        check!(
+            DecisionAction,
+            [Approved, Rejected],
+            ["approved", "rejected"]
+        );
+        check!(
+            ModeChangeReason,
+            [Manual, PlanApproved],
+            ["manual", "plan_approved"]
+        );
         check!(
             RunState,
             [Running, Suspended, Completed, Aborted, Failed],
@@ -226,12 +256,26 @@ mod tests {
         check!(
             SessionErrorKind,
             [
-                NotFound, AlreadyDecided, Expired, Mismatch, InvalidInput, WrongState, Conflict,
-                Store, Workspace
+                NotFound,
+                AlreadyDecided,
+                Expired,
+                Mismatch,
+                InvalidInput,
+                WrongState,
+                Conflict,
+                Store,
+                Workspace
             ],
             [
-                "not_found", "already_decided", "expired", "mismatch", "invalid_input",
-                "wrong_state", "conflict", "store", "workspace"
+                "not_found",
+                "already_decided",
+                "expired",
+                "mismatch",
+                "invalid_input",
+                "wrong_state",
+                "conflict",
+                "store",
+                "workspace"
             ]
         );
         check!(PendingKind, [Plan, ToolCall], ["plan", "tool_call"]);
@@ -239,30 +283,91 @@ mod tests {
         check!(
             C,
             [
-                Io, Syntax, UnknownField, InvalidType, MissingField, NoModes, InvalidId,
-                DuplicateId, SelfTransition, UnknownTarget, DuplicateTarget, DuplicateTool,
-                EmptyTargets, UnknownDefaultModeId, MultipleDefaults, ConflictingDefault,
-                UnknownTool, TargetWithoutSubmitPlan, SelfHandover, NoPlanWriter,
-                PlanningModeWrites, InvalidPlansDir, NotUtf8, ApprovalToolNotOffered,
-                ApprovalOfSubmitPlan, InvalidApprovalTimeout, DuplicateName, EmptyName,
-                KnownKeyInMetadata, InvalidOnTimeout, InvalidRule, InvalidPattern,
-                RuleToolNotOffered, UnknownArgument, ShadowedRule, WildcardRuleWithoutArg,
-                PlansDirNotDedicated, InvalidMcpServer, DuplicateMcpServer, UnknownMcpServer,
-                InvalidMcpToolName, UntrustedWildcard
+                Io,
+                Syntax,
+                UnknownField,
+                InvalidType,
+                MissingField,
+                NoModes,
+                InvalidId,
+                DuplicateId,
+                SelfTransition,
+                UnknownTarget,
+                DuplicateTarget,
+                DuplicateTool,
+                EmptyTargets,
+                UnknownDefaultModeId,
+                MultipleDefaults,
+                ConflictingDefault,
+                UnknownTool,
+                TargetWithoutSubmitPlan,
+                SelfHandover,
+                NoPlanWriter,
+                PlanningModeWrites,
+                InvalidPlansDir,
+                NotUtf8,
+                ApprovalToolNotOffered,
+                ApprovalOfSubmitPlan,
+                InvalidApprovalTimeout,
+                DuplicateName,
+                EmptyName,
+                KnownKeyInMetadata,
+                InvalidOnTimeout,
+                InvalidRule,
+                InvalidPattern,
+                RuleToolNotOffered,
+                UnknownArgument,
+                ShadowedRule,
+                WildcardRuleWithoutArg,
+                PlansDirNotDedicated,
+                InvalidMcpServer,
+                DuplicateMcpServer,
+                UnknownMcpServer,
+                InvalidMcpToolName,
+                UntrustedWildcard
             ],
             [
-                "io", "syntax", "unknown_field", "invalid_type", "missing_field", "no_modes",
-                "invalid_id", "duplicate_id", "self_transition", "unknown_target",
-                "duplicate_target", "duplicate_tool", "empty_targets", "unknown_default_mode_id",
-                "multiple_defaults", "conflicting_default", "unknown_tool",
-                "target_without_submit_plan", "self_handover", "no_plan_writer",
-                "planning_mode_writes", "invalid_plans_dir", "not_utf8",
-                "approval_tool_not_offered", "approval_of_submit_plan",
-                "invalid_approval_timeout", "duplicate_name", "empty_name",
-                "known_key_in_metadata", "invalid_on_timeout", "invalid_rule", "invalid_pattern",
-                "rule_tool_not_offered", "unknown_argument", "shadowed_rule",
-                "wildcard_rule_without_arg", "plans_dir_not_dedicated", "invalid_mcp_server",
-                "duplicate_mcp_server", "unknown_mcp_server", "invalid_mcp_tool_name",
+                "io",
+                "syntax",
+                "unknown_field",
+                "invalid_type",
+                "missing_field",
+                "no_modes",
+                "invalid_id",
+                "duplicate_id",
+                "self_transition",
+                "unknown_target",
+                "duplicate_target",
+                "duplicate_tool",
+                "empty_targets",
+                "unknown_default_mode_id",
+                "multiple_defaults",
+                "conflicting_default",
+                "unknown_tool",
+                "target_without_submit_plan",
+                "self_handover",
+                "no_plan_writer",
+                "planning_mode_writes",
+                "invalid_plans_dir",
+                "not_utf8",
+                "approval_tool_not_offered",
+                "approval_of_submit_plan",
+                "invalid_approval_timeout",
+                "duplicate_name",
+                "empty_name",
+                "known_key_in_metadata",
+                "invalid_on_timeout",
+                "invalid_rule",
+                "invalid_pattern",
+                "rule_tool_not_offered",
+                "unknown_argument",
+                "shadowed_rule",
+                "wildcard_rule_without_arg",
+                "plans_dir_not_dedicated",
+                "invalid_mcp_server",
+                "duplicate_mcp_server",
+                "unknown_mcp_server",
+                "invalid_mcp_tool_name",
                 "untrusted_wildcard"
             ]
         );
@@ -272,37 +377,90 @@ mod tests {
             check!(
                 Cause,
                 [
-                    Approve, Reject, RejectWithFeedback, Abort, UserMessage, Manual, ApproveTool,
-                    RejectTool, AlwaysAllowTool, ManualEndsAlwaysAllow, ApprovalEndsAlwaysAllow,
-                    RuleDeny, RuleAsk, RuleAllow, Expire, ExpireTool
+                    Approve,
+                    Reject,
+                    RejectWithFeedback,
+                    Abort,
+                    UserMessage,
+                    Manual,
+                    ApproveTool,
+                    RejectTool,
+                    AlwaysAllowTool,
+                    ManualEndsAlwaysAllow,
+                    ApprovalEndsAlwaysAllow,
+                    RuleDeny,
+                    RuleAsk,
+                    RuleAllow,
+                    Expire,
+                    ExpireTool
                 ],
                 [
-                    "approve", "reject", "reject_with_feedback", "abort", "user_message",
-                    "manual", "approve_tool", "reject_tool", "always_allow_tool",
-                    "manual_ends_always_allow", "approval_ends_always_allow", "rule_deny",
-                    "rule_ask", "rule_allow", "expire", "expire_tool"
+                    "approve",
+                    "reject",
+                    "reject_with_feedback",
+                    "abort",
+                    "user_message",
+                    "manual",
+                    "approve_tool",
+                    "reject_tool",
+                    "always_allow_tool",
+                    "manual_ends_always_allow",
+                    "approval_ends_always_allow",
+                    "rule_deny",
+                    "rule_ask",
+                    "rule_allow",
+                    "expire",
+                    "expire_tool"
                 ]
             );
             check!(
                 Aspect,
-                [Outcome, Events, Mode, Pending, Run, Allowances, Workspace, Invariant, Panic],
                 [
-                    "outcome", "events", "mode", "pending", "run", "allowances", "workspace",
-                    "invariant", "panic"
+                    Outcome, Events, Mode, Pending, Run, Allowances, Workspace, Invariant, Panic
+                ],
+                [
+                    "outcome",
+                    "events",
+                    "mode",
+                    "pending",
+                    "run",
+                    "allowances",
+                    "workspace",
+                    "invariant",
+                    "panic"
                 ]
             );
             check!(
                 Mutation,
                 [
-                    DuplicateId, UnknownTarget, SelfTarget, DuplicateTarget, TwoDefaults,
-                    ConflictingDefault, UnknownKey, WrongType, TargetWithoutSubmitPlan,
-                    SelfHandover, ApprovalToolNotOffered, ApprovalOfSubmitPlan, DuplicateTool
+                    DuplicateId,
+                    UnknownTarget,
+                    SelfTarget,
+                    DuplicateTarget,
+                    TwoDefaults,
+                    ConflictingDefault,
+                    UnknownKey,
+                    WrongType,
+                    TargetWithoutSubmitPlan,
+                    SelfHandover,
+                    ApprovalToolNotOffered,
+                    ApprovalOfSubmitPlan,
+                    DuplicateTool
                 ],
                 [
-                    "duplicate_id", "unknown_target", "self_target", "duplicate_target",
-                    "two_defaults", "conflicting_default", "unknown_key", "wrong_type",
-                    "target_without_submit_plan", "self_handover", "approval_tool_not_offered",
-                    "approval_of_submit_plan", "duplicate_tool"
+                    "duplicate_id",
+                    "unknown_target",
+                    "self_target",
+                    "duplicate_target",
+                    "two_defaults",
+                    "conflicting_default",
+                    "unknown_key",
+                    "wrong_type",
+                    "target_without_submit_plan",
+                    "self_handover",
+                    "approval_tool_not_offered",
+                    "approval_of_submit_plan",
+                    "duplicate_tool"
                 ]
             );
         }

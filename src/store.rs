@@ -27,11 +27,11 @@ pub use self::postgres::PostgresStore;
 pub use self::sqlite::SqliteStore;
 
 pub use crate::event::DecidedRecord;
-pub use crate::plan::PlanRevision;
-pub use crate::store_error::StoreError;
 use crate::event::RunState;
 use crate::event::{SuspendPayload, ToolCallPayload};
 use crate::model::Message;
+pub use crate::plan::PlanRevision;
+pub use crate::store_error::StoreError;
 use crate::workspace::WorkspaceRecord;
 
 /// The record layout version this release writes: one version per release that changes the

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use crate::allowance::WorkspaceScope;
 use crate::event::{DecidedRecord, Event, ModeChangeReason, RunState};
-use crate::mode::{ModeGraph, ModeId, ModeRuntime};
 use crate::exchange::Message;
 use crate::exchange::ToolOutput;
+use crate::mode::{ModeGraph, ModeId, ModeRuntime};
 
 use super::call::CallRef;
 use super::state::{Lease, State};

@@ -246,7 +246,6 @@ pub(crate) fn decision_id_for(n: u64) -> String {
     format!("decision_{n}")
 }
 
-
 /// The checks a host may run on what waits before it decides (the core's one place a decision
 /// is checked, [`check`]).
 impl PendingDecision {

@@ -4,19 +4,19 @@
 
 use std::sync::Arc;
 
+use super::call::CallRef;
 use super::change::Change;
 use super::check::Checked;
 use super::decision::{Decision, DecisionAction};
 use super::error::SessionError;
-use super::call::CallRef;
 use super::next::{Approved, Next};
 use super::pending::{PendingDecision, PendingPlan, PendingToolCall};
 use super::state::State;
 use crate::comment::{self, QuotedComment};
 use crate::event::{DecidedRecord, DecisionOutcome, ModeChangeReason, RunState};
+use crate::exchange::{SUBMIT_PLAN, ToolOutput};
 use crate::mode::ModeId;
 use crate::model::{ModelError, ModelErrorKind};
-use crate::exchange::{SUBMIT_PLAN, ToolOutput};
 use crate::plan::{self, REJECTED_RESULT};
 
 /// What the decision of a plan did, for the driver to carry on: the run it resumed, whether
@@ -529,8 +529,7 @@ mod tests {
         decide(&mut rig, 0, edit);
         let record = rig.state.history.last().expect("a record");
         assert_eq!(record.sha256.as_deref(), Some("s1"));
-        let edited = crate::plan::capture_plan("a.md", b"# B\n\n1. Other.\n")
-            .expect("captures");
+        let edited = crate::plan::capture_plan("a.md", b"# B\n\n1. Other.\n").expect("captures");
         assert_eq!(
             record.approved_sha256.as_deref(),
             Some(edited.sha256.as_str())

@@ -16,9 +16,9 @@ use std::sync::Arc;
 use crate::event::{
     DecidedRecord, DecisionOutcome, Event, RunState, SuspendPayload, ToolCallPayload, rfc3339,
 };
-use crate::mode::timeout::OnTimeout;
 use crate::exchange::Message;
 use crate::exchange::SUBMIT_PLAN;
+use crate::mode::timeout::OnTimeout;
 
 use super::pending::PendingDecision;
 
@@ -529,7 +529,7 @@ mod tests {
             [
                 expired_tool_result(&first).as_str(),
                 APPROVED_NOT_RUN_RESULT,
-                super::rejection::rejected_result(Some("not now")).as_str(),
+                crate::machine::rejection::rejected_result(Some("not now")).as_str(),
             ]
         );
         assert!(expiry.answers.iter().all(|a| a.is_error));

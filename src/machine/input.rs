@@ -13,20 +13,20 @@
 
 use std::sync::Arc;
 
-use crate::event::{CancelReason, DecidedRecord, ModeChangeReason, SuspendPayload};
-use crate::mode::ModeId;
-use crate::model::{ModelError, ModelResponse};
-use crate::rules::RuleRecord;
+use crate::event::{CancelReason, DecidedRecord, ModeChangeReason};
 use crate::exchange::ToolOutput;
+use crate::mode::ModeId;
+use crate::model::ModelResponse;
 use crate::plan::PlanSubmission;
+use crate::rules::RuleRecord;
 
 use super::call::CallRef;
 use super::change::Change;
-use super::next::Next;
 use super::check::Checked;
 use super::decision::Decision;
 use super::error::SessionError;
 use super::expiry::Expiry;
+use super::next::Next;
 
 /// What happens to a session, as the driver tells the rules: the host's calls (a message, a
 /// decision, an abort, a switch), what the model and the tools returned, and the ticks of time
@@ -361,10 +361,10 @@ mod tests {
 
     use super::*;
     use crate::event::{DecisionOutcome, RunState};
+    use crate::exchange::Message;
     use crate::machine::check::check;
     use crate::machine::rig::{Rig, T0, call, reads};
     use crate::machine::run::{CANCELLED_RESULT, NOT_STARTED_RESULT, SUSPENDED_FIRST_RESULT};
-    use crate::exchange::Message;
     use crate::plan::REJECTED_RESULT;
 
     fn plan(title: &str) -> PlanSubmission {

@@ -6,11 +6,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::decision::Decision;
-use super::error::SessionError;
 use crate::event::{DecidedRecord, SuspendPayload, ToolCallPayload, WaitTerms};
-use crate::mode::ModeId;
 use crate::exchange::SUBMIT_PLAN;
+use crate::mode::ModeId;
 
 /// What waits for the host's decision: a plan submitted with `submit_plan`, or a tool call that
 /// needs approval (its mode's `requireApproval`). A suspended run waits on one plan, or on the
@@ -179,7 +177,7 @@ impl PendingDecision {
         }
     }
 
-    /// The SHA-256 a [`Decision::with_sha256`] pin must equal: the plan's `sha256`, or the
+    /// The SHA-256 a [`Decision::with_sha256`](crate::Decision::with_sha256) pin must equal: the plan's `sha256`, or the
     /// tool call's `argsSha256`.
     ///
     /// # Examples
@@ -544,7 +542,7 @@ impl PendingPlan {
         self.target
     }
 
-    /// Every mode an approval may hand over to ([`Decision::to`]), fixed at submit time:
+    /// Every mode an approval may hand over to ([`Decision::to`](crate::Decision::to)), fixed at submit time:
     /// [`PendingPlan::target`] first, as the payload's `targetModeIds` lists them.
     ///
     /// # Examples
@@ -829,7 +827,7 @@ impl PendingToolCall {
     }
 
     /// The SHA-256 of the arguments in RFC 8785 canonical JSON ([`crate::jcs::sha256`]), which a
-    /// [`Decision::with_sha256`] pin must equal.
+    /// [`Decision::with_sha256`](crate::Decision::with_sha256) pin must equal.
     ///
     /// # Examples
     /// ```
@@ -941,6 +939,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::machine::decision::Decision;
     use crate::machine::input::{Input, Suspend};
     use crate::machine::next::Next;
     use crate::machine::rig::{Rig, T0, call};

@@ -15,14 +15,14 @@
 //!    rule refuses (an allowance of the whole tool must not undo a rule written for some of its
 //!    calls). Its audit record names the allowance.
 
-use super::change::Change;
 use super::call::CallRef;
+use super::change::Change;
 use super::state::State;
 use crate::allowance::Allowance;
 use crate::event::{DecidedRecord, DecisionOutcome};
+use crate::exchange::{ToolCall, ToolOutput};
 use crate::mode::ModeGraph;
 use crate::rules::{ResolvedPaths, RuleAction, RuleRecord};
-use crate::exchange::{ToolCall, ToolOutput};
 
 use super::check::decision_id_for;
 

@@ -12,15 +12,15 @@ use crate::event::{
     WaitTerms,
 };
 use crate::exchange::Message;
-use crate::model::ModelResponse;
-use crate::rules::RuleRecord;
 use crate::exchange::{SUBMIT_PLAN, ToolCall, ToolOutput};
+use crate::model::ModelResponse;
 use crate::plan::{self, PlanRevision, PlanSubmission};
+use crate::rules::RuleRecord;
 
+use super::call::CallRef;
 use super::change::Change;
 use super::check::decision_id_for;
 use super::decide::tool_call_record;
-use super::call::CallRef;
 use super::input::Abort;
 use super::next::Next;
 use super::pending::{PendingDecision, PendingPlan, PendingToolCall};
@@ -412,7 +412,7 @@ impl Change<'_> {
         WaitTerms {
             approval_timeout: timeout.map(|t| t.as_str().to_owned()),
             deadline_at_ms: timeout.map(|t| t.deadline_after(self.now_ms)),
-            workspace: Some(self.workspace.path.clone()),
+            workspace: Some(self.workspace.workspace.path.clone()),
             on_timeout: mode.on_timeout(),
         }
     }

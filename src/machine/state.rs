@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use crate::allowance::{Allowance, AllowanceScope};
 use crate::event::{DecidedRecord, RunState};
-use crate::mode::ModeId;
 use crate::exchange::Message;
-use crate::plan::PlanRevision;
 use crate::exchange::ToolCall;
+use crate::mode::ModeId;
+use crate::plan::PlanRevision;
 
 use super::pending::{PendingDecision, PendingToolCall};
 

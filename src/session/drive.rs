@@ -13,8 +13,8 @@ use super::{
     SessionError,
 };
 use crate::event::{DecidedRecord, Event};
-use crate::machine::check::{self as rules, Checked};
 use crate::machine::call::CallRef;
+use crate::machine::check::{self as rules, Checked};
 use crate::machine::input::{Abort, Input, Suspend};
 use crate::machine::next::{Approved, Next};
 use crate::machine::ruling::{Ruling, denied_result, refused_result};

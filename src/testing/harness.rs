@@ -23,6 +23,7 @@ use crate::allowance::{Allowance, AllowanceScope};
 use crate::controller::{AgentController, AgentControllerBuilder, ToolLayer};
 use crate::deadline::{APPROVED_NOT_RUN_RESULT, Clock};
 use crate::event::{DecisionOutcome, Event, Suspension};
+use crate::machine::rejection::{TOOL_FEEDBACK_PREFIX, TOOL_REJECTED_RESULT};
 use crate::mode::ModeGraph;
 use crate::model::{LanguageModel, Message, ModelError, ModelRequest, ModelResponse};
 use crate::run::{DecisionAction, RunOutcome};
@@ -31,7 +32,6 @@ use crate::tool::submit_plan::{
     APPROVED_PLAN_BEGIN, APPROVED_PLAN_END, APPROVED_RESULT, REJECTED_RESULT,
     REJECTED_WITH_FEEDBACK_PREFIX, SUBMIT_PLAN,
 };
-use crate::machine::rejection::{TOOL_FEEDBACK_PREFIX, TOOL_REJECTED_RESULT};
 use crate::tool::{PathLocation, Tool, ToolCall, ToolContext, ToolOutput};
 
 /// Why a [`Harness`] could not be set up.

@@ -6,17 +6,16 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 pub use crate::exchange::SUBMIT_PLAN;
-pub use crate::plan::{
-    APPROVAL_NOTE_PREFIX, APPROVED_PLAN_BEGIN, APPROVED_PLAN_END, APPROVED_RESULT,
-    MAX_PLAN_BYTES, PlanError, PlanSubmission, REJECTED_RESULT, REJECTED_WITH_FEEDBACK_PREFIX,
-    approved_result, capture_plan, edited_approved_result, parse_plan, plan_diff,
-    rejected_at_revision_limit, rejected_with_feedback, revision_diff, revision_text, sha256_hex,
-};
 use crate::jail::{self, Jail, JailError};
+pub use crate::plan::{
+    APPROVAL_NOTE_PREFIX, APPROVED_PLAN_BEGIN, APPROVED_PLAN_END, APPROVED_RESULT, MAX_PLAN_BYTES,
+    PlanError, PlanSubmission, REJECTED_RESULT, REJECTED_WITH_FEEDBACK_PREFIX, approved_result,
+    capture_plan, edited_approved_result, parse_plan, plan_diff, rejected_at_revision_limit,
+    rejected_with_feedback, revision_diff, revision_text, sha256_hex,
+};
 
 /// The path argument of a `submit_plan` call.
 ///
