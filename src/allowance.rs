@@ -44,18 +44,50 @@ use crate::rules::{
 use crate::tool::ToolCall;
 use crate::workspace::{DirectoryIdentity, WorkspaceRecord};
 
-named_enum! {
-    /// How long an allowance lasts, and where it applies (`"scope"` in a decision).
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
-    pub enum AllowanceScope {
-        /// Until the session's mode changes (the default).
-        #[default]
-        Mode,
-        /// For the rest of the session, while it is in the mode it was given in.
-        Session,
-        /// Every session of the store in the same workspace, under the same config, in the
-        /// same mode.
-        Workspace,
+/// How long an allowance lasts, and where it applies (`"scope"` in a decision).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Default,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+#[strum(parse_err_ty = crate::names::UnknownName, parse_err_fn = crate::names::UnknownName::of::<Self>)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(inline, schema_with = "crate::names::schema::<AllowanceScope>")
+)]
+pub enum AllowanceScope {
+    /// Until the session's mode changes (the default).
+    #[default]
+    Mode,
+    /// For the rest of the session, while it is in the mode it was given in.
+    Session,
+    /// Every session of the store in the same workspace, under the same config, in the
+    /// same mode.
+    Workspace,
+}
+
+impl AllowanceScope {
+    /// Every variant's name, in declaration order.
+    pub const NAMES: &'static [&'static str] = <Self as strum::VariantNames>::VARIANTS;
+
+    /// The variant's name: what `Display` writes and `FromStr` reads.
+    pub fn as_str(self) -> &'static str {
+        self.into()
     }
 }
 

@@ -107,9 +107,8 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-#[macro_use]
-mod names;
 mod hint;
+mod names;
 
 #[cfg(feature = "acp")]
 pub mod acp;
@@ -187,14 +186,15 @@ pub struct ReadmeDoctests;
 
 #[cfg(test)]
 mod tests {
-    /// The core (`default-features = false`) pulls at most 56 crates (issue 11; `cap-std`, the
+    /// The core (`default-features = false`) pulls at most 60 crates (issue 36 added `strum`'s
+    /// derives, four crates; issue 11; `cap-std`, the
     /// workspace jail, brings about ten of them; issue 19 added `regex-syntax`, the Unicode
     /// tables of `display`; issue 23 added `globset` and `regex` for rules on tool-call
     /// arguments, five crates with `bstr`, `aho-corasick` and `regex-automata`), counted as the README's
     /// "Features" section says: distinct name-and-version lines of the normal-dependency tree,
     /// without the crate itself.
     #[test]
-    fn core_dependency_count_is_at_most_56() {
+    fn core_dependency_count_is_at_most_60() {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
         let output = std::process::Command::new(cargo)
             .args([
@@ -223,7 +223,7 @@ mod tests {
             .filter(|line| !line.is_empty() && !line.starts_with("agent-controller "))
             .collect();
         assert!(
-            crates.len() <= 56,
+            crates.len() <= 60,
             "{} crates with default-features = false:\n{crates:#?}",
             crates.len()
         );

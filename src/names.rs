@@ -1,141 +1,65 @@
 //! Small enums whose variants each have one name in text, the same everywhere: in `Display`,
-//! in `FromStr`, and in JSON and TOML (serde). Written once here instead of derived per enum
-//! (the derive crates cost the core five dependencies; see the README, section "Features").
-//!
-//! A variant's name is its identifier in snake_case (`UnknownField` is `unknown_field`),
-//! worked out at compile time by [`snake_case`]: the identifier is the one place a name is
-//! written, so the two cannot drift apart.
+//! in `FromStr`, and in JSON and TOML (serde). Each enum derives them from `strum` and serde
+//! (`serialize_all` / `rename_all = "snake_case"`: `UnknownField` is `unknown_field`), keeps
+//! `as_str` and `NAMES`, and refuses an unknown name with [`crate::error::UnknownName`]; the
+//! tests below list every name, so a derive cannot change one.
 
-/// Declares a fieldless enum and gives it `as_str`, `NAMES`, `Display`, `FromStr` (error
-/// [`crate::error::UnknownName`]) and serde's `Serialize` / `Deserialize`, all from each
-/// variant's name (its identifier in snake_case), and with the `schema` feature
-/// `schemars::JsonSchema` (a string naming one of them). Attributes and doc comments pass through.
-macro_rules! named_enum {
-    (
-        $(#[$meta:meta])*
-        $vis:vis enum $name:ident {
-            $( $(#[$variant_meta:meta])* $variant:ident ),+ $(,)?
-        }
-    ) => {
-        $(#[$meta])*
-        $vis enum $name {
-            $( $(#[$variant_meta])* $variant, )+
-        }
-
-        impl $name {
-            /// Every variant's name, in declaration order.
-            pub const NAMES: &'static [&'static str] = &[$(snake_name!($variant)),+];
-
-            /// The variant's name: what `Display` writes and `FromStr` reads.
-            pub fn as_str(self) -> &'static str {
-                match self {
-                    $( Self::$variant => snake_name!($variant), )+
-                }
-            }
-        }
-
-        impl ::std::fmt::Display for $name {
-            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
-                f.pad(self.as_str())
-            }
-        }
-
-        impl ::std::str::FromStr for $name {
-            type Err = $crate::error::UnknownName;
-
-            fn from_str(text: &str) -> ::std::result::Result<Self, Self::Err> {
-                [$(Self::$variant),+]
-                    .into_iter()
-                    .find(|variant| variant.as_str() == text)
-                    .ok_or_else(|| $crate::error::UnknownName::new(text, Self::NAMES))
-            }
-        }
-
-        impl ::serde::Serialize for $name {
-            fn serialize<S: ::serde::Serializer>(
-                &self,
-                serializer: S,
-            ) -> ::std::result::Result<S::Ok, S::Error> {
-                serializer.serialize_str(self.as_str())
-            }
-        }
-
-        // The schema of the name: a string, one of `NAMES`. Inlined, so the field that holds it
-        // keeps its own description.
-        #[cfg(feature = "schema")]
-        impl ::schemars::JsonSchema for $name {
-            fn inline_schema() -> bool {
-                true
-            }
-
-            fn schema_name() -> ::std::borrow::Cow<'static, str> {
-                ::std::borrow::Cow::Borrowed(stringify!($name))
-            }
-
-            fn json_schema(_: &mut ::schemars::SchemaGenerator) -> ::schemars::Schema {
-                ::schemars::json_schema!({ "type": "string", "enum": Self::NAMES })
-            }
-        }
-
-        impl<'de> ::serde::Deserialize<'de> for $name {
-            fn deserialize<D: ::serde::Deserializer<'de>>(
-                deserializer: D,
-            ) -> ::std::result::Result<Self, D::Error> {
-                let text = <::std::string::String>::deserialize(deserializer)?;
-                text.parse().map_err(|_| {
-                    <D::Error as ::serde::de::Error>::unknown_variant(&text, Self::NAMES)
-                })
-            }
-        }
-    };
+/// A name that is none of an enum's variants (`"complete"` for a [`crate::event::RunState`]): the error
+/// of `FromStr` for the crate's small enums ([`crate::event::RunState`], [`crate::event::CancelReason`],
+/// [`crate::diagram::DiagramFormat`], ...).
+///
+/// # Examples
+/// ```
+/// use agent_controller::event::RunState;
+/// let error = "complete".parse::<RunState>().unwrap_err();
+/// assert_eq!(error.name(), "complete");
+/// assert!(error.expected().contains(&"completed"));
+/// assert!(error.to_string().starts_with("unknown name `complete`: did you mean `completed`? expected one of"), "{error}");
+/// let error = "Running".parse::<RunState>().unwrap_err();
+/// assert!(error.to_string().contains("did you mean `running`? (names are case-sensitive)"), "{error}");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown name `{name}`: {}expected one of {}",
+    crate::hint::hint(name, expected.iter().copied(), "names").map(|hint| format!("{hint} ")).unwrap_or_default(),
+    expected.join(", ")
+)]
+pub struct UnknownName {
+    name: String,
+    expected: &'static [&'static str],
 }
 
-/// The name of the variant `$variant`: its identifier in snake_case, as a `&'static str` made at
-/// compile time.
-macro_rules! snake_name {
-    ($variant:ident) => {{
-        const IDENT: &str = stringify!($variant);
-        const NAME: [u8; $crate::names::snake_case_len(IDENT)] = $crate::names::snake_case(IDENT);
-        match ::std::str::from_utf8(&NAME) {
-            Ok(name) => name,
-            Err(_) => panic!("an identifier in snake_case is UTF-8"),
+impl UnknownName {
+    pub(crate) fn new(name: &str, expected: &'static [&'static str]) -> Self {
+        Self {
+            name: name.to_owned(),
+            expected,
         }
-    }};
-}
-
-/// How many bytes `ident` takes in snake_case: one more for each capital after the first byte
-/// (each gets a `_` before it).
-pub(crate) const fn snake_case_len(ident: &str) -> usize {
-    let bytes = ident.as_bytes();
-    let mut len = bytes.len();
-    let mut at = 1;
-    while at < bytes.len() {
-        if bytes[at].is_ascii_uppercase() {
-            len += 1;
-        }
-        at += 1;
     }
-    len
+
+    /// The error for `name`, which is none of `T`'s names (strum's `parse_err_fn`).
+    pub(crate) fn of<T: strum::VariantNames>(name: &str) -> Self {
+        Self::new(name, T::VARIANTS)
+    }
+
+    /// The name that was given.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The names that would have been understood.
+    pub fn expected(&self) -> &'static [&'static str] {
+        self.expected
+    }
 }
 
-/// `ident` in snake_case (`UnknownField` is `unknown_field`, `Sha256Mismatch` is
-/// `sha256_mismatch`): each capital lowered, with a `_` before it unless it comes first. `N` is
-/// [`snake_case_len`] of `ident`.
-pub(crate) const fn snake_case<const N: usize>(ident: &str) -> [u8; N] {
-    let bytes = ident.as_bytes();
-    let mut name = [0; N];
-    let (mut from, mut to) = (0, 0);
-    while from < bytes.len() {
-        let byte = bytes[from];
-        if byte.is_ascii_uppercase() && from > 0 {
-            name[to] = b'_';
-            to += 1;
-        }
-        name[to] = byte.to_ascii_lowercase();
-        from += 1;
-        to += 1;
-    }
-    name
+/// The JSON Schema of a name of `T`: a string, one of its names, inlined so the field that
+/// holds it keeps its own description.
+#[cfg(feature = "schema")]
+pub(crate) fn schema<T: strum::VariantNames>(
+    _: &mut schemars::SchemaGenerator,
+) -> schemars::Schema {
+    schemars::json_schema!({ "type": "string", "enum": T::VARIANTS })
 }
 
 #[cfg(test)]
@@ -512,15 +436,6 @@ mod tests {
         assert_eq!(ConfigErrorKind::UnknownField.as_str(), "unknown_field");
         assert_eq!(SessionErrorKind::NotFound.to_string(), "not_found");
         assert_eq!(RunState::Suspended.as_str(), "suspended");
-        assert_eq!(
-            super::snake_case_len("Sha256Mismatch"),
-            "sha256_mismatch".len()
-        );
-        assert_eq!(
-            &super::snake_case::<15>("Sha256Mismatch"),
-            b"sha256_mismatch"
-        );
-        assert_eq!(&super::snake_case::<1>("A"), b"a");
         assert_eq!(
             "invalid_type".parse::<ConfigErrorKind>(),
             Ok(ConfigErrorKind::InvalidType)

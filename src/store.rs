@@ -219,15 +219,45 @@ pub struct PendingToolCallRecord {
     pub feedback: Option<String>,
 }
 
-named_enum! {
-    /// What a [`PendingSummary`] waits on.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-    pub enum PendingKind {
-        /// A submitted plan (`submit_plan`).
-        #[default]
-        Plan,
-        /// A tool call that needs approval (the mode's `requireApproval`).
-        ToolCall,
+/// What a [`PendingSummary`] waits on.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+#[strum(parse_err_ty = crate::names::UnknownName, parse_err_fn = crate::names::UnknownName::of::<Self>)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(inline, schema_with = "crate::names::schema::<PendingKind>")
+)]
+pub enum PendingKind {
+    /// A submitted plan (`submit_plan`).
+    #[default]
+    Plan,
+    /// A tool call that needs approval (the mode's `requireApproval`).
+    ToolCall,
+}
+
+impl PendingKind {
+    /// Every variant's name, in declaration order.
+    pub const NAMES: &'static [&'static str] = <Self as strum::VariantNames>::VARIANTS;
+
+    /// The variant's name: what `Display` writes and `FromStr` reads.
+    pub fn as_str(self) -> &'static str {
+        self.into()
     }
 }
 
