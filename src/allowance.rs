@@ -44,18 +44,50 @@ use crate::rules::{
 use crate::tool::ToolCall;
 use crate::workspace::{DirectoryIdentity, WorkspaceRecord};
 
-named_enum! {
-    /// How long an allowance lasts, and where it applies (`"scope"` in a decision).
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
-    pub enum AllowanceScope {
-        /// Until the session's mode changes (the default).
-        #[default]
-        Mode,
-        /// For the rest of the session, while it is in the mode it was given in.
-        Session,
-        /// Every session of the store in the same workspace, under the same config, in the
-        /// same mode.
-        Workspace,
+/// How long an allowance lasts, and where it applies (`"scope"` in a decision).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Default,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+#[strum(parse_err_ty = crate::names::UnknownName, parse_err_fn = crate::names::UnknownName::of::<Self>)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(inline, schema_with = "crate::names::schema::<AllowanceScope>")
+)]
+pub enum AllowanceScope {
+    /// Until the session's mode changes (the default).
+    #[default]
+    Mode,
+    /// For the rest of the session, while it is in the mode it was given in.
+    Session,
+    /// Every session of the store in the same workspace, under the same config, in the
+    /// same mode.
+    Workspace,
+}
+
+impl AllowanceScope {
+    /// Every variant's name, in declaration order.
+    pub const NAMES: &'static [&'static str] = <Self as strum::VariantNames>::VARIANTS;
+
+    /// The variant's name: what `Display` writes and `FromStr` reads.
+    pub fn as_str(self) -> &'static str {
+        self.into()
     }
 }
 
@@ -611,6 +643,26 @@ pub(crate) fn pattern_rules<'a>(allowances: impl Iterator<Item = &'a Allowance>)
         .filter_map(Allowance::rule)
         .filter_map(Result::ok)
         .collect()
+}
+
+/// The session's workspace as the rules (`src/machine/`) see it: where the workspace allowances
+/// the session gives apply, its directory (path and identity) under the config with
+/// `fingerprint`, the pair [`Allowance::applies_in`] checks. The rules stamp a new workspace
+/// allowance with it ([`WorkspaceScope::stamp`]) and name its path in a wait's terms, so they
+/// import no workspace module.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WorkspaceScope<'a> {
+    /// The session's workspace.
+    pub(crate) workspace: &'a WorkspaceRecord,
+    /// The config's fingerprint ([`crate::ModeGraph::fingerprint`]).
+    pub(crate) fingerprint: &'a str,
+}
+
+impl WorkspaceScope<'_> {
+    /// `allowance`, kept for this workspace and config ([`Allowance::in_directory`]).
+    pub(crate) fn stamp(&self, allowance: Allowance) -> Allowance {
+        allowance.in_directory(self.workspace, self.fingerprint)
+    }
 }
 
 #[cfg(test)]

@@ -38,121 +38,150 @@ pub use self::schema::{schema, schema_json};
 /// The plans directory used when a config does not set `plansDir`, relative to the workspace.
 pub const DEFAULT_PLANS_DIR: &str = ".agent/plans";
 
-named_enum! {
-    /// What kind of problem a [`ConfigError`] reports; callers match on this, users read the message.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-    #[non_exhaustive]
-    pub enum ConfigErrorKind {
-        /// The file could not be read.
-        Io,
-        /// The text is not valid TOML.
-        Syntax,
-        /// A key the format does not define (for example `transitionTo` for `transitionsTo`).
-        UnknownField,
-        /// A value of the wrong type (for example a list where a mode id is expected).
-        InvalidType,
-        /// A required key is missing (for example a mode without `id`).
-        MissingField,
-        /// The file defines no `[[modes]]` at all.
-        NoModes,
-        /// A mode id is empty or uses characters other than ASCII letters, digits, `-` and `_`.
-        InvalidId,
-        /// Two modes share an id.
-        DuplicateId,
-        /// A mode's `transitionsTo` names the mode itself.
-        SelfTransition,
-        /// A mode's `transitionsTo` names a mode that does not exist (ids are case-sensitive).
-        UnknownTarget,
-        /// A mode's `transitionsTo` list names the same mode twice.
-        DuplicateTarget,
-        /// A mode's `availableTools` or `requireApproval` list names the same tool twice.
-        DuplicateTool,
-        /// A mode's `transitionsTo` is an empty list: it must name at least one mode.
-        EmptyTargets,
-        /// `defaultModeId` names a mode that does not exist.
-        UnknownDefaultModeId,
-        /// More than one mode is marked `default = true`.
-        MultipleDefaults,
-        /// `defaultModeId` names a different mode than the one marked `default = true`.
-        ConflictingDefault,
-        /// `availableTools` names a tool the controller has no implementation for.
-        UnknownTool,
-        /// A mode sets `transitionsTo` but its `availableTools` leaves out `submit_plan`, so it could
-        /// never hand over.
-        TargetWithoutSubmitPlan,
-        /// A planning mode lists `submit_plan`, sets no `transitionsTo` and is itself the default
-        /// mode, so approving its plan would hand over to itself.
-        SelfHandover,
-        /// A warning, not an error ([`warnings`]): a planning mode offers no tool that can write a
-        /// plan file, so a real model there cannot author a plan.
-        NoPlanWriter,
-        /// A warning, not an error ([`warnings_with_tools`]): a planning mode lists a tool that
-        /// writes ([`crate::tool::ToolAccess::Writes`]) in its `availableTools`, so the tool runs before
-        /// any plan is approved.
-        PlanningModeWrites,
-        /// `plansDir` is empty, absolute, or leaves the workspace (`..`).
-        InvalidPlansDir,
-        /// The file is not valid UTF-8 (the location is the first bad byte).
-        NotUtf8,
-        /// A mode's `requireApproval` lists a tool the mode does not offer (not in its
-        /// `availableTools`), so the rule could never apply. A warning ([`warnings_of`]) for a
-        /// planning mode without `availableTools` and a tool that writes, which it does not
-        /// offer.
-        ApprovalToolNotOffered,
-        /// A mode's `requireApproval` lists `submit_plan`, whose plan always waits for a decision.
-        ApprovalOfSubmitPlan,
-        /// A mode's `approvalTimeout` is not a duration (`"soon"`, `"-5m"`), is zero, or is
-        /// longer than [`crate::deadline::MAX_APPROVAL_TIMEOUT`].
-        InvalidApprovalTimeout,
-        /// Two modes share a display `name` (compared without case; a mode without one is
-        /// named by its id), so the user could not tell them apart at the prompt.
-        DuplicateName,
-        /// A mode's `name` is empty or only white space: the user could not see which mode
-        /// they pick.
-        EmptyName,
-        /// A warning, not an error ([`warnings_with_tools`]): a mode's `metadata` holds a key
-        /// the mode format defines (`requireApproval`, `availableTools`, ...), which there is
-        /// free data for hosts and has no effect.
-        KnownKeyInMetadata,
-        /// A mode's `onTimeout` is not `reject` or `abort` (a deadline never approves), or is
-        /// set without `approvalTimeout`.
-        InvalidOnTimeout,
-        /// A mode's rule is malformed: two patterns, a `glob` or `regex` without `arg`, an
-        /// `arg` without a pattern, or a rule on `submit_plan` ([`crate::rules`]).
-        InvalidRule,
-        /// A rule's `path`, `glob` or `regex` does not compile.
-        InvalidPattern,
-        /// A rule is on a tool its mode does not offer (not in its `availableTools`), so it
-        /// could never apply. A warning ([`warnings_of`]) for a planning mode without
-        /// `availableTools` and a tool that writes, which it does not offer.
-        RuleToolNotOffered,
-        /// A rule reads an argument its tool's input schema does not declare.
-        UnknownArgument,
-        /// A rule can never decide a call: another rule matches every call it matches and wins
-        /// (a stronger action, or the same action listed first).
-        ShadowedRule,
-        /// A warning, not an error ([`warnings_with_tools`]): a path rule on an MCP server's
-        /// `SERVER__*` wildcard reads an argument that some of the server's tools do not
-        /// declare (their paths go by another name, `paths` or `source`). A `deny` or `ask`
-        /// rule then matches every call of such a tool (its path is in doubt); an `allow` rule
-        /// never does ([`crate::rules`]).
-        WildcardRuleWithoutArg,
-        /// A warning, not an error ([`workspace_warnings`]): the plans folder holds files that
-        /// are not plans (source, for example), which the plan tools could then change.
-        PlansDirNotDedicated,
-        /// An `[[mcpServers]]` entry is not valid: a bad id, neither or both of `command` and
-        /// `url`, a URL that is not http(s), a bad `timeout`.
-        InvalidMcpServer,
-        /// Two `[[mcpServers]]` entries share an id.
-        DuplicateMcpServer,
-        /// A mode lists `SERVER__TOOL` (or `SERVER__*`) but no `[[mcpServers]]` entry has
-        /// that id.
-        UnknownMcpServer,
-        /// A mode lists an MCP tool name that no model provider accepts as a tool name.
-        InvalidMcpToolName,
-        /// A planning mode lists the `SERVER__*` wildcard of a server that is not `trusted`:
-        /// a planning mode offers such a server's tools only by name.
-        UntrustedWildcard,
+/// What kind of problem a [`ConfigError`] reports; callers match on this, users read the message.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+#[strum(parse_err_ty = crate::names::UnknownName, parse_err_fn = crate::names::UnknownName::of::<Self>)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(inline, schema_with = "crate::names::schema::<ConfigErrorKind>")
+)]
+#[non_exhaustive]
+pub enum ConfigErrorKind {
+    /// The file could not be read.
+    Io,
+    /// The text is not valid TOML.
+    Syntax,
+    /// A key the format does not define (for example `transitionTo` for `transitionsTo`).
+    UnknownField,
+    /// A value of the wrong type (for example a list where a mode id is expected).
+    InvalidType,
+    /// A required key is missing (for example a mode without `id`).
+    MissingField,
+    /// The file defines no `[[modes]]` at all.
+    NoModes,
+    /// A mode id is empty or uses characters other than ASCII letters, digits, `-` and `_`.
+    InvalidId,
+    /// Two modes share an id.
+    DuplicateId,
+    /// A mode's `transitionsTo` names the mode itself.
+    SelfTransition,
+    /// A mode's `transitionsTo` names a mode that does not exist (ids are case-sensitive).
+    UnknownTarget,
+    /// A mode's `transitionsTo` list names the same mode twice.
+    DuplicateTarget,
+    /// A mode's `availableTools` or `requireApproval` list names the same tool twice.
+    DuplicateTool,
+    /// A mode's `transitionsTo` is an empty list: it must name at least one mode.
+    EmptyTargets,
+    /// `defaultModeId` names a mode that does not exist.
+    UnknownDefaultModeId,
+    /// More than one mode is marked `default = true`.
+    MultipleDefaults,
+    /// `defaultModeId` names a different mode than the one marked `default = true`.
+    ConflictingDefault,
+    /// `availableTools` names a tool the controller has no implementation for.
+    UnknownTool,
+    /// A mode sets `transitionsTo` but its `availableTools` leaves out `submit_plan`, so it could
+    /// never hand over.
+    TargetWithoutSubmitPlan,
+    /// A planning mode lists `submit_plan`, sets no `transitionsTo` and is itself the default
+    /// mode, so approving its plan would hand over to itself.
+    SelfHandover,
+    /// A warning, not an error ([`warnings`]): a planning mode offers no tool that can write a
+    /// plan file, so a real model there cannot author a plan.
+    NoPlanWriter,
+    /// A warning, not an error ([`warnings_with_tools`]): a planning mode lists a tool that
+    /// writes ([`crate::tool::ToolAccess::Writes`]) in its `availableTools`, so the tool runs before
+    /// any plan is approved.
+    PlanningModeWrites,
+    /// `plansDir` is empty, absolute, or leaves the workspace (`..`).
+    InvalidPlansDir,
+    /// The file is not valid UTF-8 (the location is the first bad byte).
+    NotUtf8,
+    /// A mode's `requireApproval` lists a tool the mode does not offer (not in its
+    /// `availableTools`), so the rule could never apply. A warning ([`warnings_of`]) for a
+    /// planning mode without `availableTools` and a tool that writes, which it does not
+    /// offer.
+    ApprovalToolNotOffered,
+    /// A mode's `requireApproval` lists `submit_plan`, whose plan always waits for a decision.
+    ApprovalOfSubmitPlan,
+    /// A mode's `approvalTimeout` is not a duration (`"soon"`, `"-5m"`), is zero, or is
+    /// longer than [`crate::deadline::MAX_APPROVAL_TIMEOUT`].
+    InvalidApprovalTimeout,
+    /// Two modes share a display `name` (compared without case; a mode without one is
+    /// named by its id), so the user could not tell them apart at the prompt.
+    DuplicateName,
+    /// A mode's `name` is empty or only white space: the user could not see which mode
+    /// they pick.
+    EmptyName,
+    /// A warning, not an error ([`warnings_with_tools`]): a mode's `metadata` holds a key
+    /// the mode format defines (`requireApproval`, `availableTools`, ...), which there is
+    /// free data for hosts and has no effect.
+    KnownKeyInMetadata,
+    /// A mode's `onTimeout` is not `reject` or `abort` (a deadline never approves), or is
+    /// set without `approvalTimeout`.
+    InvalidOnTimeout,
+    /// A mode's rule is malformed: two patterns, a `glob` or `regex` without `arg`, an
+    /// `arg` without a pattern, or a rule on `submit_plan` ([`crate::rules`]).
+    InvalidRule,
+    /// A rule's `path`, `glob` or `regex` does not compile.
+    InvalidPattern,
+    /// A rule is on a tool its mode does not offer (not in its `availableTools`), so it
+    /// could never apply. A warning ([`warnings_of`]) for a planning mode without
+    /// `availableTools` and a tool that writes, which it does not offer.
+    RuleToolNotOffered,
+    /// A rule reads an argument its tool's input schema does not declare.
+    UnknownArgument,
+    /// A rule can never decide a call: another rule matches every call it matches and wins
+    /// (a stronger action, or the same action listed first).
+    ShadowedRule,
+    /// A warning, not an error ([`warnings_with_tools`]): a path rule on an MCP server's
+    /// `SERVER__*` wildcard reads an argument that some of the server's tools do not
+    /// declare (their paths go by another name, `paths` or `source`). A `deny` or `ask`
+    /// rule then matches every call of such a tool (its path is in doubt); an `allow` rule
+    /// never does ([`crate::rules`]).
+    WildcardRuleWithoutArg,
+    /// A warning, not an error ([`workspace_warnings`]): the plans folder holds files that
+    /// are not plans (source, for example), which the plan tools could then change.
+    PlansDirNotDedicated,
+    /// An `[[mcpServers]]` entry is not valid: a bad id, neither or both of `command` and
+    /// `url`, a URL that is not http(s), a bad `timeout`.
+    InvalidMcpServer,
+    /// Two `[[mcpServers]]` entries share an id.
+    DuplicateMcpServer,
+    /// A mode lists `SERVER__TOOL` (or `SERVER__*`) but no `[[mcpServers]]` entry has
+    /// that id.
+    UnknownMcpServer,
+    /// A mode lists an MCP tool name that no model provider accepts as a tool name.
+    InvalidMcpToolName,
+    /// A planning mode lists the `SERVER__*` wildcard of a server that is not `trusted`:
+    /// a planning mode offers such a server's tools only by name.
+    UntrustedWildcard,
+}
+
+impl ConfigErrorKind {
+    /// Every variant's name, in declaration order.
+    pub const NAMES: &'static [&'static str] = <Self as strum::VariantNames>::VARIANTS;
+
+    /// The variant's name: what `Display` writes and `FromStr` reads.
+    pub fn as_str(self) -> &'static str {
+        self.into()
     }
 }
 

@@ -16,16 +16,46 @@ use std::fmt::Write as _;
 use crate::display::neutralize_line;
 use crate::mode::{Mode, ModeGraph, ModeId, RequireApproval};
 
-named_enum! {
-    /// The text formats [`render`] can draw a mode graph in.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-    #[non_exhaustive]
-    pub enum DiagramFormat {
-        /// A Mermaid `flowchart LR`, for Markdown on code hosts.
-        #[default]
-        Mermaid,
-        /// A Graphviz `digraph`, for `dot -Tsvg`.
-        Dot,
+/// The text formats [`render`] can draw a mode graph in.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+#[strum(parse_err_ty = crate::names::UnknownName, parse_err_fn = crate::names::UnknownName::of::<Self>)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(inline, schema_with = "crate::names::schema::<DiagramFormat>")
+)]
+#[non_exhaustive]
+pub enum DiagramFormat {
+    /// A Mermaid `flowchart LR`, for Markdown on code hosts.
+    #[default]
+    Mermaid,
+    /// A Graphviz `digraph`, for `dot -Tsvg`.
+    Dot,
+}
+
+impl DiagramFormat {
+    /// Every variant's name, in declaration order.
+    pub const NAMES: &'static [&'static str] = <Self as strum::VariantNames>::VARIANTS;
+
+    /// The variant's name: what `Display` writes and `FromStr` reads.
+    pub fn as_str(self) -> &'static str {
+        self.into()
     }
 }
 

@@ -61,46 +61,4 @@ pub enum Error {
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// A name that is none of an enum's variants (`"complete"` for a [`crate::event::RunState`]): the error
-/// of `FromStr` for the crate's small enums ([`crate::event::RunState`], [`crate::event::CancelReason`],
-/// [`crate::diagram::DiagramFormat`], ...).
-///
-/// # Examples
-/// ```
-/// use agent_controller::event::RunState;
-/// let error = "complete".parse::<RunState>().unwrap_err();
-/// assert_eq!(error.name(), "complete");
-/// assert!(error.expected().contains(&"completed"));
-/// assert!(error.to_string().starts_with("unknown name `complete`: did you mean `completed`? expected one of"), "{error}");
-/// let error = "Running".parse::<RunState>().unwrap_err();
-/// assert!(error.to_string().contains("did you mean `running`? (names are case-sensitive)"), "{error}");
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "unknown name `{name}`: {}expected one of {}",
-    crate::hint::hint(name, expected.iter().copied(), "names").map(|hint| format!("{hint} ")).unwrap_or_default(),
-    expected.join(", ")
-)]
-pub struct UnknownName {
-    name: String,
-    expected: &'static [&'static str],
-}
-
-impl UnknownName {
-    pub(crate) fn new(name: &str, expected: &'static [&'static str]) -> Self {
-        Self {
-            name: name.to_owned(),
-            expected,
-        }
-    }
-
-    /// The name that was given.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The names that would have been understood.
-    pub fn expected(&self) -> &'static [&'static str] {
-        self.expected
-    }
-}
+pub use crate::names::UnknownName;

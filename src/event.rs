@@ -23,45 +23,103 @@ use tokio::sync::mpsc;
 
 use crate::tool::submit_plan::PlanSubmission;
 
-named_enum! {
-    /// Why the mode changed.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-    pub enum ModeChangeReason {
-        /// The host switched mode ([`crate::Session::switch_mode`]).
-        Manual,
-        /// A plan was approved and the session handed over to the planning mode's target.
-        PlanApproved,
+/// Why the mode changed.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+#[strum(parse_err_ty = crate::names::UnknownName, parse_err_fn = crate::names::UnknownName::of::<Self>)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(inline, schema_with = "crate::names::schema::<ModeChangeReason>")
+)]
+pub enum ModeChangeReason {
+    /// The host switched mode ([`crate::Session::switch_mode`]).
+    Manual,
+    /// A plan was approved and the session handed over to the planning mode's target.
+    PlanApproved,
+}
+
+impl ModeChangeReason {
+    /// Every variant's name, in declaration order.
+    pub const NAMES: &'static [&'static str] = <Self as strum::VariantNames>::VARIANTS;
+
+    /// The variant's name: what `Display` writes and `FromStr` reads.
+    pub fn as_str(self) -> &'static str {
+        self.into()
     }
 }
 
-named_enum! {
-    /// Where a run stands: running, or how it ended. The one name for it everywhere: the
-    /// `agent_end` event's `reason`, the session record's `run.state`, [`crate::Session::run_state`]
-    /// and [`crate::RunOutcome::state`].
-    ///
-    /// A suspended run has ended for now (`agent_end` with reason `suspended`); a decision or a
-    /// cancellation of its suspension starts it again with the same run id.
-    ///
-    /// # Examples
-    /// ```
-    /// use agent_controller::event::RunState;
-    /// assert_eq!(RunState::Completed.to_string(), "completed");
-    /// assert_eq!("failed".parse::<RunState>(), Ok(RunState::Failed));
-    /// assert!(RunState::Aborted.is_ended() && !RunState::Running.is_ended());
-    /// ```
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-    pub enum RunState {
-        /// The run loop is calling the model or executing tools. Never the reason of an `agent_end`.
-        Running,
-        /// The run waits for a decision on a submitted plan.
-        Suspended,
-        /// The model finished, or a plan was rejected without feedback.
-        Completed,
-        /// The run was aborted (cancelled by the host, its future dropped, or its suspension
-        /// cancelled by an abort, a user message or a manual switch).
-        Aborted,
-        /// The model failed or the run exceeded its step limit.
-        Failed,
+/// Where a run stands: running, or how it ended. The one name for it everywhere: the
+/// `agent_end` event's `reason`, the session record's `run.state`, [`crate::Session::run_state`]
+/// and [`crate::RunOutcome::state`].
+///
+/// A suspended run has ended for now (`agent_end` with reason `suspended`); a decision or a
+/// cancellation of its suspension starts it again with the same run id.
+///
+/// # Examples
+/// ```
+/// use agent_controller::event::RunState;
+/// assert_eq!(RunState::Completed.to_string(), "completed");
+/// assert_eq!("failed".parse::<RunState>(), Ok(RunState::Failed));
+/// assert!(RunState::Aborted.is_ended() && !RunState::Running.is_ended());
+/// ```
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+#[strum(parse_err_ty = crate::names::UnknownName, parse_err_fn = crate::names::UnknownName::of::<Self>)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(inline, schema_with = "crate::names::schema::<RunState>")
+)]
+pub enum RunState {
+    /// The run loop is calling the model or executing tools. Never the reason of an `agent_end`.
+    Running,
+    /// The run waits for a decision on a submitted plan.
+    Suspended,
+    /// The model finished, or a plan was rejected without feedback.
+    Completed,
+    /// The run was aborted (cancelled by the host, its future dropped, or its suspension
+    /// cancelled by an abort, a user message or a manual switch).
+    Aborted,
+    /// The model failed or the run exceeded its step limit.
+    Failed,
+}
+
+impl RunState {
+    /// Every variant's name, in declaration order.
+    pub const NAMES: &'static [&'static str] = <Self as strum::VariantNames>::VARIANTS;
+
+    /// The variant's name: what `Display` writes and `FromStr` reads.
+    pub fn as_str(self) -> &'static str {
+        self.into()
     }
 }
 
@@ -81,16 +139,45 @@ impl RunState {
     }
 }
 
-named_enum! {
-    /// Why a suspension was cancelled without a decision (each counts as *not approved*).
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-    pub enum CancelReason {
-        /// The host aborted the run.
-        Aborted,
-        /// The user sent a new message instead of deciding.
-        UserMessage,
-        /// The host switched mode by hand.
-        ModeSwitch,
+/// Why a suspension was cancelled without a decision (each counts as *not approved*).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+#[strum(parse_err_ty = crate::names::UnknownName, parse_err_fn = crate::names::UnknownName::of::<Self>)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(inline, schema_with = "crate::names::schema::<CancelReason>")
+)]
+pub enum CancelReason {
+    /// The host aborted the run.
+    Aborted,
+    /// The user sent a new message instead of deciding.
+    UserMessage,
+    /// The host switched mode by hand.
+    ModeSwitch,
+}
+
+impl CancelReason {
+    /// Every variant's name, in declaration order.
+    pub const NAMES: &'static [&'static str] = <Self as strum::VariantNames>::VARIANTS;
+
+    /// The variant's name: what `Display` writes and `FromStr` reads.
+    pub fn as_str(self) -> &'static str {
+        self.into()
     }
 }
 
@@ -249,18 +336,48 @@ impl ToolCallPayload {
     }
 }
 
-named_enum! {
-    /// What a mode's deadline does to a plan nobody decided in time (`onTimeout`): a deadline
-    /// never approves.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-    pub enum OnTimeout {
-        /// The plan counts as rejected: the model is told, the run ends, the mode stays (the
-        /// default).
-        #[default]
-        Reject,
-        /// The run is aborted: what waits counts as not approved (the model is told, every tool
-        /// call of the reply has its result), the run ends `aborted`, the mode stays.
-        Abort,
+/// What a mode's deadline does to a plan nobody decided in time (`onTimeout`): a deadline
+/// never approves.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+#[strum(parse_err_ty = crate::names::UnknownName, parse_err_fn = crate::names::UnknownName::of::<Self>)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(inline, schema_with = "crate::names::schema::<OnTimeout>")
+)]
+pub enum OnTimeout {
+    /// The plan counts as rejected: the model is told, the run ends, the mode stays (the
+    /// default).
+    #[default]
+    Reject,
+    /// The run is aborted: what waits counts as not approved (the model is told, every tool
+    /// call of the reply has its result), the run ends `aborted`, the mode stays.
+    Abort,
+}
+
+impl OnTimeout {
+    /// Every variant's name, in declaration order.
+    pub const NAMES: &'static [&'static str] = <Self as strum::VariantNames>::VARIANTS;
+
+    /// The variant's name: what `Display` writes and `FromStr` reads.
+    pub fn as_str(self) -> &'static str {
+        self.into()
     }
 }
 
@@ -391,20 +508,49 @@ impl Suspension {
     }
 }
 
-named_enum! {
-    /// How a submitted plan was settled.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-    pub enum DecisionOutcome {
-        /// The host approved it.
-        Approved,
-        /// The host rejected it (with or without feedback).
-        Rejected,
-        /// It was cancelled without a decision (abort, a new user message, a manual switch): not
-        /// approved.
-        Cancelled,
-        /// No decision was taken by its deadline (the planning mode's `approvalTimeout`): it
-        /// counts as rejected ([`crate::deadline`]).
-        Expired,
+/// How a submitted plan was settled.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+#[strum(parse_err_ty = crate::names::UnknownName, parse_err_fn = crate::names::UnknownName::of::<Self>)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(inline, schema_with = "crate::names::schema::<DecisionOutcome>")
+)]
+pub enum DecisionOutcome {
+    /// The host approved it.
+    Approved,
+    /// The host rejected it (with or without feedback).
+    Rejected,
+    /// It was cancelled without a decision (abort, a new user message, a manual switch): not
+    /// approved.
+    Cancelled,
+    /// No decision was taken by its deadline (the planning mode's `approvalTimeout`): it
+    /// counts as rejected ([`crate::deadline`]).
+    Expired,
+}
+
+impl DecisionOutcome {
+    /// Every variant's name, in declaration order.
+    pub const NAMES: &'static [&'static str] = <Self as strum::VariantNames>::VARIANTS;
+
+    /// The variant's name: what `Display` writes and `FromStr` reads.
+    pub fn as_str(self) -> &'static str {
+        self.into()
     }
 }
 

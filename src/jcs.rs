@@ -39,7 +39,7 @@ pub fn to_string(value: &Value) -> String {
 pub fn sha256(value: &Value) -> String {
     use sha2::{Digest, Sha256};
     let digest = Sha256::digest(to_string(value).as_bytes());
-    // Lowercase hex, written here: `tool::args` uses this module, so it uses nothing of `tool`.
+    // Lowercase hex, written here: `exchange::args` uses this module, so it uses nothing of `exchange`.
     digest.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 

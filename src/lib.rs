@@ -112,9 +112,8 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-#[macro_use]
-mod names;
 mod hint;
+mod names;
 
 #[cfg(feature = "acp")]
 pub mod acp;
@@ -127,6 +126,7 @@ pub mod diagram;
 pub mod display;
 pub mod error;
 pub mod event;
+mod exchange;
 pub mod extensions;
 pub mod guide;
 pub mod jail;
@@ -134,12 +134,14 @@ pub mod jcs;
 pub(crate) mod machine;
 pub mod mode;
 pub mod model;
+mod plan;
 pub mod rules;
 pub mod run;
 #[cfg(feature = "schema")]
 pub mod schema;
 pub mod session;
 pub mod store;
+mod store_error;
 #[cfg(feature = "terminal")]
 pub mod terminal;
 #[cfg(feature = "testing")]
@@ -189,14 +191,15 @@ pub struct ReadmeDoctests;
 
 #[cfg(test)]
 mod tests {
-    /// The core (`default-features = false`) pulls at most 56 crates (issue 11; `cap-std`, the
+    /// The core (`default-features = false`) pulls at most 60 crates (issue 36 added `strum`'s
+    /// derives, four crates; issue 11; `cap-std`, the
     /// workspace jail, brings about ten of them; issue 19 added `regex-syntax`, the Unicode
     /// tables of `display`; issue 23 added `globset` and `regex` for rules on tool-call
     /// arguments, five crates with `bstr`, `aho-corasick` and `regex-automata`), counted as the README's
     /// "Features" section says: distinct name-and-version lines of the normal-dependency tree,
     /// without the crate itself.
     #[test]
-    fn core_dependency_count_is_at_most_56() {
+    fn core_dependency_count_is_at_most_60() {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
         let output = std::process::Command::new(cargo)
             .args([
@@ -225,7 +228,7 @@ mod tests {
             .filter(|line| !line.is_empty() && !line.starts_with("agent-controller "))
             .collect();
         assert!(
-            crates.len() <= 56,
+            crates.len() <= 60,
             "{} crates with default-features = false:\n{crates:#?}",
             crates.len()
         );
@@ -341,9 +344,10 @@ mod tests {
     /// types the session's operations take and return (`Decision`, `PendingDecision`,
     /// `RunOutcome`) are defined with the session (`run` re-exports them), so the session does
     /// not name the run module.
-    #[test]
-    fn modules_import_each_other_one_way() {
-        let imports = module_imports();
+    /// The edges that lie on an import cycle of `imports` (`from -> to`, sorted).
+    fn cycle_edges(
+        imports: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+    ) -> Vec<String> {
         let reaches = |from: &str, to: &str| {
             let mut seen = std::collections::BTreeSet::new();
             let mut stack = vec![from.to_owned()];
@@ -360,13 +364,107 @@ mod tests {
             false
         };
         let mut cycles = Vec::new();
-        for (from, tos) in &imports {
+        for (from, tos) in imports {
             for to in tos {
                 if reaches(to, from) {
                     cycles.push(format!("{from} -> {to}"));
                 }
             }
         }
+        cycles
+    }
+
+    /// The files of the folder `src/{dir}/` and, for each (by name, without `.rs`), the files
+    /// of the same folder its code names: `super::file` and `crate::{dir}::file` paths, one
+    /// name or a `{...}` group of them (`use super::{change::Change, input::Next}`), in `use`
+    /// lines and expressions alike. Comments, doc text and the `#[cfg(test)] mod tests` at the
+    /// end of a file do not count, as in [`module_imports`].
+    fn file_imports(
+        dir: &str,
+    ) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+        use std::collections::{BTreeMap, BTreeSet};
+
+        let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src")
+            .join(dir);
+        let mut texts = BTreeMap::new();
+        for entry in std::fs::read_dir(&folder).expect("the folder is readable") {
+            let path = entry.expect("an entry").path();
+            if path.extension().is_some_and(|e| e == "rs") {
+                let name = path.file_stem().expect("a name").to_string_lossy();
+                let text = std::fs::read_to_string(&path).expect("a source file");
+                texts.insert(name.into_owned(), text);
+            }
+        }
+        let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '#';
+        // The first name of each item of `rest`: one path, or a `{...}` group at its start.
+        let first_names = |rest: &str| -> Vec<String> {
+            let Some(group) = rest.strip_prefix('{') else {
+                let end = rest.find(|c: char| !is_ident(c)).unwrap_or(rest.len());
+                return vec![rest[..end].to_owned()];
+            };
+            let mut depth = 0;
+            let mut items = vec![String::new()];
+            for c in group.chars() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => items.push(String::new()),
+                    _ => {}
+                }
+                if let Some(item) = items.last_mut() {
+                    item.push(c);
+                }
+            }
+            items
+                .iter()
+                .map(|item| {
+                    let item = item.trim_start_matches([',', ' ', '\n']);
+                    let end = item.find(|c: char| !is_ident(c)).unwrap_or(item.len());
+                    item[..end].to_owned()
+                })
+                .collect()
+        };
+        let mut imports: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (from, text) in &texts {
+            let code = text
+                .split("\n#[cfg(test)]\nmod tests")
+                .next()
+                .unwrap_or_default();
+            let is_doc = |l: &&str| {
+                let l = l.trim_start();
+                l.starts_with("//") || l.starts_with("doc = \"")
+            };
+            let code: Vec<&str> = code.lines().filter(|l| !is_doc(l)).collect();
+            let code = code.join("\n");
+            let mut names = BTreeSet::new();
+            for prefix in ["super::".to_owned(), format!("crate::{dir}::")] {
+                for (at, _) in code.match_indices(&prefix) {
+                    names.extend(first_names(&code[at + prefix.len()..]));
+                }
+            }
+            let to = names
+                .into_iter()
+                .map(|n| n.trim_start_matches("r#").to_owned())
+                .filter(|n| n != from && texts.contains_key(n));
+            imports.entry(from.clone()).or_default().extend(to);
+        }
+        imports
+    }
+
+    /// Issue 11: no import cycles between modules. The data flows config -> mode graph ->
+    /// session -> run -> tools / model -> store, with the controller wiring them; every other
+    /// pair of modules that names each other is a cycle and fails this test.
+    ///
+    /// The run loop is written as `impl Session` in `src/session/drive.rs` and names the session; the
+    /// types the session's operations take and return (`Decision`, `PendingDecision`,
+    /// `RunOutcome`) are defined with the session (`run` re-exports them), so the session does
+    /// not name the run module.
+    #[test]
+    fn modules_import_each_other_one_way() {
+        let imports = module_imports();
+        let cycles = cycle_edges(&imports);
         assert!(
             cycles.is_empty(),
             "edges on an import cycle: {cycles:?}\nimports: {imports:#?}"
@@ -380,5 +478,33 @@ mod tests {
                 .iter()
                 .all(|m| m != "run" && m != "session")
         );
+    }
+
+    /// Issue 36: the files inside the core (`src/machine/`) and the CLI (`src/cli/`) import
+    /// each other one way too (`machine/{change,decide,expiry,input}`, `machine/{check,pending}`
+    /// and `cli/{decider,prompt}` named each other).
+    #[test]
+    fn files_of_the_core_and_the_cli_import_each_other_one_way() {
+        for dir in ["machine", "cli"] {
+            let imports = file_imports(dir);
+            assert!(imports.len() > 5, "{dir}: {imports:#?}");
+            let cycles = cycle_edges(&imports);
+            assert!(
+                cycles.is_empty(),
+                "src/{dir}/: edges on an import cycle: {cycles:?}\nimports: {imports:#?}"
+            );
+        }
+    }
+
+    /// Issue 36: the pure core owns its data: it imports no tool, store or workspace module
+    /// (what it decides with is its own or sits beneath both, in `exchange` and `plan`).
+    #[test]
+    fn the_core_imports_no_tool_store_or_workspace_module() {
+        let imports = module_imports();
+        let leaned_on: Vec<&String> = imports["machine"]
+            .iter()
+            .filter(|m| ["tool", "store", "workspace"].contains(&m.as_str()))
+            .collect();
+        assert!(leaned_on.is_empty(), "src/machine/ imports {leaned_on:?}");
     }
 }

@@ -8,7 +8,7 @@
 //! - [`input`]: the one entry point: the inputs ([`input::Input`]: a user message, a model
 //!   reply, a tool call and its result, a suspension, a decision, an abort, a manual switch, a
 //!   deadline or lease tick) and the effects: *save this record at version N*
-//!   ([`input::Input::saves`]), *emit these events*, and the next step ([`input::Next`]: call
+//!   ([`input::Input::saves`]), *emit these events*, and the next step ([`next::Next`]: call
 //!   the model, run these tools, or wait).
 //! - [`state`]: what a session keeps and saves ([`state::State`]).
 //! - [`change`]: a change, [`change::Change`]: the next state, computed on a copy of the
@@ -67,6 +67,7 @@
 //!    swaps it in and delivers its events; `Session::carry_on` (`src/session/drive.rs`) then
 //!    calls the model in the new mode.
 
+pub(crate) mod call;
 pub(crate) mod change;
 pub(crate) mod check;
 pub(crate) mod decide;
@@ -74,7 +75,9 @@ pub(crate) mod decision;
 pub(crate) mod error;
 pub(crate) mod expiry;
 pub(crate) mod input;
+pub(crate) mod next;
 pub(crate) mod pending;
+pub(crate) mod rejection;
 #[cfg(test)]
 pub(crate) mod rig;
 pub(crate) mod ruling;

@@ -1864,7 +1864,7 @@ impl ModeGraph {
                 }
             }
         }
-        crate::tool::submit_plan::hex(&hash.finalize())
+        crate::plan::hex(&hash.finalize())
     }
 }
 /// What a mode needs at run time, built once when the controller is built.

@@ -24,47 +24,9 @@ use crate::event::TokenUsage;
 use crate::extensions::Extensions;
 use crate::tool::{ToolCall, ToolSpec};
 
+pub use crate::exchange::Message;
 pub use chooser::{ModelChooser, SpecChooser};
 pub use spec::{ModelSpec, ModelSpecError};
-
-/// One message of a session's conversation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(
-    tag = "role",
-    rename_all = "snake_case",
-    rename_all_fields = "camelCase"
-)]
-pub enum Message {
-    /// A notice from the controller, such as a mode change.
-    System {
-        /// The notice text.
-        content: String,
-    },
-    /// A user message.
-    User {
-        /// The message text.
-        content: String,
-    },
-    /// A model reply: text and the tool calls it made.
-    Assistant {
-        /// Reply text (may be empty when the model only calls tools).
-        content: String,
-        /// Tool calls, in the order the model made them.
-        tool_calls: Vec<ToolCall>,
-    },
-    /// A tool result. The results of an assistant message's calls follow it in the order of
-    /// its calls before each model call, whatever order they came in.
-    Tool {
-        /// The call this answers.
-        tool_call_id: String,
-        /// The tool name.
-        tool_name: String,
-        /// The result text.
-        content: String,
-        /// Whether the result reports an error.
-        is_error: bool,
-    },
-}
 
 /// What a model call sees: the session, run and mode it runs in, the mode's system prompt and
 /// tools, the conversation, a cancellation token, and the host's extensions.
@@ -422,39 +384,68 @@ impl ModelResponse {
     }
 }
 
-named_enum! {
-    /// What kind of failure a [`ModelError`] is, for a host that reacts differently to each (wait
-    /// and retry on [`ModelErrorKind::RateLimited`], ask for a key on
-    /// [`ModelErrorKind::Authentication`], ...).
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-    #[non_exhaustive]
-    pub enum ModelErrorKind {
-        /// The provider refused the credentials (HTTP 401 or 403, or no key where one is needed).
-        Authentication,
-        /// The provider is rate limiting or the quota is used up (HTTP 429).
-        RateLimited,
-        /// The provider could not be reached, or the connection broke.
-        Transport,
-        /// The provider answered with something that is not a valid reply (bad JSON, a stream cut
-        /// off before the model finished).
-        MalformedResponse,
-        /// The conversation does not fit the model's context window.
-        ContextLength,
-        /// The provider is overloaded for the moment (Anthropic's HTTP 529 or `overloaded_error`);
-        /// a later call may succeed.
-        Overloaded,
-        /// The provider refused the request as malformed or not allowed (HTTP 400 with
-        /// Anthropic's `invalid_request_error`), other than a context-length error.
-        InvalidRequest,
-        /// The run reached its limit of model calls (see
-        /// [`crate::controller::AgentControllerBuilder::max_steps`]); no model call failed.
-        StepLimit,
-        /// The run reached its limit of plan revisions (see
-        /// [`crate::controller::AgentControllerBuilder::max_revisions`]): a rejection with feedback would
-        /// have asked for one more; no model call failed.
-        RevisionLimit,
-        /// Anything else (a server error, an unknown model, a bad request).
-        Other,
+/// What kind of failure a [`ModelError`] is, for a host that reacts differently to each (wait
+/// and retry on [`ModelErrorKind::RateLimited`], ask for a key on
+/// [`ModelErrorKind::Authentication`], ...).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+#[strum(parse_err_ty = crate::names::UnknownName, parse_err_fn = crate::names::UnknownName::of::<Self>)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(inline, schema_with = "crate::names::schema::<ModelErrorKind>")
+)]
+#[non_exhaustive]
+pub enum ModelErrorKind {
+    /// The provider refused the credentials (HTTP 401 or 403, or no key where one is needed).
+    Authentication,
+    /// The provider is rate limiting or the quota is used up (HTTP 429).
+    RateLimited,
+    /// The provider could not be reached, or the connection broke.
+    Transport,
+    /// The provider answered with something that is not a valid reply (bad JSON, a stream cut
+    /// off before the model finished).
+    MalformedResponse,
+    /// The conversation does not fit the model's context window.
+    ContextLength,
+    /// The provider is overloaded for the moment (Anthropic's HTTP 529 or `overloaded_error`);
+    /// a later call may succeed.
+    Overloaded,
+    /// The provider refused the request as malformed or not allowed (HTTP 400 with
+    /// Anthropic's `invalid_request_error`), other than a context-length error.
+    InvalidRequest,
+    /// The run reached its limit of model calls (see
+    /// [`crate::controller::AgentControllerBuilder::max_steps`]); no model call failed.
+    StepLimit,
+    /// The run reached its limit of plan revisions (see
+    /// [`crate::controller::AgentControllerBuilder::max_revisions`]): a rejection with feedback would
+    /// have asked for one more; no model call failed.
+    RevisionLimit,
+    /// Anything else (a server error, an unknown model, a bad request).
+    Other,
+}
+
+impl ModelErrorKind {
+    /// Every variant's name, in declaration order.
+    pub const NAMES: &'static [&'static str] = <Self as strum::VariantNames>::VARIANTS;
+
+    /// The variant's name: what `Display` writes and `FromStr` reads.
+    pub fn as_str(self) -> &'static str {
+        self.into()
     }
 }
 

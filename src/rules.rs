@@ -81,16 +81,47 @@ use crate::tool::{PathLocation, ToolCall};
 /// The argument a path rule reads when it names none (`path = "src/**"` alone).
 pub const DEFAULT_PATH_ARG: &str = "path";
 
-named_enum! {
-    /// What a rule does with a call it matches; ordered by strength (`Allow < Ask < Deny`).
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-    pub enum RuleAction {
-        /// The call runs without asking.
-        Allow,
-        /// The call waits for the user's approval, as under `requireApproval`.
-        Ask,
-        /// The call is refused, and the model is told which rule refused it.
-        Deny,
+/// What a rule does with a call it matches; ordered by strength (`Allow < Ask < Deny`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+#[strum(parse_err_ty = crate::names::UnknownName, parse_err_fn = crate::names::UnknownName::of::<Self>)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(inline, schema_with = "crate::names::schema::<RuleAction>")
+)]
+pub enum RuleAction {
+    /// The call runs without asking.
+    Allow,
+    /// The call waits for the user's approval, as under `requireApproval`.
+    Ask,
+    /// The call is refused, and the model is told which rule refused it.
+    Deny,
+}
+
+impl RuleAction {
+    /// Every variant's name, in declaration order.
+    pub const NAMES: &'static [&'static str] = <Self as strum::VariantNames>::VARIANTS;
+
+    /// The variant's name: what `Display` writes and `FromStr` reads.
+    pub fn as_str(self) -> &'static str {
+        self.into()
     }
 }
 

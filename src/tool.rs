@@ -11,7 +11,6 @@
 //! tokio's blocking pool instead ([`crate::store`]). A tool of your own that does slow I/O
 //! should use async I/O or `tokio::task::spawn_blocking`.
 
-pub mod args;
 pub mod fs;
 pub mod input;
 pub mod mcp;
@@ -30,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 use crate::extensions::Extensions;
 
 pub use self::submit_plan::SUBMIT_PLAN;
+pub use crate::exchange::{ToolCall, ToolOutput, args};
 
 /// What a tool may change, as the tool declares it ([`Tool::access`]), after MCP's
 /// `readOnlyHint`. A planning mode without `availableTools` offers only the tools that change
@@ -92,83 +92,10 @@ pub struct ToolSpec {
     pub access: ToolAccess,
 }
 
-/// One tool call the model made: its id (unique within the run), the tool name and the arguments.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ToolCall {
-    /// The id the model gave the call; results are addressed by it.
-    pub id: String,
-    /// The tool name.
-    pub name: String,
-    /// The arguments, a JSON object.
-    pub args: Value,
-}
-
-impl ToolCall {
-    /// A call of tool `name` with id `id` and arguments `args` (a JSON object).
-    ///
-    /// # Examples
-    /// ```
-    /// use agent_controller::ToolCall;
-    /// let call = ToolCall::new("call_1", "read_file", serde_json::json!({ "path": "a.txt" }));
-    /// assert_eq!((call.id.as_str(), call.name.as_str()), ("call_1", "read_file"));
-    /// assert_eq!(call.args["path"], "a.txt");
-    /// ```
-    pub fn new(id: impl Into<String>, name: impl Into<String>, args: Value) -> Self {
-        Self {
-            id: id.into(),
-            name: name.into(),
-            args,
-        }
-    }
-}
-
 /// Where a tool says a path argument of a call leads ([`Tool::locate`]): `None` when the call
 /// leaves the argument out and the tool has no default for it, `Some(Ok(path))` relative to the
 /// workspace, `Some(Err(why))` for a path the tool refuses.
 pub type PathLocation = Option<Result<PathBuf, String>>;
-
-/// The result of executing a tool: text for the model, and whether it reports an error.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ToolOutput {
-    /// The text the model receives.
-    pub content: String,
-    /// Whether the content reports a failure.
-    pub is_error: bool,
-}
-
-impl ToolOutput {
-    /// A successful result with `content`.
-    ///
-    /// # Examples
-    /// ```
-    /// use agent_controller::ToolOutput;
-    /// let output = ToolOutput::ok("3 files");
-    /// assert_eq!((output.content.as_str(), output.is_error), ("3 files", false));
-    /// ```
-    pub fn ok(content: impl Into<String>) -> Self {
-        Self {
-            content: content.into(),
-            is_error: false,
-        }
-    }
-
-    /// An error result with `content`.
-    ///
-    /// # Examples
-    /// ```
-    /// use agent_controller::ToolOutput;
-    /// let output = ToolOutput::error("no such file: a.txt");
-    /// assert!(output.is_error);
-    /// ```
-    pub fn error(content: impl Into<String>) -> Self {
-        Self {
-            content: content.into(),
-            is_error: true,
-        }
-    }
-}
 
 /// What a tool sees of the session that runs it: where it works, which session, run, mode and
 /// tool call it serves, a cancellation token, and the host's extensions.
@@ -587,21 +514,5 @@ impl ToolRegistry {
     /// ```
     pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> + '_ {
         self.tools.iter()
-    }
-}
-
-/// The result of a tool call the user rejected without feedback; with feedback, the result
-/// goes on with [`TOOL_FEEDBACK_PREFIX`] and the feedback.
-pub(crate) const TOOL_REJECTED_RESULT: &str =
-    "Not approved: the user rejected this tool call; it was not executed.";
-
-/// What comes between [`TOOL_REJECTED_RESULT`] and the user's feedback.
-pub(crate) const TOOL_FEEDBACK_PREFIX: &str = " Their feedback:\n";
-
-/// The result of a tool call the user rejected (it did not run), with their feedback if any.
-pub(crate) fn rejected_result(feedback: Option<&str>) -> String {
-    match feedback {
-        Some(feedback) => format!("{TOOL_REJECTED_RESULT}{TOOL_FEEDBACK_PREFIX}{feedback}"),
-        None => TOOL_REJECTED_RESULT.to_owned(),
     }
 }

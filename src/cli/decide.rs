@@ -4,10 +4,10 @@ use agent_controller::display::neutralize_line;
 use agent_controller::{PendingDecision, SessionOptions};
 
 use crate::cli::args::{DecideArgs, DecisionArgs};
-use crate::cli::decider::{Decider, waiting};
+use crate::cli::decider::Decider;
 use crate::cli::events::event_printer;
 use crate::cli::exit::{Failure, Outcome};
-use crate::cli::prompt::Prompt;
+use crate::cli::prompt::{Prompt, waiting};
 use crate::cli::setup::{runtime, stored_session};
 
 pub(crate) fn decide(mut args: DecideArgs) -> Outcome {

@@ -10,7 +10,7 @@ use agent_controller::{
 
 use crate::cli::args::DecisionArgs;
 use crate::cli::exit::{Exit, Failure, Outcome};
-use crate::cli::prompt::{Prompt, Reply};
+use crate::cli::prompt::{Prompt, Reply, waiting};
 use crate::cli::switch::describe;
 
 /// Decides suspended plans until the run ends: with the decision flags, else with the prompt.
@@ -273,17 +273,6 @@ pub(crate) fn allowed_by(session: &Session, decision_id: &str) -> Option<String>
         .iter()
         .filter(|d| d.decision_id == decision_id);
     waiting.chain(settled).find_map(|d| d.allowed_by.clone())
-}
-
-/// What `session` waits on and is not decided yet (the plan, or tool calls in the model's
-/// order).
-pub(crate) fn waiting(session: &Session) -> Vec<PendingDecision> {
-    session
-        .pending()
-        .iter()
-        .filter(|c| c.is_waiting())
-        .cloned()
-        .collect()
 }
 
 /// Ends what a Ctrl-C outside the prompt interrupted and says where it left the session. The

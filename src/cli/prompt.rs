@@ -9,7 +9,6 @@ use agent_controller::terminal::{
 use agent_controller::tool::submit_plan::{self};
 use agent_controller::{Decision, ModeGraph, PendingDecision, Session, event::SuspendPayload};
 
-use crate::cli::decider::waiting;
 use crate::cli::text::{deadline_note, plan_origin, short_sha256};
 
 /// What the person at the prompt chose: a decision, or a switch of mode by hand instead (`s
@@ -206,4 +205,15 @@ pub(crate) fn comments_text(payload: &SuspendPayload) -> Option<String> {
         ));
     }
     Some(text)
+}
+
+/// What `session` waits on and is not decided yet (the plan, or tool calls in the model's
+/// order).
+pub(crate) fn waiting(session: &Session) -> Vec<PendingDecision> {
+    session
+        .pending()
+        .iter()
+        .filter(|c| c.is_waiting())
+        .cloned()
+        .collect()
 }

@@ -6,13 +6,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::allowance::WorkspaceScope;
 use crate::event::{DecidedRecord, Event, ModeChangeReason, RunState};
+use crate::exchange::Message;
+use crate::exchange::ToolOutput;
 use crate::mode::{ModeGraph, ModeId, ModeRuntime};
-use crate::model::Message;
-use crate::tool::ToolOutput;
-use crate::workspace::WorkspaceRecord;
 
-use super::input::CallRef;
+use super::call::CallRef;
 use super::state::{Lease, State};
 
 /// What of the controller's config the rules read: the mode graph and what each mode needs at
@@ -24,9 +24,6 @@ pub(crate) struct Config<'a> {
     pub(crate) runtimes: &'a [ModeRuntime],
     pub(crate) max_revisions: usize,
     pub(crate) lease: Option<LeaseTerms<'a>>,
-    /// The config's fingerprint ([`ModeGraph::fingerprint`]), which keys a workspace
-    /// allowance.
-    pub(crate) fingerprint: &'a str,
 }
 
 /// Who takes a run's lease, and for how long.
@@ -53,7 +50,8 @@ pub(crate) struct Change<'a> {
     /// a clock.
     pub(crate) now_ms: u64,
     pub(crate) id: &'a Arc<str>,
-    pub(crate) workspace: &'a WorkspaceRecord,
+    /// Where a workspace allowance given in the change applies.
+    pub(crate) workspace: WorkspaceScope<'a>,
     /// The next state.
     pub(crate) state: &'a mut State,
     /// The events of the change, in order, delivered once it is saved.
@@ -220,7 +218,6 @@ mod tests {
             runtimes: &runtimes,
             max_revisions: 1,
             lease: None,
-            fingerprint: "",
         };
         assert_eq!(&*config.runtime(plan).id, "plan");
         assert_eq!(&*config.runtime(build).id, "build");

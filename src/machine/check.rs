@@ -8,7 +8,7 @@ use super::pending::PendingDecision;
 use crate::comment::{self, QuotedComment};
 use crate::event::DecidedRecord;
 use crate::mode::ModeId;
-use crate::tool::submit_plan::{self, PlanSubmission};
+use crate::plan::{self, PlanSubmission};
 
 /// What a decision checked by [`check`] resolves to, so that nothing is
 /// validated twice: the mode an approved plan hands over to and the user's edit, captured.
@@ -139,7 +139,7 @@ pub(crate) fn check(
     };
     let edited = match &decision.plan {
         Some(text) => Some(
-            submit_plan::capture_plan(&plan.payload.submission.path, text.as_bytes())
+            plan::capture_plan(&plan.payload.submission.path, text.as_bytes())
                 .map_err(SessionError::EditedPlan)?,
         ),
         None => None,
@@ -244,6 +244,95 @@ pub(crate) fn with_id(
 /// `decision_<n>`: the controller's id of the session's `n`-th submitted plan.
 pub(crate) fn decision_id_for(n: u64) -> String {
     format!("decision_{n}")
+}
+
+/// The checks a host may run on what waits before it decides (the core's one place a decision
+/// is checked, [`check`]).
+impl PendingDecision {
+    /// Checks a `sha256` pin (what the user saw) against [`PendingDecision::sha256`], ignoring
+    /// ASCII case; changes nothing. A host can call it before it shows anything.
+    ///
+    /// # Errors
+    /// [`SessionError::Sha256Mismatch`] for a plan, [`SessionError::ArgsSha256Mismatch`] for a
+    /// tool call.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// let pending = &session.pending()[0];
+    /// assert!(pending.check_sha256(&payload.submission.sha256.to_uppercase()).is_ok());
+    /// assert!(pending.check_sha256(&"0".repeat(64)).is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn check_sha256(&self, given: &str) -> Result<(), SessionError> {
+        check_pin(self, given)
+    }
+
+    /// Checks that `decision` may be applied to what waits; changes nothing. This is the one
+    /// place a decision is checked: [`crate::Session::decide`] and [`crate::Session::resume`]
+    /// call it, and a host may call it first (to refuse a flag before it shows a prompt).
+    ///
+    /// - Any: a pinned `sha256` must be [`PendingDecision::sha256`].
+    /// - A plan: no `alwaysAllow`; a `targetModeId` (with an approval only) must be one the plan
+    ///   lists; an edited plan (with an approval only) obeys the plan limits; a `model` goes
+    ///   with an approval only; `comments` go with a rejection only, each on a line of the plan
+    ///   shown; an approval must still be possible under the current config.
+    /// - A tool call: no `targetModeId`, no edited plan, no `model`, no `comments`, no
+    ///   `alwaysAllow` with a rejection, nor on a call an `ask` rule made wait
+    ///   ([`crate::event::ToolCallPayload::rule`]).
+    ///
+    /// # Errors
+    /// [`SessionError::MalformedDecision`], [`SessionError::Sha256Mismatch`],
+    /// [`SessionError::ArgsSha256Mismatch`], [`SessionError::TargetNotAllowed`],
+    /// [`SessionError::EditedPlan`], [`SessionError::PlanComment`] (a comment on a line the plan
+    /// lacks, a blank one, too many), [`SessionError::ConfigChanged`]. A model the approval names
+    /// ([`Decision::model`]) is not checked here: the session asks the host's chooser when it
+    /// applies the approval ([`SessionError::UnknownModel`], from [`crate::Session::decide`]).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
+    /// let pending = &session.pending()[0];
+    /// assert!(pending.check(&Decision::approve()).is_ok());
+    /// assert!(pending.check(&Decision::approve().to("review")).is_err(), "not a target of the plan");
+    /// assert!(pending.check(&Decision::reject().with_plan("# edited")).is_err(), "an edit with a rejection");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn check(&self, decision: &Decision) -> Result<(), SessionError> {
+        check(self, decision).map(drop)
+    }
 }
 
 #[cfg(test)]

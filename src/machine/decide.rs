@@ -4,23 +4,20 @@
 
 use std::sync::Arc;
 
+use super::call::CallRef;
 use super::change::Change;
 use super::check::Checked;
 use super::decision::{Decision, DecisionAction};
 use super::error::SessionError;
-use super::input::{CallRef, Next};
+use super::next::{Approved, Next};
 use super::pending::{PendingDecision, PendingPlan, PendingToolCall};
 use super::state::State;
 use crate::comment::{self, QuotedComment};
 use crate::event::{DecidedRecord, DecisionOutcome, ModeChangeReason, RunState};
+use crate::exchange::{SUBMIT_PLAN, ToolOutput};
 use crate::mode::ModeId;
 use crate::model::{ModelError, ModelErrorKind};
-use crate::tool::SUBMIT_PLAN;
-use crate::tool::ToolOutput;
-use crate::tool::submit_plan::{self, REJECTED_RESULT};
-
-/// An approved tool call with its audit record, to run once every call of its reply is decided.
-pub(crate) type Approved = (PendingToolCall, DecidedRecord);
+use crate::plan::{self, REJECTED_RESULT};
 
 /// What the decision of a plan did, for the driver to carry on: the run it resumed, whether
 /// it ended the run (a rejection without feedback), or the revision limit that failed it.
@@ -118,13 +115,13 @@ impl Change<'_> {
         let (result, outcome) = match (decision.action, feedback) {
             (DecisionAction::Approved, _) => (
                 match &edited {
-                    Some(edited) => submit_plan::edited_approved_result(
+                    Some(edited) => plan::edited_approved_result(
                         &pending.payload.submission,
                         edited,
                         feedback,
                         notice.as_deref(),
                     ),
-                    None => submit_plan::approved_result(
+                    None => plan::approved_result(
                         &pending.payload.submission,
                         feedback,
                         notice.as_deref(),
@@ -133,11 +130,11 @@ impl Change<'_> {
                 DecisionOutcome::Approved,
             ),
             (DecisionAction::Rejected, Some(feedback)) if at_limit => (
-                submit_plan::rejected_at_revision_limit(feedback, max_revisions),
+                plan::rejected_at_revision_limit(feedback, max_revisions),
                 DecisionOutcome::Rejected,
             ),
             (DecisionAction::Rejected, Some(feedback)) => (
-                submit_plan::rejected_with_feedback(feedback),
+                plan::rejected_with_feedback(feedback),
                 DecisionOutcome::Rejected,
             ),
             (DecisionAction::Rejected, None) => {
@@ -259,7 +256,7 @@ impl Change<'_> {
                 approved.push((call, record));
             } else {
                 let output =
-                    ToolOutput::error(crate::tool::rejected_result(call.feedback.as_deref()));
+                    ToolOutput::error(super::rejection::rejected_result(call.feedback.as_deref()));
                 let answered = CallRef::new(
                     run_id.clone(),
                     call.tool_call_id.as_str(),
@@ -290,7 +287,7 @@ impl Change<'_> {
         allowance.decided_by = granted.decided_by.clone();
         allowance.decided_at = granted.decided_at.clone();
         if scope == crate::allowance::AllowanceScope::Workspace {
-            allowance = allowance.in_directory(self.workspace, self.config.fingerprint);
+            allowance = self.workspace.stamp(allowance);
         }
         allowance
     }
@@ -427,7 +424,7 @@ mod tests {
     use crate::machine::check::check;
     use crate::machine::input::{Input, Suspend};
     use crate::machine::rig::{Rig, call};
-    use crate::tool::submit_plan::PlanSubmission;
+    use crate::plan::PlanSubmission;
 
     fn decide(rig: &mut Rig, index: usize, decision: Decision) -> Next {
         let checked = check(&rig.state.pending[index], &decision).expect("checks");
@@ -511,7 +508,7 @@ mod tests {
         let next = decide(&mut rig, 0, Decision::reject_with("again"));
         assert!(matches!(next, Next::CallModel(_)), "{next:?}");
         let (_, result) = rig.results().pop().expect("a result");
-        assert_eq!(result, submit_plan::rejected_with_feedback("again"));
+        assert_eq!(result, plan::rejected_with_feedback("again"));
         assert_eq!(rig.state.revisions(&run), 1);
         suspend_plan(&mut rig, &run, "p2");
         let next = decide(&mut rig, 0, Decision::reject_with("again"));
@@ -532,8 +529,7 @@ mod tests {
         decide(&mut rig, 0, edit);
         let record = rig.state.history.last().expect("a record");
         assert_eq!(record.sha256.as_deref(), Some("s1"));
-        let edited = crate::tool::submit_plan::capture_plan("a.md", b"# B\n\n1. Other.\n")
-            .expect("captures");
+        let edited = crate::plan::capture_plan("a.md", b"# B\n\n1. Other.\n").expect("captures");
         assert_eq!(
             record.approved_sha256.as_deref(),
             Some(edited.sha256.as_str())

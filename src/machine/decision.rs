@@ -13,14 +13,43 @@ use crate::comment::PlanComment;
 #[cfg(doc)]
 use crate::event::SuspendPayload;
 
-named_enum! {
-    /// The host's answer to a submitted plan.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-    pub enum DecisionAction {
-        /// The plan is approved: hand over to the target mode.
-        Approved,
-        /// The plan is rejected: stay in the mode.
-        Rejected,
+/// The host's answer to a submitted plan.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+#[strum(parse_err_ty = crate::names::UnknownName, parse_err_fn = crate::names::UnknownName::of::<Self>)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(inline, schema_with = "crate::names::schema::<DecisionAction>")
+)]
+pub enum DecisionAction {
+    /// The plan is approved: hand over to the target mode.
+    Approved,
+    /// The plan is rejected: stay in the mode.
+    Rejected,
+}
+
+impl DecisionAction {
+    /// Every variant's name, in declaration order.
+    pub const NAMES: &'static [&'static str] = <Self as strum::VariantNames>::VARIANTS;
+
+    /// The variant's name: what `Display` writes and `FromStr` reads.
+    pub fn as_str(self) -> &'static str {
+        self.into()
     }
 }
 

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use crate::event::{DecidedRecord, DecisionOutcome};
-use crate::store::StoreError;
+use crate::store_error::StoreError;
 
 /// Errors from session operations. Each leaves the session exactly as it was: a suspended run
 /// stays suspended and can still be decided. (A plan past its deadline expires as the operation
@@ -129,7 +129,7 @@ pub enum SessionError {
     /// The edited plan of an approval ([`Decision::with_plan`](crate::Decision::with_plan)) breaks the limits of a plan
     /// (blank, or larger than 1 MiB); nothing changed.
     #[error("the edited plan cannot be approved: {0}")]
-    EditedPlan(#[source] crate::tool::submit_plan::PlanError),
+    EditedPlan(#[source] crate::plan::PlanError),
     /// A comment on a plan line ([`Decision::comment`](crate::Decision::comment)) cannot be
     /// kept: its line is not one of the plan shown (0, or past the end), its text is blank,
     /// or there are too many; nothing changed.

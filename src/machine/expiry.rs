@@ -16,9 +16,9 @@ use std::sync::Arc;
 use crate::event::{
     DecidedRecord, DecisionOutcome, Event, RunState, SuspendPayload, ToolCallPayload, rfc3339,
 };
+use crate::exchange::Message;
+use crate::exchange::SUBMIT_PLAN;
 use crate::mode::timeout::OnTimeout;
-use crate::model::Message;
-use crate::tool::SUBMIT_PLAN;
 
 use super::pending::PendingDecision;
 
@@ -299,7 +299,7 @@ fn call_answer(
         Some(record) if record.outcome == Some(DecisionOutcome::Approved) => {
             (APPROVED_NOT_RUN_RESULT.to_owned(), record.clone())
         }
-        Some(record) => (crate::tool::rejected_result(feedback), record.clone()),
+        Some(record) => (super::rejection::rejected_result(feedback), record.clone()),
     };
     Answer {
         tool_call_id: tool_call_id.to_owned(),
@@ -345,7 +345,7 @@ impl super::change::Change<'_> {
 mod tests {
     use super::*;
     use crate::event::WaitTerms;
-    use crate::tool::submit_plan::PlanSubmission;
+    use crate::plan::PlanSubmission;
 
     fn plan(deadline_at_ms: Option<u64>) -> SuspendPayload {
         SuspendPayload {
@@ -529,7 +529,7 @@ mod tests {
             [
                 expired_tool_result(&first).as_str(),
                 APPROVED_NOT_RUN_RESULT,
-                crate::tool::rejected_result(Some("not now")).as_str(),
+                crate::machine::rejection::rejected_result(Some("not now")).as_str(),
             ]
         );
         assert!(expiry.answers.iter().all(|a| a.is_error));

@@ -13,45 +13,20 @@
 
 use std::sync::Arc;
 
-use crate::event::{CancelReason, DecidedRecord, ModeChangeReason, SuspendPayload};
+use crate::event::{CancelReason, DecidedRecord, ModeChangeReason};
+use crate::exchange::ToolOutput;
 use crate::mode::ModeId;
-use crate::model::{ModelError, ModelResponse};
+use crate::model::ModelResponse;
+use crate::plan::PlanSubmission;
 use crate::rules::RuleRecord;
-use crate::tool::ToolOutput;
-use crate::tool::submit_plan::PlanSubmission;
 
+use super::call::CallRef;
 use super::change::Change;
 use super::check::Checked;
-use super::decide::Approved;
 use super::decision::Decision;
 use super::error::SessionError;
 use super::expiry::Expiry;
-
-/// The tool call a result answers: its run, the model's id of the call, and the tool called.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct CallRef {
-    /// The running run.
-    pub(crate) run_id: Arc<str>,
-    /// The model's id of the call.
-    pub(crate) call_id: String,
-    /// The tool called.
-    pub(crate) name: String,
-}
-
-impl CallRef {
-    /// Call `call_id` of tool `name` in run `run_id`.
-    pub(crate) fn new(
-        run_id: Arc<str>,
-        call_id: impl Into<String>,
-        name: impl Into<String>,
-    ) -> Self {
-        Self {
-            run_id,
-            call_id: call_id.into(),
-            name: name.into(),
-        }
-    }
-}
+use super::next::Next;
 
 /// What happens to a session, as the driver tells the rules: the host's calls (a message, a
 /// decision, an abort, a switch), what the model and the tools returned, and the ticks of time
@@ -240,57 +215,6 @@ pub(crate) enum Abort {
     },
 }
 
-/// What the driver does once an input's change is saved and its events delivered.
-#[derive(Debug)]
-pub(crate) enum Next {
-    /// Nothing more: the change is all.
-    Nothing,
-    /// Call the model for run `run_id`, in the current mode.
-    CallModel(Arc<str>),
-    /// Run the tool calls of the assistant message at `at`, in order ([`Input::ModelReply`]):
-    /// the driver's loop runs them in the run it called the model for, then calls it again.
-    RunToolCalls {
-        /// The assistant message's position in the conversation.
-        at: usize,
-    },
-    /// Run these approved tool calls in the model's order, then call the model
-    /// ([`Input::Decide`], once every call of the reply is decided).
-    RunApproved {
-        /// The resumed run.
-        run_id: Arc<str>,
-        /// The approved calls with their audit records.
-        calls: Vec<Approved>,
-    },
-    /// The model is done: end the run with its text ([`Input::ModelReply`] without tool calls).
-    Complete {
-        /// The running run.
-        run_id: Arc<str>,
-        /// The model's last text.
-        text: String,
-    },
-    /// The run waits for a decision on the plan of `submit_plan` call `tool_call_id`
-    /// ([`Suspend::Plan`]).
-    SuspendedOnPlan {
-        /// The suspended run.
-        run_id: Arc<str>,
-        /// The `submit_plan` call.
-        tool_call_id: String,
-        /// The captured plan, as `tool_suspended` carried it (boxed: the other steps are small).
-        payload: Box<SuspendPayload>,
-    },
-    /// The run waits for decisions on tool calls ([`Suspend::ToolCalls`], or a decision while
-    /// other calls of the reply wait).
-    WaitsOnToolCalls(Arc<str>),
-    /// A decision ended the run: completed (a plan rejected without feedback), or failed with
-    /// this error (past the run's revision limit).
-    Ended {
-        /// The run that ended.
-        run_id: Arc<str>,
-        /// The revision limit's error, when it failed the run.
-        error: Option<ModelError>,
-    },
-}
-
 impl Input {
     /// Whether the input's change is saved before it is swapped in (the *save* effect): every
     /// input but those a running run makes as it goes (its start, the model's reply, a tool call
@@ -437,11 +361,11 @@ mod tests {
 
     use super::*;
     use crate::event::{DecisionOutcome, RunState};
+    use crate::exchange::Message;
     use crate::machine::check::check;
     use crate::machine::rig::{Rig, T0, call, reads};
     use crate::machine::run::{CANCELLED_RESULT, NOT_STARTED_RESULT, SUSPENDED_FIRST_RESULT};
-    use crate::model::Message;
-    use crate::tool::submit_plan::REJECTED_RESULT;
+    use crate::plan::REJECTED_RESULT;
 
     fn plan(title: &str) -> PlanSubmission {
         PlanSubmission {

@@ -6,12 +6,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::check::{check, check_pin};
-use super::decision::Decision;
-use super::error::SessionError;
 use crate::event::{DecidedRecord, SuspendPayload, ToolCallPayload, WaitTerms};
+use crate::exchange::SUBMIT_PLAN;
 use crate::mode::ModeId;
-use crate::tool::SUBMIT_PLAN;
 
 /// What waits for the host's decision: a plan submitted with `submit_plan`, or a tool call that
 /// needs approval (its mode's `requireApproval`). A suspended run waits on one plan, or on the
@@ -180,7 +177,7 @@ impl PendingDecision {
         }
     }
 
-    /// The SHA-256 a [`Decision::with_sha256`] pin must equal: the plan's `sha256`, or the
+    /// The SHA-256 a [`Decision::with_sha256`](crate::Decision::with_sha256) pin must equal: the plan's `sha256`, or the
     /// tool call's `argsSha256`.
     ///
     /// # Examples
@@ -410,91 +407,6 @@ impl PendingDecision {
             PendingDecision::Plan(_) => None,
         }
     }
-
-    /// Checks a `sha256` pin (what the user saw) against [`PendingDecision::sha256`], ignoring
-    /// ASCII case; changes nothing. A host can call it before it shows anything.
-    ///
-    /// # Errors
-    /// [`SessionError::Sha256Mismatch`] for a plan, [`SessionError::ArgsSha256Mismatch`] for a
-    /// tool call.
-    ///
-    /// # Examples
-    /// ```
-    /// # use std::sync::Arc;
-    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
-    /// # use agent_controller::model::scripted::ScriptedModel;
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let workspace = tempfile::tempdir()?;
-    /// # let graph = agent_controller::config::parse(
-    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
-    /// #     "modes.toml",
-    /// # )?;
-    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
-    /// #     .tools(ToolRegistry::with_workspace_tools())
-    /// #     .workspace(workspace.path())
-    /// #     .build()?;
-    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
-    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
-    /// let pending = &session.pending()[0];
-    /// assert!(pending.check_sha256(&payload.submission.sha256.to_uppercase()).is_ok());
-    /// assert!(pending.check_sha256(&"0".repeat(64)).is_err());
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn check_sha256(&self, given: &str) -> Result<(), SessionError> {
-        check_pin(self, given)
-    }
-
-    /// Checks that `decision` may be applied to what waits; changes nothing. This is the one
-    /// place a decision is checked: [`crate::Session::decide`] and [`crate::Session::resume`]
-    /// call it, and a host may call it first (to refuse a flag before it shows a prompt).
-    ///
-    /// - Any: a pinned `sha256` must be [`PendingDecision::sha256`].
-    /// - A plan: no `alwaysAllow`; a `targetModeId` (with an approval only) must be one the plan
-    ///   lists; an edited plan (with an approval only) obeys the plan limits; a `model` goes
-    ///   with an approval only; `comments` go with a rejection only, each on a line of the plan
-    ///   shown; an approval must still be possible under the current config.
-    /// - A tool call: no `targetModeId`, no edited plan, no `model`, no `comments`, no
-    ///   `alwaysAllow` with a rejection, nor on a call an `ask` rule made wait
-    ///   ([`crate::event::ToolCallPayload::rule`]).
-    ///
-    /// # Errors
-    /// [`SessionError::MalformedDecision`], [`SessionError::Sha256Mismatch`],
-    /// [`SessionError::ArgsSha256Mismatch`], [`SessionError::TargetNotAllowed`],
-    /// [`SessionError::EditedPlan`], [`SessionError::PlanComment`] (a comment on a line the plan
-    /// lacks, a blank one, too many), [`SessionError::ConfigChanged`]. A model the approval names
-    /// ([`Decision::model`]) is not checked here: the session asks the host's chooser when it
-    /// applies the approval ([`SessionError::UnknownModel`], from [`crate::Session::decide`]).
-    ///
-    /// # Examples
-    /// ```
-    /// # use std::sync::Arc;
-    /// # use agent_controller::{AgentController, Decision, RunOutcome, SessionOptions, ToolRegistry};
-    /// # use agent_controller::model::scripted::ScriptedModel;
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let workspace = tempfile::tempdir()?;
-    /// # let graph = agent_controller::config::parse(
-    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
-    /// #     "modes.toml",
-    /// # )?;
-    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
-    /// #     .tools(ToolRegistry::with_workspace_tools())
-    /// #     .workspace(workspace.path())
-    /// #     .build()?;
-    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
-    /// # let RunOutcome::Suspended { payload, .. } = session.send_message("Add dark mode").await? else { unreachable!() };
-    /// let pending = &session.pending()[0];
-    /// assert!(pending.check(&Decision::approve()).is_ok());
-    /// assert!(pending.check(&Decision::approve().to("review")).is_err(), "not a target of the plan");
-    /// assert!(pending.check(&Decision::reject().with_plan("# edited")).is_err(), "an edit with a rejection");
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn check(&self, decision: &Decision) -> Result<(), SessionError> {
-        check(self, decision).map(drop)
-    }
 }
 
 /// A plan waiting for a decision: which run and tool call, the captured plan, and the targets.
@@ -630,7 +542,7 @@ impl PendingPlan {
         self.target
     }
 
-    /// Every mode an approval may hand over to ([`Decision::to`]), fixed at submit time:
+    /// Every mode an approval may hand over to ([`Decision::to`](crate::Decision::to)), fixed at submit time:
     /// [`PendingPlan::target`] first, as the payload's `targetModeIds` lists them.
     ///
     /// # Examples
@@ -915,7 +827,7 @@ impl PendingToolCall {
     }
 
     /// The SHA-256 of the arguments in RFC 8785 canonical JSON ([`crate::jcs::sha256`]), which a
-    /// [`Decision::with_sha256`] pin must equal.
+    /// [`Decision::with_sha256`](crate::Decision::with_sha256) pin must equal.
     ///
     /// # Examples
     /// ```
@@ -1027,9 +939,11 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::machine::input::{Input, Next, Suspend};
+    use crate::machine::decision::Decision;
+    use crate::machine::input::{Input, Suspend};
+    use crate::machine::next::Next;
     use crate::machine::rig::{Rig, T0, call};
-    use crate::tool::submit_plan::PlanSubmission;
+    use crate::plan::PlanSubmission;
 
     fn suspended_plan(rig: &mut Rig) -> PendingDecision {
         let run = rig.start("plan");

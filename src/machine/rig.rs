@@ -18,7 +18,8 @@ mod tests {
     use crate::event::Event;
     use crate::machine::change::{Change, Config, LeaseTerms};
     use crate::machine::error::SessionError;
-    use crate::machine::input::{Input, Next};
+    use crate::machine::input::Input;
+    use crate::machine::next::Next;
     use crate::machine::state::State;
     use crate::mode::{ModeGraph, ModeId, ModeRuntime};
     use crate::model::{Message, ModelResponse};
@@ -92,11 +93,13 @@ mod tests {
                     runtimes: &self.runtimes,
                     max_revisions: self.max_revisions,
                     lease: self.lease.map(|duration| LeaseTerms { owner, duration }),
-                    fingerprint: "rig-fingerprint",
                 },
                 now_ms: self.now_ms,
                 id: &self.id,
-                workspace: &self.workspace,
+                workspace: crate::allowance::WorkspaceScope {
+                    workspace: &self.workspace,
+                    fingerprint: "rig-fingerprint",
+                },
                 state: &mut self.state,
                 events: &mut self.events,
             };
@@ -140,7 +143,7 @@ mod tests {
         /// The result `content` of the `read_file` call `call_id` of run `run_id`.
         pub(crate) fn result(&mut self, run_id: &Arc<str>, call_id: &str, content: &str) {
             let result = Input::ToolResult {
-                call: crate::machine::input::CallRef::new(run_id.clone(), call_id, "read_file"),
+                call: crate::machine::call::CallRef::new(run_id.clone(), call_id, "read_file"),
                 output: crate::tool::ToolOutput::ok(content),
                 decision: None,
             };

@@ -15,14 +15,14 @@
 //!    rule refuses (an allowance of the whole tool must not undo a rule written for some of its
 //!    calls). Its audit record names the allowance.
 
+use super::call::CallRef;
 use super::change::Change;
-use super::input::CallRef;
 use super::state::State;
 use crate::allowance::Allowance;
 use crate::event::{DecidedRecord, DecisionOutcome};
+use crate::exchange::{ToolCall, ToolOutput};
 use crate::mode::ModeGraph;
 use crate::rules::{ResolvedPaths, RuleAction, RuleRecord};
-use crate::tool::{ToolCall, ToolOutput};
 
 use super::check::decision_id_for;
 
@@ -200,7 +200,8 @@ mod tests {
     use super::*;
     use crate::machine::check::check;
     use crate::machine::decision::Decision;
-    use crate::machine::input::{Input, Next, Suspend};
+    use crate::machine::input::{Input, Suspend};
+    use crate::machine::next::Next;
     use crate::machine::rig::{Rig, call};
 
     fn rule(number: usize, action: RuleAction) -> Box<RuleRecord> {

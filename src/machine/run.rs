@@ -11,15 +11,18 @@ use crate::event::{
     CancelReason, DecisionOutcome, Event, RunState, SuspendPayload, Suspension, ToolCallPayload,
     WaitTerms,
 };
-use crate::model::{Message, ModelResponse};
+use crate::exchange::Message;
+use crate::exchange::{SUBMIT_PLAN, ToolCall, ToolOutput};
+use crate::model::ModelResponse;
+use crate::plan::{self, PlanRevision, PlanSubmission};
 use crate::rules::RuleRecord;
-use crate::tool::submit_plan::{self, PlanSubmission, SUBMIT_PLAN};
-use crate::tool::{ToolCall, ToolOutput};
 
+use super::call::CallRef;
 use super::change::Change;
 use super::check::decision_id_for;
 use super::decide::tool_call_record;
-use super::input::{Abort, CallRef, Next};
+use super::input::Abort;
+use super::next::Next;
 use super::pending::{PendingDecision, PendingPlan, PendingToolCall};
 
 /// The id of the `n`-th run of a session: `run_<n>`.
@@ -409,7 +412,7 @@ impl Change<'_> {
         WaitTerms {
             approval_timeout: timeout.map(|t| t.as_str().to_owned()),
             deadline_at_ms: timeout.map(|t| t.deadline_after(self.now_ms)),
-            workspace: Some(self.workspace.path.clone()),
+            workspace: Some(self.workspace.workspace.path.clone()),
             on_timeout: mode.on_timeout(),
         }
     }
@@ -430,13 +433,13 @@ impl Change<'_> {
         let targets = graph.transition_targets(mode);
         self.state.decisions += 1;
         // Each plan submitted in the session is its next revision, compared with the last one.
-        let text = submit_plan::revision_text(&submission);
+        let text = plan::revision_text(&submission);
         let previous = self.state.last_plan.take();
         let revision = previous.as_ref().map_or(1, |p| p.revision + 1);
         let diff = previous
             .as_ref()
-            .and_then(|p| submit_plan::revision_diff(&p.text, &text, p.revision));
-        self.state.last_plan = Some(crate::store::PlanRevision {
+            .and_then(|p| plan::revision_diff(&p.text, &text, p.revision));
+        self.state.last_plan = Some(PlanRevision {
             revision,
             sha256: submission.sha256.clone(),
             text,
@@ -518,8 +521,8 @@ fn take_args(args: &mut serde_json::Value) {
         return;
     }
     let value = std::mem::take(args);
-    *args = match crate::tool::args::check(&value) {
-        Ok(()) => crate::tool::args::normalize(value).unwrap_or_default(),
+    *args = match crate::exchange::args::check(&value) {
+        Ok(()) => crate::exchange::args::normalize(value).unwrap_or_default(),
         Err(_) => serde_json::Value::String(value.to_string()),
     };
 }
@@ -530,7 +533,8 @@ mod tests {
 
     use super::*;
     use crate::event::DecisionOutcome;
-    use crate::machine::input::{Input, Next, Suspend};
+    use crate::machine::input::{Input, Suspend};
+    use crate::machine::next::Next;
     use crate::machine::rig::{Rig, T0, call};
 
     fn plan(sha256: &str, body: &str) -> PlanSubmission {

@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use crate::allowance::{Allowance, AllowanceScope};
 use crate::event::{DecidedRecord, RunState};
+use crate::exchange::Message;
+use crate::exchange::ToolCall;
 use crate::mode::ModeId;
-use crate::model::Message;
-use crate::store::PlanRevision;
-use crate::tool::ToolCall;
+use crate::plan::PlanRevision;
 
 use super::pending::{PendingDecision, PendingToolCall};
 

@@ -13,9 +13,10 @@ use super::{
     SessionError,
 };
 use crate::event::{DecidedRecord, Event};
+use crate::machine::call::CallRef;
 use crate::machine::check::{self as rules, Checked};
-use crate::machine::decide::Approved;
-use crate::machine::input::{Abort, CallRef, Input, Next, Suspend};
+use crate::machine::input::{Abort, Input, Suspend};
+use crate::machine::next::{Approved, Next};
 use crate::machine::ruling::{Ruling, denied_result, refused_result};
 use crate::model::{LanguageModel, ModelError, ModelErrorKind, ModelRequest, TextSink};
 use crate::rules::RuleRecord;

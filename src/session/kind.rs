@@ -3,70 +3,102 @@
 use super::SessionError;
 use crate::store::StoreError;
 
-named_enum! {
-    /// What kind of refusal a [`SessionError`] is, for a host that reacts to each kind rather
-    /// than to each of the error's variants (there are many, and more may come): ask again on
-    /// [`SessionErrorKind::NotFound`], reload on [`SessionErrorKind::Conflict`], ...
-    ///
-    /// # Examples
-    /// ```
-    /// use std::sync::Arc;
-    /// use agent_controller::{AgentController, session::SessionErrorKind, SessionOptions};
-    /// use agent_controller::model::scripted::ScriptedModel;
-    ///
-    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-    /// let graph = agent_controller::config::parse("[[modes]]\nid = \"build\"", "modes.toml")?;
-    /// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new())).build()?;
-    /// let err = controller.start_session(SessionOptions::new().mode("Build")).await.unwrap_err();
-    /// let advice = match err.kind() {
-    ///     SessionErrorKind::NotFound => "check the id",
-    ///     SessionErrorKind::Conflict => "reload the session and try again",
-    ///     SessionErrorKind::InvalidInput => "fix the request",
-    ///     // The enum is non-exhaustive: a kind added later lands here.
-    ///     _ => "give up",
-    /// };
-    /// assert_eq!(advice, "check the id");
-    /// assert_eq!(err.kind().to_string(), "not_found");
-    /// # Ok::<(), agent_controller::Error>(())
-    /// # }).unwrap();
-    /// ```
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-    #[non_exhaustive]
-    pub enum SessionErrorKind {
-        /// No mode, run, tool call, decision or session has the id given
-        /// ([`SessionError::UnknownMode`], [`SessionError::UnknownRun`],
-        /// [`SessionError::UnknownToolCall`], [`SessionError::UnknownDecision`],
-        /// [`SessionError::UnknownSession`]).
-        NotFound,
-        /// The decision was already taken or cancelled ([`SessionError::AlreadyDecided`]).
-        AlreadyDecided,
-        /// The plan expired before the decision ([`SessionError::Expired`]).
-        Expired,
-        /// The decision names other content than what waits (a plan's or a tool call's sha256:
-        /// [`SessionError::Sha256Mismatch`], [`SessionError::ArgsSha256Mismatch`]).
-        Mismatch,
-        /// The input cannot be used: a malformed decision, a target the plan does not list, an
-        /// edited plan past the limits, a session id that cannot be stored
-        /// ([`SessionError::MalformedDecision`], [`SessionError::TargetNotAllowed`],
-        /// [`SessionError::EditedPlan`], [`SessionError::PlanComment`],
-        /// [`SessionError::InvalidSessionId`]).
-        InvalidInput,
-        /// The session is not in a state the operation needs: no suspended run, no interrupted
-        /// run, an id already stored, a config changed under a pending plan
-        /// ([`SessionError::NotSuspended`], [`SessionError::NotInterrupted`],
-        /// [`SessionError::SessionExists`], [`SessionError::ConfigChanged`]).
-        WrongState,
-        /// Another writer or process got there first, or holds the run: a store conflict
-        /// ([`SessionError::is_conflict`]), [`SessionError::LeaseHeld`],
-        /// [`SessionError::LeaseLost`].
-        Conflict,
-        /// The session store failed, or there is none ([`SessionError::Store`] but a conflict,
-        /// [`SessionError::NoStore`]).
-        Store,
-        /// The session's workspace is not this controller's, is gone, replaced or not recorded
-        /// ([`SessionError::WrongWorkspace`], [`SessionError::WorkspaceGone`],
-        /// [`SessionError::WorkspaceReplaced`], [`SessionError::NoWorkspaceRecorded`]).
-        Workspace,
+/// What kind of refusal a [`SessionError`] is, for a host that reacts to each kind rather
+/// than to each of the error's variants (there are many, and more may come): ask again on
+/// [`SessionErrorKind::NotFound`], reload on [`SessionErrorKind::Conflict`], ...
+///
+/// # Examples
+/// ```
+/// use std::sync::Arc;
+/// use agent_controller::{AgentController, session::SessionErrorKind, SessionOptions};
+/// use agent_controller::model::scripted::ScriptedModel;
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let graph = agent_controller::config::parse("[[modes]]\nid = \"build\"", "modes.toml")?;
+/// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new())).build()?;
+/// let err = controller.start_session(SessionOptions::new().mode("Build")).await.unwrap_err();
+/// let advice = match err.kind() {
+///     SessionErrorKind::NotFound => "check the id",
+///     SessionErrorKind::Conflict => "reload the session and try again",
+///     SessionErrorKind::InvalidInput => "fix the request",
+///     // The enum is non-exhaustive: a kind added later lands here.
+///     _ => "give up",
+/// };
+/// assert_eq!(advice, "check the id");
+/// assert_eq!(err.kind().to_string(), "not_found");
+/// # Ok::<(), agent_controller::Error>(())
+/// # }).unwrap();
+/// ```
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+#[strum(
+    parse_err_ty = crate::names::UnknownName,
+    parse_err_fn = crate::names::UnknownName::of::<Self>
+)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(inline, schema_with = "crate::names::schema::<SessionErrorKind>")
+)]
+#[non_exhaustive]
+pub enum SessionErrorKind {
+    /// No mode, run, tool call, decision or session has the id given
+    /// ([`SessionError::UnknownMode`], [`SessionError::UnknownRun`],
+    /// [`SessionError::UnknownToolCall`], [`SessionError::UnknownDecision`],
+    /// [`SessionError::UnknownSession`]).
+    NotFound,
+    /// The decision was already taken or cancelled ([`SessionError::AlreadyDecided`]).
+    AlreadyDecided,
+    /// The plan expired before the decision ([`SessionError::Expired`]).
+    Expired,
+    /// The decision names other content than what waits (a plan's or a tool call's sha256:
+    /// [`SessionError::Sha256Mismatch`], [`SessionError::ArgsSha256Mismatch`]).
+    Mismatch,
+    /// The input cannot be used: a malformed decision, a target the plan does not list, an
+    /// edited plan past the limits, a session id that cannot be stored
+    /// ([`SessionError::MalformedDecision`], [`SessionError::TargetNotAllowed`],
+    /// [`SessionError::EditedPlan`], [`SessionError::PlanComment`],
+    /// [`SessionError::InvalidSessionId`]).
+    InvalidInput,
+    /// The session is not in a state the operation needs: no suspended run, no interrupted
+    /// run, an id already stored, a config changed under a pending plan
+    /// ([`SessionError::NotSuspended`], [`SessionError::NotInterrupted`],
+    /// [`SessionError::SessionExists`], [`SessionError::ConfigChanged`]).
+    WrongState,
+    /// Another writer or process got there first, or holds the run: a store conflict
+    /// ([`SessionError::is_conflict`]), [`SessionError::LeaseHeld`],
+    /// [`SessionError::LeaseLost`].
+    Conflict,
+    /// The session store failed, or there is none ([`SessionError::Store`] but a conflict,
+    /// [`SessionError::NoStore`]).
+    Store,
+    /// The session's workspace is not this controller's, is gone, replaced or not recorded
+    /// ([`SessionError::WrongWorkspace`], [`SessionError::WorkspaceGone`],
+    /// [`SessionError::WorkspaceReplaced`], [`SessionError::NoWorkspaceRecorded`]).
+    Workspace,
+}
+
+impl SessionErrorKind {
+    /// Every variant's name, in declaration order.
+    pub const NAMES: &'static [&'static str] = <Self as strum::VariantNames>::VARIANTS;
+
+    /// The variant's name: what `Display` writes and `FromStr` reads.
+    pub fn as_str(self) -> &'static str {
+        self.into()
     }
 }
 

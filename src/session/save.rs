@@ -16,9 +16,11 @@
 
 use std::sync::Arc;
 
+use crate::allowance::WorkspaceScope;
 use crate::event::{Event, RunState};
 use crate::machine::change::{Change, Config, LeaseTerms};
-use crate::machine::input::{Abort, Input, Next};
+use crate::machine::input::{Abort, Input};
+use crate::machine::next::Next;
 use crate::machine::state::State;
 use crate::store::StoreError;
 
@@ -425,7 +427,10 @@ fn rules(
         config: session.shared.config(),
         now_ms: session.shared.now_ms(),
         id: &session.id,
-        workspace: &session.workspace,
+        workspace: WorkspaceScope {
+            workspace: &session.workspace,
+            fingerprint: &session.shared.fingerprint,
+        },
         state: copy.unwrap_or(&mut session.state),
         events,
     }
@@ -443,7 +448,6 @@ impl Shared {
                 owner: &self.lease_owner,
                 duration: self.lease_duration,
             }),
-            fingerprint: &self.fingerprint,
         }
     }
 }

@@ -596,38 +596,67 @@ fn build_spec(
     spec
 }
 
-named_enum! {
-    /// One known way to break a valid config.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-    #[non_exhaustive]
-    pub enum Mutation {
-        /// Add a mode whose id another mode already has.
-        DuplicateId,
-        /// Point a `transitionsTo` at an id no mode has.
-        UnknownTarget,
-        /// Point a mode's `transitionsTo` at itself.
-        SelfTarget,
-        /// List another mode twice in a `transitionsTo` list.
-        DuplicateTarget,
-        /// Mark two modes `default = true`.
-        TwoDefaults,
-        /// Name one mode in `defaultModeId` and mark another `default = true`.
-        ConflictingDefault,
-        /// Add a key the format does not define (at the top or in a mode).
-        UnknownKey,
-        /// Give a known key a value of the wrong type.
-        WrongType,
-        /// Give a mode with `transitionsTo` an `availableTools` list without `submit_plan`.
-        TargetWithoutSubmitPlan,
-        /// Make a mode that lists `submit_plan` and sets no `transitionsTo` the default mode: its
-        /// approval would hand over to itself.
-        SelfHandover,
-        /// List a tool in a mode's `requireApproval` that its `availableTools` does not offer.
-        ApprovalToolNotOffered,
-        /// List `submit_plan` in a mode's `requireApproval` (a plan always waits).
-        ApprovalOfSubmitPlan,
-        /// List a tool twice in a mode's `availableTools`.
-        DuplicateTool,
+/// One known way to break a valid config.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+#[strum(parse_err_ty = crate::names::UnknownName, parse_err_fn = crate::names::UnknownName::of::<Self>)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(inline, schema_with = "crate::names::schema::<Mutation>")
+)]
+#[non_exhaustive]
+pub enum Mutation {
+    /// Add a mode whose id another mode already has.
+    DuplicateId,
+    /// Point a `transitionsTo` at an id no mode has.
+    UnknownTarget,
+    /// Point a mode's `transitionsTo` at itself.
+    SelfTarget,
+    /// List another mode twice in a `transitionsTo` list.
+    DuplicateTarget,
+    /// Mark two modes `default = true`.
+    TwoDefaults,
+    /// Name one mode in `defaultModeId` and mark another `default = true`.
+    ConflictingDefault,
+    /// Add a key the format does not define (at the top or in a mode).
+    UnknownKey,
+    /// Give a known key a value of the wrong type.
+    WrongType,
+    /// Give a mode with `transitionsTo` an `availableTools` list without `submit_plan`.
+    TargetWithoutSubmitPlan,
+    /// Make a mode that lists `submit_plan` and sets no `transitionsTo` the default mode: its
+    /// approval would hand over to itself.
+    SelfHandover,
+    /// List a tool in a mode's `requireApproval` that its `availableTools` does not offer.
+    ApprovalToolNotOffered,
+    /// List `submit_plan` in a mode's `requireApproval` (a plan always waits).
+    ApprovalOfSubmitPlan,
+    /// List a tool twice in a mode's `availableTools`.
+    DuplicateTool,
+}
+
+impl Mutation {
+    /// Every variant's name, in declaration order.
+    pub const NAMES: &'static [&'static str] = <Self as strum::VariantNames>::VARIANTS;
+
+    /// The variant's name: what `Display` writes and `FromStr` reads.
+    pub fn as_str(self) -> &'static str {
+        self.into()
     }
 }
 

@@ -13,54 +13,85 @@ use super::reference::{
 };
 use crate::run::DecisionAction;
 
-named_enum! {
-    /// What moves a session along an edge.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-    #[non_exhaustive]
-    pub enum Cause {
-        /// A plan submitted in `from` is approved to `to`, one of `from`'s targets (a plain
-        /// approval for the first, [`crate::Decision::to`] for the others): the session hands
-        /// over.
-        Approve,
-        /// A plan is rejected without feedback: the mode stays.
-        Reject,
-        /// A plan is rejected with feedback: the mode stays.
-        RejectWithFeedback,
-        /// The run is aborted while the plan is pending: the mode stays.
-        Abort,
-        /// A user message arrives while the plan is pending: the mode stays.
-        UserMessage,
-        /// The host switches to `to` by hand.
-        Manual,
-        /// A tool call that waits for approval in `from` (its `requireApproval`) is approved:
-        /// it runs; the mode stays.
-        ApproveTool,
-        /// Such a call is rejected with feedback: it does not run; the mode stays.
-        RejectTool,
-        /// Such a call is approved with "always allow": it runs, and later calls of the tool
-        /// run without waiting; the mode stays.
-        AlwaysAllowTool,
-        /// After an "always allow" in `from`, the host switches to `to` by hand: the switch
-        /// ends the always-allow (back in `from`, the tool waits again).
-        ManualEndsAlwaysAllow,
-        /// After an "always allow" in the planning mode `from`, a plan is approved and hands
-        /// over to `to`: the switch ends the always-allow, as every mode change does.
-        ApprovalEndsAlwaysAllow,
-        /// A call a `deny` rule of `from` decides (issue 23): it never runs, and the model is
-        /// told which rule refused it; the mode stays.
-        RuleDeny,
-        /// A call an `ask` rule of `from` decides: it waits as under `requireApproval`, and is
-        /// approved: it runs; the mode stays.
-        RuleAsk,
-        /// A call an `allow` rule of `from` decides: it runs without asking (even when
-        /// `requireApproval` lists its tool); the mode stays.
-        RuleAllow,
-        /// A plan submitted in `from`, which has an `approvalTimeout`, is not decided by its
-        /// deadline: it expires, not approved; the mode stays.
-        Expire,
-        /// A tool call waiting for approval in `from`, which has an `approvalTimeout`, is not
-        /// decided by its deadline: it expires and never runs; the mode stays.
-        ExpireTool,
+/// What moves a session along an edge.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+#[strum(parse_err_ty = crate::names::UnknownName, parse_err_fn = crate::names::UnknownName::of::<Self>)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(inline, schema_with = "crate::names::schema::<Cause>")
+)]
+#[non_exhaustive]
+pub enum Cause {
+    /// A plan submitted in `from` is approved to `to`, one of `from`'s targets (a plain
+    /// approval for the first, [`crate::Decision::to`] for the others): the session hands
+    /// over.
+    Approve,
+    /// A plan is rejected without feedback: the mode stays.
+    Reject,
+    /// A plan is rejected with feedback: the mode stays.
+    RejectWithFeedback,
+    /// The run is aborted while the plan is pending: the mode stays.
+    Abort,
+    /// A user message arrives while the plan is pending: the mode stays.
+    UserMessage,
+    /// The host switches to `to` by hand.
+    Manual,
+    /// A tool call that waits for approval in `from` (its `requireApproval`) is approved:
+    /// it runs; the mode stays.
+    ApproveTool,
+    /// Such a call is rejected with feedback: it does not run; the mode stays.
+    RejectTool,
+    /// Such a call is approved with "always allow": it runs, and later calls of the tool
+    /// run without waiting; the mode stays.
+    AlwaysAllowTool,
+    /// After an "always allow" in `from`, the host switches to `to` by hand: the switch
+    /// ends the always-allow (back in `from`, the tool waits again).
+    ManualEndsAlwaysAllow,
+    /// After an "always allow" in the planning mode `from`, a plan is approved and hands
+    /// over to `to`: the switch ends the always-allow, as every mode change does.
+    ApprovalEndsAlwaysAllow,
+    /// A call a `deny` rule of `from` decides (issue 23): it never runs, and the model is
+    /// told which rule refused it; the mode stays.
+    RuleDeny,
+    /// A call an `ask` rule of `from` decides: it waits as under `requireApproval`, and is
+    /// approved: it runs; the mode stays.
+    RuleAsk,
+    /// A call an `allow` rule of `from` decides: it runs without asking (even when
+    /// `requireApproval` lists its tool); the mode stays.
+    RuleAllow,
+    /// A plan submitted in `from`, which has an `approvalTimeout`, is not decided by its
+    /// deadline: it expires, not approved; the mode stays.
+    Expire,
+    /// A tool call waiting for approval in `from`, which has an `approvalTimeout`, is not
+    /// decided by its deadline: it expires and never runs; the mode stays.
+    ExpireTool,
+}
+
+impl Cause {
+    /// Every variant's name, in declaration order.
+    pub const NAMES: &'static [&'static str] = <Self as strum::VariantNames>::VARIANTS;
+
+    /// The variant's name: what `Display` writes and `FromStr` reads.
+    pub fn as_str(self) -> &'static str {
+        self.into()
     }
 }
 

@@ -23,6 +23,7 @@ use crate::allowance::{Allowance, AllowanceScope};
 use crate::controller::{AgentController, AgentControllerBuilder, ToolLayer};
 use crate::deadline::{APPROVED_NOT_RUN_RESULT, Clock};
 use crate::event::{DecisionOutcome, Event, Suspension};
+use crate::machine::rejection::{TOOL_FEEDBACK_PREFIX, TOOL_REJECTED_RESULT};
 use crate::mode::ModeGraph;
 use crate::model::{LanguageModel, Message, ModelError, ModelRequest, ModelResponse};
 use crate::run::{DecisionAction, RunOutcome};
@@ -31,10 +32,7 @@ use crate::tool::submit_plan::{
     APPROVED_PLAN_BEGIN, APPROVED_PLAN_END, APPROVED_RESULT, REJECTED_RESULT,
     REJECTED_WITH_FEEDBACK_PREFIX, SUBMIT_PLAN,
 };
-use crate::tool::{
-    PathLocation, TOOL_FEEDBACK_PREFIX, TOOL_REJECTED_RESULT, Tool, ToolCall, ToolContext,
-    ToolOutput,
-};
+use crate::tool::{PathLocation, Tool, ToolCall, ToolContext, ToolOutput};
 
 /// Why a [`Harness`] could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -59,30 +57,59 @@ pub enum HarnessError {
     Unobservable(String),
 }
 
-named_enum! {
-    /// Which part of the session differed from the reference.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-    #[non_exhaustive]
-    pub enum Aspect {
-        /// The return value of the host call.
-        Outcome,
-        /// The events emitted and model calls made, in order.
-        Events,
-        /// The current mode afterwards.
-        Mode,
-        /// The pending decision afterwards.
-        Pending,
-        /// The latest run's state afterwards.
-        Run,
-        /// The allowances in force afterwards (scope, tool, pattern, mode), or, at a start,
-        /// workspace allowances the kit revoked that the new session still has.
-        Allowances,
-        /// The workspace changed in a step in which no tool ran.
-        Workspace,
-        /// An invariant of yours ([`Harness::invariant`]) failed.
-        Invariant,
-        /// The session panicked.
-        Panic,
+/// Which part of the session differed from the reference.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+#[strum(parse_err_ty = crate::names::UnknownName, parse_err_fn = crate::names::UnknownName::of::<Self>)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(inline, schema_with = "crate::names::schema::<Aspect>")
+)]
+#[non_exhaustive]
+pub enum Aspect {
+    /// The return value of the host call.
+    Outcome,
+    /// The events emitted and model calls made, in order.
+    Events,
+    /// The current mode afterwards.
+    Mode,
+    /// The pending decision afterwards.
+    Pending,
+    /// The latest run's state afterwards.
+    Run,
+    /// The allowances in force afterwards (scope, tool, pattern, mode), or, at a start,
+    /// workspace allowances the kit revoked that the new session still has.
+    Allowances,
+    /// The workspace changed in a step in which no tool ran.
+    Workspace,
+    /// An invariant of yours ([`Harness::invariant`]) failed.
+    Invariant,
+    /// The session panicked.
+    Panic,
+}
+
+impl Aspect {
+    /// Every variant's name, in declaration order.
+    pub const NAMES: &'static [&'static str] = <Self as strum::VariantNames>::VARIANTS;
+
+    /// The variant's name: what `Display` writes and `FromStr` reads.
+    pub fn as_str(self) -> &'static str {
+        self.into()
     }
 }
 

@@ -731,7 +731,7 @@ impl LanguageModel for RunsRejected {
                 .filter_map(|m| match m {
                     Message::Tool {
                         tool_name, content, ..
-                    } if content.starts_with(crate::tool::TOOL_REJECTED_RESULT) => {
+                    } if content.starts_with(crate::machine::rejection::TOOL_REJECTED_RESULT) => {
                         Some(tool_name.clone())
                     }
                     _ => None,

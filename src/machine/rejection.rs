@@ -1,0 +1,19 @@
+//! What the model receives for a tool call the user rejected: it did not run, and the result
+//! says so, with the user's feedback if any ([`rejected_result`]). The expiry of a decision
+//! (`src/machine/expiry.rs`) and the decision itself (`src/machine/decide.rs`) give it alike.
+
+/// The result of a tool call the user rejected without feedback; with feedback, the result
+/// goes on with [`TOOL_FEEDBACK_PREFIX`] and the feedback.
+pub(crate) const TOOL_REJECTED_RESULT: &str =
+    "Not approved: the user rejected this tool call; it was not executed.";
+
+/// What comes between [`TOOL_REJECTED_RESULT`] and the user's feedback.
+pub(crate) const TOOL_FEEDBACK_PREFIX: &str = " Their feedback:\n";
+
+/// The result of a tool call the user rejected (it did not run), with their feedback if any.
+pub(crate) fn rejected_result(feedback: Option<&str>) -> String {
+    match feedback {
+        Some(feedback) => format!("{TOOL_REJECTED_RESULT}{TOOL_FEEDBACK_PREFIX}{feedback}"),
+        None => TOOL_REJECTED_RESULT.to_owned(),
+    }
+}
