@@ -247,7 +247,7 @@ pub(crate) fn decision_id_for(n: u64) -> String {
 }
 
 /// The checks a host may run on what waits before it decides (the core's one place a decision
-/// is checked, [`check`]).
+/// is checked).
 impl PendingDecision {
     /// Checks a `sha256` pin (what the user saw) against [`PendingDecision::sha256`], ignoring
     /// ASCII case; changes nothing. A host can call it before it shows anything.
