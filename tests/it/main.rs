@@ -15,6 +15,7 @@ mod allowance_origin;
 mod allowances;
 mod anthropic;
 mod approved_calls;
+mod approver_sees;
 mod blocking;
 mod builders;
 mod cancel;
