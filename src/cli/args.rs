@@ -520,7 +520,8 @@ pub(crate) struct DecisionArgs {
     #[arg(long, group = "verdict")]
     pub(crate) reject: bool,
     /// A note for the model with --approve or --reject (a rejection with feedback makes the model
-    /// revise and submit again).
+    /// revise and submit again; with the approval of a tool call, the model gets it after the
+    /// tool's result).
     #[arg(long, value_name = "TEXT", requires = "verdict")]
     pub(crate) feedback: Option<String>,
     /// Decide only the plan with this SHA-256, or the tool call with this argsSha256 (64 hex

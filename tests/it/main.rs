@@ -14,6 +14,7 @@ mod acp_sdk;
 mod allowance_origin;
 mod allowances;
 mod anthropic;
+mod approval_feedback;
 mod approved_calls;
 mod approver_sees;
 mod blocking;
