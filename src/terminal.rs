@@ -27,7 +27,10 @@ use crate::run::Decision;
 use crate::tool::submit_plan::{parse_plan, plan_diff};
 
 pub mod editor;
+pub mod revision;
 pub mod tool_call;
+
+pub use self::revision::{RevisionView, RevisionsShown};
 
 pub use self::tool_call::{
     TOOL_ARGS_MAX_CHARS, TOOL_ARGS_MAX_LINES, ToolAnswer, allowance_note, read_tool_answer,

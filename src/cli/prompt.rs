@@ -4,7 +4,8 @@ use agent_controller::allowance::AllowanceScope;
 use agent_controller::display::neutralize_line;
 use agent_controller::terminal::editor::Editor;
 use agent_controller::terminal::{
-    PromptAnswer, Question, StdinLines, Style, allowance_note, render_tool_call,
+    PromptAnswer, Question, RevisionView, RevisionsShown, StdinLines, Style, allowance_note,
+    render_tool_call,
 };
 use agent_controller::tool::submit_plan::{self};
 use agent_controller::{Decision, ModeGraph, PendingDecision, Session, event::SuspendPayload};
@@ -30,10 +31,9 @@ pub(crate) struct Prompt {
     pub(crate) editor: Editor,
     /// `--model-for-next`: the model an approval at the prompt names until `m` changes it.
     pub(crate) model_for_next: Option<String>,
-    /// The sha256 of every plan revision this prompt has shown: a revision whose previous one is
-    /// among them is shown as its diff (with `p` for the whole); any other is shown whole first
-    /// (issue 36, item 4: a second reviewer saw only the diff against a revision they never saw).
-    shown: Vec<String>,
+    /// The plan revisions this prompt has shown: a revision whose previous one is among them is
+    /// shown as its diff (with `p` for the whole); any other is shown whole first.
+    shown: RevisionsShown,
 }
 
 impl Prompt {
@@ -44,7 +44,7 @@ impl Prompt {
             graph,
             editor: Editor::from_env(),
             model_for_next: None,
-            shown: Vec::new(),
+            shown: RevisionsShown::default(),
         }
     }
 
@@ -169,14 +169,10 @@ impl Prompt {
             .commentable(&plan_text)
             .choosing_model()
             .starting_model(self.model_for_next.as_deref());
-        let seen_previous = payload
-            .previous_sha256
-            .as_ref()
-            .is_some_and(|previous| self.shown.contains(previous));
-        self.shown.push(sha256.clone());
-        match (&payload.diff, &payload.previous_sha256) {
+        let previous = payload.previous_sha256.as_deref().unwrap_or_default();
+        match self.shown.show(payload) {
             // A revision after one this prompt showed: what changed; `p` shows it whole.
-            (Some(diff), Some(previous)) if seen_previous => {
+            RevisionView::Diff(diff) => {
                 note!(
                     "\nrevision {} of the plan \"{}\", changes since revision {} (sha256 {}...):\n{}\n{origin}",
                     payload.revision,
@@ -188,14 +184,14 @@ impl Prompt {
                 question = question.whole_plan(&whole);
             }
             // A revision after one this prompt never showed: the whole plan, then the diff.
-            (Some(diff), Some(previous)) => note!(
+            RevisionView::WholeThenDiff(diff) => note!(
                 "\nrevision {} of the plan:\n\n{whole}\n\nchanges since revision {} (sha256 {}...), which was not shown here:\n{}\n{origin}",
                 payload.revision,
                 payload.revision.saturating_sub(1),
                 neutralize_line(short_sha256(previous)),
                 self.style.render_diff(diff)
             ),
-            _ => note!("\n{whole}\n{origin}"),
+            RevisionView::Whole => note!("\n{whole}\n{origin}"),
         }
         if let Some(text) = comments_text(payload) {
             note!("{text}");
