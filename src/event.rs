@@ -641,6 +641,15 @@ pub struct DecidedRecord {
     /// `decidedBy`). `None` when no rule decided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule: Option<Box<crate::rules::RuleRecord>>,
+    /// For a tool call: the feedback the user gave with the decision
+    /// ([`crate::Decision`]'s `feedback`, trimmed). With an approval the model receives it with the
+    /// tool's result (after it, in a paragraph of its own); with a rejection, in the result that
+    /// says the call did not run. Kept in the record, so it reaches the model after a store round
+    /// trip and a resume in another process (issue 36, item 11: with an approval it was dropped).
+    /// `None` when none was given, and for a plan's decision (its feedback is in the result the
+    /// model receives).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<String>,
 }
 
 impl DecidedRecord {
@@ -670,6 +679,7 @@ impl DecidedRecord {
             comments: Vec::new(),
             model: None,
             rule: None,
+            feedback: None,
         }
     }
 }

@@ -895,8 +895,13 @@ impl Session {
                 run_id: Arc::from(p.run_id),
                 tool_call_id: p.tool_call_id,
                 payload: p.suspend_payload,
-                decided: p.decided,
-                feedback: p.feedback,
+                // A record saved before decided records kept the feedback has it beside.
+                decided: p.decided.map(|mut d| {
+                    if d.feedback.is_none() {
+                        d.feedback = p.feedback;
+                    }
+                    d
+                }),
             })
         });
         let pending = pending.into_iter().chain(calls).collect();
@@ -1985,7 +1990,7 @@ impl Session {
                     tool_call_id: c.tool_call_id.clone(),
                     suspend_payload: c.payload.clone(),
                     decided: c.decided.clone(),
-                    feedback: c.feedback.clone(),
+                    feedback: c.feedback().map(str::to_owned),
                 }),
             }
         }

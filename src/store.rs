@@ -222,7 +222,8 @@ pub struct PendingToolCallRecord {
     /// joins `history` when the run carries on); `None` while it waits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided: Option<DecidedRecord>,
-    /// The feedback of that decision (trimmed), for the model's result of a rejection.
+    /// The feedback of that decision (trimmed), as its record `decided` keeps it too (a record
+    /// saved before `decided` kept it has it here only; it is read from here then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub feedback: Option<String>,
 }

@@ -27,7 +27,10 @@ use crate::run::Decision;
 use crate::tool::submit_plan::{parse_plan, plan_diff};
 
 pub mod editor;
+pub mod revision;
 pub mod tool_call;
+
+pub use self::revision::{RevisionView, RevisionsShown};
 
 pub use self::tool_call::{
     TOOL_ARGS_MAX_CHARS, TOOL_ARGS_MAX_LINES, ToolAnswer, allowance_note, read_tool_answer,
@@ -701,6 +704,8 @@ enum Subject<'a> {
         args_sha256: &'a str,
         /// The `ask` rule that made the call wait, if one did: no `a` then.
         rule: Option<&'a crate::rules::RuleRecord>,
+        /// The call's arguments, which `v` prints whole ([`Question::viewable`]).
+        args: Option<&'a serde_json::Value>,
     },
 }
 
@@ -843,8 +848,40 @@ impl<'a> Question<'a> {
                 tool_name,
                 args_sha256,
                 rule: None,
+                args: None,
             },
         }
+    }
+
+    /// Adds the key `v` (any case) to a tool call's question: prints every argument of `args`
+    /// (the call's arguments, whose `argsSha256` the question is pinned to) whole
+    /// ([`crate::display::arguments_whole`]: escaped as everywhere, nothing cut), then asks
+    /// again. [`render_tool_call`] bounds what it shows; this is how the approver sees every
+    /// character they approve (issue 36, item 4). Nothing changes under a plan.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::terminal::{PromptAnswer, Question, StdinLines, Style};
+    /// use agent_controller::Decision;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let args = serde_json::json!({ "path": "a.txt", "content": format!("{}END", "x".repeat(9_000)) });
+    /// let style = Style::plain(80);
+    /// let question = Question::tool_call(&style, "write_file", "53fa").viewable(&args);
+    /// assert!(question.text().contains("[v]iew every argument whole"));
+    /// let mut out = Vec::new();
+    /// let mut input = StdinLines::from_reader(&b"v\ny\n"[..]);
+    /// let answer = question.ask(&mut input, &mut out, std::future::pending::<()>()).await;
+    /// assert_eq!(answer, PromptAnswer::Decided(Decision::approve().with_sha256("53fa")));
+    /// let shown = String::from_utf8_lossy(&out);
+    /// assert!(shown.contains(&format!("  \"content\": \"{}END\"", "x".repeat(9_000))));
+    /// # }
+    /// ```
+    pub fn viewable(mut self, args: &'a serde_json::Value) -> Self {
+        if let Subject::ToolCall { args: shown, .. } = &mut self.subject {
+            *shown = Some(args);
+        }
+        self
     }
 
     /// Marks a tool call's question as one about a call that `rule`, a mode's `ask` rule, made
@@ -1097,9 +1134,15 @@ impl<'a> Question<'a> {
                 "Feedback for the model (the call is rejected with it; an empty line goes back):\n> "
                     .to_owned()
             }
-            (Subject::ToolCall { tool_name, rule, .. }, _) => {
-                tool_call::question_text(self.style, tool_name, rule.is_none())
-            }
+            (
+                Subject::ToolCall {
+                    tool_name,
+                    rule,
+                    args,
+                    ..
+                },
+                _,
+            ) => tool_call::question_text(self.style, tool_name, rule.is_none(), args.is_some()),
             (Subject::Plan(plan), at) => plan.text(self.style, at.edit().is_some()),
         }
     }
@@ -1147,8 +1190,11 @@ impl<'a> Question<'a> {
             let answer = match &self.subject {
                 Subject::Plan(plan) => plan.read(self.style, &line, &mut at, &mut held, out).await,
                 Subject::ToolCall {
-                    args_sha256, rule, ..
-                } => read_tool_line(&line, args_sha256, *rule, &mut at, out),
+                    args_sha256,
+                    rule,
+                    args,
+                    ..
+                } => read_tool_line(&line, args_sha256, *rule, *args, &mut at, out),
             };
             if let Some(answer) = answer {
                 return answer;
@@ -1157,12 +1203,13 @@ impl<'a> Question<'a> {
     }
 }
 
-/// Reads one line typed at a tool call's question (one `rule` made wait, if any); `None` asks
-/// again.
+/// Reads one line typed at a tool call's question (one `rule` made wait, if any; `args` printed
+/// whole at `v`, when given); `None` asks again.
 fn read_tool_line(
     line: &str,
     args_sha256: &str,
     rule: Option<&crate::rules::RuleRecord>,
+    args: Option<&serde_json::Value>,
     at: &mut Asking,
     out: &mut impl Write,
 ) -> Option<PromptAnswer> {
@@ -1200,6 +1247,17 @@ fn read_tool_line(
             return None;
         }
         ToolAnswer::Leave => return Some(PromptAnswer::Left),
+        ToolAnswer::View => {
+            let _ = match args {
+                Some(args) => writeln!(
+                    out,
+                    "every argument, whole:\n{}",
+                    crate::display::arguments_whole(args)
+                ),
+                None => writeln!(out, "the arguments are shown above"),
+            };
+            return None;
+        }
         ToolAnswer::Unclear(hint) => {
             let _ = writeln!(out, "{hint}");
             return None;

@@ -9,7 +9,7 @@ use agent_client_protocol::v1::schema::{
 };
 use serde_json::json;
 
-use crate::display::{arguments, neutralize, neutralize_line};
+use crate::display::{arguments_whole, neutralize, neutralize_line, neutralize_line_within};
 use crate::mode::ModeGraph;
 use crate::session::{Decision, PendingPlan, PendingToolCall};
 
@@ -161,17 +161,20 @@ impl Verdict {
     }
 }
 
-/// The `toolCall` of a plan's permission request: kind `switch_mode`, the plan's title, the plan
-/// text as captured (hidden characters shown as escapes), and its sha256 in `_meta`.
+/// The `toolCall` of a plan's permission request: kind `switch_mode`, the plan's title whole, the
+/// plan as captured and as an approval hands it over, its title as a `# ` heading and its body
+/// ([`crate::plan::revision_text`], hidden characters shown as escapes), and its sha256 in
+/// `_meta`. Nothing is cut (issue 36, item 4: a title over 1,000 characters was cut in the
+/// middle, the content held only the body, and the next mode got the whole title).
 pub(crate) fn plan_tool_call(tool_call_id: String, plan: &PendingPlan) -> ToolCallUpdate {
     let payload = plan.payload();
     let submission = &payload.submission;
     let fields = ToolCallUpdateFields::new()
         .kind(ToolKind::SwitchMode)
         .status(ToolCallStatus::Pending)
-        .title(neutralize_line(&submission.title).into_owned())
+        .title(neutralize_line_within(&submission.title, usize::MAX).into_owned())
         .content(vec![ToolCallContent::Content(Content::new(as_code(
-            &submission.plan,
+            &crate::plan::revision_text(submission),
         )))])
         .raw_input(json!({ "path": submission.path }));
     ToolCallUpdate::new(tool_call_id, fields).meta(meta(json!({
@@ -183,8 +186,9 @@ pub(crate) fn plan_tool_call(tool_call_id: String, plan: &PendingPlan) -> ToolCa
     })))
 }
 
-/// The `toolCall` of a waiting tool call's permission request: its tool, every argument, and
-/// its `argsSha256` in `_meta`.
+/// The `toolCall` of a waiting tool call's permission request: its tool, every argument whole
+/// ([`arguments_whole`] in the content, the arguments as JSON in `rawInput`), and its
+/// `argsSha256` in `_meta`. Nothing is cut: the user approves every character.
 pub(crate) fn waiting_tool_call(
     tool_call_id: String,
     call: &PendingToolCall,
@@ -196,7 +200,7 @@ pub(crate) fn waiting_tool_call(
         .status(ToolCallStatus::Pending)
         .title(format!("{tool} (waits for approval)"))
         .content(vec![ToolCallContent::Content(Content::new(as_code(
-            &arguments(call.args(), 60, 4_000),
+            &arguments_whole(call.args()),
         )))])
         .raw_input(call.args().clone());
     ToolCallUpdate::new(tool_call_id, fields).meta(meta(json!({

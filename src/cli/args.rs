@@ -53,7 +53,8 @@ The prompt (without --approve or --reject) shows the plan on stderr and reads st
   e            edit the plan in $VISUAL or $EDITOR (else vi), see what the edit changed, then:
                  y (or a listed number or mode id) approves the edited text, e edits again,
                  d discards the edit; the approval is pinned to the sha256 of the plan shown
-  p            on a revision shown as its diff: show the whole plan
+  p            on a revision shown as its diff: show the whole plan (a revision is shown as
+               its diff only when this prompt showed the one before; else whole, then the diff)
   c            show the plan with its lines numbered
   c LINE TEXT  keep a comment on that line; n (or feedback) then rejects with every comment
                kept (the model gets each with the line it quotes); d drops them
@@ -71,8 +72,9 @@ The prompt (without --approve or --reject) shows the plan on stderr and reads st
 The answer is pinned to the sha256 of the plan shown.
 
 A tool call that waits for approval (the mode's `requireApproval`) is shown with its tool, its
-argsSha256 and every argument (pretty-printed JSON, control characters escaped, shortest value
-first, the values sharing 60 lines and 4000 characters, a long one cut in its middle); each
+argsSha256 and its arguments (pretty-printed JSON, control characters escaped, shortest value
+first, the names and values sharing 60 lines and 4000 characters, a long one cut in its middle,
+those with no room left out, and a last line saying how much is not shown); each
 waiting call is asked about in turn, also after `run --approve` (which decides plans only), and
 the run carries on once all are decided:
   y, yes       run the call
@@ -80,6 +82,7 @@ the run carries on once all are decided:
                approved plan); the other calls of the tool waiting in the reply run with it
   n, no        reject: the call does not run; the model is told it was not approved
   f            reject with feedback, typed on the next line (an empty line goes back)
+  v            print every argument whole (escaped, nothing cut), then ask again
   other text   reject, with the text as feedback
   q            leave it pending: decide it later with `decide --decision ID` (exit 4 with a store;
                without one the run ends unapproved, exit 3)
@@ -517,7 +520,8 @@ pub(crate) struct DecisionArgs {
     #[arg(long, group = "verdict")]
     pub(crate) reject: bool,
     /// A note for the model with --approve or --reject (a rejection with feedback makes the model
-    /// revise and submit again).
+    /// revise and submit again; with the approval of a tool call, the model gets it after the
+    /// tool's result).
     #[arg(long, value_name = "TEXT", requires = "verdict")]
     pub(crate) feedback: Option<String>,
     /// Decide only the plan with this SHA-256, or the tool call with this argsSha256 (64 hex

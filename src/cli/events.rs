@@ -58,6 +58,9 @@ pub(crate) fn print_event(
 /// past it; `--json` events have it whole). Other fields: [`neutralize_line`]'s bound.
 const MESSAGE_MAX_CHARS: usize = 4_000;
 
+/// Where an event line's cut arguments are shown whole.
+const EVENTS_WHOLE: &str = "`--json` shows them whole";
+
 /// One event as a readable line; model-, tool- and file-derived text through [`neutralize_line`]
 /// (bounded, the cut counted).
 pub(crate) fn event_line(
@@ -95,7 +98,7 @@ pub(crate) fn event_line(
         } => format!(
             "tool {} {}",
             line(tool_name),
-            arguments_line(args, PENDING_ARGS_MAX_CHARS)
+            arguments_line(args, PENDING_ARGS_MAX_CHARS, EVENTS_WHOLE)
         ),
         Event::ToolSuspended {
             suspend_payload: Suspension::ToolCall(call),
@@ -106,7 +109,7 @@ pub(crate) fn event_line(
             format!(
                 "tool call waits for approval: {} {} (decision {}, argsSha256 {}){by}",
                 line(&call.tool_name),
-                arguments_line(&call.args, PENDING_ARGS_MAX_CHARS),
+                arguments_line(&call.args, PENDING_ARGS_MAX_CHARS, EVENTS_WHOLE),
                 line(&call.decision_id),
                 line(&call.args_sha256)
             )

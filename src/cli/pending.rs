@@ -178,10 +178,9 @@ pub(crate) fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Fai
         format!("\tdeadline {}{then}", deadline_text(at))
     });
     if p.kind == PendingKind::ToolCall {
-        let args = p
-            .args
-            .as_ref()
-            .map_or(String::new(), |a| arguments_line(a, PENDING_ARGS_MAX_CHARS));
+        let args = p.args.as_ref().map_or(String::new(), |a| {
+            arguments_line(a, PENDING_ARGS_MAX_CHARS, PENDING_WHOLE)
+        });
         let allowed = if p.always_allowed.is_empty() {
             String::new()
         } else {
@@ -202,11 +201,24 @@ pub(crate) fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Fai
             "{ids} -> {}\t{}\t{}{}{deadline}{}",
             neutralize_line(&targets_text(&p.target_mode_id, &p.target_mode_ids)),
             neutralize_line(short_sha256(&p.sha256)),
-            neutralize_line(&p.title),
+            title_field(&p.title),
             workspace_field(p),
             comments_field(p),
         ))
     }
+}
+
+/// Where a `pending` line's cut fields are shown whole.
+const PENDING_WHOLE: &str = "`pending --json` shows them whole";
+
+/// A plan's title as its `pending` field: on one line, bounded ([`neutralize_line`]); a title
+/// cut for the screen says that `pending --json` shows it whole (issue 36, item 4).
+fn title_field(title: &str) -> String {
+    let shown = neutralize_line(title);
+    if title.chars().count() <= agent_controller::display::LINE_MAX_CHARS {
+        return shown.into_owned();
+    }
+    format!("{shown} (`pending --json` shows the whole title)")
 }
 
 /// The last field of a plan's `pending` line: the comments the rejection of the previous

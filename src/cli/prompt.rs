@@ -4,7 +4,8 @@ use agent_controller::allowance::AllowanceScope;
 use agent_controller::display::neutralize_line;
 use agent_controller::terminal::editor::Editor;
 use agent_controller::terminal::{
-    PromptAnswer, Question, StdinLines, Style, allowance_note, render_tool_call,
+    PromptAnswer, Question, RevisionView, RevisionsShown, StdinLines, Style, allowance_note,
+    render_tool_call,
 };
 use agent_controller::tool::submit_plan::{self};
 use agent_controller::{Decision, ModeGraph, PendingDecision, Session, event::SuspendPayload};
@@ -30,6 +31,9 @@ pub(crate) struct Prompt {
     pub(crate) editor: Editor,
     /// `--model-for-next`: the model an approval at the prompt names until `m` changes it.
     pub(crate) model_for_next: Option<String>,
+    /// The plan revisions this prompt has shown: a revision whose previous one is among them is
+    /// shown as its diff (with `p` for the whole); any other is shown whole first.
+    shown: RevisionsShown,
 }
 
 impl Prompt {
@@ -40,6 +44,7 @@ impl Prompt {
             graph,
             editor: Editor::from_env(),
             model_for_next: None,
+            shown: RevisionsShown::default(),
         }
     }
 
@@ -81,6 +86,7 @@ impl Prompt {
                 }
                 Question::tool_call(&self.style, call.tool_name(), call.args_sha256())
                     .asked_by_rule(call.payload().rule.as_deref())
+                    .viewable(call.args())
                     .ask(&mut self.input, &mut stderr, tokio::signal::ctrl_c())
                     .await
             }
@@ -108,8 +114,9 @@ impl Prompt {
         None
     }
 
-    /// Shows the plan of `payload` (or what changed since its last revision) and asks the
-    /// plan's question.
+    /// Shows the plan of `payload` and asks the plan's question: a revision whose previous one
+    /// this prompt showed as what changed since then (`p` shows it whole), any other whole
+    /// (a revision's diff after it, as an addition).
     async fn plan_question(
         &mut self,
         session: &Session,
@@ -162,9 +169,10 @@ impl Prompt {
             .commentable(&plan_text)
             .choosing_model()
             .starting_model(self.model_for_next.as_deref());
-        match (&payload.diff, &payload.previous_sha256) {
-            // A revision: what changed since the previous one; `p` shows it whole.
-            (Some(diff), Some(previous)) => {
+        let previous = payload.previous_sha256.as_deref().unwrap_or_default();
+        match self.shown.show(payload) {
+            // A revision after one this prompt showed: what changed; `p` shows it whole.
+            RevisionView::Diff(diff) => {
                 note!(
                     "\nrevision {} of the plan \"{}\", changes since revision {} (sha256 {}...):\n{}\n{origin}",
                     payload.revision,
@@ -175,7 +183,15 @@ impl Prompt {
                 );
                 question = question.whole_plan(&whole);
             }
-            _ => note!("\n{whole}\n{origin}"),
+            // A revision after one this prompt never showed: the whole plan, then the diff.
+            RevisionView::WholeThenDiff(diff) => note!(
+                "\nrevision {} of the plan:\n\n{whole}\n\nchanges since revision {} (sha256 {}...), which was not shown here:\n{}\n{origin}",
+                payload.revision,
+                payload.revision.saturating_sub(1),
+                neutralize_line(short_sha256(previous)),
+                self.style.render_diff(diff)
+            ),
+            RevisionView::Whole => note!("\n{whole}\n{origin}"),
         }
         if let Some(text) = comments_text(payload) {
             note!("{text}");

@@ -13,6 +13,7 @@ use crate::exchange::ToolOutput;
 use crate::mode::{ModeGraph, ModeId, ModeRuntime};
 
 use super::call::CallRef;
+use super::rejection::with_approval_feedback;
 use super::state::{Lease, State};
 
 /// What of the controller's config the rules read: the mode graph and what each mode needs at
@@ -185,6 +186,13 @@ impl Change<'_> {
         output: ToolOutput,
         decision: Option<DecidedRecord>,
     ) {
+        let mut output = output;
+        // The feedback given with an approval goes to the model with the tool's result.
+        if let Some(record) = &decision
+            && record.outcome == Some(crate::event::DecisionOutcome::Approved)
+        {
+            output.content = with_approval_feedback(output.content, record.feedback.as_deref());
+        }
         self.emit(Event::ToolEnd {
             session_id: self.id.clone(),
             run_id: call.run_id,

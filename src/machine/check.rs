@@ -382,7 +382,6 @@ mod tests {
                 rule: None,
             },
             decided,
-            feedback: None,
         })
     }
 

@@ -225,9 +225,11 @@ impl Change<'_> {
         record.allowance = given
             .as_ref()
             .map(|a| Box::new(crate::allowance::GivenAllowance::of(a)));
+        // The feedback goes with the record: with an approval, the model receives it with the
+        // tool's result, wherever and whenever the run carries on.
+        record.feedback = decision.feedback().map(str::to_owned);
         if let Some(PendingDecision::ToolCall(call)) = self.state.pending.get_mut(index) {
             call.decided = Some(record);
-            call.feedback = decision.feedback().map(str::to_owned);
         }
         // A narrowed allowance approves no other waiting call: where their paths lead is the
         // driver's to resolve, so each is asked about.
@@ -255,8 +257,7 @@ impl Change<'_> {
             if record.outcome == Some(DecisionOutcome::Approved) {
                 approved.push((call, record));
             } else {
-                let output =
-                    ToolOutput::error(super::rejection::rejected_result(call.feedback.as_deref()));
+                let output = ToolOutput::error(super::rejection::rejected_result(call.feedback()));
                 let answered = CallRef::new(
                     run_id.clone(),
                     call.tool_call_id.as_str(),
@@ -489,7 +490,6 @@ mod tests {
                     terms: Default::default(),
                 },
                 decided: None,
-                feedback: None,
             },
             DecisionOutcome::Rejected,
             None,

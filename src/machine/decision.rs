@@ -99,8 +99,11 @@ impl DecisionAction {
 pub struct Decision {
     /// Approved or rejected.
     pub action: DecisionAction,
-    /// Feedback for the model: with a rejection, what to revise; with an approval, a note the
-    /// next mode receives together with the approved plan. Blank feedback counts as none.
+    /// Feedback for the model: with a rejection, what to revise (a plan) or why not (a tool
+    /// call); with a plan's approval, a note the next mode receives together with the approved
+    /// plan; with a tool call's approval, a note the model receives with the tool's result (and
+    /// the decision's record keeps, [`crate::event::DecidedRecord::feedback`]). Blank feedback
+    /// counts as none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub feedback: Option<String>,
     /// The SHA-256 (hex) of what the user saw: the plan's `sha256`, or a tool call's
@@ -169,8 +172,9 @@ impl Decision {
         Self::new(DecisionAction::Approved)
     }
 
-    /// Approve with a note for the next mode (`"also update the docs page"`): the model
-    /// receives it in the approval result, beside the approved plan.
+    /// Approve with a note (`"also update the docs page"`): for a plan, the model receives it in
+    /// the approval result, beside the approved plan; for a tool call, with the tool's result
+    /// (after it, in a paragraph of its own).
     ///
     /// # Examples
     /// ```

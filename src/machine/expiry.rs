@@ -116,7 +116,7 @@ pub(crate) fn waiting(pending: &PendingDecision) -> Waiting<'_> {
             tool_call_id: &c.tool_call_id,
             payload: &c.payload,
             decided: c.decided.as_ref(),
-            feedback: c.feedback.as_deref(),
+            feedback: c.feedback(),
         },
         PendingDecision::Plan(p) => Waiting::Plan {
             run_id: &p.run_id,

@@ -656,8 +656,6 @@ pub struct PendingToolCall {
     /// The audit record of the decision taken while others wait (in the history once the run
     /// carries on).
     pub(crate) decided: Option<DecidedRecord>,
-    /// That decision's feedback, trimmed.
-    pub(crate) feedback: Option<String>,
 }
 
 impl PendingToolCall {
@@ -930,7 +928,7 @@ impl PendingToolCall {
     /// # }
     /// ```
     pub fn feedback(&self) -> Option<&str> {
-        self.feedback.as_deref()
+        self.decided.as_ref()?.feedback.as_deref()
     }
 }
 
@@ -1051,8 +1049,11 @@ mod tests {
             false,
             "2026-12-01T18:00:00Z".to_owned(),
         );
+        let record = DecidedRecord {
+            feedback: Some("no".to_owned()),
+            ..record
+        };
         decided.decided = Some(record.clone());
-        decided.feedback = Some("no".to_owned());
         assert_eq!(decided.decision(), Some(&record));
         assert_eq!(decided.feedback(), Some("no"));
         let decided = PendingDecision::ToolCall(decided);

@@ -1,6 +1,8 @@
 //! What the model receives for a tool call the user rejected: it did not run, and the result
 //! says so, with the user's feedback if any ([`rejected_result`]). The expiry of a decision
 //! (`src/machine/expiry.rs`) and the decision itself (`src/machine/decide.rs`) give it alike.
+//! For a call the user approved with feedback, the tool's result goes on with that feedback
+//! ([`with_approval_feedback`]).
 
 /// The result of a tool call the user rejected without feedback; with feedback, the result
 /// goes on with [`TOOL_FEEDBACK_PREFIX`] and the feedback.
@@ -15,5 +17,19 @@ pub(crate) fn rejected_result(feedback: Option<&str>) -> String {
     match feedback {
         Some(feedback) => format!("{TOOL_REJECTED_RESULT}{TOOL_FEEDBACK_PREFIX}{feedback}"),
         None => TOOL_REJECTED_RESULT.to_owned(),
+    }
+}
+
+/// What comes between the result of a tool call the user approved and the feedback they gave
+/// with the approval.
+pub(crate) const APPROVAL_FEEDBACK_PREFIX: &str =
+    "\n\nThe user approved this tool call with feedback:\n";
+
+/// The result `content` of a tool call the user approved, followed by the feedback they gave
+/// with the approval, if any: what the user typed is never dropped (issue 36, item 11).
+pub(crate) fn with_approval_feedback(content: String, feedback: Option<&str>) -> String {
+    match feedback {
+        Some(feedback) => format!("{content}{APPROVAL_FEEDBACK_PREFIX}{feedback}"),
+        None => content,
     }
 }

@@ -163,7 +163,12 @@ impl Change<'_> {
         approval: &DecidedRecord,
         rule: Box<RuleRecord>,
     ) {
-        let output = ToolOutput::error(denied_result(&rule));
+        // Refused, the call does not run; what the user typed with their approval still
+        // reaches the model.
+        let output = ToolOutput::error(super::rejection::with_approval_feedback(
+            denied_result(&rule),
+            approval.feedback.as_deref(),
+        ));
         let args_sha256 = approval.sha256.clone().unwrap_or_default();
         // Rejected whatever the rule's action (an `ask` rule refuses a call an allowance
         // approved unseen: `Session::run_approved`).

@@ -390,7 +390,6 @@ impl Change<'_> {
                     tool_call_id: tool_call_id.clone(),
                     payload: payload.clone(),
                     decided: None,
-                    feedback: None,
                 }));
             self.emit(Event::ToolSuspended {
                 session_id: self.id.clone(),

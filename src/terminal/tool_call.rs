@@ -1,18 +1,21 @@
 //! The prompt for a tool call that waits for the user (a mode's `requireApproval`, issue 12):
 //! the call shown safely (its tool, its arguments pretty-printed, neutralized and bounded, the
 //! decision id and `argsSha256`) and the plan prompt's grammar extended with `a` (approve and
-//! always allow the tool until the mode changes), `f` (reject with feedback typed on the next line) and
-//! `q` (leave the call pending).
+//! always allow the tool until the mode changes), `f` (reject with feedback typed on the next line),
+//! `v` (print every argument whole, then ask again) and `q` (leave the call pending).
 
 use crate::display::{arguments, neutralize_line};
+
+/// What a bounded view of a call's arguments says shows them whole: the key `v`.
+pub const VIEW_WHOLE: &str = "v shows every argument whole";
 use crate::event::ToolCallPayload;
 
 use super::{Answer, Style, read_answer};
 
 /// How many lines of a tool call's pretty-printed argument values the prompt shows, shared among
 /// the values ([`crate::display::arguments`]: every argument is shown, a long value is cut in
-/// its middle and the cut counted; approving approves the whole arguments: `pending --json` has
-/// them).
+/// its middle and the cut counted; `v` at the prompt prints them whole, and `pending --json`
+/// has them).
 pub const TOOL_ARGS_MAX_LINES: usize = 60;
 
 /// How many characters of a tool call's pretty-printed argument values the prompt shows, shared
@@ -40,6 +43,8 @@ pub enum ToolAnswer {
     Feedback(String),
     /// `q` (any case): decide nothing now; the call stays pending.
     Leave,
+    /// `v` (any case): print every argument whole, then ask again.
+    View,
     /// A single word that looks like a decision but is not a key (`ok`, `always`, `approve`):
     /// ask again; the text says why.
     Unclear(String),
@@ -51,7 +56,8 @@ pub enum ToolAnswer {
 /// `y`/`yes`, `n`/`no`, a word that looks like a decision asks again, other text is feedback),
 /// extended with the keys `a` (approve and always allow this tool until the mode changes; `a
 /// session` or `a workspace` for that scope), `f` (feedback on the next
-/// line) and `q` (leave it pending), any case, surrounding blanks ignored.
+/// line), `v` (print every argument whole) and `q` (leave it pending), any case, surrounding
+/// blanks ignored.
 ///
 /// # Examples
 /// ```
@@ -63,6 +69,7 @@ pub enum ToolAnswer {
 /// assert_eq!(read_tool_answer("no"), ToolAnswer::Reject);
 /// assert_eq!(read_tool_answer("F"), ToolAnswer::AskFeedback);
 /// assert_eq!(read_tool_answer("q"), ToolAnswer::Leave);
+/// assert_eq!(read_tool_answer("V"), ToolAnswer::View);
 /// assert!(matches!(read_tool_answer("always"), ToolAnswer::Unclear(_)));
 /// assert!(matches!(read_tool_answer("ok"), ToolAnswer::Unclear(_)));
 /// assert_eq!(read_tool_answer("write b.txt instead"), ToolAnswer::Feedback("write b.txt instead".to_owned()));
@@ -80,6 +87,7 @@ pub fn read_tool_answer(line: &str) -> ToolAnswer {
         }
         "f" => return ToolAnswer::AskFeedback,
         "q" => return ToolAnswer::Leave,
+        "v" => return ToolAnswer::View,
         "always" | "all" | "allow" | "quit" | "exit" | "skip" | "later" => {
             return ToolAnswer::Unclear(format!(
                 "`{}` is not an answer here: {KEYS_HINT}",
@@ -101,13 +109,14 @@ pub fn read_tool_answer(line: &str) -> ToolAnswer {
 }
 
 /// The hint for an answer that is not one.
-const KEYS_HINT: &str = "type y to run the call, a to run it and always allow this tool until the mode changes (a plan approval included), n to reject it, f (or a sentence) to reject it with feedback, or q to leave it pending";
+const KEYS_HINT: &str = "type y to run the call, a to run it and always allow this tool until the mode changes (a plan approval included), n to reject it, f (or a sentence) to reject it with feedback, v to see every argument whole, or q to leave it pending";
 
 /// A tool call as the prompt shows it: which call of how many, the tool, the decision id and the
 /// `argsSha256` the answer is pinned to, then every argument on its own line, shortest value
 /// first, its value pretty-printed through [`crate::display::neutralize`], the values sharing
 /// [`TOOL_ARGS_MAX_LINES`] lines and [`TOOL_ARGS_MAX_CHARS`] characters (a longer value shows its
-/// start and its end, the cut counted): [`crate::display::arguments`].
+/// start and its end, the cut counted; what is not shown is counted on a last line, which says
+/// that `v` shows every argument whole): [`crate::display::arguments`].
 ///
 /// # Examples
 /// ```
@@ -158,7 +167,12 @@ pub fn render_tool_call(style: &Style, call: &ToolCallPayload, nth: usize, of: u
         "{which} waits for approval: {name} (decision {}, argsSha256 {})\n{rule}{}",
         neutralize_line(&call.decision_id),
         neutralize_line(&call.args_sha256),
-        arguments(&call.args, TOOL_ARGS_MAX_LINES, TOOL_ARGS_MAX_CHARS)
+        arguments(
+            &call.args,
+            TOOL_ARGS_MAX_LINES,
+            TOOL_ARGS_MAX_CHARS,
+            VIEW_WHOLE
+        )
     )
 }
 
@@ -172,12 +186,12 @@ pub fn render_tool_call(style: &Style, call: &ToolCallPayload, nth: usize, of: u
 /// assert!(text.ends_with("> "));
 /// ```
 pub fn tool_question_text(style: &Style, tool_name: &str) -> String {
-    question_text(style, tool_name, true)
+    question_text(style, tool_name, true, true)
 }
 
 /// The question under a tool call; `allowance`: whether `a` (always allow) is offered (not
-/// under a call an `ask` rule made wait).
-pub(crate) fn question_text(style: &Style, tool_name: &str, allowance: bool) -> String {
+/// under a call an `ask` rule made wait); `view`: whether `v` (every argument whole) is.
+pub(crate) fn question_text(style: &Style, tool_name: &str, allowance: bool, view: bool) -> String {
     let key = |k: &str| {
         if style.color {
             use termimad::crossterm::style::Stylize;
@@ -195,8 +209,13 @@ pub(crate) fn question_text(style: &Style, tool_name: &str, allowance: bool) -> 
     } else {
         String::new()
     };
+    let view = if view {
+        format!("  [{}]iew every argument whole", key("v"))
+    } else {
+        String::new()
+    };
     format!(
-        "Run this {name} call?\n[{}]es run it{always}  [{}]o reject  [{}]eedback reject with a note  [{}] leave it pending  or type feedback to reject with it\n> ",
+        "Run this {name} call?\n[{}]es run it{always}  [{}]o reject  [{}]eedback reject with a note{view}  [{}] leave it pending  or type feedback to reject with it\n> ",
         key("y"),
         key("n"),
         key("f"),

@@ -959,6 +959,77 @@ fn a_waiting_call_shows_markdown_as_written() {
     assert!(!ws.path().join("notes.txt").exists());
 }
 
+/// Issue 36, item 4: a plan title over 1,000 characters was cut in the middle in the permission
+/// request, and its content held only the body, while the next mode got the whole title. The
+/// request carries the title whole and the content holds the title and the body.
+#[cfg(feature = "openai")] // the model is the OpenAI provider
+#[test]
+fn a_plans_permission_request_carries_its_whole_title_and_text() {
+    let title = format!("Start {} End", "t".repeat(1_100));
+    let plan = json!({ "path": "t.md", "content": format!("# {title}\n\n1. Step one.\n") });
+    let ws = workspace(MODES);
+    let server = ScriptedServer::start_blocking(vec![
+        openai_server::calls([openai_server::call(
+            "call_1",
+            "write_plan",
+            &plan.to_string(),
+        )]),
+        openai_server::calls([openai_server::submit("call_2", ".agent/plans/t.md")]),
+    ]);
+    let mut agent = scripted(ws.path(), &server, &[]);
+    let (session, _) = agent.open(ws.path());
+    let prompt = agent.prompt(&session, "Plan it");
+    let (request, _) = agent.until_method("session/request_permission");
+    let call = &request["params"]["toolCall"];
+    assert_eq!(call["title"], title.as_str());
+    let shown = call["content"][0]["content"]["text"]
+        .as_str()
+        .expect("the plan text");
+    assert!(
+        shown.contains(&format!("# {title}\n\n1. Step one.")),
+        "{shown}"
+    );
+    select(&mut agent, &request, "reject");
+    let (response, _) = agent.response(prompt);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response:#}");
+}
+
+/// Issue 36, item 4: a waiting call's permission request showed its arguments cut in the
+/// middle; it carries every argument whole (hidden characters as escapes), as `rawInput` does.
+#[cfg(feature = "openai")] // the model is the OpenAI provider
+#[test]
+fn a_waiting_calls_permission_request_carries_its_arguments_whole() {
+    let ws = workspace(APPROVING);
+    let content = format!(
+        "BEGIN{}\u{1b}[2K{}END",
+        "a".repeat(5_000),
+        "b".repeat(5_000)
+    );
+    let server = ScriptedServer::start_blocking(vec![
+        write_call("notes.txt", &content),
+        openai_server::text("Wrote it."),
+    ]);
+    let mut agent = scripted(ws.path(), &server, &[]);
+    let (session, _) = agent.open(ws.path());
+    let prompt = agent.prompt(&session, "Write notes");
+    let (request, _) = agent.until_method("session/request_permission");
+    let call = &request["params"]["toolCall"];
+    let shown = call["content"][0]["content"]["text"]
+        .as_str()
+        .expect("the arguments");
+    let whole = format!(
+        "\"content\": \"BEGIN{}\\u001b[2K{}END\"",
+        "a".repeat(5_000),
+        "b".repeat(5_000)
+    );
+    assert!(shown.contains(&whole), "{shown:.300}");
+    assert!(!shown.contains("not shown"), "{shown:.300}");
+    assert_eq!(call["rawInput"]["content"], content.as_str());
+    select(&mut agent, &request, "reject");
+    let (response, _) = agent.response(prompt);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response:#}");
+}
+
 /// A `cancelled` outcome with a store leaves the plan pending: after the editor closes, a new
 /// agent loads the session (history replayed, in plan mode), asks again, and the allow option
 /// approves it.

@@ -65,7 +65,7 @@ exit 4
 --- stdout
 [run_1] resumed in mode plan
 tool submit_plan ok: Plan rejected. Feedback from the user: see the comments on lines of the plan below.\u{a}\u{a}Comments from the user on lines of the plan:\u{a}- line 4 "1. Read the code this change touches.": staging first\u{a}- line 6 "3. Add tests for it and run the whole suite.": and the docs\u{a}\u{a}Revise the plan to address this feedback, then call submit_plan again with the revised plan.
-tool write_plan {"path": "add-dark-mode.md", "content": "# Add dark mode\n\n## Steps\n1. Read the code this change touches.\n2. Make the change in … (45 characters not shown) … whole suite.\n\n## Revisions\n- Addressed: see the comments on lines of the plan below.\n"}
+tool write_plan {"path": "add-dark-mode.md", "content": "# Add dark mode\n\n## Steps\n1. Read the code this change touches.\n2. Make the cha… (60 characters not shown) …uite.\n\n## Revisions\n- Addressed: see the comments on lines of the plan below.\n"} (not shown: 60 characters of the arguments; `--json` shows them whole)
 tool write_plan ok: .agent/plans/add-dark-mode.md
 tool submit_plan {"path": ".agent/plans/add-dark-mode.md"}
 plan submitted: "Add dark mode" (.agent/plans/add-dark-mode.md), sha256 [SHA256]; waiting for a decision
@@ -118,7 +118,19 @@ tool submit_plan ok: Plan rejected. Stop here and wait for the user's next messa
 [run_1] ended: completed
 mode: plan
 
-revision 2 of the plan "Add dark mode", changes since revision 1 (sha256 [SHA12]...):
+revision 2 of the plan:
+
+# Add dark mode
+
+## Steps
+1. Read the code this change touches.
+2. Make the change in small steps.
+3. Add tests for it and run the whole suite.
+
+## Revisions
+- Addressed: see the comments on lines of the plan below.
+
+changes since revision 1 (sha256 [SHA12]...), which was not shown here:
 --- revision 1
 +++ revision 2
 @@ -4,3 +4,6 @@
@@ -136,7 +148,7 @@ your comments on revision 1:
   line 6: 3. Add tests for it and run the whole suite.
     and the docs
 Approve this plan and switch to ● Build (build)?
-[y]es approve  [n]o reject  or type feedback to reject with it  [p] show the whole plan  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [s MODE] switch to build, not approving
+[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [s MODE] switch to build, not approving
 > 
 "#]],
     );
@@ -238,7 +250,7 @@ exit 4
 --- stdout
 [run_1] resumed in mode plan
 tool submit_plan ok: Plan rejected. Feedback from the user: see the comments on lines of the plan below.\u{a}\u{a}Comments from the user on lines of the plan:\u{a}- line 4 "1. Read the code this change touches.": staging first\u{a}\u{a}Revise the plan to address this feedback, then call submit_plan again with the revised plan.
-tool write_plan {"path": "add-dark-mode.md", "content": "# Add dark mode\n\n## Steps\n1. Read the code this change touches.\n2. Make the change in … (45 characters not shown) … whole suite.\n\n## Revisions\n- Addressed: see the comments on lines of the plan below.\n"}
+tool write_plan {"path": "add-dark-mode.md", "content": "# Add dark mode\n\n## Steps\n1. Read the code this change touches.\n2. Make the cha… (60 characters not shown) …uite.\n\n## Revisions\n- Addressed: see the comments on lines of the plan below.\n"} (not shown: 60 characters of the arguments; `--json` shows them whole)
 tool write_plan ok: .agent/plans/add-dark-mode.md
 tool submit_plan {"path": ".agent/plans/add-dark-mode.md"}
 plan submitted: "Add dark mode" (.agent/plans/add-dark-mode.md), sha256 [SHA256]; waiting for a decision

@@ -396,7 +396,7 @@ tool call waits for approval: write_file (decision decision_2, argsSha256 [SHA25
   "path": "marker.txt"
 workspace: [PROJECT] (where the call runs if approved)
 Run this write_file call?
-[y]es run it  [a]lways allow write_file until the mode changes (`a session`, `a workspace` for longer)  [n]o reject  [f]eedback reject with a note  [q] leave it pending  or type feedback to reject with it
+[y]es run it  [a]lways allow write_file until the mode changes (`a session`, `a workspace` for longer)  [n]o reject  [f]eedback reject with a note  [v]iew every argument whole  [q] leave it pending  or type feedback to reject with it
 > 
 end of input: the tool call decision_2 (write_file) is not decided and does not run
 the tool call stays pending; decide it later with: agent-controller decide --store [STORE] [SESSION] --decision decision_2 (--approve [--always] | --reject) [--feedback TEXT]

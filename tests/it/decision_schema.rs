@@ -563,6 +563,7 @@ fn decided_records_validate_and_unknown_fields_do_not() {
         comments: Vec::new(),
         model: None,
         rule: None,
+        feedback: None,
     };
     let value = serde_json::to_value(&record).expect("to_value");
     assert!(errors(&schema, &value).is_empty(), "{value}");
@@ -571,6 +572,7 @@ fn decided_records_validate_and_unknown_fields_do_not() {
         approved_sha256: None,
         tool_name: Some("write_file".into()),
         always_allow: true,
+        feedback: Some("use tabs".into()),
         ..record
     };
     let tool = serde_json::to_value(&tool).expect("to_value");

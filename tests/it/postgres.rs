@@ -1009,6 +1009,7 @@ fn waiting_calls(id: &str, version: u64, calls: &[&str], decided: usize) -> Sess
                     allowed_by: None,
                     allowance: None,
                     rule: None,
+                    feedback: None,
                 }),
                 feedback: None,
             }

@@ -497,7 +497,11 @@ fn pending_bounds_a_forged_title_and_says_how_much_is_cut() {
     let listed = pending(&store, false);
     assert!(listed.len() < 3_000, "bounded: {} bytes", listed.len());
     assert!(listed.contains("\tForged yyy"), "{listed:.300}");
-    assert!(listed.contains("yyy title end\t"), "{listed:.300}");
+    // Cut for the screen, the title says where it is whole (issue 36, item 4).
+    assert!(
+        listed.contains("yyy title end (`pending --json` shows the whole title)\t"),
+        "{listed:.300}"
+    );
     let cut = forged.len() - agent_controller::display::LINE_MAX_CHARS;
     assert!(
         listed.contains(&format!("… ({cut} characters not shown) …")),
