@@ -5,8 +5,10 @@ mod drive;
 mod expiry;
 mod kind;
 mod save;
+mod stop;
 
 pub use self::kind::SessionErrorKind;
+pub use self::stop::StopReason;
 pub(crate) use crate::machine::check::decision_id_for;
 pub use crate::machine::decision::{Decision, DecisionAction};
 pub use crate::machine::error::SessionError;
@@ -764,6 +766,9 @@ pub struct Session {
     saving: Option<Saving>,
     /// The buffer of the last change's events, kept for the next change of a running run.
     spare_events: Vec<Event>,
+    /// How the model's last reply in this session finished, if the provider said
+    /// ([`Session::last_finish`]).
+    pub(crate) last_finish: Option<crate::model::Finish>,
 }
 
 impl std::fmt::Debug for Session {
@@ -812,6 +817,7 @@ impl Session {
             abort_while_allowed: None,
             saving: None,
             spare_events: Vec::new(),
+            last_finish: None,
         };
         session.load_workspace_allowances().await;
         let started = session.handle(Input::Opened).await;
@@ -943,6 +949,7 @@ impl Session {
             abort_while_allowed: None,
             saving: None,
             spare_events: Vec::new(),
+            last_finish: None,
             shared,
         };
         let mode_id = session.mode_arc();
@@ -1172,6 +1179,13 @@ impl Session {
     /// ```
     pub fn mode(&self) -> &Mode {
         self.shared.graph.mode(self.mode_id())
+    }
+
+    /// How the model's last reply in this session finished ([`crate::model::Finish`]), if the
+    /// provider said; `None` too after a model call that failed. With the outcome of the run,
+    /// [`StopReason::of`] tells how the turn ended.
+    pub fn last_finish(&self) -> Option<crate::model::Finish> {
+        self.last_finish
     }
 
     /// The current mode's handle.

@@ -11,7 +11,6 @@ use crate::acp::permission::{self, Answer, Offer};
 use crate::acp::slot::Slot;
 use crate::acp::update::kind;
 use crate::acp::{Error, session_error};
-use crate::model::ModelErrorKind;
 use crate::session::{PendingDecision, RunOutcome};
 
 /// What asking about one pending decision led to.
@@ -62,36 +61,55 @@ async fn run(slot: &Slot, text: Option<String>, decided_by: &str) -> Result<Stop
     };
     loop {
         outcome = match outcome {
-            RunOutcome::Completed { .. } => return Ok(ended(slot, StopReason::EndTurn)),
-            RunOutcome::Aborted { .. } => return Ok(ended(slot, StopReason::EndTurn)),
-            RunOutcome::Failed { error, .. } => {
-                return match error.kind() {
-                    ModelErrorKind::StepLimit | ModelErrorKind::RevisionLimit => {
-                        Ok(StopReason::MaxTurnRequests)
-                    }
-                    _ => Err(Error::internal_error().data(error.to_string())),
-                };
-            }
             RunOutcome::Suspended { .. } | RunOutcome::ToolCallsSuspended { .. } => {
                 match ask(slot, decided_by).await? {
                     Asked::Decided(outcome) => outcome,
                     Asked::Stop(reason) => return Ok(reason),
                 }
             }
+            ended => return run_ended(slot, &ended).await,
         };
     }
 }
 
-/// How a run that ended ends the turn: `cancelled` after `session/cancel`, `refusal` when the
-/// model's last call stopped on its content filter, else `reason`.
-fn ended(slot: &Slot, reason: StopReason) -> StopReason {
+/// How a run that ended ends the turn: `cancelled` after `session/cancel`, else the library's
+/// stop reason for the outcome ([`crate::session::StopReason::of`]); a failure that is no limit
+/// is an internal error with the model's error.
+async fn run_ended(slot: &Slot, outcome: &RunOutcome) -> Result<StopReason, Error> {
     if slot.cancel_requested() {
-        return StopReason::Cancelled;
+        return Ok(StopReason::Cancelled);
     }
-    let finish = slot.updates.seen().finish_reason.clone();
-    match finish.as_deref() {
-        Some("content_filter" | "refusal") => StopReason::Refusal,
-        _ => reason,
+    let finish = slot.session.lock().await.last_finish();
+    match crate::session::StopReason::of(outcome, finish) {
+        Some(reason) => Ok(stop_reason(reason)),
+        None => match outcome {
+            RunOutcome::Failed { error, .. } => {
+                Err(Error::internal_error().data(error.to_string()))
+            }
+            _ => Ok(StopReason::EndTurn),
+        },
+    }
+}
+
+/// The library's stop reason as ACP's (the same names).
+pub(crate) fn stop_reason(reason: crate::session::StopReason) -> StopReason {
+    use crate::session::StopReason as Library;
+    match reason {
+        Library::EndTurn => StopReason::EndTurn,
+        Library::MaxTokens => StopReason::MaxTokens,
+        Library::MaxTurnRequests => StopReason::MaxTurnRequests,
+        Library::Refusal => StopReason::Refusal,
+        Library::Cancelled => StopReason::Cancelled,
+    }
+}
+
+/// How a turn whose run did not end here ends (nothing was decided, or it was settled
+/// meanwhile): `cancelled` after `session/cancel`, else `end_turn`.
+fn ended(slot: &Slot) -> StopReason {
+    if slot.cancel_requested() {
+        StopReason::Cancelled
+    } else {
+        StopReason::EndTurn
     }
 }
 
@@ -101,7 +119,7 @@ async fn ask(slot: &Slot, decided_by: &str) -> Result<Asked, Error> {
         let session = slot.session.lock().await;
         let Some(pending) = session.pending().iter().find(|p| p.is_waiting()) else {
             // Settled meanwhile (a manual switch): the turn is over.
-            return Ok(Asked::Stop(ended(slot, StopReason::EndTurn)));
+            return Ok(Asked::Stop(ended(slot)));
         };
         let tool_call_id = slot.updates.ids().of(pending.tool_call_id());
         let (tool_call, offer) = match pending {
@@ -154,7 +172,7 @@ async fn ask(slot: &Slot, decided_by: &str) -> Result<Asked, Error> {
         // Settled meanwhile (a manual switch cancelled it): nothing was approved.
         Err(error) if error.is_conflict() || session.pending().is_empty() => {
             tracing::debug!(%error, "the decision was settled before the answer");
-            Ok(Asked::Stop(ended(slot, StopReason::EndTurn)))
+            Ok(Asked::Stop(ended(slot)))
         }
         Err(error) => Err(session_error(error)),
     }

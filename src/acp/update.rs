@@ -97,7 +97,7 @@ pub(crate) struct Updates {
     pub(crate) plans_dir: PathBuf,
     pub(crate) ids: Arc<Mutex<ToolIds>>,
     /// What the event stream told so far in this run: whether the model's text streamed (then
-    /// `assistant_message` repeats it and is not sent), and the last finish reason.
+    /// `assistant_message` repeats it and is not sent).
     pub(crate) seen: Arc<Mutex<Seen>>,
 }
 
@@ -105,7 +105,6 @@ pub(crate) struct Updates {
 #[derive(Debug, Default)]
 pub(crate) struct Seen {
     streamed: bool,
-    pub(crate) finish_reason: Option<String>,
 }
 
 impl Updates {
@@ -147,9 +146,6 @@ impl Updates {
             Event::TextDelta { text, .. } => {
                 self.seen().streamed = true;
                 self.text(text);
-            }
-            Event::ModelEnd { finish_reason, .. } => {
-                self.seen().finish_reason = finish_reason.clone();
             }
             Event::AssistantMessage { text, .. } => {
                 let streamed = std::mem::take(&mut self.seen().streamed);

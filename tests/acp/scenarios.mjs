@@ -208,6 +208,19 @@ const scenarios = {
     assert.equal(await agent.close(), 0);
   },
 
+  /// The model's reply is cut at its token limit: the text shown, the turn ends `max_tokens`.
+  async token_limit() {
+    const agent = start(() => cancelled);
+    await agent.run(async (ctx) => {
+      await open(ctx);
+      const { sessionId } = await newSession(ctx);
+      assert.equal((await prompt(ctx, sessionId, "Answer at length")).stopReason, "max_tokens");
+    });
+    const texts = agent.updates.filter((u) => u.sessionUpdate === "agent_message_chunk");
+    assert.deepEqual(texts.map((u) => u.content.text), ["The answer is"]);
+    assert.equal(await agent.close(), 0);
+  },
+
   /// A requireApproval tool call: allowed, it runs; rejected, it does not.
   async tool_approval() {
     const answers = [select("allow"), select("reject")];

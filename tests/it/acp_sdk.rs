@@ -184,6 +184,20 @@ fn sdk_a_tool_call_that_waits_is_allowed_then_rejected() {
     scenario("tool_approval", APPROVING, Some(script), false);
 }
 
+/// A reply cut at the token limit (OpenAI-compatible `finish_reason: "length"`) ends the turn
+/// `max_tokens`, its text shown (issue 44 item 3: it ended `end_turn`).
+#[cfg(feature = "openai")] // the model is the OpenAI provider
+#[test]
+fn sdk_a_reply_cut_at_the_token_limit_ends_max_tokens() {
+    let cut = openai_server::sse(&[
+        openai_server::chunk(json!({"role": "assistant", "content": ""}), None),
+        openai_server::chunk(json!({"content": "The answer is"}), None),
+        openai_server::chunk(json!({}), Some("length")),
+    ]);
+    let script = vec![Reply::Raw(cut)];
+    scenario("token_limit", PLAN_BUILD, Some(script), false);
+}
+
 #[test]
 fn sdk_load_after_a_restart_with_a_file_store() {
     scenario("load_after_restart", PLAN_BUILD, None, true);
