@@ -562,7 +562,7 @@ impl State {
             .await
             .map_err(session_error)?;
         let updates = self.updates(cx, &controller, session.id());
-        updates.replay(session.messages());
+        updates.replay(&session);
         let mode = session.mode_id();
         let slot = self.adopt(session, &controller, updates, servers);
         let response = LoadSessionResponse::new()

@@ -1,12 +1,14 @@
 //! A session: the current mode, the conversation, the pending plan decision, and the operations
 //! that move between modes.
 
+mod call_status;
 mod drive;
 mod expiry;
 mod kind;
 mod save;
 mod stop;
 
+pub use self::call_status::{CallStatus, result_statuses};
 pub use self::kind::SessionErrorKind;
 pub use self::stop::StopReason;
 pub(crate) use crate::machine::check::decision_id_for;
@@ -2381,6 +2383,13 @@ impl Session {
     /// ```
     pub fn decision_history(&self) -> &[DecidedRecord] {
         &self.state.history
+    }
+
+    /// The status of each tool result in [`Session::messages`] ([`result_statuses`] with the
+    /// session's decision history): `Some` for each tool result, `None` for every other
+    /// message. A call without a result that waits is in [`Session::pending`].
+    pub fn result_statuses(&self) -> Vec<Option<CallStatus>> {
+        result_statuses(&self.state.messages, &self.state.history)
     }
 
     /// Like [`Session::resume`] with resume data as JSON (`{"action": "approved"}`, ...).

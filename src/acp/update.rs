@@ -1,7 +1,7 @@
 //! The session's events as `session/update` notifications, and the session's modes as ACP
 //! modes and as the `mode` config option.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -16,8 +16,10 @@ use agent_client_protocol::v1::schema::{
 
 use crate::display::{neutralize, neutralize_line_within};
 use crate::event::Event;
+use crate::machine::run::{cancelled_result, tool_cancelled_result};
 use crate::mode::{ModeGraph, ModeId};
 use crate::model::Message;
+use crate::session::{CallStatus, PendingDecision, Session};
 use crate::tool::SUBMIT_PLAN;
 
 /// The id of the config option that holds the mode.
@@ -178,16 +180,25 @@ impl Updates {
                 tool_call_id,
                 result,
                 is_error,
+                decision,
                 ..
             } => {
-                self.end_call(tool_call_id, result, *is_error);
+                let status = CallStatus::of_result(*is_error, decision.as_ref());
+                self.end_call(tool_call_id, result, status);
             }
             Event::ToolSuspensionCancelled {
                 tool_call_id,
+                tool_name,
                 reason,
                 ..
             } => {
-                self.end_call(tool_call_id, &format!("Not approved ({reason})."), true);
+                // What the model was told, as the replay shows it.
+                let result = if tool_name == SUBMIT_PLAN {
+                    cancelled_result(*reason)
+                } else {
+                    tool_cancelled_result(*reason)
+                };
+                self.end_call(tool_call_id, result, CallStatus::Failed);
             }
             Event::ModeChanged { mode_id, .. } => self.mode(mode_id),
             _ => {}
@@ -205,10 +216,10 @@ impl Updates {
         locations(&base, args)
     }
 
-    /// Tells the client that the tool call `tool_call_id` ended with `result`.
-    fn end_call(&self, tool_call_id: &str, result: &str, is_error: bool) {
+    /// Tells the client that the tool call `tool_call_id` ended with `result`, as `status`.
+    fn end_call(&self, tool_call_id: &str, result: &str, status: CallStatus) {
         let id = self.ids().of(tool_call_id);
-        self.send(SessionUpdate::ToolCallUpdate(ended(id, result, is_error)));
+        self.send(SessionUpdate::ToolCallUpdate(ended(id, result, status)));
     }
 
     fn text(&self, text: &str) {
@@ -217,10 +228,23 @@ impl Updates {
         )));
     }
 
-    /// Replays a stored conversation: the user's and the agent's messages and the tool calls
-    /// with their results, as `session/load` streams them before it answers.
-    pub(crate) fn replay(&self, messages: &[Message]) {
-        for message in messages {
+    /// Replays a stored conversation, as `session/load` streams it before it answers: every
+    /// prompt as `user_message_chunk`, the agent's text, each tool call as `tool_call`
+    /// (`pending`) and, once it has its result, a `tool_call_update` with the result and the
+    /// status the library gives it ([`Session::result_statuses`]: a plan not approved is
+    /// `failed`). A call without a result stays `pending` while it waits for a decision
+    /// ([`Session::pending`]) and is `failed` otherwise; a result whose call was never
+    /// announced is announced first.
+    pub(crate) fn replay(&self, session: &Session) {
+        let statuses = session.result_statuses();
+        let waiting: HashSet<&str> = session
+            .pending()
+            .iter()
+            .map(PendingDecision::tool_call_id)
+            .collect();
+        // The calls announced and not answered yet: the model's id, and the ACP id.
+        let mut open: Vec<(String, String)> = Vec::new();
+        for (message, status) in session.messages().iter().zip(statuses) {
             match message {
                 Message::User { content } => {
                     self.send(SessionUpdate::UserMessageChunk(ContentChunk::new(
@@ -236,36 +260,67 @@ impl Updates {
                     }
                     for call in tool_calls {
                         let id = self.ids().start(&call.id);
-                        let update = ToolCall::new(id, title(&call.name, &call.args))
+                        let update = ToolCall::new(id.clone(), title(&call.name, &call.args))
                             .kind(kind(&call.name))
                             .status(ToolCallStatus::Pending)
                             .locations(self.locations(&call.name, &call.args))
                             .raw_input(call.args.clone());
                         self.send(SessionUpdate::ToolCall(update));
+                        open.retain(|(model_id, _)| model_id != &call.id);
+                        open.push((call.id.clone(), id));
                     }
                 }
                 Message::Tool {
                     tool_call_id,
+                    tool_name,
                     content,
                     is_error,
-                    ..
                 } => {
-                    self.end_call(tool_call_id, content, *is_error);
+                    let id = match open.iter().position(|(m, _)| m == tool_call_id) {
+                        Some(at) => open.remove(at).1,
+                        None => {
+                            let id = self.ids().start(tool_call_id);
+                            let call = ToolCall::new(
+                                id.clone(),
+                                neutralize_line_within(tool_name, 100).into_owned(),
+                            )
+                            .kind(kind(tool_name))
+                            .status(ToolCallStatus::Pending);
+                            self.send(SessionUpdate::ToolCall(call));
+                            id
+                        }
+                    };
+                    let status = status.unwrap_or(CallStatus::of_result(*is_error, None));
+                    self.send(SessionUpdate::ToolCallUpdate(ended(id, content, status)));
                 }
                 // The mode notices are for the model; the client sees the modes themselves.
                 Message::System { .. } => {}
             }
         }
+        for (model_id, id) in open {
+            if !waiting.contains(model_id.as_str()) {
+                self.send(SessionUpdate::ToolCallUpdate(ended(
+                    id,
+                    "No result was recorded for this call: it did not run to its end.",
+                    CallStatus::Failed,
+                )));
+            }
+        }
     }
 }
 
-/// A tool call's end: completed or failed, with its result as text.
-fn ended(id: String, result: &str, is_error: bool) -> ToolCallUpdate {
-    let status = if is_error {
-        ToolCallStatus::Failed
-    } else {
-        ToolCallStatus::Completed
-    };
+/// A tool call's status as ACP writes it.
+pub(crate) fn status(status: CallStatus) -> ToolCallStatus {
+    match status {
+        CallStatus::Pending => ToolCallStatus::Pending,
+        CallStatus::Completed => ToolCallStatus::Completed,
+        CallStatus::Failed => ToolCallStatus::Failed,
+    }
+}
+
+/// A tool call's end: its status, with its result as text.
+fn ended(id: String, result: &str, call_status: CallStatus) -> ToolCallUpdate {
+    let status = status(call_status);
     let fields =
         ToolCallUpdateFields::new()
             .status(status)

@@ -46,7 +46,7 @@ pub(crate) const SUSPENDED_FIRST_RESULT: &str =
     "Not executed: the run suspended for plan approval first. Call it again after the decision.";
 
 /// The not-approved tool result for a suspension cancelled for `reason`.
-fn cancelled_result(reason: CancelReason) -> &'static str {
+pub(crate) fn cancelled_result(reason: CancelReason) -> &'static str {
     match reason {
         CancelReason::Aborted => "Plan not approved: the run was aborted. Stay in this mode.",
         CancelReason::UserMessage => {

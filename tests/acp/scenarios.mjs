@@ -95,6 +95,51 @@ const optionUpdates = (updates) =>
     .filter((u) => u.sessionUpdate === "config_option_update")
     .map((u) => u.configOptions.find((o) => o.id === "mode").currentValue);
 
+/// The `submit_plan` tool calls in `updates`, in order: each with its last status and the text
+/// of its last update's content.
+function planCalls(updates) {
+  const calls = new Map();
+  for (const u of updates) {
+    if (u.sessionUpdate === "tool_call" && u.kind === "switch_mode") {
+      // A tool_call without a status is `pending` (the protocol's default).
+      calls.set(u.toolCallId, { id: u.toolCallId, status: u.status ?? "pending", text: "" });
+    } else if (u.sessionUpdate === "tool_call_update" && calls.has(u.toolCallId)) {
+      const call = calls.get(u.toolCallId);
+      if (u.status) call.status = u.status;
+      const text = (u.content ?? []).map((c) => c.content?.text ?? "").join("\n");
+      if (text) call.text = text;
+    }
+  }
+  return [...calls.values()];
+}
+
+/// Fails unless every `tool_call_update` in `updates` follows the `tool_call` that announced it.
+function announcedBeforeUpdated(updates) {
+  const announced = new Set();
+  for (const u of updates) {
+    if (u.sessionUpdate === "tool_call") announced.add(u.toolCallId);
+    if (u.sessionUpdate === "tool_call_update") {
+      assert.ok(announced.has(u.toolCallId), `update of ${u.toolCallId} before its tool_call: ${JSON.stringify(updates)}`);
+    }
+  }
+}
+
+/// Runs `op` on `agent`'s connection, then closes the agent's stdin as an editor that goes
+/// does (while a prompt may still wait), reads on until the agent exits, and checks it exited 0.
+async function goneWhileAsked(agent, op) {
+  await agent
+    .run(async (ctx) => {
+      await op(ctx);
+      agent.child.stdin.end();
+      await agent.exited;
+    })
+    .catch((error) => {
+      // The SDK gives up what the agent never answered once the connection closes.
+      if (!/connection closed/.test(error.message)) throw error;
+    });
+  assert.equal(await agent.exited, 0);
+}
+
 const scenarios = {
   /// initialize -> new -> prompt in plan -> permission request -> select build ->
   /// current_mode_update build -> a build-mode tool call -> end_turn.
@@ -277,6 +322,80 @@ const scenarios = {
     assert.ok(end, JSON.stringify(agent.updates));
     assert.match(JSON.stringify(end.content), /\[DIR\] config/);
     assert.equal(await agent.close(), 0);
+  },
+
+  /// With a file store: five plans, rejected, set aside by a manual switch, set aside by a
+  /// feedback prompt, approved, and one left open when the editor goes. Live and in the replay
+  /// of `session/load`, only the approved one is `completed`; the replay says what became of
+  /// each, announces every tool call before its updates, replays every prompt, and the load
+  /// answers after all of it.
+  async plan_statuses() {
+    const prompts = [
+      "Add dark mode",
+      "Add a settings page",
+      "Add a login form",
+      "Use OAuth instead",
+      "Add theme tokens",
+    ];
+    let sessionId;
+    let strategy = [];
+    const first = start((params, signal) => strategy.shift()(params, signal));
+    await goneWhileAsked(first, async (ctx) => {
+      await open(ctx, true);
+      ({ sessionId } = await newSession(ctx));
+      strategy = [() => select("reject")];
+      assert.equal((await prompt(ctx, sessionId, prompts[0])).stopReason, "end_turn");
+      strategy = [(_, signal) => untilGivenUp(signal)];
+      const asked = first.nextRequest();
+      const turn = prompt(ctx, sessionId, prompts[1]);
+      await asked;
+      await ctx.request(methods.agent.session.setMode, { sessionId, modeId: "build" });
+      assert.equal((await turn).stopReason, "end_turn");
+      await ctx.request(methods.agent.session.setMode, { sessionId, modeId: "plan" });
+      strategy = [() => cancelled];
+      assert.equal((await prompt(ctx, sessionId, prompts[2])).stopReason, "cancelled");
+      strategy = [() => select("switch:build")];
+      assert.equal((await prompt(ctx, sessionId, prompts[3])).stopReason, "end_turn");
+      await ctx.request(methods.agent.session.setMode, { sessionId, modeId: "plan" });
+      strategy = [(_, signal) => untilGivenUp(signal)];
+      const asking = first.nextRequest();
+      prompt(ctx, sessionId, prompts[4]).catch(() => {});
+      await asking;
+    });
+    const live = planCalls(first.updates);
+    assert.deepEqual(
+      live.map((c) => c.status),
+      ["failed", "failed", "failed", "completed", "pending"],
+      JSON.stringify(live),
+    );
+
+    const second = start(() => cancelled);
+    let replayedCount;
+    await second.run(async (ctx) => {
+      await open(ctx, true);
+      await ctx.request(methods.agent.session.load, { sessionId, cwd: ws, mcpServers: [] });
+      const replayed = second.updates.slice();
+      announcedBeforeUpdated(replayed);
+      assert.deepEqual(
+        replayed.filter((u) => u.sessionUpdate === "user_message_chunk").map((u) => u.content.text),
+        prompts,
+      );
+      const plans = planCalls(replayed);
+      assert.deepEqual(
+        plans.map((c) => c.status),
+        ["failed", "failed", "failed", "completed", "pending"],
+        JSON.stringify(plans),
+      );
+      const said = plans.map((c) => c.text);
+      assert.match(said[0], /rejected/i, said[0]);
+      assert.match(said[1], /switch/i, said[1]);
+      assert.match(said[2], /new message/i, said[2]);
+      assert.match(said[3], /approved/i, said[3]);
+      replayedCount = replayed.length;
+    });
+    assert.equal(await second.close(), 0);
+    // Nothing of the replay came after the load's answer.
+    assert.deepEqual(kinds(second.updates.slice(replayedCount)), []);
   },
 
   /// A plan left pending (a `cancelled` outcome, with a file store); the agent restarts; the

@@ -198,6 +198,14 @@ fn sdk_a_reply_cut_at_the_token_limit_ends_max_tokens() {
     scenario("token_limit", PLAN_BUILD, Some(script), false);
 }
 
+/// Only an approved plan is drawn `completed`, live and in the replay of `session/load`; a
+/// rejected plan, one set aside by a switch or a feedback prompt is `failed`, one still open
+/// `pending`; the replay says what became of each (issue 44 item 1).
+#[test]
+fn sdk_a_plan_not_approved_is_never_drawn_completed_live_or_replayed() {
+    scenario("plan_statuses", PLAN_BUILD, None, true);
+}
+
 #[test]
 fn sdk_load_after_a_restart_with_a_file_store() {
     scenario("load_after_restart", PLAN_BUILD, None, true);
