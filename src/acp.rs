@@ -227,7 +227,8 @@ impl AcpAgent {
     /// Serves one client: newline-delimited JSON-RPC 2.0 read from `input`, written to
     /// `output`, until `input` ends. Then every session's run in progress is cancelled and
     /// nothing pending is approved: with a store, plans and tool calls waiting for a decision
-    /// stay pending (decide them with `decide`, or in a later `session/load`).
+    /// stay pending (decide them with `decide`; after a later `session/load` the editor's next
+    /// prompt sets them aside as its feedback).
     ///
     /// # Errors
     /// When the connection fails (reading or writing fails).
@@ -283,19 +284,11 @@ impl AcpAgent {
                 async move |request: LoadSessionRequest, responder, cx| {
                     let state = s3.clone();
                     spawn(&s3, async move {
-                        match state.load_session(request, cx).await {
-                            Ok((response, slot)) => {
-                                let _ = responder.respond(response);
-                                // What waits for a decision is asked about again, after the
-                                // answer (the client knows the session by then).
-                                if slot.waits() && slot.begin_turn() {
-                                    turn::resume(slot, state.agent.decided_by.clone()).await;
-                                }
-                            }
-                            Err(error) => {
-                                let _ = responder.respond_with_error(error);
-                            }
-                        }
+                        // After the answer the agent sends nothing of a turn: what waits for
+                        // a decision stays pending until the editor's next prompt, which is
+                        // the feedback that sets it aside (the guide's "After a load").
+                        let result = state.load_session(request, cx).await;
+                        let _ = responder.respond_with_result(result);
                     });
                     Ok(())
                 },
@@ -549,7 +542,7 @@ impl State {
         &self,
         request: LoadSessionRequest,
         cx: ConnectionTo<Client>,
-    ) -> Result<(LoadSessionResponse, Arc<Slot>), Error> {
+    ) -> Result<LoadSessionResponse, Error> {
         if !self.agent.load_session {
             return Err(Error::method_not_found()
                 .data("session/load needs a store: start the agent with --store"));
@@ -565,10 +558,9 @@ impl State {
         updates.replay(&session);
         let mode = session.mode_id();
         let slot = self.adopt(session, &controller, updates, servers);
-        let response = LoadSessionResponse::new()
+        Ok(LoadSessionResponse::new()
             .modes(mode_state(&slot.graph, mode))
-            .config_options(config_options(&slot.graph, mode));
-        Ok((response, slot))
+            .config_options(config_options(&slot.graph, mode)))
     }
 
     /// Starts the turn of a prompt: refused for an unknown session and while another prompt of

@@ -140,13 +140,6 @@ impl Slot {
         }
     }
 
-    /// Whether the session waits for a decision (a plan, or a tool call) no one is asked about.
-    pub(crate) fn waits(&self) -> bool {
-        self.session
-            .try_lock()
-            .is_ok_and(|s| s.pending().iter().any(|p| p.is_waiting()))
-    }
-
     /// A manual switch settled what the open permission request asks about: stop waiting.
     pub(crate) fn stop_asking(&self) {
         if let Phase::Asking(token) = &self.turn().phase {

@@ -30,34 +30,21 @@ pub(crate) async fn prompt(
     text: String,
     decided_by: Arc<str>,
 ) -> Result<StopReason, Error> {
-    let stop = run(&slot, Some(text), &decided_by).await;
+    let stop = run(&slot, text, &decided_by).await;
     slot.end_turn();
     stop
 }
 
-/// Asks again about what a loaded session waits on (a plan or tool calls left pending when the
-/// last client went), as a turn without a prompt: the answer carries the run on, its updates
-/// streaming as a prompt's do.
-pub(crate) async fn resume(slot: Arc<Slot>, decided_by: Arc<str>) {
-    if let Err(error) = run(&slot, None, &decided_by).await {
-        tracing::warn!(%error, "the resumed run failed");
-    }
-    slot.end_turn();
-}
-
-async fn run(slot: &Slot, text: Option<String>, decided_by: &str) -> Result<StopReason, Error> {
-    let mut outcome = match text {
-        Some(text) => {
-            let mut session = slot.session.lock().await;
-            if slot.cancel_requested() {
-                return Ok(StopReason::Cancelled);
-            }
-            session.send_message(text).await.map_err(session_error)?
+/// Sends the user's `text` (a plan or tool call still waiting, as after a load, is set aside
+/// by it, as not approved: the prompt is the feedback), then asks about each decision the run
+/// suspends on, until it ends.
+async fn run(slot: &Slot, text: String, decided_by: &str) -> Result<StopReason, Error> {
+    let mut outcome = {
+        let mut session = slot.session.lock().await;
+        if slot.cancel_requested() {
+            return Ok(StopReason::Cancelled);
         }
-        None => match ask(slot, decided_by).await? {
-            Asked::Decided(outcome) => outcome,
-            Asked::Stop(reason) => return Ok(reason),
-        },
+        session.send_message(text).await.map_err(session_error)?
     };
     loop {
         outcome = match outcome {

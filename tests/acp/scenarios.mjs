@@ -140,6 +140,34 @@ async function goneWhileAsked(agent, op) {
   assert.equal(await agent.exited, 0);
 }
 
+/// A session whose plan was asked about when the editor went: stdin closed, or, with
+/// `AC_KILL` set, the agent killed (SIGKILL) while the request is open. Returns its id.
+async function leaveAsked() {
+  let sessionId;
+  const first = start((_, signal) => untilGivenUp(signal));
+  const op = async (ctx) => {
+    await open(ctx, true);
+    ({ sessionId } = await newSession(ctx));
+    const asking = first.nextRequest();
+    prompt(ctx, sessionId, "Add dark mode").catch(() => {});
+    await asking;
+  };
+  if (process.env.AC_KILL) {
+    await first
+      .run(async (ctx) => {
+        await op(ctx);
+        first.child.kill("SIGKILL");
+        await first.exited;
+      })
+      .catch((error) => {
+        if (!/connection closed/.test(error.message)) throw error;
+      });
+  } else {
+    await goneWhileAsked(first, op);
+  }
+  return sessionId;
+}
+
 const scenarios = {
   /// initialize -> new -> prompt in plan -> permission request -> select build ->
   /// current_mode_update build -> a build-mode tool call -> end_turn.
@@ -398,8 +426,100 @@ const scenarios = {
     assert.deepEqual(kinds(second.updates.slice(replayedCount)), []);
   },
 
+  /// A plan left asked about when the editor went (stdin closed, or the agent killed with
+  /// `AC_KILL`): after `session/load` the agent sends nothing of a turn until the editor
+  /// prompts; that prompt is accepted as the feedback that sets the old plan aside (`failed`,
+  /// saying so), the model plans again inside the turn, and everything of it comes before the
+  /// prompt's stop reason.
+  async quiet_after_load() {
+    const sessionId = await leaveAsked();
+    let prompted = false;
+    const early = [];
+    const second = start((params, signal) => {
+      if (!prompted) {
+        early.push(params);
+        return untilGivenUp(signal);
+      }
+      return select("switch:build");
+    });
+    let loadedCount;
+    let answeredCount;
+    await second.run(async (ctx) => {
+      await open(ctx, true);
+      await ctx.request(methods.agent.session.load, { sessionId, cwd: ws, mcpServers: [] });
+      loadedCount = second.updates.length;
+      const old = planCalls(second.updates);
+      assert.deepEqual(old.map((c) => c.status), ["pending"]);
+      // A moment for anything the agent would send on its own (it must send nothing).
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      assert.deepEqual(early, [], "a permission request came with no prompt open");
+      assert.deepEqual(kinds(second.updates.slice(loadedCount)), []);
+      prompted = true;
+      const done = await prompt(ctx, sessionId, "Use OAuth instead");
+      assert.equal(done.stopReason, "end_turn");
+      answeredCount = second.updates.length;
+    });
+    assert.equal(await second.close(), 0);
+    assert.deepEqual(kinds(second.updates.slice(answeredCount)), [], "updates after the stop reason");
+    const plans = planCalls(second.updates);
+    assert.deepEqual(plans.map((c) => c.status), ["failed", "completed"], JSON.stringify(plans));
+    assert.match(plans[0].text, /not approved: the user sent a new message/i);
+    assert.equal(second.requests.length, 1);
+    assert.equal(second.requests[0].toolCall.title, "Use OAuth instead");
+    assert.deepEqual(modeUpdates(second.updates), ["build"]);
+  },
+
+  /// The same for a tool call left waiting for approval (`write_file` in APPROVING's `build`):
+  /// quiet after the load; the next prompt sets the call aside (`failed`, never run).
+  async quiet_after_load_tool_call() {
+    let sessionId;
+    const first = start((_, signal) => untilGivenUp(signal));
+    await goneWhileAsked(first, async (ctx) => {
+      await open(ctx, true);
+      ({ sessionId } = await newSession(ctx));
+      const asking = first.nextRequest();
+      prompt(ctx, sessionId, "Write notes").catch(() => {});
+      await asking;
+    });
+    const second = start(() => select("allow"));
+    let loadedCount;
+    await second.run(async (ctx) => {
+      await open(ctx, true);
+      await ctx.request(methods.agent.session.load, { sessionId, cwd: ws, mcpServers: [] });
+      loadedCount = second.updates.length;
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      assert.deepEqual(second.requests, [], "a permission request came with no prompt open");
+      assert.deepEqual(kinds(second.updates.slice(loadedCount)), []);
+      assert.equal((await prompt(ctx, sessionId, "Never mind")).stopReason, "end_turn");
+    });
+    assert.equal(await second.close(), 0);
+    const calls = second.updates.filter((u) => u.sessionUpdate === "tool_call_update");
+    assert.deepEqual(calls.map((u) => u.status), ["failed"], JSON.stringify(second.updates));
+    assert.ok(!fs.existsSync(path.join(ws, "notes.txt")), "a call set aside never runs");
+  },
+
+  /// `session/cancel` of the first prompt after a load of a session left asked: the prompt
+  /// ends `cancelled`, and nothing is approved.
+  async cancel_after_load() {
+    const sessionId = await leaveAsked();
+    const second = start((_, signal) => untilGivenUp(signal));
+    await second.run(async (ctx) => {
+      await open(ctx, true);
+      await ctx.request(methods.agent.session.load, { sessionId, cwd: ws, mcpServers: [] });
+      const asked = second.nextRequest();
+      const turn = prompt(ctx, sessionId, "Go on");
+      await asked;
+      await ctx.notify(methods.agent.session.cancel, { sessionId });
+      assert.equal((await turn).stopReason, "cancelled");
+    });
+    assert.equal(await second.close(), 0);
+    assert.deepEqual(modeUpdates(second.updates), []);
+    assert.equal(second.requests.length, 1, "asked once, inside the prompt's turn");
+  },
+
   /// A plan left pending (a `cancelled` outcome, with a file store); the agent restarts; the
-  /// session loads with its history, is asked about again, and approved.
+  /// session loads with its history, the plan shown pending; the next prompt is its feedback,
+  /// and the plan it leads to is approved inside that prompt's turn.
   async load_after_restart() {
     let sessionId;
     const first = start(() => cancelled);
@@ -413,7 +533,6 @@ const scenarios = {
     const second = start(() => select("switch:build"));
     await second.run(async (ctx) => {
       await open(ctx, true);
-      const asked = second.nextRequest();
       const loaded = await ctx.request(methods.agent.session.load, {
         sessionId,
         cwd: ws,
@@ -423,13 +542,10 @@ const scenarios = {
       const replayed = second.updates.slice();
       assert.equal(replayed[0].sessionUpdate, "user_message_chunk");
       assert.equal(replayed[0].content.text, "Add dark mode");
-      assert.ok(kinds(replayed).includes("tool_call"));
-      const request = await asked;
+      assert.deepEqual(planCalls(replayed).map((c) => c.status), ["pending"]);
+      assert.equal((await prompt(ctx, sessionId, "Go ahead")).stopReason, "end_turn");
+      const [request] = second.requests;
       assert.equal(request.toolCall.kind, "switch_mode");
-      // The approval's mode change arrives after the answer.
-      while (modeUpdates(second.updates).length === 0) {
-        await new Promise((resolve) => setImmediate(resolve));
-      }
     });
     assert.deepEqual(modeUpdates(second.updates), ["build"]);
     assert.equal(await second.close(), 0);

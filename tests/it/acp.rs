@@ -963,7 +963,7 @@ fn a_waiting_call_shows_markdown_as_written() {
 /// agent loads the session (history replayed, in plan mode), asks again, and the allow option
 /// approves it.
 #[test]
-fn a_plan_pending_when_the_editor_closes_is_asked_again_after_load() {
+fn a_plan_pending_when_the_editor_closes_is_replayed_and_the_next_prompt_is_its_feedback() {
     let ws = workspace(MODES);
     let store = ws.path().join("sessions");
     let store = store.to_str().expect("utf-8");
@@ -1015,14 +1015,23 @@ fn a_plan_pending_when_the_editor_closes_is_asked_again_after_load() {
         "Add dark mode"
     );
     assert!(kinds.contains(&"tool_call".to_owned()), "{kinds:?}");
-    let (request, _) = agent.until_method("session/request_permission");
+    // The next prompt is the feedback: the old plan is set aside, a new one asked about in
+    // the prompt's turn.
+    let prompt = agent.prompt(&session, "Use OAuth instead");
+    let (request, before) = agent.until_method("session/request_permission");
+    let set_aside = before
+        .iter()
+        .find(|m| m["params"]["update"]["sessionUpdate"] == "tool_call_update")
+        .expect("the old plan's end");
+    assert_eq!(
+        set_aside["params"]["update"]["status"], "failed",
+        "{set_aside:#}"
+    );
     assert_eq!(request["params"]["toolCall"]["kind"], "switch_mode");
+    assert_eq!(request["params"]["toolCall"]["title"], "Use OAuth instead");
     select(&mut agent, &request, "switch:build");
-    let (update, _) = agent.until_method("session/update");
-    let mut seen = vec![update];
-    while mode_updates(&seen).is_empty() {
-        seen.push(agent.next());
-    }
+    let (response, seen) = agent.response(prompt);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response:#}");
     assert_eq!(mode_updates(&seen), ["build"]);
     assert_eq!(agent.close(), 0);
 }

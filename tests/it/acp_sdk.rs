@@ -206,6 +206,46 @@ fn sdk_a_plan_not_approved_is_never_drawn_completed_live_or_replayed() {
     scenario("plan_statuses", PLAN_BUILD, None, true);
 }
 
+/// A session reopened while a plan was asked about (the editor went: stdin closed) is quiet
+/// until the editor prompts; that prompt is accepted, is the feedback that sets the old plan
+/// aside, and all of its turn comes before its stop reason (issue 44 item 2: before, the old
+/// plan was asked about with no prompt open, and the prompt was refused as already running).
+#[test]
+fn sdk_a_session_loaded_while_asked_waits_for_the_editors_prompt() {
+    scenario("quiet_after_load", PLAN_BUILD, None, true);
+}
+
+/// The same when the agent was killed while asking.
+#[test]
+fn sdk_a_session_loaded_after_a_kill_while_asked_waits_for_the_editors_prompt() {
+    scenario_with(
+        "quiet_after_load",
+        PLAN_BUILD,
+        None,
+        true,
+        &[("AC_KILL", Path::new("1"))],
+    );
+}
+
+/// The same for a tool call left waiting for approval: quiet after the load, set aside by the
+/// next prompt, never run.
+#[cfg(feature = "openai")] // the model is the OpenAI provider
+#[test]
+fn sdk_a_session_loaded_while_a_tool_call_waits_waits_for_the_editors_prompt() {
+    let script = vec![
+        write_call("notes.txt", "hello"),
+        openai_server::text("Not written."),
+    ];
+    scenario("quiet_after_load_tool_call", APPROVING, Some(script), true);
+}
+
+/// `session/cancel` of the first prompt after such a load ends it `cancelled` and approves
+/// nothing.
+#[test]
+fn sdk_cancel_after_a_load_while_asked_approves_nothing() {
+    scenario("cancel_after_load", PLAN_BUILD, None, true);
+}
+
 #[test]
 fn sdk_load_after_a_restart_with_a_file_store() {
     scenario("load_after_restart", PLAN_BUILD, None, true);
