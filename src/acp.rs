@@ -484,10 +484,16 @@ impl State {
         }
     }
 
-    fn updates(&self, cx: ConnectionTo<Client>, controller: &AgentController, id: &str) -> Updates {
+    fn updates(
+        &self,
+        cx: ConnectionTo<Client>,
+        controller: &AgentController,
+        session: &Session,
+    ) -> Updates {
         Updates {
             cx,
-            session_id: SessionId::new(id.to_owned()),
+            session_id: SessionId::new(session.id().to_owned()),
+            mode: Arc::new(Mutex::new(session.mode().id().to_owned())),
             graph: controller.modes().clone(),
             workspace: controller.workspace().to_path_buf(),
             plans_dir: controller.modes().plans_dir().to_path_buf(),
@@ -531,7 +537,7 @@ impl State {
             .await
             .map_err(session_error)?;
         let mode = session.mode_id();
-        let updates = self.updates(cx, &controller, session.id());
+        let updates = self.updates(cx, &controller, &session);
         let slot = self.adopt(session, &controller, updates, servers);
         Ok(NewSessionResponse::new(slot.updates.session_id.clone())
             .modes(mode_state(&slot.graph, mode))
@@ -554,7 +560,7 @@ impl State {
             .restore_session(&request.session_id.0, SessionOptions::new())
             .await
             .map_err(session_error)?;
-        let updates = self.updates(cx, &controller, session.id());
+        let updates = self.updates(cx, &controller, &session);
         updates.replay(&session);
         let mode = session.mode_id();
         let slot = self.adopt(session, &controller, updates, servers);
@@ -587,9 +593,15 @@ impl State {
     }
 
     /// A manual switch of the session to `mode_id` (`session/set_mode`, or the `mode` config
-    /// option): a pending plan or tool call counts as not approved, and the model is told.
+    /// option): a pending plan or tool call counts as not approved, and the model is told. A
+    /// run in progress is stopped first, as `session/cancel` stops it (its prompt ends
+    /// `cancelled`), so no call of it runs in the mode the user left; nothing stops for an
+    /// unknown mode (refused) or the mode the session is in.
     async fn switch(&self, id: &SessionId, mode_id: &str) -> Result<(), Error> {
         let slot = self.known(id)?;
+        if slot.graph.get(mode_id).is_some() && slot.updates.mode_id() != mode_id {
+            slot.stop_running();
+        }
         let mut session = slot.session.lock().await;
         if session.mode().id() == mode_id {
             // Already there: nothing changes, and what waits for the user keeps waiting.

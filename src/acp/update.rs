@@ -93,6 +93,9 @@ impl ToolIds {
 pub(crate) struct Updates {
     pub(crate) cx: ConnectionTo<Client>,
     pub(crate) session_id: SessionId,
+    /// The session's mode as last announced (kept here so a switch can tell it while a run
+    /// holds the session).
+    pub(crate) mode: Arc<Mutex<String>>,
     pub(crate) graph: ModeGraph,
     pub(crate) workspace: PathBuf,
     /// The plans directory, relative to the workspace (`write_plan`'s paths are relative to it).
@@ -126,11 +129,20 @@ impl Updates {
         self.seen.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The session's mode as last announced.
+    pub(crate) fn mode_id(&self) -> String {
+        self.mode
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     /// Announces the mode `mode_id`: `current_mode_update`, then `config_option_update`.
     pub(crate) fn mode(&self, mode_id: &str) {
         let Some(mode) = self.graph.get(mode_id) else {
             return;
         };
+        mode_id.clone_into(&mut self.mode.lock().unwrap_or_else(PoisonError::into_inner));
         self.send(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(
             mode_id.to_owned(),
         )));

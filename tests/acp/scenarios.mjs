@@ -281,6 +281,27 @@ const scenarios = {
     assert.equal(await agent.close(), 0);
   },
 
+  /// session/set_mode while the model works (APPROVING's `build`): the run stops at once, the
+  /// prompt ends `cancelled`, the mode is the one chosen, and the next prompt runs in it.
+  async set_mode_mid_turn() {
+    const agent = start(() => cancelled);
+    await agent.run(async (ctx) => {
+      await open(ctx);
+      const { sessionId } = await newSession(ctx);
+      const turn = prompt(ctx, sessionId, "Think hard");
+      // The test creates this file once the scripted server has the model call: the turn runs.
+      const called = path.join(ws, ".model-called");
+      while (!fs.existsSync(called)) await new Promise((resolve) => setTimeout(resolve, 10));
+      await ctx.request(methods.agent.session.setMode, { sessionId, modeId: "plan" });
+      assert.equal((await turn).stopReason, "cancelled");
+      assert.deepEqual(modeUpdates(agent.updates), ["plan"]);
+      assert.equal((await prompt(ctx, sessionId, "Hello")).stopReason, "end_turn");
+    });
+    const texts = agent.updates.filter((u) => u.sessionUpdate === "agent_message_chunk");
+    assert.deepEqual(texts.map((u) => u.content.text), ["Hello again."]);
+    assert.equal(await agent.close(), 0);
+  },
+
   /// The model's reply is cut at its token limit: the text shown, the turn ends `max_tokens`.
   async token_limit() {
     const agent = start(() => cancelled);

@@ -172,6 +172,16 @@ fn sdk_session_cancel_mid_turn() {
     scenario("cancel_mid_turn", APPROVING, Some(script), false);
 }
 
+/// `session/set_mode` while the model works stops the run at once and switches: no call runs
+/// in the mode the user left (issue 36 item 9: before, the switch waited for the turn to end
+/// while the model went on in the old mode).
+#[cfg(feature = "openai")] // the model is the OpenAI provider
+#[test]
+fn sdk_set_mode_mid_turn_stops_the_run_and_switches() {
+    let script = vec![hang(), openai_server::text("Hello again.")];
+    scenario("set_mode_mid_turn", APPROVING, Some(script), false);
+}
+
 #[cfg(feature = "openai")] // the model is the OpenAI provider
 #[test]
 fn sdk_a_tool_call_that_waits_is_allowed_then_rejected() {
