@@ -387,13 +387,30 @@ fn invalid(message: impl std::fmt::Display) -> Error {
     Error::invalid_params().data(message.to_string())
 }
 
-/// A session operation's error as a JSON-RPC error: the client's mistakes (an unknown mode,
-/// session or decision) as invalid params, the rest (a store that fails) as internal errors.
+/// ACP's "resource not found" (`-32002`, data `{"sessionId": ID}`) for the session `id` the
+/// client named.
+fn unknown_session(id: &str) -> Error {
+    agent_client_protocol::v1::schema::Error::session_not_found(id.to_owned()).into()
+}
+
+/// A session operation's error as the JSON-RPC error that says what happened (the guide's
+/// "Bad input"): a session the store does not hold is ACP's resource-not-found (`-32002`); the
+/// client's bad input (an unknown mode or decision, an id or decision that cannot be used, a
+/// workspace that is not the session's) invalid params (`-32602`); a request the session's
+/// state does not allow now (decided already, expired, changed by another writer or process)
+/// an invalid request (`-32600`); only the agent's own failure (its store) an internal error
+/// (`-32603`).
 pub(crate) fn session_error(error: SessionError) -> Error {
-    match error.kind() {
-        SessionErrorKind::Store | SessionErrorKind::Workspace => {
-            Error::internal_error().data(error.to_string())
-        }
+    match (&error, error.kind()) {
+        (SessionError::UnknownSession(id), _) => unknown_session(id),
+        (_, SessionErrorKind::Store) => Error::internal_error().data(error.to_string()),
+        (
+            _,
+            SessionErrorKind::Conflict
+            | SessionErrorKind::WrongState
+            | SessionErrorKind::AlreadyDecided
+            | SessionErrorKind::Expired,
+        ) => Error::invalid_request().data(error.to_string()),
         _ => invalid(error),
     }
 }
@@ -411,7 +428,9 @@ impl State {
         let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
         let mut loading = self.loading.lock().unwrap_or_else(PoisonError::into_inner);
         if sessions.contains_key(&*id.0) || !loading.insert(id.0.to_string()) {
-            return Err(invalid(format!("session `{}` is open already", id.0)));
+            return Err(
+                Error::invalid_request().data(format!("session `{}` is open already", id.0))
+            );
         }
         Ok(Loading {
             loading: &self.loading,
@@ -420,8 +439,7 @@ impl State {
     }
 
     fn known(&self, id: &SessionId) -> Result<Arc<Slot>, Error> {
-        self.slot(id)
-            .ok_or_else(|| invalid(format!("unknown session `{}`", id.0)))
+        self.slot(id).ok_or_else(|| unknown_session(&id.0))
     }
 
     fn initialize(&self, _request: InitializeRequest) -> InitializeResponse {
@@ -555,6 +573,15 @@ impl State {
         }
         // Held until the session is adopted (or the load fails).
         let _loading = self.begin_load(&request.session_id)?;
+        if !request.mcp_servers.is_empty() {
+            // The session, its workspace among it, is checked before any of the client's
+            // servers starts in `cwd`.
+            let (probe, _) = self.controller(&request.cwd, &[]).await?;
+            probe
+                .restore_session(&request.session_id.0, SessionOptions::new())
+                .await
+                .map_err(session_error)?;
+        }
         let (controller, servers) = self.controller(&request.cwd, &request.mcp_servers).await?;
         let session = controller
             .restore_session(&request.session_id.0, SessionOptions::new())

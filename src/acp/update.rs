@@ -21,6 +21,7 @@ use crate::mode::{ModeGraph, ModeId};
 use crate::model::Message;
 use crate::session::{CallStatus, PendingDecision, Session};
 use crate::tool::SUBMIT_PLAN;
+use crate::tool::submit_plan::in_plans_dir;
 
 /// The id of the config option that holds the mode.
 pub(crate) const MODE_OPTION: &str = "mode";
@@ -217,15 +218,23 @@ impl Updates {
         }
     }
 
-    /// Where a file tool's call points the editor: the file, in the workspace (`write_plan`'s
-    /// in the plans directory).
+    /// Where a file tool's call points the editor: the file, in the workspace; for the plan
+    /// tools (`write_plan`, `submit_plan`) the plan file, resolved as they resolve it (a bare
+    /// name in the plans directory, any other path relative to the workspace and inside the
+    /// plans directory), none when the path is not one they take.
     fn locations(&self, tool_name: &str, args: &serde_json::Value) -> Vec<ToolCallLocation> {
-        let base = if tool_name == "write_plan" {
-            self.workspace.join(&self.plans_dir)
-        } else {
-            self.workspace.clone()
+        if tool_name != "write_plan" && tool_name != SUBMIT_PLAN {
+            return locations(&self.workspace, args);
+        }
+        let Some(path) = args.get("path").and_then(|p| p.as_str()) else {
+            return Vec::new();
         };
-        locations(&base, args)
+        match in_plans_dir(&self.workspace, &self.plans_dir, path) {
+            Some(inside) => vec![ToolCallLocation::new(
+                self.workspace.join(&self.plans_dir).join(inside),
+            )],
+            None => Vec::new(),
+        }
     }
 
     /// Tells the client that the tool call `tool_call_id` ended with `result`, as `status`.

@@ -481,15 +481,11 @@ fn bad_input_gets_json_rpc_errors_and_changes_nothing() {
     let (response, _) = agent.response(id);
     assert_eq!(response["error"]["code"], -32602, "{response:#}");
 
+    // An unknown session is ACP's resource-not-found, naming it.
     let id = agent.prompt("no-such-session", "hello");
     let (response, _) = agent.response(id);
-    assert_eq!(response["error"]["code"], -32602, "{response:#}");
-    assert!(
-        response["error"]["data"]
-            .to_string()
-            .contains("unknown session"),
-        "{response:#}"
-    );
+    assert_eq!(response["error"]["code"], -32002, "{response:#}");
+    assert_eq!(response["error"]["data"]["sessionId"], "no-such-session");
 
     let id = agent.request(
         "session/set_mode",
