@@ -11,7 +11,14 @@ use crate::acp::permission::{self, Answer, Offer};
 use crate::acp::slot::Slot;
 use crate::acp::update::kind;
 use crate::acp::{Error, session_error};
-use crate::session::{PendingDecision, RunOutcome};
+use crate::session::{CallStatus, PendingDecision, RunOutcome};
+
+/// The final update of a call that waited for approval when its prompt was cancelled, without
+/// a store.
+const CANCELLED: &str = "Cancelled: the prompt was cancelled before this was decided; it was not approved and did not run.";
+
+/// The same with a store, where the decision stays pending.
+const CANCELLED_KEPT: &str = "Cancelled: the prompt was cancelled before this was decided; it was not approved and did not run. It stays pending in the session's store: the next prompt sets it aside, or `agent-controller decide` settles it.";
 
 /// What asking about one pending decision led to.
 // Returned once per answer and matched at once, as `RunOutcome` is.
@@ -145,10 +152,29 @@ async fn ask(slot: &Slot, decided_by: &str) -> Result<Asked, Error> {
             } else {
                 StopReason::EndTurn
             };
-            // Not approved: with a store it stays pending (`decide`, or `session/load` and a
-            // later answer, settles it); without one the run ends unapproved.
+            // Not approved: with a store it stays pending (`decide`, or the prompt after a
+            // `session/load`, settles it); without one the run ends unapproved.
+            let waiting: Vec<String> = session
+                .pending()
+                .iter()
+                .filter(|p| p.is_waiting())
+                .map(|p| p.tool_call_id().to_owned())
+                .collect();
             if !slot.has_store {
                 session.abort().await.map_err(session_error)?;
+            }
+            if reason == StopReason::Cancelled {
+                // The turn is over: every call it asked about, or would have, ends for the
+                // editor, as not approved.
+                let result = if slot.has_store {
+                    CANCELLED_KEPT
+                } else {
+                    CANCELLED
+                };
+                for tool_call_id in &waiting {
+                    slot.updates
+                        .end_call(tool_call_id, result, CallStatus::Failed);
+                }
             }
             return Ok(Asked::Stop(reason));
         }

@@ -172,12 +172,19 @@ impl Updates {
                 tool_call_id,
                 tool_name,
                 args,
+                waits_for_approval,
                 ..
             } => {
                 let id = self.ids().start(tool_call_id);
+                // A call that waits for approval is `pending` from the start: it does not run.
+                let status = if *waits_for_approval {
+                    ToolCallStatus::Pending
+                } else {
+                    ToolCallStatus::InProgress
+                };
                 let call = ToolCall::new(id, title(tool_name, args))
                     .kind(kind(tool_name))
-                    .status(ToolCallStatus::InProgress)
+                    .status(status)
                     .locations(self.locations(tool_name, args))
                     .raw_input(args.clone());
                 self.send(SessionUpdate::ToolCall(call));
@@ -238,7 +245,7 @@ impl Updates {
     }
 
     /// Tells the client that the tool call `tool_call_id` ended with `result`, as `status`.
-    fn end_call(&self, tool_call_id: &str, result: &str, status: CallStatus) {
+    pub(crate) fn end_call(&self, tool_call_id: &str, result: &str, status: CallStatus) {
         let id = self.ids().of(tool_call_id);
         self.send(SessionUpdate::ToolCallUpdate(ended(id, result, status)));
     }

@@ -483,6 +483,7 @@ impl Session {
                 run_id: run_id.clone(),
                 at,
                 index: next,
+                waits_for_approval: matches!(rulings.get(next), Some(Some(Ruling::Ask(_)))),
             };
             self.handle(start).await?;
             next += 1;

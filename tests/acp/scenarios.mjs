@@ -302,6 +302,37 @@ const scenarios = {
     assert.equal(await agent.close(), 0);
   },
 
+  /// A tool call that waits for approval (APPROVING's `write_file`) is announced `pending`,
+  /// never `in_progress`; session/cancel while it is asked about ends the prompt `cancelled`
+  /// and gives the call a final update: `failed`, saying it was cancelled (with or without a
+  /// store); it never runs.
+  async cancel_while_a_tool_call_waits() {
+    const agent = start((_, signal) => untilGivenUp(signal));
+    await agent.run(async (ctx) => {
+      await open(ctx, Boolean(store));
+      const { sessionId } = await newSession(ctx);
+      const asked = agent.nextRequest();
+      const turn = prompt(ctx, sessionId, "Write notes");
+      await asked;
+      await ctx.notify(methods.agent.session.cancel, { sessionId });
+      assert.equal((await turn).stopReason, "cancelled");
+    });
+    assert.equal(await agent.close(), 0);
+    const call = agent.updates.find((u) => u.sessionUpdate === "tool_call");
+    assert.equal(call.status ?? "pending", "pending", JSON.stringify(call));
+    const updates = agent.updates.filter(
+      (u) => u.sessionUpdate === "tool_call_update" && u.toolCallId === call.toolCallId,
+    );
+    assert.ok(
+      updates.every((u) => u.status !== "in_progress"),
+      JSON.stringify(agent.updates),
+    );
+    const last = updates.at(-1);
+    assert.equal(last?.status, "failed", JSON.stringify(agent.updates));
+    assert.match(JSON.stringify(last.content), /cancel/i);
+    assert.ok(!fs.existsSync(path.join(ws, "notes.txt")), "a cancelled call never runs");
+  },
+
   /// The model's reply is cut at its token limit: the text shown, the turn ends `max_tokens`.
   async token_limit() {
     const agent = start(() => cancelled);

@@ -182,6 +182,23 @@ fn sdk_set_mode_mid_turn_stops_the_run_and_switches() {
     scenario("set_mode_mid_turn", APPROVING, Some(script), false);
 }
 
+/// A tool call that waits for approval is announced `pending` (issue 44 item 4: it was
+/// `in_progress`, then `pending`), and session/cancel while it is asked about gives it a final
+/// `failed` update saying it was cancelled, with a store (before: none) and without one.
+#[cfg(feature = "openai")] // the model is the OpenAI provider
+#[test]
+fn sdk_a_waiting_tool_call_is_announced_pending_and_ends_failed_when_cancelled() {
+    for store in [true, false] {
+        let script = vec![write_call("notes.txt", "hello")];
+        scenario(
+            "cancel_while_a_tool_call_waits",
+            APPROVING,
+            Some(script),
+            store,
+        );
+    }
+}
+
 #[cfg(feature = "openai")] // the model is the OpenAI provider
 #[test]
 fn sdk_a_tool_call_that_waits_is_allowed_then_rejected() {
