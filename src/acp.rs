@@ -45,11 +45,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, CancelNotification, ContentBlock, EmbeddedResourceResource, Implementation,
-    InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
-    NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse,
-    SessionId, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
-    SetSessionModeRequest, SetSessionModeResponse,
+    AgentCapabilities, CancelNotification, CloseSessionRequest, CloseSessionResponse, ContentBlock,
+    EmbeddedResourceResource, Implementation, InitializeRequest, InitializeResponse,
+    LoadSessionRequest, LoadSessionResponse, NewSessionRequest, NewSessionResponse,
+    PromptCapabilities, PromptRequest, PromptResponse, ResumeSessionRequest, ResumeSessionResponse,
+    SessionCapabilities, SessionCloseCapabilities, SessionConfigOption, SessionId,
+    SessionModeState, SessionResumeCapabilities, SetSessionConfigOptionRequest,
+    SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse,
 };
 use agent_client_protocol::{Agent, Client, Lines};
 use futures_util::SinkExt;
@@ -252,6 +254,7 @@ impl AcpAgent {
             loading: Mutex::new(HashSet::new()),
             turns: Mutex::new(Vec::new()),
         });
+        let (s8, s9) = (state.clone(), state.clone());
         let (s1, s2, s3, s4, s5, s6, s7) = (
             state.clone(),
             state.clone(),
@@ -288,6 +291,28 @@ impl AcpAgent {
                         // a decision stays pending until the editor's next prompt, which is
                         // the feedback that sets it aside (the guide's "After a load").
                         let result = state.load_session(request, cx).await;
+                        let _ = responder.respond_with_result(result);
+                    });
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: ResumeSessionRequest, responder, cx| {
+                    let state = s8.clone();
+                    spawn(&s8, async move {
+                        let result = state.resume_session(request, cx).await;
+                        let _ = responder.respond_with_result(result);
+                    });
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: CloseSessionRequest, responder, _cx| {
+                    let state = s9.clone();
+                    spawn(&s9, async move {
+                        let result = state.close_session(&request.session_id).await;
                         let _ = responder.respond_with_result(result);
                     });
                     Ok(())
@@ -443,8 +468,14 @@ impl State {
     }
 
     fn initialize(&self, _request: InitializeRequest) -> InitializeResponse {
+        // `session/resume` opens a stored session, as `session/load` does.
+        let resume = self.agent.load_session.then(SessionResumeCapabilities::new);
+        let sessions = SessionCapabilities::new()
+            .close(SessionCloseCapabilities::new())
+            .resume(resume);
         let capabilities = AgentCapabilities::new()
             .load_session(self.agent.load_session)
+            .session_capabilities(sessions)
             .prompt_capabilities(PromptCapabilities::new().embedded_context(true));
         InitializeResponse::new(agent_client_protocol::schema::ProtocolVersion::V1)
             .agent_capabilities(capabilities)
@@ -562,38 +593,107 @@ impl State {
             .config_options(config_options(&slot.graph, mode)))
     }
 
+    /// `session/load`: the stored session, its conversation replayed before the answer.
     async fn load_session(
         &self,
         request: LoadSessionRequest,
         cx: ConnectionTo<Client>,
     ) -> Result<LoadSessionResponse, Error> {
+        let (modes, options) = self
+            .open_stored(
+                &request.session_id,
+                &request.cwd,
+                &request.mcp_servers,
+                cx,
+                true,
+            )
+            .await?;
+        Ok(LoadSessionResponse::new()
+            .modes(modes)
+            .config_options(options))
+    }
+
+    /// `session/resume`: the stored session, as `session/load` opens it but without the replay.
+    async fn resume_session(
+        &self,
+        request: ResumeSessionRequest,
+        cx: ConnectionTo<Client>,
+    ) -> Result<ResumeSessionResponse, Error> {
+        let (modes, options) = self
+            .open_stored(
+                &request.session_id,
+                &request.cwd,
+                &request.mcp_servers,
+                cx,
+                false,
+            )
+            .await?;
+        Ok(ResumeSessionResponse::new()
+            .modes(modes)
+            .config_options(options))
+    }
+
+    /// Opens stored session `id` in `cwd` with the client's MCP `servers` (started only once
+    /// the session and its workspace are checked), replaying its conversation when `replay`;
+    /// returns its modes and config options.
+    async fn open_stored(
+        &self,
+        id: &SessionId,
+        cwd: &Path,
+        servers: &[agent_client_protocol::v1::schema::McpServer],
+        cx: ConnectionTo<Client>,
+        replay: bool,
+    ) -> Result<(SessionModeState, Vec<SessionConfigOption>), Error> {
         if !self.agent.load_session {
             return Err(Error::method_not_found()
-                .data("session/load needs a store: start the agent with --store"));
+                .data("loading a session needs a store: start the agent with --store"));
         }
         // Held until the session is adopted (or the load fails).
-        let _loading = self.begin_load(&request.session_id)?;
-        if !request.mcp_servers.is_empty() {
+        let _loading = self.begin_load(id)?;
+        if !servers.is_empty() {
             // The session, its workspace among it, is checked before any of the client's
             // servers starts in `cwd`.
-            let (probe, _) = self.controller(&request.cwd, &[]).await?;
+            let (probe, _) = self.controller(cwd, &[]).await?;
             probe
-                .restore_session(&request.session_id.0, SessionOptions::new())
+                .restore_session(&id.0, SessionOptions::new())
                 .await
                 .map_err(session_error)?;
         }
-        let (controller, servers) = self.controller(&request.cwd, &request.mcp_servers).await?;
+        let (controller, servers) = self.controller(cwd, servers).await?;
         let session = controller
-            .restore_session(&request.session_id.0, SessionOptions::new())
+            .restore_session(&id.0, SessionOptions::new())
             .await
             .map_err(session_error)?;
         let updates = self.updates(cx, &controller, &session);
-        updates.replay(&session);
+        if replay {
+            updates.replay(&session);
+        }
         let mode = session.mode_id();
         let slot = self.adopt(session, &controller, updates, servers);
-        Ok(LoadSessionResponse::new()
-            .modes(mode_state(&slot.graph, mode))
-            .config_options(config_options(&slot.graph, mode)))
+        Ok((
+            mode_state(&slot.graph, mode),
+            config_options(&slot.graph, mode),
+        ))
+    }
+
+    /// `session/close`: the session's run in progress is cancelled and its open permission
+    /// request given up (nothing approved; with a store what waits stays pending), the session
+    /// settled and its MCP servers stopped; later requests for it find no session.
+    async fn close_session(&self, id: &SessionId) -> Result<CloseSessionResponse, Error> {
+        let slot = {
+            let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+            sessions
+                .remove(&*id.0)
+                .ok_or_else(|| unknown_session(&id.0))?
+        };
+        slot.cancel();
+        // Taken once the cancelled run let go of it.
+        if let Err(error) = slot.session.lock().await.settle().await {
+            tracing::warn!(%error, "a closed session could not be settled");
+        }
+        #[cfg(feature = "mcp")]
+        slot.stop_servers().await;
+        Ok(CloseSessionResponse::new())
     }
 
     /// Starts the turn of a prompt: refused for an unknown session and while another prompt of

@@ -9,9 +9,9 @@ use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     ConfigOptionUpdate, Content, ContentBlock, ContentChunk, CurrentModeUpdate,
-    SessionConfigOption, SessionConfigSelectOption, SessionId, SessionMode, SessionModeState,
-    SessionNotification, SessionUpdate, ToolCall, ToolCallContent, ToolCallLocation,
-    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+    SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption, SessionId,
+    SessionMode, SessionModeState, SessionNotification, SessionUpdate, ToolCall, ToolCallContent,
+    ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
 
 use crate::display::{neutralize, neutralize_line_within};
@@ -57,7 +57,9 @@ pub(crate) fn config_options(graph: &ModeGraph, current: ModeId) -> Vec<SessionC
         graph.mode(current).id().to_owned(),
         options,
     )
-    .description("The session's mode: what the agent may do, and where an approved plan leads.");
+    .description("The session's mode: what the agent may do, and where an approved plan leads.")
+    // Editors tie their mode picker and mode cycling to this category (Zed).
+    .category(SessionConfigOptionCategory::Mode);
     vec![option]
 }
 

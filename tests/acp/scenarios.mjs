@@ -569,6 +569,44 @@ const scenarios = {
     assert.equal(second.requests.length, 1, "asked once, inside the prompt's turn");
   },
 
+  /// With a file store: `initialize` advertises `session/close` and `session/resume`; the mode
+  /// option has the `mode` category; a closed session is gone (resource not found), and
+  /// `session/resume` reopens it without a replay, its plan still pending until the next
+  /// prompt, which is its feedback.
+  async session_lifecycle() {
+    const answers = [cancelled, select("switch:build")];
+    const agent = start(() => answers.shift());
+    await agent.run(async (ctx) => {
+      const init = await open(ctx, true);
+      assert.deepEqual(init.agentCapabilities.sessionCapabilities?.close, {});
+      assert.deepEqual(init.agentCapabilities.sessionCapabilities?.resume, {});
+      const session = await newSession(ctx);
+      const { sessionId } = session;
+      assert.equal(session.configOptions[0].category, "mode");
+      assert.equal((await prompt(ctx, sessionId, "Add dark mode")).stopReason, "cancelled");
+      assert.deepEqual(await ctx.request(methods.agent.session.close, { sessionId }), {});
+      await assert.rejects(prompt(ctx, sessionId, "Hello"), (e) => e.code === -32002);
+      // Closed again: resource not found, which the SDK takes as closed (`{}`).
+      assert.deepEqual(await ctx.request(methods.agent.session.close, { sessionId }), {});
+      const before = agent.updates.length;
+      const resumed = await ctx.request(methods.agent.session.resume, {
+        sessionId,
+        cwd: ws,
+        mcpServers: [],
+      });
+      assert.equal(resumed.modes.currentModeId, "plan");
+      assert.equal(resumed.configOptions[0].category, "mode");
+      assert.deepEqual(kinds(agent.updates.slice(before)), [], "resume replays nothing");
+      assert.equal((await prompt(ctx, sessionId, "Use OAuth")).stopReason, "end_turn");
+      await assert.rejects(
+        ctx.request(methods.agent.session.resume, { sessionId: "no-such", cwd: ws, mcpServers: [] }),
+        (e) => e.code === -32002,
+      );
+    });
+    assert.deepEqual(modeUpdates(agent.updates), ["build"]);
+    assert.equal(await agent.close(), 0);
+  },
+
   /// A plan left pending (a `cancelled` outcome, with a file store); the agent restarts; the
   /// session loads with its history, the plan shown pending; the next prompt is its feedback,
   /// and the plan it leads to is approved inside that prompt's turn.

@@ -35,6 +35,13 @@ fn an_unknown_session_is_resource_not_found_and_a_bad_id_invalid_params() {
         "{response:#}"
     );
 
+    let id = agent.request("session/close", json!({ "sessionId": "no-such-session" }));
+    let (response, _) = agent.response(id);
+    assert_eq!(
+        response["error"]["code"], RESOURCE_NOT_FOUND,
+        "{response:#}"
+    );
+
     let load = |agent: &mut Agent, id: &str| {
         let request = agent.request(
             "session/load",

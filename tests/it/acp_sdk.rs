@@ -273,6 +273,13 @@ fn sdk_cancel_after_a_load_while_asked_approves_nothing() {
     scenario("cancel_after_load", PLAN_BUILD, None, true);
 }
 
+/// `session/close` and `session/resume`, advertised in `initialize`, and the mode option's
+/// `mode` category (issue 36 item 12: before, neither method nor the category).
+#[test]
+fn sdk_close_and_resume_a_session_and_the_mode_category() {
+    scenario("session_lifecycle", PLAN_BUILD, None, true);
+}
+
 #[test]
 fn sdk_load_after_a_restart_with_a_file_store() {
     scenario("load_after_restart", PLAN_BUILD, None, true);
