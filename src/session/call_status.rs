@@ -91,3 +91,51 @@ pub fn result_statuses(messages: &[Message], history: &[DecidedRecord]) -> Vec<O
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn tool(id: &str, name: &str, is_error: bool) -> Message {
+        Message::Tool {
+            tool_call_id: id.to_owned(),
+            tool_name: name.to_owned(),
+            content: String::new(),
+            is_error,
+        }
+    }
+
+    fn plan(id: &str, outcome: &str) -> DecidedRecord {
+        serde_json::from_value(json!({ "runId": "run_1", "toolCallId": id, "outcome": outcome }))
+            .expect("a record")
+    }
+
+    #[test]
+    fn each_plan_result_takes_its_decision_and_a_refused_submission_takes_none() {
+        let messages = [
+            Message::User {
+                content: "hi".to_owned(),
+            },
+            // Refused before it waited (no decision), with the id a later plan reuses.
+            tool("call_1", SUBMIT_PLAN, true),
+            tool("call_1", SUBMIT_PLAN, false),
+            tool("call_2", "read_file", false),
+            tool("call_1", SUBMIT_PLAN, false),
+            tool("call_3", "write_file", true),
+        ];
+        let history = [plan("call_1", "rejected"), plan("call_1", "approved")];
+        assert_eq!(
+            result_statuses(&messages, &history),
+            [
+                None,
+                Some(CallStatus::Failed),
+                Some(CallStatus::Failed),
+                Some(CallStatus::Completed),
+                Some(CallStatus::Completed),
+                Some(CallStatus::Failed),
+            ]
+        );
+    }
+}
