@@ -45,11 +45,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, CancelNotification, ContentBlock, EmbeddedResourceResource, Implementation,
-    InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
-    NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse,
-    SessionId, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
-    SetSessionModeRequest, SetSessionModeResponse,
+    AgentCapabilities, CancelNotification, CloseSessionRequest, CloseSessionResponse, ContentBlock,
+    EmbeddedResourceResource, Implementation, InitializeRequest, InitializeResponse,
+    LoadSessionRequest, LoadSessionResponse, NewSessionRequest, NewSessionResponse,
+    PromptCapabilities, PromptRequest, PromptResponse, ResumeSessionRequest, ResumeSessionResponse,
+    SessionCapabilities, SessionCloseCapabilities, SessionConfigOption, SessionId,
+    SessionModeState, SessionResumeCapabilities, SetSessionConfigOptionRequest,
+    SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse,
 };
 use agent_client_protocol::{Agent, Client, Lines};
 use futures_util::SinkExt;
@@ -227,7 +229,8 @@ impl AcpAgent {
     /// Serves one client: newline-delimited JSON-RPC 2.0 read from `input`, written to
     /// `output`, until `input` ends. Then every session's run in progress is cancelled and
     /// nothing pending is approved: with a store, plans and tool calls waiting for a decision
-    /// stay pending (decide them with `decide`, or in a later `session/load`).
+    /// stay pending (decide them with `decide`; after a later `session/load` the editor's next
+    /// prompt sets them aside as its feedback).
     ///
     /// # Errors
     /// When the connection fails (reading or writing fails).
@@ -251,6 +254,7 @@ impl AcpAgent {
             loading: Mutex::new(HashSet::new()),
             turns: Mutex::new(Vec::new()),
         });
+        let (s8, s9) = (state.clone(), state.clone());
         let (s1, s2, s3, s4, s5, s6, s7) = (
             state.clone(),
             state.clone(),
@@ -283,19 +287,33 @@ impl AcpAgent {
                 async move |request: LoadSessionRequest, responder, cx| {
                     let state = s3.clone();
                     spawn(&s3, async move {
-                        match state.load_session(request, cx).await {
-                            Ok((response, slot)) => {
-                                let _ = responder.respond(response);
-                                // What waits for a decision is asked about again, after the
-                                // answer (the client knows the session by then).
-                                if slot.waits() && slot.begin_turn() {
-                                    turn::resume(slot, state.agent.decided_by.clone()).await;
-                                }
-                            }
-                            Err(error) => {
-                                let _ = responder.respond_with_error(error);
-                            }
-                        }
+                        // After the answer the agent sends nothing of a turn: what waits for
+                        // a decision stays pending until the editor's next prompt, which is
+                        // the feedback that sets it aside (the guide's "After a load").
+                        let result = state.load_session(request, cx).await;
+                        let _ = responder.respond_with_result(result);
+                    });
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: ResumeSessionRequest, responder, cx| {
+                    let state = s8.clone();
+                    spawn(&s8, async move {
+                        let result = state.resume_session(request, cx).await;
+                        let _ = responder.respond_with_result(result);
+                    });
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: CloseSessionRequest, responder, _cx| {
+                    let state = s9.clone();
+                    spawn(&s9, async move {
+                        let result = state.close_session(&request.session_id).await;
+                        let _ = responder.respond_with_result(result);
                     });
                     Ok(())
                 },
@@ -394,13 +412,30 @@ fn invalid(message: impl std::fmt::Display) -> Error {
     Error::invalid_params().data(message.to_string())
 }
 
-/// A session operation's error as a JSON-RPC error: the client's mistakes (an unknown mode,
-/// session or decision) as invalid params, the rest (a store that fails) as internal errors.
+/// ACP's "resource not found" (`-32002`, data `{"sessionId": ID}`) for the session `id` the
+/// client named.
+fn unknown_session(id: &str) -> Error {
+    agent_client_protocol::v1::schema::Error::session_not_found(id.to_owned()).into()
+}
+
+/// A session operation's error as the JSON-RPC error that says what happened (the guide's
+/// "Bad input"): a session the store does not hold is ACP's resource-not-found (`-32002`); the
+/// client's bad input (an unknown mode or decision, an id or decision that cannot be used, a
+/// workspace that is not the session's) invalid params (`-32602`); a request the session's
+/// state does not allow now (decided already, expired, changed by another writer or process)
+/// an invalid request (`-32600`); only the agent's own failure (its store) an internal error
+/// (`-32603`).
 pub(crate) fn session_error(error: SessionError) -> Error {
-    match error.kind() {
-        SessionErrorKind::Store | SessionErrorKind::Workspace => {
-            Error::internal_error().data(error.to_string())
-        }
+    match (&error, error.kind()) {
+        (SessionError::UnknownSession(id), _) => unknown_session(id),
+        (_, SessionErrorKind::Store) => Error::internal_error().data(error.to_string()),
+        (
+            _,
+            SessionErrorKind::Conflict
+            | SessionErrorKind::WrongState
+            | SessionErrorKind::AlreadyDecided
+            | SessionErrorKind::Expired,
+        ) => Error::invalid_request().data(error.to_string()),
         _ => invalid(error),
     }
 }
@@ -418,7 +453,9 @@ impl State {
         let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
         let mut loading = self.loading.lock().unwrap_or_else(PoisonError::into_inner);
         if sessions.contains_key(&*id.0) || !loading.insert(id.0.to_string()) {
-            return Err(invalid(format!("session `{}` is open already", id.0)));
+            return Err(
+                Error::invalid_request().data(format!("session `{}` is open already", id.0))
+            );
         }
         Ok(Loading {
             loading: &self.loading,
@@ -427,13 +464,18 @@ impl State {
     }
 
     fn known(&self, id: &SessionId) -> Result<Arc<Slot>, Error> {
-        self.slot(id)
-            .ok_or_else(|| invalid(format!("unknown session `{}`", id.0)))
+        self.slot(id).ok_or_else(|| unknown_session(&id.0))
     }
 
     fn initialize(&self, _request: InitializeRequest) -> InitializeResponse {
+        // `session/resume` opens a stored session, as `session/load` does.
+        let resume = self.agent.load_session.then(SessionResumeCapabilities::new);
+        let sessions = SessionCapabilities::new()
+            .close(SessionCloseCapabilities::new())
+            .resume(resume);
         let capabilities = AgentCapabilities::new()
             .load_session(self.agent.load_session)
+            .session_capabilities(sessions)
             .prompt_capabilities(PromptCapabilities::new().embedded_context(true));
         InitializeResponse::new(agent_client_protocol::schema::ProtocolVersion::V1)
             .agent_capabilities(capabilities)
@@ -491,10 +533,16 @@ impl State {
         }
     }
 
-    fn updates(&self, cx: ConnectionTo<Client>, controller: &AgentController, id: &str) -> Updates {
+    fn updates(
+        &self,
+        cx: ConnectionTo<Client>,
+        controller: &AgentController,
+        session: &Session,
+    ) -> Updates {
         Updates {
             cx,
-            session_id: SessionId::new(id.to_owned()),
+            session_id: SessionId::new(session.id().to_owned()),
+            mode: Arc::new(Mutex::new(session.mode().id().to_owned())),
             graph: controller.modes().clone(),
             workspace: controller.workspace().to_path_buf(),
             plans_dir: controller.modes().plans_dir().to_path_buf(),
@@ -538,37 +586,114 @@ impl State {
             .await
             .map_err(session_error)?;
         let mode = session.mode_id();
-        let updates = self.updates(cx, &controller, session.id());
+        let updates = self.updates(cx, &controller, &session);
         let slot = self.adopt(session, &controller, updates, servers);
         Ok(NewSessionResponse::new(slot.updates.session_id.clone())
             .modes(mode_state(&slot.graph, mode))
             .config_options(config_options(&slot.graph, mode)))
     }
 
+    /// `session/load`: the stored session, its conversation replayed before the answer.
     async fn load_session(
         &self,
         request: LoadSessionRequest,
         cx: ConnectionTo<Client>,
-    ) -> Result<(LoadSessionResponse, Arc<Slot>), Error> {
+    ) -> Result<LoadSessionResponse, Error> {
+        let (modes, options) = self
+            .open_stored(
+                &request.session_id,
+                &request.cwd,
+                &request.mcp_servers,
+                cx,
+                true,
+            )
+            .await?;
+        Ok(LoadSessionResponse::new()
+            .modes(modes)
+            .config_options(options))
+    }
+
+    /// `session/resume`: the stored session, as `session/load` opens it but without the replay.
+    async fn resume_session(
+        &self,
+        request: ResumeSessionRequest,
+        cx: ConnectionTo<Client>,
+    ) -> Result<ResumeSessionResponse, Error> {
+        let (modes, options) = self
+            .open_stored(
+                &request.session_id,
+                &request.cwd,
+                &request.mcp_servers,
+                cx,
+                false,
+            )
+            .await?;
+        Ok(ResumeSessionResponse::new()
+            .modes(modes)
+            .config_options(options))
+    }
+
+    /// Opens stored session `id` in `cwd` with the client's MCP `servers` (started only once
+    /// the session and its workspace are checked), replaying its conversation when `replay`;
+    /// returns its modes and config options.
+    async fn open_stored(
+        &self,
+        id: &SessionId,
+        cwd: &Path,
+        servers: &[agent_client_protocol::v1::schema::McpServer],
+        cx: ConnectionTo<Client>,
+        replay: bool,
+    ) -> Result<(SessionModeState, Vec<SessionConfigOption>), Error> {
         if !self.agent.load_session {
             return Err(Error::method_not_found()
-                .data("session/load needs a store: start the agent with --store"));
+                .data("loading a session needs a store: start the agent with --store"));
         }
         // Held until the session is adopted (or the load fails).
-        let _loading = self.begin_load(&request.session_id)?;
-        let (controller, servers) = self.controller(&request.cwd, &request.mcp_servers).await?;
+        let _loading = self.begin_load(id)?;
+        if !servers.is_empty() {
+            // The session, its workspace among it, is checked before any of the client's
+            // servers starts in `cwd`.
+            let (probe, _) = self.controller(cwd, &[]).await?;
+            probe
+                .restore_session(&id.0, SessionOptions::new())
+                .await
+                .map_err(session_error)?;
+        }
+        let (controller, servers) = self.controller(cwd, servers).await?;
         let session = controller
-            .restore_session(&request.session_id.0, SessionOptions::new())
+            .restore_session(&id.0, SessionOptions::new())
             .await
             .map_err(session_error)?;
-        let updates = self.updates(cx, &controller, session.id());
-        updates.replay(session.messages());
+        let updates = self.updates(cx, &controller, &session);
+        if replay {
+            updates.replay(&session);
+        }
         let mode = session.mode_id();
         let slot = self.adopt(session, &controller, updates, servers);
-        let response = LoadSessionResponse::new()
-            .modes(mode_state(&slot.graph, mode))
-            .config_options(config_options(&slot.graph, mode));
-        Ok((response, slot))
+        Ok((
+            mode_state(&slot.graph, mode),
+            config_options(&slot.graph, mode),
+        ))
+    }
+
+    /// `session/close`: the session's run in progress is cancelled and its open permission
+    /// request given up (nothing approved; with a store what waits stays pending), the session
+    /// settled and its MCP servers stopped; later requests for it find no session.
+    async fn close_session(&self, id: &SessionId) -> Result<CloseSessionResponse, Error> {
+        let slot = {
+            let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+            sessions
+                .remove(&*id.0)
+                .ok_or_else(|| unknown_session(&id.0))?
+        };
+        slot.cancel();
+        // Taken once the cancelled run let go of it.
+        if let Err(error) = slot.session.lock().await.settle().await {
+            tracing::warn!(%error, "a closed session could not be settled");
+        }
+        #[cfg(feature = "mcp")]
+        slot.stop_servers().await;
+        Ok(CloseSessionResponse::new())
     }
 
     /// Starts the turn of a prompt: refused for an unknown session and while another prompt of
@@ -595,9 +720,15 @@ impl State {
     }
 
     /// A manual switch of the session to `mode_id` (`session/set_mode`, or the `mode` config
-    /// option): a pending plan or tool call counts as not approved, and the model is told.
+    /// option): a pending plan or tool call counts as not approved, and the model is told. A
+    /// run in progress is stopped first, as `session/cancel` stops it (its prompt ends
+    /// `cancelled`), so no call of it runs in the mode the user left; nothing stops for an
+    /// unknown mode (refused) or the mode the session is in.
     async fn switch(&self, id: &SessionId, mode_id: &str) -> Result<(), Error> {
         let slot = self.known(id)?;
+        if slot.graph.get(mode_id).is_some() && slot.updates.mode_id() != mode_id {
+            slot.stop_running();
+        }
         let mut session = slot.session.lock().await;
         if session.mode().id() == mode_id {
             // Already there: nothing changes, and what waits for the user keeps waiting.

@@ -827,6 +827,13 @@ pub enum Event {
         tool_name: String,
         /// The call's arguments.
         args: Value,
+        /// The call was ruled to wait for the user's approval (the mode's `requireApproval`, an
+        /// `ask` rule): it does not run now, and its `tool_suspended` follows once the reply's
+        /// other calls are through. An editor shows it as awaiting approval (ACP `pending`)
+        /// from the start. A call an earlier call of the reply made wait (ruled again just
+        /// before it would run) starts without it and is suspended all the same.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        waits_for_approval: bool,
     },
     /// A tool call suspended the run; the host must decide: a submitted plan, or a tool call
     /// that needs approval (one event for each such call of the model's reply). For tool calls

@@ -4,6 +4,7 @@
 #[cfg(feature = "anthropic")]
 pub mod anthropic;
 mod chooser;
+mod finish;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 pub mod http;
 #[cfg(feature = "openai")]
@@ -26,6 +27,7 @@ use crate::tool::{ToolCall, ToolSpec};
 
 pub use crate::exchange::Message;
 pub use chooser::{ModelChooser, SpecChooser};
+pub use finish::Finish;
 pub use spec::{ModelSpec, ModelSpecError};
 
 /// What a model call sees: the session, run and mode it runs in, the mode's system prompt and
@@ -321,7 +323,8 @@ pub struct ModelResponse {
     pub text: String,
     /// Tool calls; empty when the model is done.
     pub tool_calls: Vec<ToolCall>,
-    /// Why the model stopped (`stop`, `tool_calls`, `length`, ...), if the provider says.
+    /// Why the model stopped (`stop`, `tool_calls`, `length`, ...) as the provider names it,
+    /// if it says; [`ModelResponse::finish`] reads it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
     /// Tokens the call used, if the provider says.
@@ -330,6 +333,21 @@ pub struct ModelResponse {
 }
 
 impl ModelResponse {
+    /// Why the model stopped, in the crate's vocabulary ([`Finish::from_reason`] of
+    /// [`ModelResponse::finish_reason`]); `None` when the provider did not say.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{ModelResponse, model::Finish};
+    /// let mut reply = ModelResponse::text("The answer is");
+    /// assert_eq!(reply.finish(), None);
+    /// reply.finish_reason = Some("length".into());
+    /// assert_eq!(reply.finish(), Some(Finish::MaxTokens));
+    /// ```
+    pub fn finish(&self) -> Option<Finish> {
+        self.finish_reason.as_deref().map(Finish::from_reason)
+    }
+
     /// A reply of `text` alone: no tool calls, no finish reason, no usage (the model is done).
     ///
     /// For tests of a host's model; to script a whole conversation, use

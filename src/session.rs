@@ -1,12 +1,16 @@
 //! A session: the current mode, the conversation, the pending plan decision, and the operations
 //! that move between modes.
 
+mod call_status;
 mod drive;
 mod expiry;
 mod kind;
 mod save;
+mod stop;
 
+pub use self::call_status::{CallStatus, result_statuses};
 pub use self::kind::SessionErrorKind;
+pub use self::stop::StopReason;
 pub(crate) use crate::machine::check::decision_id_for;
 pub use crate::machine::decision::{Decision, DecisionAction};
 pub use crate::machine::error::SessionError;
@@ -764,6 +768,9 @@ pub struct Session {
     saving: Option<Saving>,
     /// The buffer of the last change's events, kept for the next change of a running run.
     spare_events: Vec<Event>,
+    /// How the model's last reply in this session finished, if the provider said
+    /// ([`Session::last_finish`]).
+    pub(crate) last_finish: Option<crate::model::Finish>,
 }
 
 impl std::fmt::Debug for Session {
@@ -812,6 +819,7 @@ impl Session {
             abort_while_allowed: None,
             saving: None,
             spare_events: Vec::new(),
+            last_finish: None,
         };
         session.load_workspace_allowances().await;
         let started = session.handle(Input::Opened).await;
@@ -948,6 +956,7 @@ impl Session {
             abort_while_allowed: None,
             saving: None,
             spare_events: Vec::new(),
+            last_finish: None,
             shared,
         };
         let mode_id = session.mode_arc();
@@ -1177,6 +1186,13 @@ impl Session {
     /// ```
     pub fn mode(&self) -> &Mode {
         self.shared.graph.mode(self.mode_id())
+    }
+
+    /// How the model's last reply in this session finished ([`crate::model::Finish`]), if the
+    /// provider said; `None` too after a model call that failed. With the outcome of the run,
+    /// [`StopReason::of`] tells how the turn ended.
+    pub fn last_finish(&self) -> Option<crate::model::Finish> {
+        self.last_finish
     }
 
     /// The current mode's handle.
@@ -2372,6 +2388,13 @@ impl Session {
     /// ```
     pub fn decision_history(&self) -> &[DecidedRecord] {
         &self.state.history
+    }
+
+    /// The status of each tool result in [`Session::messages`] ([`result_statuses`] with the
+    /// session's decision history): `Some` for each tool result, `None` for every other
+    /// message. A call without a result that waits is in [`Session::pending`].
+    pub fn result_statuses(&self) -> Vec<Option<CallStatus>> {
+        result_statuses(&self.state.messages, &self.state.history)
     }
 
     /// Like [`Session::resume`] with resume data as JSON (`{"action": "approved"}`, ...).

@@ -140,11 +140,15 @@ impl Slot {
         }
     }
 
-    /// Whether the session waits for a decision (a plan, or a tool call) no one is asked about.
-    pub(crate) fn waits(&self) -> bool {
-        self.session
-            .try_lock()
-            .is_ok_and(|s| s.pending().iter().any(|p| p.is_waiting()))
+    /// A manual switch is coming: a run in progress stops (as `session/cancel` stops it, so
+    /// the prompt ends `cancelled`) before the switch takes the session. An open permission
+    /// request is left to [`Slot::stop_asking`], once the switch settled what it asks about.
+    pub(crate) fn stop_running(&self) {
+        let mut turn = self.turn();
+        if matches!(turn.phase, Phase::Running) {
+            self.cancel.cancel();
+            turn.cancel_requested = true;
+        }
     }
 
     /// A manual switch settled what the open permission request asks about: stop waiting.

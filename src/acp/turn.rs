@@ -11,8 +11,14 @@ use crate::acp::permission::{self, Answer, Offer};
 use crate::acp::slot::Slot;
 use crate::acp::update::kind;
 use crate::acp::{Error, session_error};
-use crate::model::ModelErrorKind;
-use crate::session::{PendingDecision, RunOutcome};
+use crate::session::{CallStatus, PendingDecision, RunOutcome};
+
+/// The final update of a call that waited for approval when its prompt was cancelled, without
+/// a store.
+const CANCELLED: &str = "Cancelled: the prompt was cancelled before this was decided; it was not approved and did not run.";
+
+/// The same with a store, where the decision stays pending.
+const CANCELLED_KEPT: &str = "Cancelled: the prompt was cancelled before this was decided; it was not approved and did not run. It stays pending in the session's store: the next prompt sets it aside, or `agent-controller decide` settles it.";
 
 /// What asking about one pending decision led to.
 // Returned once per answer and matched at once, as `RunOutcome` is.
@@ -31,67 +37,73 @@ pub(crate) async fn prompt(
     text: String,
     decided_by: Arc<str>,
 ) -> Result<StopReason, Error> {
-    let stop = run(&slot, Some(text), &decided_by).await;
+    let stop = run(&slot, text, &decided_by).await;
     slot.end_turn();
     stop
 }
 
-/// Asks again about what a loaded session waits on (a plan or tool calls left pending when the
-/// last client went), as a turn without a prompt: the answer carries the run on, its updates
-/// streaming as a prompt's do.
-pub(crate) async fn resume(slot: Arc<Slot>, decided_by: Arc<str>) {
-    if let Err(error) = run(&slot, None, &decided_by).await {
-        tracing::warn!(%error, "the resumed run failed");
-    }
-    slot.end_turn();
-}
-
-async fn run(slot: &Slot, text: Option<String>, decided_by: &str) -> Result<StopReason, Error> {
-    let mut outcome = match text {
-        Some(text) => {
-            let mut session = slot.session.lock().await;
-            if slot.cancel_requested() {
-                return Ok(StopReason::Cancelled);
-            }
-            session.send_message(text).await.map_err(session_error)?
+/// Sends the user's `text` (a plan or tool call still waiting, as after a load, is set aside
+/// by it, as not approved: the prompt is the feedback), then asks about each decision the run
+/// suspends on, until it ends.
+async fn run(slot: &Slot, text: String, decided_by: &str) -> Result<StopReason, Error> {
+    let mut outcome = {
+        let mut session = slot.session.lock().await;
+        if slot.cancel_requested() {
+            return Ok(StopReason::Cancelled);
         }
-        None => match ask(slot, decided_by).await? {
-            Asked::Decided(outcome) => outcome,
-            Asked::Stop(reason) => return Ok(reason),
-        },
+        session.send_message(text).await.map_err(session_error)?
     };
     loop {
         outcome = match outcome {
-            RunOutcome::Completed { .. } => return Ok(ended(slot, StopReason::EndTurn)),
-            RunOutcome::Aborted { .. } => return Ok(ended(slot, StopReason::EndTurn)),
-            RunOutcome::Failed { error, .. } => {
-                return match error.kind() {
-                    ModelErrorKind::StepLimit | ModelErrorKind::RevisionLimit => {
-                        Ok(StopReason::MaxTurnRequests)
-                    }
-                    _ => Err(Error::internal_error().data(error.to_string())),
-                };
-            }
             RunOutcome::Suspended { .. } | RunOutcome::ToolCallsSuspended { .. } => {
                 match ask(slot, decided_by).await? {
                     Asked::Decided(outcome) => outcome,
                     Asked::Stop(reason) => return Ok(reason),
                 }
             }
+            ended => return run_ended(slot, &ended).await,
         };
     }
 }
 
-/// How a run that ended ends the turn: `cancelled` after `session/cancel`, `refusal` when the
-/// model's last call stopped on its content filter, else `reason`.
-fn ended(slot: &Slot, reason: StopReason) -> StopReason {
+/// How a run that ended ends the turn: `cancelled` after `session/cancel`, else the library's
+/// stop reason for the outcome ([`crate::session::StopReason::of`]); a failure that is no limit
+/// is an internal error with the model's error.
+async fn run_ended(slot: &Slot, outcome: &RunOutcome) -> Result<StopReason, Error> {
     if slot.cancel_requested() {
-        return StopReason::Cancelled;
+        return Ok(StopReason::Cancelled);
     }
-    let finish = slot.updates.seen().finish_reason.clone();
-    match finish.as_deref() {
-        Some("content_filter" | "refusal") => StopReason::Refusal,
-        _ => reason,
+    let finish = slot.session.lock().await.last_finish();
+    match crate::session::StopReason::of(outcome, finish) {
+        Some(reason) => Ok(stop_reason(reason)),
+        None => match outcome {
+            RunOutcome::Failed { error, .. } => {
+                Err(Error::internal_error().data(error.to_string()))
+            }
+            _ => Ok(StopReason::EndTurn),
+        },
+    }
+}
+
+/// The library's stop reason as ACP's (the same names).
+pub(crate) fn stop_reason(reason: crate::session::StopReason) -> StopReason {
+    use crate::session::StopReason as Library;
+    match reason {
+        Library::EndTurn => StopReason::EndTurn,
+        Library::MaxTokens => StopReason::MaxTokens,
+        Library::MaxTurnRequests => StopReason::MaxTurnRequests,
+        Library::Refusal => StopReason::Refusal,
+        Library::Cancelled => StopReason::Cancelled,
+    }
+}
+
+/// How a turn whose run did not end here ends (nothing was decided, or it was settled
+/// meanwhile): `cancelled` after `session/cancel`, else `end_turn`.
+fn ended(slot: &Slot) -> StopReason {
+    if slot.cancel_requested() {
+        StopReason::Cancelled
+    } else {
+        StopReason::EndTurn
     }
 }
 
@@ -101,7 +113,7 @@ async fn ask(slot: &Slot, decided_by: &str) -> Result<Asked, Error> {
         let session = slot.session.lock().await;
         let Some(pending) = session.pending().iter().find(|p| p.is_waiting()) else {
             // Settled meanwhile (a manual switch): the turn is over.
-            return Ok(Asked::Stop(ended(slot, StopReason::EndTurn)));
+            return Ok(Asked::Stop(ended(slot)));
         };
         let tool_call_id = slot.updates.ids().of(pending.tool_call_id());
         let (tool_call, offer) = match pending {
@@ -140,10 +152,29 @@ async fn ask(slot: &Slot, decided_by: &str) -> Result<Asked, Error> {
             } else {
                 StopReason::EndTurn
             };
-            // Not approved: with a store it stays pending (`decide`, or `session/load` and a
-            // later answer, settles it); without one the run ends unapproved.
+            // Not approved: with a store it stays pending (`decide`, or the prompt after a
+            // `session/load`, settles it); without one the run ends unapproved.
+            let waiting: Vec<String> = session
+                .pending()
+                .iter()
+                .filter(|p| p.is_waiting())
+                .map(|p| p.tool_call_id().to_owned())
+                .collect();
             if !slot.has_store {
                 session.abort().await.map_err(session_error)?;
+            }
+            if reason == StopReason::Cancelled {
+                // The turn is over: every call it asked about, or would have, ends for the
+                // editor, as not approved.
+                let result = if slot.has_store {
+                    CANCELLED_KEPT
+                } else {
+                    CANCELLED
+                };
+                for tool_call_id in &waiting {
+                    slot.updates
+                        .end_call(tool_call_id, result, CallStatus::Failed);
+                }
             }
             return Ok(Asked::Stop(reason));
         }
@@ -154,7 +185,7 @@ async fn ask(slot: &Slot, decided_by: &str) -> Result<Asked, Error> {
         // Settled meanwhile (a manual switch cancelled it): nothing was approved.
         Err(error) if error.is_conflict() || session.pending().is_empty() => {
             tracing::debug!(%error, "the decision was settled before the answer");
-            Ok(Asked::Stop(ended(slot, StopReason::EndTurn)))
+            Ok(Asked::Stop(ended(slot)))
         }
         Err(error) => Err(session_error(error)),
     }

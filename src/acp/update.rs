@@ -1,7 +1,7 @@
 //! The session's events as `session/update` notifications, and the session's modes as ACP
 //! modes and as the `mode` config option.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -9,16 +9,19 @@ use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     ConfigOptionUpdate, Content, ContentBlock, ContentChunk, CurrentModeUpdate,
-    SessionConfigOption, SessionConfigSelectOption, SessionId, SessionMode, SessionModeState,
-    SessionNotification, SessionUpdate, ToolCall, ToolCallContent, ToolCallLocation,
-    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+    SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption, SessionId,
+    SessionMode, SessionModeState, SessionNotification, SessionUpdate, ToolCall, ToolCallContent,
+    ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
 
 use crate::display::{neutralize, neutralize_line_within};
 use crate::event::Event;
+use crate::machine::run::{cancelled_result, tool_cancelled_result};
 use crate::mode::{ModeGraph, ModeId};
 use crate::model::Message;
+use crate::session::{CallStatus, PendingDecision, Session};
 use crate::tool::SUBMIT_PLAN;
+use crate::tool::submit_plan::in_plans_dir;
 
 /// The id of the config option that holds the mode.
 pub(crate) const MODE_OPTION: &str = "mode";
@@ -54,7 +57,9 @@ pub(crate) fn config_options(graph: &ModeGraph, current: ModeId) -> Vec<SessionC
         graph.mode(current).id().to_owned(),
         options,
     )
-    .description("The session's mode: what the agent may do, and where an approved plan leads.");
+    .description("The session's mode: what the agent may do, and where an approved plan leads.")
+    // Editors tie their mode picker and mode cycling to this category (Zed).
+    .category(SessionConfigOptionCategory::Mode);
     vec![option]
 }
 
@@ -91,13 +96,16 @@ impl ToolIds {
 pub(crate) struct Updates {
     pub(crate) cx: ConnectionTo<Client>,
     pub(crate) session_id: SessionId,
+    /// The session's mode as last announced (kept here so a switch can tell it while a run
+    /// holds the session).
+    pub(crate) mode: Arc<Mutex<String>>,
     pub(crate) graph: ModeGraph,
     pub(crate) workspace: PathBuf,
     /// The plans directory, relative to the workspace (`write_plan`'s paths are relative to it).
     pub(crate) plans_dir: PathBuf,
     pub(crate) ids: Arc<Mutex<ToolIds>>,
     /// What the event stream told so far in this run: whether the model's text streamed (then
-    /// `assistant_message` repeats it and is not sent), and the last finish reason.
+    /// `assistant_message` repeats it and is not sent).
     pub(crate) seen: Arc<Mutex<Seen>>,
 }
 
@@ -105,7 +113,6 @@ pub(crate) struct Updates {
 #[derive(Debug, Default)]
 pub(crate) struct Seen {
     streamed: bool,
-    pub(crate) finish_reason: Option<String>,
 }
 
 impl Updates {
@@ -125,11 +132,20 @@ impl Updates {
         self.seen.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The session's mode as last announced.
+    pub(crate) fn mode_id(&self) -> String {
+        self.mode
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     /// Announces the mode `mode_id`: `current_mode_update`, then `config_option_update`.
     pub(crate) fn mode(&self, mode_id: &str) {
         let Some(mode) = self.graph.get(mode_id) else {
             return;
         };
+        mode_id.clone_into(&mut self.mode.lock().unwrap_or_else(PoisonError::into_inner));
         self.send(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(
             mode_id.to_owned(),
         )));
@@ -148,9 +164,6 @@ impl Updates {
                 self.seen().streamed = true;
                 self.text(text);
             }
-            Event::ModelEnd { finish_reason, .. } => {
-                self.seen().finish_reason = finish_reason.clone();
-            }
             Event::AssistantMessage { text, .. } => {
                 let streamed = std::mem::take(&mut self.seen().streamed);
                 if !streamed && !text.is_empty() {
@@ -161,12 +174,19 @@ impl Updates {
                 tool_call_id,
                 tool_name,
                 args,
+                waits_for_approval,
                 ..
             } => {
                 let id = self.ids().start(tool_call_id);
+                // A call that waits for approval is `pending` from the start: it does not run.
+                let status = if *waits_for_approval {
+                    ToolCallStatus::Pending
+                } else {
+                    ToolCallStatus::InProgress
+                };
                 let call = ToolCall::new(id, title(tool_name, args))
                     .kind(kind(tool_name))
-                    .status(ToolCallStatus::InProgress)
+                    .status(status)
                     .locations(self.locations(tool_name, args))
                     .raw_input(args.clone());
                 self.send(SessionUpdate::ToolCall(call));
@@ -182,37 +202,54 @@ impl Updates {
                 tool_call_id,
                 result,
                 is_error,
+                decision,
                 ..
             } => {
-                self.end_call(tool_call_id, result, *is_error);
+                let status = CallStatus::of_result(*is_error, decision.as_ref());
+                self.end_call(tool_call_id, result, status);
             }
             Event::ToolSuspensionCancelled {
                 tool_call_id,
+                tool_name,
                 reason,
                 ..
             } => {
-                self.end_call(tool_call_id, &format!("Not approved ({reason})."), true);
+                // What the model was told, as the replay shows it.
+                let result = if tool_name == SUBMIT_PLAN {
+                    cancelled_result(*reason)
+                } else {
+                    tool_cancelled_result(*reason)
+                };
+                self.end_call(tool_call_id, result, CallStatus::Failed);
             }
             Event::ModeChanged { mode_id, .. } => self.mode(mode_id),
             _ => {}
         }
     }
 
-    /// Where a file tool's call points the editor: the file, in the workspace (`write_plan`'s
-    /// in the plans directory).
+    /// Where a file tool's call points the editor: the file, in the workspace; for the plan
+    /// tools (`write_plan`, `submit_plan`) the plan file, resolved as they resolve it (a bare
+    /// name in the plans directory, any other path relative to the workspace and inside the
+    /// plans directory), none when the path is not one they take.
     fn locations(&self, tool_name: &str, args: &serde_json::Value) -> Vec<ToolCallLocation> {
-        let base = if tool_name == "write_plan" {
-            self.workspace.join(&self.plans_dir)
-        } else {
-            self.workspace.clone()
+        if tool_name != "write_plan" && tool_name != SUBMIT_PLAN {
+            return locations(&self.workspace, args);
+        }
+        let Some(path) = args.get("path").and_then(|p| p.as_str()) else {
+            return Vec::new();
         };
-        locations(&base, args)
+        match in_plans_dir(&self.workspace, &self.plans_dir, path) {
+            Some(inside) => vec![ToolCallLocation::new(
+                self.workspace.join(&self.plans_dir).join(inside),
+            )],
+            None => Vec::new(),
+        }
     }
 
-    /// Tells the client that the tool call `tool_call_id` ended with `result`.
-    fn end_call(&self, tool_call_id: &str, result: &str, is_error: bool) {
+    /// Tells the client that the tool call `tool_call_id` ended with `result`, as `status`.
+    pub(crate) fn end_call(&self, tool_call_id: &str, result: &str, status: CallStatus) {
         let id = self.ids().of(tool_call_id);
-        self.send(SessionUpdate::ToolCallUpdate(ended(id, result, is_error)));
+        self.send(SessionUpdate::ToolCallUpdate(ended(id, result, status)));
     }
 
     fn text(&self, text: &str) {
@@ -221,10 +258,23 @@ impl Updates {
         )));
     }
 
-    /// Replays a stored conversation: the user's and the agent's messages and the tool calls
-    /// with their results, as `session/load` streams them before it answers.
-    pub(crate) fn replay(&self, messages: &[Message]) {
-        for message in messages {
+    /// Replays a stored conversation, as `session/load` streams it before it answers: every
+    /// prompt as `user_message_chunk`, the agent's text, each tool call as `tool_call`
+    /// (`pending`) and, once it has its result, a `tool_call_update` with the result and the
+    /// status the library gives it ([`Session::result_statuses`]: a plan not approved is
+    /// `failed`). A call without a result stays `pending` while it waits for a decision
+    /// ([`Session::pending`]) and is `failed` otherwise; a result whose call was never
+    /// announced is announced first.
+    pub(crate) fn replay(&self, session: &Session) {
+        let statuses = session.result_statuses();
+        let waiting: HashSet<&str> = session
+            .pending()
+            .iter()
+            .map(PendingDecision::tool_call_id)
+            .collect();
+        // The calls announced and not answered yet: the model's id, and the ACP id.
+        let mut open: Vec<(String, String)> = Vec::new();
+        for (message, status) in session.messages().iter().zip(statuses) {
             match message {
                 Message::User { content } => {
                     self.send(SessionUpdate::UserMessageChunk(ContentChunk::new(
@@ -240,36 +290,67 @@ impl Updates {
                     }
                     for call in tool_calls {
                         let id = self.ids().start(&call.id);
-                        let update = ToolCall::new(id, title(&call.name, &call.args))
+                        let update = ToolCall::new(id.clone(), title(&call.name, &call.args))
                             .kind(kind(&call.name))
                             .status(ToolCallStatus::Pending)
                             .locations(self.locations(&call.name, &call.args))
                             .raw_input(call.args.clone());
                         self.send(SessionUpdate::ToolCall(update));
+                        open.retain(|(model_id, _)| model_id != &call.id);
+                        open.push((call.id.clone(), id));
                     }
                 }
                 Message::Tool {
                     tool_call_id,
+                    tool_name,
                     content,
                     is_error,
-                    ..
                 } => {
-                    self.end_call(tool_call_id, content, *is_error);
+                    let id = match open.iter().position(|(m, _)| m == tool_call_id) {
+                        Some(at) => open.remove(at).1,
+                        None => {
+                            let id = self.ids().start(tool_call_id);
+                            let call = ToolCall::new(
+                                id.clone(),
+                                neutralize_line_within(tool_name, 100).into_owned(),
+                            )
+                            .kind(kind(tool_name))
+                            .status(ToolCallStatus::Pending);
+                            self.send(SessionUpdate::ToolCall(call));
+                            id
+                        }
+                    };
+                    let status = status.unwrap_or(CallStatus::of_result(*is_error, None));
+                    self.send(SessionUpdate::ToolCallUpdate(ended(id, content, status)));
                 }
                 // The mode notices are for the model; the client sees the modes themselves.
                 Message::System { .. } => {}
             }
         }
+        for (model_id, id) in open {
+            if !waiting.contains(model_id.as_str()) {
+                self.send(SessionUpdate::ToolCallUpdate(ended(
+                    id,
+                    "No result was recorded for this call: it did not run to its end.",
+                    CallStatus::Failed,
+                )));
+            }
+        }
     }
 }
 
-/// A tool call's end: completed or failed, with its result as text.
-fn ended(id: String, result: &str, is_error: bool) -> ToolCallUpdate {
-    let status = if is_error {
-        ToolCallStatus::Failed
-    } else {
-        ToolCallStatus::Completed
-    };
+/// A tool call's status as ACP writes it.
+pub(crate) fn status(status: CallStatus) -> ToolCallStatus {
+    match status {
+        CallStatus::Pending => ToolCallStatus::Pending,
+        CallStatus::Completed => ToolCallStatus::Completed,
+        CallStatus::Failed => ToolCallStatus::Failed,
+    }
+}
+
+/// A tool call's end: its status, with its result as text.
+fn ended(id: String, result: &str, call_status: CallStatus) -> ToolCallUpdate {
+    let status = status(call_status);
     let fields =
         ToolCallUpdateFields::new()
             .status(status)

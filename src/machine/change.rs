@@ -157,13 +157,15 @@ impl Change<'_> {
             reason,
         });
     }
-    /// Emits `tool_start` for the `index`-th call of the assistant message at `at`; returns its
-    /// id and tool name, or `None` when there is no such call.
+    /// Emits `tool_start` for the `index`-th call of the assistant message at `at` (marked
+    /// `waits_for_approval` when it was ruled to wait); returns its id and tool name, or `None`
+    /// when there is no such call.
     pub(crate) fn start_tool(
         &mut self,
         run_id: &Arc<str>,
         at: usize,
         index: usize,
+        waits_for_approval: bool,
     ) -> Option<(String, String)> {
         let call = self.state.tool_call(at, index)?;
         let (id, name) = (call.id.clone(), call.name.clone());
@@ -173,6 +175,7 @@ impl Change<'_> {
             tool_call_id: id.clone(),
             tool_name: name.clone(),
             args: call.args.clone(),
+            waits_for_approval,
         };
         self.emit(event);
         Some((id, name))

@@ -57,6 +57,8 @@ pub(crate) enum Input {
         at: usize,
         /// The call's position in the message.
         index: usize,
+        /// The call was ruled to wait for approval.
+        waits_for_approval: bool,
     },
     /// A tool call's result (from the tool, or the driver's refusal to run it): `tool_end`, and
     /// the result in the conversation.
@@ -255,8 +257,13 @@ impl Change<'_> {
             }
             Input::UserMessage(text) => Next::CallModel(self.start_run(text)),
             Input::ModelReply { run_id, reply } => self.model_reply(run_id, reply),
-            Input::ToolStart { run_id, at, index } => {
-                self.start_tool(&run_id, at, index);
+            Input::ToolStart {
+                run_id,
+                at,
+                index,
+                waits_for_approval,
+            } => {
+                self.start_tool(&run_id, at, index, waits_for_approval);
                 Next::Nothing
             }
             Input::ToolResult {
@@ -470,6 +477,7 @@ mod tests {
                 run_id: run.clone(),
                 at: 0,
                 index: 0,
+                waits_for_approval: false,
             },
             Input::SkipRest {
                 run_id: run.clone(),
@@ -600,6 +608,7 @@ mod tests {
             run_id: run.clone(),
             at: 1,
             index: 0,
+            waits_for_approval: false,
         };
         assert!(matches!(rig.handle(start), Ok(Next::Nothing)));
         // No such call: nothing happens.
@@ -607,6 +616,7 @@ mod tests {
             run_id: run.clone(),
             at: 1,
             index: 1,
+            waits_for_approval: false,
         };
         rig.handle(beyond).expect("nothing");
         assert_eq!(rig.take_kinds(), ["tool_start"]);

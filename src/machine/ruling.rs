@@ -334,6 +334,7 @@ mod tests {
                 run_id: run.clone(),
                 at,
                 index: 0,
+                waits_for_approval: false,
             };
             rig.handle(start).expect("starts");
             let counted = rig.state.decisions;

@@ -46,7 +46,7 @@ pub(crate) const SUSPENDED_FIRST_RESULT: &str =
     "Not executed: the run suspended for plan approval first. Call it again after the decision.";
 
 /// The not-approved tool result for a suspension cancelled for `reason`.
-fn cancelled_result(reason: CancelReason) -> &'static str {
+pub(crate) fn cancelled_result(reason: CancelReason) -> &'static str {
     match reason {
         CancelReason::Aborted => "Plan not approved: the run was aborted. Stay in this mode.",
         CancelReason::UserMessage => {
@@ -148,7 +148,7 @@ impl Change<'_> {
     /// result saying they never ran: the run suspends on a plan first.
     pub(crate) fn skip_rest(&mut self, run_id: &Arc<str>, at: usize, from: usize) {
         let mut next = from;
-        while let Some((id, name)) = self.start_tool(run_id, at, next) {
+        while let Some((id, name)) = self.start_tool(run_id, at, next, false) {
             next += 1;
             let output = ToolOutput::error(SUSPENDED_FIRST_RESULT);
             self.finish_tool(CallRef::new(run_id.clone(), id, name), output, None);
@@ -210,7 +210,7 @@ impl Change<'_> {
             } else if running == Some(index) {
                 Some(CANCELLED_RESULT)
             } else if index >= next {
-                self.start_tool(run_id, at, index);
+                self.start_tool(run_id, at, index, false);
                 Some(NOT_STARTED_RESULT)
             } else {
                 None
@@ -346,12 +346,12 @@ impl Change<'_> {
             } else if running {
                 running = false;
                 if !started_here {
-                    self.start_tool(run_id, at, index);
+                    self.start_tool(run_id, at, index, false);
                 }
                 let call = CallRef::new(run_id.clone(), id, name);
                 self.finish_tool(call, ToolOutput::error(running_text), None);
             } else {
-                self.start_tool(run_id, at, index);
+                self.start_tool(run_id, at, index, false);
                 let call = CallRef::new(run_id.clone(), id, name);
                 self.finish_tool(call, ToolOutput::error(not_started), None);
             }

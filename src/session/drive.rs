@@ -407,10 +407,12 @@ impl Session {
                 Some(_) if token.is_cancelled() => return self.abort_run(Abort::Run(run_id)).await,
                 Some(Ok(r)) => r,
                 Some(Err(error)) => {
+                    self.last_finish = None;
                     tracing::debug!(%error, kind = %error.kind(), "model call failed");
                     return self.end_run(run_id, Err(error)).await;
                 }
             };
+            self.last_finish = response.finish();
             tracing::debug!(
                 tool_calls = response.tool_calls.len(),
                 finish_reason = response.finish_reason.as_deref(),
@@ -481,6 +483,7 @@ impl Session {
                 run_id: run_id.clone(),
                 at,
                 index: next,
+                waits_for_approval: matches!(rulings.get(next), Some(Some(Ruling::Ask(_)))),
             };
             self.handle(start).await?;
             next += 1;

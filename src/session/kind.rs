@@ -72,7 +72,8 @@ pub enum SessionErrorKind {
     /// edited plan past the limits, a session id that cannot be stored
     /// ([`SessionError::MalformedDecision`], [`SessionError::TargetNotAllowed`],
     /// [`SessionError::EditedPlan`], [`SessionError::PlanComment`],
-    /// [`SessionError::InvalidSessionId`]).
+    /// [`SessionError::InvalidSessionId`], and [`SessionError::Store`] with the store's
+    /// [`StoreError::InvalidId`]).
     InvalidInput,
     /// The session is not in a state the operation needs: no suspended run, no interrupted
     /// run, an id already stored, a config changed under a pending plan
@@ -83,8 +84,8 @@ pub enum SessionErrorKind {
     /// ([`SessionError::is_conflict`]), [`SessionError::LeaseHeld`],
     /// [`SessionError::LeaseLost`].
     Conflict,
-    /// The session store failed, or there is none ([`SessionError::Store`] but a conflict,
-    /// [`SessionError::NoStore`]).
+    /// The session store failed, or there is none ([`SessionError::Store`] but a conflict or
+    /// an id it cannot hold, [`SessionError::NoStore`]).
     Store,
     /// The session's workspace is not this controller's, is gone, replaced or not recorded
     /// ([`SessionError::WrongWorkspace`], [`SessionError::WorkspaceGone`],
@@ -133,6 +134,8 @@ impl SessionError {
             | E::NotInterrupted { .. }
             | E::SessionExists(_)
             | E::ConfigChanged(_) => K::WrongState,
+            // The caller named a session no store could hold: its input, not the store's fault.
+            E::Store(StoreError::InvalidId(_)) => K::InvalidInput,
             E::Store(StoreError::Conflict { .. }) | E::LeaseHeld { .. } | E::LeaseLost { .. } => {
                 K::Conflict
             }

@@ -95,6 +95,79 @@ const optionUpdates = (updates) =>
     .filter((u) => u.sessionUpdate === "config_option_update")
     .map((u) => u.configOptions.find((o) => o.id === "mode").currentValue);
 
+/// The `submit_plan` tool calls in `updates`, in order: each with its last status and the text
+/// of its last update's content.
+function planCalls(updates) {
+  const calls = new Map();
+  for (const u of updates) {
+    if (u.sessionUpdate === "tool_call" && u.kind === "switch_mode") {
+      // A tool_call without a status is `pending` (the protocol's default).
+      calls.set(u.toolCallId, { id: u.toolCallId, status: u.status ?? "pending", text: "" });
+    } else if (u.sessionUpdate === "tool_call_update" && calls.has(u.toolCallId)) {
+      const call = calls.get(u.toolCallId);
+      if (u.status) call.status = u.status;
+      const text = (u.content ?? []).map((c) => c.content?.text ?? "").join("\n");
+      if (text) call.text = text;
+    }
+  }
+  return [...calls.values()];
+}
+
+/// Fails unless every `tool_call_update` in `updates` follows the `tool_call` that announced it.
+function announcedBeforeUpdated(updates) {
+  const announced = new Set();
+  for (const u of updates) {
+    if (u.sessionUpdate === "tool_call") announced.add(u.toolCallId);
+    if (u.sessionUpdate === "tool_call_update") {
+      assert.ok(announced.has(u.toolCallId), `update of ${u.toolCallId} before its tool_call: ${JSON.stringify(updates)}`);
+    }
+  }
+}
+
+/// Runs `op` on `agent`'s connection, then closes the agent's stdin as an editor that goes
+/// does (while a prompt may still wait), reads on until the agent exits, and checks it exited 0.
+async function goneWhileAsked(agent, op) {
+  await agent
+    .run(async (ctx) => {
+      await op(ctx);
+      agent.child.stdin.end();
+      await agent.exited;
+    })
+    .catch((error) => {
+      // The SDK gives up what the agent never answered once the connection closes.
+      if (!/connection closed/.test(error.message)) throw error;
+    });
+  assert.equal(await agent.exited, 0);
+}
+
+/// A session whose plan was asked about when the editor went: stdin closed, or, with
+/// `AC_KILL` set, the agent killed (SIGKILL) while the request is open. Returns its id.
+async function leaveAsked() {
+  let sessionId;
+  const first = start((_, signal) => untilGivenUp(signal));
+  const op = async (ctx) => {
+    await open(ctx, true);
+    ({ sessionId } = await newSession(ctx));
+    const asking = first.nextRequest();
+    prompt(ctx, sessionId, "Add dark mode").catch(() => {});
+    await asking;
+  };
+  if (process.env.AC_KILL) {
+    await first
+      .run(async (ctx) => {
+        await op(ctx);
+        first.child.kill("SIGKILL");
+        await first.exited;
+      })
+      .catch((error) => {
+        if (!/connection closed/.test(error.message)) throw error;
+      });
+  } else {
+    await goneWhileAsked(first, op);
+  }
+  return sessionId;
+}
+
 const scenarios = {
   /// initialize -> new -> prompt in plan -> permission request -> select build ->
   /// current_mode_update build -> a build-mode tool call -> end_turn.
@@ -208,6 +281,71 @@ const scenarios = {
     assert.equal(await agent.close(), 0);
   },
 
+  /// session/set_mode while the model works (APPROVING's `build`): the run stops at once, the
+  /// prompt ends `cancelled`, the mode is the one chosen, and the next prompt runs in it.
+  async set_mode_mid_turn() {
+    const agent = start(() => cancelled);
+    await agent.run(async (ctx) => {
+      await open(ctx);
+      const { sessionId } = await newSession(ctx);
+      const turn = prompt(ctx, sessionId, "Think hard");
+      // The test creates this file once the scripted server has the model call: the turn runs.
+      const called = path.join(ws, ".model-called");
+      while (!fs.existsSync(called)) await new Promise((resolve) => setTimeout(resolve, 10));
+      await ctx.request(methods.agent.session.setMode, { sessionId, modeId: "plan" });
+      assert.equal((await turn).stopReason, "cancelled");
+      assert.deepEqual(modeUpdates(agent.updates), ["plan"]);
+      assert.equal((await prompt(ctx, sessionId, "Hello")).stopReason, "end_turn");
+    });
+    const texts = agent.updates.filter((u) => u.sessionUpdate === "agent_message_chunk");
+    assert.deepEqual(texts.map((u) => u.content.text), ["Hello again."]);
+    assert.equal(await agent.close(), 0);
+  },
+
+  /// A tool call that waits for approval (APPROVING's `write_file`) is announced `pending`,
+  /// never `in_progress`; session/cancel while it is asked about ends the prompt `cancelled`
+  /// and gives the call a final update: `failed`, saying it was cancelled (with or without a
+  /// store); it never runs.
+  async cancel_while_a_tool_call_waits() {
+    const agent = start((_, signal) => untilGivenUp(signal));
+    await agent.run(async (ctx) => {
+      await open(ctx, Boolean(store));
+      const { sessionId } = await newSession(ctx);
+      const asked = agent.nextRequest();
+      const turn = prompt(ctx, sessionId, "Write notes");
+      await asked;
+      await ctx.notify(methods.agent.session.cancel, { sessionId });
+      assert.equal((await turn).stopReason, "cancelled");
+    });
+    assert.equal(await agent.close(), 0);
+    const call = agent.updates.find((u) => u.sessionUpdate === "tool_call");
+    assert.equal(call.status ?? "pending", "pending", JSON.stringify(call));
+    const updates = agent.updates.filter(
+      (u) => u.sessionUpdate === "tool_call_update" && u.toolCallId === call.toolCallId,
+    );
+    assert.ok(
+      updates.every((u) => u.status !== "in_progress"),
+      JSON.stringify(agent.updates),
+    );
+    const last = updates.at(-1);
+    assert.equal(last?.status, "failed", JSON.stringify(agent.updates));
+    assert.match(JSON.stringify(last.content), /cancel/i);
+    assert.ok(!fs.existsSync(path.join(ws, "notes.txt")), "a cancelled call never runs");
+  },
+
+  /// The model's reply is cut at its token limit: the text shown, the turn ends `max_tokens`.
+  async token_limit() {
+    const agent = start(() => cancelled);
+    await agent.run(async (ctx) => {
+      await open(ctx);
+      const { sessionId } = await newSession(ctx);
+      assert.equal((await prompt(ctx, sessionId, "Answer at length")).stopReason, "max_tokens");
+    });
+    const texts = agent.updates.filter((u) => u.sessionUpdate === "agent_message_chunk");
+    assert.deepEqual(texts.map((u) => u.content.text), ["The answer is"]);
+    assert.equal(await agent.close(), 0);
+  },
+
   /// A requireApproval tool call: allowed, it runs; rejected, it does not.
   async tool_approval() {
     const answers = [select("allow"), select("reject")];
@@ -266,8 +404,212 @@ const scenarios = {
     assert.equal(await agent.close(), 0);
   },
 
+  /// With a file store: five plans, rejected, set aside by a manual switch, set aside by a
+  /// feedback prompt, approved, and one left open when the editor goes. Live and in the replay
+  /// of `session/load`, only the approved one is `completed`; the replay says what became of
+  /// each, announces every tool call before its updates, replays every prompt, and the load
+  /// answers after all of it.
+  async plan_statuses() {
+    const prompts = [
+      "Add dark mode",
+      "Add a settings page",
+      "Add a login form",
+      "Use OAuth instead",
+      "Add theme tokens",
+    ];
+    let sessionId;
+    let strategy = [];
+    const first = start((params, signal) => strategy.shift()(params, signal));
+    await goneWhileAsked(first, async (ctx) => {
+      await open(ctx, true);
+      ({ sessionId } = await newSession(ctx));
+      strategy = [() => select("reject")];
+      assert.equal((await prompt(ctx, sessionId, prompts[0])).stopReason, "end_turn");
+      strategy = [(_, signal) => untilGivenUp(signal)];
+      const asked = first.nextRequest();
+      const turn = prompt(ctx, sessionId, prompts[1]);
+      await asked;
+      await ctx.request(methods.agent.session.setMode, { sessionId, modeId: "build" });
+      assert.equal((await turn).stopReason, "end_turn");
+      await ctx.request(methods.agent.session.setMode, { sessionId, modeId: "plan" });
+      strategy = [() => cancelled];
+      assert.equal((await prompt(ctx, sessionId, prompts[2])).stopReason, "cancelled");
+      strategy = [() => select("switch:build")];
+      assert.equal((await prompt(ctx, sessionId, prompts[3])).stopReason, "end_turn");
+      await ctx.request(methods.agent.session.setMode, { sessionId, modeId: "plan" });
+      strategy = [(_, signal) => untilGivenUp(signal)];
+      const asking = first.nextRequest();
+      prompt(ctx, sessionId, prompts[4]).catch(() => {});
+      await asking;
+    });
+    const live = planCalls(first.updates);
+    assert.deepEqual(
+      live.map((c) => c.status),
+      ["failed", "failed", "failed", "completed", "pending"],
+      JSON.stringify(live),
+    );
+
+    const second = start(() => cancelled);
+    let replayedCount;
+    await second.run(async (ctx) => {
+      await open(ctx, true);
+      await ctx.request(methods.agent.session.load, { sessionId, cwd: ws, mcpServers: [] });
+      const replayed = second.updates.slice();
+      announcedBeforeUpdated(replayed);
+      assert.deepEqual(
+        replayed.filter((u) => u.sessionUpdate === "user_message_chunk").map((u) => u.content.text),
+        prompts,
+      );
+      const plans = planCalls(replayed);
+      assert.deepEqual(
+        plans.map((c) => c.status),
+        ["failed", "failed", "failed", "completed", "pending"],
+        JSON.stringify(plans),
+      );
+      const said = plans.map((c) => c.text);
+      assert.match(said[0], /rejected/i, said[0]);
+      assert.match(said[1], /switch/i, said[1]);
+      assert.match(said[2], /new message/i, said[2]);
+      assert.match(said[3], /approved/i, said[3]);
+      replayedCount = replayed.length;
+    });
+    assert.equal(await second.close(), 0);
+    // Nothing of the replay came after the load's answer.
+    assert.deepEqual(kinds(second.updates.slice(replayedCount)), []);
+  },
+
+  /// A plan left asked about when the editor went (stdin closed, or the agent killed with
+  /// `AC_KILL`): after `session/load` the agent sends nothing of a turn until the editor
+  /// prompts; that prompt is accepted as the feedback that sets the old plan aside (`failed`,
+  /// saying so), the model plans again inside the turn, and everything of it comes before the
+  /// prompt's stop reason.
+  async quiet_after_load() {
+    const sessionId = await leaveAsked();
+    let prompted = false;
+    const early = [];
+    const second = start((params, signal) => {
+      if (!prompted) {
+        early.push(params);
+        return untilGivenUp(signal);
+      }
+      return select("switch:build");
+    });
+    let loadedCount;
+    let answeredCount;
+    await second.run(async (ctx) => {
+      await open(ctx, true);
+      await ctx.request(methods.agent.session.load, { sessionId, cwd: ws, mcpServers: [] });
+      loadedCount = second.updates.length;
+      const old = planCalls(second.updates);
+      assert.deepEqual(old.map((c) => c.status), ["pending"]);
+      // A moment for anything the agent would send on its own (it must send nothing).
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      assert.deepEqual(early, [], "a permission request came with no prompt open");
+      assert.deepEqual(kinds(second.updates.slice(loadedCount)), []);
+      prompted = true;
+      const done = await prompt(ctx, sessionId, "Use OAuth instead");
+      assert.equal(done.stopReason, "end_turn");
+      answeredCount = second.updates.length;
+    });
+    assert.equal(await second.close(), 0);
+    assert.deepEqual(kinds(second.updates.slice(answeredCount)), [], "updates after the stop reason");
+    const plans = planCalls(second.updates);
+    assert.deepEqual(plans.map((c) => c.status), ["failed", "completed"], JSON.stringify(plans));
+    assert.match(plans[0].text, /not approved: the user sent a new message/i);
+    assert.equal(second.requests.length, 1);
+    assert.equal(second.requests[0].toolCall.title, "Use OAuth instead");
+    assert.deepEqual(modeUpdates(second.updates), ["build"]);
+  },
+
+  /// The same for a tool call left waiting for approval (`write_file` in APPROVING's `build`):
+  /// quiet after the load; the next prompt sets the call aside (`failed`, never run).
+  async quiet_after_load_tool_call() {
+    let sessionId;
+    const first = start((_, signal) => untilGivenUp(signal));
+    await goneWhileAsked(first, async (ctx) => {
+      await open(ctx, true);
+      ({ sessionId } = await newSession(ctx));
+      const asking = first.nextRequest();
+      prompt(ctx, sessionId, "Write notes").catch(() => {});
+      await asking;
+    });
+    const second = start(() => select("allow"));
+    let loadedCount;
+    await second.run(async (ctx) => {
+      await open(ctx, true);
+      await ctx.request(methods.agent.session.load, { sessionId, cwd: ws, mcpServers: [] });
+      loadedCount = second.updates.length;
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      assert.deepEqual(second.requests, [], "a permission request came with no prompt open");
+      assert.deepEqual(kinds(second.updates.slice(loadedCount)), []);
+      assert.equal((await prompt(ctx, sessionId, "Never mind")).stopReason, "end_turn");
+    });
+    assert.equal(await second.close(), 0);
+    const calls = second.updates.filter((u) => u.sessionUpdate === "tool_call_update");
+    assert.deepEqual(calls.map((u) => u.status), ["failed"], JSON.stringify(second.updates));
+    assert.ok(!fs.existsSync(path.join(ws, "notes.txt")), "a call set aside never runs");
+  },
+
+  /// `session/cancel` of the first prompt after a load of a session left asked: the prompt
+  /// ends `cancelled`, and nothing is approved.
+  async cancel_after_load() {
+    const sessionId = await leaveAsked();
+    const second = start((_, signal) => untilGivenUp(signal));
+    await second.run(async (ctx) => {
+      await open(ctx, true);
+      await ctx.request(methods.agent.session.load, { sessionId, cwd: ws, mcpServers: [] });
+      const asked = second.nextRequest();
+      const turn = prompt(ctx, sessionId, "Go on");
+      await asked;
+      await ctx.notify(methods.agent.session.cancel, { sessionId });
+      assert.equal((await turn).stopReason, "cancelled");
+    });
+    assert.equal(await second.close(), 0);
+    assert.deepEqual(modeUpdates(second.updates), []);
+    assert.equal(second.requests.length, 1, "asked once, inside the prompt's turn");
+  },
+
+  /// With a file store: `initialize` advertises `session/close` and `session/resume`; the mode
+  /// option has the `mode` category; a closed session is gone (resource not found), and
+  /// `session/resume` reopens it without a replay, its plan still pending until the next
+  /// prompt, which is its feedback.
+  async session_lifecycle() {
+    const answers = [cancelled, select("switch:build")];
+    const agent = start(() => answers.shift());
+    await agent.run(async (ctx) => {
+      const init = await open(ctx, true);
+      assert.deepEqual(init.agentCapabilities.sessionCapabilities?.close, {});
+      assert.deepEqual(init.agentCapabilities.sessionCapabilities?.resume, {});
+      const session = await newSession(ctx);
+      const { sessionId } = session;
+      assert.equal(session.configOptions[0].category, "mode");
+      assert.equal((await prompt(ctx, sessionId, "Add dark mode")).stopReason, "cancelled");
+      assert.deepEqual(await ctx.request(methods.agent.session.close, { sessionId }), {});
+      await assert.rejects(prompt(ctx, sessionId, "Hello"), (e) => e.code === -32002);
+      // Closed again: resource not found, which the SDK takes as closed (`{}`).
+      assert.deepEqual(await ctx.request(methods.agent.session.close, { sessionId }), {});
+      const before = agent.updates.length;
+      const resumed = await ctx.request(methods.agent.session.resume, {
+        sessionId,
+        cwd: ws,
+        mcpServers: [],
+      });
+      assert.equal(resumed.modes.currentModeId, "plan");
+      assert.equal(resumed.configOptions[0].category, "mode");
+      assert.deepEqual(kinds(agent.updates.slice(before)), [], "resume replays nothing");
+      assert.equal((await prompt(ctx, sessionId, "Use OAuth")).stopReason, "end_turn");
+      await assert.rejects(
+        ctx.request(methods.agent.session.resume, { sessionId: "no-such", cwd: ws, mcpServers: [] }),
+        (e) => e.code === -32002,
+      );
+    });
+    assert.deepEqual(modeUpdates(agent.updates), ["build"]);
+    assert.equal(await agent.close(), 0);
+  },
+
   /// A plan left pending (a `cancelled` outcome, with a file store); the agent restarts; the
-  /// session loads with its history, is asked about again, and approved.
+  /// session loads with its history, the plan shown pending; the next prompt is its feedback,
+  /// and the plan it leads to is approved inside that prompt's turn.
   async load_after_restart() {
     let sessionId;
     const first = start(() => cancelled);
@@ -281,7 +623,6 @@ const scenarios = {
     const second = start(() => select("switch:build"));
     await second.run(async (ctx) => {
       await open(ctx, true);
-      const asked = second.nextRequest();
       const loaded = await ctx.request(methods.agent.session.load, {
         sessionId,
         cwd: ws,
@@ -291,13 +632,10 @@ const scenarios = {
       const replayed = second.updates.slice();
       assert.equal(replayed[0].sessionUpdate, "user_message_chunk");
       assert.equal(replayed[0].content.text, "Add dark mode");
-      assert.ok(kinds(replayed).includes("tool_call"));
-      const request = await asked;
+      assert.deepEqual(planCalls(replayed).map((c) => c.status), ["pending"]);
+      assert.equal((await prompt(ctx, sessionId, "Go ahead")).stopReason, "end_turn");
+      const [request] = second.requests;
       assert.equal(request.toolCall.kind, "switch_mode");
-      // The approval's mode change arrives after the answer.
-      while (modeUpdates(second.updates).length === 0) {
-        await new Promise((resolve) => setImmediate(resolve));
-      }
     });
     assert.deepEqual(modeUpdates(second.updates), ["build"]);
     assert.equal(await second.close(), 0);

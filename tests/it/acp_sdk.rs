@@ -172,6 +172,33 @@ fn sdk_session_cancel_mid_turn() {
     scenario("cancel_mid_turn", APPROVING, Some(script), false);
 }
 
+/// `session/set_mode` while the model works stops the run at once and switches: no call runs
+/// in the mode the user left (issue 36 item 9: before, the switch waited for the turn to end
+/// while the model went on in the old mode).
+#[cfg(feature = "openai")] // the model is the OpenAI provider
+#[test]
+fn sdk_set_mode_mid_turn_stops_the_run_and_switches() {
+    let script = vec![hang(), openai_server::text("Hello again.")];
+    scenario("set_mode_mid_turn", APPROVING, Some(script), false);
+}
+
+/// A tool call that waits for approval is announced `pending` (issue 44 item 4: it was
+/// `in_progress`, then `pending`), and session/cancel while it is asked about gives it a final
+/// `failed` update saying it was cancelled, with a store (before: none) and without one.
+#[cfg(feature = "openai")] // the model is the OpenAI provider
+#[test]
+fn sdk_a_waiting_tool_call_is_announced_pending_and_ends_failed_when_cancelled() {
+    for store in [true, false] {
+        let script = vec![write_call("notes.txt", "hello")];
+        scenario(
+            "cancel_while_a_tool_call_waits",
+            APPROVING,
+            Some(script),
+            store,
+        );
+    }
+}
+
 #[cfg(feature = "openai")] // the model is the OpenAI provider
 #[test]
 fn sdk_a_tool_call_that_waits_is_allowed_then_rejected() {
@@ -182,6 +209,75 @@ fn sdk_a_tool_call_that_waits_is_allowed_then_rejected() {
         openai_server::text("Did not write no."),
     ];
     scenario("tool_approval", APPROVING, Some(script), false);
+}
+
+/// A reply cut at the token limit (OpenAI-compatible `finish_reason: "length"`) ends the turn
+/// `max_tokens`, its text shown (issue 44 item 3: it ended `end_turn`).
+#[cfg(feature = "openai")] // the model is the OpenAI provider
+#[test]
+fn sdk_a_reply_cut_at_the_token_limit_ends_max_tokens() {
+    let cut = openai_server::sse(&[
+        openai_server::chunk(json!({"role": "assistant", "content": ""}), None),
+        openai_server::chunk(json!({"content": "The answer is"}), None),
+        openai_server::chunk(json!({}), Some("length")),
+    ]);
+    let script = vec![Reply::Raw(cut)];
+    scenario("token_limit", PLAN_BUILD, Some(script), false);
+}
+
+/// Only an approved plan is drawn `completed`, live and in the replay of `session/load`; a
+/// rejected plan, one set aside by a switch or a feedback prompt is `failed`, one still open
+/// `pending`; the replay says what became of each (issue 44 item 1).
+#[test]
+fn sdk_a_plan_not_approved_is_never_drawn_completed_live_or_replayed() {
+    scenario("plan_statuses", PLAN_BUILD, None, true);
+}
+
+/// A session reopened while a plan was asked about (the editor went: stdin closed) is quiet
+/// until the editor prompts; that prompt is accepted, is the feedback that sets the old plan
+/// aside, and all of its turn comes before its stop reason (issue 44 item 2: before, the old
+/// plan was asked about with no prompt open, and the prompt was refused as already running).
+#[test]
+fn sdk_a_session_loaded_while_asked_waits_for_the_editors_prompt() {
+    scenario("quiet_after_load", PLAN_BUILD, None, true);
+}
+
+/// The same when the agent was killed while asking.
+#[test]
+fn sdk_a_session_loaded_after_a_kill_while_asked_waits_for_the_editors_prompt() {
+    scenario_with(
+        "quiet_after_load",
+        PLAN_BUILD,
+        None,
+        true,
+        &[("AC_KILL", Path::new("1"))],
+    );
+}
+
+/// The same for a tool call left waiting for approval: quiet after the load, set aside by the
+/// next prompt, never run.
+#[cfg(feature = "openai")] // the model is the OpenAI provider
+#[test]
+fn sdk_a_session_loaded_while_a_tool_call_waits_waits_for_the_editors_prompt() {
+    let script = vec![
+        write_call("notes.txt", "hello"),
+        openai_server::text("Not written."),
+    ];
+    scenario("quiet_after_load_tool_call", APPROVING, Some(script), true);
+}
+
+/// `session/cancel` of the first prompt after such a load ends it `cancelled` and approves
+/// nothing.
+#[test]
+fn sdk_cancel_after_a_load_while_asked_approves_nothing() {
+    scenario("cancel_after_load", PLAN_BUILD, None, true);
+}
+
+/// `session/close` and `session/resume`, advertised in `initialize`, and the mode option's
+/// `mode` category (issue 36 item 12: before, neither method nor the category).
+#[test]
+fn sdk_close_and_resume_a_session_and_the_mode_category() {
+    scenario("session_lifecycle", PLAN_BUILD, None, true);
 }
 
 #[test]

@@ -9,6 +9,7 @@
 mod common;
 
 mod acp;
+mod acp_codes;
 mod acp_input;
 mod acp_sdk;
 mod allowance_origin;
