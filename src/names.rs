@@ -202,7 +202,16 @@ mod tests {
                 "workspace"
             ]
         );
-        check!(PendingKind, [Plan, ToolCall], ["plan", "tool_call"]);
+        check!(
+            PendingKind,
+            [Plan, ToolCall, Question, Suspension],
+            ["plan", "tool_call", "question", "suspension"]
+        );
+        check!(
+            crate::event::SuspensionKind,
+            [Question, Suspension],
+            ["question", "suspension"]
+        );
         check!(RuleAction, [Allow, Ask, Deny], ["allow", "ask", "deny"]);
         check!(
             C,

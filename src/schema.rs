@@ -53,7 +53,7 @@ pub fn decision() -> Value {
 /// let schema = agent_controller::schema::pending_summary();
 /// assert_eq!(
 ///     schema["properties"]["kind"]["enum"],
-///     serde_json::json!(["plan", "tool_call"]),
+///     serde_json::json!(["plan", "tool_call", "question", "suspension"]),
 /// );
 /// ```
 pub fn pending_summary() -> Value {
@@ -68,7 +68,10 @@ pub fn pending_summary() -> Value {
 /// # Examples
 /// ```
 /// let schema = agent_controller::schema::pending_entry();
-/// assert_eq!(schema["properties"]["kind"]["enum"], serde_json::json!(["plan", "tool_call"]));
+/// assert_eq!(
+///     schema["properties"]["kind"]["enum"],
+///     serde_json::json!(["plan", "tool_call", "question", "suspension"]),
+/// );
 /// assert_eq!(schema["properties"]["allowancesInForce"]["type"], "array");
 /// ```
 pub fn pending_entry() -> Value {

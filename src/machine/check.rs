@@ -45,6 +45,17 @@ pub(crate) fn check(
 ) -> Result<Checked, SessionError> {
     let malformed = |what: &str| Err(SessionError::MalformedDecision(what.to_owned()));
     let rejected = decision.action == DecisionAction::Rejected;
+    if let PendingDecision::Suspension(suspended) = pending {
+        check_suspension(suspended, decision)?;
+        if let Some(given) = &decision.sha256 {
+            check_pin(pending, given)?;
+        }
+        return Ok(Checked {
+            target: None,
+            edited: None,
+            comments: Vec::new(),
+        });
+    }
     match pending {
         PendingDecision::Plan(_) if decision.always_allow => {
             return malformed(
@@ -154,6 +165,36 @@ pub(crate) fn check(
     })
 }
 
+/// Checks a decision on a call its tool suspended: it is declined (a rejection, with feedback
+/// at most); none of the parts of a plan's or a tool call's decision go with it.
+fn check_suspension(
+    suspended: &super::pending::PendingSuspension,
+    decision: &Decision,
+) -> Result<(), SessionError> {
+    let malformed = |what: String| Err(SessionError::MalformedDecision(what));
+    let name = suspended.tool_name();
+    if decision.action == DecisionAction::Approved {
+        return malformed(format!(
+            "`{name}` waits for an answer, not an approval: answer it, or reject it to decline"
+        ));
+    }
+    if decision.to.is_some()
+        || decision.plan.is_some()
+        || decision.model.is_some()
+        || !decision.comments.is_empty()
+    {
+        return malformed(format!(
+            "a decision on `{name}`'s suspension names no target mode, edited plan, model or comments: they go with a plan"
+        ));
+    }
+    if decision.always_allow || decision.scope.is_some() || decision.allow.is_some() {
+        return malformed(format!(
+            "a decision on `{name}`'s suspension gives no allowance: `alwaysAllow`, `scope` and `allow` go with a tool call"
+        ));
+    }
+    Ok(())
+}
+
 /// Checks a `sha256` pin (what the user saw) against [`PendingDecision::sha256`], ignoring ASCII
 /// case: the one place a pin is compared.
 ///
@@ -172,6 +213,11 @@ pub(crate) fn check_pin(pending: &PendingDecision, given: &str) -> Result<(), Se
             given,
         },
         PendingDecision::Plan(_) => SessionError::Sha256Mismatch { expected, given },
+        PendingDecision::Suspension(s) => SessionError::PayloadSha256Mismatch {
+            decision_id: s.payload.decision_id.clone(),
+            expected,
+            given,
+        },
     })
 }
 
@@ -247,7 +293,7 @@ pub(crate) fn decision_id_for(n: u64) -> String {
 }
 
 /// The checks a host may run on what waits before it decides (the core's one place a decision
-/// is checked, [`check`]).
+/// is checked).
 impl PendingDecision {
     /// Checks a `sha256` pin (what the user saw) against [`PendingDecision::sha256`], ignoring
     /// ASCII case; changes nothing. A host can call it before it shows anything.

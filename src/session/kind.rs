@@ -122,7 +122,9 @@ impl SessionError {
             | E::UnknownSession(_) => K::NotFound,
             E::AlreadyDecided(_) => K::AlreadyDecided,
             E::Expired { .. } => K::Expired,
-            E::Sha256Mismatch { .. } | E::ArgsSha256Mismatch { .. } => K::Mismatch,
+            E::Sha256Mismatch { .. }
+            | E::ArgsSha256Mismatch { .. }
+            | E::PayloadSha256Mismatch { .. } => K::Mismatch,
             E::MalformedDecision(_)
             | E::TargetNotAllowed { .. }
             | E::EditedPlan(_)

@@ -1024,6 +1024,17 @@ impl Harness {
                         .collect(),
                     sha256: plan.submission.sha256,
                 },
+                // The kit drives no tool that suspends (yet): traced as a waiting call.
+                other => {
+                    let tool = other.as_tool();
+                    Trace::ToolCallSuspended {
+                        tool_call_id,
+                        tool: tool.map(|t| t.tool_name.clone()).unwrap_or_default(),
+                        decision_id: other.decision_id().to_owned(),
+                        args_sha256: tool.map(|t| t.payload_sha256.clone()).unwrap_or_default(),
+                        rule: None,
+                    }
+                }
             },
             Event::ToolSuspensionCancelled {
                 tool_call_id,

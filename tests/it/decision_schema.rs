@@ -437,6 +437,8 @@ fn full_pending_tool_call() -> PendingSummary {
         tool_name: Some("write_file".into()),
         args: Some(json!({"path": "a.txt"})),
         args_sha256: Some("ab".into()),
+        payload: None,
+        answer_schema: None,
         always_allowed: vec!["read_file".into()],
         plan_path: String::new(),
         terms: WaitTerms {

@@ -61,6 +61,7 @@ mod submit_plan;
 mod terminal;
 mod tool_access;
 mod tool_approval;
+mod tool_suspend;
 mod transitions;
 mod two_processes;
 mod usage;
