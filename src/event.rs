@@ -644,6 +644,9 @@ pub enum DecisionOutcome {
     /// No decision was taken by its deadline (the planning mode's `approvalTimeout`): it
     /// counts as rejected ([`crate::deadline`]).
     Expired,
+    /// A call its tool suspended was answered (`answered`): the answer went to the tool's
+    /// resume step.
+    Answered,
 }
 
 impl DecisionOutcome {

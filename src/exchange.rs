@@ -1,5 +1,6 @@
 //! What the core and the hosts, tools and models exchange: a tool call ([`ToolCall`]), its result
-//! ([`ToolOutput`]), a message of the conversation ([`Message`]) and the name of the built-in
+//! ([`ToolOutput`]), the check of a value against a tool's JSON Schema ([`input`], also for
+//! the answer to a suspended call), a message of the conversation ([`Message`]) and the name of the built-in
 //! plan tool ([`SUBMIT_PLAN`]). It sits beneath the rules (`src/machine/`) and the layers
 //! around them (`tool`, `model`, `store`) and imports none of them, so both sides name the same
 //! types without naming each other. Each type is re-exported where users know it:
@@ -7,6 +8,7 @@
 //! [`crate::tool::submit_plan::SUBMIT_PLAN`].
 
 pub mod args;
+pub mod input;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -2352,7 +2352,9 @@ impl Session {
         self.decide_at(index, decision).await
     }
 
-    /// Like [`Session::decide`] with resume data as JSON.
+    /// Like [`Session::decide`] with resume data as JSON. For a call its tool suspended,
+    /// Mastra's bare resume data is taken too: a string, or an array of strings, is the answer
+    /// ([`Decision::answer`]; the name of an action alone never is).
     ///
     /// # Errors
     /// [`SessionError::MalformedDecision`] first, then those of [`Session::decide`].
@@ -2388,7 +2390,15 @@ impl Session {
         decision_id: &str,
         data: &Value,
     ) -> Result<RunOutcome, SessionError> {
-        let decision = Decision::from_json(data)?;
+        let suspended = self
+            .pending_with_id(decision_id)
+            .ok()
+            .and_then(|i| self.state.pending.get(i))
+            .is_some_and(|p| matches!(p, PendingDecision::Suspension(_)));
+        let decision = match Decision::bare_answer(data) {
+            Some(answer) if suspended => answer,
+            _ => Decision::from_json(data)?,
+        };
         self.decide(decision_id, decision).await
     }
 

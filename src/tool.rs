@@ -12,7 +12,7 @@
 //! should use async I/O or `tokio::task::spawn_blocking`.
 
 pub mod fs;
-pub mod input;
+pub use crate::exchange::input;
 pub mod mcp;
 pub mod submit_plan;
 

@@ -50,11 +50,29 @@ pub(crate) fn check(
         if let Some(given) = &decision.sha256 {
             check_pin(pending, given)?;
         }
+        if let Some(answer) = decision.answer.as_deref()
+            && let Some(reason) = answer_mismatch(answer, &suspended.payload.answer_schema)
+        {
+            return Err(SessionError::InvalidAnswer {
+                decision_id: suspended.decision_id().to_owned(),
+                reason,
+            });
+        }
         return Ok(Checked {
             target: None,
             edited: None,
             comments: Vec::new(),
         });
+    }
+    if decision.action == DecisionAction::Answered || decision.answer.is_some() {
+        let what = match pending {
+            PendingDecision::Plan(_) => "a plan",
+            _ => "a tool call waiting for approval",
+        };
+        return Err(SessionError::MalformedDecision(format!(
+            "{} is {what}, not a question: an answer (`\"action\": \"answered\"`, `answer`) goes with a call its tool suspended; approve or reject it",
+            pending.decision_id()
+        )));
     }
     match pending {
         PendingDecision::Plan(_) if decision.always_allow => {
@@ -165,18 +183,40 @@ pub(crate) fn check(
     })
 }
 
-/// Checks a decision on a call its tool suspended: it is declined (a rejection, with feedback
-/// at most); none of the parts of a plan's or a tool call's decision go with it.
+/// What keeps `answer` from fitting `schema`, in the input checker's words (the checker the
+/// crate uses for tool arguments, [`crate::exchange::input::mismatch`]); `None` when it fits.
+fn answer_mismatch(answer: &serde_json::Value, schema: &serde_json::Value) -> Option<String> {
+    crate::exchange::input::mismatch(answer, schema)
+        .map(|why| why.replace("the arguments", "the answer"))
+}
+
+/// Checks a decision on a call its tool suspended: it is answered (with an `answer`) or
+/// declined (a rejection, with feedback at most); none of the parts of a plan's or a tool
+/// call's decision go with it.
 fn check_suspension(
     suspended: &super::pending::PendingSuspension,
     decision: &Decision,
 ) -> Result<(), SessionError> {
     let malformed = |what: String| Err(SessionError::MalformedDecision(what));
     let name = suspended.tool_name();
-    if decision.action == DecisionAction::Approved {
-        return malformed(format!(
-            "`{name}` waits for an answer, not an approval: answer it, or reject it to decline"
-        ));
+    match (decision.action, &decision.answer) {
+        (DecisionAction::Answered, Some(_)) | (DecisionAction::Rejected, None) => {}
+        (DecisionAction::Answered, None) => {
+            return malformed(format!(
+                "an answer to `{name}` needs its `answer`: `{{\"action\": \"answered\", \"answer\": ...}}`"
+            ));
+        }
+        (_, Some(_)) => {
+            return malformed(format!(
+                "`answer` goes with `\"action\": \"answered\"`, not with `{}`",
+                decision.action
+            ));
+        }
+        _ => {
+            return malformed(format!(
+                "`{name}` waits for an answer, not an approval: answer it (`\"action\": \"answered\"`), or reject it to decline"
+            ));
+        }
     }
     if decision.to.is_some()
         || decision.plan.is_some()

@@ -81,6 +81,11 @@ impl Change<'_> {
         decision: Decision,
         checked: Checked,
     ) -> Result<PlanDecided, SessionError> {
+        if decision.action == DecisionAction::Answered {
+            return Err(SessionError::MalformedDecision(
+                "a plan is approved or rejected, not answered".to_owned(),
+            ));
+        }
         let pending = (index < self.state.pending.len()).then(|| self.state.pending.remove(index));
         let Some(PendingDecision::Plan(pending)) = pending else {
             return Err(SessionError::NotSuspended(String::new()));
@@ -93,7 +98,8 @@ impl Change<'_> {
         // (many chat templates refuse a system message anywhere but first).
         let notice = match decision.action {
             DecisionAction::Approved => self.mode_notice(target, ModeChangeReason::PlanApproved),
-            DecisionAction::Rejected => None,
+            // An answer never reaches a plan (`check` refuses it, and so does the start here).
+            DecisionAction::Rejected | DecisionAction::Answered => None,
         };
         let edited = checked.edited;
         let comments = checked.comments;
@@ -109,7 +115,7 @@ impl Change<'_> {
         };
         let feedback = match decision.action {
             DecisionAction::Approved => feedback,
-            DecisionAction::Rejected => revise_with.as_deref(),
+            DecisionAction::Rejected | DecisionAction::Answered => revise_with.as_deref(),
         };
         let max_revisions = self.config.max_revisions;
         // A rejection with feedback asks for a revision: beyond the run's limit it ends the run.
@@ -137,11 +143,11 @@ impl Change<'_> {
                 plan::rejected_at_revision_limit(feedback, max_revisions),
                 DecisionOutcome::Rejected,
             ),
-            (DecisionAction::Rejected, Some(feedback)) => (
+            (DecisionAction::Rejected | DecisionAction::Answered, Some(feedback)) => (
                 plan::rejected_with_feedback(feedback),
                 DecisionOutcome::Rejected,
             ),
-            (DecisionAction::Rejected, None) => {
+            (DecisionAction::Rejected | DecisionAction::Answered, None) => {
                 (REJECTED_RESULT.to_owned(), DecisionOutcome::Rejected)
             }
         };
@@ -203,14 +209,23 @@ impl Change<'_> {
     ) -> Result<(Arc<str>, Option<(Vec<Approved>, Vec<Answered>)>), SessionError> {
         let decided_at = self.now_rfc3339();
         if let Some(PendingDecision::Suspension(suspended)) = self.state.pending.get_mut(index) {
-            let outcome = match decision.action {
-                DecisionAction::Rejected => DecisionOutcome::Rejected,
-                DecisionAction::Approved => return Err(SessionError::NotSuspended(String::new())),
+            let outcome = match (decision.action, &decision.answer) {
+                (DecisionAction::Answered, Some(_)) => DecisionOutcome::Answered,
+                (DecisionAction::Rejected, None) => DecisionOutcome::Rejected,
+                // `check` refuses the others before they get here.
+                _ => {
+                    return Err(SessionError::MalformedDecision(format!(
+                        "`{}` is answered or declined, not {}",
+                        suspended.tool_name(),
+                        decision.action
+                    )));
+                }
             };
             let record =
                 suspension_record(suspended, outcome, decision.decided_by.clone(), decided_at);
             suspended.decided = Some(record);
             suspended.feedback = decision.feedback().map(str::to_owned);
+            suspended.answer = decision.answer.map(|a| *a);
             let run_id = suspended.run_id.clone();
             let resumed = self.resume_if_all_decided(&run_id);
             return Ok((run_id, resumed));
@@ -221,6 +236,13 @@ impl Change<'_> {
         let outcome = match decision.action {
             DecisionAction::Approved => DecisionOutcome::Approved,
             DecisionAction::Rejected => DecisionOutcome::Rejected,
+            // `check` refuses an answer to a tool call waiting for approval.
+            DecisionAction::Answered => {
+                return Err(SessionError::MalformedDecision(
+                    "a tool call waiting for approval is approved or rejected, not answered"
+                        .to_owned(),
+                ));
+            }
         };
         let mut record = tool_call_record(
             call,
@@ -277,7 +299,7 @@ impl Change<'_> {
         let calls = std::mem::take(&mut self.state.pending);
         self.resume_run(&run_id);
         let mut approved = Vec::new();
-        let answered: Vec<Answered> = Vec::new();
+        let mut answered: Vec<Answered> = Vec::new();
         for call in calls {
             let call = match call {
                 PendingDecision::ToolCall(call) => call,
@@ -286,6 +308,10 @@ impl Change<'_> {
                         continue;
                     };
                     self.state.history.push(record.clone());
+                    if record.outcome == Some(DecisionOutcome::Answered) {
+                        answered.push((suspended, record));
+                        continue;
+                    }
                     let output = ToolOutput::error(super::rejection::declined_result(
                         suspended.feedback.as_deref(),
                     ));

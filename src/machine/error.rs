@@ -124,6 +124,17 @@ pub enum SessionError {
         /// The hash in the decision.
         given: String,
     },
+    /// An answer ([`Decision::answer`](crate::Decision::answer)) that does not fit the schema
+    /// the call suspended with; nothing changed, the call still waits.
+    #[error(
+        "the answer to {decision_id} is refused: {reason}; nothing was answered, it still waits"
+    )]
+    InvalidAnswer {
+        /// The decision id of the suspended call.
+        decision_id: String,
+        /// What does not fit, as the input checker says it.
+        reason: String,
+    },
     /// The resume data is not `{ action: "approved" | "rejected", feedback?, sha256? }`.
     #[error("malformed resume data: {0}")]
     MalformedDecision(String),

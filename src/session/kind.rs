@@ -126,6 +126,7 @@ impl SessionError {
             | E::ArgsSha256Mismatch { .. }
             | E::PayloadSha256Mismatch { .. } => K::Mismatch,
             E::MalformedDecision(_)
+            | E::InvalidAnswer { .. }
             | E::TargetNotAllowed { .. }
             | E::EditedPlan(_)
             | E::PlanComment(_)

@@ -1358,6 +1358,8 @@ fn waiting_view(w: &WaitingCall) -> String {
         Some((DecisionAction::Approved, _)) => "approved",
         Some((DecisionAction::Rejected, false)) => "rejected",
         Some((DecisionAction::Rejected, true)) => "rejected with feedback",
+        // The kit answers no suspension (yet): never reached.
+        Some((DecisionAction::Answered, _)) => "answered",
     };
     let by = match &w.allowed_by {
         Some(allowance) => format!(" (allowed by {allowance})"),

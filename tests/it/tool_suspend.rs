@@ -124,6 +124,10 @@ impl Setup {
         }
     }
 
+    fn exists(&self, name: &str) -> bool {
+        self.ws.path().join(name).exists()
+    }
+
     async fn session(&self) -> Session {
         self.controller
             .start_session(self.recorder.options())
@@ -464,4 +468,262 @@ async fn a_suspension_past_its_deadline_expires_unanswered() {
     );
     // No model call followed.
     assert_eq!(s.server.served(), 1);
+}
+// Answering (issue 37, "Answering"): an answer pinned to the payload's sha256, checked against
+// the schema the tool suspended with, handed to the tool's resume step.
+
+fn sha_of(pending: &[PendingDecision], decision_id: &str) -> String {
+    pending
+        .iter()
+        .find(|p| p.decision_id() == decision_id)
+        .map(|p| p.sha256().to_owned())
+        .expect("waits")
+}
+
+#[tokio::test]
+async fn an_answer_goes_to_the_tools_resume_step_and_its_result_to_the_model() {
+    let s = Setup::new(vec![calls([deploy("call_1", "staging")]), text("done")]).await;
+    let mut session = s.session().await;
+    let pending = awaiting(session.send_message("deploy").await.expect("send"));
+    let answer = Decision::answer(json!({ "confirm": true }))
+        .with_sha256(sha_of(&pending, "decision_1"))
+        .decided_by("alice");
+    let outcome = session.decide("decision_1", answer).await.expect("answer");
+    assert!(
+        matches!(outcome, RunOutcome::Completed { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(s.result_of(1, "call_1").await, "Deployed to staging.");
+    let record = session
+        .decision_history()
+        .iter()
+        .find(|d| d.decision_id == "decision_1")
+        .cloned()
+        .expect("recorded");
+    assert_eq!(record.outcome, Some(DecisionOutcome::Answered));
+    assert_eq!(record.decided_by.as_deref(), Some("alice"));
+    assert_eq!(record.sha256.as_deref(), Some(pending[0].sha256()));
+    // Exactly once: answered, it waits no more.
+    assert_eq!(
+        session
+            .decide("decision_1", Decision::answer(json!({ "confirm": true })))
+            .await,
+        Err(SessionError::AlreadyDecided("decision_1".into()))
+    );
+}
+
+#[tokio::test]
+async fn an_answer_that_does_not_fit_the_schema_is_refused_and_changes_nothing() {
+    let s = Setup::new(vec![calls([deploy("call_1", "staging")]), text("done")]).await;
+    let mut session = s.session().await;
+    let pending = awaiting(session.send_message("deploy").await.expect("send"));
+    for bad in [
+        json!({ "confirm": "yes" }),
+        json!("yes"),
+        json!({}),
+        json!({ "confirm": true, "target": "prod" }),
+        json!(null),
+    ] {
+        let refused = session
+            .decide("decision_1", Decision::answer(bad.clone()))
+            .await;
+        let Err(SessionError::InvalidAnswer {
+            decision_id,
+            reason,
+        }) = &refused
+        else {
+            panic!("{bad}: {refused:?}");
+        };
+        assert_eq!(decision_id, "decision_1");
+        assert!(!reason.is_empty());
+        assert_eq!(
+            session.pending(),
+            pending.as_slice(),
+            "{bad}: nothing changed"
+        );
+    }
+    // Mastra's bare resume data is read as the answer, and refused for not fitting.
+    let bare = session.decide_json("decision_1", &json!("yes")).await;
+    assert!(
+        matches!(bare, Err(SessionError::InvalidAnswer { .. })),
+        "{bare:?}"
+    );
+    // Pinned to another payload: refused too.
+    let pinned = session
+        .decide(
+            "decision_1",
+            Decision::answer(json!({ "confirm": true })).with_sha256("0".repeat(64)),
+        )
+        .await;
+    assert!(
+        matches!(pinned, Err(SessionError::PayloadSha256Mismatch { .. })),
+        "{pinned:?}"
+    );
+    // An answer with the parts of another kind's decision is malformed.
+    let mut with_target = Decision::answer(json!({ "confirm": true }));
+    with_target.to = Some("free".into());
+    assert!(matches!(
+        session.decide("decision_1", with_target).await,
+        Err(SessionError::MalformedDecision(_))
+    ));
+    assert_eq!(session.pending(), pending.as_slice());
+    assert_eq!(s.server.served(), 1);
+    // The question still waits, and a fitting answer carries the run on.
+    let outcome = session
+        .decide("decision_1", Decision::answer(json!({ "confirm": false })))
+        .await
+        .expect("answer");
+    assert!(
+        matches!(outcome, RunOutcome::Completed { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        s.result_of(1, "call_1").await,
+        "The user did not confirm the deploy to staging."
+    );
+}
+
+#[tokio::test]
+async fn an_answer_for_a_decision_that_is_not_a_suspension_is_refused() {
+    let s = Setup::new(vec![
+        calls([write("call_1", "a.txt"), deploy("call_2", "staging")]),
+        text("done"),
+    ])
+    .await;
+    let mut session = s.session().await;
+    let pending = awaiting(session.send_message("go").await.expect("send"));
+    let refused = session
+        .decide("decision_1", Decision::answer(json!({ "confirm": true })))
+        .await;
+    assert!(
+        matches!(refused, Err(SessionError::MalformedDecision(ref why)) if why.contains("not")),
+        "{refused:?}"
+    );
+    // Bare resume data for a tool call waiting for approval is no decision at all.
+    let bare = session.decide_json("decision_1", &json!("yes")).await;
+    assert!(
+        matches!(bare, Err(SessionError::MalformedDecision(_))),
+        "{bare:?}"
+    );
+    // An approval's JSON with an answer is refused as well.
+    let refused = session
+        .decide_json(
+            "decision_1",
+            &json!({ "action": "approved", "answer": { "confirm": true } }),
+        )
+        .await;
+    assert!(
+        matches!(refused, Err(SessionError::MalformedDecision(_))),
+        "{refused:?}"
+    );
+    assert_eq!(session.pending(), pending.as_slice());
+    assert!(!s.exists("a.txt"));
+}
+
+#[tokio::test]
+async fn an_answer_given_while_another_call_waits_is_kept_across_a_restart() {
+    let dir = tempfile::tempdir().expect("dir");
+    let store: Arc<dyn SessionStore> = Arc::new(FileStore::open(dir.path()).expect("store"));
+    let s = Setup::with_store(
+        vec![
+            calls([write("call_1", "a.txt"), deploy("call_2", "prod")]),
+            text("done"),
+        ],
+        store,
+    )
+    .await;
+    let mut session = s.session().await;
+    let id = session.id().to_owned();
+    awaiting(session.send_message("go").await.expect("send"));
+    // The answer, as JSON (what `decide --answer-json` sends): only the approval waits now.
+    let outcome = session
+        .decide_json(
+            "decision_2",
+            &json!({ "action": "answered", "answer": { "confirm": true } }),
+        )
+        .await
+        .expect("answer");
+    let RunOutcome::ToolCallsSuspended { tool_calls, .. } = outcome else {
+        panic!("the write still waits: {outcome:?}");
+    };
+    assert_eq!(tool_calls.len(), 1);
+    assert_eq!(tool_calls[0].decision_id(), "decision_1");
+    assert_eq!(s.server.served(), 1, "the tool's resume waits for the run");
+    drop(session);
+
+    let other = controller(
+        &s.server,
+        &s.ws,
+        Arc::new(FileStore::open(dir.path()).expect("store")),
+        &s.clock,
+    );
+    let mut restored = other
+        .restore_session(&id, agent_controller::SessionOptions::new())
+        .await
+        .expect("restore");
+    let answered = restored.pending()[1].as_suspension().expect("a suspension");
+    assert_eq!(answered.answer(), Some(&json!({ "confirm": true })));
+    let outcome = restored
+        .decide("decision_1", Decision::approve())
+        .await
+        .expect("approve");
+    assert!(
+        matches!(outcome, RunOutcome::Completed { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(s.result_of(1, "call_2").await, "Deployed to prod.");
+    assert!(s.exists("a.txt"));
+}
+
+#[tokio::test]
+async fn a_tool_that_needs_approval_runs_once_approved_then_waits_for_its_answer() {
+    let server = ScriptedServer::start(vec![calls([deploy("call_1", "prod")]), text("done")]).await;
+    let ws = Workspace::new();
+    let mut tools = ToolRegistry::new();
+    tools.register(Arc::new(ConfirmDeploy)).expect("register");
+    let graph = config::parse(
+        "[[modes]]\nid = \"careful\"\navailableTools = [\"confirm_deploy\"]\nrequireApproval = [\"confirm_deploy\"]\n",
+        "modes.toml",
+    )
+    .expect("config");
+    let controller = AgentController::builder(graph, Arc::new(server.model()))
+        .tools(tools)
+        .workspace(ws.path())
+        .build()
+        .expect("controller");
+    let mut session = controller
+        .start_session(agent_controller::SessionOptions::new())
+        .await
+        .expect("session");
+    let outcome = session.send_message("deploy").await.expect("send");
+    let RunOutcome::ToolCallsSuspended { tool_calls, .. } = outcome else {
+        panic!("asked about first: {outcome:?}");
+    };
+    let outcome = session
+        .decide(tool_calls[0].decision_id(), Decision::approve())
+        .await
+        .expect("approve");
+    let pending = awaiting(outcome);
+    assert_eq!(
+        pending[0].decision_id(),
+        "decision_2",
+        "a decision of its own"
+    );
+    let outcome = session
+        .decide("decision_2", Decision::answer(json!({ "confirm": true })))
+        .await
+        .expect("answer");
+    assert!(
+        matches!(outcome, RunOutcome::Completed { .. }),
+        "{outcome:?}"
+    );
+    let bodies = server.bodies().await;
+    let results: Vec<&Value> = bodies[1]["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .collect();
+    assert_eq!(results.len(), 1, "one result for the one call");
+    assert_eq!(results[0]["content"], "Deployed to prod.");
 }
