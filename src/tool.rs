@@ -11,6 +11,7 @@
 //! tokio's blocking pool instead ([`crate::store`]). A tool of your own that does slow I/O
 //! should use async I/O or `tokio::task::spawn_blocking`.
 
+pub mod ask_user;
 pub mod fs;
 pub use crate::exchange::input;
 pub mod mcp;

@@ -773,6 +773,8 @@ impl Session {
         // An allowance covers the tool it was given for: one of another origin (another MCP
         // server that reuses the name) does not stand in for the user.
         Some(match ruling {
+            // `ask_user` asks the user already: `requireApproval` never makes it wait first.
+            Ruling::Ask(_) if call.name == crate::tool::ASK_USER => Ruling::Run(None),
             Ruling::Allowed(by) if !by.covers_origin(self.origin_of(&call.name).as_deref()) => {
                 Ruling::Ask(None)
             }

@@ -15,6 +15,7 @@ mod allowance_origin;
 mod allowances;
 mod anthropic;
 mod approved_calls;
+mod ask_user;
 mod blocking;
 mod builders;
 mod cancel;
