@@ -186,8 +186,10 @@ pub(crate) fn check(
 /// What keeps `answer` from fitting `schema`, in the input checker's words (the checker the
 /// crate uses for tool arguments, [`crate::exchange::input::mismatch`]); `None` when it fits.
 fn answer_mismatch(answer: &serde_json::Value, schema: &serde_json::Value) -> Option<String> {
-    crate::exchange::input::mismatch(answer, schema)
-        .map(|why| why.replace("the arguments", "the answer"))
+    crate::exchange::input::mismatch(answer, schema).map(|why| {
+        why.replace("the arguments", "the answer")
+            .replace("the tool's input schema", "the answer schema")
+    })
 }
 
 /// Checks a decision on a call its tool suspended: it is answered (with an `answer`) or

@@ -25,6 +25,7 @@ mod cli_allowances;
 mod cli_model_choice;
 mod cli_plan_comments;
 mod cli_prompt_switch;
+mod cli_questions;
 mod cli_rules;
 mod cli_session_config;
 mod cli_switch;
