@@ -1971,7 +1971,7 @@ impl ModeGraph {
     ) -> Vec<ConfigError> {
         self.tool_refs()
             .iter()
-            .filter(|r| &*r.name != SUBMIT_PLAN && !self.is_mcp_ref(&r.name) && !is_known(&r.name))
+            .filter(|r| !is_builtin(&r.name) && !self.is_mcp_ref(&r.name) && !is_known(&r.name))
             .enumerate()
             .map(|(n, r)| {
                 self.placed(ConfigError::placed_at(
@@ -2116,7 +2116,7 @@ ConfigErrorKind::PlanningModeWrites,
             .tool_refs()
             .iter()
             .filter(|r| {
-                &*r.name != SUBMIT_PLAN && !self.is_mcp_ref(&r.name) && !known.contains(&&*r.name)
+                !is_builtin(&r.name) && !self.is_mcp_ref(&r.name) && !known.contains(&&*r.name)
             })
             .collect();
         let others: Vec<String> = refs
@@ -2220,6 +2220,12 @@ impl ToolRef {
             in_approval,
         }
     }
+}
+
+/// Whether `name` is a built-in tool the controller provides itself (`submit_plan`, and
+/// `ask_user`, added when a mode lists it): never an unknown tool.
+fn is_builtin(name: &str) -> bool {
+    name == SUBMIT_PLAN || name == crate::tool::ASK_USER
 }
 
 #[cfg(test)]

@@ -414,6 +414,22 @@ impl AgentControllerBuilder {
     /// # Ok::<(), agent_controller::ConfigError>(())
     /// ```
     pub fn build(mut self) -> Result<AgentController, ConfigError> {
+        // `ask_user` is built in: added when a mode lists it, unless the host registered a tool
+        // of that name. Once added it is a tool like the others: a mode with no list offers it
+        // (a planning mode too: it changes nothing).
+        let builtin_ask_user = self.tools.get(crate::tool::ASK_USER).is_none()
+            && self.graph.ids().any(|id| {
+                self.graph
+                    .mode(id)
+                    .available_tools()
+                    .is_some_and(|list| list.iter().any(|t| &**t == crate::tool::ASK_USER))
+            });
+        if builtin_ask_user {
+            // The name is free: checked just above.
+            let _ = self
+                .tools
+                .register(Arc::new(crate::tool::ask_user::AskUser));
+        }
         let names: Vec<&str> = self.tools.names().collect();
         if let Some(unknown) = self.graph.unknown_tools_error(&names) {
             return Err(unknown);

@@ -27,7 +27,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use crate::event::{DecidedRecord, RunState};
 use crate::machine::expiry::{self, Waiting};
 pub use crate::machine::expiry::{
-    APPROVED_NOT_RUN_RESULT, deadline_text, expired_result, expired_tool_result,
+    ANSWERED_NOT_RESUMED_RESULT, APPROVED_NOT_RUN_RESULT, deadline_text, expired_result,
+    expired_suspension_result, expired_tool_result,
 };
 pub use crate::mode::timeout::{
     ApprovalTimeout, ApprovalTimeoutError, MAX_APPROVAL_TIMEOUT, OnTimeout,
@@ -67,11 +68,22 @@ pub(crate) fn expire_record(record: &mut SessionRecord, now_ms: u64) -> Vec<Deci
         decided: c.decided.as_ref(),
         feedback: c.feedback.as_deref(),
     });
-    let Some(expiry) = expiry::expire(plan.chain(calls), now_ms) else {
+    let suspensions = record
+        .pending_suspensions
+        .iter()
+        .map(|s| Waiting::Suspended {
+            run_id: &s.run_id,
+            tool_call_id: &s.tool_call_id,
+            payload: &s.suspend_payload,
+            decided: s.decided.as_ref(),
+            feedback: s.feedback.as_deref(),
+        });
+    let Some(expiry) = expiry::expire(plan.chain(calls).chain(suspensions), now_ms) else {
         return Vec::new();
     };
     record.pending = None;
     record.pending_tool_calls.clear();
+    record.pending_suspensions.clear();
     let expired = expiry.expired();
     for answer in expiry.answers {
         let (message, decided) = answer.into_parts();

@@ -389,16 +389,109 @@ impl OnTimeout {
 }
 
 /// What a suspended tool call waits on, as `tool_suspended` carries it (`suspendPayload`): a
-/// submitted plan, or a tool call that needs approval. Serialized as the payload alone (no tag):
-/// a plan's has `path`, `title`, `plan`, `sha256`, ...; a tool call's has `toolName`, `args`,
-/// `argsSha256`.
+/// submitted plan, a tool call that needs approval, or a tool's own suspension (a question of
+/// `ask_user`, or any tool that ended its call with [`crate::ToolOutput::suspend`]). Tagged by
+/// `kind`, so a payload is never read as another kind: `"plan"` (with `path`, `title`, `plan`,
+/// `sha256`, ...), `"tool_call"` (with `toolName`, `args`, `argsSha256`), `"question"` or
+/// `"suspension"` (with `toolName`, `payload`, `answerSchema`, `payloadSha256`).
+///
+/// `#[non_exhaustive]`: match the kinds you show and keep a last arm for the rest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Suspension {
     /// A `submit_plan` call: the captured plan and its hand-over targets.
     Plan(SuspendPayload),
     /// A tool call that waits for approval.
     ToolCall(ToolCallPayload),
+    /// A call its tool suspended, waiting for the user's answer: its `kind` (the payload's own
+    /// field) is `question` for `ask_user`, `suspension` for any other tool.
+    #[serde(untagged)]
+    Tool(ToolSuspendPayload),
+}
+
+/// Which kind of tool suspension waits: a question of the built-in `ask_user`, or the
+/// suspension of any other tool.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+#[strum(parse_err_ty = crate::names::UnknownName, parse_err_fn = crate::names::UnknownName::of::<Self>)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(inline, schema_with = "crate::names::schema::<SuspensionKind>")
+)]
+#[non_exhaustive]
+pub enum SuspensionKind {
+    /// A question of the built-in `ask_user` tool.
+    Question,
+    /// The suspension of any other tool (the payload is the tool's own).
+    Suspension,
+}
+
+impl SuspensionKind {
+    /// Every variant's name, in declaration order.
+    pub const NAMES: &'static [&'static str] = <Self as strum::VariantNames>::VARIANTS;
+
+    /// The variant's name: what `Display` writes and `FromStr` reads.
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+
+    /// The kind of a suspension of the tool named `tool_name`: `question` for `ask_user`.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::event::SuspensionKind;
+    /// assert_eq!(SuspensionKind::of("ask_user"), SuspensionKind::Question);
+    /// assert_eq!(SuspensionKind::of("confirm_deploy"), SuspensionKind::Suspension);
+    /// ```
+    pub fn of(tool_name: &str) -> Self {
+        if tool_name == crate::exchange::ASK_USER {
+            SuspensionKind::Question
+        } else {
+            SuspensionKind::Suspension
+        }
+    }
+}
+
+/// A call its tool suspended ([`crate::ToolOutput::suspend`]), as `tool_suspended` carries it
+/// and the session saves it: the decision id, the tool, its `kind`, the payload the user is
+/// shown, the schema an answer must fit, and the payload's SHA-256 an answer is pinned to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolSuspendPayload {
+    /// `question` (for `ask_user`) or `suspension`.
+    pub kind: SuspensionKind,
+    /// The controller's id of the decision (`decision_N`): answer it by this id.
+    pub decision_id: String,
+    /// The tool that suspended its call.
+    pub tool_name: String,
+    /// The call's arguments (as the model sent them).
+    pub args: Value,
+    /// What the tool shows the user: untrusted text from the model, shown whole.
+    pub payload: Value,
+    /// The JSON Schema an answer must fit.
+    pub answer_schema: Value,
+    /// The SHA-256 of `payload` in RFC 8785 canonical JSON ([`crate::jcs::sha256`]): an answer
+    /// pinned to another is refused.
+    pub payload_sha256: String,
+    /// The terms it waits under.
+    #[serde(flatten)]
+    pub terms: WaitTerms,
 }
 
 impl Suspension {
@@ -432,6 +525,7 @@ impl Suspension {
         match self {
             Suspension::Plan(p) => &p.decision_id,
             Suspension::ToolCall(t) => &t.decision_id,
+            Suspension::Tool(t) => &t.decision_id,
         }
     }
 
@@ -465,7 +559,7 @@ impl Suspension {
     pub fn as_plan(&self) -> Option<&SuspendPayload> {
         match self {
             Suspension::Plan(p) => Some(p),
-            Suspension::ToolCall(_) => None,
+            Suspension::ToolCall(_) | Suspension::Tool(_) => None,
         }
     }
 
@@ -502,8 +596,16 @@ impl Suspension {
     /// ```
     pub fn as_tool_call(&self) -> Option<&ToolCallPayload> {
         match self {
-            Suspension::Plan(_) => None,
+            Suspension::Plan(_) | Suspension::Tool(_) => None,
             Suspension::ToolCall(t) => Some(t),
+        }
+    }
+
+    /// The tool's own suspension (a question of `ask_user`, or another tool's), if it is one.
+    pub fn as_tool(&self) -> Option<&ToolSuspendPayload> {
+        match self {
+            Suspension::Tool(t) => Some(t),
+            Suspension::Plan(_) | Suspension::ToolCall(_) => None,
         }
     }
 }
@@ -542,6 +644,9 @@ pub enum DecisionOutcome {
     /// No decision was taken by its deadline (the planning mode's `approvalTimeout`): it
     /// counts as rejected ([`crate::deadline`]).
     Expired,
+    /// A call its tool suspended was answered (`answered`): the answer went to the tool's
+    /// resume step.
+    Answered,
 }
 
 impl DecisionOutcome {

@@ -1,5 +1,6 @@
 //! What the core and the hosts, tools and models exchange: a tool call ([`ToolCall`]), its result
-//! ([`ToolOutput`]), a message of the conversation ([`Message`]) and the name of the built-in
+//! ([`ToolOutput`]), the check of a value against a tool's JSON Schema ([`input`], also for
+//! the answer to a suspended call), a message of the conversation ([`Message`]) and the name of the built-in
 //! plan tool ([`SUBMIT_PLAN`]). It sits beneath the rules (`src/machine/`) and the layers
 //! around them (`tool`, `model`, `store`) and imports none of them, so both sides name the same
 //! types without naming each other. Each type is re-exported where users know it:
@@ -7,12 +8,16 @@
 //! [`crate::tool::submit_plan::SUBMIT_PLAN`].
 
 pub mod args;
+pub mod input;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The name of the built-in plan tool.
 pub const SUBMIT_PLAN: &str = "submit_plan";
+
+/// The name of the built-in question tool (its suspensions are of kind `question`).
+pub const ASK_USER: &str = "ask_user";
 
 /// One tool call the model made: its id (unique within the run), the tool name and the arguments.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -53,6 +58,23 @@ pub struct ToolOutput {
     pub content: String,
     /// Whether the content reports a failure.
     pub is_error: bool,
+    /// Set by [`ToolOutput::suspend`]: the call waits for the user's answer instead of ending.
+    /// Never sent to the model nor saved: inside a run the controller turns it into a waiting
+    /// decision; outside one, `content` is the readable fallback.
+    #[serde(skip)]
+    pub(crate) suspension: Option<Box<ToolSuspension>>,
+}
+
+/// What a tool suspends its call with ([`ToolOutput::suspend`]): a payload for the user (any
+/// JSON) and the JSON Schema of the answer it accepts, checked with the checker the crate uses
+/// for tool arguments ([`crate::tool::input::mismatch`]) before the tool's
+/// [`resume`](crate::tool::Tool::resume) step sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolSuspension {
+    /// What the user is shown (for `ask_user`: the question and its options).
+    pub payload: Value,
+    /// The JSON Schema an answer must fit.
+    pub answer_schema: Value,
 }
 
 impl ToolOutput {
@@ -68,6 +90,7 @@ impl ToolOutput {
         Self {
             content: content.into(),
             is_error: false,
+            suspension: None,
         }
     }
 
@@ -83,7 +106,42 @@ impl ToolOutput {
         Self {
             content: content.into(),
             is_error: true,
+            suspension: None,
         }
+    }
+
+    /// Ends the call by *suspending* it: inside a run the run waits, as for a plan, until the
+    /// user answers with a value that fits `answer_schema` (a JSON Schema); the tool's
+    /// [`resume`](crate::tool::Tool::resume) step then turns the answer into the call's result.
+    /// `fallback` is the readable text a caller outside a run (no session: `Tool::execute`
+    /// called directly) gets as the content.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::ToolOutput;
+    /// use serde_json::json;
+    /// let output = ToolOutput::suspend(
+    ///     "Deploy to staging? (needs a yes or no)",
+    ///     json!({ "target": "staging" }),
+    ///     json!({ "type": "boolean" }),
+    /// );
+    /// assert_eq!(output.content, "Deploy to staging? (needs a yes or no)");
+    /// assert_eq!(output.suspension().unwrap().payload["target"], "staging");
+    /// ```
+    pub fn suspend(fallback: impl Into<String>, payload: Value, answer_schema: Value) -> Self {
+        Self {
+            content: fallback.into(),
+            is_error: false,
+            suspension: Some(Box::new(ToolSuspension {
+                payload,
+                answer_schema,
+            })),
+        }
+    }
+
+    /// What the call suspended with ([`ToolOutput::suspend`]), or `None` for a result.
+    pub fn suspension(&self) -> Option<&ToolSuspension> {
+        self.suspension.as_deref()
     }
 }
 

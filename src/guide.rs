@@ -5,6 +5,8 @@
 //! - [`contract`]: the hand-over contract. What `submit_plan` captures, decisions and decision
 //!   ids, plan revisions, a choice of targets, editing before approving, deadlines, tool calls
 //!   that wait for the user, and the decision JSON.
+//! - [`asking`]: a tool that asks: suspending a call for the user's answer, answering it,
+//!   and the built-in `ask_user`.
 //! - [`config`]: modes in `config/modes.toml`, and seeing a config with `graph`, `check` and
 //!   `schema` (completion and validation in your editor).
 //! - [`rules`]: rules on tool-call arguments, per mode: allow, ask or deny by the path a call
@@ -29,6 +31,8 @@
 #[doc = include_str!("guide/contract.md")]
 pub mod contract {}
 
+#[doc = include_str!("guide/asking.md")]
+pub mod asking {}
 #[doc = include_str!("guide/config.md")]
 pub mod config {}
 

@@ -153,8 +153,8 @@ mod tests {
         );
         check!(
             DecisionAction,
-            [Approved, Rejected],
-            ["approved", "rejected"]
+            [Approved, Rejected, Answered],
+            ["approved", "rejected", "answered"]
         );
         check!(
             ModeChangeReason,
@@ -174,8 +174,8 @@ mod tests {
         check!(OnTimeout, [Reject, Abort], ["reject", "abort"]);
         check!(
             DecisionOutcome,
-            [Approved, Rejected, Cancelled, Expired],
-            ["approved", "rejected", "cancelled", "expired"]
+            [Approved, Rejected, Cancelled, Expired, Answered],
+            ["approved", "rejected", "cancelled", "expired", "answered"]
         );
         check!(
             SessionErrorKind,
@@ -202,7 +202,16 @@ mod tests {
                 "workspace"
             ]
         );
-        check!(PendingKind, [Plan, ToolCall], ["plan", "tool_call"]);
+        check!(
+            PendingKind,
+            [Plan, ToolCall, Question, Suspension],
+            ["plan", "tool_call", "question", "suspension"]
+        );
+        check!(
+            crate::event::SuspensionKind,
+            [Question, Suspension],
+            ["question", "suspension"]
+        );
         check!(RuleAction, [Allow, Ask, Deny], ["allow", "ask", "deny"]);
         check!(
             C,

@@ -25,9 +25,9 @@ use crate::session::Decision;
 use crate::store::{PendingEntry, PendingSummary};
 
 /// The JSON Schema of a decision as a host sends it ([`Decision`],
-/// [`Decision::from_json`]): `action` (`approved` or `rejected`, required), `feedback`,
-/// `sha256`, `decidedBy`, `targetModeId`, `plan`, `alwaysAllow`, each with its description, and
-/// no other field.
+/// [`Decision::from_json`]): `action` (`approved`, `rejected` or `answered`, required),
+/// `feedback`, `sha256`, `decidedBy`, `targetModeId`, `plan`, `alwaysAllow`, `answer`, ..., each
+/// with its description, and no other field.
 ///
 /// # Examples
 /// ```
@@ -37,7 +37,7 @@ use crate::store::{PendingEntry, PendingSummary};
 /// assert_eq!(schema["required"], serde_json::json!(["action"]));
 /// assert_eq!(
 ///     schema["properties"]["action"]["enum"],
-///     serde_json::json!(["approved", "rejected"]),
+///     serde_json::json!(["approved", "rejected", "answered"]),
 /// );
 /// assert_eq!(schema["properties"]["alwaysAllow"]["type"], "boolean");
 /// ```
@@ -53,7 +53,7 @@ pub fn decision() -> Value {
 /// let schema = agent_controller::schema::pending_summary();
 /// assert_eq!(
 ///     schema["properties"]["kind"]["enum"],
-///     serde_json::json!(["plan", "tool_call"]),
+///     serde_json::json!(["plan", "tool_call", "question", "suspension"]),
 /// );
 /// ```
 pub fn pending_summary() -> Value {
@@ -68,7 +68,10 @@ pub fn pending_summary() -> Value {
 /// # Examples
 /// ```
 /// let schema = agent_controller::schema::pending_entry();
-/// assert_eq!(schema["properties"]["kind"]["enum"], serde_json::json!(["plan", "tool_call"]));
+/// assert_eq!(
+///     schema["properties"]["kind"]["enum"],
+///     serde_json::json!(["plan", "tool_call", "question", "suspension"]),
+/// );
 /// assert_eq!(schema["properties"]["allowancesInForce"]["type"], "array");
 /// ```
 pub fn pending_entry() -> Value {

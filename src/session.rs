@@ -14,7 +14,9 @@ pub use self::stop::StopReason;
 pub(crate) use crate::machine::check::decision_id_for;
 pub use crate::machine::decision::{Decision, DecisionAction};
 pub use crate::machine::error::SessionError;
-pub use crate::machine::pending::{PendingDecision, PendingPlan, PendingToolCall};
+pub use crate::machine::pending::{
+    PendingDecision, PendingPlan, PendingSuspension, PendingToolCall,
+};
 
 use self::save::Saving;
 use crate::machine::input::{Abort, Input};
@@ -35,15 +37,19 @@ use crate::extensions::Extensions;
 use crate::mode::{Mode, ModeGraph, ModeId};
 use crate::model::{LanguageModel, Message, ModelError};
 use crate::store::{
-    DecidedRecord, PendingRecord, PendingToolCallRecord, RunRecord, SCHEMA_VERSION, SessionRecord,
-    SessionStore, StoreError,
+    DecidedRecord, PendingRecord, PendingSuspensionRecord, PendingToolCallRecord, RunRecord,
+    SCHEMA_VERSION, SessionRecord, SessionStore, StoreError,
 };
 use crate::tool::{SUBMIT_PLAN, ToolRegistry};
 use crate::workspace::{WorkspaceMismatch, WorkspaceRecord};
 
 /// How a call that drives a run returned: the run's state ([`RunOutcome::state`]) with what
 /// goes with it (the model's text, the suspended plan, the error).
+///
+/// `#[non_exhaustive]`: match the outcomes you handle and keep a last arm for the rest
+/// ([`RunOutcome::state`] says what any outcome left the run in).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 // A run returns one outcome and the host matches on it; boxing the plan would only cost every
 // host a deref.
 #[allow(clippy::large_enum_variant)]
@@ -76,6 +82,18 @@ pub enum RunOutcome {
         /// The calls still waiting for a decision, in the model's order.
         tool_calls: Vec<PendingToolCall>,
     },
+    /// The run is suspended on calls their tools suspended ([`crate::ToolOutput::suspend`]:
+    /// a question of `ask_user`, or a tool of your own), each waiting for the user's answer,
+    /// and perhaps on calls of the same reply that wait for approval: each has its own
+    /// decision ([`PendingDecision::decision_id`]), and the run carries on once every one is
+    /// decided.
+    AwaitingAnswer {
+        /// The run id.
+        run_id: Arc<str>,
+        /// What still waits, in the model's order: suspended calls
+        /// ([`PendingDecision::Suspension`]) and calls waiting for approval.
+        pending: Vec<PendingDecision>,
+    },
     /// The model failed or the step limit was reached; the session stays usable.
     Failed {
         /// The run id.
@@ -107,6 +125,7 @@ impl RunOutcome {
             RunOutcome::Completed { run_id, .. }
             | RunOutcome::Suspended { run_id, .. }
             | RunOutcome::ToolCallsSuspended { run_id, .. }
+            | RunOutcome::AwaitingAnswer { run_id, .. }
             | RunOutcome::Failed { run_id, .. }
             | RunOutcome::Aborted { run_id } => run_id,
         }
@@ -124,9 +143,9 @@ impl RunOutcome {
     pub fn state(&self) -> RunState {
         match self {
             RunOutcome::Completed { .. } => RunState::Completed,
-            RunOutcome::Suspended { .. } | RunOutcome::ToolCallsSuspended { .. } => {
-                RunState::Suspended
-            }
+            RunOutcome::Suspended { .. }
+            | RunOutcome::ToolCallsSuspended { .. }
+            | RunOutcome::AwaitingAnswer { .. } => RunState::Suspended,
             RunOutcome::Failed { .. } => RunState::Failed,
             RunOutcome::Aborted { .. } => RunState::Aborted,
         }
@@ -912,7 +931,35 @@ impl Session {
                 }),
             })
         });
-        let pending = pending.into_iter().chain(calls).collect();
+        let suspensions = record.pending_suspensions.into_iter().map(|p| {
+            PendingDecision::Suspension(PendingSuspension {
+                run_id: Arc::from(p.run_id),
+                tool_call_id: p.tool_call_id,
+                payload: p.suspend_payload,
+                decided: p.decided,
+                answer: p.answer,
+                feedback: p.feedback,
+            })
+        });
+        // In the model's order of the reply's calls, whatever the kind.
+        let mut pending: Vec<PendingDecision> = pending
+            .into_iter()
+            .chain(calls)
+            .chain(suspensions)
+            .collect();
+        if let Some(at) = record
+            .messages
+            .iter()
+            .rposition(|m| matches!(m, Message::Assistant { .. }))
+            && let Message::Assistant { tool_calls, .. } = &record.messages[at]
+        {
+            pending.sort_by_key(|p| {
+                tool_calls
+                    .iter()
+                    .position(|c| c.id == p.tool_call_id())
+                    .unwrap_or(usize::MAX)
+            });
+        }
         let history = if record.history.is_empty() {
             record.last_decided.into_iter().collect()
         } else {
@@ -1991,6 +2038,7 @@ impl Session {
     pub(crate) fn record_of(&self, state: &State) -> SessionRecord {
         // What waits, in one pass: a plan, or the tool calls of one reply.
         let (mut pending, mut pending_tool_calls) = (None, Vec::new());
+        let mut pending_suspensions = Vec::new();
         for waiting in &state.pending {
             match waiting {
                 PendingDecision::Plan(p) => {
@@ -2008,6 +2056,16 @@ impl Session {
                     decided: c.decided.clone(),
                     feedback: c.feedback().map(str::to_owned),
                 }),
+                PendingDecision::Suspension(s) => {
+                    pending_suspensions.push(PendingSuspensionRecord {
+                        run_id: s.run_id.to_string(),
+                        tool_call_id: s.tool_call_id.clone(),
+                        suspend_payload: s.payload.clone(),
+                        decided: s.decided.clone(),
+                        answer: s.answer.clone(),
+                        feedback: s.feedback.clone(),
+                    });
+                }
             }
         }
         SessionRecord {
@@ -2032,6 +2090,7 @@ impl Session {
             }),
             pending,
             pending_tool_calls,
+            pending_suspensions,
             // The session's own allowances only: a workspace one lives in the store, and a
             // record read back must not turn it into one of the session's.
             always_allowed: {
@@ -2314,7 +2373,9 @@ impl Session {
         self.decide_at(index, decision).await
     }
 
-    /// Like [`Session::decide`] with resume data as JSON.
+    /// Like [`Session::decide`] with resume data as JSON. For a call its tool suspended,
+    /// Mastra's bare resume data is taken too: a string, or an array of strings, is the answer
+    /// ([`Decision::answer`]; the name of an action alone never is).
     ///
     /// # Errors
     /// [`SessionError::MalformedDecision`] first, then those of [`Session::decide`].
@@ -2350,7 +2411,15 @@ impl Session {
         decision_id: &str,
         data: &Value,
     ) -> Result<RunOutcome, SessionError> {
-        let decision = Decision::from_json(data)?;
+        let suspended = self
+            .pending_with_id(decision_id)
+            .ok()
+            .and_then(|i| self.state.pending.get(i))
+            .is_some_and(|p| matches!(p, PendingDecision::Suspension(_)));
+        let decision = match Decision::bare_answer(data) {
+            Some(answer) if suspended => answer,
+            _ => Decision::from_json(data)?,
+        };
         self.decide(decision_id, decision).await
     }
 

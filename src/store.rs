@@ -44,7 +44,7 @@ use crate::workspace::WorkspaceRecord;
 /// saved in this version the next time the session changes), and refuses a record of a newer
 /// version with [`StoreError::NewerSchema`], leaving it untouched: hosts sharing a store can be
 /// upgraded one at a time, and an old host never overwrites what a newer one wrote.
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// Everything a session needs to continue in another process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -73,6 +73,11 @@ pub struct SessionRecord {
     /// those decided while others wait included; absent when none waits.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending_tool_calls: Vec<PendingToolCallRecord>,
+    /// The calls of that reply their tools suspended, each waiting for the user's answer (a
+    /// question of `ask_user`, or a tool's own suspension), beside the calls that wait for
+    /// approval (`pendingSuspensions`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_suspensions: Vec<PendingSuspensionRecord>,
     /// The tools an allowance lets run whole in the current mode (`alwaysAllow`, no pattern):
     /// derived from `allowances` on save, for readers that list it; absent when there are none.
     /// A record from before `allowances` keeps its "always allow"s here alone (scope `mode`).
@@ -228,7 +233,29 @@ pub struct PendingToolCallRecord {
     pub feedback: Option<String>,
 }
 
-/// What a [`PendingSummary`] waits on.
+/// A call its tool suspended, waiting for the user's answer, as the record saves it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PendingSuspensionRecord {
+    /// The suspended run.
+    pub run_id: String,
+    /// The suspended call.
+    pub tool_call_id: String,
+    /// What `tool_suspended` carried: the payload, the answer's schema, the payload's SHA-256.
+    pub suspend_payload: crate::event::ToolSuspendPayload,
+    /// The audit record of the answer (or the refusal to answer) given while other calls of
+    /// the reply still wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided: Option<DecidedRecord>,
+    /// That answer, checked against the schema; the tool's `resume` step gets it once the run
+    /// carries on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<serde_json::Value>,
+    /// The feedback of a refusal to answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<String>,
+}
+
 #[derive(
     Debug,
     Clone,
@@ -252,12 +279,19 @@ pub struct PendingToolCallRecord {
     feature = "schema",
     schemars(inline, schema_with = "crate::names::schema::<PendingKind>")
 )]
+/// What a [`PendingSummary`] waits on.
+#[non_exhaustive]
 pub enum PendingKind {
     /// A submitted plan (`submit_plan`).
     #[default]
     Plan,
     /// A tool call that needs approval (the mode's `requireApproval`).
     ToolCall,
+    /// A question of the built-in `ask_user` tool, waiting for the user's answer.
+    Question,
+    /// A call another tool suspended ([`crate::ToolOutput::suspend`]), waiting for the user's
+    /// answer.
+    Suspension,
 }
 
 impl PendingKind {
@@ -320,6 +354,13 @@ pub struct PendingSummary {
     /// ([`crate::jcs::sha256`]), the same as `sha256`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args_sha256: Option<String>,
+    /// For a question or a suspension: what the tool shows the user (`payload`; untrusted
+    /// text from the model, shown whole).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<serde_json::Value>,
+    /// For a question or a suspension: the JSON Schema an answer must fit (`answerSchema`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_schema: Option<serde_json::Value>,
     /// The tools the session allows without approval ([`crate::Session::always_allowed`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub always_allowed: Vec<String>,
@@ -607,7 +648,9 @@ impl SessionRecord {
     /// # }
     /// ```
     pub fn has_pending(&self) -> bool {
-        self.pending.is_some() || self.pending_tool_calls.iter().any(|p| p.decided.is_none())
+        self.pending.is_some()
+            || self.pending_tool_calls.iter().any(|p| p.decided.is_none())
+            || self.pending_suspensions.iter().any(|p| p.decided.is_none())
     }
 
     /// The first of [`SessionRecord::pending_summaries`] (the plan, or the first tool call that
@@ -705,11 +748,46 @@ impl SessionRecord {
                     tool_name: Some(p.suspend_payload.tool_name.clone()),
                     args: Some(p.suspend_payload.args.clone()),
                     args_sha256: Some(p.suspend_payload.args_sha256.clone()),
+                    payload: None,
+                    answer_schema: None,
                     always_allowed: self.always_allowed.clone(),
                     plan_path: String::new(),
                     terms: self.listed_terms(&p.suspend_payload.terms),
                     comments: Vec::new(),
                     updated_at: self.updated_at,
+                }),
+        );
+        summaries.extend(
+            self.pending_suspensions
+                .iter()
+                .filter(|p| p.decided.is_none())
+                .map(|p| {
+                    let payload = &p.suspend_payload;
+                    PendingSummary {
+                        session_id: self.session_id.clone(),
+                        run_id: p.run_id.clone(),
+                        tool_call_id: p.tool_call_id.clone(),
+                        kind: match payload.kind {
+                            crate::event::SuspensionKind::Question => PendingKind::Question,
+                            crate::event::SuspensionKind::Suspension => PendingKind::Suspension,
+                        },
+                        decision_id: payload.decision_id.clone(),
+                        mode_id: self.mode_id.clone(),
+                        target_mode_id: String::new(),
+                        target_mode_ids: Vec::new(),
+                        title: String::new(),
+                        sha256: payload.payload_sha256.clone(),
+                        tool_name: Some(payload.tool_name.clone()),
+                        args: Some(payload.args.clone()),
+                        args_sha256: None,
+                        payload: Some(payload.payload.clone()),
+                        answer_schema: Some(payload.answer_schema.clone()),
+                        always_allowed: Vec::new(),
+                        plan_path: String::new(),
+                        terms: self.listed_terms(&payload.terms),
+                        comments: Vec::new(),
+                        updated_at: self.updated_at,
+                    }
                 }),
         );
         summaries
@@ -744,6 +822,8 @@ impl SessionRecord {
             tool_name: None,
             args: None,
             args_sha256: None,
+            payload: None,
+            answer_schema: None,
             always_allowed: self.always_allowed.clone(),
             plan_path: p.suspend_payload.submission.path.clone(),
             terms: self.listed_terms(&p.suspend_payload.terms),
@@ -1425,6 +1505,10 @@ pub(crate) fn decode(session_id: &str, bytes: &[u8]) -> Result<SessionRecord, St
 /// at its next save); by one that does not, it is refused
 /// ([`crate::SessionError::NoWorkspaceRecorded`]; the CLI asks for `--workspace`). A version-4
 /// host refuses a version-5 record as newer instead of deciding it in its current directory.
+///
+/// 5 -> 6 (tools that suspend): `pendingSuspensions` is optional, so a version-5 record means
+/// "no call waits for an answer". A version-5 host refuses a version-6 record as newer instead
+/// of losing the questions it cannot read.
 fn migrate(value: &mut serde_json::Value) {
     if let Some(record) = value.as_object_mut() {
         record.insert("schemaVersion".to_owned(), SCHEMA_VERSION.into());

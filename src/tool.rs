@@ -11,8 +11,9 @@
 //! tokio's blocking pool instead ([`crate::store`]). A tool of your own that does slow I/O
 //! should use async I/O or `tokio::task::spawn_blocking`.
 
+pub mod ask_user;
 pub mod fs;
-pub mod input;
+pub use crate::exchange::input;
 pub mod mcp;
 pub mod submit_plan;
 
@@ -29,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 use crate::extensions::Extensions;
 
 pub use self::submit_plan::SUBMIT_PLAN;
-pub use crate::exchange::{ToolCall, ToolOutput, args};
+pub use crate::exchange::{ASK_USER, ToolCall, ToolOutput, ToolSuspension, args};
 
 /// What a tool may change, as the tool declares it ([`Tool::access`]), after MCP's
 /// `readOnlyHint`. A planning mode without `availableTools` offers only the tools that change
@@ -360,6 +361,16 @@ pub trait Tool: Send + Sync {
     }
     /// Runs the tool on `args` (a JSON object).
     async fn execute(&self, args: &Value, ctx: &ToolContext<'_>) -> ToolOutput;
+
+    /// The *resume* step of a call that suspended ([`ToolOutput::suspend`]): `answer` is the
+    /// user's answer, already checked against the schema the call suspended with; `args` are
+    /// the call's arguments. Returns the call's result for the model. Runs once per answered
+    /// call, in the process that carries the run on (it may not be the one that suspended it).
+    /// The default hands the model the answer as JSON text.
+    async fn resume(&self, args: &Value, answer: &Value, ctx: &ToolContext<'_>) -> ToolOutput {
+        let _ = (args, ctx);
+        ToolOutput::ok(answer.to_string())
+    }
 }
 
 /// `path`, as the workspace tools take it, relative to `workspace`: an absolute path under it

@@ -55,12 +55,12 @@ async fn run(slot: &Slot, text: String, decided_by: &str) -> Result<StopReason, 
     };
     loop {
         outcome = match outcome {
-            RunOutcome::Suspended { .. } | RunOutcome::ToolCallsSuspended { .. } => {
-                match ask(slot, decided_by).await? {
-                    Asked::Decided(outcome) => outcome,
-                    Asked::Stop(reason) => return Ok(reason),
-                }
-            }
+            RunOutcome::Suspended { .. }
+            | RunOutcome::ToolCallsSuspended { .. }
+            | RunOutcome::AwaitingAnswer { .. } => match ask(slot, decided_by).await? {
+                Asked::Decided(outcome) => outcome,
+                Asked::Stop(reason) => return Ok(reason),
+            },
             ended => return run_ended(slot, &ended).await,
         };
     }
@@ -115,6 +115,11 @@ async fn ask(slot: &Slot, decided_by: &str) -> Result<Asked, Error> {
             // Settled meanwhile (a manual switch): the turn is over.
             return Ok(Asked::Stop(ended(slot)));
         };
+        if matches!(pending, PendingDecision::Suspension(_)) {
+            // Not asked over ACP yet (issue 37): the turn ends with the call waiting; the
+            // next prompt cancels it and the model is told the user did not answer.
+            return Ok(Asked::Stop(ended(slot)));
+        }
         let tool_call_id = slot.updates.ids().of(pending.tool_call_id());
         let (tool_call, offer) = match pending {
             PendingDecision::Plan(plan) => (
@@ -125,6 +130,7 @@ async fn ask(slot: &Slot, decided_by: &str) -> Result<Asked, Error> {
                 permission::waiting_tool_call(tool_call_id, call, kind(call.tool_name())),
                 Offer::tool_call(call),
             ),
+            _ => return Ok(Asked::Stop(ended(slot))),
         };
         let request = RequestPermissionRequest::new(
             slot.updates.session_id.clone(),
@@ -134,6 +140,7 @@ async fn ask(slot: &Slot, decided_by: &str) -> Result<Asked, Error> {
         let sha256 = match pending {
             PendingDecision::Plan(plan) => plan.payload().submission.sha256.clone(),
             PendingDecision::ToolCall(call) => call.args_sha256().to_owned(),
+            other => other.sha256().to_owned(),
         };
         (request, offer, pending.decision_id().to_owned(), sha256)
     };

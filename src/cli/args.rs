@@ -519,6 +519,15 @@ pub(crate) struct DecisionArgs {
     /// Reject the plan without asking (which decision as for --approve).
     #[arg(long, group = "verdict")]
     pub(crate) reject: bool,
+    /// Answer the question (or the suspension of a tool) `decide` names with this text: for a
+    /// question with options, an option's label; repeat it for a multi-select question. The
+    /// answer must fit what the question takes, or it is refused and nothing changes.
+    #[arg(long, value_name = "TEXT", group = "verdict")]
+    pub(crate) answer: Vec<String>,
+    /// Answer with this JSON value (the bare answer: `"staging"`, `["a","b"]`,
+    /// `{"confirm": true}`), for a tool of your own whose answer is not text.
+    #[arg(long, value_name = "JSON", group = "verdict")]
+    pub(crate) answer_json: Option<String>,
     /// A note for the model with --approve or --reject (a rejection with feedback makes the model
     /// revise and submit again; with the approval of a tool call, the model gets it after the
     /// tool's result).

@@ -28,6 +28,8 @@ pub(crate) fn decide(mut args: DecideArgs) -> Outcome {
         let idle = DecisionArgs {
             approve: false,
             reject: false,
+            answer: Vec::new(),
+            answer_json: None,
             feedback: None,
             sha256: None,
             by: None,

@@ -114,7 +114,9 @@ impl Decider<'_> {
                 );
                 continue;
             }
-            let flags_decide = waiting.as_plan().is_some() || self.flags_decide_tool_calls;
+            let flags_decide = waiting.as_plan().is_some()
+                || self.flags_decide_tool_calls
+                || (waiting.as_suspension().is_some() && self.flags.answers());
             let fixed = if flags_decide {
                 self.flags.check(waiting)?;
                 self.flags.fixed(waiting)
@@ -123,6 +125,17 @@ impl Decider<'_> {
             };
             let decision = match fixed {
                 Some(decision) => decision,
+                // A question is not asked at the terminal prompt yet: it is answered with
+                // `decide --answer`; left unanswered it stays pending with a store, and without
+                // one the run ends and the model is told the user did not answer.
+                None if waiting.as_suspension().is_some() => {
+                    if self.store.is_some() {
+                        return Ok(Err(self.leave(session)));
+                    }
+                    session.abort().await?;
+                    finish(session, self.json, &out_style);
+                    return Ok(Err(Exit::NotApproved));
+                }
                 None => {
                     let Some(prompt) = self.prompt.as_deref_mut() else {
                         return Ok(Err(self.leave(session)));

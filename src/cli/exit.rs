@@ -95,6 +95,7 @@ impl From<SessionError> for Failure {
             SessionError::AlreadyDecided(_)
             | SessionError::Sha256Mismatch { .. }
             | SessionError::ArgsSha256Mismatch { .. }
+            | SessionError::PayloadSha256Mismatch { .. }
             | SessionError::ConfigChanged(_)
             | SessionError::UnknownSession(_)
             | SessionError::UnknownRun(_)
@@ -113,6 +114,7 @@ impl From<SessionError> for Failure {
             SessionError::Expired { .. } => Exit::NotApproved,
             SessionError::UnknownMode { .. }
             | SessionError::MalformedDecision(_)
+            | SessionError::InvalidAnswer { .. }
             | SessionError::PlanComment(_)
             | SessionError::UnknownModel { .. }
             | SessionError::InvalidSessionId(_)

@@ -10,7 +10,39 @@ use crate::cli::exit::Failure;
 impl DecisionArgs {
     /// Whether a verdict flag (--approve, --reject) decides, so the prompt never asks.
     pub(crate) fn decides(&self) -> bool {
-        self.approve || self.reject
+        self.approve || self.reject || self.answers()
+    }
+
+    /// Whether an answer flag (`--answer`, `--answer-json`) is given.
+    pub(crate) fn answers(&self) -> bool {
+        !self.answer.is_empty() || self.answer_json.is_some()
+    }
+
+    /// The answer the flags give for `suspended`: the JSON of `--answer-json`, or the text of
+    /// `--answer` (an array of them when the answer it takes is an array).
+    fn answer_for(
+        &self,
+        suspended: &agent_controller::session::PendingSuspension,
+    ) -> Result<serde_json::Value, Failure> {
+        if let Some(json) = &self.answer_json {
+            return serde_json::from_str(json).map_err(|e| {
+                Failure::invalid(neutralize_line(&format!(
+                    "--answer-json is not JSON: {e}; nothing was answered"
+                )))
+            });
+        }
+        let takes_array = suspended.payload().answer_schema["type"] == "array";
+        Ok(match (takes_array, self.answer.as_slice()) {
+            (true, texts) => serde_json::json!(texts),
+            (false, [text]) => serde_json::json!(text),
+            (false, _) => {
+                return Err(Failure::invalid(format!(
+                    "decision {} takes one answer, and --answer was given {} times: nothing was answered",
+                    neutralize_line(suspended.decision_id()),
+                    self.answer.len()
+                )));
+            }
+        })
     }
 
     /// The decision the flags give for `pending`, or `None` when the prompt asks: the verdict
@@ -18,6 +50,12 @@ impl DecisionArgs {
     /// a tool call `--always`, pinned to the call's `argsSha256`. Call [`DecisionArgs::check`]
     /// first.
     pub(crate) fn fixed(&self, pending: &PendingDecision) -> Option<Decision> {
+        if let (Some(suspended), true) = (pending.as_suspension(), self.answers()) {
+            // `check` refused an answer that cannot be read before anything was shown.
+            let mut decision = Decision::answer(self.answer_for(suspended).ok()?);
+            decision = decision.with_sha256(self.sha256.as_deref().unwrap_or(pending.sha256()));
+            return Some(self.signed(decision));
+        }
         let mut decision = if self.approve {
             Decision::approve()
         } else if self.reject {
@@ -85,6 +123,28 @@ impl DecisionArgs {
     /// [`PendingDecision::check_sha256`]).
     pub(crate) fn check(&self, pending: &PendingDecision) -> Result<(), Failure> {
         let id = neutralize_line(pending.decision_id());
+        match (pending.as_suspension(), self.answers()) {
+            (Some(suspended), true) => {
+                self.answer_for(suspended)?;
+            }
+            (Some(_), false) if self.approve => {
+                return Err(Failure::invalid(format!(
+                    "decision {id} is a question ({}): answer it with --answer or --answer-json, or decline it with --reject; nothing was decided",
+                    neutralize_line(pending.tool_name())
+                )));
+            }
+            (None, true) => {
+                return Err(Failure::invalid(format!(
+                    "--answer goes with a question, and decision {id} is a {}: approve or reject it; nothing was decided",
+                    if pending.as_plan().is_some() {
+                        "plan"
+                    } else {
+                        "tool call"
+                    }
+                )));
+            }
+            _ => {}
+        }
         let flag = match pending {
             PendingDecision::ToolCall(_) if self.to.is_some() => Some("--to"),
             PendingDecision::ToolCall(_) if self.plan_file.is_some() => Some("--plan-file"),

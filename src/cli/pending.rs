@@ -177,6 +177,48 @@ pub(crate) fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Fai
         };
         format!("\tdeadline {}{then}", deadline_text(at))
     });
+    if matches!(p.kind, PendingKind::Question | PendingKind::Suspension) {
+        let payload = p.payload.clone().unwrap_or_default();
+        let what = if p.kind == PendingKind::Question {
+            // The question and its options come from the model: every character shown, one line.
+            let mut what = format!(
+                "question {}",
+                serde_json::to_string(&payload["question"]).unwrap_or_default()
+            );
+            if let Some(options) = payload["options"].as_array() {
+                let each: Vec<String> = options
+                    .iter()
+                    .enumerate()
+                    .map(|(k, o)| {
+                        let label = serde_json::to_string(&o["label"]).unwrap_or_default();
+                        match o["description"].as_str() {
+                            Some(d) => format!(
+                                "{}. {label} ({})",
+                                k + 1,
+                                serde_json::to_string(d).unwrap_or_default()
+                            ),
+                            None => format!("{}. {label}", k + 1),
+                        }
+                    })
+                    .collect();
+                let mode = payload["selectionMode"].as_str().unwrap_or("single_select");
+                what.push_str(&format!("\t{mode}: {}", each.join("; ")));
+            }
+            what
+        } else {
+            format!(
+                "suspension {}\t{}",
+                neutralize_line(p.tool_name.as_deref().unwrap_or_default()),
+                arguments_line(&payload, PENDING_ARGS_MAX_CHARS, PENDING_WHOLE)
+            )
+        };
+        return Ok(format!(
+            "{ids}\t{}\tsha256 {}{}{deadline}",
+            neutralize_line(&what),
+            neutralize_line(&p.sha256),
+            workspace_field(p),
+        ));
+    }
     if p.kind == PendingKind::ToolCall {
         let args = p.args.as_ref().map_or(String::new(), |a| {
             arguments_line(a, PENDING_ARGS_MAX_CHARS, PENDING_WHOLE)

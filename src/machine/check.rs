@@ -45,6 +45,35 @@ pub(crate) fn check(
 ) -> Result<Checked, SessionError> {
     let malformed = |what: &str| Err(SessionError::MalformedDecision(what.to_owned()));
     let rejected = decision.action == DecisionAction::Rejected;
+    if let PendingDecision::Suspension(suspended) = pending {
+        check_suspension(suspended, decision)?;
+        if let Some(given) = &decision.sha256 {
+            check_pin(pending, given)?;
+        }
+        if let Some(answer) = decision.answer.as_deref()
+            && let Some(reason) = answer_mismatch(answer, &suspended.payload.answer_schema)
+        {
+            return Err(SessionError::InvalidAnswer {
+                decision_id: suspended.decision_id().to_owned(),
+                reason,
+            });
+        }
+        return Ok(Checked {
+            target: None,
+            edited: None,
+            comments: Vec::new(),
+        });
+    }
+    if decision.action == DecisionAction::Answered || decision.answer.is_some() {
+        let what = match pending {
+            PendingDecision::Plan(_) => "a plan",
+            _ => "a tool call waiting for approval",
+        };
+        return Err(SessionError::MalformedDecision(format!(
+            "{} is {what}, not a question: an answer (`\"action\": \"answered\"`, `answer`) goes with a call its tool suspended; approve or reject it",
+            pending.decision_id()
+        )));
+    }
     match pending {
         PendingDecision::Plan(_) if decision.always_allow => {
             return malformed(
@@ -154,6 +183,60 @@ pub(crate) fn check(
     })
 }
 
+/// What keeps `answer` from fitting `schema`, in the input checker's words (the checker the
+/// crate uses for tool arguments, [`crate::exchange::input::mismatch`]); `None` when it fits.
+fn answer_mismatch(answer: &serde_json::Value, schema: &serde_json::Value) -> Option<String> {
+    crate::exchange::input::mismatch(answer, schema).map(|why| {
+        why.replace("the arguments", "the answer")
+            .replace("the tool's input schema", "the answer schema")
+    })
+}
+
+/// Checks a decision on a call its tool suspended: it is answered (with an `answer`) or
+/// declined (a rejection, with feedback at most); none of the parts of a plan's or a tool
+/// call's decision go with it.
+fn check_suspension(
+    suspended: &super::pending::PendingSuspension,
+    decision: &Decision,
+) -> Result<(), SessionError> {
+    let malformed = |what: String| Err(SessionError::MalformedDecision(what));
+    let name = suspended.tool_name();
+    match (decision.action, &decision.answer) {
+        (DecisionAction::Answered, Some(_)) | (DecisionAction::Rejected, None) => {}
+        (DecisionAction::Answered, None) => {
+            return malformed(format!(
+                "an answer to `{name}` needs its `answer`: `{{\"action\": \"answered\", \"answer\": ...}}`"
+            ));
+        }
+        (_, Some(_)) => {
+            return malformed(format!(
+                "`answer` goes with `\"action\": \"answered\"`, not with `{}`",
+                decision.action
+            ));
+        }
+        _ => {
+            return malformed(format!(
+                "`{name}` waits for an answer, not an approval: answer it (`\"action\": \"answered\"`), or reject it to decline"
+            ));
+        }
+    }
+    if decision.to.is_some()
+        || decision.plan.is_some()
+        || decision.model.is_some()
+        || !decision.comments.is_empty()
+    {
+        return malformed(format!(
+            "a decision on `{name}`'s suspension names no target mode, edited plan, model or comments: they go with a plan"
+        ));
+    }
+    if decision.always_allow || decision.scope.is_some() || decision.allow.is_some() {
+        return malformed(format!(
+            "a decision on `{name}`'s suspension gives no allowance: `alwaysAllow`, `scope` and `allow` go with a tool call"
+        ));
+    }
+    Ok(())
+}
+
 /// Checks a `sha256` pin (what the user saw) against [`PendingDecision::sha256`], ignoring ASCII
 /// case: the one place a pin is compared.
 ///
@@ -172,6 +255,11 @@ pub(crate) fn check_pin(pending: &PendingDecision, given: &str) -> Result<(), Se
             given,
         },
         PendingDecision::Plan(_) => SessionError::Sha256Mismatch { expected, given },
+        PendingDecision::Suspension(s) => SessionError::PayloadSha256Mismatch {
+            decision_id: s.payload.decision_id.clone(),
+            expected,
+            given,
+        },
     })
 }
 

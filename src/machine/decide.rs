@@ -9,8 +9,8 @@ use super::change::Change;
 use super::check::Checked;
 use super::decision::{Decision, DecisionAction};
 use super::error::SessionError;
-use super::next::{Approved, Next};
-use super::pending::{PendingDecision, PendingPlan, PendingToolCall};
+use super::next::{Answered, Approved, Next};
+use super::pending::{PendingDecision, PendingPlan, PendingSuspension, PendingToolCall};
 use super::state::State;
 use crate::comment::{self, QuotedComment};
 use crate::event::{DecidedRecord, DecisionOutcome, ModeChangeReason, RunState};
@@ -42,10 +42,14 @@ impl Change<'_> {
         checked: Checked,
     ) -> Result<Next, SessionError> {
         match self.state.pending.get(index) {
-            Some(PendingDecision::ToolCall(_)) => {
+            Some(PendingDecision::ToolCall(_) | PendingDecision::Suspension(_)) => {
                 let (run_id, approved) = self.decide_tool_call(index, decision)?;
                 Ok(match approved {
-                    Some(calls) => Next::RunApproved { run_id, calls },
+                    Some((calls, answered)) => Next::RunApproved {
+                        run_id,
+                        calls,
+                        answered,
+                    },
                     None => Next::WaitsOnToolCalls(run_id),
                 })
             }
@@ -77,6 +81,11 @@ impl Change<'_> {
         decision: Decision,
         checked: Checked,
     ) -> Result<PlanDecided, SessionError> {
+        if decision.action == DecisionAction::Answered {
+            return Err(SessionError::MalformedDecision(
+                "a plan is approved or rejected, not answered".to_owned(),
+            ));
+        }
         let pending = (index < self.state.pending.len()).then(|| self.state.pending.remove(index));
         let Some(PendingDecision::Plan(pending)) = pending else {
             return Err(SessionError::NotSuspended(String::new()));
@@ -89,7 +98,8 @@ impl Change<'_> {
         // (many chat templates refuse a system message anywhere but first).
         let notice = match decision.action {
             DecisionAction::Approved => self.mode_notice(target, ModeChangeReason::PlanApproved),
-            DecisionAction::Rejected => None,
+            // An answer never reaches a plan (`check` refuses it, and so does the start here).
+            DecisionAction::Rejected | DecisionAction::Answered => None,
         };
         let edited = checked.edited;
         let comments = checked.comments;
@@ -105,7 +115,7 @@ impl Change<'_> {
         };
         let feedback = match decision.action {
             DecisionAction::Approved => feedback,
-            DecisionAction::Rejected => revise_with.as_deref(),
+            DecisionAction::Rejected | DecisionAction::Answered => revise_with.as_deref(),
         };
         let max_revisions = self.config.max_revisions;
         // A rejection with feedback asks for a revision: beyond the run's limit it ends the run.
@@ -133,11 +143,11 @@ impl Change<'_> {
                 plan::rejected_at_revision_limit(feedback, max_revisions),
                 DecisionOutcome::Rejected,
             ),
-            (DecisionAction::Rejected, Some(feedback)) => (
+            (DecisionAction::Rejected | DecisionAction::Answered, Some(feedback)) => (
                 plan::rejected_with_feedback(feedback),
                 DecisionOutcome::Rejected,
             ),
-            (DecisionAction::Rejected, None) => {
+            (DecisionAction::Rejected | DecisionAction::Answered, None) => {
                 (REJECTED_RESULT.to_owned(), DecisionOutcome::Rejected)
             }
         };
@@ -188,18 +198,51 @@ impl Change<'_> {
     /// other calls of its tool waiting in the reply). Returns the run, and once every call of
     /// the reply is decided, the approved calls to run in the model's order: the run resumes,
     /// the rejected calls get their results and every record goes to the history.
+    ///
+    /// A call its tool suspended is decided the same way, as one of the reply's calls: its
+    /// answer (or the user's refusal to answer) is recorded on it.
+    #[allow(clippy::type_complexity)]
     fn decide_tool_call(
         &mut self,
         index: usize,
         decision: Decision,
-    ) -> Result<(Arc<str>, Option<Vec<Approved>>), SessionError> {
+    ) -> Result<(Arc<str>, Option<(Vec<Approved>, Vec<Answered>)>), SessionError> {
         let decided_at = self.now_rfc3339();
+        if let Some(PendingDecision::Suspension(suspended)) = self.state.pending.get_mut(index) {
+            let outcome = match (decision.action, &decision.answer) {
+                (DecisionAction::Answered, Some(_)) => DecisionOutcome::Answered,
+                (DecisionAction::Rejected, None) => DecisionOutcome::Rejected,
+                // `check` refuses the others before they get here.
+                _ => {
+                    return Err(SessionError::MalformedDecision(format!(
+                        "`{}` is answered or declined, not {}",
+                        suspended.tool_name(),
+                        decision.action
+                    )));
+                }
+            };
+            let record =
+                suspension_record(suspended, outcome, decision.decided_by.clone(), decided_at);
+            suspended.decided = Some(record);
+            suspended.feedback = decision.feedback().map(str::to_owned);
+            suspended.answer = decision.answer.map(|a| *a);
+            let run_id = suspended.run_id.clone();
+            let resumed = self.resume_if_all_decided(&run_id);
+            return Ok((run_id, resumed));
+        }
         let Some(PendingDecision::ToolCall(call)) = self.state.pending.get(index) else {
             return Err(SessionError::NotSuspended(String::new()));
         };
         let outcome = match decision.action {
             DecisionAction::Approved => DecisionOutcome::Approved,
             DecisionAction::Rejected => DecisionOutcome::Rejected,
+            // `check` refuses an answer to a tool call waiting for approval.
+            DecisionAction::Answered => {
+                return Err(SessionError::MalformedDecision(
+                    "a tool call waiting for approval is approved or rejected, not answered"
+                        .to_owned(),
+                ));
+            }
         };
         let mut record = tool_call_record(
             call,
@@ -239,16 +282,50 @@ impl Change<'_> {
         // An approval by an allowance revoked since (in the store, before this session was
         // restored) is taken back before the run can resume: such a call is asked about.
         self.state.withdraw_approvals_of_revoked();
+        let resumed = self.resume_if_all_decided(&run_id);
+        Ok((run_id, resumed))
+    }
+
+    /// Once every waiting call of the reply is decided, the run resumes (same run id), saved
+    /// with this process's lease: the approved calls and the answered suspensions go to the
+    /// driver, in the model's order; the rejected and declined ones get their results here, and
+    /// every record goes to the history. `None` while one still waits.
+    fn resume_if_all_decided(
+        &mut self,
+        run_id: &Arc<str>,
+    ) -> Option<(Vec<Approved>, Vec<Answered>)> {
         if self.state.pending.iter().any(PendingDecision::is_waiting) {
-            return Ok((run_id, None));
+            return None;
         }
-        // Every call is decided: the run resumes (same run id), saved with this process's lease.
+        let run_id = run_id.clone();
         let calls = std::mem::take(&mut self.state.pending);
         self.resume_run(&run_id);
         let mut approved = Vec::new();
+        let mut answered: Vec<Answered> = Vec::new();
         for call in calls {
-            let PendingDecision::ToolCall(call) = call else {
-                continue;
+            let call = match call {
+                PendingDecision::ToolCall(call) => call,
+                PendingDecision::Suspension(suspended) => {
+                    let Some(record) = suspended.decided.clone() else {
+                        continue;
+                    };
+                    self.state.history.push(record.clone());
+                    if record.outcome == Some(DecisionOutcome::Answered) {
+                        answered.push((suspended, record));
+                        continue;
+                    }
+                    let output = ToolOutput::error(super::rejection::declined_result(
+                        suspended.feedback.as_deref(),
+                    ));
+                    let declined = CallRef::new(
+                        run_id.clone(),
+                        suspended.tool_call_id.as_str(),
+                        suspended.payload.tool_name.as_str(),
+                    );
+                    self.finish_tool(declined, output, Some(record));
+                    continue;
+                }
+                PendingDecision::Plan(_) => continue,
             };
             let Some(record) = call.decided.clone() else {
                 continue;
@@ -266,7 +343,7 @@ impl Change<'_> {
                 self.finish_tool(answered, output, Some(record));
             }
         }
-        Ok((run_id, Some(approved)))
+        Some((approved, answered))
     }
 
     /// The allowance of `scope` an approval of a call of `tool` gives (`granted`: the
@@ -394,6 +471,27 @@ impl State {
 }
 
 /// The audit record of a decision on the tool call `call`.
+/// The audit record of a decision on a call its tool suspended.
+pub(crate) fn suspension_record(
+    suspended: &PendingSuspension,
+    outcome: DecisionOutcome,
+    decided_by: Option<String>,
+    decided_at: String,
+) -> DecidedRecord {
+    DecidedRecord {
+        sha256: Some(suspended.payload.payload_sha256.clone()),
+        decided_at: Some(decided_at),
+        decided_by,
+        tool_name: Some(suspended.payload.tool_name.clone()),
+        ..DecidedRecord::new(
+            &*suspended.run_id,
+            &suspended.tool_call_id,
+            &suspended.payload.decision_id,
+            outcome,
+        )
+    }
+}
+
 pub(crate) fn tool_call_record(
     call: &PendingToolCall,
     outcome: DecisionOutcome,
@@ -465,6 +563,7 @@ mod tests {
             run_id: run.clone(),
             at: 1,
             indexes: (0..tools.len()).map(|k| (k, None)).collect(),
+            suspended: Vec::new(),
         };
         rig.handle(Input::Suspend(suspend)).expect("suspends");
         rig.take_kinds();

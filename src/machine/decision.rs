@@ -36,11 +36,16 @@ use crate::event::SuspendPayload;
     feature = "schema",
     schemars(inline, schema_with = "crate::names::schema::<DecisionAction>")
 )]
+#[non_exhaustive]
 pub enum DecisionAction {
-    /// The plan is approved: hand over to the target mode.
+    /// The plan (or tool call) is approved: hand over to the target mode (or run the call).
     Approved,
-    /// The plan is rejected: stay in the mode.
+    /// The plan (or tool call) is rejected: stay in the mode (or do not run it); a call its
+    /// tool suspended is declined (the model is told the user did not answer).
     Rejected,
+    /// A call its tool suspended is answered ([`Decision::answer`]): the answer, checked
+    /// against the schema it suspended with, goes to the tool's resume step.
+    Answered,
 }
 
 impl DecisionAction {
@@ -91,13 +96,14 @@ impl DecisionAction {
         `Session::decide_json` take it. Only `action` is required; unknown fields are refused. \
         `feedback`, `sha256` and `decidedBy` apply to any decision; `targetModeId`, `plan` and \
         `model` to the approval of a plan, `comments` to its rejection; `alwaysAllow` (with its \
-        `scope` and its narrowing pattern `allow`) to the approval of a tool call. Anything else \
+        `scope` and its narrowing pattern `allow`) to the approval of a tool call; `answer` to \
+        `\"action\": \"answered\"`, the answer to a call its tool suspended. Anything else \
         is refused with `MalformedDecision` and changes nothing."
     )
 )]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Decision {
-    /// Approved or rejected.
+    /// Approved, rejected, or (a call its tool suspended) answered.
     pub action: DecisionAction,
     /// Feedback for the model: with a rejection, what to revise (a plan) or why not (a tool
     /// call); with a plan's approval, a note the next mode receives together with the approved
@@ -156,6 +162,11 @@ pub struct Decision {
     /// mode. Refused on a rejection and on a tool call, and when the host cannot build it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// With `"action": "answered"`: the answer to a call its tool suspended (a question of
+    /// `ask_user`, or a tool's own form), any JSON that fits the schema the call suspended with
+    /// ([`Decision::answer`]). Refused with any other action and on a plan or a tool call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<Box<Value>>,
 }
 
 impl Decision {
@@ -189,6 +200,30 @@ impl Decision {
         }
     }
 
+    /// Answer a call its tool suspended with `answer` (`{"action": "answered", "answer": "staging"}`):
+    /// for a question of `ask_user`, the text (no options), one option's label
+    /// (`single_select`) or an array of labels (`multi_select`); for a tool of your own, what
+    /// its answer schema takes (as JSON: `{"action": "answered", "answer": "staging"}`). An answer that does not fit is refused
+    /// ([`SessionError::InvalidAnswer`]) and changes nothing; pin it to what the user saw with
+    /// [`Decision::with_sha256`] and the payload's `payloadSha256`.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{Decision, session::DecisionAction};
+    /// let decision = Decision::answer(serde_json::json!("staging"));
+    /// assert_eq!(decision.action, DecisionAction::Answered);
+    /// assert_eq!(
+    ///     serde_json::to_value(&decision).unwrap(),
+    ///     serde_json::json!({ "action": "answered", "answer": "staging" }),
+    /// );
+    /// ```
+    pub fn answer(answer: Value) -> Self {
+        Self {
+            answer: Some(Box::new(answer)),
+            ..Self::new(DecisionAction::Answered)
+        }
+    }
+
     /// Reject without feedback: the run ends and the model waits for the next message.
     ///
     /// # Examples
@@ -216,6 +251,7 @@ impl Decision {
             allow: None,
             comments: Vec::new(),
             model: None,
+            answer: None,
         }
     }
 
@@ -514,6 +550,26 @@ impl Decision {
     }
 
     /// The feedback, trimmed; `None` when there is none or it is blank.
+    /// Mastra's bare resume data for a suspended call, as an answer: a string, or an array of
+    /// strings (`["a", "b"]`); `None` for anything else. An action's name alone (`"approved"`,
+    /// `["approved"]`: serde's array form of a decision) is never read as an answer.
+    pub(crate) fn bare_answer(value: &Value) -> Option<Self> {
+        let bare = match value {
+            Value::String(_) => true,
+            Value::Array(items) => !items.is_empty() && items.iter().all(Value::is_string),
+            _ => false,
+        };
+        let first = match value {
+            Value::Array(items) => items.first(),
+            other => Some(other),
+        };
+        let action_name = matches!(
+            first.and_then(Value::as_str),
+            Some("approved" | "rejected" | "answered")
+        );
+        (bare && !action_name).then(|| Self::answer(value.clone()))
+    }
+
     pub(crate) fn feedback(&self) -> Option<&str> {
         self.feedback
             .as_deref()
@@ -527,6 +583,34 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_bare_string_or_string_array_is_an_answer_and_an_action_name_alone_is_refused() {
+        for bare in [json!("staging"), json!(["a", "b"])] {
+            assert_eq!(
+                Decision::bare_answer(&bare),
+                Some(Decision::answer(bare.clone())),
+                "{bare}"
+            );
+            // Not a decision object: the schema's parser refuses it.
+            assert!(Decision::from_json(&bare).is_err());
+        }
+        for refused in [
+            json!("approved"),
+            json!("rejected"),
+            json!(["approved"]),
+            json!([]),
+            json!([1]),
+            json!(3),
+        ] {
+            assert_eq!(Decision::bare_answer(&refused), None, "{refused}");
+        }
+        let answered = json!({ "action": "answered", "answer": { "confirm": true } });
+        assert_eq!(
+            Decision::from_json(&answered),
+            Ok(Decision::answer(json!({ "confirm": true })))
+        );
+    }
 
     #[test]
     fn each_builder_sets_its_part_alone() {

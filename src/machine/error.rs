@@ -110,6 +110,31 @@ pub enum SessionError {
         /// The hash in the decision.
         given: String,
     },
+    /// The decision is pinned ([`Decision::with_sha256`](crate::Decision::with_sha256)) to
+    /// another payload than the suspended call's (its `sha256` is not the payload's
+    /// `payloadSha256`); nothing changed.
+    #[error(
+        "the answer is for a payload with sha256 {given}, but {decision_id} waits on a payload with payloadSha256 {expected}: it is not the question you meant; nothing was answered"
+    )]
+    PayloadSha256Mismatch {
+        /// The decision id of the suspended call.
+        decision_id: String,
+        /// The payload's `payloadSha256`.
+        expected: String,
+        /// The hash in the decision.
+        given: String,
+    },
+    /// An answer ([`Decision::answer`](crate::Decision::answer)) that does not fit the schema
+    /// the call suspended with; nothing changed, the call still waits.
+    #[error(
+        "the answer to {decision_id} is refused: {reason}; nothing was answered, it still waits"
+    )]
+    InvalidAnswer {
+        /// The decision id of the suspended call.
+        decision_id: String,
+        /// What does not fit, as the input checker says it.
+        reason: String,
+    },
     /// The resume data is not `{ action: "approved" | "rejected", feedback?, sha256? }`.
     #[error("malformed resume data: {0}")]
     MalformedDecision(String),

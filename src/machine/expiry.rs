@@ -14,7 +14,8 @@
 use std::sync::Arc;
 
 use crate::event::{
-    DecidedRecord, DecisionOutcome, Event, RunState, SuspendPayload, ToolCallPayload, rfc3339,
+    DecidedRecord, DecisionOutcome, Event, RunState, SuspendPayload, ToolCallPayload,
+    ToolSuspendPayload, rfc3339,
 };
 use crate::exchange::Message;
 use crate::exchange::SUBMIT_PLAN;
@@ -92,6 +93,15 @@ pub(crate) enum Waiting<'a> {
         decided: Option<&'a DecidedRecord>,
         feedback: Option<&'a str>,
     },
+    /// A call its tool suspended, waiting for the user's answer (or answered while others of
+    /// its reply wait).
+    Suspended {
+        run_id: &'a str,
+        tool_call_id: &'a str,
+        payload: &'a ToolSuspendPayload,
+        decided: Option<&'a DecidedRecord>,
+        feedback: Option<&'a str>,
+    },
 }
 
 impl Waiting<'_> {
@@ -101,6 +111,9 @@ impl Waiting<'_> {
         let (terms, decided) = match self {
             Waiting::Plan { payload, .. } => (&payload.terms, false),
             Waiting::ToolCall {
+                payload, decided, ..
+            } => (&payload.terms, decided.is_some()),
+            Waiting::Suspended {
                 payload, decided, ..
             } => (&payload.terms, decided.is_some()),
         };
@@ -122,6 +135,13 @@ pub(crate) fn waiting(pending: &PendingDecision) -> Waiting<'_> {
             run_id: &p.run_id,
             tool_call_id: &p.tool_call_id,
             payload: &p.payload,
+        },
+        PendingDecision::Suspension(s) => Waiting::Suspended {
+            run_id: &s.run_id,
+            tool_call_id: &s.tool_call_id,
+            payload: &s.payload,
+            decided: s.decided.as_ref(),
+            feedback: s.feedback.as_deref(),
         },
     }
 }
@@ -191,7 +211,7 @@ where
         .any(|w| matches!(w, Waiting::Plan { .. }) && w.is_due(now_ms));
     let calls_due = waiting
         .clone()
-        .any(|w| matches!(w, Waiting::ToolCall { .. }) && w.is_due(now_ms));
+        .any(|w| !matches!(w, Waiting::Plan { .. }) && w.is_due(now_ms));
     if plan_due {
         let (run_id, tool_call_id, payload) = waiting.clone().find_map(|w| match w {
             Waiting::Plan {
@@ -199,7 +219,7 @@ where
                 tool_call_id,
                 payload,
             } => Some((run_id, tool_call_id, payload)),
-            Waiting::ToolCall { .. } => None,
+            Waiting::ToolCall { .. } | Waiting::Suspended { .. } => None,
         })?;
         let answer = Answer {
             tool_call_id: tool_call_id.to_owned(),
@@ -219,8 +239,10 @@ where
     }
     // The calls of one reply share their mode's onTimeout; should they differ (a record
     // written by hand), the one that ends the run harder wins.
-    let abort = waiting.clone().any(|w| {
-        matches!(w, Waiting::ToolCall { payload, .. } if payload.terms.on_timeout == OnTimeout::Abort)
+    let abort = waiting.clone().any(|w| match w {
+        Waiting::ToolCall { payload, .. } => payload.terms.on_timeout == OnTimeout::Abort,
+        Waiting::Suspended { payload, .. } => payload.terms.on_timeout == OnTimeout::Abort,
+        Waiting::Plan { .. } => false,
     });
     let mut run = None;
     let answers = waiting
@@ -241,6 +263,22 @@ where
                     feedback,
                 ))
             }
+            Waiting::Suspended {
+                run_id,
+                tool_call_id,
+                payload,
+                decided,
+                feedback,
+            } => {
+                run.get_or_insert(run_id);
+                Some(suspension_answer(
+                    run_id,
+                    tool_call_id,
+                    payload,
+                    decided,
+                    feedback,
+                ))
+            }
             Waiting::Plan { .. } => None,
         })
         .collect();
@@ -254,6 +292,66 @@ where
         }),
     })
 }
+
+/// What an expiry answers a call its tool suspended: unanswered, it expired (nothing is made
+/// up); answered or declined while another call of its reply waited, the run ends before the
+/// answer reaches the tool.
+fn suspension_answer(
+    run_id: &str,
+    tool_call_id: &str,
+    payload: &ToolSuspendPayload,
+    decided: Option<&DecidedRecord>,
+    feedback: Option<&str>,
+) -> Answer {
+    let (result, record) = match decided {
+        None => (
+            expired_suspension_result(payload),
+            DecidedRecord {
+                sha256: Some(payload.payload_sha256.clone()),
+                decided_at: payload.terms.deadline_at_ms.map(deadline_text),
+                tool_name: Some(payload.tool_name.clone()),
+                ..DecidedRecord::new(
+                    run_id,
+                    tool_call_id,
+                    &payload.decision_id,
+                    DecisionOutcome::Expired,
+                )
+            },
+        ),
+        Some(record) if record.outcome == Some(DecisionOutcome::Rejected) => {
+            (super::rejection::declined_result(feedback), record.clone())
+        }
+        Some(record) => (ANSWERED_NOT_RESUMED_RESULT.to_owned(), record.clone()),
+    };
+    Answer {
+        tool_call_id: tool_call_id.to_owned(),
+        tool_name: payload.tool_name.clone(),
+        result,
+        is_error: true,
+        record,
+    }
+}
+
+/// The result of a call its tool suspended when no answer came before its deadline.
+pub fn expired_suspension_result(payload: &ToolSuspendPayload) -> String {
+    let within = payload
+        .terms
+        .approval_timeout
+        .as_deref()
+        .map_or(String::new(), |t| format!(" within {t} (approvalTimeout)"));
+    let at = payload.terms.deadline_at_ms.map_or(String::new(), |ms| {
+        format!("; it expired at {}", deadline_text(ms))
+    });
+    let aborted = match payload.terms.on_timeout {
+        OnTimeout::Reject => "",
+        OnTimeout::Abort => " The run was aborted (onTimeout = \"abort\").",
+    };
+    format!("Not answered: the user gave no answer{within}{at}; there is no answer.{aborted}")
+}
+
+/// The result of a call whose answer came while another call of its reply waited, when that
+/// other call expired: the run ended before the answer reached the tool.
+pub const ANSWERED_NOT_RESUMED_RESULT: &str = "Not completed: the user answered, but other tool calls of this reply expired undecided (approvalTimeout), so the run ended before the answer reached the tool. Ask again if it is still needed.";
 
 /// The audit record of the expiry of the plan of `payload`: outcome `expired`, `decidedAt` the
 /// deadline, nobody as `decidedBy`. The same on every host that applies it.

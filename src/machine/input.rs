@@ -184,6 +184,9 @@ pub(crate) enum Suspend {
         /// The positions of the calls that wait, in the model's order, each with the `ask` rule
         /// that made it wait, if one did.
         indexes: Vec<(usize, Option<Box<RuleRecord>>)>,
+        /// The calls at these indexes, which their tools suspended: each waits for the user's
+        /// answer ([`crate::ToolOutput::suspend`]).
+        suspended: Vec<(usize, Box<crate::exchange::ToolSuspension>)>,
     },
 }
 
@@ -323,8 +326,9 @@ impl Change<'_> {
                 run_id,
                 at,
                 indexes,
+                suspended,
             }) => {
-                self.suspend_tool_calls(&run_id, at, &indexes);
+                self.suspend_tool_calls(&run_id, at, &indexes, suspended);
                 Next::WaitsOnToolCalls(run_id)
             }
             Input::Decide {
@@ -419,6 +423,7 @@ mod tests {
             run_id: run.clone(),
             at,
             indexes: vec![(0, None), (2, None)],
+            suspended: Vec::new(),
         };
         rig.handle(Input::Suspend(suspend)).expect("suspends");
         rig.take_kinds();
@@ -785,7 +790,7 @@ mod tests {
         assert_eq!(rig.take_kinds(), Vec::<&str>::new());
         assert_eq!(rig.state.undecided_calls().len(), 1);
         let next = decide(&mut rig, 0, Decision::approve()).expect("ok");
-        let Next::RunApproved { run_id, calls } = next else {
+        let Next::RunApproved { run_id, calls, .. } = next else {
             panic!("the last decision resumes the run: {next:?}");
         };
         assert_eq!(run_id, run);

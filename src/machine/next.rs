@@ -3,12 +3,16 @@
 
 use std::sync::Arc;
 
-use super::pending::PendingToolCall;
+use super::pending::{PendingSuspension, PendingToolCall};
 use crate::event::{DecidedRecord, SuspendPayload};
 use crate::model::ModelError;
 
 /// An approved tool call with its audit record, to run once every call of its reply is decided.
 pub(crate) type Approved = (PendingToolCall, DecidedRecord);
+
+/// A call its tool suspended, answered (the answer on it), with its audit record: the driver
+/// hands the answer to the tool's `resume` step.
+pub(crate) type Answered = (PendingSuspension, DecidedRecord);
 
 /// What the driver does once an input's change is saved and its events delivered.
 #[derive(Debug)]
@@ -30,6 +34,9 @@ pub(crate) enum Next {
         run_id: Arc<str>,
         /// The approved calls with their audit records.
         calls: Vec<Approved>,
+        /// The answered suspensions with their audit records: each answer goes to its tool's
+        /// `resume` step.
+        answered: Vec<Answered>,
     },
     /// The model is done: end the run with its text ([`Input::ModelReply`](super::input::Input::ModelReply) without tool calls).
     Complete {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::event::{DecidedRecord, SuspendPayload, ToolCallPayload, WaitTerms};
+use crate::event::{DecidedRecord, SuspendPayload, ToolCallPayload, ToolSuspendPayload, WaitTerms};
 use crate::exchange::SUBMIT_PLAN;
 use crate::mode::ModeId;
 
@@ -30,11 +30,17 @@ use crate::mode::ModeId;
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
+// A session holds a few of them (one reply's calls at most): boxing each kind would only cost
+// every host a deref.
+#[allow(clippy::large_enum_variant)]
 pub enum PendingDecision {
     /// A plan waiting for approval.
     Plan(PendingPlan),
     /// A tool call waiting for approval.
     ToolCall(PendingToolCall),
+    /// A call its tool suspended ([`crate::ToolOutput::suspend`]), waiting for the user's
+    /// answer: a question of `ask_user`, or another tool's own suspension.
+    Suspension(PendingSuspension),
 }
 
 impl PendingDecision {
@@ -71,6 +77,7 @@ impl PendingDecision {
         match self {
             PendingDecision::Plan(p) => &p.run_id,
             PendingDecision::ToolCall(c) => &c.run_id,
+            PendingDecision::Suspension(s) => &s.run_id,
         }
     }
 
@@ -108,6 +115,7 @@ impl PendingDecision {
         match self {
             PendingDecision::Plan(p) => &p.tool_call_id,
             PendingDecision::ToolCall(c) => &c.tool_call_id,
+            PendingDecision::Suspension(s) => &s.tool_call_id,
         }
     }
 
@@ -143,6 +151,7 @@ impl PendingDecision {
         match self {
             PendingDecision::Plan(p) => p.decision_id(),
             PendingDecision::ToolCall(c) => c.decision_id(),
+            PendingDecision::Suspension(s) => s.decision_id(),
         }
     }
 
@@ -174,11 +183,12 @@ impl PendingDecision {
         match self {
             PendingDecision::Plan(_) => SUBMIT_PLAN,
             PendingDecision::ToolCall(c) => c.tool_name(),
+            PendingDecision::Suspension(s) => s.tool_name(),
         }
     }
 
-    /// The SHA-256 a [`Decision::with_sha256`](crate::Decision::with_sha256) pin must equal: the plan's `sha256`, or the
-    /// tool call's `argsSha256`.
+    /// The SHA-256 a [`Decision::with_sha256`](crate::Decision::with_sha256) pin must equal: the plan's `sha256`, the
+    /// tool call's `argsSha256`, or a suspension's `payloadSha256`.
     ///
     /// # Examples
     /// ```
@@ -208,6 +218,7 @@ impl PendingDecision {
         match self {
             PendingDecision::Plan(p) => &p.payload.submission.sha256,
             PendingDecision::ToolCall(c) => c.args_sha256(),
+            PendingDecision::Suspension(s) => &s.payload.payload_sha256,
         }
     }
 
@@ -271,6 +282,7 @@ impl PendingDecision {
         match self {
             PendingDecision::Plan(p) => &p.payload.terms,
             PendingDecision::ToolCall(c) => &c.payload.terms,
+            PendingDecision::Suspension(s) => &s.payload.terms,
         }
     }
 
@@ -303,6 +315,7 @@ impl PendingDecision {
         match self {
             PendingDecision::Plan(_) => None,
             PendingDecision::ToolCall(c) => c.decision(),
+            PendingDecision::Suspension(s) => s.decision(),
         }
     }
 
@@ -367,7 +380,7 @@ impl PendingDecision {
     pub fn as_plan(&self) -> Option<&PendingPlan> {
         match self {
             PendingDecision::Plan(p) => Some(p),
-            PendingDecision::ToolCall(_) => None,
+            PendingDecision::ToolCall(_) | PendingDecision::Suspension(_) => None,
         }
     }
 
@@ -404,8 +417,74 @@ impl PendingDecision {
     pub fn as_tool_call(&self) -> Option<&PendingToolCall> {
         match self {
             PendingDecision::ToolCall(c) => Some(c),
-            PendingDecision::Plan(_) => None,
+            PendingDecision::Plan(_) | PendingDecision::Suspension(_) => None,
         }
+    }
+
+    /// The tool's own suspension (a question, or another tool's), if this is one.
+    pub fn as_suspension(&self) -> Option<&PendingSuspension> {
+        match self {
+            PendingDecision::Suspension(s) => Some(s),
+            PendingDecision::Plan(_) | PendingDecision::ToolCall(_) => None,
+        }
+    }
+}
+
+/// A call its tool suspended ([`crate::ToolOutput::suspend`]), waiting for the user's answer:
+/// which run and call, what the tool showed ([`ToolSuspendPayload`]: the payload, the schema an
+/// answer must fit, the payload's SHA-256), and, while other calls of the same reply still
+/// wait, the answer given to it already.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingSuspension {
+    pub(crate) run_id: Arc<str>,
+    pub(crate) tool_call_id: String,
+    pub(crate) payload: ToolSuspendPayload,
+    pub(crate) decided: Option<DecidedRecord>,
+    pub(crate) answer: Option<Value>,
+    pub(crate) feedback: Option<String>,
+}
+
+impl PendingSuspension {
+    /// The suspended run.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// The model's id of the call.
+    pub fn tool_call_id(&self) -> &str {
+        &self.tool_call_id
+    }
+
+    /// The controller's id of the decision (`decision_N`).
+    pub fn decision_id(&self) -> &str {
+        &self.payload.decision_id
+    }
+
+    /// The tool that suspended its call (`ask_user` for a question).
+    pub fn tool_name(&self) -> &str {
+        &self.payload.tool_name
+    }
+
+    /// `question` (for `ask_user`) or `suspension`.
+    pub fn kind(&self) -> crate::event::SuspensionKind {
+        self.payload.kind
+    }
+
+    /// What `tool_suspended` carried for it: the payload shown to the user, the answer's
+    /// schema, the payload's SHA-256.
+    pub fn payload(&self) -> &ToolSuspendPayload {
+        &self.payload
+    }
+
+    /// The audit record of the answer given while other calls of the reply still wait; `None`
+    /// while it waits.
+    pub fn decision(&self) -> Option<&DecidedRecord> {
+        self.decided.as_ref()
+    }
+
+    /// The answer given while other calls of the reply still wait, checked against the schema.
+    pub fn answer(&self) -> Option<&Value> {
+        self.answer.as_ref()
     }
 }
 
@@ -972,6 +1051,7 @@ mod tests {
             run_id: run,
             at,
             indexes: vec![(0, None)],
+            suspended: Vec::new(),
         };
         rig.handle(Input::Suspend(suspend)).expect("suspends");
         rig.state.pending[0].clone()

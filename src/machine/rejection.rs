@@ -33,3 +33,14 @@ pub(crate) fn with_approval_feedback(content: String, feedback: Option<&str>) ->
         None => content,
     }
 }
+
+/// What the model gets for a call that waited on the user's answer when the user declined to
+/// answer (a rejection): nothing is made up.
+pub(crate) fn declined_result(feedback: Option<&str>) -> String {
+    match feedback {
+        Some(feedback) => {
+            format!("Not answered: the user declined to answer, and said: {feedback}")
+        }
+        None => "Not answered: the user declined to answer; there is no answer.".to_owned(),
+    }
+}

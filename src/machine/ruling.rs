@@ -245,6 +245,7 @@ mod tests {
             run_id: run.clone(),
             at,
             indexes: vec![(0, Some(rule(2, RuleAction::Ask)))],
+            suspended: Vec::new(),
         };
         rig.handle(Input::Suspend(suspend)).expect("suspends");
         let decision = Decision::approve().decided_by("alice");

@@ -8,10 +8,11 @@ use std::sync::Arc;
 
 use crate::allowance::Allowance;
 use crate::event::{
-    CancelReason, DecisionOutcome, Event, RunState, SuspendPayload, Suspension, ToolCallPayload,
-    WaitTerms,
+    CancelReason, DecisionOutcome, Event, RunState, SuspendPayload, Suspension, SuspensionKind,
+    ToolCallPayload, ToolSuspendPayload, WaitTerms,
 };
 use crate::exchange::Message;
+use crate::exchange::ToolSuspension;
 use crate::exchange::{SUBMIT_PLAN, ToolCall, ToolOutput};
 use crate::model::ModelResponse;
 use crate::plan::{self, PlanRevision, PlanSubmission};
@@ -20,10 +21,10 @@ use crate::rules::RuleRecord;
 use super::call::CallRef;
 use super::change::Change;
 use super::check::decision_id_for;
-use super::decide::tool_call_record;
+use super::decide::{suspension_record, tool_call_record};
 use super::input::Abort;
 use super::next::Next;
-use super::pending::{PendingDecision, PendingPlan, PendingToolCall};
+use super::pending::{PendingDecision, PendingPlan, PendingSuspension, PendingToolCall};
 
 /// The id of the `n`-th run of a session: `run_<n>`.
 pub(crate) fn run_id_for(n: u64) -> Arc<str> {
@@ -68,6 +69,22 @@ pub(crate) fn tool_cancelled_result(reason: CancelReason) -> &'static str {
         }
         CancelReason::ModeSwitch => {
             "Not approved: the user switched mode by hand; this tool call was not executed."
+        }
+    }
+}
+
+/// What the model gets for a call that waited on the user's answer when the wait ends without
+/// one (an abort, a new message, a manual switch): the user did not answer; nothing is made up.
+pub(crate) fn unanswered_result(reason: CancelReason) -> &'static str {
+    match reason {
+        CancelReason::Aborted => {
+            "Not answered: the run was aborted before the user answered; there is no answer."
+        }
+        CancelReason::UserMessage => {
+            "Not answered: the user sent a new message instead of answering; there is no answer. Read the message and continue."
+        }
+        CancelReason::ModeSwitch => {
+            "Not answered: the user switched mode by hand instead of answering; there is no answer."
         }
     }
 }
@@ -270,6 +287,16 @@ impl Change<'_> {
                         self.now_rfc3339(),
                     ),
                 ),
+                PendingDecision::Suspension(suspended) => (
+                    unanswered_result(reason),
+                    true,
+                    suspension_record(
+                        suspended,
+                        DecisionOutcome::Cancelled,
+                        None,
+                        self.now_rfc3339(),
+                    ),
+                ),
             };
             let (tool_call_id, tool_name) = (
                 waiting.tool_call_id().to_owned(),
@@ -366,9 +393,30 @@ impl Change<'_> {
         run_id: &Arc<str>,
         at: usize,
         indexes: &[(usize, Option<Box<RuleRecord>>)],
+        suspended: Vec<(usize, Box<ToolSuspension>)>,
     ) {
-        for (index, rule) in indexes {
-            let index = *index;
+        /// What one call of the reply waits for.
+        enum Wait<'r> {
+            /// The user's approval (a rule's record when an `ask` rule made it wait).
+            Approval(&'r Option<Box<RuleRecord>>),
+            /// The user's answer to what its tool suspended with.
+            Answer(Box<ToolSuspension>),
+        }
+        // In the order of the reply's calls, whatever the kind.
+        let mut waits: Vec<(usize, Wait<'_>)> = indexes
+            .iter()
+            .map(|(i, rule)| (*i, Wait::Approval(rule)))
+            .collect();
+        waits.extend(suspended.into_iter().map(|(i, s)| (i, Wait::Answer(s))));
+        waits.sort_by_key(|(i, _)| *i);
+        for (index, wait) in waits {
+            let rule = match wait {
+                Wait::Approval(rule) => rule,
+                Wait::Answer(suspension) => {
+                    self.suspend_tool(run_id, at, index, *suspension);
+                    continue;
+                }
+            };
             let Some(call) = self.state.tool_call(at, index) else {
                 continue;
             };
@@ -405,6 +453,50 @@ impl Change<'_> {
     /// The terms a decision that begins to wait now waits under, fixed now from the mode it
     /// waits in: its `approvalTimeout`, the deadline that gives (now plus the timeout), its
     /// `onTimeout`, and the session's workspace.
+    /// The call at `index` of the reply at `at`, which its tool suspended: it waits for the
+    /// user's answer, as a decision of its own (`decision_N`), announced by `tool_suspended`.
+    fn suspend_tool(
+        &mut self,
+        run_id: &Arc<str>,
+        at: usize,
+        index: usize,
+        suspension: ToolSuspension,
+    ) {
+        let Some(call) = self.state.tool_call(at, index) else {
+            return;
+        };
+        let (tool_call_id, tool_name) = (call.id.clone(), call.name.clone());
+        let args = call.args.clone();
+        self.state.decisions += 1;
+        let payload = ToolSuspendPayload {
+            kind: SuspensionKind::of(&tool_name),
+            decision_id: decision_id_for(self.state.decisions),
+            tool_name: tool_name.clone(),
+            args,
+            payload_sha256: crate::jcs::sha256(&suspension.payload),
+            payload: suspension.payload,
+            answer_schema: suspension.answer_schema,
+            terms: self.wait_terms(),
+        };
+        self.state
+            .pending
+            .push(PendingDecision::Suspension(PendingSuspension {
+                run_id: run_id.clone(),
+                tool_call_id: tool_call_id.clone(),
+                payload: payload.clone(),
+                decided: None,
+                answer: None,
+                feedback: None,
+            }));
+        self.emit(Event::ToolSuspended {
+            session_id: self.id.clone(),
+            run_id: run_id.clone(),
+            tool_call_id,
+            tool_name,
+            suspend_payload: Suspension::Tool(payload),
+        });
+    }
+
     fn wait_terms(&self) -> WaitTerms {
         let mode = self.config.graph.mode(self.state.mode);
         let timeout = mode.approval_timeout();
@@ -621,6 +713,7 @@ mod tests {
             run_id: run.clone(),
             at: 1,
             indexes: vec![(0, None), (1, None), (7, None)],
+            suspended: Vec::new(),
         };
         rig.handle(Input::Suspend(suspend)).expect("suspends");
         let ids: Vec<&str> = rig.state.pending.iter().map(|p| p.decision_id()).collect();

@@ -153,6 +153,22 @@ impl State {
     }
 
     /// The tool calls of the suspended reply still waiting for a decision.
+    /// Whether a call its tool suspended waits for an answer.
+    pub(crate) fn awaits_answer(&self) -> bool {
+        self.pending
+            .iter()
+            .any(|p| p.is_waiting() && matches!(p, PendingDecision::Suspension(_)))
+    }
+
+    /// What still waits, whatever the kind.
+    pub(crate) fn undecided(&self) -> Vec<PendingDecision> {
+        self.pending
+            .iter()
+            .filter(|p| p.is_waiting())
+            .cloned()
+            .collect()
+    }
+
     pub(crate) fn undecided_calls(&self) -> Vec<PendingToolCall> {
         self.pending
             .iter()

@@ -16,13 +16,13 @@ use crate::event::{DecidedRecord, Event};
 use crate::machine::call::CallRef;
 use crate::machine::check::{self as rules, Checked};
 use crate::machine::input::{Abort, Input, Suspend};
-use crate::machine::next::{Approved, Next};
+use crate::machine::next::{Answered, Approved, Next};
 use crate::machine::ruling::{Ruling, denied_result, refused_result};
 use crate::model::{LanguageModel, ModelError, ModelErrorKind, ModelRequest, TextSink};
 use crate::rules::RuleRecord;
 use crate::store::SessionStore;
 use crate::tool::submit_plan::{self, PlanSubmission, SUBMIT_PLAN};
-use crate::tool::{PendingPlans, ToolCall, ToolContext, ToolOutput};
+use crate::tool::{PendingPlans, ToolCall, ToolContext, ToolOutput, ToolSuspension};
 
 /// The result of a `submit_plan` call in a reply whose other calls wait for approval.
 const PLAN_BESIDE_APPROVALS: &str = "Not executed: other tool calls of this reply wait for the user's approval. Submit the plan again after they are decided.";
@@ -168,7 +168,11 @@ impl Session {
     async fn carry_on(&mut self, next: Next) -> Result<RunOutcome, SessionError> {
         match next {
             Next::CallModel(run_id) => self.drive_traced(run_id).await,
-            Next::RunApproved { run_id, calls } => self.run_approved(run_id, calls).await,
+            Next::RunApproved {
+                run_id,
+                calls,
+                answered,
+            } => Box::pin(self.run_approved(run_id, calls, answered)).await,
             Next::Complete { run_id, text } => self.end_run(run_id, Ok(text)).await,
             Next::SuspendedOnPlan {
                 run_id,
@@ -179,6 +183,12 @@ impl Session {
                 tool_call_id,
                 payload: *payload,
             }),
+            Next::WaitsOnToolCalls(run_id) if self.state.awaits_answer() => {
+                Ok(RunOutcome::AwaitingAnswer {
+                    run_id,
+                    pending: self.state.undecided(),
+                })
+            }
             Next::WaitsOnToolCalls(run_id) => Ok(RunOutcome::ToolCallsSuspended {
                 run_id,
                 tool_calls: self.state.undecided_calls(),
@@ -207,8 +217,42 @@ impl Session {
         &mut self,
         run_id: Arc<str>,
         calls: Vec<Approved>,
+        answered: Vec<Answered>,
     ) -> Result<RunOutcome, SessionError> {
         self.start_operation();
+        let mut suspended: Vec<(usize, usize, Box<ToolSuspension>)> = Vec::new();
+        for (answered_call, record) in answered {
+            if self.run_token.is_cancelled() {
+                return self.abort_run(Abort::BeforeApproved(run_id)).await;
+            }
+            let answer = answered_call.answer.clone().unwrap_or_default();
+            let name = answered_call.payload.tool_name.as_str();
+            let Some(output) = self
+                .resume_tool(
+                    &run_id,
+                    &answered_call.tool_call_id,
+                    name,
+                    &answered_call.payload.args,
+                    &answer,
+                )
+                .await
+            else {
+                return self.abort_run(Abort::Run(run_id)).await;
+            };
+            let result = Input::ToolResult {
+                call: CallRef::new(
+                    run_id.clone(),
+                    answered_call.tool_call_id,
+                    answered_call.payload.tool_name,
+                ),
+                output: ToolOutput {
+                    suspension: None,
+                    ..output
+                },
+                decision: Some(record),
+            };
+            self.handle(result).await?;
+        }
         for (call, record) in calls {
             if self.run_token.is_cancelled() {
                 // No approved call is running: this one and the rest never start.
@@ -255,9 +299,16 @@ impl Session {
                         .await
                 }
             };
-            let Some(output) = output else {
+            let Some(mut output) = output else {
                 return self.abort_run(Abort::Run(run_id)).await;
             };
+            if let Some(suspension) = output.suspension.take()
+                && let Some((at, index)) = self.call_position(&call.tool_call_id)
+            {
+                // Approved, it ran and suspended: now it waits for the user's answer.
+                suspended.push((at, index, suspension));
+                continue;
+            }
             let result = Input::ToolResult {
                 call: CallRef::new(run_id.clone(), call.tool_call_id, call.payload.tool_name),
                 output,
@@ -265,7 +316,28 @@ impl Session {
             };
             self.handle(result).await?;
         }
+        if let Some(&(at, _, _)) = suspended.first() {
+            let suspended = suspended.into_iter().map(|(_, i, s)| (i, s)).collect();
+            return self
+                .suspend_tool_calls(run_id, at, Vec::new(), suspended)
+                .await;
+        }
         self.drive_traced(run_id).await
+    }
+
+    /// Where the call `tool_call_id` of the last reply is: the reply's position in the
+    /// conversation and the call's in the reply.
+    fn call_position(&self, tool_call_id: &str) -> Option<(usize, usize)> {
+        let at = self
+            .state
+            .messages
+            .iter()
+            .rposition(|m| matches!(m, crate::model::Message::Assistant { .. }))?;
+        let crate::model::Message::Assistant { tool_calls, .. } = &self.state.messages[at] else {
+            return None;
+        };
+        let index = tool_calls.iter().position(|c| c.id == tool_call_id)?;
+        Some((at, index))
     }
     /// Refuses an approved call of [`Session::run_approved`] that `rule` holds now: it never
     /// runs, the model is told why, and the refusal gets a record of its own
@@ -461,6 +533,8 @@ impl Session {
             .collect();
         let waits = rulings.iter().any(|r| matches!(r, Some(Ruling::Ask(_))));
         let mut waiting: Vec<(usize, Option<Box<RuleRecord>>)> = Vec::new();
+        // The calls their tools suspended ([`ToolOutput::suspend`]): they wait for an answer.
+        let mut suspended: Vec<(usize, Box<ToolSuspension>)> = Vec::new();
         let mut next = 0;
         loop {
             // Once the handle fired no call starts, and none waits: the run ends aborted.
@@ -469,7 +543,7 @@ impl Session {
                     run_id: run_id.clone(),
                     at,
                     next,
-                    waiting: waiting.iter().map(|(i, _)| *i).collect(),
+                    waiting: waiting_indexes(&waiting, &suspended),
                     running: None,
                     allowed: None,
                 };
@@ -538,7 +612,7 @@ impl Session {
                     None
                 }
             };
-            if name == SUBMIT_PLAN && (waits || !waiting.is_empty()) {
+            if name == SUBMIT_PLAN && (waits || !waiting.is_empty() || !suspended.is_empty()) {
                 let output = ToolOutput::error(PLAN_BESIDE_APPROVALS);
                 self.tool_result(run_id, id, name, output, None).await?;
                 continue;
@@ -578,7 +652,7 @@ impl Session {
                 run_id: run_id.clone(),
                 at,
                 next,
-                waiting: waiting.iter().map(|(i, _)| *i).collect(),
+                waiting: waiting_indexes(&waiting, &suspended),
                 running: Some(next - 1),
                 allowed: Some((a.clone(), args.map(crate::jcs::sha256).unwrap_or_default())),
             });
@@ -594,7 +668,7 @@ impl Session {
                     run_id: run_id.clone(),
                     at,
                     next,
-                    waiting: waiting.iter().map(|(i, _)| *i).collect(),
+                    waiting: waiting_indexes(&waiting, &suspended),
                     running: Some(next - 1),
                     // Cancelled while it ran: the record of the allowance that let it run.
                     allowed: allowance
@@ -602,6 +676,13 @@ impl Session {
                 };
                 return self.abort_run(abort).await.map(Some);
             };
+            if let Some(suspension) = output.suspension {
+                // The tool suspended its call: it waits for the user's answer, beside the
+                // reply's calls that wait for approval.
+                tracing::debug!(tool_call_id = %id, tool_name = %name, "tool call suspended");
+                suspended.push((next - 1, suspension));
+                continue;
+            }
             tracing::debug!(tool_call_id = %id, tool_name = %name, is_error = output.is_error, "tool call finished");
             let sha256 = || args.map(crate::jcs::sha256).unwrap_or_default();
             match (allowed_by, allowance) {
@@ -621,10 +702,10 @@ impl Session {
                 (None, None) => self.tool_result(run_id, id, name, output, None).await?,
             }
         }
-        if waiting.is_empty() {
+        if waiting.is_empty() && suspended.is_empty() {
             return Ok(None);
         }
-        self.suspend_tool_calls(run_id.clone(), at, waiting)
+        self.suspend_tool_calls(run_id.clone(), at, waiting, suspended)
             .await
             .map(Some)
     }
@@ -695,6 +776,8 @@ impl Session {
         // An allowance covers the tool it was given for: one of another origin (another MCP
         // server that reuses the name) does not stand in for the user.
         Some(match ruling {
+            // `ask_user` asks the user already: `requireApproval` never makes it wait first.
+            Ruling::Ask(_) if call.name == crate::tool::ASK_USER => Ruling::Run(None),
             Ruling::Allowed(by) if !by.covers_origin(self.origin_of(&call.name).as_deref()) => {
                 Ruling::Ask(None)
             }
@@ -719,6 +802,41 @@ impl Session {
 
     /// Runs tool `name` with `args` in the current mode; `None` when the run was cancelled
     /// while it ran (the call then has no result: [`Session::abort_run`] gives it one).
+    /// Hands a suspended call's validated answer to its tool's `resume` step; `None` when the
+    /// run was cancelled meanwhile.
+    async fn resume_tool(
+        &self,
+        run_id: &Arc<str>,
+        id: &str,
+        name: &str,
+        args: &serde_json::Value,
+        answer: &serde_json::Value,
+    ) -> Option<ToolOutput> {
+        let shared = &self.shared;
+        let Some(tool) = shared.tools.get(name) else {
+            return Some(ToolOutput::error(format!(
+                "Tool `{name}` has no implementation here, so the user's answer could not be handed to it."
+            )));
+        };
+        let pending_plans = StorePending(shared.store.as_ref());
+        let token = self.run_token.clone();
+        let ctx = ToolContext {
+            workspace: &shared.workspace,
+            plans_dir: &shared.plans_dir,
+            mode_id: shared.graph.mode(self.state.mode).id(),
+            session_id: &self.id,
+            run_id,
+            tool_call_id: id,
+            cancel: token.clone(),
+            extensions: &self.extensions,
+            pending_plans: &pending_plans,
+            protected_paths: &shared.protected_paths,
+        };
+        let span = tracing::info_span!("tool_resume", tool_call_id = %id, tool_name = %name);
+        let resume = tool.resume(args, answer, &ctx).instrument(span);
+        token.run_until_cancelled(resume).await
+    }
+
     async fn execute_tool(
         &self,
         run_id: &Arc<str>,
@@ -761,23 +879,33 @@ impl Session {
         run_id: Arc<str>,
         at: usize,
         indexes: Vec<(usize, Option<Box<RuleRecord>>)>,
+        suspended: Vec<(usize, Box<ToolSuspension>)>,
     ) -> Result<RunOutcome, SessionError> {
+        let all = waiting_indexes(&indexes, &suspended);
+        let asked: Vec<usize> = suspended.iter().map(|(i, _)| *i).collect();
         let suspend = Suspend::ToolCalls {
             run_id: run_id.clone(),
             at,
-            indexes: indexes.clone(),
+            indexes,
+            suspended,
         };
         match self.handle(Input::Suspend(suspend)).await {
             Ok(next) => self.carry_on(next).await,
             Err(err) => {
-                for (index, _) in indexes {
+                for index in all {
                     let Some(call) = self.state.tool_call(at, index) else {
                         continue;
                     };
                     let (id, name) = (call.id.clone(), call.name.clone());
-                    let output = ToolOutput::error(format!(
-                        "Not executed: the tool call could not be saved for approval: {err}"
-                    ));
+                    let output = ToolOutput::error(if asked.contains(&index) {
+                        format!(
+                            "Not answered: the tool call could not be saved to wait for the user's answer: {err}"
+                        )
+                    } else {
+                        format!(
+                            "Not executed: the tool call could not be saved for approval: {err}"
+                        )
+                    });
                     self.tool_result(&run_id, id, name, output, None).await?;
                 }
                 Err(self.fail_unsaved(run_id, err).await)
@@ -824,6 +952,17 @@ impl Session {
 
 /// The plan files pending in the controller's store, read only when a tool asks (a tool that is
 /// about to change a file).
+/// The indexes of the calls of a reply that wait, for approval or for an answer, in order.
+fn waiting_indexes(
+    waiting: &[(usize, Option<Box<RuleRecord>>)],
+    suspended: &[(usize, Box<ToolSuspension>)],
+) -> Vec<usize> {
+    let mut all: Vec<usize> = waiting.iter().map(|(i, _)| *i).collect();
+    all.extend(suspended.iter().map(|(i, _)| *i));
+    all.sort_unstable();
+    all
+}
+
 struct StorePending<'a>(Option<&'a Arc<dyn SessionStore>>);
 
 #[async_trait::async_trait]

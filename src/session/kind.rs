@@ -123,8 +123,11 @@ impl SessionError {
             | E::UnknownSession(_) => K::NotFound,
             E::AlreadyDecided(_) => K::AlreadyDecided,
             E::Expired { .. } => K::Expired,
-            E::Sha256Mismatch { .. } | E::ArgsSha256Mismatch { .. } => K::Mismatch,
+            E::Sha256Mismatch { .. }
+            | E::ArgsSha256Mismatch { .. }
+            | E::PayloadSha256Mismatch { .. } => K::Mismatch,
             E::MalformedDecision(_)
+            | E::InvalidAnswer { .. }
             | E::TargetNotAllowed { .. }
             | E::EditedPlan(_)
             | E::PlanComment(_)

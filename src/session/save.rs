@@ -265,6 +265,7 @@ impl Session {
             && self.state.history.starts_with(&stored.history)
             && stored.pending.is_none()
             && stored.pending_tool_calls.is_empty()
+            && stored.pending_suspensions.is_empty()
             && self.state.messages.starts_with(&stored.messages);
         if !(same && only_revoked) {
             return false;

@@ -61,7 +61,9 @@ impl StopReason {
                 }
                 _ => None,
             },
-            RunOutcome::Suspended { .. } | RunOutcome::ToolCallsSuspended { .. } => None,
+            RunOutcome::Suspended { .. }
+            | RunOutcome::ToolCallsSuspended { .. }
+            | RunOutcome::AwaitingAnswer { .. } => None,
         }
     }
 

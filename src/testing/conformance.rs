@@ -392,6 +392,32 @@ fn with_waiting_calls(mut r: SessionRecord, calls: &[&str]) -> SessionRecord {
     r
 }
 
+/// A question of `ask_user` waiting for the user's answer in a record (a tool's suspension).
+fn with_waiting_question(mut r: SessionRecord) -> SessionRecord {
+    r.pending = None;
+    if let Some(run) = r.run.as_mut() {
+        run.state = RunState::Suspended;
+    }
+    let payload = json!({ "question": "Which target?", "options": [{ "label": "staging" }] });
+    let value = json!({
+        "runId": "run_1",
+        "toolCallId": "call_q",
+        "suspendPayload": {
+            "kind": "question",
+            "decisionId": "decision_1",
+            "toolName": "ask_user",
+            "args": payload,
+            "payload": payload,
+            "answerSchema": { "type": "string", "enum": ["staging"] },
+            "payloadSha256": crate::jcs::sha256(&payload),
+        },
+    });
+    r.pending_suspensions = vec![
+        serde_json::from_value(value).unwrap_or_else(|e| unreachable!("the suite's question: {e}")),
+    ];
+    r
+}
+
 /// The ids of a check's sessions: `{prefix}-{name}` for each of `names`.
 fn session_ids<const N: usize>(prefix: &str, names: [&str; N]) -> [String; N] {
     names.map(|name| format!("{prefix}-{name}"))
@@ -801,7 +827,8 @@ fn starting_with<'a>(ids: impl Iterator<Item = &'a str>, prefix: &str) -> Vec<St
 
 async fn list_pending(store: &dyn SessionStore, prefix: &str) -> Result<(), String> {
     let prefix = format!("{prefix}-list");
-    let [old, new, idle, calls] = session_ids(&prefix, ["old", "new", "idle", "calls"]);
+    let [old, new, idle, calls, asks] =
+        session_ids(&prefix, ["old", "new", "idle", "calls", "asks"]);
     let result = async {
         save_new(
             store,
@@ -810,6 +837,7 @@ async fn list_pending(store: &dyn SessionStore, prefix: &str) -> Result<(), Stri
                 record(&idle, 1, false, 10),
                 record(&old, 1, true, 20),
                 with_waiting_calls(record(&calls, 1, false, 25), &["call_a", "call_b"]),
+                with_waiting_question(record(&asks, 1, false, 27)),
             ],
         )
         .await?;
@@ -819,6 +847,7 @@ async fn list_pending(store: &dyn SessionStore, prefix: &str) -> Result<(), Stri
             format!("{old}/decision_1"),
             format!("{calls}/decision_1"),
             format!("{calls}/decision_2"),
+            format!("{asks}/decision_1"),
             format!("{new}/decision_1"),
         ];
         ensure!(
@@ -849,6 +878,25 @@ async fn list_pending(store: &dyn SessionStore, prefix: &str) -> Result<(), Stri
                 .all(|p| p.kind == PendingKind::ToolCall),
             "a waiting tool call was not listed as kind `tool_call`"
         );
+        // A question waiting for an answer: listed as kind `question`, as the record lists
+        // it, and read back whole.
+        let question = with_waiting_question(record(&asks, 1, false, 27));
+        let listed: Vec<_> = listing
+            .pending
+            .iter()
+            .filter(|p| p.session_id == asks)
+            .collect();
+        ensure!(
+            listed.len() == 1
+                && listed[0].kind == PendingKind::Question
+                && *listed[0] == question.pending_summaries()[0],
+            "a waiting question was not listed as kind `question` with its payload: {listed:?}"
+        );
+        let loaded = store.load(&asks).await.map_err(|e| e.to_string())?;
+        ensure!(
+            loaded.as_ref().map(|r| &r.pending_suspensions) == Some(&question.pending_suspensions),
+            "a waiting question did not come back as saved: {loaded:?}"
+        );
         // A decision saved: the plan is listed no more, at once.
         let decided = store.save(&record(&old, 2, false, 35), Some(1)).await;
         ensure_saved("saving the decision", &decided)?;
@@ -861,7 +909,7 @@ async fn list_pending(store: &dyn SessionStore, prefix: &str) -> Result<(), Stri
         Ok(())
     }
     .await;
-    cleanup(store, &[&old, &new, &idle, &calls]).await;
+    cleanup(store, &[&old, &new, &idle, &calls, &asks]).await;
     result
 }
 

@@ -1024,6 +1024,17 @@ impl Harness {
                         .collect(),
                     sha256: plan.submission.sha256,
                 },
+                // The kit drives no tool that suspends (yet): traced as a waiting call.
+                other => {
+                    let tool = other.as_tool();
+                    Trace::ToolCallSuspended {
+                        tool_call_id,
+                        tool: tool.map(|t| t.tool_name.clone()).unwrap_or_default(),
+                        decision_id: other.decision_id().to_owned(),
+                        args_sha256: tool.map(|t| t.payload_sha256.clone()).unwrap_or_default(),
+                        rule: None,
+                    }
+                }
             },
             Event::ToolSuspensionCancelled {
                 tool_call_id,
@@ -1347,6 +1358,8 @@ fn waiting_view(w: &WaitingCall) -> String {
         Some((DecisionAction::Approved, _)) => "approved",
         Some((DecisionAction::Rejected, false)) => "rejected",
         Some((DecisionAction::Rejected, true)) => "rejected with feedback",
+        // The kit answers no suspension (yet): never reached.
+        Some((DecisionAction::Answered, _)) => "answered",
     };
     let by = match &w.allowed_by {
         Some(allowance) => format!(" (allowed by {allowance})"),

@@ -1866,6 +1866,8 @@ impl ReferenceSession {
                     Some((DecisionAction::Approved, _)) => ResultKind::ApprovedNotRun,
                     Some((DecisionAction::Rejected, false)) => ResultKind::ToolRejected,
                     Some((DecisionAction::Rejected, true)) => ResultKind::ToolRejectedWithFeedback,
+                    // The kit answers no suspension (yet): never reached.
+                    Some((DecisionAction::Answered, _)) => ResultKind::ApprovedNotRun,
                 },
                 decided: Some(Decided {
                     sha256: w.args_sha256.clone(),
@@ -2487,7 +2489,7 @@ impl ReferenceSession {
                         (DecisionAction::Approved, None) => {
                             return refused(Refusal::TargetNotAllowed);
                         }
-                        (DecisionAction::Rejected, _) => {
+                        (DecisionAction::Rejected | DecisionAction::Answered, _) => {
                             return refused(Refusal::MalformedDecision);
                         }
                     }
@@ -2495,7 +2497,7 @@ impl ReferenceSession {
                 // Rule 11: an edit goes with an approval only, and obeys the limits of a plan.
                 match (action, plan) {
                     (_, None) => {}
-                    (DecisionAction::Rejected, Some(_)) => {
+                    (DecisionAction::Rejected | DecisionAction::Answered, Some(_)) => {
                         return refused(Refusal::MalformedDecision);
                     }
                     (DecisionAction::Approved, Some(EditedPlan::Blank)) => {
@@ -2533,6 +2535,7 @@ impl ReferenceSession {
                     allow: narrowed.then(|| Box::new(AllowancePattern::path(NARROWING))),
                     comments: Vec::new(),
                     model: None,
+                    answer: None,
                 };
                 let host_action = if *by_id {
                     Action::Decide {
@@ -2719,6 +2722,8 @@ impl ReferenceSession {
             (DecisionAction::Approved, _) => ResultKind::Approved,
             (DecisionAction::Rejected, true) => ResultKind::RejectedWithFeedback,
             (DecisionAction::Rejected, false) => ResultKind::Rejected,
+            // A plan is never answered (the kit answers no suspension).
+            (DecisionAction::Answered, _) => ResultKind::Rejected,
         };
         // The run resumes: `agent_start` again (same run), as Mastra's AgentController does.
         trace.push(Trace::RunStarted {

@@ -67,6 +67,7 @@ fn the_decision_schema_names_every_field_with_a_description_and_no_other() {
             "action",
             "allow",
             "alwaysAllow",
+            "answer",
             "comments",
             "decidedBy",
             "feedback",
@@ -83,7 +84,7 @@ fn the_decision_schema_names_every_field_with_a_description_and_no_other() {
     }
     assert!(schema["description"].is_string());
     // Every field a built decision writes is one the schema lists.
-    let full = Decision::approve_with("note")
+    let mut full = Decision::approve_with("note")
         .with_sha256("ab")
         .decided_by("alice")
         .to("build")
@@ -95,6 +96,7 @@ fn the_decision_schema_names_every_field_with_a_description_and_no_other() {
         ))
         .comment(4, "staging first")
         .model("openai/gpt-4o-mini");
+    full.answer = Some(Box::new(json!("staging")));
     let written = serde_json::to_value(&full).expect("to_value");
     let mut written: Vec<&str> = written
         .as_object()
@@ -437,6 +439,8 @@ fn full_pending_tool_call() -> PendingSummary {
         tool_name: Some("write_file".into()),
         args: Some(json!({"path": "a.txt"})),
         args_sha256: Some("ab".into()),
+        payload: None,
+        answer_schema: None,
         always_allowed: vec!["read_file".into()],
         plan_path: String::new(),
         terms: WaitTerms {
@@ -710,7 +714,8 @@ fn the_guide_field_table_lists_every_decision_field() {
             "scope",
             "allow",
             "comments",
-            "model"
+            "model",
+            "answer"
         ]
     );
     let mut sorted = listed.clone();

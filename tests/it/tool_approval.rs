@@ -174,11 +174,12 @@ async fn a_call_that_needs_approval_suspends_the_run_and_does_not_run() {
     assert_eq!(suspended[0].0, "write_file");
     assert_eq!(suspended[0].1.decision_id, "decision_1");
     assert_eq!(suspended[0].1.args_sha256, p.args_sha256());
-    // The payload's JSON shape: { decisionId, toolName, args, argsSha256 }.
+    // The payload's JSON shape: { kind, decisionId, toolName, args, argsSha256 }.
     let json = serde_json::to_value(Suspension::ToolCall(suspended[0].1.clone())).expect("json");
     assert_eq!(
         json,
         json!({
+            "kind": "tool_call",
             "decisionId": "decision_1",
             "toolName": "write_file",
             "args": { "path": "a.txt", "content": "hello" },

@@ -224,6 +224,9 @@ impl PostgresStore {
                     || r.pending_tool_calls
                         .iter()
                         .any(|p| p.tool_call_id == tool_call_id && p.decided.is_none())
+                    || r.pending_suspensions
+                        .iter()
+                        .any(|p| p.tool_call_id == tool_call_id && p.decided.is_none())
             });
             if !waiting {
                 return Ok(record);

@@ -1,0 +1,143 @@
+//! The CLI for questions (issue 37): `pending` lists a question of `ask_user` (its text, its
+//! options, every character visible), `decide SESSION --answer TEXT` (repeatable for a
+//! multi-select question) or `--answer-json JSON` answers it and carries the run on, and an
+//! answer that does not fit is refused with nothing changed. The model is the real OpenAI
+//! provider against the scripted OpenAI-compatible server, on every store.
+#![cfg(all(feature = "openai", feature = "cli"))]
+
+use crate::common;
+
+use common::cli::world::{World, pending, stores};
+use common::cli::{DONE, INVALID, NOT_APPROVED, PENDING, stdout};
+use common::openai_server::{Reply, call, calls, text};
+use common::stderr;
+use serde_json::{Value, json};
+
+const CONFIG: &str = r#"
+[[modes]]
+id = "build"
+default = true
+availableTools = ["read_file", "write_file", "ask_user"]
+requireApproval = ["write_file"]
+"#;
+
+fn ask(args: Value) -> Reply {
+    calls([call("call_1", "ask_user", &args.to_string())])
+}
+
+/// The `tool` message contents of the `n`-th request (0-based).
+fn tool_results(world: &World, n: usize) -> Vec<String> {
+    world.server.bodies_blocking()[n]["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn pending_lists_a_question_and_decide_answer_carries_the_run_on() {
+    for kind in stores() {
+        let options = json!([
+            { "label": "a", "description": "first\u{202e}" },
+            { "label": "b" },
+            { "label": "c" },
+        ]);
+        let world = World::with_config(
+            kind,
+            CONFIG,
+            vec![
+                ask(
+                    json!({ "question": "Which\nones?", "options": options, "selectionMode": "multi_select" }),
+                ),
+                text("Thanks."),
+            ],
+        );
+        let (out, session) = world.run_stored("Pick");
+        assert_eq!(out.status.code(), Some(PENDING), "{kind}: {}", stderr(&out));
+
+        let listed = world.pending_json();
+        assert_eq!(listed.len(), 1, "{kind}: {listed:?}");
+        assert_eq!(listed[0]["kind"], "question", "{kind}");
+        assert_eq!(listed[0]["payload"]["question"], "Which\nones?", "{kind}");
+        let text = stdout(&pending(&world.spec, false));
+        assert!(
+            text.contains("question \"Which\\nones?\"") && text.contains("multi_select: 1. \"a\""),
+            "{kind}: {text}"
+        );
+        assert!(
+            !text.contains('\u{202e}'),
+            "{kind}: every character visible: {text}"
+        );
+
+        // An answer that does not fit: refused, nothing changed.
+        let refused = world.decide(&session, &["--answer", "z"]);
+        assert_eq!(
+            refused.status.code(),
+            Some(INVALID),
+            "{kind}: {}",
+            stderr(&refused)
+        );
+        assert_eq!(world.pending_json().len(), 1, "{kind}");
+        assert_eq!(world.server.served(), 1, "{kind}");
+        // Approving a question is refused too.
+        let approved = world.decide(&session, &["--approve"]);
+        assert_eq!(
+            approved.status.code(),
+            Some(INVALID),
+            "{kind}: {}",
+            stderr(&approved)
+        );
+
+        let out = world.decide(&session, &["--answer", "a", "--answer", "c"]);
+        assert_eq!(out.status.code(), Some(DONE), "{kind}: {}", stderr(&out));
+        assert!(world.pending_json().is_empty(), "{kind}");
+        assert_eq!(tool_results(&world, 1), ["The user chose: a, c"], "{kind}");
+    }
+}
+
+#[test]
+fn decide_answer_json_and_an_answer_to_a_tool_call_is_refused() {
+    let world = World::with_config(
+        stores()[0],
+        CONFIG,
+        vec![
+            calls([
+                call(
+                    "call_1",
+                    "write_file",
+                    &json!({ "path": "a.txt", "content": "x" }).to_string(),
+                ),
+                call(
+                    "call_2",
+                    "ask_user",
+                    &json!({ "question": "Name?" }).to_string(),
+                ),
+            ]),
+            text("done"),
+        ],
+    );
+    let (out, session) = world.run_stored("go");
+    assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
+    let refused = world.decide(&session, &["--decision", "decision_1", "--answer", "x"]);
+    assert_eq!(refused.status.code(), Some(INVALID), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("goes with a question"),
+        "{}",
+        stderr(&refused)
+    );
+    let out = world.decide(
+        &session,
+        &["--decision", "decision_2", "--answer-json", "\"Settings\""],
+    );
+    assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
+    // The last decision carries the run on: the write rejected (exit 3), the answer resumed.
+    let out = world.decide(&session, &["--decision", "decision_1", "--reject"]);
+    assert_eq!(out.status.code(), Some(NOT_APPROVED), "{}", stderr(&out));
+    let results = tool_results(&world, 1);
+    assert!(
+        results.contains(&"The user answered: Settings".to_owned()),
+        "{results:?}"
+    );
+}
