@@ -283,11 +283,16 @@ pub(crate) struct AcpArgs {
     pub(crate) workspace: Option<PathBuf>,
     /// Keep sessions in this store (a directory, `sqlite:FILE`, or
     /// `postgres://USER@HOST:PORT/DB`): the editor can load them again (`session/load`), and a
-    /// plan pending when the editor closes stays pending (`pending`, `decide`).
+    /// plan pending when the editor closes stays pending (`pending`, `decide`), and the
+    /// editor can list them (`session/list`).
     #[arg(long, value_parser = parse_store)]
     pub(crate) store: Option<String>,
     #[arg(long, default_value = "scripted", help = MODEL_HELP)]
     pub(crate) model: ModelSpec,
+    /// The most sessions one `session/list` answer holds (with --store): the rest follow behind
+    /// its `nextCursor`.
+    #[arg(long, value_name = "N", default_value_t = agent_controller::acp::DEFAULT_LIST_PAGE_SIZE, value_parser = parse_page_size)]
+    pub(crate) list_page_size: usize,
     /// The lease of a running run, in seconds (as for `run`).
     #[arg(long, value_name = "SECONDS", default_value = "30", value_parser = parse_lease)]
     pub(crate) lease: Duration,
@@ -504,6 +509,14 @@ pub(crate) fn parse_lease(text: &str) -> Result<Duration, String> {
             Ok(Duration::from_secs_f64(secs))
         }
         _ => Err("a lease is a number of seconds above 0, at most 86400".to_owned()),
+    }
+}
+
+/// A page size: a whole number from 1 to 10000.
+pub(crate) fn parse_page_size(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(n) if (1..=10_000).contains(&n) => Ok(n),
+        _ => Err("a page size is a whole number from 1 to 10000".to_owned()),
     }
 }
 
