@@ -183,6 +183,23 @@ pub(crate) enum Command {
         #[arg(long)]
         watch: bool,
     },
+    /// List the sessions of a session store, newest first: id, mode, when last saved (UTC),
+    /// `pending` when a decision waits (else `-`), workspace and title (the first line of the
+    /// first prompt, at most 120 characters), tab-separated and neutralized; with --json one
+    /// object per line, everything whole. A stored record that cannot be read is not listed: it
+    /// is a `warning:` line on stderr, and the exit status is 6.
+    #[command(after_help = EXIT_STATUS_HELP)]
+    Sessions {
+        /// The store: a directory, `sqlite:FILE`, or `postgres://USER@HOST:PORT/DB`.
+        #[arg(long, value_parser = parse_store)]
+        store: String,
+        /// Only the sessions of this workspace.
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+        /// Print one JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
     /// Decide a pending plan, or a tool call waiting for approval, from a session store, in a
     /// fresh process, and carry the run on. With --approve or --reject and several tool calls
     /// waiting, name one with --decision (else exit 2, listing their ids); without them the

@@ -29,6 +29,7 @@ mod cli_plan_comments;
 mod cli_prompt_switch;
 mod cli_rules;
 mod cli_session_config;
+mod cli_sessions;
 mod cli_switch;
 mod cli_tools;
 mod cli_workspace;
