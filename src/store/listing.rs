@@ -205,7 +205,8 @@ impl SessionListing {
 
     /// The page of at most `limit` sessions (at least one) that follows `cursor` (the
     /// [`SessionPage::next_cursor`] of the previous page; `None` for the first page), in the
-    /// listing's order, and the cursor of the page after it when there is one. A cursor names
+    /// listing's order (newest first, as the stores return it: call [`SessionListing::sort`]
+    /// after changing `sessions`), and the cursor of the page after it when there is one. A cursor names
     /// the last session of its page by when it was saved and its id, so sessions saved or
     /// deleted between two pages shift nothing: none is listed twice on the pages of one
     /// listing, and none that stays unchanged is skipped.
