@@ -40,18 +40,19 @@ mod turn;
 mod update;
 
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, CancelNotification, CloseSessionRequest, CloseSessionResponse, ContentBlock,
     EmbeddedResourceResource, Implementation, InitializeRequest, InitializeResponse,
-    LoadSessionRequest, LoadSessionResponse, NewSessionRequest, NewSessionResponse,
-    PromptCapabilities, PromptRequest, PromptResponse, ResumeSessionRequest, ResumeSessionResponse,
-    SessionCapabilities, SessionCloseCapabilities, SessionConfigOption, SessionId,
-    SessionModeState, SessionResumeCapabilities, SetSessionConfigOptionRequest,
-    SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse,
+    ListSessionsRequest, ListSessionsResponse, LoadSessionRequest, LoadSessionResponse,
+    NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse,
+    ResumeSessionRequest, ResumeSessionResponse, SessionCapabilities, SessionCloseCapabilities,
+    SessionConfigOption, SessionId, SessionInfo, SessionListCapabilities, SessionModeState,
+    SessionResumeCapabilities, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+    SetSessionModeRequest, SetSessionModeResponse,
 };
 use agent_client_protocol::{Agent, Client, Lines};
 use futures_util::SinkExt;
@@ -61,12 +62,17 @@ use crate::acp::slot::Slot;
 use crate::acp::update::{MODE_OPTION, Updates, config_options, mode_state};
 use crate::controller::AgentController;
 use crate::session::{Session, SessionError, SessionErrorKind, SessionOptions};
+use crate::store::SessionStore;
 
 pub use agent_client_protocol::Error;
 
 /// The most bytes one JSON-RPC message may have by default (16 MiB): a longer line is dropped
 /// and answered with a parse error.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+/// The most sessions one `session/list` answer holds by default; the rest follow behind its
+/// `nextCursor` ([`AcpAgent::list_page_size`]).
+pub const DEFAULT_LIST_PAGE_SIZE: usize = 100;
 
 /// What builds the controller of a session: given the session's workspace (the `cwd` of
 /// `session/new` or `session/load`), the controller whose config, model, tools and store the
@@ -112,6 +118,9 @@ pub struct AcpAgent {
     load_session: bool,
     max_message_bytes: usize,
     decided_by: Arc<str>,
+    /// The store `session/list` lists, and the one workspace it lists, if only one.
+    list: Option<(Arc<dyn SessionStore>, Option<PathBuf>)>,
+    list_page_size: usize,
 }
 
 impl std::fmt::Debug for AcpAgent {
@@ -120,6 +129,8 @@ impl std::fmt::Debug for AcpAgent {
             .field("load_session", &self.load_session)
             .field("max_message_bytes", &self.max_message_bytes)
             .field("decided_by", &self.decided_by)
+            .field("list_sessions", &self.list.is_some())
+            .field("list_page_size", &self.list_page_size)
             .finish_non_exhaustive()
     }
 }
@@ -195,6 +206,8 @@ impl AcpAgent {
             load_session: false,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             decided_by: Arc::from("acp-client"),
+            list: None,
+            list_page_size: DEFAULT_LIST_PAGE_SIZE,
         }
     }
 
@@ -202,6 +215,53 @@ impl AcpAgent {
     /// a store.
     pub fn load_session(mut self, load: bool) -> Self {
         self.load_session = load;
+        self
+    }
+
+    /// Lists the sessions of `store` for `session/list` (advertised as
+    /// `sessionCapabilities.list`): give the store the controllers save in. With `workspace`
+    /// (a directory, canonicalized here), only that workspace's sessions are listed: an agent
+    /// that opens sessions in one directory lists no other's. Sessions are listed newest
+    /// first, those of the request's `cwd` when it gives one
+    /// ([`SessionStore::list_sessions`]), [`AcpAgent::list_page_size`] at a time; a stored
+    /// record that cannot be read is left out (and logged), a session without a recorded
+    /// workspace too (ACP needs its `cwd`).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use agent_controller::acp::AcpAgent;
+    /// use agent_controller::model::scripted::ScriptedModel;
+    /// use agent_controller::{AgentController, FileStore, SessionStore, ToolRegistry, config};
+    ///
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store: Arc<dyn SessionStore> = Arc::new(FileStore::open(".agent/sessions")?);
+    /// let kept = store.clone();
+    /// let agent = AcpAgent::new(move |workspace: &std::path::Path| {
+    ///     let graph = config::load("config/modes.toml")?;
+    ///     Ok(AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    ///         .tools(ToolRegistry::with_workspace_tools())
+    ///         .workspace(workspace)
+    ///         .store(kept.clone())
+    ///         .build()?)
+    /// })
+    /// .load_session(true)
+    /// .list_sessions(store, None);
+    /// agent.serve_stdio().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn list_sessions(mut self, store: Arc<dyn SessionStore>, workspace: Option<&Path>) -> Self {
+        let only = workspace.map(|w| w.canonicalize().unwrap_or_else(|_| w.to_path_buf()));
+        self.list = Some((store, only));
+        self
+    }
+
+    /// The most sessions one `session/list` answer holds ([`DEFAULT_LIST_PAGE_SIZE`] unless
+    /// set; at least 1): the rest follow behind its `nextCursor`.
+    pub fn list_page_size(mut self, size: usize) -> Self {
+        self.list_page_size = size.max(1);
         self
     }
 
@@ -254,7 +314,7 @@ impl AcpAgent {
             loading: Mutex::new(HashSet::new()),
             turns: Mutex::new(Vec::new()),
         });
-        let (s8, s9) = (state.clone(), state.clone());
+        let (s8, s9, s10) = (state.clone(), state.clone(), state.clone());
         let (s1, s2, s3, s4, s5, s6, s7) = (
             state.clone(),
             state.clone(),
@@ -303,6 +363,16 @@ impl AcpAgent {
                     spawn(&s8, async move {
                         let result = state.resume_session(request, cx).await;
                         let _ = responder.respond_with_result(result);
+                    });
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: ListSessionsRequest, responder, _cx| {
+                    let state = s10.clone();
+                    spawn(&s10, async move {
+                        let _ = responder.respond_with_result(state.list_sessions(request).await);
                     });
                     Ok(())
                 },
@@ -470,9 +540,15 @@ impl State {
     fn initialize(&self, _request: InitializeRequest) -> InitializeResponse {
         // `session/resume` opens a stored session, as `session/load` does.
         let resume = self.agent.load_session.then(SessionResumeCapabilities::new);
+        let list = self
+            .agent
+            .list
+            .as_ref()
+            .map(|_| SessionListCapabilities::new());
         let sessions = SessionCapabilities::new()
             .close(SessionCloseCapabilities::new())
-            .resume(resume);
+            .resume(resume)
+            .list(list);
         let capabilities = AgentCapabilities::new()
             .load_session(self.agent.load_session)
             .session_capabilities(sessions)
@@ -674,6 +750,72 @@ impl State {
             mode_state(&slot.graph, mode),
             config_options(&slot.graph, mode),
         ))
+    }
+
+    /// `session/list`: the store's sessions (of the request's `cwd`, and of the agent's one
+    /// workspace when it has one), newest first, a page at a time. Refused without a store
+    /// (method not found), for a `cwd` that is not absolute or a cursor the agent did not give
+    /// (invalid params); a record that cannot be read is left out and logged.
+    async fn list_sessions(
+        &self,
+        request: ListSessionsRequest,
+    ) -> Result<ListSessionsResponse, Error> {
+        let Some((store, only)) = &self.agent.list else {
+            return Err(Error::method_not_found()
+                .data("listing sessions needs a store: start the agent with --store"));
+        };
+        let asked = match &request.cwd {
+            Some(cwd) if !cwd.is_absolute() => {
+                return Err(invalid(format!(
+                    "cwd must be an absolute path, not `{}`",
+                    cwd.display()
+                )));
+            }
+            // Recorded workspaces are canonical: so is what they are compared with.
+            Some(cwd) => Some(cwd.canonicalize().unwrap_or_else(|_| cwd.clone())),
+            None => None,
+        };
+        let workspace = match (asked, only) {
+            (Some(asked), Some(only)) if &asked != only => {
+                return Ok(ListSessionsResponse::new(Vec::new()));
+            }
+            (asked, only) => asked.or_else(|| only.clone()),
+        };
+        let mut listing = store
+            .list_sessions(workspace.as_deref())
+            .await
+            .map_err(|e| Error::internal_error().data(e.to_string()))?;
+        for bad in &listing.unreadable {
+            tracing::warn!(
+                session = %bad.session_id,
+                location = %bad.location,
+                reason = %bad.reason,
+                "a stored session that cannot be read is not listed"
+            );
+        }
+        // ACP names each session's `cwd`, an absolute path.
+        listing
+            .sessions
+            .retain(|s| s.workspace.as_deref().is_some_and(Path::is_absolute));
+        let page = listing
+            .page(request.cursor.as_deref(), self.agent.list_page_size)
+            .map_err(invalid)?;
+        let sessions = page
+            .sessions
+            .into_iter()
+            .filter_map(|s| {
+                let mut meta = serde_json::Map::new();
+                let ours = serde_json::json!({ "modeId": s.mode_id, "pending": s.pending });
+                meta.insert("agentController".to_owned(), ours);
+                let updated = s.updated_at_rfc3339();
+                let info = SessionInfo::new(s.session_id, s.workspace?)
+                    .title(s.title)
+                    .updated_at(updated)
+                    .meta(meta);
+                Some(info)
+            })
+            .collect();
+        Ok(ListSessionsResponse::new(sessions).next_cursor(page.next_cursor))
     }
 
     /// `session/close`: the session's run in progress is cancelled and its open permission

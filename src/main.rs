@@ -31,6 +31,11 @@ fn main() -> ExitCode {
             watch: true,
         } => cli::pending::watch_pending(&store, json),
         Command::Pending { store, json, .. } => cli::pending::pending(&store, json),
+        Command::Sessions {
+            store,
+            workspace,
+            json,
+        } => cli::sessions::sessions(&store, workspace.as_deref(), json),
         Command::Decide(args) => cli::decide::decide(args),
         Command::Continue(args) => cli::r#continue::continue_run(args),
         Command::Switch(args) => cli::switch::switch(args),

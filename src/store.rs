@@ -7,6 +7,7 @@
 //! on one pending plan therefore cannot both win, and no lock is held across an `await`.
 
 pub mod file;
+pub mod listing;
 pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
@@ -21,6 +22,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 pub use self::file::FileStore;
+pub use self::listing::{InvalidCursor, SessionListing, SessionPage, SessionSummary, TITLE_CHARS};
 pub use self::memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use self::postgres::PostgresStore;
@@ -959,6 +961,26 @@ pub trait SessionStore: Send + Sync {
     /// [`StoreError::Backend`] on I/O failure.
     async fn expire(&self, before: u64) -> Result<usize, StoreError>;
 
+    /// Every session the store holds (those whose recorded workspace is `workspace`, a
+    /// canonical path, when it is given), newest first, as [`SessionSummary`]s: what a host
+    /// shows to let the user pick a session to load or resume (ACP's `session/list`, the CLI's
+    /// `sessions`). A record that cannot be read (garbage, a newer schema, a `sessionId` that is
+    /// not its key, a file that is not a regular file) is reported in
+    /// [`SessionListing::unreadable`], whatever the workspace asked for, and the others are still
+    /// listed. Page through it with [`SessionListing::page`].
+    ///
+    /// # Errors
+    /// [`StoreError::Unsupported`] by default: a store that cannot list its sessions says so.
+    /// [`StoreError::Backend`] when the store itself cannot be read (the directory, the
+    /// database); never for one bad record.
+    async fn list_sessions(
+        &self,
+        workspace: Option<&std::path::Path>,
+    ) -> Result<SessionListing, StoreError> {
+        let _ = workspace;
+        Err(StoreError::Unsupported("list its sessions".to_owned()))
+    }
+
     /// The files and directories that hold this store's data, which no workspace tool may
     /// read, list or write (a model could otherwise read other sessions or forge a record when
     /// the store sits in the workspace): a directory covers everything beneath it. The
@@ -1030,6 +1052,12 @@ impl<S: SessionStore + ?Sized> SessionStore for Arc<S> {
     }
     async fn expire(&self, before: u64) -> Result<usize, StoreError> {
         (**self).expire(before).await
+    }
+    async fn list_sessions(
+        &self,
+        workspace: Option<&std::path::Path>,
+    ) -> Result<SessionListing, StoreError> {
+        (**self).list_sessions(workspace).await
     }
     fn protected_paths(&self) -> Vec<PathBuf> {
         (**self).protected_paths()

@@ -39,6 +39,8 @@ pub(crate) fn acp(args: AcpArgs) -> Outcome {
         None => None,
     };
     let has_store = store.is_some();
+    let listed = store.clone();
+    let listed_in = only.clone();
     let config = args.config.clone();
     let lease = args.lease;
     // The client's MCP servers (`mcpServers`: those the editor's user configured) are taken,
@@ -72,8 +74,13 @@ pub(crate) fn acp(args: AcpArgs) -> Outcome {
         Ok(builder)
     })
     .load_session(has_store)
+    .list_page_size(args.list_page_size)
     .max_message_bytes(args.max_message_bytes)
     .decided_by(decided_by());
+    let agent = match listed {
+        Some(store) => agent.list_sessions(store, listed_in.as_deref()),
+        None => agent,
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -183,6 +183,23 @@ pub(crate) enum Command {
         #[arg(long)]
         watch: bool,
     },
+    /// List the sessions of a session store, newest first: id, mode, when last saved (UTC),
+    /// `pending` when a decision waits (else `-`), workspace and title (the first line of the
+    /// first prompt, at most 120 characters), tab-separated and neutralized; with --json one
+    /// object per line, everything whole. A stored record that cannot be read is not listed: it
+    /// is a `warning:` line on stderr, and the exit status is 6.
+    #[command(after_help = EXIT_STATUS_HELP)]
+    Sessions {
+        /// The store: a directory, `sqlite:FILE`, or `postgres://USER@HOST:PORT/DB`.
+        #[arg(long, value_parser = parse_store)]
+        store: String,
+        /// Only the sessions of this workspace.
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+        /// Print one JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
     /// Decide a pending plan, or a tool call waiting for approval, from a session store, in a
     /// fresh process, and carry the run on. With --approve or --reject and several tool calls
     /// waiting, name one with --decision (else exit 2, listing their ids); without them the
@@ -283,11 +300,16 @@ pub(crate) struct AcpArgs {
     pub(crate) workspace: Option<PathBuf>,
     /// Keep sessions in this store (a directory, `sqlite:FILE`, or
     /// `postgres://USER@HOST:PORT/DB`): the editor can load them again (`session/load`), and a
-    /// plan pending when the editor closes stays pending (`pending`, `decide`).
+    /// plan pending when the editor closes stays pending (`pending`, `decide`), and the
+    /// editor can list them (`session/list`).
     #[arg(long, value_parser = parse_store)]
     pub(crate) store: Option<String>,
     #[arg(long, default_value = "scripted", help = MODEL_HELP)]
     pub(crate) model: ModelSpec,
+    /// The most sessions one `session/list` answer holds (with --store): the rest follow behind
+    /// its `nextCursor`.
+    #[arg(long, value_name = "N", default_value_t = agent_controller::acp::DEFAULT_LIST_PAGE_SIZE, value_parser = parse_page_size)]
+    pub(crate) list_page_size: usize,
     /// The lease of a running run, in seconds (as for `run`).
     #[arg(long, value_name = "SECONDS", default_value = "30", value_parser = parse_lease)]
     pub(crate) lease: Duration,
@@ -504,6 +526,14 @@ pub(crate) fn parse_lease(text: &str) -> Result<Duration, String> {
             Ok(Duration::from_secs_f64(secs))
         }
         _ => Err("a lease is a number of seconds above 0, at most 86400".to_owned()),
+    }
+}
+
+/// A page size: a whole number from 1 to 10000.
+pub(crate) fn parse_page_size(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(n) if (1..=10_000).contains(&n) => Ok(n),
+        _ => Err("a page size is a whole number from 1 to 10000".to_owned()),
     }
 }
 

@@ -39,8 +39,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use async_trait::async_trait;
 
 use super::{
-    PendingListing, SessionRecord, SessionStore, StoreError, UnreadableRecord, check_next_version,
-    check_session_id, decode,
+    PendingListing, SessionListing, SessionRecord, SessionStore, StoreError, UnreadableRecord,
+    check_next_version, check_session_id, decode,
 };
 
 const PENDING_SUFFIX: &str = ".pending.json";
@@ -641,6 +641,41 @@ impl SessionStore for FileStore {
                         &error,
                     )),
                 }
+            }
+            listing.sort();
+            Ok(listing)
+        })
+        .await
+    }
+
+    /// Reads every record file (`<id>.json`, `<id>.pending.json`, `<id>.running.json`): a
+    /// session whose files cannot be read is reported in `unreadable` at its file's path, and
+    /// so is a file of such a name that is not a regular file or whose name holds no session id,
+    /// as [`SessionStore::list_pending`] reports them.
+    async fn list_sessions(&self, workspace: Option<&Path>) -> Result<SessionListing, StoreError> {
+        let workspace = workspace.map(Path::to_path_buf);
+        self.blocking(move |store| {
+            let mut listing = SessionListing::default();
+            let mut ids = std::collections::BTreeMap::new();
+            for suffix in RECORD_SUFFIXES {
+                let names = store.names_with(suffix)?;
+                for (stem, path) in &names.odd {
+                    listing
+                        .unreadable
+                        .push(FileStore::odd_name(stem, path, suffix));
+                }
+                for id in names.ids {
+                    ids.entry(id).or_insert(suffix);
+                }
+            }
+            for (id, suffix) in ids {
+                let read = match store.read_current(&id) {
+                    Ok(None) => continue, // deleted since the directory was read
+                    Ok(Some(record)) => Ok(record),
+                    Err(error) => Err(error),
+                };
+                let location = || store.path(&id, suffix).display().to_string();
+                listing.add(workspace.as_deref(), &id, location, read);
             }
             listing.sort();
             Ok(listing)

@@ -6,7 +6,8 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 
 use super::{
-    PendingListing, SessionRecord, SessionStore, StoreError, check_next_version, check_session_id,
+    PendingListing, SessionListing, SessionRecord, SessionStore, StoreError, check_next_version,
+    check_session_id,
 };
 
 /// Sessions in memory, behind a mutex that is never held across an `await`.
@@ -130,6 +131,24 @@ impl SessionStore for MemoryStore {
             ..PendingListing::default()
         };
         drop(records);
+        listing.sort();
+        Ok(listing)
+    }
+
+    /// Records in memory are always readable: `unreadable` is empty.
+    async fn list_sessions(
+        &self,
+        workspace: Option<&std::path::Path>,
+    ) -> Result<SessionListing, StoreError> {
+        let mut listing = SessionListing::default();
+        for record in self.lock().values() {
+            listing.add(
+                workspace,
+                &record.session_id,
+                String::new,
+                Ok(record.clone()),
+            );
+        }
         listing.sort();
         Ok(listing)
     }

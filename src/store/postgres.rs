@@ -52,8 +52,8 @@ pub use self::config::{PostgresConfig, RootCerts, SslMode, is_postgres_url};
 pub use self::listen::{ChangeStream, SessionChange};
 
 use super::{
-    PendingListing, PendingSummary, SessionRecord, SessionStore, StoreError, UnreadableRecord,
-    check_next_version, check_session_id, decode,
+    PendingListing, PendingSummary, SessionListing, SessionRecord, SessionStore, StoreError,
+    UnreadableRecord, check_next_version, check_session_id, decode,
 };
 
 /// The sessions table.
@@ -518,6 +518,27 @@ impl SessionStore for PostgresStore {
             }
         }
         self.list_interrupted(&client, now_ms, &mut listing).await?;
+        listing.sort();
+        Ok(listing)
+    }
+
+    /// A row whose record cannot be read is reported in `unreadable` as
+    /// `agent_controller_sessions row ID`.
+    async fn list_sessions(
+        &self,
+        workspace: Option<&std::path::Path>,
+    ) -> Result<SessionListing, StoreError> {
+        let client = self.client().await?;
+        let stmt = self
+            .prepare(&client, &format!("SELECT id, record::text FROM {TABLE}"))
+            .await?;
+        let rows = client.query(&stmt, &[]).await.map_err(|e| self.db(e))?;
+        let mut listing = SessionListing::default();
+        for row in &rows {
+            let id: &str = row.get(0);
+            let record = decode(id, row.get::<_, &str>(1).as_bytes());
+            listing.add(workspace, id, || format!("{TABLE} row {id}"), record);
+        }
         listing.sort();
         Ok(listing)
     }

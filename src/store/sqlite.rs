@@ -13,8 +13,8 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{
-    PendingListing, SessionRecord, SessionStore, StoreError, UnreadableRecord, check_next_version,
-    check_session_id, decode,
+    PendingListing, SessionListing, SessionRecord, SessionStore, StoreError, UnreadableRecord,
+    check_next_version, check_session_id, decode,
 };
 
 /// Sessions in an SQLite database file.
@@ -308,6 +308,32 @@ impl SessionStore for SqliteStore {
                 }
             }
             list_interrupted(conn, now_ms, &mut listing)?;
+            listing.sort();
+            Ok(listing)
+        })
+        .await
+    }
+
+    /// A row whose record cannot be read is reported in `unreadable` as `sessions row ID`.
+    async fn list_sessions(&self, workspace: Option<&Path>) -> Result<SessionListing, StoreError> {
+        let workspace = workspace.map(Path::to_path_buf);
+        self.with(move |conn| {
+            let mut stmt = conn
+                .prepare("SELECT id, record FROM sessions")
+                .map_err(db)?;
+            let rows = stmt
+                .query_map([], |row| {
+                    let id = key_text(row.get_ref(0)?);
+                    let record = decode_column(&id, row.get_ref(1)?);
+                    Ok((id, record))
+                })
+                .map_err(db)?;
+            let mut listing = SessionListing::default();
+            for row in rows {
+                let (id, record) = row.map_err(db)?;
+                let location = || format!("sessions row {id}");
+                listing.add(workspace.as_deref(), &id, location, record);
+            }
             listing.sort();
             Ok(listing)
         })

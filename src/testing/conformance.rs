@@ -131,6 +131,13 @@ impl<S: SessionStore + 'static> StoreConformance<S> {
             ),
             Ok(result) => report.push(WORKSPACE_ALLOWANCES, result),
         }
+        match list_sessions(&*store, self.plant.as_ref(), &prefix).await {
+            Err(Unsupported) => report.skip(
+                LIST_SESSIONS,
+                "the store cannot list its sessions (list_sessions is unsupported)",
+            ),
+            Ok(result) => report.push(LIST_SESSIONS, result),
+        }
         match &self.plant {
             Some(plant) => {
                 report.push(
@@ -1069,6 +1076,127 @@ async fn workspace_allowances(
         Ok(())
     }
     .await)
+}
+
+/// The name of the check of session listings.
+const LIST_SESSIONS: &str = "list_sessions by workspace, newest first";
+
+/// `record` working in `workspace`, first prompted with `prompt`.
+fn in_workspace(mut r: SessionRecord, workspace: &str, prompt: &str) -> SessionRecord {
+    r.workspace = serde_json::from_value(json!({ "path": workspace, "identity": {} }))
+        .unwrap_or_else(|e| unreachable!("the suite's workspace: {e}"));
+    r.messages = vec![Message::User {
+        content: prompt.to_owned(),
+    }];
+    r
+}
+
+/// Session listings: every session, each as its record's own summary
+/// ([`SessionRecord::summary`]), newest first; with a workspace, that workspace's only; and,
+/// when records can be planted, one that cannot be read reported apart without hiding the
+/// others.
+async fn list_sessions(
+    store: &dyn SessionStore,
+    plant: Option<&Planter>,
+    prefix: &str,
+) -> Result<Result<(), String>, Unsupported> {
+    let prefix = format!("{prefix}-sessions");
+    let [a_old, a_new, b, none, garbage] =
+        session_ids(&prefix, ["a-old", "a-new", "b", "none", "garbage"]);
+    let (ws_a, ws_b) = (
+        format!("/conformance/{prefix}/a"),
+        format!("/conformance/{prefix}/b"),
+    );
+    let records = [
+        in_workspace(
+            record(&a_old, 1, false, 70),
+            &ws_a,
+            "Add dark mode\nto settings",
+        ),
+        in_workspace(record(&a_new, 1, true, 90), &ws_a, "Fix the login"),
+        in_workspace(record(&b, 1, false, 80), &ws_b, "Other workspace"),
+        record(&none, 1, false, 60),
+    ];
+    if let Err(e) = save_new(store, records.clone()).await {
+        cleanup(store, &[&a_old, &a_new, &b, &none]).await;
+        return Ok(Err(e));
+    }
+    let ids = |listing: &crate::store::SessionListing| -> Vec<String> {
+        starting_with(
+            listing.sessions.iter().map(|s| s.session_id.as_str()),
+            &prefix,
+        )
+    };
+    let result = async {
+        let all = match store.list_sessions(None).await {
+            Err(StoreError::Unsupported(_)) => return Err(None),
+            Err(e) => return Err(Some(format!("list_sessions failed: {e}"))),
+            Ok(all) => all,
+        };
+        let want = [a_new.clone(), b.clone(), a_old.clone(), none.clone()];
+        if ids(&all) != want {
+            return Err(Some(format!(
+                "list_sessions(None) listed {:?}: it must list every session, newest first \
+                 (by updatedAt, then id): {want:?}",
+                ids(&all)
+            )));
+        }
+        for r in &records {
+            let listed = all.sessions.iter().find(|s| s.session_id == r.session_id);
+            if listed != Some(&r.summary()) {
+                return Err(Some(format!(
+                    "the listed session `{}` is not the record's own summary \
+                     (SessionRecord::summary): {listed:?}",
+                    r.session_id
+                )));
+            }
+        }
+        let in_a = store
+            .list_sessions(Some(std::path::Path::new(&ws_a)))
+            .await
+            .map_err(|e| Some(format!("list_sessions of a workspace failed: {e}")))?;
+        if ids(&in_a) != [a_new.clone(), a_old.clone()] {
+            return Err(Some(format!(
+                "list_sessions of workspace {ws_a} listed {:?}: it must list that workspace's \
+                 sessions only ({:?}), never another's or one without a workspace",
+                ids(&in_a),
+                [&a_new, &a_old]
+            )));
+        }
+        if let Some(plant) = plant {
+            plant(&garbage, "{ not json")
+                .map_err(|e| Some(format!("planting garbage failed: {e}")))?;
+            let listed = store
+                .list_sessions(Some(std::path::Path::new(&ws_a)))
+                .await
+                .map_err(|e| {
+                    Some(format!(
+                        "list_sessions failed with an unreadable record in the store: {e}: one bad \
+                     record must not hide the others"
+                    ))
+                })?;
+            let unreadable: Vec<String> = starting_with(
+                listed.unreadable.iter().map(|u| u.session_id.as_str()),
+                &prefix,
+            );
+            if ids(&listed) != [a_new.clone(), a_old.clone()] || unreadable != [garbage.clone()] {
+                return Err(Some(format!(
+                    "with a garbage record in the store, list_sessions listed {:?} and reported \
+                     {unreadable:?} as unreadable: it must list the readable sessions and report \
+                     the garbage under its key ({garbage:?})",
+                    ids(&listed)
+                )));
+            }
+        }
+        Ok(())
+    }
+    .await;
+    cleanup(store, &[&a_old, &a_new, &b, &none, &garbage]).await;
+    match result {
+        Ok(()) => Ok(Ok(())),
+        Err(None) => Err(Unsupported),
+        Err(Some(message)) => Ok(Err(message)),
+    }
 }
 
 async fn expire(store: &dyn SessionStore, prefix: &str) -> Result<(), String> {

@@ -87,6 +87,18 @@ async function newSession(ctx) {
 const prompt = (ctx, sessionId, text) =>
   ctx.request(methods.agent.session.prompt, { sessionId, prompt: [{ type: "text", text }] });
 
+/// Every session `session/list` gives for `params`, page after page.
+async function pages(ctx, params) {
+  const sessions = [];
+  let cursor;
+  do {
+    const page = await ctx.request(methods.agent.session.list, { ...params, cursor });
+    sessions.push(...page.sessions);
+    cursor = page.nextCursor ?? undefined;
+  } while (cursor);
+  return sessions;
+}
+
 const kinds = (updates) => updates.map((u) => u.sessionUpdate);
 const modeUpdates = (updates) =>
   updates.filter((u) => u.sessionUpdate === "current_mode_update").map((u) => u.currentModeId);
@@ -604,6 +616,97 @@ const scenarios = {
       );
     });
     assert.deepEqual(modeUpdates(agent.updates), ["build"]);
+    assert.equal(await agent.close(), 0);
+  },
+
+  /// `session/list` with a file store, two sessions a page (`--list-page-size 2`): three
+  /// sessions listed newest first over two pages (each once), with their workspace, their first
+  /// prompt as title and an RFC 3339 time; filtered by `cwd`; a garbage file, a record stored
+  /// under another session's name and a record of another workspace planted in the store are
+  /// left out, never a failure; a relative `cwd` and a forged cursor refused (-32602). Then an
+  /// agent restricted to the workspace (`--workspace`) lists its sessions only.
+  async session_list() {
+    const ids = [];
+    const agent = start(() => cancelled, ["--list-page-size", "2"]);
+    const real = fs.realpathSync(ws);
+    const list = (ctx, params = {}) => ctx.request(methods.agent.session.list, params);
+    await agent.run(async (ctx) => {
+      const init = await open(ctx, true);
+      assert.deepEqual(init.agentCapabilities.sessionCapabilities?.list, {});
+      for (const text of ["Add dark mode\nand more", "Fix the login", "Write the docs"]) {
+        const { sessionId } = await newSession(ctx);
+        assert.equal((await prompt(ctx, sessionId, text)).stopReason, "cancelled");
+        ids.push(sessionId);
+      }
+      // Planted behind the agent's back, as a hostile workspace or another release could.
+      fs.writeFileSync(path.join(store, "garbage.pending.json"), "{ not json");
+      fs.writeFileSync(path.join(store, "bad name.json"), "{}");
+      const file = fs.readdirSync(store).find((f) => f.startsWith(ids[0]));
+      const record = JSON.parse(fs.readFileSync(path.join(store, file), "utf8"));
+      fs.writeFileSync(path.join(store, "twin.json"), JSON.stringify(record));
+      const other = fs.mkdtempSync(path.join(real, "other-"));
+      const elsewhere = { ...record, sessionId: "elsewhere", workspace: { ...record.workspace, path: other } };
+      fs.writeFileSync(path.join(store, "elsewhere.json"), JSON.stringify(elsewhere));
+
+      const first = await list(ctx, { cwd: ws });
+      assert.equal(first.sessions.length, 2);
+      assert.ok(first.nextCursor, "a second page");
+      const second = await list(ctx, { cwd: ws, cursor: first.nextCursor });
+      assert.equal(second.sessions.length, 1);
+      assert.equal(second.nextCursor ?? null, null, "the last page");
+      const listed = [...first.sessions, ...second.sessions];
+      assert.deepEqual(listed.map((s) => s.sessionId).sort(), [...ids].sort(), "each once");
+      const times = listed.map((s) => s.updatedAt);
+      assert.deepEqual([...times].sort().reverse(), times, "newest first");
+      for (const s of listed) {
+        assert.equal(s.cwd, real);
+        assert.match(s.updatedAt, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+        assert.equal(s._meta.agentController.modeId, "plan");
+        assert.equal(s._meta.agentController.pending, true);
+      }
+      const titles = Object.fromEntries(listed.map((s) => [s.sessionId, s.title]));
+      assert.deepEqual(
+        ids.map((id) => titles[id]),
+        ["Add dark mode", "Fix the login", "Write the docs"],
+      );
+      // Without cwd: every workspace's (the planted one's too), never what cannot be read.
+      const everyId = (await pages(ctx, {})).map((s) => s.sessionId).sort();
+      assert.deepEqual(everyId, [...ids, "elsewhere"].sort());
+      assert.deepEqual((await list(ctx, { cwd: other })).sessions.map((s) => s.sessionId), ["elsewhere"]);
+      assert.deepEqual((await list(ctx, { cwd: path.join(real, "config") })).sessions, []);
+      await assert.rejects(list(ctx, { cwd: "relative/dir" }), (e) => e.code === -32602);
+      await assert.rejects(list(ctx, { cursor: "../../etc/passwd" }), (e) => e.code === -32602);
+      // A listed session loads.
+      await ctx.request(methods.agent.session.close, { sessionId: ids[1] });
+      const resumed = await ctx.request(methods.agent.session.resume, {
+        sessionId: ids[1],
+        cwd: listed.find((s) => s.sessionId === ids[1]).cwd,
+        mcpServers: [],
+      });
+      assert.equal(resumed.modes.currentModeId, "plan");
+    });
+    assert.equal(await agent.close(), 0);
+
+    const only = start(() => cancelled, ["--workspace", ws]);
+    await only.run(async (ctx) => {
+      await open(ctx, true);
+      const listed = (await pages(ctx, {})).map((s) => s.sessionId).sort();
+      assert.deepEqual(listed, [...ids].sort(), "the workspace's sessions only");
+    });
+    assert.equal(await only.close(), 0);
+  },
+
+  /// Without a store `session/list` is neither advertised nor answered.
+  async session_list_without_store() {
+    const agent = start(() => cancelled);
+    await agent.run(async (ctx) => {
+      const init = await open(ctx, false);
+      assert.equal(init.agentCapabilities.sessionCapabilities?.list ?? null, null);
+      await assert.rejects(
+        ctx.request(methods.agent.session.list, {}),
+        (e) => e.code === -32601,
+      );
+    });
     assert.equal(await agent.close(), 0);
   },
 

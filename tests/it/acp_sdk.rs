@@ -281,6 +281,16 @@ fn sdk_close_and_resume_a_session_and_the_mode_category() {
 }
 
 #[test]
+fn sdk_session_list_pages_the_stores_sessions_by_workspace_and_skips_hostile_records() {
+    scenario("session_list", PLAN_BUILD, None, true);
+}
+
+#[test]
+fn sdk_session_list_is_neither_advertised_nor_answered_without_a_store() {
+    scenario("session_list_without_store", PLAN_BUILD, None, false);
+}
+
+#[test]
 fn sdk_load_after_a_restart_with_a_file_store() {
     scenario("load_after_restart", PLAN_BUILD, None, true);
 }

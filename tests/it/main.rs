@@ -31,6 +31,7 @@ mod cli_prompt_switch;
 mod cli_questions;
 mod cli_rules;
 mod cli_session_config;
+mod cli_sessions;
 mod cli_switch;
 mod cli_tools;
 mod cli_workspace;
