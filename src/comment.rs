@@ -82,6 +82,10 @@ pub(crate) fn quote_all(
             comments.len()
         ));
     }
+    if comments.is_empty() {
+        // Most decisions make none: the plan is not split into lines for nothing.
+        return Ok(Vec::new());
+    }
     let lines = plan_lines(submission);
     comments
         .iter()

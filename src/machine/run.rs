@@ -554,8 +554,11 @@ impl Change<'_> {
             decision_id: decision_id_for(self.state.decisions),
             comments,
         };
-        // Nothing else waits (a run suspends on one plan); `push` keeps the list's buffer.
+        // Nothing else waits (a run suspends on one plan): the list's buffer is kept, or made
+        // for this one decision (a first `push` would make room for four, and a session held
+        // waiting would carry three empty slots of a large type).
         self.state.pending.clear();
+        self.state.pending.reserve_exact(1);
         self.state.pending.push(PendingDecision::Plan(PendingPlan {
             run_id: run_id.clone(),
             tool_call_id: tool_call_id.to_owned(),
@@ -731,6 +734,22 @@ mod tests {
             ]
         );
         assert_eq!(rig.state.run, Some((run, RunState::Suspended)));
+    }
+
+    /// A session held waiting on its plan keeps one slot for it, not the four a first `push`
+    /// makes room for (issue 36 item 13: 1,680 of 5,236 bytes per suspended session).
+    #[test]
+    fn a_suspended_plan_takes_one_slot_of_the_pending_list() {
+        let mut rig = Rig::new();
+        let run = rig.start("plan");
+        let suspend = Suspend::Plan {
+            run_id: run,
+            tool_call_id: "p1".to_owned(),
+            submission: plan("s1", "1."),
+        };
+        rig.handle(Input::Suspend(suspend)).expect("suspends");
+        assert_eq!(rig.state.pending.len(), 1);
+        assert_eq!(rig.state.pending.capacity(), 1);
     }
 
     #[test]

@@ -168,6 +168,9 @@ impl Session {
     async fn carry_on(&mut self, next: Next) -> Result<RunOutcome, SessionError> {
         match next {
             Next::CallModel(run_id) => self.drive_traced(run_id).await,
+            // Boxed: running approved tool calls is a loop of its own as large as the run's,
+            // and `carry_on` is awaited inside every run (`suspend`): inline, it would double
+            // the future boxed at each run's start (`drive_traced`).
             Next::RunApproved {
                 run_id,
                 calls,

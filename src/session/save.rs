@@ -109,8 +109,42 @@ impl Session {
         let mut copy = self.state.clone();
         let lease_only = matches!(input, Input::LeaseTick);
         let next = rules(self, Some(&mut copy), &mut events, input)?;
-        self.save_then_swap(copy, events, lease_only).await?;
+        if self.shared.store.is_some() {
+            // Boxed: a save's future (the record, the store's own) is kilobytes, and every step
+            // of a run awaits `handle`; inline, it would make each of their futures as large
+            // (issue 36 item 13: a run's future 9.8 KB, copied at each start). One allocation
+            // beside a write to the store.
+            Box::pin(self.save_then_swap(copy, events, lease_only)).await?;
+        } else {
+            self.swap_unsaved(copy, events)?;
+        }
         Ok(next)
+    }
+
+    /// Swaps `next` in without a store (a refusable change computed on a copy) and delivers
+    /// `events`.
+    ///
+    /// # Errors
+    /// [`StoreError::Unsupported`] when `next` gives a workspace allowance: there is no store
+    /// to keep it in; `next` and `events` are dropped and the session is as before.
+    fn swap_unsaved(&mut self, mut next: State, events: Vec<Event>) -> Result<(), SessionError> {
+        self.stamp_origins(&mut next);
+        if !self.given_workspace_allowances(&next).is_empty() {
+            return Err(SessionError::Store(StoreError::Unsupported(
+                "keep a workspace allowance: the controller has no session store".to_owned(),
+            )));
+        }
+        self.swap_in(None, next, events);
+        Ok(())
+    }
+
+    /// The workspace allowances `next` gives: those the session's state lacks.
+    fn given_workspace_allowances(&self, next: &State) -> Vec<crate::allowance::Allowance> {
+        next.workspace_allowances
+            .iter()
+            .filter(|a| !self.state.workspace_allowances.iter().any(|b| b.id == a.id))
+            .cloned()
+            .collect()
     }
 
     /// Saves `next` at the expected version, then swaps it in and delivers `events`; when the
@@ -121,25 +155,14 @@ impl Session {
         events: Vec<Event>,
         lease_only: bool,
     ) -> Result<(), SessionError> {
+        let Some(store) = self.shared.store.clone() else {
+            return self.swap_unsaved(next, events);
+        };
         self.stamp_origins(&mut next);
         // The effect of a decision that gave a workspace allowance: kept in the store only
         // after the session's record (with the decision's audit record) is saved, so a failed
         // save (a lost race, a dead process) never leaves an allowance no saved decision gave.
-        let given: Vec<_> = next
-            .workspace_allowances
-            .iter()
-            .filter(|a| !self.state.workspace_allowances.iter().any(|b| b.id == a.id))
-            .cloned()
-            .collect();
-        let Some(store) = self.shared.store.clone() else {
-            if !given.is_empty() {
-                return Err(SessionError::Store(StoreError::Unsupported(
-                    "keep a workspace allowance: the controller has no session store".to_owned(),
-                )));
-            }
-            self.swap_in(None, next, events);
-            return Ok(());
-        };
+        let given = self.given_workspace_allowances(&next);
         let keeper = store.clone();
         let (mut next, mut events, mut merged) = (next, events, false);
         let saved = loop {
