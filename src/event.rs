@@ -494,6 +494,42 @@ pub struct ToolSuspendPayload {
     pub terms: WaitTerms,
 }
 
+impl ToolSuspendPayload {
+    /// What keeps `answer` from fitting [`ToolSuspendPayload::answer_schema`], in the words of
+    /// the input checker the crate uses for tool arguments ([`crate::tool::input::mismatch`]);
+    /// `None` when it fits. The one check of an answer: [`crate::Session::decide`] refuses an
+    /// answer it finds fault with, and a host may ask again before deciding (the terminal does).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::event::{SuspensionKind, ToolSuspendPayload, WaitTerms};
+    /// use serde_json::json;
+    /// let payload = ToolSuspendPayload {
+    ///     kind: SuspensionKind::Suspension,
+    ///     decision_id: "decision_1".into(),
+    ///     tool_name: "confirm_deploy".into(),
+    ///     args: json!({}),
+    ///     payload: json!({ "target": "staging" }),
+    ///     answer_schema: json!({ "type": "object", "properties": { "confirm": { "type": "boolean" } }, "required": ["confirm"] }),
+    ///     payload_sha256: "53fa".into(),
+    ///     terms: WaitTerms::default(),
+    /// };
+    /// assert_eq!(payload.answer_mismatch(&json!({ "confirm": true })), None);
+    /// assert_eq!(
+    ///     payload.answer_mismatch(&json!({})).as_deref(),
+    ///     Some("the answer lacks the required property `confirm`"),
+    /// );
+    /// ```
+    pub fn answer_mismatch(&self, answer: &Value) -> Option<String> {
+        crate::exchange::input::mismatch(answer, &self.answer_schema).map(|why| {
+            why.replace("the arguments lack", "the answer lacks")
+                .replace("the arguments have", "the answer has")
+                .replace("the arguments", "the answer")
+                .replace("the tool's input schema", "the answer schema")
+        })
+    }
+}
+
 impl Suspension {
     /// The decision id (`decision_N`) to decide it by.
     ///
