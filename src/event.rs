@@ -471,7 +471,35 @@ impl SuspensionKind {
 /// A call its tool suspended ([`crate::ToolOutput::suspend`]), as `tool_suspended` carries it
 /// and the session saves it: the decision id, the tool, its `kind`, the payload the user is
 /// shown, the schema an answer must fit, and the payload's SHA-256 an answer is pinned to.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// In JSON, a question (kind `question`) also carries the payload's `question`, and its
+/// `options` and `selectionMode` when it has options, beside `kind` (as Mastra's question
+/// event does): copies of the payload's fields for a host that shows them, written out only.
+/// `payload` stays whole, and it is what `payloadSha256` pins.
+///
+/// # Examples
+/// ```
+/// use agent_controller::event::{SuspensionKind, ToolSuspendPayload, WaitTerms};
+/// use serde_json::json;
+/// let payload = ToolSuspendPayload {
+///     kind: SuspensionKind::Question,
+///     decision_id: "decision_1".into(),
+///     tool_name: "ask_user".into(),
+///     args: json!({}),
+///     payload: json!({ "question": "Which?", "options": [{ "label": "a" }], "selectionMode": "single_select" }),
+///     answer_schema: json!({ "type": "string", "enum": ["a"] }),
+///     payload_sha256: "53fa".into(),
+///     terms: WaitTerms::default(),
+/// };
+/// let shown = serde_json::to_value(&payload)?;
+/// assert_eq!(shown["question"], "Which?");
+/// assert_eq!(shown["options"], json!([{ "label": "a" }]));
+/// assert_eq!(shown["selectionMode"], "single_select");
+/// assert_eq!(shown["payload"], payload.payload);
+/// assert_eq!(serde_json::from_value::<ToolSuspendPayload>(shown)?, payload);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolSuspendPayload {
     /// `question` (for `ask_user`) or `suspension`.
@@ -492,6 +520,88 @@ pub struct ToolSuspendPayload {
     /// The terms it waits under.
     #[serde(flatten)]
     pub terms: WaitTerms,
+}
+
+/// [`ToolSuspendPayload`] as it is written: its fields, and for a question the payload's
+/// `question`, `options` and `selectionMode` beside `kind`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolSuspendShown<'a> {
+    kind: SuspensionKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    question: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    options: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    selection_mode: Option<&'a Value>,
+    decision_id: &'a str,
+    tool_name: &'a str,
+    args: &'a Value,
+    payload: &'a Value,
+    answer_schema: &'a Value,
+    payload_sha256: &'a str,
+    #[serde(flatten)]
+    terms: &'a WaitTerms,
+}
+
+impl Serialize for ToolSuspendPayload {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let question = |field: &str| {
+            (self.kind == SuspensionKind::Question)
+                .then(|| self.payload.get(field))
+                .flatten()
+        };
+        ToolSuspendShown {
+            kind: self.kind,
+            question: question("question"),
+            options: question("options"),
+            selection_mode: question("selectionMode"),
+            decision_id: &self.decision_id,
+            tool_name: &self.tool_name,
+            args: &self.args,
+            payload: &self.payload,
+            answer_schema: &self.answer_schema,
+            payload_sha256: &self.payload_sha256,
+            terms: &self.terms,
+        }
+        .serialize(serializer)
+    }
+}
+
+impl ToolSuspendPayload {
+    /// What keeps `answer` from fitting [`ToolSuspendPayload::answer_schema`], in the words of
+    /// the input checker the crate uses for tool arguments ([`crate::tool::input::mismatch`]);
+    /// `None` when it fits. The one check of an answer: [`crate::Session::decide`] refuses an
+    /// answer it finds fault with, and a host may ask again before deciding (the terminal does).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::event::{SuspensionKind, ToolSuspendPayload, WaitTerms};
+    /// use serde_json::json;
+    /// let payload = ToolSuspendPayload {
+    ///     kind: SuspensionKind::Suspension,
+    ///     decision_id: "decision_1".into(),
+    ///     tool_name: "confirm_deploy".into(),
+    ///     args: json!({}),
+    ///     payload: json!({ "target": "staging" }),
+    ///     answer_schema: json!({ "type": "object", "properties": { "confirm": { "type": "boolean" } }, "required": ["confirm"] }),
+    ///     payload_sha256: "53fa".into(),
+    ///     terms: WaitTerms::default(),
+    /// };
+    /// assert_eq!(payload.answer_mismatch(&json!({ "confirm": true })), None);
+    /// assert_eq!(
+    ///     payload.answer_mismatch(&json!({})).as_deref(),
+    ///     Some("the answer lacks the required property `confirm`"),
+    /// );
+    /// ```
+    pub fn answer_mismatch(&self, answer: &Value) -> Option<String> {
+        crate::exchange::input::mismatch(answer, &self.answer_schema).map(|why| {
+            why.replace("the arguments lack", "the answer lacks")
+                .replace("the arguments have", "the answer has")
+                .replace("the arguments", "the answer")
+                .replace("the tool's input schema", "the answer schema")
+        })
+    }
 }
 
 impl Suspension {

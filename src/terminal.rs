@@ -28,9 +28,14 @@ use crate::tool::submit_plan::{parse_plan, plan_diff};
 
 pub mod editor;
 pub mod revision;
+pub mod suspension;
 pub mod tool_call;
 
 pub use self::revision::{RevisionView, RevisionsShown};
+
+pub use self::suspension::{
+    ask_suspension, read_suspension_answer, render_suspension, suspension_prompt_text,
+};
 
 pub use self::tool_call::{
     TOOL_ARGS_MAX_CHARS, TOOL_ARGS_MAX_LINES, ToolAnswer, allowance_note, read_tool_answer,

@@ -88,9 +88,10 @@ impl Decider<'_> {
         })
     }
 
-    /// Decides `pending` (a plan, or tool calls waiting for approval) one by one, in the
-    /// model's order: with the flags (a plan's always; a tool call's only when
-    /// `flags_decide_tool_calls`), else at the prompt. Returns the outcome after the last
+    /// Decides `pending` (a plan, tool calls waiting for approval, or calls their tool
+    /// suspended, such as questions) one by one, in the model's order: with the flags (a plan's
+    /// always; a tool call's only when `flags_decide_tool_calls`; a suspended call's when an
+    /// answer flag is given), else at the prompt. Returns the outcome after the last
     /// decision (the run carries on once all of its waiting calls are decided), or `Err(exit)`
     /// when one was left undecided (pending with a store, exit 4; without one the run is
     /// aborted, exit 3) or Ctrl-C interrupted the run.
@@ -125,21 +126,13 @@ impl Decider<'_> {
             };
             let decision = match fixed {
                 Some(decision) => decision,
-                // A question is not asked at the terminal prompt yet: it is answered with
-                // `decide --answer`; left unanswered it stays pending with a store, and without
-                // one the run ends and the model is told the user did not answer.
-                None if waiting.as_suspension().is_some() => {
-                    if self.store.is_some() {
-                        return Ok(Err(self.leave(session)));
-                    }
-                    session.abort().await?;
-                    finish(session, self.json, &out_style);
-                    return Ok(Err(Exit::NotApproved));
-                }
                 None => {
                     let Some(prompt) = self.prompt.as_deref_mut() else {
                         return Ok(Err(self.leave(session)));
                     };
+                    // A question (or another tool's suspension) is asked too: left unanswered it
+                    // stays pending with a store, and without one the run ends and the model is
+                    // told the user did not answer.
                     // The prompt starts from `--model-for-next`, so that `m` alone clears it.
                     prompt.model_for_next = self.flags.model_for_next.clone();
                     let mut reply = prompt.ask(session, waiting, at + 1, pending.len()).await;
@@ -219,6 +212,8 @@ impl Decider<'_> {
             .first()
             .map_or_else(String::new, |c| neutralize_line(c.run_id()).into_owned());
         let plan = waiting.first().and_then(PendingDecision::as_plan);
+        // Only calls their tool suspended (questions) wait: they are answered, not approved.
+        let questions = !waiting.is_empty() && waiting.iter().all(|w| w.as_suspension().is_some());
         if !self.json {
             match plan {
                 Some(plan) => say!(
@@ -237,8 +232,13 @@ impl Decider<'_> {
                             )
                         })
                         .collect();
+                    let wait = if questions {
+                        "wait for an answer"
+                    } else {
+                        "tool calls wait for approval"
+                    };
                     say!(
-                        "suspended: session {} run {run_id} tool calls wait for approval: {}",
+                        "suspended: session {} run {run_id} {wait}: {}",
                         session.id(),
                         listed.join(", ")
                     );
@@ -246,6 +246,14 @@ impl Decider<'_> {
             }
         }
         let (what, flags) = match (plan, waiting.len()) {
+            (None, 1) if questions => (
+                "the question stays pending; answer it later",
+                "--answer TEXT | --answer-json JSON | --reject",
+            ),
+            (None, _) if questions => (
+                "the questions stay pending; answer each later",
+                "--answer TEXT | --answer-json JSON | --reject",
+            ),
             (Some(_), _) => (
                 "the plan stays pending; decide later",
                 "--approve [--to MODE] | --reject",

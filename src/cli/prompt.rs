@@ -2,10 +2,11 @@
 
 use agent_controller::allowance::AllowanceScope;
 use agent_controller::display::neutralize_line;
+use agent_controller::event::SuspensionKind;
 use agent_controller::terminal::editor::Editor;
 use agent_controller::terminal::{
     PromptAnswer, Question, RevisionView, RevisionsShown, StdinLines, Style, allowance_note,
-    render_tool_call,
+    ask_suspension, render_tool_call,
 };
 use agent_controller::tool::submit_plan::{self};
 use agent_controller::{Decision, ModeGraph, PendingDecision, Session, event::SuspendPayload};
@@ -48,9 +49,9 @@ impl Prompt {
         }
     }
 
-    /// Shows what waits (a plan, or tool call `nth` of the `of` that wait) and asks about it;
-    /// `None` when end of input or Ctrl-C dismissed the prompt, or `q` left a tool call (no
-    /// decision). A decision is pinned to the sha256 of what was shown; at a plan, `s MODE`
+    /// Shows what waits (a plan, tool call `nth` of the `of` that wait, or a question) and asks
+    /// about it; `None` when end of input or Ctrl-C dismissed the prompt, or `q` left a tool
+    /// call (no decision). A decision is pinned to the sha256 of what was shown; at a plan, `s MODE`
     /// asks for a switch by hand instead.
     pub(crate) async fn ask(
         &mut self,
@@ -89,6 +90,33 @@ impl Prompt {
                     .viewable(call.args())
                     .ask(&mut self.input, &mut stderr, tokio::signal::ctrl_c())
                     .await
+            }
+            // A question of `ask_user`, or another tool's suspension: its payload shown, the
+            // typed line read into an answer that fits the schema.
+            PendingDecision::Suspension(suspended) => {
+                let _ = std::io::Write::write_all(&mut stderr, b"\n");
+                let answer = ask_suspension(
+                    suspended.payload(),
+                    &mut self.input,
+                    &mut stderr,
+                    tokio::signal::ctrl_c(),
+                )
+                .await;
+                let what = match answer {
+                    PromptAnswer::Decided(decision) => return Some(Reply::Decide(decision)),
+                    PromptAnswer::Interrupted => "interrupted",
+                    _ => "end of input",
+                };
+                note!(
+                    "{what}: the {} {} ({}) is not answered",
+                    match suspended.kind() {
+                        SuspensionKind::Question => "question",
+                        _ => "suspended call",
+                    },
+                    neutralize_line(pending.decision_id()),
+                    neutralize_line(pending.tool_name())
+                );
+                return None;
             }
             _ => {
                 let payload = pending.as_plan()?.payload();

@@ -51,7 +51,7 @@ pub(crate) fn check(
             check_pin(pending, given)?;
         }
         if let Some(answer) = decision.answer.as_deref()
-            && let Some(reason) = answer_mismatch(answer, &suspended.payload.answer_schema)
+            && let Some(reason) = suspended.payload.answer_mismatch(answer)
         {
             return Err(SessionError::InvalidAnswer {
                 decision_id: suspended.decision_id().to_owned(),
@@ -180,15 +180,6 @@ pub(crate) fn check(
         target: Some(target),
         edited,
         comments,
-    })
-}
-
-/// What keeps `answer` from fitting `schema`, in the input checker's words (the checker the
-/// crate uses for tool arguments, [`crate::exchange::input::mismatch`]); `None` when it fits.
-fn answer_mismatch(answer: &serde_json::Value, schema: &serde_json::Value) -> Option<String> {
-    crate::exchange::input::mismatch(answer, schema).map(|why| {
-        why.replace("the arguments", "the answer")
-            .replace("the tool's input schema", "the answer schema")
     })
 }
 

@@ -123,6 +123,26 @@ async fn the_model_asks_and_the_answer_is_in_the_next_requests_tool_result() {
     ))
     .expect("json");
     assert_eq!(event["kind"], "question");
+    // The event as a host receives it: the question and its options beside `kind`, and the
+    // payload whole as well.
+    let emitted: Vec<Value> = s
+        .recorder
+        .take()
+        .iter()
+        .filter(|e| e.kind() == "tool_suspended")
+        .map(|e| serde_json::to_value(e).expect("json"))
+        .collect();
+    assert_eq!(emitted.len(), 1, "{emitted:?}");
+    let shown = &emitted[0]["suspendPayload"];
+    assert_eq!(shown["kind"], "question");
+    assert_eq!(shown["question"], "Which database?");
+    assert_eq!(shown["options"], options);
+    assert_eq!(shown["selectionMode"], "single_select");
+    assert_eq!(shown["payload"], asked.payload().payload);
+    // Read back, it is the same payload (the fields beside `kind` are derived from it).
+    let read: agent_controller::event::Suspension =
+        serde_json::from_value(shown.clone()).expect("read back");
+    assert_eq!(read.decision_id(), asked.decision_id());
     // Mastra's bare resume data, pinned through the JSON decision's own form as well.
     let sha = asked.payload().payload_sha256.clone();
     let outcome = session
@@ -194,6 +214,16 @@ async fn a_question_without_options_takes_free_text() {
     assert_eq!(
         asked.payload().payload,
         json!({ "question": "What should the page be called?" })
+    );
+    // A free-text question's event has the question beside `kind`, and no options.
+    let event = serde_json::to_value(agent_controller::event::Suspension::Tool(
+        asked.payload().clone(),
+    ))
+    .expect("json");
+    assert_eq!(event["question"], "What should the page be called?");
+    assert!(
+        event.get("options").is_none() && event.get("selectionMode").is_none(),
+        "{event}"
     );
     let refused = session
         .decide(asked.decision_id(), Decision::answer(json!(["x"])))

@@ -141,3 +141,104 @@ fn decide_answer_json_and_an_answer_to_a_tool_call_is_refused() {
         "{results:?}"
     );
 }
+
+/// `run` without `--json`, the answers typed on stdin; no store unless `store`.
+fn run_typing(world: &World, store: bool, input: &str) -> std::process::Output {
+    world.cli("run", store, &["Pick"], Some(input))
+}
+
+#[test]
+fn the_terminal_shows_a_question_numbered_and_reads_picks() {
+    let options = json!([
+        { "label": "a", "description": "first\u{202e}" },
+        { "label": "b\u{1b}[2K" },
+        { "label": "c" },
+    ]);
+    let world = World::with_config(
+        stores()[0],
+        CONFIG,
+        vec![
+            ask(
+                json!({ "question": "Which\u{200b} ones?", "options": options, "selectionMode": "multi_select" }),
+            ),
+            text("Thanks."),
+        ],
+    );
+    // A number out of range and a bad pick are refused with the reason; then `1,3` picks two.
+    let out = run_typing(&world, false, "4\n1,x\n1,3\n");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(DONE), "{err}");
+    assert!(err.contains("Which\\u{200b} ones?"), "{err}");
+    assert!(
+        err.contains("1. a (first\\u{202e})")
+            && err.contains("2. b\\u{1b}[2K")
+            && err.contains("3. c"),
+        "{err}"
+    );
+    assert!(
+        !err.contains('\u{202e}') && !err.contains('\u{1b}'),
+        "{err}"
+    );
+    assert!(err.contains("`4` is not an option"), "{err}");
+    assert!(err.contains("`x` is not an option"), "{err}");
+    assert_eq!(tool_results(&world, 1), ["The user chose: a, c"]);
+}
+
+#[test]
+fn the_terminal_reads_a_single_pick_and_free_text() {
+    let world = World::with_config(
+        stores()[0],
+        CONFIG,
+        vec![
+            ask(json!({ "question": "Which?", "options": [{ "label": "a" }, { "label": "b" }] })),
+            text("Thanks."),
+        ],
+    );
+    // Two numbers for a single-select question are refused.
+    let out = run_typing(&world, false, "1,2\n2\n");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(DONE), "{err}");
+    assert!(err.contains("pick one"), "{err}");
+    assert_eq!(tool_results(&world, 1), ["The user chose: b"]);
+
+    let world = World::with_config(
+        stores()[0],
+        CONFIG,
+        vec![ask(json!({ "question": "Name?" })), text("Thanks.")],
+    );
+    let out = run_typing(&world, false, "\nthe 2 settings, page\n");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(DONE), "{err}");
+    assert!(err.contains("Name?"), "{err}");
+    assert_eq!(
+        tool_results(&world, 1),
+        ["The user answered: the 2 settings, page"]
+    );
+}
+
+#[test]
+fn end_of_input_at_a_question_answers_nothing() {
+    for store in [true, false] {
+        let world = World::with_config(
+            stores()[0],
+            CONFIG,
+            vec![ask(json!({ "question": "Name?" })), text("Thanks.")],
+        );
+        let out = run_typing(&world, store, "");
+        let err = stderr(&out);
+        assert!(err.contains("Name?"), "{err}");
+        assert!(err.contains("not answered"), "{err}");
+        if store {
+            assert_eq!(out.status.code(), Some(PENDING), "{err}");
+            assert!(
+                err.contains("the question stays pending; answer it later"),
+                "{err}"
+            );
+            assert!(err.contains("--answer TEXT"), "{err}");
+            assert_eq!(world.pending_json().len(), 1);
+        } else {
+            assert_eq!(out.status.code(), Some(NOT_APPROVED), "{err}");
+        }
+        assert_eq!(world.server.served(), 1, "nothing was made up: {err}");
+    }
+}

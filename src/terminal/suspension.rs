@@ -1,0 +1,362 @@
+//! A call its tool suspended, asked at the terminal (issue 37): a question of `ask_user` (kind
+//! `question`) shown with its options numbered, or another tool's payload (kind `suspension`)
+//! shown bounded, and the typed line read into an answer ([`read_suspension_answer`]) that fits
+//! the answer schema. The question, the options and the payload come from the model: every
+//! character is shown ([`neutralize`]), and the answer is checked against the schema before it
+//! is handed on.
+
+use std::io::Write;
+
+use serde_json::Value;
+
+use super::{PromptAnswer, StdinLines, TOOL_ARGS_MAX_CHARS, TOOL_ARGS_MAX_LINES};
+use crate::display::{arguments, neutralize, neutralize_line, neutralize_line_within};
+use crate::event::{SuspensionKind, ToolSuspendPayload};
+use crate::run::Decision;
+use crate::tool::ask_user::{MAX_DESCRIPTION_CHARS, MAX_LABEL_CHARS, MAX_QUESTION_CHARS};
+
+/// Where a cut payload is shown whole.
+const PAYLOAD_WHOLE: &str = "`pending --json` shows it whole";
+
+/// The options of a question payload (`options`, each with a `label`); empty for a question
+/// without options, or for another tool's payload.
+fn options(payload: &ToolSuspendPayload) -> Vec<(&str, Option<&str>)> {
+    if payload.kind != SuspensionKind::Question {
+        return Vec::new();
+    }
+    payload.payload["options"]
+        .as_array()
+        .map(|options| {
+            options
+                .iter()
+                .map(|o| {
+                    (
+                        o["label"].as_str().unwrap_or_default(),
+                        o["description"].as_str(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether the question takes several options (`selectionMode` `multi_select`).
+fn multi(payload: &ToolSuspendPayload) -> bool {
+    payload.payload["selectionMode"] == "multi_select"
+}
+
+/// What the terminal shows of a suspended call: for a question, the question and its options
+/// numbered (`1. label (description)`), every character visible; for another tool, its name
+/// and its payload laid out as a tool call's arguments are, bounded. The last line says how to
+/// answer.
+///
+/// # Examples
+/// ```
+/// use agent_controller::event::{SuspensionKind, ToolSuspendPayload, WaitTerms};
+/// use agent_controller::terminal::render_suspension;
+/// use serde_json::json;
+/// let payload = ToolSuspendPayload {
+///     kind: SuspensionKind::Question,
+///     decision_id: "decision_1".into(),
+///     tool_name: "ask_user".into(),
+///     args: json!({}),
+///     payload: json!({ "question": "Which\u{202e}?", "options": [{ "label": "a" }, { "label": "b", "description": "second" }], "selectionMode": "single_select" }),
+///     answer_schema: json!({ "type": "string", "enum": ["a", "b"] }),
+///     payload_sha256: "53fa".into(),
+///     terms: WaitTerms::default(),
+/// };
+/// let shown = render_suspension(&payload);
+/// assert!(shown.contains("Which\\u{202e}?\n  1. a\n  2. b (second)\n"), "{shown}");
+/// ```
+pub fn render_suspension(payload: &ToolSuspendPayload) -> String {
+    let decision = neutralize_line(&payload.decision_id);
+    if payload.kind == SuspensionKind::Question {
+        let question = payload.payload["question"].as_str().unwrap_or_default();
+        let mut shown = format!(
+            "question from the model (ask_user, decision {decision}):\n{}\n",
+            cut(&neutralize(question), MAX_QUESTION_CHARS)
+        );
+        for (k, (label, description)) in options(payload).iter().enumerate() {
+            shown.push_str(&format!(
+                "  {}. {}",
+                k + 1,
+                neutralize_line_within(label, MAX_LABEL_CHARS)
+            ));
+            if let Some(d) = description {
+                shown.push_str(&format!(
+                    " ({})",
+                    neutralize_line_within(d, MAX_DESCRIPTION_CHARS)
+                ));
+            }
+            shown.push('\n');
+        }
+        return shown;
+    }
+    format!(
+        "the tool {} waits for an answer (decision {decision}):\n{}\nthe answer must fit: {}\n",
+        neutralize_line(&payload.tool_name),
+        arguments(
+            &payload.payload,
+            TOOL_ARGS_MAX_LINES,
+            TOOL_ARGS_MAX_CHARS,
+            PAYLOAD_WHOLE
+        ),
+        crate::display::arguments_line(&payload.answer_schema, TOOL_ARGS_MAX_CHARS, PAYLOAD_WHOLE)
+    )
+}
+
+/// `text` cut to `max` characters (a question over the tool's cap never reaches here; this
+/// bounds what a hand-made payload shows).
+fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let kept: String = text.chars().take(max).collect();
+    format!("{kept} … (cut; {PAYLOAD_WHOLE})")
+}
+
+/// The line under a suspended call: how to answer it.
+pub fn suspension_prompt_text(payload: &ToolSuspendPayload) -> String {
+    let count = options(payload).len();
+    match (payload.kind, count, multi(payload)) {
+        (SuspensionKind::Question, 0, _) => "Type your answer: ".to_owned(),
+        (SuspensionKind::Question, n, true) => {
+            format!("Type the numbers of your choices, separated by commas (1 to {n}, e.g. 1,3): ")
+        }
+        (SuspensionKind::Question, n, false) => {
+            format!("Type the number of your choice (1 to {n}): ")
+        }
+        _ => "Type the answer as JSON on one line: ".to_owned(),
+    }
+}
+
+/// Reads one typed line into the answer for a suspended call, or says why it is not one.
+///
+/// - A question with options: a number picks that option (its label is the answer); for
+///   `multi_select`, numbers separated by commas pick several (an array of labels). A number
+///   out of range, a word, a repeated number, or several numbers for a single pick are refused.
+/// - A question without options: the line (without its line ending) is the answer; a blank
+///   line is refused.
+/// - Another tool's suspension: the line is JSON.
+///
+/// Every answer is then checked against the answer schema, as the library checks it.
+///
+/// # Errors
+/// Why the line is not an answer, to show before asking again.
+///
+/// # Examples
+/// ```
+/// use agent_controller::event::{SuspensionKind, ToolSuspendPayload, WaitTerms};
+/// use agent_controller::terminal::read_suspension_answer;
+/// use serde_json::json;
+/// let payload = ToolSuspendPayload {
+///     kind: SuspensionKind::Question,
+///     decision_id: "decision_1".into(),
+///     tool_name: "ask_user".into(),
+///     args: json!({}),
+///     payload: json!({ "question": "Which?", "options": [{ "label": "a" }, { "label": "b" }, { "label": "c" }], "selectionMode": "multi_select" }),
+///     answer_schema: json!({ "type": "array", "items": { "type": "string", "enum": ["a", "b", "c"] } }),
+///     payload_sha256: "53fa".into(),
+///     terms: WaitTerms::default(),
+/// };
+/// assert_eq!(read_suspension_answer(" 1, 3\n", &payload), Ok(json!(["a", "c"])));
+/// assert!(read_suspension_answer("4", &payload).unwrap_err().contains("`4` is not an option"));
+/// assert!(read_suspension_answer("1,1", &payload).is_err());
+/// ```
+pub fn read_suspension_answer(line: &str, payload: &ToolSuspendPayload) -> Result<Value, String> {
+    let line = line.strip_suffix('\n').unwrap_or(line);
+    let line = line.strip_suffix('\r').unwrap_or(line);
+    let answer = if payload.kind == SuspensionKind::Question {
+        let options = options(payload);
+        if options.is_empty() {
+            if line.trim().is_empty() {
+                return Err(
+                    "type an answer (end of input leaves the question unanswered)".to_owned(),
+                );
+            }
+            Value::String(line.to_owned())
+        } else {
+            let picked = picks(line, options.len(), multi(payload))?;
+            let labels: Vec<Value> = picked
+                .iter()
+                .map(|&k| Value::String(options[k].0.to_owned()))
+                .collect();
+            if multi(payload) {
+                Value::Array(labels)
+            } else {
+                labels.into_iter().next().unwrap_or_default()
+            }
+        }
+    } else {
+        serde_json::from_str(line.trim()).map_err(|e| format!("not JSON: {e}"))?
+    };
+    match payload.answer_mismatch(&answer) {
+        Some(why) => Err(why),
+        None => Ok(answer),
+    }
+}
+
+/// The 0-based options `line` picks among `count`: one number, or (when `several`) numbers
+/// separated by commas, each once.
+fn picks(line: &str, count: usize, several: bool) -> Result<Vec<usize>, String> {
+    let parts: Vec<&str> = line.split(',').map(str::trim).collect();
+    if parts.len() > 1 && !several {
+        return Err(format!(
+            "pick one option: type one number from 1 to {count}"
+        ));
+    }
+    let mut picked = Vec::new();
+    for part in parts {
+        let k = part
+            .parse::<usize>()
+            .ok()
+            .filter(|k| (1..=count).contains(k))
+            .ok_or_else(|| {
+                format!(
+                    "`{}` is not an option: type a number from 1 to {count}",
+                    neutralize_line_within(part, 40)
+                )
+            })?;
+        if picked.contains(&(k - 1)) {
+            return Err(format!("option {k} is picked twice"));
+        }
+        picked.push(k - 1);
+    }
+    Ok(picked)
+}
+
+/// Shows a suspended call and asks until the person answers: the answer, checked against the
+/// schema, as [`PromptAnswer::Decided`] with [`Decision::answer`] pinned to the payload's
+/// SHA-256. A line that is not an answer says why and asks again. End of input and
+/// `interrupt` completing are [`PromptAnswer::EndOfInput`] and [`PromptAnswer::Interrupted`]:
+/// no answer.
+///
+/// # Examples
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use agent_controller::Decision;
+/// use agent_controller::event::{SuspensionKind, ToolSuspendPayload, WaitTerms};
+/// use agent_controller::terminal::{PromptAnswer, StdinLines, ask_suspension};
+/// use serde_json::json;
+/// let payload = ToolSuspendPayload {
+///     kind: SuspensionKind::Question,
+///     decision_id: "decision_1".into(),
+///     tool_name: "ask_user".into(),
+///     args: json!({}),
+///     payload: json!({ "question": "Name?" }),
+///     answer_schema: json!({ "type": "string" }),
+///     payload_sha256: "53fa".into(),
+///     terms: WaitTerms::default(),
+/// };
+/// let mut input = StdinLines::from_reader(std::io::Cursor::new("\nSettings\n"));
+/// let mut out = Vec::new();
+/// let answer = ask_suspension(&payload, &mut input, &mut out, std::future::pending::<()>()).await;
+/// assert_eq!(answer, PromptAnswer::Decided(Decision::answer(json!("Settings")).with_sha256("53fa")));
+/// assert!(String::from_utf8_lossy(&out).contains("type an answer"));
+/// # }
+/// ```
+pub async fn ask_suspension<F>(
+    payload: &ToolSuspendPayload,
+    input: &mut StdinLines,
+    out: &mut impl Write,
+    interrupt: F,
+) -> PromptAnswer
+where
+    F: std::future::Future,
+{
+    let mut interrupt = std::pin::pin!(interrupt);
+    // A closed stderr must not stop the answer: it is still read from stdin.
+    let _ = write!(out, "{}", render_suspension(payload));
+    loop {
+        let _ = write!(out, "{}", suspension_prompt_text(payload));
+        let _ = out.flush();
+        let line = tokio::select! {
+            line = input.next_line() => line,
+            _ = &mut interrupt => {
+                let _ = writeln!(out);
+                return PromptAnswer::Interrupted;
+            }
+        };
+        let Some(line) = line else {
+            let _ = writeln!(out);
+            return PromptAnswer::EndOfInput;
+        };
+        match read_suspension_answer(&line, payload) {
+            Ok(answer) => {
+                return PromptAnswer::Decided(
+                    Decision::answer(answer).with_sha256(payload.payload_sha256.clone()),
+                );
+            }
+            Err(why) => {
+                let _ = writeln!(out, "not an answer: {}", neutralize(&why));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::WaitTerms;
+    use serde_json::json;
+
+    fn confirm(payload: Value) -> ToolSuspendPayload {
+        ToolSuspendPayload {
+            kind: SuspensionKind::Suspension,
+            decision_id: "decision_1".into(),
+            tool_name: "confirm_deploy".into(),
+            args: json!({}),
+            payload,
+            answer_schema: json!({
+                "type": "object",
+                "properties": { "confirm": { "type": "boolean" } },
+                "required": ["confirm"],
+                "additionalProperties": false,
+            }),
+            payload_sha256: "53fa".into(),
+            terms: WaitTerms::default(),
+        }
+    }
+
+    #[test]
+    fn another_tools_suspension_takes_a_json_line_that_fits_its_schema() {
+        let payload = confirm(json!({ "target": "staging" }));
+        assert_eq!(
+            read_suspension_answer("{\"confirm\": true}\n", &payload),
+            Ok(json!({ "confirm": true }))
+        );
+        let not_json = read_suspension_answer("yes\n", &payload).expect_err("not an answer");
+        assert!(not_json.starts_with("not JSON"), "{not_json}");
+        let unfit =
+            read_suspension_answer("{\"confirm\": \"yes\"}", &payload).expect_err("not an answer");
+        assert!(unfit.contains("`confirm` must be a boolean"), "{unfit}");
+        let missing = read_suspension_answer("{}", &payload).expect_err("not an answer");
+        assert!(missing.contains("the answer lacks"), "{missing}");
+        assert_eq!(
+            suspension_prompt_text(&payload),
+            "Type the answer as JSON on one line: "
+        );
+    }
+
+    #[test]
+    fn another_tools_payload_is_shown_bounded_every_character_visible() {
+        let payload = confirm(json!({ "target": format!("{}\u{202e}end", "x".repeat(50_000)) }));
+        let shown = render_suspension(&payload);
+        assert!(
+            shown.starts_with(
+                "the tool confirm_deploy waits for an answer (decision decision_1):\n"
+            ),
+            "{shown:.200}"
+        );
+        assert!(
+            shown.chars().count() < 10_000,
+            "bounded: {}",
+            shown.chars().count()
+        );
+        assert!(shown.contains("\\u{202e}end"), "the end is shown");
+        assert!(!shown.contains('\u{202e}'));
+        assert!(shown.contains("`pending --json` shows it whole"), "{shown}");
+        assert!(shown.contains("the answer must fit: "), "{shown}");
+    }
+}
