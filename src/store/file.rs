@@ -44,6 +44,8 @@ use super::{
 };
 
 const PENDING_SUFFIX: &str = ".pending.json";
+mod order;
+
 const PLAIN_SUFFIX: &str = ".json";
 /// The folder of the workspace allowances, one `<id>.json` each.
 const ALLOWANCES_DIR: &str = "allowances";
@@ -723,6 +725,7 @@ impl SessionStore for FileStore {
             }
             let text = serde_json::to_vec_pretty(&allowance)
                 .map_err(|e| StoreError::backend("serialize allowance", e))?;
+            order::take_place(&store.dir.join(order::ORDER_DIR), &allowance.id);
             let mut temp = TempFile::create(&dir, &allowance.id)?;
             temp.file
                 .write_all(&text)
@@ -792,9 +795,13 @@ impl SessionStore for FileStore {
                     ),
                 }
             }
+            // In the order first saved ([`order`]), as the other stores list them.
+            let places = order::places(&store.dir.join(order::ORDER_DIR));
+            let place = |a: &crate::allowance::Allowance| places.get(&a.id).copied().unwrap_or(0);
             found.sort_by(|a, b| {
-                a.decided_at
-                    .cmp(&b.decided_at)
+                place(a)
+                    .cmp(&place(b))
+                    .then_with(|| a.decided_at.cmp(&b.decided_at))
                     .then_with(|| a.id.cmp(&b.id))
             });
             Ok(found)
@@ -814,7 +821,10 @@ impl SessionStore for FileStore {
             }
             let path = dir.join(format!("{id}{PLAIN_SUFFIX}"));
             match std::fs::remove_file(&path) {
-                Ok(()) => Ok(true),
+                Ok(()) => {
+                    order::drop_place(&store.dir.join(order::ORDER_DIR), &id);
+                    Ok(true)
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
                 Err(e) => Err(backend("remove allowance", e)),
             }

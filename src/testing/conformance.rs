@@ -986,7 +986,8 @@ const WORKSPACE_ALLOWANCES: &str = "workspace allowances keyed by workspace and 
 struct Unsupported;
 
 /// Workspace allowances: listed by the workspace they were saved for and no other, each once
-/// however often saved, gone once revoked; the config fingerprint is kept as saved.
+/// however often saved and in the order first saved, gone once revoked; the config fingerprint
+/// is kept as saved.
 async fn workspace_allowances(
     store: &dyn SessionStore,
     prefix: &str,
@@ -1046,6 +1047,13 @@ async fn workspace_allowances(
         if ids.len() != want.len() || want.iter().any(|w| !ids.contains(w)) {
             return Err(format!(
                 "listing workspace {} gave {ids:?}, not each of {want:?} once (saved twice, kept once)",
+                a.display()
+            ));
+        }
+        // In the order first saved (saving one again keeps its place), as a session lists them.
+        if ids != want {
+            return Err(format!(
+                "listing workspace {} gave {ids:?}, not {want:?}: the order they were first saved in (saving one again keeps its place)",
                 a.display()
             ));
         }
