@@ -74,7 +74,7 @@ pub fn render_suspension(payload: &ToolSuspendPayload) -> String {
         let question = payload.payload["question"].as_str().unwrap_or_default();
         let mut shown = format!(
             "question from the model (ask_user, decision {decision}):\n{}\n",
-            cut(&neutralize(question), MAX_QUESTION_CHARS)
+            cut(question, MAX_QUESTION_CHARS)
         );
         for (k, (label, description)) in options(payload).iter().enumerate() {
             shown.push_str(&format!(
@@ -105,14 +105,15 @@ pub fn render_suspension(payload: &ToolSuspendPayload) -> String {
     )
 }
 
-/// `text` cut to `max` characters (a question over the tool's cap never reaches here; this
-/// bounds what a hand-made payload shows).
+/// `text` escaped ([`neutralize`]), cut at `max` characters of `text` itself, never of its
+/// escaped form: a question within the tool's cap is shown whole, however long its escapes
+/// make it; the cut bounds only what a hand-made payload shows.
 fn cut(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
-        return text.to_owned();
+        return neutralize(text).into_owned();
     }
     let kept: String = text.chars().take(max).collect();
-    format!("{kept} … (cut; {PAYLOAD_WHOLE})")
+    format!("{} … (cut; {PAYLOAD_WHOLE})", neutralize(&kept))
 }
 
 /// The line under a suspended call: how to answer it.
@@ -317,6 +318,31 @@ mod tests {
             payload_sha256: "53fa".into(),
             terms: WaitTerms::default(),
         }
+    }
+
+    #[test]
+    fn a_question_at_its_cap_is_shown_whole_however_many_characters_its_escapes_take() {
+        // Every character of the longest question `ask_user` accepts is a control character:
+        // escaped, it is several times longer, and still nothing of it may be cut.
+        let question = "\u{1b}".repeat(MAX_QUESTION_CHARS);
+        let mut payload = confirm(json!({ "question": question }));
+        payload.kind = SuspensionKind::Question;
+        let shown = render_suspension(&payload);
+        assert!(!shown.contains("cut;"), "{shown}");
+        assert_eq!(
+            shown.matches("\\u{1b}").count(),
+            MAX_QUESTION_CHARS,
+            "every character shown, escaped"
+        );
+        let longer = confirm(json!({ "question": "q".repeat(MAX_QUESTION_CHARS + 1) }));
+        let longer = ToolSuspendPayload {
+            kind: SuspensionKind::Question,
+            ..longer
+        };
+        assert!(
+            render_suspension(&longer).contains("cut;"),
+            "a hand-made payload over the cap is cut"
+        );
     }
 
     #[test]
