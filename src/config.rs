@@ -2223,9 +2223,9 @@ impl ToolRef {
 }
 
 /// Whether `name` is a built-in tool the controller provides itself (`submit_plan`, and
-/// `ask_user`, added when a mode lists it): never an unknown tool.
+/// `ask_user` and the task tools, added when a mode lists them): never an unknown tool.
 fn is_builtin(name: &str) -> bool {
-    name == SUBMIT_PLAN || name == crate::tool::ASK_USER
+    name == SUBMIT_PLAN || name == crate::tool::ASK_USER || crate::tool::tasks::is_task_tool(name)
 }
 
 #[cfg(test)]

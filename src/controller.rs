@@ -430,6 +430,25 @@ impl AgentControllerBuilder {
                 .tools
                 .register(Arc::new(crate::tool::ask_user::AskUser));
         }
+        // The task tools are built in the same way: when a mode lists one of them, each whose
+        // name the host has not taken is added, and the session keeps their list itself.
+        let lists_task_tool = self.graph.ids().any(|id| {
+            self.graph
+                .mode(id)
+                .available_tools()
+                .is_some_and(|list| list.iter().any(|t| crate::tool::tasks::is_task_tool(t)))
+        });
+        let mut task_tools: Vec<&'static str> = Vec::new();
+        if lists_task_tool {
+            for (name, tool) in crate::tool::tasks::TASK_TOOLS
+                .into_iter()
+                .zip(crate::tool::tasks::task_tools())
+            {
+                if self.tools.get(name).is_none() && self.tools.register(tool).is_ok() {
+                    task_tools.push(name);
+                }
+            }
+        }
         let names: Vec<&str> = self.tools.names().collect();
         if let Some(unknown) = self.graph.unknown_tools_error(&names) {
             return Err(unknown);
@@ -478,6 +497,7 @@ impl AgentControllerBuilder {
                 clock: self.clock,
                 model_chooser: self.model_chooser,
                 recorded_config: std::sync::OnceLock::new(),
+                task_tools,
             }),
         })
     }

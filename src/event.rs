@@ -1123,6 +1123,16 @@ pub enum Event {
         /// How: suspended, completed, aborted or failed (never running).
         reason: RunState,
     },
+    /// The session's task list changed: a task tool changed it, or an approved plan's
+    /// numbered steps seeded it ([`crate::tool::tasks`]). Carries the whole list, in order.
+    TasksUpdated {
+        /// The session it happened in.
+        session_id: Arc<str>,
+        /// The run that changed it.
+        run_id: Arc<str>,
+        /// The whole list after the change.
+        tasks: Vec<crate::tool::tasks::Task>,
+    },
     /// Something went wrong in a run (a model error, the step limit).
     Error {
         /// The session it happened in.
@@ -1175,6 +1185,7 @@ impl Event {
             Event::ModeChanged { .. } => "mode_changed",
             Event::ToolSuspensionCancelled { .. } => "tool_suspension_cancelled",
             Event::AgentEnd { .. } => "agent_end",
+            Event::TasksUpdated { .. } => "tasks_updated",
             Event::Error { .. } => "error",
         }
     }
@@ -1205,6 +1216,7 @@ impl Event {
             | Event::ModeChanged { session_id, .. }
             | Event::ToolSuspensionCancelled { session_id, .. }
             | Event::AgentEnd { session_id, .. }
+            | Event::TasksUpdated { session_id, .. }
             | Event::Error { session_id, .. } => session_id,
         }
     }

@@ -27,6 +27,8 @@
 //! - [`run`]: the steps of a run: a user message starts it, the model's reply joins the
 //!   conversation, a plan or tool calls suspend it, an abort, a new message or a manual switch
 //!   cancel what waits, and a cancelled, dropped or interrupted run answers its open tool calls.
+//! - [`tasks`]: the session's task list: what the task tools do to it, and how an approved
+//!   plan's numbered steps seed it.
 //! - [`error`]: what the rules and the driver refuse ([`error::SessionError`]).
 //!
 //! What stays in the driver: the I/O a call's outcome needs before the rules can rule on it
@@ -83,3 +85,4 @@ pub(crate) mod rig;
 pub(crate) mod ruling;
 pub(crate) mod run;
 pub(crate) mod state;
+pub(crate) mod tasks;

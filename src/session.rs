@@ -178,6 +178,9 @@ pub(crate) struct Shared {
     pub(crate) model_chooser: Option<Arc<dyn crate::model::ModelChooser>>,
     /// What the graph lets each mode do, as records keep it: made at the first save.
     pub(crate) recorded_config: std::sync::OnceLock<crate::store::RecordedConfig>,
+    /// The built-in task tools the controller registered (`crate::tool::tasks`): the session
+    /// applies their calls to its task list itself.
+    pub(crate) task_tools: Vec<&'static str>,
 }
 
 impl Shared {
@@ -988,6 +991,7 @@ impl Session {
                 lease,
                 holds_lease: false,
                 model_id: record.model_id,
+                tasks: record.tasks,
             },
             subscribers: Mutex::new(options.subscribers),
             extensions: options.extensions,
@@ -2110,6 +2114,7 @@ impl Session {
             updated_at: self.shared.now_ms() / 1000,
             metadata: self.metadata.clone(),
             model_id: state.model_id.clone(),
+            tasks: state.tasks.clone(),
             last_plan: state.last_plan.clone(),
             workspace: Some(self.workspace.clone()),
             config: Some(

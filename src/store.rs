@@ -122,6 +122,11 @@ pub struct SessionRecord {
     /// change of mode clears it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_id: Option<String>,
+    /// The session's task list, in order ([`crate::tool::tasks`]: what the task tools wrote,
+    /// or the steps of the plan approved last); absent when it is empty and in records written
+    /// before it existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tasks: Vec<crate::tool::tasks::Task>,
     /// The config the session ran under when this record was saved: the file it was read from
     /// and what each mode may do ([`RecordedConfig`]), so a host that decides or carries the
     /// session on later loads that file and can tell what a different config would let the

@@ -4,6 +4,9 @@
 //! `submit_plan` is built in ([`submit_plan`]): it is not registered by hand, the controller
 //! offers it in planning modes and handles its suspension itself.
 //!
+//! The task tools are built in too ([`tasks`]): `task_write`, `task_update`,
+//! `task_complete` and `task_check` keep the session's task list, added when a mode lists one.
+//!
 //! The workspace tools ([`fs`]) read and write small regular files inline, with blocking calls
 //! inside their async `execute`: reads are capped at [`fs::MAX_READ_BYTES`] and only regular
 //! files inside the workspace are touched, so a call holds the runtime thread for about as long
@@ -16,6 +19,7 @@ pub mod fs;
 pub use crate::exchange::input;
 pub mod mcp;
 pub mod submit_plan;
+pub mod tasks;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -70,6 +70,16 @@ impl Change<'_> {
         self.config.graph.mode(self.state.mode).id_arc().clone()
     }
 
+    /// Makes `tasks` the session's task list, with `tasks_updated` carrying it whole.
+    pub(crate) fn set_tasks(&mut self, run_id: Arc<str>, tasks: Vec<super::tasks::Task>) {
+        self.state.tasks = tasks;
+        self.emit(Event::TasksUpdated {
+            session_id: self.id.clone(),
+            run_id,
+            tasks: self.state.tasks.clone(),
+        });
+    }
+
     /// Now as RFC 3339 in UTC with whole seconds (`decidedAt`).
     pub(crate) fn now_rfc3339(&self) -> String {
         crate::event::rfc3339(self.now_ms / 1000)

@@ -153,6 +153,18 @@ impl Change<'_> {
         };
         let ends_run = decision.action == DecisionAction::Rejected && feedback.is_none();
         let approved_to = (decision.action == DecisionAction::Approved).then_some(target);
+        // The plan as approved (the user's edit, if any): its numbered steps seed the task
+        // list of a mode that offers the task tools.
+        let steps = approved_to
+            .filter(|&to| {
+                let runtime = self.config.runtime(to);
+                super::tasks::TASK_TOOLS.iter().any(|t| runtime.allows(t))
+            })
+            .map(|_| {
+                let approved = edited.as_ref().unwrap_or(&pending.payload.submission);
+                super::tasks::plan_steps(&approved.plan)
+            })
+            .filter(|steps| !steps.is_empty());
         let approved_sha256 = edited.map(|e| e.sha256);
         let mut record = self.plan_record(
             &pending,
@@ -164,12 +176,23 @@ impl Change<'_> {
         record.comments = comments;
         record.model = decision.model.clone();
         self.state.history.push(record.clone());
+        let result = match &steps {
+            Some(steps) => format!(
+                "{result}\n\nThe plan's {} numbered steps are now your task list, all pending (ids `step_1` to `step_{}`): mark each in_progress with task_update before you start it, and task_complete when it is done.",
+                steps.len(),
+                steps.len()
+            ),
+            None => result,
+        };
         let output = ToolOutput::ok(result);
         let call = CallRef::new(run_id.clone(), pending.tool_call_id.as_str(), SUBMIT_PLAN);
         self.finish_tool(call, output, Some(record));
         if notice.is_some() {
             // The switch happens before any model call in the new mode.
             self.enter_mode(target, ModeChangeReason::PlanApproved);
+        }
+        if let Some(steps) = steps {
+            self.set_tasks(run_id.clone(), steps);
         }
         if let (DecisionAction::Approved, Some(model)) = (decision.action, decision.model) {
             // After the switch, which ends any model chosen before: this one runs the mode.

@@ -97,6 +97,15 @@ pub(crate) enum Input {
         /// The allowance that ran it.
         allowance: Box<crate::allowance::Allowance>,
     },
+    /// A task tool's call changed the session's task list ([`super::tasks::apply`], which the
+    /// driver ran on the list as the state has it): the new list, and `tasks_updated`. Saved
+    /// with the run's next saved change, as the call's result is. Next: nothing.
+    TasksChanged {
+        /// The running run.
+        run_id: Arc<str>,
+        /// The whole list after the call.
+        tasks: Vec<super::tasks::Task>,
+    },
     /// The host revokes the allowance with this id ([`crate::Session::revoke_allowance`]):
     /// it no longer applies (a workspace one the driver revoked in the store first). Next:
     /// nothing.
@@ -233,6 +242,7 @@ impl Input {
                 | Input::ToolResult { .. }
                 | Input::RuledToolResult { .. }
                 | Input::AllowedToolResult { .. }
+                | Input::TasksChanged { .. }
                 | Input::RefusedApproved { .. }
                 | Input::SkipRest { .. }
         )
@@ -293,6 +303,10 @@ impl Change<'_> {
                 allowance,
             } => {
                 self.finish_allowed_tool(call, args_sha256, output, &allowance);
+                Next::Nothing
+            }
+            Input::TasksChanged { run_id, tasks } => {
+                self.set_tasks(run_id, tasks);
                 Next::Nothing
             }
             Input::RevokeAllowance(id) => {

@@ -58,6 +58,9 @@ pub(crate) struct State {
     /// The model an approval chose for the current mode (`Decision::model`), until the mode
     /// changes (`enter_mode` clears it).
     pub(crate) model_id: Option<String>,
+    /// The session's task list ([`super::tasks`]), in order; empty until a task tool or an
+    /// approved plan writes it.
+    pub(crate) tasks: Vec<super::tasks::Task>,
 }
 
 impl State {
@@ -78,6 +81,7 @@ impl State {
             lease: None,
             holds_lease: false,
             model_id: None,
+            tasks: Vec::new(),
         }
     }
 

@@ -297,6 +297,19 @@ impl Session {
                 Some(Ruling::Refused(reason)) => Some(ToolOutput::error(refused_result(&reason))),
                 // Approved: an `ask` rule (or the mode's `requireApproval`) asked the user, who
                 // said yes; an allowance given since would have run it too.
+                Some(Ruling::Run(_) | Ruling::Ask(_) | Ruling::Allowed(_))
+                    if self.shared.task_tools.contains(&name.as_str()) =>
+                {
+                    let (output, tasks) = self.task_outcome(name, &call.payload.args);
+                    if let Some(tasks) = tasks {
+                        let changed = Input::TasksChanged {
+                            run_id: run_id.clone(),
+                            tasks,
+                        };
+                        self.handle(changed).await?;
+                    }
+                    Some(output)
+                }
                 Some(Ruling::Run(_) | Ruling::Ask(_) | Ruling::Allowed(_)) => {
                     self.execute_tool(&run_id, &call.tool_call_id, name, &call.payload.args)
                         .await
@@ -659,7 +672,15 @@ impl Session {
                 running: Some(next - 1),
                 allowed: Some((a.clone(), args.map(crate::jcs::sha256).unwrap_or_default())),
             });
+            // A built-in task tool's call is applied to the session's list by the core's rules;
+            // the new list is handed over just before the call's result.
+            let mut new_tasks = None;
             let output = match args {
+                Some(args) if self.shared.task_tools.contains(&name.as_str()) => {
+                    let (output, tasks) = self.task_outcome(&name, args);
+                    new_tasks = tasks;
+                    Some(output)
+                }
                 Some(args) => self.execute_tool(run_id, &id, &name, args).await,
                 None => Some(ToolOutput::error(format!(
                     "Tool `{name}` has no implementation."
@@ -687,16 +708,28 @@ impl Session {
                 continue;
             }
             tracing::debug!(tool_call_id = %id, tool_name = %name, is_error = output.is_error, "tool call finished");
-            let sha256 = || args.map(crate::jcs::sha256).unwrap_or_default();
+            // Hashed only for a call a rule or an allowance let run, whose record names it.
+            let sha256 = if allowed_by.is_some() || allowance.is_some() {
+                args.map(crate::jcs::sha256).unwrap_or_default()
+            } else {
+                String::new()
+            };
+            if let Some(tasks) = new_tasks {
+                let changed = Input::TasksChanged {
+                    run_id: run_id.clone(),
+                    tasks,
+                };
+                self.handle(changed).await?;
+            }
             match (allowed_by, allowance) {
                 (Some(rule), _) => {
-                    self.tool_result(run_id, id, name, output, Some((sha256(), rule)))
+                    self.tool_result(run_id, id, name, output, Some((sha256, rule)))
                         .await?
                 }
                 (None, Some(allowance)) => {
                     let result = Input::AllowedToolResult {
                         call: CallRef::new(run_id.clone(), id, name),
-                        args_sha256: sha256(),
+                        args_sha256: sha256,
                         output,
                         allowance,
                     };
@@ -838,6 +871,25 @@ impl Session {
         let span = tracing::info_span!("tool_resume", tool_call_id = %id, tool_name = %name);
         let resume = tool.resume(args, answer, &ctx).instrument(span);
         token.run_until_cancelled(resume).await
+    }
+
+    /// A call of the built-in task tool `name` with `args`, applied to the session's task list
+    /// by the core's rules ([`crate::machine::tasks::apply`]): the result for the model, and the
+    /// new list when the call changed it. A refused call changes nothing.
+    fn task_outcome(
+        &self,
+        name: &str,
+        args: &serde_json::Value,
+    ) -> (ToolOutput, Option<Vec<crate::machine::tasks::Task>>) {
+        match crate::machine::tasks::apply(name, args, &self.state.tasks) {
+            Ok(outcome) => (ToolOutput::ok(outcome.result), outcome.tasks),
+            Err(why) => (
+                ToolOutput::error(format!(
+                    "{name} refused: {why}. The task list is unchanged."
+                )),
+                None,
+            ),
+        }
     }
 
     async fn execute_tool(
