@@ -1275,6 +1275,32 @@ impl Session {
         self.state.mode
     }
 
+    /// The session's task list, in order ([`crate::tool::tasks`]): what the task tools wrote,
+    /// or the numbered steps of the plan approved last; empty before either. Kept in the
+    /// session's record, so a restored session has it back.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse("[[modes]]\nid = \"build\"\ndefault = true\n", "modes.toml")?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// let session = controller.start_session(SessionOptions::new()).await?;
+    /// assert!(session.tasks().is_empty());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn tasks(&self) -> &[crate::tool::tasks::Task] {
+        &self.state.tasks
+    }
+
     pub(crate) fn mode_arc(&self) -> Arc<str> {
         self.shared.graph.mode(self.state.mode).id_arc().clone()
     }

@@ -360,6 +360,24 @@ fn record(id: &str, version: u64, pending: bool, updated_at: u64) -> SessionReco
     serde_json::from_value(value).unwrap_or_else(|e| unreachable!("the suite's record: {e}"))
 }
 
+/// The task list of version `version` of the read-your-writes record: none in the first,
+/// then one that grows and changes, with text beyond ASCII.
+fn task_list(version: u64) -> Vec<crate::tool::tasks::Task> {
+    use crate::tool::tasks::{Task, TaskStatus};
+    (1..version)
+        .map(|k| {
+            let status = match (k + version) % 3 {
+                0 => TaskStatus::Pending,
+                1 => TaskStatus::InProgress,
+                _ => TaskStatus::Completed,
+            };
+            let mut task = Task::new(format!("step_{k}"), format!("Étape {k} ✓ of v{version}"), status);
+            task.active_form = format!("Doing step {k}");
+            task
+        })
+        .collect()
+}
+
 /// A record whose run is running, with a lease ending at `lease` (ms), or none.
 fn running(id: &str, lease: Option<u64>) -> SessionRecord {
     let mut r = record(id, 1, false, 40);
@@ -462,7 +480,10 @@ async fn read_your_writes<S: SessionStore + 'static>(
             said(&missing)
         );
         for version in 1..=3 {
-            let r = record(&id, version, version == 2, version);
+            let mut r = record(&id, version, version == 2, version);
+            // The session's task list is part of the record: kept whole, in order, and
+            // replaced by a later save.
+            r.tasks = task_list(version);
             let expected = (version > 1).then(|| version - 1);
             let saved = a.save(&r, expected).await;
             ensure_saved(

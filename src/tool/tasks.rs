@@ -78,12 +78,14 @@ fn status_schema() -> Value {
     })
 }
 
+// The bounds are in the descriptions, not the schema: the rules refuse what passes them with
+// an error that names the bound ([`MAX_TASKS`], [`MAX_TASK_CHARS`], [`MAX_ID_CHARS`]).
 fn text_schema(description: &str) -> Value {
-    json!({ "type": "string", "minLength": 1, "maxLength": MAX_TASK_CHARS, "description": description })
+    json!({ "type": "string", "description": format!("{description} At most {MAX_TASK_CHARS} characters.") })
 }
 
 fn id_schema(description: &str) -> Value {
-    json!({ "type": "string", "minLength": 1, "maxLength": MAX_ID_CHARS, "description": description })
+    json!({ "type": "string", "description": format!("{description} At most {MAX_ID_CHARS} characters.") })
 }
 
 /// What a task tool run outside a session returns: there is no list to keep.
@@ -131,8 +133,7 @@ impl Tool for TaskWrite {
             "properties": {
                 "tasks": {
                     "type": "array",
-                    "maxItems": MAX_TASKS,
-                    "description": "The complete task list, in order.",
+                    "description": format!("The complete task list, in order: at most {MAX_TASKS} tasks."),
                     "items": {
                         "type": "object",
                         "properties": {

@@ -64,6 +64,7 @@ mod show;
 mod store;
 mod store_conformance;
 mod submit_plan;
+mod tasks;
 mod terminal;
 mod tool_access;
 mod tool_approval;
