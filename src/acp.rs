@@ -35,6 +35,7 @@ mod lines;
 #[cfg(feature = "mcp")]
 mod mcp;
 mod permission;
+mod plan;
 mod slot;
 mod turn;
 mod update;

@@ -223,6 +223,7 @@ impl Updates {
                 self.end_call(tool_call_id, result, CallStatus::Failed);
             }
             Event::ModeChanged { mode_id, .. } => self.mode(mode_id),
+            Event::TasksUpdated { tasks, .. } => self.send(super::plan::plan_update(tasks)),
             _ => {}
         }
     }

@@ -35,7 +35,7 @@ name = "Build"
 
 /// The SDK's directory, with its packages installed by `npm ci` when they are missing (once: a
 /// file lock keeps parallel tests and test processes from racing).
-fn sdk_dir() -> PathBuf {
+pub(crate) fn sdk_dir() -> PathBuf {
     static ONCE: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp");
     let installed = dir.join("node_modules/@agentclientprotocol/sdk/package.json");

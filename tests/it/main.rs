@@ -12,6 +12,7 @@ mod acp;
 mod acp_codes;
 mod acp_input;
 mod acp_sdk;
+mod acp_tasks;
 mod allowance_origin;
 mod allowances;
 mod anthropic;
