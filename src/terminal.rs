@@ -29,6 +29,7 @@ use crate::tool::submit_plan::{parse_plan, plan_diff};
 pub mod editor;
 pub mod revision;
 pub mod suspension;
+mod tasks;
 pub mod tool_call;
 
 pub use self::revision::{RevisionView, RevisionsShown};

@@ -173,6 +173,7 @@ pub(crate) fn event_line(
             tool_name, reason, ..
         } => format!("{} cancelled ({reason}): not approved", line(tool_name)),
         Event::AgentEnd { run_id, reason, .. } => format!("[{}] ended: {reason}", line(run_id)),
+        Event::TasksUpdated { tasks, .. } => style.render_tasks(tasks),
         Event::Error { message, .. } => format!("error: {}", line(message)),
         _ => return None,
     })

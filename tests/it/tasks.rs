@@ -414,3 +414,45 @@ availableTools = ["read_file"]
     assert!(session.tasks().is_empty());
     assert!(!recorder.kinds().contains(&"tasks_updated"));
 }
+
+/// `run` shows each change of the list as a checklist; `--json` prints `tasks_updated` whole.
+#[cfg(feature = "cli")]
+#[test]
+fn the_cli_shows_the_list_as_a_checklist_and_json_carries_it_whole() {
+    use common::cli::world::World;
+    use common::cli::{DONE, stdout};
+    let script = || {
+        vec![
+            tool(
+                "call_1",
+                "task_write",
+                json!({"tasks": [
+                    {"id": "a", "content": "Read the code", "status": "completed"},
+                    {"id": "b", "content": "Fix the bug", "status": "in_progress", "activeForm": "Fixing the bug\u{1b}[2J"},
+                    {"id": "c", "content": "Test it", "status": "pending"},
+                ]}),
+            ),
+            text("done"),
+        ]
+    };
+    let world = World::with_config("dir", CONFIG, script());
+    let out = world.cli("run", false, &["go"], None);
+    assert_eq!(out.status.code(), Some(DONE), "{}", common::stderr(&out));
+    let shown = stdout(&out);
+    assert!(
+        shown.contains(
+            "tasks (1/3 completed):\n  [x] Read the code (a)\n  [~] Fixing the bug\\u{1b}[2J (b)\n  [ ] Test it (c)\n"
+        ),
+        "{shown}"
+    );
+    let world = World::with_config("dir", CONFIG, script());
+    let out = world.cli("run", false, &["--json", "go"], None);
+    assert_eq!(out.status.code(), Some(DONE), "{}", common::stderr(&out));
+    let updated: Vec<Value> = common::json_lines(&out)
+        .into_iter()
+        .filter(|e| e["type"] == "tasks_updated")
+        .collect();
+    assert_eq!(updated.len(), 1);
+    assert_eq!(updated[0]["tasks"][1]["activeForm"], "Fixing the bug\u{1b}[2J");
+    assert_eq!(updated[0]["tasks"][2]["status"], "pending");
+}
