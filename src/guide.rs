@@ -7,6 +7,8 @@
 //!   that wait for the user, and the decision JSON.
 //! - [`asking`]: a tool that asks: suspending a call for the user's answer, answering it,
 //!   and the built-in `ask_user`.
+//! - [`tasks`]: the task list: the built-in task tools, the list in the session, and an
+//!   approved plan's steps seeding it.
 //! - [`config`]: modes in `config/modes.toml`, and seeing a config with `graph`, `check` and
 //!   `schema` (completion and validation in your editor).
 //! - [`rules`]: rules on tool-call arguments, per mode: allow, ask or deny by the path a call
@@ -33,6 +35,9 @@ pub mod contract {}
 
 #[doc = include_str!("guide/asking.md")]
 pub mod asking {}
+#[doc = include_str!("guide/tasks.md")]
+pub mod tasks {}
+
 #[doc = include_str!("guide/config.md")]
 pub mod config {}
 

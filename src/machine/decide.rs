@@ -158,7 +158,9 @@ impl Change<'_> {
         let steps = approved_to
             .filter(|&to| {
                 let runtime = self.config.runtime(to);
-                super::tasks::TASK_TOOLS.iter().any(|t| runtime.allows(t))
+                crate::tool::tasks::TASK_TOOLS
+                    .iter()
+                    .any(|t| runtime.allows(t))
             })
             .map(|_| {
                 let approved = edited.as_ref().unwrap_or(&pending.payload.submission);

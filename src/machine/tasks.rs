@@ -15,104 +15,12 @@
 //!
 //! A refused call changes nothing: its error is the model's result, and the session goes on.
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// The built-in tool that replaces the whole task list.
-pub const TASK_WRITE: &str = "task_write";
-/// The built-in tool that changes one task, by id.
-pub const TASK_UPDATE: &str = "task_update";
-/// The built-in tool that marks one task completed, by id.
-pub const TASK_COMPLETE: &str = "task_complete";
-/// The built-in tool that reads the task list and how far it is done.
-pub const TASK_CHECK: &str = "task_check";
-/// The four built-in task tools.
-pub const TASK_TOOLS: [&str; 4] = [TASK_WRITE, TASK_UPDATE, TASK_COMPLETE, TASK_CHECK];
-
-/// The most tasks a list holds.
-pub const MAX_TASKS: usize = 200;
-/// The longest task id, in characters.
-pub const MAX_ID_CHARS: usize = 100;
-/// The longest `content` or `activeForm` of a task, in characters.
-pub const MAX_TASK_CHARS: usize = 2_000;
-
-/// Where a task stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TaskStatus {
-    /// Not started.
-    Pending,
-    /// Being worked on: at most one task of a list at a time.
-    InProgress,
-    /// Done.
-    Completed,
-}
-
-impl TaskStatus {
-    /// The name the tools and the events use: `pending`, `in_progress` or `completed`.
-    ///
-    /// # Examples
-    /// ```
-    /// use agent_controller::tool::tasks::TaskStatus;
-    /// assert_eq!(TaskStatus::InProgress.as_str(), "in_progress");
-    /// ```
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TaskStatus::Pending => "pending",
-            TaskStatus::InProgress => "in_progress",
-            TaskStatus::Completed => "completed",
-        }
-    }
-
-    fn parse(text: &str) -> Option<Self> {
-        match text {
-            "pending" => Some(TaskStatus::Pending),
-            "in_progress" => Some(TaskStatus::InProgress),
-            "completed" => Some(TaskStatus::Completed),
-            _ => None,
-        }
-    }
-}
-
-/// One task of a session's list, as the task tools, the `tasks_updated` event and the session
-/// record carry it.
-///
-/// # Examples
-/// ```
-/// use agent_controller::tool::tasks::{Task, TaskStatus};
-/// let task = Task::new("step_1", "Write the tests", TaskStatus::Pending);
-/// assert_eq!(
-///     serde_json::to_value(&task).unwrap(),
-///     serde_json::json!({"id": "step_1", "content": "Write the tests", "status": "pending", "activeForm": "Write the tests"}),
-/// );
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Task {
-    /// The task's id, stable while the task is in the list.
-    pub id: String,
-    /// What to do, in the imperative ("Fix the login bug").
-    pub content: String,
-    /// Where it stands.
-    pub status: TaskStatus,
-    /// What is shown while it is in progress ("Fixing the login bug"); the content when the
-    /// model gave none.
-    #[serde(default)]
-    pub active_form: String,
-}
-
-impl Task {
-    /// A task with `content` as its `activeForm` too.
-    pub fn new(id: impl Into<String>, content: impl Into<String>, status: TaskStatus) -> Self {
-        let content = content.into();
-        Task {
-            id: id.into(),
-            active_form: content.clone(),
-            content,
-            status,
-        }
-    }
-}
+use crate::tool::tasks::{
+    MAX_ID_CHARS, MAX_TASK_CHARS, MAX_TASKS, TASK_CHECK, TASK_COMPLETE, TASK_UPDATE, TASK_WRITE,
+    Task, TaskStatus,
+};
 
 /// What a task tool call did: the list after it, when it changed, and the result the model
 /// reads.
@@ -210,6 +118,16 @@ fn shown(text: &str, max: usize) -> String {
     text.chars().take(max).collect()
 }
 
+/// A status by its name.
+fn parse_status(text: &str) -> Option<TaskStatus> {
+    match text {
+        "pending" => Some(TaskStatus::Pending),
+        "in_progress" => Some(TaskStatus::InProgress),
+        "completed" => Some(TaskStatus::Completed),
+        _ => None,
+    }
+}
+
 fn chars(text: &str) -> usize {
     text.chars().count()
 }
@@ -245,7 +163,7 @@ fn status_field(item: &Value, what: &str, required: bool) -> Result<Option<TaskS
     match item.get("status") {
         None | Some(Value::Null) if !required => Ok(None),
         None | Some(Value::Null) => Err(format!("{what} has no `status`")),
-        Some(Value::String(s)) => TaskStatus::parse(s).map(Some).ok_or_else(|| {
+        Some(Value::String(s)) => parse_status(s).map(Some).ok_or_else(|| {
             format!(
                 "{what}'s `status` must be \"pending\", \"in_progress\" or \"completed\", not {:?}",
                 shown(s, 40)
@@ -266,7 +184,9 @@ fn id_arg(args: &Value) -> Result<&str, String> {
 fn unknown_id(id: &str, tasks: &[Task]) -> String {
     let quoted = shown(id, MAX_ID_CHARS);
     if tasks.is_empty() {
-        return format!("Task not found: `{quoted}`: the task list is empty; write it with task_write first");
+        return format!(
+            "Task not found: `{quoted}`: the task list is empty; write it with task_write first"
+        );
     }
     let known: Vec<String> = tasks.iter().map(|t| format!("`{}`", t.id)).collect();
     format!(
@@ -452,17 +372,7 @@ fn set_status(tasks: &[Task], id: &str, status: TaskStatus) -> Result<Vec<Task>,
 /// `step_2`, ... in order, all `pending`; past [`MAX_TASKS`] steps the rest are left out, and
 /// a step longer than [`MAX_TASK_CHARS`] characters is cut there.
 ///
-/// # Examples
-/// ```
-/// use agent_controller::tool::tasks::{plan_steps, TaskStatus};
-/// let plan = "Intro.\n\n1. Add the flag\n2) Test it\n   3. Nested step\n```\n4. not a step\n```\n10.no space\n";
-/// let steps = plan_steps(plan);
-/// let contents: Vec<&str> = steps.iter().map(|t| t.content.as_str()).collect();
-/// assert_eq!(contents, ["Add the flag", "Test it", "Nested step"]);
-/// assert_eq!(steps[2].id, "step_3");
-/// assert!(steps.iter().all(|t| t.status == TaskStatus::Pending));
-/// ```
-pub fn plan_steps(plan: &str) -> Vec<Task> {
+pub(crate) fn plan_steps(plan: &str) -> Vec<Task> {
     let mut steps = Vec::new();
     let mut fence: Option<&str> = None;
     for line in plan.lines() {
@@ -532,7 +442,10 @@ mod tests {
         ]});
         let out = apply(TASK_WRITE, &args, &before).expect("written");
         let list = out.tasks.expect("changed");
-        assert_eq!(ids(&list), ["task_update_docs_2", "tests", "task_update_docs"]);
+        assert_eq!(
+            ids(&list),
+            ["task_update_docs_2", "tests", "task_update_docs"]
+        );
         assert_eq!(list[1].active_form, "Writing tests");
         assert_eq!(list[0].active_form, "Update docs");
         assert!(out.result.contains("tests: Write tests"), "{}", out.result);
@@ -544,7 +457,7 @@ mod tests {
             {"id": "a", "content": "A", "status": "in_progress"},
             {"id": "b", "content": "B", "status": "in_progress"},
         ]});
-        let err = apply(TASK_WRITE, &args, &[]).unwrap_err();
+        let err = apply(TASK_WRITE, &args, &[]).expect_err("refused");
         assert!(err.starts_with(TWO_IN_PROGRESS), "{err}");
         assert!(err.contains("tasks 1, 2"), "{err}");
     }
@@ -556,7 +469,7 @@ mod tests {
             {"id": "b", "content": "B", "status": "pending"},
             {"id": "a", "content": "C", "status": "pending"},
         ]});
-        let err = apply(TASK_WRITE, &args, &[]).unwrap_err();
+        let err = apply(TASK_WRITE, &args, &[]).expect_err("refused");
         assert!(err.contains("`a` is given to tasks 1 and 3"), "{err}");
     }
 
@@ -565,11 +478,11 @@ mod tests {
         let many: Vec<Value> = (0..10_000)
             .map(|k| json!({"content": format!("t{k}"), "status": "pending"}))
             .collect();
-        let err = apply(TASK_WRITE, &json!({ "tasks": many }), &[]).unwrap_err();
+        let err = apply(TASK_WRITE, &json!({ "tasks": many }), &[]).expect_err("refused");
         assert!(err.contains("10000 tasks are more than"), "{err}");
         let big = "x".repeat(10 * 1024 * 1024);
         let args = json!({"tasks": [{"content": big, "status": "pending"}]});
-        let err = apply(TASK_WRITE, &args, &[]).unwrap_err();
+        let err = apply(TASK_WRITE, &args, &[]).expect_err("refused");
         assert!(err.contains("characters, more than"), "{err}");
         let args = json!({"tasks": [{"content": " ", "status": "pending"}]});
         assert!(apply(TASK_WRITE, &args, &[]).is_err());
@@ -583,8 +496,12 @@ mod tests {
             task("a", "A", TaskStatus::InProgress),
             task("b", "B", TaskStatus::Pending),
         ];
-        let out = apply(TASK_UPDATE, &json!({"id": "b", "status": "in_progress"}), &before)
-            .expect("updated");
+        let out = apply(
+            TASK_UPDATE,
+            &json!({"id": "b", "status": "in_progress"}),
+            &before,
+        )
+        .expect("updated");
         let list = out.tasks.expect("changed");
         assert_eq!(list[0].status, TaskStatus::Pending);
         assert_eq!(list[1].status, TaskStatus::InProgress);
@@ -598,7 +515,7 @@ mod tests {
         ];
         for tool in [TASK_UPDATE, TASK_COMPLETE] {
             let err = apply(tool, &json!({"id": "zz", "status": "completed"}), &before)
-                .unwrap_err();
+                .expect_err("refused");
             assert!(err.contains("Task not found: `zz`"), "{err}");
             assert!(err.contains("`a`, `b`"), "{err}");
         }

@@ -880,7 +880,7 @@ impl Session {
         &self,
         name: &str,
         args: &serde_json::Value,
-    ) -> (ToolOutput, Option<Vec<crate::machine::tasks::Task>>) {
+    ) -> (ToolOutput, Option<Vec<crate::tool::tasks::Task>>) {
         match crate::machine::tasks::apply(name, args, &self.state.tasks) {
             Ok(outcome) => (ToolOutput::ok(outcome.result), outcome.tasks),
             Err(why) => (

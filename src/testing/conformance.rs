@@ -371,7 +371,11 @@ fn task_list(version: u64) -> Vec<crate::tool::tasks::Task> {
                 1 => TaskStatus::InProgress,
                 _ => TaskStatus::Completed,
             };
-            let mut task = Task::new(format!("step_{k}"), format!("Étape {k} ✓ of v{version}"), status);
+            let mut task = Task::new(
+                format!("step_{k}"),
+                format!("Étape {k} ✓ of v{version}"),
+                status,
+            );
             task.active_form = format!("Doing step {k}");
             task
         })

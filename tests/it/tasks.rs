@@ -160,7 +160,10 @@ async fn the_model_writes_updates_completes_and_checks_its_list_and_each_result_
         checked[3].contains("[1/2 completed]"),
         "task_check reads the list as it is: {checked:?}"
     );
-    assert!(checked[3].contains("task_read_the_code (pending)"), "{checked:?}");
+    assert!(
+        checked[3].contains("task_read_the_code (pending)"),
+        "{checked:?}"
+    );
     // Setting `tests` in progress put the task in progress before it back to pending.
     assert_eq!(
         statuses(session.tasks()),
@@ -241,7 +244,10 @@ async fn bad_lists_and_ids_get_error_results_the_list_stays_and_the_session_goes
     );
     for result in &results[3..5] {
         assert!(result.contains("Task not found: `nope`"), "{result}");
-        assert!(result.contains("`keep`"), "the known ids are listed: {result}");
+        assert!(
+            result.contains("`keep`"),
+            "the known ids are listed: {result}"
+        );
     }
     assert!(results[5].contains("10000"), "{}", &results[5]);
     assert!(
@@ -273,10 +279,7 @@ async fn a_planning_mode_with_no_list_offers_them_and_a_mode_whose_list_lacks_th
             "a planning mode with no list offers {name}: they change no file ({planning:?})"
         );
     }
-    assert!(
-        !planning.iter().any(|n| n == "write_file"),
-        "{planning:?}"
-    );
+    assert!(!planning.iter().any(|n| n == "write_file"), "{planning:?}");
     assert_eq!(tool_names(&bodies[1]), ["read_file"]);
 }
 
@@ -369,7 +372,10 @@ async fn an_approved_plan_seeds_the_list_of_a_mode_that_offers_the_task_tools() 
     );
     // The approval's result tells the model the steps are its list.
     let results = s.tool_results(1).await;
-    assert!(results[0].contains("3 numbered steps are now your task list"), "{results:?}");
+    assert!(
+        results[0].contains("3 numbered steps are now your task list"),
+        "{results:?}"
+    );
     assert_eq!(session.tasks()[0].status, TaskStatus::Completed);
 }
 
@@ -453,6 +459,9 @@ fn the_cli_shows_the_list_as_a_checklist_and_json_carries_it_whole() {
         .filter(|e| e["type"] == "tasks_updated")
         .collect();
     assert_eq!(updated.len(), 1);
-    assert_eq!(updated[0]["tasks"][1]["activeForm"], "Fixing the bug\u{1b}[2J");
+    assert_eq!(
+        updated[0]["tasks"][1]["activeForm"],
+        "Fixing the bug\u{1b}[2J"
+    );
     assert_eq!(updated[0]["tasks"][2]["status"], "pending");
 }
