@@ -465,3 +465,75 @@ fn the_cli_shows_the_list_as_a_checklist_and_json_carries_it_whole() {
     );
     assert_eq!(updated[0]["tasks"][2]["status"], "pending");
 }
+
+/// A mode whose `requireApproval` names a task tool makes its call wait like any tool's; once
+/// approved, the call is applied to the list (the path of approved calls), and a rejected one
+/// changes nothing.
+#[tokio::test]
+async fn a_task_call_that_waits_for_approval_changes_the_list_only_once_approved() {
+    const GATED: &str = r#"
+[[modes]]
+id = "build"
+default = true
+availableTools = ["task_write", "task_complete"]
+requireApproval = ["task_write", "task_complete"]
+"#;
+    let server = ScriptedServer::start(vec![
+        tool(
+            "call_1",
+            "task_write",
+            json!({"tasks": [{"id": "a", "content": "A", "status": "pending"}]}),
+        ),
+        tool("call_2", "task_complete", json!({"id": "a"})),
+        text("done"),
+    ])
+    .await;
+    let ws = Workspace::new();
+    let controller = AgentController::builder(
+        config::parse(GATED, "modes.toml").expect("config"),
+        Arc::new(server.model()),
+    )
+    .tools(ToolRegistry::with_workspace_tools())
+    .workspace(ws.path())
+    .build()
+    .expect("controller");
+    let recorder = Recorder::default();
+    let mut session = controller
+        .start_session(recorder.options())
+        .await
+        .expect("session");
+    let outcome = session.send_message("go").await.expect("run");
+    assert!(
+        matches!(outcome, RunOutcome::ToolCallsSuspended { .. }),
+        "{outcome:?}"
+    );
+    assert!(
+        session.tasks().is_empty(),
+        "nothing changes before the approval"
+    );
+    let outcome = session
+        .decide("decision_1", Decision::approve())
+        .await
+        .expect("approve");
+    assert!(
+        matches!(outcome, RunOutcome::ToolCallsSuspended { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(statuses(session.tasks()), [("a", TaskStatus::Pending)]);
+    let outcome = session
+        .decide("decision_2", Decision::reject())
+        .await
+        .expect("reject");
+    assert!(completed(&outcome), "{outcome:?}");
+    assert_eq!(
+        statuses(session.tasks()),
+        [("a", TaskStatus::Pending)],
+        "a rejected task_complete changes nothing"
+    );
+    let updates = recorder
+        .take()
+        .into_iter()
+        .filter(|e| e.kind() == "tasks_updated")
+        .count();
+    assert_eq!(updates, 1);
+}
