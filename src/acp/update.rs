@@ -265,7 +265,8 @@ impl Updates {
     /// status the library gives it ([`Session::result_statuses`]: a plan not approved is
     /// `failed`). A call without a result stays `pending` while it waits for a decision
     /// ([`Session::pending`]) and is `failed` otherwise; a result whose call was never
-    /// announced is announced first.
+    /// announced is announced first. Last, the session's task list as a `plan` update, when it
+    /// has one.
     pub(crate) fn replay(&self, session: &Session) {
         let statuses = session.result_statuses();
         let waiting: HashSet<&str> = session
@@ -336,6 +337,10 @@ impl Updates {
                     CallStatus::Failed,
                 )));
             }
+        }
+        // The task list as it stands, once: the editor shows the plan it had.
+        if !session.tasks().is_empty() {
+            self.send(super::plan::plan_update(session.tasks()));
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The task list over ACP (issue 38), seen by the official TypeScript SDK
 //! (`tests/acp/plan_updates.mjs`): an approved plan's numbered steps and each change of the
 //! model's task tools reach the editor as `plan` session updates, whole, with each entry's
-//! content, status and priority `medium`.
+//! content, status and priority `medium`; after a restart, `session/load` replays the list
+//! as it stands.
 #![cfg(all(feature = "cli", feature = "openai"))]
 
 use std::process::{Command, Stdio};
@@ -55,6 +56,7 @@ fn sdk_sees_the_task_list_as_plan_updates() {
         .current_dir(&dir)
         .env("AC_BIN", env!("CARGO_BIN_EXE_agent-controller"))
         .env("AC_WS", ws.path())
+        .env("AC_STORE", ws.path().join("sessions"))
         .envs(server.env())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
