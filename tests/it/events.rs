@@ -474,7 +474,7 @@ impl LanguageModel for Streaming {
 }
 
 /// Every kind an [`Event`] can be, as [`Event::kind`] names them.
-const EVERY_KIND: [&str; 12] = [
+const EVERY_KIND: [&str; 13] = [
     "session_started",
     "agent_start",
     "text_delta",
@@ -486,8 +486,25 @@ const EVERY_KIND: [&str; 12] = [
     "mode_changed",
     "tool_suspension_cancelled",
     "agent_end",
+    "tasks_updated",
     "error",
 ];
+
+/// [`PLAN_BUILD`] with a build mode that offers a task tool: an approved plan's steps seed the
+/// task list (`tasks_updated`).
+const PLAN_BUILD_TASKS: &str = r#"
+[[modes]]
+id = "plan"
+name = "Plan"
+transitionsTo = "build"
+availableTools = ["read_file", "submit_plan"]
+
+[[modes]]
+id = "build"
+name = "Build"
+default = true
+availableTools = ["read_file", "write_file", "task_update"]
+"#;
 
 /// A host that multiplexes two sessions on one subscriber tells their events apart by
 /// `sessionId` alone: both number their runs `run_1`, and every kind of event carries it, in
@@ -508,7 +525,7 @@ async fn two_sessions_events_are_told_apart_by_session_id_on_every_kind() {
         "submit_plan",
         json!({ "path": path }),
     )]);
-    let controller = common::controller(PLAN_BUILD, &ws, replay(vec![]));
+    let controller = common::controller(PLAN_BUILD_TASKS, &ws, replay(vec![]));
     // One subscriber for both sessions, as a server forwarding events to its clients has.
     let host = Recorder::default();
     let mut a = controller
