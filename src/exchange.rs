@@ -9,6 +9,7 @@
 
 pub mod args;
 pub mod input;
+pub(crate) mod tasks;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -71,7 +71,7 @@ impl Change<'_> {
     }
 
     /// Makes `tasks` the session's task list, with `tasks_updated` carrying it whole.
-    pub(crate) fn set_tasks(&mut self, run_id: Arc<str>, tasks: Vec<crate::tool::tasks::Task>) {
+    pub(crate) fn set_tasks(&mut self, run_id: Arc<str>, tasks: Vec<crate::exchange::tasks::Task>) {
         self.state.tasks = tasks;
         self.emit(Event::TasksUpdated {
             session_id: self.id.clone(),

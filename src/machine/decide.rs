@@ -158,7 +158,7 @@ impl Change<'_> {
         let steps = approved_to
             .filter(|&to| {
                 let runtime = self.config.runtime(to);
-                crate::tool::tasks::TASK_TOOLS
+                crate::exchange::tasks::TASK_TOOLS
                     .iter()
                     .any(|t| runtime.allows(t))
             })

@@ -104,7 +104,7 @@ pub(crate) enum Input {
         /// The running run.
         run_id: Arc<str>,
         /// The whole list after the call.
-        tasks: Vec<crate::tool::tasks::Task>,
+        tasks: Vec<crate::exchange::tasks::Task>,
     },
     /// The host revokes the allowance with this id ([`crate::Session::revoke_allowance`]):
     /// it no longer applies (a workspace one the driver revoked in the store first). Next:

@@ -60,7 +60,7 @@ pub(crate) struct State {
     pub(crate) model_id: Option<String>,
     /// The session's task list ([`super::tasks`]), in order; empty until a task tool or an
     /// approved plan writes it.
-    pub(crate) tasks: Vec<crate::tool::tasks::Task>,
+    pub(crate) tasks: Vec<crate::exchange::tasks::Task>,
 }
 
 impl State {

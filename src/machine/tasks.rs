@@ -17,7 +17,7 @@
 
 use serde_json::Value;
 
-use crate::tool::tasks::{
+use crate::exchange::tasks::{
     MAX_ID_CHARS, MAX_TASK_CHARS, MAX_TASKS, TASK_CHECK, TASK_COMPLETE, TASK_UPDATE, TASK_WRITE,
     Task, TaskStatus,
 };
