@@ -592,7 +592,7 @@ pub(crate) struct DecisionArgs {
     /// `scripted`). It runs the mode the plan hands over to until the session's next change of
     /// mode, and the audit record keeps it (`model`). A spec this build cannot open is refused
     /// (exit 2) and nothing changes.
-    #[arg(long = "model-for-next", value_name = "ID", conflicts_with = "reject")]
+    #[arg(long = "model-for-next", value_name = "ID", conflicts_with = "reject", value_parser = parse_model_for_next)]
     pub(crate) model_for_next: Option<String>,
     /// `decide --always` (a flag of `decide` alone, copied here: [`DecideArgs::always`]).
     #[arg(skip)]
@@ -632,6 +632,16 @@ pub(crate) fn parse_comment(text: &str) -> Result<PlanComment, String> {
         line,
         text: said.trim().to_owned(),
     })
+}
+
+/// `--model-for-next ID`: a model spec this build can open (as an approval would open it), so
+/// a bad one is a usage error (exit 2) before anything runs, not a failed approval after the
+/// whole planning run.
+pub(crate) fn parse_model_for_next(text: &str) -> Result<String, String> {
+    use agent_controller::model::ModelChooser;
+    agent_controller::model::SpecChooser
+        .build(text)
+        .map(|_| text.to_owned())
 }
 
 pub(crate) fn parse_sha256(text: &str) -> Result<String, String> {

@@ -151,6 +151,20 @@ fn check(value: &Value, schema: &Value, at: &str) -> Result<(), String> {
             if count_keyword(schema, "maxItems").is_some_and(|m| len > m) {
                 return Err(format!("{} has too many items", subject(at)));
             }
+            if schema.get("uniqueItems") == Some(&Value::Bool(true)) {
+                // Compared in canonical form (JCS), so key order does not hide a repeat.
+                let mut seen = std::collections::HashSet::new();
+                if let Some(i) = items
+                    .iter()
+                    .position(|item| !seen.insert(crate::jcs::to_string(item)))
+                {
+                    return Err(format!(
+                        "{} repeats an item (item {}): each item must differ",
+                        subject(at),
+                        i + 1
+                    ));
+                }
+            }
         }
         Value::String(text) => {
             let len = text.chars().count() as u64;
