@@ -315,3 +315,117 @@ fn lease_ended_long_ago(spec: &str, session_id: &str) {
                 .expect("the lease ends");
         });
 }
+
+#[test]
+fn the_hand_over_and_a_rejection_are_shown_as_lines_not_one_escaped_line() {
+    // D1: the hand-over after `y` was one line of about 900 characters with `\u{a}` for each
+    // line feed, where cli.md showed its first sentence.
+    let ws = Workspace::new();
+    let out = run_bytes(
+        ws.path(),
+        &["--mode", "plan", "Add dark mode"],
+        b"add a rollback step\ny\n",
+    );
+    let shown = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+    assert_eq!(out.status.code(), Some(DONE), "{shown}");
+    assert!(!shown.contains("\\u{a}"), "{shown}");
+    assert!(
+        shown.contains("tool submit_plan ok: Plan rejected. Feedback from the user: add a rollback step\n  Revise the plan"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("tool submit_plan ok: Plan approved. Proceed with implementation following the approved plan.\n  Mode changed: you are now in the Build mode"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("\n  ----- approved plan -----\n  (the approved plan, 9 lines, as shown above; `--json` has them)\n  ----- end of approved plan "),
+        "{shown}"
+    );
+}
+
+#[test]
+fn decide_help_covers_questions() {
+    // D4: `decide --help` named plans and tool calls only, and `--sha256` a plan's sha256 and
+    // `argsSha256`, not a question's `payloadSha256`.
+    let ws = Workspace::new();
+    let out = common::cli::bin(ws.path(), &["decide", "--help"], "");
+    let help = common::cli::stdout(&out);
+    assert_eq!(out.status.code(), Some(DONE), "{help}");
+    for said in [
+        "(`ask_user`)",
+        "payloadSha256",
+        "1,3",
+        "a question without options: the answer",
+        "control characters",
+    ] {
+        assert!(help.contains(said), "{said:?}: {help}");
+    }
+}
+
+/// A config whose `build` mode offers `ask_user`, as the asking guide's try-it section has it.
+const ASKING: &str = r#"
+[[modes]]
+id = "build"
+default = true
+availableTools = ["read_file", "list_files", "write_file", "ask_user"]
+"#;
+
+#[test]
+fn the_built_in_scripted_model_asks_when_the_prompt_says_ask_me() {
+    // D2: no way to try `ask_user` from the CLI without a provider; the built-in model now asks
+    // when the prompt starts with "ask me", at the prompt and through `decide --answer`.
+    let ws = Workspace::new();
+    std::fs::write(ws.path().join("modes.toml"), ASKING).expect("config");
+    let ask = |extra: &[&str], input: &str| {
+        let mut args = vec!["run", "--config", "modes.toml"];
+        args.extend_from_slice(extra);
+        args.push("Ask me which database to use: Postgres, SQLite");
+        let mut cmd = common::cli::command(ws.path(), &args);
+        cmd.env("NO_COLOR", "1");
+        common::cli::output(cmd, input)
+    };
+    let out = ask(&[], "2\n");
+    let shown = format!("{}{}", common::cli::stdout(&out), stderr(&out));
+    assert_eq!(out.status.code(), Some(DONE), "{shown}");
+    assert!(
+        shown.contains("│ Which database to use?\n│   1. Postgres\n│   2. SQLite\n"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("model: Noted. The user chose: SQLite"),
+        "{shown}"
+    );
+
+    let store = ws.path().join("st").display().to_string();
+    let out = ask(&["--store", &store, "--json"], "");
+    assert_eq!(
+        out.status.code(),
+        Some(common::cli::PENDING),
+        "{}",
+        stderr(&out)
+    );
+    let session = json_lines(&out)[0]["sessionId"]
+        .as_str()
+        .expect("session")
+        .to_owned();
+    let out = common::cli::bin(
+        ws.path(),
+        &[
+            "decide",
+            "--store",
+            &store,
+            &session,
+            "--config",
+            "modes.toml",
+            "--answer",
+            "Postgres",
+        ],
+        "",
+    );
+    let shown = common::cli::stdout(&out);
+    assert_eq!(out.status.code(), Some(DONE), "{shown}{}", stderr(&out));
+    assert!(
+        shown.contains("model: Noted. The user chose: Postgres"),
+        "{shown}"
+    );
+}
