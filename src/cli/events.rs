@@ -7,6 +7,9 @@ use agent_controller::display::{
 };
 use agent_controller::terminal::Style;
 use agent_controller::tool::SUBMIT_PLAN;
+
+/// The built-in question tool's name.
+const ASK_USER: &str = "ask_user";
 use agent_controller::{Event, ModeGraph, event::Suspension};
 
 use crate::cli::text::{PENDING_ARGS_MAX_CHARS, deadline_note, short_sha256, targets_text};
@@ -22,7 +25,35 @@ pub(crate) fn event_printer(
 ) -> impl FnMut(&Event) + Send + 'static {
     let style = Style::for_stdout();
     let mut started: Vec<Arc<str>> = Vec::new();
+    // The calls their tool suspended to be answered (questions), not approved.
+    let mut asked: Vec<String> = Vec::new();
     move |event| {
+        if let Event::ToolSuspended {
+            tool_call_id,
+            suspend_payload: Suspension::Tool(_),
+            ..
+        } = event
+        {
+            asked.push(tool_call_id.clone());
+        }
+        // A question cut off is not answered (a tool call is not approved).
+        if let (
+            Event::ToolSuspensionCancelled {
+                tool_call_id,
+                tool_name,
+                reason,
+                ..
+            },
+            false,
+        ) = (event, json)
+            && (asked.contains(tool_call_id) || tool_name == ASK_USER)
+        {
+            say!(
+                "{} cancelled ({reason}): not answered",
+                neutralize_line(tool_name)
+            );
+            return;
+        }
         // A run resumed after a decision starts again with the same id: say "resumed".
         let resumed = match event {
             Event::AgentStart { .. } if resuming => true,

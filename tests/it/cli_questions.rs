@@ -385,3 +385,21 @@ fn a_question_cannot_pass_for_the_approval_prompt() {
         "no line passes for the prompt: {err}"
     );
 }
+
+#[test]
+fn a_question_cut_off_by_end_of_input_is_not_answered_rather_than_not_approved() {
+    // L13: the run's end said `ask_user cancelled (aborted): not approved`.
+    let world = World::with_config(
+        stores()[0],
+        CONFIG,
+        vec![ask(json!({ "question": "Name?" })), text("Thanks.")],
+    );
+    let out = run_typing(&world, false, "");
+    let shown = stdout(&out);
+    assert_eq!(out.status.code(), Some(NOT_APPROVED), "{}", stderr(&out));
+    assert!(
+        shown.contains("ask_user cancelled (aborted): not answered"),
+        "{shown}"
+    );
+    assert!(!shown.contains("not approved"), "{shown}");
+}
