@@ -453,7 +453,9 @@ pub fn read_answer(line: &str) -> Answer {
 /// targets: the number of a listed target (`1` for the first) or its mode id typed alone
 /// (exactly, case-sensitive) approves to it ([`Answer::ApproveTo`]); any other number, and one
 /// word that misses a listed id only in case or by at most two characters, asks again with a
-/// hint. With fewer than two targets it is [`read_answer`].
+/// hint. With fewer than two targets it is [`read_answer`]. A line with control characters (an
+/// arrow key's escape sequence, [`typed_controls`]) asks again with a hint, in either case: it is
+/// never feedback.
 ///
 /// # Examples
 /// ```
@@ -472,6 +474,8 @@ pub fn read_answer(line: &str) -> Answer {
 /// assert_eq!(read_answer_among("tests", &targets), Answer::Feedback("tests".to_owned()));
 /// // One target: numbers and ids are not choices.
 /// assert!(matches!(read_answer_among("1", &["build"]), Answer::Unclear(_)));
+/// // An arrow key then Enter is no feedback.
+/// assert!(matches!(read_answer_among("\u{1b}[A\n", &["build"]), Answer::Unclear(_)));
 /// ```
 pub fn read_answer_among(line: &str, targets: &[&str]) -> Answer {
     if let Some(hint) = typed_controls(line) {
