@@ -403,3 +403,31 @@ fn a_question_cut_off_by_end_of_input_is_not_answered_rather_than_not_approved()
     );
     assert!(!shown.contains("not approved"), "{shown}");
 }
+
+#[test]
+fn a_question_over_a_limit_tells_the_model_the_limit() {
+    // L13: ask_user over a limit got the checker's bare `options has too many items` or
+    // `question is too long`, which says neither how many nor how many are allowed.
+    let many: Vec<Value> = (1..=21)
+        .map(|n| json!({ "label": format!("o{n}") }))
+        .collect();
+    for (args, said) in [
+        (
+            json!({ "question": "Which?", "options": many }),
+            "too many items: 21, at most 20",
+        ),
+        (
+            json!({ "question": "x".repeat(4_001) }),
+            "too long: 4001 characters, at most 4000",
+        ),
+    ] {
+        let world = World::with_config(stores()[0], CONFIG, vec![ask(args), text("ok")]);
+        let out = run_typing(&world, false, "");
+        assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+        let results = tool_results(&world, 1);
+        assert!(
+            results.len() == 1 && results[0].contains(said),
+            "{said}: {results:?}"
+        );
+    }
+}
