@@ -19,7 +19,8 @@
 //! Unicode version may draw them as anything), Zl and Zp (the line and paragraph separators),
 //! and every character with the property Default_Ignorable_Code_Point (variation selectors, the
 //! Hangul fillers U+115F, U+1160, U+3164 and U+FFA0, the combining grapheme joiner, the Mongolian
-//! free variation selectors, ...). The classes come from the Unicode Character Database through
+//! free variation selectors, ...), and the braille pattern blank U+2800, a letter drawn as a
+//! blank. The classes come from the Unicode Character Database through
 //! [`regex_syntax`]'s property tables (the `unicode-gencat` and `unicode-bool` tables, Unicode
 //! 16.0): a crate of the Rust project, kept up to date with Unicode, with no dependencies of its
 //! own and already in most dependency trees through `regex`; a hand-written list would miss what
@@ -552,6 +553,26 @@ pub fn json_line<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<
     Ok(out)
 }
 
+/// Whether `text` shows nothing a person can read: it is empty, or holds only white space and
+/// characters [`neutralize`] escapes because they draw nothing or hide text (controls, format
+/// characters such as a zero-width space, default-ignorable ones such as a Hangul filler, the
+/// braille blank). The "is it blank?" check of text a model or a file gives (a question, an
+/// option's label, a plan), so that invisible text is refused as blank text is.
+///
+/// # Examples
+/// ```
+/// use agent_controller::display::is_blank;
+/// assert!(is_blank(""));
+/// assert!(is_blank(" \n\t"));
+/// assert!(is_blank("\u{200b}\u{200b}"));
+/// assert!(is_blank(" \u{3164} \u{2800}\u{feff}"));
+/// assert!(!is_blank("\u{200b}a"));
+/// assert!(!is_blank("\u{a0}.")); // a visible character
+/// ```
+pub fn is_blank(text: &str) -> bool {
+    text.chars().all(|c| c.is_whitespace() || hides(c))
+}
+
 /// Whether `c` can hide, move or fake text when shown: see the module docs for the classes.
 fn hides(c: char) -> bool {
     if c.is_ascii() {
@@ -572,7 +593,8 @@ fn hides(c: char) -> bool {
 }
 
 /// The Unicode classes of [`hides`], as regex-syntax's tables give them.
-const HIDDEN_CLASS: &str = r"[\p{Cc}\p{Cf}\p{Cn}\p{Zl}\p{Zp}\p{Default_Ignorable_Code_Point}]";
+const HIDDEN_CLASS: &str =
+    r"[\p{Cc}\p{Cf}\p{Cn}\p{Zl}\p{Zp}\p{Default_Ignorable_Code_Point}\x{2800}]";
 
 /// The sorted, disjoint ranges of [`HIDDEN_CLASS`], computed once.
 fn hidden_class() -> &'static [(char, char)] {

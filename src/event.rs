@@ -594,8 +594,15 @@ impl ToolSuspendPayload {
     ///     Some("the answer lacks the required property `confirm`"),
     /// );
     /// ```
+    ///
+    /// A question's choices (kind `question`, an array answer) are each picked once: a repeated
+    /// choice is a mismatch, also for a question stored before its schema said `uniqueItems`.
     pub fn answer_mismatch(&self, answer: &Value) -> Option<String> {
-        crate::exchange::input::mismatch(answer, &self.answer_schema).map(|why| {
+        let mut schema = std::borrow::Cow::Borrowed(&self.answer_schema);
+        if self.kind == SuspensionKind::Question && self.answer_schema["type"] == "array" {
+            schema.to_mut()["uniqueItems"] = Value::Bool(true);
+        }
+        crate::exchange::input::mismatch(answer, &schema).map(|why| {
             why.replace("the arguments lack", "the answer lacks")
                 .replace("the arguments have", "the answer has")
                 .replace("the arguments", "the answer")

@@ -316,7 +316,8 @@ pub fn capture_plan(path: &str, bytes: &[u8]) -> Result<PlanSubmission, PlanErro
         return Err(PlanError::TooLarge(path.to_owned(), bytes.len() as u64));
     }
     let text = std::str::from_utf8(bytes).map_err(|_| PlanError::NotUtf8(path.to_owned()))?;
-    if text.trim_start_matches('\u{feff}').trim().is_empty() {
+    // Text that shows nothing (white space, a BOM, zero-width characters) is no plan.
+    if crate::display::is_blank(text) {
         return Err(PlanError::Empty(path.to_owned()));
     }
     let (title, body) = parse_plan(text);

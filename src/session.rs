@@ -1677,6 +1677,16 @@ impl Session {
         Ok((model, true))
     }
 
+    /// Checks that the controller's model chooser can build the model with id `id` (what an
+    /// approval naming it with [`Decision::model`](crate::Decision::model) needs), without
+    /// keeping it: a host checks a model a person types when it is typed, not at the approval.
+    ///
+    /// # Errors
+    /// [`SessionError::UnknownModel`] when there is no chooser or it cannot build `id`.
+    pub fn check_model(&self, id: &str) -> Result<(), SessionError> {
+        self.build_model(id).map(drop)
+    }
+
     /// The model with id `id`, as the controller's chooser builds it.
     ///
     /// # Errors

@@ -1256,7 +1256,8 @@ pub fn resolve_prefix<'a>(
 
 /// The session id `prefix` names in `store`: itself when the store has a session of that id,
 /// else the one session with something to decide or carry on ([`SessionStore::list_pending`]:
-/// a pending plan or tool call, an interrupted run) whose id starts with it, as
+/// a pending plan or tool call, a run that is still `running`, its lease ended or not, as
+/// `continue` and `switch` of an interrupted run need it) whose id starts with it, as
 /// [`resolve_prefix`] finds it; `prefix` itself when none does (restoring it then reports an
 /// unknown session).
 ///
@@ -1304,7 +1305,10 @@ pub async fn resolve_session_id(
     if check_session_id(prefix).is_ok() && store.load(prefix).await?.is_some() {
         return Ok(prefix.to_owned());
     }
-    let listing = store.list_pending_decisions().await?;
+    // At the end of time every running run's lease has ended: a session whose run was cut
+    // off is named by a prefix before its lease ends too (the command then says the lease
+    // still runs, rather than "unknown session").
+    let listing = store.list_pending(u64::MAX).await?;
     let ids = listing
         .pending
         .iter()

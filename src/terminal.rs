@@ -35,7 +35,7 @@ pub mod tool_call;
 pub use self::revision::{RevisionView, RevisionsShown};
 
 pub use self::suspension::{
-    ask_suspension, read_suspension_answer, render_suspension, suspension_prompt_text,
+    GUTTER, ask_suspension, read_suspension_answer, render_suspension, suspension_prompt_text,
 };
 
 pub use self::tool_call::{
@@ -454,7 +454,9 @@ pub fn read_answer(line: &str) -> Answer {
 /// targets: the number of a listed target (`1` for the first) or its mode id typed alone
 /// (exactly, case-sensitive) approves to it ([`Answer::ApproveTo`]); any other number, and one
 /// word that misses a listed id only in case or by at most two characters, asks again with a
-/// hint. With fewer than two targets it is [`read_answer`].
+/// hint. With fewer than two targets it is [`read_answer`]. A line with control characters (an
+/// arrow key's escape sequence, [`typed_controls`]) asks again with a hint, in either case: it is
+/// never feedback.
 ///
 /// # Examples
 /// ```
@@ -473,8 +475,13 @@ pub fn read_answer(line: &str) -> Answer {
 /// assert_eq!(read_answer_among("tests", &targets), Answer::Feedback("tests".to_owned()));
 /// // One target: numbers and ids are not choices.
 /// assert!(matches!(read_answer_among("1", &["build"]), Answer::Unclear(_)));
+/// // An arrow key then Enter is no feedback.
+/// assert!(matches!(read_answer_among("\u{1b}[A\n", &["build"]), Answer::Unclear(_)));
 /// ```
 pub fn read_answer_among(line: &str, targets: &[&str]) -> Answer {
+    if let Some(hint) = typed_controls(line) {
+        return Answer::Unclear(hint);
+    }
     let text = line.trim();
     // The keys come first: a mode named `n` cannot turn a rejection into an approval.
     match text.to_lowercase().as_str() {
@@ -526,6 +533,39 @@ pub fn read_answer_among(line: &str, targets: &[&str]) -> Answer {
     Answer::Feedback(text.to_owned())
 }
 
+/// Why a typed line is not an answer when it holds a control character other than a tab (an
+/// escape sequence such as an arrow key, `\x1b[A`, or Ctrl-V'd bytes): `None` for a line of text.
+/// The line ending (`\n`, `\r\n`) is not part of the line. A prompt asks again rather than
+/// take such a line as an answer or send it to the model as feedback (trial finding M5).
+///
+/// # Examples
+/// ```
+/// use agent_controller::terminal::typed_controls;
+/// assert!(typed_controls("\u{1b}[A\n").unwrap().contains("arrow key"));
+/// assert_eq!(typed_controls("add tests\tfirst\r\n"), None);
+/// ```
+pub fn typed_controls(line: &str) -> Option<String> {
+    let line = line.strip_suffix('\n').unwrap_or(line);
+    let line = line.strip_suffix('\r').unwrap_or(line);
+    line.chars().any(|c| c.is_control() && c != '\t').then(|| {
+        format!(
+            "`{}` holds control characters (an arrow key or another escape sequence?), which are not an answer: nothing was taken; type the answer again",
+            neutralize_line_within(line, 80)
+        )
+    })
+}
+
+/// A line typed at a prompt that is not UTF-8 text: nothing of it is read, and the prompt asks
+/// again (it is not the end of input).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the line typed ({bytes} bytes) is not UTF-8 text (is the terminal set to another encoding?): nothing was taken; type it again"
+)]
+pub struct NotUtf8 {
+    /// How many bytes the line had, its line ending included.
+    pub bytes: usize,
+}
+
 /// Lines from stdin, read on a background thread so the prompt can also wait for Ctrl-C.
 ///
 /// The thread reads a line only when one is asked for ([`StdinLines::next_line`]), so between
@@ -535,7 +575,7 @@ pub fn read_answer_among(line: &str, targets: &[&str]) -> Answer {
 #[derive(Debug)]
 pub struct StdinLines {
     wanted: std::sync::mpsc::Sender<()>,
-    lines: mpsc::UnboundedReceiver<String>,
+    lines: mpsc::UnboundedReceiver<Result<String, NotUtf8>>,
     /// A line was asked for and has not been received yet (the asking future was dropped).
     asked: bool,
 }
@@ -554,10 +594,11 @@ impl StdinLines {
             let mut reader = std::io::BufReader::new(reader);
             // One line per ask; none while nobody asks.
             while asks.recv().is_ok() {
-                let mut line = String::new();
-                match reader.read_line(&mut line) {
+                let mut bytes = Vec::new();
+                match reader.read_until(b'\n', &mut bytes) {
                     Ok(0) | Err(_) => break,
-                    Ok(_) => {
+                    Ok(read) => {
+                        let line = String::from_utf8(bytes).map_err(|_| NotUtf8 { bytes: read });
                         if tx.send(line).is_err() {
                             break;
                         }
@@ -572,9 +613,10 @@ impl StdinLines {
         }
     }
 
-    /// The next line, or `None` at end of input. Dropping the future before it completes
-    /// loses nothing: the line asked for is the next one returned.
-    pub async fn next_line(&mut self) -> Option<String> {
+    /// The next line, or `None` at end of input; a line that is not UTF-8 is
+    /// `Some(Err(NotUtf8))`, and the line after it can be asked for. Dropping the future before
+    /// it completes loses nothing: the line asked for is the next one returned.
+    pub async fn next_line(&mut self) -> Option<Result<String, NotUtf8>> {
         if !self.asked {
             // Fails only once the reader ended; `recv` then says so.
             let _ = self.wanted.send(());
@@ -731,6 +773,18 @@ struct PlanQuestion<'a> {
     choosing_model: bool,
     /// The model an approval names until `m` changes it ([`Question::starting_model`]).
     starting_model: Option<&'a str>,
+    /// The host's check of a model typed with `m MODEL` ([`Question::checking_model`]).
+    model_check: Option<ModelCheck<'a>>,
+}
+
+/// A host's check of a model id typed at the prompt: `Err(reason)` when it cannot be used.
+#[derive(Clone, Copy)]
+struct ModelCheck<'a>(&'a dyn Fn(&str) -> Result<(), String>);
+
+impl std::fmt::Debug for ModelCheck<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ModelCheck")
+    }
 }
 
 /// What a plan's question holds between two typed lines: the comments kept with `c`, and the
@@ -817,6 +871,7 @@ impl<'a> Question<'a> {
                 commentable: None,
                 choosing_model: false,
                 starting_model: None,
+                model_check: None,
             }),
         }
     }
@@ -1084,6 +1139,33 @@ impl<'a> Question<'a> {
         self.with_plan(|plan| plan.starting_model = model)
     }
 
+    /// With [`Question::choosing_model`]: checks each model typed with `m MODEL` when it is
+    /// typed (a host passes its model chooser's check, such as
+    /// [`crate::Session::check_model`]): a model `check` refuses is not kept, the prompt says
+    /// why and asks again, so the approval typed next never fails on it (trial finding M4).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::terminal::{PromptAnswer, Question, StdinLines, Style};
+    /// use agent_controller::Decision;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), agent_controller::ConfigError> {
+    /// let graph = agent_controller::config::parse("[[modes]]\nid = \"build\"\n", "m.toml")?;
+    /// let (targets, style) = ([graph.mode(graph.default_mode_id())], Style::plain(80));
+    /// let check = |id: &str| if id.starts_with("openai/") { Ok(()) } else { Err("unknown model provider".to_owned()) };
+    /// let question = Question::new(&style, &targets, "53fa").choosing_model().checking_model(&check);
+    /// let mut out = Vec::new();
+    /// let mut input = StdinLines::from_reader(&b"m bogus\nm openai/gpt-4o-mini\ny\n"[..]);
+    /// let answer = question.ask(&mut input, &mut out, std::future::pending::<()>()).await;
+    /// let approved = Decision::approve().model("openai/gpt-4o-mini").with_sha256("53fa");
+    /// assert_eq!(answer, PromptAnswer::Decided(approved));
+    /// assert!(String::from_utf8_lossy(&out).contains("model bogus cannot be used: unknown model provider"));
+    /// # Ok(()) }
+    /// ```
+    pub fn checking_model(self, check: &'a dyn Fn(&str) -> Result<(), String>) -> Self {
+        self.with_plan(|plan| plan.model_check = Some(ModelCheck(check)))
+    }
+
     /// Adds the key `p` (any case) to a plan's question: prints `rendered` (the plan rendered
     /// whole, as [`Style::render_plan`] gives it; for a revision shown as its diff,
     /// [`Style::render_diff`]) and asks again; every other answer reads as before.
@@ -1193,6 +1275,18 @@ impl<'a> Question<'a> {
                 keep_edit(at.edit(), out);
                 return PromptAnswer::EndOfInput;
             };
+            // Bytes that are not text, or an escape sequence, are no answer: ask again.
+            let line = match line {
+                Ok(line) => line,
+                Err(not_utf8) => {
+                    let _ = writeln!(out, "{not_utf8}");
+                    continue;
+                }
+            };
+            if let Some(hint) = typed_controls(&line) {
+                let _ = writeln!(out, "{hint}");
+                continue;
+            }
             let answer = match &self.subject {
                 Subject::Plan(plan) => plan.read(self.style, &line, &mut at, &mut held, out).await,
                 Subject::ToolCall {
@@ -1336,7 +1430,7 @@ impl PlanQuestion<'_> {
         // Chosen before an edit, the model goes with the approval of the edit too.
         if self.choosing_model
             && at.edit().is_none()
-            && let Some(said) = read_model(line, &mut held.model)
+            && let Some(said) = read_model(line, &mut held.model, self.model_check)
         {
             let _ = writeln!(out, "{said}");
             return None;
@@ -1575,7 +1669,11 @@ fn read_comment(line: &str, plan_text: &str, comments: &mut Vec<(u64, String)>) 
 
 /// Reads `m` / `m MODEL`: `None` for any other line; else what to print, having set (or, for
 /// `m` alone, cleared) the model the next approval names.
-fn read_model(line: &str, model: &mut Option<String>) -> Option<String> {
+fn read_model(
+    line: &str,
+    model: &mut Option<String>,
+    check: Option<ModelCheck<'_>>,
+) -> Option<String> {
     let mut words = line.split_whitespace();
     if !words.next()?.eq_ignore_ascii_case("m") {
         return None;
@@ -1586,6 +1684,17 @@ fn read_model(line: &str, model: &mut Option<String>) -> Option<String> {
             Some("the next mode runs with the session's model".to_owned())
         }
         (Some(id), None) => {
+            if let Some(Err(reason)) = check.map(|check| (check.0)(id)) {
+                let keeps = match model {
+                    Some(kept) => format!("model {}", neutralize_line(kept)),
+                    None => "the session's model".to_owned(),
+                };
+                return Some(format!(
+                    "model {} cannot be used: {}; the next mode keeps {keeps}: type m MODEL with another, or answer the plan",
+                    neutralize_line(id),
+                    neutralize_line(&reason)
+                ));
+            }
             *model = Some(id.to_owned());
             Some(format!(
                 "the next mode runs with model {} once you approve",
@@ -1726,11 +1835,11 @@ mod tests {
             chunks,
         });
         send.send(&b"e\n"[..]).expect("send");
-        assert_eq!(lines.next_line().await.as_deref(), Some("e\n"));
+        assert_eq!(lines.next_line().await, Some(Ok("e\n".to_owned())));
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(reads.load(Ordering::SeqCst), 1, "no read after the answer");
         send.send(&b"y\n"[..]).expect("send");
-        assert_eq!(lines.next_line().await.as_deref(), Some("y\n"));
+        assert_eq!(lines.next_line().await, Some(Ok("y\n".to_owned())));
         drop(send);
         assert_eq!(lines.next_line().await, None);
     }

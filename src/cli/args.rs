@@ -59,7 +59,8 @@ The prompt (without --approve or --reject) shows the plan on stderr and reads st
   c LINE TEXT  keep a comment on that line; n (or feedback) then rejects with every comment
                kept (the model gets each with the line it quotes); d drops them
   m MODEL      approve (y or a target) with this model for the next mode (a --model spec,
-               as --model-for-next takes it); m alone goes back to the session's model
+               as --model-for-next takes it; one this build cannot open is refused when
+               typed, and the prompt asks again); m alone goes back to the session's model
   s MODE, switch MODE
                switch to another mode by hand without approving (MODE typed exactly): the
                plan counts as not approved and the model is told (exit 3, in the new mode)
@@ -88,7 +89,21 @@ the run carries on once all are decided:
                without one the run ends unapproved, exit 3)
   end of input, Ctrl-C
                as q
-The answer is pinned to the call's argsSha256.";
+The answer is pinned to the call's argsSha256.
+
+A question of the model (`ask_user`) is shown with its options numbered, every line of it behind
+`│ `, the model's words; `decide --answer TEXT` (repeat it for several choices) or
+`--answer-json JSON` answer it without the prompt, `--reject` declines it:
+  2            a question with options: pick option 2 (its label is the answer)
+  1,3          a multi-select question: pick options 1 and 3 (each once)
+  any text     a question without options: the answer (a blank line asks again)
+  end of input, Ctrl-C
+               no answer: with a store the question stays pending (exit 4); without one the
+               run ends and the model is told the user did not answer (exit 3)
+The answer is pinned to the question's payloadSha256.
+
+At every prompt, a line holding control characters (an arrow key, another escape sequence) or
+bytes that are not UTF-8 is no answer: the prompt says so and asks again.";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -200,10 +215,11 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Decide a pending plan, or a tool call waiting for approval, from a session store, in a
-    /// fresh process, and carry the run on. With --approve or --reject and several tool calls
-    /// waiting, name one with --decision (else exit 2, listing their ids); without them the
-    /// prompt asks about each waiting call in turn.
+    /// Decide a pending plan, a tool call waiting for approval, or answer a question of the
+    /// model (`ask_user`), from a session store, in a fresh process, and carry the run on. With
+    /// --approve, --reject, --answer or --answer-json and several calls waiting, name one with
+    /// --decision (else exit 2, listing their ids); without them the prompt asks about each
+    /// waiting call in turn.
     #[command(after_help = format!("{PROMPT_HELP}\n\n{EXIT_STATUS_HELP}"))]
     Decide(DecideArgs),
     /// Carry on an interrupted run from a session store, in a fresh process: a run whose process
@@ -563,9 +579,10 @@ pub(crate) struct DecisionArgs {
     /// tool's result).
     #[arg(long, value_name = "TEXT", requires = "verdict")]
     pub(crate) feedback: Option<String>,
-    /// Decide only the plan with this SHA-256, or the tool call with this argsSha256 (64 hex
-    /// digits, as the `tool_suspended` event shows it; for `decide`, also a unique prefix of at
-    /// least 8, as `pending` shows it); any other is refused (exit 5) and nothing changes.
+    /// Decide only the plan with this SHA-256, the tool call with this argsSha256, or the
+    /// question with this payloadSha256 (64 hex digits, as the `tool_suspended` event shows it;
+    /// for `decide`, also a unique prefix of at least 8, as `pending` shows it); any other is
+    /// refused (exit 5) and nothing changes.
     #[arg(long, value_name = "HASH", value_parser = parse_sha256)]
     pub(crate) sha256: Option<String>,
     /// Who decides, recorded as `decidedBy` in the session record and the events (default: the
@@ -592,7 +609,7 @@ pub(crate) struct DecisionArgs {
     /// `scripted`). It runs the mode the plan hands over to until the session's next change of
     /// mode, and the audit record keeps it (`model`). A spec this build cannot open is refused
     /// (exit 2) and nothing changes.
-    #[arg(long = "model-for-next", value_name = "ID", conflicts_with = "reject")]
+    #[arg(long = "model-for-next", value_name = "ID", conflicts_with = "reject", value_parser = parse_model_for_next)]
     pub(crate) model_for_next: Option<String>,
     /// `decide --always` (a flag of `decide` alone, copied here: [`DecideArgs::always`]).
     #[arg(skip)]
@@ -632,6 +649,16 @@ pub(crate) fn parse_comment(text: &str) -> Result<PlanComment, String> {
         line,
         text: said.trim().to_owned(),
     })
+}
+
+/// `--model-for-next ID`: a model spec this build can open (as an approval would open it), so
+/// a bad one is a usage error (exit 2) before anything runs, not a failed approval after the
+/// whole planning run.
+pub(crate) fn parse_model_for_next(text: &str) -> Result<String, String> {
+    use agent_controller::model::ModelChooser;
+    agent_controller::model::SpecChooser
+        .build(text)
+        .map(|_| text.to_owned())
 }
 
 pub(crate) fn parse_sha256(text: &str) -> Result<String, String> {

@@ -6,6 +6,10 @@ use agent_controller::display::{
     arguments_line, json_line, neutralize_line, neutralize_line_within,
 };
 use agent_controller::terminal::Style;
+use agent_controller::tool::SUBMIT_PLAN;
+
+/// The built-in question tool's name.
+const ASK_USER: &str = "ask_user";
 use agent_controller::{Event, ModeGraph, event::Suspension};
 
 use crate::cli::text::{PENDING_ARGS_MAX_CHARS, deadline_note, short_sha256, targets_text};
@@ -21,7 +25,35 @@ pub(crate) fn event_printer(
 ) -> impl FnMut(&Event) + Send + 'static {
     let style = Style::for_stdout();
     let mut started: Vec<Arc<str>> = Vec::new();
+    // The calls their tool suspended to be answered (questions), not approved.
+    let mut asked: Vec<String> = Vec::new();
     move |event| {
+        if let Event::ToolSuspended {
+            tool_call_id,
+            suspend_payload: Suspension::Tool(_),
+            ..
+        } = event
+        {
+            asked.push(tool_call_id.clone());
+        }
+        // A question cut off is not answered (a tool call is not approved).
+        if let (
+            Event::ToolSuspensionCancelled {
+                tool_call_id,
+                tool_name,
+                reason,
+                ..
+            },
+            false,
+        ) = (event, json)
+            && (asked.contains(tool_call_id) || tool_name == ASK_USER)
+        {
+            say!(
+                "{} cancelled ({reason}): not answered",
+                neutralize_line(tool_name)
+            );
+            return;
+        }
         // A run resumed after a decision starts again with the same id: say "resumed".
         let resumed = match event {
             Event::AgentStart { .. } if resuming => true,
@@ -151,6 +183,15 @@ pub(crate) fn event_line(
                 .and_then(|d| d.approved_sha256.as_deref())
                 .map(|sha| format!(" (the edited plan, sha256 {}...)", line(short_sha256(sha))))
                 .unwrap_or_default();
+            // `submit_plan`'s own result (a hand-over, a rejection with the user's feedback and
+            // comments) is the controller's text of several lines: shown as lines.
+            if tool_name == SUBMIT_PLAN && !*is_error {
+                return Some(format!(
+                    "tool {} {status}: {}",
+                    line(tool_name),
+                    plan_result_lines(result, &edited)
+                ));
+            }
             // Every line of the result (the user's feedback included), bounded with the cut
             // counted: `neutralize_line`.
             format!(
@@ -177,4 +218,66 @@ pub(crate) fn event_line(
         Event::Error { message, .. } => format!("error: {}", line(message)),
         _ => return None,
     })
+}
+
+/// How many lines after the first a `submit_plan` result shows (each bounded as
+/// [`neutralize_line`] bounds it); `--json` has the rest.
+const PLAN_RESULT_MAX_LINES: usize = 40;
+
+/// A `submit_plan` result as a person reads it (trial finding D1: the hand-over was one line of
+/// 900 characters with `\u{a}` for each line feed): its first line (then `edited`, the note of
+/// an approved edit), and each further line that is not blank on a line of its own, indented,
+/// every line through [`neutralize_line`], at most [`PLAN_RESULT_MAX_LINES`] of them. The approved plan, which the person was shown whole
+/// before approving it, is one line saying how many lines it has (`--json` has them).
+fn plan_result_lines(result: &str, edited: &str) -> String {
+    use agent_controller::tool::submit_plan::{APPROVED_PLAN_BEGIN, APPROVED_PLAN_END};
+    let mut lines = result.split('\n');
+    let mut out = format!(
+        "{}{edited}",
+        neutralize_line(lines.next().unwrap_or_default())
+    );
+    // The lines of the approved plan passed so far, while inside it.
+    let mut in_plan: Option<usize> = None;
+    // The further lines shown, and those left out past the bound.
+    let (mut shown, mut left_out) = (0, 0);
+    for text in lines {
+        match in_plan {
+            Some(count) if text.starts_with(APPROVED_PLAN_END) => {
+                out.push_str(&format!(
+                    "\n  (the approved plan, {count} lines, as shown above; `--json` has them)"
+                ));
+                in_plan = None;
+            }
+            Some(count) => {
+                in_plan = Some(count + 1);
+                continue;
+            }
+            None if text == APPROVED_PLAN_BEGIN => {
+                in_plan = Some(0);
+            }
+            None => {}
+        }
+        if text.trim().is_empty() {
+            continue;
+        }
+        if shown == PLAN_RESULT_MAX_LINES {
+            left_out += 1;
+            continue;
+        }
+        shown += 1;
+        out.push_str("\n  ");
+        out.push_str(&neutralize_line(text));
+    }
+    if left_out > 0 {
+        out.push_str(&format!(
+            "\n  ({left_out} more lines not shown; `--json` has them)"
+        ));
+    }
+    // A plan section with no end line: its lines are counted all the same.
+    if let Some(count) = in_plan {
+        out.push_str(&format!(
+            "\n  (the approved plan, {count} lines, as shown above; `--json` has them)"
+        ));
+    }
+    out
 }

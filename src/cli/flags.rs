@@ -123,6 +123,13 @@ impl DecisionArgs {
     /// [`PendingDecision::check_sha256`]).
     pub(crate) fn check(&self, pending: &PendingDecision) -> Result<(), Failure> {
         let id = neutralize_line(pending.decision_id());
+        // An answer is no approval: nothing an answer gives can be always allowed.
+        if self.always && self.answers() {
+            return Err(Failure::invalid(format!(
+                "--always goes with --approve of a tool call, not with {}: an answer allows nothing later; nothing was decided",
+                self.answer_flag()
+            )));
+        }
         match (pending.as_suspension(), self.answers()) {
             (Some(suspended), true) => {
                 self.answer_for(suspended)?;
@@ -135,7 +142,8 @@ impl DecisionArgs {
             }
             (None, true) => {
                 return Err(Failure::invalid(format!(
-                    "--answer goes with a question, and decision {id} is a {}: approve or reject it; nothing was decided",
+                    "{} goes with a question, and decision {id} is a {}: approve or reject it; nothing was decided",
+                    self.answer_flag(),
                     if pending.as_plan().is_some() {
                         "plan"
                     } else {
@@ -189,10 +197,25 @@ impl DecisionArgs {
                 "the tool call {id} ({}) has argsSha256 {sha256}, not {pinned}: it is not the call you meant; nothing was decided",
                 neutralize_line(call.tool_name()),
             ),
+            PendingDecision::Suspension(suspended) => format!(
+                "the {} {id} ({}) has payloadSha256 {sha256}, not {pinned}: it is not the {} you meant; nothing was decided",
+                suspension_noun(suspended),
+                neutralize_line(suspended.tool_name()),
+                suspension_noun(suspended),
+            ),
             _ => format!(
                 "the pending plan has sha256 {sha256}, not {pinned}: it is not the plan you meant; nothing was decided"
             ),
         }))
+    }
+
+    /// The answer flag given, for messages: `--answer-json` or `--answer`.
+    fn answer_flag(&self) -> &'static str {
+        if self.answer_json.is_some() {
+            "--answer-json"
+        } else {
+            "--answer"
+        }
     }
 
     /// `decision` with who decided: `--by`, else the OS user, else `unknown`.
@@ -205,5 +228,14 @@ impl DecisionArgs {
                 .unwrap_or_else(|| "unknown".to_owned())
         });
         decision.decided_by(by)
+    }
+}
+
+/// What a suspended call is called in messages: a `question` (of `ask_user`), else a
+/// `suspended call`.
+fn suspension_noun(suspended: &agent_controller::session::PendingSuspension) -> &'static str {
+    match suspended.kind() {
+        agent_controller::event::SuspensionKind::Question => "question",
+        _ => "suspended call",
     }
 }

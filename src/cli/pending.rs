@@ -181,10 +181,11 @@ pub(crate) fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Fai
         let payload = p.payload.clone().unwrap_or_default();
         let what = if p.kind == PendingKind::Question {
             // The question and its options come from the model: every character shown, one line.
-            let mut what = format!(
+            // The fields are escaped each, then joined by a real tab (not an escaped one).
+            let mut what = vec![format!(
                 "question {}",
                 serde_json::to_string(&payload["question"]).unwrap_or_default()
-            );
+            )];
             if let Some(options) = payload["options"].as_array() {
                 let each: Vec<String> = options
                     .iter()
@@ -202,19 +203,22 @@ pub(crate) fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Fai
                     })
                     .collect();
                 let mode = payload["selectionMode"].as_str().unwrap_or("single_select");
-                what.push_str(&format!("\t{mode}: {}", each.join("; ")));
+                what.push(format!("{mode}: {}", each.join("; ")));
             }
             what
         } else {
-            format!(
-                "suspension {}\t{}",
-                neutralize_line(p.tool_name.as_deref().unwrap_or_default()),
-                arguments_line(&payload, PENDING_ARGS_MAX_CHARS, PENDING_WHOLE)
-            )
+            vec![
+                format!("suspension {}", p.tool_name.as_deref().unwrap_or_default()),
+                arguments_line(&payload, PENDING_ARGS_MAX_CHARS, PENDING_WHOLE),
+            ]
         };
+        let what: Vec<String> = what
+            .iter()
+            .map(|field| neutralize_line(field).into_owned())
+            .collect();
         return Ok(format!(
             "{ids}\t{}\tsha256 {}{}{deadline}",
-            neutralize_line(&what),
+            what.join("\t"),
             neutralize_line(&p.sha256),
             workspace_field(p),
         ));
@@ -256,6 +260,10 @@ const PENDING_WHOLE: &str = "`pending --json` shows them whole";
 /// A plan's title as its `pending` field: on one line, bounded ([`neutralize_line`]); a title
 /// cut for the screen says that `pending --json` shows it whole (issue 36, item 4).
 fn title_field(title: &str) -> String {
+    // A plan without a `# ` title line: a placeholder a reviewer can see, not an empty field.
+    if title.trim().is_empty() {
+        return "(untitled plan)".to_owned();
+    }
     let shown = neutralize_line(title);
     if title.chars().count() <= agent_controller::display::LINE_MAX_CHARS {
         return shown.into_owned();

@@ -190,12 +190,20 @@ impl Prompt {
                 ending.push(allowance.tool_name);
             }
         }
+        // `m MODEL` is checked when typed, by the chooser an approval would build it with.
+        let check_model = |id: &str| -> Result<(), String> {
+            session.check_model(id).map_err(|e| match e {
+                agent_controller::SessionError::UnknownModel { reason, .. } => reason,
+                other => other.to_string(),
+            })
+        };
         let mut question = Question::new(&self.style, &targets, sha256)
             .editable(&plan_text, &self.editor)
             .ending_allowances(&ending)
             .switchable(&others)
             .commentable(&plan_text)
             .choosing_model()
+            .checking_model(&check_model)
             .starting_model(self.model_for_next.as_deref());
         let previous = payload.previous_sha256.as_deref().unwrap_or_default();
         match self.shown.show(payload) {

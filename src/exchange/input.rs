@@ -145,20 +145,46 @@ fn check(value: &Value, schema: &Value, at: &str) -> Result<(), String> {
                 }
             }
             let len = items.len() as u64;
-            if count_keyword(schema, "minItems").is_some_and(|m| len < m) {
-                return Err(format!("{} has too few items", subject(at)));
+            if let Some(min) = count_keyword(schema, "minItems").filter(|m| len < *m) {
+                return Err(format!(
+                    "{} has too few items: {len}, at least {min}",
+                    subject(at)
+                ));
             }
-            if count_keyword(schema, "maxItems").is_some_and(|m| len > m) {
-                return Err(format!("{} has too many items", subject(at)));
+            if let Some(max) = count_keyword(schema, "maxItems").filter(|m| len > *m) {
+                return Err(format!(
+                    "{} has too many items: {len}, at most {max}",
+                    subject(at)
+                ));
+            }
+            if schema.get("uniqueItems") == Some(&Value::Bool(true)) {
+                // Compared in canonical form (JCS), so key order does not hide a repeat.
+                let mut seen = std::collections::HashSet::new();
+                if let Some(i) = items
+                    .iter()
+                    .position(|item| !seen.insert(crate::jcs::to_string(item)))
+                {
+                    return Err(format!(
+                        "{} repeats an item (item {}): each item must differ",
+                        subject(at),
+                        i + 1
+                    ));
+                }
             }
         }
         Value::String(text) => {
             let len = text.chars().count() as u64;
-            if count_keyword(schema, "minLength").is_some_and(|m| len < m) {
-                return Err(format!("{} is too short", subject(at)));
+            if let Some(min) = count_keyword(schema, "minLength").filter(|m| len < *m) {
+                return Err(format!(
+                    "{} is too short: {len} characters, at least {min}",
+                    subject(at)
+                ));
             }
-            if count_keyword(schema, "maxLength").is_some_and(|m| len > m) {
-                return Err(format!("{} is too long", subject(at)));
+            if let Some(max) = count_keyword(schema, "maxLength").filter(|m| len > *m) {
+                return Err(format!(
+                    "{} is too long: {len} characters, at most {max}",
+                    subject(at)
+                ));
             }
         }
         Value::Number(n) => {

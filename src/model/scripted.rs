@@ -12,6 +12,7 @@ use crate::tool::ToolCall;
 use crate::tool::submit_plan::{APPROVED_RESULT, REJECTED_WITH_FEEDBACK_PREFIX, SUBMIT_PLAN};
 
 const WRITE_PLAN: &str = "write_plan";
+const ASK_USER: &str = "ask_user";
 
 /// A model that acts out the plan -> approve -> build cycle deterministically.
 ///
@@ -20,6 +21,11 @@ const WRITE_PLAN: &str = "write_plan";
 /// [`ScriptedModel::with_plan_path`] as is. A refused file is reported and the run ends. After a
 /// rejection with feedback it revises and resubmits once. After approval it says what it does in
 /// the new mode. In other modes it answers in one line.
+///
+/// A prompt that starts with `ask me` makes it ask first, with `ask_user` when the mode offers it
+/// ([`ScriptedModel::question_for`] reads the question and its options from the prompt), so the
+/// question flow can be tried without a provider; once answered it carries on as above (plans,
+/// or says what it was told).
 #[derive(Debug, Clone, Default)]
 pub struct ScriptedModel {
     plan_path: Option<String>,
@@ -99,6 +105,66 @@ impl ScriptedModel {
             }
         }
         plan
+    }
+
+    /// The `ask_user` arguments the model asks with for `prompt`, when the prompt starts with
+    /// `ask me` (any case): the rest up to a colon is the question (a `?` added), and the words
+    /// after the colon, separated by commas or `or`, are the options. `(several)` in the
+    /// question makes it a multi-select question. `None` for any other prompt.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::model::scripted::ScriptedModel;
+    /// use serde_json::json;
+    /// assert_eq!(
+    ///     ScriptedModel::question_for("Ask me which database to use: Postgres, SQLite or MySQL"),
+    ///     Some(json!({ "question": "Which database to use?", "options": [{ "label": "Postgres" }, { "label": "SQLite" }, { "label": "MySQL" }] })),
+    /// );
+    /// assert_eq!(
+    ///     ScriptedModel::question_for("ask me which checks to run (several): lint, test")
+    ///         .map(|q| q["selectionMode"].clone()),
+    ///     Some(json!("multi_select")),
+    /// );
+    /// assert_eq!(
+    ///     ScriptedModel::question_for("ask me for a name"),
+    ///     Some(json!({ "question": "For a name?" })),
+    /// );
+    /// assert_eq!(ScriptedModel::question_for("Add dark mode"), None);
+    /// ```
+    pub fn question_for(prompt: &str) -> Option<serde_json::Value> {
+        let text = prompt.trim_start();
+        let rest = text
+            .get(..6)
+            .filter(|head| head.eq_ignore_ascii_case("ask me"))
+            .map(|_| text[6..].trim())?;
+        let (asked, offered) = rest.split_once(':').unwrap_or((rest, ""));
+        let several = asked.contains("(several)");
+        let asked = asked.replace("(several)", "");
+        let asked = asked.trim().trim_end_matches('?').trim();
+        let mut chars = asked.chars();
+        let question = match chars.next() {
+            Some(first) => format!("{}{}?", first.to_uppercase(), chars.as_str()),
+            None => "What should I do?".to_owned(),
+        };
+        let mut labels: Vec<String> = Vec::new();
+        for label in offered
+            .split(',')
+            .flat_map(|part| part.split(" or "))
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+        {
+            if !labels.iter().any(|l| l == label) {
+                labels.push(label.to_owned());
+            }
+        }
+        let mut args = json!({ "question": question });
+        if !labels.is_empty() {
+            args["options"] = labels.iter().map(|l| json!({ "label": l })).collect();
+            if several {
+                args["selectionMode"] = json!("multi_select");
+            }
+        }
+        Some(args)
     }
 
     /// The file name the model uses for `prompt`'s plan: a lower-case slug plus `.md`.
@@ -214,7 +280,9 @@ impl ScriptedModel {
         };
         match request.messages.last() {
             None | Some(Message::User { .. }) => {
-                if offers(SUBMIT_PLAN) {
+                if let (true, Some(question)) = (offers(ASK_USER), Self::question_for(prompt)) {
+                    call(ASK_USER, question)
+                } else if offers(SUBMIT_PLAN) {
                     start_plan(&[])
                 } else {
                     work()
@@ -238,6 +306,9 @@ impl ScriptedModel {
                     }
                 }
                 (SUBMIT_PLAN, false) => say("Waiting for your next message.".to_owned()),
+                // Answered: plan in a planning mode, else say what the answer was.
+                (ASK_USER, false) if offers(SUBMIT_PLAN) => start_plan(&[]),
+                (ASK_USER, false) => say(format!("Noted. {content}")),
                 (_, true) => say(format!("Tool `{tool_name}` failed: {content}")),
                 (_, false) => work(),
             },

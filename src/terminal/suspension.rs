@@ -15,6 +15,10 @@ use crate::event::{SuspensionKind, ToolSuspendPayload};
 use crate::run::Decision;
 use crate::tool::ask_user::{MAX_DESCRIPTION_CHARS, MAX_LABEL_CHARS, MAX_QUESTION_CHARS};
 
+/// The mark before each line of a question the model wrote (and each of its options), so
+/// that the model's words are never taken for the tool's own (trial finding L2).
+pub const GUTTER: &str = "│ ";
+
 /// Where a cut payload is shown whole.
 const PAYLOAD_WHOLE: &str = "`pending --json` shows it whole";
 
@@ -46,7 +50,8 @@ fn multi(payload: &ToolSuspendPayload) -> bool {
 }
 
 /// What the terminal shows of a suspended call: for a question, the question and its options
-/// numbered (`1. label (description)`), every character visible; for another tool, its name
+/// numbered (`1. label (description)`), every character visible, each line behind the gutter
+/// [`GUTTER`] (`│ `) that marks the model's words; for another tool, its name
 /// and its payload laid out as a tool call's arguments are, bounded. The last line says how to
 /// answer.
 ///
@@ -66,19 +71,23 @@ fn multi(payload: &ToolSuspendPayload) -> bool {
 ///     terms: WaitTerms::default(),
 /// };
 /// let shown = render_suspension(&payload);
-/// assert!(shown.contains("Which\\u{202e}?\n  1. a\n  2. b (second)\n"), "{shown}");
+/// assert!(shown.contains("│ Which\\u{202e}?\n│   1. a\n│   2. b (second)\n"), "{shown}");
 /// ```
 pub fn render_suspension(payload: &ToolSuspendPayload) -> String {
     let decision = neutralize_line(&payload.decision_id);
     if payload.kind == SuspensionKind::Question {
         let question = payload.payload["question"].as_str().unwrap_or_default();
-        let mut shown = format!(
-            "question from the model (ask_user, decision {decision}):\n{}\n",
-            cut(question, MAX_QUESTION_CHARS)
-        );
+        // Every line the model wrote is behind the gutter `│ `: a question cannot pass for the
+        // tool's own prompt (an imitation of the plan-approval prompt, say).
+        let mut shown = format!("question from the model (ask_user, decision {decision}):\n");
+        for line in cut(question, MAX_QUESTION_CHARS).split('\n') {
+            shown.push_str(GUTTER);
+            shown.push_str(line);
+            shown.push('\n');
+        }
         for (k, (label, description)) in options(payload).iter().enumerate() {
             shown.push_str(&format!(
-                "  {}. {}",
+                "{GUTTER}  {}. {}",
                 k + 1,
                 neutralize_line_within(label, MAX_LABEL_CHARS)
             ));
@@ -170,7 +179,7 @@ pub fn read_suspension_answer(line: &str, payload: &ToolSuspendPayload) -> Resul
     let answer = if payload.kind == SuspensionKind::Question {
         let options = options(payload);
         if options.is_empty() {
-            if line.trim().is_empty() {
+            if crate::display::is_blank(line) {
                 return Err(
                     "type an answer (end of input leaves the question unanswered)".to_owned(),
                 );
@@ -283,6 +292,18 @@ where
             let _ = writeln!(out);
             return PromptAnswer::EndOfInput;
         };
+        // Bytes that are not text, or an escape sequence, are no answer: ask again.
+        let line = match line {
+            Ok(line) => line,
+            Err(not_utf8) => {
+                let _ = writeln!(out, "{not_utf8}");
+                continue;
+            }
+        };
+        if let Some(hint) = super::typed_controls(&line) {
+            let _ = writeln!(out, "{hint}");
+            continue;
+        }
         match read_suspension_answer(&line, payload) {
             Ok(answer) => {
                 return PromptAnswer::Decided(

@@ -84,8 +84,11 @@ fn question(args: &Value) -> Result<Question, String> {
         .get("question")
         .and_then(Value::as_str)
         .ok_or("`question` must be a string: the question for the user")?;
-    if text.trim().is_empty() {
-        return Err("`question` is blank: ask the user something".to_owned());
+    if crate::display::is_blank(text) {
+        return Err(
+            "`question` is blank (only white space or characters that show nothing): ask the user something"
+                .to_owned(),
+        );
     }
     if chars(text) > MAX_QUESTION_CHARS {
         return Err(format!(
@@ -117,8 +120,11 @@ fn question(args: &Value) -> Result<Question, String> {
                     .get("label")
                     .and_then(Value::as_str)
                     .ok_or_else(|| format!("option {} has no string `label`", k + 1))?;
-                if label.trim().is_empty() {
-                    return Err(format!("option {} has a blank `label`", k + 1));
+                if crate::display::is_blank(label) {
+                    return Err(format!(
+                        "option {} has a blank `label` (only white space or characters that show nothing)",
+                        k + 1
+                    ));
                 }
                 if chars(label) > MAX_LABEL_CHARS {
                     return Err(format!(
@@ -128,6 +134,8 @@ fn question(args: &Value) -> Result<Question, String> {
                 }
                 let description = match item.get("description") {
                     None | Some(Value::Null) => None,
+                    // A description that shows nothing is none, not an empty `()`.
+                    Some(Value::String(d)) if crate::display::is_blank(d) => None,
                     Some(Value::String(d)) if chars(d) <= MAX_DESCRIPTION_CHARS => Some(d.clone()),
                     Some(Value::String(_)) => {
                         return Err(format!(
@@ -202,6 +210,7 @@ impl Question {
                 "items": { "type": "string", "enum": labels },
                 "minItems": 1,
                 "maxItems": labels.len(),
+                "uniqueItems": true,
             }),
         }
     }

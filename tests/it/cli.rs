@@ -2645,7 +2645,12 @@ error: `[SESSION6]` is too short for a session id prefix: give at least 8 charac
 exit 0
 --- stdout
 [run_1] resumed in mode plan
-tool submit_plan ok: Plan approved. Proceed with implementation following the approved plan.\u{a}\u{a}Mode changed: you are now in the Build mode (`build`), previously `plan` (your plan was approved). Follow this mode's instructions from now on. Your tools are now: read_file, list_files, write_file, write_plan.\u{a}\u{a}The approved plan follows, exactly as submitted from `.agent/plans/add-dark-mode.md` (sha256 [SHA256]) and shown to the user. Carry out this text; do not re-read the plan file, which may have changed since. It ends at the line `----- end of approved plan [SHA256] -----`.\u{a}\u{a}----- approved plan -----\u{a}# Add dark mode\u{a}\u{a}## Steps\u{a}1. Read the code this change touches.\u{a}2. Make the change in small steps.\u{a}3. Add tests for it and run the whole suite.\u{a}----- end of approved plan [SHA256] -----
+tool submit_plan ok: Plan approved. Proceed with implementation following the approved plan.
+  Mode changed: you are now in the Build mode (`build`), previously `plan` (your plan was approved). Follow this mode's instructions from now on. Your tools are now: read_file, list_files, write_file, write_plan.
+  The approved plan follows, exactly as submitted from `.agent/plans/add-dark-mode.md` (sha256 [SHA256]) and shown to the user. Carry out this text; do not re-read the plan file, which may have changed since. It ends at the line `----- end of approved plan [SHA256] -----`.
+  ----- approved plan -----
+  (the approved plan, 6 lines, as shown above; `--json` has them)
+  ----- end of approved plan [SHA256] -----
 mode changed: plan -> build (plan_approved)
 model: Now in mode `build`: implementing the approved plan for "Add dark mode".
 [run_1] ended: completed

@@ -64,7 +64,11 @@ fn decide_reject_with_comments_sends_each_with_its_line_and_shows_them_again() {
 exit 4
 --- stdout
 [run_1] resumed in mode plan
-tool submit_plan ok: Plan rejected. Feedback from the user: see the comments on lines of the plan below.\u{a}\u{a}Comments from the user on lines of the plan:\u{a}- line 4 "1. Read the code this change touches.": staging first\u{a}- line 6 "3. Add tests for it and run the whole suite.": and the docs\u{a}\u{a}Revise the plan to address this feedback, then call submit_plan again with the revised plan.
+tool submit_plan ok: Plan rejected. Feedback from the user: see the comments on lines of the plan below.
+  Comments from the user on lines of the plan:
+  - line 4 "1. Read the code this change touches.": staging first
+  - line 6 "3. Add tests for it and run the whole suite.": and the docs
+  Revise the plan to address this feedback, then call submit_plan again with the revised plan.
 tool write_plan {"path": "add-dark-mode.md", "content": "# Add dark mode\n\n## Steps\n1. Read the code this change touches.\n2. Make the cha… (60 characters not shown) …uite.\n\n## Revisions\n- Addressed: see the comments on lines of the plan below.\n"} (not shown: 60 characters of the arguments; `--json` shows them whole)
 tool write_plan ok: .agent/plans/add-dark-mode.md
 tool submit_plan {"path": ".agent/plans/add-dark-mode.md"}
@@ -249,7 +253,10 @@ fn c_at_the_prompt_numbers_the_lines_and_n_rejects_with_the_comments() {
 exit 4
 --- stdout
 [run_1] resumed in mode plan
-tool submit_plan ok: Plan rejected. Feedback from the user: see the comments on lines of the plan below.\u{a}\u{a}Comments from the user on lines of the plan:\u{a}- line 4 "1. Read the code this change touches.": staging first\u{a}\u{a}Revise the plan to address this feedback, then call submit_plan again with the revised plan.
+tool submit_plan ok: Plan rejected. Feedback from the user: see the comments on lines of the plan below.
+  Comments from the user on lines of the plan:
+  - line 4 "1. Read the code this change touches.": staging first
+  Revise the plan to address this feedback, then call submit_plan again with the revised plan.
 tool write_plan {"path": "add-dark-mode.md", "content": "# Add dark mode\n\n## Steps\n1. Read the code this change touches.\n2. Make the cha… (60 characters not shown) …uite.\n\n## Revisions\n- Addressed: see the comments on lines of the plan below.\n"} (not shown: 60 characters of the arguments; `--json` shows them whole)
 tool write_plan ok: .agent/plans/add-dark-mode.md
 tool submit_plan {"path": ".agent/plans/add-dark-mode.md"}

@@ -190,7 +190,8 @@ tool submit_plan {"path": ".agent/plans/add-dark-mode.md"}
 plan submitted: "Add dark mode" (.agent/plans/add-dark-mode.md), sha256 [SHA256]; waiting for a decision
 [run_1] ended: suspended
 [run_1] resumed in mode plan
-tool submit_plan ok: Plan rejected. Feedback from the user: switch steps 2 and 3 around\u{a}\u{a}Revise the plan to address this feedback, then call submit_plan again with the revised plan.
+tool submit_plan ok: Plan rejected. Feedback from the user: switch steps 2 and 3 around
+  Revise the plan to address this feedback, then call submit_plan again with the revised plan.
 tool write_plan {"path": "add-dark-mode.md", "content": "# Add dark mode\n\n## Steps\n1. Read the code this change touches.\n2. Make the cha… (43 characters not shown) …d run the whole suite.\n\n## Revisions\n- Addressed: switch steps 2 and 3 around\n"} (not shown: 43 characters of the arguments; `--json` shows them whole)
 tool write_plan ok: .agent/plans/add-dark-mode.md
 tool submit_plan {"path": ".agent/plans/add-dark-mode.md"}

@@ -242,3 +242,192 @@ fn end_of_input_at_a_question_answers_nothing() {
         assert_eq!(world.server.served(), 1, "nothing was made up: {err}");
     }
 }
+
+#[test]
+fn decide_flags_that_do_not_fit_a_question_are_refused_by_their_own_name() {
+    // Trial findings L4 to L7: a repeated choice, `--always` with an answer, a wrong sha256 and
+    // `--answer-json` on a tool call are refused, each naming what was wrong, nothing changed.
+    let options = json!([{ "label": "a" }, { "label": "b" }]);
+    let world = World::with_config(
+        stores()[0],
+        CONFIG,
+        vec![
+            calls([
+                call(
+                    "call_1",
+                    "write_file",
+                    &json!({ "path": "a.txt", "content": "x" }).to_string(),
+                ),
+                call(
+                    "call_2",
+                    "ask_user",
+                    &json!({ "question": "Which?", "options": options, "selectionMode": "multi_select" })
+                        .to_string(),
+                ),
+            ]),
+            text("done"),
+        ],
+    );
+    let (out, session) = world.run_stored("go");
+    assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
+    let question = ["--decision", "decision_2"];
+    let refused = |flags: &[&str], code: i32, says: &[&str], lacks: &str| {
+        let mut args = question.to_vec();
+        args.extend_from_slice(flags);
+        let out = world.decide(&session, &args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(code), "{flags:?}: {err}");
+        for said in says {
+            assert!(err.contains(said), "{flags:?}: {err}");
+        }
+        assert!(lacks.is_empty() || !err.contains(lacks), "{flags:?}: {err}");
+        assert_eq!(world.pending_json().len(), 2, "{flags:?}: nothing changed");
+    };
+    // L7: a choice picked twice, as the prompt refuses `1,1`.
+    refused(
+        &["--answer", "a", "--answer", "a"],
+        INVALID,
+        &["repeats"],
+        "",
+    );
+    refused(
+        &["--answer-json", "[\"a\",\"a\"]"],
+        INVALID,
+        &["repeats"],
+        "",
+    );
+    // L6: an answer cannot be always allowed.
+    refused(&["--answer", "a", "--always"], INVALID, &["--always"], "");
+    // L4: the pin names a question, not a plan.
+    refused(
+        &["--answer", "a", "--sha256", "0000000000000000"],
+        common::cli::REFUSED,
+        &["question decision_2", "not the question you meant"],
+        "plan",
+    );
+    // L5: `--answer-json` on a tool call names `--answer-json`.
+    let out = world.decide(
+        &session,
+        &["--decision", "decision_1", "--answer-json", "true"],
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(INVALID), "{err}");
+    assert!(err.contains("--answer-json goes with a question"), "{err}");
+    assert_eq!(world.server.served(), 1);
+}
+
+#[test]
+fn a_question_or_label_of_invisible_characters_is_blank_for_the_model() {
+    // L1: a question of zero-width spaces or a Hangul filler, and an option labelled with a
+    // zero-width space, were asked; they are blank, an error for the model, and nobody is asked.
+    for args in [
+        json!({ "question": "\u{200b}\u{200b}" }),
+        json!({ "question": " \u{3164} \u{2800}" }),
+        json!({ "question": "Which?", "options": [{ "label": "\u{200b}" }, { "label": "b" }] }),
+    ] {
+        let world = World::with_config(stores()[0], CONFIG, vec![ask(args.clone()), text("ok")]);
+        let out = run_typing(&world, false, "1\n");
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(DONE), "{args}: {err}");
+        assert!(
+            !err.contains("question from the model"),
+            "{args}: not asked: {err}"
+        );
+        let results = tool_results(&world, 1);
+        assert!(
+            results.len() == 1 && results[0].contains("blank"),
+            "{args}: {results:?}"
+        );
+    }
+}
+
+#[test]
+fn pending_separates_a_question_from_its_options_by_a_real_tab() {
+    // L3: the tab between a question and its options was printed as `\u{9}`.
+    let options = json!([{ "label": "a" }, { "label": "b" }]);
+    let world = World::with_config(
+        stores()[0],
+        CONFIG,
+        vec![ask(json!({ "question": "pick", "options": options }))],
+    );
+    let (out, _) = world.run_stored("Pick");
+    assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
+    let text = stdout(&pending(&world.spec, false));
+    assert!(
+        text.contains("question \"pick\"\tsingle_select: 1. \"a\"; 2. \"b\"\tsha256 "),
+        "{text}"
+    );
+    assert!(!text.contains("\\u{9}"), "{text}");
+}
+
+#[test]
+fn a_question_cannot_pass_for_the_approval_prompt() {
+    // L2: a question imitating the plan-approval prompt was printed line for line as the tool's
+    // own; every line of it is now behind the gutter that marks the model's words.
+    let fake = "# Harmless plan\n\n1. Fix typo.\n\n(plan file .agent/plans/p.md, sha256 0123456789ab...)\nApprove this plan and switch to ● Build (build)?\n[y]es approve  [n]o reject";
+    let world = World::with_config(
+        stores()[0],
+        CONFIG,
+        vec![ask(json!({ "question": fake })), text("Thanks.")],
+    );
+    let out = run_typing(&world, false, "y\n");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(DONE), "{err}");
+    for line in fake.lines() {
+        assert!(
+            err.contains(&format!("│ {line}\n")),
+            "{line:?} behind the gutter: {err}"
+        );
+    }
+    assert!(
+        !err.lines()
+            .any(|l| l.starts_with("Approve this plan") || l.starts_with("[y]es")),
+        "no line passes for the prompt: {err}"
+    );
+}
+
+#[test]
+fn a_question_cut_off_by_end_of_input_is_not_answered_rather_than_not_approved() {
+    // L13: the run's end said `ask_user cancelled (aborted): not approved`.
+    let world = World::with_config(
+        stores()[0],
+        CONFIG,
+        vec![ask(json!({ "question": "Name?" })), text("Thanks.")],
+    );
+    let out = run_typing(&world, false, "");
+    let shown = stdout(&out);
+    assert_eq!(out.status.code(), Some(NOT_APPROVED), "{}", stderr(&out));
+    assert!(
+        shown.contains("ask_user cancelled (aborted): not answered"),
+        "{shown}"
+    );
+    assert!(!shown.contains("not approved"), "{shown}");
+}
+
+#[test]
+fn a_question_over_a_limit_tells_the_model_the_limit() {
+    // L13: ask_user over a limit got the checker's bare `options has too many items` or
+    // `question is too long`, which says neither how many nor how many are allowed.
+    let many: Vec<Value> = (1..=21)
+        .map(|n| json!({ "label": format!("o{n}") }))
+        .collect();
+    for (args, said) in [
+        (
+            json!({ "question": "Which?", "options": many }),
+            "too many items: 21, at most 20",
+        ),
+        (
+            json!({ "question": "x".repeat(4_001) }),
+            "too long: 4001 characters, at most 4000",
+        ),
+    ] {
+        let world = World::with_config(stores()[0], CONFIG, vec![ask(args), text("ok")]);
+        let out = run_typing(&world, false, "");
+        assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+        let results = tool_results(&world, 1);
+        assert!(
+            results.len() == 1 && results[0].contains(said),
+            "{said}: {results:?}"
+        );
+    }
+}

@@ -407,7 +407,7 @@ fn the_event_line_says_an_edited_plan_was_approved() {
     let approved = sha256_hex(edited.as_bytes());
     let line = shown
         .lines()
-        .find(|l| l.starts_with("tool submit_plan ok: Plan approved. Proceed with implementation following the approved plan.\\u{a}"))
+        .find(|l| l.starts_with("tool submit_plan ok: Plan approved. Proceed with implementation following the approved plan."))
         .unwrap_or_else(|| panic!("{shown}"));
     assert!(
         line.ends_with(&format!("(the edited plan, sha256 {}...)", &approved[..12])),

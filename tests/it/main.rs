@@ -35,6 +35,7 @@ mod cli_session_config;
 mod cli_sessions;
 mod cli_switch;
 mod cli_tools;
+mod cli_trial;
 mod cli_workspace;
 mod config;
 mod config_tools;

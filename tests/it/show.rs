@@ -412,12 +412,17 @@ proptest! {
 }
 
 /// Issue 19 (low): the event line showed only the first line of a tool result, so the user's
-/// rejection feedback was cut at its first line; a long one is bounded, the cut counted.
+/// rejection feedback was cut at its first line; a long one is bounded, the cut counted. A
+/// `submit_plan` result is shown as lines (trial finding D1), each bounded, at most 40 of them.
 #[test]
 fn event_lines_show_every_line_of_a_result_bounded() {
     let ws = tempfile::tempdir().expect("tempdir");
     let (store, session) = detach(ws.path(), "# Add dark mode\n\n1. Theme\n");
-    let feedback = format!("first line\nsecond line {} END", "x".repeat(5_000));
+    let feedback = format!(
+        "first line\nsecond line {} END{}",
+        "x".repeat(5_000),
+        "\nmore".repeat(100)
+    );
     let mut cmd = bin();
     cmd.args([
         "decide",
@@ -432,16 +437,24 @@ fn event_lines_show_every_line_of_a_result_bounded() {
     .args(["--reject", "--feedback", &feedback]);
     let out = output(cmd, "");
     let stdout = text(&out.stdout);
-    let result = stdout
-        .lines()
-        .find(|l| l.starts_with("tool submit_plan ok: Plan rejected."))
+    let at = stdout
+        .find("tool submit_plan ok: Plan rejected.")
         .unwrap_or_else(|| panic!("{stdout}"));
+    let result: Vec<&str> = stdout[at..].lines().take(42).collect();
     assert!(
-        result.contains("Feedback from the user: first line\\u{a}second line xxx"),
-        "{result}"
+        result[0].ends_with("Feedback from the user: first line"),
+        "{result:?}"
     );
-    assert!(result.contains("characters not shown) …"), "{result}");
-    assert!(result.len() < 2_000, "bounded: {}", result.len());
+    assert!(result[1].starts_with("  second line xxx"), "{result:?}");
+    assert!(result[1].contains("characters not shown) …"), "{result:?}");
+    assert!(
+        result.iter().all(|l| l.len() < 2_000),
+        "each line bounded: {result:?}"
+    );
+    assert!(
+        result[41].starts_with("  (") && result[41].contains("more lines not shown"),
+        "at most 40 lines: {result:?}"
+    );
 }
 
 /// Sets every string field named `key` of the stored record at `record` to `value`.
