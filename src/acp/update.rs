@@ -252,6 +252,25 @@ impl Updates {
         self.send(SessionUpdate::ToolCallUpdate(ended(id, result, status)));
     }
 
+    /// Tells the client that the call `tool_call_id` (its ACP id) waits for an answer the
+    /// next prompt gives: the call stays `pending`, its content and an agent message say what
+    /// it asks (`shown`, its hidden characters shown as escapes already) and that the next
+    /// prompt is the answer.
+    pub(crate) fn waits_for_prompt(&self, tool_call_id: &str, shown: &str) {
+        let fields = ToolCallUpdateFields::new()
+            .status(ToolCallStatus::Pending)
+            .content(vec![ToolCallContent::Content(Content::new(
+                shown.trim().to_owned(),
+            ))]);
+        self.send(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+            tool_call_id.to_owned(),
+            fields,
+        )));
+        self.send(SessionUpdate::AgentMessageChunk(ContentChunk::new(
+            ContentBlock::from(shown.to_owned()),
+        )));
+    }
+
     fn text(&self, text: &str) {
         self.send(SessionUpdate::AgentMessageChunk(ContentChunk::new(
             ContentBlock::from(neutralize(text).into_owned()),
