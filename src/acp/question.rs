@@ -68,10 +68,13 @@ pub(crate) fn way(payload: &ToolSuspendPayload, elicits: bool) -> Way {
     }
 }
 
+/// A choice: its label, and its description when it has one.
+type Choice = (String, Option<String>);
+
 /// The labels an answer picks among, with their descriptions (a question's options), and
 /// whether the answer is an array of them: `None` unless the schema is a string `enum` or an
 /// array of one.
-fn choice_values(payload: &ToolSuspendPayload) -> Option<(Vec<(String, Option<String>)>, bool)> {
+fn choice_values(payload: &ToolSuspendPayload) -> Option<(Vec<Choice>, bool)> {
     let schema = &payload.answer_schema;
     let (values, many) = match schema.get("type").and_then(Value::as_str) {
         Some("string") => (schema.get("enum")?, false),
