@@ -636,6 +636,15 @@ impl State {
             plans_dir: controller.modes().plans_dir().to_path_buf(),
             ids: Arc::default(),
             seen: Arc::default(),
+            // A restored session's waiting questions: their `tool_suspended` was before.
+            questions: Arc::new(Mutex::new(
+                session
+                    .pending()
+                    .iter()
+                    .filter_map(crate::session::PendingDecision::as_suspension)
+                    .map(|s| s.tool_call_id().to_owned())
+                    .collect(),
+            )),
         }
     }
 

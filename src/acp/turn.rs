@@ -24,6 +24,14 @@ const CANCELLED: &str = "Cancelled: the prompt was cancelled before this was dec
 /// The same with a store, where the decision stays pending.
 const CANCELLED_KEPT: &str = "Cancelled: the prompt was cancelled before this was decided; it was not approved and did not run. It stays pending in the session's store: the next prompt sets it aside, or `agent-controller decide` settles it.";
 
+/// The final update of a question (a call its tool suspended) that waited for an answer when
+/// its prompt was cancelled, without a store.
+const UNANSWERED: &str =
+    "Cancelled: the prompt was cancelled before this was answered; there is no answer.";
+
+/// The same with a store, where the question stays pending.
+const UNANSWERED_KEPT: &str = "Cancelled: the prompt was cancelled before this was answered; there is no answer yet. It stays pending in the session's store: the next prompt answers it when it fits the answer (else sets it aside), or `agent-controller decide --answer` answers it.";
+
 /// What asking about one pending decision led to.
 // Returned once per answer and matched at once, as `RunOutcome` is.
 #[allow(clippy::large_enum_variant)]
@@ -238,18 +246,23 @@ async fn ask(slot: &Slot, decided_by: &str, elicits: bool) -> Result<Asked, Erro
                 .filter(|p| p.is_waiting())
                 .map(|p| p.tool_call_id().to_owned())
                 .collect();
+            let questions: Vec<bool> = waiting
+                .iter()
+                .map(|id| slot.updates.is_question(id))
+                .collect();
             if !slot.has_store {
                 session.abort().await.map_err(session_error)?;
             }
             if reason == StopReason::Cancelled {
                 // The turn is over: every call it asked about, or would have, ends for the
                 // editor, as not approved.
-                let result = if slot.has_store {
-                    CANCELLED_KEPT
-                } else {
-                    CANCELLED
-                };
-                for tool_call_id in &waiting {
+                for (tool_call_id, question) in waiting.iter().zip(questions) {
+                    let result = match (question, slot.has_store) {
+                        (false, true) => CANCELLED_KEPT,
+                        (false, false) => CANCELLED,
+                        (true, true) => UNANSWERED_KEPT,
+                        (true, false) => UNANSWERED,
+                    };
                     slot.updates
                         .end_call(tool_call_id, result, CallStatus::Failed);
                 }

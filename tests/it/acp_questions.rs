@@ -348,6 +348,21 @@ async fn a_cancelled_form_or_content_that_does_not_fit_answers_nothing() {
         assert!(done.get("result").is_some(), "{done}");
         assert_eq!(client.requests("elicitation/create").len(), 1, "{reply}");
         assert!(client.answers().is_empty(), "{reply}: nothing was made up");
+        // The call ends for the editor as a question not answered, never as a call not approved.
+        let ended: Vec<String> = client
+            .seen
+            .iter()
+            .filter(|m| m["params"]["update"]["sessionUpdate"] == "tool_call_update")
+            .filter(|m| m["params"]["update"]["status"] == "failed")
+            .map(|m| m["params"]["update"]["content"].to_string())
+            .collect();
+        assert!(!ended.is_empty(), "{reply}: {:?}", client.seen);
+        for text in &ended {
+            assert!(
+                text.contains("answer") && !text.contains("approved"),
+                "{reply}: {text}"
+            );
+        }
         // Without a store the run ended: the model is told the user did not answer, and the
         // next prompt is a new turn.
         client.prompt("Hello", |_| None).await;
