@@ -36,12 +36,14 @@ mod lines;
 mod mcp;
 mod permission;
 mod plan;
+mod question;
 mod slot;
 mod turn;
 mod update;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use agent_client_protocol::v1::ConnectionTo;
@@ -314,6 +316,7 @@ impl AcpAgent {
             sessions: Mutex::new(HashMap::new()),
             loading: Mutex::new(HashSet::new()),
             turns: Mutex::new(Vec::new()),
+            elicits: AtomicBool::new(false),
         });
         let (s8, s9, s10) = (state.clone(), state.clone(), state.clone());
         let (s1, s2, s3, s4, s5, s6, s7) = (
@@ -453,6 +456,9 @@ struct State {
     /// The ids of the sessions a `session/load` is opening (until it adopts or fails).
     loading: Mutex<HashSet<String>>,
     turns: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// The client advertised elicitation forms (`clientCapabilities.elicitation.form` of
+    /// `initialize`): questions are asked with `elicitation/create`.
+    elicits: AtomicBool,
 }
 
 /// A `session/load` under way for one session id ([`State::begin_load`]): a second load of it
@@ -538,7 +544,13 @@ impl State {
         self.slot(id).ok_or_else(|| unknown_session(&id.0))
     }
 
-    fn initialize(&self, _request: InitializeRequest) -> InitializeResponse {
+    fn initialize(&self, request: InitializeRequest) -> InitializeResponse {
+        let elicits = request
+            .client_capabilities
+            .elicitation
+            .as_ref()
+            .is_some_and(|e| e.supports_form());
+        self.elicits.store(elicits, Ordering::Relaxed);
         // `session/resume` opens a stored session, as `session/load` does.
         let resume = self.agent.load_session.then(SessionResumeCapabilities::new);
         let list = self
@@ -625,6 +637,15 @@ impl State {
             plans_dir: controller.modes().plans_dir().to_path_buf(),
             ids: Arc::default(),
             seen: Arc::default(),
+            // A restored session's waiting questions: their `tool_suspended` was before.
+            questions: Arc::new(Mutex::new(
+                session
+                    .pending()
+                    .iter()
+                    .filter_map(crate::session::PendingDecision::as_suspension)
+                    .map(|s| s.tool_call_id().to_owned())
+                    .collect(),
+            )),
         }
     }
 
@@ -859,7 +880,13 @@ impl State {
                 request.session_id.0
             )));
         }
-        Ok(turn::prompt(slot, text, self.agent.decided_by.clone()))
+        let elicits = self.elicits.load(Ordering::Relaxed);
+        Ok(turn::prompt(
+            slot,
+            text,
+            self.agent.decided_by.clone(),
+            elicits,
+        ))
     }
 
     /// A manual switch of the session to `mode_id` (`session/set_mode`, or the `mode` config

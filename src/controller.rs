@@ -53,6 +53,8 @@ pub struct AgentControllerBuilder {
     protected_paths: Vec<PathBuf>,
     clock: Clock,
     model_chooser: Option<Arc<dyn crate::model::ModelChooser>>,
+    /// Tools another host has ([`AgentControllerBuilder::tools_elsewhere`]).
+    elsewhere: Vec<String>,
 }
 
 impl std::fmt::Debug for AgentControllerBuilder {
@@ -85,6 +87,30 @@ impl AgentControllerBuilder {
     /// ```
     pub fn tools(mut self, tools: ToolRegistry) -> Self {
         self.tools = tools;
+        self
+    }
+
+    /// Tools that another host has and this one does not (a user's own tool, for a host such
+    /// as the CLI that decides a stored session another host ran): the config may name them,
+    /// where it would otherwise be refused as naming unknown tools. No call of them runs here
+    /// and the model is not offered them here: an answer to a call of one is recorded, and the
+    /// run waits for the host that has the tool to carry it on ([`crate::Session::continue_run`]).
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::{AgentController, ToolRegistry, config, model::scripted::ScriptedModel};
+    /// let graph = config::parse("[[modes]]\nid = \"build\"\navailableTools = [\"confirm_deploy\"]\n", "modes.toml")?;
+    /// let refused = AgentController::builder(graph.clone(), Arc::new(ScriptedModel::new())).build();
+    /// assert!(refused.is_err());
+    /// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    ///     .tools_elsewhere(["confirm_deploy"])
+    ///     .build()?;
+    /// assert!(controller.tool_specs(controller.modes().get("build").unwrap()).is_empty());
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
+    pub fn tools_elsewhere<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
+        self.elsewhere = names.into_iter().map(Into::into).collect();
         self
     }
 
@@ -449,7 +475,11 @@ impl AgentControllerBuilder {
                 }
             }
         }
-        let names: Vec<&str> = self.tools.names().collect();
+        let names: Vec<&str> = self
+            .tools
+            .names()
+            .chain(self.elsewhere.iter().map(String::as_str))
+            .collect();
         if let Some(unknown) = self.graph.unknown_tools_error(&names) {
             return Err(unknown);
         }
@@ -687,6 +717,7 @@ impl AgentController {
             clock: system_clock(),
             protected_paths: Vec::new(),
             model_chooser: None,
+            elsewhere: Vec::new(),
         }
     }
 

@@ -609,6 +609,42 @@ impl ToolSuspendPayload {
                 .replace("the tool's input schema", "the answer schema")
         })
     }
+
+    /// The answer a line of text typed by the user gives, when it fits
+    /// [`ToolSuspendPayload::answer_schema`]: the text itself when the schema takes it as a
+    /// string (a free-text question takes any text; a select question the exact label of an
+    /// option), else the text read as JSON. `None` when neither fits: the text is no answer
+    /// (a host then takes it for what it is, a new message). The check is
+    /// [`ToolSuspendPayload::answer_mismatch`], the one check of an answer; nothing is trimmed
+    /// or guessed.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::event::{SuspensionKind, ToolSuspendPayload, WaitTerms};
+    /// use serde_json::json;
+    /// let mut payload = ToolSuspendPayload {
+    ///     kind: SuspensionKind::Question,
+    ///     decision_id: "decision_1".into(),
+    ///     tool_name: "ask_user".into(),
+    ///     args: json!({}),
+    ///     payload: json!({ "question": "Which colour?" }),
+    ///     answer_schema: json!({ "type": "string" }),
+    ///     payload_sha256: "53fa".into(),
+    ///     terms: WaitTerms::default(),
+    /// };
+    /// assert_eq!(payload.answer_from_text("42"), Some(json!("42")));
+    /// payload.answer_schema = json!({ "type": "object", "properties": { "confirm": { "type": "boolean" } }, "required": ["confirm"] });
+    /// assert_eq!(payload.answer_from_text(r#"{"confirm": true}"#), Some(json!({ "confirm": true })));
+    /// assert_eq!(payload.answer_from_text("yes, go on"), None);
+    /// ```
+    pub fn answer_from_text(&self, text: &str) -> Option<Value> {
+        let as_text = Value::String(text.to_owned());
+        if self.answer_mismatch(&as_text).is_none() {
+            return Some(as_text);
+        }
+        let as_json: Value = serde_json::from_str(text).ok()?;
+        self.answer_mismatch(&as_json).is_none().then_some(as_json)
+    }
 }
 
 impl Suspension {

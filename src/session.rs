@@ -91,7 +91,9 @@ pub enum RunOutcome {
         /// The run id.
         run_id: Arc<str>,
         /// What still waits, in the model's order: suspended calls
-        /// ([`PendingDecision::Suspension`]) and calls waiting for approval.
+        /// ([`PendingDecision::Suspension`]) and calls waiting for approval. When every call is
+        /// decided but this host lacks the tool of an answered one, the decided calls: the host
+        /// that has the tool carries the run on ([`Session::continue_run`]).
         pending: Vec<PendingDecision>,
     },
     /// The model failed or the step limit was reached; the session stays usable.
@@ -2009,9 +2011,16 @@ impl Session {
     /// A model call lost in a crash is made again by the next continuer: at most once per lease.
     /// Restore the session first ([`crate::AgentController::restore_session`]) so it is current.
     ///
+    /// It also carries on a suspended run whose calls are all decided, an answer among them
+    /// recorded by a host that does not have the call's tool (`agent-controller decide --answer`
+    /// of a tool of your own): the approved calls run, each answer goes to its tool's
+    /// [`resume`](crate::Tool::resume) step, then the model is called, as when the last decision
+    /// is taken in a host that has every tool.
+    ///
     /// # Errors
     /// [`SessionError::NoStore`]; [`SessionError::NotInterrupted`] when the latest run is not
-    /// running; [`SessionError::LeaseHeld`] while another owner's lease runs (a live run is never
+    /// running (nor suspended with every call decided and this host having the tools the
+    /// answers go to); [`SessionError::LeaseHeld`] while another owner's lease runs (a live run is never
     /// taken over); [`SessionError::Store`] with [`StoreError::Conflict`] when another process
     /// changed the session first (of racing continuers exactly one wins; the others get this and
     /// change nothing); later errors as for [`Session::send_message`].
@@ -2046,6 +2055,16 @@ impl Session {
             return Err(SessionError::NoStore);
         }
         self.check_workspace()?;
+        let answered_elsewhere = matches!(&self.state.run, Some((_, RunState::Suspended)))
+            && !self.state.pending.is_empty()
+            && !self.state.pending.iter().any(PendingDecision::is_waiting);
+        if answered_elsewhere {
+            // Every call is decided, an answer among them recorded by a host that lacks its
+            // tool (the CLI, for a tool of the user's own): this host carries the run on.
+            let operation = Operation::new(self);
+            let outcome = operation.session.carry_on_answered().await;
+            return operation.finish(outcome);
+        }
         let run_id = match &self.state.run {
             Some((run_id, RunState::Running)) => run_id.clone(),
             other => {

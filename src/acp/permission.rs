@@ -32,8 +32,11 @@ pub(crate) enum Verdict {
         /// Always allow the tool until the mode changes (tool calls only).
         always: bool,
     },
-    /// Reject: the plan is not approved (the mode stays), the tool call does not run.
+    /// Reject: the plan is not approved (the mode stays), the tool call does not run, the
+    /// question is not answered (the tool is told the user declined).
     Reject,
+    /// Answer a suspended call (a question) with this answer.
+    Answer(serde_json::Value),
 }
 
 /// The options of one permission request, each with its verdict.
@@ -148,14 +151,15 @@ impl Offer {
 }
 
 impl Verdict {
-    /// The library decision for this verdict, pinned to `sha256` (the plan's, or the tool
-    /// call's `argsSha256`: what the request showed).
+    /// The library decision for this verdict, pinned to `sha256` (the plan's, the tool
+    /// call's `argsSha256`, or the suspension's `payloadSha256`: what the request showed).
     pub(crate) fn decision(&self, sha256: &str, decided_by: &str) -> Decision {
         let decision = match self {
             Verdict::Approve { to: Some(mode), .. } => Decision::approve().to(mode.clone()),
             Verdict::Approve { always: true, .. } => Decision::approve().always_allow(),
             Verdict::Approve { .. } => Decision::approve(),
             Verdict::Reject => Decision::reject(),
+            Verdict::Answer(answer) => Decision::answer(answer.clone()),
         };
         decision.with_sha256(sha256).decided_by(decided_by)
     }

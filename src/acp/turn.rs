@@ -5,13 +5,17 @@
 
 use std::sync::Arc;
 
-use agent_client_protocol::v1::schema::{RequestPermissionRequest, StopReason};
+use agent_client_protocol::v1::schema::{
+    CreateElicitationRequest, RequestPermissionRequest, StopReason, ToolCallUpdate,
+};
 
 use crate::acp::permission::{self, Answer, Offer};
+use crate::acp::question::{self, Form, Way};
 use crate::acp::slot::Slot;
 use crate::acp::update::kind;
 use crate::acp::{Error, session_error};
-use crate::session::{CallStatus, PendingDecision, RunOutcome};
+use crate::event::ToolSuspendPayload;
+use crate::session::{CallStatus, Decision, PendingDecision, RunOutcome};
 
 /// The final update of a call that waited for approval when its prompt was cancelled, without
 /// a store.
@@ -19,6 +23,14 @@ const CANCELLED: &str = "Cancelled: the prompt was cancelled before this was dec
 
 /// The same with a store, where the decision stays pending.
 const CANCELLED_KEPT: &str = "Cancelled: the prompt was cancelled before this was decided; it was not approved and did not run. It stays pending in the session's store: the next prompt sets it aside, or `agent-controller decide` settles it.";
+
+/// The final update of a question (a call its tool suspended) that waited for an answer when
+/// its prompt was cancelled, without a store.
+const UNANSWERED: &str =
+    "Cancelled: the prompt was cancelled before this was answered; there is no answer.";
+
+/// The same with a store, where the question stays pending.
+const UNANSWERED_KEPT: &str = "Cancelled: the prompt was cancelled before this was answered; there is no answer yet. It stays pending in the session's store: the next prompt answers it when it fits the answer (else sets it aside), or `agent-controller decide --answer` answers it.";
 
 /// What asking about one pending decision led to.
 // Returned once per answer and matched at once, as `RunOutcome` is.
@@ -30,40 +42,74 @@ enum Asked {
     Stop(StopReason),
 }
 
-/// Runs one prompt turn of `slot` with the user's `text`; the turn ends (another prompt may
-/// start) however it returns.
+/// Runs one prompt turn of `slot` with the user's `text` (`elicits`: the client advertised
+/// elicitation forms); the turn ends (another prompt may start) however it returns.
 pub(crate) async fn prompt(
     slot: Arc<Slot>,
     text: String,
     decided_by: Arc<str>,
+    elicits: bool,
 ) -> Result<StopReason, Error> {
-    let stop = run(&slot, text, &decided_by).await;
+    let stop = run(&slot, text, &decided_by, elicits).await;
     slot.end_turn();
     stop
 }
 
 /// Sends the user's `text` (a plan or tool call still waiting, as after a load, is set aside
-/// by it, as not approved: the prompt is the feedback), then asks about each decision the run
-/// suspends on, until it ends.
-async fn run(slot: &Slot, text: String, decided_by: &str) -> Result<StopReason, Error> {
+/// by it, as not approved: the prompt is the feedback), or, when a question waits and the text
+/// fits its answer, answers it with the text ([`prompt_answer`]); then asks about each
+/// decision the run suspends on, until it ends. `elicits`: the client advertised elicitation
+/// forms.
+async fn run(
+    slot: &Slot,
+    text: String,
+    decided_by: &str,
+    elicits: bool,
+) -> Result<StopReason, Error> {
     let mut outcome = {
         let mut session = slot.session.lock().await;
         if slot.cancel_requested() {
             return Ok(StopReason::Cancelled);
         }
-        session.send_message(text).await.map_err(session_error)?
+        match prompt_answer(&session, &text) {
+            Some((decision_id, decision)) => {
+                let decision = decision.decided_by(decided_by);
+                session
+                    .decide(&decision_id, decision)
+                    .await
+                    .map_err(session_error)?
+            }
+            None => session.send_message(text).await.map_err(session_error)?,
+        }
     };
     loop {
         outcome = match outcome {
             RunOutcome::Suspended { .. }
             | RunOutcome::ToolCallsSuspended { .. }
-            | RunOutcome::AwaitingAnswer { .. } => match ask(slot, decided_by).await? {
+            | RunOutcome::AwaitingAnswer { .. } => match ask(slot, decided_by, elicits).await? {
                 Asked::Decided(outcome) => outcome,
                 Asked::Stop(reason) => return Ok(reason),
             },
             ended => return run_ended(slot, &ended).await,
         };
     }
+}
+
+/// The answer a prompt gives: the first call waiting for an answer (a question), when the
+/// prompt's text fits its answer ([`crate::event::ToolSuspendPayload::answer_from_text`]: any
+/// text for a free-text question, an option's exact label for a select question, JSON that
+/// fits for another tool's); its decision id and the answer pinned to its payload. `None`
+/// when nothing waits for an answer or the text does not fit: the prompt is a new message.
+fn prompt_answer(session: &crate::Session, text: &str) -> Option<(String, Decision)> {
+    let waiting = session
+        .pending()
+        .iter()
+        .filter(|p| p.is_waiting())
+        .find_map(PendingDecision::as_suspension)?;
+    let payload = waiting.payload();
+    let answer = payload.answer_from_text(text)?;
+    let decision = Decision::answer(answer).with_sha256(&payload.payload_sha256);
+    Some((waiting.decision_id().to_owned(), decision))
 }
 
 /// How a run that ended ends the turn: `cancelled` after `session/cancel`, else the library's
@@ -107,47 +153,80 @@ fn ended(slot: &Slot) -> StopReason {
     }
 }
 
-/// Asks the client about the first pending decision that waits, and applies its answer.
-async fn ask(slot: &Slot, decided_by: &str) -> Result<Asked, Error> {
-    let (request, offer, decision_id, sha256) = {
+/// What is sent to ask about one decision.
+enum Request {
+    /// `session/request_permission`, with the options offered.
+    Permission(RequestPermissionRequest, Offer),
+    /// `elicitation/create`, with the form and what it asks about.
+    Elicit(CreateElicitationRequest, Form, Box<ToolSuspendPayload>),
+}
+
+/// Asks the client about the first pending decision that waits (the calls whose answer is the
+/// next prompt last), and applies its answer. A call whose answer is the next prompt ends the
+/// turn, the client told so.
+async fn ask(slot: &Slot, decided_by: &str, elicits: bool) -> Result<Asked, Error> {
+    let (request, decision_id, sha256) = {
         let session = slot.session.lock().await;
-        let Some(pending) = session.pending().iter().find(|p| p.is_waiting()) else {
+        let way = |p: &PendingDecision| {
+            p.as_suspension()
+                .map(|s| question::way(s.payload(), elicits))
+        };
+        let mut waiting = session.pending().iter().filter(|p| p.is_waiting());
+        let asked = waiting
+            .clone()
+            .map(|p| (p, way(p)))
+            .find(|(_, way)| !matches!(way, Some(Way::NextPrompt)));
+        let Some((pending, way)) = asked.or_else(|| waiting.next().map(|p| (p, way(p)))) else {
             // Settled meanwhile (a manual switch): the turn is over.
             return Ok(Asked::Stop(ended(slot)));
         };
-        if matches!(pending, PendingDecision::Suspension(_)) {
-            // Not asked over ACP yet (issue 37): the turn ends with the call waiting; the
-            // next prompt cancels it and the model is told the user did not answer.
-            return Ok(Asked::Stop(ended(slot)));
-        }
         let tool_call_id = slot.updates.ids().of(pending.tool_call_id());
-        let (tool_call, offer) = match pending {
-            PendingDecision::Plan(plan) => (
-                permission::plan_tool_call(tool_call_id, plan),
-                Offer::plan(&slot.graph, plan),
-            ),
-            PendingDecision::ToolCall(call) => (
-                permission::waiting_tool_call(tool_call_id, call, kind(call.tool_name())),
-                Offer::tool_call(call),
-            ),
-            _ => return Ok(Asked::Stop(ended(slot))),
+        let request = match (pending, way) {
+            (PendingDecision::Plan(plan), _) => {
+                let offer = Offer::plan(&slot.graph, plan);
+                let tool_call = permission::plan_tool_call(tool_call_id, plan);
+                Request::Permission(permission_request(slot, tool_call, &offer), offer)
+            }
+            (PendingDecision::ToolCall(call), _) => {
+                let offer = Offer::tool_call(call);
+                let kind = kind(call.tool_name());
+                let tool_call = permission::waiting_tool_call(tool_call_id, call, kind);
+                Request::Permission(permission_request(slot, tool_call, &offer), offer)
+            }
+            (PendingDecision::Suspension(suspended), Some(Way::Choices(offer))) => {
+                let tool_call = question::choice_tool_call(tool_call_id, suspended.payload());
+                Request::Permission(permission_request(slot, tool_call, &offer), offer)
+            }
+            (PendingDecision::Suspension(suspended), Some(Way::Form(form))) => {
+                let payload = suspended.payload();
+                let request = form.request(slot.updates.session_id.clone(), tool_call_id, payload);
+                Request::Elicit(request, form, Box::new(payload.clone()))
+            }
+            (PendingDecision::Suspension(suspended), _) => {
+                // The next prompt is the answer: the client is told, the call stays pending
+                // (with a store or without one), and the turn ends.
+                let text = question::next_prompt_text(suspended.payload());
+                slot.updates.waits_for_prompt(&tool_call_id, &text);
+                return Ok(Asked::Stop(ended(slot)));
+            }
         };
-        let request = RequestPermissionRequest::new(
-            slot.updates.session_id.clone(),
-            tool_call,
-            offer.permission_options(),
-        );
         let sha256 = match pending {
             PendingDecision::Plan(plan) => plan.payload().submission.sha256.clone(),
             PendingDecision::ToolCall(call) => call.args_sha256().to_owned(),
             other => other.sha256().to_owned(),
         };
-        (request, offer, pending.decision_id().to_owned(), sha256)
+        (request, pending.decision_id().to_owned(), sha256)
     };
     let stop_waiting = slot.asking();
-    let answer = tokio::select! {
-        response = slot.updates.cx.send_request(request).block_task() => offer.answer(response),
-        () = stop_waiting.cancelled() => Answer::Undecided,
+    let answer = match request {
+        Request::Permission(request, offer) => tokio::select! {
+            response = slot.updates.cx.send_request(request).block_task() => offer.answer(response),
+            () = stop_waiting.cancelled() => Answer::Undecided,
+        },
+        Request::Elicit(request, form, payload) => tokio::select! {
+            response = slot.updates.cx.send_request(request).block_task() => form.answer(&payload, response),
+            () = stop_waiting.cancelled() => Answer::Undecided,
+        },
     };
     slot.answered();
     let mut session = slot.session.lock().await;
@@ -167,18 +246,23 @@ async fn ask(slot: &Slot, decided_by: &str) -> Result<Asked, Error> {
                 .filter(|p| p.is_waiting())
                 .map(|p| p.tool_call_id().to_owned())
                 .collect();
+            let questions: Vec<bool> = waiting
+                .iter()
+                .map(|id| slot.updates.is_question(id))
+                .collect();
             if !slot.has_store {
                 session.abort().await.map_err(session_error)?;
             }
             if reason == StopReason::Cancelled {
                 // The turn is over: every call it asked about, or would have, ends for the
                 // editor, as not approved.
-                let result = if slot.has_store {
-                    CANCELLED_KEPT
-                } else {
-                    CANCELLED
-                };
-                for tool_call_id in &waiting {
+                for (tool_call_id, question) in waiting.iter().zip(questions) {
+                    let result = match (question, slot.has_store) {
+                        (false, true) => CANCELLED_KEPT,
+                        (false, false) => CANCELLED,
+                        (true, true) => UNANSWERED_KEPT,
+                        (true, false) => UNANSWERED,
+                    };
                     slot.updates
                         .end_call(tool_call_id, result, CallStatus::Failed);
                 }
@@ -196,4 +280,18 @@ async fn ask(slot: &Slot, decided_by: &str) -> Result<Asked, Error> {
         }
         Err(error) => Err(session_error(error)),
     }
+}
+
+/// The `session/request_permission` of `slot`'s session about `tool_call`, with `offer`'s
+/// options.
+fn permission_request(
+    slot: &Slot,
+    tool_call: ToolCallUpdate,
+    offer: &Offer,
+) -> RequestPermissionRequest {
+    RequestPermissionRequest::new(
+        slot.updates.session_id.clone(),
+        tool_call,
+        offer.permission_options(),
+    )
 }

@@ -16,7 +16,8 @@ use agent_client_protocol::v1::schema::{
 
 use crate::display::{neutralize, neutralize_line_within};
 use crate::event::Event;
-use crate::machine::run::{cancelled_result, tool_cancelled_result};
+use crate::event::Suspension;
+use crate::machine::run::{cancelled_result, tool_cancelled_result, unanswered_result};
 use crate::mode::{ModeGraph, ModeId};
 use crate::model::Message;
 use crate::session::{CallStatus, PendingDecision, Session};
@@ -107,6 +108,9 @@ pub(crate) struct Updates {
     /// What the event stream told so far in this run: whether the model's text streamed (then
     /// `assistant_message` repeats it and is not sent).
     pub(crate) seen: Arc<Mutex<Seen>>,
+    /// The model's ids of the calls their tool suspended (questions) that wait: one cancelled
+    /// ends as not answered, not as not approved.
+    pub(crate) questions: Arc<Mutex<HashSet<String>>>,
 }
 
 /// See [`Updates::seen`].
@@ -126,6 +130,18 @@ impl Updates {
 
     pub(crate) fn ids(&self) -> std::sync::MutexGuard<'_, ToolIds> {
         self.ids.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn questions(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.questions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether the call the model calls `tool_call_id` is a question that waits (its tool
+    /// suspended it).
+    pub(crate) fn is_question(&self, tool_call_id: &str) -> bool {
+        self.questions().contains(tool_call_id)
     }
 
     pub(crate) fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
@@ -191,7 +207,14 @@ impl Updates {
                     .raw_input(args.clone());
                 self.send(SessionUpdate::ToolCall(call));
             }
-            Event::ToolSuspended { tool_call_id, .. } => {
+            Event::ToolSuspended {
+                tool_call_id,
+                suspend_payload,
+                ..
+            } => {
+                if matches!(suspend_payload, Suspension::Tool(_)) {
+                    self.questions().insert(tool_call_id.clone());
+                }
                 let id = self.ids().of(tool_call_id);
                 let fields = ToolCallUpdateFields::new().status(ToolCallStatus::Pending);
                 self.send(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
@@ -217,6 +240,8 @@ impl Updates {
                 // What the model was told, as the replay shows it.
                 let result = if tool_name == SUBMIT_PLAN {
                     cancelled_result(*reason)
+                } else if self.questions().remove(tool_call_id) {
+                    unanswered_result(*reason)
                 } else {
                     tool_cancelled_result(*reason)
                 };
@@ -251,6 +276,25 @@ impl Updates {
     pub(crate) fn end_call(&self, tool_call_id: &str, result: &str, status: CallStatus) {
         let id = self.ids().of(tool_call_id);
         self.send(SessionUpdate::ToolCallUpdate(ended(id, result, status)));
+    }
+
+    /// Tells the client that the call `tool_call_id` (its ACP id) waits for an answer the
+    /// next prompt gives: the call stays `pending`, its content and an agent message say what
+    /// it asks (`shown`, its hidden characters shown as escapes already) and that the next
+    /// prompt is the answer.
+    pub(crate) fn waits_for_prompt(&self, tool_call_id: &str, shown: &str) {
+        let fields = ToolCallUpdateFields::new()
+            .status(ToolCallStatus::Pending)
+            .content(vec![ToolCallContent::Content(Content::new(
+                shown.trim().to_owned(),
+            ))]);
+        self.send(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+            tool_call_id.to_owned(),
+            fields,
+        )));
+        self.send(SessionUpdate::AgentMessageChunk(ContentChunk::new(
+            ContentBlock::from(shown.to_owned()),
+        )));
     }
 
     fn text(&self, text: &str) {

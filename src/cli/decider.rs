@@ -43,6 +43,10 @@ impl Decider<'_> {
     ) -> Outcome {
         let out_style = Style::for_stdout();
         while outcome.state() == RunState::Suspended {
+            if waiting(session).is_empty() && !session.pending().is_empty() {
+                // Every call is decided, and an answer goes to a tool this CLI does not have.
+                return Ok(self.held(session));
+            }
             if self.detach {
                 return Ok(self.leave(session));
             }
@@ -201,6 +205,28 @@ impl Decider<'_> {
         }
         finish(session, self.json, &Style::for_stdout());
         Ok(Exit::NotApproved)
+    }
+
+    /// Says that the answers are recorded and that the host which has their tools carries the
+    /// run on: every call of the reply is decided, and an answered one is of a tool this CLI
+    /// does not have (a tool of the user's own). Exit 4: the run waits for that host.
+    fn held(&self, session: &Session) -> Exit {
+        let store = self.store.unwrap_or("STORE");
+        for pending in session.pending() {
+            if let Some(suspended) = pending.as_suspension()
+                && suspended.answer().is_some()
+            {
+                note!(
+                    "answer recorded for decision {} ({}): this CLI has no tool `{}`, so the host which has it carries the run on (the library's Session::continue_run, after restoring session {} from {})",
+                    neutralize_line(suspended.decision_id()),
+                    neutralize_line(suspended.tool_name()),
+                    neutralize_line(suspended.tool_name()),
+                    session.id(),
+                    neutralize_line(&display_spec(store)),
+                );
+            }
+        }
+        Exit::Pending
     }
 
     /// Says what waits (the plan, or the tool calls) and how to decide it later; it stays

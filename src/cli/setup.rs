@@ -40,8 +40,21 @@ pub(crate) fn load(path: &Path) -> Result<(ModeGraph, ToolRegistry), Failure> {
 
 /// The graph with the CLI's tools, refusing a config that names a tool they lack.
 pub(crate) fn with_tools(graph: ModeGraph) -> Result<(ModeGraph, ToolRegistry), Failure> {
+    with_tools_beside(graph, &[])
+}
+
+/// [`with_tools`], the tools named in `elsewhere` known too: the tools of the calls a stored
+/// session waits on, which the host that ran it has (a tool of the user's own, whose answer
+/// `decide` records for that host to carry the run on).
+fn with_tools_beside(
+    graph: ModeGraph,
+    elsewhere: &[String],
+) -> Result<(ModeGraph, ToolRegistry), Failure> {
     let tools = tools();
-    let names: Vec<&str> = tools.names().collect();
+    let names: Vec<&str> = tools
+        .names()
+        .chain(elsewhere.iter().map(String::as_str))
+        .collect();
     if let Some(unknown) = graph.unknown_tools_among(&names).into_iter().next() {
         return Err(Failure::invalid(unknown));
     }
@@ -57,15 +70,17 @@ pub(crate) fn load_warning(
     common: &SessionArgs,
     workspace: &Path,
 ) -> Result<(PathBuf, ModeGraph, ToolRegistry), Failure> {
-    load_checked(common, workspace, |_| Ok(()))
+    load_checked(common, workspace, |_| Ok(()), &[])
 }
 
 /// [`load_warning`], with `check` run on the parsed config before anything else happens (its
-/// MCP servers start, its warnings are printed).
+/// MCP servers start, its warnings are printed); the tools named in `elsewhere` are known
+/// beside the CLI's ([`with_tools_beside`]).
 fn load_checked(
     common: &SessionArgs,
     workspace: &Path,
     check: impl FnOnce(&ModeGraph) -> Result<(), Failure>,
+    elsewhere: &[String],
 ) -> Result<(PathBuf, ModeGraph, ToolRegistry), Failure> {
     let path = config_path(common, workspace);
     let origin = path.display().to_string();
@@ -84,7 +99,7 @@ fn load_checked(
     })?;
     let graph = config::parse(&text, &origin).map_err(Failure::invalid)?;
     check(&graph)?;
-    let (graph, mut tools) = with_tools(graph)?;
+    let (graph, mut tools) = with_tools_beside(graph, elsewhere)?;
     crate::cli::mcp::start(&graph, workspace, common.config.is_some(), &mut tools)?;
     let mut warnings = config::warnings_with_tools(&text, &origin, &tools);
     warnings.extend(config::workspace_warnings(&text, &origin, workspace));
@@ -154,6 +169,20 @@ pub(crate) fn controller(
     model: Arc<dyn LanguageModel>,
     store: Option<Arc<dyn SessionStore>>,
 ) -> Result<AgentController, Failure> {
+    controller_beside(common, workspace, config, (graph, tools), model, store, &[])
+}
+
+/// [`controller`], the tools named in `elsewhere` another host's
+/// ([`agent_controller::AgentControllerBuilder::tools_elsewhere`]).
+fn controller_beside(
+    common: &SessionArgs,
+    workspace: &Path,
+    config: &Path,
+    (graph, tools): (ModeGraph, ToolRegistry),
+    model: Arc<dyn LanguageModel>,
+    store: Option<Arc<dyn SessionStore>>,
+    elsewhere: &[String],
+) -> Result<AgentController, Failure> {
     // An approval may choose the next mode's model by a `--model` spec, behind the spinner.
     let spin = !common.json && std::io::stdout().is_terminal();
     let chooser = move |id: &str| -> Result<Arc<dyn LanguageModel>, String> {
@@ -164,7 +193,8 @@ pub(crate) fn controller(
         .tools(tools)
         .workspace(workspace)
         .protected_path(config)
-        .model_chooser(chooser);
+        .model_chooser(chooser)
+        .tools_elsewhere(elsewhere.iter().cloned());
     if let Some(store) = store {
         builder = builder.store(store).lease_duration(common.lease);
     }
@@ -210,15 +240,23 @@ pub(crate) fn stored_session(
         Some(record) => check_config(record, graph, allow_config_change),
         None => Ok(()),
     };
-    let (config, graph, tools) = load_checked(common, &workspace, check)?;
+    // The tools of the calls the session waits on are the host's that ran it: a config naming
+    // one the CLI lacks is taken (`decide` records the answer for that host).
+    let elsewhere: Vec<String> = record
+        .iter()
+        .flat_map(|r| &r.pending_suspensions)
+        .map(|p| p.suspend_payload.tool_name.clone())
+        .collect();
+    let (config, graph, tools) = load_checked(common, &workspace, check, &elsewhere)?;
     let model = model_for(&common.model, common.json, None, ScriptedModel::new())?;
-    let controller = controller(
+    let controller = controller_beside(
         common,
         &workspace,
         &config,
         (graph.clone(), tools),
         model,
         Some(store),
+        &elsewhere,
     )?;
     Ok((controller, graph))
 }

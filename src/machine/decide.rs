@@ -40,17 +40,21 @@ impl Change<'_> {
         index: usize,
         decision: Decision,
         checked: Checked,
+        lacking: &[String],
     ) -> Result<Next, SessionError> {
         match self.state.pending.get(index) {
             Some(PendingDecision::ToolCall(_) | PendingDecision::Suspension(_)) => {
-                let (run_id, approved) = self.decide_tool_call(index, decision)?;
+                let (run_id, approved) = self.decide_tool_call(index, decision, lacking)?;
                 Ok(match approved {
                     Some((calls, answered)) => Next::RunApproved {
                         run_id,
                         calls,
                         answered,
                     },
-                    None => Next::WaitsOnToolCalls(run_id),
+                    None if self.state.pending.iter().any(PendingDecision::is_waiting) => {
+                        Next::WaitsOnToolCalls(run_id)
+                    }
+                    None => Next::WaitsForHost(run_id),
                 })
             }
             Some(PendingDecision::Plan(_)) => {
@@ -225,12 +229,14 @@ impl Change<'_> {
     /// the rejected calls get their results and every record goes to the history.
     ///
     /// A call its tool suspended is decided the same way, as one of the reply's calls: its
-    /// answer (or the user's refusal to answer) is recorded on it.
+    /// answer (or the user's refusal to answer) is recorded on it. `lacking`: the tools of the
+    /// reply's suspended calls this host does not have ([`Change::resume_if_all_decided`]).
     #[allow(clippy::type_complexity)]
     fn decide_tool_call(
         &mut self,
         index: usize,
         decision: Decision,
+        lacking: &[String],
     ) -> Result<(Arc<str>, Option<(Vec<Approved>, Vec<Answered>)>), SessionError> {
         let decided_at = self.now_rfc3339();
         if let Some(PendingDecision::Suspension(suspended)) = self.state.pending.get_mut(index) {
@@ -252,7 +258,7 @@ impl Change<'_> {
             suspended.feedback = decision.feedback().map(str::to_owned);
             suspended.answer = decision.answer.map(|a| *a);
             let run_id = suspended.run_id.clone();
-            let resumed = self.resume_if_all_decided(&run_id);
+            let resumed = self.resume_if_all_decided(&run_id, lacking);
             return Ok((run_id, resumed));
         }
         let Some(PendingDecision::ToolCall(call)) = self.state.pending.get(index) else {
@@ -307,19 +313,54 @@ impl Change<'_> {
         // An approval by an allowance revoked since (in the store, before this session was
         // restored) is taken back before the run can resume: such a call is asked about.
         self.state.withdraw_approvals_of_revoked();
-        let resumed = self.resume_if_all_decided(&run_id);
+        let resumed = self.resume_if_all_decided(&run_id, lacking);
         Ok((run_id, resumed))
+    }
+
+    /// The `CarryOn` input: a host carries on a suspended run whose calls are all decided, an
+    /// answer recorded by a host that lacks its tool among them. `lacking`: the tools of the
+    /// reply's suspended calls this host does not have. Next: run the approved calls and hand
+    /// the answers over ([`Next::RunApproved`]), or [`Next::Nothing`] when a call still waits,
+    /// nothing is decided, or this host lacks an answered call's tool (nothing changes).
+    pub(crate) fn carry_on_answered(&mut self, lacking: &[String]) -> Next {
+        let Some((run_id, RunState::Suspended)) = self.state.run.clone() else {
+            return Next::Nothing;
+        };
+        if self.state.pending.is_empty() {
+            return Next::Nothing;
+        }
+        match self.resume_if_all_decided(&run_id, lacking) {
+            Some((calls, answered)) => Next::RunApproved {
+                run_id,
+                calls,
+                answered,
+            },
+            None => Next::Nothing,
+        }
     }
 
     /// Once every waiting call of the reply is decided, the run resumes (same run id), saved
     /// with this process's lease: the approved calls and the answered suspensions go to the
     /// driver, in the model's order; the rejected and declined ones get their results here, and
     /// every record goes to the history. `None` while one still waits.
+    ///
+    /// Also `None` when a call answered is of a tool in `lacking` (the tools this host does not
+    /// have): the answer stays recorded on it, the run suspended, and the host that has the
+    /// tool carries the run on ([`Change::carry_on_answered`]). The rule for every host: the
+    /// run resumes only where each answer can be handed to its tool.
     fn resume_if_all_decided(
         &mut self,
         run_id: &Arc<str>,
+        lacking: &[String],
     ) -> Option<(Vec<Approved>, Vec<Answered>)> {
         if self.state.pending.iter().any(PendingDecision::is_waiting) {
+            return None;
+        }
+        let held = self.state.pending.iter().any(|p| {
+            p.as_suspension()
+                .is_some_and(|s| s.answer.is_some() && lacking.iter().any(|t| t == s.tool_name()))
+        });
+        if held {
             return None;
         }
         let run_id = run_id.clone();
@@ -556,6 +597,7 @@ mod tests {
             index,
             decision,
             checked,
+            lacking: Vec::new(),
         })
         .expect("applies")
     }
@@ -593,6 +635,104 @@ mod tests {
         rig.handle(Input::Suspend(suspend)).expect("suspends");
         rig.take_kinds();
         run
+    }
+
+    /// A reply whose call `c0` of `confirm_deploy` suspended and whose call `c1` of
+    /// `write_file` waits for approval.
+    fn asking_beside_a_write(rig: &mut Rig) -> Arc<str> {
+        rig.state.mode = rig.mode("build");
+        let run = rig.start("go");
+        let calls = vec![
+            call("c0", "confirm_deploy", json!({ "target": "staging" })),
+            call("c1", "write_file", json!({ "path": "a", "content": "" })),
+        ];
+        rig.reply(&run, "", calls);
+        let suspension = crate::exchange::ToolOutput::suspend(
+            "Deploy?",
+            json!({ "target": "staging" }),
+            json!({ "type": "object", "properties": { "confirm": { "type": "boolean" } } }),
+        )
+        .suspension
+        .expect("a suspension");
+        let suspend = Suspend::ToolCalls {
+            run_id: run.clone(),
+            at: 1,
+            indexes: vec![(1, None)],
+            suspended: vec![(0, suspension)],
+        };
+        rig.handle(Input::Suspend(suspend)).expect("suspends");
+        rig.take_kinds();
+        run
+    }
+
+    fn decide_lacking(rig: &mut Rig, index: usize, decision: Decision, lacking: &[&str]) -> Next {
+        let checked = check(&rig.state.pending[index], &decision).expect("checks");
+        rig.handle(Input::Decide {
+            index,
+            decision,
+            checked,
+            lacking: lacking.iter().map(|t| (*t).to_owned()).collect(),
+        })
+        .expect("applies")
+    }
+
+    /// Issue 37: an answer given in a host without the call's tool (the CLI, for a tool of the
+    /// user's own) is recorded and the run does not resume there, whichever call is decided
+    /// last; a host with the tool carries it on (`CarryOn`), one without it cannot.
+    #[test]
+    fn a_run_resumes_only_in_a_host_that_has_the_tool_of_every_answer() {
+        for answer_last in [true, false] {
+            let mut rig = Rig::new();
+            let run = asking_beside_a_write(&mut rig);
+            let answer = Decision::answer(json!({ "confirm": true }));
+            let order = if answer_last { [1, 0] } else { [0, 1] };
+            let mut next = Next::Nothing;
+            for index in order {
+                let decision = if index == 0 {
+                    answer.clone()
+                } else {
+                    Decision::approve()
+                };
+                next = decide_lacking(&mut rig, index, decision, &["confirm_deploy"]);
+            }
+            assert!(
+                matches!(&next, Next::WaitsForHost(r) if *r == run),
+                "answer last {answer_last}: {next:?}"
+            );
+            assert_eq!(rig.state.run, Some((run.clone(), RunState::Suspended)));
+            assert_eq!(rig.state.pending.len(), 2, "both kept, decided");
+            assert!(
+                rig.state.history.is_empty(),
+                "nothing ran or was recorded yet"
+            );
+            let held = rig.handle(Input::CarryOn {
+                lacking: vec!["confirm_deploy".to_owned()],
+            });
+            assert!(matches!(held, Ok(Next::Nothing)), "{held:?}");
+            assert_eq!(rig.state.pending.len(), 2);
+            let carried = rig.handle(Input::CarryOn {
+                lacking: Vec::new(),
+            });
+            let Ok(Next::RunApproved {
+                calls, answered, ..
+            }) = carried
+            else {
+                panic!("carried on: {carried:?}");
+            };
+            assert_eq!(calls.len(), 1);
+            assert_eq!(answered[0].0.answer, Some(json!({ "confirm": true })));
+            assert!(rig.state.pending.is_empty());
+        }
+    }
+
+    /// A declined call needs no tool: its result is the library's, so the run resumes anywhere.
+    #[test]
+    fn a_declined_call_of_a_tool_the_host_lacks_does_not_hold_the_run() {
+        let mut rig = Rig::new();
+        asking_beside_a_write(&mut rig);
+        decide_lacking(&mut rig, 0, Decision::reject(), &["confirm_deploy"]);
+        let next = decide_lacking(&mut rig, 1, Decision::approve(), &["confirm_deploy"]);
+        assert!(matches!(next, Next::RunApproved { .. }), "{next:?}");
     }
 
     #[test]
@@ -1006,6 +1146,7 @@ mod tests {
             index: 1,
             decision,
             checked,
+            lacking: Vec::new(),
         });
         assert!(
             matches!(refused, Err(SessionError::NotSuspended(_))),

@@ -144,6 +144,15 @@ pub(crate) enum Input {
         decision: Decision,
         /// What [`super::check::check`] resolved it to.
         checked: Checked,
+        /// The tools of the reply's suspended calls this host does not have: a run whose
+        /// answered call is of one of them is carried on by a host that has it.
+        lacking: Vec<String>,
+    },
+    /// A host carries on a suspended run whose calls are all decided (an answer recorded by a
+    /// host that lacked its tool); `lacking` as for [`Input::Decide`].
+    CarryOn {
+        /// The tools of the reply's suspended calls this host does not have.
+        lacking: Vec<String>,
     },
     /// The run, or what waits for a decision, is aborted.
     Abort(Abort),
@@ -349,7 +358,9 @@ impl Change<'_> {
                 index,
                 decision,
                 checked,
-            } => self.decide(index, decision, checked)?,
+                lacking,
+            } => self.decide(index, decision, checked, &lacking)?,
+            Input::CarryOn { lacking } => self.carry_on_answered(&lacking),
             Input::Abort(abort) => {
                 self.abort(abort);
                 Next::Nothing
@@ -475,6 +486,7 @@ mod tests {
                 edited: None,
                 comments: Vec::new(),
             },
+            lacking: Vec::new(),
         }
     }
 
@@ -484,6 +496,7 @@ mod tests {
             index,
             decision,
             checked,
+            lacking: Vec::new(),
         })
     }
 

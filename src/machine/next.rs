@@ -58,6 +58,10 @@ pub(crate) enum Next {
     /// The run waits for decisions on tool calls ([`Suspend::ToolCalls`](super::input::Suspend::ToolCalls), or a decision while
     /// other calls of the reply wait).
     WaitsOnToolCalls(Arc<str>),
+    /// Every call of the reply is decided, but an answered call's tool is not in this host: the
+    /// run stays suspended with the answers recorded, for the host that has the tool to carry
+    /// on ([`Input::CarryOn`](super::input::Input::CarryOn)).
+    WaitsForHost(Arc<str>),
     /// A decision ended the run: completed (a plan rejected without feedback), or failed with
     /// this error (past the run's revision limit).
     Ended {

@@ -255,6 +255,7 @@ mod tests {
                 index: 0,
                 decision,
                 checked,
+                lacking: Vec::new(),
             })
             .expect("approved");
         let Next::RunApproved { mut calls, .. } = next else {

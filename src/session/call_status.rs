@@ -11,7 +11,7 @@ use crate::tool::SUBMIT_PLAN;
 /// | the call | status |
 /// |---|---|
 /// | waits for a decision (a plan, or a call the mode's `requireApproval` holds back) | [`CallStatus::Pending`] |
-/// | ran, and its result is no error; a plan that was approved | [`CallStatus::Completed`] |
+/// | ran, and its result is no error; a plan that was approved; a question answered | [`CallStatus::Completed`] |
 /// | its result is an error; a plan or call rejected, set aside (a manual switch, a new message), cancelled, expired | [`CallStatus::Failed`] |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::Display, strum::IntoStaticStr)]
 #[strum(serialize_all = "snake_case")]
@@ -27,8 +27,9 @@ pub enum CallStatus {
 impl CallStatus {
     /// The status of a call that has its result: [`CallStatus::Failed`] when the result is an
     /// error or the decision that settled the call (`decision`, as
-    /// [`crate::Event::ToolEnd`] and [`crate::Event::ToolSuspensionCancelled`] carry it) did not
-    /// approve it; else [`CallStatus::Completed`].
+    /// [`crate::Event::ToolEnd`] and [`crate::Event::ToolSuspensionCancelled`] carry it)
+    /// neither approved nor answered it; else [`CallStatus::Completed`] (a question answered
+    /// is completed, one declined or cancelled failed).
     ///
     /// # Examples
     /// ```
@@ -39,14 +40,22 @@ impl CallStatus {
     /// }))?;
     /// // A rejected plan's result is no error (the model is told to stop), but it was not approved.
     /// assert_eq!(CallStatus::of_result(false, Some(&rejected)), CallStatus::Failed);
+    /// let answered: DecidedRecord = serde_json::from_value(serde_json::json!({
+    ///     "runId": "run_1", "toolCallId": "call_3", "outcome": "answered",
+    /// }))?;
+    /// assert_eq!(CallStatus::of_result(false, Some(&answered)), CallStatus::Completed);
     /// assert_eq!(CallStatus::of_result(false, None), CallStatus::Completed);
     /// assert_eq!(CallStatus::of_result(true, None), CallStatus::Failed);
     /// # Ok::<(), serde_json::Error>(())
     /// ```
     pub fn of_result(is_error: bool, decision: Option<&DecidedRecord>) -> Self {
-        let not_approved = decision
-            .and_then(|d| d.outcome)
-            .is_some_and(|outcome| outcome != DecisionOutcome::Approved);
+        // An answered question went ahead as an approved call does: its tool ran with the answer.
+        let not_approved = decision.and_then(|d| d.outcome).is_some_and(|outcome| {
+            !matches!(
+                outcome,
+                DecisionOutcome::Approved | DecisionOutcome::Answered
+            )
+        });
         if is_error || not_approved {
             CallStatus::Failed
         } else {

@@ -151,6 +151,7 @@ impl Session {
             index,
             decision,
             checked,
+            lacking: self.lacking_tools(),
         };
         let next = self.handle(decide).await?;
         if model.is_some() {
@@ -192,6 +193,11 @@ impl Session {
                     pending: self.state.undecided(),
                 })
             }
+            // Answered here, carried on by the host that has the tool: the decided calls wait.
+            Next::WaitsForHost(run_id) => Ok(RunOutcome::AwaitingAnswer {
+                run_id,
+                pending: self.state.pending.clone(),
+            }),
             Next::WaitsOnToolCalls(run_id) => Ok(RunOutcome::ToolCallsSuspended {
                 run_id,
                 tool_calls: self.state.undecided_calls(),
@@ -210,6 +216,46 @@ impl Session {
             Next::Nothing | Next::RunToolCalls { .. } => {
                 unreachable!("no input that carries a run on leads to {next:?}")
             }
+        }
+    }
+
+    /// The tools of the suspended calls waiting in this session that this host does not have
+    /// (a user's own tool, restored by the CLI): an answer to one of them is recorded here and
+    /// carried on by a host that has it.
+    pub(crate) fn lacking_tools(&self) -> Vec<String> {
+        self.state
+            .pending
+            .iter()
+            .filter_map(PendingDecision::as_suspension)
+            .map(|s| s.tool_name())
+            .filter(|name| self.shared.tools.get(name).is_none())
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Carries on a suspended run whose calls are all decided, an answer recorded by a host
+    /// without its tool among them ([`Input::CarryOn`]): the approved calls run, the answers go
+    /// to their tools, then the model is called.
+    ///
+    /// # Errors
+    /// [`SessionError::NotInterrupted`] when there is nothing to carry on here (a call still
+    /// waits, or this host lacks an answered call's tool too); nothing changes.
+    pub(crate) async fn carry_on_answered(&mut self) -> Result<RunOutcome, SessionError> {
+        let lacking = self.lacking_tools();
+        match self
+            .handle(Input::CarryOn {
+                lacking: lacking.clone(),
+            })
+            .await?
+        {
+            Next::Nothing => Err(SessionError::NotInterrupted {
+                session_id: self.id.to_string(),
+                state: format!(
+                    "suspended, its answered calls waiting for a host that has their tools ({})",
+                    lacking.join(", ")
+                ),
+            }),
+            next => self.carry_on(next).await,
         }
     }
 

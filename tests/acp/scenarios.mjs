@@ -20,8 +20,10 @@ const bin = process.env.AC_BIN;
 const ws = process.env.AC_WS;
 const store = process.env.AC_STORE;
 
-/// The agent as a child process; `answer(request)` decides each permission request.
-function start(answer, extraArgs = []) {
+/// The agent as a child process; `answer(request)` decides each permission request, and
+/// `elicit(request)`, when given, answers each elicitation request (a client that does not
+/// advertise elicitation has no handler for it).
+function start(answer, extraArgs = [], elicit = null) {
   const args = ["acp", ...extraArgs];
   if (process.env.OPENAI_BASE_URL) args.push("--model", "openai/test-model");
   if (store) args.push("--store", store);
@@ -30,8 +32,9 @@ function start(answer, extraArgs = []) {
   const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
   const updates = [];
   const requests = [];
+  const elicitations = [];
   let onRequest = () => {};
-  const app = acp
+  let app = acp
     .client({ name: "agent-controller-tests" })
     .onNotification(methods.client.session.update, ({ params }) => {
       updates.push(params.update);
@@ -41,11 +44,18 @@ function start(answer, extraArgs = []) {
       onRequest(params);
       return answer(params, signal);
     });
+  if (elicit) {
+    app = app.onRequest(methods.client.elicitation.create, async ({ params }) => {
+      elicitations.push(params);
+      return elicit(params);
+    });
+  }
   return {
     child,
     exited,
     updates,
     requests,
+    elicitations,
     /// Resolves with the next permission request.
     nextRequest: () => new Promise((resolve) => (onRequest = resolve)),
     run: (op) => app.connectWith(stream, op),
@@ -65,10 +75,10 @@ const untilGivenUp = (signal) =>
     signal.addEventListener("abort", () => resolve(cancelled));
   });
 
-async function open(ctx, expectLoad = false) {
+async function open(ctx, expectLoad = false, clientCapabilities = {}) {
   const init = await ctx.request(methods.agent.initialize, {
     protocolVersion: acp.PROTOCOL_VERSION,
-    clientCapabilities: {},
+    clientCapabilities,
   });
   assert.equal(init.protocolVersion, acp.PROTOCOL_VERSION);
   assert.equal(init.agentInfo.name, "agent-controller");
@@ -378,6 +388,110 @@ const scenarios = {
     assert.deepEqual(rejected.toolCall.rawInput, { path: "no.txt", content: "no" });
     assert.equal(fs.readFileSync(path.join(ws, "yes.txt"), "utf8"), "yes");
     assert.ok(!fs.existsSync(path.join(ws, "no.txt")), "a rejected call never runs");
+    assert.equal(await agent.close(), 0);
+  },
+
+  /// A client without elicitation (issue 37): a select question of `ask_user` is a permission
+  /// request with one `allow_once` option per choice (its label, every character visible) and
+  /// a `reject_once` "Don't answer"; the question and the options' descriptions are shown
+  /// whole in a code block. The option picked is the answer; "Don't answer" answers nothing; a
+  /// multi-select question takes one pick (the Rust side checks what the model got).
+  async question_permission() {
+    const picks = [(o) => o.name === "b\\u{202e}", (o) => o.kind === "reject_once", (o) => o.name === "c"];
+    const agent = start((request) => select(request.options.find(picks.shift()).optionId));
+    await agent.run(async (ctx) => {
+      await open(ctx);
+      const { sessionId } = await newSession(ctx);
+      for (const text of ["Pick one", "Pick another", "Pick some"]) {
+        assert.equal((await prompt(ctx, sessionId, text)).stopReason, "end_turn");
+      }
+    });
+    assert.equal(agent.requests.length, 3, JSON.stringify(agent.requests));
+    const [first, , multi] = agent.requests;
+    assert.deepEqual(
+      first.options.map((o) => [o.name, o.kind]),
+      [["a", "allow_once"], ["b\\u{202e}", "allow_once"], ["Don't answer", "reject_once"]],
+    );
+    const shown = first.toolCall.content[0].content.text;
+    assert.ok(shown.startsWith("```"), shown);
+    assert.ok(shown.includes("Which\\u{200b} one?"), shown);
+    assert.ok(shown.includes("first\\u{1b}[2K"), shown);
+    assert.ok(!/[\u200b\u202e]/.test(JSON.stringify(first)), JSON.stringify(first));
+    assert.match(first.toolCall._meta.agentController.payloadSha256, /^[0-9a-f]{64}$/);
+    assert.deepEqual(multi.options.map((o) => o.name), ["a", "b", "c", "Don't answer"]);
+    assert.equal(await agent.close(), 0);
+  },
+
+  /// A client without elicitation: a free-text question ends the turn saying the next prompt
+  /// is the answer (no permission request); the next prompt answers it and the run carries on
+  /// in that prompt's turn (the Rust side checks the model got the answer, not a new message).
+  async question_next_prompt() {
+    const agent = start(() => {
+      throw new Error("no permission request for a free-text question");
+    });
+    await agent.run(async (ctx) => {
+      await open(ctx, Boolean(store));
+      const { sessionId } = await newSession(ctx);
+      assert.equal((await prompt(ctx, sessionId, "Pick a colour")).stopReason, "end_turn");
+      const told = agent.updates
+        .filter((u) => u.sessionUpdate === "agent_message_chunk")
+        .map((u) => u.content.text)
+        .join("");
+      assert.ok(told.includes("Which colour?\\u{1b}[2K"), told);
+      assert.match(told, /next prompt is the answer/);
+      const ask = agent.updates.find((u) => u.sessionUpdate === "tool_call" && u.title.startsWith("ask_user"));
+      assert.ok(ask, JSON.stringify(agent.updates));
+      assert.equal((await prompt(ctx, sessionId, "Blue")).stopReason, "end_turn");
+      const ended = agent.updates.filter(
+        (u) => u.sessionUpdate === "tool_call_update" && u.toolCallId === ask.toolCallId && u.status === "completed",
+      );
+      assert.equal(ended.length, 1, JSON.stringify(agent.updates));
+      assert.match(JSON.stringify(ended[0].content), /The user answered: Blue/);
+    });
+    assert.equal(agent.requests.length, 0);
+    assert.equal(await agent.close(), 0);
+  },
+
+  /// A client that advertises elicitation (forms): each question is an `elicitation/create`
+  /// form in the session, tied to the question's tool call, one `answer` field: a multi-select
+  /// (titled choices), free text, a single select; the accepted content is the answer, a
+  /// decline answers nothing (the Rust side checks what the model got). No permission request.
+  async question_elicitation() {
+    const replies = [
+      { action: "accept", content: { answer: ["a", "c"] } },
+      { action: "accept", content: { answer: "Blue" } },
+      { action: "decline" },
+    ];
+    const agent = start(
+      () => {
+        throw new Error("no permission request when the client elicits");
+      },
+      [],
+      () => replies.shift(),
+    );
+    await agent.run(async (ctx) => {
+      await open(ctx, false, { elicitation: { form: {} } });
+      const { sessionId } = await newSession(ctx);
+      for (const text of ["Pick some", "Pick a colour", "Pick one"]) {
+        assert.equal((await prompt(ctx, sessionId, text)).stopReason, "end_turn");
+      }
+      const [multi, free, single] = agent.elicitations;
+      assert.equal(multi.mode, "form");
+      assert.equal(multi.sessionId, sessionId);
+      const ask = agent.updates.find((u) => u.sessionUpdate === "tool_call" && u.title.startsWith("ask_user"));
+      assert.equal(multi.toolCallId, ask.toolCallId);
+      assert.ok(multi.message.includes("Which\\u{200b} ones?"), multi.message);
+      const field = multi.requestedSchema.properties.answer;
+      assert.equal(field.type, "array");
+      assert.deepEqual(field.items.anyOf.map((o) => [o.const, o.title]), [["a", "a"], ["b", "b"], ["c", "c"]]);
+      assert.equal(field.items.anyOf[0].description, "first\\u{1b}[2K");
+      assert.deepEqual(multi.requestedSchema.required, ["answer"]);
+      assert.equal(free.requestedSchema.properties.answer.type, "string");
+      assert.equal(free.requestedSchema.properties.answer.oneOf ?? null, null);
+      assert.deepEqual(single.requestedSchema.properties.answer.oneOf.map((o) => o.const), ["x", "y"]);
+    });
+    assert.equal(agent.elicitations.length, 3);
+    assert.equal(agent.requests.length, 0);
     assert.equal(await agent.close(), 0);
   },
 

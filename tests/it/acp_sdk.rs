@@ -342,3 +342,154 @@ fn sdk_the_clients_mcp_server_is_started_and_its_tools_offered_and_gated() {
         "the client's MCP server outlived the agent: {stat}"
     );
 }
+
+/// `build` offers `ask_user` (and waits for approval of `write_file`).
+#[cfg(feature = "openai")]
+const ASKING: &str = r#"
+defaultModeId = "build"
+
+[[modes]]
+id = "plan"
+name = "Plan"
+transitionsTo = "build"
+availableTools = ["read_file", "write_plan", "submit_plan"]
+
+[[modes]]
+id = "build"
+name = "Build"
+availableTools = ["read_file", "write_file", "ask_user"]
+requireApproval = ["write_file"]
+"#;
+
+/// A reply that calls `ask_user` with `args`.
+#[cfg(feature = "openai")]
+fn ask(args: serde_json::Value) -> Reply {
+    openai_server::calls([openai_server::call("call_1", "ask_user", &args.to_string())])
+}
+
+/// The `tool` messages of the `n`-th model request (0-based).
+#[cfg(feature = "openai")]
+fn tool_results(bodies: &[serde_json::Value], n: usize) -> Vec<String> {
+    bodies[n]["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// The user messages of the `n`-th model request (0-based).
+#[cfg(feature = "openai")]
+fn user_messages(bodies: &[serde_json::Value], n: usize) -> Vec<String> {
+    bodies[n]["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// Issue 37 over ACP, a client without elicitation: a select question is a permission request
+/// with one option per choice and "Don't answer"; the option picked reaches the model as the
+/// tool's result, "Don't answer" as not answered (nothing invented), and a multi-select
+/// question takes one pick.
+#[cfg(feature = "openai")]
+#[test]
+fn sdk_a_select_question_is_a_permission_request_without_elicitation() {
+    let script = vec![
+        ask(json!({
+            "question": "Which\u{200b} one?",
+            "options": [{ "label": "a", "description": "first\u{1b}[2K" }, { "label": "b\u{202e}" }],
+        })),
+        openai_server::text("Thanks."),
+        ask(json!({ "question": "And now?", "options": [{ "label": "x" }, { "label": "y" }] })),
+        openai_server::text("Ok."),
+        ask(json!({
+            "question": "Which ones?",
+            "options": [{ "label": "a" }, { "label": "b" }, { "label": "c" }],
+            "selectionMode": "multi_select",
+        })),
+        openai_server::text("Fine."),
+    ];
+    let server = scenario_with("question_permission", ASKING, Some(script), false, &[])
+        .expect("a scripted model");
+    let bodies = server.bodies_blocking();
+    assert_eq!(bodies.len(), 6);
+    assert_eq!(tool_results(&bodies, 1), ["The user chose: b\u{202e}"]);
+    let declined = tool_results(&bodies, 3);
+    assert_eq!(declined.len(), 2, "{declined:?}");
+    assert!(
+        declined[1].starts_with("Not answered: the user declined to answer"),
+        "{declined:?}"
+    );
+    assert_eq!(
+        tool_results(&bodies, 5).last().map(String::as_str),
+        Some("The user chose: c")
+    );
+}
+
+/// Issue 37 over ACP, a client without elicitation: a free-text question ends the turn telling
+/// the client that the next prompt is the answer; that prompt answers it (the model gets it as
+/// the tool's result, not as a new message), with a store and without one.
+#[cfg(feature = "openai")]
+#[test]
+fn sdk_a_free_text_question_is_answered_by_the_next_prompt() {
+    for store in [false, true] {
+        let script = vec![
+            ask(json!({ "question": "Which colour?\u{1b}[2K" })),
+            openai_server::text("Blue it is."),
+        ];
+        let server = scenario_with("question_next_prompt", ASKING, Some(script), store, &[])
+            .expect("a scripted model");
+        let bodies = server.bodies_blocking();
+        assert_eq!(bodies.len(), 2, "store {store}");
+        assert_eq!(
+            tool_results(&bodies, 1),
+            ["The user answered: Blue"],
+            "store {store}"
+        );
+        assert_eq!(
+            user_messages(&bodies, 1),
+            ["Pick a colour"],
+            "store {store}"
+        );
+    }
+}
+
+/// Issue 37 over ACP, a client that advertises elicitation forms: each question is an
+/// `elicitation/create` form (a multi-select, free text, a single select); the accepted content
+/// reaches the model as the answer, a decline as not answered.
+#[cfg(feature = "openai")]
+#[test]
+fn sdk_a_question_is_an_elicitation_when_the_client_supports_it() {
+    let script = vec![
+        ask(json!({
+            "question": "Which\u{200b} ones?",
+            "options": [{ "label": "a", "description": "first\u{1b}[2K" }, { "label": "b" }, { "label": "c" }],
+            "selectionMode": "multi_select",
+        })),
+        openai_server::text("Thanks."),
+        ask(json!({ "question": "Which colour?" })),
+        openai_server::text("Ok."),
+        ask(json!({ "question": "Which?", "options": [{ "label": "x" }, { "label": "y" }] })),
+        openai_server::text("Fine."),
+    ];
+    let server = scenario_with("question_elicitation", ASKING, Some(script), false, &[])
+        .expect("a scripted model");
+    let bodies = server.bodies_blocking();
+    assert_eq!(bodies.len(), 6);
+    assert_eq!(tool_results(&bodies, 1), ["The user chose: a, c"]);
+    assert_eq!(
+        tool_results(&bodies, 3).last().map(String::as_str),
+        Some("The user answered: Blue")
+    );
+    let declined = tool_results(&bodies, 5);
+    assert!(
+        declined
+            .last()
+            .is_some_and(|r| r.starts_with("Not answered: the user declined to answer")),
+        "{declined:?}"
+    );
+}

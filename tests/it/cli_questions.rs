@@ -431,3 +431,146 @@ fn a_question_over_a_limit_tells_the_model_the_limit() {
         );
     }
 }
+
+/// Issue 37: `decide --answer` of a tool of the user's own, which the CLI does not have. The
+/// CLI records the validated answer (the question no longer waits for one), does not carry the
+/// run on (its model is not called, the tool does not run here), and says that the host that
+/// has the tool carries it on; a library host with the tool then does so
+/// (`Session::continue_run`), its tool getting the answer and the model the tool's result.
+#[test]
+fn decide_answers_a_tool_the_cli_lacks_and_the_host_with_it_carries_the_run_on() {
+    use std::sync::{Arc, Mutex};
+
+    use agent_controller::model::Message;
+    use agent_controller::model::scripted::ReplayModel;
+    use agent_controller::{
+        AgentController, FileStore, RunOutcome, SessionOptions, Tool, ToolContext, ToolOutput,
+        ToolRegistry, async_trait,
+    };
+
+    const OWN: &str = r#"
+[[modes]]
+id = "build"
+default = true
+availableTools = ["read_file", "confirm_deploy"]
+"#;
+
+    struct ConfirmDeploy(Arc<Mutex<Vec<Value>>>);
+
+    #[async_trait]
+    impl Tool for ConfirmDeploy {
+        fn name(&self) -> &str {
+            "confirm_deploy"
+        }
+        fn description(&self) -> String {
+            "Deploys once the user confirms.".to_owned()
+        }
+        fn input_schema(&self) -> Value {
+            json!({ "type": "object", "properties": { "target": { "type": "string" } } })
+        }
+        async fn execute(&self, args: &Value, _ctx: &ToolContext<'_>) -> ToolOutput {
+            ToolOutput::suspend(
+                "Deploy?",
+                json!({ "target": args["target"] }),
+                json!({ "type": "object", "properties": { "confirm": { "type": "boolean" } }, "required": ["confirm"] }),
+            )
+        }
+        async fn resume(&self, args: &Value, answer: &Value, _ctx: &ToolContext<'_>) -> ToolOutput {
+            self.0.lock().expect("answers").push(answer.clone());
+            ToolOutput::ok(format!(
+                "Deployed to {}.",
+                args["target"].as_str().unwrap_or_default()
+            ))
+        }
+    }
+
+    let world = World::with_config("dir", OWN, vec![text("The CLI's model is never called.")]);
+    let answers = Arc::new(Mutex::new(Vec::new()));
+    let host = |model: ReplayModel| {
+        let graph = agent_controller::config::parse(OWN, "modes.toml").expect("config");
+        let mut tools = ToolRegistry::with_workspace_tools();
+        tools
+            .register(Arc::new(ConfirmDeploy(answers.clone())))
+            .expect("register");
+        let store = FileStore::open(&world.spec).expect("store");
+        let model = Arc::new(model);
+        let controller = AgentController::builder(graph, model.clone())
+            .tools(tools)
+            .workspace(world.ws.path())
+            .store(Arc::new(store))
+            .build()
+            .expect("controller");
+        (controller, model)
+    };
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let (controller, _) = host(ReplayModel::new([ReplayModel::call(
+        "call_1",
+        "confirm_deploy",
+        json!({ "target": "staging" }),
+    )]));
+    let session_id = runtime.block_on(async {
+        let mut session = controller
+            .start_session(SessionOptions::new())
+            .await
+            .expect("session");
+        let outcome = session.send_message("Deploy").await.expect("run");
+        assert!(
+            matches!(outcome, RunOutcome::AwaitingAnswer { .. }),
+            "{outcome:?}"
+        );
+        session.id().to_owned()
+    });
+
+    // An answer that does not fit is refused, and nothing changes.
+    let refused = world.decide(&session_id, &["--answer-json", r#"{"confirm": "yes"}"#]);
+    let why = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(INVALID), "{why}");
+    assert!(
+        why.contains("answer") && !why.contains("unknown tool"),
+        "{why}"
+    );
+    let out = world.decide(&session_id, &["--answer-json", r#"{"confirm": true}"#]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(PENDING), "{err}");
+    assert!(
+        err.contains("confirm_deploy") && err.contains("carries the run on"),
+        "{err}"
+    );
+    assert_eq!(
+        world.server.served(),
+        0,
+        "the CLI does not carry the run on"
+    );
+    assert!(answers.lock().expect("answers").is_empty());
+    // A second answer is refused: it was answered.
+    let again = world.decide(&session_id, &["--answer-json", r#"{"confirm": false}"#]);
+    assert_ne!(again.status.code(), Some(DONE), "{}", stderr(&again));
+
+    let (controller, model) = host(ReplayModel::new([ReplayModel::text(
+        "Staging is deployed.",
+    )]));
+    runtime.block_on(async {
+        let mut session = controller
+            .restore_session(&session_id, SessionOptions::new())
+            .await
+            .expect("restore");
+        let outcome = session.continue_run().await.expect("carried on");
+        assert!(
+            matches!(outcome, RunOutcome::Completed { .. }),
+            "{outcome:?}"
+        );
+    });
+    assert_eq!(
+        *answers.lock().expect("answers"),
+        [json!({ "confirm": true })]
+    );
+    let results: Vec<String> = model.requests()[0]
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results, ["Deployed to staging."]);
+}

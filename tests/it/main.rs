@@ -11,6 +11,7 @@ mod common;
 mod acp;
 mod acp_codes;
 mod acp_input;
+mod acp_questions;
 mod acp_sdk;
 mod acp_tasks;
 mod allowance_origin;
