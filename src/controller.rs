@@ -414,15 +414,17 @@ impl AgentControllerBuilder {
     /// # Ok::<(), agent_controller::ConfigError>(())
     /// ```
     pub fn build(mut self) -> Result<AgentController, ConfigError> {
-        // `ask_user` is built in: added when a mode lists it, unless the host registered a tool
-        // of that name. Once added it is a tool like the others: a mode with no list offers it
-        // (a planning mode too: it changes nothing).
+        // `ask_user` is built in: added when a mode lists it, or when a planning mode has no
+        // list (such a mode offers the tools that change nothing, and it changes nothing),
+        // unless the host registered a tool of that name. Once added it is a tool like the
+        // others: a mode with no list offers it.
         let builtin_ask_user = self.tools.get(crate::tool::ASK_USER).is_none()
             && self.graph.ids().any(|id| {
-                self.graph
-                    .mode(id)
-                    .available_tools()
-                    .is_some_and(|list| list.iter().any(|t| &**t == crate::tool::ASK_USER))
+                let mode = self.graph.mode(id);
+                match mode.available_tools() {
+                    Some(list) => list.iter().any(|t| &**t == crate::tool::ASK_USER),
+                    None => mode.is_planning(),
+                }
             });
         if builtin_ask_user {
             // The name is free: checked just above.

@@ -24,7 +24,7 @@ use super::facts::{ConfigFacts, WorkspaceStore};
 use crate::allowance::{AllowancePattern, AllowanceScope};
 use crate::event::{CancelReason, ModeChangeReason, RunState};
 use crate::run::{Decision, DecisionAction};
-use crate::tool::SUBMIT_PLAN;
+use crate::tool::{ASK_USER, SUBMIT_PLAN};
 
 /// How many distinct valid plan files a harness provides ([`PlanFile::Valid`] `0..PLAN_COUNT`).
 pub const PLAN_COUNT: u8 = 4;
@@ -2244,9 +2244,12 @@ impl ReferenceSession {
         calls: &[ScriptedCall],
         trace: &mut Vec<Trace>,
     ) -> Option<Outcome> {
+        // `ask_user` asks the user already: an `ask` rule never makes it wait (a `deny` rule
+        // still refuses it).
         let rule_of = |this: &Self, call: &ScriptedCall| {
             this.facts
                 .rule_for(this.mode, &call.tool)
+                .filter(|(_, action)| !(call.tool == ASK_USER && *action == "ask"))
                 .map(|(n, action)| (n, action.to_owned()))
         };
         let waits_for = |this: &Self, call: &ScriptedCall| match rule_of(this, call) {
