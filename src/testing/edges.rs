@@ -112,6 +112,27 @@ impl Cause {
     pub fn as_str(self) -> &'static str {
         self.into()
     }
+
+    /// Whether the edge is one of a question (`ask_user`): answered, declined, aborted,
+    /// expired, answered beside a waiting call, or before a plan's approval.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::Cause;
+    /// assert!(Cause::AnswerQuestion.is_question());
+    /// assert!(!Cause::ApproveTool.is_question());
+    /// ```
+    pub fn is_question(self) -> bool {
+        matches!(
+            self,
+            Cause::AnswerQuestion
+                | Cause::DeclineQuestion
+                | Cause::AbortQuestion
+                | Cause::ExpireQuestion
+                | Cause::AnswerBesideTool
+                | Cause::AnswerThenApprove
+        )
+    }
 }
 
 /// One edge of the transition relation, by mode ids.
