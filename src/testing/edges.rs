@@ -202,7 +202,11 @@ fn index_edges(facts: &ConfigFacts) -> Vec<IndexEdge> {
                 }
             }
         }
-        if facts.offers(from, ASK_USER) == Some(true) {
+        // Where the mode offers `ask_user` and no `deny` rule refuses its calls.
+        let denied = facts
+            .rule_for(from, ASK_USER)
+            .is_some_and(|(_, action)| action == "deny");
+        if facts.offers(from, ASK_USER) == Some(true) && !denied {
             for cause in [
                 Cause::AnswerQuestion,
                 Cause::DeclineQuestion,

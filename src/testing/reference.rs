@@ -158,6 +158,20 @@ pub fn question_sha256() -> String {
     hex(&Sha256::digest(payload.as_bytes()))
 }
 
+/// The `argsSha256` of a kit call of `ask_user` ([`question_args`] in RFC 8785 canonical JSON,
+/// written out): what a `deny` rule's record of it names.
+fn question_args_sha256() -> String {
+    let options: Vec<String> = QUESTION_OPTIONS
+        .iter()
+        .map(|label| format!("{{\"label\":\"{label}\"}}"))
+        .collect();
+    let args = format!(
+        "{{\"options\":[{}],\"question\":\"{QUESTION}\"}}",
+        options.join(",")
+    );
+    hex(&Sha256::digest(args.as_bytes()))
+}
+
 /// The answer an [`Op::Decide`] on the kit's question carries ([`Subject::Question`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AnswerChoice {
@@ -1073,8 +1087,11 @@ impl ScriptedCall {
     /// The `argsSha256` of a call of a tool other than `submit_plan` (that of its `path`, else
     /// of `{}`).
     fn args_sha256(&self) -> String {
-        self.path
-            .map_or_else(tool_args_sha256, CallPath::args_sha256)
+        match self.path {
+            Some(path) => path.args_sha256(),
+            None if self.tool == ASK_USER => question_args_sha256(),
+            None => tool_args_sha256(),
+        }
     }
 }
 
