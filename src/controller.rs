@@ -1277,6 +1277,8 @@ mod tests {
                 ("read_file", ReadOnly),
                 ("list_files", ReadOnly),
                 ("write_plan", Plans),
+                // It changes nothing (issue 37): built in, offered here though no mode lists it.
+                ("ask_user", ReadOnly),
                 ("submit_plan", Plans)
             ])
         );
@@ -1286,13 +1288,15 @@ mod tests {
                 ("read_file", ReadOnly),
                 ("list_files", ReadOnly),
                 ("write_file", Writes),
-                ("write_plan", Plans)
+                ("write_plan", Plans),
+                // Added for `plan`, it is a tool of the controller: `build` has no list either.
+                ("ask_user", ReadOnly)
             ])
         );
         let plan = controller.modes().get("plan").expect("plan");
         assert_eq!(
             controller.shared.runtime(plan).tool_list,
-            "read_file, list_files, write_plan, submit_plan"
+            "read_file, list_files, write_plan, ask_user, submit_plan"
         );
     }
 }

@@ -465,12 +465,14 @@ fn a_user_tool_that_writes_and_then_fails_outside_its_mode_is_caught() {
     let Err(CheckError::Failed(report)) = result else {
         panic!("not caught: {result:?}");
     };
+    // The shortest counterexample is a tool run in a mode whose list leaves it out: `scribble`
+    // in `plan`, or `ask_user` in `build` (the planted graph's planning mode has no list, so
+    // the controller adds `ask_user`, and the planted `build`, with no list either, offers it).
     let found = explored(&report);
-    assert!(found.divergence.actual.contains("scribble"), "{found}");
-    assert!(
-        found.divergence.actual.contains("mode: \"plan\""),
-        "{found}"
-    );
+    let scribbled = found.divergence.actual.contains("scribble")
+        && found.divergence.actual.contains("mode: \"plan\"");
+    let asked = found.ops == vec![Op::ask()] && found.divergence.actual.contains("Suspended");
+    assert!(scribbled || asked, "{found}");
 }
 
 #[test]
