@@ -239,6 +239,34 @@ fn cycle_us(counts: Counts) -> ((f64, f64), f64) {
     (per_cycle.medians(), median(allocations))
 }
 
+/// Median microseconds per question cycle (wall, CPU), and allocations per cycle: the plan
+/// cycle's measure, on [`fixture::QuestionFixture`].
+fn question_cycle_us(counts: Counts) -> ((f64, f64), f64) {
+    let fixture = fixture::QuestionFixture::new();
+    let rt = current_thread();
+    rt.block_on(async {
+        for _ in 0..counts.cycle_batch {
+            fixture.cycle().await;
+        }
+    });
+    let mut per_cycle = Samples::default();
+    let mut allocations = Vec::new();
+    for _ in 0..counts.rounds {
+        let allocs = ALLOCATIONS.load(Ordering::Relaxed);
+        per_cycle.time(counts.cycle_batch, 1e6, || {
+            rt.block_on(async {
+                for _ in 0..counts.cycle_batch {
+                    fixture.cycle().await;
+                }
+            })
+        });
+        allocations.push(
+            (ALLOCATIONS.load(Ordering::Relaxed) - allocs) as f64 / counts.cycle_batch as f64,
+        );
+    }
+    (per_cycle.medians(), median(allocations))
+}
+
 /// Median nanoseconds per manual switch with one subscriber (alternating `build` and `plan`),
 /// wall and CPU.
 fn switch_ns(counts: Counts) -> (f64, f64) {
@@ -511,7 +539,7 @@ fn round_to(value: f64, places: i32) -> f64 {
 }
 
 /// Runs one workload `times` times and nothing else, for a profiler (`valgrind --tool=callgrind`,
-/// `perf record`): `--profile cycle|switch|load|suspend`.
+/// `perf record`): `--profile cycle|question|switch|load|suspend`.
 fn profile(what: &str, times: usize) {
     let fixture = Fixture::new();
     let rt = current_thread();
@@ -519,6 +547,12 @@ fn profile(what: &str, times: usize) {
         "cycle" => rt.block_on(async {
             for _ in 0..times {
                 fixture.cycle().await;
+            }
+        }),
+        "question" => rt.block_on(async {
+            let questions = fixture::QuestionFixture::new();
+            for _ in 0..times {
+                questions.cycle().await;
             }
         }),
         "suspend" => rt.block_on(async {
@@ -603,6 +637,11 @@ fn main() {
         put("cycle_us", json!(round_to(us, 2)));
         put("cycle_cpu_us", json!(round_to(cpu_us, 2)));
         put("allocations_per_cycle", json!(round_to(allocs, 1)));
+        progress("question cycle");
+        let ((us, cpu_us), allocs) = question_cycle_us(counts);
+        put("question_cycle_us", json!(round_to(us, 2)));
+        put("question_cycle_cpu_us", json!(round_to(cpu_us, 2)));
+        put("allocations_per_question_cycle", json!(round_to(allocs, 1)));
     }
     if wanted("switch") {
         progress("switch");

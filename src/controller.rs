@@ -440,15 +440,17 @@ impl AgentControllerBuilder {
     /// # Ok::<(), agent_controller::ConfigError>(())
     /// ```
     pub fn build(mut self) -> Result<AgentController, ConfigError> {
-        // `ask_user` is built in: added when a mode lists it, unless the host registered a tool
-        // of that name. Once added it is a tool like the others: a mode with no list offers it
-        // (a planning mode too: it changes nothing).
+        // `ask_user` is built in: added when a mode lists it, or when a planning mode has no
+        // list (such a mode offers the tools that change nothing, and it changes nothing),
+        // unless the host registered a tool of that name. Once added it is a tool like the
+        // others: a mode with no list offers it.
         let builtin_ask_user = self.tools.get(crate::tool::ASK_USER).is_none()
             && self.graph.ids().any(|id| {
-                self.graph
-                    .mode(id)
-                    .available_tools()
-                    .is_some_and(|list| list.iter().any(|t| &**t == crate::tool::ASK_USER))
+                let mode = self.graph.mode(id);
+                match mode.available_tools() {
+                    Some(list) => list.iter().any(|t| &**t == crate::tool::ASK_USER),
+                    None => mode.is_planning(),
+                }
             });
         if builtin_ask_user {
             // The name is free: checked just above.
@@ -1326,6 +1328,8 @@ mod tests {
                 ("read_file", ReadOnly),
                 ("list_files", ReadOnly),
                 ("write_plan", Plans),
+                // It changes nothing (issue 37): built in, offered here though no mode lists it.
+                ("ask_user", ReadOnly),
                 ("submit_plan", Plans)
             ])
         );
@@ -1335,13 +1339,15 @@ mod tests {
                 ("read_file", ReadOnly),
                 ("list_files", ReadOnly),
                 ("write_file", Writes),
-                ("write_plan", Plans)
+                ("write_plan", Plans),
+                // Added for `plan`, it is a tool of the controller: `build` has no list either.
+                ("ask_user", ReadOnly)
             ])
         );
         let plan = controller.modes().get("plan").expect("plan");
         assert_eq!(
             controller.shared.runtime(plan).tool_list,
-            "read_file, list_files, write_plan, submit_plan"
+            "read_file, list_files, write_plan, ask_user, submit_plan"
         );
     }
 }

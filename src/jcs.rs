@@ -38,9 +38,15 @@ pub fn to_string(value: &Value) -> String {
 /// ```
 pub fn sha256(value: &Value) -> String {
     use sha2::{Digest, Sha256};
+    use std::fmt::Write;
     let digest = Sha256::digest(to_string(value).as_bytes());
-    // Lowercase hex, written here: `exchange::args` uses this module, so it uses nothing of `exchange`.
-    digest.iter().map(|byte| format!("{byte:02x}")).collect()
+    // Lowercase hex, written here: `exchange::args` uses this module, so it uses nothing of
+    // `exchange`. Into one string (a `format!` a byte was 32 allocations a hash).
+    let mut hex = String::with_capacity(64);
+    for byte in digest {
+        let _ = write!(hex, "{byte:02x}");
+    }
+    hex
 }
 
 fn write_value(out: &mut String, value: &Value) {

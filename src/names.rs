@@ -325,7 +325,13 @@ mod tests {
                     RuleAsk,
                     RuleAllow,
                     Expire,
-                    ExpireTool
+                    ExpireTool,
+                    AnswerQuestion,
+                    DeclineQuestion,
+                    AbortQuestion,
+                    ExpireQuestion,
+                    AnswerBesideTool,
+                    AnswerThenApprove
                 ],
                 [
                     "approve",
@@ -343,7 +349,13 @@ mod tests {
                     "rule_ask",
                     "rule_allow",
                     "expire",
-                    "expire_tool"
+                    "expire_tool",
+                    "answer_question",
+                    "decline_question",
+                    "abort_question",
+                    "expire_question",
+                    "answer_beside_tool",
+                    "answer_then_approve"
                 ]
             );
             check!(

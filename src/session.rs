@@ -784,10 +784,11 @@ pub struct Session {
     /// A run's future was dropped: the run's end (aborted) is shown at once, and saved, with
     /// these held-back events, by the next operation or [`Session::settle`].
     abandoned: Option<Vec<Event>>,
-    /// While a call an allowance let run is running: the abort that answers it with the
-    /// allowance's audit record, which [`Session::abandon`] uses if the run's future is dropped
-    /// then (the rules cannot tell which allowance let a running call run).
-    pub(crate) abort_while_allowed: Option<crate::machine::input::Abort>,
+    /// While a call of a reply runs: the abort that answers the reply's open calls as the rules
+    /// cannot tell them apart (the calls that wait for approval or for an answer, and the
+    /// allowance that let the running call run, with its audit record), which
+    /// [`Session::abandon`] uses if the run's future is dropped then.
+    pub(crate) abort_while_running: Option<crate::machine::input::Abort>,
     /// The save of the change in progress, while it runs, with the state it saves.
     saving: Option<Saving>,
     /// The buffer of the last change's events, kept for the next change of a running run.
@@ -840,7 +841,7 @@ impl Session {
             run_token: CancellationToken::new(),
             version: 0,
             abandoned: None,
-            abort_while_allowed: None,
+            abort_while_running: None,
             saving: None,
             spare_events: Vec::new(),
             last_finish: None,
@@ -1006,7 +1007,7 @@ impl Session {
             run_token: CancellationToken::new(),
             version: record.version,
             abandoned: None,
-            abort_while_allowed: None,
+            abort_while_running: None,
             saving: None,
             spare_events: Vec::new(),
             last_finish: None,

@@ -246,6 +246,15 @@ fn summary(report: &CheckReport, warnings: usize, stubs: &[&str], timed: &[Strin
             quoted(timed)
         ));
     }
+    let questions = question_edges(report);
+    if let Some((modes, causes)) = questions.as_ref().filter(|(_, c)| !c.is_empty()) {
+        checked.push_str(&format!(
+            ", questions (ask_user in {}: {}; answers that do not fit, stale pins and approvals \
+             of a question refused)",
+            quoted(modes),
+            causes.join(", ")
+        ));
+    }
     if warnings > 0 {
         checked.push_str(&format!(
             "; {} (above)",
@@ -258,6 +267,13 @@ fn summary(report: &CheckReport, warnings: usize, stubs: &[&str], timed: &[Strin
     if timed.is_empty() {
         not.push_str(", deadlines (no mode has an approvalTimeout)");
     }
+    match &questions {
+        None => not.push_str(", questions (no mode offers ask_user)"),
+        Some((_, causes)) if causes.is_empty() => {
+            not.push_str(", questions (every question transition diverged: above)");
+        }
+        Some(_) => {}
+    }
     if !stubs.is_empty() {
         not.push_str(&format!(
             ", the real {} (stubbed: each call returns a fixed result)",
@@ -265,6 +281,33 @@ fn summary(report: &CheckReport, warnings: usize, stubs: &[&str], timed: &[Strin
         ));
     }
     format!("{checked}\n{not}")
+}
+
+/// The modes whose questions (`ask_user`) the edge walk covered, and the question transitions it
+/// covered there (each once, in walk order); `None` when the config has no question edge.
+fn question_edges(report: &CheckReport) -> Option<(Vec<String>, Vec<&'static str>)> {
+    let asked: Vec<_> = report
+        .edges
+        .edges
+        .iter()
+        .filter(|e| e.cause.is_question())
+        .collect();
+    if asked.is_empty() {
+        return None;
+    }
+    let (mut modes, mut causes) = (Vec::new(), Vec::new());
+    for edge in asked {
+        if report.edges.missed.iter().any(|(missed, _)| missed == edge) {
+            continue;
+        }
+        if !modes.contains(&edge.from) {
+            modes.push(edge.from.clone());
+        }
+        if !causes.contains(&edge.cause.as_str()) {
+            causes.push(edge.cause.as_str());
+        }
+    }
+    Some((modes, causes))
 }
 
 /// `` `a`, `b` `` (names neutralized for the terminal).
@@ -367,6 +410,38 @@ mod tests {
         );
         assert!(text.contains("the real `run_tests` (stubbed"), "{text}");
         assert!(!report(true).is_ok());
+    }
+
+    #[test]
+    fn the_summary_names_the_question_transitions_it_covered() {
+        use agent_controller::testing::{Cause, Edge, Miss};
+        let edge = |cause| Edge {
+            from: "build".to_owned(),
+            cause,
+            to: "build".to_owned(),
+        };
+        let mut asked = report(false);
+        asked.edges.edges = vec![
+            edge(Cause::Manual),
+            edge(Cause::AnswerQuestion),
+            edge(Cause::DeclineQuestion),
+            edge(Cause::ExpireQuestion),
+        ];
+        asked.edges.missed = vec![(edge(Cause::ExpireQuestion), Miss::Unreachable)];
+        let text = summary(&asked, 0, &[], &[]);
+        assert!(
+            text.contains(
+                ", questions (ask_user in `build`: answer_question, decline_question; answers \
+                 that do not fit, stale pins and approvals of a question refused)"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("not checked: questions"), "{text}");
+        let unasked = summary(&report(false), 0, &[], &[]);
+        assert!(
+            unasked.contains(", questions (no mode offers ask_user)"),
+            "{unasked}"
+        );
     }
 
     #[test]

@@ -42,10 +42,37 @@ const SHOWN: usize = 64;
 /// );
 /// ```
 pub fn mismatch(args: &Value, schema: &Value) -> Option<String> {
-    check(args, schema, "").err()
+    check(args, schema, &At::Root).err()
 }
 
-fn check(value: &Value, schema: &Value, at: &str) -> Result<(), String> {
+/// Where in the arguments a value sits (`options[0].label`): written out only for a refusal,
+/// so arguments that fit cost no text (a path a member, an item).
+enum At<'a> {
+    /// The arguments themselves.
+    Root,
+    /// The member `name` of the object at the parent.
+    Member(&'a At<'a>, &'a str),
+    /// The item `index` of the array at the parent.
+    Item(&'a At<'a>, usize),
+}
+
+impl At<'_> {
+    fn is_root(&self) -> bool {
+        matches!(self, At::Root)
+    }
+
+    /// The path as text: members joined by `.`, items as `[i]`.
+    fn text(&self) -> String {
+        match self {
+            At::Root => String::new(),
+            At::Member(parent, name) if parent.is_root() => (*name).to_owned(),
+            At::Member(parent, name) => format!("{}.{name}", parent.text()),
+            At::Item(parent, index) => format!("{}[{index}]", parent.text()),
+        }
+    }
+}
+
+fn check(value: &Value, schema: &Value, at: &At<'_>) -> Result<(), String> {
     let schema = match schema {
         Value::Bool(true) => return Ok(()),
         Value::Bool(false) => return Err(format!("{} is not allowed", subject(at))),
@@ -104,14 +131,14 @@ fn check(value: &Value, schema: &Value, at: &str) -> Result<(), String> {
                         return Err(format!(
                             "{} lack{} the required property `{}`",
                             subject(at),
-                            if at.is_empty() { "" } else { "s" },
+                            if at.is_root() { "" } else { "s" },
                             cut(name)
                         ));
                     }
                 }
             }
             for (name, member) in members {
-                let path = format!("{at}{}{name}", if at.is_empty() { "" } else { "." });
+                let path = At::Member(at, name);
                 match properties.and_then(|p| p.get(name)) {
                     Some(sub) => check(member, sub, &path)?,
                     None => match schema.get("additionalProperties") {
@@ -128,7 +155,7 @@ fn check(value: &Value, schema: &Value, at: &str) -> Result<(), String> {
                             return Err(format!(
                                 "{} {} the property `{}`, which the tool's input schema does not allow (it takes: {allowed})",
                                 subject(at),
-                                if at.is_empty() { "have" } else { "has" },
+                                if at.is_root() { "have" } else { "has" },
                                 cut(name)
                             ));
                         }
@@ -141,7 +168,7 @@ fn check(value: &Value, schema: &Value, at: &str) -> Result<(), String> {
         Value::Array(items) => {
             if let Some(sub) = schema.get("items") {
                 for (i, item) in items.iter().enumerate() {
-                    check(item, sub, &format!("{at}[{i}]"))?;
+                    check(item, sub, &At::Item(at, i))?;
                 }
             }
             let len = items.len() as u64;
@@ -278,11 +305,11 @@ fn article(name: &str) -> String {
 }
 
 /// What a message speaks of: the arguments themselves, or the member at `at`.
-fn subject(at: &str) -> String {
-    if at.is_empty() {
+fn subject(at: &At<'_>) -> String {
+    if at.is_root() {
         "the arguments".to_owned()
     } else {
-        format!("`{}`", cut(at))
+        format!("`{}`", cut(&at.text()))
     }
 }
 

@@ -230,6 +230,8 @@ pub(crate) enum Abort {
         next: usize,
         /// The calls that were to wait for approval.
         waiting: Vec<usize>,
+        /// The calls their tools suspended: each was to wait for the user's answer.
+        suspended: Vec<usize>,
         /// The call cut off while it ran, if any.
         running: Option<usize>,
         /// When an allowance let the call at `running` run: the allowance, and the sha256 of
@@ -983,6 +985,7 @@ mod tests {
             at: 1,
             next: 3,
             waiting: vec![1],
+            suspended: vec![],
             running: Some(2),
             allowed: None,
         };
@@ -1010,6 +1013,35 @@ mod tests {
         assert_eq!(rig.state.run, Some((run, RunState::Aborted)));
     }
 
+    /// A call its tool suspended (a question) before the run was cancelled among its calls is
+    /// not answered, never "not approved": nothing is made up for it.
+    #[test]
+    fn a_run_cancelled_among_its_calls_leaves_a_suspended_call_unanswered() {
+        let mut rig = Rig::new();
+        rig.state.mode = rig.mode("build");
+        let run = past_the_first_call(&mut rig, read_write_reads(&["c2"]));
+        let abort = Abort::ToolCalls {
+            run_id: run.clone(),
+            at: 1,
+            next: 3,
+            waiting: vec![],
+            suspended: vec![1],
+            running: Some(2),
+            allowed: None,
+        };
+        rig.handle(Input::Abort(abort)).expect("aborts");
+        let results: Vec<String> = rig.results().into_iter().map(|r| r.1).collect();
+        assert_eq!(
+            results,
+            [
+                "one",
+                crate::machine::run::unanswered_result(CancelReason::Aborted),
+                CANCELLED_RESULT,
+            ]
+        );
+        assert_eq!(rig.state.run, Some((run, RunState::Aborted)));
+    }
+
     /// Review finding 11: a call an allowance let run, cancelled while it runs, gets the
     /// allowance's audit record (approved, `allowedBy`, `decidedBy`) with its cancelled result,
     /// as it would had it finished; the calls around it are answered as before.
@@ -1028,6 +1060,7 @@ mod tests {
             at: 1,
             next: 2,
             waiting: vec![],
+            suspended: vec![],
             running: Some(1),
             allowed: Some((Box::new(allowance), "sha".to_owned())),
         };

@@ -486,6 +486,13 @@ impl PendingSuspension {
     pub fn answer(&self) -> Option<&Value> {
         self.answer.as_ref()
     }
+
+    /// The feedback the user gave when declining to answer while other calls of the reply still
+    /// wait (the model receives it with the "not answered" result); `None` otherwise.
+    pub fn feedback(&self) -> Option<&str> {
+        self.decided.as_ref()?;
+        self.feedback.as_deref()
+    }
 }
 
 /// A plan waiting for a decision: which run and tool call, the captured plan, and the targets.

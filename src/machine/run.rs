@@ -89,6 +89,18 @@ pub(crate) fn unanswered_result(reason: CancelReason) -> &'static str {
     }
 }
 
+/// Where an aborted run stood among the calls of its reply ([`Abort::ToolCalls`]).
+struct OpenCalls<'a> {
+    /// The calls before it started.
+    next: usize,
+    /// The calls that were to wait for approval.
+    waiting: &'a [usize],
+    /// The calls their tools suspended, to wait for the user's answer.
+    suspended: &'a [usize],
+    /// The call cut off while it ran, if any.
+    running: Option<usize>,
+}
+
 impl Change<'_> {
     /// The session was created: `session_started`.
     pub(crate) fn open(&mut self) {
@@ -197,16 +209,26 @@ impl Change<'_> {
                 at,
                 next,
                 waiting,
+                suspended,
                 running,
                 allowed,
-            } => self.abort_tool_calls(&run_id, at, next, &waiting, running, allowed),
+            } => {
+                let open = OpenCalls {
+                    next,
+                    waiting: &waiting,
+                    suspended: &suspended,
+                    running,
+                };
+                self.abort_tool_calls(&run_id, at, open, allowed)
+            }
         }
     }
 
     /// Ends the run as aborted while it runs the calls of the assistant message at `at`, the
-    /// calls before `next` started (the one at `running` cut off, if any, with the allowance
-    /// that let it run and its arguments' sha256): each call without a result gets one, in the
-    /// order of the calls. One that waited for approval is not approved; the cut-off one is
+    /// calls before `open.next` started (the one at `open.running` cut off, if any, with the
+    /// allowance that let it run and its arguments' sha256): each call without a result gets
+    /// one, in the order of the calls. One that waited for approval is not approved; one its
+    /// tool suspended is not answered (no answer is made up); the cut-off one is
     /// cancelled (with the audit record of the allowance that approved it, if one did: every
     /// call an allowance let run has one); those from `next` on never started (with their
     /// `tool_start`, as calls skipped by a suspension are reported).
@@ -214,16 +236,22 @@ impl Change<'_> {
         &mut self,
         run_id: &Arc<str>,
         at: usize,
-        next: usize,
-        waiting: &[usize],
-        running: Option<usize>,
+        open: OpenCalls<'_>,
         mut allowed: Option<(Box<Allowance>, String)>,
     ) {
+        let OpenCalls {
+            next,
+            waiting,
+            suspended,
+            running,
+        } = open;
         let mut index = 0;
         while let Some(call) = self.state.tool_call(at, index) {
             let (id, name) = (call.id.clone(), call.name.clone());
             let result = if waiting.contains(&index) {
                 Some(tool_cancelled_result(CancelReason::Aborted))
+            } else if suspended.contains(&index) {
+                Some(unanswered_result(CancelReason::Aborted))
             } else if running == Some(index) {
                 Some(CANCELLED_RESULT)
             } else if index >= next {

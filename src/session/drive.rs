@@ -605,7 +605,8 @@ impl Session {
                     run_id: run_id.clone(),
                     at,
                     next,
-                    waiting: waiting_indexes(&waiting, &suspended),
+                    waiting: waiting.iter().map(|(i, _)| *i).collect(),
+                    suspended: suspended.iter().map(|(i, _)| *i).collect(),
                     running: None,
                     allowed: None,
                 };
@@ -708,15 +709,19 @@ impl Session {
                     }
                 }
             }
-            // Dropped while it runs, the run ends at once (`abandon`): with this abort, the call
-            // an allowance let run keeps the allowance's record.
-            self.abort_while_allowed = allowance.as_ref().map(|a| Abort::ToolCalls {
+            // Dropped while it runs, the run ends at once (`abandon`) with this abort: the calls
+            // that wait keep their own texts (not approved, not answered), and the call an
+            // allowance let run keeps the allowance's record.
+            self.abort_while_running = Some(Abort::ToolCalls {
                 run_id: run_id.clone(),
                 at,
                 next,
-                waiting: waiting_indexes(&waiting, &suspended),
+                waiting: waiting.iter().map(|(i, _)| *i).collect(),
+                suspended: suspended.iter().map(|(i, _)| *i).collect(),
                 running: Some(next - 1),
-                allowed: Some((a.clone(), args.map(crate::jcs::sha256).unwrap_or_default())),
+                allowed: allowance
+                    .as_ref()
+                    .map(|a| (a.clone(), args.map(crate::jcs::sha256).unwrap_or_default())),
             });
             // A built-in task tool's call is applied to the session's list by the core's rules;
             // the new list is handed over just before the call's result.
@@ -732,13 +737,14 @@ impl Session {
                     "Tool `{name}` has no implementation."
                 ))),
             };
-            self.abort_while_allowed = None;
+            self.abort_while_running = None;
             let Some(output) = output else {
                 let abort = Abort::ToolCalls {
                     run_id: run_id.clone(),
                     at,
                     next,
-                    waiting: waiting_indexes(&waiting, &suspended),
+                    waiting: waiting.iter().map(|(i, _)| *i).collect(),
+                    suspended: suspended.iter().map(|(i, _)| *i).collect(),
                     running: Some(next - 1),
                     // Cancelled while it ran: the record of the allowance that let it run.
                     allowed: allowance
@@ -1051,8 +1057,6 @@ impl Session {
     }
 }
 
-/// The plan files pending in the controller's store, read only when a tool asks (a tool that is
-/// about to change a file).
 /// The indexes of the calls of a reply that wait, for approval or for an answer, in order.
 fn waiting_indexes(
     waiting: &[(usize, Option<Box<RuleRecord>>)],
@@ -1064,6 +1068,8 @@ fn waiting_indexes(
     all
 }
 
+/// The plan files pending in the controller's store, read only when a tool asks (a tool that is
+/// about to change a file).
 struct StorePending<'a>(Option<&'a Arc<dyn SessionStore>>);
 
 #[async_trait::async_trait]

@@ -425,8 +425,8 @@ impl Session {
             return;
         };
         let run_id = run_id.clone();
-        // Dropped while a call an allowance let run was running: the abort that keeps its record.
-        let abort = match self.abort_while_allowed.take() {
+        // Dropped while a call of a reply ran: the abort that answers each open call as it stood.
+        let abort = match self.abort_while_running.take() {
             Some(abort) if matches!(&abort, Abort::ToolCalls { run_id: of, .. } if *of == run_id) => {
                 abort
             }

@@ -7,7 +7,7 @@ use proptest::sample::Index;
 
 use super::facts::{Approvals, ConfigFacts, ModeFacts, UNKNOWN_TOOL};
 use crate::config::ConfigErrorKind;
-use crate::tool::SUBMIT_PLAN;
+use crate::tool::{ASK_USER, SUBMIT_PLAN};
 
 /// The largest number of modes [`valid_configs`] generates.
 pub const MAX_MODES: usize = 12;
@@ -429,10 +429,11 @@ fn title_case(id: &str) -> String {
         .unwrap_or_default()
 }
 
-/// The tool names a config may list besides `submit_plan`, without repeats.
+/// The tool names a config may list besides `submit_plan`, without repeats: the known tools
+/// and the built-in `ask_user` (which the controller adds where a mode lists it).
 fn registered(known_tools: &[impl AsRef<str>]) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
-    for name in known_tools.iter().map(AsRef::as_ref) {
+    for name in known_tools.iter().map(AsRef::as_ref).chain([ASK_USER]) {
         if name != SUBMIT_PLAN && !names.iter().any(|n| n == name) {
             names.push(name.to_owned());
         }

@@ -12,6 +12,7 @@ use super::reference::{
     Call, Feedback, Op, PlanFile, ReferenceSession, Revision, ShaChoice, Subject, Then, Until,
 };
 use crate::run::DecisionAction;
+use crate::tool::ASK_USER;
 
 /// What moves a session along an edge.
 #[derive(
@@ -83,6 +84,24 @@ pub enum Cause {
     /// A tool call waiting for approval in `from`, which has an `approvalTimeout`, is not
     /// decided by its deadline: it expires and never runs; the mode stays.
     ExpireTool,
+    /// The model asks a question (`ask_user`, offered in `from`) and the user answers it: the
+    /// answer goes to the tool's `resume` step and its result to the model; the mode stays.
+    AnswerQuestion,
+    /// Such a question is declined (dismissed with a rejection): the model is told the user did
+    /// not answer; the mode stays.
+    DeclineQuestion,
+    /// The run is aborted while such a question waits: the model is told the user did not
+    /// answer; the mode stays.
+    AbortQuestion,
+    /// Such a question, in a mode with an `approvalTimeout`, is not answered by its deadline:
+    /// it expires unanswered; the mode stays.
+    ExpireQuestion,
+    /// A question and a call that waits for approval in one reply, each decided on its own
+    /// (answered, approved): the answer is resumed, the call runs; the mode stays.
+    AnswerBesideTool,
+    /// In the planning mode `from`, a question is answered, then a plan is submitted and
+    /// approved to `to`: the session hands over.
+    AnswerThenApprove,
 }
 
 impl Cause {
@@ -92,6 +111,27 @@ impl Cause {
     /// The variant's name: what `Display` writes and `FromStr` reads.
     pub fn as_str(self) -> &'static str {
         self.into()
+    }
+
+    /// Whether the edge is one of a question (`ask_user`): answered, declined, aborted,
+    /// expired, answered beside a waiting call, or before a plan's approval.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::Cause;
+    /// assert!(Cause::AnswerQuestion.is_question());
+    /// assert!(!Cause::ApproveTool.is_question());
+    /// ```
+    pub fn is_question(self) -> bool {
+        matches!(
+            self,
+            Cause::AnswerQuestion
+                | Cause::DeclineQuestion
+                | Cause::AbortQuestion
+                | Cause::ExpireQuestion
+                | Cause::AnswerBesideTool
+                | Cause::AnswerThenApprove
+        )
     }
 }
 
@@ -162,6 +202,30 @@ fn index_edges(facts: &ConfigFacts) -> Vec<IndexEdge> {
                 }
             }
         }
+        // Where the mode offers `ask_user` and no `deny` rule refuses its calls.
+        let denied = facts
+            .rule_for(from, ASK_USER)
+            .is_some_and(|(_, action)| action == "deny");
+        if facts.offers(from, ASK_USER) == Some(true) && !denied {
+            for cause in [
+                Cause::AnswerQuestion,
+                Cause::DeclineQuestion,
+                Cause::AbortQuestion,
+            ] {
+                edge(cause, from);
+            }
+            if facts.approval_timeout_ms(from).is_some() {
+                edge(Cause::ExpireQuestion, from);
+            }
+            if !facts.approval_tools(from).is_empty() {
+                edge(Cause::AnswerBesideTool, from);
+            }
+            if facts.is_planning(from) {
+                for to in facts.transition_targets(from) {
+                    edge(Cause::AnswerThenApprove, to);
+                }
+            }
+        }
         for (cause, action) in [
             (Cause::RuleDeny, "deny"),
             (Cause::RuleAsk, "ask"),
@@ -184,7 +248,10 @@ fn index_edges(facts: &ConfigFacts) -> Vec<IndexEdge> {
 /// each of its targets after an "always allow", which ends it too). In a mode with an
 /// `approvalTimeout`, the expiry of a plan and of a waiting tool call nobody decided in time.
 /// For each mode with a rule that decides a call of one of its tools: a call each of its
-/// `deny`, `ask` (approved) and `allow` rules decides.
+/// `deny`, `ask` (approved) and `allow` rules decides. For each mode that offers `ask_user`: a
+/// question answered, declined, aborted, expired (with an `approvalTimeout`), answered beside
+/// a call that waits for approval (where one does), and, from a planning mode, answered before
+/// a plan approved to each of its targets.
 pub fn edges(facts: &ConfigFacts) -> Vec<Edge> {
     index_edges(facts)
         .into_iter()
@@ -279,6 +346,21 @@ fn fire(facts: &ConfigFacts, edge: IndexEdge) -> Vec<Op> {
             Op::call(waiting_tool()),
             Op::Wait(Until::Deadline),
             Op::ExpireIfDue,
+        ],
+        Cause::AnswerQuestion => vec![Op::ask(), Op::answer_question(0)],
+        Cause::DeclineQuestion => vec![Op::ask(), Op::decline_question(0, Some("ask me later"))],
+        Cause::AbortQuestion => vec![Op::ask(), Op::Abort],
+        Cause::ExpireQuestion => vec![Op::ask(), Op::Wait(Until::Deadline), Op::ExpireIfDue],
+        Cause::AnswerBesideTool => vec![
+            Op::calls([ASK_USER.to_owned(), waiting_tool()]),
+            Op::answer_question(0),
+            Op::approve_tool(1),
+        ],
+        Cause::AnswerThenApprove => vec![
+            Op::ask(),
+            Op::answer_question(0),
+            submit,
+            Op::approve_to(facts.id(edge.to)),
         ],
         Cause::UserMessage => vec![
             submit,

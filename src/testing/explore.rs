@@ -48,12 +48,13 @@ use serde_json::json;
 use super::facts::ConfigFacts;
 use super::harness::{Divergence, Harness};
 use super::reference::{
-    Call, CallPath, EditedPlan, Op, PlanFile, ReferenceSession, Revision, RevokeChoice, ShaChoice,
-    Subject, Then, Until,
+    AnswerChoice, Call, CallPath, EditedPlan, Op, PlanFile, ReferenceSession, Revision,
+    RevokeChoice, ShaChoice, Subject, Then, Until,
 };
 use crate::allowance::AllowanceScope;
 use crate::event::RunState;
 use crate::run::DecisionAction;
+use crate::tool::ASK_USER;
 
 /// What the rules of the mode state machine look at: mode, pending target, run state, the tool
 /// calls waiting for approval (each by tool and its decision so far), the allowances in force
@@ -320,6 +321,22 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
         }
     }
     ops.extend(waiting_tools.iter().map(|t| Op::calls([t, t])));
+    // Where a mode offers `ask_user`: a question alone, a question beside a call that waits for
+    // approval in one reply, and a question before a plan (which is refused beside it).
+    let asks = (0..facts.len()).any(|m| facts.offers(m, ASK_USER) == Some(true));
+    if asks {
+        ops.push(Op::ask());
+        if let Some(tool) = waiting_tools.first() {
+            ops.push(Op::calls([ASK_USER, tool.as_str()]));
+        }
+        ops.push(Op::Message {
+            calls: vec![
+                Call::Tool(ASK_USER.to_owned()),
+                Call::SubmitPlan(PlanFile::Valid(1)),
+            ],
+            then: Then::Text,
+        });
+    }
     // A call with a path inside `src/` and one that walks out of it, of the tool the walk
     // narrows allowances of: a narrowed allowance covers the first only.
     if let Some(tool) = narrowed_tool(facts) {
@@ -430,6 +447,34 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
         first_call(true, true, approved, ShaChoice::Stale),
         first_call(true, false, rejected, ShaChoice::Matching),
     ]);
+    if asks {
+        // Every kind of decision on the first and second waiting question: answered, declined
+        // (with and without feedback), an answer that is not an option, one of the wrong type,
+        // one with a stale pin, an approval (refused), and an answer to a call that waits for
+        // approval (refused: the second position, beside a question).
+        for call in 0..2 {
+            ops.extend([
+                Op::answer_question(call),
+                Op::decline_question(call, None),
+                Op::decline_question(call, Some("ask me later")),
+                Op::answer_question_with(call, AnswerChoice::NotAnOption, ShaChoice::Matching),
+            ]);
+        }
+        ops.extend([
+            Op::answer_question_with(0, AnswerChoice::WrongType, ShaChoice::Omitted),
+            Op::answer_question_with(0, AnswerChoice::Fits, ShaChoice::Stale),
+            Op::Decide {
+                on: Subject::Question {
+                    call: 0,
+                    answer: None,
+                    by_id: true,
+                },
+                action: DecisionAction::Approved,
+                feedback: super::Feedback::Omitted,
+                sha256: ShaChoice::Omitted,
+            },
+        ]);
+    }
     ops.extend(facts.modes().iter().map(|m| Op::switch(m.id.clone())));
     ops.push(Op::switch("no-such-mode"));
     // The revocation of the first and the last allowance in force and of an id nobody gave

@@ -7,7 +7,7 @@ use toml::Value;
 
 use crate::config::DEFAULT_PLANS_DIR;
 use crate::controller::{DEFAULT_MAX_REVISIONS, DEFAULT_MAX_STEPS};
-use crate::tool::SUBMIT_PLAN;
+use crate::tool::{ASK_USER, SUBMIT_PLAN};
 
 /// A tool name no controller is expected to register: a call to it is always outside the mode's
 /// tools.
@@ -370,7 +370,9 @@ impl ConfigFacts {
     /// The same facts for a controller that registers the tools `names` (without
     /// `submit_plan`): a mode without `availableTools` offers these, a planning mode those of
     /// them that do not write ([`ConfigFacts::with_writing_tools`]; none writes unless named
-    /// there).
+    /// there). The controller adds the built-in `ask_user` after them, unless `names` has a
+    /// tool of that name, when a mode lists it or a planning mode has no list: so do these
+    /// facts ([`ConfigFacts::adds_ask_user`]).
     ///
     /// # Examples
     /// ```
@@ -385,8 +387,33 @@ impl ConfigFacts {
     /// # Ok::<(), agent_controller::testing::FactsError>(())
     /// ```
     pub fn with_tools(mut self, names: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        self.registered = Some(names.into_iter().map(Into::into).collect());
+        let mut names: Vec<String> = names.into_iter().map(Into::into).collect();
+        if self.adds_ask_user() && !names.iter().any(|n| n == ASK_USER) {
+            names.push(ASK_USER.to_owned());
+        }
+        self.registered = Some(names);
         self
+    }
+
+    /// Whether the controller adds the built-in `ask_user` to a registry without one: when a
+    /// mode lists it, or a planning mode has no `availableTools` (it offers the tools that
+    /// change nothing, and `ask_user` changes nothing).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ConfigFacts;
+    /// let unlisted_plan = ConfigFacts::from_toml("[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\n[[modes]]\nid = \"build\"\ndefault = true\navailableTools = [\"read_file\"]\n")?;
+    /// assert!(unlisted_plan.adds_ask_user());
+    /// assert_eq!(unlisted_plan.with_tools(["read_file"]).registered().map(|r| r.len()), Some(2));
+    /// let none = ConfigFacts::from_toml("[[modes]]\nid = \"build\"\n")?;
+    /// assert!(!none.adds_ask_user(), "a mode with no list that is not planning adds nothing");
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
+    pub fn adds_ask_user(&self) -> bool {
+        self.modes.iter().any(|m| match &m.tools {
+            Some(list) => list.iter().any(|t| t == ASK_USER),
+            None => m.is_planning(),
+        })
     }
 
     /// The same facts, with `names` as the registered tools that write
@@ -902,7 +929,9 @@ impl ConfigFacts {
     /// # Ok::<(), agent_controller::testing::FactsError>(())
     /// ```
     pub fn requires_approval(&self, mode: usize, tool: &str) -> bool {
-        self.offers(mode, tool) == Some(true)
+        // `ask_user` asks the user already: `requireApproval` never gates it.
+        tool != ASK_USER
+            && self.offers(mode, tool) == Some(true)
             && self
                 .modes
                 .get(mode)

@@ -22,7 +22,7 @@ use super::reference::{
 use crate::allowance::{Allowance, AllowanceScope};
 use crate::controller::{AgentController, AgentControllerBuilder, ToolLayer};
 use crate::deadline::{APPROVED_NOT_RUN_RESULT, Clock};
-use crate::event::{DecisionOutcome, Event, Suspension};
+use crate::event::{DecisionOutcome, Event, Suspension, SuspensionKind};
 use crate::machine::rejection::{TOOL_FEEDBACK_PREFIX, TOOL_REJECTED_RESULT};
 use crate::mode::ModeGraph;
 use crate::model::{LanguageModel, Message, ModelError, ModelRequest, ModelResponse};
@@ -146,6 +146,15 @@ enum Record {
         tool: String,
         mode: String,
     },
+    /// The `execute` logged last ended its call by suspending (seen by the spy).
+    ToolSuspendedCall {
+        tool_call_id: String,
+    },
+    /// A registered tool's `resume` step ran with the user's answer (seen by the spy).
+    ToolResumed {
+        tool: String,
+        mode: String,
+    },
 }
 
 type Log = Arc<Mutex<Vec<Record>>>;
@@ -254,7 +263,28 @@ impl Tool for Spy {
             tool: self.tool.name().to_owned(),
             mode: ctx.mode_id.to_owned(),
         });
-        self.tool.execute(args, ctx).await
+        let output = self.tool.execute(args, ctx).await;
+        if output.suspension.is_some() {
+            lock(&self.log).push(Record::ToolSuspendedCall {
+                tool_call_id: ctx.tool_call_id.to_owned(),
+            });
+        }
+        output
+    }
+
+    /// The tool's own `resume` step (a tool that suspends turns the answer into its result
+    /// there), logged where the events are.
+    async fn resume(
+        &self,
+        args: &serde_json::Value,
+        answer: &serde_json::Value,
+        ctx: &ToolContext<'_>,
+    ) -> ToolOutput {
+        lock(&self.log).push(Record::ToolResumed {
+            tool: self.tool.name().to_owned(),
+            mode: ctx.mode_id.to_owned(),
+        });
+        self.tool.resume(args, answer, ctx).await
     }
 }
 
@@ -834,6 +864,10 @@ impl Harness {
                         args: match (call.plan, call.path) {
                             (Some(plan), _) => json!({ "path": self.plan_path(plan) }),
                             (None, Some(path)) => json!({ "path": path.as_str() }),
+                            // `ask_user` asks the kit's question.
+                            (None, None) if call.tool == crate::tool::ASK_USER => {
+                                super::reference::question_args()
+                            }
                             (None, None) => json!({}),
                         },
                     })
@@ -865,6 +899,8 @@ impl Harness {
         let mut trace = Vec::new();
         // A spied execution, until the `tool_end` of its call folds it into `ToolRan`.
         let mut executed: Option<(String, String)> = None;
+        // A spied `resume` step, until the `tool_end` of its call folds it into `ToolResumed`.
+        let mut resumed: Option<(String, String)> = None;
         // An execution no `tool_end` follows (a controller running a tool behind the session's
         // back) is a `ToolRan` of no call.
         let stray = |executed: &mut Option<(String, String)>, trace: &mut Vec<Trace>| {
@@ -893,6 +929,26 @@ impl Harness {
                     stray(&mut executed, &mut trace);
                     executed = Some((tool, mode));
                     None
+                }
+                Record::ToolSuspendedCall { tool_call_id } => {
+                    executed.take().map(|(tool, mode)| Trace::CallSuspended {
+                        tool_call_id,
+                        tool,
+                        mode,
+                    })
+                }
+                Record::ToolResumed { tool, mode } => {
+                    stray(&mut executed, &mut trace);
+                    resumed = Some((tool, mode));
+                    None
+                }
+                Record::Event(Event::ToolEnd { tool_call_id, .. }) if resumed.is_some() => {
+                    let (tool, mode) = resumed.take().unwrap_or_default();
+                    Some(Trace::ToolResumed {
+                        tool_call_id,
+                        tool,
+                        mode,
+                    })
                 }
                 Record::Event(Event::ToolEnd {
                     tool_call_id,
@@ -1024,15 +1080,15 @@ impl Harness {
                         .collect(),
                     sha256: plan.submission.sha256,
                 },
-                // The kit drives no tool that suspends (yet): traced as a waiting call.
+                // A call its tool suspended: it waits for the user's answer.
                 other => {
                     let tool = other.as_tool();
-                    Trace::ToolCallSuspended {
+                    Trace::AnswerAwaited {
                         tool_call_id,
                         tool: tool.map(|t| t.tool_name.clone()).unwrap_or_default(),
                         decision_id: other.decision_id().to_owned(),
-                        args_sha256: tool.map(|t| t.payload_sha256.clone()).unwrap_or_default(),
-                        rule: None,
+                        payload_sha256: tool.map(|t| t.payload_sha256.clone()).unwrap_or_default(),
+                        question: tool.is_some_and(|t| t.kind == SuspensionKind::Question),
                     }
                 }
             },
@@ -1109,29 +1165,40 @@ impl Harness {
         let actual_waiting: Vec<String> = session
             .pending()
             .iter()
-            .filter_map(PendingDecision::as_tool_call)
-            .map(|p| {
-                waiting_view(&WaitingCall {
-                    run: self.run_ordinal(p.run_id()),
-                    tool_call_id: p.tool_call_id().to_owned(),
-                    tool: p.tool_name().to_owned(),
-                    decision_id: p.decision_id().to_owned(),
-                    args_sha256: p.args_sha256().to_owned(),
-                    decided: p.decision().map(|d| {
-                        let action = match d.outcome {
-                            Some(DecisionOutcome::Approved) => DecisionAction::Approved,
-                            _ => DecisionAction::Rejected,
-                        };
-                        let feedback = p.feedback().is_some_and(|f| !f.trim().is_empty());
-                        (action, feedback)
-                    }),
-                    // A workspace allowance by the kit's name, as a call it runs is named.
-                    allowed_by: p
-                        .decision()
-                        .and_then(|d| d.allowed_by.clone())
-                        .map(|id| self.named(id, session.mode().id(), p.tool_name())),
-                    rule: p.payload().rule.as_ref().map(|r| r.number),
-                    deadline: p.payload().terms.deadline_at_ms,
+            .filter_map(|p| {
+                match p {
+                    PendingDecision::Suspension(s) => Some(waiting_view(&question_view(
+                        s,
+                        self.run_ordinal(s.run_id()),
+                    ))),
+                    _ => None,
+                }
+                .or_else(|| {
+                    p.as_tool_call().map(|p| {
+                        waiting_view(&WaitingCall {
+                            run: self.run_ordinal(p.run_id()),
+                            tool_call_id: p.tool_call_id().to_owned(),
+                            tool: p.tool_name().to_owned(),
+                            decision_id: p.decision_id().to_owned(),
+                            args_sha256: p.args_sha256().to_owned(),
+                            decided: p.decision().map(|d| {
+                                let action = match d.outcome {
+                                    Some(DecisionOutcome::Approved) => DecisionAction::Approved,
+                                    _ => DecisionAction::Rejected,
+                                };
+                                let feedback = p.feedback().is_some_and(|f| !f.trim().is_empty());
+                                (action, feedback)
+                            }),
+                            // A workspace allowance by the kit's name, as a call it runs is named.
+                            allowed_by: p
+                                .decision()
+                                .and_then(|d| d.allowed_by.clone())
+                                .map(|id| self.named(id, session.mode().id(), p.tool_name())),
+                            rule: p.payload().rule.as_ref().map(|r| r.number),
+                            deadline: p.payload().terms.deadline_at_ms,
+                            question: false,
+                        })
+                    })
                 })
             })
             .collect();
@@ -1290,6 +1357,15 @@ impl PendingView {
 /// [`crate::deadline::expired_tool_result`]).
 const EXPIRED_RESULT_START: &str = "Not approved: no decision was taken";
 
+/// How the result of an expired question starts ([`crate::deadline::expired_suspension_result`]).
+const UNANSWERED_RESULT_START: &str = "Not answered: the user gave no answer";
+
+/// The result of a question the user declined to answer, without feedback.
+const DECLINED_RESULT: &str = "Not answered: the user declined to answer; there is no answer.";
+
+/// How the result of a question declined with feedback starts.
+const DECLINED_WITH_FEEDBACK_PREFIX: &str = "Not answered: the user declined to answer, and said: ";
+
 /// The tool-call id of a [`Trace::ToolRan`] for an execution no `tool_end` followed.
 pub(crate) const STRAY_EXECUTION: &str = "(executed without a tool_end)";
 
@@ -1352,15 +1428,38 @@ async fn workspace_store(
 }
 
 /// A waiting tool call as the comparison shows it: run, ids, tool, hash and decision so far.
+/// A question waiting for its answer (a call its tool suspended), as the reference holds one:
+/// its decision so far (answered, or declined with or without feedback).
+fn question_view(s: &crate::session::PendingSuspension, run: usize) -> WaitingCall {
+    WaitingCall {
+        run,
+        tool_call_id: s.tool_call_id().to_owned(),
+        tool: s.tool_name().to_owned(),
+        decision_id: s.decision_id().to_owned(),
+        args_sha256: s.payload().payload_sha256.clone(),
+        decided: s.decision().map(|d| match d.outcome {
+            Some(DecisionOutcome::Answered) => (DecisionAction::Answered, false),
+            _ => (
+                DecisionAction::Rejected,
+                s.feedback().is_some_and(|f| !f.trim().is_empty()),
+            ),
+        }),
+        allowed_by: None,
+        rule: None,
+        deadline: s.payload().terms.deadline_at_ms,
+        question: s.kind() == SuspensionKind::Question,
+    }
+}
+
 fn waiting_view(w: &WaitingCall) -> String {
     let decided = match w.decided {
         None => "waiting",
         Some((DecisionAction::Approved, _)) => "approved",
         Some((DecisionAction::Rejected, false)) => "rejected",
         Some((DecisionAction::Rejected, true)) => "rejected with feedback",
-        // The kit answers no suspension (yet): never reached.
         Some((DecisionAction::Answered, _)) => "answered",
     };
+    let kind = if w.question { "question" } else { "call" };
     let by = match &w.allowed_by {
         Some(allowance) => format!(" (allowed by {allowance})"),
         None => String::new(),
@@ -1370,7 +1469,7 @@ fn waiting_view(w: &WaitingCall) -> String {
         None => String::new(),
     };
     format!(
-        "{} {} of run {} ({}, argsSha256 {}{deadline}): {decided}{by}",
+        "{} {kind} {} of run {} ({}, sha256 {}{deadline}): {decided}{by}",
         w.decision_id, w.tool_call_id, w.run, w.tool, w.args_sha256
     )
 }
@@ -1449,9 +1548,10 @@ fn refusal(error: &SessionError) -> Refusal {
         SessionError::NotSuspended(_) => Refusal::NotSuspended,
         SessionError::UnknownToolCall { .. } => Refusal::UnknownToolCall,
         SessionError::AlreadyDecided(_) => Refusal::AlreadyDecided,
-        SessionError::Sha256Mismatch { .. } | SessionError::ArgsSha256Mismatch { .. } => {
-            Refusal::Sha256Mismatch
-        }
+        SessionError::Sha256Mismatch { .. }
+        | SessionError::ArgsSha256Mismatch { .. }
+        | SessionError::PayloadSha256Mismatch { .. } => Refusal::Sha256Mismatch,
+        SessionError::InvalidAnswer { .. } => Refusal::InvalidAnswer,
         SessionError::MalformedDecision(_) => Refusal::MalformedDecision,
         SessionError::ConfigChanged(_) => Refusal::ConfigChanged,
         SessionError::TargetNotAllowed { .. } => Refusal::TargetNotAllowed,
@@ -1465,8 +1565,14 @@ fn refusal(error: &SessionError) -> Refusal {
 }
 
 fn result_kind(result: &str) -> ResultKind {
-    if result.starts_with(EXPIRED_RESULT_START) {
+    if result.starts_with(EXPIRED_RESULT_START) || result.starts_with(UNANSWERED_RESULT_START) {
         ResultKind::Expired
+    } else if result == crate::deadline::ANSWERED_NOT_RESUMED_RESULT {
+        ResultKind::AnsweredNotResumed
+    } else if result == DECLINED_RESULT {
+        ResultKind::Declined
+    } else if result.starts_with(DECLINED_WITH_FEEDBACK_PREFIX) {
+        ResultKind::DeclinedWithFeedback
     } else if result == APPROVED_NOT_RUN_RESULT {
         ResultKind::ApprovedNotRun
     } else if result == TOOL_REJECTED_RESULT {

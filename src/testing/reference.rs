@@ -24,7 +24,7 @@ use super::facts::{ConfigFacts, WorkspaceStore};
 use crate::allowance::{AllowancePattern, AllowanceScope};
 use crate::event::{CancelReason, ModeChangeReason, RunState};
 use crate::run::{Decision, DecisionAction};
-use crate::tool::SUBMIT_PLAN;
+use crate::tool::{ASK_USER, SUBMIT_PLAN};
 
 /// How many distinct valid plan files a harness provides ([`PlanFile::Valid`] `0..PLAN_COUNT`).
 pub const PLAN_COUNT: u8 = 4;
@@ -113,6 +113,93 @@ pub fn tool_args_sha256() -> String {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The question every kit call of `ask_user` asks ([`question_args`]).
+pub const QUESTION: &str = "Which target?";
+
+/// The options of the kit's question, a single select: [`AnswerChoice::Fits`] picks the first.
+pub const QUESTION_OPTIONS: [&str; 2] = ["staging", "production"];
+
+/// The arguments of every kit call of `ask_user`: [`QUESTION`] with [`QUESTION_OPTIONS`].
+///
+/// # Examples
+/// ```
+/// use agent_controller::testing::question_args;
+/// assert_eq!(question_args()["options"][1]["label"], "production");
+/// ```
+pub fn question_args() -> Value {
+    let options: Vec<Value> = QUESTION_OPTIONS
+        .iter()
+        .map(|label| json!({ "label": label }))
+        .collect();
+    json!({ "question": QUESTION, "options": options })
+}
+
+/// The `payloadSha256` the kit's question waits under: the SHA-256 of its payload (the
+/// question, its options and `single_select`) in RFC 8785 canonical JSON, written out here
+/// rather than read from `ask_user`.
+///
+/// # Examples
+/// ```
+/// use agent_controller::testing::question_sha256;
+/// assert_eq!(question_sha256().len(), 64);
+/// ```
+pub fn question_sha256() -> String {
+    // Canonical JSON: keys sorted, no spaces.
+    let options: Vec<String> = QUESTION_OPTIONS
+        .iter()
+        .map(|label| format!("{{\"label\":\"{label}\"}}"))
+        .collect();
+    let payload = format!(
+        "{{\"options\":[{}],\"question\":\"{QUESTION}\",\"selectionMode\":\"single_select\"}}",
+        options.join(",")
+    );
+    hex(&Sha256::digest(payload.as_bytes()))
+}
+
+/// The `argsSha256` of a kit call of `ask_user` ([`question_args`] in RFC 8785 canonical JSON,
+/// written out): what a `deny` rule's record of it names.
+fn question_args_sha256() -> String {
+    let options: Vec<String> = QUESTION_OPTIONS
+        .iter()
+        .map(|label| format!("{{\"label\":\"{label}\"}}"))
+        .collect();
+    let args = format!(
+        "{{\"options\":[{}],\"question\":\"{QUESTION}\"}}",
+        options.join(",")
+    );
+    hex(&Sha256::digest(args.as_bytes()))
+}
+
+/// The answer an [`Op::Decide`] on the kit's question carries ([`Subject::Question`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AnswerChoice {
+    /// One of [`QUESTION_OPTIONS`]: the answer fits, and reaches the tool's `resume` step.
+    Fits,
+    /// A label the question does not offer: refused ([`Refusal::InvalidAnswer`]); nothing
+    /// changes.
+    NotAnOption,
+    /// A number where a label goes: refused ([`Refusal::InvalidAnswer`]); nothing changes.
+    WrongType,
+}
+
+impl AnswerChoice {
+    /// The answer as JSON.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::AnswerChoice;
+    /// assert_eq!(AnswerChoice::Fits.value(), "staging");
+    /// assert_eq!(AnswerChoice::WrongType.value(), 42);
+    /// ```
+    pub fn value(self) -> Value {
+        match self {
+            AnswerChoice::Fits => json!(QUESTION_OPTIONS[0]),
+            AnswerChoice::NotAnOption => json!("the moon"),
+            AnswerChoice::WrongType => json!(42),
+        }
+    }
 }
 
 /// The path glob a narrowed "always allow" of the kit carries ([`Subject::ToolCall`]'s
@@ -216,7 +303,8 @@ pub enum Call {
     SubmitPlan(PlanFile),
     /// A call to the tool with this name and `{}` as arguments, offered in the current mode or
     /// not (see [`ConfigFacts::tool_names`]): an offered registered tool runs, anything else is
-    /// refused with an error result and never executed.
+    /// refused with an error result and never executed. A call of `ask_user` carries the kit's
+    /// question ([`question_args`]): offered, it suspends and waits for the user's answer.
     Tool(String),
     /// A call to the tool with this name and `{"path": ...}` as arguments: made only where
     /// the tool takes a path ([`ConfigFacts::takes_path`]), so that a narrowed allowance covers
@@ -400,6 +488,18 @@ pub enum Subject {
         narrowed: bool,
         /// Decide by the call's decision id ([`crate::Session::decide`]) instead of its run and
         /// tool-call ids ([`crate::Session::resume`]).
+        by_id: bool,
+    },
+    /// The question waiting at position `call` among the reply's waiting calls (a call its
+    /// tool suspended: `ask_user`): answered ([`Decision::answer`], with
+    /// [`DecisionAction::Answered`]) or declined (a rejection). An answer that does not fit is
+    /// refused; so is an answer to a call waiting for approval, and an approval of a question.
+    Question {
+        /// The waiting call's position.
+        call: usize,
+        /// The answer the decision carries (`None`: none, as a rejection has).
+        answer: Option<AnswerChoice>,
+        /// Decide by the call's decision id instead of its run and tool-call ids.
         by_id: bool,
     },
 }
@@ -838,6 +938,60 @@ impl Op {
         )
     }
 
+    /// A user message the model answers with a call of `ask_user` (the kit's question,
+    /// [`question_args`]): where the mode offers it, the run waits for the answer.
+    pub fn ask() -> Self {
+        Op::calls([ASK_USER])
+    }
+
+    /// The answer [`AnswerChoice::Fits`] to the question waiting at position `call`, pinned to
+    /// its `payloadSha256`.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::testing::{ConfigFacts, Op, ReferenceSession};
+    /// let facts = Arc::new(ConfigFacts::from_toml("[[modes]]\nid = \"build\"\navailableTools = [\"ask_user\"]\n")?.with_tools(Vec::<String>::new()));
+    /// let mut session = ReferenceSession::new(facts, None);
+    /// session.apply(&Op::ask());
+    /// assert_eq!(session.waiting().len(), 1);
+    /// session.apply(&Op::answer_question(0));
+    /// assert!(session.waiting().is_empty(), "answered: the run carried on");
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
+    pub fn answer_question(call: usize) -> Self {
+        Op::answer_question_with(call, AnswerChoice::Fits, ShaChoice::Matching)
+    }
+
+    /// The answer `answer` to the question waiting at position `call`, with the pin `sha256`.
+    pub fn answer_question_with(call: usize, answer: AnswerChoice, sha256: ShaChoice) -> Self {
+        Op::Decide {
+            on: Subject::Question {
+                call,
+                answer: Some(answer),
+                by_id: true,
+            },
+            action: DecisionAction::Answered,
+            feedback: Feedback::Omitted,
+            sha256,
+        }
+    }
+
+    /// The user declines to answer the question waiting at position `call` (a rejection,
+    /// with `feedback` if given): the model is told the user did not answer.
+    pub fn decline_question(call: usize, feedback: Option<&str>) -> Self {
+        Op::Decide {
+            on: Subject::Question {
+                call,
+                answer: None,
+                by_id: false,
+            },
+            action: DecisionAction::Rejected,
+            feedback: feedback.map_or(Feedback::Omitted, |f| Feedback::Text(f.to_owned())),
+            sha256: ShaChoice::Matching,
+        }
+    }
+
     /// Switch by hand to the mode with `id`.
     ///
     /// # Examples
@@ -933,8 +1087,11 @@ impl ScriptedCall {
     /// The `argsSha256` of a call of a tool other than `submit_plan` (that of its `path`, else
     /// of `{}`).
     fn args_sha256(&self) -> String {
-        self.path
-            .map_or_else(tool_args_sha256, CallPath::args_sha256)
+        match self.path {
+            Some(path) => path.args_sha256(),
+            None if self.tool == ASK_USER => question_args_sha256(),
+            None => tool_args_sha256(),
+        }
     }
 }
 
@@ -1002,6 +1159,8 @@ pub enum Refusal {
     Store,
     /// [`crate::SessionError::Expired`]: what the decision names expired.
     Expired,
+    /// [`crate::SessionError::InvalidAnswer`]: the answer does not fit the question.
+    InvalidAnswer,
     /// A variant this version of the reference does not know.
     Other,
 }
@@ -1028,6 +1187,13 @@ pub enum ResultKind {
     /// A tool call approved while others of its reply waited, which expired: it never ran
     /// ([`crate::deadline::APPROVED_NOT_RUN_RESULT`]).
     ApprovedNotRun,
+    /// A question the user declined to answer, without feedback: there is no answer.
+    Declined,
+    /// A question the user declined to answer with feedback, which the result carries.
+    DeclinedWithFeedback,
+    /// A question answered while other calls of its reply waited, which expired: the answer
+    /// never reached the tool ([`crate::deadline::ANSWERED_NOT_RESUMED_RESULT`]).
+    AnsweredNotResumed,
     /// Anything else (tool errors, refusals).
     Other,
 }
@@ -1121,6 +1287,40 @@ pub enum Trace {
         /// The number of the `ask` rule that made it wait (the payload's `rule`); `None` when
         /// `requireApproval` did.
         rule: Option<usize>,
+    },
+    /// A registered tool's `execute` ran in `mode` and ended its call by suspending
+    /// ([`crate::ToolOutput::suspend`]: `ask_user` asking its question): no `tool_end` follows
+    /// until it is answered.
+    CallSuspended {
+        /// The tool call id.
+        tool_call_id: String,
+        /// The tool name.
+        tool: String,
+        /// The mode it ran in.
+        mode: String,
+    },
+    /// `tool_suspended` on a call its tool suspended: it waits for the user's answer.
+    AnswerAwaited {
+        /// The tool call id.
+        tool_call_id: String,
+        /// The tool name.
+        tool: String,
+        /// The decision id in the payload.
+        decision_id: String,
+        /// The `payloadSha256` in the payload.
+        payload_sha256: String,
+        /// Whether its kind is `question` (a question of `ask_user`).
+        question: bool,
+    },
+    /// A registered tool's `resume` step ran in `mode` with the user's answer (seen by the
+    /// kit's spy), and its `tool_end` followed.
+    ToolResumed {
+        /// The tool call id.
+        tool_call_id: String,
+        /// The tool name.
+        tool: String,
+        /// The mode it ran in.
+        mode: String,
     },
     /// `tool_suspension_cancelled`.
     Cancelled {
@@ -1228,6 +1428,11 @@ pub struct WaitingCall {
     /// When it expires (milliseconds since the Unix epoch on the kit's clock): made at plus
     /// its mode's `approvalTimeout`; `None` without one.
     pub deadline: Option<u64>,
+    /// Whether it is a question (a call of `ask_user`, which suspended it) waiting for the
+    /// user's answer rather than a call waiting for approval: then `args_sha256` holds its
+    /// `payloadSha256` ([`question_sha256`]), the pin its answer carries, and `decided` is
+    /// [`DecisionAction::Answered`] or a rejection (declined).
+    pub question: bool,
 }
 
 /// An allowance in force, as the reference holds it: what [`crate::Session::allowances`] lists,
@@ -1672,6 +1877,10 @@ impl ReferenceSession {
                 .waiting
                 .get(*call)
                 .is_some_and(|w| !narrowed || self.facts.takes_path(self.mode, &w.tool)),
+            Op::Decide {
+                on: Subject::Question { call, .. },
+                ..
+            } => self.waiting.get(*call).is_some(),
             Op::Revoke(_) => self.all_allowances().next().is_some(),
             Op::Answer(_) => self.pending.is_some(),
             Op::DecideAgain => self.decided.is_some(),
@@ -1730,7 +1939,7 @@ impl ReferenceSession {
         }
         let refusal = match op {
             Op::Decide {
-                on: Subject::ToolCall { call, .. },
+                on: Subject::ToolCall { call, .. } | Subject::Question { call, .. },
                 ..
             } if self.waiting.get(*call).is_some_and(|w| w.decided.is_some()) => {
                 Some(Refusal::AlreadyDecided)
@@ -1864,10 +2073,13 @@ impl ReferenceSession {
                 result: match w.decided {
                     None => ResultKind::Expired,
                     Some((DecisionAction::Approved, _)) => ResultKind::ApprovedNotRun,
+                    Some((DecisionAction::Rejected, false)) if w.question => ResultKind::Declined,
+                    Some((DecisionAction::Rejected, true)) if w.question => {
+                        ResultKind::DeclinedWithFeedback
+                    }
                     Some((DecisionAction::Rejected, false)) => ResultKind::ToolRejected,
                     Some((DecisionAction::Rejected, true)) => ResultKind::ToolRejectedWithFeedback,
-                    // The kit answers no suspension (yet): never reached.
-                    Some((DecisionAction::Answered, _)) => ResultKind::ApprovedNotRun,
+                    Some((DecisionAction::Answered, _)) => ResultKind::AnsweredNotResumed,
                 },
                 decided: Some(Decided {
                     sha256: w.args_sha256.clone(),
@@ -2244,9 +2456,12 @@ impl ReferenceSession {
         calls: &[ScriptedCall],
         trace: &mut Vec<Trace>,
     ) -> Option<Outcome> {
+        // `ask_user` asks the user already: an `ask` rule never makes it wait (a `deny` rule
+        // still refuses it).
         let rule_of = |this: &Self, call: &ScriptedCall| {
             this.facts
                 .rule_for(this.mode, &call.tool)
+                .filter(|(_, action)| !(call.tool == ASK_USER && *action == "ask"))
                 .map(|(n, action)| (n, action.to_owned()))
         };
         let waits_for = |this: &Self, call: &ScriptedCall| match rule_of(this, call) {
@@ -2257,12 +2472,14 @@ impl ReferenceSession {
             }
         };
         let waits = calls.iter().any(|c| waits_for(self, c));
+        // The calls that wait, in the model's order: each with the `ask` rule that made it
+        // wait, and whether its tool suspended it (a question) instead.
         let mut waiting = Vec::new();
         for (i, call) in calls.iter().enumerate() {
             let offered = self.facts.offers(self.mode, &call.tool) == Some(true);
             let rule = if offered { rule_of(self, call) } else { None };
             if offered && waits_for(self, call) {
-                waiting.push((call, rule.map(|(n, _)| n)));
+                waiting.push((call, rule.map(|(n, _)| n), false));
                 continue;
             }
             if let Some((n, action)) = &rule
@@ -2279,6 +2496,17 @@ impl ReferenceSession {
                         rule: Some(*n),
                     }),
                 });
+                continue;
+            }
+            if offered && call.tool == ASK_USER {
+                // It runs in its turn and suspends: it waits for the answer beside the calls
+                // that wait for approval.
+                trace.push(Trace::CallSuspended {
+                    tool_call_id: call.id.clone(),
+                    tool: call.tool.clone(),
+                    mode: self.facts.id(self.mode).to_owned(),
+                });
+                waiting.push((call, None, true));
                 continue;
             }
             if offered && call.tool != SUBMIT_PLAN {
@@ -2303,8 +2531,11 @@ impl ReferenceSession {
                 });
                 continue;
             }
+            // A plan beside calls that wait (for approval, or a question asked before it) is
+            // refused.
+            let asked = waiting.iter().any(|(_, _, question)| *question);
             match call.plan {
-                Some(PlanFile::Valid(k)) if offered && !waits => {
+                Some(PlanFile::Valid(k)) if offered && !waits && !asked => {
                     for rest in &calls[i + 1..] {
                         trace.push(Trace::ToolEnded {
                             tool_call_id: rest.id.clone(),
@@ -2326,25 +2557,40 @@ impl ReferenceSession {
         if waiting.is_empty() {
             return None;
         }
-        for (call, rule) in waiting {
+        for (call, rule, question) in waiting {
             self.decisions += 1;
             let waiting = WaitingCall {
                 run,
                 tool_call_id: call.id.clone(),
                 tool: call.tool.clone(),
                 decision_id: format!("decision_{}", self.decisions),
-                args_sha256: call.args_sha256(),
+                args_sha256: if question {
+                    question_sha256()
+                } else {
+                    call.args_sha256()
+                },
                 decided: None,
                 allowed_by: None,
                 rule,
                 deadline: self.deadline_from_now(),
+                question,
             };
-            trace.push(Trace::ToolCallSuspended {
-                tool_call_id: waiting.tool_call_id.clone(),
-                tool: waiting.tool.clone(),
-                decision_id: waiting.decision_id.clone(),
-                args_sha256: waiting.args_sha256.clone(),
-                rule,
+            trace.push(if question {
+                Trace::AnswerAwaited {
+                    tool_call_id: waiting.tool_call_id.clone(),
+                    tool: waiting.tool.clone(),
+                    decision_id: waiting.decision_id.clone(),
+                    payload_sha256: waiting.args_sha256.clone(),
+                    question: true,
+                }
+            } else {
+                Trace::ToolCallSuspended {
+                    tool_call_id: waiting.tool_call_id.clone(),
+                    tool: waiting.tool.clone(),
+                    decision_id: waiting.decision_id.clone(),
+                    args_sha256: waiting.args_sha256.clone(),
+                    rule,
+                }
             });
             self.waiting.push(waiting);
         }
@@ -2416,10 +2662,12 @@ impl ReferenceSession {
                 Some(pending) => (pending.sha256.clone(), b"a plan the user never saw"),
                 None => return (Action::Nothing, Vec::new(), Outcome::NoDecision),
             },
-            Subject::ToolCall { call, .. } => match self.waiting.get(*call) {
-                Some(waiting) => (waiting.args_sha256.clone(), b"{\"path\":\"other\"}"),
-                None => return (Action::Nothing, Vec::new(), Outcome::NoDecision),
-            },
+            Subject::ToolCall { call, .. } | Subject::Question { call, .. } => {
+                match self.waiting.get(*call) {
+                    Some(waiting) => (waiting.args_sha256.clone(), b"{\"path\":\"other\"}"),
+                    None => return (Action::Nothing, Vec::new(), Outcome::NoDecision),
+                }
+            }
         };
         let sha = match sha256 {
             ShaChoice::Omitted => None,
@@ -2553,6 +2801,23 @@ impl ReferenceSession {
                 if waiting.decided.is_some() {
                     return refused(Refusal::AlreadyDecided);
                 }
+                if waiting.question {
+                    // A question is answered or declined (a plain rejection): never approved,
+                    // and it gives no allowance.
+                    if action != DecisionAction::Rejected
+                        || *always_allow
+                        || scope.is_some()
+                        || *narrowed
+                    {
+                        return refused(Refusal::MalformedDecision);
+                    }
+                    if stale {
+                        return refused(Refusal::Sha256Mismatch);
+                    }
+                    let (replies, outcome) =
+                        self.decided_call(*call, action, feedback, None, trace);
+                    return (host_action, replies, outcome);
+                }
                 // A scope and a pattern go with an "always allow" only.
                 if !*always_allow && (scope.is_some() || *narrowed) {
                     return refused(Refusal::MalformedDecision);
@@ -2579,6 +2844,67 @@ impl ReferenceSession {
                 let allowance = scope.map(|scope| (scope, pattern));
                 let (replies, outcome) =
                     self.decided_call(*call, action, feedback, allowance, trace);
+                (host_action, replies, outcome)
+            }
+            Subject::Question {
+                call,
+                answer,
+                by_id,
+            } => {
+                let Some(waiting) = self.waiting.get(*call).cloned() else {
+                    return (Action::Nothing, Vec::new(), Outcome::NoDecision);
+                };
+                if !waiting.question && answer.is_none() && action != DecisionAction::Answered {
+                    // No answer: a plain decision on a call waiting for approval.
+                    let on = Subject::ToolCall {
+                        call: *call,
+                        always_allow: false,
+                        scope: None,
+                        narrowed: false,
+                        by_id: *by_id,
+                    };
+                    return self.decide(&on, action, feedback, sha256, trace);
+                }
+                let decision = Decision {
+                    feedback: feedback_text,
+                    sha256: sha,
+                    answer: answer.map(|a| Box::new(a.value())),
+                    ..Decision::new(action)
+                };
+                let host_action = if *by_id {
+                    Action::Decide {
+                        decision_id: waiting.decision_id.clone(),
+                        decision,
+                    }
+                } else {
+                    Action::Resume {
+                        run: RunRef::Run(waiting.run),
+                        tool_call_id: waiting.tool_call_id.clone(),
+                        decision,
+                    }
+                };
+                let refused = |r| (host_action.clone(), Vec::new(), Outcome::Refused(r));
+                if waiting.decided.is_some() {
+                    return refused(Refusal::AlreadyDecided);
+                }
+                // An answer goes to a question only, with the answered action; a question is
+                // answered (with an answer) or declined (a rejection without one).
+                let well_formed = waiting.question
+                    && matches!(
+                        (action, answer),
+                        (DecisionAction::Answered, Some(_)) | (DecisionAction::Rejected, None)
+                    );
+                if !well_formed {
+                    return refused(Refusal::MalformedDecision);
+                }
+                if stale {
+                    return refused(Refusal::Sha256Mismatch);
+                }
+                if answer.is_some_and(|a| a != AnswerChoice::Fits) {
+                    // It does not fit the question's schema: refused, the question still waits.
+                    return refused(Refusal::InvalidAnswer);
+                }
+                let (replies, outcome) = self.decided_call(*call, action, feedback, None, trace);
                 (host_action, replies, outcome)
             }
         }
@@ -2672,17 +2998,29 @@ impl ReferenceSession {
                 rule: w.rule,
             })
         };
+        // The rejected calls and the declined questions get their results, in the model's
+        // order; then each answer goes to its tool's `resume` step; then the approved calls run.
         for w in &waiting {
             if let Some((DecisionAction::Rejected, with_feedback)) = w.decided {
                 trace.push(Trace::ToolEnded {
                     tool_call_id: w.tool_call_id.clone(),
                     is_error: true,
-                    result: if with_feedback {
-                        ResultKind::ToolRejectedWithFeedback
-                    } else {
-                        ResultKind::ToolRejected
+                    result: match (w.question, with_feedback) {
+                        (false, true) => ResultKind::ToolRejectedWithFeedback,
+                        (false, false) => ResultKind::ToolRejected,
+                        (true, true) => ResultKind::DeclinedWithFeedback,
+                        (true, false) => ResultKind::Declined,
                     },
                     decided: decided(w),
+                });
+            }
+        }
+        for w in &waiting {
+            if let Some((DecisionAction::Answered, _)) = w.decided {
+                trace.push(Trace::ToolResumed {
+                    tool_call_id: w.tool_call_id.clone(),
+                    tool: w.tool.clone(),
+                    mode: mode.clone(),
                 });
             }
         }
@@ -2791,7 +3129,10 @@ impl ReferenceSession {
             | ResultKind::Denied
             | ResultKind::ToolRejectedWithFeedback
             | ResultKind::Expired
-            | ResultKind::ApprovedNotRun => {
+            | ResultKind::ApprovedNotRun
+            | ResultKind::Declined
+            | ResultKind::DeclinedWithFeedback
+            | ResultKind::AnsweredNotResumed => {
                 trace.push(Trace::RunEnded {
                     run,
                     reason: RunState::Completed,
@@ -2865,20 +3206,18 @@ impl ReferenceSession {
         // Where calls wait for approval, as often again a tool whose calls wait: the
         // allowances need waiting calls to be given on.
         let waiting_tools = self.facts.approval_tools(self.mode);
-        let call = if waiting_tools.is_empty() {
-            prop_oneof![
-                3 => plan_file.prop_map(Call::SubmitPlan),
-                2 => tool_call(tools),
-            ]
-            .boxed()
-        } else {
-            prop_oneof![
-                3 => plan_file.prop_map(Call::SubmitPlan),
-                2 => tool_call(tools),
-                4 => tool_call(waiting_tools),
-            ]
-            .boxed()
-        };
+        let mut calls: Vec<(u32, BoxedStrategy<Call>)> = vec![
+            (3, plan_file.prop_map(Call::SubmitPlan).boxed()),
+            (2, tool_call(tools).boxed()),
+        ];
+        if !waiting_tools.is_empty() {
+            calls.push((4, tool_call(waiting_tools).boxed()));
+        }
+        // Where the mode offers `ask_user`, a question now and then (beside the other calls).
+        if self.facts.offers(self.mode, ASK_USER) == Some(true) {
+            calls.push((2, Just(Call::Tool(ASK_USER.to_owned())).boxed()));
+        }
+        let call = proptest::strategy::Union::new_weighted(calls).boxed();
         let then = prop_oneof![8 => Just(Then::Text), 1 => Just(Then::ModelFails)];
         let message = (
             prop_oneof![
@@ -2945,6 +3284,9 @@ impl ReferenceSession {
                 tool_call_decision_op(self.waiting.len(), narrowable, kept).boxed(),
             ));
             choices.push((2, Just(Op::Abort).boxed()));
+            if self.waiting.iter().any(|w| w.question) {
+                choices.push((12, question_decision_op(self.waiting.len()).boxed()));
+            }
         }
         if self.all_allowances().next().is_some() {
             let revoke = proptest::sample::select(vec![
@@ -3120,6 +3462,45 @@ fn tool_call_decision_op(
                 },
                 action,
                 feedback,
+                sha256,
+            },
+        )
+}
+
+/// A decision on the waiting call at a position below `waiting`, as on a question: mostly an
+/// answer that fits or a refusal to answer, sometimes an answer that does not fit, one of the
+/// wrong type, an approval or an answer without its `answer`; pinned or not.
+fn question_decision_op(waiting: usize) -> impl Strategy<Value = Op> {
+    let feedback = feedback_choice(vec!["ask me later"]);
+    let kind = prop_oneof![
+        8 => Just((DecisionAction::Answered, Some(AnswerChoice::Fits))),
+        1 => Just((DecisionAction::Answered, Some(AnswerChoice::NotAnOption))),
+        1 => Just((DecisionAction::Answered, Some(AnswerChoice::WrongType))),
+        3 => Just((DecisionAction::Rejected, None)),
+        1 => Just((DecisionAction::Approved, None)),
+        1 => Just((DecisionAction::Answered, None)),
+    ];
+    (
+        0..waiting.max(1),
+        kind,
+        feedback,
+        sha256_choice(4),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(call, (action, answer), feedback, sha256, by_id)| Op::Decide {
+                on: Subject::Question {
+                    call,
+                    answer,
+                    by_id,
+                },
+                action,
+                // Feedback goes with a refusal to answer.
+                feedback: if action == DecisionAction::Rejected {
+                    feedback
+                } else {
+                    Feedback::Omitted
+                },
                 sha256,
             },
         )

@@ -465,12 +465,14 @@ fn a_user_tool_that_writes_and_then_fails_outside_its_mode_is_caught() {
     let Err(CheckError::Failed(report)) = result else {
         panic!("not caught: {result:?}");
     };
+    // The shortest counterexample is a tool run in a mode whose list leaves it out: `scribble`
+    // in `plan`, or `ask_user` in `build` (the planted graph's planning mode has no list, so
+    // the controller adds `ask_user`, and the planted `build`, with no list either, offers it).
     let found = explored(&report);
-    assert!(found.divergence.actual.contains("scribble"), "{found}");
-    assert!(
-        found.divergence.actual.contains("mode: \"plan\""),
-        "{found}"
-    );
+    let scribbled = found.divergence.actual.contains("scribble")
+        && found.divergence.actual.contains("mode: \"plan\"");
+    let asked = found.ops == vec![Op::ask()] && found.divergence.actual.contains("Suspended");
+    assert!(scribbled || asked, "{found}");
 }
 
 #[test]
@@ -1589,4 +1591,75 @@ fn a_revoke_takes_back_what_the_allowance_approved_in_the_reply() {
     let decided = step_both(&mut harness, &mut reference, Op::approve_tool(2));
     assert_eq!(decided.outcome, Outcome::Run(RunState::Suspended));
     assert_eq!(undecided(&reference), 1, "the second write waits again");
+}
+
+/// A config whose modes offer `ask_user` (one by its list, the planning one for lack of one),
+/// beside a write that waits for approval and an `approvalTimeout`.
+const QUESTIONS: &str = "tests/fixtures/configs/questions.toml";
+
+#[test]
+fn the_kit_covers_questions_answered_refused_declined_expired_and_cancelled() {
+    let report = passed(Check::new(QUESTIONS).cases(24).seed(37));
+    let causes: Vec<Cause> = report.edges.edges.iter().map(|e| e.cause).collect();
+    for cause in [
+        Cause::AnswerQuestion,
+        Cause::DeclineQuestion,
+        Cause::AbortQuestion,
+        Cause::ExpireQuestion,
+        Cause::AnswerBesideTool,
+        Cause::AnswerThenApprove,
+    ] {
+        assert!(causes.contains(&cause), "{cause} among {causes:?}");
+    }
+    assert!(report.edges.is_complete(), "{report}");
+    // The explorer answers, declines and refuses answers in every state a question waits in:
+    // a question beside a waiting call, answered or not, is a state of its own.
+    assert!(report.exploration.states > 20, "{report}");
+}
+
+/// A host's `ask_user` behind a layer that rebuilds each output from its text and error
+/// flag, and so loses the suspension: the question never waits.
+struct Rebuilt(Arc<dyn crate::tool::Tool>);
+
+#[async_trait::async_trait]
+impl crate::tool::Tool for Rebuilt {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    fn description(&self) -> String {
+        self.0.description()
+    }
+    fn input_schema(&self) -> serde_json::Value {
+        self.0.input_schema()
+    }
+    fn access(&self) -> crate::tool::ToolAccess {
+        self.0.access()
+    }
+    async fn execute(
+        &self,
+        args: &serde_json::Value,
+        ctx: &crate::tool::ToolContext<'_>,
+    ) -> crate::tool::ToolOutput {
+        let output = self.0.execute(args, ctx).await;
+        if output.is_error {
+            crate::tool::ToolOutput::error(output.content)
+        } else {
+            crate::tool::ToolOutput::ok(output.content)
+        }
+    }
+}
+
+#[test]
+fn a_tool_layer_that_loses_a_questions_suspension_is_caught() {
+    let report = caught(QUESTIONS, 16, 3, |setup: Setup| {
+        let mut tools = ToolRegistry::with_workspace_tools();
+        tools
+            .register(Arc::new(Rebuilt(Arc::new(crate::tool::ask_user::AskUser))))
+            .expect("a free name");
+        setup.builder().tools(tools).build()
+    });
+    // The shortest counterexample: one question in `build`, which never waited.
+    let found = explored_in(&report, Aspect::Outcome);
+    assert_eq!(found.ops, vec![Op::ask()], "{found}");
+    assert!(found.divergence.expected.contains("Suspended"), "{found}");
 }

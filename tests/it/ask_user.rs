@@ -288,3 +288,34 @@ async fn a_mode_that_lists_it_offers_it_and_so_do_modes_with_no_list() {
         .collect();
     assert_eq!(offered, [true, true, true], "plan, free, build");
 }
+
+/// Listed by no mode, a planning mode with no list still offers it (it changes nothing), and
+/// a mode whose list leaves it out does not.
+#[tokio::test]
+async fn a_planning_mode_with_no_list_offers_it_though_no_mode_lists_it() {
+    let server = ScriptedServer::start(vec![text("a"), text("b")]).await;
+    let ws = Workspace::new();
+    let config = "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n\n\
+                  [[modes]]\nid = \"build\"\ndefault = true\navailableTools = [\"read_file\"]\n";
+    let controller = AgentController::builder(
+        config::parse(config, "modes.toml").expect("config"),
+        Arc::new(server.model()),
+    )
+    .tools(ToolRegistry::with_workspace_tools())
+    .workspace(ws.path())
+    .build()
+    .expect("controller");
+    for mode in ["plan", "build"] {
+        let mut session = controller
+            .start_session(agent_controller::SessionOptions::new().mode(mode))
+            .await
+            .expect("session");
+        session.send_message("hi").await.expect("send");
+    }
+    let bodies = server.bodies().await;
+    let offered: Vec<bool> = bodies
+        .iter()
+        .map(|b| tool_names(b).iter().any(|n| n == "ask_user"))
+        .collect();
+    assert_eq!(offered, [true, false], "plan, build");
+}

@@ -1255,3 +1255,110 @@ async fn a_cancel_before_a_plan_is_approved_switches_the_mode_and_calls_no_model
         "no model call after the approval"
     );
 }
+
+/// A controller whose model asks a question (`ask_1`) and calls `slow` (`slow_1`) in one reply;
+/// `started` fires when `slow` runs.
+fn asks_then_runs_slow(ws: &Workspace, started: Arc<tokio::sync::Notify>) -> AgentController {
+    use agent_controller::model::scripted::ReplayModel;
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(Arc::new(Waits {
+            saw_cancel: Arc::new(AtomicBool::new(false)),
+            started,
+        }))
+        .expect("register");
+    let reply = ModelResponse {
+        tool_calls: vec![
+            ToolCall {
+                id: "ask_1".to_owned(),
+                name: "ask_user".to_owned(),
+                args: json!({ "question": "Which target?" }),
+            },
+            ToolCall {
+                id: "slow_1".to_owned(),
+                name: "slow".to_owned(),
+                args: json!({}),
+            },
+        ],
+        ..ModelResponse::default()
+    };
+    let model = Arc::new(ReplayModel::new([reply, ReplayModel::text("done")]));
+    let config = "[[modes]]\nid = \"build\"\navailableTools = [\"ask_user\", \"slow\"]\n";
+    AgentController::builder(graph(config), model)
+        .tools(tools)
+        .workspace(ws.path())
+        .store(Arc::new(MemoryStore::new()))
+        .build()
+        .expect("controller")
+}
+
+/// The result the session gave tool call `id`.
+fn session_result(session: &Session, id: &str) -> String {
+    session
+        .messages()
+        .iter()
+        .find_map(|m| match m {
+            Message::Tool {
+                tool_call_id,
+                content,
+                ..
+            } if tool_call_id == id => Some(content.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("{id} has a result: {:?}", session.messages()))
+}
+
+/// A question the model asked in a reply whose next call is cancelled while it runs: the model
+/// is told the user did not answer (the run was aborted), never "Not approved", which is the
+/// text for a call that waited for approval; the call cut off is the one cancelled.
+#[tokio::test]
+async fn a_question_asked_before_a_cancelled_call_is_not_answered_not_unapproved() {
+    let ws = Workspace::new();
+    let started = Arc::new(tokio::sync::Notify::new());
+    let controller = asks_then_runs_slow(&ws, started.clone());
+    let mut session = controller
+        .start_session(SessionOptions::new())
+        .await
+        .expect("session");
+    let handle = session.cancel_handle();
+    let canceller = tokio::spawn(async move {
+        started.notified().await;
+        handle.cancel()
+    });
+    let outcome = session.send_message("deploy").await.expect("run");
+    assert!(canceller.await.expect("task"), "a run was in progress");
+    assert!(matches!(outcome, RunOutcome::Aborted { .. }), "{outcome:?}");
+    let asked = session_result(&session, "ask_1");
+    assert!(
+        asked.starts_with("Not answered: the run was aborted"),
+        "{asked}"
+    );
+    let slow = session_result(&session, "slow_1");
+    assert!(slow.starts_with("Cancelled:"), "{slow}");
+    assert!(session.pending().is_empty());
+}
+
+/// The same when the run's future is dropped while the call after the question runs.
+#[tokio::test]
+async fn a_question_asked_before_a_dropped_call_is_not_answered() {
+    let ws = Workspace::new();
+    let started = Arc::new(tokio::sync::Notify::new());
+    let controller = asks_then_runs_slow(&ws, started.clone());
+    let mut session = controller
+        .start_session(SessionOptions::new())
+        .await
+        .expect("session");
+    tokio::select! {
+        _ = session.send_message("deploy") => panic!("the run never ends: slow waits for ever"),
+        () = started.notified() => {}
+    }
+    session.settle().await.expect("settle");
+    assert_eq!(session.run_state().map(|(_, s)| s), Some(RunState::Aborted));
+    let asked = session_result(&session, "ask_1");
+    assert!(
+        asked.starts_with("Not answered: the run was aborted"),
+        "{asked}"
+    );
+    let slow = session_result(&session, "slow_1");
+    assert!(slow.starts_with("Cancelled:"), "{slow}");
+}

@@ -2727,3 +2727,30 @@ fn verify_checks_deadlines_and_says_so() {
         .unwrap_or_default();
     assert!(!not.contains("deadlines"), "{not}");
 }
+
+/// A config whose modes offer `ask_user`: `verify` drives questions (answered, declined,
+/// refused answers, aborted, expired, beside waiting tool calls, before a plan) and names the
+/// question transitions it covered.
+#[test]
+fn verify_checks_questions_and_names_their_transitions() {
+    let toml = std::fs::read_to_string(fixture("configs/questions.toml")).expect("fixture");
+    let out = verify(&toml, &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(DONE), "{stdout}{}", stderr(&out));
+    let checked = stdout
+        .lines()
+        .find(|l| l.starts_with("checked: "))
+        .unwrap_or_else(|| panic!("no `checked:` line: {stdout}"));
+    assert!(
+        checked.contains(
+            "questions (ask_user in `plan`, `build`: answer_question, decline_question, \
+             abort_question, expire_question, answer_then_approve, answer_beside_tool;"
+        ),
+        "{checked}"
+    );
+    let not = stdout
+        .lines()
+        .find(|l| l.starts_with("not checked: "))
+        .unwrap_or_default();
+    assert!(!not.contains("questions"), "{not}");
+}

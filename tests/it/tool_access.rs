@@ -137,10 +137,13 @@ fn a_planning_mode_without_available_tools_offers_only_read_only_and_plan_tools(
             ("write_plan", Plans),
             ("search", ReadOnly),
             ("draft", Plans),
+            // Built in, it changes nothing (issue 37): offered though no mode lists it.
+            ("ask_user", ReadOnly),
             ("submit_plan", Plans),
         ])
     );
-    // A mode that does not plan offers every tool, as before.
+    // A mode that does not plan offers every tool, as before (`ask_user` among them, added
+    // for `plan`).
     let build: Vec<String> = offered(&c, "build").into_iter().map(|(n, _)| n).collect();
     assert_eq!(
         build,
@@ -151,7 +154,8 @@ fn a_planning_mode_without_available_tools_offers_only_read_only_and_plan_tools(
             "write_plan",
             "deploy",
             "search",
-            "draft"
+            "draft",
+            "ask_user"
         ]
     );
     // A planning mode made so by listing submit_plan, without transitionsTo, is the same.
@@ -213,7 +217,13 @@ async fn write_file_called_in_a_planning_mode_without_a_tool_list_is_refused_and
     let bodies = server.bodies().await;
     assert_eq!(
         tool_names(&bodies[0]),
-        ["read_file", "list_files", "write_plan", "submit_plan"]
+        [
+            "read_file",
+            "list_files",
+            "write_plan",
+            "ask_user",
+            "submit_plan"
+        ]
     );
     let ends: Vec<(String, bool, String)> = recorder
         .take()

@@ -316,8 +316,35 @@ fn every_edge_of_the_shipped_configs_is_exercised() {
                 actions.len()
             })
             .sum();
-        expected_total +=
-            n * (n - 1) + 4 * planning.len() + approvals + waiting * (3 + n - 1) + ruled;
+        // Per mode that offers `ask_user` (one that lists it, or a planning mode with no list)
+        // and has no `deny` rule on it:
+        // a question answered, declined and aborted; expired with an `approvalTimeout`;
+        // answered beside a call that waits for approval where one does; and from a planning
+        // mode, answered before a plan approved to each of its targets.
+        let questions: usize = (0..n)
+            .filter(|m| harness.facts().offers(*m, "ask_user") == Some(true))
+            .filter(|m| {
+                harness
+                    .facts()
+                    .rule_for(*m, "ask_user")
+                    .is_none_or(|(_, action)| action != "deny")
+            })
+            .map(|m| {
+                3 + usize::from(facts.approval_timeout_ms(m).is_some())
+                    + usize::from(!harness.facts().approval_tools(m).is_empty())
+                    + if facts.is_planning(m) {
+                        facts.transition_targets(m).len()
+                    } else {
+                        0
+                    }
+            })
+            .sum();
+        expected_total += n * (n - 1)
+            + 4 * planning.len()
+            + approvals
+            + waiting * (3 + n - 1)
+            + ruled
+            + questions;
 
         // The relation's approval edges are the hand-overs the fixture file names: every target
         // of `approve_to` where the case lists a choice, else the one of `approve`.
