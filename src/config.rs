@@ -1196,10 +1196,16 @@ fn parse_lenient(text: &str, origin: &str) -> (Option<ModeGraph>, Vec<ConfigErro
     };
     let mut errors = Vec::new();
     remove_unknown_keys(root.get_mut(), &source, &mut errors);
-    let graph = match RawConfig::deserialize(toml::de::Deserializer::from(root.clone())) {
+    // The document is handed over whole (a copy of it was a tenth of a large config's load,
+    // issue 36 item 13); a config the raw layer refuses is read again for its type errors.
+    let graph = match RawConfig::deserialize(toml::de::Deserializer::from(root)) {
         Ok(raw) => validate(raw, &source, &mut errors),
         Err(e) => {
-            errors.extend(mode_type_errors(root.get_ref(), &source));
+            if let Ok(mut again) = DeTable::parse(text) {
+                // Its unknown keys are reported already.
+                remove_unknown_keys(again.get_mut(), &source, &mut Vec::new());
+                errors.extend(mode_type_errors(again.get_ref(), &source));
+            }
             let first = syntax_error(&source, &e);
             if !errors
                 .iter()
