@@ -34,6 +34,7 @@
 mod lines;
 #[cfg(feature = "mcp")]
 mod mcp;
+mod model;
 mod permission;
 mod plan;
 mod question;
@@ -61,8 +62,9 @@ use agent_client_protocol::{Agent, Client, Lines};
 use futures_util::SinkExt;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
+use crate::acp::model::{MODEL_OPTION, session_options};
 use crate::acp::slot::Slot;
-use crate::acp::update::{MODE_OPTION, Updates, config_options, mode_state};
+use crate::acp::update::{MODE_OPTION, Updates, mode_state};
 use crate::controller::AgentController;
 use crate::session::{Session, SessionError, SessionErrorKind, SessionOptions};
 use crate::store::SessionStore;
@@ -633,6 +635,7 @@ impl State {
             session_id: SessionId::new(session.id().to_owned()),
             mode: Arc::new(Mutex::new(session.mode().id().to_owned())),
             graph: controller.modes().clone(),
+            controller: controller.clone(),
             workspace: controller.workspace().to_path_buf(),
             plans_dir: controller.modes().plans_dir().to_path_buf(),
             ids: Arc::default(),
@@ -684,11 +687,12 @@ impl State {
             .await
             .map_err(session_error)?;
         let mode = session.mode_id();
+        let options = session_options(controller.modes(), &session);
         let updates = self.updates(cx, &controller, &session);
         let slot = self.adopt(session, &controller, updates, servers);
         Ok(NewSessionResponse::new(slot.updates.session_id.clone())
             .modes(mode_state(&slot.graph, mode))
-            .config_options(config_options(&slot.graph, mode)))
+            .config_options(options))
     }
 
     /// `session/load`: the stored session, its conversation replayed before the answer.
@@ -767,11 +771,9 @@ impl State {
             updates.replay(&session);
         }
         let mode = session.mode_id();
+        let options = session_options(controller.modes(), &session);
         let slot = self.adopt(session, &controller, updates, servers);
-        Ok((
-            mode_state(&slot.graph, mode),
-            config_options(&slot.graph, mode),
-        ))
+        Ok((mode_state(&slot.graph, mode), options))
     }
 
     /// `session/list`: the store's sessions (of the request's `cwd`, and of the agent's one
@@ -913,9 +915,16 @@ impl State {
         &self,
         request: SetSessionConfigOptionRequest,
     ) -> Result<SetSessionConfigOptionResponse, Error> {
+        if &*request.config_id.0 == MODEL_OPTION {
+            let slot = self.known(&request.session_id)?;
+            let value = request.value.as_value_id().map(|v| &*v.0);
+            let options = model::set_model(&slot, value).await?;
+            return Ok(SetSessionConfigOptionResponse::new(options));
+        }
         if &*request.config_id.0 != MODE_OPTION {
             return Err(invalid(format!(
-                "unknown config option `{}`: the one option is `{MODE_OPTION}`",
+                "unknown config option `{}`: the options are `{MODE_OPTION}` and, where \
+                 several models are configured, `{MODEL_OPTION}`",
                 request.config_id.0
             )));
         }
@@ -924,10 +933,10 @@ impl State {
         };
         self.switch(&request.session_id, &mode.0).await?;
         let slot = self.known(&request.session_id)?;
-        let current = slot.session.lock().await.mode_id();
-        Ok(SetSessionConfigOptionResponse::new(config_options(
+        let session = slot.session.lock().await;
+        Ok(SetSessionConfigOptionResponse::new(session_options(
             &slot.graph,
-            current,
+            &session,
         )))
     }
 

@@ -1196,10 +1196,16 @@ fn parse_lenient(text: &str, origin: &str) -> (Option<ModeGraph>, Vec<ConfigErro
     };
     let mut errors = Vec::new();
     remove_unknown_keys(root.get_mut(), &source, &mut errors);
-    let graph = match RawConfig::deserialize(toml::de::Deserializer::from(root.clone())) {
+    // The document is handed over whole (a copy of it was a tenth of a large config's load,
+    // issue 36 item 13); a config the raw layer refuses is read again for its type errors.
+    let graph = match RawConfig::deserialize(toml::de::Deserializer::from(root)) {
         Ok(raw) => validate(raw, &source, &mut errors),
         Err(e) => {
-            errors.extend(mode_type_errors(root.get_ref(), &source));
+            if let Ok(mut again) = DeTable::parse(text) {
+                // Its unknown keys are reported already.
+                remove_unknown_keys(again.get_mut(), &source, &mut Vec::new());
+                errors.extend(mode_type_errors(again.get_ref(), &source));
+            }
             let first = syntax_error(&source, &e);
             if !errors
                 .iter()
@@ -1581,8 +1587,7 @@ fn validate(
                     continue;
                 }
                 let name: Arc<str> = Arc::from(name);
-                let position = source.position(entry.span());
-                tool_refs.push(ToolRef::at(this, name.clone(), position, false));
+                tool_refs.push(ToolRef::at(this, name.clone(), entry.span(), false));
                 names.push(name);
             }
             (span, names)
@@ -1597,11 +1602,12 @@ fn validate(
                 .take(names.len())
                 .find(|r| edit_distance(&r.name, SUBMIT_PLAN) <= 2);
             if let Some(typo) = typo {
+                let at = source.position(typo.span.clone());
                 errors.push(ConfigError::placed_at(
 ConfigErrorKind::UnknownTool,
                     source.origin,
-                    typo.location(),
-                    typo.snippet(),
+                    at.location,
+                    at.snippet(),
                     format!(
                         "mode `{id}` lists unknown tool `{}` in availableTools: did you mean `{SUBMIT_PLAN}`?",
                         typo.name
@@ -1696,7 +1702,7 @@ ConfigErrorKind::UnknownTool,
         &modes,
         &mcp_servers,
         &server_ids,
-        source.origin,
+        source,
     ));
     Some(
         ModeGraph::new(
@@ -1706,6 +1712,7 @@ ConfigErrorKind::UnknownTool,
             plans_dir.into(),
             source.origin.to_owned(),
             tool_refs,
+            Arc::from(source.text),
         )
         .with_mcp_servers(mcp_servers),
     )
@@ -1821,12 +1828,7 @@ fn approval_policy(
             }
             Some(_) => {}
             None => {
-                tool_refs.push(ToolRef::at(
-                    mode,
-                    Arc::from(name),
-                    source.position(span),
-                    true,
-                ));
+                tool_refs.push(ToolRef::at(mode, Arc::from(name), span, true));
             }
         }
         tools.push(Arc::from(name));
@@ -1969,16 +1971,18 @@ impl ModeGraph {
         is_known: impl Fn(&str) -> bool,
         candidates: &[&str],
     ) -> Vec<ConfigError> {
+        let source = self.source();
         self.tool_refs()
             .iter()
             .filter(|r| !is_builtin(&r.name) && !self.is_mcp_ref(&r.name) && !is_known(&r.name))
             .enumerate()
             .map(|(n, r)| {
+                let at = source.position(r.span.clone());
                 self.placed(ConfigError::placed_at(
                     ConfigErrorKind::UnknownTool,
                     self.origin(),
-                    r.location(),
-                    r.snippet(),
+                    at.location,
+                    at.snippet(),
                     format!(
                         "mode `{}` lists unknown tool `{}` in {}{}",
                         self.mode(r.mode).id(),
@@ -2046,11 +2050,12 @@ impl ModeGraph {
             let Some(first) = first else {
                 continue;
             };
+            let at = self.source().position(first.span.clone());
             warnings.push(self.placed(ConfigError::placed_at(
                 ConfigErrorKind::NoPlanWriter,
                 self.origin(),
-                first.location(),
-                first.snippet(),
+                at.location,
+                at.snippet(),
                 format!(
                     "planning mode `{}` offers no tool that can write a plan (its availableTools has none of the plan-writing tools, such as `write_plan`): a model there cannot author a plan to submit",
                     mode.id()
@@ -2085,17 +2090,19 @@ impl ModeGraph {
         access: impl Fn(&str) -> Option<ToolAccess>,
     ) -> Vec<ConfigError> {
         let planning: Vec<bool> = self.modes().iter().map(Mode::is_planning).collect();
+        let source = self.source();
         self.tool_refs()
             .iter()
             .filter(|r| !r.in_approval && planning[r.mode.index()])
             .filter(|r| access(&r.name) == Some(ToolAccess::Writes))
             .map(|r| {
+                let at = source.position(r.span.clone());
                 self.placed(ConfigError::placed_at(
 ConfigErrorKind::PlanningModeWrites,
 
                         self.origin(),
-                        r.location(),
-                        r.snippet(),
+                        at.location,
+                        at.snippet(),
                         format!(
                             "planning mode `{}` lists `{}`, a tool that writes, in availableTools: it runs there before any plan is approved. Leave it out unless this mode must write (without availableTools a planning mode offers only read-only tools and the plan tools)",
                             self.mode(r.mode).id(),
@@ -2119,12 +2126,14 @@ ConfigErrorKind::PlanningModeWrites,
                 !is_builtin(&r.name) && !self.is_mcp_ref(&r.name) && !known.contains(&&*r.name)
             })
             .collect();
+        let source = self.source();
         let others: Vec<String> = refs
             .iter()
             .skip(1)
             .map(|r| {
                 let place = if self.has_positions() {
-                    format!("{}:{}, ", r.line, r.column)
+                    let at = source.position(r.span.clone()).location;
+                    format!("{}:{}, ", at.line, at.column)
                 } else {
                     String::new()
                 };
@@ -2197,28 +2206,21 @@ ConfigErrorKind::PlanningModeWrites,
 }
 
 impl ToolRef {
-    fn location(&self) -> Location {
-        Location {
-            line: self.line,
-            column: self.column,
-        }
-    }
-
-    fn snippet(&self) -> String {
-        snippet(self.line, &self.excerpt, self.excerpt_column, self.width)
-    }
-
-    fn at(mode: ModeId, name: Arc<str>, position: Position, in_approval: bool) -> Self {
+    fn at(mode: ModeId, name: Arc<str>, span: Range<usize>, in_approval: bool) -> Self {
         ToolRef {
             mode,
             name,
-            line: position.location.line,
-            column: position.location.column,
-            excerpt: position.excerpt.into_boxed_str(),
-            excerpt_column: position.excerpt_column,
-            width: position.width,
+            span,
             in_approval,
         }
+    }
+}
+
+impl ModeGraph {
+    /// The graph's text with its origin, to place its tool references (their spans) when an
+    /// error reports them: one per report, so the index of its lines is built once for all.
+    pub(crate) fn source(&self) -> Source<'_> {
+        Source::new(self.origin(), self.text())
     }
 }
 

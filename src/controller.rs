@@ -55,6 +55,7 @@ pub struct AgentControllerBuilder {
     model_chooser: Option<Arc<dyn crate::model::ModelChooser>>,
     /// Tools another host has ([`AgentControllerBuilder::tools_elsewhere`]).
     elsewhere: Vec<String>,
+    model_id: Option<String>,
 }
 
 impl std::fmt::Debug for AgentControllerBuilder {
@@ -255,6 +256,34 @@ impl AgentControllerBuilder {
     /// ```
     pub fn model_chooser(mut self, chooser: impl crate::model::ModelChooser + 'static) -> Self {
         self.model_chooser = Some(Arc::new(chooser));
+        self
+    }
+
+    /// Names the controller's own model (the one [`AgentController::builder`] takes) by the id
+    /// the model chooser builds it by ([`AgentControllerBuilder::model_chooser`]; the CLI's
+    /// `--model` spec, `openai/gpt-4o`): it is then offered beside the modes' `defaultModelId`s
+    /// when a session's model is chosen by hand ([`crate::Session::choose_model`], the ACP
+    /// `model` option), and it is what [`crate::Session::model_id`] names for a mode without a
+    /// `defaultModelId`. Unnamed by default.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, config, model::scripted::ScriptedModel};
+    /// use agent_controller::model::SpecChooser;
+    /// let graph = config::parse(
+    ///     "[[modes]]\nid = \"plan\"\ndefaultModelId = \"openai/o3\"\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    ///     "modes.toml",
+    /// )?;
+    /// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    ///     .model_chooser(SpecChooser)
+    ///     .model_id("openai/gpt-4o")
+    ///     .build()?;
+    /// assert_eq!(controller.models(), ["openai/gpt-4o", "openai/o3"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn model_id(mut self, id: impl Into<String>) -> Self {
+        self.model_id = Some(id.into());
         self
     }
 
@@ -503,6 +532,7 @@ impl AgentControllerBuilder {
             .map(|id| mode_runtime(&self.graph, &self.tools, id, &plans_dir))
             .collect();
         let fingerprint = self.graph.fingerprint();
+        let models = crate::machine::models::offered(&self.graph, self.model_id.as_deref());
         let store_paths = self.store.iter().flat_map(|s| s.protected_paths());
         let protected_paths = self
             .protected_paths
@@ -528,6 +558,8 @@ impl AgentControllerBuilder {
                 runtimes,
                 clock: self.clock,
                 model_chooser: self.model_chooser,
+                models,
+                model_id: self.model_id,
                 recorded_config: std::sync::OnceLock::new(),
                 task_tools,
             }),
@@ -720,6 +752,7 @@ impl AgentController {
             protected_paths: Vec::new(),
             model_chooser: None,
             elsewhere: Vec::new(),
+            model_id: None,
         }
     }
 
@@ -750,6 +783,26 @@ impl AgentController {
     /// ```
     pub fn modes(&self) -> &ModeGraph {
         &self.shared.graph
+    }
+
+    /// The models a session may be switched to by hand ([`crate::Session::models`]): the
+    /// controller's own model when named ([`AgentControllerBuilder::model_id`]), then every
+    /// mode's `defaultModelId`, each id once.
+    pub fn models(&self) -> &[String] {
+        &self.shared.models
+    }
+
+    /// The id of the model mode `mode_id` runs with when no model is chosen: its
+    /// `defaultModelId`, else the controller's own model's id
+    /// ([`AgentControllerBuilder::model_id`]); `None` when neither is named or no mode has
+    /// this id.
+    pub fn mode_model_id(&self, mode_id: &str) -> Option<&str> {
+        let mode = self.shared.graph.get(mode_id)?;
+        crate::machine::models::mode_model(
+            &self.shared.graph,
+            mode,
+            self.shared.model_id.as_deref(),
+        )
     }
 
     /// The registered tools (without the built-in `submit_plan`).

@@ -77,6 +77,7 @@ pub(crate) mod decision;
 pub(crate) mod error;
 pub(crate) mod expiry;
 pub(crate) mod input;
+pub(crate) mod models;
 pub(crate) mod next;
 pub(crate) mod pending;
 pub(crate) mod rejection;

@@ -891,19 +891,16 @@ impl RequireApproval {
 
 /// Where a config names a tool, kept so unknown tool names can be reported at their line (the
 /// checks against a controller's tools, which make config errors of them, are in
-/// [`crate::config`]). Each keeps only a bounded excerpt of its line, so a long line of many
-/// names costs memory linear in its length.
+/// [`crate::config`]). Only the name's byte span is kept: its line, column and excerpt are
+/// computed from the graph's text when an error or warning reports it, never for the names
+/// that are fine (issue 36 item 13: computing them for every name was a fifth of a large
+/// config's load).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ToolRef {
     pub(crate) mode: ModeId,
     pub(crate) name: Arc<str>,
-    /// The name's 1-based line and column (in characters) in the config text.
-    pub(crate) line: usize,
-    pub(crate) column: usize,
-    /// The part of the line a snippet shows, the name's column in it and its width there.
-    pub(crate) excerpt: Box<str>,
-    pub(crate) excerpt_column: usize,
-    pub(crate) width: usize,
+    /// The name's bytes in the config text ([`ModeGraph::text`]).
+    pub(crate) span: std::ops::Range<usize>,
     /// Whether the name is in `requireApproval` (else in `availableTools`).
     pub(crate) in_approval: bool,
 }
@@ -918,6 +915,8 @@ pub struct ModeGraph {
     plans_dir: PathBuf,
     origin: String,
     tool_refs: Vec<ToolRef>,
+    /// The config text the tool references point into (shared by the graph's clones).
+    text: Arc<str>,
     /// Whether the graph came from text, so its errors can point into it (not for a graph built
     /// in code).
     positions: bool,
@@ -933,6 +932,7 @@ impl ModeGraph {
         plans_dir: PathBuf,
         origin: String,
         tool_refs: Vec<ToolRef>,
+        text: Arc<str>,
     ) -> Self {
         Self {
             modes,
@@ -941,6 +941,7 @@ impl ModeGraph {
             plans_dir,
             origin,
             tool_refs,
+            text,
             positions: true,
             mcp_servers: Arc::from([]),
         }
@@ -1198,6 +1199,11 @@ impl ModeGraph {
     /// The file (or other origin) the graph was read from, as errors name it.
     pub(crate) fn origin(&self) -> &str {
         &self.origin
+    }
+
+    /// The config text the graph was read from, which its tool references point into.
+    pub(crate) fn text(&self) -> &str {
+        &self.text
     }
 
     /// Every place the config names a tool in an `availableTools` list, in text order.

@@ -178,6 +178,11 @@ pub(crate) struct Shared {
     /// Builds the model an approval chooses for the next mode
     /// ([`crate::controller::AgentControllerBuilder::model_chooser`]).
     pub(crate) model_chooser: Option<Arc<dyn crate::model::ModelChooser>>,
+    /// The id of the controller's own model, when the host names it
+    /// ([`crate::controller::AgentControllerBuilder::model_id`]).
+    pub(crate) model_id: Option<String>,
+    /// The models a session may be switched to ([`crate::Session::models`]).
+    pub(crate) models: Vec<String>,
     /// What the graph lets each mode do, as records keep it: made at the first save.
     pub(crate) recorded_config: std::sync::OnceLock<crate::store::RecordedConfig>,
     /// The built-in task tools the controller registered (`crate::tool::tasks`): the session
@@ -1655,6 +1660,79 @@ impl Session {
     /// `None` when the session's own model runs.
     pub fn chosen_model(&self) -> Option<&str> {
         self.state.model_id.as_deref()
+    }
+
+    /// The models the session may be switched to by hand ([`Session::choose_model`]): the
+    /// controller's own model when the host names it
+    /// ([`crate::controller::AgentControllerBuilder::model_id`]), then every mode's
+    /// `defaultModelId`, each id once. Empty when none is named.
+    pub fn models(&self) -> &[String] {
+        &self.shared.models
+    }
+
+    /// The id of the model the current mode's model calls go to: the one chosen
+    /// ([`Session::chosen_model`]), else the mode's `defaultModelId`, else the controller's own
+    /// model's id; `None` when none of them is named.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, SessionOptions};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let graph = agent_controller::config::parse(
+    ///     "[[modes]]\nid = \"plan\"\ndefaultModelId = \"openai/o3\"\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    ///     "modes.toml",
+    /// )?;
+    /// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    ///     .model_id("openai/gpt-4o")
+    ///     .build()?;
+    /// let mut session = controller.start_session(SessionOptions::new()).await?;
+    /// assert_eq!(session.models(), ["openai/gpt-4o", "openai/o3"]);
+    /// assert_eq!(session.model_id(), Some("openai/gpt-4o"));
+    /// session.switch_mode("plan").await?;
+    /// assert_eq!(session.model_id(), Some("openai/o3"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn model_id(&self) -> Option<&str> {
+        self.state.model_id.as_deref().or_else(|| {
+            crate::machine::models::mode_model(
+                &self.shared.graph,
+                self.state.mode,
+                self.shared.model_id.as_deref(),
+            )
+        })
+    }
+
+    /// Switches the current mode's model calls to the model with id `id`, one of
+    /// [`Session::models`]; returns whether anything changed. The choice is saved and runs the
+    /// mode until its next change of mode (as an approval's choice, [`Decision::model`]):
+    /// choosing the model the mode runs with anyway ends it. What waits for a decision keeps
+    /// waiting (a plan's approval may still choose the next mode's model).
+    ///
+    /// # Errors
+    /// [`SessionError::UnknownModel`] when `id` is not offered or the controller's chooser
+    /// cannot build it ([`crate::controller::AgentControllerBuilder::model_chooser`]);
+    /// [`SessionError::LeaseHeld`] while a run of another process holds the session;
+    /// [`SessionError::Store`] when the choice cannot be saved. Nothing changes then.
+    pub async fn choose_model(&mut self, id: &str) -> Result<bool, SessionError> {
+        // What another process saved counts: it may have changed the mode or the model.
+        self.recover().await?;
+        self.reload().await?;
+        let kept = crate::machine::models::choice(&self.shared.config(), self.state.mode, id)?;
+        if kept == self.state.model_id {
+            return Ok(false);
+        }
+        let built = match &kept {
+            Some(id) => Some((id.clone(), self.build_model(id)?)),
+            None => None,
+        };
+        self.settle().await?;
+        self.handle(Input::ChooseModel(id.to_owned())).await?;
+        self.chosen_model = built;
+        Ok(true)
     }
 
     /// The model of the current mode's next model call: the one an approval chose (built by

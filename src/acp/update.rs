@@ -14,6 +14,8 @@ use agent_client_protocol::v1::schema::{
     ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
 
+use crate::acp::model::model_option;
+use crate::controller::AgentController;
 use crate::display::{neutralize, neutralize_line_within};
 use crate::event::Event;
 use crate::event::Suspension;
@@ -41,8 +43,13 @@ pub(crate) fn mode_state(graph: &ModeGraph, current: ModeId) -> SessionModeState
     SessionModeState::new(graph.mode(current).id().to_owned(), modes)
 }
 
-/// The config options: one, `mode`, a select over every mode.
-pub(crate) fn config_options(graph: &ModeGraph, current: ModeId) -> Vec<SessionConfigOption> {
+/// The config options: `mode`, a select over every mode, then `model` when it is offered
+/// ([`crate::acp::model::model_option`]).
+pub(crate) fn config_options(
+    graph: &ModeGraph,
+    current: ModeId,
+    model: Option<SessionConfigOption>,
+) -> Vec<SessionConfigOption> {
     let options: Vec<SessionConfigSelectOption> = graph
         .modes()
         .iter()
@@ -61,7 +68,7 @@ pub(crate) fn config_options(graph: &ModeGraph, current: ModeId) -> Vec<SessionC
     .description("The session's mode: what the agent may do, and where an approved plan leads.")
     // Editors tie their mode picker and mode cycling to this category (Zed).
     .category(SessionConfigOptionCategory::Mode);
-    vec![option]
+    std::iter::once(option).chain(model).collect()
 }
 
 /// The ACP tool-call ids of a session's tool calls. A model may reuse its tool-call ids
@@ -101,6 +108,8 @@ pub(crate) struct Updates {
     /// holds the session).
     pub(crate) mode: Arc<Mutex<String>>,
     pub(crate) graph: ModeGraph,
+    /// The session's controller: the models it offers, and each mode's own.
+    pub(crate) controller: AgentController,
     pub(crate) workspace: PathBuf,
     /// The plans directory, relative to the workspace (`write_plan`'s paths are relative to it).
     pub(crate) plans_dir: PathBuf,
@@ -156,7 +165,8 @@ impl Updates {
             .clone()
     }
 
-    /// Announces the mode `mode_id`: `current_mode_update`, then `config_option_update`.
+    /// Announces the mode `mode_id`: `current_mode_update`, then `config_option_update`, whose
+    /// `model` is the new mode's own (a change of mode ends a chosen model).
     pub(crate) fn mode(&self, mode_id: &str) {
         let Some(mode) = self.graph.get(mode_id) else {
             return;
@@ -165,8 +175,12 @@ impl Updates {
         self.send(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(
             mode_id.to_owned(),
         )));
+        let model = model_option(
+            self.controller.models(),
+            self.controller.mode_model_id(mode_id),
+        );
         self.send(SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(
-            config_options(&self.graph, mode),
+            config_options(&self.graph, mode, model),
         )));
     }
 

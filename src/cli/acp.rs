@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use agent_controller::acp::AcpAgent;
 use agent_controller::display::neutralize;
+use agent_controller::model::SpecChooser;
 use agent_controller::model::scripted::ScriptedModel;
 use agent_controller::store::open_store;
 use agent_controller::{AgentController, LanguageModel, config};
@@ -41,6 +42,9 @@ pub(crate) fn acp(args: AcpArgs) -> Outcome {
     let has_store = store.is_some();
     let listed = store.clone();
     let listed_in = only.clone();
+    // The `model` option offers the agent's own model by its spec (the scripted model, a test
+    // double, is not offered), beside the modes' `defaultModelId`s; a choice is built by spec.
+    let own_model = (!args.model.is_scripted()).then(|| args.model.to_string());
     let config = args.config.clone();
     let lease = args.lease;
     // The client's MCP servers (`mcpServers`: those the editor's user configured) are taken,
@@ -67,7 +71,11 @@ pub(crate) fn acp(args: AcpArgs) -> Outcome {
         let mut builder = AgentController::builder(graph, model.clone())
             .tools(tools)
             .workspace(cwd)
-            .protected_path(&path);
+            .protected_path(&path)
+            .model_chooser(SpecChooser);
+        if let Some(id) = &own_model {
+            builder = builder.model_id(id.clone());
+        }
         if let Some(store) = &store {
             builder = builder.store(store.clone()).lease_duration(lease);
         }

@@ -184,7 +184,7 @@ pub(crate) fn reference_errors(
     modes: &[Mode],
     servers: &[McpServer],
     server_ids_written: &[String],
-    origin: &str,
+    source: &Source<'_>,
 ) -> Vec<ConfigError> {
     let mut errors = Vec::new();
     for r in refs {
@@ -198,7 +198,8 @@ pub(crate) fn reference_errors(
             "availableTools"
         };
         let at = |kind, message: String| {
-            ConfigError::placed_at(kind, origin, r.location(), r.snippet(), message)
+            let at = source.position(r.span.clone());
+            ConfigError::placed_at(kind, source.origin, at.location, at.snippet(), message)
         };
         let Some(server) = servers.iter().find(|s| s.id() == server_id) else {
             // An entry refused for another reason is reported there.

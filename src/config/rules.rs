@@ -381,16 +381,18 @@ pub(crate) fn implicit_offer_warnings(graph: &ModeGraph, tools: &ToolRegistry) -
         )
     };
     let mut warnings = Vec::new();
+    let source = graph.source();
     for r in graph.tool_refs() {
         let mode = graph.mode(r.mode);
         if !r.in_approval || !implicit(mode) || tools.get(&r.name).is_none() || offered(&r.name) {
             continue;
         }
+        let at = source.position(r.span.clone());
         warnings.push(ConfigError::placed_at(
             ConfigErrorKind::ApprovalToolNotOffered,
             graph.origin(),
-            r.location(),
-            r.snippet(),
+            at.location,
+            at.snippet(),
             format!(
                 "mode `{}` lists `{}` in requireApproval, but does not offer it ({}): list the mode's tools in availableTools, or leave it out of requireApproval",
                 mode.id(),

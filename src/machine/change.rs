@@ -25,6 +25,9 @@ pub(crate) struct Config<'a> {
     pub(crate) runtimes: &'a [ModeRuntime],
     pub(crate) max_revisions: usize,
     pub(crate) lease: Option<LeaseTerms<'a>>,
+    /// The id of the controller's own model, when the host names it
+    /// ([`crate::controller::AgentControllerBuilder::model_id`]).
+    pub(crate) own_model: Option<&'a str>,
 }
 
 /// Who takes a run's lease, and for how long.
@@ -239,6 +242,7 @@ mod tests {
             runtimes: &runtimes,
             max_revisions: 1,
             lease: None,
+            own_model: None,
         };
         assert_eq!(&*config.runtime(plan).id, "plan");
         assert_eq!(&*config.runtime(build).id, "build");

@@ -159,6 +159,10 @@ pub(crate) enum Input {
     /// A manual switch to mode `target` (a different mode): what waits is cancelled, then
     /// `mode_changed` with reason `manual` and a notice for the model.
     ManualSwitch(ModeId),
+    /// The host chooses the model with this id for the current mode
+    /// ([`crate::Session::choose_model`]): kept until the mode changes, or, for the mode's own
+    /// model, the choice ends; refused when it is not offered. Next: nothing.
+    ChooseModel(String),
     /// The deadline tick: what the expiry found due at `now` ([`super::expiry::expire`]) is
     /// answered, and the suspended run ends.
     Deadline {
@@ -262,7 +266,7 @@ impl Input {
     /// Whether the rules may refuse the input: then its change is computed on a copy even with
     /// nothing to save, so a refusal leaves the state untouched.
     pub(crate) fn may_refuse(&self) -> bool {
-        matches!(self, Input::Decide { .. })
+        matches!(self, Input::Decide { .. } | Input::ChooseModel(_))
     }
 }
 
@@ -371,6 +375,10 @@ impl Change<'_> {
                 self.cancel_pending(CancelReason::ModeSwitch);
                 // The switch ends every "always allow" of the session (`enter_mode`).
                 self.set_mode(target, ModeChangeReason::Manual);
+                Next::Nothing
+            }
+            Input::ChooseModel(id) => {
+                self.choose_model(&id)?;
                 Next::Nothing
             }
             Input::Deadline { run_id, expiry } => {

@@ -46,14 +46,24 @@ mod tests {
         pub(crate) max_revisions: usize,
         /// Whether the session has a store (then runs take leases of this length).
         pub(crate) lease: Option<Duration>,
+        /// The id of the controller's own model, if the host names it.
+        pub(crate) own_model: Option<String>,
     }
 
     impl Rig {
         /// A session in mode `plan`, at [`T0`], without a store.
         pub(crate) fn new() -> Self {
             let graph = crate::config::parse(MODES, "rig.toml").expect("the rig's modes parse");
-            let runtimes = graph.ids().map(|id| runtime(&graph, id)).collect();
             let plan = graph.get("plan").expect("plan");
+            let mut rig = Self::with_graph(graph);
+            rig.state = State::new(plan);
+            rig
+        }
+
+        /// A session of `graph` in its default mode, at [`T0`], without a store.
+        pub(crate) fn with_graph(graph: ModeGraph) -> Self {
+            let runtimes = graph.ids().map(|id| runtime(&graph, id)).collect();
+            let start = graph.default_mode_id();
             Self {
                 graph,
                 runtimes,
@@ -66,11 +76,12 @@ mod tests {
                         created_ns: None,
                     },
                 },
-                state: State::new(plan),
+                state: State::new(start),
                 events: Vec::new(),
                 now_ms: T0,
                 max_revisions: 2,
                 lease: None,
+                own_model: None,
             }
         }
 
@@ -93,6 +104,7 @@ mod tests {
                     runtimes: &self.runtimes,
                     max_revisions: self.max_revisions,
                     lease: self.lease.map(|duration| LeaseTerms { owner, duration }),
+                    own_model: self.own_model.as_deref(),
                 },
                 now_ms: self.now_ms,
                 id: &self.id,

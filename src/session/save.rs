@@ -472,6 +472,7 @@ impl Shared {
                 owner: &self.lease_owner,
                 duration: self.lease_duration,
             }),
+            own_model: self.model_id.as_deref(),
         }
     }
 }

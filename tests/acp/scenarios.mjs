@@ -733,6 +733,47 @@ const scenarios = {
     assert.equal(await agent.close(), 0);
   },
 
+  /// The `model` config option (issue 36 item 12): offered beside `mode` with the category
+  /// `model` where several models are configured (the agent's `--model` and each mode's
+  /// `defaultModelId`), its current value the mode's model. Setting it answers with the options
+  /// as they now stand and the next model request goes to the chosen model; a model not offered
+  /// is refused (invalid params) and changes nothing; a change of mode ends the choice, and the
+  /// `config_option_update` that tells the mode tells the new mode's model too.
+  async model_option() {
+    const agent = start(() => cancelled);
+    const model = (options) => options.find((o) => o.id === "model");
+    await agent.run(async (ctx) => {
+      await open(ctx);
+      const session = await newSession(ctx);
+      const { sessionId } = session;
+      const offered = model(session.configOptions);
+      assert.ok(offered, JSON.stringify(session.configOptions));
+      assert.equal(offered.category, "model");
+      assert.equal(offered.type, "select");
+      assert.equal(offered.currentValue, "openai/planner");
+      assert.deepEqual(
+        offered.options.map((o) => o.value),
+        ["openai/test-model", "openai/planner", "openai/builder"],
+      );
+      const set = (value) =>
+        ctx.request(methods.agent.session.setConfigOption, { sessionId, configId: "model", value });
+      await assert.rejects(set("openai/gpt-9"), (e) => e.code === -32602 && /not offered/.test(JSON.stringify(e)));
+      const chosen = await set("openai/test-model");
+      assert.equal(model(chosen.configOptions).currentValue, "openai/test-model");
+      assert.equal(chosen.configOptions.find((o) => o.id === "mode").currentValue, "plan");
+      assert.equal((await prompt(ctx, sessionId, "Hello")).stopReason, "end_turn");
+      const before = agent.updates.length;
+      await ctx.request(methods.agent.session.setMode, { sessionId, modeId: "build" });
+      const told = agent.updates
+        .slice(before)
+        .filter((u) => u.sessionUpdate === "config_option_update");
+      assert.equal(told.length, 1, JSON.stringify(agent.updates.slice(before)));
+      assert.equal(model(told[0].configOptions).currentValue, "openai/builder");
+      assert.equal((await prompt(ctx, sessionId, "Build it")).stopReason, "end_turn");
+    });
+    assert.equal(await agent.close(), 0);
+  },
+
   /// `session/list` with a file store, two sessions a page (`--list-page-size 2`): three
   /// sessions listed newest first over two pages (each once), with their workspace, their first
   /// prompt as title and an RFC 3339 time; filtered by `cwd`; a garbage file, a record stored

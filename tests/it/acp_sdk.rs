@@ -280,6 +280,37 @@ fn sdk_close_and_resume_a_session_and_the_mode_category() {
     scenario("session_lifecycle", PLAN_BUILD, None, true);
 }
 
+/// The `model` config option: offered where several models are configured, set by the
+/// client, and the next model request goes to the chosen model; a change of mode tells the
+/// new mode's model (issue 36 item 12: before, no model option).
+#[cfg(feature = "openai")] // the model is the OpenAI provider
+#[test]
+fn sdk_the_model_option_chooses_the_next_requests_model() {
+    let modes = PLAN_BUILD
+        .replace(
+            "name = \"Plan\"\n",
+            "name = \"Plan\"\ndefaultModelId = \"openai/planner\"\n",
+        )
+        .replace(
+            "name = \"Build\"\n",
+            "name = \"Build\"\ndefaultModelId = \"openai/builder\"\n",
+        );
+    assert_eq!(modes.matches("defaultModelId").count(), 2);
+    let script = vec![openai_server::text("Hi."), openai_server::text("Built.")];
+    let server =
+        scenario_with("model_option", &modes, Some(script), false, &[]).expect("a scripted model");
+    let models: Vec<String> = server
+        .bodies_blocking()
+        .iter()
+        .map(|b| b["model"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(
+        models,
+        ["test-model", "builder"],
+        "the chosen one, then build's own"
+    );
+}
+
 #[test]
 fn sdk_session_list_pages_the_stores_sessions_by_workspace_and_skips_hostile_records() {
     scenario("session_list", PLAN_BUILD, None, true);

@@ -287,3 +287,137 @@ id = "deploy"
         "each approval asked the chooser once, and nothing else did"
     );
 }
+
+/// Two modes that name their models, `planner` and `cheap`.
+const NAMED: &str = r#"
+[[modes]]
+id = "plan"
+transitionsTo = "build"
+availableTools = ["read_file", "submit_plan"]
+defaultModelId = "planner"
+
+[[modes]]
+id = "build"
+default = true
+defaultModelId = "cheap"
+
+[[modes]]
+id = "review"
+defaultModelId = "planner"
+"#;
+
+/// Choosing the session's model by hand (issue 36 item 12): the models offered are the
+/// controller's own (`AgentControllerBuilder::model_id`) and every mode's `defaultModelId`,
+/// each once; a choice outside them is refused and changes nothing; a choice is saved, kept by
+/// a restored session, and ends with the mode, as an approval's choice does.
+#[tokio::test]
+async fn a_model_chosen_by_hand_runs_the_mode_until_it_changes() {
+    let ws = Workspace::new();
+    let main = Arc::new(ReplayModel::new([
+        ReplayModel::text("planned"),
+        ReplayModel::text("planned again"),
+    ]));
+    let other = Arc::new(ReplayModel::new([ReplayModel::text("by main, chosen")]));
+    let built = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let store = Arc::new(MemoryStore::new());
+    let controller = || {
+        let (other, built) = (other.clone(), built.clone());
+        AgentController::builder(graph(NAMED), main.clone())
+            .tools(ToolRegistry::with_workspace_tools())
+            .workspace(ws.path())
+            .store(store.clone())
+            .model_id("main")
+            .model_chooser(move |id: &str| -> Result<Arc<dyn LanguageModel>, String> {
+                built.lock().expect("lock").push(id.to_owned());
+                match id {
+                    "main" => Ok(other.clone() as Arc<dyn LanguageModel>),
+                    other => Err(format!("no model `{other}` here")),
+                }
+            })
+            .build()
+            .expect("controller")
+    };
+    let controller = controller();
+    assert_eq!(controller.models(), ["main", "planner", "cheap"]);
+    let mut session = controller
+        .start_session(SessionOptions::new().mode("plan"))
+        .await
+        .expect("session");
+    assert_eq!(session.models(), ["main", "planner", "cheap"]);
+    assert_eq!(session.model_id(), Some("planner"), "the mode's own");
+    assert_eq!(session.chosen_model(), None);
+    // Not offered: refused, nothing changes, nothing is built.
+    let version = session.version();
+    let refused = session.choose_model("gpt-9").await;
+    match refused {
+        Err(SessionError::UnknownModel { model, reason }) => {
+            assert_eq!(model, "gpt-9");
+            assert!(
+                reason.contains("not offered") && reason.contains("`main`, `planner`, `cheap`"),
+                "{reason}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(session.version(), version);
+    assert_eq!(session.model_id(), Some("planner"));
+    assert!(built.lock().expect("lock").is_empty());
+    // Offered but the chooser cannot build it: refused too, nothing changes.
+    let refused = session.choose_model("cheap").await;
+    assert!(
+        matches!(refused, Err(SessionError::UnknownModel { ref model, .. }) if model == "cheap"),
+        "{refused:?}"
+    );
+    assert_eq!(session.version(), version);
+    assert_eq!(session.chosen_model(), None);
+    // The mode's own model: nothing to change.
+    assert!(!session.choose_model("planner").await.expect("same"));
+    assert_eq!(session.version(), version);
+    // Chosen and saved: the next call goes to it.
+    assert!(session.choose_model("main").await.expect("chosen"));
+    assert!(session.version() > version, "saved");
+    assert_eq!(session.model_id(), Some("main"));
+    assert_eq!(session.chosen_model(), Some("main"));
+    session.send_message("hello").await.expect("run");
+    assert_eq!(other.requests().len(), 1);
+    assert!(main.requests().is_empty());
+    // A restored session keeps it.
+    let id = session.id().to_owned();
+    drop(session);
+    let mut session = controller
+        .restore_session(&id, SessionOptions::new())
+        .await
+        .expect("restored");
+    assert_eq!(session.model_id(), Some("main"));
+    // Choosing the mode's own model again ends the choice.
+    assert!(session.choose_model("planner").await.expect("back"));
+    assert_eq!(session.chosen_model(), None);
+    assert_eq!(session.model_id(), Some("planner"));
+    session.send_message("again").await.expect("run");
+    assert_eq!(main.requests().len(), 1);
+    // A change of mode ends a choice: the next mode runs with its own.
+    assert!(session.choose_model("main").await.expect("chosen"));
+    session.switch_mode("review").await.expect("switched");
+    assert_eq!(session.chosen_model(), None);
+    assert_eq!(session.model_id(), Some("planner"));
+}
+
+/// Without a named controller model, a mode that names none runs with a model that has no id:
+/// the session names none, and every choice still goes through the offered list.
+#[tokio::test]
+async fn a_mode_without_a_model_id_names_none() {
+    let ws = Workspace::new();
+    let main = Arc::new(ReplayModel::new([]));
+    let controller = common::controller(PLAN_BUILD, &ws, main);
+    assert!(controller.models().is_empty());
+    let mut session = controller
+        .start_session(SessionOptions::new())
+        .await
+        .expect("session");
+    assert_eq!(session.model_id(), None);
+    let refused = session.choose_model("anything").await;
+    assert!(
+        matches!(refused, Err(SessionError::UnknownModel { .. })),
+        "{refused:?}"
+    );
+}

@@ -204,6 +204,66 @@ async fn file_store_leaves_nothing_behind_for_deleted_sessions() {
     assert_eq!(files_of(tmp.path(), "a"), Vec::<String>::new());
 }
 
+/// One durable write a decision (issue 36 item 13): a decision is one save of the session, and
+/// a decision that resumes a run to its end two (the decision, then the run's end); each save of
+/// the JSON-file store is two fsyncs (the file, then the directory its rename changed:
+/// BENCHMARKS.md says why neither can go). A decision that took a second save, or a save that
+/// took a third fsync, fails here.
+#[tokio::test]
+async fn a_decision_is_one_save_and_a_resume_two_in_the_file_store() {
+    let ws = Workspace::new();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let store = Arc::new(FileStore::open(tmp.path()).expect("store"));
+    let path = ws.plan("p.md", "# P\n\n1. Step.\n");
+    let submit = || ReplayModel::call("c1", "submit_plan", json!({ "path": path }));
+    let model = Arc::new(ReplayModel::new([
+        submit(),
+        ReplayModel::text("built"),
+        submit(),
+    ]));
+    let controller = AgentController::builder(common::graph(PLAN_BUILD), model)
+        .tools(ToolRegistry::with_workspace_tools())
+        .workspace(ws.path())
+        .store(store.clone())
+        .build()
+        .expect("controller");
+    let mut session = controller
+        .start_session(SessionOptions::new().mode("plan"))
+        .await
+        .expect("session");
+    session.send_message("plan it").await.expect("suspended");
+    let id = session.pending()[0].decision_id().to_owned();
+    let (before, version) = (store.fsyncs(), session.version());
+    let outcome = session
+        .decide(&id, Decision::approve())
+        .await
+        .expect("approved");
+    assert!(
+        matches!(outcome, RunOutcome::Completed { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        session.version(),
+        version + 2,
+        "the decision, the run's end"
+    );
+    assert_eq!(store.fsyncs() - before, 4, "two fsyncs a save");
+    session.switch_mode("plan").await.expect("switched");
+    session.send_message("again").await.expect("suspended");
+    let id = session.pending()[0].decision_id().to_owned();
+    let (before, version) = (store.fsyncs(), session.version());
+    session
+        .decide(&id, Decision::reject())
+        .await
+        .expect("rejected");
+    assert_eq!(
+        session.version(),
+        version + 1,
+        "the decision ends the run in its one save"
+    );
+    assert_eq!(store.fsyncs() - before, 2);
+}
+
 /// Every file under `dir` (relative paths) whose name mentions `id`.
 fn files_of(dir: &Path, id: &str) -> Vec<String> {
     let mut found = Vec::new();
