@@ -1114,7 +1114,8 @@ pub fn workspace_warnings(text: &str, origin: &str, workspace: &Path) -> Vec<Con
         Some(dir) => (dir.get_ref().as_str(), dir.span()),
         None => (DEFAULT_PLANS_DIR, 0..0),
     };
-    if plans_dir_problem(dir).is_some() {
+    // A folder leading outside is an error ([`workspace_errors`]), never listed here.
+    if plans_dir_problem(dir).is_some() || plans_dir_leaves(workspace, dir) {
         return Vec::new();
     }
     let Ok(entries) = std::fs::read_dir(workspace.join(dir)) else {
@@ -1141,6 +1142,44 @@ pub fn workspace_warnings(text: &str, origin: &str, workspace: &Path) -> Vec<Con
             crate::display::neutralize_line_within(&stranger.file_name().to_string_lossy(), 64)
         ),
     )]
+}
+
+/// The errors about the workspace the config is used in: a `plansDir` that exists but leads
+/// out of `workspace` (a symlink to a folder outside), which the plan tools then refuse to
+/// use ([`ConfigErrorKind::InvalidPlansDir`] at `plansDir`, or at the start of the file for
+/// the default `.agent/plans`). Nothing for a folder that does not exist.
+pub fn workspace_errors(text: &str, origin: &str, workspace: &Path) -> Vec<ConfigError> {
+    let Ok(raw) = toml::from_str::<RawConfig<'_>>(text) else {
+        return Vec::new();
+    };
+    let (dir, span) = match &raw.plans_dir {
+        Some(dir) => (dir.get_ref().as_str(), dir.span()),
+        None => (DEFAULT_PLANS_DIR, 0..0),
+    };
+    if plans_dir_problem(dir).is_some() || !plans_dir_leaves(workspace, dir) {
+        return Vec::new();
+    }
+    let source = Source::new(origin, text);
+    vec![ConfigError::at(
+        ConfigErrorKind::InvalidPlansDir,
+        &source,
+        span,
+        format!(
+            "plansDir `{}` leads outside the workspace (a symlink): the plan tools refuse it, so plans cannot be written",
+            crate::display::neutralize_line_within(dir, 64)
+        ),
+    )]
+}
+
+/// Whether `dir` in `workspace` exists and resolves (through symlinks) outside the workspace.
+fn plans_dir_leaves(workspace: &Path, dir: &str) -> bool {
+    let (Ok(root), Ok(resolved)) = (
+        std::fs::canonicalize(workspace),
+        std::fs::canonicalize(workspace.join(dir)),
+    ) else {
+        return false;
+    };
+    !resolved.starts_with(root)
 }
 
 /// The warnings of a loaded graph with the tools it runs with, as [`warnings_with_tools`] finds
@@ -2232,6 +2271,30 @@ fn is_builtin(name: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[cfg(unix)]
+    #[test]
+    fn a_plans_dir_leading_outside_the_workspace_is_an_error_at_the_key_and_not_listed() {
+        // Trial L14: `check` said ok for a plansDir symlinked out of the workspace and listed
+        // the outside folder. Failed before: no error, and a warning naming the outside entry.
+        let outside = tempfile::tempdir().expect("a directory");
+        std::fs::write(outside.path().join("secret.txt"), "x").expect("write");
+        let ws = tempfile::tempdir().expect("a directory");
+        std::os::unix::fs::symlink(outside.path(), ws.path().join("plans")).expect("symlink");
+        let text = "plansDir = \"plans\"\n[[modes]]\nid = \"build\"\n";
+        let errors = super::workspace_errors(text, "modes.toml", ws.path());
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].kind(), super::ConfigErrorKind::InvalidPlansDir);
+        assert_eq!(
+            errors[0].location().map(|l| (l.line, l.column)),
+            Some((1, 12))
+        );
+        let warnings = super::workspace_warnings(text, "modes.toml", ws.path());
+        assert!(warnings.is_empty(), "{warnings:?}");
+        std::fs::create_dir(ws.path().join("inside")).expect("dir");
+        let inside = "plansDir = \"inside\"\n[[modes]]\nid = \"build\"\n";
+        assert!(super::workspace_errors(inside, "modes.toml", ws.path()).is_empty());
+    }
+
     #[test]
     fn edit_distance_counts_insertions_deletions_and_substitutions() {
         assert_eq!(crate::hint::edit_distance("submit_plan", "submit_plan"), 0);

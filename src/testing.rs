@@ -171,6 +171,7 @@ mod explore;
 mod facts;
 mod harness;
 mod reference;
+mod regression_file;
 
 use std::cell::RefCell;
 use std::fmt;
@@ -495,7 +496,7 @@ impl Check {
     {
         let path = &self.config;
         let graph = config::load(path)?;
-        let text = std::fs::read_to_string(path).map_err(HarnessError::Io)?;
+        let text = read_config_text(path)?;
         let facts = Arc::new(ConfigFacts::from_toml(&text)?);
 
         let mut harness = self.harness(&graph, &facts, &build)?;
@@ -545,7 +546,7 @@ impl Check {
         E: fmt::Display,
     {
         let graph = config::load(&self.config)?;
-        let text = std::fs::read_to_string(&self.config).map_err(HarnessError::Io)?;
+        let text = read_config_text(&self.config)?;
         let facts = Arc::new(ConfigFacts::from_toml(&text)?);
         let mut harness = self.harness(&graph, &facts, &build)?;
         let facts = harness.facts().clone();
@@ -629,6 +630,12 @@ impl Check {
         // A controller with a store must survive restarts in any state.
         let restarts = harness.borrow().controller().store().is_some();
         let strategy = sessions(facts, self.max_ops, restarts);
+        if let Some(file) = self.regression_file(test) {
+            regression_file::check(&file).map_err(|reason| CheckError::Regressions {
+                path: file.display().to_string(),
+                reason,
+            })?;
+        }
         let persistence = self.regression_file(test).map(|file| {
             // proptest wants a `'static` path: one small string per check.
             let file: &'static str = Box::leak(file.display().to_string().into_boxed_str());
@@ -895,6 +902,15 @@ pub enum CheckError {
     /// test's shrunk failure with its seed), and how to replay each.
     #[error("{0}")]
     Failed(Box<CheckReport>),
+    /// The regression file cannot be used: a symlink, FIFO or device, larger than
+    /// [`MAX_CONFIG_BYTES`](crate::config::MAX_CONFIG_BYTES), or not UTF-8. Nothing was run.
+    #[error("the regression file {path} is refused: {reason}")]
+    Regressions {
+        /// The regression file as named.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The random test gave up without a divergence (proptest aborted: too many rejected
     /// cases).
     #[error("the property test stopped: {0}")]
@@ -905,6 +921,15 @@ impl fmt::Debug for CheckError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(self, f)
     }
+}
+
+/// The config's text, read the bounded way [`config::load`] reads it (a regular file, at most
+/// [`config::MAX_CONFIG_BYTES`], UTF-8), so the file cannot grow or turn into a FIFO between the two reads.
+fn read_config_text(path: &Path) -> Result<String, HarnessError> {
+    let bytes = crate::jail::read_file(path, config::MAX_CONFIG_BYTES)
+        .map_err(|e| HarnessError::Io(std::io::Error::other(e.to_string())))?;
+    String::from_utf8(bytes)
+        .map_err(|e| HarnessError::Io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
 }
 
 /// Checks your controller against the reference model on the config at `config`: a [`Check`]

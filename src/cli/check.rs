@@ -182,6 +182,7 @@ pub(crate) fn diagnose(path: &Path, tools: &ToolRegistry) -> Result<Diagnosis, F
     let names: Vec<&str> = tools.names().collect();
     let mut errors = config::check_with_tool_names(&text, &origin, &names);
     errors.extend(config::rule_errors(&text, &origin, tools));
+    errors.extend(config::workspace_errors(&text, &origin, Path::new(".")));
     errors.sort_by_key(ConfigError::location);
     let mut warnings = config::warnings_with_tools(&text, &origin, tools);
     // The current directory is the workspace `run` defaults to.

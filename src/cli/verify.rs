@@ -86,6 +86,7 @@ pub(crate) fn verify(args: VerifyArgs) -> Outcome {
             Ok(Exit::Diverged)
         }
         Err(CheckError::Config(e)) => Err(Failure::invalid(e)),
+        Err(e @ CheckError::Regressions { .. }) => Err(Failure::invalid(e)),
         Err(e) => Err(Failure::runtime(e)),
     }
 }
