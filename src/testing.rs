@@ -48,10 +48,10 @@
 //!     setup.builder().tools(ToolRegistry::with_workspace_tools()).build()
 //! })?;
 //! assert!(report.is_ok());
-//! assert_eq!(report.edges.total(), 7); // plan: approve + 4 ways not to; 2 manual switches
+//! assert_eq!(report.edges.total(), 14); // plan: approve + 4 ways not to, 4 of questions; build: 3 of questions; 2 manual switches
 //! println!("{report}");
 //! // config/modes.toml: explored N states, M transitions, all checked
-//! // config/modes.toml: 256 random cases passed (seed S), edges covered: 7/7
+//! // config/modes.toml: 256 random cases passed (seed S), edges covered: 14/14
 //! # Ok::<(), agent_controller::testing::CheckError>(())
 //! ```
 //!
@@ -947,7 +947,7 @@ fn read_config_text(path: &Path) -> Result<String, HarnessError> {
 /// })?;
 /// assert!(report.is_ok(), "{report}");
 /// assert!(report.exploration.complete);
-/// assert_eq!(report.edges.total(), 7);
+/// assert_eq!(report.edges.total(), 14);
 /// # Ok::<(), agent_controller::testing::CheckError>(())
 /// ```
 ///
