@@ -994,7 +994,10 @@ impl ConfigFacts {
     }
 
     /// Every tool name the kit calls in every mode: [`UNKNOWN_TOOL`], `submit_plan` and each
-    /// registered tool (when not known: each tool some mode lists).
+    /// registered tool (when not known: each tool some mode lists), but the task tools
+    /// (`task_write`, `task_update`, `task_complete`, `task_check`): the kit does not drive
+    /// them yet (its calls carry no arguments those tools run with), so a config that lists
+    /// them is checked in everything else.
     ///
     /// # Examples
     /// ```
@@ -1018,7 +1021,7 @@ impl ConfigFacts {
             None => listed.collect(),
         };
         for name in known {
-            if !names.contains(name) {
+            if !names.contains(name) && !crate::tool::tasks::is_task_tool(name) {
                 names.push(name.clone());
             }
         }

@@ -1663,3 +1663,15 @@ fn a_tool_layer_that_loses_a_questions_suspension_is_caught() {
     assert_eq!(found.ops, vec![Op::ask()], "{found}");
     assert!(found.divergence.expected.contains("Suspended"), "{found}");
 }
+
+/// The shipped pair with the task tools listed in `plan` (`build`, with no list, offers them
+/// too), so an approved plan's numbered steps seed `build`'s task list.
+const TASKS: &str = "tests/fixtures/configs/tasks.toml";
+
+#[test]
+fn a_config_that_lists_the_task_tools_passes_and_its_other_edges_are_walked() {
+    let report = passed(Check::new(TASKS).cases(16).seed(1));
+    assert!(report.edges.is_complete(), "{report}");
+    let causes: Vec<Cause> = report.edges.edges.iter().map(|e| e.cause).collect();
+    assert!(causes.contains(&Cause::AnswerQuestion), "{causes:?}");
+}
