@@ -35,6 +35,7 @@ mod lines;
 #[cfg(feature = "mcp")]
 mod mcp;
 mod model;
+mod options;
 mod permission;
 mod plan;
 mod question;
@@ -62,9 +63,10 @@ use agent_client_protocol::{Agent, Client, Lines};
 use futures_util::SinkExt;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
-use crate::acp::model::{MODEL_OPTION, session_options};
+use crate::acp::model::session_options;
+use crate::acp::options::{MODE_OPTION, MODEL_OPTION};
 use crate::acp::slot::Slot;
-use crate::acp::update::{MODE_OPTION, Updates, mode_state};
+use crate::acp::update::{Updates, mode_state};
 use crate::controller::AgentController;
 use crate::session::{Session, SessionError, SessionErrorKind, SessionOptions};
 use crate::store::SessionStore;

@@ -4,41 +4,13 @@
 //! the model through the library ([`Session::choose_model`]), which refuses a model it does not
 //! offer.
 
-use agent_client_protocol::v1::schema::{
-    SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption,
-};
+use agent_client_protocol::v1::schema::SessionConfigOption;
 
+use crate::acp::options::{config_options, model_option};
 use crate::acp::slot::Slot;
-use crate::acp::update::config_options;
 use crate::acp::{Error, invalid, session_error};
 use crate::mode::ModeGraph;
 use crate::session::Session;
-
-/// The id of the config option that holds the model.
-pub(crate) const MODEL_OPTION: &str = "model";
-
-/// The `model` option for a session offering `models` whose mode runs with `current`: none
-/// unless at least two models are offered and the current one is named.
-pub(crate) fn model_option(
-    models: &[String],
-    current: Option<&str>,
-) -> Option<SessionConfigOption> {
-    let current = current?;
-    if models.len() < 2 {
-        return None;
-    }
-    let options: Vec<SessionConfigSelectOption> = models
-        .iter()
-        .map(|id| SessionConfigSelectOption::new(id.clone(), id.clone()))
-        .collect();
-    let option = SessionConfigOption::select(MODEL_OPTION, "Model", current.to_owned(), options)
-        .description(
-            "The model the session's mode runs with, until the mode changes: then the next \
-             mode's own model runs.",
-        )
-        .category(SessionConfigOptionCategory::Model);
-    Some(option)
-}
 
 /// The session's config options as they stand: `mode`, and `model` when offered.
 pub(crate) fn session_options(graph: &ModeGraph, session: &Session) -> Vec<SessionConfigOption> {

@@ -1,5 +1,5 @@
 //! The session's events as `session/update` notifications, and the session's modes as ACP
-//! modes and as the `mode` config option.
+//! modes (the config options are built in `options`).
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Component, Path, PathBuf};
@@ -8,13 +8,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    ConfigOptionUpdate, Content, ContentBlock, ContentChunk, CurrentModeUpdate,
-    SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption, SessionId,
+    ConfigOptionUpdate, Content, ContentBlock, ContentChunk, CurrentModeUpdate, SessionId,
     SessionMode, SessionModeState, SessionNotification, SessionUpdate, ToolCall, ToolCallContent,
     ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
 
-use crate::acp::model::model_option;
+use crate::acp::options::{config_options, model_option};
 use crate::controller::AgentController;
 use crate::display::{neutralize, neutralize_line_within};
 use crate::event::Event;
@@ -25,9 +24,6 @@ use crate::model::Message;
 use crate::session::{CallStatus, PendingDecision, Session};
 use crate::tool::SUBMIT_PLAN;
 use crate::tool::submit_plan::in_plans_dir;
-
-/// The id of the config option that holds the mode.
-pub(crate) const MODE_OPTION: &str = "mode";
 
 /// The modes as `session/new` returns them: the current one and every mode with its id, name
 /// and description.
@@ -41,34 +37,6 @@ pub(crate) fn mode_state(graph: &ModeGraph, current: ModeId) -> SessionModeState
         })
         .collect();
     SessionModeState::new(graph.mode(current).id().to_owned(), modes)
-}
-
-/// The config options: `mode`, a select over every mode, then `model` when it is offered
-/// ([`crate::acp::model::model_option`]).
-pub(crate) fn config_options(
-    graph: &ModeGraph,
-    current: ModeId,
-    model: Option<SessionConfigOption>,
-) -> Vec<SessionConfigOption> {
-    let options: Vec<SessionConfigSelectOption> = graph
-        .modes()
-        .iter()
-        .map(|m| {
-            let description = (!m.description().is_empty()).then(|| m.description().to_owned());
-            SessionConfigSelectOption::new(m.id().to_owned(), m.name().to_owned())
-                .description(description)
-        })
-        .collect();
-    let option = SessionConfigOption::select(
-        MODE_OPTION,
-        "Mode",
-        graph.mode(current).id().to_owned(),
-        options,
-    )
-    .description("The session's mode: what the agent may do, and where an approved plan leads.")
-    // Editors tie their mode picker and mode cycling to this category (Zed).
-    .category(SessionConfigOptionCategory::Mode);
-    std::iter::once(option).chain(model).collect()
 }
 
 /// The ACP tool-call ids of a session's tool calls. A model may reuse its tool-call ids
