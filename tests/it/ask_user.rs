@@ -70,14 +70,7 @@ impl Setup {
 
     /// The `tool` message contents of the `n`-th request (0-based).
     async fn tool_results(&self, n: usize) -> Vec<String> {
-        let bodies = self.server.bodies().await;
-        bodies[n]["messages"]
-            .as_array()
-            .expect("messages")
-            .iter()
-            .filter(|m| m["role"] == "tool")
-            .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
-            .collect()
+        self.server.tool_results(n).await
     }
 }
 

@@ -293,27 +293,7 @@ fn continue_and_switch_take_a_session_id_prefix_of_an_interrupted_run() {
 /// time in the past that is after the epoch (1 ms), so a listing at time 0 still sees it run.
 #[cfg(feature = "openai")]
 fn lease_ended_long_ago(spec: &str, session_id: &str) {
-    let store = agent_controller::store::open_store(spec).expect("the store opens");
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime")
-        .block_on(async {
-            let mut record = store
-                .load(session_id)
-                .await
-                .expect("load")
-                .expect("the session");
-            let run = record.run.as_mut().expect("a run");
-            assert!(run.lease_expires_at_ms.is_some(), "a leased run: {run:?}");
-            run.lease_expires_at_ms = Some(1);
-            let expected = record.version;
-            record.version += 1;
-            store
-                .save(&record, Some(expected))
-                .await
-                .expect("the lease ends");
-        });
+    common::wait::end_lease_at(spec, session_id, 1);
 }
 
 #[test]

@@ -264,6 +264,18 @@ impl ScriptedServer {
             .collect()
     }
 
+    /// The `tool` message contents of the `n`-th request (0-based), in order.
+    pub async fn tool_results(&self, n: usize) -> Vec<String> {
+        let bodies = self.bodies().await;
+        bodies[n]["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+
     /// [`ScriptedServer::bodies`] from synchronous code.
     pub fn bodies_blocking(&self) -> Vec<Value> {
         block_on(self.bodies())

@@ -63,6 +63,12 @@ pub fn exit_within(child: Child, patience: Duration) -> Option<Output> {
 /// owner's lease had run out: the record says it ended at the epoch. A compare-and-swap save,
 /// as any host's.
 pub fn end_lease(spec: &str, session_id: &str) {
+    end_lease_at(spec, session_id, 0);
+}
+
+/// Ends the lease of session `session_id`'s running run in the store at `spec` at
+/// `expires_at_ms` (milliseconds since the epoch), as [`end_lease`] does at the epoch itself.
+pub fn end_lease_at(spec: &str, session_id: &str, expires_at_ms: u64) {
     let store = agent_controller::store::open_store(spec).expect("the store opens");
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -76,7 +82,7 @@ pub fn end_lease(spec: &str, session_id: &str) {
                 .expect("the session");
             let run = record.run.as_mut().expect("a run");
             assert!(run.lease_expires_at_ms.is_some(), "a leased run: {run:?}");
-            run.lease_expires_at_ms = Some(0);
+            run.lease_expires_at_ms = Some(expires_at_ms);
             let expected = record.version;
             record.version += 1;
             store
