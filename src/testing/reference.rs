@@ -1435,6 +1435,25 @@ pub struct WaitingCall {
     pub question: bool,
 }
 
+impl WaitingCall {
+    /// The host's action that takes `decision` on this call: by its decision id (`by_id`), or
+    /// by its run and tool call id.
+    fn host_action(&self, by_id: bool, decision: Decision) -> Action {
+        if by_id {
+            Action::Decide {
+                decision_id: self.decision_id.clone(),
+                decision,
+            }
+        } else {
+            Action::Resume {
+                run: RunRef::Run(self.run),
+                tool_call_id: self.tool_call_id.clone(),
+                decision,
+            }
+        }
+    }
+}
+
 /// An allowance in force, as the reference holds it: what [`crate::Session::allowances`] lists,
 /// by scope, mode, tool and pattern (the kit's narrowing pattern is [`NARROWING`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -2785,18 +2804,7 @@ impl ReferenceSession {
                     model: None,
                     answer: None,
                 };
-                let host_action = if *by_id {
-                    Action::Decide {
-                        decision_id: waiting.decision_id.clone(),
-                        decision,
-                    }
-                } else {
-                    Action::Resume {
-                        run: RunRef::Run(waiting.run),
-                        tool_call_id: waiting.tool_call_id.clone(),
-                        decision,
-                    }
-                };
+                let host_action = waiting.host_action(*by_id, decision);
                 let refused = |r| (host_action.clone(), Vec::new(), Outcome::Refused(r));
                 if waiting.decided.is_some() {
                     return refused(Refusal::AlreadyDecided);
@@ -2871,18 +2879,7 @@ impl ReferenceSession {
                     answer: answer.map(|a| Box::new(a.value())),
                     ..Decision::new(action)
                 };
-                let host_action = if *by_id {
-                    Action::Decide {
-                        decision_id: waiting.decision_id.clone(),
-                        decision,
-                    }
-                } else {
-                    Action::Resume {
-                        run: RunRef::Run(waiting.run),
-                        tool_call_id: waiting.tool_call_id.clone(),
-                        decision,
-                    }
-                };
+                let host_action = waiting.host_action(*by_id, decision);
                 let refused = |r| (host_action.clone(), Vec::new(), Outcome::Refused(r));
                 if waiting.decided.is_some() {
                     return refused(Refusal::AlreadyDecided);
