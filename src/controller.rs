@@ -15,7 +15,7 @@ use crate::mode::{ModeGraph, ModeId};
 use crate::model::LanguageModel;
 use crate::session::{ModeRuntime, Session, SessionError, SessionOptions, Shared, check_workspace};
 use crate::store::{PendingListing, SessionStore, check_session_id};
-use crate::tool::submit_plan::{self, SUBMIT_PLAN};
+use crate::tool::submit_plan::{self, SUBMIT_PLAN, SubmitPlan};
 use crate::tool::{Tool, ToolAccess, ToolRegistry, ToolSpec};
 
 /// How often [`AgentController::restore_session`] loads a session again when another host
@@ -69,7 +69,9 @@ impl std::fmt::Debug for AgentControllerBuilder {
 }
 
 impl AgentControllerBuilder {
-    /// The tools modes may name (default: none but the built-in `submit_plan`).
+    /// The tools modes may name (default: none but the built-in `submit_plan`). The registry may
+    /// hold the crate's `submit_plan` ([`submit_plan::SubmitPlan`]): the config offers it the
+    /// same way with it or without it.
     ///
     /// # Examples
     /// ```
@@ -520,8 +522,14 @@ impl AgentControllerBuilder {
         if let Some(layer) = &self.tool_layer {
             let mut layered = ToolRegistry::new();
             for tool in self.tools.iter() {
-                // The names are those of a registry that already accepted them.
-                let _ = layered.register(layer(tool.clone()));
+                // The names are those of a registry that already accepted them. The crate's
+                // `submit_plan` stays itself: a run never executes it, and only it may take the name.
+                let layered_tool = if SubmitPlan::is(&**tool) {
+                    tool.clone()
+                } else {
+                    layer(tool.clone())
+                };
+                let _ = layered.register(layered_tool);
             }
             self.tools = layered;
         }
@@ -602,6 +610,9 @@ fn mode_runtime(
             });
         }
     };
+    // `submit_plan` is offered where the config offers it, as above, whether the registry
+    // holds the crate's tool (a builder registered it) or not: never through the registry.
+    let registered = || tools.iter().filter(|tool| tool.name() != SUBMIT_PLAN);
     match mode.available_tools() {
         Some(list) => {
             for name in list {
@@ -609,7 +620,7 @@ fn mode_runtime(
                     // A `SERVER__*` wildcard: the server's tools, in registration order; in
                     // a planning mode only those that change nothing (a trusted server's
                     // tools annotated read-only: crate::tool::mcp).
-                    for tool in tools.iter() {
+                    for tool in registered() {
                         if crate::tool::mcp::wildcard_covers(name, tool.name())
                             && (!mode.is_planning() || tool.access() == ToolAccess::ReadOnly)
                         {
@@ -625,7 +636,7 @@ fn mode_runtime(
         // a list it gets the read-only tools and the plan tools (the default `--config` is a
         // file in the workspace, which a model or a cloned repository can shape).
         None if mode.is_planning() => {
-            for tool in tools.iter() {
+            for tool in registered() {
                 if tool.access().is_offered_unlisted_in_planning_modes() {
                     push(tool.name());
                 }
@@ -633,8 +644,8 @@ fn mode_runtime(
             push(SUBMIT_PLAN);
         }
         None => {
-            for name in tools.names() {
-                push(name);
+            for tool in registered() {
+                push(tool.name());
             }
         }
     }
@@ -805,7 +816,7 @@ impl AgentController {
         )
     }
 
-    /// The registered tools (without the built-in `submit_plan`).
+    /// The registered tools (`submit_plan` only where the builder registered it).
     #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     pub(crate) fn registry(&self) -> &ToolRegistry {
         &self.shared.tools

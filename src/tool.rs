@@ -1,8 +1,9 @@
 //! Tools: the [`Tool`] trait, the [`ToolRegistry`] a controller is built with, and the shapes
 //! exchanged with the model ([`ToolSpec`], [`ToolCall`], [`ToolOutput`]).
 //!
-//! `submit_plan` is built in ([`submit_plan`]): it is not registered by hand, the controller
-//! offers it in planning modes and handles its suspension itself.
+//! `submit_plan` is built in ([`submit_plan`]): the controller offers it in planning modes and
+//! handles its plan itself, and a builder may put it in a registry like any tool
+//! ([`submit_plan::SubmitPlan`]; outside a run it returns a readable fallback).
 //!
 //! The task tools are built in too ([`tasks`]): `task_write`, `task_update`,
 //! `task_complete` and `task_check` keep the session's task list, added when a mode lists one.
@@ -265,6 +266,9 @@ impl PendingPlans for () {
 
 /// A tool the model can call.
 ///
+/// `Any` lets a registry tell the crate's built-in tools from a tool that takes a built-in's
+/// name ([`ToolRegistry::register`]); a tool is `'static`, as one in an `Arc<dyn Tool>` is.
+///
 /// Implementations report failures as [`ToolOutput::error`] results for the model rather than
 /// panicking or returning Rust errors: a tool failure is part of the conversation. The trait is
 /// async through [`async_trait`](crate::async_trait): implement it with
@@ -310,7 +314,7 @@ impl PendingPlans for () {
 /// # Ok::<(), agent_controller::Error>(())
 /// ```
 #[async_trait]
-pub trait Tool: Send + Sync {
+pub trait Tool: Send + Sync + std::any::Any {
     /// The name the model calls the tool by; unique within a registry.
     fn name(&self) -> &str;
     /// What the tool does, for the model.
@@ -390,12 +394,17 @@ pub enum ToolError {
     /// Two tools were registered under the same name.
     #[error("tool `{0}` is registered twice")]
     Duplicate(String),
-    /// A tool tried to take the built-in `submit_plan` name.
-    #[error("tool name `{0}` is reserved for the built-in plan tool")]
+    /// A tool other than the crate's [`submit_plan::SubmitPlan`] tried to take the built-in
+    /// `submit_plan` name.
+    #[error(
+        "tool name `{0}` is reserved for the built-in plan tool: register `agent_controller::tool::submit_plan::SubmitPlan` for it, or name your tool otherwise"
+    )]
     Reserved(String),
 }
 
-/// The tools a controller can offer, by name. `submit_plan` is built in and never registered here.
+/// The tools a controller can offer, by name. `submit_plan` is built in: a controller offers it
+/// whether a registry holds it or not, and a registry holds it only when a builder registers
+/// the crate's [`submit_plan::SubmitPlan`].
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     tools: Vec<Arc<dyn Tool>>,
@@ -442,10 +451,12 @@ impl ToolRegistry {
         registry
     }
 
-    /// Adds a tool.
+    /// Adds a tool. The crate's [`submit_plan::SubmitPlan`] is added like any other (the
+    /// config offers `submit_plan` the same way with it or without it).
     ///
     /// # Errors
-    /// [`ToolError::Duplicate`] if the name is taken, [`ToolError::Reserved`] for `submit_plan`.
+    /// [`ToolError::Duplicate`] if the name is taken (the crate's `submit_plan` registered
+    /// twice too), [`ToolError::Reserved`] for another tool named `submit_plan`.
     ///
     /// # Examples
     /// ```
@@ -466,11 +477,14 @@ impl ToolRegistry {
     /// tools.register(Arc::new(Clock))?;
     /// assert!(tools.knows("clock"));
     /// assert_eq!(tools.register(Arc::new(Clock)), Err(ToolError::Duplicate("clock".into())));
+    /// // The crate's plan tool is registered like any other.
+    /// tools.register(Arc::new(agent_controller::tool::submit_plan::SubmitPlan))?;
+    /// assert!(tools.get("submit_plan").is_some());
     /// # Ok::<(), ToolError>(())
     /// ```
     pub fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), ToolError> {
         let name = tool.name().to_owned();
-        if name == SUBMIT_PLAN {
+        if name == SUBMIT_PLAN && !submit_plan::SubmitPlan::is(&*tool) {
             return Err(ToolError::Reserved(name));
         }
         if self.by_name.contains_key(&name) {
@@ -507,7 +521,8 @@ impl ToolRegistry {
         name == SUBMIT_PLAN || self.by_name.contains_key(name)
     }
 
-    /// Registered tool names in registration order (without `submit_plan`).
+    /// Registered tool names in registration order (`submit_plan` only where a builder
+    /// registered it).
     ///
     /// # Examples
     /// ```

@@ -373,7 +373,11 @@ pub(crate) fn implicit_offer_warnings(graph: &ModeGraph, tools: &ToolRegistry) -
             .is_some_and(|tool| tool.access().is_offered_unlisted_in_planning_modes())
     };
     let set = || {
-        let mut names: Vec<&str> = tools.names().filter(|name| offered(name)).collect();
+        // `submit_plan` once, last, whether a builder registered it or not.
+        let mut names: Vec<&str> = tools
+            .names()
+            .filter(|name| offered(name) && *name != SUBMIT_PLAN)
+            .collect();
         names.push(SUBMIT_PLAN);
         format!(
             "a planning mode without availableTools offers the read-only and plan tools: {}",

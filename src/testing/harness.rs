@@ -1648,10 +1648,12 @@ fn observable(
             workspace.display()
         )));
     }
+    // The crate's `submit_plan`, when the builder registered it, is not spied: a run never
+    // executes it (its plan pends), and only it may take the name.
     let unseen: Vec<&str> = controller
         .registry()
         .names()
-        .filter(|name| !spied.iter().any(|s| s == name))
+        .filter(|name| *name != SUBMIT_PLAN && !spied.iter().any(|s| s == name))
         .collect();
     if !unseen.is_empty() {
         return Err(HarnessError::Unobservable(format!(

@@ -1675,3 +1675,23 @@ fn a_config_that_lists_the_task_tools_passes_and_its_other_edges_are_walked() {
     let causes: Vec<Cause> = report.edges.edges.iter().map(|e| e.cause).collect();
     assert!(causes.contains(&Cause::AnswerQuestion), "{causes:?}");
 }
+
+/// Issue 37: a builder that registers the crate's `submit_plan` is checked as one that does
+/// not: the config offers it the same, a run never executes it, and the kit walks its plans.
+#[test]
+fn a_builder_that_registers_submit_plan_passes_the_kit() {
+    let check = Check::new("config/modes.toml").cases(16).seed(37);
+    let report = check
+        .without_regressions()
+        .run(|setup: Setup| {
+            let mut tools = ToolRegistry::with_workspace_tools();
+            tools
+                .register(Arc::new(crate::tool::submit_plan::SubmitPlan))
+                .expect("the crate's submit_plan");
+            setup.builder().tools(tools).build()
+        })
+        .unwrap_or_else(|e| panic!("a controller with the registered submit_plan passes: {e:?}"));
+    assert!(report.edges.is_complete(), "{report}");
+    let causes: Vec<Cause> = report.edges.edges.iter().map(|e| e.cause).collect();
+    assert!(causes.contains(&Cause::Approve), "{causes:?}");
+}

@@ -1,14 +1,24 @@
-//! The built-in `submit_plan` tool: reads a plan file, captures it, and suspends the run until
-//! the host approves or rejects it.
+//! The built-in `submit_plan` tool ([`SubmitPlan`]): reads a plan file, captures it, and
+//! suspends the run until the host approves or rejects it.
 //!
 //! The file is read once, at submit time ([`read_plan`]); what the user approves is exactly what
 //! was captured (its SHA-256 travels with the suspension), not whatever the file holds later.
+//!
+//! Like `ask_user`, it is a tool a builder may take from the crate and put in a registry
+//! ([`crate::ToolRegistry::register`]); the config offers it as it always does, registered or
+//! not (in a mode that lists it and in a planning mode with no list, described with the mode it
+//! hands over to). Inside a run the session keeps its own rule for it: the plan pends as the
+//! one plan decision of the session's core, pinned to its sha256, and an approval hands over.
+//! Executed outside a run (no session to suspend), it returns the readable fallback of
+//! Mastra's `submitPlanTool`: a string with the plan file's path.
 
 use std::path::{Path, PathBuf};
 
+use async_trait::async_trait;
 use serde_json::{Value, json};
 
 pub use crate::exchange::SUBMIT_PLAN;
+use crate::exchange::ToolOutput;
 use crate::jail::{self, Jail, JailError};
 pub use crate::plan::{
     APPROVAL_NOTE_PREFIX, APPROVED_PLAN_BEGIN, APPROVED_PLAN_END, APPROVED_RESULT, MAX_PLAN_BYTES,
@@ -16,6 +26,121 @@ pub use crate::plan::{
     capture_plan, edited_approved_result, parse_plan, plan_diff, rejected_at_revision_limit,
     rejected_with_feedback, revision_diff, revision_text, sha256_hex,
 };
+
+/// The built-in plan tool (`submit_plan`) as a [`Tool`](crate::Tool) value, for a builder's
+/// registry ([`crate::ToolRegistry::register`]). The controller offers `submit_plan` whether it
+/// is registered or not, so registering it changes no mode's tools: a mode that lists it, or a
+/// planning mode with no list, offers it; a mode that plans nothing does not, registered or not.
+/// Registered twice it is refused as any tool is ([`crate::tool::ToolError::Duplicate`]); another
+/// tool that takes its name is refused ([`crate::tool::ToolError::Reserved`]).
+///
+/// In a run the session never executes it: a call's plan is read and captured
+/// ([`read_plan_protecting`]) and pends as the session's plan decision. Executed outside a run
+/// ([`Tool::execute`](crate::Tool::execute) called directly, or by a host without a session),
+/// nothing can wait for the user: it returns a readable fallback with the plan file's path, and
+/// an error result when the call has no `path`.
+///
+/// # Examples
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use agent_controller::{Tool, ToolContext, ToolRegistry};
+/// use agent_controller::tool::submit_plan::SubmitPlan;
+/// use serde_json::json;
+///
+/// let mut tools = ToolRegistry::with_workspace_tools();
+/// tools.register(Arc::new(SubmitPlan))?;
+/// let dir = tempfile::tempdir()?;
+/// let plans = dir.path().join(".agent/plans");
+/// let ctx = ToolContext::new(dir.path(), &plans, "plan");
+/// // Outside a run nothing can wait for the user: the readable fallback, with the path.
+/// let tool = tools.get("submit_plan").expect("registered");
+/// let output = tool.execute(&json!({ "path": ".agent/plans/dark-mode.md" }), &ctx).await;
+/// assert!(!output.is_error && output.content.contains(".agent/plans/dark-mode.md"));
+/// assert!(output.suspension().is_none());
+/// // Its path argument leads where a run reads the plan: a bare name is in the plans directory.
+/// assert_eq!(SubmitPlan.locate("path", Some("p.md"), &ctx), Some(Ok(".agent/plans/p.md".into())));
+/// assert!(matches!(SubmitPlan.locate("path", Some("src/p.md"), &ctx), Some(Err(_))));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SubmitPlan;
+
+impl SubmitPlan {
+    /// Whether `tool` is the crate's `submit_plan` (and not another tool that takes its name).
+    pub(crate) fn is(tool: &dyn crate::Tool) -> bool {
+        (tool as &dyn std::any::Any).is::<SubmitPlan>()
+    }
+}
+
+/// What `submit_plan` executed outside a run returns for the plan file at `path`.
+fn fallback(path: &str) -> String {
+    format!(
+        "Plan submitted for the user's review: {path}. Nothing here can wait for the user's \
+         decision (there is no run to suspend), so the plan is neither approved nor rejected: \
+         ask the user to read the plan file."
+    )
+}
+
+#[async_trait]
+impl crate::Tool for SubmitPlan {
+    fn name(&self) -> &str {
+        SUBMIT_PLAN
+    }
+
+    /// The description without a mode: a controller offers `submit_plan` with the one that
+    /// names the mode the plan hands over to ([`description`]).
+    fn description(&self) -> String {
+        "Submit your plan for the user's approval. Write the plan as a markdown (.md) file inside \
+         the plans directory first, then call this tool with its path. The run pauses until the \
+         user decides. On approval you carry out the plan; on rejection revise it using the \
+         feedback, or wait for the user's next message when there is none."
+            .to_owned()
+    }
+
+    fn input_schema(&self) -> Value {
+        input_schema()
+    }
+
+    /// It reads a plan file and changes nothing: a plan tool, as `write_plan` is.
+    fn access(&self) -> crate::tool::ToolAccess {
+        crate::tool::ToolAccess::Plans
+    }
+
+    /// Where the plan file lies, as a run reads it ([`in_plans_dir`]): a bare name in the
+    /// plans directory, any other path relative to the workspace and inside the plans
+    /// directory; a path outside it is refused.
+    fn locate(
+        &self,
+        arg: &str,
+        path: Option<&str>,
+        ctx: &crate::ToolContext<'_>,
+    ) -> crate::tool::PathLocation {
+        let path = path?;
+        if arg != "path" {
+            return Some(crate::tool::in_workspace(ctx.workspace, path));
+        }
+        let outside = || {
+            PlanError::OutsidePlansDir(path.to_owned(), ctx.plans_dir.display().to_string())
+                .to_string()
+        };
+        let located = jail::inside(ctx.workspace, ctx.plans_dir)
+            .and_then(|plans_rel| {
+                in_plans_dir(ctx.workspace, &plans_rel, path).map(|rel| plans_rel.join(rel))
+            })
+            .ok_or_else(outside);
+        Some(located)
+    }
+
+    async fn execute(&self, args: &Value, _ctx: &crate::ToolContext<'_>) -> ToolOutput {
+        match path_arg(args) {
+            Ok(path) => ToolOutput::ok(fallback(path)),
+            Err(e) => ToolOutput::error(e.to_string()),
+        }
+    }
+}
 
 /// The path argument of a `submit_plan` call.
 ///
