@@ -202,10 +202,11 @@ pub use self::facts::{
 pub use self::harness::{Aspect, Divergence, Harness, HarnessError, Invariant, Setup};
 pub use self::reference::{
     Action, AnswerChoice, CLOCK_START_MS, Call, CallPath, Decided, EditedPlan, Expected, Feedback,
-    ModelAllowance, NARROWING, Offered, Op, Outcome, PLAN_COUNT, PendingPlan, PlanFile, QUESTION,
-    QUESTION_OPTIONS, ReferenceSession, Refusal, Reply, ResultKind, Revision, RevokeChoice, RunRef,
-    ScriptedCall, ShaChoice, Step, Subject, Then, Trace, Until, WaitingCall, edited_plan_sha256,
-    edited_plan_text, plan_sha256, plan_text, question_args, question_sha256, tool_args_sha256,
+    ModelAllowance, ModelTask, NARROWING, Offered, Op, Outcome, PLAN_COUNT, PendingPlan, PlanFile,
+    QUESTION, QUESTION_OPTIONS, ReferenceSession, Refusal, Reply, ResultKind, Revision,
+    RevokeChoice, RunRef, ScriptedCall, ShaChoice, Step, Subject, TaskCall, Then, Trace, Until,
+    WaitingCall, edited_plan_sha256, edited_plan_text, plan_sha256, plan_text, question_args,
+    question_sha256, tool_args_sha256,
 };
 use crate::config::{self, ConfigError};
 use crate::controller::AgentController;

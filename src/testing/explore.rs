@@ -337,6 +337,17 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
             then: Then::Text,
         });
     }
+    // Where a mode runs the task tools at once, each of the kit's task calls (the list is not
+    // part of a state: each call is tried from every state, on the list the shortest path
+    // there left).
+    for call in super::TaskCall::ALL {
+        if (0..facts.len()).any(|m| super::reference::runs_task_tool(facts, m, call.tool())) {
+            ops.push(Op::Message {
+                calls: vec![Call::Task(call)],
+                then: Then::Text,
+            });
+        }
+    }
     // A call with a path inside `src/` and one that walks out of it, of the tool the walk
     // narrows allowances of: a narrowed allowance covers the first only.
     if let Some(tool) = narrowed_tool(facts) {

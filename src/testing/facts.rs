@@ -995,9 +995,8 @@ impl ConfigFacts {
 
     /// Every tool name the kit calls in every mode: [`UNKNOWN_TOOL`], `submit_plan` and each
     /// registered tool (when not known: each tool some mode lists), but the task tools
-    /// (`task_write`, `task_update`, `task_complete`, `task_check`): the kit does not drive
-    /// them yet (its calls carry no arguments those tools run with), so a config that lists
-    /// them is checked in everything else.
+    /// (`task_write`, `task_update`, `task_complete`, `task_check`): the kit calls those with
+    /// arguments of its own ([`crate::testing::Call::Task`]), never with `{}`.
     ///
     /// # Examples
     /// ```

@@ -16,8 +16,8 @@ use serde_json::json;
 use super::facts::{ConfigFacts, WorkspaceStore};
 use super::reference::{
     Action, CLOCK_START_MS, Decided, ModelAllowance, Offered, Op, Outcome, PLAN_COUNT, PendingPlan,
-    PlanFile, ReferenceSession, Refusal, Reply, ResultKind, RunRef, Step, Trace, WaitingCall,
-    plan_text,
+    PlanFile, ReferenceSession, Refusal, Reply, ResultKind, RunRef, Step, TaskCall, Trace,
+    WaitingCall, plan_text,
 };
 use crate::allowance::{Allowance, AllowanceScope};
 use crate::controller::{AgentController, AgentControllerBuilder, ToolLayer};
@@ -32,6 +32,7 @@ use crate::tool::submit_plan::{
     APPROVED_PLAN_BEGIN, APPROVED_PLAN_END, APPROVED_RESULT, REJECTED_RESULT,
     REJECTED_WITH_FEEDBACK_PREFIX, SUBMIT_PLAN,
 };
+use crate::tool::tasks::TaskStatus;
 use crate::tool::{PathLocation, Tool, ToolCall, ToolContext, ToolOutput};
 
 /// Why a [`Harness`] could not be set up.
@@ -95,6 +96,8 @@ pub enum Aspect {
     /// The allowances in force afterwards (scope, tool, pattern, mode), or, at a start,
     /// workspace allowances the kit revoked that the new session still has.
     Allowances,
+    /// The session's task list afterwards (each task's id, content and status).
+    Tasks,
     /// The workspace changed in a step in which no tool ran.
     Workspace,
     /// An invariant of yours ([`Harness::invariant`]) failed.
@@ -862,6 +865,9 @@ impl Harness {
                         id: call.id.clone(),
                         name: call.tool.clone(),
                         args: match (call.plan, call.path) {
+                            _ if call.task.is_some() => {
+                                call.task.map(TaskCall::args).unwrap_or_default()
+                            }
                             (Some(plan), _) => json!({ "path": self.plan_path(plan) }),
                             (None, Some(path)) => json!({ "path": path.as_str() }),
                             // `ask_user` asks the kit's question.
@@ -1233,6 +1239,27 @@ impl Harness {
                 op,
                 format!("always allowed: {:?}", reference.always_allowed()),
                 format!("always allowed: {:?}", session.always_allowed()),
+            ));
+        }
+        let task_view = |id: &str, content: &str, status: TaskStatus| {
+            format!("{id} ({}): {content}", status.as_str())
+        };
+        let expected_tasks: Vec<String> = reference
+            .tasks()
+            .iter()
+            .map(|t| task_view(&t.id, &t.content, t.status))
+            .collect();
+        let actual_tasks: Vec<String> = session
+            .tasks()
+            .iter()
+            .map(|t| task_view(&t.id, &t.content, t.status))
+            .collect();
+        if expected_tasks != actual_tasks {
+            return Err(divergence(
+                Aspect::Tasks,
+                op,
+                format!("tasks: {expected_tasks:?}"),
+                format!("tasks: {actual_tasks:?}"),
             ));
         }
         let actual_run = session

@@ -24,6 +24,7 @@ use super::facts::{ConfigFacts, WorkspaceStore};
 use crate::allowance::{AllowancePattern, AllowanceScope};
 use crate::event::{CancelReason, ModeChangeReason, RunState};
 use crate::run::{Decision, DecisionAction};
+use crate::tool::tasks::{TASK_CHECK, TASK_COMPLETE, TASK_UPDATE, TASK_WRITE, TaskStatus};
 use crate::tool::{ASK_USER, SUBMIT_PLAN};
 
 /// How many distinct valid plan files a harness provides ([`PlanFile::Valid`] `0..PLAN_COUNT`).
@@ -267,6 +268,140 @@ impl CallPath {
     }
 }
 
+/// A call of a task tool the kit makes ([`Call::Task`]), with arguments of its own: a valid
+/// list, lists the rules refuse, a known and an unknown id. The tasks carry the ids an
+/// approved plan's steps get (`step_1`, `step_2`), so the calls act on a seeded list too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TaskCall {
+    /// `task_write` of `step_1` (in progress) and `step_2` (pending): the list it replaces
+    /// goes.
+    Write,
+    /// `task_write` of two tasks in progress: refused; nothing changes.
+    WriteTwoInProgress,
+    /// `task_write` giving two tasks the id `step_1`: refused; nothing changes.
+    WriteRepeatedIds,
+    /// `task_update` of `step_2` to `in_progress`: the task in progress before it goes back to
+    /// pending; refused (unknown id) when the list has no `step_2`.
+    Start,
+    /// `task_complete` of `step_1`; refused (unknown id) when the list has no `step_1`.
+    Complete,
+    /// `task_update` of an id no list has: refused.
+    UpdateUnknown,
+    /// `task_check`: reads the list, changes nothing.
+    Check,
+}
+
+impl TaskCall {
+    /// Every call, in order.
+    pub const ALL: [TaskCall; 7] = [
+        TaskCall::Write,
+        TaskCall::WriteTwoInProgress,
+        TaskCall::WriteRepeatedIds,
+        TaskCall::Start,
+        TaskCall::Complete,
+        TaskCall::UpdateUnknown,
+        TaskCall::Check,
+    ];
+
+    /// The task tool it calls.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::TaskCall;
+    /// assert_eq!(TaskCall::Start.tool(), "task_update");
+    /// ```
+    pub fn tool(self) -> &'static str {
+        match self {
+            TaskCall::Write | TaskCall::WriteTwoInProgress | TaskCall::WriteRepeatedIds => {
+                TASK_WRITE
+            }
+            TaskCall::Start | TaskCall::UpdateUnknown => TASK_UPDATE,
+            TaskCall::Complete => TASK_COMPLETE,
+            TaskCall::Check => TASK_CHECK,
+        }
+    }
+
+    /// The call's arguments.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::TaskCall;
+    /// assert_eq!(TaskCall::Write.args()["tasks"][0]["id"], "step_1");
+    /// assert_eq!(TaskCall::Check.args(), serde_json::json!({}));
+    /// ```
+    pub fn args(self) -> Value {
+        let task = |id: &str, content: &str, status: &str| json!({ "id": id, "content": content, "status": status });
+        match self {
+            TaskCall::Write => json!({ "tasks": [
+                task("step_1", "Write the code.", "in_progress"),
+                task("step_2", "Test it.", "pending"),
+            ] }),
+            TaskCall::WriteTwoInProgress => json!({ "tasks": [
+                task("step_1", "Write the code.", "in_progress"),
+                task("step_2", "Test it.", "in_progress"),
+            ] }),
+            TaskCall::WriteRepeatedIds => json!({ "tasks": [
+                task("step_1", "Write the code.", "pending"),
+                task("step_1", "Test it.", "pending"),
+            ] }),
+            TaskCall::Start => json!({ "id": "step_2", "status": "in_progress" }),
+            TaskCall::Complete => json!({ "id": "step_1" }),
+            TaskCall::UpdateUnknown => json!({ "id": "no_such_task", "status": "completed" }),
+            TaskCall::Check => json!({}),
+        }
+    }
+}
+
+/// A task of the session's list, as the reference holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ModelTask {
+    /// Its id.
+    pub id: String,
+    /// What to do.
+    pub content: String,
+    /// How far it is.
+    pub status: TaskStatus,
+}
+
+impl ModelTask {
+    fn new(id: &str, content: &str, status: TaskStatus) -> Self {
+        Self {
+            id: id.to_owned(),
+            content: content.to_owned(),
+            status,
+        }
+    }
+}
+
+/// Whether a kit call of task tool `tool` runs at once in `mode`: the mode offers it, and
+/// neither `requireApproval` nor a rule holds its calls. The kit calls the task tools only
+/// there ([`Call::Task`]).
+pub(crate) fn runs_task_tool(facts: &ConfigFacts, mode: usize, tool: &str) -> bool {
+    facts.offers(mode, tool) == Some(true)
+        && !facts.requires_approval(mode, tool)
+        && facts.rule_for(mode, tool).is_none()
+}
+
+/// The numbered steps of a kit plan text (`1. Do step 0.`), as an approval seeds the task list
+/// with them: ids `step_1`, `step_2`, ... in order, all pending. The kit's plans have no code
+/// blocks and no other numbered lines, so this reads only `N. text` lines.
+fn numbered_steps(text: &str) -> Vec<ModelTask> {
+    text.lines()
+        .filter_map(|line| {
+            let (number, rest) = line.split_once(". ")?;
+            (!number.is_empty() && number.chars().all(|c| c.is_ascii_digit()))
+                .then(|| rest.trim().to_owned())
+        })
+        .filter(|content| !content.is_empty())
+        .enumerate()
+        .map(|(k, content)| ModelTask {
+            id: format!("step_{}", k + 1),
+            content,
+            status: TaskStatus::Pending,
+        })
+        .collect()
+}
+
 /// A plan file the model may submit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PlanFile {
@@ -310,6 +445,10 @@ pub enum Call {
     /// the tool takes a path ([`ConfigFacts::takes_path`]), so that a narrowed allowance covers
     /// some of its calls and not others.
     ToolAt(String, CallPath),
+    /// A call of a task tool with the kit's arguments ([`TaskCall`]): made only where the mode
+    /// offers the tool and nothing holds its calls (no `requireApproval` and no rule on it), so
+    /// that it runs at once, by the session's task rules.
+    Task(TaskCall),
 }
 
 /// What the model does last in a turn, once its tool calls (if any) are answered.
@@ -1081,6 +1220,8 @@ pub struct ScriptedCall {
     pub plan: Option<PlanFile>,
     /// The `path` argument of a call of another tool ([`Call::ToolAt`]); `None`: `{}`.
     pub path: Option<CallPath>,
+    /// The arguments of a task tool's call ([`Call::Task`]).
+    pub task: Option<TaskCall>,
 }
 
 impl ScriptedCall {
@@ -1089,6 +1230,9 @@ impl ScriptedCall {
     fn args_sha256(&self) -> String {
         match self.path {
             Some(path) => path.args_sha256(),
+            None if self.task.is_some() => {
+                crate::jcs::sha256(&self.task.map(TaskCall::args).unwrap_or_default())
+            }
             None if self.tool == ASK_USER => question_args_sha256(),
             None => tool_args_sha256(),
         }
@@ -1552,6 +1696,8 @@ pub struct ReferenceSession {
     notice_due: bool,
     /// A plan was approved since the model's last call: its next call must receive this text.
     handed_due: Option<String>,
+    /// The session's task list.
+    tasks: Vec<ModelTask>,
     last: Option<Step>,
 }
 
@@ -1632,6 +1778,7 @@ impl ReferenceSession {
             restarts: false,
             notice_due: false,
             handed_due: None,
+            tasks: Vec::new(),
             last: None,
         }
     }
@@ -1858,6 +2005,64 @@ impl ReferenceSession {
         self.last.as_ref()
     }
 
+    /// The session's task list: written by the kit's task calls ([`Call::Task`]), seeded by
+    /// an approved plan's numbered steps in a mode that offers the task tools, kept across a
+    /// restart, empty in a new session.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::testing::{ConfigFacts, ReferenceSession};
+    /// let facts = Arc::new(ConfigFacts::from_toml("[[modes]]\nid = \"build\"\n")?);
+    /// assert!(ReferenceSession::new(facts, None).tasks().is_empty());
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
+    pub fn tasks(&self) -> &[ModelTask] {
+        &self.tasks
+    }
+
+    /// Whether a kit call of task tool `tool` runs at once in the current mode: the mode
+    /// offers it, and neither `requireApproval` nor a rule holds its calls.
+    fn runs_task_tool(&self, tool: &str) -> bool {
+        runs_task_tool(&self.facts, self.mode, tool)
+    }
+
+    /// The task rules, restated for the kit's calls: applies `call` to the list; `false` when
+    /// it is refused (the list is then unchanged).
+    fn apply_task(&mut self, call: TaskCall) -> bool {
+        let has = |tasks: &[ModelTask], id: &str| tasks.iter().any(|t| t.id == id);
+        match call {
+            TaskCall::Write => {
+                self.tasks = vec![
+                    ModelTask::new("step_1", "Write the code.", TaskStatus::InProgress),
+                    ModelTask::new("step_2", "Test it.", TaskStatus::Pending),
+                ];
+                true
+            }
+            // Two tasks in progress, or one id twice: refused.
+            TaskCall::WriteTwoInProgress | TaskCall::WriteRepeatedIds => false,
+            TaskCall::Start if has(&self.tasks, "step_2") => {
+                for task in &mut self.tasks {
+                    if task.id == "step_2" {
+                        task.status = TaskStatus::InProgress;
+                    } else if task.status == TaskStatus::InProgress {
+                        task.status = TaskStatus::Pending;
+                    }
+                }
+                true
+            }
+            TaskCall::Complete if has(&self.tasks, "step_1") => {
+                for task in self.tasks.iter_mut().filter(|t| t.id == "step_1") {
+                    task.status = TaskStatus::Completed;
+                }
+                true
+            }
+            // An id the list lacks.
+            TaskCall::Start | TaskCall::Complete | TaskCall::UpdateUnknown => false,
+            TaskCall::Check => true,
+        }
+    }
+
     /// Whether `op` makes sense now: decisions need a pending plan, `DecideAgain` a decided
     /// tool call, and `Tool` calls a tool whose offer the facts decide (a mode without
     /// `availableTools` needs [`ConfigFacts::with_tools`]).
@@ -1881,6 +2086,7 @@ impl ReferenceSession {
                 Call::SubmitPlan(_) => true,
                 Call::Tool(name) => self.facts.offers(self.mode, name).is_some(),
                 Call::ToolAt(name, _) => self.facts.takes_path(self.mode, name),
+                Call::Task(call) => self.runs_task_tool(call.tool()),
             }),
             Op::Decide {
                 on: Subject::Plan { revision, .. },
@@ -2418,18 +2624,28 @@ impl ReferenceSession {
                         tool: SUBMIT_PLAN.to_owned(),
                         plan: Some(*plan),
                         path: None,
+                        task: None,
                     },
                     Call::Tool(name) => ScriptedCall {
                         id,
                         tool: name.clone(),
                         plan: None,
                         path: None,
+                        task: None,
                     },
                     Call::ToolAt(name, path) => ScriptedCall {
                         id,
                         tool: name.clone(),
                         plan: None,
                         path: Some(*path),
+                        task: None,
+                    },
+                    Call::Task(call) => ScriptedCall {
+                        id,
+                        tool: call.tool().to_owned(),
+                        plan: None,
+                        path: None,
+                        task: Some(*call),
                     },
                 }
             })
@@ -2514,6 +2730,18 @@ impl ReferenceSession {
                         approved_sha256: None,
                         rule: Some(*n),
                     }),
+                });
+                continue;
+            }
+            if offered && let Some(task) = call.task {
+                // The session applies it to its list by the task rules, in its turn; no tool
+                // executes it.
+                let refused = !self.apply_task(task);
+                trace.push(Trace::ToolEnded {
+                    tool_call_id: call.id.clone(),
+                    is_error: refused,
+                    result: ResultKind::Other,
+                    decided: None,
                 });
                 continue;
             }
@@ -3086,6 +3314,18 @@ impl ReferenceSession {
                     Some(k) => edited_plan_text(k),
                     None => plan_text(pending.plan),
                 }));
+                // Into a mode that offers the task tools, the approved plan's numbered steps
+                // become the list (when it has any).
+                let offers_tasks = [TASK_WRITE, TASK_UPDATE, TASK_COMPLETE, TASK_CHECK]
+                    .iter()
+                    .any(|t| self.facts.offers(pending.target, t) == Some(true));
+                let seeded = numbered_steps(&match edit {
+                    Some(k) => edited_plan_text(k),
+                    None => plan_text(pending.plan),
+                });
+                if offers_tasks && !seeded.is_empty() {
+                    self.tasks = seeded;
+                }
                 self.change_mode(pending.target, ModeChangeReason::PlanApproved, trace);
                 let outcome = self.call_model_then(run, &mut steps, Then::Text, trace);
                 (vec![text], outcome)
@@ -3110,6 +3350,7 @@ impl ReferenceSession {
                             tool: SUBMIT_PLAN.to_owned(),
                             plan: Some(PlanFile::Valid(k)),
                             path: None,
+                            task: None,
                         };
                         let replies = vec![Reply::Calls(vec![call.clone()]), text];
                         let outcome = match self.tool_calls_then(run, &[call], trace) {
@@ -3209,6 +3450,15 @@ impl ReferenceSession {
         ];
         if !waiting_tools.is_empty() {
             calls.push((4, tool_call(waiting_tools).boxed()));
+        }
+        // Where the mode runs the task tools at once, a task call now and then.
+        let task_calls: Vec<Call> = TaskCall::ALL
+            .into_iter()
+            .filter(|call| self.runs_task_tool(call.tool()))
+            .map(Call::Task)
+            .collect();
+        if !task_calls.is_empty() {
+            calls.push((2, proptest::sample::select(task_calls).boxed()));
         }
         // Where the mode offers `ask_user`, a question now and then (beside the other calls).
         if self.facts.offers(self.mode, ASK_USER) == Some(true) {

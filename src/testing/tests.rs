@@ -7,6 +7,7 @@ use crate::config::ConfigError;
 use crate::event::RunState;
 use crate::mode::ModeGraph;
 use crate::model::{LanguageModel, Message, ModelError, ModelRequest, ModelResponse};
+use crate::tool::tasks::TaskStatus;
 use crate::tool::{ToolRegistry, ToolSpec};
 
 const MODES: &str = "config/modes.toml";
@@ -1694,4 +1695,147 @@ fn a_builder_that_registers_submit_plan_passes_the_kit() {
     assert!(report.edges.is_complete(), "{report}");
     let causes: Vec<Cause> = report.edges.edges.iter().map(|e| e.cause).collect();
     assert!(causes.contains(&Cause::Approve), "{causes:?}");
+}
+
+/// Issue 38: the kit drives the task tools. Step by step beside the real session on the
+/// config that lists them in `plan` (`build`, with no list, offers them too): a valid list,
+/// a refused list (two in progress, a repeated id), an unknown id, an update that puts another
+/// task in progress, a completion and a check; then a plan approved into `build` seeds its list
+/// with the plan's numbered steps. After each step the session's list is the reference's.
+#[test]
+fn the_kit_drives_the_task_tools_and_compares_the_list_a_plan_approval_seeds() {
+    let text = std::fs::read_to_string(TASKS).expect("the fixture");
+    let graph = config::parse(&text, TASKS).expect("the fixture");
+    let facts = Arc::new(ConfigFacts::from_toml(&text).expect("facts"));
+    let mut harness = Harness::new(graph, facts, build_correct).expect("a harness");
+    let plan = harness.facts().index_of("plan").expect("plan");
+    let mut reference = ReferenceSession::new(harness.facts().clone(), Some(plan));
+    harness.start(&reference).expect("the start");
+    let mut step = |reference: &mut ReferenceSession, op| step_both(&mut harness, reference, op);
+    let listed = |reference: &ReferenceSession| -> Vec<(String, TaskStatus)> {
+        reference
+            .tasks()
+            .iter()
+            .map(|t| (t.id.clone(), t.status))
+            .collect()
+    };
+    let task = |call| Op::Message {
+        calls: vec![Call::Task(call)],
+        then: Then::Text,
+    };
+    let ended = |expected: &Expected| -> Vec<bool> {
+        expected
+            .trace
+            .iter()
+            .filter_map(|t| match t {
+                Trace::ToolEnded { is_error, .. } => Some(*is_error),
+                _ => None,
+            })
+            .collect()
+    };
+    // Nothing to update yet: an unknown id is refused, and so is a list with two in progress.
+    assert_eq!(ended(&step(&mut reference, task(TaskCall::Start))), [true]);
+    assert_eq!(
+        ended(&step(&mut reference, task(TaskCall::WriteTwoInProgress))),
+        [true]
+    );
+    assert_eq!(
+        ended(&step(&mut reference, task(TaskCall::WriteRepeatedIds))),
+        [true]
+    );
+    assert!(reference.tasks().is_empty());
+    assert_eq!(ended(&step(&mut reference, task(TaskCall::Write))), [false]);
+    let (one, two) = ("step_1".to_owned(), "step_2".to_owned());
+    assert_eq!(
+        listed(&reference),
+        [
+            (one.clone(), TaskStatus::InProgress),
+            (two.clone(), TaskStatus::Pending)
+        ]
+    );
+    // `step_2` in progress puts `step_1` back to pending.
+    assert_eq!(ended(&step(&mut reference, task(TaskCall::Start))), [false]);
+    assert_eq!(
+        listed(&reference),
+        [
+            (one.clone(), TaskStatus::Pending),
+            (two.clone(), TaskStatus::InProgress)
+        ]
+    );
+    assert_eq!(
+        ended(&step(&mut reference, task(TaskCall::Complete))),
+        [false]
+    );
+    assert_eq!(
+        ended(&step(&mut reference, task(TaskCall::UpdateUnknown))),
+        [true]
+    );
+    assert_eq!(ended(&step(&mut reference, task(TaskCall::Check))), [false]);
+    assert_eq!(
+        listed(&reference),
+        [
+            (one.clone(), TaskStatus::Completed),
+            (two.clone(), TaskStatus::InProgress)
+        ]
+    );
+    // An approved plan's numbered steps become `build`'s list, all pending.
+    step(&mut reference, Op::submit(2));
+    step(&mut reference, Op::approve());
+    let seeded: Vec<(String, String, TaskStatus)> = reference
+        .tasks()
+        .iter()
+        .map(|t| (t.id.clone(), t.content.clone(), t.status))
+        .collect();
+    assert_eq!(
+        seeded,
+        [
+            (one, "Do step 2.".to_owned(), TaskStatus::Pending),
+            (two, "Test it.".to_owned(), TaskStatus::Pending)
+        ]
+    );
+}
+
+/// A host tool that takes `task_write`'s name and says it wrote the list, but keeps none.
+struct ForgetfulTaskWrite;
+
+#[async_trait::async_trait]
+impl crate::tool::Tool for ForgetfulTaskWrite {
+    fn name(&self) -> &str {
+        crate::tool::tasks::TASK_WRITE
+    }
+    fn description(&self) -> String {
+        crate::tool::tasks::TaskWrite.description()
+    }
+    fn input_schema(&self) -> serde_json::Value {
+        crate::tool::tasks::TaskWrite.input_schema()
+    }
+    fn access(&self) -> crate::tool::ToolAccess {
+        crate::tool::ToolAccess::ReadOnly
+    }
+    async fn execute(
+        &self,
+        _: &serde_json::Value,
+        _: &crate::tool::ToolContext<'_>,
+    ) -> crate::tool::ToolOutput {
+        crate::tool::ToolOutput::ok("Task list written.")
+    }
+}
+
+#[test]
+fn a_task_write_that_keeps_no_list_is_caught() {
+    let report = caught(TASKS, 16, 38, |setup: Setup| {
+        let mut tools = ToolRegistry::with_workspace_tools();
+        tools
+            .register(Arc::new(ForgetfulTaskWrite))
+            .expect("a free name");
+        setup.builder().tools(tools).build()
+    });
+    let found = explored(&report);
+    assert!(
+        found
+            .ops
+            .iter()
+            .any(|op| matches!(op, Op::Message { calls, .. } if calls.iter().any(|c| matches!(c, Call::Task(_))))),
+        "{found}"
+    );
 }
