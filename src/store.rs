@@ -46,7 +46,7 @@ use crate::workspace::WorkspaceRecord;
 /// saved in this version the next time the session changes), and refuses a record of a newer
 /// version with [`StoreError::NewerSchema`], leaving it untouched: hosts sharing a store can be
 /// upgraded one at a time, and an old host never overwrites what a newer one wrote.
-pub const SCHEMA_VERSION: u32 = 6;
+pub const SCHEMA_VERSION: u32 = 7;
 
 /// Everything a session needs to continue in another process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -1546,6 +1546,10 @@ pub(crate) fn decode(session_id: &str, bytes: &[u8]) -> Result<SessionRecord, St
 /// 5 -> 6 (tools that suspend): `pendingSuspensions` is optional, so a version-5 record means
 /// "no call waits for an answer". A version-5 host refuses a version-6 record as newer instead
 /// of losing the questions it cannot read.
+///
+/// 6 -> 7 (the task list): `tasks` is optional, so a version-6 record means an empty list. A
+/// version-6 host refuses a version-7 record as newer ("upgrade this host") instead of calling
+/// it corrupt for a field it does not know.
 fn migrate(value: &mut serde_json::Value) {
     if let Some(record) = value.as_object_mut() {
         record.insert("schemaVersion".to_owned(), SCHEMA_VERSION.into());

@@ -69,7 +69,7 @@ fn check_prints_modes_default_and_edges() {
 exit 0
 --- stdout
 [CONFIG]: ok, 2 modes
-  plan (Plan) [planning]  tools: read_file, list_files, write_plan, submit_plan, ask_user
+  plan (Plan) [planning]  tools: read_file, list_files, write_plan, submit_plan, ask_user, task_write, task_update, task_complete, task_check
   build (Build) [default]  tools: all
 default mode: build
 hand-over edges (on approval):
@@ -432,6 +432,8 @@ fn detach_pending_decide_across_three_processes() {
                 "agent_start",
                 "tool_end",
                 "mode_changed",
+                // The shipped `build` offers the task tools: the plan's steps are its list.
+                "tasks_updated",
                 "assistant_message",
                 "agent_end"
             ],
@@ -2646,12 +2648,17 @@ exit 0
 --- stdout
 [run_1] resumed in mode plan
 tool submit_plan ok: Plan approved. Proceed with implementation following the approved plan.
-  Mode changed: you are now in the Build mode (`build`), previously `plan` (your plan was approved). Follow this mode's instructions from now on. Your tools are now: read_file, list_files, write_file, write_plan, ask_user.
+  Mode changed: you are now in the Build mode (`build`), previously `plan` (your plan was approved). Follow this mode's instructions from now on. Your tools are now: read_file, list_files, write_file, write_plan, ask_user, task_write, task_update, task_complete, task_check.
   The approved plan follows, exactly as submitted from `.agent/plans/add-dark-mode.md` (sha256 [SHA256]) and shown to the user. Carry out this text; do not re-read the plan file, which may have changed since. It ends at the line `----- end of approved plan [SHA256] -----`.
   ----- approved plan -----
   (the approved plan, 6 lines, as shown above; `--json` has them)
   ----- end of approved plan [SHA256] -----
+  The plan's 3 numbered steps are now your task list, all pending (ids `step_1` to `step_3`): mark each in_progress with task_update before you start it, and task_complete when it is done.
 mode changed: plan -> build (plan_approved)
+tasks (0/3 completed):
+  [ ] Read the code this change touches. (step_1)
+  [ ] Make the change in small steps. (step_2)
+  [ ] Add tests for it and run the whole suite. (step_3)
 model: Now in mode `build`: implementing the approved plan for "Add dark mode".
 [run_1] ended: completed
 mode: build

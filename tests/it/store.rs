@@ -3129,3 +3129,42 @@ async fn special_files_and_symlinks_in_allowances_are_skipped_at_once() {
     assert!(store2.save_workspace_allowance(&other).await.is_err());
     assert!(allowances.join(format!("{}.json", other.id)).is_symlink());
 }
+
+/// The record's `tasks` field (issue 38) came after layout 6, whose hosts refuse a field they
+/// do not know as a corrupt record: a record that may hold a task list is written in a later
+/// layout, so that a version-6 host refuses it as newer ("upgrade this host") and leaves it
+/// alone; a version-6 record, which has no `tasks`, still loads, with an empty list.
+#[tokio::test]
+async fn a_record_with_a_task_list_is_of_a_layout_a_version_6_host_calls_newer() {
+    use agent_controller::tool::tasks::{Task, TaskStatus};
+    // The last layout a record without `tasks` was written in.
+    const BEFORE_TASKS: u32 = 6;
+    let ws = Workspace::new();
+    let dir = ws.path().join("sessions");
+    let store = FileStore::open(&dir).expect("store");
+    let mut with_tasks = record("s-tasks", 1, false);
+    with_tasks.tasks = vec![Task::new(
+        "step_1".to_owned(),
+        "Do it".to_owned(),
+        TaskStatus::Pending,
+    )];
+    store.save(&with_tasks, None).await.expect("save");
+    let saved: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("s-tasks.json")).expect("read"))
+            .expect("json");
+    assert!(saved.get("tasks").is_some(), "{saved}");
+    let layout = saved["schemaVersion"].as_u64().expect("a number");
+    assert!(
+        layout > u64::from(BEFORE_TASKS),
+        "a record with `tasks` is written in layout {layout}, which a version-{BEFORE_TASKS} host reads as its own and calls corrupt (unknown field `tasks`)"
+    );
+
+    let mut old = serde_json::to_value(record("s-old", 1, true)).expect("json");
+    old["schemaVersion"] = json!(BEFORE_TASKS);
+    old.as_object_mut().expect("object").remove("tasks");
+    std::fs::write(dir.join("s-old.json"), old.to_string()).expect("write");
+    let loaded = store.load("s-old").await.expect("load").expect("exists");
+    assert!(loaded.tasks.is_empty());
+    assert_eq!(loaded.schema_version, SCHEMA_VERSION);
+    assert!(loaded.pending.is_some(), "what waits is kept");
+}
