@@ -361,7 +361,8 @@ mod tests {
             check!(
                 Aspect,
                 [
-                    Outcome, Events, Mode, Pending, Run, Allowances, Workspace, Invariant, Panic
+                    Outcome, Events, Mode, Pending, Run, Allowances, Tasks, Workspace, Invariant,
+                    Panic
                 ],
                 [
                     "outcome",
@@ -370,6 +371,7 @@ mod tests {
                     "pending",
                     "run",
                     "allowances",
+                    "tasks",
                     "workspace",
                     "invariant",
                     "panic"

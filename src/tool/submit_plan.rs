@@ -109,7 +109,7 @@ impl crate::Tool for SubmitPlan {
         crate::tool::ToolAccess::Plans
     }
 
-    /// Where the plan file lies, as a run reads it ([`in_plans_dir`]): a bare name in the
+    /// Where the plan file lies, as a run reads it ([`read_plan`]): a bare name in the
     /// plans directory, any other path relative to the workspace and inside the plans
     /// directory; a path outside it is refused.
     fn locate(
