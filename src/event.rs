@@ -296,9 +296,37 @@ pub struct ToolCallPayload {
     /// lets through a call a rule asks about ([`crate::Decision::always_allow`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule: Option<Box<crate::rules::RuleRecord>>,
+    /// Where the call's path arguments lead in the workspace when elsewhere than they read (or
+    /// in doubt), resolved when it began to wait ([`crate::rules::locate_path_args`]: the
+    /// tool's own reading of the path, then the symlinks in it): every host shows the approver
+    /// these (`path notes.md -> src/main.rs`, [`crate::rules::ResolvedLocation::shown`]).
+    /// Empty when every path leads where it reads, for a call without a path argument, and in
+    /// records written before it was kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub locations: Vec<crate::rules::ResolvedLocation>,
 }
 
 impl ToolCallPayload {
+    /// What the approver must be told of where the call's paths lead: one line per path
+    /// argument that leads elsewhere than it reads, or whose place is in doubt
+    /// ([`crate::rules::ResolvedLocation::shown`], neutralized); empty when every path leads
+    /// where it reads. The terminal prompt, `pending` and the ACP permission request show these.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::rules::ResolvedLocation;
+    /// # let mut payload: agent_controller::event::ToolCallPayload = serde_json::from_value(serde_json::json!({
+    /// #     "decisionId": "decision_1", "toolName": "write_file", "args": {"path": "notes.md"}, "argsSha256": "ab",
+    /// # })).unwrap();
+    /// payload.locations = vec![ResolvedLocation {
+    ///     arg: "path".into(), given: "notes.md".into(), path: Some("src/main.rs".into()), doubt: None,
+    /// }];
+    /// assert_eq!(payload.where_paths_lead(), ["path notes.md -> src/main.rs"]);
+    /// ```
+    pub fn where_paths_lead(&self) -> Vec<String> {
+        crate::rules::where_paths_lead(&self.locations)
+    }
+
     /// Why an "always allow" ([`crate::Decision::always_allow`]) cannot be given at this
     /// call, if it cannot: the call waits because a mode's `ask` rule asks about every call it
     /// matches, which an allowance never overrides. The one predicate every host asks before it

@@ -361,6 +361,11 @@ pub struct PendingSummary {
     /// ([`crate::jcs::sha256`]), the same as `sha256`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args_sha256: Option<String>,
+    /// For a tool call: where its path arguments lead in the workspace when elsewhere than they
+    /// read, resolved when it began to wait ([`crate::event::ToolCallPayload::locations`]);
+    /// `pending` shows them (`where it acts: path notes.md -> src/main.rs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub locations: Vec<crate::rules::ResolvedLocation>,
     /// For a question or a suspension: what the tool shows the user (`payload`; untrusted
     /// text from the model, shown whole).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -755,6 +760,7 @@ impl SessionRecord {
                     tool_name: Some(p.suspend_payload.tool_name.clone()),
                     args: Some(p.suspend_payload.args.clone()),
                     args_sha256: Some(p.suspend_payload.args_sha256.clone()),
+                    locations: p.suspend_payload.locations.clone(),
                     payload: None,
                     answer_schema: None,
                     always_allowed: self.always_allowed.clone(),
@@ -787,6 +793,7 @@ impl SessionRecord {
                         tool_name: Some(payload.tool_name.clone()),
                         args: Some(payload.args.clone()),
                         args_sha256: None,
+                        locations: Vec::new(),
                         payload: Some(payload.payload.clone()),
                         answer_schema: Some(payload.answer_schema.clone()),
                         always_allowed: Vec::new(),
@@ -829,6 +836,7 @@ impl SessionRecord {
             tool_name: None,
             args: None,
             args_sha256: None,
+            locations: Vec::new(),
             payload: None,
             answer_schema: None,
             always_allowed: self.always_allowed.clone(),

@@ -587,7 +587,7 @@ mod tests {
 
     use super::*;
     use crate::machine::check::check;
-    use crate::machine::input::{Input, Suspend};
+    use crate::machine::input::{Asked, Input, Suspend};
     use crate::machine::rig::{Rig, call};
     use crate::plan::PlanSubmission;
 
@@ -629,7 +629,7 @@ mod tests {
         let suspend = Suspend::ToolCalls {
             run_id: run.clone(),
             at: 1,
-            indexes: (0..tools.len()).map(|k| (k, None)).collect(),
+            asked: (0..tools.len()).map(|k| Asked::at(k, None)).collect(),
             suspended: Vec::new(),
         };
         rig.handle(Input::Suspend(suspend)).expect("suspends");
@@ -657,7 +657,7 @@ mod tests {
         let suspend = Suspend::ToolCalls {
             run_id: run.clone(),
             at: 1,
-            indexes: vec![(1, None)],
+            asked: vec![Asked::at(1, None)],
             suspended: vec![(0, suspension)],
         };
         rig.handle(Input::Suspend(suspend)).expect("suspends");
@@ -752,6 +752,7 @@ mod tests {
                     args_sha256: String::new(),
                     rule: None,
                     terms: Default::default(),
+                    locations: Vec::new(),
                 },
                 decided: None,
             },

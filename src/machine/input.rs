@@ -197,19 +197,43 @@ pub(crate) enum Suspend {
         /// The captured plan.
         submission: PlanSubmission,
     },
-    /// On the calls at `indexes` of the assistant message at `at`, which wait for approval.
+    /// On the calls `asked` of the assistant message at `at`, which wait for approval.
     ToolCalls {
         /// The running run.
         run_id: Arc<str>,
         /// The assistant message's position in the conversation.
         at: usize,
-        /// The positions of the calls that wait, in the model's order, each with the `ask` rule
-        /// that made it wait, if one did.
-        indexes: Vec<(usize, Option<Box<RuleRecord>>)>,
+        /// The calls that wait, in the model's order ([`Asked`]).
+        asked: Vec<Asked>,
         /// The calls at these indexes, which their tools suspended: each waits for the user's
         /// answer ([`crate::ToolOutput::suspend`]).
         suspended: Vec<(usize, Box<crate::exchange::ToolSuspension>)>,
     },
+}
+
+/// A call of a reply that waits for approval, as the driver found it: its position in the
+/// reply, the `ask` rule that made it wait (if one did), and where its path arguments lead
+/// (resolved in the workspace by the driver, the I/O the core does not do).
+#[derive(Debug)]
+pub(crate) struct Asked {
+    /// The call's position in the reply.
+    pub(crate) index: usize,
+    /// The `ask` rule that made it wait; `None` when `requireApproval` did.
+    pub(crate) rule: Option<Box<RuleRecord>>,
+    /// Where its path arguments lead ([`crate::rules::locate_path_args`]).
+    pub(crate) locations: Vec<crate::rules::ResolvedLocation>,
+}
+
+impl Asked {
+    /// The call at `index`, made to wait by `rule` (`None`: by `requireApproval`), its path
+    /// arguments not resolved.
+    pub(crate) fn at(index: usize, rule: Option<Box<RuleRecord>>) -> Self {
+        Self {
+            index,
+            rule,
+            locations: Vec::new(),
+        }
+    }
 }
 
 /// What an abort stops, and where the run was when it came.
@@ -354,10 +378,10 @@ impl Change<'_> {
             Input::Suspend(Suspend::ToolCalls {
                 run_id,
                 at,
-                indexes,
+                asked,
                 suspended,
             }) => {
-                self.suspend_tool_calls(&run_id, at, &indexes, suspended);
+                self.suspend_tool_calls(&run_id, at, asked, suspended);
                 Next::WaitsOnToolCalls(run_id)
             }
             Input::Decide {
@@ -457,7 +481,7 @@ mod tests {
         let suspend = Suspend::ToolCalls {
             run_id: run.clone(),
             at,
-            indexes: vec![(0, None), (2, None)],
+            asked: vec![Asked::at(0, None), Asked::at(2, None)],
             suspended: Vec::new(),
         };
         rig.handle(Input::Suspend(suspend)).expect("suspends");
