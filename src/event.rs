@@ -896,9 +896,9 @@ pub struct DecidedRecord {
     /// For a tool call an allowance approved without asking: the allowance's id
     /// ([`crate::allowance::Allowance::id`]: the id of the decision that gave it for scopes
     /// `mode` and `session`, `ws_…` for a workspace one), and `decidedBy` is then
-    /// `allowance ID (SCOPE)`. The same for a call the allowance ran later and for another
-    /// call of the same reply that the "always allow" approved with it (whose `decidedAt` is
-    /// the decision's). `None` for every other decision.
+    /// `allowance ID (SCOPE)`. The same for a call the allowance ran later (and, in a record
+    /// saved by an earlier version, for another call of the same reply that the "always allow"
+    /// approved with it). `None` for every other decision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_by: Option<String>,
     /// For the approval of a tool call that gave an allowance (`alwaysAllow`): what it gave,

@@ -867,16 +867,20 @@ mod tests {
         assert_eq!(rig.state.run, Some((run, RunState::Running)));
     }
 
+    /// Trust round 4, M2: an "always allow" approves the call it is given at, not the tool's
+    /// other waiting call, which is asked about; it lasts until the mode changes.
     #[test]
-    fn always_allow_approves_the_tools_other_waiting_calls_until_the_mode_changes() {
+    fn always_allow_approves_the_call_shown_until_the_mode_changes() {
         let mut rig = Rig::new();
         suspended_on_calls(&mut rig);
         let next = decide(&mut rig, 0, Decision::approve().always_allow()).expect("ok");
+        assert!(matches!(next, Next::WaitsOnToolCalls(_)), "{next:?}");
+        let next = decide(&mut rig, 1, Decision::approve()).expect("ok");
         let Next::RunApproved { calls, .. } = next else {
             panic!("every call is decided: {next:?}");
         };
         assert_eq!(calls.len(), 2);
-        assert_eq!(calls[1].1.allowed_by.as_deref(), Some("decision_1"));
+        assert_eq!(calls[1].1.allowed_by, None, "approved by the user");
         assert!(calls[0].1.always_allow && !calls[1].1.always_allow);
         assert_eq!(rig.state.always_allowed, ["write_file"]);
         rig.handle(Input::ManualSwitch(rig.mode("plan")))

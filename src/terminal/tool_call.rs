@@ -28,8 +28,8 @@ pub enum ToolAnswer {
     /// `y` or `yes` (any case): run the call.
     Approve,
     /// `a` (any case): run the call and allow its tool ([`crate::Decision::always_allow`]) until the
-    /// mode changes (a manual switch or an approved plan); the other calls of the tool waiting
-    /// in the same reply run with it.
+    /// mode changes (a manual switch or an approved plan). The other calls waiting in the same
+    /// reply are not approved with it: each is shown and asked about.
     AlwaysAllow,
     /// `a session` or `a workspace` (`a mode` is [`ToolAnswer::AlwaysAllow`]): run the call and
     /// allow its tool for that scope ([`crate::Decision::scope`]): for the rest of the session
@@ -240,29 +240,4 @@ pub(crate) fn question_text(style: &Style, tool_name: &str, allowance: bool, vie
         key("f"),
         key("q"),
     )
-}
-
-/// What `a` does beyond the call shown, when `others` other calls of `tool_name` wait in the
-/// same reply: it approves them too ([`crate::Decision::always_allow`]); `None` when none does.
-///
-/// # Examples
-/// ```
-/// use agent_controller::terminal::allowance_note;
-/// assert_eq!(
-///     allowance_note("write_file", 2).as_deref(),
-///     Some("a also runs the 2 other write_file calls waiting in this reply"),
-/// );
-/// assert_eq!(allowance_note("write_file", 0), None);
-/// ```
-pub fn allowance_note(tool_name: &str, others: usize) -> Option<String> {
-    let name = neutralize_line(tool_name);
-    match others {
-        0 => None,
-        1 => Some(format!(
-            "a also runs the other {name} call waiting in this reply"
-        )),
-        n => Some(format!(
-            "a also runs the {n} other {name} calls waiting in this reply"
-        )),
-    }
 }
