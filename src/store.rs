@@ -46,7 +46,7 @@ use crate::workspace::WorkspaceRecord;
 /// saved in this version the next time the session changes), and refuses a record of a newer
 /// version with [`StoreError::NewerSchema`], leaving it untouched: hosts sharing a store can be
 /// upgraded one at a time, and an old host never overwrites what a newer one wrote.
-pub const SCHEMA_VERSION: u32 = 6;
+pub const SCHEMA_VERSION: u32 = 7;
 
 /// Everything a session needs to continue in another process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -1517,7 +1517,7 @@ pub(crate) fn decode(session_id: &str, bytes: &[u8]) -> Result<SessionRecord, St
     if found == 0 {
         return Err(corrupt("schema version 0 was never written".to_owned()));
     }
-    migrate(&mut value);
+    migrate(&mut value, found);
     let record: SessionRecord =
         serde_json::from_value(value).map_err(|e| corrupt(e.to_string()))?;
     if record.session_id != session_id {
@@ -1526,7 +1526,32 @@ pub(crate) fn decode(session_id: &str, bytes: &[u8]) -> Result<SessionRecord, St
             record.session_id
         )));
     }
+    check_plan_hashes(&record).map_err(|why| {
+        corrupt(format!(
+            "{why}: the record was changed outside agent-controller, so what an approval would pin is not what it would show; it is refused and left as it is"
+        ))
+    })?;
     Ok(record)
+}
+
+/// Checks that each plan text the record holds is the text its sha256 pins: the pending plan
+/// ([`crate::plan::PlanSubmission::check_sha256`]) and the last revision
+/// ([`PlanRevision::check_sha256`]), so that an approval pinned to the sha256 shown approves
+/// the text shown.
+fn check_plan_hashes(record: &SessionRecord) -> Result<(), String> {
+    if let Some(pending) = &record.pending {
+        let payload = &pending.suspend_payload;
+        payload.submission.check_sha256().map_err(|why| {
+            format!(
+                "pending plan {} ({}): {why}",
+                payload.decision_id, payload.submission.path
+            )
+        })?;
+    }
+    match &record.last_plan {
+        Some(last) => last.check_sha256(),
+        None => Ok(()),
+    }
 }
 
 /// Brings a record of an older schema version to [`SCHEMA_VERSION`], one step per version.
@@ -1554,9 +1579,60 @@ pub(crate) fn decode(session_id: &str, bytes: &[u8]) -> Result<SessionRecord, St
 /// 5 -> 6 (tools that suspend): `pendingSuspensions` is optional, so a version-5 record means
 /// "no call waits for an answer". A version-5 host refuses a version-6 record as newer instead
 /// of losing the questions it cannot read.
-fn migrate(value: &mut serde_json::Value) {
+///
+/// 6 -> 7 (a plan's sha256 pins the text shown, [`crate::plan::PlanSubmission::sha256`]): a
+/// version-6 record's plan hashes are of the plan file's bytes, which it does not keep. The
+/// pending plan's `sha256` and the last revision's are computed again from the texts the record
+/// keeps (the texts a host shows), and a `previousSha256` that named the last revision names it
+/// by its new hash. A pin taken from a version-6 listing no longer matches: such a decision is
+/// refused as stale and changes nothing (list it again). Waiting tool calls gain an optional
+/// `locations`, which a version-6 host would drop: it refuses a version-7 record as newer.
+fn migrate(value: &mut serde_json::Value, found: u64) {
+    if found < 7 {
+        rehash_plans(value);
+    }
     if let Some(record) = value.as_object_mut() {
         record.insert("schemaVersion".to_owned(), SCHEMA_VERSION.into());
+    }
+}
+
+/// Version 6 -> 7: the plan hashes of `record` (JSON) computed from the texts it keeps.
+fn rehash_plans(record: &mut serde_json::Value) {
+    use crate::plan::sha256_hex;
+    let mut renamed: Option<(String, String)> = None;
+    if let Some(last) = record.get_mut("lastPlan").filter(|l| l.is_object())
+        && let Some(text) = last.get("text").and_then(serde_json::Value::as_str)
+    {
+        let new = sha256_hex(text.as_bytes());
+        if let Some(old) = last.get("sha256").and_then(serde_json::Value::as_str) {
+            renamed = Some((old.to_owned(), new.clone()));
+        }
+        last["sha256"] = new.into();
+    }
+    let Some(payload) = record
+        .get_mut("pending")
+        .and_then(|p| p.get_mut("suspendPayload"))
+        .filter(|p| p.is_object())
+    else {
+        return;
+    };
+    let text = |key: &str| payload.get(key).and_then(serde_json::Value::as_str);
+    if let (Some(title), Some(plan)) = (text("title"), text("plan")) {
+        let shown = crate::plan::PlanSubmission {
+            path: String::new(),
+            title: title.to_owned(),
+            plan: plan.to_owned(),
+            sha256: String::new(),
+        };
+        payload["sha256"] = shown.shown_sha256().into();
+    }
+    if let Some((old, new)) = renamed
+        && payload
+            .get("previousSha256")
+            .and_then(serde_json::Value::as_str)
+            == Some(old.as_str())
+    {
+        payload["previousSha256"] = new.into();
     }
 }
 

@@ -235,12 +235,21 @@ fn a_record_whose_plan_text_does_not_match_its_sha256_is_refused() {
         .into_iter()
         .find(|(name, _)| name.starts_with(&session))
         .expect("the record");
-    let tampered = record.replacen(
+    // The pending plan's text changed, its sha256 left as it was.
+    let mut json: serde_json::Value = serde_json::from_str(&record).expect("json");
+    let plan = &mut json["pending"]["suspendPayload"]["plan"];
+    let changed = plan.as_str().expect("the plan text").replacen(
         "1. Read the code this change touches.",
         "1. Delete the repository.",
         1,
     );
-    assert_ne!(tampered, record, "the plan text is in the record");
+    assert_ne!(
+        plan.as_str(),
+        Some(changed.as_str()),
+        "the step is in the plan"
+    );
+    *plan = json!(changed);
+    let tampered = json.to_string();
     let path = ws.path().join(STORE).join(&name);
     std::fs::write(&path, &tampered).expect("tamper");
     let out = bin(ws.path(), &["pending", "--store", STORE], "");
@@ -270,4 +279,52 @@ fn a_record_whose_plan_text_does_not_match_its_sha256_is_refused() {
         tampered,
         "nothing changed"
     );
+}
+
+/// M3: a record saved before plan hashes pinned the text shown (schema 6: the hash of the
+/// file's bytes, which the record does not keep) is read with the hash of the text it keeps;
+/// the same record in the current schema, its hash not its text's, is refused.
+#[test]
+fn an_older_records_plan_hash_is_computed_again_and_a_current_ones_is_checked() {
+    use agent_controller::store::SCHEMA_VERSION;
+    use common::cli::{STORE, UNREADABLE, bin, text};
+    let mut raw: serde_json::Value =
+        serde_json::from_str(&common::read_fixture("records/schema-1.pending.json")).expect("json");
+    let id = raw["sessionId"].as_str().expect("id").to_owned();
+    let payload = &raw["pending"]["suspendPayload"];
+    let shown = format!(
+        "# {}\n\n{}\n",
+        payload["title"].as_str().expect("title"),
+        payload["plan"].as_str().expect("plan")
+    );
+    let pinned = agent_controller::tool::submit_plan::sha256_hex(shown.as_bytes());
+    // The hash of bytes the record does not keep (a front matter, say).
+    raw["pending"]["suspendPayload"]["sha256"] = json!("ab".repeat(32));
+    for (version, listed) in [(6, true), (SCHEMA_VERSION, false)] {
+        raw["schemaVersion"] = json!(version);
+        let ws = tempfile::tempdir().expect("tempdir");
+        let store = ws.path().join(STORE);
+        std::fs::create_dir_all(&store).expect("store");
+        let path = store.join(format!("{id}.pending.json"));
+        std::fs::write(&path, raw.to_string()).expect("write");
+        let out = bin(ws.path(), &["pending", "--store", STORE, "--json"], "");
+        if listed {
+            assert_eq!(out.status.code(), Some(DONE), "{}", text(&out));
+            let line: serde_json::Value =
+                serde_json::from_str(stdout(&out).lines().next().expect("a line")).expect("json");
+            assert_eq!(line["sha256"], pinned.as_str(), "{line:#}");
+        } else {
+            assert_eq!(out.status.code(), Some(UNREADABLE), "{}", text(&out));
+            assert!(
+                text(&out).contains("does not match its sha256"),
+                "{}",
+                text(&out)
+            );
+        }
+        assert_eq!(
+            std::fs::read_to_string(&path).expect("record"),
+            raw.to_string(),
+            "listing changes nothing"
+        );
+    }
 }
