@@ -296,9 +296,37 @@ pub struct ToolCallPayload {
     /// lets through a call a rule asks about ([`crate::Decision::always_allow`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule: Option<Box<crate::rules::RuleRecord>>,
+    /// Where the call's path arguments lead in the workspace when elsewhere than they read (or
+    /// in doubt), resolved when it began to wait ([`crate::rules::locate_path_args`]: the
+    /// tool's own reading of the path, then the symlinks in it): every host shows the approver
+    /// these (`path notes.md -> src/main.rs`, [`crate::rules::ResolvedLocation::shown`]).
+    /// Empty when every path leads where it reads, for a call without a path argument, and in
+    /// records written before it was kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub locations: Vec<crate::rules::ResolvedLocation>,
 }
 
 impl ToolCallPayload {
+    /// What the approver must be told of where the call's paths lead: one line per path
+    /// argument that leads elsewhere than it reads, or whose place is in doubt
+    /// ([`crate::rules::ResolvedLocation::shown`], neutralized); empty when every path leads
+    /// where it reads. The terminal prompt, `pending` and the ACP permission request show these.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::rules::ResolvedLocation;
+    /// # let mut payload: agent_controller::event::ToolCallPayload = serde_json::from_value(serde_json::json!({
+    /// #     "decisionId": "decision_1", "toolName": "write_file", "args": {"path": "notes.md"}, "argsSha256": "ab",
+    /// # })).unwrap();
+    /// payload.locations = vec![ResolvedLocation {
+    ///     arg: "path".into(), given: "notes.md".into(), path: Some("src/main.rs".into()), doubt: None,
+    /// }];
+    /// assert_eq!(payload.where_paths_lead(), ["path notes.md -> src/main.rs"]);
+    /// ```
+    pub fn where_paths_lead(&self) -> Vec<String> {
+        crate::rules::where_paths_lead(&self.locations)
+    }
+
     /// Why an "always allow" ([`crate::Decision::always_allow`]) cannot be given at this
     /// call, if it cannot: the call waits because a mode's `ask` rule asks about every call it
     /// matches, which an allowance never overrides. The one predicate every host asks before it
@@ -868,9 +896,9 @@ pub struct DecidedRecord {
     /// For a tool call an allowance approved without asking: the allowance's id
     /// ([`crate::allowance::Allowance::id`]: the id of the decision that gave it for scopes
     /// `mode` and `session`, `ws_…` for a workspace one), and `decidedBy` is then
-    /// `allowance ID (SCOPE)`. The same for a call the allowance ran later and for another
-    /// call of the same reply that the "always allow" approved with it (whose `decidedAt` is
-    /// the decision's). `None` for every other decision.
+    /// `allowance ID (SCOPE)`. The same for a call the allowance ran later (and, in a record
+    /// saved by an earlier version, for another call of the same reply that the "always allow"
+    /// approved with it). `None` for every other decision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_by: Option<String>,
     /// For the approval of a tool call that gave an allowance (`alwaysAllow`): what it gave,

@@ -183,8 +183,57 @@ pub struct PlanSubmission {
     pub title: String,
     /// The plan body: text after the title line, blank lines around it removed, CRLF as LF.
     pub plan: String,
-    /// Lower-case hex SHA-256 of the file's bytes as read at submit time.
+    /// Lower-case hex SHA-256 of the plan's text as the approver is shown it and the next mode
+    /// is handed it ([`revision_text`]: `# TITLE`, a blank line, the body, a final newline; the
+    /// body and a final newline when there is no title), fixed at submit time. Not the file's
+    /// bytes: what the file holds beyond that text (front matter, a BOM, blank lines, CRLF) is
+    /// neither shown nor handed over, so it is not what an approval pins
+    /// ([`PlanSubmission::shown_sha256`]).
     pub sha256: String,
+}
+
+impl PlanSubmission {
+    /// The SHA-256 of the plan's text as shown and handed over ([`revision_text`]): what
+    /// `sha256` must be.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::tool::submit_plan::{capture_plan, sha256_hex};
+    /// let plan = capture_plan("p.md", b"---\nhidden: yes\n---\n# Add dark mode\r\n\r\n1. Theme\r\n")?;
+    /// assert_eq!(plan.sha256, plan.shown_sha256());
+    /// assert_eq!(plan.sha256, sha256_hex(b"# Add dark mode\n\n1. Theme\n"));
+    /// # Ok::<(), agent_controller::tool::submit_plan::PlanError>(())
+    /// ```
+    pub fn shown_sha256(&self) -> String {
+        sha256_hex(revision_text(self).as_bytes())
+    }
+
+    /// Checks that `sha256` is the SHA-256 of the text shown ([`PlanSubmission::shown_sha256`]):
+    /// a record whose plan text was changed, its hash left as it was, is refused on load.
+    ///
+    /// # Errors
+    /// A message saying both hashes when they differ.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::tool::submit_plan::capture_plan;
+    /// let mut plan = capture_plan("p.md", b"# T\n\n1. Step.\n")?;
+    /// assert!(plan.check_sha256().is_ok());
+    /// plan.plan.push_str("\n2. Delete the repository.");
+    /// assert!(plan.check_sha256().is_err());
+    /// # Ok::<(), agent_controller::tool::submit_plan::PlanError>(())
+    /// ```
+    pub fn check_sha256(&self) -> Result<(), String> {
+        let shown = self.shown_sha256();
+        if shown == self.sha256 {
+            Ok(())
+        } else {
+            Err(format!(
+                "the plan's text does not match its sha256 (it records {}, its text hashes to {shown})",
+                self.sha256
+            ))
+        }
+    }
 }
 
 /// A plan's text as revisions compare it: the title as a `# ` heading (when it has one), a blank
@@ -291,14 +340,45 @@ pub enum PlanError {
 pub struct PlanRevision {
     /// 1 for the session's first plan, +1 for each later one.
     pub revision: u64,
-    /// The plan's SHA-256 (hex).
+    /// The plan's SHA-256 (hex): of `text` ([`PlanSubmission::sha256`]).
     pub sha256: String,
     /// The plan's text.
     pub text: String,
 }
 
+impl PlanRevision {
+    /// Checks that `sha256` is the SHA-256 of `text`, as [`PlanSubmission::check_sha256`] does.
+    ///
+    /// # Errors
+    /// A message saying both hashes when they differ.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::store::PlanRevision;
+    /// use agent_controller::tool::submit_plan::sha256_hex;
+    /// let text = "# T\n\n1. Step.\n".to_owned();
+    /// let revision = PlanRevision { revision: 1, sha256: sha256_hex(text.as_bytes()), text };
+    /// assert!(revision.check_sha256().is_ok());
+    /// let changed = PlanRevision { text: "# T\n\n1. Other.\n".to_owned(), ..revision };
+    /// assert!(changed.check_sha256().is_err());
+    /// ```
+    pub fn check_sha256(&self) -> Result<(), String> {
+        let hashed = sha256_hex(self.text.as_bytes());
+        if hashed == self.sha256 {
+            Ok(())
+        } else {
+            Err(format!(
+                "the text of plan revision {} does not match its sha256 (it records {}, its text hashes to {hashed})",
+                self.revision, self.sha256
+            ))
+        }
+    }
+}
+
 /// Captures plan text read from `path`: checks it is UTF-8 and not blank, splits title and body
-/// ([`parse_plan`]) and hashes the bytes.
+/// ([`parse_plan`]) and hashes the text the approver is shown and the next mode is handed
+/// ([`PlanSubmission::shown_sha256`]), not the bytes (front matter, a BOM, CRLF and the blank
+/// lines around the body are not shown, so they are not pinned).
 ///
 /// # Errors
 /// [`PlanError::TooLarge`] over [`MAX_PLAN_BYTES`], [`PlanError::NotUtf8`],
@@ -326,12 +406,14 @@ pub fn capture_plan(path: &str, bytes: &[u8]) -> Result<PlanSubmission, PlanErro
     } else {
         body.to_owned()
     };
-    Ok(PlanSubmission {
+    let mut submission = PlanSubmission {
         path: path.to_owned(),
         title: title.to_owned(),
         plan,
-        sha256: sha256_hex(bytes),
-    })
+        sha256: String::new(),
+    };
+    submission.sha256 = submission.shown_sha256();
+    Ok(submission)
 }
 
 /// Lower-case hex SHA-256 of `bytes` (64 characters).

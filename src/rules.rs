@@ -749,7 +749,7 @@ impl ResolvedPaths {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn resolve_paths(rules: &Rules, call: &ToolCall, workspace: &Path) -> ResolvedPaths {
-    resolve_with(rules, call, workspace, |_, path| {
+    resolve_with(&rules.path_args(&call.name), call, workspace, |_, path| {
         path.map(|path| crate::tool::in_workspace(workspace, path))
     })
 }
@@ -782,27 +782,195 @@ pub fn resolve_paths_for(
     tool: &dyn crate::tool::Tool,
     ctx: &crate::tool::ToolContext<'_>,
 ) -> ResolvedPaths {
-    resolve_with(rules, call, ctx.workspace, |arg, path| {
-        tool.locate(arg, path, ctx)
-    })
+    resolve_with(
+        &rules.path_args(&call.name),
+        call,
+        ctx.workspace,
+        |arg, path| tool.locate(arg, path, ctx),
+    )
 }
 
-/// Resolves the path arguments of `call` that `rules` read: `locate` says where each leads
-/// relative to the workspace (the argument's name and value, `None` when left out), the jail
-/// follows the symlinks in it.
-fn resolve_with(
+/// Where each path argument of `call` leads, for the approver of a call that waits: the
+/// argument `path` ([`DEFAULT_PATH_ARG`]) and every other argument a path rule of `rules` reads
+/// for the call's tool, each a string the call gives, resolved as the rules resolve it
+/// ([`resolve_paths_for`]: where `tool` takes it, then the symlinks in it followed inside the
+/// workspace; a call of a tool the registry lacks, `tool` `None`, relative to the workspace).
+/// In the order the arguments are named, `path` first.
+///
+/// The one place the resolved location a host shows is computed: the session stores it with
+/// the waiting call ([`crate::event::ToolCallPayload::locations`]), and every host shows it
+/// from there ([`ResolvedLocation::shown`]).
+///
+/// # Examples
+/// ```
+/// # #[cfg(unix)] {
+/// use agent_controller::rules::{Rules, locate_path_args};
+/// use agent_controller::tool::{ToolContext, fs::WriteFile};
+/// # let ws = tempfile::tempdir()?;
+/// std::fs::create_dir(ws.path().join("src"))?;
+/// std::fs::write(ws.path().join("src/main.rs"), "fn main() {}\n")?;
+/// std::os::unix::fs::symlink("src/main.rs", ws.path().join("notes.md"))?;
+/// let plans = ws.path().join(".agent/plans");
+/// let ctx = ToolContext::new(ws.path(), &plans, "build");
+/// let call = agent_controller::ToolCall::new("c1", "write_file", serde_json::json!({"path": "notes.md"}));
+/// let located = locate_path_args(&Rules::default(), &call, Some(&WriteFile), &ctx);
+/// assert_eq!(located[0].path.as_deref(), Some("src/main.rs"));
+/// assert_eq!(located[0].shown(), "path notes.md -> src/main.rs");
+/// # }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn locate_path_args(
     rules: &Rules,
+    call: &ToolCall,
+    tool: Option<&dyn crate::tool::Tool>,
+    ctx: &crate::tool::ToolContext<'_>,
+) -> Vec<ResolvedLocation> {
+    let mut args = vec![DEFAULT_PATH_ARG];
+    args.extend(
+        rules
+            .path_args(&call.name)
+            .into_iter()
+            .filter(|a| *a != DEFAULT_PATH_ARG),
+    );
+    // Only what the call gives: a left-out argument has nothing typed to compare.
+    args.retain(|arg| call.args.get(*arg).is_some_and(Value::is_string));
+    if args.is_empty() {
+        return Vec::new();
+    }
+    let resolved = resolve_with(&args, call, ctx.workspace, |arg, path| match tool {
+        Some(tool) => tool.locate(arg, path, ctx),
+        None => path.map(|path| crate::tool::in_workspace(ctx.workspace, path)),
+    });
+    args.iter()
+        .filter_map(|arg| {
+            let given = call.args.get(*arg)?.as_str()?.to_owned();
+            let (path, doubt) = match resolved.get(arg)? {
+                ResolvedPath::Inside(path) => (Some(path.clone()), None),
+                ResolvedPath::Doubtful(why) | ResolvedPath::NotAString(why) => {
+                    (None, Some(why.clone()))
+                }
+            };
+            Some(ResolvedLocation {
+                arg: (*arg).to_owned(),
+                given,
+                path,
+                doubt,
+            })
+        })
+        .collect()
+}
+
+/// Where a path argument of a tool call that waits for approval leads, resolved when it began
+/// to wait ([`locate_path_args`]): as the tool takes the path (`write_plan` puts a bare name
+/// in the plans directory) and after the symlinks in it inside the workspace. The approver is
+/// shown it beside the argument as the model typed it whenever the two differ
+/// ([`ResolvedLocation::shown`]: `path notes.md -> src/main.rs`), so that a call that writes
+/// `src/main.rs` through the symlink `notes.md` is seen to.
+///
+/// As JSON (in `tool_suspended`'s payload, the record, `pending --json`):
+/// `{"arg": "path", "given": "notes.md", "path": "src/main.rs"}`, or with `doubt` in place of
+/// `path` for a path not known to lie inside the workspace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ResolvedLocation {
+    /// The argument (`path`).
+    pub arg: String,
+    /// Its value, as the model typed it.
+    pub given: String,
+    /// Where it leads, relative to the workspace (folders separated by `/`, no `.` or `..`;
+    /// empty for the workspace itself); `None` when that is in doubt (`doubt` says why).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Why it is not known to lie inside the workspace (it leads outside, through `..` or a
+    /// symlink, or cannot be resolved), when it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub doubt: Option<String>,
+}
+
+impl ResolvedLocation {
+    /// Whether it leads elsewhere than it reads (or in doubt): then hosts show where.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::rules::ResolvedLocation;
+    /// let at = |given: &str, path: &str| ResolvedLocation {
+    ///     arg: "path".into(), given: given.into(), path: Some(path.into()), doubt: None,
+    /// };
+    /// assert!(!at("src/a.rs", "src/a.rs").differs());
+    /// assert!(at("notes.md", "src/main.rs").differs());
+    /// ```
+    pub fn differs(&self) -> bool {
+        self.path.as_deref() != Some(self.given.as_str())
+    }
+
+    /// How every host shows it, on one line, each part through
+    /// [`crate::display::neutralize_line`]: `path notes.md -> src/main.rs`, `path ../x -> not
+    /// inside the workspace: WHY`, or `path src/a.rs` when it leads where it reads.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::rules::ResolvedLocation;
+    /// let doubt = ResolvedLocation {
+    ///     arg: "path".into(), given: "../x".into(), path: None, doubt: Some("it leads outside".into()),
+    /// };
+    /// assert_eq!(doubt.shown(), "path ../x -> not inside the workspace: it leads outside");
+    /// ```
+    pub fn shown(&self) -> String {
+        use crate::display::neutralize_line;
+        let head = format!(
+            "{} {}",
+            neutralize_line(&self.arg),
+            neutralize_line(&self.given)
+        );
+        match (&self.path, &self.doubt) {
+            (Some(_), _) if !self.differs() => head,
+            (Some(path), _) if path.is_empty() => format!("{head} -> . (the workspace)"),
+            (Some(path), _) => format!("{head} -> {}", neutralize_line(path)),
+            (None, why) => format!(
+                "{head} -> not inside the workspace: {}",
+                neutralize_line(why.as_deref().unwrap_or("it cannot be resolved"))
+            ),
+        }
+    }
+}
+
+/// What the approver must be told of `locations`: [`ResolvedLocation::shown`] of each that
+/// leads elsewhere than it reads, or is in doubt ([`ResolvedLocation::differs`]); empty when
+/// each leads where it reads. The one rule every host shows them by.
+///
+/// # Examples
+/// ```
+/// use agent_controller::rules::{ResolvedLocation, where_paths_lead};
+/// let at = |given: &str, path: &str| ResolvedLocation {
+///     arg: "path".into(), given: given.into(), path: Some(path.into()), doubt: None,
+/// };
+/// assert_eq!(where_paths_lead(&[at("a.rs", "a.rs")]), Vec::<String>::new());
+/// assert_eq!(where_paths_lead(&[at("notes.md", "src/main.rs")]), ["path notes.md -> src/main.rs"]);
+/// ```
+pub fn where_paths_lead(locations: &[ResolvedLocation]) -> Vec<String> {
+    locations
+        .iter()
+        .filter(|l| l.differs())
+        .map(ResolvedLocation::shown)
+        .collect()
+}
+
+/// Resolves the path arguments `args` of `call`: `locate` says where each leads relative to
+/// the workspace (the argument's name and value, `None` when left out), the jail follows the
+/// symlinks in it.
+fn resolve_with(
+    args: &[&str],
     call: &ToolCall,
     workspace: &Path,
     locate: impl Fn(&str, Option<&str>) -> PathLocation,
 ) -> ResolvedPaths {
-    let args = rules.path_args(&call.name);
     let mut resolved = ResolvedPaths::new();
     if args.is_empty() {
         return resolved;
     }
     let jail = Jail::open(workspace);
-    for arg in args {
+    for &arg in args {
         let located = match call.args.get(arg) {
             None => match locate(arg, None) {
                 Some(located) => located,

@@ -361,6 +361,11 @@ pub struct PendingSummary {
     /// ([`crate::jcs::sha256`]), the same as `sha256`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args_sha256: Option<String>,
+    /// For a tool call: where its path arguments lead in the workspace when elsewhere than they
+    /// read, resolved when it began to wait ([`crate::event::ToolCallPayload::locations`]);
+    /// `pending` shows them (`where it acts: path notes.md -> src/main.rs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub locations: Vec<crate::rules::ResolvedLocation>,
     /// For a question or a suspension: what the tool shows the user (`payload`; untrusted
     /// text from the model, shown whole).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -755,6 +760,7 @@ impl SessionRecord {
                     tool_name: Some(p.suspend_payload.tool_name.clone()),
                     args: Some(p.suspend_payload.args.clone()),
                     args_sha256: Some(p.suspend_payload.args_sha256.clone()),
+                    locations: p.suspend_payload.locations.clone(),
                     payload: None,
                     answer_schema: None,
                     always_allowed: self.always_allowed.clone(),
@@ -787,6 +793,7 @@ impl SessionRecord {
                         tool_name: Some(payload.tool_name.clone()),
                         args: Some(payload.args.clone()),
                         args_sha256: None,
+                        locations: Vec::new(),
                         payload: Some(payload.payload.clone()),
                         answer_schema: Some(payload.answer_schema.clone()),
                         always_allowed: Vec::new(),
@@ -829,6 +836,7 @@ impl SessionRecord {
             tool_name: None,
             args: None,
             args_sha256: None,
+            locations: Vec::new(),
             payload: None,
             answer_schema: None,
             always_allowed: self.always_allowed.clone(),
@@ -1509,7 +1517,7 @@ pub(crate) fn decode(session_id: &str, bytes: &[u8]) -> Result<SessionRecord, St
     if found == 0 {
         return Err(corrupt("schema version 0 was never written".to_owned()));
     }
-    migrate(&mut value);
+    migrate(&mut value, found);
     let record: SessionRecord =
         serde_json::from_value(value).map_err(|e| corrupt(e.to_string()))?;
     if record.session_id != session_id {
@@ -1518,7 +1526,32 @@ pub(crate) fn decode(session_id: &str, bytes: &[u8]) -> Result<SessionRecord, St
             record.session_id
         )));
     }
+    check_plan_hashes(&record).map_err(|why| {
+        corrupt(format!(
+            "{why}: the record was changed outside agent-controller, so what an approval would pin is not what it would show; it is refused and left as it is"
+        ))
+    })?;
     Ok(record)
+}
+
+/// Checks that each plan text the record holds is the text its sha256 pins: the pending plan
+/// ([`crate::plan::PlanSubmission::check_sha256`]) and the last revision
+/// ([`PlanRevision::check_sha256`]), so that an approval pinned to the sha256 shown approves
+/// the text shown.
+fn check_plan_hashes(record: &SessionRecord) -> Result<(), String> {
+    if let Some(pending) = &record.pending {
+        let payload = &pending.suspend_payload;
+        payload.submission.check_sha256().map_err(|why| {
+            format!(
+                "pending plan {} ({}): {why}",
+                payload.decision_id, payload.submission.path
+            )
+        })?;
+    }
+    match &record.last_plan {
+        Some(last) => last.check_sha256(),
+        None => Ok(()),
+    }
 }
 
 /// Brings a record of an older schema version to [`SCHEMA_VERSION`], one step per version.
@@ -1547,12 +1580,64 @@ pub(crate) fn decode(session_id: &str, bytes: &[u8]) -> Result<SessionRecord, St
 /// "no call waits for an answer". A version-5 host refuses a version-6 record as newer instead
 /// of losing the questions it cannot read.
 ///
-/// 6 -> 7 (the task list): `tasks` is optional, so a version-6 record means an empty list. A
-/// version-6 host refuses a version-7 record as newer ("upgrade this host") instead of calling
-/// it corrupt for a field it does not know.
-fn migrate(value: &mut serde_json::Value) {
+/// 6 -> 7, two changes in one layout:
+/// - the task list: `tasks` is optional, so a version-6 record means an empty list;
+/// - a plan's sha256 pins the text shown ([`crate::plan::PlanSubmission::sha256`]): a
+///   version-6 record's plan hashes are of the plan file's bytes, which it does not keep. The
+///   pending plan's `sha256` and the last revision's are computed again from the texts the record
+///   keeps (the texts a host shows), and a `previousSha256` that named the last revision names it
+///   by its new hash. A pin taken from a version-6 listing no longer matches: such a decision is
+///   refused as stale and changes nothing (list it again). Waiting tool calls gain an optional
+///   `locations`.
+///
+/// A version-6 host refuses a version-7 record as newer ("upgrade this host") instead of calling
+/// it corrupt for a field it does not know, or dropping one.
+fn migrate(value: &mut serde_json::Value, found: u64) {
+    if found < 7 {
+        rehash_plans(value);
+    }
     if let Some(record) = value.as_object_mut() {
         record.insert("schemaVersion".to_owned(), SCHEMA_VERSION.into());
+    }
+}
+
+/// Version 6 -> 7: the plan hashes of `record` (JSON) computed from the texts it keeps.
+fn rehash_plans(record: &mut serde_json::Value) {
+    use crate::plan::sha256_hex;
+    let mut renamed: Option<(String, String)> = None;
+    if let Some(last) = record.get_mut("lastPlan").filter(|l| l.is_object())
+        && let Some(text) = last.get("text").and_then(serde_json::Value::as_str)
+    {
+        let new = sha256_hex(text.as_bytes());
+        if let Some(old) = last.get("sha256").and_then(serde_json::Value::as_str) {
+            renamed = Some((old.to_owned(), new.clone()));
+        }
+        last["sha256"] = new.into();
+    }
+    let Some(payload) = record
+        .get_mut("pending")
+        .and_then(|p| p.get_mut("suspendPayload"))
+        .filter(|p| p.is_object())
+    else {
+        return;
+    };
+    let text = |key: &str| payload.get(key).and_then(serde_json::Value::as_str);
+    if let (Some(title), Some(plan)) = (text("title"), text("plan")) {
+        let shown = crate::plan::PlanSubmission {
+            path: String::new(),
+            title: title.to_owned(),
+            plan: plan.to_owned(),
+            sha256: String::new(),
+        };
+        payload["sha256"] = shown.shown_sha256().into();
+    }
+    if let Some((old, new)) = renamed
+        && payload
+            .get("previousSha256")
+            .and_then(serde_json::Value::as_str)
+            == Some(old.as_str())
+    {
+        payload["previousSha256"] = new.into();
     }
 }
 

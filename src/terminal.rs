@@ -39,8 +39,8 @@ pub use self::suspension::{
 };
 
 pub use self::tool_call::{
-    TOOL_ARGS_MAX_CHARS, TOOL_ARGS_MAX_LINES, ToolAnswer, allowance_note, read_tool_answer,
-    render_tool_call, tool_question_text,
+    TOOL_ARGS_MAX_CHARS, TOOL_ARGS_MAX_LINES, ToolAnswer, read_tool_answer, render_tool_call,
+    tool_question_text,
 };
 
 use editor::{Editor, EditorError};

@@ -4,7 +4,7 @@
 
 use agent_client_protocol::v1::schema::{
     Content, Meta, PermissionOption, PermissionOptionKind, RequestPermissionOutcome,
-    RequestPermissionResponse, ToolCallContent, ToolCallStatus, ToolCallUpdate,
+    RequestPermissionResponse, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
     ToolCallUpdateFields, ToolKind,
 };
 use serde_json::json;
@@ -191,22 +191,42 @@ pub(crate) fn plan_tool_call(tool_call_id: String, plan: &PendingPlan) -> ToolCa
 }
 
 /// The `toolCall` of a waiting tool call's permission request: its tool, every argument whole
-/// ([`arguments_whole`] in the content, the arguments as JSON in `rawInput`), and its
-/// `argsSha256` in `_meta`. Nothing is cut: the user approves every character.
+/// ([`arguments_whole`] in the content, the arguments as JSON in `rawInput`), where its path
+/// arguments lead when elsewhere than they read (a `where it acts:` line after the arguments,
+/// and the file itself as the location: `notes.md`, a symlink to `src/main.rs`, is located at
+/// `src/main.rs`), and its `argsSha256` in `_meta`. Nothing is cut: the user approves every
+/// character.
 pub(crate) fn waiting_tool_call(
     tool_call_id: String,
     call: &PendingToolCall,
     kind: ToolKind,
 ) -> ToolCallUpdate {
     let tool = neutralize_line(call.tool_name());
-    let fields = ToolCallUpdateFields::new()
+    let payload = call.payload();
+    let mut shown = arguments_whole(call.args());
+    for line in payload.where_paths_lead() {
+        shown.push_str(&format!("\nwhere it acts: {line}"));
+    }
+    let mut fields = ToolCallUpdateFields::new()
         .kind(kind)
         .status(ToolCallStatus::Pending)
         .title(format!("{tool} (waits for approval)"))
         .content(vec![ToolCallContent::Content(Content::new(as_code(
-            &arguments_whole(call.args()),
+            &shown,
         )))])
         .raw_input(call.args().clone());
+    // The files the call acts on, as resolved in the workspace it runs in.
+    if let Some(workspace) = &payload.terms.workspace {
+        let located: Vec<ToolCallLocation> = payload
+            .locations
+            .iter()
+            .filter_map(|l| l.path.as_deref())
+            .map(|path| ToolCallLocation::new(workspace.join(path)))
+            .collect();
+        if !located.is_empty() {
+            fields = fields.locations(located);
+        }
+    }
     ToolCallUpdate::new(tool_call_id, fields).meta(meta(json!({
         "decisionId": call.decision_id(),
         "argsSha256": call.args_sha256(),

@@ -107,7 +107,9 @@ impl Decider<'_> {
         let out_style = Style::for_stdout();
         let mut outcome = None;
         for (at, waiting) in pending.iter().enumerate() {
-            // An "always allow" on an earlier call of this tool decided it: not asked again.
+            // Decided already by an "always allow" on an earlier call of its tool: only in a
+            // record saved by an earlier version (an allowance now approves the call it is
+            // given at, and each other call is asked about).
             if let Some(allowance) = allowed_by(session, waiting.decision_id()) {
                 note!(
                     "tool call {} of {} ({}, decision {}) runs: always allowed by decision {}",

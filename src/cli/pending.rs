@@ -6,6 +6,7 @@ use agent_controller::allowance::Allowance;
 use agent_controller::deadline::{self, deadline_text};
 use agent_controller::display::{arguments_line, json_line, neutralize_line};
 use agent_controller::event::OnTimeout;
+use agent_controller::rules::where_paths_lead;
 use agent_controller::store::{
     InterruptedRun, PendingEntry, PendingKind, PendingSummary, SessionStore, display_spec,
 };
@@ -235,8 +236,13 @@ pub(crate) fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Fai
                 neutralize_line(&p.always_allowed.join(", "))
             )
         };
+        // Where a path leads, when elsewhere than it reads (a symlink in the workspace).
+        let leads: String = where_paths_lead(&p.locations)
+            .iter()
+            .map(|line| format!("\twhere it acts: {line}"))
+            .collect();
         Ok(format!(
-            "{ids}\ttool call {}\t{}\targsSha256 {}{}{allowed}{deadline}",
+            "{ids}\ttool call {}\t{}{leads}\targsSha256 {}{}{allowed}{deadline}",
             neutralize_line(p.tool_name.as_deref().unwrap_or_default()),
             args,
             neutralize_line(p.args_sha256.as_deref().unwrap_or(&p.sha256)),

@@ -5,8 +5,8 @@ use agent_controller::display::neutralize_line;
 use agent_controller::event::SuspensionKind;
 use agent_controller::terminal::editor::Editor;
 use agent_controller::terminal::{
-    PromptAnswer, Question, RevisionView, RevisionsShown, StdinLines, Style, allowance_note,
-    ask_suspension, render_tool_call,
+    PromptAnswer, Question, RevisionView, RevisionsShown, StdinLines, Style, ask_suspension,
+    render_tool_call,
 };
 use agent_controller::tool::submit_plan::{self};
 use agent_controller::{Decision, ModeGraph, PendingDecision, Session, event::SuspendPayload};
@@ -73,18 +73,8 @@ impl Prompt {
                         neutralize_line(&workspace.display().to_string())
                     );
                 }
-                // `a` approves the other calls of the tool that wait in the reply too.
-                let others = waiting(session)
-                    .iter()
-                    .filter(|c| {
-                        c.tool_name() == call.tool_name() && c.decision_id() != call.decision_id()
-                    })
-                    .count();
-                // `a` is not offered at a call an `ask` rule made wait.
-                let offered = call.payload().may_always_allow();
-                if let Some(text) = allowance_note(call.tool_name(), others).filter(|_| offered) {
-                    note!("{text}");
-                }
+                // `a` approves this call only: the other calls of the reply are asked about,
+                // each shown whole first.
                 Question::tool_call(&self.style, call.tool_name(), call.args_sha256())
                     .asked_by_rule(call.payload().rule.as_deref())
                     .viewable(call.args())

@@ -459,6 +459,7 @@ mod tests {
                 args_sha256: "cd34".to_owned(),
                 terms: Default::default(),
                 rule: None,
+                locations: Vec::new(),
             },
             decided,
         })

@@ -223,10 +223,13 @@ impl Change<'_> {
         })
     }
 
-    /// Records the decision on the tool call at `index` (and, with "always allow", on the
-    /// other calls of its tool waiting in the reply). Returns the run, and once every call of
-    /// the reply is decided, the approved calls to run in the model's order: the run resumes,
-    /// the rejected calls get their results and every record goes to the history.
+    /// Records the decision on the tool call at `index`. Returns the run, and once every call
+    /// of the reply is decided, the approved calls to run in the model's order: the run
+    /// resumes, the rejected calls get their results and every record goes to the history.
+    ///
+    /// An "always allow" approves this call, the one shown, and keeps its allowance for the
+    /// calls of later replies; it decides no other call waiting in this reply (trust round 4,
+    /// M2: the user saw none of their arguments), so each is asked about on its own.
     ///
     /// A call its tool suspended is decided the same way, as one of the reply's calls: its
     /// answer (or the user's refusal to answer) is recorded on it. `lacking`: the tools of the
@@ -304,11 +307,6 @@ impl Change<'_> {
         record.feedback = decision.feedback().map(str::to_owned);
         if let Some(PendingDecision::ToolCall(call)) = self.state.pending.get_mut(index) {
             call.decided = Some(record);
-        }
-        // A narrowed allowance approves no other waiting call: where their paths lead is the
-        // driver's to resolve, so each is asked about.
-        if let Some(given) = given.filter(|_| decision.allow.is_none()) {
-            self.state.allow_waiting(&tool_name, &given, &decided_at);
         }
         // An approval by an allowance revoked since (in the store, before this session was
         // restored) is taken back before the run can resume: such a call is asked about.
@@ -500,40 +498,6 @@ impl State {
             })
             .map(|d| d.comments.clone())
     }
-
-    /// Approves every other call of `tool` that waits in the same reply, by the "always allow"
-    /// that gave `allowance` at `decided_at`: each gets its own record, approved, at that time,
-    /// named as every call an allowance approves is (`allowedBy` the allowance's id,
-    /// `decidedBy` `allowance ID (SCOPE)`: [`crate::allowance::Allowance::decider`]); none is
-    /// asked about.
-    fn allow_waiting(
-        &mut self,
-        tool: &str,
-        allowance: &crate::allowance::Allowance,
-        decided_at: &str,
-    ) {
-        let calls = self.pending.iter_mut().filter_map(|p| match p {
-            PendingDecision::ToolCall(call) => Some(call),
-            _ => None,
-        });
-        for call in calls {
-            // A call an `ask` rule made wait is asked about, whatever the allowance.
-            if call.decided.is_none()
-                && call.payload.tool_name == tool
-                && call.payload.rule.is_none()
-            {
-                let mut record = tool_call_record(
-                    call,
-                    DecisionOutcome::Approved,
-                    Some(allowance.decider()),
-                    false,
-                    decided_at.to_owned(),
-                );
-                record.allowed_by = Some(allowance.id.clone());
-                call.decided = Some(record);
-            }
-        }
-    }
 }
 
 /// The audit record of a decision on the tool call `call`.
@@ -587,7 +551,7 @@ mod tests {
 
     use super::*;
     use crate::machine::check::check;
-    use crate::machine::input::{Input, Suspend};
+    use crate::machine::input::{Asked, Input, Suspend};
     use crate::machine::rig::{Rig, call};
     use crate::plan::PlanSubmission;
 
@@ -629,7 +593,7 @@ mod tests {
         let suspend = Suspend::ToolCalls {
             run_id: run.clone(),
             at: 1,
-            indexes: (0..tools.len()).map(|k| (k, None)).collect(),
+            asked: (0..tools.len()).map(|k| Asked::at(k, None)).collect(),
             suspended: Vec::new(),
         };
         rig.handle(Input::Suspend(suspend)).expect("suspends");
@@ -657,7 +621,7 @@ mod tests {
         let suspend = Suspend::ToolCalls {
             run_id: run.clone(),
             at: 1,
-            indexes: vec![(1, None)],
+            asked: vec![Asked::at(1, None)],
             suspended: vec![(0, suspension)],
         };
         rig.handle(Input::Suspend(suspend)).expect("suspends");
@@ -752,6 +716,7 @@ mod tests {
                     args_sha256: String::new(),
                     rule: None,
                     terms: Default::default(),
+                    locations: Vec::new(),
                 },
                 decided: None,
             },
@@ -808,8 +773,10 @@ mod tests {
         assert_eq!(rig.mode_id(), "build");
     }
 
+    /// Trust round 4, M2: an "always allow" approves the call it is given at, the one shown,
+    /// and no other call waiting in the reply, of its tool or not: each is asked about.
     #[test]
-    fn always_allow_approves_waiting_calls_of_its_tool_only() {
+    fn always_allow_approves_the_call_shown_and_no_other_waiting_call() {
         let mut rig = Rig::new();
         let run = waiting(&mut rig, &["write_file", "read_file", "write_file"]);
         rig.now_ms += 1_000;
@@ -823,7 +790,7 @@ mod tests {
             "{next:?}"
         );
         let decided: Vec<bool> = rig.state.pending.iter().map(|p| !p.is_waiting()).collect();
-        assert_eq!(decided, [true, false, true]);
+        assert_eq!(decided, [true, false, false], "each other call waits");
         let granting = rig.state.pending[0].decision().expect("decided");
         assert_eq!(granting.decided_by.as_deref(), Some("al"));
         assert_eq!(
@@ -834,21 +801,8 @@ mod tests {
                 allow: None,
             }))
         );
-        let allowed = rig.state.pending[2].decision().expect("decided");
-        assert_eq!(allowed.outcome, Some(DecisionOutcome::Approved));
-        // Named as a call the allowance runs later is: by the allowance.
-        assert_eq!(
-            allowed.decided_by.as_deref(),
-            Some("allowance decision_1 (mode)")
-        );
-        assert_eq!(allowed.decided_at.as_deref(), Some("2026-12-01T18:00:01Z"));
-        assert_eq!(allowed.allowed_by.as_deref(), Some("decision_1"));
-        assert_eq!(allowed.allowance, None, "it gave nothing");
-        assert_eq!(allowed.tool_name.as_deref(), Some("write_file"));
-        assert_eq!(
-            allowed.sha256.as_deref(),
-            Some(rig.state.pending[2].sha256())
-        );
+        assert_eq!(rig.state.always_allowed, ["write_file"]);
+        decide(&mut rig, 2, Decision::approve());
         // A second "always allow" does not list the tool twice.
         let next = decide(&mut rig, 1, Decision::reject_with("no reads"));
         let Next::RunApproved { calls, .. } = next else {
@@ -856,6 +810,11 @@ mod tests {
         };
         let ids: Vec<&str> = calls.iter().map(|(c, _)| c.tool_call_id()).collect();
         assert_eq!(ids, ["c0", "c2"]);
+        let by_hand = calls[1].1.clone();
+        assert_eq!(
+            by_hand.allowed_by, None,
+            "approved by the user, not the allowance"
+        );
         assert_eq!(rig.state.always_allowed, ["write_file"]);
         assert_eq!(rig.state.history.len(), 3);
         let (id, result) = rig.results().pop().expect("the rejection");
@@ -990,14 +949,13 @@ mod tests {
     }
 
     /// Review findings 4, 9 and 10: a workspace allowance keeps the identity of the workspace
-    /// directory; the approval's record says what it gave (its `ws_` id and scope); the other
-    /// call it approves in the reply names it by that id, as a call it runs later does, not by
-    /// the decision's id.
+    /// directory; the approval's record says what it gave (its `ws_` id and scope); a call it
+    /// runs later names it by that id, not by the decision's id.
     #[test]
     fn a_workspace_allowance_keeps_its_directory_and_is_named_by_its_own_id() {
         let mut rig = Rig::new();
         rig.workspace.identity.inode = Some(7);
-        waiting(&mut rig, &["write_file", "write_file"]);
+        waiting(&mut rig, &["write_file"]);
         let workspace = Decision::approve().scope(AllowanceScope::Workspace);
         decide(&mut rig, 0, workspace.decided_by("al"));
         let [kept] = rig.state.workspace_allowances.as_slice() else {
@@ -1019,12 +977,13 @@ mod tests {
                 allow: None,
             }))
         );
-        let sibling = &rig.state.history[1];
-        assert_eq!(sibling.tool_call_id, "c1");
-        assert_eq!(sibling.allowed_by.as_deref(), Some(kept.id.as_str()));
+        let crate::machine::ruling::Ruling::Allowed(later) = ruling_of_write(&rig, "b.txt") else {
+            panic!("a later call is allowed");
+        };
+        assert_eq!(later.id, kept.id);
         assert_eq!(
-            sibling.decided_by.as_deref(),
-            Some(format!("allowance {} (workspace)", kept.id).as_str())
+            later.decider(),
+            format!("allowance {} (workspace)", kept.id)
         );
     }
 
@@ -1063,10 +1022,11 @@ mod tests {
         ));
     }
 
-    /// The hostile review's finding 1: an "always allow" approves the other waiting calls of
-    /// its tool in the reply, unseen. Revoked before the run resumes, it takes those approvals
-    /// back: each such call waits again, to be asked about, and the run does not resume when
-    /// the last other call is decided. The call the user approved by hand stays approved.
+    /// The hostile review's finding 1: an "always allow" approved the other waiting calls of
+    /// its tool in the reply, unseen (as a record saved by an earlier version still holds them).
+    /// Revoked before the run resumes, it takes those approvals back: each such call waits
+    /// again, to be asked about, and the run does not resume when the last other call is
+    /// decided. The call the user approved by hand stays approved.
     #[test]
     fn a_revoked_allowance_takes_back_the_approvals_it_gave_to_waiting_calls() {
         let mut rig = Rig::new();
@@ -1076,6 +1036,19 @@ mod tests {
             0,
             Decision::approve().scope(AllowanceScope::Session),
         );
+        // The sibling approved by the allowance, as an earlier version recorded it.
+        let Some(PendingDecision::ToolCall(sibling)) = rig.state.pending.get_mut(1) else {
+            panic!("a waiting call");
+        };
+        let mut record = tool_call_record(
+            sibling,
+            DecisionOutcome::Approved,
+            Some("allowance decision_1 (session)".to_owned()),
+            false,
+            "2026-12-01T18:00:00Z".to_owned(),
+        );
+        record.allowed_by = Some("decision_1".to_owned());
+        sibling.decided = Some(record);
         let waiting_ids = |rig: &Rig| -> Vec<String> {
             rig.state
                 .undecided_calls()

@@ -388,10 +388,11 @@ impl Decision {
     /// The same approval of a tool call, also allowing its tool (`"alwaysAllow": true`) until
     /// the mode changes: every mode change ends it, a manual switch
     /// ([`crate::Session::switch_mode`]) and the switch of an approved plan alike, so an
-    /// allowance given in a planning mode never runs the next mode's calls. The other calls of
-    /// the tool waiting in the same reply are approved with it in the same save, each with its
-    /// own audit record whose [`crate::event::DecidedRecord::allowed_by`] names this decision; later
-    /// calls of the tool run without waiting. Kept in the session record and shown by
+    /// allowance given in a planning mode never runs the next mode's calls. It approves this
+    /// call, the one whose arguments the user saw, and no other: the other calls waiting in the
+    /// same reply are each decided on their own (asked about by the hosts); the tool's calls in
+    /// later replies run without waiting, each with an audit record whose
+    /// [`crate::event::DecidedRecord::allowed_by`] names the allowance. Kept in the session record and shown by
     /// [`crate::Session::always_allowed`]. Refused ([`SessionError::MalformedDecision`],
     /// nothing changes) with a rejection, on a plan, and on a call an `ask` rule made wait.
     ///

@@ -481,6 +481,7 @@ mod tests {
             args_sha256: "bb".to_owned(),
             terms: an_hour_until(deadline_at_ms),
             rule: None,
+            locations: Vec::new(),
         }
     }
 

@@ -197,19 +197,43 @@ pub(crate) enum Suspend {
         /// The captured plan.
         submission: PlanSubmission,
     },
-    /// On the calls at `indexes` of the assistant message at `at`, which wait for approval.
+    /// On the calls `asked` of the assistant message at `at`, which wait for approval.
     ToolCalls {
         /// The running run.
         run_id: Arc<str>,
         /// The assistant message's position in the conversation.
         at: usize,
-        /// The positions of the calls that wait, in the model's order, each with the `ask` rule
-        /// that made it wait, if one did.
-        indexes: Vec<(usize, Option<Box<RuleRecord>>)>,
+        /// The calls that wait, in the model's order ([`Asked`]).
+        asked: Vec<Asked>,
         /// The calls at these indexes, which their tools suspended: each waits for the user's
         /// answer ([`crate::ToolOutput::suspend`]).
         suspended: Vec<(usize, Box<crate::exchange::ToolSuspension>)>,
     },
+}
+
+/// A call of a reply that waits for approval, as the driver found it: its position in the
+/// reply, the `ask` rule that made it wait (if one did), and where its path arguments lead
+/// (resolved in the workspace by the driver, the I/O the core does not do).
+#[derive(Debug)]
+pub(crate) struct Asked {
+    /// The call's position in the reply.
+    pub(crate) index: usize,
+    /// The `ask` rule that made it wait; `None` when `requireApproval` did.
+    pub(crate) rule: Option<Box<RuleRecord>>,
+    /// Where its path arguments lead ([`crate::rules::locate_path_args`]).
+    pub(crate) locations: Vec<crate::rules::ResolvedLocation>,
+}
+
+impl Asked {
+    /// The call at `index`, made to wait by `rule` (`None`: by `requireApproval`), its path
+    /// arguments not resolved.
+    pub(crate) fn at(index: usize, rule: Option<Box<RuleRecord>>) -> Self {
+        Self {
+            index,
+            rule,
+            locations: Vec::new(),
+        }
+    }
 }
 
 /// What an abort stops, and where the run was when it came.
@@ -354,10 +378,10 @@ impl Change<'_> {
             Input::Suspend(Suspend::ToolCalls {
                 run_id,
                 at,
-                indexes,
+                asked,
                 suspended,
             }) => {
-                self.suspend_tool_calls(&run_id, at, &indexes, suspended);
+                self.suspend_tool_calls(&run_id, at, asked, suspended);
                 Next::WaitsOnToolCalls(run_id)
             }
             Input::Decide {
@@ -457,7 +481,7 @@ mod tests {
         let suspend = Suspend::ToolCalls {
             run_id: run.clone(),
             at,
-            indexes: vec![(0, None), (2, None)],
+            asked: vec![Asked::at(0, None), Asked::at(2, None)],
             suspended: Vec::new(),
         };
         rig.handle(Input::Suspend(suspend)).expect("suspends");
@@ -843,16 +867,20 @@ mod tests {
         assert_eq!(rig.state.run, Some((run, RunState::Running)));
     }
 
+    /// Trust round 4, M2: an "always allow" approves the call it is given at, not the tool's
+    /// other waiting call, which is asked about; it lasts until the mode changes.
     #[test]
-    fn always_allow_approves_the_tools_other_waiting_calls_until_the_mode_changes() {
+    fn always_allow_approves_the_call_shown_until_the_mode_changes() {
         let mut rig = Rig::new();
         suspended_on_calls(&mut rig);
         let next = decide(&mut rig, 0, Decision::approve().always_allow()).expect("ok");
+        assert!(matches!(next, Next::WaitsOnToolCalls(_)), "{next:?}");
+        let next = decide(&mut rig, 1, Decision::approve()).expect("ok");
         let Next::RunApproved { calls, .. } = next else {
             panic!("every call is decided: {next:?}");
         };
         assert_eq!(calls.len(), 2);
-        assert_eq!(calls[1].1.allowed_by.as_deref(), Some("decision_1"));
+        assert_eq!(calls[1].1.allowed_by, None, "approved by the user");
         assert!(calls[0].1.always_allow && !calls[1].1.always_allow);
         assert_eq!(rig.state.always_allowed, ["write_file"]);
         rig.handle(Input::ManualSwitch(rig.mode("plan")))

@@ -1057,7 +1057,7 @@ mod tests {
         let suspend = Suspend::ToolCalls {
             run_id: run,
             at,
-            indexes: vec![(0, None)],
+            asked: vec![crate::machine::input::Asked::at(0, None)],
             suspended: Vec::new(),
         };
         rig.handle(Input::Suspend(suspend)).expect("suspends");

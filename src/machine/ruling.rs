@@ -205,7 +205,7 @@ mod tests {
     use super::*;
     use crate::machine::check::check;
     use crate::machine::decision::Decision;
-    use crate::machine::input::{Input, Suspend};
+    use crate::machine::input::{Asked, Input, Suspend};
     use crate::machine::next::Next;
     use crate::machine::rig::{Rig, call};
 
@@ -244,7 +244,7 @@ mod tests {
         let suspend = Suspend::ToolCalls {
             run_id: run.clone(),
             at,
-            indexes: vec![(0, Some(rule(2, RuleAction::Ask)))],
+            asked: vec![Asked::at(0, Some(rule(2, RuleAction::Ask)))],
             suspended: Vec::new(),
         };
         rig.handle(Input::Suspend(suspend)).expect("suspends");

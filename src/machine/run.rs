@@ -16,13 +16,12 @@ use crate::exchange::ToolSuspension;
 use crate::exchange::{SUBMIT_PLAN, ToolCall, ToolOutput};
 use crate::model::ModelResponse;
 use crate::plan::{self, PlanRevision, PlanSubmission};
-use crate::rules::RuleRecord;
 
 use super::call::CallRef;
 use super::change::Change;
 use super::check::decision_id_for;
 use super::decide::{suspension_record, tool_call_record};
-use super::input::Abort;
+use super::input::{Abort, Asked};
 use super::next::Next;
 use super::pending::{PendingDecision, PendingPlan, PendingSuspension, PendingToolCall};
 
@@ -413,33 +412,34 @@ impl Change<'_> {
             index += 1;
         }
     }
-    /// The suspension of the calls at `indexes` of the assistant message at `at`: each waits
-    /// for approval with its decision id, `argsSha256`, deadline and the `ask` rule that made
-    /// it wait, if one did (`tool_suspended`), and the run ends `suspended`.
+    /// The suspension of the calls `asked` of the assistant message at `at`: each waits for
+    /// approval with its decision id, `argsSha256`, deadline, the `ask` rule that made it
+    /// wait, if one did, and where its paths lead (`tool_suspended`), and the run ends
+    /// `suspended`.
     pub(crate) fn suspend_tool_calls(
         &mut self,
         run_id: &Arc<str>,
         at: usize,
-        indexes: &[(usize, Option<Box<RuleRecord>>)],
+        asked: Vec<Asked>,
         suspended: Vec<(usize, Box<ToolSuspension>)>,
     ) {
         /// What one call of the reply waits for.
-        enum Wait<'r> {
-            /// The user's approval (a rule's record when an `ask` rule made it wait).
-            Approval(&'r Option<Box<RuleRecord>>),
+        enum Wait {
+            /// The user's approval.
+            Approval(Asked),
             /// The user's answer to what its tool suspended with.
             Answer(Box<ToolSuspension>),
         }
         // In the order of the reply's calls, whatever the kind.
-        let mut waits: Vec<(usize, Wait<'_>)> = indexes
-            .iter()
-            .map(|(i, rule)| (*i, Wait::Approval(rule)))
+        let mut waits: Vec<(usize, Wait)> = asked
+            .into_iter()
+            .map(|asked| (asked.index, Wait::Approval(asked)))
             .collect();
         waits.extend(suspended.into_iter().map(|(i, s)| (i, Wait::Answer(s))));
         waits.sort_by_key(|(i, _)| *i);
         for (index, wait) in waits {
-            let rule = match wait {
-                Wait::Approval(rule) => rule,
+            let asked = match wait {
+                Wait::Approval(asked) => asked,
                 Wait::Answer(suspension) => {
                     self.suspend_tool(run_id, at, index, *suspension);
                     continue;
@@ -457,7 +457,8 @@ impl Change<'_> {
                 args_sha256: crate::jcs::sha256(&args),
                 args,
                 terms: self.wait_terms(),
-                rule: rule.clone(),
+                rule: asked.rule,
+                locations: asked.locations,
             };
             self.state
                 .pending
@@ -655,7 +656,7 @@ mod tests {
 
     use super::*;
     use crate::event::DecisionOutcome;
-    use crate::machine::input::{Input, Suspend};
+    use crate::machine::input::{Asked, Input, Suspend};
     use crate::machine::next::Next;
     use crate::machine::rig::{Rig, T0, call};
 
@@ -743,7 +744,7 @@ mod tests {
         let suspend = Suspend::ToolCalls {
             run_id: run.clone(),
             at: 1,
-            indexes: vec![(0, None), (1, None), (7, None)],
+            asked: vec![Asked::at(0, None), Asked::at(1, None), Asked::at(7, None)],
             suspended: Vec::new(),
         };
         rig.handle(Input::Suspend(suspend)).expect("suspends");

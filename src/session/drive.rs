@@ -15,7 +15,7 @@ use super::{
 use crate::event::{DecidedRecord, Event};
 use crate::machine::call::CallRef;
 use crate::machine::check::{self as rules, Checked};
-use crate::machine::input::{Abort, Input, Suspend};
+use crate::machine::input::{Abort, Asked, Input, Suspend};
 use crate::machine::next::{Answered, Approved, Next};
 use crate::machine::ruling::{Ruling, denied_result, refused_result};
 use crate::model::{LanguageModel, ModelError, ModelErrorKind, ModelRequest, TextSink};
@@ -594,7 +594,7 @@ impl Session {
             .map(|call| self.ruling_of(call))
             .collect();
         let waits = rulings.iter().any(|r| matches!(r, Some(Ruling::Ask(_))));
-        let mut waiting: Vec<(usize, Option<Box<RuleRecord>>)> = Vec::new();
+        let mut waiting: Vec<Asked> = Vec::new();
         // The calls their tools suspended ([`ToolOutput::suspend`]): they wait for an answer.
         let mut suspended: Vec<(usize, Box<ToolSuspension>)> = Vec::new();
         let mut next = 0;
@@ -605,7 +605,7 @@ impl Session {
                     run_id: run_id.clone(),
                     at,
                     next,
-                    waiting: waiting.iter().map(|(i, _)| *i).collect(),
+                    waiting: waiting.iter().map(|a| a.index).collect(),
                     suspended: suspended.iter().map(|(i, _)| *i).collect(),
                     running: None,
                     allowed: None,
@@ -666,7 +666,16 @@ impl Session {
                     continue;
                 }
                 Some(Ruling::Ask(rule)) => {
-                    waiting.push((next - 1, rule));
+                    // Where its paths lead, resolved now for the approver to see.
+                    let locations = self
+                        .state
+                        .tool_call(at, next - 1)
+                        .map(|call| self.locations_of(call))
+                        .unwrap_or_default();
+                    waiting.push(Asked {
+                        locations,
+                        ..Asked::at(next - 1, rule)
+                    });
                     continue;
                 }
                 Some(Ruling::Run(rule)) => rule,
@@ -716,7 +725,7 @@ impl Session {
                 run_id: run_id.clone(),
                 at,
                 next,
-                waiting: waiting.iter().map(|(i, _)| *i).collect(),
+                waiting: waiting.iter().map(|a| a.index).collect(),
                 suspended: suspended.iter().map(|(i, _)| *i).collect(),
                 running: Some(next - 1),
                 allowed: allowance
@@ -743,7 +752,7 @@ impl Session {
                     run_id: run_id.clone(),
                     at,
                     next,
-                    waiting: waiting.iter().map(|(i, _)| *i).collect(),
+                    waiting: waiting.iter().map(|a| a.index).collect(),
                     suspended: suspended.iter().map(|(i, _)| *i).collect(),
                     running: Some(next - 1),
                     // Cancelled while it ran: the record of the allowance that let it run.
@@ -873,6 +882,20 @@ impl Session {
         })
     }
 
+    /// Where the path arguments of `call`, which waits for approval, lead in the workspace, as
+    /// the current mode's rules resolve them ([`crate::rules::locate_path_args`]): those that
+    /// lead elsewhere than they read (or are in doubt), which the approver is shown; a call
+    /// whose paths lead where they read keeps none.
+    fn locations_of(&self, call: &ToolCall) -> Vec<crate::rules::ResolvedLocation> {
+        let mode = self.shared.graph.mode(self.state.mode);
+        let ctx = ToolContext::new(&self.shared.workspace, &self.shared.plans_dir, mode.id());
+        let tool = self.shared.tools.get(&call.name);
+        let mut located =
+            crate::rules::locate_path_args(mode.rules(), call, tool.map(|t| &**t), &ctx);
+        located.retain(crate::rules::ResolvedLocation::differs);
+        located
+    }
+
     /// What runs calls of tool `name` when not this process ([`crate::tool::Tool::origin`]).
     pub(crate) fn origin_of(&self, name: &str) -> Option<String> {
         self.shared.tools.get(name).and_then(|tool| tool.origin())
@@ -977,7 +1000,7 @@ impl Session {
         token.run_until_cancelled(execute).await
     }
 
-    /// Suspends the run on the calls at `indexes` of the assistant message at `at`, which wait
+    /// Suspends the run on the calls `asked` of the assistant message at `at`, which wait
     /// for approval: each gets its decision id, `argsSha256` and a `tool_suspended` event, and
     /// the suspension is saved. If it cannot be saved, each gets an error result and the run
     /// fails, as for a plan ([`Session::suspend`]).
@@ -985,15 +1008,15 @@ impl Session {
         &mut self,
         run_id: Arc<str>,
         at: usize,
-        indexes: Vec<(usize, Option<Box<RuleRecord>>)>,
+        asked: Vec<Asked>,
         suspended: Vec<(usize, Box<ToolSuspension>)>,
     ) -> Result<RunOutcome, SessionError> {
-        let all = waiting_indexes(&indexes, &suspended);
-        let asked: Vec<usize> = suspended.iter().map(|(i, _)| *i).collect();
+        let all = waiting_indexes(&asked, &suspended);
+        let answering: Vec<usize> = suspended.iter().map(|(i, _)| *i).collect();
         let suspend = Suspend::ToolCalls {
             run_id: run_id.clone(),
             at,
-            indexes,
+            asked,
             suspended,
         };
         match self.handle(Input::Suspend(suspend)).await {
@@ -1004,7 +1027,7 @@ impl Session {
                         continue;
                     };
                     let (id, name) = (call.id.clone(), call.name.clone());
-                    let output = ToolOutput::error(if asked.contains(&index) {
+                    let output = ToolOutput::error(if answering.contains(&index) {
                         format!(
                             "Not answered: the tool call could not be saved to wait for the user's answer: {err}"
                         )
@@ -1058,11 +1081,8 @@ impl Session {
 }
 
 /// The indexes of the calls of a reply that wait, for approval or for an answer, in order.
-fn waiting_indexes(
-    waiting: &[(usize, Option<Box<RuleRecord>>)],
-    suspended: &[(usize, Box<ToolSuspension>)],
-) -> Vec<usize> {
-    let mut all: Vec<usize> = waiting.iter().map(|(i, _)| *i).collect();
+fn waiting_indexes(waiting: &[Asked], suspended: &[(usize, Box<ToolSuspension>)]) -> Vec<usize> {
+    let mut all: Vec<usize> = waiting.iter().map(|a| a.index).collect();
     all.extend(suspended.iter().map(|(i, _)| *i));
     all.sort_unstable();
     all

@@ -28,8 +28,8 @@ pub enum ToolAnswer {
     /// `y` or `yes` (any case): run the call.
     Approve,
     /// `a` (any case): run the call and allow its tool ([`crate::Decision::always_allow`]) until the
-    /// mode changes (a manual switch or an approved plan); the other calls of the tool waiting
-    /// in the same reply run with it.
+    /// mode changes (a manual switch or an approved plan). The other calls waiting in the same
+    /// reply are not approved with it: each is shown and asked about.
     AlwaysAllow,
     /// `a session` or `a workspace` (`a mode` is [`ToolAnswer::AlwaysAllow`]): run the call and
     /// allow its tool for that scope ([`crate::Decision::scope`]): for the rest of the session
@@ -112,7 +112,9 @@ pub fn read_tool_answer(line: &str) -> ToolAnswer {
 const KEYS_HINT: &str = "type y to run the call, a to run it and always allow this tool until the mode changes (a plan approval included), n to reject it, f (or a sentence) to reject it with feedback, v to see every argument whole, or q to leave it pending";
 
 /// A tool call as the prompt shows it: which call of how many, the tool, the decision id and the
-/// `argsSha256` the answer is pinned to, then every argument on its own line, shortest value
+/// `argsSha256` the answer is pinned to, a line `where it acts: ARG GIVEN -> PATH` for each path
+/// argument that leads elsewhere than it reads ([`ToolCallPayload::where_paths_lead`]: a symlink
+/// in the workspace), then every argument on its own line, shortest value
 /// first, its value pretty-printed through [`crate::display::neutralize`], the values sharing
 /// [`TOOL_ARGS_MAX_LINES`] lines and [`TOOL_ARGS_MAX_CHARS`] characters (a longer value shows its
 /// start and its end, the cut counted; what is not shown is counted on a last line, which says
@@ -129,11 +131,21 @@ const KEYS_HINT: &str = "type y to run the call, a to run it and always allow th
 ///     args_sha256: "ab".repeat(32),
 ///     terms: Default::default(),
 ///     rule: None,
+///     locations: Vec::new(),
 /// };
 /// let shown = render_tool_call(&Style::plain(80), &call, 1, 2);
 /// assert!(shown.starts_with("tool call 1 of 2 waits for approval: write_file (decision decision_1, argsSha256 abab"), "{shown}");
 /// assert!(shown.contains("\n  \"path\": \"a.txt\"\n  \"content\": "), "{shown}");
 /// assert!(shown.contains("hi\\u001b[2K"), "{shown}");
+/// // A path that leads elsewhere than it reads (a symlink in the workspace) says where.
+/// let linked = ToolCallPayload {
+///     locations: vec![agent_controller::rules::ResolvedLocation {
+///         arg: "path".into(), given: "a.txt".into(), path: Some("src/main.rs".into()), doubt: None,
+///     }],
+///     ..call
+/// };
+/// let shown = render_tool_call(&Style::plain(80), &linked, 1, 1);
+/// assert!(shown.contains("\nwhere it acts: path a.txt -> src/main.rs\n"), "{shown}");
 /// ```
 pub fn render_tool_call(style: &Style, call: &ToolCallPayload, nth: usize, of: usize) -> String {
     let which = if of > 1 {
@@ -163,8 +175,15 @@ pub fn render_tool_call(style: &Style, call: &ToolCallPayload, nth: usize, of: u
             )
         })
         .unwrap_or_default();
+    // Where a path argument leads, when elsewhere than it reads (a symlink in the workspace,
+    // `write_plan`'s plans directory): the approver sees the file the call acts on.
+    let leads: String = call
+        .where_paths_lead()
+        .iter()
+        .map(|line| format!("where it acts: {line}\n"))
+        .collect();
     format!(
-        "{which} waits for approval: {name} (decision {}, argsSha256 {})\n{rule}{}",
+        "{which} waits for approval: {name} (decision {}, argsSha256 {})\n{rule}{leads}{}",
         neutralize_line(&call.decision_id),
         neutralize_line(&call.args_sha256),
         arguments(
@@ -221,29 +240,4 @@ pub(crate) fn question_text(style: &Style, tool_name: &str, allowance: bool, vie
         key("f"),
         key("q"),
     )
-}
-
-/// What `a` does beyond the call shown, when `others` other calls of `tool_name` wait in the
-/// same reply: it approves them too ([`crate::Decision::always_allow`]); `None` when none does.
-///
-/// # Examples
-/// ```
-/// use agent_controller::terminal::allowance_note;
-/// assert_eq!(
-///     allowance_note("write_file", 2).as_deref(),
-///     Some("a also runs the 2 other write_file calls waiting in this reply"),
-/// );
-/// assert_eq!(allowance_note("write_file", 0), None);
-/// ```
-pub fn allowance_note(tool_name: &str, others: usize) -> Option<String> {
-    let name = neutralize_line(tool_name);
-    match others {
-        0 => None,
-        1 => Some(format!(
-            "a also runs the other {name} call waiting in this reply"
-        )),
-        n => Some(format!(
-            "a also runs the {n} other {name} calls waiting in this reply"
-        )),
-    }
 }

@@ -336,7 +336,8 @@ fn record(id: &str, version: u64, pending: bool, updated_at: u64) -> SessionReco
                 "path": ".agent/plans/p.md",
                 "title": format!("Plan of {id}"),
                 "plan": "1. step",
-                "sha256": "00",
+                // Of the text shown: a record whose plan text does not match is refused.
+                "sha256": crate::plan::sha256_hex(format!("# Plan of {id}\n\n1. step\n").as_bytes()),
                 "targetModeId": "build",
                 "decisionId": "decision_1",
             },

@@ -1386,9 +1386,9 @@ pub enum Trace {
         tool: String,
         /// The mode it ran in.
         mode: String,
-        /// For a waiting call approved by another call's "always allow" in the same reply
-        /// (never asked about itself), or a later call an allowance ran without waiting: that
-        /// allowance's id, the decision id that gave it (`allowedBy`).
+        /// For a later call an allowance ran without waiting: that allowance's id, the decision
+        /// id that gave it (`allowedBy`). (An "always allow" approves no other call waiting in
+        /// its reply: each is asked about.)
         allowed_by: Option<String>,
         /// The number of the mode's rule that decided the call (an `allow` rule that ran it
         /// without asking, or the `ask` rule whose call the user approved): the `rule` of its
@@ -1562,10 +1562,10 @@ pub struct WaitingCall {
     /// The decision taken while other calls of the reply still wait: approved or not, and
     /// whether it carried feedback.
     pub decided: Option<(DecisionAction, bool)>,
-    /// The id of the allowance that an "always allow" on another call of the reply gave and
-    /// that approved this one (the decision's id for scopes `mode` and `session`, the kit's
-    /// [`ModelAllowance::workspace_id`] for a workspace one;
-    /// [`crate::event::DecidedRecord::allowed_by`]).
+    /// The id of the allowance that approved this call while it waited
+    /// ([`crate::event::DecidedRecord::allowed_by`]); always `None` now that an "always allow"
+    /// approves only the call it is given at (trust round 4, M2: the other calls of the reply
+    /// are asked about), kept so that a waiting call's shape stays as hosts and traces read it.
     pub allowed_by: Option<String>,
     /// The `ask` rule that made it wait (its number); `None` when `requireApproval` did.
     pub rule: Option<usize>,
@@ -3164,19 +3164,9 @@ impl ReferenceSession {
                     ModelAllowance::narrowed_workspace_id(&mode, &call.tool, pattern.as_deref())
                 }
             };
-            // The allowance decides every other call of its tool that waits in the reply, and
-            // they name it, as the calls it runs later do; a narrowed one decides none of them
-            // (each is asked about).
-            for other in &mut self.waiting {
-                if pattern.is_none()
-                    && other.decided.is_none()
-                    && other.tool == call.tool
-                    && other.rule.is_none()
-                {
-                    other.decided = Some((DecisionAction::Approved, false));
-                    other.allowed_by = Some(id.clone());
-                }
-            }
+            // The allowance approves the call it is given at, the one shown, and none of the
+            // other calls that wait in the reply: each is asked about (trust round 4, M2). The
+            // calls of later replies it covers run unasked.
             let kept = match scope {
                 AllowanceScope::Mode | AllowanceScope::Session => Some(&mut self.allowances),
                 // A store that keeps none: the decision stands, the allowance allows nothing.

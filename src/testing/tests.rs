@@ -907,10 +907,10 @@ fn the_reference_waits_for_every_tool_call_and_runs_the_approved_ones_last() {
 
 #[test]
 fn the_reference_ends_an_always_allow_at_the_plan_approval_and_decides_a_replys_calls_at_once() {
-    // Issue 19, item 3: "always allow" on one of three waiting calls of a tool approves the
-    // other two with it (each recorded as allowed by that decision), and the approved plan's
-    // switch ends the allowance, so the build mode's call of the tool waits. The real
-    // controller agrees step by step.
+    // Issue 19, item 3 and trust round 4, M2: "always allow" on one of three waiting calls of
+    // a tool approves that call only; the other two are each decided (here approved by hand),
+    // and the approved plan's switch ends the allowance, so the build mode's call of the tool
+    // waits. The real controller agrees step by step.
     let text = "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_file\", \"submit_plan\"]\nrequireApproval = [\"write_file\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\nrequireApproval = [\"write_file\"]\n";
     let graph = config::parse(text, "modes.toml").expect("config");
     let facts = Arc::new(ConfigFacts::from_toml(text).expect("facts"));
@@ -932,6 +932,12 @@ fn the_reference_ends_an_always_allow_at_the_plan_approval_and_decides_a_replys_
     assert_eq!(expected.outcome, Outcome::Run(RunState::Suspended));
     assert_eq!(reference.waiting().len(), 3);
     let expected = step(&mut reference, Op::always_allow_tool(0));
+    assert_eq!(expected.outcome, Outcome::Run(RunState::Suspended));
+    let undecided =
+        |r: &ReferenceSession| r.waiting().iter().filter(|w| w.decided.is_none()).count();
+    assert_eq!(undecided(&reference), 2, "the other two are asked about");
+    step(&mut reference, Op::approve_tool(1));
+    let expected = step(&mut reference, Op::approve_tool(2));
     assert_eq!(expected.outcome, Outcome::Run(RunState::Completed));
     let ran_calls: Vec<&Trace> = expected
         .trace
@@ -942,8 +948,8 @@ fn the_reference_ends_an_always_allow_at_the_plan_approval_and_decides_a_replys_
         ran_calls,
         [
             &ran("call_1", None),
-            &ran("call_2", Some("decision_1")),
-            &ran("call_3", Some("decision_1")),
+            &ran("call_2", None),
+            &ran("call_3", None),
         ]
     );
     assert!(reference.waiting().is_empty());
@@ -1543,11 +1549,11 @@ fn a_revoked_allowance_allows_nothing_and_a_revoked_workspace_one_leaves_the_sto
     assert_eq!(asked.outcome, Outcome::Run(RunState::Suspended));
 }
 
-/// The hostile review's finding 1, library and reference alike: an "always allow" approves the
-/// reply's other call of its tool unseen; revoked while a third call still waits, it takes that
-/// approval back (the call waits again), so deciding the third call does not resume the run. A
-/// workspace allowance that a store drops: the decision that gave it stands, and what it
-/// approved in the reply waits again at the next decision.
+/// The hostile review's finding 1 and trust round 4, M2, library and reference alike: an
+/// "always allow" approved the reply's other call of its tool unseen. It approves the call it
+/// is given at only: the other write waits, revoked or not, so deciding the third call does not
+/// resume the run. A workspace allowance that a store drops: the decision that gave it stands,
+/// and the other write still waits.
 #[test]
 fn a_revoke_takes_back_what_the_allowance_approved_in_the_reply() {
     use crate::allowance::AllowanceScope;
@@ -1569,7 +1575,11 @@ fn a_revoke_takes_back_what_the_allowance_approved_in_the_reply() {
             Op::calls(["write_file", "write_file", "read_file"]),
         );
         step_both(harness, &mut reference, Op::always_allow_tool_for(0, scope));
-        assert_eq!(undecided(&reference), 1, "the second write is approved too");
+        assert_eq!(
+            undecided(&reference),
+            2,
+            "the second write is asked about, not approved with it"
+        );
         reference
     };
     let (graph, facts) = loaded("tests/fixtures/configs/valid/require-approval-all.toml");
@@ -1581,7 +1591,7 @@ fn a_revoke_takes_back_what_the_allowance_approved_in_the_reply() {
         Op::Revoke(RevokeChoice::First),
     );
     assert_eq!(revoked.outcome, Outcome::Revoked(true));
-    assert_eq!(undecided(&reference), 2, "the second write waits again");
+    assert_eq!(undecided(&reference), 2, "the second write still waits");
     let decided = step_both(&mut harness, &mut reference, Op::approve_tool(2));
     assert_eq!(decided.outcome, Outcome::Run(RunState::Suspended));
     assert_eq!(undecided(&reference), 1);
@@ -1593,7 +1603,7 @@ fn a_revoke_takes_back_what_the_allowance_approved_in_the_reply() {
     assert!(reference.allowances().is_empty(), "the store dropped it");
     let decided = step_both(&mut harness, &mut reference, Op::approve_tool(2));
     assert_eq!(decided.outcome, Outcome::Run(RunState::Suspended));
-    assert_eq!(undecided(&reference), 1, "the second write waits again");
+    assert_eq!(undecided(&reference), 1, "the second write still waits");
 }
 
 /// A config whose modes offer `ask_user` (one by its list, the planning one for lack of one),

@@ -516,10 +516,11 @@ availableTools = ["read_file", "write_file"]
 requireApproval = ["write_file", "read_file"]
 "#;
 
-/// The hostile review's finding 1: an "always allow" approves the reply's other `write_file`
-/// call unseen; revoked before the run resumes (by `allowances revoke --session`, or a
-/// workspace one in the store with `allowances revoke ID`), it takes that approval back: the
-/// call is asked about again and never runs unless the user approves it.
+/// The hostile review's finding 1 and trust round 4, M2: an "always allow" approved the reply's
+/// other `write_file` call unseen. It approves the call it names only: the other waits to be
+/// asked about; revoked before the run resumes (by `allowances revoke --session`, or a
+/// workspace one in the store with `allowances revoke ID`), it still waits, and never runs
+/// unless the user approves it.
 #[test]
 fn a_revoked_allowance_takes_back_what_it_approved_before_the_run_resumed() {
     let mut cases = vec![("dir", "session"), ("dir", "workspace")];
@@ -569,8 +570,8 @@ fn a_revoked_allowance_takes_back_what_it_approved_before_the_run_resumed() {
         };
         assert_eq!(
             waiting(&world),
-            ["decision_3"],
-            "{kind} {scope}: b.txt approved unseen"
+            ["decision_2", "decision_3"],
+            "{kind} {scope}: b.txt is asked about, not approved unseen"
         );
 
         let out = if scope == "session" {
@@ -590,7 +591,7 @@ fn a_revoked_allowance_takes_back_what_it_approved_before_the_run_resumed() {
             assert_eq!(
                 waiting(&world),
                 ["decision_2", "decision_3"],
-                "{kind} {scope}: the revoke takes the approval back at once"
+                "{kind} {scope}: the revoke leaves them waiting"
             );
         }
 

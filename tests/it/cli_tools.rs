@@ -503,7 +503,6 @@ tool call 1 of 2 waits for approval: write_file (decision decision_1, argsSha256
   "path": "evil.txt"
   "content": "x\u001b[2K\u{202e}y"
 workspace: [WORKSPACE] (where the call runs if approved)
-a also runs the other write_file call waiting in this reply
 Run this write_file call?
 [y]es run it  [a]lways allow write_file until the mode changes (`a session`, `a workspace` for longer)  [n]o reject  [f]eedback reject with a note  [v]iew every argument whole  [q] leave it pending  or type feedback to reject with it
 > `ok` is not an answer here: type y to run the call, a to run it and always allow this tool until the mode changes (a plan approval included), n to reject it, f (or a sentence) to reject it with feedback, v to see every argument whole, or q to leave it pending
@@ -787,7 +786,6 @@ tool call 1 of 2 waits for approval: write_file (decision decision_1, argsSha256
   "content": "alpha"
   "path": "a.txt"
 workspace: [WORKSPACE] (where the call runs if approved)
-a also runs the other write_file call waiting in this reply
 Run this write_file call?
 [y]es run it  [a]lways allow write_file until the mode changes (`a session`, `a workspace` for longer)  [n]o reject  [f]eedback reject with a note  [v]iew every argument whole  [q] leave it pending  or type feedback to reject with it
 > 
@@ -938,11 +936,11 @@ fn continue_asks_about_the_tool_calls_of_the_run_it_carries_on() {
     assert!(stdout(&out).contains("Both written."), "{}", stdout(&out));
 }
 
-/// Issue 19, item 3 (zed-industries/zed#54101): `a` on call 1 of 3 parallel `write_file` calls
-/// also decides calls 2 and 3: they are not asked about, the prompt says which allowance ran
-/// them, and all three run once.
+/// Trust round 4, M2 (was issue 19, item 3): `a` on call 1 of 3 parallel `write_file` calls
+/// approves call 1 only: calls 2 and 3, whose arguments were not shown, are each shown and
+/// asked about (here approved), and all three run once.
 #[test]
-fn the_prompt_a_on_one_of_three_parallel_calls_runs_the_others_unasked() {
+fn the_prompt_a_on_one_of_three_parallel_calls_asks_about_the_others() {
     let world = new_world(
         "dir",
         vec![
@@ -954,9 +952,9 @@ fn the_prompt_a_on_one_of_three_parallel_calls_runs_the_others_unasked() {
             text("All three written."),
         ],
     );
-    let out = world.cli("run", false, &["Write three files"], Some("a\n"));
+    let out = world.cli("run", false, &["Write three files"], Some("a\ny\ny\n"));
     assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
-    // One question; the prompt says which allowance ran the other two.
+    // Three questions, each call shown whole first.
     same(
         world.shown(&out, ""),
         str![[r#"
@@ -984,12 +982,23 @@ tool call 1 of 3 waits for approval: write_file (decision decision_1, argsSha256
   "content": "one"
   "path": "a.txt"
 workspace: [WORKSPACE] (where the call runs if approved)
-a also runs the 2 other write_file calls waiting in this reply
 Run this write_file call?
 [y]es run it  [a]lways allow write_file until the mode changes (`a session`, `a workspace` for longer)  [n]o reject  [f]eedback reject with a note  [v]iew every argument whole  [q] leave it pending  or type feedback to reject with it
-> tool call 2 of 3 (write_file, decision decision_2) runs: always allowed by decision decision_1
-tool call 3 of 3 (write_file, decision decision_3) runs: always allowed by decision decision_1
-
+> 
+tool call 2 of 3 waits for approval: write_file (decision decision_2, argsSha256 [SHA256])
+  "content": "two"
+  "path": "b.txt"
+workspace: [WORKSPACE] (where the call runs if approved)
+Run this write_file call?
+[y]es run it  [a]lways allow write_file until the mode changes (`a session`, `a workspace` for longer)  [n]o reject  [f]eedback reject with a note  [v]iew every argument whole  [q] leave it pending  or type feedback to reject with it
+> 
+tool call 3 of 3 waits for approval: write_file (decision decision_3, argsSha256 [SHA256])
+  "content": "three"
+  "path": "c.txt"
+workspace: [WORKSPACE] (where the call runs if approved)
+Run this write_file call?
+[y]es run it  [a]lways allow write_file until the mode changes (`a session`, `a workspace` for longer)  [n]o reject  [f]eedback reject with a note  [v]iew every argument whole  [q] leave it pending  or type feedback to reject with it
+> 
 "#]],
     );
     assert_eq!(world.file("a.txt").as_deref(), Some("one"));
@@ -998,11 +1007,11 @@ tool call 3 of 3 (write_file, decision decision_3) runs: always allowed by decis
     assert_eq!(world.tool_results(1).len(), 3);
 }
 
-/// Issue 19, item 3: with a store, `decide --always` on one of two waiting `write_file` calls
-/// decides the other with it; `pending` then lists only the call of another tool that still
-/// waits, never a call of the always-allowed tool.
+/// Trust round 4, M2 (was issue 19, item 3): with a store, `decide --always` on one of two
+/// waiting `write_file` calls approves that call only; `pending` then lists the other
+/// `write_file` call beside the call of another tool, each to be decided on its own.
 #[test]
-fn decide_always_decides_the_other_calls_of_the_tool_and_pending_lists_none_of_them() {
+fn decide_always_decides_only_the_call_it_names_and_pending_lists_the_others() {
     for kind in stores() {
         let world = new_world(
             kind,
@@ -1026,9 +1035,16 @@ fn decide_always_decides_the_other_calls_of_the_tool_and_pending_lists_none_of_t
             .iter()
             .filter_map(|p| p["decisionId"].as_str())
             .collect();
-        assert_eq!(ids, ["decision_2"], "{kind}: {listed:?}");
+        assert_eq!(ids, ["decision_2", "decision_3"], "{kind}: {listed:?}");
         assert_eq!(listed[0]["alwaysAllowed"], json!(["write_file"]), "{kind}");
         let out = world.decide(&session, &["--decision", "decision_2", "--approve"]);
+        assert_eq!(out.status.code(), Some(PENDING), "{kind}: {}", stderr(&out));
+        assert_eq!(
+            world.file("a.txt"),
+            None,
+            "{kind}: nothing runs before all are decided"
+        );
+        let out = world.decide(&session, &["--decision", "decision_3", "--approve"]);
         assert_eq!(out.status.code(), Some(DONE), "{kind}: {}", stderr(&out));
         assert_eq!(world.file("a.txt").as_deref(), Some("one"), "{kind}");
         assert_eq!(world.file("b.txt").as_deref(), Some("two"), "{kind}");

@@ -439,6 +439,12 @@ fn full_pending_tool_call() -> PendingSummary {
         tool_name: Some("write_file".into()),
         args: Some(json!({"path": "a.txt"})),
         args_sha256: Some("ab".into()),
+        locations: vec![agent_controller::rules::ResolvedLocation {
+            arg: "path".into(),
+            given: "a.txt".into(),
+            path: Some("src/a.txt".into()),
+            doubt: None,
+        }],
         payload: None,
         answer_schema: None,
         always_allowed: vec!["read_file".into()],
@@ -468,6 +474,7 @@ fn pending_entries_validate_and_malformed_ones_do_not() {
         tool_name: None,
         args: None,
         args_sha256: None,
+        locations: Vec::new(),
         always_allowed: Vec::new(),
         terms: WaitTerms::default(),
         ..full_pending_tool_call()

@@ -73,6 +73,7 @@ mod tool_access;
 mod tool_approval;
 mod tool_suspend;
 mod transitions;
+mod trust_trial;
 mod two_processes;
 mod usage;
 mod workspace;

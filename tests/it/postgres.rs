@@ -991,6 +991,7 @@ fn waiting_calls(id: &str, version: u64, calls: &[&str], decided: usize) -> Sess
                     args,
                     terms: Default::default(),
                     rule: None,
+                    locations: Vec::new(),
                 },
                 decided: (i < decided).then(|| agent_controller::event::DecidedRecord {
                     run_id: "run_1".into(),

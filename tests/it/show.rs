@@ -492,9 +492,19 @@ fn pending_shows_a_forged_sha256_neutralized_and_bounded() {
         format!("0123456789a\u{e9}{}", "\u{1b}[2J".repeat(1_000_000)),
     ] {
         forge(&record, "sha256", &forged);
-        let listed = pending(&store, false);
-        assert!(listed.len() < 3_000, "bounded: {} bytes", listed.len());
-        assert!(all_visible(&listed), "{listed:.300?}");
+        // Not the sha256 of its text (trust round 4, M3): the record is refused, and the
+        // warning that says so shows the forged hash neutralized and bounded.
+        let mut cmd = bin();
+        cmd.args(["pending", "--store", &store]);
+        let out = output(cmd, "");
+        assert_eq!(out.status.code(), Some(6), "{}", text(&out.stderr));
+        let warned = text(&out.stderr);
+        assert!(
+            warned.contains("does not match its sha256"),
+            "{warned:.300}"
+        );
+        assert!(warned.len() < 3_000, "bounded: {} bytes", warned.len());
+        assert!(all_visible(&warned), "{warned:.300?}");
     }
 }
 
@@ -507,6 +517,14 @@ fn pending_bounds_a_forged_title_and_says_how_much_is_cut() {
     let record = Path::new(&store).join(format!("{session}.pending.json"));
     let forged = format!("Forged {} title end", "y".repeat(5_000_000));
     forge(&record, "title", &forged);
+    // Forged with the sha256 of the text it shows, as a forger who knows the rule would.
+    let mut json: Value =
+        serde_json::from_str(&std::fs::read_to_string(&record).expect("record")).expect("JSON");
+    let shown = format!("# {forged}\n\n1. Theme\n");
+    json["pending"]["suspendPayload"]["sha256"] = Value::String(
+        agent_controller::tool::submit_plan::sha256_hex(shown.as_bytes()),
+    );
+    std::fs::write(&record, json.to_string()).expect("forge");
     let listed = pending(&store, false);
     assert!(listed.len() < 3_000, "bounded: {} bytes", listed.len());
     assert!(listed.contains("\tForged yyy"), "{listed:.300}");

@@ -98,7 +98,8 @@ fn record(id: &str, version: u64, pending: bool) -> SessionRecord {
         "pending":{pending_json},"lastDecided":null,"updatedAt":{version}}}"#,
         state = if pending { "suspended" } else { "completed" },
         pending_json = if pending {
-            r#"{"runId":"run_1","toolCallId":"c1","toolName":"submit_plan","suspendPayload":{"path":"p.md","title":"T","plan":"b","sha256":"00","targetModeId":"build"}}"#
+            // `sha256`: of the text shown, `# T\n\nb\n`.
+            r#"{"runId":"run_1","toolCallId":"c1","toolName":"submit_plan","suspendPayload":{"path":"p.md","title":"T","plan":"b","sha256":"6712769d137561411ff8c1a4fe3b5ae5d82fb7d48a4082edbe09acc08c90ce12","targetModeId":"build"}}"#
         } else {
             "null"
         }

@@ -83,11 +83,11 @@ async fn every_case_plan_gives_the_expected_title_body_and_outcome() {
                     "{name}: body ends {:?}",
                     plan.plan
                 );
-                let bytes = std::fs::read(ws.path().join(&rel)).expect("read");
+                // The sha256 of the text shown and handed over, not of the file's bytes.
                 assert_eq!(
                     plan.sha256,
-                    sha256_hex(&bytes),
-                    "{name}: sha256 of the file's bytes"
+                    sha256_hex(submit_plan::revision_text(plan).as_bytes()),
+                    "{name}: sha256 of the text shown"
                 );
                 assert!(events.iter().any(|e| matches!(e, Event::ToolSuspended { suspend_payload: agent_controller::event::Suspension::Plan(suspend_payload), .. } if suspend_payload.submission == *plan)));
             }
