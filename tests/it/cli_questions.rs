@@ -316,6 +316,59 @@ fn decide_flags_that_do_not_fit_a_question_are_refused_by_their_own_name() {
     assert_eq!(world.server.served(), 1);
 }
 
+/// Trial 5 (M3): a flag that does not go with the verdict given is refused (exit 2), naming
+/// it, and nothing is answered, whatever the combination: `--to`, `--plan-file`, `--comment`,
+/// `--model-for-next` and `--feedback` with an answer; `--to`, `--plan-file` and
+/// `--model-for-next` with a rejection. Before, `--answer bob --to build --plan-file
+/// /etc/passwd` answered and dropped the two flags without a word.
+#[test]
+fn decide_refuses_every_flag_that_does_not_go_with_its_verdict_and_answers_nothing() {
+    let world = World::with_config(
+        stores()[0],
+        CONFIG,
+        vec![ask(json!({ "question": "Name?" })), text("Thanks.")],
+    );
+    let (out, session) = world.run_stored("go");
+    assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
+    let edited = world.ws.path().join("edited.md");
+    std::fs::write(&edited, "# Plan\n\n1. Step.\n").expect("plan");
+    let edited = edited.to_str().expect("utf-8");
+    let before = world.pending_json();
+    let extras: [&[&str]; 5] = [
+        &["--to", "build"],
+        &["--plan-file", edited],
+        &["--comment", "1:x"],
+        &["--model-for-next", "scripted"],
+        &["--feedback", "x"],
+    ];
+    let mut tried = Vec::new();
+    for verdict in [&["--answer", "bob"][..], &["--answer-json", "\"bob\""][..]] {
+        for extra in extras {
+            tried.push([verdict, extra].concat());
+        }
+    }
+    for extra in &extras[..2] {
+        tried.push([&["--reject"][..], extra].concat());
+    }
+    tried.push(vec!["--reject", "--model-for-next", "scripted"]);
+    for flags in tried {
+        let out = world.decide(&session, &flags);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(INVALID), "{flags:?}: {err}");
+        let named = flags
+            .iter()
+            .rev()
+            .find(|f| f.starts_with("--") && !["--answer", "--answer-json", "--reject"].contains(f))
+            .expect("a flag");
+        assert!(err.contains(named), "{flags:?} names {named}: {err}");
+        assert_eq!(world.pending_json(), before, "{flags:?}: nothing changed");
+        assert_eq!(world.server.served(), 1, "{flags:?}: nothing answered");
+    }
+    let out = world.decide(&session, &["--answer", "bob"]);
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    assert_eq!(tool_results(&world, 1), ["The user answered: bob"]);
+}
+
 #[test]
 fn a_question_or_label_of_invisible_characters_is_blank_for_the_model() {
     // L1: a question of zero-width spaces or a Hangul filler, and an option labelled with a
