@@ -43,6 +43,16 @@ pub(crate) fn apply(tool: &str, args: &Value, tasks: &[Task]) -> Result<TaskOutc
         TASK_UPDATE => update(args, tasks).map(|list| changed(list, "Task updated")),
         TASK_COMPLETE => {
             let id = id_arg(args)?;
+            if tasks
+                .iter()
+                .any(|t| t.id == id && t.status == TaskStatus::Completed)
+            {
+                // Nothing changes, so no new list goes out.
+                return Ok(TaskOutcome {
+                    tasks: None,
+                    result: format!("Task `{id}` was already completed. {}", listing(tasks)),
+                });
+            }
             let list = set_status(tasks, id, TaskStatus::Completed)?;
             Ok(changed(list, "Task completed"))
         }
@@ -144,14 +154,19 @@ fn text_field(
         None | Some(Value::Null) if !required => Ok(None),
         None | Some(Value::Null) => Err(format!("{what} has no `{key}`")),
         Some(Value::String(text)) => {
-            if text.trim().is_empty() {
-                return Err(format!("{what} has a blank `{key}`"));
+            // Blank as `ask_user` sees it: only spaces or characters that show nothing.
+            if crate::display::is_blank(text) {
+                return Err(format!("{what} has a blank `{key}`: it shows nothing"));
             }
             if chars(text) > max {
                 return Err(format!(
-                    "{what} has a `{key}` of {} characters, more than {max}: keep it short",
+                    "{what} has {} `{key}` of {} characters, more than {max}: keep it short",
+                    article(key),
                     chars(text)
                 ));
+            }
+            if key == "id" {
+                check_id(text).map_err(|why| format!("{what}'s `id` {why}"))?;
             }
             Ok(Some(text.clone()))
         }
@@ -171,6 +186,27 @@ fn status_field(item: &Value, what: &str, required: bool) -> Result<Option<TaskS
         }),
         Some(_) => Err(format!("{what}'s `status` must be a string")),
     }
+}
+
+/// `a` or `an`, for the name of a field in an error.
+fn article(key: &str) -> &'static str {
+    if key.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    }
+}
+
+/// An id the model gives must be one it (and the user) can read back: shown as typed, with no
+/// control, bidi or invisible character (which [`crate::display::neutralize_line`] escapes).
+fn check_id(id: &str) -> Result<(), String> {
+    if crate::display::neutralize_line(id) == id {
+        return Ok(());
+    }
+    Err(format!(
+        "{} has a control, bidi or invisible character: use letters, digits, `_` and `-`",
+        crate::display::neutralize_line_within(id, 60)
+    ))
 }
 
 fn id_arg(args: &Value) -> Result<&str, String> {
@@ -601,6 +637,44 @@ mod tests {
         assert!(apply(TASK_WRITE, &args, &[]).is_err());
         let args = json!({"tasks": [{"content": "a", "status": "done"}]});
         assert!(apply(TASK_WRITE, &args, &[]).is_err());
+    }
+
+    /// Trial 5 (L1, L11): text that shows nothing is blank as `ask_user` sees it; an id the
+    /// model must repeat is shown as typed (no control, bidi or invisible character); the
+    /// error names the field with its article.
+    #[test]
+    fn invisible_text_and_ids_that_do_not_show_as_typed_are_refused() {
+        for blank in ["\u{200b}\u{3164}", "\u{202e}\u{202e}", " \u{feff} "] {
+            let args = json!({"tasks": [{"content": blank, "status": "pending"}]});
+            let err = apply(TASK_WRITE, &args, &[]).expect_err("blank content");
+            assert!(err.contains("blank `content`"), "{err}");
+            let args =
+                json!({"tasks": [{"content": "a", "status": "pending", "activeForm": blank}]});
+            assert!(apply(TASK_WRITE, &args, &[]).is_err(), "blank activeForm");
+            let before = [task("a", "A", TaskStatus::Pending)];
+            let args = json!({"id": "a", "content": blank});
+            assert!(apply(TASK_UPDATE, &args, &before).is_err(), "blank update");
+        }
+        for id in ["x\u{1b}[2J", "a\u{200b}", "\u{202e}b"] {
+            let args = json!({"tasks": [{"id": id, "content": "A", "status": "pending"}]});
+            let err = apply(TASK_WRITE, &args, &[]).expect_err("hidden id");
+            assert!(err.contains("`id`"), "{err}");
+        }
+        let args = json!({"tasks": [{"id": "x".repeat(500), "content": "A", "status": "pending"}]});
+        let err = apply(TASK_WRITE, &args, &[]).expect_err("long id");
+        assert!(
+            err.contains("task 1 has an `id` of 500 characters"),
+            "{err}"
+        );
+    }
+
+    /// Trial 5 (L11): completing a completed task changes nothing and says so.
+    #[test]
+    fn completing_a_completed_task_changes_nothing() {
+        let before = [task("a", "A", TaskStatus::Completed)];
+        let out = apply(TASK_COMPLETE, &json!({"id": "a"}), &before).expect("no error");
+        assert_eq!(out.tasks, None, "no new list, no tasks_updated");
+        assert!(out.result.contains("already completed"), "{}", out.result);
     }
 
     #[test]
