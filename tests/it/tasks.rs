@@ -461,7 +461,8 @@ availableTools = ["read_file"]
     assert!(!recorder.kinds().contains(&"tasks_updated"));
 }
 
-/// `run` shows each change of the list as a checklist; `--json` prints `tasks_updated` whole.
+/// `run` shows each change of the list as a checklist (the task in progress with its
+/// `activeForm` and its content, trial 5 L2); `--json` prints `tasks_updated` whole.
 #[cfg(feature = "cli")]
 #[test]
 fn the_cli_shows_the_list_as_a_checklist_and_json_carries_it_whole() {
@@ -487,7 +488,14 @@ fn the_cli_shows_the_list_as_a_checklist_and_json_carries_it_whole() {
     let shown = stdout(&out);
     assert!(
         shown.contains(
-            "tasks (1/3 completed):\n  [x] Read the code (a)\n  [~] Fixing the bug\\u{1b}[2J (b)\n  [ ] Test it (c)\n"
+            "tasks (1/3 completed):\n  [x] Read the code (a)\n  [~] Fixing the bug\\u{1b}[2J — Fix the bug (b)\n  [ ] Test it (c)\n"
+        ),
+        "{shown}"
+    );
+    // Trial 5 (L11): the tool's result of several lines is shown as lines, as submit_plan's.
+    assert!(
+        shown.contains(
+            "tool task_write ok: Task list written. [1/3 completed]\n  [x] a: Read the code\n  [~] b: Fix the bug\n"
         ),
         "{shown}"
     );
