@@ -73,7 +73,7 @@ pub(crate) fn pending(spec: &str, json: bool) -> Outcome {
     }
     if listing.is_healthy() {
         if !json && listing.pending.is_empty() && listing.interrupted.is_empty() {
-            note!("no pending plans or tool calls");
+            note!("nothing pending: no plan, tool call or question waits");
         }
         Ok(Exit::Done)
     } else {

@@ -369,6 +369,59 @@ fn decide_refuses_every_flag_that_does_not_go_with_its_verdict_and_answers_nothi
     assert_eq!(tool_results(&world, 1), ["The user answered: bob"]);
 }
 
+/// Trial 5 (L8): an answer that loses the race (another `decide` answered the question after
+/// this one loaded the session) is refused in words about the question, not a plan.
+#[test]
+fn an_answer_that_loses_the_race_speaks_of_the_question() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::process::{Command, Stdio};
+    let world = World::with_config(
+        stores()[0],
+        CONFIG,
+        vec![ask(json!({ "question": "Name?" })), text("Thanks.")],
+    );
+    let (out, session) = world.run_stored("go");
+    assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
+    let mut slow = Command::new(env!("CARGO_BIN_EXE_agent-controller"));
+    slow.arg("decide")
+        .arg("--config")
+        .arg(&world.config)
+        .args([
+            "--model",
+            "openai/test-model",
+            "--store",
+            &world.spec,
+            &session,
+        ])
+        .envs(world.server.env())
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut slow = slow.spawn().expect("spawn");
+    let mut err = BufReader::new(slow.stderr.take().expect("stderr"));
+    // The prompt shows the question once the session is loaded.
+    let mut seen = String::new();
+    while !seen.contains("Name?") {
+        let mut line = String::new();
+        assert!(err.read_line(&mut line).expect("read") > 0, "{seen}");
+        seen.push_str(&line);
+    }
+    let fast = world.decide(&session, &["--answer", "alice"]);
+    assert_eq!(fast.status.code(), Some(DONE), "{}", stderr(&fast));
+    let mut stdin = slow.stdin.take().expect("stdin");
+    stdin.write_all(b"bob\n").expect("answer");
+    drop(stdin);
+    err.read_to_string(&mut seen).expect("read");
+    let status = slow.wait().expect("wait");
+    assert_eq!(status.code(), Some(common::cli::REFUSED), "{seen}");
+    assert!(
+        seen.contains("the question was answered or declined by someone else"),
+        "{seen}"
+    );
+    assert!(!seen.contains("the plan was"), "{seen}");
+}
+
 #[test]
 fn a_question_or_label_of_invisible_characters_is_blank_for_the_model() {
     // L1: a question of zero-width spaces or a Hangul filler, and an option labelled with a
