@@ -566,8 +566,11 @@ pub(crate) struct DecisionArgs {
     #[arg(long, group = "verdict")]
     pub(crate) reject: bool,
     /// Answer the question (or the suspension of a tool) `decide` names with this text: for a
-    /// question with options, an option's label; repeat it for a multi-select question. The
-    /// answer must fit what the question takes, or it is refused and nothing changes.
+    /// question with options, an option's label or its number as the prompt shows it (1 for
+    /// the first; when a label is itself a number, a number is that label); repeat it for a
+    /// multi-select question. The answer must fit what the question takes, or it is refused
+    /// (exit 2, listing the labels) and nothing changes. A label with a character no one can
+    /// type (`pending` shows it as `\u{200b}`) goes in --answer-json.
     #[arg(long, value_name = "TEXT", group = "verdict")]
     pub(crate) answer: Vec<String>,
     /// Answer with this JSON value (the bare answer: `"staging"`, `["a","b"]`,

@@ -1,6 +1,7 @@
 //! What the decision flags (`--approve`, `--reject`, `--sha256`, ...) decide.
 
 use agent_controller::display::neutralize_line;
+use agent_controller::terminal::answer_from_flags;
 use agent_controller::tool::submit_plan;
 use agent_controller::{Decision, PendingDecision};
 
@@ -18,8 +19,9 @@ impl DecisionArgs {
         !self.answer.is_empty() || self.answer_json.is_some()
     }
 
-    /// The answer the flags give for `suspended`: the JSON of `--answer-json`, or the text of
-    /// `--answer` (an array of them when the answer it takes is an array).
+    /// The answer the flags give for `suspended`: the JSON of `--answer-json`, or the texts of
+    /// `--answer`, each a label or an option's number (the library's
+    /// [`answer_from_flags`], which checks the answer and lists the labels when it does not fit).
     fn answer_for(
         &self,
         suspended: &agent_controller::session::PendingSuspension,
@@ -31,17 +33,12 @@ impl DecisionArgs {
                 )))
             });
         }
-        let takes_array = suspended.payload().answer_schema["type"] == "array";
-        Ok(match (takes_array, self.answer.as_slice()) {
-            (true, texts) => serde_json::json!(texts),
-            (false, [text]) => serde_json::json!(text),
-            (false, _) => {
-                return Err(Failure::invalid(format!(
-                    "decision {} takes one answer, and --answer was given {} times: nothing was answered",
-                    neutralize_line(suspended.decision_id()),
-                    self.answer.len()
-                )));
-            }
+        answer_from_flags(&self.answer, suspended.payload()).map_err(|why| {
+            Failure::invalid(format!(
+                "--answer does not answer decision {}: {}; nothing was answered",
+                neutralize_line(suspended.decision_id()),
+                neutralize_line(&why)
+            ))
         })
     }
 

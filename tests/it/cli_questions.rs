@@ -90,7 +90,14 @@ fn pending_lists_a_question_and_decide_answer_carries_the_run_on() {
             stderr(&approved)
         );
 
-        let out = world.decide(&session, &["--answer", "a", "--answer", "c"]);
+        // Trial 5 (L5): the refusal lists the labels and numbers.
+        assert!(
+            stderr(&refused).contains("(`a`, `b`, `c`) or its number (1 to 3)"),
+            "{kind}: {}",
+            stderr(&refused)
+        );
+        // An option's number, as the prompt takes it, or its label.
+        let out = world.decide(&session, &["--answer", "1", "--answer", "c"]);
         assert_eq!(out.status.code(), Some(DONE), "{kind}: {}", stderr(&out));
         assert!(world.pending_json().is_empty(), "{kind}");
         assert_eq!(tool_results(&world, 1), ["The user chose: a, c"], "{kind}");
