@@ -454,6 +454,30 @@ fn a_question_or_label_of_invisible_characters_is_blank_for_the_model() {
     }
 }
 
+/// Trial 5 (L12): a question of 20 options, each with a long description, is listed with
+/// every option: each description is cut on its own, saying so, never the list of options.
+#[test]
+fn pending_lists_every_option_of_a_question_cutting_only_descriptions() {
+    let options: Vec<Value> = (1..=20)
+        .map(|k| json!({ "label": format!("o{k}"), "description": "d".repeat(1_000) }))
+        .collect();
+    let world = World::with_config(
+        stores()[0],
+        CONFIG,
+        vec![ask(json!({ "question": "pick", "options": options }))],
+    );
+    let (out, _) = world.run_stored("Pick");
+    assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
+    let text = stdout(&pending(&world.spec, false));
+    for k in 1..=20 {
+        assert!(
+            text.contains(&format!("{k}. \"o{k}\" (\"d")),
+            "option {k}: {text}"
+        );
+    }
+    assert_eq!(text.matches("characters not shown").count(), 20, "{text}");
+}
+
 #[test]
 fn pending_separates_a_question_from_its_options_by_a_real_tab() {
     // L3: the tab between a question and its options was printed as `\u{9}`.
