@@ -150,8 +150,9 @@ impl DecisionArgs {
     }
 
     /// Refuses the flags that do not go with `pending` before anything is shown or decided:
-    /// `--always` on a plan, `--to` or `--plan-file` on a tool call, an `--allow-*` pattern the
-    /// library refuses
+    /// an answer that does not fit the question, a flag whose row of [`FLAGS`] leaves out the
+    /// kind of decision that waits (`--always` on a plan, `--to` or `--plan-file` on a tool
+    /// call, `--approve` on a question, ...), an `--allow-*` pattern the library refuses
     /// ([`AllowancePattern::matcher`](agent_controller::allowance::AllowancePattern::matcher),
     /// exit 2), and a `--sha256` that names other content than what waits (exit 5; the library's pin check,
     /// [`PendingDecision::check_sha256`]).
