@@ -6,10 +6,10 @@
 //!
 //!     cargo run --example confirm_tool
 //!
-//! From the command line the same answer is `agent-controller decide SESSION --answer-json
-//! '{"confirm": true}'` (a host that has the tool carries the run on). The example checks what it
-//! shows and exits non-zero when its flow breaks: a bad answer must be refused and change
-//! nothing, and the model must get the tool's result.
+//! From the command line the same answer is `agent-controller decide --store STORE SESSION
+//! --answer-json '{"confirm": true}'` (a host that has the tool carries the run on). The example
+//! checks what it shows and exits non-zero when its flow breaks: a bad answer must be refused
+//! and change nothing, and the model must get the tool's result.
 
 use std::path::Path;
 use std::sync::Arc;

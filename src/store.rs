@@ -330,8 +330,9 @@ pub struct PendingSummary {
     pub run_id: String,
     /// The suspended tool call (the model's id; not necessarily unique).
     pub tool_call_id: String,
-    /// A plan or a tool call (`kind`: `plan`, `tool_call`); `plan` in listings written before
-    /// tool-call approvals.
+    /// What waits (`kind`): a plan (`plan`), a tool call waiting for approval (`tool_call`), a
+    /// question of `ask_user` (`question`) or another tool's suspension (`suspension`); `plan`
+    /// in listings written before tool-call approvals.
     #[serde(default)]
     pub kind: PendingKind,
     /// The controller's decision id, unique in the session: what hosts address the decision by.

@@ -35,7 +35,8 @@ pub mod tool_call;
 pub use self::revision::{RevisionView, RevisionsShown};
 
 pub use self::suspension::{
-    GUTTER, ask_suspension, read_suspension_answer, render_suspension, suspension_prompt_text,
+    GUTTER, answer_from_flags, ask_suspension, read_suspension_answer, render_suspension,
+    suspension_prompt_text,
 };
 
 pub use self::tool_call::{

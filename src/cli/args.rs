@@ -402,7 +402,7 @@ pub(crate) struct DecideArgs {
     /// mode changes (a manual switch or an approved plan): the other calls of the tool waiting in
     /// the reply are approved with it, and later calls run without waiting. A plan cannot be
     /// always allowed: `--always` on a plan is refused (exit 2) and nothing changes.
-    #[arg(long, requires = "approve", conflicts_with = "reject")]
+    #[arg(long)]
     pub(crate) always: bool,
     /// With --always: how long the allowance lasts. `mode` (the default): until the mode
     /// changes; `session`: for the rest of the session, while it is in this mode; `workspace`:
@@ -566,8 +566,11 @@ pub(crate) struct DecisionArgs {
     #[arg(long, group = "verdict")]
     pub(crate) reject: bool,
     /// Answer the question (or the suspension of a tool) `decide` names with this text: for a
-    /// question with options, an option's label; repeat it for a multi-select question. The
-    /// answer must fit what the question takes, or it is refused and nothing changes.
+    /// question with options, an option's label or its number as the prompt shows it (1 for
+    /// the first; when a label is itself a number, a number is that label); repeat it for a
+    /// multi-select question. The answer must fit what the question takes, or it is refused
+    /// (exit 2, listing the labels) and nothing changes. A label with a character no one can
+    /// type (`pending` shows it as `\u{200b}`) goes in --answer-json.
     #[arg(long, value_name = "TEXT", group = "verdict")]
     pub(crate) answer: Vec<String>,
     /// Answer with this JSON value (the bare answer: `"staging"`, `["a","b"]`,
@@ -577,7 +580,7 @@ pub(crate) struct DecisionArgs {
     /// A note for the model with --approve or --reject (a rejection with feedback makes the model
     /// revise and submit again; with the approval of a tool call, the model gets it after the
     /// tool's result).
-    #[arg(long, value_name = "TEXT", requires = "verdict")]
+    #[arg(long, value_name = "TEXT")]
     pub(crate) feedback: Option<String>,
     /// Decide only the plan with this SHA-256, the tool call with this argsSha256, or the
     /// question with this payloadSha256 (64 hex digits, as the `tool_suspended` event shows it;
@@ -592,24 +595,24 @@ pub(crate) struct DecisionArgs {
     /// With --approve: hand the plan over to this mode instead of the first target. It must be
     /// one of the targets the planning mode's `transitionsTo` lists (as `pending` and the
     /// `tool_suspended` event show them); any other is refused (exit 5) and nothing changes.
-    #[arg(long, value_name = "MODE", requires = "approve")]
+    #[arg(long, value_name = "MODE")]
     pub(crate) to: Option<String>,
     /// With --approve: approve the plan as edited in this file (a regular file, at most 1 MiB,
     /// UTF-8, not blank): the next mode receives its text; --sha256 still names the plan shown.
-    #[arg(long, value_name = "FILE", requires = "approve")]
+    #[arg(long, value_name = "FILE")]
     pub(crate) plan_file: Option<PathBuf>,
     /// With --reject: a comment on a line of the plan shown, `LINE:TEXT` (`4:"staging first"`;
     /// lines from 1, the `# title` line first, as `c` numbers them at the prompt); repeat it for
     /// more. The model receives each with the line it quotes. A line outside the plan or a
     /// blank text is refused (exit 2) and nothing changes.
-    #[arg(long = "comment", value_name = "LINE:TEXT", requires = "reject", value_parser = parse_comment)]
+    #[arg(long = "comment", value_name = "LINE:TEXT", value_parser = parse_comment)]
     pub(crate) comments: Vec<PlanComment>,
     /// The model the next mode runs with once a plan is approved (by --approve or at the
     /// prompt): a model spec as --model takes it (`openai/gpt-4o-mini`, `anthropic/NAME`,
     /// `scripted`). It runs the mode the plan hands over to until the session's next change of
     /// mode, and the audit record keeps it (`model`). A spec this build cannot open is refused
     /// (exit 2) and nothing changes.
-    #[arg(long = "model-for-next", value_name = "ID", conflicts_with = "reject", value_parser = parse_model_for_next)]
+    #[arg(long = "model-for-next", value_name = "ID", value_parser = parse_model_for_next)]
     pub(crate) model_for_next: Option<String>,
     /// `decide --always` (a flag of `decide` alone, copied here: [`DecideArgs::always`]).
     #[arg(skip)]

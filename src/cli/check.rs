@@ -4,6 +4,7 @@ use std::path::Path;
 
 use agent_controller::config::ConfigError;
 use agent_controller::display::{neutralize, neutralize_line};
+use agent_controller::tool::tasks::TASK_TOOLS;
 use std::sync::Arc;
 
 use agent_controller::model::scripted::ScriptedModel;
@@ -32,6 +33,14 @@ pub(crate) fn check(path: &Path, connect: bool) -> Outcome {
         format!(", {}", counted(warnings.len(), "warning"))
     };
     say!("{origin}: ok, {}{warned}", counted(graph.len(), "mode"));
+    // The task tools are registered once a mode lists one (the guide's page `tasks`); then a
+    // mode with no list offers them too, as it offers ask_user.
+    let tasks_registered = graph.ids().any(|id| {
+        graph
+            .mode(id)
+            .available_tools()
+            .is_some_and(|list| list.iter().any(|t| TASK_TOOLS.contains(&&**t)))
+    });
     for id in graph.ids() {
         let mode = graph.mode(id);
         let mut marks = Vec::new();
@@ -43,7 +52,14 @@ pub(crate) fn check(path: &Path, connect: bool) -> Outcome {
         }
         let tools = match mode.available_tools() {
             Some(list) => list.iter().map(|t| &**t).collect::<Vec<_>>().join(", "),
-            None if mode.is_planning() => "all read-only and plan tools".to_owned(),
+            None if mode.is_planning() => format!(
+                "all read-only and plan tools ({} among them)",
+                if tasks_registered {
+                    "ask_user and the task tools"
+                } else {
+                    "ask_user"
+                }
+            ),
             None => "all".to_owned(),
         };
         let marks = if marks.is_empty() {

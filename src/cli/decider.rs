@@ -75,10 +75,12 @@ impl Decider<'_> {
         decision_id: &str,
         decision: Decision,
     ) -> Result<Result<RunOutcome, Exit>, Failure> {
-        let tool_call = session.pending().iter().any(|p| {
-            matches!(p, agent_controller::PendingDecision::ToolCall(_))
-                && p.decision_id() == decision_id
-        });
+        let raced = raced(
+            session
+                .pending()
+                .iter()
+                .find(|p| p.decision_id() == decision_id),
+        );
         let next = tokio::select! {
             next = session.decide(decision_id, decision) => Some(next),
             _ = tokio::signal::ctrl_c() => None,
@@ -87,7 +89,7 @@ impl Decider<'_> {
             return Ok(Err(interrupted(session).await));
         };
         next.map(Ok).map_err(|e| match self.store {
-            Some(store) => lost_race(e, store, tool_call),
+            Some(store) => lost_race(e, store, raced),
             None => e.into(),
         })
     }
@@ -189,12 +191,12 @@ impl Decider<'_> {
     async fn switch(&mut self, session: &mut Session, mode: &str) -> Result<Exit, Failure> {
         let from = session.mode().id().to_owned();
         let left: Vec<String> = waiting(session).iter().map(describe).collect();
-        let tool_call = session.pending_plan().is_none();
+        let raced = raced(session.pending().first());
         session
             .switch_mode(mode)
             .await
             .map_err(|e| match self.store {
-                Some(store) => lost_race(e, store, tool_call),
+                Some(store) => lost_race(e, store, raced),
                 None => e.into(),
             })?;
         note!(
@@ -336,18 +338,32 @@ pub(crate) async fn interrupted(session: &mut Session) -> Exit {
     Exit::Interrupted
 }
 
+/// What another writer did to `pending`, the decision this process meant to take, in words
+/// of its kind: a plan is decided or revised, a tool call decided, a question answered or
+/// declined.
+fn raced(pending: Option<&agent_controller::PendingDecision>) -> &'static str {
+    use agent_controller::PendingDecision;
+    match pending {
+        Some(PendingDecision::ToolCall(_)) => "the tool call was decided by someone else",
+        Some(PendingDecision::Suspension(s))
+            if s.kind() == agent_controller::event::SuspensionKind::Question =>
+        {
+            "the question was answered or declined by someone else"
+        }
+        Some(PendingDecision::Suspension(_)) => {
+            "the suspended call was answered or declined by someone else"
+        }
+        _ => "the plan was decided or revised by someone else",
+    }
+}
+
 /// A decision that lost to another writer (a decision or revision saved after this process
-/// loaded the session) says so and what to do; nothing was decided.
-/// `tool_call` tells which kind of decision it was: a plan's, or a tool call's.
-pub(crate) fn lost_race(error: SessionError, store: &str, tool_call: bool) -> Failure {
+/// loaded the session) says so and what to do; nothing was decided. `what`: what the other
+/// writer did, in words of the decision's kind ([`raced`]).
+pub(crate) fn lost_race(error: SessionError, store: &str, what: &str) -> Failure {
     if !error.is_conflict() {
         return error.into();
     }
-    let what = if tool_call {
-        "the tool call was decided by someone else"
-    } else {
-        "the plan was decided or revised by someone else"
-    };
     Failure::refused(format!(
         "{error}: {what} after it was loaded here, so this decision was not applied; see what is pending now with: agent-controller pending --store {}",
         neutralize_line(&display_spec(store))

@@ -7,6 +7,7 @@ use agent_controller::display::{
 };
 use agent_controller::terminal::Style;
 use agent_controller::tool::SUBMIT_PLAN;
+use agent_controller::tool::tasks::TASK_TOOLS;
 
 /// The built-in question tool's name.
 const ASK_USER: &str = "ask_user";
@@ -184,8 +185,10 @@ pub(crate) fn event_line(
                 .map(|sha| format!(" (the edited plan, sha256 {}...)", line(short_sha256(sha))))
                 .unwrap_or_default();
             // `submit_plan`'s own result (a hand-over, a rejection with the user's feedback and
-            // comments) is the controller's text of several lines: shown as lines.
-            if tool_name == SUBMIT_PLAN && !*is_error {
+            // comments) and a task tool's (the list, a task a line) are the controller's text
+            // of several lines: shown as lines.
+            if (tool_name == SUBMIT_PLAN || TASK_TOOLS.contains(&tool_name.as_ref())) && !*is_error
+            {
                 return Some(format!(
                     "tool {} {status}: {}",
                     line(tool_name),
@@ -224,7 +227,7 @@ pub(crate) fn event_line(
 /// [`neutralize_line`] bounds it); `--json` has the rest.
 const PLAN_RESULT_MAX_LINES: usize = 40;
 
-/// A `submit_plan` result as a person reads it (trial finding D1: the hand-over was one line of
+/// A `submit_plan` (or task tool) result as a person reads it (trial finding D1: the hand-over was one line of
 /// 900 characters with `\u{a}` for each line feed): its first line (then `edited`, the note of
 /// an approved edit), and each further line that is not blank on a line of its own, indented,
 /// every line through [`neutralize_line`], at most [`PLAN_RESULT_MAX_LINES`] of them. The approved plan, which the person was shown whole

@@ -1,6 +1,7 @@
 //! What the decision flags (`--approve`, `--reject`, `--sha256`, ...) decide.
 
 use agent_controller::display::neutralize_line;
+use agent_controller::terminal::answer_from_flags;
 use agent_controller::tool::submit_plan;
 use agent_controller::{Decision, PendingDecision};
 
@@ -18,8 +19,9 @@ impl DecisionArgs {
         !self.answer.is_empty() || self.answer_json.is_some()
     }
 
-    /// The answer the flags give for `suspended`: the JSON of `--answer-json`, or the text of
-    /// `--answer` (an array of them when the answer it takes is an array).
+    /// The answer the flags give for `suspended`: the JSON of `--answer-json`, or the texts of
+    /// `--answer`, each a label or an option's number (the library's
+    /// [`answer_from_flags`], which checks the answer and lists the labels when it does not fit).
     fn answer_for(
         &self,
         suspended: &agent_controller::session::PendingSuspension,
@@ -31,17 +33,12 @@ impl DecisionArgs {
                 )))
             });
         }
-        let takes_array = suspended.payload().answer_schema["type"] == "array";
-        Ok(match (takes_array, self.answer.as_slice()) {
-            (true, texts) => serde_json::json!(texts),
-            (false, [text]) => serde_json::json!(text),
-            (false, _) => {
-                return Err(Failure::invalid(format!(
-                    "decision {} takes one answer, and --answer was given {} times: nothing was answered",
-                    neutralize_line(suspended.decision_id()),
-                    self.answer.len()
-                )));
-            }
+        answer_from_flags(&self.answer, suspended.payload()).map_err(|why| {
+            Failure::invalid(format!(
+                "--answer does not answer decision {}: {}; nothing was answered",
+                neutralize_line(suspended.decision_id()),
+                neutralize_line(&why)
+            ))
         })
     }
 
@@ -103,9 +100,11 @@ impl DecisionArgs {
         Some(self.signed(decision))
     }
 
-    /// Reads and checks --plan-file (a regular file, at most 1 MiB, UTF-8, not blank) into the
-    /// edited plan, before anything is decided.
-    pub(crate) fn read_plan_file(&mut self) -> Result<(), Failure> {
+    /// Refuses a flag that does not go with the verdict given ([`FLAGS`], exit 2), then reads
+    /// and checks --plan-file (a regular file, at most 1 MiB, UTF-8, not blank) into the
+    /// edited plan: before any store is opened or anything decided.
+    pub(crate) fn prepare(&mut self) -> Result<(), Failure> {
+        self.check_verdict()?;
         let Some(path) = &self.plan_file else {
             return Ok(());
         };
@@ -115,62 +114,74 @@ impl DecisionArgs {
         Ok(())
     }
 
+    /// The verdict the flags give: the prompt's when none is.
+    fn verdict(&self) -> Verdict {
+        if self.approve {
+            Verdict::Approve
+        } else if self.reject {
+            Verdict::Reject
+        } else if self.answer_json.is_some() {
+            Verdict::AnswerJson
+        } else if !self.answer.is_empty() {
+            Verdict::Answer
+        } else {
+            Verdict::Prompt
+        }
+    }
+
+    /// Refuses the first flag given that [`FLAGS`] says does not go with the verdict given.
+    fn check_verdict(&self) -> Result<(), Failure> {
+        let verdict = self.verdict();
+        let Some(rule) = FLAGS
+            .iter()
+            .find(|r| (r.given)(self) && !r.verdicts.contains(&verdict))
+        else {
+            return Ok(());
+        };
+        let not = match verdict {
+            Verdict::Prompt => "and no verdict flag is given".to_owned(),
+            given => format!("not with {}", given.flag()),
+        };
+        Err(Failure::invalid(format!(
+            "{} goes with {}, {not}: nothing was decided",
+            rule.flag,
+            rule.goes_with()
+        )))
+    }
+
     /// Refuses the flags that do not go with `pending` before anything is shown or decided:
-    /// `--always` on a plan, `--to` or `--plan-file` on a tool call, an `--allow-*` pattern the
-    /// library refuses
+    /// an answer that does not fit the question, a flag whose row of [`FLAGS`] leaves out the
+    /// kind of decision that waits (`--always` on a plan, `--to` or `--plan-file` on a tool
+    /// call, `--approve` on a question, ...), an `--allow-*` pattern the library refuses
     /// ([`AllowancePattern::matcher`](agent_controller::allowance::AllowancePattern::matcher),
     /// exit 2), and a `--sha256` that names other content than what waits (exit 5; the library's pin check,
     /// [`PendingDecision::check_sha256`]).
     pub(crate) fn check(&self, pending: &PendingDecision) -> Result<(), Failure> {
         let id = neutralize_line(pending.decision_id());
-        // An answer is no approval: nothing an answer gives can be always allowed.
-        if self.always && self.answers() {
-            return Err(Failure::invalid(format!(
-                "--always goes with --approve of a tool call, not with {}: an answer allows nothing later; nothing was decided",
-                self.answer_flag()
-            )));
+        if let (Some(suspended), true) = (pending.as_suspension(), self.answers()) {
+            self.answer_for(suspended)?;
         }
-        match (pending.as_suspension(), self.answers()) {
-            (Some(suspended), true) => {
-                self.answer_for(suspended)?;
-            }
-            (Some(_), false) if self.approve => {
-                return Err(Failure::invalid(format!(
-                    "decision {id} is a question ({}): answer it with --answer or --answer-json, or decline it with --reject; nothing was decided",
-                    neutralize_line(pending.tool_name())
-                )));
-            }
-            (None, true) => {
-                return Err(Failure::invalid(format!(
-                    "{} goes with a question, and decision {id} is a {}: approve or reject it; nothing was decided",
-                    self.answer_flag(),
-                    if pending.as_plan().is_some() {
-                        "plan"
-                    } else {
-                        "tool call"
-                    }
-                )));
-            }
-            _ => {}
-        }
-        let flag = match pending {
-            PendingDecision::ToolCall(_) if self.to.is_some() => Some("--to"),
-            PendingDecision::ToolCall(_) if self.plan_file.is_some() => Some("--plan-file"),
-            PendingDecision::ToolCall(_) if !self.comments.is_empty() => Some("--comment"),
-            PendingDecision::ToolCall(_) if self.model_for_next.is_some() => {
-                Some("--model-for-next")
-            }
-            _ => None,
-        };
-        if let Some(flag) = flag {
+        let kind = Kind::of(pending);
+        if let Some(rule) = FLAGS
+            .iter()
+            .find(|r| (r.given)(self) && !r.kinds.contains(&kind))
+        {
+            let tool = match kind {
+                Kind::Plan => String::new(),
+                _ => format!(" ({})", neutralize_line(pending.tool_name())),
+            };
+            let hint = match (rule.verdict, kind) {
+                (false, _) => "",
+                (true, Kind::Question) => {
+                    " answer it with --answer or --answer-json, or decline it with --reject;"
+                }
+                (true, _) => " approve or reject it;",
+            };
             return Err(Failure::invalid(format!(
-                "{flag} goes with a plan, and decision {id} is a tool call ({}): nothing was decided",
-                neutralize_line(pending.tool_name())
-            )));
-        }
-        if self.always && pending.as_plan().is_some() {
-            return Err(Failure::invalid(format!(
-                "--always goes with a tool call, and decision {id} is a plan: nothing was decided"
+                "{} goes with {}, and decision {id} is {}{tool}:{hint} nothing was decided",
+                rule.flag,
+                Kind::list(rule.kinds),
+                kind.noun()
             )));
         }
         if let Some(pattern) = &self.allow
@@ -209,15 +220,6 @@ impl DecisionArgs {
         }))
     }
 
-    /// The answer flag given, for messages: `--answer-json` or `--answer`.
-    fn answer_flag(&self) -> &'static str {
-        if self.answer_json.is_some() {
-            "--answer-json"
-        } else {
-            "--answer"
-        }
-    }
-
     /// `decision` with who decided: `--by`, else the OS user, else `unknown`.
     pub(crate) fn signed(&self, decision: Decision) -> Decision {
         let by = self.by.clone().unwrap_or_else(|| {
@@ -239,3 +241,183 @@ fn suspension_noun(suspended: &agent_controller::session::PendingSuspension) -> 
         _ => "suspended call",
     }
 }
+
+/// A verdict the flags give: `--approve`, `--reject`, an answer, or none (the prompt asks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    Approve,
+    Reject,
+    Answer,
+    AnswerJson,
+    Prompt,
+}
+
+impl Verdict {
+    /// The flag that gives it, for messages.
+    fn flag(self) -> &'static str {
+        match self {
+            Verdict::Approve => "--approve",
+            Verdict::Reject => "--reject",
+            Verdict::Answer => "--answer",
+            Verdict::AnswerJson => "--answer-json",
+            Verdict::Prompt => "the prompt",
+        }
+    }
+}
+
+/// The kind of decision that waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Plan,
+    ToolCall,
+    Question,
+}
+
+impl Kind {
+    fn of(pending: &PendingDecision) -> Kind {
+        match pending {
+            PendingDecision::Suspension(_) => Kind::Question,
+            PendingDecision::ToolCall(_) => Kind::ToolCall,
+            _ => Kind::Plan,
+        }
+    }
+
+    fn noun(self) -> &'static str {
+        match self {
+            Kind::Plan => "a plan",
+            Kind::ToolCall => "a tool call",
+            Kind::Question => "a question",
+        }
+    }
+
+    /// `kinds` for messages: `a plan or a tool call`.
+    fn list(kinds: &[Kind]) -> String {
+        kinds
+            .iter()
+            .map(|k| k.noun())
+            .collect::<Vec<_>>()
+            .join(" or ")
+    }
+}
+
+/// One decision flag: the verdicts it goes with and the kinds of decision it decides.
+struct FlagRule {
+    flag: &'static str,
+    given: fn(&DecisionArgs) -> bool,
+    verdicts: &'static [Verdict],
+    kinds: &'static [Kind],
+    /// A verdict flag itself: its refusal says what the decision takes instead.
+    verdict: bool,
+}
+
+impl FlagRule {
+    /// What the flag goes with, for messages: `--approve of a plan`.
+    fn goes_with(&self) -> String {
+        let verdicts: Vec<&str> = self
+            .verdicts
+            .iter()
+            .filter(|v| **v != Verdict::Prompt)
+            .map(|v| v.flag())
+            .collect();
+        let mut text = verdicts.join(" or ");
+        if self.verdicts.contains(&Verdict::Prompt) {
+            text.push_str(" (or the prompt)");
+        }
+        if self.kinds.len() < ALL_KINDS.len() {
+            text.push_str(&format!(" of {}", Kind::list(self.kinds)));
+        }
+        text
+    }
+}
+
+use Kind::{Plan, Question, ToolCall};
+use Verdict::{Answer, AnswerJson, Approve, Prompt, Reject};
+
+const ALL_KINDS: &[Kind] = &[Plan, ToolCall, Question];
+const ANSWERS: &[Verdict] = &[Answer, AnswerJson];
+
+/// Which decision flag goes with which verdict and which kind of decision: the one table
+/// [`DecisionArgs::prepare`] checks the flags against before anything is opened, and
+/// [`DecisionArgs::check`] checks them against what waits, before anything is shown or decided.
+/// A flag given where its row does not allow it is refused (exit 2), naming it, and nothing is
+/// decided. (`--sha256` and `--by` go with every verdict and kind; `--scope` and the
+/// `--allow-*` patterns need `--always`, which clap checks.)
+const FLAGS: &[FlagRule] = &[
+    FlagRule {
+        flag: "--approve",
+        given: |a| a.approve,
+        verdicts: &[Approve],
+        kinds: &[Plan, ToolCall],
+        verdict: true,
+    },
+    FlagRule {
+        flag: "--answer",
+        given: |a| !a.answer.is_empty(),
+        verdicts: ANSWERS,
+        kinds: &[Question],
+        verdict: true,
+    },
+    FlagRule {
+        flag: "--answer-json",
+        given: |a| a.answer_json.is_some(),
+        verdicts: ANSWERS,
+        kinds: &[Question],
+        verdict: true,
+    },
+    FlagRule {
+        flag: "--feedback",
+        given: |a| a.feedback.is_some(),
+        verdicts: &[Approve, Reject],
+        kinds: ALL_KINDS,
+        verdict: false,
+    },
+    FlagRule {
+        flag: "--to",
+        given: |a| a.to.is_some(),
+        verdicts: &[Approve],
+        kinds: &[Plan],
+        verdict: false,
+    },
+    FlagRule {
+        flag: "--plan-file",
+        given: |a| a.plan_file.is_some(),
+        verdicts: &[Approve],
+        kinds: &[Plan],
+        verdict: false,
+    },
+    FlagRule {
+        flag: "--comment",
+        given: |a| !a.comments.is_empty(),
+        verdicts: &[Reject],
+        kinds: &[Plan],
+        verdict: false,
+    },
+    FlagRule {
+        flag: "--model-for-next",
+        given: |a| a.model_for_next.is_some(),
+        verdicts: &[Approve, Prompt],
+        kinds: &[Plan],
+        verdict: false,
+    },
+    FlagRule {
+        flag: "--always",
+        given: |a| a.always,
+        verdicts: &[Approve],
+        kinds: &[ToolCall],
+        verdict: false,
+    },
+    FlagRule {
+        flag: "--scope",
+        given: |a| a.scope.is_some(),
+        verdicts: &[Approve],
+        kinds: &[ToolCall],
+        verdict: false,
+    },
+    FlagRule {
+        flag: "--allow-path, --allow-arg, --allow-glob or --allow-regex",
+        given: |a| a.allow.is_some(),
+        verdicts: &[Approve],
+        kinds: &[ToolCall],
+        verdict: false,
+    },
+];

@@ -4,7 +4,9 @@ use std::time::SystemTime;
 
 use agent_controller::allowance::Allowance;
 use agent_controller::deadline::{self, deadline_text};
-use agent_controller::display::{arguments_line, json_line, neutralize_line};
+use agent_controller::display::{
+    arguments_line, json_line, neutralize_line, neutralize_line_within,
+};
 use agent_controller::event::OnTimeout;
 use agent_controller::rules::where_paths_lead;
 use agent_controller::store::{
@@ -15,6 +17,14 @@ use crate::cli::allowances::session_allowances;
 use crate::cli::exit::{Exit, Failure, Outcome};
 use crate::cli::setup::{open_existing, runtime};
 use crate::cli::text::{PENDING_ARGS_MAX_CHARS, short_sha256, targets_text};
+
+/// The most characters `pending` shows of an option's description (its start and end around
+/// `… (N characters not shown) …`): every option of a question is listed, whatever their
+/// descriptions (trial 5 L12: one long description hid the options after it).
+const DESCRIPTION_MAX_CHARS: usize = 80;
+
+/// The most characters `pending` shows of a field of a question (its text, its options).
+const FIELD_MAX_CHARS: usize = 10_000;
 
 /// `pending`: the readable plans on stdout, one `warning:` line on stderr per record that
 /// cannot be read (with `--json`, also an `{"unreadable": {...}}` line on stdout), and exit 6
@@ -74,7 +84,7 @@ pub(crate) fn pending(spec: &str, json: bool) -> Outcome {
     }
     if listing.is_healthy() {
         if !json && listing.pending.is_empty() && listing.interrupted.is_empty() {
-            note!("no pending plans or tool calls");
+            note!("nothing pending: no plan, tool call or question waits");
         }
         Ok(Exit::Done)
     } else {
@@ -193,11 +203,15 @@ pub(crate) fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Fai
                     .enumerate()
                     .map(|(k, o)| {
                         let label = serde_json::to_string(&o["label"]).unwrap_or_default();
+                        // Each description is cut on its own, so every option is listed.
                         match o["description"].as_str() {
                             Some(d) => format!(
                                 "{}. {label} ({})",
                                 k + 1,
-                                serde_json::to_string(d).unwrap_or_default()
+                                neutralize_line_within(
+                                    &serde_json::to_string(d).unwrap_or_default(),
+                                    DESCRIPTION_MAX_CHARS
+                                )
                             ),
                             None => format!("{}. {label}", k + 1),
                         }
@@ -213,9 +227,11 @@ pub(crate) fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Fai
                 arguments_line(&payload, PENDING_ARGS_MAX_CHARS, PENDING_WHOLE),
             ]
         };
+        // A field is bounded at FIELD_MAX_CHARS: room for `ask_user`'s longest question, and
+        // for its 20 options with their labels whole and each description cut on its own.
         let what: Vec<String> = what
             .iter()
-            .map(|field| neutralize_line(field).into_owned())
+            .map(|field| neutralize_line_within(field, FIELD_MAX_CHARS).into_owned())
             .collect();
         return Ok(format!(
             "{ids}\t{}\tsha256 {}{}{deadline}",

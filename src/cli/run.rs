@@ -29,7 +29,7 @@ pub(crate) fn run(mut args: RunArgs) -> Outcome {
         .clone()
         .unwrap_or_else(|| PathBuf::from("."));
     check_workspace(&workspace)?;
-    args.common.decision.read_plan_file()?;
+    args.common.decision.prepare()?;
     let (config, graph, tools) = load_warning(&args.common, &workspace)?;
     let start = match &args.mode {
         Some(id) => graph

@@ -223,7 +223,7 @@ pub(crate) fn stored_session(
     if let Some(named) = &common.workspace {
         check_workspace(named)?;
     }
-    common.decision.read_plan_file()?;
+    common.decision.prepare()?;
     let store = open_existing(store)?;
     resolve_ids(&*store, session, &mut common.decision.sha256)?;
     let session = session.as_str();

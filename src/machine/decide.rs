@@ -170,7 +170,7 @@ impl Change<'_> {
                 let approved = edited.as_ref().unwrap_or(&pending.payload.submission);
                 super::tasks::plan_steps(&approved.plan)
             })
-            .filter(|steps| !steps.is_empty());
+            .filter(|steps| !steps.tasks.is_empty());
         let approved_sha256 = edited.map(|e| e.sha256);
         let mut record = self.plan_record(
             &pending,
@@ -183,11 +183,7 @@ impl Change<'_> {
         record.model = decision.model.clone();
         self.state.history.push(record.clone());
         let result = match &steps {
-            Some(steps) => format!(
-                "{result}\n\nThe plan's {} numbered steps are now your task list, all pending (ids `step_1` to `step_{}`): mark each in_progress with task_update before you start it, and task_complete when it is done.",
-                steps.len(),
-                steps.len()
-            ),
+            Some(steps) => format!("{result}\n\n{}", steps.told()),
             None => result,
         };
         let output = ToolOutput::ok(result);
@@ -198,7 +194,7 @@ impl Change<'_> {
             self.enter_mode(target, ModeChangeReason::PlanApproved);
         }
         if let Some(steps) = steps {
-            self.set_tasks(run_id.clone(), steps);
+            self.set_tasks(run_id.clone(), steps.tasks);
         }
         if let (DecisionAction::Approved, Some(model)) = (decision.action, decision.model) {
             // After the switch, which ends any model chosen before: this one runs the mode.

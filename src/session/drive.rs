@@ -25,7 +25,7 @@ use crate::tool::submit_plan::{self, PlanSubmission, SUBMIT_PLAN};
 use crate::tool::{PendingPlans, ToolCall, ToolContext, ToolOutput, ToolSuspension};
 
 /// The result of a `submit_plan` call in a reply whose other calls wait for approval.
-const PLAN_BESIDE_APPROVALS: &str = "Not executed: other tool calls of this reply wait for the user's approval. Submit the plan again after they are decided.";
+const PLAN_BESIDE_APPROVALS: &str = "Not executed: other tool calls of this reply wait for the user (an approval, or an answer to a question). Submit the plan again after they are decided.";
 
 impl Session {
     /// Starts a run: appends the user message and drives the loop.

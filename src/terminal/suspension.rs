@@ -206,13 +206,108 @@ pub fn read_suspension_answer(line: &str, payload: &ToolSuspendPayload) -> Resul
     }
 }
 
+/// The answer `decide --answer TEXT` (repeated for a multi-select question) gives to the
+/// suspended call of `payload`: for a question with options, each text is an option's label
+/// or, as the terminal takes it, its number (1 for the first), unless some label is itself a
+/// number (a number is then read as the label it is, never as a position); else the text as
+/// it is. Checked against the answer schema, as the library checks it.
+///
+/// # Errors
+/// Why the texts are no answer; for a question with options, with its labels and numbers
+/// (and how to give a label no one can type: `--answer-json`).
+///
+/// # Examples
+/// ```
+/// use agent_controller::event::{SuspensionKind, ToolSuspendPayload, WaitTerms};
+/// use agent_controller::terminal::answer_from_flags;
+/// use serde_json::json;
+/// let payload = ToolSuspendPayload {
+///     kind: SuspensionKind::Question,
+///     decision_id: "decision_1".into(),
+///     tool_name: "ask_user".into(),
+///     args: json!({}),
+///     payload: json!({ "question": "Theme?", "options": [{ "label": "dark" }, { "label": "light" }] }),
+///     answer_schema: json!({ "type": "string", "enum": ["dark", "light"] }),
+///     payload_sha256: "53fa".into(),
+///     terms: WaitTerms::default(),
+/// };
+/// assert_eq!(answer_from_flags(&["2".to_owned()], &payload), Ok(json!("light")));
+/// assert_eq!(answer_from_flags(&["dark".to_owned()], &payload), Ok(json!("dark")));
+/// assert!(answer_from_flags(&["purple".to_owned()], &payload).unwrap_err().contains("`dark`, `light`"));
+/// ```
+pub fn answer_from_flags(texts: &[String], payload: &ToolSuspendPayload) -> Result<Value, String> {
+    let options = options(payload);
+    let several = payload.answer_schema["type"] == "array";
+    let numbered = !options
+        .iter()
+        .any(|(label, _)| !label.is_empty() && label.bytes().all(|b| b.is_ascii_digit()));
+    let label = |text: &String| -> Value {
+        let by_number = text
+            .parse::<usize>()
+            .ok()
+            .filter(|k| numbered && (1..=options.len()).contains(k));
+        match by_number {
+            Some(k) if !options.iter().any(|(l, _)| l == text) => {
+                Value::String(options[k - 1].0.to_owned())
+            }
+            _ => Value::String(text.clone()),
+        }
+    };
+    let answer = match (several, texts) {
+        (true, texts) => Value::Array(texts.iter().map(label).collect()),
+        (false, [text]) => label(text),
+        (false, _) => {
+            return Err(format!(
+                "the question takes one answer, and {} were given",
+                texts.len()
+            ));
+        }
+    };
+    let Some(why) = payload.answer_mismatch(&answer) else {
+        return Ok(answer);
+    };
+    if options.is_empty() {
+        return Err(why);
+    }
+    let labels: Vec<String> = options
+        .iter()
+        .map(|(l, _)| format!("`{}`", neutralize_line_within(l, 60)))
+        .collect();
+    let numbers = if numbered {
+        format!(" or its number (1 to {})", options.len())
+    } else {
+        String::new()
+    };
+    let mut text = format!(
+        "{why}: give an option's label ({}){numbers}",
+        labels.join(", ")
+    );
+    if options.iter().any(|(l, _)| neutralize_line(l) != *l) {
+        text.push_str(
+            "; a label shown with a \\u{...} escape has a character no one can type: give it with --answer-json, the escape written as JSON's \\uXXXX (`--answer-json '\"A\\u200b\"'`)",
+        );
+    }
+    Err(text)
+}
+
 /// The 0-based options `line` picks among `count`: one number, or (when `several`) numbers
 /// separated by commas, each once.
 fn picks(line: &str, count: usize, several: bool) -> Result<Vec<usize>, String> {
     let parts: Vec<&str> = line.split(',').map(str::trim).collect();
-    if parts.len() > 1 && !several {
+    let spaced = parts.iter().any(|p| p.split_whitespace().count() > 1);
+    if (parts.len() > 1 || spaced) && !several {
         return Err(format!(
             "pick one option: type one number from 1 to {count}"
+        ));
+    }
+    if spaced {
+        return Err(format!(
+            "separate the numbers with commas: `1,3` (numbers from 1 to {count})"
+        ));
+    }
+    if parts.len() > 1 && parts.iter().any(|p| p.is_empty()) {
+        return Err(format!(
+            "type a number between each two commas: `1,3` (numbers from 1 to {count})"
         ));
     }
     let mut picked = Vec::new();
@@ -384,6 +479,88 @@ mod tests {
             suspension_prompt_text(&payload),
             "Type the answer as JSON on one line: "
         );
+    }
+
+    fn question(labels: &[&str], multi: bool) -> ToolSuspendPayload {
+        let options: Vec<Value> = labels.iter().map(|l| json!({ "label": l })).collect();
+        let item = json!({ "type": "string", "enum": labels });
+        let (mode, schema) = if multi {
+            ("multi_select", json!({ "type": "array", "items": item }))
+        } else {
+            ("single_select", item)
+        };
+        ToolSuspendPayload {
+            kind: SuspensionKind::Question,
+            payload: json!({ "question": "Which?", "options": options, "selectionMode": mode }),
+            answer_schema: schema,
+            ..confirm(json!({}))
+        }
+    }
+
+    /// Trial 5 (L6): a pick that is not one says how to type one: commas between numbers, a
+    /// number between each two commas.
+    #[test]
+    fn a_multi_select_pick_says_how_to_separate_numbers() {
+        let payload = question(&["a", "b", "c"], true);
+        let spaced = read_suspension_answer("1 3", &payload).expect_err("spaces");
+        assert!(
+            spaced.contains("separate the numbers with commas: `1,3`"),
+            "{spaced}"
+        );
+        for empty in [",1", "1,,3", "1,"] {
+            let err = read_suspension_answer(empty, &payload).expect_err("empty pick");
+            assert!(!err.contains("``"), "{empty}: {err}");
+            assert!(
+                err.contains("a number between each two commas"),
+                "{empty}: {err}"
+            );
+        }
+        let single = question(&["a", "b", "c"], false);
+        let err = read_suspension_answer("1 3", &single).expect_err("one");
+        assert!(err.contains("pick one option"), "{err}");
+    }
+
+    /// Trial 5 (L5): `decide --answer` takes a label or the option's number, as the terminal
+    /// does, and a refusal lists the labels.
+    #[test]
+    fn answer_flags_take_labels_or_option_numbers_and_a_refusal_lists_the_labels() {
+        let payload = question(&["dark", "light"], false);
+        let texts = |t: &[&str]| t.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            answer_from_flags(&texts(&["light"]), &payload),
+            Ok(json!("light"))
+        );
+        assert_eq!(
+            answer_from_flags(&texts(&["2"]), &payload),
+            Ok(json!("light"))
+        );
+        let err = answer_from_flags(&texts(&["purple"]), &payload).expect_err("no option");
+        assert!(err.contains("`dark`, `light`"), "{err}");
+        assert!(err.contains("1 to 2"), "{err}");
+        let multi = question(&["a", "b", "c"], true);
+        assert_eq!(
+            answer_from_flags(&texts(&["3", "a"]), &multi),
+            Ok(json!(["c", "a"]))
+        );
+        assert!(
+            answer_from_flags(&texts(&["1", "a"]), &multi).is_err(),
+            "a twice"
+        );
+        // Labels that are numbers: a number is read as the label, never as a position.
+        let numbers = question(&["2", "3"], false);
+        assert_eq!(answer_from_flags(&texts(&["2"]), &numbers), Ok(json!("2")));
+        assert!(answer_from_flags(&texts(&["1"]), &numbers).is_err());
+        // A label with a character no one can type: the refusal says to use --answer-json.
+        let hidden = question(&["A\u{200b}", "B"], false);
+        let err = answer_from_flags(&texts(&["A"]), &hidden).expect_err("no option");
+        assert!(err.contains("--answer-json"), "{err}");
+        // A free-text question takes the text as it is.
+        let free = ToolSuspendPayload {
+            payload: json!({ "question": "Name?" }),
+            answer_schema: json!({ "type": "string" }),
+            ..question(&[], false)
+        };
+        assert_eq!(answer_from_flags(&texts(&["7"]), &free), Ok(json!("7")));
     }
 
     #[test]

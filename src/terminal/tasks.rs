@@ -10,7 +10,7 @@ use super::Style;
 
 impl Style {
     /// The task list `tasks` as a checklist: a heading with how many are done, then one line
-    /// per task, in order: `[x]` completed, `[~]` in progress (with its `activeForm`), `[ ]`
+    /// per task, in order: `[x]` completed, `[~]` in progress (with its `activeForm`, then its content when they differ), `[ ]`
     /// pending, each with its id. Every text is the model's, so it is shown on one line with
     /// every character visible ([`crate::display::neutralize_line_within`]); nothing is cut
     /// below the tasks' own bound. With colours on, the task in progress is yellow and bold
@@ -26,7 +26,7 @@ impl Style {
     ///     Task::new("step_3", "Test\u{1b}[2J", TaskStatus::Pending)];
     /// assert_eq!(
     ///     Style::plain(80).render_tasks(&tasks),
-    ///     "tasks (1/3 completed):\n  [x] Add the flag (step_1)\n  [~] Wiring the toggle (step_2)\n  [ ] Test\\u{1b}[2J (step_3)",
+    ///     "tasks (1/3 completed):\n  [x] Add the flag (step_1)\n  [~] Wiring the toggle — Wire the toggle (step_2)\n  [ ] Test\\u{1b}[2J (step_3)",
     /// );
     /// assert_eq!(Style::plain(80).render_tasks(&[]), "tasks: none");
     /// ```
@@ -40,14 +40,23 @@ impl Style {
             .count();
         let mut lines = vec![format!("tasks ({done}/{} completed):", tasks.len())];
         for task in tasks {
-            let (mark, text) = match task.status {
-                TaskStatus::Completed => ("[x]", &task.content),
-                TaskStatus::InProgress => ("[~]", &task.active_form),
-                TaskStatus::Pending => ("[ ]", &task.content),
+            let mark = match task.status {
+                TaskStatus::Completed => "[x]",
+                TaskStatus::InProgress => "[~]",
+                TaskStatus::Pending => "[ ]",
+            };
+            let content = neutralize_line_within(&task.content, MAX_TASK_CHARS);
+            // In progress, the task shows its `activeForm` and its content: the form alone
+            // could hide what the task does.
+            let text = match task.status {
+                TaskStatus::InProgress if task.active_form != task.content => format!(
+                    "{} — {content}",
+                    neutralize_line_within(&task.active_form, MAX_TASK_CHARS)
+                ),
+                _ => content.into_owned(),
             };
             let line = format!(
-                "{mark} {} ({})",
-                neutralize_line_within(text, MAX_TASK_CHARS),
+                "{mark} {text} ({})",
                 neutralize_line_within(&task.id, MAX_TASK_CHARS)
             );
             let line = match (self.color, task.status) {

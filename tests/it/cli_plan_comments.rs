@@ -217,7 +217,7 @@ $ decide --approve --comment 4:x
 exit 2
 --- stdout
 --- stderr
-error: malformed resume data: an approval carries no plan comments: `comments` go with a rejection (the model revises)
+error: --comment goes with --reject of a plan, not with --approve: nothing was decided
 
 
 "#]],

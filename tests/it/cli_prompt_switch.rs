@@ -98,7 +98,7 @@ fn a_switch_at_the_prompt_of_a_stored_run_is_saved_and_the_model_is_told() {
 exit 0
 --- stdout
 --- stderr
-no pending plans or tool calls
+nothing pending: no plan, tool call or question waits
 
 "#]],
     );

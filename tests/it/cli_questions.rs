@@ -90,7 +90,14 @@ fn pending_lists_a_question_and_decide_answer_carries_the_run_on() {
             stderr(&approved)
         );
 
-        let out = world.decide(&session, &["--answer", "a", "--answer", "c"]);
+        // Trial 5 (L5): the refusal lists the labels and numbers.
+        assert!(
+            stderr(&refused).contains("(`a`, `b`, `c`) or its number (1 to 3)"),
+            "{kind}: {}",
+            stderr(&refused)
+        );
+        // An option's number, as the prompt takes it, or its label.
+        let out = world.decide(&session, &["--answer", "1", "--answer", "c"]);
         assert_eq!(out.status.code(), Some(DONE), "{kind}: {}", stderr(&out));
         assert!(world.pending_json().is_empty(), "{kind}");
         assert_eq!(tool_results(&world, 1), ["The user chose: a, c"], "{kind}");
@@ -316,6 +323,112 @@ fn decide_flags_that_do_not_fit_a_question_are_refused_by_their_own_name() {
     assert_eq!(world.server.served(), 1);
 }
 
+/// Trial 5 (M3): a flag that does not go with the verdict given is refused (exit 2), naming
+/// it, and nothing is answered, whatever the combination: `--to`, `--plan-file`, `--comment`,
+/// `--model-for-next` and `--feedback` with an answer; `--to`, `--plan-file` and
+/// `--model-for-next` with a rejection. Before, `--answer bob --to build --plan-file
+/// /etc/passwd` answered and dropped the two flags without a word.
+#[test]
+fn decide_refuses_every_flag_that_does_not_go_with_its_verdict_and_answers_nothing() {
+    let world = World::with_config(
+        stores()[0],
+        CONFIG,
+        vec![ask(json!({ "question": "Name?" })), text("Thanks.")],
+    );
+    let (out, session) = world.run_stored("go");
+    assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
+    let edited = world.ws.path().join("edited.md");
+    std::fs::write(&edited, "# Plan\n\n1. Step.\n").expect("plan");
+    let edited = edited.to_str().expect("utf-8");
+    let before = world.pending_json();
+    let extras: [&[&str]; 5] = [
+        &["--to", "build"],
+        &["--plan-file", edited],
+        &["--comment", "1:x"],
+        &["--model-for-next", "scripted"],
+        &["--feedback", "x"],
+    ];
+    let mut tried = Vec::new();
+    for verdict in [&["--answer", "bob"][..], &["--answer-json", "\"bob\""][..]] {
+        for extra in extras {
+            tried.push([verdict, extra].concat());
+        }
+    }
+    for extra in &extras[..2] {
+        tried.push([&["--reject"][..], extra].concat());
+    }
+    tried.push(vec!["--reject", "--model-for-next", "scripted"]);
+    for flags in tried {
+        let out = world.decide(&session, &flags);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(INVALID), "{flags:?}: {err}");
+        let named = flags
+            .iter()
+            .rev()
+            .find(|f| f.starts_with("--") && !["--answer", "--answer-json", "--reject"].contains(f))
+            .expect("a flag");
+        assert!(err.contains(named), "{flags:?} names {named}: {err}");
+        assert_eq!(world.pending_json(), before, "{flags:?}: nothing changed");
+        assert_eq!(world.server.served(), 1, "{flags:?}: nothing answered");
+    }
+    let out = world.decide(&session, &["--answer", "bob"]);
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    assert_eq!(tool_results(&world, 1), ["The user answered: bob"]);
+}
+
+/// Trial 5 (L8): an answer that loses the race (another `decide` answered the question after
+/// this one loaded the session) is refused in words about the question, not a plan.
+#[test]
+fn an_answer_that_loses_the_race_speaks_of_the_question() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::process::{Command, Stdio};
+    let world = World::with_config(
+        stores()[0],
+        CONFIG,
+        vec![ask(json!({ "question": "Name?" })), text("Thanks.")],
+    );
+    let (out, session) = world.run_stored("go");
+    assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
+    let mut slow = Command::new(env!("CARGO_BIN_EXE_agent-controller"));
+    slow.arg("decide")
+        .arg("--config")
+        .arg(&world.config)
+        .args([
+            "--model",
+            "openai/test-model",
+            "--store",
+            &world.spec,
+            &session,
+        ])
+        .envs(world.server.env())
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut slow = slow.spawn().expect("spawn");
+    let mut err = BufReader::new(slow.stderr.take().expect("stderr"));
+    // The prompt shows the question once the session is loaded.
+    let mut seen = String::new();
+    while !seen.contains("Name?") {
+        let mut line = String::new();
+        assert!(err.read_line(&mut line).expect("read") > 0, "{seen}");
+        seen.push_str(&line);
+    }
+    let fast = world.decide(&session, &["--answer", "alice"]);
+    assert_eq!(fast.status.code(), Some(DONE), "{}", stderr(&fast));
+    let mut stdin = slow.stdin.take().expect("stdin");
+    stdin.write_all(b"bob\n").expect("answer");
+    drop(stdin);
+    err.read_to_string(&mut seen).expect("read");
+    let status = slow.wait().expect("wait");
+    assert_eq!(status.code(), Some(common::cli::REFUSED), "{seen}");
+    assert!(
+        seen.contains("the question was answered or declined by someone else"),
+        "{seen}"
+    );
+    assert!(!seen.contains("the plan was"), "{seen}");
+}
+
 #[test]
 fn a_question_or_label_of_invisible_characters_is_blank_for_the_model() {
     // L1: a question of zero-width spaces or a Hangul filler, and an option labelled with a
@@ -339,6 +452,30 @@ fn a_question_or_label_of_invisible_characters_is_blank_for_the_model() {
             "{args}: {results:?}"
         );
     }
+}
+
+/// Trial 5 (L12): a question of 20 options, each with a long description, is listed with
+/// every option: each description is cut on its own, saying so, never the list of options.
+#[test]
+fn pending_lists_every_option_of_a_question_cutting_only_descriptions() {
+    let options: Vec<Value> = (1..=20)
+        .map(|k| json!({ "label": format!("o{k}"), "description": "d".repeat(1_000) }))
+        .collect();
+    let world = World::with_config(
+        stores()[0],
+        CONFIG,
+        vec![ask(json!({ "question": "pick", "options": options }))],
+    );
+    let (out, _) = world.run_stored("Pick");
+    assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
+    let text = stdout(&pending(&world.spec, false));
+    for k in 1..=20 {
+        assert!(
+            text.contains(&format!("{k}. \"o{k}\" (\"d")),
+            "option {k}: {text}"
+        );
+    }
+    assert_eq!(text.matches("characters not shown").count(), 20, "{text}");
 }
 
 #[test]

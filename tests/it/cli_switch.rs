@@ -59,7 +59,7 @@ session [SESSION]: mode plan -> build (switched by hand)
 exit 0
 --- stdout
 --- stderr
-no pending plans or tool calls
+nothing pending: no plan, tool call or question waits
 
 "#]],
     );

@@ -379,11 +379,7 @@ $ decide --reject --always
 exit 2
 --- stdout
 --- stderr
-error: the argument '--reject' cannot be used with '--always'
-
-Usage: agent-controller decide --store <STORE> --config <CONFIG> --workspace <WORKSPACE> --model <MODEL> --reject <SESSION>
-
-For more information, try '--help'.
+error: --always goes with --approve of a tool call, not with --reject: nothing was decided
 
 
 "#]],

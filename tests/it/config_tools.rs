@@ -228,7 +228,10 @@ availableTools = ["read_file", "write_file"]
     let text = stdout(&out);
     assert!(text.contains("ok, 3 modes, 1 warning"), "{text}");
     assert!(
-        text.contains("  review (review) [planning]  tools: all read-only and plan tools"),
+        // Trial 5 (L13): the built-in tools such a mode offers are named.
+        text.contains(
+            "  review (review) [planning]  tools: all read-only and plan tools (ask_user among them)"
+        ),
         "{text}"
     );
 }

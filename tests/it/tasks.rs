@@ -372,6 +372,53 @@ async fn an_approved_plan_seeds_the_list_of_a_mode_that_offers_the_task_tools() 
     assert_eq!(session.tasks()[0].status, TaskStatus::Completed);
 }
 
+/// Trial 5 (M2): a plan of more steps than a list holds seeds the first ones, and the
+/// approval's result says how many the plan has and that the rest are not in the list; a step
+/// cut at the bound ends in `…` and is named. Before, the model read "The plan's 200
+/// numbered steps" of a plan of 250, and a cut step carried no mark.
+#[tokio::test]
+async fn a_plan_longer_than_the_list_says_what_was_left_out_and_cut() {
+    let mut plan = String::from("# Many\n\n");
+    plan.push_str(&format!("1. {}\n", "x".repeat(5_000)));
+    for k in 2..=250 {
+        plan.push_str(&format!("{k}. step {k}\n"));
+    }
+    let s = Setup::new(
+        vec![
+            calls([submit("call_1", ".agent/plans/many.md")]),
+            text("built"),
+        ],
+        None,
+    )
+    .await;
+    s.ws.plan("many.md", &plan);
+    let mut session = s.session("plan").await;
+    session.send_message("go").await.expect("run");
+    session
+        .decide("decision_1", Decision::approve())
+        .await
+        .expect("approve");
+    assert_eq!(session.tasks().len(), 200);
+    assert!(session.tasks()[0].content.ends_with('…'));
+    assert_eq!(session.tasks()[0].content.chars().count(), 2_000);
+    let results = s.tool_results(1).await;
+    let told = &results[0];
+    assert!(
+        told.contains("Only the first 200 of the plan's 250 numbered steps are now your task list"),
+        "{told}"
+    );
+    assert!(
+        told.contains(
+            "The plan's other 50 numbered steps (from its step number 201 on) are not in the list"
+        ),
+        "{told}"
+    );
+    assert!(
+        told.contains("The text of `step_1` was cut at 2000 characters"),
+        "{told}"
+    );
+}
+
 #[tokio::test]
 async fn a_plan_approved_into_a_mode_without_the_task_tools_seeds_nothing() {
     const NO_TASKS: &str = r#"
@@ -414,7 +461,8 @@ availableTools = ["read_file"]
     assert!(!recorder.kinds().contains(&"tasks_updated"));
 }
 
-/// `run` shows each change of the list as a checklist; `--json` prints `tasks_updated` whole.
+/// `run` shows each change of the list as a checklist (the task in progress with its
+/// `activeForm` and its content, trial 5 L2); `--json` prints `tasks_updated` whole.
 #[cfg(feature = "cli")]
 #[test]
 fn the_cli_shows_the_list_as_a_checklist_and_json_carries_it_whole() {
@@ -440,7 +488,14 @@ fn the_cli_shows_the_list_as_a_checklist_and_json_carries_it_whole() {
     let shown = stdout(&out);
     assert!(
         shown.contains(
-            "tasks (1/3 completed):\n  [x] Read the code (a)\n  [~] Fixing the bug\\u{1b}[2J (b)\n  [ ] Test it (c)\n"
+            "tasks (1/3 completed):\n  [x] Read the code (a)\n  [~] Fixing the bug\\u{1b}[2J — Fix the bug (b)\n  [ ] Test it (c)\n"
+        ),
+        "{shown}"
+    );
+    // Trial 5 (L11): the tool's result of several lines is shown as lines, as submit_plan's.
+    assert!(
+        shown.contains(
+            "tool task_write ok: Task list written. [1/3 completed]\n  [x] a: Read the code\n  [~] b: Fix the bug\n"
         ),
         "{shown}"
     );
