@@ -2653,7 +2653,7 @@ tool submit_plan ok: Plan approved. Proceed with implementation following the ap
   ----- approved plan -----
   (the approved plan, 6 lines, as shown above; `--json` has them)
   ----- end of approved plan [SHA256] -----
-  The plan's 3 numbered steps are now your task list, all pending (ids `step_1` to `step_3`): mark each in_progress with task_update before you start it, and task_complete when it is done.
+  The plan's 3 numbered steps are now your task list, all pending (ids `step_1` to `step_3`). Mark each in_progress with task_update before you start it, and task_complete when it is done.
 mode changed: plan -> build (plan_approved)
 tasks (0/3 completed):
   [ ] Read the code this change touches. (step_1)
