@@ -433,9 +433,11 @@ pub enum Suspension {
     /// A tool call that waits for approval.
     ToolCall(ToolCallPayload),
     /// A call its tool suspended, waiting for the user's answer: its `kind` (the payload's own
-    /// field) is `question` for `ask_user`, `suspension` for any other tool.
+    /// field) is `question` for `ask_user`, `suspension` for any other tool. Shared
+    /// (`Arc`): the event, the session's pending decision and the run's outcome hold the one
+    /// payload, which is not copied for each.
     #[serde(untagged)]
-    Tool(ToolSuspendPayload),
+    Tool(Arc<ToolSuspendPayload>),
 }
 
 /// Which kind of tool suspension waits: a question of the built-in `ask_user`, or the
@@ -785,7 +787,7 @@ impl Suspension {
     /// The tool's own suspension (a question of `ask_user`, or another tool's), if it is one.
     pub fn as_tool(&self) -> Option<&ToolSuspendPayload> {
         match self {
-            Suspension::Tool(t) => Some(t),
+            Suspension::Tool(t) => Some(t.as_ref()),
             Suspension::Plan(_) | Suspension::ToolCall(_) => None,
         }
     }

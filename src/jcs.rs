@@ -19,7 +19,8 @@ use serde_json::Value;
 /// assert_eq!(jcs::to_string(&value), r#"{"a":"€\n","b":[1.5,0.002,1e+30]}"#);
 /// ```
 pub fn to_string(value: &Value) -> String {
-    let mut out = String::new();
+    // Room for the arguments of most calls and the payload of most questions, grown beyond.
+    let mut out = String::with_capacity(256);
     write_value(&mut out, value);
     out
 }
@@ -38,13 +39,15 @@ pub fn to_string(value: &Value) -> String {
 /// ```
 pub fn sha256(value: &Value) -> String {
     use sha2::{Digest, Sha256};
-    use std::fmt::Write;
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let digest = Sha256::digest(to_string(value).as_bytes());
     // Lowercase hex, written here: `exchange::args` uses this module, so it uses nothing of
-    // `exchange`. Into one string (a `format!` a byte was 32 allocations a hash).
+    // `exchange`. Into one string, two digits a byte (a `format!` a byte was 32 allocations a
+    // hash, and `write!` a third of the hash's cost).
     let mut hex = String::with_capacity(64);
     for byte in digest {
-        let _ = write!(hex, "{byte:02x}");
+        hex.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        hex.push(char::from(DIGITS[usize::from(byte & 0xf)]));
     }
     hex
 }
@@ -67,21 +70,49 @@ fn write_value(out: &mut String, value: &Value) {
             out.push(']');
         }
         Value::Object(members) => {
-            let mut sorted: Vec<(&String, &Value)> = members.iter().collect();
-            // By UTF-16 code units, as RFC 8785 section 3.2.3 says (not by UTF-8 bytes: they
-            // differ for characters beyond U+FFFF against U+E000..U+FFFF).
-            sorted.sort_by(|(a, _), (b, _)| a.encode_utf16().cmp(b.encode_utf16()));
             out.push('{');
-            for (i, (name, member)) in sorted.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_string(out, name);
-                out.push(':');
-                write_value(out, member);
+            // By UTF-16 code units, as RFC 8785 section 3.2.3 says (not by UTF-8 bytes: they
+            // differ for characters beyond U+FFFF against U+E000..U+FFFF). ASCII names in byte
+            // order, as serde_json's map keeps them, are in that order already: no sorted copy.
+            if in_order(members) {
+                write_members(out, members.iter());
+            } else {
+                let mut sorted: Vec<(&String, &Value)> = members.iter().collect();
+                sorted.sort_by(|(a, _), (b, _)| a.encode_utf16().cmp(b.encode_utf16()));
+                write_members(out, sorted.into_iter());
             }
             out.push('}');
         }
+    }
+}
+
+/// Whether the members of an object are in canonical order as they are: names in ASCII (whose
+/// bytes and UTF-16 code units order alike) in ascending order, as serde_json's sorted map
+/// keeps them (its `preserve_order` map keeps them as they came).
+fn in_order(members: &serde_json::Map<String, Value>) -> bool {
+    members.keys().all(|name| name.is_ascii()) && members.keys().is_sorted()
+}
+
+/// Whether `value` reads back as itself from its canonical text ([`to_string`]): every number
+/// an integer (a fraction or `-0` is written anew, `1.0` as `1`), and every object's members
+/// in canonical order already. Strings, booleans and `null` always do.
+pub(crate) fn is_canonical(value: &Value) -> bool {
+    match value {
+        Value::Number(n) => n.is_i64() || n.is_u64(),
+        Value::Array(items) => items.iter().all(is_canonical),
+        Value::Object(members) => in_order(members) && members.values().all(is_canonical),
+        Value::Null | Value::Bool(_) | Value::String(_) => true,
+    }
+}
+
+fn write_members<'a>(out: &mut String, members: impl Iterator<Item = (&'a String, &'a Value)>) {
+    for (i, (name, member)) in members.enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_string(out, name);
+        out.push(':');
+        write_value(out, member);
     }
 }
 
@@ -90,19 +121,36 @@ fn write_value(out: &mut String, value: &Value) {
 /// as is.
 fn write_string(out: &mut String, s: &str) {
     out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{8}' => out.push_str("\\b"),
-            '\t' => out.push_str("\\t"),
-            '\n' => out.push_str("\\n"),
-            '\u{c}' => out.push_str("\\f"),
-            '\r' => out.push_str("\\r"),
-            c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
-            c => out.push(c),
-        }
+    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        // Nothing to escape, as in most names and texts.
+        out.push_str(s);
+        out.push('"');
+        return;
     }
+    // The text between escapes is copied a run at a time. Every escaped character is ASCII,
+    // and no byte of a multi-byte UTF-8 character is, so a byte at a time finds them all.
+    let mut copied = 0;
+    for (i, byte) in s.bytes().enumerate() {
+        let escape = match byte {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            0x08 => "\\b",
+            b'\t' => "\\t",
+            b'\n' => "\\n",
+            0x0c => "\\f",
+            b'\r' => "\\r",
+            0x00..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&s[copied..i]);
+        if escape.is_empty() {
+            out.push_str(&format!("\\u{byte:04x}"));
+        } else {
+            out.push_str(escape);
+        }
+        copied = i + 1;
+    }
+    out.push_str(&s[copied..]);
     out.push('"');
 }
 
@@ -194,6 +242,34 @@ fn even_on_a_tie(x: f64, digits: String, exponent: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A value found canonical reads back from its canonical text as itself; one that is not
+    /// reads back as another value, or as itself only by chance of the map's order.
+    #[test]
+    fn a_value_found_canonical_is_its_own_round_trip() {
+        let cases = [
+            (
+                r#"{"a": [1, "x\u0001\"\\", -3], "b": null, "c": true}"#,
+                true,
+            ),
+            (
+                r#"{"options": [{"label": "é"}], "question": "Which? \ud83d\ude00"}"#,
+                true,
+            ),
+            (r#"{"n": 1.0}"#, false),
+            (r#"{"n": -0.0}"#, false),
+            (r#"{"\ue000": 1, "\ud83d\ude00": 2}"#, false),
+        ];
+        for (text, canonical) in cases {
+            let value: Value = serde_json::from_str(text).expect("json");
+            assert_eq!(is_canonical(&value), canonical, "{text}");
+            let back: Value = serde_json::from_str(&to_string(&value)).expect("reads back");
+            if canonical {
+                assert_eq!(back, value, "{text}");
+                assert_eq!(to_string(&back), to_string(&value), "{text}");
+            }
+        }
+    }
 
     /// RFC 8785 appendix B: IEEE 754 doubles (as bits) and their ECMAScript text.
     #[test]

@@ -946,7 +946,7 @@ impl Session {
             PendingDecision::Suspension(PendingSuspension {
                 run_id: Arc::from(p.run_id),
                 tool_call_id: p.tool_call_id,
-                payload: p.suspend_payload,
+                payload: Arc::new(p.suspend_payload),
                 decided: p.decided,
                 answer: p.answer,
                 feedback: p.feedback,
@@ -986,7 +986,7 @@ impl Session {
             id: Arc::from(record.session_id),
             state: State {
                 mode,
-                messages: record.messages,
+                messages: Arc::new(record.messages),
                 counter: record.run_counter,
                 run: record.run.map(|r| (Arc::from(r.run_id), r.state)),
                 pending,
@@ -2198,7 +2198,7 @@ impl Session {
                     pending_suspensions.push(PendingSuspensionRecord {
                         run_id: s.run_id.to_string(),
                         tool_call_id: s.tool_call_id.clone(),
-                        suspend_payload: s.payload.clone(),
+                        suspend_payload: (*s.payload).clone(),
                         decided: s.decided.clone(),
                         answer: s.answer.clone(),
                         feedback: s.feedback.clone(),
@@ -2212,7 +2212,7 @@ impl Session {
             version: self.version + 1,
             config_fingerprint: self.shared.fingerprint.clone(),
             mode_id: self.shared.graph.mode(state.mode).id().to_owned(),
-            messages: state.messages.clone(),
+            messages: state.messages.to_vec(),
             run_counter: state.counter,
             run: state.run.as_ref().map(|(run_id, run_state)| {
                 let lease = state

@@ -164,6 +164,7 @@
 //! test ([`Harness::step`] after each transition); the crate's `tests/it/transitions.rs` does this
 //! for generated configs.
 
+mod ask;
 mod configs;
 mod conformance;
 mod edges;
@@ -186,6 +187,7 @@ use proptest::test_runner::{
 };
 use proptest_state_machine::Sequential;
 
+pub use self::ask::{AnswerChoice, Ask, CONFIRM_TOOL, ConfirmTool, QUESTION, QUESTION_OPTIONS};
 pub use self::configs::{
     ConfigLimits, ConfigSpec, InvalidConfig, MAX_MODES, ModeSpec, Mutation, invalid_configs,
     realistic_configs, valid_configs,
@@ -201,12 +203,11 @@ pub use self::facts::{
 };
 pub use self::harness::{Aspect, Divergence, Harness, HarnessError, Invariant, Setup};
 pub use self::reference::{
-    Action, AnswerChoice, CLOCK_START_MS, Call, CallPath, Decided, EditedPlan, Expected, Feedback,
+    Action, CLOCK_START_MS, Call, CallPath, Decided, EditedPlan, Expected, Feedback,
     ModelAllowance, ModelTask, NARROWING, Offered, Op, Outcome, PLAN_COUNT, PendingPlan, PlanFile,
-    QUESTION, QUESTION_OPTIONS, ReferenceSession, Refusal, Reply, ResultKind, Revision,
-    RevokeChoice, RunRef, ScriptedCall, ShaChoice, Step, Subject, TaskCall, Then, Trace, Until,
-    WaitingCall, edited_plan_sha256, edited_plan_text, plan_sha256, plan_text, question_args,
-    question_sha256, tool_args_sha256,
+    ReferenceSession, Refusal, Reply, ResultKind, Revision, RevokeChoice, RunRef, ScriptedCall,
+    ShaChoice, Step, Subject, TaskCall, Then, Trace, Until, WaitingCall, edited_plan_sha256,
+    edited_plan_text, plan_sha256, plan_text, tool_args_sha256,
 };
 use crate::config::{self, ConfigError};
 use crate::controller::AgentController;

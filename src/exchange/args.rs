@@ -103,6 +103,10 @@ pub fn check(value: &Value) -> Result<(), ArgsError> {
 /// ```
 pub fn normalize(value: Value) -> Result<Value, ArgsError> {
     check(&value)?;
+    if crate::jcs::is_canonical(&value) {
+        // Its round trip is itself: no need to write and read it.
+        return Ok(value);
+    }
     // Canonical text of a checked value always reads back (depth ≤ MAX_DEPTH, finite numbers).
     Ok(serde_json::from_str(&crate::jcs::to_string(&value)).unwrap_or(value))
 }

@@ -72,14 +72,73 @@ impl At<'_> {
     }
 }
 
+/// The keywords of a schema object the check reads, found in one pass over its members (a
+/// lookup of each of some twenty keywords, most of them absent, was most of the check's cost).
+#[derive(Default)]
+struct Keywords<'a> {
+    types: Option<&'a Value>,
+    options: Option<&'a Value>,
+    constant: Option<&'a Value>,
+    properties: Option<&'a Value>,
+    required: Option<&'a Value>,
+    additional: Option<&'a Value>,
+    items: Option<&'a Value>,
+    min_items: Option<&'a Value>,
+    max_items: Option<&'a Value>,
+    unique_items: Option<&'a Value>,
+    min_length: Option<&'a Value>,
+    max_length: Option<&'a Value>,
+    minimum: Option<&'a Value>,
+    maximum: Option<&'a Value>,
+    exclusive_minimum: Option<&'a Value>,
+    exclusive_maximum: Option<&'a Value>,
+    all_of: Option<&'a Value>,
+    any_of: Option<&'a Value>,
+    one_of: Option<&'a Value>,
+    not: Option<&'a Value>,
+}
+
+impl<'a> Keywords<'a> {
+    fn of(schema: &'a serde_json::Map<String, Value>) -> Self {
+        let mut found = Keywords::default();
+        for (name, value) in schema {
+            let slot = match name.as_str() {
+                "type" => &mut found.types,
+                "enum" => &mut found.options,
+                "const" => &mut found.constant,
+                "properties" => &mut found.properties,
+                "required" => &mut found.required,
+                "additionalProperties" => &mut found.additional,
+                "items" => &mut found.items,
+                "minItems" => &mut found.min_items,
+                "maxItems" => &mut found.max_items,
+                "uniqueItems" => &mut found.unique_items,
+                "minLength" => &mut found.min_length,
+                "maxLength" => &mut found.max_length,
+                "minimum" => &mut found.minimum,
+                "maximum" => &mut found.maximum,
+                "exclusiveMinimum" => &mut found.exclusive_minimum,
+                "exclusiveMaximum" => &mut found.exclusive_maximum,
+                "allOf" => &mut found.all_of,
+                "anyOf" => &mut found.any_of,
+                "oneOf" => &mut found.one_of,
+                "not" => &mut found.not,
+                _ => continue,
+            };
+            *slot = Some(value);
+        }
+        found
+    }
+}
+
 fn check(value: &Value, schema: &Value, at: &At<'_>) -> Result<(), String> {
     let schema = match schema {
         Value::Bool(true) => return Ok(()),
         Value::Bool(false) => return Err(format!("{} is not allowed", subject(at))),
-        Value::Object(schema) => schema,
+        Value::Object(schema) => Keywords::of(schema),
         _ => return Ok(()),
     };
-    if let Some(types) = schema.get("type") {
+    if let Some(types) = schema.types {
         let fits = match types {
             Value::String(t) => has_type(value, t),
             Value::Array(ts) => ts
@@ -106,7 +165,7 @@ fn check(value: &Value, schema: &Value, at: &At<'_>) -> Result<(), String> {
             ));
         }
     }
-    if let Some(Value::Array(options)) = schema.get("enum")
+    if let Some(Value::Array(options)) = schema.options
         && !options.contains(value)
     {
         return Err(format!(
@@ -114,7 +173,7 @@ fn check(value: &Value, schema: &Value, at: &At<'_>) -> Result<(), String> {
             subject(at)
         ));
     }
-    if let Some(constant) = schema.get("const")
+    if let Some(constant) = schema.constant
         && constant != value
     {
         return Err(format!(
@@ -124,8 +183,8 @@ fn check(value: &Value, schema: &Value, at: &At<'_>) -> Result<(), String> {
     }
     match value {
         Value::Object(members) => {
-            let properties = schema.get("properties").and_then(Value::as_object);
-            if let Some(Value::Array(required)) = schema.get("required") {
+            let properties = schema.properties.and_then(Value::as_object);
+            if let Some(Value::Array(required)) = schema.required {
                 for name in required.iter().filter_map(Value::as_str) {
                     if !members.contains_key(name) {
                         return Err(format!(
@@ -141,7 +200,7 @@ fn check(value: &Value, schema: &Value, at: &At<'_>) -> Result<(), String> {
                 let path = At::Member(at, name);
                 match properties.and_then(|p| p.get(name)) {
                     Some(sub) => check(member, sub, &path)?,
-                    None => match schema.get("additionalProperties") {
+                    None => match schema.additional {
                         Some(Value::Bool(false)) => {
                             let allowed = properties
                                 .map(|p| {
@@ -166,25 +225,25 @@ fn check(value: &Value, schema: &Value, at: &At<'_>) -> Result<(), String> {
             }
         }
         Value::Array(items) => {
-            if let Some(sub) = schema.get("items") {
+            if let Some(sub) = schema.items {
                 for (i, item) in items.iter().enumerate() {
                     check(item, sub, &At::Item(at, i))?;
                 }
             }
             let len = items.len() as u64;
-            if let Some(min) = count_keyword(schema, "minItems").filter(|m| len < *m) {
+            if let Some(min) = count(schema.min_items).filter(|m| len < *m) {
                 return Err(format!(
                     "{} has too few items: {len}, at least {min}",
                     subject(at)
                 ));
             }
-            if let Some(max) = count_keyword(schema, "maxItems").filter(|m| len > *m) {
+            if let Some(max) = count(schema.max_items).filter(|m| len > *m) {
                 return Err(format!(
                     "{} has too many items: {len}, at most {max}",
                     subject(at)
                 ));
             }
-            if schema.get("uniqueItems") == Some(&Value::Bool(true)) {
+            if schema.unique_items == Some(&Value::Bool(true)) {
                 // Compared in canonical form (JCS), so key order does not hide a repeat.
                 let mut seen = std::collections::HashSet::new();
                 if let Some(i) = items
@@ -201,13 +260,13 @@ fn check(value: &Value, schema: &Value, at: &At<'_>) -> Result<(), String> {
         }
         Value::String(text) => {
             let len = text.chars().count() as u64;
-            if let Some(min) = count_keyword(schema, "minLength").filter(|m| len < *m) {
+            if let Some(min) = count(schema.min_length).filter(|m| len < *m) {
                 return Err(format!(
                     "{} is too short: {len} characters, at least {min}",
                     subject(at)
                 ));
             }
-            if let Some(max) = count_keyword(schema, "maxLength").filter(|m| len > *m) {
+            if let Some(max) = count(schema.max_length).filter(|m| len > *m) {
                 return Err(format!(
                     "{} is too long: {len} characters, at most {max}",
                     subject(at)
@@ -216,11 +275,11 @@ fn check(value: &Value, schema: &Value, at: &At<'_>) -> Result<(), String> {
         }
         Value::Number(n) => {
             let n = n.as_f64().unwrap_or(0.0);
-            let bound = |key: &str| schema.get(key).and_then(Value::as_f64);
-            let out = bound("minimum").is_some_and(|m| n < m)
-                || bound("maximum").is_some_and(|m| n > m)
-                || bound("exclusiveMinimum").is_some_and(|m| n <= m)
-                || bound("exclusiveMaximum").is_some_and(|m| n >= m);
+            let bound = |keyword: Option<&Value>| keyword.and_then(Value::as_f64);
+            let out = bound(schema.minimum).is_some_and(|m| n < m)
+                || bound(schema.maximum).is_some_and(|m| n > m)
+                || bound(schema.exclusive_minimum).is_some_and(|m| n <= m)
+                || bound(schema.exclusive_maximum).is_some_and(|m| n >= m);
             if out {
                 return Err(format!(
                     "{} is outside the range the tool's input schema allows",
@@ -230,12 +289,12 @@ fn check(value: &Value, schema: &Value, at: &At<'_>) -> Result<(), String> {
         }
         _ => {}
     }
-    if let Some(Value::Array(all)) = schema.get("allOf") {
+    if let Some(Value::Array(all)) = schema.all_of {
         for sub in all {
             check(value, sub, at)?;
         }
     }
-    if let Some(Value::Array(any)) = schema.get("anyOf")
+    if let Some(Value::Array(any)) = schema.any_of
         && !any.iter().any(|sub| check(value, sub, at).is_ok())
     {
         return Err(format!(
@@ -243,7 +302,7 @@ fn check(value: &Value, schema: &Value, at: &At<'_>) -> Result<(), String> {
             subject(at)
         ));
     }
-    if let Some(Value::Array(one)) = schema.get("oneOf")
+    if let Some(Value::Array(one)) = schema.one_of
         && one
             .iter()
             .filter(|sub| check(value, sub, at).is_ok())
@@ -255,7 +314,7 @@ fn check(value: &Value, schema: &Value, at: &At<'_>) -> Result<(), String> {
             subject(at)
         ));
     }
-    if let Some(not) = schema.get("not")
+    if let Some(not) = schema.not
         && check(value, not, at).is_ok()
     {
         return Err(format!(
@@ -266,9 +325,9 @@ fn check(value: &Value, schema: &Value, at: &At<'_>) -> Result<(), String> {
     Ok(())
 }
 
-/// The whole-number keyword `key` of `schema` (`minItems`, `maxLength`, ...), if it has one.
-fn count_keyword(schema: &serde_json::Map<String, Value>, key: &str) -> Option<u64> {
-    schema.get(key).and_then(Value::as_u64)
+/// The value of a whole-number keyword (`minItems`, `maxLength`, ...), if the schema has it.
+fn count(keyword: Option<&Value>) -> Option<u64> {
+    keyword.and_then(Value::as_u64)
 }
 
 fn has_type(value: &Value, name: &str) -> bool {

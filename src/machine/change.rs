@@ -141,9 +141,7 @@ impl Change<'_> {
         let Some(notice) = self.mode_notice(target, reason) else {
             return false;
         };
-        self.state
-            .messages
-            .push(Message::System { content: notice });
+        self.state.push_message(Message::System { content: notice });
         self.enter_mode(target, reason);
         true
     }
@@ -218,7 +216,7 @@ impl Change<'_> {
             is_error: output.is_error,
             decision,
         });
-        self.state.messages.push(Message::Tool {
+        self.state.push_message(Message::Tool {
             tool_call_id: call.call_id,
             tool_name: call.name,
             content: output.content,

@@ -365,8 +365,9 @@ impl Change<'_> {
         for call in calls {
             let call = match call {
                 PendingDecision::ToolCall(call) => call,
-                PendingDecision::Suspension(suspended) => {
-                    let Some(record) = suspended.decided.clone() else {
+                PendingDecision::Suspension(mut suspended) => {
+                    // Taken, not copied: the record goes on with the answer (or the result).
+                    let Some(record) = suspended.decided.take() else {
                         continue;
                     };
                     self.state.history.push(record.clone());

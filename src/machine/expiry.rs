@@ -432,7 +432,7 @@ impl super::change::Change<'_> {
                 decision: Some(answer.record.clone()),
             });
             let (message, decided) = answer.into_parts();
-            self.state.messages.push(message);
+            self.state.push_message(message);
             self.state.history.push(decided);
         }
         self.close_run(run_id, expiry.ends, None);

@@ -597,7 +597,7 @@ mod tests {
         assert_eq!(rig.take_kinds(), ["agent_end"]);
         assert_eq!(rig.state.run, Some((run.clone(), RunState::Completed)));
         assert_eq!(
-            rig.state.messages,
+            *rig.state.messages,
             [
                 Message::User {
                     content: "hello".to_owned()

@@ -438,7 +438,8 @@ impl PendingDecision {
 pub struct PendingSuspension {
     pub(crate) run_id: Arc<str>,
     pub(crate) tool_call_id: String,
-    pub(crate) payload: ToolSuspendPayload,
+    /// Shared with the `tool_suspended` event and the run's outcome: never copied.
+    pub(crate) payload: Arc<ToolSuspendPayload>,
     pub(crate) decided: Option<DecidedRecord>,
     pub(crate) answer: Option<Value>,
     pub(crate) feedback: Option<String>,

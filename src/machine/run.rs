@@ -146,7 +146,7 @@ impl Change<'_> {
         calls.iter_mut().for_each(|call| take_args(&mut call.args));
         unique_call_ids(&mut calls);
         if calls.is_empty() {
-            self.state.messages.push(Message::Assistant {
+            self.state.push_message(Message::Assistant {
                 content: reply.text.clone(),
                 tool_calls: Vec::new(),
             });
@@ -156,7 +156,7 @@ impl Change<'_> {
             };
         }
         // The conversation keeps the calls; the driver reads them from there (no copy).
-        self.state.messages.push(Message::Assistant {
+        self.state.push_message(Message::Assistant {
             content: reply.text,
             tool_calls: calls,
         });
@@ -280,7 +280,7 @@ impl Change<'_> {
         self.state.run = Some((run_id.clone(), RunState::Running));
         // A run started by a message is saved when it suspends or ends, and has no lease.
         self.drop_lease();
-        self.state.messages.push(Message::User { content: text });
+        self.state.push_message(Message::User { content: text });
         self.agent_start(&run_id);
         run_id
     }
@@ -329,7 +329,7 @@ impl Change<'_> {
                 waiting.tool_call_id().to_owned(),
                 waiting.tool_name().to_owned(),
             );
-            self.state.messages.push(Message::Tool {
+            self.state.push_message(Message::Tool {
                 tool_call_id: tool_call_id.clone(),
                 tool_name: tool_name.clone(),
                 content: content.to_owned(),
@@ -497,7 +497,7 @@ impl Change<'_> {
         let (tool_call_id, tool_name) = (call.id.clone(), call.name.clone());
         let args = call.args.clone();
         self.state.decisions += 1;
-        let payload = ToolSuspendPayload {
+        let payload = Arc::new(ToolSuspendPayload {
             kind: SuspensionKind::of(&tool_name),
             decision_id: decision_id_for(self.state.decisions),
             tool_name: tool_name.clone(),
@@ -506,7 +506,7 @@ impl Change<'_> {
             payload: suspension.payload,
             answer_schema: suspension.answer_schema,
             terms: self.wait_terms(),
-        };
+        });
         self.state
             .pending
             .push(PendingDecision::Suspension(PendingSuspension {

@@ -24,7 +24,10 @@ pub(crate) struct Lease {
 #[derive(Debug, Clone)]
 pub(crate) struct State {
     pub(crate) mode: ModeId,
-    pub(crate) messages: Vec<Message>,
+    /// The conversation, shared copy-on-write ([`State::push_message`]): the copy of the state
+    /// a refusable change is computed on costs no copy of the conversation until the change
+    /// adds to it (a decision on a question adds nothing; the answer's result comes after).
+    pub(crate) messages: Arc<Vec<Message>>,
     /// How many runs were started (the last run is `run_<counter>`).
     pub(crate) counter: u64,
     pub(crate) run: Option<(Arc<str>, RunState)>,
@@ -68,7 +71,7 @@ impl State {
     pub(crate) fn new(mode: ModeId) -> Self {
         Self {
             mode,
-            messages: Vec::new(),
+            messages: Arc::default(),
             counter: 0,
             run: None,
             pending: Vec::new(),
@@ -210,20 +213,30 @@ impl State {
                     .iter()
                     .take_while(|m| matches!(m, Message::Tool { .. }))
                     .count();
-            if let Message::Assistant { tool_calls, .. } = &self.messages[at]
-                && let Some(positions) = result_positions(tool_calls, &self.messages[start..end])
-            {
+            let positions = match &self.messages[at] {
+                Message::Assistant { tool_calls, .. } => {
+                    result_positions(tool_calls, &self.messages[start..end])
+                }
+                _ => None,
+            };
+            if let Some(positions) = positions {
+                let messages = Arc::make_mut(&mut self.messages);
                 let mut block: Vec<(usize, Message)> = positions
                     .into_iter()
-                    .zip(self.messages.drain(start..end))
+                    .zip(messages.drain(start..end))
                     .collect();
                 // Stable: results of one id keep their relative order.
                 block.sort_by_key(|(position, _)| *position);
-                self.messages
-                    .splice(start..start, block.into_iter().map(|(_, m)| m));
+                messages.splice(start..start, block.into_iter().map(|(_, m)| m));
             }
             at = end;
         }
+    }
+
+    /// Adds `message` to the conversation: the state's own copy of it, made now if another
+    /// state shares it (copy-on-write).
+    pub(crate) fn push_message(&mut self, message: Message) {
+        Arc::make_mut(&mut self.messages).push(message);
     }
 }
 
@@ -308,11 +321,32 @@ mod tests {
     /// A state whose conversation is a user message, then `messages`.
     fn after_go(messages: Vec<Message>) -> State {
         let mut state = State::new(ModeId::from_index(0));
-        state.messages = vec![Message::User {
+        state.push_message(Message::User {
             content: "go".to_owned(),
-        }];
-        state.messages.extend(messages);
+        });
+        Arc::make_mut(&mut state.messages).extend(messages);
         state
+    }
+
+    /// The copy a refusable change is computed on shares the conversation; what the copy adds
+    /// never reaches the state it was taken from (a refused change drops the copy).
+    #[test]
+    fn a_copy_shares_the_conversation_until_it_adds_to_it() {
+        let state = after_go(Vec::new());
+        let mut copy = state.clone();
+        assert!(
+            Arc::ptr_eq(&state.messages, &copy.messages),
+            "no copy of the conversation"
+        );
+        copy.push_message(Message::User {
+            content: "more".to_owned(),
+        });
+        assert_eq!(
+            contents(&state.messages),
+            ["user go"],
+            "the state is as it was"
+        );
+        assert_eq!(contents(&copy.messages), ["user go", "user more"]);
     }
 
     #[test]

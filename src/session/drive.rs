@@ -270,11 +270,11 @@ impl Session {
     ) -> Result<RunOutcome, SessionError> {
         self.start_operation();
         let mut suspended: Vec<(usize, usize, Box<ToolSuspension>)> = Vec::new();
-        for (answered_call, record) in answered {
+        for (mut answered_call, record) in answered {
             if self.run_token.is_cancelled() {
                 return self.abort_run(Abort::BeforeApproved(run_id)).await;
             }
-            let answer = answered_call.answer.clone().unwrap_or_default();
+            let answer = answered_call.answer.take().unwrap_or_default();
             let name = answered_call.payload.tool_name.as_str();
             let Some(output) = self
                 .resume_tool(
@@ -292,7 +292,7 @@ impl Session {
                 call: CallRef::new(
                     run_id.clone(),
                     answered_call.tool_call_id,
-                    answered_call.payload.tool_name,
+                    answered_call.payload.tool_name.clone(),
                 ),
                 output: ToolOutput {
                     suspension: None,
@@ -636,7 +636,7 @@ impl Session {
                     }
                     self.state
                         .tool_call(at, next - 1)
-                        .and_then(|call| self.ruling_of(call))
+                        .and_then(|call| self.ruling_again(call))
                 }
                 other => other,
             };
@@ -840,13 +840,28 @@ impl Session {
     /// `None` for a tool the mode does not offer (`availableTools`, which outranks every rule).
     /// Its path arguments are resolved here, in the workspace (the I/O the pure ruling needs).
     fn ruling_of(&self, call: &ToolCall) -> Option<Ruling> {
-        let runtime = self.shared.runtime(self.state.mode);
-        if !runtime.allows(&call.name) {
+        if !self.shared.runtime(self.state.mode).allows(&call.name) {
             return None;
         }
         if let Some(reason) = self.refusal(&call.name, &call.args) {
             return Some(Ruling::Refused(reason));
         }
+        self.ruling_by_rules(call)
+    }
+
+    /// `call`, ruled by [`Session::ruling_of`] before the reply's calls ran, ruled again just
+    /// before it runs: the rules read anew, its paths resolved anew. Its arguments are not
+    /// checked again: neither they, the mode nor its tools' schemas can have changed since.
+    fn ruling_again(&self, call: &ToolCall) -> Option<Ruling> {
+        if !self.shared.runtime(self.state.mode).allows(&call.name) {
+            return None;
+        }
+        self.ruling_by_rules(call)
+    }
+
+    /// How the mode's rules, its `requireApproval` and the allowances in force handle `call`,
+    /// whose arguments were found fit ([`Session::ruling_of`]).
+    fn ruling_by_rules(&self, call: &ToolCall) -> Option<Ruling> {
         let mode = self.shared.graph.mode(self.state.mode);
         // The paths the mode's rules read, and those the patterns of its allowances read.
         let narrowing = crate::allowance::pattern_rules(self.state.allowances_in(mode.id()));

@@ -45,11 +45,12 @@ use std::fmt;
 
 use serde_json::json;
 
+use super::ask::{AnswerChoice, Ask};
 use super::facts::ConfigFacts;
 use super::harness::{Divergence, Harness};
 use super::reference::{
-    AnswerChoice, Call, CallPath, EditedPlan, Op, PlanFile, ReferenceSession, Revision,
-    RevokeChoice, ShaChoice, Subject, Then, Until,
+    Call, CallPath, EditedPlan, Op, PlanFile, ReferenceSession, Revision, RevokeChoice, ShaChoice,
+    Subject, Then, Until,
 };
 use crate::allowance::AllowanceScope;
 use crate::event::RunState;
@@ -57,7 +58,7 @@ use crate::run::DecisionAction;
 use crate::tool::ASK_USER;
 
 /// What the rules of the mode state machine look at: mode, pending target, run state, the tool
-/// calls waiting for approval (each by tool and its decision so far), the allowances in force
+/// calls waiting (each by tool, what it asks and its decision so far), the allowances in force
 /// (by scope, mode and tool), and where the clock stands before the deadline of what waits.
 type Rules = (
     usize,
@@ -108,7 +109,8 @@ fn rules(reference: &ReferenceSession) -> Rules {
         reference
             .waiting()
             .iter()
-            .map(|w| format!("{} {:?}", w.tool, w.decided))
+            // What a waiting call asks is part of its state: the answers that fit differ.
+            .map(|w| format!("{} {:?} {:?}", w.tool, w.asks, w.decided))
             .collect(),
         allowed,
         clock(reference),
@@ -323,9 +325,12 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
     ops.extend(waiting_tools.iter().map(|t| Op::calls([t, t])));
     // Where a mode offers `ask_user`: a question alone, a question beside a call that waits for
     // approval in one reply, and a question before a plan (which is refused beside it).
-    let asks = (0..facts.len()).any(|m| facts.offers(m, ASK_USER) == Some(true));
+    let offered = |ask: Ask| (0..facts.len()).any(|m| facts.offers(m, ask.tool()) == Some(true));
+    let asks = offered(Ask::Select);
     if asks {
         ops.push(Op::ask());
+        // The question's other shapes: several options to pick, and free text.
+        ops.extend([Op::ask_with(Ask::MultiSelect), Op::ask_with(Ask::FreeText)]);
         if let Some(tool) = waiting_tools.first() {
             ops.push(Op::calls([ASK_USER, tool.as_str()]));
         }
@@ -458,7 +463,18 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
         first_call(true, true, approved, ShaChoice::Stale),
         first_call(true, false, rejected, ShaChoice::Matching),
     ]);
-    if asks {
+    // Where a mode offers the kit's own suspending tool: its call alone, and beside a question.
+    let confirms = offered(Ask::Confirm);
+    if confirms {
+        ops.push(Op::ask_with(Ask::Confirm));
+        if asks {
+            ops.push(Op::Message {
+                calls: vec![Call::Ask(Ask::Confirm), Call::Ask(Ask::MultiSelect)],
+                then: Then::Text,
+            });
+        }
+    }
+    if asks || confirms {
         // Every kind of decision on the first and second waiting question: answered, declined
         // (with and without feedback), an answer that is not an option, one of the wrong type,
         // one with a stale pin, an approval (refused), and an answer to a call that waits for

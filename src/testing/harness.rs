@@ -13,6 +13,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use async_trait::async_trait;
 use serde_json::json;
 
+use super::ask::Ask;
 use super::facts::{ConfigFacts, WorkspaceStore};
 use super::reference::{
     Action, CLOCK_START_MS, Decided, ModelAllowance, Offered, Op, Outcome, PLAN_COUNT, PendingPlan,
@@ -864,17 +865,15 @@ impl Harness {
                     .map(|call| ToolCall {
                         id: call.id.clone(),
                         name: call.tool.clone(),
-                        args: match (call.plan, call.path) {
+                        args: match (call.plan, call.path, call.ask) {
                             _ if call.task.is_some() => {
                                 call.task.map(TaskCall::args).unwrap_or_default()
                             }
-                            (Some(plan), _) => json!({ "path": self.plan_path(plan) }),
-                            (None, Some(path)) => json!({ "path": path.as_str() }),
-                            // `ask_user` asks the kit's question.
-                            (None, None) if call.tool == crate::tool::ASK_USER => {
-                                super::reference::question_args()
-                            }
-                            (None, None) => json!({}),
+                            (Some(plan), _, _) => json!({ "path": self.plan_path(plan) }),
+                            (None, Some(path), _) => json!({ "path": path.as_str() }),
+                            // A suspending tool asks what the kit asks of it.
+                            (None, None, Some(ask)) => ask.args(),
+                            (None, None, None) => json!({}),
                         },
                     })
                     .collect(),
@@ -1202,7 +1201,7 @@ impl Harness {
                                 .map(|id| self.named(id, session.mode().id(), p.tool_name())),
                             rule: p.payload().rule.as_ref().map(|r| r.number),
                             deadline: p.payload().terms.deadline_at_ms,
-                            question: false,
+                            asks: None,
                         })
                     })
                 })
@@ -1474,7 +1473,25 @@ fn question_view(s: &crate::session::PendingSuspension, run: usize) -> WaitingCa
         allowed_by: None,
         rule: None,
         deadline: s.payload().terms.deadline_at_ms,
-        question: s.kind() == SuspensionKind::Question,
+        asks: Some(asked(s.payload())),
+    }
+}
+
+/// What a suspension the library holds asks, read from its kind and payload: a question's
+/// shape from its `selectionMode` (none: free text), any other tool's suspension as the kit's
+/// own tool's (its tool name and `payloadSha256` are compared beside).
+fn asked(payload: &crate::event::ToolSuspendPayload) -> Ask {
+    if payload.kind != SuspensionKind::Question {
+        return Ask::Confirm;
+    }
+    match payload
+        .payload
+        .get("selectionMode")
+        .and_then(|m| m.as_str())
+    {
+        Some("multi_select") => Ask::MultiSelect,
+        Some(_) => Ask::Select,
+        None => Ask::FreeText,
     }
 }
 
@@ -1486,7 +1503,13 @@ fn waiting_view(w: &WaitingCall) -> String {
         Some((DecisionAction::Rejected, true)) => "rejected with feedback",
         Some((DecisionAction::Answered, _)) => "answered",
     };
-    let kind = if w.question { "question" } else { "call" };
+    let kind = match w.asks {
+        None => "call",
+        Some(Ask::Select) => "select question",
+        Some(Ask::MultiSelect) => "multi-select question",
+        Some(Ask::FreeText) => "free-text question",
+        Some(Ask::Confirm) => "suspension",
+    };
     let by = match &w.allowed_by {
         Some(allowance) => format!(" (allowed by {allowance})"),
         None => String::new(),

@@ -20,6 +20,7 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use super::ask::{AnswerChoice, Ask};
 use super::facts::{ConfigFacts, WorkspaceStore};
 use crate::allowance::{AllowancePattern, AllowanceScope};
 use crate::event::{CancelReason, ModeChangeReason, RunState};
@@ -114,93 +115,6 @@ pub fn tool_args_sha256() -> String {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The question every kit call of `ask_user` asks ([`question_args`]).
-pub const QUESTION: &str = "Which target?";
-
-/// The options of the kit's question, a single select: [`AnswerChoice::Fits`] picks the first.
-pub const QUESTION_OPTIONS: [&str; 2] = ["staging", "production"];
-
-/// The arguments of every kit call of `ask_user`: [`QUESTION`] with [`QUESTION_OPTIONS`].
-///
-/// # Examples
-/// ```
-/// use agent_controller::testing::question_args;
-/// assert_eq!(question_args()["options"][1]["label"], "production");
-/// ```
-pub fn question_args() -> Value {
-    let options: Vec<Value> = QUESTION_OPTIONS
-        .iter()
-        .map(|label| json!({ "label": label }))
-        .collect();
-    json!({ "question": QUESTION, "options": options })
-}
-
-/// The `payloadSha256` the kit's question waits under: the SHA-256 of its payload (the
-/// question, its options and `single_select`) in RFC 8785 canonical JSON, written out here
-/// rather than read from `ask_user`.
-///
-/// # Examples
-/// ```
-/// use agent_controller::testing::question_sha256;
-/// assert_eq!(question_sha256().len(), 64);
-/// ```
-pub fn question_sha256() -> String {
-    // Canonical JSON: keys sorted, no spaces.
-    let options: Vec<String> = QUESTION_OPTIONS
-        .iter()
-        .map(|label| format!("{{\"label\":\"{label}\"}}"))
-        .collect();
-    let payload = format!(
-        "{{\"options\":[{}],\"question\":\"{QUESTION}\",\"selectionMode\":\"single_select\"}}",
-        options.join(",")
-    );
-    hex(&Sha256::digest(payload.as_bytes()))
-}
-
-/// The `argsSha256` of a kit call of `ask_user` ([`question_args`] in RFC 8785 canonical JSON,
-/// written out): what a `deny` rule's record of it names.
-fn question_args_sha256() -> String {
-    let options: Vec<String> = QUESTION_OPTIONS
-        .iter()
-        .map(|label| format!("{{\"label\":\"{label}\"}}"))
-        .collect();
-    let args = format!(
-        "{{\"options\":[{}],\"question\":\"{QUESTION}\"}}",
-        options.join(",")
-    );
-    hex(&Sha256::digest(args.as_bytes()))
-}
-
-/// The answer an [`Op::Decide`] on the kit's question carries ([`Subject::Question`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum AnswerChoice {
-    /// One of [`QUESTION_OPTIONS`]: the answer fits, and reaches the tool's `resume` step.
-    Fits,
-    /// A label the question does not offer: refused ([`Refusal::InvalidAnswer`]); nothing
-    /// changes.
-    NotAnOption,
-    /// A number where a label goes: refused ([`Refusal::InvalidAnswer`]); nothing changes.
-    WrongType,
-}
-
-impl AnswerChoice {
-    /// The answer as JSON.
-    ///
-    /// # Examples
-    /// ```
-    /// use agent_controller::testing::AnswerChoice;
-    /// assert_eq!(AnswerChoice::Fits.value(), "staging");
-    /// assert_eq!(AnswerChoice::WrongType.value(), 42);
-    /// ```
-    pub fn value(self) -> Value {
-        match self {
-            AnswerChoice::Fits => json!(QUESTION_OPTIONS[0]),
-            AnswerChoice::NotAnOption => json!("the moon"),
-            AnswerChoice::WrongType => json!(42),
-        }
-    }
 }
 
 /// The path glob a narrowed "always allow" of the kit carries ([`Subject::ToolCall`]'s
@@ -439,8 +353,14 @@ pub enum Call {
     /// A call to the tool with this name and `{}` as arguments, offered in the current mode or
     /// not (see [`ConfigFacts::tool_names`]): an offered registered tool runs, anything else is
     /// refused with an error result and never executed. A call of `ask_user` carries the kit's
-    /// question ([`question_args`]): offered, it suspends and waits for the user's answer.
+    /// select question, one of [`crate::testing::CONFIRM_TOOL`] its arguments
+    /// ([`Ask::of_tool`]): offered, each suspends and waits for the user's answer.
     Tool(String),
+    /// A call of a tool that suspends, asking what [`Ask`] says: `ask_user` with the kit's
+    /// question in one of its shapes, or the kit's own [`crate::testing::ConfirmTool`].
+    /// Offered, it suspends and waits for the user's answer; else it is refused as
+    /// [`Call::Tool`] is.
+    Ask(Ask),
     /// A call to the tool with this name and `{"path": ...}` as arguments: made only where
     /// the tool takes a path ([`ConfigFacts::takes_path`]), so that a narrowed allowance covers
     /// some of its calls and not others.
@@ -1077,10 +997,32 @@ impl Op {
         )
     }
 
-    /// A user message the model answers with a call of `ask_user` (the kit's question,
-    /// [`question_args`]): where the mode offers it, the run waits for the answer.
+    /// A user message the model answers with a call of `ask_user` (the kit's select question,
+    /// [`Ask::Select`]): where the mode offers it, the run waits for the answer.
     pub fn ask() -> Self {
         Op::calls([ASK_USER])
+    }
+
+    /// A user message the model answers with a call that asks `ask` ([`Call::Ask`]): where the
+    /// mode offers its tool, the run waits for the answer.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::testing::{AnswerChoice, Ask, ConfigFacts, Op, ReferenceSession, ShaChoice};
+    /// let facts = Arc::new(ConfigFacts::from_toml("[[modes]]\nid = \"build\"\navailableTools = [\"ask_user\"]\n")?.with_tools(Vec::<String>::new()));
+    /// let mut session = ReferenceSession::new(facts, None);
+    /// session.apply(&Op::ask_with(Ask::FreeText));
+    /// assert_eq!(session.waiting()[0].asks, Some(Ask::FreeText));
+    /// session.apply(&Op::answer_question_with(0, AnswerChoice::NotAnOption, ShaChoice::Matching));
+    /// assert!(session.waiting().is_empty(), "any text answers a free-text question");
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
+    pub fn ask_with(ask: Ask) -> Self {
+        Op::Message {
+            calls: vec![Call::Ask(ask)],
+            then: Then::Text,
+        }
     }
 
     /// The answer [`AnswerChoice::Fits`] to the question waiting at position `call`, pinned to
@@ -1222,6 +1164,9 @@ pub struct ScriptedCall {
     pub path: Option<CallPath>,
     /// The arguments of a task tool's call ([`Call::Task`]).
     pub task: Option<TaskCall>,
+    /// What it asks, for a call of a tool that suspends ([`Call::Ask`], or a [`Call::Tool`] of
+    /// one: [`Ask::of_tool`]); its arguments are then [`Ask::args`].
+    pub ask: Option<Ask>,
 }
 
 impl ScriptedCall {
@@ -1233,8 +1178,7 @@ impl ScriptedCall {
             None if self.task.is_some() => {
                 crate::jcs::sha256(&self.task.map(TaskCall::args).unwrap_or_default())
             }
-            None if self.tool == ASK_USER => question_args_sha256(),
-            None => tool_args_sha256(),
+            None => self.ask.map_or_else(tool_args_sha256, Ask::args_sha256),
         }
     }
 }
@@ -1572,11 +1516,11 @@ pub struct WaitingCall {
     /// When it expires (milliseconds since the Unix epoch on the kit's clock): made at plus
     /// its mode's `approvalTimeout`; `None` without one.
     pub deadline: Option<u64>,
-    /// Whether it is a question (a call of `ask_user`, which suspended it) waiting for the
-    /// user's answer rather than a call waiting for approval: then `args_sha256` holds its
-    /// `payloadSha256` ([`question_sha256`]), the pin its answer carries, and `decided` is
-    /// [`DecisionAction::Answered`] or a rejection (declined).
-    pub question: bool,
+    /// What it asks, when its tool suspended it (a question of `ask_user`, or the kit's own
+    /// suspending tool) and it waits for the user's answer rather than for approval: then
+    /// `args_sha256` holds its `payloadSha256` ([`Ask::payload_sha256`]), the pin its answer
+    /// carries, and `decided` is [`DecisionAction::Answered`] or a rejection (declined).
+    pub asks: Option<Ask>,
 }
 
 impl WaitingCall {
@@ -2085,6 +2029,7 @@ impl ReferenceSession {
                 Call::SubmitPlan(PlanFile::Valid(k)) => *k < PLAN_COUNT,
                 Call::SubmitPlan(_) => true,
                 Call::Tool(name) => self.facts.offers(self.mode, name).is_some(),
+                Call::Ask(ask) => self.facts.offers(self.mode, ask.tool()).is_some(),
                 Call::ToolAt(name, _) => self.facts.takes_path(self.mode, name),
                 Call::Task(call) => self.runs_task_tool(call.tool()),
             }),
@@ -2298,8 +2243,10 @@ impl ReferenceSession {
                 result: match w.decided {
                     None => ResultKind::Expired,
                     Some((DecisionAction::Approved, _)) => ResultKind::ApprovedNotRun,
-                    Some((DecisionAction::Rejected, false)) if w.question => ResultKind::Declined,
-                    Some((DecisionAction::Rejected, true)) if w.question => {
+                    Some((DecisionAction::Rejected, false)) if w.asks.is_some() => {
+                        ResultKind::Declined
+                    }
+                    Some((DecisionAction::Rejected, true)) if w.asks.is_some() => {
                         ResultKind::DeclinedWithFeedback
                     }
                     Some((DecisionAction::Rejected, false)) => ResultKind::ToolRejected,
@@ -2625,6 +2572,7 @@ impl ReferenceSession {
                         plan: Some(*plan),
                         path: None,
                         task: None,
+                        ask: None,
                     },
                     Call::Tool(name) => ScriptedCall {
                         id,
@@ -2632,6 +2580,15 @@ impl ReferenceSession {
                         plan: None,
                         path: None,
                         task: None,
+                        ask: Ask::of_tool(name),
+                    },
+                    Call::Ask(ask) => ScriptedCall {
+                        id,
+                        tool: ask.tool().to_owned(),
+                        plan: None,
+                        path: None,
+                        task: None,
+                        ask: Some(*ask),
                     },
                     Call::ToolAt(name, path) => ScriptedCall {
                         id,
@@ -2639,6 +2596,7 @@ impl ReferenceSession {
                         plan: None,
                         path: Some(*path),
                         task: None,
+                        ask: None,
                     },
                     Call::Task(call) => ScriptedCall {
                         id,
@@ -2646,6 +2604,7 @@ impl ReferenceSession {
                         plan: None,
                         path: None,
                         task: Some(*call),
+                        ask: None,
                     },
                 }
             })
@@ -2708,13 +2667,13 @@ impl ReferenceSession {
         };
         let waits = calls.iter().any(|c| waits_for(self, c));
         // The calls that wait, in the model's order: each with the `ask` rule that made it
-        // wait, and whether its tool suspended it (a question) instead.
+        // wait, and what it asks when its tool suspended it instead.
         let mut waiting = Vec::new();
         for (i, call) in calls.iter().enumerate() {
             let offered = self.facts.offers(self.mode, &call.tool) == Some(true);
             let rule = if offered { rule_of(self, call) } else { None };
             if offered && waits_for(self, call) {
-                waiting.push((call, rule.map(|(n, _)| n), false));
+                waiting.push((call, rule.map(|(n, _)| n), None));
                 continue;
             }
             if let Some((n, action)) = &rule
@@ -2745,7 +2704,7 @@ impl ReferenceSession {
                 });
                 continue;
             }
-            if offered && call.tool == ASK_USER {
+            if let Some(ask) = call.ask.filter(|_| offered) {
                 // It runs in its turn and suspends: it waits for the answer beside the calls
                 // that wait for approval.
                 trace.push(Trace::CallSuspended {
@@ -2753,7 +2712,7 @@ impl ReferenceSession {
                     tool: call.tool.clone(),
                     mode: self.facts.id(self.mode).to_owned(),
                 });
-                waiting.push((call, None, true));
+                waiting.push((call, None, Some(ask)));
                 continue;
             }
             if offered && call.tool != SUBMIT_PLAN {
@@ -2780,7 +2739,7 @@ impl ReferenceSession {
             }
             // A plan beside calls that wait (for approval, or a question asked before it) is
             // refused.
-            let asked = waiting.iter().any(|(_, _, question)| *question);
+            let asked = waiting.iter().any(|(_, _, asks)| asks.is_some());
             match call.plan {
                 Some(PlanFile::Valid(k)) if offered && !waits && !asked => {
                     for rest in &calls[i + 1..] {
@@ -2804,31 +2763,27 @@ impl ReferenceSession {
         if waiting.is_empty() {
             return None;
         }
-        for (call, rule, question) in waiting {
+        for (call, rule, asks) in waiting {
             self.decisions += 1;
             let waiting = WaitingCall {
                 run,
                 tool_call_id: call.id.clone(),
                 tool: call.tool.clone(),
                 decision_id: format!("decision_{}", self.decisions),
-                args_sha256: if question {
-                    question_sha256()
-                } else {
-                    call.args_sha256()
-                },
+                args_sha256: asks.map_or_else(|| call.args_sha256(), Ask::payload_sha256),
                 decided: None,
                 allowed_by: None,
                 rule,
                 deadline: self.deadline_from_now(),
-                question,
+                asks,
             };
-            trace.push(if question {
+            trace.push(if let Some(ask) = asks {
                 Trace::AnswerAwaited {
                     tool_call_id: waiting.tool_call_id.clone(),
                     tool: waiting.tool.clone(),
                     decision_id: waiting.decision_id.clone(),
                     payload_sha256: waiting.args_sha256.clone(),
-                    question: true,
+                    question: ask.is_question(),
                 }
             } else {
                 Trace::ToolCallSuspended {
@@ -3037,7 +2992,7 @@ impl ReferenceSession {
                 if waiting.decided.is_some() {
                     return refused(Refusal::AlreadyDecided);
                 }
-                if waiting.question {
+                if waiting.asks.is_some() {
                     // A question is answered or declined (a plain rejection): never approved,
                     // and it gives no allowance.
                     if action != DecisionAction::Rejected
@@ -3090,7 +3045,8 @@ impl ReferenceSession {
                 let Some(waiting) = self.waiting.get(*call).cloned() else {
                     return (Action::Nothing, Vec::new(), Outcome::NoDecision);
                 };
-                if !waiting.question && answer.is_none() && action != DecisionAction::Answered {
+                if waiting.asks.is_none() && answer.is_none() && action != DecisionAction::Answered
+                {
                     // No answer: a plain decision on a call waiting for approval.
                     let on = Subject::ToolCall {
                         call: *call,
@@ -3104,7 +3060,8 @@ impl ReferenceSession {
                 let decision = Decision {
                     feedback: feedback_text,
                     sha256: sha,
-                    answer: answer.map(|a| Box::new(a.value())),
+                    // An answer to a call that waits for approval is refused whatever it is.
+                    answer: answer.map(|a| Box::new(a.value(waiting.asks.unwrap_or(Ask::Select)))),
                     ..Decision::new(action)
                 };
                 let host_action = waiting.host_action(*by_id, decision);
@@ -3114,7 +3071,7 @@ impl ReferenceSession {
                 }
                 // An answer goes to a question only, with the answered action; a question is
                 // answered (with an answer) or declined (a rejection without one).
-                let well_formed = waiting.question
+                let well_formed = waiting.asks.is_some()
                     && matches!(
                         (action, answer),
                         (DecisionAction::Answered, Some(_)) | (DecisionAction::Rejected, None)
@@ -3125,8 +3082,10 @@ impl ReferenceSession {
                 if stale {
                     return refused(Refusal::Sha256Mismatch);
                 }
-                if answer.is_some_and(|a| a != AnswerChoice::Fits) {
-                    // It does not fit the question's schema: refused, the question still waits.
+                if let (Some(answer), Some(ask)) = (answer, waiting.asks)
+                    && !answer.fits(ask)
+                {
+                    // It does not fit the answer schema: refused, the question still waits.
                     return refused(Refusal::InvalidAnswer);
                 }
                 let (replies, outcome) = self.decided_call(*call, action, feedback, None, trace);
@@ -3220,7 +3179,7 @@ impl ReferenceSession {
                 trace.push(Trace::ToolEnded {
                     tool_call_id: w.tool_call_id.clone(),
                     is_error: true,
-                    result: match (w.question, with_feedback) {
+                    result: match (w.asks.is_some(), with_feedback) {
                         (false, true) => ResultKind::ToolRejectedWithFeedback,
                         (false, false) => ResultKind::ToolRejected,
                         (true, true) => ResultKind::DeclinedWithFeedback,
@@ -3341,6 +3300,7 @@ impl ReferenceSession {
                             plan: Some(PlanFile::Valid(k)),
                             path: None,
                             task: None,
+                            ask: None,
                         };
                         let replies = vec![Reply::Calls(vec![call.clone()]), text];
                         let outcome = match self.tool_calls_then(run, &[call], trace) {
@@ -3450,9 +3410,17 @@ impl ReferenceSession {
         if !task_calls.is_empty() {
             calls.push((2, proptest::sample::select(task_calls).boxed()));
         }
-        // Where the mode offers `ask_user`, a question now and then (beside the other calls).
-        if self.facts.offers(self.mode, ASK_USER) == Some(true) {
-            calls.push((2, Just(Call::Tool(ASK_USER.to_owned())).boxed()));
+        // Where the mode offers `ask_user` or the kit's own suspending tool, a question now and
+        // then (beside the other calls), in each of its shapes.
+        let asks: Vec<Ask> = Ask::ALL
+            .into_iter()
+            .filter(|ask| self.facts.offers(self.mode, ask.tool()) == Some(true))
+            .collect();
+        if !asks.is_empty() {
+            calls.push((
+                2 + asks.len() as u32,
+                proptest::sample::select(asks).prop_map(Call::Ask).boxed(),
+            ));
         }
         let call = proptest::strategy::Union::new_weighted(calls).boxed();
         let then = prop_oneof![8 => Just(Then::Text), 1 => Just(Then::ModelFails)];
@@ -3521,7 +3489,7 @@ impl ReferenceSession {
                 tool_call_decision_op(self.waiting.len(), narrowable, kept).boxed(),
             ));
             choices.push((2, Just(Op::Abort).boxed()));
-            if self.waiting.iter().any(|w| w.question) {
+            if self.waiting.iter().any(|w| w.asks.is_some()) {
                 choices.push((12, question_decision_op(self.waiting.len()).boxed()));
             }
         }

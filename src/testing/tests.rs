@@ -2,6 +2,8 @@
 //! controller cannot show, planted from outside (a model layer, a graph with wider tool lists),
 //! so the controller itself carries no test-only switches.
 
+use std::collections::HashSet;
+
 use super::*;
 use crate::config::ConfigError;
 use crate::event::RunState;
@@ -1848,6 +1850,164 @@ fn a_task_write_that_keeps_no_list_is_caught() {
             .ops
             .iter()
             .any(|op| matches!(op, Op::Message { calls, .. } if calls.iter().any(|c| matches!(c, Call::Task(_))))),
+        "{found}"
+    );
+}
+
+/// A config whose `build` offers `ask_user` and the kit's own suspending tool (`kit_confirm`)
+/// beside a write that waits for approval.
+const ASKS: &str = "tests/fixtures/configs/asks.toml";
+
+/// The workspace tools and the kit's own suspending tool.
+fn tools_with_confirm() -> ToolRegistry {
+    let mut tools = ToolRegistry::with_workspace_tools();
+    tools.register(Arc::new(ConfirmTool)).expect("a free name");
+    tools
+}
+
+fn build_with_confirm(setup: Setup) -> Result<AgentController, ConfigError> {
+    setup.builder().tools(tools_with_confirm()).build()
+}
+
+/// What the answers of the generated scenarios (`sessions`, 256 sequences) to each kind of
+/// waiting call did: the kinds whose answer was taken, and those whose answer was refused
+/// for not fitting.
+fn answers_generated(config: &str) -> (HashSet<Ask>, HashSet<Ask>) {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+    let tools = tools_with_confirm();
+    let text = std::fs::read_to_string(config).expect("the config");
+    let facts = Arc::new(
+        ConfigFacts::from_toml(&text)
+            .expect("facts")
+            .with_tools(tools.names().map(str::to_owned).collect::<Vec<_>>())
+            .with_writing_tools(super::facts::writing_tools(&tools)),
+    );
+    let mut runner = TestRunner::new_with_rng(
+        Config::default(),
+        TestRng::from_seed(RngAlgorithm::ChaCha, &[37; 32]),
+    );
+    let (mut taken, mut refused) = (HashSet::new(), HashSet::new());
+    for _ in 0..256 {
+        let (mut reference, ops, _) = sessions(&facts, 24, false)
+            .new_tree(&mut runner)
+            .expect("a sequence")
+            .current();
+        for op in &ops {
+            let asked = match op {
+                Op::Decide {
+                    on:
+                        Subject::Question {
+                            call,
+                            answer: Some(_),
+                            ..
+                        },
+                    action: crate::run::DecisionAction::Answered,
+                    ..
+                } => reference.waiting().get(*call).and_then(|w| w.asks),
+                _ => None,
+            };
+            let outcome = reference.apply(op).expected.outcome;
+            match (asked, outcome) {
+                (Some(ask), Outcome::Refused(Refusal::InvalidAnswer)) => refused.insert(ask),
+                (Some(ask), Outcome::Run(_)) => taken.insert(ask),
+                _ => false,
+            };
+        }
+    }
+    (taken, refused)
+}
+
+#[test]
+fn the_generated_scenarios_answer_every_kind_of_question_and_a_tool_of_ones_own() {
+    let (taken, refused) = answers_generated(ASKS);
+    for ask in Ask::ALL {
+        assert!(
+            taken.contains(&ask),
+            "an answer to {ask:?} taken: {taken:?}"
+        );
+    }
+    // A free-text question takes any text: only an answer of the wrong type is refused.
+    for ask in Ask::ALL {
+        assert!(
+            refused.contains(&ask),
+            "an answer to {ask:?} refused: {refused:?}"
+        );
+    }
+}
+
+#[test]
+fn the_kit_drives_free_text_multi_select_and_custom_tool_answers() {
+    let report = Check::new(ASKS)
+        .cases(24)
+        .seed(37)
+        .without_regressions()
+        .run(build_with_confirm)
+        .unwrap_or_else(|e| panic!("a correct controller passes: {e:?}"));
+    assert!(report.edges.is_complete(), "{report}");
+    // The explorer asks each shape: a waiting multi-select question, free-text question and
+    // confirmation are states of their own.
+    let ops = operations(&report_facts(ASKS), false);
+    for ask in [Ask::MultiSelect, Ask::FreeText, Ask::Confirm] {
+        assert!(ops.contains(&Op::ask_with(ask)), "{ask:?} among {ops:?}");
+    }
+}
+
+/// The facts of `config` with the workspace tools and the kit's own suspending tool.
+fn report_facts(config: &str) -> ConfigFacts {
+    let tools = tools_with_confirm();
+    ConfigFacts::from_toml(&std::fs::read_to_string(config).expect("the config"))
+        .expect("facts")
+        .with_tools(tools.names().map(str::to_owned).collect::<Vec<_>>())
+        .with_writing_tools(super::facts::writing_tools(&tools))
+}
+
+/// The kit's own suspending tool with a planted bug: its answer schema lost `required` and
+/// `additionalProperties`, so an object without `confirm` is taken.
+struct LaxConfirm;
+
+#[async_trait::async_trait]
+impl crate::tool::Tool for LaxConfirm {
+    fn name(&self) -> &str {
+        ConfirmTool.name()
+    }
+    fn description(&self) -> String {
+        ConfirmTool.description()
+    }
+    fn input_schema(&self) -> serde_json::Value {
+        ConfirmTool.input_schema()
+    }
+    async fn execute(
+        &self,
+        args: &serde_json::Value,
+        ctx: &crate::tool::ToolContext<'_>,
+    ) -> crate::tool::ToolOutput {
+        let mut output = ConfirmTool.execute(args, ctx).await;
+        if let Some(suspension) = output.suspension.as_mut() {
+            suspension.answer_schema = serde_json::json!({ "type": "object" });
+        }
+        output
+    }
+    async fn resume(
+        &self,
+        args: &serde_json::Value,
+        answer: &serde_json::Value,
+        ctx: &crate::tool::ToolContext<'_>,
+    ) -> crate::tool::ToolOutput {
+        ConfirmTool.resume(args, answer, ctx).await
+    }
+}
+
+#[test]
+fn a_custom_tool_that_takes_an_answer_its_schema_should_refuse_is_caught() {
+    let report = caught(ASKS, 16, 3, |setup: Setup| {
+        let mut tools = ToolRegistry::with_workspace_tools();
+        tools.register(Arc::new(LaxConfirm)).expect("a free name");
+        setup.builder().tools(tools).build()
+    });
+    let found = explored_in(&report, Aspect::Outcome);
+    assert!(
+        found.divergence.expected.contains("InvalidAnswer"),
         "{found}"
     );
 }

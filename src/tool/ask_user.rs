@@ -16,6 +16,8 @@
 //! blank one, options that repeat a label, or a `selectionMode` without options is an error for
 //! the model, and nothing waits.
 
+use std::fmt::Write;
+
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
@@ -68,9 +70,10 @@ enum Selection {
 }
 
 /// A question as the model asked it, checked.
-struct Question {
-    text: String,
-    options: Vec<(String, Option<String>)>,
+/// The question as the arguments hold it (its texts borrowed from them, not copied).
+struct Question<'a> {
+    text: &'a str,
+    options: Vec<(&'a str, Option<&'a str>)>,
     selection: Selection,
 }
 
@@ -79,7 +82,7 @@ fn chars(s: &str) -> usize {
 }
 
 /// Reads and checks the model's arguments; the error is for the model.
-fn question(args: &Value) -> Result<Question, String> {
+fn question(args: &Value) -> Result<Question<'_>, String> {
     let text = args
         .get("question")
         .and_then(Value::as_str)
@@ -114,7 +117,7 @@ fn question(args: &Value) -> Result<Question, String> {
                     items.len()
                 ));
             }
-            let mut options: Vec<(String, Option<String>)> = Vec::new();
+            let mut options: Vec<(&str, Option<&str>)> = Vec::new();
             for (k, item) in items.iter().enumerate() {
                 let label = item
                     .get("label")
@@ -136,7 +139,7 @@ fn question(args: &Value) -> Result<Question, String> {
                     None | Some(Value::Null) => None,
                     // A description that shows nothing is none, not an empty `()`.
                     Some(Value::String(d)) if crate::display::is_blank(d) => None,
-                    Some(Value::String(d)) if chars(d) <= MAX_DESCRIPTION_CHARS => Some(d.clone()),
+                    Some(Value::String(d)) if chars(d) <= MAX_DESCRIPTION_CHARS => Some(d.as_str()),
                     Some(Value::String(_)) => {
                         return Err(format!(
                             "the description of option {} is longer than {MAX_DESCRIPTION_CHARS} characters",
@@ -150,12 +153,12 @@ fn question(args: &Value) -> Result<Question, String> {
                         ));
                     }
                 };
-                if options.iter().any(|(l, _)| l == label) {
+                if options.iter().any(|(l, _)| *l == label) {
                     return Err(format!(
                         "options repeat the label {label:?}: each option needs a label of its own"
                     ));
                 }
-                options.push((label.to_owned(), description));
+                options.push((label, description));
             }
             options
         }
@@ -172,13 +175,13 @@ fn question(args: &Value) -> Result<Question, String> {
         (false, _) => Selection::Single,
     };
     Ok(Question {
-        text: text.to_owned(),
+        text,
         options,
         selection,
     })
 }
 
-impl Question {
+impl Question<'_> {
     /// What the user is shown: the question, the options, the selection mode.
     fn payload(&self) -> Value {
         let mut payload = json!({ "question": self.text });
@@ -201,7 +204,7 @@ impl Question {
 
     /// The answers it takes.
     fn answer_schema(&self) -> Value {
-        let labels: Vec<&str> = self.options.iter().map(|(l, _)| l.as_str()).collect();
+        let labels: Vec<&str> = self.options.iter().map(|(l, _)| *l).collect();
         match self.selection {
             Selection::FreeText => json!({ "type": "string" }),
             Selection::Single => json!({ "type": "string", "enum": labels }),
@@ -222,9 +225,9 @@ impl Question {
             self.text
         );
         for (k, (label, description)) in self.options.iter().enumerate() {
-            text.push_str(&format!("\n{}. {label}", k + 1));
+            let _ = write!(text, "\n{}. {label}", k + 1);
             if let Some(d) = description {
-                text.push_str(&format!(" - {d}"));
+                let _ = write!(text, " - {d}");
             }
         }
         if self.selection == Selection::Multi {
@@ -360,18 +363,18 @@ mod tests {
 
     #[test]
     fn the_answer_schema_follows_the_selection_mode() {
-        let free = question(&json!({ "question": "why?" })).expect("ok");
+        let args = json!({ "question": "why?" });
+        let free = question(&args).expect("ok");
         assert_eq!(free.answer_schema(), json!({ "type": "string" }));
         assert_eq!(free.payload(), json!({ "question": "why?" }));
         let options = json!([{ "label": "a", "description": "first" }, { "label": "b" }]);
-        let single = question(&json!({ "question": "q", "options": options })).expect("ok");
+        let args = json!({ "question": "q", "options": options });
+        let single = question(&args).expect("ok");
         assert_eq!(single.answer_schema()["enum"], json!(["a", "b"]));
         assert_eq!(single.payload()["selectionMode"], "single_select");
         assert_eq!(single.payload()["options"][0]["description"], "first");
-        let multi = question(
-            &json!({ "question": "q", "options": options, "selectionMode": "multi_select" }),
-        )
-        .expect("ok");
+        let args = json!({ "question": "q", "options": options, "selectionMode": "multi_select" });
+        let multi = question(&args).expect("ok");
         assert_eq!(multi.answer_schema()["items"]["enum"], json!(["a", "b"]));
         assert!(multi.fallback().contains("1. a - first\n2. b"));
     }

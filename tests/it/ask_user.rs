@@ -112,7 +112,7 @@ async fn the_model_asks_and_the_answer_is_in_the_next_requests_tool_result() {
         json!({ "question": "Which database?", "options": options, "selectionMode": "single_select" })
     );
     let event = serde_json::to_value(agent_controller::event::Suspension::Tool(
-        asked.payload().clone(),
+        asked.payload().clone().into(),
     ))
     .expect("json");
     assert_eq!(event["kind"], "question");
@@ -210,7 +210,7 @@ async fn a_question_without_options_takes_free_text() {
     );
     // A free-text question's event has the question beside `kind`, and no options.
     let event = serde_json::to_value(agent_controller::event::Suspension::Tool(
-        asked.payload().clone(),
+        asked.payload().clone().into(),
     ))
     .expect("json");
     assert_eq!(event["question"], "What should the page be called?");

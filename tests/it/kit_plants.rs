@@ -1497,3 +1497,48 @@ fn the_bound_of_the_exploration_is_reported_as_what_it_counts() {
         "{text}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Issue 37: the kit drives free-text and multi-select questions and a tool of the user's own
+// that suspends, with answers taken and refused.
+
+/// `build` offers `ask_user` and the kit's own suspending tool beside a write that waits.
+const ASKS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/configs/asks.toml"
+);
+
+/// A model layer that "tidies" the model's tool calls and loses `selectionMode`: a question
+/// with several options to pick becomes one with a single pick.
+struct DropsSelectionMode(Arc<dyn LanguageModel>);
+
+#[agent_controller::async_trait]
+impl LanguageModel for DropsSelectionMode {
+    async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        let mut response = self.0.generate(request).await?;
+        for call in &mut response.tool_calls {
+            if let Some(args) = call.args.as_object_mut() {
+                args.remove("selectionMode");
+            }
+        }
+        Ok(response)
+    }
+}
+
+#[test]
+fn a_model_layer_that_turns_a_multi_select_question_into_a_single_select_is_caught() {
+    use agent_controller::testing::{Ask, ConfirmTool};
+    let result = plant("model layer drops selectionMode", ASKS, |setup| {
+        let model = Arc::new(DropsSelectionMode(setup.model()));
+        let mut tools = ToolRegistry::with_workspace_tools();
+        tools.register(Arc::new(ConfirmTool)).expect("a free name");
+        setup.builder_with(model).tools(tools).build()
+    });
+    let found = exploration_found(&result);
+    // The question waits as a single select: its payload (and its hash) is not the one asked.
+    assert_eq!(
+        found.ops.last(),
+        Some(&Op::ask_with(Ask::MultiSelect)),
+        "{found}"
+    );
+}
