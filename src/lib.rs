@@ -143,6 +143,7 @@ pub mod schema;
 pub mod session;
 pub mod store;
 mod store_error;
+pub mod subagent;
 #[cfg(feature = "terminal")]
 pub mod terminal;
 #[cfg(feature = "testing")]

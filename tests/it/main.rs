@@ -66,6 +66,8 @@ mod session;
 mod show;
 mod store;
 mod store_conformance;
+mod subagent_config;
+mod subagents;
 mod submit_plan;
 mod tasks;
 mod terminal;
