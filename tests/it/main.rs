@@ -34,6 +34,7 @@ mod cli_questions;
 mod cli_rules;
 mod cli_session_config;
 mod cli_sessions;
+mod cli_subagents;
 mod cli_switch;
 mod cli_tools;
 mod cli_trial;
