@@ -497,3 +497,80 @@ async fn a_10_mb_task_is_an_error_result_and_the_session_goes_on() {
         "no child started"
     );
 }
+
+/// A model whose children never answer (until cancelled), and whose parent calls `subagent`
+/// once: to cancel the parent while its child runs.
+struct StuckChild {
+    child_asked: Arc<tokio::sync::Notify>,
+}
+
+#[agent_controller::async_trait]
+impl agent_controller::LanguageModel for StuckChild {
+    async fn generate(
+        &self,
+        request: agent_controller::ModelRequest<'_>,
+    ) -> Result<agent_controller::ModelResponse, agent_controller::ModelError> {
+        use agent_controller::model::scripted::ReplayModel;
+        if request.system_prompt.contains("subagent of type") {
+            self.child_asked.notify_one();
+            request.cancel.cancelled().await;
+            return Err(agent_controller::ModelError::new("cancelled"));
+        }
+        if request.messages.len() <= 2 {
+            return Ok(ReplayModel::call(
+                "call_1",
+                "subagent",
+                json!({"agentType": "explore", "task": "Wait."}),
+            ));
+        }
+        Ok(ReplayModel::text("Done."))
+    }
+}
+
+#[tokio::test]
+async fn cancelling_the_parent_ends_its_running_child_as_aborted() {
+    let ws = Workspace::new();
+    let child_asked = Arc::new(tokio::sync::Notify::new());
+    let model = StuckChild {
+        child_asked: child_asked.clone(),
+    };
+    let controller = AgentController::builder(
+        config::parse(CONFIG, "modes.toml").expect("config"),
+        Arc::new(model),
+    )
+    .tools(ToolRegistry::with_workspace_tools())
+    .workspace(ws.path())
+    .build()
+    .expect("controller");
+    let recorder = Recorder::default();
+    let mut session = controller
+        .start_session(recorder.options().mode("build"))
+        .await
+        .expect("session");
+    let cancel = session.cancel_handle();
+    let canceller = tokio::spawn(async move {
+        child_asked.notified().await;
+        cancel.cancel()
+    });
+    let outcome = session.send_message("Go").await.expect("run");
+    assert!(canceller.await.expect("join"), "the run was cancelled");
+    assert!(matches!(outcome, RunOutcome::Aborted { .. }), "{outcome:?}");
+    let ended: Vec<Value> = recorder
+        .take()
+        .iter()
+        .filter(|e| e.kind() == "subagent_ended")
+        .map(|e| serde_json::to_value(e).expect("json"))
+        .collect();
+    assert_eq!(ended.len(), 1);
+    assert_eq!(ended[0]["outcome"], "aborted");
+    // The parent's call has a result, as every call of an aborted run has.
+    let results: Vec<&str> = session
+        .messages()
+        .iter()
+        .filter_map(|m| match m {
+            agent_controller::model::Message::Tool { content, .. } => Some(content.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 1, "{results:?}");
+}
