@@ -647,7 +647,11 @@ fn mode_runtime(
                 return;
             }
             // The types this mode may start, named in the tool's description and schema.
-            let types = graph.subagents_of(id);
+            let types: Vec<(&str, &str)> = graph
+                .subagents_of(id)
+                .iter()
+                .map(|t| (t.id(), t.description()))
+                .collect();
             specs.push(ToolSpec {
                 name: Arc::from(crate::subagent::SUBAGENT),
                 description: crate::tool::subagent::description(&types),

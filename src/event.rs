@@ -1203,7 +1203,7 @@ pub enum Event {
         /// The child's id.
         child_id: Arc<str>,
         /// How it ended.
-        outcome: crate::subagent::SubagentOutcome,
+        outcome: SubagentOutcome,
     },
     /// An event of a child run, as the child emitted it, wrapped with the child's id and the
     /// parent's call, so a host can show it nested under that call.
@@ -1486,4 +1486,31 @@ impl futures_core::Stream for EventStream {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Event>> {
         self.receiver.poll_recv(cx)
     }
+}
+
+/// How a child run ended, as `subagent_ended` reports it.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    strum::Display,
+    strum::AsRefStr,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+#[non_exhaustive]
+pub enum SubagentOutcome {
+    /// The child's model gave its final text.
+    Completed,
+    /// The child's run failed (a model error, its step limit).
+    Failed,
+    /// The parent's run was cancelled while the child ran.
+    Aborted,
+    /// The child stopped at a call that needs the user (an approval or an answer), which a
+    /// child cannot get yet.
+    Refused,
 }

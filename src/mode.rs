@@ -8,12 +8,14 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub mod subagent;
 pub(crate) mod timeout;
+
+use self::subagent::SubagentType;
 
 use self::timeout::{ApprovalTimeout, OnTimeout};
 use crate::event::ModeChangeReason;
 use crate::rules::{ResolvedPaths, Rules, Verdict};
-use crate::subagent::SubagentType;
 use crate::tool::ToolCall;
 use crate::tool::mcp::{McpServer, McpTransport};
 use crate::tool::{SUBMIT_PLAN, ToolSpec};

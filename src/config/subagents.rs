@@ -13,8 +13,8 @@ use toml::Spanned;
 use super::{
     ConfigError, ConfigErrorKind, RawApproval, Source, did_you_mean, is_valid_id, listed, rules,
 };
+use crate::mode::subagent::SubagentType;
 use crate::mode::{RequireApproval, SubagentToolRef};
-use crate::subagent::SubagentType;
 
 /// One subagent type as written: what the parent's model reads to choose it, the child's
 /// instructions, tools and model.

@@ -24,10 +24,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::{RunOutcome, Session, SessionOptions, Shared};
 use crate::event::Event;
+use crate::event::SubagentOutcome;
+use crate::mode::subagent::SubagentType;
 use crate::mode::{Mode, ModeId, RequireApproval};
 use crate::model::LanguageModel;
 use crate::rules::{RuleAction, Rules};
-use crate::subagent::{MAX_PER_REPLY, SUBAGENT, SubagentOutcome, SubagentType};
+use crate::subagent::{MAX_PER_REPLY, SUBAGENT};
 use crate::tool::ToolAccess;
 use crate::tool::ToolOutput;
 

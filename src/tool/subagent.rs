@@ -20,14 +20,15 @@ use serde_json::{Value, json};
 
 use super::{Tool, ToolAccess, ToolContext};
 use crate::exchange::ToolOutput;
-pub use crate::subagent::{MAX_DESCRIPTION_CHARS, MAX_TASK_CHARS, SUBAGENT, SubagentType};
+pub use crate::subagent::{MAX_DESCRIPTION_CHARS, MAX_TASK_CHARS, SUBAGENT};
 
 /// `subagent`: starts a child run of a subagent type with a task.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Subagent;
 
-/// What the model reads about the tool in a mode that may start `types`.
-pub(crate) fn description(types: &[&SubagentType]) -> String {
+/// What the model reads about the tool in a mode that may start `types` (each type's id and
+/// description).
+pub(crate) fn description(types: &[(&str, &str)]) -> String {
     let mut text = String::from(
         "Start a subagent: a helper with its own conversation that works on one task with the \
          tools its type allows (never more than yours) and reports back. Its final answer is \
@@ -38,11 +39,11 @@ pub(crate) fn description(types: &[&SubagentType]) -> String {
         text.push_str(" No subagent type may be started here.");
     } else {
         text.push_str(" Types (agentType):");
-        for kind in types {
-            text.push_str(&format!("\n- `{}`", kind.id()));
-            if !kind.description().is_empty() {
+        for (id, description) in types {
+            text.push_str(&format!("\n- `{id}`"));
+            if !description.is_empty() {
                 text.push_str(": ");
-                text.push_str(kind.description());
+                text.push_str(description);
             }
         }
     }
@@ -50,10 +51,10 @@ pub(crate) fn description(types: &[&SubagentType]) -> String {
 }
 
 /// The input schema in a mode that may start `types` (named in `agentType`'s description).
-pub(crate) fn input_schema(types: &[&SubagentType]) -> Value {
+pub(crate) fn input_schema(types: &[(&str, &str)]) -> Value {
     // The ids are named, not enumerated: a call naming another type gets the session's
     // error, which lists the types this mode may start.
-    let ids: Vec<String> = types.iter().map(|t| format!("`{}`", t.id())).collect();
+    let ids: Vec<String> = types.iter().map(|(id, _)| format!("`{id}`")).collect();
     let agent_type = json!({
         "type": "string",
         "description": if ids.is_empty() {
