@@ -20,6 +20,7 @@ use toml::de::{DeTable, DeValue};
 use crate::deadline::ApprovalTimeout;
 use crate::hint::{did_you_mean, edit_distance};
 use crate::mode::{Mode, ModeGraph, ModeId, RequireApproval, ToolRef};
+use crate::subagent::SUBAGENT;
 use crate::tool::fs::PLAN_WRITING_TOOLS;
 use crate::tool::{SUBMIT_PLAN, ToolAccess, ToolRegistry};
 
@@ -29,6 +30,7 @@ mod on_timeout;
 mod rules;
 #[cfg(feature = "schema")]
 pub(crate) mod schema;
+mod subagents;
 
 pub use self::builder::{BUILDER_ORIGIN, ModeBuilder, ModeGraphBuilder};
 
@@ -160,6 +162,9 @@ pub enum ConfigErrorKind {
     /// A warning, not an error ([`workspace_warnings`]): the plans folder holds files that
     /// are not plans (source, for example), which the plan tools could then change.
     PlansDirNotDedicated,
+    /// A mode's `subagents` list names a type no `[[subagents]]` entry has, or names one
+    /// twice.
+    UnknownSubagent,
     /// An `[[mcpServers]]` entry is not valid: a bad id, neither or both of `command` and
     /// `url`, a URL that is not http(s), a bad `timeout`.
     InvalidMcpServer,
@@ -537,6 +542,10 @@ struct RawConfig<'a> {
     /// workspace jail covers only the built-in tools.
     #[serde(default)]
     mcp_servers: Vec<mcp::RawMcpServer>,
+    /// The subagent types a mode's `subagent` tool may start (guide: subagents). A child
+    /// never does more than its parent's mode allows.
+    #[serde(default)]
+    subagents: Vec<subagents::RawSubagent<'a>>,
 }
 
 /// One mode: its id, what the model is told in it, its tools and where an approved plan hands
@@ -610,6 +619,13 @@ struct RawMode<'a> {
         schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")
     )]
     metadata: Option<Spanned<toml::Table>>,
+    /// The subagent types this mode's `subagent` tool may start, by id (absent: every
+    /// `[[subagents]]` type, when the mode offers the tool `subagent`).
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Option<Vec<String>>", extend("uniqueItems" = true))
+    )]
+    subagents: Option<Spanned<Vec<Spanned<Cow<'a, str>>>>>,
 }
 
 /// `transitionsTo` as written: one mode id, or a list of them (each with its own span, so an
@@ -1308,6 +1324,19 @@ fn remove_unknown_keys(root: &mut DeTable<'_>, source: &Source<'_>, errors: &mut
             report(table, mode, top, &place);
         }
     }
+    let subagent = fields_of::<subagents::RawSubagent<'_>>();
+    let Some(DeValue::Array(types)) = root.get_mut("subagents").map(Spanned::get_mut) else {
+        return;
+    };
+    for entry in types.iter_mut() {
+        if let DeValue::Table(table) = entry.get_mut() {
+            let place = match table.get("id").and_then(|id| id.get_ref().as_str()) {
+                Some(id) => format!(" in subagent type `{id}`"),
+                None => " in a subagent type".to_owned(),
+            };
+            report(table, subagent, &[], &place);
+        }
+    }
 }
 
 /// The type errors of each `[[modes]]` table read on its own (and of the keys above them), so a
@@ -1427,6 +1456,8 @@ fn validate(
         .map(|s| s.id_text().to_owned())
         .collect();
     let mcp_servers = mcp::validate_servers(raw.mcp_servers, source, errors);
+    let (subagent_types, subagent_refs) =
+        subagents::validate_subagents(raw.subagents, source, errors);
     let mut index: HashMap<Arc<str>, ModeId> = HashMap::default();
     index.reserve(raw.modes.len());
     let mut ids: Vec<Arc<str>> = Vec::with_capacity(raw.modes.len());
@@ -1672,6 +1703,8 @@ ConfigErrorKind::UnknownTool,
             ));
         }
         let offered = available_tools.as_ref().map(|(_, names)| names.as_slice());
+        let mode_subagents =
+            subagents::mode_subagents(mode.subagents, id, &subagent_types, source, errors);
         let require_approval = mode.require_approval.map_or(RequireApproval::None, |raw| {
             approval_policy(
                 raw,
@@ -1684,7 +1717,7 @@ ConfigErrorKind::UnknownTool,
                 &mut hinted,
             )
         });
-        let rules = rules::rules_of(mode.rules, id, offered, source, errors);
+        let rules = rules::rules_of(mode.rules, &format!("mode `{id}`"), offered, source, errors);
         let on_timeout = on_timeout::on_timeout_of(
             mode.on_timeout,
             mode.approval_timeout.is_some(),
@@ -1720,6 +1753,7 @@ ConfigErrorKind::UnknownTool,
             approval_timeout,
             rules,
             on_timeout,
+            subagents: mode_subagents,
         });
     }
 
@@ -1753,7 +1787,8 @@ ConfigErrorKind::UnknownTool,
             tool_refs,
             Arc::from(source.text),
         )
-        .with_mcp_servers(mcp_servers),
+        .with_mcp_servers(mcp_servers)
+        .with_subagents(subagent_types, subagent_refs),
     )
 }
 
@@ -2046,6 +2081,43 @@ impl ModeGraph {
                     ),
                 ))
             })
+            .chain(self.unknown_subagent_tools(&is_known, candidates))
+            .collect()
+    }
+
+    /// [`ModeGraph::unknown_tools_hinted`] for the tools the `[[subagents]]` types list.
+    fn unknown_subagent_tools(
+        &self,
+        is_known: &impl Fn(&str) -> bool,
+        candidates: &[&str],
+    ) -> Vec<ConfigError> {
+        let source = self.source();
+        self.subagent_tool_refs
+            .iter()
+            .filter(|r| !is_builtin(&r.name) && !self.is_mcp_ref(&r.name) && !is_known(&r.name))
+            .take(MAX_HINTED)
+            .map(|r| {
+                let at = source.position(r.span.clone());
+                let hint = did_you_mean(&r.name, candidates.iter().copied())
+                    .map(|near| tool_hint(&r.name, near))
+                    .unwrap_or_default();
+                self.placed(ConfigError::placed_at(
+                    ConfigErrorKind::UnknownTool,
+                    self.origin(),
+                    at.location,
+                    at.snippet(),
+                    format!(
+                        "subagent type `{}` lists unknown tool `{}` in {}{hint}",
+                        self.subagents()[r.subagent].id(),
+                        r.name,
+                        if r.in_approval {
+                            "requireApproval"
+                        } else {
+                            "availableTools"
+                        },
+                    ),
+                ))
+            })
             .collect()
     }
 
@@ -2266,7 +2338,10 @@ impl ModeGraph {
 /// Whether `name` is a built-in tool the controller provides itself (`submit_plan`, and
 /// `ask_user` and the task tools, added when a mode lists them): never an unknown tool.
 fn is_builtin(name: &str) -> bool {
-    name == SUBMIT_PLAN || name == crate::tool::ASK_USER || crate::tool::tasks::is_task_tool(name)
+    name == SUBMIT_PLAN
+        || name == crate::tool::ASK_USER
+        || name == SUBAGENT
+        || crate::tool::tasks::is_task_tool(name)
 }
 
 #[cfg(test)]

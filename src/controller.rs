@@ -56,6 +56,7 @@ pub struct AgentControllerBuilder {
     /// Tools another host has ([`AgentControllerBuilder::tools_elsewhere`]).
     elsewhere: Vec<String>,
     model_id: Option<String>,
+    subagent_limits: crate::subagent::SubagentLimits,
 }
 
 impl std::fmt::Debug for AgentControllerBuilder {
@@ -181,6 +182,39 @@ impl AgentControllerBuilder {
     /// ```
     pub fn max_steps(mut self, steps: usize) -> Self {
         self.max_steps = steps.max(1);
+        self
+    }
+
+    /// How deep subagents nest (default [`crate::subagent::DEFAULT_DEPTH`], 1: a child may not
+    /// start subagents of its own; 0: no mode may start any). A child at the limit is not
+    /// offered `subagent`.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::{AgentController, config, model::scripted::ScriptedModel};
+    /// let graph = config::parse("[[modes]]\nid = \"build\"\n", "modes.toml")?;
+    /// let builder = AgentController::builder(graph, Arc::new(ScriptedModel::new())).subagent_depth(2);
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
+    pub fn subagent_depth(mut self, depth: usize) -> Self {
+        self.subagent_limits.depth = depth;
+        self
+    }
+
+    /// How many `subagent` calls of one reply run at once (default
+    /// [`crate::subagent::DEFAULT_CONCURRENCY`], at least 1); the rest wait their turn. Past
+    /// [`crate::subagent::MAX_PER_REPLY`] calls in one reply, each gets an error result.
+    pub fn subagent_concurrency(mut self, concurrency: usize) -> Self {
+        self.subagent_limits.concurrency = concurrency.max(1);
+        self
+    }
+
+    /// The model calls a subagent's run may make (default
+    /// [`crate::subagent::DEFAULT_MAX_STEPS`], at least 1): a child that loops ends failed
+    /// there, and its parent's call gets an error result saying so.
+    pub fn subagent_max_steps(mut self, steps: usize) -> Self {
+        self.subagent_limits.max_steps = steps.max(1);
         self
     }
 
@@ -508,6 +542,20 @@ impl AgentControllerBuilder {
                 }
             }
         }
+        // `subagent` likewise: added when the config has subagent types or a mode lists it,
+        // unless the host registered a tool of that name; the session runs its calls itself.
+        let subagent_tool = self.tools.get(crate::subagent::SUBAGENT).is_none()
+            && (!self.graph.subagents().is_empty()
+                || self.graph.ids().any(|id| {
+                    self.graph
+                        .mode(id)
+                        .available_tools()
+                        .is_some_and(|list| list.iter().any(|t| &**t == crate::subagent::SUBAGENT))
+                }))
+            && self
+                .tools
+                .register(Arc::new(crate::tool::subagent::Subagent))
+                .is_ok();
         let names: Vec<&str> = self
             .tools
             .names()
@@ -537,7 +585,7 @@ impl AgentControllerBuilder {
         let runtimes = self
             .graph
             .ids()
-            .map(|id| mode_runtime(&self.graph, &self.tools, id, &plans_dir))
+            .map(|id| mode_runtime(&self.graph, &self.tools, id, &plans_dir, subagent_tool))
             .collect();
         let fingerprint = self.graph.fingerprint();
         let models = crate::machine::models::offered(&self.graph, self.model_id.as_deref());
@@ -570,6 +618,9 @@ impl AgentControllerBuilder {
                 model_id: self.model_id,
                 recorded_config: std::sync::OnceLock::new(),
                 task_tools,
+                subagent_tool,
+                subagent_limits: self.subagent_limits,
+                depth: 0,
             }),
         })
     }
@@ -580,6 +631,7 @@ fn mode_runtime(
     tools: &ToolRegistry,
     id: ModeId,
     plans_dir: &Path,
+    subagent_tool: bool,
 ) -> ModeRuntime {
     let mode = graph.mode(id);
     let mut specs: Vec<ToolSpec> = Vec::new();
@@ -597,6 +649,22 @@ fn mode_runtime(
                 description: submit_plan::description(target.id(), target.name()),
                 input_schema: submit_plan::input_schema(),
                 access: ToolAccess::Plans,
+            });
+        } else if name == crate::subagent::SUBAGENT && subagent_tool {
+            if !offered.insert(crate::subagent::SUBAGENT) {
+                return;
+            }
+            // The types this mode may start, named in the tool's description and schema.
+            let types: Vec<(&str, &str)> = graph
+                .subagents_of(id)
+                .iter()
+                .map(|t| (t.id(), t.description()))
+                .collect();
+            specs.push(ToolSpec {
+                name: Arc::from(crate::subagent::SUBAGENT),
+                description: crate::tool::subagent::description(&types),
+                input_schema: crate::tool::subagent::input_schema(&types),
+                access: ToolAccess::ReadOnly,
             });
         } else if let Some(tool) = tools.get(name) {
             if !offered.insert(tool.name()) {
@@ -754,6 +822,7 @@ impl AgentController {
             workspace: PathBuf::from("."),
             workspace_named: false,
             max_steps: DEFAULT_MAX_STEPS,
+            subagent_limits: crate::subagent::SubagentLimits::default(),
             max_revisions: DEFAULT_MAX_REVISIONS,
             store: None,
             tool_layer: None,

@@ -1206,6 +1206,47 @@ pub enum Event {
         /// The whole list after the change.
         tasks: Vec<crate::tool::tasks::Task>,
     },
+    /// A `subagent` call started a child run ([`crate::subagent`]); its events follow wrapped
+    /// in `subagent_event`, then `subagent_ended`.
+    SubagentStarted {
+        /// The session it happened in (the parent's).
+        session_id: Arc<str>,
+        /// The parent's run.
+        run_id: Arc<str>,
+        /// The parent's `subagent` call.
+        tool_call_id: String,
+        /// The subagent type.
+        agent_type: String,
+        /// The child's id: every event of the child is wrapped with it.
+        child_id: Arc<str>,
+    },
+    /// A child run ended: its final text (or why it has none) is the parent's call's result.
+    SubagentEnded {
+        /// The session it happened in (the parent's).
+        session_id: Arc<str>,
+        /// The parent's run.
+        run_id: Arc<str>,
+        /// The parent's `subagent` call.
+        tool_call_id: String,
+        /// The subagent type.
+        agent_type: String,
+        /// The child's id.
+        child_id: Arc<str>,
+        /// How it ended.
+        outcome: SubagentOutcome,
+    },
+    /// An event of a child run, as the child emitted it, wrapped with the child's id and the
+    /// parent's call, so a host can show it nested under that call.
+    SubagentEvent {
+        /// The session it happened in (the parent's).
+        session_id: Arc<str>,
+        /// The parent's `subagent` call.
+        tool_call_id: String,
+        /// The child's id.
+        child_id: Arc<str>,
+        /// The child's own event (its `sessionId` is the child's id).
+        event: Box<Event>,
+    },
     /// Something went wrong in a run (a model error, the step limit).
     Error {
         /// The session it happened in.
@@ -1259,6 +1300,9 @@ impl Event {
             Event::ToolSuspensionCancelled { .. } => "tool_suspension_cancelled",
             Event::AgentEnd { .. } => "agent_end",
             Event::TasksUpdated { .. } => "tasks_updated",
+            Event::SubagentStarted { .. } => "subagent_started",
+            Event::SubagentEnded { .. } => "subagent_ended",
+            Event::SubagentEvent { .. } => "subagent_event",
             Event::Error { .. } => "error",
         }
     }
@@ -1290,6 +1334,9 @@ impl Event {
             | Event::ToolSuspensionCancelled { session_id, .. }
             | Event::AgentEnd { session_id, .. }
             | Event::TasksUpdated { session_id, .. }
+            | Event::SubagentStarted { session_id, .. }
+            | Event::SubagentEnded { session_id, .. }
+            | Event::SubagentEvent { session_id, .. }
             | Event::Error { session_id, .. } => session_id,
         }
     }
@@ -1469,4 +1516,31 @@ impl futures_core::Stream for EventStream {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Event>> {
         self.receiver.poll_recv(cx)
     }
+}
+
+/// How a child run ended, as `subagent_ended` reports it.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    strum::Display,
+    strum::AsRefStr,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+#[non_exhaustive]
+pub enum SubagentOutcome {
+    /// The child's model gave its final text.
+    Completed,
+    /// The child's run failed (a model error, its step limit).
+    Failed,
+    /// The parent's run was cancelled while the child ran.
+    Aborted,
+    /// The child stopped at a call that needs the user (an approval or an answer), which a
+    /// child cannot get yet.
+    Refused,
 }

@@ -9,6 +9,8 @@
 //!   and the built-in `ask_user`.
 //! - [`tasks`]: the task list: the built-in task tools, the list in the session, and an
 //!   approved plan's steps seeding it.
+//! - [`subagents`]: subagent types, the `subagent` tool, and why a child never does more
+//!   than its parent's mode allows.
 //! - [`config`]: modes in `config/modes.toml`, and seeing a config with `graph`, `check` and
 //!   `schema` (completion and validation in your editor).
 //! - [`rules`]: rules on tool-call arguments, per mode: allow, ask or deny by the path a call
@@ -37,6 +39,9 @@ pub mod contract {}
 pub mod asking {}
 #[doc = include_str!("guide/tasks.md")]
 pub mod tasks {}
+
+#[doc = include_str!("guide/subagents.md")]
+pub mod subagents {}
 
 #[doc = include_str!("guide/config.md")]
 pub mod config {}

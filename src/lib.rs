@@ -33,7 +33,7 @@
 //! (`Message`, `ModelErrorKind`).
 //!
 //! The [`guide`] explains the rest: [the hand-over contract](guide::contract), [a tool that
-//! asks](guide::asking), [the task list](guide::tasks), [modes in
+//! asks](guide::asking), [the task list](guide::tasks), [subagents](guide::subagents), [modes in
 //! TOML](guide::config), [rules on tool-call arguments](guide::rules), [the command
 //! line](guide::cli), [real models](guide::models), [editors over ACP](guide::acp), [MCP
 //! servers' tools](guide::mcp), [a whole host in Rust](guide::library), [stores and
@@ -143,6 +143,7 @@ pub mod schema;
 pub mod session;
 pub mod store;
 mod store_error;
+pub mod subagent;
 #[cfg(feature = "terminal")]
 pub mod terminal;
 #[cfg(feature = "testing")]

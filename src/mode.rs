@@ -8,7 +8,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub mod subagent;
 pub(crate) mod timeout;
+
+use self::subagent::SubagentType;
 
 use self::timeout::{ApprovalTimeout, OnTimeout};
 use crate::event::ModeChangeReason;
@@ -89,6 +92,8 @@ pub struct Mode {
     pub(crate) approval_timeout: Option<ApprovalTimeout>,
     pub(crate) rules: Rules,
     pub(crate) on_timeout: OnTimeout,
+    /// The subagent types the mode's `subagent` tool may start (`None`: every type).
+    pub(crate) subagents: Option<Vec<Arc<str>>>,
 }
 
 impl Mode {
@@ -737,6 +742,12 @@ impl Mode {
         self.default_model_id.as_deref()
     }
 
+    /// The subagent types this mode's `subagent` tool may start, as its `subagents` list names
+    /// them (`None`: the list is left out, every type).
+    pub fn subagents(&self) -> Option<&[Arc<str>]> {
+        self.subagents.as_deref()
+    }
+
     /// The free `[modes.metadata]` table (colours, icons, ...); empty when absent.
     ///
     /// # Examples
@@ -922,6 +933,21 @@ pub struct ModeGraph {
     positions: bool,
     /// The `[[mcpServers]]` whose tools modes may name as `SERVER__TOOL`.
     mcp_servers: Arc<[McpServer]>,
+    /// The `[[subagents]]` types, in config order.
+    subagents: Arc<[SubagentType]>,
+    /// Every tool name a subagent type lists, with the type's index: checked like the modes'.
+    pub(crate) subagent_tool_refs: Arc<[SubagentToolRef]>,
+}
+
+/// A tool name in a subagent type's `availableTools` (or `requireApproval`), where the config
+/// writes it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SubagentToolRef {
+    /// The type's index in [`ModeGraph::subagents`].
+    pub(crate) subagent: usize,
+    pub(crate) name: Arc<str>,
+    pub(crate) span: std::ops::Range<usize>,
+    pub(crate) in_approval: bool,
 }
 
 impl ModeGraph {
@@ -944,7 +970,64 @@ impl ModeGraph {
             text,
             positions: true,
             mcp_servers: Arc::from([]),
+            subagents: Arc::from([]),
+            subagent_tool_refs: Arc::from([]),
         }
+    }
+
+    /// The same graph with `types` as its `[[subagents]]` and `refs` as their tool names.
+    pub(crate) fn with_subagents(
+        mut self,
+        types: Vec<SubagentType>,
+        refs: Vec<SubagentToolRef>,
+    ) -> Self {
+        self.subagents = types.into();
+        self.subagent_tool_refs = refs.into();
+        self
+    }
+
+    /// The `[[subagents]]` types of the config, in order.
+    ///
+    /// # Examples
+    /// ```
+    /// let graph = agent_controller::config::parse(
+    ///     "[[subagents]]\nid = \"explore\"\n[[modes]]\nid = \"build\"\n",
+    ///     "modes.toml",
+    /// )?;
+    /// assert_eq!(graph.subagents()[0].id(), "explore");
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
+    pub fn subagents(&self) -> &[SubagentType] {
+        &self.subagents
+    }
+
+    /// The subagent type with id `id`, if the config has one.
+    pub fn subagent(&self, id: &str) -> Option<&SubagentType> {
+        self.subagents.iter().find(|t| &*t.id == id)
+    }
+
+    /// The subagent types mode `mode`'s `subagent` tool may start: those its `subagents` list
+    /// names, in config order, or every type when it leaves the list out. Whether the mode
+    /// offers the tool at all is its `availableTools`'s say.
+    pub fn subagents_of(&self, mode: ModeId) -> Vec<&SubagentType> {
+        match &self.mode(mode).subagents {
+            None => self.subagents.iter().collect(),
+            Some(list) => self
+                .subagents
+                .iter()
+                .filter(|t| list.contains(&t.id))
+                .collect(),
+        }
+    }
+
+    /// The same graph with mode `id` replaced by `mode` (a child's view of its parent's mode:
+    /// the parent's rules with its type's on top).
+    pub(crate) fn with_mode(&self, id: ModeId, mode: Mode) -> Self {
+        let mut graph = self.clone();
+        if let Some(slot) = graph.modes.get_mut(id.index()) {
+            *slot = mode;
+        }
+        graph
     }
 
     /// The same graph with `servers` as its `[[mcpServers]]`.
@@ -1836,6 +1919,41 @@ impl ModeGraph {
                     field(rule.matcher().pattern().unwrap_or("").as_bytes());
                 }
             }
+            // Likewise only a mode with a `subagents` list.
+            if let Some(list) = &mode.subagents {
+                field(b"?subagents");
+                field(&(list.len() as u64).to_le_bytes());
+                for id in list {
+                    field(id.as_bytes());
+                }
+            }
+        }
+        // Only a config with subagent types adds them (what a child may do is part of what the
+        // config lets a session do).
+        if !self.subagents.is_empty() {
+            field(b"?subagentTypes");
+            field(&(self.subagents.len() as u64).to_le_bytes());
+            for kind in self.subagents.iter() {
+                field(kind.id.as_bytes());
+                field(kind.instructions.as_bytes());
+                match &kind.available_tools {
+                    None => field(b"*"),
+                    Some(tools) => {
+                        field(&(tools.len() as u64).to_le_bytes());
+                        for tool in tools {
+                            field(tool.as_bytes());
+                        }
+                    }
+                }
+                field(format!("{:?}", kind.require_approval).as_bytes());
+                field(&(kind.rules.as_slice().len() as u64).to_le_bytes());
+                for rule in kind.rules.as_slice() {
+                    field(rule.tool().as_bytes());
+                    field(rule.action().as_str().as_bytes());
+                    field(rule.matcher().pattern().unwrap_or("").as_bytes());
+                }
+                field(kind.default_model_id.as_deref().unwrap_or("").as_bytes());
+            }
         }
         // Only a config with MCP servers adds them, so configs without keep their fingerprint.
         if !self.mcp_servers.is_empty() {
@@ -1874,7 +1992,7 @@ impl ModeGraph {
     }
 }
 /// What a mode needs at run time, built once when the controller is built.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct ModeRuntime {
     pub(crate) system_prompt: String,
     pub(crate) specs: Vec<ToolSpec>,

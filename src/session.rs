@@ -7,6 +7,7 @@ mod expiry;
 mod kind;
 mod save;
 mod stop;
+mod subagent;
 
 pub use self::call_status::{CallStatus, result_statuses};
 pub use self::kind::SessionErrorKind;
@@ -188,6 +189,13 @@ pub(crate) struct Shared {
     /// The built-in task tools the controller registered (`crate::tool::tasks`): the session
     /// applies their calls to its task list itself.
     pub(crate) task_tools: Vec<&'static str>,
+    /// Whether the controller registered the built-in `subagent` tool, whose calls the session
+    /// runs itself as child runs ([`crate::subagent`]).
+    pub(crate) subagent_tool: bool,
+    /// How deep, how many at once and how long subagents run.
+    pub(crate) subagent_limits: crate::subagent::SubagentLimits,
+    /// How deep the sessions sharing this are: 0 for a controller's, 1 for its children.
+    pub(crate) depth: usize,
 }
 
 impl Shared {

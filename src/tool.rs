@@ -19,6 +19,7 @@ pub mod ask_user;
 pub mod fs;
 pub use crate::exchange::input;
 pub mod mcp;
+pub mod subagent;
 pub mod submit_plan;
 pub mod tasks;
 

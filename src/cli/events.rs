@@ -219,6 +219,27 @@ pub(crate) fn event_line(
         Event::AgentEnd { run_id, reason, .. } => format!("[{}] ended: {reason}", line(run_id)),
         Event::TasksUpdated { tasks, .. } => style.render_tasks(tasks),
         Event::Error { message, .. } => format!("error: {}", line(message)),
+        Event::SubagentStarted {
+            agent_type,
+            child_id,
+            ..
+        } => format!("subagent {} started ({})", line(agent_type), line(child_id)),
+        // A child's own lines, indented under the parent's call.
+        Event::SubagentEvent { event, .. } => event_line(event, graph, style, false)?
+            .lines()
+            .map(|l| format!("    {l}"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Event::SubagentEnded {
+            agent_type,
+            child_id,
+            outcome,
+            ..
+        } => format!(
+            "subagent {} ended: {outcome} ({})",
+            line(agent_type),
+            line(child_id)
+        ),
         _ => return None,
     })
 }

@@ -90,7 +90,7 @@ fn rule_of(
         errors.push(err(
             ConfigErrorKind::InvalidRule,
             raw.tool.span(),
-            format!("rule {number} of mode `{id}` is on `{SUBMIT_PLAN}`, whose plan always waits for a decision: leave it out"),
+            format!("rule {number} of {id} is on `{SUBMIT_PLAN}`, whose plan always waits for a decision: leave it out"),
         ));
         return None;
     }
@@ -109,7 +109,7 @@ fn rule_of(
             ConfigErrorKind::RuleToolNotOffered,
             raw.tool.span(),
             format!(
-                "rule {number} of mode `{id}` is on `{tool}`, which the mode does not offer (its availableTools: {}), so it could never apply: {hint}",
+                "rule {number} of {id} is on `{tool}`, which the mode does not offer (its availableTools: {}), so it could never apply: {hint}",
                 if offered.is_empty() { "none".to_owned() } else { listed(offered.iter().map(|t| &**t)) },
             ),
         ));
@@ -119,7 +119,7 @@ fn rule_of(
         err(
             ConfigErrorKind::InvalidPattern,
             span,
-            format!("rule {number} of mode `{id}` has {key} `{text}`, which is not valid: {why}"),
+            format!("rule {number} of {id} has {key} `{text}`, which is not valid: {why}"),
         )
     };
     let arg = raw.arg.as_ref().map(|a| a.get_ref().as_str());
@@ -129,9 +129,7 @@ fn rule_of(
         errors.push(err(
             ConfigErrorKind::InvalidRule,
             a.span(),
-            format!(
-                "rule {number} of mode `{id}` has an empty arg: name the argument the rule reads"
-            ),
+            format!("rule {number} of {id} has an empty arg: name the argument the rule reads"),
         ));
         return None;
     }
@@ -150,7 +148,7 @@ fn rule_of(
             errors.push(err(
                 ConfigErrorKind::InvalidRule,
                 span,
-                format!("rule {number} of mode `{id}` names arg `{}` but no pattern for it: add `path`, `glob` or `regex`, or leave arg out to match every call", arg.unwrap_or_default()),
+                format!("rule {number} of {id} names arg `{}` but no pattern for it: add `path`, `glob` or `regex`, or leave arg out to match every call", arg.unwrap_or_default()),
             ));
             return None;
         }
@@ -166,7 +164,7 @@ fn rule_of(
                         errors.push(err(
                             ConfigErrorKind::InvalidRule,
                             value.span(),
-                            format!("rule {number} of mode `{id}` has a {other} but no arg: name the argument it reads (`arg = \"command\"`), or use `path` for a path"),
+                            format!("rule {number} of {id} has a {other} but no arg: name the argument it reads (`arg = \"command\"`), or use `path` for a path"),
                         ));
                         return None;
                     };
@@ -174,7 +172,7 @@ fn rule_of(
                         errors.push(err(
                             ConfigErrorKind::InvalidRule,
                             value.span(),
-                            format!("rule {number} of mode `{id}` allows by a {other} on arg `path`, which reads the text as sent and lets `..` walk out of it (`src/../.env` fits `src/*`): use `path = \"...\"`, which reads the path the workspace jail resolved"),
+                            format!("rule {number} of {id} allows by a {other} on arg `path`, which reads the text as sent and lets `..` walk out of it (`src/../.env` fits `src/*`): use `path = \"...\"`, which reads the path the workspace jail resolved"),
                         ));
                         return None;
                     }
@@ -199,7 +197,7 @@ fn rule_of(
                 ConfigErrorKind::InvalidRule,
                 value.span(),
                 format!(
-                    "rule {number} of mode `{id}` sets both {} and `{key}`: a rule has one pattern, so write one rule for each",
+                    "rule {number} of {id} sets both {} and `{key}`: a rule has one pattern, so write one rule for each",
                     given[..given.len() - 1].iter().map(|(k, _)| format!("`{k}`")).collect::<Vec<_>>().join(" and ")
                 ),
             ));
@@ -264,7 +262,7 @@ fn shadowed(
             source,
             span.clone(),
             format!(
-                "rule {number} of mode `{id}` ({rule}) can never decide a call: rule {other_number} ({other}) matches every call it matches, {why}"
+                "rule {number} of {id} ({rule}) can never decide a call: rule {other_number} ({other}) matches every call it matches, {why}"
             ),
         ));
     }

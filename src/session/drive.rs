@@ -356,6 +356,22 @@ impl Session {
                     }
                     Some(output)
                 }
+                Some(Ruling::Run(_) | Ruling::Ask(_) | Ruling::Allowed(_))
+                    if self.shared.runs_subagent(name) =>
+                {
+                    let index = self.call_position(&call.tool_call_id);
+                    match index {
+                        Some((at, index)) => {
+                            let mut outputs = self.run_subagents(&run_id, at, &[index]).await;
+                            (!self.run_token.is_cancelled())
+                                .then(|| outputs.pop().map(|(_, o)| o))
+                                .flatten()
+                        }
+                        None => Some(ToolOutput::error(
+                            "Not executed: the subagent call is not in the last reply.",
+                        )),
+                    }
+                }
                 Some(Ruling::Run(_) | Ruling::Ask(_) | Ruling::Allowed(_)) => {
                     self.execute_tool(&run_id, &call.tool_call_id, name, &call.payload.args)
                         .await
@@ -385,6 +401,28 @@ impl Session {
                 .await;
         }
         self.drive_traced(run_id).await
+    }
+
+    /// The `subagent` calls of the reply at `at` that start together with the one at `index`:
+    /// it, and each `subagent` call right after it that would run now (ruled again here: one
+    /// that waits or is refused is not started).
+    fn subagent_batch(&self, at: usize, index: usize) -> Vec<usize> {
+        let mut batch = vec![index];
+        for i in index + 1.. {
+            let Some(call) = self.state.tool_call(at, i) else {
+                break;
+            };
+            if !self.shared.runs_subagent(&call.name)
+                || !matches!(
+                    self.ruling_of(call),
+                    Some(Ruling::Run(_) | Ruling::Allowed(_))
+                )
+            {
+                break;
+            }
+            batch.push(i);
+        }
+        batch
     }
 
     /// Where the call `tool_call_id` of the last reply is: the reply's position in the
@@ -597,6 +635,8 @@ impl Session {
         let mut waiting: Vec<Asked> = Vec::new();
         // The calls their tools suspended ([`ToolOutput::suspend`]): they wait for an answer.
         let mut suspended: Vec<(usize, Box<ToolSuspension>)> = Vec::new();
+        // The results of `subagent` calls that ran beside an earlier one of the reply.
+        let mut ran_beside: Vec<(usize, ToolOutput)> = Vec::new();
         let mut next = 0;
         loop {
             // Once the handle fired no call starts, and none waits: the run ends aborted.
@@ -736,6 +776,26 @@ impl Session {
             // the new list is handed over just before the call's result.
             let mut new_tasks = None;
             let output = match args {
+                Some(_) if shared.runs_subagent(&name) => {
+                    // The reply's `subagent` calls from here on that would run now start
+                    // together, up to the controller's bound at once; each result is handed
+                    // over when the loop reaches its call.
+                    let index = next - 1;
+                    if let Some(at_index) = ran_beside.iter().position(|(i, _)| *i == index) {
+                        Some(ran_beside.swap_remove(at_index).1)
+                    } else {
+                        let batch = self.subagent_batch(at, index);
+                        let mut outputs = self.run_subagents(run_id, at, &batch).await;
+                        if self.run_token.is_cancelled() {
+                            None
+                        } else {
+                            let mine = outputs.iter().position(|(i, _)| *i == index);
+                            let output = mine.map(|m| outputs.swap_remove(m).1);
+                            ran_beside.extend(outputs);
+                            output
+                        }
+                    }
+                }
                 Some(args) if self.shared.task_tools.contains(&name.as_str()) => {
                     let (output, tasks) = self.task_outcome(&name, args);
                     new_tasks = tasks;
@@ -888,6 +948,16 @@ impl Session {
         // An allowance covers the tool it was given for: one of another origin (another MCP
         // server that reuses the name) does not stand in for the user.
         Some(match ruling {
+            // A subagent's call cannot reach the user yet: what would wait is refused in the
+            // child, and the model told why (never approved for the user, never lost).
+            Ruling::Ask(_) | Ruling::Run(_) | Ruling::Allowed(_)
+                if self.shared.depth > 0 && call.name == crate::tool::ASK_USER =>
+            {
+                Ruling::Refused(super::subagent::CHILD_CANNOT_ASK.to_owned())
+            }
+            Ruling::Ask(_) if self.shared.depth > 0 => {
+                Ruling::Refused(super::subagent::CHILD_CANNOT_WAIT.to_owned())
+            }
             // `ask_user` asks the user already: `requireApproval` never makes it wait first.
             Ruling::Ask(_) if call.name == crate::tool::ASK_USER => Ruling::Run(None),
             Ruling::Allowed(by) if !by.covers_origin(self.origin_of(&call.name).as_deref()) => {

@@ -177,13 +177,18 @@ fn every_key_the_parser_knows_has_a_description() {
             "onTimeout",
             "requireApproval",
             "rules",
+            "subagents",
             "transitionsTo"
         ]
     );
     for (key, property) in mode.as_object().expect("as_object") {
         assert!(property["description"].is_string(), "{key}");
     }
-    for key in ["defaultModeId", "plansDir", "modes"] {
+    let subagent = &schema["definitions"]["Subagent"]["properties"];
+    for (key, property) in subagent.as_object().expect("as_object") {
+        assert!(property["description"].is_string(), "subagent {key}");
+    }
+    for key in ["defaultModeId", "plansDir", "modes", "subagents"] {
         assert!(
             schema["properties"][key]["description"].is_string(),
             "{key}"

@@ -1,0 +1,486 @@
+//! Running `subagent` calls as child runs ([`crate::subagent`]): the driver's part. A child is
+//! a session of its own (its own transcript) sharing the parent's workspace, jail, tools and
+//! store-less state, whose view of the parent's current mode is narrowed here, in one place:
+//!
+//! - its tools: those its type lists *and* the parent's mode offers, never the task tools,
+//!   `submit_plan`, or `subagent` at the depth limit; from a planning mode only read-only ones;
+//! - its rules: the parent mode's `requireApproval` and rules, with the type's own on top (its
+//!   `deny` and `ask` rules, and its `requireApproval`, which can only add waits);
+//! - its allowances: the parent's, as they stand when it starts;
+//! - its model: the parent's, asked for the type's `defaultModelId` when it names one.
+//!
+//! The rulings themselves are the session's ([`Session::ruling_of`]): a child's call is ruled
+//! by the same code as its parent's, in the narrowed mode. Until a child's waiting call can
+//! reach the user, a call that would wait (for approval or an answer) is refused in the child
+//! with a result that says so.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Poll;
+
+use tokio::sync::{Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use super::{RunOutcome, Session, SessionOptions, Shared};
+use crate::event::Event;
+use crate::event::SubagentOutcome;
+use crate::mode::subagent::SubagentType;
+use crate::mode::{Mode, ModeId, RequireApproval};
+use crate::model::LanguageModel;
+use crate::rules::{RuleAction, Rules};
+use crate::subagent::{MAX_PER_REPLY, SUBAGENT};
+use crate::tool::ToolAccess;
+use crate::tool::ToolOutput;
+
+/// Why a child's call that would wait for the user is refused (until a child's waiting call
+/// can reach the user).
+pub(crate) const CHILD_CANNOT_WAIT: &str = "it needs the user's approval, and a subagent cannot ask the user for it yet: do without it, or report back so the parent can do it";
+
+/// Why a child's `ask_user` (or another call that waits for an answer) is refused.
+pub(crate) const CHILD_CANNOT_ASK: &str = "a subagent cannot ask the user questions yet: decide with what you have, or report the question back in your final answer";
+
+/// A child ready to start: everything it needs, owned, so it runs beside its siblings.
+struct Child {
+    /// The parent's call's position in its reply.
+    index: usize,
+    tool_call_id: String,
+    agent_type: String,
+    child_id: Arc<str>,
+    shared: Arc<Shared>,
+    mode: ModeId,
+    model: Arc<dyn LanguageModel>,
+    task: String,
+    allowances: Vec<crate::allowance::Allowance>,
+    workspace_allowances: Vec<crate::allowance::Allowance>,
+}
+
+type Running = Pin<Box<dyn Future<Output = (usize, ToolOutput)> + Send>>;
+
+/// The results of a reply's `subagent` calls, each with its call's position in the reply, as a
+/// future of its own.
+type Batch<'a> = Pin<Box<dyn Future<Output = Vec<(usize, ToolOutput)>> + Send + 'a>>;
+
+impl Session {
+    /// Runs the `subagent` calls at `indexes` of the reply at `at` (in the model's order), at
+    /// most the controller's bound at once, and returns each call's result by its index. A
+    /// call that cannot start (an unknown or forbidden type, bad input, past the per-reply cap,
+    /// past the depth limit) gets an error result at once; the others run as children. Each
+    /// child's events reach the parent's subscribers wrapped (`subagent_event`), between its
+    /// `subagent_started` and `subagent_ended`.
+    ///
+    /// Boxed as a `Send` future: a child's run awaits this again for its own children, and a
+    /// future type that contains itself needs a name for its `Send`.
+    pub(crate) fn run_subagents<'a>(
+        &'a self,
+        run_id: &'a Arc<str>,
+        at: usize,
+        indexes: &'a [usize],
+    ) -> Batch<'a> {
+        Box::pin(self.run_subagents_now(run_id, at, indexes))
+    }
+
+    async fn run_subagents_now(
+        &self,
+        run_id: &Arc<str>,
+        at: usize,
+        indexes: &[usize],
+    ) -> Vec<(usize, ToolOutput)> {
+        let parent_model = self.parent_model();
+        let mut outputs: Vec<(usize, ToolOutput)> = Vec::new();
+        let mut children: Vec<Child> = Vec::new();
+        for &index in indexes {
+            let prepared = match &parent_model {
+                Ok((model, chosen)) => self.prepare_child(run_id, at, index, model, *chosen),
+                Err(error) => Err(format!(
+                    "the parent's model could not be built for the subagent: {error}"
+                )),
+            };
+            match prepared {
+                Ok(child) => children.push(child),
+                Err(why) => outputs.push((
+                    index,
+                    ToolOutput::error(format!("subagent refused: {why}. Nothing was started.")),
+                )),
+            }
+        }
+        let semaphore = Arc::new(Semaphore::new(self.shared.subagent_limits.concurrency));
+        let (events, mut received) = mpsc::unbounded_channel::<Event>();
+        let mut running: Vec<Option<Running>> = children
+            .into_iter()
+            .map(|child| {
+                let run = run_child(
+                    child,
+                    semaphore.clone(),
+                    events.clone(),
+                    self.run_token.clone(),
+                    self.id.clone(),
+                    run_id.clone(),
+                );
+                Some(Box::pin(run) as Running)
+            })
+            .collect();
+        drop(events);
+        let this = self;
+        // The children are polled here, in the parent's task (no task is spawned: a dropped
+        // run drops its children with it), and their events delivered as they come.
+        std::future::poll_fn(|cx| {
+            for slot in running.iter_mut() {
+                if let Some(child) = slot
+                    && let Poll::Ready(output) = child.as_mut().poll(cx)
+                {
+                    outputs.push(output);
+                    *slot = None;
+                }
+            }
+            while let Ok(event) = received.try_recv() {
+                this.deliver_shared(&event);
+            }
+            if running.iter().all(Option::is_none) {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+        .await;
+        outputs.sort_by_key(|(index, _)| *index);
+        outputs
+    }
+
+    /// The model the parent's run uses now, and whether it was chosen at an approval (as
+    /// [`Session::mode_model`] finds it, without keeping one it builds).
+    fn parent_model(&self) -> Result<(Arc<dyn LanguageModel>, bool), String> {
+        let Some(id) = &self.state.model_id else {
+            let model = self.model.clone();
+            return Ok((model.unwrap_or_else(|| self.shared.model.clone()), false));
+        };
+        if let Some((built, model)) = &self.chosen_model
+            && built == id
+        {
+            return Ok((model.clone(), true));
+        }
+        self.build_model(id)
+            .map(|model| (model, true))
+            .map_err(|e| e.to_string())
+    }
+
+    /// The child for the `subagent` call at `index` of the reply at `at`, or why it cannot
+    /// start.
+    fn prepare_child(
+        &self,
+        run_id: &Arc<str>,
+        at: usize,
+        index: usize,
+        parent_model: &Arc<dyn LanguageModel>,
+        chosen: bool,
+    ) -> Result<Child, String> {
+        let call = self
+            .state
+            .tool_call(at, index)
+            .ok_or_else(|| "the call is not in the reply".to_owned())?;
+        let ordinal = (0..index)
+            .filter_map(|i| self.state.tool_call(at, i))
+            .filter(|c| c.name == SUBAGENT)
+            .count();
+        if ordinal >= MAX_PER_REPLY {
+            return Err(format!(
+                "at most {MAX_PER_REPLY} subagent calls of one reply start, and this is call {} of them: start fewer at once",
+                ordinal + 1
+            ));
+        }
+        let limits = self.shared.subagent_limits;
+        if self.shared.depth >= limits.depth {
+            return Err(format!(
+                "subagents nest at most {} deep here, and this run is at depth {}",
+                limits.depth, self.shared.depth
+            ));
+        }
+        let input = crate::tool::subagent::input(&call.args)?;
+        let graph = &self.shared.graph;
+        let mode = self.state.mode;
+        let allowed = graph.subagents_of(mode);
+        let Some(kind) = allowed.iter().find(|t| t.id() == input.agent_type) else {
+            let known: Vec<String> = allowed.iter().map(|t| format!("`{}`", t.id())).collect();
+            let why = if graph.subagent(&input.agent_type).is_some() {
+                "which this mode may not start"
+            } else {
+                "which names no subagent type"
+            };
+            return Err(format!(
+                "agentType `{}` is refused, {why} (the types this mode may start: {})",
+                crate::display::neutralize_line_within(&input.agent_type, 100),
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
+            ));
+        };
+        let child_id: Arc<str> = Arc::from(format!("{}.{run_id}.sub{at}_{index}", self.id));
+        let shared = self.child_shared(kind, chosen);
+        Ok(Child {
+            index,
+            tool_call_id: call.id.clone(),
+            agent_type: kind.id().to_owned(),
+            child_id,
+            shared: Arc::new(shared),
+            mode,
+            model: parent_model.clone(),
+            task: input.task,
+            allowances: self.state.allowances.clone(),
+            workspace_allowances: self.state.workspace_allowances.clone(),
+        })
+    }
+
+    /// What a child of type `kind` shares: the parent's, with the parent's current mode
+    /// narrowed to what the child may do (the module's rules), no store, and the child's
+    /// limits. `chosen`: the parent's model was chosen at an approval (its requests then name
+    /// no mode default).
+    fn child_shared(&self, kind: &SubagentType, chosen: bool) -> Shared {
+        let parent = &self.shared;
+        let id = self.state.mode;
+        let parent_mode = parent.graph.mode(id);
+        let depth = parent.depth + 1;
+        let mut runtime = parent.runtime(id).clone();
+        runtime.specs.retain(|spec| {
+            let name = &*spec.name;
+            kind.lists(name)
+                && name != crate::tool::SUBMIT_PLAN
+                && !crate::tool::tasks::is_task_tool(name)
+                && (name != SUBAGENT || depth < parent.subagent_limits.depth)
+                && (!parent_mode.is_planning() || spec.access == ToolAccess::ReadOnly)
+        });
+        runtime.tool_list = if runtime.specs.is_empty() {
+            "none".to_owned()
+        } else {
+            runtime
+                .specs
+                .iter()
+                .map(|s| &*s.name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        runtime.system_prompt = child_prompt(kind, parent_mode, &runtime.tool_list);
+        let mode = child_mode(parent_mode, kind, &runtime, chosen);
+        let mut runtimes = parent.runtimes.clone();
+        if let Some(slot) = runtimes.get_mut(id.index()) {
+            *slot = runtime;
+        }
+        Shared {
+            graph: parent.graph.with_mode(id, mode),
+            tools: parent.tools.clone(),
+            model: parent.model.clone(),
+            workspace: parent.workspace.clone(),
+            workspace_named: parent.workspace_named,
+            plans_dir: parent.plans_dir.clone(),
+            max_steps: parent.subagent_limits.max_steps,
+            max_revisions: parent.max_revisions,
+            store: None,
+            fingerprint: parent.fingerprint.clone(),
+            lease_owner: parent.lease_owner.clone(),
+            lease_duration: parent.lease_duration,
+            protected_paths: parent.protected_paths.clone(),
+            runtimes,
+            clock: parent.clock.clone(),
+            model_chooser: parent.model_chooser.clone(),
+            model_id: parent.model_id.clone(),
+            models: parent.models.clone(),
+            recorded_config: std::sync::OnceLock::new(),
+            task_tools: Vec::new(),
+            subagent_tool: parent.subagent_tool,
+            subagent_limits: parent.subagent_limits,
+            depth,
+        }
+    }
+}
+
+/// The parent's mode as a child of `kind` sees it: the parent's `requireApproval` and rules
+/// with the type's on top (never an `allow` of the type's: it would loosen what the parent
+/// asks for), the child's tools as its list, the model the child asks for.
+fn child_mode(
+    parent: &Mode,
+    kind: &SubagentType,
+    runtime: &crate::mode::ModeRuntime,
+    chosen: bool,
+) -> Mode {
+    let mut mode = parent.clone();
+    let mut rules = parent.rules().as_slice().to_vec();
+    rules.extend(
+        kind.rules()
+            .as_slice()
+            .iter()
+            .filter(|rule| rule.action() != RuleAction::Allow)
+            .cloned(),
+    );
+    mode.rules = Rules::new(rules);
+    mode.require_approval = match (&parent.require_approval, &kind.require_approval) {
+        (RequireApproval::All, _) | (_, RequireApproval::All) => RequireApproval::All,
+        (RequireApproval::None, other) | (other, RequireApproval::None) => other.clone(),
+        (RequireApproval::Tools(a), RequireApproval::Tools(b)) => {
+            let mut tools = a.clone();
+            tools.extend(b.iter().filter(|t| !a.contains(t)).cloned());
+            RequireApproval::Tools(tools)
+        }
+    };
+    mode.available_tools = Some(runtime.specs.iter().map(|s| s.name.clone()).collect());
+    // A model chosen at an approval is the user's choice: the child keeps it unless its type
+    // names its own.
+    mode.default_model_id = kind.default_model_id().map(str::to_owned).or(if chosen {
+        None
+    } else {
+        parent.default_model_id.clone()
+    });
+    mode
+}
+
+/// A child's system prompt: who it is, its type's instructions, its tools.
+fn child_prompt(kind: &SubagentType, parent: &Mode, tools: &str) -> String {
+    let mut prompt = format!(
+        "You are a subagent of type `{}` ({}), started by an agent in its {} mode for one task. Work on the task with your tools; your final answer is all the agent reads, so make it complete.",
+        kind.id(),
+        kind.name(),
+        parent.name()
+    );
+    if parent.is_planning() {
+        prompt.push_str(" You may not change any file.");
+    }
+    if !kind.instructions().is_empty() {
+        prompt.push_str("\n\n");
+        prompt.push_str(kind.instructions());
+    }
+    prompt.push_str(&format!("\n\nYour tools: {tools}."));
+    prompt
+}
+
+/// Runs one child to its end, in its turn (`semaphore`), and gives the parent's call its
+/// result: the child's final text, or an error result saying why there is none.
+async fn run_child(
+    child: Child,
+    semaphore: Arc<Semaphore>,
+    events: mpsc::UnboundedSender<Event>,
+    token: CancellationToken,
+    session_id: Arc<str>,
+    run_id: Arc<str>,
+) -> (usize, ToolOutput) {
+    let Child {
+        index,
+        tool_call_id,
+        agent_type,
+        child_id,
+        shared,
+        mode,
+        model,
+        task,
+        allowances,
+        workspace_allowances,
+    } = child;
+    let _turn = token.run_until_cancelled(semaphore.acquire_owned()).await;
+    let ended = |outcome: SubagentOutcome| Event::SubagentEnded {
+        session_id: session_id.clone(),
+        run_id: run_id.clone(),
+        tool_call_id: tool_call_id.clone(),
+        agent_type: agent_type.clone(),
+        child_id: child_id.clone(),
+        outcome,
+    };
+    if token.is_cancelled() {
+        return (
+            index,
+            ToolOutput::error("Cancelled: the run was cancelled before the subagent started."),
+        );
+    }
+    let _ = events.send(Event::SubagentStarted {
+        session_id: session_id.clone(),
+        run_id: run_id.clone(),
+        tool_call_id: tool_call_id.clone(),
+        agent_type: agent_type.clone(),
+        child_id: child_id.clone(),
+    });
+    let wrap = {
+        let (events, session_id, tool_call_id, child_id) = (
+            events.clone(),
+            session_id.clone(),
+            tool_call_id.clone(),
+            child_id.clone(),
+        );
+        move |event: &Event| {
+            let _ = events.send(Event::SubagentEvent {
+                session_id: session_id.clone(),
+                tool_call_id: tool_call_id.clone(),
+                child_id: child_id.clone(),
+                event: Box::new(event.clone()),
+            });
+        }
+    };
+    let options = SessionOptions::new().model(model).on_event(wrap);
+    let started = Session::start(shared, child_id.clone(), mode, options).await;
+    let mut session = match started {
+        Ok(session) => session,
+        Err(error) => {
+            let _ = events.send(ended(SubagentOutcome::Failed));
+            return (
+                index,
+                ToolOutput::error(format!(
+                    "The subagent `{agent_type}` could not start: {error}"
+                )),
+            );
+        }
+    };
+    session.state.allowances = allowances;
+    session.state.workspace_allowances = workspace_allowances;
+    let mode_id = session.mode_arc();
+    session.state.refresh_allowed(&mode_id);
+    let outcome = token.run_until_cancelled(session.send_message(task)).await;
+    let (outcome, output) = match outcome {
+        None | Some(Ok(RunOutcome::Aborted { .. })) => (
+            SubagentOutcome::Aborted,
+            ToolOutput::error(format!(
+                "Cancelled: the subagent `{agent_type}` ({child_id}) was stopped as the run was cancelled."
+            )),
+        ),
+        Some(Ok(RunOutcome::Completed { text, .. })) => (
+            SubagentOutcome::Completed,
+            ToolOutput::ok(if text.trim().is_empty() {
+                format!("The subagent `{agent_type}` finished without a final answer.")
+            } else {
+                text
+            }),
+        ),
+        Some(Ok(RunOutcome::Failed { error, .. })) => (
+            SubagentOutcome::Failed,
+            ToolOutput::error(format!(
+                "The subagent `{agent_type}` ({child_id}) failed: {error}"
+            )),
+        ),
+        Some(Ok(
+            RunOutcome::Suspended { .. }
+            | RunOutcome::ToolCallsSuspended { .. }
+            | RunOutcome::AwaitingAnswer { .. },
+        )) => {
+            // A call of the child waits for the user, who cannot be asked from a child yet:
+            // the child ends there, its call not run, and the parent is told why.
+            let _ = session.abort().await;
+            (
+                SubagentOutcome::Refused,
+                ToolOutput::error(format!(
+                    "The subagent `{agent_type}` ({child_id}) was ended: one of its calls waits for the user, and {CHILD_CANNOT_ASK}."
+                )),
+            )
+        }
+        Some(Err(error)) => (
+            SubagentOutcome::Failed,
+            ToolOutput::error(format!(
+                "The subagent `{agent_type}` ({child_id}) failed: {error}"
+            )),
+        ),
+    };
+    let _ = events.send(ended(outcome));
+    (index, output)
+}
+
+impl Shared {
+    /// Whether calls of tool `name` are `subagent` calls the session runs itself.
+    pub(crate) fn runs_subagent(&self, name: &str) -> bool {
+        self.subagent_tool && name == SUBAGENT
+    }
+}
