@@ -46,9 +46,12 @@ async fn connect(url: &str) -> PostgresStore {
 }
 
 fn record(id: &str, version: u64, pending: Option<&str>) -> SessionRecord {
+    // A plan's sha256 pins the text shown (`# title`, a blank line, the body), which a load checks.
+    let sha =
+        agent_controller::tool::submit_plan::sha256_hex(format!("# T {id}\n\nb\n").as_bytes());
     let pending_json = match pending {
         Some(call) => format!(
-            r#"{{"runId":"run_1","toolCallId":"{call}","toolName":"submit_plan","suspendPayload":{{"path":"p.md","title":"T {id}","plan":"b","sha256":"00","targetModeId":"build"}}}}"#
+            r#"{{"runId":"run_1","toolCallId":"{call}","toolName":"submit_plan","suspendPayload":{{"path":"p.md","title":"T {id}","plan":"b","sha256":"{sha}","targetModeId":"build"}}}}"#
         ),
         None => "null".to_owned(),
     };
@@ -170,6 +173,7 @@ async fn text_a_model_wrote_round_trips_exactly() {
     let pending = hostile.pending.as_mut().expect("pending");
     pending.tool_call_id = "call\u{0}\u{1b}[2J".into();
     pending.suspend_payload.submission.title = "Title\u{0} with NUL \u{202e}and 'quotes'\"".into();
+    pending.suspend_payload.submission.sha256 = pending.suspend_payload.submission.shown_sha256();
     hostile.messages = vec![agent_controller::model::Message::User {
         content: "\u{0}".repeat(3) + "'); DROP TABLE agent_controller_sessions; --",
     }];
