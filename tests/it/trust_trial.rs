@@ -149,6 +149,45 @@ fn acps_permission_request_shows_where_a_symlinked_path_leads() {
     );
 }
 
+/// M1, in a two-step flow: `notes.md -> src/main.rs` is shown in `pending`; before `decide`
+/// approves it, `notes.md` is pointed at `secret.txt`. The approved write used to land in
+/// `secret.txt`, which nobody was shown: it is not run, nothing is written, the model is told
+/// which path changed and where it leads now, and the run goes on.
+#[cfg(unix)]
+#[test]
+fn an_approved_write_whose_symlink_changed_before_decide_never_runs() {
+    let world = World::with_config(
+        "dir",
+        CONFIG,
+        vec![
+            calls([write("call_1", "notes.md", "overwritten")]),
+            text("Not written."),
+        ],
+    );
+    linked_notes(world.ws.path());
+    std::fs::write(world.ws.path().join("secret.txt"), "secret\n").expect("secret");
+    let (out, session) = world.run_stored("Write notes");
+    assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
+    let line = stdout(&pending(&world.spec, false));
+    assert!(line.contains("notes.md -> src/main.rs"), "{line}");
+    let link = world.ws.path().join("notes.md");
+    std::fs::remove_file(&link).expect("unlink");
+    std::os::unix::fs::symlink("secret.txt", &link).expect("relink");
+    let out = world.decide(&session, &["--approve"]);
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    assert_eq!(world.file("secret.txt").as_deref(), Some("secret\n"));
+    assert_eq!(world.file("src/main.rs").as_deref(), Some("fn main() {}\n"));
+    let results = world.tool_results(1);
+    assert_eq!(
+        results,
+        [
+            "Not executed: where its path leads changed after it was approved: \
+          `path notes.md` led to `src/main.rs` and now leads to `secret.txt`; \
+          call it again to have it approved where it leads now."
+        ],
+    );
+}
+
 /// M2, at the terminal: `a` at the first of two `write_file` calls of one reply runs the
 /// call shown and allows the tool from now on; the second call, which was never shown, is
 /// shown and asked about (here rejected), not run unseen.
