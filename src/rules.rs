@@ -923,16 +923,114 @@ impl ResolvedLocation {
             neutralize_line(&self.arg),
             neutralize_line(&self.given)
         );
+        if self.differs() {
+            format!("{head} -> {}", self.leads_to())
+        } else {
+            head
+        }
+    }
+
+    /// Where it leads, as [`ResolvedLocation::shown`] says it after the arrow: the path, `.
+    /// (the workspace)`, or `not inside the workspace: WHY`.
+    fn leads_to(&self) -> String {
+        use crate::display::neutralize_line;
         match (&self.path, &self.doubt) {
-            (Some(_), _) if !self.differs() => head,
-            (Some(path), _) if path.is_empty() => format!("{head} -> . (the workspace)"),
-            (Some(path), _) => format!("{head} -> {}", neutralize_line(path)),
+            (Some(path), _) if path.is_empty() => ". (the workspace)".to_owned(),
+            (Some(path), _) => neutralize_line(path).into_owned(),
             (None, why) => format!(
-                "{head} -> not inside the workspace: {}",
+                "not inside the workspace: {}",
                 neutralize_line(why.as_deref().unwrap_or("it cannot be resolved"))
             ),
         }
     }
+
+    /// The argument as typed, where it leads where it reads: what an approver who was shown
+    /// no location for it saw.
+    fn as_typed(&self) -> Self {
+        Self {
+            path: Some(self.given.clone()),
+            doubt: None,
+            ..self.clone()
+        }
+    }
+}
+
+/// Why a call approved where `shown` said its paths lead must not run, now that they lead
+/// where `now` says, if they moved: `shown` is what the approver was shown (the call's
+/// [`crate::event::ToolCallPayload::locations`], which keeps only those that lead elsewhere
+/// than they read: an argument it lacks was shown as typed), `now` where each path argument
+/// leads just before the call runs ([`locate_path_args`], all of them). A path that leads
+/// elsewhere, or that was shown and cannot be resolved now, moved: a symlink changed between
+/// the approval and the run (another call of the reply, a restore, anything in the
+/// workspace), and the approval does not reach where it leads now. `None` when each leads
+/// where it was shown.
+///
+/// The one rule the session runs an approved call by ([`crate::Session::decide`]).
+///
+/// # Examples
+/// ```
+/// use agent_controller::rules::{ResolvedLocation, moved_since_shown};
+/// let at = |given: &str, path: &str| ResolvedLocation {
+///     arg: "path".into(), given: given.into(), path: Some(path.into()), doubt: None,
+/// };
+/// let shown = [at("notes.md", "src/main.rs")];
+/// assert_eq!(moved_since_shown(&shown, &[at("notes.md", "src/main.rs")]), None);
+/// assert_eq!(
+///     moved_since_shown(&shown, &[at("notes.md", "secret.txt")]).as_deref(),
+///     Some("where its path leads changed after it was approved: `path notes.md` led to \
+///           `src/main.rs` and now leads to `secret.txt`; call it again to have it approved \
+///           where it leads now")
+/// );
+/// // Shown as typed (no location kept), it now leads elsewhere.
+/// assert!(moved_since_shown(&[], &[at("plain.txt", "src/main.rs")]).is_some());
+/// assert_eq!(moved_since_shown(&[], &[at("plain.txt", "plain.txt")]), None);
+/// ```
+pub fn moved_since_shown(shown: &[ResolvedLocation], now: &[ResolvedLocation]) -> Option<String> {
+    use crate::display::neutralize_line;
+    let named = |loc: &ResolvedLocation| {
+        format!(
+            "`{} {}`",
+            neutralize_line(&loc.arg),
+            neutralize_line(&loc.given)
+        )
+    };
+    let mut moved: Vec<String> = now
+        .iter()
+        .filter_map(|now| {
+            let was = shown
+                .iter()
+                .find(|s| s.arg == now.arg)
+                .cloned()
+                .unwrap_or_else(|| now.as_typed());
+            (was.path != now.path || was.doubt != now.doubt).then(|| {
+                format!(
+                    "{} led to `{}` and now leads to `{}`",
+                    named(now),
+                    was.leads_to(),
+                    now.leads_to()
+                )
+            })
+        })
+        .collect();
+    moved.extend(
+        shown
+            .iter()
+            .filter(|s| !now.iter().any(|n| n.arg == s.arg))
+            .map(|s| {
+                format!(
+                    "{} led to `{}` and cannot be resolved now",
+                    named(s),
+                    s.leads_to()
+                )
+            }),
+    );
+    (!moved.is_empty()).then(|| {
+        format!(
+            "where its path leads changed after it was approved: {}; call it again to have it \
+             approved where it leads now",
+            moved.join("; ")
+        )
+    })
 }
 
 /// What the approver must be told of `locations`: [`ResolvedLocation::shown`] of each that

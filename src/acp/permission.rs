@@ -10,6 +10,7 @@ use agent_client_protocol::v1::schema::{
 use serde_json::json;
 
 use crate::display::{arguments_whole, neutralize, neutralize_line, neutralize_line_within};
+use crate::event::ToolCallPayload;
 use crate::mode::ModeGraph;
 use crate::session::{Decision, PendingPlan, PendingToolCall};
 
@@ -215,23 +216,31 @@ pub(crate) fn waiting_tool_call(
             &shown,
         )))])
         .raw_input(call.args().clone());
-    // The files the call acts on, as resolved in the workspace it runs in.
-    if let Some(workspace) = &payload.terms.workspace {
-        let located: Vec<ToolCallLocation> = payload
-            .locations
-            .iter()
-            .filter_map(|l| l.path.as_deref())
-            .map(|path| ToolCallLocation::new(workspace.join(path)))
-            .collect();
-        if !located.is_empty() {
-            fields = fields.locations(located);
-        }
+    let located = resolved_locations(payload);
+    if !located.is_empty() {
+        fields = fields.locations(located);
     }
     ToolCallUpdate::new(tool_call_id, fields).meta(meta(json!({
         "decisionId": call.decision_id(),
         "argsSha256": call.args_sha256(),
         "toolName": call.tool_name(),
     })))
+}
+
+/// The files a waiting call acts on, as resolved in the workspace it runs in
+/// ([`ToolCallPayload::locations`]: those of its path arguments that lead elsewhere than they
+/// read, `notes.md` located at `src/main.rs`); empty when each leads where it reads, or is in
+/// doubt.
+pub(crate) fn resolved_locations(payload: &ToolCallPayload) -> Vec<ToolCallLocation> {
+    let Some(workspace) = &payload.terms.workspace else {
+        return Vec::new();
+    };
+    payload
+        .locations
+        .iter()
+        .filter_map(|l| l.path.as_deref())
+        .map(|path| ToolCallLocation::new(workspace.join(path)))
+        .collect()
 }
 
 /// `text` as a fenced code block, its hidden characters shown as escapes: an editor renders a

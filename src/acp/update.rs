@@ -198,7 +198,16 @@ impl Updates {
                     self.questions().insert(tool_call_id.clone());
                 }
                 let id = self.ids().of(tool_call_id);
-                let fields = ToolCallUpdateFields::new().status(ToolCallStatus::Pending);
+                let mut fields = ToolCallUpdateFields::new().status(ToolCallStatus::Pending);
+                // A call that waits for approval: located where its paths lead, resolved as it
+                // began to wait (the `tool_call` that announced it had them as typed), before
+                // the permission request asks about it.
+                if let Suspension::ToolCall(payload) = suspend_payload {
+                    let located = super::permission::resolved_locations(payload);
+                    if !located.is_empty() {
+                        fields = fields.locations(located);
+                    }
+                }
                 self.send(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
                     id, fields,
                 )));

@@ -317,6 +317,10 @@ impl Session {
                 name.clone(),
                 call.payload.args.clone(),
             );
+            // Approved where its paths led when it was shown: a symlink changed since (another
+            // call of the reply, a restore, anything in the workspace) takes the approval
+            // nowhere new. Not run, the model told which path moved and where it leads now.
+            let moved = self.moved_since_shown(&now, &call.payload.locations);
             let output = match self.ruling_of(&now) {
                 Some(Ruling::Deny(rule)) => {
                     self.refuse_approved(&run_id, call, record, rule).await?;
@@ -341,6 +345,9 @@ impl Session {
                     self.shared.graph.mode(self.state.mode).id()
                 ))),
                 Some(Ruling::Refused(reason)) => Some(ToolOutput::error(refused_result(&reason))),
+                Some(_) if moved.is_some() => {
+                    moved.as_deref().map(refused_result).map(ToolOutput::error)
+                }
                 // Approved: an `ask` rule (or the mode's `requireApproval`) asked the user, who
                 // said yes; an allowance given since would have run it too.
                 Some(Ruling::Run(_) | Ruling::Ask(_) | Ruling::Allowed(_))
@@ -972,13 +979,29 @@ impl Session {
     /// lead elsewhere than they read (or are in doubt), which the approver is shown; a call
     /// whose paths lead where they read keeps none.
     fn locations_of(&self, call: &ToolCall) -> Vec<crate::rules::ResolvedLocation> {
+        let mut located = self.located(call);
+        located.retain(crate::rules::ResolvedLocation::differs);
+        located
+    }
+
+    /// Where each path argument of `call` leads now, as the current mode's rules resolve it
+    /// ([`crate::rules::locate_path_args`]).
+    fn located(&self, call: &ToolCall) -> Vec<crate::rules::ResolvedLocation> {
         let mode = self.shared.graph.mode(self.state.mode);
         let ctx = ToolContext::new(&self.shared.workspace, &self.shared.plans_dir, mode.id());
         let tool = self.shared.tools.get(&call.name);
-        let mut located =
-            crate::rules::locate_path_args(mode.rules(), call, tool.map(|t| &**t), &ctx);
-        located.retain(crate::rules::ResolvedLocation::differs);
-        located
+        crate::rules::locate_path_args(mode.rules(), call, tool.map(|t| &**t), &ctx)
+    }
+
+    /// Why `call`, approved where `shown` said its paths lead ([`Session::locations_of`] when it
+    /// began to wait), must not run now, if its paths lead elsewhere
+    /// ([`crate::rules::moved_since_shown`]).
+    fn moved_since_shown(
+        &self,
+        call: &ToolCall,
+        shown: &[crate::rules::ResolvedLocation],
+    ) -> Option<String> {
+        crate::rules::moved_since_shown(shown, &self.located(call))
     }
 
     /// What runs calls of tool `name` when not this process ([`crate::tool::Tool::origin`]).

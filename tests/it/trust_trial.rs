@@ -149,6 +149,84 @@ fn acps_permission_request_shows_where_a_symlinked_path_leads() {
     );
 }
 
+/// M1, in a two-step flow: `notes.md -> src/main.rs` is shown in `pending`; before `decide`
+/// approves it, `notes.md` is pointed at `secret.txt`. The approved write used to land in
+/// `secret.txt`, which nobody was shown: it is not run, nothing is written, the model is told
+/// which path changed and where it leads now, and the run goes on.
+#[cfg(unix)]
+#[test]
+fn an_approved_write_whose_symlink_changed_before_decide_never_runs() {
+    let world = World::with_config(
+        "dir",
+        CONFIG,
+        vec![
+            calls([write("call_1", "notes.md", "overwritten")]),
+            text("Not written."),
+        ],
+    );
+    linked_notes(world.ws.path());
+    std::fs::write(world.ws.path().join("secret.txt"), "secret\n").expect("secret");
+    let (out, session) = world.run_stored("Write notes");
+    assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
+    let line = stdout(&pending(&world.spec, false));
+    assert!(line.contains("notes.md -> src/main.rs"), "{line}");
+    let link = world.ws.path().join("notes.md");
+    std::fs::remove_file(&link).expect("unlink");
+    std::os::unix::fs::symlink("secret.txt", &link).expect("relink");
+    let out = world.decide(&session, &["--approve"]);
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    assert_eq!(world.file("secret.txt").as_deref(), Some("secret\n"));
+    assert_eq!(world.file("src/main.rs").as_deref(), Some("fn main() {}\n"));
+    let results = world.tool_results(1);
+    assert_eq!(
+        results,
+        [
+            "Not executed: where its path leads changed after it was approved: \
+          `path notes.md` led to `src/main.rs` and now leads to `secret.txt`; \
+          call it again to have it approved where it leads now."
+        ],
+    );
+}
+
+/// M1, over ACP, before the permission request: the session updates that announce the call
+/// leave it located where its path leads (`src/main.rs`), not only as the model typed it
+/// (`notes.md`), so a client that shows the call before it asks shows where it acts.
+#[cfg(unix)]
+#[test]
+fn acps_tool_call_updates_locate_a_waiting_call_where_its_path_leads() {
+    use crate::acp::{APPROVING, Agent, workspace};
+    use common::openai_server::ScriptedServer;
+    let ws = workspace(APPROVING);
+    linked_notes(ws.path());
+    let server = ScriptedServer::start_blocking(vec![
+        calls([write("call_1", "notes.md", "overwritten")]),
+        text("Not written."),
+    ]);
+    let mut agent = Agent::start(ws.path(), &["--model", "openai/test-model"], &server.env());
+    let (session, _) = agent.open(ws.path());
+    let prompt = agent.prompt(&session, "Write notes");
+    let (request, before) = agent.until_method("session/request_permission");
+    let id = &request["params"]["toolCall"]["toolCallId"];
+    // The call's updates before the request, in order: the last locations a client was given.
+    let located: Vec<&serde_json::Value> = before
+        .iter()
+        .map(|m| &m["params"]["update"])
+        .filter(|u| &u["toolCallId"] == id && u.get("locations").is_some())
+        .map(|u| &u["locations"])
+        .collect();
+    assert_eq!(
+        located.last().map(|l| l[0]["path"].clone()),
+        Some(json!(ws.path().join("src/main.rs"))),
+        "{before:#?}"
+    );
+    agent.respond(
+        &request["id"],
+        json!({ "outcome": { "outcome": "selected", "optionId": "reject" } }),
+    );
+    let (response, _) = agent.response(prompt);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response:#}");
+}
+
 /// M2, at the terminal: `a` at the first of two `write_file` calls of one reply runs the
 /// call shown and allows the tool from now on; the second call, which was never shown, is
 /// shown and asked about (here rejected), not run unseen.
