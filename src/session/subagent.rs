@@ -7,7 +7,8 @@
 //! - its rules: the parent mode's `requireApproval` and rules, with the type's own on top (its
 //!   `deny` and `ask` rules, and its `requireApproval`, which can only add waits);
 //! - its allowances: the parent's, as they stand when it starts;
-//! - its model: the parent's, asked for the type's `defaultModelId` when it names one.
+//! - its model: the parent's, asked for the type's `defaultModelId` when it names one;
+//! - its extensions: the parent's (the host's state for the session the child runs in), shared.
 //!
 //! The rulings themselves are the session's ([`Session::ruling_of`]): a child's call is ruled
 //! by the same code as its parent's, in the narrowed mode. Until a child's waiting call can
@@ -25,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use super::{RunOutcome, Session, SessionOptions, Shared};
 use crate::event::Event;
 use crate::event::SubagentOutcome;
+use crate::extensions::Extensions;
 use crate::mode::subagent::SubagentType;
 use crate::mode::{Mode, ModeId, RequireApproval};
 use crate::model::LanguageModel;
@@ -53,6 +55,8 @@ struct Child {
     task: String,
     allowances: Vec<crate::allowance::Allowance>,
     workspace_allowances: Vec<crate::allowance::Allowance>,
+    /// The parent's extensions: the host's state for the session, which the child runs in.
+    extensions: Extensions,
 }
 
 type Running = Pin<Box<dyn Future<Output = (usize, ToolOutput)> + Send>>;
@@ -229,6 +233,7 @@ impl Session {
             task: input.task,
             allowances: self.state.allowances.clone(),
             workspace_allowances: self.state.workspace_allowances.clone(),
+            extensions: self.extensions.clone(),
         })
     }
 
@@ -373,6 +378,7 @@ async fn run_child(
         task,
         allowances,
         workspace_allowances,
+        extensions,
     } = child;
     let _turn = token.run_until_cancelled(semaphore.acquire_owned()).await;
     let ended = |outcome: SubagentOutcome| Event::SubagentEnded {
@@ -412,7 +418,8 @@ async fn run_child(
             });
         }
     };
-    let options = SessionOptions::new().model(model).on_event(wrap);
+    let mut options = SessionOptions::new().model(model).on_event(wrap);
+    options.extensions = extensions;
     let started = Session::start(shared, child_id.clone(), mode, options).await;
     let mut session = match started {
         Ok(session) => session,

@@ -42,7 +42,10 @@ availableTools = ["read_file", "write_file", "subagent", "task_write"]
 id = "careful"
 availableTools = ["read_file", "write_file", "subagent", "ask_user"]
 requireApproval = ["write_file"]
-rules = [{ tool = "read_file", path = "secret/**", action = "deny" }]
+rules = [
+  { tool = "read_file", path = "secret/**", action = "deny" },
+  { tool = "read_file", path = "private/**", action = "ask" },
+]
 subagents = ["explore"]
 
 [[modes]]
@@ -573,4 +576,77 @@ async fn cancelling_the_parent_ends_its_running_child_as_aborted() {
         })
         .collect();
     assert_eq!(results.len(), 1, "{results:?}");
+}
+
+/// A host tool that needs the host's state: the tenant in the session's extensions.
+struct Tenant;
+
+#[derive(Debug)]
+struct TenantId(&'static str);
+
+#[agent_controller::async_trait]
+impl agent_controller::Tool for Tenant {
+    fn name(&self) -> &str {
+        "tenant"
+    }
+    fn description(&self) -> String {
+        "The tenant this session works for.".to_owned()
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object"})
+    }
+    async fn execute(
+        &self,
+        _: &Value,
+        ctx: &agent_controller::ToolContext<'_>,
+    ) -> agent_controller::ToolOutput {
+        match ctx.extensions.get::<TenantId>() {
+            Some(TenantId(id)) => agent_controller::ToolOutput::ok(*id),
+            None => agent_controller::ToolOutput::error("no tenant in the extensions"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_child_gets_the_parents_extensions_so_host_tools_work_in_it() {
+    let server = ScriptedServer::start(vec![
+        calls([subagent("call_1", "helper", "Who is the tenant?")]),
+        tool("c_1", "tenant", json!({})),
+        text("The tenant is acme."),
+        text("Done."),
+    ])
+    .await;
+    let graph = config::parse(
+        r#"
+[[subagents]]
+id = "helper"
+instructions = "Help."
+
+[[modes]]
+id = "build"
+availableTools = ["tenant", "subagent"]
+"#,
+        "modes.toml",
+    )
+    .expect("config");
+    let mut tools = ToolRegistry::new();
+    tools.register(Arc::new(Tenant)).expect("register");
+    let ws = Workspace::new();
+    let controller = AgentController::builder(graph, Arc::new(server.model()))
+        .tools(tools)
+        .workspace(ws.path())
+        .build()
+        .expect("controller");
+    let recorder = Recorder::default();
+    let mut session = controller
+        .start_session(recorder.options().extension(TenantId("acme")))
+        .await
+        .expect("session");
+    let outcome = session.send_message("Go").await.expect("run");
+    assert!(completed(&outcome), "{outcome:?}");
+    assert_eq!(
+        server.tool_results(2).await,
+        ["acme"],
+        "the child's host tool saw the tenant"
+    );
 }
