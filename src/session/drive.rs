@@ -955,7 +955,12 @@ impl Session {
             {
                 Ruling::Refused(super::subagent::CHILD_CANNOT_ASK.to_owned())
             }
-            Ruling::Ask(_) if self.shared.depth > 0 => {
+            // The `ask` rule that held it is kept in the refusal's audit record, which says
+            // the call was refused in this child.
+            Ruling::Ask(Some(rule)) if self.shared.depth > 0 => {
+                Ruling::Deny(super::subagent::refused_in_child(rule, &self.id))
+            }
+            Ruling::Ask(None) if self.shared.depth > 0 => {
                 Ruling::Refused(super::subagent::CHILD_CANNOT_WAIT.to_owned())
             }
             // `ask_user` asks the user already: `requireApproval` never makes it wait first.

@@ -30,7 +30,7 @@ use crate::extensions::Extensions;
 use crate::mode::subagent::SubagentType;
 use crate::mode::{Mode, ModeId, RequireApproval};
 use crate::model::LanguageModel;
-use crate::rules::{RuleAction, Rules};
+use crate::rules::{RuleAction, RuleRecord, Rules};
 use crate::subagent::{MAX_PER_REPLY, SUBAGENT};
 use crate::tool::ToolAccess;
 use crate::tool::ToolOutput;
@@ -41,6 +41,17 @@ pub(crate) const CHILD_CANNOT_WAIT: &str = "it needs the user's approval, and a 
 
 /// Why a child's `ask_user` (or another call that waits for an answer) is refused.
 pub(crate) const CHILD_CANNOT_ASK: &str = "a subagent cannot ask the user questions yet: decide with what you have, or report the question back in your final answer";
+
+/// The `ask` rule `rule` that would make a call of child `child_id` wait for the user, as the
+/// rule that refused it: its record (outcome `rejected`, the rule, no `decidedBy`) says the call
+/// was refused in that child, and why; the reason is what the child's model reads.
+pub(crate) fn refused_in_child(mut rule: Box<RuleRecord>, child_id: &str) -> Box<RuleRecord> {
+    rule.reason = format!(
+        "{}; the call was made in subagent {child_id}, and {CHILD_CANNOT_WAIT}",
+        rule.reason
+    );
+    rule
+}
 
 /// A child ready to start: everything it needs, owned, so it runs beside its siblings.
 struct Child {

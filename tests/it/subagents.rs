@@ -650,3 +650,53 @@ availableTools = ["tenant", "subagent"]
         "the child's host tool saw the tenant"
     );
 }
+
+/// The events as JSON, in order.
+fn json_events(events: &[Event]) -> Vec<Value> {
+    events
+        .iter()
+        .map(|e| serde_json::to_value(e).expect("json"))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_childs_call_an_ask_rule_holds_is_refused_with_the_rules_audit_record() {
+    let s = Setup::new(vec![
+        calls([subagent("call_1", "explore", "Read the private notes.")]),
+        tool("c_1", "read_file", json!({"path": "private/notes.txt"})),
+        text("Could not read."),
+        text("Done."),
+    ])
+    .await;
+    std::fs::create_dir_all(s.ws.path().join("private")).expect("dir");
+    std::fs::write(s.ws.path().join("private/notes.txt"), "PRIVATE").expect("write");
+    let outcome = s.run("careful", "Go").await;
+    assert!(completed(&outcome), "{outcome:?}");
+    let results = s.tool_results(2).await;
+    assert!(!results[0].contains("PRIVATE"), "{results:?}");
+    assert!(results[0].contains("subagent"), "{results:?}");
+    let events = json_events(&s.events());
+    let end = events
+        .iter()
+        .find(|e| {
+            e["type"] == "subagent_event"
+                && e["event"]["type"] == "tool_end"
+                && e["event"]["toolCallId"] == "c_1"
+        })
+        .expect("the child's tool_end");
+    let record = &end["event"]["decision"];
+    assert_eq!(record["outcome"], "rejected", "{end}");
+    assert_eq!(record["toolName"], "read_file", "{end}");
+    assert_eq!(record["rule"]["action"], "ask", "{end}");
+    assert_eq!(record["rule"]["number"], 2, "{end}");
+    assert_eq!(record["rule"]["modeId"], "careful", "{end}");
+    let reason = record["rule"]["reason"].as_str().expect("reason");
+    assert!(
+        reason.contains("subagent") && reason.contains(end["childId"].as_str().expect("id")),
+        "the record says it was refused in this child: {reason}"
+    );
+    assert!(
+        record.get("decidedBy").is_none(),
+        "no person decided: {end}"
+    );
+}
