@@ -102,7 +102,18 @@ impl Session {
         indexes: &[usize],
     ) -> Vec<(usize, ToolOutput)> {
         let parent_model = self.parent_model();
-        let mut outputs: Vec<(usize, ToolOutput)> = Vec::new();
+        // Each result goes to the session as it comes (`Session::subagent_results`): a run
+        // dropped while some children still run keeps those of the children that finished.
+        let finished = |output: (usize, ToolOutput)| {
+            self.subagent_results
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(output);
+        };
+        self.subagent_results
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clear();
         let mut children: Vec<Child> = Vec::new();
         for &index in indexes {
             let prepared = match &parent_model {
@@ -113,7 +124,7 @@ impl Session {
             };
             match prepared {
                 Ok(child) => children.push(child),
-                Err(why) => outputs.push((
+                Err(why) => finished((
                     index,
                     ToolOutput::error(format!("subagent refused: {why}. Nothing was started.")),
                 )),
@@ -144,7 +155,7 @@ impl Session {
                 if let Some(child) = slot
                     && let Poll::Ready(output) = child.as_mut().poll(cx)
                 {
-                    outputs.push(output);
+                    finished(output);
                     *slot = None;
                 }
             }
@@ -158,6 +169,12 @@ impl Session {
             }
         })
         .await;
+        let mut outputs = std::mem::take(
+            &mut *self
+                .subagent_results
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
         outputs.sort_by_key(|(index, _)| *index);
         outputs
     }

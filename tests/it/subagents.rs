@@ -700,3 +700,140 @@ async fn a_childs_call_an_ask_rule_holds_is_refused_with_the_rules_audit_record(
         "no person decided: {end}"
     );
 }
+
+#[tokio::test]
+async fn each_sibling_calls_tool_start_comes_before_its_childs_events() {
+    let s = Setup::with(
+        vec![
+            calls([
+                subagent("call_1", "explore", "One."),
+                subagent("call_2", "explore", "Two."),
+                subagent("call_3", "explore", "Three."),
+            ]),
+            text("first"),
+            text("second"),
+            text("third"),
+            text("Done."),
+        ],
+        |b| b.subagent_concurrency(2),
+    )
+    .await;
+    let outcome = s.run("build", "Go").await;
+    assert!(completed(&outcome), "{outcome:?}");
+    let events = json_events(&s.events());
+    for id in ["call_1", "call_2", "call_3"] {
+        let starts: Vec<usize> = events
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e["type"] == "tool_start" && e["toolCallId"] == id)
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(starts.len(), 1, "one tool_start for {id}");
+        let first_of_child = events
+            .iter()
+            .position(|e| {
+                e["toolCallId"] == id
+                    && (e["type"] == "subagent_started" || e["type"] == "subagent_event")
+            })
+            .expect("the child's events");
+        assert!(
+            starts[0] < first_of_child,
+            "{id}: tool_start at {} comes after its child's first event at {first_of_child}",
+            starts[0]
+        );
+        let end = events
+            .iter()
+            .position(|e| e["type"] == "tool_end" && e["toolCallId"] == id)
+            .expect("tool_end");
+        let last_of_child = events
+            .iter()
+            .rposition(|e| e["toolCallId"] == id && e["type"] == "subagent_ended")
+            .expect("subagent_ended");
+        assert!(
+            last_of_child < end,
+            "{id}: the child ended before its call's tool_end"
+        );
+    }
+    let results = s.tool_results(4).await;
+    let mut sorted = results.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["first", "second", "third"], "{results:?}");
+}
+
+#[tokio::test]
+async fn a_parent_dropped_mid_batch_keeps_the_result_of_a_child_that_finished() {
+    use std::time::Duration;
+    // Whichever child asks first gets its answer; the other's model never answers.
+    let hang = Reply::Raw(wiremock::ResponseTemplate::new(500).set_delay(Duration::from_secs(600)));
+    let server = ScriptedServer::start(vec![
+        calls([
+            subagent("call_1", "explore", "One."),
+            subagent("call_2", "explore", "Two."),
+        ]),
+        text("finished child"),
+        hang,
+    ])
+    .await;
+    let ws = Workspace::new();
+    let controller = AgentController::builder(
+        config::parse(CONFIG, "modes.toml").expect("config"),
+        Arc::new(server.model()),
+    )
+    .tools(ToolRegistry::with_workspace_tools())
+    .workspace(ws.path())
+    .subagent_concurrency(2)
+    .build()
+    .expect("controller");
+    let events = Arc::new(std::sync::Mutex::new(Vec::<Event>::new()));
+    let ended = Arc::new(tokio::sync::Notify::new());
+    let options = {
+        let (events, ended) = (events.clone(), ended.clone());
+        agent_controller::SessionOptions::new()
+            .mode("build")
+            .on_event(move |e| {
+                events.lock().expect("lock").push(e.clone());
+                if e.kind() == "subagent_ended" {
+                    ended.notify_one();
+                }
+            })
+    };
+    let mut session = controller.start_session(options).await.expect("session");
+    tokio::select! {
+        outcome = session.send_message("Go") => panic!("the run ended: {outcome:?}"),
+        () = ended.notified() => {}
+    }
+    // The run's future is dropped here, one child finished and the other still asking.
+    let events = json_events(&events.lock().expect("lock"));
+    let finished = events
+        .iter()
+        .find(|e| e["type"] == "subagent_ended")
+        .expect("subagent_ended");
+    assert_eq!(finished["outcome"], "completed", "{finished}");
+    let finished_id = finished["toolCallId"].as_str().expect("id").to_owned();
+    let results: Vec<(String, String)> = session
+        .messages()
+        .iter()
+        .filter_map(|m| match m {
+            agent_controller::model::Message::Tool {
+                tool_call_id,
+                content,
+                ..
+            } => Some((tool_call_id.clone(), content.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 2, "{results:?}");
+    for (id, content) in &results {
+        if *id == finished_id {
+            assert_eq!(
+                content, "finished child",
+                "the finished child's answer is kept"
+            );
+        } else {
+            assert!(
+                content.contains("ancel") && !content.contains("Not executed"),
+                "the child cut off is cancelled: {content}"
+            );
+        }
+    }
+}
