@@ -837,3 +837,88 @@ async fn a_parent_dropped_mid_batch_keeps_the_result_of_a_child_that_finished() 
         }
     }
 }
+
+#[tokio::test]
+async fn a_parent_cancelled_mid_batch_keeps_the_result_of_a_child_that_finished() {
+    use std::time::Duration;
+    let hang = Reply::Raw(wiremock::ResponseTemplate::new(500).set_delay(Duration::from_secs(600)));
+    let server = ScriptedServer::start(vec![
+        calls([
+            subagent("call_1", "explore", "One."),
+            subagent("call_2", "explore", "Two."),
+        ]),
+        text("finished child"),
+        hang,
+    ])
+    .await;
+    let ws = Workspace::new();
+    let controller = AgentController::builder(
+        config::parse(CONFIG, "modes.toml").expect("config"),
+        Arc::new(server.model()),
+    )
+    .tools(ToolRegistry::with_workspace_tools())
+    .workspace(ws.path())
+    .subagent_concurrency(2)
+    .build()
+    .expect("controller");
+    let events = Arc::new(std::sync::Mutex::new(Vec::<Event>::new()));
+    let cancel = Arc::new(std::sync::Mutex::new(
+        None::<agent_controller::session::CancelHandle>,
+    ));
+    let options = {
+        let (events, cancel) = (events.clone(), cancel.clone());
+        agent_controller::SessionOptions::new()
+            .mode("build")
+            .on_event(move |e| {
+                events.lock().expect("lock").push(e.clone());
+                if e.kind() == "subagent_ended"
+                    && let Some(handle) = &*cancel.lock().expect("lock")
+                {
+                    handle.cancel();
+                }
+            })
+    };
+    let mut session = controller.start_session(options).await.expect("session");
+    *cancel.lock().expect("lock") = Some(session.cancel_handle());
+    let outcome = session.send_message("Go").await.expect("run");
+    assert!(matches!(outcome, RunOutcome::Aborted { .. }), "{outcome:?}");
+    let events = json_events(&events.lock().expect("lock"));
+    let finished = events
+        .iter()
+        .find(|e| e["type"] == "subagent_ended" && e["outcome"] == "completed")
+        .expect("a child completed");
+    let finished_id = finished["toolCallId"].as_str().expect("id").to_owned();
+    let results: Vec<(String, String)> = session
+        .messages()
+        .iter()
+        .filter_map(|m| match m {
+            agent_controller::model::Message::Tool {
+                tool_call_id,
+                content,
+                ..
+            } => Some((tool_call_id.clone(), content.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 2, "{results:?}");
+    for (id, content) in &results {
+        if *id == finished_id {
+            assert_eq!(
+                content, "finished child",
+                "the finished child's answer is kept"
+            );
+        } else {
+            assert!(
+                content.contains("ancel"),
+                "the child cut off is cancelled: {content}"
+            );
+        }
+    }
+    for id in ["call_1", "call_2"] {
+        let starts = events
+            .iter()
+            .filter(|e| e["type"] == "tool_start" && e["toolCallId"] == id)
+            .count();
+        assert_eq!(starts, 1, "one tool_start for {id}");
+    }
+}
