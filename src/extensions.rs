@@ -11,7 +11,8 @@ use std::sync::Arc;
 ///
 /// Set it per session with [`crate::SessionOptions::extension`]. Values are shared, not copied,
 /// between the session and the calls that see them; put an `Arc<Mutex<..>>` in for state a tool
-/// changes. Extensions live in memory only: they are not persisted (use
+/// changes. A session's subagents (children started by its `subagent` calls) see the session's
+/// extensions too: they run in the same host. Extensions live in memory only: they are not persisted (use
 /// [`crate::SessionOptions::metadata`] for data that must survive a restore).
 ///
 /// # Examples

@@ -802,6 +802,11 @@ pub struct Session {
     /// allowance that let the running call run, with its audit record), which
     /// [`Session::abandon`] uses if the run's future is dropped then.
     pub(crate) abort_while_running: Option<crate::machine::input::Abort>,
+    /// The results of the `subagent` calls of a reply that run together, each as it finishes
+    /// (by its call's position in the reply): what [`Session::abandon`] keeps as their results
+    /// if the run's future is dropped while their siblings still run. Behind a mutex only
+    /// because the children run while the session is lent to them.
+    pub(crate) subagent_results: Mutex<Vec<(usize, crate::tool::ToolOutput)>>,
     /// The save of the change in progress, while it runs, with the state it saves.
     saving: Option<Saving>,
     /// The buffer of the last change's events, kept for the next change of a running run.
@@ -855,6 +860,7 @@ impl Session {
             version: 0,
             abandoned: None,
             abort_while_running: None,
+            subagent_results: Mutex::new(Vec::new()),
             saving: None,
             spare_events: Vec::new(),
             last_finish: None,
@@ -1021,6 +1027,7 @@ impl Session {
             version: record.version,
             abandoned: None,
             abort_while_running: None,
+            subagent_results: Mutex::new(Vec::new()),
             saving: None,
             spare_events: Vec::new(),
             last_finish: None,

@@ -265,7 +265,27 @@ pub(crate) enum Abort {
         /// When an allowance let the call at `running` run: the allowance, and the sha256 of
         /// the call's canonical arguments, for its audit record.
         allowed: Option<(Box<crate::allowance::Allowance>, String)>,
+        /// The `subagent` calls that ran together ([`RanTogether`]), started before `next`:
+        /// each keeps what it returned, if it finished; the others were cut off.
+        together: Vec<RanTogether>,
     },
+}
+
+/// A `subagent` call of a reply that ran together with its siblings when the run stopped
+/// ([`Abort::ToolCalls`]): what it returned if it finished (kept as its result: it ran), and
+/// what let it run (for its audit record).
+#[derive(Debug)]
+pub(crate) struct RanTogether {
+    /// The call's position in the reply.
+    pub(crate) index: usize,
+    /// What it returned; `None` when it was cut off.
+    pub(crate) output: Option<ToolOutput>,
+    /// The `allow` rule that let it run, if one did, for its audit record.
+    pub(crate) rule: Option<Box<RuleRecord>>,
+    /// The allowance that let it run, if one did, for its audit record.
+    pub(crate) allowance: Option<Box<crate::allowance::Allowance>>,
+    /// The sha256 of the call's canonical arguments (for a record).
+    pub(crate) args_sha256: String,
 }
 
 impl Input {
@@ -1024,6 +1044,7 @@ mod tests {
             suspended: vec![],
             running: Some(2),
             allowed: None,
+            together: Vec::new(),
         };
         rig.handle(Input::Abort(abort)).expect("aborts");
         assert_eq!(
@@ -1064,6 +1085,7 @@ mod tests {
             suspended: vec![1],
             running: Some(2),
             allowed: None,
+            together: Vec::new(),
         };
         rig.handle(Input::Abort(abort)).expect("aborts");
         let results: Vec<String> = rig.results().into_iter().map(|r| r.1).collect();
@@ -1099,6 +1121,7 @@ mod tests {
             suspended: vec![],
             running: Some(1),
             allowed: Some((Box::new(allowance), "sha".to_owned())),
+            together: Vec::new(),
         };
         rig.handle(Input::Abort(abort)).expect("aborts");
         assert_eq!(

@@ -34,7 +34,8 @@ pub(crate) enum Ruling {
     /// The call waits for the user's approval: with the `ask` rule that asked, when one did
     /// (else the mode's `requireApproval`).
     Ask(Option<Box<RuleRecord>>),
-    /// A `deny` rule refused the call: it never runs, and the model is told why.
+    /// A `deny` rule refused the call (or, in a subagent, which cannot ask the user yet, an
+    /// `ask` rule did): it never runs, and the model is told why.
     Deny(Box<RuleRecord>),
     /// No rule matched and the mode's `requireApproval` would hold the call, but this
     /// allowance covers it: it runs, and its audit record names the allowance.
@@ -179,7 +180,8 @@ impl Change<'_> {
 
     /// Ends a call (started with `tool_start`) whose outcome a rule decided: `tool_end` with
     /// `output` and the rule's audit record (approved when the rule allowed it, rejected when
-    /// it denied it), the record in the history, the result in the conversation.
+    /// it denied it, or when an `ask` rule held a subagent's call), the record in the history,
+    /// the result in the conversation.
     pub(crate) fn finish_ruled_tool(
         &mut self,
         call: CallRef,
@@ -187,9 +189,11 @@ impl Change<'_> {
         output: ToolOutput,
         rule: Box<RuleRecord>,
     ) {
+        // An `ask` rule's call settled without anyone asked was refused: a subagent's, which
+        // cannot ask the user (`Session::ruling_by_rules`).
         let outcome = match rule.action {
-            RuleAction::Deny => DecisionOutcome::Rejected,
-            RuleAction::Allow | RuleAction::Ask => DecisionOutcome::Approved,
+            RuleAction::Deny | RuleAction::Ask => DecisionOutcome::Rejected,
+            RuleAction::Allow => DecisionOutcome::Approved,
         };
         let record = self.rule_record(&call, args_sha256, outcome, rule);
         self.finish_recorded_tool(call, output, record);

@@ -21,7 +21,7 @@ use super::call::CallRef;
 use super::change::Change;
 use super::check::decision_id_for;
 use super::decide::{suspension_record, tool_call_record};
-use super::input::{Abort, Asked};
+use super::input::{Abort, Asked, RanTogether};
 use super::next::Next;
 use super::pending::{PendingDecision, PendingPlan, PendingSuspension, PendingToolCall};
 
@@ -211,6 +211,7 @@ impl Change<'_> {
                 suspended,
                 running,
                 allowed,
+                together,
             } => {
                 let open = OpenCalls {
                     next,
@@ -218,7 +219,7 @@ impl Change<'_> {
                     suspended: &suspended,
                     running,
                 };
-                self.abort_tool_calls(&run_id, at, open, allowed)
+                self.abort_tool_calls(&run_id, at, open, allowed, together)
             }
         }
     }
@@ -237,6 +238,7 @@ impl Change<'_> {
         at: usize,
         open: OpenCalls<'_>,
         mut allowed: Option<(Box<Allowance>, String)>,
+        mut together: Vec<RanTogether>,
     ) {
         let OpenCalls {
             next,
@@ -247,6 +249,12 @@ impl Change<'_> {
         let mut index = 0;
         while let Some(call) = self.state.tool_call(at, index) {
             let (id, name) = (call.id.clone(), call.name.clone());
+            if let Some(at_index) = together.iter().position(|t| t.index == index) {
+                let ran = together.swap_remove(at_index);
+                self.end_ran_together(CallRef::new(run_id.clone(), id, name), ran);
+                index += 1;
+                continue;
+            }
             let result = if waiting.contains(&index) {
                 Some(tool_cancelled_result(CancelReason::Aborted))
             } else if suspended.contains(&index) {
@@ -271,6 +279,31 @@ impl Change<'_> {
             index += 1;
         }
         self.close_run(run_id, RunState::Aborted, None);
+    }
+
+    /// Ends `call`, a `subagent` call that ran with its siblings when the run stopped: with
+    /// what it returned if it finished (its child ran: nothing of it is lost), cancelled if it
+    /// was cut off; with the audit record of the rule or allowance that let it run (a cut-off
+    /// call only the allowance's, as for the one call that runs alone).
+    fn end_ran_together(&mut self, call: CallRef, ran: RanTogether) {
+        let RanTogether {
+            output,
+            rule,
+            allowance,
+            args_sha256,
+            ..
+        } = ran;
+        let finished = output.is_some();
+        let output = output.unwrap_or_else(|| ToolOutput::error(CANCELLED_RESULT));
+        match (rule, allowance) {
+            (Some(rule), _) if finished => {
+                self.finish_ruled_tool(call, args_sha256, output, rule);
+            }
+            (_, Some(allowance)) => {
+                self.finish_allowed_tool(call, args_sha256, output, &allowance);
+            }
+            _ => self.finish_tool(call, output, None),
+        }
     }
 
     /// Starts run `run_<n>`: the user message, `agent_start`; returns the run id.

@@ -15,7 +15,7 @@ use super::{
 use crate::event::{DecidedRecord, Event};
 use crate::machine::call::CallRef;
 use crate::machine::check::{self as rules, Checked};
-use crate::machine::input::{Abort, Asked, Input, Suspend};
+use crate::machine::input::{Abort, Asked, Input, RanTogether, Suspend};
 use crate::machine::next::{Answered, Approved, Next};
 use crate::machine::ruling::{Ruling, denied_result, refused_result};
 use crate::model::{LanguageModel, ModelError, ModelErrorKind, ModelRequest, TextSink};
@@ -369,10 +369,10 @@ impl Session {
                     let index = self.call_position(&call.tool_call_id);
                     match index {
                         Some((at, index)) => {
+                            // Cancelled meanwhile, the child's result is kept all the same (what
+                            // it did, or that it was stopped); no further call starts.
                             let mut outputs = self.run_subagents(&run_id, at, &[index]).await;
-                            (!self.run_token.is_cancelled())
-                                .then(|| outputs.pop().map(|(_, o)| o))
-                                .flatten()
+                            outputs.pop().map(|(_, o)| o)
                         }
                         None => Some(ToolOutput::error(
                             "Not executed: the subagent call is not in the last reply.",
@@ -411,25 +411,99 @@ impl Session {
     }
 
     /// The `subagent` calls of the reply at `at` that start together with the one at `index`:
-    /// it, and each `subagent` call right after it that would run now (ruled again here: one
-    /// that waits or is refused is not started).
-    fn subagent_batch(&self, at: usize, index: usize) -> Vec<usize> {
-        let mut batch = vec![index];
+    /// each `subagent` call right after it that would run now, with its ruling (ruled again
+    /// here: one that waits or is refused is not started, and ends the batch).
+    fn subagent_batch(&self, at: usize, index: usize) -> Vec<(usize, Ruling)> {
+        let mut batch = Vec::new();
         for i in index + 1.. {
             let Some(call) = self.state.tool_call(at, i) else {
                 break;
             };
-            if !self.shared.runs_subagent(&call.name)
-                || !matches!(
-                    self.ruling_of(call),
-                    Some(Ruling::Run(_) | Ruling::Allowed(_))
-                )
-            {
+            if !self.shared.runs_subagent(&call.name) {
                 break;
             }
-            batch.push(i);
+            match self.ruling_of(call) {
+                Some(ruling @ (Ruling::Run(_) | Ruling::Allowed(_))) => batch.push((i, ruling)),
+                _ => break,
+            }
         }
         batch
+    }
+
+    /// Runs the `subagent` call at `index` of the reply at `at` (let run by the `allow` rule or
+    /// the allowance of `run_by`, if one did) together with the `subagent` calls right after it
+    /// that would run now ([`Session::subagent_batch`]): each gets its `tool_start` before any
+    /// child starts, so a host can nest a child's events under its call. Returns the call's
+    /// result, and the others' (with their rulings), for the loop to hand over in the model's
+    /// order. While they run, a dropped run's future ends the run with the results of the
+    /// children that finished kept, and the others cancelled (`waiting` and `suspended`: the
+    /// reply's calls that wait, as [`Abort::ToolCalls`] takes them).
+    async fn run_together(
+        &mut self,
+        run_id: &Arc<str>,
+        at: usize,
+        index: usize,
+        run_by: (
+            Option<Box<RuleRecord>>,
+            Option<Box<crate::allowance::Allowance>>,
+        ),
+        waiting: &[Asked],
+        suspended: &[(usize, Box<ToolSuspension>)],
+    ) -> Result<(Option<ToolOutput>, Vec<(usize, Ruling, ToolOutput)>), SessionError> {
+        let others = self.subagent_batch(at, index);
+        for (i, _) in &others {
+            let start = Input::ToolStart {
+                run_id: run_id.clone(),
+                at,
+                index: *i,
+                waits_for_approval: false,
+            };
+            self.handle(start).await?;
+        }
+        let sha256 = |i: usize| {
+            self.state
+                .tool_call(at, i)
+                .map(|call| crate::jcs::sha256(&call.args))
+                .unwrap_or_default()
+        };
+        let ran = |i: usize, rule, allowance| RanTogether {
+            index: i,
+            output: None,
+            rule,
+            allowance,
+            args_sha256: sha256(i),
+        };
+        let mut together = vec![ran(index, run_by.0, run_by.1)];
+        for (i, ruling) in &others {
+            together.push(match ruling {
+                Ruling::Run(rule) => ran(*i, rule.clone(), None),
+                Ruling::Allowed(by) => ran(*i, None, Some(by.clone())),
+                _ => ran(*i, None, None),
+            });
+        }
+        let members: Vec<usize> = together.iter().map(|t| t.index).collect();
+        self.abort_while_running = Some(Abort::ToolCalls {
+            run_id: run_id.clone(),
+            at,
+            next: members.last().map_or(index, |last| last + 1),
+            waiting: waiting.iter().map(|a| a.index).collect(),
+            suspended: suspended.iter().map(|(i, _)| *i).collect(),
+            running: None,
+            allowed: None,
+            together,
+        });
+        let mut outputs = self.run_subagents(run_id, at, &members).await;
+        let mine = outputs
+            .iter()
+            .position(|(i, _)| *i == index)
+            .map(|m| outputs.remove(m).1);
+        let mut rest = Vec::new();
+        for (i, ruling) in others {
+            if let Some(m) = outputs.iter().position(|(o, _)| *o == i) {
+                rest.push((i, ruling, outputs.remove(m).1));
+            }
+        }
+        Ok((mine, rest))
     }
 
     /// Where the call `tool_call_id` of the last reply is: the reply's position in the
@@ -642,12 +716,18 @@ impl Session {
         let mut waiting: Vec<Asked> = Vec::new();
         // The calls their tools suspended ([`ToolOutput::suspend`]): they wait for an answer.
         let mut suspended: Vec<(usize, Box<ToolSuspension>)> = Vec::new();
-        // The results of `subagent` calls that ran beside an earlier one of the reply.
-        let mut ran_beside: Vec<(usize, ToolOutput)> = Vec::new();
+        // The `subagent` calls that ran together with an earlier one of the reply (started, and
+        // ruled, with it), with what let them run and their results: each is handed over when
+        // the loop reaches it, cancelled or not (its child ran).
+        let mut ran_together: Vec<(usize, Ruling, ToolOutput)> = Vec::new();
         let mut next = 0;
         loop {
+            let together = ran_together
+                .iter()
+                .position(|(i, ..)| *i == next)
+                .map(|p| ran_together.remove(p));
             // Once the handle fired no call starts, and none waits: the run ends aborted.
-            if self.run_token.is_cancelled() {
+            if self.run_token.is_cancelled() && together.is_none() {
                 let abort = Abort::ToolCalls {
                     run_id: run_id.clone(),
                     at,
@@ -656,6 +736,7 @@ impl Session {
                     suspended: suspended.iter().map(|(i, _)| *i).collect(),
                     running: None,
                     allowed: None,
+                    together: Vec::new(),
                 };
                 return self.abort_run(abort).await.map(Some);
             }
@@ -663,29 +744,39 @@ impl Session {
                 break;
             };
             let (id, name) = (call.id.clone(), call.name.clone());
-            let start = Input::ToolStart {
-                run_id: run_id.clone(),
-                at,
-                index: next,
-                waits_for_approval: matches!(rulings.get(next), Some(Some(Ruling::Ask(_)))),
+            let (ruled_together, mut together_output) = match together {
+                Some((_, ruling, output)) => (Some(ruling), Some(output)),
+                None => (None, None),
             };
-            self.handle(start).await?;
+            if ruled_together.is_none() {
+                let start = Input::ToolStart {
+                    run_id: run_id.clone(),
+                    at,
+                    index: next,
+                    waits_for_approval: matches!(rulings.get(next), Some(Some(Ruling::Ask(_)))),
+                };
+                self.handle(start).await?;
+            }
             next += 1;
             // Ruled again just before it runs: an earlier call of the reply may have changed
             // where its paths lead (a symlink it made). A call that would run is refused or
             // waits if it now matches a deny or ask rule; one that waits, or was refused, stays so.
-            let ruling = match rulings.get(next - 1).cloned().flatten() {
-                Some(ruled @ (Ruling::Run(_) | Ruling::Allowed(_))) => {
-                    if matches!(ruled, Ruling::Allowed(_)) {
-                        // An allowance lets it run: as the store has them now, so one another
-                        // process revoked since the run started no longer does.
-                        self.load_workspace_allowances().await;
+            // A call that ran together with an earlier one was ruled as it started.
+            let ruling = match ruled_together {
+                Some(ruling) => Some(ruling),
+                None => match rulings.get(next - 1).cloned().flatten() {
+                    Some(ruled @ (Ruling::Run(_) | Ruling::Allowed(_))) => {
+                        if matches!(ruled, Ruling::Allowed(_)) {
+                            // An allowance lets it run: as the store has them now, so one
+                            // another process revoked since the run started no longer does.
+                            self.load_workspace_allowances().await;
+                        }
+                        self.state
+                            .tool_call(at, next - 1)
+                            .and_then(|call| self.ruling_again(call))
                     }
-                    self.state
-                        .tool_call(at, next - 1)
-                        .and_then(|call| self.ruling_again(call))
-                }
-                other => other,
+                    other => other,
+                },
             };
             let args = self.state.tool_call(at, next - 1).map(|call| &call.args);
             let mut allowance = None;
@@ -778,31 +869,26 @@ impl Session {
                 allowed: allowance
                     .as_ref()
                     .map(|a| (a.clone(), args.map(crate::jcs::sha256).unwrap_or_default())),
+                together: Vec::new(),
             });
             // A built-in task tool's call is applied to the session's list by the core's rules;
             // the new list is handed over just before the call's result.
             let mut new_tasks = None;
             let output = match args {
-                Some(_) if shared.runs_subagent(&name) => {
-                    // The reply's `subagent` calls from here on that would run now start
-                    // together, up to the controller's bound at once; each result is handed
-                    // over when the loop reaches its call.
-                    let index = next - 1;
-                    if let Some(at_index) = ran_beside.iter().position(|(i, _)| *i == index) {
-                        Some(ran_beside.swap_remove(at_index).1)
-                    } else {
-                        let batch = self.subagent_batch(at, index);
-                        let mut outputs = self.run_subagents(run_id, at, &batch).await;
-                        if self.run_token.is_cancelled() {
-                            None
-                        } else {
-                            let mine = outputs.iter().position(|(i, _)| *i == index);
-                            let output = mine.map(|m| outputs.swap_remove(m).1);
-                            ran_beside.extend(outputs);
-                            output
-                        }
+                Some(_) if shared.runs_subagent(&name) => match together_output.take() {
+                    Some(output) => Some(output),
+                    None => {
+                        // The reply's `subagent` calls from here on that would run now start
+                        // together, up to the controller's bound at once.
+                        let index = next - 1;
+                        let run_by = (allowed_by.clone(), allowance.clone());
+                        let (output, together) = self
+                            .run_together(run_id, at, index, run_by, &waiting, &suspended)
+                            .await?;
+                        ran_together = together;
+                        output
                     }
-                }
+                },
                 Some(args) if self.shared.task_tools.contains(&name.as_str()) => {
                     let (output, tasks) = self.task_outcome(&name, args);
                     new_tasks = tasks;
@@ -814,6 +900,8 @@ impl Session {
                 ))),
             };
             self.abort_while_running = None;
+            // Borrowed again: running `subagent` calls together borrows the session mutably.
+            let args = self.state.tool_call(at, next - 1).map(|call| &call.args);
             let Some(output) = output else {
                 let abort = Abort::ToolCalls {
                     run_id: run_id.clone(),
@@ -825,6 +913,7 @@ impl Session {
                     // Cancelled while it ran: the record of the allowance that let it run.
                     allowed: allowance
                         .map(|a| (a, args.map(crate::jcs::sha256).unwrap_or_default())),
+                    together: Vec::new(),
                 };
                 return self.abort_run(abort).await.map(Some);
             };
@@ -962,7 +1051,12 @@ impl Session {
             {
                 Ruling::Refused(super::subagent::CHILD_CANNOT_ASK.to_owned())
             }
-            Ruling::Ask(_) if self.shared.depth > 0 => {
+            // The `ask` rule that held it is kept in the refusal's audit record, which says
+            // the call was refused in this child.
+            Ruling::Ask(Some(rule)) if self.shared.depth > 0 => {
+                Ruling::Deny(super::subagent::refused_in_child(rule, &self.id))
+            }
+            Ruling::Ask(None) if self.shared.depth > 0 => {
                 Ruling::Refused(super::subagent::CHILD_CANNOT_WAIT.to_owned())
             }
             // `ask_user` asks the user already: `requireApproval` never makes it wait first.

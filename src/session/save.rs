@@ -426,9 +426,39 @@ impl Session {
         };
         let run_id = run_id.clone();
         // Dropped while a call of a reply ran: the abort that answers each open call as it stood.
+        let finished = std::mem::take(
+            self.subagent_results
+                .get_mut()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
         let abort = match self.abort_while_running.take() {
-            Some(abort) if matches!(&abort, Abort::ToolCalls { run_id: of, .. } if *of == run_id) => {
-                abort
+            Some(Abort::ToolCalls {
+                run_id: of,
+                at,
+                next,
+                waiting,
+                suspended,
+                running,
+                allowed,
+                mut together,
+            }) if of == run_id => {
+                // The `subagent` calls that finished beside those still running keep their
+                // results: their children ran.
+                for (index, output) in finished {
+                    if let Some(ran) = together.iter_mut().find(|t| t.index == index) {
+                        ran.output = Some(output);
+                    }
+                }
+                Abort::ToolCalls {
+                    run_id: of,
+                    at,
+                    next,
+                    waiting,
+                    suspended,
+                    running,
+                    allowed,
+                    together,
+                }
             }
             _ => Abort::Run(run_id),
         };

@@ -7,7 +7,8 @@
 //! - its rules: the parent mode's `requireApproval` and rules, with the type's own on top (its
 //!   `deny` and `ask` rules, and its `requireApproval`, which can only add waits);
 //! - its allowances: the parent's, as they stand when it starts;
-//! - its model: the parent's, asked for the type's `defaultModelId` when it names one.
+//! - its model: the parent's, asked for the type's `defaultModelId` when it names one;
+//! - its extensions: the parent's (the host's state for the session the child runs in), shared.
 //!
 //! The rulings themselves are the session's ([`Session::ruling_of`]): a child's call is ruled
 //! by the same code as its parent's, in the narrowed mode. Until a child's waiting call can
@@ -25,10 +26,11 @@ use tokio_util::sync::CancellationToken;
 use super::{RunOutcome, Session, SessionOptions, Shared};
 use crate::event::Event;
 use crate::event::SubagentOutcome;
+use crate::extensions::Extensions;
 use crate::mode::subagent::SubagentType;
 use crate::mode::{Mode, ModeId, RequireApproval};
 use crate::model::LanguageModel;
-use crate::rules::{RuleAction, Rules};
+use crate::rules::{RuleAction, RuleRecord, Rules};
 use crate::subagent::{MAX_PER_REPLY, SUBAGENT};
 use crate::tool::ToolAccess;
 use crate::tool::ToolOutput;
@@ -39,6 +41,17 @@ pub(crate) const CHILD_CANNOT_WAIT: &str = "it needs the user's approval, and a 
 
 /// Why a child's `ask_user` (or another call that waits for an answer) is refused.
 pub(crate) const CHILD_CANNOT_ASK: &str = "a subagent cannot ask the user questions yet: decide with what you have, or report the question back in your final answer";
+
+/// The `ask` rule `rule` that would make a call of child `child_id` wait for the user, as the
+/// rule that refused it: its record (outcome `rejected`, the rule, no `decidedBy`) says the call
+/// was refused in that child, and why; the reason is what the child's model reads.
+pub(crate) fn refused_in_child(mut rule: Box<RuleRecord>, child_id: &str) -> Box<RuleRecord> {
+    rule.reason = format!(
+        "{}; the call was made in subagent {child_id}, and {CHILD_CANNOT_WAIT}",
+        rule.reason
+    );
+    rule
+}
 
 /// A child ready to start: everything it needs, owned, so it runs beside its siblings.
 struct Child {
@@ -53,6 +66,8 @@ struct Child {
     task: String,
     allowances: Vec<crate::allowance::Allowance>,
     workspace_allowances: Vec<crate::allowance::Allowance>,
+    /// The parent's extensions: the host's state for the session, which the child runs in.
+    extensions: Extensions,
 }
 
 type Running = Pin<Box<dyn Future<Output = (usize, ToolOutput)> + Send>>;
@@ -87,7 +102,18 @@ impl Session {
         indexes: &[usize],
     ) -> Vec<(usize, ToolOutput)> {
         let parent_model = self.parent_model();
-        let mut outputs: Vec<(usize, ToolOutput)> = Vec::new();
+        // Each result goes to the session as it comes (`Session::subagent_results`): a run
+        // dropped while some children still run keeps those of the children that finished.
+        let finished = |output: (usize, ToolOutput)| {
+            self.subagent_results
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(output);
+        };
+        self.subagent_results
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clear();
         let mut children: Vec<Child> = Vec::new();
         for &index in indexes {
             let prepared = match &parent_model {
@@ -98,7 +124,7 @@ impl Session {
             };
             match prepared {
                 Ok(child) => children.push(child),
-                Err(why) => outputs.push((
+                Err(why) => finished((
                     index,
                     ToolOutput::error(format!("subagent refused: {why}. Nothing was started.")),
                 )),
@@ -129,7 +155,7 @@ impl Session {
                 if let Some(child) = slot
                     && let Poll::Ready(output) = child.as_mut().poll(cx)
                 {
-                    outputs.push(output);
+                    finished(output);
                     *slot = None;
                 }
             }
@@ -143,6 +169,12 @@ impl Session {
             }
         })
         .await;
+        let mut outputs = std::mem::take(
+            &mut *self
+                .subagent_results
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
         outputs.sort_by_key(|(index, _)| *index);
         outputs
     }
@@ -229,6 +261,7 @@ impl Session {
             task: input.task,
             allowances: self.state.allowances.clone(),
             workspace_allowances: self.state.workspace_allowances.clone(),
+            extensions: self.extensions.clone(),
         })
     }
 
@@ -373,6 +406,7 @@ async fn run_child(
         task,
         allowances,
         workspace_allowances,
+        extensions,
     } = child;
     let _turn = token.run_until_cancelled(semaphore.acquire_owned()).await;
     let ended = |outcome: SubagentOutcome| Event::SubagentEnded {
@@ -412,7 +446,8 @@ async fn run_child(
             });
         }
     };
-    let options = SessionOptions::new().model(model).on_event(wrap);
+    let mut options = SessionOptions::new().model(model).on_event(wrap);
+    options.extensions = extensions;
     let started = Session::start(shared, child_id.clone(), mode, options).await;
     let mut session = match started {
         Ok(session) => session,

@@ -42,7 +42,10 @@ availableTools = ["read_file", "write_file", "subagent", "task_write"]
 id = "careful"
 availableTools = ["read_file", "write_file", "subagent", "ask_user"]
 requireApproval = ["write_file"]
-rules = [{ tool = "read_file", path = "secret/**", action = "deny" }]
+rules = [
+  { tool = "read_file", path = "secret/**", action = "deny" },
+  { tool = "read_file", path = "private/**", action = "ask" },
+]
 subagents = ["explore"]
 
 [[modes]]
@@ -573,4 +576,349 @@ async fn cancelling_the_parent_ends_its_running_child_as_aborted() {
         })
         .collect();
     assert_eq!(results.len(), 1, "{results:?}");
+}
+
+/// A host tool that needs the host's state: the tenant in the session's extensions.
+struct Tenant;
+
+#[derive(Debug)]
+struct TenantId(&'static str);
+
+#[agent_controller::async_trait]
+impl agent_controller::Tool for Tenant {
+    fn name(&self) -> &str {
+        "tenant"
+    }
+    fn description(&self) -> String {
+        "The tenant this session works for.".to_owned()
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object"})
+    }
+    async fn execute(
+        &self,
+        _: &Value,
+        ctx: &agent_controller::ToolContext<'_>,
+    ) -> agent_controller::ToolOutput {
+        match ctx.extensions.get::<TenantId>() {
+            Some(TenantId(id)) => agent_controller::ToolOutput::ok(*id),
+            None => agent_controller::ToolOutput::error("no tenant in the extensions"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_child_gets_the_parents_extensions_so_host_tools_work_in_it() {
+    let server = ScriptedServer::start(vec![
+        calls([subagent("call_1", "helper", "Who is the tenant?")]),
+        tool("c_1", "tenant", json!({})),
+        text("The tenant is acme."),
+        text("Done."),
+    ])
+    .await;
+    let graph = config::parse(
+        r#"
+[[subagents]]
+id = "helper"
+instructions = "Help."
+
+[[modes]]
+id = "build"
+availableTools = ["tenant", "subagent"]
+"#,
+        "modes.toml",
+    )
+    .expect("config");
+    let mut tools = ToolRegistry::new();
+    tools.register(Arc::new(Tenant)).expect("register");
+    let ws = Workspace::new();
+    let controller = AgentController::builder(graph, Arc::new(server.model()))
+        .tools(tools)
+        .workspace(ws.path())
+        .build()
+        .expect("controller");
+    let recorder = Recorder::default();
+    let mut session = controller
+        .start_session(recorder.options().extension(TenantId("acme")))
+        .await
+        .expect("session");
+    let outcome = session.send_message("Go").await.expect("run");
+    assert!(completed(&outcome), "{outcome:?}");
+    assert_eq!(
+        server.tool_results(2).await,
+        ["acme"],
+        "the child's host tool saw the tenant"
+    );
+}
+
+/// The events as JSON, in order.
+fn json_events(events: &[Event]) -> Vec<Value> {
+    events
+        .iter()
+        .map(|e| serde_json::to_value(e).expect("json"))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_childs_call_an_ask_rule_holds_is_refused_with_the_rules_audit_record() {
+    let s = Setup::new(vec![
+        calls([subagent("call_1", "explore", "Read the private notes.")]),
+        tool("c_1", "read_file", json!({"path": "private/notes.txt"})),
+        text("Could not read."),
+        text("Done."),
+    ])
+    .await;
+    std::fs::create_dir_all(s.ws.path().join("private")).expect("dir");
+    std::fs::write(s.ws.path().join("private/notes.txt"), "PRIVATE").expect("write");
+    let outcome = s.run("careful", "Go").await;
+    assert!(completed(&outcome), "{outcome:?}");
+    let results = s.tool_results(2).await;
+    assert!(!results[0].contains("PRIVATE"), "{results:?}");
+    assert!(results[0].contains("subagent"), "{results:?}");
+    let events = json_events(&s.events());
+    let end = events
+        .iter()
+        .find(|e| {
+            e["type"] == "subagent_event"
+                && e["event"]["type"] == "tool_end"
+                && e["event"]["toolCallId"] == "c_1"
+        })
+        .expect("the child's tool_end");
+    let record = &end["event"]["decision"];
+    assert_eq!(record["outcome"], "rejected", "{end}");
+    assert_eq!(record["toolName"], "read_file", "{end}");
+    assert_eq!(record["rule"]["action"], "ask", "{end}");
+    assert_eq!(record["rule"]["number"], 2, "{end}");
+    assert_eq!(record["rule"]["modeId"], "careful", "{end}");
+    let reason = record["rule"]["reason"].as_str().expect("reason");
+    assert!(
+        reason.contains("subagent") && reason.contains(end["childId"].as_str().expect("id")),
+        "the record says it was refused in this child: {reason}"
+    );
+    assert!(
+        record.get("decidedBy").is_none(),
+        "no person decided: {end}"
+    );
+}
+
+#[tokio::test]
+async fn each_sibling_calls_tool_start_comes_before_its_childs_events() {
+    let s = Setup::with(
+        vec![
+            calls([
+                subagent("call_1", "explore", "One."),
+                subagent("call_2", "explore", "Two."),
+                subagent("call_3", "explore", "Three."),
+            ]),
+            text("first"),
+            text("second"),
+            text("third"),
+            text("Done."),
+        ],
+        |b| b.subagent_concurrency(2),
+    )
+    .await;
+    let outcome = s.run("build", "Go").await;
+    assert!(completed(&outcome), "{outcome:?}");
+    let events = json_events(&s.events());
+    for id in ["call_1", "call_2", "call_3"] {
+        let starts: Vec<usize> = events
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e["type"] == "tool_start" && e["toolCallId"] == id)
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(starts.len(), 1, "one tool_start for {id}");
+        let first_of_child = events
+            .iter()
+            .position(|e| {
+                e["toolCallId"] == id
+                    && (e["type"] == "subagent_started" || e["type"] == "subagent_event")
+            })
+            .expect("the child's events");
+        assert!(
+            starts[0] < first_of_child,
+            "{id}: tool_start at {} comes after its child's first event at {first_of_child}",
+            starts[0]
+        );
+        let end = events
+            .iter()
+            .position(|e| e["type"] == "tool_end" && e["toolCallId"] == id)
+            .expect("tool_end");
+        let last_of_child = events
+            .iter()
+            .rposition(|e| e["toolCallId"] == id && e["type"] == "subagent_ended")
+            .expect("subagent_ended");
+        assert!(
+            last_of_child < end,
+            "{id}: the child ended before its call's tool_end"
+        );
+    }
+    let results = s.tool_results(4).await;
+    let mut sorted = results.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["first", "second", "third"], "{results:?}");
+}
+
+#[tokio::test]
+async fn a_parent_dropped_mid_batch_keeps_the_result_of_a_child_that_finished() {
+    use std::time::Duration;
+    // Whichever child asks first gets its answer; the other's model never answers.
+    let hang = Reply::Raw(wiremock::ResponseTemplate::new(500).set_delay(Duration::from_secs(600)));
+    let server = ScriptedServer::start(vec![
+        calls([
+            subagent("call_1", "explore", "One."),
+            subagent("call_2", "explore", "Two."),
+        ]),
+        text("finished child"),
+        hang,
+    ])
+    .await;
+    let ws = Workspace::new();
+    let controller = AgentController::builder(
+        config::parse(CONFIG, "modes.toml").expect("config"),
+        Arc::new(server.model()),
+    )
+    .tools(ToolRegistry::with_workspace_tools())
+    .workspace(ws.path())
+    .subagent_concurrency(2)
+    .build()
+    .expect("controller");
+    let events = Arc::new(std::sync::Mutex::new(Vec::<Event>::new()));
+    let ended = Arc::new(tokio::sync::Notify::new());
+    let options = {
+        let (events, ended) = (events.clone(), ended.clone());
+        agent_controller::SessionOptions::new()
+            .mode("build")
+            .on_event(move |e| {
+                events.lock().expect("lock").push(e.clone());
+                if e.kind() == "subagent_ended" {
+                    ended.notify_one();
+                }
+            })
+    };
+    let mut session = controller.start_session(options).await.expect("session");
+    tokio::select! {
+        outcome = session.send_message("Go") => panic!("the run ended: {outcome:?}"),
+        () = ended.notified() => {}
+    }
+    // The run's future is dropped here, one child finished and the other still asking.
+    let events = json_events(&events.lock().expect("lock"));
+    let finished = events
+        .iter()
+        .find(|e| e["type"] == "subagent_ended")
+        .expect("subagent_ended");
+    assert_eq!(finished["outcome"], "completed", "{finished}");
+    let finished_id = finished["toolCallId"].as_str().expect("id").to_owned();
+    let results: Vec<(String, String)> = session
+        .messages()
+        .iter()
+        .filter_map(|m| match m {
+            agent_controller::model::Message::Tool {
+                tool_call_id,
+                content,
+                ..
+            } => Some((tool_call_id.clone(), content.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 2, "{results:?}");
+    for (id, content) in &results {
+        if *id == finished_id {
+            assert_eq!(
+                content, "finished child",
+                "the finished child's answer is kept"
+            );
+        } else {
+            assert!(
+                content.contains("ancel") && !content.contains("Not executed"),
+                "the child cut off is cancelled: {content}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_parent_cancelled_mid_batch_keeps_the_result_of_a_child_that_finished() {
+    use std::time::Duration;
+    let hang = Reply::Raw(wiremock::ResponseTemplate::new(500).set_delay(Duration::from_secs(600)));
+    let server = ScriptedServer::start(vec![
+        calls([
+            subagent("call_1", "explore", "One."),
+            subagent("call_2", "explore", "Two."),
+        ]),
+        text("finished child"),
+        hang,
+    ])
+    .await;
+    let ws = Workspace::new();
+    let controller = AgentController::builder(
+        config::parse(CONFIG, "modes.toml").expect("config"),
+        Arc::new(server.model()),
+    )
+    .tools(ToolRegistry::with_workspace_tools())
+    .workspace(ws.path())
+    .subagent_concurrency(2)
+    .build()
+    .expect("controller");
+    let events = Arc::new(std::sync::Mutex::new(Vec::<Event>::new()));
+    let cancel = Arc::new(std::sync::Mutex::new(
+        None::<agent_controller::session::CancelHandle>,
+    ));
+    let options = {
+        let (events, cancel) = (events.clone(), cancel.clone());
+        agent_controller::SessionOptions::new()
+            .mode("build")
+            .on_event(move |e| {
+                events.lock().expect("lock").push(e.clone());
+                if e.kind() == "subagent_ended"
+                    && let Some(handle) = &*cancel.lock().expect("lock")
+                {
+                    handle.cancel();
+                }
+            })
+    };
+    let mut session = controller.start_session(options).await.expect("session");
+    *cancel.lock().expect("lock") = Some(session.cancel_handle());
+    let outcome = session.send_message("Go").await.expect("run");
+    assert!(matches!(outcome, RunOutcome::Aborted { .. }), "{outcome:?}");
+    let events = json_events(&events.lock().expect("lock"));
+    let finished = events
+        .iter()
+        .find(|e| e["type"] == "subagent_ended" && e["outcome"] == "completed")
+        .expect("a child completed");
+    let finished_id = finished["toolCallId"].as_str().expect("id").to_owned();
+    let results: Vec<(String, String)> = session
+        .messages()
+        .iter()
+        .filter_map(|m| match m {
+            agent_controller::model::Message::Tool {
+                tool_call_id,
+                content,
+                ..
+            } => Some((tool_call_id.clone(), content.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 2, "{results:?}");
+    for (id, content) in &results {
+        if *id == finished_id {
+            assert_eq!(
+                content, "finished child",
+                "the finished child's answer is kept"
+            );
+        } else {
+            assert!(
+                content.contains("ancel"),
+                "the child cut off is cancelled: {content}"
+            );
+        }
+    }
+    for id in ["call_1", "call_2"] {
+        let starts = events
+            .iter()
+            .filter(|e| e["type"] == "tool_start" && e["toolCallId"] == id)
+            .count();
+        assert_eq!(starts, 1, "one tool_start for {id}");
+    }
 }
