@@ -66,6 +66,8 @@ The prompt (without --approve or --reject) shows the plan on stderr and reads st
                plan counts as not approved and the model is told (exit 3, in the new mode)
   approve, ok, okay, accept, lgtm, sure, reject, deny, ... (one word that looks like a decision)
                asks again, with a hint
+  2, 1,3, ...  numbers alone (the habit of a numbered question) that choose no listed target:
+               asks again, with a hint; never feedback
   other text   reject, with the text as feedback (the model revises and submits again)
   end of input, Ctrl-C
                no decision: a stored plan stays pending (exit 4); without a store the run
