@@ -221,7 +221,8 @@ pub(crate) enum Command {
     /// model (`ask_user`), from a session store, in a fresh process, and carry the run on. With
     /// --approve, --reject, --answer or --answer-json and several calls waiting, name one with
     /// --decision (else exit 2, listing their ids); without them the prompt asks about each
-    /// waiting call in turn.
+    /// waiting call in turn, then, as `run` does, about what the run waits on next (a plan
+    /// submitted after an answer or feedback); with them, that waits for the next `decide`.
     #[command(after_help = format!("{PROMPT_HELP}\n\n{EXIT_STATUS_HELP}"))]
     Decide(DecideArgs),
     /// Carry on an interrupted run from a session store, in a fresh process: a run whose process
