@@ -27,8 +27,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use crate::event::{DecidedRecord, RunState};
 use crate::machine::expiry::{self, Waiting};
 pub use crate::machine::expiry::{
-    ANSWERED_NOT_RESUMED_RESULT, APPROVED_NOT_RUN_RESULT, deadline_text, expired_result,
-    expired_suspension_result, expired_tool_result,
+    ANSWERED_NOT_RESUMED_RESULT, APPROVED_NOT_RUN_RESULT, deadline_text, expired_outcome,
+    expired_result, expired_suspension_result, expired_tool_result,
 };
 pub use crate::mode::timeout::{
     ApprovalTimeout, ApprovalTimeoutError, MAX_APPROVAL_TIMEOUT, OnTimeout,

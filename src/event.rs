@@ -891,6 +891,12 @@ pub struct DecidedRecord {
     /// plan (`submit_plan`). Its `sha256` is then the call's `argsSha256`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_name: Option<String>,
+    /// For a call its tool suspended (a question of `ask_user`, or another tool's suspension):
+    /// which kind it was (`question` or `suspension`), so an expiry or a cancellation speaks
+    /// of a call that was not answered, not of one that was rejected. `None` for a plan and for
+    /// a tool call that waited for approval (and in records written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspension_kind: Option<SuspensionKind>,
     /// Whether the approval also allowed the tool for the rest of the session
     /// ([`crate::Decision::always_allow`]); only on tool-call approvals.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -963,6 +969,7 @@ impl DecidedRecord {
             decided_by: None,
             target_mode_id: None,
             tool_name: None,
+            suspension_kind: None,
             always_allow: false,
             allowed_by: None,
             allowance: None,

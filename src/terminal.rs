@@ -433,7 +433,8 @@ const DECISION_WORDS: &[&str] = &[
 /// `y`/`yes` approve and `n`/`no` reject (any case, surrounding blanks ignored); a single word
 /// that looks like a decision ([`Answer::Unclear`]: `approve`, `approved`, `ok`, `okay`,
 /// `accept`, `reject`, `deny`, `lgtm`, `sure`, `y.`, ...) asks again with a hint; a blank line
-/// asks again; any other text rejects with that text as feedback.
+/// asks again; a line of numbers alone (`2`, `1,3`: the habit of a numbered question) asks
+/// again with a hint; any other text rejects with that text as feedback.
 ///
 /// # Examples
 /// ```
@@ -455,7 +456,9 @@ pub fn read_answer(line: &str) -> Answer {
 /// targets: the number of a listed target (`1` for the first) or its mode id typed alone
 /// (exactly, case-sensitive) approves to it ([`Answer::ApproveTo`]); any other number, and one
 /// word that misses a listed id only in case or by at most two characters, asks again with a
-/// hint. With fewer than two targets it is [`read_answer`]. A line with control characters (an
+/// hint. With fewer than two targets it is [`read_answer`]. A line of numbers alone (`2`,
+/// `1,3`) that chooses no listed target asks again with a hint, with any number of targets: it
+/// is never feedback. A line with control characters (an
 /// arrow key's escape sequence, [`typed_controls`]) asks again with a hint, in either case: it is
 /// never feedback.
 ///
@@ -506,6 +509,19 @@ pub fn read_answer_among(line: &str, targets: &[&str]) -> Answer {
             };
         }
     }
+    // Numbers alone (`2`, `1,3`), typed out of habit after a numbered question, choose nothing
+    // here: asking again loses nothing, where feedback would reject the plan (trial 5 L3).
+    if is_numbers_alone(text) {
+        let choices = if targets.len() > 1 {
+            format!("1 to {} to approve to that mode, ", targets.len())
+        } else {
+            String::new()
+        };
+        return Answer::Unclear(format!(
+            "`{}` is not an answer here: this asks about a plan, not a numbered question; type {choices}y (or yes) to approve, n (or no) to reject, or a sentence of feedback to reject with it",
+            neutralize_line(text)
+        ));
+    }
     let word = text
         .trim_matches(|c: char| matches!(c, '.' | '!' | '?' | ',' | ';' | ':' | '"' | '\''))
         .to_lowercase();
@@ -532,6 +548,15 @@ pub fn read_answer_among(line: &str, targets: &[&str]) -> Answer {
         ));
     }
     Answer::Feedback(text.to_owned())
+}
+
+/// Whether `text` is numbers alone: digits, with commas, blanks or dots between them (`2`,
+/// `1,3`, `2 3`, `2.`), and at least one digit.
+fn is_numbers_alone(text: &str) -> bool {
+    text.bytes().any(|b| b.is_ascii_digit())
+        && text
+            .chars()
+            .all(|c| c.is_ascii_digit() || c == ',' || c == '.' || c.is_whitespace())
 }
 
 /// Why a typed line is not an answer when it holds a control character other than a tab (an
@@ -1809,6 +1834,43 @@ impl<M: LanguageModel> LanguageModel for SpinnerModel<M> {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    /// Trial 5 L3: a line of numbers alone (`2`, `1,3`, `2 3`), natural right after a numbered
+    /// question, is asked again with the reason at every plan prompt: with one target it is no
+    /// choice, and it is never feedback that rejects the plan.
+    #[test]
+    fn a_line_of_numbers_alone_is_asked_again_never_feedback() {
+        for targets in [&[][..], &["build"][..], &["build", "build-auto"][..]] {
+            for line in [
+                "2",
+                " 7\n",
+                "1,3",
+                "2, 3",
+                "1 3",
+                "02",
+                "9999999999999999999999",
+            ] {
+                match read_answer_among(line, targets) {
+                    Answer::Unclear(why) => assert!(
+                        why.contains("not a numbered question")
+                            || (targets.len() > 1 && why.contains("not a listed choice")),
+                        "{line:?} {targets:?}: {why}"
+                    ),
+                    Answer::ApproveTo(_) if targets.len() > 1 => {}
+                    other => panic!("{line:?} {targets:?}: {other:?}"),
+                }
+            }
+            // Numbers within a sentence are feedback.
+            assert_eq!(
+                read_answer_among("do step 2 first", targets),
+                Answer::Feedback("do step 2 first".to_owned())
+            );
+        }
+        assert_eq!(
+            read_answer_among("2", &["build", "x"]),
+            Answer::ApproveTo(1)
+        );
+    }
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// A reader that counts its reads and answers each with the next chunk sent to it.

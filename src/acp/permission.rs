@@ -53,8 +53,11 @@ pub(crate) enum Answer {
     Selected(Verdict),
     /// The `cancelled` outcome (the client cancelled the turn).
     Cancelled,
-    /// No decision: an option id that was not offered, an outcome of another kind, an error
-    /// response, or no response at all (the connection dropped).
+    /// An answer that cannot be taken, and why: an option id that was not offered, or form
+    /// content that does not fit the answer's schema. Asked again once, saying why.
+    Unfit(String),
+    /// No decision: an outcome of another kind, an error response, or no response at all (the
+    /// connection dropped).
     Undecided,
 }
 
@@ -132,7 +135,8 @@ impl Offer {
     }
 
     /// What the client's response decides: the verdict of the option it selected, when that
-    /// option was offered; anything else decides nothing.
+    /// option was offered; an option id never offered is [`Answer::Unfit`]; anything else
+    /// decides nothing.
     pub(crate) fn answer(
         &self,
         response: Result<RequestPermissionResponse, agent_client_protocol::Error>,
@@ -142,9 +146,15 @@ impl Offer {
                 .options
                 .iter()
                 .find(|(option, _)| option.option_id == selected.option_id)
-                .map_or(Answer::Undecided, |(_, verdict)| {
-                    Answer::Selected(verdict.clone())
-                }),
+                .map_or_else(
+                    || {
+                        Answer::Unfit(format!(
+                            "`{}` is not one of the options offered",
+                            neutralize_line(&selected.option_id.to_string())
+                        ))
+                    },
+                    |(_, verdict)| Answer::Selected(verdict.clone()),
+                ),
             Ok(RequestPermissionOutcome::Cancelled) => Answer::Cancelled,
             Ok(_) | Err(_) => Answer::Undecided,
         }

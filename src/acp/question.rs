@@ -318,8 +318,8 @@ impl Form {
 
     /// What the client's response decides: the content it accepted, as the answer, when it
     /// fits the answer's schema; a decline answers nothing (a rejection: the tool is told the
-    /// user declined); a cancel is the `cancelled` outcome; anything else (an error, no
-    /// response, content that does not fit) decides nothing.
+    /// user declined); a cancel is the `cancelled` outcome; content that does not fit is
+    /// [`Answer::Unfit`], saying why; anything else (an error, no response) decides nothing.
     pub(crate) fn answer(
         &self,
         payload: &ToolSuspendPayload,
@@ -336,22 +336,22 @@ impl Form {
             ElicitationAction::Accept(accepted) => {
                 let content = accepted.content.unwrap_or_default();
                 let Ok(Value::Object(content)) = serde_json::to_value(content) else {
-                    return Answer::Undecided;
+                    return Answer::Unfit("the form's content is not an object".to_owned());
                 };
                 let answer = if self.wrapped {
                     content.get(FIELD).cloned()
                 } else {
                     Some(Value::Object(content))
                 };
-                match answer {
-                    Some(answer) => match payload.answer_mismatch(&answer) {
-                        None => Answer::Selected(Verdict::Answer(answer)),
-                        Some(why) => {
-                            tracing::info!(%why, "an elicited answer that does not fit is not taken");
-                            Answer::Undecided
-                        }
-                    },
-                    None => Answer::Undecided,
+                let Some(answer) = answer else {
+                    return Answer::Unfit(format!("the form's field `{FIELD}` is missing"));
+                };
+                match payload.answer_mismatch(&answer) {
+                    None => Answer::Selected(Verdict::Answer(answer)),
+                    Some(why) => {
+                        tracing::info!(%why, "an elicited answer that does not fit is not taken");
+                        Answer::Unfit(neutralize_line(&why.to_string()).into_owned())
+                    }
                 }
             }
             ElicitationAction::Decline => Answer::Selected(Verdict::Reject),

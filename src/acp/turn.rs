@@ -6,7 +6,8 @@
 use std::sync::Arc;
 
 use agent_client_protocol::v1::schema::{
-    CreateElicitationRequest, RequestPermissionRequest, StopReason, ToolCallUpdate,
+    Content, CreateElicitationRequest, RequestPermissionRequest, StopReason, ToolCallContent,
+    ToolCallUpdate,
 };
 
 use crate::acp::permission::{self, Answer, Offer};
@@ -161,11 +162,54 @@ enum Request {
     Elicit(CreateElicitationRequest, Form, Box<ToolSuspendPayload>),
 }
 
+impl Request {
+    /// The same request again, saying first why the last answer was not taken.
+    fn again(self, why: &str) -> Self {
+        let note = format!("Your answer was not taken: {why}. Answer again.");
+        match self {
+            Request::Permission(mut request, offer) => {
+                let shown = request.tool_call.fields.content.take().unwrap_or_default();
+                let mut content = vec![ToolCallContent::Content(Content::new(note))];
+                content.extend(shown);
+                request.tool_call.fields.content = Some(content);
+                Request::Permission(request, offer)
+            }
+            Request::Elicit(mut request, form, payload) => {
+                request.message = format!("{note}\n\n{}", request.message);
+                Request::Elicit(request, form, payload)
+            }
+        }
+    }
+}
+
+/// The final update of a call whose answer was refused twice, without a store: a question is
+/// not answered, a plan or a tool call not decided.
+fn unfit(why: &str, question: bool) -> String {
+    let (what, none) = if question {
+        ("Not answered", "there is no answer")
+    } else {
+        ("Not decided", "it was not approved and did not run")
+    };
+    format!("{what}: the answer given was not taken ({why}); {none}.")
+}
+
+/// The same with a store, where it stays pending.
+fn unfit_kept(why: &str, question: bool) -> String {
+    let what = if question {
+        "Not answered yet"
+    } else {
+        "Not decided yet"
+    };
+    format!(
+        "{what}: the answer given was not taken ({why}). It stays pending in the session's store: the next prompt answers it when it fits (else sets it aside), or `agent-controller decide` settles it."
+    )
+}
+
 /// Asks the client about the first pending decision that waits (the calls whose answer is the
 /// next prompt last), and applies its answer. A call whose answer is the next prompt ends the
 /// turn, the client told so.
 async fn ask(slot: &Slot, decided_by: &str, elicits: bool) -> Result<Asked, Error> {
-    let (request, decision_id, sha256) = {
+    let (request, decision_id, sha256, (asked_id, question)) = {
         let session = slot.session.lock().await;
         let way = |p: &PendingDecision| {
             p.as_suspension()
@@ -215,18 +259,34 @@ async fn ask(slot: &Slot, decided_by: &str, elicits: bool) -> Result<Asked, Erro
             PendingDecision::ToolCall(call) => call.args_sha256().to_owned(),
             other => other.sha256().to_owned(),
         };
-        (request, pending.decision_id().to_owned(), sha256)
+        let asked = (
+            pending.tool_call_id().to_owned(),
+            matches!(pending, PendingDecision::Suspension(_)),
+        );
+        (request, pending.decision_id().to_owned(), sha256, asked)
     };
     let stop_waiting = slot.asking();
-    let answer = match request {
-        Request::Permission(request, offer) => tokio::select! {
-            response = slot.updates.cx.send_request(request).block_task() => offer.answer(response),
-            () = stop_waiting.cancelled() => Answer::Undecided,
-        },
-        Request::Elicit(request, form, payload) => tokio::select! {
-            response = slot.updates.cx.send_request(request).block_task() => form.answer(&payload, response),
-            () = stop_waiting.cancelled() => Answer::Undecided,
-        },
+    let mut request = request;
+    let mut asked_again = false;
+    let answer = loop {
+        let answer = match &request {
+            Request::Permission(sent, offer) => tokio::select! {
+                response = slot.updates.cx.send_request(sent.clone()).block_task() => offer.answer(response),
+                () = stop_waiting.cancelled() => Answer::Undecided,
+            },
+            Request::Elicit(sent, form, payload) => tokio::select! {
+                response = slot.updates.cx.send_request(sent.clone()).block_task() => form.answer(payload, response),
+                () = stop_waiting.cancelled() => Answer::Undecided,
+            },
+        };
+        // An answer that cannot be taken is asked again once, saying why (trial 5 L9).
+        match answer {
+            Answer::Unfit(why) if !asked_again && !slot.cancel_requested() => {
+                asked_again = true;
+                request = request.again(&why);
+            }
+            other => break other,
+        }
     };
     slot.answered();
     let mut session = slot.session.lock().await;
@@ -252,6 +312,15 @@ async fn ask(slot: &Slot, decided_by: &str, elicits: bool) -> Result<Asked, Erro
                 .collect();
             if !slot.has_store {
                 session.abort().await.map_err(session_error)?;
+            }
+            if let Answer::Unfit(why) = &other {
+                // Refused again: the editor is told why, last, and what became of the call.
+                let (text, status) = if slot.has_store {
+                    (unfit_kept(why, question), CallStatus::Pending)
+                } else {
+                    (unfit(why, question), CallStatus::Failed)
+                };
+                slot.updates.end_call(&asked_id, &text, status);
             }
             if reason == StopReason::Cancelled {
                 // The turn is over: every call it asked about, or would have, ends for the

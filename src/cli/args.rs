@@ -66,6 +66,8 @@ The prompt (without --approve or --reject) shows the plan on stderr and reads st
                plan counts as not approved and the model is told (exit 3, in the new mode)
   approve, ok, okay, accept, lgtm, sure, reject, deny, ... (one word that looks like a decision)
                asks again, with a hint
+  2, 1,3, ...  numbers alone (the habit of a numbered question) that choose no listed target:
+               asks again, with a hint; never feedback
   other text   reject, with the text as feedback (the model revises and submits again)
   end of input, Ctrl-C
                no decision: a stored plan stays pending (exit 4); without a store the run
@@ -219,7 +221,8 @@ pub(crate) enum Command {
     /// model (`ask_user`), from a session store, in a fresh process, and carry the run on. With
     /// --approve, --reject, --answer or --answer-json and several calls waiting, name one with
     /// --decision (else exit 2, listing their ids); without them the prompt asks about each
-    /// waiting call in turn.
+    /// waiting call in turn, then, as `run` does, about what the run waits on next (a plan
+    /// submitted after an answer or feedback); with them, that waits for the next `decide`.
     #[command(after_help = format!("{PROMPT_HELP}\n\n{EXIT_STATUS_HELP}"))]
     Decide(DecideArgs),
     /// Carry on an interrupted run from a session store, in a fresh process: a run whose process

@@ -70,10 +70,14 @@ pub(crate) fn decide(mut args: DecideArgs) -> Outcome {
             Ok(outcome) => outcome,
             Err(exit) => return Ok(exit),
         };
-        // What the run asks next (other calls still waiting, a plan resubmitted after feedback)
-        // is a new decision: it waits for the next `decide`.
-        decider.flags = &idle;
-        decider.prompt = None;
+        // What the run asks next (other calls still waiting, a plan resubmitted after feedback,
+        // a plan submitted after an answer): at the prompt, the prompt asks about it as `run`
+        // and `continue` do (trial 5 L4); decided by verdict flags, it is a new decision that
+        // waits for the next `decide`.
+        if flags.decides() {
+            decider.flags = &idle;
+            decider.prompt = None;
+        }
         decider.until_done(&mut session, outcome).await
     })
 }

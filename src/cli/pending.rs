@@ -37,19 +37,19 @@ pub(crate) fn pending(spec: &str, json: bool) -> Outcome {
             let now = SystemTime::now();
             let expired = deadline::expire_due(&*store, now).await?;
             for e in &expired {
-                // A plan, or a tool call that waited for approval.
-                let what = match &e.decision.tool_name {
-                    Some(tool) => format!("the `{}` tool call", neutralize_line(tool)),
-                    None => "the plan".to_owned(),
-                };
-                let so = match e.run_state {
-                    agent_controller::event::RunState::Aborted => {
-                        "counts as not approved and its run was aborted (onTimeout = \"abort\")"
-                    }
-                    _ => "counts as rejected",
-                };
+                // A plan, a tool call that waited for approval, or a question (not answered).
+                let aborted = e.run_state == agent_controller::event::RunState::Aborted;
+                let so = deadline::expired_outcome(
+                    e.decision
+                        .tool_name
+                        .as_deref()
+                        .map(neutralize_line)
+                        .as_deref(),
+                    e.decision.suspension_kind,
+                    aborted,
+                );
                 note!(
-                    "expired: session {} decision {}: no decision by {}, so {what} {so}",
+                    "expired: session {} decision {}: no decision by {}, so {so}",
                     neutralize_line(&e.session_id),
                     neutralize_line(&e.decision.decision_id),
                     neutralize_line(e.decision.decided_at.as_deref().unwrap_or("its deadline"))

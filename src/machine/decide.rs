@@ -497,7 +497,6 @@ impl State {
     }
 }
 
-/// The audit record of a decision on the tool call `call`.
 /// The audit record of a decision on a call its tool suspended.
 pub(crate) fn suspension_record(
     suspended: &PendingSuspension,
@@ -510,6 +509,7 @@ pub(crate) fn suspension_record(
         decided_at: Some(decided_at),
         decided_by,
         tool_name: Some(suspended.payload.tool_name.clone()),
+        suspension_kind: Some(suspended.payload.kind),
         ..DecidedRecord::new(
             &*suspended.run_id,
             &suspended.tool_call_id,
@@ -519,6 +519,7 @@ pub(crate) fn suspension_record(
     }
 }
 
+/// The audit record of a decision on the tool call `call`.
 pub(crate) fn tool_call_record(
     call: &PendingToolCall,
     outcome: DecisionOutcome,

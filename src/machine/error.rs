@@ -71,21 +71,25 @@ pub enum SessionError {
     /// No decision of the session has this decision id.
     #[error("unknown decision `{0}`")]
     UnknownDecision(String),
-    /// The plan, or the tool call, expired before this decision: no decision was taken by its
-    /// deadline (its mode's `approvalTimeout`), so it counts as rejected (see
+    /// The plan, the tool call, or the call its tool suspended (a question) expired before this
+    /// decision: no decision was taken by its deadline (its mode's `approvalTimeout`), so a plan
+    /// or a tool call counts as rejected and a question was not answered (see
     /// [`crate::deadline`]). The expiry is in the decision history (outcome `expired`); this
     /// decision changed nothing.
     #[error(
-        "decision `{decision_id}` expired at {deadline_at}: no decision was taken by its deadline (approvalTimeout), so {} counts as rejected; this decision was not applied",
-        expired_subject(.tool_name.as_deref())
+        "decision `{decision_id}` expired at {deadline_at}: no decision was taken by its deadline (approvalTimeout), so {}; this decision was not applied",
+        super::expiry::expired_outcome(.tool_name.as_deref(), *.suspension_kind, false)
     )]
     Expired {
         /// The decision id of the expired plan or tool call.
         decision_id: String,
         /// Its deadline, as RFC 3339 in UTC.
         deadline_at: String,
-        /// The tool of an expired tool call; `None` for a plan.
+        /// The tool of an expired tool call or suspended call; `None` for a plan.
         tool_name: Option<String>,
+        /// For a call its tool suspended: its kind (`question` or `suspension`); `None` for a
+        /// plan and a tool call that waited for approval.
+        suspension_kind: Option<crate::event::SuspensionKind>,
     },
     /// The decision names a different plan than the one captured at submit time.
     #[error(
@@ -358,14 +362,6 @@ fn target_hint(given: &str, allowed: &[String]) -> String {
         .unwrap_or_default()
 }
 
-/// What expired, for [`SessionError::Expired`]: the plan, or the tool call of `tool_name`.
-fn expired_subject(tool_name: Option<&str>) -> String {
-    match tool_name {
-        Some(name) => format!("the `{name}` tool call"),
-        None => "the plan".to_owned(),
-    }
-}
-
 /// The error for a decision of `decision_id` that names a plan which expired (its history
 /// record), or `None` when that record is not an expiry.
 pub(crate) fn expired_error(record: &DecidedRecord) -> Option<SessionError> {
@@ -373,6 +369,7 @@ pub(crate) fn expired_error(record: &DecidedRecord) -> Option<SessionError> {
         decision_id: record.decision_id.clone(),
         deadline_at: record.decided_at.clone().unwrap_or_default(),
         tool_name: record.tool_name.clone(),
+        suspension_kind: record.suspension_kind,
     })
 }
 
@@ -401,12 +398,24 @@ mod tests {
                 decision_id: "decision_3".to_owned(),
                 deadline_at: "2026-12-01T19:00:00Z".to_owned(),
                 tool_name: None,
+                suspension_kind: None,
             }
         );
         assert!(
             plan.to_string().contains("so the plan counts as rejected"),
             "{plan}"
         );
+        // Trial 5 L8: a question was not answered; it is not rejected.
+        let question = DecidedRecord {
+            suspension_kind: Some(crate::event::SuspensionKind::Question),
+            ..record(DecisionOutcome::Expired, Some("ask_user"))
+        };
+        let question = expired_error(&question).expect("expired").to_string();
+        assert!(
+            question.contains("so the question of `ask_user` was not answered;"),
+            "{question}"
+        );
+        assert!(!question.contains("rejected"), "{question}");
         let call = expired_error(&record(DecisionOutcome::Expired, Some("write_file")));
         let call = call.expect("expired").to_string();
         assert!(

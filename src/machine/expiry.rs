@@ -14,8 +14,8 @@
 use std::sync::Arc;
 
 use crate::event::{
-    DecidedRecord, DecisionOutcome, Event, RunState, SuspendPayload, ToolCallPayload,
-    ToolSuspendPayload, rfc3339,
+    DecidedRecord, DecisionOutcome, Event, RunState, SuspendPayload, SuspensionKind,
+    ToolCallPayload, ToolSuspendPayload, rfc3339,
 };
 use crate::exchange::Message;
 use crate::exchange::SUBMIT_PLAN;
@@ -74,6 +74,41 @@ pub fn expired_tool_result(payload: &ToolCallPayload) -> String {
 /// The result of a tool call that was approved while others of its reply waited, when those
 /// expired: the run ended before it ran, so it never ran.
 pub const APPROVED_NOT_RUN_RESULT: &str = "Not executed: approved, but other tool calls of this reply expired undecided (approvalTimeout), so the run ended before it ran. Call it again if it is still needed.";
+
+/// What an expired decision came to, for people: `the plan counts as rejected`, `the
+/// `write_file` tool call counts as rejected`, and for a call its tool suspended (`kind`), `the
+/// question of `ask_user` was not answered` (a question is not rejected: nobody answered it).
+/// With `aborted` (`onTimeout = "abort"`) it adds that the run was aborted. `tool_name` is
+/// `None` for a plan; the caller makes it safe to show.
+///
+/// # Examples
+/// ```
+/// use agent_controller::deadline::expired_outcome;
+/// use agent_controller::event::SuspensionKind;
+/// assert_eq!(expired_outcome(None, None, false), "the plan counts as rejected");
+/// assert_eq!(
+///     expired_outcome(Some("ask_user"), Some(SuspensionKind::Question), false),
+///     "the question of `ask_user` was not answered"
+/// );
+/// ```
+pub fn expired_outcome(
+    tool_name: Option<&str>,
+    kind: Option<SuspensionKind>,
+    aborted: bool,
+) -> String {
+    let subject = match (tool_name, kind) {
+        (None, _) => "the plan".to_owned(),
+        (Some(name), Some(SuspensionKind::Question)) => format!("the question of `{name}`"),
+        (Some(name), _) => format!("the `{name}` tool call"),
+    };
+    let came_to = match (kind.is_some(), aborted) {
+        (true, false) => "was not answered",
+        (true, true) => "was not answered and its run was aborted (onTimeout = \"abort\")",
+        (false, false) => "counts as rejected",
+        (false, true) => "counts as not approved and its run was aborted (onTimeout = \"abort\")",
+    };
+    format!("{subject} {came_to}")
+}
 
 /// What waits for a decision, as the expiry reads it: a view of a live session's
 /// pending decision or of a stored record's pending entries.
@@ -310,6 +345,7 @@ fn suspension_answer(
                 sha256: Some(payload.payload_sha256.clone()),
                 decided_at: payload.terms.deadline_at_ms.map(deadline_text),
                 tool_name: Some(payload.tool_name.clone()),
+                suspension_kind: Some(payload.kind),
                 ..DecidedRecord::new(
                     run_id,
                     tool_call_id,

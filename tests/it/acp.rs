@@ -447,6 +447,21 @@ fn reject_and_anything_but_an_offered_allow_option_never_approve() {
         reply["jsonrpc"] = json!("2.0");
         reply["id"] = request["id"].clone();
         agent.send(&reply);
+        // An option id never offered is refused and asked again, saying why (trial 5 L9);
+        // refused twice, the turn ends.
+        if matches!(
+            answer["result"]["outcome"]["optionId"].as_str(),
+            Some("switch:plan" | "allow")
+        ) {
+            let (again, _) = agent.until_method("session/request_permission");
+            let shown = again["params"]["toolCall"]["content"].to_string();
+            assert!(
+                shown.contains("was not taken") && shown.contains("not one of the options"),
+                "{answer}: {shown}"
+            );
+            reply["id"] = again["id"].clone();
+            agent.send(&reply);
+        }
         let (response, after) = agent.response(prompt);
         assert_eq!(
             response["result"]["stopReason"], "end_turn",

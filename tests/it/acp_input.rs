@@ -321,8 +321,11 @@ async fn run(steps: Vec<Step>) -> Seen {
                             break;
                         }
                         if message["method"] == "session/request_permission" {
-                            // A request the model resubmitted: leave it be.
-                            continue;
+                            // Asked again (an option id never offered), or a request the model
+                            // resubmitted: the client cancels it, which approves nothing.
+                            let mut cancel = json!({ "jsonrpc": "2.0", "result": { "outcome": { "outcome": "cancelled" } } });
+                            cancel["id"] = message["id"].clone();
+                            send!(cancel);
                         }
                     }
                 }

@@ -2,7 +2,8 @@
 //! has only the built-in tools, so these drive a library `AcpAgent` in process over raw
 //! JSON-RPC lines): a flat answer schema is an elicitation form whose accepted content the tool
 //! gets; a nested one is answered by the next prompt (as JSON that fits); a cancelled form, or
-//! content that does not fit, answers nothing and the tool never gets an answer.
+//! content that does not fit (asked again once, saying why), answers nothing and the tool never
+//! gets an answer.
 #![cfg(feature = "acp")]
 
 use std::path::Path;
@@ -24,7 +25,7 @@ const MODES: &str = r#"
 [[modes]]
 id = "build"
 default = true
-availableTools = ["read_file", "confirm_deploy", "shape_deploy"]
+availableTools = ["read_file", "confirm_deploy", "shape_deploy", "ask_user"]
 
 [[modes]]
 id = "plan"
@@ -346,7 +347,13 @@ async fn a_cancelled_form_or_content_that_does_not_fit_answers_nothing() {
             })
             .await;
         assert!(done.get("result").is_some(), "{done}");
-        assert_eq!(client.requests("elicitation/create").len(), 1, "{reply}");
+        // Content that does not fit is asked again once, with the reason (trial 5 L9).
+        let asked = if reply["action"] == "cancel" { 1 } else { 2 };
+        assert_eq!(
+            client.requests("elicitation/create").len(),
+            asked,
+            "{reply}"
+        );
         assert!(client.answers().is_empty(), "{reply}: nothing was made up");
         // The call ends for the editor as a question not answered, never as a call not approved.
         let ended: Vec<String> = client
@@ -372,4 +379,64 @@ async fn a_cancelled_form_or_content_that_does_not_fit_answers_nothing() {
             "{reply}: {results:?}"
         );
     }
+}
+
+/// Trial 5 L9: accepted form content that does not fit is asked again once, the form's message
+/// saying why; content that fits then is the answer.
+#[tokio::test]
+async fn form_content_that_does_not_fit_is_asked_again_with_the_reason() {
+    let mut client = Client::start(
+        vec![deploy("confirm_deploy"), ReplayModel::text("Ok.")],
+        true,
+    )
+    .await;
+    let mut replies = vec![
+        json!({ "action": "accept", "content": { "confirm": true } }),
+        json!({ "action": "accept", "content": { "confirm": "yes" } }),
+    ];
+    client
+        .prompt("Deploy", |request| {
+            (request["method"] == "elicitation/create").then(|| replies.pop().expect("a reply"))
+        })
+        .await;
+    let asked = client.requests("elicitation/create");
+    assert_eq!(asked.len(), 2, "{:?}", client.seen);
+    let again = asked[1]["params"]["message"].as_str().expect("message");
+    assert!(
+        again.contains("was not taken") && again.contains("confirm"),
+        "{again}"
+    );
+    assert_eq!(client.answers(), [json!({ "confirm": true })]);
+}
+
+/// Trial 5 L9: an option id that was never offered is refused and the question asked again,
+/// saying why; an offered option then answers it.
+#[tokio::test]
+async fn an_option_id_never_offered_is_refused_and_asked_again() {
+    let question = json!({ "question": "Which theme?", "options": [{ "label": "dark" }, { "label": "light" }] });
+    let mut client = Client::start(
+        vec![
+            ReplayModel::call("call_1", "ask_user", question),
+            ReplayModel::text("Ok."),
+        ],
+        false,
+    )
+    .await;
+    let mut picks = vec!["answer:1", "answer:5"];
+    client
+        .prompt("Ask me", |request| {
+            (request["method"] == "session/request_permission").then(|| {
+                json!({ "outcome": { "outcome": "selected", "optionId": picks.pop().expect("a pick") } })
+            })
+        })
+        .await;
+    let asked = client.requests("session/request_permission");
+    assert_eq!(asked.len(), 2, "{:?}", client.seen);
+    let again = asked[1]["params"]["toolCall"]["content"].to_string();
+    assert!(
+        again.contains("answer:5") && again.contains("not one of the options"),
+        "{again}"
+    );
+    let results = client.tool_results(1);
+    assert!(results.iter().any(|r| r.contains("light")), "{results:?}");
 }

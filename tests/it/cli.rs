@@ -872,6 +872,8 @@ fn end_of_input_at_a_stored_run_leaves_the_plan_pending() {
 fn a_word_that_looks_like_a_decision_asks_again() {
     for word in [
         "approve", "ok", "Okay", "LGTM", "accept", "sure", "reject", "deny", "yes!",
+        // Numbers alone, the habit of a numbered question (trial 5 L3): not feedback.
+        "2", "1,3",
     ] {
         let ws = Workspace::new();
         let out = run(

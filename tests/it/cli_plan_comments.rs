@@ -246,7 +246,8 @@ fn c_at_the_prompt_numbers_the_lines_and_n_rejects_with_the_comments() {
         "c\nc 7 past the end\nc 4 staging first\ny\nn\n",
     );
     // The revision waits (exit 4); `c` numbered the lines, a line past the end and `y` while a
-    // comment is held asked again, `n` sent the comment.
+    // comment is held asked again, `n` sent the comment; the prompt then shows the revision
+    // and asks about it, as `run` does (trial 5 L4), and the end of input leaves it pending.
     same(
         scrubbed(cli::snapshots::shown(&out, &[]), ws.path(), &session),
         snapbox::str![[r##"
@@ -294,7 +295,27 @@ Approve this plan and switch to ● Build (build)?
 > you hold 1 comment(s): comments go with a rejection, so type n (or feedback) to reject with them, or d to drop them and answer again
 Approve this plan and switch to ● Build (build)?
 [y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [s MODE] switch to build, not approving
-> the plan stays pending; decide later with: agent-controller decide --store st [SESSION] --decision decision_2 (--approve [--to MODE] | --reject) [--feedback TEXT]
+> 
+revision 2 of the plan "Add dark mode", changes since revision 1 (sha256 [SHA12]...):
+--- revision 1
++++ revision 2
+@@ -4,3 +4,6 @@
+ 1. Read the code this change touches.
+ 2. Make the change in small steps.
+ 3. Add tests for it and run the whole suite.
++
++## Revisions
++- Addressed: see the comments on lines of the plan below.
+(plan file .agent/plans/add-dark-mode.md, sha256 [SHA12]...)
+workspace: [WORKSPACE] (where an approval carries the run on)
+your comments on revision 1:
+  line 4: 1. Read the code this change touches.
+    staging first
+Approve this plan and switch to ● Build (build)?
+[y]es approve  [n]o reject  or type feedback to reject with it  [p] show the whole plan  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [s MODE] switch to build, not approving
+> 
+end of input: the plan is not approved; the mode stays `plan`
+the plan stays pending; decide later with: agent-controller decide --store st [SESSION] --decision decision_2 (--approve [--to MODE] | --reject) [--feedback TEXT]
 
 "##]],
     );

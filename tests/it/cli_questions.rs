@@ -711,3 +711,35 @@ availableTools = ["read_file", "confirm_deploy"]
         .collect();
     assert_eq!(results, ["Deployed to staging."]);
 }
+
+/// Trial 5 L4: `decide` at the prompt (no verdict flag) answers the question and then asks
+/// about what the resumed run waits on next, as `run` and `continue` do, in the same process;
+/// with a verdict flag it still leaves that for the next `decide`.
+#[test]
+fn decide_at_the_prompt_carries_on_asking_as_run_does() {
+    let world = World::with_config(
+        stores()[0],
+        CONFIG,
+        vec![
+            ask(
+                json!({ "question": "Which theme?", "options": [{ "label": "dark" }, { "label": "light" }] }),
+            ),
+            calls([call(
+                "call_2",
+                "write_file",
+                &json!({ "path": "theme.txt", "content": "dark" }).to_string(),
+            )]),
+            text("Done."),
+        ],
+    );
+    let (out, session) = world.run_stored("Pick a theme");
+    assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
+    let out = world.cli("decide", true, &[&session], Some("1\ny\n"));
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    assert!(world.pending_json().is_empty());
+    assert_eq!(
+        std::fs::read_to_string(world.ws.path().join("theme.txt")).expect("written"),
+        "dark"
+    );
+    assert_eq!(world.server.served(), 3);
+}

@@ -488,6 +488,7 @@ async fn an_approval_after_the_deadline_is_refused_and_the_plan_counts_as_reject
                 decision_id: "decision_1".into(),
                 deadline_at: DEADLINE_TEXT.into(),
                 tool_name: None,
+                suspension_kind: None,
             },
             "store: {with_store}"
         );
@@ -569,6 +570,7 @@ async fn a_host_asks_the_session_whether_a_decision_expired() {
         decision_id: "decision_1".into(),
         deadline_at: DEADLINE_TEXT.into(),
         tool_name: None,
+        suspension_kind: None,
     };
     assert_eq!(session.expired(None), Some(expired()));
     assert_eq!(session.expired(Some("decision_1")), Some(expired()));
@@ -1276,6 +1278,7 @@ async fn a_tool_call_not_decided_by_its_deadline_expires_and_nothing_of_its_repl
             decision_id: second.clone(),
             deadline_at: deadline::deadline_text(T0 + HOUR),
             tool_name: Some("write_file".into()),
+            suspension_kind: None,
         }
     );
     assert!(!ws.path().join("a.txt").exists() && !ws.path().join("b.txt").exists());

@@ -568,6 +568,7 @@ fn decided_records_validate_and_unknown_fields_do_not() {
         decided_by: Some("alice".into()),
         target_mode_id: Some("build".into()),
         tool_name: None,
+        suspension_kind: None,
         always_allow: false,
         allowed_by: None,
         allowance: None,

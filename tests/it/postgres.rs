@@ -1008,6 +1008,7 @@ fn waiting_calls(id: &str, version: u64, calls: &[&str], decided: usize) -> Sess
                     decided_by: None,
                     target_mode_id: None,
                     tool_name: Some("write_file".into()),
+                    suspension_kind: None,
                     always_allow: false,
                     comments: Vec::new(),
                     model: None,

@@ -469,6 +469,36 @@ async fn a_suspension_past_its_deadline_expires_unanswered() {
     // No model call followed.
     assert_eq!(s.server.served(), 1);
 }
+/// Trial 5 L8: an expired suspension was not answered, not rejected. Its audit record says
+/// which kind of decision expired (`suspensionKind`), and an answer after the deadline is
+/// refused with a message that speaks of a call that was not answered.
+#[tokio::test]
+async fn an_expired_suspension_is_recorded_as_its_kind_and_spoken_of_as_not_answered() {
+    let s = Setup::new(vec![calls([deploy("call_1", "staging")]), text("done")]).await;
+    let mut session = s.session().await;
+    session.send_message("deploy").await.expect("send");
+    s.clock.advance(std::time::Duration::from_secs(3601));
+    let refused = session
+        .decide("decision_1", Decision::answer(json!({ "confirm": true })))
+        .await
+        .expect_err("too late");
+    let text = refused.to_string();
+    assert!(
+        text.contains("so the `confirm_deploy` tool call was not answered"),
+        "{text}"
+    );
+    assert!(!text.contains("rejected"), "{text}");
+    let record = session
+        .decision_history()
+        .iter()
+        .find(|d| d.decision_id == "decision_1")
+        .expect("recorded");
+    assert_eq!(record.outcome, Some(DecisionOutcome::Expired));
+    assert_eq!(record.suspension_kind, Some(SuspensionKind::Suspension));
+    let json = serde_json::to_value(record).expect("json");
+    assert_eq!(json["suspensionKind"], "suspension", "{json}");
+}
+
 // Answering (issue 37, "Answering"): an answer pinned to the payload's sha256, checked against
 // the schema the tool suspended with, handed to the tool's resume step.
 
