@@ -582,10 +582,19 @@ impl AgentControllerBuilder {
             self.tools = layered;
         }
         let plans_dir = self.workspace.join(self.graph.plans_dir());
+        // At depth 0 no mode may start a subagent: the tool stays registered (a mode may list
+        // it) but is offered nowhere, rather than offered and refused at every call.
+        let offer_subagent = subagent_tool && self.subagent_limits.depth > 0;
         let runtimes = self
             .graph
             .ids()
-            .map(|id| mode_runtime(&self.graph, &self.tools, id, &plans_dir, subagent_tool))
+            .map(|id| {
+                let subagent = SubagentTool {
+                    registered: subagent_tool,
+                    offered: offer_subagent,
+                };
+                mode_runtime(&self.graph, &self.tools, id, &plans_dir, subagent)
+            })
             .collect();
         let fingerprint = self.graph.fingerprint();
         let models = crate::machine::models::offered(&self.graph, self.model_id.as_deref());
@@ -626,12 +635,21 @@ impl AgentControllerBuilder {
     }
 }
 
+/// The crate's `subagent` tool: whether the controller registered it (the config has types or
+/// a mode lists it, and the host registered no tool of that name), and whether a mode that
+/// offers it does (not at depth 0).
+#[derive(Clone, Copy)]
+struct SubagentTool {
+    registered: bool,
+    offered: bool,
+}
+
 fn mode_runtime(
     graph: &ModeGraph,
     tools: &ToolRegistry,
     id: ModeId,
     plans_dir: &Path,
-    subagent_tool: bool,
+    subagent: SubagentTool,
 ) -> ModeRuntime {
     let mode = graph.mode(id);
     let mut specs: Vec<ToolSpec> = Vec::new();
@@ -650,8 +668,8 @@ fn mode_runtime(
                 input_schema: submit_plan::input_schema(),
                 access: ToolAccess::Plans,
             });
-        } else if name == crate::subagent::SUBAGENT && subagent_tool {
-            if !offered.insert(crate::subagent::SUBAGENT) {
+        } else if name == crate::subagent::SUBAGENT && subagent.registered {
+            if !subagent.offered || !offered.insert(crate::subagent::SUBAGENT) {
                 return;
             }
             // The types this mode may start, named in the tool's description and schema.

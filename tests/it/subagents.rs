@@ -922,3 +922,35 @@ async fn a_parent_cancelled_mid_batch_keeps_the_result_of_a_child_that_finished(
         assert_eq!(starts, 1, "one tool_start for {id}");
     }
 }
+
+/// `subagent_depth(0)`: no mode may start a subagent, so no mode offers the tool (the model is
+/// never offered a tool whose every call would be refused); at depth 1 the modes that list it
+/// offer it.
+#[tokio::test]
+async fn at_depth_0_no_mode_offers_the_subagent_tool() {
+    let offers = |controller: &AgentController| -> Vec<String> {
+        let modes = controller.modes();
+        ["plan", "build", "careful", "narrow"]
+            .into_iter()
+            .filter(|id| {
+                let mode = modes.get(id).expect("a mode of the config");
+                controller
+                    .tool_specs(mode)
+                    .iter()
+                    .any(|spec| &*spec.name == "subagent")
+            })
+            .map(str::to_owned)
+            .collect()
+    };
+    let none = Setup::with(vec![], |b| b.subagent_depth(0)).await;
+    assert!(
+        offers(&none.controller).is_empty(),
+        "{:?}",
+        offers(&none.controller)
+    );
+    let one = Setup::new(vec![]).await;
+    assert_eq!(
+        offers(&one.controller),
+        ["plan", "build", "careful", "narrow"]
+    );
+}
