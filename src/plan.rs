@@ -212,7 +212,7 @@ impl PlanSubmission {
     /// a record whose plan text was changed, its hash left as it was, is refused on load.
     ///
     /// # Errors
-    /// A message saying both hashes when they differ.
+    /// [`HashMismatch`], saying both hashes, when they differ.
     ///
     /// # Examples
     /// ```
@@ -223,16 +223,8 @@ impl PlanSubmission {
     /// assert!(plan.check_sha256().is_err());
     /// # Ok::<(), agent_controller::tool::submit_plan::PlanError>(())
     /// ```
-    pub fn check_sha256(&self) -> Result<(), String> {
-        let shown = self.shown_sha256();
-        if shown == self.sha256 {
-            Ok(())
-        } else {
-            Err(format!(
-                "the plan's text does not match its sha256 (it records {}, its text hashes to {shown})",
-                self.sha256
-            ))
-        }
+    pub fn check_sha256(&self) -> Result<(), HashMismatch> {
+        HashMismatch::check("the plan's text", &self.sha256, self.shown_sha256())
     }
 }
 
@@ -350,7 +342,7 @@ impl PlanRevision {
     /// Checks that `sha256` is the SHA-256 of `text`, as [`PlanSubmission::check_sha256`] does.
     ///
     /// # Errors
-    /// A message saying both hashes when they differ.
+    /// [`HashMismatch`], saying both hashes, when they differ.
     ///
     /// # Examples
     /// ```
@@ -362,15 +354,36 @@ impl PlanRevision {
     /// let changed = PlanRevision { text: "# T\n\n1. Other.\n".to_owned(), ..revision };
     /// assert!(changed.check_sha256().is_err());
     /// ```
-    pub fn check_sha256(&self) -> Result<(), String> {
-        let hashed = sha256_hex(self.text.as_bytes());
-        if hashed == self.sha256 {
+    pub fn check_sha256(&self) -> Result<(), HashMismatch> {
+        let what = format!("the text of plan revision {}", self.revision);
+        HashMismatch::check(&what, &self.sha256, sha256_hex(self.text.as_bytes()))
+    }
+}
+
+/// A plan text that does not match the sha256 recorded with it: the record was changed outside
+/// agent-controller ([`PlanSubmission::check_sha256`], [`PlanRevision::check_sha256`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what} does not match its sha256 (it records {recorded}, its text hashes to {actual})")]
+pub struct HashMismatch {
+    /// Which text: "the plan's text", "the text of plan revision 2".
+    pub what: String,
+    /// The sha256 the record holds.
+    pub recorded: String,
+    /// The sha256 of the text the record holds.
+    pub actual: String,
+}
+
+impl HashMismatch {
+    /// `Ok` when `actual` is `recorded`, else the mismatch of `what`.
+    fn check(what: &str, recorded: &str, actual: String) -> Result<(), Self> {
+        if actual == recorded {
             Ok(())
         } else {
-            Err(format!(
-                "the text of plan revision {} does not match its sha256 (it records {}, its text hashes to {hashed})",
-                self.revision, self.sha256
-            ))
+            Err(Self {
+                what: what.to_owned(),
+                recorded: recorded.to_owned(),
+                actual,
+            })
         }
     }
 }

@@ -1550,7 +1550,7 @@ fn check_plan_hashes(record: &SessionRecord) -> Result<(), String> {
         })?;
     }
     match &record.last_plan {
-        Some(last) => last.check_sha256(),
+        Some(last) => last.check_sha256().map_err(|why| why.to_string()),
         None => Ok(()),
     }
 }

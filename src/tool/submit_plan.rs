@@ -21,10 +21,10 @@ pub use crate::exchange::SUBMIT_PLAN;
 use crate::exchange::ToolOutput;
 use crate::jail::{self, Jail, JailError};
 pub use crate::plan::{
-    APPROVAL_NOTE_PREFIX, APPROVED_PLAN_BEGIN, APPROVED_PLAN_END, APPROVED_RESULT, MAX_PLAN_BYTES,
-    PlanError, PlanSubmission, REJECTED_RESULT, REJECTED_WITH_FEEDBACK_PREFIX, approved_result,
-    capture_plan, edited_approved_result, parse_plan, plan_diff, rejected_at_revision_limit,
-    rejected_with_feedback, revision_diff, revision_text, sha256_hex,
+    APPROVAL_NOTE_PREFIX, APPROVED_PLAN_BEGIN, APPROVED_PLAN_END, APPROVED_RESULT, HashMismatch,
+    MAX_PLAN_BYTES, PlanError, PlanSubmission, REJECTED_RESULT, REJECTED_WITH_FEEDBACK_PREFIX,
+    approved_result, capture_plan, edited_approved_result, parse_plan, plan_diff,
+    rejected_at_revision_limit, rejected_with_feedback, revision_diff, revision_text, sha256_hex,
 };
 
 /// The built-in plan tool (`submit_plan`) as a [`Tool`](crate::Tool) value, for a builder's
