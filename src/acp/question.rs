@@ -28,6 +28,7 @@ use serde_json::{Map, Value, json};
 use crate::acp::permission::{Answer, Offer, REJECT, Verdict, as_code, meta};
 use crate::display::{neutralize, neutralize_line};
 use crate::event::{SuspensionKind, ToolSuspendPayload};
+use crate::session::{PendingDecision, PendingSuspension};
 
 /// The name of the form's one field when the answer is one value, not an object.
 const FIELD: &str = "answer";
@@ -420,6 +421,17 @@ pub(crate) fn choice_tool_call(
         "toolName": payload.tool_name,
         "kind": payload.kind,
     })))
+}
+
+/// The question the next prompt answers when its text fits: the first call waiting for an
+/// answer among `session`'s pending decisions. One rule for the turn that takes the prompt as
+/// the answer and for the replay of `session/load` that shows the question first.
+pub(crate) fn answered_by_prompt(session: &crate::Session) -> Option<&PendingSuspension> {
+    session
+        .pending()
+        .iter()
+        .filter(|p| p.is_waiting())
+        .find_map(PendingDecision::as_suspension)
 }
 
 /// What the client is told when the next prompt is the answer: what waits, and that the next

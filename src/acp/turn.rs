@@ -102,11 +102,7 @@ async fn run(
 /// fits for another tool's); its decision id and the answer pinned to its payload. `None`
 /// when nothing waits for an answer or the text does not fit: the prompt is a new message.
 fn prompt_answer(session: &crate::Session, text: &str) -> Option<(String, Decision)> {
-    let waiting = session
-        .pending()
-        .iter()
-        .filter(|p| p.is_waiting())
-        .find_map(PendingDecision::as_suspension)?;
+    let waiting = question::answered_by_prompt(session)?;
     let payload = waiting.payload();
     let answer = payload.answer_from_text(text)?;
     let decision = Decision::answer(answer).with_sha256(&payload.payload_sha256);

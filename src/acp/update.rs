@@ -300,7 +300,9 @@ impl Updates {
     /// status the library gives it ([`Session::result_statuses`]: a plan not approved is
     /// `failed`). A call without a result stays `pending` while it waits for a decision
     /// ([`Session::pending`]) and is `failed` otherwise; a result whose call was never
-    /// announced is announced first. Last, the session's task list as a `plan` update, when it
+    /// announced is announced first. The question the next prompt answers is shown as it is
+    /// live ([`Updates::waits_for_prompt`]): its text, and that the next prompt is the answer,
+    /// so the user sees what that prompt answers. Last, the session's task list as a `plan` update, when it
     /// has one.
     pub(crate) fn replay(&self, session: &Session) {
         let statuses = session.result_statuses();
@@ -372,6 +374,11 @@ impl Updates {
                     CallStatus::Failed,
                 )));
             }
+        }
+        if let Some(question) = super::question::answered_by_prompt(session) {
+            let id = self.ids().of(question.tool_call_id());
+            let text = super::question::next_prompt_text(question.payload());
+            self.waits_for_prompt(&id, &text);
         }
         // The task list as it stands, once: the editor shows the plan it had.
         if !session.tasks().is_empty() {

@@ -82,7 +82,8 @@ waiting call is asked about in turn, also after `run --approve` (which decides p
 the run carries on once all are decided:
   y, yes       run the call
   a            run it, and always allow this tool until the mode changes (a manual switch or an
-               approved plan); the other calls of the tool waiting in the reply run with it
+               approved plan); it approves this call only: the other calls waiting in the reply
+               are each shown and asked about, and the tool's calls in later replies run unasked
   n, no        reject: the call does not run; the model is told it was not approved
   f            reject with feedback, typed on the next line (an empty line goes back)
   v            print every argument whole (escaped, nothing cut), then ask again
@@ -402,9 +403,10 @@ pub(crate) struct DecideArgs {
     #[arg(long, value_name = "ID")]
     pub(crate) decision: Option<String>,
     /// With --approve of a tool call that waits for approval: also allow its tool until the
-    /// mode changes (a manual switch or an approved plan): the other calls of the tool waiting in
-    /// the reply are approved with it, and later calls run without waiting. A plan cannot be
-    /// always allowed: `--always` on a plan is refused (exit 2) and nothing changes.
+    /// mode changes (a manual switch or an approved plan). It approves this call only: the other
+    /// calls waiting in the reply are each shown and asked about, and the tool's calls in later
+    /// replies run without waiting. A plan cannot be always allowed: `--always` on a plan is
+    /// refused (exit 2) and nothing changes.
     #[arg(long)]
     pub(crate) always: bool,
     /// With --always: how long the allowance lasts. `mode` (the default): until the mode

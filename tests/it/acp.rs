@@ -1241,3 +1241,80 @@ fn two_loads_of_one_session_at_once_open_it_once() {
         assert_eq!(agent.close(), 0, "round {round}");
     }
 }
+
+/// `build` offers `ask_user`.
+#[cfg(feature = "openai")]
+const ASKING: &str = r#"
+defaultModeId = "build"
+
+[[modes]]
+id = "build"
+name = "Build"
+availableTools = ["read_file", "ask_user"]
+"#;
+
+/// The text of the `agent_message_chunk` updates among `messages`, joined.
+#[cfg(feature = "openai")]
+fn told(messages: &[Value]) -> String {
+    messages
+        .iter()
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
+        .collect()
+}
+
+/// A free-text question that waits when the editor closes is shown on `session/load` as it is
+/// shown live (its text, and that the next prompt is the answer), before the next prompt is
+/// taken as its answer (review finding: the load showed only the call's title, so the user's
+/// next instruction was recorded as an answer to a question they were never shown).
+#[cfg(feature = "openai")] // the model is the OpenAI provider
+#[test]
+fn a_question_waiting_at_a_load_is_shown_before_the_next_prompt_answers_it() {
+    let ws = workspace(ASKING);
+    let store = ws.path().join("sessions");
+    let store = store.to_str().expect("utf-8");
+    let question = json!({ "question": "Which colour?" }).to_string();
+    let server = ScriptedServer::start_blocking(vec![
+        openai_server::calls([openai_server::call("call_1", "ask_user", &question)]),
+        openai_server::text("Blue it is."),
+    ]);
+    let mut agent = scripted(ws.path(), &server, &["--store", store]);
+    let (session, _) = agent.open(ws.path());
+    let prompt = agent.prompt(&session, "Pick a colour");
+    let (response, live) = agent.response(prompt);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response:#}");
+    let shown_live = told(&live);
+    assert!(
+        shown_live.contains("Which colour?")
+            && shown_live.contains("Your next prompt is the answer."),
+        "{shown_live}"
+    );
+    assert_eq!(agent.close(), 0);
+
+    let mut agent = scripted(ws.path(), &server, &["--store", store]);
+    let id = agent.request(
+        "initialize",
+        json!({ "protocolVersion": 1, "clientCapabilities": {} }),
+    );
+    agent.result(id);
+    let id = agent.request(
+        "session/load",
+        json!({ "sessionId": session, "cwd": ws.path(), "mcpServers": [] }),
+    );
+    let (response, replayed) = agent.response(id);
+    assert!(response.get("error").is_none(), "{response:#}");
+    let shown_again = told(&replayed);
+    assert!(
+        shown_again.contains(shown_live.trim()),
+        "the load shows the question as it was shown live: {shown_again:?}"
+    );
+    let prompt = agent.prompt(&session, "Blue");
+    let (response, _) = agent.response(prompt);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response:#}");
+    let bodies = server.bodies_blocking();
+    assert_eq!(
+        openai_server::contents(&bodies[1], "tool"),
+        ["The user answered: Blue"]
+    );
+    assert_eq!(agent.close(), 0);
+}

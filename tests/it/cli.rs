@@ -2763,3 +2763,21 @@ fn verify_checks_questions_and_names_their_transitions() {
         .unwrap_or_default();
     assert!(!not.contains("questions"), "{not}");
 }
+
+/// The help says what an always-allow approves now: the call shown only; the reply's other
+/// calls are each asked about, later replies' calls of the tool run unasked (review finding:
+/// the help still said the other calls of the reply ran, or were approved, with it).
+#[test]
+fn help_says_an_always_allow_approves_the_call_shown_only() {
+    for command in [["run", "--help"], ["decide", "--help"]] {
+        let out = bin().args(command).output().expect("run");
+        let help = String::from_utf8_lossy(&out.stdout);
+        let flat = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(!flat.contains("run with it"), "{command:?}: {help}");
+        assert!(!flat.contains("approved with it"), "{command:?}: {help}");
+        assert!(
+            flat.contains("the other calls waiting in the reply are each shown and asked about"),
+            "{command:?}: {help}"
+        );
+    }
+}
