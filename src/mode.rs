@@ -1893,31 +1893,14 @@ impl ModeGraph {
             }
             // Only a mode that sets it adds to the hash, so configs without `requireApproval`
             // keep the fingerprint they had (`?` is in no mode id, so it cannot be one).
-            match &mode.require_approval {
-                RequireApproval::None => {}
-                RequireApproval::All => field(b"?approval=*"),
-                RequireApproval::Tools(tools) => {
-                    field(b"?approval");
-                    field(&(tools.len() as u64).to_le_bytes());
-                    for tool in tools {
-                        field(tool.as_bytes());
-                    }
-                }
-            }
+            hash_require_approval(&mut field, &mode.require_approval);
             if mode.on_timeout == OnTimeout::Abort {
                 field(b"?onTimeout=abort");
             }
             // Likewise only a mode with rules adds them.
             if !mode.rules.is_empty() {
                 field(b"?rules");
-                field(&(mode.rules.as_slice().len() as u64).to_le_bytes());
-                for rule in mode.rules.as_slice() {
-                    field(rule.tool().as_bytes());
-                    field(rule.action().as_str().as_bytes());
-                    field(rule.matcher().key().unwrap_or("*").as_bytes());
-                    field(rule.matcher().arg().unwrap_or("").as_bytes());
-                    field(rule.matcher().pattern().unwrap_or("").as_bytes());
-                }
+                hash_rules(&mut field, &mode.rules);
             }
             // Likewise only a mode with a `subagents` list.
             if let Some(list) = &mode.subagents {
@@ -1945,13 +1928,11 @@ impl ModeGraph {
                         }
                     }
                 }
-                field(format!("{:?}", kind.require_approval).as_bytes());
-                field(&(kind.rules.as_slice().len() as u64).to_le_bytes());
-                for rule in kind.rules.as_slice() {
-                    field(rule.tool().as_bytes());
-                    field(rule.action().as_str().as_bytes());
-                    field(rule.matcher().pattern().unwrap_or("").as_bytes());
-                }
+                // A marker first, so a type without requireApproval hashes apart from one with.
+                field(b"?approval");
+                hash_require_approval(&mut field, &kind.require_approval);
+                field(b"?rules");
+                hash_rules(&mut field, &kind.rules);
                 field(kind.default_model_id.as_deref().unwrap_or("").as_bytes());
             }
         }
@@ -2016,5 +1997,36 @@ impl ModeRuntime {
             "Mode changed: you are now in the {} mode (`{}`), previously `{previous}` ({why}). Follow this mode's instructions from now on. Your tools are now: {}.",
             self.name, self.id, self.tool_list
         )
+    }
+}
+
+/// Feeds a `requireApproval` setting to a fingerprint's `field`: nothing for none, one marker for
+/// all, a marker, the count and each tool for a list. Shared by modes and subagent types, so both
+/// hash it the same way.
+fn hash_require_approval(field: &mut impl FnMut(&[u8]), approval: &RequireApproval) {
+    match approval {
+        RequireApproval::None => {}
+        RequireApproval::All => field(b"?approval=*"),
+        RequireApproval::Tools(tools) => {
+            field(b"?approval");
+            field(&(tools.len() as u64).to_le_bytes());
+            for tool in tools {
+                field(tool.as_bytes());
+            }
+        }
+    }
+}
+
+/// Feeds rules to a fingerprint's `field`: the count, then each rule's tool, action, matcher kind,
+/// argument and pattern. Shared by modes and subagent types, so a rule that changes in any part
+/// changes the fingerprint wherever it sits.
+fn hash_rules(field: &mut impl FnMut(&[u8]), rules: &Rules) {
+    field(&(rules.as_slice().len() as u64).to_le_bytes());
+    for rule in rules.as_slice() {
+        field(rule.tool().as_bytes());
+        field(rule.action().as_str().as_bytes());
+        field(rule.matcher().key().unwrap_or("*").as_bytes());
+        field(rule.matcher().arg().unwrap_or("").as_bytes());
+        field(rule.matcher().pattern().unwrap_or("").as_bytes());
     }
 }

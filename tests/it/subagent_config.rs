@@ -133,3 +133,31 @@ fn a_types_require_approval_must_name_a_tool_it_lists_and_its_rules_are_checked(
         found[1].3
     );
 }
+
+#[test]
+fn a_types_rule_changing_only_its_arg_or_matcher_kind_changes_the_fingerprint() {
+    let config_with = |rule: &str| {
+        let text = format!(
+            "[[subagents]]\nid = \"writer\"\nrules = [\n  {rule},\n]\n\n[[modes]]\nid = \"build\"\n"
+        );
+        config::parse(&text, "modes.toml")
+            .expect("parses")
+            .fingerprint()
+    };
+    let content = config_with(
+        r#"{ tool = "write_file", arg = "content", regex = "4[0-9]", action = "deny" }"#,
+    );
+    let path =
+        config_with(r#"{ tool = "write_file", arg = "path", regex = "4[0-9]", action = "deny" }"#);
+    let glob = config_with(
+        r#"{ tool = "write_file", arg = "content", glob = "4[0-9]", action = "deny" }"#,
+    );
+    assert_ne!(
+        content, path,
+        "a type rule's arg is part of the fingerprint"
+    );
+    assert_ne!(
+        content, glob,
+        "a type rule's matcher kind is part of the fingerprint"
+    );
+}
