@@ -30,7 +30,7 @@ use crate::extensions::Extensions;
 use crate::mode::subagent::SubagentType;
 use crate::mode::{Mode, ModeId, RequireApproval};
 use crate::model::LanguageModel;
-use crate::rules::{RuleAction, RuleRecord, Rules};
+use crate::rules::{Matcher, Rule, RuleAction, RuleRecord, Rules};
 use crate::subagent::{MAX_PER_REPLY, SUBAGENT};
 use crate::tool::ToolAccess;
 use crate::tool::ToolOutput;
@@ -344,6 +344,19 @@ fn child_mode(
             .iter()
             .filter(|rule| rule.action() != RuleAction::Allow)
             .cloned(),
+    );
+    // The type's `requireApproval` only adds waits: each tool it names gets an `ask` rule on
+    // every call, which outranks a parent's `allow` rule (and, as every `ask` rule, holds
+    // against allowances), where a merged `requireApproval` would be loosened by them.
+    let waits: Vec<Arc<str>> = match &kind.require_approval {
+        RequireApproval::None => Vec::new(),
+        RequireApproval::All => runtime.specs.iter().map(|s| s.name.clone()).collect(),
+        RequireApproval::Tools(tools) => tools.clone(),
+    };
+    rules.extend(
+        waits
+            .into_iter()
+            .map(|tool| Rule::new(tool, Matcher::Any, RuleAction::Ask)),
     );
     mode.rules = Rules::new(rules);
     mode.require_approval = match (&parent.require_approval, &kind.require_approval) {

@@ -72,10 +72,21 @@ impl Setup {
             agent_controller::controller::AgentControllerBuilder,
         ) -> agent_controller::controller::AgentControllerBuilder,
     ) -> Self {
+        Self::on(CONFIG, script, tune).await
+    }
+
+    /// As [`Setup::with`], on the config `text`.
+    async fn on(
+        text: &str,
+        script: Vec<Reply>,
+        tune: impl FnOnce(
+            agent_controller::controller::AgentControllerBuilder,
+        ) -> agent_controller::controller::AgentControllerBuilder,
+    ) -> Self {
         let server = ScriptedServer::start(script).await;
         let ws = Workspace::new();
         let builder = AgentController::builder(
-            config::parse(CONFIG, "modes.toml").expect("config"),
+            config::parse(text, "modes.toml").expect("config"),
             Arc::new(server.model()),
         )
         .tools(ToolRegistry::with_workspace_tools())
@@ -952,5 +963,52 @@ async fn at_depth_0_no_mode_offers_the_subagent_tool() {
     assert_eq!(
         offers(&one.controller),
         ["plan", "build", "careful", "narrow"]
+    );
+}
+
+/// A type's `requireApproval` only adds waits: the parent mode's `allow` rule on the same tool
+/// does not let the child's call run unasked (a child's call that would wait is refused in the
+/// child, stage 1).
+#[tokio::test]
+async fn a_types_require_approval_holds_against_the_parent_modes_allow_rule() {
+    const LOOSE_PARENT: &str = r#"
+[[subagents]]
+id = "cautious"
+description = "Writes carefully."
+instructions = "CAUTIOUS-INSTRUCTIONS"
+availableTools = ["write_file"]
+requireApproval = ["write_file"]
+
+[[modes]]
+id = "build"
+default = true
+availableTools = ["read_file", "write_file", "subagent"]
+rules = [ { tool = "write_file", path = "notes/**", action = "allow" } ]
+"#;
+    let s = Setup::on(
+        LOOSE_PARENT,
+        vec![
+            calls([subagent("call_1", "cautious", "Write notes.")]),
+            tool(
+                "c_1",
+                "write_file",
+                json!({"path": "notes/a.txt", "content": "x"}),
+            ),
+            text("I was not allowed to write."),
+            text("Done."),
+        ],
+        |b| b,
+    )
+    .await;
+    let outcome = s.run("build", "Go").await;
+    assert!(completed(&outcome), "{outcome:?}");
+    assert!(
+        !s.ws.path().join("notes/a.txt").exists(),
+        "the type asks before every write_file: never run unasked"
+    );
+    let results = s.tool_results(2).await;
+    assert!(
+        results[0].contains("approval"),
+        "the child is told why: {results:?}"
     );
 }
