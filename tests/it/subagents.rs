@@ -776,25 +776,19 @@ async fn a_parent_dropped_mid_batch_keeps_the_result_of_a_child_that_finished() 
     use std::time::Duration;
     // Whichever child asks first gets its answer; the other's model never answers.
     let hang = Reply::Raw(wiremock::ResponseTemplate::new(500).set_delay(Duration::from_secs(600)));
-    let server = ScriptedServer::start(vec![
-        calls([
-            subagent("call_1", "explore", "One."),
-            subagent("call_2", "explore", "Two."),
-        ]),
-        text("finished child"),
-        hang,
-    ])
-    .await;
-    let ws = Workspace::new();
-    let controller = AgentController::builder(
-        config::parse(CONFIG, "modes.toml").expect("config"),
-        Arc::new(server.model()),
+    let s = Setup::with(
+        vec![
+            calls([
+                subagent("call_1", "explore", "One."),
+                subagent("call_2", "explore", "Two."),
+            ]),
+            text("finished child"),
+            hang,
+        ],
+        |b| b.subagent_concurrency(2),
     )
-    .tools(ToolRegistry::with_workspace_tools())
-    .workspace(ws.path())
-    .subagent_concurrency(2)
-    .build()
-    .expect("controller");
+    .await;
+    let controller = &s.controller;
     let events = Arc::new(std::sync::Mutex::new(Vec::<Event>::new()));
     let ended = Arc::new(tokio::sync::Notify::new());
     let options = {
@@ -853,25 +847,19 @@ async fn a_parent_dropped_mid_batch_keeps_the_result_of_a_child_that_finished() 
 async fn a_parent_cancelled_mid_batch_keeps_the_result_of_a_child_that_finished() {
     use std::time::Duration;
     let hang = Reply::Raw(wiremock::ResponseTemplate::new(500).set_delay(Duration::from_secs(600)));
-    let server = ScriptedServer::start(vec![
-        calls([
-            subagent("call_1", "explore", "One."),
-            subagent("call_2", "explore", "Two."),
-        ]),
-        text("finished child"),
-        hang,
-    ])
-    .await;
-    let ws = Workspace::new();
-    let controller = AgentController::builder(
-        config::parse(CONFIG, "modes.toml").expect("config"),
-        Arc::new(server.model()),
+    let s = Setup::with(
+        vec![
+            calls([
+                subagent("call_1", "explore", "One."),
+                subagent("call_2", "explore", "Two."),
+            ]),
+            text("finished child"),
+            hang,
+        ],
+        |b| b.subagent_concurrency(2),
     )
-    .tools(ToolRegistry::with_workspace_tools())
-    .workspace(ws.path())
-    .subagent_concurrency(2)
-    .build()
-    .expect("controller");
+    .await;
+    let controller = &s.controller;
     let events = Arc::new(std::sync::Mutex::new(Vec::<Event>::new()));
     let cancel = Arc::new(std::sync::Mutex::new(
         None::<agent_controller::session::CancelHandle>,
