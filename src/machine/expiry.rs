@@ -518,6 +518,7 @@ mod tests {
             terms: an_hour_until(deadline_at_ms),
             rule: None,
             locations: Vec::new(),
+            subagent: None,
         }
     }
 

@@ -24,6 +24,7 @@ use super::decide::{suspension_record, tool_call_record};
 use super::input::{Abort, Asked, RanTogether};
 use super::next::Next;
 use super::pending::{PendingDecision, PendingPlan, PendingSuspension, PendingToolCall};
+use super::state::WaitingChild;
 
 /// The id of the `n`-th run of a session: `run_<n>`.
 pub(crate) fn run_id_for(n: u64) -> Arc<str> {
@@ -362,12 +363,16 @@ impl Change<'_> {
                 waiting.tool_call_id().to_owned(),
                 waiting.tool_name().to_owned(),
             );
-            self.state.push_message(Message::Tool {
-                tool_call_id: tool_call_id.clone(),
-                tool_name: tool_name.clone(),
-                content: content.to_owned(),
-                is_error,
-            });
+            // A child's call is not in this session's conversation: its child's `subagent`
+            // call gets the result below.
+            if waiting.subagent().is_none() {
+                self.state.push_message(Message::Tool {
+                    tool_call_id: tool_call_id.clone(),
+                    tool_name: tool_name.clone(),
+                    content: content.to_owned(),
+                    is_error,
+                });
+            }
             self.state.history.push(record.clone());
             self.emit(Event::ToolSuspensionCancelled {
                 session_id: self.id.clone(),
@@ -376,6 +381,18 @@ impl Change<'_> {
                 tool_name,
                 reason,
                 decision: Some(record),
+            });
+        }
+        // Each waiting child ends with its parent's run, its waiting calls not approved.
+        for child in std::mem::take(&mut self.state.children) {
+            self.state.push_message(Message::Tool {
+                tool_call_id: child.tool_call_id,
+                tool_name: crate::subagent::SUBAGENT.to_owned(),
+                content: format!(
+                    "Cancelled: the subagent `{}` ({}) was ended with the run ({reason}); its calls that waited for the user were not approved.",
+                    child.agent_type, child.child_id
+                ),
+                is_error: true,
             });
         }
         self.emit(Event::AgentEnd {
@@ -455,6 +472,7 @@ impl Change<'_> {
         at: usize,
         asked: Vec<Asked>,
         suspended: Vec<(usize, Box<ToolSuspension>)>,
+        children: Vec<(usize, WaitingChild)>,
     ) {
         /// What one call of the reply waits for.
         enum Wait {
@@ -462,6 +480,8 @@ impl Change<'_> {
             Approval(Asked),
             /// The user's answer to what its tool suspended with.
             Answer(Box<ToolSuspension>),
+            /// The decisions its child waits on (a `subagent` call).
+            Child(Box<WaitingChild>),
         }
         // In the order of the reply's calls, whatever the kind.
         let mut waits: Vec<(usize, Wait)> = asked
@@ -469,12 +489,21 @@ impl Change<'_> {
             .map(|asked| (asked.index, Wait::Approval(asked)))
             .collect();
         waits.extend(suspended.into_iter().map(|(i, s)| (i, Wait::Answer(s))));
+        waits.extend(
+            children
+                .into_iter()
+                .map(|(i, c)| (i, Wait::Child(Box::new(c)))),
+        );
         waits.sort_by_key(|(i, _)| *i);
         for (index, wait) in waits {
             let asked = match wait {
                 Wait::Approval(asked) => asked,
                 Wait::Answer(suspension) => {
                     self.suspend_tool(run_id, at, index, *suspension);
+                    continue;
+                }
+                Wait::Child(child) => {
+                    self.suspend_child(run_id, *child);
                     continue;
                 }
             };
@@ -492,6 +521,7 @@ impl Change<'_> {
                 terms: self.wait_terms(),
                 rule: asked.rule,
                 locations: asked.locations,
+                subagent: None,
             };
             self.state
                 .pending
@@ -539,6 +569,7 @@ impl Change<'_> {
             payload: suspension.payload,
             answer_schema: suspension.answer_schema,
             terms: self.wait_terms(),
+            subagent: None,
         });
         self.state
             .pending
@@ -557,6 +588,67 @@ impl Change<'_> {
             tool_name,
             suspend_payload: Suspension::Tool(payload),
         });
+    }
+
+    /// The decisions `child` waits on, as decisions of this session: each gets an id of this
+    /// session's (`decision_N`, unique here) and names the child (`subagent`, with its id in
+    /// the child), announced by `tool_suspended` in this run; the child is kept until they are
+    /// decided.
+    fn suspend_child(&mut self, run_id: &Arc<str>, child: WaitingChild) {
+        for waiting in child.state.pending.iter().filter(|p| p.is_waiting()) {
+            self.state.decisions += 1;
+            let origin = Some(Box::new(crate::subagent::SubagentOrigin {
+                agent_type: child.agent_type.to_string(),
+                child_id: child.child_id.to_string(),
+                tool_call_id: child.tool_call_id.clone(),
+                decision_id: waiting.decision_id().to_owned(),
+            }));
+            let decision_id = decision_id_for(self.state.decisions);
+            let (pending, shown) = match waiting {
+                PendingDecision::ToolCall(call) => {
+                    let mut payload = call.payload.clone();
+                    payload.decision_id = decision_id;
+                    payload.subagent = origin;
+                    let shown = Suspension::ToolCall(payload.clone());
+                    let call = PendingToolCall {
+                        run_id: run_id.clone(),
+                        tool_call_id: call.tool_call_id.clone(),
+                        payload,
+                        decided: None,
+                    };
+                    (PendingDecision::ToolCall(call), shown)
+                }
+                PendingDecision::Suspension(suspended) => {
+                    let mut payload = (*suspended.payload).clone();
+                    payload.decision_id = decision_id;
+                    payload.subagent = origin;
+                    let payload = Arc::new(payload);
+                    let suspended = PendingSuspension {
+                        run_id: run_id.clone(),
+                        tool_call_id: suspended.tool_call_id.clone(),
+                        payload: payload.clone(),
+                        decided: None,
+                        answer: None,
+                        feedback: None,
+                    };
+                    (
+                        PendingDecision::Suspension(suspended),
+                        Suspension::Tool(payload),
+                    )
+                }
+                // A child has no `submit_plan`: it never waits on a plan.
+                PendingDecision::Plan(_) => continue,
+            };
+            self.emit(Event::ToolSuspended {
+                session_id: self.id.clone(),
+                run_id: run_id.clone(),
+                tool_call_id: pending.tool_call_id().to_owned(),
+                tool_name: pending.tool_name().to_owned(),
+                suspend_payload: shown,
+            });
+            self.state.pending.push(pending);
+        }
+        self.state.children.push(child);
     }
 
     fn wait_terms(&self) -> WaitTerms {
@@ -779,6 +871,7 @@ mod tests {
             at: 1,
             asked: vec![Asked::at(0, None), Asked::at(1, None), Asked::at(7, None)],
             suspended: Vec::new(),
+            children: Vec::new(),
         };
         rig.handle(Input::Suspend(suspend)).expect("suspends");
         let ids: Vec<&str> = rig.state.pending.iter().map(|p| p.decision_id()).collect();

@@ -132,6 +132,7 @@ const KEYS_HINT: &str = "type y to run the call, a to run it and always allow th
 ///     terms: Default::default(),
 ///     rule: None,
 ///     locations: Vec::new(),
+///     subagent: None,
 /// };
 /// let shown = render_tool_call(&Style::plain(80), &call, 1, 2);
 /// assert!(shown.starts_with("tool call 1 of 2 waits for approval: write_file (decision decision_1, argsSha256 abab"), "{shown}");

@@ -576,6 +576,7 @@ fn decided_records_validate_and_unknown_fields_do_not() {
         model: None,
         rule: None,
         feedback: None,
+        subagent: None,
     };
     let value = serde_json::to_value(&record).expect("to_value");
     assert!(errors(&schema, &value).is_empty(), "{value}");
