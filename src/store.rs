@@ -411,6 +411,11 @@ pub struct PendingSummary {
     /// the lines they quote ([`crate::event::SuspendPayload::comments`]); empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub comments: Vec<crate::comment::QuotedComment>,
+    /// For a subagent's call that waits in its parent's session: the subagent
+    /// ([`crate::subagent::SubagentOrigin`]: its type, child id, the parent's `subagent` call);
+    /// absent for the session's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subagent: Option<Box<crate::subagent::SubagentOrigin>>,
     /// When the session was last saved (seconds since the Unix epoch).
     pub updated_at: u64,
 }
@@ -789,6 +794,7 @@ impl SessionRecord {
                     plan_path: String::new(),
                     terms: self.listed_terms(&p.suspend_payload.terms),
                     comments: Vec::new(),
+                    subagent: p.suspend_payload.subagent.clone(),
                     updated_at: self.updated_at,
                 }),
         );
@@ -822,6 +828,7 @@ impl SessionRecord {
                         plan_path: String::new(),
                         terms: self.listed_terms(&payload.terms),
                         comments: Vec::new(),
+                        subagent: payload.subagent.clone(),
                         updated_at: self.updated_at,
                     }
                 }),
@@ -865,6 +872,7 @@ impl SessionRecord {
             plan_path: p.suspend_payload.submission.path.clone(),
             terms: self.listed_terms(&p.suspend_payload.terms),
             comments: p.suspend_payload.comments.clone(),
+            subagent: None,
             updated_at: self.updated_at,
         })
     }

@@ -456,6 +456,7 @@ fn full_pending_tool_call() -> PendingSummary {
             on_timeout: OnTimeout::Abort,
         },
         comments: Vec::new(),
+        subagent: None,
         updated_at: 1_700_000_000,
     }
 }

@@ -56,6 +56,14 @@ impl Setup {
         self
     }
 
+    #[cfg(feature = "sqlite")]
+    fn stored_in_sqlite(mut self) -> Self {
+        let store = agent_controller::store::SqliteStore::open(self.ws.path().join("s.db"))
+            .expect("sqlite");
+        self.store = Some(Arc::new(store));
+        self
+    }
+
     fn controller(&self) -> AgentController {
         let mut builder = AgentController::builder(
             config::parse(CONFIG, "modes.toml").expect("config"),
@@ -301,16 +309,18 @@ async fn a_child_can_wait_twice_and_decision_ids_stay_unique_in_the_parent() {
     assert!(s.ws.path().join("a.txt").exists() && s.ws.path().join("b.txt").exists());
 }
 
-#[tokio::test]
-async fn a_waiting_child_survives_a_restart_and_is_decided_in_the_restored_session() {
-    let s = Setup::new(vec![
+fn restart_script() -> Vec<Reply> {
+    vec![
         calls([subagent("call_1", "Write notes.")]),
         write("c_1", "notes.txt"),
         text("CHILD-DONE"),
         text("Parent done."),
-    ])
-    .await
-    .stored();
+    ]
+}
+
+/// Suspends a parent on its child's call in `s`'s store, drops it, restores it with another
+/// controller, and decides there: the child carries on and the parent completes.
+async fn survives_a_restart(s: Setup) {
     let (id, decision_id) = {
         let controller = s.controller();
         let mut session = controller
@@ -340,6 +350,55 @@ async fn a_waiting_child_survives_a_restart_and_is_decided_in_the_restored_sessi
     );
     assert!(s.ws.path().join("notes.txt").exists());
     assert_eq!(s.server.tool_results(3).await, ["CHILD-DONE"]);
+    assert!(
+        s.server.tool_results(2).await[0].contains("notes.txt"),
+        "the child's conversation came back with it"
+    );
+}
+
+#[tokio::test]
+async fn a_waiting_child_survives_a_restart_and_is_decided_in_the_restored_session() {
+    survives_a_restart(Setup::new(restart_script()).await.stored()).await;
+}
+
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn a_waiting_child_survives_a_restart_with_the_sqlite_store() {
+    survives_a_restart(Setup::new(restart_script()).await.stored_in_sqlite()).await;
+}
+
+#[tokio::test]
+async fn a_dismissed_parent_keeps_its_childs_decision_pending_in_the_store() {
+    let s = Setup::new(restart_script()).await.stored();
+    let controller = s.controller();
+    let mut session = controller
+        .start_session(SessionOptions::new())
+        .await
+        .expect("session");
+    session.send_message("Go").await.expect("run");
+    let id = session.id().to_owned();
+    drop(session);
+    let listing = s
+        .store
+        .as_ref()
+        .expect("store")
+        .list_pending_decisions()
+        .await
+        .expect("listing");
+    let listed: Vec<_> = listing
+        .pending
+        .iter()
+        .filter(|p| p.session_id == id)
+        .collect();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(
+        listed[0]
+            .subagent
+            .as_ref()
+            .expect("names the child")
+            .tool_call_id,
+        "call_1"
+    );
 }
 
 #[tokio::test]
