@@ -81,6 +81,7 @@ pub fn render_suspension(payload: &ToolSuspendPayload) -> String {
         // Every line the model wrote is behind the gutter `│ `: a question cannot pass for the
         // tool's own prompt (an imitation of the plan-approval prompt, say).
         let mut shown = format!("question from the model (ask_user, decision {decision}):\n");
+        shown.push_str(&super::tool_call::made_by(payload.subagent.as_deref()));
         for line in cut(question, MAX_QUESTION_CHARS).split('\n') {
             shown.push_str(GUTTER);
             shown.push_str(line);
@@ -103,8 +104,9 @@ pub fn render_suspension(payload: &ToolSuspendPayload) -> String {
         return shown;
     }
     format!(
-        "the tool {} waits for an answer (decision {decision}):\n{}\nthe answer must fit: {}\n",
+        "the tool {} waits for an answer (decision {decision}):\n{}{}\nthe answer must fit: {}\n",
         neutralize_line(&payload.tool_name),
+        super::tool_call::made_by(payload.subagent.as_deref()),
         arguments(
             &payload.payload,
             TOOL_ARGS_MAX_LINES,
