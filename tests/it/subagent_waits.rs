@@ -433,3 +433,103 @@ async fn aborting_the_parent_ends_its_waiting_child_as_not_approved() {
     assert!(results[0].contains("subagent"), "{results:?}");
     assert!(!s.ws.path().join("notes.txt").exists());
 }
+
+#[tokio::test]
+async fn a_childs_call_waits_beside_the_parents_own_and_both_are_decided() {
+    let s = Setup::new(vec![
+        calls([
+            call(
+                "w0",
+                "write_file",
+                &json!({"path": "parent.txt", "content": "p"}).to_string(),
+            ),
+            subagent("call_1", "Write child."),
+        ]),
+        write("c_1", "child.txt"),
+        text("CHILD-DONE"),
+        text("Parent done."),
+    ])
+    .await;
+    let controller = s.controller();
+    let mut session = controller
+        .start_session(SessionOptions::new())
+        .await
+        .expect("session");
+    let outcome = session.send_message("Go").await.expect("run");
+    let RunOutcome::ToolCallsSuspended { tool_calls, .. } = outcome else {
+        panic!("{outcome:?}");
+    };
+    assert_eq!(
+        tool_calls.len(),
+        2,
+        "one suspension: the parent's call and the child's"
+    );
+    let pending = session.pending().to_vec();
+    assert_eq!(pending[0].tool_call_id(), "w0");
+    assert!(pending[0].subagent().is_none());
+    assert_eq!(pending[1].tool_call_id(), "c_1");
+    assert!(pending[1].subagent().is_some());
+    let outcome = session
+        .decide(pending[1].decision_id(), Decision::approve())
+        .await
+        .expect("decide the child's");
+    assert!(
+        matches!(outcome, RunOutcome::ToolCallsSuspended { .. }),
+        "the parent's own still waits: {outcome:?}"
+    );
+    assert!(!s.ws.path().join("child.txt").exists(), "nothing runs yet");
+    let outcome = session
+        .decide(pending[0].decision_id(), Decision::reject())
+        .await
+        .expect("decide the parent's");
+    assert!(
+        matches!(outcome, RunOutcome::Completed { .. }),
+        "{outcome:?}"
+    );
+    assert!(!s.ws.path().join("parent.txt").exists(), "rejected");
+    assert!(
+        s.ws.path().join("child.txt").exists(),
+        "approved in the child"
+    );
+    let results = s.server.tool_results(3).await;
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert_eq!(results[1], "CHILD-DONE", "{results:?}");
+}
+
+#[tokio::test]
+async fn a_new_message_while_a_child_waits_ends_it_as_not_approved() {
+    let s = Setup::new(vec![
+        calls([subagent("call_1", "Write notes.")]),
+        write("c_1", "notes.txt"),
+        text("Something else then."),
+    ])
+    .await;
+    let controller = s.controller();
+    let mut session = controller
+        .start_session(SessionOptions::new())
+        .await
+        .expect("session");
+    session.send_message("Go").await.expect("run");
+    let id = session.pending()[0].decision_id().to_owned();
+    let outcome = session.send_message("Never mind.").await.expect("run");
+    assert!(
+        matches!(outcome, RunOutcome::Completed { .. }),
+        "{outcome:?}"
+    );
+    assert!(session.pending().is_empty());
+    let record = session
+        .decision_history()
+        .iter()
+        .find(|r| r.decision_id == id)
+        .cloned()
+        .expect("record");
+    assert_eq!(record.outcome, Some(DecisionOutcome::Cancelled));
+    let results = s.server.tool_results(2).await;
+    assert_eq!(
+        results.len(),
+        1,
+        "only the parent's subagent call: {results:?}"
+    );
+    assert!(results[0].contains("not approved"), "{results:?}");
+    assert!(!s.ws.path().join("notes.txt").exists());
+}
