@@ -108,6 +108,11 @@ impl Session {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clear();
+        // A child kept by a run that was dropped before it suspended is not this batch's.
+        self.waiting_children
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clear();
         let mut children: Vec<Child> = Vec::new();
         for &index in indexes {
             let prepared = match &parent_model {
