@@ -533,3 +533,46 @@ async fn a_new_message_while_a_child_waits_ends_it_as_not_approved() {
     assert!(results[0].contains("not approved"), "{results:?}");
     assert!(!s.ws.path().join("notes.txt").exists());
 }
+
+/// A run dropped after one child began to wait (its sibling still asking) leaves nothing of
+/// that child behind: the next run's children, at the same positions, end as their own.
+#[tokio::test]
+async fn a_child_that_waited_in_a_dropped_run_is_not_taken_for_the_next_runs_child() {
+    use std::time::Duration;
+    let hang = Reply::Raw(wiremock::ResponseTemplate::new(500).set_delay(Duration::from_secs(600)));
+    let mut s = Setup::new(vec![
+        calls([subagent("call_1", "Write."), subagent("call_2", "Write.")]),
+        write("c_1", "a.txt"),
+        hang,
+        calls([subagent("call_3", "Look."), subagent("call_4", "Look.")]),
+        text("CHILD"),
+        text("CHILD"),
+        text("Parent done."),
+    ])
+    .await;
+    s.concurrency = 2;
+    let controller = s.controller();
+    let waits = Arc::new(tokio::sync::Notify::new());
+    let options = {
+        let waits = waits.clone();
+        SessionOptions::new().on_event(move |e| {
+            if let agent_controller::Event::SubagentEvent { event, .. } = e
+                && event.kind() == "tool_suspended"
+            {
+                waits.notify_one();
+            }
+        })
+    };
+    let mut session = controller.start_session(options).await.expect("session");
+    tokio::select! {
+        outcome = session.send_message("Go") => panic!("the run ended: {outcome:?}"),
+        () = waits.notified() => {}
+    }
+    // The run's future is dropped here: one child waits, the other still asks its model.
+    let outcome = session.send_message("Again").await.expect("run");
+    assert!(
+        matches!(&outcome, RunOutcome::Completed { text, .. } if text == "Parent done."),
+        "{outcome:?}"
+    );
+    assert!(session.pending().is_empty());
+}
