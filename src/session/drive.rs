@@ -491,7 +491,7 @@ impl Session {
             Option<Box<RuleRecord>>,
             Option<Box<crate::allowance::Allowance>>,
         ),
-        waiting: &[Asked],
+        waiting: &[usize],
         suspended: &[(usize, Box<ToolSuspension>)],
     ) -> Result<(Option<ToolOutput>, Vec<(usize, Ruling, ToolOutput)>), SessionError> {
         let others = self.subagent_batch(at, index);
@@ -530,7 +530,7 @@ impl Session {
             run_id: run_id.clone(),
             at,
             next: members.last().map_or(index, |last| last + 1),
-            waiting: waiting.iter().map(|a| a.index).collect(),
+            waiting: waiting.to_vec(),
             suspended: suspended.iter().map(|(i, _)| *i).collect(),
             running: None,
             allowed: None,
@@ -778,7 +778,8 @@ impl Session {
                     run_id: run_id.clone(),
                     at,
                     next,
-                    waiting: waiting.iter().map(|a| a.index).collect(),
+                    // A `subagent` call whose child waits is not approved either.
+                    waiting: held_indexes(&waiting, &children),
                     suspended: suspended.iter().map(|(i, _)| *i).collect(),
                     running: None,
                     allowed: None,
@@ -868,7 +869,9 @@ impl Session {
                     None
                 }
             };
-            if name == SUBMIT_PLAN && (waits || !waiting.is_empty() || !suspended.is_empty()) {
+            let held =
+                waits || !waiting.is_empty() || !suspended.is_empty() || !children.is_empty();
+            if name == SUBMIT_PLAN && held {
                 let output = ToolOutput::error(PLAN_BESIDE_APPROVALS);
                 self.tool_result(run_id, id, name, output, None).await?;
                 continue;
@@ -909,7 +912,7 @@ impl Session {
                 run_id: run_id.clone(),
                 at,
                 next,
-                waiting: waiting.iter().map(|a| a.index).collect(),
+                waiting: held_indexes(&waiting, &children),
                 suspended: suspended.iter().map(|(i, _)| *i).collect(),
                 running: Some(next - 1),
                 allowed: allowance
@@ -929,7 +932,14 @@ impl Session {
                         let index = next - 1;
                         let run_by = (allowed_by.clone(), allowance.clone());
                         let (output, together) = self
-                            .run_together(run_id, at, index, run_by, &waiting, &suspended)
+                            .run_together(
+                                run_id,
+                                at,
+                                index,
+                                run_by,
+                                &held_indexes(&waiting, &children),
+                                &suspended,
+                            )
                             .await?;
                         ran_together = together;
                         output
@@ -953,7 +963,8 @@ impl Session {
                     run_id: run_id.clone(),
                     at,
                     next,
-                    waiting: waiting.iter().map(|a| a.index).collect(),
+                    // A `subagent` call whose child waits is not approved either.
+                    waiting: held_indexes(&waiting, &children),
                     suspended: suspended.iter().map(|(i, _)| *i).collect(),
                     running: Some(next - 1),
                     // Cancelled while it ran: the record of the allowance that let it run.
@@ -1320,6 +1331,14 @@ impl Session {
         };
         self.handle(end).await.err().unwrap_or(err)
     }
+}
+
+/// The indexes of the calls of a reply that an abort answers as not approved: those that wait
+/// for approval, and the `subagent` calls whose children wait.
+fn held_indexes(waiting: &[Asked], children: &[(usize, WaitingChild)]) -> Vec<usize> {
+    let mut held: Vec<usize> = waiting.iter().map(|a| a.index).collect();
+    held.extend(children.iter().map(|(i, _)| *i));
+    held
 }
 
 /// The indexes of the calls of a reply that wait, for approval or for an answer, in order.

@@ -576,3 +576,74 @@ async fn a_child_that_waited_in_a_dropped_run_is_not_taken_for_the_next_runs_chi
     );
     assert!(session.pending().is_empty());
 }
+
+/// A plan submitted in the reply whose child waits is not executed (as beside any call that
+/// waits): the run suspends on the child's call, never on a plan that would leave it behind.
+#[tokio::test]
+async fn a_plan_beside_a_waiting_child_is_not_executed() {
+    const PLANNING: &str = r#"
+[[subagents]]
+id = "explore"
+availableTools = ["read_file"]
+
+[[modes]]
+id = "plan"
+default = true
+transitionsTo = "build"
+availableTools = ["read_file", "write_plan", "submit_plan", "subagent"]
+rules = [ { tool = "read_file", path = "private/**", action = "ask" } ]
+
+[[modes]]
+id = "build"
+availableTools = ["read_file"]
+"#;
+    let server = ScriptedServer::start(vec![
+        calls([
+            subagent("call_1", "Read the private notes."),
+            call(
+                "p_1",
+                "submit_plan",
+                &json!({"path": ".agent/plans/p.md"}).to_string(),
+            ),
+        ]),
+        tool("c_1", "read_file", json!({"path": "private/a.txt"})),
+    ])
+    .await;
+    let ws = Workspace::new();
+    std::fs::create_dir_all(ws.path().join(".agent/plans")).expect("dir");
+    std::fs::write(ws.path().join(".agent/plans/p.md"), "# P\n\n1. Step.\n").expect("plan");
+    std::fs::create_dir_all(ws.path().join("private")).expect("dir");
+    std::fs::write(ws.path().join("private/a.txt"), "A").expect("file");
+    let controller = AgentController::builder(
+        config::parse(PLANNING, "modes.toml").expect("config"),
+        Arc::new(server.model()),
+    )
+    .tools(ToolRegistry::with_workspace_tools())
+    .workspace(ws.path())
+    .build()
+    .expect("controller");
+    let mut session = controller
+        .start_session(SessionOptions::new())
+        .await
+        .expect("session");
+    let outcome = session.send_message("Plan").await.expect("run");
+    assert!(
+        matches!(outcome, RunOutcome::ToolCallsSuspended { .. }),
+        "{outcome:?}"
+    );
+    let pending = session.pending();
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert!(pending[0].subagent().is_some());
+    let plan_result = session.messages().iter().find_map(|m| match m {
+        agent_controller::model::Message::Tool {
+            tool_call_id,
+            content,
+            ..
+        } if tool_call_id == "p_1" => Some(content.clone()),
+        _ => None,
+    });
+    assert!(
+        plan_result.is_some_and(|r| r.contains("Not executed")),
+        "the plan is not executed beside the waiting child"
+    );
+}
