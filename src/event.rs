@@ -304,6 +304,10 @@ pub struct ToolCallPayload {
     /// records written before it was kept.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub locations: Vec<crate::rules::ResolvedLocation>,
+    /// The subagent whose call this is, when a child's call waits in its parent's session
+    /// ([`crate::subagent::SubagentOrigin`]); `None` for the session's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subagent: Option<Box<crate::subagent::SubagentOrigin>>,
 }
 
 impl ToolCallPayload {
@@ -520,6 +524,7 @@ impl SuspensionKind {
 ///     answer_schema: json!({ "type": "string", "enum": ["a"] }),
 ///     payload_sha256: "53fa".into(),
 ///     terms: WaitTerms::default(),
+///     subagent: None,
 /// };
 /// let shown = serde_json::to_value(&payload)?;
 /// assert_eq!(shown["question"], "Which?");
@@ -550,6 +555,10 @@ pub struct ToolSuspendPayload {
     /// The terms it waits under.
     #[serde(flatten)]
     pub terms: WaitTerms,
+    /// The subagent whose call this is, when a child's call waits in its parent's session
+    /// ([`crate::subagent::SubagentOrigin`]); `None` for the session's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subagent: Option<Box<crate::subagent::SubagentOrigin>>,
 }
 
 /// [`ToolSuspendPayload`] as it is written: its fields, and for a question the payload's
@@ -572,6 +581,8 @@ struct ToolSuspendShown<'a> {
     payload_sha256: &'a str,
     #[serde(flatten)]
     terms: &'a WaitTerms,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    subagent: Option<&'a crate::subagent::SubagentOrigin>,
 }
 
 impl Serialize for ToolSuspendPayload {
@@ -593,6 +604,7 @@ impl Serialize for ToolSuspendPayload {
             answer_schema: &self.answer_schema,
             payload_sha256: &self.payload_sha256,
             terms: &self.terms,
+            subagent: self.subagent.as_deref(),
         }
         .serialize(serializer)
     }
@@ -617,6 +629,7 @@ impl ToolSuspendPayload {
     ///     answer_schema: json!({ "type": "object", "properties": { "confirm": { "type": "boolean" } }, "required": ["confirm"] }),
     ///     payload_sha256: "53fa".into(),
     ///     terms: WaitTerms::default(),
+    ///     subagent: None,
     /// };
     /// assert_eq!(payload.answer_mismatch(&json!({ "confirm": true })), None);
     /// assert_eq!(
@@ -661,6 +674,7 @@ impl ToolSuspendPayload {
     ///     answer_schema: json!({ "type": "string" }),
     ///     payload_sha256: "53fa".into(),
     ///     terms: WaitTerms::default(),
+    ///     subagent: None,
     /// };
     /// assert_eq!(payload.answer_from_text("42"), Some(json!("42")));
     /// payload.answer_schema = json!({ "type": "object", "properties": { "confirm": { "type": "boolean" } }, "required": ["confirm"] });
@@ -946,6 +960,10 @@ pub struct DecidedRecord {
     /// model receives).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub feedback: Option<String>,
+    /// The subagent whose call was decided, when a child's call waits in its parent's session
+    /// ([`crate::subagent::SubagentOrigin`]); `None` for the session's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subagent: Option<Box<crate::subagent::SubagentOrigin>>,
 }
 
 impl DecidedRecord {
@@ -977,6 +995,7 @@ impl DecidedRecord {
             model: None,
             rule: None,
             feedback: None,
+            subagent: None,
         }
     }
 }

@@ -807,6 +807,9 @@ pub struct Session {
     /// if the run's future is dropped while their siblings still run. Behind a mutex only
     /// because the children run while the session is lent to them.
     pub(crate) subagent_results: Mutex<Vec<(usize, crate::tool::ToolOutput)>>,
+    /// The children of the running reply's `subagent` calls that wait for the user, each with
+    /// its call's position in the reply, as they settle: the run suspends on them.
+    pub(crate) waiting_children: Mutex<Vec<(usize, crate::machine::state::WaitingChild)>>,
     /// The save of the change in progress, while it runs, with the state it saves.
     saving: Option<Saving>,
     /// The buffer of the last change's events, kept for the next change of a running run.
@@ -861,6 +864,7 @@ impl Session {
             abandoned: None,
             abort_while_running: None,
             subagent_results: Mutex::new(Vec::new()),
+            waiting_children: Mutex::new(Vec::new()),
             saving: None,
             spare_events: Vec::new(),
             last_finish: None,
@@ -990,6 +994,21 @@ impl Session {
         } else {
             record.history
         };
+        // Each waiting child's state, read as a session of its own under this config.
+        let children = record
+            .children
+            .into_iter()
+            .map(|child| {
+                let restored =
+                    Self::from_record(shared.clone(), *child.record, SessionOptions::new())?;
+                Ok(crate::machine::state::WaitingChild {
+                    tool_call_id: child.tool_call_id,
+                    agent_type: Arc::from(child.agent_type),
+                    child_id: Arc::from(child.child_id),
+                    state: Box::new(restored.state),
+                })
+            })
+            .collect::<Result<Vec<_>, SessionError>>()?;
         let allowances = recorded_allowances(
             record.allowances,
             &record.always_allowed,
@@ -1014,6 +1033,7 @@ impl Session {
                 holds_lease: false,
                 model_id: record.model_id,
                 tasks: record.tasks,
+                children,
             },
             subscribers: Mutex::new(options.subscribers),
             extensions: options.extensions,
@@ -1028,6 +1048,7 @@ impl Session {
             abandoned: None,
             abort_while_running: None,
             subagent_results: Mutex::new(Vec::new()),
+            waiting_children: Mutex::new(Vec::new()),
             saving: None,
             spare_events: Vec::new(),
             last_finish: None,
@@ -2272,7 +2293,27 @@ impl Session {
                     .get_or_init(|| crate::store::RecordedConfig::of(&self.shared.graph))
                     .clone(),
             ),
+            children: state
+                .children
+                .iter()
+                .map(|child| crate::store::ChildRecord {
+                    tool_call_id: child.tool_call_id.clone(),
+                    agent_type: child.agent_type.to_string(),
+                    child_id: child.child_id.to_string(),
+                    record: Box::new(self.child_record(&child.child_id, &child.state)),
+                })
+                .collect(),
         }
+    }
+
+    /// The record of a waiting child of this session, `child_id` in `state`: as this session's
+    /// (its workspace, its config), under the child's id, with none of the host's metadata.
+    pub(crate) fn child_record(&self, child_id: &str, state: &State) -> SessionRecord {
+        let mut record = self.record_of(state);
+        record.session_id = child_id.to_owned();
+        record.version = 0;
+        record.metadata = serde_json::Map::new();
+        record
     }
 
     /// The store version this session last saved or was restored at (0: never saved).

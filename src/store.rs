@@ -46,7 +46,7 @@ use crate::workspace::WorkspaceRecord;
 /// saved in this version the next time the session changes), and refuses a record of a newer
 /// version with [`StoreError::NewerSchema`], leaving it untouched: hosts sharing a store can be
 /// upgraded one at a time, and an old host never overwrites what a newer one wrote.
-pub const SCHEMA_VERSION: u32 = 7;
+pub const SCHEMA_VERSION: u32 = 8;
 
 /// Everything a session needs to continue in another process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -133,6 +133,27 @@ pub struct SessionRecord {
     /// modes do more ([`RecordedConfig::change_to`]). Absent in records written before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<RecordedConfig>,
+    /// The subagents of the suspended run whose calls wait in `pendingToolCalls` and
+    /// `pendingSuspensions` (each naming its child in `subagent`): each child's own record, so
+    /// it carries on once its calls are decided, here or in another process. Absent in
+    /// records written before a child's call could wait (schema version 8).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<ChildRecord>,
+}
+
+/// A subagent whose calls wait for the user, kept in its parent's record
+/// ([`SessionRecord::children`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChildRecord {
+    /// The id of the parent's `subagent` call that started the child.
+    pub tool_call_id: String,
+    /// The subagent's type.
+    pub agent_type: String,
+    /// The child run's id.
+    pub child_id: String,
+    /// The child's own record (its conversation and its pending decisions, under its ids).
+    pub record: Box<SessionRecord>,
 }
 
 /// The latest run of a [`SessionRecord`].
@@ -390,6 +411,11 @@ pub struct PendingSummary {
     /// the lines they quote ([`crate::event::SuspendPayload::comments`]); empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub comments: Vec<crate::comment::QuotedComment>,
+    /// For a subagent's call that waits in its parent's session: the subagent
+    /// ([`crate::subagent::SubagentOrigin`]: its type, child id, the parent's `subagent` call);
+    /// absent for the session's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subagent: Option<Box<crate::subagent::SubagentOrigin>>,
     /// When the session was last saved (seconds since the Unix epoch).
     pub updated_at: u64,
 }
@@ -768,6 +794,7 @@ impl SessionRecord {
                     plan_path: String::new(),
                     terms: self.listed_terms(&p.suspend_payload.terms),
                     comments: Vec::new(),
+                    subagent: p.suspend_payload.subagent.clone(),
                     updated_at: self.updated_at,
                 }),
         );
@@ -801,6 +828,7 @@ impl SessionRecord {
                         plan_path: String::new(),
                         terms: self.listed_terms(&payload.terms),
                         comments: Vec::new(),
+                        subagent: payload.subagent.clone(),
                         updated_at: self.updated_at,
                     }
                 }),
@@ -844,6 +872,7 @@ impl SessionRecord {
             plan_path: p.suspend_payload.submission.path.clone(),
             terms: self.listed_terms(&p.suspend_payload.terms),
             comments: p.suspend_payload.comments.clone(),
+            subagent: None,
             updated_at: self.updated_at,
         })
     }
@@ -1590,6 +1619,11 @@ fn check_plan_hashes(record: &SessionRecord) -> Result<(), String> {
 ///   by its new hash. A pin taken from a version-6 listing no longer matches: such a decision is
 ///   refused as stale and changes nothing (list it again). Waiting tool calls gain an optional
 ///   `locations`.
+///
+/// 7 -> 8 (a subagent's calls reach the user): `children` is optional, and a waiting call's
+/// payload and a decided record gain an optional `subagent`, so a version-7 record means "no
+/// child waits". A version-7 host refuses a version-8 record as newer instead of losing the
+/// waiting children it cannot read.
 ///
 /// A version-6 host refuses a version-7 record as newer ("upgrade this host") instead of calling
 /// it corrupt for a field it does not know, or dropping one.

@@ -79,3 +79,33 @@ impl Default for SubagentLimits {
         }
     }
 }
+
+/// The subagent a pending decision or a decided record comes from: a child's call that waits
+/// for the user reaches the parent's session as one of its pending decisions, with this beside
+/// it (`subagent` in its JSON). `None` on the parent's own.
+///
+/// # Examples
+/// ```
+/// let origin = agent_controller::subagent::SubagentOrigin {
+///     agent_type: "explore".to_owned(),
+///     child_id: "s1.run_1.sub1_0".to_owned(),
+///     tool_call_id: "call_1".to_owned(),
+///     decision_id: "decision_1".to_owned(),
+/// };
+/// let json = serde_json::to_value(&origin).unwrap();
+/// assert_eq!(json["agentType"], "explore");
+/// assert_eq!(json["toolCallId"], "call_1");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct SubagentOrigin {
+    /// The subagent's type (`agentType` of the `subagent` call).
+    pub agent_type: String,
+    /// The child run's id (as in `subagent_started`).
+    pub child_id: String,
+    /// The id of the parent's `subagent` call that started the child.
+    pub tool_call_id: String,
+    /// The decision's id in the child (the parent's is the decision's own `decisionId`).
+    pub decision_id: String,
+}

@@ -221,7 +221,10 @@ pub(crate) fn waiting_tool_call(
     let mut fields = ToolCallUpdateFields::new()
         .kind(kind)
         .status(ToolCallStatus::Pending)
-        .title(format!("{tool} (waits for approval)"))
+        .title(format!(
+            "{tool}{} (waits for approval)",
+            made_by(payload.subagent.as_deref())
+        ))
         .content(vec![ToolCallContent::Content(Content::new(as_code(
             &shown,
         )))])
@@ -230,11 +233,23 @@ pub(crate) fn waiting_tool_call(
     if !located.is_empty() {
         fields = fields.locations(located);
     }
-    ToolCallUpdate::new(tool_call_id, fields).meta(meta(json!({
+    let mut fields_meta = json!({
         "decisionId": call.decision_id(),
         "argsSha256": call.args_sha256(),
         "toolName": call.tool_name(),
-    })))
+    });
+    if let Some(subagent) = &payload.subagent {
+        fields_meta["subagent"] = json!(subagent);
+    }
+    ToolCallUpdate::new(tool_call_id, fields).meta(meta(fields_meta))
+}
+
+/// What a request's title adds for a subagent's call that waits in its parent's session
+/// (` in subagent explore`); nothing for the session's own.
+pub(crate) fn made_by(subagent: Option<&crate::subagent::SubagentOrigin>) -> String {
+    subagent.map_or(String::new(), |s| {
+        format!(" in subagent {}", neutralize_line(&s.agent_type))
+    })
 }
 
 /// The files a waiting call acts on, as resolved in the workspace it runs in

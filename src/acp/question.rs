@@ -415,12 +415,16 @@ pub(crate) fn choice_tool_call(
         .status(ToolCallStatus::Pending)
         .title(title)
         .content(vec![ToolCallContent::Content(Content::new(shown(payload)))]);
-    ToolCallUpdate::new(tool_call_id, fields).meta(meta(json!({
+    let mut fields_meta = json!({
         "decisionId": payload.decision_id,
         "payloadSha256": payload.payload_sha256,
         "toolName": payload.tool_name,
         "kind": payload.kind,
-    })))
+    });
+    if let Some(subagent) = &payload.subagent {
+        fields_meta["subagent"] = json!(subagent);
+    }
+    ToolCallUpdate::new(tool_call_id, fields).meta(meta(fields_meta))
 }
 
 /// The question the next prompt answers when its text fits: the first call waiting for an

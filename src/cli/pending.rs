@@ -234,8 +234,9 @@ pub(crate) fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Fai
             .map(|field| neutralize_line_within(field, FIELD_MAX_CHARS).into_owned())
             .collect();
         return Ok(format!(
-            "{ids}\t{}\tsha256 {}{}{deadline}",
+            "{ids}\t{}{}\tsha256 {}{}{deadline}",
             what.join("\t"),
+            subagent_field(p),
             neutralize_line(&p.sha256),
             workspace_field(p),
         ));
@@ -258,9 +259,10 @@ pub(crate) fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Fai
             .map(|line| format!("\twhere it acts: {line}"))
             .collect();
         Ok(format!(
-            "{ids}\ttool call {}\t{}{leads}\targsSha256 {}{}{allowed}{deadline}",
+            "{ids}\ttool call {}\t{}{}{leads}\targsSha256 {}{}{allowed}{deadline}",
             neutralize_line(p.tool_name.as_deref().unwrap_or_default()),
             args,
+            subagent_field(p),
             neutralize_line(p.args_sha256.as_deref().unwrap_or(&p.sha256)),
             workspace_field(p),
         ))
@@ -274,6 +276,19 @@ pub(crate) fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Fai
             comments_field(p),
         ))
     }
+}
+
+/// The field of a subagent's call that waits in its parent's session: which subagent made it
+/// (`subagent explore (child s1.run_1.sub1_0, call call_1)`); none for the session's own.
+pub(crate) fn subagent_field(p: &PendingSummary) -> String {
+    p.subagent.as_ref().map_or(String::new(), |s| {
+        format!(
+            "\tsubagent {} (child {}, call {})",
+            neutralize_line(&s.agent_type),
+            neutralize_line(&s.child_id),
+            neutralize_line(&s.tool_call_id),
+        )
+    })
 }
 
 /// Where a `pending` line's cut fields are shown whole.

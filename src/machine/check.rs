@@ -460,6 +460,7 @@ mod tests {
                 terms: Default::default(),
                 rule: None,
                 locations: Vec::new(),
+                subagent: None,
             },
             decided,
         })

@@ -9,7 +9,7 @@ use super::change::Change;
 use super::check::Checked;
 use super::decision::{Decision, DecisionAction};
 use super::error::SessionError;
-use super::next::{Answered, Approved, Next};
+use super::next::{Answered, Approved, Next, ResumedChild};
 use super::pending::{PendingDecision, PendingPlan, PendingSuspension, PendingToolCall};
 use super::state::State;
 use crate::comment::{self, QuotedComment};
@@ -18,6 +18,14 @@ use crate::exchange::{SUBMIT_PLAN, ToolOutput};
 use crate::mode::ModeId;
 use crate::model::{ModelError, ModelErrorKind};
 use crate::plan::{self, REJECTED_RESULT};
+
+/// What the last decision of a reply's calls resumes: the approved calls, the answered
+/// suspensions, and the children whose calls were decided ([`Next::RunApproved`]).
+struct Resumed {
+    calls: Vec<Approved>,
+    answered: Vec<Answered>,
+    children: Vec<ResumedChild>,
+}
 
 /// What the decision of a plan did, for the driver to carry on: the run it resumed, whether
 /// it ended the run (a rejection without feedback), or the revision limit that failed it.
@@ -46,10 +54,15 @@ impl Change<'_> {
             Some(PendingDecision::ToolCall(_) | PendingDecision::Suspension(_)) => {
                 let (run_id, approved) = self.decide_tool_call(index, decision, lacking)?;
                 Ok(match approved {
-                    Some((calls, answered)) => Next::RunApproved {
+                    Some(Resumed {
+                        calls,
+                        answered,
+                        children,
+                    }) => Next::RunApproved {
                         run_id,
                         calls,
                         answered,
+                        children,
                     },
                     None if self.state.pending.iter().any(PendingDecision::is_waiting) => {
                         Next::WaitsOnToolCalls(run_id)
@@ -236,7 +249,7 @@ impl Change<'_> {
         index: usize,
         decision: Decision,
         lacking: &[String],
-    ) -> Result<(Arc<str>, Option<(Vec<Approved>, Vec<Answered>)>), SessionError> {
+    ) -> Result<(Arc<str>, Option<Resumed>), SessionError> {
         let decided_at = self.now_rfc3339();
         if let Some(PendingDecision::Suspension(suspended)) = self.state.pending.get_mut(index) {
             let outcome = match (decision.action, &decision.answer) {
@@ -324,10 +337,15 @@ impl Change<'_> {
             return Next::Nothing;
         }
         match self.resume_if_all_decided(&run_id, lacking) {
-            Some((calls, answered)) => Next::RunApproved {
+            Some(Resumed {
+                calls,
+                answered,
+                children,
+            }) => Next::RunApproved {
                 run_id,
                 calls,
                 answered,
+                children,
             },
             None => Next::Nothing,
         }
@@ -342,11 +360,7 @@ impl Change<'_> {
     /// have): the answer stays recorded on it, the run suspended, and the host that has the
     /// tool carries the run on ([`Change::carry_on_answered`]). The rule for every host: the
     /// run resumes only where each answer can be handed to its tool.
-    fn resume_if_all_decided(
-        &mut self,
-        run_id: &Arc<str>,
-        lacking: &[String],
-    ) -> Option<(Vec<Approved>, Vec<Answered>)> {
+    fn resume_if_all_decided(&mut self, run_id: &Arc<str>, lacking: &[String]) -> Option<Resumed> {
         if self.state.pending.iter().any(PendingDecision::is_waiting) {
             return None;
         }
@@ -362,7 +376,23 @@ impl Change<'_> {
         self.resume_run(&run_id);
         let mut approved = Vec::new();
         let mut answered: Vec<Answered> = Vec::new();
+        // A child's decisions go back to the child that waits on them, which carries on with
+        // them (the driver's part): here each record goes to the history, naming the child.
+        let mut children: Vec<ResumedChild> = std::mem::take(&mut self.state.children)
+            .into_iter()
+            .map(|child| (child, Vec::new()))
+            .collect();
         for call in calls {
+            if let Some(origin) = call.subagent() {
+                let of = children
+                    .iter_mut()
+                    .find(|(c, _)| c.tool_call_id == origin.tool_call_id);
+                if let (Some(record), Some((_, decided))) = (call.decision(), of) {
+                    self.state.history.push(record.clone());
+                    decided.push(call);
+                }
+                continue;
+            }
             let call = match call {
                 PendingDecision::ToolCall(call) => call,
                 PendingDecision::Suspension(mut suspended) => {
@@ -404,7 +434,11 @@ impl Change<'_> {
                 self.finish_tool(answered, output, Some(record));
             }
         }
-        Some((approved, answered))
+        Some(Resumed {
+            calls: approved,
+            answered,
+            children,
+        })
     }
 
     /// The allowance of `scope` an approval of a call of `tool` gives (`granted`: the
@@ -510,6 +544,7 @@ pub(crate) fn suspension_record(
         decided_by,
         tool_name: Some(suspended.payload.tool_name.clone()),
         suspension_kind: Some(suspended.payload.kind),
+        subagent: suspended.payload.subagent.clone(),
         ..DecidedRecord::new(
             &*suspended.run_id,
             &suspended.tool_call_id,
@@ -534,6 +569,7 @@ pub(crate) fn tool_call_record(
         tool_name: Some(call.payload.tool_name.clone()),
         always_allow,
         rule: call.payload.rule.clone(),
+        subagent: call.payload.subagent.clone(),
         ..DecidedRecord::new(
             &*call.run_id,
             &call.tool_call_id,
@@ -593,6 +629,7 @@ mod tests {
             at: 1,
             asked: (0..tools.len()).map(|k| Asked::at(k, None)).collect(),
             suspended: Vec::new(),
+            children: Vec::new(),
         };
         rig.handle(Input::Suspend(suspend)).expect("suspends");
         rig.take_kinds();
@@ -621,6 +658,7 @@ mod tests {
             at: 1,
             asked: vec![Asked::at(1, None)],
             suspended: vec![(0, suspension)],
+            children: Vec::new(),
         };
         rig.handle(Input::Suspend(suspend)).expect("suspends");
         rig.take_kinds();
@@ -715,6 +753,7 @@ mod tests {
                     rule: None,
                     terms: Default::default(),
                     locations: Vec::new(),
+                    subagent: None,
                 },
                 decided: None,
             },

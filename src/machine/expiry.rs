@@ -346,6 +346,7 @@ fn suspension_answer(
                 decided_at: payload.terms.deadline_at_ms.map(deadline_text),
                 tool_name: Some(payload.tool_name.clone()),
                 suspension_kind: Some(payload.kind),
+                subagent: payload.subagent.clone(),
                 ..DecidedRecord::new(
                     run_id,
                     tool_call_id,
@@ -422,6 +423,7 @@ fn call_answer(
                 decided_at: payload.terms.deadline_at_ms.map(deadline_text),
                 tool_name: Some(payload.tool_name.clone()),
                 rule: payload.rule.clone(),
+                subagent: payload.subagent.clone(),
                 ..DecidedRecord::new(
                     run_id,
                     tool_call_id,
@@ -458,6 +460,12 @@ impl super::change::Change<'_> {
             mode_id,
         });
         for answer in expiry.answers {
+            if answer.record.subagent.is_some() {
+                // A child's call is not in this conversation: its record is kept, and its
+                // child's `subagent` call is answered below.
+                self.state.history.push(answer.record);
+                continue;
+            }
             self.emit(Event::ToolEnd {
                 session_id: self.id.clone(),
                 run_id: run_id.clone(),
@@ -471,6 +479,7 @@ impl super::change::Change<'_> {
             self.state.push_message(message);
             self.state.history.push(decided);
         }
+        self.end_waiting_children("was ended as the decisions it waited on expired");
         self.close_run(run_id, expiry.ends, None);
     }
 }
@@ -518,6 +527,7 @@ mod tests {
             terms: an_hour_until(deadline_at_ms),
             rule: None,
             locations: Vec::new(),
+            subagent: None,
         }
     }
 

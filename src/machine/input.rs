@@ -208,6 +208,9 @@ pub(crate) enum Suspend {
         /// The calls at these indexes, which their tools suspended: each waits for the user's
         /// answer ([`crate::ToolOutput::suspend`]).
         suspended: Vec<(usize, Box<crate::exchange::ToolSuspension>)>,
+        /// The `subagent` calls at these indexes, whose children wait for the user: each
+        /// child's waiting decisions wait in this session, under ids of its own.
+        children: Vec<(usize, super::state::WaitingChild)>,
     },
 }
 
@@ -400,8 +403,9 @@ impl Change<'_> {
                 at,
                 asked,
                 suspended,
+                children,
             }) => {
-                self.suspend_tool_calls(&run_id, at, asked, suspended);
+                self.suspend_tool_calls(&run_id, at, asked, suspended, children);
                 Next::WaitsOnToolCalls(run_id)
             }
             Input::Decide {
@@ -503,6 +507,7 @@ mod tests {
             at,
             asked: vec![Asked::at(0, None), Asked::at(2, None)],
             suspended: Vec::new(),
+            children: Vec::new(),
         };
         rig.handle(Input::Suspend(suspend)).expect("suspends");
         rig.take_kinds();

@@ -37,6 +37,10 @@ pub(crate) enum Next {
         /// The answered suspensions with their audit records: each answer goes to its tool's
         /// `resume` step.
         answered: Vec<Answered>,
+        /// The children whose waiting calls were decided, each with its decided calls (their
+        /// records name the child): each carries on with them, and its final text is its
+        /// `subagent` call's result.
+        children: Vec<ResumedChild>,
     },
     /// The model is done: end the run with its text ([`Input::ModelReply`](super::input::Input::ModelReply) without tool calls).
     Complete {
@@ -71,3 +75,10 @@ pub(crate) enum Next {
         error: Option<ModelError>,
     },
 }
+
+/// A child whose calls waited in the session, with its decisions: the pending decisions as the
+/// user decided them (each with its record, and an answer where one was given).
+pub(crate) type ResumedChild = (
+    super::state::WaitingChild,
+    Vec<super::pending::PendingDecision>,
+);

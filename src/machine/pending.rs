@@ -421,6 +421,31 @@ impl PendingDecision {
         }
     }
 
+    /// The subagent this decision comes from, when a child's call waits in its parent's
+    /// session ([`crate::subagent::SubagentOrigin`]: its type, child id, the parent's
+    /// `subagent` call and the decision's id in the child); `None` for the session's own. It
+    /// is decided like any other, by its [`PendingDecision::decision_id`]; the child then
+    /// carries on.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::PendingDecision;
+    /// fn whose(pending: &PendingDecision) -> String {
+    ///     match pending.subagent() {
+    ///         Some(origin) => format!("subagent {} ({})", origin.agent_type, origin.child_id),
+    ///         None => "this session".to_owned(),
+    ///     }
+    /// }
+    /// # let _ = whose;
+    /// ```
+    pub fn subagent(&self) -> Option<&crate::subagent::SubagentOrigin> {
+        match self {
+            PendingDecision::Plan(_) => None,
+            PendingDecision::ToolCall(c) => c.payload.subagent.as_deref(),
+            PendingDecision::Suspension(s) => s.payload.subagent.as_deref(),
+        }
+    }
+
     /// The tool's own suspension (a question, or another tool's), if this is one.
     pub fn as_suspension(&self) -> Option<&PendingSuspension> {
         match self {
@@ -1060,6 +1085,7 @@ mod tests {
             at,
             asked: vec![crate::machine::input::Asked::at(0, None)],
             suspended: Vec::new(),
+            children: Vec::new(),
         };
         rig.handle(Input::Suspend(suspend)).expect("suspends");
         rig.state.pending[0].clone()

@@ -250,6 +250,7 @@ mod tests {
             at,
             asked: vec![Asked::at(0, Some(rule(2, RuleAction::Ask)))],
             suspended: Vec::new(),
+            children: Vec::new(),
         };
         rig.handle(Input::Suspend(suspend)).expect("suspends");
         let decision = Decision::approve().decided_by("alice");

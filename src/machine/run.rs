@@ -24,6 +24,7 @@ use super::decide::{suspension_record, tool_call_record};
 use super::input::{Abort, Asked, RanTogether};
 use super::next::Next;
 use super::pending::{PendingDecision, PendingPlan, PendingSuspension, PendingToolCall};
+use super::state::WaitingChild;
 
 /// The id of the `n`-th run of a session: `run_<n>`.
 pub(crate) fn run_id_for(n: u64) -> Arc<str> {
@@ -362,12 +363,16 @@ impl Change<'_> {
                 waiting.tool_call_id().to_owned(),
                 waiting.tool_name().to_owned(),
             );
-            self.state.push_message(Message::Tool {
-                tool_call_id: tool_call_id.clone(),
-                tool_name: tool_name.clone(),
-                content: content.to_owned(),
-                is_error,
-            });
+            // A child's call is not in this session's conversation: its child's `subagent`
+            // call gets the result below.
+            if waiting.subagent().is_none() {
+                self.state.push_message(Message::Tool {
+                    tool_call_id: tool_call_id.clone(),
+                    tool_name: tool_name.clone(),
+                    content: content.to_owned(),
+                    is_error,
+                });
+            }
             self.state.history.push(record.clone());
             self.emit(Event::ToolSuspensionCancelled {
                 session_id: self.id.clone(),
@@ -378,6 +383,7 @@ impl Change<'_> {
                 decision: Some(record),
             });
         }
+        self.end_waiting_children(&format!("was ended with the run ({reason})"));
         self.emit(Event::AgentEnd {
             session_id: self.id.clone(),
             run_id: run_id.clone(),
@@ -455,6 +461,7 @@ impl Change<'_> {
         at: usize,
         asked: Vec<Asked>,
         suspended: Vec<(usize, Box<ToolSuspension>)>,
+        children: Vec<(usize, WaitingChild)>,
     ) {
         /// What one call of the reply waits for.
         enum Wait {
@@ -462,6 +469,8 @@ impl Change<'_> {
             Approval(Asked),
             /// The user's answer to what its tool suspended with.
             Answer(Box<ToolSuspension>),
+            /// The decisions its child waits on (a `subagent` call).
+            Child(Box<WaitingChild>),
         }
         // In the order of the reply's calls, whatever the kind.
         let mut waits: Vec<(usize, Wait)> = asked
@@ -469,12 +478,21 @@ impl Change<'_> {
             .map(|asked| (asked.index, Wait::Approval(asked)))
             .collect();
         waits.extend(suspended.into_iter().map(|(i, s)| (i, Wait::Answer(s))));
+        waits.extend(
+            children
+                .into_iter()
+                .map(|(i, c)| (i, Wait::Child(Box::new(c)))),
+        );
         waits.sort_by_key(|(i, _)| *i);
         for (index, wait) in waits {
             let asked = match wait {
                 Wait::Approval(asked) => asked,
                 Wait::Answer(suspension) => {
                     self.suspend_tool(run_id, at, index, *suspension);
+                    continue;
+                }
+                Wait::Child(child) => {
+                    self.suspend_child(run_id, *child);
                     continue;
                 }
             };
@@ -492,6 +510,7 @@ impl Change<'_> {
                 terms: self.wait_terms(),
                 rule: asked.rule,
                 locations: asked.locations,
+                subagent: None,
             };
             self.state
                 .pending
@@ -539,6 +558,7 @@ impl Change<'_> {
             payload: suspension.payload,
             answer_schema: suspension.answer_schema,
             terms: self.wait_terms(),
+            subagent: None,
         });
         self.state
             .pending
@@ -557,6 +577,83 @@ impl Change<'_> {
             tool_name,
             suspend_payload: Suspension::Tool(payload),
         });
+    }
+
+    /// The decisions `child` waits on, as decisions of this session: each gets an id of this
+    /// session's (`decision_N`, unique here) and names the child (`subagent`, with its id in
+    /// the child), announced by `tool_suspended` in this run; the child is kept until they are
+    /// decided.
+    fn suspend_child(&mut self, run_id: &Arc<str>, child: WaitingChild) {
+        for waiting in child.state.pending.iter().filter(|p| p.is_waiting()) {
+            self.state.decisions += 1;
+            let origin = Some(Box::new(crate::subagent::SubagentOrigin {
+                agent_type: child.agent_type.to_string(),
+                child_id: child.child_id.to_string(),
+                tool_call_id: child.tool_call_id.clone(),
+                decision_id: waiting.decision_id().to_owned(),
+            }));
+            let decision_id = decision_id_for(self.state.decisions);
+            let (pending, shown) = match waiting {
+                PendingDecision::ToolCall(call) => {
+                    let mut payload = call.payload.clone();
+                    payload.decision_id = decision_id;
+                    payload.subagent = origin;
+                    let shown = Suspension::ToolCall(payload.clone());
+                    let call = PendingToolCall {
+                        run_id: run_id.clone(),
+                        tool_call_id: call.tool_call_id.clone(),
+                        payload,
+                        decided: None,
+                    };
+                    (PendingDecision::ToolCall(call), shown)
+                }
+                PendingDecision::Suspension(suspended) => {
+                    let mut payload = (*suspended.payload).clone();
+                    payload.decision_id = decision_id;
+                    payload.subagent = origin;
+                    let payload = Arc::new(payload);
+                    let suspended = PendingSuspension {
+                        run_id: run_id.clone(),
+                        tool_call_id: suspended.tool_call_id.clone(),
+                        payload: payload.clone(),
+                        decided: None,
+                        answer: None,
+                        feedback: None,
+                    };
+                    (
+                        PendingDecision::Suspension(suspended),
+                        Suspension::Tool(payload),
+                    )
+                }
+                // A child has no `submit_plan`: it never waits on a plan.
+                PendingDecision::Plan(_) => continue,
+            };
+            self.emit(Event::ToolSuspended {
+                session_id: self.id.clone(),
+                run_id: run_id.clone(),
+                tool_call_id: pending.tool_call_id().to_owned(),
+                tool_name: pending.tool_name().to_owned(),
+                suspend_payload: shown,
+            });
+            self.state.pending.push(pending);
+        }
+        self.state.children.push(child);
+    }
+
+    /// Ends each child whose calls waited in the session (they were answered as not approved,
+    /// `why` the run ended): its `subagent` call gets a result that says so.
+    pub(crate) fn end_waiting_children(&mut self, why: &str) {
+        for child in std::mem::take(&mut self.state.children) {
+            self.state.push_message(Message::Tool {
+                tool_call_id: child.tool_call_id,
+                tool_name: crate::subagent::SUBAGENT.to_owned(),
+                content: format!(
+                    "Cancelled: the subagent `{}` ({}) {why}; its calls that waited for the user were not approved.",
+                    child.agent_type, child.child_id
+                ),
+                is_error: true,
+            });
+        }
     }
 
     fn wait_terms(&self) -> WaitTerms {
@@ -779,6 +876,7 @@ mod tests {
             at: 1,
             asked: vec![Asked::at(0, None), Asked::at(1, None), Asked::at(7, None)],
             suspended: Vec::new(),
+            children: Vec::new(),
         };
         rig.handle(Input::Suspend(suspend)).expect("suspends");
         let ids: Vec<&str> = rig.state.pending.iter().map(|p| p.decision_id()).collect();
@@ -864,5 +962,169 @@ mod tests {
                 ("r1".to_owned(), CANCELLED_RESULT.to_owned())
             ]
         );
+    }
+
+    /// A child (its own rig) suspended on one `write_file` call, as the parent keeps it.
+    fn waiting_child() -> crate::machine::state::WaitingChild {
+        let mut child = Rig::new();
+        child.state.mode = child.mode("build");
+        let run = child.start("write");
+        let args = json!({"path": "a.txt"});
+        let Next::RunToolCalls { at, .. } =
+            child.reply(&run, "", vec![call("w1", "write_file", args)])
+        else {
+            panic!("runs the call");
+        };
+        let suspend = Suspend::ToolCalls {
+            run_id: run,
+            at,
+            asked: vec![Asked::at(0, None)],
+            suspended: Vec::new(),
+            children: Vec::new(),
+        };
+        child.handle(Input::Suspend(suspend)).expect("suspends");
+        crate::machine::state::WaitingChild {
+            tool_call_id: "sub_1".to_owned(),
+            agent_type: Arc::from("explore"),
+            child_id: Arc::from("s1.run_1.sub1_1"),
+            state: Box::new(child.state),
+        }
+    }
+
+    /// A parent in `build` whose reply has a `write_file` call that waits and a `subagent`
+    /// call whose child waits: suspended on both.
+    fn parent_with_a_waiting_child() -> (Rig, Arc<str>) {
+        let mut rig = Rig::new();
+        rig.state.mode = rig.mode("build");
+        let run = rig.start("go");
+        let calls = vec![
+            call("w0", "write_file", json!({"path": "b.txt"})),
+            call(
+                "sub_1",
+                "subagent",
+                json!({"agentType": "explore", "task": "t"}),
+            ),
+        ];
+        let Next::RunToolCalls { at, .. } = rig.reply(&run, "", calls) else {
+            panic!("runs the calls");
+        };
+        let suspend = Suspend::ToolCalls {
+            run_id: run.clone(),
+            at,
+            asked: vec![Asked::at(0, None)],
+            suspended: Vec::new(),
+            children: vec![(1, waiting_child())],
+        };
+        let next = rig.handle(Input::Suspend(suspend)).expect("suspends");
+        assert!(matches!(next, Next::WaitsOnToolCalls(_)), "{next:?}");
+        (rig, run)
+    }
+
+    #[test]
+    fn a_childs_waiting_call_waits_in_the_parent_under_an_id_of_the_parents_naming_the_child() {
+        let (rig, run) = parent_with_a_waiting_child();
+        let ids: Vec<&str> = rig.state.pending.iter().map(|p| p.decision_id()).collect();
+        assert_eq!(ids, ["decision_1", "decision_2"], "unique in the parent");
+        assert_eq!(rig.state.pending[0].subagent(), None, "the parent's own");
+        let child = &rig.state.pending[1];
+        assert_eq!(child.run_id(), &*run, "waits in the parent's run");
+        assert_eq!(child.tool_call_id(), "w1");
+        let origin = child.subagent().expect("names the child");
+        assert_eq!(origin.agent_type, "explore");
+        assert_eq!(origin.child_id, "s1.run_1.sub1_1");
+        assert_eq!(origin.tool_call_id, "sub_1");
+        assert_eq!(origin.decision_id, "decision_1", "its id in the child");
+        assert_eq!(rig.state.children.len(), 1, "the child is kept");
+        assert_eq!(rig.state.run, Some((run, RunState::Suspended)));
+    }
+
+    #[test]
+    fn the_last_decision_hands_the_child_its_decisions_and_the_history_names_it() {
+        let (mut rig, _) = parent_with_a_waiting_child();
+        let decide = |rig: &mut Rig, index: usize, decision: crate::machine::decision::Decision| {
+            let checked =
+                crate::machine::check::check(&rig.state.pending[index], &decision).expect("ok");
+            rig.handle(Input::Decide {
+                index,
+                decision,
+                checked,
+                lacking: Vec::new(),
+            })
+            .expect("decides")
+        };
+        let next = decide(
+            &mut rig,
+            1,
+            crate::machine::decision::Decision::reject_with("no"),
+        );
+        assert!(matches!(next, Next::WaitsOnToolCalls(_)), "{next:?}");
+        let next = decide(&mut rig, 0, crate::machine::decision::Decision::approve());
+        let Next::RunApproved {
+            calls, children, ..
+        } = next
+        else {
+            panic!("resumes: {next:?}");
+        };
+        assert_eq!(calls.len(), 1, "the parent's own call runs");
+        assert_eq!(children.len(), 1);
+        let (child, decided) = &children[0];
+        assert_eq!(child.tool_call_id, "sub_1");
+        assert_eq!(decided.len(), 1);
+        assert_eq!(
+            decided[0].decision().and_then(|d| d.outcome),
+            Some(DecisionOutcome::Rejected)
+        );
+        assert!(rig.state.children.is_empty(), "handed over");
+        let named = rig
+            .state
+            .history
+            .iter()
+            .find(|r| r.decision_id == "decision_2")
+            .and_then(|r| r.subagent.as_ref())
+            .expect("the record names the child");
+        assert_eq!(named.tool_call_id, "sub_1");
+        assert!(
+            !rig.results().iter().any(|(id, _)| id == "w1"),
+            "the child's call is not in the parent's conversation"
+        );
+    }
+
+    #[test]
+    fn a_cancel_ends_the_waiting_child_not_approved_and_answers_its_subagent_call() {
+        let (mut rig, _) = parent_with_a_waiting_child();
+        rig.handle(Input::Abort(Abort::Pending(CancelReason::Aborted)))
+            .expect("aborts");
+        assert!(rig.state.children.is_empty());
+        let results = rig.results();
+        let ids: Vec<&str> = results.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids, ["w0", "sub_1"], "no result for the child's own call");
+        assert!(results[1].1.contains("not approved"), "{results:?}");
+        let record = rig.state.history.last().expect("a record");
+        assert_eq!(record.outcome, Some(DecisionOutcome::Cancelled));
+        assert!(record.subagent.is_some(), "{record:?}");
+    }
+
+    #[test]
+    fn an_expiry_ends_the_waiting_child_and_answers_its_subagent_call() {
+        let (mut rig, run) = parent_with_a_waiting_child();
+        rig.now_ms = T0 + 1_800_000;
+        let waiting = rig
+            .state
+            .pending
+            .iter()
+            .map(crate::machine::expiry::waiting);
+        let expiry = crate::machine::expiry::expire(waiting, rig.now_ms).expect("due");
+        rig.handle(Input::Deadline {
+            run_id: run,
+            expiry,
+        })
+        .expect("expires");
+        assert!(rig.state.children.is_empty());
+        let results = rig.results();
+        let ids: Vec<&str> = results.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids, ["w0", "sub_1"], "no result for the child's own call");
+        let record = rig.state.history.last().expect("a record");
+        assert_eq!(record.outcome, Some(DecisionOutcome::Expired));
+        assert!(record.subagent.is_some(), "{record:?}");
     }
 }

@@ -64,6 +64,23 @@ pub(crate) struct State {
     /// The session's task list ([`super::tasks`]), in order; empty until a task tool or an
     /// approved plan writes it.
     pub(crate) tasks: Vec<crate::exchange::tasks::Task>,
+    /// The children of the suspended run whose calls wait in [`State::pending`] (each named by
+    /// its decisions' `subagent`), with their own state, so they carry on once decided.
+    pub(crate) children: Vec<WaitingChild>,
+}
+
+/// A subagent whose calls wait for the user: which `subagent` call of the parent started it,
+/// and the child's own state as it suspended (its pending decisions under its own ids).
+#[derive(Debug, Clone)]
+pub(crate) struct WaitingChild {
+    /// The parent's `subagent` call.
+    pub(crate) tool_call_id: String,
+    /// The subagent's type.
+    pub(crate) agent_type: Arc<str>,
+    /// The child run's id.
+    pub(crate) child_id: Arc<str>,
+    /// The child's state.
+    pub(crate) state: Box<State>,
 }
 
 impl State {
@@ -85,6 +102,7 @@ impl State {
             holds_lease: false,
             model_id: None,
             tasks: Vec::new(),
+            children: Vec::new(),
         }
     }
 

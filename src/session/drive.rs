@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use tracing::Instrument;
 
+use super::subagent::ChildEnd;
 use super::{
     Decision, DecisionAction, Operation, PendingDecision, PendingToolCall, RunOutcome, Session,
     SessionError,
@@ -16,11 +17,13 @@ use crate::event::{DecidedRecord, Event};
 use crate::machine::call::CallRef;
 use crate::machine::check::{self as rules, Checked};
 use crate::machine::input::{Abort, Asked, Input, RanTogether, Suspend};
-use crate::machine::next::{Answered, Approved, Next};
+use crate::machine::next::{Answered, Approved, Next, ResumedChild};
 use crate::machine::ruling::{Ruling, denied_result, refused_result};
+use crate::machine::state::WaitingChild;
 use crate::model::{LanguageModel, ModelError, ModelErrorKind, ModelRequest, TextSink};
 use crate::rules::RuleRecord;
 use crate::store::SessionStore;
+use crate::subagent::SUBAGENT;
 use crate::tool::submit_plan::{self, PlanSubmission, SUBMIT_PLAN};
 use crate::tool::{PendingPlans, ToolCall, ToolContext, ToolOutput, ToolSuspension};
 
@@ -176,7 +179,8 @@ impl Session {
                 run_id,
                 calls,
                 answered,
-            } => Box::pin(self.run_approved(run_id, calls, answered)).await,
+                children,
+            } => Box::pin(self.run_approved(run_id, calls, answered, children)).await,
             Next::Complete { run_id, text } => self.end_run(run_id, Ok(text)).await,
             Next::SuspendedOnPlan {
                 run_id,
@@ -267,9 +271,12 @@ impl Session {
         run_id: Arc<str>,
         calls: Vec<Approved>,
         answered: Vec<Answered>,
+        children: Vec<ResumedChild>,
     ) -> Result<RunOutcome, SessionError> {
         self.start_operation();
         let mut suspended: Vec<(usize, usize, Box<ToolSuspension>)> = Vec::new();
+        // The `subagent` calls whose children wait (again) for the user.
+        let mut waiting_children: Vec<(usize, usize, WaitingChild)> = Vec::new();
         for (mut answered_call, record) in answered {
             if self.run_token.is_cancelled() {
                 return self.abort_run(Abort::BeforeApproved(run_id)).await;
@@ -387,6 +394,13 @@ impl Session {
             let Some(mut output) = output else {
                 return self.abort_run(Abort::Run(run_id)).await;
             };
+            if let Some((at, index)) = self.call_position(&call.tool_call_id)
+                && let Some(child) = self.take_waiting_child(index)
+            {
+                // Approved, its child started and waits for the user.
+                waiting_children.push((at, index, child));
+                continue;
+            }
             if let Some(suspension) = output.suspension.take()
                 && let Some((at, index)) = self.call_position(&call.tool_call_id)
             {
@@ -401,10 +415,40 @@ impl Session {
             };
             self.handle(result).await?;
         }
-        if let Some(&(at, _, _)) = suspended.first() {
+        // The children whose calls were decided carry on, one after the other; each that
+        // ends hands its call its result, each that waits again suspends the run once more.
+        for (child, decided) in children {
+            if self.run_token.is_cancelled() {
+                return self.abort_run(Abort::BeforeApproved(run_id)).await;
+            }
+            let Some((at, index)) = self.call_position(&child.tool_call_id) else {
+                continue;
+            };
+            let tool_call_id = child.tool_call_id.clone();
+            match self.resume_child(&run_id, child, decided).await {
+                ChildEnd::Waits(child) => waiting_children.push((at, index, *child)),
+                ChildEnd::Done(output) => {
+                    let result = Input::ToolResult {
+                        call: CallRef::new(run_id.clone(), tool_call_id, SUBAGENT),
+                        output,
+                        decision: None,
+                    };
+                    self.handle(result).await?;
+                }
+            }
+        }
+        let at = suspended
+            .first()
+            .map(|(at, _, _)| *at)
+            .or(waiting_children.first().map(|(at, _, _)| *at));
+        if let Some(at) = at {
             let suspended = suspended.into_iter().map(|(_, i, s)| (i, s)).collect();
+            let children = waiting_children
+                .into_iter()
+                .map(|(_, i, c)| (i, c))
+                .collect();
             return self
-                .suspend_tool_calls(run_id, at, Vec::new(), suspended)
+                .suspend_tool_calls(run_id, at, Vec::new(), suspended, children)
                 .await;
         }
         self.drive_traced(run_id).await
@@ -447,7 +491,7 @@ impl Session {
             Option<Box<RuleRecord>>,
             Option<Box<crate::allowance::Allowance>>,
         ),
-        waiting: &[Asked],
+        waiting: &[usize],
         suspended: &[(usize, Box<ToolSuspension>)],
     ) -> Result<(Option<ToolOutput>, Vec<(usize, Ruling, ToolOutput)>), SessionError> {
         let others = self.subagent_batch(at, index);
@@ -486,7 +530,7 @@ impl Session {
             run_id: run_id.clone(),
             at,
             next: members.last().map_or(index, |last| last + 1),
-            waiting: waiting.iter().map(|a| a.index).collect(),
+            waiting: waiting.to_vec(),
             suspended: suspended.iter().map(|(i, _)| *i).collect(),
             running: None,
             allowed: None,
@@ -716,6 +760,8 @@ impl Session {
         let mut waiting: Vec<Asked> = Vec::new();
         // The calls their tools suspended ([`ToolOutput::suspend`]): they wait for an answer.
         let mut suspended: Vec<(usize, Box<ToolSuspension>)> = Vec::new();
+        // The `subagent` calls whose children wait for the user.
+        let mut children: Vec<(usize, WaitingChild)> = Vec::new();
         // The `subagent` calls that ran together with an earlier one of the reply (started, and
         // ruled, with it), with what let them run and their results: each is handed over when
         // the loop reaches it, cancelled or not (its child ran).
@@ -732,7 +778,8 @@ impl Session {
                     run_id: run_id.clone(),
                     at,
                     next,
-                    waiting: waiting.iter().map(|a| a.index).collect(),
+                    // A `subagent` call whose child waits is not approved either.
+                    waiting: held_indexes(&waiting, &children),
                     suspended: suspended.iter().map(|(i, _)| *i).collect(),
                     running: None,
                     allowed: None,
@@ -822,7 +869,9 @@ impl Session {
                     None
                 }
             };
-            if name == SUBMIT_PLAN && (waits || !waiting.is_empty() || !suspended.is_empty()) {
+            let held =
+                waits || !waiting.is_empty() || !suspended.is_empty() || !children.is_empty();
+            if name == SUBMIT_PLAN && held {
                 let output = ToolOutput::error(PLAN_BESIDE_APPROVALS);
                 self.tool_result(run_id, id, name, output, None).await?;
                 continue;
@@ -863,7 +912,7 @@ impl Session {
                 run_id: run_id.clone(),
                 at,
                 next,
-                waiting: waiting.iter().map(|a| a.index).collect(),
+                waiting: held_indexes(&waiting, &children),
                 suspended: suspended.iter().map(|(i, _)| *i).collect(),
                 running: Some(next - 1),
                 allowed: allowance
@@ -883,7 +932,14 @@ impl Session {
                         let index = next - 1;
                         let run_by = (allowed_by.clone(), allowance.clone());
                         let (output, together) = self
-                            .run_together(run_id, at, index, run_by, &waiting, &suspended)
+                            .run_together(
+                                run_id,
+                                at,
+                                index,
+                                run_by,
+                                &held_indexes(&waiting, &children),
+                                &suspended,
+                            )
                             .await?;
                         ran_together = together;
                         output
@@ -907,7 +963,8 @@ impl Session {
                     run_id: run_id.clone(),
                     at,
                     next,
-                    waiting: waiting.iter().map(|a| a.index).collect(),
+                    // A `subagent` call whose child waits is not approved either.
+                    waiting: held_indexes(&waiting, &children),
                     suspended: suspended.iter().map(|(i, _)| *i).collect(),
                     running: Some(next - 1),
                     // Cancelled while it ran: the record of the allowance that let it run.
@@ -917,6 +974,12 @@ impl Session {
                 };
                 return self.abort_run(abort).await.map(Some);
             };
+            if let Some(child) = self.take_waiting_child(next - 1) {
+                // Its child waits for the user: its calls wait beside the reply's own.
+                tracing::debug!(tool_call_id = %id, "subagent waits for the user");
+                children.push((next - 1, child));
+                continue;
+            }
             if let Some(suspension) = output.suspension {
                 // The tool suspended its call: it waits for the user's answer, beside the
                 // reply's calls that wait for approval.
@@ -955,10 +1018,10 @@ impl Session {
                 (None, None) => self.tool_result(run_id, id, name, output, None).await?,
             }
         }
-        if waiting.is_empty() && suspended.is_empty() {
+        if waiting.is_empty() && suspended.is_empty() && children.is_empty() {
             return Ok(None);
         }
-        self.suspend_tool_calls(run_id.clone(), at, waiting, suspended)
+        self.suspend_tool_calls(run_id.clone(), at, waiting, suspended, children)
             .await
             .map(Some)
     }
@@ -1044,21 +1107,6 @@ impl Session {
         // An allowance covers the tool it was given for: one of another origin (another MCP
         // server that reuses the name) does not stand in for the user.
         Some(match ruling {
-            // A subagent's call cannot reach the user yet: what would wait is refused in the
-            // child, and the model told why (never approved for the user, never lost).
-            Ruling::Ask(_) | Ruling::Run(_) | Ruling::Allowed(_)
-                if self.shared.depth > 0 && call.name == crate::tool::ASK_USER =>
-            {
-                Ruling::Refused(super::subagent::CHILD_CANNOT_ASK.to_owned())
-            }
-            // The `ask` rule that held it is kept in the refusal's audit record, which says
-            // the call was refused in this child.
-            Ruling::Ask(Some(rule)) if self.shared.depth > 0 => {
-                Ruling::Deny(super::subagent::refused_in_child(rule, &self.id))
-            }
-            Ruling::Ask(None) if self.shared.depth > 0 => {
-                Ruling::Refused(super::subagent::CHILD_CANNOT_WAIT.to_owned())
-            }
             // `ask_user` asks the user already: `requireApproval` never makes it wait first.
             Ruling::Ask(_) if call.name == crate::tool::ASK_USER => Ruling::Run(None),
             Ruling::Allowed(by) if !by.covers_origin(self.origin_of(&call.name).as_deref()) => {
@@ -1212,14 +1260,17 @@ impl Session {
         at: usize,
         asked: Vec<Asked>,
         suspended: Vec<(usize, Box<ToolSuspension>)>,
+        children: Vec<(usize, WaitingChild)>,
     ) -> Result<RunOutcome, SessionError> {
-        let all = waiting_indexes(&asked, &suspended);
+        let mut all = waiting_indexes(&asked, &suspended);
+        all.extend(children.iter().map(|(i, _)| *i));
         let answering: Vec<usize> = suspended.iter().map(|(i, _)| *i).collect();
         let suspend = Suspend::ToolCalls {
             run_id: run_id.clone(),
             at,
             asked,
             suspended,
+            children,
         };
         match self.handle(Input::Suspend(suspend)).await {
             Ok(next) => self.carry_on(next).await,
@@ -1280,6 +1331,14 @@ impl Session {
         };
         self.handle(end).await.err().unwrap_or(err)
     }
+}
+
+/// The indexes of the calls of a reply that an abort answers as not approved: those that wait
+/// for approval, and the `subagent` calls whose children wait.
+fn held_indexes(waiting: &[Asked], children: &[(usize, WaitingChild)]) -> Vec<usize> {
+    let mut held: Vec<usize> = waiting.iter().map(|a| a.index).collect();
+    held.extend(children.iter().map(|(i, _)| *i));
+    held
 }
 
 /// The indexes of the calls of a reply that wait, for approval or for an answer, in order.

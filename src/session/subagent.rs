@@ -11,9 +11,10 @@
 //! - its extensions: the parent's (the host's state for the session the child runs in), shared.
 //!
 //! The rulings themselves are the session's ([`Session::ruling_of`]): a child's call is ruled
-//! by the same code as its parent's, in the narrowed mode. Until a child's waiting call can
-//! reach the user, a call that would wait (for approval or an answer) is refused in the child
-//! with a result that says so.
+//! by the same code as its parent's, in the narrowed mode. A child's call that waits (for
+//! approval or an answer) suspends the child, whose waiting decisions then wait in the
+//! parent's session, naming the child ([`crate::subagent::SubagentOrigin`]): once they are
+//! decided the child carries on ([`Session::resume_child`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -23,35 +24,19 @@ use std::task::Poll;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
+use super::{Decision, PendingDecision};
 use super::{RunOutcome, Session, SessionOptions, Shared};
 use crate::event::Event;
-use crate::event::SubagentOutcome;
+use crate::event::{DecisionOutcome, SubagentOutcome};
 use crate::extensions::Extensions;
+use crate::machine::state::WaitingChild;
 use crate::mode::subagent::SubagentType;
 use crate::mode::{Mode, ModeId, RequireApproval};
 use crate::model::LanguageModel;
-use crate::rules::{Matcher, Rule, RuleAction, RuleRecord, Rules};
+use crate::rules::{Matcher, Rule, RuleAction, Rules};
 use crate::subagent::{MAX_PER_REPLY, SUBAGENT};
 use crate::tool::ToolAccess;
 use crate::tool::ToolOutput;
-
-/// Why a child's call that would wait for the user is refused (until a child's waiting call
-/// can reach the user).
-pub(crate) const CHILD_CANNOT_WAIT: &str = "it needs the user's approval, and a subagent cannot ask the user for it yet: do without it, or report back so the parent can do it";
-
-/// Why a child's `ask_user` (or another call that waits for an answer) is refused.
-pub(crate) const CHILD_CANNOT_ASK: &str = "a subagent cannot ask the user questions yet: decide with what you have, or report the question back in your final answer";
-
-/// The `ask` rule `rule` that would make a call of child `child_id` wait for the user, as the
-/// rule that refused it: its record (outcome `rejected`, the rule, no `decidedBy`) says the call
-/// was refused in that child, and why; the reason is what the child's model reads.
-pub(crate) fn refused_in_child(mut rule: Box<RuleRecord>, child_id: &str) -> Box<RuleRecord> {
-    rule.reason = format!(
-        "{}; the call was made in subagent {child_id}, and {CHILD_CANNOT_WAIT}",
-        rule.reason
-    );
-    rule
-}
 
 /// A child ready to start: everything it needs, owned, so it runs beside its siblings.
 struct Child {
@@ -70,7 +55,16 @@ struct Child {
     extensions: Extensions,
 }
 
-type Running = Pin<Box<dyn Future<Output = (usize, ToolOutput)> + Send>>;
+type Running = Pin<Box<dyn Future<Output = (usize, ChildEnd)> + Send>>;
+
+/// How a child's run stands when it returns: done (its result for the parent's call), or
+/// waiting for the user (its state, kept by the parent until its calls are decided).
+pub(crate) enum ChildEnd {
+    /// The child ended: its final text, or an error result that says why there is none.
+    Done(ToolOutput),
+    /// The child waits for the user.
+    Waits(Box<WaitingChild>),
+}
 
 /// The results of a reply's `subagent` calls, each with its call's position in the reply, as a
 /// future of its own.
@@ -114,6 +108,11 @@ impl Session {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clear();
+        // A child kept by a run that was dropped before it suspended is not this batch's.
+        self.waiting_children
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clear();
         let mut children: Vec<Child> = Vec::new();
         for &index in indexes {
             let prepared = match &parent_model {
@@ -153,9 +152,9 @@ impl Session {
         std::future::poll_fn(|cx| {
             for slot in running.iter_mut() {
                 if let Some(child) = slot
-                    && let Poll::Ready(output) = child.as_mut().poll(cx)
+                    && let Poll::Ready((index, end)) = child.as_mut().poll(cx)
                 {
-                    finished(output);
+                    finished((index, this.settled(index, end)));
                     *slot = None;
                 }
             }
@@ -407,7 +406,7 @@ async fn run_child(
     token: CancellationToken,
     session_id: Arc<str>,
     run_id: Arc<str>,
-) -> (usize, ToolOutput) {
+) -> (usize, ChildEnd) {
     let Child {
         index,
         tool_call_id,
@@ -433,7 +432,9 @@ async fn run_child(
     if token.is_cancelled() {
         return (
             index,
-            ToolOutput::error("Cancelled: the run was cancelled before the subagent started."),
+            ChildEnd::Done(ToolOutput::error(
+                "Cancelled: the run was cancelled before the subagent started.",
+            )),
         );
     }
     let _ = events.send(Event::SubagentStarted {
@@ -468,9 +469,9 @@ async fn run_child(
             let _ = events.send(ended(SubagentOutcome::Failed));
             return (
                 index,
-                ToolOutput::error(format!(
+                ChildEnd::Done(ToolOutput::error(format!(
                     "The subagent `{agent_type}` could not start: {error}"
-                )),
+                ))),
             );
         }
     };
@@ -479,7 +480,26 @@ async fn run_child(
     let mode_id = session.mode_arc();
     session.state.refresh_allowed(&mode_id);
     let outcome = token.run_until_cancelled(session.send_message(task)).await;
-    let (outcome, output) = match outcome {
+    let called = (tool_call_id.clone(), Arc::from(agent_type.as_str()));
+    let (end, outcome) = child_end(session, outcome, called.0, called.1).await;
+    if let ChildEnd::Done(_) = &end {
+        let _ = events.send(ended(outcome));
+    }
+    (index, end)
+}
+
+/// What the child's run `outcome` (`None`: cancelled) leaves the parent's call with: the
+/// child's final text, an error result that says why there is none, or, when its calls wait
+/// for the user, the child itself (started by the parent's call `tool_call_id`), with the
+/// `subagent_ended` outcome of a child that ended.
+async fn child_end(
+    mut session: Session,
+    outcome: Option<Result<RunOutcome, super::SessionError>>,
+    tool_call_id: String,
+    agent_type: Arc<str>,
+) -> (ChildEnd, SubagentOutcome) {
+    let child_id = session.id.clone();
+    let (ended, output) = match outcome {
         None | Some(Ok(RunOutcome::Aborted { .. })) => (
             SubagentOutcome::Aborted,
             ToolOutput::error(format!(
@@ -500,18 +520,23 @@ async fn run_child(
                 "The subagent `{agent_type}` ({child_id}) failed: {error}"
             )),
         ),
-        Some(Ok(
-            RunOutcome::Suspended { .. }
-            | RunOutcome::ToolCallsSuspended { .. }
-            | RunOutcome::AwaitingAnswer { .. },
-        )) => {
-            // A call of the child waits for the user, who cannot be asked from a child yet:
-            // the child ends there, its call not run, and the parent is told why.
+        Some(Ok(RunOutcome::ToolCallsSuspended { .. } | RunOutcome::AwaitingAnswer { .. })) => {
+            // Its calls wait for the user: they reach the user as the parent's decisions.
+            let waits = WaitingChild {
+                tool_call_id,
+                agent_type,
+                child_id,
+                state: Box::new(session.state.clone()),
+            };
+            return (ChildEnd::Waits(Box::new(waits)), SubagentOutcome::Refused);
+        }
+        Some(Ok(RunOutcome::Suspended { .. })) => {
+            // A child has no `submit_plan`; should one wait on a plan, it ends there.
             let _ = session.abort().await;
             (
                 SubagentOutcome::Refused,
                 ToolOutput::error(format!(
-                    "The subagent `{agent_type}` ({child_id}) was ended: one of its calls waits for the user, and {CHILD_CANNOT_ASK}."
+                    "The subagent `{agent_type}` ({child_id}) was ended: a subagent cannot submit a plan."
                 )),
             )
         }
@@ -522,8 +547,163 @@ async fn run_child(
             )),
         ),
     };
-    let _ = events.send(ended(outcome));
-    (index, output)
+    (ChildEnd::Done(output), ended)
+}
+
+/// The decision the user took on `pending`, a child's call decided in its parent's session,
+/// as the child takes it: approved or rejected with the same feedback, or the same answer, by
+/// the same person. `None` while it waits.
+fn replayed(pending: &PendingDecision) -> Option<Decision> {
+    let record = pending.decision()?;
+    let feedback = match pending {
+        PendingDecision::ToolCall(call) => call.feedback().map(str::to_owned),
+        PendingDecision::Suspension(suspended) => suspended.feedback().map(str::to_owned),
+        _ => None,
+    };
+    let decision = match record.outcome? {
+        DecisionOutcome::Approved => match feedback {
+            Some(feedback) => Decision::approve_with(feedback),
+            None => Decision::approve(),
+        },
+        DecisionOutcome::Answered => Decision::answer(pending.as_suspension()?.answer()?.clone()),
+        _ => match feedback {
+            Some(feedback) => Decision::reject_with(feedback),
+            None => Decision::reject(),
+        },
+    };
+    Some(match &record.decided_by {
+        Some(by) => decision.decided_by(by.clone()),
+        None => decision,
+    })
+}
+
+impl Session {
+    /// The result a settled child's call is handed over with: its own when it ended; when it
+    /// waits, the child is kept for the suspension ([`Session::waiting_children`]) and the
+    /// result is the one the call keeps should the run stop before it suspends.
+    fn settled(&self, index: usize, end: ChildEnd) -> ToolOutput {
+        match end {
+            ChildEnd::Done(output) => output,
+            ChildEnd::Waits(child) => {
+                let output = ToolOutput::error(format!(
+                    "Cancelled: the subagent `{}` ({}) waited for the user when the run stopped; its waiting calls were not approved.",
+                    child.agent_type, child.child_id
+                ));
+                self.waiting_children
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .push((index, *child));
+                output
+            }
+        }
+    }
+
+    /// The child of the `subagent` call at `index` of the running reply, if it waits for the
+    /// user (taken: the run suspends on it).
+    pub(crate) fn take_waiting_child(&self, index: usize) -> Option<WaitingChild> {
+        let mut waiting = self
+            .waiting_children
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let at = waiting.iter().position(|(i, _)| *i == index)?;
+        Some(waiting.remove(at).1)
+    }
+
+    /// Carries `child` on with the decisions `decided` the user took on its waiting calls:
+    /// each goes to the child by its id there; the last carries its run on. Returns how it
+    /// ended, or the child again when it waits once more.
+    pub(crate) async fn resume_child(
+        &self,
+        run_id: &Arc<str>,
+        child: WaitingChild,
+        decided: Vec<PendingDecision>,
+    ) -> ChildEnd {
+        let WaitingChild {
+            tool_call_id,
+            agent_type,
+            child_id,
+            state,
+        } = child;
+        let Some(kind) = self.shared.graph.subagent(&agent_type) else {
+            return ChildEnd::Done(ToolOutput::error(format!(
+                "The subagent `{agent_type}` ({child_id}) could not carry on: the config no longer has its type."
+            )));
+        };
+        let (model, chosen) = match self.parent_model() {
+            Ok(found) => found,
+            Err(error) => {
+                return ChildEnd::Done(ToolOutput::error(format!(
+                    "The subagent `{agent_type}` ({child_id}) could not carry on: the parent's model could not be built: {error}"
+                )));
+            }
+        };
+        let shared = Arc::new(self.child_shared(kind, chosen));
+        let (events, mut received) = mpsc::unbounded_channel::<Event>();
+        let wrap = {
+            let (events, session_id, tool_call_id, child_id) = (
+                events.clone(),
+                self.id.clone(),
+                tool_call_id.clone(),
+                child_id.clone(),
+            );
+            move |event: &Event| {
+                let _ = events.send(Event::SubagentEvent {
+                    session_id: session_id.clone(),
+                    tool_call_id: tool_call_id.clone(),
+                    child_id: child_id.clone(),
+                    event: Box::new(event.clone()),
+                });
+            }
+        };
+        let mut options = SessionOptions::new().model(model).on_event(wrap);
+        options.extensions = self.extensions.clone();
+        let record = self.child_record(&child_id, &state);
+        let mut session = match Session::from_record(shared, record, options) {
+            Ok(session) => session,
+            Err(error) => {
+                return ChildEnd::Done(ToolOutput::error(format!(
+                    "The subagent `{agent_type}` ({child_id}) could not carry on: {error}"
+                )));
+            }
+        };
+        // The parent's allowances as they stand now (an allowance the user gave at one of the
+        // child's calls among them).
+        session.state.allowances = self.state.allowances.clone();
+        session.state.workspace_allowances = self.state.workspace_allowances.clone();
+        let mode_id = session.mode_arc();
+        session.state.refresh_allowed(&mode_id);
+        let mut outcome = None;
+        for pending in &decided {
+            let (Some(origin), Some(decision)) = (pending.subagent(), replayed(pending)) else {
+                continue;
+            };
+            let decide = session.decide(&origin.decision_id, decision);
+            outcome = self.run_token.run_until_cancelled(decide).await;
+            while let Ok(event) = received.try_recv() {
+                self.deliver_shared(&event);
+            }
+            if !matches!(outcome, Some(Ok(_))) {
+                break;
+            }
+        }
+        drop(events);
+        while let Ok(event) = received.try_recv() {
+            self.deliver_shared(&event);
+        }
+        let (end, ended) =
+            child_end(session, outcome, tool_call_id.clone(), agent_type.clone()).await;
+        if let ChildEnd::Done(_) = &end {
+            self.deliver_shared(&Event::SubagentEnded {
+                session_id: self.id.clone(),
+                run_id: run_id.clone(),
+                tool_call_id,
+                agent_type: agent_type.to_string(),
+                child_id,
+                outcome: ended,
+            });
+        }
+        end
+    }
 }
 
 impl Shared {

@@ -69,6 +69,7 @@ fn multi(payload: &ToolSuspendPayload) -> bool {
 ///     answer_schema: json!({ "type": "string", "enum": ["a", "b"] }),
 ///     payload_sha256: "53fa".into(),
 ///     terms: WaitTerms::default(),
+///     subagent: None,
 /// };
 /// let shown = render_suspension(&payload);
 /// assert!(shown.contains("│ Which\\u{202e}?\n│   1. a\n│   2. b (second)\n"), "{shown}");
@@ -80,6 +81,7 @@ pub fn render_suspension(payload: &ToolSuspendPayload) -> String {
         // Every line the model wrote is behind the gutter `│ `: a question cannot pass for the
         // tool's own prompt (an imitation of the plan-approval prompt, say).
         let mut shown = format!("question from the model (ask_user, decision {decision}):\n");
+        shown.push_str(&super::tool_call::made_by(payload.subagent.as_deref()));
         for line in cut(question, MAX_QUESTION_CHARS).split('\n') {
             shown.push_str(GUTTER);
             shown.push_str(line);
@@ -102,8 +104,9 @@ pub fn render_suspension(payload: &ToolSuspendPayload) -> String {
         return shown;
     }
     format!(
-        "the tool {} waits for an answer (decision {decision}):\n{}\nthe answer must fit: {}\n",
+        "the tool {} waits for an answer (decision {decision}):\n{}{}\nthe answer must fit: {}\n",
         neutralize_line(&payload.tool_name),
+        super::tool_call::made_by(payload.subagent.as_deref()),
         arguments(
             &payload.payload,
             TOOL_ARGS_MAX_LINES,
@@ -168,6 +171,7 @@ pub fn suspension_prompt_text(payload: &ToolSuspendPayload) -> String {
 ///     answer_schema: json!({ "type": "array", "items": { "type": "string", "enum": ["a", "b", "c"] } }),
 ///     payload_sha256: "53fa".into(),
 ///     terms: WaitTerms::default(),
+///     subagent: None,
 /// };
 /// assert_eq!(read_suspension_answer(" 1, 3\n", &payload), Ok(json!(["a", "c"])));
 /// assert!(read_suspension_answer("4", &payload).unwrap_err().contains("`4` is not an option"));
@@ -230,6 +234,7 @@ pub fn read_suspension_answer(line: &str, payload: &ToolSuspendPayload) -> Resul
 ///     answer_schema: json!({ "type": "string", "enum": ["dark", "light"] }),
 ///     payload_sha256: "53fa".into(),
 ///     terms: WaitTerms::default(),
+///     subagent: None,
 /// };
 /// assert_eq!(answer_from_flags(&["2".to_owned()], &payload), Ok(json!("light")));
 /// assert_eq!(answer_from_flags(&["dark".to_owned()], &payload), Ok(json!("dark")));
@@ -353,6 +358,7 @@ fn picks(line: &str, count: usize, several: bool) -> Result<Vec<usize>, String> 
 ///     answer_schema: json!({ "type": "string" }),
 ///     payload_sha256: "53fa".into(),
 ///     terms: WaitTerms::default(),
+///     subagent: None,
 /// };
 /// let mut input = StdinLines::from_reader(std::io::Cursor::new("\nSettings\n"));
 /// let mut out = Vec::new();
@@ -433,6 +439,7 @@ mod tests {
             }),
             payload_sha256: "53fa".into(),
             terms: WaitTerms::default(),
+            subagent: None,
         }
     }
 

@@ -132,6 +132,7 @@ const KEYS_HINT: &str = "type y to run the call, a to run it and always allow th
 ///     terms: Default::default(),
 ///     rule: None,
 ///     locations: Vec::new(),
+///     subagent: None,
 /// };
 /// let shown = render_tool_call(&Style::plain(80), &call, 1, 2);
 /// assert!(shown.starts_with("tool call 1 of 2 waits for approval: write_file (decision decision_1, argsSha256 abab"), "{shown}");
@@ -146,6 +147,16 @@ const KEYS_HINT: &str = "type y to run the call, a to run it and always allow th
 /// };
 /// let shown = render_tool_call(&Style::plain(80), &linked, 1, 1);
 /// assert!(shown.contains("\nwhere it acts: path a.txt -> src/main.rs\n"), "{shown}");
+/// // A subagent's call says which subagent made it.
+/// let child = ToolCallPayload {
+///     subagent: Some(Box::new(agent_controller::subagent::SubagentOrigin {
+///         agent_type: "explore".into(), child_id: "s1.run_1.sub1_0".into(),
+///         tool_call_id: "call_1".into(), decision_id: "decision_1".into(),
+///     })),
+///     ..linked
+/// };
+/// let shown = render_tool_call(&Style::plain(80), &child, 1, 1);
+/// assert!(shown.contains("\nmade by subagent explore (child s1.run_1.sub1_0, started by call call_1)\n"), "{shown}");
 /// ```
 pub fn render_tool_call(style: &Style, call: &ToolCallPayload, nth: usize, of: usize) -> String {
     let which = if of > 1 {
@@ -183,9 +194,10 @@ pub fn render_tool_call(style: &Style, call: &ToolCallPayload, nth: usize, of: u
         .map(|line| format!("where it acts: {line}\n"))
         .collect();
     format!(
-        "{which} waits for approval: {name} (decision {}, argsSha256 {})\n{rule}{leads}{}",
+        "{which} waits for approval: {name} (decision {}, argsSha256 {})\n{}{rule}{leads}{}",
         neutralize_line(&call.decision_id),
         neutralize_line(&call.args_sha256),
+        made_by(call.subagent.as_deref()),
         arguments(
             &call.args,
             TOOL_ARGS_MAX_LINES,
@@ -193,6 +205,19 @@ pub fn render_tool_call(style: &Style, call: &ToolCallPayload, nth: usize, of: u
             VIEW_WHOLE
         )
     )
+}
+
+/// The line that says which subagent made a call that waits in its parent's session
+/// (`made by subagent explore (child ..., started by call ...)`); none for the session's own.
+pub(crate) fn made_by(subagent: Option<&crate::subagent::SubagentOrigin>) -> String {
+    subagent.map_or(String::new(), |s| {
+        format!(
+            "made by subagent {} (child {}, started by call {})\n",
+            neutralize_line(&s.agent_type),
+            neutralize_line(&s.child_id),
+            neutralize_line(&s.tool_call_id),
+        )
+    })
 }
 
 /// The question under a tool call and its keys.

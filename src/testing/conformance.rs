@@ -119,6 +119,7 @@ impl<S: SessionStore + 'static> StoreConformance<S> {
         report.push("racing savers", racing_savers(self, &prefix).await);
         report.push("racing deciders", racing_deciders(self, &prefix).await);
         report.push("list_pending", list_pending(&*store, &prefix).await);
+        report.push("a waiting subagent", waiting_subagent(self, &prefix).await);
         report.push(
             "interrupted runs and leases",
             interrupted_runs(&*store, &prefix).await,
@@ -420,6 +421,75 @@ fn with_waiting_calls(mut r: SessionRecord, calls: &[&str]) -> SessionRecord {
         })
         .collect();
     r
+}
+
+/// A subagent's call waiting in its parent's record: the parent's decision `decision_1` names
+/// the child (`subagent`), whose own record (its call waiting as its `decision_1`) is kept in
+/// `children`.
+fn with_waiting_child(r: SessionRecord) -> SessionRecord {
+    let child_id = format!("{}.run_1.sub1_0", r.session_id);
+    let mut child = with_waiting_calls(record(&child_id, 0, false, r.updated_at), &["c_1"]);
+    child.messages.push(
+        serde_json::from_value(json!({"role": "user", "content": "the child's task: ünïcödé"}))
+            .unwrap_or_else(|e| unreachable!("the suite's message: {e}")),
+    );
+    let mut parent = with_waiting_calls(r, &["c_1"]);
+    for waiting in &mut parent.pending_tool_calls {
+        waiting.suspend_payload.subagent = Some(Box::new(crate::subagent::SubagentOrigin {
+            agent_type: "explore".to_owned(),
+            child_id: child_id.clone(),
+            tool_call_id: "call_sub".to_owned(),
+            decision_id: "decision_1".to_owned(),
+        }));
+    }
+    parent.children = vec![crate::store::ChildRecord {
+        tool_call_id: "call_sub".to_owned(),
+        agent_type: "explore".to_owned(),
+        child_id,
+        record: Box::new(child),
+    }];
+    parent
+}
+
+/// A parent whose subagent's call waits: saved, it loads back whole (the child's record
+/// with it) on another handle, and its decision is listed naming the child.
+async fn waiting_subagent<S: SessionStore + 'static>(
+    suite: &StoreConformance<S>,
+    prefix: &str,
+) -> Result<(), String> {
+    let (a, b) = (suite.open(), suite.open());
+    let id = format!("{prefix}-child");
+    let result = async {
+        let r = with_waiting_child(record(&id, 1, false, 26));
+        ensure_saved(
+            "save of a parent whose child waits",
+            &a.save(&r, None).await,
+        )?;
+        let loaded = b.load(&id).await;
+        ensure!(
+            matches!(&loaded, Ok(Some(l)) if *l == r),
+            "a parent whose subagent waits did not load back exactly as saved (its children \
+             with their records, its decisions naming the child): {}",
+            said(&loaded)
+        );
+        let listing = list(&*b).await?;
+        let listed = listing
+            .pending
+            .iter()
+            .find(|p| p.session_id == id)
+            .ok_or("the child's waiting call is not listed")?;
+        ensure!(
+            listed
+                .subagent
+                .as_ref()
+                .is_some_and(|s| s.tool_call_id == "call_sub" && s.agent_type == "explore"),
+            "the listed decision does not name the subagent: {listed:?}"
+        );
+        Ok(())
+    }
+    .await;
+    cleanup(&*a, &[&id]).await;
+    result
 }
 
 /// A question of `ask_user` waiting for the user's answer in a record (a tool's suspension).

@@ -369,6 +369,27 @@ const scenarios = {
   },
 
   /// A requireApproval tool call: allowed, it runs; rejected, it does not.
+  /// A subagent's call that waits (issue 38): the editor gets a permission request for the
+  /// child's call, naming the subagent (title and `_meta.agentController.subagent`); allowed,
+  /// the child writes and the turn ends.
+  async subagent_permission() {
+    const agent = start(() => select("allow"));
+    await agent.run(async (ctx) => {
+      await open(ctx);
+      const { sessionId } = await newSession(ctx);
+      assert.equal((await prompt(ctx, sessionId, "Take notes")).stopReason, "end_turn");
+    });
+    assert.equal(agent.requests.length, 1, JSON.stringify(agent.requests));
+    const [asked] = agent.requests;
+    assert.deepEqual(asked.toolCall.rawInput, { path: "notes.txt", content: "x" });
+    const named = asked.toolCall._meta.agentController.subagent;
+    assert.equal(named.agentType, "explore", JSON.stringify(asked));
+    assert.equal(named.toolCallId, "call_sub", JSON.stringify(asked));
+    assert.ok(asked.toolCall.title.includes("subagent explore"), asked.toolCall.title);
+    assert.equal(fs.readFileSync(path.join(ws, "notes.txt"), "utf8"), "x");
+    assert.equal(await agent.close(), 0);
+  },
+
   async tool_approval() {
     const answers = [select("allow"), select("reject")];
     const agent = start(() => answers.shift());

@@ -199,6 +199,40 @@ fn sdk_a_waiting_tool_call_is_announced_pending_and_ends_failed_when_cancelled()
     }
 }
 
+/// A subagent's call that waits reaches the editor as a permission request naming the
+/// subagent (issue 38); allowed, the child carries on.
+#[cfg(feature = "openai")] // the model is the OpenAI provider
+#[test]
+fn sdk_a_subagents_call_that_waits_is_a_permission_request_naming_it() {
+    const MODES: &str = r#"
+[[subagents]]
+id = "explore"
+availableTools = ["write_file"]
+
+[[modes]]
+id = "build"
+default = true
+availableTools = ["read_file", "write_file", "subagent"]
+requireApproval = ["write_file"]
+
+[[modes]]
+id = "plan"
+availableTools = ["read_file"]
+"#;
+    let task = json!({"agentType": "explore", "task": "Write notes."}).to_string();
+    let script = vec![
+        openai_server::calls([openai_server::call("call_sub", "subagent", &task)]),
+        openai_server::calls([openai_server::call(
+            "c_1",
+            "write_file",
+            &json!({"path": "notes.txt", "content": "x"}).to_string(),
+        )]),
+        openai_server::text("Wrote notes."),
+        openai_server::text("Done."),
+    ];
+    scenario("subagent_permission", MODES, Some(script), false);
+}
+
 #[cfg(feature = "openai")] // the model is the OpenAI provider
 #[test]
 fn sdk_a_tool_call_that_waits_is_allowed_then_rejected() {

@@ -5,7 +5,7 @@
 use crate::common;
 
 use common::cli::world::World;
-use common::cli::{DONE, stdout};
+use common::cli::{DONE, PENDING, stdout};
 use common::openai_server::{call, calls, text};
 use common::stderr;
 use serde_json::{Value, json};
@@ -79,4 +79,61 @@ fn the_terminal_shows_the_childs_lines_indented_under_the_call() {
         "the child's lines are indented: {shown}"
     );
     assert!(between.contains("Child says hi."), "{shown}");
+}
+
+const CAREFUL: &str = r#"
+[[subagents]]
+id = "explore"
+instructions = "Explore."
+availableTools = ["write_file"]
+
+[[modes]]
+id = "build"
+default = true
+availableTools = ["read_file", "write_file", "subagent"]
+requireApproval = ["write_file"]
+"#;
+
+/// A child's call that waits is listed by `pending` naming the subagent, and `decide` on the
+/// stored session approves it: the child carries on and the parent completes, on every store.
+#[test]
+fn pending_names_the_subagent_whose_call_waits_and_decide_carries_the_child_on() {
+    for kind in common::cli::world::stores() {
+        let world = World::with_config(
+            kind,
+            CAREFUL,
+            vec![
+                calls([call(
+                    "call_1",
+                    "subagent",
+                    &json!({"agentType": "explore", "task": "Write notes."}).to_string(),
+                )]),
+                calls([call(
+                    "c_1",
+                    "write_file",
+                    &json!({"path": "notes.txt", "content": "x"}).to_string(),
+                )]),
+                text("CHILD-WROTE"),
+                text("Done."),
+            ],
+        );
+        let (out, session) = world.run_stored("Go");
+        assert_eq!(out.status.code(), Some(PENDING), "{kind}: {}", stderr(&out));
+        let listed = world.pending_json();
+        assert_eq!(listed.len(), 1, "{kind}: {listed:?}");
+        assert_eq!(listed[0]["toolName"], "write_file", "{kind}");
+        assert_eq!(listed[0]["subagent"]["agentType"], "explore", "{kind}");
+        assert_eq!(listed[0]["subagent"]["toolCallId"], "call_1", "{kind}");
+        let text = stdout(&common::cli::world::pending(&world.spec, false));
+        assert!(
+            text.contains("subagent explore") && text.contains("call_1"),
+            "{kind}: the line names the subagent: {text}"
+        );
+        let decision = listed[0]["decisionId"].as_str().expect("id").to_owned();
+        let out = world.decide(&session, &["--decision", &decision, "--approve"]);
+        assert_eq!(out.status.code(), Some(DONE), "{kind}: {}", stderr(&out));
+        assert_eq!(world.file("notes.txt").as_deref(), Some("x"), "{kind}");
+        assert!(world.pending_json().is_empty(), "{kind}");
+        assert_eq!(world.tool_results(3), ["CHILD-WROTE"], "{kind}");
+    }
 }

@@ -456,6 +456,7 @@ fn full_pending_tool_call() -> PendingSummary {
             on_timeout: OnTimeout::Abort,
         },
         comments: Vec::new(),
+        subagent: None,
         updated_at: 1_700_000_000,
     }
 }
@@ -576,6 +577,7 @@ fn decided_records_validate_and_unknown_fields_do_not() {
         model: None,
         rule: None,
         feedback: None,
+        subagent: None,
     };
     let value = serde_json::to_value(&record).expect("to_value");
     assert!(errors(&schema, &value).is_empty(), "{value}");

@@ -68,6 +68,7 @@ mod show;
 mod store;
 mod store_conformance;
 mod subagent_config;
+mod subagent_waits;
 mod subagents;
 mod submit_plan;
 mod tasks;

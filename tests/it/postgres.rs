@@ -996,6 +996,7 @@ fn waiting_calls(id: &str, version: u64, calls: &[&str], decided: usize) -> Sess
                     terms: Default::default(),
                     rule: None,
                     locations: Vec::new(),
+                    subagent: None,
                 },
                 decided: (i < decided).then(|| agent_controller::event::DecidedRecord {
                     run_id: "run_1".into(),
@@ -1016,6 +1017,7 @@ fn waiting_calls(id: &str, version: u64, calls: &[&str], decided: usize) -> Sess
                     allowance: None,
                     rule: None,
                     feedback: None,
+                    subagent: None,
                 }),
                 feedback: None,
             }

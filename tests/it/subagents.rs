@@ -264,7 +264,7 @@ async fn a_child_of_a_planning_mode_is_read_only_whatever_its_type_or_the_mode_l
 }
 
 #[tokio::test]
-async fn the_parent_modes_require_approval_holds_in_the_child_and_the_call_is_refused_not_lost() {
+async fn the_parent_modes_require_approval_holds_in_the_child_and_the_call_waits_for_the_user() {
     let s = Setup::new(vec![
         calls([subagent("call_1", "explore", "Write notes.")]),
         tool(
@@ -272,22 +272,26 @@ async fn the_parent_modes_require_approval_holds_in_the_child_and_the_call_is_re
             "write_file",
             json!({"path": "notes.txt", "content": "x"}),
         ),
-        text("I was not allowed to write."),
-        text("Done."),
     ])
     .await;
     let outcome = s.run("careful", "Go").await;
-    assert!(completed(&outcome), "{outcome:?}");
-    let results = s.tool_results(2).await;
-    assert!(
-        results[0].contains("approval") && results[0].contains("subagent"),
-        "the child is told why: {results:?}"
+    let RunOutcome::ToolCallsSuspended { tool_calls, .. } = &outcome else {
+        panic!("the child's call waits in the parent: {outcome:?}");
+    };
+    assert_eq!(tool_calls[0].tool_name(), "write_file");
+    assert_eq!(
+        tool_calls[0]
+            .payload()
+            .subagent
+            .as_ref()
+            .expect("named")
+            .agent_type,
+        "explore"
     );
     assert!(
         !s.ws.path().join("notes.txt").exists(),
         "never auto-approved"
     );
-    assert_eq!(s.tool_results(3).await, ["I was not allowed to write."]);
 }
 
 #[tokio::test]
@@ -309,22 +313,18 @@ async fn the_parent_modes_deny_rule_holds_in_the_child() {
 }
 
 #[tokio::test]
-async fn a_childs_question_is_refused_with_a_result_that_says_so() {
+async fn a_childs_question_waits_for_the_users_answer_in_the_parent() {
     let s = Setup::new(vec![
         calls([subagent("call_1", "explore", "Ask.")]),
         tool("c_1", "ask_user", json!({"question": "Which one?"})),
-        text("Could not ask."),
-        text("Done."),
     ])
     .await;
     let outcome = s.run("careful", "Go").await;
-    assert!(completed(&outcome), "{outcome:?}");
-    let results = s.tool_results(2).await;
-    assert!(
-        results[0].contains("cannot ask the user"),
-        "the child's question is refused, and it is told why: {results:?}"
-    );
-    assert_eq!(s.tool_results(3).await, ["Could not ask."]);
+    let RunOutcome::AwaitingAnswer { pending, .. } = &outcome else {
+        panic!("the child's question waits in the parent: {outcome:?}");
+    };
+    assert_eq!(pending[0].tool_name(), "ask_user");
+    assert_eq!(pending[0].subagent().expect("named").tool_call_id, "call_1");
 }
 
 #[tokio::test]
@@ -671,44 +671,29 @@ fn json_events(events: &[Event]) -> Vec<Value> {
 }
 
 #[tokio::test]
-async fn a_childs_call_an_ask_rule_holds_is_refused_with_the_rules_audit_record() {
+async fn a_childs_call_an_ask_rule_holds_waits_with_the_rule_shown() {
     let s = Setup::new(vec![
         calls([subagent("call_1", "explore", "Read the private notes.")]),
         tool("c_1", "read_file", json!({"path": "private/notes.txt"})),
-        text("Could not read."),
-        text("Done."),
     ])
     .await;
     std::fs::create_dir_all(s.ws.path().join("private")).expect("dir");
     std::fs::write(s.ws.path().join("private/notes.txt"), "PRIVATE").expect("write");
     let outcome = s.run("careful", "Go").await;
-    assert!(completed(&outcome), "{outcome:?}");
-    let results = s.tool_results(2).await;
-    assert!(!results[0].contains("PRIVATE"), "{results:?}");
-    assert!(results[0].contains("subagent"), "{results:?}");
+    let RunOutcome::ToolCallsSuspended { tool_calls, .. } = &outcome else {
+        panic!("the child's call waits in the parent: {outcome:?}");
+    };
+    let rule = tool_calls[0].payload().rule.as_ref().expect("the ask rule");
+    assert_eq!(rule.number, 2);
+    assert_eq!(rule.mode_id, "careful");
     let events = json_events(&s.events());
-    let end = events
+    let suspended = events
         .iter()
-        .find(|e| {
-            e["type"] == "subagent_event"
-                && e["event"]["type"] == "tool_end"
-                && e["event"]["toolCallId"] == "c_1"
-        })
-        .expect("the child's tool_end");
-    let record = &end["event"]["decision"];
-    assert_eq!(record["outcome"], "rejected", "{end}");
-    assert_eq!(record["toolName"], "read_file", "{end}");
-    assert_eq!(record["rule"]["action"], "ask", "{end}");
-    assert_eq!(record["rule"]["number"], 2, "{end}");
-    assert_eq!(record["rule"]["modeId"], "careful", "{end}");
-    let reason = record["rule"]["reason"].as_str().expect("reason");
-    assert!(
-        reason.contains("subagent") && reason.contains(end["childId"].as_str().expect("id")),
-        "the record says it was refused in this child: {reason}"
-    );
-    assert!(
-        record.get("decidedBy").is_none(),
-        "no person decided: {end}"
+        .find(|e| e["type"] == "tool_suspended" && e["toolCallId"] == "c_1")
+        .expect("the parent's tool_suspended for the child's call");
+    assert_eq!(
+        suspended["suspendPayload"]["subagent"]["toolCallId"], "call_1",
+        "{suspended}"
     );
 }
 
@@ -955,8 +940,7 @@ async fn at_depth_0_no_mode_offers_the_subagent_tool() {
 }
 
 /// A type's `requireApproval` only adds waits: the parent mode's `allow` rule on the same tool
-/// does not let the child's call run unasked (a child's call that would wait is refused in the
-/// child, stage 1).
+/// does not let the child's call run unasked (it waits for the user).
 #[tokio::test]
 async fn a_types_require_approval_holds_against_the_parent_modes_allow_rule() {
     const LOOSE_PARENT: &str = r#"
@@ -982,21 +966,17 @@ rules = [ { tool = "write_file", path = "notes/**", action = "allow" } ]
                 "write_file",
                 json!({"path": "notes/a.txt", "content": "x"}),
             ),
-            text("I was not allowed to write."),
-            text("Done."),
         ],
         |b| b,
     )
     .await;
     let outcome = s.run("build", "Go").await;
-    assert!(completed(&outcome), "{outcome:?}");
+    assert!(
+        matches!(outcome, RunOutcome::ToolCallsSuspended { .. }),
+        "{outcome:?}"
+    );
     assert!(
         !s.ws.path().join("notes/a.txt").exists(),
         "the type asks before every write_file: never run unasked"
-    );
-    let results = s.tool_results(2).await;
-    assert!(
-        results[0].contains("approval"),
-        "the child is told why: {results:?}"
     );
 }
