@@ -243,10 +243,24 @@ fn cycle_us(counts: Counts) -> ((f64, f64), f64) {
 /// cycle's measure, on [`fixture::QuestionFixture`].
 fn question_cycle_us(counts: Counts) -> ((f64, f64), f64) {
     let fixture = fixture::QuestionFixture::new();
+    cycles_us(counts, || fixture.cycle())
+}
+
+/// Median microseconds per cycle of `fixture` (wall, CPU) and allocations per cycle.
+fn subagent_cycle_us(fixture: &fixture::SubagentFixture, counts: Counts) -> ((f64, f64), f64) {
+    cycles_us(counts, || fixture.cycle())
+}
+
+/// Median microseconds per `cycle` (wall, CPU) and allocations per cycle, measured as
+/// `cycle_us` measures the plan cycle: a warm-up batch, then `counts.rounds` batches.
+fn cycles_us<F: std::future::Future<Output = ()>>(
+    counts: Counts,
+    mut cycle: impl FnMut() -> F,
+) -> ((f64, f64), f64) {
     let rt = current_thread();
     rt.block_on(async {
         for _ in 0..counts.cycle_batch {
-            fixture.cycle().await;
+            cycle().await;
         }
     });
     let mut per_cycle = Samples::default();
@@ -256,7 +270,7 @@ fn question_cycle_us(counts: Counts) -> ((f64, f64), f64) {
         per_cycle.time(counts.cycle_batch, 1e6, || {
             rt.block_on(async {
                 for _ in 0..counts.cycle_batch {
-                    fixture.cycle().await;
+                    cycle().await;
                 }
             })
         });
@@ -265,6 +279,32 @@ fn question_cycle_us(counts: Counts) -> ((f64, f64), f64) {
         );
     }
     (per_cycle.medians(), median(allocations))
+}
+
+/// Sessions held per memory figure of the subagent fixture.
+fn finished_sessions(counts: Counts) -> usize {
+    counts.held_sessions / 100
+}
+
+/// Live heap bytes per finished session of `fixture` held (after one warm-up cycle), and its
+/// allocations.
+fn finished_session_bytes(fixture: &fixture::SubagentFixture, counts: Counts) -> (f64, f64) {
+    let rt = current_thread();
+    rt.block_on(fixture.cycle());
+    let n = finished_sessions(counts);
+    let live = LIVE_BYTES.load(Ordering::Relaxed);
+    let allocs = ALLOCATIONS.load(Ordering::Relaxed);
+    let held = rt.block_on(async {
+        let mut held = Vec::with_capacity(n);
+        for _ in 0..n {
+            held.push(fixture.finished().await);
+        }
+        held
+    });
+    let bytes = (LIVE_BYTES.load(Ordering::Relaxed) - live) as f64 / n as f64;
+    let allocs_per = (ALLOCATIONS.load(Ordering::Relaxed) - allocs) as f64 / n as f64;
+    drop(held);
+    (bytes, allocs_per)
 }
 
 /// Median nanoseconds per manual switch with one subscriber (alternating `build` and `plan`),
@@ -539,7 +579,7 @@ fn round_to(value: f64, places: i32) -> f64 {
 }
 
 /// Runs one workload `times` times and nothing else, for a profiler (`valgrind --tool=callgrind`,
-/// `perf record`): `--profile cycle|question|switch|load|suspend`.
+/// `perf record`): `--profile cycle|question|switch|load|suspend|subagent|plain`.
 fn profile(what: &str, times: usize) {
     let fixture = Fixture::new();
     let rt = current_thread();
@@ -593,6 +633,13 @@ fn profile(what: &str, times: usize) {
                     .expect("build");
             }
         }
+        "subagent" | "plain" => rt.block_on(async {
+            let calls = usize::from(what == "subagent");
+            let subagents = fixture::SubagentFixture::new(calls);
+            for _ in 0..times {
+                subagents.cycle().await;
+            }
+        }),
         other => panic!("unknown workload `{other}`"),
     }
 }
@@ -642,6 +689,53 @@ fn main() {
         put("question_cycle_us", json!(round_to(us, 2)));
         put("question_cycle_cpu_us", json!(round_to(cpu_us, 2)));
         put("allocations_per_question_cycle", json!(round_to(allocs, 1)));
+    }
+    if wanted("subagent") {
+        progress("subagent");
+        let plain = fixture::SubagentFixture::new(0);
+        let one = fixture::SubagentFixture::new(1);
+        let ((plain_us, plain_cpu), plain_allocs) = subagent_cycle_us(&plain, counts);
+        let ((us, cpu), allocs) = subagent_cycle_us(&one, counts);
+        put("plain_cycle_us", json!(round_to(plain_us, 2)));
+        put("plain_cycle_cpu_us", json!(round_to(plain_cpu, 2)));
+        put(
+            "allocations_per_plain_cycle",
+            json!(round_to(plain_allocs, 1)),
+        );
+        put("subagent_cycle_us", json!(round_to(us, 2)));
+        put("subagent_cycle_cpu_us", json!(round_to(cpu, 2)));
+        put("allocations_per_subagent_cycle", json!(round_to(allocs, 1)));
+        put("subagent_call_us", json!(round_to(us - plain_us, 2)));
+        put("subagent_call_cpu_us", json!(round_to(cpu - plain_cpu, 2)));
+        put(
+            "allocations_per_subagent_call",
+            json!(round_to(allocs - plain_allocs, 1)),
+        );
+        progress("subagent memory");
+        let ten = fixture::SubagentFixture::new(10);
+        let (plain_bytes, _) = finished_session_bytes(&plain, counts);
+        let (ten_bytes, ten_allocs) = finished_session_bytes(&ten, counts);
+        put(
+            "bytes_per_finished_plain_session",
+            json!(round_to(plain_bytes, 0)),
+        );
+        put(
+            "bytes_per_session_with_10_children",
+            json!(round_to(ten_bytes, 0)),
+        );
+        put(
+            "allocations_per_session_with_10_children",
+            json!(round_to(ten_allocs, 1)),
+        );
+        let rt = current_thread();
+        let plain_record = rt.block_on(fixture::finished_record_bytes(0));
+        let ten_record = rt.block_on(fixture::finished_record_bytes(10));
+        put("record_bytes_plain_session", json!(plain_record));
+        put("record_bytes_session_with_10_children", json!(ten_record));
+        put(
+            "bytes_per_finished_child",
+            json!(round_to((ten_bytes - plain_bytes) / 10.0, 0)),
+        );
     }
     if wanted("switch") {
         progress("switch");

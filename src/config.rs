@@ -23,10 +23,12 @@ use crate::mode::{Mode, ModeGraph, ModeId, RequireApproval, ToolRef};
 use crate::subagent::SUBAGENT;
 use crate::tool::fs::PLAN_WRITING_TOOLS;
 use crate::tool::{SUBMIT_PLAN, ToolAccess, ToolRegistry};
+use owner::Owner;
 
 mod builder;
 mod mcp;
 mod on_timeout;
+mod owner;
 mod rules;
 #[cfg(feature = "schema")]
 pub(crate) mod schema;
@@ -140,7 +142,8 @@ pub enum ConfigErrorKind {
     /// set without `approvalTimeout`.
     InvalidOnTimeout,
     /// A mode's rule is malformed: two patterns, a `glob` or `regex` without `arg`, an
-    /// `arg` without a pattern, or a rule on `submit_plan` ([`crate::rules`]).
+    /// `arg` without a pattern, or a rule on `submit_plan` ([`crate::rules`]); or a subagent
+    /// type's rule `allow`s, which would widen what its parent's mode allows.
     InvalidRule,
     /// A rule's `path`, `glob` or `regex` does not compile.
     InvalidPattern,
@@ -1650,7 +1653,7 @@ fn validate(
                     errors.push(duplicate_tool(
                         source,
                         entry.span(),
-                        id,
+                        Owner::Mode(id),
                         name,
                         "availableTools",
                     ));
@@ -1708,16 +1711,15 @@ ConfigErrorKind::UnknownTool,
         let require_approval = mode.require_approval.map_or(RequireApproval::None, |raw| {
             approval_policy(
                 raw,
-                this,
-                id,
+                Owner::Mode(id),
                 offered,
                 source,
-                &mut tool_refs,
+                |name, span| tool_refs.push(ToolRef::at(this, name, span, true)),
                 errors,
                 &mut hinted,
             )
         });
-        let rules = rules::rules_of(mode.rules, &format!("mode `{id}`"), offered, source, errors);
+        let rules = rules::rules_of(mode.rules, Owner::Mode(id), offered, source, errors);
         let on_timeout = on_timeout::on_timeout_of(
             mode.on_timeout,
             mode.approval_timeout.is_some(),
@@ -1792,11 +1794,11 @@ ConfigErrorKind::UnknownTool,
     )
 }
 
-/// The error for a tool `name` that mode `id` lists a second time (at `span`) in `key`.
+/// The error for a tool `name` that `owner` lists a second time (at `span`) in `key`.
 fn duplicate_tool(
     source: &Source<'_>,
     span: Range<usize>,
-    id: &str,
+    owner: Owner<'_>,
     name: &str,
     key: &str,
 ) -> ConfigError {
@@ -1804,7 +1806,7 @@ fn duplicate_tool(
         ConfigErrorKind::DuplicateTool,
         source,
         span,
-        format!("mode `{id}` lists `{name}` twice in {key}: name each tool once"),
+        format!("{owner} lists `{name}` twice in {key}: name each tool once"),
     )
 }
 
@@ -1832,18 +1834,17 @@ fn listed<'a>(names: impl ExactSizeIterator<Item = &'a str>) -> String {
     shown.join(", ")
 }
 
-/// A mode's `requireApproval` as a policy. Every listed name must be offered by the mode (in
-/// its `availableTools`; a mode without the list offers every tool, and its names are checked
-/// against the controller's tools by [`ModeGraph::unknown_tools`]), and `submit_plan` is never
-/// listed; an error is pushed at the name's line and column otherwise.
-#[allow(clippy::too_many_arguments)]
+/// A mode's or a subagent type's (`owner`'s) `requireApproval` as a policy. Every listed name
+/// is listed once, must be offered by the owner (in its `availableTools`; without the list it
+/// offers every tool, and each name goes to `unlisted`, to be checked against the controller's
+/// tools by [`ModeGraph::unknown_tools`]), and `submit_plan` is never listed; an error is pushed
+/// at the name's line and column otherwise.
 fn approval_policy(
     raw: Spanned<RawApproval<'_>>,
-    mode: ModeId,
-    id: &str,
+    owner: Owner<'_>,
     offered: Option<&[Arc<str>]>,
     source: &Source<'_>,
-    tool_refs: &mut Vec<ToolRef>,
+    mut unlisted: impl FnMut(Arc<str>, Range<usize>),
     errors: &mut Vec<ConfigError>,
     hinted: &mut usize,
 ) -> RequireApproval {
@@ -1860,7 +1861,7 @@ fn approval_policy(
         let span = entry.span();
         let name: &str = entry.get_ref();
         if !seen.insert(name) {
-            errors.push(duplicate_tool(source, span, id, name, "requireApproval"));
+            errors.push(duplicate_tool(source, span, owner, name, "requireApproval"));
             continue;
         }
         if name == SUBMIT_PLAN {
@@ -1868,7 +1869,7 @@ fn approval_policy(
                 ConfigErrorKind::ApprovalOfSubmitPlan,
                 source,
                 span,
-                format!("mode `{id}` lists `{SUBMIT_PLAN}` in requireApproval, but a submitted plan always waits for a decision: leave it out"),
+                format!("{owner} lists `{SUBMIT_PLAN}` in requireApproval, but a submitted plan always waits for a decision: leave it out"),
             ));
             continue;
         }
@@ -1890,7 +1891,7 @@ fn approval_policy(
                     source,
                     span,
                     format!(
-                        "mode `{id}` lists `{name}` in requireApproval, but does not offer it (its availableTools: {}): {}",
+                        "{owner} lists `{name}` in requireApproval, but does not offer it (its availableTools: {}): {}",
                         if offered.is_empty() { "none".to_owned() } else { listed(offered.iter().map(|t| &**t)) },
                         match hint {
                             Some(near) => tool_hint(name, near)[2..].to_owned(),
@@ -1901,9 +1902,7 @@ fn approval_policy(
                 continue;
             }
             Some(_) => {}
-            None => {
-                tool_refs.push(ToolRef::at(mode, Arc::from(name), span, true));
-            }
+            None => unlisted(Arc::from(name), span),
         }
         tools.push(Arc::from(name));
     }

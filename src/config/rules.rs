@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use toml::Spanned;
 
-use super::{ConfigError, ConfigErrorKind, Location, Source, did_you_mean, listed};
+use super::{ConfigError, ConfigErrorKind, Location, Owner, Source, did_you_mean, listed};
 use crate::mode::ModeGraph;
 use crate::rules::RulePlace;
 use crate::rules::{DEFAULT_PATH_ARG, Glob, Matcher, Pattern, Rule, RuleAction, Rules};
@@ -51,11 +51,11 @@ pub(super) struct RawRule {
     action: Spanned<RuleAction>,
 }
 
-/// The rules of mode `id` (which offers `offered`, `None`: every tool), each checked; errors go
-/// to `errors` and the rule in error is left out.
+/// The rules of `owner` (which offers `offered`, `None`: every tool), each checked; errors go
+/// to `errors` and the rule in error is left out. A subagent type's `allow` rule is an error.
 pub(super) fn rules_of(
     raw: Option<Spanned<Vec<Spanned<RawRule>>>>,
-    id: &str,
+    owner: Owner<'_>,
     offered: Option<&[Arc<str>]>,
     source: &Source<'_>,
     errors: &mut Vec<ConfigError>,
@@ -63,11 +63,23 @@ pub(super) fn rules_of(
     let Some(raw) = raw else {
         return Rules::default();
     };
+    let named = owner.to_string();
+    let id = named.as_str();
     let mut rules: Vec<(usize, Range<usize>, Rule)> = Vec::new();
     for (i, entry) in raw.into_inner().into_iter().enumerate() {
         let number = i + 1;
         let span = entry.span();
-        if let Some(rule) = rule_of(entry.into_inner(), number, id, offered, source, errors) {
+        let raw = entry.into_inner();
+        if !owner.may_allow() && *raw.action.get_ref() == RuleAction::Allow {
+            errors.push(ConfigError::at(
+                ConfigErrorKind::InvalidRule,
+                source,
+                raw.action.span(),
+                format!("rule {number} of {id} allows, but a subagent type's rules can only narrow what its parent's mode allows (a child never does more than its parent): make it `deny` or `ask`, or leave it out"),
+            ));
+            continue;
+        }
+        if let Some(rule) = rule_of(raw, number, id, offered, source, errors) {
             rules.push((number, span, rule));
         }
     }

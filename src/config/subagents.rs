@@ -11,7 +11,8 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::{
-    ConfigError, ConfigErrorKind, RawApproval, Source, did_you_mean, is_valid_id, listed, rules,
+    ConfigError, ConfigErrorKind, Owner, RawApproval, Source, approval_policy, did_you_mean,
+    duplicate_tool, is_valid_id, listed, rules,
 };
 use crate::mode::subagent::SubagentType;
 use crate::mode::{RequireApproval, SubagentToolRef};
@@ -52,8 +53,8 @@ pub(super) struct RawSubagent<'a> {
         schemars(schema_with = "super::schema::approval_schema")
     )]
     require_approval: Option<Spanned<RawApproval<'a>>>,
-    /// Rules on the child's tool-call arguments, on top of the parent mode's: their `deny` and
-    /// `ask` apply; an `allow` cannot loosen what the parent's mode asks for.
+    /// Rules on the child's tool-call arguments, on top of the parent mode's: `deny` and `ask`
+    /// only (an `allow` would widen what the parent's mode allows, and is refused).
     #[cfg_attr(feature = "schema", schemars(with = "Option<Vec<rules::RawRule>>"))]
     rules: Option<Spanned<Vec<Spanned<rules::RawRule>>>>,
     /// The model the child runs with, as `provider/model`; absent: the parent's.
@@ -72,6 +73,8 @@ pub(super) fn validate_subagents(
     let mut types: Vec<SubagentType> = Vec::with_capacity(raw.len());
     let mut refs: Vec<SubagentToolRef> = Vec::new();
     let mut seen: HashSet<String> = HashSet::new();
+    // How many errors got a "did you mean" hint (see `approval_policy`).
+    let mut hinted = 0;
     for entry in raw {
         let id: &str = entry.id.get_ref();
         if !is_valid_id(id) {
@@ -95,19 +98,18 @@ pub(super) fn validate_subagents(
             continue;
         }
         let index = types.len();
-        let owner = format!("subagent type `{id}`");
         let available_tools = entry.available_tools.map(|list| {
             let mut listed_once: HashSet<&str> = HashSet::new();
             let mut names: Vec<Arc<str>> = Vec::new();
             for name in list.get_ref() {
                 let text: &str = name.get_ref();
                 if !listed_once.insert(text) {
-                    errors.push(err(
-                        ConfigErrorKind::DuplicateTool,
+                    errors.push(duplicate_tool(
+                        source,
                         name.span(),
-                        format!(
-                            "{owner} lists `{text}` twice in availableTools: name each tool once"
-                        ),
+                        Owner::SubagentType(id),
+                        text,
+                        "availableTools",
                     ));
                     continue;
                 }
@@ -121,47 +123,27 @@ pub(super) fn validate_subagents(
             }
             names
         });
-        let require_approval = match entry.require_approval.map(Spanned::into_inner) {
-            None | Some(RawApproval::All(false)) => RequireApproval::None,
-            Some(RawApproval::All(true)) => RequireApproval::All,
-            Some(RawApproval::List(list)) => {
-                let mut tools: Vec<Arc<str>> = Vec::new();
-                for name in list {
-                    let text: &str = name.get_ref();
-                    match &available_tools {
-                        Some(offered) if !offered.iter().any(|t| &**t == text) => {
-                            errors.push(err(
-                                ConfigErrorKind::ApprovalToolNotOffered,
-                                name.span(),
-                                format!(
-                                    "{owner} lists `{text}` in requireApproval, but not in its availableTools ({}): add it there or leave it out here",
-                                    if offered.is_empty() { "none".to_owned() } else { listed(offered.iter().map(|t| &**t)) }
-                                ),
-                            ));
-                            continue;
-                        }
-                        Some(_) => {}
-                        None => refs.push(SubagentToolRef {
-                            subagent: index,
-                            name: Arc::from(text),
-                            span: name.span(),
-                            in_approval: true,
-                        }),
-                    }
-                    if !tools.iter().any(|t| &**t == text) {
-                        tools.push(Arc::from(text));
-                    }
-                }
-                if tools.is_empty() {
-                    RequireApproval::None
-                } else {
-                    RequireApproval::Tools(tools)
-                }
-            }
-        };
+        let require_approval = entry.require_approval.map_or(RequireApproval::None, |raw| {
+            approval_policy(
+                raw,
+                Owner::SubagentType(id),
+                available_tools.as_deref(),
+                source,
+                |name, span| {
+                    refs.push(SubagentToolRef {
+                        subagent: index,
+                        name,
+                        span,
+                        in_approval: true,
+                    });
+                },
+                errors,
+                &mut hinted,
+            )
+        });
         let rules = rules::rules_of(
             entry.rules,
-            &owner,
+            Owner::SubagentType(id),
             available_tools.as_deref(),
             source,
             errors,

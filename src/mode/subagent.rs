@@ -52,8 +52,8 @@ impl SubagentType {
         &self.require_approval
     }
 
-    /// The type's own rules, on top of the parent mode's (its `deny` and `ask` rules apply; an
-    /// `allow` rule cannot loosen what the parent's mode asks for, so it is not used).
+    /// The type's own rules, on top of the parent mode's: `deny` and `ask` only (the config
+    /// refuses a type's `allow` rule, which would loosen what the parent's mode asks for).
     pub fn rules(&self) -> &Rules {
         &self.rules
     }

@@ -996,7 +996,9 @@ impl ConfigFacts {
     /// Every tool name the kit calls in every mode: [`UNKNOWN_TOOL`], `submit_plan` and each
     /// registered tool (when not known: each tool some mode lists), but the task tools
     /// (`task_write`, `task_update`, `task_complete`, `task_check`): the kit calls those with
-    /// arguments of its own ([`crate::testing::Call::Task`]), never with `{}`.
+    /// arguments of its own ([`crate::testing::Call::Task`]), never with `{}`; and but
+    /// `subagent`, whose call starts a child session the reference does not model (with `{}`
+    /// it is refused before it runs).
     ///
     /// # Examples
     /// ```
@@ -1020,7 +1022,10 @@ impl ConfigFacts {
             None => listed.collect(),
         };
         for name in known {
-            if !names.contains(name) && !crate::tool::tasks::is_task_tool(name) {
+            if !names.contains(name)
+                && !crate::tool::tasks::is_task_tool(name)
+                && name != crate::subagent::SUBAGENT
+            {
                 names.push(name.clone());
             }
         }

@@ -2468,6 +2468,16 @@ error: self-transition.toml:3:17: mode `plan` has transitionsTo naming itself: a
 
 self-transition.toml: 1 error
 
+$ check subagent-unknown-tool.toml
+exit 2
+--- stdout
+--- stderr
+error: subagent-unknown-tool.toml:9:32: subagent type `explore` lists unknown tool `rm_rf` in availableTools
+9 | availableTools = ["read_file", "rm_rf"]
+  |                                ^^^^^^^
+
+subagent-unknown-tool.toml: 1 error
+
 $ check target-without-submit-plan.toml
 exit 2
 --- stdout

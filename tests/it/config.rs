@@ -90,6 +90,27 @@ fn every_valid_case_loads_with_the_expected_default_planning_modes_and_targets()
             assert_eq!(got, want, "{name}: targets of {from}");
         }
         check_approval_required(&name, case, &graph);
+        check_subagents(&name, case, &graph);
+    }
+}
+
+/// Each mode's subagent types as the case's `subagents` says (for a mode the case leaves out,
+/// or a case without the key: every type of the config, which is none in the older cases).
+fn check_subagents(name: &str, case: &toml::Table, graph: &agent_controller::ModeGraph) {
+    let wanted = case.get("subagents").and_then(|t| t.as_table());
+    for mode in graph.modes() {
+        let id = graph.get(mode.id()).expect("a mode of the graph");
+        let got: Vec<&str> = graph.subagents_of(id).iter().map(|t| t.id()).collect();
+        let want: Vec<&str> = match wanted.and_then(|t| t.get(mode.id())) {
+            Some(list) => list
+                .as_array()
+                .expect("subagents list")
+                .iter()
+                .map(|v| v.as_str().expect("type id"))
+                .collect(),
+            None => graph.subagents().iter().map(|t| t.id()).collect(),
+        };
+        assert_eq!(got, want, "{name}: subagent types of {}", mode.id());
     }
 }
 
@@ -220,6 +241,13 @@ fn invalid_cases_report_their_kind() {
     assert_eq!(err.kind(), ConfigErrorKind::UnknownTool);
     assert_eq!(err.location().map(|l| (l.line, l.column)), Some((4, 34)));
     assert!(err.to_string().contains("`grep`"), "{err}");
+    // ... and so is one a subagent type lists.
+    let graph = config::load(fixture("configs/invalid/subagent-unknown-tool.toml")).expect("loads");
+    let err = graph
+        .check_tools(|t| ToolRegistry::with_workspace_tools().knows(t))
+        .expect_err("unknown tool of a subagent type");
+    assert_eq!(err.kind(), ConfigErrorKind::UnknownTool);
+    assert_eq!(err.location().map(|l| (l.line, l.column)), Some((9, 32)));
 }
 
 #[test]

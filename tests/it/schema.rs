@@ -87,6 +87,8 @@ fn structural_errors_are_refused_and_graph_rules_are_left_to_check() {
         "targets-list-unknown.toml",
         "targets-list-self.toml",
         "require-approval-not-offered.toml",
+        // A subagent type's tools are checked against the controller's, like a mode's.
+        "subagent-unknown-tool.toml",
     ];
     for name in refused_by_schema {
         let errors = schema_errors(&as_json(&dir.join(name)));

@@ -161,3 +161,52 @@ fn a_types_rule_changing_only_its_arg_or_matcher_kind_changes_the_fingerprint() 
         "a type rule's matcher kind is part of the fingerprint"
     );
 }
+
+#[test]
+fn a_types_allow_rule_is_an_error_at_its_action_that_says_why() {
+    // A child may do only what its parent's mode allows: a type's `deny` and `ask` rules narrow
+    // it, an `allow` would widen it, so it is refused rather than silently dropped.
+    let text = "[[subagents]]\nid = \"writer\"\nrules = [\n  { tool = \"write_file\", action = \"deny\" },\n  { tool = \"read_file\", path = \"src/**\", action = \"allow\" },\n]\n\n[[modes]]\nid = \"build\"\n";
+    let found = errors(text);
+    assert_eq!(found.len(), 1, "{found:?}");
+    let (kind, line, column, message) = &found[0];
+    assert_eq!(*kind, ConfigErrorKind::InvalidRule);
+    assert_eq!((*line, *column), (5, 51), "at the rule's action");
+    for word in ["rule 2", "subagent type `writer`", "allow", "parent"] {
+        assert!(message.contains(word), "`{word}` missing from: {message}");
+    }
+    assert!(
+        config::parse(text, "modes.toml").is_err(),
+        "the config does not load"
+    );
+}
+
+#[test]
+fn a_types_require_approval_is_checked_as_a_modes_is() {
+    // One check for both (the type's copy of it let these through): a tool named twice, and
+    // `submit_plan`, whose plan always waits for a decision.
+    let text = "[[subagents]]\nid = \"explore\"\nrequireApproval = [\"read_file\", \"read_file\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\n";
+    let found = errors(text);
+    let kinds: Vec<ConfigErrorKind> = found.iter().map(|e| e.0).collect();
+    assert_eq!(
+        kinds,
+        [
+            ConfigErrorKind::DuplicateTool,
+            ConfigErrorKind::ApprovalOfSubmitPlan
+        ],
+        "{found:?}"
+    );
+    assert_eq!((found[0].1, found[0].2), (3, 33));
+    assert!(
+        found[0]
+            .3
+            .contains("subagent type `explore` lists `read_file` twice"),
+        "{}",
+        found[0].3
+    );
+    assert!(
+        found[1].3.contains("subagent type `explore`"),
+        "{}",
+        found[1].3
+    );
+}
