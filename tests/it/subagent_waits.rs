@@ -564,9 +564,20 @@ async fn a_child_that_waited_in_a_dropped_run_is_not_taken_for_the_next_runs_chi
         })
     };
     let mut session = controller.start_session(options).await.expect("session");
+    // One child waits and the other's request (the hanging one) has reached the server: on a
+    // loaded machine the wait can come first, and the hanging reply would then be left for the
+    // next run (which timed out on it).
+    let served = s.server.watcher();
+    let ready = async {
+        waits.notified().await;
+        let three = tokio::task::spawn_blocking(move || {
+            served.wait_served(3, common::wait::PATIENCE)
+        });
+        assert!(three.await.expect("watcher"), "the second child never asked its model");
+    };
     tokio::select! {
         outcome = session.send_message("Go") => panic!("the run ended: {outcome:?}"),
-        () = waits.notified() => {}
+        () = ready => {}
     }
     // The run's future is dropped here: one child waits, the other still asks its model.
     let outcome = session.send_message("Again").await.expect("run");
