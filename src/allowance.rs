@@ -31,6 +31,11 @@
 //!   same allowance given again in the new directory replaces it (it has the same id). One kept
 //!   before identities were recorded applies nowhere for the same reason: give it again.
 //!
+//! - [`AllowanceScope::Plan`]: given by approving a plan that declares its files, for the mode
+//!   it hands over to, until the mode changes or another plan is approved; it covers the writes
+//!   to the plan's files of every tool that writes ([`PlanGrant`], the guide's
+//!   [plan scope page](crate::guide::plan_scope)).
+//!
 //! The guide's [rules page](crate::guide::rules#allowances-with-a-scope) shows a decision and a
 //! terminal transcript.
 
@@ -79,6 +84,11 @@ pub enum AllowanceScope {
     /// Every session of the store in the same workspace, under the same config, in the
     /// same mode.
     Workspace,
+    /// Given by approving a plan that declares its files (its `## Files` section), in the mode
+    /// the plan handed over to: the writes to those files run without asking
+    /// ([`Allowance::plan`]). Ended by the next change of mode or the next approved plan. Never
+    /// given by a tool call's "always allow".
+    Plan,
 }
 
 impl AllowanceScope {
@@ -315,7 +325,48 @@ pub struct Allowance {
     /// `None` for a tool of the process itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<String>,
+    /// For an allowance of scope `plan`: the approved plan's files and what they bind
+    /// ([`PlanGrant`]). Its `toolName` is then `*`: it covers the writes of every tool that
+    /// writes, to those files only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<PlanGrant>,
 }
+
+/// What approving a plan that declares its files gave the mode it handed over to (an
+/// [`Allowance`] of scope `plan`): the files (`files`, the plan's `## Files` entries), the
+/// approved plan's sha256, and what a write elsewhere meets (`planScope`: `ask` or
+/// `enforce`; under `off` nothing is given).
+///
+/// # Examples
+/// ```
+/// use agent_controller::allowance::PlanGrant;
+/// use agent_controller::tool::submit_plan::{PlanScope, PlanScopePolicy};
+/// let grant = PlanGrant {
+///     sha256: "ab".into(),
+///     files: PlanScope::of("## Files\n- `src/ui/**`\n")?.unwrap(),
+///     plan_scope: PlanScopePolicy::Enforce,
+/// };
+/// assert_eq!(
+///     serde_json::to_value(&grant)?,
+///     serde_json::json!({ "sha256": "ab", "files": ["src/ui/**"], "planScope": "enforce" })
+/// );
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PlanGrant {
+    /// The sha256 of the approved plan's text (the user's edit, when they edited it).
+    pub sha256: String,
+    /// The files the plan declares.
+    pub files: crate::plan::PlanScope,
+    /// What a write outside `files` meets: `ask` (it waits for approval as drift) or
+    /// `enforce` (it is refused).
+    pub plan_scope: crate::plan::PlanScopePolicy,
+}
+
+/// The `toolName` of an allowance of scope `plan`: it covers every tool that writes.
+pub const EVERY_WRITING_TOOL: &str = "*";
 
 impl Allowance {
     /// An allowance of every call of `tool_name` in mode `mode_id`, with id `id`.
@@ -346,6 +397,7 @@ impl Allowance {
             config_fingerprint: None,
             workspace_identity: None,
             origin: None,
+            plan: None,
         }
     }
 
@@ -538,7 +590,9 @@ impl Allowance {
     /// assert!(!allowance.covers("plan", &call, &ResolvedPaths::new().with("path", "src/a.rs")));
     /// ```
     pub fn covers(&self, mode_id: &str, call: &ToolCall, paths: &ResolvedPaths) -> bool {
-        if self.mode_id != mode_id || self.tool_name != call.name {
+        // A plan's allowance covers writes to its files, by where they lead
+        // (`crate::machine::scope`), not a tool's calls.
+        if self.plan.is_some() || self.mode_id != mode_id || self.tool_name != call.name {
             return false;
         }
         match self.rule() {
@@ -628,6 +682,17 @@ impl GivenAllowance {
 
 impl std::fmt::Display for Allowance {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(grant) = &self.plan {
+            return write!(
+                f,
+                "{} ({}): writes to {} in mode `{}` (the approved plan's files, planScope `{}`)",
+                self.id,
+                self.scope,
+                grant.files.entries().join(", "),
+                self.mode_id,
+                grant.plan_scope
+            );
+        }
         write!(f, "{} ({}): {}", self.id, self.scope, self.tool_name)?;
         if let Some(pattern) = &self.pattern {
             write!(f, " {pattern}")?;

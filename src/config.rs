@@ -29,6 +29,7 @@ mod builder;
 mod mcp;
 mod on_timeout;
 mod owner;
+mod plan_scope;
 mod rules;
 #[cfg(feature = "schema")]
 pub(crate) mod schema;
@@ -181,6 +182,9 @@ pub enum ConfigErrorKind {
     /// A planning mode lists the `SERVER__*` wildcard of a server that is not `trusted`:
     /// a planning mode offers such a server's tools only by name.
     UntrustedWildcard,
+    /// A mode's `planScope` is not `ask`, `enforce` or `off`, or is set on a mode that plans
+    /// nothing (no plan of it could declare a scope).
+    InvalidPlanScope,
 }
 
 impl ConfigErrorKind {
@@ -610,6 +614,15 @@ struct RawMode<'a> {
         schemars(with = "Option<String>", extend("enum" = ["reject", "abort"]))
     )]
     on_timeout: Option<Spanned<String>>,
+    /// What the files an approved plan declares (its `## Files` section) do in the mode it
+    /// hands over to: `ask` (the default: writes inside them run without asking, a write
+    /// elsewhere waits for approval as drift), `enforce` (a write elsewhere is refused) or
+    /// `off` (the files are shown, and grant and bind nothing). Only in a planning mode.
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Option<String>", extend("enum" = ["ask", "enforce", "off"]))
+    )]
+    plan_scope: Option<Spanned<String>>,
     /// Rules on tool-call arguments: each `{ tool, action }` with at most one pattern (`path`,
     /// or `arg` with `glob` or `regex`). Of the rules that match a call, `deny` beats `ask`,
     /// which beats `allow`; a call no rule matches gets the mode's default (`requireApproval`,
@@ -1037,6 +1050,7 @@ const MODE_KEYS: &[&str] = &[
     "defaultModelId",
     "approvalTimeout",
     "onTimeout",
+    "planScope",
     "rules",
 ];
 
@@ -1694,6 +1708,7 @@ ConfigErrorKind::UnknownTool,
             ));
             }
         }
+        let plans = mode.transitions_to.is_some() || submit_span.is_some();
         if let (None, Some(span), true) = (
             &mode.transitions_to,
             submit_span,
@@ -1727,6 +1742,7 @@ ConfigErrorKind::UnknownTool,
             source,
             errors,
         );
+        let plan_scope = plan_scope::plan_scope_of(mode.plan_scope, plans, id, source, errors);
         let approval_timeout = mode.approval_timeout.and_then(|text| {
             text.get_ref()
                 .parse::<ApprovalTimeout>()
@@ -1755,6 +1771,7 @@ ConfigErrorKind::UnknownTool,
             approval_timeout,
             rules,
             on_timeout,
+            plan_scope,
             subagents: mode_subagents,
         });
     }

@@ -269,6 +269,23 @@ pub struct SuspendPayload {
     /// rejection made none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub comments: Vec<crate::comment::QuotedComment>,
+    /// The files the plan declares it writes (its `## Files` section,
+    /// [`crate::tool::submit_plan::PlanScope`]): what an approval grants the mode it hands over
+    /// to, by the planning mode's `planScope` (`grants` says how). `None` when the plan has no
+    /// such section (an approval grants and binds nothing) and in records written before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<crate::tool::submit_plan::PlanScope>,
+    /// What `scope` does in the mode an approval hands over to: the planning mode's
+    /// `planScope`, fixed at submit time; `ask` (the default) is left out of the JSON.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::tool::submit_plan::PlanScopePolicy::is_ask"
+    )]
+    pub plan_scope: crate::tool::submit_plan::PlanScopePolicy,
+    /// The plan's numbered steps, in order, as an approval seeds the task list with them; empty
+    /// when it numbers none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<String>,
 }
 
 /// What `tool_suspended` carries for a tool call that waits for the user's approval (the
@@ -304,6 +321,11 @@ pub struct ToolCallPayload {
     /// records written before it was kept.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub locations: Vec<crate::rules::ResolvedLocation>,
+    /// Why the call waits as drift: it writes outside the files of the plan approved for its
+    /// mode (`planScope = "ask"`), and which file (``"`src/main.rs` is outside the approved
+    /// plan (...)"``). `None` for any other wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<String>,
     /// The subagent whose call this is, when a child's call waits in its parent's session
     /// ([`crate::subagent::SubagentOrigin`]); `None` for the session's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]

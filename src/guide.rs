@@ -5,6 +5,8 @@
 //! - [`contract`]: the hand-over contract. What `submit_plan` captures, decisions and decision
 //!   ids, plan revisions, a choice of targets, editing before approving, deadlines, tool calls
 //!   that wait for the user, and the decision JSON.
+//! - [`plan_scope`]: the approved plan binds the build: a plan's `## Files`, what its approval
+//!   grants, drift and `planScope`.
 //! - [`asking`]: a tool that asks: suspending a call for the user's answer, answering it,
 //!   and the built-in `ask_user`.
 //! - [`tasks`]: the task list: the built-in task tools, the list in the session, and an
@@ -34,6 +36,9 @@
 
 #[doc = include_str!("guide/contract.md")]
 pub mod contract {}
+
+#[doc = include_str!("guide/plan_scope.md")]
+pub mod plan_scope {}
 
 #[doc = include_str!("guide/asking.md")]
 pub mod asking {}

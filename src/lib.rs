@@ -32,7 +32,8 @@
 //! tool parts in [`tool`] (`ToolSpec`, `ToolAccess`, `ToolError`) and model parts in [`model`]
 //! (`Message`, `ModelErrorKind`).
 //!
-//! The [`guide`] explains the rest: [the hand-over contract](guide::contract), [a tool that
+//! The [`guide`] explains the rest: [the hand-over contract](guide::contract), [the approved
+//! plan's files](guide::plan_scope), [a tool that
 //! asks](guide::asking), [the task list](guide::tasks), [subagents](guide::subagents), [modes in
 //! TOML](guide::config), [rules on tool-call arguments](guide::rules), [the command
 //! line](guide::cli), [real models](guide::models), [editors over ACP](guide::acp), [MCP

@@ -24,6 +24,8 @@
 //!   (`deadline::expire_record`) alike.
 //! - [`ruling`]: a rule outcome on a tool call ([`ruling::Ruling`]: run, ask, denied by a
 //!   mode's rule, or refused for its arguments), and the audit record a rule's outcome leaves.
+//! - [`scope`]: an approved plan's declared files, bound in the mode it handed over to (an
+//!   allowance of scope `plan`, drift, `planScope`).
 //! - [`run`]: the steps of a run: a user message starts it, the model's reply joins the
 //!   conversation, a plan or tool calls suspend it, an abort, a new message or a manual switch
 //!   cancel what waits, and a cancelled, dropped or interrupted run answers its open tool calls.
@@ -85,5 +87,6 @@ pub(crate) mod rejection;
 pub(crate) mod rig;
 pub(crate) mod ruling;
 pub(crate) mod run;
+pub(crate) mod scope;
 pub(crate) mod state;
 pub(crate) mod tasks;

@@ -92,6 +92,9 @@ pub struct Mode {
     pub(crate) approval_timeout: Option<ApprovalTimeout>,
     pub(crate) rules: Rules,
     pub(crate) on_timeout: OnTimeout,
+    /// What the files a plan approved in this mode declares do in the mode it hands over to
+    /// (`planScope`).
+    pub(crate) plan_scope: crate::plan::PlanScopePolicy,
     /// The subagent types the mode's `subagent` tool may start (`None`: every type).
     pub(crate) subagents: Option<Vec<Arc<str>>>,
 }
@@ -136,6 +139,25 @@ impl Mode {
     /// ```
     pub fn on_timeout(&self) -> OnTimeout {
         self.on_timeout
+    }
+
+    /// What the files a plan approved in this mode declares (its `## Files` section) do in the
+    /// mode it hands over to (`planScope`): [`PlanScopePolicy::Ask`](crate::tool::submit_plan::PlanScopePolicy::Ask)
+    /// unless the config says `enforce` or `off`.
+    ///
+    /// # Examples
+    /// ```
+    /// let graph = agent_controller::config::parse(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\nplanScope = \"enforce\"\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    ///     "modes.toml",
+    /// )?;
+    /// let plan = graph.get("plan").unwrap();
+    /// assert_eq!(graph.mode(plan).plan_scope().to_string(), "enforce");
+    /// assert_eq!(graph.default_mode().plan_scope().to_string(), "ask", "the default");
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
+    pub fn plan_scope(&self) -> crate::plan::PlanScopePolicy {
+        self.plan_scope
     }
 
     /// The same mode with `rules` instead of its own (for a mode made or changed in code;
@@ -1896,6 +1918,11 @@ impl ModeGraph {
             hash_require_approval(&mut field, &mode.require_approval);
             if mode.on_timeout == OnTimeout::Abort {
                 field(b"?onTimeout=abort");
+            }
+            // Likewise only a mode whose planScope is not the default.
+            if !mode.plan_scope.is_ask() {
+                field(b"?planScope=");
+                field(mode.plan_scope.as_str().as_bytes());
             }
             // Likewise only a mode with rules adds them.
             if !mode.rules.is_empty() {

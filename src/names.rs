@@ -120,8 +120,13 @@ mod tests {
         use crate::store::PendingKind;
         check!(
             AllowanceScope,
-            [Mode, Session, Workspace],
-            ["mode", "session", "workspace"]
+            [Mode, Session, Workspace, Plan],
+            ["mode", "session", "workspace", "plan"]
+        );
+        check!(
+            crate::plan::PlanScopePolicy,
+            [Ask, Enforce, Off],
+            ["ask", "enforce", "off"]
         );
         check!(DiagramFormat, [Mermaid, Dot], ["mermaid", "dot"]);
         check!(
@@ -258,7 +263,8 @@ mod tests {
                 DuplicateMcpServer,
                 UnknownMcpServer,
                 InvalidMcpToolName,
-                UntrustedWildcard
+                UntrustedWildcard,
+                InvalidPlanScope
             ],
             [
                 "io",
@@ -303,7 +309,8 @@ mod tests {
                 "duplicate_mcp_server",
                 "unknown_mcp_server",
                 "invalid_mcp_tool_name",
-                "untrusted_wildcard"
+                "untrusted_wildcard",
+                "invalid_plan_scope"
             ]
         );
         #[cfg(feature = "testing")]

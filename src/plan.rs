@@ -12,6 +12,11 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+pub(crate) mod markdown;
+pub(crate) mod scope;
+
+pub use scope::{MAX_SCOPE_ENTRIES, PlanScope, PlanScopePolicy, ScopeError};
+
 use crate::exchange::SUBMIT_PLAN;
 
 /// Largest plan file accepted, in bytes (1 MiB).
@@ -193,6 +198,21 @@ pub struct PlanSubmission {
 }
 
 impl PlanSubmission {
+    /// The files the plan declares it writes ([`PlanScope::of`] of its body): `None` when it
+    /// has no `## Files` section, or one that is refused (a plan kept before sections were
+    /// read: it grants nothing).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::tool::submit_plan::capture_plan;
+    /// let plan = capture_plan("p.md", b"# T\n\n1. Theme.\n\n## Files\n- `src/theme.rs`\n")?;
+    /// assert_eq!(plan.scope().unwrap().entries(), ["src/theme.rs"]);
+    /// # Ok::<(), agent_controller::tool::submit_plan::PlanError>(())
+    /// ```
+    pub fn scope(&self) -> Option<PlanScope> {
+        PlanScope::of(&self.plan).ok().flatten()
+    }
+
     /// The SHA-256 of the plan's text as shown and handed over ([`revision_text`]): what
     /// `sha256` must be.
     ///
@@ -323,6 +343,10 @@ pub enum PlanError {
     /// Another I/O error.
     #[error("cannot read plan file `{0}`: {1}")]
     Io(String, String),
+    /// The plan's `## Files` section is refused ([`PlanScope::of`]), or one of its entries
+    /// leads out of the workspace through a symlink: the plan file and why.
+    #[error("plan file `{0}`: {1}")]
+    Scope(String, ScopeError),
 }
 
 /// A plan as the next revision compares against it: its revision number, SHA-256 and text (the
@@ -395,7 +419,8 @@ impl HashMismatch {
 ///
 /// # Errors
 /// [`PlanError::TooLarge`] over [`MAX_PLAN_BYTES`], [`PlanError::NotUtf8`],
-/// [`PlanError::Empty`] for empty or blank text.
+/// [`PlanError::Empty`] for empty or blank text, [`PlanError::Scope`] for a `## Files` section
+/// that [`PlanScope::of`] refuses.
 ///
 /// # Examples
 /// ```
@@ -419,6 +444,8 @@ pub fn capture_plan(path: &str, bytes: &[u8]) -> Result<PlanSubmission, PlanErro
     } else {
         body.to_owned()
     };
+    // The `## Files` section binds what an approval grants: refused now, nothing waits.
+    PlanScope::of(&plan).map_err(|e| PlanError::Scope(path.to_owned(), e))?;
     let mut submission = PlanSubmission {
         path: path.to_owned(),
         title: title.to_owned(),

@@ -790,6 +790,23 @@ pub fn resolve_paths_for(
     )
 }
 
+/// Where each path `call` writes leads ([`crate::tool::Tool::written_path_args`] of `tool`,
+/// the call's tool), resolved as [`resolve_paths_for`] resolves a rule's path argument: where
+/// the tool takes it, then the symlinks in it followed inside the workspace. An argument the
+/// call leaves out, and the tool has no default for, is left out.
+pub(crate) fn resolve_written(
+    call: &ToolCall,
+    tool: &dyn crate::tool::Tool,
+    ctx: &crate::tool::ToolContext<'_>,
+) -> Vec<(String, ResolvedPath)> {
+    let args = tool.written_path_args(&call.args);
+    let names: Vec<&str> = args.iter().map(String::as_str).collect();
+    let resolved = resolve_with(&names, call, ctx.workspace, |arg, path| {
+        tool.locate(arg, path, ctx)
+    });
+    resolved.0.into_iter().collect()
+}
+
 /// Where each path argument of `call` leads, for the approver of a call that waits: the
 /// argument `path` ([`DEFAULT_PATH_ARG`]) and every other argument a path rule of `rules` reads
 /// for the call's tool, each a string the call gives, resolved as the rules resolve it

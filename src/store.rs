@@ -46,7 +46,7 @@ use crate::workspace::WorkspaceRecord;
 /// saved in this version the next time the session changes), and refuses a record of a newer
 /// version with [`StoreError::NewerSchema`], leaving it untouched: hosts sharing a store can be
 /// upgraded one at a time, and an old host never overwrites what a newer one wrote.
-pub const SCHEMA_VERSION: u32 = 8;
+pub const SCHEMA_VERSION: u32 = 9;
 
 /// Everything a session needs to continue in another process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -416,6 +416,26 @@ pub struct PendingSummary {
     /// absent for the session's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subagent: Option<Box<crate::subagent::SubagentOrigin>>,
+    /// For a plan: the files it declares it writes, what an approval grants the mode it hands
+    /// over to ([`crate::event::SuspendPayload::scope`]); absent for a plan without a
+    /// `## Files` section and for a tool call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<crate::tool::submit_plan::PlanScope>,
+    /// For a plan: what `scope` does once approved ([`crate::event::SuspendPayload::plan_scope`]);
+    /// `ask` (the default) is left out.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::tool::submit_plan::PlanScopePolicy::is_ask"
+    )]
+    pub plan_scope: crate::tool::submit_plan::PlanScopePolicy,
+    /// For a plan: its numbered steps ([`crate::event::SuspendPayload::steps`]); empty
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<String>,
+    /// For a tool call that waits as drift: why (it writes outside the approved plan's files,
+    /// [`crate::event::ToolCallPayload::drift`]); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<String>,
     /// When the session was last saved (seconds since the Unix epoch).
     pub updated_at: u64,
 }
@@ -795,6 +815,10 @@ impl SessionRecord {
                     terms: self.listed_terms(&p.suspend_payload.terms),
                     comments: Vec::new(),
                     subagent: p.suspend_payload.subagent.clone(),
+                    scope: None,
+                    plan_scope: Default::default(),
+                    steps: Vec::new(),
+                    drift: p.suspend_payload.drift.clone(),
                     updated_at: self.updated_at,
                 }),
         );
@@ -829,6 +853,10 @@ impl SessionRecord {
                         terms: self.listed_terms(&payload.terms),
                         comments: Vec::new(),
                         subagent: payload.subagent.clone(),
+                        scope: None,
+                        plan_scope: Default::default(),
+                        steps: Vec::new(),
+                        drift: None,
                         updated_at: self.updated_at,
                     }
                 }),
@@ -873,6 +901,10 @@ impl SessionRecord {
             terms: self.listed_terms(&p.suspend_payload.terms),
             comments: p.suspend_payload.comments.clone(),
             subagent: None,
+            scope: p.suspend_payload.scope.clone(),
+            plan_scope: p.suspend_payload.plan_scope,
+            steps: p.suspend_payload.steps.clone(),
+            drift: None,
             updated_at: self.updated_at,
         })
     }
@@ -1624,6 +1656,14 @@ fn check_plan_hashes(record: &SessionRecord) -> Result<(), String> {
 /// payload and a decided record gain an optional `subagent`, so a version-7 record means "no
 /// child waits". A version-7 host refuses a version-8 record as newer instead of losing the
 /// waiting children it cannot read.
+///
+/// 8 -> 9 (the approved plan binds the build): an allowance may have scope `plan` (with its
+/// `plan`: the approved plan's files), a pending plan's payload gains an optional `scope`,
+/// `planScope` and `steps`, and a waiting call's an optional `drift`; all optional, so a
+/// version-8 record means "no plan binds". A plan pending in a version-8 record shows no
+/// scope, so approving it grants none (the approver was never shown one). A version-8 host
+/// refuses a version-9 record as newer instead of calling it corrupt for a scope it does not
+/// know.
 ///
 /// A version-6 host refuses a version-7 record as newer ("upgrade this host") instead of calling
 /// it corrupt for a field it does not know, or dropping one.

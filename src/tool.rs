@@ -360,6 +360,23 @@ pub trait Tool: Send + Sync + std::any::Any {
         let _ = arg;
         path.map(|path| in_workspace(ctx.workspace, path))
     }
+    /// The arguments of a call (its `args`) that name paths the call writes, each located
+    /// as [`Tool::locate`] locates it: what the files of an approved plan bind in the mode it
+    /// handed over to (`planScope`, the guide's [plan scope page](crate::guide::plan_scope)).
+    /// The default: none. A tool that writes ([`ToolAccess::Writes`]) and names none counts as
+    /// writing outside every plan's files, so a write of it waits (or is refused) there.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::tool::{Tool, fs::{ReadFile, WriteFile}};
+    /// let args = serde_json::json!({ "path": "src/a.rs", "content": "x" });
+    /// assert_eq!(WriteFile.written_path_args(&args), ["path"]);
+    /// assert!(ReadFile.written_path_args(&args).is_empty());
+    /// ```
+    fn written_path_args(&self, args: &Value) -> Vec<String> {
+        let _ = args;
+        Vec::new()
+    }
     /// What runs the tool's calls when that is not this process: for an MCP server's tool, the
     /// server's transport (its command and arguments, or its URL). An allowance given for the
     /// tool records it ([`crate::allowance::Allowance::origin`]) and covers only a tool of the

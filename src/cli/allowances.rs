@@ -135,7 +135,15 @@ fn unknown_session(id: &str) -> String {
 /// One allowance on one line, neutralized: id, mode, tool and pattern, the workspace of a
 /// workspace one, the session and decision that gave it, who and when.
 fn line(a: &Allowance) -> String {
-    let pattern = part(" ", a.pattern.as_ref());
+    // An approved plan's: the writes to its files, by every tool that writes.
+    let pattern = match &a.plan {
+        Some(grant) => format!(
+            " writes to {} (the approved plan's files, planScope {})",
+            grant.files.entries().join(", "),
+            grant.plan_scope
+        ),
+        None => part(" ", a.pattern.as_ref()),
+    };
     let workspace = part("  workspace ", a.workspace.as_deref().map(Path::display));
     let by = part(" by ", a.decided_by.as_deref());
     let at = part(" at ", a.decided_at.as_deref());

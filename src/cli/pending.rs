@@ -258,8 +258,12 @@ pub(crate) fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Fai
             .iter()
             .map(|line| format!("\twhere it acts: {line}"))
             .collect();
+        // Why it waits, when it writes outside the approved plan's files.
+        let drift = p.drift.as_ref().map_or(String::new(), |why| {
+            format!("\tdrift: {}", neutralize_line(why))
+        });
         Ok(format!(
-            "{ids}\ttool call {}\t{}{}{leads}\targsSha256 {}{}{allowed}{deadline}",
+            "{ids}\ttool call {}\t{}{}{leads}{drift}\targsSha256 {}{}{allowed}{deadline}",
             neutralize_line(p.tool_name.as_deref().unwrap_or_default()),
             args,
             subagent_field(p),
@@ -268,10 +272,11 @@ pub(crate) fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Fai
         ))
     } else {
         Ok(format!(
-            "{ids} -> {}\t{}\t{}{}{deadline}{}",
+            "{ids} -> {}\t{}\t{}{}{}{deadline}{}",
             neutralize_line(&targets_text(&p.target_mode_id, &p.target_mode_ids)),
             neutralize_line(short_sha256(&p.sha256)),
             title_field(&p.title),
+            scope_field(p),
             workspace_field(p),
             comments_field(p),
         ))
@@ -327,6 +332,18 @@ pub(crate) fn comments_field(p: &PendingSummary) -> String {
         })
         .collect();
     format!("\tcomments on the last revision: {}", each.join("; "))
+}
+
+/// The field of a plan's `pending` line after its title: what an approval grants the mode it
+/// hands over to (``approving lets `build` write: src/theme.rs, src/ui/** (...)``); none for
+/// a plan without a `## Files` section.
+pub(crate) fn scope_field(p: &PendingSummary) -> String {
+    p.scope.as_ref().map_or(String::new(), |scope| {
+        format!(
+            "\t{}",
+            neutralize_line(&scope.grants(&p.target_mode_id, p.plan_scope))
+        )
+    })
 }
 
 /// The field of a `pending` line after the plan's title or the call's `argsSha256`:

@@ -164,6 +164,13 @@ impl Prompt {
             "{origin}\nworkspace: {} (where an approval carries the run on)",
             neutralize_line(&session.workspace().display().to_string())
         );
+        // What an approval grants the next mode: the plan's `## Files`, by `planScope`.
+        if let Some(scope) = &payload.scope {
+            origin = format!(
+                "{origin}\n{}",
+                neutralize_line(&scope.grants(&payload.target_mode_id, payload.plan_scope))
+            );
+        }
         let sha256 = &payload.submission.sha256;
         let plan_text = submit_plan::revision_text(&payload.submission);
         // A manual switch may go to any other mode of the config (`Session::switch_mode`).

@@ -153,9 +153,13 @@ impl Change<'_> {
     /// mode's calls unasked.
     pub(crate) fn enter_mode(&mut self, target: ModeId, reason: ModeChangeReason) {
         let previous = self.mode_arc();
-        self.state
-            .allowances
-            .retain(|a| a.scope != crate::allowance::AllowanceScope::Mode);
+        // Those of scope `mode` end here, and so does an approved plan's (`plan`).
+        self.state.allowances.retain(|a| {
+            !matches!(
+                a.scope,
+                crate::allowance::AllowanceScope::Mode | crate::allowance::AllowanceScope::Plan
+            )
+        });
         // A model chosen at approval runs the mode it was chosen for, no other.
         self.state.model_id = None;
         self.state.mode = target;

@@ -117,6 +117,14 @@ pub(crate) fn check(
                 "`scope` and `allow` describe an allowance: they go with `\"alwaysAllow\": true`",
             );
         }
+        PendingDecision::ToolCall(_)
+            if decision.scope == Some(crate::allowance::AllowanceScope::Plan) =>
+        {
+            return malformed(
+                "scope `plan` is given by approving a plan that declares its files, not by an \
+                 always allow: use `mode`, `session` or `workspace`",
+            );
+        }
         PendingDecision::ToolCall(call) if decision.always_allow => {
             if let Some(refusal) = call.payload.allowance_refusal() {
                 return Err(SessionError::MalformedDecision(refusal));
@@ -443,6 +451,9 @@ mod tests {
                 diff: None,
                 terms: Default::default(),
                 comments: Vec::new(),
+                scope: None,
+                plan_scope: Default::default(),
+                steps: Vec::new(),
             },
             stale: stale.map(str::to_owned),
         })
@@ -460,6 +471,7 @@ mod tests {
                 terms: Default::default(),
                 rule: None,
                 locations: Vec::new(),
+                drift: None,
                 subagent: None,
             },
             decided,

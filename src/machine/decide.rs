@@ -184,6 +184,18 @@ impl Change<'_> {
                 super::tasks::plan_steps(&approved.plan)
             })
             .filter(|steps| !steps.tasks.is_empty());
+        // The files the approved text declares (the user's edit declares its own), which the
+        // approval grants the target mode by the planning mode's `planScope`.
+        let granted = approved_to.map(|to| {
+            let (files, sha256) = match &edited {
+                Some(edited) => (edited.scope(), edited.sha256.clone()),
+                None => (
+                    pending.payload.scope.clone(),
+                    pending.payload.submission.sha256.clone(),
+                ),
+            };
+            (to, files, sha256)
+        });
         let approved_sha256 = edited.map(|e| e.sha256);
         let mut record = self.plan_record(
             &pending,
@@ -194,6 +206,11 @@ impl Change<'_> {
         );
         record.comments = comments;
         record.model = decision.model.clone();
+        let (record_id, record_by, record_at) = (
+            record.decision_id.clone(),
+            record.decided_by.clone(),
+            record.decided_at.clone(),
+        );
         self.state.history.push(record.clone());
         let result = match &steps {
             Some(steps) => format!("{result}\n\n{}", steps.told()),
@@ -205,6 +222,17 @@ impl Change<'_> {
         if notice.is_some() {
             // The switch happens before any model call in the new mode.
             self.enter_mode(target, ModeChangeReason::PlanApproved);
+        }
+        if let Some((to, files, sha256)) = granted {
+            let mode_id = self.config.graph.mode(to).id().to_owned();
+            self.state.grant_plan_scope(
+                &mode_id,
+                &record_id,
+                &sha256,
+                files,
+                pending.payload.plan_scope,
+                (record_by, record_at),
+            );
         }
         if let Some(steps) = steps {
             self.set_tasks(run_id.clone(), steps.tasks);
@@ -753,6 +781,7 @@ mod tests {
                     rule: None,
                     terms: Default::default(),
                     locations: Vec::new(),
+                    drift: None,
                     subagent: None,
                 },
                 decided: None,
@@ -885,7 +914,7 @@ mod tests {
     fn ruling_of_write(rig: &Rig, path: &str) -> crate::machine::ruling::Ruling {
         let call = call("c9", "write_file", json!({ "path": path, "content": "" }));
         let paths = crate::rules::ResolvedPaths::new().with("path", path);
-        rig.state.ruling(&rig.graph, &call, &paths)
+        rig.state.ruling(&rig.graph, &call, &paths, None)
     }
 
     fn allowed_by(ruling: &crate::machine::ruling::Ruling) -> Option<(&str, AllowanceScope)> {

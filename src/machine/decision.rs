@@ -142,8 +142,13 @@ pub struct Decision {
     pub always_allow: bool,
     /// With `alwaysAllow`: how long the allowance lasts and where it applies (`scope`:
     /// `mode`, the default when left out; `session`; `workspace`: [`AllowanceScope`],
-    /// [`Decision::scope`]). Refused without `alwaysAllow`.
+    /// [`Decision::scope`]). Refused without `alwaysAllow`, and `plan` (given only by approving
+    /// a plan's declared files) always.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Option<String>", extend("enum" = ["mode", "session", "workspace", null]))
+    )]
     pub scope: Option<AllowanceScope>,
     /// With `alwaysAllow`: the pattern, written as a rule's (`{"path": "src/**"}`, `{"arg":
     /// "command", "glob": "git *"}`), that narrows the allowance to the calls it matches

@@ -504,6 +504,9 @@ mod tests {
             revision: 1,
             previous_sha256: None,
             comments: Vec::new(),
+            scope: None,
+            plan_scope: Default::default(),
+            steps: Vec::new(),
             diff: None,
             terms: an_hour_until(deadline_at_ms),
         }
@@ -527,6 +530,7 @@ mod tests {
             terms: an_hour_until(deadline_at_ms),
             rule: None,
             locations: Vec::new(),
+            drift: None,
             subagent: None,
         }
     }

@@ -225,6 +225,9 @@ pub(crate) struct Asked {
     pub(crate) rule: Option<Box<RuleRecord>>,
     /// Where its path arguments lead ([`crate::rules::locate_path_args`]).
     pub(crate) locations: Vec<crate::rules::ResolvedLocation>,
+    /// Why it waits as drift: it writes outside the approved plan's files
+    /// ([`super::ruling::Ruling::Drift`]); `None` otherwise.
+    pub(crate) drift: Option<String>,
 }
 
 impl Asked {
@@ -235,6 +238,7 @@ impl Asked {
             index,
             rule,
             locations: Vec::new(),
+            drift: None,
         }
     }
 }

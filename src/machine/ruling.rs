@@ -40,22 +40,42 @@ pub(crate) enum Ruling {
     /// No rule matched and the mode's `requireApproval` would hold the call, but this
     /// allowance covers it: it runs, and its audit record names the allowance.
     Allowed(Box<Allowance>),
-    /// The call's arguments are refused before any rule applies (not a well-formed object, or
-    /// not what the tool's input schema asks: the driver checks them, `Session::refusal`), for
-    /// this reason: it never runs, and the model is told why. Never given by
-    /// [`State::ruling`], which rules on well-formed calls only.
+    /// The call is refused, unasked, for this reason: it never runs, and the model is told
+    /// why. Its arguments are refused before any rule applies (not a well-formed object, or
+    /// not what the tool's input schema asks: the driver checks them, `Session::refusal`), or
+    /// it writes outside an approved plan's files under `planScope = "enforce"`
+    /// ([`super::scope::bind`]).
     Refused(String),
+    /// The call writes outside the files of the plan approved for this mode (`planScope =
+    /// "ask"`, [`super::scope::bind`]): it waits for the user's approval as drift, for this
+    /// reason (which file is outside).
+    Drift(String),
 }
 
 impl State {
     /// How `call`, whose path arguments lie at `paths`, is handled in the current mode of
     /// `graph` (which offers its tool: the driver checked). Pure.
+    /// `written`: where the paths it writes lie, for a call of a tool that writes
+    /// ([`super::scope::Written`]); `None` for a tool that writes nothing. An approved plan's
+    /// files bind it ([`super::scope::bind`]).
     pub(crate) fn ruling(
         &self,
         graph: &ModeGraph,
         call: &ToolCall,
         paths: &ResolvedPaths,
+        written: Option<&super::scope::Written>,
     ) -> Ruling {
+        let ruling = self.ruling_by_mode(graph, call, paths);
+        let mode_id = graph.mode(self.mode).id();
+        match (written, self.plan_grant_in(mode_id)) {
+            (Some(written), Some(grant)) => super::scope::bind(ruling, grant, written),
+            _ => ruling,
+        }
+    }
+
+    /// How `call` is handled by the current mode's rules, its `requireApproval` and the
+    /// allowances of tools in force.
+    fn ruling_by_mode(&self, graph: &ModeGraph, call: &ToolCall, paths: &ResolvedPaths) -> Ruling {
         let mode = graph.mode(self.mode);
         let verdict = mode.decide(true, call, paths);
         let rule = RuleRecord::of(&verdict, mode.rules(), mode.id()).map(Box::new);

@@ -510,6 +510,7 @@ impl Change<'_> {
                 terms: self.wait_terms(),
                 rule: asked.rule,
                 locations: asked.locations,
+                drift: asked.drift,
                 subagent: None,
             };
             self.state
@@ -699,7 +700,17 @@ impl Change<'_> {
             .as_ref()
             .and_then(|p| self.state.comments_on(&p.sha256))
             .unwrap_or_default();
+        // What binds the next mode, read from the plan's text as shown.
+        let scope = submission.scope();
+        let steps = super::tasks::plan_steps(&submission.plan)
+            .tasks
+            .into_iter()
+            .map(|t| t.content)
+            .collect();
         let payload = SuspendPayload {
+            scope,
+            plan_scope: graph.mode(mode).plan_scope(),
+            steps,
             terms: self.wait_terms(),
             revision,
             previous_sha256: previous.map(|p| p.sha256),

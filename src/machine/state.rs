@@ -126,7 +126,10 @@ impl State {
     pub(crate) fn refresh_allowed(&mut self, mode_id: &str) {
         let mut tools: Vec<String> = Vec::new();
         for allowance in self.allowances_in(mode_id) {
-            if allowance.pattern.is_none() && !tools.contains(&allowance.tool_name) {
+            if allowance.pattern.is_none()
+                && allowance.plan.is_none()
+                && !tools.contains(&allowance.tool_name)
+            {
                 tools.push(allowance.tool_name.clone());
             }
         }
@@ -139,7 +142,9 @@ impl State {
     pub(crate) fn keep_allowance(&mut self, allowance: Allowance, mode_id: &str) -> bool {
         let kept = match allowance.scope {
             AllowanceScope::Workspace => &mut self.workspace_allowances,
-            AllowanceScope::Mode | AllowanceScope::Session => &mut self.allowances,
+            AllowanceScope::Mode | AllowanceScope::Session | AllowanceScope::Plan => {
+                &mut self.allowances
+            }
         };
         let new = !kept.iter().any(|a| a.allows_as(&allowance));
         if new {

@@ -21,6 +21,7 @@ use crate::exchange::tasks::{
     MAX_ID_CHARS, MAX_TASK_CHARS, MAX_TASKS, TASK_CHECK, TASK_COMPLETE, TASK_UPDATE, TASK_WRITE,
     Task, TaskStatus,
 };
+use crate::plan::markdown::lines_outside_code;
 
 /// What a task tool call did: the list after it, when it changed, and the result the model
 /// reads.
@@ -407,29 +408,15 @@ fn set_status(tasks: &[Task], id: &str, status: TaskStatus) -> Result<Vec<Task>,
 /// content; one that shows nothing ([`crate::display::is_blank`]) is skipped. The steps get
 /// the ids `step_1`, `step_2`, ... in order, all `pending`.
 ///
-/// Fences follow CommonMark (0.31, section 4.5), so the steps are the ones a Markdown
-/// renderer shows the user outside code: a fence is a line of at least three `` ` `` or `~`
-/// indented less than four columns (a backtick fence's info string has no backtick); it
-/// closes only at a line of the same character, at least as long, with nothing after it but
-/// spaces, indented less than four columns; an unclosed one runs to the end.
+/// Fences follow CommonMark ([`lines_outside_code`]), so the steps are the ones a Markdown
+/// renderer shows the user outside code.
 ///
 /// The list holds at most [`MAX_TASKS`] steps and [`MAX_TASK_CHARS`] characters of each:
 /// [`PlanSteps`] says how many the plan has and which were cut, so that the model and the
 /// user are told ([`PlanSteps::told`]).
 pub(crate) fn plan_steps(plan: &str) -> PlanSteps {
     let mut steps = PlanSteps::default();
-    let mut fence: Option<Fence> = None;
-    for line in plan.lines() {
-        if let Some(open) = &fence {
-            if open.closed_by(line) {
-                fence = None;
-            }
-            continue;
-        }
-        if let Some(open) = Fence::opened_by(line) {
-            fence = Some(open);
-            continue;
-        }
+    for line in lines_outside_code(plan) {
         let Some(content) = step_text(line) else {
             continue;
         };
@@ -507,48 +494,6 @@ impl PlanSteps {
         }
         text
     }
-}
-
-/// A code fence's opening line (CommonMark 4.5): its character and length.
-struct Fence {
-    mark: char,
-    len: usize,
-}
-
-impl Fence {
-    /// The fence `line` opens, if it is an opening fence.
-    fn opened_by(line: &str) -> Option<Fence> {
-        let (columns, rest) = indentation(line);
-        let mark = rest.chars().next().filter(|c| matches!(c, '`' | '~'))?;
-        let len = rest.chars().take_while(|&c| c == mark).count();
-        // The mark is ASCII: `len` characters are `len` bytes.
-        let info = &rest[len..];
-        if columns > 3 || len < 3 || (mark == '`' && info.contains('`')) {
-            return None;
-        }
-        Some(Fence { mark, len })
-    }
-
-    /// Whether `line` closes this fence.
-    fn closed_by(&self, line: &str) -> bool {
-        let (columns, rest) = indentation(line);
-        let len = rest.chars().take_while(|&c| c == self.mark).count();
-        columns <= 3 && len >= self.len && rest[len..].trim_matches([' ', '\t']).is_empty()
-    }
-}
-
-/// The columns `line` is indented by (a tab to the next multiple of 4, as CommonMark counts
-/// them) and the rest of it.
-fn indentation(line: &str) -> (usize, &str) {
-    let mut columns = 0;
-    for (at, c) in line.char_indices() {
-        match c {
-            ' ' => columns += 1,
-            '\t' => columns += 4 - columns % 4,
-            _ => return (columns, &line[at..]),
-        }
-    }
-    (columns, "")
 }
 
 /// The text of a numbered step `line` (`1. text`, `2) text`, indented or not), trimmed;

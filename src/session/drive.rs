@@ -357,7 +357,7 @@ impl Session {
                 }
                 // Approved: an `ask` rule (or the mode's `requireApproval`) asked the user, who
                 // said yes; an allowance given since would have run it too.
-                Some(Ruling::Run(_) | Ruling::Ask(_) | Ruling::Allowed(_))
+                Some(Ruling::Run(_) | Ruling::Ask(_) | Ruling::Drift(_) | Ruling::Allowed(_))
                     if self.shared.task_tools.contains(&name.as_str()) =>
                 {
                     let (output, tasks) = self.task_outcome(name, &call.payload.args);
@@ -370,7 +370,7 @@ impl Session {
                     }
                     Some(output)
                 }
-                Some(Ruling::Run(_) | Ruling::Ask(_) | Ruling::Allowed(_))
+                Some(Ruling::Run(_) | Ruling::Ask(_) | Ruling::Drift(_) | Ruling::Allowed(_))
                     if self.shared.runs_subagent(name) =>
                 {
                     let index = self.call_position(&call.tool_call_id);
@@ -386,7 +386,7 @@ impl Session {
                         )),
                     }
                 }
-                Some(Ruling::Run(_) | Ruling::Ask(_) | Ruling::Allowed(_)) => {
+                Some(Ruling::Run(_) | Ruling::Ask(_) | Ruling::Drift(_) | Ruling::Allowed(_)) => {
                     self.execute_tool(&run_id, &call.tool_call_id, name, &call.payload.args)
                         .await
                 }
@@ -756,7 +756,9 @@ impl Session {
             .map_while(|i| self.state.tool_call(at, i))
             .map(|call| self.ruling_of(call))
             .collect();
-        let waits = rulings.iter().any(|r| matches!(r, Some(Ruling::Ask(_))));
+        let waits = rulings
+            .iter()
+            .any(|r| matches!(r, Some(Ruling::Ask(_) | Ruling::Drift(_))));
         let mut waiting: Vec<Asked> = Vec::new();
         // The calls their tools suspended ([`ToolOutput::suspend`]): they wait for an answer.
         let mut suspended: Vec<(usize, Box<ToolSuspension>)> = Vec::new();
@@ -800,7 +802,10 @@ impl Session {
                     run_id: run_id.clone(),
                     at,
                     index: next,
-                    waits_for_approval: matches!(rulings.get(next), Some(Some(Ruling::Ask(_)))),
+                    waits_for_approval: matches!(
+                        rulings.get(next),
+                        Some(Some(Ruling::Ask(_) | Ruling::Drift(_)))
+                    ),
                 };
                 self.handle(start).await?;
             }
@@ -860,6 +865,20 @@ impl Session {
                     waiting.push(Asked {
                         locations,
                         ..Asked::at(next - 1, rule)
+                    });
+                    continue;
+                }
+                Some(Ruling::Drift(why)) => {
+                    // Outside the approved plan's files: it waits, saying which file.
+                    let locations = self
+                        .state
+                        .tool_call(at, next - 1)
+                        .map(|call| self.locations_of(call))
+                        .unwrap_or_default();
+                    waiting.push(Asked {
+                        locations,
+                        drift: Some(why),
+                        ..Asked::at(next - 1, None)
                     });
                     continue;
                 }
@@ -1103,7 +1122,15 @@ impl Session {
             }
             None => crate::rules::resolve_paths(rules, call, &self.shared.workspace),
         };
-        let ruling = self.state.ruling(&self.shared.graph, call, &paths);
+        // Where the paths it writes lie, when an approved plan's files bind the mode (the I/O
+        // the pure binding needs).
+        let written = self
+            .state
+            .plan_grant_in(mode.id())
+            .and_then(|_| self.written_by(call, mode.id()));
+        let ruling = self
+            .state
+            .ruling(&self.shared.graph, call, &paths, written.as_ref());
         // An allowance covers the tool it was given for: one of another origin (another MCP
         // server that reuses the name) does not stand in for the user.
         Some(match ruling {
@@ -1114,6 +1141,21 @@ impl Session {
             }
             other => other,
         })
+    }
+
+    /// Where the paths `call` writes lie, resolved as the rules resolve paths: `None` for a
+    /// tool that writes nothing (read-only or a plan tool), else each argument its tool names
+    /// as a path it writes ([`crate::tool::Tool::written_path_args`]); a tool the registry
+    /// lacks writes, at no located path.
+    fn written_by(&self, call: &ToolCall, mode_id: &str) -> Option<crate::machine::scope::Written> {
+        let Some(tool) = self.shared.tools.get(&call.name) else {
+            return Some(Vec::new());
+        };
+        if tool.access() != crate::tool::ToolAccess::Writes {
+            return None;
+        }
+        let ctx = ToolContext::new(&self.shared.workspace, &self.shared.plans_dir, mode_id);
+        Some(crate::rules::resolve_written(call, tool.as_ref(), &ctx))
     }
 
     /// Where the path arguments of `call`, which waits for approval, lead in the workspace, as

@@ -132,6 +132,7 @@ const KEYS_HINT: &str = "type y to run the call, a to run it and always allow th
 ///     terms: Default::default(),
 ///     rule: None,
 ///     locations: Vec::new(),
+///     drift: None,
 ///     subagent: None,
 /// };
 /// let shown = render_tool_call(&Style::plain(80), &call, 1, 2);
@@ -193,8 +194,14 @@ pub fn render_tool_call(style: &Style, call: &ToolCallPayload, nth: usize, of: u
         .iter()
         .map(|line| format!("where it acts: {line}\n"))
         .collect();
+    // Why it waits, when it writes outside the approved plan's files.
+    let drift = call
+        .drift
+        .as_ref()
+        .map(|why| format!("drift: {}\n", neutralize_line(why)))
+        .unwrap_or_default();
     format!(
-        "{which} waits for approval: {name} (decision {}, argsSha256 {})\n{}{rule}{leads}{}",
+        "{which} waits for approval: {name} (decision {}, argsSha256 {})\n{}{rule}{leads}{drift}{}",
         neutralize_line(&call.decision_id),
         neutralize_line(&call.args_sha256),
         made_by(call.subagent.as_deref()),

@@ -3118,7 +3118,10 @@ impl ReferenceSession {
         if let Some((scope, pattern)) = allowance {
             let mode = self.facts.id(self.mode).to_owned();
             let id = match scope {
-                AllowanceScope::Mode | AllowanceScope::Session => call.decision_id.clone(),
+                // A decision never gives scope `plan` (`check` refuses it).
+                AllowanceScope::Mode | AllowanceScope::Session | AllowanceScope::Plan => {
+                    call.decision_id.clone()
+                }
                 AllowanceScope::Workspace => {
                     ModelAllowance::narrowed_workspace_id(&mode, &call.tool, pattern.as_deref())
                 }
@@ -3127,7 +3130,9 @@ impl ReferenceSession {
             // other calls that wait in the reply: each is asked about (trust round 4, M2). The
             // calls of later replies it covers run unasked.
             let kept = match scope {
-                AllowanceScope::Mode | AllowanceScope::Session => Some(&mut self.allowances),
+                AllowanceScope::Mode | AllowanceScope::Session | AllowanceScope::Plan => {
+                    Some(&mut self.allowances)
+                }
                 // A store that keeps none: the decision stands, the allowance allows nothing.
                 AllowanceScope::Workspace => (self.facts.workspace_store()
                     == WorkspaceStore::Keeps)

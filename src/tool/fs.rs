@@ -178,6 +178,10 @@ impl Tool for WriteFile {
     fn access(&self) -> ToolAccess {
         ToolAccess::Writes
     }
+    /// It writes the file at `path`.
+    fn written_path_args(&self, _args: &Value) -> Vec<String> {
+        vec!["path".to_owned()]
+    }
     async fn execute(&self, args: &Value, ctx: &ToolContext<'_>) -> ToolOutput {
         let (path, content) = match (str_arg(args, "path"), str_arg(args, "content")) {
             (Ok(path), Ok(content)) => (path, content),
@@ -237,6 +241,11 @@ impl Tool for WritePlan {
     }
     fn access(&self) -> ToolAccess {
         ToolAccess::Plans
+    }
+    /// It writes the plan file at `path` (a plan tool: an approved plan's files do not bind
+    /// it).
+    fn written_path_args(&self, _args: &Value) -> Vec<String> {
+        vec!["path".to_owned()]
     }
     /// Where the plan lands, as [`Tool::execute`] puts it: a bare name in the plans directory,
     /// any other path relative to the workspace with `.` and `..` applied as written.

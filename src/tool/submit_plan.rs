@@ -22,9 +22,10 @@ use crate::exchange::ToolOutput;
 use crate::jail::{self, Jail, JailError};
 pub use crate::plan::{
     APPROVAL_NOTE_PREFIX, APPROVED_PLAN_BEGIN, APPROVED_PLAN_END, APPROVED_RESULT, HashMismatch,
-    MAX_PLAN_BYTES, PlanError, PlanSubmission, REJECTED_RESULT, REJECTED_WITH_FEEDBACK_PREFIX,
-    approved_result, capture_plan, edited_approved_result, parse_plan, plan_diff,
-    rejected_at_revision_limit, rejected_with_feedback, revision_diff, revision_text, sha256_hex,
+    MAX_PLAN_BYTES, MAX_SCOPE_ENTRIES, PlanError, PlanScope, PlanScopePolicy, PlanSubmission,
+    REJECTED_RESULT, REJECTED_WITH_FEEDBACK_PREFIX, ScopeError, approved_result, capture_plan,
+    edited_approved_result, parse_plan, plan_diff, rejected_at_revision_limit,
+    rejected_with_feedback, revision_diff, revision_text, sha256_hex,
 };
 
 /// The built-in plan tool (`submit_plan`) as a [`Tool`](crate::Tool) value, for a builder's
@@ -93,11 +94,13 @@ impl crate::Tool for SubmitPlan {
     /// The description without a mode: a controller offers `submit_plan` with the one that
     /// names the mode the plan hands over to ([`description`]).
     fn description(&self) -> String {
-        "Submit your plan for the user's approval. Write the plan as a markdown (.md) file inside \
-         the plans directory first, then call this tool with its path. The run pauses until the \
-         user decides. On approval you carry out the plan; on rejection revise it using the \
-         feedback, or wait for the user's next message when there is none."
-            .to_owned()
+        format!(
+            "Submit your plan for the user's approval. Write the plan as a markdown (.md) file \
+             inside the plans directory first, then call this tool with its path. The run pauses \
+             until the user decides. On approval you carry out the plan; on rejection revise it \
+             using the feedback, or wait for the user's next message when there is none. {}",
+            crate::plan::scope::FORMAT
+        )
     }
 
     fn input_schema(&self) -> Value {
@@ -212,10 +215,56 @@ pub fn read_plan_protecting(
     let bytes = plans.read(&in_plans, MAX_PLAN_BYTES).map_err(from_jail)?;
     // A bare name is recorded where it lies, relative to the workspace as every other plan path
     // is (the pending plan files are found, and protected, by that path).
-    if is_bare_name(path) {
-        return capture_plan(&plans_rel.join(&in_plans).display().to_string(), &bytes);
+    let recorded = if is_bare_name(path) {
+        plans_rel.join(&in_plans).display().to_string()
+    } else {
+        path.to_owned()
+    };
+    let submission = capture_plan(&recorded, &bytes)?;
+    check_scope_links(workspace, &submission)?;
+    Ok(submission)
+}
+
+/// Refuses a plan whose `## Files` section declares a path that leads out of the workspace
+/// through a symlink (`docs/**` where `docs` links to `/etc`): the part of each entry before
+/// its first glob part is resolved in the workspace jail. A part that does not exist yet is
+/// fine (the plan may create it).
+///
+/// # Errors
+/// [`PlanError::Scope`] naming the entry.
+fn check_scope_links(workspace: &Path, submission: &PlanSubmission) -> Result<(), PlanError> {
+    let Some(scope) = submission.scope() else {
+        return Ok(());
+    };
+    let refuse = |entry: &str, why: String| {
+        PlanError::Scope(
+            submission.path.clone(),
+            ScopeError::Entry {
+                entry: entry.to_owned(),
+                why,
+            },
+        )
+    };
+    let jail =
+        Jail::open(workspace).map_err(|e| PlanError::Io(submission.path.clone(), e.to_string()))?;
+    for (entry, literal) in scope.literal_prefixes() {
+        match jail.resolve(Path::new(&literal)) {
+            Ok(_) | Err(JailError::NotFound(_)) => {}
+            Err(JailError::Outside(..)) => {
+                return Err(refuse(
+                    entry,
+                    format!("leads out of the workspace through a symlink (`{literal}`)"),
+                ));
+            }
+            Err(other) => {
+                return Err(refuse(
+                    entry,
+                    format!("cannot be resolved in the workspace: {other}"),
+                ));
+            }
+        }
     }
-    capture_plan(path, &bytes)
+    Ok(())
 }
 
 /// Reads a plan file a host names outside the plans directory (the CLI's `--plan` and
@@ -292,7 +341,10 @@ pub fn description(target_id: &str, target_name: &str) -> String {
          the plans directory first, then call this tool with its path. The run pauses until the \
          user decides. On approval the session switches to the {target_name} mode (`{target_id}`) \
          and you carry out the plan there. On rejection you stay in this mode: revise the plan \
-         using the feedback, or wait for the user's next message when there is none."
+         using the feedback, or wait for the user's next message when there is none. {} \
+         Approving lets the {target_name} mode write the files the section declares; a write to \
+         another file is held or refused.",
+        crate::plan::scope::FORMAT
     )
 }
 

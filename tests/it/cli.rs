@@ -2420,6 +2420,16 @@ error: not-toml.toml:1:9: unclosed array table, expected `]`
 
 not-toml.toml: 1 error
 
+$ check plan-scope-bad.toml
+exit 2
+--- stdout
+--- stderr
+error: plan-scope-bad.toml:4:13: mode `plan` has planScope `sometimes`: use `ask` (the default: writes outside the approved plan's files wait for approval), `enforce` (they are refused) or `off` (the files are shown and bind nothing)
+4 | planScope = "sometimes"
+  |             ^^^^^^^^^^^
+
+plan-scope-bad.toml: 1 error
+
 $ check plans-dir-outside.toml
 exit 2
 --- stdout

@@ -457,6 +457,10 @@ fn full_pending_tool_call() -> PendingSummary {
         },
         comments: Vec::new(),
         subagent: None,
+        scope: None,
+        plan_scope: Default::default(),
+        steps: Vec::new(),
+        drift: None,
         updated_at: 1_700_000_000,
     }
 }

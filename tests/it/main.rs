@@ -58,6 +58,7 @@ mod model_choice;
 mod model_input;
 mod openai;
 mod plan_comments;
+mod plan_scope;
 mod postgres;
 mod protected;
 mod result_order;

@@ -996,6 +996,7 @@ fn waiting_calls(id: &str, version: u64, calls: &[&str], decided: usize) -> Sess
                     terms: Default::default(),
                     rule: None,
                     locations: Vec::new(),
+                    drift: None,
                     subagent: None,
                 },
                 decided: (i < decided).then(|| agent_controller::event::DecidedRecord {

@@ -72,6 +72,8 @@ fn structural_errors_are_refused_and_graph_rules_are_left_to_check() {
         "targets-list-duplicate.toml",
         // ... and one naming a tool twice (issue 19 item 7).
         "duplicate-tool.toml",
+        // A `planScope` that is not `ask`, `enforce` or `off` (issue 40).
+        "plan-scope-bad.toml",
     ];
     let left_to_check = [
         "duplicate-id.toml",
@@ -177,6 +179,7 @@ fn every_key_the_parser_knows_has_a_description() {
             "metadata",
             "name",
             "onTimeout",
+            "planScope",
             "requireApproval",
             "rules",
             "subagents",

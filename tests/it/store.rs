@@ -1609,6 +1609,56 @@ async fn an_older_record_is_migrated(version: u32) {
     assert_eq!(saved["schemaVersion"], SCHEMA_VERSION);
 }
 
+/// Issue 40: a plan waiting in a version-8 record, whose text has a `## Files` section, loads
+/// without a scope (its payload never had one), so its approval grants none: nothing is
+/// granted that the approver was not shown. Saved again, the record is version 9.
+#[tokio::test]
+async fn a_version_8_plan_with_a_files_section_grants_nothing_when_approved() {
+    use agent_controller::tool::submit_plan::sha256_hex;
+    let ws = Workspace::new();
+    let dir = ws.path().join("sessions");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let mut raw: serde_json::Value =
+        serde_json::from_str(&common::read_fixture("records/schema-1.pending.json")).expect("json");
+    raw["schemaVersion"] = json!(8);
+    let body = "1. Theme.\n\n## Files\n- `src/theme.rs`";
+    let payload = &mut raw["pending"]["suspendPayload"];
+    payload["plan"] = json!(body);
+    payload["sha256"] = json!(sha256_hex(
+        format!("# Add dark mode\n\n{body}\n").as_bytes()
+    ));
+    let id = raw["sessionId"].as_str().expect("id").to_owned();
+    std::fs::write(dir.join(format!("{id}.pending.json")), raw.to_string()).expect("write");
+
+    let store = Arc::new(FileStore::open(&dir).expect("store"));
+    let record = store.load(&id).await.expect("load").expect("exists");
+    assert_eq!(record.schema_version, SCHEMA_VERSION);
+    assert_eq!(SCHEMA_VERSION, 9);
+    let model = Arc::new(ReplayModel::new([ReplayModel::text("building")]));
+    let controller = controller_with(PLAN_BUILD, &ws, model, store.clone());
+    let mut session = controller
+        .restore_session(&id, SessionOptions::new())
+        .await
+        .expect("restore");
+    let pending = session.pending_plan().expect("pending");
+    assert_eq!(pending.payload().scope, None, "never shown, never granted");
+    let decision_id = pending.decision_id().to_owned();
+    session
+        .decide(&decision_id, Decision::approve())
+        .await
+        .expect("approve");
+    assert_eq!(session.mode().id(), "build");
+    assert!(
+        session.allowances().is_empty(),
+        "{:?}",
+        session.allowances()
+    );
+    let saved: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join(format!("{id}.json"))).expect("read"))
+            .expect("json");
+    assert_eq!(saved["schemaVersion"], 9);
+}
+
 /// A record of a newer schema (a later release, with fields this build does not know) is
 /// refused with a typed error and never overwritten: not by a load, a restore or a save.
 #[tokio::test]
