@@ -1575,6 +1575,7 @@ impl futures_core::Stream for EventStream {
     Copy,
     PartialEq,
     Eq,
+    Hash,
     serde::Serialize,
     serde::Deserialize,
     strum::Display,

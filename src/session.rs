@@ -982,10 +982,15 @@ impl Session {
             .rposition(|m| matches!(m, Message::Assistant { .. }))
             && let Message::Assistant { tool_calls, .. } = &record.messages[at]
         {
+            // A child's decision is not a call of the reply: it sits at its parent's
+            // `subagent` call, as it did before the save.
             pending.sort_by_key(|p| {
+                let id = p
+                    .subagent()
+                    .map_or(p.tool_call_id(), |origin| origin.tool_call_id.as_str());
                 tool_calls
                     .iter()
-                    .position(|c| c.id == p.tool_call_id())
+                    .position(|c| c.id == id)
                     .unwrap_or(usize::MAX)
             });
         }

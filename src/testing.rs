@@ -173,6 +173,7 @@ mod facts;
 mod harness;
 mod reference;
 mod regression_file;
+mod subagents;
 
 use std::cell::RefCell;
 use std::fmt;
@@ -199,7 +200,10 @@ pub use self::conformance::{
 pub use self::edges::{Cause, Edge, EdgeReport, Miss, edges, walk_edges};
 pub use self::explore::{Counterexample, Exploration, explore, explore_up_to, operations};
 pub use self::facts::{
-    Approvals, ConfigFacts, FactsError, ModeFacts, TimeoutRule, UNKNOWN_TOOL, WorkspaceStore,
+    Approvals, ConfigFacts, FactsError, ModeFacts, SubagentFacts, TimeoutRule, UNKNOWN_TOOL, WorkspaceStore,
+};
+pub use self::subagents::{
+    CHILD_ANSWER, ChildOrigin, ChildStep, SUBAGENT_TASK, SubagentCall, UNKNOWN_SUBAGENT,
 };
 pub use self::harness::{Aspect, Divergence, Harness, HarnessError, Invariant, Setup};
 pub use self::reference::{

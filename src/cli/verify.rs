@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use agent_controller::display::neutralize_line;
 use agent_controller::store::{PendingListing, SessionRecord};
-use agent_controller::testing::{Check, CheckError, CheckReport};
+use agent_controller::testing::{Cause, Check, CheckError, CheckReport};
 use agent_controller::tool::{Tool, ToolAccess, ToolContext, ToolError, ToolOutput};
 use agent_controller::{
     MemoryStore, ModeGraph, SessionStore, ToolRegistry, config, config::ConfigErrorKind,
@@ -263,11 +263,20 @@ fn summary(
             quoted(timed)
         ));
     }
-    let questions = question_edges(report);
+    let questions = covered_edges(report, Cause::is_question);
     if let Some((modes, causes)) = questions.as_ref().filter(|(_, c)| !c.is_empty()) {
         checked.push_str(&format!(
             ", questions (ask_user in {}: {}; answers that do not fit, stale pins and approvals \
              of a question refused)",
+            quoted(modes),
+            causes.join(", ")
+        ));
+    }
+    let subagents = covered_edges(report, Cause::is_subagent);
+    if let Some((modes, causes)) = subagents.as_ref().filter(|(_, c)| !c.is_empty()) {
+        checked.push_str(&format!(
+            ", subagents (subagent in {}: {}; the tools each child is offered, a forbidden type \
+             and an empty task refused, a child's wait restored after a restart)",
             quoted(modes),
             causes.join(", ")
         ));
@@ -298,6 +307,13 @@ fn summary(
         }
         Some(_) => {}
     }
+    match &subagents {
+        None => not.push_str(", subagents (no mode offers subagent)"),
+        Some((_, causes)) if causes.is_empty() => {
+            not.push_str(", subagents (every subagent transition diverged: above)");
+        }
+        Some(_) => {}
+    }
     if !stubs.is_empty() {
         not.push_str(&format!(
             ", the real {} (stubbed: each call returns a fixed result)",
@@ -307,14 +323,18 @@ fn summary(
     format!("{checked}\n{not}")
 }
 
-/// The modes whose questions (`ask_user`) the edge walk covered, and the question transitions it
-/// covered there (each once, in walk order); `None` when the config has no question edge.
-fn question_edges(report: &CheckReport) -> Option<(Vec<String>, Vec<&'static str>)> {
+/// The modes where the edge walk covered transitions of a kind (`kind`: questions, subagents),
+/// and those transitions (each once, in walk order); `None` when the config has no edge of
+/// the kind.
+fn covered_edges(
+    report: &CheckReport,
+    kind: fn(Cause) -> bool,
+) -> Option<(Vec<String>, Vec<&'static str>)> {
     let asked: Vec<_> = report
         .edges
         .edges
         .iter()
-        .filter(|e| e.cause.is_question())
+        .filter(|e| kind(e.cause))
         .collect();
     if asked.is_empty() {
         return None;
@@ -478,6 +498,30 @@ mod tests {
             unasked.contains(", questions (no mode offers ask_user)"),
             "{unasked}"
         );
+    }
+
+    #[test]
+    fn the_summary_names_the_subagent_transitions_it_covered() {
+        use agent_controller::testing::{Cause, Edge};
+        let edge = |cause| Edge {
+            from: "build".to_owned(),
+            cause,
+            to: "build".to_owned(),
+        };
+        let mut started = report(false);
+        started.edges.edges = vec![
+            edge(Cause::Manual),
+            edge(Cause::SubagentAnswers),
+            edge(Cause::ChildBesideTool),
+        ];
+        let text = summary(&started, 0, &[], &[], false);
+        assert!(
+            text.contains(", subagents (subagent in `build`: subagent_answers, child_beside_tool;"),
+            "{text}"
+        );
+        assert!(!text.contains("not checked: subagents"), "{text}");
+        let none = summary(&report(false), 0, &[], &[], false);
+        assert!(none.contains(", subagents (no mode offers subagent)"), "{none}");
     }
 
     #[test]

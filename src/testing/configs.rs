@@ -90,6 +90,7 @@ impl ConfigSpec {
                     .collect(),
                 approval_timeout_ms: None,
                 on_timeout: super::facts::TimeoutRule::Reject,
+                subagents: None,
             })
             .collect();
         ConfigFacts::new(

@@ -12,6 +12,8 @@ use super::reference::{
     Call, Feedback, Op, PlanFile, ReferenceSession, Revision, ShaChoice, Subject, Then, Until,
 };
 use crate::run::DecisionAction;
+use super::subagents::{ChildStep, SubagentCall};
+use crate::subagent::SUBAGENT;
 use crate::tool::ASK_USER;
 
 /// What moves a session along an edge.
@@ -102,6 +104,29 @@ pub enum Cause {
     /// In the planning mode `from`, a question is answered, then a plan is submitted and
     /// approved to `to`: the session hands over.
     AnswerThenApprove,
+    /// A `subagent` call in `from` starts a child of a type the mode may start, which answers
+    /// at once: its answer is the call's result; the mode stays.
+    SubagentAnswers,
+    /// A `subagent` call naming no type is refused with an error result, and no child starts;
+    /// the mode stays.
+    SubagentRefused,
+    /// A child's call waits for approval (its type's `requireApproval` or rules, or the
+    /// parent mode's) as a decision of the parent's session naming the subagent, and is
+    /// approved: it runs in the child, which answers; the mode stays.
+    ApproveChildTool,
+    /// Such a child's call is rejected with feedback: it does not run, and the child answers;
+    /// the mode stays.
+    RejectChildTool,
+    /// A child's question (`ask_user`) waits as a decision of the parent's session and is
+    /// answered: the answer goes to the child's tool, and the child answers; the mode stays.
+    AnswerChildQuestion,
+    /// A child's call that waits for approval beside a call of the parent's that waits in the
+    /// same reply: the run suspends once on both, each is approved, the parent's runs, then
+    /// the child's, and the child answers; the mode stays.
+    ChildBesideTool,
+    /// The run is aborted while a child's call waits: the child is ended, its call not
+    /// approved; the mode stays.
+    AbortChild,
 }
 
 impl Cause {
@@ -111,6 +136,29 @@ impl Cause {
     /// The variant's name: what `Display` writes and `FromStr` reads.
     pub fn as_str(self) -> &'static str {
         self.into()
+    }
+
+    /// Whether the edge is one of a subagent (a `subagent` call): a child that answers, a
+    /// refused call, a child's call that waits and is approved, rejected, answered, waits
+    /// beside the parent's, or is aborted.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::Cause;
+    /// assert!(Cause::ChildBesideTool.is_subagent());
+    /// assert!(!Cause::ApproveTool.is_subagent());
+    /// ```
+    pub fn is_subagent(self) -> bool {
+        matches!(
+            self,
+            Cause::SubagentAnswers
+                | Cause::SubagentRefused
+                | Cause::ApproveChildTool
+                | Cause::RejectChildTool
+                | Cause::AnswerChildQuestion
+                | Cause::ChildBesideTool
+                | Cause::AbortChild
+        )
     }
 
     /// Whether the edge is one of a question (`ask_user`): answered, declined, aborted,
@@ -226,6 +274,27 @@ fn index_edges(facts: &ConfigFacts) -> Vec<IndexEdge> {
                 }
             }
         }
+        if facts.offers(from, SUBAGENT) == Some(true) {
+            edge(Cause::SubagentRefused, from);
+            if startable(facts, from).is_some() {
+                edge(Cause::SubagentAnswers, from);
+            }
+            if child_waiting(facts, from).is_some() {
+                for cause in [
+                    Cause::ApproveChildTool,
+                    Cause::RejectChildTool,
+                    Cause::AbortChild,
+                ] {
+                    edge(cause, from);
+                }
+                if !facts.approval_tools(from).is_empty() {
+                    edge(Cause::ChildBesideTool, from);
+                }
+            }
+            if child_asking(facts, from).is_some() {
+                edge(Cause::AnswerChildQuestion, from);
+            }
+        }
         for (cause, action) in [
             (Cause::RuleDeny, "deny"),
             (Cause::RuleAsk, "ask"),
@@ -237,6 +306,52 @@ fn index_edges(facts: &ConfigFacts) -> Vec<IndexEdge> {
         }
     }
     edges
+}
+
+/// The first subagent type `mode` may start.
+fn startable(facts: &ConfigFacts, mode: usize) -> Option<String> {
+    facts
+        .subagent_types()
+        .iter()
+        .find(|t| facts.may_start(mode, &t.id))
+        .map(|t| t.id.clone())
+}
+
+/// The first type `mode` may start and tool whose call in a child of it waits for approval
+/// (an `ask` rule of the child's, or a `requireApproval` no allowance passes: none is in force
+/// on a shortest path).
+pub(crate) fn child_waiting(facts: &ConfigFacts, mode: usize) -> Option<(String, String)> {
+    facts
+        .subagent_types()
+        .iter()
+        .filter(|t| facts.may_start(mode, &t.id))
+        .find_map(|t| {
+            facts
+                .child_tools(mode, &t.id)
+                .into_iter()
+                .filter(|tool| tool != ASK_USER)
+                .find(|tool| match facts.child_rule_for(mode, &t.id, tool) {
+                    Some((_, action)) => action == "ask",
+                    None => facts.child_requires_approval(mode, &t.id, tool),
+                })
+                .map(|tool| (t.id.clone(), tool))
+        })
+}
+
+/// The first type `mode` may start whose child asks questions (`ask_user` offered, no `deny`
+/// rule on it).
+pub(crate) fn child_asking(facts: &ConfigFacts, mode: usize) -> Option<String> {
+    facts
+        .subagent_types()
+        .iter()
+        .filter(|t| facts.may_start(mode, &t.id))
+        .find(|t| {
+            facts.child_tools(mode, &t.id).iter().any(|tool| tool == ASK_USER)
+                && !facts
+                    .child_rule_for(mode, &t.id, ASK_USER)
+                    .is_some_and(|(_, action)| action == "deny")
+        })
+        .map(|t| t.id.clone())
 }
 
 /// Every edge of the config's transition relation: for each planning mode an approval
@@ -251,7 +366,10 @@ fn index_edges(facts: &ConfigFacts) -> Vec<IndexEdge> {
 /// `deny`, `ask` (approved) and `allow` rules decides. For each mode that offers `ask_user`: a
 /// question answered, declined, aborted, expired (with an `approvalTimeout`), answered beside
 /// a call that waits for approval (where one does), and, from a planning mode, answered before
-/// a plan approved to each of its targets.
+/// a plan approved to each of its targets. For each mode that offers `subagent`: a call naming
+/// no type (refused), a child that answers at once (where the mode may start a type), a
+/// child's call that waits for approval approved, rejected, aborted and beside a call of the
+/// parent's that waits (where one does), and a child's question answered.
 pub fn edges(facts: &ConfigFacts) -> Vec<Edge> {
     index_edges(facts)
         .into_iter()
@@ -301,7 +419,46 @@ fn fire(facts: &ConfigFacts, edge: IndexEdge) -> Vec<Op> {
             .next()
             .unwrap_or_default()
     };
+    let start = |child: ChildStep| {
+        let agent_type = match &child {
+            ChildStep::Answers => startable(facts, edge.from),
+            ChildStep::Calls(tool) if tool == ASK_USER => child_asking(facts, edge.from),
+            ChildStep::Calls(_) => child_waiting(facts, edge.from).map(|(t, _)| t),
+        };
+        Call::Subagent(SubagentCall::Start {
+            agent_type: agent_type.unwrap_or_default(),
+            child,
+        })
+    };
+    let child_tool = || {
+        ChildStep::Calls(
+            child_waiting(facts, edge.from)
+                .map(|(_, tool)| tool)
+                .unwrap_or_default(),
+        )
+    };
+    let message = |calls: Vec<Call>| Op::Message {
+        calls,
+        then: Then::Text,
+    };
     match edge.cause {
+        Cause::SubagentAnswers => vec![message(vec![start(ChildStep::Answers)])],
+        Cause::SubagentRefused => vec![message(vec![Call::Subagent(SubagentCall::UnknownType)])],
+        Cause::ApproveChildTool => vec![message(vec![start(child_tool())]), Op::approve_tool(0)],
+        Cause::RejectChildTool => vec![
+            message(vec![start(child_tool())]),
+            Op::reject_tool(0, Some("use another path")),
+        ],
+        Cause::AbortChild => vec![message(vec![start(child_tool())]), Op::Abort],
+        Cause::AnswerChildQuestion => vec![
+            message(vec![start(ChildStep::Calls(ASK_USER.to_owned()))]),
+            Op::answer_question(0),
+        ],
+        Cause::ChildBesideTool => vec![
+            message(vec![start(child_tool()), Call::Tool(waiting_tool())]),
+            Op::approve_tool(0),
+            Op::approve_tool(1),
+        ],
         Cause::RuleDeny => vec![Op::call(ruled_tool("deny"))],
         Cause::RuleAsk => vec![Op::call(ruled_tool("ask")), Op::approve_tool(0)],
         Cause::RuleAllow => vec![Op::call(ruled_tool("allow"))],

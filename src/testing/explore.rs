@@ -55,6 +55,8 @@ use super::reference::{
 use crate::allowance::AllowanceScope;
 use crate::event::RunState;
 use crate::run::DecisionAction;
+use super::subagents::{ChildStep, SubagentCall};
+use crate::subagent::SUBAGENT;
 use crate::tool::ASK_USER;
 
 /// What the rules of the mode state machine look at: mode, pending target, run state, the tool
@@ -110,7 +112,11 @@ fn rules(reference: &ReferenceSession) -> Rules {
             .waiting()
             .iter()
             // What a waiting call asks is part of its state: the answers that fit differ.
-            .map(|w| format!("{} {:?} {:?}", w.tool, w.asks, w.decided))
+            // A child's call by its type (its parent's call id counts up along the path).
+            .map(|w| {
+                let child = w.child.as_ref().map(|c| &c.agent_type);
+                format!("{} {:?} {:?} {child:?}", w.tool, w.asks, w.decided)
+            })
             .collect(),
         allowed,
         clock(reference),
@@ -349,6 +355,69 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
         if (0..facts.len()).any(|m| super::reference::runs_task_tool(facts, m, call.tool())) {
             ops.push(Op::Message {
                 calls: vec![Call::Task(call)],
+                then: Then::Text,
+            });
+        }
+    }
+    // Where a mode offers `subagent`: for each type, a child that answers at once and children
+    // that call a tool: one that waits for approval in a child (alone, and beside a call of
+    // the parent's that waits), `ask_user`, one that writes (refused to a child of a planning
+    // mode) and each a type's rules name; a call naming no type and one with an empty task.
+    if (0..facts.len()).any(|m| facts.offers(m, SUBAGENT) == Some(true)) {
+        let mut probes: Vec<String> = (0..facts.len())
+            .filter_map(|m| super::edges::child_waiting(facts, m).map(|(_, tool)| tool))
+            .collect();
+        probes.push(ASK_USER.to_owned());
+        probes.extend(facts.writing_tools().first().cloned());
+        // Each tool a type's rules name (a `deny` rule of a type's: refused in its child).
+        for kind in facts.subagent_types() {
+            probes.extend(
+                kind.rules
+                    .iter()
+                    .filter(|r| !r.tool.ends_with("__*"))
+                    .map(|r| r.tool.clone()),
+            );
+        }
+        for kind in facts.subagent_types() {
+            let start = |child| {
+                Call::Subagent(SubagentCall::Start {
+                    agent_type: kind.id.clone(),
+                    child,
+                })
+            };
+            let mut calls = vec![start(ChildStep::Answers)];
+            let mut seen: Vec<&String> = Vec::new();
+            for tool in &probes {
+                if !seen.contains(&tool) {
+                    seen.push(tool);
+                    calls.push(start(ChildStep::Calls(tool.clone())));
+                }
+            }
+            ops.extend(calls.into_iter().map(|call| Op::Message {
+                calls: vec![call],
+                then: Then::Text,
+            }));
+            if let (Some(child), Some(parent)) = (
+                (0..facts.len()).find_map(|m| super::edges::child_waiting(facts, m)),
+                waiting_tools.first(),
+            ) && child.0 == kind.id
+            {
+                ops.push(Op::Message {
+                    calls: vec![
+                        start(ChildStep::Calls(child.1)),
+                        Call::Tool(parent.clone()),
+                    ],
+                    then: Then::Text,
+                });
+            }
+        }
+        ops.push(Op::Message {
+            calls: vec![Call::Subagent(SubagentCall::UnknownType)],
+            then: Then::Text,
+        });
+        if let Some(kind) = facts.subagent_types().first() {
+            ops.push(Op::Message {
+                calls: vec![Call::Subagent(SubagentCall::EmptyTask(kind.id.clone()))],
                 then: Then::Text,
             });
         }

@@ -33,6 +33,34 @@ pub struct ModeFacts {
     pub approval_timeout_ms: Option<u64>,
     /// `onTimeout`: what an expiry does to the run.
     pub on_timeout: TimeoutRule,
+    /// The `subagents` list as written: the subagent types the mode may start (`None`: every
+    /// type, where it offers `subagent`).
+    pub subagents: Option<Vec<String>>,
+}
+
+/// One `[[subagents]]` type as the reference model reads it: what bounds a child of it, on
+/// top of its parent's mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubagentFacts {
+    /// The type id (`agentType` of a `subagent` call).
+    pub id: String,
+    /// The `availableTools` list as written (`None`: every tool the parent's mode offers).
+    pub tools: Option<Vec<String>>,
+    /// `requireApproval` as written: each tool it covers gets an `ask` rule in the child.
+    pub require_approval: Approvals,
+    /// The `rules` list as written, in order (its `allow` rules are refused by the config).
+    pub rules: Vec<RuleFacts>,
+}
+
+impl SubagentFacts {
+    /// Whether the type's `availableTools` lets a child call `tool` (a name or a `SERVER__*`
+    /// wildcard covering it; every tool without a list).
+    pub fn lists(&self, tool: &str) -> bool {
+        self.tools.as_ref().is_none_or(|list| {
+            list.iter()
+                .any(|t| t == tool || crate::tool::mcp::wildcard_covers(t, tool))
+        })
+    }
 }
 
 /// One rule of a mode as the reference model reads it: its tool, whether it has a pattern, and
@@ -168,6 +196,11 @@ pub struct ConfigFacts {
     max_steps: usize,
     max_revisions: usize,
     workspace_store: WorkspaceStore,
+    /// The `[[subagents]]` types, in config order.
+    subagents: Vec<SubagentFacts>,
+    /// The registered tools that change nothing ([`crate::tool::ToolAccess::ReadOnly`]): the
+    /// only ones a child started from a planning mode gets (`None`: not known).
+    read_only: Option<Vec<String>>,
 }
 
 /// Whether the controller under test keeps workspace allowances
@@ -212,6 +245,16 @@ pub(crate) fn path_tools(registry: &crate::ToolRegistry) -> Vec<String> {
         .collect()
 }
 
+/// The names of the tools of `registry` that change nothing
+/// ([`crate::tool::ToolAccess::ReadOnly`]), in registration order.
+pub(crate) fn read_only_tools(registry: &crate::ToolRegistry) -> Vec<String> {
+    registry
+        .iter()
+        .filter(|tool| tool.access() == crate::tool::ToolAccess::ReadOnly)
+        .map(|tool| tool.name().to_owned())
+        .collect()
+}
+
 /// The names of the tools of `registry` that write ([`crate::tool::ToolAccess::Writes`]), in
 /// registration order.
 pub(crate) fn writing_tools(registry: &crate::ToolRegistry) -> Vec<String> {
@@ -219,6 +262,36 @@ pub(crate) fn writing_tools(registry: &crate::ToolRegistry) -> Vec<String> {
         .iter()
         .filter(|tool| tool.access() == crate::tool::ToolAccess::Writes)
         .map(|tool| tool.name().to_owned())
+        .collect()
+}
+
+/// The strings of a TOML array (`None` for anything else).
+fn string_list(value: &Value) -> Option<Vec<String>> {
+    value
+        .as_array()?
+        .iter()
+        .map(|t| t.as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The `rules` of a mode or a subagent type as written (none without the key); `None` when one
+/// lacks its tool or action.
+fn read_rules(table: &Value) -> Option<Vec<RuleFacts>> {
+    table
+        .get("rules")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|rule| {
+            let text = |key: &str| rule.get(key).and_then(Value::as_str).map(str::to_owned);
+            Some(RuleFacts {
+                tool: text("tool")?,
+                pattern: ["path", "glob", "regex"]
+                    .iter()
+                    .any(|k| rule.get(*k).is_some()),
+                action: text("action")?,
+            })
+        })
         .collect()
 }
 
@@ -294,23 +367,6 @@ impl ConfigFacts {
                         })?,
                 ),
             };
-            let rules = raw
-                .get("rules")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .map(|rule| {
-                    let text = |key: &str| rule.get(key).and_then(Value::as_str).map(str::to_owned);
-                    Some(RuleFacts {
-                        tool: text("tool")?,
-                        pattern: ["path", "glob", "regex"]
-                            .iter()
-                            .any(|k| rule.get(*k).is_some()),
-                        action: text("action")?,
-                    })
-                })
-                .collect::<Option<Vec<RuleFacts>>>()
-                .ok_or_else(|| FactsError(format!("mode `{id}` has a bad rule")))?;
             let approval_timeout_ms =
                 match raw.get("approvalTimeout") {
                     None => None,
@@ -322,14 +378,22 @@ impl ConfigFacts {
                 Some("abort") => TimeoutRule::Abort,
                 _ => TimeoutRule::Reject,
             };
+            let subagents = match raw.get("subagents") {
+                None => None,
+                Some(list) => Some(string_list(list).ok_or_else(|| {
+                    FactsError(format!("mode `{id}` has a bad subagents list"))
+                })?),
+            };
             modes.push(ModeFacts {
                 id: id.clone(),
                 transitions_to,
                 tools,
                 require_approval,
-                rules,
+                rules: read_rules(raw)
+                    .ok_or_else(|| FactsError(format!("mode `{id}` has a bad rule")))?,
                 approval_timeout_ms,
                 on_timeout,
+                subagents,
             });
         }
         let marked = raw_modes
@@ -344,7 +408,41 @@ impl ConfigFacts {
             .and_then(Value::as_str)
             .unwrap_or(DEFAULT_PLANS_DIR)
             .to_owned();
-        Ok(Self::new(modes, default, plans_dir, text.to_owned()))
+        let mut subagents = Vec::new();
+        for raw in table
+            .get("subagents")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let id = raw
+                .get("id")
+                .and_then(Value::as_str)
+                .ok_or_else(|| FactsError("a subagent type has no string id".to_owned()))?
+                .to_owned();
+            let bad = |what: &str| FactsError(format!("subagent type `{id}` has a bad {what}"));
+            let tools = match raw.get("availableTools") {
+                None => None,
+                Some(list) => Some(string_list(list).ok_or_else(|| bad("tool list"))?),
+            };
+            let require_approval = match raw.get("requireApproval") {
+                None | Some(Value::Boolean(false)) => Approvals::None,
+                Some(Value::Boolean(true)) => Approvals::All,
+                Some(list) => Approvals::Tools(
+                    string_list(list).ok_or_else(|| bad("requireApproval list"))?,
+                ),
+            };
+            let rules = read_rules(raw).ok_or_else(|| bad("rule"))?;
+            subagents.push(SubagentFacts {
+                id,
+                tools,
+                require_approval,
+                rules,
+            });
+        }
+        let mut facts = Self::new(modes, default, plans_dir, text.to_owned());
+        facts.subagents = subagents;
+        Ok(facts)
     }
 
     pub(crate) fn new(
@@ -364,6 +462,8 @@ impl ConfigFacts {
             max_steps: DEFAULT_MAX_STEPS,
             max_revisions: DEFAULT_MAX_REVISIONS,
             workspace_store: WorkspaceStore::None,
+            subagents: Vec::new(),
+            read_only: None,
         }
     }
 
@@ -456,6 +556,7 @@ impl ConfigFacts {
         self.with_tools(registry.names())
             .with_writing_tools(writing_tools(registry))
             .with_path_tools(path_tools(registry))
+            .with_read_only_tools(read_only_tools(registry))
     }
 
     /// The same facts, with `names` as the registered tools whose calls the kit may give a
@@ -1030,6 +1131,182 @@ impl ConfigFacts {
             }
         }
         names
+    }
+
+    /// The `[[subagents]]` types, in config order.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ConfigFacts;
+    /// let facts = ConfigFacts::from_toml(
+    ///     "[[subagents]]\nid = \"explore\"\navailableTools = [\"read_file\"]\n\n[[modes]]\nid = \"build\"\n",
+    /// )?;
+    /// assert_eq!(facts.subagent_types()[0].id, "explore");
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
+    pub fn subagent_types(&self) -> &[SubagentFacts] {
+        &self.subagents
+    }
+
+    fn subagent_type(&self, id: &str) -> Option<&SubagentFacts> {
+        self.subagents.iter().find(|t| t.id == id)
+    }
+
+    /// The same facts, with `names` as the registered tools that change nothing
+    /// ([`crate::tool::ToolAccess::ReadOnly`]): the only tools a child started from a planning
+    /// mode is offered. The [`super::Harness`] finds them in the controller's registry.
+    pub fn with_read_only_tools(
+        mut self,
+        names: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        self.read_only = Some(names.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Whether a `subagent` call in `mode` naming `agent_type` starts a child: the mode offers
+    /// `subagent`, a type has that id, and the mode's `subagents` list names it (every type,
+    /// without a list). Any other such call is refused with an error result.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ConfigFacts;
+    /// let facts = ConfigFacts::from_toml(
+    ///     "[[subagents]]\nid = \"explore\"\n\n[[subagents]]\nid = \"scribe\"\n\n[[modes]]\nid = \"build\"\navailableTools = [\"read_file\", \"subagent\"]\nsubagents = [\"explore\"]\n",
+    /// )?
+    /// .with_tools(["read_file", "subagent"]);
+    /// assert!(facts.may_start(0, "explore"));
+    /// assert!(!facts.may_start(0, "scribe"), "not in the mode's list");
+    /// assert!(!facts.may_start(0, "nobody"));
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
+    pub fn may_start(&self, mode: usize, agent_type: &str) -> bool {
+        self.offers(mode, crate::subagent::SUBAGENT) == Some(true)
+            && self.subagent_type(agent_type).is_some()
+            && self.modes.get(mode).is_some_and(|m| {
+                m.subagents
+                    .as_ref()
+                    .is_none_or(|list| list.iter().any(|t| t == agent_type))
+            })
+    }
+
+    /// The tools a child of `agent_type` started in `mode` is offered, in the order the
+    /// controller offers them: those its type lists *and* `mode` offers, never `submit_plan`,
+    /// the task tools or `subagent` (children nest one deep), and from a planning mode only the
+    /// tools that change nothing. Empty for an unknown type.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ConfigFacts;
+    /// let facts = ConfigFacts::from_toml(
+    ///     "[[subagents]]\nid = \"scribe\"\navailableTools = [\"read_file\", \"write_file\"]\n\n[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_file\", \"subagent\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\navailableTools = [\"read_file\", \"subagent\"]\n",
+    /// )?
+    /// .with_tools(["read_file", "write_file", "subagent"])
+    /// .with_writing_tools(["write_file"])
+    /// .with_read_only_tools(["read_file", "subagent"]);
+    /// let (plan, build) = (0, 1);
+    /// assert_eq!(facts.child_tools(plan, "scribe"), ["read_file"], "read-only from a planning mode");
+    /// assert_eq!(facts.child_tools(build, "scribe"), ["read_file"], "never more than the parent's mode");
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
+    pub fn child_tools(&self, mode: usize, agent_type: &str) -> Vec<String> {
+        let Some(kind) = self.subagent_type(agent_type) else {
+            return Vec::new();
+        };
+        let offered: Vec<String> = match self.listed_offer(mode) {
+            Some(listed) => listed,
+            None => self
+                .registered
+                .iter()
+                .flatten()
+                .filter(|t| self.offers(mode, t) == Some(true))
+                .cloned()
+                .collect(),
+        };
+        let planning = self.is_planning(mode);
+        offered
+            .into_iter()
+            .filter(|t| {
+                kind.lists(t)
+                    && t != SUBMIT_PLAN
+                    && t != crate::subagent::SUBAGENT
+                    && !crate::tool::tasks::is_task_tool(t)
+                    && !(planning
+                        && match &self.read_only {
+                            Some(read_only) => !read_only.contains(t),
+                            None => self.writing.contains(t),
+                        })
+            })
+            .collect()
+    }
+
+    /// The rule of a child of `agent_type` in `mode` that decides a kit call of `tool`
+    /// (arguments `{}`): among the parent mode's rules, then the type's `deny` and `ask`
+    /// rules, then one `ask` rule on each tool the type's `requireApproval` covers (each tool
+    /// the child is offered, for `true`), numbered from 1 in that order, by the precedence of
+    /// [`ConfigFacts::rule_for`]. `None` when none decides or the child is not offered `tool`.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ConfigFacts;
+    /// let facts = ConfigFacts::from_toml(
+    ///     "[[subagents]]\nid = \"scribe\"\nrequireApproval = [\"write_file\"]\n\n[[modes]]\nid = \"build\"\navailableTools = [\"write_file\", \"subagent\"]\nrules = [{ tool = \"write_file\", action = \"allow\" }]\n",
+    /// )?
+    /// .with_tools(["write_file", "subagent"]);
+    /// assert_eq!(facts.rule_for(0, "write_file"), Some((1, "allow")));
+    /// assert_eq!(facts.child_rule_for(0, "scribe", "write_file"), Some((2, "ask".to_owned())), "the type's wait outranks the parent's allow");
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
+    pub fn child_rule_for(
+        &self,
+        mode: usize,
+        agent_type: &str,
+        tool: &str,
+    ) -> Option<(usize, String)> {
+        let kind = self.subagent_type(agent_type)?;
+        let child_tools = self.child_tools(mode, agent_type);
+        if !child_tools.iter().any(|t| t == tool) {
+            return None;
+        }
+        let mut rules: Vec<RuleFacts> = self.modes.get(mode)?.rules.clone();
+        rules.extend(kind.rules.iter().filter(|r| r.action != "allow").cloned());
+        let ask = |tool: &String| RuleFacts {
+            tool: tool.clone(),
+            pattern: false,
+            action: "ask".to_owned(),
+        };
+        match &kind.require_approval {
+            Approvals::None => {}
+            Approvals::Tools(tools) => rules.extend(tools.iter().map(ask)),
+            Approvals::All => rules.extend(child_tools.iter().map(ask)),
+        }
+        let mut best: Option<(usize, &RuleFacts)> = None;
+        for (i, rule) in rules.iter().enumerate() {
+            let on = rule.tool == tool || crate::tool::mcp::wildcard_covers(&rule.tool, tool);
+            if !on || rule.pattern {
+                continue;
+            }
+            if best.is_none_or(|(_, b)| rule.strength() > b.strength()) {
+                best = Some((i + 1, rule));
+            }
+        }
+        best.map(|(n, rule)| (n, rule.action.clone()))
+    }
+
+    /// Whether a child's call of `tool` (type `agent_type`, started in `mode`) waits for the
+    /// user's approval by `requireApproval` when no rule decides it: the child is offered the
+    /// tool and the parent mode's `requireApproval` or the type's covers it. An allowance of
+    /// the parent's in force for the tool lets it run (the type's own waits are `ask` rules,
+    /// which no allowance passes).
+    pub fn child_requires_approval(&self, mode: usize, agent_type: &str, tool: &str) -> bool {
+        tool != ASK_USER
+            && self.child_tools(mode, agent_type).iter().any(|t| t == tool)
+            && (self
+                .modes
+                .get(mode)
+                .is_some_and(|m| m.require_approval.covers(tool))
+                || self
+                    .subagent_type(agent_type)
+                    .is_some_and(|t| t.require_approval.covers(tool)))
     }
 
     /// The plans directory as configured (`plansDir`, default `.agent/plans`).

@@ -15,6 +15,7 @@ use serde_json::json;
 
 use super::ask::Ask;
 use super::facts::{ConfigFacts, WorkspaceStore};
+use super::subagents::ChildOrigin;
 use super::reference::{
     Action, CLOCK_START_MS, Decided, ModelAllowance, Offered, Op, Outcome, PLAN_COUNT, PendingPlan,
     PlanFile, ReferenceSession, Refusal, Reply, ResultKind, RunRef, Step, TaskCall, Trace,
@@ -138,6 +139,8 @@ pub struct Divergence {
 enum Record {
     Event(Event),
     ModelCall {
+        /// The session the call belongs to: the parent's, or a child's (a subagent's run).
+        session: String,
         mode_id: String,
         tools: Vec<String>,
         /// The last mode-change notice among the messages added since the previous call.
@@ -145,17 +148,20 @@ enum Record {
         /// The plan text of the last approval result among those messages.
         handed: Option<String>,
     },
-    /// A registered tool's `execute` ran (seen by the spy).
+    /// A registered tool's `execute` ran (seen by the spy) in the session `session`.
     ToolExecuted {
+        session: String,
         tool: String,
         mode: String,
     },
     /// The `execute` logged last ended its call by suspending (seen by the spy).
     ToolSuspendedCall {
+        session: String,
         tool_call_id: String,
     },
     /// A registered tool's `resume` step ran with the user's answer (seen by the spy).
     ToolResumed {
+        session: String,
         tool: String,
         mode: String,
     },
@@ -173,8 +179,9 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 struct StepModel {
     replies: Mutex<VecDeque<Result<ModelResponse, ModelError>>>,
     log: Log,
-    /// How many messages of the session the model had seen at its previous call.
-    seen: Mutex<usize>,
+    /// How many messages of each session (the parent's, a child's) the model had seen at its
+    /// previous call in it.
+    seen: Mutex<BTreeMap<String, usize>>,
 }
 
 #[async_trait]
@@ -182,6 +189,7 @@ impl LanguageModel for StepModel {
     async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
         let (notice, handed) = {
             let mut seen = lock(&self.seen);
+            let seen = seen.entry(request.session_id.to_owned()).or_default();
             let fresh = request.messages.get(*seen..).unwrap_or_default();
             *seen = request.messages.len();
             // A manual switch tells the model in a system message, an approval inside the
@@ -201,6 +209,7 @@ impl LanguageModel for StepModel {
             (notice, handed)
         };
         lock(&self.log).push(Record::ModelCall {
+            session: request.session_id.to_owned(),
             mode_id: request.mode_id.to_owned(),
             tools: request.tools.iter().map(|t| t.name.to_string()).collect(),
             notice,
@@ -264,12 +273,14 @@ impl Tool for Spy {
 
     async fn execute(&self, args: &serde_json::Value, ctx: &ToolContext<'_>) -> ToolOutput {
         lock(&self.log).push(Record::ToolExecuted {
+            session: ctx.session_id.to_owned(),
             tool: self.tool.name().to_owned(),
             mode: ctx.mode_id.to_owned(),
         });
         let output = self.tool.execute(args, ctx).await;
         if output.suspension.is_some() {
             lock(&self.log).push(Record::ToolSuspendedCall {
+                session: ctx.session_id.to_owned(),
                 tool_call_id: ctx.tool_call_id.to_owned(),
             });
         }
@@ -285,6 +296,7 @@ impl Tool for Spy {
         ctx: &ToolContext<'_>,
     ) -> ToolOutput {
         lock(&self.log).push(Record::ToolResumed {
+            session: ctx.session_id.to_owned(),
             tool: self.tool.name().to_owned(),
             mode: ctx.mode_id.to_owned(),
         });
@@ -531,11 +543,13 @@ impl Harness {
         let facts = controller_facts(facts, &controller)?;
         let store = runtime.block_on(workspace_store(&controller, &workspace, &root));
         let path_tools = super::facts::path_tools(controller.registry());
+        let read_only = super::facts::read_only_tools(controller.registry());
         let facts = Arc::new(
             (*facts)
                 .clone()
                 .with_workspace_store(store)
-                .with_path_tools(path_tools),
+                .with_path_tools(path_tools)
+                .with_read_only_tools(read_only),
         );
         let plans_dir = controller.plans_dir().to_owned();
         std::fs::create_dir_all(&plans_dir)?;
@@ -605,7 +619,7 @@ impl Harness {
             }
         }
         lock(&self.model.log).clear();
-        *lock(&self.model.seen) = 0;
+        lock(&self.model.seen).clear();
         self.run_ids.clear();
         self.now.store(reference.now(), SeqCst);
         let mut options = self.options();
@@ -845,7 +859,7 @@ impl Harness {
         if matches!(outcome, Ok(Outcome::Started)) {
             // Run ordinals and the model's view count from the new session.
             self.run_ids.clear();
-            *lock(&self.model.seen) = 0;
+            lock(&self.model.seen).clear();
         }
         outcome
     }
@@ -866,6 +880,11 @@ impl Harness {
                         id: call.id.clone(),
                         name: call.tool.clone(),
                         args: match (call.plan, call.path, call.ask) {
+                            _ if call.subagent.is_some() => call
+                                .subagent
+                                .as_ref()
+                                .map(super::subagents::SubagentCall::args)
+                                .unwrap_or_default(),
                             _ if call.task.is_some() => {
                                 call.task.map(TaskCall::args).unwrap_or_default()
                             }
@@ -919,30 +938,69 @@ impl Harness {
                 });
             }
         };
+        // A child's records (a subagent's run, in a session of its own) are its own: they
+        // never fold into the parent's calls.
+        let parent = self
+            .session
+            .as_ref()
+            .map(|s| s.id().to_owned())
+            .unwrap_or_default();
         for record in records {
             let item = match record {
+                Record::ModelCall {
+                    session,
+                    mode_id,
+                    mut tools,
+                    ..
+                } if session != parent => {
+                    tools.sort();
+                    Some(Trace::ChildModelCalled {
+                        mode: mode_id,
+                        tools,
+                    })
+                }
+                Record::ToolExecuted {
+                    session,
+                    tool,
+                    mode,
+                } if session != parent => Some(Trace::ChildToolRan {
+                    tool,
+                    mode,
+                    resumed: false,
+                }),
+                Record::ToolResumed {
+                    session,
+                    tool,
+                    mode,
+                } if session != parent => Some(Trace::ChildToolRan {
+                    tool,
+                    mode,
+                    resumed: true,
+                }),
+                Record::ToolSuspendedCall { session, .. } if session != parent => None,
                 Record::ModelCall {
                     mode_id,
                     tools,
                     notice,
                     handed,
+                    ..
                 } => {
                     stray(&mut executed, &mut trace);
                     Some(self.model_called(mode_id, tools, notice.as_deref(), handed))
                 }
-                Record::ToolExecuted { tool, mode } => {
+                Record::ToolExecuted { tool, mode, .. } => {
                     stray(&mut executed, &mut trace);
                     executed = Some((tool, mode));
                     None
                 }
-                Record::ToolSuspendedCall { tool_call_id } => {
+                Record::ToolSuspendedCall { tool_call_id, .. } => {
                     executed.take().map(|(tool, mode)| Trace::CallSuspended {
                         tool_call_id,
                         tool,
                         mode,
                     })
                 }
-                Record::ToolResumed { tool, mode } => {
+                Record::ToolResumed { tool, mode, .. } => {
                     stray(&mut executed, &mut trace);
                     resumed = Some((tool, mode));
                     None
@@ -1068,6 +1126,25 @@ impl Harness {
                 suspend_payload,
                 ..
             } => match suspend_payload {
+                // A child's call that waits, as a decision of this session.
+                Suspension::ToolCall(call) if call.subagent.is_some() => Trace::ChildWaits {
+                    tool_call_id,
+                    tool: call.tool_name,
+                    decision_id: call.decision_id,
+                    sha256: call.args_sha256,
+                    rule: call.rule.map(|r| r.number),
+                    question: false,
+                    origin: call.subagent.as_deref().map(child_origin).unwrap_or_default(),
+                },
+                Suspension::Tool(tool) if tool.subagent.is_some() => Trace::ChildWaits {
+                    tool_call_id,
+                    tool: tool.tool_name.clone(),
+                    decision_id: tool.decision_id.clone(),
+                    sha256: tool.payload_sha256.clone(),
+                    rule: None,
+                    question: true,
+                    origin: tool.subagent.as_deref().map(child_origin).unwrap_or_default(),
+                },
                 Suspension::ToolCall(call) => Trace::ToolCallSuspended {
                     tool_call_id,
                     tool: call.tool_name,
@@ -1114,6 +1191,16 @@ impl Harness {
                 mode: mode_id.to_string(),
                 previous: previous_mode_id.to_string(),
                 reason,
+            },
+            Event::SubagentEnded {
+                tool_call_id,
+                agent_type,
+                outcome,
+                ..
+            } => Trace::SubagentEnded {
+                tool_call_id,
+                agent_type,
+                outcome,
             },
             Event::AgentEnd { run_id, reason, .. } => Trace::RunEnded {
                 run: self.run_ordinal(&run_id),
@@ -1202,6 +1289,8 @@ impl Harness {
                             rule: p.payload().rule.as_ref().map(|r| r.number),
                             deadline: p.payload().terms.deadline_at_ms,
                             asks: None,
+                            child: p.payload().subagent.as_deref().map(child_origin),
+                            starts: None,
                         })
                     })
                 })
@@ -1474,6 +1563,16 @@ fn question_view(s: &crate::session::PendingSuspension, run: usize) -> WaitingCa
         rule: None,
         deadline: s.payload().terms.deadline_at_ms,
         asks: Some(asked(s.payload())),
+        child: s.payload().subagent.as_deref().map(child_origin),
+        starts: None,
+    }
+}
+
+/// What the kit compares of the subagent a waiting call comes from.
+fn child_origin(origin: &crate::subagent::SubagentOrigin) -> ChildOrigin {
+    ChildOrigin {
+        agent_type: origin.agent_type.clone(),
+        parent_call_id: origin.tool_call_id.clone(),
     }
 }
 
@@ -1518,8 +1617,15 @@ fn waiting_view(w: &WaitingCall) -> String {
         Some(at) => format!(", deadline {at}"),
         None => String::new(),
     };
+    let child = match &w.child {
+        Some(origin) => format!(
+            " made by subagent {} (call {})",
+            origin.agent_type, origin.parent_call_id
+        ),
+        None => String::new(),
+    };
     format!(
-        "{} {kind} {} of run {} ({}, sha256 {}{deadline}): {decided}{by}",
+        "{} {kind} {} of run {} ({}, sha256 {}{deadline}){child}: {decided}{by}",
         w.decision_id, w.tool_call_id, w.run, w.tool, w.args_sha256
     )
 }
@@ -1615,7 +1721,9 @@ fn refusal(error: &SessionError) -> Refusal {
 }
 
 fn result_kind(result: &str) -> ResultKind {
-    if result.starts_with(EXPIRED_RESULT_START) || result.starts_with(UNANSWERED_RESULT_START) {
+    if result == super::subagents::CHILD_ANSWER {
+        ResultKind::SubagentAnswer
+    } else if result.starts_with(EXPIRED_RESULT_START) || result.starts_with(UNANSWERED_RESULT_START) {
         ResultKind::Expired
     } else if result == crate::deadline::ANSWERED_NOT_RESUMED_RESULT {
         ResultKind::AnsweredNotResumed

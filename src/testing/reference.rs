@@ -22,8 +22,10 @@ use sha2::{Digest, Sha256};
 
 use super::ask::{AnswerChoice, Ask};
 use super::facts::{ConfigFacts, WorkspaceStore};
+use super::subagents::{CHILD_ANSWER, ChildOrigin, ChildStep, SubagentCall};
 use crate::allowance::{AllowancePattern, AllowanceScope};
-use crate::event::{CancelReason, ModeChangeReason, RunState};
+use crate::event::{CancelReason, ModeChangeReason, RunState, SubagentOutcome};
+use crate::subagent::SUBAGENT;
 use crate::run::{Decision, DecisionAction};
 use crate::tool::tasks::{TASK_CHECK, TASK_COMPLETE, TASK_UPDATE, TASK_WRITE, TaskStatus};
 use crate::tool::{ASK_USER, SUBMIT_PLAN};
@@ -369,6 +371,12 @@ pub enum Call {
     /// offers the tool and nothing holds its calls (no `requireApproval` and no rule on it), so
     /// that it runs at once, by the session's task rules.
     Task(TaskCall),
+    /// A call of `subagent` ([`SubagentCall`]): where the mode offers it and may start the
+    /// type, a child runs (the kit's model answers it too) and its final text is the call's
+    /// result, or its call that waits for the user suspends the parent's run as a pending
+    /// decision naming the subagent; an unknown or forbidden type or an empty task is refused
+    /// with an error result. The kit makes at most one such call per reply.
+    Subagent(SubagentCall),
 }
 
 /// What the model does last in a turn, once its tool calls (if any) are answered.
@@ -1167,12 +1175,18 @@ pub struct ScriptedCall {
     /// What it asks, for a call of a tool that suspends ([`Call::Ask`], or a [`Call::Tool`] of
     /// one: [`Ask::of_tool`]); its arguments are then [`Ask::args`].
     pub ask: Option<Ask>,
+    /// What a `subagent` call starts ([`Call::Subagent`]); its arguments are then
+    /// [`SubagentCall::args`].
+    pub subagent: Option<SubagentCall>,
 }
 
 impl ScriptedCall {
     /// The `argsSha256` of a call of a tool other than `submit_plan` (that of its `path`, else
     /// of `{}`).
     fn args_sha256(&self) -> String {
+        if let Some(subagent) = &self.subagent {
+            return crate::jcs::sha256(&subagent.args());
+        }
         match self.path {
             Some(path) => path.args_sha256(),
             None if self.task.is_some() => {
@@ -1282,6 +1296,8 @@ pub enum ResultKind {
     /// A question answered while other calls of its reply waited, which expired: the answer
     /// never reached the tool ([`crate::deadline::ANSWERED_NOT_RESUMED_RESULT`]).
     AnsweredNotResumed,
+    /// A `subagent` call's result: its child's final text ([`CHILD_ANSWER`]).
+    SubagentAnswer,
     /// Anything else (tool errors, refusals).
     Other,
 }
@@ -1410,6 +1426,51 @@ pub enum Trace {
         /// The mode it ran in.
         mode: String,
     },
+    /// A child (a subagent's run) called the model in `mode`, its parent's, offered `tools`
+    /// (sorted): what its type lists and the parent's mode offers.
+    ChildModelCalled {
+        /// The mode id of the request.
+        mode: String,
+        /// The tools offered, sorted.
+        tools: Vec<String>,
+    },
+    /// A registered tool's `execute` (or, `resumed`, its `resume` step with the user's answer)
+    /// ran in a child, in `mode` (seen by the kit's spy).
+    ChildToolRan {
+        /// The tool name.
+        tool: String,
+        /// The mode it ran in.
+        mode: String,
+        /// Whether its `resume` step ran rather than its `execute`.
+        resumed: bool,
+    },
+    /// `tool_suspended` on a child's call that waits for the user (for approval, or for an
+    /// answer, `question`): a decision of the parent's session naming the subagent.
+    ChildWaits {
+        /// The child's tool call id.
+        tool_call_id: String,
+        /// The tool name.
+        tool: String,
+        /// The decision id in the parent's session.
+        decision_id: String,
+        /// The `argsSha256` (a question's `payloadSha256`).
+        sha256: String,
+        /// The number of the child's `ask` rule that made it wait.
+        rule: Option<usize>,
+        /// Whether it waits for an answer rather than an approval.
+        question: bool,
+        /// The subagent it comes from.
+        origin: ChildOrigin,
+    },
+    /// `subagent_ended` of the parent's `subagent` call `tool_call_id`.
+    SubagentEnded {
+        /// The parent's call id.
+        tool_call_id: String,
+        /// The child's type.
+        agent_type: String,
+        /// How the child ended.
+        outcome: SubagentOutcome,
+    },
     /// `tool_suspension_cancelled`.
     Cancelled {
         /// The tool call id.
@@ -1521,6 +1582,13 @@ pub struct WaitingCall {
     /// `args_sha256` holds its `payloadSha256` ([`Ask::payload_sha256`]), the pin its answer
     /// carries, and `decided` is [`DecisionAction::Answered`] or a rejection (declined).
     pub asks: Option<Ask>,
+    /// The subagent the call comes from: a child's call, waiting as a decision of the
+    /// parent's session ([`crate::session::PendingDecision::subagent`]); `None` for the
+    /// parent's own.
+    pub child: Option<ChildOrigin>,
+    /// For a parent's `subagent` call waiting for approval: what it starts once approved.
+    /// Not compared (the session's pending decision shows its arguments' hash only).
+    pub starts: Option<SubagentCall>,
 }
 
 impl WaitingCall {
@@ -1540,6 +1608,20 @@ impl WaitingCall {
             }
         }
     }
+}
+
+/// A call that is about to wait for the user, before it gets its decision id
+/// ([`ReferenceSession::wait_on`]).
+#[derive(Debug, Clone)]
+struct Waits {
+    tool_call_id: String,
+    tool: String,
+    /// `argsSha256`, or a question's `payloadSha256`.
+    args_sha256: String,
+    rule: Option<usize>,
+    asks: Option<Ask>,
+    child: Option<ChildOrigin>,
+    starts: Option<SubagentCall>,
 }
 
 /// An allowance in force, as the reference holds it: what [`crate::Session::allowances`] lists,
@@ -1618,6 +1700,9 @@ pub struct ReferenceSession {
     /// The plan revisions the current run was asked for (rejections with feedback).
     revisions: usize,
     tool_calls: usize,
+    /// The replies the children of the step being applied were scripted with, in order: they
+    /// come before the parent's last reply ([`ReferenceSession::apply`]).
+    script: Vec<Reply>,
     /// The run and call decided (or cancelled, or expired) last, and whether it expired.
     decided: Option<(usize, String, bool)>,
     /// The kit's clock (milliseconds since the Unix epoch).
@@ -1712,6 +1797,7 @@ impl ReferenceSession {
             runs: 0,
             revisions: 0,
             tool_calls: 0,
+            script: Vec::new(),
             decided: None,
             now: CLOCK_START_MS,
             decisions: 0,
@@ -2025,6 +2111,16 @@ impl ReferenceSession {
     /// ```
     pub fn can_apply(&self, op: &Op) -> bool {
         match op {
+            // At most one `subagent` call a reply: the children of one reply run at once.
+            Op::Message { calls, .. }
+                if calls
+                    .iter()
+                    .filter(|c| matches!(c, Call::Subagent(_)))
+                    .count()
+                    > 1 =>
+            {
+                false
+            }
             Op::Message { calls, .. } => calls.iter().all(|call| match call {
                 Call::SubmitPlan(PlanFile::Valid(k)) => *k < PLAN_COUNT,
                 Call::SubmitPlan(_) => true,
@@ -2032,6 +2128,7 @@ impl ReferenceSession {
                 Call::Ask(ask) => self.facts.offers(self.mode, ask.tool()).is_some(),
                 Call::ToolAt(name, _) => self.facts.takes_path(self.mode, name),
                 Call::Task(call) => self.runs_task_tool(call.tool()),
+                Call::Subagent(_) => self.facts.offers(self.mode, SUBAGENT).is_some(),
             }),
             Op::Decide {
                 on: Subject::Plan { revision, .. },
@@ -2087,11 +2184,16 @@ impl ReferenceSession {
     /// ```
     pub fn apply(&mut self, op: &Op) -> &Step {
         let mut trace = Vec::new();
-        let (action, replies, outcome) = if self.can_apply(op) {
+        let (action, mut replies, outcome) = if self.can_apply(op) {
             self.step(op, &mut trace)
         } else {
             (Action::Nothing, Vec::new(), Outcome::NoDecision)
         };
+        // A child is answered by the same model, while its parent's call runs: before the
+        // parent's last reply.
+        let children = std::mem::take(&mut self.script);
+        let at = replies.len().saturating_sub(1);
+        replies.splice(at..at, children);
         self.last.insert(Step {
             op: op.clone(),
             action,
@@ -2236,7 +2338,9 @@ impl ReferenceSession {
         };
         let run = last.run;
         trace.push(Trace::RunStarted { run, mode });
-        for w in &waiting {
+        // A child's call is not in the parent's conversation: its record is kept, its child
+        // ended (the parent's `subagent` call told so, with no `tool_end`).
+        for w in waiting.iter().filter(|w| w.child.is_none()) {
             trace.push(Trace::ToolEnded {
                 tool_call_id: w.tool_call_id.clone(),
                 is_error: true,
@@ -2573,6 +2677,7 @@ impl ReferenceSession {
                         path: None,
                         task: None,
                         ask: None,
+                        subagent: None,
                     },
                     Call::Tool(name) => ScriptedCall {
                         id,
@@ -2581,6 +2686,7 @@ impl ReferenceSession {
                         path: None,
                         task: None,
                         ask: Ask::of_tool(name),
+                        subagent: None,
                     },
                     Call::Ask(ask) => ScriptedCall {
                         id,
@@ -2589,6 +2695,7 @@ impl ReferenceSession {
                         path: None,
                         task: None,
                         ask: Some(*ask),
+                        subagent: None,
                     },
                     Call::ToolAt(name, path) => ScriptedCall {
                         id,
@@ -2597,6 +2704,7 @@ impl ReferenceSession {
                         path: Some(*path),
                         task: None,
                         ask: None,
+                        subagent: None,
                     },
                     Call::Task(call) => ScriptedCall {
                         id,
@@ -2605,6 +2713,16 @@ impl ReferenceSession {
                         path: None,
                         task: Some(*call),
                         ask: None,
+                        subagent: None,
+                    },
+                    Call::Subagent(call) => ScriptedCall {
+                        id,
+                        tool: SUBAGENT.to_owned(),
+                        plan: None,
+                        path: None,
+                        task: None,
+                        ask: None,
+                        subagent: Some(call.clone()),
                     },
                 }
             })
@@ -2673,7 +2791,15 @@ impl ReferenceSession {
             let offered = self.facts.offers(self.mode, &call.tool) == Some(true);
             let rule = if offered { rule_of(self, call) } else { None };
             if offered && waits_for(self, call) {
-                waiting.push((call, rule.map(|(n, _)| n), None));
+                waiting.push(Waits {
+                    tool_call_id: call.id.clone(),
+                    tool: call.tool.clone(),
+                    args_sha256: call.args_sha256(),
+                    rule: rule.map(|(n, _)| n),
+                    asks: None,
+                    child: None,
+                    starts: call.subagent.clone(),
+                });
                 continue;
             }
             if let Some((n, action)) = &rule
@@ -2712,7 +2838,33 @@ impl ReferenceSession {
                     tool: call.tool.clone(),
                     mode: self.facts.id(self.mode).to_owned(),
                 });
-                waiting.push((call, None, Some(ask)));
+                waiting.push(Waits {
+                    tool_call_id: call.id.clone(),
+                    tool: call.tool.clone(),
+                    args_sha256: ask.payload_sha256(),
+                    rule: None,
+                    asks: Some(ask),
+                    child: None,
+                    starts: None,
+                });
+                continue;
+            }
+            if offered && let Some(subagent) = &call.subagent {
+                // The session runs it itself: a child, or an error result when it may not
+                // start. Run by a rule or an allowance, its record says which.
+                let rule = rule.map(|(n, _)| n);
+                let allowed_by = rule.is_none()
+                    && self.facts.requires_approval(self.mode, &call.tool)
+                    && self.allowance_for(&call.tool, None).is_some();
+                let decided = (rule.is_some() || allowed_by).then(|| {
+                    self.decisions += 1;
+                    Decided {
+                        sha256: call.args_sha256(),
+                        approved_sha256: None,
+                        rule,
+                    }
+                });
+                waiting.extend(self.start_child(&call.id, subagent, decided, trace));
                 continue;
             }
             if offered && call.tool != SUBMIT_PLAN {
@@ -2739,7 +2891,10 @@ impl ReferenceSession {
             }
             // A plan beside calls that wait (for approval, or a question asked before it) is
             // refused.
-            let asked = waiting.iter().any(|(_, _, asks)| asks.is_some());
+            // So is one beside a child that waits.
+            let asked = waiting
+                .iter()
+                .any(|w| w.asks.is_some() || w.child.is_some());
             match call.plan {
                 Some(PlanFile::Valid(k)) if offered && !waits && !asked => {
                     for rest in &calls[i + 1..] {
@@ -2763,36 +2918,52 @@ impl ReferenceSession {
         if waiting.is_empty() {
             return None;
         }
-        for (call, rule, asks) in waiting {
+        Some(self.wait_on(run, waiting, trace))
+    }
+
+    /// The run suspends on the calls `waiting` (in the model's order), each a decision of its
+    /// own (`decision_N`, counted with the plans'), announced by `tool_suspended`.
+    fn wait_on(&mut self, run: usize, waiting: Vec<Waits>, trace: &mut Vec<Trace>) -> Outcome {
+        for w in waiting {
             self.decisions += 1;
             let waiting = WaitingCall {
                 run,
-                tool_call_id: call.id.clone(),
-                tool: call.tool.clone(),
+                tool_call_id: w.tool_call_id,
+                tool: w.tool,
                 decision_id: format!("decision_{}", self.decisions),
-                args_sha256: asks.map_or_else(|| call.args_sha256(), Ask::payload_sha256),
+                args_sha256: w.args_sha256,
                 decided: None,
                 allowed_by: None,
-                rule,
+                rule: w.rule,
                 deadline: self.deadline_from_now(),
-                asks,
+                asks: w.asks,
+                child: w.child,
+                starts: w.starts,
             };
-            trace.push(if let Some(ask) = asks {
-                Trace::AnswerAwaited {
+            trace.push(match (&waiting.child, waiting.asks) {
+                (Some(origin), asks) => Trace::ChildWaits {
+                    tool_call_id: waiting.tool_call_id.clone(),
+                    tool: waiting.tool.clone(),
+                    decision_id: waiting.decision_id.clone(),
+                    sha256: waiting.args_sha256.clone(),
+                    rule: waiting.rule,
+                    question: asks.is_some(),
+                    origin: origin.clone(),
+                },
+                (None, Some(ask)) => Trace::AnswerAwaited {
                     tool_call_id: waiting.tool_call_id.clone(),
                     tool: waiting.tool.clone(),
                     decision_id: waiting.decision_id.clone(),
                     payload_sha256: waiting.args_sha256.clone(),
                     question: ask.is_question(),
-                }
-            } else {
-                Trace::ToolCallSuspended {
+                },
+                (None, None) => Trace::ToolCallSuspended {
                     tool_call_id: waiting.tool_call_id.clone(),
                     tool: waiting.tool.clone(),
                     decision_id: waiting.decision_id.clone(),
                     args_sha256: waiting.args_sha256.clone(),
-                    rule,
-                }
+                    rule: waiting.rule,
+                },
             });
             self.waiting.push(waiting);
         }
@@ -2801,7 +2972,130 @@ impl ReferenceSession {
             reason: RunState::Suspended,
         });
         self.run = Some((run, RunState::Suspended));
-        Some(Outcome::Run(RunState::Suspended))
+        Outcome::Run(RunState::Suspended)
+    }
+
+    /// The child the parent's `subagent` call `call_id` starts with `call` in the current mode
+    /// (its record `decided`, when a rule or an allowance let it run). Refused (an unknown
+    /// type, one the mode may not start, an empty task): an error result, and no child. Else
+    /// the child calls the model (offered what its type lists and the mode offers), makes its
+    /// call, if it has one, by its rules (the mode's, with its type's on top: a refusal, a
+    /// run, or a wait for the user), and answers: its answer is the call's result. Returns what
+    /// waits when its call waits for the user: the parent's run suspends on it.
+    fn start_child(
+        &mut self,
+        call_id: &str,
+        call: &SubagentCall,
+        decided: Option<Decided>,
+        trace: &mut Vec<Trace>,
+    ) -> Option<Waits> {
+        let (agent_type, child) = match call {
+            SubagentCall::Start { agent_type, child } if self.facts.may_start(self.mode, agent_type) => {
+                (agent_type, child)
+            }
+            _ => {
+                trace.push(Trace::ToolEnded {
+                    tool_call_id: call_id.to_owned(),
+                    is_error: true,
+                    result: ResultKind::Other,
+                    decided,
+                });
+                return None;
+            }
+        };
+        let mode = self.facts.id(self.mode).to_owned();
+        let mut tools = self.facts.child_tools(self.mode, agent_type);
+        tools.sort();
+        trace.push(Trace::ChildModelCalled {
+            mode: mode.clone(),
+            tools: tools.clone(),
+        });
+        if let ChildStep::Calls(tool) = child {
+            let scripted = ScriptedCall {
+                id: self.next_call_id(),
+                tool: tool.clone(),
+                plan: None,
+                path: None,
+                task: None,
+                ask: Ask::of_tool(tool),
+                subagent: None,
+            };
+            self.script.push(Reply::Calls(vec![scripted.clone()]));
+            let offered = tools.contains(tool);
+            // `ask_user` asks the user already: an `ask` rule never makes it wait.
+            let rule = self
+                .facts
+                .child_rule_for(self.mode, agent_type, tool)
+                .filter(|(_, action)| !(tool == ASK_USER && action == "ask"));
+            let waits = match &rule {
+                Some((_, action)) => action == "ask",
+                None => {
+                    self.facts
+                        .child_requires_approval(self.mode, agent_type, tool)
+                        && self.allowance_for(tool, None).is_none()
+                }
+            };
+            let origin = ChildOrigin {
+                agent_type: agent_type.clone(),
+                parent_call_id: call_id.to_owned(),
+            };
+            if offered && waits {
+                return Some(Waits {
+                    tool_call_id: scripted.id.clone(),
+                    tool: tool.clone(),
+                    args_sha256: scripted.args_sha256(),
+                    rule: rule.map(|(n, _)| n),
+                    asks: None,
+                    child: Some(origin),
+                    starts: None,
+                });
+            }
+            let denied = rule.as_ref().is_some_and(|(_, action)| action == "deny");
+            if offered && !denied {
+                trace.push(Trace::ChildToolRan {
+                    tool: tool.clone(),
+                    mode: mode.clone(),
+                    resumed: false,
+                });
+                if let Some(ask) = scripted.ask {
+                    return Some(Waits {
+                        tool_call_id: scripted.id.clone(),
+                        tool: tool.clone(),
+                        args_sha256: ask.payload_sha256(),
+                        rule: None,
+                        asks: Some(ask),
+                        child: Some(origin),
+                        starts: None,
+                    });
+                }
+            }
+            // Refused, denied or run: the child reads the result and answers.
+            trace.push(Trace::ChildModelCalled { mode, tools });
+        }
+        self.child_answers(call_id, agent_type, decided, trace);
+        None
+    }
+
+    /// The child of the parent's call `call_id` answers: its final text is the call's result.
+    fn child_answers(
+        &mut self,
+        call_id: &str,
+        agent_type: &str,
+        decided: Option<Decided>,
+        trace: &mut Vec<Trace>,
+    ) {
+        self.script.push(Reply::Text(CHILD_ANSWER.to_owned()));
+        trace.push(Trace::SubagentEnded {
+            tool_call_id: call_id.to_owned(),
+            agent_type: agent_type.to_owned(),
+            outcome: SubagentOutcome::Completed,
+        });
+        trace.push(Trace::ToolEnded {
+            tool_call_id: call_id.to_owned(),
+            is_error: false,
+            result: ResultKind::SubagentAnswer,
+            decided,
+        });
     }
 
     fn suspend(
@@ -3179,7 +3473,8 @@ impl ReferenceSession {
         };
         // The rejected calls and the declined questions get their results, in the model's
         // order; then each answer goes to its tool's `resume` step; then the approved calls run.
-        for w in &waiting {
+        // A child's decisions go back to the child, which carries on after the parent's calls.
+        for w in waiting.iter().filter(|w| w.child.is_none()) {
             if let Some((DecisionAction::Rejected, with_feedback)) = w.decided {
                 trace.push(Trace::ToolEnded {
                     tool_call_id: w.tool_call_id.clone(),
@@ -3194,7 +3489,7 @@ impl ReferenceSession {
                 });
             }
         }
-        for w in &waiting {
+        for w in waiting.iter().filter(|w| w.child.is_none()) {
             if let Some((DecisionAction::Answered, _)) = w.decided {
                 trace.push(Trace::ToolResumed {
                     tool_call_id: w.tool_call_id.clone(),
@@ -3203,8 +3498,15 @@ impl ReferenceSession {
                 });
             }
         }
-        for w in &waiting {
+        // The calls that wait again: a child an approved `subagent` call starts, or one that
+        // carries on, whose call waits for the user.
+        let mut again = Vec::new();
+        for w in waiting.iter().filter(|w| w.child.is_none()) {
             if let Some((DecisionAction::Approved, _)) = w.decided {
+                if let Some(starts) = &w.starts {
+                    again.extend(self.start_child(&w.tool_call_id, starts, decided(w), trace));
+                    continue;
+                }
                 trace.push(Trace::ToolRan {
                     tool_call_id: w.tool_call_id.clone(),
                     tool: w.tool.clone(),
@@ -3213,6 +3515,39 @@ impl ReferenceSession {
                     rule: w.rule,
                 });
             }
+        }
+        // Each waiting child carries on with its decisions, in the model's order: its approved
+        // call runs, its answered one resumes, a rejected one has its result; then it answers.
+        let mut origins: Vec<&ChildOrigin> = Vec::new();
+        for origin in waiting.iter().filter_map(|w| w.child.as_ref()) {
+            if !origins.contains(&origin) {
+                origins.push(origin);
+            }
+        }
+        for origin in origins {
+            for w in waiting.iter().filter(|w| w.child.as_ref() == Some(origin)) {
+                let resumed = match w.decided {
+                    Some((DecisionAction::Approved, _)) => false,
+                    Some((DecisionAction::Answered, _)) => true,
+                    _ => continue,
+                };
+                trace.push(Trace::ChildToolRan {
+                    tool: w.tool.clone(),
+                    mode: mode.clone(),
+                    resumed,
+                });
+            }
+            let mut tools = self.facts.child_tools(self.mode, &origin.agent_type);
+            tools.sort();
+            trace.push(Trace::ChildModelCalled {
+                mode: mode.clone(),
+                tools,
+            });
+            self.child_answers(&origin.parent_call_id, &origin.agent_type, None, trace);
+        }
+        if !again.is_empty() {
+            let outcome = self.wait_on(run, again, trace);
+            return (vec![Reply::Text(format!("done with run {run}"))], outcome);
         }
         // The decision starts a new drive: the step limit counts from zero again.
         let mut steps = 0;
@@ -3306,6 +3641,7 @@ impl ReferenceSession {
                             path: None,
                             task: None,
                             ask: None,
+                            subagent: None,
                         };
                         let replies = vec![Reply::Calls(vec![call.clone()]), text];
                         let outcome = match self.tool_calls_then(run, &[call], trace) {
@@ -3325,7 +3661,8 @@ impl ReferenceSession {
             | ResultKind::ApprovedNotRun
             | ResultKind::Declined
             | ResultKind::DeclinedWithFeedback
-            | ResultKind::AnsweredNotResumed => {
+            | ResultKind::AnsweredNotResumed
+            | ResultKind::SubagentAnswer => {
                 trace.push(Trace::RunEnded {
                     run,
                     reason: RunState::Completed,
@@ -3429,6 +3766,23 @@ impl ReferenceSession {
         }
         let call = proptest::strategy::Union::new_weighted(calls).boxed();
         let then = prop_oneof![8 => Just(Then::Text), 1 => Just(Then::ModelFails)];
+        // Where the mode offers `subagent`, one such call now and then, alone or before another
+        // call (never two in a reply: the children of one reply run at once, and the kit's
+        // one model would answer them in an order of the runtime's choosing).
+        let subagent_calls = subagent_calls(&self.facts, self.mode);
+        let subagent_message = (!subagent_calls.is_empty()).then(|| {
+            (
+                proptest::sample::select(subagent_calls),
+                proptest::option::weighted(0.3, call.clone()),
+                then.clone(),
+            )
+                .prop_map(|(subagent, other, then)| Op::Message {
+                    calls: std::iter::once(Call::Subagent(subagent))
+                        .chain(other)
+                        .collect(),
+                    then,
+                })
+        });
         let message = (
             prop_oneof![
                 2 => Just(Vec::new()),
@@ -3463,6 +3817,9 @@ impl ReferenceSession {
             (1, Just(Op::DecideUnknownRun).boxed()),
             (1, malformed_data().prop_map(Op::Malformed).boxed()),
         ];
+        if let Some(subagent_message) = subagent_message {
+            choices.push((4, subagent_message.boxed()));
+        }
         if !unknown_ids.is_empty() {
             choices.push((
                 1,
@@ -3528,6 +3885,36 @@ impl ReferenceSession {
         }
         proptest::strategy::Union::new_weighted(choices).boxed()
     }
+}
+
+/// The `subagent` calls the kit's model makes in `mode` where it offers the tool: for each
+/// type, one whose child answers at once and one whose child calls each tool the kit calls
+/// (`ask_user` among them); one naming no type; one with an empty task. A type the mode may
+/// not start is refused.
+pub(crate) fn subagent_calls(facts: &ConfigFacts, mode: usize) -> Vec<SubagentCall> {
+    if facts.offers(mode, SUBAGENT) != Some(true) {
+        return Vec::new();
+    }
+    let mut tools = facts.tool_names();
+    if !tools.iter().any(|t| t == ASK_USER) {
+        tools.push(ASK_USER.to_owned());
+    }
+    let mut calls = Vec::new();
+    for kind in facts.subagent_types() {
+        calls.push(SubagentCall::Start {
+            agent_type: kind.id.clone(),
+            child: ChildStep::Answers,
+        });
+        calls.extend(tools.iter().map(|tool| SubagentCall::Start {
+            agent_type: kind.id.clone(),
+            child: ChildStep::Calls(tool.clone()),
+        }));
+    }
+    calls.push(SubagentCall::UnknownType);
+    if let Some(kind) = facts.subagent_types().first() {
+        calls.push(SubagentCall::EmptyTask(kind.id.clone()));
+    }
+    calls
 }
 
 /// What a typed answer decides: `y`/`yes` approves, `n`/`no` rejects, other text rejects with

@@ -2013,3 +2013,280 @@ fn a_custom_tool_that_takes_an_answer_its_schema_should_refuse_is_caught() {
         "{found}"
     );
 }
+
+/// A config with two subagent types: `plan` may start `explore` (read-only there), `build`
+/// both; a child's write waits by `build`'s `requireApproval` (explore) or by its type's own
+/// (scribe, an `ask` rule in the child).
+const SUBAGENTS: &str = "tests/fixtures/configs/subagents.toml";
+
+/// A `subagent` call starting `agent_type`, whose child does `child`.
+fn start(agent_type: &str, child: ChildStep) -> Call {
+    Call::Subagent(SubagentCall::Start {
+        agent_type: agent_type.to_owned(),
+        child,
+    })
+}
+
+/// A message on which the model makes `calls`, then answers.
+fn message(calls: Vec<Call>) -> Op {
+    Op::Message {
+        calls,
+        then: Then::Text,
+    }
+}
+
+#[test]
+fn the_reference_runs_children_and_refuses_bad_subagent_calls_and_the_session_agrees() {
+    let (graph, facts) = loaded(SUBAGENTS);
+    let mut harness = Harness::new(graph, facts, build_correct).expect("a harness");
+    let mut reference = ReferenceSession::new(harness.facts().clone(), None);
+    harness.start(&reference).expect("the start");
+    let mut step = |reference: &mut ReferenceSession, op| step_both(&mut harness, reference, op);
+    let ended = |expected: &Expected| -> Vec<ResultKind> {
+        expected
+            .trace
+            .iter()
+            .filter_map(|t| match t {
+                Trace::ToolEnded { result, .. } => Some(*result),
+                _ => None,
+            })
+            .collect()
+    };
+    let child_tools = |expected: &Expected| -> Vec<Vec<String>> {
+        expected
+            .trace
+            .iter()
+            .filter_map(|t| match t {
+                Trace::ChildModelCalled { tools, .. } => Some(tools.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    // A known type answers at once: its answer is the call's result, and the run goes on.
+    let answered = step(&mut reference, message(vec![start("explore", ChildStep::Answers)]));
+    assert_eq!(answered.outcome, Outcome::Run(RunState::Completed));
+    assert_eq!(ended(&answered), [ResultKind::SubagentAnswer]);
+    assert_eq!(
+        child_tools(&answered),
+        [["ask_user", "list_files", "read_file", "write_file"]],
+        "build's tools, never subagent"
+    );
+    // An unknown type and an empty task: refused, and the session goes on.
+    for refused in [
+        SubagentCall::UnknownType,
+        SubagentCall::EmptyTask("explore".to_owned()),
+    ] {
+        let done = step(&mut reference, message(vec![Call::Subagent(refused)]));
+        assert_eq!(done.outcome, Outcome::Run(RunState::Completed));
+        assert_eq!(ended(&done), [ResultKind::Other]);
+        assert!(child_tools(&done).is_empty(), "no child started");
+    }
+    // The scribe's `list_files` is denied in the child: refused there, the child answers.
+    let denied = step(
+        &mut reference,
+        message(vec![start("scribe", ChildStep::Calls("list_files".to_owned()))]),
+    );
+    assert_eq!(ended(&denied), [ResultKind::SubagentAnswer]);
+    assert!(
+        !denied
+            .trace
+            .iter()
+            .any(|t| matches!(t, Trace::ChildToolRan { .. }))
+    );
+    // In `plan` a type its list leaves out is refused, and `explore`'s child reads only.
+    step(&mut reference, Op::switch("plan"));
+    let forbidden = step(&mut reference, message(vec![start("scribe", ChildStep::Answers)]));
+    assert_eq!(ended(&forbidden), [ResultKind::Other]);
+    let read_only = step(
+        &mut reference,
+        message(vec![start("explore", ChildStep::Calls("write_file".to_owned()))]),
+    );
+    assert_eq!(child_tools(&read_only)[0], ["ask_user", "read_file"]);
+    assert_eq!(ended(&read_only), [ResultKind::SubagentAnswer]);
+}
+
+#[test]
+fn a_childs_wait_suspends_the_parent_beside_its_own_and_survives_a_restart() {
+    let (graph, facts) = loaded(SUBAGENTS);
+    let store: Arc<dyn crate::store::SessionStore> = Arc::new(crate::store::MemoryStore::new());
+    let mut harness = Harness::new(graph, facts, build_on_store(store)).expect("a harness");
+    let mut reference = ReferenceSession::new(harness.facts().clone(), None).with_restarts(true);
+    harness.start(&reference).expect("the start");
+    let mut step = |reference: &mut ReferenceSession, op| step_both(&mut harness, reference, op);
+    let children = |reference: &ReferenceSession| -> Vec<Option<String>> {
+        reference
+            .waiting()
+            .iter()
+            .map(|w| w.child.as_ref().map(|c| c.agent_type.clone()))
+            .collect()
+    };
+    // The scribe's write waits by its type's requireApproval, an `ask` rule of the child's
+    // (rule 2: build has none, the type's `deny` is 1), beside build's own write, which
+    // waits by build's requireApproval: one suspension.
+    let suspended = step(
+        &mut reference,
+        message(vec![
+            start("scribe", ChildStep::Calls("write_file".to_owned())),
+            Call::Tool("write_file".to_owned()),
+        ]),
+    );
+    assert_eq!(suspended.outcome, Outcome::Run(RunState::Suspended));
+    assert_eq!(children(&reference), [Some("scribe".to_owned()), None]);
+    assert_eq!(reference.waiting()[0].rule, Some(2));
+    assert!(suspended.trace.iter().any(|t| matches!(
+        t,
+        Trace::ChildWaits { origin, .. } if origin.agent_type == "scribe"
+    )));
+    // Restored from the store, both still wait; approved, both writes run, the child answers.
+    step(&mut reference, Op::Restart);
+    assert_eq!(children(&reference).len(), 2);
+    step(&mut reference, Op::approve_tool(1));
+    let done = step(&mut reference, Op::approve_tool(0));
+    assert_eq!(done.outcome, Outcome::Run(RunState::Completed));
+    assert!(done.trace.iter().any(|t| matches!(
+        t,
+        Trace::ChildToolRan { tool, resumed: false, .. } if tool == "write_file"
+    )));
+    // The explorer's child writes by build's requireApproval: rejected, it never runs.
+    let waits = step(
+        &mut reference,
+        message(vec![start("explore", ChildStep::Calls("write_file".to_owned()))]),
+    );
+    assert_eq!(waits.outcome, Outcome::Run(RunState::Suspended));
+    assert_eq!(reference.waiting()[0].rule, None);
+    let rejected = step(&mut reference, Op::reject_tool(0, Some("not now")));
+    assert_eq!(rejected.outcome, Outcome::Run(RunState::Completed));
+    assert!(
+        !rejected
+            .trace
+            .iter()
+            .any(|t| matches!(t, Trace::ChildToolRan { .. }))
+    );
+    // A child's question, answered; and one aborted.
+    step(
+        &mut reference,
+        message(vec![start("explore", ChildStep::Calls(crate::tool::ASK_USER.to_owned()))]),
+    );
+    assert!(reference.waiting()[0].asks.is_some());
+    let answered = step(&mut reference, Op::answer_question(0));
+    assert!(answered.trace.iter().any(|t| matches!(
+        t,
+        Trace::ChildToolRan { resumed: true, .. }
+    )));
+    step(
+        &mut reference,
+        message(vec![start("explore", ChildStep::Calls("write_file".to_owned()))]),
+    );
+    let aborted = step(&mut reference, Op::Abort);
+    assert_eq!(aborted.outcome, Outcome::Aborted(true));
+    assert!(reference.waiting().is_empty());
+}
+
+#[test]
+fn the_kit_covers_subagents_answered_refused_waiting_and_beside_the_parents_wait() {
+    let report = passed(Check::new(SUBAGENTS).cases(32).seed(38));
+    let causes: Vec<Cause> = report.edges.edges.iter().map(|e| e.cause).collect();
+    for cause in [
+        Cause::SubagentAnswers,
+        Cause::SubagentRefused,
+        Cause::ApproveChildTool,
+        Cause::RejectChildTool,
+        Cause::AnswerChildQuestion,
+        Cause::ChildBesideTool,
+        Cause::AbortChild,
+    ] {
+        assert!(causes.contains(&cause), "{cause} among {causes:?}");
+    }
+    assert!(report.edges.is_complete(), "{report}");
+}
+
+/// Planted bug "a child is offered more than its parent's mode": a model layer that offers
+/// each child (a request whose system prompt is a subagent's) every tool it has seen offered
+/// to a parent, in any mode.
+struct WidensChildren {
+    model: Arc<dyn LanguageModel>,
+    seen: std::sync::Mutex<Vec<ToolSpec>>,
+}
+
+#[async_trait::async_trait]
+impl LanguageModel for WidensChildren {
+    async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        let child = request.system_prompt.starts_with("You are a subagent");
+        let tools: Vec<ToolSpec> = {
+            let mut seen = self.seen.lock().expect("the lock");
+            let mut tools = request.tools.to_vec();
+            if child {
+                tools.extend(
+                    seen.iter()
+                        .filter(|t| !request.tools.iter().any(|o| o.name == t.name))
+                        .cloned(),
+                );
+            } else {
+                for tool in request.tools {
+                    if !seen.iter().any(|t| t.name == tool.name) {
+                        seen.push(tool.clone());
+                    }
+                }
+            }
+            tools
+        };
+        self.model
+            .generate(ModelRequest {
+                tools: &tools,
+                ..request
+            })
+            .await
+    }
+}
+
+#[test]
+fn a_child_offered_a_tool_its_parents_mode_lacks_is_caught() {
+    let report = caught(SUBAGENTS, 16, 38, |setup: Setup| {
+        build_around_model(setup, |model| WidensChildren {
+            model,
+            seen: std::sync::Mutex::default(),
+        })
+    });
+    let found = explored_in(&report, Aspect::Events);
+    assert!(
+        found
+            .ops
+            .iter()
+            .any(|op| matches!(op, Op::Message { calls, .. } if calls.iter().any(|c| matches!(c, Call::Subagent(_))))),
+        "{found}"
+    );
+    assert!(found.divergence.expected.contains("ChildModelCalled"), "{found}");
+}
+
+/// `text` without the `rules` of its subagent types (their lines before the first
+/// `[[modes]]`).
+fn without_type_rules(text: &str) -> String {
+    let modes = text.find("[[modes]]").unwrap_or(text.len());
+    let (types, rest) = text.split_at(modes);
+    let types: String = types
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("rules"))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    format!("{types}{rest}")
+}
+
+#[test]
+fn a_child_whose_types_deny_rule_is_lost_is_caught() {
+    // The host's graph forgets the scribe's `deny` rule on `list_files`: its child lists.
+    let report = caught(SUBAGENTS, 16, 38, |setup: Setup| {
+        let text = std::fs::read_to_string(SUBAGENTS).expect("the config");
+        build_over(setup, &without_type_rules(&text), "lost.toml")
+    });
+    // The shortest counterexample starts a scribe in `build`: its write waits by the wrong
+    // rule (the lost `deny` was rule 1), or its `list_files` runs.
+    let found = explored_in(&report, Aspect::Events);
+    assert!(
+        matches!(
+            found.ops.last(),
+            Some(Op::Message { calls, .. })
+                if matches!(&calls[..], [Call::Subagent(SubagentCall::Start { agent_type, .. })] if agent_type == "scribe")
+        ),
+        "{found}"
+    );
+}

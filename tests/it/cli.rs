@@ -2784,6 +2784,41 @@ fn verify_checks_questions_and_names_their_transitions() {
     assert!(!not.contains("questions"), "{not}");
 }
 
+/// A config with subagent types: `verify` drives `subagent` calls (children that answer,
+/// refused calls, a child's wait approved, rejected, answered, aborted and beside the parent's
+/// own) and names the subagent transitions it covered.
+#[test]
+fn verify_checks_subagents_and_names_their_transitions() {
+    let toml = std::fs::read_to_string(fixture("configs/subagents.toml")).expect("fixture");
+    let out = verify(&toml, &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(DONE), "{stdout}{}", stderr(&out));
+    let checked = stdout
+        .lines()
+        .find(|l| l.starts_with("checked: "))
+        .unwrap_or_else(|| panic!("no `checked:` line: {stdout}"));
+    for cause in [
+        "subagent_answers",
+        "subagent_refused",
+        "approve_child_tool",
+        "reject_child_tool",
+        "abort_child",
+        "answer_child_question",
+        "child_beside_tool",
+    ] {
+        assert!(checked.contains(cause), "{cause}: {checked}");
+    }
+    assert!(
+        checked.contains(", subagents (subagent in `plan`, `build`: "),
+        "{checked}"
+    );
+    let not = stdout
+        .lines()
+        .find(|l| l.starts_with("not checked: "))
+        .unwrap_or_default();
+    assert!(!not.contains("subagents"), "{not}");
+}
+
 /// The help says what an always-allow approves now: the call shown only; the reply's other
 /// calls are each asked about, later replies' calls of the tool run unasked (review finding:
 /// the help still said the other calls of the reply ran, or were approved, with it).
