@@ -130,6 +130,7 @@ pub mod error;
 pub mod event;
 mod exchange;
 pub mod extensions;
+mod glob;
 pub mod guide;
 pub mod jail;
 pub mod jcs;

@@ -53,29 +53,14 @@ pub(crate) enum Ruling {
 }
 
 impl State {
-    /// How `call`, whose path arguments lie at `paths`, is handled in the current mode of
-    /// `graph` (which offers its tool: the driver checked). Pure.
-    /// `written`: where the paths it writes lie, for a call of a tool that writes
-    /// ([`super::scope::Written`]); `None` for a tool that writes nothing. An approved plan's
-    /// files bind it ([`super::scope::bind`]).
-    pub(crate) fn ruling(
+    /// How `call` is handled by the current mode's rules, its `requireApproval` and the
+    /// allowances of tools in force.
+    pub(super) fn ruling_by_mode(
         &self,
         graph: &ModeGraph,
         call: &ToolCall,
         paths: &ResolvedPaths,
-        written: Option<&super::scope::Written>,
     ) -> Ruling {
-        let ruling = self.ruling_by_mode(graph, call, paths);
-        let mode_id = graph.mode(self.mode).id();
-        match (written, self.plan_grant_in(mode_id)) {
-            (Some(written), Some(grant)) => super::scope::bind(ruling, grant, written),
-            _ => ruling,
-        }
-    }
-
-    /// How `call` is handled by the current mode's rules, its `requireApproval` and the
-    /// allowances of tools in force.
-    fn ruling_by_mode(&self, graph: &ModeGraph, call: &ToolCall, paths: &ResolvedPaths) -> Ruling {
         let mode = graph.mode(self.mode);
         let verdict = mode.decide(true, call, paths);
         let rule = RuleRecord::of(&verdict, mode.rules(), mode.id()).map(Box::new);

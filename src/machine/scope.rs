@@ -21,8 +21,10 @@
 use super::ruling::Ruling;
 use super::state::State;
 use crate::allowance::{Allowance, AllowanceScope, EVERY_WRITING_TOOL, PlanGrant};
+use crate::exchange::ToolCall;
+use crate::mode::ModeGraph;
 use crate::plan::{PlanScope, PlanScopePolicy};
-use crate::rules::ResolvedPath;
+use crate::rules::{ResolvedPath, ResolvedPaths};
 
 /// Where the paths a call writes lie, as the driver located them: each written argument and
 /// where it leads ([`crate::tool::Tool::written_path_args`], resolved as the rules resolve
@@ -122,6 +124,28 @@ pub(crate) fn bind(ruling: Ruling, grant: &Allowance, written: &Written) -> Ruli
             )),
             PlanScopePolicy::Ask | PlanScopePolicy::Off => Ruling::Drift(why),
         },
+    }
+}
+
+impl State {
+    /// How `call`, whose path arguments lie at `paths`, is handled in the current mode of
+    /// `graph` (which offers its tool: the driver checked). Pure.
+    /// `written`: where the paths it writes lie, for a call of a tool that writes
+    /// ([`Written`]); `None` for a tool that writes nothing. An approved plan's
+    /// files bind it ([`bind`]).
+    pub(crate) fn ruling(
+        &self,
+        graph: &ModeGraph,
+        call: &ToolCall,
+        paths: &ResolvedPaths,
+        written: Option<&Written>,
+    ) -> Ruling {
+        let ruling = self.ruling_by_mode(graph, call, paths);
+        let mode_id = graph.mode(self.mode).id();
+        match (written, self.plan_grant_in(mode_id)) {
+            (Some(written), Some(grant)) => bind(ruling, grant, written),
+            _ => ruling,
+        }
     }
 }
 

@@ -28,7 +28,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::markdown::{indentation, lines_outside_code};
-use crate::rules::Glob;
+use crate::glob::Glob;
 
 /// The most entries a `## Files` section may list: a plan that touches more files declares
 /// folders or globs (`src/ui/**`).

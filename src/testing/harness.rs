@@ -15,12 +15,12 @@ use serde_json::json;
 
 use super::ask::Ask;
 use super::facts::{ConfigFacts, WorkspaceStore};
-use super::subagents::ChildOrigin;
 use super::reference::{
     Action, CLOCK_START_MS, Decided, ModelAllowance, Offered, Op, Outcome, PLAN_COUNT, PendingPlan,
     PlanFile, ReferenceSession, Refusal, Reply, ResultKind, RunRef, Step, TaskCall, Trace,
     WaitingCall, plan_text,
 };
+use super::subagents::ChildOrigin;
 use crate::allowance::{Allowance, AllowanceScope};
 use crate::controller::{AgentController, AgentControllerBuilder, ToolLayer};
 use crate::deadline::{APPROVED_NOT_RUN_RESULT, Clock};
@@ -1134,7 +1134,11 @@ impl Harness {
                     sha256: call.args_sha256,
                     rule: call.rule.map(|r| r.number),
                     question: false,
-                    origin: call.subagent.as_deref().map(child_origin).unwrap_or_default(),
+                    origin: call
+                        .subagent
+                        .as_deref()
+                        .map(child_origin)
+                        .unwrap_or_default(),
                 },
                 Suspension::Tool(tool) if tool.subagent.is_some() => Trace::ChildWaits {
                     tool_call_id,
@@ -1143,7 +1147,11 @@ impl Harness {
                     sha256: tool.payload_sha256.clone(),
                     rule: None,
                     question: true,
-                    origin: tool.subagent.as_deref().map(child_origin).unwrap_or_default(),
+                    origin: tool
+                        .subagent
+                        .as_deref()
+                        .map(child_origin)
+                        .unwrap_or_default(),
                 },
                 Suspension::ToolCall(call) => Trace::ToolCallSuspended {
                     tool_call_id,
@@ -1723,7 +1731,9 @@ fn refusal(error: &SessionError) -> Refusal {
 fn result_kind(result: &str) -> ResultKind {
     if result == super::subagents::CHILD_ANSWER {
         ResultKind::SubagentAnswer
-    } else if result.starts_with(EXPIRED_RESULT_START) || result.starts_with(UNANSWERED_RESULT_START) {
+    } else if result.starts_with(EXPIRED_RESULT_START)
+        || result.starts_with(UNANSWERED_RESULT_START)
+    {
         ResultKind::Expired
     } else if result == crate::deadline::ANSWERED_NOT_RESUMED_RESULT {
         ResultKind::AnsweredNotResumed

@@ -570,10 +570,12 @@ async fn a_child_that_waited_in_a_dropped_run_is_not_taken_for_the_next_runs_chi
     let served = s.server.watcher();
     let ready = async {
         waits.notified().await;
-        let three = tokio::task::spawn_blocking(move || {
-            served.wait_served(3, common::wait::PATIENCE)
-        });
-        assert!(three.await.expect("watcher"), "the second child never asked its model");
+        let three =
+            tokio::task::spawn_blocking(move || served.wait_served(3, common::wait::PATIENCE));
+        assert!(
+            three.await.expect("watcher"),
+            "the second child never asked its model"
+        );
     };
     tokio::select! {
         outcome = session.send_message("Go") => panic!("the run ended: {outcome:?}"),
