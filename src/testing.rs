@@ -200,10 +200,8 @@ pub use self::conformance::{
 pub use self::edges::{Cause, Edge, EdgeReport, Miss, edges, walk_edges};
 pub use self::explore::{Counterexample, Exploration, explore, explore_up_to, operations};
 pub use self::facts::{
-    Approvals, ConfigFacts, FactsError, ModeFacts, SubagentFacts, TimeoutRule, UNKNOWN_TOOL, WorkspaceStore,
-};
-pub use self::subagents::{
-    CHILD_ANSWER, ChildOrigin, ChildStep, SUBAGENT_TASK, SubagentCall, UNKNOWN_SUBAGENT,
+    Approvals, ConfigFacts, FactsError, ModeFacts, SubagentFacts, TimeoutRule, UNKNOWN_TOOL,
+    WorkspaceStore,
 };
 pub use self::harness::{Aspect, Divergence, Harness, HarnessError, Invariant, Setup};
 pub use self::reference::{
@@ -212,6 +210,9 @@ pub use self::reference::{
     ReferenceSession, Refusal, Reply, ResultKind, Revision, RevokeChoice, RunRef, ScriptedCall,
     ShaChoice, Step, Subject, TaskCall, Then, Trace, Until, WaitingCall, edited_plan_sha256,
     edited_plan_text, plan_sha256, plan_text, tool_args_sha256,
+};
+pub use self::subagents::{
+    CHILD_ANSWER, ChildOrigin, ChildStep, SUBAGENT_TASK, SubagentCall, UNKNOWN_SUBAGENT,
 };
 use crate::config::{self, ConfigError};
 use crate::controller::AgentController;

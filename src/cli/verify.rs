@@ -521,7 +521,10 @@ mod tests {
         );
         assert!(!text.contains("not checked: subagents"), "{text}");
         let none = summary(&report(false), 0, &[], &[], false);
-        assert!(none.contains(", subagents (no mode offers subagent)"), "{none}");
+        assert!(
+            none.contains(", subagents (no mode offers subagent)"),
+            "{none}"
+        );
     }
 
     #[test]

@@ -11,8 +11,8 @@ use super::harness::Harness;
 use super::reference::{
     Call, Feedback, Op, PlanFile, ReferenceSession, Revision, ShaChoice, Subject, Then, Until,
 };
-use crate::run::DecisionAction;
 use super::subagents::{ChildStep, SubagentCall};
+use crate::run::DecisionAction;
 use crate::subagent::SUBAGENT;
 use crate::tool::ASK_USER;
 
@@ -346,7 +346,10 @@ pub(crate) fn child_asking(facts: &ConfigFacts, mode: usize) -> Option<String> {
         .iter()
         .filter(|t| facts.may_start(mode, &t.id))
         .find(|t| {
-            facts.child_tools(mode, &t.id).iter().any(|tool| tool == ASK_USER)
+            facts
+                .child_tools(mode, &t.id)
+                .iter()
+                .any(|tool| tool == ASK_USER)
                 && !facts
                     .child_rule_for(mode, &t.id, ASK_USER)
                     .is_some_and(|(_, action)| action == "deny")

@@ -52,10 +52,10 @@ use super::reference::{
     Call, CallPath, EditedPlan, Op, PlanFile, ReferenceSession, Revision, RevokeChoice, ShaChoice,
     Subject, Then, Until,
 };
+use super::subagents::{ChildStep, SubagentCall};
 use crate::allowance::AllowanceScope;
 use crate::event::RunState;
 use crate::run::DecisionAction;
-use super::subagents::{ChildStep, SubagentCall};
 use crate::subagent::SUBAGENT;
 use crate::tool::ASK_USER;
 
@@ -403,10 +403,7 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
             ) && child.0 == kind.id
             {
                 ops.push(Op::Message {
-                    calls: vec![
-                        start(ChildStep::Calls(child.1)),
-                        Call::Tool(parent.clone()),
-                    ],
+                    calls: vec![start(ChildStep::Calls(child.1)), Call::Tool(parent.clone())],
                     then: Then::Text,
                 });
             }

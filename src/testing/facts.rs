@@ -378,12 +378,13 @@ impl ConfigFacts {
                 Some("abort") => TimeoutRule::Abort,
                 _ => TimeoutRule::Reject,
             };
-            let subagents = match raw.get("subagents") {
-                None => None,
-                Some(list) => Some(string_list(list).ok_or_else(|| {
-                    FactsError(format!("mode `{id}` has a bad subagents list"))
-                })?),
-            };
+            let subagents =
+                match raw.get("subagents") {
+                    None => None,
+                    Some(list) => Some(string_list(list).ok_or_else(|| {
+                        FactsError(format!("mode `{id}` has a bad subagents list"))
+                    })?),
+                };
             modes.push(ModeFacts {
                 id: id.clone(),
                 transitions_to,
@@ -428,9 +429,9 @@ impl ConfigFacts {
             let require_approval = match raw.get("requireApproval") {
                 None | Some(Value::Boolean(false)) => Approvals::None,
                 Some(Value::Boolean(true)) => Approvals::All,
-                Some(list) => Approvals::Tools(
-                    string_list(list).ok_or_else(|| bad("requireApproval list"))?,
-                ),
+                Some(list) => {
+                    Approvals::Tools(string_list(list).ok_or_else(|| bad("requireApproval list"))?)
+                }
             };
             let rules = read_rules(raw).ok_or_else(|| bad("rule"))?;
             subagents.push(SubagentFacts {

@@ -15,12 +15,12 @@ use serde_json::json;
 
 use super::ask::Ask;
 use super::facts::{ConfigFacts, WorkspaceStore};
-use super::subagents::ChildOrigin;
 use super::reference::{
     Action, CLOCK_START_MS, Decided, ModelAllowance, Offered, Op, Outcome, PLAN_COUNT, PendingPlan,
     PlanFile, ReferenceSession, Refusal, Reply, ResultKind, RunRef, Step, TaskCall, Trace,
     WaitingCall, plan_text,
 };
+use super::subagents::ChildOrigin;
 use crate::allowance::{Allowance, AllowanceScope};
 use crate::controller::{AgentController, AgentControllerBuilder, ToolLayer};
 use crate::deadline::{APPROVED_NOT_RUN_RESULT, Clock};
@@ -938,13 +938,15 @@ impl Harness {
                 });
             }
         };
-        // A child's records (a subagent's run, in a session of its own) are its own: they
-        // never fold into the parent's calls.
-        let parent = self
+        // A child's records (a subagent's run, in a session of its own, whose id is its
+        // parent's followed by a dot and more) are its own: they never fold into the parent's
+        // calls. An execution in no session the kit knows is a stray one, as before.
+        let children = self
             .session
             .as_ref()
-            .map(|s| s.id().to_owned())
+            .map(|s| format!("{}.", s.id()))
             .unwrap_or_default();
+        let child = |session: &str| !children.is_empty() && session.starts_with(&children);
         for record in records {
             let item = match record {
                 Record::ModelCall {
@@ -952,7 +954,7 @@ impl Harness {
                     mode_id,
                     mut tools,
                     ..
-                } if session != parent => {
+                } if child(&session) => {
                     tools.sort();
                     Some(Trace::ChildModelCalled {
                         mode: mode_id,
@@ -963,7 +965,7 @@ impl Harness {
                     session,
                     tool,
                     mode,
-                } if session != parent => Some(Trace::ChildToolRan {
+                } if child(&session) => Some(Trace::ChildToolRan {
                     tool,
                     mode,
                     resumed: false,
@@ -972,12 +974,12 @@ impl Harness {
                     session,
                     tool,
                     mode,
-                } if session != parent => Some(Trace::ChildToolRan {
+                } if child(&session) => Some(Trace::ChildToolRan {
                     tool,
                     mode,
                     resumed: true,
                 }),
-                Record::ToolSuspendedCall { session, .. } if session != parent => None,
+                Record::ToolSuspendedCall { session, .. } if child(&session) => None,
                 Record::ModelCall {
                     mode_id,
                     tools,
@@ -1134,7 +1136,11 @@ impl Harness {
                     sha256: call.args_sha256,
                     rule: call.rule.map(|r| r.number),
                     question: false,
-                    origin: call.subagent.as_deref().map(child_origin).unwrap_or_default(),
+                    origin: call
+                        .subagent
+                        .as_deref()
+                        .map(child_origin)
+                        .unwrap_or_default(),
                 },
                 Suspension::Tool(tool) if tool.subagent.is_some() => Trace::ChildWaits {
                     tool_call_id,
@@ -1143,7 +1149,11 @@ impl Harness {
                     sha256: tool.payload_sha256.clone(),
                     rule: None,
                     question: true,
-                    origin: tool.subagent.as_deref().map(child_origin).unwrap_or_default(),
+                    origin: tool
+                        .subagent
+                        .as_deref()
+                        .map(child_origin)
+                        .unwrap_or_default(),
                 },
                 Suspension::ToolCall(call) => Trace::ToolCallSuspended {
                     tool_call_id,
@@ -1723,7 +1733,9 @@ fn refusal(error: &SessionError) -> Refusal {
 fn result_kind(result: &str) -> ResultKind {
     if result == super::subagents::CHILD_ANSWER {
         ResultKind::SubagentAnswer
-    } else if result.starts_with(EXPIRED_RESULT_START) || result.starts_with(UNANSWERED_RESULT_START) {
+    } else if result.starts_with(EXPIRED_RESULT_START)
+        || result.starts_with(UNANSWERED_RESULT_START)
+    {
         ResultKind::Expired
     } else if result == crate::deadline::ANSWERED_NOT_RESUMED_RESULT {
         ResultKind::AnsweredNotResumed

@@ -25,8 +25,8 @@ use super::facts::{ConfigFacts, WorkspaceStore};
 use super::subagents::{CHILD_ANSWER, ChildOrigin, ChildStep, SubagentCall};
 use crate::allowance::{AllowancePattern, AllowanceScope};
 use crate::event::{CancelReason, ModeChangeReason, RunState, SubagentOutcome};
-use crate::subagent::SUBAGENT;
 use crate::run::{Decision, DecisionAction};
+use crate::subagent::SUBAGENT;
 use crate::tool::tasks::{TASK_CHECK, TASK_COMPLETE, TASK_UPDATE, TASK_WRITE, TaskStatus};
 use crate::tool::{ASK_USER, SUBMIT_PLAN};
 
@@ -2990,7 +2990,9 @@ impl ReferenceSession {
         trace: &mut Vec<Trace>,
     ) -> Option<Waits> {
         let (agent_type, child) = match call {
-            SubagentCall::Start { agent_type, child } if self.facts.may_start(self.mode, agent_type) => {
+            SubagentCall::Start { agent_type, child }
+                if self.facts.may_start(self.mode, agent_type) =>
+            {
                 (agent_type, child)
             }
             _ => {

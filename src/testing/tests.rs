@@ -2063,7 +2063,10 @@ fn the_reference_runs_children_and_refuses_bad_subagent_calls_and_the_session_ag
             .collect()
     };
     // A known type answers at once: its answer is the call's result, and the run goes on.
-    let answered = step(&mut reference, message(vec![start("explore", ChildStep::Answers)]));
+    let answered = step(
+        &mut reference,
+        message(vec![start("explore", ChildStep::Answers)]),
+    );
     assert_eq!(answered.outcome, Outcome::Run(RunState::Completed));
     assert_eq!(ended(&answered), [ResultKind::SubagentAnswer]);
     assert_eq!(
@@ -2084,7 +2087,10 @@ fn the_reference_runs_children_and_refuses_bad_subagent_calls_and_the_session_ag
     // The scribe's `list_files` is denied in the child: refused there, the child answers.
     let denied = step(
         &mut reference,
-        message(vec![start("scribe", ChildStep::Calls("list_files".to_owned()))]),
+        message(vec![start(
+            "scribe",
+            ChildStep::Calls("list_files".to_owned()),
+        )]),
     );
     assert_eq!(ended(&denied), [ResultKind::SubagentAnswer]);
     assert!(
@@ -2095,11 +2101,17 @@ fn the_reference_runs_children_and_refuses_bad_subagent_calls_and_the_session_ag
     );
     // In `plan` a type its list leaves out is refused, and `explore`'s child reads only.
     step(&mut reference, Op::switch("plan"));
-    let forbidden = step(&mut reference, message(vec![start("scribe", ChildStep::Answers)]));
+    let forbidden = step(
+        &mut reference,
+        message(vec![start("scribe", ChildStep::Answers)]),
+    );
     assert_eq!(ended(&forbidden), [ResultKind::Other]);
     let read_only = step(
         &mut reference,
-        message(vec![start("explore", ChildStep::Calls("write_file".to_owned()))]),
+        message(vec![start(
+            "explore",
+            ChildStep::Calls("write_file".to_owned()),
+        )]),
     );
     assert_eq!(child_tools(&read_only)[0], ["ask_user", "read_file"]);
     assert_eq!(ended(&read_only), [ResultKind::SubagentAnswer]);
@@ -2150,7 +2162,10 @@ fn a_childs_wait_suspends_the_parent_beside_its_own_and_survives_a_restart() {
     // The explorer's child writes by build's requireApproval: rejected, it never runs.
     let waits = step(
         &mut reference,
-        message(vec![start("explore", ChildStep::Calls("write_file".to_owned()))]),
+        message(vec![start(
+            "explore",
+            ChildStep::Calls("write_file".to_owned()),
+        )]),
     );
     assert_eq!(waits.outcome, Outcome::Run(RunState::Suspended));
     assert_eq!(reference.waiting()[0].rule, None);
@@ -2165,17 +2180,25 @@ fn a_childs_wait_suspends_the_parent_beside_its_own_and_survives_a_restart() {
     // A child's question, answered; and one aborted.
     step(
         &mut reference,
-        message(vec![start("explore", ChildStep::Calls(crate::tool::ASK_USER.to_owned()))]),
+        message(vec![start(
+            "explore",
+            ChildStep::Calls(crate::tool::ASK_USER.to_owned()),
+        )]),
     );
     assert!(reference.waiting()[0].asks.is_some());
     let answered = step(&mut reference, Op::answer_question(0));
-    assert!(answered.trace.iter().any(|t| matches!(
-        t,
-        Trace::ChildToolRan { resumed: true, .. }
-    )));
+    assert!(
+        answered
+            .trace
+            .iter()
+            .any(|t| matches!(t, Trace::ChildToolRan { resumed: true, .. }))
+    );
     step(
         &mut reference,
-        message(vec![start("explore", ChildStep::Calls("write_file".to_owned()))]),
+        message(vec![start(
+            "explore",
+            ChildStep::Calls("write_file".to_owned()),
+        )]),
     );
     let aborted = step(&mut reference, Op::Abort);
     assert_eq!(aborted.outcome, Outcome::Aborted(true));
@@ -2255,7 +2278,10 @@ fn a_child_offered_a_tool_its_parents_mode_lacks_is_caught() {
             .any(|op| matches!(op, Op::Message { calls, .. } if calls.iter().any(|c| matches!(c, Call::Subagent(_))))),
         "{found}"
     );
-    assert!(found.divergence.expected.contains("ChildModelCalled"), "{found}");
+    assert!(
+        found.divergence.expected.contains("ChildModelCalled"),
+        "{found}"
+    );
 }
 
 /// `text` without the `rules` of its subagent types (their lines before the first
