@@ -340,7 +340,14 @@ mod tests {
                     AbortQuestion,
                     ExpireQuestion,
                     AnswerBesideTool,
-                    AnswerThenApprove
+                    AnswerThenApprove,
+                    SubagentAnswers,
+                    SubagentRefused,
+                    ApproveChildTool,
+                    RejectChildTool,
+                    AnswerChildQuestion,
+                    ChildBesideTool,
+                    AbortChild
                 ],
                 [
                     "approve",
@@ -364,7 +371,14 @@ mod tests {
                     "abort_question",
                     "expire_question",
                     "answer_beside_tool",
-                    "answer_then_approve"
+                    "answer_then_approve",
+                    "subagent_answers",
+                    "subagent_refused",
+                    "approve_child_tool",
+                    "reject_child_tool",
+                    "answer_child_question",
+                    "child_beside_tool",
+                    "abort_child"
                 ]
             );
             check!(

@@ -350,9 +350,9 @@ pub(crate) fn child_asking(facts: &ConfigFacts, mode: usize) -> Option<String> {
                 .child_tools(mode, &t.id)
                 .iter()
                 .any(|tool| tool == ASK_USER)
-                && !facts
+                && facts
                     .child_rule_for(mode, &t.id, ASK_USER)
-                    .is_some_and(|(_, action)| action == "deny")
+                    .is_none_or(|(_, action)| action != "deny")
         })
         .map(|t| t.id.clone())
 }

@@ -938,13 +938,15 @@ impl Harness {
                 });
             }
         };
-        // A child's records (a subagent's run, in a session of its own) are its own: they
-        // never fold into the parent's calls.
-        let parent = self
+        // A child's records (a subagent's run, in a session of its own, whose id is its
+        // parent's followed by a dot and more) are its own: they never fold into the parent's
+        // calls. An execution in no session the kit knows is a stray one, as before.
+        let children = self
             .session
             .as_ref()
-            .map(|s| s.id().to_owned())
+            .map(|s| format!("{}.", s.id()))
             .unwrap_or_default();
+        let child = |session: &str| !children.is_empty() && session.starts_with(&children);
         for record in records {
             let item = match record {
                 Record::ModelCall {
@@ -952,7 +954,7 @@ impl Harness {
                     mode_id,
                     mut tools,
                     ..
-                } if session != parent => {
+                } if child(&session) => {
                     tools.sort();
                     Some(Trace::ChildModelCalled {
                         mode: mode_id,
@@ -963,7 +965,7 @@ impl Harness {
                     session,
                     tool,
                     mode,
-                } if session != parent => Some(Trace::ChildToolRan {
+                } if child(&session) => Some(Trace::ChildToolRan {
                     tool,
                     mode,
                     resumed: false,
@@ -972,12 +974,12 @@ impl Harness {
                     session,
                     tool,
                     mode,
-                } if session != parent => Some(Trace::ChildToolRan {
+                } if child(&session) => Some(Trace::ChildToolRan {
                     tool,
                     mode,
                     resumed: true,
                 }),
-                Record::ToolSuspendedCall { session, .. } if session != parent => None,
+                Record::ToolSuspendedCall { session, .. } if child(&session) => None,
                 Record::ModelCall {
                     mode_id,
                     tools,
