@@ -12,6 +12,7 @@ pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod recorded_config;
+pub mod watch;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
@@ -27,6 +28,7 @@ pub use self::memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use self::postgres::PostgresStore;
 pub use self::recorded_config::{ConfigChange, ModePowers, RecordedConfig};
+pub use self::watch::{PendingChange, PendingWatch};
 #[cfg(feature = "sqlite")]
 pub use self::sqlite::SqliteStore;
 
