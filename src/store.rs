@@ -12,9 +12,9 @@ pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod recorded_config;
-pub mod watch;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+pub mod watch;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -28,9 +28,9 @@ pub use self::memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use self::postgres::PostgresStore;
 pub use self::recorded_config::{ConfigChange, ModePowers, RecordedConfig};
-pub use self::watch::{PendingChange, PendingWatch};
 #[cfg(feature = "sqlite")]
 pub use self::sqlite::SqliteStore;
+pub use self::watch::{PendingChange, PendingWatch};
 
 pub use crate::event::DecidedRecord;
 use crate::event::RunState;

@@ -17,8 +17,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use agent_controller::display::neutralize_line;
-use agent_controller::model::scripted::ScriptedModel;
 use agent_controller::model::SpecChooser;
+use agent_controller::model::scripted::ScriptedModel;
 use agent_controller::session::{RunTask, SessionHandle};
 use agent_controller::store::{PendingWatch, SessionStore, open_store};
 use agent_controller::{AgentController, LanguageModel, ModeGraph, SessionError, ToolRegistry};
@@ -179,13 +179,14 @@ impl Server {
         if let Some(controller) = controllers.get(workspace) {
             return Ok(controller.clone());
         }
-        let controller = self.setup.controller(workspace).map_err(|f| {
-            SessionError::WorkspaceGone {
-                session_id: String::new(),
-                path: workspace.to_path_buf(),
-                reason: f.message,
-            }
-        })?;
+        let controller =
+            self.setup
+                .controller(workspace)
+                .map_err(|f| SessionError::WorkspaceGone {
+                    session_id: String::new(),
+                    path: workspace.to_path_buf(),
+                    reason: f.message,
+                })?;
         self.feed.follow(controller.events());
         controllers.insert(workspace.to_path_buf(), controller.clone());
         Ok(controller)

@@ -364,18 +364,21 @@ impl SessionHandle {
     }
 
     /// The session for an operation: at once when free; while another operation holds it,
-    /// [`SessionError::Busy`] as soon as that one is a run in progress.
+    /// [`SessionError::Busy`] as soon as that one's run is in progress (its `agent_start` came
+    /// and its `agent_end` not yet), else once it is done.
     async fn acquire(&self) -> Result<OwnedMutexGuard<Session>, SessionError> {
         loop {
             let waiting = self.inner.session.clone().lock_owned();
             if let Ok(session) = tokio::time::timeout(BUSY_CHECK, waiting).await {
                 return Ok(session);
             }
-            if self.inner.cancel.is_running() {
-                let run_id = lock(&self.inner.view).run_id.clone().unwrap_or_default();
+            // A run in progress (started, not ended): refused. An operation that is about to
+            // start its run, or whose run just ended, is waited for.
+            let view = lock(&self.inner.view).clone();
+            if self.inner.cancel.is_running() && view.run_state == Some(RunState::Running) {
                 return Err(SessionError::Busy {
                     session_id: self.inner.id.to_string(),
-                    run_id,
+                    run_id: view.run_id.unwrap_or_default(),
                 });
             }
         }

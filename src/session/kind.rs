@@ -142,9 +142,7 @@ impl SessionError {
             E::Store(StoreError::Conflict { .. })
             | E::LeaseHeld { .. }
             | E::LeaseLost { .. }
-            | E::Busy { .. } => {
-                K::Conflict
-            }
+            | E::Busy { .. } => K::Conflict,
             E::Store(_) | E::NoStore => K::Store,
             E::WrongWorkspace { .. }
             | E::WorkspaceGone { .. }

@@ -56,7 +56,9 @@ impl PendingChange {
 }
 
 /// Watches the pending decisions of a store by polling it: each [`PendingWatch::changes`]
-/// compares what waits now with what waited at the previous look.
+/// compares what waits now with what waited at the previous look. A decision that starts and
+/// stops waiting between two looks is not reported (the session's own events say it, in the
+/// process that ran it).
 ///
 /// # Examples
 /// ```

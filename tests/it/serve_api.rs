@@ -51,8 +51,21 @@ struct Served {
 
 impl Served {
     fn start(ws: &Workspace, spec: &str) -> Self {
+        // Built before the server starts, so a failure here leaves no process behind. With every
+        // feature on, reqwest is built with rustls and no provider: plain HTTP only needs one
+        // installed.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::new();
         let mut child = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
-            .args(["serve", "--store", spec, "--config", SHIPPED, "--bind", "127.0.0.1:0"])
+            .args([
+                "serve",
+                "--store",
+                spec,
+                "--config",
+                SHIPPED,
+                "--bind",
+                "127.0.0.1:0",
+            ])
             .arg("--workspace")
             .arg(ws.path())
             .env("AGENT_CONTROLLER_TOKEN", TOKEN)
@@ -63,21 +76,27 @@ impl Served {
             .spawn()
             .expect("spawn serve");
         let stdout = child.stdout.take().expect("stdout");
+        // From here a panic kills the server (`Drop`).
+        let mut served = Self {
+            child,
+            base: String::new(),
+            client,
+        };
         let mut first = String::new();
         BufReader::new(stdout)
             .read_line(&mut first)
             .expect("the first line");
-        let base = first
+        served.base = first
             .trim()
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("the first line says where it listens: {first:?}"))
             .to_owned();
-        assert!(base.starts_with("http://127.0.0.1:"), "{base}");
-        Self {
-            child,
-            base,
-            client: reqwest::Client::new(),
-        }
+        assert!(
+            served.base.starts_with("http://127.0.0.1:"),
+            "{}",
+            served.base
+        );
+        served
     }
 
     fn url(&self, path: &str) -> String {
@@ -113,7 +132,10 @@ impl Served {
         let body = json!({ "modeId": "plan", "message": "Add dark mode" }).to_string();
         let (status, session) = self.post("/v1/sessions", &body).await;
         assert_eq!(status, StatusCode::CREATED, "{session}");
-        let id = session["sessionId"].as_str().expect("session id").to_owned();
+        let id = session["sessionId"]
+            .as_str()
+            .expect("session id")
+            .to_owned();
         let entry = self.waiting_in(&id).await;
         (id, entry)
     }
@@ -247,7 +269,7 @@ fn every_route_but_healthz_needs_the_token() {
     let ws = Workspace::new();
     let served = Served::start(&ws, &ws.path().join("sessions").display().to_string());
     runtime().block_on(async {
-        let client = reqwest::Client::new();
+        let client = served.client.clone();
         let health = client.get(served.url("/healthz")).send().await.unwrap();
         assert_eq!(health.status(), StatusCode::OK);
         for path in [
@@ -323,10 +345,7 @@ fn of_two_clients_racing_on_one_decision_exactly_one_wins() {
                 "/v1/sessions/{session}/decisions/{}",
                 entry["decisionId"].as_str().unwrap()
             );
-            let (a, b) = tokio::join!(
-                served.post(&path, &decision),
-                served.post(&path, &decision)
-            );
+            let (a, b) = tokio::join!(served.post(&path, &decision), served.post(&path, &decision));
             let mut statuses = [a.0, b.0];
             statuses.sort();
             assert_eq!(
@@ -334,7 +353,11 @@ fn of_two_clients_racing_on_one_decision_exactly_one_wins() {
                 [StatusCode::OK, StatusCode::CONFLICT],
                 "{kind}: {a:?} {b:?}"
             );
-            let loser = if a.0 == StatusCode::CONFLICT { a.1 } else { b.1 };
+            let loser = if a.0 == StatusCode::CONFLICT {
+                a.1
+            } else {
+                b.1
+            };
             assert!(
                 ["conflict", "already_decided"].contains(&loser["error"]["kind"].as_str().unwrap()),
                 "{kind}: {loser}"
@@ -383,18 +406,25 @@ fn bad_bodies_are_422_bad_ids_404_and_a_body_over_the_bound_413() {
         }
         let (status, _) = served.get("/v1/sessions/not.an.id").await;
         assert_eq!(status, StatusCode::NOT_FOUND);
-        // Over four times the largest plan.
+        // Over four times the largest plan: refused from its length, before the body is read.
         let limit = 4 * agent_controller::tool::submit_plan::MAX_PLAN_BYTES as usize;
-        let big = format!("\"{}\"", "a".repeat(limit));
-        let response = served
-            .client
-            .post(served.url(&path))
-            .bearer_auth(TOKEN)
-            .body(big)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        let address = served.base.trim_start_matches("http://").to_owned();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            limit + 1
+        );
+        let answer = tokio::task::spawn_blocking(move || {
+            use std::io::{Read, Write};
+            let mut stream = std::net::TcpStream::connect(address).expect("connect");
+            stream.set_read_timeout(Some(WAIT)).expect("timeout");
+            stream.write_all(head.as_bytes()).expect("send the head");
+            let mut answer = String::new();
+            let _ = stream.read_to_string(&mut answer);
+            answer
+        })
+        .await
+        .unwrap();
+        assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
         // Nothing of it changed the plan: it still waits.
         let still = served.waiting_in(&session).await;
         assert_eq!(still["decisionId"], entry["decisionId"]);
@@ -426,12 +456,20 @@ fn sse_shows_a_decision_taken_here_and_one_taken_by_the_cli() {
                 .await;
             assert_eq!(status, StatusCode::OK, "{kind}");
             let seen = all
-                .until(|e| e["type"] == "tool_end" && e["decision"]["decisionId"] == decision_id.as_str())
+                .until(|e| {
+                    e["type"] == "tool_end" && e["decision"]["decisionId"] == decision_id.as_str()
+                })
                 .await;
             let ids: Vec<u64> = seen.iter().map(|(id, _)| *id).collect();
-            assert!(ids.windows(2).all(|w| w[0] < w[1]), "{kind}: ids in order {ids:?}");
+            assert!(
+                ids.windows(2).all(|w| w[0] < w[1]),
+                "{kind}: ids in order {ids:?}"
+            );
             let mine = one.until(|e| e["type"] == "mode_changed").await;
-            assert!(mine.iter().all(|(_, e)| e["sessionId"] == session.as_str()), "{kind}");
+            assert!(
+                mine.iter().all(|(_, e)| e["sessionId"] == session.as_str()),
+                "{kind}"
+            );
             served.settled(&session).await;
 
             // A reconnecting client gets what it missed.
@@ -444,8 +482,20 @@ fn sse_shows_a_decision_taken_here_and_one_taken_by_the_cli() {
             // Decided by the CLI, another process: the server sees the store change.
             let (session, entry) = served.plan_waiting().await;
             let decision_id = entry["decisionId"].as_str().unwrap().to_owned();
+            // The server's look at the store has found it waiting (a decision that starts and
+            // stops waiting between two looks is not reported).
+            all.until(|e| e["type"] == "decision_waiting" && e["sessionId"] == session.as_str())
+                .await;
             let out = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
-                .args(["decide", "--store", &spec, &session, "--approve", "--config", SHIPPED])
+                .args([
+                    "decide",
+                    "--store",
+                    &spec,
+                    &session,
+                    "--approve",
+                    "--config",
+                    SHIPPED,
+                ])
                 .arg("--workspace")
                 .arg(ws.path())
                 .output()

@@ -80,7 +80,10 @@ async fn plan_waiting(controller: &AgentController) -> (SessionHandle, String, S
         .outcome()
         .await
         .expect("ran");
-    assert!(matches!(outcome, RunOutcome::Suspended { .. }), "{outcome:?}");
+    assert!(
+        matches!(outcome, RunOutcome::Suspended { .. }),
+        "{outcome:?}"
+    );
     let waiting = handle.view().pending;
     assert_eq!(waiting.len(), 1);
     (
@@ -132,7 +135,10 @@ async fn a_decision_answers_once_saved_and_its_run_goes_on_in_a_task_of_its_own(
     model.armed.store(false, Ordering::Release);
     model.release.notify_one();
     let outcome = run.outcome().await.expect("the run");
-    assert!(matches!(outcome, RunOutcome::Completed { .. }), "{outcome:?}");
+    assert!(
+        matches!(outcome, RunOutcome::Completed { .. }),
+        "{outcome:?}"
+    );
     assert_eq!(handle.view().run_state, Some(RunState::Completed));
     let mut kinds = Vec::new();
     while let Ok(event) = events.try_recv() {

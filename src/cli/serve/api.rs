@@ -63,7 +63,11 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
 struct Caller(Option<String>);
 
 /// 401 without a token of the server's, before anything is read.
-async fn authorize(State(server): State<Arc<Server>>, mut request: Request, next: Next) -> Response {
+async fn authorize(
+    State(server): State<Arc<Server>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let header = request
         .headers()
         .get(header::AUTHORIZATION)

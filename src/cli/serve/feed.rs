@@ -55,7 +55,11 @@ impl Feed {
 
     /// Adds an event of `session_id` whose JSON is `data`.
     pub(crate) fn push(&self, session_id: &str, data: String) {
-        let mut kept = self.inner.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut kept = self
+            .inner
+            .kept
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let item = Item {
             id: kept.0,
             session_id: Arc::from(session_id),
@@ -81,7 +85,9 @@ impl Feed {
                         }
                     }
                     Err(broadcast::error::RecvError::Lagged(missed)) => {
-                        note!("warning: serve: {missed} session events were missed (too many at once)");
+                        note!(
+                            "warning: serve: {missed} session events were missed (too many at once)"
+                        );
                     }
                     Err(broadcast::error::RecvError::Closed) => return,
                 }
@@ -122,7 +128,11 @@ impl Feed {
         session: Option<String>,
     ) -> impl Stream<Item = Result<sse::Event, Infallible>> + Send + 'static {
         let (replay, live) = {
-            let kept = self.inner.kept.lock().unwrap_or_else(PoisonError::into_inner);
+            let kept = self
+                .inner
+                .kept
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             let live = self.inner.live.subscribe();
             let replay: VecDeque<Item> = match after {
                 Some(after) => kept.1.iter().filter(|i| i.id > after).cloned().collect(),

@@ -18,7 +18,8 @@ pub(crate) fn document() -> Value {
         "413": { "description": format!("The body is over {BODY_LIMIT} bytes.") },
         "422": answer("The body is not JSON, or not what the route takes."),
     });
-    let json_of = |schema: Value| json!({ "content": { "application/json": { "schema": schema } } });
+    let json_of =
+        |schema: Value| json!({ "content": { "application/json": { "schema": schema } } });
     let session_view = json!({ "$ref": "#/components/schemas/SessionView" });
     let session_id = json!({ "name": "sessionId", "in": "path", "required": true, "schema": { "type": "string" } });
     let decision_id = json!({ "name": "decisionId", "in": "path", "required": true, "schema": { "type": "string" } });
