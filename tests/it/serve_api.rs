@@ -18,9 +18,12 @@ use serde_json::{Value, json};
 const TOKEN: &str = "test-token-0123456789";
 const WAIT: Duration = Duration::from_secs(30);
 
-/// The stores the tests run on: (kind, spec), PostgreSQL only when its URL is set.
-fn stores(ws: &Workspace) -> Vec<(&'static str, String, Option<Box<dyn std::any::Any>>)> {
-    let mut stores: Vec<(&'static str, String, Option<Box<dyn std::any::Any>>)> = vec![(
+/// A store the tests run on: its kind, its spec, and what keeps it (a PostgreSQL schema).
+type Store = (&'static str, String, Option<Box<dyn std::any::Any>>);
+
+/// The stores the tests run on, PostgreSQL only when its URL is set.
+fn stores(ws: &Workspace) -> Vec<Store> {
+    let mut stores: Vec<Store> = vec![(
         "dir",
         ws.path().join("sessions").display().to_string(),
         None,
@@ -182,7 +185,9 @@ impl Served {
         let response = request.send().await.expect("GET events");
         assert_eq!(response.status(), StatusCode::OK);
         assert_eq!(
-            response.headers()["content-type"].to_str().unwrap(),
+            response.headers()["content-type"]
+                .to_str()
+                .expect("as expected"),
             "text/event-stream"
         );
         Events {
@@ -270,7 +275,11 @@ fn every_route_but_healthz_needs_the_token() {
     let served = Served::start(&ws, &ws.path().join("sessions").display().to_string());
     runtime().block_on(async {
         let client = served.client.clone();
-        let health = client.get(served.url("/healthz")).send().await.unwrap();
+        let health = client
+            .get(served.url("/healthz"))
+            .send()
+            .await
+            .expect("as expected");
         assert_eq!(health.status(), StatusCode::OK);
         for path in [
             "/v1/pending",
@@ -278,7 +287,11 @@ fn every_route_but_healthz_needs_the_token() {
             "/v1/openapi.json",
             "/v1/sessions/abc",
         ] {
-            let none = client.get(served.url(path)).send().await.unwrap();
+            let none = client
+                .get(served.url(path))
+                .send()
+                .await
+                .expect("as expected");
             assert_eq!(none.status(), StatusCode::UNAUTHORIZED, "{path}");
             assert!(none.headers().get("access-control-allow-origin").is_none());
             let wrong = client
@@ -286,7 +299,7 @@ fn every_route_but_healthz_needs_the_token() {
                 .bearer_auth("test-token-0123456780")
                 .send()
                 .await
-                .unwrap();
+                .expect("as expected");
             assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED, "{path}");
         }
         let posted = client
@@ -294,7 +307,7 @@ fn every_route_but_healthz_needs_the_token() {
             .body("{}")
             .send()
             .await
-            .unwrap();
+            .expect("as expected");
         assert_eq!(posted.status(), StatusCode::UNAUTHORIZED);
         let (status, document) = served.get("/v1/openapi.json").await;
         assert_eq!(status, StatusCode::OK);
@@ -317,7 +330,7 @@ fn a_plan_approved_over_http_moves_the_session_to_its_target() {
             let decision = json!({ "action": "approved", "sha256": entry["sha256"] }).to_string();
             let path = format!(
                 "/v1/sessions/{session}/decisions/{}",
-                entry["decisionId"].as_str().unwrap()
+                entry["decisionId"].as_str().expect("as expected")
             );
             let (status, taken) = served.post(&path, &decision).await;
             assert_eq!(status, StatusCode::OK, "{kind}: {taken}");
@@ -343,7 +356,7 @@ fn of_two_clients_racing_on_one_decision_exactly_one_wins() {
             let decision = json!({ "action": "approved", "sha256": entry["sha256"] }).to_string();
             let path = format!(
                 "/v1/sessions/{session}/decisions/{}",
-                entry["decisionId"].as_str().unwrap()
+                entry["decisionId"].as_str().expect("as expected")
             );
             let (a, b) = tokio::join!(served.post(&path, &decision), served.post(&path, &decision));
             let mut statuses = [a.0, b.0];
@@ -359,7 +372,8 @@ fn of_two_clients_racing_on_one_decision_exactly_one_wins() {
                 b.1
             };
             assert!(
-                ["conflict", "already_decided"].contains(&loser["error"]["kind"].as_str().unwrap()),
+                ["conflict", "already_decided"]
+                    .contains(&loser["error"]["kind"].as_str().expect("as expected")),
                 "{kind}: {loser}"
             );
             // Once the run is over, deciding again is 409 (already decided).
@@ -379,11 +393,11 @@ fn bad_bodies_are_422_bad_ids_404_and_a_body_over_the_bound_413() {
         let (session, entry) = served.plan_waiting().await;
         let path = format!(
             "/v1/sessions/{session}/decisions/{}",
-            entry["decisionId"].as_str().unwrap()
+            entry["decisionId"].as_str().expect("as expected")
         );
         let (status, why) = served.post(&path, "not json").await;
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{why}");
-        assert!(why["error"]["message"].as_str().unwrap().contains("not JSON"));
+        assert!(why["error"]["message"].as_str().expect("as expected").contains("not JSON"));
         let (status, why) = served.post(&path, r#"{"action": "approve"}"#).await;
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{why}");
         let (status, why) = served.post(&path, "[\"approved\"]").await;
@@ -423,7 +437,7 @@ fn bad_bodies_are_422_bad_ids_404_and_a_body_over_the_bound_413() {
             answer
         })
         .await
-        .unwrap();
+        .expect("as expected");
         assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
         // Nothing of it changed the plan: it still waits.
         let still = served.waiting_in(&session).await;
@@ -443,7 +457,10 @@ fn sse_shows_a_decision_taken_here_and_one_taken_by_the_cli() {
             let mut all = served.events("/v1/events", None).await;
             // Decided over HTTP: the decision's `tool_end` and the mode change reach the client.
             let (session, entry) = served.plan_waiting().await;
-            let decision_id = entry["decisionId"].as_str().unwrap().to_owned();
+            let decision_id = entry["decisionId"]
+                .as_str()
+                .expect("as expected")
+                .to_owned();
             let mut one = served
                 .events(&format!("/v1/sessions/{session}/events"), None)
                 .await;
@@ -481,7 +498,10 @@ fn sse_shows_a_decision_taken_here_and_one_taken_by_the_cli() {
 
             // Decided by the CLI, another process: the server sees the store change.
             let (session, entry) = served.plan_waiting().await;
-            let decision_id = entry["decisionId"].as_str().unwrap().to_owned();
+            let decision_id = entry["decisionId"]
+                .as_str()
+                .expect("as expected")
+                .to_owned();
             // The server's look at the store has found it waiting (a decision that starts and
             // stops waiting between two looks is not reported).
             all.until(|e| e["type"] == "decision_waiting" && e["sessionId"] == session.as_str())
@@ -512,7 +532,7 @@ fn sse_shows_a_decision_taken_here_and_one_taken_by_the_cli() {
                         && e["decisionId"] == decision_id.as_str()
                 })
                 .await;
-            let settled = &seen.last().unwrap().1;
+            let settled = &seen.last().expect("as expected").1;
             assert_eq!(settled["modeId"], "build", "{kind}: {settled}");
             // Read over the API, the session is as the CLI left it.
             let (_, after) = served.get(&format!("/v1/sessions/{session}")).await;

@@ -111,7 +111,11 @@ async fn a_decision_answers_once_saved_and_its_run_goes_on_in_a_task_of_its_own(
     assert_eq!(record.decided_by.as_deref(), Some("alice"));
     assert!(taken.pending.is_empty());
     // Saved before the run went on: the store has the approval.
-    let stored = store.load(handle.id()).await.unwrap().expect("stored");
+    let stored = store
+        .load(handle.id())
+        .await
+        .expect("as expected")
+        .expect("stored");
     assert_eq!(stored.mode_id, "build");
 
     // The build run waits in its model call: the state reads as running, without waiting.
@@ -166,7 +170,7 @@ async fn of_two_tasks_deciding_one_decision_exactly_one_is_answered() {
         tokio::spawn(async move { a.decide(&ida, Decision::approve()).await }),
         tokio::spawn(async move { b.decide(&idb, Decision::reject()).await }),
     );
-    let results = [first.unwrap(), second.unwrap()];
+    let results = [first.expect("as expected"), second.expect("as expected")];
     let won: Vec<_> = results.iter().filter(|r| r.is_ok()).collect();
     assert_eq!(won.len(), 1, "{results:?}");
     for lost in results.iter().filter_map(|r| r.as_ref().err()) {
@@ -210,7 +214,7 @@ async fn a_watch_sees_a_decision_start_waiting_and_one_taken_elsewhere() {
         .expect("decide");
     let changes = watch.changes().await.expect("changes");
     assert_eq!(
-        serde_json::to_value(&changes).unwrap(),
+        serde_json::to_value(&changes).expect("as expected"),
         serde_json::json!([{
             "type": "decision_settled",
             "sessionId": handle.id(),
@@ -245,13 +249,19 @@ async fn a_controller_streams_the_events_of_every_session() {
 
 #[test]
 fn a_run_outcome_and_an_error_serialize_as_a_host_sends_them_on() {
-    let failed = serde_json::to_value(SessionError::AlreadyDecided("decision_1".into())).unwrap();
+    let failed = serde_json::to_value(SessionError::AlreadyDecided("decision_1".into()))
+        .expect("as expected");
     assert_eq!(failed["kind"], "already_decided");
-    assert!(failed["message"].as_str().unwrap().contains("decision_1"));
+    assert!(
+        failed["message"]
+            .as_str()
+            .expect("as expected")
+            .contains("decision_1")
+    );
     let aborted = serde_json::to_value(RunOutcome::Aborted {
         run_id: "run_2".into(),
     })
-    .unwrap();
+    .expect("as expected");
     assert_eq!(
         aborted,
         serde_json::json!({ "outcome": "aborted", "state": "aborted", "runId": "run_2" })

@@ -140,27 +140,20 @@ fn is_decision_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"_-.:".contains(&b))
 }
 
-/// A JSON body, or 422 saying why it is not one.
-fn json_body(body: &Bytes) -> Result<Value, Response> {
-    serde_json::from_slice(body).map_err(|e| {
-        failure(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_input",
-            &format!("the body is not JSON: {e}"),
-        )
-    })
+/// A JSON body, or why it is not one (answered 422, [`unprocessable`]).
+fn json_body(body: &Bytes) -> Result<Value, String> {
+    serde_json::from_slice(body).map_err(|e| format!("the body is not JSON: {e}"))
 }
 
-/// A body of type `T`, or 422 saying why not.
-fn typed_body<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, Response> {
+/// A body of type `T`, or why not (answered 422, [`unprocessable`]).
+fn typed_body<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, String> {
     let value = json_body(body)?;
-    serde_json::from_value(value).map_err(|e| {
-        failure(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_input",
-            &format!("the body is not what this route takes: {e}"),
-        )
-    })
+    serde_json::from_value(value).map_err(|e| format!("the body is not what this route takes: {e}"))
+}
+
+/// 422 saying why.
+fn unprocessable(why: &str) -> Response {
+    failure(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", why)
 }
 
 #[derive(Deserialize)]
@@ -282,7 +275,7 @@ async fn decide(
     }
     let data = match json_body(&body) {
         Ok(data) => data,
-        Err(response) => return response,
+        Err(why) => return unprocessable(&why),
     };
     let handle = match server.session(&session_id).await {
         Ok(handle) => handle,
@@ -313,7 +306,7 @@ struct NewSession {
 async fn start_session(State(server): State<Arc<Server>>, body: Bytes) -> Response {
     let new: NewSession = match typed_body(&body) {
         Ok(new) => new,
-        Err(response) => return response,
+        Err(why) => return unprocessable(&why),
     };
     let workspace = match &new.workspace {
         None => server.root.clone(),
@@ -373,7 +366,7 @@ async fn message(
     }
     let new: NewMessage = match typed_body(&body) {
         Ok(new) => new,
-        Err(response) => return response,
+        Err(why) => return unprocessable(&why),
     };
     let handle = match server.session(&session_id).await {
         Ok(handle) => handle,
@@ -462,7 +455,7 @@ mod tests {
             "decisionId": decision, "modeId": "plan", "targetModeId": "build", "title": "",
             "updatedAt": updated_at
         }))
-        .unwrap()
+        .expect("as expected")
     }
 
     #[test]

@@ -147,7 +147,7 @@ mod tests {
             None,
             Some("alice=aaaaaaaaaaaaaaaa1,bob=bbbbbbbbbbbbbbbb2".into()),
         )
-        .unwrap();
+        .expect("as expected");
         assert!(!tokens.generated());
         assert_eq!(
             tokens.holder(Some("Bearer aaaaaaaaaaaaaaaa1")),
@@ -173,8 +173,8 @@ mod tests {
 
     #[test]
     fn without_the_environment_a_token_is_generated() {
-        let tokens = Tokens::from_values(None, None).unwrap();
-        let token = tokens.shown_once().unwrap().to_owned();
+        let tokens = Tokens::from_values(None, None).expect("as expected");
+        let token = tokens.shown_once().expect("as expected").to_owned();
         assert_eq!(token.len(), 64);
         assert_eq!(tokens.holder(Some(&format!("Bearer {token}"))), Some(None));
     }
