@@ -541,3 +541,49 @@ fn sse_shows_a_decision_taken_here_and_one_taken_by_the_cli() {
         });
     }
 }
+
+#[test]
+fn a_bind_past_loopback_needs_a_token_from_the_environment() {
+    let ws = Workspace::new();
+    let out = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+        .args([
+            "serve",
+            "--config",
+            SHIPPED,
+            "--bind",
+            "0.0.0.0:0",
+            "--store",
+        ])
+        .arg(ws.path().join("sessions"))
+        .arg("--workspace")
+        .arg(ws.path())
+        .env_remove("AGENT_CONTROLLER_TOKEN")
+        .env_remove("AGENT_CONTROLLER_TOKENS")
+        .output()
+        .expect("serve");
+    assert_eq!(out.status.code(), Some(common::cli::INVALID));
+    assert!(out.stdout.is_empty(), "nothing was served");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("not a loopback address"), "{stderr}");
+}
+
+#[test]
+fn sigterm_stops_the_server() {
+    let ws = Workspace::new();
+    let mut served = Served::start(&ws, &ws.path().join("sessions").display().to_string());
+    let pid = served.child.id().to_string();
+    let status = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let start = Instant::now();
+    loop {
+        if let Some(status) = served.child.try_wait().expect("wait") {
+            assert!(status.success(), "{status:?}");
+            break;
+        }
+        assert!(start.elapsed() < WAIT, "still serving after SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
