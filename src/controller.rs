@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::config::ConfigError;
 use crate::deadline::{Clock, system_clock};
+use crate::event::Event;
 use crate::mode::{ModeGraph, ModeId};
 use crate::model::LanguageModel;
 use crate::session::{ModeRuntime, Session, SessionError, SessionOptions, Shared, check_workspace};
@@ -630,6 +631,7 @@ impl AgentControllerBuilder {
                 subagent_tool,
                 subagent_limits: self.subagent_limits,
                 depth: 0,
+                events: Some(tokio::sync::broadcast::channel(CONTROLLER_EVENTS).0),
             }),
         })
     }
@@ -783,6 +785,10 @@ fn mode_runtime(
         id: mode.id_arc().clone(),
     }
 }
+
+/// How many events [`AgentController::events`] holds for a receiver that has not read them:
+/// one further behind misses the oldest ([`tokio::sync::broadcast::error::RecvError::Lagged`]).
+pub const CONTROLLER_EVENTS: usize = 4096;
 
 /// Loads modes, owns the tools and the model, and starts [`Session`]s. Cheap to clone (shared).
 ///
@@ -1241,6 +1247,46 @@ impl AgentController {
         let mut session = Session::from_record(self.shared.clone(), record, options)?;
         session.load_workspace_allowances().await;
         Ok(session)
+    }
+
+    /// Every event of every session this controller starts or restores from now on, in each
+    /// session's order, without access to the sessions (a web host's `GET /events` for all
+    /// sessions): a [`tokio::sync::broadcast`] receiver. Each [`Event`] names its session
+    /// ([`Event::session_id`]). A subagent's events come wrapped in its parent's
+    /// `subagent_event`, as the parent's subscribers get them.
+    ///
+    /// Sending never waits: a receiver more than [`CONTROLLER_EVENTS`] events behind misses the
+    /// oldest and its next `recv` says how many
+    /// ([`tokio::sync::broadcast::error::RecvError::Lagged`]), so one slow reader never holds up
+    /// a run or another reader.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::{AgentController, SessionOptions, config, model::scripted::ScriptedModel};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let graph = config::parse("[[modes]]\nid = \"build\"\n", "modes.toml")?;
+    /// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new())).build()?;
+    /// let mut events = controller.events();
+    /// let mut a = controller.start_session(SessionOptions::new()).await?;
+    /// let b = controller.start_session(SessionOptions::new()).await?;
+    /// a.send_message("hello").await?;
+    /// let first = events.recv().await?;
+    /// assert_eq!((first.kind(), first.session_id()), ("session_started", a.id()));
+    /// let second = events.recv().await?;
+    /// assert_eq!((second.kind(), second.session_id()), ("session_started", b.id()));
+    /// assert_eq!(events.recv().await?.kind(), "agent_start");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn events(&self) -> tokio::sync::broadcast::Receiver<Event> {
+        match &self.shared.events {
+            Some(sender) => sender.subscribe(),
+            // A controller's shared part always has a sender; a closed receiver otherwise.
+            None => tokio::sync::broadcast::channel(1).1,
+        }
     }
 
     /// Every pending decision in the store, oldest first, and apart from them every record the

@@ -22,6 +22,8 @@
 //! - [`models`]: real models, OpenAI-compatible endpoints and Claude.
 //! - [`acp`]: editors (Zed and other ACP clients) driving modes and approvals with
 //!   `agent-controller acp`.
+//! - [`serve`]: deciding from anywhere (a browser, a phone, a chat) over `agent-controller
+//!   serve`'s HTTP API, and the library parts under it (a session several tasks share).
 //! - [`mcp`]: MCP servers' tools, gated per mode; what the jail does not cover.
 //! - [`library`]: a whole host in Rust: events as a stream, cancelling, your own data.
 //! - [`stores`]: durable sessions, the workspace of a session, interrupted runs and leases,
@@ -62,6 +64,8 @@ pub mod models {}
 
 #[doc = include_str!("guide/acp.md")]
 pub mod acp {}
+#[doc = include_str!("guide/serve.md")]
+pub mod serve {}
 #[doc = include_str!("guide/mcp.md")]
 pub mod mcp {}
 

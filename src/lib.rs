@@ -36,7 +36,8 @@
 //! plan's files](guide::plan_scope), [a tool that
 //! asks](guide::asking), [the task list](guide::tasks), [subagents](guide::subagents), [modes in
 //! TOML](guide::config), [rules on tool-call arguments](guide::rules), [the command
-//! line](guide::cli), [real models](guide::models), [editors over ACP](guide::acp), [MCP
+//! line](guide::cli), [real models](guide::models), [editors over ACP](guide::acp), [deciding
+//! from anywhere over HTTP](guide::serve), [MCP
 //! servers' tools](guide::mcp), [a whole host in Rust](guide::library), [stores and
 //! operations](guide::stores), [the workspace jail](guide::jail), [property
 //! testing](guide::testing), [performance](guide::performance) and [where each concept
@@ -97,9 +98,10 @@
 //! | feature | what it adds |
 //! |---|---|
 //! | *(none)* | the core: modes, sessions, runs, tools, [`MemoryStore`], [`FileStore`] |
-//! | `cli` (default) | the `agent-controller` binary (with `terminal`, `schema`, `testing`, `anthropic`, `acp`, `mcp`) |
+//! | `cli` (default) | the `agent-controller` binary (with `terminal`, `schema`, `testing`, `anthropic`, `acp`, `mcp`, `serve`) |
 //! | `diff` (default) | a unified diff of each plan revision against the previous one in the suspend payload |
 //! | `acp` | `acp`: an Agent Client Protocol agent (`agent-controller acp`), for editors such as Zed |
+//! | `serve` | `agent-controller serve`: an HTTP API to decide from anywhere, with `schema` for its OpenAPI document (axum) |
 //! | `terminal` | `terminal`: the plan shown as written, the approval prompt, editing in `$EDITOR` |
 //! | `schema` | `schema` and `config::schema`: the JSON Schemas of the config and of the decision JSON |
 //! | `openai` | `model::openai`: OpenAI-compatible chat-completions endpoints |

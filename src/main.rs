@@ -41,6 +41,7 @@ fn main() -> ExitCode {
         Command::Switch(args) => cli::switch::switch(args),
         Command::Verify(args) => cli::verify::verify(args),
         Command::Acp(args) => cli::acp::acp(args),
+        Command::Serve(args) => cli::serve::serve(args),
         Command::Allowances(command) => cli::allowances::allowances(command),
     };
     let exit = match result {

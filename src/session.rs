@@ -4,12 +4,14 @@
 mod call_status;
 mod drive;
 mod expiry;
+mod handle;
 mod kind;
 mod save;
 mod stop;
 mod subagent;
 
 pub use self::call_status::{CallStatus, result_statuses};
+pub use self::handle::{DecisionTaken, RunTask, SessionHandle, SessionView};
 pub use self::kind::SessionErrorKind;
 pub use self::stop::StopReason;
 pub(crate) use crate::machine::check::decision_id_for;
@@ -155,6 +157,71 @@ impl RunOutcome {
     }
 }
 
+/// A [`RunOutcome`] as a host sends it on (an HTTP answer, a JSON line), camelCase: `outcome`
+/// (`completed`, `suspended`, `tool_calls_suspended`, `awaiting_answer`, `failed`, `aborted`),
+/// `state` ([`RunOutcome::state`]), `runId`, and what goes with it: `text` (completed);
+/// `toolCallId` and `payload` (the captured plan); `pending`, each waiting decision as
+/// `tool_suspended` showed it ([`PendingDecision::suspension`]); `error` with its `kind` and
+/// `message` (failed).
+///
+/// # Examples
+/// ```
+/// use agent_controller::RunOutcome;
+/// let outcome = RunOutcome::Completed { run_id: "run_1".into(), text: "Done.".into() };
+/// assert_eq!(serde_json::to_value(&outcome)?, serde_json::json!({
+///     "outcome": "completed", "state": "completed", "runId": "run_1", "text": "Done.",
+/// }));
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+impl serde::Serialize for RunOutcome {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut out = serializer.serialize_map(None)?;
+        let outcome = match self {
+            RunOutcome::Completed { .. } => "completed",
+            RunOutcome::Suspended { .. } => "suspended",
+            RunOutcome::ToolCallsSuspended { .. } => "tool_calls_suspended",
+            RunOutcome::AwaitingAnswer { .. } => "awaiting_answer",
+            RunOutcome::Failed { .. } => "failed",
+            RunOutcome::Aborted { .. } => "aborted",
+        };
+        out.serialize_entry("outcome", outcome)?;
+        out.serialize_entry("state", &self.state())?;
+        out.serialize_entry("runId", &**self.run_id())?;
+        match self {
+            RunOutcome::Completed { text, .. } => out.serialize_entry("text", text)?,
+            RunOutcome::Suspended {
+                tool_call_id,
+                payload,
+                ..
+            } => {
+                out.serialize_entry("toolCallId", tool_call_id)?;
+                out.serialize_entry("payload", payload)?;
+            }
+            RunOutcome::ToolCallsSuspended { tool_calls, .. } => {
+                let shown: Vec<_> = tool_calls
+                    .iter()
+                    .map(|call| crate::event::Suspension::ToolCall(call.payload.clone()))
+                    .collect();
+                out.serialize_entry("pending", &shown)?;
+            }
+            RunOutcome::AwaitingAnswer { pending, .. } => {
+                let shown: Vec<_> = pending.iter().map(PendingDecision::suspension).collect();
+                out.serialize_entry("pending", &shown)?;
+            }
+            RunOutcome::Failed { error, .. } => {
+                let error = serde_json::json!({
+                    "kind": error.kind(),
+                    "message": error.to_string(),
+                });
+                out.serialize_entry("error", &error)?;
+            }
+            RunOutcome::Aborted { .. } => {}
+        }
+        out.end()
+    }
+}
+
 /// Everything the sessions of one controller share: read-only after the controller is built
 /// ([`crate::controller::AgentControllerBuilder::build`]).
 pub(crate) struct Shared {
@@ -196,6 +263,9 @@ pub(crate) struct Shared {
     pub(crate) subagent_limits: crate::subagent::SubagentLimits,
     /// How deep the sessions sharing this are: 0 for a controller's, 1 for its children.
     pub(crate) depth: usize,
+    /// Every event of the controller's sessions ([`crate::AgentController::events`]); `None`
+    /// for a subagent's (its parent wraps them).
+    pub(crate) events: Option<tokio::sync::broadcast::Sender<Event>>,
 }
 
 impl Shared {
@@ -1989,11 +2059,23 @@ impl Session {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .deliver(event);
+        self.broadcast(event);
     }
 
     /// Delivers `event` to every subscriber now.
     pub(crate) fn emit(&mut self, event: Event) {
         self.subscribers_mut().deliver(&event);
+        self.broadcast(&event);
+    }
+
+    /// Sends `event` to the controller's receivers ([`crate::AgentController::events`]), if
+    /// any listens: never waits (a receiver that falls behind misses the oldest).
+    fn broadcast(&self, event: &Event) {
+        if let Some(sender) = &self.shared.events
+            && sender.receiver_count() > 0
+        {
+            let _ = sender.send(event.clone());
+        }
     }
 
     /// Records what an operation whose future was dropped left behind, and applies the deadline
@@ -2503,7 +2585,7 @@ impl Session {
         self.settle().await?;
         self.check_workspace()?;
         let index = self.pending_named(run_id, tool_call_id)?;
-        self.decide_at(index, decision).await
+        self.decide_at(index, decision, None).await
     }
 
     /// Decides the pending plan with this decision id ([`PendingDecision::decision_id`], the
@@ -2567,10 +2649,21 @@ impl Session {
         decision_id: &str,
         decision: Decision,
     ) -> Result<RunOutcome, SessionError> {
+        self.decide_notifying(decision_id, decision, None).await
+    }
+
+    /// [`Session::decide`], telling `taken` once the decision is saved, before the run is
+    /// carried on ([`crate::session::SessionHandle::decide`]).
+    pub(crate) async fn decide_notifying(
+        &mut self,
+        decision_id: &str,
+        decision: Decision,
+        taken: Option<handle::TakenNotice>,
+    ) -> Result<RunOutcome, SessionError> {
         self.settle().await?;
         self.check_workspace()?;
         let index = self.pending_with_id(decision_id)?;
-        self.decide_at(index, decision).await
+        self.decide_at(index, decision, taken).await
     }
 
     /// Like [`Session::decide`] with resume data as JSON. For a call its tool suspended,
@@ -2611,16 +2704,25 @@ impl Session {
         decision_id: &str,
         data: &Value,
     ) -> Result<RunOutcome, SessionError> {
+        let decision = self.decision_from_json(decision_id, data)?;
+        self.decide(decision_id, decision).await
+    }
+
+    /// The decision `data` says for `decision_id`, as [`Session::decide_json`] reads it.
+    pub(crate) fn decision_from_json(
+        &self,
+        decision_id: &str,
+        data: &Value,
+    ) -> Result<Decision, SessionError> {
         let suspended = self
             .pending_with_id(decision_id)
             .ok()
             .and_then(|i| self.state.pending.get(i))
             .is_some_and(|p| matches!(p, PendingDecision::Suspension(_)));
-        let decision = match Decision::bare_answer(data) {
-            Some(answer) if suspended => answer,
-            _ => Decision::from_json(data)?,
-        };
-        self.decide(decision_id, decision).await
+        match Decision::bare_answer(data) {
+            Some(answer) if suspended => Ok(answer),
+            _ => Decision::from_json(data),
+        }
     }
 
     /// Every settled decision of the session, oldest first: decision id, outcome, the plan's

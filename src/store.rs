@@ -14,6 +14,7 @@ pub mod postgres;
 pub mod recorded_config;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+pub mod watch;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -29,6 +30,7 @@ pub use self::postgres::PostgresStore;
 pub use self::recorded_config::{ConfigChange, ModePowers, RecordedConfig};
 #[cfg(feature = "sqlite")]
 pub use self::sqlite::SqliteStore;
+pub use self::watch::{PendingChange, PendingWatch};
 
 pub use crate::event::DecidedRecord;
 use crate::event::RunState;

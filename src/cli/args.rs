@@ -254,6 +254,14 @@ pub(crate) enum Command {
     /// editor. Each session works in the `cwd` the editor gives, with --config or that
     /// directory's own config/modes.toml. Ends when stdin closes (exit 0).
     Acp(AcpArgs),
+    /// Serve an HTTP API over a session store, to decide away from the terminal (a browser, a
+    /// phone, a chat relay): `GET /v1/pending`, `POST /v1/sessions/{id}/decisions/{decisionId}`,
+    /// sessions, and their events as Server-Sent Events. Every route but `GET /healthz` takes
+    /// `Authorization: Bearer TOKEN`: the token of AGENT_CONTROLLER_TOKEN, the named ones of
+    /// AGENT_CONTROLLER_TOKENS (`alice=TOKEN1,bob=TOKEN2`, the name recorded as who decided), or
+    /// one generated at start and shown once on stderr. The first stdout line is
+    /// `listening on http://ADDR`. Runs until SIGTERM or Ctrl-C.
+    Serve(ServeArgs),
     /// List or revoke the workspace allowances a session store keeps (`decide --always --scope
     /// workspace`, `a workspace` at the prompt): each lets a tool's calls run without asking in
     /// every session of the store in its workspace, under its config, in its mode. With
@@ -337,6 +345,29 @@ pub(crate) struct AcpArgs {
     /// a parse error (-32700).
     #[arg(long, value_name = "BYTES", default_value_t = agent_controller::acp::DEFAULT_MAX_MESSAGE_BYTES)]
     pub(crate) max_message_bytes: usize,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// The config file [default: config/modes.toml in --workspace].
+    #[arg(long)]
+    pub(crate) config: Option<PathBuf>,
+    /// The store: a directory, `sqlite:FILE`, or `postgres://USER@HOST:PORT/DB`.
+    #[arg(long, value_parser = parse_store)]
+    pub(crate) store: String,
+    /// The directory sessions work in, or beneath (a session started with `workspace` works in
+    /// that directory under it) [default: .].
+    #[arg(long)]
+    pub(crate) workspace: Option<PathBuf>,
+    #[arg(long, default_value = "scripted", help = MODEL_HELP)]
+    pub(crate) model: ModelSpec,
+    /// The address to listen on; port 0 picks a free one. An address other than loopback needs
+    /// a token from the environment (the token travels in clear: put a TLS proxy in front).
+    #[arg(long, default_value = "127.0.0.1:8787")]
+    pub(crate) bind: std::net::SocketAddr,
+    /// The lease of a running run, in seconds (as for `run`).
+    #[arg(long, value_name = "SECONDS", default_value = "30", value_parser = parse_lease)]
+    pub(crate) lease: Duration,
 }
 
 #[derive(Debug, Args)]

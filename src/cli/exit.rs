@@ -106,6 +106,7 @@ impl From<SessionError> for Failure {
             | SessionError::SessionExists(_)
             | SessionError::NotInterrupted { .. }
             | SessionError::LeaseHeld { .. }
+            | SessionError::Busy { .. }
             | SessionError::LeaseLost { .. }
             | SessionError::WorkspaceGone { .. }
             | SessionError::WorkspaceReplaced { .. } => Exit::Refused,

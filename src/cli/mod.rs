@@ -22,6 +22,7 @@ pub(crate) mod pending;
 pub(crate) mod prompt;
 pub(crate) mod run;
 pub(crate) mod schema;
+pub(crate) mod serve;
 pub(crate) mod sessions;
 pub(crate) mod setup;
 pub(crate) mod switch;

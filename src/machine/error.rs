@@ -224,6 +224,18 @@ pub enum SessionError {
         /// How long the lease still runs, in milliseconds, when it was checked.
         remaining_ms: u64,
     },
+    /// A run of the session is in progress in this process ([`crate::session::SessionHandle`]: another
+    /// task carries it on), so the operation was not started; nothing changed. Try again once
+    /// the run ends (its `agent_end`), or cancel it.
+    #[error(
+        "session `{session_id}` is busy: its run `{run_id}` is in progress here; nothing was done (try again when it ends, or cancel it)"
+    )]
+    Busy {
+        /// The session id.
+        session_id: String,
+        /// The run in progress.
+        run_id: String,
+    },
     /// This process lost the lease of the run it was carrying on: another process changed the
     /// session (for example `continue` took the run over after the lease ran out), so the run
     /// stopped before its next step. Restore the session to see where it is.

@@ -44,6 +44,43 @@ pub enum PendingDecision {
 }
 
 impl PendingDecision {
+    /// What waits, as `tool_suspended` showed it ([`crate::event::Suspension`], tagged by
+    /// `kind`): the captured plan, the tool call's name and arguments, or what its tool showed
+    /// the user. What [`crate::RunOutcome`]'s JSON lists for each pending decision.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, RunOutcome, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// # let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    /// #     .tools(ToolRegistry::with_workspace_tools())
+    /// #     .workspace(workspace.path())
+    /// #     .build()?;
+    /// # let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    /// session.send_message("Add dark mode").await?;
+    /// let shown = serde_json::to_value(session.pending()[0].suspension())?;
+    /// assert_eq!(shown["kind"], "plan");
+    /// assert_eq!(shown["decisionId"], session.pending()[0].decision_id());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn suspension(&self) -> crate::event::Suspension {
+        use crate::event::Suspension;
+        match self {
+            PendingDecision::Plan(plan) => Suspension::Plan(plan.payload.clone()),
+            PendingDecision::ToolCall(call) => Suspension::ToolCall(call.payload.clone()),
+            PendingDecision::Suspension(suspension) => Suspension::Tool(suspension.payload.clone()),
+        }
+    }
+
     /// The suspended run.
     ///
     /// # Examples

@@ -79,10 +79,12 @@ impl Session {
         &mut self,
         index: usize,
         decision: Decision,
+        taken: Option<super::handle::TakenNotice>,
     ) -> Result<RunOutcome, SessionError> {
         let Some(pending) = self.state.pending.get(index) else {
             return Err(SessionError::NotSuspended(String::new()));
         };
+        let decision_id = pending.decision_id().to_owned();
         let checked = rules::check(pending, &decision)?;
         if let (PendingDecision::ToolCall(call), true) = (pending, decision.always_allow) {
             let name = call.payload.tool_name.as_str();
@@ -127,7 +129,7 @@ impl Session {
         let operation = Operation::new(self);
         let outcome = operation
             .session
-            .apply_decision(index, decision, checked, model)
+            .apply_decision(index, decision, checked, model, (decision_id, taken))
             .instrument(span)
             .await;
         operation.finish(outcome)
@@ -149,6 +151,7 @@ impl Session {
         decision: Decision,
         checked: Checked,
         model: Option<(String, Arc<dyn LanguageModel>)>,
+        (decision_id, taken): (String, Option<super::handle::TakenNotice>),
     ) -> Result<RunOutcome, SessionError> {
         let decide = Input::Decide {
             index,
@@ -159,6 +162,10 @@ impl Session {
         let next = self.handle(decide).await?;
         if model.is_some() {
             self.chosen_model = model;
+        }
+        // Saved: a host that carries the run on in the background answers now.
+        if let Some(taken) = taken {
+            let _ = taken.send(self.decision_taken(&decision_id));
         }
         self.carry_on(next).await
     }

@@ -82,7 +82,7 @@ pub enum SessionErrorKind {
     WrongState,
     /// Another writer or process got there first, or holds the run: a store conflict
     /// ([`SessionError::is_conflict`]), [`SessionError::LeaseHeld`],
-    /// [`SessionError::LeaseLost`].
+    /// [`SessionError::LeaseLost`], [`SessionError::Busy`].
     Conflict,
     /// The session store failed, or there is none ([`SessionError::Store`] but a conflict or
     /// an id it cannot hold, [`SessionError::NoStore`]).
@@ -139,14 +139,39 @@ impl SessionError {
             | E::ConfigChanged(_) => K::WrongState,
             // The caller named a session no store could hold: its input, not the store's fault.
             E::Store(StoreError::InvalidId(_)) => K::InvalidInput,
-            E::Store(StoreError::Conflict { .. }) | E::LeaseHeld { .. } | E::LeaseLost { .. } => {
-                K::Conflict
-            }
+            E::Store(StoreError::Conflict { .. })
+            | E::LeaseHeld { .. }
+            | E::LeaseLost { .. }
+            | E::Busy { .. } => K::Conflict,
             E::Store(_) | E::NoStore => K::Store,
             E::WrongWorkspace { .. }
             | E::WorkspaceGone { .. }
             | E::WorkspaceReplaced { .. }
             | E::NoWorkspaceRecorded { .. } => K::Workspace,
         }
+    }
+}
+
+/// A [`SessionError`] as a host sends it on (an HTTP answer, a JSON line): its `kind`
+/// ([`SessionErrorKind`], snake_case) and its `message` (the error's text).
+///
+/// # Examples
+/// ```
+/// use agent_controller::SessionError;
+/// let error = SessionError::UnknownDecision("decision_9".into());
+/// let json = serde_json::to_value(&error)?;
+/// assert_eq!(json, serde_json::json!({
+///     "kind": "not_found",
+///     "message": "unknown decision `decision_9`",
+/// }));
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+impl serde::Serialize for SessionError {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut out = serializer.serialize_struct("SessionError", 2)?;
+        out.serialize_field("kind", &self.kind())?;
+        out.serialize_field("message", &self.to_string())?;
+        out.end()
     }
 }

@@ -322,6 +322,9 @@ impl Session {
             subagent_tool: parent.subagent_tool,
             subagent_limits: parent.subagent_limits,
             depth,
+            // A child's events reach the controller's receivers wrapped in its parent's
+            // `subagent_event`.
+            events: None,
         }
     }
 }

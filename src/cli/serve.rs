@@ -1,0 +1,261 @@
+//! `serve`: an HTTP API over a session store, for deciding away from the terminal (a browser, a
+//! phone, a chat relay): what waits, decisions, sessions and their events as Server-Sent Events.
+//! A host over the public library ([`agent_controller::session::SessionHandle`],
+//! [`agent_controller::AgentController::events`], [`agent_controller::store::PendingWatch`]):
+//! every rule is the library's; this file sets up, [`api`] answers requests, [`auth`] checks
+//! tokens, [`feed`] keeps the events for SSE, [`openapi`] describes the API.
+
+mod api;
+mod auth;
+mod feed;
+mod openapi;
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use agent_controller::display::neutralize_line;
+use agent_controller::model::SpecChooser;
+use agent_controller::model::scripted::ScriptedModel;
+use agent_controller::session::{RunTask, SessionHandle};
+use agent_controller::store::{PendingWatch, SessionStore, open_store};
+use agent_controller::{AgentController, LanguageModel, ModeGraph, SessionError, ToolRegistry};
+
+use crate::cli::args::{DEFAULT_CONFIG, ServeArgs};
+use crate::cli::exit::{Exit, Failure, Outcome};
+use crate::cli::setup::{check_workspace, load};
+
+/// How often the store is looked at for what other processes changed (a `decide` on the
+/// command line, another `serve`).
+const WATCH_EVERY: Duration = Duration::from_millis(250);
+
+/// How long a shutdown waits for the runs in progress to stop after they are cancelled.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// `serve`: binds, prints `listening on http://ADDR` as its first stdout line, and answers
+/// until SIGTERM or Ctrl-C.
+pub(crate) fn serve(args: ServeArgs) -> Outcome {
+    let tokens = auth::Tokens::from_env().map_err(Failure::invalid)?;
+    if !args.bind.ip().is_loopback() && tokens.generated() {
+        return Err(Failure::invalid(format!(
+            "--bind {} is not a loopback address: set AGENT_CONTROLLER_TOKEN (or AGENT_CONTROLLER_TOKENS) first; the token travels in clear over plain HTTP, so put a reverse proxy with TLS in front (see the guide's page on serve)",
+            args.bind
+        )));
+    }
+    let workspace = args.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
+    check_workspace(&workspace)?;
+    let workspace = workspace.canonicalize().map_err(Failure::runtime)?;
+    let config = match &args.config {
+        Some(path) => path.clone(),
+        None => workspace.join(DEFAULT_CONFIG),
+    };
+    let (graph, tools) = load(&config)?;
+    let model: Arc<dyn LanguageModel> = if args.model.is_scripted() {
+        Arc::new(ScriptedModel::new())
+    } else {
+        Arc::new(
+            args.model
+                .open()
+                .map_err(|e| Failure::invalid(e.message()))?,
+        )
+    };
+    let store = open_store(&args.store).map_err(Failure::runtime)?;
+    let setup = Setup {
+        graph,
+        tools,
+        model,
+        config: std::path::absolute(&config).unwrap_or(config),
+        store: store.clone(),
+        lease: args.lease,
+    };
+    let controller = setup.controller(&workspace)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(Failure::runtime)?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(args.bind)
+            .await
+            .map_err(|e| Failure::runtime(format!("cannot bind {}: {e}", args.bind)))?;
+        let bound = listener.local_addr().map_err(Failure::runtime)?;
+        let feed = feed::Feed::new();
+        feed.follow(controller.events());
+        let watch = PendingWatch::new(store.clone(), WATCH_EVERY)
+            .await
+            .map_err(Failure::runtime)?;
+        feed.watch(watch);
+        let state = Arc::new(Server {
+            setup,
+            root: workspace.clone(),
+            controllers: Mutex::new(HashMap::from([(workspace, controller)])),
+            sessions: tokio::sync::Mutex::new(HashMap::new()),
+            runs: Mutex::new(Vec::new()),
+            tokens,
+            feed,
+        });
+        let app = api::router(state.clone());
+        say!("listening on http://{bound}");
+        let _ = std::io::stdout().flush();
+        if let Some(token) = state.tokens.shown_once() {
+            note!("token: {token}");
+            note!("(send it as `Authorization: Bearer TOKEN`; set AGENT_CONTROLLER_TOKEN to choose your own)");
+        }
+        axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown_signal())
+        .await
+        .map_err(Failure::runtime)?;
+        state.stop_runs().await;
+        Ok(Exit::Done)
+    })
+}
+
+/// SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+}
+
+/// What every controller of the server is built from: one config, its tools, the model and the
+/// store; one controller per workspace (under `--workspace`).
+struct Setup {
+    graph: ModeGraph,
+    tools: ToolRegistry,
+    model: Arc<dyn LanguageModel>,
+    config: PathBuf,
+    store: Arc<dyn SessionStore>,
+    lease: Duration,
+}
+
+impl Setup {
+    fn controller(&self, workspace: &Path) -> Result<AgentController, Failure> {
+        AgentController::builder(self.graph.clone(), self.model.clone())
+            .tools(self.tools.clone())
+            .workspace(workspace)
+            .protected_path(&self.config)
+            .model_chooser(SpecChooser)
+            .store(self.store.clone())
+            .lease_duration(self.lease)
+            .build()
+            .map_err(Failure::invalid)
+    }
+}
+
+/// The server's state, shared by every request.
+pub(crate) struct Server {
+    setup: Setup,
+    /// `--workspace`, canonical: every session works in it or beneath it.
+    root: PathBuf,
+    /// One controller per workspace a session works in.
+    controllers: Mutex<HashMap<PathBuf, AgentController>>,
+    /// The sessions a request touched, each shared by every request since.
+    sessions: tokio::sync::Mutex<HashMap<String, SessionHandle>>,
+    /// The runs carried on in the background, to stop on shutdown.
+    runs: Mutex<Vec<(SessionHandle, RunTask)>>,
+    tokens: auth::Tokens,
+    feed: feed::Feed,
+}
+
+impl Server {
+    /// The controller of `workspace` (canonical, under the root), built on first use; its
+    /// events go to the feed.
+    fn controller(&self, workspace: &Path) -> Result<AgentController, SessionError> {
+        let mut controllers = self
+            .controllers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(controller) = controllers.get(workspace) {
+            return Ok(controller.clone());
+        }
+        let controller =
+            self.setup
+                .controller(workspace)
+                .map_err(|f| SessionError::WorkspaceGone {
+                    session_id: String::new(),
+                    path: workspace.to_path_buf(),
+                    reason: f.message,
+                })?;
+        self.feed.follow(controller.events());
+        controllers.insert(workspace.to_path_buf(), controller.clone());
+        Ok(controller)
+    }
+
+    /// The shared handle of stored session `id`: the one a request made before, else restored
+    /// from the store in its recorded workspace (which must lie under the root).
+    async fn session(&self, id: &str) -> Result<SessionHandle, SessionError> {
+        let mut sessions = self.sessions.lock().await;
+        if let Some(handle) = sessions.get(id) {
+            return Ok(handle.clone());
+        }
+        let record = self
+            .setup
+            .store
+            .load(id)
+            .await?
+            .ok_or_else(|| SessionError::UnknownSession(id.to_owned()))?;
+        let workspace = match record.workspace {
+            Some(recorded) if recorded.path.starts_with(&self.root) => recorded.path,
+            Some(recorded) => {
+                return Err(SessionError::WrongWorkspace {
+                    session_id: id.to_owned(),
+                    recorded: recorded.path,
+                    actual: self.root.clone(),
+                });
+            }
+            None => self.root.clone(),
+        };
+        let controller = self.controller(&workspace)?;
+        let session = controller
+            .restore_session(id, agent_controller::SessionOptions::new())
+            .await?;
+        let handle = SessionHandle::new(session);
+        sessions.insert(id.to_owned(), handle.clone());
+        Ok(handle)
+    }
+
+    /// Keeps `handle` for later requests.
+    async fn keep(&self, handle: &SessionHandle) {
+        self.sessions
+            .lock()
+            .await
+            .insert(handle.id().to_owned(), handle.clone());
+    }
+
+    /// Carries `run` on in the background; its end is reported by the session's events.
+    fn carry_on(&self, handle: &SessionHandle, run: RunTask) {
+        let mut runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
+        runs.retain(|(_, run)| !run.is_finished());
+        runs.push((handle.clone(), run));
+    }
+
+    /// On shutdown: cancels every run in progress (each ends `aborted` and is saved) and waits
+    /// for them, at most [`SHUTDOWN_GRACE`].
+    async fn stop_runs(&self) {
+        let runs = std::mem::take(&mut *self.runs.lock().unwrap_or_else(PoisonError::into_inner));
+        let waiting = async {
+            for (handle, run) in runs {
+                handle.cancel();
+                if let Err(e) = run.outcome().await {
+                    note!(
+                        "warning: session {}: {}",
+                        neutralize_line(handle.id()),
+                        neutralize_line(&e.to_string())
+                    );
+                }
+            }
+        };
+        let _ = tokio::time::timeout(SHUTDOWN_GRACE, waiting).await;
+    }
+}

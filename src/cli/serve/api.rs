@@ -1,0 +1,483 @@
+//! The routes of `serve` (JSON, camelCase): each takes the request apart, calls the library, and
+//! answers with what it returned; the rules are the library's. A path id that is no id is 404
+//! before anything is read; a body that is not JSON, or not what the route takes, is 422 with
+//! the reason; a body over the bound is 413.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use agent_controller::SessionError;
+use agent_controller::session::{SessionErrorKind, SessionHandle};
+use agent_controller::store::{PendingEntry, PendingSummary, check_session_id};
+use agent_controller::tool::submit_plan::MAX_PLAN_BYTES;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::sse::{KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::Server;
+
+/// The most bytes a request body may have: four times the largest plan, so an edited plan
+/// always fits.
+pub(crate) const BODY_LIMIT: usize = 4 * MAX_PLAN_BYTES as usize;
+
+/// The most pending decisions one `GET /v1/pending` answers with.
+const MAX_PAGE: usize = 1000;
+
+/// The page size of `GET /v1/pending` without `limit`.
+const DEFAULT_PAGE: usize = 100;
+
+/// Every route, the token checked on all but `GET /healthz`.
+pub(crate) fn router(server: Arc<Server>) -> Router {
+    let api = Router::new()
+        .route("/v1/pending", get(pending))
+        .route("/v1/sessions", post(start_session))
+        .route("/v1/sessions/{session_id}", get(session))
+        .route("/v1/sessions/{session_id}/messages", post(message))
+        .route("/v1/sessions/{session_id}/cancel", post(cancel))
+        .route(
+            "/v1/sessions/{session_id}/decisions/{decision_id}",
+            post(decide),
+        )
+        .route("/v1/sessions/{session_id}/events", get(session_events))
+        .route("/v1/events", get(events))
+        .route("/v1/openapi.json", get(openapi))
+        .route_layer(middleware::from_fn_with_state(server.clone(), authorize));
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .merge(api)
+        .fallback(|| async { failure(StatusCode::NOT_FOUND, "not_found", "no such route") })
+        .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(BODY_LIMIT))
+        .with_state(server)
+}
+
+/// Who made the request: the name of the token's holder, if it has one.
+#[derive(Clone)]
+struct Caller(Option<String>);
+
+/// 401 without a token of the server's, before anything is read.
+async fn authorize(
+    State(server): State<Arc<Server>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let header = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    match server.tokens.holder(header) {
+        Some(name) => {
+            let caller = Caller(name.map(str::to_owned));
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
+        None => {
+            let mut response = failure(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "send `Authorization: Bearer TOKEN` with a token of this server",
+            );
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+            response
+        }
+    }
+}
+
+/// An error answer: `{"error": {"kind": ..., "message": ...}}`.
+fn failure(status: StatusCode, kind: &str, message: &str) -> Response {
+    let body = json!({ "error": { "kind": kind, "message": message } });
+    (status, axum::Json(body)).into_response()
+}
+
+/// A session error as its answer: the status its kind calls for.
+fn refused(error: &SessionError) -> Response {
+    let status = match error.kind() {
+        SessionErrorKind::NotFound => StatusCode::NOT_FOUND,
+        SessionErrorKind::InvalidInput => StatusCode::UNPROCESSABLE_ENTITY,
+        SessionErrorKind::AlreadyDecided
+        | SessionErrorKind::Expired
+        | SessionErrorKind::Mismatch
+        | SessionErrorKind::WrongState
+        | SessionErrorKind::Conflict
+        | SessionErrorKind::Workspace => StatusCode::CONFLICT,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    let body = json!({ "error": error });
+    (status, axum::Json(body)).into_response()
+}
+
+/// 404 for a path id that is no id (nothing is read).
+fn no_such(what: &str) -> Response {
+    failure(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        &format!("no such {what}"),
+    )
+}
+
+/// Whether `id` can be a session id ([`check_session_id`]).
+fn is_session_id(id: &str) -> bool {
+    check_session_id(id).is_ok()
+}
+
+/// Whether `id` can be a decision id: what the controller gives out, `decision_N`, or a
+/// subagent's decision id (`...` of ASCII letters, digits, `_`, `-`, `.`, `:`), at most 200.
+fn is_decision_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 200
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-.:".contains(&b))
+}
+
+/// A JSON body, or why it is not one (answered 422, [`unprocessable`]).
+fn json_body(body: &Bytes) -> Result<Value, String> {
+    serde_json::from_slice(body).map_err(|e| format!("the body is not JSON: {e}"))
+}
+
+/// A body of type `T`, or why not (answered 422, [`unprocessable`]).
+fn typed_body<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, String> {
+    let value = json_body(body)?;
+    serde_json::from_value(value).map_err(|e| format!("the body is not what this route takes: {e}"))
+}
+
+/// 422 saying why.
+fn unprocessable(why: &str) -> Response {
+    failure(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", why)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PageQuery {
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+/// `GET /v1/pending`: every pending decision of the store, oldest first, as `pending --json`
+/// lists each, a page at a time (`limit`, `cursor`; `nextCursor` while more follow).
+async fn pending(
+    State(server): State<Arc<Server>>,
+    query: Result<Query<PageQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Ok(Query(query)) = query else {
+        return failure(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_input",
+            "the query takes `limit` (1 to 1000) and `cursor`",
+        );
+    };
+    let limit = query.limit.unwrap_or(DEFAULT_PAGE);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return failure(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_input",
+            "`limit` is 1 to 1000",
+        );
+    }
+    let controller = match server.controller(&server.root) {
+        Ok(controller) => controller,
+        Err(e) => return refused(&e),
+    };
+    let listing = match controller.list_pending().await {
+        Ok(listing) => listing,
+        Err(e) => return refused(&e),
+    };
+    let start = match &query.cursor {
+        None => 0,
+        Some(cursor) => match after_cursor(&listing.pending, cursor) {
+            Some(start) => start,
+            None => {
+                return failure(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "invalid_input",
+                    "`cursor` is not one this server gave",
+                );
+            }
+        },
+    };
+    let page: Vec<PendingEntry> = listing
+        .pending
+        .iter()
+        .skip(start)
+        .take(limit)
+        .map(|summary| PendingEntry {
+            summary: summary.clone(),
+            allowances_in_force: Vec::new(),
+        })
+        .collect();
+    let next = (start + page.len() < listing.pending.len())
+        .then(|| page.last().map(|p| cursor_of(&p.summary)))
+        .flatten();
+    let mut body = json!({ "pending": page });
+    if let Some(next) = next {
+        body["nextCursor"] = Value::String(next);
+    }
+    axum::Json(body).into_response()
+}
+
+/// The cursor after `summary`: when it was saved, its session and its decision.
+fn cursor_of(summary: &PendingSummary) -> String {
+    format!(
+        "{}.{}.{}",
+        summary.updated_at, summary.session_id, summary.decision_id
+    )
+}
+
+/// Where the page after `cursor` starts in `pending` (ordered by `updatedAt`, then session):
+/// after the decision it names, or, when that one was decided since, after every decision
+/// listed before where it stood. `None` for a cursor that is no cursor.
+fn after_cursor(pending: &[PendingSummary], cursor: &str) -> Option<usize> {
+    let mut parts = cursor.splitn(3, '.');
+    let updated_at: u64 = parts.next()?.parse().ok()?;
+    let session_id = parts.next()?;
+    let decision_id = parts.next()?;
+    if !is_session_id(session_id) || !is_decision_id(decision_id) {
+        return None;
+    }
+    if let Some(at) = pending
+        .iter()
+        .position(|p| p.session_id == session_id && p.decision_id == decision_id)
+    {
+        return Some(at + 1);
+    }
+    Some(
+        pending
+            .iter()
+            .position(|p| (p.updated_at, p.session_id.as_str()) > (updated_at, session_id))
+            .unwrap_or(pending.len()),
+    )
+}
+
+/// `POST /v1/sessions/{sessionId}/decisions/{decisionId}`: the decision JSON `decide --json`
+/// takes; 200 with the decision once saved ([`agent_controller::session::DecisionTaken`]), the
+/// run carried on in the background.
+async fn decide(
+    State(server): State<Arc<Server>>,
+    Path((session_id, decision_id)): Path<(String, String)>,
+    axum::Extension(caller): axum::Extension<Caller>,
+    body: Bytes,
+) -> Response {
+    if !is_session_id(&session_id) {
+        return no_such("session");
+    }
+    if !is_decision_id(&decision_id) {
+        return no_such("decision");
+    }
+    let data = match json_body(&body) {
+        Ok(data) => data,
+        Err(why) => return unprocessable(&why),
+    };
+    let handle = match server.session(&session_id).await {
+        Ok(handle) => handle,
+        Err(e) => return refused(&e),
+    };
+    match handle
+        .decide_json(&decision_id, &data, caller.0.as_deref())
+        .await
+    {
+        Ok((taken, run)) => {
+            server.carry_on(&handle, run);
+            axum::Json(taken).into_response()
+        }
+        Err(e) => refused(&e),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct NewSession {
+    mode_id: Option<String>,
+    message: String,
+    workspace: Option<PathBuf>,
+}
+
+/// `POST /v1/sessions`: starts a session (`modeId` optional, `workspace` optional and under
+/// `--workspace`) and its first run, in the background; 201 with the session.
+async fn start_session(State(server): State<Arc<Server>>, body: Bytes) -> Response {
+    let new: NewSession = match typed_body(&body) {
+        Ok(new) => new,
+        Err(why) => return unprocessable(&why),
+    };
+    let workspace = match &new.workspace {
+        None => server.root.clone(),
+        Some(dir) => match confined(&server.root, dir) {
+            Some(dir) => dir,
+            None => {
+                return failure(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "invalid_input",
+                    "`workspace` must be an existing directory under the server's --workspace",
+                );
+            }
+        },
+    };
+    let controller = match server.controller(&workspace) {
+        Ok(controller) => controller,
+        Err(e) => return refused(&e),
+    };
+    let mut options = agent_controller::SessionOptions::new();
+    if let Some(mode) = &new.mode_id {
+        options = options.mode(mode.clone());
+    }
+    let session = match controller.start_session(options).await {
+        Ok(session) => session,
+        Err(e) => return refused(&e),
+    };
+    let handle = SessionHandle::new(session);
+    server.keep(&handle).await;
+    match handle.send_message(new.message).await {
+        Ok(run) => server.carry_on(&handle, run),
+        Err(e) => return refused(&e),
+    }
+    (StatusCode::CREATED, axum::Json(handle.view())).into_response()
+}
+
+/// `dir` (relative to `root`, or absolute) when it is an existing directory under `root`.
+fn confined(root: &std::path::Path, dir: &std::path::Path) -> Option<PathBuf> {
+    let dir = root.join(dir).canonicalize().ok()?;
+    (dir.starts_with(root) && dir.is_dir()).then_some(dir)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewMessage {
+    message: String,
+}
+
+/// `POST /v1/sessions/{id}/messages`: sends a message, starting a run in the background; 202
+/// with the session.
+async fn message(
+    State(server): State<Arc<Server>>,
+    Path(session_id): Path<String>,
+    body: Bytes,
+) -> Response {
+    if !is_session_id(&session_id) {
+        return no_such("session");
+    }
+    let new: NewMessage = match typed_body(&body) {
+        Ok(new) => new,
+        Err(why) => return unprocessable(&why),
+    };
+    let handle = match server.session(&session_id).await {
+        Ok(handle) => handle,
+        Err(e) => return refused(&e),
+    };
+    match handle.send_message(new.message).await {
+        Ok(run) => {
+            server.carry_on(&handle, run);
+            (StatusCode::ACCEPTED, axum::Json(handle.view())).into_response()
+        }
+        Err(e) => refused(&e),
+    }
+}
+
+/// `GET /v1/sessions/{id}`: the session's mode, latest run and what waits.
+async fn session(State(server): State<Arc<Server>>, Path(session_id): Path<String>) -> Response {
+    if !is_session_id(&session_id) {
+        return no_such("session");
+    }
+    let handle = match server.session(&session_id).await {
+        Ok(handle) => handle,
+        Err(e) => return refused(&e),
+    };
+    match handle.reload().await {
+        Ok(view) => axum::Json(view).into_response(),
+        Err(e) => refused(&e),
+    }
+}
+
+/// `POST /v1/sessions/{id}/cancel`: cancels the run in progress (or the next one).
+async fn cancel(State(server): State<Arc<Server>>, Path(session_id): Path<String>) -> Response {
+    if !is_session_id(&session_id) {
+        return no_such("session");
+    }
+    match server.session(&session_id).await {
+        Ok(handle) => axum::Json(json!({ "wasRunning": handle.cancel() })).into_response(),
+        Err(e) => refused(&e),
+    }
+}
+
+/// The id after which a reconnecting client missed events (`Last-Event-ID`).
+fn last_event_id(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// `GET /v1/events`: every event, as Server-Sent Events.
+async fn events(State(server): State<Arc<Server>>, headers: HeaderMap) -> Response {
+    let stream = server.feed.stream(last_event_id(&headers), None);
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+/// `GET /v1/sessions/{id}/events`: the events of one session, as Server-Sent Events.
+async fn session_events(
+    State(server): State<Arc<Server>>,
+    Path(session_id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if !is_session_id(&session_id) {
+        return no_such("session");
+    }
+    let stream = server
+        .feed
+        .stream(last_event_id(&headers), Some(session_id));
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+/// `GET /v1/openapi.json`: the API as an OpenAPI document.
+async fn openapi() -> Response {
+    axum::Json(super::openapi::document()).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(updated_at: u64, session: &str, decision: &str) -> PendingSummary {
+        serde_json::from_value(json!({
+            "sessionId": session, "runId": "run_1", "toolCallId": "call_1", "kind": "plan",
+            "decisionId": decision, "modeId": "plan", "targetModeId": "build", "title": "",
+            "updatedAt": updated_at
+        }))
+        .expect("as expected")
+    }
+
+    #[test]
+    fn a_cursor_resumes_after_its_decision_or_where_it_stood() {
+        let list = [
+            summary(1, "a", "decision_1"),
+            summary(2, "b", "decision_1"),
+            summary(3, "c", "decision_1"),
+        ];
+        assert_eq!(after_cursor(&list, &cursor_of(&list[0])), Some(1));
+        // `b` was decided since: the page starts where it stood.
+        let gone = [list[0].clone(), list[2].clone()];
+        assert_eq!(after_cursor(&gone, &cursor_of(&list[1])), Some(1));
+        assert_eq!(after_cursor(&list, "garbage"), None);
+        assert_eq!(after_cursor(&list, "1.../x.decision_1"), None);
+    }
+
+    #[test]
+    fn ids_that_are_no_ids_are_refused() {
+        assert!(is_decision_id("decision_12"));
+        assert!(!is_decision_id("../x"));
+        assert!(!is_decision_id(""));
+        assert!(!is_session_id("a/b"));
+    }
+}

@@ -1,0 +1,171 @@
+//! The events `serve` streams (`GET /v1/events`, `GET /v1/sessions/{id}/events`): every event
+//! of the sessions this server runs, as `--json` prints them, and what the store shows other
+//! processes did (`decision_waiting`, `decision_settled`), each with an id. The last
+//! [`KEPT`] are kept, so a client that reconnects with `Last-Event-ID` gets what it missed; a
+//! client that falls [`LIVE`] events behind is dropped and never holds up the others.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use agent_controller::Event;
+use agent_controller::display::json_line;
+use agent_controller::store::PendingWatch;
+use axum::response::sse;
+use futures_core::Stream;
+use tokio::sync::broadcast;
+
+/// How many events are kept for clients that reconnect.
+pub(crate) const KEPT: usize = 10_000;
+
+/// How far behind a client may fall before it is dropped.
+pub(crate) const LIVE: usize = 1024;
+
+/// One event as the clients get it.
+#[derive(Clone, Debug)]
+pub(crate) struct Item {
+    id: u64,
+    session_id: Arc<str>,
+    data: Arc<str>,
+}
+
+/// The events, numbered in the order they happened.
+#[derive(Clone)]
+pub(crate) struct Feed {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// The next id and the kept events, oldest first; sending to `live` happens under this lock
+    /// too, so the live order is the id order.
+    kept: Mutex<(u64, VecDeque<Item>)>,
+    live: broadcast::Sender<Item>,
+}
+
+impl Feed {
+    pub(crate) fn new() -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                kept: Mutex::new((1, VecDeque::new())),
+                live: broadcast::channel(LIVE).0,
+            }),
+        }
+    }
+
+    /// Adds an event of `session_id` whose JSON is `data`.
+    pub(crate) fn push(&self, session_id: &str, data: String) {
+        let mut kept = self
+            .inner
+            .kept
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let item = Item {
+            id: kept.0,
+            session_id: Arc::from(session_id),
+            data: Arc::from(data),
+        };
+        kept.0 += 1;
+        if kept.1.len() == KEPT {
+            kept.1.pop_front();
+        }
+        kept.1.push_back(item.clone());
+        let _ = self.inner.live.send(item);
+    }
+
+    /// Adds every event of `events` (a controller's), in order, until it closes.
+    pub(crate) fn follow(&self, mut events: broadcast::Receiver<Event>) {
+        let feed = self.clone();
+        tokio::spawn(async move {
+            loop {
+                match events.recv().await {
+                    Ok(event) => {
+                        if let Ok(line) = json_line(&event) {
+                            feed.push(event.session_id(), line);
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                        note!(
+                            "warning: serve: {missed} session events were missed (too many at once)"
+                        );
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        });
+    }
+
+    /// Adds what `watch` finds the store shows other processes did.
+    pub(crate) fn watch(&self, mut watch: PendingWatch) {
+        let feed = self.clone();
+        tokio::spawn(async move {
+            loop {
+                match watch.changes().await {
+                    Ok(changes) => {
+                        for change in changes {
+                            if let Ok(line) = json_line(&change) {
+                                feed.push(change.session_id(), line);
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        note!(
+                            "warning: serve: the store cannot be watched: {}",
+                            agent_controller::display::neutralize_line(&e.to_string())
+                        );
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+            }
+        });
+    }
+
+    /// The events after id `after` that are still kept, then each new one, of `session` only
+    /// when given. Ends when the client falls [`LIVE`] events behind.
+    pub(crate) fn stream(
+        &self,
+        after: Option<u64>,
+        session: Option<String>,
+    ) -> impl Stream<Item = Result<sse::Event, Infallible>> + Send + 'static {
+        let (replay, live) = {
+            let kept = self
+                .inner
+                .kept
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let live = self.inner.live.subscribe();
+            let replay: VecDeque<Item> = match after {
+                Some(after) => kept.1.iter().filter(|i| i.id > after).cloned().collect(),
+                None => VecDeque::new(),
+            };
+            (replay, live)
+        };
+        let last = after.unwrap_or(0);
+        futures_util::stream::unfold(
+            (replay, live, last, session),
+            |(mut replay, mut live, mut last, session)| async move {
+                loop {
+                    let item = match replay.pop_front() {
+                        Some(item) => item,
+                        None => match live.recv().await {
+                            Ok(item) => item,
+                            // Too slow, or the server stops: the client is dropped.
+                            Err(_) => return None,
+                        },
+                    };
+                    if item.id <= last {
+                        continue;
+                    }
+                    last = item.id;
+                    if session.as_deref().is_some_and(|s| s != &*item.session_id) {
+                        continue;
+                    }
+                    let event = sse::Event::default()
+                        .id(item.id.to_string())
+                        .data(&*item.data);
+                    return Some((Ok(event), (replay, live, last, session)));
+                }
+            },
+        )
+    }
+}

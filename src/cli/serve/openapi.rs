@@ -1,0 +1,128 @@
+//! The OpenAPI 3.1 document of `serve` (`GET /v1/openapi.json`). The request and answer bodies
+//! the library defines are described by the library's own JSON Schemas
+//! ([`agent_controller::schema`]: the decision JSON, a `pending --json` entry, a decision's audit
+//! record), which OpenAPI 3.1 takes as they are.
+
+use serde_json::{Value, json};
+
+use super::api::BODY_LIMIT;
+
+/// The document.
+pub(crate) fn document() -> Value {
+    let error = json!({ "$ref": "#/components/schemas/Error" });
+    let answer = |description: &str| json!({ "description": description, "content": { "application/json": { "schema": error } } });
+    let refusals = json!({
+        "401": answer("No token, or not one of this server's."),
+        "404": answer("No such session or decision (an id that is no id is not looked up)."),
+        "409": answer("The decision was taken already, expired, or pins other content (sha256); or the session is busy."),
+        "413": { "description": format!("The body is over {BODY_LIMIT} bytes.") },
+        "422": answer("The body is not JSON, or not what the route takes."),
+    });
+    let json_of =
+        |schema: Value| json!({ "content": { "application/json": { "schema": schema } } });
+    let session_view = json!({ "$ref": "#/components/schemas/SessionView" });
+    let session_id = json!({ "name": "sessionId", "in": "path", "required": true, "schema": { "type": "string" } });
+    let decision_id = json!({ "name": "decisionId", "in": "path", "required": true, "schema": { "type": "string" } });
+    let events = json!({
+        "200": { "description": "Server-Sent Events: each `data:` one event as `--json` prints it (or `decision_waiting` / `decision_settled` for what another process did), each with an `id:`; reconnect with `Last-Event-ID` to get what was missed, as far as the server keeps it.", "content": { "text/event-stream": {} } },
+        "401": refusals["401"],
+    });
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "agent-controller serve",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Decide what waits in a session store (plans, tool calls, questions), start sessions, and follow their events. Every route but /healthz takes `Authorization: Bearer TOKEN`."
+        },
+        "components": {
+            "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },
+            "schemas": {
+                "Decision": agent_controller::schema::decision(),
+                "PendingEntry": agent_controller::schema::pending_entry(),
+                "DecidedRecord": agent_controller::schema::decided_record(),
+                "Error": {
+                    "type": "object",
+                    "required": ["error"],
+                    "properties": { "error": { "type": "object", "required": ["kind", "message"], "properties": { "kind": { "type": "string" }, "message": { "type": "string" } } } }
+                },
+                "SessionView": {
+                    "type": "object",
+                    "required": ["sessionId", "modeId", "pending", "workspace", "version"],
+                    "properties": {
+                        "sessionId": { "type": "string" },
+                        "modeId": { "type": "string" },
+                        "runId": { "type": "string" },
+                        "runState": { "type": "string", "enum": ["running", "suspended", "completed", "aborted", "failed"] },
+                        "pending": { "type": "array", "items": { "type": "object" } },
+                        "workspace": { "type": "string" },
+                        "version": { "type": "integer", "minimum": 0 }
+                    }
+                },
+                "DecisionTaken": {
+                    "type": "object",
+                    "required": ["sessionId", "decisionId", "modeId", "pending"],
+                    "properties": {
+                        "sessionId": { "type": "string" },
+                        "decisionId": { "type": "string" },
+                        "decision": { "$ref": "#/components/schemas/DecidedRecord" },
+                        "modeId": { "type": "string" },
+                        "pending": { "type": "array", "items": { "type": "object" } }
+                    }
+                }
+            }
+        },
+        "security": [ { "bearer": [] } ],
+        "paths": {
+            "/healthz": { "get": { "security": [], "summary": "Whether the server answers.", "responses": { "200": { "description": "ok", "content": { "text/plain": {} } } } } },
+            "/v1/pending": { "get": {
+                "summary": "Every pending decision of the store, oldest first, a page at a time.",
+                "parameters": [
+                    { "name": "limit", "in": "query", "schema": { "type": "integer", "minimum": 1, "maximum": 1000, "default": 100 } },
+                    { "name": "cursor", "in": "query", "schema": { "type": "string" } }
+                ],
+                "responses": {
+                    "200": json_of(json!({ "type": "object", "required": ["pending"], "properties": { "pending": { "type": "array", "items": { "$ref": "#/components/schemas/PendingEntry" } }, "nextCursor": { "type": "string" } } })),
+                    "401": refusals["401"], "422": refusals["422"]
+                }
+            } },
+            "/v1/sessions": { "post": {
+                "summary": "Start a session and its first run (in the background).",
+                "requestBody": json_of(json!({ "type": "object", "required": ["message"], "properties": { "modeId": { "type": "string" }, "message": { "type": "string" }, "workspace": { "type": "string" } }, "additionalProperties": false })),
+                "responses": { "201": json_of(session_view.clone()), "401": refusals["401"], "409": refusals["409"], "413": refusals["413"], "422": refusals["422"] }
+            } },
+            "/v1/sessions/{sessionId}": { "get": {
+                "summary": "The session's mode, latest run and what waits.",
+                "parameters": [session_id],
+                "responses": { "200": json_of(session_view.clone()), "401": refusals["401"], "404": refusals["404"] }
+            } },
+            "/v1/sessions/{sessionId}/messages": { "post": {
+                "summary": "Send a message: a run starts in the background.",
+                "parameters": [session_id],
+                "requestBody": json_of(json!({ "type": "object", "required": ["message"], "properties": { "message": { "type": "string" } }, "additionalProperties": false })),
+                "responses": { "202": json_of(session_view), "401": refusals["401"], "404": refusals["404"], "409": refusals["409"], "413": refusals["413"], "422": refusals["422"] }
+            } },
+            "/v1/sessions/{sessionId}/cancel": { "post": {
+                "summary": "Cancel the session's run in progress (or its next run).",
+                "parameters": [session_id],
+                "responses": { "200": json_of(json!({ "type": "object", "properties": { "wasRunning": { "type": "boolean" } } })), "401": refusals["401"], "404": refusals["404"] }
+            } },
+            "/v1/sessions/{sessionId}/decisions/{decisionId}": { "post": {
+                "summary": "Decide: approve (pinned by sha256, with a target, an edited plan, comments), reject with feedback, or answer. Answers once the decision is saved; the run goes on in the background.",
+                "parameters": [session_id, decision_id],
+                "requestBody": json_of(json!({ "$ref": "#/components/schemas/Decision" })),
+                "responses": { "200": json_of(json!({ "$ref": "#/components/schemas/DecisionTaken" })), "401": refusals["401"], "404": refusals["404"], "409": refusals["409"], "413": refusals["413"], "422": refusals["422"] }
+            } },
+            "/v1/sessions/{sessionId}/events": { "get": {
+                "summary": "The session's events, as Server-Sent Events.",
+                "parameters": [session_id, { "name": "Last-Event-ID", "in": "header", "schema": { "type": "string" } }],
+                "responses": events.clone()
+            } },
+            "/v1/events": { "get": {
+                "summary": "Every session's events, as Server-Sent Events.",
+                "parameters": [{ "name": "Last-Event-ID", "in": "header", "schema": { "type": "string" } }],
+                "responses": events
+            } },
+            "/v1/openapi.json": { "get": { "summary": "This document.", "responses": { "200": { "description": "The OpenAPI document.", "content": { "application/json": {} } }, "401": refusals["401"] } } }
+        }
+    })
+}

@@ -1,0 +1,177 @@
+//! Waiting for what changes in the pending decisions of any store ([`PendingWatch`]): a host that
+//! shows what waits (a web inbox, a chat relay) learns of a decision another process made
+//! waiting, or took, without reading every session itself. It polls
+//! [`SessionStore::list_pending_decisions`], which works on every store; PostgreSQL also
+//! pushes its changes (`PostgresStore::watch_pending`, with the `postgres` feature).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::{PendingSummary, SessionStore, StoreError};
+
+/// A change of what waits in a store, as [`PendingWatch::changes`] finds it. Serialized with
+/// its `type` (snake_case) and camelCase fields, as the events of a session are.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+#[non_exhaustive]
+pub enum PendingChange {
+    /// A decision began to wait.
+    DecisionWaiting {
+        /// The session it waits in.
+        session_id: String,
+        /// The decision id.
+        decision_id: String,
+        /// What waits, as `pending --json` lists it.
+        decision: Box<PendingSummary>,
+    },
+    /// A decision no longer waits: it was decided (here or by another process), cancelled, or
+    /// it expired.
+    DecisionSettled {
+        /// The session it waited in.
+        session_id: String,
+        /// The decision id.
+        decision_id: String,
+        /// The mode the session is in now (an approved plan's target); absent when the session
+        /// is gone.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        mode_id: Option<String>,
+    },
+}
+
+impl PendingChange {
+    /// The session the change is in.
+    pub fn session_id(&self) -> &str {
+        match self {
+            PendingChange::DecisionWaiting { session_id, .. }
+            | PendingChange::DecisionSettled { session_id, .. } => session_id,
+        }
+    }
+}
+
+/// Watches the pending decisions of a store by polling it: each [`PendingWatch::changes`]
+/// compares what waits now with what waited at the previous look. A decision that starts and
+/// stops waiting between two looks is not reported (the session's own events say it, in the
+/// process that ran it).
+///
+/// # Examples
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use agent_controller::{AgentController, MemoryStore, SessionOptions, ToolRegistry};
+/// use agent_controller::model::scripted::ScriptedModel;
+/// use agent_controller::store::{PendingChange, PendingWatch};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let workspace = tempfile::tempdir()?;
+/// let graph = agent_controller::config::parse(
+///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+///     "modes.toml",
+/// )?;
+/// let store = Arc::new(MemoryStore::new());
+/// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+///     .tools(ToolRegistry::with_workspace_tools())
+///     .workspace(workspace.path())
+///     .store(store.clone())
+///     .build()?;
+/// let mut watch = PendingWatch::new(store, Duration::from_millis(10)).await?;
+/// let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+/// session.send_message("Add dark mode").await?;
+/// let changes = watch.changes().await?;
+/// assert!(matches!(&changes[..], [PendingChange::DecisionWaiting { .. }]));
+/// # Ok(())
+/// # }
+/// ```
+pub struct PendingWatch {
+    store: Arc<dyn SessionStore>,
+    every: Duration,
+    /// What waited at the last look, by (session id, decision id).
+    known: HashSet<(String, String)>,
+}
+
+impl std::fmt::Debug for PendingWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingWatch")
+            .field("every", &self.every)
+            .field("known", &self.known.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PendingWatch {
+    /// A watch of `store` that looks every `every` (at least 10 ms): what waits now is known
+    /// already, and only what changes from here is reported.
+    ///
+    /// # Errors
+    /// [`StoreError::Backend`] when the store cannot be read.
+    pub async fn new(store: Arc<dyn SessionStore>, every: Duration) -> Result<Self, StoreError> {
+        let mut watch = Self {
+            store,
+            every: every.max(Duration::from_millis(10)),
+            known: HashSet::new(),
+        };
+        watch.look().await?;
+        Ok(watch)
+    }
+
+    /// The next changes: waits until a look finds one or more, in the store's order (the new
+    /// waiting decisions oldest first, then the settled ones). A record that cannot be read is
+    /// skipped (`pending` reports it).
+    ///
+    /// # Errors
+    /// [`StoreError::Backend`] when the store cannot be read; the watch can be asked again.
+    pub async fn changes(&mut self) -> Result<Vec<PendingChange>, StoreError> {
+        loop {
+            let changes = self.look().await?;
+            if !changes.is_empty() {
+                return Ok(changes);
+            }
+            tokio::time::sleep(self.every).await;
+        }
+    }
+
+    /// Reads what waits now and returns what changed since the last look.
+    async fn look(&mut self) -> Result<Vec<PendingChange>, StoreError> {
+        let listing = self.store.list_pending_decisions().await?;
+        let mut now = HashSet::with_capacity(listing.pending.len());
+        let mut changes = Vec::new();
+        for summary in listing.pending {
+            let key = (summary.session_id.clone(), summary.decision_id.clone());
+            if !self.known.contains(&key) {
+                changes.push(PendingChange::DecisionWaiting {
+                    session_id: key.0.clone(),
+                    decision_id: key.1.clone(),
+                    decision: Box::new(summary),
+                });
+            }
+            now.insert(key);
+        }
+        let mut gone: Vec<(String, String)> = self
+            .known
+            .iter()
+            .filter(|key| !now.contains(*key))
+            .cloned()
+            .collect();
+        gone.sort();
+        for (session_id, decision_id) in gone {
+            let mode_id = match self.store.load(&session_id).await {
+                Ok(record) => record.map(|r| r.mode_id),
+                Err(_) => None,
+            };
+            changes.push(PendingChange::DecisionSettled {
+                session_id,
+                decision_id,
+                mode_id,
+            });
+        }
+        self.known = now;
+        Ok(changes)
+    }
+}
