@@ -65,6 +65,7 @@ pub(crate) fn decide(mut args: DecideArgs) -> Outcome {
             store: Some(&args.store),
             detach: false,
             last: None,
+            model: args.common.model.as_ref(),
         };
         let outcome = match decider.decide_each(&mut session, &chosen).await? {
             Ok(outcome) => outcome,
