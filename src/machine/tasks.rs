@@ -470,7 +470,11 @@ pub(crate) struct PlanSteps {
 impl PlanSteps {
     /// What the approval's result tells the model (and the host shows the user): the list it
     /// now has, and, when the plan did not fit, how many steps were left out or cut and why.
+    /// A plan without steps tells that the list is now empty.
     pub(crate) fn told(&self) -> String {
+        if self.tasks.is_empty() {
+            return "The plan has no numbered steps: your task list is now empty (write one with task_write if the work has steps).".to_owned();
+        }
         let seeded = self.tasks.len();
         let ids = match seeded {
             1 => "id `step_1`".to_owned(),

@@ -3264,7 +3264,7 @@ impl ReferenceSession {
                     None => plan_text(pending.plan),
                 }));
                 // Into a mode that offers the task tools, the approved plan's numbered steps
-                // become the list (when it has any).
+                // become the list: a plan without any empties it.
                 let offers_tasks = [TASK_WRITE, TASK_UPDATE, TASK_COMPLETE, TASK_CHECK]
                     .iter()
                     .any(|t| self.facts.offers(pending.target, t) == Some(true));
@@ -3272,7 +3272,7 @@ impl ReferenceSession {
                     Some(k) => edited_plan_text(k),
                     None => plan_text(pending.plan),
                 });
-                if offers_tasks && !seeded.is_empty() {
+                if offers_tasks {
                     self.tasks = seeded;
                 }
                 self.change_mode(pending.target, ModeChangeReason::PlanApproved, trace);
