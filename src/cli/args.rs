@@ -13,7 +13,7 @@ use clap::{Args, Parser, Subcommand};
 pub(crate) const DEFAULT_CONFIG: &str = "config/modes.toml";
 
 /// `--model` of `decide`, `continue` and `switch`: without it, the model the session ran with.
-pub(crate) const SESSION_MODEL_HELP: &str = "`decide`, `continue` and `switch` without it run with the model the session's `run --model` named (kept in \
+pub(crate) const SESSION_MODEL_HELP: &str = "`decide` and `continue` without it run with the model the session's `run --model` named (kept in \
 its record), else the scripted one.";
 
 /// `--model`: the built-in scripted model unless a real one is named.
