@@ -488,7 +488,7 @@ fn the_cli_shows_the_list_as_a_checklist_and_json_carries_it_whole() {
     let shown = stdout(&out);
     assert!(
         shown.contains(
-            "tasks (1/3 completed):\n  [x] Read the code (a)\n  [~] Fixing the bug\\u{1b}[2J — Fix the bug (b)\n  [ ] Test it (c)\n"
+            "tasks (1/3 completed):\n  [x] Read the code (a)\n  [~] Fix the bug — Fixing the bug\\u{1b}[2J (b)\n  [ ] Test it (c)\n"
         ),
         "{shown}"
     );
