@@ -101,7 +101,9 @@ The answer is pinned to the call's argsSha256.
 A question of the model (`ask_user`) is shown with its options numbered, every line of it behind
 `│ `, the model's words; `decide --answer TEXT` (repeat it for several choices) or
 `--answer-json JSON` answer it without the prompt, `--reject` declines it:
-  2            a question with options: pick option 2 (its label is the answer)
+  2            a question with options: pick option 2 (its label is the answer); an
+               option's exact label picks it too, and wins: when a label is itself a number
+               (`1`, `2`, `10`), a number is that label, never a position
   1,3          a multi-select question: pick options 1 and 3 (each once)
   any text     a question without options: the answer (a blank line asks again)
   end of input, Ctrl-C
