@@ -573,6 +573,35 @@ pub fn is_blank(text: &str) -> bool {
     text.chars().all(|c| c.is_whitespace() || hides(c))
 }
 
+/// Whether `a` and `b` read alike to a person, though they differ: the same once the
+/// characters that show nothing ([`is_blank`]'s) are dropped, each run of white space is one
+/// space, and each text is mapped to its confusable skeleton (Unicode TS 39, section 4, as
+/// `unicode-security` computes it): Latin `a` and Cyrillic `а`, `l` and `I`, `Dep\u{200b}loy`
+/// and `Deploy`. The check of labels a person tells apart by reading them (the options of a
+/// question).
+///
+/// # Examples
+/// ```
+/// use agent_controller::display::look_alike;
+/// assert!(look_alike("a", "\u{430}"));
+/// assert!(look_alike("Deploy", "Dep\u{200b}loy"));
+/// assert!(look_alike("rm -rf", "rm  -rf"));
+/// assert!(!look_alike("dark", "light"));
+/// ```
+pub fn look_alike(a: &str, b: &str) -> bool {
+    skeleton(a) == skeleton(b)
+}
+
+/// The confusable skeleton of what `text` shows (see [`look_alike`]).
+fn skeleton(text: &str) -> String {
+    let words: Vec<String> = text
+        .split(char::is_whitespace)
+        .map(|word| word.chars().filter(|&c| !hides(c)).collect::<String>())
+        .filter(|word| !word.is_empty())
+        .collect();
+    unicode_security::confusable_detection::skeleton(&words.join(" ")).collect()
+}
+
 /// Whether `c` can hide, move or fake text when shown: see the module docs for the classes.
 fn hides(c: char) -> bool {
     if c.is_ascii() {

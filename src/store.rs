@@ -371,6 +371,11 @@ pub struct PendingSummary {
     pub target_mode_ids: Vec<String>,
     /// The plan's title.
     pub title: String,
+    /// For a plan: its text as captured and shown to the approver (what `sha256` pins, with
+    /// the title as its own field), so a host lists what approval approves, not its title
+    /// alone; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<String>,
     /// The SHA-256 (hex) a decision pins (`decide --sha256`, [`crate::Decision::with_sha256`]):
     /// of the captured plan, or for a tool call its `argsSha256`.
     #[serde(default)]
@@ -805,6 +810,7 @@ impl SessionRecord {
                     target_mode_id: String::new(),
                     target_mode_ids: Vec::new(),
                     title: String::new(),
+                    plan: None,
                     sha256: p.suspend_payload.args_sha256.clone(),
                     tool_name: Some(p.suspend_payload.tool_name.clone()),
                     args: Some(p.suspend_payload.args.clone()),
@@ -843,6 +849,7 @@ impl SessionRecord {
                         target_mode_id: String::new(),
                         target_mode_ids: Vec::new(),
                         title: String::new(),
+                        plan: None,
                         sha256: payload.payload_sha256.clone(),
                         tool_name: Some(payload.tool_name.clone()),
                         args: Some(payload.args.clone()),
@@ -891,6 +898,7 @@ impl SessionRecord {
                 ids => ids.iter().map(ToString::to_string).collect(),
             },
             title: p.suspend_payload.submission.title.clone(),
+            plan: Some(p.suspend_payload.submission.plan.clone()),
             sha256: p.suspend_payload.submission.sha256.clone(),
             tool_name: None,
             args: None,

@@ -220,7 +220,9 @@ async fn ask(slot: &Slot, decided_by: &str, elicits: bool) -> Result<Asked, Erro
             // Settled meanwhile (a manual switch): the turn is over.
             return Ok(Asked::Stop(ended(slot)));
         };
-        let tool_call_id = slot.updates.ids().of(pending.tool_call_id());
+        // A child's call is the one the child announced (keyed by its id and the call's).
+        let child = pending.subagent().map(|s| s.child_id.as_str());
+        let tool_call_id = slot.updates.ids().of_in(child, pending.tool_call_id());
         let request = match (pending, way) {
             (PendingDecision::Plan(plan), _) => {
                 let offer = Offer::plan(&slot.graph, plan);

@@ -41,28 +41,52 @@ pub(crate) fn mode_state(graph: &ModeGraph, current: ModeId) -> SessionModeState
 
 /// The ACP tool-call ids of a session's tool calls. A model may reuse its tool-call ids
 /// (`call_1` in every reply), so each call the session starts gets an id of its own, and a
-/// later event of the call (its end, its permission request) finds it by the model's id.
+/// later event of the call (its end, its permission request) finds it by the model's id. A
+/// subagent's calls are keyed by the child's id and the call's (two children both have a
+/// `call_1`, and so may the parent).
 #[derive(Debug, Default)]
 pub(crate) struct ToolIds {
     next: u64,
-    latest: HashMap<String, String>,
+    latest: HashMap<(Option<String>, String), String>,
 }
 
 impl ToolIds {
     /// A fresh ACP id for the model's call `tool_call_id`.
     fn start(&mut self, tool_call_id: &str) -> String {
-        self.next += 1;
-        let id = format!("{}#{}", neutralize_line_within(tool_call_id, 64), self.next);
-        self.latest.insert(tool_call_id.to_owned(), id.clone());
-        id
+        self.start_in(None, tool_call_id)
     }
 
     /// The ACP id of the latest call with the model's id `tool_call_id` (a fresh one if none
     /// started).
     pub(crate) fn of(&mut self, tool_call_id: &str) -> String {
-        match self.latest.get(tool_call_id) {
+        self.of_in(None, tool_call_id)
+    }
+
+    /// A fresh ACP id for the call `tool_call_id` of the child `child` (`None`: the session's
+    /// own call).
+    pub(crate) fn start_in(&mut self, child: Option<&str>, tool_call_id: &str) -> String {
+        self.next += 1;
+        let call = neutralize_line_within(tool_call_id, 64);
+        let id = match child {
+            Some(child) => format!(
+                "{}/{call}#{}",
+                neutralize_line_within(child, 120),
+                self.next
+            ),
+            None => format!("{call}#{}", self.next),
+        };
+        let key = (child.map(str::to_owned), tool_call_id.to_owned());
+        self.latest.insert(key, id.clone());
+        id
+    }
+
+    /// The ACP id of the latest call `tool_call_id` of the child `child` (`None`: the
+    /// session's own), a fresh one if none started.
+    pub(crate) fn of_in(&mut self, child: Option<&str>, tool_call_id: &str) -> String {
+        let key = (child.map(str::to_owned), tool_call_id.to_owned());
+        match self.latest.get(&key) {
             Some(id) => id.clone(),
-            None => self.start(tool_call_id),
+            None => self.start_in(child, tool_call_id),
         }
     }
 }
@@ -168,6 +192,31 @@ impl Updates {
                     self.text(text);
                 }
             }
+            Event::ModeChanged { mode_id, .. } => self.mode(mode_id),
+            Event::TasksUpdated { tasks, .. } => self.send(super::plan::plan_update(tasks)),
+            Event::SubagentEvent {
+                child_id, event, ..
+            } => self.child_event(child_id, event),
+            other => self.tool_event(None, other),
+        }
+    }
+
+    /// A child's event (`child`'s own, wrapped in `subagent_event`): its tool calls reach the
+    /// client as tool calls of their own, keyed by the child's id and the call's; a child's
+    /// child's by its own id. Its text, modes and task list are the child's business.
+    fn child_event(&self, child: &str, event: &Event) {
+        match event {
+            Event::SubagentEvent {
+                child_id, event, ..
+            } => self.child_event(child_id, event),
+            other => self.tool_event(Some(child), other),
+        }
+    }
+
+    /// The update for a tool call's event: the session's own call (`child` `None`), or the
+    /// call of child `child`, whose title names it.
+    fn tool_event(&self, child: Option<&str>, event: &Event) {
+        match event {
             Event::ToolStart {
                 tool_call_id,
                 tool_name,
@@ -175,14 +224,18 @@ impl Updates {
                 waits_for_approval,
                 ..
             } => {
-                let id = self.ids().start(tool_call_id);
+                let id = self.ids().start_in(child, tool_call_id);
                 // A call that waits for approval is `pending` from the start: it does not run.
                 let status = if *waits_for_approval {
                     ToolCallStatus::Pending
                 } else {
                     ToolCallStatus::InProgress
                 };
-                let call = ToolCall::new(id, title(tool_name, args))
+                let mut title = title(tool_name, args);
+                if let Some(child) = child {
+                    title = format!("{title} (subagent {})", neutralize_line_within(child, 120));
+                }
+                let call = ToolCall::new(id, title)
                     .kind(kind(tool_name))
                     .status(status)
                     .locations(self.locations(tool_name, args))
@@ -194,10 +247,13 @@ impl Updates {
                 suspend_payload,
                 ..
             } => {
-                if matches!(suspend_payload, Suspension::Tool(_)) {
+                if matches!(suspend_payload, Suspension::Tool(_)) && child.is_none() {
                     self.questions().insert(tool_call_id.clone());
                 }
-                let id = self.ids().of(tool_call_id);
+                // A child's call that waits in this session names the child: it is the call
+                // the child announced.
+                let child = child.or_else(|| made_by(suspend_payload).map(|s| s.child_id.as_str()));
+                let id = self.ids().of_in(child, tool_call_id);
                 let mut fields = ToolCallUpdateFields::new().status(ToolCallStatus::Pending);
                 // A call that waits for approval: located where its paths lead, resolved as it
                 // began to wait (the `tool_call` that announced it had them as typed), before
@@ -220,7 +276,8 @@ impl Updates {
                 ..
             } => {
                 let status = CallStatus::of_result(*is_error, decision.as_ref());
-                self.end_call(tool_call_id, result, status);
+                let id = self.ids().of_in(child, tool_call_id);
+                self.send(SessionUpdate::ToolCallUpdate(ended(id, result, status)));
             }
             Event::ToolSuspensionCancelled {
                 tool_call_id,
@@ -231,15 +288,18 @@ impl Updates {
                 // What the model was told, as the replay shows it.
                 let result = if tool_name == SUBMIT_PLAN {
                     cancelled_result(*reason)
-                } else if self.questions().remove(tool_call_id) {
+                } else if child.is_none() && self.questions().remove(tool_call_id) {
                     unanswered_result(*reason)
                 } else {
                     tool_cancelled_result(*reason)
                 };
-                self.end_call(tool_call_id, result, CallStatus::Failed);
+                let id = self.ids().of_in(child, tool_call_id);
+                self.send(SessionUpdate::ToolCallUpdate(ended(
+                    id,
+                    result,
+                    CallStatus::Failed,
+                )));
             }
-            Event::ModeChanged { mode_id, .. } => self.mode(mode_id),
-            Event::TasksUpdated { tasks, .. } => self.send(super::plan::plan_update(tasks)),
             _ => {}
         }
     }
@@ -384,6 +444,15 @@ impl Updates {
         if !session.tasks().is_empty() {
             self.send(super::plan::plan_update(session.tasks()));
         }
+    }
+}
+
+/// The subagent whose call `suspension` is, when a child's call waits in its parent's session.
+pub(crate) fn made_by(suspension: &Suspension) -> Option<&crate::subagent::SubagentOrigin> {
+    match suspension {
+        Suspension::ToolCall(payload) => payload.subagent.as_deref(),
+        Suspension::Tool(payload) => payload.subagent.as_deref(),
+        Suspension::Plan(_) => None,
     }
 }
 

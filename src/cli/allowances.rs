@@ -188,7 +188,10 @@ fn revoke_session(
     id: &str,
 ) -> Outcome {
     let mut common = stored_session_args(config, workspace, false)?;
-    // A revoke runs nothing: a config that lets the modes do more is noted, never refused.
+    // A revoke runs nothing: no model is opened (not the one the session ran with, which may
+    // need a key this shell lacks), and a config that lets the modes do more is noted, never
+    // refused.
+    common.model = Some(agent_controller::model::ModelSpec::Scripted);
     let (controller, _) = stored_session(&mut common, spec, &mut session, true)?;
     let who = neutralize_line(&session).into_owned();
     let what = neutralize_line(id).into_owned();

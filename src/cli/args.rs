@@ -12,6 +12,10 @@ use clap::{Args, Parser, Subcommand};
 
 pub(crate) const DEFAULT_CONFIG: &str = "config/modes.toml";
 
+/// `--model` of `decide`, `continue` and `switch`: without it, the model the session ran with.
+pub(crate) const SESSION_MODEL_HELP: &str = "`decide` and `continue` without it run with the model the session's `run --model` named (kept in \
+its record), else the scripted one.";
+
 /// `--model`: the built-in scripted model unless a real one is named.
 pub(crate) const MODEL_HELP: &str = "The model: `scripted` (built in, the default), `openai/MODEL` for an \
 OpenAI-compatible endpoint (`OPENAI_API_KEY`, `OPENAI_BASE_URL`; a mode's `defaultModelId` wins; \
@@ -97,7 +101,9 @@ The answer is pinned to the call's argsSha256.
 A question of the model (`ask_user`) is shown with its options numbered, every line of it behind
 `│ `, the model's words; `decide --answer TEXT` (repeat it for several choices) or
 `--answer-json JSON` answer it without the prompt, `--reject` declines it:
-  2            a question with options: pick option 2 (its label is the answer)
+  2            a question with options: pick option 2 (its label is the answer); an
+               option's exact label picks it too, and wins: when a label is itself a number
+               (`1`, `2`, `10`), a number is that label, never a position
   1,3          a multi-select question: pick options 1 and 3 (each once)
   any text     a question without options: the answer (a blank line asks again)
   end of input, Ctrl-C
@@ -563,8 +569,8 @@ pub(crate) struct SessionArgs {
     /// Print one JSON event per line on stdout.
     #[arg(long)]
     pub(crate) json: bool,
-    #[arg(long, default_value = "scripted", help = MODEL_HELP)]
-    pub(crate) model: ModelSpec,
+    #[arg(long, help = format!("{MODEL_HELP} {SESSION_MODEL_HELP}"))]
+    pub(crate) model: Option<ModelSpec>,
     /// The lease of a run this process carries on, in seconds (renewed while it works): if the
     /// process stops, the run is interrupted once the lease ends, and `continue` carries it on.
     #[arg(long, value_name = "SECONDS", default_value = "30", value_parser = parse_lease)]

@@ -43,6 +43,7 @@ pub(crate) fn continue_run(mut args: ContinueArgs) -> Outcome {
             store: Some(&args.store),
             detach: false,
             last: None,
+            model: args.common.model.as_ref(),
         };
         decider.until_done(&mut session, outcome).await
     })

@@ -1,6 +1,7 @@
 //! `decide`: decides a pending plan or a waiting tool call from a session store and carries the run on.
 
 use agent_controller::display::neutralize_line;
+use agent_controller::terminal::Style;
 use agent_controller::{PendingDecision, SessionOptions};
 
 use crate::cli::args::{DecideArgs, DecisionArgs};
@@ -9,6 +10,7 @@ use crate::cli::events::event_printer;
 use crate::cli::exit::{Failure, Outcome};
 use crate::cli::prompt::{Prompt, waiting};
 use crate::cli::setup::{runtime, stored_session};
+use crate::cli::text::plan_origin;
 
 pub(crate) fn decide(mut args: DecideArgs) -> Outcome {
     args.common.decision.always = args.always;
@@ -56,6 +58,11 @@ pub(crate) fn decide(mut args: DecideArgs) -> Outcome {
         for pending in &chosen {
             flags.check(pending)?;
         }
+        if flags.approve {
+            for plan in chosen.iter().filter_map(PendingDecision::as_plan) {
+                approving(plan.payload(), flags.edited.as_deref());
+            }
+        }
         let mut prompt = (!flags.decides()).then(|| Prompt::new(graph));
         let mut decider = Decider {
             flags,
@@ -65,6 +72,7 @@ pub(crate) fn decide(mut args: DecideArgs) -> Outcome {
             store: Some(&args.store),
             detach: false,
             last: None,
+            model: args.common.model.as_ref(),
         };
         let outcome = match decider.decide_each(&mut session, &chosen).await? {
             Ok(outcome) => outcome,
@@ -131,5 +139,24 @@ pub(crate) fn choose(
             )))
         }
         None => Ok(waiting.to_vec()),
+    }
+}
+
+/// Says on stderr which plan `--approve` approves, whole, as the prompt shows it (the approver
+/// may have read only its title in `pending`): or the edit `--plan-file` gives (`edited`).
+fn approving(payload: &agent_controller::event::SuspendPayload, edited: Option<&str>) {
+    let style = Style::for_stderr();
+    let submission = &payload.submission;
+    let origin = plan_origin(&submission.path, &submission.sha256);
+    match edited {
+        Some(text) => note!(
+            "approving the plan \"{}\" {origin} as edited by --plan-file:\n\n{}\n",
+            neutralize_line(&submission.title),
+            style.render_plan("", text)
+        ),
+        None => note!(
+            "approving the plan {origin}:\n\n{}\n",
+            style.render_plan(&submission.title, &submission.plan)
+        ),
     }
 }

@@ -1,6 +1,7 @@
 //! Deciding what a run suspends on until it ends: with the decision flags, else the prompt.
 
 use agent_controller::display::{neutralize, neutralize_line};
+use agent_controller::model::ModelSpec;
 use agent_controller::store::display_spec;
 use agent_controller::terminal::Style;
 use agent_controller::{
@@ -28,6 +29,9 @@ pub(crate) struct Decider<'a> {
     pub(crate) detach: bool,
     /// The last decision taken in this process.
     pub(crate) last: Option<DecisionAction>,
+    /// The model `--model` named (or the stored session ran with): the commands a hint names
+    /// name it too.
+    pub(crate) model: Option<&'a ModelSpec>,
 }
 
 impl Decider<'_> {
@@ -301,8 +305,11 @@ impl Decider<'_> {
             [one] => neutralize_line(one.decision_id()).into_owned(),
             _ => "ID".to_owned(),
         };
+        let model = self.model.map_or(String::new(), |m| {
+            format!(" --model {}", neutralize_line(&m.to_string()))
+        });
         note!(
-            "{what} with: agent-controller decide --store {} {} --decision {id} ({flags}) [--feedback TEXT]",
+            "{what} with: agent-controller decide --store {} {}{model} --decision {id} ({flags}) [--feedback TEXT]",
             neutralize_line(&display_spec(store)),
             session.id()
         );

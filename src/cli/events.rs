@@ -224,12 +224,18 @@ pub(crate) fn event_line(
             child_id,
             ..
         } => format!("subagent {} started ({})", line(agent_type), line(child_id)),
-        // A child's own lines, indented under the parent's call.
-        Event::SubagentEvent { event, .. } => event_line(event, graph, style, false)?
-            .lines()
-            .map(|l| format!("    {l}"))
-            .collect::<Vec<_>>()
-            .join("\n"),
+        // A child's own lines, indented under the parent's call, each labelled with the
+        // child's id: children of one reply run at once, and their lines interleave.
+        Event::SubagentEvent {
+            event, child_id, ..
+        } => {
+            let child = line(child_id);
+            event_line(event, graph, style, false)?
+                .lines()
+                .map(|l| format!("    [{child}] {l}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        }
         Event::SubagentEnded {
             agent_type,
             child_id,

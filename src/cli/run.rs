@@ -17,7 +17,9 @@ use crate::cli::decider::{Decider, interrupted};
 use crate::cli::events::event_printer;
 use crate::cli::exit::{Exit, Failure, Outcome};
 use crate::cli::prompt::Prompt;
-use crate::cli::setup::{check_workspace, controller, load_warning, model_for, runtime};
+use crate::cli::setup::{
+    check_workspace, controller, load_warning, model_for, model_metadata, runtime,
+};
 
 /// `run`: starts a session in the workspace (placing the scripted model's plan first), sends
 /// the prompt and decides what the run suspends on ([`Decider`]) until it ends; Ctrl-C while
@@ -37,7 +39,8 @@ pub(crate) fn run(mut args: RunArgs) -> Outcome {
             .ok_or_else(|| Failure::from(SessionError::unknown_mode(id, &graph)))?,
         None => graph.default_mode_id(),
     };
-    let scripted = args.common.model.is_scripted();
+    let spec = args.common.model.clone().unwrap_or_default();
+    let scripted = spec.is_scripted();
     // A probe controller tells whether the start mode offers write_plan; building is cheap.
     let probe = controller(
         &args.common,
@@ -65,7 +68,7 @@ pub(crate) fn run(mut args: RunArgs) -> Outcome {
         None => ScriptedModel::new(),
     };
     let model = model_for(
-        &args.common.model,
+        &spec,
         args.common.json,
         args.plan.as_deref(),
         scripted_model,
@@ -86,6 +89,10 @@ pub(crate) fn run(mut args: RunArgs) -> Outcome {
         SessionOptions::new().on_event(event_printer(args.common.json, graph.clone(), false));
     if let Some(mode) = &args.mode {
         options = options.mode(mode.clone());
+    }
+    // The model named is the session's: `decide` and `continue` run with it again.
+    if let Some(named) = &args.common.model {
+        options = options.metadata(model_metadata(named));
     }
     let runtime = runtime()?;
     runtime.block_on(async {
@@ -109,6 +116,7 @@ pub(crate) fn run(mut args: RunArgs) -> Outcome {
             store: args.store.as_deref(),
             detach: args.detach,
             last: None,
+            model: args.common.model.as_ref(),
         };
         let exit = decider.until_done(&mut session, outcome).await?;
         // A `--plan` that was never approved (refused, or rejected) is not a completed job.

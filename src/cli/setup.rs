@@ -248,7 +248,11 @@ pub(crate) fn stored_session(
         .map(|p| p.suspend_payload.tool_name.clone())
         .collect();
     let (config, graph, tools) = load_checked(common, &workspace, check, &elsewhere)?;
-    let model = model_for(&common.model, common.json, None, ScriptedModel::new())?;
+    if common.model.is_none() {
+        common.model = record.as_ref().map(recorded_model).transpose()?.flatten();
+    }
+    let spec = common.model.clone().unwrap_or_default();
+    let model = model_for(&spec, common.json, None, ScriptedModel::new())?;
     let controller = controller_beside(
         common,
         &workspace,
@@ -259,6 +263,36 @@ pub(crate) fn stored_session(
         &elsewhere,
     )?;
     Ok((controller, graph))
+}
+
+/// The key of a session's metadata that keeps the model `run --model` named ([`model_metadata`]).
+pub(crate) const MODEL_KEY: &str = "model";
+
+/// The metadata `run` records for the model `--model` named, which `decide` and `continue`
+/// run with again when they name none ([`recorded_model`]).
+pub(crate) fn model_metadata(spec: &ModelSpec) -> serde_json::Map<String, serde_json::Value> {
+    let mut metadata = serde_json::Map::new();
+    metadata.insert(MODEL_KEY.to_owned(), spec.to_string().into());
+    metadata
+}
+
+/// The model a stored session's `run --model` named ([`model_metadata`]); `None` when it named
+/// none. One the record names that this build cannot parse is refused (exit 2), naming it.
+fn recorded_model(record: &SessionRecord) -> Result<Option<ModelSpec>, Failure> {
+    let Some(named) = record.metadata.get(MODEL_KEY) else {
+        return Ok(None);
+    };
+    let spec = named
+        .as_str()
+        .and_then(|text| text.parse::<ModelSpec>().ok());
+    match spec {
+        Some(spec) => Ok(Some(spec)),
+        None => Err(Failure::invalid(format!(
+            "session {} records the model {} it ran with, which is no model spec: name one with --model",
+            neutralize_line(&record.session_id),
+            neutralize_line(&named.to_string())
+        ))),
+    }
 }
 
 /// The file a session ran under (`recorded`), to read again in its place: `None` when it is the

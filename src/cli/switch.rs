@@ -14,6 +14,8 @@ use crate::cli::setup::{runtime, stored_session, stored_session_args};
 /// not approved. Says what changed on stderr (the events on stdout with `--json`).
 pub(crate) fn switch(args: SwitchArgs) -> Outcome {
     let mut common = stored_session_args(args.config.clone(), args.workspace.clone(), args.json)?;
+    // A switch runs no model: none is opened (the session's own may need a key this shell lacks).
+    common.model = Some(agent_controller::model::ModelSpec::Scripted);
     let mut session_id = args.session.clone();
     let (controller, graph) = stored_session(
         &mut common,

@@ -170,8 +170,9 @@ impl Change<'_> {
         };
         let ends_run = decision.action == DecisionAction::Rejected && feedback.is_none();
         let approved_to = (decision.action == DecisionAction::Approved).then_some(target);
-        // The plan as approved (the user's edit, if any): its numbered steps seed the task
-        // list of a mode that offers the task tools.
+        // The plan as approved (the user's edit, if any): its numbered steps replace the task
+        // list of a mode that offers the task tools (a plan without any empties it: the list of
+        // an earlier plan is not this one's).
         let steps = approved_to
             .filter(|&to| {
                 let runtime = self.config.runtime(to);
@@ -183,7 +184,7 @@ impl Change<'_> {
                 let approved = edited.as_ref().unwrap_or(&pending.payload.submission);
                 super::tasks::plan_steps(&approved.plan)
             })
-            .filter(|steps| !steps.tasks.is_empty());
+            .filter(|steps| !steps.tasks.is_empty() || !self.state.tasks.is_empty());
         // The files the approved text declares (the user's edit declares its own), which the
         // approval grants the target mode by the planning mode's `planScope`.
         let granted = approved_to.map(|to| {

@@ -405,8 +405,10 @@ fn set_status(tasks: &[Task], id: &str, status: TaskStatus) -> Result<Vec<Task>,
 /// The numbered steps of a plan's text, as an approval seeds the task list with them: every
 /// line that starts (after any indentation) with a number followed by `.` or `)` and a space
 /// or tab, outside fenced code blocks, in order. The rest of the line, trimmed, is the step's
-/// content; one that shows nothing ([`crate::display::is_blank`]) is skipped. The steps get
-/// the ids `step_1`, `step_2`, ... in order, all `pending`.
+/// content; one that shows nothing ([`crate::display::is_blank`]) is skipped. Each step's id
+/// keeps the plan's own number (`3. X` is `step_3`, `02.` is `step_2`), so the model and the
+/// user find the step the plan numbers; a number the list already has (a nested or second
+/// list) gets the next free suffix (`step_1_2`). All are `pending`.
 ///
 /// Fences follow CommonMark ([`lines_outside_code`]), so the steps are the ones a Markdown
 /// renderer shows the user outside code.
@@ -417,14 +419,15 @@ fn set_status(tasks: &[Task], id: &str, status: TaskStatus) -> Result<Vec<Task>,
 pub(crate) fn plan_steps(plan: &str) -> PlanSteps {
     let mut steps = PlanSteps::default();
     for line in lines_outside_code(plan) {
-        let Some(content) = step_text(line) else {
+        let Some((number, content)) = step_text(line) else {
             continue;
         };
         steps.total += 1;
         if steps.tasks.len() == MAX_TASKS {
+            steps.left_out.get_or_insert(number);
             continue;
         }
-        let id = format!("step_{}", steps.tasks.len() + 1);
+        let id = step_id(number, &steps.tasks);
         let content = if chars(content) > MAX_TASK_CHARS {
             steps.cut.push(id.clone());
             let mut kept: String = content.chars().take(MAX_TASK_CHARS - 1).collect();
@@ -452,16 +455,25 @@ pub(crate) struct PlanSteps {
     pub(crate) total: usize,
     /// The ids of the steps whose text was cut at [`MAX_TASK_CHARS`] (it ends in [`CUT_MARK`]).
     pub(crate) cut: Vec<String>,
+    /// The plan's number of the first step left out past [`MAX_TASKS`].
+    pub(crate) left_out: Option<u64>,
 }
 
 impl PlanSteps {
     /// What the approval's result tells the model (and the host shows the user): the list it
     /// now has, and, when the plan did not fit, how many steps were left out or cut and why.
+    /// A plan without steps tells that the list is now empty.
     pub(crate) fn told(&self) -> String {
         let seeded = self.tasks.len();
+        let (first, last) = match (self.tasks.first(), self.tasks.last()) {
+            (Some(first), Some(last)) => (&first.id, &last.id),
+            _ => {
+                return "The plan has no numbered steps: your task list is now empty (write one with task_write if the work has steps).".to_owned();
+            }
+        };
         let ids = match seeded {
-            1 => "id `step_1`".to_owned(),
-            n => format!("ids `step_1` to `step_{n}`"),
+            1 => format!("id `{first}`"),
+            _ => format!("ids `{first}` to `{last}`"),
         };
         let mut text = if self.total > seeded {
             format!(
@@ -482,7 +494,7 @@ impl PlanSteps {
             text.push_str(&format!(
                 " The plan's other {} numbered steps (from its step number {} on) are not in the list, and task_check does not count them: once the list is done, carry them out from the approved plan.",
                 self.total - seeded,
-                seeded + 1
+                self.left_out.unwrap_or_default()
             ));
         }
         if !self.cut.is_empty() {
@@ -496,21 +508,37 @@ impl PlanSteps {
     }
 }
 
-/// The text of a numbered step `line` (`1. text`, `2) text`, indented or not), trimmed;
-/// `None` when the line is no step or its text shows nothing.
-fn step_text(line: &str) -> Option<&str> {
+/// The id of the step the plan numbers `number`: `step_N`, or, when `tasks` already has
+/// that id, `step_N_2`, `step_N_3`, ... (the first free one).
+fn step_id(number: u64, tasks: &[Task]) -> String {
+    let taken = |id: &str| tasks.iter().any(|t| t.id == id);
+    let id = format!("step_{number}");
+    if !taken(&id) {
+        return id;
+    }
+    (2..)
+        .map(|k| format!("step_{number}_{k}"))
+        .find(|id| !taken(id))
+        .unwrap_or(id)
+}
+
+/// The number and text of a numbered step `line` (`1. text`, `2) text`, indented or not), the
+/// text trimmed; `None` when the line is no step or its text shows nothing.
+fn step_text(line: &str) -> Option<(u64, &str)> {
     let trimmed = line.trim_start();
     let digits = trimmed.chars().take_while(char::is_ascii_digit).count();
     if digits == 0 || digits > 9 {
         return None;
     }
+    // At most nine ASCII digits: a number that fits.
+    let number = trimmed[..digits].parse::<u64>().ok()?;
     let rest = &trimmed[digits..];
     let rest = rest.strip_prefix('.').or_else(|| rest.strip_prefix(')'))?;
     if !rest.starts_with([' ', '\t']) {
         return None;
     }
     let content = rest.trim();
-    (!crate::display::is_blank(content)).then_some(content)
+    (!crate::display::is_blank(content)).then_some((number, content))
 }
 
 #[cfg(test)]
@@ -863,6 +891,35 @@ mod tests {
             let steps = plan_steps(&text).tasks;
             proptest::prop_assert_eq!(contents(&steps), expected, "{}", text);
         }
+    }
+
+    /// Trial F11: the ids keep the plan's own numbers: a skipped (blank) step leaves its number
+    /// out, a plan may start at 2, and a number a nested list repeats gets a suffix.
+    #[test]
+    fn plan_steps_keep_the_plans_own_numbers() {
+        let skipped = plan_steps("1. One\n2. \u{200b}\n3. Three\n");
+        assert_eq!(ids(&skipped.tasks), ["step_1", "step_3"]);
+        assert!(
+            skipped.told().contains("(ids `step_1` to `step_3`)"),
+            "{}",
+            skipped.told()
+        );
+        let late = plan_steps("Done already: step 1.\n\n2. Two\n3. Three\n");
+        assert_eq!(ids(&late.tasks), ["step_2", "step_3"]);
+        let padded = plan_steps("07. Seven\n");
+        assert_eq!(ids(&padded.tasks), ["step_7"]);
+        assert!(padded.told().contains("(id `step_7`)"), "{}", padded.told());
+        let nested = plan_steps("1. One\n   1. Sub\n   2. Sub two\n2. Two\n1. Again\n");
+        assert_eq!(
+            ids(&nested.tasks),
+            ["step_1", "step_1_2", "step_2", "step_2_2", "step_1_3"]
+        );
+        let mut many = String::new();
+        for k in 1..=(MAX_TASKS as u64 + 2) {
+            many.push_str(&format!("{}. s\n", k * 10));
+        }
+        let told = plan_steps(&many).told();
+        assert!(told.contains("(from its step number 2010 on)"), "{told}");
     }
 
     #[test]

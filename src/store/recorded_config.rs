@@ -9,7 +9,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::mode::{ModeGraph, RequireApproval};
-use crate::rules::RuleAction;
+use crate::rules::{RuleAction, Rules};
 
 /// The config a session ran under: the file it was read from and what each of its modes may
 /// do. Saved in the session record ([`crate::store::SessionRecord::config`]) with every save,
@@ -45,9 +45,14 @@ pub struct RecordedConfig {
     /// The config's MCP servers, each as `id` and a digest of its trust and transport.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp_servers: Vec<String>,
+    /// What each subagent type may do (`[[subagents]]`), in the config's order, as a mode's
+    /// powers (no hand-over targets, no types of its own). Empty in records written before
+    /// types were recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subagents: Vec<ModePowers>,
 }
 
-/// What one mode of a [`RecordedConfig`] may do.
+/// What one mode (or one subagent type) of a [`RecordedConfig`] may do.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ModePowers {
@@ -70,6 +75,11 @@ pub struct ModePowers {
     /// A digest of its instructions.
     #[serde(default)]
     pub instructions: String,
+    /// The subagent types a mode's `subagent` tool may start (its `subagents` list, or every
+    /// type when it leaves the list out), in the config's order; `None` for a subagent type,
+    /// and in records written before types were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subagents: Option<Vec<String>>,
 }
 
 /// How a config differs from a [`RecordedConfig`] ([`RecordedConfig::change_to`]), each line
@@ -78,8 +88,9 @@ pub struct ModePowers {
 #[non_exhaustive]
 pub struct ConfigChange {
     /// What the modes may do now that they could not: a new mode, a tool offered or run without
-    /// asking, a rule that held calls back gone, a new hand-over target, a new or changed MCP
-    /// server, another plans folder.
+    /// asking, a rule that held calls back gone, a new hand-over target, a subagent type a mode
+    /// may start or a type's tool offered or run without asking or rule gone, a new or changed
+    /// MCP server, another plans folder.
     pub wider: Vec<String>,
     /// What the modes may no longer do: the opposites.
     pub narrower: Vec<String>,
@@ -121,34 +132,39 @@ impl RecordedConfig {
         let modes = graph
             .modes()
             .iter()
-            .map(|mode| {
-                let (asks_all, asks) = match mode.require_approval() {
-                    RequireApproval::None => (false, Vec::new()),
-                    RequireApproval::All => (true, Vec::new()),
-                    RequireApproval::Tools(tools) => {
-                        (false, tools.iter().map(|t| t.to_string()).collect())
-                    }
-                };
-                ModePowers {
-                    id: mode.id().to_owned(),
-                    tools: mode
-                        .available_tools()
-                        .map(|tools| tools.iter().map(|t| t.to_string()).collect()),
-                    asks_all,
-                    asks,
-                    rules: mode
-                        .rules()
-                        .as_slice()
+            .map(|mode| ModePowers {
+                transitions_to: mode
+                    .transitions_to_all()
+                    .iter()
+                    .map(|t| graph.mode(*t).id().to_owned())
+                    .collect(),
+                subagents: graph.get(mode.id()).map(|id| {
+                    graph
+                        .subagents_of(id)
                         .iter()
-                        .map(|r| r.to_string())
-                        .collect(),
-                    transitions_to: mode
-                        .transitions_to_all()
-                        .iter()
-                        .map(|t| graph.mode(*t).id().to_owned())
-                        .collect(),
-                    instructions: digest(mode.instructions()),
-                }
+                        .map(|t| t.id().to_owned())
+                        .collect()
+                }),
+                ..powers(
+                    mode.id(),
+                    mode.available_tools(),
+                    mode.require_approval(),
+                    mode.rules(),
+                    mode.instructions(),
+                )
+            })
+            .collect();
+        let subagents = graph
+            .subagents()
+            .iter()
+            .map(|kind| {
+                powers(
+                    kind.id(),
+                    kind.available_tools(),
+                    kind.require_approval(),
+                    kind.rules(),
+                    kind.instructions(),
+                )
             })
             .collect();
         let mcp_servers = graph
@@ -164,6 +180,7 @@ impl RecordedConfig {
             plans_dir: graph.plans_dir().to_string_lossy().into_owned(),
             modes,
             mcp_servers,
+            subagents,
         }
     }
 
@@ -174,20 +191,29 @@ impl RecordedConfig {
 
     /// How `graph` differs from this config in what its modes may do: each mode compared with
     /// the mode of the same id here (its tools, the calls that wait for approval, its rules,
-    /// its hand-over targets), then the modes and MCP servers that are new or gone, and the
-    /// plans folder.
+    /// its hand-over targets, the subagent types it may start), each subagent type with the
+    /// type of the same id here (as a mode), then the modes and MCP servers that are new or
+    /// gone, and the plans folder.
     pub fn change_to(&self, graph: &ModeGraph) -> ConfigChange {
         let now = RecordedConfig::of(graph);
         let mut change = ConfigChange::default();
         for mode in &now.modes {
             match self.mode(&mode.id) {
-                Some(was) => compare(was, mode, &mut change),
+                Some(was) => compare(was, mode, &format!("mode `{}`", mode.id), &mut change),
                 None => change.wider.push(format!("mode `{}` is new", mode.id)),
             }
         }
         for was in &self.modes {
             if now.mode(&was.id).is_none() {
                 change.narrower.push(format!("mode `{}` is gone", was.id));
+            }
+        }
+        // A type is compared where the record has it: a new type reaches a session only
+        // through a mode that may start it (counted above), a gone one cannot be started.
+        for kind in &now.subagents {
+            if let Some(was) = self.subagents.iter().find(|t| t.id == kind.id) {
+                let what = format!("subagent type `{}`", kind.id);
+                compare(was, kind, &what, &mut change);
             }
         }
         for server in &now.mcp_servers {
@@ -218,31 +244,56 @@ impl RecordedConfig {
     }
 }
 
-/// Adds how mode `now` differs from `was` (the same id) to `change`.
-fn compare(was: &ModePowers, now: &ModePowers, change: &mut ConfigChange) {
-    let id = &now.id;
+/// What a mode or subagent type with these settings may do (no hand-over targets, no types).
+fn powers(
+    id: &str,
+    tools: Option<&[std::sync::Arc<str>]>,
+    approval: &RequireApproval,
+    rules: &Rules,
+    instructions: &str,
+) -> ModePowers {
+    let (asks_all, asks) = match approval {
+        RequireApproval::None => (false, Vec::new()),
+        RequireApproval::All => (true, Vec::new()),
+        RequireApproval::Tools(tools) => (false, tools.iter().map(|t| t.to_string()).collect()),
+    };
+    ModePowers {
+        id: id.to_owned(),
+        tools: tools.map(|tools| tools.iter().map(|t| t.to_string()).collect()),
+        asks_all,
+        asks,
+        rules: rules.as_slice().iter().map(|r| r.to_string()).collect(),
+        transitions_to: Vec::new(),
+        instructions: digest(instructions),
+        subagents: None,
+    }
+}
+
+/// Adds how mode (or subagent type) `now` differs from `was` (the same id) to `change`, each
+/// line naming it as `what` does (`mode `build``, `subagent type `explore``).
+fn compare(was: &ModePowers, now: &ModePowers, what: &str, change: &mut ConfigChange) {
+    let id = what;
     match (&was.tools, &now.tools) {
         (Some(before), None) => change.wider.push(format!(
-            "mode `{id}` offers every tool (it offered {})",
+            "{id} offers every tool (it offered {})",
             listed(before)
         )),
         (None, Some(after)) => change.narrower.push(format!(
-            "mode `{id}` offers only {} (it offered every tool)",
+            "{id} offers only {} (it offered every tool)",
             listed(after)
         )),
         (Some(before), Some(after)) => {
             let added = missing_from(after, before);
             if !added.is_empty() {
-                change.wider.push(format!(
-                    "mode `{id}` offers {} (it did not)",
-                    listed(&added)
-                ));
+                change
+                    .wider
+                    .push(format!("{id} offers {} (it did not)", listed(&added)));
             }
             let gone = missing_from(before, after);
             if !gone.is_empty() {
                 change
                     .narrower
-                    .push(format!("mode `{id}` no longer offers {}", listed(&gone)));
+                    .push(format!("{id} no longer offers {}", listed(&gone)));
             }
         }
         (None, None) => {}
@@ -258,13 +309,11 @@ fn compare(was: &ModePowers, now: &ModePowers, change: &mut ConfigChange) {
                 true => String::new(),
                 false => format!("; it asks before {} only", listed(&now.asks)),
             };
-            change.wider.push(format!(
-                "mode `{id}` no longer asks before every call{still}"
-            ));
+            change
+                .wider
+                .push(format!("{id} no longer asks before every call{still}"));
         }
-        (false, true) => change
-            .narrower
-            .push(format!("mode `{id}` asks before every call")),
+        (false, true) => change.narrower.push(format!("{id} asks before every call")),
         (true, true) => {}
         (false, false) => {
             let unasked: Vec<String> = was
@@ -275,27 +324,27 @@ fn compare(was: &ModePowers, now: &ModePowers, change: &mut ConfigChange) {
                 .collect();
             for tool in unasked {
                 change.wider.push(format!(
-                    "mode `{id}` runs `{tool}` without asking (it asked before)"
+                    "{id} runs `{tool}` without asking (it asked before)"
                 ));
             }
             let asked = missing_from(&now.asks, &was.asks);
             if !asked.is_empty() {
                 change
                     .narrower
-                    .push(format!("mode `{id}` asks before {}", listed(&asked)));
+                    .push(format!("{id} asks before {}", listed(&asked)));
             }
         }
     }
     let allows = |rule: &str| rule.starts_with(&format!("{} ", RuleAction::Allow));
     for rule in missing_from(&was.rules, &now.rules) {
-        let line = format!("mode `{id}` no longer has the rule `{rule}`");
+        let line = format!("{id} no longer has the rule `{rule}`");
         match allows(&rule) {
             true => change.narrower.push(line),
             false => change.wider.push(line),
         }
     }
     for rule in missing_from(&now.rules, &was.rules) {
-        let line = format!("mode `{id}` has the new rule `{rule}`");
+        let line = format!("{id} has the new rule `{rule}`");
         match allows(&rule) {
             true => change.wider.push(line),
             false => change.narrower.push(line),
@@ -304,21 +353,31 @@ fn compare(was: &ModePowers, now: &ModePowers, change: &mut ConfigChange) {
     let added = missing_from(&now.transitions_to, &was.transitions_to);
     if !added.is_empty() {
         change.wider.push(format!(
-            "mode `{id}` hands plans over to {} (it did not)",
+            "{id} hands plans over to {} (it did not)",
             listed(&added)
         ));
     }
     let gone = missing_from(&was.transitions_to, &now.transitions_to);
     if !gone.is_empty() {
         change.narrower.push(format!(
-            "mode `{id}` no longer hands plans over to {}",
+            "{id} no longer hands plans over to {}",
             listed(&gone)
         ));
     }
+    if let (Some(before), Some(after)) = (&was.subagents, &now.subagents) {
+        for kind in missing_from(after, before) {
+            change.wider.push(format!(
+                "{id} may start the subagent type `{kind}` (it could not)"
+            ));
+        }
+        for kind in missing_from(before, after) {
+            change.narrower.push(format!(
+                "{id} may no longer start the subagent type `{kind}`"
+            ));
+        }
+    }
     if !was.instructions.is_empty() && was.instructions != now.instructions {
-        change
-            .other
-            .push(format!("mode `{id}` has other instructions"));
+        change.other.push(format!("{id} has other instructions"));
     }
 }
 

@@ -49,6 +49,14 @@ fn multi(payload: &ToolSuspendPayload) -> bool {
     payload.payload["selectionMode"] == "multi_select"
 }
 
+/// Whether a number picks an option by its position: only when no label is itself a number
+/// (then a number is the label it is, never a position).
+fn numbered(options: &[(&str, Option<&str>)]) -> bool {
+    !options
+        .iter()
+        .any(|(label, _)| !label.is_empty() && label.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// What the terminal shows of a suspended call: for a question, the question and its options
 /// numbered (`1. label (description)`), every character visible, each line behind the gutter
 /// [`GUTTER`] (`│ `) that marks the model's words; for another tool, its name
@@ -130,9 +138,17 @@ fn cut(text: &str, max: usize) -> String {
 
 /// The line under a suspended call: how to answer it.
 pub fn suspension_prompt_text(payload: &ToolSuspendPayload) -> String {
-    let count = options(payload).len();
+    let options = options(payload);
+    let count = options.len();
     match (payload.kind, count, multi(payload)) {
         (SuspensionKind::Question, 0, _) => "Type your answer: ".to_owned(),
+        (SuspensionKind::Question, _, true) if !numbered(&options) => {
+            "Type the labels of your choices (the labels are numbers), separated by commas: "
+                .to_owned()
+        }
+        (SuspensionKind::Question, _, false) if !numbered(&options) => {
+            "Type the label of your choice (the labels are numbers): ".to_owned()
+        }
         (SuspensionKind::Question, n, true) => {
             format!("Type the numbers of your choices, separated by commas (1 to {n}, e.g. 1,3): ")
         }
@@ -145,9 +161,11 @@ pub fn suspension_prompt_text(payload: &ToolSuspendPayload) -> String {
 
 /// Reads one typed line into the answer for a suspended call, or says why it is not one.
 ///
-/// - A question with options: a number picks that option (its label is the answer); for
-///   `multi_select`, numbers separated by commas pick several (an array of labels). A number
-///   out of range, a word, a repeated number, or several numbers for a single pick are refused.
+/// - A question with options: an option's exact label, or a number, picks that option (its
+///   label is the answer); for `multi_select`, labels or numbers separated by commas pick
+///   several (an array of labels). The label wins: when some label is itself a number, a
+///   number is that label, never a position. A number out of range, another word, a repeated
+///   pick, or several for a single pick are refused.
 /// - A question without options: the line (without its line ending) is the answer; a blank
 ///   line is refused.
 /// - Another tool's suspension: the line is JSON.
@@ -190,7 +208,7 @@ pub fn read_suspension_answer(line: &str, payload: &ToolSuspendPayload) -> Resul
             }
             Value::String(line.to_owned())
         } else {
-            let picked = picks(line, options.len(), multi(payload))?;
+            let picked = picks(line, &options, multi(payload))?;
             let labels: Vec<Value> = picked
                 .iter()
                 .map(|&k| Value::String(options[k].0.to_owned()))
@@ -243,9 +261,7 @@ pub fn read_suspension_answer(line: &str, payload: &ToolSuspendPayload) -> Resul
 pub fn answer_from_flags(texts: &[String], payload: &ToolSuspendPayload) -> Result<Value, String> {
     let options = options(payload);
     let several = payload.answer_schema["type"] == "array";
-    let numbered = !options
-        .iter()
-        .any(|(label, _)| !label.is_empty() && label.bytes().all(|b| b.is_ascii_digit()));
+    let numbered = numbered(&options);
     let label = |text: &String| -> Value {
         let by_number = text
             .parse::<usize>()
@@ -295,42 +311,72 @@ pub fn answer_from_flags(texts: &[String], payload: &ToolSuspendPayload) -> Resu
     Err(text)
 }
 
-/// The 0-based options `line` picks among `count`: one number, or (when `several`) numbers
-/// separated by commas, each once.
-fn picks(line: &str, count: usize, several: bool) -> Result<Vec<usize>, String> {
+/// The 0-based options `line` picks among `options`: the exact label of one (the whole line),
+/// or (when `several`) labels or numbers separated by commas, each once; a number picks by
+/// position only when no label is a number ([`numbered`]).
+fn picks(
+    line: &str,
+    options: &[(&str, Option<&str>)],
+    several: bool,
+) -> Result<Vec<usize>, String> {
+    let count = options.len();
+    let by_label = |text: &str| options.iter().position(|(label, _)| *label == text);
+    if let Some(k) = by_label(line).or_else(|| by_label(line.trim())) {
+        return Ok(vec![k]);
+    }
+    let numbered = numbered(options);
+    let how = match numbered {
+        true => format!("numbers from 1 to {count}"),
+        false => "labels: the labels are numbers".to_owned(),
+    };
     let parts: Vec<&str> = line.split(',').map(str::trim).collect();
     let spaced = parts.iter().any(|p| p.split_whitespace().count() > 1);
     if (parts.len() > 1 || spaced) && !several {
-        return Err(format!(
-            "pick one option: type one number from 1 to {count}"
-        ));
+        return Err(match numbered {
+            true => format!("pick one option: type one number from 1 to {count}"),
+            false => "pick one option: type one label (the labels are numbers)".to_owned(),
+        });
     }
+    let what = match numbered {
+        true => "number",
+        false => "label",
+    };
     if spaced {
-        return Err(format!(
-            "separate the numbers with commas: `1,3` (numbers from 1 to {count})"
-        ));
+        return Err(format!("separate the {what}s with commas: `1,3` ({how})"));
     }
     if parts.len() > 1 && parts.iter().any(|p| p.is_empty()) {
         return Err(format!(
-            "type a number between each two commas: `1,3` (numbers from 1 to {count})"
+            "type a {what} between each two commas: `1,3` ({how})"
         ));
     }
     let mut picked = Vec::new();
     for part in parts {
-        let k = part
-            .parse::<usize>()
-            .ok()
-            .filter(|k| (1..=count).contains(k))
-            .ok_or_else(|| {
-                format!(
-                    "`{}` is not an option: type a number from 1 to {count}",
-                    neutralize_line_within(part, 40)
-                )
-            })?;
-        if picked.contains(&(k - 1)) {
-            return Err(format!("option {k} is picked twice"));
+        let by_number = || {
+            part.parse::<usize>()
+                .ok()
+                .filter(|k| numbered && (1..=count).contains(k))
+                .map(|k| k - 1)
+        };
+        let k = by_label(part).or_else(by_number).ok_or_else(|| {
+            let typed = neutralize_line_within(part, 40);
+            match numbered {
+                true => format!("`{typed}` is not an option: type a number from 1 to {count}"),
+                false => {
+                    let labels: Vec<String> = options
+                        .iter()
+                        .map(|(l, _)| format!("`{}`", neutralize_line_within(l, 40)))
+                        .collect();
+                    format!(
+                        "`{typed}` is not an option: type a label ({}); the labels are numbers, so a number is a label, never a position",
+                        labels.join(", ")
+                    )
+                }
+            }
+        })?;
+        if picked.contains(&k) {
+            return Err(format!("option {} is picked twice", k + 1));
         }
-        picked.push(k - 1);
+        picked.push(k);
     }
     Ok(picked)
 }
@@ -502,6 +548,34 @@ mod tests {
             answer_schema: schema,
             ..confirm(json!({}))
         }
+    }
+
+    /// Trial F5: options whose labels are numbers (`10`, `1`, `2`): a number is the label it
+    /// is, at the prompt as with `decide --answer`, never a position (`1` was `10` at the
+    /// prompt); an exact label wins over a position.
+    #[test]
+    fn a_label_that_is_a_number_wins_over_a_position() {
+        let single = question(&["10", "1", "2"], false);
+        assert_eq!(read_suspension_answer("1\n", &single), Ok(json!("1")));
+        assert_eq!(read_suspension_answer("10", &single), Ok(json!("10")));
+        let err = read_suspension_answer("3", &single).expect_err("no label 3");
+        assert!(
+            err.contains("a number is a label, never a position"),
+            "{err}"
+        );
+        let texts = |t: &[&str]| t.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(answer_from_flags(&texts(&["1"]), &single), Ok(json!("1")));
+        assert_eq!(answer_from_flags(&texts(&["10"]), &single), Ok(json!("10")));
+        let multi = question(&["3", "1", "2"], true);
+        assert_eq!(
+            read_suspension_answer("1, 3", &multi),
+            Ok(json!(["1", "3"]))
+        );
+        assert!(suspension_prompt_text(&multi).contains("the labels are numbers"));
+        // Labels that are words: a label or a number picks.
+        let words = question(&["dark", "light"], false);
+        assert_eq!(read_suspension_answer("light", &words), Ok(json!("light")));
+        assert_eq!(read_suspension_answer("1", &words), Ok(json!("dark")));
     }
 
     /// Trial 5 (L6): a pick that is not one says how to type one: commas between numbers, a

@@ -299,21 +299,23 @@ pub(crate) fn runs_task_tool(facts: &ConfigFacts, mode: usize, tool: &str) -> bo
 }
 
 /// The numbered steps of a kit plan text (`1. Do step 0.`), as an approval seeds the task list
-/// with them: ids `step_1`, `step_2`, ... in order, all pending. The kit's plans have no code
-/// blocks and no other numbered lines, so this reads only `N. text` lines.
+/// with them: each id the plan's own number (`2. X` is `step_2`), all pending. The kit's plans
+/// have no code blocks, no other numbered lines and no number twice, so this reads only
+/// `N. text` lines.
 fn numbered_steps(text: &str) -> Vec<ModelTask> {
     text.lines()
         .filter_map(|line| {
             let (number, rest) = line.split_once(". ")?;
-            (!number.is_empty() && number.chars().all(|c| c.is_ascii_digit()))
-                .then(|| rest.trim().to_owned())
-        })
-        .filter(|content| !content.is_empty())
-        .enumerate()
-        .map(|(k, content)| ModelTask {
-            id: format!("step_{}", k + 1),
-            content,
-            status: TaskStatus::Pending,
+            if !number.chars().all(|c| c.is_ascii_digit()) {
+                return None;
+            }
+            let number: u64 = number.parse().ok()?;
+            let content = rest.trim();
+            (!content.is_empty()).then(|| ModelTask {
+                id: format!("step_{number}"),
+                content: content.to_owned(),
+                status: TaskStatus::Pending,
+            })
         })
         .collect()
 }
@@ -3606,7 +3608,7 @@ impl ReferenceSession {
                     None => plan_text(pending.plan),
                 }));
                 // Into a mode that offers the task tools, the approved plan's numbered steps
-                // become the list (when it has any).
+                // become the list: a plan without any empties it.
                 let offers_tasks = [TASK_WRITE, TASK_UPDATE, TASK_COMPLETE, TASK_CHECK]
                     .iter()
                     .any(|t| self.facts.offers(pending.target, t) == Some(true));
@@ -3614,7 +3616,7 @@ impl ReferenceSession {
                     Some(k) => edited_plan_text(k),
                     None => plan_text(pending.plan),
                 });
-                if offers_tasks && !seeded.is_empty() {
+                if offers_tasks {
                     self.tasks = seeded;
                 }
                 self.change_mode(pending.target, ModeChangeReason::PlanApproved, trace);

@@ -158,6 +158,20 @@ fn question(args: &Value) -> Result<Question<'_>, String> {
                         "options repeat the label {label:?}: each option needs a label of its own"
                     ));
                 }
+                // Labels that look alike (`a` and Cyrillic `а`, or differing only in characters
+                // that show nothing) would let the user pick one believing it the other.
+                if let Some(at) = options
+                    .iter()
+                    .position(|(l, _)| crate::display::look_alike(l, label))
+                {
+                    return Err(format!(
+                        "the labels of options {} and {} look alike ({} and {}): each option needs a label that reads differently",
+                        at + 1,
+                        k + 1,
+                        crate::display::neutralize_line_within(options[at].0, 60),
+                        crate::display::neutralize_line_within(label, 60)
+                    ));
+                }
                 options.push((label, description));
             }
             options
@@ -349,6 +363,21 @@ mod tests {
         assert!(refused(json!({ "question": "q", "options": many })).contains("fewer"));
         let twice = json!([{ "label": "a" }, { "label": "a" }]);
         assert!(refused(json!({ "question": "q", "options": twice })).contains("repeat"));
+        // Trial F9: labels that look alike are refused, naming the pair.
+        let cyrillic = json!([{ "label": "yes" }, { "label": "a" }, { "label": "\u{430}" }]);
+        let why = refused(json!({ "question": "q", "options": cyrillic }));
+        assert!(why.contains("options 2 and 3 look alike"), "{why}");
+        assert!(why.contains("(a and \u{430})"), "{why}");
+        let hidden = json!([{ "label": "Deploy" }, { "label": "Dep\u{200b}loy" }]);
+        let why = refused(json!({ "question": "q", "options": hidden }));
+        assert!(why.contains("options 1 and 2 look alike"), "{why}");
+        let spaced = json!([{ "label": "rm -rf" }, { "label": "rm  -rf" }]);
+        assert!(refused(json!({ "question": "q", "options": spaced })).contains("look alike"));
+        let one_l = json!([{ "label": "Allow all" }, { "label": "AIlow all" }]);
+        assert!(refused(json!({ "question": "q", "options": one_l })).contains("look alike"));
+        // Labels that read differently pass.
+        let fine = json!([{ "label": "dark" }, { "label": "light" }, { "label": "Dark mode" }]);
+        assert!(question(&json!({ "question": "q", "options": fine })).is_ok());
         assert!(
             refused(json!({ "question": "q", "selectionMode": "multi_select" }))
                 .contains("needs `options`")

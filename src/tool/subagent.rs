@@ -3,7 +3,7 @@
 //!
 //! The session runs the child itself (a child needs the parent's mode, rules and model); run
 //! outside a session, the tool returns an error result. Input: `agentType` (a type the current
-//! mode may start), `task` (non-empty text, at most [`MAX_TASK_CHARS`] characters) and an
+//! mode may start), `task` (text that shows something, at most [`MAX_TASK_CHARS`] characters) and an
 //! optional `description` (a few words the user sees).
 //!
 //! # Examples
@@ -119,7 +119,8 @@ pub(crate) struct SubagentInput {
 /// Reads a `subagent` call's arguments.
 ///
 /// # Errors
-/// Why they are refused, for the model: a missing or empty `agentType` or `task`, a task or
+/// Why they are refused, for the model: a missing or blank `agentType` or `task` (one that
+/// shows nothing: [`crate::display::is_blank`]), a task or
 /// description too long, a value of the wrong type.
 pub(crate) fn input(args: &Value) -> Result<SubagentInput, String> {
     let text = |key: &str| match args.get(key) {
@@ -128,12 +129,15 @@ pub(crate) fn input(args: &Value) -> Result<SubagentInput, String> {
         Some(_) => Err(format!("`{key}` must be a string")),
     };
     let agent_type = text("agentType")?.unwrap_or_default();
-    if agent_type.trim().is_empty() {
+    if crate::display::is_blank(&agent_type) {
         return Err("`agentType` is missing: name the subagent type to start".to_owned());
     }
     let task = text("task")?.unwrap_or_default();
-    if task.trim().is_empty() {
-        return Err("`task` is empty: say what the subagent should do".to_owned());
+    // Blank is what shows nothing: white space, and characters such as a zero-width space.
+    if crate::display::is_blank(&task) {
+        return Err(
+            "`task` is empty (it shows nothing): say what the subagent should do".to_owned(),
+        );
     }
     let chars = task.chars().count();
     if chars > MAX_TASK_CHARS {
@@ -163,6 +167,12 @@ mod tests {
     #[test]
     fn an_empty_task_an_oversized_task_and_a_missing_type_are_refused() {
         assert!(input(&json!({"agentType": "explore", "task": "  "})).is_err());
+        // Trial F13: a task of white space and characters that show nothing is blank too.
+        for blank in ["\u{200b}\u{200b}", " \u{3164}\t\u{feff} ", "\u{2800}\n"] {
+            let why = input(&json!({"agentType": "explore", "task": blank})).expect_err(blank);
+            assert!(why.contains("`task` is empty"), "{why}");
+        }
+        assert!(input(&json!({"agentType": "\u{200b}", "task": "look"})).is_err());
         let huge = "x".repeat(MAX_TASK_CHARS + 1);
         let error = input(&json!({"agentType": "explore", "task": huge})).expect_err("too long");
         assert!(error.contains("more than"), "{error}");

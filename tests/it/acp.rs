@@ -1318,3 +1318,73 @@ fn a_question_waiting_at_a_load_is_shown_before_the_next_prompt_answers_it() {
     );
     assert_eq!(agent.close(), 0);
 }
+
+/// Trial F6: a subagent's tool calls reach the editor as tool calls of their own, each with an
+/// id of its own although both children's model calls it `call_1`, and each ends.
+#[cfg(feature = "openai")]
+#[test]
+fn a_childs_tool_calls_are_tool_calls_with_ids_of_their_own() {
+    const CHILDREN: &str = r#"
+defaultModeId = "build"
+
+[[subagents]]
+id = "explore"
+instructions = "Explore."
+availableTools = ["read_file"]
+
+[[modes]]
+id = "build"
+name = "Build"
+availableTools = ["read_file", "subagent"]
+"#;
+    let ws = workspace(CHILDREN);
+    std::fs::write(ws.path().join("a.txt"), "A").expect("a");
+    std::fs::write(ws.path().join("b.txt"), "B").expect("b");
+    let task = |t: &str| json!({"agentType": "explore", "task": t}).to_string();
+    let read = |path: &str| {
+        let args = json!({ "path": path }).to_string();
+        openai_server::calls([openai_server::call("call_1", "read_file", &args)])
+    };
+    let server = ScriptedServer::start_blocking(vec![
+        openai_server::calls([
+            openai_server::call("call_1", "subagent", &task("Read a.")),
+            openai_server::call("call_2", "subagent", &task("Read b.")),
+        ]),
+        read("a.txt"),
+        read("b.txt"),
+        openai_server::text("Read one."),
+        openai_server::text("Read the other."),
+        openai_server::text("Done."),
+    ]);
+    let mut agent = scripted(ws.path(), &server, &[]);
+    let (session, _) = agent.open(ws.path());
+    let prompt = agent.prompt(&session, "Read both");
+    let (response, before) = agent.response(prompt);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response:#}");
+    let update = |m: &Value| m["params"]["update"].clone();
+    let reads: Vec<Value> = before
+        .iter()
+        .map(update)
+        .filter(|u| u["sessionUpdate"] == "tool_call" && u["kind"] == "read")
+        .collect();
+    assert_eq!(reads.len(), 2, "{before:#?}");
+    let ids: Vec<&str> = reads
+        .iter()
+        .map(|u| u["toolCallId"].as_str().expect("an id"))
+        .collect();
+    assert_ne!(ids[0], ids[1]);
+    for (read, id) in reads.iter().zip(&ids) {
+        assert!(
+            read["title"]
+                .as_str()
+                .is_some_and(|t| t.contains("(subagent ")),
+            "{read:#}"
+        );
+        let ended = before.iter().map(update).any(|u| {
+            u["sessionUpdate"] == "tool_call_update"
+                && u["toolCallId"] == *id
+                && u["status"] == "completed"
+        });
+        assert!(ended, "{id} ended: {before:#?}");
+    }
+}

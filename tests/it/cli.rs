@@ -637,6 +637,37 @@ fn exit_statuses_tell_the_outcomes_apart() {
     let _ = RUNTIME_ERROR;
 }
 
+/// Trial F7: the approver of a pending plan reads it whole: `pending --json` carries the plan's
+/// text (`plan`), not its title alone, and `decide --approve` prints the plan it approves on
+/// stderr.
+#[test]
+fn pending_json_carries_the_plan_and_decide_approve_prints_it() {
+    let ws = Workspace::new();
+    let (spec, session) = detached(&ws);
+    // A session with a plan pending is kept as `<id>.pending.json`.
+    let record = ws
+        .path()
+        .join("sessions")
+        .join(format!("{session}.pending.json"));
+    let record = std::fs::read_to_string(record).expect("the record");
+    let record: Value = serde_json::from_str(&record).expect("json");
+    let text = record["pending"]["suspendPayload"]["plan"]
+        .as_str()
+        .expect("the captured plan")
+        .to_owned();
+    assert!(text.lines().count() > 1, "{text}");
+    let listed = pending_json(&spec);
+    assert_eq!(listed[0]["kind"], "plan");
+    assert_eq!(listed[0]["plan"], text.as_str(), "{:#}", listed[0]);
+    let out = decide(&ws, &spec, &session, &["--approve"], None);
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(said.contains("approving the plan"), "{said}");
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        assert!(said.contains(line.trim()), "{line:?} in {said}");
+    }
+}
+
 /// Issue 10, fault 6: a garbage `<id>.pending.json` and a record whose id is not its file name
 /// made `pending` exit 1 listing nothing (or list a session twice). Now the healthy plan is listed,
 /// each bad record is one `warning:` line (and a `{"unreadable": ...}` line with --json), exit 6.
@@ -1693,6 +1724,15 @@ fn pending_lists_the_targets_and_decide_to_chooses_one_across_processes() {
     snapshots::same(
         stderr(&out),
         snapbox::str![[r#"
+approving the plan (plan file .agent/plans/add-dark-mode.md, sha256 53fac1f88019...):
+
+# Add dark mode
+
+## Steps
+1. Read the code this change touches.
+2. Make the change in small steps.
+3. Add tests for it and run the whole suite.
+
 error: mode `Build-auto` is not a target of the pending plan: approve to one of build, build-auto: did you mean `build-auto`? (mode ids are case-sensitive)
 
 "#]],
@@ -2685,6 +2725,15 @@ model: Now in mode `build`: implementing the approved plan for "Add dark mode".
 [run_1] ended: completed
 mode: build
 --- stderr
+approving the plan (plan file .agent/plans/add-dark-mode.md, sha256 [SHA12]...):
+
+# Add dark mode
+
+## Steps
+1. Read the code this change touches.
+2. Make the change in small steps.
+3. Add tests for it and run the whole suite.
+
 
 "#]],
         );

@@ -284,3 +284,93 @@ fn m_alone_at_the_prompt_goes_back_to_the_sessions_model_despite_model_for_next(
     assert_eq!(models, ["planner", "planner"], "{shown}");
     assert!(model.is_null(), "no model chosen: {model}");
 }
+
+/// Trial F2: the model `run --model` names is the session's: `decide` and `continue` without
+/// `--model` run the approved mode with it (before, with the built-in scripted model), one
+/// that names `--model` runs with that one, and the hint `run` prints names it.
+#[test]
+fn decide_without_model_runs_with_the_model_the_session_ran_with() {
+    let ws = workspace();
+    let server = ScriptedServer::start_blocking(vec![
+        calls([submit("c1", ".agent/plans/p.md")]),
+        text("built by the planner's model"),
+    ]);
+    let run = bin(
+        ws.path(),
+        Some(&server),
+        &[
+            "run",
+            "--config",
+            SHIPPED,
+            "--store",
+            "st",
+            "--mode",
+            "plan",
+            "--model",
+            "openai/planner",
+            "Add dark mode",
+        ],
+        "",
+    );
+    let said = text_of(&run);
+    assert_eq!(run.status.code(), Some(4), "pending: {said}");
+    assert!(said.contains("--model openai/planner"), "the hint: {said}");
+    let stored = record(ws.path());
+    assert_eq!(stored["metadata"]["model"], "openai/planner", "{stored}");
+    let session = stored["sessionId"].as_str().expect("id").to_owned();
+    let out = bin(
+        ws.path(),
+        Some(&server),
+        &["decide", "--store", "st", &session, "--approve"],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text_of(&out));
+    assert_eq!(models(&server), ["planner", "planner"], "{}", text_of(&out));
+}
+
+#[test]
+fn an_explicit_model_wins_over_the_recorded_one() {
+    let ws = workspace();
+    let server = ScriptedServer::start_blocking(vec![
+        calls([submit("c1", ".agent/plans/p.md")]),
+        text("built by another"),
+    ]);
+    let run = bin(
+        ws.path(),
+        Some(&server),
+        &[
+            "run",
+            "--config",
+            SHIPPED,
+            "--store",
+            "st",
+            "--mode",
+            "plan",
+            "--model",
+            "openai/planner",
+            "Add dark mode",
+        ],
+        "",
+    );
+    assert_eq!(run.status.code(), Some(4), "{}", text_of(&run));
+    let session = record(ws.path())["sessionId"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let out = bin(
+        ws.path(),
+        Some(&server),
+        &[
+            "decide",
+            "--store",
+            "st",
+            &session,
+            "--approve",
+            "--model",
+            "openai/other",
+        ],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text_of(&out));
+    assert_eq!(models(&server), ["planner", "other"]);
+}

@@ -137,3 +137,45 @@ fn pending_names_the_subagent_whose_call_waits_and_decide_carries_the_child_on()
         assert_eq!(world.tool_results(3), ["CHILD-WROTE"], "{kind}");
     }
 }
+
+/// Trial F12: two children of one reply run at once, so their lines interleave: each child's
+/// line is labelled with its id (`[CHILD_ID]`), indented under the parent's call.
+#[test]
+fn the_terminal_labels_each_childs_lines_with_its_id() {
+    let task = |t: &str| json!({"agentType": "explore", "task": t}).to_string();
+    let script = vec![
+        calls([
+            call("call_1", "subagent", &task("Look left.")),
+            call("call_2", "subagent", &task("Look right.")),
+        ]),
+        text("One child says hi."),
+        text("The other child says hi."),
+        text("Done."),
+    ];
+    let world = World::with_config("file", CONFIG, script);
+    let out = world.cli("run", false, &["Go"], None);
+    assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
+    let shown = stdout(&out);
+    let ids: Vec<&str> = shown
+        .lines()
+        .filter_map(|l| l.strip_prefix("subagent explore started ("))
+        .map(|rest| rest.trim_end_matches(')'))
+        .collect();
+    assert_eq!(ids.len(), 2, "{shown}");
+    let child_lines: Vec<&str> = shown.lines().filter(|l| l.starts_with("    ")).collect();
+    assert!(!child_lines.is_empty(), "{shown}");
+    for l in &child_lines {
+        assert!(
+            ids.iter().any(|id| l.starts_with(&format!("    [{id}] "))),
+            "a child's line without its id: {l:?} in {shown}"
+        );
+    }
+    for id in &ids {
+        assert!(
+            child_lines
+                .iter()
+                .any(|l| l.starts_with(&format!("    [{id}] ")) && l.contains("says hi.")),
+            "{id}: {shown}"
+        );
+    }
+}

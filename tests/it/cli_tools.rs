@@ -713,7 +713,7 @@ workspace: [WORKSPACE] (where the call runs if approved)
 Run this write_file call?
 [y]es run it  [a]lways allow write_file until the mode changes (`a session`, `a workspace` for longer)  [n]o reject  [f]eedback reject with a note  [v]iew every argument whole  [q] leave it pending  or type feedback to reject with it
 > left for later: the tool call decision_1 (write_file) is not decided and does not run
-the tool call stays pending; decide it later with: agent-controller decide --store [STORE] [SESSION] --decision decision_1 (--approve [--always] | --reject) [--feedback TEXT]
+the tool call stays pending; decide it later with: agent-controller decide --store [STORE] [SESSION] --model openai/test-model --decision decision_1 (--approve [--always] | --reject) [--feedback TEXT]
 
 "#]],
         );
@@ -739,7 +739,7 @@ tool call waits for approval: write_file {"content": "hello", "path": "a.txt"} (
 [run_1] ended: suspended
 suspended: session [SESSION] run run_1 tool calls wait for approval: decision_1 (write_file)
 --- stderr
-the tool call stays pending; decide it later with: agent-controller decide --store [STORE] [SESSION] --decision decision_1 (--approve [--always] | --reject) [--feedback TEXT]
+the tool call stays pending; decide it later with: agent-controller decide --store [STORE] [SESSION] --model openai/test-model --decision decision_1 (--approve [--always] | --reject) [--feedback TEXT]
 
 "#]],
     );

@@ -364,7 +364,7 @@ Approve this plan and switch to ● Build (build)?
 [y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [s MODE] switch to build, not approving
 > 
 end of input: the plan is not approved; the mode stays `plan`
-the plan stays pending; decide later with: agent-controller decide --store [STORE] [SESSION] --decision decision_1 (--approve [--to MODE] | --reject) [--feedback TEXT]
+the plan stays pending; decide later with: agent-controller decide --store [STORE] [SESSION] --model openai/test-model --decision decision_1 (--approve [--to MODE] | --reject) [--feedback TEXT]
 
 "#]],
     );
@@ -399,7 +399,7 @@ Run this write_file call?
 [y]es run it  [a]lways allow write_file until the mode changes (`a session`, `a workspace` for longer)  [n]o reject  [f]eedback reject with a note  [v]iew every argument whole  [q] leave it pending  or type feedback to reject with it
 > 
 end of input: the tool call decision_2 (write_file) is not decided and does not run
-the tool call stays pending; decide it later with: agent-controller decide --store [STORE] [SESSION] --decision decision_2 (--approve [--always] | --reject) [--feedback TEXT]
+the tool call stays pending; decide it later with: agent-controller decide --store [STORE] [SESSION] --model openai/test-model --decision decision_2 (--approve [--always] | --reject) [--feedback TEXT]
 
 "#]],
     );

@@ -435,6 +435,7 @@ fn full_pending_tool_call() -> PendingSummary {
         target_mode_id: String::new(),
         target_mode_ids: Vec::new(),
         title: String::new(),
+        plan: None,
         sha256: "ab".into(),
         tool_name: Some("write_file".into()),
         args: Some(json!({"path": "a.txt"})),

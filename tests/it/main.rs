@@ -40,6 +40,7 @@ mod cli_tools;
 mod cli_trial;
 mod cli_workspace;
 mod config;
+mod config_change;
 mod config_tools;
 mod deadlines;
 mod decision_schema;

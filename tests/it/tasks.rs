@@ -488,7 +488,7 @@ fn the_cli_shows_the_list_as_a_checklist_and_json_carries_it_whole() {
     let shown = stdout(&out);
     assert!(
         shown.contains(
-            "tasks (1/3 completed):\n  [x] Read the code (a)\n  [~] Fixing the bug\\u{1b}[2J — Fix the bug (b)\n  [ ] Test it (c)\n"
+            "tasks (1/3 completed):\n  [x] Read the code (a)\n  [~] Fix the bug — Fixing the bug\\u{1b}[2J (b)\n  [ ] Test it (c)\n"
         ),
         "{shown}"
     );
@@ -584,4 +584,49 @@ requireApproval = ["task_write", "task_complete"]
         .filter(|e| e.kind() == "tasks_updated")
         .count();
     assert_eq!(updates, 1);
+}
+
+/// Trial F3: a plan without numbered steps, approved into a mode that offers the task tools,
+/// replaces the list too: the list written before (for other work) is gone, a `tasks_updated`
+/// says so, and the approval's result tells the model its list is empty.
+#[tokio::test]
+async fn a_plan_without_steps_empties_the_list_it_is_approved_over() {
+    let s = Setup::new(
+        vec![
+            tool(
+                "call_1",
+                "task_write",
+                json!({"tasks": [
+                    {"id": "old", "content": "Earlier work", "status": "in_progress", "activeForm": "Working"},
+                ]}),
+            ),
+            calls([submit("call_2", ".agent/plans/prose.md")]),
+            text("built"),
+        ],
+        None,
+    )
+    .await;
+    s.ws.plan(
+        "prose.md",
+        "# Dark mode\n\nAdd a theme flag, then wire the toggle.\n",
+    );
+    let mut session = s.session("plan").await;
+    session.send_message("go").await.expect("run");
+    assert_eq!(session.tasks().len(), 1, "the list written in plan");
+    s.recorder.take();
+    let outcome = session
+        .decide("decision_1", Decision::approve())
+        .await
+        .expect("approve");
+    assert!(completed(&outcome), "{outcome:?}");
+    assert!(session.tasks().is_empty(), "{:?}", session.tasks());
+    let updates = s.updates();
+    assert_eq!(updates.len(), 1, "{updates:?}");
+    assert_eq!(updates[0]["tasks"], json!([]));
+    let results = s.tool_results(2).await;
+    let approval = results.last().expect("the approval's result");
+    assert!(
+        approval.contains("The plan has no numbered steps: your task list is now empty"),
+        "{results:?}"
+    );
 }
