@@ -1103,7 +1103,11 @@ fn plan_scope_is_checked_at_its_value_and_only_on_a_planning_mode() {
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert_eq!(errors[0].kind(), ConfigErrorKind::InvalidPlanScope);
     assert_eq!(errors[0].location().map(|l| l.line), Some(9));
-    assert!(errors[0].message().contains("plans nothing"), "{}", errors[0]);
+    assert!(
+        errors[0].message().contains("plans nothing"),
+        "{}",
+        errors[0]
+    );
     let errors = config::check(&config("planScope = \"Enforce\"", ""), "m.toml");
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert_eq!(errors[0].kind(), ConfigErrorKind::InvalidPlanScope);
