@@ -1088,3 +1088,35 @@ fn build_lists_every_unknown_tool_and_hints_at_the_built_in_tools() {
         "mode `plan` lists unknown tool `read_file` in availableTools, and 3 more: `grep` (4:32, mode `plan`), `write_file` (8:19, mode `build`), `list_files` (8:33, mode `build`). `read_file`, `write_file` and `list_files` are built-in tools: register them with `ToolRegistry::with_workspace_tools()`"
     );
 }
+
+/// Issue 40: `planScope` takes `ask`, `enforce` or `off`, only on a planning mode (elsewhere it
+/// could never apply), each error at the value; a mode leaving it out binds by `ask`, and only
+/// a mode that sets another value changes the config's fingerprint.
+#[test]
+fn plan_scope_is_checked_at_its_value_and_only_on_a_planning_mode() {
+    let config = |plan: &str, build: &str| {
+        format!(
+            "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\n{plan}\n\n[[modes]]\nid = \"build\"\ndefault = true\n{build}\n"
+        )
+    };
+    let errors = config::check(&config("", "planScope = \"enforce\""), "m.toml");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].kind(), ConfigErrorKind::InvalidPlanScope);
+    assert_eq!(errors[0].location().map(|l| l.line), Some(9));
+    assert!(
+        errors[0].message().contains("plans nothing"),
+        "{}",
+        errors[0]
+    );
+    let errors = config::check(&config("planScope = \"Enforce\"", ""), "m.toml");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].kind(), ConfigErrorKind::InvalidPlanScope);
+    let plain = config::parse(&config("", ""), "m.toml").expect("valid");
+    let asks = config::parse(&config("planScope = \"ask\"", ""), "m.toml").expect("valid");
+    let enforces = config::parse(&config("planScope = \"enforce\"", ""), "m.toml").expect("valid");
+    let plan = plain.get("plan").expect("plan");
+    assert_eq!(plain.mode(plan).plan_scope().as_str(), "ask");
+    assert_eq!(enforces.mode(plan).plan_scope().as_str(), "enforce");
+    assert_eq!(plain.fingerprint(), asks.fingerprint());
+    assert_ne!(plain.fingerprint(), enforces.fingerprint());
+}
