@@ -197,7 +197,8 @@ pub struct ReadmeDoctests;
 
 #[cfg(test)]
 mod tests {
-    /// The core (`default-features = false`) pulls at most 60 crates (issue 36 added `strum`'s
+    /// The core (`default-features = false`) pulls at most 64 crates (the trial's F9 added `unicode-security`'s
+    /// confusable skeletons for `ask_user`, four crates; issue 36 added `strum`'s
     /// derives, four crates; issue 11; `cap-std`, the
     /// workspace jail, brings about ten of them; issue 19 added `regex-syntax`, the Unicode
     /// tables of `display`; issue 23 added `globset` and `regex` for rules on tool-call
@@ -205,7 +206,7 @@ mod tests {
     /// "Features" section says: distinct name-and-version lines of the normal-dependency tree,
     /// without the crate itself.
     #[test]
-    fn core_dependency_count_is_at_most_60() {
+    fn core_dependency_count_is_at_most_64() {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
         let output = std::process::Command::new(cargo)
             .args([
@@ -234,7 +235,7 @@ mod tests {
             .filter(|line| !line.is_empty() && !line.starts_with("agent-controller "))
             .collect();
         assert!(
-            crates.len() <= 60,
+            crates.len() <= 64,
             "{} crates with default-features = false:\n{crates:#?}",
             crates.len()
         );

@@ -46,11 +46,16 @@ struct Setup {
 impl Setup {
     /// `policy`: the planning mode's `planScope` value, or `None` for none (the default).
     async fn new(policy: Option<&str>, script: Vec<Reply>) -> Self {
+        Self::with_config(CONFIG, policy, script).await
+    }
+
+    /// [`Setup::new`] over `config` (with its `{POLICY}` line) instead of [`CONFIG`].
+    async fn with_config(config: &str, policy: Option<&str>, script: Vec<Reply>) -> Self {
         let server = ScriptedServer::start(script).await;
         let ws = Workspace::new();
         let store = Arc::new(FileStore::open(ws.path().join("st")).expect("store"));
         let line = policy.map_or(String::new(), |p| format!("planScope = \"{p}\""));
-        let config = CONFIG.replace("{POLICY}", &line);
+        let config = config.replace("{POLICY}", &line);
         let controller = AgentController::builder(
             config::parse(&config, "modes.toml").expect("config"),
             Arc::new(server.model()),
@@ -520,4 +525,59 @@ async fn the_next_mode_change_ends_the_plans_allowance() {
     assert!(session.allowances().is_empty(), "ended by the switch");
     session.switch_mode("build").await.expect("switch back");
     assert!(session.allowances().is_empty(), "not given again");
+}
+
+/// `CONFIG` with a subagent type that may write, which `build` may start.
+const WITH_WORKER: &str = r#"
+[[modes]]
+id = "plan"
+transitionsTo = "build"
+availableTools = ["read_file", "submit_plan"]
+{POLICY}
+
+[[modes]]
+id = "build"
+default = true
+availableTools = ["read_file", "write_file", "subagent"]
+
+[[subagents]]
+id = "worker"
+name = "Worker"
+description = "Writes what it is told."
+instructions = "Write the file you are told to."
+availableTools = ["read_file", "write_file"]
+"#;
+
+/// A subagent started by the mode an approved plan binds is bound by the same plan: under
+/// `enforce`, its write outside the plan's files is refused (a child never writes what its
+/// parent's mode could not), and one inside runs.
+#[tokio::test]
+async fn a_subagent_of_the_bound_mode_is_bound_by_the_plan_too() {
+    let script = vec![
+        calls([submit("call_1", ".agent/plans/p.md")]),
+        calls([call(
+            "sub_1",
+            "subagent",
+            &json!({ "agentType": "worker", "task": "Write the files." }).to_string(),
+        )]),
+        calls([write("c_in", "src/theme.rs"), write("c_out", "src/main.rs")]),
+        text("child done"),
+        text("done"),
+    ];
+    let s = Setup::with_config(WITH_WORKER, Some("enforce"), script).await;
+    let (_session, outcome) = approved_then(&s, PLAN).await;
+    assert!(
+        matches!(outcome, RunOutcome::Completed { .. }),
+        "{outcome:?}"
+    );
+    assert!(s.ws.path().join("src/theme.rs").exists(), "inside: ran");
+    assert!(
+        !s.ws.path().join("src/main.rs").exists(),
+        "outside: refused"
+    );
+    let result = s.result_of(3, "c_out").await;
+    assert!(
+        result.starts_with("Not executed: `src/main.rs` is outside the approved plan"),
+        "{result}"
+    );
 }

@@ -230,6 +230,41 @@ fn shipped_configs() -> Vec<PathBuf> {
     files
 }
 
+/// The subagent edges of the config `text` of case `name` (see the count's comment in
+/// [`every_edge_of_the_shipped_configs_is_exercised`]).
+fn subagent_edges(expected: &toml::Table, name: &str, text: &str) -> usize {
+    let config: toml::Table = toml::from_str(text).expect("a shipped config is TOML");
+    let waiting: Vec<&str> = config
+        .get("subagents")
+        .and_then(toml::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|t| {
+            t.get("requireApproval")
+                .and_then(toml::Value::as_array)
+                .is_some_and(|tools| !tools.is_empty())
+        })
+        .filter_map(|t| t.get("id").and_then(toml::Value::as_str))
+        .collect();
+    let Some(modes) = expected
+        .get(name)
+        .and_then(|case| case.get("subagents"))
+        .and_then(toml::Value::as_table)
+    else {
+        return 0;
+    };
+    modes
+        .values()
+        .map(|types| {
+            let types = types.as_array().expect("a list of types");
+            let waits = types
+                .iter()
+                .any(|t| t.as_str().is_some_and(|t| waiting.contains(&t)));
+            2 + if waits { 3 } else { 0 }
+        })
+        .sum()
+}
+
 /// Per rule action, the tools a rule with it decides.
 type RuleActions = Vec<(String, Vec<String>)>;
 
@@ -339,12 +374,18 @@ fn every_edge_of_the_shipped_configs_is_exercised() {
                     }
             })
             .sum();
+        // Per mode that may start subagent types (the case's `subagents`): a call naming no
+        // type refused, and a child that answers; where a type it may start names a tool in
+        // its `requireApproval` (a child's call that waits), that call approved, rejected and
+        // aborted. (No fixture's child asks, nor waits beside a call of its parent's.)
+        let subagents = subagent_edges(&expected, &name, &text);
         expected_total += n * (n - 1)
             + 4 * planning.len()
             + approvals
             + waiting * (3 + n - 1)
             + ruled
-            + questions;
+            + questions
+            + subagents;
 
         // The relation's approval edges are the hand-overs the fixture file names: every target
         // of `approve_to` where the case lists a choice, else the one of `approve`.
