@@ -133,8 +133,22 @@ fn stopped(e: &tokio::task::JoinError) -> SessionError {
     )))
 }
 
-/// One session shared by several tasks; see the [module](self). Cheap to clone: every clone is
-/// the same session.
+/// One session shared by several tasks at once (a web host's requests, a task that carries its
+/// run on, a task that streams its events), over the `&mut` [`Session`]. Cheap to clone: every
+/// clone is the same session.
+///
+/// The session sits behind an async mutex: one operation at a time, as `&mut` makes it. What a
+/// task may do while another operation runs:
+/// - read the state ([`SessionHandle::view`]): the last state an operation left, with the run
+///   state and the mode kept current from the session's own events;
+/// - subscribe to the events ([`SessionHandle::events`]), without `&mut` access;
+/// - cancel the run ([`SessionHandle::cancel`]);
+/// - start an operation: it waits for one that decides or starts a run to get going, and is
+///   refused with [`SessionError::Busy`] while a run is in progress, so a request never waits
+///   for a whole run.
+///
+/// A decision ([`SessionHandle::decide`]) returns as soon as it is saved
+/// ([`DecisionTaken`]); the run it carries on goes on in a task of its own ([`RunTask`]).
 ///
 /// # Examples
 /// Decide from one task while another streams the events:
