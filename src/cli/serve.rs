@@ -27,6 +27,11 @@ use crate::cli::args::{DEFAULT_CONFIG, ServeArgs};
 use crate::cli::exit::{Exit, Failure, Outcome};
 use crate::cli::setup::{check_workspace, load};
 
+/// The most bytes a request body may have: four times the largest plan, so an edited plan
+/// always fits.
+pub(crate) const BODY_LIMIT: usize =
+    4 * agent_controller::tool::submit_plan::MAX_PLAN_BYTES as usize;
+
 /// How often the store is looked at for what other processes changed (a `decide` on the
 /// command line, another `serve`).
 const WATCH_EVERY: Duration = Duration::from_millis(250);

@@ -11,7 +11,7 @@ use super::harness::Harness;
 use super::reference::{
     Call, Feedback, Op, PlanFile, ReferenceSession, Revision, ShaChoice, Subject, Then, Until,
 };
-use super::subagents::{ChildStep, SubagentCall};
+use super::subagents::{ChildStep, SubagentCall, child_asking, child_waiting};
 use crate::run::DecisionAction;
 use crate::subagent::SUBAGENT;
 use crate::tool::ASK_USER;
@@ -314,46 +314,6 @@ fn startable(facts: &ConfigFacts, mode: usize) -> Option<String> {
         .subagent_types()
         .iter()
         .find(|t| facts.may_start(mode, &t.id))
-        .map(|t| t.id.clone())
-}
-
-/// The first type `mode` may start and tool whose call in a child of it waits for approval
-/// (an `ask` rule of the child's, or a `requireApproval` no allowance passes: none is in force
-/// on a shortest path).
-pub(crate) fn child_waiting(facts: &ConfigFacts, mode: usize) -> Option<(String, String)> {
-    facts
-        .subagent_types()
-        .iter()
-        .filter(|t| facts.may_start(mode, &t.id))
-        .find_map(|t| {
-            facts
-                .child_tools(mode, &t.id)
-                .into_iter()
-                .filter(|tool| tool != ASK_USER)
-                .find(|tool| match facts.child_rule_for(mode, &t.id, tool) {
-                    Some((_, action)) => action == "ask",
-                    None => facts.child_requires_approval(mode, &t.id, tool),
-                })
-                .map(|tool| (t.id.clone(), tool))
-        })
-}
-
-/// The first type `mode` may start whose child asks questions (`ask_user` offered, no `deny`
-/// rule on it).
-pub(crate) fn child_asking(facts: &ConfigFacts, mode: usize) -> Option<String> {
-    facts
-        .subagent_types()
-        .iter()
-        .filter(|t| facts.may_start(mode, &t.id))
-        .find(|t| {
-            facts
-                .child_tools(mode, &t.id)
-                .iter()
-                .any(|tool| tool == ASK_USER)
-                && facts
-                    .child_rule_for(mode, &t.id, ASK_USER)
-                    .is_none_or(|(_, action)| action != "deny")
-        })
         .map(|t| t.id.clone())
 }
 

@@ -365,7 +365,7 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
     // mode) and each a type's rules name; a call naming no type and one with an empty task.
     if (0..facts.len()).any(|m| facts.offers(m, SUBAGENT) == Some(true)) {
         let mut probes: Vec<String> = (0..facts.len())
-            .filter_map(|m| super::edges::child_waiting(facts, m).map(|(_, tool)| tool))
+            .filter_map(|m| super::subagents::child_waiting(facts, m).map(|(_, tool)| tool))
             .collect();
         probes.push(ASK_USER.to_owned());
         probes.extend(facts.writing_tools().first().cloned());
@@ -398,7 +398,7 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
                 then: Then::Text,
             }));
             if let (Some(child), Some(parent)) = (
-                (0..facts.len()).find_map(|m| super::edges::child_waiting(facts, m)),
+                (0..facts.len()).find_map(|m| super::subagents::child_waiting(facts, m)),
                 waiting_tools.first(),
             ) && child.0 == kind.id
             {

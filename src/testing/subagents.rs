@@ -3,6 +3,9 @@
 
 use serde_json::{Value, json};
 
+use super::facts::ConfigFacts;
+use crate::tool::ASK_USER;
+
 /// The task every kit call of `subagent` that starts a child gives it.
 pub const SUBAGENT_TASK: &str = "Look around and report.";
 
@@ -74,4 +77,44 @@ pub struct ChildOrigin {
     pub agent_type: String,
     /// The id of the parent's `subagent` call that started the child.
     pub parent_call_id: String,
+}
+
+/// The first type `mode` may start and tool whose call in a child of it waits for approval
+/// (an `ask` rule of the child's, or a `requireApproval` no allowance passes: none is in force
+/// on a shortest path).
+pub(crate) fn child_waiting(facts: &ConfigFacts, mode: usize) -> Option<(String, String)> {
+    facts
+        .subagent_types()
+        .iter()
+        .filter(|t| facts.may_start(mode, &t.id))
+        .find_map(|t| {
+            facts
+                .child_tools(mode, &t.id)
+                .into_iter()
+                .filter(|tool| tool != ASK_USER)
+                .find(|tool| match facts.child_rule_for(mode, &t.id, tool) {
+                    Some((_, action)) => action == "ask",
+                    None => facts.child_requires_approval(mode, &t.id, tool),
+                })
+                .map(|tool| (t.id.clone(), tool))
+        })
+}
+
+/// The first type `mode` may start whose child asks questions (`ask_user` offered, no `deny`
+/// rule on it).
+pub(crate) fn child_asking(facts: &ConfigFacts, mode: usize) -> Option<String> {
+    facts
+        .subagent_types()
+        .iter()
+        .filter(|t| facts.may_start(mode, &t.id))
+        .find(|t| {
+            facts
+                .child_tools(mode, &t.id)
+                .iter()
+                .any(|tool| tool == ASK_USER)
+                && facts
+                    .child_rule_for(mode, &t.id, ASK_USER)
+                    .is_none_or(|(_, action)| action != "deny")
+        })
+        .map(|t| t.id.clone())
 }

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use agent_controller::SessionError;
 use agent_controller::session::{SessionErrorKind, SessionHandle};
 use agent_controller::store::{PendingEntry, PendingSummary, check_session_id};
-use agent_controller::tool::submit_plan::MAX_PLAN_BYTES;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, Request, State};
@@ -21,11 +20,7 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::Server;
-
-/// The most bytes a request body may have: four times the largest plan, so an edited plan
-/// always fits.
-pub(crate) const BODY_LIMIT: usize = 4 * MAX_PLAN_BYTES as usize;
+use super::{BODY_LIMIT, Server};
 
 /// The most pending decisions one `GET /v1/pending` answers with.
 const MAX_PAGE: usize = 1000;

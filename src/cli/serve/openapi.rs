@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::api::BODY_LIMIT;
+use super::BODY_LIMIT;
 
 /// The document.
 pub(crate) fn document() -> Value {
