@@ -12,6 +12,7 @@ pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod recorded_config;
+mod shown;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod watch;
@@ -28,6 +29,7 @@ pub use self::memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use self::postgres::PostgresStore;
 pub use self::recorded_config::{ConfigChange, ModePowers, RecordedConfig};
+pub use self::shown::{ShownOption, ShownPending};
 #[cfg(feature = "sqlite")]
 pub use self::sqlite::SqliteStore;
 pub use self::watch::{PendingChange, PendingWatch};
@@ -376,6 +378,11 @@ pub struct PendingSummary {
     /// alone; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<String>,
+    /// For a plan: what changed since the previous revision, as a unified diff
+    /// ([`crate::event::SuspendPayload::diff`]); absent for a first revision, for a tool call,
+    /// and without the `diff` feature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
     /// The SHA-256 (hex) a decision pins (`decide --sha256`, [`crate::Decision::with_sha256`]):
     /// of the captured plan, or for a tool call its `argsSha256`.
     #[serde(default)]
@@ -811,6 +818,7 @@ impl SessionRecord {
                     target_mode_ids: Vec::new(),
                     title: String::new(),
                     plan: None,
+                    diff: None,
                     sha256: p.suspend_payload.args_sha256.clone(),
                     tool_name: Some(p.suspend_payload.tool_name.clone()),
                     args: Some(p.suspend_payload.args.clone()),
@@ -850,6 +858,7 @@ impl SessionRecord {
                         target_mode_ids: Vec::new(),
                         title: String::new(),
                         plan: None,
+                        diff: None,
                         sha256: payload.payload_sha256.clone(),
                         tool_name: Some(payload.tool_name.clone()),
                         args: Some(payload.args.clone()),
@@ -899,6 +908,7 @@ impl SessionRecord {
             },
             title: p.suspend_payload.submission.title.clone(),
             plan: Some(p.suspend_payload.submission.plan.clone()),
+            diff: p.suspend_payload.diff.clone(),
             sha256: p.suspend_payload.submission.sha256.clone(),
             tool_name: None,
             args: None,

@@ -3,12 +3,14 @@
 //! A host over the public library ([`agent_controller::session::SessionHandle`],
 //! [`agent_controller::AgentController::events`], [`agent_controller::store::PendingWatch`]):
 //! every rule is the library's; this file sets up, [`api`] answers requests, [`auth`] checks
-//! tokens, [`feed`] keeps the events for SSE, [`openapi`] describes the API.
+//! tokens, [`feed`] keeps the events for SSE, [`openapi`] describes the API, [`page`] is the approval
+//! page.
 
 mod api;
 mod auth;
 mod feed;
 mod openapi;
+mod page;
 
 use std::collections::HashMap;
 use std::io::Write;

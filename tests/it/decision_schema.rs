@@ -436,6 +436,7 @@ fn full_pending_tool_call() -> PendingSummary {
         target_mode_ids: Vec::new(),
         title: String::new(),
         plan: None,
+        diff: None,
         sha256: "ab".into(),
         tool_name: Some("write_file".into()),
         args: Some(json!({"path": "a.txt"})),

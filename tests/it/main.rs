@@ -66,6 +66,7 @@ mod result_order;
 mod rules;
 mod schema;
 mod serve_api;
+mod serve_page;
 mod session;
 mod session_handle;
 mod show;

@@ -28,7 +28,7 @@ const MAX_PAGE: usize = 1000;
 /// The page size of `GET /v1/pending` without `limit`.
 const DEFAULT_PAGE: usize = 100;
 
-/// Every route, the token checked on all but `GET /healthz`.
+/// Every route, the token checked on all but `GET /healthz` and the page ([`super::page`]).
 pub(crate) fn router(server: Arc<Server>) -> Router {
     let api = Router::new()
         .route("/v1/pending", get(pending))
@@ -46,6 +46,7 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
         .route_layer(middleware::from_fn_with_state(server.clone(), authorize));
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
+        .merge(super::page::routes())
         .merge(api)
         .fallback(|| async { failure(StatusCode::NOT_FOUND, "not_found", "no such route") })
         .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT))
@@ -213,6 +214,7 @@ async fn pending(
     let next = (start + page.len() < listing.pending.len())
         .then(|| page.last().map(|p| cursor_of(&p.summary)))
         .flatten();
+    let page: Vec<Value> = page.iter().map(super::page::with_shown).collect();
     let mut body = json!({ "pending": page });
     if let Some(next) = next {
         body["nextCursor"] = Value::String(next);

@@ -81,7 +81,7 @@ pub(crate) fn document() -> Value {
                     { "name": "cursor", "in": "query", "schema": { "type": "string" } }
                 ],
                 "responses": {
-                    "200": json_of(json!({ "type": "object", "required": ["pending"], "properties": { "pending": { "type": "array", "items": { "$ref": "#/components/schemas/PendingEntry" } }, "nextCursor": { "type": "string" } } })),
+                    "200": json_of(json!({ "type": "object", "required": ["pending"], "properties": { "pending": { "type": "array", "items": { "allOf": [ { "$ref": "#/components/schemas/PendingEntry" }, { "type": "object", "required": ["shown"], "properties": { "shown": { "type": "object", "description": "The entry's texts as a person must read them (`PendingSummary::shown`): every hidden or control character as its escape, nothing cut." } } } ] } }, "nextCursor": { "type": "string" } } })),
                     "401": refusals["401"], "422": refusals["422"]
                 }
             } },
