@@ -566,7 +566,7 @@ impl Decision {
     /// Reads a list of step numbers as a person types it: numbers and ranges separated by
     /// commas (`1-3,5` is 1, 2, 3 and 5; spaces around the parts are ignored), for
     /// [`Decision::steps`]. Whether the plan has those steps is checked when the decision is
-    /// (by [`crate::session::PendingPlan::check`] and every way to decide).
+    /// (by [`crate::session::PendingDecision::check`] and every way to decide).
     ///
     /// # Errors
     /// [`SessionError::PlanSteps`], saying which part, for an empty list or part, anything
