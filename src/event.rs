@@ -986,6 +986,11 @@ pub struct DecidedRecord {
     /// ([`crate::subagent::SubagentOrigin`]); `None` for the session's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subagent: Option<Box<crate::subagent::SubagentOrigin>>,
+    /// For the approval of some of a plan's steps ([`crate::Decision::steps`]): the steps
+    /// approved, by the plan's numbers, in its order; the plan's other steps were not. Empty
+    /// for the approval of a whole plan and every other decision.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<u64>,
 }
 
 impl DecidedRecord {
@@ -1018,6 +1023,7 @@ impl DecidedRecord {
             rule: None,
             feedback: None,
             subagent: None,
+            steps: Vec::new(),
         }
     }
 }

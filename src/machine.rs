@@ -89,4 +89,5 @@ pub(crate) mod ruling;
 pub(crate) mod run;
 pub(crate) mod scope;
 pub(crate) mod state;
+pub(crate) mod steps;
 pub(crate) mod tasks;

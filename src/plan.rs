@@ -105,6 +105,29 @@ pub fn edited_approved_result(
     approval_text(edited, &source, feedback, mode_notice)
 }
 
+/// The tool result the model receives when the user approved only some of its plan's steps
+/// ([`crate::Decision::steps`]): as [`approved_result`], but the plan between the markers is
+/// `marked` (the plan shown, its steps not approved marked as such) and `steps` (which steps
+/// are approved and which not) comes before it. The sha256 named is the plan's as shown.
+pub(crate) fn steps_approved_result(
+    submission: &PlanSubmission,
+    marked: &str,
+    steps: &str,
+    feedback: Option<&str>,
+    mode_notice: Option<&str>,
+) -> String {
+    let source = format!(
+        "{steps} The approved plan follows, as submitted from `{}` (sha256 {}) and shown to \
+         the user, with the steps not approved marked.",
+        submission.path, submission.sha256
+    );
+    let shown = PlanSubmission {
+        plan: marked.to_owned(),
+        ..submission.clone()
+    };
+    approval_text(&shown, &source, feedback, mode_notice)
+}
+
 /// The approval result: [`APPROVED_RESULT`], the notice, the note, `source` (where the plan
 /// comes from) and the `plan` between the markers.
 fn approval_text(

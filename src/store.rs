@@ -50,7 +50,7 @@ use crate::workspace::WorkspaceRecord;
 /// saved in this version the next time the session changes), and refuses a record of a newer
 /// version with [`StoreError::NewerSchema`], leaving it untouched: hosts sharing a store can be
 /// upgraded one at a time, and an old host never overwrites what a newer one wrote.
-pub const SCHEMA_VERSION: u32 = 9;
+pub const SCHEMA_VERSION: u32 = 10;
 
 /// Everything a session needs to continue in another process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -1684,6 +1684,11 @@ fn check_plan_hashes(record: &SessionRecord) -> Result<(), String> {
 /// scope, so approving it grants none (the approver was never shown one). A version-8 host
 /// refuses a version-9 record as newer instead of calling it corrupt for a scope it does not
 /// know.
+///
+/// 9 -> 10 (approving some steps): a decision record gains an optional `steps` (the steps
+/// of the plan approved), so a version-9 record means "every approval was of a whole plan". A
+/// version-9 host refuses a version-10 record as newer instead of calling it corrupt for a
+/// record it does not know.
 ///
 /// A version-6 host refuses a version-7 record as newer ("upgrade this host") instead of calling
 /// it corrupt for a field it does not know, or dropping one.

@@ -350,6 +350,9 @@ pub enum Answer {
     /// target (`1`, `2`, ...) or its mode id typed alone: approve to that target (its index in
     /// the list, from 0).
     ApproveTo(usize),
+    /// `y` (or `yes`) followed by a list of step numbers (`y 1-3,5`): approve only those steps
+    /// of the plan ([`Decision::steps`], the list read by [`Decision::parse_steps`]).
+    ApproveSteps(Vec<u64>),
     /// `n` or `no` (any case): reject without feedback.
     Reject,
     /// Any other text: reject, with the text (trimmed) as feedback for the model.
@@ -434,13 +437,18 @@ const DECISION_WORDS: &[&str] = &[
 /// that looks like a decision ([`Answer::Unclear`]: `approve`, `approved`, `ok`, `okay`,
 /// `accept`, `reject`, `deny`, `lgtm`, `sure`, `y.`, ...) asks again with a hint; a blank line
 /// asks again; a line of numbers alone (`2`, `1,3`: the habit of a numbered question) asks
-/// again with a hint; any other text rejects with that text as feedback.
+/// again with a hint; `y` (or `yes`) followed by a list of step numbers (`y 1-3,5`) approves
+/// only those steps ([`Answer::ApproveSteps`]; a list that does not read asks again, saying
+/// why); any other text rejects with that text as feedback.
 ///
 /// # Examples
 /// ```
 /// use agent_controller::terminal::{Answer, read_answer};
 /// assert_eq!(read_answer(" Yes\n"), Answer::Approve);
 /// assert_eq!(read_answer("n"), Answer::Reject);
+/// assert_eq!(read_answer("y 1-3,5"), Answer::ApproveSteps(vec![1, 2, 3, 5]));
+/// assert!(matches!(read_answer("y 3-1"), Answer::Unclear(_)));
+/// assert_eq!(read_answer("yes, add tests"), Answer::Feedback("yes, add tests".to_owned()));
 /// assert!(matches!(read_answer("approve"), Answer::Unclear(_)));
 /// assert!(matches!(read_answer("OK!"), Answer::Unclear(_)));
 /// assert_eq!(read_answer("add tests\n"), Answer::Feedback("add tests".to_owned()));
@@ -493,6 +501,14 @@ pub fn read_answer_among(line: &str, targets: &[&str]) -> Answer {
         "y" | "yes" => return Answer::Approve,
         "n" | "no" => return Answer::Reject,
         _ => {}
+    }
+    if let Some(steps) = read_steps(text) {
+        return match steps {
+            Ok(steps) => Answer::ApproveSteps(steps),
+            Err(why) => Answer::Unclear(format!(
+                "{why}; type y followed by the steps to approve (y 1-3,5), y to approve the whole plan, n to reject, or a sentence of feedback"
+            )),
+        };
     }
     if targets.len() > 1 {
         if let Some(at) = targets.iter().position(|t| *t == text) {
@@ -548,6 +564,24 @@ pub fn read_answer_among(line: &str, targets: &[&str]) -> Answer {
         ));
     }
     Answer::Feedback(text.to_owned())
+}
+
+/// `y LIST` / `yes LIST`, `LIST` step numbers and ranges (digits, `-`, `,` and blanks alone):
+/// the steps as [`Decision::parse_steps`] reads them; `None` for any other line (`yes, add
+/// tests` is feedback, as before).
+fn read_steps(text: &str) -> Option<Result<Vec<u64>, String>> {
+    let (key, rest) = text.split_once(char::is_whitespace)?;
+    let rest = rest.trim();
+    let listed = !rest.is_empty()
+        && rest
+            .chars()
+            .all(|c| c.is_ascii_digit() || c == '-' || c == ',' || c.is_whitespace());
+    (matches!(key.to_lowercase().as_str(), "y" | "yes") && listed).then(|| {
+        Decision::parse_steps(rest).map_err(|e| match e {
+            crate::SessionError::PlanSteps(why) => why,
+            other => other.to_string(),
+        })
+    })
 }
 
 /// Whether `text` is numbers alone: digits, with commas, blanks or dots between them (`2`,
@@ -1429,6 +1463,13 @@ impl PlanQuestion<'_> {
         if !edited && self.commentable.is_some() {
             extra.push_str("  [c LINE TEXT] comment on a line (c numbers them)");
         }
+        if !edited
+            && self
+                .commentable
+                .is_some_and(|text| crate::machine::tasks::plan_steps(text).numbers.len() > 1)
+        {
+            extra.push_str("  [y 1-3,5] approve only those steps");
+        }
         if !edited && !self.switchable.is_empty() {
             let ids: Vec<&str> = self.switchable.iter().map(|m| m.id()).collect();
             extra.push_str(&format!(
@@ -1505,7 +1546,12 @@ impl PlanQuestion<'_> {
             }
         }
         let answer = read_answer_among(line, &ids);
-        if !comments.is_empty() && matches!(answer, Answer::Approve | Answer::ApproveTo(_)) {
+        if !comments.is_empty()
+            && matches!(
+                answer,
+                Answer::Approve | Answer::ApproveTo(_) | Answer::ApproveSteps(_)
+            )
+        {
             let _ = writeln!(
                 out,
                 "you hold {} comment(s): comments go with a rejection, so type n (or feedback) to reject with them, or d to drop them and answer again",
@@ -1523,6 +1569,17 @@ impl PlanQuestion<'_> {
             }
             (Answer::Approve, None) => Decision::approve(),
             (Answer::ApproveTo(at), None) => Decision::approve().to(ids[at]),
+            (Answer::ApproveSteps(steps), None) => {
+                // Checked against the plan shown, as the session will: a step it lacks asks
+                // again instead of failing the decision.
+                if let Some(text) = self.commentable
+                    && let Err(why) = crate::machine::steps::choose(text, &steps)
+                {
+                    let _ = writeln!(out, "the steps cannot be approved: {why}");
+                    return None;
+                }
+                Decision::approve().steps(steps)
+            }
             (Answer::Reject, None) => Decision::reject(),
             (Answer::Feedback(text), None) => Decision::reject_with(text),
             (Answer::Unclear(hint), None) => {

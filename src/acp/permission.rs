@@ -32,6 +32,9 @@ pub(crate) enum Verdict {
         to: Option<String>,
         /// Always allow the tool until the mode changes (tool calls only).
         always: bool,
+        /// A plan's steps approved, when the client named some (`_meta.steps` of the selected
+        /// outcome, [`Offer::answer`]): only those ([`Decision::steps`]).
+        steps: Option<Vec<u64>>,
     },
     /// Reject: the plan is not approved (the mode stays), the tool call does not run, the
     /// question is not answered (the tool is told the user declined).
@@ -44,6 +47,8 @@ pub(crate) enum Verdict {
 #[derive(Debug, Clone)]
 pub(crate) struct Offer {
     pub(crate) options: Vec<(PermissionOption, Verdict)>,
+    /// The plan the options decide, against which steps a client names are checked.
+    pub(crate) plan: Option<Box<PendingPlan>>,
 }
 
 /// How the client answered a permission request.
@@ -78,6 +83,7 @@ impl Offer {
                 let verdict = Verdict::Approve {
                     to: Some(mode.id().to_owned()),
                     always: false,
+                    steps: None,
                 };
                 (option, verdict)
             })
@@ -90,7 +96,10 @@ impl Offer {
             ),
             Verdict::Reject,
         ));
-        Self { options }
+        Self {
+            options,
+            plan: Some(Box::new(plan.clone())),
+        }
     }
 
     /// The options of a tool call that waits for approval: run it once, run it and always allow
@@ -104,6 +113,7 @@ impl Offer {
                 Verdict::Approve {
                     to: None,
                     always: false,
+                    steps: None,
                 },
             ),
             (
@@ -115,6 +125,7 @@ impl Offer {
                 Verdict::Approve {
                     to: None,
                     always: true,
+                    steps: None,
                 },
             ),
             (
@@ -126,7 +137,10 @@ impl Offer {
             options
                 .retain(|(_, verdict)| !matches!(verdict, Verdict::Approve { always: true, .. }));
         }
-        Self { options }
+        Self {
+            options,
+            plan: None,
+        }
     }
 
     /// The options as the request carries them.
@@ -136,7 +150,10 @@ impl Offer {
 
     /// What the client's response decides: the verdict of the option it selected, when that
     /// option was offered; an option id never offered is [`Answer::Unfit`]; anything else
-    /// decides nothing.
+    /// decides nothing. A plan's allow option selected with `_meta.steps` (a list of the plan's
+    /// step numbers, `{"steps": [1, 2, 3, 5]}`) approves only those steps, checked against
+    /// the plan by the library ([`crate::session::PendingDecision::check`]): a list that does not name its steps,
+    /// or steps with any other option, is [`Answer::Unfit`], saying why.
     pub(crate) fn answer(
         &self,
         response: Result<RequestPermissionResponse, agent_client_protocol::Error>,
@@ -153,10 +170,38 @@ impl Offer {
                             neutralize_line(&selected.option_id.to_string())
                         ))
                     },
-                    |(_, verdict)| Answer::Selected(verdict.clone()),
+                    |(_, verdict)| self.with_steps(verdict, selected.meta.as_ref()),
                 ),
             Ok(RequestPermissionOutcome::Cancelled) => Answer::Cancelled,
             Ok(_) | Err(_) => Answer::Undecided,
+        }
+    }
+}
+
+impl Offer {
+    /// `verdict`, with the steps `meta` names (`steps`) when the client named some.
+    fn with_steps(&self, verdict: &Verdict, meta: Option<&Meta>) -> Answer {
+        let Some(named) = meta.and_then(|m| m.get("steps")) else {
+            return Answer::Selected(verdict.clone());
+        };
+        let (Some(plan), Verdict::Approve { to: Some(to), .. }) = (&self.plan, verdict) else {
+            return Answer::Unfit(
+                "`_meta.steps` goes with an option that approves a plan".to_owned(),
+            );
+        };
+        let Ok(steps) = serde_json::from_value::<Vec<u64>>(named.clone()) else {
+            return Answer::Unfit(
+                "`_meta.steps` must be a list of the plan's step numbers, as [1, 2, 5]".to_owned(),
+            );
+        };
+        let decision = Decision::approve().to(to.clone()).steps(steps.clone());
+        match crate::session::PendingDecision::Plan((**plan).clone()).check(&decision) {
+            Ok(()) => Answer::Selected(Verdict::Approve {
+                to: Some(to.clone()),
+                always: false,
+                steps: Some(steps),
+            }),
+            Err(why) => Answer::Unfit(neutralize_line(&why.to_string()).into_owned()),
         }
     }
 }
@@ -166,6 +211,13 @@ impl Verdict {
     /// call's `argsSha256`, or the suspension's `payloadSha256`: what the request showed).
     pub(crate) fn decision(&self, sha256: &str, decided_by: &str) -> Decision {
         let decision = match self {
+            Verdict::Approve {
+                to: Some(mode),
+                steps: Some(steps),
+                ..
+            } => Decision::approve()
+                .to(mode.clone())
+                .steps(steps.iter().copied()),
             Verdict::Approve { to: Some(mode), .. } => Decision::approve().to(mode.clone()),
             Verdict::Approve { always: true, .. } => Decision::approve().always_allow(),
             Verdict::Approve { .. } => Decision::approve(),
@@ -198,7 +250,22 @@ pub(crate) fn plan_tool_call(tool_call_id: String, plan: &PendingPlan) -> ToolCa
         "path": submission.path,
         "revision": payload.revision,
         "targetModeIds": payload.target_mode_ids,
+        // The plan's numbered steps: an allow option selected with `_meta.steps` approves
+        // only those ([`Offer::answer`]).
+        "steps": numbered_steps(&submission.plan),
     })))
+}
+
+/// The plan's numbered steps as `{"number": N, "text": ...}`, by the plan's own numbers: the
+/// numbers `_meta.steps` names.
+fn numbered_steps(plan: &str) -> serde_json::Value {
+    let steps = crate::machine::tasks::plan_steps(plan);
+    steps
+        .numbers
+        .iter()
+        .zip(&steps.tasks)
+        .map(|(n, t)| json!({ "number": n, "text": t.content }))
+        .collect()
 }
 
 /// The `toolCall` of a waiting tool call's permission request: its tool, every argument whole

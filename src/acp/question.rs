@@ -132,7 +132,10 @@ fn choices(payload: &ToolSuspendPayload) -> Option<Offer> {
         PermissionOption::new(REJECT, DONT_ANSWER, PermissionOptionKind::RejectOnce),
         Verdict::Reject,
     ));
-    Some(Offer { options })
+    Some(Offer {
+        options,
+        plan: None,
+    })
 }
 
 /// The form `payload`'s answer takes, when elicitation can ask it: a flat object, or one

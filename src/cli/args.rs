@@ -656,6 +656,13 @@ pub(crate) struct DecisionArgs {
     /// (exit 2) and nothing changes.
     #[arg(long = "model-for-next", value_name = "ID", value_parser = parse_model_for_next)]
     pub(crate) model_for_next: Option<String>,
+    /// With --approve: approve only these steps of the plan, by the numbers the plan gives
+    /// them, as numbers and ranges (`1-3,5`): the next mode gets the plan with the other steps
+    /// marked as not approved, and the task list holds only these. A step the plan does not
+    /// have, a step named twice or a list that does not read is refused (exit 2) and nothing
+    /// changes.
+    #[arg(long, value_name = "LIST", value_parser = parse_steps)]
+    pub(crate) steps: Option<StepList>,
     /// `decide --always` (a flag of `decide` alone, copied here: [`DecideArgs::always`]).
     #[arg(skip)]
     pub(crate) always: bool,
@@ -695,6 +702,18 @@ pub(crate) fn parse_comment(text: &str) -> Result<PlanComment, String> {
         text: said.trim().to_owned(),
     })
 }
+
+/// `--steps LIST`: step numbers and ranges (`1-3,5`), as [`Decision::parse_steps`] reads them
+/// (whether the plan has those steps is the library's check, against the plan that waits).
+pub(crate) fn parse_steps(text: &str) -> Result<StepList, String> {
+    agent_controller::Decision::parse_steps(text)
+        .map(StepList)
+        .map_err(|e| e.to_string())
+}
+
+/// The step numbers `--steps` names, in one value (clap reads a bare `Vec` as many).
+#[derive(Debug, Clone)]
+pub(crate) struct StepList(pub(crate) Vec<u64>);
 
 /// `--model-for-next ID`: a model spec this build can open (as an approval would open it), so
 /// a bad one is a usage error (exit 2) before anything runs, not a failed approval after the

@@ -43,6 +43,7 @@ pub(crate) fn decide(mut args: DecideArgs) -> Outcome {
             edited: None,
             comments: Vec::new(),
             model_for_next: None,
+            steps: None,
         };
         let waiting = waiting(&session);
         if waiting.is_empty() {

@@ -117,6 +117,7 @@ impl From<SessionError> for Failure {
             | SessionError::MalformedDecision(_)
             | SessionError::InvalidAnswer { .. }
             | SessionError::PlanComment(_)
+            | SessionError::PlanSteps(_)
             | SessionError::UnknownModel { .. }
             | SessionError::InvalidSessionId(_)
             | SessionError::WrongWorkspace { .. }

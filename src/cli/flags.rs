@@ -95,6 +95,9 @@ impl DecisionArgs {
                 if let (true, Some(model)) = (self.approve, &self.model_for_next) {
                     decision = decision.model(model);
                 }
+                if let (true, Some(steps)) = (self.approve, &self.steps) {
+                    decision = decision.steps(steps.0.iter().copied());
+                }
             }
         }
         Some(self.signed(decision))
@@ -396,6 +399,13 @@ const FLAGS: &[FlagRule] = &[
         flag: "--model-for-next",
         given: |a| a.model_for_next.is_some(),
         verdicts: &[Approve, Prompt],
+        kinds: &[Plan],
+        verdict: false,
+    },
+    FlagRule {
+        flag: "--steps",
+        given: |a| a.steps.is_some(),
+        verdicts: &[Approve],
         kinds: &[Plan],
         verdict: false,
     },

@@ -20,6 +20,9 @@ pub(crate) struct Checked {
     pub(crate) edited: Option<PlanSubmission>,
     /// The comments of a rejection, resolved to the lines they quote.
     pub(crate) comments: Vec<QuotedComment>,
+    /// The steps an approval of some of the plan's steps approves, checked against the plan
+    /// shown ([`Decision::steps`]).
+    pub(crate) steps: Option<super::steps::StepChoice>,
 }
 
 /// Checks that `decision` may be applied to `pending`, and resolves what it names; changes
@@ -34,7 +37,9 @@ pub(crate) struct Checked {
 /// - A plan: a `targetModeId` or an edit goes with an approval only
 ///   ([`SessionError::MalformedDecision`]); the target must be one the plan lists
 ///   ([`SessionError::TargetNotAllowed`]); the edit obeys the plan limits
-///   ([`SessionError::EditedPlan`]: validated here, once); an approval must still be possible
+///   ([`SessionError::EditedPlan`]: validated here, once); `steps` go with an approval of the
+///   plan shown, not with an edit, and name its steps ([`SessionError::PlanSteps`]); an
+///   approval must still be possible
 ///   under the current config ([`SessionError::ConfigChanged`]).
 ///
 /// # Errors
@@ -62,6 +67,7 @@ pub(crate) fn check(
             target: None,
             edited: None,
             comments: Vec::new(),
+            steps: None,
         });
     }
     if decision.action == DecisionAction::Answered || decision.answer.is_some() {
@@ -98,6 +104,11 @@ pub(crate) fn check(
         PendingDecision::ToolCall(_) if !decision.comments.is_empty() => {
             return malformed(
                 "a tool-call decision carries no plan comments: `comments` go with a plan",
+            );
+        }
+        PendingDecision::ToolCall(_) if decision.steps.is_some() => {
+            return malformed(
+                "a tool-call decision names no steps: `steps` go with the approval of a plan",
             );
         }
         PendingDecision::ToolCall(_) if decision.model.is_some() => {
@@ -145,6 +156,7 @@ pub(crate) fn check(
             target: None,
             edited: None,
             comments: Vec::new(),
+            steps: None,
         });
     };
     if rejected && decision.to.is_some() {
@@ -155,6 +167,16 @@ pub(crate) fn check(
     }
     if rejected && decision.model.is_some() {
         return malformed("a rejection names no model: `model` goes with an approval");
+    }
+    if rejected && decision.steps.is_some() {
+        return malformed(
+            "a rejection names no steps: `steps` go with an approval (of only those steps)",
+        );
+    }
+    if decision.steps.is_some() && decision.plan.is_some() {
+        return malformed(
+            "an approval of some steps approves steps of the plan shown: edit the plan (`plan`) or name its `steps`, not both",
+        );
     }
     if !rejected && !decision.comments.is_empty() {
         return malformed(
@@ -181,6 +203,13 @@ pub(crate) fn check(
         ),
         None => None,
     };
+    let steps = match &decision.steps {
+        Some(chosen) => Some(
+            super::steps::choose(&plan.payload.submission.plan, chosen)
+                .map_err(SessionError::PlanSteps)?,
+        ),
+        None => None,
+    };
     if let (false, Some(reason)) = (rejected, &plan.stale) {
         return Err(SessionError::ConfigChanged(reason.clone()));
     }
@@ -188,6 +217,7 @@ pub(crate) fn check(
         target: Some(target),
         edited,
         comments,
+        steps,
     })
 }
 
@@ -223,9 +253,10 @@ fn check_suspension(
         || decision.plan.is_some()
         || decision.model.is_some()
         || !decision.comments.is_empty()
+        || decision.steps.is_some()
     {
         return malformed(format!(
-            "a decision on `{name}`'s suspension names no target mode, edited plan, model or comments: they go with a plan"
+            "a decision on `{name}`'s suspension names no target mode, edited plan, model, comments or steps: they go with a plan"
         ));
     }
     if decision.always_allow || decision.scope.is_some() || decision.allow.is_some() {
@@ -379,7 +410,8 @@ impl PendingDecision {
     /// - A plan: no `alwaysAllow`; a `targetModeId` (with an approval only) must be one the plan
     ///   lists; an edited plan (with an approval only) obeys the plan limits; a `model` goes
     ///   with an approval only; `comments` go with a rejection only, each on a line of the plan
-    ///   shown; an approval must still be possible under the current config.
+    ///   shown; `steps` go with an approval of the plan shown (not an edit), each naming one of
+    ///   its steps once; an approval must still be possible under the current config.
     /// - A tool call: no `targetModeId`, no edited plan, no `model`, no `comments`, no
     ///   `alwaysAllow` with a rejection, nor on a call an `ask` rule made wait
     ///   ([`crate::event::ToolCallPayload::rule`]).
@@ -388,7 +420,8 @@ impl PendingDecision {
     /// [`SessionError::MalformedDecision`], [`SessionError::Sha256Mismatch`],
     /// [`SessionError::ArgsSha256Mismatch`], [`SessionError::TargetNotAllowed`],
     /// [`SessionError::EditedPlan`], [`SessionError::PlanComment`] (a comment on a line the plan
-    /// lacks, a blank one, too many), [`SessionError::ConfigChanged`]. A model the approval names
+    /// lacks, a blank one, too many), [`SessionError::PlanSteps`] (steps the plan lacks, named
+    /// twice, none), [`SessionError::ConfigChanged`]. A model the approval names
     /// ([`Decision::model`]) is not checked here: the session asks the host's chooser when it
     /// applies the approval ([`SessionError::UnknownModel`], from [`crate::Session::decide`]).
     ///

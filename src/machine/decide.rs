@@ -120,6 +120,12 @@ impl Change<'_> {
         };
         let edited = checked.edited;
         let comments = checked.comments;
+        // An approval of some steps: the next mode gets the plan shown with the others marked,
+        // and its task list only the approved ones (an approval of all of them is of the plan).
+        let chosen = checked
+            .steps
+            .filter(|_| decision.action == DecisionAction::Approved);
+        let partial = chosen.as_ref().filter(|c| c.is_partial());
         // Comments on plan lines reach the model after the feedback, each with its line; a
         // rejection with comments asks for a revision as one with feedback does.
         let revise_with = match (feedback, comments.is_empty()) {
@@ -141,14 +147,21 @@ impl Change<'_> {
             && self.state.revisions(&run_id) >= max_revisions;
         let (result, outcome) = match (decision.action, feedback) {
             (DecisionAction::Approved, _) => (
-                match &edited {
-                    Some(edited) => plan::edited_approved_result(
+                match (&edited, partial) {
+                    (Some(edited), _) => plan::edited_approved_result(
                         &pending.payload.submission,
                         edited,
                         feedback,
                         notice.as_deref(),
                     ),
-                    None => plan::approved_result(
+                    (None, Some(choice)) => plan::steps_approved_result(
+                        &pending.payload.submission,
+                        &choice.mark(&pending.payload.submission.plan),
+                        &choice.told(),
+                        feedback,
+                        notice.as_deref(),
+                    ),
+                    (None, None) => plan::approved_result(
                         &pending.payload.submission,
                         feedback,
                         notice.as_deref(),
@@ -182,7 +195,11 @@ impl Change<'_> {
             })
             .map(|_| {
                 let approved = edited.as_ref().unwrap_or(&pending.payload.submission);
-                super::tasks::plan_steps(&approved.plan)
+                let steps = super::tasks::plan_steps(&approved.plan);
+                match partial {
+                    Some(choice) => steps.only(choice),
+                    None => steps,
+                }
             })
             .filter(|steps| !steps.tasks.is_empty() || !self.state.tasks.is_empty());
         // The files the approved text declares (the user's edit declares its own), which the
@@ -207,6 +224,7 @@ impl Change<'_> {
         );
         record.comments = comments;
         record.model = decision.model.clone();
+        record.steps = chosen.map(|c| c.approved).unwrap_or_default();
         let (record_id, record_by, record_at) = (
             record.decision_id.clone(),
             record.decided_by.clone(),

@@ -94,8 +94,8 @@ impl DecisionAction {
         description = "A host's decision on a pending plan (`submit_plan`) or on a tool \
         call waiting for approval (`requireApproval`), as `Session::resume_json` and \
         `Session::decide_json` take it. Only `action` is required; unknown fields are refused. \
-        `feedback`, `sha256` and `decidedBy` apply to any decision; `targetModeId`, `plan` and \
-        `model` to the approval of a plan, `comments` to its rejection; `alwaysAllow` (with its \
+        `feedback`, `sha256` and `decidedBy` apply to any decision; `targetModeId`, `plan`, \
+        `model` and `steps` to the approval of a plan, `comments` to its rejection; `alwaysAllow` (with its \
         `scope` and its narrowing pattern `allow`) to the approval of a tool call; `answer` to \
         `\"action\": \"answered\"`, the answer to a call its tool suspended. Anything else \
         is refused with `MalformedDecision` and changes nothing."
@@ -167,6 +167,15 @@ pub struct Decision {
     /// mode. Refused on a rejection and on a tool call, and when the host cannot build it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// With the approval of a plan: the numbers of the steps approved (`steps`,
+    /// [`Decision::steps`]), as the plan numbers them (`1. ...`, `2. ...`; its
+    /// [`SuspendPayload::steps`]); the others are not approved. The next mode gets the plan
+    /// with the other steps marked as not approved, and the task list holds only these. Left
+    /// out, the whole plan is approved. Each number must name exactly one of the plan's steps,
+    /// once; an empty list, a rejection or an edited plan with `steps`, and a tool call are
+    /// refused ([`SessionError::PlanSteps`], [`SessionError::MalformedDecision`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<Vec<u64>>,
     /// With `"action": "answered"`: the answer to a call its tool suspended (a question of
     /// `ask_user`, or a tool's own form), any JSON that fits the schema the call suspended with
     /// ([`Decision::answer`]). Refused with any other action and on a plan or a tool call.
@@ -257,6 +266,7 @@ impl Decision {
             comments: Vec::new(),
             model: None,
             answer: None,
+            steps: None,
         }
     }
 
@@ -526,6 +536,52 @@ impl Decision {
     pub fn model(mut self, id: impl Into<String>) -> Self {
         self.model = Some(id.into());
         self
+    }
+
+    /// The same approval, of only the plan's steps numbered `steps` (as the plan numbers them:
+    /// `1. ...`, `2. ...`): the next mode gets the plan with its other steps marked as not
+    /// approved and told which ("Approved steps: 1, 2, 3, 5; not approved: 4"), the task list
+    /// (where the mode has the task tools) holds only these, the decision's record keeps them
+    /// ([`crate::event::DecidedRecord::steps`]), and a [`Decision::with_sha256`] pin still names
+    /// the plan shown. A number that names no step of the plan (or two: a plan that numbers two
+    /// steps alike), a number named twice and an empty list are refused
+    /// ([`SessionError::PlanSteps`]); steps with a rejection, with an edited plan or on a tool
+    /// call ([`SessionError::MalformedDecision`]). Each changes nothing.
+    /// [`Decision::parse_steps`] reads the list as a person types it (`1-3,5`).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::Decision;
+    /// let decision = Decision::approve().steps([1, 2, 3, 5]);
+    /// assert_eq!(
+    ///     serde_json::to_value(&decision).unwrap(),
+    ///     serde_json::json!({ "action": "approved", "steps": [1, 2, 3, 5] }),
+    /// );
+    /// ```
+    pub fn steps(mut self, steps: impl IntoIterator<Item = u64>) -> Self {
+        self.steps = Some(steps.into_iter().collect());
+        self
+    }
+
+    /// Reads a list of step numbers as a person types it: numbers and ranges separated by
+    /// commas (`1-3,5` is 1, 2, 3 and 5; spaces around the parts are ignored), for
+    /// [`Decision::steps`]. Whether the plan has those steps is checked when the decision is
+    /// (by [`crate::session::PendingDecision::check`] and every way to decide).
+    ///
+    /// # Errors
+    /// [`SessionError::PlanSteps`], saying which part, for an empty list or part, anything
+    /// but digits and `-`, 0, a number of more than nine digits, a range backwards (`5-3`), and
+    /// more than [`MAX_TASKS`](crate::tool::tasks::MAX_TASKS) numbers in all.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::Decision;
+    /// assert_eq!(Decision::parse_steps("1-3, 5").unwrap(), [1, 2, 3, 5]);
+    /// assert!(Decision::parse_steps("3-1").is_err());
+    /// assert!(Decision::parse_steps("1-99999").is_err());
+    /// ```
+    pub fn parse_steps(text: &str) -> Result<Vec<u64>, SessionError> {
+        super::steps::parse(text).map_err(SessionError::PlanSteps)
     }
 
     /// Parses resume data as a host sends it.

@@ -164,6 +164,12 @@ pub enum SessionError {
     /// or there are too many; nothing changed.
     #[error("the plan comment is refused: {0}")]
     PlanComment(String),
+    /// The steps an approval names ([`Decision::steps`](crate::Decision::steps),
+    /// [`Decision::parse_steps`](crate::Decision::parse_steps)) cannot be approved: a number
+    /// that names no step of the plan (or more than one), a number named twice, an empty list,
+    /// a list that does not read; nothing changed.
+    #[error("the steps cannot be approved: {0}")]
+    PlanSteps(String),
     /// The approval names a model for the next mode ([`Decision::model`](crate::Decision::model))
     /// that the host cannot build; nothing changed.
     #[error("the model `{model}` cannot be used: {reason}")]

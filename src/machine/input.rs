@@ -548,6 +548,7 @@ mod tests {
                 target: None,
                 edited: None,
                 comments: Vec::new(),
+                steps: None,
             },
             lacking: Vec::new(),
         }

@@ -439,6 +439,7 @@ pub(crate) fn plan_steps(plan: &str) -> PlanSteps {
         steps
             .tasks
             .push(Task::new(id, content, TaskStatus::Pending));
+        steps.numbers.push(number);
     }
     steps
 }
@@ -457,6 +458,11 @@ pub(crate) struct PlanSteps {
     pub(crate) cut: Vec<String>,
     /// The plan's number of the first step left out past [`MAX_TASKS`].
     pub(crate) left_out: Option<u64>,
+    /// The plan's own number of each step of `tasks`, in the same order.
+    pub(crate) numbers: Vec<u64>,
+    /// The plan's numbers of the steps the approval left out (it approved only some):
+    /// not in `tasks` ([`PlanSteps::only`]).
+    pub(crate) not_approved: Vec<u64>,
 }
 
 impl PlanSteps {
@@ -475,7 +481,11 @@ impl PlanSteps {
             1 => format!("id `{first}`"),
             _ => format!("ids `{first}` to `{last}`"),
         };
-        let mut text = if self.total > seeded {
+        let mut text = if !self.not_approved.is_empty() {
+            format!(
+                "The plan's approved steps are now your task list, all pending ({ids}), and only those."
+            )
+        } else if self.total > seeded {
             format!(
                 "Only the first {seeded} of the plan's {} numbered steps are now your task list, all pending ({ids}): a task list holds at most {MAX_TASKS} tasks.",
                 self.total
@@ -497,6 +507,12 @@ impl PlanSteps {
                 self.left_out.unwrap_or_default()
             ));
         }
+        if !self.not_approved.is_empty() {
+            text.push_str(&format!(
+                " The plan's steps {} were not approved: they are not in the list; do not carry them out.",
+                super::steps::list(&self.not_approved)
+            ));
+        }
         if !self.cut.is_empty() {
             let ids: Vec<String> = self.cut.iter().map(|id| format!("`{id}`")).collect();
             text.push_str(&format!(
@@ -505,6 +521,28 @@ impl PlanSteps {
             ));
         }
         text
+    }
+}
+
+impl PlanSteps {
+    /// The same steps, keeping only those `choice` approves: the list holds them alone, the
+    /// rest go to `not_approved` (steps past [`MAX_TASKS`] included: none is left to carry
+    /// out from the plan).
+    pub(crate) fn only(mut self, choice: &super::steps::StepChoice) -> Self {
+        let (mut tasks, mut numbers) = (Vec::new(), Vec::new());
+        for (task, number) in self.tasks.into_iter().zip(self.numbers) {
+            if choice.approved.contains(&number) {
+                tasks.push(task);
+                numbers.push(number);
+            }
+        }
+        self.cut.retain(|id| tasks.iter().any(|t| &t.id == id));
+        self.total = tasks.len();
+        self.left_out = None;
+        self.tasks = tasks;
+        self.numbers = numbers;
+        self.not_approved = choice.not_approved.clone();
+        self
     }
 }
 
@@ -524,7 +562,7 @@ fn step_id(number: u64, tasks: &[Task]) -> String {
 
 /// The number and text of a numbered step `line` (`1. text`, `2) text`, indented or not), the
 /// text trimmed; `None` when the line is no step or its text shows nothing.
-fn step_text(line: &str) -> Option<(u64, &str)> {
+pub(crate) fn step_text(line: &str) -> Option<(u64, &str)> {
     let trimmed = line.trim_start();
     let digits = trimmed.chars().take_while(char::is_ascii_digit).count();
     if digits == 0 || digits > 9 {

@@ -71,7 +71,7 @@ pub enum SessionErrorKind {
     /// The input cannot be used: a malformed decision, a target the plan does not list, an
     /// edited plan past the limits, a session id that cannot be stored
     /// ([`SessionError::MalformedDecision`], [`SessionError::TargetNotAllowed`],
-    /// [`SessionError::EditedPlan`], [`SessionError::PlanComment`],
+    /// [`SessionError::EditedPlan`], [`SessionError::PlanComment`], [`SessionError::PlanSteps`],
     /// [`SessionError::InvalidSessionId`], and [`SessionError::Store`] with the store's
     /// [`StoreError::InvalidId`]).
     InvalidInput,
@@ -131,6 +131,7 @@ impl SessionError {
             | E::TargetNotAllowed { .. }
             | E::EditedPlan(_)
             | E::PlanComment(_)
+            | E::PlanSteps(_)
             | E::UnknownModel { .. }
             | E::InvalidSessionId(_) => K::InvalidInput,
             E::NotSuspended(_)

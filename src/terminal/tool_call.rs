@@ -98,6 +98,8 @@ pub fn read_tool_answer(line: &str) -> ToolAnswer {
     }
     match read_answer(text) {
         Answer::Approve | Answer::ApproveTo(_) => ToolAnswer::Approve,
+        // Steps go with a plan: at a tool call, `y 1` is feedback as before.
+        Answer::ApproveSteps(_) => ToolAnswer::Feedback(line.trim().to_owned()),
         Answer::Reject => ToolAnswer::Reject,
         Answer::Feedback(text) => ToolAnswer::Feedback(text),
         Answer::Unclear(_) => ToolAnswer::Unclear(format!(

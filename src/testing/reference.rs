@@ -3284,6 +3284,7 @@ impl ReferenceSession {
                     comments: Vec::new(),
                     model: None,
                     answer: None,
+                    steps: None,
                 };
                 let host_action = waiting.host_action(*by_id, decision);
                 let refused = |r| (host_action.clone(), Vec::new(), Outcome::Refused(r));

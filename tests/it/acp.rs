@@ -1388,3 +1388,45 @@ availableTools = ["read_file", "subagent"]
         assert!(ended, "{id} ended: {before:#?}");
     }
 }
+
+/// Issue 40: a plan's permission request lists its steps by the plan's numbers
+/// (`_meta.agentController.steps`); an allow option selected with `_meta.steps` approves only
+/// those, checked by the library: a step the plan lacks is refused and asked again, saying why,
+/// and the record of the approval keeps the steps.
+#[test]
+fn an_allow_option_with_steps_in_its_meta_approves_only_those_steps() {
+    let ws = workspace(MODES);
+    let store = ws.path().join("st");
+    let mut agent = Agent::start(ws.path(), &["--store", store.to_str().expect("utf-8")], &[]);
+    let (session, _) = agent.open(ws.path());
+    let prompt = agent.prompt(&session, "Add dark mode");
+    let (request, _) = agent.until_method("session/request_permission");
+    let steps = &request["params"]["toolCall"]["_meta"]["agentController"]["steps"];
+    assert_eq!(steps[0]["number"], 1, "{steps}");
+    assert_eq!(steps.as_array().map(Vec::len), Some(3), "{steps}");
+    agent.respond(
+        &request["id"],
+        json!({ "outcome": { "outcome": "selected", "optionId": "switch:build", "_meta": { "steps": [1, 9] } } }),
+    );
+    let (again, _) = agent.until_method("session/request_permission");
+    let shown = again["params"]["toolCall"]["content"].to_string();
+    assert!(
+        shown.contains("was not taken") && shown.contains("no step 9"),
+        "{shown}"
+    );
+    agent.respond(
+        &again["id"],
+        json!({ "outcome": { "outcome": "selected", "optionId": "switch:build", "_meta": { "steps": [1, 3] } } }),
+    );
+    let (response, after) = agent.response(prompt);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response:#}");
+    assert_eq!(mode_updates(&after), ["build"]);
+    assert_eq!(agent.close(), 0);
+    let record = std::fs::read_dir(&store)
+        .expect("store")
+        .filter_map(|e| std::fs::read_to_string(e.expect("entry").path()).ok())
+        .find(|t| t.contains(&session))
+        .expect("the session's record");
+    let record: Value = serde_json::from_str(&record).expect("json");
+    assert_eq!(record["history"][0]["steps"], json!([1, 3]), "{record}");
+}

@@ -152,7 +152,7 @@ your comments on revision 1:
   line 6: 3. Add tests for it and run the whole suite.
     and the docs
 Approve this plan and switch to ● Build (build)?
-[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [s MODE] switch to build, not approving
+[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [y 1-3,5] approve only those steps  [s MODE] switch to build, not approving
 > 
 "#]],
     );
@@ -275,7 +275,7 @@ suspended: session [SESSION] run run_1 decision decision_2
 (plan file .agent/plans/add-dark-mode.md, sha256 [SHA12]...)
 workspace: [WORKSPACE] (where an approval carries the run on)
 Approve this plan and switch to ● Build (build)?
-[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [s MODE] switch to build, not approving
+[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [y 1-3,5] approve only those steps  [s MODE] switch to build, not approving
 >    1  # Add dark mode
    2  
    3  ## Steps
@@ -284,17 +284,17 @@ Approve this plan and switch to ● Build (build)?
    6  3. Add tests for it and run the whole suite.
 (type c LINE TEXT to comment on a line; n or feedback then rejects with your comments)
 Approve this plan and switch to ● Build (build)?
-[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [s MODE] switch to build, not approving
+[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [y 1-3,5] approve only those steps  [s MODE] switch to build, not approving
 > line 7 is not a line of the plan (lines 1 to 6): nothing is kept
 Approve this plan and switch to ● Build (build)?
-[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [s MODE] switch to build, not approving
+[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [y 1-3,5] approve only those steps  [s MODE] switch to build, not approving
 > comment 1 on line 4 (1. Read the code this change touches.): staging first
 (n or feedback rejects with your comments; d drops them)
 Approve this plan and switch to ● Build (build)?
-[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [s MODE] switch to build, not approving
+[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [y 1-3,5] approve only those steps  [s MODE] switch to build, not approving
 > you hold 1 comment(s): comments go with a rejection, so type n (or feedback) to reject with them, or d to drop them and answer again
 Approve this plan and switch to ● Build (build)?
-[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [s MODE] switch to build, not approving
+[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [y 1-3,5] approve only those steps  [s MODE] switch to build, not approving
 > 
 revision 2 of the plan "Add dark mode", changes since revision 1 (sha256 [SHA12]...):
 --- revision 1
@@ -312,7 +312,7 @@ your comments on revision 1:
   line 4: 1. Read the code this change touches.
     staging first
 Approve this plan and switch to ● Build (build)?
-[y]es approve  [n]o reject  or type feedback to reject with it  [p] show the whole plan  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [s MODE] switch to build, not approving
+[y]es approve  [n]o reject  or type feedback to reject with it  [p] show the whole plan  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [y 1-3,5] approve only those steps  [s MODE] switch to build, not approving
 > 
 end of input: the plan is not approved; the mode stays `plan`
 the plan stays pending; decide later with: agent-controller decide --store st [SESSION] --decision decision_2 (--approve [--to MODE] | --reject) [--feedback TEXT]

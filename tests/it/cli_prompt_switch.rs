@@ -63,16 +63,16 @@ mode: build
 (plan file .agent/plans/add-dark-mode.md, sha256 [SHA12]...)
 workspace: [WORKSPACE] (where an approval carries the run on)
 Approve this plan and switch to ● Build (build)?
-[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [s MODE] switch to build, not approving
+[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [y 1-3,5] approve only those steps  [s MODE] switch to build, not approving
 > switch to which mode? type s and one of build (the plan is then not approved)
 Approve this plan and switch to ● Build (build)?
-[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [s MODE] switch to build, not approving
+[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [y 1-3,5] approve only those steps  [s MODE] switch to build, not approving
 > `nope` is not a mode to switch to: type s and one of build (the plan is then not approved), or answer the plan
 Approve this plan and switch to ● Build (build)?
-[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [s MODE] switch to build, not approving
+[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [y 1-3,5] approve only those steps  [s MODE] switch to build, not approving
 > `Build` is not a mode to switch to (did you mean `build`? (mode ids are case-sensitive)): type s and one of build (the plan is then not approved), or answer the plan
 Approve this plan and switch to ● Build (build)?
-[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [s MODE] switch to build, not approving
+[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [y 1-3,5] approve only those steps  [s MODE] switch to build, not approving
 > mode plan -> build (switched by hand at the prompt)
   the plan decision_1 (Add dark mode) counts as not approved; the model is told when the session runs next
 
@@ -134,7 +134,7 @@ mode: build
 (plan file .agent/plans/add-dark-mode.md, sha256 [SHA12]...)
 workspace: [WORKSPACE] (where an approval carries the run on)
 Approve this plan and switch to ● Build (build)?
-[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [s MODE] switch to build, not approving
+[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [y 1-3,5] approve only those steps  [s MODE] switch to build, not approving
 > mode plan -> build (switched by hand at the prompt)
   the plan decision_1 (Add dark mode) counts as not approved; the model is told when the session runs next
 
@@ -212,7 +212,7 @@ mode: plan
 (plan file .agent/plans/add-dark-mode.md, sha256 [SHA12]...)
 workspace: [WORKSPACE] (where an approval carries the run on)
 Approve this plan and switch to ● Build (build)?
-[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [s MODE] switch to build, not approving
+[y]es approve  [n]o reject  or type feedback to reject with it  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [y 1-3,5] approve only those steps  [s MODE] switch to build, not approving
 > 
 revision 2 of the plan "Add dark mode", changes since revision 1 (sha256 [SHA12]...):
 --- revision 1
@@ -227,7 +227,7 @@ revision 2 of the plan "Add dark mode", changes since revision 1 (sha256 [SHA12]
 (plan file .agent/plans/add-dark-mode.md, sha256 [SHA12]...)
 workspace: [WORKSPACE] (where an approval carries the run on)
 Approve this plan and switch to ● Build (build)?
-[y]es approve  [n]o reject  or type feedback to reject with it  [p] show the whole plan  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [s MODE] switch to build, not approving
+[y]es approve  [n]o reject  or type feedback to reject with it  [p] show the whole plan  [e] edit the plan  [m MODEL] approve with another model  [c LINE TEXT] comment on a line (c numbers them)  [y 1-3,5] approve only those steps  [s MODE] switch to build, not approving
 > 
 "##]],
     );

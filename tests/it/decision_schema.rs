@@ -75,6 +75,7 @@ fn the_decision_schema_names_every_field_with_a_description_and_no_other() {
             "plan",
             "scope",
             "sha256",
+            "steps",
             "targetModeId"
         ]
     );
@@ -95,7 +96,8 @@ fn the_decision_schema_names_every_field_with_a_description_and_no_other() {
             "src/**",
         ))
         .comment(4, "staging first")
-        .model("openai/gpt-4o-mini");
+        .model("openai/gpt-4o-mini")
+        .steps([1, 3]);
     full.answer = Some(Box::new(json!("staging")));
     let written = serde_json::to_value(&full).expect("to_value");
     let mut written: Vec<&str> = written
@@ -584,6 +586,7 @@ fn decided_records_validate_and_unknown_fields_do_not() {
         rule: None,
         feedback: None,
         subagent: None,
+        steps: vec![1, 3],
     };
     let value = serde_json::to_value(&record).expect("to_value");
     assert!(errors(&schema, &value).is_empty(), "{value}");
@@ -731,6 +734,7 @@ fn the_guide_field_table_lists_every_decision_field() {
             "allow",
             "comments",
             "model",
+            "steps",
             "answer"
         ]
     );

@@ -346,6 +346,33 @@ fn a_plan_approved_over_http_moves_the_session_to_its_target() {
     }
 }
 
+/// Issue 40: the decision body's `steps` passes through: a step the plan lacks is 422 and the
+/// plan still waits; steps it has approve only those, and the decision taken names them.
+#[test]
+fn a_decision_body_with_steps_approves_only_those_steps() {
+    let ws = Workspace::new();
+    let served = Served::start(&ws, &ws.path().join("sessions").display().to_string());
+    runtime().block_on(async {
+        let (session, entry) = served.plan_waiting().await;
+        let path = format!(
+            "/v1/sessions/{session}/decisions/{}",
+            entry["decisionId"].as_str().expect("as expected")
+        );
+        let missing = json!({ "action": "approved", "steps": [1, 9] }).to_string();
+        let (status, why) = served.post(&path, &missing).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{why}");
+        assert!(why.to_string().contains("no step 9"), "{why}");
+        let still = served.waiting_in(&session).await;
+        assert_eq!(still["decisionId"], entry["decisionId"]);
+        let some =
+            json!({ "action": "approved", "steps": [1, 3], "sha256": entry["sha256"] }).to_string();
+        let (status, taken) = served.post(&path, &some).await;
+        assert_eq!(status, StatusCode::OK, "{taken}");
+        assert_eq!(taken["decision"]["steps"], json!([1, 3]), "{taken}");
+        assert_eq!(taken["modeId"], "build", "{taken}");
+    });
+}
+
 #[test]
 fn of_two_clients_racing_on_one_decision_exactly_one_wins() {
     let ws = Workspace::new();

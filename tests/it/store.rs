@@ -1633,7 +1633,7 @@ async fn a_version_8_plan_with_a_files_section_grants_nothing_when_approved() {
     let store = Arc::new(FileStore::open(&dir).expect("store"));
     let record = store.load(&id).await.expect("load").expect("exists");
     assert_eq!(record.schema_version, SCHEMA_VERSION);
-    assert_eq!(SCHEMA_VERSION, 9);
+    assert_eq!(SCHEMA_VERSION, 10);
     let model = Arc::new(ReplayModel::new([ReplayModel::text("building")]));
     let controller = controller_with(PLAN_BUILD, &ws, model, store.clone());
     let mut session = controller
@@ -1656,7 +1656,7 @@ async fn a_version_8_plan_with_a_files_section_grants_nothing_when_approved() {
     let saved: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join(format!("{id}.json"))).expect("read"))
             .expect("json");
-    assert_eq!(saved["schemaVersion"], 9);
+    assert_eq!(saved["schemaVersion"], SCHEMA_VERSION);
 }
 
 /// A record of a newer schema (a later release, with fields this build does not know) is
