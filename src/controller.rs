@@ -1280,7 +1280,7 @@ impl AgentController {
     /// let explained = controller.explain("build", "write_file", args)?;
     /// assert_eq!(explained.outcome, Outcome::Deny);
     /// assert_eq!(explained.decided_by, Check::Rule(1));
-    /// assert_eq!(explained.at.as_deref(), Some("modes.toml:3:18"));
+    /// assert_eq!(explained.at.as_deref(), Some("modes.toml:3:19"));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn explain(
@@ -1332,7 +1332,7 @@ impl AgentController {
     ///     .build()?;
     /// let failed = controller.rule_test_errors();
     /// assert!(failed[0].to_string().starts_with(
-    ///     "modes.toml:9:10: rule test 1 expects `allow` for write_file in mode `build`, but explain says deny (by rule 1 at modes.toml:3:18)"
+    ///     "modes.toml:9:10: rule test 1 expects `allow` for write_file in mode `build`, but explain says deny (by rule 1 at modes.toml:3:19)"
     /// ));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
