@@ -30,6 +30,7 @@ mod mcp;
 mod on_timeout;
 mod owner;
 mod plan_scope;
+mod rule_tests;
 mod rules;
 #[cfg(feature = "schema")]
 pub(crate) mod schema;
@@ -185,6 +186,12 @@ pub enum ConfigErrorKind {
     /// A mode's `planScope` is not `ask`, `enforce` or `off`, or is set on a mode that plans
     /// nothing (no plan of it could declare a scope).
     InvalidPlanScope,
+    /// A `[[tests]]` entry is not valid: an unknown mode or tool, no tool, args that are not
+    /// a table ([`crate::explain::RuleTest`]).
+    InvalidRuleTest,
+    /// A `[[tests]]` entry fails: the mode does with its call something else than it
+    /// expects ([`crate::AgentController::rule_test_errors`]).
+    FailedRuleTest,
 }
 
 impl ConfigErrorKind {
@@ -553,6 +560,11 @@ struct RawConfig<'a> {
     /// never does more than its parent's mode allows.
     #[serde(default)]
     subagents: Vec<subagents::RawSubagent<'a>>,
+    /// Rule tests: a tool call, the mode it is made in, and what that mode must do with it
+    /// (`expect`); `check` and `verify` run each, and report a failing one at its `expect`
+    /// (guide: rules).
+    #[serde(default)]
+    tests: Vec<rule_tests::RawRuleTest>,
 }
 
 /// One mode: its id, what the model is told in it, its tools and where an approved plan hands
@@ -1536,6 +1548,8 @@ fn validate(
         }
     }
 
+    let rule_tests = rule_tests::rule_tests_of(raw.tests, &index, source, errors);
+
     // Errors before the default mode is resolved: when resolving it fails, which mode is the
     // default is unclear, and rules that depend on it are not checked.
     let errors_before_default = errors.len();
@@ -1807,7 +1821,8 @@ ConfigErrorKind::UnknownTool,
             Arc::from(source.text),
         )
         .with_mcp_servers(mcp_servers)
-        .with_subagents(subagent_types, subagent_refs),
+        .with_subagents(subagent_types, subagent_refs)
+        .with_rule_tests(rule_tests),
     )
 }
 

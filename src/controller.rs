@@ -1249,6 +1249,130 @@ impl AgentController {
         Ok(session)
     }
 
+    /// What a new session in mode `mode` would do with a call of `tool` with `args`, and each
+    /// step of why ([`crate::explain`]), without running anything: the session's own ruling
+    /// ([`Session::explain`]) in a session that is never saved nor opened, so no allowance
+    /// weighs in (to weigh a stored session's, restore it and call [`Session::explain`]). Paths
+    /// are resolved in this controller's workspace, as a session resolves them.
+    ///
+    /// # Errors
+    /// [`crate::explain::ExplainError::Session`] with [`SessionError::UnknownMode`] for a mode
+    /// the config lacks, or [`SessionError::WorkspaceGone`] when the workspace cannot be read;
+    /// [`crate::explain::ExplainError::UnknownTool`], [`crate::explain::ExplainError::Arguments`]
+    /// as [`Session::explain`].
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, ToolRegistry};
+    /// # use agent_controller::explain::{Check, Outcome};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # let workspace = tempfile::tempdir()?;
+    /// let graph = agent_controller::config::parse(
+    ///     "[[modes]]\nid = \"build\"\nrules = [{ tool = \"write_file\", path = \"**/.env*\", action = \"deny\" }]\n",
+    ///     "modes.toml",
+    /// )?;
+    /// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    ///     .tools(ToolRegistry::with_workspace_tools())
+    ///     .workspace(workspace.path())
+    ///     .build()?;
+    /// let args = serde_json::json!({"path": "src/../.env", "content": "KEY=1"});
+    /// let explained = controller.explain("build", "write_file", args)?;
+    /// assert_eq!(explained.outcome, Outcome::Deny);
+    /// assert_eq!(explained.decided_by, Check::Rule(1));
+    /// assert_eq!(explained.at.as_deref(), Some("modes.toml:3:19"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn explain(
+        &self,
+        mode: &str,
+        tool: &str,
+        args: serde_json::Value,
+    ) -> Result<crate::explain::Explanation, crate::explain::ExplainError> {
+        let id = self
+            .shared
+            .graph
+            .get(mode)
+            .ok_or_else(|| SessionError::unknown_mode(mode, &self.shared.graph))?;
+        let session = Session::unsaved(
+            self.shared.clone(),
+            Arc::from("explain"),
+            id,
+            SessionOptions::new(),
+        )?;
+        session.explain(tool, args)
+    }
+
+    /// Runs the config's rule tests (`[[tests]]`, [`ModeGraph::rule_tests`]) through
+    /// [`AgentController::explain`], in this controller's workspace: an error
+    /// ([`crate::config::ConfigErrorKind::FailedRuleTest`]) at the `expect` of each test whose
+    /// call the mode does not handle as expected, saying what `explain` says instead (or why it
+    /// could not explain the call). Empty when every test passes. `check` and `verify` print
+    /// them as they print the config's other errors.
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # let workspace = tempfile::tempdir()?;
+    /// let graph = agent_controller::config::parse(r#"[[modes]]
+    /// id = "build"
+    /// rules = [{ tool = "write_file", path = "**/.env*", action = "deny" }]
+    ///
+    /// [[tests]]
+    /// mode = "build"
+    /// tool = "write_file"
+    /// args = { path = ".env", content = "" }
+    /// expect = "allow"
+    /// "#, "modes.toml")?;
+    /// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    ///     .tools(ToolRegistry::with_workspace_tools())
+    ///     .workspace(workspace.path())
+    ///     .build()?;
+    /// let failed = controller.rule_test_errors();
+    /// assert!(failed[0].to_string().starts_with(
+    ///     "modes.toml:9:10: rule test 1 expects `allow` for write_file in mode `build`, but explain says deny (by rule 1 at modes.toml:3:19)"
+    /// ));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn rule_test_errors(&self) -> Vec<ConfigError> {
+        let graph = &self.shared.graph;
+        let mut errors = Vec::new();
+        for test in graph.rule_tests() {
+            let says = match self.explain(&test.mode_id, &test.tool, test.args.clone()) {
+                Ok(explained) if explained.outcome == test.expect => continue,
+                Ok(explained) => {
+                    let at = explained
+                        .at
+                        .as_deref()
+                        .map(|at| format!(" at {at}"))
+                        .unwrap_or_default();
+                    format!(
+                        "explain says {} (by {}{at}): {}",
+                        explained.outcome, explained.decided_by, explained.reason
+                    )
+                }
+                Err(e) => format!("explain cannot rule the call: {e}"),
+            };
+            let (line, column, snippet) = &test.expect_at;
+            errors.push(ConfigError::placed_at(
+                crate::config::ConfigErrorKind::FailedRuleTest,
+                graph.origin(),
+                crate::config::Location {
+                    line: *line,
+                    column: *column,
+                },
+                snippet.clone(),
+                format!(
+                    "rule test {} expects `{}` for {} in mode `{}`, but {says}",
+                    test.number, test.expect, test.tool, test.mode_id
+                ),
+            ));
+        }
+        errors
+    }
+
     /// Every event of every session this controller starts or restores from now on, in each
     /// session's order, without access to the sessions (a web host's `GET /events` for all
     /// sessions): a [`tokio::sync::broadcast`] receiver. Each [`Event`] names its session

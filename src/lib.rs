@@ -131,6 +131,7 @@ pub mod display;
 pub mod error;
 pub mod event;
 mod exchange;
+pub mod explain;
 pub mod extensions;
 mod glob;
 pub mod guide;

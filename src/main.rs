@@ -22,6 +22,7 @@ fn main() -> ExitCode {
     cli::logging::init_logging(cli.log_level);
     let result = match cli.command {
         Command::Check { config, connect } => cli::check::check(&config, connect),
+        Command::Explain(args) => cli::explain::explain(args),
         Command::Graph { config, format } => cli::graph::graph(&config, format),
         Command::Schema { of } => cli::schema::schema(of),
         Command::Run(args) => cli::run::run(args),

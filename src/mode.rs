@@ -274,6 +274,18 @@ impl Mode {
     /// # Ok::<(), agent_controller::ConfigError>(())
     /// ```
     pub fn decide(&self, offered: bool, call: &ToolCall, paths: &ResolvedPaths) -> Verdict {
+        self.decide_explained(offered, call, paths, &mut Vec::new())
+    }
+
+    /// [`Mode::decide`], each step of its reasoning added to `steps` (each rule on the tool:
+    /// whether it matched; then what decided).
+    pub(crate) fn decide_explained(
+        &self,
+        offered: bool,
+        call: &ToolCall,
+        paths: &ResolvedPaths,
+        steps: &mut Vec<crate::explain::Step>,
+    ) -> Verdict {
         crate::rules::verdict(
             &self.rules,
             &self.id,
@@ -281,6 +293,7 @@ impl Mode {
             self.requires_approval(&call.name),
             call,
             paths,
+            steps,
         )
     }
 
@@ -959,6 +972,8 @@ pub struct ModeGraph {
     subagents: Arc<[SubagentType]>,
     /// Every tool name a subagent type lists, with the type's index: checked like the modes'.
     pub(crate) subagent_tool_refs: Arc<[SubagentToolRef]>,
+    /// The config's `[[tests]]`, in order.
+    rule_tests: Arc<[crate::explain::RuleTest]>,
 }
 
 /// A tool name in a subagent type's `availableTools` (or `requireApproval`), where the config
@@ -994,7 +1009,33 @@ impl ModeGraph {
             mcp_servers: Arc::from([]),
             subagents: Arc::from([]),
             subagent_tool_refs: Arc::from([]),
+            rule_tests: Arc::from([]),
         }
+    }
+
+    /// The same graph with `tests` as its `[[tests]]`.
+    pub(crate) fn with_rule_tests(mut self, tests: Vec<crate::explain::RuleTest>) -> Self {
+        self.rule_tests = tests.into();
+        self
+    }
+
+    /// The config's rule tests (`[[tests]]`), in order; run them with
+    /// [`crate::AgentController::rule_test_errors`].
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::explain::Outcome;
+    /// let graph = agent_controller::config::parse(
+    ///     "[[modes]]\nid = \"build\"\n\n[[tests]]\nmode = \"build\"\ntool = \"read_file\"\nargs = { path = \"a\" }\nexpect = \"allow\"\n",
+    ///     "modes.toml",
+    /// )?;
+    /// let test = &graph.rule_tests()[0];
+    /// assert_eq!((test.tool.as_str(), test.expect), ("read_file", Outcome::Allow));
+    /// assert_eq!(test.location(), (8, 10));
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
+    pub fn rule_tests(&self) -> &[crate::explain::RuleTest] {
+        &self.rule_tests
     }
 
     /// The same graph with `types` as its `[[subagents]]` and `refs` as their tool names.

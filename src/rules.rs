@@ -75,6 +75,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::explain::{Check, Step};
 use crate::jail::Jail;
 use crate::tool::{PathLocation, ToolCall};
 
@@ -286,6 +287,8 @@ pub struct Rule {
     tool: Arc<str>,
     matcher: Matcher,
     action: RuleAction,
+    /// Whether the rule matches the calls whose value does *not* fit its pattern (`not = true`).
+    negated: bool,
     /// Where the config writes it (none for a rule made in code).
     place: Option<Box<RulePlace>>,
 }
@@ -293,7 +296,10 @@ pub struct Rule {
 /// Two rules are equal when they do the same, wherever they are written.
 impl PartialEq for Rule {
     fn eq(&self, other: &Self) -> bool {
-        self.tool == other.tool && self.matcher == other.matcher && self.action == other.action
+        self.tool == other.tool
+            && self.matcher == other.matcher
+            && self.action == other.action
+            && self.negated == other.negated
     }
 }
 
@@ -316,8 +322,46 @@ impl Rule {
             tool: tool.into(),
             matcher,
             action,
+            negated: false,
             place: None,
         }
+    }
+
+    /// The same rule, negated (`not = true` in a config): it matches the calls whose value does
+    /// *not* fit its pattern (a path outside `src/**`). Doubt is read as before: a path in
+    /// doubt matches a negated `deny` or `ask` rule and no `allow` rule, and a negated `allow`
+    /// rule allows a path only when it fits the pattern in no case (`SRC/a` is not outside
+    /// `src/**` on a file system that ignores case), a negated `deny` or `ask` rule refuses
+    /// unless it fits as written. A rule without a pattern ([`Matcher::Any`]) stays as it is.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::rules::{Glob, Matcher, ResolvedPaths, Rule, RuleAction, Rules};
+    /// use agent_controller::ToolCall;
+    /// let only_src = Rule::new(
+    ///     "write_file",
+    ///     Matcher::Path { arg: "path".into(), glob: Glob::path("src/**")? },
+    ///     RuleAction::Deny,
+    /// )
+    /// .negated();
+    /// assert_eq!(only_src.to_string(), "deny write_file path not `src/**`");
+    /// let rules = Rules::new(vec![only_src]);
+    /// let call = ToolCall::new("c1", "write_file", serde_json::json!({"path": "docs/a.md"}));
+    /// let outside = ResolvedPaths::new().with("path", "docs/a.md");
+    /// assert!(rules.deciding(&call, &outside).is_some());
+    /// let inside = ResolvedPaths::new().with("path", "src/a.rs");
+    /// assert!(rules.deciding(&call, &inside).is_none());
+    /// # Ok::<(), agent_controller::rules::PatternError>(())
+    /// ```
+    pub fn negated(mut self) -> Self {
+        self.negated = !matches!(self.matcher, Matcher::Any);
+        self
+    }
+
+    /// Whether the rule matches the calls whose value does not fit its pattern
+    /// ([`Rule::negated`]).
+    pub fn is_negated(&self) -> bool {
+        self.negated
     }
 
     /// The same rule, written at `place` in a config.
@@ -329,6 +373,14 @@ impl Rule {
     /// Where the config writes the rule, if it came from one.
     pub(crate) fn place(&self) -> Option<&RulePlace> {
         self.place.as_deref()
+    }
+
+    /// The line and column of the rule's `tool` value, as `LINE:COL`, if a config wrote it
+    /// (the explanation puts the file name before it).
+    pub(crate) fn line_column(&self) -> Option<String> {
+        self.place
+            .as_deref()
+            .map(|p| format!("{}:{}", p.tool.0, p.tool.1))
     }
 
     /// The tool the rule is on, as written: a tool name, or an MCP server's `SERVER__*`
@@ -395,6 +447,16 @@ impl Rule {
         match paths.get(arg) {
             // A deny or ask rule matches whatever the case: on a file system that ignores case
             // `.GIT/hooks` is `.git/hooks`. An allow rule allows only what it names.
+            // Negated, in doubt the other way round: a deny or ask rule refuses unless the
+            // path fits as written, an allow rule allows only what fits in no case.
+            Some(ResolvedPath::Inside(path)) if self.negated => {
+                let fits = if asks {
+                    glob.is_match(path)
+                } else {
+                    glob.is_match_ignoring_case(path)
+                };
+                (!fits).then(|| Fit::Value(path.clone()))
+            }
             Some(ResolvedPath::Inside(path))
                 if (asks && glob.is_match_ignoring_case(path)) || glob.is_match(path) =>
             {
@@ -433,7 +495,23 @@ impl Rule {
         if self.action == RuleAction::Allow && (is_multi_line(&text) || has_dot_component(&text)) {
             return None;
         }
-        is_match(&text).then_some(Fit::Value(text))
+        (is_match(&text) != self.negated).then_some(Fit::Value(text))
+    }
+}
+
+/// The step rule `number` leaves when it is on the call's tool: whether it matched, and on
+/// what.
+fn rule_step(number: usize, rule: &Rule, fit: Option<&Fit>) -> Step {
+    let found = match fit {
+        None => "does not match".to_owned(),
+        Some(Fit::Call) => "matches every call of the tool".to_owned(),
+        Some(Fit::Value(value)) => format!("matches `{}`", shorten(value)),
+        Some(Fit::Doubt(why)) => format!("matches: the path is in doubt ({})", shorten(why)),
+    };
+    Step {
+        check: Check::Rule(number),
+        at: rule.line_column(),
+        finding: format!("{} ({rule}) {found}", rule.action),
     }
 }
 
@@ -448,14 +526,15 @@ fn has_dot_component(text: &str) -> bool {
 impl fmt::Display for Rule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} {}", self.action, self.tool)?;
+        let not = if self.negated { " not" } else { "" };
         match &self.matcher {
             Matcher::Any => Ok(()),
             Matcher::Path { arg, glob } if &**arg == DEFAULT_PATH_ARG => {
-                write!(f, " path `{}`", glob.as_str())
+                write!(f, " path{not} `{}`", glob.as_str())
             }
-            Matcher::Path { arg, glob } => write!(f, " {arg} path `{}`", glob.as_str()),
-            Matcher::Glob { arg, glob } => write!(f, " {arg} glob `{}`", glob.as_str()),
-            Matcher::Regex { arg, regex } => write!(f, " {arg} regex `{}`", regex.as_str()),
+            Matcher::Path { arg, glob } => write!(f, " {arg} path{not} `{}`", glob.as_str()),
+            Matcher::Glob { arg, glob } => write!(f, " {arg} glob{not} `{}`", glob.as_str()),
+            Matcher::Regex { arg, regex } => write!(f, " {arg} regex{not} `{}`", regex.as_str()),
         }
     }
 }
@@ -544,14 +623,25 @@ impl Rules {
     /// # Ok::<(), agent_controller::rules::PatternError>(())
     /// ```
     pub fn deciding(&self, call: &ToolCall, paths: &ResolvedPaths) -> Option<(usize, &Rule)> {
-        self.deciding_fit(call, paths)
+        self.deciding_fit(call, paths, &mut Vec::new())
             .map(|(number, rule, _)| (number, rule))
     }
 
-    fn deciding_fit(&self, call: &ToolCall, paths: &ResolvedPaths) -> Option<(usize, &Rule, Fit)> {
+    /// [`Rules::deciding`], with the fit of the deciding rule; each rule on the call's tool
+    /// leaves a step in `steps` saying whether it matched.
+    fn deciding_fit(
+        &self,
+        call: &ToolCall,
+        paths: &ResolvedPaths,
+        steps: &mut Vec<Step>,
+    ) -> Option<(usize, &Rule, Fit)> {
         let mut best: Option<(usize, &Rule, Fit)> = None;
         for (i, rule) in self.0.iter().enumerate() {
-            let Some(fit) = rule.matches(call, paths) else {
+            let matched = rule.matches(call, paths);
+            if rule.is_on(&call.name) {
+                steps.push(rule_step(i + 1, rule, matched.as_ref()));
+            }
+            let Some(fit) = matched else {
                 continue;
             };
             let stronger = best
@@ -1091,6 +1181,35 @@ pub(crate) fn verdict(
     asks: bool,
     call: &ToolCall,
     paths: &ResolvedPaths,
+    steps: &mut Vec<Step>,
+) -> Verdict {
+    let verdict = verdict_of(rules, mode, offered, asks, call, paths, steps);
+    let check = match verdict.decided_by {
+        DecidedBy::AvailableTools => Check::AvailableTools,
+        DecidedBy::Rule(n) => Check::Rule(n),
+        DecidedBy::RequireApproval => Check::RequireApproval,
+        DecidedBy::Default => Check::Default,
+    };
+    let mut step = Step::new(check, format!("decides: {}", verdict.reason));
+    if let DecidedBy::Rule(n) = verdict.decided_by {
+        step.at = n
+            .checked_sub(1)
+            .and_then(|i| rules.as_slice().get(i))
+            .and_then(Rule::line_column);
+    }
+    steps.push(step);
+    verdict
+}
+
+/// [`verdict`], without its last step.
+fn verdict_of(
+    rules: &Rules,
+    mode: &str,
+    offered: bool,
+    asks: bool,
+    call: &ToolCall,
+    paths: &ResolvedPaths,
+    steps: &mut Vec<Step>,
 ) -> Verdict {
     if !offered {
         return Verdict {
@@ -1099,7 +1218,7 @@ pub(crate) fn verdict(
             reason: format!("mode `{mode}` does not offer the tool `{}`", call.name),
         };
     }
-    if let Some((number, rule, fit)) = rules.deciding_fit(call, paths) {
+    if let Some((number, rule, fit)) = rules.deciding_fit(call, paths, steps) {
         let on = match fit {
             Fit::Call => String::new(),
             Fit::Value(value) => format!(", which matches `{}`", shorten(&value)),

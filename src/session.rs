@@ -4,6 +4,7 @@
 mod call_status;
 mod drive;
 mod expiry;
+mod explain;
 mod handle;
 mod kind;
 mod save;
@@ -910,6 +911,29 @@ impl Session {
         mode: ModeId,
         options: SessionOptions,
     ) -> Result<Self, SessionError> {
+        let mut session = Self::unsaved(shared, id, mode, options)?;
+        session.load_workspace_allowances().await;
+        let started = session.handle(Input::Opened).await;
+        match started {
+            Ok(_) => Ok(session),
+            Err(SessionError::Store(StoreError::Conflict {
+                found: Some(_),
+                expected: None,
+                ..
+            })) => Err(SessionError::SessionExists(session.id.to_string())),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A new session `id` in `mode`, in the controller's workspace, not yet saved nor opened:
+    /// what [`Session::start`] begins with, and what [`crate::AgentController::explain`]
+    /// rules a call in.
+    pub(crate) fn unsaved(
+        shared: Arc<Shared>,
+        id: Arc<str>,
+        mode: ModeId,
+        options: SessionOptions,
+    ) -> Result<Self, SessionError> {
         let workspace =
             WorkspaceRecord::of(&shared.workspace).map_err(|e| SessionError::WorkspaceGone {
                 session_id: id.to_string(),
@@ -917,7 +941,7 @@ impl Session {
                     .unwrap_or_else(|_| shared.workspace.clone()),
                 reason: e.to_string(),
             })?;
-        let mut session = Self {
+        Ok(Self {
             workspace,
             shared,
             id,
@@ -938,18 +962,7 @@ impl Session {
             saving: None,
             spare_events: Vec::new(),
             last_finish: None,
-        };
-        session.load_workspace_allowances().await;
-        let started = session.handle(Input::Opened).await;
-        match started {
-            Ok(_) => Ok(session),
-            Err(SessionError::Store(StoreError::Conflict {
-                found: Some(_),
-                expected: None,
-                ..
-            })) => Err(SessionError::SessionExists(session.id.to_string())),
-            Err(e) => Err(e),
-        }
+        })
     }
 
     /// Rebuilds a session from a stored record under the current config.

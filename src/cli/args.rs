@@ -166,6 +166,15 @@ pub(crate) enum Command {
         #[arg(long)]
         connect: bool,
     },
+    /// Say what a mode would do with one tool call, and each step of why, without running
+    /// anything: not offered (availableTools), refused by rule N (at its file:line:col), asks
+    /// (an `ask` rule or requireApproval), or allowed (by a rule, an allowance or the default).
+    /// The workspace is the current directory (paths are resolved there, symlinks followed, as
+    /// a session resolves them). With --session and --store: in that session's current mode,
+    /// with its allowances and its approved plan's files. Exit 0 allowed, 4 it would wait for a
+    /// decision, 3 refused or not offered, 2 bad input (an unknown mode or tool, arguments
+    /// that are not JSON or do not fit the tool's input schema).
+    Explain(ExplainArgs),
     /// Draw the modes and the hand-over edges (default and planning modes marked).
     Graph {
         /// The config file.
@@ -374,6 +383,33 @@ pub(crate) struct ServeArgs {
     /// The lease of a running run, in seconds (as for `run`).
     #[arg(long, value_name = "SECONDS", default_value = "30", value_parser = parse_lease)]
     pub(crate) lease: Duration,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ExplainArgs {
+    /// The mode the call is made in (with --session: the session's mode, which it must name if
+    /// given).
+    #[arg(long, required_unless_present = "session")]
+    pub(crate) mode: Option<String>,
+    /// The tool called.
+    pub(crate) tool: String,
+    /// Its arguments, as a JSON object.
+    #[arg(value_name = "ARGS_JSON", default_value = "{}")]
+    pub(crate) args: String,
+    /// The config file [default: config/modes.toml; with --session, the file the session ran
+    /// under, where it still is].
+    #[arg(long)]
+    pub(crate) config: Option<PathBuf>,
+    /// Print the explanation as one JSON object.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// A stored session whose allowances and approved plan weigh in (its id, or a unique prefix
+    /// of 8 or more characters).
+    #[arg(long, requires = "store")]
+    pub(crate) session: Option<String>,
+    /// The store of --session: a directory, `sqlite:FILE`, or `postgres://USER@HOST:PORT/DB`.
+    #[arg(long, requires = "session", value_parser = parse_store)]
+    pub(crate) store: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -25,7 +25,10 @@ pub(crate) fn check(path: &Path, connect: bool) -> Outcome {
     }
     let origin = path.display().to_string();
     let origin = neutralize_line(&origin);
-    let (graph, _) = load(path)?;
+    let (graph, tools) = load(path)?;
+    if !rule_tests_pass(&graph, tools, path)? {
+        return Ok(Exit::Invalid);
+    }
     let default = graph.default_mode_id();
     let warned = if warnings.is_empty() {
         String::new()
@@ -171,6 +174,38 @@ fn connected(graph: &ModeGraph) -> Outcome {
         return Ok(Exit::Invalid);
     }
     Ok(Exit::Done)
+}
+
+/// Runs the config's rule tests (`[[tests]]`) in the current directory, as `run` would rule
+/// their calls there ([`AgentController::rule_test_errors`]): each failing one on stderr as an
+/// error with its source line, then `CONFIG: N failed rule tests`; whether all passed.
+pub(crate) fn rule_tests_pass(
+    graph: &ModeGraph,
+    tools: ToolRegistry,
+    path: &Path,
+) -> Result<bool, Failure> {
+    if graph.rule_tests().is_empty() {
+        return Ok(true);
+    }
+    let controller = AgentController::builder(graph.clone(), Arc::new(ScriptedModel::new()))
+        .tools(tools)
+        .workspace(Path::new("."))
+        .protected_path(path)
+        .build()
+        .map_err(Failure::invalid)?;
+    let failed = controller.rule_test_errors();
+    for error in &failed {
+        note!("error: {}\n", neutralize(&error.to_string()));
+    }
+    if failed.is_empty() {
+        return Ok(true);
+    }
+    note!(
+        "{}: {}",
+        neutralize_line(&path.display().to_string()),
+        counted(failed.len(), "failed rule test")
+    );
+    Ok(false)
 }
 
 /// A config's errors and warnings ([`diagnose`]).

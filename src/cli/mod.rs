@@ -14,6 +14,7 @@ pub(crate) mod decide;
 pub(crate) mod decider;
 pub(crate) mod events;
 pub(crate) mod exit;
+pub(crate) mod explain;
 pub(crate) mod flags;
 pub(crate) mod graph;
 pub(crate) mod logging;

@@ -46,6 +46,11 @@ pub(crate) fn verify(args: VerifyArgs) -> Outcome {
         );
         return Ok(Exit::RuntimeError);
     }
+    // The config's rule tests, as `check` runs them: a failing one is an error (exit 2).
+    let graph = config::load(&args.config).map_err(Failure::invalid)?;
+    if !crate::cli::check::rule_tests_pass(&graph, tools.clone(), &args.config)? {
+        return Ok(Exit::Invalid);
+    }
     if let Some(plant) = planted() {
         note!("{PLANT_ENV}: a planted bug ({plant:?}), a test seam of debug builds");
     }

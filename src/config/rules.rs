@@ -49,6 +49,11 @@ pub(super) struct RawRule {
     /// beats `allow`; `availableTools` outranks them all.
     #[cfg_attr(feature = "schema", schemars(with = "RuleAction"))]
     action: Spanned<RuleAction>,
+    /// Negates the pattern: the rule matches the calls whose value does *not* fit it (`path =
+    /// "src/**"` with `not = true`: every path outside `src/`). A path in doubt still matches
+    /// a `deny` or `ask` rule and no `allow` rule. Needs a pattern.
+    #[cfg_attr(feature = "schema", schemars(with = "Option<bool>"))]
+    not: Option<Spanned<bool>>,
 }
 
 /// The rules of `owner` (which offers `offered`, `None`: every tool), each checked; errors go
@@ -230,14 +235,27 @@ fn rule_of(
         tool: at(raw.tool.span()),
         arg: at(arg_span),
     };
-    Some(Rule::new(tool, matcher, *raw.action.get_ref()).placed(place))
+    let rule = Rule::new(tool, matcher, *raw.action.get_ref()).placed(place);
+    match &raw.not {
+        Some(not) if *not.get_ref() && matches!(rule.matcher(), Matcher::Any) => {
+            errors.push(err(
+                ConfigErrorKind::InvalidRule,
+                not.span(),
+                format!("rule {number} of {id} sets `not` without a pattern, so it would match no call: add `path`, `glob` or `regex`, or leave `not` out"),
+            ));
+            None
+        }
+        Some(not) if *not.get_ref() => Some(rule.negated()),
+        _ => Some(rule),
+    }
 }
 
 /// Whether rule `a` matches every call rule `b` matches: on the same tool, `a` matches every
 /// call, or reads the same argument with the same pattern.
 fn covers(a: &Rule, b: &Rule) -> bool {
     (a.tool() == b.tool() || crate::tool::mcp::wildcard_covers(a.tool(), b.tool()))
-        && (matches!(a.matcher(), Matcher::Any) || a.matcher() == b.matcher())
+        && (matches!(a.matcher(), Matcher::Any)
+            || (a.matcher() == b.matcher() && a.is_negated() == b.is_negated()))
 }
 
 /// An error at each rule that can never decide a call: another rule matches every call it
@@ -509,6 +527,42 @@ fn rule_errors(graph: &ModeGraph, tools: &ToolRegistry) -> Vec<ConfigError> {
             ));
         }
     }
+    errors.extend(rule_test_tool_errors(graph, tools));
     errors.sort_by_key(ConfigError::location);
     errors
+}
+
+/// An error at each rule test (`[[tests]]`) on a tool neither `tools` has nor a mode lists.
+fn rule_test_tool_errors(graph: &ModeGraph, tools: &ToolRegistry) -> Vec<ConfigError> {
+    let listed = |name: &str| {
+        graph.modes().iter().any(|mode| {
+            mode.available_tools()
+                .is_some_and(|list| list.iter().any(|t| &**t == name))
+        })
+    };
+    graph
+        .rule_tests()
+        .iter()
+        .filter(|test| tools.get(&test.tool).is_none() && !listed(&test.tool))
+        .map(|test| {
+            let hint = match did_you_mean(&test.tool, tools.names()) {
+                Some(near) => format!(": did you mean `{near}`?"),
+                None => String::new(),
+            };
+            let (line, column, snippet) = &test.tool_at;
+            ConfigError::placed_at(
+                ConfigErrorKind::InvalidRuleTest,
+                graph.origin(),
+                Location {
+                    line: *line,
+                    column: *column,
+                },
+                snippet.clone(),
+                format!(
+                    "rule test {} is on unknown tool `{}`{hint}",
+                    test.number, test.tool
+                ),
+            )
+        })
+        .collect()
 }

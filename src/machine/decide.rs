@@ -933,7 +933,8 @@ mod tests {
     fn ruling_of_write(rig: &Rig, path: &str) -> crate::machine::ruling::Ruling {
         let call = call("c9", "write_file", json!({ "path": path, "content": "" }));
         let paths = crate::rules::ResolvedPaths::new().with("path", path);
-        rig.state.ruling(&rig.graph, &call, &paths, None)
+        rig.state
+            .ruling(&rig.graph, &call, &paths, None, &mut Vec::new())
     }
 
     fn allowed_by(ruling: &crate::machine::ruling::Ruling) -> Option<(&str, AllowanceScope)> {

@@ -21,6 +21,7 @@ use super::state::State;
 use crate::allowance::Allowance;
 use crate::event::{DecidedRecord, DecisionOutcome};
 use crate::exchange::{ToolCall, ToolOutput};
+use crate::explain::{Check, Step};
 use crate::mode::ModeGraph;
 use crate::rules::{ResolvedPaths, RuleAction, RuleRecord};
 
@@ -55,14 +56,16 @@ pub(crate) enum Ruling {
 impl State {
     /// How `call` is handled by the current mode's rules, its `requireApproval` and the
     /// allowances of tools in force.
+    /// Each step of the reasoning goes into `steps` ([`crate::explain`]).
     pub(super) fn ruling_by_mode(
         &self,
         graph: &ModeGraph,
         call: &ToolCall,
         paths: &ResolvedPaths,
+        steps: &mut Vec<Step>,
     ) -> Ruling {
         let mode = graph.mode(self.mode);
-        let verdict = mode.decide(true, call, paths);
+        let verdict = mode.decide_explained(true, call, paths, steps);
         let rule = RuleRecord::of(&verdict, mode.rules(), mode.id()).map(Box::new);
         match (verdict.action, rule) {
             (RuleAction::Deny, Some(rule)) => Ruling::Deny(rule),
@@ -73,7 +76,16 @@ impl State {
                 .allowances_in(mode.id())
                 .find(|a| a.covers(mode.id(), call, paths))
             {
-                Some(allowance) => Ruling::Allowed(Box::new(allowance.clone())),
+                Some(allowance) => {
+                    steps.push(Step::new(
+                        Check::Allowance,
+                        format!(
+                            "allowance {} ({}) covers the call and stands in for requireApproval: it runs",
+                            allowance.id, allowance.scope
+                        ),
+                    ));
+                    Ruling::Allowed(Box::new(allowance.clone()))
+                }
                 None => Ruling::Ask(None),
             },
             (RuleAction::Ask, rule) => Ruling::Ask(rule),

@@ -22,6 +22,7 @@ use super::ruling::Ruling;
 use super::state::State;
 use crate::allowance::{Allowance, AllowanceScope, EVERY_WRITING_TOOL, PlanGrant};
 use crate::exchange::ToolCall;
+use crate::explain::{Check, Step};
 use crate::mode::ModeGraph;
 use crate::plan::{PlanScope, PlanScopePolicy};
 use crate::rules::{ResolvedPath, ResolvedPaths};
@@ -133,19 +134,41 @@ impl State {
     /// `written`: where the paths it writes lie, for a call of a tool that writes
     /// ([`Written`]); `None` for a tool that writes nothing. An approved plan's
     /// files bind it ([`bind`]).
+    /// Each step of the reasoning goes into `steps` ([`crate::explain`]).
     pub(crate) fn ruling(
         &self,
         graph: &ModeGraph,
         call: &ToolCall,
         paths: &ResolvedPaths,
         written: Option<&Written>,
+        steps: &mut Vec<Step>,
     ) -> Ruling {
-        let ruling = self.ruling_by_mode(graph, call, paths);
+        let ruling = self.ruling_by_mode(graph, call, paths, steps);
         let mode_id = graph.mode(self.mode).id();
         match (written, self.plan_grant_in(mode_id)) {
-            (Some(written), Some(grant)) => bind(ruling, grant, written),
+            (Some(written), Some(grant)) => {
+                let bound = bind(ruling.clone(), grant, written);
+                steps.push(Step::new(
+                    Check::PlanScope,
+                    plan_scope_finding(&ruling, &bound),
+                ));
+                bound
+            }
             _ => ruling,
         }
+    }
+}
+
+/// What binding `ruling` by an approved plan's files made of it (`bound`), in a sentence.
+fn plan_scope_finding(ruling: &Ruling, bound: &Ruling) -> String {
+    match bound {
+        Ruling::Drift(why) => format!("{why}: it waits for approval as drift"),
+        Ruling::Refused(why) if !matches!(ruling, Ruling::Refused(_)) => why.clone(),
+        Ruling::Allowed(by) if !matches!(ruling, Ruling::Allowed(_)) => format!(
+            "every path it writes lies inside the files of the plan approved by {}: the plan's allowance stands in for requireApproval",
+            by.decision_id
+        ),
+        _ => "the approved plan's files change nothing here".to_owned(),
     }
 }
 

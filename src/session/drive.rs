@@ -1085,13 +1085,38 @@ impl Session {
     /// `None` for a tool the mode does not offer (`availableTools`, which outranks every rule).
     /// Its path arguments are resolved here, in the workspace (the I/O the pure ruling needs).
     fn ruling_of(&self, call: &ToolCall) -> Option<Ruling> {
+        self.ruling_explained(call, &mut Vec::new())
+    }
+
+    /// [`Session::ruling_of`], each step of its reasoning added to `steps`
+    /// ([`crate::explain`], [`Session::explain`]).
+    pub(crate) fn ruling_explained(
+        &self,
+        call: &ToolCall,
+        steps: &mut Vec<crate::explain::Step>,
+    ) -> Option<Ruling> {
+        use crate::explain::{Check, Step};
+        let mode_id = self.shared.graph.mode(self.state.mode).id();
         if !self.shared.runtime(self.state.mode).allows(&call.name) {
+            steps.push(Step::new(
+                Check::AvailableTools,
+                format!("mode `{mode_id}` does not offer `{}`: the call is refused whatever a rule says", call.name),
+            ));
             return None;
         }
+        steps.push(Step::new(
+            Check::AvailableTools,
+            format!("mode `{mode_id}` offers `{}`", call.name),
+        ));
         if let Some(reason) = self.refusal(&call.name, &call.args) {
+            steps.push(Step::new(Check::Arguments, reason.clone()));
             return Some(Ruling::Refused(reason));
         }
-        self.ruling_by_rules(call)
+        steps.push(Step::new(
+            Check::Arguments,
+            "they fit the tool's input schema",
+        ));
+        self.ruling_by_rules(call, steps)
     }
 
     /// `call`, ruled by [`Session::ruling_of`] before the reply's calls ran, ruled again just
@@ -1101,12 +1126,16 @@ impl Session {
         if !self.shared.runtime(self.state.mode).allows(&call.name) {
             return None;
         }
-        self.ruling_by_rules(call)
+        self.ruling_by_rules(call, &mut Vec::new())
     }
 
     /// How the mode's rules, its `requireApproval` and the allowances in force handle `call`,
     /// whose arguments were found fit ([`Session::ruling_of`]).
-    fn ruling_by_rules(&self, call: &ToolCall) -> Option<Ruling> {
+    fn ruling_by_rules(
+        &self,
+        call: &ToolCall,
+        steps: &mut Vec<crate::explain::Step>,
+    ) -> Option<Ruling> {
         let mode = self.shared.graph.mode(self.state.mode);
         // The paths the mode's rules read, and those the patterns of its allowances read.
         let narrowing = crate::allowance::pattern_rules(self.state.allowances_in(mode.id()));
@@ -1137,13 +1166,27 @@ impl Session {
             .and_then(|_| self.written_by(call, mode.id()));
         let ruling = self
             .state
-            .ruling(&self.shared.graph, call, &paths, written.as_ref());
+            .ruling(&self.shared.graph, call, &paths, written.as_ref(), steps);
         // An allowance covers the tool it was given for: one of another origin (another MCP
         // server that reuses the name) does not stand in for the user.
+        use crate::explain::{Check, Step};
         Some(match ruling {
             // `ask_user` asks the user already: `requireApproval` never makes it wait first.
-            Ruling::Ask(_) if call.name == crate::tool::ASK_USER => Ruling::Run(None),
+            Ruling::Ask(_) if call.name == crate::tool::ASK_USER => {
+                steps.push(Step::new(
+                    Check::Tool,
+                    "`ask_user` asks the user itself: it runs without waiting first",
+                ));
+                Ruling::Run(None)
+            }
             Ruling::Allowed(by) if !by.covers_origin(self.origin_of(&call.name).as_deref()) => {
+                steps.push(Step::new(
+                    Check::Allowance,
+                    format!(
+                        "allowance {} was given for a tool of another origin: it does not stand in, the call waits",
+                        by.id
+                    ),
+                ));
                 Ruling::Ask(None)
             }
             other => other,

@@ -2494,6 +2494,36 @@ error: require-approval-not-offered.toml:5:20: mode `plan` lists `write_file` in
 
 require-approval-not-offered.toml: 1 error
 
+$ check rule-not-without-pattern.toml
+exit 2
+--- stdout
+--- stderr
+error: rule-not-without-pattern.toml:4:32: rule 1 of mode `build` sets `not` without a pattern, so it would match no call: add `path`, `glob` or `regex`, or leave `not` out
+4 |   { tool = "write_file", not = true, action = "deny" },
+  |                                ^^^^
+
+rule-not-without-pattern.toml: 1 error
+
+$ check rule-test-bad-expect.toml
+exit 2
+--- stdout
+--- stderr
+error: rule-test-bad-expect.toml:8:10: unknown variant `allowed`, expected one of `allow`, `ask`, `deny`, `unavailable`
+8 | expect = "allowed"
+  |          ^^^^^^^^^
+
+rule-test-bad-expect.toml: 1 error
+
+$ check rule-test-unknown-mode.toml
+exit 2
+--- stdout
+--- stderr
+error: rule-test-unknown-mode.toml:5:8: rule test 1 names unknown mode `biuld`: did you mean `build`?
+5 | mode = "biuld"
+  |        ^^^^^^^
+
+rule-test-unknown-mode.toml: 1 error
+
 $ check self-handover-default.toml
 exit 2
 --- stdout

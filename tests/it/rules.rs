@@ -1762,3 +1762,85 @@ rules = [
         "a deny rule still reads the array's text"
     );
 }
+
+/// A negated rule (`not = true`, issue 42) matches the values that do not fit its pattern, and
+/// never lets more through: a path in doubt matches a negated deny rule and no negated allow
+/// rule; a negated deny rule counts a case variant as outside, a negated allow rule does not
+/// allow it; a negated allow string rule never fits a value of several lines.
+#[test]
+fn a_negated_rule_matches_what_does_not_fit_and_doubt_never_allows() {
+    let graph = graph(
+        r#"
+[[modes]]
+id = "build"
+requireApproval = ["write_file"]
+rules = [
+  { tool = "write_file", path = "src/**", not = true, action = "deny" },
+  { tool = "read_file", path = "secret/**", not = true, action = "allow" },
+  { tool = "write_file", arg = "content", glob = "TODO*", not = true, action = "ask" },
+]
+"#,
+    );
+    let build = graph.default_mode();
+    let at = |path: &str| ResolvedPaths::new().with("path", path);
+    let rule_of = |call: &ToolCall, paths: &ResolvedPaths| {
+        let v = decide(build, true, call, paths);
+        (v.action, v.decided_by)
+    };
+    assert_eq!(
+        rule_of(&write("docs/a.md"), &at("docs/a.md")),
+        (RuleAction::Deny, DecidedBy::Rule(1))
+    );
+    // Inside: not denied; the content is not a TODO, so rule 3 asks.
+    assert_eq!(
+        rule_of(&write("src/a.rs"), &at("src/a.rs")),
+        (RuleAction::Ask, DecidedBy::Rule(3))
+    );
+    let todo = ToolCall::new("c2", "write_file", json!({"path": "src/a.rs", "content": "TODO x"}));
+    assert_eq!(
+        rule_of(&todo, &at("src/a.rs")),
+        (RuleAction::Ask, DecidedBy::RequireApproval)
+    );
+    // A case variant is outside for a negated deny rule.
+    assert_eq!(
+        rule_of(&write("SRC/a.rs"), &at("SRC/a.rs")),
+        (RuleAction::Deny, DecidedBy::Rule(1))
+    );
+    // In doubt: denied.
+    let doubt = ResolvedPaths::new()
+        .with_resolved("path", ResolvedPath::Doubtful("leads outside".to_owned()));
+    assert_eq!(
+        rule_of(&write("src/../../x"), &doubt).0,
+        RuleAction::Deny
+    );
+    // A negated allow rule: allows outside `secret/`, never a case variant of it or a doubt.
+    let read = |path: &str| ToolCall::new("c3", "read_file", json!({"path": path}));
+    assert_eq!(
+        rule_of(&read("README.md"), &at("README.md")),
+        (RuleAction::Allow, DecidedBy::Rule(2))
+    );
+    assert_eq!(
+        rule_of(&read("SECRET/key"), &at("SECRET/key")),
+        (RuleAction::Allow, DecidedBy::Default),
+        "not allowed by the rule: only the default lets it run"
+    );
+    assert_ne!(
+        rule_of(&read("../x"), &doubt).1,
+        DecidedBy::Rule(2),
+        "doubt never allows"
+    );
+    // Two rules alike but for `not` never shadow each other.
+    assert!(
+        errors(
+            r#"
+[[modes]]
+id = "build"
+rules = [
+  { tool = "write_file", path = "src/**", action = "deny" },
+  { tool = "write_file", path = "src/**", not = true, action = "deny" },
+]
+"#
+        )
+        .is_empty()
+    );
+}

@@ -74,6 +74,8 @@ fn structural_errors_are_refused_and_graph_rules_are_left_to_check() {
         "duplicate-tool.toml",
         // A `planScope` that is not `ask`, `enforce` or `off` (issue 40).
         "plan-scope-bad.toml",
+        // A rule test's `expect` that is not one of the four outcomes (issue 42).
+        "rule-test-bad-expect.toml",
     ];
     let left_to_check = [
         "duplicate-id.toml",
@@ -91,6 +93,9 @@ fn structural_errors_are_refused_and_graph_rules_are_left_to_check() {
         "require-approval-not-offered.toml",
         // A subagent type's tools are checked against the controller's, like a mode's.
         "subagent-unknown-tool.toml",
+        // A rule test on an unknown mode, and `not` without a pattern (issue 42).
+        "rule-test-unknown-mode.toml",
+        "rule-not-without-pattern.toml",
     ];
     for name in refused_by_schema {
         let errors = schema_errors(&as_json(&dir.join(name)));
