@@ -509,7 +509,7 @@ impl PlanSteps {
         }
         if !self.not_approved.is_empty() {
             text.push_str(&format!(
-                " The plan's steps {} were not approved: they are not in the list; do not carry them out.",
+                " Not approved, so not in the list: the plan's step numbers {}; do not carry them out.",
                 super::steps::list(&self.not_approved)
             ));
         }

@@ -144,7 +144,7 @@ async fn an_approval_of_some_steps_reaches_the_model_the_task_list_and_the_recor
     let ids: Vec<&str> = session.tasks().iter().map(|t| t.id.as_str()).collect();
     assert_eq!(ids, ["step_1", "step_2", "step_3", "step_5"]);
     assert!(
-        result.contains("The plan's steps 4 were not approved"),
+        result.contains("Not approved, so not in the list: the plan's step numbers 4;"),
         "{result}"
     );
 
