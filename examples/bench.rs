@@ -5,7 +5,10 @@
 //! cargo run --release --features sqlite --example bench -- --json
 //! cargo run --release --example bench            # the same without SQLite (its figure is null)
 //! cargo run --release --example bench -- --quick # smaller counts, for a smoke test
+//! cargo build --release && cargo run --release --example bench -- --only serve
 //! ```
+//!
+//! `serve`'s figures (`bench/serve.rs`) run the release binary, so only with `--only serve`.
 //!
 //! How it measures (see BENCHMARKS.md):
 //! - Times are medians over rounds; each round times a batch and divides by its size.
@@ -22,6 +25,9 @@ mod fixture;
 #[cfg(feature = "postgres")]
 #[path = "bench/postgres.rs"]
 mod postgres;
+#[cfg(feature = "cli")]
+#[path = "bench/serve.rs"]
+mod serve;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;
@@ -833,6 +839,13 @@ fn main() {
     if wanted("postgres") {
         progress("postgres (1,000,000 records: a few minutes)");
         for (key, value) in postgres::figures(counts.decisions < FULL.decisions) {
+            put(&key, value);
+        }
+    }
+    #[cfg(feature = "cli")]
+    if only.is_some() && wanted("serve") {
+        progress("serve (1,000 pending plans; needs target/release/agent-controller)");
+        for (key, value) in serve::all(counts.decisions < FULL.decisions) {
             put(&key, value);
         }
     }

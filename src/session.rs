@@ -3024,6 +3024,21 @@ pub async fn stored_allowances(
     Ok(kept)
 }
 
+/// The allowances in force for stored session `record` in the mode it is in now: those of
+/// [`stored_allowances`] given for that mode (an allowance of another mode waits until the
+/// session is back in it). What `pending --json` and `serve` list as `allowancesInForce`.
+///
+/// # Errors
+/// The store's error when it cannot list the workspace allowances.
+pub async fn allowances_in_force(
+    store: &dyn SessionStore,
+    record: &SessionRecord,
+) -> Result<Vec<crate::allowance::Allowance>, StoreError> {
+    let mut kept = stored_allowances(store, record).await?;
+    kept.retain(|a| a.mode_id == record.mode_id);
+    Ok(kept)
+}
+
 /// Checks that `dir` (a controller's workspace) is the workspace session `session_id`
 /// recorded.
 pub(crate) fn check_workspace(

@@ -28,7 +28,7 @@ pub use self::listing::{InvalidCursor, SessionListing, SessionPage, SessionSumma
 pub use self::memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use self::postgres::PostgresStore;
-pub use self::recorded_config::{ConfigChange, ModePowers, RecordedConfig};
+pub use self::recorded_config::{ConfigChange, ConfigCheck, ModePowers, RecordedConfig};
 pub use self::shown::{ShownOption, ShownPending};
 #[cfg(feature = "sqlite")]
 pub use self::sqlite::SqliteStore;
@@ -601,6 +601,12 @@ impl UnreadableRecord {
 }
 
 impl SessionRecord {
+    /// How `graph` stands to the config this session ran under ([`ConfigCheck`]): what a host
+    /// checks before it decides or carries the session on under `graph`.
+    pub fn config_check(&self, graph: &crate::mode::ModeGraph) -> ConfigCheck {
+        ConfigCheck::of(&self.config_fingerprint, self.config.as_ref(), graph)
+    }
+
     /// When the lease of this record's running run ends (milliseconds since the Unix epoch; 0
     /// for a running run without a lease, which counts as ended), or `None` when the run is not
     /// running: what stores index to list interrupted runs without reading the others.

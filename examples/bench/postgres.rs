@@ -19,14 +19,14 @@ use serde_json::{Map, Value, json};
 use super::fixture::Fixture;
 
 /// A schema of the bench's own, dropped on drop.
-struct Schema {
+pub(super) struct Schema {
     server: String,
     name: String,
-    url: String,
+    pub(super) url: String,
 }
 
 impl Schema {
-    fn new(rt: &tokio::runtime::Runtime, tag: &str) -> Self {
+    pub(super) fn new(rt: &tokio::runtime::Runtime, tag: &str) -> Self {
         let server = std::env::var("AGENT_CONTROLLER_TEST_POSTGRES")
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
         let name = format!("ac_bench_{tag}_{}", std::process::id());

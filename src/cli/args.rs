@@ -383,6 +383,16 @@ pub(crate) struct ServeArgs {
     /// The lease of a running run, in seconds (as for `run`).
     #[arg(long, value_name = "SECONDS", default_value = "30", value_parser = parse_lease)]
     pub(crate) lease: Duration,
+    /// POST a JSON notification to this URL when a decision starts waiting and when it is
+    /// decided (repeatable), signed with HMAC-SHA256 over the body
+    /// (`X-Agent-Controller-Signature: sha256=HEX`); the key comes from
+    /// AGENT_CONTROLLER_WEBHOOK_SECRET, which must be set.
+    #[arg(long = "notify", value_name = "URL", value_parser = parse_http_url)]
+    pub(crate) notify: Vec<String>,
+    /// The address people reach the server at (behind a proxy, say), the base of the links the
+    /// notifications carry [default: the bound address].
+    #[arg(long, value_name = "URL", value_parser = parse_http_url)]
+    pub(crate) public_url: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -620,6 +630,16 @@ pub(crate) fn parse_lease(text: &str) -> Result<Duration, String> {
             Ok(Duration::from_secs_f64(secs))
         }
         _ => Err("a lease is a number of seconds above 0, at most 86400".to_owned()),
+    }
+}
+
+/// An `http://` or `https://` URL with a host (`--notify`, `--public-url`).
+pub(crate) fn parse_http_url(text: &str) -> Result<String, String> {
+    let usage = "give an http:// or https:// URL with a host (https://hooks.example/approvals)";
+    let url = reqwest::Url::parse(text.trim()).map_err(|e| format!("{e}: {usage}"))?;
+    match (url.scheme(), url.host_str()) {
+        ("http" | "https", Some(host)) if !host.is_empty() => Ok(url.to_string()),
+        _ => Err(usage.to_owned()),
     }
 }
 

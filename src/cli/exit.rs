@@ -97,6 +97,7 @@ impl From<SessionError> for Failure {
             | SessionError::ArgsSha256Mismatch { .. }
             | SessionError::PayloadSha256Mismatch { .. }
             | SessionError::ConfigChanged(_)
+            | SessionError::ConfigWidened { .. }
             | SessionError::UnknownSession(_)
             | SessionError::UnknownRun(_)
             | SessionError::UnknownToolCall { .. }

@@ -13,7 +13,6 @@ use agent_controller::store::{
     InterruptedRun, PendingEntry, PendingKind, PendingSummary, SessionStore, display_spec,
 };
 
-use crate::cli::allowances::session_allowances;
 use crate::cli::exit::{Exit, Failure, Outcome};
 use crate::cli::setup::{open_existing, runtime};
 use crate::cli::text::{PENDING_ARGS_MAX_CHARS, short_sha256, targets_text};
@@ -93,17 +92,26 @@ pub(crate) fn pending(spec: &str, json: bool) -> Outcome {
 }
 
 /// The allowances in force for stored session `session`: those of the mode it is in
-/// ([`session_allowances`]). Allowances that cannot be read are a `warning:` line on stderr,
-/// and none is listed.
+/// ([`agent_controller::session::allowances_in_force`]). Allowances that cannot be read are a
+/// `warning:` line on stderr, and none is listed.
 fn allowances_in_force(store: &dyn SessionStore, session: &str) -> Vec<Allowance> {
-    match session_allowances(store, session) {
-        Ok(Some((mode_id, kept))) => kept.into_iter().filter(|a| a.mode_id == mode_id).collect(),
-        Ok(None) => Vec::new(),
-        Err(failure) => {
+    let read = runtime().map_err(|f| f.message).and_then(|rt| {
+        rt.block_on(async {
+            let Some(record) = store.load(session).await.map_err(|e| e.to_string())? else {
+                return Ok(Vec::new());
+            };
+            agent_controller::session::allowances_in_force(store, &record)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    });
+    match read {
+        Ok(in_force) => in_force,
+        Err(why) => {
             note!(
                 "warning: the allowances of session {} cannot be read, not listed: {}",
                 neutralize_line(session),
-                neutralize_line(&failure.message)
+                neutralize_line(&why)
             );
             Vec::new()
         }

@@ -3,12 +3,13 @@
 //! A host over the public library ([`agent_controller::session::SessionHandle`],
 //! [`agent_controller::AgentController::events`], [`agent_controller::store::PendingWatch`]):
 //! every rule is the library's; this file sets up, [`api`] answers requests, [`auth`] checks
-//! tokens, [`feed`] keeps the events for SSE, [`openapi`] describes the API, [`page`] is the approval
-//! page.
+//! tokens, [`feed`] keeps the events for SSE, [`notify`] sends the webhooks (`--notify`),
+//! [`openapi`] describes the API, [`page`] is the approval page.
 
 mod api;
 mod auth;
 mod feed;
+mod notify;
 mod openapi;
 mod page;
 
@@ -77,7 +78,7 @@ pub(crate) fn serve(args: ServeArgs) -> Outcome {
         store: store.clone(),
         lease: args.lease,
     };
-    let controller = setup.controller(&workspace)?;
+    let controller = setup.controller(&workspace, &setup.config)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -93,11 +94,25 @@ pub(crate) fn serve(args: ServeArgs) -> Outcome {
         let watch = PendingWatch::new(store.clone(), WATCH_EVERY)
             .await
             .map_err(Failure::runtime)?;
-        feed.watch(watch);
+        let base = match &args.public_url {
+            Some(url) => url.clone(),
+            None => format!("http://{bound}"),
+        };
+        let notifier =
+            notify::Notifier::start(&args.notify, &base, store.clone()).map_err(Failure::invalid)?;
+        feed.watch(watch, move |change| {
+            if let Some(notifier) = &notifier {
+                notifier.notify(change);
+            }
+        });
+        let state_config = setup.config.clone();
         let state = Arc::new(Server {
             setup,
             root: workspace.clone(),
-            controllers: Mutex::new(HashMap::from([(workspace, controller)])),
+            controllers: Mutex::new(HashMap::from([(
+                (workspace, state_config.clone()),
+                controller,
+            )])),
             sessions: tokio::sync::Mutex::new(HashMap::new()),
             runs: Mutex::new(Vec::new()),
             tokens,
@@ -147,11 +162,17 @@ struct Setup {
 }
 
 impl Setup {
-    fn controller(&self, workspace: &Path) -> Result<AgentController, Failure> {
-        AgentController::builder(self.graph.clone(), self.model.clone())
-            .tools(self.tools.clone())
+    /// A controller over `workspace` under the config in file `config` (the server's own, or
+    /// the one a session ran under, read again).
+    fn controller(&self, workspace: &Path, config: &Path) -> Result<AgentController, Failure> {
+        let (graph, tools) = match config == self.config {
+            true => (self.graph.clone(), self.tools.clone()),
+            false => load(config)?,
+        };
+        AgentController::builder(graph, self.model.clone())
+            .tools(tools)
             .workspace(workspace)
-            .protected_path(&self.config)
+            .protected_path(config)
             .model_chooser(SpecChooser)
             .store(self.store.clone())
             .lease_duration(self.lease)
@@ -165,8 +186,8 @@ pub(crate) struct Server {
     setup: Setup,
     /// `--workspace`, canonical: every session works in it or beneath it.
     root: PathBuf,
-    /// One controller per workspace a session works in.
-    controllers: Mutex<HashMap<PathBuf, AgentController>>,
+    /// One controller per workspace a session works in and config it runs under.
+    controllers: Mutex<HashMap<(PathBuf, PathBuf), AgentController>>,
     /// The sessions a request touched, each shared by every request since.
     sessions: tokio::sync::Mutex<HashMap<String, SessionHandle>>,
     /// The runs carried on in the background, to stop on shutdown.
@@ -176,31 +197,46 @@ pub(crate) struct Server {
 }
 
 impl Server {
-    /// The controller of `workspace` (canonical, under the root), built on first use; its
-    /// events go to the feed.
+    /// The controller of `workspace` (canonical, under the root) under the server's config,
+    /// built on first use; its events go to the feed.
     fn controller(&self, workspace: &Path) -> Result<AgentController, SessionError> {
+        self.controller_under(workspace, &self.setup.config.clone())
+    }
+
+    /// The controller of `workspace` under the config in file `config`, built on first use;
+    /// its events go to the feed.
+    fn controller_under(
+        &self,
+        workspace: &Path,
+        config: &Path,
+    ) -> Result<AgentController, SessionError> {
         let mut controllers = self
             .controllers
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if let Some(controller) = controllers.get(workspace) {
+        let key = (workspace.to_path_buf(), config.to_path_buf());
+        if let Some(controller) = controllers.get(&key) {
             return Ok(controller.clone());
         }
         let controller =
             self.setup
-                .controller(workspace)
+                .controller(workspace, config)
                 .map_err(|f| SessionError::WorkspaceGone {
                     session_id: String::new(),
                     path: workspace.to_path_buf(),
                     reason: f.message,
                 })?;
         self.feed.follow(controller.events());
-        controllers.insert(workspace.to_path_buf(), controller.clone());
+        controllers.insert(key, controller.clone());
         Ok(controller)
     }
 
     /// The shared handle of stored session `id`: the one a request made before, else restored
-    /// from the store in its recorded workspace (which must lie under the root).
+    /// from the store in its recorded workspace (which must lie under the root) and under its
+    /// recorded config, as `decide` restores it: the file it ran under, read again where it
+    /// still is (else the server's `--config`), refused ([`SessionError::ConfigWidened`]) when
+    /// that config lets the session's modes do more than the one it ran under
+    /// ([`agent_controller::store::ConfigCheck`]).
     async fn session(&self, id: &str) -> Result<SessionHandle, SessionError> {
         let mut sessions = self.sessions.lock().await;
         if let Some(handle) = sessions.get(id) {
@@ -212,18 +248,32 @@ impl Server {
             .load(id)
             .await?
             .ok_or_else(|| SessionError::UnknownSession(id.to_owned()))?;
-        let workspace = match record.workspace {
-            Some(recorded) if recorded.path.starts_with(&self.root) => recorded.path,
+        let workspace = match &record.workspace {
+            Some(recorded) if recorded.path.starts_with(&self.root) => recorded.path.clone(),
             Some(recorded) => {
                 return Err(SessionError::WrongWorkspace {
                     session_id: id.to_owned(),
-                    recorded: recorded.path,
+                    recorded: recorded.path.clone(),
                     actual: self.root.clone(),
                 });
             }
             None => self.root.clone(),
         };
-        let controller = self.controller(&workspace)?;
+        let config = record
+            .config
+            .as_ref()
+            .map(|c| PathBuf::from(&c.path))
+            .filter(|path| path.is_absolute() && path.is_file())
+            .unwrap_or_else(|| self.setup.config.clone());
+        let controller = self.controller_under(&workspace, &config)?;
+        let check = record.config_check(controller.modes());
+        if check.widens() {
+            return Err(SessionError::ConfigWidened {
+                session_id: id.to_owned(),
+                was: record.config.map(|c| c.path).unwrap_or_default(),
+                wider: check.wider(),
+            });
+        }
         let session = controller
             .restore_session(id, agent_controller::SessionOptions::new())
             .await?;

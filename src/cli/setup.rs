@@ -10,8 +10,8 @@ use agent_controller::jail::Jail;
 use agent_controller::model::scripted::ScriptedModel;
 use agent_controller::model::{ModelChooser, ModelSpec, SpecChooser};
 use agent_controller::store::{
-    IdPrefixError, RecordedConfig, SessionRecord, SessionStore, StoreError, open_existing_store,
-    resolve_prefix, resolve_session_id,
+    ConfigCheck, IdPrefixError, RecordedConfig, SessionRecord, SessionStore, StoreError,
+    open_existing_store, resolve_prefix, resolve_session_id,
 };
 use agent_controller::terminal::SpinnerModel;
 use agent_controller::{
@@ -321,44 +321,50 @@ fn ran_under(recorded: &RecordedConfig, workspace: &Path) -> Option<PathBuf> {
 /// A record that does not say what its config let the modes do (written before it did) and a
 /// config of another fingerprint count as one that does more.
 fn check_config(record: &SessionRecord, graph: &ModeGraph, allowed: bool) -> Result<(), Failure> {
-    if record.config_fingerprint == graph.fingerprint() {
-        return Ok(());
-    }
     let who = neutralize_line(&record.session_id);
-    let Some(recorded) = &record.config else {
-        let what = format!(
-            "session {who} ran under another config than this one, and its record does not say what that config let its modes do"
-        );
-        if allowed {
-            note!("warning: {what}; it is acted on under this config, as allowed");
-            return Ok(());
+    let was = record
+        .config
+        .as_ref()
+        .map(|c| neutralize_line(&c.path).into_owned())
+        .unwrap_or_default();
+    match record.config_check(graph) {
+        ConfigCheck::Unknown => {
+            let what = format!(
+                "session {who} ran under another config than this one, and its record does not say what that config let its modes do"
+            );
+            if allowed {
+                note!("warning: {what}; it is acted on under this config, as allowed");
+                return Ok(());
+            }
+            Err(Failure::refused(format!(
+                "{what}: nothing was done (name the config it ran under with --config, or pass --allow-config-change to run it under this one)"
+            )))
         }
-        return Err(Failure::refused(format!(
-            "{what}: nothing was done (name the config it ran under with --config, or pass --allow-config-change to run it under this one)"
-        )));
-    };
-    let change = recorded.change_to(graph);
-    let was = neutralize_line(&recorded.path);
-    if change.only_narrows() {
-        let what = match change.is_empty() {
-            true => "in nothing its modes may do".to_owned(),
-            false => neutralize_line(&change.to_string()).into_owned(),
-        };
-        note!(
-            "note: this config differs from the one session {who} ran under ({was}): {what}; it only narrows what the modes may do"
-        );
-        return Ok(());
+        ConfigCheck::Narrows(change) => {
+            let what = match change.is_empty() {
+                true => "in nothing its modes may do".to_owned(),
+                false => neutralize_line(&change.to_string()).into_owned(),
+            };
+            note!(
+                "note: this config differs from the one session {who} ran under ({was}): {what}; it only narrows what the modes may do"
+            );
+            Ok(())
+        }
+        ConfigCheck::Same => Ok(()),
+        // Widens, and any kind a later release adds: refused unless allowed.
+        check => {
+            let wider = neutralize_line(&check.wider()).into_owned();
+            if allowed {
+                note!(
+                    "warning: session {who} is acted on, as allowed, under a config that lets its modes do more than the one it ran under ({was}): {wider}"
+                );
+                return Ok(());
+            }
+            Err(Failure::refused(format!(
+                "this config lets the modes of session {who} do more than the one it ran under ({was}): {wider}; nothing was done (pass --allow-config-change to run it under this config anyway)"
+            )))
+        }
     }
-    let wider = neutralize_line(&change.wider.join("; ")).into_owned();
-    if allowed {
-        note!(
-            "warning: session {who} is acted on, as allowed, under a config that lets its modes do more than the one it ran under ({was}): {wider}"
-        );
-        return Ok(());
-    }
-    Err(Failure::refused(format!(
-        "this config lets the modes of session {who} do more than the one it ran under ({was}): {wider}; nothing was done (pass --allow-config-change to run it under this config anyway)"
-    )))
 }
 
 /// The shared session flags with their defaults, for a command that acts on a stored session

@@ -183,6 +183,20 @@ pub enum SessionError {
     /// hand-over target is gone or different. It can still be rejected.
     #[error("the plan cannot be approved: {0}")]
     ConfigChanged(String),
+    /// The config a host would act on the session under lets its modes do more than the one
+    /// it ran under, or cannot be compared with it ([`crate::store::ConfigCheck::widens`]);
+    /// nothing was done.
+    #[error(
+        "this config lets the modes of session `{session_id}` do more than the one it ran under ({was}): {wider}; nothing was done"
+    )]
+    ConfigWidened {
+        /// The session id.
+        session_id: String,
+        /// The file of the config it ran under, as its record names it.
+        was: String,
+        /// What the modes may do now that they could not ([`crate::store::ConfigCheck::wider`]).
+        wider: String,
+    },
     /// The session store failed or another writer changed the session first
     /// ([`StoreError::Conflict`]); nothing changed.
     #[error(transparent)]

@@ -137,7 +137,8 @@ impl SessionError {
             E::NotSuspended(_)
             | E::NotInterrupted { .. }
             | E::SessionExists(_)
-            | E::ConfigChanged(_) => K::WrongState,
+            | E::ConfigChanged(_)
+            | E::ConfigWidened { .. } => K::WrongState,
             // The caller named a session no store could hold: its input, not the store's fault.
             E::Store(StoreError::InvalidId(_)) => K::InvalidInput,
             E::Store(StoreError::Conflict { .. })

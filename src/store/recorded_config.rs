@@ -119,6 +119,79 @@ impl fmt::Display for ConfigChange {
     }
 }
 
+/// How a config stands to the one a stored session ran under ([`ConfigCheck::of`]): the rule
+/// every host applies before it decides or carries the session on under a config (the CLI's
+/// `decide`, `continue`, `switch`; `serve`). The same config, or one that only narrows what the
+/// modes may do, may act on the session; one that lets them do more, or one the record cannot
+/// compare with, must not without the user's say ([`ConfigCheck::widens`]).
+///
+/// # Examples
+/// ```
+/// use agent_controller::config;
+/// use agent_controller::store::{ConfigCheck, RecordedConfig};
+///
+/// let asking = config::parse("[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n", "modes.toml")?;
+/// let silent = config::parse("[[modes]]\nid = \"build\"\n", "modes.toml")?;
+/// let recorded = RecordedConfig::of(&asking);
+/// let check = ConfigCheck::of(&asking.fingerprint(), Some(&recorded), &silent);
+/// assert!(check.widens());
+/// assert!(!ConfigCheck::of(&asking.fingerprint(), Some(&recorded), &asking).widens());
+/// // A record that does not say what its config let the modes do: not comparable.
+/// assert!(ConfigCheck::of("another", None, &asking).widens());
+/// # Ok::<(), agent_controller::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigCheck {
+    /// The config the session ran under (the same fingerprint).
+    Same,
+    /// Another config that lets no mode do more (the change, maybe empty).
+    Narrows(ConfigChange),
+    /// Another config that lets the modes do more: the change, whose `wider` lines say what.
+    Widens(ConfigChange),
+    /// Another config, and the record does not say what the one it ran under let the modes do
+    /// (written before records did): counted as one that does more.
+    Unknown,
+}
+
+impl ConfigCheck {
+    /// How `graph` stands to the config a session ran under: `fingerprint` and `recorded` are
+    /// the record's ([`crate::store::SessionRecord::config_fingerprint`],
+    /// [`crate::store::SessionRecord::config`]).
+    pub fn of(fingerprint: &str, recorded: Option<&RecordedConfig>, graph: &ModeGraph) -> Self {
+        if fingerprint == graph.fingerprint() {
+            return Self::Same;
+        }
+        let Some(recorded) = recorded else {
+            return Self::Unknown;
+        };
+        let change = recorded.change_to(graph);
+        match change.only_narrows() {
+            true => Self::Narrows(change),
+            false => Self::Widens(change),
+        }
+    }
+
+    /// Whether the config lets the session's modes do more than the one it ran under (or
+    /// cannot be compared with it): a host refuses to act under it unless the user allowed it.
+    pub fn widens(&self) -> bool {
+        matches!(self, Self::Widens(_) | Self::Unknown)
+    }
+
+    /// What the config lets the modes do that they could not, one line each joined by `; `
+    /// (empty when it does not widen; a line saying the record cannot tell for
+    /// [`ConfigCheck::Unknown`]).
+    pub fn wider(&self) -> String {
+        match self {
+            Self::Widens(change) => change.wider.join("; "),
+            Self::Unknown => {
+                "the record does not say what the config it ran under let its modes do".to_owned()
+            }
+            Self::Same | Self::Narrows(_) => String::new(),
+        }
+    }
+}
+
 impl RecordedConfig {
     /// What `graph` lets each mode do, and the file it was read from.
     pub fn of(graph: &ModeGraph) -> Self {

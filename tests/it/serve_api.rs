@@ -16,6 +16,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 const TOKEN: &str = "test-token-0123456789";
+const SECRET: &str = "webhook-secret-0123456789";
 const WAIT: Duration = Duration::from_secs(30);
 
 /// A store the tests run on: its kind, its spec, and what keeps it (a PostgreSQL schema).
@@ -54,24 +55,25 @@ struct Served {
 
 impl Served {
     fn start(ws: &Workspace, spec: &str) -> Self {
+        Self::start_under(ws, spec, std::path::Path::new(SHIPPED), &[])
+    }
+
+    /// A server under the config in file `config`, with the further arguments `more`.
+    fn start_under(ws: &Workspace, spec: &str, config: &std::path::Path, more: &[&str]) -> Self {
         // Built before the server starts, so a failure here leaves no process behind. With every
         // feature on, reqwest is built with rustls and no provider: plain HTTP only needs one
         // installed.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::new();
         let mut child = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
-            .args([
-                "serve",
-                "--store",
-                spec,
-                "--config",
-                SHIPPED,
-                "--bind",
-                "127.0.0.1:0",
-            ])
+            .args(["serve", "--store", spec, "--bind", "127.0.0.1:0"])
+            .arg("--config")
+            .arg(config)
+            .args(more)
             .arg("--workspace")
             .arg(ws.path())
             .env("AGENT_CONTROLLER_TOKEN", TOKEN)
+            .env("AGENT_CONTROLLER_WEBHOOK_SECRET", SECRET)
             .env_remove("AGENT_CONTROLLER_TOKENS")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -612,5 +614,636 @@ fn sigterm_stops_the_server() {
         }
         assert!(start.elapsed() < WAIT, "still serving after SIGTERM");
         std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The shipped config with its `build` mode offering only `read_file` and `list_files`: the
+/// shipped one lets `build` do more (every tool).
+fn narrow_build() -> String {
+    let shipped = std::fs::read_to_string(SHIPPED).expect("the shipped config");
+    let narrow = shipped.replace(
+        "id = \"build\"\n",
+        "id = \"build\"\navailableTools = [\"read_file\", \"list_files\"]\n",
+    );
+    assert_ne!(narrow, shipped);
+    narrow
+}
+
+#[test]
+fn a_session_is_served_under_the_config_it_ran_under_never_a_wider_one() {
+    let ws = Workspace::new();
+    let spec = ws.path().join("sessions").display().to_string();
+    let ran_under = ws.path().join("a.toml");
+    std::fs::write(&ran_under, narrow_build()).expect("write");
+    let (session, path, decision) = {
+        let served = Served::start_under(&ws, &spec, &ran_under, &[]);
+        runtime().block_on(async {
+            let (session, entry) = served.plan_waiting().await;
+            let path = format!(
+                "/v1/sessions/{session}/decisions/{}",
+                entry["decisionId"].as_str().expect("as expected")
+            );
+            let decision = json!({ "action": "approved", "sha256": entry["sha256"] }).to_string();
+            (session, path, decision)
+        })
+    };
+    let refused = |served: &Served, why: &str| {
+        runtime().block_on(async {
+            let (status, body) = served.post(&path, &decision).await;
+            assert_eq!(status, StatusCode::CONFLICT, "{why}: {body}");
+            assert_eq!(body["error"]["kind"], "wrong_state", "{why}: {body}");
+            let message = body["error"]["message"].as_str().expect("a message");
+            assert!(
+                message.contains("do more than the one it ran under"),
+                "{why}: {message}"
+            );
+            assert!(
+                message.contains("mode `build` offers every tool"),
+                "{why}: {message}"
+            );
+            // Nothing was decided: the plan still waits.
+            let still = served.waiting_in(&session).await;
+            assert_eq!(still["kind"], "plan", "{why}");
+        });
+    };
+    // The file it ran under is gone: the server's own config, which lets `build` do more, is
+    // refused as `decide` refuses it.
+    let kept = ws.path().join("a.toml.kept");
+    std::fs::rename(&ran_under, &kept).expect("rename");
+    refused(
+        &Served::start_under(&ws, &spec, std::path::Path::new(SHIPPED), &[]),
+        "the server's config widens",
+    );
+    // The file it ran under now lets `build` do more: refused, though the server's own config
+    // is the narrow one.
+    std::fs::write(&ran_under, std::fs::read(SHIPPED).expect("read")).expect("write");
+    refused(
+        &Served::start_under(&ws, &spec, &kept, &[]),
+        "the recorded file widens",
+    );
+    // The file it ran under, as it was: the run is carried on under it, whatever the server's
+    // own config.
+    std::fs::rename(&kept, &ran_under).expect("rename");
+    let served = Served::start_under(&ws, &spec, std::path::Path::new(SHIPPED), &[]);
+    runtime().block_on(async {
+        let (status, taken) = served.post(&path, &decision).await;
+        assert_eq!(status, StatusCode::OK, "{taken}");
+        assert_eq!(taken["modeId"], "build");
+        let after = served.settled(&session).await;
+        assert_eq!(after["runState"], "completed", "{after}");
+    });
+}
+
+/// Whether `signature` (`sha256=HEX`) is the HMAC-SHA256 of `body` under [`SECRET`], checked as
+/// the guide tells a receiver to check it.
+fn signed(body: &[u8], signature: &str) -> bool {
+    use hmac::{Hmac, KeyInit, Mac};
+    let Some(hex) = signature.strip_prefix("sha256=") else {
+        return false;
+    };
+    let Some(code) = (0..hex.len())
+        .step_by(2)
+        .map(|i| {
+            hex.get(i..i + 2)
+                .and_then(|b| u8::from_str_radix(b, 16).ok())
+        })
+        .collect::<Option<Vec<u8>>>()
+    else {
+        return false;
+    };
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(SECRET.as_bytes()).expect("any key");
+    mac.update(body);
+    mac.verify_slice(&code).is_ok()
+}
+
+#[test]
+fn a_webhook_is_signed_retried_after_a_500_and_links_to_the_decision() {
+    use wiremock::matchers::method;
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let ws = Workspace::new();
+    let spec = ws.path().join("sessions").display().to_string();
+    let rt = runtime();
+    let receiver = rt.block_on(async {
+        let receiver = MockServer::start().await;
+        // The first notification fails once; every other one is taken.
+        Mock::given(method("POST"))
+            .respond_with(ResponseTemplate::new(500))
+            .up_to_n_times(1)
+            .with_priority(1)
+            .mount(&receiver)
+            .await;
+        Mock::given(method("POST"))
+            .respond_with(ResponseTemplate::new(204))
+            .with_priority(2)
+            .mount(&receiver)
+            .await;
+        receiver
+    });
+    let notify = format!("{}/hook", receiver.uri());
+    let served = Served::start_under(
+        &ws,
+        &spec,
+        std::path::Path::new(SHIPPED),
+        &[
+            "--notify",
+            &notify,
+            "--public-url",
+            "https://inbox.example/approvals/",
+        ],
+    );
+    rt.block_on(async {
+        let (session, entry) = served.plan_waiting().await;
+        let decision_id = entry["decisionId"]
+            .as_str()
+            .expect("as expected")
+            .to_owned();
+        let decision = json!({ "action": "approved", "sha256": entry["sha256"] }).to_string();
+        // Decided once the server has noticed it waiting (a decision that starts and stops
+        // waiting between two looks at the store is not notified).
+        let bodies = |requests: Vec<wiremock::Request>| -> Vec<(Vec<u8>, Value)> {
+            requests
+                .into_iter()
+                .map(|r| {
+                    let signature = r
+                        .headers
+                        .get("x-agent-controller-signature")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default()
+                        .to_owned();
+                    assert!(signed(&r.body, &signature), "signed: {signature}");
+                    assert_eq!(r.url.path(), "/hook");
+                    let value: Value = serde_json::from_slice(&r.body).expect("JSON");
+                    (r.body, value)
+                })
+                .collect()
+        };
+        let start = Instant::now();
+        let waiting = loop {
+            let got = bodies(receiver.received_requests().await.expect("recorded"));
+            let tries: Vec<_> = got
+                .iter()
+                .filter(|(_, v)| v["type"] == "decision_waiting")
+                .collect();
+            // The failed attempt and its retry, the very same bytes.
+            if tries.len() >= 2 {
+                assert_eq!(tries[0].0, tries[1].0, "a retry sends the same body");
+                break tries[1].1.clone();
+            }
+            assert!(start.elapsed() < WAIT, "no retried notification: {got:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(waiting["sessionId"], session.as_str());
+        assert_eq!(waiting["decisionId"], decision_id.as_str());
+        assert_eq!(waiting["kind"], "plan");
+        assert_eq!(waiting["decision"]["title"], "Add dark mode");
+        assert_eq!(
+            waiting["link"],
+            format!("https://inbox.example/approvals/#/sessions/{session}/decisions/{decision_id}")
+        );
+        let path = format!("/v1/sessions/{session}/decisions/{decision_id}");
+        let (status, _) = served.post(&path, &decision).await;
+        assert_eq!(status, StatusCode::OK);
+        let start = Instant::now();
+        let settled = loop {
+            let got = bodies(receiver.received_requests().await.expect("recorded"));
+            if let Some((_, v)) = got.iter().find(|(_, v)| v["type"] == "decision_settled") {
+                break v.clone();
+            }
+            assert!(start.elapsed() < WAIT, "no settled notification: {got:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(settled["decisionId"], decision_id.as_str());
+        assert_eq!(settled["kind"], "plan");
+        assert_eq!(settled["modeId"], "build");
+        assert_eq!(settled["decided"]["outcome"], "approved", "{settled}");
+        assert_eq!(settled["link"], waiting["link"]);
+    });
+}
+
+#[test]
+fn notify_without_a_secret_is_refused_at_start() {
+    let ws = Workspace::new();
+    let out = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+        .args([
+            "serve",
+            "--config",
+            SHIPPED,
+            "--bind",
+            "127.0.0.1:0",
+            "--notify",
+            "http://127.0.0.1:9/hook",
+            "--store",
+        ])
+        .arg(ws.path().join("sessions"))
+        .arg("--workspace")
+        .arg(ws.path())
+        .env("AGENT_CONTROLLER_TOKEN", TOKEN)
+        .env_remove("AGENT_CONTROLLER_WEBHOOK_SECRET")
+        .output()
+        .expect("serve");
+    assert_eq!(out.status.code(), Some(common::cli::INVALID));
+    assert!(out.stdout.is_empty(), "nothing was served");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("AGENT_CONTROLLER_WEBHOOK_SECRET"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn ten_thousand_pending_decisions_come_a_bounded_page_at_a_time() {
+    const MANY: usize = 10_000;
+    let ws = Workspace::new();
+    let dir = ws.path().join("sessions");
+    let spec = dir.display().to_string();
+    let session = {
+        let served = Served::start(&ws, &spec);
+        runtime().block_on(served.plan_waiting()).0
+    };
+    // The one record copied under other ids (written directly: no fsync per copy).
+    let record = std::fs::read_to_string(dir.join(format!("{session}.pending.json")))
+        .expect("the pending record");
+    for i in 1..MANY {
+        let id = format!("copy-{i:05}");
+        std::fs::write(
+            dir.join(format!("{id}.pending.json")),
+            record.replace(&session, &id),
+        )
+        .expect("write a copy");
+    }
+    let served = Served::start(&ws, &spec);
+    runtime().block_on(async {
+        let (status, first) = served.get("/v1/pending").await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(
+            first["pending"].as_array().expect("a page").len(),
+            100,
+            "the default page"
+        );
+        let mut seen = std::collections::HashSet::new();
+        let mut cursor: Option<String> = None;
+        let mut pages = 0;
+        loop {
+            let path = match &cursor {
+                Some(c) => format!("/v1/pending?limit=1000&cursor={c}"),
+                None => "/v1/pending?limit=1000".to_owned(),
+            };
+            let (status, page) = served.get(&path).await;
+            assert_eq!(status, StatusCode::OK, "{page}");
+            let entries = page["pending"].as_array().expect("a page");
+            assert!(entries.len() <= 1000);
+            for entry in entries {
+                let key = format!("{}/{}", entry["sessionId"], entry["decisionId"]);
+                assert!(seen.insert(key), "listed once: {entry}");
+            }
+            pages += 1;
+            assert!(pages <= MANY / 1000 + 1, "the pages end");
+            match page["nextCursor"].as_str() {
+                Some(next) => cursor = Some(next.to_owned()),
+                None => break,
+            }
+        }
+        assert_eq!(seen.len(), MANY);
+        assert_eq!(pages, MANY / 1000);
+        let (status, _) = served.get("/v1/pending?limit=1001").await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+        let (status, _) = served.get("/v1/pending?cursor=garbage").await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    });
+}
+
+#[test]
+fn a_hundred_sse_clients_each_get_every_event_and_one_that_reads_nothing_holds_none_up() {
+    const CLIENTS: usize = 100;
+    let ws = Workspace::new();
+    let served = Served::start(&ws, &ws.path().join("sessions").display().to_string());
+    runtime().block_on(async {
+        // A client that asks for the events and never reads a byte of them.
+        let address = served.base.trim_start_matches("http://").to_owned();
+        let mut idle = tokio::net::TcpStream::connect(&address)
+            .await
+            .expect("connect");
+        let head = format!(
+            "GET /v1/events HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
+        );
+        tokio::io::AsyncWriteExt::write_all(&mut idle, head.as_bytes())
+            .await
+            .expect("send the head");
+        let mut clients = Vec::new();
+        for _ in 0..CLIENTS {
+            clients.push(served.events("/v1/events", None).await);
+        }
+        let mut sessions = Vec::new();
+        for _ in 0..3 {
+            sessions.push(served.plan_waiting().await.0);
+        }
+        // Each client sees, in order, the same events up to the last session's plan waiting.
+        let last = sessions.last().expect("as expected").clone();
+        let mut first: Option<Vec<u64>> = None;
+        for (n, client) in clients.iter_mut().enumerate() {
+            let seen = client
+                .until(|e| e["type"] == "decision_waiting" && e["sessionId"] == last.as_str())
+                .await;
+            let ids: Vec<u64> = seen.iter().map(|(id, _)| *id).collect();
+            assert!(ids.windows(2).all(|w| w[0] < w[1]), "client {n}: in order");
+            for session in &sessions {
+                assert!(
+                    seen.iter().any(|(_, e)| e["sessionId"] == session.as_str()),
+                    "client {n} saw session {session}"
+                );
+            }
+            match &first {
+                None => first = Some(ids),
+                Some(first) => assert_eq!(&ids, first, "client {n} saw what the first saw"),
+            }
+        }
+        drop(idle);
+    });
+}
+
+#[test]
+fn a_client_that_hangs_up_mid_decision_changes_nothing() {
+    let ws = Workspace::new();
+    let served = Served::start(&ws, &ws.path().join("sessions").display().to_string());
+    runtime().block_on(async {
+        let (session, entry) = served.plan_waiting().await;
+        let decision_id = entry["decisionId"].as_str().expect("as expected").to_owned();
+        let path = format!("/v1/sessions/{session}/decisions/{decision_id}");
+        let decision = json!({ "action": "approved", "sha256": entry["sha256"] }).to_string();
+        // Half the body sent, then the connection is closed.
+        let address = served.base.trim_start_matches("http://").to_owned();
+        let mut stream = tokio::net::TcpStream::connect(&address).await.expect("connect");
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{}",
+            decision.len(),
+            &decision[..decision.len() / 2]
+        );
+        tokio::io::AsyncWriteExt::write_all(&mut stream, head.as_bytes())
+            .await
+            .expect("send half");
+        drop(stream);
+        // The plan still waits, in the store and in the session.
+        let (status, view) = served.get(&format!("/v1/sessions/{session}")).await;
+        assert_eq!(status, StatusCode::OK, "{view}");
+        assert_eq!(view["modeId"], "plan", "{view}");
+        assert_eq!(view["pending"][0]["decisionId"], decision_id.as_str(), "{view}");
+        let still = served.waiting_in(&session).await;
+        assert_eq!(still["decisionId"], decision_id.as_str());
+        // Whole, and the client gone before the answer: the decision it finished is taken.
+        let mut stream = tokio::net::TcpStream::connect(&address).await.expect("connect");
+        let whole = format!(
+            "POST {path} HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{decision}",
+            decision.len(),
+        );
+        tokio::io::AsyncWriteExt::write_all(&mut stream, whole.as_bytes())
+            .await
+            .expect("send the whole");
+        drop(stream);
+        let after = served.settled(&session).await;
+        // Either the whole decision was taken or none of it: never a half-made one.
+        match after["modeId"].as_str() {
+            Some("build") => assert_eq!(after["pending"], json!([]), "{after}"),
+            Some("plan") => assert_eq!(after["pending"][0]["decisionId"], decision_id.as_str(), "{after}"),
+            other => panic!("{other:?}: {after}"),
+        }
+        // And a client that stays gets its answer.
+        let (status, body) = served.post(&path, &decision).await;
+        assert!(
+            status == StatusCode::OK || body["error"]["kind"] == "already_decided",
+            "{status}: {body}"
+        );
+        let after = served.settled(&session).await;
+        assert_eq!(after["modeId"], "build", "{after}");
+    });
+}
+
+#[test]
+fn a_session_works_in_a_workspace_under_the_servers_and_nowhere_else() {
+    let ws = Workspace::new();
+    std::fs::create_dir(ws.path().join("sub")).expect("mkdir");
+    let outside = tempfile::tempdir().expect("a directory outside");
+    std::os::unix::fs::symlink(outside.path(), ws.path().join("away")).expect("symlink");
+    let served = Served::start(&ws, &ws.path().join("sessions").display().to_string());
+    runtime().block_on(async {
+        let body = json!({ "modeId": "plan", "message": "Add dark mode", "workspace": "sub" });
+        let (status, view) = served.post("/v1/sessions", &body.to_string()).await;
+        assert_eq!(status, StatusCode::CREATED, "{view}");
+        let sub = ws.path().join("sub").canonicalize().expect("canonical");
+        assert_eq!(view["workspace"], sub.display().to_string(), "{view}");
+        let id = view["sessionId"].as_str().expect("an id").to_owned();
+        let (_, read) = served.get(&format!("/v1/sessions/{id}")).await;
+        assert_eq!(read["workspace"], sub.display().to_string(), "{read}");
+        assert_eq!(read["allowancesInForce"], json!([]), "{read}");
+        let root = ws.path().canonicalize().expect("canonical");
+        for bad in [
+            json!(".."),
+            json!("sub/../.."),
+            json!(outside.path()),
+            json!("/"),
+            json!("away"),
+            json!("no-such-dir"),
+            json!(root.join("sessions").join("..").join("..")),
+        ] {
+            let body = json!({ "message": "hello", "workspace": bad });
+            let (status, why) = served.post("/v1/sessions", &body.to_string()).await;
+            assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{bad}: {why}");
+            assert!(
+                why["error"]["message"]
+                    .as_str()
+                    .expect("a message")
+                    .contains("--workspace"),
+                "{why}"
+            );
+        }
+        // Nothing was started in any of them.
+        let (_, listing) = served.get("/v1/pending").await;
+        let sessions: std::collections::HashSet<&str> = listing["pending"]
+            .as_array()
+            .expect("pending")
+            .iter()
+            .filter_map(|e| e["sessionId"].as_str())
+            .collect();
+        assert!(sessions.len() <= 1, "{listing}");
+    });
+}
+
+/// `text` with every byte but ASCII letters, digits, `-`, `_` and `~` percent-encoded.
+fn encoded(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Any JSON value, a few levels deep.
+fn any_json() -> impl proptest::strategy::Strategy<Value = Value> {
+    use proptest::prelude::*;
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>().prop_map(|f| json!(f)),
+        any::<String>().prop_map(Value::from),
+        "[a-z0-9]{0,64}".prop_map(Value::from),
+    ];
+    leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+            proptest::collection::btree_map("[a-zA-Z]{1,10}", inner, 0..4)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+/// A body a route might take, or not: garbage bytes, any JSON, or JSON shaped like a decision
+/// or a new session or message with any values in it.
+fn any_body() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+    use proptest::prelude::*;
+    let action = prop_oneof![
+        Just(json!("approved")),
+        Just(json!("rejected")),
+        Just(json!("answered")),
+        any_json(),
+    ];
+    prop_oneof![
+        proptest::collection::vec(any::<u8>(), 0..200),
+        any_json().prop_map(|v| v.to_string().into_bytes()),
+        (action, any_json(), any_json()).prop_map(|(action, sha256, feedback)| {
+            json!({ "action": action, "sha256": sha256, "feedback": feedback })
+                .to_string()
+                .into_bytes()
+        }),
+        (any_json(), any_json(), any_json()).prop_map(|(mode, message, workspace)| {
+            json!({ "modeId": mode, "message": message, "workspace": workspace })
+                .to_string()
+                .into_bytes()
+        }),
+        (any::<String>(), proptest::option::of("[a-z./]{0,12}")).prop_map(
+            |(message, workspace)| {
+                let mut body = json!({ "message": message });
+                if let Some(workspace) = workspace {
+                    body["workspace"] = json!(workspace);
+                }
+                body.to_string().into_bytes()
+            }
+        ),
+    ]
+}
+
+#[test]
+fn no_request_to_a_route_of_the_openapi_document_gets_a_5xx_or_an_undocumented_status() {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestCaseError, TestRunner};
+    let ws = Workspace::new();
+    let served = Served::start(&ws, &ws.path().join("sessions").display().to_string());
+    let rt = runtime();
+    let (session, entry, document) = rt.block_on(async {
+        let (session, entry) = served.plan_waiting().await;
+        let (_, document) = served.get("/v1/openapi.json").await;
+        (session, entry, document)
+    });
+    let decision = entry["decisionId"]
+        .as_str()
+        .expect("as expected")
+        .to_owned();
+    // (method, path template, documented statuses) of every route.
+    let mut routes: Vec<(String, String, Vec<u16>)> = Vec::new();
+    for (path, item) in document["paths"].as_object().expect("paths") {
+        for (method, operation) in item.as_object().expect("an item") {
+            let statuses = operation["responses"]
+                .as_object()
+                .expect("responses")
+                .keys()
+                .map(|s| s.parse().expect("a status"))
+                .collect();
+            routes.push((method.to_uppercase(), path.clone(), statuses));
+        }
+    }
+    assert!(routes.len() >= 10, "{routes:?}");
+    let id = || {
+        prop_oneof![
+            Just(session.clone()),
+            Just(decision.clone()),
+            "[a-z0-9_-]{1,24}",
+            "[ -~]{0,40}",
+            any::<String>(),
+            Just("..".to_owned()),
+            "[a-z]{250,300}",
+        ]
+    };
+    let query = proptest::option::of((
+        proptest::option::of(prop_oneof![
+            any::<i64>().prop_map(|n| n.to_string()),
+            "[ -~]{0,8}"
+        ]),
+        proptest::option::of(any::<String>()),
+        proptest::option::of(("[a-z]{1,8}", "[a-z]{0,8}")),
+    ));
+    let token = prop_oneof![
+        Just(Some(TOKEN.to_owned())),
+        Just(None),
+        "[ -~]{0,30}".prop_map(Some)
+    ];
+    let cases = (0..routes.len(), id(), id(), query, any_body(), token);
+    let mut runner = TestRunner::new(Config {
+        cases: 300,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let result = runner.run(&cases, |(route, a, b, query, body, token)| {
+        let (method, template, documented) = &routes[route];
+        let mut path = template
+            .replace("{sessionId}", &encoded(&a))
+            .replace("{decisionId}", &encoded(&b));
+        let ids = path != *template;
+        if let Some((limit, cursor, other)) = &query {
+            let mut pairs = Vec::new();
+            if let Some(limit) = limit {
+                pairs.push(format!("limit={}", encoded(limit)));
+            }
+            if let Some(cursor) = cursor {
+                pairs.push(format!("cursor={}", encoded(cursor)));
+            }
+            if let Some((key, value)) = other {
+                pairs.push(format!("{key}={value}"));
+            }
+            path = format!("{path}?{}", pairs.join("&"));
+        }
+        let status = rt.block_on(async {
+            let mut request = match method.as_str() {
+                "GET" => served.client.get(served.url(&path)),
+                _ => served
+                    .client
+                    .post(served.url(&path))
+                    .header("content-type", "application/json")
+                    .body(body.clone()),
+            };
+            if let Some(token) = &token {
+                request = request.header("authorization", format!("Bearer {token}"));
+            }
+            // The answer's head only: an event stream does not end.
+            let response = tokio::time::timeout(WAIT, request.send())
+                .await
+                .expect("an answer in time")
+                .expect("an answer");
+            response.status().as_u16()
+        });
+        if status >= 500 {
+            return Err(TestCaseError::fail(format!("{method} {path}: {status}")));
+        }
+        // An id of dots may take the request to another path (the URL is normalized): that
+        // path's answer is a 404.
+        let allowed = documented.contains(&status) || (ids && status == 404);
+        if !allowed {
+            return Err(TestCaseError::fail(format!(
+                "{method} {path}: {status} is not one of {documented:?}"
+            )));
+        }
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
     }
 }

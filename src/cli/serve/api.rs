@@ -3,10 +3,12 @@
 //! before anything is read; a body that is not JSON, or not what the route takes, is 422 with
 //! the reason; a body over the bound is 413.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use agent_controller::SessionError;
+use agent_controller::allowance::Allowance;
 use agent_controller::session::{SessionErrorKind, SessionHandle};
 use agent_controller::store::{PendingEntry, PendingSummary, check_session_id};
 use axum::Router;
@@ -201,16 +203,18 @@ async fn pending(
             }
         },
     };
-    let page: Vec<PendingEntry> = listing
-        .pending
-        .iter()
-        .skip(start)
-        .take(limit)
-        .map(|summary| PendingEntry {
+    let mut in_force: HashMap<&str, Vec<Allowance>> = HashMap::new();
+    let mut page: Vec<PendingEntry> = Vec::new();
+    for summary in listing.pending.iter().skip(start).take(limit) {
+        let id = summary.session_id.as_str();
+        if !in_force.contains_key(id) {
+            in_force.insert(id, allowances_in_force(&server, id).await);
+        }
+        page.push(PendingEntry {
             summary: summary.clone(),
-            allowances_in_force: Vec::new(),
-        })
-        .collect();
+            allowances_in_force: in_force.get(id).cloned().unwrap_or_default(),
+        });
+    }
     let next = (start + page.len() < listing.pending.len())
         .then(|| page.last().map(|p| cursor_of(&p.summary)))
         .flatten();
@@ -328,6 +332,8 @@ async fn start_session(State(server): State<Arc<Server>>, body: Bytes) -> Respon
     }
     let session = match controller.start_session(options).await {
         Ok(session) => session,
+        // A mode the config lacks is a body this route does not take.
+        Err(e) if e.kind() == SessionErrorKind::NotFound => return unprocessable(&e.to_string()),
         Err(e) => return refused(&e),
     };
     let handle = SessionHandle::new(session);
@@ -387,10 +393,34 @@ async fn session(State(server): State<Arc<Server>>, Path(session_id): Path<Strin
         Ok(handle) => handle,
         Err(e) => return refused(&e),
     };
-    match handle.reload().await {
-        Ok(view) => axum::Json(view).into_response(),
-        Err(e) => refused(&e),
-    }
+    let view = match handle.reload().await {
+        Ok(view) => view,
+        Err(e) => return refused(&e),
+    };
+    let mut body = json!(view);
+    let in_force = allowances_in_force(&server, &session_id).await;
+    body["allowancesInForce"] = json!(in_force);
+    axum::Json(body).into_response()
+}
+
+/// The allowances in force for stored session `id` in its mode now
+/// ([`agent_controller::session::allowances_in_force`]); none, with a warning on stderr, when
+/// they cannot be read.
+async fn allowances_in_force(server: &Server, id: &str) -> Vec<Allowance> {
+    let store = &*server.setup.store;
+    let read = match store.load(id).await {
+        Ok(Some(record)) => agent_controller::session::allowances_in_force(store, &record).await,
+        Ok(None) => Ok(Vec::new()),
+        Err(e) => Err(e),
+    };
+    read.unwrap_or_else(|e| {
+        note!(
+            "warning: serve: the allowances of session {} cannot be read, not listed: {}",
+            agent_controller::display::neutralize_line(id),
+            agent_controller::display::neutralize_line(&e.to_string())
+        );
+        Vec::new()
+    })
 }
 
 /// `POST /v1/sessions/{id}/cancel`: cancels the run in progress (or the next one).

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use agent_controller::Event;
 use agent_controller::display::json_line;
-use agent_controller::store::PendingWatch;
+use agent_controller::store::{PendingChange, PendingWatch};
 use axum::response::sse;
 use futures_core::Stream;
 use tokio::sync::broadcast;
@@ -95,14 +95,20 @@ impl Feed {
         });
     }
 
-    /// Adds what `watch` finds the store shows other processes did.
-    pub(crate) fn watch(&self, mut watch: PendingWatch) {
+    /// Adds what `watch` finds the store shows other processes did, each change also handed
+    /// to `on_change` (which must not wait).
+    pub(crate) fn watch(
+        &self,
+        mut watch: PendingWatch,
+        on_change: impl Fn(&PendingChange) + Send + 'static,
+    ) {
         let feed = self.clone();
         tokio::spawn(async move {
             loop {
                 match watch.changes().await {
                     Ok(changes) => {
                         for change in changes {
+                            on_change(&change);
                             if let Ok(line) = json_line(&change) {
                                 feed.push(change.session_id(), line);
                             }
@@ -167,5 +173,40 @@ impl Feed {
                 }
             },
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::StreamExt;
+
+    #[tokio::test]
+    async fn a_client_that_falls_behind_is_dropped_and_the_others_get_every_event() {
+        let feed = Feed::new();
+        let mut readers: Vec<_> = (0..100)
+            .map(|_| Box::pin(feed.stream(None, None)))
+            .collect();
+        // Subscribed, and never read while the events come.
+        let slow = Box::pin(feed.stream(None, None));
+        let total = LIVE + 10;
+        for n in 0..total {
+            // Never waits on the slow client.
+            feed.push("s", format!("{{\"n\":{n}}}"));
+            for reader in &mut readers {
+                assert!(
+                    reader.next().await.is_some(),
+                    "event {n} reaches every reader"
+                );
+            }
+        }
+        // The slow client, once it reads: its stream ends (dropped), short of the events.
+        let got = tokio::time::timeout(Duration::from_secs(30), slow.count())
+            .await
+            .expect("the slow stream ends");
+        assert!(got < total, "{got} of {total}");
+        // A reader that kept up still gets what comes next.
+        feed.push("s", "{}".to_owned());
+        assert!(readers[0].next().await.is_some());
     }
 }

@@ -14,7 +14,7 @@ pub(crate) fn document() -> Value {
     let refusals = json!({
         "401": answer("No token, or not one of this server's."),
         "404": answer("No such session or decision (an id that is no id is not looked up)."),
-        "409": answer("The decision was taken already, expired, or pins other content (sha256); or the session is busy."),
+        "409": answer("The decision was taken already, expired, or pins other content (sha256); the session is busy; or the config the server would carry the session on under lets its modes do more than the one it ran under."),
         "413": { "description": format!("The body is over {BODY_LIMIT} bytes.") },
         "422": answer("The body is not JSON, or not what the route takes."),
     });
@@ -27,6 +27,8 @@ pub(crate) fn document() -> Value {
         "200": { "description": "Server-Sent Events: each `data:` one event as `--json` prints it (or `decision_waiting` / `decision_settled` for what another process did), each with an `id:`; reconnect with `Last-Event-ID` to get what was missed, as far as the server keeps it.", "content": { "text/event-stream": {} } },
         "401": refusals["401"],
     });
+    let mut session_events = events.clone();
+    session_events["404"] = refusals["404"].clone();
     json!({
         "openapi": "3.1.0",
         "info": {
@@ -55,7 +57,8 @@ pub(crate) fn document() -> Value {
                         "runState": { "type": "string", "enum": ["running", "suspended", "completed", "aborted", "failed"] },
                         "pending": { "type": "array", "items": { "type": "object" } },
                         "workspace": { "type": "string" },
-                        "version": { "type": "integer", "minimum": 0 }
+                        "version": { "type": "integer", "minimum": 0 },
+                        "allowancesInForce": { "type": "array", "items": { "type": "object" }, "description": "The allowances in force in the session's mode (GET /v1/sessions/{sessionId} only)." }
                     }
                 },
                 "DecisionTaken": {
@@ -93,7 +96,7 @@ pub(crate) fn document() -> Value {
             "/v1/sessions/{sessionId}": { "get": {
                 "summary": "The session's mode, latest run and what waits.",
                 "parameters": [session_id],
-                "responses": { "200": json_of(session_view.clone()), "401": refusals["401"], "404": refusals["404"] }
+                "responses": { "200": json_of(session_view.clone()), "401": refusals["401"], "404": refusals["404"], "409": refusals["409"] }
             } },
             "/v1/sessions/{sessionId}/messages": { "post": {
                 "summary": "Send a message: a run starts in the background.",
@@ -104,7 +107,7 @@ pub(crate) fn document() -> Value {
             "/v1/sessions/{sessionId}/cancel": { "post": {
                 "summary": "Cancel the session's run in progress (or its next run).",
                 "parameters": [session_id],
-                "responses": { "200": json_of(json!({ "type": "object", "properties": { "wasRunning": { "type": "boolean" } } })), "401": refusals["401"], "404": refusals["404"] }
+                "responses": { "200": json_of(json!({ "type": "object", "properties": { "wasRunning": { "type": "boolean" } } })), "401": refusals["401"], "404": refusals["404"], "409": refusals["409"] }
             } },
             "/v1/sessions/{sessionId}/decisions/{decisionId}": { "post": {
                 "summary": "Decide: approve (pinned by sha256, with a target, an edited plan, comments), reject with feedback, or answer. Answers once the decision is saved; the run goes on in the background.",
@@ -115,7 +118,7 @@ pub(crate) fn document() -> Value {
             "/v1/sessions/{sessionId}/events": { "get": {
                 "summary": "The session's events, as Server-Sent Events.",
                 "parameters": [session_id, { "name": "Last-Event-ID", "in": "header", "schema": { "type": "string" } }],
-                "responses": events.clone()
+                "responses": session_events
             } },
             "/v1/events": { "get": {
                 "summary": "Every session's events, as Server-Sent Events.",
