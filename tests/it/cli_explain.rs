@@ -179,3 +179,49 @@ fn check_reports_a_rule_test_on_an_unknown_tool_at_its_tool() {
         "{err}"
     );
 }
+
+/// With `--session` and `--store`, the call is ruled in the stored session's current mode: a
+/// session waiting in `plan` is not offered `write_file`; `--mode` naming another mode is bad
+/// input.
+#[test]
+fn explain_in_a_stored_session_rules_in_its_mode() {
+    let ws = tempfile::tempdir().expect("tempdir");
+    let session = cli::pending_plan(ws.path());
+    let args = r#"{"path": "src/a.rs", "content": "x"}"#;
+    let base = ["explain", "--session", &session, "--store", cli::STORE];
+    let mut call: Vec<&str> = base.to_vec();
+    call.extend(["--json", "write_file", args]);
+    let out = cli::bin(ws.path(), &call, "");
+    assert_eq!(out.status.code(), Some(3), "{}", cli::text(&out));
+    let json: serde_json::Value = serde_json::from_str(&cli::stdout(&out)).expect("json");
+    assert_eq!(
+        (json["modeId"].as_str(), json["outcome"].as_str()),
+        (Some("plan"), Some("unavailable"))
+    );
+    let mut read: Vec<&str> = base.to_vec();
+    read.extend(["read_file", r#"{"path": "README.md"}"#]);
+    assert_eq!(cli::bin(ws.path(), &read, "").status.code(), Some(0));
+    let mut wrong: Vec<&str> = base.to_vec();
+    wrong.extend(["--mode", "build", "read_file", r#"{"path": "README.md"}"#]);
+    let out = cli::bin(ws.path(), &wrong, "");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        cli::text(&out).contains("is in mode `plan`, not `build`"),
+        "{}",
+        cli::text(&out)
+    );
+}
+
+/// `verify` runs the rule tests as `check` does: a failing one is an error (exit 2) before the
+/// state-machine check runs.
+#[test]
+fn verify_runs_the_rule_tests_too() {
+    let text = format!("{CONFIG}{TESTED}");
+    let out = run(&text, &["verify", "modes.toml", "--cases", "1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", cli::text(&out));
+    assert!(
+        cli::text(&out).contains("modes.toml:25:10: rule test 2 expects `allow`"),
+        "{}",
+        cli::text(&out)
+    );
+}

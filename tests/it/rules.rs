@@ -1796,7 +1796,11 @@ rules = [
         rule_of(&write("src/a.rs"), &at("src/a.rs")),
         (RuleAction::Ask, DecidedBy::Rule(3))
     );
-    let todo = ToolCall::new("c2", "write_file", json!({"path": "src/a.rs", "content": "TODO x"}));
+    let todo = ToolCall::new(
+        "c2",
+        "write_file",
+        json!({"path": "src/a.rs", "content": "TODO x"}),
+    );
     assert_eq!(
         rule_of(&todo, &at("src/a.rs")),
         (RuleAction::Ask, DecidedBy::RequireApproval)
@@ -1809,10 +1813,7 @@ rules = [
     // In doubt: denied.
     let doubt = ResolvedPaths::new()
         .with_resolved("path", ResolvedPath::Doubtful("leads outside".to_owned()));
-    assert_eq!(
-        rule_of(&write("src/../../x"), &doubt).0,
-        RuleAction::Deny
-    );
+    assert_eq!(rule_of(&write("src/../../x"), &doubt).0, RuleAction::Deny);
     // A negated allow rule: allows outside `secret/`, never a case variant of it or a doubt.
     let read = |path: &str| ToolCall::new("c3", "read_file", json!({"path": path}));
     assert_eq!(
