@@ -119,6 +119,9 @@ pub(crate) fn serve(args: ServeArgs) -> Outcome {
             feed,
         });
         let app = api::router(state.clone());
+        // The handlers are in place before the address is told: a SIGTERM sent as soon as the
+        // line is read stops the server gracefully instead of killing it.
+        let shutdown = shutdown_signal();
         say!("listening on http://{bound}");
         let _ = std::io::stdout().flush();
         if let Some(token) = state.tokens.shown_once() {
@@ -126,7 +129,7 @@ pub(crate) fn serve(args: ServeArgs) -> Outcome {
             note!("(send it as `Authorization: Bearer TOKEN`; set AGENT_CONTROLLER_TOKEN to choose your own)");
         }
         axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown_signal())
+            .with_graceful_shutdown(shutdown)
         .await
         .map_err(Failure::runtime)?;
         state.stop_runs().await;
@@ -134,19 +137,24 @@ pub(crate) fn serve(args: ServeArgs) -> Outcome {
     })
 }
 
-/// SIGTERM or Ctrl-C.
-async fn shutdown_signal() {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
+/// SIGTERM or Ctrl-C. The handlers are registered when this is called, not when the future is
+/// first polled.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    let terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok();
+    async move {
+        let recv = |signal: Option<tokio::signal::unix::Signal>| async move {
+            match signal {
+                Some(mut signal) => {
+                    signal.recv().await;
+                }
+                None => std::future::pending::<()>().await,
             }
-            Err(_) => std::future::pending::<()>().await,
+        };
+        tokio::select! {
+            () = recv(terminate) => {}
+            () = recv(interrupt) => {}
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = terminate => {}
     }
 }
 
