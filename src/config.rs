@@ -1456,7 +1456,7 @@ fn syntax_error(source: &Source<'_>, err: &toml::de::Error) -> ConfigError {
     ConfigError::at(kind, source, err.span().unwrap_or(0..0), message)
 }
 
-fn is_valid_id(id: &str) -> bool {
+pub(crate) fn is_valid_id(id: &str) -> bool {
     !id.is_empty()
         && id
             .bytes()

@@ -135,6 +135,8 @@ pub mod explain;
 pub mod extensions;
 mod glob;
 pub mod guide;
+#[cfg(feature = "import")]
+pub mod import;
 pub mod jail;
 pub mod jcs;
 pub(crate) mod machine;

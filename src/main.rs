@@ -23,6 +23,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Check { config, connect } => cli::check::check(&config, connect),
         Command::Explain(args) => cli::explain::explain(args),
+        Command::Import { format, file } => cli::import::import(format, &file),
         Command::Graph { config, format } => cli::graph::graph(&config, format),
         Command::Schema { of } => cli::schema::schema(of),
         Command::Run(args) => cli::run::run(args),

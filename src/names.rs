@@ -219,6 +219,11 @@ mod tests {
         );
         check!(RuleAction, [Allow, Ask, Deny], ["allow", "ask", "deny"]);
         check!(
+            crate::explain::Outcome,
+            [Allow, Ask, Deny, Unavailable],
+            ["allow", "ask", "deny", "unavailable"]
+        );
+        check!(
             C,
             [
                 Io,
@@ -264,7 +269,9 @@ mod tests {
                 UnknownMcpServer,
                 InvalidMcpToolName,
                 UntrustedWildcard,
-                InvalidPlanScope
+                InvalidPlanScope,
+                InvalidRuleTest,
+                FailedRuleTest
             ],
             [
                 "io",
@@ -310,7 +317,9 @@ mod tests {
                 "unknown_mcp_server",
                 "invalid_mcp_tool_name",
                 "untrusted_wildcard",
-                "invalid_plan_scope"
+                "invalid_plan_scope",
+                "invalid_rule_test",
+                "failed_rule_test"
             ]
         );
         #[cfg(feature = "testing")]

@@ -175,6 +175,17 @@ pub(crate) enum Command {
     /// decision, 3 refused or not offered, 2 bad input (an unknown mode or tool, arguments
     /// that are not JSON or do not fit the tool's input schema).
     Explain(ExplainArgs),
+    /// Print a modes TOML made from another tool's config, with what could not be carried over
+    /// as comments at its top and on stderr: `roo` reads Roo Code's (or Kilo Code's)
+    /// `.roomodes` (YAML or JSON). Exit 2 for a file that is malformed, too large or of another
+    /// format; nothing is printed then.
+    Import {
+        /// The format of FILE.
+        #[arg(value_enum)]
+        format: ImportFormat,
+        /// The file to import.
+        file: PathBuf,
+    },
     /// Draw the modes and the hand-over edges (default and planning modes marked).
     Graph {
         /// The config file.
@@ -393,6 +404,13 @@ pub(crate) struct ServeArgs {
     /// notifications carry [default: the bound address].
     #[arg(long, value_name = "URL", value_parser = parse_http_url)]
     pub(crate) public_url: Option<String>,
+}
+
+/// What `import` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ImportFormat {
+    /// Roo Code's or Kilo Code's `.roomodes` (YAML or JSON).
+    Roo,
 }
 
 #[derive(Debug, Args)]

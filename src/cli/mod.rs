@@ -17,6 +17,7 @@ pub(crate) mod exit;
 pub(crate) mod explain;
 pub(crate) mod flags;
 pub(crate) mod graph;
+pub(crate) mod import;
 pub(crate) mod logging;
 pub(crate) mod mcp;
 pub(crate) mod pending;

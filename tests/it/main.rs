@@ -54,6 +54,7 @@ mod events;
 mod explain;
 mod handover;
 mod hostile;
+mod import;
 mod jail;
 mod kit_plants;
 mod mcp;

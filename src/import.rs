@@ -1,0 +1,231 @@
+//! A modes TOML from another tool's config (`agent-controller import roo FILE`), with a report
+//! of what could not be carried over.
+//!
+//! **Roo Code / Kilo Code `.roomodes`** (YAML or JSON: JSON is YAML): each of `customModes`
+//! becomes a mode: `slug` its id, `name` its name, `roleDefinition` and `customInstructions`
+//! its instructions, `description` (else `whenToUse`) its description. Its `groups` become
+//! `availableTools`: `read` is `read_file` and `list_files`, `edit` is `write_file`. An `edit`
+//! group with a `fileRegex` ("only these files") becomes a negated rule refusing writes to any
+//! other path (`not = true`), and keeps `write_file` under `requireApproval`, since a regex reads
+//! the path as sent (`docs/../src/main.rs` fits `^docs/`) while Roo Code matches it in the
+//! editor. Roo's `fileRegex` is a JavaScript regex searched anywhere in the path; here a rule's
+//! regex must match the whole value, so it is wrapped as `.*(?:REGEX).*`. A regex Rust's `regex`
+//! cannot read (JavaScript lookaround) is reported, never dropped: its mode then asks before
+//! every write. `command`, `mcp` and `browser` have no tool here and are reported.
+
+use std::fmt::Write as _;
+
+use serde::Deserialize;
+
+/// Largest file `import` reads (1 MiB): a modes file is far smaller.
+pub const MAX_IMPORT_BYTES: usize = 1 << 20;
+
+/// What an import made: the modes TOML, and what it could not carry over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Imported {
+    /// The modes TOML, the report at its top as comments.
+    pub toml: String,
+    /// What could not be carried over, one sentence each.
+    pub not_carried: Vec<String>,
+}
+
+/// Why a file could not be imported; nothing was made.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ImportError {
+    /// The file is larger than [`MAX_IMPORT_BYTES`].
+    #[error("{origin}: the file is larger than {MAX_IMPORT_BYTES} bytes")]
+    TooLarge {
+        /// The file's name, as given.
+        origin: String,
+    },
+    /// The file is not of the format named, or malformed, at this place.
+    #[error("{origin}:{line}:{column}: {message}")]
+    Malformed {
+        /// The file's name, as given.
+        origin: String,
+        /// The line (1-based).
+        line: usize,
+        /// The column (1-based).
+        column: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// The file holds no mode to import.
+    #[error("{origin}: {message}")]
+    Empty {
+        /// The file's name, as given.
+        origin: String,
+        /// What is missing.
+        message: String,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RooFile {
+    custom_modes: Vec<RooMode>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RooMode {
+    slug: String,
+    name: Option<String>,
+    role_definition: Option<String>,
+    custom_instructions: Option<String>,
+    description: Option<String>,
+    when_to_use: Option<String>,
+    #[serde(default)]
+    groups: Vec<RooGroup>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RooGroup {
+    Plain(String),
+    WithOptions(String, RooGroupOptions),
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct RooGroupOptions {
+    file_regex: Option<String>,
+}
+
+/// Imports Roo Code's (or Kilo Code's) `.roomodes` text `text` (YAML or JSON), read from
+/// `origin`: the modes TOML and what it could not carry over ([`crate::import`]).
+///
+/// # Errors
+/// [`ImportError::TooLarge`], [`ImportError::Malformed`] (not YAML, or no `customModes` list of
+/// modes with a `slug`, at its line and column), [`ImportError::Empty`] (no mode).
+///
+/// # Examples
+/// ```
+/// let roo = "customModes:\n  - slug: docs\n    name: Docs\n    roleDefinition: You write docs.\n    groups:\n      - read\n      - - edit\n        - fileRegex: \\.md$\n";
+/// let imported = agent_controller::import::roo_code(roo, ".roomodes")?;
+/// let graph = agent_controller::config::parse(&imported.toml, "modes.toml")?;
+/// let docs = graph.default_mode();
+/// assert_eq!(docs.id(), "docs");
+/// assert_eq!(docs.rules().as_slice()[0].to_string(), "deny write_file path regex not `.*(?:\\.md$).*`");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn roo_code(text: &str, origin: &str) -> Result<Imported, ImportError> {
+    if text.len() > MAX_IMPORT_BYTES {
+        return Err(ImportError::TooLarge {
+            origin: origin.to_owned(),
+        });
+    }
+    let file: RooFile = serde_norway::from_str(text).map_err(|e| {
+        let (line, column) = e.location().map_or((1, 1), |l| (l.line(), l.column()));
+        ImportError::Malformed {
+            origin: origin.to_owned(),
+            line,
+            column,
+            message: format!("not a Roo Code modes file: {e}"),
+        }
+    })?;
+    if file.custom_modes.is_empty() {
+        return Err(ImportError::Empty {
+            origin: origin.to_owned(),
+            message: "customModes holds no mode".to_owned(),
+        });
+    }
+    let mut not_carried = Vec::new();
+    let mut body = String::new();
+    for mode in &file.custom_modes {
+        body.push_str(&roo_mode(mode, &mut not_carried));
+    }
+    let mut toml =
+        format!("# Imported from Roo Code modes ({origin}) by `agent-controller import roo`.\n");
+    if not_carried.is_empty() {
+        toml.push_str("# Everything was carried over.\n");
+    } else {
+        toml.push_str("# Not carried over:\n");
+        for line in &not_carried {
+            let _ = writeln!(toml, "# - {}", line.replace('\n', " "));
+        }
+    }
+    toml.push_str(&body);
+    Ok(Imported { toml, not_carried })
+}
+
+/// A TOML string literal of `text`.
+fn quoted(text: &str) -> String {
+    toml::Value::String(text.to_owned()).to_string()
+}
+
+/// One `[[modes]]` table of Roo Code mode `mode`; what it cannot carry goes to `not_carried`.
+fn roo_mode(mode: &RooMode, not_carried: &mut Vec<String>) -> String {
+    let slug = &mode.slug;
+    let mut tools: Vec<&str> = Vec::new();
+    let mut rules: Vec<String> = Vec::new();
+    let mut asks = false;
+    for group in &mode.groups {
+        let (name, options) = match group {
+            RooGroup::Plain(name) => (name.as_str(), None),
+            RooGroup::WithOptions(name, options) => (name.as_str(), Some(options)),
+        };
+        match name {
+            "read" => tools.extend(["read_file", "list_files"]),
+            "edit" => {
+                tools.push("write_file");
+                let Some(regex) = options.and_then(|o| o.file_regex.as_deref()) else {
+                    continue;
+                };
+                // Roo searches the path for the regex; a rule's regex matches the whole value.
+                let whole = format!(".*(?:{regex}).*");
+                asks = true;
+                match crate::rules::Pattern::new(&whole) {
+                    Ok(_) => rules.push(format!(
+                        "  {{ tool = \"write_file\", arg = \"path\", regex = {}, not = true, action = \"deny\" }},",
+                        quoted(&whole)
+                    )),
+                    Err(e) => not_carried.push(format!(
+                        "mode `{slug}`: the edit group's fileRegex `{regex}` cannot be read here ({e}; JavaScript lookaround has no Rust equivalent): every write of the mode asks instead"
+                    )),
+                }
+            }
+            "command" | "mcp" | "browser" => not_carried.push(format!(
+                "mode `{slug}`: the `{name}` group has no tool here (add your own tool, or an MCP server in [[mcpServers]], and list it in availableTools)"
+            )),
+            other => not_carried.push(format!("mode `{slug}`: unknown group `{other}`")),
+        }
+    }
+    tools.dedup();
+    if !crate::config::is_valid_id(slug) {
+        not_carried.push(format!(
+            "mode `{slug}`: its slug is not a mode id here (ASCII letters, digits, `-` and `_`): rename it"
+        ));
+    }
+    let mut out = String::from("\n[[modes]]\n");
+    let _ = writeln!(out, "id = {}", quoted(slug));
+    if let Some(name) = &mode.name {
+        let _ = writeln!(out, "name = {}", quoted(name));
+    }
+    if let Some(description) = mode.description.as_ref().or(mode.when_to_use.as_ref()) {
+        let _ = writeln!(out, "description = {}", quoted(description));
+    }
+    let instructions: Vec<&str> = [&mode.role_definition, &mode.custom_instructions]
+        .into_iter()
+        .filter_map(|t| t.as_deref())
+        .collect();
+    if !instructions.is_empty() {
+        let _ = writeln!(out, "instructions = {}", quoted(&instructions.join("\n\n")));
+    }
+    let listed: Vec<String> = tools.iter().map(|t| quoted(t)).collect();
+    let _ = writeln!(out, "availableTools = [{}]", listed.join(", "));
+    if asks {
+        out.push_str("# Roo Code matched fileRegex in the editor; here a write outside it is refused, and\n# every other write asks (the regex reads the path as sent).\n");
+        out.push_str("requireApproval = [\"write_file\"]\n");
+    }
+    if !rules.is_empty() {
+        out.push_str("rules = [\n");
+        for rule in rules {
+            out.push_str(&rule);
+            out.push('\n');
+        }
+        out.push_str("]\n");
+    }
+    out
+}
