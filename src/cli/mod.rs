@@ -16,6 +16,7 @@ pub(crate) mod events;
 pub(crate) mod exit;
 pub(crate) mod flags;
 pub(crate) mod graph;
+pub(crate) mod log;
 pub(crate) mod logging;
 pub(crate) mod mcp;
 pub(crate) mod pending;

@@ -583,6 +583,7 @@ fn decided_records_validate_and_unknown_fields_do_not() {
         rule: None,
         feedback: None,
         subagent: None,
+        hook: None,
     };
     let value = serde_json::to_value(&record).expect("to_value");
     assert!(errors(&schema, &value).is_empty(), "{value}");

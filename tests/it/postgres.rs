@@ -1019,6 +1019,7 @@ fn waiting_calls(id: &str, version: u64, calls: &[&str], decided: usize) -> Sess
                     rule: None,
                     feedback: None,
                     subagent: None,
+                    hook: None,
                 }),
                 feedback: None,
             }
