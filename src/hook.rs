@@ -445,7 +445,7 @@ impl HookConfig {
             && self
                 .modes
                 .as_ref()
-                .is_none_or(|m| m.iter().any(|m| *m == request.mode_id))
+                .is_none_or(|m| m.contains(&request.mode_id))
     }
 
     /// The paths in the workspace the command may run (its program and each argument that is

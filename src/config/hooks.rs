@@ -284,27 +284,27 @@ pub(super) fn check_mode_review(
     let not_enforced = |span: Range<usize>, message: String| {
         ConfigError::at(ConfigErrorKind::NotEnforced, source, span, message)
     };
-    if let Some(by) = &review.review_by {
-        if !reviewers.iter().any(|r| r == by.get_ref()) {
-            let hint = hint_of(did_you_mean(
-                by.get_ref(),
-                reviewers.iter().map(String::as_str),
-            ));
-            let known = if reviewers.is_empty() {
-                " (the config defines no [[reviewers]])".to_owned()
-            } else {
-                hint
-            };
-            errors.push(ConfigError::at(
-                ConfigErrorKind::UnknownReviewer,
-                source,
-                by.span(),
-                format!(
-                    "mode `{mode_id}` sets reviewBy = \"{}\", but no [[reviewers]] entry has that id{known}",
-                    by.get_ref()
-                ),
-            ));
-        }
+    if let Some(by) = &review.review_by
+        && !reviewers.iter().any(|r| r == by.get_ref())
+    {
+        let hint = hint_of(did_you_mean(
+            by.get_ref(),
+            reviewers.iter().map(String::as_str),
+        ));
+        let known = if reviewers.is_empty() {
+            " (the config defines no [[reviewers]])".to_owned()
+        } else {
+            hint
+        };
+        errors.push(ConfigError::at(
+            ConfigErrorKind::UnknownReviewer,
+            source,
+            by.span(),
+            format!(
+                "mode `{mode_id}` sets reviewBy = \"{}\", but no [[reviewers]] entry has that id{known}",
+                by.get_ref()
+            ),
+        ));
     }
     if let Some(may) = &review.reviewer_may {
         if !matches!(may.get_ref().as_str(), "decide" | "advise") {

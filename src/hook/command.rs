@@ -170,9 +170,15 @@ fn parse_answer(out: &[u8]) -> Result<HookVerdict, HookError> {
     if text.is_empty() {
         return Err(HookError::new("it printed no answer"));
     }
-    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Answer>();
+    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<serde_json::Value>();
+    let shape = "a JSON object {\"decision\": \"allow\" | \"deny\" | \"ask\", \"reason\": \"...\"}";
     let answer = match stream.next() {
-        Some(Ok(answer)) => answer,
+        // An object only: serde would read a struct from a list too.
+        Some(Ok(value @ serde_json::Value::Object(_))) => {
+            serde_json::from_value::<Answer>(value)
+                .map_err(|e| HookError::new(format!("its answer is not {shape}: {e}")))?
+        }
+        Some(Ok(_)) => return Err(HookError::new(format!("its answer is not {shape}"))),
         Some(Err(e)) => {
             return Err(HookError::new(format!(
                 "its answer is not a JSON object {{\"decision\": \"allow\" | \"deny\" | \"ask\", \"reason\": \"...\"}}: {e}"
