@@ -24,7 +24,7 @@
 //! or answers nonsense) counts as `ask`, and the failure is logged and in its `hook_decided`
 //! event: a broken hook never lets anything through.
 //!
-//! The verdict is an input to the rules ([`crate::machine`]'s ruling takes it): the core holds
+//! The verdict is an input to the rules (the core's ruling, `src/machine/ruling.rs`, takes it): the core holds
 //! the one rule path, the hook only answers.
 //!
 //! # Examples
