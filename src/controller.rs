@@ -310,6 +310,7 @@ impl AgentControllerBuilder {
     /// A config with `[[hooks]]` in a build without the feature `command-hooks`: the hooks
     /// would not run, and a hook that does not run must not look as if it did.
     fn config_hooks(&mut self) -> Result<Vec<Arc<dyn crate::hook::Hook>>, ConfigError> {
+        #[cfg_attr(not(feature = "command-hooks"), allow(unused_mut))]
         let mut hooks = std::mem::take(&mut self.hooks);
         #[cfg(feature = "command-hooks")]
         for config in self.graph.hooks() {
@@ -319,7 +320,7 @@ impl AgentControllerBuilder {
         }
         #[cfg(not(feature = "command-hooks"))]
         if let Some(config) = self.graph.hooks().first() {
-            return Err(ConfigError::new(
+            return Err(ConfigError::without_position(
                 crate::config::ConfigErrorKind::InvalidHook,
                 format!(
                     "the config has [[hooks]] (`{}`), but this build runs no command hooks: enable the feature `command-hooks`",
