@@ -26,6 +26,7 @@ use crate::tool::{SUBMIT_PLAN, ToolAccess, ToolRegistry};
 use owner::Owner;
 
 mod builder;
+mod hooks;
 mod mcp;
 mod on_timeout;
 mod owner;
@@ -192,6 +193,21 @@ pub enum ConfigErrorKind {
     /// A `[[tests]]` entry fails: the mode does with its call something else than it
     /// expects ([`crate::AgentController::rule_test_errors`]).
     FailedRuleTest,
+    /// A `[[hooks]]` entry is not valid: no or an empty `command`, no or a bad `on`, a mode in
+    /// `modes` that does not exist, a bad or too long `timeout`; or the build runs no command
+    /// hooks (feature `command-hooks`).
+    InvalidHook,
+    /// A `[[reviewers]]` entry is not valid (a bad or duplicate id, neither or both of
+    /// `command` and `model`), or a mode's `reviewerMay` or `reviewToolCalls` is bad or set
+    /// without `reviewBy`.
+    InvalidReviewer,
+    /// A mode's `reviewBy` names a reviewer no `[[reviewers]]` entry has.
+    UnknownReviewer,
+    /// A mode's `approvers` is not a number from 1 to 16.
+    InvalidApprovers,
+    /// A warning, not an error ([`warnings_of`]): the config asks for what this version checks
+    /// but does not enforce yet (reviewers, `reviewBy`, `approvers` above 1).
+    NotEnforced,
 }
 
 impl ConfigErrorKind {
@@ -565,6 +581,14 @@ struct RawConfig<'a> {
     /// (guide: rules).
     #[serde(default)]
     tests: Vec<rule_tests::RawRuleTest>,
+    /// Commands consulted before a tool call runs or waits, or before a plan waits (guide:
+    /// hooks): each may deny, allow a call that would wait, or have no say.
+    #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(with = "Vec<hooks::RawHook>"))]
+    hooks: Vec<Spanned<hooks::RawHook>>,
+    /// Reviewers a mode's `reviewBy` names (checked; not yet enforced in this version).
+    #[serde(default)]
+    reviewers: Vec<hooks::RawReviewer>,
 }
 
 /// One mode: its id, what the model is told in it, its tools and where an approved plan hands
@@ -654,6 +678,27 @@ struct RawMode<'a> {
         schemars(with = "Option<Vec<String>>", extend("uniqueItems" = true))
     )]
     subagents: Option<Spanned<Vec<Spanned<Cow<'a, str>>>>>,
+    /// The `[[reviewers]]` id this mode's plans go to first (checked; not yet enforced in this
+    /// version).
+    #[cfg_attr(feature = "schema", schemars(with = "Option<String>"))]
+    review_by: Option<Spanned<String>>,
+    /// What the reviewer may do: `advise` (the default) or `decide` (checked; not yet
+    /// enforced).
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Option<String>", extend("enum" = ["advise", "decide"]))
+    )]
+    reviewer_may: Option<Spanned<String>>,
+    /// Whether the reviewer also sees the mode's waiting tool calls (checked; not yet
+    /// enforced).
+    #[cfg_attr(feature = "schema", schemars(with = "Option<bool>"))]
+    review_tool_calls: Option<Spanned<bool>>,
+    /// How many distinct people must approve (1 to 16; checked, above 1 not yet enforced).
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Option<u8>", range(min = 1, max = 16))
+    )]
+    approvers: Option<Spanned<i64>>,
 }
 
 /// `transitionsTo` as written: one mode id, or a list of them (each with its own span, so an
@@ -1249,6 +1294,7 @@ pub fn warnings_of(graph: &ModeGraph, tools: &ToolRegistry) -> Vec<ConfigError> 
         PLAN_WRITING_TOOLS.contains(&name) || access(name) == Some(ToolAccess::Plans)
     });
     warnings.extend(graph.planning_modes_listing_writers(access));
+    warnings.extend(graph.not_enforced.iter().cloned());
     warnings.extend(
         rules::wildcard_rule_warnings(graph, tools)
             .into_iter()
@@ -1485,6 +1531,10 @@ fn validate(
         .map(|s| s.id_text().to_owned())
         .collect();
     let mcp_servers = mcp::validate_servers(raw.mcp_servers, source, errors);
+    let mode_ids: Vec<&str> = raw.modes.iter().map(|m| &**m.id.get_ref()).collect();
+    let hooks = hooks::validate_hooks(raw.hooks, &mode_ids, source, errors);
+    let mut review_warnings = Vec::new();
+    let reviewers = hooks::validate_reviewers(raw.reviewers, source, errors, &mut review_warnings);
     let (subagent_types, subagent_refs) =
         subagents::validate_subagents(raw.subagents, source, errors);
     let mut index: HashMap<Arc<str>, ModeId> = HashMap::default();
@@ -1757,6 +1807,13 @@ ConfigErrorKind::UnknownTool,
             errors,
         );
         let plan_scope = plan_scope::plan_scope_of(mode.plan_scope, plans, id, source, errors);
+        let review = hooks::RawModeReview {
+            review_by: mode.review_by,
+            reviewer_may: mode.reviewer_may,
+            review_tool_calls: mode.review_tool_calls,
+            approvers: mode.approvers,
+        };
+        hooks::check_mode_review(review, id, &reviewers, source, errors, &mut review_warnings);
         let approval_timeout = mode.approval_timeout.and_then(|text| {
             text.get_ref()
                 .parse::<ApprovalTimeout>()
@@ -1822,7 +1879,8 @@ ConfigErrorKind::UnknownTool,
         )
         .with_mcp_servers(mcp_servers)
         .with_subagents(subagent_types, subagent_refs)
-        .with_rule_tests(rule_tests),
+        .with_rule_tests(rule_tests)
+        .with_hooks(hooks, review_warnings),
     )
 }
 

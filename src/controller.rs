@@ -58,6 +58,7 @@ pub struct AgentControllerBuilder {
     elsewhere: Vec<String>,
     model_id: Option<String>,
     subagent_limits: crate::subagent::SubagentLimits,
+    hooks: Vec<Arc<dyn crate::hook::Hook>>,
 }
 
 impl std::fmt::Debug for AgentControllerBuilder {
@@ -267,6 +268,67 @@ impl AgentControllerBuilder {
     pub fn protected_path(mut self, path: impl Into<PathBuf>) -> Self {
         self.protected_paths.push(path.into());
         self
+    }
+
+    /// Registers `hook`, consulted before each tool call the mode offers runs or waits and
+    /// before each submitted plan waits ([`crate::hook`]): it may deny a call or a plan, or let
+    /// a call that would wait for approval run; it never widens what the mode's rules allow.
+    /// Hooks registered here are consulted before the config's `[[hooks]]`; of several, `deny`
+    /// beats `ask`, which beats `allow`.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::hook::{Hook, HookError, HookRequest, HookVerdict};
+    /// use agent_controller::{AgentController, config, model::scripted::ScriptedModel};
+    ///
+    /// struct ReadOnlyFriday;
+    /// #[agent_controller::async_trait]
+    /// impl Hook for ReadOnlyFriday {
+    ///     fn name(&self) -> &str { "read-only-friday" }
+    ///     async fn decide(&self, _: &HookRequest) -> Result<HookVerdict, HookError> {
+    ///         Ok(HookVerdict::deny("no changes on Friday"))
+    ///     }
+    /// }
+    ///
+    /// let graph = config::parse("[[modes]]\nid = \"build\"\n", "modes.toml")?;
+    /// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    ///     .hook(ReadOnlyFriday)
+    ///     .build()?;
+    /// # let _ = controller;
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
+    pub fn hook(mut self, hook: impl crate::hook::Hook) -> Self {
+        self.hooks.push(Arc::new(hook));
+        self
+    }
+
+    /// The host's hooks, then one [`crate::hook::command::CommandHook`] for each `[[hooks]]`
+    /// entry of the config.
+    ///
+    /// # Errors
+    /// A config with `[[hooks]]` in a build without the feature `command-hooks`: the hooks
+    /// would not run, and a hook that does not run must not look as if it did.
+    fn config_hooks(&mut self) -> Result<Vec<Arc<dyn crate::hook::Hook>>, ConfigError> {
+        #[cfg_attr(not(feature = "command-hooks"), allow(unused_mut))]
+        let mut hooks = std::mem::take(&mut self.hooks);
+        #[cfg(feature = "command-hooks")]
+        for config in self.graph.hooks() {
+            hooks.push(Arc::new(crate::hook::command::CommandHook::new(
+                config.clone(),
+            )));
+        }
+        #[cfg(not(feature = "command-hooks"))]
+        if let Some(config) = self.graph.hooks().first() {
+            return Err(ConfigError::without_position(
+                crate::config::ConfigErrorKind::InvalidHook,
+                format!(
+                    "the config has [[hooks]] (`{}`), but this build runs no command hooks: enable the feature `command-hooks`",
+                    config.command().join(" ")
+                ),
+            ));
+        }
+        Ok(hooks)
     }
 
     /// Lets an approval choose the model of the next mode ([`crate::Decision::model`]): `chooser`
@@ -506,6 +568,8 @@ impl AgentControllerBuilder {
     /// # Ok::<(), agent_controller::ConfigError>(())
     /// ```
     pub fn build(mut self) -> Result<AgentController, ConfigError> {
+        // The config's `[[hooks]]` run after the host's own.
+        let hooks = self.config_hooks()?;
         // `ask_user` is built in: added when a mode lists it, or when a planning mode has no
         // list (such a mode offers the tools that change nothing, and it changes nothing),
         // unless the host registered a tool of that name. Once added it is a tool like the
@@ -599,6 +663,15 @@ impl AgentControllerBuilder {
             .collect();
         let fingerprint = self.graph.fingerprint();
         let models = crate::machine::models::offered(&self.graph, self.model_id.as_deref());
+        // A hook's script is as protected as the config: a tool call that rewrote it could
+        // make it answer `allow`.
+        let hook_scripts: Vec<PathBuf> = self
+            .graph
+            .hooks()
+            .iter()
+            .flat_map(|h| h.script_paths(&self.workspace))
+            .collect();
+        self.protected_paths.extend(hook_scripts);
         let store_paths = self.store.iter().flat_map(|s| s.protected_paths());
         let protected_paths = self
             .protected_paths
@@ -632,6 +705,7 @@ impl AgentControllerBuilder {
                 subagent_limits: self.subagent_limits,
                 depth: 0,
                 events: Some(tokio::sync::broadcast::channel(CONTROLLER_EVENTS).0),
+                hooks,
             }),
         })
     }
@@ -854,6 +928,7 @@ impl AgentController {
             lease_duration: DEFAULT_LEASE,
             clock: system_clock(),
             protected_paths: Vec::new(),
+            hooks: Vec::new(),
             model_chooser: None,
             elsewhere: Vec::new(),
             model_id: None,

@@ -991,9 +991,74 @@ pub struct DecidedRecord {
     /// for the approval of a whole plan and every other decision.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<u64>,
+    /// For a tool call a hook decided ([`crate::hook`]): which hook, its decision and reason
+    /// (`allow`: the call ran without asking, outcome `approved`; `deny`: it never ran, outcome
+    /// `rejected`); `decidedBy` is then `hook NAME`. `None` when no hook decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook: Option<Box<crate::hook::HookRecord>>,
+}
+
+/// How a decision was taken, as its audit record tells it ([`DecidedRecord::how`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, strum::Display)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+#[non_exhaustive]
+pub enum DecidedHow {
+    /// A person decided, through a host (`decidedBy` names them as the host did).
+    Person,
+    /// A mode's rule decided on its own (`rule`).
+    Rule,
+    /// An allowance a person gave earlier ran the call (`allowedBy`).
+    Allowance,
+    /// A hook decided ([`crate::hook`]; `hook`).
+    Hook,
+    /// The deadline passed (`approvalTimeout`): expired.
+    Timeout,
+    /// Nobody decided: the wait was cancelled (an abort, a new message, a manual switch).
+    Cancelled,
 }
 
 impl DecidedRecord {
+    /// How the decision was taken: by a hook, a rule, an allowance, a deadline, a cancellation,
+    /// or else a person.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::event::{DecidedHow, DecidedRecord, DecisionOutcome};
+    /// let record: DecidedRecord = serde_json::from_value(serde_json::json!({
+    ///     "runId": "run_1", "toolCallId": "p1", "decisionId": "decision_1",
+    ///     "outcome": "approved", "decidedBy": "alice"
+    /// }))?;
+    /// assert_eq!(record.how(), DecidedHow::Person);
+    /// let expired = DecidedRecord { outcome: Some(DecisionOutcome::Expired), ..record };
+    /// assert_eq!(expired.how(), DecidedHow::Timeout);
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
+    pub fn how(&self) -> DecidedHow {
+        if self.hook.is_some() {
+            DecidedHow::Hook
+        } else if self.rule.is_some() {
+            DecidedHow::Rule
+        } else if self.allowed_by.is_some() {
+            DecidedHow::Allowance
+        } else {
+            match self.outcome {
+                Some(DecisionOutcome::Expired) => DecidedHow::Timeout,
+                Some(DecisionOutcome::Cancelled) => DecidedHow::Cancelled,
+                _ => DecidedHow::Person,
+            }
+        }
+    }
+
+    /// Why, as the record keeps it: the hook's or the rule's reason, else the feedback given.
+    pub fn why(&self) -> Option<&str> {
+        self.hook
+            .as_ref()
+            .and_then(|h| h.reason.as_deref().or(h.error.as_deref()))
+            .or(self.rule.as_ref().map(|r| r.reason.as_str()))
+            .or(self.feedback.as_deref())
+    }
+
     /// The record of decision `decision_id` on the call `tool_call_id` of run `run_id`, with
     /// `outcome` and nothing else yet (no hash, time, decider, target, tool, allowance,
     /// comments, model or rule): what each kind of record fills in.
@@ -1024,6 +1089,7 @@ impl DecidedRecord {
             feedback: None,
             subagent: None,
             steps: Vec::new(),
+            hook: None,
         }
     }
 }
@@ -1262,6 +1328,22 @@ pub enum Event {
         /// The whole list after the change.
         tasks: Vec<crate::tool::tasks::Task>,
     },
+    /// A hook answered on a tool call or a plan ([`crate::hook`]), before it ran or waited:
+    /// its decision (`ask` when it failed, with the error), and its reason. A verdict that
+    /// decided (a call allowed or denied, a plan rejected) also leaves the decision's audit
+    /// record; this event is sent for every hook consulted, so a failure is never silent.
+    HookDecided {
+        /// The session it happened in.
+        session_id: Arc<str>,
+        /// The run.
+        run_id: Arc<str>,
+        /// The call (or the plan's `submit_plan` call).
+        tool_call_id: String,
+        /// The tool (`submit_plan` for a plan).
+        tool_name: String,
+        /// What the hook answered.
+        hook: crate::hook::HookRecord,
+    },
     /// A `subagent` call started a child run ([`crate::subagent`]); its events follow wrapped
     /// in `subagent_event`, then `subagent_ended`.
     SubagentStarted {
@@ -1356,6 +1438,7 @@ impl Event {
             Event::ToolSuspensionCancelled { .. } => "tool_suspension_cancelled",
             Event::AgentEnd { .. } => "agent_end",
             Event::TasksUpdated { .. } => "tasks_updated",
+            Event::HookDecided { .. } => "hook_decided",
             Event::SubagentStarted { .. } => "subagent_started",
             Event::SubagentEnded { .. } => "subagent_ended",
             Event::SubagentEvent { .. } => "subagent_event",
@@ -1390,6 +1473,7 @@ impl Event {
             | Event::ToolSuspensionCancelled { session_id, .. }
             | Event::AgentEnd { session_id, .. }
             | Event::TasksUpdated { session_id, .. }
+            | Event::HookDecided { session_id, .. }
             | Event::SubagentStarted { session_id, .. }
             | Event::SubagentEnded { session_id, .. }
             | Event::SubagentEvent { session_id, .. }

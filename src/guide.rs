@@ -17,6 +17,8 @@
 //!   `schema` (completion and validation in your editor).
 //! - [`rules`]: rules on tool-call arguments, per mode: allow, ask or deny by the path a call
 //!   writes or the command it runs.
+//! - [`hooks`]: deciding in code or by a command before a person is asked: allow, deny or
+//!   ask, narrowing what the rules allow, never widening it.
 //! - [`cli`]: the command line, its exit statuses, and what the terminal shows, with a recorded
 //!   session.
 //! - [`models`]: real models, OpenAI-compatible endpoints and Claude.
@@ -55,6 +57,9 @@ pub mod config {}
 
 #[doc = include_str!("guide/rules.md")]
 pub mod rules {}
+
+#[doc = include_str!("guide/hooks.md")]
+pub mod hooks {}
 
 #[doc = include_str!("guide/cli.md")]
 pub mod cli {}

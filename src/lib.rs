@@ -35,7 +35,8 @@
 //! The [`guide`] explains the rest: [the hand-over contract](guide::contract), [the approved
 //! plan's files](guide::plan_scope), [a tool that
 //! asks](guide::asking), [the task list](guide::tasks), [subagents](guide::subagents), [modes in
-//! TOML](guide::config), [rules on tool-call arguments](guide::rules), [the command
+//! TOML](guide::config), [rules on tool-call arguments](guide::rules), [hooks that decide
+//! first](guide::hooks), [the command
 //! line](guide::cli), [real models](guide::models), [editors over ACP](guide::acp), [deciding
 //! from anywhere over HTTP](guide::serve), [MCP
 //! servers' tools](guide::mcp), [a whole host in Rust](guide::library), [stores and
@@ -98,7 +99,8 @@
 //! | feature | what it adds |
 //! |---|---|
 //! | *(none)* | the core: modes, sessions, runs, tools, [`MemoryStore`], [`FileStore`] |
-//! | `cli` (default) | the `agent-controller` binary (with `terminal`, `schema`, `testing`, `anthropic`, `acp`, `mcp`, `serve`) |
+//! | `cli` (default) | the `agent-controller` binary (with `command-hooks`, `terminal`, `schema`, `testing`, `anthropic`, `acp`, `mcp`, `serve`) |
+//! | `command-hooks` | `hook::command::CommandHook`: a config's `[[hooks]]` run as commands |
 //! | `diff` (default) | a unified diff of each plan revision against the previous one in the suspend payload |
 //! | `acp` | `acp`: an Agent Client Protocol agent (`agent-controller acp`), for editors such as Zed |
 //! | `serve` | `agent-controller serve`: an HTTP API to decide from anywhere, with `schema` for its OpenAPI document (axum) |
@@ -137,6 +139,7 @@ mod glob;
 pub mod guide;
 #[cfg(feature = "import")]
 pub mod import;
+pub mod hook;
 pub mod jail;
 pub mod jcs;
 pub(crate) mod machine;

@@ -38,6 +38,11 @@ fn main() -> ExitCode {
             workspace,
             json,
         } => cli::sessions::sessions(&store, workspace.as_deref(), json),
+        Command::Log {
+            session,
+            store,
+            json,
+        } => cli::log::log(&store, &session, json),
         Command::Decide(args) => cli::decide::decide(args),
         Command::Continue(args) => cli::r#continue::continue_run(args),
         Command::Switch(args) => cli::switch::switch(args),

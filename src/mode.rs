@@ -974,6 +974,11 @@ pub struct ModeGraph {
     pub(crate) subagent_tool_refs: Arc<[SubagentToolRef]>,
     /// The config's `[[tests]]`, in order.
     rule_tests: Arc<[crate::explain::RuleTest]>,
+    /// The `[[hooks]]`, in config order.
+    hooks: Arc<[crate::hook::HookConfig]>,
+    /// What the config asks for that this version checks but does not enforce yet
+    /// (reviewers, quorum): warnings ([`crate::config::warnings_of`]).
+    pub(crate) not_enforced: Arc<[crate::ConfigError]>,
 }
 
 /// A tool name in a subagent type's `availableTools` (or `requireApproval`), where the config
@@ -1010,6 +1015,8 @@ impl ModeGraph {
             subagents: Arc::from([]),
             subagent_tool_refs: Arc::from([]),
             rule_tests: Arc::from([]),
+            hooks: Arc::from([]),
+            not_enforced: Arc::from([]),
         }
     }
 
@@ -1036,6 +1043,35 @@ impl ModeGraph {
     /// ```
     pub fn rule_tests(&self) -> &[crate::explain::RuleTest] {
         &self.rule_tests
+    }
+
+    /// The same graph with `hooks` as its `[[hooks]]`, and `not_enforced` as the warnings of
+    /// what it asks for that does not run yet.
+    pub(crate) fn with_hooks(
+        mut self,
+        hooks: Vec<crate::hook::HookConfig>,
+        not_enforced: Vec<crate::ConfigError>,
+    ) -> Self {
+        self.hooks = hooks.into();
+        self.not_enforced = not_enforced.into();
+        self
+    }
+
+    /// The `[[hooks]]` of the config, in order ([`crate::hook`]): commands the controller
+    /// consults before a tool call runs or waits and before a plan waits.
+    ///
+    /// # Examples
+    /// ```
+    /// let graph = agent_controller::config::parse(
+    ///     "[[modes]]\nid = \"build\"\n[[hooks]]\non = [\"toolCall\", \"plan\"]\ncommand = [\"./guard\"]\ntimeout = \"5s\"\n",
+    ///     "modes.toml",
+    /// )?;
+    /// assert_eq!(graph.hooks()[0].command(), ["./guard"]);
+    /// assert_eq!(graph.hooks()[0].timeout().as_secs(), 5);
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
+    pub fn hooks(&self) -> &[crate::hook::HookConfig] {
+        &self.hooks
     }
 
     /// The same graph with `types` as its `[[subagents]]` and `refs` as their tool names.

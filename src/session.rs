@@ -6,6 +6,7 @@ mod drive;
 mod expiry;
 mod explain;
 mod handle;
+mod hooks;
 mod kind;
 mod save;
 mod stop;
@@ -267,6 +268,9 @@ pub(crate) struct Shared {
     /// Every event of the controller's sessions ([`crate::AgentController::events`]); `None`
     /// for a subagent's (its parent wraps them).
     pub(crate) events: Option<tokio::sync::broadcast::Sender<Event>>,
+    /// The hooks consulted before a tool call runs or waits and before a plan waits
+    /// ([`crate::hook`]), in the order they were registered.
+    pub(crate) hooks: Vec<Arc<dyn crate::hook::Hook>>,
 }
 
 impl Shared {
@@ -888,6 +892,10 @@ pub struct Session {
     /// How the model's last reply in this session finished, if the provider said
     /// ([`Session::last_finish`]).
     pub(crate) last_finish: Option<crate::model::Finish>,
+    /// The hooks' verdicts on the calls of the reply being run, by the call's position in the
+    /// reply ([`crate::hook`]): what [`crate::machine::ruling::hooked`] narrows each ruling
+    /// with, each time the call is ruled again.
+    pub(crate) reply_hooks: Vec<Option<crate::hook::HookRecord>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -957,6 +965,7 @@ impl Session {
             version: 0,
             abandoned: None,
             abort_while_running: None,
+            reply_hooks: Vec::new(),
             subagent_results: Mutex::new(Vec::new()),
             waiting_children: Mutex::new(Vec::new()),
             saving: None,
@@ -1135,6 +1144,7 @@ impl Session {
             version: record.version,
             abandoned: None,
             abort_while_running: None,
+            reply_hooks: Vec::new(),
             subagent_results: Mutex::new(Vec::new()),
             waiting_children: Mutex::new(Vec::new()),
             saving: None,

@@ -244,6 +244,22 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print a session's decisions in order (its audit log, kept in the store across restarts):
+    /// when (the controller's clock, UTC), the decision id, the outcome, how (person, rule,
+    /// allowance, hook, timeout, cancelled), who (`decidedBy`), what (the tool or `submit_plan`,
+    /// the sha256 decided, the mode handed over to) and why (the reason or feedback),
+    /// tab-separated and neutralized; with --json one record per line, whole, with `how`.
+    #[command(after_help = EXIT_STATUS_HELP)]
+    Log {
+        /// The session id.
+        session: String,
+        /// The store: a directory, `sqlite:FILE`, or `postgres://USER@HOST:PORT/DB`.
+        #[arg(long, value_parser = parse_store)]
+        store: String,
+        /// Print one JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
     /// Decide a pending plan, a tool call waiting for approval, or answer a question of the
     /// model (`ask_user`), from a session store, in a fresh process, and carry the run on. With
     /// --approve, --reject, --answer or --answer-json and several calls waiting, name one with

@@ -218,6 +218,19 @@ pub(crate) fn event_line(
         } => format!("{} cancelled ({reason}): not approved", line(tool_name)),
         Event::AgentEnd { run_id, reason, .. } => format!("[{}] ended: {reason}", line(run_id)),
         Event::TasksUpdated { tasks, .. } => style.render_tasks(tasks),
+        Event::HookDecided {
+            tool_name, hook, ..
+        } => format!(
+            "hook {} on {}: {}{}",
+            line(&hook.hook),
+            line(tool_name),
+            hook.decision,
+            match (&hook.reason, &hook.error) {
+                (_, Some(error)) => format!(" (failed: {})", line(error)),
+                (Some(reason), None) => format!(" ({})", line(reason)),
+                (None, None) => String::new(),
+            }
+        ),
         Event::Error { message, .. } => format!("error: {}", line(message)),
         Event::SubagentStarted {
             agent_type,

@@ -18,6 +18,7 @@ pub(crate) mod explain;
 pub(crate) mod flags;
 pub(crate) mod graph;
 pub(crate) mod import;
+pub(crate) mod log;
 pub(crate) mod logging;
 pub(crate) mod mcp;
 pub(crate) mod pending;

@@ -97,6 +97,19 @@ pub(crate) enum Input {
         /// The allowance that ran it.
         allowance: Box<crate::allowance::Allowance>,
     },
+    /// The result of a tool call whose outcome a hook decided ([`crate::hook`]: `deny`, the
+    /// driver's refusal; `allow`, what the tool returned): `tool_end` with an audit record
+    /// naming the hook, the record in the history.
+    HookedToolResult {
+        /// The call the result answers.
+        call: CallRef,
+        /// The sha256 of the call's canonical arguments.
+        args_sha256: String,
+        /// What the call returned, or why it was not executed.
+        output: ToolOutput,
+        /// What the hook decided.
+        hook: Box<crate::hook::HookRecord>,
+    },
     /// A task tool's call changed the session's task list ([`super::tasks::apply`], which the
     /// driver ran on the list as the state has it): the new list, and `tasks_updated`. Saved
     /// with the run's next saved change, as the call's result is. Next: nothing.
@@ -308,6 +321,7 @@ impl Input {
                 | Input::ToolResult { .. }
                 | Input::RuledToolResult { .. }
                 | Input::AllowedToolResult { .. }
+                | Input::HookedToolResult { .. }
                 | Input::TasksChanged { .. }
                 | Input::RefusedApproved { .. }
                 | Input::SkipRest { .. }
@@ -369,6 +383,15 @@ impl Change<'_> {
                 allowance,
             } => {
                 self.finish_allowed_tool(call, args_sha256, output, &allowance);
+                Next::Nothing
+            }
+            Input::HookedToolResult {
+                call,
+                args_sha256,
+                output,
+                hook,
+            } => {
+                self.finish_hooked_tool(call, args_sha256, output, hook);
                 Next::Nothing
             }
             Input::TasksChanged { run_id, tasks } => {

@@ -22,6 +22,7 @@ use crate::allowance::Allowance;
 use crate::event::{DecidedRecord, DecisionOutcome};
 use crate::exchange::{ToolCall, ToolOutput};
 use crate::explain::{Check, Step};
+use crate::hook::{HookDecision, HookRecord};
 use crate::mode::ModeGraph;
 use crate::rules::{ResolvedPaths, RuleAction, RuleRecord};
 
@@ -51,6 +52,40 @@ pub(crate) enum Ruling {
     /// "ask"`, [`super::scope::bind`]): it waits for the user's approval as drift, for this
     /// reason (which file is outside).
     Drift(String),
+    /// A hook allowed a call that would have waited for approval ([`hooked`]): it runs, and
+    /// its audit record names the hook.
+    HookAllowed(Box<HookRecord>),
+    /// A hook denied the call ([`hooked`]): it never runs, and the model is told the hook's
+    /// reason.
+    HookDenied(Box<HookRecord>),
+}
+
+/// `ruling` narrowed by the hooks' combined verdict `hook` (`None`: no hook applied), the one
+/// place a hook's verdict meets the rules ([`crate::hook`]). A call the rules refuse stays
+/// refused (a hook never widens), one a hook denies is denied, one a hook allows runs without
+/// asking if it would have waited; an `ask` (a hook's failure among them) leaves the ruling as
+/// it is.
+pub(crate) fn hooked(ruling: Ruling, hook: Option<&HookRecord>) -> Ruling {
+    let Some(hook) = hook else {
+        return ruling;
+    };
+    match (ruling, hook.decision) {
+        (refused @ (Ruling::Deny(_) | Ruling::Refused(_) | Ruling::HookDenied(_)), _) => refused,
+        (_, HookDecision::Deny) => Ruling::HookDenied(Box::new(hook.clone())),
+        (Ruling::Ask(_) | Ruling::Drift(_), HookDecision::Allow) => {
+            Ruling::HookAllowed(Box::new(hook.clone()))
+        }
+        (ruling, _) => ruling,
+    }
+}
+
+/// The result the model gets for a call hook `hook` denied.
+pub(crate) fn hook_denied_result(hook: &HookRecord) -> String {
+    refused_result(&format!(
+        "hook `{}` denied it: {}",
+        hook.hook,
+        hook.reason.as_deref().unwrap_or("no reason given")
+    ))
 }
 
 impl State {
@@ -166,6 +201,29 @@ impl Change<'_> {
             decided_by: Some(allowance.decider()),
             allowed_by: Some(allowance.id.clone()),
             ..self.own_record(&call, args_sha256, approved)
+        };
+        self.finish_recorded_tool(call, output, record);
+    }
+
+    /// Ends a call (started with `tool_start`) whose outcome hook `hook` decided: `tool_end`
+    /// with `output` and an audit record of its own (approved when the hook allowed it,
+    /// rejected when it denied it; `decidedBy` `hook NAME`, the hook's record), the record in
+    /// the history, the result in the conversation.
+    pub(crate) fn finish_hooked_tool(
+        &mut self,
+        call: CallRef,
+        args_sha256: String,
+        output: ToolOutput,
+        hook: Box<HookRecord>,
+    ) {
+        let outcome = match hook.decision {
+            HookDecision::Allow => DecisionOutcome::Approved,
+            HookDecision::Deny | HookDecision::Ask => DecisionOutcome::Rejected,
+        };
+        let record = DecidedRecord {
+            decided_by: Some(format!("hook {}", hook.hook)),
+            hook: Some(hook),
+            ..self.own_record(&call, args_sha256, outcome)
         };
         self.finish_recorded_tool(call, output, record);
     }

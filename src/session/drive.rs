@@ -14,11 +14,12 @@ use super::{
     SessionError,
 };
 use crate::event::{DecidedRecord, Event};
+use crate::hook::{HookDecision, HookRecord, HookSubject};
 use crate::machine::call::CallRef;
 use crate::machine::check::{self as rules, Checked};
 use crate::machine::input::{Abort, Asked, Input, RanTogether, Suspend};
 use crate::machine::next::{Answered, Approved, Next, ResumedChild};
-use crate::machine::ruling::{Ruling, denied_result, refused_result};
+use crate::machine::ruling::{Ruling, denied_result, hook_denied_result, hooked, refused_result};
 use crate::machine::state::WaitingChild;
 use crate::model::{LanguageModel, ModelError, ModelErrorKind, ModelRequest, TextSink};
 use crate::rules::RuleRecord;
@@ -359,14 +360,23 @@ impl Session {
                     self.shared.graph.mode(self.state.mode).id()
                 ))),
                 Some(Ruling::Refused(reason)) => Some(ToolOutput::error(refused_result(&reason))),
+                // Ruled by the rules alone (the hooks were asked before it waited): never
+                // hooked here, refused all the same if it were.
+                Some(Ruling::HookDenied(hook)) => {
+                    Some(ToolOutput::error(hook_denied_result(&hook)))
+                }
                 Some(_) if moved.is_some() => {
                     moved.as_deref().map(refused_result).map(ToolOutput::error)
                 }
                 // Approved: an `ask` rule (or the mode's `requireApproval`) asked the user, who
                 // said yes; an allowance given since would have run it too.
-                Some(Ruling::Run(_) | Ruling::Ask(_) | Ruling::Drift(_) | Ruling::Allowed(_))
-                    if self.shared.task_tools.contains(&name.as_str()) =>
-                {
+                Some(
+                    Ruling::Run(_)
+                    | Ruling::Ask(_)
+                    | Ruling::Drift(_)
+                    | Ruling::Allowed(_)
+                    | Ruling::HookAllowed(_),
+                ) if self.shared.task_tools.contains(&name.as_str()) => {
                     let (output, tasks) = self.task_outcome(name, &call.payload.args);
                     if let Some(tasks) = tasks {
                         let changed = Input::TasksChanged {
@@ -377,9 +387,13 @@ impl Session {
                     }
                     Some(output)
                 }
-                Some(Ruling::Run(_) | Ruling::Ask(_) | Ruling::Drift(_) | Ruling::Allowed(_))
-                    if self.shared.runs_subagent(name) =>
-                {
+                Some(
+                    Ruling::Run(_)
+                    | Ruling::Ask(_)
+                    | Ruling::Drift(_)
+                    | Ruling::Allowed(_)
+                    | Ruling::HookAllowed(_),
+                ) if self.shared.runs_subagent(name) => {
                     let index = self.call_position(&call.tool_call_id);
                     match index {
                         Some((at, index)) => {
@@ -393,7 +407,13 @@ impl Session {
                         )),
                     }
                 }
-                Some(Ruling::Run(_) | Ruling::Ask(_) | Ruling::Drift(_) | Ruling::Allowed(_)) => {
+                Some(
+                    Ruling::Run(_)
+                    | Ruling::Ask(_)
+                    | Ruling::Drift(_)
+                    | Ruling::Allowed(_)
+                    | Ruling::HookAllowed(_),
+                ) => {
                     self.execute_tool(&run_id, &call.tool_call_id, name, &call.payload.args)
                         .await
                 }
@@ -471,6 +491,14 @@ impl Session {
                 break;
             };
             if !self.shared.runs_subagent(&call.name) {
+                break;
+            }
+            // A call a hook decided is not started with others: it is ruled, and recorded,
+            // on its own.
+            if self.reply_hooks.get(i).is_some_and(|h| {
+                h.as_ref()
+                    .is_some_and(|h| h.decision != crate::hook::HookDecision::Ask)
+            }) {
                 break;
             }
             match self.ruling_of(call) {
@@ -763,6 +791,9 @@ impl Session {
             .map_while(|i| self.state.tool_call(at, i))
             .map(|call| self.ruling_of(call))
             .collect();
+        // The hooks are asked about each call the rules do not refuse, before any runs or
+        // waits; their verdicts narrow each ruling, now and each time the call is ruled again.
+        let rulings = self.hook_rulings(run_id, at, rulings).await;
         let waits = rulings
             .iter()
             .any(|r| matches!(r, Some(Ruling::Ask(_) | Ruling::Drift(_))));
@@ -824,21 +855,26 @@ impl Session {
             let ruling = match ruled_together {
                 Some(ruling) => Some(ruling),
                 None => match rulings.get(next - 1).cloned().flatten() {
-                    Some(ruled @ (Ruling::Run(_) | Ruling::Allowed(_))) => {
+                    Some(
+                        ruled @ (Ruling::Run(_) | Ruling::Allowed(_) | Ruling::HookAllowed(_)),
+                    ) => {
                         if matches!(ruled, Ruling::Allowed(_)) {
                             // An allowance lets it run: as the store has them now, so one
                             // another process revoked since the run started no longer does.
                             self.load_workspace_allowances().await;
                         }
+                        let hook = self.reply_hooks.get(next - 1).cloned().flatten();
                         self.state
                             .tool_call(at, next - 1)
                             .and_then(|call| self.ruling_again(call))
+                            .map(|ruling| hooked(ruling, hook.as_ref()))
                     }
                     other => other,
                 },
             };
             let args = self.state.tool_call(at, next - 1).map(|call| &call.args);
             let mut allowance = None;
+            let mut hook_allowed = None;
             let allowed_by = match ruling {
                 None => {
                     let mode = self.state.mode;
@@ -861,6 +897,21 @@ impl Session {
                     self.tool_result(run_id, id, name, output, Some((sha256, rule)))
                         .await?;
                     continue;
+                }
+                Some(Ruling::HookDenied(hook)) => {
+                    let output = ToolOutput::error(hook_denied_result(&hook));
+                    let result = Input::HookedToolResult {
+                        call: CallRef::new(run_id.clone(), id, name),
+                        args_sha256: args.map(crate::jcs::sha256).unwrap_or_default(),
+                        output,
+                        hook,
+                    };
+                    self.handle(result).await?;
+                    continue;
+                }
+                Some(Ruling::HookAllowed(hook)) => {
+                    hook_allowed = Some(hook);
+                    None
                 }
                 Some(Ruling::Ask(rule)) => {
                     // Where its paths lead, resolved now for the approver to see.
@@ -916,13 +967,24 @@ impl Session {
                     });
                 match captured {
                     Ok(submission) => {
+                        let subject = HookSubject::Plan {
+                            tool_call_id: id.clone(),
+                            path: submission.path.clone(),
+                            title: submission.title.clone(),
+                            plan: submission.plan.clone(),
+                            sha256: submission.sha256.clone(),
+                        };
+                        let hook = self.consult_hooks(run_id, subject).await;
                         let skip = Input::SkipRest {
                             run_id: run_id.clone(),
                             at,
                             from: next,
                         };
                         self.handle(skip).await?;
-                        return self.suspend(run_id.clone(), id, submission).await.map(Some);
+                        return self
+                            .suspend(run_id.clone(), id, submission, hook)
+                            .await
+                            .map(Some);
                     }
                     Err(e) => {
                         let output = ToolOutput::error(e.to_string());
@@ -1015,7 +1077,7 @@ impl Session {
             }
             tracing::debug!(tool_call_id = %id, tool_name = %name, is_error = output.is_error, "tool call finished");
             // Hashed only for a call a rule or an allowance let run, whose record names it.
-            let sha256 = if allowed_by.is_some() || allowance.is_some() {
+            let sha256 = if allowed_by.is_some() || allowance.is_some() || hook_allowed.is_some() {
                 args.map(crate::jcs::sha256).unwrap_or_default()
             } else {
                 String::new()
@@ -1026,6 +1088,16 @@ impl Session {
                     tasks,
                 };
                 self.handle(changed).await?;
+            }
+            if let Some(hook) = hook_allowed {
+                let result = Input::HookedToolResult {
+                    call: CallRef::new(run_id.clone(), id, name),
+                    args_sha256: sha256,
+                    output,
+                    hook,
+                };
+                self.handle(result).await?;
+                continue;
             }
             match (allowed_by, allowance) {
                 (Some(rule), _) => {
@@ -1078,6 +1150,43 @@ impl Session {
             },
         };
         self.handle(result).await.map(drop)
+    }
+
+    /// `rulings` of the calls of the reply at `at`, each narrowed by the hooks' verdict on it
+    /// ([`hooked`]); the verdicts kept in `reply_hooks` for the rulings made again. A call the
+    /// mode does not offer or the rules refuse is not shown to the hooks.
+    async fn hook_rulings(
+        &mut self,
+        run_id: &Arc<str>,
+        at: usize,
+        rulings: Vec<Option<Ruling>>,
+    ) -> Vec<Option<Ruling>> {
+        self.reply_hooks = vec![None; rulings.len()];
+        if self.shared.hooks.is_empty() {
+            return rulings;
+        }
+        let mut hooked_rulings = Vec::with_capacity(rulings.len());
+        for (index, ruling) in rulings.into_iter().enumerate() {
+            let subject = match (&ruling, self.state.tool_call(at, index)) {
+                (
+                    Some(Ruling::Run(_) | Ruling::Allowed(_) | Ruling::Ask(_) | Ruling::Drift(_)),
+                    Some(call),
+                ) if call.name != SUBMIT_PLAN => Some(HookSubject::ToolCall {
+                    tool_call_id: call.id.clone(),
+                    tool_name: call.name.clone(),
+                    args: call.args.clone(),
+                    args_sha256: crate::jcs::sha256(&call.args),
+                }),
+                _ => None,
+            };
+            let hook = match subject {
+                Some(subject) => self.consult_hooks(run_id, subject).await,
+                None => None,
+            };
+            hooked_rulings.push(ruling.map(|r| hooked(r, hook.as_ref())));
+            self.reply_hooks[index] = hook;
+        }
+        hooked_rulings
     }
 
     /// How `call` is handled in the current mode ([`Ruling`]: run, wait for approval, refused
@@ -1396,6 +1505,7 @@ impl Session {
         run_id: Arc<str>,
         tool_call_id: String,
         submission: PlanSubmission,
+        hook: Option<HookRecord>,
     ) -> Result<RunOutcome, SessionError> {
         let suspend = Suspend::Plan {
             run_id: run_id.clone(),
@@ -1403,7 +1513,20 @@ impl Session {
             submission,
         };
         match self.handle(Input::Suspend(suspend)).await {
-            Ok(next) => self.carry_on(next).await,
+            Ok(next) => match hook {
+                // A hook denied the plan: rejected with its reason as the feedback, through the
+                // one decision path, before anyone is asked. An allow is no objection: the
+                // plan waits for a person like any other.
+                Some(hook) if hook.decision == HookDecision::Deny => {
+                    let index = self.state.pending.len().saturating_sub(1);
+                    let reason = hook.reason.clone().unwrap_or_default();
+                    let feedback = format!("Rejected by hook `{}`: {reason}", hook.hook);
+                    let decision =
+                        Decision::reject_with(feedback).decided_by(format!("hook {}", hook.hook));
+                    self.decide_at(index, decision, None).await
+                }
+                _ => self.carry_on(next).await,
+            },
             Err(err) => {
                 let output =
                     ToolOutput::error(format!("The plan could not be saved for review: {err}"));

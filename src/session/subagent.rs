@@ -325,6 +325,8 @@ impl Session {
             // A child's events reach the controller's receivers wrapped in its parent's
             // `subagent_event`.
             events: None,
+            // A child's calls are a hook's as much as its parent's.
+            hooks: parent.hooks.clone(),
         }
     }
 }

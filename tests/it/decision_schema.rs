@@ -587,6 +587,7 @@ fn decided_records_validate_and_unknown_fields_do_not() {
         feedback: None,
         subagent: None,
         steps: vec![1, 3],
+        hook: None,
     };
     let value = serde_json::to_value(&record).expect("to_value");
     assert!(errors(&schema, &value).is_empty(), "{value}");

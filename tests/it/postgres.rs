@@ -1020,6 +1020,7 @@ fn waiting_calls(id: &str, version: u64, calls: &[&str], decided: usize) -> Sess
                     feedback: None,
                     subagent: None,
                     steps: Vec::new(),
+                    hook: None,
                 }),
                 feedback: None,
             }

@@ -96,6 +96,10 @@ fn structural_errors_are_refused_and_graph_rules_are_left_to_check() {
         // A rule test on an unknown mode, and `not` without a pattern (issue 42).
         "rule-test-unknown-mode.toml",
         "rule-not-without-pattern.toml",
+        // A hook's missing `command` and a `reviewBy` naming no reviewer (issue 41): `check`
+        // places them in the table.
+        "hook-without-command.toml",
+        "reviewer-unknown.toml",
     ];
     for name in refused_by_schema {
         let errors = schema_errors(&as_json(&dir.join(name)));
@@ -175,6 +179,7 @@ fn every_key_the_parser_knows_has_a_description() {
         keys,
         [
             "approvalTimeout",
+            "approvers",
             "availableTools",
             "default",
             "defaultModelId",
@@ -186,6 +191,9 @@ fn every_key_the_parser_knows_has_a_description() {
             "onTimeout",
             "planScope",
             "requireApproval",
+            "reviewBy",
+            "reviewToolCalls",
+            "reviewerMay",
             "rules",
             "subagents",
             "transitionsTo"
@@ -198,7 +206,14 @@ fn every_key_the_parser_knows_has_a_description() {
     for (key, property) in subagent.as_object().expect("as_object") {
         assert!(property["description"].is_string(), "subagent {key}");
     }
-    for key in ["defaultModeId", "plansDir", "modes", "subagents"] {
+    for key in [
+        "defaultModeId",
+        "plansDir",
+        "modes",
+        "subagents",
+        "hooks",
+        "reviewers",
+    ] {
         assert!(
             schema["properties"][key]["description"].is_string(),
             "{key}"

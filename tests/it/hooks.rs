@@ -1,0 +1,408 @@
+//! Hooks (issue 41, first part): a hook in code and a hook by command, consulted on each tool
+//! call the mode offers and its rules do not refuse and on each submitted plan, before it runs
+//! or waits. Allow runs a call that would wait; deny refuses it (or rejects a plan) with the
+//! reason; ask, and any failure (an error, a panic, a command that hangs, floods, answers twice
+//! or crashes), leaves the rules' path. A hook never widens: a tool the mode does not offer, or
+//! a call a `deny` rule refuses, never reaches it.
+
+use crate::common;
+
+use std::sync::{Arc, Mutex};
+
+use agent_controller::event::DecisionOutcome;
+use agent_controller::hook::{
+    Hook, HookDecision, HookError, HookRequest, HookSubject, HookVerdict,
+};
+use agent_controller::model::scripted::ReplayModel;
+use agent_controller::{AgentController, Event, RunOutcome, ToolRegistry, config};
+use common::{Recorder, Workspace, replay, tool_results};
+use serde_json::json;
+
+const BUILD: &str = r#"
+[[modes]]
+id = "build"
+default = true
+availableTools = ["read_file", "write_file"]
+requireApproval = ["write_file"]
+rules = [{ tool = "write_file", path = "secret/**", action = "deny" }]
+
+[[modes]]
+id = "plan"
+transitionsTo = "build"
+availableTools = ["read_file", "submit_plan"]
+"#;
+
+/// A hook that answers `verdict` (or panics, or fails) and remembers what it was asked.
+struct Scripted {
+    answer: Answer,
+    seen: Arc<Mutex<Vec<HookRequest>>>,
+}
+
+#[derive(Clone)]
+enum Answer {
+    Verdict(HookVerdict),
+    Fail,
+    Panic,
+}
+
+#[agent_controller::async_trait]
+impl Hook for Scripted {
+    fn name(&self) -> &str {
+        "scripted"
+    }
+
+    async fn decide(&self, request: &HookRequest) -> Result<HookVerdict, HookError> {
+        self.seen.lock().expect("lock").push(request.clone());
+        match &self.answer {
+            Answer::Verdict(v) => Ok(v.clone()),
+            Answer::Fail => Err(HookError::new("policy server unreachable")),
+            Answer::Panic => panic!("the hook fell over"),
+        }
+    }
+}
+
+fn write(id: &str, path: &str) -> agent_controller::ModelResponse {
+    ReplayModel::call(
+        id,
+        "write_file",
+        json!({ "path": path, "content": "hello" }),
+    )
+}
+
+fn controller_with(
+    ws: &Workspace,
+    model: Arc<ReplayModel>,
+    hook: Option<Scripted>,
+    text: &str,
+) -> AgentController {
+    let mut builder =
+        AgentController::builder(config::parse(text, "modes.toml").expect("config"), model)
+            .tools(ToolRegistry::with_workspace_tools())
+            .workspace(ws.path());
+    if let Some(hook) = hook {
+        builder = builder.hook(hook);
+    }
+    builder.build().expect("controller")
+}
+
+fn hook_events(events: &[Event]) -> Vec<(String, HookDecision, Option<String>)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::HookDecided {
+                tool_name, hook, ..
+            } => Some((tool_name.clone(), hook.decision, hook.error.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Runs one `write_file` call of `path` in `build` under a hook answering `answer`: the
+/// outcome, the session's tool results, its audit records, the events, what the hook saw.
+async fn run_write(
+    answer: Answer,
+    path: &str,
+) -> (
+    RunOutcome,
+    Vec<(String, String)>,
+    Vec<agent_controller::event::DecidedRecord>,
+    Vec<Event>,
+    Vec<HookRequest>,
+    Workspace,
+) {
+    let ws = Workspace::new();
+    let model = replay(vec![write("w1", path), ReplayModel::text("done")]);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let hook = Scripted {
+        answer,
+        seen: seen.clone(),
+    };
+    let controller = controller_with(&ws, model, Some(hook), BUILD);
+    let recorder = Recorder::default();
+    let mut session = controller
+        .start_session(recorder.options().mode("build"))
+        .await
+        .expect("session");
+    let outcome = session.send_message("write it").await.expect("runs");
+    let results = tool_results(session.messages());
+    let history = session.decision_history().to_vec();
+    let seen = seen.lock().expect("lock").clone();
+    (outcome, results, history, recorder.take(), seen, ws)
+}
+
+#[tokio::test]
+async fn a_hook_that_allows_runs_a_call_that_would_wait_and_records_itself() {
+    let (outcome, results, history, events, seen, ws) =
+        run_write(Answer::Verdict(HookVerdict::Allow), "a.txt").await;
+    assert!(
+        matches!(outcome, RunOutcome::Completed { .. }),
+        "{outcome:?}"
+    );
+    assert!(ws.path().join("a.txt").exists(), "the call ran");
+    assert_eq!(results.len(), 1);
+    let record = history.last().expect("the hook's record");
+    assert_eq!(record.outcome, Some(DecisionOutcome::Approved));
+    assert_eq!(record.decided_by.as_deref(), Some("hook scripted"));
+    assert_eq!(
+        record.hook.as_ref().map(|h| h.decision),
+        Some(HookDecision::Allow)
+    );
+    assert_eq!(record.tool_name.as_deref(), Some("write_file"));
+    let args = json!({ "path": "a.txt", "content": "hello" });
+    assert_eq!(
+        record.sha256.as_deref(),
+        Some(&*agent_controller::jcs::sha256(&args))
+    );
+    assert!(record.decided_at.is_some());
+    assert_eq!(
+        hook_events(&events),
+        [("write_file".to_owned(), HookDecision::Allow, None)]
+    );
+    // The hook saw what the approver would: the mode, the tool, the arguments and their hash.
+    let [request] = &seen[..] else {
+        panic!("asked once: {seen:?}")
+    };
+    assert_eq!(request.mode_id, "build");
+    assert_eq!(request.workspace, ws.path());
+    match &request.subject {
+        HookSubject::ToolCall {
+            tool_name,
+            args: shown,
+            args_sha256,
+            ..
+        } => {
+            assert_eq!(tool_name, "write_file");
+            assert_eq!(shown, &args);
+            assert_eq!(args_sha256, &agent_controller::jcs::sha256(&args));
+        }
+        other => panic!("a tool call: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_hook_that_denies_refuses_the_call_with_its_reason() {
+    let (outcome, results, history, events, _, ws) = run_write(
+        Answer::Verdict(HookVerdict::deny("no writes today")),
+        "a.txt",
+    )
+    .await;
+    assert!(
+        matches!(outcome, RunOutcome::Completed { .. }),
+        "{outcome:?}"
+    );
+    assert!(!ws.path().join("a.txt").exists(), "the call never ran");
+    assert_eq!(
+        results,
+        [(
+            "w1".to_owned(),
+            "Not executed: hook `scripted` denied it: no writes today.".to_owned()
+        )]
+    );
+    let record = history.last().expect("the hook's record");
+    assert_eq!(record.outcome, Some(DecisionOutcome::Rejected));
+    assert_eq!(
+        record.hook.as_ref().and_then(|h| h.reason.as_deref()),
+        Some("no writes today")
+    );
+    assert_eq!(hook_events(&events).len(), 1);
+}
+
+#[tokio::test]
+async fn a_hook_that_asks_fails_or_panics_leaves_the_call_waiting() {
+    for (answer, error) in [
+        (Answer::Verdict(HookVerdict::Ask), None),
+        (Answer::Fail, Some("policy server unreachable")),
+        (Answer::Panic, Some("the hook panicked")),
+    ] {
+        let (outcome, results, history, events, _, ws) = run_write(answer, "a.txt").await;
+        assert!(
+            matches!(outcome, RunOutcome::ToolCallsSuspended { .. }),
+            "the call waits for a person: {outcome:?}"
+        );
+        assert!(!ws.path().join("a.txt").exists());
+        assert!(results.is_empty());
+        assert!(history.is_empty(), "nothing decided yet");
+        assert_eq!(
+            hook_events(&events),
+            [(
+                "write_file".to_owned(),
+                HookDecision::Ask,
+                error.map(str::to_owned)
+            )],
+            "the failure is in the event"
+        );
+    }
+}
+
+/// A hook never widens: a call a `deny` rule refuses, and a tool the mode does not offer, never
+/// reach it, so its `allow` cannot let them through.
+#[tokio::test]
+async fn a_hook_never_sees_what_the_rules_refuse() {
+    let (_, results, _, events, seen, ws) =
+        run_write(Answer::Verdict(HookVerdict::Allow), "secret/key").await;
+    assert!(!ws.path().join("secret/key").exists());
+    assert!(results[0].1.starts_with("Not executed: "), "{results:?}");
+    assert!(seen.is_empty(), "the hook was not asked");
+    assert!(hook_events(&events).is_empty());
+
+    let ws = Workspace::new();
+    let model = replay(vec![
+        ReplayModel::call("l1", "list_files", json!({})),
+        ReplayModel::text("done"),
+    ]);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let hook = Scripted {
+        answer: Answer::Verdict(HookVerdict::Allow),
+        seen: seen.clone(),
+    };
+    let controller = controller_with(&ws, model, Some(hook), BUILD);
+    let mut session = controller
+        .start_session(agent_controller::SessionOptions::new().mode("build"))
+        .await
+        .expect("session");
+    session.send_message("list").await.expect("runs");
+    let results = tool_results(session.messages());
+    assert!(results[0].1.contains("not available"), "{results:?}");
+    assert!(seen.lock().expect("lock").is_empty());
+}
+
+const PLAN: &str = "# Add a greeting\n\n1. Write hello.txt\n";
+
+async fn submit_under(answer: Answer) -> (RunOutcome, agent_controller::Session, Vec<Event>) {
+    let ws = Workspace::new();
+    let path = ws.plan("greet.md", PLAN);
+    let model = replay(vec![
+        ReplayModel::call("p1", "submit_plan", json!({ "path": path })),
+        ReplayModel::text("revising"),
+    ]);
+    let hook = Scripted {
+        answer,
+        seen: Arc::new(Mutex::new(Vec::new())),
+    };
+    let controller = controller_with(&ws, model, Some(hook), BUILD);
+    let recorder = Recorder::default();
+    let mut session = controller
+        .start_session(recorder.options().mode("plan"))
+        .await
+        .expect("session");
+    let outcome = session.send_message("plan it").await.expect("runs");
+    std::mem::forget(ws);
+    (outcome, session, recorder.take())
+}
+
+/// On a plan a hook may reject (its reason is the feedback) or have no say; its `allow` is no
+/// objection, never an approval: the plan still waits for a person.
+#[tokio::test]
+async fn a_plan_hook_rejects_with_feedback_and_never_approves() {
+    let (outcome, session, events) =
+        submit_under(Answer::Verdict(HookVerdict::deny("no step tests it"))).await;
+    assert!(
+        matches!(outcome, RunOutcome::Completed { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(session.mode().id(), "plan", "no hand-over");
+    let record = session.decision_history().last().expect("the rejection");
+    assert_eq!(record.outcome, Some(DecisionOutcome::Rejected));
+    assert_eq!(record.decided_by.as_deref(), Some("hook scripted"));
+    let results = tool_results(session.messages());
+    assert!(
+        results[0].1.contains("no step tests it"),
+        "the model gets the reason: {results:?}"
+    );
+    assert_eq!(
+        hook_events(&events),
+        [("submit_plan".to_owned(), HookDecision::Deny, None)]
+    );
+
+    for answer in [
+        Answer::Verdict(HookVerdict::Allow),
+        Answer::Verdict(HookVerdict::Ask),
+        Answer::Panic,
+    ] {
+        let (outcome, session, _) = submit_under(answer).await;
+        assert!(
+            matches!(outcome, RunOutcome::Suspended { .. }),
+            "the plan waits for a person: {outcome:?}"
+        );
+        assert!(session.decision_history().is_empty());
+    }
+}
+
+/// `log SESSION` prints the session's decisions from its stored record, in order, with how
+/// each was taken: here a hook's allow, then a rule's deny.
+#[tokio::test]
+async fn the_log_prints_a_sessions_decisions_in_order_with_how_each_was_taken() {
+    let ws = Workspace::new();
+    let store_dir = tempfile::tempdir().expect("store dir");
+    let store = Arc::new(agent_controller::FileStore::open(store_dir.path()).expect("store"));
+    let model = replay(vec![
+        agent_controller::ModelResponse {
+            tool_calls: vec![
+                agent_controller::ToolCall::new(
+                    "w1",
+                    "write_file",
+                    json!({ "path": "a.txt", "content": "x" }),
+                ),
+                agent_controller::ToolCall::new(
+                    "w2",
+                    "write_file",
+                    json!({ "path": "secret/k", "content": "x" }),
+                ),
+            ],
+            ..Default::default()
+        },
+        ReplayModel::text("done"),
+    ]);
+    let hook = Scripted {
+        answer: Answer::Verdict(HookVerdict::Allow),
+        seen: Arc::new(Mutex::new(Vec::new())),
+    };
+    let controller =
+        AgentController::builder(config::parse(BUILD, "modes.toml").expect("config"), model)
+            .tools(ToolRegistry::with_workspace_tools())
+            .workspace(ws.path())
+            .store(store)
+            .hook(hook)
+            .build()
+            .expect("controller");
+    let mut session = controller
+        .start_session(agent_controller::SessionOptions::new().mode("build"))
+        .await
+        .expect("session");
+    session.send_message("write").await.expect("runs");
+    let id = session.id().to_owned();
+    drop(session);
+    let store_arg = store_dir.path().to_str().expect("utf-8").to_owned();
+    let out = common::cli::output(
+        common::cli::command(ws.path(), &["log", &id, "--store", &store_arg, "--json"]),
+        "",
+    );
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let lines = common::json_lines(&out);
+    let how: Vec<(&str, &str)> = lines
+        .iter()
+        .map(|l| {
+            (
+                l["toolCallId"].as_str().unwrap_or_default(),
+                l["how"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(how, [("w1", "hook"), ("w2", "rule")]);
+    assert_eq!(lines[0]["decidedBy"], "hook scripted");
+    let text = common::cli::output(
+        common::cli::command(ws.path(), &["log", &id, "--store", &store_arg]),
+        "",
+    );
+    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    let first = text.lines().next().expect("a line");
+    assert!(
+        first.contains("\tapproved\thook\thook scripted\twrite_file "),
+        "{first}"
+    );
+    let unknown = common::cli::output(
+        common::cli::command(ws.path(), &["log", "nope", "--store", &store_arg]),
+        "",
+    );
+    assert_eq!(unknown.status.code(), Some(common::cli::INVALID));
+}
