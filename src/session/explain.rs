@@ -78,9 +78,9 @@ impl Session {
                     reason: reason.clone(),
                 });
             }
-            Some(Ruling::Run(_) | Ruling::Allowed(_)) => Outcome::Allow,
+            Some(Ruling::Run(_) | Ruling::Allowed(_) | Ruling::HookAllowed(_)) => Outcome::Allow,
             Some(Ruling::Ask(_) | Ruling::Drift(_)) => Outcome::Ask,
-            Some(Ruling::Deny(_) | Ruling::Refused(_)) => Outcome::Deny,
+            Some(Ruling::Deny(_) | Ruling::Refused(_) | Ruling::HookDenied(_)) => Outcome::Deny,
         };
         let deciding = deciding_step(ruling.as_ref(), &steps)
             .cloned()
