@@ -1530,10 +1530,9 @@ impl AgentController {
     pub async fn list_pending(&self) -> Result<PendingListing, SessionError> {
         let store = self.shared.store.as_ref().ok_or(SessionError::NoStore)?;
         let now = (self.shared.clock)();
-        crate::deadline::expire_due(&**store, now).await?;
-        Ok(store
-            .list_pending(crate::deadline::millis_since_epoch(now))
-            .await?)
+        Ok(crate::deadline::expire_due_then_list(&**store, now)
+            .await?
+            .1)
     }
 
     /// Deletes a session from the store; returns whether it existed.

@@ -125,13 +125,29 @@ pub async fn expire_due(
     store: &dyn SessionStore,
     now: SystemTime,
 ) -> Result<Vec<ExpiredDecision>, StoreError> {
+    Ok(expire_due_then_list(store, now).await?.0)
+}
+
+/// [`expire_due`], and what waits once it is done: the listing it read when nothing was
+/// due, read again when something was (the store is read once, not twice, when nothing was
+/// due, as is most often the case). What `agent-controller pending` and
+/// [`crate::AgentController::list_pending`] do.
+///
+/// # Errors
+/// As for [`expire_due`].
+pub async fn expire_due_then_list(
+    store: &dyn SessionStore,
+    now: SystemTime,
+) -> Result<(Vec<ExpiredDecision>, crate::store::PendingListing), StoreError> {
     let now_ms = millis_since_epoch(now);
     let listing = store.list_pending(now_ms).await?;
     let mut expired = Vec::new();
-    for summary in listing.pending {
+    let mut any_due = false;
+    for summary in &listing.pending {
         if summary.terms.deadline_at_ms.is_none_or(|at| at > now_ms) {
             continue;
         }
+        any_due = true;
         // A session with several waiting calls is listed once per call: the first expires
         // them all, the others find nothing due.
         let (decisions, run_state) = expire_session(store, &summary.session_id, now_ms).await?;
@@ -143,7 +159,11 @@ pub async fn expire_due(
             });
         }
     }
-    Ok(expired)
+    if !any_due {
+        return Ok((expired, listing));
+    }
+    // Something was due: expired here, or decided by another host since the read.
+    Ok((expired, store.list_pending(now_ms).await?))
 }
 
 /// Expires the pending plan (or waiting tool calls) of session `session_id` if due at `now_ms`:

@@ -15,6 +15,8 @@ use serde_json::{Value, json};
 
 const TOKEN: &str = "bench-token-0123456789";
 const PENDING: usize = 1_000;
+/// The pending plans with `--quick`.
+const PENDING_QUICK: usize = 100;
 const CLIENTS: usize = 100;
 
 /// A `serve` process; killed on drop.
@@ -196,12 +198,12 @@ fn percentiles(mut samples: Vec<Duration>) -> (f64, f64) {
     (at(0.50), at(0.99))
 }
 
-/// Starts `PENDING` sessions over the API, each with a plan waiting, 8 at a time.
-async fn fill(served: &Served) {
+/// Starts `count` sessions over the API, each with a plan waiting, 8 at a time.
+async fn fill(served: &Served, count: usize) {
     let body = json!({ "modeId": "plan", "message": "Add dark mode" });
     let mut started = 0;
-    while started < PENDING {
-        let batch = (PENDING - started).min(8);
+    while started < count {
+        let batch = (count - started).min(8);
         let posts = (0..batch).map(|_| served.post("/v1/sessions", &body));
         for (status, answer) in futures_util::future::join_all(posts).await {
             assert_eq!(status, 201, "{answer}");
@@ -209,7 +211,7 @@ async fn fill(served: &Served) {
         started += batch;
     }
     let start = Instant::now();
-    while served.all_pending().await.len() < PENDING {
+    while served.all_pending().await.len() < count {
         assert!(start.elapsed() < Duration::from_secs(300), "the plans wait");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -225,8 +227,8 @@ fn figures(tag: &str, store: &str, quick: bool) -> Vec<(String, Value)> {
         .expect("runtime");
     let served = Served::start(workspace.path(), store);
     rt.block_on(async {
-        fill(&served).await;
-        let rounds = if quick { 50 } else { 500 };
+        fill(&served, if quick { PENDING_QUICK } else { PENDING }).await;
+        let rounds = if quick { 20 } else { 500 };
         let mut page_100 = Vec::new();
         let mut page_1000 = Vec::new();
         for _ in 0..rounds {
@@ -267,7 +269,7 @@ fn figures(tag: &str, store: &str, quick: bool) -> Vec<(String, Value)> {
         drop(clients);
 
         // A decision's POST to its event at another client.
-        let decisions = if quick { 50 } else { 300 }.min(pending.len() - 1);
+        let decisions = if quick { 20 } else { 300 }.min(pending.len() - 1);
         let mut watcher = served.events().await;
         let mut latency = Vec::new();
         for entry in &pending[1..=decisions] {

@@ -34,7 +34,7 @@ pub(crate) fn pending(spec: &str, json: bool) -> Outcome {
         .block_on(async {
             // Plans past their deadline expire first (each once, whoever looks first).
             let now = SystemTime::now();
-            let expired = deadline::expire_due(&*store, now).await?;
+            let (expired, listing) = deadline::expire_due_then_list(&*store, now).await?;
             for e in &expired {
                 // A plan, a tool call that waited for approval, or a question (not answered).
                 let aborted = e.run_state == agent_controller::event::RunState::Aborted;
@@ -54,7 +54,7 @@ pub(crate) fn pending(spec: &str, json: bool) -> Outcome {
                     neutralize_line(e.decision.decided_at.as_deref().unwrap_or("its deadline"))
                 );
             }
-            store.list_pending(deadline::millis_since_epoch(now)).await
+            Ok::<_, agent_controller::store::StoreError>(listing)
         })
         .map_err(Failure::runtime)?;
     // The allowances in force, read once per session.

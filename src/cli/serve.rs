@@ -20,15 +20,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use agent_controller::display::neutralize_line;
-use agent_controller::model::SpecChooser;
-use agent_controller::model::scripted::ScriptedModel;
+use agent_controller::model::{ModelSpec, SpecChooser};
 use agent_controller::session::{RunTask, SessionHandle};
 use agent_controller::store::{PendingWatch, SessionStore, open_store};
 use agent_controller::{AgentController, LanguageModel, ModeGraph, SessionError, ToolRegistry};
 
 use crate::cli::args::{DEFAULT_CONFIG, ServeArgs};
 use crate::cli::exit::{Exit, Failure, Outcome};
-use crate::cli::setup::{check_workspace, load};
+use crate::cli::setup::{MODEL_KEY, check_workspace, load};
 
 /// The most bytes a request body may have: four times the largest plan, so an edited plan
 /// always fits.
@@ -60,25 +59,18 @@ pub(crate) fn serve(args: ServeArgs) -> Outcome {
         None => workspace.join(DEFAULT_CONFIG),
     };
     let (graph, tools) = load(&config)?;
-    let model: Arc<dyn LanguageModel> = if args.model.is_scripted() {
-        Arc::new(ScriptedModel::new())
-    } else {
-        Arc::new(
-            args.model
-                .open()
-                .map_err(|e| Failure::invalid(e.message()))?,
-        )
-    };
+    let model = open_model(&args.model).map_err(Failure::invalid)?;
     let store = open_store(&args.store).map_err(Failure::runtime)?;
     let setup = Setup {
         graph,
         tools,
         model,
+        model_spec: args.model.clone(),
         config: std::path::absolute(&config).unwrap_or(config),
         store: store.clone(),
         lease: args.lease,
     };
-    let controller = setup.controller(&workspace, &setup.config)?;
+    let controller = setup.controller(&workspace, &setup.config, setup.model.clone())?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -106,11 +98,16 @@ pub(crate) fn serve(args: ServeArgs) -> Outcome {
             }
         });
         let state_config = setup.config.clone();
+        let setup_model_spec = setup.model_spec.clone();
         let state = Arc::new(Server {
             setup,
             root: workspace.clone(),
             controllers: Mutex::new(HashMap::from([(
-                (workspace, state_config.clone()),
+                (
+                    workspace,
+                    state_config.clone(),
+                    setup_model_spec.to_string(),
+                ),
                 controller,
             )])),
             sessions: tokio::sync::Mutex::new(HashMap::new()),
@@ -163,7 +160,9 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> {
 struct Setup {
     graph: ModeGraph,
     tools: ToolRegistry,
+    /// The model of `--model`: new sessions run with it, and so do stored ones that record none.
     model: Arc<dyn LanguageModel>,
+    model_spec: ModelSpec,
     config: PathBuf,
     store: Arc<dyn SessionStore>,
     lease: Duration,
@@ -172,12 +171,18 @@ struct Setup {
 impl Setup {
     /// A controller over `workspace` under the config in file `config` (the server's own, or
     /// the one a session ran under, read again).
-    fn controller(&self, workspace: &Path, config: &Path) -> Result<AgentController, Failure> {
+    /// With `model`, the session's.
+    fn controller(
+        &self,
+        workspace: &Path,
+        config: &Path,
+        model: Arc<dyn LanguageModel>,
+    ) -> Result<AgentController, Failure> {
         let (graph, tools) = match config == self.config {
             true => (self.graph.clone(), self.tools.clone()),
             false => load(config)?,
         };
-        AgentController::builder(graph, self.model.clone())
+        AgentController::builder(graph, model)
             .tools(tools)
             .workspace(workspace)
             .protected_path(config)
@@ -194,8 +199,9 @@ pub(crate) struct Server {
     setup: Setup,
     /// `--workspace`, canonical: every session works in it or beneath it.
     root: PathBuf,
-    /// One controller per workspace a session works in and config it runs under.
-    controllers: Mutex<HashMap<(PathBuf, PathBuf), AgentController>>,
+    /// One controller per workspace a session works in, config it runs under and model it
+    /// runs with.
+    controllers: Mutex<HashMap<(PathBuf, PathBuf, String), AgentController>>,
     /// The sessions a request touched, each shared by every request since.
     sessions: tokio::sync::Mutex<HashMap<String, SessionHandle>>,
     /// The runs carried on in the background, to stop on shutdown.
@@ -205,35 +211,54 @@ pub(crate) struct Server {
 }
 
 impl Server {
+    /// The model `--model` names: new sessions run with it.
+    pub(crate) fn model_spec(&self) -> &ModelSpec {
+        &self.setup.model_spec
+    }
+
     /// The controller of `workspace` (canonical, under the root) under the server's config,
     /// built on first use; its events go to the feed.
     fn controller(&self, workspace: &Path) -> Result<AgentController, SessionError> {
-        self.controller_under(workspace, &self.setup.config.clone())
+        self.controller_under(workspace, &self.setup.config.clone(), None)
     }
 
-    /// The controller of `workspace` under the config in file `config`, built on first use;
-    /// its events go to the feed.
+    /// The controller of `workspace` under the config in file `config`, with the model `model`
+    /// names (`--model`'s when `None`), built on first use; its events go to the feed.
+    /// [`SessionError::UnknownModel`] when that model cannot be opened.
     fn controller_under(
         &self,
         workspace: &Path,
         config: &Path,
+        model: Option<&ModelSpec>,
     ) -> Result<AgentController, SessionError> {
+        let spec = model.unwrap_or(&self.setup.model_spec);
         let mut controllers = self
             .controllers
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let key = (workspace.to_path_buf(), config.to_path_buf());
+        let key = (
+            workspace.to_path_buf(),
+            config.to_path_buf(),
+            spec.to_string(),
+        );
         if let Some(controller) = controllers.get(&key) {
             return Ok(controller.clone());
         }
-        let controller =
-            self.setup
-                .controller(workspace, config)
-                .map_err(|f| SessionError::WorkspaceGone {
-                    session_id: String::new(),
-                    path: workspace.to_path_buf(),
-                    reason: f.message,
-                })?;
+        let model = match *spec == self.setup.model_spec {
+            true => self.setup.model.clone(),
+            false => open_model(spec).map_err(|reason| SessionError::UnknownModel {
+                model: spec.to_string(),
+                reason,
+            })?,
+        };
+        let controller = self
+            .setup
+            .controller(workspace, config, model)
+            .map_err(|f| SessionError::WorkspaceGone {
+                session_id: String::new(),
+                path: workspace.to_path_buf(),
+                reason: f.message,
+            })?;
         self.feed.follow(controller.events());
         controllers.insert(key, controller.clone());
         Ok(controller)
@@ -244,7 +269,10 @@ impl Server {
     /// recorded config, as `decide` restores it: the file it ran under, read again where it
     /// still is (else the server's `--config`), refused ([`SessionError::ConfigWidened`]) when
     /// that config lets the session's modes do more than the one it ran under
-    /// ([`agent_controller::store::ConfigCheck`]).
+    /// ([`agent_controller::store::ConfigCheck`]); with the model the session records
+    /// (metadata `model`, as `run --model` and this server record it), as `decide` carries a
+    /// session on, else `--model`'s. A recorded model that is no model spec, or that this
+    /// server cannot open, is refused ([`SessionError::UnknownModel`]).
     async fn session(&self, id: &str) -> Result<SessionHandle, SessionError> {
         let mut sessions = self.sessions.lock().await;
         if let Some(handle) = sessions.get(id) {
@@ -273,7 +301,19 @@ impl Server {
             .map(|c| PathBuf::from(&c.path))
             .filter(|path| path.is_absolute() && path.is_file())
             .unwrap_or_else(|| self.setup.config.clone());
-        let controller = self.controller_under(&workspace, &config)?;
+        let model = match record.metadata.get(MODEL_KEY) {
+            None => None,
+            Some(named) => Some(
+                named
+                    .as_str()
+                    .and_then(|text| text.parse::<ModelSpec>().ok())
+                    .ok_or_else(|| SessionError::UnknownModel {
+                        model: named.to_string(),
+                        reason: "the session records it as the model it ran with, and it is no model spec".to_owned(),
+                    })?,
+            ),
+        };
+        let controller = self.controller_under(&workspace, &config, model.as_ref())?;
         let check = record.config_check(controller.modes());
         if check.widens() {
             return Err(SessionError::ConfigWidened {
@@ -323,4 +363,10 @@ impl Server {
         };
         let _ = tokio::time::timeout(SHUTDOWN_GRACE, waiting).await;
     }
+}
+
+/// The model `spec` names ([`ModelSpec::open`]: for `scripted`, one with nothing scripted);
+/// why not when it cannot be opened.
+fn open_model(spec: &ModelSpec) -> Result<Arc<dyn LanguageModel>, String> {
+    spec.open().map_err(|e| e.message().to_owned())
 }

@@ -123,17 +123,20 @@ impl PendingWatch {
 
     /// The next changes: waits until a look finds one or more, in the store's order (the new
     /// waiting decisions oldest first, then the settled ones). A record that cannot be read is
-    /// skipped (`pending` reports it).
+    /// skipped (`pending` reports it). Between two looks it waits `every`, or twice as long as
+    /// the last look took when that is longer: a big store is not read
+    /// continuously.
     ///
     /// # Errors
     /// [`StoreError::Backend`] when the store cannot be read; the watch can be asked again.
     pub async fn changes(&mut self) -> Result<Vec<PendingChange>, StoreError> {
         loop {
+            let started = std::time::Instant::now();
             let changes = self.look().await?;
             if !changes.is_empty() {
                 return Ok(changes);
             }
-            tokio::time::sleep(self.every).await;
+            tokio::time::sleep(next_wait(self.every, started.elapsed())).await;
         }
     }
 
@@ -173,5 +176,29 @@ impl PendingWatch {
         }
         self.known = now;
         Ok(changes)
+    }
+}
+
+/// How long a [`PendingWatch`] waits before its next look when the last one took `took`: its
+/// interval `every`, or twice `took` when that is longer, so that reading the store takes at
+/// most a third of the time whatever its size.
+fn next_wait(every: Duration, took: Duration) -> Duration {
+    every.max(took.saturating_mul(2))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slow_look_spaces_the_next_one_out() {
+        let every = Duration::from_millis(250);
+        assert_eq!(next_wait(every, Duration::from_millis(5)), every);
+        assert_eq!(next_wait(every, Duration::from_millis(125)), every);
+        assert_eq!(
+            next_wait(every, Duration::from_secs(1)),
+            Duration::from_secs(2)
+        );
+        assert_eq!(next_wait(every, Duration::MAX), Duration::MAX);
     }
 }

@@ -60,6 +60,17 @@ impl Served {
 
     /// A server under the config in file `config`, with the further arguments `more`.
     fn start_under(ws: &Workspace, spec: &str, config: &std::path::Path, more: &[&str]) -> Self {
+        Self::start_with_env(ws, spec, config, more, &[])
+    }
+
+    /// [`Served::start_under`] with the further environment variables `env`.
+    fn start_with_env(
+        ws: &Workspace,
+        spec: &str,
+        config: &std::path::Path,
+        more: &[&str],
+        env: &[(&'static str, String)],
+    ) -> Self {
         // Built before the server starts, so a failure here leaves no process behind. With every
         // feature on, reqwest is built with rustls and no provider: plain HTTP only needs one
         // installed.
@@ -75,6 +86,7 @@ impl Served {
             .env("AGENT_CONTROLLER_TOKEN", TOKEN)
             .env("AGENT_CONTROLLER_WEBHOOK_SECRET", SECRET)
             .env_remove("AGENT_CONTROLLER_TOKENS")
+            .envs(env.iter().map(|(k, v)| (*k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -848,6 +860,82 @@ fn notify_without_a_secret_is_refused_at_start() {
         stderr.contains("AGENT_CONTROLLER_WEBHOOK_SECRET"),
         "{stderr}"
     );
+}
+
+/// The model a session ran with is the one it carries on with, as `decide` does: a session
+/// `run --model openai/planner` started, approved over HTTP on a server whose `--model` is the
+/// scripted one, runs its next mode with `openai/planner` (checked on a scripted
+/// OpenAI-compatible server); a session the server starts records `--model`'s.
+#[cfg(feature = "openai")]
+#[test]
+fn a_stored_session_carries_on_with_the_model_it_ran_with() {
+    use crate::common::openai_server::{ScriptedServer, calls, submit, text};
+    let ws = Workspace::new();
+    std::fs::create_dir_all(ws.path().join(".agent/plans")).expect("mkdir");
+    std::fs::write(
+        ws.path().join(".agent/plans/p.md"),
+        "# Add dark mode\n\n1. Add a theme setting.\n",
+    )
+    .expect("write the plan");
+    let scripted = ScriptedServer::start_blocking(vec![
+        calls([submit("c1", ".agent/plans/p.md")]),
+        text("built by the planner's model"),
+    ]);
+    let dir = ws.path().join("sessions");
+    let spec = dir.display().to_string();
+    let mut run = common::cli::command(
+        ws.path(),
+        &[
+            "run",
+            "--config",
+            SHIPPED,
+            "--store",
+            &spec,
+            "--mode",
+            "plan",
+            "--model",
+            "openai/planner",
+            "Add dark mode",
+        ],
+    );
+    run.envs(scripted.env());
+    let run = common::cli::output(run, "");
+    assert_eq!(run.status.code(), Some(4), "{}", common::cli::text(&run));
+    let served = Served::start_with_env(
+        &ws,
+        &spec,
+        std::path::Path::new(SHIPPED),
+        &[],
+        &scripted.env(),
+    );
+    runtime().block_on(async {
+        let (status, listing) = served.get("/v1/pending").await;
+        assert_eq!(status, StatusCode::OK, "{listing}");
+        let entry = listing["pending"][0].clone();
+        let id = entry["sessionId"].as_str().expect("an id").to_owned();
+        let path = format!(
+            "/v1/sessions/{id}/decisions/{}",
+            entry["decisionId"].as_str().expect("a decision id")
+        );
+        let decision = json!({ "action": "approved", "sha256": entry["sha256"] }).to_string();
+        let (status, taken) = served.post(&path, &decision).await;
+        assert_eq!(status, StatusCode::OK, "{taken}");
+        let settled = served.settled(&id).await;
+        assert_eq!(settled["runState"], "completed", "{settled}");
+        let models: Vec<Value> = scripted
+            .bodies()
+            .await
+            .iter()
+            .map(|b| b["model"].clone())
+            .collect();
+        assert_eq!(models, [json!("planner"), json!("planner")], "{settled}");
+        // A session the server starts records the server's --model.
+        let (started, _) = served.plan_waiting().await;
+        let stored = std::fs::read_to_string(dir.join(format!("{started}.pending.json")))
+            .expect("the pending record");
+        let stored: Value = serde_json::from_str(&stored).expect("json");
+        assert_eq!(stored["metadata"]["model"], "scripted", "{stored}");
+    });
 }
 
 #[test]

@@ -326,7 +326,10 @@ async fn start_session(State(server): State<Arc<Server>>, body: Bytes) -> Respon
         Ok(controller) => controller,
         Err(e) => return refused(&e),
     };
-    let mut options = agent_controller::SessionOptions::new();
+    // The model the session runs with, recorded as `run --model` records it: `decide`,
+    // `continue` and this server carry the session on with it.
+    let mut options = agent_controller::SessionOptions::new()
+        .metadata(crate::cli::setup::model_metadata(server.model_spec()));
     if let Some(mode) = &new.mode_id {
         options = options.mode(mode.clone());
     }
