@@ -36,6 +36,11 @@ fn main() -> ExitCode {
             workspace,
             json,
         } => cli::sessions::sessions(&store, workspace.as_deref(), json),
+        Command::Report {
+            session,
+            store,
+            json,
+        } => cli::report::report(&store, &session, json),
         Command::Decide(args) => cli::decide::decide(args),
         Command::Continue(args) => cli::r#continue::continue_run(args),
         Command::Switch(args) => cli::switch::switch(args),

@@ -218,6 +218,7 @@ pub(crate) fn event_line(
         } => format!("{} cancelled ({reason}): not approved", line(tool_name)),
         Event::AgentEnd { run_id, reason, .. } => format!("[{}] ended: {reason}", line(run_id)),
         Event::TasksUpdated { tasks, .. } => style.render_tasks(tasks),
+        Event::PlanReport { report, .. } => report.lines().join("\n"),
         Event::Error { message, .. } => format!("error: {}", line(message)),
         Event::SubagentStarted {
             agent_type,

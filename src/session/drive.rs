@@ -17,6 +17,7 @@ use crate::event::{DecidedRecord, Event};
 use crate::machine::call::CallRef;
 use crate::machine::check::{self as rules, Checked};
 use crate::machine::input::{Abort, Asked, Input, RanTogether, Suspend};
+use crate::machine::ledger::WriteRuled;
 use crate::machine::next::{Answered, Approved, Next, ResumedChild};
 use crate::machine::ruling::{Ruling, denied_result, refused_result};
 use crate::machine::state::WaitingChild;
@@ -837,6 +838,9 @@ impl Session {
                     other => other,
                 },
             };
+            if self.state.plan_ledger.is_some() {
+                self.note_plan_write(at, next - 1, ruling.as_ref()).await?;
+            }
             let args = self.state.tool_call(at, next - 1).map(|call| &call.args);
             let mut allowance = None;
             let allowed_by = match ruling {
@@ -1078,6 +1082,44 @@ impl Session {
             },
         };
         self.handle(result).await.map(drop)
+    }
+
+    /// Notes the call at `index` of the reply at `at`, ruled `ruling`, in the ledger of the
+    /// approved plan ([`Input::PlanWrite`]) when its tool writes: where its paths lie (the I/O
+    /// the pure ledger needs) and whether it runs, waits or is refused.
+    async fn note_plan_write(
+        &mut self,
+        at: usize,
+        index: usize,
+        ruling: Option<&Ruling>,
+    ) -> Result<(), SessionError> {
+        let ruled = match ruling {
+            Some(Ruling::Run(_) | Ruling::Allowed(_)) => WriteRuled::Runs,
+            Some(Ruling::Ask(_) | Ruling::Drift(_)) => WriteRuled::Waits,
+            Some(Ruling::Refused(_)) => WriteRuled::Refused,
+            Some(Ruling::Deny(_)) | None => return Ok(()),
+        };
+        let Some(call) = self.state.tool_call(at, index) else {
+            return Ok(());
+        };
+        let name = call.name.as_str();
+        if name == SUBMIT_PLAN
+            || self.shared.task_tools.contains(&name)
+            || self.shared.runs_subagent(name)
+        {
+            return Ok(());
+        }
+        let mode_id = self.shared.graph.mode(self.state.mode).id().to_owned();
+        let Some(written) = self.written_by(call, &mode_id) else {
+            return Ok(());
+        };
+        let input = Input::PlanWrite {
+            tool_call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            written,
+            ruled,
+        };
+        self.handle(input).await.map(drop)
     }
 
     /// How `call` is handled in the current mode ([`Ruling`]: run, wait for approval, refused

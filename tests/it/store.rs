@@ -1633,7 +1633,7 @@ async fn a_version_8_plan_with_a_files_section_grants_nothing_when_approved() {
     let store = Arc::new(FileStore::open(&dir).expect("store"));
     let record = store.load(&id).await.expect("load").expect("exists");
     assert_eq!(record.schema_version, SCHEMA_VERSION);
-    assert_eq!(SCHEMA_VERSION, 10);
+    assert_eq!(SCHEMA_VERSION, 11);
     let model = Arc::new(ReplayModel::new([ReplayModel::text("building")]));
     let controller = controller_with(PLAN_BUILD, &ws, model, store.clone());
     let mut session = controller
