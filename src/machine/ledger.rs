@@ -109,8 +109,10 @@ impl Change<'_> {
                 .all(|(_, at)| matches!(at, ResolvedPath::Inside(p) if files.contains(p)));
         let kind = match (ruled, inside) {
             (WriteRuled::Runs, true) => Some(PlanWriteKind::Inside),
-            // Outside and run: the plan binds nothing here (`off`); not a drift anyone saw.
-            (WriteRuled::Runs, false) => Some(PlanWriteKind::DriftApproved),
+            // Outside and run unasked: only under `off`, where the plan binds nothing (its
+            // files are only shown); no one was asked and nothing refused it, so it is none
+            // of the report's writes outside.
+            (WriteRuled::Runs, false) => return,
             (WriteRuled::Waits, _) => None,
             (WriteRuled::Refused, false) if policy == Some(PlanScopePolicy::Enforce) => {
                 Some(PlanWriteKind::Enforced)
