@@ -1318,6 +1318,16 @@ pub enum Event {
         /// How: suspended, completed, aborted or failed (never running).
         reason: RunState,
     },
+    /// A run of the mode an approved plan handed over to ended (completed, failed or
+    /// aborted), after the approval of a plan that declares its files or numbers its steps:
+    /// what became of the plan ([`crate::plan_report::PlanReport`]). Comes just before that
+    /// run's `agent_end`; the session keeps the last ([`crate::Session::plan_report`]).
+    PlanReport {
+        /// The session it happened in.
+        session_id: Arc<str>,
+        /// The report.
+        report: Box<crate::plan_report::PlanReport>,
+    },
     /// The session's task list changed: a task tool changed it, or an approved plan's
     /// numbered steps seeded it ([`crate::tool::tasks`]). Carries the whole list, in order.
     TasksUpdated {
@@ -1437,6 +1447,7 @@ impl Event {
             Event::ModeChanged { .. } => "mode_changed",
             Event::ToolSuspensionCancelled { .. } => "tool_suspension_cancelled",
             Event::AgentEnd { .. } => "agent_end",
+            Event::PlanReport { .. } => "plan_report",
             Event::TasksUpdated { .. } => "tasks_updated",
             Event::HookDecided { .. } => "hook_decided",
             Event::SubagentStarted { .. } => "subagent_started",
@@ -1472,6 +1483,7 @@ impl Event {
             | Event::ModeChanged { session_id, .. }
             | Event::ToolSuspensionCancelled { session_id, .. }
             | Event::AgentEnd { session_id, .. }
+            | Event::PlanReport { session_id, .. }
             | Event::TasksUpdated { session_id, .. }
             | Event::HookDecided { session_id, .. }
             | Event::SubagentStarted { session_id, .. }

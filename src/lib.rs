@@ -146,6 +146,7 @@ pub(crate) mod machine;
 pub mod mode;
 pub mod model;
 mod plan;
+pub mod plan_report;
 pub mod rules;
 pub mod run;
 #[cfg(feature = "schema")]

@@ -79,6 +79,7 @@ pub(crate) mod decision;
 pub(crate) mod error;
 pub(crate) mod expiry;
 pub(crate) mod input;
+pub(crate) mod ledger;
 pub(crate) mod models;
 pub(crate) mod next;
 pub(crate) mod pending;

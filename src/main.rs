@@ -43,6 +43,11 @@ fn main() -> ExitCode {
             store,
             json,
         } => cli::log::log(&store, &session, json),
+        Command::Report {
+            session,
+            store,
+            json,
+        } => cli::report::report(&store, &session, json),
         Command::Decide(args) => cli::decide::decide(args),
         Command::Continue(args) => cli::r#continue::continue_run(args),
         Command::Switch(args) => cli::switch::switch(args),

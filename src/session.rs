@@ -1131,6 +1131,8 @@ impl Session {
                 model_id: record.model_id,
                 tasks: record.tasks,
                 children,
+                plan_ledger: record.plan_ledger,
+                plan_report: record.plan_report,
             },
             subscribers: Mutex::new(options.subscribers),
             extensions: options.extensions,
@@ -1441,6 +1443,13 @@ impl Session {
     /// ```
     pub fn tasks(&self) -> &[crate::tool::tasks::Task] {
         &self.state.tasks
+    }
+
+    /// The report of the session's last run of an approved plan
+    /// ([`crate::plan_report::PlanReport`], also the `plan_report` event); `None` before one
+    /// ended. Kept in the session record.
+    pub fn plan_report(&self) -> Option<&crate::plan_report::PlanReport> {
+        self.state.plan_report.as_ref()
     }
 
     pub(crate) fn mode_arc(&self) -> Arc<str> {
@@ -2395,6 +2404,8 @@ impl Session {
             metadata: self.metadata.clone(),
             model_id: state.model_id.clone(),
             tasks: state.tasks.clone(),
+            plan_ledger: state.plan_ledger.clone(),
+            plan_report: state.plan_report.clone(),
             last_plan: state.last_plan.clone(),
             workspace: Some(self.workspace.clone()),
             config: Some(

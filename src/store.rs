@@ -50,7 +50,7 @@ use crate::workspace::WorkspaceRecord;
 /// saved in this version the next time the session changes), and refuses a record of a newer
 /// version with [`StoreError::NewerSchema`], leaving it untouched: hosts sharing a store can be
 /// upgraded one at a time, and an old host never overwrites what a newer one wrote.
-pub const SCHEMA_VERSION: u32 = 10;
+pub const SCHEMA_VERSION: u32 = 11;
 
 /// Everything a session needs to continue in another process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -143,6 +143,16 @@ pub struct SessionRecord {
     /// records written before a child's call could wait (schema version 8).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<ChildRecord>,
+    /// The ledger of the plan approved for the current mode, for its report at the end of
+    /// its run ([`crate::plan_report::PlanLedger`]); absent without one and in records written
+    /// before it (schema version 11).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_ledger: Option<crate::plan_report::PlanLedger>,
+    /// The report of the session's last run of an approved plan
+    /// ([`crate::plan_report::PlanReport`], `agent-controller report`); absent before the
+    /// first and in records written before it (schema version 11).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_report: Option<crate::plan_report::PlanReport>,
 }
 
 /// A subagent whose calls wait for the user, kept in its parent's record
@@ -1695,6 +1705,11 @@ fn check_plan_hashes(record: &SessionRecord) -> Result<(), String> {
 /// of the plan approved), so a version-9 record means "every approval was of a whole plan". A
 /// version-9 host refuses a version-10 record as newer instead of calling it corrupt for a
 /// record it does not know.
+///
+/// 10 -> 11 (the report at the end of an approved plan's run): `planLedger` and `planReport`
+/// are optional, so a version-10 record means "nothing noted, no report". A version-10 host
+/// refuses a version-11 record as newer instead of calling it corrupt for fields it does not
+/// know.
 ///
 /// A version-6 host refuses a version-7 record as newer ("upgrade this host") instead of calling
 /// it corrupt for a field it does not know, or dropping one.

@@ -37,7 +37,8 @@ Exit status:
        tool calls of the same reply still wait; decide later with `decide`
   5    decision refused: already decided, lost a race, stale --sha256 (a plan's sha256 or a tool
        call's argsSha256), a --decision that is not pending, changed config, unknown session;
-       `continue` refused: no interrupted run, its lease still runs, or another process won
+       `continue` refused: no interrupted run, its lease still runs, or another process won;
+       `report`: the session has no plan report
   6    `pending`: some stored records cannot be read; the others are listed, each unreadable one
        is a `warning:` line on stderr (and an {\"unreadable\": ...} line with --json)
   7    `verify`: the controller diverged from the reference model (the counterexample and how
@@ -257,6 +258,22 @@ pub(crate) enum Command {
         #[arg(long, value_parser = parse_store)]
         store: String,
         /// Print one JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the report of a stored session's last run of an approved plan: the steps
+    /// approved (done and not done, when the mode keeps a task list), the files written inside
+    /// the plan's files, the writes outside them (approved, refused by the user, refused by
+    /// `planScope = "enforce"`), the declared files never touched, and whether the plan file
+    /// changed since approval. A session without one is refused (exit 5).
+    #[command(after_help = EXIT_STATUS_HELP)]
+    Report {
+        /// The session id.
+        session: String,
+        /// The store: a directory, `sqlite:FILE`, or `postgres://USER@HOST:PORT/DB`.
+        #[arg(long, value_parser = parse_store)]
+        store: String,
+        /// Print the report as one JSON object (the `plan_report` event's `report`).
         #[arg(long)]
         json: bool,
     },

@@ -23,6 +23,7 @@ pub(crate) mod logging;
 pub(crate) mod mcp;
 pub(crate) mod pending;
 pub(crate) mod prompt;
+pub(crate) mod report;
 pub(crate) mod run;
 pub(crate) mod schema;
 pub(crate) mod serve;

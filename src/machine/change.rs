@@ -119,6 +119,7 @@ impl Change<'_> {
                 message: message.to_owned(),
             });
         }
+        self.report_plan(run_id, reason);
         self.emit(Event::AgentEnd {
             session_id: self.id.clone(),
             run_id: run_id.clone(),
@@ -162,6 +163,8 @@ impl Change<'_> {
         });
         // A model chosen at approval runs the mode it was chosen for, no other.
         self.state.model_id = None;
+        // An approved plan's ledger is of its mode: the approval starts the next one after.
+        self.state.plan_ledger = None;
         self.state.mode = target;
         let mode_id = self.mode_arc();
         self.state.refresh_allowed(&mode_id);

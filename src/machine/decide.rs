@@ -214,6 +214,27 @@ impl Change<'_> {
             };
             (to, files, sha256)
         });
+        // The ledger of the approved plan's run, for its report at the end: its steps (those
+        // approved, else every step it numbers) and its files.
+        let ledger = granted.as_ref().map(|(to, files, sha256)| {
+            let approved = edited.as_ref().unwrap_or(&pending.payload.submission);
+            let runtime = self.config.runtime(*to);
+            crate::plan_report::PlanLedger {
+                decision_id: String::new(),
+                mode_id: self.config.graph.mode(*to).id().to_owned(),
+                path: approved.path.clone(),
+                sha256: sha256.clone(),
+                files: files.clone(),
+                steps: match &chosen {
+                    Some(c) => c.approved.clone(),
+                    None => super::tasks::plan_steps(&approved.plan).numbers,
+                },
+                tasks: crate::exchange::tasks::TASK_TOOLS
+                    .iter()
+                    .any(|t| runtime.allows(t)),
+                writes: Vec::new(),
+            }
+        });
         let approved_sha256 = edited.map(|e| e.sha256);
         let mut record = self.plan_record(
             &pending,
@@ -241,6 +262,10 @@ impl Change<'_> {
         if notice.is_some() {
             // The switch happens before any model call in the new mode.
             self.enter_mode(target, ModeChangeReason::PlanApproved);
+        }
+        if let Some(mut ledger) = ledger {
+            ledger.decision_id.clone_from(&record_id);
+            self.state.start_plan_ledger(ledger);
         }
         if let Some((to, files, sha256)) = granted {
             let mode_id = self.config.graph.mode(to).id().to_owned();
@@ -361,8 +386,12 @@ impl Change<'_> {
         // The feedback goes with the record: with an approval, the model receives it with the
         // tool's result, wherever and whenever the run carries on.
         record.feedback = decision.feedback().map(str::to_owned);
+        let approved = outcome == DecisionOutcome::Approved;
         if let Some(PendingDecision::ToolCall(call)) = self.state.pending.get_mut(index) {
             call.decided = Some(record);
+            // A write of the approved plan's mode that waited: the ledger learns its fate.
+            let id = call.tool_call_id.clone();
+            self.state.settle_plan_write(&id, approved);
         }
         // An approval by an allowance revoked since (in the store, before this session was
         // restored) is taken back before the run can resume: such a call is asked about.

@@ -135,6 +135,20 @@ pub(crate) enum Input {
         /// The deny rule that refused it.
         rule: Box<RuleRecord>,
     },
+    /// A write of the mode an approved plan binds was ruled ([`super::ledger`]): the call
+    /// `tool_call_id` of tool `tool_name` writes `written`, and runs, waits or is refused
+    /// (`ruled`). Noted in the plan's ledger for its report; saved with the run's next saved
+    /// change. Next: nothing.
+    PlanWrite {
+        /// The call's id.
+        tool_call_id: String,
+        /// Its tool.
+        tool_name: String,
+        /// Where the paths it writes lie.
+        written: super::scope::Written,
+        /// How it was ruled.
+        ruled: super::ledger::WriteRuled,
+    },
     /// The calls of the assistant message at `at` from `from` on are not executed: the run
     /// suspends on a plan first (`tool_start` and `tool_end` for each, saying so).
     SkipRest {
@@ -325,6 +339,7 @@ impl Input {
                 | Input::TasksChanged { .. }
                 | Input::RefusedApproved { .. }
                 | Input::SkipRest { .. }
+                | Input::PlanWrite { .. }
         )
     }
 
@@ -407,6 +422,15 @@ impl Change<'_> {
             }
             Input::RefusedApproved { call, record, rule } => {
                 self.refuse_approved_tool(call, &record, rule);
+                Next::Nothing
+            }
+            Input::PlanWrite {
+                tool_call_id,
+                tool_name,
+                written,
+                ruled,
+            } => {
+                self.note_plan_write(tool_call_id, &tool_name, &written, ruled);
                 Next::Nothing
             }
             Input::SkipRest { run_id, at, from } => {

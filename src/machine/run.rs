@@ -384,6 +384,7 @@ impl Change<'_> {
             });
         }
         self.end_waiting_children(&format!("was ended with the run ({reason})"));
+        self.report_plan(&run_id, RunState::Aborted);
         self.emit(Event::AgentEnd {
             session_id: self.id.clone(),
             run_id: run_id.clone(),

@@ -67,6 +67,11 @@ pub(crate) struct State {
     /// The children of the suspended run whose calls wait in [`State::pending`] (each named by
     /// its decisions' `subagent`), with their own state, so they carry on once decided.
     pub(crate) children: Vec<WaitingChild>,
+    /// The ledger of the plan approved for the current mode ([`super::ledger`]): from the
+    /// approval until the mode changes.
+    pub(crate) plan_ledger: Option<crate::plan_report::PlanLedger>,
+    /// The report of the last run of an approved plan ([`crate::plan_report::PlanReport`]).
+    pub(crate) plan_report: Option<crate::plan_report::PlanReport>,
 }
 
 /// A subagent whose calls wait for the user: which `subagent` call of the parent started it,
@@ -103,6 +108,8 @@ impl State {
             model_id: None,
             tasks: Vec::new(),
             children: Vec::new(),
+            plan_ledger: None,
+            plan_report: None,
         }
     }
 

@@ -171,6 +171,11 @@ impl PlanScope {
         Ok(Some(Self(entries)))
     }
 
+    /// The scope of the one entry `entry` (a path or glob as [`PlanScope::entries`] lists it).
+    pub(crate) fn single(entry: &str) -> Self {
+        Self(vec![entry.to_owned()])
+    }
+
     /// The entries, in the order written.
     pub fn entries(&self) -> &[String] {
         &self.0

@@ -18,6 +18,7 @@ use crate::hook::{HookDecision, HookRecord, HookSubject};
 use crate::machine::call::CallRef;
 use crate::machine::check::{self as rules, Checked};
 use crate::machine::input::{Abort, Asked, Input, RanTogether, Suspend};
+use crate::machine::ledger::WriteRuled;
 use crate::machine::next::{Answered, Approved, Next, ResumedChild};
 use crate::machine::ruling::{Ruling, denied_result, hook_denied_result, hooked, refused_result};
 use crate::machine::state::WaitingChild;
@@ -872,6 +873,9 @@ impl Session {
                     other => other,
                 },
             };
+            if self.state.plan_ledger.is_some() {
+                self.note_plan_write(at, next - 1, ruling.as_ref()).await?;
+            }
             let args = self.state.tool_call(at, next - 1).map(|call| &call.args);
             let mut allowance = None;
             let mut hook_allowed = None;
@@ -1187,6 +1191,45 @@ impl Session {
             self.reply_hooks[index] = hook;
         }
         hooked_rulings
+    }
+
+    /// Notes the call at `index` of the reply at `at`, ruled `ruling`, in the ledger of the
+    /// approved plan ([`Input::PlanWrite`]) when its tool writes: where its paths lie (the I/O
+    /// the pure ledger needs) and whether it runs, waits or is refused.
+    async fn note_plan_write(
+        &mut self,
+        at: usize,
+        index: usize,
+        ruling: Option<&Ruling>,
+    ) -> Result<(), SessionError> {
+        let ruled = match ruling {
+            Some(Ruling::Run(_) | Ruling::Allowed(_) | Ruling::HookAllowed(_)) => WriteRuled::Runs,
+            Some(Ruling::Ask(_) | Ruling::Drift(_)) => WriteRuled::Waits,
+            Some(Ruling::Refused(_)) => WriteRuled::Refused,
+            // A rule's or a hook's deny: the call never ran, and no plan let it through.
+            Some(Ruling::Deny(_) | Ruling::HookDenied(_)) | None => return Ok(()),
+        };
+        let Some(call) = self.state.tool_call(at, index) else {
+            return Ok(());
+        };
+        let name = call.name.as_str();
+        if name == SUBMIT_PLAN
+            || self.shared.task_tools.contains(&name)
+            || self.shared.runs_subagent(name)
+        {
+            return Ok(());
+        }
+        let mode_id = self.shared.graph.mode(self.state.mode).id().to_owned();
+        let Some(written) = self.written_by(call, &mode_id) else {
+            return Ok(());
+        };
+        let input = Input::PlanWrite {
+            tool_call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            written,
+            ruled,
+        };
+        self.handle(input).await.map(drop)
     }
 
     /// How `call` is handled in the current mode ([`Ruling`]: run, wait for approval, refused

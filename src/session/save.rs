@@ -477,7 +477,9 @@ fn rules(
     events: &mut Vec<Event>,
     input: Input,
 ) -> Result<Next, SessionError> {
-    Change {
+    let reported = events.len();
+    let state = copy.unwrap_or(&mut session.state);
+    let next = Change {
         config: session.shared.config(),
         now_ms: session.shared.now_ms(),
         id: &session.id,
@@ -485,10 +487,34 @@ fn rules(
             workspace: &session.workspace,
             fingerprint: &session.shared.fingerprint,
         },
-        state: copy.unwrap_or(&mut session.state),
-        events,
+        state: &mut *state,
+        events: &mut *events,
     }
-    .handle(input)
+    .handle(input);
+    // A run of an approved plan ended: its report gets the plan file's hash now (I/O), in
+    // the state saved and in the event.
+    for event in &mut events[reported..] {
+        if let Event::PlanReport { report, .. } = event {
+            let current = plan_file_sha256(&session.shared.workspace, &report.path);
+            report.plan_changed = current.as_deref() != Some(report.approved_sha256.as_str());
+            report.current_sha256 = current;
+            state.plan_report = Some((**report).clone());
+        }
+    }
+    next
+}
+
+/// The sha256 of the plan file at `path` in `workspace` as a plan is hashed
+/// ([`crate::plan::capture_plan`]), read through the workspace jail; `None` when it cannot be
+/// read as a plan (removed, too large, not text).
+fn plan_file_sha256(workspace: &std::path::Path, path: &str) -> Option<String> {
+    let jail = crate::jail::Jail::open(workspace).ok()?;
+    let bytes = jail
+        .read(std::path::Path::new(path), crate::plan::MAX_PLAN_BYTES)
+        .ok()?;
+    crate::plan::capture_plan(path, &bytes)
+        .ok()
+        .map(|plan| plan.sha256)
 }
 
 impl Shared {

@@ -435,6 +435,8 @@ fn detach_pending_decide_across_three_processes() {
                 // The shipped `build` offers the task tools: the plan's steps are its list.
                 "tasks_updated",
                 "assistant_message",
+                // The run of the approved plan ends: its report.
+                "plan_report",
                 "agent_end"
             ],
             "{kind}"
@@ -2105,12 +2107,14 @@ fn a_decide_killed_after_its_save_is_interrupted_and_continue_carries_it_on_once
             "text_delta",
             "model_end",
             "assistant_message",
+            "plan_report",
             "agent_end"
         ],
         "{carried:?}"
     );
     assert_eq!(carried[3]["text"], "Built it.");
-    assert_eq!(carried[4]["reason"], "completed");
+    assert_eq!(carried[4]["report"]["reason"], "completed");
+    assert_eq!(carried[5]["reason"], "completed");
     assert_eq!(server.served(), 2, "the model's next step, once");
     let bodies = server.bodies_blocking();
     assert!(
@@ -2752,6 +2756,12 @@ tasks (0/3 completed):
   [ ] Make the change in small steps. (step_2)
   [ ] Add tests for it and run the whole suite. (step_3)
 model: Now in mode `build`: implementing the approved plan for "Add dark mode".
+plan report: .agent/plans/add-dark-mode.md (decision_1), run run_1 completed in build
+  steps approved: 1, 2, 3
+  steps done: none
+  steps not done: step_1, step_2, step_3
+  files: the plan declares none (no `## Files` section)
+  plan file: unchanged since approval
 [run_1] ended: completed
 mode: build
 --- stderr

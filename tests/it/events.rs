@@ -62,6 +62,7 @@ async fn a_stream_gets_the_same_events_as_a_callback_in_the_same_order() {
             "tool_end",
             "mode_changed",
             "assistant_message",
+            "plan_report",
             "agent_end"
         ]
     );
@@ -474,7 +475,7 @@ impl LanguageModel for Streaming {
 }
 
 /// Every kind an [`Event`] can be, as [`Event::kind`] names them.
-const EVERY_KIND: [&str; 13] = [
+const EVERY_KIND: [&str; 14] = [
     "session_started",
     "agent_start",
     "text_delta",
@@ -487,6 +488,7 @@ const EVERY_KIND: [&str; 13] = [
     "tool_suspension_cancelled",
     "agent_end",
     "tasks_updated",
+    "plan_report",
     "error",
 ];
 

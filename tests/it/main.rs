@@ -65,6 +65,7 @@ mod model_choice;
 mod model_input;
 mod openai;
 mod plan_comments;
+mod plan_report;
 mod plan_scope;
 mod plan_steps;
 mod postgres;

@@ -1633,7 +1633,7 @@ async fn a_version_8_plan_with_a_files_section_grants_nothing_when_approved() {
     let store = Arc::new(FileStore::open(&dir).expect("store"));
     let record = store.load(&id).await.expect("load").expect("exists");
     assert_eq!(record.schema_version, SCHEMA_VERSION);
-    assert_eq!(SCHEMA_VERSION, 10);
+    assert_eq!(SCHEMA_VERSION, 11);
     let model = Arc::new(ReplayModel::new([ReplayModel::text("building")]));
     let controller = controller_with(PLAN_BUILD, &ws, model, store.clone());
     let mut session = controller
@@ -2005,7 +2005,14 @@ async fn a_run_cut_off_after_its_decision_is_interrupted_once_its_lease_ends_and
         );
         assert_eq!(
             recorder.kinds(),
-            ["agent_start", "assistant_message", "agent_end"],
+            // The run of the approved plan ends: its report comes before `agent_end`, from
+            // the ledger the restored record kept.
+            [
+                "agent_start",
+                "assistant_message",
+                "plan_report",
+                "agent_end"
+            ],
             "{backend:?}"
         );
         let done = stored(&store_b, &id).await;
@@ -2164,6 +2171,7 @@ async fn a_tool_call_saved_or_cut_off_is_never_run_again_when_a_run_is_continued
                 "tool_start",
                 "tool_end",
                 "assistant_message",
+                "plan_report",
                 "agent_end"
             ],
             "{backend:?}"
