@@ -99,11 +99,12 @@
 //! | feature | what it adds |
 //! |---|---|
 //! | *(none)* | the core: modes, sessions, runs, tools, [`MemoryStore`], [`FileStore`] |
-//! | `cli` (default) | the `agent-controller` binary (with `command-hooks`, `terminal`, `schema`, `testing`, `anthropic`, `acp`, `mcp`, `serve`) |
+//! | `cli` (default) | the `agent-controller` binary (with `command-hooks`, `terminal`, `schema`, `testing`, `anthropic`, `acp`, `mcp`, `serve`, `import`) |
 //! | `command-hooks` | `hook::command::CommandHook`: a config's `[[hooks]]` run as commands |
 //! | `diff` (default) | a unified diff of each plan revision against the previous one in the suspend payload |
 //! | `acp` | `acp`: an Agent Client Protocol agent (`agent-controller acp`), for editors such as Zed |
 //! | `serve` | `agent-controller serve`: an HTTP API to decide from anywhere, with `schema` for its OpenAPI document (axum) |
+//! | `import` | `import`: a modes TOML from Roo Code's `.roomodes` (YAML or JSON) |
 //! | `terminal` | `terminal`: the plan shown as written, the approval prompt, editing in `$EDITOR` |
 //! | `schema` | `schema` and `config::schema`: the JSON Schemas of the config and of the decision JSON |
 //! | `openai` | `model::openai`: OpenAI-compatible chat-completions endpoints |
@@ -137,9 +138,9 @@ pub mod explain;
 pub mod extensions;
 mod glob;
 pub mod guide;
+pub mod hook;
 #[cfg(feature = "import")]
 pub mod import;
-pub mod hook;
 pub mod jail;
 pub mod jcs;
 pub(crate) mod machine;

@@ -271,7 +271,12 @@ mod tests {
                 UntrustedWildcard,
                 InvalidPlanScope,
                 InvalidRuleTest,
-                FailedRuleTest
+                FailedRuleTest,
+                InvalidHook,
+                InvalidReviewer,
+                UnknownReviewer,
+                InvalidApprovers,
+                NotEnforced
             ],
             [
                 "io",
@@ -319,7 +324,12 @@ mod tests {
                 "untrusted_wildcard",
                 "invalid_plan_scope",
                 "invalid_rule_test",
-                "failed_rule_test"
+                "failed_rule_test",
+                "invalid_hook",
+                "invalid_reviewer",
+                "unknown_reviewer",
+                "invalid_approvers",
+                "not_enforced"
             ]
         );
         #[cfg(feature = "testing")]

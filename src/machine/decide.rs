@@ -197,7 +197,7 @@ impl Change<'_> {
                 let approved = edited.as_ref().unwrap_or(&pending.payload.submission);
                 let steps = super::tasks::plan_steps(&approved.plan);
                 match partial {
-                    Some(choice) => steps.only(choice),
+                    Some(choice) => steps.only(&choice.approved, &choice.not_approved),
                     None => steps,
                 }
             })

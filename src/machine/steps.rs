@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use super::tasks::{plan_steps, step_text};
+use super::tasks::{numbers_listed, plan_steps, step_text};
 use crate::exchange::tasks::MAX_TASKS;
 use crate::plan::markdown::lines_outside_code;
 
@@ -117,7 +117,7 @@ pub(crate) fn choose(plan: &str, chosen: &[u64]) -> Result<StepChoice, String> {
             0 => {
                 return Err(format!(
                     "the plan has no step {n} (its steps: {})",
-                    list(&distinct(&listed))
+                    numbers_listed(&distinct(&listed))
                 ));
             }
             1 if listed.contains(&n) => {}
@@ -160,8 +160,8 @@ impl StepChoice {
         format!(
             "Approved steps: {}; not approved: {}. The user approved only these steps: each step \
              not approved is marked `{NOT_APPROVED_MARK}` in the plan below; do not carry it out.",
-            list(&self.approved),
-            list(&self.not_approved)
+            numbers_listed(&self.approved),
+            numbers_listed(&self.not_approved)
         )
     }
 
@@ -200,19 +200,6 @@ fn distinct(numbers: &[u64]) -> Vec<u64> {
         .copied()
         .filter(|n| seen.insert(*n))
         .collect()
-}
-
-/// `numbers` as a person reads them: `1, 2, 3, 5` (`none` for none; past 30, the count of the
-/// rest).
-pub(crate) fn list(numbers: &[u64]) -> String {
-    if numbers.is_empty() {
-        return "none".to_owned();
-    }
-    let shown: Vec<String> = numbers.iter().take(30).map(u64::to_string).collect();
-    match numbers.len() {
-        n if n > 30 => format!("{} and {} more", shown.join(", "), n - 30),
-        _ => shown.join(", "),
-    }
 }
 
 #[cfg(test)]

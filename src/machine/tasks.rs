@@ -510,7 +510,7 @@ impl PlanSteps {
         if !self.not_approved.is_empty() {
             text.push_str(&format!(
                 " Not approved, so not in the list: the plan's step numbers {}; do not carry them out.",
-                super::steps::list(&self.not_approved)
+                numbers_listed(&self.not_approved)
             ));
         }
         if !self.cut.is_empty() {
@@ -525,13 +525,13 @@ impl PlanSteps {
 }
 
 impl PlanSteps {
-    /// The same steps, keeping only those `choice` approves: the list holds them alone, the
-    /// rest go to `not_approved` (steps past [`MAX_TASKS`] included: none is left to carry
-    /// out from the plan).
-    pub(crate) fn only(mut self, choice: &super::steps::StepChoice) -> Self {
+    /// The same steps, keeping only those of `approved` (the plan's numbers an approval
+    /// chose): the list holds them alone, `not_approved` the rest (steps past [`MAX_TASKS`]
+    /// included: none is left to carry out from the plan).
+    pub(crate) fn only(mut self, approved: &[u64], not_approved: &[u64]) -> Self {
         let (mut tasks, mut numbers) = (Vec::new(), Vec::new());
         for (task, number) in self.tasks.into_iter().zip(self.numbers) {
-            if choice.approved.contains(&number) {
+            if approved.contains(&number) {
                 tasks.push(task);
                 numbers.push(number);
             }
@@ -541,7 +541,7 @@ impl PlanSteps {
         self.left_out = None;
         self.tasks = tasks;
         self.numbers = numbers;
-        self.not_approved = choice.not_approved.clone();
+        self.not_approved = not_approved.to_vec();
         self
     }
 }
@@ -577,6 +577,19 @@ pub(crate) fn step_text(line: &str) -> Option<(u64, &str)> {
     }
     let content = rest.trim();
     (!crate::display::is_blank(content)).then_some((number, content))
+}
+
+/// `numbers` as a person reads them: `1, 2, 3, 5` (`none` for none; past 30, the count of the
+/// rest).
+pub(crate) fn numbers_listed(numbers: &[u64]) -> String {
+    if numbers.is_empty() {
+        return "none".to_owned();
+    }
+    let shown: Vec<String> = numbers.iter().take(30).map(u64::to_string).collect();
+    match numbers.len() {
+        n if n > 30 => format!("{} and {} more", shown.join(", "), n - 30),
+        _ => shown.join(", "),
+    }
 }
 
 #[cfg(test)]

@@ -2434,6 +2434,16 @@ error: empty-id.toml:2:6: mode id is empty
 
 empty-id.toml: 1 error
 
+$ check hook-without-command.toml
+exit 2
+--- stdout
+--- stderr
+error: hook-without-command.toml:6:6: [[hooks]] entry 1 has no `command`: add the program to run and its arguments, `command = ["python3", "hooks/guard.py"]`
+6 | on = "toolCall"
+  |      ^^^^^^^^^^
+
+hook-without-command.toml: 1 error
+
 $ check missing-id.toml
 exit 2
 --- stdout
@@ -2497,6 +2507,24 @@ error: require-approval-not-offered.toml:5:20: mode `plan` lists `write_file` in
   |                    ^^^^^^^^^^^^
 
 require-approval-not-offered.toml: 1 error
+
+$ check reviewer-unknown.toml
+exit 2
+--- stdout
+--- stderr
+error: reviewer-unknown.toml:4:12: mode `plan` sets reviewBy = "critc", but no [[reviewers]] entry has that id (did you mean `critic`?)
+4 | reviewBy = "critc"
+  |            ^^^^^^^
+
+warning: reviewer-unknown.toml:4:12: mode `plan` sets reviewBy = "critc", which is checked but not yet enforced in this version: its plans go to a person, unreviewed
+4 | reviewBy = "critc"
+  |            ^^^^^^^
+
+warning: reviewer-unknown.toml:11:6: reviewer `critic` is checked but does not run yet in this version: plans of the modes that name it in `reviewBy` go to a person, unreviewed
+11 | id = "critic"
+   |      ^^^^^^^^
+
+reviewer-unknown.toml: 1 error
 
 $ check rule-not-without-pattern.toml
 exit 2

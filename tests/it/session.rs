@@ -211,6 +211,8 @@ async fn approval_hands_over_before_the_next_model_call_with_the_new_modes_promp
             "tool_end",
             "mode_changed",
             "assistant_message",
+            // The run of the mode the plan handed over to ends: what it did of the plan.
+            "plan_report",
             "agent_end"
         ]
     );
@@ -1030,6 +1032,8 @@ async fn an_approval_to_a_listed_target_hands_over_there_and_tells_the_model() {
             "tool_end",
             "mode_changed",
             "assistant_message",
+            // The run of the mode the plan handed over to ends: what it did of the plan.
+            "plan_report",
             "agent_end"
         ]
     );
