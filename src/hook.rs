@@ -1,9 +1,9 @@
-//! Hooks: code (or a command, [`command`]) a host registers to decide a tool call or a plan
+//! Hooks: code (or a command, `command`) a host registers to decide a tool call or a plan
 //! before a person is asked, the way Claude Agent SDK's `PreToolUse` hooks, the OpenAI Agents
 //! SDK's `needsApproval` and LangChain's `interrupt_on` let a harness decide first.
 //!
 //! A [`Hook`] is registered on the controller ([`crate::controller::AgentControllerBuilder::hook`])
-//! or written in the config (`[[hooks]]`, run as a command: [`command::CommandHook`]). It is
+//! or written in the config (`[[hooks]]`, run as a command: `command::CommandHook`, feature `command-hooks`). It is
 //! consulted, in the driver, for each tool call of a mode's reply that the mode offers and its
 //! rules do not refuse, and for each submitted plan, before the call runs or waits, with what the
 //! approver would see ([`HookRequest`]). It answers a [`HookVerdict`]:
@@ -387,7 +387,7 @@ pub const DEFAULT_HOOK_TIMEOUT: std::time::Duration = std::time::Duration::from_
 pub const MAX_HOOK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// One `[[hooks]]` entry of a config, validated: the command to run, what it is consulted on,
-/// and its limits ([`command::CommandHook`] runs it, feature `command-hooks`).
+/// and its limits (`command::CommandHook` runs it, feature `command-hooks`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HookConfig {
     pub(crate) command: Vec<String>,
