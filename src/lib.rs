@@ -150,6 +150,7 @@ mod plan;
 pub mod plan_report;
 pub mod rules;
 pub mod run;
+mod run_state;
 #[cfg(feature = "schema")]
 pub mod schema;
 pub mod session;

@@ -14,8 +14,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::event::RunState;
 use crate::plan::PlanScope;
+use crate::run_state::RunState;
 
 /// What became of one write of the mode an approved plan binds, as the report counts it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
