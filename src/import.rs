@@ -12,13 +12,166 @@
 //! regex must match the whole value, so it is wrapped as `.*(?:REGEX).*`. A regex Rust's `regex`
 //! cannot read (JavaScript lookaround) is reported, never dropped: its mode then asks before
 //! every write. `command`, `mcp` and `browser` have no tool here and are reported.
+//!
+//! **OpenCode** ([`opencode`], [`read_opencode`]): the `agent` entries of `opencode.json` /
+//! `opencode.jsonc` (JSON with comments and trailing commas) and the `.opencode/agent/*.md`
+//! (or `agents/`) files, whose YAML frontmatter holds the same keys and whose body is the
+//! prompt. An agent of `mode` `primary` becomes a mode, `subagent` a subagent type, `all` (the
+//! default) both. `permission.edit` `ask` puts `write_file` under `requireApproval`, `deny`
+//! refuses every write by a rule; a `tools` map with `write` or `edit` off leaves `write_file`
+//! out of `availableTools`.
+//!
+//! **Claude Code** ([`claude_code`], [`read_claude_code`]): the `permissions` of
+//! `.claude/settings.json` (and `settings.local.json`) become the rules of the mode `build`
+//! (`Read(...)` on `read_file` and `list_files`, `Edit(...)`/`Write(...)` on `write_file`,
+//! with Claude Code's order: deny beats ask beats allow), `defaultMode` its `requireApproval`
+//! (`plan` adds a planning mode); `.claude/agents/*.md` become subagent types.
+//!
+//! Both have a `Bash` tool, web fetches and MCP servers, which have no tool here: each rule or
+//! setting on them is reported (with the rule a host's command tool would take), never dropped
+//! silently. Every output passes `check` with the workspace tools, or the import is refused.
 
 use std::fmt::Write as _;
+use std::path::Path;
 
 use serde::Deserialize;
 
-/// Largest file `import` reads (1 MiB): a modes file is far smaller.
+mod claude;
+mod files;
+mod frontmatter;
+mod opencode;
+mod write;
+
+pub use claude::claude_code;
+pub use opencode::opencode;
+
+/// Largest input `import` reads (1 MiB), every file it reads together: a modes file is far
+/// smaller.
 pub const MAX_IMPORT_BYTES: usize = 1 << 20;
+
+/// Most agent files `import` reads from one folder.
+pub const MAX_AGENT_FILES: usize = 256;
+
+/// One file an import reads: its name (as errors and the report name it) and its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceFile {
+    /// The file's name, as given.
+    pub origin: String,
+    /// Its text.
+    pub text: String,
+}
+
+impl SourceFile {
+    /// The file `origin` holding `text`.
+    pub fn new(origin: impl Into<String>, text: impl Into<String>) -> Self {
+        Self {
+            origin: origin.into(),
+            text: text.into(),
+        }
+    }
+}
+
+/// [`ImportError::TooLarge`] naming the file past which `files` hold more than
+/// [`MAX_IMPORT_BYTES`] together.
+fn within_bounds<'a>(files: impl IntoIterator<Item = &'a SourceFile>) -> Result<(), ImportError> {
+    let mut total = 0usize;
+    for file in files {
+        total = total.saturating_add(file.text.len());
+        if total > MAX_IMPORT_BYTES {
+            return Err(ImportError::TooLarge {
+                origin: file.origin.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Imports the OpenCode project or file at `path`: a folder's `opencode.jsonc` or
+/// `opencode.json` and its `.opencode/agent/*.md` and `.opencode/agents/*.md` files (as
+/// OpenCode finds them), or the one file named (a `.md` file is an agent file). Only regular
+/// files are read (a symlink in the agent folders is reported and skipped); see [`opencode`].
+///
+/// # Errors
+/// [`ImportError::Read`], [`ImportError::TooLarge`] (all files together),
+/// [`ImportError::TooManyFiles`], [`ImportError::Empty`] (none of those files), and those of
+/// [`opencode`].
+pub fn read_opencode(path: &Path) -> Result<Imported, ImportError> {
+    let mut budget = files::Budget::new();
+    let mut notes = Vec::new();
+    if !path.is_dir() {
+        let file = files::read(path, &mut budget)?;
+        return if path.extension().is_some_and(|e| e == "md") {
+            opencode::import(None, &[file], notes)
+        } else {
+            opencode::import(Some(&file), &[], notes)
+        };
+    }
+    let mut config = None;
+    for name in ["opencode.jsonc", "opencode.json"] {
+        let candidate = path.join(name);
+        if files::regular(&candidate, &mut notes).is_some() {
+            if let Some(SourceFile { origin, .. }) = &config {
+                return Err(ImportError::Unsupported {
+                    origin: path.display().to_string(),
+                    message: format!(
+                        "both {origin} and {name} are there: name the one to import"
+                    ),
+                });
+            }
+            config = Some(files::read(&candidate, &mut budget)?);
+        }
+    }
+    let mut agents = Vec::new();
+    for folder in [".opencode/agent", ".opencode/agents"] {
+        agents.extend(files::markdown_in(&path.join(folder), &mut budget, &mut notes)?);
+    }
+    if config.is_none() && agents.is_empty() {
+        return Err(ImportError::Empty {
+            origin: path.display().to_string(),
+            message: "no opencode.jsonc, opencode.json or .opencode/agent/*.md here".to_owned(),
+        });
+    }
+    opencode::import(config.as_ref(), &agents, notes)
+}
+
+/// Imports the Claude Code project or file at `path`: a folder's `.claude/settings.json`,
+/// `.claude/settings.local.json` and `.claude/agents/*.md` (or those directly in the folder
+/// when it is the `.claude` folder itself), or the one file named (a `.md` file is a subagent
+/// file). Only regular files are read; see [`claude_code`].
+///
+/// # Errors
+/// [`ImportError::Read`], [`ImportError::TooLarge`] (all files together),
+/// [`ImportError::TooManyFiles`], [`ImportError::Empty`] (none of those files), and those of
+/// [`claude_code`].
+pub fn read_claude_code(path: &Path) -> Result<Imported, ImportError> {
+    let mut budget = files::Budget::new();
+    let mut notes = Vec::new();
+    if !path.is_dir() {
+        let file = files::read(path, &mut budget)?;
+        return if path.extension().is_some_and(|e| e == "md") {
+            claude::import(&[], &[file], notes)
+        } else {
+            claude::import(&[file], &[], notes)
+        };
+    }
+    let nested = path.join(".claude");
+    let base = if nested.is_dir() { nested } else { path.to_path_buf() };
+    let mut settings = Vec::new();
+    for name in ["settings.json", "settings.local.json"] {
+        let candidate = base.join(name);
+        if files::regular(&candidate, &mut notes).is_some() {
+            settings.push(files::read(&candidate, &mut budget)?);
+        }
+    }
+    let agents = files::markdown_in(&base.join("agents"), &mut budget, &mut notes)?;
+    if settings.is_empty() && agents.is_empty() {
+        return Err(ImportError::Empty {
+            origin: path.display().to_string(),
+            message: "no .claude/settings.json, settings.local.json or agents/*.md here".to_owned(),
+        });
+    }
+    claude::import(&settings, &agents, notes)
+}
 
 /// What an import made: the modes TOML, and what it could not carry over.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +210,30 @@ pub enum ImportError {
         /// The file's name, as given.
         origin: String,
         /// What is missing.
+        message: String,
+    },
+    /// A file or folder could not be read.
+    #[error("{origin}: {source}")]
+    Read {
+        /// The file's name, as given.
+        origin: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A folder holds more than [`MAX_AGENT_FILES`] agent files.
+    #[error("{origin}: more than {MAX_AGENT_FILES} agent files")]
+    TooManyFiles {
+        /// The folder's name.
+        origin: String,
+    },
+    /// The input reads, but cannot be imported as it is (the message says why): two configs
+    /// where the tool reads one, or modes that would not pass `check`.
+    #[error("{origin}: {message}")]
+    Unsupported {
+        /// The file's or folder's name, as given.
+        origin: String,
+        /// Why.
         message: String,
     },
 }

@@ -104,7 +104,7 @@
 //! | `diff` (default) | a unified diff of each plan revision against the previous one in the suspend payload |
 //! | `acp` | `acp`: an Agent Client Protocol agent (`agent-controller acp`), for editors such as Zed |
 //! | `serve` | `agent-controller serve`: an HTTP API to decide from anywhere, with `schema` for its OpenAPI document (axum) |
-//! | `import` | `import`: a modes TOML from Roo Code's `.roomodes` (YAML or JSON) |
+//! | `import` | `import`: a modes TOML from Roo Code's `.roomodes` (YAML or JSON), OpenCode's agents or Claude Code's permissions and subagents |
 //! | `terminal` | `terminal`: the plan shown as written, the approval prompt, editing in `$EDITOR` |
 //! | `schema` | `schema` and `config::schema`: the JSON Schemas of the config and of the decision JSON |
 //! | `openai` | `model::openai`: OpenAI-compatible chat-completions endpoints |

@@ -178,13 +178,15 @@ pub(crate) enum Command {
     Explain(ExplainArgs),
     /// Print a modes TOML made from another tool's config, with what could not be carried over
     /// as comments at its top and on stderr: `roo` reads Roo Code's (or Kilo Code's)
-    /// `.roomodes` (YAML or JSON). Exit 2 for a file that is malformed, too large or of another
-    /// format; nothing is printed then.
+    /// `.roomodes` (YAML or JSON), `opencode` an `opencode.json(c)` and `.opencode/agent/*.md`,
+    /// `claude` a `.claude/settings.json` and `.claude/agents/*.md` (given a directory, each
+    /// finds its files in it as the tool does). Exit 2 for a file that is malformed, too large
+    /// or of another format; nothing is printed then.
     Import {
         /// The format of FILE.
         #[arg(value_enum)]
         format: ImportFormat,
-        /// The file to import.
+        /// The file (or, for `opencode` and `claude`, the project directory) to import.
         file: PathBuf,
     },
     /// Draw the modes and the hand-over edges (default and planning modes marked).
@@ -444,6 +446,10 @@ pub(crate) struct ServeArgs {
 pub(crate) enum ImportFormat {
     /// Roo Code's or Kilo Code's `.roomodes` (YAML or JSON).
     Roo,
+    /// OpenCode's `opencode.json` / `opencode.jsonc` agents and `.opencode/agent/*.md` files.
+    Opencode,
+    /// Claude Code's `.claude/settings.json` permissions and `.claude/agents/*.md` subagents.
+    Claude,
 }
 
 #[derive(Debug, Args)]

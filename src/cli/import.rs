@@ -4,7 +4,7 @@ use std::io::Read as _;
 use std::path::Path;
 
 use agent_controller::display::{neutralize, neutralize_line};
-use agent_controller::import::{MAX_IMPORT_BYTES, roo_code};
+use agent_controller::import::{MAX_IMPORT_BYTES, read_claude_code, read_opencode, roo_code};
 
 use crate::cli::args::ImportFormat;
 use crate::cli::exit::{Exit, Failure, Outcome};
@@ -13,9 +13,10 @@ use crate::cli::exit::{Exit, Failure, Outcome};
 /// (nothing printed on stdout) for a file that cannot be read or imported.
 pub(crate) fn import(format: ImportFormat, file: &Path) -> Outcome {
     let origin = file.display().to_string();
-    let text = read(file, &origin)?;
     let imported = match format {
-        ImportFormat::Roo => roo_code(&text, &origin),
+        ImportFormat::Roo => roo_code(&read(file, &origin)?, &origin),
+        ImportFormat::Opencode => read_opencode(file),
+        ImportFormat::Claude => read_claude_code(file),
     }
     .map_err(|e| Failure::invalid(neutralize(&e.to_string())))?;
     for line in &imported.not_carried {
@@ -24,7 +25,6 @@ pub(crate) fn import(format: ImportFormat, file: &Path) -> Outcome {
     say!("{}", imported.toml.trim_end());
     Ok(Exit::Done)
 }
-
 /// The text of `file`, at most [`MAX_IMPORT_BYTES`] (one more byte read says it is larger).
 fn read(file: &Path, origin: &str) -> Result<String, Failure> {
     let opened = std::fs::File::open(file)

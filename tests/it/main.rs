@@ -57,6 +57,8 @@ mod handover;
 mod hooks;
 mod hostile;
 mod import;
+mod import_claude;
+mod import_opencode;
 mod jail;
 mod kit_plants;
 mod mcp;
