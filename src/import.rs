@@ -113,9 +113,7 @@ pub fn read_opencode(path: &Path) -> Result<Imported, ImportError> {
             if let Some(SourceFile { origin, .. }) = &config {
                 return Err(ImportError::Unsupported {
                     origin: path.display().to_string(),
-                    message: format!(
-                        "both {origin} and {name} are there: name the one to import"
-                    ),
+                    message: format!("both {origin} and {name} are there: name the one to import"),
                 });
             }
             config = Some(files::read(&candidate, &mut budget)?);
@@ -123,7 +121,11 @@ pub fn read_opencode(path: &Path) -> Result<Imported, ImportError> {
     }
     let mut agents = Vec::new();
     for folder in [".opencode/agent", ".opencode/agents"] {
-        agents.extend(files::markdown_in(&path.join(folder), &mut budget, &mut notes)?);
+        agents.extend(files::markdown_in(
+            &path.join(folder),
+            &mut budget,
+            &mut notes,
+        )?);
     }
     if config.is_none() && agents.is_empty() {
         return Err(ImportError::Empty {
@@ -155,7 +157,11 @@ pub fn read_claude_code(path: &Path) -> Result<Imported, ImportError> {
         };
     }
     let nested = path.join(".claude");
-    let base = if nested.is_dir() { nested } else { path.to_path_buf() };
+    let base = if nested.is_dir() {
+        nested
+    } else {
+        path.to_path_buf()
+    };
     let mut settings = Vec::new();
     for name in ["settings.json", "settings.local.json"] {
         let candidate = base.join(name);

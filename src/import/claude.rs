@@ -86,7 +86,10 @@ const MODE: &str = "build";
 /// assert_eq!(rules[0], "deny read_file path `.env`");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub fn claude_code(settings: &[SourceFile], agents: &[SourceFile]) -> Result<Imported, ImportError> {
+pub fn claude_code(
+    settings: &[SourceFile],
+    agents: &[SourceFile],
+) -> Result<Imported, ImportError> {
     import(settings, agents, Vec::new())
 }
 
@@ -102,12 +105,13 @@ pub(super) fn import(
     let mut model = None;
     let mut any_permissions = false;
     for file in settings {
-        let parsed: Settings = serde_json::from_str(&file.text).map_err(|e| ImportError::Malformed {
-            origin: file.origin.clone(),
-            line: e.line().max(1),
-            column: e.column().max(1),
-            message: format!("not Claude Code settings (JSON): {e}"),
-        })?;
+        let parsed: Settings =
+            serde_json::from_str(&file.text).map_err(|e| ImportError::Malformed {
+                origin: file.origin.clone(),
+                line: e.line().max(1),
+                column: e.column().max(1),
+                message: format!("not Claude Code settings (JSON): {e}"),
+            })?;
         let ignored: Vec<&str> = parsed
             .other
             .keys()
@@ -212,7 +216,12 @@ pub(super) fn import(
             message: "not Claude Code settings: no `permissions` and no subagent".to_owned(),
         });
     }
-    let rules = without_shadowed(rules, &format!("mode `{MODE}`"), "in Claude Code too", &mut not_carried);
+    let rules = without_shadowed(
+        rules,
+        &format!("mode `{MODE}`"),
+        "in Claude Code too",
+        &mut not_carried,
+    );
 
     let mut build = Entry {
         id: MODE.to_owned(),
@@ -269,7 +278,11 @@ pub(super) fn import(
     }
     modes.push(build);
     not_carried.dedup();
-    let origins: Vec<&str> = settings.iter().chain(agents).map(|f| f.origin.as_str()).collect();
+    let origins: Vec<&str> = settings
+        .iter()
+        .chain(agents)
+        .map(|f| f.origin.as_str())
+        .collect();
     finish(
         origin,
         &format!(
@@ -290,7 +303,9 @@ fn tools_of(name: &str) -> Result<&'static [&'static str], &'static str> {
         "Glob" | "LS" => Ok(&["list_files"]),
         "Edit" | "Write" | "MultiEdit" | "NotebookEdit" => Ok(&["write_file"]),
         "Task" | "Agent" => Ok(&["subagent"]),
-        "Bash" | "BashOutput" | "KillShell" => Err("has no equivalent here: there is no shell tool"),
+        "Bash" | "BashOutput" | "KillShell" => {
+            Err("has no equivalent here: there is no shell tool")
+        }
         "WebFetch" | "WebSearch" => Err("has no equivalent here: there is no web tool"),
         "Grep" => Err("has no equivalent here: no tool searches file contents"),
         n if n.starts_with("mcp__") => Err(
@@ -322,7 +337,10 @@ fn rule_of(text: &str, action: Action, not_carried: &mut Vec<String>) -> Vec<Rul
         },
         None => (text.trim(), None),
     };
-    let is_name = !tool.is_empty() && tool.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    let is_name = !tool.is_empty()
+        && tool
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
     if !is_name {
         not_carried.push(format!(
             "{what} is not carried over: it does not read as `Tool` or `Tool(specifier)`"
@@ -331,7 +349,10 @@ fn rule_of(text: &str, action: Action, not_carried: &mut Vec<String>) -> Vec<Rul
     }
     if tool == "Bash" {
         let example = match spec {
-            None | Some("*") => format!("{{ tool = \"run_command\", action = {} }}", quoted(action.as_str())),
+            None | Some("*") => format!(
+                "{{ tool = \"run_command\", action = {} }}",
+                quoted(action.as_str())
+            ),
             Some(spec) => match spec.strip_suffix(":*") {
                 Some(prefix) => format!(
                     "{{ tool = \"run_command\", arg = \"command\", regex = {}, action = {} }}",

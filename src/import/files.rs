@@ -46,7 +46,8 @@ pub(super) fn read(path: &Path, budget: &mut Budget) -> Result<SourceFile, Impor
         Err(e) => {
             let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
             let line = valid.iter().filter(|b| **b == b'\n').count() + 1;
-            let column = valid.len() - valid.iter().rposition(|b| *b == b'\n').map_or(0, |p| p + 1) + 1;
+            let column =
+                valid.len() - valid.iter().rposition(|b| *b == b'\n').map_or(0, |p| p + 1) + 1;
             Err(ImportError::Malformed {
                 origin,
                 line,

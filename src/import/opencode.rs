@@ -131,7 +131,10 @@ struct Permission {
 /// assert_eq!(graph.default_mode().rules().as_slice()[0].to_string(), "deny write_file");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub fn opencode(config: Option<&SourceFile>, agents: &[SourceFile]) -> Result<Imported, ImportError> {
+pub fn opencode(
+    config: Option<&SourceFile>,
+    agents: &[SourceFile],
+) -> Result<Imported, ImportError> {
     import(config, agents, Vec::new())
 }
 
@@ -217,7 +220,9 @@ pub(super) fn import(
     for (name, agent) in &config.agent {
         let owner = format!("agent `{name}`");
         if agent.disable {
-            not_carried.push(format!("{owner}: left out, it is disabled (`disable: true`)"));
+            not_carried.push(format!(
+                "{owner}: left out, it is disabled (`disable: true`)"
+            ));
             continue;
         }
         let id = valid_id(name, "agent", &mut not_carried);
@@ -235,12 +240,28 @@ pub(super) fn import(
             ));
         }
         if mode != AgentMode::Subagent {
-            let mut entry = entry(&id, agent, &config, true, has_subagents, &owner, &mut not_carried);
+            let mut entry = entry(
+                &id,
+                agent,
+                &config,
+                true,
+                has_subagents,
+                &owner,
+                &mut not_carried,
+            );
             entry.model = agent.model.clone().or_else(|| config.model.clone());
             modes.push(entry);
         }
         if mode != AgentMode::Primary {
-            let mut entry = entry(&id, agent, &config, false, has_subagents, &owner, &mut not_carried);
+            let mut entry = entry(
+                &id,
+                agent,
+                &config,
+                false,
+                has_subagents,
+                &owner,
+                &mut not_carried,
+            );
             entry.model = agent.model.clone();
             subagents.push(entry);
         }
@@ -248,7 +269,9 @@ pub(super) fn import(
     if modes.is_empty() {
         return Err(ImportError::Empty {
             origin: origin.to_owned(),
-            message: "no agent is a mode (`mode: primary` or `all`): a subagent needs a mode to start it".to_owned(),
+            message:
+                "no agent is a mode (`mode: primary` or `all`): a subagent needs a mode to start it"
+                    .to_owned(),
         });
     }
     let default = config
@@ -380,9 +403,9 @@ fn tool_without_equivalent(name: &str, enabled: bool) -> Option<String> {
     match name {
         "read" | "list" | "edit" | "write" | "patch" | "task" => None,
         "bash" | "webfetch" | "websearch" | "grep" | "glob" | "todowrite" | "todoread"
-        | "codesearch" | "lsp" | "skill" | "question" => enabled.then(|| {
-            format!("tool `{name}` is not carried over: it has no equivalent here")
-        }),
+        | "codesearch" | "lsp" | "skill" | "question" => {
+            enabled.then(|| format!("tool `{name}` is not carried over: it has no equivalent here"))
+        }
         other => Some(format!(
             "tool `{other}` = {enabled} is not carried over: an MCP tool is offered here by a [[mcpServers]] entry and listed as `SERVER__TOOL`"
         )),

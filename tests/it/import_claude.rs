@@ -56,42 +56,67 @@ fn settings(text: &str) -> Vec<SourceFile> {
 fn a_claude_code_project_imports_as_a_mode_that_passes_check_and_keeps_the_documented_verdicts() {
     let imported = read_claude_code(&fixture("import/claude")).expect("imported");
     let toml = &imported.toml;
-    assert!(check_errors(toml).is_empty(), "{:?}\n{toml}", check_errors(toml));
+    assert!(
+        check_errors(toml).is_empty(),
+        "{:?}\n{toml}",
+        check_errors(toml)
+    );
     let outcome = verdicts(toml);
     let write = |path: &str| json!({ "path": path, "content": "x" });
     let read = |path: &str| json!({ "path": path });
 
     // `ask: ["Edit(docs/**)"]` asks; `allow: ["Edit(src/**)"]` runs; any other edit asks, as
     // Claude Code's `default` mode does; `deny: ["Edit(/config/production.json)"]` refuses.
-    assert_eq!(outcome("build", "write_file", write("docs/guide.md")), Outcome::Ask);
-    assert_eq!(outcome("build", "write_file", write("src/main.rs")), Outcome::Allow);
-    assert_eq!(outcome("build", "write_file", write("README.md")), Outcome::Ask);
+    assert_eq!(
+        outcome("build", "write_file", write("docs/guide.md")),
+        Outcome::Ask
+    );
+    assert_eq!(
+        outcome("build", "write_file", write("src/main.rs")),
+        Outcome::Allow
+    );
+    assert_eq!(
+        outcome("build", "write_file", write("README.md")),
+        Outcome::Ask
+    );
     assert_eq!(
         outcome("build", "write_file", write("config/production.json")),
         Outcome::Deny
     );
     // `deny: ["Read(./.env)", "Read(./.env.*)", "Read(./secrets/**)"]`; other reads run.
     assert_eq!(outcome("build", "read_file", read(".env")), Outcome::Deny);
-    assert_eq!(outcome("build", "read_file", read(".env.local")), Outcome::Deny);
-    assert_eq!(outcome("build", "read_file", read("secrets/a/key.pem")), Outcome::Deny);
-    assert_eq!(outcome("build", "read_file", read("src/main.rs")), Outcome::Allow);
+    assert_eq!(
+        outcome("build", "read_file", read(".env.local")),
+        Outcome::Deny
+    );
+    assert_eq!(
+        outcome("build", "read_file", read("secrets/a/key.pem")),
+        Outcome::Deny
+    );
+    assert_eq!(
+        outcome("build", "read_file", read("src/main.rs")),
+        Outcome::Allow
+    );
     // A path the model spells around the rule still leads to `.env`.
-    assert_eq!(outcome("build", "read_file", read("src/../.env")), Outcome::Deny);
+    assert_eq!(
+        outcome("build", "read_file", read("src/../.env")),
+        Outcome::Deny
+    );
 
     // Subagents: tools mapped (Read -> read_file, Glob -> list_files, Edit -> write_file), a
     // missing `tools` inherits every tool, the body is the system prompt.
     let reviewer = subagent(toml, "code-reviewer");
     let tools: Vec<&str> = reviewer["availableTools"]
         .as_array()
-        .unwrap()
+        .expect("present")
         .iter()
-        .map(|v| v.as_str().unwrap())
+        .map(|v| v.as_str().expect("present"))
         .collect();
     assert_eq!(tools, ["read_file", "list_files"]);
     assert!(
         reviewer["instructions"]
             .as_str()
-            .unwrap()
+            .expect("present")
             .starts_with("You are a senior code reviewer")
     );
     assert!(!reviewer.contains_key("defaultModelId"), "model: inherit");
@@ -99,7 +124,7 @@ fn a_claude_code_project_imports_as_a_mode_that_passes_check_and_keeps_the_docum
     assert!(
         debugger["availableTools"]
             .as_array()
-            .unwrap()
+            .expect("present")
             .iter()
             .any(|t| t.as_str() == Some("write_file"))
     );
@@ -144,9 +169,18 @@ fn deny_beats_ask_beats_allow_as_claude_code_documents() {
     assert!(check_errors(&imported.toml).is_empty(), "{}", imported.toml);
     let outcome = verdicts(&imported.toml);
     let write = |path: &str| json!({ "path": path, "content": "x" });
-    assert_eq!(outcome("build", "write_file", write("docs/secret.md")), Outcome::Deny);
-    assert_eq!(outcome("build", "write_file", write("docs/a.md")), Outcome::Ask);
-    assert_eq!(outcome("build", "write_file", write("src/a.rs")), Outcome::Allow);
+    assert_eq!(
+        outcome("build", "write_file", write("docs/secret.md")),
+        Outcome::Deny
+    );
+    assert_eq!(
+        outcome("build", "write_file", write("docs/a.md")),
+        Outcome::Ask
+    );
+    assert_eq!(
+        outcome("build", "write_file", write("src/a.rs")),
+        Outcome::Allow
+    );
     // A slash-less pattern matches at any depth (gitignore's rule).
     assert_eq!(
         outcome("build", "read_file", json!({"path": "certs/a/key.pem"})),
@@ -191,7 +225,10 @@ fn plan_as_the_default_mode_is_a_planning_mode_that_hands_over() {
         outcome("plan", "write_file", json!({"path": "a", "content": ""})),
         Outcome::Unavailable
     );
-    assert_eq!(outcome("plan", "read_file", json!({"path": ".env"})), Outcome::Deny);
+    assert_eq!(
+        outcome("plan", "read_file", json!({"path": ".env"})),
+        Outcome::Deny
+    );
 }
 
 #[test]
@@ -207,11 +244,13 @@ fn malformed_huge_or_other_formats_are_errors_at_their_place() {
         .expect_err("a string, not a list");
     assert!(matches!(e, ImportError::Malformed { .. }), "{e}");
     // OpenCode's config, Roo Code's modes: another format.
-    let e = claude_code(&settings(&read_fixture("import/opencode/opencode.jsonc")), &[])
-        .expect_err("JSONC");
+    let e = claude_code(
+        &settings(&read_fixture("import/opencode/opencode.jsonc")),
+        &[],
+    )
+    .expect_err("JSONC");
     assert!(matches!(e, ImportError::Malformed { .. }), "{e}");
-    let e = claude_code(&settings(&read_fixture("import/roomodes.json")), &[])
-        .expect_err("roo");
+    let e = claude_code(&settings(&read_fixture("import/roomodes.json")), &[]).expect_err("roo");
     assert!(matches!(e, ImportError::Empty { .. }), "{e}");
     // A subagent without its `name`, a broken frontmatter at the file's own line.
     let agent = |text: &str| {
@@ -220,8 +259,14 @@ fn malformed_huge_or_other_formats_are_errors_at_their_place() {
     let e = agent("---\ndescription: no name\n---\nbody\n");
     assert!(e.to_string().contains("name"), "{e}");
     let e = agent("---\nname: a\ndescription: x\ntools: [Read\n---\nbody\n");
-    assert!(matches!(e, ImportError::Malformed { line: 4..=5, .. }), "{e}");
-    let huge = format!("{{\"permissions\": {{\"allow\": [\"{}\"]}}}}", "a".repeat(agent_controller::import::MAX_IMPORT_BYTES));
+    assert!(
+        matches!(e, ImportError::Malformed { line: 4..=5, .. }),
+        "{e}"
+    );
+    let huge = format!(
+        "{{\"permissions\": {{\"allow\": [\"{}\"]}}}}",
+        "a".repeat(agent_controller::import::MAX_IMPORT_BYTES)
+    );
     assert!(matches!(
         claude_code(&settings(&huge), &[]).expect_err("huge"),
         ImportError::TooLarge { .. }
@@ -265,12 +310,19 @@ fn import_claude_prints_a_config_check_passes() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = cli::bin(
         dir.path(),
-        &["import", "claude", fixture("import/claude").to_str().unwrap()],
+        &[
+            "import",
+            "claude",
+            fixture("import/claude").to_str().expect("present"),
+        ],
         "",
     );
     assert_eq!(out.status.code(), Some(0), "{}", cli::text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("not carried over: deny rule `Bash(rm:*)`"), "{stderr}");
+    assert!(
+        stderr.contains("not carried over: deny rule `Bash(rm:*)`"),
+        "{stderr}"
+    );
     std::fs::write(dir.path().join("modes.toml"), &out.stdout).expect("write");
     let checked = cli::bin(dir.path(), &["check", "modes.toml"], "");
     assert_eq!(checked.status.code(), Some(0), "{}", cli::text(&checked));

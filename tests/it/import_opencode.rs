@@ -63,13 +63,20 @@ fn strings(value: &toml::Value) -> Vec<&str> {
 fn an_opencode_project_imports_as_modes_that_pass_check_and_keep_the_documented_verdicts() {
     let imported: Imported = read_opencode(&fixture("import/opencode")).expect("imported");
     let toml = &imported.toml;
-    assert!(check_errors(toml).is_empty(), "{:?}\n{toml}", check_errors(toml));
+    assert!(
+        check_errors(toml).is_empty(),
+        "{:?}\n{toml}",
+        check_errors(toml)
+    );
     let outcome = verdicts(toml);
     let write = |path: &str| json!({ "path": path, "content": "x" });
 
     // `permission.edit`: the agent's `allow` beats the config's `ask`; `deny` refuses; an agent
     // without its own asks as the config says.
-    assert_eq!(outcome("build", "write_file", write("src/a.rs")), Outcome::Allow);
+    assert_eq!(
+        outcome("build", "write_file", write("src/a.rs")),
+        Outcome::Allow
+    );
     assert_eq!(
         outcome("security-auditor", "write_file", write("src/a.rs")),
         Outcome::Deny
@@ -106,7 +113,7 @@ fn an_opencode_project_imports_as_modes_that_pass_check_and_keep_the_documented_
     assert!(
         reviewer["instructions"]
             .as_str()
-            .unwrap()
+            .expect("present")
             .starts_with("You are a code reviewer.")
     );
     assert!(!strings(&reviewer["availableTools"]).contains(&"write_file"));
@@ -114,7 +121,7 @@ fn an_opencode_project_imports_as_modes_that_pass_check_and_keep_the_documented_
     assert!(
         review["instructions"]
             .as_str()
-            .unwrap()
+            .expect("present")
             .starts_with("You are in code review mode."),
         "the Markdown body is the prompt"
     );
@@ -128,7 +135,7 @@ fn an_opencode_project_imports_as_modes_that_pass_check_and_keep_the_documented_
     assert!(
         parsed["modes"]
             .as_array()
-            .unwrap()
+            .expect("present")
             .iter()
             .all(|m| m["id"].as_str() != Some("code-reviewer")),
         "a subagent is no mode"
@@ -187,7 +194,14 @@ fn malformed_huge_or_other_formats_are_errors_at_their_place_and_nothing_is_made
         "{\n  // agents\n  \"agent\": {\n    \"a\": { \"mode\": \"primary\" }\n    \"b\": {}\n  }\n}\n",
     );
     assert!(
-        matches!(e, ImportError::Malformed { line: 4, column: 31, .. }),
+        matches!(
+            e,
+            ImportError::Malformed {
+                line: 4,
+                column: 31,
+                ..
+            }
+        ),
         "{e}"
     );
     assert!(e.to_string().starts_with("opencode.jsonc:4:31: "), "{e}");
@@ -200,12 +214,21 @@ fn malformed_huge_or_other_formats_are_errors_at_their_place_and_nothing_is_made
     // Roo Code's YAML, Claude Code's settings: another format.
     let e = err(".roomodes", &read_fixture("import/roomodes.yaml"));
     assert!(matches!(e, ImportError::Malformed { .. }), "{e}");
-    let e = err("settings.json", &read_fixture("import/claude/.claude/settings.json"));
+    let e = err(
+        "settings.json",
+        &read_fixture("import/claude/.claude/settings.json"),
+    );
     assert!(matches!(e, ImportError::Empty { .. }), "{e}");
     assert!(e.to_string().contains("no agent"), "{e}");
     // Too large, as one file or all together.
-    let huge = format!("{{\"agent\": {{}}, \"x\": \"{}\"}}", "a".repeat(agent_controller::import::MAX_IMPORT_BYTES));
-    assert!(matches!(err("big.json", &huge), ImportError::TooLarge { .. }));
+    let huge = format!(
+        "{{\"agent\": {{}}, \"x\": \"{}\"}}",
+        "a".repeat(agent_controller::import::MAX_IMPORT_BYTES)
+    );
+    assert!(matches!(
+        err("big.json", &huge),
+        ImportError::TooLarge { .. }
+    ));
     // A Markdown agent without frontmatter, or with a broken one at the file's own line.
     let md = |text: &str| opencode(None, &[SourceFile::new("a.md", text)]).expect_err("refused");
     let e = md("Just a prompt.\n");
@@ -231,12 +254,19 @@ fn import_opencode_prints_a_config_check_passes() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = cli::bin(
         dir.path(),
-        &["import", "opencode", fixture("import/opencode").to_str().unwrap()],
+        &[
+            "import",
+            "opencode",
+            fixture("import/opencode").to_str().expect("present"),
+        ],
         "",
     );
     assert_eq!(out.status.code(), Some(0), "{}", cli::text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("not carried over: agent `plan`"), "{stderr}");
+    assert!(
+        stderr.contains("not carried over: agent `plan`"),
+        "{stderr}"
+    );
     std::fs::write(dir.path().join("modes.toml"), &out.stdout).expect("write");
     let checked = cli::bin(dir.path(), &["check", "modes.toml"], "");
     assert_eq!(checked.status.code(), Some(0), "{}", cli::text(&checked));
