@@ -267,12 +267,23 @@ pub(super) fn import(
         }
     }
     if modes.is_empty() {
-        return Err(ImportError::Empty {
-            origin: origin.to_owned(),
-            message:
-                "no agent is a mode (`mode: primary` or `all`): a subagent needs a mode to start it"
-                    .to_owned(),
-        });
+        // Only subagents: OpenCode starts them from its built-in `build` agent.
+        let builtin = Agent::default();
+        let mut entry = entry(
+            "build",
+            &builtin,
+            &config,
+            true,
+            has_subagents,
+            "agent `build`",
+            &mut not_carried,
+        );
+        entry.description = Some("OpenCode's built-in build agent".to_owned());
+        entry.model = config.model.clone();
+        not_carried.push(
+            "no agent is primary: the mode `build` stands in for OpenCode's built-in build agent, which starts the subagents".to_owned(),
+        );
+        modes.push(entry);
     }
     let default = config
         .default_agent

@@ -331,3 +331,36 @@ fn import_claude_prints_a_config_check_passes() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(bad.stdout.is_empty());
 }
+
+/// A repository's agent folder is hostile: a symlink in it (to a file outside, say) is not
+/// followed but reported, and the rest imports.
+#[cfg(unix)]
+#[test]
+fn a_symlinked_agent_file_is_skipped_and_reported() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let agents = dir.path().join(".claude/agents");
+    std::fs::create_dir_all(&agents).expect("mkdir");
+    let outside = tempfile::NamedTempFile::new().expect("outside");
+    std::fs::write(
+        outside.path(),
+        "---\nname: secret\ndescription: SECRET TEXT\n---\nSECRET\n",
+    )
+    .expect("write");
+    std::os::unix::fs::symlink(outside.path(), agents.join("link.md")).expect("symlink");
+    std::fs::write(
+        agents.join("ok.md"),
+        "---\nname: ok\ndescription: fine\n---\nbody\n",
+    )
+    .expect("write");
+    let imported = read_claude_code(dir.path()).expect("imported");
+    assert!(!imported.toml.contains("SECRET"), "{}", imported.toml);
+    subagent(&imported.toml, "ok");
+    assert!(
+        imported
+            .not_carried
+            .iter()
+            .any(|l| l.contains("link.md") && l.contains("not a regular file")),
+        "{:#?}",
+        imported.not_carried
+    );
+}

@@ -181,6 +181,22 @@ fn a_single_opencode_json_file_and_a_single_agent_file_import_too() {
         table(&imported.toml, "modes", "explainer")["instructions"].as_str(),
         Some("Explain the code.")
     );
+
+    // Only a subagent: OpenCode's built-in build agent starts it, and so does a mode `build`.
+    let agent = SourceFile::new(
+        ".opencode/agent/reviewer.md",
+        "---\ndescription: Reviews changes\nmode: subagent\n---\nReview.\n",
+    );
+    let imported = opencode(None, &[agent]).expect("imported");
+    assert!(check_errors(&imported.toml).is_empty(), "{}", imported.toml);
+    table(&imported.toml, "modes", "build");
+    table(&imported.toml, "subagents", "reviewer");
+    assert!(
+        imported
+            .not_carried
+            .iter()
+            .any(|l| l.contains("built-in build agent"))
+    );
 }
 
 #[test]
