@@ -970,8 +970,8 @@ pub enum DecidedHow {
 }
 
 impl DecidedRecord {
-    /// How the decision was taken: by a hook, a rule, an allowance, a deadline, a cancellation,
-    /// or else a person.
+    /// How the decision was taken: by a hook, a rule (`allow` or `deny`: an `ask` rule only
+    /// made the call wait), an allowance, a deadline, a cancellation, or else a person.
     ///
     /// # Examples
     /// ```
@@ -988,7 +988,12 @@ impl DecidedRecord {
     pub fn how(&self) -> DecidedHow {
         if self.hook.is_some() {
             DecidedHow::Hook
-        } else if self.rule.is_some() {
+        } else if self
+            .rule
+            .as_ref()
+            .is_some_and(|r| r.action != crate::rules::RuleAction::Ask)
+        {
+            // An `ask` rule decides nothing: the call waited for the person whose record it is.
             DecidedHow::Rule
         } else if self.allowed_by.is_some() {
             DecidedHow::Allowance

@@ -625,6 +625,7 @@ mod tests {
             action: crate::rules::RuleAction::Ask,
             rule: "ask write_file".to_owned(),
             reason: "rule 1 of mode `build`".to_owned(),
+            approvers: None,
         }));
         let waiting = [Waiting::ToolCall {
             run_id: "run_1",

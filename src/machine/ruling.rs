@@ -73,6 +73,10 @@ pub(crate) fn hooked(ruling: Ruling, hook: Option<&HookRecord>, quorum: bool) ->
     match (ruling, hook.decision) {
         (refused @ (Ruling::Deny(_) | Ruling::Refused(_) | Ruling::HookDenied(_)), _) => refused,
         (_, HookDecision::Deny) => Ruling::HookDenied(Box::new(hook.clone())),
+        // An `ask` rule's quorum (`approvers` on the rule) holds too.
+        (Ruling::Ask(Some(rule)), HookDecision::Allow) if rule.approvers.is_some() => {
+            Ruling::Ask(Some(rule))
+        }
         (Ruling::Ask(_) | Ruling::Drift(_), HookDecision::Allow) if !quorum => {
             Ruling::HookAllowed(Box::new(hook.clone()))
         }
@@ -297,6 +301,7 @@ mod tests {
             action,
             rule: format!("{action:?} write_file"),
             reason: format!("rule {number} of mode `build`"),
+            approvers: None,
         })
     }
 

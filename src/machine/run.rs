@@ -508,7 +508,7 @@ impl Change<'_> {
                 tool_name: tool_name.clone(),
                 args_sha256: crate::jcs::sha256(&args),
                 args,
-                terms: self.quorum_terms(),
+                terms: self.quorum_terms(asked.rule.as_ref().and_then(|r| r.approvers)),
                 rule: asked.rule,
                 locations: asked.locations,
                 drift: asked.drift,
@@ -659,9 +659,11 @@ impl Change<'_> {
     }
 
     /// The terms of a plan or a tool call waiting for approval: [`Self::wait_terms`] with the
-    /// mode's quorum (`approvers` above 1: `approversNeeded`, [`crate::quorum`]).
-    fn quorum_terms(&self) -> WaitTerms {
-        let needed = self.config.graph.mode(self.state.mode).approvers();
+    /// quorum (`approvers` above 1: `approversNeeded`, [`crate::quorum`]), the mode's or the
+    /// `ask` rule's that held the call (`rule`), whichever is higher.
+    fn quorum_terms(&self, rule: Option<u8>) -> WaitTerms {
+        let mode = self.config.graph.mode(self.state.mode).approvers();
+        let needed = mode.max(rule.unwrap_or(1));
         WaitTerms {
             approvers_needed: (needed > 1).then_some(needed),
             ..self.wait_terms()
@@ -724,7 +726,7 @@ impl Change<'_> {
             scope,
             plan_scope: graph.mode(mode).plan_scope(),
             steps,
-            terms: self.quorum_terms(),
+            terms: self.quorum_terms(None),
             revision,
             previous_sha256: previous.map(|p| p.sha256),
             diff,

@@ -220,6 +220,7 @@ mod tests {
             action: RuleAction::Deny,
             rule: "deny write_file".into(),
             reason: "no".into(),
+            approvers: None,
         }))
     }
 

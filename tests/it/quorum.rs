@@ -255,3 +255,132 @@ fn two_decide_processes_racing_both_land_and_the_call_runs_once() {
         assert_eq!(log[0]["via"], "decide", "{kind}");
     }
 }
+
+/// A hook that allows every call.
+struct AllowAll;
+
+#[agent_controller::async_trait]
+impl agent_controller::hook::Hook for AllowAll {
+    fn name(&self) -> &str {
+        "allow-all"
+    }
+
+    async fn decide(
+        &self,
+        _: &agent_controller::hook::HookRequest,
+    ) -> Result<agent_controller::hook::HookVerdict, agent_controller::hook::HookError> {
+        Ok(agent_controller::hook::HookVerdict::Allow)
+    }
+}
+
+/// A session in `text`'s default mode whose model writes `a.txt` once, under a hook that allows
+/// everything; the session and its workspace.
+async fn hooked_session(
+    text: &str,
+) -> (agent_controller::Session, agent_controller::RunOutcome, common::Workspace) {
+    use agent_controller::model::scripted::ReplayModel;
+    let ws = common::Workspace::new();
+    let model = common::replay(vec![
+        ReplayModel::call("w1", "write_file", json!({ "path": "a.txt", "content": "hello" })),
+        ReplayModel::text("done"),
+    ]);
+    let controller = agent_controller::AgentController::builder(
+        agent_controller::config::parse(text, "modes.toml").expect("config"),
+        model,
+    )
+    .tools(agent_controller::ToolRegistry::with_workspace_tools())
+    .workspace(ws.path())
+    .hook(AllowAll)
+    .build()
+    .expect("controller");
+    let mut session = controller
+        .start_session(agent_controller::SessionOptions::new())
+        .await
+        .expect("session");
+    let outcome = session.send_message("write it").await.expect("runs");
+    (session, outcome, ws)
+}
+
+#[tokio::test]
+async fn a_hooks_allow_never_counts_toward_a_quorum_of_the_mode_or_of_an_ask_rule() {
+    use agent_controller::{Decision, SessionError, quorum::QuorumError};
+    let by_rule = r#"
+[[modes]]
+id = "build"
+default = true
+availableTools = ["read_file", "write_file"]
+rules = [{ tool = "write_file", action = "ask", approvers = 2 }]
+"#;
+    for text in [TOOL_QUORUM, by_rule] {
+        let (mut session, outcome, ws) = hooked_session(text).await;
+        assert!(
+            matches!(outcome, agent_controller::RunOutcome::ToolCallsSuspended { .. }),
+            "the hook's allow does not run it: {outcome:?}"
+        );
+        assert!(!ws.path().join("a.txt").exists());
+        let pending = session.pending()[0].clone();
+        assert_eq!(pending.terms().approvers_needed, Some(2), "{text}");
+        let id = pending.decision_id().to_owned();
+        // Without an identity, an edit-free approval is refused: the quorum counts people.
+        let error = session.decide(&id, Decision::approve()).await.unwrap_err();
+        assert!(
+            matches!(error, SessionError::Quorum(QuorumError::NoIdentity { needed: 2 })),
+            "{error}"
+        );
+        session
+            .decide(&id, Decision::approve().decided_by("alice"))
+            .await
+            .expect("one approval");
+        assert!(!ws.path().join("a.txt").exists(), "one approval runs nothing");
+        assert_eq!(session.pending()[0].terms().approvals.len(), 1);
+        // The same person with other spacing is the same identity.
+        let error = session
+            .decide(&id, Decision::approve().decided_by(" alice "))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&error, SessionError::Quorum(QuorumError::SameIdentity { by, .. }) if by == "alice"),
+            "{error}"
+        );
+        session
+            .decide(&id, Decision::approve().decided_by("bob"))
+            .await
+            .expect("the quorum");
+        assert_eq!(
+            std::fs::read_to_string(ws.path().join("a.txt")).ok().as_deref(),
+            Some("hello")
+        );
+        let record = session
+            .decision_history()
+            .iter()
+            .find(|d| d.decision_id == id)
+            .expect("a record")
+            .clone();
+        assert_eq!(record.approvals.len(), 2);
+        assert_eq!(record.how(), agent_controller::event::DecidedHow::Person);
+    }
+}
+
+#[test]
+fn approvers_is_checked_on_a_mode_and_on_an_ask_rule() {
+    let errors = agent_controller::config::check(
+        "[[modes]]\nid = \"build\"\napprovers = 17\nrules = [\n  { tool = \"write_file\", action = \"deny\", approvers = 2 },\n  { tool = \"read_file\", action = \"ask\", approvers = 0 },\n]\n",
+        "modes.toml",
+    );
+    let placed: Vec<(usize, String)> = errors
+        .iter()
+        .map(|e| (e.location().map_or(0, |l| l.line), e.message().to_owned()))
+        .collect();
+    assert!(
+        placed.iter().any(|(l, m)| *l == 3 && m.contains("from 1 to 16")),
+        "{placed:?}"
+    );
+    assert!(
+        placed.iter().any(|(l, m)| *l == 5 && m.contains("only an `ask` rule")),
+        "{placed:?}"
+    );
+    assert!(
+        placed.iter().any(|(l, m)| *l == 6 && m.contains("approvers = 0")),
+        "{placed:?}"
+    );
+}
