@@ -22,9 +22,7 @@ use serde::{Deserialize, Serialize};
 /// assert_eq!(Via::Http.to_string(), "http");
 /// # Ok::<(), serde_json::Error>(())
 /// ```
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, strum::Display,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, strum::Display)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
@@ -91,7 +89,9 @@ pub enum QuorumError {
         needed: u8,
     },
     /// A second approval by the same identity.
-    #[error("`{by}` has already approved this decision: it needs {needed} approvals by distinct people ({have} so far)")]
+    #[error(
+        "`{by}` has already approved this decision: it needs {needed} approvals by distinct people ({have} so far)"
+    )]
     SameIdentity {
         /// The identity that approved twice.
         by: String,

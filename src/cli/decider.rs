@@ -2,8 +2,8 @@
 
 use agent_controller::display::{neutralize, neutralize_line};
 use agent_controller::model::ModelSpec;
-use agent_controller::store::display_spec;
 use agent_controller::quorum::Via;
+use agent_controller::store::display_spec;
 use agent_controller::terminal::Style;
 use agent_controller::{
     Decision, PendingDecision, RunOutcome, Session, SessionError, event::RunState,

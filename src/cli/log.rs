@@ -32,7 +32,10 @@ pub(crate) fn log(spec: &str, session_id: &str, json: bool) -> Outcome {
         } else {
             // Under a quorum, each approval on a line of its own before the decision.
             for approval in &decided.approvals {
-                say!("{}", approval_line(&decided.decision_id, approval, decided.tool_name.as_deref()));
+                say!(
+                    "{}",
+                    approval_line(&decided.decision_id, approval, decided.tool_name.as_deref())
+                );
             }
             say!("{}", decision_line(decided));
         }
@@ -41,7 +44,13 @@ pub(crate) fn log(spec: &str, session_id: &str, json: bool) -> Outcome {
     let waiting = record
         .pending
         .iter()
-        .map(|p| (&p.suspend_payload.decision_id, &p.suspend_payload.terms, None))
+        .map(|p| {
+            (
+                &p.suspend_payload.decision_id,
+                &p.suspend_payload.terms,
+                None,
+            )
+        })
         .chain(record.pending_tool_calls.iter().map(|c| {
             (
                 &c.suspend_payload.decision_id,
@@ -80,7 +89,9 @@ fn approval_line(decision_id: &str, a: &Approval, tool: Option<&str>) -> String 
     let what = format!(
         "{} {}",
         tool.unwrap_or("submit_plan"),
-        a.sha256.as_deref().map_or("-", |s| s.get(..12).unwrap_or(s))
+        a.sha256
+            .as_deref()
+            .map_or("-", |s| s.get(..12).unwrap_or(s))
     );
     [
         a.at.clone(),

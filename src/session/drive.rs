@@ -1572,10 +1572,9 @@ impl Session {
                     let index = self.state.pending.len().saturating_sub(1);
                     let reason = hook.reason.clone().unwrap_or_default();
                     let feedback = format!("Rejected by hook `{}`: {reason}", hook.hook);
-                    let decision =
-                        Decision::reject_with(feedback)
-                            .decided_by(format!("hook {}", hook.hook))
-                            .via(crate::quorum::Via::Hook);
+                    let decision = Decision::reject_with(feedback)
+                        .decided_by(format!("hook {}", hook.hook))
+                        .via(crate::quorum::Via::Hook);
                     self.decide_at(index, decision, None).await
                 }
                 _ => self.carry_on(next).await,

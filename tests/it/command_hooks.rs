@@ -233,7 +233,10 @@ fn hook_config_errors_are_placed_and_unenforced_keys_are_warned_about() {
         !unenforced.iter().any(|m| m.contains("approvers")),
         "{unenforced:?}"
     );
-    assert_eq!(graph.get("build").map(|b| graph.mode(b).approvers()), Some(2));
+    assert_eq!(
+        graph.get("build").map(|b| graph.mode(b).approvers()),
+        Some(2)
+    );
     assert!(
         unenforced.iter().any(|m| m.contains("reviewBy")),
         "{unenforced:?}"

@@ -58,7 +58,10 @@ fn tool_world(kind: &str) -> (World, String) {
 /// `log SESSION --json`: the session's decisions and pending approvals, in order.
 fn log_json(world: &World, session: &str) -> Vec<Value> {
     let out = common::cli::output(
-        common::cli::command(world.ws.path(), &["log", session, "--store", &world.spec, "--json"]),
+        common::cli::command(
+            world.ws.path(),
+            &["log", session, "--store", &world.spec, "--json"],
+        ),
         "",
     );
     assert_eq!(out.status.code(), Some(DONE), "{}", stderr(&out));
@@ -87,7 +90,12 @@ fn a_plan_needs_two_distinct_approvers_and_the_same_one_twice_is_refused() {
             ],
         );
         world.ws.plan("p.md", PLAN);
-        let out = world.cli("run", true, &["--mode", "plan", "--json", "Add dark mode"], None);
+        let out = world.cli(
+            "run",
+            true,
+            &["--mode", "plan", "--json", "Add dark mode"],
+            None,
+        );
         assert_eq!(out.status.code(), Some(PENDING), "{kind}: {}", stderr(&out));
         let session = json_lines(&out)[0]["sessionId"]
             .as_str()
@@ -104,7 +112,10 @@ fn a_plan_needs_two_distinct_approvers_and_the_same_one_twice_is_refused() {
         assert_eq!(pending[0]["approvals"][0]["via"], "decide", "{kind}");
         let listed = common::cli::world::pending(&world.spec, false);
         let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
-        assert!(listed.contains("approvals 1 of 2: alice"), "{kind}: {listed}");
+        assert!(
+            listed.contains("approvals 1 of 2: alice"),
+            "{kind}: {listed}"
+        );
         // Before the quorum, the log shows the approval given on what waits.
         let log = log_json(&world, &session);
         assert_eq!(log.len(), 1, "{kind}: {log:?}");
@@ -119,7 +130,12 @@ fn a_plan_needs_two_distinct_approvers_and_the_same_one_twice_is_refused() {
             "{kind}: {}",
             stderr(&out)
         );
-        assert_eq!(world.pending_json()[0]["approvals"].as_array().map(Vec::len), Some(1));
+        assert_eq!(
+            world.pending_json()[0]["approvals"]
+                .as_array()
+                .map(Vec::len),
+            Some(1)
+        );
 
         // A second person completes the quorum: the plan is approved and the run carries on.
         let out = world.decide(&session, &["--approve", "--by", "bob"]);
@@ -148,8 +164,14 @@ fn a_plan_needs_two_distinct_approvers_and_the_same_one_twice_is_refused() {
         let text = log_text(&world, &session);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 3, "{kind}: {text}");
-        assert!(lines[0].contains("\tapproval\tperson\tdecide\talice\tsubmit_plan "), "{kind}: {text}");
-        assert!(lines[1].contains("\tapproval\tperson\tdecide\tbob\tsubmit_plan "), "{kind}: {text}");
+        assert!(
+            lines[0].contains("\tapproval\tperson\tdecide\talice\tsubmit_plan "),
+            "{kind}: {text}"
+        );
+        assert!(
+            lines[1].contains("\tapproval\tperson\tdecide\tbob\tsubmit_plan "),
+            "{kind}: {text}"
+        );
         assert!(
             lines[2].contains("\tapproved\tperson\tdecide\tbob\tsubmit_plan ")
                 && lines[2].contains("-> build"),
@@ -177,14 +199,23 @@ fn a_rejection_by_one_rejects_and_an_always_allow_is_refused() {
 
         let out = world.decide(&session, &["--approve", "--as", "alice"]);
         assert_eq!(out.status.code(), Some(PENDING), "{kind}: {}", stderr(&out));
-        assert_eq!(world.file("a.txt"), None, "{kind}: one approval runs nothing");
+        assert_eq!(
+            world.file("a.txt"),
+            None,
+            "{kind}: one approval runs nothing"
+        );
 
         // Bob rejects: the call is rejected, whatever alice said.
         let out = world.decide(
             &session,
             &["--reject", "--as", "bob", "--feedback", "not now"],
         );
-        assert_eq!(out.status.code(), Some(NOT_APPROVED), "{kind}: {}", stderr(&out));
+        assert_eq!(
+            out.status.code(),
+            Some(NOT_APPROVED),
+            "{kind}: {}",
+            stderr(&out)
+        );
         assert_eq!(world.file("a.txt"), None, "{kind}: never ran");
         let log = log_json(&world, &session);
         assert_eq!(log.len(), 1, "{kind}: {log:?}");
@@ -277,11 +308,19 @@ impl agent_controller::hook::Hook for AllowAll {
 /// everything; the session and its workspace.
 async fn hooked_session(
     text: &str,
-) -> (agent_controller::Session, agent_controller::RunOutcome, common::Workspace) {
+) -> (
+    agent_controller::Session,
+    agent_controller::RunOutcome,
+    common::Workspace,
+) {
     use agent_controller::model::scripted::ReplayModel;
     let ws = common::Workspace::new();
     let model = common::replay(vec![
-        ReplayModel::call("w1", "write_file", json!({ "path": "a.txt", "content": "hello" })),
+        ReplayModel::call(
+            "w1",
+            "write_file",
+            json!({ "path": "a.txt", "content": "hello" }),
+        ),
         ReplayModel::text("done"),
     ]);
     let controller = agent_controller::AgentController::builder(
@@ -314,7 +353,10 @@ rules = [{ tool = "write_file", action = "ask", approvers = 2 }]
     for text in [TOOL_QUORUM, by_rule] {
         let (mut session, outcome, ws) = hooked_session(text).await;
         assert!(
-            matches!(outcome, agent_controller::RunOutcome::ToolCallsSuspended { .. }),
+            matches!(
+                outcome,
+                agent_controller::RunOutcome::ToolCallsSuspended { .. }
+            ),
             "the hook's allow does not run it: {outcome:?}"
         );
         assert!(!ws.path().join("a.txt").exists());
@@ -322,22 +364,31 @@ rules = [{ tool = "write_file", action = "ask", approvers = 2 }]
         assert_eq!(pending.terms().approvers_needed, Some(2), "{text}");
         let id = pending.decision_id().to_owned();
         // Without an identity, an edit-free approval is refused: the quorum counts people.
-        let error = session.decide(&id, Decision::approve()).await.unwrap_err();
+        let error = session
+            .decide(&id, Decision::approve())
+            .await
+            .expect_err("no identity");
         assert!(
-            matches!(error, SessionError::Quorum(QuorumError::NoIdentity { needed: 2 })),
+            matches!(
+                error,
+                SessionError::Quorum(QuorumError::NoIdentity { needed: 2 })
+            ),
             "{error}"
         );
         session
             .decide(&id, Decision::approve().decided_by("alice"))
             .await
             .expect("one approval");
-        assert!(!ws.path().join("a.txt").exists(), "one approval runs nothing");
+        assert!(
+            !ws.path().join("a.txt").exists(),
+            "one approval runs nothing"
+        );
         assert_eq!(session.pending()[0].terms().approvals.len(), 1);
         // The same person with other spacing is the same identity.
         let error = session
             .decide(&id, Decision::approve().decided_by(" alice "))
             .await
-            .unwrap_err();
+            .expect_err("the same identity");
         assert!(
             matches!(&error, SessionError::Quorum(QuorumError::SameIdentity { by, .. }) if by == "alice"),
             "{error}"
@@ -347,7 +398,9 @@ rules = [{ tool = "write_file", action = "ask", approvers = 2 }]
             .await
             .expect("the quorum");
         assert_eq!(
-            std::fs::read_to_string(ws.path().join("a.txt")).ok().as_deref(),
+            std::fs::read_to_string(ws.path().join("a.txt"))
+                .ok()
+                .as_deref(),
             Some("hello")
         );
         let record = session
@@ -372,15 +425,21 @@ fn approvers_is_checked_on_a_mode_and_on_an_ask_rule() {
         .map(|e| (e.location().map_or(0, |l| l.line), e.message().to_owned()))
         .collect();
     assert!(
-        placed.iter().any(|(l, m)| *l == 3 && m.contains("from 1 to 16")),
+        placed
+            .iter()
+            .any(|(l, m)| *l == 3 && m.contains("from 1 to 16")),
         "{placed:?}"
     );
     assert!(
-        placed.iter().any(|(l, m)| *l == 5 && m.contains("only an `ask` rule")),
+        placed
+            .iter()
+            .any(|(l, m)| *l == 5 && m.contains("only an `ask` rule")),
         "{placed:?}"
     );
     assert!(
-        placed.iter().any(|(l, m)| *l == 6 && m.contains("approvers = 0")),
+        placed
+            .iter()
+            .any(|(l, m)| *l == 6 && m.contains("approvers = 0")),
         "{placed:?}"
     );
 }
