@@ -279,7 +279,9 @@ impl AcpAgent {
     }
 
     /// Who the decisions made through the client are recorded as (`decidedBy`; default
-    /// `acp-client`).
+    /// `acp-client`), followed by the client's name in parentheses when its `initialize` gave
+    /// one (`clientInfo.name`: `alice (Zed)`). The identity a quorum counts (`approvers`,
+    /// [`crate::quorum`]); each decision's record says it came through ACP (`via`).
     pub fn decided_by(mut self, name: impl Into<String>) -> Self {
         self.decided_by = Arc::from(name.into());
         self
@@ -321,6 +323,7 @@ impl AcpAgent {
             loading: Mutex::new(HashSet::new()),
             turns: Mutex::new(Vec::new()),
             elicits: AtomicBool::new(false),
+            client: Mutex::new(None),
         });
         let (s8, s9, s10) = (state.clone(), state.clone(), state.clone());
         let (s1, s2, s3, s4, s5, s6, s7) = (
@@ -463,6 +466,9 @@ struct State {
     /// The client advertised elicitation forms (`clientCapabilities.elicitation.form` of
     /// `initialize`): questions are asked with `elicitation/create`.
     elicits: AtomicBool,
+    /// The client's name (`clientInfo.name` of `initialize`), neutralized and bounded: part of
+    /// the identity its decisions are recorded under ([`AcpAgent::decided_by`]).
+    client: Mutex<Option<String>>,
 }
 
 /// A `session/load` under way for one session id ([`State::begin_load`]): a second load of it
@@ -555,6 +561,15 @@ impl State {
             .as_ref()
             .is_some_and(|e| e.supports_form());
         self.elicits.store(elicits, Ordering::Relaxed);
+        // Hostile text: one line, at most 64 characters, blank for none.
+        let client = request.client_info.as_ref().map(|info| {
+            crate::display::neutralize_line(info.name.trim())
+                .chars()
+                .take(64)
+                .collect::<String>()
+        });
+        *self.client.lock().unwrap_or_else(PoisonError::into_inner) =
+            client.filter(|c| !c.trim().is_empty());
         // `session/resume` opens a stored session, as `session/load` does.
         let resume = self.agent.load_session.then(SessionResumeCapabilities::new);
         let list = self
@@ -885,12 +900,18 @@ impl State {
             )));
         }
         let elicits = self.elicits.load(Ordering::Relaxed);
-        Ok(turn::prompt(
-            slot,
-            text,
-            self.agent.decided_by.clone(),
-            elicits,
-        ))
+        // Who decides: the agent's name for its user, with the client's name when it gave one
+        // (`alice (Zed)`), so each decision and quorum approval names both.
+        let client = self
+            .client
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let decided_by = match client {
+            Some(client) => Arc::from(format!("{} ({client})", self.agent.decided_by)),
+            None => self.agent.decided_by.clone(),
+        };
+        Ok(turn::prompt(slot, text, decided_by, elicits))
     }
 
     /// A manual switch of the session to `mode_id` (`session/set_mode`, or the `mode` config

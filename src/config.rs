@@ -693,7 +693,8 @@ struct RawMode<'a> {
     /// enforced).
     #[cfg_attr(feature = "schema", schemars(with = "Option<bool>"))]
     review_tool_calls: Option<Spanned<bool>>,
-    /// How many distinct people must approve (1 to 16; checked, above 1 not yet enforced).
+    /// How many approvals by distinct people a plan or a waiting tool call of the mode needs
+    /// (1 to 16; default 1): a rejection by any one of them rejects.
     #[cfg_attr(
         feature = "schema",
         schemars(with = "Option<u8>", range(min = 1, max = 16))
@@ -1813,7 +1814,8 @@ ConfigErrorKind::UnknownTool,
             review_tool_calls: mode.review_tool_calls,
             approvers: mode.approvers,
         };
-        hooks::check_mode_review(review, id, &reviewers, source, errors, &mut review_warnings);
+        let approvers =
+            hooks::check_mode_review(review, id, &reviewers, source, errors, &mut review_warnings);
         let approval_timeout = mode.approval_timeout.and_then(|text| {
             text.get_ref()
                 .parse::<ApprovalTimeout>()
@@ -1844,6 +1846,7 @@ ConfigErrorKind::UnknownTool,
             on_timeout,
             plan_scope,
             subagents: mode_subagents,
+            approvers,
         });
     }
 

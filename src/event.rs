@@ -147,6 +147,16 @@ pub struct WaitTerms {
     /// approves.
     #[serde(default, skip_serializing_if = "OnTimeout::is_reject")]
     pub on_timeout: OnTimeout,
+    /// How many approvals by distinct identities the decision needs (`approversNeeded`, the
+    /// mode's `approvers`, [`crate::quorum`]); `None` when one is enough. A rejection by any
+    /// one of them rejects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvers_needed: Option<u8>,
+    /// The approvals given so far toward `approversNeeded`, oldest first: who, when, through
+    /// which channel ([`crate::quorum::Approval`]). Empty without a quorum. Unlike the other
+    /// terms, it grows while the decision waits.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<crate::quorum::Approval>,
 }
 
 /// What `tool_suspended` carries for `submit_plan`: the captured plan, where approval leads, and
@@ -922,6 +932,21 @@ pub struct DecidedRecord {
     /// `rejected`); `decidedBy` is then `hook NAME`. `None` when no hook decided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hook: Option<Box<crate::hook::HookRecord>>,
+    /// The channel the decision came through ([`crate::quorum::Via`]: `terminal`, `decide`,
+    /// `acp`, `http`, `hook`, `reviewer`, `timeout`), as the host set it
+    /// ([`crate::Decision::via`]) or the controller (a hook, a deadline); `None` when no host
+    /// said (and in records written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<crate::quorum::Via>,
+    /// Under a quorum (`approvers = N`): every approval given, oldest first, the one that
+    /// completed the quorum last (or those given before a rejection). Empty without a quorum.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<crate::quorum::Approval>,
+    /// For a call its tool suspended that was answered (a question of `ask_user`, another
+    /// tool's form): the answer given ([`crate::Decision::answer`]); `None` for every other
+    /// decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<Box<serde_json::Value>>,
 }
 
 /// How a decision was taken, as its audit record tells it ([`DecidedRecord::how`]).
@@ -945,8 +970,8 @@ pub enum DecidedHow {
 }
 
 impl DecidedRecord {
-    /// How the decision was taken: by a hook, a rule, an allowance, a deadline, a cancellation,
-    /// or else a person.
+    /// How the decision was taken: by a hook, a rule (`allow` or `deny`: an `ask` rule only
+    /// made the call wait), an allowance, a deadline, a cancellation, or else a person.
     ///
     /// # Examples
     /// ```
@@ -963,7 +988,12 @@ impl DecidedRecord {
     pub fn how(&self) -> DecidedHow {
         if self.hook.is_some() {
             DecidedHow::Hook
-        } else if self.rule.is_some() {
+        } else if self
+            .rule
+            .as_ref()
+            .is_some_and(|r| r.action != crate::rules::RuleAction::Ask)
+        {
+            // An `ask` rule decides nothing: the call waited for the person whose record it is.
             DecidedHow::Rule
         } else if self.allowed_by.is_some() {
             DecidedHow::Allowance
@@ -1016,6 +1046,9 @@ impl DecidedRecord {
             subagent: None,
             steps: Vec::new(),
             hook: None,
+            via: None,
+            approvals: Vec::new(),
+            answer: None,
         }
     }
 }

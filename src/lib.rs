@@ -148,6 +148,7 @@ pub mod mode;
 pub mod model;
 mod plan;
 pub mod plan_report;
+pub mod quorum;
 pub mod rules;
 pub mod run;
 mod run_state;

@@ -83,6 +83,7 @@ pub(crate) mod ledger;
 pub(crate) mod models;
 pub(crate) mod next;
 pub(crate) mod pending;
+pub(crate) mod quorum;
 pub(crate) mod rejection;
 #[cfg(test)]
 pub(crate) mod rig;

@@ -97,6 +97,9 @@ pub struct Mode {
     pub(crate) plan_scope: crate::plan::PlanScopePolicy,
     /// The subagent types the mode's `subagent` tool may start (`None`: every type).
     pub(crate) subagents: Option<Vec<Arc<str>>>,
+    /// How many approvals by distinct identities its plans and waiting tool calls need
+    /// (`approvers`, 1 to 16; [`crate::quorum`]).
+    pub(crate) approvers: u8,
 }
 
 impl Mode {
@@ -139,6 +142,19 @@ impl Mode {
     /// ```
     pub fn on_timeout(&self) -> OnTimeout {
         self.on_timeout
+    }
+
+    /// How many approvals by distinct identities the mode's plans and waiting tool calls need
+    /// before the decision applies (`approvers`, default 1; [`crate::quorum`]).
+    ///
+    /// # Examples
+    /// ```
+    /// let graph = agent_controller::config::parse("[[modes]]\nid = \"build\"\napprovers = 2\n", "modes.toml")?;
+    /// assert_eq!(graph.default_mode().approvers(), 2);
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
+    pub fn approvers(&self) -> u8 {
+        self.approvers
     }
 
     /// What the files a plan approved in this mode declares (its `## Files` section) do in the

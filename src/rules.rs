@@ -291,6 +291,9 @@ pub struct Rule {
     negated: bool,
     /// Where the config writes it (none for a rule made in code).
     place: Option<Box<RulePlace>>,
+    /// For an `ask` rule: how many approvals by distinct identities a call it holds needs
+    /// (`approvers`, 1 to 16; [`crate::quorum`]).
+    approvers: u8,
 }
 
 /// Two rules are equal when they do the same, wherever they are written.
@@ -300,6 +303,7 @@ impl PartialEq for Rule {
             && self.matcher == other.matcher
             && self.action == other.action
             && self.negated == other.negated
+            && self.approvers == other.approvers
     }
 }
 
@@ -324,6 +328,32 @@ impl Rule {
             action,
             negated: false,
             place: None,
+            approvers: 1,
+        }
+    }
+
+    /// The same rule, whose calls (an `ask` rule's) need `approvers` approvals by distinct
+    /// identities before they run (`approvers = 2` on the rule in a config; 0 counts as 1;
+    /// [`crate::quorum`]). On an `allow` or `deny` rule it has no effect.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::rules::{Matcher, Rule, RuleAction};
+    /// let rule = Rule::new("bash", Matcher::Any, RuleAction::Ask).approvers(2);
+    /// assert_eq!(rule.needs_approvers(), 2);
+    /// ```
+    pub fn approvers(mut self, approvers: u8) -> Self {
+        self.approvers = approvers.max(1);
+        self
+    }
+
+    /// How many approvals by distinct identities a call this rule holds needs (1 but for an
+    /// `ask` rule with `approvers`, [`Rule::approvers`]).
+    pub fn needs_approvers(&self) -> u8 {
+        if self.action == RuleAction::Ask {
+            self.approvers
+        } else {
+            1
         }
     }
 
@@ -1303,6 +1333,10 @@ pub struct RuleRecord {
     /// Why, as the model (for a refusal) and the user read it: the rule and the value it
     /// matched.
     pub reason: String,
+    /// For an `ask` rule with `approvers` above 1: how many approvals by distinct identities
+    /// the call needs ([`crate::quorum`]); `None` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvers: Option<u8>,
 }
 
 impl RuleRecord {
@@ -1335,6 +1369,8 @@ impl RuleRecord {
             action: verdict.action,
             rule: rule.to_string(),
             reason: verdict.reason.clone(),
+            approvers: (verdict.action == RuleAction::Ask && rule.needs_approvers() > 1)
+                .then(|| rule.needs_approvers()),
         })
     }
 }

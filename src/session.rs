@@ -2697,7 +2697,41 @@ impl Session {
         self.settle().await?;
         self.check_workspace()?;
         let index = self.pending_with_id(decision_id)?;
-        self.decide_at(index, decision, taken).await
+        if taken.is_some() {
+            return self.decide_at(index, decision, taken).await;
+        }
+        // An approval toward a quorum that lost the race to another process's save (another
+        // approval, most likely) is tried again on the stored record, while the same decision
+        // with the same content still waits: two approvals given at once both land, and the
+        // quorum's rule counts them there (a second one by the same identity is refused). Any
+        // other decision loses with the conflict, as it was made on what the host showed.
+        let mut tries = 0;
+        let mut index = index;
+        loop {
+            let pin = self.quorum_pin(index, &decision);
+            match self.decide_at(index, decision.clone(), None).await {
+                Err(error) if error.is_conflict() && pin.is_some() && tries < QUORUM_RETRIES => {
+                    tries += 1;
+                    tracing::debug!(session_id = %self.id, %error, "a quorum approval lost a race; trying it again on the stored record");
+                    self.reload().await?;
+                    index = self.pending_with_id(decision_id)?;
+                    if self.quorum_pin(index, &decision) != pin {
+                        return Err(error);
+                    }
+                }
+                outcome => return outcome,
+            }
+        }
+    }
+
+    /// The content (sha256) an approval toward a quorum at `index` approves, `None` for any
+    /// other decision (no quorum, a rejection, an answer): what a retry after a lost race must
+    /// find again unchanged.
+    fn quorum_pin(&self, index: usize, decision: &Decision) -> Option<String> {
+        let pending = self.state.pending.get(index)?;
+        let under_quorum = pending.terms().approvers_needed.is_some_and(|n| n > 1);
+        (under_quorum && decision.action == DecisionAction::Approved)
+            .then(|| pending.sha256().to_owned())
     }
 
     /// Like [`Session::decide`] with resume data as JSON. For a call its tool suspended,
@@ -3084,3 +3118,7 @@ pub(crate) fn check_workspace(
         }
     })
 }
+
+/// How many times an approval toward a quorum that lost a race is tried again
+/// ([`Session::decide`]).
+const QUORUM_RETRIES: usize = 4;

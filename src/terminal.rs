@@ -1024,6 +1024,7 @@ impl<'a> Question<'a> {
     ///     action: RuleAction::Ask,
     ///     rule: "ask read_file path `secret/**`".into(),
     ///     reason: "rule 3 of mode `build` asks".into(),
+    ///     approvers: None,
     /// };
     /// let style = Style::plain(80);
     /// let question = Question::tool_call(&style, "read_file", "53fa").asked_by_rule(Some(&rule));

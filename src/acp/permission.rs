@@ -224,7 +224,10 @@ impl Verdict {
             Verdict::Reject => Decision::reject(),
             Verdict::Answer(answer) => Decision::answer(answer.clone()),
         };
-        decision.with_sha256(sha256).decided_by(decided_by)
+        decision
+            .with_sha256(sha256)
+            .decided_by(decided_by)
+            .via(crate::quorum::Via::Acp)
     }
 }
 

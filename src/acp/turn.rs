@@ -74,7 +74,7 @@ async fn run(
         }
         match prompt_answer(&session, &text) {
             Some((decision_id, decision)) => {
-                let decision = decision.decided_by(decided_by);
+                let decision = decision.decided_by(decided_by).via(crate::quorum::Via::Acp);
                 session
                     .decide(&decision_id, decision)
                     .await

@@ -102,9 +102,12 @@ pub(crate) fn acp(args: AcpArgs) -> Outcome {
     Ok(Exit::Done)
 }
 
-/// Who decides through the editor: the OS user, as `--by` defaults to elsewhere.
+/// Who decides through the editor: the OS user, as `--by` defaults to elsewhere (the agent adds
+/// the editor's name, and each record says it came through ACP).
 fn decided_by() -> String {
     std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
-        .map_or_else(|_| "acp-client".to_owned(), |user| format!("{user} (acp)"))
+        .ok()
+        .filter(|user| !user.trim().is_empty())
+        .unwrap_or_else(|| "acp-client".to_owned())
 }

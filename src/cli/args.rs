@@ -743,9 +743,11 @@ pub(crate) struct DecisionArgs {
     /// refused (exit 5) and nothing changes.
     #[arg(long, value_name = "HASH", value_parser = parse_sha256)]
     pub(crate) sha256: Option<String>,
-    /// Who decides, recorded as `decidedBy` in the session record and the events (default: the
-    /// OS user from $USER or $LOGNAME, else `unknown`); also for answers typed at the prompt.
-    #[arg(long, value_name = "NAME")]
+    /// Who decides (also `--as NAME`), recorded as `decidedBy` in the session record and the
+    /// events (default: the OS user from $USER or $LOGNAME, else `unknown`); also for answers
+    /// typed at the prompt. Self-declared: under a quorum (`approvers = N`) each approval
+    /// counts once per name.
+    #[arg(long, visible_alias = "as", value_name = "NAME")]
     pub(crate) by: Option<String>,
     /// With --approve: hand the plan over to this mode instead of the first target. It must be
     /// one of the targets the planning mode's `transitionsTo` lists (as `pending` and the

@@ -2,6 +2,7 @@
 
 use agent_controller::display::{neutralize, neutralize_line};
 use agent_controller::model::ModelSpec;
+use agent_controller::quorum::Via;
 use agent_controller::store::display_spec;
 use agent_controller::terminal::Style;
 use agent_controller::{
@@ -136,8 +137,10 @@ impl Decider<'_> {
             } else {
                 None
             };
+            // The channel, for the audit record: a verdict flag (`decide --approve`, `run
+            // --approve`), else the terminal's prompt.
             let decision = match fixed {
-                Some(decision) => decision,
+                Some(decision) => decision.via(Via::Decide),
                 None => {
                     let Some(prompt) = self.prompt.as_deref_mut() else {
                         return Ok(Err(self.leave(session)));
@@ -161,7 +164,9 @@ impl Decider<'_> {
                         reply = prompt.ask(session, waiting, at + 1, pending.len()).await;
                     }
                     match reply {
-                        Some(Reply::Decide(decision)) => self.flags.signed(decision),
+                        Some(Reply::Decide(decision)) => {
+                            self.flags.signed(decision).via(Via::Terminal)
+                        }
                         Some(Reply::Switch(mode)) => {
                             return self.switch(session, &mode).await.map(Err);
                         }
@@ -277,6 +282,23 @@ impl Decider<'_> {
                         listed.join(", ")
                     );
                 }
+            }
+        }
+        // Under a quorum: who has approved so far, and how many approvals it needs.
+        for w in &waiting {
+            let terms = w.terms();
+            if let Some(needed) = terms.approvers_needed {
+                let by: Vec<&str> = terms.approvals.iter().map(|a| a.by.as_str()).collect();
+                note!(
+                    "decision {} needs {needed} approvals by distinct people; {} so far{}",
+                    neutralize_line(w.decision_id()),
+                    by.len(),
+                    if by.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", neutralize_line(&by.join(", ")))
+                    }
+                );
             }
         }
         let (what, flags) = match (plan, waiting.len()) {

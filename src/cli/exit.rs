@@ -110,7 +110,8 @@ impl From<SessionError> for Failure {
             | SessionError::Busy { .. }
             | SessionError::LeaseLost { .. }
             | SessionError::WorkspaceGone { .. }
-            | SessionError::WorkspaceReplaced { .. } => Exit::Refused,
+            | SessionError::WorkspaceReplaced { .. }
+            | SessionError::Quorum(_) => Exit::Refused,
             e if e.is_conflict() => Exit::Refused,
             // An expired plan counts as rejected: not approved, whatever the decision was.
             SessionError::Expired { .. } => Exit::NotApproved,

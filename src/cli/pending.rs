@@ -196,6 +196,23 @@ pub(crate) fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Fai
         };
         format!("\tdeadline {}{then}", deadline_text(at))
     });
+    // Under a quorum: how many approvals it needs, and who has approved so far.
+    let deadline = match p.terms.approvers_needed {
+        Some(needed) => {
+            let by: Vec<&str> = p.terms.approvals.iter().map(|a| a.by.as_str()).collect();
+            let so_far = if by.is_empty() {
+                "none yet".to_owned()
+            } else {
+                by.join(", ")
+            };
+            format!(
+                "{deadline}\tapprovals {} of {needed}: {}",
+                by.len(),
+                neutralize_line(&so_far)
+            )
+        }
+        None => deadline,
+    };
     if matches!(p.kind, PendingKind::Question | PendingKind::Suspension) {
         let payload = p.payload.clone().unwrap_or_default();
         let what = if p.kind == PendingKind::Question {

@@ -1,9 +1,10 @@
 //! The `[[hooks]]` and `[[reviewers]]` tables of a config and the modes' `reviewBy`,
 //! `reviewerMay`, `reviewToolCalls` and `approvers`: their checks, at line and column.
 //!
-//! Hooks run ([`crate::hook`]). Reviewers and quorum are read and checked but not yet
-//! enforced: each use is reported as a warning ([`ConfigErrorKind::NotEnforced`]), so a config
-//! that asks for them never looks as if it had them.
+//! Hooks run ([`crate::hook`]); a mode's `approvers` is enforced ([`crate::quorum`]).
+//! Reviewers are read and checked but not yet enforced: each use is reported as a warning
+//! ([`ConfigErrorKind::NotEnforced`]), so a config that asks for them never looks as if it had
+//! them.
 
 use std::collections::HashSet;
 use std::ops::Range;
@@ -271,8 +272,8 @@ pub(super) fn validate_reviewers(
 }
 
 /// The checks of mode `mode_id`'s review keys: `reviewBy` names a reviewer, `reviewerMay` is
-/// `decide` or `advise`, `approvers` is at least 1; a warning for each that asks for what does
-/// not run yet.
+/// `decide` or `advise`, `approvers` is from 1 to 16; a warning for each that asks for what does
+/// not run yet. Returns the mode's `approvers` (1 when absent or invalid).
 pub(super) fn check_mode_review(
     review: RawModeReview,
     mode_id: &str,
@@ -280,7 +281,8 @@ pub(super) fn check_mode_review(
     source: &Source<'_>,
     errors: &mut Vec<ConfigError>,
     warnings: &mut Vec<ConfigError>,
-) {
+) -> u8 {
+    let mut quorum = 1;
     let not_enforced = |span: Range<usize>, message: String| {
         ConfigError::at(ConfigErrorKind::NotEnforced, source, span, message)
     };
@@ -343,11 +345,8 @@ pub(super) fn check_mode_review(
                 approvers.span(),
                 format!("mode `{mode_id}` has approvers = {n}: use a number from 1 to 16"),
             ));
-        } else if n > 1 {
-            warnings.push(not_enforced(
-                approvers.span(),
-                format!("mode `{mode_id}` asks for approvers = {n}, which is checked but not yet enforced in this version: one person's decision applies"),
-            ));
+        } else {
+            quorum = u8::try_from(n).unwrap_or(1);
         }
     }
     if let Some(by) = &review.review_by {
@@ -356,6 +355,7 @@ pub(super) fn check_mode_review(
             format!("mode `{mode_id}` sets reviewBy = \"{}\", which is checked but not yet enforced in this version: its plans go to a person, unreviewed", by.get_ref()),
         ));
     }
+    quorum
 }
 
 /// ` (did you mean `NAME`?)` for a close name, else nothing.

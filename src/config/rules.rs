@@ -54,6 +54,14 @@ pub(super) struct RawRule {
     /// a `deny` or `ask` rule and no `allow` rule. Needs a pattern.
     #[cfg_attr(feature = "schema", schemars(with = "Option<bool>"))]
     not: Option<Spanned<bool>>,
+    /// With `action = "ask"`: how many approvals by distinct people a call the rule holds
+    /// needs before it runs (1 to 16; default 1, or the mode's `approvers` when higher). A
+    /// rejection by any one of them rejects.
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Option<u8>", range(min = 1, max = 16))
+    )]
+    approvers: Option<Spanned<i64>>,
 }
 
 /// The rules of `owner` (which offers `offered`, `None`: every tool), each checked; errors go
@@ -235,7 +243,29 @@ fn rule_of(
         tool: at(raw.tool.span()),
         arg: at(arg_span),
     };
-    let rule = Rule::new(tool, matcher, *raw.action.get_ref()).placed(place);
+    let mut rule = Rule::new(tool, matcher, *raw.action.get_ref()).placed(place);
+    if let Some(approvers) = &raw.approvers {
+        let n = *approvers.get_ref();
+        if *raw.action.get_ref() != RuleAction::Ask {
+            errors.push(err(
+                ConfigErrorKind::InvalidApprovers,
+                approvers.span(),
+                format!("rule {number} of {id} sets approvers on a `{}` rule: only an `ask` rule's calls wait for approvals", raw.action.get_ref()),
+            ));
+            return None;
+        }
+        match u8::try_from(n).ok().filter(|n| (1..=16).contains(n)) {
+            Some(n) => rule = rule.approvers(n),
+            None => {
+                errors.push(err(
+                    ConfigErrorKind::InvalidApprovers,
+                    approvers.span(),
+                    format!("rule {number} of {id} has approvers = {n}: use a number from 1 to 16"),
+                ));
+                return None;
+            }
+        }
+    }
     match &raw.not {
         Some(not) if *not.get_ref() && matches!(rule.matcher(), Matcher::Any) => {
             errors.push(err(

@@ -716,6 +716,7 @@ mod tests {
             action: crate::rules::RuleAction::Ask,
             rule: "ask write_file".to_owned(),
             reason: "rule 1 of mode `build`".to_owned(),
+            approvers: None,
         }));
         assert!(check(&asked, &Decision::approve()).is_ok());
         let Err(SessionError::MalformedDecision(why)) =

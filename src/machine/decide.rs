@@ -11,6 +11,7 @@ use super::decision::{Decision, DecisionAction};
 use super::error::SessionError;
 use super::next::{Answered, Approved, Next, ResumedChild};
 use super::pending::{PendingDecision, PendingPlan, PendingSuspension, PendingToolCall};
+use super::quorum::Counted;
 use super::state::State;
 use crate::comment::{self, QuotedComment};
 use crate::event::{DecidedRecord, DecisionOutcome, ModeChangeReason, RunState};
@@ -50,9 +51,14 @@ impl Change<'_> {
         checked: Checked,
         lacking: &[String],
     ) -> Result<Next, SessionError> {
+        let approvals = match self.count_approval(index, &decision)? {
+            Counted::Apply(approvals) => approvals,
+            Counted::Waits(next) => return Ok(next),
+        };
         match self.state.pending.get(index) {
             Some(PendingDecision::ToolCall(_) | PendingDecision::Suspension(_)) => {
-                let (run_id, approved) = self.decide_tool_call(index, decision, lacking)?;
+                let (run_id, approved) =
+                    self.decide_tool_call(index, decision, lacking, approvals)?;
                 Ok(match approved {
                     Some(Resumed {
                         calls,
@@ -71,7 +77,7 @@ impl Change<'_> {
                 })
             }
             Some(PendingDecision::Plan(_)) => {
-                let decided = self.decide_plan(index, decision, checked)?;
+                let decided = self.decide_plan(index, decision, checked, approvals)?;
                 let run_id = decided.run_id;
                 Ok(match decided.limit {
                     Some(error) => Next::Ended {
@@ -97,6 +103,7 @@ impl Change<'_> {
         index: usize,
         decision: Decision,
         checked: Checked,
+        approvals: Vec<crate::quorum::Approval>,
     ) -> Result<PlanDecided, SessionError> {
         if decision.action == DecisionAction::Answered {
             return Err(SessionError::MalformedDecision(
@@ -245,6 +252,8 @@ impl Change<'_> {
         );
         record.comments = comments;
         record.model = decision.model.clone();
+        record.via = decision.via;
+        record.approvals = approvals;
         record.steps = chosen.map(|c| c.approved).unwrap_or_default();
         let (record_id, record_by, record_at) = (
             record.decision_id.clone(),
@@ -321,6 +330,7 @@ impl Change<'_> {
         index: usize,
         decision: Decision,
         lacking: &[String],
+        approvals: Vec<crate::quorum::Approval>,
     ) -> Result<(Arc<str>, Option<Resumed>), SessionError> {
         let decided_at = self.now_rfc3339();
         if let Some(PendingDecision::Suspension(suspended)) = self.state.pending.get_mut(index) {
@@ -336,8 +346,10 @@ impl Change<'_> {
                     )));
                 }
             };
-            let record =
+            let mut record =
                 suspension_record(suspended, outcome, decision.decided_by.clone(), decided_at);
+            record.via = decision.via;
+            record.answer.clone_from(&decision.answer);
             suspended.decided = Some(record);
             suspended.feedback = decision.feedback().map(str::to_owned);
             suspended.answer = decision.answer.map(|a| *a);
@@ -386,6 +398,8 @@ impl Change<'_> {
         // The feedback goes with the record: with an approval, the model receives it with the
         // tool's result, wherever and whenever the run carries on.
         record.feedback = decision.feedback().map(str::to_owned);
+        record.via = decision.via;
+        record.approvals = approvals;
         let approved = outcome == DecisionOutcome::Approved;
         if let Some(PendingDecision::ToolCall(call)) = self.state.pending.get_mut(index) {
             call.decided = Some(record);

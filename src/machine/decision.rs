@@ -181,6 +181,12 @@ pub struct Decision {
     /// ([`Decision::answer`]). Refused with any other action and on a plan or a tool call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer: Option<Box<Value>>,
+    /// The channel the decision came through ([`crate::quorum::Via`]), set by the host
+    /// ([`Decision::via`]), never read from resume data: a client cannot say it decided at
+    /// the terminal. Kept in the audit record (`via`).
+    #[serde(skip)]
+    #[cfg_attr(feature = "schema", schemars(skip))]
+    pub via: Option<crate::quorum::Via>,
 }
 
 impl Decision {
@@ -267,6 +273,7 @@ impl Decision {
             model: None,
             answer: None,
             steps: None,
+            via: None,
         }
     }
 
@@ -353,6 +360,23 @@ impl Decision {
     /// ```
     pub fn decided_by(mut self, name: impl Into<String>) -> Self {
         self.decided_by = Some(name.into());
+        self
+    }
+
+    /// The same decision, taken through `via` (the terminal, `decide`, ACP, HTTP, ...): each
+    /// host says which, and the audit record keeps it (`via`, [`crate::quorum::Via`]).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{Decision, quorum::Via};
+    /// let decision = Decision::approve().decided_by("alice").via(Via::Decide);
+    /// assert_eq!(decision.via, Some(Via::Decide));
+    /// // Not part of the resume data a client sends.
+    /// assert_eq!(serde_json::to_value(&decision)?, serde_json::json!({ "action": "approved", "decidedBy": "alice" }));
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
+    pub fn via(mut self, via: crate::quorum::Via) -> Self {
+        self.via = Some(via);
         self
     }
 

@@ -159,6 +159,11 @@ pub enum SessionError {
     /// (blank, or larger than 1 MiB); nothing changed.
     #[error("the edited plan cannot be approved: {0}")]
     EditedPlan(#[source] crate::plan::PlanError),
+    /// A decision the quorum's rule refuses (`approvers = N` on the mode,
+    /// [`crate::quorum::QuorumError`]): an approval without an identity, a second approval by
+    /// the same identity, an always-allow or an edited plan under a quorum; nothing changed.
+    #[error(transparent)]
+    Quorum(#[from] crate::quorum::QuorumError),
     /// A comment on a plan line ([`Decision::comment`](crate::Decision::comment)) cannot be
     /// kept: its line is not one of the plan shown (0, or past the end), its text is blank,
     /// or there are too many; nothing changed.

@@ -344,6 +344,8 @@ fn suspension_answer(
             DecidedRecord {
                 sha256: Some(payload.payload_sha256.clone()),
                 decided_at: payload.terms.deadline_at_ms.map(deadline_text),
+                via: Some(crate::quorum::Via::Timeout),
+                approvals: payload.terms.approvals.clone(),
                 tool_name: Some(payload.tool_name.clone()),
                 suspension_kind: Some(payload.kind),
                 subagent: payload.subagent.clone(),
@@ -396,6 +398,8 @@ fn plan_record(run_id: &str, tool_call_id: &str, payload: &SuspendPayload) -> De
     DecidedRecord {
         sha256: Some(payload.submission.sha256.clone()),
         decided_at: payload.terms.deadline_at_ms.map(deadline_text),
+        via: Some(crate::quorum::Via::Timeout),
+        approvals: payload.terms.approvals.clone(),
         ..DecidedRecord::new(
             run_id,
             tool_call_id,
@@ -421,6 +425,8 @@ fn call_answer(
             DecidedRecord {
                 sha256: Some(payload.args_sha256.clone()),
                 decided_at: payload.terms.deadline_at_ms.map(deadline_text),
+                via: Some(crate::quorum::Via::Timeout),
+                approvals: payload.terms.approvals.clone(),
                 tool_name: Some(payload.tool_name.clone()),
                 rule: payload.rule.clone(),
                 subagent: payload.subagent.clone(),
@@ -619,6 +625,7 @@ mod tests {
             action: crate::rules::RuleAction::Ask,
             rule: "ask write_file".to_owned(),
             reason: "rule 1 of mode `build`".to_owned(),
+            approvers: None,
         }));
         let waiting = [Waiting::ToolCall {
             run_id: "run_1",

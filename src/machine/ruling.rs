@@ -64,15 +64,20 @@ pub(crate) enum Ruling {
 /// place a hook's verdict meets the rules ([`crate::hook`]). A call the rules refuse stays
 /// refused (a hook never widens), one a hook denies is denied, one a hook allows runs without
 /// asking if it would have waited; an `ask` (a hook's failure among them) leaves the ruling as
-/// it is.
-pub(crate) fn hooked(ruling: Ruling, hook: Option<&HookRecord>) -> Ruling {
+/// it is. Under a quorum (`quorum`: the mode's `approvers` above 1, [`crate::quorum`]) a hook's
+/// allow never counts toward it: the call waits for the people as it would have.
+pub(crate) fn hooked(ruling: Ruling, hook: Option<&HookRecord>, quorum: bool) -> Ruling {
     let Some(hook) = hook else {
         return ruling;
     };
     match (ruling, hook.decision) {
         (refused @ (Ruling::Deny(_) | Ruling::Refused(_) | Ruling::HookDenied(_)), _) => refused,
         (_, HookDecision::Deny) => Ruling::HookDenied(Box::new(hook.clone())),
-        (Ruling::Ask(_) | Ruling::Drift(_), HookDecision::Allow) => {
+        // An `ask` rule's quorum (`approvers` on the rule) holds too.
+        (Ruling::Ask(Some(rule)), HookDecision::Allow) if rule.approvers.is_some() => {
+            Ruling::Ask(Some(rule))
+        }
+        (Ruling::Ask(_) | Ruling::Drift(_), HookDecision::Allow) if !quorum => {
             Ruling::HookAllowed(Box::new(hook.clone()))
         }
         (ruling, _) => ruling,
@@ -222,6 +227,7 @@ impl Change<'_> {
         };
         let record = DecidedRecord {
             decided_by: Some(format!("hook {}", hook.hook)),
+            via: Some(crate::quorum::Via::Hook),
             hook: Some(hook),
             ..self.own_record(&call, args_sha256, outcome)
         };
@@ -295,6 +301,7 @@ mod tests {
             action,
             rule: format!("{action:?} write_file"),
             reason: format!("rule {number} of mode `build`"),
+            approvers: None,
         })
     }
 

@@ -508,7 +508,7 @@ impl Change<'_> {
                 tool_name: tool_name.clone(),
                 args_sha256: crate::jcs::sha256(&args),
                 args,
-                terms: self.wait_terms(),
+                terms: self.quorum_terms(asked.rule.as_ref().and_then(|r| r.approvers)),
                 rule: asked.rule,
                 locations: asked.locations,
                 drift: asked.drift,
@@ -658,6 +658,18 @@ impl Change<'_> {
         }
     }
 
+    /// The terms of a plan or a tool call waiting for approval: [`Self::wait_terms`] with the
+    /// quorum (`approvers` above 1: `approversNeeded`, [`crate::quorum`]), the mode's or the
+    /// `ask` rule's that held the call (`rule`), whichever is higher.
+    fn quorum_terms(&self, rule: Option<u8>) -> WaitTerms {
+        let mode = self.config.graph.mode(self.state.mode).approvers();
+        let needed = mode.max(rule.unwrap_or(1));
+        WaitTerms {
+            approvers_needed: (needed > 1).then_some(needed),
+            ..self.wait_terms()
+        }
+    }
+
     fn wait_terms(&self) -> WaitTerms {
         let mode = self.config.graph.mode(self.state.mode);
         let timeout = mode.approval_timeout();
@@ -666,6 +678,8 @@ impl Change<'_> {
             deadline_at_ms: timeout.map(|t| t.deadline_after(self.now_ms)),
             workspace: Some(self.workspace.workspace.path.clone()),
             on_timeout: mode.on_timeout(),
+            approvers_needed: None,
+            approvals: Vec::new(),
         }
     }
 
@@ -712,7 +726,7 @@ impl Change<'_> {
             scope,
             plan_scope: graph.mode(mode).plan_scope(),
             steps,
-            terms: self.wait_terms(),
+            terms: self.quorum_terms(None),
             revision,
             previous_sha256: previous.map(|p| p.sha256),
             diff,

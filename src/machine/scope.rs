@@ -144,8 +144,8 @@ impl State {
         steps: &mut Vec<Step>,
     ) -> Ruling {
         let ruling = self.ruling_by_mode(graph, call, paths, steps);
-        let mode_id = graph.mode(self.mode).id();
-        match (written, self.plan_grant_in(mode_id)) {
+        let mode = graph.mode(self.mode);
+        let ruled = match (written, self.plan_grant_in(mode.id())) {
             (Some(written), Some(grant)) => {
                 let bound = bind(ruling.clone(), grant, written);
                 steps.push(Step::new(
@@ -155,6 +155,22 @@ impl State {
                 bound
             }
             _ => ruling,
+        };
+        // Under a quorum no allowance (nor an approved plan's files) stands in for the people:
+        // the call waits for its approvals ([`crate::quorum`]).
+        match ruled {
+            Ruling::Allowed(allowance) if mode.approvers() > 1 => {
+                steps.push(Step::new(
+                    Check::Allowance,
+                    format!(
+                        "allowance {} would let it run, but the mode needs {} approvals by distinct people (approvers): it waits",
+                        allowance.id,
+                        mode.approvers()
+                    ),
+                ));
+                Ruling::Ask(None)
+            }
+            other => other,
         }
     }
 }
@@ -204,6 +220,7 @@ mod tests {
             action: RuleAction::Deny,
             rule: "deny write_file".into(),
             reason: "no".into(),
+            approvers: None,
         }))
     }
 

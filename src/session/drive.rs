@@ -232,6 +232,12 @@ impl Session {
         }
     }
 
+    /// Whether the session's mode puts its waiting calls to a quorum (`approvers` above 1,
+    /// [`crate::quorum`]): then a hook's allow does not run a call that would have waited.
+    fn under_quorum(&self) -> bool {
+        self.shared.graph.mode(self.state.mode).approvers() > 1
+    }
+
     /// The tools of the suspended calls waiting in this session that this host does not have
     /// (a user's own tool, restored by the CLI): an answer to one of them is recorded here and
     /// carried on by a host that has it.
@@ -865,10 +871,11 @@ impl Session {
                             self.load_workspace_allowances().await;
                         }
                         let hook = self.reply_hooks.get(next - 1).cloned().flatten();
+                        let quorum = self.under_quorum();
                         self.state
                             .tool_call(at, next - 1)
                             .and_then(|call| self.ruling_again(call))
-                            .map(|ruling| hooked(ruling, hook.as_ref()))
+                            .map(|ruling| hooked(ruling, hook.as_ref(), quorum))
                     }
                     other => other,
                 },
@@ -1187,7 +1194,8 @@ impl Session {
                 Some(subject) => self.consult_hooks(run_id, subject).await,
                 None => None,
             };
-            hooked_rulings.push(ruling.map(|r| hooked(r, hook.as_ref())));
+            let quorum = self.under_quorum();
+            hooked_rulings.push(ruling.map(|r| hooked(r, hook.as_ref(), quorum)));
             self.reply_hooks[index] = hook;
         }
         hooked_rulings
@@ -1564,8 +1572,9 @@ impl Session {
                     let index = self.state.pending.len().saturating_sub(1);
                     let reason = hook.reason.clone().unwrap_or_default();
                     let feedback = format!("Rejected by hook `{}`: {reason}", hook.hook);
-                    let decision =
-                        Decision::reject_with(feedback).decided_by(format!("hook {}", hook.hook));
+                    let decision = Decision::reject_with(feedback)
+                        .decided_by(format!("hook {}", hook.hook))
+                        .via(crate::quorum::Via::Hook);
                     self.decide_at(index, decision, None).await
                 }
                 _ => self.carry_on(next).await,

@@ -340,12 +340,40 @@ impl SessionHandle {
         data: &Value,
         decided_by: Option<&str>,
     ) -> Result<(DecisionTaken, RunTask), SessionError> {
+        self.decide_json_with(decision_id, data, decided_by, None)
+            .await
+    }
+
+    /// [`SessionHandle::decide_json`] through channel `via` (`serve` says
+    /// [`crate::quorum::Via::Http`]), which the decision's audit record keeps (`via`).
+    ///
+    /// # Errors
+    /// Those of [`SessionHandle::decide_json`].
+    pub async fn decide_json_via(
+        &self,
+        decision_id: &str,
+        data: &Value,
+        decided_by: Option<&str>,
+        via: crate::quorum::Via,
+    ) -> Result<(DecisionTaken, RunTask), SessionError> {
+        self.decide_json_with(decision_id, data, decided_by, Some(via))
+            .await
+    }
+
+    async fn decide_json_with(
+        &self,
+        decision_id: &str,
+        data: &Value,
+        decided_by: Option<&str>,
+        via: Option<crate::quorum::Via>,
+    ) -> Result<(DecisionTaken, RunTask), SessionError> {
         let mut session = self.acquire().await?;
         session.reload().await?;
         let mut decision = session.decision_from_json(decision_id, data)?;
         if let Some(who) = decided_by {
             decision = decision.decided_by(who);
         }
+        decision.via = via;
         self.decide_on(session, decision_id, decision).await
     }
 

@@ -72,6 +72,7 @@ pub enum SessionErrorKind {
     /// edited plan past the limits, a session id that cannot be stored
     /// ([`SessionError::MalformedDecision`], [`SessionError::TargetNotAllowed`],
     /// [`SessionError::EditedPlan`], [`SessionError::PlanComment`], [`SessionError::PlanSteps`],
+    /// [`SessionError::Quorum`],
     /// [`SessionError::InvalidSessionId`], and [`SessionError::Store`] with the store's
     /// [`StoreError::InvalidId`]).
     InvalidInput,
@@ -132,6 +133,7 @@ impl SessionError {
             | E::EditedPlan(_)
             | E::PlanComment(_)
             | E::PlanSteps(_)
+            | E::Quorum(_)
             | E::UnknownModel { .. }
             | E::InvalidSessionId(_) => K::InvalidInput,
             E::NotSuspended(_)

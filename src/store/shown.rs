@@ -73,6 +73,14 @@ pub struct ShownPending {
     pub workspace: Option<String>,
     /// The SHA-256 an approval pins, on one line.
     pub sha256: String,
+    /// How many approvals by distinct people it needs (a quorum, `approvers` above 1); `None`
+    /// when one is enough.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approvers_needed: Option<u8>,
+    /// The approvals given so far toward the quorum, oldest first, each on one line:
+    /// `alice (decide, 2026-12-07T02:00:00Z)`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<String>,
 }
 
 /// One option of a question, as shown ([`ShownPending::options`]).
@@ -206,6 +214,16 @@ impl PendingSummary {
                 .as_ref()
                 .map(|w| line(&w.display().to_string())),
             sha256: line(&self.sha256),
+            approvers_needed: self.terms.approvers_needed,
+            approvals: self
+                .terms
+                .approvals
+                .iter()
+                .map(|a| {
+                    let via = a.via.map_or_else(String::new, |v| format!("{v}, "));
+                    line(&format!("{} ({via}{})", a.by, a.at))
+                })
+                .collect(),
         }
     }
 }

@@ -3285,6 +3285,7 @@ impl ReferenceSession {
                     model: None,
                     answer: None,
                     steps: None,
+                    via: None,
                 };
                 let host_action = waiting.host_action(*by_id, decision);
                 let refused = |r| (host_action.clone(), Vec::new(), Outcome::Refused(r));

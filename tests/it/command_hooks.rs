@@ -228,9 +228,14 @@ fn hook_config_errors_are_placed_and_unenforced_keys_are_warned_about() {
         .filter(|w| w.kind() == config::ConfigErrorKind::NotEnforced)
         .map(|w| w.message())
         .collect();
+    // Quorum is enforced (tests/it/quorum.rs): `approvers` is no longer a warning.
     assert!(
-        unenforced.iter().any(|m| m.contains("approvers = 2")),
+        !unenforced.iter().any(|m| m.contains("approvers")),
         "{unenforced:?}"
+    );
+    assert_eq!(
+        graph.get("build").map(|b| graph.mode(b).approvers()),
+        Some(2)
     );
     assert!(
         unenforced.iter().any(|m| m.contains("reviewBy")),

@@ -458,6 +458,13 @@ fn full_pending_tool_call() -> PendingSummary {
             approval_timeout: Some("24h".into()),
             deadline_at_ms: Some(1_800_000_000_000),
             on_timeout: OnTimeout::Abort,
+            approvers_needed: Some(2),
+            approvals: vec![agent_controller::quorum::Approval {
+                by: "alice".into(),
+                at: "2026-12-07T02:00:00Z".into(),
+                via: Some(agent_controller::quorum::Via::Http),
+                sha256: Some("ab".into()),
+            }],
         },
         comments: Vec::new(),
         subagent: None,
@@ -588,6 +595,9 @@ fn decided_records_validate_and_unknown_fields_do_not() {
         subagent: None,
         steps: vec![1, 3],
         hook: None,
+        via: Some(agent_controller::quorum::Via::Decide),
+        approvals: Vec::new(),
+        answer: None,
     };
     let value = serde_json::to_value(&record).expect("to_value");
     assert!(errors(&schema, &value).is_empty(), "{value}");

@@ -390,6 +390,7 @@ async fn the_log_prints_a_sessions_decisions_in_order_with_how_each_was_taken() 
         .collect();
     assert_eq!(how, [("w1", "hook"), ("w2", "rule")]);
     assert_eq!(lines[0]["decidedBy"], "hook scripted");
+    assert_eq!(lines[0]["via"], "hook", "the channel: a hook");
     let text = common::cli::output(
         common::cli::command(ws.path(), &["log", &id, "--store", &store_arg]),
         "",
@@ -397,7 +398,7 @@ async fn the_log_prints_a_sessions_decisions_in_order_with_how_each_was_taken() 
     let text = String::from_utf8_lossy(&text.stdout).into_owned();
     let first = text.lines().next().expect("a line");
     assert!(
-        first.contains("\tapproved\thook\thook scripted\twrite_file "),
+        first.contains("\tapproved\thook\thook\thook scripted\twrite_file "),
         "{first}"
     );
     let unknown = common::cli::output(

@@ -72,6 +72,7 @@ mod plan_scope;
 mod plan_steps;
 mod postgres;
 mod protected;
+mod quorum;
 mod result_order;
 mod rules;
 mod schema;

@@ -1021,6 +1021,9 @@ fn waiting_calls(id: &str, version: u64, calls: &[&str], decided: usize) -> Sess
                     subagent: None,
                     steps: Vec::new(),
                     hook: None,
+                    via: None,
+                    approvals: Vec::new(),
+                    answer: None,
                 }),
                 feedback: None,
             }

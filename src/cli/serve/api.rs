@@ -283,7 +283,12 @@ async fn decide(
         Err(e) => return refused(&e),
     };
     match handle
-        .decide_json(&decision_id, &data, caller.0.as_deref())
+        .decide_json_via(
+            &decision_id,
+            &data,
+            caller.0.as_deref(),
+            agent_controller::quorum::Via::Http,
+        )
         .await
     {
         Ok((taken, run)) => {

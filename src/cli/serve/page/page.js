@@ -182,6 +182,12 @@ function card(entry) {
   const where = "session " + entry.sessionId + " · " + entry.decisionId + " · mode " + shown.modeId;
   node.append(shownText("p", "meta", where));
   if (shown.workspace) node.append(shownText("p", "meta", "workspace " + shown.workspace));
+  if (shown.approversNeeded) {
+    const soFar = (shown.approvals || []).join("; ") || "none yet";
+    const quorum = "needs " + shown.approversNeeded + " approvals by distinct people; "
+      + (shown.approvals || []).length + " so far: " + soFar;
+    node.append(shownText("p", "meta quorum", quorum));
+  }
   if (entry.deadlineAtMs) {
     node.append(el("p", "meta", "decide before " + new Date(entry.deadlineAtMs).toLocaleString()));
   }
