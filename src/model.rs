@@ -5,6 +5,7 @@
 pub mod anthropic;
 mod chooser;
 mod finish;
+pub mod reviewer;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 pub mod http;
 #[cfg(feature = "openai")]

@@ -49,10 +49,12 @@ impl Change<'_> {
         decision: Decision,
         checked: Checked,
         lacking: &[String],
+        reviewer: Option<Box<crate::review::ReviewRecord>>,
     ) -> Result<Next, SessionError> {
         match self.state.pending.get(index) {
             Some(PendingDecision::ToolCall(_) | PendingDecision::Suspension(_)) => {
-                let (run_id, approved) = self.decide_tool_call(index, decision, lacking)?;
+                let (run_id, approved) =
+                    self.decide_tool_call(index, decision, lacking, reviewer)?;
                 Ok(match approved {
                     Some(Resumed {
                         calls,
@@ -71,7 +73,7 @@ impl Change<'_> {
                 })
             }
             Some(PendingDecision::Plan(_)) => {
-                let decided = self.decide_plan(index, decision, checked)?;
+                let decided = self.decide_plan(index, decision, checked, reviewer)?;
                 let run_id = decided.run_id;
                 Ok(match decided.limit {
                     Some(error) => Next::Ended {
@@ -97,6 +99,7 @@ impl Change<'_> {
         index: usize,
         decision: Decision,
         checked: Checked,
+        reviewer: Option<Box<crate::review::ReviewRecord>>,
     ) -> Result<PlanDecided, SessionError> {
         if decision.action == DecisionAction::Answered {
             return Err(SessionError::MalformedDecision(
@@ -246,6 +249,8 @@ impl Change<'_> {
         record.comments = comments;
         record.model = decision.model.clone();
         record.steps = chosen.map(|c| c.approved).unwrap_or_default();
+        // The reviewer that decided, or the advice the person who decided saw.
+        record.review = reviewer.or_else(|| pending.payload.review.clone());
         let (record_id, record_by, record_at) = (
             record.decision_id.clone(),
             record.decided_by.clone(),
@@ -321,6 +326,7 @@ impl Change<'_> {
         index: usize,
         decision: Decision,
         lacking: &[String],
+        reviewer: Option<Box<crate::review::ReviewRecord>>,
     ) -> Result<(Arc<str>, Option<Resumed>), SessionError> {
         let decided_at = self.now_rfc3339();
         if let Some(PendingDecision::Suspension(suspended)) = self.state.pending.get_mut(index) {
@@ -366,6 +372,7 @@ impl Change<'_> {
             decision.always_allow,
             decided_at.clone(),
         );
+        let shown_review = call.payload.review.clone();
         let tool_name = call.payload.tool_name.clone();
         let run_id = call.run_id.clone();
         // The allowance in force once this one is kept: the one given, or the same one kept
@@ -386,6 +393,8 @@ impl Change<'_> {
         // The feedback goes with the record: with an approval, the model receives it with the
         // tool's result, wherever and whenever the run carries on.
         record.feedback = decision.feedback().map(str::to_owned);
+        // The reviewer that decided, or the advice the person who decided saw.
+        record.review = reviewer.or(shown_review);
         let approved = outcome == DecisionOutcome::Approved;
         if let Some(PendingDecision::ToolCall(call)) = self.state.pending.get_mut(index) {
             call.decided = Some(record);
@@ -686,6 +695,7 @@ mod tests {
                 plan: "1. Step.".to_owned(),
                 sha256: "s1".to_owned(),
             },
+            review: None,
         };
         rig.handle(Input::Suspend(suspend)).expect("suspends");
     }
@@ -831,6 +841,7 @@ mod tests {
                     locations: Vec::new(),
                     drift: None,
                     subagent: None,
+                    review: None,
                 },
                 decided: None,
             },
@@ -1260,6 +1271,7 @@ mod tests {
                     plan: format!("{n}. Step."),
                     sha256: format!("s{n}"),
                 },
+                review: None,
             };
             match rig.handle(Input::Suspend(suspend)) {
                 Ok(Next::SuspendedOnPlan { payload, .. }) => payload,

@@ -71,6 +71,7 @@ mod plan_steps;
 mod postgres;
 mod protected;
 mod result_order;
+mod reviewers;
 mod rules;
 mod schema;
 mod serve_api;

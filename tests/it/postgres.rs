@@ -998,6 +998,7 @@ fn waiting_calls(id: &str, version: u64, calls: &[&str], decided: usize) -> Sess
                     locations: Vec::new(),
                     drift: None,
                     subagent: None,
+                    review: None,
                 },
                 decided: (i < decided).then(|| agent_controller::event::DecidedRecord {
                     run_id: "run_1".into(),
@@ -1021,6 +1022,7 @@ fn waiting_calls(id: &str, version: u64, calls: &[&str], decided: usize) -> Sess
                     subagent: None,
                     steps: Vec::new(),
                     hook: None,
+                    review: None,
                 }),
                 feedback: None,
             }
