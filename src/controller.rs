@@ -338,7 +338,11 @@ impl AgentControllerBuilder {
     /// # let _ = controller;
     /// # Ok::<(), agent_controller::ConfigError>(())
     /// ```
-    pub fn reviewer(mut self, id: impl Into<String>, reviewer: impl crate::review::Reviewer) -> Self {
+    pub fn reviewer(
+        mut self,
+        id: impl Into<String>,
+        reviewer: impl crate::review::Reviewer,
+    ) -> Self {
         self.reviewers.insert(id.into(), Arc::new(reviewer));
         self
     }

@@ -5,11 +5,11 @@
 pub mod anthropic;
 mod chooser;
 mod finish;
-pub mod reviewer;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 pub mod http;
 #[cfg(feature = "openai")]
 pub mod openai;
+pub mod reviewer;
 pub mod scripted;
 mod spec;
 #[cfg(any(feature = "openai", feature = "anthropic"))]

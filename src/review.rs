@@ -192,11 +192,7 @@ impl ReviewRecord {
     /// assert_eq!(failed.decision, ReviewDecision::Escalate);
     /// assert_eq!(failed.error.as_deref(), Some("timed out"));
     /// ```
-    pub fn of(
-        reviewer: &str,
-        sha256: &str,
-        answer: Result<ReviewVerdict, ReviewError>,
-    ) -> Self {
+    pub fn of(reviewer: &str, sha256: &str, answer: Result<ReviewVerdict, ReviewError>) -> Self {
         let (decision, reason, error) = match answer {
             Ok(verdict) => (verdict.decision, verdict.reason, None),
             Err(e) => (ReviewDecision::Escalate, None, Some(e.message)),

@@ -462,12 +462,8 @@ impl Change<'_> {
                 submission,
                 review,
             }) => {
-                let payload = Box::new(self.suspend_plan(
-                    &run_id,
-                    &tool_call_id,
-                    submission,
-                    review,
-                ));
+                let payload =
+                    Box::new(self.suspend_plan(&run_id, &tool_call_id, submission, review));
                 Next::SuspendedOnPlan {
                     run_id,
                     tool_call_id,

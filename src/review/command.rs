@@ -44,8 +44,8 @@ impl Reviewer for CommandReviewer {
         )
         .await
         .map_err(|e| ReviewError::new(e.message()))?;
-        let text = std::str::from_utf8(&out)
-            .map_err(|_| ReviewError::new("its answer is not UTF-8"))?;
+        let text =
+            std::str::from_utf8(&out).map_err(|_| ReviewError::new("its answer is not UTF-8"))?;
         parse_answer(text)
     }
 }

@@ -117,6 +117,8 @@ async fn review_caught(
     match task.await {
         Ok(answer) => answer,
         Err(e) if e.is_panic() => Err(ReviewError::new("the reviewer panicked")),
-        Err(e) => Err(ReviewError::new(format!("the reviewer did not finish: {e}"))),
+        Err(e) => Err(ReviewError::new(format!(
+            "the reviewer did not finish: {e}"
+        ))),
     }
 }

@@ -195,7 +195,10 @@ impl PendingSummary {
                 .map(crate::rules::ResolvedLocation::shown)
                 .collect(),
             drift: self.drift.as_deref().map(line),
-            review: self.review.as_deref().map(crate::review::ReviewRecord::shown),
+            review: self
+                .review
+                .as_deref()
+                .map(crate::review::ReviewRecord::shown),
             question: question
                 .and_then(|q| q.get("question"))
                 .map(|q| neutralize(&text_of(q)).into_owned()),

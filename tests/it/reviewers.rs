@@ -88,8 +88,7 @@ impl World {
 
     /// The object the reviewer saw on stdin (the script keeps it in `review/seen.json`).
     fn seen(&self) -> Value {
-        let text =
-            std::fs::read_to_string(self.ws.path().join("review/seen.json")).expect("seen");
+        let text = std::fs::read_to_string(self.ws.path().join("review/seen.json")).expect("seen");
         serde_json::from_str(&text).expect("one JSON object on stdin")
     }
 
@@ -100,7 +99,10 @@ impl World {
     /// `log SESSION --json`: each decision's `how`, `decidedBy` and `review`.
     fn log(&self, session: &str) -> Vec<Value> {
         let out = common::cli::output(
-            common::cli::command(self.ws.path(), &["log", session, "--store", &self.store(), "--json"]),
+            common::cli::command(
+                self.ws.path(),
+                &["log", session, "--store", &self.store(), "--json"],
+            ),
             "",
         );
         assert!(out.status.success(), "{}", common::stderr(&out));
@@ -120,7 +122,10 @@ impl World {
     /// `pending --json`, one value per line.
     fn pending_json(&self) -> Vec<Value> {
         let out = common::cli::output(
-            common::cli::command(self.ws.path(), &["pending", "--store", &self.store(), "--json"]),
+            common::cli::command(
+                self.ws.path(),
+                &["pending", "--store", &self.store(), "--json"],
+            ),
             "",
         );
         assert!(out.status.success(), "{}", common::stderr(&out));
@@ -189,9 +194,16 @@ async fn a_command_reviewer_that_may_decide_approves_the_plan_it_saw() {
     assert_eq!(seen["on"], "plan");
     assert_eq!(seen["modeId"], "plan");
     assert_eq!(seen["title"], "Add a greeting");
-    assert!(seen["plan"].as_str().is_some_and(|p| p.contains("2. Test it")));
+    assert!(
+        seen["plan"]
+            .as_str()
+            .is_some_and(|p| p.contains("2. Test it"))
+    );
     assert_eq!(seen["sessionId"], session.id());
-    assert_eq!(seen["sha256"].as_str(), Some(sha256_of_plan(&session).as_str()));
+    assert_eq!(
+        seen["sha256"].as_str(),
+        Some(sha256_of_plan(&session).as_str())
+    );
     assert_eq!(review.sha256, sha256_of_plan(&session), "pinned");
     // The audit log says a reviewer decided, which one, and why.
     let log = world.log(session.id());
@@ -274,13 +286,21 @@ async fn an_advising_reviewer_leaves_the_person_to_decide_seeing_its_verdict() {
 #[tokio::test]
 async fn a_reviewer_that_answers_badly_escalates_saying_why() {
     for (script, timeout, why) in [
-        ("cat > /dev/null\necho 'looks fine to me'\n", "10s", "not a JSON object"),
+        (
+            "cat > /dev/null\necho 'looks fine to me'\n",
+            "10s",
+            "not a JSON object",
+        ),
         (
             "cat > /dev/null\necho '{\"decision\": \"approve\"}{\"decision\": \"approve\"}'\n",
             "10s",
             "more than one JSON value",
         ),
-        ("cat > /dev/null\nsleep 5\n", "1s", "did not answer within 1s"),
+        (
+            "cat > /dev/null\nsleep 5\n",
+            "1s",
+            "did not answer within 1s",
+        ),
         ("cat > /dev/null\necho boom >&2\nexit 3\n", "10s", "boom"),
     ] {
         let world = World::new(script);
@@ -332,7 +352,10 @@ async fn a_reviewer_with_review_tool_calls_decides_a_waiting_call() {
     let record = session.decision_history().last().expect("the approval");
     assert_eq!(record.how(), DecidedHow::Reviewer);
     assert_eq!(record.tool_name.as_deref(), Some("write_file"));
-    assert_eq!(record.sha256.as_ref(), seen["argsSha256"].as_str().map(str::to_owned).as_ref());
+    assert_eq!(
+        record.sha256.as_ref(),
+        seen["argsSha256"].as_str().map(str::to_owned).as_ref()
+    );
     let log = world.log(session.id());
     assert_eq!(log[0]["how"], "reviewer");
 }
@@ -358,10 +381,16 @@ async fn a_reviewers_script_is_protected_from_the_models_writes() {
     let outcome = session.send_message("write").await.expect("runs");
     if let RunOutcome::ToolCallsSuspended { .. } = outcome {
         let id = session.pending()[0].decision_id().to_owned();
-        session.decide(&id, Decision::approve()).await.expect("decided");
+        session
+            .decide(&id, Decision::approve())
+            .await
+            .expect("decided");
     }
     let script = std::fs::read_to_string(world.ws.path().join("review/critic.sh")).expect("script");
-    assert!(script.starts_with("cat > review/seen.json"), "untouched: {script}");
+    assert!(
+        script.starts_with("cat > review/seen.json"),
+        "untouched: {script}"
+    );
 }
 
 /// `check` refuses a `reviewBy` naming no reviewer at its line and column, and no longer says
@@ -430,7 +459,11 @@ mod model {
             .await
             .expect("session");
         let outcome = session.send_message("plan it").await.expect("runs");
-        let body = server.bodies().await.pop().expect("the reviewer asked the model");
+        let body = server
+            .bodies()
+            .await
+            .pop()
+            .expect("the reviewer asked the model");
         (outcome, session, body)
     }
 
@@ -448,12 +481,16 @@ mod model {
         );
         assert_eq!(session.mode().id(), "build");
         assert!(
-            body.get("tools").is_none_or(|t| t.as_array().is_some_and(Vec::is_empty)),
+            body.get("tools")
+                .is_none_or(|t| t.as_array().is_some_and(Vec::is_empty)),
             "no tools offered: {body}"
         );
         let said = body.to_string();
         assert!(said.contains("Reject plans without tests."), "{said}");
-        assert!(said.contains("2. Test it"), "the plan is in its prompt: {said}");
+        assert!(
+            said.contains("2. Test it"),
+            "the plan is in its prompt: {said}"
+        );
         let record = session.decision_history().last().expect("the approval");
         assert_eq!(record.how(), DecidedHow::Reviewer);
         let log = world.log(session.id());
@@ -476,7 +513,10 @@ mod model {
         let review = plan_review(&session).expect("shown");
         assert_eq!(review.decision, ReviewDecision::Escalate);
         assert!(
-            review.error.as_deref().is_some_and(|e| e.contains("called a tool")),
+            review
+                .error
+                .as_deref()
+                .is_some_and(|e| e.contains("called a tool")),
             "{review:?}"
         );
         assert!(!world.ws.path().join("x").exists());
