@@ -310,9 +310,9 @@ impl AgentControllerBuilder {
     /// same id (the config must still declare one, so `reviewBy` is checked).
     ///
     /// Without one, the config's entries are built: a `command` one as a command reviewer
-    /// (feature `command-hooks`), a `model` one by the model chooser
-    /// ([`AgentControllerBuilder::model_chooser`]) as a model reviewer
-    /// ([`crate::model::reviewer::ModelReviewer`]).
+    /// (feature `command-hooks`), a `model` one as a model reviewer
+    /// ([`crate::model::reviewer::ModelReviewer`]) whose model the model chooser
+    /// ([`AgentControllerBuilder::model_chooser`]) builds at its first review.
     ///
     /// # Examples
     /// ```
@@ -351,9 +351,8 @@ impl AgentControllerBuilder {
     /// for.
     ///
     /// # Errors
-    /// A `command` entry in a build without the feature `command-hooks`, or a `model` entry the
-    /// controller cannot build (no model chooser, or the chooser's reason): a reviewer that
-    /// does not run must not look as if it did.
+    /// A `command` entry in a build without the feature `command-hooks`, or a `model` entry
+    /// without a model chooser: a reviewer that cannot run must not look as if it did.
     fn config_reviewers(
         &mut self,
     ) -> Result<std::collections::HashMap<String, Arc<dyn crate::review::Reviewer>>, ConfigError>
@@ -383,21 +382,20 @@ impl AgentControllerBuilder {
                     model,
                     instructions,
                 } => {
-                    let built = match &self.model_chooser {
-                        Some(chooser) => chooser.build(model),
-                        None => Err("the controller has no model chooser to build it with (`model_chooser`)".to_owned()),
-                    };
-                    let built = built.map_err(|reason| {
-                        ConfigError::without_position(
+                    // Built by the chooser at its first review: a model it cannot build then
+                    // makes each review escalate, saying why.
+                    let Some(chooser) = &self.model_chooser else {
+                        return Err(ConfigError::without_position(
                             crate::config::ConfigErrorKind::InvalidReviewer,
                             format!(
-                                "reviewer `{}` names model `{model}`, which cannot be built: {reason}; or register the reviewer in code (`reviewer`)",
+                                "reviewer `{}` names model `{model}`, but the controller has no model chooser to build it with (`model_chooser`); or register the reviewer in code (`reviewer`)",
                                 config.id()
                             ),
-                        )
-                    })?;
-                    Arc::new(crate::model::reviewer::ModelReviewer::new(
-                        built,
+                        ));
+                    };
+                    Arc::new(crate::model::reviewer::ModelReviewer::chosen(
+                        chooser.clone(),
+                        model.clone(),
                         instructions.clone(),
                     ))
                 }

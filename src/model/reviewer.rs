@@ -26,8 +26,21 @@ pub const REVIEW_CONTRACT: &str = "You review a plan or a tool call before a per
 /// ```
 #[derive(Clone)]
 pub struct ModelReviewer {
-    model: Arc<dyn LanguageModel>,
+    model: Source,
     system_prompt: String,
+}
+
+/// Where a reviewer's model comes from: given, or built by a chooser at its first review.
+#[derive(Clone)]
+enum Source {
+    Given(Arc<dyn LanguageModel>),
+    /// A config's `model`, built when first needed (so a host that never reviews, such as
+    /// `decide` without the provider's key, does not need it), and kept.
+    Chosen {
+        chooser: Arc<dyn super::ModelChooser>,
+        id: String,
+        built: Arc<std::sync::OnceLock<Result<Arc<dyn LanguageModel>, String>>>,
+    },
 }
 
 impl std::fmt::Debug for ModelReviewer {
@@ -41,16 +54,49 @@ impl std::fmt::Debug for ModelReviewer {
 impl ModelReviewer {
     /// The reviewer that asks `model`, told `instructions` and then [`REVIEW_CONTRACT`].
     pub fn new(model: Arc<dyn LanguageModel>, instructions: impl Into<String>) -> Self {
-        let instructions = instructions.into();
-        let system_prompt = if instructions.trim().is_empty() {
-            REVIEW_CONTRACT.to_owned()
-        } else {
-            format!("{}\n\n{REVIEW_CONTRACT}", instructions.trim())
-        };
         Self {
-            model,
-            system_prompt,
+            model: Source::Given(model),
+            system_prompt: system_prompt(&instructions.into()),
         }
+    }
+
+    /// The reviewer of model `id`, built by `chooser` at its first review (a model it cannot
+    /// build makes each review escalate, saying why), told `instructions`.
+    pub(crate) fn chosen(
+        chooser: Arc<dyn super::ModelChooser>,
+        id: impl Into<String>,
+        instructions: impl Into<String>,
+    ) -> Self {
+        Self {
+            model: Source::Chosen {
+                chooser,
+                id: id.into(),
+                built: Arc::new(std::sync::OnceLock::new()),
+            },
+            system_prompt: system_prompt(&instructions.into()),
+        }
+    }
+
+    /// The model to ask.
+    fn model(&self) -> Result<Arc<dyn LanguageModel>, ReviewError> {
+        match &self.model {
+            Source::Given(model) => Ok(model.clone()),
+            Source::Chosen { chooser, id, built } => built
+                .get_or_init(|| chooser.build(id))
+                .clone()
+                .map_err(|reason| {
+                    ReviewError::new(format!("its model `{id}` cannot be built: {reason}"))
+                }),
+        }
+    }
+}
+
+/// The system prompt of a reviewer told `instructions`: them, then [`REVIEW_CONTRACT`].
+fn system_prompt(instructions: &str) -> String {
+    if instructions.trim().is_empty() {
+        REVIEW_CONTRACT.to_owned()
+    } else {
+        format!("{}\n\n{REVIEW_CONTRACT}", instructions.trim())
     }
 }
 
@@ -66,7 +112,7 @@ impl Reviewer for ModelReviewer {
             .with_mode_id(&request.mode_id)
             .with_system_prompt(&self.system_prompt);
         let reply = self
-            .model
+            .model()?
             .generate(model_request)
             .await
             .map_err(|e| ReviewError::new(format!("the model failed: {e}")))?;

@@ -523,3 +523,48 @@ mod model {
         assert!(world.log(session.id()).is_empty());
     }
 }
+
+/// The CLI builds a config's model reviewer with its `--model` chooser: `run` with the plan,
+/// the reviewer (the same scripted server) advises, and the terminal prompt shows its verdict
+/// beside the plan before the person's `y`.
+#[cfg(feature = "openai")]
+#[test]
+fn the_cli_runs_a_config_model_reviewer_and_its_prompt_shows_the_verdict() {
+    use common::cli::world::World;
+    use common::openai_server::{calls, submit, text};
+    const CONFIG: &str = r#"
+[[modes]]
+id = "plan"
+transitionsTo = "build"
+availableTools = ["read_file", "submit_plan"]
+reviewBy = "critic"
+
+[[modes]]
+id = "build"
+default = true
+
+[[reviewers]]
+id = "critic"
+model = "openai/test-model"
+instructions = "Be brief."
+"#;
+    let world = World::with_config(
+        "dir",
+        CONFIG,
+        vec![
+            calls([submit("call_1", ".agent/plans/greet.md")]),
+            text(r#"{"decision": "escalate", "reason": "a person should see step 2"}"#),
+            text("Built."),
+        ],
+    );
+    world.ws.plan("greet.md", PLAN);
+    let out = world.cli("run", true, &["--mode", "plan", "Plan it"], Some("y\n"));
+    let said = common::cli::text(&out);
+    assert_eq!(out.status.code(), Some(common::cli::DONE), "{said}");
+    assert!(
+        said.contains("reviewer critic: escalate: a person should see step 2"),
+        "{said}"
+    );
+    // The person's `y` approved the plan, and the build ran.
+    assert!(said.contains("Built."), "{said}");
+}
